@@ -1,0 +1,291 @@
+"""Reader for TensorFlow V2 checkpoints ("tensor bundles"): ``<prefix>.index`` + data shards.
+
+The index is a table (see :mod:`ckpt_tools.table`) whose ``""`` entry is a ``BundleHeaderProto``
+and whose other entries are ``BundleEntryProto`` records pointing into
+``<prefix>.data-SSSSS-of-NNNNN``. Data shards are memory-mapped and tensors returned as NumPy
+views over the mapping, so reading costs page faults, not copies.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+import struct
+
+import numpy as np
+
+from . import crc, dtypes
+from ._protos import BundleEntryProto, BundleHeaderProto
+from ._wire import Cursor
+from .entry import TensorEntry
+from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+from .slices import TensorSlice, decode_key
+from .table import Table
+
+_LITTLE, _BIG = 0, 1
+_MAX_BUNDLE_VERSION = 1  # TensorFlow's kTensorBundleVersion
+
+
+def data_path(prefix: str, shard: int, num_shards: int) -> str:
+    """Returns the data file name TensorFlow uses for ``shard`` of ``num_shards``."""
+    return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
+
+
+def _shape(proto) -> tuple[int, ...]:
+    if proto.unknown_rank:
+        raise CorruptCheckpointError("stored tensor has unknown rank")
+    dims = tuple(d.size for d in proto.dim)
+    if any(d < 0 for d in dims):
+        raise CorruptCheckpointError(f"stored tensor has a negative dimension: {dims}")
+    return dims
+
+
+def _map(path: str):
+    """Memory-maps a file read-only (an empty file maps to ``b""``)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+class BundleReader:
+    """Reads one V2 checkpoint.
+
+    Args:
+        prefix: checkpoint prefix (``model.ckpt-1000``), i.e. the ``.index`` path minus suffix.
+        verify: check CRC32C of index blocks and of every tensor read.
+
+    Raises:
+        CheckpointNotFoundError: if ``<prefix>.index`` does not exist.
+        CorruptCheckpointError: if the index is malformed.
+    """
+
+    format = "v2"
+
+    def __init__(self, prefix: str, *, verify: bool = True):
+        self.prefix = prefix
+        self.index_path = prefix + ".index"
+        self.verify = verify
+        try:
+            index = _map(self.index_path)
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(f"{self.index_path}: no such file") from None
+        except IsADirectoryError:
+            raise CheckpointNotFoundError(f"{self.index_path}: is a directory") from None
+        self.entries: dict[str, TensorEntry] = {}
+        self._slice_entries: dict[tuple[str, TensorSlice], TensorEntry] = {}
+        self._shards: dict[int, object] = {}
+        try:
+            self._parse(Table(index, self.index_path, verify=verify))
+        finally:
+            if isinstance(index, mmap.mmap):
+                index.close()
+
+    # -- index -----------------------------------------------------------------------------
+    def _parse(self, table: Table) -> None:
+        items = table.items()
+        first = next(items, None)
+        if first is None or first[0] != b"":
+            raise CorruptCheckpointError("index has no bundle header entry", path=self.index_path)
+        header = self._proto(BundleHeaderProto, first[1], "")
+        self.num_shards = header.num_shards if header.HasField("num_shards") else 1
+        if self.num_shards < 1 or self.num_shards > 100_000:
+            raise CorruptCheckpointError(f"header claims {self.num_shards} shards",
+                                         path=self.index_path)
+        if header.endianness not in (_LITTLE, _BIG):
+            raise CorruptCheckpointError(f"unknown endianness {header.endianness}",
+                                         path=self.index_path)
+        self.big_endian = header.endianness == _BIG
+        if header.version.min_consumer > _MAX_BUNDLE_VERSION:
+            raise UnsupportedFormatError(
+                f"{self.index_path}: bundle needs reader version {header.version.min_consumer}, "
+                f"this reader supports {_MAX_BUNDLE_VERSION}")
+        for key, value in items:
+            if key.startswith(b"\x00"):
+                name, tslice = decode_key(key)
+                self._slice_entries[(name, tslice)] = self._entry(name, value, key)
+            else:
+                try:
+                    name = key.decode("utf-8")
+                except UnicodeDecodeError:
+                    name = key.decode("latin-1")
+                self.entries[name] = self._entry(name, value, key)
+        for (name, _), sub in self._slice_entries.items():
+            if name not in self.entries:
+                raise CorruptCheckpointError(f"slice of {name!r} has no full-tensor entry",
+                                             path=self.index_path)
+
+    def _proto(self, cls, value, key):
+        try:
+            return cls.FromString(bytes(value))
+        except Exception as exc:  # protobuf raises DecodeError, or RuntimeWarning-ish errors
+            raise CorruptCheckpointError(f"cannot parse entry {key!r}: {exc}",
+                                         path=self.index_path) from None
+
+    def _entry(self, name: str, value, key: bytes) -> TensorEntry:
+        p = self._proto(BundleEntryProto, value, key)
+        shape = _shape(p.shape)
+        dtypes.dtype_name(p.dtype)  # raises on unknown enum
+        if p.shard_id < 0 or p.shard_id >= self.num_shards or p.offset < 0 or p.size < 0:
+            raise CorruptCheckpointError(
+                f"entry {name!r} points at shard {p.shard_id} offset {p.offset} size {p.size}, "
+                f"outside the {self.num_shards} shard(s)", path=self.index_path)
+        slices = tuple(TensorSlice.from_proto(s, len(shape)) for s in p.slices)
+        return TensorEntry(name=name, dtype=p.dtype, shape=shape, shard_id=p.shard_id,
+                           offset=p.offset, size=p.size,
+                           crc32c=p.crc32c if p.HasField("crc32c") else None, slices=slices)
+
+    # -- data ------------------------------------------------------------------------------
+    def data_files(self) -> list[str]:
+        return [data_path(self.prefix, i, self.num_shards) for i in range(self.num_shards)]
+
+    def _shard(self, shard_id: int):
+        mm = self._shards.get(shard_id)
+        if mm is None:
+            path = data_path(self.prefix, shard_id, self.num_shards)
+            try:
+                mm = _map(path)
+            except FileNotFoundError:
+                raise CheckpointNotFoundError(
+                    f"{path}: data shard {shard_id} of {self.num_shards} is missing") from None
+            self._shards[shard_id] = mm
+        return mm
+
+    def raw(self, entry: TensorEntry) -> memoryview:
+        """Returns the stored bytes of a (non-partitioned) entry without copying.
+
+        Raises:
+            CorruptCheckpointError: if the bytes lie outside the data file.
+        """
+        mm = self._shard(entry.shard_id)
+        end = entry.offset + entry.size
+        if end > len(mm):
+            raise CorruptCheckpointError(
+                f"tensor {entry.name!r} spans bytes [{entry.offset}, {end}) but the file has "
+                f"{len(mm)} bytes (truncated data shard)",
+                path=data_path(self.prefix, entry.shard_id, self.num_shards))
+        return memoryview(mm)[entry.offset : end]
+
+    def check_crc(self, entry: TensorEntry, data) -> None:
+        """Raises CorruptCheckpointError if ``data`` does not match the entry's CRC32C."""
+        if entry.crc32c is None:
+            return
+        actual = crc.mask(crc.crc32c(data))
+        if actual != entry.crc32c:
+            raise CorruptCheckpointError(
+                f"checksum mismatch for tensor {entry.name!r} (stored 0x{entry.crc32c:08x}, "
+                f"computed 0x{actual:08x}): the data file is corrupt",
+                path=data_path(self.prefix, entry.shard_id, self.num_shards),
+                offset=entry.offset)
+
+    def _read_entry(self, entry: TensorEntry, shape: tuple[int, ...]) -> np.ndarray:
+        count = math.prod(shape)
+        if entry.dtype == dtypes.STRING:
+            return self._read_strings(entry, shape, count)
+        item = dtypes.itemsize(entry.dtype)
+        dt = dtypes.numpy_dtype(entry.dtype, self.big_endian)
+        if item * count != entry.size:
+            raise CorruptCheckpointError(
+                f"tensor {entry.name!r} of shape {shape} and dtype {entry.dtype_name} needs "
+                f"{item * count} bytes but its entry says {entry.size}", path=self.index_path)
+        data = self.raw(entry)
+        if self.verify:
+            self.check_crc(entry, data)
+        arr = np.frombuffer(data, dtype=dt, count=count).reshape(shape)
+        if self.big_endian and dt.itemsize > 1:
+            return arr.astype(dt.newbyteorder("="))
+        if entry.offset % max(dt.alignment, 1):
+            return arr.copy()  # unaligned views are slow for every later operation
+        return arr
+
+    def _read_strings(self, entry: TensorEntry, shape, count: int) -> np.ndarray:
+        data = self.raw(entry)
+        path = data_path(self.prefix, entry.shard_id, self.num_shards)
+        if count > len(data):
+            raise CorruptCheckpointError(
+                f"string tensor {entry.name!r} claims {count} elements in {len(data)} bytes",
+                path=path, offset=entry.offset)
+        cur = Cursor(data, path, base=entry.offset)
+        lengths = [cur.varint() for _ in range(count)]
+        len_bytes = b"".join(
+            struct.pack("<I", n) if n <= 0xFFFFFFFF else struct.pack("<Q", n) for n in lengths)
+        stored_len_crc = bytes(cur.read(4))
+        if sum(lengths) != cur.remaining:
+            raise CorruptCheckpointError(
+                f"string tensor {entry.name!r}: lengths add up to {sum(lengths)} bytes but "
+                f"{cur.remaining} remain", path=path, offset=entry.offset)
+        if self.verify:
+            running = crc.crc32c(len_bytes)
+            if crc.mask(running) != int.from_bytes(stored_len_crc, "little"):
+                raise CorruptCheckpointError(
+                    f"string tensor {entry.name!r}: length checksum mismatch",
+                    path=path, offset=entry.offset)
+            running = crc.crc32c(stored_len_crc, running)
+            running = crc.crc32c(data[cur.pos :], running)
+            if entry.crc32c is not None and crc.mask(running) != entry.crc32c:
+                raise CorruptCheckpointError(
+                    f"checksum mismatch for string tensor {entry.name!r}",
+                    path=path, offset=entry.offset)
+        out = np.empty(count, dtype=object)
+        for i, n in enumerate(lengths):
+            out[i] = bytes(cur.read(n))
+        return out.reshape(shape)
+
+    def read(self, name: str) -> np.ndarray:
+        """Returns the tensor stored under ``name``, assembling partitioned variables.
+
+        Raises:
+            KeyError: if ``name`` is not in the checkpoint.
+            CorruptCheckpointError: on checksum or size mismatches.
+        """
+        entry = self.entries[name]
+        if not entry.slices:
+            return self._read_entry(entry, entry.shape)
+        return self._assemble(entry)
+
+    def _assemble(self, entry: TensorEntry) -> np.ndarray:
+        parts = []
+        covered = 0
+        for tslice in entry.slices:
+            sub = self._slice_entries.get((entry.name, tslice))
+            if sub is None:
+                raise CorruptCheckpointError(
+                    f"partitioned tensor {entry.name!r} lists slice {tslice} that is not stored",
+                    path=self.index_path)
+            sub_shape = tslice.shape(entry.shape)
+            covered += math.prod(sub_shape)
+            parts.append((tslice, sub, sub_shape))
+        if covered != entry.num_elements:
+            raise CorruptCheckpointError(
+                f"slices of {entry.name!r} cover {covered} of {entry.num_elements} elements",
+                path=self.index_path)
+        # Allocate only after every slice is known to exist with a size matching its extent,
+        # so an absurd full shape in a corrupt index cannot make us allocate gigabytes.
+        for _tslice, sub, sub_shape in parts:
+            item = dtypes.itemsize(entry.dtype)
+            if item and sub.size != item * math.prod(sub_shape):
+                raise CorruptCheckpointError(
+                    f"slice {_tslice} of {entry.name!r} stores {sub.size} bytes, expected "
+                    f"{item * math.prod(sub_shape)}", path=self.index_path)
+            self.raw(sub)
+        dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)
+        out = np.empty(entry.shape, dtype=dt)
+        for tslice, sub, sub_shape in parts:
+            out[tslice.index(entry.shape)] = self._read_entry(sub, sub_shape)
+        return out
+
+    def slice_entries(self, name: str) -> list[TensorEntry]:
+        """Returns the stored slice entries of a partitioned tensor (empty if not partitioned)."""
+        entry = self.entries[name]
+        return [self._slice_entries[(name, s)] for s in entry.slices
+                if (name, s) in self._slice_entries]
+
+    def close(self) -> None:
+        for mm in self._shards.values():
+            if isinstance(mm, mmap.mmap):
+                try:
+                    mm.close()
+                except BufferError:
+                    pass  # arrays handed out still view the mapping; it closes when they die
+        self._shards.clear()

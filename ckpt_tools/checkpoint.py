@@ -1,0 +1,365 @@
+"""``open_checkpoint``: find a checkpoint from any path a user might type, and read it.
+
+Accepted paths: a training directory (its ``checkpoint`` state file names the latest
+checkpoint), a checkpoint prefix, a ``.index``, ``.data-*`` or ``.meta`` file, or a V1 file.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from . import roles as _roles
+from .bundle import BundleReader
+from .entry import TensorEntry
+from .errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError
+from .meta import MetaGraph, read_meta_graph
+from .objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
+from .v1 import V1Reader, is_v1_file
+
+STATE_FILE = "checkpoint"
+_DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
+_STATE_RE = re.compile(r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+class VariableNotFoundError(CheckpointError, KeyError):
+    """The requested key is not in the checkpoint."""
+
+    exit_code = 3
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One stored tensor, as ``ckpt list`` shows it.
+
+    Attributes:
+        name: checkpoint key (what ``tf.train.load_checkpoint(...).get_tensor`` takes).
+        dtype: TensorFlow dtype name (``float32``, ``bfloat16``, ``string``…).
+        shape: full shape (for partitioned variables, of the whole tensor).
+        role: one of :data:`ckpt_tools.roles.ROLES`.
+        collections: graph collections it belongs to (needs a ``.meta``).
+        ema_of: for an EMA shadow, the key of the variable it averages.
+        ema: for a variable that has an EMA shadow, the shadow's key.
+        slot_of: for an optimizer slot, the key of its variable.
+        nbytes: bytes of stored data.
+        partitions: number of stored slices (0 when not partitioned).
+        path: readable object path for TF2 keys (``model/dense/kernel``), else ``None``.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    role: str
+    collections: tuple[str, ...] = ()
+    ema_of: str | None = None
+    ema: str | None = None
+    slot_of: str | None = None
+    nbytes: int = 0
+    partitions: int = 0
+    path: str | None = None
+    ema_style: str | None = field(default=None, repr=False)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        d["collections"] = list(self.collections)
+        d["size"] = self.size
+        return d
+
+
+@dataclass(frozen=True)
+class Location:
+    """What a user-supplied path resolved to."""
+
+    prefix: str  # checkpoint prefix (V2) or file (V1)
+    format: str  # "v2" or "v1" (object-based is detected after opening)
+    meta_path: str | None
+    state_file: str | None = None
+
+
+def _unescape(text: str) -> str:
+    return codecs.escape_decode(text.encode("utf-8"))[0].decode("utf-8", "replace")
+
+
+def read_state_file(directory: str) -> list[str]:
+    """Returns the checkpoint prefixes listed in ``directory/checkpoint``, latest last.
+
+    Raises:
+        CheckpointNotFoundError: if there is no state file.
+        CorruptCheckpointError: if it names no checkpoint.
+    """
+    path = os.path.join(directory, STATE_FILE)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        raise CheckpointNotFoundError(f"{path}: no such file") from None
+    latest, every = None, []
+    for line in lines:
+        m = _STATE_RE.match(line)
+        if m:
+            value = _unescape(m.group(2))
+            if m.group(1) == "model_checkpoint_path":
+                latest = value
+            else:
+                every.append(value)
+    if latest is None:
+        raise CorruptCheckpointError("checkpoint state file has no model_checkpoint_path",
+                                     path=path)
+    if latest in every:
+        every.remove(latest)
+    return [_in_dir(directory, p) for p in every + [latest]]
+
+
+def _in_dir(directory: str, name: str) -> str:
+    if os.path.isabs(name):
+        # Checkpoints copied from another machine keep absolute paths in their state file.
+        if not _exists(name) and _exists(os.path.join(directory, os.path.basename(name))):
+            return os.path.join(directory, os.path.basename(name))
+        return name
+    return os.path.join(directory, name)
+
+
+def _exists(prefix: str) -> bool:
+    return os.path.isfile(prefix + ".index") or os.path.isfile(prefix)
+
+
+def _prefix_location(prefix: str, original: str, state: str | None = None) -> Location:
+    meta = prefix + ".meta"
+    meta_path = meta if os.path.isfile(meta) else None
+    if os.path.isfile(prefix + ".index"):
+        return Location(prefix, "v2", meta_path, state)
+    if os.path.isfile(prefix) and is_v1_file(prefix):
+        return Location(prefix, "v1", meta_path, state)
+    if os.path.isfile(prefix):
+        raise CorruptCheckpointError(
+            "not a TensorFlow checkpoint (expected a .index file, a V1 checkpoint table, a "
+            ".meta graph or a training directory)", path=original)
+    if state:
+        raise CheckpointNotFoundError(
+            f"{state} names checkpoint {prefix!r}, but neither {prefix}.index nor {prefix} "
+            "exists (deleted by max_to_keep, or the directory was moved?)")
+    raise CheckpointNotFoundError(f"{original}: no checkpoint found (no such file or prefix)")
+
+
+def locate(path: str | os.PathLike) -> Location:
+    """Resolves a user-supplied path to a checkpoint.
+
+    Raises:
+        CheckpointNotFoundError: if nothing checkpoint-like is there.
+        CorruptCheckpointError: if the path is a file that is not a checkpoint.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        state = os.path.join(path, STATE_FILE)
+        if os.path.isfile(state):
+            return _prefix_location(read_state_file(path)[-1], path, state)
+        indexes = [f for f in os.listdir(path) if f.endswith(".index")]
+        if indexes:
+            newest = max(indexes, key=lambda f: os.path.getmtime(os.path.join(path, f)))
+            return _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
+        raise CheckpointNotFoundError(
+            f"{path}: directory holds no checkpoint (no 'checkpoint' state file, no .index files)")
+    if path.endswith(".index"):
+        if not os.path.isfile(path):
+            raise CheckpointNotFoundError(f"{path}: no such file")
+        return _prefix_location(path[: -len(".index")], path)
+    m = _DATA_RE.match(path)
+    if m:
+        if not os.path.isfile(path):
+            raise CheckpointNotFoundError(f"{path}: no such file")
+        return _prefix_location(m.group(1), path)
+    if path.endswith(".meta"):
+        if not os.path.isfile(path):
+            raise CheckpointNotFoundError(f"{path}: no such file")
+        prefix = path[: -len(".meta")]
+        if not _exists(prefix):
+            raise CheckpointNotFoundError(
+                f"{path}: no checkpoint beside this graph (expected {prefix}.index or {prefix})")
+        return _prefix_location(prefix, path)
+    return _prefix_location(path, path)
+
+
+class Checkpoint:
+    """An open checkpoint: metadata is read up front, tensor data only on request.
+
+    Use :func:`open_checkpoint` to create one. Usable as a context manager.
+
+    Attributes:
+        path: the checkpoint prefix (V2) or file (V1).
+        format: ``"v2"``, ``"v1"`` or ``"object"`` (a V2 bundle with a TF2 object graph).
+        meta: the :class:`~ckpt_tools.meta.MetaGraph` from the ``.meta`` beside it, or ``None``.
+        objects: the TF2 :class:`~ckpt_tools.objgraph.ObjectGraph`, or ``None``.
+    """
+
+    def __init__(self, location: Location, *, verify: bool = True, meta: bool = True):
+        self.location = location
+        self.path = location.prefix
+        self._reader = (BundleReader(location.prefix, verify=verify) if location.format == "v2"
+                        else V1Reader(location.prefix, verify=verify))
+        self.format = location.format
+        self.meta: MetaGraph | None = None
+        if meta and location.meta_path:
+            self.meta = read_meta_graph(location.meta_path)
+        self.objects: ObjectGraph | None = None
+        if OBJECT_GRAPH_KEY in self._reader.entries:
+            self.format = "object"
+            raw = self._reader.read(OBJECT_GRAPH_KEY)
+            self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
+        self._variables: list[Variable] | None = None
+
+    # -- mapping-like access --------------------------------------------------------------
+    def keys(self) -> list[str]:
+        """Returns every stored key in sorted order (slices of partitioned variables hidden)."""
+        return list(self._reader.entries)
+
+    def entries(self) -> dict[str, TensorEntry]:
+        """Returns checkpoint key -> :class:`~ckpt_tools.entry.TensorEntry` (storage details)."""
+        return self._reader.entries
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._reader.entries
+
+    def __len__(self) -> int:
+        return len(self._reader.entries)
+
+    def __iter__(self):
+        return iter(self._reader.entries)
+
+    def entry(self, name: str) -> TensorEntry:
+        try:
+            return self._reader.entries[name]
+        except KeyError:
+            raise self._missing(name) from None
+
+    def _missing(self, name: str) -> VariableNotFoundError:
+        import difflib
+
+        close = difflib.get_close_matches(name, self._reader.entries, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return VariableNotFoundError(f"{self.path}: no variable named {name!r}{hint}")
+
+    def tensor(self, name: str) -> np.ndarray:
+        """Returns the value stored under ``name`` as a NumPy array.
+
+        Numeric tensors are read-only views over the memory-mapped data file (copy them to
+        modify); strings come back as an ``object`` array of ``bytes``, like TensorFlow's.
+
+        Raises:
+            VariableNotFoundError: if ``name`` is not stored.
+            CorruptCheckpointError: if the data fails its checksum or lies outside the file.
+
+        Example:
+            >>> with open_checkpoint("fixtures/linear_v2") as ckpt:  # doctest: +SKIP
+            ...     ckpt.tensor("W/ExponentialMovingAverage")
+            array([0.0998], dtype=float32)
+        """
+        if name not in self._reader.entries:
+            raise self._missing(name)
+        return self._reader.read(name)
+
+    # -- listing ---------------------------------------------------------------------------
+    def variables(self) -> list[Variable]:
+        """Returns a :class:`Variable` for every key, with roles, collections and EMA links.
+
+        Reads only metadata (the index, the ``.meta`` collections, the TF2 object graph).
+        """
+        if self._variables is None:
+            self._variables = self._build_variables()
+        return list(self._variables)
+
+    def _build_variables(self) -> list[Variable]:
+        entries = self._reader.entries
+        info = _roles.classify(entries, self.meta, self.objects)
+        colls = self.meta.collections_by_key() if self.meta else {}
+        shadow_of: dict[str, str] = {}
+        for key, ri in info.items():
+            # First shadow wins; classify() sees keys sorted, so "W/ExponentialMovingAverage"
+            # comes before "W/ExponentialMovingAverage_1".
+            if ri.role == _roles.EMA and ri.ema_of and ri.ema_of not in shadow_of:
+                shadow_of[ri.ema_of] = key
+        out = []
+        for key, entry in entries.items():
+            ri = info[key]
+            path = None
+            if self.objects is not None:
+                path = self.objects.paths.get(key) or (readable_name(key) if key != OBJECT_GRAPH_KEY
+                                                       else None)
+            out.append(Variable(
+                name=key, dtype=entry.dtype_name, shape=entry.shape, role=ri.role,
+                collections=tuple(colls.get(key, ())), ema_of=ri.ema_of,
+                ema=shadow_of.get(key), slot_of=ri.slot_of, nbytes=entry.nbytes,
+                partitions=len(entry.slices) if self.format == "v2" else
+                (len(entry.slices) if len(entry.slices) > 1 else 0),
+                path=path, ema_style=ri.ema_style))
+        return out
+
+    def files(self) -> list[str]:
+        """Returns the files this checkpoint consists of (index, data shards, meta)."""
+        if isinstance(self._reader, BundleReader):
+            files = [self._reader.index_path, *self._reader.data_files()]
+        else:
+            files = [self.path]
+        if self.location.meta_path:
+            files.append(self.location.meta_path)
+        return files
+
+    @property
+    def reader(self):
+        """The format reader (``BundleReader`` or ``V1Reader``), for low-level access."""
+        return self._reader
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Checkpoint({self.path!r}, format={self.format!r}, variables={len(self)})"
+
+
+def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
+                    meta: bool = True) -> Checkpoint:
+    """Opens a TensorFlow checkpoint without importing TensorFlow.
+
+    Args:
+        path (`str`): a training directory, checkpoint prefix, or ``.index``/``.data-*``/``.meta``
+            file, or a V1 checkpoint file.
+        verify (`bool`, *optional*, defaults to `True`): check CRC32C of index blocks and of each
+            tensor read.
+        meta (`bool`, *optional*, defaults to `True`): read the ``.meta`` graph beside the
+            checkpoint, when there is one, for collection membership.
+
+    Returns:
+        `Checkpoint`: metadata loaded, tensor data read lazily.
+
+    Raises:
+        CheckpointNotFoundError: nothing checkpoint-like at ``path``.
+        CorruptCheckpointError: the files are malformed.
+
+    Example:
+        >>> import ckpt_tools
+        >>> with ckpt_tools.open_checkpoint("fixtures/linear_v2") as ckpt:  # doctest: +SKIP
+        ...     [v.name for v in ckpt.variables() if v.role == "ema"]
+        ['W/ExponentialMovingAverage', 'b/ExponentialMovingAverage']
+    """
+    return Checkpoint(locate(path), verify=verify, meta=meta)

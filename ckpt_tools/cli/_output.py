@@ -1,0 +1,64 @@
+"""All CLI printing goes through :class:`Output`: data to stdout, messages to stderr.
+
+Keeping errors, warnings and progress on stderr means ``ckpt … --json | jq`` always gets clean
+JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+
+class Output:
+    """Printer with human, JSON and quiet modes.
+
+    Args:
+        json_mode: print machine-readable JSON on stdout instead of tables.
+        quiet: suppress everything but the data itself (and errors).
+    """
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False):
+        self.json_mode = json_mode
+        self.quiet = quiet
+        self.out = Console(soft_wrap=False, highlight=False)
+        self.err = Console(stderr=True, highlight=False)
+
+    def json(self, data: Any) -> None:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=_default) + "\n")
+        sys.stdout.flush()
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        if not self.json_mode:
+            self.out.print(*objects, **kwargs)
+
+    def info(self, message: str) -> None:
+        if not self.quiet:
+            self.err.print(message)
+
+    def warning(self, message: str) -> None:
+        self.err.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+
+    def error(self, message: str) -> None:
+        self.err.print(f"[red]error:[/] {message}", soft_wrap=True, markup=True, emoji=False)
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, tuple):
+        return list(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"cannot serialize {type(obj).__name__}")
+
+
+def human_bytes(n: int) -> str:
+    """Formats a byte count with a binary unit (``1.5 MiB``)."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

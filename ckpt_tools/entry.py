@@ -1,0 +1,42 @@
+"""The storage record every format reader produces for one stored tensor."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from . import dtypes
+from .slices import TensorSlice
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """Where and how one tensor is stored.
+
+    Built by the format readers (``BundleEntryProto`` for V2, ``SavedSliceMeta`` for V1, an HDF5
+    dataset for Keras files); user-facing listings use :class:`ckpt_tools.Variable` instead.
+    """
+
+    name: str  # checkpoint key
+    dtype: int  # TensorFlow DataType enum value
+    shape: tuple[int, ...]
+    shard_id: int = 0  # data file index (V2); 0 elsewhere
+    offset: int = 0  # byte offset in the data file (V2)
+    size: int = 0  # stored bytes (V2); 0 when unknown
+    crc32c: int | None = None  # masked CRC32C of the stored bytes (V2)
+    slices: tuple[TensorSlice, ...] = ()  # non-empty for partitioned variables
+    extra: dict = field(default_factory=dict, compare=False, repr=False)  # reader-private data
+
+    @property
+    def dtype_name(self) -> str:
+        return dtypes.dtype_name(self.dtype)
+
+    @property
+    def num_elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of tensor data (for strings: the stored size including lengths)."""
+        item = dtypes.itemsize(self.dtype)
+        return item * self.num_elements if item else self.size

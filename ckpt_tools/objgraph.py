@@ -1,0 +1,99 @@
+"""TF2 object-based checkpoints: the ``_CHECKPOINTABLE_OBJECT_GRAPH`` tensor.
+
+TF2 keys (``model/layer-0/kernel/.ATTRIBUTES/VARIABLE_VALUE``,
+``model/dense/kernel/.OPTIMIZER_SLOT/optimizer/m/.ATTRIBUTES/VARIABLE_VALUE``) are derived from the
+object graph; reading the graph gives each key a readable object path and pairs optimizer slots
+with the variable they belong to.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from ._protos import TrackableObjectGraph
+from .errors import CorruptCheckpointError
+
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+SLOT_MARK = "/.OPTIMIZER_SLOT/"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An optimizer slot variable paired with its primary variable."""
+
+    variable: str  # checkpoint key of the primary variable
+    name: str  # slot name, e.g. "m", "momentum", "average"
+    optimizer: str  # object path of the optimizer that owns it
+
+
+@dataclass
+class ObjectGraph:
+    """Readable names for the keys of a TF2 checkpoint.
+
+    Attributes:
+        paths: checkpoint key -> object path (``model/dense/kernel``), for every variable value.
+        slots: checkpoint key of a slot variable -> :class:`Slot`.
+    """
+
+    paths: dict[str, str] = field(default_factory=dict)
+    slots: dict[str, Slot] = field(default_factory=dict)
+
+
+def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph:
+    """Parses a serialized ``TrackableObjectGraph``.
+
+    Returns:
+        An :class:`ObjectGraph`.
+
+    Raises:
+        CorruptCheckpointError: if ``raw`` is not a TrackableObjectGraph.
+    """
+    try:
+        graph = TrackableObjectGraph.FromString(raw)
+    except Exception as exc:
+        raise CorruptCheckpointError(f"{where}: cannot parse object graph: {exc}") from None
+    nodes = graph.nodes
+    if not nodes:
+        return ObjectGraph()
+    # Breadth-first from the root gives each node its shortest path, which is the one
+    # TensorFlow uses to build checkpoint keys.
+    path_of: dict[int, str] = {0: ""}
+    queue = deque([0])
+    while queue:
+        node_id = queue.popleft()
+        for child in nodes[node_id].children:
+            if not 0 <= child.node_id < len(nodes):
+                raise CorruptCheckpointError(
+                    f"{where}: object graph child refers to node {child.node_id} "
+                    f"of {len(nodes)}")
+            if child.node_id not in path_of:
+                parent = path_of[node_id]
+                path_of[child.node_id] = f"{parent}/{child.local_name}" if parent else child.local_name
+                queue.append(child.node_id)
+    out = ObjectGraph()
+    key_of: dict[int, str] = {}
+    for node_id, node in enumerate(nodes):
+        for attr in node.attributes:
+            if attr.name == "VARIABLE_VALUE":
+                key_of[node_id] = attr.checkpoint_key
+                if node_id in path_of:
+                    out.paths[attr.checkpoint_key] = path_of[node_id]
+    for node_id, node in enumerate(nodes):
+        for ref in node.slot_variables:
+            slot_key = key_of.get(ref.slot_variable_node_id)
+            var_key = key_of.get(ref.original_variable_node_id)
+            if slot_key is None or var_key is None:
+                continue
+            out.slots[slot_key] = Slot(variable=var_key, name=ref.slot_name,
+                                       optimizer=path_of.get(node_id, ""))
+            if slot_key not in out.paths:
+                var_path = out.paths.get(var_key, var_key)
+                out.paths[slot_key] = f"{var_path}/.{path_of.get(node_id, 'optimizer')}/{ref.slot_name}"
+    return out
+
+
+def readable_name(key: str) -> str:
+    """Strips TF2's ``/.ATTRIBUTES/VARIABLE_VALUE`` suffix from a key (other keys unchanged)."""
+    return key[: -len(VALUE_SUFFIX)] if key.endswith(VALUE_SUFFIX) else key

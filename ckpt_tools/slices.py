@@ -1,0 +1,166 @@
+"""Tensor slices of partitioned variables and their OrderedCode checkpoint keys.
+
+A partitioned variable ``emb`` (graph parts ``emb/part_0``…) is saved as one full-name entry that
+lists its slices, plus one entry per slice under ``EncodeTensorNameSlice(name, slice)``
+(``tensorflow/core/util/saved_tensor_slice_util.cc``): OrderedCode ``NumIncreasing(0)``, the
+name as an escaped string, ``NumIncreasing(rank)``, then signed start/length per dimension; a string that sorts before
+every ordinary name because it starts with ``\\x00``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import CorruptCheckpointError
+
+FULL = -1  # TensorFlow's kFullExtent: "length" of a dimension that is not sliced
+
+
+@dataclass(frozen=True)
+class TensorSlice:
+    """Per-dimension ``(start, length)`` pairs; ``length == -1`` means the whole dimension."""
+
+    extents: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def from_proto(cls, proto, rank: int | None = None) -> TensorSlice:
+        """Builds a slice from a ``TensorSliceProto`` (missing extents cover whole dims)."""
+        ext = [(e.start, e.length if e.HasField("length") else FULL) for e in proto.extent]
+        if rank is not None and not ext:
+            ext = [(0, FULL)] * rank
+        return cls(tuple(ext))
+
+    @classmethod
+    def full(cls, rank: int) -> TensorSlice:
+        return cls(((0, FULL),) * rank)
+
+    def resolve(self, shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+        """Returns concrete ``(start, length)`` per dimension of a tensor of ``shape``.
+
+        Raises:
+            CorruptCheckpointError: if the slice does not fit inside ``shape``.
+        """
+        if len(self.extents) != len(shape):
+            raise CorruptCheckpointError(
+                f"slice of rank {len(self.extents)} does not match tensor rank {len(shape)}")
+        out = []
+        for (start, length), dim in zip(self.extents, shape):
+            if length == FULL:
+                start, length = 0, dim
+            if start < 0 or length < 0 or start + length > dim:
+                raise CorruptCheckpointError(
+                    f"slice [{start}:{start + length}] lies outside dimension of size {dim}")
+            out.append((start, length))
+        return tuple(out)
+
+    def shape(self, full_shape: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(length for _, length in self.resolve(full_shape))
+
+    def index(self, full_shape: tuple[int, ...]) -> tuple[slice, ...]:
+        """Returns a NumPy index selecting this slice from an array of ``full_shape``."""
+        return tuple(slice(s, s + n) for s, n in self.resolve(full_shape))
+
+    def is_full(self, full_shape: tuple[int, ...]) -> bool:
+        return all(s == 0 and n == d for (s, n), d in zip(self.resolve(full_shape), full_shape))
+
+    def __str__(self) -> str:  # TensorFlow's "0,4:-" text form
+        return ":".join("-" if n == FULL else f"{s},{n}" for s, n in self.extents)
+
+
+def _signed(value: int) -> bytes:
+    """OrderedCode WriteSignedNumIncreasing: n bytes encode [-2^(7n-1), 2^(7n-1))."""
+    n = 1
+    while not -(1 << (7 * n - 1)) <= value < (1 << (7 * n - 1)):
+        n += 1
+    header = ((1 << n) - 1) << (7 * n)
+    return ((value % (1 << (8 * n))) ^ header).to_bytes(n, "big")
+
+
+def _unsigned(value: int) -> bytes:
+    """OrderedCode WriteNumIncreasing: a length byte, then the big-endian minimal bytes."""
+    body = value.to_bytes((value.bit_length() + 7) // 8, "big")
+    return bytes((len(body),)) + body
+
+
+def _read_unsigned(buf: bytes, pos: int) -> tuple[int, int]:
+    if pos >= len(buf) or buf[pos] > 8 or pos + 1 + buf[pos] > len(buf):
+        raise CorruptCheckpointError("malformed rank in slice key")
+    n = buf[pos]
+    return int.from_bytes(buf[pos + 1 : pos + 1 + n], "big"), pos + 1 + n
+
+
+def _read_signed(buf: bytes, pos: int) -> tuple[int, int]:
+    if pos >= len(buf):
+        raise CorruptCheckpointError("slice key ends inside a number")
+    negative = not buf[pos] & 0x80
+    bits = int.from_bytes(buf[pos : pos + 2], "big") << (16 - 8 * len(buf[pos : pos + 2]))
+    if negative:
+        bits ^= 0xFFFF
+    n = 0
+    while n < 10 and bits & (0x8000 >> n):  # count leading bits equal to the sign bit
+        n += 1
+    if n == 0 or pos + n > len(buf):
+        raise CorruptCheckpointError("malformed number in slice key")
+    raw = int.from_bytes(buf[pos : pos + n], "big") ^ (((1 << n) - 1) << (7 * n))
+    if raw >= 1 << (8 * n - 1):
+        raw -= 1 << (8 * n)
+    return raw, pos + n
+
+
+def encode_key(name: str, tslice: TensorSlice) -> bytes:
+    """Returns TensorFlow's ``EncodeTensorNameSlice(name, slice)`` key bytes."""
+    escaped = bytearray()
+    for b in name.encode("utf-8"):
+        escaped += b"\x00\xff" if b == 0 else b"\xff\x00" if b == 0xFF else bytes((b,))
+    out = bytearray(b"\x00") + escaped + b"\x00\x01" + _unsigned(len(tslice.extents))
+    for start, length in tslice.extents:
+        out += _signed(start) + _signed(length)
+    return bytes(out)
+
+
+def decode_key(key: bytes) -> tuple[str, TensorSlice]:
+    """Inverts :func:`encode_key`.
+
+    Raises:
+        CorruptCheckpointError: if ``key`` is not a well-formed slice key.
+    """
+    if not key.startswith(b"\x00"):
+        raise CorruptCheckpointError(f"not a slice key: {key[:40]!r}")
+    name = bytearray()
+    i = 1
+    while True:
+        if i + 1 >= len(key):
+            raise CorruptCheckpointError(f"unterminated name in slice key {key[:40]!r}")
+        c = key[i]
+        if c == 0x00:
+            nxt = key[i + 1]
+            if nxt == 0x01:
+                i += 2
+                break
+            if nxt != 0xFF:
+                raise CorruptCheckpointError(f"bad escape in slice key {key[:40]!r}")
+            name.append(0)
+            i += 2
+        elif c == 0xFF:
+            if key[i + 1] != 0x00:
+                raise CorruptCheckpointError(f"bad escape in slice key {key[:40]!r}")
+            name.append(0xFF)
+            i += 2
+        else:
+            name.append(c)
+            i += 1
+    rank, i = _read_unsigned(key, i)
+    if not 0 <= rank <= 64:
+        raise CorruptCheckpointError(f"slice key has an impossible rank {rank}")
+    extents = []
+    for _ in range(rank):
+        start, i = _read_signed(key, i)
+        length, i = _read_signed(key, i)
+        extents.append((start, length))
+    if i != len(key):
+        raise CorruptCheckpointError(f"trailing bytes in slice key {key[:40]!r}")
+    try:
+        text = name.decode("utf-8")
+    except UnicodeDecodeError:
+        text = name.decode("latin-1")
+    return text, TensorSlice(tuple(extents))

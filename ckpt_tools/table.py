@@ -1,0 +1,172 @@
+"""Reader for the LevelDB-style immutable table used by ``.index`` files and V1 checkpoints.
+
+Layout (TensorFlow ``tsl/lib/io/table*.cc``): data blocks, a metaindex block, an index block,
+then a 48-byte footer holding the metaindex and index handles and a magic number. Each block is
+followed by a 5-byte trailer (compression type + masked CRC32C of block + type byte). Block
+entries share key prefixes with their predecessor; restart points close the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from . import crc
+from ._wire import Cursor
+from .errors import CorruptCheckpointError, UnsupportedFormatError
+
+FOOTER_SIZE = 48
+MAGIC = 0xDB4775248B80FB57
+BLOCK_TRAILER_SIZE = 5
+_NO_COMPRESSION = 0
+_SNAPPY = 1
+
+
+@dataclass(frozen=True)
+class BlockHandle:
+    """Position of a block in the file; ``size`` excludes the 5-byte trailer."""
+
+    offset: int
+    size: int
+
+    @classmethod
+    def decode(cls, cur: Cursor) -> BlockHandle:
+        return cls(cur.varint(), cur.varint())
+
+
+class Table:
+    """Iterates the key/value entries of a table file in key order.
+
+    Args:
+        data: the whole file (``bytes`` or ``mmap``).
+        path: file name for error messages.
+        verify: check block CRCs (on by default; cheap next to protobuf parsing).
+
+    Raises:
+        CorruptCheckpointError: on a bad footer, magic number, block, or checksum.
+    """
+
+    def __init__(self, data, path: str, *, verify: bool = True):
+        self.data = data
+        self.path = path
+        self.verify = verify
+        if len(data) < FOOTER_SIZE:
+            raise CorruptCheckpointError(
+                f"file is {len(data)} bytes, smaller than the {FOOTER_SIZE}-byte table footer "
+                "(truncated or not a checkpoint)", path=path)
+        footer_at = len(data) - FOOTER_SIZE
+        cur = Cursor(data, path, start=footer_at)
+        self.metaindex = BlockHandle.decode(cur)
+        self.index = BlockHandle.decode(cur)
+        cur.pos = len(data) - 8
+        magic = cur.u32() | (cur.u32() << 32)
+        if magic != MAGIC:
+            raise CorruptCheckpointError(
+                f"bad table magic number 0x{magic:016x}, expected 0x{MAGIC:016x} "
+                "(not a TensorFlow checkpoint index, or truncated)", path=path, offset=footer_at)
+
+    def _block(self, handle: BlockHandle) -> bytes | memoryview:
+        end = handle.offset + handle.size + BLOCK_TRAILER_SIZE
+        if end > len(self.data):
+            raise CorruptCheckpointError(
+                f"block [{handle.offset}, {end}) lies outside the {len(self.data)}-byte file",
+                path=self.path, offset=handle.offset)
+        view = memoryview(self.data)
+        body = view[handle.offset : handle.offset + handle.size]
+        ctype = self.data[handle.offset + handle.size]
+        if self.verify:
+            stored = int.from_bytes(view[end - 4 : end], "little")
+            actual = crc.mask(crc.crc32c(view[handle.offset : end - 4]))
+            if stored != actual:
+                raise CorruptCheckpointError(
+                    f"block checksum mismatch (stored 0x{stored:08x}, computed 0x{actual:08x})",
+                    path=self.path, offset=handle.offset)
+        if ctype == _NO_COMPRESSION:
+            return body
+        if ctype == _SNAPPY:
+            return snappy_decompress(body, self.path, handle.offset)
+        raise UnsupportedFormatError(
+            f"{self.path}: unsupported block compression type {ctype} at byte {handle.offset}")
+
+    def _entries(self, handle: BlockHandle) -> Iterator[tuple[bytes, memoryview]]:
+        block = self._block(handle)
+        size = len(block)
+        if size < 4:
+            raise CorruptCheckpointError("block shorter than its restart count",
+                                         path=self.path, offset=handle.offset)
+        num_restarts = int.from_bytes(block[size - 4 :], "little")
+        limit = size - 4 * (1 + num_restarts)
+        if num_restarts == 0 or limit < 0:
+            raise CorruptCheckpointError(
+                f"block has an invalid restart count {num_restarts}",
+                path=self.path, offset=handle.offset)
+        # base=0 when decompressed: offsets then refer to the uncompressed block.
+        cur = Cursor(block, self.path, base=handle.offset, end=limit)
+        key = b""
+        while cur.pos < limit:
+            shared = cur.varint(32)
+            non_shared = cur.varint(32)
+            value_len = cur.varint(32)
+            if shared > len(key):
+                raise cur.error(f"entry shares {shared} key bytes but previous key has {len(key)}")
+            key = key[:shared] + bytes(cur.read(non_shared))
+            yield key, cur.read(value_len)
+
+    def items(self) -> Iterator[tuple[bytes, memoryview]]:
+        """Yields ``(key, value)`` for every entry, walking data blocks in index order.
+
+        Raises:
+            CorruptCheckpointError: on malformed blocks or keys that are not strictly increasing.
+        """
+        prev: bytes | None = None
+        for _, handle_bytes in self._entries(self.index):
+            hcur = Cursor(handle_bytes, self.path)
+            handle = BlockHandle.decode(hcur)
+            for key, value in self._entries(handle):
+                if prev is not None and key <= prev:
+                    raise CorruptCheckpointError(
+                        f"keys out of order: {key!r} after {prev!r}",
+                        path=self.path, offset=handle.offset)
+                prev = key
+                yield key, value
+
+
+def snappy_decompress(src, path: str = "<block>", offset: int = 0) -> bytes:
+    """Decompresses a raw Snappy block (used by some TF 0.x/1.x tables).
+
+    Implemented here because TF only writes Snappy blocks in old files and a compiled dependency
+    for that rare case is not worth it.
+
+    Raises:
+        CorruptCheckpointError: if the stream is malformed.
+    """
+    cur = Cursor(src, path, base=offset)
+    expected = cur.varint(32)
+    out = bytearray()
+    while cur.remaining:
+        tag = cur.read(1)[0]
+        kind = tag & 3
+        if kind == 0:  # literal
+            n = tag >> 2
+            if n >= 60:
+                extra = n - 59
+                n = int.from_bytes(cur.read(extra), "little")
+            out += cur.read(n + 1)
+            continue
+        if kind == 1:
+            length = ((tag >> 2) & 7) + 4
+            dist = ((tag >> 5) << 8) | cur.read(1)[0]
+        elif kind == 2:
+            length = (tag >> 2) + 1
+            dist = int.from_bytes(cur.read(2), "little")
+        else:
+            length = (tag >> 2) + 1
+            dist = int.from_bytes(cur.read(4), "little")
+        if dist == 0 or dist > len(out):
+            raise cur.error("snappy copy refers before the start of the output")
+        start = len(out) - dist
+        for i in range(length):  # overlapping copies must go byte by byte
+            out.append(out[start + i])
+    if len(out) != expected:
+        raise cur.error(f"snappy block decompressed to {len(out)} bytes, expected {expected}")
+    return bytes(out)

@@ -1,0 +1,155 @@
+"""TensorFlow-free pieces shared by every trainer: the run config, the result record, the errors.
+
+Importing this module (or anything the CLI imports at start-up) must never import TensorFlow:
+``ckpt list`` stays fast and TF-free, so TensorFlow is only imported inside the trainers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+APIS = ("v1", "tf2", "keras")
+STRATEGIES = ("auto", "mirrored", "multiworker", "default")
+
+# v1 and tf2 pass ``num_updates=global_step`` to ExponentialMovingAverage, which warms the decay up
+# as min(decay, (1 + step) / (10 + step)); so the classic 0.9999 is usable from step 1. Keras'
+# ``use_ema`` has no warm-up, so a long-horizon decay would leave its averages at the initial
+# weights for thousands of steps: it gets Keras' own default instead.
+DEFAULT_EMA_DECAY = {"v1": 0.9999, "tf2": 0.9999, "keras": 0.99}
+
+
+class TrainError(Exception):
+    """A training or evaluation run cannot start, or had to stop.
+
+    The message is one line, ready for the CLI to print as ``Error: <message>``.
+    """
+
+
+class NaNLossError(TrainError):
+    """The loss (or a variable) became NaN/Inf; no checkpoint was written for that state."""
+
+
+class DataError(TrainError):
+    """The data directory is missing or does not hold CIFAR-10 binary batches."""
+
+
+@dataclass
+class TrainConfig:
+    """Options of one training run; the CLI flags map one-to-one onto these fields.
+
+    ``batch_size`` is per device (tower / replica), like the classic multi-GPU trainers: one step
+    consumes ``batch_size * num_devices`` examples. ``max_steps`` is the final ``global_step``,
+    so a resumed run stops at the same step a run without interruption would.
+    """
+
+    train_dir: str = "train_dir"  # where checkpoints (and the v1 .meta) are written
+    max_steps: int = 1000  # train until global_step == max_steps
+    batch_size: int = 128  # examples per device per step
+    num_gpus: int = 0  # towers / replicas; 0 = every visible GPU, or 1 on CPU
+    ema_decay: float | None = None  # None = DEFAULT_EMA_DECAY[api]
+    learning_rate: float = 0.05  # initial rate of the exponential decay
+    lr_decay_steps: int = 2000  # staircase decay every this many steps ...
+    lr_decay_factor: float = 0.1  # ... by this factor
+    momentum: float = 0.9
+    weight_decay: float = 1e-4  # L2 on conv/dense kernels, as cifar10's weight_loss
+    save_every: int = 100  # checkpoint every N steps (and always at the last step)
+    max_to_keep: int = 5
+    seed: int = 0
+    resume: bool = False  # continue from the latest checkpoint in train_dir
+    data_dir: str | None = None  # CIFAR-10 binary batches; None = synthetic data
+    strategy: str = "auto"  # tf2 / keras only
+    debug_nan_at_step: int | None = None  # poison the inputs of this step (tests)
+    progress: bool = True  # rich progress bar on stderr
+    save_checkpoints: bool = True  # False for benchmarks
+
+    def ema_decay_for(self, api: str) -> float:
+        """Return the EMA decay this run uses with ``api`` (the flag, or the API's default)."""
+        return DEFAULT_EMA_DECAY[api] if self.ema_decay is None else self.ema_decay
+
+    def validate(self) -> None:
+        """Check values the CLI cannot check by type alone.
+
+        Raises:
+            TrainError: a value is out of range.
+        """
+        checks = [
+            (self.max_steps >= 1, f"--max-steps must be >= 1, got {self.max_steps}"),
+            (self.batch_size >= 1, f"--batch-size must be >= 1, got {self.batch_size}"),
+            (self.num_gpus >= 0, f"--num-gpus must be >= 0, got {self.num_gpus}"),
+            (self.save_every >= 1, f"--save-every must be >= 1, got {self.save_every}"),
+            (self.max_to_keep >= 1, f"--max-to-keep must be >= 1, got {self.max_to_keep}"),
+            (self.learning_rate > 0, f"--learning-rate must be > 0, got {self.learning_rate}"),
+            (self.strategy in STRATEGIES, f"--strategy must be one of {STRATEGIES}"),
+        ]
+        if self.ema_decay is not None:
+            checks.append(
+                (0.0 < self.ema_decay < 1.0, f"--ema-decay must be in (0, 1), got {self.ema_decay}")
+            )
+        for ok, message in checks:
+            if not ok:
+                raise TrainError(message)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training run did."""
+
+    checkpoint: str | None  # latest checkpoint written (or found, when nothing was left to do)
+    global_step: int  # global_step at the end
+    steps_run: int  # steps run by this call (0 when resuming a finished run)
+    final_loss: float | None  # last step's total loss
+    examples_per_sec: float  # median over the timed steps (the first steps warm up and are skipped)
+    num_devices: int  # towers (v1) or replicas in sync (tf2 / keras)
+
+
+def check_resume(train_dir: str, latest: str | None, resume: bool) -> None:
+    """Refuse to mix runs: ``--resume`` needs a checkpoint, a fresh run needs none.
+
+    Args:
+        train_dir: the ``--train-dir``.
+        latest: the latest checkpoint found there, or None.
+        resume: whether ``--resume`` was given.
+
+    Raises:
+        TrainError: resume without a checkpoint, or a fresh run over existing checkpoints.
+    """
+    if resume and latest is None:
+        raise TrainError(f"--resume: no checkpoint found in {train_dir}")
+    if not resume and latest is not None:
+        raise TrainError(
+            f"{train_dir} already holds checkpoints (latest: {latest}); "
+            "pass --resume to continue, or choose another --train-dir"
+        )
+
+
+def median_rate(examples: int, durations: list[float]) -> float:
+    """Median examples/sec over step durations, skipping warm-up steps (graph tracing, allocs).
+
+    Args:
+        examples: examples per step (all devices together).
+        durations: wall time of each step, in order.
+
+    Returns:
+        Examples per second, or 0.0 when no step was timed.
+    """
+    timed = durations[2:] if len(durations) > 4 else durations
+    timed = sorted(d for d in timed if d > 0)
+    if not timed:
+        return 0.0
+    return examples / timed[len(timed) // 2]
+
+
+def is_finite(value: float | None) -> bool:
+    """True for a real, finite number."""
+    return value is not None and math.isfinite(value)
+
+
+_STEP_RE = re.compile(r"-(\d+)(?:\.weights\.h5)?$")
+
+
+def step_of(path: str) -> int | None:
+    """The step number in a checkpoint name (``model.ckpt-120``, ``ckpt-120.weights.h5``)."""
+    match = _STEP_RE.search(path)
+    return int(match.group(1)) if match else None

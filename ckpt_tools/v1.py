@@ -1,0 +1,155 @@
+"""Reader for V1 checkpoints (one table file, TF 0.x and ``Saver(write_version=V1)``).
+
+The ``""`` entry holds ``SavedTensorSliceMeta`` (names, shapes, dtypes, slices); every other key is
+an OrderedCode slice key whose value is a ``SavedSlice`` carrying a ``TensorProto`` with the values
+in its typed repeated fields.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+
+import numpy as np
+
+from . import dtypes
+from ._protos import SavedTensorSlices, TensorProto
+from .bundle import _map, _shape
+from .entry import TensorEntry
+from .errors import CheckpointNotFoundError, CorruptCheckpointError
+from .slices import TensorSlice, encode_key
+from .table import Table
+
+# dtype name -> TensorProto field holding its values
+_FIELD = {
+    "float32": "float_val", "float64": "double_val", "int64": "int64_val", "bool": "bool_val",
+    "string": "string_val", "complex64": "scomplex_val", "complex128": "dcomplex_val",
+    "float16": "half_val", "bfloat16": "half_val", "uint32": "uint32_val", "uint64": "uint64_val",
+}
+_INT_FIELD = "int_val"  # int32, int16, int8, uint8, uint16 and the quantized types
+
+
+def is_v1_file(path: str) -> bool:
+    """Returns True if ``path`` is a table whose header entry is a V1 ``SavedTensorSliceMeta``."""
+    try:
+        data = _map(path)
+    except OSError:
+        return False
+    try:
+        first = next(Table(data, path, verify=False).items(), None)
+        return first is not None and first[0] == b"" and bytes(first[1][:1]) == b"\x0a"
+    except Exception:
+        return False
+    finally:
+        if isinstance(data, mmap.mmap):
+            del first
+            data.close()
+
+
+class V1Reader:
+    """Reads a V1 checkpoint file.
+
+    Args:
+        path: the checkpoint file.
+
+    Raises:
+        CheckpointNotFoundError: if the file does not exist.
+        CorruptCheckpointError: if it is not a well-formed V1 table.
+    """
+
+    format = "v1"
+
+    def __init__(self, path: str, *, verify: bool = True):
+        self.prefix = path
+        self.path = path
+        self.verify = verify
+        try:
+            self._data = _map(path)
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(f"{path}: no such file") from None
+        self.entries: dict[str, TensorEntry] = {}
+        # Values stay memoryviews into the mapping (or the decompressed block): parsed on read.
+        self._values: dict[bytes, memoryview] = {}
+        items = Table(self._data, path, verify=verify).items()
+        first = next(items, None)
+        if first is None or first[0] != b"":
+            raise CorruptCheckpointError("V1 checkpoint has no metadata entry", path=path)
+        meta = self._parse(first[1], "metadata").meta
+        for key, value in items:
+            self._values[key] = value
+        for t in meta.tensor:
+            shape = _shape(t.shape)
+            dtypes.dtype_name(t.type)
+            slices = tuple(TensorSlice.from_proto(s, len(shape)) for s in t.slice)
+            self.entries[t.name] = TensorEntry(name=t.name, dtype=t.type, shape=shape,
+                                               slices=slices or (TensorSlice.full(len(shape)),))
+
+    def _parse(self, value, what: str):
+        try:
+            return SavedTensorSlices.FromString(bytes(value))
+        except Exception as exc:
+            raise CorruptCheckpointError(f"cannot parse {what}: {exc}", path=self.path) from None
+
+    def _slice_values(self, entry: TensorEntry, tslice: TensorSlice, shape) -> np.ndarray:
+        # TF writes keys with the slice as given; a full slice may be stored with empty extents
+        # or explicit (0, -1) ones, so try both spellings.
+        key = encode_key(entry.name, tslice)
+        value = self._values.get(key)
+        if value is None and all(n == -1 for _, n in tslice.extents):
+            value = self._values.get(encode_key(entry.name, TensorSlice(())))
+        if value is None:
+            raise CorruptCheckpointError(f"no data stored for slice {tslice} of {entry.name!r}",
+                                         path=self.path)
+        proto: TensorProto = self._parse(value, f"data of {entry.name!r}").data.data
+        return _values(proto, entry, shape, self.path)
+
+    def read(self, name: str) -> np.ndarray:
+        """Returns the tensor ``name``. Raises KeyError if absent, CorruptCheckpointError if bad."""
+        entry = self.entries[name]
+        if len(entry.slices) == 1 and entry.slices[0].is_full(entry.shape):
+            return self._slice_values(entry, entry.slices[0], entry.shape)
+        covered = sum(math.prod(s.shape(entry.shape)) for s in entry.slices)
+        if covered != entry.num_elements:
+            raise CorruptCheckpointError(
+                f"slices of {entry.name!r} cover {covered} of {entry.num_elements} elements",
+                path=self.path)
+        dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)
+        out = np.empty(entry.shape, dtype=dt)
+        for tslice in entry.slices:
+            sub_shape = tslice.shape(entry.shape)
+            out[tslice.index(entry.shape)] = self._slice_values(entry, tslice, sub_shape)
+        return out
+
+    def close(self) -> None:
+        self._values.clear()
+        if isinstance(self._data, mmap.mmap):
+            try:
+                self._data.close()
+            except BufferError:
+                pass
+
+
+def _values(proto, entry: TensorEntry, shape, path: str) -> np.ndarray:
+    """Converts the typed value fields of a TensorProto slice into an array of ``shape``."""
+    name = entry.dtype_name
+    count = math.prod(shape)
+    dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)
+    if proto.tensor_content:
+        arr = np.frombuffer(proto.tensor_content, dtype=dt)
+    elif name == "string":
+        arr = np.array(list(proto.string_val), dtype=object)
+    else:
+        raw = list(getattr(proto, _FIELD.get(name, _INT_FIELD)))
+        if name in ("complex64", "complex128"):
+            pairs = np.asarray(raw, dtype=np.float64).reshape(-1, 2)
+            arr = (pairs[:, 0] + 1j * pairs[:, 1]).astype(dt)
+        elif name in ("float16", "bfloat16"):
+            arr = np.asarray(raw, dtype=np.uint16).view(dt)
+        else:
+            arr = np.asarray(raw).astype(dt)
+    if arr.size == count:
+        return arr.reshape(shape)
+    if arr.size == 1 and count > 1:  # TensorProto may store one value for a constant fill
+        return np.full(shape, arr[0], dtype=dt)
+    raise CorruptCheckpointError(
+        f"tensor {entry.name!r} slice has {arr.size} values, expected {count}", path=path)
