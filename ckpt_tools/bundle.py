@@ -49,6 +49,20 @@ def _map(path: str):
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
+def _close(mm) -> None:
+    """Closes a mapping from :func:`_map`, unless views of it are still alive.
+
+    While an exception propagates, its traceback can still hold memoryviews of the mapping;
+    ``mmap.close()`` would then raise ``BufferError`` and hide the real error. The mapping is
+    released when the last view is garbage-collected instead.
+    """
+    if isinstance(mm, mmap.mmap):
+        try:
+            mm.close()
+        except BufferError:
+            pass
+
+
 class BundleReader:
     """Reads one V2 checkpoint.
 
@@ -79,8 +93,7 @@ class BundleReader:
         try:
             self._parse(Table(index, self.index_path, verify=verify))
         finally:
-            if isinstance(index, mmap.mmap):
-                index.close()
+            _close(index)
 
     # -- index -----------------------------------------------------------------------------
     def _parse(self, table: Table) -> None:
@@ -111,7 +124,7 @@ class BundleReader:
                 except UnicodeDecodeError:
                     name = key.decode("latin-1")
                 self.entries[name] = self._entry(name, value, key)
-        for (name, _), sub in self._slice_entries.items():
+        for name, _ in self._slice_entries:
             if name not in self.entries:
                 raise CorruptCheckpointError(f"slice of {name!r} has no full-tensor entry",
                                              path=self.index_path)
@@ -275,11 +288,21 @@ class BundleReader:
             out[tslice.index(entry.shape)] = self._read_entry(sub, sub_shape)
         return out
 
-    def slice_entries(self, name: str) -> list[TensorEntry]:
-        """Returns the stored slice entries of a partitioned tensor (empty if not partitioned)."""
-        entry = self.entries[name]
-        return [self._slice_entries[(name, s)] for s in entry.slices
-                if (name, s) in self._slice_entries]
+    def slice_entries(self, name: str) -> list[tuple[TensorSlice, TensorEntry]]:
+        """Returns ``(slice, stored entry)`` pairs of a partitioned tensor (empty if not one).
+
+        Raises:
+            CorruptCheckpointError: if a listed slice is not stored.
+        """
+        out = []
+        for s in self.entries[name].slices:
+            sub = self._slice_entries.get((name, s))
+            if sub is None:
+                raise CorruptCheckpointError(
+                    f"partitioned tensor {name!r} lists slice {s} that is not stored",
+                    path=self.index_path)
+            out.append((s, sub))
+        return out
 
     def close(self) -> None:
         for mm in self._shards.values():

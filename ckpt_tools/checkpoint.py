@@ -9,21 +9,29 @@ from __future__ import annotations
 import codecs
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from . import roles as _roles
 from .bundle import BundleReader
+from .dtypes import STRING
 from .entry import TensorEntry
-from .errors import CheckpointError, CheckpointNotFoundError, CorruptCheckpointError
+from .errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    UnsupportedFormatError,
+)
 from .meta import MetaGraph, read_meta_graph
 from .objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
 from .v1 import V1Reader, is_v1_file
 
 STATE_FILE = "checkpoint"
 _DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
-_STATE_RE = re.compile(r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
+_STATE_RE = re.compile(
+    r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 class VariableNotFoundError(CheckpointError, KeyError):
@@ -93,7 +101,23 @@ class Location:
 
 
 def _unescape(text: str) -> str:
-    return codecs.escape_decode(text.encode("utf-8"))[0].decode("utf-8", "replace")
+    try:
+        return codecs.escape_decode(text.encode("utf-8"))[0].decode("utf-8", "replace")
+    except ValueError:  # a malformed escape ("\x"): keep the name as written
+        return text
+
+
+@contextmanager
+def _errors_in(path: str):
+    """Adds ``path`` to CheckpointErrors raised without naming a file (slice, shape, dtype)."""
+    try:
+        yield
+    except (CorruptCheckpointError, UnsupportedFormatError) as exc:
+        if str(exc).startswith(path) or getattr(exc, "path", None):
+            raise
+        if isinstance(exc, CorruptCheckpointError):
+            raise CorruptCheckpointError(str(exc), path=path) from exc
+        raise UnsupportedFormatError(f"{path}: {exc}") from exc
 
 
 def read_state_file(directory: str) -> list[str]:
@@ -210,8 +234,9 @@ class Checkpoint:
     def __init__(self, location: Location, *, verify: bool = True, meta: bool = True):
         self.location = location
         self.path = location.prefix
-        self._reader = (BundleReader(location.prefix, verify=verify) if location.format == "v2"
-                        else V1Reader(location.prefix, verify=verify))
+        with _errors_in(location.prefix):
+            reader_cls = BundleReader if location.format == "v2" else V1Reader
+            self._reader = reader_cls(location.prefix, verify=verify)
         self.format = location.format
         self.meta: MetaGraph | None = None
         if meta and location.meta_path:
@@ -219,7 +244,12 @@ class Checkpoint:
         self.objects: ObjectGraph | None = None
         if OBJECT_GRAPH_KEY in self._reader.entries:
             self.format = "object"
-            raw = self._reader.read(OBJECT_GRAPH_KEY)
+            graph = self._reader.entries[OBJECT_GRAPH_KEY]
+            if graph.dtype != STRING or graph.num_elements != 1:  # bytes(int) would allocate
+                raise CorruptCheckpointError(f"{OBJECT_GRAPH_KEY} is not a scalar string",
+                                             path=self.path)
+            with _errors_in(self.path):
+                raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
         self._variables: list[Variable] | None = None
 
@@ -271,7 +301,8 @@ class Checkpoint:
         """
         if name not in self._reader.entries:
             raise self._missing(name)
-        return self._reader.read(name)
+        with _errors_in(self.path):
+            return self._reader.read(name)
 
     # -- listing ---------------------------------------------------------------------------
     def variables(self) -> list[Variable]:

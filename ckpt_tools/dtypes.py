@@ -7,7 +7,7 @@ one of its types is actually read; listing never needs it.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -52,6 +52,7 @@ _BY_NAME = {name: enum for enum, (name, _, _) in _TYPES.items()}
 _REF_OFFSET = 100
 
 STRING = 7
+_ALIASES = {"half": "float16", "float": "float32", "double": "float64"}
 
 
 def _base(enum: int) -> int:
@@ -78,12 +79,12 @@ def itemsize(enum: int) -> int:
 def enum_of(name: str) -> int:
     """Returns the ``DataType`` enum value for a TensorFlow/NumPy dtype name."""
     try:
-        return _BY_NAME[{"half": "float16", "float": "float32", "double": "float64"}.get(name, name)]
+        return _BY_NAME[_ALIASES.get(name, name)]
     except KeyError:
         raise UnsupportedFormatError(f"no TensorFlow DataType for dtype {name!r}") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def numpy_dtype(enum: int, big_endian: bool = False) -> np.dtype:
     """Returns the NumPy dtype for a ``DataType`` enum value (strings map to ``object``).
 

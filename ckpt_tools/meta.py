@@ -7,12 +7,11 @@ is skipped without being parsed or copied.
 
 from __future__ import annotations
 
-import mmap
 from dataclasses import dataclass, field
 
 from ._protos import CollectionEntry, MetaGraphDef, MetaInfoDef, SaverDef, VariableDef
 from ._wire import Cursor
-from .bundle import _map
+from .bundle import _close, _map
 from .errors import CheckpointNotFoundError, CorruptCheckpointError
 
 # Collections whose members are serialized VariableDef protos.
@@ -152,8 +151,7 @@ def read_meta_graph(path: str) -> MetaGraph:
                 return _read_text(bytes(data), path)
             raise binary_error
     finally:
-        if isinstance(data, mmap.mmap):
-            data.close()
+        _close(data)
 
 
 def _read_binary(data, path: str) -> MetaGraph:

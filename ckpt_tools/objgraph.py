@@ -35,10 +35,13 @@ class ObjectGraph:
     Attributes:
         paths: checkpoint key -> object path (``model/dense/kernel``), for every variable value.
         slots: checkpoint key of a slot variable -> :class:`Slot`.
+        full_names: checkpoint key -> the variable's own name (``tf.Variable.name`` without
+            ``:0``), which TF2 records and which pairs ``ema.average(v)`` with ``v``.
     """
 
     paths: dict[str, str] = field(default_factory=dict)
     slots: dict[str, Slot] = field(default_factory=dict)
+    full_names: dict[str, str] = field(default_factory=dict)
 
 
 def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph:
@@ -70,7 +73,8 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
                     f"of {len(nodes)}")
             if child.node_id not in path_of:
                 parent = path_of[node_id]
-                path_of[child.node_id] = f"{parent}/{child.local_name}" if parent else child.local_name
+                name = child.local_name
+                path_of[child.node_id] = f"{parent}/{name}" if parent else name
                 queue.append(child.node_id)
     out = ObjectGraph()
     key_of: dict[int, str] = {}
@@ -78,6 +82,8 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
         for attr in node.attributes:
             if attr.name == "VARIABLE_VALUE":
                 key_of[node_id] = attr.checkpoint_key
+                if attr.full_name:
+                    out.full_names[attr.checkpoint_key] = attr.full_name
                 if node_id in path_of:
                     out.paths[attr.checkpoint_key] = path_of[node_id]
     for node_id, node in enumerate(nodes):
@@ -90,7 +96,8 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
                                        optimizer=path_of.get(node_id, ""))
             if slot_key not in out.paths:
                 var_path = out.paths.get(var_key, var_key)
-                out.paths[slot_key] = f"{var_path}/.{path_of.get(node_id, 'optimizer')}/{ref.slot_name}"
+                owner = path_of.get(node_id, "optimizer")
+                out.paths[slot_key] = f"{var_path}/.{owner}/{ref.slot_name}"
     return out
 
 

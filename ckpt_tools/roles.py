@@ -103,6 +103,8 @@ def classify(
         ema_names: EMA suffixes to recognise; default: :func:`detect_ema_names` plus
             ``ExponentialMovingAverage`` and ``avg`` (the loss-average convention).
     """
+    if objects is not None and objects.full_names:
+        return _classify_objects(entries, objects, ema_names)
     names = set(ema_names if ema_names is not None else detect_ema_names(entries))
     names |= {DEFAULT_EMA_NAME}
     loss_names = names | {"avg"}
@@ -112,6 +114,81 @@ def classify(
     for key, entry in entries.items():
         out[key] = _classify_one(key, entry, entries, names, loss_names, colls, meta_vars,
                                  meta is not None, objects)
+    return out
+
+
+def _path_score(a: str, b: str) -> int:
+    """Length of the common suffix of two object paths, ignoring their root component."""
+    pa, pb = a.split("/")[1:], b.split("/")[1:]
+    n = 0
+    while n < min(len(pa), len(pb)) and pa[-1 - n] == pb[-1 - n]:
+        n += 1
+    return n
+
+
+def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None) -> dict[str, str]:
+    """Pairs TF2 ``ema.average(v)`` variables with ``v``: shadow key -> variable key.
+
+    TF2 records each variable's own name (``full_name``): a shadow is named
+    ``<name of v>/ExponentialMovingAverage`` (``_1``, ``_2``… when eager mode made it unique).
+    Several variables may share a name (two ``bias``); the object paths, which usually mirror
+    each other (``ema/dense/bias`` and ``model/dense/bias``), break the tie.
+    """
+    full = {k: objects.full_names[k] for k in entries
+            if k in objects.full_names and SLOT_MARK not in k}
+    by_name: dict[str, list[str]] = {}
+    for k, f in full.items():
+        by_name.setdefault(f, []).append(k)
+    names = set(ema_names or ()) | {DEFAULT_EMA_NAME}
+    firsts = {f: entries[ks[0]] for f, ks in by_name.items()}
+    names |= set(detect_ema_names(firsts))
+    candidates: dict[str, list[str]] = {}
+    for k, f in full.items():
+        head, last = _split(f)
+        if not head or head not in by_name or not _ema_suffix(last, names):
+            continue
+        e = entries[k]
+        cands = [c for c in by_name[head] if c != k and entries[c].dtype == e.dtype
+                 and entries[c].shape == e.shape]
+        if cands:
+            path = objects.paths.get(k, k)
+            cands.sort(key=lambda c: -_path_score(path, objects.paths.get(c, c)))
+            candidates[k] = cands
+    pairs: dict[str, str] = {}
+    taken: set[str] = set()
+    # Unambiguous shadows first, so they cannot be stolen by a tie-break elsewhere.
+    for k in sorted(candidates, key=lambda k: len(candidates[k])):
+        free = [c for c in candidates[k] if c not in taken]
+        if free:
+            pairs[k] = free[0]
+            taken.add(free[0])
+    return pairs
+
+
+def _classify_objects(entries, objects: ObjectGraph, ema_names) -> dict[str, RoleInfo]:
+    """TF2 keys say where an object sits, not what it is; the variables' own names (recorded
+    as ``full_name``) follow TF1 conventions, so classify by those."""
+    pairs = pair_object_shadows(entries, objects, ema_names)
+    by_name: dict[str, TensorEntry] = {}
+    for key, entry in entries.items():
+        full = objects.full_names.get(key)
+        if full and SLOT_MARK not in key and key not in pairs:
+            by_name.setdefault(full, entry)
+    names = set(detect_ema_names(by_name)) | {DEFAULT_EMA_NAME}
+    plain = ObjectGraph(paths=objects.paths, slots=objects.slots)
+    out = {}
+    for key, entry in entries.items():
+        full = objects.full_names.get(key)
+        if key in pairs:
+            out[key] = RoleInfo(EMA, ema_of=pairs[key], ema_style="object")
+        elif full and SLOT_MARK not in key:
+            ri = _classify_one(full, entry, by_name, names, names | {"avg"}, {}, set(), False,
+                               None)
+            # A name-based link would point at a name, not a key: keep only the role.
+            out[key] = RoleInfo(ri.role if ri.role != EMA else LOSS_AVERAGE)
+        else:
+            out[key] = _classify_one(key, entry, entries, names, names | {"avg"}, {}, set(),
+                                     False, plain)
     return out
 
 

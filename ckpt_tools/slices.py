@@ -3,8 +3,8 @@
 A partitioned variable ``emb`` (graph parts ``emb/part_0``…) is saved as one full-name entry that
 lists its slices, plus one entry per slice under ``EncodeTensorNameSlice(name, slice)``
 (``tensorflow/core/util/saved_tensor_slice_util.cc``): OrderedCode ``NumIncreasing(0)``, the
-name as an escaped string, ``NumIncreasing(rank)``, then signed start/length per dimension; a string that sorts before
-every ordinary name because it starts with ``\\x00``.
+name as an escaped string, ``NumIncreasing(rank)``, then signed start/length per dimension. The
+key sorts before every ordinary name because it starts with ``\\x00``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class TensorSlice:
             raise CorruptCheckpointError(
                 f"slice of rank {len(self.extents)} does not match tensor rank {len(shape)}")
         out = []
-        for (start, length), dim in zip(self.extents, shape):
+        for (start, length), dim in zip(self.extents, shape, strict=True):
             if length == FULL:
                 start, length = 0, dim
             if start < 0 or length < 0 or start + length > dim:
@@ -61,7 +61,8 @@ class TensorSlice:
         return tuple(slice(s, s + n) for s, n in self.resolve(full_shape))
 
     def is_full(self, full_shape: tuple[int, ...]) -> bool:
-        return all(s == 0 and n == d for (s, n), d in zip(self.resolve(full_shape), full_shape))
+        return all(s == 0 and n == d for (s, n), d in zip(self.resolve(full_shape), full_shape,
+                                                          strict=True))
 
     def __str__(self) -> str:  # TensorFlow's "0,4:-" text form
         return ":".join("-" if n == FULL else f"{s},{n}" for s, n in self.extents)

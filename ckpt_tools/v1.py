@@ -14,7 +14,7 @@ import numpy as np
 
 from . import dtypes
 from ._protos import SavedTensorSlices, TensorProto
-from .bundle import _map, _shape
+from .bundle import _close, _map, _shape
 from .entry import TensorEntry
 from .errors import CheckpointNotFoundError, CorruptCheckpointError
 from .slices import TensorSlice, encode_key
@@ -27,6 +27,7 @@ _FIELD = {
     "float16": "half_val", "bfloat16": "half_val", "uint32": "uint32_val", "uint64": "uint64_val",
 }
 _INT_FIELD = "int_val"  # int32, int16, int8, uint8, uint16 and the quantized types
+_MAX_FILL_BYTES = 64 << 20  # largest tensor we expand from a single stored value
 
 
 def is_v1_file(path: str) -> bool:
@@ -35,15 +36,15 @@ def is_v1_file(path: str) -> bool:
         data = _map(path)
     except OSError:
         return False
+    first = None
     try:
         first = next(Table(data, path, verify=False).items(), None)
         return first is not None and first[0] == b"" and bytes(first[1][:1]) == b"\x0a"
     except Exception:
         return False
     finally:
-        if isinstance(data, mmap.mmap):
-            del first
-            data.close()
+        del first
+        _close(data)
 
 
 class V1Reader:
@@ -114,10 +115,13 @@ class V1Reader:
                 f"slices of {entry.name!r} cover {covered} of {entry.num_elements} elements",
                 path=self.path)
         dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)
+        # Read every slice before allocating the whole tensor, so a corrupt file claiming an
+        # absurd shape fails on its (missing) data instead of allocating gigabytes.
+        parts = [(tslice, self._slice_values(entry, tslice, tslice.shape(entry.shape)))
+                 for tslice in entry.slices]
         out = np.empty(entry.shape, dtype=dt)
-        for tslice in entry.slices:
-            sub_shape = tslice.shape(entry.shape)
-            out[tslice.index(entry.shape)] = self._slice_values(entry, tslice, sub_shape)
+        for tslice, values in parts:
+            out[tslice.index(entry.shape)] = values
         return out
 
     def close(self) -> None:
@@ -135,21 +139,32 @@ def _values(proto, entry: TensorEntry, shape, path: str) -> np.ndarray:
     count = math.prod(shape)
     dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)
     if proto.tensor_content:
+        if dt.kind == "O" or len(proto.tensor_content) % dt.itemsize:
+            raise CorruptCheckpointError(
+                f"tensor {entry.name!r}: {len(proto.tensor_content)} bytes of tensor_content do "
+                f"not hold {entry.dtype_name} values", path=path)
         arr = np.frombuffer(proto.tensor_content, dtype=dt)
     elif name == "string":
         arr = np.array(list(proto.string_val), dtype=object)
     else:
         raw = list(getattr(proto, _FIELD.get(name, _INT_FIELD)))
         if name in ("complex64", "complex128"):
+            if len(raw) % 2:
+                raise CorruptCheckpointError(
+                    f"tensor {entry.name!r}: odd number ({len(raw)}) of complex components",
+                    path=path)
             pairs = np.asarray(raw, dtype=np.float64).reshape(-1, 2)
             arr = (pairs[:, 0] + 1j * pairs[:, 1]).astype(dt)
         elif name in ("float16", "bfloat16"):
-            arr = np.asarray(raw, dtype=np.uint16).view(dt)
+            # half_val holds the 16 bits in an int32; keep the low 16 like TensorFlow's cast.
+            arr = np.asarray(raw, dtype=np.int64).astype(np.uint16).view(dt)
         else:
             arr = np.asarray(raw).astype(dt)
     if arr.size == count:
         return arr.reshape(shape)
-    if arr.size == 1 and count > 1:  # TensorProto may store one value for a constant fill
+    # TensorProto may store one value for a constant fill; bounded, since a corrupt shape
+    # would otherwise make a few bytes of file allocate any amount of memory.
+    if arr.size == 1 and count > 1 and entry.num_elements * dt.itemsize <= _MAX_FILL_BYTES:
         return np.full(shape, arr[0], dtype=dt)
     raise CorruptCheckpointError(
         f"tensor {entry.name!r} slice has {arr.size} values, expected {count}", path=path)

@@ -12,12 +12,39 @@ import sys
 import traceback
 
 import typer
+from typer.core import TyperGroup
 
 from ..errors import CheckpointError
 from ._output import Output
+from .diff import diff_command
+from .ema import map_command, restore_ema_command
 from .inspect import list_command
+from .show import show_command, stats_command
+from .verify import verify_command
+
+
+class _Group(TyperGroup):
+    """Turns errors into one stderr line and an exit code, for the console script and for
+    in-process callers (tests, ``CliRunner``) alike."""
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort):
+            raise
+        except BrokenPipeError:
+            raise  # handled by main(): `ckpt list … | head` is not an error
+        except BaseException as exc:  # noqa: BLE001 - every failure gets the same treatment
+            if hasattr(exc, "show") and hasattr(exc, "exit_code"):
+                raise  # click's own usage errors (BadParameter...) print themselves
+            code = _report(exc)
+            if code is None:
+                raise
+            raise typer.Exit(code) from None
+
 
 app = typer.Typer(
+    cls=_Group,
     name="ckpt",
     help="Inspect TensorFlow checkpoints without TensorFlow, and evaluate with their EMA weights.",
     no_args_is_help=True,
@@ -37,6 +64,12 @@ def _root(
 
 
 app.command("list")(list_command)
+app.command("verify")(verify_command)
+app.command("show")(show_command)
+app.command("stats")(stats_command)
+app.command("diff")(diff_command)
+app.command("map")(map_command)
+app.command("restore-ema")(restore_ema_command)
 
 
 def _register_optional() -> None:
@@ -56,34 +89,42 @@ EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
 
+def _report(exc: BaseException) -> int | None:
+    """Prints ``exc`` as one line on stderr and returns its exit code (None: not ours)."""
+    if isinstance(exc, SystemExit):
+        return None
+    if isinstance(exc, CheckpointError):
+        message, code = str(exc), exc.exit_code
+    elif isinstance(exc, KeyboardInterrupt):
+        message, code = "interrupted", EXIT_INTERRUPTED
+    elif isinstance(exc, OSError):
+        message = f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
+        code = EXIT_OS_ERROR
+    elif isinstance(exc, Exception):  # a bug: say so plainly, traceback behind --debug
+        message = (f"internal error: {type(exc).__name__}: {exc} (please report it; --debug "
+                   "shows the traceback)")
+        code = EXIT_INTERNAL
+    else:
+        return None
+    if _state["debug"]:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    Output().error(message.splitlines()[0] if message else "failed")
+    return code
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ckpt`` console script."""
     if argv is not None:
         sys.argv[1:] = argv
     if "--debug" in sys.argv[1:]:
         _state["debug"] = True
-    out = Output()
     try:
         app()
-    except SystemExit:
-        raise
-    except CheckpointError as exc:
-        _fail(out, str(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        _fail(out, "interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
-        sys.stderr.close()  # e.g. `ckpt list … | head`: not an error worth reporting
+        sys.stderr.close()
         sys.exit(0)
-    except OSError as exc:
-        _fail(out, f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}",
-              EXIT_OS_ERROR)
-    except Exception as exc:  # a bug: say so plainly, keep the traceback behind --debug
-        _fail(out, f"internal error: {type(exc).__name__}: {exc} (please report it; "
-              "--debug shows the traceback)", EXIT_INTERNAL)
-
-
-def _fail(out: Output, message: str, code: int) -> None:
-    if _state["debug"]:
-        traceback.print_exc()
-    out.error(message.splitlines()[0] if message else "failed")
-    sys.exit(code)
+    except BaseException as exc:  # noqa: BLE001
+        code = _report(exc)
+        if code is None:
+            raise
+        sys.exit(code)

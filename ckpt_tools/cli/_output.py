@@ -25,6 +25,8 @@ class Output:
         self.json_mode = json_mode
         self.quiet = quiet
         self.out = Console(soft_wrap=False, highlight=False)
+        if not self.out.is_terminal:  # piped to a file or pager: don't squeeze into 80 columns
+            self.out = Console(soft_wrap=False, highlight=False, width=160)
         self.err = Console(stderr=True, highlight=False)
 
     def json(self, data: Any) -> None:

@@ -49,8 +49,8 @@ def filter_variables(variables: list[Variable], roles: list[str] | None,
     if roles:
         bad = [r for r in roles if r not in ROLES]
         if bad:
-            raise typer.BadParameter(
-                f"unknown role {bad[0]!r}; expected one of: {', '.join(ROLES)}", param_hint="--role")
+            raise typer.BadParameter(f"unknown role {bad[0]!r}; expected one of: "
+                                     f"{', '.join(ROLES)}", param_hint="--role")
         variables = [v for v in variables if v.role in roles]
     if collections:
         full = {_COLL_ABBREV.get(c, c) for c in collections}
@@ -77,7 +77,8 @@ def list_command(
     grep: Annotated[str | None, typer.Option(
         "--grep", "-g", help="Filter names by glob ('conv*/weights') or regular expression.")
     ] = None,
-    sort: Annotated[str, typer.Option(help="Sort by 'name' (checkpoint order) or 'size'.")] = "name",
+    sort: Annotated[str, typer.Option(
+        help="Sort by 'name' (checkpoint order) or 'size'.")] = "name",
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -118,40 +119,56 @@ def list_json(ckpt, variables: list[Variable]) -> dict:
     }
 
 
+def _readable(v: Variable | None, key: str | None) -> str:
+    if v is not None and v.path:
+        return v.path
+    return key or ""
+
+
 def _print_table(out: Output, ckpt, shown: list[Variable], everything: list[Variable]) -> None:
     if out.quiet:
         for v in shown:
             out.print(v.name)
         return
+    by_name = {v.name: v for v in everything}
+    has_meta = ckpt.meta is not None
+    any_ema = _has_any_ema(everything)
     table = Table(title=f"{ckpt.path} ({ckpt.format})", title_justify="left", box=None,
                   header_style="bold", pad_edge=False)
-    for col, kw in (("name", {"overflow": "fold"}), ("dtype", {}), ("shape", {}),
-                    ("size", {"justify": "right"}), ("role", {}), ("collections", {}),
-                    ("ema", {})):
-        table.add_column(col, **kw)
+    table.add_column("name", overflow="fold")
+    table.add_column("dtype")
+    table.add_column("shape")
+    table.add_column("size", justify="right")
+    table.add_column("role")
+    if has_meta:
+        table.add_column("collections")
+    table.add_column("ema", overflow="fold")
     role_style = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
                   "bn_stat": "yellow", "step": "blue", "loss_average": "dim"}
     for v in shown:
         if v.ema:
-            ema = "[cyan]✓[/] " + v.ema[len(v.name) + 1:] if v.ema.startswith(v.name + "/") \
-                else "[cyan]✓[/] " + v.ema
+            ema = "[cyan]✓[/]"
         elif v.ema_of:
-            ema = f"[dim]of {v.ema_of}[/]"
-        elif v.role in ("weight", "bn_stat") and _has_any_ema(everything):
+            ema = f"[dim]of {_readable(by_name.get(v.ema_of), v.ema_of)}[/]"
+        elif v.role in ("weight", "bn_stat") and any_ema:
             ema = "[red]missing[/]"
         else:
             ema = ""
-        name = v.name if not v.path or v.path == v.name else f"{v.path} [dim]({v.name})[/]"
+        name = _readable(v, v.name)
         if v.partitions:
             name += f" [dim]({v.partitions} parts)[/]"
-        table.add_row(name, v.dtype, _shape(v.shape), f"{v.size:,}",
-                      f"[{role_style.get(v.role, 'white')}]{v.role}[/]",
-                      ",".join(_COLL_ABBREV.get(c, c) for c in v.collections), ema)
+        row = [name, v.dtype, _shape(v.shape), f"{v.size:,}",
+               f"[{role_style.get(v.role, 'white')}]{v.role}[/]"]
+        if has_meta:
+            row.append(",".join(_COLL_ABBREV.get(c, c) for c in v.collections))
+        table.add_row(*row, ema)
     out.print(table)
     params = sum(v.size for v in shown)
     nbytes = sum(v.nbytes for v in shown)
     out.print(f"\n{len(shown)} of {len(everything)} variables, {params:,} parameters, "
               f"{human_bytes(nbytes)}")
+    if ckpt.format == "object":
+        out.print("[dim]names are object paths; --json gives the checkpoint keys[/]")
     _print_ema_summary(out, everything)
 
 

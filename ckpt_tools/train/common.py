@@ -49,7 +49,7 @@ class TrainConfig:
     batch_size: int = 128  # examples per device per step
     num_gpus: int = 0  # towers / replicas; 0 = every visible GPU, or 1 on CPU
     ema_decay: float | None = None  # None = DEFAULT_EMA_DECAY[api]
-    learning_rate: float = 0.05  # initial rate of the exponential decay
+    learning_rate: float = 0.02  # initial rate of the exponential decay
     lr_decay_steps: int = 2000  # staircase decay every this many steps ...
     lr_decay_factor: float = 0.1  # ... by this factor
     momentum: float = 0.9

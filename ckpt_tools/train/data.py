@@ -37,7 +37,7 @@ CIFAR_STD = np.array([63.0, 62.1, 66.7], dtype=np.float32)
 SYNTHETIC_SEED = 20240601  # fixed: the class templates must not depend on --seed
 SYNTHETIC_TRAIN_SIZE = 10_000
 SYNTHETIC_TEST_SIZE = 1_000
-_NOISE_STD = 1.6  # per pixel, in normalised units; templates have unit-ish amplitude
+_NOISE_STD = 2.5  # per pixel, in normalised units; templates have unit-ish amplitude
 _MAX_SHIFT = 4
 
 
@@ -90,7 +90,9 @@ def synthetic(
     """
     rng = np.random.default_rng(SYNTHETIC_SEED)
     templates = _templates(rng)
-    train_images, train_labels = _sample(templates, num_train, np.random.default_rng([1, num_train]))
+    train_images, train_labels = _sample(
+        templates, num_train, np.random.default_rng([1, num_train])
+    )
     test_images, test_labels = _sample(templates, num_test, np.random.default_rng([2, num_test]))
     return Cifar10(train_images, train_labels, test_images, test_labels, "synthetic")
 
@@ -211,4 +213,3 @@ def batches(
         if n < batch_size:  # tiny sets (tests): sample with replacement
             idx = rng.integers(0, n, size=batch_size)
             yield normalize(data.train_images[idx]), data.train_labels[idx]
-

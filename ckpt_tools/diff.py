@@ -1,0 +1,248 @@
+"""Compare two checkpoints, or each variable of one checkpoint with its EMA shadow.
+
+:func:`diff_checkpoints` lists keys only in A or only in B, shape and dtype changes, and for
+tensors in both the largest absolute and the relative L2 difference. :func:`diff_ema` does the
+same for every ``(variable, EMA shadow)`` pair that :meth:`Checkpoint.variables` links, which
+shows how far the averages lag the raw weights. Tensors are read one pair at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .checkpoint import Checkpoint, open_checkpoint
+from .errors import CheckpointError
+from .stats import json_float, relative_l2
+
+SAME, CHANGED, SHAPE, DTYPE, UNREADABLE = "same", "changed", "shape", "dtype", "unreadable"
+
+
+@dataclass(frozen=True)
+class TensorDiff:
+    """How one tensor differs between A and B.
+
+    Attributes:
+        name: key in A.
+        other: key in B (differs from ``name`` only for EMA comparisons).
+        status: ``"same"`` (bit-identical), ``"changed"``, ``"shape"`` (shapes differ, values
+            not compared), ``"dtype"`` (dtypes differ; values compared when both are numeric
+            and shapes match) or ``"unreadable"``.
+        dtype_a, dtype_b: dtype names.
+        shape_a, shape_b: shapes.
+        max_abs: largest ``|b - a|`` (``None`` when not compared).
+        rel_l2: ``||b - a|| / ||a||``.
+        error: why the values could not be read (status ``"unreadable"``).
+    """
+
+    name: str
+    other: str
+    status: str
+    dtype_a: str
+    dtype_b: str
+    shape_a: tuple[int, ...]
+    shape_b: tuple[int, ...]
+    max_abs: float | None = None
+    rel_l2: float | None = None
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return self.status != SAME
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "other": self.other, "status": self.status,
+                "dtype_a": self.dtype_a, "dtype_b": self.dtype_b,
+                "shape_a": list(self.shape_a), "shape_b": list(self.shape_b),
+                "max_abs": json_float(self.max_abs), "rel_l2": json_float(self.rel_l2),
+                "error": self.error}
+
+
+@dataclass
+class DiffReport:
+    """Result of :func:`diff_checkpoints` or :func:`diff_ema`.
+
+    Attributes:
+        a, b: the two checkpoints (the same path for an EMA comparison).
+        mode: ``"checkpoints"`` or ``"ema"``.
+        only_a: keys only in A (for ``"ema"``: weights without a shadow).
+        only_b: keys only in B (for ``"ema"``: shadows whose variable is not stored).
+        tensors: one :class:`TensorDiff` per compared pair, sorted by name.
+    """
+
+    a: str
+    b: str
+    mode: str
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+    tensors: list[TensorDiff] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        """True when both sides hold the same keys with bit-identical values."""
+        return not self.only_a and not self.only_b and not any(t.changed for t in self.tensors)
+
+    def to_dict(self) -> dict:
+        """The ``ckpt diff --json`` document."""
+        return {"a": self.a, "b": self.b, "mode": self.mode, "identical": self.identical,
+                "only_a": list(self.only_a), "only_b": list(self.only_b),
+                "tensors": [t.to_dict() for t in self.tensors]}
+
+
+def _numeric(arr: np.ndarray) -> bool:
+    kind = arr.dtype.kind
+    return kind in "biufc" or (kind == "V" and arr.dtype.name.startswith(("bfloat", "float",
+                                                                          "int", "uint")))
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)))
+
+
+def compare_tensors(a: np.ndarray, b: np.ndarray, name: str, other: str | None = None,
+                    dtype_a: str | None = None, dtype_b: str | None = None) -> TensorDiff:
+    """Compares two arrays.
+
+    Args:
+        a (`np.ndarray`): the value in A.
+        b (`np.ndarray`): the value in B.
+        name (`str`): key in A.
+        other (`str`, *optional*): key in B (defaults to ``name``).
+        dtype_a, dtype_b (`str`, *optional*): TensorFlow dtype names to report (default: the
+            NumPy names).
+
+    Returns:
+        `TensorDiff`: status and, for numeric tensors of one shape, the differences.
+
+    Example:
+        >>> compare_tensors(np.array([3.0, 4.0]), np.array([3.0, 4.5]), "w").rel_l2
+        0.1
+    """
+    da, db = dtype_a or a.dtype.name, dtype_b or b.dtype.name
+    base = {"name": name, "other": other or name, "dtype_a": da, "dtype_b": db,
+            "shape_a": tuple(a.shape), "shape_b": tuple(b.shape)}
+    if a.shape != b.shape:
+        return TensorDiff(status=SHAPE, **base)
+    status = DTYPE if da != db else None
+    if not (_numeric(a) and _numeric(b)):
+        same = da == db and bool(np.array_equal(a, b))
+        return TensorDiff(status=status or (SAME if same else CHANGED), **base)
+    if status is None and a.dtype == b.dtype and _same_bits(a, b):
+        return TensorDiff(status=SAME, max_abs=0.0, rel_l2=0.0, **base)
+    max_abs, rel = relative_l2(a, b)
+    return TensorDiff(status=status or CHANGED, max_abs=max_abs, rel_l2=rel, **base)
+
+
+def _read_pair(ca: Checkpoint, cb: Checkpoint, name: str, other: str) -> TensorDiff:
+    ea, eb = ca.entry(name), cb.entry(other)
+    try:
+        a, b = ca.tensor(name), cb.tensor(other)
+    except CheckpointError as exc:
+        return TensorDiff(name=name, other=other, status=UNREADABLE, dtype_a=ea.dtype_name,
+                          dtype_b=eb.dtype_name, shape_a=ea.shape, shape_b=eb.shape,
+                          error=str(exc))
+    return compare_tensors(a, b, name, other, ea.dtype_name, eb.dtype_name)
+
+
+def _keep(name: str, match: Callable[[str], bool] | None) -> bool:
+    return match is None or match(name)
+
+
+def diff_checkpoints(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | Checkpoint, *,
+                     match: Callable[[str], bool] | None = None,
+                     values: bool = True) -> DiffReport:
+    """Compares two checkpoints key by key.
+
+    Args:
+        a, b (`str` or `Checkpoint`): checkpoints (any path ``open_checkpoint`` accepts).
+        match (`Callable[[str], bool]`, *optional*): compare only keys it accepts.
+        values (`bool`, *optional*, defaults to `True`): read and compare tensor values; with
+            False only names, shapes and dtypes are compared (status ``"same"`` then means
+            "same shape and dtype").
+
+    Returns:
+        `DiffReport`.
+
+    Raises:
+        CheckpointNotFoundError, CorruptCheckpointError: if either checkpoint cannot be opened.
+
+    Example:
+        >>> r = diff_checkpoints("train/model.ckpt-20", "train/model.ckpt-30")  # doctest: +SKIP
+        >>> [(t.name, t.rel_l2) for t in r.tensors if t.changed][:1]  # doctest: +SKIP
+        [('conv1/weights', 0.013)]
+    """
+    with _opened(a) as ca, _opened(b) as cb:
+        keys_a = {k for k in ca.keys() if _keep(k, match)}
+        keys_b = {k for k in cb.keys() if _keep(k, match)}
+        report = DiffReport(a=ca.path, b=cb.path, mode="checkpoints",
+                            only_a=sorted(keys_a - keys_b), only_b=sorted(keys_b - keys_a))
+        report.tensors = list(_pairs(ca, cb, [(k, k) for k in sorted(keys_a & keys_b)], values))
+    return report
+
+
+def diff_ema(target: str | os.PathLike | Checkpoint, *,
+             match: Callable[[str], bool] | None = None, values: bool = True) -> DiffReport:
+    """Compares every variable with its EMA shadow (``Variable.ema``) in one checkpoint.
+
+    Args:
+        target (`str` or `Checkpoint`): the checkpoint.
+        match (`Callable[[str], bool]`, *optional*): compare only variables whose key (or
+            shadow key) it accepts.
+        values (`bool`, *optional*, defaults to `True`): compare values, not only shapes.
+
+    Returns:
+        `DiffReport` with mode ``"ema"``: ``tensors`` pairs raw (A) with shadow (B),
+        ``only_a`` lists weights without a shadow (when any shadow exists), ``only_b`` shadows
+        whose variable is not stored.
+
+    Raises:
+        CheckpointNotFoundError, CorruptCheckpointError: if the checkpoint cannot be opened.
+
+    Example:
+        >>> r = diff_ema("fixtures/linear_v2")  # doctest: +SKIP
+        >>> [(t.name, t.other) for t in r.tensors]  # doctest: +SKIP
+        [('W', 'W/ExponentialMovingAverage'), ('b', 'b/ExponentialMovingAverage')]
+    """
+    with _opened(target) as ckpt:
+        variables = ckpt.variables()
+        pairs = [(v.name, v.ema) for v in variables
+                 if v.ema and (_keep(v.name, match) or _keep(v.ema, match))]
+        shadows = [v for v in variables if v.role == "ema"]
+        report = DiffReport(a=ckpt.path, b=ckpt.path, mode="ema")
+        if shadows:
+            report.only_a = [v.name for v in variables
+                             if v.role == "weight" and not v.ema and _keep(v.name, match)]
+        report.only_b = [v.name for v in shadows
+                         if v.ema_of not in ckpt and _keep(v.name, match)]
+        report.tensors = list(_pairs(ckpt, ckpt, sorted(pairs), values))
+    return report
+
+
+def _pairs(ca: Checkpoint, cb: Checkpoint, pairs, values: bool) -> Iterator[TensorDiff]:
+    for name, other in pairs:
+        if values:
+            yield _read_pair(ca, cb, name, other)
+            continue
+        ea, eb = ca.entry(name), cb.entry(other)
+        status = SHAPE if ea.shape != eb.shape else DTYPE if ea.dtype != eb.dtype else SAME
+        yield TensorDiff(name=name, other=other, status=status, dtype_a=ea.dtype_name,
+                         dtype_b=eb.dtype_name, shape_a=ea.shape, shape_b=eb.shape)
+
+
+class _opened:
+    """Context manager: opens a path, or borrows an already open checkpoint (left open)."""
+
+    def __init__(self, target):
+        self.target = target
+        self.owned = not isinstance(target, Checkpoint)
+
+    def __enter__(self) -> Checkpoint:
+        self.ckpt = open_checkpoint(self.target) if self.owned else self.target
+        return self.ckpt
+
+    def __exit__(self, *exc) -> None:
+        if self.owned:
+            self.ckpt.close()

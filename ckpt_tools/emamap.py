@@ -1,0 +1,257 @@
+"""EMA name maps: which checkpoint key feeds which variable when evaluating with averages.
+
+:func:`ema_map` reproduces ``tf.train.ExponentialMovingAverage.variables_to_restore()`` — shadows
+of trainable and moving-average variables replace them, every other global variable maps to
+itself — but in *checkpoint keys*, so partitioned variables come out right
+(``emb/ExponentialMovingAverage -> emb`` rather than the graph's
+``emb/part_0/ExponentialMovingAverage``). Without a ``.meta`` graph it infers the same map from
+the keys alone.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+
+from . import roles as R
+from .checkpoint import Checkpoint, open_checkpoint
+from .errors import EmaError
+
+KEEP, DROP = "keep", "drop"
+
+
+@dataclass(frozen=True)
+class EmaMap:
+    """A restore map in checkpoint keys, with what was (not) averaged.
+
+    Attributes:
+        mapping: source key in the checkpoint -> target variable key (like the dict
+            ``variables_to_restore()`` returns, with names instead of variables).
+        ema_name: the EMA suffix used (``ExponentialMovingAverage``, ``avg``…).
+        averaged: targets that receive an average.
+        raw: targets restored from their own (raw) value.
+        missing: targets that should receive an average whose shadow is not stored.
+        unaveraged: weights with no shadow while others have one (keys-only inference).
+        not_saved: raw targets the graph has but the checkpoint does not store.
+        dropped: checkpoint keys deliberately left out (optimizer slots, filters).
+        debias: zero-debias helpers (``…/biased``, ``…/local_step``) found.
+        loss_averages: averages of loss tensors found (``total_loss/avg``).
+        source: ``"meta"`` (from the graph's collections) or ``"keys"`` (inferred).
+    """
+
+    checkpoint: str
+    ema_name: str
+    mapping: dict[str, str]
+    averaged: tuple[str, ...] = ()
+    raw: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    unaveraged: tuple[str, ...] = ()
+    not_saved: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    debias: tuple[str, ...] = ()
+    loss_averages: tuple[str, ...] = ()
+    source: str = "keys"
+    pairs: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (source, input target)
+    hints: tuple[str, ...] = field(default=(), repr=False)
+
+    def to_json(self) -> dict[str, str]:
+        """Returns ``{"ema_key": "target_key", …}``, the ``ckpt map --json`` document."""
+        return dict(self.mapping)
+
+    def sources(self) -> dict[str, str]:
+        """Returns target key -> source key (the inverse of :attr:`mapping`)."""
+        return {t: s for s, t in self.mapping.items()}
+
+    def require_complete(self) -> EmaMap:
+        """Returns self, or raises :class:`EmaError` explaining which shadows are missing."""
+        if self.missing:
+            raise EmaError(_missing_message(self))
+        return self
+
+
+def _match_any(name: str, patterns: list[str] | None) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns or ())
+
+
+def _rescope(key: str, strip_scope: str | None, add_scope: str | None) -> str:
+    if strip_scope and key.startswith(strip_scope):
+        key = key[len(strip_scope):]
+    return (add_scope or "") + key
+
+
+def ema_map(
+    checkpoint: str | os.PathLike | Checkpoint,
+    *,
+    ema_name: str | None = None,
+    use_meta: bool = True,
+    non_averaged: str = KEEP,
+    slots: str = DROP,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    strip_scope: str | None = None,
+    add_scope: str | None = None,
+    allow_missing: bool = False,
+) -> EmaMap:
+    """Builds the EMA restore map of a checkpoint, in checkpoint keys.
+
+    Args:
+        checkpoint (`str` or `Checkpoint`): path or open checkpoint.
+        ema_name (`str`, *optional*): EMA suffix; default: detected from the keys
+            (``ExponentialMovingAverage`` when nothing else is found).
+        use_meta (`bool`, defaults to `True`): follow the ``.meta`` graph's collections, exactly
+            like ``variables_to_restore()``; otherwise (or with no ``.meta``) infer from keys.
+        non_averaged (`"keep"` or `"drop"`): map variables without an average to themselves,
+            or leave them out.
+        slots (`"drop"` or `"keep"`): optimizer slots are dropped by default (evaluation never
+            needs them); ``"keep"`` gives TensorFlow's exact map.
+        include / exclude (`list[str]`): globs on target keys.
+        strip_scope / add_scope (`str`): rewrite target keys, e.g. strip ``tower_0/``.
+        allow_missing (`bool`): restore raw values where a shadow is missing instead of
+            recording it in :attr:`EmaMap.missing`.
+
+    Returns:
+        `EmaMap`.
+
+    Raises:
+        CheckpointError: if the checkpoint cannot be read. Missing shadows are *reported* in
+        ``missing``; call :meth:`EmaMap.require_complete` to turn them into an :class:`EmaError`.
+
+    Example:
+        >>> m = ema_map("fixtures/linear_v2")  # doctest: +SKIP
+        >>> m.mapping
+        {'W/ExponentialMovingAverage': 'W', 'b/ExponentialMovingAverage': 'b'}
+    """
+    if non_averaged not in (KEEP, DROP) or slots not in (KEEP, DROP):
+        raise ValueError("non_averaged and slots must be 'keep' or 'drop'")
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
+    try:
+        variables = {v.name: v for v in ckpt.variables()}
+        detected = R.detect_ema_names(ckpt.entries())
+        name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
+        if use_meta and ckpt.meta is not None and ckpt.meta.collections.get("variables"):
+            pairs, missing, not_saved = _from_meta(ckpt, variables, name)
+            source = "meta"
+        else:
+            pairs, missing, not_saved = _from_keys(variables, name, ema_name is not None)
+            source = "keys"
+    finally:
+        if not isinstance(checkpoint, Checkpoint):
+            ckpt.close()
+
+    unaveraged = []
+    if source == "keys" and any(s != t for s, t in pairs):
+        unaveraged = [t for s, t in pairs if s == t and variables.get(t) is not None
+                      and variables[t].role in (R.WEIGHT, R.BN_STAT)]
+    elif source == "keys" and not missing:
+        missing = [t for s, t in pairs if variables.get(t) is not None
+                   and variables[t].role in (R.WEIGHT, R.BN_STAT)]
+
+    mapping: dict[str, str] = {}
+    kept: list[tuple[str, str]] = []
+    averaged, raw, dropped = [], [], []
+    missing_set = set(missing)
+    for src, tgt in pairs:
+        role = variables[tgt].role if tgt in variables else _role_from_name(tgt)
+        if src != tgt and tgt in missing_set and allow_missing:
+            src = tgt
+        keep = True
+        if src == tgt and non_averaged == DROP:
+            keep = False
+        if role == R.OPTIMIZER_SLOT and slots == DROP:
+            keep = False
+        if (include and not _match_any(tgt, include)) or _match_any(tgt, exclude):
+            keep = False
+        if not keep:
+            dropped.append(tgt)
+            continue
+        mapping[src] = _rescope(tgt, strip_scope, add_scope)
+        kept.append((src, tgt))
+        (averaged if src != tgt else raw).append(tgt)
+    if allow_missing:
+        missing = []
+    hints = _hints(variables, name, detected, missing)
+    return EmaMap(
+        checkpoint=ckpt.path, ema_name=name, mapping=mapping, averaged=tuple(averaged),
+        raw=tuple(raw), missing=tuple(t for t in missing if t not in set(dropped)),
+        unaveraged=tuple(unaveraged), not_saved=tuple(not_saved), dropped=tuple(dropped),
+        debias=tuple(k for k, v in variables.items() if v.role == R.EMA_DEBIAS),
+        loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
+        source=source, pairs=tuple(kept), hints=tuple(hints))
+
+
+def _role_from_name(key: str) -> str:
+    last = key.rpartition("/")[2]
+    return R.OPTIMIZER_SLOT if R._SLOT_RE.match(last) and "/" in key else R.OTHER
+
+
+def _from_meta(ckpt: Checkpoint, variables, name: str):
+    """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys."""
+    meta = ckpt.meta
+    ckey = {op: var.checkpoint_key for op, var in meta.variables.items()}
+    averaged_ops = list(dict.fromkeys(
+        meta.collections.get("trainable_variables", [])
+        + meta.collections.get("moving_average_variables", [])))
+    pairs: dict[str, str] = {}
+    for op in averaged_ops:
+        target = ckey.get(op, op)
+        pairs[f"{target}/{name}"] = target
+    averaged_set = set(averaged_ops)
+    for op in meta.collections.get("variables", []):
+        key = ckey.get(op, op)
+        if op not in averaged_set and key not in pairs:
+            pairs[key] = key
+    missing = [t for s, t in pairs.items() if s != t and s not in variables]
+    not_saved = [t for s, t in pairs.items() if s == t and s not in variables]
+    return list(pairs.items()), missing, not_saved
+
+
+def _from_keys(variables, name: str, explicit: bool):
+    """The same map inferred from keys and roles when there is no graph."""
+    shadows: dict[str, list[str]] = {}
+    for v in variables.values():
+        if v.role == R.EMA and v.ema_of:
+            shadows.setdefault(v.ema_of, []).append(v.name)
+    pairs = []
+    for key, v in variables.items():
+        if v.role in (R.EMA, R.EMA_DEBIAS) or key == "_CHECKPOINTABLE_OBJECT_GRAPH":
+            continue
+        cands = shadows.get(key, [])
+        preferred = [c for c in cands if c.endswith("/" + name)] or (
+            [] if explicit else [c for c in cands if _tf1_suffix(c, key) is None])
+        if not preferred and not explicit:
+            preferred = cands
+        pairs.append((preferred[0], key) if preferred else (key, key))
+    return pairs, [], []
+
+
+def _tf1_suffix(shadow: str, key: str) -> str | None:
+    return shadow[len(key) + 1:] if shadow.startswith(key + "/") else None
+
+
+def _hints(variables, name: str, detected: list[str], missing: list[str]) -> list[str]:
+    if not missing:
+        return []
+    hints = []
+    others = [d for d in detected if d != name]
+    if others:
+        hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass ema_name={others[0]!r} "
+                     f"(--ema-name {others[0]})")
+    return hints
+
+
+def _missing_message(m: EmaMap) -> str:
+    sample = ", ".join(m.missing[:5]) + (f" and {len(m.missing) - 5} more" if len(m.missing) > 5
+                                         else "")
+    shadow = f"{m.missing[0]}/{m.ema_name}"
+    if set(m.averaged) <= set(m.missing):  # not one shadow stored
+        cause = ("no EMA shadow is stored at all: the Saver probably saved only "
+                 "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "
+                 "Saver() to keep the shadows), or training never ran ema.apply()")
+    else:
+        cause = ("these variables were probably created after ema.apply() or left out of its "
+                 "var_list; pass allow_missing=True (--allow-missing) to restore their raw values")
+    hint = ("; " + "; ".join(m.hints)) if m.hints else ""
+    return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+            f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
+            f"likely cause: {cause}{hint}")

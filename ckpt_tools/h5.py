@@ -1,0 +1,378 @@
+"""Reader for Keras weight files: legacy HDF5 ``.h5``, Keras 3 ``.weights.h5`` and ``.keras``.
+
+Keys (what ``ckpt list`` shows and :meth:`H5Reader.read` takes):
+
+- Keras 3 (``.weights.h5``, and the ``model.weights.h5`` inside a ``.keras`` zip): the HDF5
+  dataset path, e.g. ``layers/dense/vars/0`` or ``optimizer/vars/3``. Keras stores values by
+  position only; :mod:`ckpt_tools.keras_layout` works out what each one is and gives it a
+  readable Keras path (``dense/kernel``, ``sgd/dense_kernel_average``) in ``entry.extra["path"]``.
+- legacy ``.h5`` (``layer_names``/``weight_names`` attributes): the dataset path without the
+  ``:0`` suffix, e.g. ``dense/dense/kernel`` (``save_weights``) or
+  ``model_weights/dense/dense/kernel`` and ``optimizer_weights/adam/dense_kernel_average``
+  (full-model ``model.save('x.h5')``); the path is the weight name (``dense/kernel``).
+
+Contiguous datasets are returned as read-only NumPy views over a memory map of the file (for a
+``.keras`` archive, of the stored zip member's bytes, never extracted); others are read through
+h5py. h5py is imported only when a Keras file is opened, and TensorFlow/Keras never.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import mmap
+import os
+import re
+import struct
+import zipfile
+
+import numpy as np
+
+from . import dtypes
+from .entry import TensorEntry
+from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+ZIP_SIGNATURE = b"PK\x03\x04"
+_HDF5_BASES = (0, 512, 1024, 2048)  # where HDF5 looks for its superblock (after a user block)
+_WEIGHTS_MEMBER = "model.weights.h5"  # saving_lib._VARS_FNAME_H5
+_CONFIG_MEMBER = "config.json"
+_METADATA_MEMBER = "metadata.json"
+_ZIP_LOCAL_HEADER = 30
+_SUFFIX_RE = re.compile(r":\d+$")
+_NO_WEIGHTS = ("HDF5 file has no Keras weights (no layer_names attribute, no layers/ or vars/ "
+               "groups)")
+
+
+def sniff(path: str) -> str | None:
+    """Returns ``"h5"`` for an HDF5 file, ``"keras"`` for a Keras zip archive, else ``None``.
+
+    Reads at most a few header bytes (and a zip's directory); does not import h5py.
+
+    Example:
+        >>> sniff("fixtures/keras_ema/model.keras")  # doctest: +SKIP
+        'keras'
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if head == HDF5_SIGNATURE:
+                return "h5"
+            if head[:4] == ZIP_SIGNATURE:
+                try:
+                    with zipfile.ZipFile(f) as zf:
+                        names = set(zf.namelist())
+                except zipfile.BadZipFile:
+                    return None
+                if _CONFIG_MEMBER in names or any(n.startswith("model.weights") for n in names):
+                    return "keras"
+                return None
+            for base in _HDF5_BASES[1:]:
+                f.seek(base)
+                if f.read(8) == HDF5_SIGNATURE:
+                    return "h5"
+    except OSError:
+        return None
+    return None
+
+
+class _Window(io.RawIOBase):
+    """A read-only, seekable file over a byte range of a buffer (a stored zip member)."""
+
+    def __init__(self, view: memoryview):
+        self._view = view
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        self._pos = max(0, base + pos)
+        return self._pos
+
+    def readinto(self, b) -> int:
+        chunk = self._view[self._pos : self._pos + len(b)]
+        b[: len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+
+def _map(path: str):
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _attr_list(group, name: str) -> list[str]:
+    """Reads a list attribute that Keras may split into ``name0``, ``name1``… (> 64 KB)."""
+    if name in group.attrs:
+        raw = list(np.atleast_1d(group.attrs[name]))
+    else:
+        raw, i = [], 0
+        while f"{name}{i}" in group.attrs:
+            raw.extend(np.atleast_1d(group.attrs[f"{name}{i}"]))
+            i += 1
+    return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in raw]
+
+
+def _has_attr_list(group, name: str) -> bool:
+    return name in group.attrs or f"{name}0" in group.attrs
+
+
+def _json_attr(value):
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    try:
+        return json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+class H5Reader:
+    """Reads one Keras weight file (same interface as :class:`~ckpt_tools.bundle.BundleReader`).
+
+    Args:
+        path (`str`): a ``.h5``/``.weights.h5`` HDF5 file or a ``.keras`` archive.
+
+    Attributes:
+        format: ``"h5"`` or ``"keras"``.
+        kind: ``"keras3"`` (``vars`` groups) or ``"legacy"`` (``layer_names`` attributes).
+        config: the model config (``config.json`` of a ``.keras``; for a legacy full-model
+            ``.h5`` ``{"model_config": ..., "training_config": ...}``), or ``None``.
+        keras: the :class:`~ckpt_tools.keras_layout.KerasLayout` (what each key is).
+
+    Raises:
+        CheckpointNotFoundError: if the file does not exist.
+        CorruptCheckpointError: if it is not a readable HDF5 file or zip archive.
+        UnsupportedFormatError: if it holds no Keras weights (or keeps them in ``.npz``).
+
+    Example:
+        >>> r = H5Reader("fixtures/keras_ema/model.weights.h5")  # doctest: +SKIP
+        >>> r.read("layers/dense/vars/0").shape
+        (4, 8)
+    """
+
+    def __init__(self, path: str):
+        import h5py  # deferred: only Keras files need it
+
+        from . import keras_layout
+
+        self.prefix = self.path = path
+        self.config: dict | None = None
+        self.metadata: dict | None = None
+        self._zip = self._fileobj = None
+        self._buf, self._base = b"", 0
+        try:
+            self._buf = _map(path)
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(f"{path}: no such file") from None
+        self.format = "keras" if bytes(self._buf[:4]) == ZIP_SIGNATURE else "h5"
+        try:
+            source = self._open_archive() if self.format == "keras" else path
+            self._h5 = h5py.File(source, "r")
+        except OSError as exc:
+            self.close()
+            raise CorruptCheckpointError(f"cannot read HDF5 data: {exc}", path=path) from None
+        try:
+            entries, self.kind = self._scan()
+            if self.kind == "legacy" and self.config is None:
+                self.config = self._legacy_config()
+            self.keras = keras_layout.analyze(entries, self.kind, self.config)
+        except BaseException:
+            self.close()
+            raise
+        self.entries: dict[str, TensorEntry] = {k: entries[k] for k in self.keras.order}
+
+    # -- opening ---------------------------------------------------------------------------
+    def _open_archive(self):
+        try:
+            self._zip = zipfile.ZipFile(self.path)
+            names = set(self._zip.namelist())
+            if _CONFIG_MEMBER in names:
+                self.config = json.loads(self._zip.read(_CONFIG_MEMBER))
+            if _METADATA_MEMBER in names:
+                self.metadata = json.loads(self._zip.read(_METADATA_MEMBER))
+        except (zipfile.BadZipFile, ValueError) as exc:
+            raise CorruptCheckpointError(f"not a readable .keras archive: {exc}",
+                                         path=self.path) from None
+        if _WEIGHTS_MEMBER not in names:
+            other = sorted(n for n in names if n.startswith("model.weights"))
+            raise UnsupportedFormatError(
+                f"{self.path}: .keras archive has no {_WEIGHTS_MEMBER} (expected HDF5 weights; "
+                f"found {', '.join(other) or 'no weights'})")
+        info = self._zip.getinfo(_WEIGHTS_MEMBER)
+        if info.compress_type == zipfile.ZIP_STORED:
+            # Keras stores members uncompressed: map the member's bytes in place.
+            header = bytes(self._buf[info.header_offset : info.header_offset + _ZIP_LOCAL_HEADER])
+            if len(header) < _ZIP_LOCAL_HEADER or header[:4] != ZIP_SIGNATURE:
+                raise CorruptCheckpointError(f"bad zip header for {_WEIGHTS_MEMBER}",
+                                             path=self.path, offset=info.header_offset)
+            name_len, extra_len = struct.unpack("<HH", header[26:30])
+            self._base = info.header_offset + _ZIP_LOCAL_HEADER + name_len + extra_len
+            if self._base + info.file_size > len(self._buf):
+                raise CorruptCheckpointError(f"{_WEIGHTS_MEMBER} runs past the end of the file",
+                                             path=self.path, offset=self._base)
+            view = memoryview(self._buf)[self._base : self._base + info.file_size]
+            self._fileobj = _Window(view)
+        else:  # a re-zipped archive: decompress the member into memory (never to disk)
+            self._buf, self._base = self._zip.read(_WEIGHTS_MEMBER), 0
+            self._fileobj = io.BytesIO(self._buf)
+        return self._fileobj
+
+    def _legacy_config(self) -> dict | None:
+        found = {k: _json_attr(self._h5.attrs[k]) for k in ("model_config", "training_config")
+                 if k in self._h5.attrs}
+        return found or None
+
+    # -- scanning --------------------------------------------------------------------------
+    def _scan(self) -> tuple[dict[str, TensorEntry], str]:
+        f = self._h5
+        if _has_attr_list(f, "layer_names"):
+            return self._scan_legacy(f, ""), "legacy"
+        if "model_weights" in f and _has_attr_list(f["model_weights"], "layer_names"):
+            return self._scan_legacy(f["model_weights"], "model_weights/"), "legacy"
+        entries = self._scan_keras3(f)
+        if entries is None:
+            raise UnsupportedFormatError(f"{self.path}: {_NO_WEIGHTS}")
+        return entries, "keras3"
+
+    def _scan_legacy(self, root, prefix: str) -> dict[str, TensorEntry]:
+        entries: dict[str, TensorEntry] = {}
+        layers = _attr_list(root, "layer_names")
+        if "top_level_model_weights" in root and "top_level_model_weights" not in layers:
+            layers.append("top_level_model_weights")
+        for layer in layers:
+            if layer not in root:
+                raise CorruptCheckpointError(f"layer_names lists {layer!r}, which is not stored",
+                                             path=self.path)
+            for i, wname in enumerate(_attr_list(root[layer], "weight_names")):
+                self._add(entries, root[layer], wname, f"{prefix}{layer}/{wname}",
+                          owner=f"{prefix}{layer}", index=i, section="model",
+                          weight_name=_SUFFIX_RE.sub("", wname))
+        if prefix and "optimizer_weights" in self._h5:
+            group = self._h5["optimizer_weights"]
+            for i, wname in enumerate(_attr_list(group, "weight_names")):
+                self._add(entries, group, wname, f"optimizer_weights/{wname}",
+                          owner="optimizer_weights", index=i, section="optimizer",
+                          weight_name=_SUFFIX_RE.sub("", wname))
+        return entries
+
+    def _scan_keras3(self, f) -> dict[str, TensorEntry] | None:
+        import h5py
+
+        entries: dict[str, TensorEntry] = {}
+        owners: list[str] = []
+
+        def visit(name: str, obj) -> None:
+            head, _, last = name.rpartition("/")
+            if isinstance(obj, h5py.Group) and last == "vars":
+                owners.append(head)
+                for key in sorted(obj, key=lambda k: (not k.isdigit(), int(k) if k.isdigit()
+                                                      else 0, k)):
+                    if isinstance(obj[key], h5py.Dataset):
+                        section = "optimizer" if head.split("/")[0] == "optimizer" else "model"
+                        label = obj.attrs.get("name")
+                        self._add(entries, obj, key, f"{name}/{key}", owner=head,
+                                  index=int(key) if key.isdigit() else None, section=section,
+                                  owner_name=label.decode() if isinstance(label, bytes)
+                                  else label)
+
+        f.visititems(visit)
+        return entries if owners else None
+
+    def _add(self, entries, group, wname: str, h5path: str, **extra) -> None:
+        import h5py
+
+        try:
+            ds = group[wname]
+        except KeyError:
+            raise CorruptCheckpointError(f"weight {h5path!r} is listed but not stored",
+                                         path=self.path) from None
+        if not isinstance(ds, h5py.Dataset):
+            raise CorruptCheckpointError(f"{h5path!r} is a group, expected a dataset",
+                                         path=self.path)
+        key = _SUFFIX_RE.sub("", h5path)
+        if key in entries:
+            key = h5path
+        enum = self._dtype(ds, h5path)
+        shape = tuple(int(d) for d in ds.shape) if ds.shape is not None else ()
+        offset = ds.id.get_offset()
+        npdtype = ds.dtype
+        nbytes = math.prod(shape) * npdtype.itemsize
+        if offset is not None and (npdtype.kind not in "biufcV" or npdtype.hasobject
+                                   or ds.id.get_storage_size() != nbytes):
+            offset = None
+        entries[key] = TensorEntry(
+            name=key, dtype=enum, shape=shape, size=nbytes,
+            offset=(offset + self._base) if offset is not None else 0,
+            extra={"h5path": h5path, "npdtype": npdtype.str,
+                   "file_offset": (offset + self._base) if offset is not None else None,
+                   **extra})
+
+    def _dtype(self, ds, h5path: str) -> int:
+        tag = ds.attrs.get("dtype") if "dtype" in ds.attrs else None
+        if isinstance(tag, bytes):
+            tag = tag.decode()
+        if ds.dtype.kind == "V":
+            if isinstance(tag, str):
+                return dtypes.enum_of(tag)
+            if ds.dtype.itemsize == 2:
+                return dtypes.enum_of("bfloat16")  # Keras' legacy writer drops the tag
+            raise UnsupportedFormatError(
+                f"{self.path}: dataset {h5path!r} holds untagged {ds.dtype.itemsize}-byte "
+                "opaque values (expected a numeric dtype or a dtype attribute)")
+        return dtypes.enum_of_numpy(ds.dtype)
+
+    # -- data ------------------------------------------------------------------------------
+    def read(self, name: str) -> np.ndarray:
+        """Returns the tensor stored under ``name`` (a read-only view when contiguous).
+
+        Raises:
+            KeyError: if ``name`` is not stored.
+            CorruptCheckpointError: if the data lies outside the file.
+        """
+        entry = self.entries[name]
+        dt = (dtypes.numpy_dtype(entry.dtype) if np.dtype(entry.extra["npdtype"]).kind == "V"
+              else np.dtype(entry.extra["npdtype"]))
+        offset = entry.extra["file_offset"]
+        if offset is None:
+            value = self._h5[entry.extra["h5path"]][()]
+            value = np.asarray(value)
+            if value.dtype.kind == "V":
+                value = value.view(dt)
+            return value.reshape(entry.shape)
+        count = math.prod(entry.shape)
+        if offset + count * dt.itemsize > len(self._buf):
+            raise CorruptCheckpointError(
+                f"tensor {name!r} spans bytes [{offset}, {offset + count * dt.itemsize}) but the "
+                f"file has {len(self._buf)} bytes (truncated?)", path=self.path)
+        arr = np.frombuffer(self._buf, dtype=dt, count=count, offset=offset).reshape(entry.shape)
+        if not dt.isnative:
+            return arr.astype(dt.newbyteorder("="))
+        if offset % max(dt.alignment, 1):
+            return arr.copy()
+        return arr
+
+    def close(self) -> None:
+        h5 = getattr(self, "_h5", None)
+        if h5 is not None:
+            h5.close()
+        if isinstance(self._fileobj, _Window):
+            self._fileobj._view.release()
+        for obj in (self._fileobj, self._zip):
+            if obj is not None:
+                obj.close()
+        if isinstance(self._buf, mmap.mmap):
+            try:
+                self._buf.close()
+            except BufferError:
+                pass  # arrays handed out still view the mapping; it closes when they die

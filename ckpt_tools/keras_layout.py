@@ -1,0 +1,487 @@
+"""What each tensor of a Keras weight file is: model weight, optimizer state or EMA copy.
+
+Keras 3 stores values by position, never by name. What Keras 3.15 writes (checked by
+``fixtures/make_keras_fixtures.py``):
+
+- a layer's ``vars/<i>``: its trainable variables, then its non-trainable ones
+  (BatchNormalization: ``gamma``, ``beta``, ``moving_mean``, ``moving_variance``; ``gamma``/``beta``
+  absent when ``scale``/``center`` is off);
+- the layers of a Sequential/Functional model sit in ``layers/<snake_case class name>[_N]``
+  (``dense``, ``dense_1``…; ``_N`` counts per class, in model order); other sublayers sit under
+  their attribute name (``query_dense``), visited alphabetically, which can differ from the
+  order of ``model.trainable_variables``: such sublayers are paired by shape only;
+- ``optimizer/vars/<i>`` is ``optimizer.variables``: ``iteration``, ``learning_rate`` (only when it
+  is a float, not a schedule), then with ``use_ema=True`` one ``<path>_average`` per trainable
+  variable in ``model.trainable_variables`` order, then ``gradient_accumulator`` copies (with
+  ``gradient_accumulation_steps``), then the slots: SGD ``momentum`` per variable, Adam
+  ``momentum`` and ``velocity`` interleaved per variable, and so on (``_SLOTS``).
+
+Whether ``use_ema`` was on comes from ``config.json`` in a ``.keras`` archive; for a bare
+``.weights.h5`` it is inferred from the count and shapes of the optimizer variables, and left
+unknown (``None``) when two settings would write the same layout. Legacy ``.h5`` files name
+every variable (``adam/dense_kernel_average``), so they are paired by name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .entry import TensorEntry
+
+Spec = tuple[tuple[int, ...], int]  # (shape, TensorFlow dtype enum)
+_FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+_BN = frozenset({"batch_normalization", "sync_batch_normalization"})
+_STATS = frozenset({"moving_mean", "moving_variance"})
+# Variable names per layer class (snake_case), in vars/<i> order; None: non-trainable names.
+_VAR_NAMES = {
+    **{c: ("kernel", "bias") for c in (
+        "dense", "einsum_dense", "conv1d", "conv2d", "conv3d", "conv1d_transpose",
+        "conv2d_transpose", "conv3d_transpose", "depthwise_conv1d", "depthwise_conv2d")},
+    "separable_conv1d": ("depthwise_kernel", "pointwise_kernel", "bias"),
+    "separable_conv2d": ("depthwise_kernel", "pointwise_kernel", "bias"),
+    "embedding": ("embeddings",),
+    "layer_normalization": ("gamma", "beta"),
+    "group_normalization": ("gamma", "beta"),
+    "p_re_lu": ("alpha",),
+}
+_FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
+# Optimizer slots written after the EMA copies, per class (Keras 3.15 build() methods), as
+# variants of groups: ("b", name) one per trainable variable, ("i", names) interleaved per
+# variable, ("s", name) one scalar. Chosen from the optimizer config where known.
+_ADAM = lambda c: [("i", ("momentum", "velocity"))] + (  # noqa: E731
+    [("b", ("velocity_hat",))] if c.get("amsgrad") else [])
+_SLOTS = {
+    "sgd": lambda c: [("b", ("momentum",))] if c.get("momentum") else [],
+    "adam": _ADAM, "adam_w": _ADAM,
+    "nadam": lambda c: [("i", ("momentum", "velocity")), ("s", ("variable",))],
+    "adamax": lambda c: [("i", ("momentum", "norm"))],
+    "adagrad": lambda c: [("b", ("accumulator",))],
+    "adadelta": lambda c: [("i", ("accumulated_grad", "accumulated_delta_var"))],
+    "ftrl": lambda c: [("i", ("accumulator", "linear"))],
+    "lamb": lambda c: [("i", ("momentum", "velocity"))],
+    "lion": lambda c: [("b", ("momentum",))],
+    "rm_sprop": lambda c: [("b", ("velocity",))] + (
+        [("b", ("momentum",))] if c.get("momentum") else []) + (
+        [("b", ("average_gradient",))] if c.get("centered") else []),
+}
+# Hyperparameter settings to try when no config says which (a bare .weights.h5).
+_VARIANTS = [{}, {"momentum": 0.9}, {"amsgrad": True}, {"centered": True},
+             {"momentum": 0.9, "centered": True}]
+
+
+def to_snake_case(name: str) -> str:
+    """Keras' ``naming.to_snake_case``: ``BatchNormalization`` -> ``batch_normalization``."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+@dataclass
+class KerasLayout:
+    """The meaning of every key of a Keras weight file (built by :func:`analyze`).
+
+    Attributes:
+        kind: ``"keras3"`` or ``"legacy"``.
+        order: every key, model weights first (in Keras save order), then optimizer variables.
+        model: model weight keys; ``trainable``: key -> trainable (as far as the file tells).
+        paths: key -> readable Keras path (``dense/kernel``, ``sgd/dense_kernel_average``).
+        optimizer_vars: optimizer variable keys in ``optimizer.variables`` order.
+        optimizer: snake_case optimizer class, when known; ``optimizer_config``: its config.
+        use_ema: whether the optimizer kept EMA copies (``None``: the file cannot tell).
+        ema_evidence: where ``use_ema`` came from.
+        averages: EMA copy key -> model weight key (``None`` where it cannot be paired).
+        slots: optimizer slot key -> model weight key (``None`` where unknown).
+        notes: why something could not be worked out.
+    """
+
+    kind: str
+    order: list[str] = field(default_factory=list)
+    model: list[str] = field(default_factory=list)
+    trainable: dict[str, bool] = field(default_factory=dict)
+    paths: dict[str, str] = field(default_factory=dict)
+    optimizer_vars: list[str] = field(default_factory=list)
+    optimizer: str | None = None
+    optimizer_config: dict | None = None
+    iteration: str | None = None
+    learning_rate: str | None = None
+    ema_offset: int = 0
+    use_ema: bool | None = None
+    ema_evidence: str = ""
+    averages: dict[str, str | None] = field(default_factory=dict)
+    slots: dict[str, str | None] = field(default_factory=dict)
+    other: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Node:
+    path: str
+    keys: list[str] = field(default_factory=list)
+    name: str | None = None
+    cls: str | None = None
+    cfg: dict | None = None
+    frozen: bool = False
+    ordered: list[_Node] = field(default_factory=list)
+    bag: list[_Node] = field(default_factory=list)
+
+
+def _spec(e: TensorEntry) -> Spec:
+    return (tuple(e.shape), e.dtype)
+
+
+def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = None,
+            owner_names: dict[str, str] | None = None) -> KerasLayout:
+    """Works out what each key of a Keras weight file is (metadata only, no tensor data).
+
+    Args:
+        entries: key -> entry, as :class:`~ckpt_tools.h5.H5Reader` scans them (``extra`` holds
+            ``owner``, ``index``, ``section`` and, for legacy files, ``weight_name``).
+        kind: ``"keras3"`` or ``"legacy"``.
+        config: ``config.json`` of a ``.keras`` archive (or a legacy file's model/training
+            config), if any.
+        owner_names: Keras 3 only: group path -> ``name`` attribute of its ``vars`` group.
+
+    Returns:
+        `KerasLayout`.
+    """
+    if kind == "legacy":
+        return _analyze_legacy(entries, config)
+    return _analyze_keras3(entries, config, owner_names or {})
+
+
+# -- Keras 3 ---------------------------------------------------------------------------------
+def _optimizer_config(config: dict | None) -> tuple[str | None, dict | None]:
+    opt = ((config or {}).get("compile_config") or {}).get("optimizer")
+    if isinstance(opt, dict) and "class_name" in opt:
+        return to_snake_case(opt["class_name"]), opt.get("config") or {}
+    return None, None
+
+
+def _analyze_keras3(entries, config, owner_names) -> KerasLayout:
+    lay = KerasLayout("keras3")
+    model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"}
+    root = _tree(model, config, owner_names, lay.notes)
+    segments: list[tuple[str, list[str]]] = []
+    _flatten(root, segments)
+    lay.model = [k for _, keys in segments for k in keys]
+    _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
+               else [])
+    lay.optimizer, lay.optimizer_config = _optimizer_config(config)
+    if lay.optimizer is None and owner_names.get("optimizer"):
+        lay.optimizer = re.sub(r"_\d+$", "", owner_names["optimizer"])
+    opt = sorted((k for k, e in entries.items() if e.extra.get("owner") == "optimizer"),
+                 key=lambda k: entries[k].extra.get("index") or 0)
+    lay.optimizer_vars = opt
+    lay.other = [k for k, e in entries.items()
+                 if e.extra.get("section") == "optimizer" and k not in opt]
+    if lay.other:
+        lay.notes.append(f"{len(lay.other)} variables of nested optimizers are not interpreted")
+    trained = [(k, seg) for seg, (kind, keys) in enumerate(segments) for k in keys
+               if lay.trainable[k]]
+    _plan_optimizer(lay, [_spec(entries[k]) for k in opt], opt, entries, trained,
+                    segments)
+    opt_name = owner_names.get("optimizer") or (lay.optimizer_config or {}).get("name") or "optimizer"
+    for key, name in _optimizer_names(lay).items():
+        src = (lay.averages | lay.slots).get(key)
+        lay.paths[key] = (f"{opt_name}/{lay.paths[src].replace('/', '_')}_{name}" if src
+                          else f"{opt_name}/{name}")
+    lay.order = lay.model + opt + lay.other
+    return lay
+
+
+def _tree(model, config, owner_names, notes) -> _Node:
+    owners = set(owner_names) | {e.extra["owner"] for e in model.values()}
+    owners = {o for o in owners if o.split("/")[0] != "optimizer"}
+    nodes = {o: _Node(o, name=owner_names.get(o)) for o in owners}
+    root = nodes.setdefault("", _Node("", name=owner_names.get("")))
+    if config:
+        root.cls = to_snake_case(config.get("class_name", ""))
+        root.cfg = config.get("config") or {}
+        root.frozen = root.cfg.get("trainable") is False
+    for key, e in model.items():
+        nodes[e.extra["owner"]].keys.append(key)
+    for n in nodes.values():
+        n.keys.sort(key=lambda k: model[k].extra.get("index") or 0)
+    for path in sorted(nodes, key=lambda p: p.count("/")):
+        if not path:
+            continue
+        parts = path.split("/")
+        parent = next(nodes["/".join(parts[:i])] for i in range(len(parts) - 1, -1, -1)
+                      if "/".join(parts[:i]) in nodes)
+        rel = path[len(parent.path) + 1:] if parent.path else path
+        node = nodes[path]
+        if re.fullmatch(r"layers/[^/]+", rel):
+            parent.ordered.append(node)
+            node.cls = re.sub(r"_\d+$", "", rel[len("layers/"):])
+        else:
+            parent.bag.append(node)
+            base = rel.rsplit("/", 1)[-1].lstrip("_")
+            node.cls = base if base in _VAR_NAMES else (
+                "einsum_dense" if base.endswith("dense") else None)
+    _order(root, model, notes)
+    return root
+
+
+def _first_offset(node: _Node, model) -> float:
+    offs = [model[k].extra.get("file_offset") for k in node.keys]
+    offs = [o for o in offs if o is not None]
+    offs += [_first_offset(c, model) for c in node.ordered + node.bag]
+    return min(offs, default=float("inf"))
+
+
+def _order(node: _Node, model, notes) -> None:
+    layer_cfgs = (node.cfg or {}).get("layers") if isinstance(node.cfg, dict) else None
+    by_name: dict[str, tuple[int, dict]] = {}
+    if isinstance(layer_cfgs, list):
+        used: dict[str, int] = {}
+        for i, lc in enumerate(layer_cfgs):
+            base = to_snake_case(lc.get("class_name", ""))
+            used[base] = used.get(base, -1) + 1
+            by_name[f"{base}_{used[base]}" if used[base] else base] = (i, lc)
+    for child in node.ordered:
+        hit = by_name.get(child.path.rsplit("/", 1)[-1])
+        if hit:
+            child.cfg = hit[1].get("config") or {}
+            child.cls = to_snake_case(hit[1].get("class_name", "")) or child.cls
+        child.frozen = node.frozen or (child.cfg or {}).get("trainable") is False
+    for child in node.bag:
+        child.frozen = node.frozen
+    if by_name:
+        node.ordered.sort(key=lambda c: by_name.get(c.path.rsplit("/", 1)[-1],
+                                                    (len(by_name), {}))[0])
+    else:  # no config: Keras writes layers in model order, so data offsets follow it
+        node.ordered.sort(key=lambda c: _first_offset(c, model))
+        last: dict[str, int] = {}
+        for c in node.ordered:
+            m = re.fullmatch(r"(.*?)(?:_(\d+))?", c.path.rsplit("/", 1)[-1])
+            n = int(m.group(2) or 0)
+            if n < last.get(m.group(1), -1):
+                notes.append(f"cannot tell the order of the layers under {node.path or 'the root'}"
+                             "; EMA copies there are paired by shape only")
+                node.bag, node.ordered = node.ordered + node.bag, []
+                break
+            last[m.group(1)] = n
+    for child in node.ordered + node.bag:
+        _order(child, model, notes)
+
+
+def _flatten(node: _Node, out: list[tuple[str, list[str]]]) -> None:
+    """Model weight keys in ``model.weights`` order, as ("seq"|"bag", keys) runs."""
+    if node.keys:
+        out.append(("seq", list(node.keys)))
+    if node.bag:
+        inner: list[tuple[str, list[str]]] = []
+        for child in node.ordered + node.bag:
+            _flatten(child, inner)
+        keys = [k for _, ks in inner for k in ks]
+        if keys:
+            out.append(("bag", keys))
+    else:
+        for child in node.ordered:
+            _flatten(child, out)
+
+
+def _var_names(node: _Node, n: int) -> list[tuple[str | None, bool]]:
+    cfg = node.cfg or {}
+    if node.cls in _BN:
+        names = ((["gamma"] if cfg.get("scale", True) else [])
+                 + (["beta"] if cfg.get("center", True) else []))
+        if not node.cfg:
+            names = ["gamma", "beta"][: max(n - 2, 0)] if n >= 2 else []
+            names = names if n != 3 else [None]
+        return [(v, True) for v in names] + [(s, False) for s in ("moving_mean",
+                                                                "moving_variance")][: n]
+    if node.cls in _FROZEN_CLASSES:
+        return [(v, False) for v in _FROZEN_CLASSES[node.cls][:n]] + [(None, False)] * (
+            n - len(_FROZEN_CLASSES[node.cls]))
+    names = list(_VAR_NAMES.get(node.cls, ()))
+    if node.cls in _VAR_NAMES and cfg.get("use_bias") is False and "bias" in names:
+        names.remove("bias")
+    return [(v, True) for v in names[:n]] + [(None, True)] * (n - len(names))
+
+
+def _name_vars(node: _Node, model, lay: KerasLayout, prefix: list[str]) -> None:
+    chain = prefix + ([node.name] if node.path and node.name else [])
+    for key, (var, trainable) in zip(node.keys, _var_names(node, len(node.keys)), strict=False):
+        e = model[key]
+        lay.trainable[key] = (trainable and not node.frozen and e.dtype_name in _FLOATS)
+        lay.paths[key] = "/".join(chain + [var or str(e.extra.get("index"))])
+    for child in node.ordered + node.bag:
+        _name_vars(child, model, lay, chain)
+
+
+def _plan_optimizer(lay, specs, keys, entries, trained, segments) -> None:
+    """Finds iteration, learning rate, EMA copies and slots among the optimizer variables."""
+    if not keys:
+        lay.use_ema, lay.ema_evidence = False, "no optimizer variables"
+        return
+    off = 0
+    if specs[0][0] == () and entries[keys[0]].dtype_name in ("int64", "int32"):
+        lay.iteration, off = keys[0], 1
+    cfg = lay.optimizer_config
+    float_scalar = len(specs) > off and specs[off][0] == () and \
+        entries[keys[off]].dtype_name in _FLOATS
+    if (isinstance(cfg.get("learning_rate"), (int, float)) if cfg is not None
+            else float_scalar):
+        lay.learning_rate, off = keys[off], off + 1
+    lay.ema_offset = off
+    tkeys = [k for k, _ in trained]
+    tspecs = [_spec(entries[k]) for k in tkeys]
+    bag_of = {k: seg for k, seg in trained if segments[seg][0] == "bag"}
+    slot_fn = _SLOTS.get(lay.optimizer or "")
+    if cfg is not None:
+        cands = [(bool(cfg.get("use_ema")), bool(cfg.get("gradient_accumulation_steps")),
+                  slot_fn(cfg) if slot_fn else None)]
+    elif slot_fn:
+        cands = [(e, ga, slot_fn(v)) for e in (False, True) for ga in (False, True)
+                 for v in _VARIANTS]
+    else:
+        cands = []
+    rest = specs[off:]
+    fits = [c for c in cands if c[2] is not None
+            and _matches(_expand(*c, tspecs), rest, tkeys, tspecs, bag_of)]
+    if cfg is not None:
+        lay.use_ema, lay.ema_evidence = cands[0][0], "config.json (optimizer use_ema)"
+    elif {c[0] for c in fits} in ({True}, {False}):
+        lay.use_ema = fits[0][0]
+        lay.ema_evidence = (f"layout of the {len(keys)} {lay.optimizer} variables for "
+                            f"{len(tkeys)} trainable weights")
+    else:
+        lay.use_ema = None
+        lay.notes.append(
+            f"cannot tell whether the {len(rest)} {lay.optimizer or 'unknown optimizer'} "
+            f"variables after iteration/learning_rate include EMA copies of the {len(tkeys)} "
+            "trainable weights (" + ("several settings fit" if fits else "no known layout fits")
+            + "); the .keras config.json records use_ema")
+    plan = next((c for c in fits if c[0] == lay.use_ema), None)
+    if plan is None and lay.use_ema and rest[: len(tspecs)] and _matches(
+            [(s, j, "average") for j, s in enumerate(tspecs)], rest[: len(tspecs)], tkeys,
+            tspecs, bag_of):
+        plan = (True, False, [])
+    placed: set[str] = set()
+    if plan is not None:
+        for i, (spec, j, name) in enumerate(_expand(*plan, tspecs)):
+            key = keys[off + i]
+            target = None if j is None else _pair(j, spec, tkeys, tspecs, bag_of)
+            (lay.averages if name == "average" else lay.slots)[key] = target
+            placed.add(key)
+    elif lay.use_ema:
+        lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} trainable "
+                         "weights found in the file (frozen or custom layers?): EMA copies "
+                         "cannot be paired here; apply_keras_ema(model, path) pairs them")
+    for key in keys[off:]:
+        if key not in placed:
+            lay.slots[key] = None
+
+
+def _expand(use_ema, ga, groups, tspecs) -> list[tuple[Spec, int | None, str]]:
+    out = []
+    blocks = (["average"] if use_ema else []) + (["gradient_accumulator"] if ga else [])
+    for name in blocks:
+        out += [(s, j, name) for j, s in enumerate(tspecs)]
+    for kind, names in groups:
+        if kind == "b":
+            out += [(s, j, names[0]) for j, s in enumerate(tspecs)]
+        elif kind == "i":
+            out += [(s, j, n) for j, s in enumerate(tspecs) for n in names]
+        else:
+            out.append((((), tspecs[0][1] if tspecs else 1), None, names[0]))
+    return out
+
+
+def _matches(expected, actual, tkeys, tspecs, bag_of) -> bool:
+    if len(expected) != len(actual):
+        return False
+    bag_want: Counter = Counter()
+    bag_got: Counter = Counter()
+    for (spec, j, name), got in zip(expected, actual, strict=True):
+        if j is not None and tkeys[j] in bag_of:
+            bag_want[(name, bag_of[tkeys[j]], spec)] += 1
+            bag_got[(name, bag_of[tkeys[j]], got)] += 1
+        elif spec != got:
+            return False
+    return bag_want == bag_got
+
+
+def _pair(j: int, spec: Spec, tkeys, tspecs, bag_of) -> str | None:
+    key = tkeys[j]
+    if key not in bag_of:
+        return key
+    same = [k for k, s in zip(tkeys, tspecs, strict=True)
+            if bag_of.get(k) == bag_of[key] and s == spec]
+    return same[0] if len(same) == 1 else None
+
+
+def _optimizer_names(lay: KerasLayout) -> dict[str, str]:
+    names = {}
+    if lay.iteration:
+        names[lay.iteration] = "iteration"
+    if lay.learning_rate:
+        names[lay.learning_rate] = "learning_rate"
+    for key in lay.averages:
+        names[key] = "average"
+    for key in lay.slots:
+        names[key] = "slot" if lay.slots[key] is None else "slot"
+    return names
+
+
+# -- legacy .h5 ------------------------------------------------------------------------------
+_ITER = frozenset({"iteration", "iter", "iterations"})
+_LR = frozenset({"learning_rate", "lr"})
+
+
+def _analyze_legacy(entries, config) -> KerasLayout:
+    lay = KerasLayout("legacy")
+    lay.model = [k for k, e in entries.items() if e.extra.get("section") == "model"]
+    lay.optimizer_vars = [k for k, e in entries.items() if e.extra.get("section") == "optimizer"]
+    by_path: dict[str, str] = {}
+    flat: dict[str, str] = {}
+    for key in lay.model:
+        path = entries[key].extra["weight_name"]
+        lay.paths[key] = path
+        last = path.rsplit("/", 1)[-1]
+        lay.trainable[key] = last not in _STATS and entries[key].dtype_name in _FLOATS
+        by_path.setdefault(path, key)
+        flat.setdefault(path.replace("/", "_"), key)
+    opt_cfg = ((config or {}).get("training_config") or {}).get("optimizer_config") or {}
+    if opt_cfg.get("class_name"):
+        lay.optimizer = to_snake_case(opt_cfg["class_name"])
+        lay.optimizer_config = opt_cfg.get("config") or {}
+    for key in lay.optimizer_vars:
+        name = entries[key].extra["weight_name"]
+        lay.paths[key] = name
+        rest = name.split("/", 1)[1] if "/" in name else name
+        if rest in _ITER:
+            lay.iteration = key
+            continue
+        if rest in _LR:
+            lay.learning_rate = key
+            continue
+        slot, target = _legacy_slot(rest, by_path, flat)
+        (lay.averages if slot == "average" else lay.slots)[key] = target
+    if lay.averages:
+        lay.use_ema, lay.ema_evidence = True, "optimizer variable names (*_average)"
+    else:
+        lay.use_ema = bool((lay.optimizer_config or {}).get("use_ema"))
+        lay.ema_evidence = "optimizer variable names (no *_average)"
+    lay.order = list(entries)
+    return lay
+
+
+def _legacy_slot(rest: str, by_path: dict[str, str], flat: dict[str, str]):
+    """``dense_kernel_average`` (Keras 3), ``average/dense/kernel`` (Keras 2.11+) or
+    ``dense/kernel/m`` (Keras 2 legacy optimizers) -> (slot name, model weight key)."""
+    parts = rest.split("_")
+    for i in range(len(parts) - 1, 0, -1):
+        head = "_".join(parts[:i])
+        if head in flat:
+            return "_".join(parts[i:]), flat[head]
+    first, _, tail = rest.partition("/")
+    if tail in by_path:
+        return first, by_path[tail]
+    head, _, last = rest.rpartition("/")
+    if head in by_path:
+        return last, by_path[head]
+    return rest.rsplit("_", 1)[-1] if rest.endswith("_average") else rest, None

@@ -1,0 +1,351 @@
+"""Restore EMA weights into live TensorFlow variables (graph mode and TF2).
+
+TensorFlow is imported lazily, only by these functions; values are read by ckpt_tools' own
+reader, so what gets restored is exactly what :func:`ckpt_tools.ema_map` reports.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .checkpoint import Checkpoint, open_checkpoint
+from .emamap import KEEP, ema_map
+from .errors import EmaError, TensorFlowRequiredError
+
+
+def _tf():
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise TensorFlowRequiredError(
+            "this needs TensorFlow: pip install 'ckpt-tools[tf]' (or tensorflow-cpu)") from None
+    return tf
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What :func:`restore_ema` / :func:`apply_ema` restored.
+
+    Attributes:
+        checkpoint: the checkpoint read.
+        averaged: variable name -> checkpoint key of the average it received.
+        raw: variable name -> checkpoint key of the raw value it received (no average exists).
+    """
+
+    checkpoint: str
+    averaged: dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)
+
+
+def _graph_key(var) -> tuple[str, object]:
+    """Returns (checkpoint key, SaveSliceInfo or None) of a graph variable."""
+    info = getattr(var, "_save_slice_info", None)
+    name = var.op.name if hasattr(var, "op") else var.name.split(":")[0]
+    return (info.full_name if info else name), info
+
+
+def _flatten(var_list):
+    out = []
+    for v in var_list:
+        if hasattr(v, "_get_variable_list"):  # PartitionedVariable
+            out.extend(v._get_variable_list())
+        elif isinstance(v, (list, tuple)):
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+def _open(checkpoint) -> tuple[Checkpoint, bool]:
+    if isinstance(checkpoint, Checkpoint):
+        return checkpoint, False
+    return open_checkpoint(checkpoint), True
+
+
+def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict) -> tuple[dict, dict, list]:
+    """Pairs each target key with its source: (averaged {key: src}, raw {key: src}, problems)."""
+    m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **map_options)
+    sources = m.sources()
+    missing = set(m.missing)
+    averaged, raw, problems = {}, {}, []
+    for key in dict.fromkeys(keys):
+        src = sources.get(key)
+        if src is not None and src != key and key not in missing:
+            averaged[key] = src
+        elif key in missing:
+            problems.append(f"{key} (no shadow {key}/{m.ema_name})")
+        elif key in ckpt:
+            raw[key] = key
+        else:
+            problems.append(f"{key} (not in the checkpoint)")
+    if problems and not averaged and m.missing:
+        m.require_complete()  # the "no shadows at all" message explains the likely cause
+    return averaged, raw, problems
+
+
+def _check(ckpt: Checkpoint, key: str, src: str, shape, dtype_name: str) -> str | None:
+    entry = ckpt.entry(src)
+    if tuple(entry.shape) != tuple(shape) or entry.dtype_name != dtype_name:
+        return (f"{key}: checkpoint {src!r} is {entry.dtype_name}{list(entry.shape)} but the "
+                f"variable is {dtype_name}{list(shape)}")
+    return None
+
+
+def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
+                **map_options) -> RestoreResult:
+    """Restores EMA values into the variables of ``sess.graph`` (TF1 / graph mode).
+
+    Works on a fresh graph from ``tf.compat.v1.train.import_meta_graph`` or one rebuilt by
+    model code, partitioned variables included, without adding ops to the graph (the
+    variables' initializers are fed), so finalized graphs work too.
+
+    Args:
+        sess: a ``tf.compat.v1.Session``.
+        checkpoint: checkpoint path (directory, prefix, ...) or open :class:`Checkpoint`.
+        var_list: variables to restore; default: the graph's global variables.
+        allow_missing: restore the raw value of variables that have no shadow, instead of
+            raising.
+        **map_options: ``ema_name``, ``strip_scope``, ``add_scope``, ``use_meta`` (see
+            :func:`ckpt_tools.ema_map`).
+
+    Returns:
+        `RestoreResult`.
+
+    Raises:
+        EmaError: naming every variable that has no shadow, is not in the checkpoint, or whose
+            shape/dtype differs.
+        TensorFlowRequiredError: if TensorFlow is not installed.
+
+    Example:
+        >>> with tf.compat.v1.Session() as sess:  # doctest: +SKIP
+        ...     tf.compat.v1.train.import_meta_graph("train/model.ckpt-1000.meta")
+        ...     ckpt_tools.restore_ema(sess, "train/")
+    """
+    tf = _tf()
+    ckpt, owned = _open(checkpoint)
+    try:
+        graph = sess.graph
+        if var_list is None:
+            var_list = graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+        variables = _flatten(var_list)
+        keyed = [(v, *_graph_key(v)) for v in variables]
+        averaged, raw, problems = _plan(ckpt, [k for _, k, _ in keyed],
+                                        {**map_options, "allow_missing": allow_missing})
+        feed, ops, result = {}, [], RestoreResult(ckpt.path)
+        values: dict[str, object] = {}
+        for var, key, info in keyed:
+            src = averaged.get(key) or raw.get(key)
+            if src is None:
+                continue
+            full_shape = info.full_shape if info else var.shape.as_list()
+            bad = _check(ckpt, key, src, full_shape, var.dtype.base_dtype.name)
+            if bad:
+                problems.append(bad)
+                continue
+            value = values.get(src)
+            if value is None:
+                value = values[src] = ckpt.tensor(src)
+            if info is not None:
+                index = tuple(slice(o, o + n) for o, n in zip(info.var_offset, info.var_shape,
+                                                          strict=True))
+                value = value[index]
+            init = var.initializer
+            # Copy: TensorFlow may adopt a fed buffer as the variable's storage (Assign
+            # forwards its input), and ours is a view of a mapping that closes after this.
+            feed[init.inputs[1]] = np.array(value, copy=True)
+            ops.append(init)
+            (result.averaged if key in averaged else result.raw)[var.op.name] = src
+        if problems:
+            raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
+                           + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else ""))
+        if ops:
+            sess.run(ops, feed_dict=feed)
+        return result
+    finally:
+        if owned:
+            ckpt.close()
+
+
+def ema_saver(var_list=None, checkpoint=None, *, ema_name: str = "ExponentialMovingAverage",
+              **saver_kwargs):
+    """Returns a ``tf.compat.v1.train.Saver`` that restores EMA values into ``var_list``.
+
+    Like ``tf.compat.v1.train.Saver(ema.variables_to_restore())`` but keyed by checkpoint keys,
+    so partitioned variables restore. With ``checkpoint``, the map comes from what is stored
+    (variables without a shadow restore their raw value); without, it follows TF's naming.
+
+    Args:
+        var_list: variables; default: global variables of the default graph.
+        checkpoint: optional checkpoint to build the map from.
+        ema_name: EMA suffix used when no checkpoint is given.
+        **saver_kwargs: passed to ``Saver`` (``max_to_keep``, ``name``…).
+
+    Returns:
+        `tf.compat.v1.train.Saver`.
+
+    Raises:
+        EmaError: (with ``checkpoint``) variables without shadow or not in the checkpoint.
+
+    Example:
+        >>> saver = ckpt_tools.ema_saver(checkpoint="train/")  # doctest: +SKIP
+        >>> saver.restore(sess, tf.train.latest_checkpoint("train/"))
+    """
+    tf = _tf()
+    if var_list is None:
+        var_list = tf.compat.v1.global_variables()
+    variables = _flatten(var_list)
+    groups: dict[str, list] = {}
+    for v in variables:
+        groups.setdefault(_graph_key(v)[0], []).append(v)
+    if checkpoint is not None:
+        ckpt, owned = _open(checkpoint)
+        try:
+            averaged, raw, problems = _plan(ckpt, list(groups), {"ema_name": None})
+        finally:
+            if owned:
+                ckpt.close()
+        if problems:
+            raise EmaError(f"{len(problems)} variable(s) cannot be restored: "
+                           + "; ".join(problems[:8]))
+        sources = {**raw, **averaged}
+    else:
+        averaged_keys = {_graph_key(v)[0] for v in _flatten(
+            tf.compat.v1.trainable_variables() + tf.compat.v1.moving_average_variables())}
+        sources = {k: (f"{k}/{ema_name}" if k in averaged_keys else k) for k in groups}
+    mapping = {sources[k]: (vs[0] if len(vs) == 1 and not _graph_key(vs[0])[1] else vs)
+               for k, vs in groups.items()}
+    return tf.compat.v1.train.Saver(mapping, **saver_kwargs)
+
+
+def _escape(name: str) -> str:
+    # TensorFlow's trackable.escape_local_name: "." -> "..", "/" -> ".S"
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def object_keys(root) -> dict[str, object]:
+    """Returns checkpoint key -> variable for every variable reachable from ``root``.
+
+    Walks the trackable object graph breadth-first, as ``tf.train.Checkpoint`` does when it
+    names keys, so keys are those a checkpoint of ``root`` would have.
+    """
+    tf = _tf()
+    out: dict[str, object] = {}
+    seen = {id(root)}
+    queue = [(root, "")]
+    while queue:
+        obj, path = queue.pop(0)
+        try:
+            children = obj._trackable_children("checkpoint")
+        except (AttributeError, TypeError):
+            children = {ref.name: ref.ref for ref in getattr(obj, "_checkpoint_dependencies", [])}
+        for name, child in children.items():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            child_path = f"{path}/{_escape(name)}" if path else _escape(name)
+            if isinstance(child, tf.Variable):
+                out[f"{child_path}/.ATTRIBUTES/VARIABLE_VALUE"] = child
+            queue.append((child, child_path))
+    return out
+
+
+def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]]:
+    """Pairs variables with checkpoint keys: by object path when given an object (TF2), else
+    by variable name. Returns ([(variable, key)], problems)."""
+    problems: list[str] = []
+    if not isinstance(model_or_variables, (list, tuple)) and ckpt.objects is not None:
+        keyed = object_keys(model_or_variables)
+        if keyed and not any(k in ckpt for k in keyed):
+            # The object was one child of the checkpoint's root (tf.train.Checkpoint(model=m)):
+            # find which child by trying the root's top-level names.
+            roots = {k.split("/", 1)[0] for k in ckpt.keys() if "/" in k}
+            best = max(roots, key=lambda r: sum(f"{r}/{k}" in ckpt for k in keyed), default=None)
+            if best is not None:
+                keyed = {f"{best}/{k}": v for k, v in keyed.items()}
+        pairs = [(v, k) for k, v in keyed.items()]
+        problems = [f"{k} (not in the checkpoint)" for _, k in pairs if k not in ckpt]
+        return [(v, k) for v, k in pairs if k in ckpt], problems
+    variables = list(getattr(model_or_variables, "variables", model_or_variables))
+    by_name: dict[str, list[str]] = {}
+    if ckpt.objects is not None:
+        for key, full in ckpt.objects.full_names.items():
+            if "/.OPTIMIZER_SLOT/" not in key:
+                by_name.setdefault(full, []).append(key)
+    pairs = []
+    for v in variables:
+        name = v.name.split(":")[0]
+        keys = by_name.get(name) or ([name] if name in ckpt else [])
+        if len(keys) > 1:
+            problems.append(f"{name} (ambiguous: {', '.join(keys)}; pass the model object "
+                            "instead of a variable list so object paths decide)")
+        elif not keys:
+            problems.append(f"{name} (no checkpoint key for this variable)")
+        else:
+            pairs.append((v, keys[0]))
+    return pairs, problems
+
+
+def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
+              **map_options) -> RestoreResult:
+    """Assigns EMA values from a checkpoint to TF2 variables (eager), e.g. a model's weights.
+
+    Given an object (``tf.Module``, Keras model, ``tf.train.Checkpoint``), its variables are
+    paired with keys of an object-based checkpoint by object path, exactly as
+    ``tf.train.Checkpoint`` names them; the object may be the checkpoint's root or one of its
+    children (``tf.train.Checkpoint(model=model)``). Given a list of variables, they are paired
+    by name (the ``full_name`` TF2 records, or the key of a name-based TF1 checkpoint). Keras
+    ``.keras``/``.weights.h5`` files saved with ``use_ema=True`` are delegated to
+    :func:`ckpt_tools.keras_ema.apply_keras_ema`.
+
+    Args:
+        model_or_variables: an object holding variables, or a list of variables.
+        checkpoint: checkpoint path or open :class:`Checkpoint`.
+        allow_missing: assign raw values where no average exists instead of raising.
+
+    Returns:
+        `RestoreResult` (variable key -> source key).
+
+    Raises:
+        EmaError: variables not found, without an average, or with a different shape/dtype.
+
+    Example:
+        >>> ckpt_tools.apply_ema(model, "train_tf2/")  # doctest: +SKIP
+    """
+    path = os.fspath(checkpoint) if not isinstance(checkpoint, Checkpoint) else None
+    if path and path.endswith((".keras", ".h5")):
+        from .keras_ema import apply_keras_ema
+
+        names = apply_keras_ema(model_or_variables, path)
+        return RestoreResult(path, averaged={n: n for n in names})
+    _tf()
+    ckpt, owned = _open(checkpoint)
+    try:
+        pairs, problems = _key_variables(model_or_variables, ckpt)
+        averaged, raw, more = _plan(ckpt, [k for _, k in pairs],
+                                    {**map_options, "allow_missing": allow_missing})
+        problems += more
+        result = RestoreResult(ckpt.path)
+        assignments = []
+        for v, key in pairs:
+            src = averaged.get(key) or raw.get(key)
+            if src is None:
+                continue
+            bad = _check(ckpt, key, src, v.shape.as_list(), v.dtype.base_dtype.name
+                         if hasattr(v.dtype, "base_dtype") else str(v.dtype))
+            if bad:
+                problems.append(bad)
+                continue
+            assignments.append((v, src))
+            (result.averaged if key in averaged else result.raw)[key] = src
+        if problems:
+            raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
+                           + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else ""))
+        for v, src in assignments:
+            v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias
+        return result
+    finally:
+        if owned:
+            ckpt.close()

@@ -1,0 +1,291 @@
+"""``ckpt train`` and ``ckpt eval``: the reference trainer and its raw-vs-EMA evaluation.
+
+Examples::
+
+    ckpt train --api v1 --max-steps 2000 --train-dir runs/v1          # every visible GPU
+    ckpt train --api v1 --num-gpus 2 --train-dir runs/v1-2towers        # 2 towers (CPU too)
+    ckpt train --api tf2 --train-dir runs/tf2 --resume                  # continue a run
+    ckpt train --api keras --max-steps 500 --train-dir runs/keras
+    ckpt train --benchmark --api v1                                     # ex/s for 1..N GPUs
+    ckpt eval runs/v1 --json
+
+This module is imported by ``ckpt`` at start-up, so it must not import TensorFlow: the trainers
+are imported inside the command functions (:func:`load_trainer`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+from .common import DEFAULT_EMA_DECAY, TrainConfig, TrainError, TrainResult
+
+
+class Api(str, Enum):
+    """Which trainer writes the checkpoints."""
+
+    v1 = "v1"
+    tf2 = "tf2"
+    keras = "keras"
+
+
+class Strategy(str, Enum):
+    """tf.distribute strategy for --api tf2 / keras."""
+
+    auto = "auto"
+    mirrored = "mirrored"
+    multiworker = "multiworker"
+    default = "default"
+
+
+TRAIN_HELP = (
+    "Train the small CIFAR-10 conv net and write checkpoints with EMA shadows.\n\n"
+    "Uses every visible GPU (one tower / replica each), else the CPU. Data is synthetic and "
+    "learnable unless --data points at the CIFAR-10 binary batches. --batch-size is per device; "
+    "--max-steps is the final global step (a --resume'd run stops there too). A NaN loss stops "
+    "the run with exit code 1 and leaves the last good checkpoint as it was."
+)
+
+EVAL_HELP = (
+    "Report test accuracy with raw weights and with EMA weights, side by side.\n\n"
+    "CHECKPOINT is a v1 or tf2 checkpoint prefix (model.ckpt-1000, ckpt-1000), a Keras "
+    ".weights.h5 / .keras file, or a --train-dir (its latest checkpoint). The API is detected."
+)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    # One line on stderr, no traceback: what scripts and humans both can read.
+    typer.echo(f"Error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _is_tf_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith("tensorflow")
+
+
+def load_trainer(api: str) -> Callable[[TrainConfig], TrainResult]:
+    """Import (and so import TensorFlow) the trainer of ``api``; return its train_with_stats.
+
+    Raises:
+        TrainError: ``--api keras`` with a non-TensorFlow ``KERAS_BACKEND``.
+    """
+    from .devices import quiet_tensorflow
+
+    if api == "keras" and os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        backend = os.environ["KERAS_BACKEND"]
+        raise TrainError(f"--api keras needs KERAS_BACKEND=tensorflow, got {backend}")
+    quiet_tensorflow()
+    if api == "v1":
+        from . import v1 as trainer
+    elif api == "tf2":
+        from . import tf2 as trainer
+    elif api == "keras":
+        from . import keras_fit as trainer
+    else:
+        raise TrainError(f"--api must be v1, tf2 or keras; got {api}")
+    return trainer.train_with_stats
+
+
+_NUM_GPUS_HELP = (
+    "Towers/replicas. 0 = every visible GPU (1 on CPU). On a CPU-only machine N>0 builds N "
+    "towers (v1) or N logical CPUs (tf2/keras) to exercise the multi-device code."
+)
+_EMA_HELP = (
+    f"EMA decay. Default: {DEFAULT_EMA_DECAY['v1']} for v1/tf2 (warmed up: the decay is "
+    f"min(decay, (1+step)/(10+step))), {DEFAULT_EMA_DECAY['keras']} for keras (no warm-up)."
+)
+_DATA_HELP = (
+    "Directory with the CIFAR-10 binary batches (data_batch_1.bin ...). Default: synthetic."
+)
+_STRATEGY_HELP = "tf2/keras: auto = multiworker when TF_CONFIG is set, else mirrored."
+_BENCH_HELP = "Print examples/sec for 1..N devices instead of training (writes nothing)."
+
+ApiOpt = Annotated[Api, typer.Option(help="v1 graph-mode towers, tf2 custom loop, or keras fit.")]
+DirOpt = Annotated[str, typer.Option(help="Directory for checkpoints (and the v1 .meta).")]
+StepsOpt = Annotated[int, typer.Option(min=1, help="Train until global_step reaches this.")]
+BatchOpt = Annotated[int, typer.Option(min=1, help="Examples per device per step.")]
+GpusOpt = Annotated[int, typer.Option(min=0, help=_NUM_GPUS_HELP)]
+EmaOpt = Annotated[float | None, typer.Option(help=_EMA_HELP)]
+LrOpt = Annotated[float, typer.Option(help="Initial learning rate (staircase exponential decay).")]
+LrStepsOpt = Annotated[int, typer.Option(min=1, help="Decay the learning rate every N steps ...")]
+LrFactorOpt = Annotated[float, typer.Option(help="... by this factor.")]
+SaveOpt = Annotated[int, typer.Option(min=1, help="Checkpoint every N steps (and at the last).")]
+KeepOpt = Annotated[int, typer.Option(min=1, help="Keep the newest N checkpoints.")]
+SeedOpt = Annotated[int, typer.Option(help="Seed for initialisation and shuffling.")]
+ResumeOpt = Annotated[
+    bool, typer.Option("--resume", help="Continue from the latest checkpoint in --train-dir.")
+]
+DataOpt = Annotated[str | None, typer.Option(help=_DATA_HELP)]
+StrategyOpt = Annotated[Strategy, typer.Option(help=_STRATEGY_HELP)]
+BenchOpt = Annotated[bool, typer.Option("--benchmark", help=_BENCH_HELP)]
+BenchStepsOpt = Annotated[int, typer.Option(min=5, help="Steps per device count (--benchmark).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
+NanOpt = Annotated[int | None, typer.Option(hidden=True, help="Poison the inputs of step N.")]
+
+_DEFAULTS = TrainConfig()
+
+
+def train_command(
+    api: ApiOpt = Api.v1,
+    train_dir: DirOpt = _DEFAULTS.train_dir,
+    max_steps: StepsOpt = _DEFAULTS.max_steps,
+    batch_size: BatchOpt = _DEFAULTS.batch_size,
+    num_gpus: GpusOpt = _DEFAULTS.num_gpus,
+    ema_decay: EmaOpt = None,
+    learning_rate: LrOpt = _DEFAULTS.learning_rate,
+    lr_decay_steps: LrStepsOpt = _DEFAULTS.lr_decay_steps,
+    lr_decay_factor: LrFactorOpt = _DEFAULTS.lr_decay_factor,
+    save_every: SaveOpt = _DEFAULTS.save_every,
+    max_to_keep: KeepOpt = _DEFAULTS.max_to_keep,
+    seed: SeedOpt = _DEFAULTS.seed,
+    resume: ResumeOpt = False,
+    data: DataOpt = None,
+    strategy: StrategyOpt = Strategy.auto,
+    benchmark: BenchOpt = False,
+    benchmark_steps: BenchStepsOpt = 30,
+    quiet: QuietOpt = False,
+    json_output: JsonOpt = False,
+    debug_nan_at_step: NanOpt = None,
+) -> None:
+    """Train the small CIFAR-10 conv net and write checkpoints with EMA shadows."""
+    cfg = TrainConfig(
+        train_dir=train_dir,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        num_gpus=num_gpus,
+        ema_decay=ema_decay,
+        learning_rate=learning_rate,
+        lr_decay_steps=lr_decay_steps,
+        lr_decay_factor=lr_decay_factor,
+        save_every=save_every,
+        max_to_keep=max_to_keep,
+        seed=seed,
+        resume=resume,
+        data_dir=data,
+        strategy=strategy.value,
+        debug_nan_at_step=debug_nan_at_step,
+        progress=not quiet and not json_output,
+    )
+    try:
+        cfg.validate()
+        if data is not None:  # fail on a bad --data before paying for the TensorFlow import
+            from .data import load_cifar10
+
+            load_cifar10(data)
+        if benchmark:
+            _print_benchmark(api.value, cfg, benchmark_steps, json_output)
+            return
+        result = load_trainer(api.value)(cfg)
+    except (TrainError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    except Exception as exc:
+        if _is_tf_error(exc):
+            raise _fail(f"TensorFlow: {str(exc).strip().splitlines()[0]}") from None
+        raise
+    if json_output:
+        typer.echo(json.dumps(asdict(result)))
+        return
+    typer.echo(
+        f"{result.checkpoint}  global_step={result.global_step}  "
+        f"loss={_fmt(result.final_loss)}  {result.examples_per_sec:,.0f} examples/sec "
+        f"on {result.num_devices} device(s)"
+    )
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _print_benchmark(api: str, cfg: TrainConfig, steps: int, json_output: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .benchmark import benchmark
+
+    rows = benchmark(api, cfg, steps)
+    if json_output:
+        typer.echo(json.dumps([row.to_dict() for row in rows]))
+        return
+    table = Table(title=f"--api {api}, batch {cfg.batch_size}/device, {steps} steps")
+    for column in ("devices", "global batch", "examples/sec", "sec/step", "speed-up"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(
+            str(row.devices),
+            str(row.global_batch),
+            f"{row.examples_per_sec:,.0f}",
+            f"{row.step_time:.4f}",
+            f"{row.speedup:.2f}x",
+        )
+    Console().print(table)
+
+
+CheckpointArg = Annotated[
+    str, typer.Argument(help="Checkpoint prefix, .weights.h5/.keras file, or train directory.")
+]
+EvalDataOpt = Annotated[
+    str | None,
+    typer.Option(help="Directory with CIFAR-10 test_batch.bin. Default: the synthetic test set."),
+]
+NumExamplesOpt = Annotated[
+    int, typer.Option(min=0, help="Use the first N test examples (0 = all).")
+]
+EvalBatchOpt = Annotated[int, typer.Option(min=1, help="Evaluation batch size.")]
+
+
+def eval_command(
+    checkpoint: CheckpointArg,
+    data: EvalDataOpt = None,
+    num_examples: NumExamplesOpt = 0,
+    batch_size: EvalBatchOpt = 500,
+    json_output: JsonOpt = False,
+) -> None:
+    """Report test accuracy with raw weights and with EMA weights, side by side."""
+    try:
+        if data is not None:
+            from .data import load_cifar10
+
+            load_cifar10(data)
+        from .devices import quiet_tensorflow
+
+        quiet_tensorflow()
+        from .evaluate import evaluate
+
+        result = evaluate(checkpoint, data, num_examples, batch_size)
+    except (TrainError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    except Exception as exc:
+        if _is_tf_error(exc):
+            raise _fail(f"TensorFlow: {str(exc).strip().splitlines()[0]}") from None
+        raise
+    if json_output:
+        typer.echo(json.dumps(result.to_dict()))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"{result.checkpoint}  [dim]api={result.api} global_step={result.global_step} "
+        f"test examples={result.num_examples} data={result.data}[/dim]"
+    )
+    table = Table()
+    table.add_column("weights")
+    table.add_column("accuracy", justify="right")
+    table.add_row("raw", f"{result.raw_accuracy:.4f}")
+    table.add_row("EMA", f"{result.ema_accuracy:.4f}")
+    table.add_row("EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}")
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``train`` and ``eval`` to ``app`` (the main ``ckpt`` app or a standalone one)."""
+    app.command("train", help=TRAIN_HELP)(train_command)
+    app.command("eval", help=EVAL_HELP)(eval_command)

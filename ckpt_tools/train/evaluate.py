@@ -1,0 +1,240 @@
+"""Test accuracy of a checkpoint with its raw weights and with its EMA weights, side by side.
+
+Works on what any of the three trainers wrote; the API is detected from the path:
+
+* ``*.weights.h5`` / ``*.keras``: Keras (raw = the layers, EMA = optimizer ``*_average``).
+* a TF checkpoint prefix with ``_CHECKPOINTABLE_OBJECT_GRAPH``: tf2 (raw = ``model/``,
+  EMA = ``ema/``).
+* any other TF checkpoint prefix: v1 (raw = plain Saver, EMA = a Saver over
+  ``ExponentialMovingAverage.variables_to_restore()``).
+* a directory: its latest TF checkpoint, else its newest ``ckpt-<step>.weights.h5``.
+
+Each API's restore step is one small function (:func:`restore_v1`, :func:`restore_tf2`,
+:func:`restore_keras`), the seam where ``ckpt_tools.restore_ema`` will plug in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from . import data as data_lib
+from . import model
+from .common import TrainError, step_of
+
+OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+Predict = Callable[[np.ndarray], np.ndarray]  # normalised images -> logits
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Accuracy of one checkpoint on the test split."""
+
+    checkpoint: str  # the resolved checkpoint path / prefix
+    api: str  # "v1", "tf2" or "keras"
+    global_step: int | None
+    num_examples: int
+    raw_accuracy: float  # in [0, 1]
+    ema_accuracy: float  # in [0, 1]
+    data: str  # "synthetic" or the data directory
+
+    def to_dict(self) -> dict:
+        """JSON-ready form."""
+        return asdict(self)
+
+
+def resolve_checkpoint(path: str) -> tuple[str, str]:
+    """Find the checkpoint behind ``path`` and the API that wrote it.
+
+    Args:
+        path: a checkpoint prefix, a Keras file, or a train directory.
+
+    Returns:
+        ``(checkpoint, api)``.
+
+    Raises:
+        TrainError: nothing readable at ``path``.
+    """
+    if path.endswith((".weights.h5", ".keras")):
+        if not os.path.isfile(path):
+            raise TrainError(f"{path}: no such file")
+        return path, "keras"
+    if os.path.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            from .keras_fit import latest_weights  # imports keras: only when needed
+
+            latest = latest_weights(path)
+        if latest is None:
+            raise TrainError(f"{path}: no checkpoint found in this directory")
+        return resolve_checkpoint(latest)
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise TrainError(f"{path}: no such checkpoint prefix, Keras file or directory")
+    try:
+        keys = {name for name, _ in tf.train.list_variables(path)}
+    except (tf.errors.OpError, ValueError):
+        raise TrainError(f"{path}: not a TensorFlow checkpoint prefix or Keras file") from None
+    return path, "tf2" if OBJECT_GRAPH_KEY in keys else "v1"
+
+
+def evaluate(
+    path: str, data_dir: str | None = None, num_examples: int = 0, batch_size: int = 500
+) -> EvalResult:
+    """Accuracy of ``path`` with raw and with EMA weights.
+
+    Args:
+        path: checkpoint prefix, Keras file or train directory.
+        data_dir: CIFAR-10 binary batches; None for the synthetic test set (the one the
+            synthetic training data was drawn from).
+        num_examples: evaluate on the first N test examples; 0 = all.
+        batch_size: evaluation batch size.
+
+    Returns:
+        The result.
+
+    Raises:
+        TrainError: no checkpoint, no EMA variables in it, or no test data.
+        DataError: ``data_dir`` lacks the CIFAR-10 batches.
+    """
+    checkpoint, api = resolve_checkpoint(path)
+    dataset = data_lib.load(data_dir)
+    images, labels = dataset.test_images, dataset.test_labels
+    if num_examples:
+        images, labels = images[:num_examples], labels[:num_examples]
+    if not len(labels):
+        raise TrainError(f"no test examples (is {data_lib.TEST_FILE} in {data_dir}?)")
+    predictor = {"v1": _v1_predictor, "tf2": _tf2_predictor, "keras": _keras_predictor}[api]
+    accuracy: dict[bool, float] = {}
+    for use_ema in (False, True):
+        with predictor(checkpoint, use_ema) as (predict, step):
+            accuracy[use_ema] = _accuracy(predict, images, labels, batch_size)
+    raw, ema = accuracy[False], accuracy[True]
+    return EvalResult(checkpoint, api, step, len(labels), raw, ema, dataset.source)
+
+
+def _accuracy(predict: Predict, images: np.ndarray, labels: np.ndarray, batch_size: int) -> float:
+    correct = 0
+    for start in range(0, len(labels), batch_size):
+        logits = predict(data_lib.normalize(images[start : start + batch_size]))
+        correct += int((np.argmax(logits, axis=1) == labels[start : start + batch_size]).sum())
+    return correct / len(labels)
+
+
+# ---- v1 -------------------------------------------------------------------------------------
+
+
+def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
+    """Restore the eval graph's variables from a v1 checkpoint.
+
+    Args:
+        sess: a session on a graph built with ``model.v1_inference(..., is_training=False)``.
+        path: checkpoint prefix.
+        use_ema: map every trainable and moving-average variable (BN statistics) to its
+            ``<name>/ExponentialMovingAverage`` shadow instead of its own value.
+
+    Raises:
+        TrainError: a needed key is missing.
+    """
+    if use_ema:
+        # The decay is irrelevant here: variables_to_restore only builds the name map.
+        var_list = tf.compat.v1.train.ExponentialMovingAverage(0.999).variables_to_restore()
+    else:
+        var_list = tf.compat.v1.global_variables()
+    try:
+        tf.compat.v1.train.Saver(var_list).restore(sess, path)
+    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        kind = "EMA" if use_ema else "raw"
+        raise TrainError(f"{path}: cannot restore {kind} weights: {first}") from None
+
+
+@contextlib.contextmanager
+def _v1_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | None]]:
+    # A fresh graph per restore, as a separate evaluation job would build it.
+    with tf.Graph().as_default() as graph:
+        inputs = tf.compat.v1.placeholder(tf.float32, [None, 32, 32, 3], "images")
+        logits = model.v1_inference(inputs, is_training=False)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            restore_v1(sess, path, use_ema)
+            yield (lambda x: sess.run(logits, {inputs: x})), _load_step(path, "global_step")
+
+
+# ---- tf2 ------------------------------------------------------------------------------------
+
+
+def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool) -> None:
+    """Load a tf2 checkpoint's ``model/`` (raw) or ``ema/`` (EMA) values into ``net``.
+
+    ``ema/`` mirrors ``model/`` path for path, so the EMA restore is the same object graph
+    read under another root name.
+
+    Raises:
+        TrainError: some model variable has no value in the checkpoint.
+    """
+    root = "ema" if use_ema else "model"
+    status = tf.train.Checkpoint(**{root: net}).read(path)
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as exc:
+        raise TrainError(f"{path}: {root}/ does not hold every model variable ({exc})") from None
+
+
+@contextlib.contextmanager
+def _tf2_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | None]]:
+    net = model.Tf2Model()
+    restore_tf2(net, path, use_ema)
+    forward = tf.function(lambda x: net(x, training=False))
+    yield (lambda x: forward(x).numpy()), _load_step(path, "step/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+# ---- keras ----------------------------------------------------------------------------------
+
+
+def restore_keras(net, path: str, use_ema: bool) -> None:
+    """Load a Keras weights file; for EMA, copy the optimizer's ``*_average`` into the weights.
+
+    Args:
+        net: a model from ``keras_fit.compile_model`` (its optimizer must be built so the
+            file's ``optimizer/vars`` load).
+        path: ``.weights.h5`` or ``.keras``.
+        use_ema: copy the averages over the trainable variables after loading.
+
+    Raises:
+        TrainError: the file does not match the model, or holds no optimizer averages.
+    """
+    try:
+        net.load_weights(path)
+    except (ValueError, OSError) as exc:
+        raise TrainError(f"{path}: {str(exc).strip().splitlines()[0]}") from None
+    if not use_ema:
+        return
+    averages = {v.name: v for v in net.optimizer.variables if v.name.endswith("_average")}
+    # Keras names each average after the variable's path: conv1/kernel -> conv1_kernel_average.
+    wanted = {v.path.replace("/", "_") + "_average": v for v in net.trainable_variables}
+    missing = sorted(set(wanted) - set(averages))
+    if missing:
+        raise TrainError(f"{path}: no optimizer EMA variables for {', '.join(missing)}")
+    for name, var in wanted.items():
+        var.assign(averages[name])
+
+
+@contextlib.contextmanager
+def _keras_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | None]]:
+    from . import keras_fit  # imports keras: only for Keras files
+    from .common import TrainConfig
+
+    net = keras_fit.compile_model(TrainConfig())
+    restore_keras(net, path, use_ema)
+    yield net.predict_on_batch, int(net.optimizer.iterations.numpy())
+
+
+def _load_step(path: str, key: str) -> int | None:
+    try:
+        return int(tf.train.load_variable(path, key))
+    except (tf.errors.OpError, ValueError):
+        return step_of(path)

@@ -1,0 +1,293 @@
+"""Native writer for V2 checkpoints (tensor bundles), bit-compatible with TensorFlow's.
+
+Files are written under temporary names in the destination directory and renamed into place
+only when complete — data shard first, ``.index`` last, since TensorFlow treats a present
+``.index`` as a finished checkpoint — so an interrupted write never leaves a partial checkpoint
+under the output name.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+import uuid
+from collections.abc import Iterable
+
+import numpy as np
+
+from . import crc, dtypes
+from ._protos import BundleEntryProto, BundleHeaderProto
+from ._wire import encode_varint
+from .bundle import data_path
+from .errors import OutputError
+from .slices import FULL, TensorSlice, encode_key
+from .table import BLOCK_TRAILER_SIZE, MAGIC
+
+BLOCK_SIZE = 256 * 1024  # TensorFlow's table block size for bundles
+RESTART_INTERVAL = 16
+_COPY_CHUNK = 8 * 1024 * 1024
+
+
+class _BlockBuilder:
+    def __init__(self, restart_interval: int):
+        self.interval = restart_interval
+        self.buf = bytearray()
+        self.restarts = [0]
+        self.count = 0
+        self.last = b""
+
+    def add(self, key: bytes, value: bytes) -> None:
+        shared = 0
+        if self.count < self.interval:
+            limit = min(len(key), len(self.last))
+            while shared < limit and key[shared] == self.last[shared]:
+                shared += 1
+        else:
+            self.restarts.append(len(self.buf))
+            self.count = 0
+        self.buf += encode_varint(shared) + encode_varint(len(key) - shared)
+        self.buf += encode_varint(len(value)) + key[shared:] + value
+        self.last = key
+        self.count += 1
+
+    def finish(self) -> bytes:
+        out = self.buf + b"".join(struct.pack("<I", r) for r in self.restarts)
+        return bytes(out + struct.pack("<I", len(self.restarts)))
+
+    def size(self) -> int:
+        return len(self.buf) + 4 * (len(self.restarts) + 1)
+
+
+def build_table(items: Iterable[tuple[bytes, bytes]], block_size: int = BLOCK_SIZE) -> bytes:
+    """Returns a LevelDB-format table holding ``items`` (which must be sorted by key).
+
+    Raises:
+        ValueError: if keys are not strictly increasing.
+    """
+    out = bytearray()
+    index = _BlockBuilder(1)
+
+    def emit(block: bytes) -> tuple[int, int]:
+        offset = len(out)
+        out.extend(block)
+        trailer = b"\x00" + struct.pack("<I", crc.mask(crc.crc32c(block + b"\x00")))
+        out.extend(trailer)
+        return offset, len(block)
+
+    block = _BlockBuilder(RESTART_INTERVAL)
+    prev = None
+    for key, value in items:
+        if prev is not None and key <= prev:
+            raise ValueError(f"table keys must be strictly increasing: {key!r} after {prev!r}")
+        prev = key
+        block.add(key, value)
+        if block.size() >= block_size:
+            offset, size = emit(block.finish())
+            index.add(block.last, encode_varint(offset) + encode_varint(size))
+            block = _BlockBuilder(RESTART_INTERVAL)
+    if block.count or not index.count:
+        offset, size = emit(block.finish())
+        index.add(block.last, encode_varint(offset) + encode_varint(size))
+    meta_handle = emit(_BlockBuilder(1).finish())
+    index_handle = emit(index.finish())
+    footer = b"".join(encode_varint(v) for v in (*meta_handle, *index_handle))
+    footer = footer.ljust(40, b"\x00") + struct.pack("<II", MAGIC & 0xFFFFFFFF, MAGIC >> 32)
+    assert BLOCK_TRAILER_SIZE == 5
+    return bytes(out + footer)
+
+
+def _tmp_name(path: str) -> str:
+    d, base = os.path.split(path)
+    return os.path.join(d, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
+
+
+def _shape_proto(proto, shape) -> None:
+    for d in shape:
+        proto.dim.add(size=int(d))
+
+
+class BundleWriter:
+    """Writes one single-shard V2 checkpoint at ``prefix``.
+
+    Use as a context manager; on an exception the temporary files are removed and nothing
+    appears under ``prefix``.
+
+    Args:
+        prefix: output checkpoint prefix (``out/model.ckpt-1000``).
+
+    Raises:
+        OutputError: if the destination directory does not exist or is not writable.
+
+    Example:
+        >>> with BundleWriter("/tmp/out/model.ckpt") as w:  # doctest: +SKIP
+        ...     w.add_array("W", np.ones([2, 2], np.float32))
+    """
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.index_path = prefix + ".index"
+        self.data_path = data_path(prefix, 0, 1)
+        directory = os.path.dirname(os.path.abspath(prefix))
+        if not os.path.isdir(directory):
+            raise OutputError(f"{directory}: output directory does not exist")
+        self._tmp_data = _tmp_name(self.data_path)
+        try:
+            self._f = open(self._tmp_data, "wb")
+        except OSError as exc:
+            raise OutputError(f"{directory}: cannot write there ({exc.strerror})") from None
+        self._entries: dict[bytes, bytes] = {}
+        self._offset = 0
+        self._done = False
+
+    # -- adding tensors --------------------------------------------------------------------
+    def _entry(self, key: bytes, dtype: int, shape, size: int, crc32c: int,
+               slices: tuple[TensorSlice, ...] = ()) -> None:
+        if key in self._entries:
+            raise OutputError(f"duplicate tensor {key!r} in output checkpoint")
+        p = BundleEntryProto(dtype=dtype)
+        _shape_proto(p.shape, shape)
+        if size:
+            p.offset, p.size = self._offset, size
+        p.crc32c = crc32c
+        for s in slices:
+            sp = p.slices.add()
+            for start, length in s.extents:
+                ext = sp.extent.add(start=start)
+                if length != FULL:
+                    ext.length = length
+        self._entries[key] = p.SerializeToString()
+        self._offset += size
+
+    def add_bytes(self, name: str, dtype: int, shape, data, crc32c: int | None = None, *,
+                  slice_of: TensorSlice | None = None) -> None:
+        """Adds a tensor from its stored bytes (for copies: no decoding, CRC reused)."""
+        data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        if crc32c is None:
+            crc32c = crc.mask(crc.crc32c(data))
+        key = encode_key(name, slice_of) if slice_of is not None else name.encode("utf-8")
+        self._f.write(data)
+        self._entry(key, dtype, shape, len(data), crc32c)
+
+    def add_stream(self, name: str, dtype: int, shape, src_path: str, offset: int, size: int,
+                   crc32c: int | None, *, slice_of: TensorSlice | None = None,
+                   verify: bool = True, progress=None) -> None:
+        """Copies ``size`` bytes of ``src_path`` from ``offset`` in chunks (bounded memory).
+
+        Raises:
+            CorruptCheckpointError: if ``verify`` and the bytes fail the stored CRC.
+        """
+        from .errors import CorruptCheckpointError
+
+        running = 0
+        with open(src_path, "rb") as src:
+            fd = src.fileno()
+            pos, end = offset, offset + size
+            while pos < end:
+                chunk = os.pread(fd, min(_COPY_CHUNK, end - pos), pos)
+                if not chunk:
+                    raise CorruptCheckpointError(f"data ends before tensor {name!r} does",
+                                                 path=src_path, offset=pos)
+                if verify or crc32c is None:
+                    running = crc.crc32c(chunk, running)
+                self._f.write(chunk)
+                pos += len(chunk)
+                if progress:
+                    progress(len(chunk))
+        actual = crc.mask(running)
+        if verify and crc32c is not None and actual != crc32c:
+            raise CorruptCheckpointError(f"checksum mismatch for tensor {name!r}",
+                                         path=src_path, offset=offset)
+        key = encode_key(name, slice_of) if slice_of is not None else name.encode("utf-8")
+        self._entry(key, dtype, shape, size, crc32c if crc32c is not None else actual)
+
+    def add_array(self, name: str, array: np.ndarray, *,
+                  slice_of: TensorSlice | None = None) -> None:
+        """Adds a NumPy array (numeric, bool, or object/bytes array for DT_STRING)."""
+        array = np.asarray(array)
+        dtype = dtypes.enum_of_numpy(array.dtype)
+        if dtype == dtypes.STRING:
+            data, c = _encode_strings(array)
+            self.add_bytes(name, dtype, array.shape, data, c, slice_of=slice_of)
+            return
+        little = array.astype(array.dtype.newbyteorder("<"), copy=False)
+        raw = np.ascontiguousarray(little).reshape(-1).view(np.uint8)
+        self.add_bytes(name, dtype, array.shape, raw.data, slice_of=slice_of)
+
+    def add_partitioned(self, name: str, dtype: int, shape, slices: list[TensorSlice]) -> None:
+        """Adds the full-name entry of a partitioned tensor (its slices are added separately)."""
+        self._entry(name.encode("utf-8"), dtype, shape, 0, 0, tuple(slices))
+
+    # -- finishing -------------------------------------------------------------------------
+    def finish(self) -> list[str]:
+        """Writes the index and renames both files into place. Returns the written paths."""
+        header = BundleHeaderProto(num_shards=1, endianness=0)
+        header.version.producer = 1
+        items = [(b"", header.SerializeToString())] + sorted(self._entries.items())
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        self._f.close()
+        tmp_index = _tmp_name(self.index_path)
+        try:
+            with open(tmp_index, "wb") as f:
+                f.write(build_table(items))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(self._tmp_data, self.data_path)
+            os.replace(tmp_index, self.index_path)
+        except BaseException:
+            _remove(tmp_index)
+            raise
+        self._done = True
+        return [self.index_path, self.data_path]
+
+    def abort(self) -> None:
+        """Removes temporary files; nothing is left under the output name."""
+        if not self._f.closed:
+            self._f.close()
+        _remove(self._tmp_data)
+
+    def __enter__(self) -> BundleWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None and not self._done:
+            self.finish()
+        elif exc_type is not None:
+            self.abort()
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def _encode_strings(array: np.ndarray) -> tuple[bytes, int]:
+    """Serializes a DT_STRING tensor: varint lengths, masked length CRC, then the bytes."""
+    items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in array.reshape(-1)]
+    lengths = b"".join(encode_varint(len(v)) for v in items)
+    running = crc.crc32c(b"".join(
+        struct.pack("<I", len(v)) if len(v) <= 0xFFFFFFFF else struct.pack("<Q", len(v))
+        for v in items))
+    length_crc = struct.pack("<I", crc.mask(running))
+    running = crc.crc32c(length_crc, running)
+    body = b"".join(items)
+    running = crc.crc32c(body, running)
+    return lengths + length_crc + body, crc.mask(running)
+
+
+def write_state_file(directory: str, prefix_name: str) -> str:
+    """Writes a ``checkpoint`` state file naming ``prefix_name`` (relative), atomically."""
+    path = os.path.join(directory, "checkpoint")
+    tmp = _tmp_name(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        quoted = prefix_name.replace("\\", "\\\\").replace('"', '\\"')
+        f.write(f'model_checkpoint_path: "{quoted}"\nall_model_checkpoint_paths: "{quoted}"\n')
+    os.replace(tmp, path)
+    return path
+
+
+def num_elements(shape) -> int:
+    return math.prod(shape)

@@ -1,0 +1,133 @@
+"""``ckpt restore-ema`` / ``bake_ema``: the output loads with plain TensorFlow and holds EMAs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+from helpers import FIXTURES, expected, expected_values, prefix
+from typer.testing import CliRunner
+
+from ckpt_tools import OutputError, bake_ema, open_checkpoint
+from ckpt_tools.cli import app
+from ckpt_tools.writer import BundleWriter
+
+runner = CliRunner()
+BAKE_CASES = ["linear_v2", "linear_v1", "towers_bn", "partitioned", "sharded", "tf2_object",
+              "custom_ema_name"]
+
+
+def _digest(directory) -> dict[str, str]:
+    return {p: hashlib.sha256(open(os.path.join(directory, p), "rb").read()).hexdigest()
+            for p in sorted(os.listdir(directory))}
+
+
+def _ema_pairs(case: str, ckpt) -> dict[str, str]:
+    """target -> shadow, for the EMA name ckpt_tools picks by default (TF's ema_of)."""
+    chosen = {v.name: v.ema for v in ckpt.variables() if v.ema}
+    exp = expected(case)["ema_of"]
+    assert all(exp[s] == t for t, s in chosen.items())
+    return chosen
+
+
+@pytest.mark.parametrize("case", BAKE_CASES)
+def test_baked_checkpoint_loads_with_tensorflow_and_holds_ema_values(case, tf, tmp_path):
+    before = _digest(FIXTURES / case)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["restore-ema", str(FIXTURES / case), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert _digest(FIXTURES / case) == before  # input untouched
+    values = expected_values(case)
+    baked = tf.train.load_checkpoint(str(out))  # via the written 'checkpoint' state file
+    original = tf.train.load_checkpoint(prefix(case))
+    with open_checkpoint(FIXTURES / case) as ckpt:
+        pairs = _ema_pairs(case, ckpt)
+        assert pairs
+        for target, shadow in pairs.items():
+            got = baked.get_tensor(target)
+            assert np.asarray(got).tobytes() == values[shadow].tobytes(), target
+        for key, _ in tf.train.list_variables(prefix(case)):
+            if key not in pairs:
+                a, b = np.asarray(baked.get_tensor(key)), np.asarray(original.get_tensor(key))
+                assert a.shape == b.shape and (a.dtype == object or a.tobytes() == b.tobytes())
+    if (FIXTURES / case / (expected(case)["prefix"] + ".meta")).exists():
+        assert (out / (expected(case)["prefix"] + ".meta")).exists()
+
+
+def test_unmodified_eval_script_restores_ema_weights(tf, tmp_path):
+    # The classic evaluation script: import the graph, restore with a plain Saver.
+    out = tmp_path / "baked"
+    bake_ema(FIXTURES / "partitioned", out)
+    values = expected_values("partitioned")
+    with tf.Graph().as_default():
+        saver = tf.compat.v1.train.import_meta_graph(str(out / "model.ckpt.meta"))
+        with tf.compat.v1.Session() as sess:
+            saver.restore(sess, tf.train.latest_checkpoint(str(out)))
+            parts = [sess.run(f"emb/part_{i}:0") for i in range(3)]
+            kernel = sess.run("out/kernel:0")
+    assert np.array_equal(np.concatenate(parts), values["emb/ExponentialMovingAverage"])
+    assert np.array_equal(kernel, values["out/kernel/ExponentialMovingAverage"])
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    out = tmp_path / "x"
+    result = runner.invoke(app, ["restore-ema", str(FIXTURES / "linear_v2"), "--out", str(out),
+                                 "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["map"]["W/ExponentialMovingAverage"] == "W"
+    assert not out.exists()
+
+
+def test_refuses_to_write_into_the_input_directory(fixture_copy):
+    d = fixture_copy("linear_v2")
+    before = _digest(d)
+    result = runner.invoke(app, ["restore-ema", str(d), "--out", str(d)])
+    assert result.exit_code == OutputError.exit_code
+    assert _digest(d) == before
+
+
+def test_refuses_to_overwrite_unless_forced(tmp_path):
+    out = tmp_path / "o"
+    bake_ema(FIXTURES / "linear_v2", out)
+    with pytest.raises(OutputError, match="already exists"):
+        bake_ema(FIXTURES / "linear_v2", out)
+    bake_ema(FIXTURES / "linear_v2", out, overwrite=True)
+
+
+def test_trainable_only_checkpoint_fails_with_a_teaching_message(tmp_path):
+    result = runner.invoke(app, ["restore-ema", str(FIXTURES / "linear_trainable_only"),
+                                 "--out", str(tmp_path / "o")])
+    assert result.exit_code == 6
+    assert not (tmp_path / "o" / "model.ckpt.index").exists()
+
+
+def test_failed_write_leaves_no_partial_checkpoint(tmp_path):
+    with pytest.raises(RuntimeError):
+        with BundleWriter(str(tmp_path / "m")) as w:
+            w.add_array("a", np.ones(3, np.float32))
+            raise RuntimeError("interrupted")
+    assert os.listdir(tmp_path) == []
+
+
+def test_writer_round_trips_every_dtype_through_tensorflow(tf, tmp_path):
+    with open_checkpoint(FIXTURES / "dtypes") as ckpt, BundleWriter(str(tmp_path / "c")) as w:
+        for key in ckpt.keys():
+            w.add_array(key, ckpt.tensor(key))
+    reader = tf.train.load_checkpoint(str(tmp_path / "c"))
+    original = tf.train.load_checkpoint(prefix("dtypes"))
+    for key, _ in tf.train.list_variables(prefix("dtypes")):
+        a, b = np.asarray(reader.get_tensor(key)), np.asarray(original.get_tensor(key))
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert a.tolist() == b.tolist() if a.dtype.kind in "OS" else a.tobytes() == b.tobytes()
+
+
+def test_baked_bytes_equal_the_shadow_bytes(tmp_path):
+    result = bake_ema(FIXTURES / "towers_bn", tmp_path / "o")
+    with open_checkpoint(FIXTURES / "towers_bn") as src, open_checkpoint(result.prefix) as out:
+        for target, shadow in result.replaced.items():
+            assert out.entry(target).crc32c == src.entry(shadow).crc32c
+            assert out.tensor(target).tobytes() == src.tensor(shadow).tobytes()

@@ -1,0 +1,134 @@
+"""``ckpt list``: JSON contract, roles, filters, and no TensorFlow on the inspection path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import FIXTURES, TF_CASES, expected
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+
+
+def list_json(*args: str) -> dict:
+    result = runner.invoke(app, ["list", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("case", TF_CASES)
+def test_json_contract(case):
+    doc = list_json(str(FIXTURES / case))
+    assert doc["format"] == expected(case)["format"]
+    assert doc["checkpoint"].endswith(expected(case)["prefix"])
+    names = [v["name"] for v in doc["variables"]]
+    if "list_variables" in expected(case):
+        assert sorted(names) == sorted(n for n, _ in expected(case)["list_variables"])
+    else:
+        assert len(names) == expected(case)["num_keys"]
+    for v in doc["variables"]:
+        assert {"name", "dtype", "shape", "role", "collections", "ema_of", "ema"} <= set(v)
+        assert v["role"] in {"weight", "ema", "ema_debias", "optimizer_slot", "bn_stat", "step",
+                             "loss_average", "other"}
+
+
+@pytest.mark.parametrize("case", [c for c in TF_CASES if expected(c).get("ema_of")])
+def test_ema_links_match_tensorflow(case):
+    exp = expected(case)
+    doc = {v["name"]: v for v in list_json(str(FIXTURES / case))["variables"]}
+    ema_name = exp["ema_name"]
+    saved = {s: t for s, t in exp["ema_of"].items() if s in doc}
+    if case == "linear_trainable_only":
+        assert not saved and not any(v["role"] == "ema" for v in doc.values())
+        return
+    assert saved
+    for shadow, source in saved.items():
+        assert doc[shadow]["role"] == "ema", shadow
+        assert doc[shadow]["ema_of"] == source, shadow
+    # every averaged variable names a shadow; the default-named one when there are several
+    for source in set(saved.values()):
+        assert doc[source]["ema"] in exp["ema_of"], source
+        if case != "tf2_object" and f"{source}/{ema_name}" in doc:
+            assert doc[source]["ema"].startswith(source + "/")
+
+
+def test_roles_of_the_two_tower_model():
+    exp = expected("towers_bn")
+    doc = {v["name"]: v for v in list_json(str(FIXTURES / "towers_bn"))["variables"]}
+    assert doc["conv1/weights"]["role"] == "weight"
+    assert doc["conv1/BatchNorm/moving_mean"]["role"] == "bn_stat"
+    assert doc["conv1/weights/Momentum"]["role"] == "optimizer_slot"
+    assert doc["global_step"]["role"] == "step"
+    for key in exp["loss_averages"]:
+        assert doc[key]["role"] == "loss_average"
+    for keys in exp["zero_debias_keys"].values():
+        for key in keys:
+            assert doc[key]["role"] == "ema_debias"
+    trainable = set(exp["collections"]["trainable_variables"])
+    for name, v in doc.items():
+        assert ("trainable_variables" in v["collections"]) == (name in trainable), name
+        assert ("variables" in v["collections"]) == (name in exp["collections"]["variables"])
+
+
+def test_partitioned_collections_are_on_the_checkpoint_key():
+    doc = {v["name"]: v for v in list_json(str(FIXTURES / "partitioned"))["variables"]}
+    assert "trainable_variables" in doc["emb"]["collections"]
+    assert doc["emb"]["partitions"] == 3
+
+
+def test_tf2_object_names_are_readable():
+    exp = expected("tf2_object")
+    doc = {v["name"]: v for v in list_json(str(FIXTURES / "tf2_object"))["variables"]}
+    for key, path in exp["object_graph_paths"].items():
+        if ".OPTIMIZER_SLOT" not in key:
+            assert doc[key]["path"] == path, key
+
+
+def test_filters():
+    path = str(FIXTURES / "towers_bn")
+    only_ema = list_json(path, "--role", "ema")["variables"]
+    assert only_ema and all(v["role"] == "ema" for v in only_ema)
+    trainable = list_json(path, "--collection", "trainable")["variables"]
+    assert {v["name"] for v in trainable} == set(
+        expected("towers_bn")["collections"]["trainable_variables"])
+    grep = list_json(path, "--grep", "conv1/*")["variables"]
+    assert grep and all(v["name"].startswith("conv1/") for v in grep)
+    regex = list_json(path, "--grep", "Momentum$")["variables"]
+    assert regex and all(v["name"].endswith("Momentum") for v in regex)
+
+
+def test_human_table_shows_totals_and_ema_summary():
+    result = runner.invoke(app, ["list", str(FIXTURES / "towers_bn")])
+    assert result.exit_code == 0
+    assert "parameters" in result.stdout and "EMA:" in result.stdout
+
+
+def test_bad_role_is_a_usage_error():
+    result = runner.invoke(app, ["list", str(FIXTURES / "towers_bn"), "--role", "nope"])
+    assert result.exit_code == 2
+
+
+def test_list_never_imports_tensorflow():
+    code = ("import sys; from ckpt_tools.cli import main\n"
+            "try:\n    main(['list', sys.argv[1], '--json'])\nexcept SystemExit:\n    pass\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]\n"
+            "print('IMPORTED', bad, file=sys.stderr); sys.exit(1 if bad else 0)")
+    for case in ("towers_bn", "tf2_object", "linear_v1", "partitioned"):
+        proc = subprocess.run([sys.executable, "-c", code, str(FIXTURES / case)],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["variables"]
+
+
+def test_errors_are_one_line_without_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "list", str(tmp_path / "nope")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "nope" in proc.stderr

@@ -1,0 +1,141 @@
+"""EMA name maps against TensorFlow's own ExponentialMovingAverage.variables_to_restore()."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import FIXTURES, META_CASES, expected, prefix
+
+from ckpt_tools import EmaError, ema_map
+
+
+def tf_map_in_checkpoint_keys(ema, graph_map=None) -> dict[str, str]:
+    """TF's variables_to_restore(), translated to checkpoint keys via each part's slice info."""
+    out = {}
+    for name, var in (graph_map or ema.variables_to_restore()).items():
+        info = var._save_slice_info
+        if info is not None:
+            out[info.full_name + name[len(var.op.name):]] = info.full_name
+        else:
+            out[name] = var.op.name
+    return out
+
+
+def _averaged(mapping: dict[str, str]) -> dict[str, str]:
+    return {s: t for s, t in mapping.items() if s != t}
+
+
+def test_map_equals_tensorflow_on_rebuilt_linear_model(tf):
+    # An evaluation script rebuilds the model and asks TF for the map: the classic recipe.
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.Variable(v1.random_uniform([1], -1.0, 1.0), name="W")
+        v1.Variable(tf.zeros([1]), name="b")
+        theirs = tf_map_in_checkpoint_keys(v1.train.ExponentialMovingAverage(0.9999))
+    for case in ("linear_v2", "linear_v1"):
+        assert ema_map(FIXTURES / case).mapping == theirs
+
+
+def test_map_equals_tensorflow_on_rebuilt_partitioned_model(tf):
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.get_variable("emb", [12, 4], partitioner=v1.fixed_size_partitioner(3))
+        with v1.variable_scope("out"):
+            v1.get_variable("kernel", [4, 2])
+            v1.get_variable("bias", [2])
+        theirs = tf_map_in_checkpoint_keys(v1.train.ExponentialMovingAverage(0.9))
+    ours = ema_map(FIXTURES / "partitioned")
+    assert _averaged(ours.mapping) == _averaged(theirs)
+    assert theirs["emb/ExponentialMovingAverage"] == "emb"
+
+
+def test_tensorflow_own_map_in_the_training_graph_is_wrong_and_ours_is_not(tf):
+    # Pain point 14: in a graph that already holds the shadows, average_name() returns a
+    # uniquified "W/ExponentialMovingAverage_1", which is not in the checkpoint.
+    with tf.Graph().as_default():
+        tf.compat.v1.train.import_meta_graph(prefix("linear_v2") + ".meta")
+        theirs = tf_map_in_checkpoint_keys(tf.compat.v1.train.ExponentialMovingAverage(0.9))
+    assert "W/ExponentialMovingAverage_1" in theirs
+    assert ema_map(FIXTURES / "linear_v2").mapping["W/ExponentialMovingAverage"] == "W"
+
+
+def _ema_names(case: str) -> list[str]:
+    return list(dict.fromkeys(e["name"] for e in expected(case)["emas"]))
+
+
+@pytest.mark.parametrize("case", META_CASES)
+def test_map_equals_the_map_recorded_at_training_time(case):
+    # variables_to_restore() of the training graph's own EMA objects, recorded by the fixture
+    # script at save time (incl. the silently renamed "_1" shadows).
+    for ema in expected(case)["emas"]:
+        actual = {v.rsplit("/", 1)[-1] for k, v in ema["average_name"].items()}
+        name = actual.pop() if len(actual) == 1 else ema["name"]
+        ours = ema_map(FIXTURES / case, ema_name=name, slots="keep")
+        assert ours.mapping == ema["variables_to_restore_ckpt"], (case, ema["name"])
+
+
+def test_partitioned_map_uses_checkpoint_keys():
+    m = ema_map(FIXTURES / "partitioned")
+    assert m.mapping["emb/ExponentialMovingAverage"] == "emb"
+    assert not any("part_" in k for k in m.mapping)
+
+
+def test_default_drops_optimizer_slots():
+    m = ema_map(FIXTURES / "towers_bn")
+    assert not any(k.endswith("/Momentum") for k in m.mapping)
+    assert "conv1/weights/Momentum" in m.dropped
+
+
+def test_zero_debias_and_loss_averages_are_reported():
+    exp = expected("towers_bn")
+    m = ema_map(FIXTURES / "towers_bn")
+    assert sorted(m.loss_averages) == sorted(exp["loss_averages"])
+    assert sorted(m.debias) == sorted(k for ks in exp["zero_debias_keys"].values() for k in ks)
+
+
+@pytest.mark.parametrize("case", META_CASES)
+def test_inference_from_keys_agrees_with_the_graph(case):
+    for name in _ema_names(case):
+        from_meta = ema_map(FIXTURES / case, ema_name=name)
+        from_keys = ema_map(FIXTURES / case, ema_name=name, use_meta=False)
+        if from_meta.missing:
+            continue
+        averaged = {s: t for s, t in from_meta.mapping.items() if s != t}
+        assert {s: t for s, t in from_keys.mapping.items() if s != t} == averaged, (case, name)
+
+
+def test_auto_detects_custom_ema_name():
+    m = ema_map(FIXTURES / "custom_ema_name", use_meta=False)
+    assert m.ema_name in {"avg", "ExponentialMovingAverage"}
+    m = ema_map(FIXTURES / "custom_ema_name", ema_name="avg")
+    assert m.mapping["W/avg"] == "W"
+
+
+def test_tf2_object_checkpoint_map_pairs_through_object_graph():
+    exp = expected("tf2_object")
+    m = ema_map(FIXTURES / "tf2_object")
+    assert {s: t for s, t in m.mapping.items() if s != t} == exp["ema_of"]
+
+
+def test_scope_rewrites_and_filters():
+    m = ema_map(FIXTURES / "towers_bn", strip_scope="conv1/", add_scope="eval/",
+                include=["conv1/*"])
+    assert m.mapping["conv1/weights/ExponentialMovingAverage"] == "eval/weights"
+    assert all(t.startswith("eval/") for t in m.mapping.values())
+    m = ema_map(FIXTURES / "towers_bn", exclude=["logits/*"], non_averaged="drop")
+    assert all(s != t for s, t in m.mapping.items())
+    assert not any(t.startswith("logits/") for t in m.mapping.values())
+
+
+def test_trainable_only_checkpoint_explains_the_mistake():
+    m = ema_map(FIXTURES / "linear_trainable_only")
+    assert set(m.missing) == {"W", "b"}
+    with pytest.raises(EmaError) as err:
+        m.require_complete()
+    msg = str(err.value)
+    assert "W/ExponentialMovingAverage" in msg and "trainable_variables" in msg
+
+
+def test_wrong_ema_name_hints_at_the_right_one():
+    m = ema_map(FIXTURES / "custom_ema_name", ema_name="Nope", use_meta=False)
+    with pytest.raises(EmaError, match="--ema-name"):
+        m.require_complete()
