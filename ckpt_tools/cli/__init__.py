@@ -18,6 +18,7 @@ from ..errors import CheckpointError
 from ._output import Output
 from .diff import diff_command
 from .ema import map_command, restore_ema_command
+from .export import export_command
 from .inspect import list_command
 from .show import show_command, stats_command
 from .verify import verify_command
@@ -70,6 +71,7 @@ app.command("stats")(stats_command)
 app.command("diff")(diff_command)
 app.command("map")(map_command)
 app.command("restore-ema")(restore_ema_command)
+app.command("export")(export_command)
 
 
 def _register_optional() -> None:

@@ -163,10 +163,22 @@ def restore_ema_command(
                 out.print(f"[dim]dry run: would write {target}[/]")
             return
         if fmt == "h5":
-            from ..h5export import export_h5
+            import os
 
-            result = export_h5(ckpt, out_dir, overwrite=force, **options)
-            _report(out, result, json_out)
+            from ..export import export_weights
+
+            target = out_dir
+            if not out_dir.endswith((".h5", ".hdf5")):
+                os.makedirs(out_dir, exist_ok=True)
+                target = os.path.join(out_dir, (name or os.path.basename(ckpt.path)) + ".h5")
+            result = export_weights(ckpt, target, fmt="h5", ema=True, overwrite=force,
+                                    **options)
+            if json_out:
+                out.json({"output": result.path, "tensors": result.tensors,
+                          "averaged": list(result.averaged), "bytes": result.nbytes})
+            else:
+                out.print(f"wrote [bold]{result.path}[/] ({human_bytes(result.nbytes)}): "
+                          f"{len(result.tensors)} weights, {len(result.averaged)} averaged")
             return
         total = sum(e.size for e in ckpt.entries().values())
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)

@@ -1,0 +1,116 @@
+"""``ckpt export`` and ``restore-ema --format h5``: averaged weights for converters."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+from helpers import FIXTURES, expected, expected_values
+from typer.testing import CliRunner
+
+from ckpt_tools import open_checkpoint
+from ckpt_tools.cli import app
+from ckpt_tools.export import export_weights
+
+runner = CliRunner()
+
+
+def _ema_of_weights(case: str) -> dict[str, str]:
+    """weight key -> the shadow ckpt_tools restores into it (as TensorFlow paired them)."""
+    with open_checkpoint(FIXTURES / case) as ckpt:
+        pairs = {v.name: v.ema for v in ckpt.variables()
+                 if v.ema and v.role in ("weight", "bn_stat")}
+    assert all(expected(case)["ema_of"][s] == t for t, s in pairs.items())
+    return pairs
+
+
+def _read_safetensors(path) -> dict[str, np.ndarray]:
+    import struct
+
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8 : 8 + n])
+    header.pop("__metadata__")
+    dtypes = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
+    base = 8 + n
+    return {k: np.frombuffer(raw[base + v["data_offsets"][0] : base + v["data_offsets"][1]],
+                             dtypes[v["dtype"]]).reshape(v["shape"]) for k, v in header.items()}
+
+
+@pytest.mark.parametrize("fmt", ["npz", "safetensors", "h5"])
+@pytest.mark.parametrize("case", ["towers_bn", "partitioned", "tf2_object"])
+def test_export_round_trip_holds_tensorflows_ema_values(case, fmt, tmp_path):
+    out = tmp_path / f"w.{fmt}"
+    result = runner.invoke(app, ["export", str(FIXTURES / case), "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    values = expected_values(case)
+    pairs = _ema_of_weights(case)
+    if fmt == "npz":
+        with np.load(out) as z:
+            got = {k: z[k] for k in z.files}
+    elif fmt == "safetensors":
+        got = _read_safetensors(out)
+    else:
+        with h5py.File(out) as f:
+            got = {}
+            for layer in f.attrs["layer_names"]:
+                for w in f[layer].attrs["weight_names"]:
+                    got[w[:-2]] = f[layer][w][()]
+    assert set(got) == set(doc["tensors"])
+    for name, src in doc["tensors"].items():
+        assert got[name].tobytes() == values[src].tobytes(), name
+    weights = set(pairs)
+    assert {doc["tensors"][n] for n in doc["averaged"]} == {pairs[w] for w in weights}
+    assert not any("Momentum" in n or "/Adam" in n or "global_step" in n for n in got)
+
+
+def test_raw_export_warns_when_averages_exist(tmp_path):
+    result = runner.invoke(app, ["export", str(FIXTURES / "towers_bn"), "--out",
+                                 str(tmp_path / "raw.npz"), "--raw"])
+    assert result.exit_code == 0
+    assert "RAW" in result.stderr
+    values = expected_values("towers_bn")
+    with np.load(tmp_path / "raw.npz") as z:
+        assert np.array_equal(z["conv1/weights"], values["conv1/weights"])
+
+
+def test_rename_include_exclude(tmp_path):
+    r = export_weights(FIXTURES / "tf2_object", tmp_path / "w.npz", rename=["model/="],
+                       exclude=["*/steps"])
+    assert "dense/kernel" in r.tensors and not any(n.startswith("model/") for n in r.tensors)
+    r = export_weights(FIXTURES / "towers_bn", tmp_path / "c.npz", include=["conv1/*"])
+    assert r.tensors and all(n.startswith("conv1/") for n in r.tensors)
+
+
+def test_restore_ema_h5_loads_into_keras_by_layer_name(tmp_path):
+    keras = pytest.importorskip("keras")
+    from keras.src.legacy.saving import legacy_h5_format
+
+    result = runner.invoke(app, ["restore-ema", str(FIXTURES / "partitioned"), "--out",
+                                 str(tmp_path / "w.h5"), "--format", "h5"])
+    assert result.exit_code == 0, result.output
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2, name="out")])
+    with h5py.File(tmp_path / "w.h5") as f:
+        legacy_h5_format.load_weights_from_hdf5_group_by_name(f, model, skip_mismatch=False)
+    values = expected_values("partitioned")
+    kernel, bias = model.get_layer("out").get_weights()
+    assert np.array_equal(kernel, values["out/kernel/ExponentialMovingAverage"])
+    assert np.array_equal(bias, values["out/bias/ExponentialMovingAverage"])
+
+
+def test_map_cli_json_is_the_contract():
+    result = runner.invoke(app, ["map", str(FIXTURES / "partitioned"), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["emb/ExponentialMovingAverage"] == "emb"
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in doc.items())
+
+
+def test_map_cli_fails_on_trainable_only_checkpoint():
+    result = runner.invoke(app, ["map", str(FIXTURES / "linear_trainable_only")])
+    assert result.exit_code == 6
+    assert "trainable_variables" in result.stderr
+    assert "Traceback" not in result.stderr
