@@ -177,10 +177,10 @@ def _has_any_ema(variables: list[Variable]) -> bool:
 
 
 def _print_ema_summary(out: Output, variables: list[Variable]) -> None:
-    weights = [v for v in variables if v.role in ("weight",)]
-    with_ema = [v for v in weights if v.ema]
+    averaged = [v for v in variables if v.role in ("weight", "bn_stat")]
+    with_ema = [v for v in averaged if v.ema]
     if with_ema:
-        out.print(f"EMA: {len(with_ema)} of {len(weights)} weights have a shadow "
-                  "(use 'ckpt restore-ema' to evaluate with them)")
-    elif weights:
-        out.print(f"EMA: none of {len(weights)} weights has a shadow")
+        out.print(f"EMA: {len(with_ema)} of {len(averaged)} weights and BN statistics have a "
+                  "shadow (use 'ckpt restore-ema' to evaluate with them)")
+    elif averaged:
+        out.print(f"EMA: none of {len(averaged)} weights and BN statistics has a shadow")
