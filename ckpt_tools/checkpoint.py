@@ -29,6 +29,7 @@ from .objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readabl
 from .v1 import V1Reader, is_v1_file
 
 STATE_FILE = "checkpoint"
+_LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
 _DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
 _STATE_RE = re.compile(
     r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -216,6 +217,12 @@ def locate(path: str | os.PathLike) -> Location:
             raise CheckpointNotFoundError(
                 f"{path}: no checkpoint beside this graph (expected {prefix}.index or {prefix})")
         return _prefix_location(prefix, path)
+    if os.path.isfile(path):
+        from .h5 import sniff  # cheap: h5py is imported only when a Keras file is opened
+
+        kind = sniff(path)  # "h5" (HDF5 signature) or "keras" (zip with Keras members)
+        if kind:
+            return Location(path, kind, None)
     return _prefix_location(path, path)
 
 
@@ -235,8 +242,13 @@ class Checkpoint:
         self.location = location
         self.path = location.prefix
         with _errors_in(location.prefix):
-            reader_cls = BundleReader if location.format == "v2" else V1Reader
-            self._reader = reader_cls(location.prefix, verify=verify)
+            if location.format in ("h5", "keras"):
+                from .h5 import H5Reader
+
+                self._reader = H5Reader(location.prefix)
+            else:
+                reader_cls = BundleReader if location.format == "v2" else V1Reader
+                self._reader = reader_cls(location.prefix, verify=verify)
         self.format = location.format
         self.meta: MetaGraph | None = None
         if meta and location.meta_path:
@@ -316,7 +328,8 @@ class Checkpoint:
 
     def _build_variables(self) -> list[Variable]:
         entries = self._reader.entries
-        info = _roles.classify(entries, self.meta, self.objects)
+        info = _roles.classify(entries, self.meta, self.objects,
+                               keras=getattr(self._reader, "keras", None))
         colls = self.meta.collections_by_key() if self.meta else {}
         shadow_of: dict[str, str] = {}
         for key, ri in info.items():
@@ -327,10 +340,15 @@ class Checkpoint:
         out = []
         for key, entry in entries.items():
             ri = info[key]
-            path = None
+            path = entry.extra.get("path")  # readers that know a readable path (Keras files)
             if self.objects is not None:
                 path = self.objects.paths.get(key) or (readable_name(key) if key != OBJECT_GRAPH_KEY
                                                        else None)
+                full = self.objects.full_names.get(key)
+                if path and full and _LIST_ITEM.search(path):
+                    # Keras 3 models are reachable only through list attributes
+                    # ("optimizer/_trainable_variables/0"): the variable's own name says more.
+                    path = full
             out.append(Variable(
                 name=key, dtype=entry.dtype_name, shape=entry.shape, role=ri.role,
                 collections=tuple(colls.get(key, ())), ema_of=ri.ema_of,

@@ -140,9 +140,13 @@ def ema_map(
             ckpt.close()
 
     unaveraged = []
+    # BN statistics count only when some have shadows: TF1 trainers average them, Keras not.
+    expected_roles = (R.WEIGHT, R.BN_STAT) if any(
+        variables[t].role == R.BN_STAT for s, t in pairs if s != t and t in variables) else (
+        R.WEIGHT,)
     if source == "keys" and any(s != t for s, t in pairs):
         unaveraged = [t for s, t in pairs if s == t and variables.get(t) is not None
-                      and variables[t].role in (R.WEIGHT, R.BN_STAT)]
+                      and variables[t].role in expected_roles]
     elif source == "keys" and not missing:
         missing = [t for s, t in pairs if variables.get(t) is not None
                    and variables[t].role in (R.WEIGHT, R.BN_STAT)]

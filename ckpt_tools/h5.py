@@ -168,6 +168,7 @@ class H5Reader:
 
         self.prefix = self.path = path
         self.config: dict | None = None
+        self._owner_names: dict[str, str] = {}
         self.metadata: dict | None = None
         self._zip = self._fileobj = None
         self._buf, self._base = b"", 0
@@ -186,11 +187,14 @@ class H5Reader:
             entries, self.kind = self._scan()
             if self.kind == "legacy" and self.config is None:
                 self.config = self._legacy_config()
-            self.keras = keras_layout.analyze(entries, self.kind, self.config)
+            self.keras = keras_layout.analyze(entries, self.kind, self.config,
+                                              self._owner_names)
         except BaseException:
             self.close()
             raise
         self.entries: dict[str, TensorEntry] = {k: entries[k] for k in self.keras.order}
+        for key, entry in self.entries.items():
+            entry.extra["path"] = self.keras.paths.get(key)
 
     # -- opening ---------------------------------------------------------------------------
     def _open_archive(self):
@@ -276,15 +280,16 @@ class H5Reader:
             head, _, last = name.rpartition("/")
             if isinstance(obj, h5py.Group) and last == "vars":
                 owners.append(head)
+                label = obj.attrs.get("name")
+                label = label.decode() if isinstance(label, bytes) else label
+                if isinstance(label, str):
+                    self._owner_names[head] = label
                 for key in sorted(obj, key=lambda k: (not k.isdigit(), int(k) if k.isdigit()
                                                       else 0, k)):
                     if isinstance(obj[key], h5py.Dataset):
                         section = "optimizer" if head.split("/")[0] == "optimizer" else "model"
-                        label = obj.attrs.get("name")
                         self._add(entries, obj, key, f"{name}/{key}", owner=head,
-                                  index=int(key) if key.isdigit() else None, section=section,
-                                  owner_name=label.decode() if isinstance(label, bytes)
-                                  else label)
+                                  index=int(key) if key.isdigit() else None, section=section)
 
         f.visititems(visit)
         return entries if owners else None

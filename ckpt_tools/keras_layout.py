@@ -25,13 +25,14 @@ every variable (``adam/dense_kernel_average``), so they are paired by name.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 
 from .entry import TensorEntry
+from .keras_optimizer import FLOATS as _FLOATS
+from .keras_optimizer import Spec, infer_use_ema, plan_optimizer
 
-Spec = tuple[tuple[int, ...], int]  # (shape, TensorFlow dtype enum)
-_FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+__all__ = ["KerasLayout", "Spec", "analyze", "infer_use_ema", "to_snake_case"]
+
 _BN = frozenset({"batch_normalization", "sync_batch_normalization"})
 _STATS = frozenset({"moving_mean", "moving_variance"})
 # Variable names per layer class (snake_case), in vars/<i> order; None: non-trainable names.
@@ -47,30 +48,6 @@ _VAR_NAMES = {
     "p_re_lu": ("alpha",),
 }
 _FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
-# Optimizer slots written after the EMA copies, per class (Keras 3.15 build() methods), as
-# variants of groups: ("b", name) one per trainable variable, ("i", names) interleaved per
-# variable, ("s", name) one scalar. Chosen from the optimizer config where known.
-_ADAM = lambda c: [("i", ("momentum", "velocity"))] + (  # noqa: E731
-    [("b", ("velocity_hat",))] if c.get("amsgrad") else [])
-_SLOTS = {
-    "sgd": lambda c: [("b", ("momentum",))] if c.get("momentum") else [],
-    "adam": _ADAM, "adam_w": _ADAM,
-    "nadam": lambda c: [("i", ("momentum", "velocity")), ("s", ("variable",))],
-    "adamax": lambda c: [("i", ("momentum", "norm"))],
-    "adagrad": lambda c: [("b", ("accumulator",))],
-    "adadelta": lambda c: [("i", ("accumulated_grad", "accumulated_delta_var"))],
-    "ftrl": lambda c: [("i", ("accumulator", "linear"))],
-    "lamb": lambda c: [("i", ("momentum", "velocity"))],
-    "lion": lambda c: [("b", ("momentum",))],
-    "rm_sprop": lambda c: [("b", ("velocity",))] + (
-        [("b", ("momentum",))] if c.get("momentum") else []) + (
-        [("b", ("average_gradient",))] if c.get("centered") else []),
-}
-# Hyperparameter settings to try when no config says which (a bare .weights.h5).
-_VARIANTS = [{}, {"momentum": 0.9}, {"amsgrad": True}, {"centered": True},
-             {"momentum": 0.9, "centered": True}]
-
-
 def to_snake_case(name: str) -> str:
     """Keras' ``naming.to_snake_case``: ``BatchNormalization`` -> ``batch_normalization``."""
     name = re.sub(r"\W+", "", name)
@@ -112,6 +89,7 @@ class KerasLayout:
     averages: dict[str, str | None] = field(default_factory=dict)
     slots: dict[str, str | None] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
+    var_names: dict[str, str] = field(default_factory=dict)  # optimizer key -> Keras var name
     notes: list[str] = field(default_factory=list)
 
 
@@ -125,10 +103,6 @@ class _Node:
     frozen: bool = False
     ordered: list[_Node] = field(default_factory=list)
     bag: list[_Node] = field(default_factory=list)
-
-
-def _spec(e: TensorEntry) -> Spec:
-    return (tuple(e.shape), e.dtype)
 
 
 def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = None,
@@ -178,15 +152,16 @@ def _analyze_keras3(entries, config, owner_names) -> KerasLayout:
                  if e.extra.get("section") == "optimizer" and k not in opt]
     if lay.other:
         lay.notes.append(f"{len(lay.other)} variables of nested optimizers are not interpreted")
-    trained = [(k, seg) for seg, (kind, keys) in enumerate(segments) for k in keys
+    trained = [(k, seg) for seg, (_kind, keys) in enumerate(segments) for k in keys
                if lay.trainable[k]]
-    _plan_optimizer(lay, [_spec(entries[k]) for k in opt], opt, entries, trained,
-                    segments)
-    opt_name = owner_names.get("optimizer") or (lay.optimizer_config or {}).get("name") or "optimizer"
-    for key, name in _optimizer_names(lay).items():
+    plan_optimizer(lay, opt, entries, trained, segments)
+    opt_name = (owner_names.get("optimizer") or (lay.optimizer_config or {}).get("name")
+                or "optimizer")
+    for key, name in lay.var_names.items():
         src = (lay.averages | lay.slots).get(key)
-        lay.paths[key] = (f"{opt_name}/{lay.paths[src].replace('/', '_')}_{name}" if src
-                          else f"{opt_name}/{name}")
+        if src or name in ("iteration", "learning_rate"):
+            lay.paths[key] = (f"{opt_name}/{lay.paths[src].replace('/', '_')}_{name}" if src
+                              else f"{opt_name}/{name}")
     lay.order = lay.model + opt + lay.other
     return lay
 
@@ -252,19 +227,27 @@ def _order(node: _Node, model, notes) -> None:
         node.ordered.sort(key=lambda c: by_name.get(c.path.rsplit("/", 1)[-1],
                                                     (len(by_name), {}))[0])
     else:  # no config: Keras writes layers in model order, so data offsets follow it
-        node.ordered.sort(key=lambda c: _first_offset(c, model))
+        node.ordered.sort(key=lambda c: (_first_offset(c, model), _suffix(c)))
         last: dict[str, int] = {}
         for c in node.ordered:
-            m = re.fullmatch(r"(.*?)(?:_(\d+))?", c.path.rsplit("/", 1)[-1])
-            n = int(m.group(2) or 0)
-            if n < last.get(m.group(1), -1):
+            base, n = _suffix(c)
+            if _first_offset(c, model) == float("inf"):
+                continue  # holds no data: its place does not matter
+            if n < last.get(base, -1):
                 notes.append(f"cannot tell the order of the layers under {node.path or 'the root'}"
                              "; EMA copies there are paired by shape only")
                 node.bag, node.ordered = node.ordered + node.bag, []
                 break
-            last[m.group(1)] = n
+            last[base] = n
+    node.bag.sort(key=lambda c: ("~" + c.path) if c.path.rsplit("/", 1)[-1].startswith("_")
+                  else c.path)  # saving_lib._name_key: attributes alphabetically, private last
     for child in node.ordered + node.bag:
         _order(child, model, notes)
+
+
+def _suffix(node: _Node) -> tuple[str, int]:
+    m = re.fullmatch(r"(.*?)(?:_(\d+))?", node.path.rsplit("/", 1)[-1])
+    return m.group(1), int(m.group(2) or 0)
 
 
 def _flatten(node: _Node, out: list[tuple[str, list[str]]]) -> None:
@@ -286,13 +269,13 @@ def _flatten(node: _Node, out: list[tuple[str, list[str]]]) -> None:
 def _var_names(node: _Node, n: int) -> list[tuple[str | None, bool]]:
     cfg = node.cfg or {}
     if node.cls in _BN:
-        names = ((["gamma"] if cfg.get("scale", True) else [])
-                 + (["beta"] if cfg.get("center", True) else []))
-        if not node.cfg:
-            names = ["gamma", "beta"][: max(n - 2, 0)] if n >= 2 else []
-            names = names if n != 3 else [None]
-        return [(v, True) for v in names] + [(s, False) for s in ("moving_mean",
-                                                                "moving_variance")][: n]
+        if node.cfg:
+            lead = (["gamma"] if cfg.get("scale", True) else []) + (
+                ["beta"] if cfg.get("center", True) else [])
+        else:  # 3 variables: gamma or beta (scale/center off), which is unknown here
+            lead = {4: ["gamma", "beta"], 3: [None]}.get(n, [None] * max(n - 2, 0))
+        out = [(v, True) for v in lead] + [("moving_mean", False), ("moving_variance", False)]
+        return (out + [(None, True)] * n)[:n]
     if node.cls in _FROZEN_CLASSES:
         return [(v, False) for v in _FROZEN_CLASSES[node.cls][:n]] + [(None, False)] * (
             n - len(_FROZEN_CLASSES[node.cls]))
@@ -310,121 +293,6 @@ def _name_vars(node: _Node, model, lay: KerasLayout, prefix: list[str]) -> None:
         lay.paths[key] = "/".join(chain + [var or str(e.extra.get("index"))])
     for child in node.ordered + node.bag:
         _name_vars(child, model, lay, chain)
-
-
-def _plan_optimizer(lay, specs, keys, entries, trained, segments) -> None:
-    """Finds iteration, learning rate, EMA copies and slots among the optimizer variables."""
-    if not keys:
-        lay.use_ema, lay.ema_evidence = False, "no optimizer variables"
-        return
-    off = 0
-    if specs[0][0] == () and entries[keys[0]].dtype_name in ("int64", "int32"):
-        lay.iteration, off = keys[0], 1
-    cfg = lay.optimizer_config
-    float_scalar = len(specs) > off and specs[off][0] == () and \
-        entries[keys[off]].dtype_name in _FLOATS
-    if (isinstance(cfg.get("learning_rate"), (int, float)) if cfg is not None
-            else float_scalar):
-        lay.learning_rate, off = keys[off], off + 1
-    lay.ema_offset = off
-    tkeys = [k for k, _ in trained]
-    tspecs = [_spec(entries[k]) for k in tkeys]
-    bag_of = {k: seg for k, seg in trained if segments[seg][0] == "bag"}
-    slot_fn = _SLOTS.get(lay.optimizer or "")
-    if cfg is not None:
-        cands = [(bool(cfg.get("use_ema")), bool(cfg.get("gradient_accumulation_steps")),
-                  slot_fn(cfg) if slot_fn else None)]
-    elif slot_fn:
-        cands = [(e, ga, slot_fn(v)) for e in (False, True) for ga in (False, True)
-                 for v in _VARIANTS]
-    else:
-        cands = []
-    rest = specs[off:]
-    fits = [c for c in cands if c[2] is not None
-            and _matches(_expand(*c, tspecs), rest, tkeys, tspecs, bag_of)]
-    if cfg is not None:
-        lay.use_ema, lay.ema_evidence = cands[0][0], "config.json (optimizer use_ema)"
-    elif {c[0] for c in fits} in ({True}, {False}):
-        lay.use_ema = fits[0][0]
-        lay.ema_evidence = (f"layout of the {len(keys)} {lay.optimizer} variables for "
-                            f"{len(tkeys)} trainable weights")
-    else:
-        lay.use_ema = None
-        lay.notes.append(
-            f"cannot tell whether the {len(rest)} {lay.optimizer or 'unknown optimizer'} "
-            f"variables after iteration/learning_rate include EMA copies of the {len(tkeys)} "
-            "trainable weights (" + ("several settings fit" if fits else "no known layout fits")
-            + "); the .keras config.json records use_ema")
-    plan = next((c for c in fits if c[0] == lay.use_ema), None)
-    if plan is None and lay.use_ema and rest[: len(tspecs)] and _matches(
-            [(s, j, "average") for j, s in enumerate(tspecs)], rest[: len(tspecs)], tkeys,
-            tspecs, bag_of):
-        plan = (True, False, [])
-    placed: set[str] = set()
-    if plan is not None:
-        for i, (spec, j, name) in enumerate(_expand(*plan, tspecs)):
-            key = keys[off + i]
-            target = None if j is None else _pair(j, spec, tkeys, tspecs, bag_of)
-            (lay.averages if name == "average" else lay.slots)[key] = target
-            placed.add(key)
-    elif lay.use_ema:
-        lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} trainable "
-                         "weights found in the file (frozen or custom layers?): EMA copies "
-                         "cannot be paired here; apply_keras_ema(model, path) pairs them")
-    for key in keys[off:]:
-        if key not in placed:
-            lay.slots[key] = None
-
-
-def _expand(use_ema, ga, groups, tspecs) -> list[tuple[Spec, int | None, str]]:
-    out = []
-    blocks = (["average"] if use_ema else []) + (["gradient_accumulator"] if ga else [])
-    for name in blocks:
-        out += [(s, j, name) for j, s in enumerate(tspecs)]
-    for kind, names in groups:
-        if kind == "b":
-            out += [(s, j, names[0]) for j, s in enumerate(tspecs)]
-        elif kind == "i":
-            out += [(s, j, n) for j, s in enumerate(tspecs) for n in names]
-        else:
-            out.append((((), tspecs[0][1] if tspecs else 1), None, names[0]))
-    return out
-
-
-def _matches(expected, actual, tkeys, tspecs, bag_of) -> bool:
-    if len(expected) != len(actual):
-        return False
-    bag_want: Counter = Counter()
-    bag_got: Counter = Counter()
-    for (spec, j, name), got in zip(expected, actual, strict=True):
-        if j is not None and tkeys[j] in bag_of:
-            bag_want[(name, bag_of[tkeys[j]], spec)] += 1
-            bag_got[(name, bag_of[tkeys[j]], got)] += 1
-        elif spec != got:
-            return False
-    return bag_want == bag_got
-
-
-def _pair(j: int, spec: Spec, tkeys, tspecs, bag_of) -> str | None:
-    key = tkeys[j]
-    if key not in bag_of:
-        return key
-    same = [k for k, s in zip(tkeys, tspecs, strict=True)
-            if bag_of.get(k) == bag_of[key] and s == spec]
-    return same[0] if len(same) == 1 else None
-
-
-def _optimizer_names(lay: KerasLayout) -> dict[str, str]:
-    names = {}
-    if lay.iteration:
-        names[lay.iteration] = "iteration"
-    if lay.learning_rate:
-        names[lay.learning_rate] = "learning_rate"
-    for key in lay.averages:
-        names[key] = "average"
-    for key in lay.slots:
-        names[key] = "slot" if lay.slots[key] is None else "slot"
-    return names
 
 
 # -- legacy .h5 ------------------------------------------------------------------------------
@@ -484,4 +352,6 @@ def _legacy_slot(rest: str, by_path: dict[str, str], flat: dict[str, str]):
     head, _, last = rest.rpartition("/")
     if head in by_path:
         return last, by_path[head]
-    return rest.rsplit("_", 1)[-1] if rest.endswith("_average") else rest, None
+    if rest.endswith(("_average", "/average")) or rest.startswith("average/"):
+        return "average", None
+    return rest, None

@@ -253,11 +253,13 @@ def object_keys(root) -> dict[str, object]:
 
 
 def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]]:
-    """Pairs variables with checkpoint keys: by object path when given an object (TF2), else
-    by variable name. Returns ([(variable, key)], problems)."""
-    problems: list[str] = []
-    if not isinstance(model_or_variables, (list, tuple)) and ckpt.objects is not None:
-        keyed = object_keys(model_or_variables)
+    """Pairs variables with checkpoint keys: by object path when given an object (TF2), then by
+    the variable's name for the rest. Returns ([(variable, key)], problems)."""
+    if isinstance(model_or_variables, (list, tuple)):
+        variables, keyed = list(model_or_variables), {}
+    else:
+        variables = list(getattr(model_or_variables, "variables", []))
+        keyed = object_keys(model_or_variables) if ckpt.objects is not None else {}
         if keyed and not any(k in ckpt for k in keyed):
             # The object was one child of the checkpoint's root (tf.train.Checkpoint(model=m)):
             # find which child by trying the root's top-level names.
@@ -265,26 +267,33 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
             best = max(roots, key=lambda r: sum(f"{r}/{k}" in ckpt for k in keyed), default=None)
             if best is not None:
                 keyed = {f"{best}/{k}": v for k, v in keyed.items()}
-        pairs = [(v, k) for k, v in keyed.items()]
-        problems = [f"{k} (not in the checkpoint)" for _, k in pairs if k not in ckpt]
-        return [(v, k) for v, k in pairs if k in ckpt], problems
-    variables = list(getattr(model_or_variables, "variables", model_or_variables))
+    pairs = [(v, k) for k, v in keyed.items() if k in ckpt]
+    found = {id(v) for v, _ in pairs}
+    # Variables the object walk did not place (Keras 3 models are reachable only through their
+    # optimizer's lists) are paired by name: the full_name TF2 records, or a TF1 key.
     by_name: dict[str, list[str]] = {}
     if ckpt.objects is not None:
         for key, full in ckpt.objects.full_names.items():
             if "/.OPTIMIZER_SLOT/" not in key:
                 by_name.setdefault(full, []).append(key)
-    pairs = []
-    for v in variables:
-        name = v.name.split(":")[0]
-        keys = by_name.get(name) or ([name] if name in ckpt else [])
+    problems = []
+    for v in variables or [v for k, v in keyed.items()]:
+        if id(v) in found:
+            continue
+        names = [n for n in (getattr(v, "path", None), v.name.split(":")[0]) if n]
+        keys: list[str] = []
+        for name in names:
+            keys = by_name.get(name) or ([name] if name in ckpt else [])
+            if keys:
+                break
         if len(keys) > 1:
-            problems.append(f"{name} (ambiguous: {', '.join(keys)}; pass the model object "
+            problems.append(f"{names[-1]} (ambiguous: {', '.join(keys)}; pass the model object "
                             "instead of a variable list so object paths decide)")
         elif not keys:
-            problems.append(f"{name} (no checkpoint key for this variable)")
+            problems.append(f"{names[-1]} (no checkpoint key for this variable)")
         else:
             pairs.append((v, keys[0]))
+            found.add(id(v))
     return pairs, problems
 
 

@@ -40,6 +40,7 @@ _STEP_NAMES = frozenset({"global_step", "beta1_power", "beta2_power", "save_coun
 _BN_NAMES = frozenset({"moving_mean", "moving_variance", "moving_var", "running_mean",
                        "running_var", "moving_stddev"})
 _DEBIAS = frozenset({"biased", "local_step"})
+_HYPERPARAMETERS = frozenset({"learning_rate", "lr", "momentum_value", "decay"})
 _FLOAT = frozenset({"float16", "bfloat16", "float32", "float64"})
 
 
@@ -93,6 +94,8 @@ def classify(
     meta: MetaGraph | None = None,
     objects: ObjectGraph | None = None,
     ema_names: list[str] | None = None,
+    *,
+    keras=None,
 ) -> dict[str, RoleInfo]:
     """Returns a :class:`RoleInfo` for every key of ``entries``.
 
@@ -102,7 +105,10 @@ def classify(
         objects: the TF2 object graph, if any.
         ema_names: EMA suffixes to recognise; default: :func:`detect_ema_names` plus
             ``ExponentialMovingAverage`` and ``avg`` (the loss-average convention).
+        keras: for Keras files, the reader's :class:`~ckpt_tools.keras_layout.KerasLayout`.
     """
+    if keras is not None:
+        return classify_keras(entries, keras)
     if objects is not None and objects.full_names:
         return _classify_objects(entries, objects, ema_names)
     names = set(ema_names if ema_names is not None else detect_ema_names(entries))
@@ -154,8 +160,8 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None) -> dict[s
             path = objects.paths.get(k, k)
             cands.sort(key=lambda c: -_path_score(path, objects.paths.get(c, c)))
             candidates[k] = cands
-    pairs: dict[str, str] = {}
-    taken: set[str] = set()
+    pairs: dict[str, str] = _keras3_pairs(full, entries, "average")
+    taken: set[str] = set(pairs.values())
     # Unambiguous shadows first, so they cannot be stolen by a tie-break elsewhere.
     for k in sorted(candidates, key=lambda k: len(candidates[k])):
         free = [c for c in candidates[k] if c not in taken]
@@ -165,10 +171,36 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None) -> dict[s
     return pairs
 
 
+_KERAS3_SLOTS = ("momentum", "velocity", "m", "v", "vhat", "accumulator", "accumulators",
+                 "delta_accumulator", "average_gradient", "moment", "momentums", "velocities")
+
+
+def _keras3_pairs(full: dict[str, str], entries, suffix: str) -> dict[str, str]:
+    """Keras 3 optimizers name their variables ``<optimizer>/<var path, '/' as '_'>_<what>``
+    (``sgd/net_dense_kernel_average``): returns key -> key of the model variable, for ``what`` ==
+    ``suffix``, when shapes agree."""
+    flat: dict[str, str] = {}
+    for k, f in full.items():
+        flat.setdefault(f.replace("/", "_"), k)
+    out = {}
+    for k, f in full.items():
+        last = _split(f)[1]
+        if "/" in f and last.endswith("_" + suffix):
+            src = flat.get(last[: -len(suffix) - 1])
+            if src is not None and src != k and entries[src].shape == entries[k].shape:
+                out[k] = src
+    return out
+
+
 def _classify_objects(entries, objects: ObjectGraph, ema_names) -> dict[str, RoleInfo]:
     """TF2 keys say where an object sits, not what it is; the variables' own names (recorded
     as ``full_name``) follow TF1 conventions, so classify by those."""
     pairs = pair_object_shadows(entries, objects, ema_names)
+    full_of = {k: objects.full_names[k] for k in entries
+               if k in objects.full_names and SLOT_MARK not in k}
+    keras_slots: dict[str, str] = {}
+    for slot in _KERAS3_SLOTS:
+        keras_slots.update(_keras3_pairs(full_of, entries, slot))
     by_name: dict[str, TensorEntry] = {}
     for key, entry in entries.items():
         full = objects.full_names.get(key)
@@ -180,7 +212,13 @@ def _classify_objects(entries, objects: ObjectGraph, ema_names) -> dict[str, Rol
     for key, entry in entries.items():
         full = objects.full_names.get(key)
         if key in pairs:
-            out[key] = RoleInfo(EMA, ema_of=pairs[key], ema_style="object")
+            keras3 = full_of.get(key, "").endswith("_average")
+            out[key] = RoleInfo(EMA, ema_of=pairs[key], ema_style="keras" if keras3 else "object")
+        elif key in keras_slots:
+            out[key] = RoleInfo(OPTIMIZER_SLOT, slot_of=keras_slots[key])
+        elif full_of.get(key, "").rpartition("/")[2] in ("iteration", "iterations") and \
+                "/" in full_of.get(key, ""):
+            out[key] = RoleInfo(STEP)
         elif full and SLOT_MARK not in key:
             ri = _classify_one(full, entry, by_name, names, names | {"avg"}, {}, set(), False,
                                None)
@@ -211,6 +249,8 @@ def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_
         return RoleInfo(EMA_DEBIAS)
     if last in _STEP_NAMES or path.endswith("optimizer/iter") or key == "global_step":
         return RoleInfo(STEP)
+    if last in _HYPERPARAMETERS:
+        return RoleInfo(OTHER)
     src = entries.get(head) if head else None
     if head and _ema_suffix(last, names if src is not None else loss_names):
         if src is not None and src.dtype == entry.dtype and src.shape == entry.shape:
@@ -235,3 +275,35 @@ def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_
     if has_meta and key in meta_vars:
         return RoleInfo(OTHER)
     return RoleInfo(WEIGHT if entry.dtype_name in _FLOAT else OTHER)
+
+
+def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, RoleInfo]:
+    """Roles of a Keras weight file's keys, from its :class:`~ckpt_tools.keras_layout.KerasLayout`.
+
+    Model weights are ``weight`` (non-trainable BatchNormalization ``moving_mean`` and
+    ``moving_variance`` are ``bn_stat``), ``iteration`` is ``step``, ``learning_rate`` is
+    ``other``, the ``use_ema=True`` copies are ``ema`` (``ema_of`` = the model weight's key) and
+    the remaining optimizer variables ``optimizer_slot``.
+
+    Example:
+        >>> ckpt = open_checkpoint("fixtures/keras_ema/model.keras")  # doctest: +SKIP
+        >>> classify_keras(ckpt.entries(), ckpt.reader.keras)["optimizer/vars/2"].ema_of
+        'layers/dense/vars/0'
+    """
+    out: dict[str, RoleInfo] = {}
+    for key, entry in entries.items():
+        if key in layout.averages:
+            out[key] = RoleInfo(EMA, ema_of=layout.averages[key], ema_style="keras")
+        elif key == layout.iteration:
+            out[key] = RoleInfo(STEP)
+        elif key in layout.slots:
+            out[key] = RoleInfo(OPTIMIZER_SLOT, slot_of=layout.slots[key])
+        elif key in layout.trainable:
+            last = layout.paths.get(key, key).rsplit("/", 1)[-1]
+            if not layout.trainable[key] and last in _BN_NAMES:
+                out[key] = RoleInfo(BN_STAT)
+            else:
+                out[key] = RoleInfo(WEIGHT if entry.dtype_name in _FLOAT else OTHER)
+        else:  # learning_rate, variables of nested optimizers
+            out[key] = RoleInfo(OTHER)
+    return out

@@ -137,6 +137,11 @@ def tensor_stats(array: np.ndarray, *, bins: int = BINS) -> TensorStats:
     kind = _kind(array.dtype)
     if kind == "string":
         return _string_stats(array)
+    with np.errstate(all="ignore"):  # overflow near float64's range gives inf, as it should
+        return _numeric_stats(array, kind, bins)
+
+
+def _numeric_stats(array: np.ndarray, kind: str, bins: int) -> TensorStats:
     n = finite_n = nan = inf = zeros = 0
     mean = m2 = sumsq = 0.0
     lo, hi = math.inf, -math.inf
@@ -179,12 +184,18 @@ def _exact_int_range(array: np.ndarray, lo: float, hi: float) -> tuple[int, int]
 
 
 def _histogram(array: np.ndarray, lo: float, hi: float, bins: int) -> tuple[int, ...]:
+    # Bin by hand on halved values: np.histogram rejects ranges like [-1e308, 1e308] (whose
+    # width overflows) and denormal-wide ones, both of which corrupt data can hold.
     counts = np.zeros(bins, dtype=np.int64)
-    if hi == lo:
-        hi = lo + 1.0  # all values in the first bin
+    span = hi / 2 - lo / 2
     for x in _chunks(array):
         x = x[np.isfinite(x)]
-        counts += np.histogram(x, bins=bins, range=(lo, hi))[0]
+        if span > 0:
+            idx = np.floor((x / 2 - lo / 2) / span * bins)
+            idx = np.clip(idx, 0, bins - 1).astype(np.int64)
+        else:
+            idx = np.zeros(x.size, dtype=np.int64)  # a single value: all in the first bin
+        counts += np.bincount(idx, minlength=bins)
     return tuple(int(c) for c in counts)
 
 
@@ -213,8 +224,12 @@ def relative_l2(reference: np.ndarray, other: np.ndarray) -> tuple[float, float]
     """
     if reference.shape != other.shape:
         raise ValueError(f"shapes differ: {reference.shape} vs {other.shape}")
-    ref, oth = reference.reshape(-1), other.reshape(-1)
-    complex_ = reference.dtype.kind == "c" or other.dtype.kind == "c"
+    with np.errstate(all="ignore"):
+        return _relative_l2(reference.reshape(-1), other.reshape(-1),
+                            reference.dtype.kind == "c" or other.dtype.kind == "c")
+
+
+def _relative_l2(ref: np.ndarray, oth: np.ndarray, complex_: bool) -> tuple[float, float]:
     work = np.complex128 if complex_ else np.float64
     max_abs, diff_sq, ref_sq = 0.0, 0.0, 0.0
     for start in range(0, ref.size, CHUNK):

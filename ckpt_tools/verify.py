@@ -11,7 +11,6 @@ a verifier should not share the reader's blind spots.
 from __future__ import annotations
 
 import math
-import mmap
 import os
 import struct
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from . import crc, dtypes
 from ._protos import BundleEntryProto, BundleHeaderProto
 from ._wire import Cursor
-from .bundle import _map, _shape, data_path
+from .bundle import _close, _map, _shape, data_path
 from .checkpoint import Checkpoint, locate
 from .entry import TensorEntry
 from .errors import CheckpointError, CorruptCheckpointError
@@ -337,14 +336,6 @@ def _check_shards(prefix, num_shards, entries, slices, report, progress) -> None
     finally:
         for mm in maps.values():
             _close(mm)
-
-
-def _close(mm) -> None:
-    if isinstance(mm, mmap.mmap):
-        try:
-            mm.close()
-        except BufferError:
-            pass  # a view is still alive; the mapping closes when it is collected
 
 
 def _union(ranges) -> int:

@@ -123,3 +123,20 @@ def test_apply_ema_with_a_bare_variable_list_reports_ambiguity(tf):
     model = _tf2_model(tf)
     with pytest.raises(EmaError, match="ambiguous"):
         ckpt_tools.apply_ema(list(model.variables), FIXTURES / "tf2_object")
+
+
+def test_apply_ema_to_a_keras3_model(tf):
+    keras = pytest.importorskip("keras")
+    exp, values = expected("keras3_object"), expected_values("keras3_object")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="hidden"),
+                              keras.layers.BatchNormalization(name="bn"),
+                              keras.layers.Dense(2, name="logits")], name="net")
+    result = ckpt_tools.apply_ema(model, FIXTURES / "keras3_object")
+    by_path = {v.path: v for v in model.variables}
+    key_of_path = {p: k for k, p in exp["variable_paths"].items()}
+    for shadow, target in exp["ema_of"].items():
+        var = by_path[exp["variable_paths"][target]]
+        assert np.asarray(var.numpy()).tobytes() == values[shadow].tobytes(), var.path
+    moving_mean = by_path["net/bn/moving_mean"]
+    assert np.array_equal(moving_mean.numpy(), values[key_of_path["net/bn/moving_mean"]])
+    assert len(result.averaged) == len(exp["ema_of"])

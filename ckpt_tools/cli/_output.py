@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
 
 class Output:
@@ -64,3 +65,34 @@ def human_bytes(n: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+class ByteProgress:
+    """A byte progress bar on stderr, shown only for work worth waiting for.
+
+    Use as a context manager; it yields a callback taking a byte count, or ``None`` when the
+    bar is off (small totals, ``--quiet``, ``--json``).
+    """
+
+    THRESHOLD = 256 * 1024 * 1024
+
+    def __init__(self, out: Output, total: int, label: str):
+        self.enabled = total >= self.THRESHOLD and not out.quiet and not out.json_mode
+        self.total = total
+        self.label = label
+        self.out = out
+        self.bar: Progress | None = None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        self.bar = Progress("[progress.description]{task.description}", BarColumn(),
+                            DownloadColumn(), TimeRemainingColumn(), console=self.out.err,
+                            transient=True)
+        self.bar.start()
+        task = self.bar.add_task(self.label, total=self.total)
+        return lambda n: self.bar.advance(task, n)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -14,14 +14,13 @@ import signal
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 from rich.table import Table
 
 from ..bake import bake_ema, plan_outputs
 from ..checkpoint import open_checkpoint
 from ..emamap import DROP, KEEP, EmaMap, ema_map
 from ._common import JsonOpt, PathArg, QuietOpt
-from ._output import Output, human_bytes
+from ._output import ByteProgress, Output, human_bytes
 
 EmaNameOpt = Annotated[str | None, typer.Option(
     "--ema-name", help="EMA suffix (ExponentialMovingAverage, avg, ...); default: detected.")]
@@ -183,7 +182,7 @@ def restore_ema_command(
         total = sum(e.size for e in ckpt.entries().values())
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            with _progress(out, total) as advance:
+            with ByteProgress(out, total, "baking EMA") as advance:
                 result = bake_ema(ckpt, out_dir, name=name, overwrite=force,
                                   verify=not no_verify, drop_slots=drop_slots,
                                   progress=advance, **options)
@@ -197,32 +196,6 @@ def restore_ema_command(
 
 def _raise_interrupt(signum, frame):  # SIGTERM -> clean up temporary files like Ctrl-C does
     raise KeyboardInterrupt
-
-
-class _progress:
-    """A byte progress bar on stderr, shown only for checkpoints worth waiting for."""
-
-    THRESHOLD = 256 * 1024 * 1024
-
-    def __init__(self, out: Output, total: int):
-        self.enabled = total >= self.THRESHOLD and not out.quiet and not out.json_mode
-        self.total = total
-        self.bar = None
-        self.out = out
-
-    def __enter__(self):
-        if not self.enabled:
-            return None
-        self.bar = Progress("[progress.description]{task.description}", BarColumn(),
-                            DownloadColumn(), TimeRemainingColumn(), console=self.out.err,
-                            transient=True)
-        self.bar.start()
-        task = self.bar.add_task("baking EMA", total=self.total)
-        return lambda n: self.bar.advance(task, n)
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.stop()
 
 
 def _report(out: Output, result, json_out: bool) -> None:

@@ -13,9 +13,10 @@ from typing import Annotated
 
 import typer
 
+from ..checkpoint import open_checkpoint
 from ..export import FORMATS, export_weights
 from ._common import JsonOpt, PathArg, QuietOpt
-from ._output import Output, human_bytes
+from ._output import ByteProgress, Output, human_bytes
 
 
 def export_command(
@@ -48,8 +49,12 @@ def export_command(
     PyTorch/ONNX pick up the weights that evaluate best.
     """
     out = Output(json_mode=json_out, quiet=quiet)
-    result = export_weights(path, out_path, fmt=to, ema=ema, include=include, exclude=exclude,
-                            rename=rename, overwrite=force, ema_name=ema_name)
+    with open_checkpoint(path) as ckpt:
+        total = sum(e.nbytes for e in ckpt.entries().values())
+        with ByteProgress(out, total, "exporting") as advance:
+            result = export_weights(ckpt, out_path, fmt=to, ema=ema, include=include,
+                                    exclude=exclude, rename=rename, overwrite=force,
+                                    progress=advance, ema_name=ema_name)
     for w in result.warnings:
         out.warning(w)
     if json_out:

@@ -133,6 +133,7 @@ def _print_table(out: Output, ckpt, shown: list[Variable], everything: list[Vari
     by_name = {v.name: v for v in everything}
     has_meta = ckpt.meta is not None
     any_ema = _has_any_ema(everything)
+    expected_roles = _averaged_roles(everything)
     table = Table(title=f"{ckpt.path} ({ckpt.format})", title_justify="left", box=None,
                   header_style="bold", pad_edge=False)
     table.add_column("name", overflow="fold")
@@ -150,7 +151,7 @@ def _print_table(out: Output, ckpt, shown: list[Variable], everything: list[Vari
             ema = "[cyan]✓[/]"
         elif v.ema_of:
             ema = f"[dim]of {_readable(by_name.get(v.ema_of), v.ema_of)}[/]"
-        elif v.role in ("weight", "bn_stat") and any_ema:
+        elif v.role in expected_roles and any_ema:
             ema = "[red]missing[/]"
         else:
             ema = ""
@@ -176,11 +177,20 @@ def _has_any_ema(variables: list[Variable]) -> bool:
     return any(v.role == "ema" for v in variables)
 
 
+def _averaged_roles(variables: list[Variable]) -> tuple[str, ...]:
+    """Roles that should have shadows: weights, and BN statistics when any of them has one
+    (TF1 trainers average them, Keras' use_ema does not)."""
+    bn = any(v.role == "bn_stat" and v.ema for v in variables)
+    return ("weight", "bn_stat") if bn else ("weight",)
+
+
 def _print_ema_summary(out: Output, variables: list[Variable]) -> None:
-    averaged = [v for v in variables if v.role in ("weight", "bn_stat")]
+    roles = _averaged_roles(variables)
+    averaged = [v for v in variables if v.role in roles]
+    what = "weights and BN statistics" if "bn_stat" in roles else "weights"
     with_ema = [v for v in averaged if v.ema]
     if with_ema:
-        out.print(f"EMA: {len(with_ema)} of {len(averaged)} weights and BN statistics have a "
-                  "shadow (use 'ckpt restore-ema' to evaluate with them)")
+        out.print(f"EMA: {len(with_ema)} of {len(averaged)} {what} have a shadow (use "
+                  "'ckpt restore-ema' to evaluate with them)")
     elif averaged:
-        out.print(f"EMA: none of {len(averaged)} weights and BN statistics has a shadow")
+        out.print(f"EMA: none of {len(averaged)} {what} has a shadow")

@@ -71,7 +71,20 @@ def _stats_lines(s: TensorStats, precision: int) -> list[str]:
 
 
 def format_values(array: np.ndarray, *, full: bool, precision: int) -> str:
-    """NumPy-style text for ``array``: summarised (``...``) unless ``full``."""
+    """Returns NumPy-style text for ``array``, summarised with ``...`` unless ``full``.
+
+    Args:
+        array (`np.ndarray`): any tensor (bfloat16/float8 print as float32).
+        full (`bool`): print every element.
+        precision (`int`): digits after the decimal point.
+
+    Returns:
+        `str`: the text, without a trailing newline.
+
+    Example:
+        >>> format_values(np.arange(3.0), full=False, precision=2)
+        '[0., 1., 2.]'
+    """
     if array.dtype.kind == "V":  # ml_dtypes (bfloat16, float8): print as float32
         array = array.astype(np.float32)
     return np.array2string(array, precision=precision, separator=", ",
@@ -84,9 +97,19 @@ JSON_MAX_VALUES = 1000
 
 
 def values_json(array: np.ndarray, *, full: bool) -> dict:
-    """JSON for a tensor's values: nested lists (strings decoded, NaN/Inf as strings).
+    """Returns JSON-ready values: nested lists, strings decoded, NaN/Inf as strings.
 
-    Large tensors give ``{"values": null, "truncated": true, "head": [first values]}``.
+    Args:
+        array (`np.ndarray`): the tensor (complex values become ``[real, imag]`` pairs).
+        full (`bool`): include every value even above :data:`JSON_MAX_VALUES`.
+
+    Returns:
+        `dict`: ``{"values": [...], "truncated": false}``, or for large tensors
+        ``{"values": null, "truncated": true, "head": [first values, flattened]}``.
+
+    Example:
+        >>> values_json(np.array([1.0, np.nan]), full=False)
+        {'values': [1.0, 'nan'], 'truncated': False}
     """
     truncated = not full and array.size > JSON_MAX_VALUES
     flat = array.reshape(-1)[:JSON_MAX_VALUES] if truncated else array
@@ -183,11 +206,11 @@ def stats_command(
     match = matcher(grep) if grep else None
     with open_checkpoint(path) as ckpt:
         names = [k for k in ckpt.keys() if match is None or match(k)]
-        records, errors = [], 0
+        records, errors = [], []
         table = _stats_table(ckpt)
         for record in checkpoint_stats(ckpt, names, drift_threshold=drift):
             if record.error:
-                errors += 1
+                errors.append(record.error)
                 out.warning(record.error)
             if flagged and not record.flags:
                 continue
@@ -200,7 +223,8 @@ def stats_command(
         else:
             out.print(table)
     if errors:
-        raise typer.Exit(CorruptCheckpointError.exit_code)
+        raise CorruptCheckpointError(f"{len(errors)} tensor(s) could not be read; first: "
+                                     f"{errors[0]}")
 
 
 def _stats_table(ckpt: Checkpoint) -> Table:

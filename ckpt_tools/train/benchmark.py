@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from .common import TrainConfig, TrainError
+from .common import TrainConfig, TrainError, load_trainer
 
 
 @dataclass(frozen=True)
@@ -49,8 +49,6 @@ def benchmark(api: str, cfg: TrainConfig, steps: int) -> list[BenchmarkRow]:
     """
     if steps < 5:
         raise TrainError(f"--benchmark-steps must be >= 5, got {steps}")
-    from .cli import load_trainer  # lazy: imports TensorFlow
-
     trainer = load_trainer(api)
     top = max_devices(cfg.num_gpus)
     if api != "v1":

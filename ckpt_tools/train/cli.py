@@ -10,21 +10,23 @@ Examples::
     ckpt eval runs/v1 --json
 
 This module is imported by ``ckpt`` at start-up, so it must not import TensorFlow: the trainers
-are imported inside the command functions (:func:`load_trainer`).
+are imported inside the command functions (:func:`.common.load_trainer`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-from collections.abc import Callable
+from collections.abc import Iterator
 from dataclasses import asdict
 from enum import Enum
 from typing import Annotated
 
 import typer
 
-from .common import DEFAULT_EMA_DECAY, TrainConfig, TrainError, TrainResult
+from .common import DEFAULT_EMA_DECAY, TrainConfig, TrainError, first_line, load_trainer
+from .data import resolve_data_dir
+from .devices import quiet_tensorflow
 
 
 class Api(str, Enum):
@@ -65,31 +67,17 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _is_tf_error(exc: BaseException) -> bool:
-    return type(exc).__module__.startswith("tensorflow")
-
-
-def load_trainer(api: str) -> Callable[[TrainConfig], TrainResult]:
-    """Import (and so import TensorFlow) the trainer of ``api``; return its train_with_stats.
-
-    Raises:
-        TrainError: ``--api keras`` with a non-TensorFlow ``KERAS_BACKEND``.
-    """
-    from .devices import quiet_tensorflow
-
-    if api == "keras" and os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
-        backend = os.environ["KERAS_BACKEND"]
-        raise TrainError(f"--api keras needs KERAS_BACKEND=tensorflow, got {backend}")
-    quiet_tensorflow()
-    if api == "v1":
-        from . import v1 as trainer
-    elif api == "tf2":
-        from . import tf2 as trainer
-    elif api == "keras":
-        from . import keras_fit as trainer
-    else:
-        raise TrainError(f"--api must be v1, tf2 or keras; got {api}")
-    return trainer.train_with_stats
+@contextlib.contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Turn the errors a user can cause into ``Error: ...`` + exit 1; let bugs raise."""
+    try:
+        yield
+    except (TrainError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    except Exception as exc:
+        if not type(exc).__module__.startswith("tensorflow"):  # e.g. tf.errors.OpError
+            raise
+        raise _fail(f"TensorFlow: {first_line(exc)}") from None
 
 
 _NUM_GPUS_HELP = (
@@ -173,24 +161,19 @@ def train_command(
         debug_nan_at_step=debug_nan_at_step,
         progress=not quiet and not json_output,
     )
-    try:
+    with _one_line_errors():
         cfg.validate()
         if data is not None:  # fail on a bad --data before paying for the TensorFlow import
-            from .data import load_cifar10
-
-            load_cifar10(data)
+            resolve_data_dir(data)
         if benchmark:
             _print_benchmark(api.value, cfg, benchmark_steps, json_output)
             return
         result = load_trainer(api.value)(cfg)
-    except (TrainError, OSError) as exc:
-        raise _fail(str(exc)) from None
-    except Exception as exc:
-        if _is_tf_error(exc):
-            raise _fail(f"TensorFlow: {str(exc).strip().splitlines()[0]}") from None
-        raise
     if json_output:
         typer.echo(json.dumps(asdict(result)))
+        return
+    if not result.steps_run:
+        typer.echo(f"{result.checkpoint}  global_step={result.global_step} >= --max-steps: done")
         return
     typer.echo(
         f"{result.checkpoint}  global_step={result.global_step}  "
@@ -248,23 +231,13 @@ def eval_command(
     json_output: JsonOpt = False,
 ) -> None:
     """Report test accuracy with raw weights and with EMA weights, side by side."""
-    try:
+    with _one_line_errors():
         if data is not None:
-            from .data import load_cifar10
-
-            load_cifar10(data)
-        from .devices import quiet_tensorflow
-
+            resolve_data_dir(data)
         quiet_tensorflow()
         from .evaluate import evaluate
 
         result = evaluate(checkpoint, data, num_examples, batch_size)
-    except (TrainError, OSError) as exc:
-        raise _fail(str(exc)) from None
-    except Exception as exc:
-        if _is_tf_error(exc):
-            raise _fail(f"TensorFlow: {str(exc).strip().splitlines()[0]}") from None
-        raise
     if json_output:
         typer.echo(json.dumps(result.to_dict()))
         return

@@ -7,7 +7,9 @@ Importing this module (or anything the CLI imports at start-up) must never impor
 from __future__ import annotations
 
 import math
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 APIS = ("v1", "tf2", "keras")
@@ -49,7 +51,7 @@ class TrainConfig:
     batch_size: int = 128  # examples per device per step
     num_gpus: int = 0  # towers / replicas; 0 = every visible GPU, or 1 on CPU
     ema_decay: float | None = None  # None = DEFAULT_EMA_DECAY[api]
-    learning_rate: float = 0.02  # initial rate of the exponential decay
+    learning_rate: float = 0.05  # initial rate of the exponential decay
     lr_decay_steps: int = 2000  # staircase decay every this many steps ...
     lr_decay_factor: float = 0.1  # ... by this factor
     momentum: float = 0.9
@@ -124,6 +126,35 @@ def check_resume(train_dir: str, latest: str | None, resume: bool) -> None:
         )
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (TensorFlow's run to dozens of lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def save_due(cfg: TrainConfig, step: int) -> bool:
+    """Whether to checkpoint after global step ``step``: every ``save_every`` and at the end."""
+    return cfg.save_checkpoints and (step % cfg.save_every == 0 or step >= cfg.max_steps)
+
+
+def nan_error(problem: str, step: int, saved: str | None) -> NaNLossError:
+    """The error for a non-finite loss (``problem="loss is nan"``) or non-finite variables.
+
+    Args:
+        problem: what is not finite, e.g. ``"loss is nan"``.
+        step: the global step it happened at.
+        saved: the last checkpoint written (left untouched), or None.
+
+    Returns:
+        The error to raise.
+    """
+    if problem.startswith("loss"):
+        what = f"{problem} at step {step}: training stopped"
+    else:
+        what = f"{problem} at step {step}: not saved, training stopped"
+    return NaNLossError(f"{what}; last good checkpoint: {saved or 'none'}")
+
+
 def median_rate(examples: int, durations: list[float]) -> float:
     """Median examples/sec over step durations, skipping warm-up steps (graph tracing, allocs).
 
@@ -153,3 +184,32 @@ def step_of(path: str) -> int | None:
     """The step number in a checkpoint name (``model.ckpt-120``, ``ckpt-120.weights.h5``)."""
     match = _STEP_RE.search(path)
     return int(match.group(1)) if match else None
+
+
+def load_trainer(api: str) -> Callable[[TrainConfig], TrainResult]:
+    """Import the trainer of ``api`` (this imports TensorFlow) and return its train_with_stats.
+
+    Args:
+        api: ``v1``, ``tf2`` or ``keras``.
+
+    Returns:
+        ``train_with_stats(cfg) -> TrainResult`` of that trainer.
+
+    Raises:
+        TrainError: unknown API, or ``keras`` with a non-TensorFlow ``KERAS_BACKEND``.
+    """
+    from .devices import quiet_tensorflow
+
+    backend = os.environ.get("KERAS_BACKEND", "tensorflow")
+    if api == "keras" and backend != "tensorflow":
+        raise TrainError(f"--api keras needs KERAS_BACKEND=tensorflow, got {backend}")
+    quiet_tensorflow()
+    if api == "v1":
+        from . import v1 as trainer
+    elif api == "tf2":
+        from . import tf2 as trainer
+    elif api == "keras":
+        from . import keras_fit as trainer
+    else:
+        raise TrainError(f"--api must be one of {', '.join(APIS)}; got {api}")
+    return trainer.train_with_stats

@@ -140,17 +140,8 @@ def load_cifar10(data_dir: str) -> Cifar10:
         DataError: the directory does not exist, has no ``data_batch_1.bin``, or a file's size
             is not a multiple of the 3073-byte record.
     """
-    if not os.path.isdir(data_dir):
-        raise DataError(f"--data {data_dir}: not a directory")
-    nested = os.path.join(data_dir, "cifar-10-batches-bin")
-    if not os.path.exists(os.path.join(data_dir, TRAIN_FILES[0])) and os.path.isdir(nested):
-        data_dir = nested
+    data_dir = resolve_data_dir(data_dir)
     present = [f for f in TRAIN_FILES if os.path.exists(os.path.join(data_dir, f))]
-    if TRAIN_FILES[0] not in present:
-        raise DataError(
-            f"--data {data_dir}: expected CIFAR-10 binary batches (data_batch_1.bin ... "
-            "data_batch_5.bin, test_batch.bin), found none"
-        )
     train = [read_batch_file(os.path.join(data_dir, f)) for f in present]
     train_images = np.concatenate([images for images, _ in train])
     train_labels = np.concatenate([labels for _, labels in train])
@@ -161,6 +152,32 @@ def load_cifar10(data_dir: str) -> Cifar10:
         test_images = np.zeros((0, *IMAGE_SHAPE), np.uint8)
         test_labels = np.zeros((0,), np.int32)
     return Cifar10(train_images, train_labels, test_images, test_labels, data_dir)
+
+
+def resolve_data_dir(data_dir: str) -> str:
+    """Check that ``data_dir`` holds CIFAR-10 binary batches without reading them.
+
+    Args:
+        data_dir: ``--data``: the batches' directory, or the one containing
+            ``cifar-10-batches-bin/``.
+
+    Returns:
+        The directory that holds ``data_batch_1.bin``.
+
+    Raises:
+        DataError: not a directory, or no ``data_batch_1.bin`` in it.
+    """
+    if not os.path.isdir(data_dir):
+        raise DataError(f"--data {data_dir}: not a directory")
+    nested = os.path.join(data_dir, "cifar-10-batches-bin")
+    if not os.path.exists(os.path.join(data_dir, TRAIN_FILES[0])) and os.path.isdir(nested):
+        data_dir = nested
+    if not os.path.exists(os.path.join(data_dir, TRAIN_FILES[0])):
+        raise DataError(
+            f"--data {data_dir}: expected CIFAR-10 binary batches (data_batch_1.bin ... "
+            "data_batch_5.bin, test_batch.bin), found none"
+        )
+    return data_dir
 
 
 def read_batch_file(path: str) -> tuple[np.ndarray, np.ndarray]:

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from . import data as data_lib
 from . import model
-from .common import TrainError, step_of
+from .common import TrainError, first_line, step_of
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 Predict = Callable[[np.ndarray], np.ndarray]  # normalised images -> logits
@@ -148,9 +148,8 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
     try:
         tf.compat.v1.train.Saver(var_list).restore(sess, path)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as exc:
-        first = str(exc).strip().splitlines()[0]
         kind = "EMA" if use_ema else "raw"
-        raise TrainError(f"{path}: cannot restore {kind} weights: {first}") from None
+        raise TrainError(f"{path}: cannot restore {kind} weights: {first_line(exc)}") from None
 
 
 @contextlib.contextmanager
@@ -210,7 +209,7 @@ def restore_keras(net, path: str, use_ema: bool) -> None:
     try:
         net.load_weights(path)
     except (ValueError, OSError) as exc:
-        raise TrainError(f"{path}: {str(exc).strip().splitlines()[0]}") from None
+        raise TrainError(f"{path}: {first_line(exc)}") from None
     if not use_ema:
         return
     averages = {v.name: v for v in net.optimizer.variables if v.name.endswith("_average")}
@@ -230,7 +229,8 @@ def _keras_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | 
 
     net = keras_fit.compile_model(TrainConfig())
     restore_keras(net, path, use_ema)
-    yield net.predict_on_batch, int(net.optimizer.iterations.numpy())
+    # A plain call, not predict_on_batch: no per-batch tf.function retracing or numpy warnings.
+    yield (lambda x: net(x, training=False).numpy()), int(net.optimizer.iterations.numpy())
 
 
 def _load_step(path: str, key: str) -> int | None:

@@ -11,8 +11,9 @@ attribute paths mirror the model's. The EMA copy of ``model/conv1/weights`` is
 Checkpoint keys (``tf.train.list_variables`` of ``ckpt-<step>``), ``A`` = ``.ATTRIBUTES/
 VARIABLE_VALUE``::
 
-    model/conv1/weights/A  model/conv1/BatchNorm/{beta,gamma,moving_mean,moving_variance}/A
-    model/conv2/...  model/logits/weights/A  model/logits/biases/A
+    model/conv{1,2,3}/weights/A
+    model/conv{1,2,3}/BatchNorm/{beta,gamma,moving_mean,moving_variance}/A
+    model/logits/weights/A  model/logits/biases/A
     model/<trainable>/.OPTIMIZER_SLOT/optimizer/momentum/A
     ema/<same path as under model/>/A        (BN statistics included)
     losses/cross_entropy/avg/A  losses/total_loss/avg/A
@@ -30,7 +31,16 @@ import tensorflow as tf
 
 from . import data as data_lib
 from . import model
-from .common import NaNLossError, TrainConfig, TrainError, TrainResult, check_resume, median_rate
+from .common import (
+    TrainConfig,
+    TrainError,
+    TrainResult,
+    check_resume,
+    first_line,
+    median_rate,
+    nan_error,
+    save_due,
+)
 from .devices import is_chief, make_strategy
 from .progress import TrainProgress
 
@@ -226,17 +236,11 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
             durations.append(time.perf_counter() - t0)
             current += 1
             if not np.isfinite(loss_value):
-                raise NaNLossError(
-                    f"loss is {loss_value} at step {current}: training stopped; "
-                    f"last good checkpoint: {saved or 'none'}"
-                )
+                raise nan_error(f"loss is {loss_value}", current, saved)
             bar.update(current, loss_value, global_batch / durations[-1], durations[-1])
-            if cfg.save_checkpoints and (current % cfg.save_every == 0 or current == cfg.max_steps):
+            if save_due(cfg, current):
                 if not _all_finite(ckpt_variables(net, optimizer, shadows, losses)):
-                    raise NaNLossError(
-                        f"variables hold NaN/Inf at step {current}: not saved; "
-                        f"last good checkpoint: {saved or 'none'}"
-                    )
+                    raise nan_error("variables hold NaN/Inf", current, saved)
                 # Every worker must save (the save may run collectives); only the chief's
                 # copy is kept in --train-dir.
                 path = manager.save(checkpoint_number=current)
@@ -280,5 +284,4 @@ def _restore(ckpt: tf.train.Checkpoint, path: str) -> None:
     try:
         ckpt.restore(path).assert_existing_objects_matched()
     except (AssertionError, tf.errors.OpError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TrainError(f"cannot resume from {path}: {first}") from None
+        raise TrainError(f"cannot resume from {path}: {first_line(exc)}") from None

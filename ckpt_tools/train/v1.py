@@ -7,15 +7,20 @@ tower's batch-norm updates run, ``ExponentialMovingAverage(decay, global_step)``
 ``ExponentialMovingAverage(0.9, name='avg')``, ``exponential_decay`` learning rate, Momentum,
 and ``tf.compat.v1.train.Saver`` writing ``model.ckpt-<step>`` (+ ``.meta``).
 
-Checkpoint keys (``tf.train.list_variables``; towers add nothing but ``tower_<i>/`` loss
-averages)::
+Checkpoint keys (``tf.train.list_variables``)::
 
-    global_step
-    conv1/weights  conv1/BatchNorm/{beta,gamma,moving_mean,moving_variance}   (conv2 alike)
+    global_step                                                    int64 []
+    conv{1,2,3}/weights  conv{1,2,3}/BatchNorm/{beta,gamma,moving_mean,moving_variance}
     logits/weights  logits/biases
-    <each of the above but global_step>/ExponentialMovingAverage   (BN statistics included)
-    <each trainable>/Momentum
-    tower_<i>/cross_entropy/avg  tower_<i>/total_loss/avg   (+ /biased, /local_step: zero-debias)
+    <every variable above but global_step>/ExponentialMovingAverage   (BN statistics included)
+    <every trainable variable>/Momentum
+    tower_<i>/cross_entropy/avg  tower_<i>/total_loss/avg          (one pair per tower)
+
+The loss averages have no ``/biased`` / ``/local_step`` companions: TF2's
+ExponentialMovingAverage defaults to ``zero_debias=False`` (TF1 debiased tensors). In the
+``.meta``, MOVING_AVERAGE_VARIABLES lists the BN statistics twice -- once from the slim-style
+batch norm, once from ``ema.apply`` (which adds every variable it averages) -- as real slim +
+EMA graphs did.
 """
 
 from __future__ import annotations
@@ -29,7 +34,16 @@ import tensorflow as tf
 
 from . import data as data_lib
 from . import model
-from .common import NaNLossError, TrainConfig, TrainError, TrainResult, check_resume, median_rate
+from .common import (
+    TrainConfig,
+    TrainError,
+    TrainResult,
+    check_resume,
+    first_line,
+    median_rate,
+    nan_error,
+    save_due,
+)
 from .devices import tower_devices
 from .progress import TrainProgress
 
@@ -160,7 +174,11 @@ def build_train_graph(cfg: TrainConfig, devices: list[str]) -> TrainGraph:
         all_finite = tf.reduce_all(
             [tf.reduce_all(tf.math.is_finite(v)) for v in floats], name="all_finite"
         )
-        saver = tf.compat.v1.train.Saver(all_vars, max_to_keep=cfg.max_to_keep)
+        # Relative paths in the `checkpoint` state file: a copied or moved train dir (a test
+        # fixture, say) still resolves to its own files, as tf2's CheckpointManager does.
+        saver = tf.compat.v1.train.Saver(
+            all_vars, max_to_keep=cfg.max_to_keep, save_relative_paths=True
+        )
         init = tf.compat.v1.global_variables_initializer()
     return TrainGraph(
         graph, images, labels, train_op, mean_loss, global_step, saver, init, all_finite, n
@@ -236,19 +254,13 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
                 durations.append(time.perf_counter() - t0)
                 step += 1
                 if not np.isfinite(loss_value):
-                    raise NaNLossError(
-                        f"loss is {loss_value} at step {step}: training stopped; "
-                        f"last good checkpoint: {saved or 'none'}"
-                    )
+                    raise nan_error(f"loss is {loss_value}", step, saved)
                 bar.update(step, float(loss_value), global_batch / durations[-1], durations[-1])
-                if cfg.save_checkpoints and (step % cfg.save_every == 0 or step == cfg.max_steps):
+                if save_due(cfg, step):
                     # A finite loss can still come with NaN weights (the update after it):
                     # never write those.
                     if not sess.run(handles.all_finite):
-                        raise NaNLossError(
-                            f"variables hold NaN/Inf at step {step}: not saved; "
-                            f"last good checkpoint: {saved or 'none'}"
-                        )
+                        raise nan_error("variables hold NaN/Inf", step, saved)
                     saved = handles.saver.save(sess, prefix, global_step=step)
     if cfg.save_checkpoints and saved is None:
         raise TrainError(f"no checkpoint was written to {cfg.train_dir}")
@@ -266,7 +278,7 @@ def _restore(saver: tf.compat.v1.train.Saver, sess: tf.compat.v1.Session, path: 
     try:
         saver.restore(sess, path)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TrainError(
-            f"cannot resume from {path} (was it written by --api v1 with this model?): {first}"
+            f"cannot resume from {path} (was it written by --api v1 with this model?): "
+            f"{first_line(exc)}"
         ) from None

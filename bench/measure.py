@@ -1,0 +1,184 @@
+"""Measurement helpers: timed child processes with their own peak RSS, machine facts, and the
+bit-for-bit comparison of two baked checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+
+import numpy as np
+
+from ckpt_tools.bundle import BundleReader
+
+_COMPARE_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass
+class Run:
+    """One child process: wall time, exit status, its own peak RSS and its parsed stdout."""
+
+    wall_s: float
+    maxrss_mb: float
+    output: dict = field(default_factory=dict)
+
+
+def child_env() -> dict[str, str]:
+    """The environment of every child: TensorFlow's C++ logging silenced, nothing else."""
+    env = dict(os.environ)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    return env
+
+
+def run_child(cmd: list[str], env: dict[str, str]) -> Run:
+    """Runs ``cmd`` and returns its wall time and peak RSS (``wait4`` rusage of that child).
+
+    ``wait4`` gives the rusage of exactly this process (and the children it waited for), unlike
+    ``getrusage(RUSAGE_CHILDREN)``, whose ``ru_maxrss`` is the maximum over every child so far.
+    Stdout is parsed as JSON when it is one JSON object.
+
+    Raises:
+        RuntimeError: if the command fails, with the tail of its stderr.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode(
+            "utf-8", "replace")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{stderr[-3000:]}")
+    parsed: dict = {}
+    text = stdout.strip()
+    if text.startswith("{") and text.endswith("}"):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError:
+            parsed = {}
+    return Run(wall_s=wall, maxrss_mb=usage.ru_maxrss / 1024, output=parsed)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def warm_page_cache(paths: list[str]) -> int:
+    """Reads ``paths`` once so later measurements see a warm page cache; returns bytes read."""
+    buf = bytearray(8 * 1024 * 1024)
+    total = 0
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(buf):
+                total += n
+    return total
+
+
+def _version(*dists: str) -> str | None:
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _mem_total_gib() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _filesystem(path: str) -> str | None:
+    best, kind = "", None
+    try:
+        with open("/proc/mounts", encoding="utf-8") as f:
+            for line in f:
+                parts = line.split()
+                mount = parts[1]
+                if os.path.abspath(path).startswith(mount) and len(mount) > len(best):
+                    best, kind = mount, f"{parts[2]} ({parts[0]} on {mount})"
+    except OSError:
+        pass
+    return kind
+
+
+def machine_info(workdir: str) -> dict:
+    """Returns the facts a reader needs to judge the numbers (CPU, RAM, disk, versions)."""
+    usage = shutil.disk_usage(workdir)
+    return {
+        "cpu": _cpu_model(), "cores": os.cpu_count(), "ram_gib": _mem_total_gib(),
+        "disk_free_gib": round(usage.free / 1024**3, 1), "filesystem": _filesystem(workdir),
+        "os": platform.platform(), "python": platform.python_version(),
+        "numpy": _version("numpy"), "tensorflow": _version("tensorflow-cpu", "tensorflow"),
+        "ckpt_tools": _version("ckpt-tools"), "load_avg_1m": round(os.getloadavg()[0], 2),
+        "executable": sys.executable,
+    }
+
+
+def _same_bytes(a: memoryview, b: memoryview) -> bool:
+    if len(a) != len(b):
+        return False
+    x, y = np.frombuffer(a, dtype=np.uint8), np.frombuffer(b, dtype=np.uint8)
+    return all(np.array_equal(x[i : i + _COMPARE_CHUNK], y[i : i + _COMPARE_CHUNK])
+               for i in range(0, len(x), _COMPARE_CHUNK))
+
+
+def compare_bakes(ours: str, theirs: str, source: str, ema_suffix: str) -> dict:
+    """Compares two baked checkpoints key by key, byte by byte, with our reader.
+
+    Also checks that the bake did its job: every weight of ``source`` that has a shadow holds
+    the shadow's bytes in ``ours``.
+
+    Returns:
+        ``{"identical": bool, "ema_applied": bool, "tensors": int, "bytes": int,
+        "mismatches": [first few differing keys]}``.
+    """
+    a, b, src = (BundleReader(p, verify=True) for p in (ours, theirs, source))
+    try:
+        mismatches = sorted(set(a.entries) ^ set(b.entries))
+        nbytes = 0
+        for key in sorted(set(a.entries) & set(b.entries)):
+            ea, eb = a.entries[key], b.entries[key]
+            if (ea.dtype, ea.shape) != (eb.dtype, eb.shape) or not _same_bytes(a.raw(ea),
+                                                                              b.raw(eb)):
+                mismatches.append(key)
+            nbytes += ea.size
+        applied = True
+        for key, entry in src.entries.items():
+            shadow = src.entries.get(f"{key}/{ema_suffix}")
+            if shadow is not None and key in a.entries:
+                applied &= _same_bytes(a.raw(a.entries[key]), src.raw(shadow))
+                applied &= not _same_bytes(src.raw(entry), src.raw(shadow))
+        return {"identical": not mismatches, "ema_applied": bool(applied),
+                "tensors": len(a.entries), "bytes": nbytes, "mismatches": mismatches[:5]}
+    finally:
+        for r in (a, b, src):
+            r.close()

@@ -1,0 +1,165 @@
+"""Turn benchmark results into rows with targets, one rich table, and a README section."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+MB = 1024 * 1024
+_OURS_LIST, _OURS_BAKE, _TF_BAKE = "ckpt list --json", "ckpt restore-ema", "tf Saver restore+save"
+_OURS_READ = "ckpt_tools tensor()"
+
+
+def _row(size: str, metric: str, ours: float | str, baseline: float | str | None, unit: str,
+         ratio: float | None, target: str, met: bool | None, vs: str) -> dict:
+    return {"size": size, "metric": metric, "ours": ours, "baseline": baseline, "vs": vs,
+            "unit": unit, "ratio": ratio, "target": target, "met": met}
+
+
+def rows(results: dict) -> list[dict]:
+    """Returns one row per (size, comparison): both values, their ratio, target, met."""
+    out = []
+    for r in results["sizes"]:
+        size, lst, read, bake = r["label"], r["list"], r["read"], r["bake"]
+        ours_list = lst[_OURS_LIST]["median_s"]
+        for tool in ("inspect_checkpoint", "tf.train.list_variables"):
+            base = lst[tool]["median_s"]
+            out.append(_row(size, "list latency (whole process)", ours_list, base, "s",
+                            base / ours_list, ">= 20x faster", base / ours_list >= 20, tool))
+        ours_read = read[_OURS_READ]["gb_s"]
+        phys_name = max(("physical: readinto", "physical: mmap"), key=lambda k: read[k]["gb_s"])
+        phys = read[phys_name]["gb_s"]
+        out.append(_row(size, "read throughput", ours_read, phys, "GB/s", ours_read / phys,
+                        ">= 0.8 of limit", ours_read / phys >= 0.8, phys_name))
+        tf_read = read["tf get_tensor()"]["gb_s"]
+        out.append(_row(size, "read throughput", ours_read, tf_read, "GB/s", ours_read / tf_read,
+                        ">= 1.0 (not slower)", ours_read >= tf_read, "tf get_tensor()"))
+        nv = read["ckpt_tools tensor(), verify=False"]["gb_s"]
+        out.append(_row(size, "read throughput, verify=False", nv, phys, "GB/s", nv / phys,
+                        "(no CRC: info)", None, phys_name))
+        ours_bake, tf_bake = bake[_OURS_BAKE]["median_s"], bake[_TF_BAKE]["median_s"]
+        out.append(_row(size, "restore-ema (whole process)", ours_bake, tf_bake, "s",
+                        tf_bake / ours_bake, ">= 3x faster", tf_bake / ours_bake >= 3,
+                        _TF_BAKE))
+        ident = r["bit_identity"]
+        ok = ident["identical"] and ident["ema_applied"]
+        out.append(_row(size, "restore-ema output", "identical" if ok else "DIFFERENT", None, "",
+                        None, "bit-identical", ok, f"{ident['tensors']} tensors"))
+        rss = lst[_OURS_LIST]["maxrss_mb"]
+        tf_rss = lst["inspect_checkpoint"]["maxrss_mb"]
+        out.append(_row(size, "peak RSS, list", rss, tf_rss, "MB", tf_rss / rss, "< 100 MB",
+                        rss < 100, "inspect_checkpoint"))
+        budget = r["largest_tensor_bytes"] / MB + 100
+        rss, tf_rss = bake[_OURS_BAKE]["maxrss_mb"], bake[_TF_BAKE]["maxrss_mb"]
+        out.append(_row(size, "peak RSS, restore-ema", rss, tf_rss, "MB", tf_rss / rss,
+                        f"<= {budget:.0f} MB", rss <= budget, _TF_BAKE))
+    return out
+
+
+def _fmt(value, unit: str) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    if unit == "s":
+        return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    if unit == "GB/s":
+        return f"{value:.2f} GB/s"
+    if unit == "MB":
+        return f"{value:.0f} MB"
+    return f"{value:g}"
+
+
+def _ratio(row: dict) -> str:
+    if row["ratio"] is None:
+        return "—"
+    return f"{row['ratio']:.2f}" if row["unit"] == "GB/s" else f"{row['ratio']:.1f}x"
+
+
+def _met(row: dict) -> str:
+    return {True: "yes", False: "NO", None: ""}[row["met"]]
+
+
+def _table_cells(row: dict) -> list[str]:
+    return [row["size"], row["metric"], _fmt(row["ours"], row["unit"]),
+            f"{_fmt(row['baseline'], row['unit'])} ({row['vs']})" if row["baseline"] is not None
+            else row["vs"], _ratio(row), row["target"], _met(row)]
+
+
+_HEADERS = ["size", "measurement", "ckpt_tools", "baseline", "ratio", "target", "met"]
+_SCALING_HEADERS = ["size", "data", "tensors", "largest", "ckpt list", "per tensor*",
+                    "inspect_checkpoint", "read ours", "read TF", "read limit", "restore-ema",
+                    "TF bake", "RSS list", "RSS restore-ema"]
+
+
+def scaling_cells(results: dict) -> list[list[str]]:
+    """How each cost grows: one line per size (* list time minus bare interpreter start-up,
+    divided by the tensor count)."""
+    out = []
+    for r in results["sizes"]:
+        lst, read, bake = r["list"], r["read"], r["bake"]
+        startup = lst["python -c pass"]["median_s"]
+        per = (lst[_OURS_LIST]["median_s"] - startup) / r["tensors"] * 1e6
+        limit = max(read["physical: readinto"]["gb_s"], read["physical: mmap"]["gb_s"])
+        out.append([
+            r["label"], f"{r['bytes'] / 1e6:.0f} MB", str(r["tensors"]),
+            f"{r['largest_tensor_bytes'] / 1e6:.1f} MB", _fmt(lst[_OURS_LIST]["median_s"], "s"),
+            f"{per:.0f} µs", _fmt(lst["inspect_checkpoint"]["median_s"], "s"),
+            _fmt(read[_OURS_READ]["gb_s"], "GB/s"), _fmt(read["tf get_tensor()"]["gb_s"], "GB/s"),
+            _fmt(limit, "GB/s"), _fmt(bake[_OURS_BAKE]["median_s"], "s"),
+            _fmt(bake[_TF_BAKE]["median_s"], "s"), _fmt(lst[_OURS_LIST]["maxrss_mb"], "MB"),
+            _fmt(bake[_OURS_BAKE]["maxrss_mb"], "MB")])
+    return out
+
+
+def _machine_line(m: dict) -> str:
+    return (f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['disk_free_gib']} GiB "
+            f"free on {m['filesystem']}; {m['os']}; Python {m['python']}, TensorFlow "
+            f"{m['tensorflow']}, NumPy {m['numpy']}, ckpt_tools {m['ckpt_tools']}; load average "
+            f"{m['load_avg_1m']} at start, {m.get('load_avg_1m_end')} at end")
+
+
+def print_console(results: dict) -> None:
+    """Prints the side-by-side table of ratios, the scaling table, the machine, the command."""
+    console = Console()
+    table = Table(title="ckpt_tools vs TensorFlow (medians of whole runs)", header_style="bold")
+    for h in _HEADERS:
+        table.add_column(h, justify="right" if h in ("ckpt_tools", "ratio") else "left")
+    for row in results["rows"]:
+        cells = _table_cells(row)
+        cells[-1] = {"yes": "[green]yes[/]", "NO": "[red]NO[/]"}.get(cells[-1], cells[-1])
+        table.add_row(*cells)
+    console.print(table)
+    scaling = Table(title="scaling (1,003 tensors at every size)", header_style="bold")
+    for h in _SCALING_HEADERS:
+        scaling.add_column(h, justify="left" if h == "size" else "right")
+    for cells in scaling_cells(results):
+        scaling.add_row(*cells)
+    console.print(scaling)
+    console.print(f"machine: {_machine_line(results['machine'])}")
+    console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
+
+
+def _md_table(headers: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |" for cells in body]
+    return "\n".join(lines)
+
+
+def markdown(results: dict) -> str:
+    """Returns a ``## Benchmarks`` README section with both tables, the machine and command."""
+    m = results["machine"]
+    return "\n\n".join([
+        "## Benchmarks",
+        "`bench/run.py` generates TF1-style checkpoints (1,003 float32 tensors: weights, "
+        "`/ExponentialMovingAverage` shadows, `/Momentum` slots and `global_step`, in two data "
+        "shards, plus a `.meta` graph) and measures ckpt_tools against TensorFlow's own tools. "
+        "Whole processes are timed for `list` and `restore-ema`; read throughput is timed "
+        "inside each child (imports excluded) with the page cache warm, touching every byte. "
+        "Peak RSS is each child's own (`wait4`). Values are medians.",
+        _md_table(_HEADERS, [_table_cells(r) for r in results["rows"]]),
+        "Scaling (* `ckpt list` time minus bare interpreter start-up, per tensor):",
+        _md_table(_SCALING_HEADERS, scaling_cells(results)),
+        f"Machine: {_machine_line(m)}.",
+        f"Command (total {results['total_s'] / 60:.1f} min):\n\n```\n{results['command']}\n```",
+    ]) + "\n"

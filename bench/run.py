@@ -1,0 +1,233 @@
+"""Benchmark ckpt_tools against TensorFlow's own tools, side by side, on generated checkpoints.
+
+Measures, at each size (variable count constant, 1,003 tensors in two data shards):
+
+1. list latency: ``ckpt list --json`` vs ``inspect_checkpoint`` vs ``tf.train.list_variables``
+   (whole processes);
+2. read throughput: every tensor read and every byte touched, ours vs
+   ``tf.train.load_checkpoint(...).get_tensor`` vs the physical limit (plain reads, warm cache);
+3. EMA bake: ``ckpt restore-ema`` vs ``import_meta_graph`` + EMA ``Saver`` restore + ``save``
+   (whole processes), and that both outputs are bit-identical;
+4. peak RSS of every child (``wait4``);
+5. how each cost grows with size.
+
+Examples::
+
+    python bench/run.py                         # 100M, 300M and 1G
+    python bench/run.py --sizes 1G --repeats 5 --json results.json --markdown results.md
+    python bench/run.py --quick                 # a few MB, one repeat: a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+
+import make_ckpt
+import report
+from measure import Run, child_env, compare_bakes, machine_info, median, run_child
+from measure import warm_page_cache as warm
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+TASKS = os.path.join(_HERE, "tasks.py")
+PY = sys.executable
+_LIST_VARIABLES = ("import sys, tensorflow as tf; "
+                   "v = tf.train.list_variables(sys.argv[1]); print(len(v))")
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _round_robin(commands: dict[str, list[str]], repeats: int, env: dict[str, str],
+                 after=None) -> dict[str, list[Run]]:
+    """Runs every command ``repeats`` times, interleaved (A B C A B C ...) so that load from
+    elsewhere on the machine spreads over all tools instead of biasing one."""
+    runs: dict[str, list[Run]] = {name: [] for name in commands}
+    for i in range(repeats):
+        for name, cmd in commands.items():
+            runs[name].append(run_child(cmd(i) if callable(cmd) else cmd, env))
+            if after:
+                after(name, i)
+    return runs
+
+
+def _summary(runs: list[Run], key: str = "wall_s") -> dict:
+    values = [r.output["seconds"] if key == "seconds" else r.wall_s for r in runs]
+    return {"median_s": median(values), "runs_s": values,
+            "maxrss_mb": max(r.maxrss_mb for r in runs), "output": runs[-1].output}
+
+
+def bench_list(prefix: str, repeats: int, env: dict[str, str]) -> dict:
+    """1. Whole-process list latency of the three tools, plus bare interpreter start-up."""
+    commands = {
+        "ckpt list --json": [PY, "-m", "ckpt_tools", "list", prefix, "--json"],
+        "inspect_checkpoint": [PY, "-m", "tensorflow.python.tools.inspect_checkpoint",
+                               f"--file_name={prefix}"],
+        "tf.train.list_variables": [PY, "-c", _LIST_VARIABLES, prefix],
+        "python -c pass": [PY, "-c", "pass"],
+    }
+    return {k: _summary(v) for k, v in _round_robin(commands, repeats, env).items()}
+
+
+def bench_read(prefix: str, files: list[str], repeats: int, env: dict[str, str]) -> dict:
+    """2. Read throughput (timed inside each child, imports excluded), page cache warm."""
+    commands = {
+        "physical: readinto": [PY, TASKS, "read-phys-read", *files],
+        "physical: mmap": [PY, TASKS, "read-phys-mmap", *files],
+        "ckpt_tools tensor()": [PY, TASKS, "read-ours", prefix],
+        "ckpt_tools tensor(), verify=False": [PY, TASKS, "read-ours-noverify", prefix],
+        "tf get_tensor()": [PY, TASKS, "read-tf", prefix],
+    }
+    out = {}
+    for name, runs in _round_robin(commands, repeats, env).items():
+        s = _summary(runs, key="seconds")
+        s["bytes"] = runs[-1].output["bytes"]
+        s["gb_s"] = s["bytes"] / s["median_s"] / 1e9
+        out[name] = s
+    checksums = {s["output"]["checksum"] for s in out.values()}
+    if len(checksums) != 1:
+        raise RuntimeError(f"read tasks disagree about the bytes they read: {checksums}")
+    return out
+
+
+def bench_bake(prefix: str, outdir: str, repeats: int, env: dict[str, str]) -> tuple[dict, dict]:
+    """3. Whole-process EMA bake, ours vs TensorFlow's, then the bit-for-bit comparison.
+
+    Between runs (untimed) outputs are synced to disk and removed, so a run never pays for
+    the previous run's write-back; the last run's outputs are compared and then removed.
+    """
+    dirs = {"ckpt restore-ema": os.path.join(outdir, "ours"),
+            "tf Saver restore+save": os.path.join(outdir, "tf")}
+    name = make_ckpt.PREFIX_NAME
+    commands = {
+        "ckpt restore-ema": [PY, "-m", "ckpt_tools", "restore-ema", prefix, "--out",
+                             dirs["ckpt restore-ema"], "--json"],
+        "tf Saver restore+save": [PY, TASKS, "bake-tf", prefix,
+                                  os.path.join(dirs["tf Saver restore+save"], name)],
+    }
+
+    def after(tool: str, i: int) -> None:
+        os.sync()
+        if i < repeats - 1:
+            shutil.rmtree(dirs[tool])
+
+    runs = _round_robin(commands, repeats, env, after=after)
+    identity = compare_bakes(os.path.join(dirs["ckpt restore-ema"], name),
+                             os.path.join(dirs["tf Saver restore+save"], name), prefix,
+                             make_ckpt.EMA_SUFFIX)
+    for d in dirs.values():
+        shutil.rmtree(d)
+    return {k: _summary(v) for k, v in runs.items()}, identity
+
+
+def bench_size(label: str, nbytes: int, workdir: str, repeats: int, env: dict[str, str]) -> dict:
+    """Generates one checkpoint and runs every measurement on it."""
+    free = shutil.disk_usage(workdir).free
+    if free < 3.5 * nbytes + (1 << 30):
+        raise SystemExit(f"{workdir}: {free / 1e9:.1f} GB free, a {label} run needs "
+                         f"{(3.5 * nbytes + (1 << 30)) / 1e9:.1f} GB (input + two outputs)")
+    ckdir = os.path.join(workdir, f"ckpt-{label}")
+    t = time.perf_counter()
+    prefix = make_ckpt.write_checkpoint(ckdir, nbytes)
+    gen_s = time.perf_counter() - t
+    t = time.perf_counter()
+    make_ckpt.write_meta(prefix, env)
+    meta_s = time.perf_counter() - t
+    specs = make_ckpt.layout(nbytes)
+    files = make_ckpt.data_files(prefix)
+    _log(f"[{label}] generated {sum(s.nbytes for s in specs) / 1e6:.0f} MB, {len(specs)} "
+         f"tensors in {gen_s:.1f} s (.meta by TensorFlow: {meta_s:.1f} s)")
+    warm([*files, prefix + ".index", prefix + ".meta"])
+    result = {"label": label, "bytes": sum(s.nbytes for s in specs), "tensors": len(specs),
+              "largest_tensor_bytes": max(s.nbytes for s in specs), "generate_s": gen_s,
+              "meta_s": meta_s, "meta_bytes": os.path.getsize(prefix + ".meta")}
+    _log(f"[{label}] 1. list latency")
+    result["list"] = bench_list(prefix, repeats, env)
+    _log(f"[{label}] 2. read throughput")
+    result["read"] = bench_read(prefix, files, repeats, env)
+    _log(f"[{label}] 3. restore-ema vs TensorFlow")
+    result["bake"], result["bit_identity"] = bench_bake(prefix, os.path.join(workdir, "out"),
+                                                        repeats, env)
+    shutil.rmtree(ckdir)
+    return result
+
+
+def _warm_up(workdir: str, env: dict[str, str]) -> None:
+    """One untimed pass of every tool on a tiny checkpoint: .pyc files, shared libraries."""
+    tiny = os.path.join(workdir, "warm-up")
+    prefix = make_ckpt.write_checkpoint(tiny, 1 << 20)
+    make_ckpt.write_meta(prefix, env)
+    bench_list(prefix, 1, env)
+    files = make_ckpt.data_files(prefix)
+    bench_read(prefix, files, 1, env)
+    bench_bake(prefix, os.path.join(workdir, "out"), 1, env)
+    shutil.rmtree(tiny)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100M,300M,1G",
+                        help="comma-separated checkpoint sizes (default: 100M,300M,1G)")
+    parser.add_argument("--size", help="a single size (same as --sizes SIZE)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 4M, one repeat, no warm-up pass")
+    parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--json", dest="json_path", help="write machine-readable results here")
+    parser.add_argument("--markdown", help="write the results as a README section here")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.repeats = args.size or "4M", 1
+    elif args.size:
+        args.sizes = args.size
+    args.size_list = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    for s in args.size_list:
+        make_ckpt.parse_size(s)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    command = shlex.join(["python", *(sys.argv if argv is None else ["bench/run.py", *argv])])
+    made = args.workdir is None
+    workdir = args.workdir or tempfile.mkdtemp(prefix="ckpt-bench-")
+    os.makedirs(workdir, exist_ok=True)
+    env = child_env()
+    results = {"command": command, "machine": machine_info(workdir), "sizes": []}
+    started = time.perf_counter()
+    try:
+        if not args.quick:
+            _log("warm-up pass (untimed)")
+            _warm_up(workdir, env)
+        for label in args.size_list:
+            results["sizes"].append(bench_size(label, make_ckpt.parse_size(label), workdir,
+                                               args.repeats, env))
+    finally:
+        if made and not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    results["machine"]["load_avg_1m_end"] = round(os.getloadavg()[0], 2)
+    results["total_s"] = time.perf_counter() - started
+    results["rows"] = report.rows(results)
+    results["all_targets_met"] = all(r["met"] for r in results["rows"] if r["met"] is not None)
+    report.print_console(results)
+    if args.json_path:
+        with open(args.json_path, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(report.markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

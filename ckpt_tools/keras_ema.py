@@ -1,0 +1,214 @@
+"""EMA weights of Keras 3 ``use_ema=True`` training: read them, or load them into a model.
+
+With ``keras.optimizers.X(use_ema=True)`` the averages are ordinary optimizer variables (named
+``<weight path with / replaced by _>_average``, stored as ``optimizer/vars/<i>``), and ``fit()``
+copies them into the model only when training ends: every checkpoint written during training
+(``ModelCheckpoint``, a crash, a ``save()`` from a callback) holds raw weights plus the averages.
+
+:func:`keras_ema_values` reads the averages without TensorFlow; :func:`apply_keras_ema` puts them
+into a built Keras model, pairing them with ``model.trainable_variables`` by position exactly as
+the optimizer does.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .checkpoint import Checkpoint, open_checkpoint
+from .errors import EmaError
+from .keras_layout import KerasLayout, infer_use_ema
+
+__all__ = ["apply_keras_ema", "keras_ema_values"]
+
+
+def _layout(ckpt: Checkpoint) -> KerasLayout:
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None:
+        raise EmaError(f"{ckpt.path}: not a Keras weight file (expected .keras, .weights.h5 or "
+                       f"a Keras .h5; got a {ckpt.format} checkpoint)")
+    return layout
+
+
+def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
+    name = os.path.basename(ckpt.path)
+    fix = ("train with an optimizer created with use_ema=True (e.g. "
+           "keras.optimizers.SGD(momentum=0.9, use_ema=True)) and save during or after fit()")
+    if not layout.optimizer_vars:
+        why = ("it holds no optimizer variables (the model was saved uncompiled or before "
+               "its optimizer was built)")
+    elif layout.use_ema is False and layout.ema_evidence.startswith("config"):
+        why = f"its {layout.optimizer or 'optimizer'} was configured with use_ema=False"
+    else:
+        why = f"{layout.ema_evidence or 'no *_average optimizer variables'}"
+    return EmaError(f"{name} holds no optimizer EMA copies: {why}; {fix}")
+
+
+def _undecided(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
+    note = next((n for n in layout.notes if n.startswith("cannot tell whether")),
+                "cannot tell whether it holds EMA copies")
+    return EmaError(f"{os.path.basename(ckpt.path)}: {note}; save with model.save('x.keras') "
+                    "or pass use_ema=True")
+
+
+def keras_ema_values(checkpoint) -> dict[str, np.ndarray]:
+    """Returns the EMA copies of a Keras file, keyed by the model weight they average.
+
+    TensorFlow-free. Only trainable weights have copies (BatchNormalization moving statistics
+    are not averaged by Keras): evaluate with these values plus the file's other weights.
+
+    Args:
+        checkpoint (`str` or `Checkpoint`): a ``.keras``, ``.weights.h5`` or Keras ``.h5`` file.
+
+    Returns:
+        `dict[str, np.ndarray]`: model weight key (``layers/dense/vars/0``) -> its EMA value.
+
+    Raises:
+        EmaError: the file holds no EMA copies, cannot tell whether it does, or some copies
+            cannot be paired with a weight from the file alone (then use :func:`apply_keras_ema`).
+
+    Example:
+        >>> values = keras_ema_values("fixtures/keras_ema/model.keras")  # doctest: +SKIP
+        >>> values["layers/dense/vars/0"].shape
+        (4, 8)
+    """
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
+    try:
+        layout = _layout(ckpt)
+        if layout.use_ema is None:
+            raise _undecided(ckpt, layout)
+        if not layout.averages:
+            raise _no_copies(ckpt, layout)
+        unpaired = [k for k, v in layout.averages.items() if v is None]
+        if unpaired:
+            raise EmaError(
+                f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
+                f"paired with a model weight from the file alone (e.g. {unpaired[0]}; "
+                f"{'; '.join(layout.notes) or 'sublayers with equal shapes'}); "
+                "apply_keras_ema(model, path) pairs them with model.trainable_variables")
+        return {src: np.asarray(ckpt.tensor(key)) for key, src in layout.averages.items()}
+    finally:
+        if ckpt is not checkpoint:
+            ckpt.close()
+
+
+def _dtype_name(dtype) -> str:
+    return str(getattr(dtype, "name", dtype))
+
+
+def apply_keras_ema(model, path, *, use_ema: bool | None = None,
+                    load_weights: bool = True) -> list[str]:
+    """Loads a Keras file's optimizer EMA copies into ``model``'s trainable variables.
+
+    The model must be built with the architecture that wrote ``path``. Copies are paired with
+    ``model.trainable_variables`` by position, as the Keras optimizer pairs them, after checking
+    every shape and dtype. Never imports TensorFlow itself: the model's own backend assigns.
+
+    Args:
+        model: a built ``keras.Model`` (Keras 3).
+        path (`str`): the ``.keras``, ``.weights.h5`` or Keras ``.h5`` file.
+        use_ema (`bool`, *optional*): assert that the file's optimizer ran with ``use_ema=True``,
+            for a bare ``.weights.h5`` whose layout cannot tell (SGD without momentum).
+        load_weights (`bool`, *optional*, defaults to `True`): first ``model.load_weights(path)``,
+            so weights without an average (BatchNormalization statistics, frozen layers) come
+            from the same file.
+
+    Returns:
+        `list[str]`: paths of the variables that now hold EMA values, in order.
+
+    Raises:
+        EmaError: no EMA copies in the file, or their number, shapes or dtypes do not match the
+            model's trainable variables (all mismatches are listed, naming both sides).
+
+    Example:
+        >>> model = build_model()  # the architecture that wrote the file  # doctest: +SKIP
+        >>> apply_keras_ema(model, "run/ckpt-epoch3.keras")
+        ['dense/kernel', 'dense/bias', ...]
+    """
+    try:
+        live = list(model.trainable_variables)
+    except AttributeError:
+        raise EmaError(f"expected a Keras model, got {type(model).__name__}") from None
+    path = os.fspath(path)
+    with open_checkpoint(path) as ckpt:
+        layout = _layout(ckpt)
+        keys = _ema_keys(ckpt, layout, live, use_ema)
+        problems = []
+        for v, key in zip(live, keys, strict=True):
+            entry = ckpt.entry(key)
+            shape, dtype = tuple(int(d) for d in v.shape), _dtype_name(v.dtype)
+            if shape != entry.shape or dtype != entry.dtype_name:
+                problems.append(f"{v.path} {list(shape)} {dtype} vs {key} "
+                                f"({layout.paths.get(key) or 'EMA copy'}) {list(entry.shape)} "
+                                f"{entry.dtype_name}")
+        if problems:
+            raise EmaError(f"{path}: {len(problems)} of {len(live)} EMA copies do not match the "
+                           f"model's trainable variables (model vs file): {problems[0]}"
+                           + (f"; also {'; '.join(problems[1:])}" if problems[1:] else ""))
+        if load_weights and layout.kind == "legacy":
+            _load_legacy_weights(model, ckpt, layout)
+        elif load_weights:
+            model.load_weights(path)
+        for v, key in zip(live, keys, strict=True):
+            v.assign(np.array(ckpt.tensor(key)))
+    return [v.path for v in live]
+
+
+def _load_legacy_weights(model, ckpt: Checkpoint, layout: KerasLayout) -> None:
+    """``model.load_weights`` for a legacy ``.h5``, by position like Keras' legacy loader.
+
+    Done here because Keras 3.15 cannot read back the bfloat16 weights its legacy writer
+    stores (untagged 2-byte opaque values: "No cast function available").
+    """
+    weights = list(model.weights)
+    if len(weights) != len(layout.model):
+        raise EmaError(f"{ckpt.path} holds {len(layout.model)} model weights but the model has "
+                       f"{len(weights)}: build the model with the architecture that wrote it")
+    problems = []
+    for v, key in zip(weights, layout.model, strict=True):
+        entry = ckpt.entry(key)
+        if tuple(int(d) for d in v.shape) != entry.shape or _dtype_name(v.dtype) != \
+                entry.dtype_name:
+            problems.append(f"{v.path} {list(v.shape)} {_dtype_name(v.dtype)} vs {key} "
+                            f"{list(entry.shape)} {entry.dtype_name}")
+    if problems:
+        raise EmaError(f"{ckpt.path}: {len(problems)} weights do not match the model (model vs "
+                       f"file): {'; '.join(problems)}")
+    for v, key in zip(weights, layout.model, strict=True):
+        v.assign(np.array(ckpt.tensor(key)))
+
+
+def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool | None):
+    if not live:
+        raise EmaError("the model has no trainable variables: build it (call it on data, or "
+                       "model.build(shape)) before applying EMA weights")
+    if layout.kind == "legacy":
+        if not layout.averages:
+            raise _no_copies(ckpt, layout)
+        keys = list(layout.averages)
+    else:
+        specs = [(tuple(int(d) for d in v.shape), _enum(v.dtype)) for v in live]
+        decided = use_ema if use_ema is not None else infer_use_ema(
+            layout, ckpt.entries(), specs)
+        if decided is None:
+            raise _undecided(ckpt, layout)
+        if not decided:
+            raise _no_copies(ckpt, layout)
+        keys = layout.optimizer_vars[layout.ema_offset : layout.ema_offset + len(live)]
+        if layout.averages and len(layout.averages) != len(live):
+            keys = list(layout.averages)
+    if len(keys) != len(live):
+        raise EmaError(f"{ckpt.path} holds {len(keys)} EMA copies but the model has {len(live)} "
+                       "trainable variables: build the model with the architecture that "
+                       "wrote the file (and the same layers frozen)")
+    return keys
+
+
+def _enum(dtype) -> int:
+    from .dtypes import enum_of
+
+    try:
+        return enum_of(_dtype_name(dtype))
+    except Exception:
+        return -1

@@ -1,0 +1,381 @@
+"""Tests for ``ckpt verify``, ``ckpt show``, ``ckpt stats`` and ``ckpt diff`` and their libraries.
+
+Checkpoints come from real TensorFlow (``_make_corpus.py``: two steps of a graph-mode model with
+EMA shadows, a partitioned and a string variable; a sharded save; a V1 save; an eager SaveV2
+with NaN/Inf), plus small hand-written bundles for dtypes the corpus lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from _corpus import FIXTURES, run_cli, tf_corpus, write_bundle
+
+from ckpt_tools import VariableNotFoundError, open_checkpoint, stats
+from ckpt_tools.cli.show import sparkline, values_json
+from ckpt_tools.diff import compare_tensors, diff_checkpoints, diff_ema
+from ckpt_tools.stats import checkpoint_stats, relative_l2, select_keys, tensor_stats
+from ckpt_tools.verify import verify
+
+W1 = np.arange(12, dtype=np.float64).reshape(3, 4) + 1  # W after step 1 (see _make_corpus.py)
+W2 = W1 + 1
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory) -> Path:
+    return tf_corpus(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture()
+def v2(corpus, tmp_path) -> Path:
+    """A private copy of the V2 case, free to damage."""
+    return Path(shutil.copytree(corpus / "v2", tmp_path / "v2"))
+
+
+def _flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+# -- stats -------------------------------------------------------------------------------------
+def test_tensor_stats_float_counts_nan_inf_and_uses_finite_values():
+    s = tensor_stats(np.array([1.0, np.nan, np.inf, -np.inf, 3.0, 0.0], np.float32))
+    assert (s.count, s.nan, s.inf) == (6, 1, 2)
+    assert (s.min, s.max, s.mean) == (0.0, 3.0, pytest.approx(4 / 3))
+    assert s.l2 == pytest.approx(math.sqrt(10))
+    assert s.zero_fraction == pytest.approx(1 / 6)
+    assert sum(s.histogram) == 3 and not s.finite
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16, ml_dtypes.float8_e4m3fn])
+def test_tensor_stats_narrow_floats_match_float64(dtype):
+    values = np.array([0.5, -2.0, 4.0, 1.0]).astype(dtype)
+    s = tensor_stats(values)
+    ref = values.astype(np.float64)
+    assert s.dtype == np.dtype(dtype).name and s.kind == "float"
+    assert (s.min, s.max) == (ref.min(), ref.max())
+    assert s.std == pytest.approx(ref.std()) and s.l2 == pytest.approx(np.linalg.norm(ref))
+
+
+def test_tensor_stats_int64_range_is_exact():
+    s = tensor_stats(np.array([2**62 + 1, -(2**62) - 3], np.int64))
+    assert (s.min, s.max) == (-(2**62) - 3, 2**62 + 1) and s.kind == "int"
+
+
+def test_tensor_stats_bool_complex_string_empty_scalar():
+    b = tensor_stats(np.array([True, False, True, True]))
+    assert (b.kind, b.min, b.max, b.mean) == ("bool", 0, 1, 0.75)
+    c = tensor_stats(np.array([3 + 4j, 0j, complex(np.nan, 1)], np.complex64))
+    assert (c.kind, c.max, c.nan, c.zero_fraction) == ("complex", 5.0, 1, pytest.approx(1 / 3))
+    s = tensor_stats(np.array([b"abc", b"", b"hello"], dtype=object))
+    assert (s.kind, s.count, s.min, s.max, s.std) == ("string", 3, 0, 5, None)
+    assert s.mean == pytest.approx(8 / 3)
+    e = tensor_stats(np.zeros((0, 4), np.float32))
+    assert (e.count, e.min, e.mean, e.std, e.l2, e.zero_fraction, e.histogram) == \
+        (0, None, None, None, 0.0, None, ())
+    assert tensor_stats(np.array(2.5)).mean == 2.5
+    assert tensor_stats(np.array([], dtype=object)).min is None
+
+
+def test_tensor_stats_extreme_range_does_not_crash():
+    s = tensor_stats(np.array([-1.7e308, 1.7e308, 0.0, 5e-324]))
+    assert (s.min, s.max, s.std) == (-1.7e308, 1.7e308, math.inf)
+    assert s.histogram[0] == 1 and s.histogram[-1] == 1 and sum(s.histogram) == 4
+
+
+def test_tensor_stats_chunked_equals_one_pass(monkeypatch):
+    rng = np.random.default_rng(0)
+    values = (rng.normal(1e4, 3.0, size=10_001)).astype(np.float32)
+    whole = tensor_stats(values)
+    monkeypatch.setattr(stats, "CHUNK", 997)
+    chunked = tensor_stats(values)
+    assert chunked.mean == pytest.approx(whole.mean, rel=1e-12)
+    assert chunked.std == pytest.approx(values.astype(np.float64).std(), rel=1e-9)
+    assert chunked.histogram == whole.histogram and sum(chunked.histogram) == values.size
+
+
+def test_to_dict_is_strict_json():
+    d = tensor_stats(np.array([np.nan], np.float32)).to_dict()
+    json.dumps(d, allow_nan=False)
+    assert d["min"] is None and d["nan"] == 1
+
+
+def test_relative_l2_and_edge_cases():
+    assert relative_l2(np.array([3.0, 4.0]), np.array([3.0, 4.5])) == (0.5, pytest.approx(0.1))
+    assert relative_l2(np.zeros(3), np.zeros(3)) == (0.0, 0.0)
+    assert relative_l2(np.zeros(2), np.array([0.0, 1.0]))[1] == math.inf
+    assert relative_l2(np.array([np.nan, 1.0]), np.array([np.nan, 1.0])) == (0.0, 0.0)
+    assert all(math.isnan(x) for x in relative_l2(np.array([np.nan]), np.array([1.0])))
+    with pytest.raises(ValueError):
+        relative_l2(np.zeros(2), np.zeros(3))
+
+
+def test_sparkline():
+    assert sparkline([0, 1, 4, 2]) == " ▂█▄"
+    assert sparkline([]) == "" and sparkline([0, 0]) == ""
+
+
+def test_checkpoint_stats_flags_nan_inf_and_drift(corpus):
+    with open_checkpoint(corpus / "strings") as ckpt:
+        bad = {r.name: r for r in checkpoint_stats(ckpt)}
+    assert bad["bad"].flags == ("nan", "inf") and bad["zeros"].stats.count == 0
+    with open_checkpoint(corpus / "v2") as ckpt:
+        w, ema = ckpt.tensor("W"), ckpt.tensor("W/ExponentialMovingAverage")
+        expected = np.linalg.norm(ema - w) / np.linalg.norm(w)
+        loose = {r.name: r for r in checkpoint_stats(ckpt, drift_threshold=0.5)}
+        tight = {r.name: r for r in checkpoint_stats(ckpt, drift_threshold=0.1)}
+    assert loose["W/ExponentialMovingAverage"].drift == pytest.approx(expected)
+    assert loose["W/ExponentialMovingAverage"].ema_of == "W"
+    assert loose["W"].drift is None
+    assert not any("drift" in r.flags for r in loose.values())
+    assert [n for n, r in tight.items() if "drift" in r.flags] == ["b/ExponentialMovingAverage"]
+
+
+def test_select_keys(corpus):
+    with open_checkpoint(corpus / "v2") as ckpt:
+        assert select_keys(ckpt, ["b", "*/ExponentialMovingAverage", "b"]) == \
+            ["b", "W/ExponentialMovingAverage", "b/ExponentialMovingAverage"]
+        with pytest.raises(VariableNotFoundError, match="did you mean"):
+            select_keys(ckpt, ["WW"])
+        with pytest.raises(VariableNotFoundError, match="no variable matches"):
+            select_keys(ckpt, ["zz*"])
+
+
+# -- verify ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["v2", "sharded", "v1", "strings"])
+def test_verify_clean_tf_checkpoints(corpus, case):
+    calls = []
+    report = verify(corpus / case, progress=lambda done, total: calls.append((done, total)))
+    assert report.ok, report.problems
+    with open_checkpoint(corpus / case) as ckpt:
+        stored = len(ckpt.entries()) if case == "v1" else \
+            sum(max(1, len(e.slices)) for e in ckpt.entries().values())
+        files = ckpt.files()
+    assert report.tensors == stored and set(files) <= set(report.files)
+    if case != "v1":
+        data = sum(Path(f).stat().st_size for f in files if ".data-" in f)
+        assert report.bytes == data and set(report.unreferenced.values()) == {0}
+    assert calls and calls[-1][0] == calls[-1][1]
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_verify_reports_every_corrupt_tensor(v2):
+    with open_checkpoint(v2) as ckpt:
+        w, b = ckpt.entry("W"), ckpt.entry("b")
+        data = Path(ckpt.files()[1])
+    _flip(data, w.offset + 1)
+    _flip(data, b.offset)
+    report = verify(v2)
+    assert [(p.tensor, p.file, p.offset) for p in report.problems] == \
+        [("W", str(data), w.offset), ("b", str(data), b.offset)]
+    assert all("checksum mismatch" in p.message for p in report.problems)
+
+
+def test_verify_string_length_checksum(v2):
+    with open_checkpoint(v2) as ckpt:
+        words = ckpt.entry("words")
+        data = Path(ckpt.files()[1])
+    _flip(data, words.offset + 3)  # the 4-byte lengths CRC after three 1-byte varints
+    (problem,) = verify(v2).problems
+    assert problem.tensor == "words" and "length checksum mismatch" in problem.message
+
+
+def test_verify_truncated_data_and_missing_shard(corpus, tmp_path):
+    sharded = Path(shutil.copytree(corpus / "sharded", tmp_path / "s"))
+    shards = sorted(sharded.glob("model.ckpt-2.data-*"))
+    shards[0].unlink()
+    shards[1].write_bytes(shards[1].read_bytes()[:-3])
+    report = verify(sharded)
+    messages = [str(p) for p in report.problems]
+    assert any(shards[0].name in m and "is missing" in m for m in messages)
+    assert any(shards[1].name in m and "truncated" in m for m in messages)
+    assert not report.ok
+
+
+def test_verify_index_block_checksum_and_missing_slice(v2, tmp_path):
+    index = v2 / "model.ckpt-2.index"
+    _flip(index, 10)
+    problems = verify(v2).problems
+    assert problems and "block checksum mismatch" in problems[0].message
+    # A partitioned tensor whose slice entries were dropped from the index.
+    from _corpus import bundle_index, entry_proto
+
+    prefix = tmp_path / "part"
+    Path(f"{prefix}.index").write_bytes(bundle_index(
+        {b"emb": entry_proto(1, (4,), slices=[[(0, 2)], [(2, 2)]])}))
+    Path(f"{prefix}.data-00000-of-00001").write_bytes(b"")
+    messages = [p.message for p in verify(prefix).problems]
+    assert sum("lists slice" in m and "not stored" in m for m in messages) == 2
+
+
+def test_verify_v1_corrupt_block(corpus, tmp_path):
+    path = tmp_path / "model.ckpt-2"
+    shutil.copy(corpus / "v1" / "model.ckpt-2", path)
+    _flip(path, 40)
+    report = verify(path)
+    assert report.format == "v1" and not report.ok
+
+
+def test_verify_cli(v2, capsys):
+    code, out, err = run_cli(["verify", str(v2)], capsys)
+    assert code == 0 and "verified" in out and err == ""
+    _flip(v2 / "model.ckpt-2.data-00000-of-00001", 0)
+    code, out, err = run_cli(["verify", str(v2), "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 4 and doc["ok"] is False and doc["problems"][0]["offset"] == 0
+    code, out, err = run_cli(["verify", str(v2)], capsys)
+    assert code == 4 and "checksum mismatch" in out and "1 problem found" in err
+
+
+def test_verify_progress_bar_appears_only_for_large_checkpoints():
+    import io
+
+    from rich.console import Console
+
+    from ckpt_tools.cli import verify as cli_verify
+    from ckpt_tools.cli._output import Output
+
+    out, buf = Output(), io.StringIO()
+    out.err = Console(file=buf, force_terminal=True, width=80)
+    small = cli_verify._Bar(out, enabled=True)
+    small(0, 10)
+    small(10, 10)
+    small.close()
+    assert small.progress is None and buf.getvalue() == ""
+    total = cli_verify.PROGRESS_MIN_BYTES
+    big = cli_verify._Bar(out, enabled=True)
+    for done in (0, total // 2, total):
+        big(done, total)
+    assert big.progress.tasks[0].completed == total
+    big.close()
+    assert "verifying" in buf.getvalue()
+
+
+# -- show / stats CLI --------------------------------------------------------------------------
+def test_show_values_and_stats(corpus, capsys):
+    code, out, _ = run_cli(["show", str(corpus / "v2"), "W", "words"], capsys)
+    assert code == 0
+    assert "[[ 2.,  3.,  4.,  5.]," in out and "[b'hello', b'', b'ckpt']" in out
+    assert "min 2  max 13  mean 7.5" in out and "byte length min 0  max 5" in out
+
+
+def test_show_truncates_unless_full_and_precision(tmp_path, capsys):
+    prefix = write_bundle(tmp_path / "m", {"big": np.arange(1000, dtype=np.float32) / 3,
+                                           "bf": np.array([1.5, -2], ml_dtypes.bfloat16),
+                                           "c": np.array([1 + 2j], np.complex64)})
+    _, short, _ = run_cli(["show", str(prefix), "big"], capsys)
+    _, full, _ = run_cli(["show", str(prefix), "big", "--full", "--precision", "2"], capsys)
+    assert "..., 332.3333, 332.6667, 333.    ]" in short and "166.6" not in short
+    assert "..." not in full and "166.33, 166.67, 167.  ," in full
+    code, out, _ = run_cli(["show", str(prefix), "bf", "c"], capsys)
+    assert code == 0 and "[ 1.5, -2. ]" in out and "[1.+2.j]" in out
+
+
+def test_show_json_and_glob(corpus, capsys):
+    code, out, _ = run_cli(["show", str(corpus / "strings"), "*", "--json"], capsys)
+    doc = json.loads(out)
+    by_name = {t["name"]: t for t in doc["tensors"]}
+    assert code == 0 and set(by_name) == {"bad", "text", "zeros"}
+    assert by_name["bad"]["values"] == [1.0, "nan", "inf", -2.0]
+    assert by_name["bad"]["stats"]["nan"] == 1 and by_name["bad"]["flags"] == ["nan", "inf"]
+    assert by_name["text"]["values"] == ["a", "bb", "\\xff\x00z"]
+    assert by_name["zeros"]["values"] == [] and by_name["zeros"]["stats"]["mean"] is None
+
+
+def test_values_json_truncates_large_tensors():
+    doc = values_json(np.arange(5000), full=False)
+    assert doc["truncated"] and doc["values"] is None and len(doc["head"]) == 1000
+    assert values_json(np.arange(5000), full=True)["values"][-1] == 4999
+
+
+def test_show_unknown_name_exits_3(corpus, capsys):
+    code, _, err = run_cli(["show", str(corpus / "v2"), "Wx"], capsys)
+    assert code == 3 and "no variable named 'Wx'" in err and "did you mean" in err
+
+
+def test_stats_cli_table_json_and_flags(corpus, capsys):
+    code, out, _ = run_cli(["stats", str(corpus / "v2"), "--drift", "0.1"], capsys)
+    assert code == 0 and "b/ExponentialMovingAverage" in out and "drift" in out
+    assert any(ch in out for ch in "▁▂▃▄▅▆▇█")
+    code, out, _ = run_cli(["stats", str(corpus / "strings"), "--json", "--flagged"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and [t["name"] for t in doc["tensors"]] == ["bad"]
+
+
+def test_stats_exits_4_on_unreadable_tensor(v2, capsys):
+    with open_checkpoint(v2) as ckpt:
+        offset = ckpt.entry("b").offset
+    _flip(v2 / "model.ckpt-2.data-00000-of-00001", offset)
+    code, out, err = run_cli(["stats", str(v2)], capsys)
+    assert code == 4 and "checksum mismatch" in err and "W/ExponentialMovingAverage" in out
+
+
+# -- diff --------------------------------------------------------------------------------------
+def test_diff_two_steps(corpus):
+    report = diff_checkpoints(corpus / "v2" / "model.ckpt-1", corpus / "v2" / "model.ckpt-2")
+    by = {t.name: t for t in report.tensors}
+    assert not report.only_a and not report.only_b and not report.identical
+    assert by["W"].max_abs == 1.0
+    assert by["W"].rel_l2 == pytest.approx(np.linalg.norm(W2 - W1) / np.linalg.norm(W1))
+    assert {n for n, t in by.items() if t.status == "same"} == {"counts", "emb", "flag",
+                                                                "half", "words"}
+
+
+def test_diff_v1_and_v2_of_one_model_are_identical(corpus):
+    assert diff_checkpoints(corpus / "v1", corpus / "v2").identical
+
+
+def test_diff_ema_pairs_variables_with_shadows(corpus):
+    report = diff_ema(corpus / "v2")
+    assert [(t.name, t.other) for t in report.tensors] == \
+        [("W", "W/ExponentialMovingAverage"), ("b", "b/ExponentialMovingAverage")]
+    assert report.only_a == ["emb", "half"]
+    with open_checkpoint(corpus / "v2") as ckpt:
+        raw, ema = ckpt.tensor("b"), ckpt.tensor("b/ExponentialMovingAverage")
+    assert report.tensors[1].rel_l2 == pytest.approx(np.linalg.norm(ema - raw) /
+                                                     np.linalg.norm(raw))
+
+
+def test_diff_shapes_dtypes_and_only_in(tmp_path):
+    a = write_bundle(tmp_path / "a" / "m", {"x": np.zeros(3, np.float32),
+                                            "y": np.ones(2, np.float32), "gone": np.zeros(1)})
+    b = write_bundle(tmp_path / "b" / "m", {"x": np.zeros(4, np.float32),
+                                            "y": np.ones(2, np.float64), "new": np.zeros(1)})
+    report = diff_checkpoints(a, b)
+    by = {t.name: t for t in report.tensors}
+    assert report.only_a == ["gone"] and report.only_b == ["new"]
+    assert by["x"].status == "shape" and by["x"].max_abs is None
+    assert (by["y"].status, by["y"].max_abs) == ("dtype", 0.0)
+    assert compare_tensors(np.array([b"a"], dtype=object), np.array([b"b"], dtype=object),
+                           "s").status == "changed"
+
+
+def test_diff_cli(corpus, capsys):
+    a, b = str(corpus / "v2" / "model.ckpt-1"), str(corpus / "v2" / "model.ckpt-2")
+    code, out, _ = run_cli(["diff", a, b, "--json", "--changed-only", "--grep", "W*"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and [t["name"] for t in doc["tensors"]] == ["W", "W/ExponentialMovingAverage"]
+    code, out, _ = run_cli(["diff", a, "--ema"], capsys)
+    assert code == 0 and "W vs W/ExponentialMovingAverage" in out and "emb" in out
+    code, out, _ = run_cli(["diff", a, b, "--no-values", "--json"], capsys)
+    assert all(t["max_abs"] is None for t in json.loads(out)["tensors"])
+    code, _, err = run_cli(["diff", a], capsys)
+    assert code == 2 and "--ema" in err
+
+
+@pytest.mark.skipif(not (FIXTURES / "towers_bn").is_dir(), reason="fixtures not generated")
+def test_diff_towers_bn_fixture_steps():
+    prefixes = sorted({p.name[: -len(".index")] for p in (FIXTURES / "towers_bn").glob("*.index")})
+    if len(prefixes) < 2:
+        pytest.skip("towers_bn holds a single checkpoint")
+    report = diff_checkpoints(FIXTURES / "towers_bn" / prefixes[0],
+                              FIXTURES / "towers_bn" / prefixes[-1])
+    assert any(t.status == "changed" for t in report.tensors)
+    assert diff_ema(FIXTURES / "towers_bn").tensors

@@ -1,0 +1,367 @@
+"""Tests of the reference trainer (ckpt_tools.train): v1 towers, tf2, keras, eval, CLI errors.
+
+CPU only, tiny batches. Each API trains once per session (module fixtures) and the tests read
+what it wrote. TensorFlow is imported inside the tests, never at module level.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ckpt_tools.train.cli import register
+from ckpt_tools.train.common import NaNLossError, TrainConfig, TrainError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+A = "/.ATTRIBUTES/VARIABLE_VALUE"
+TRAINABLE = [
+    *(f"conv{i}/{n}" for i in (1, 2, 3) for n in ("weights", "BatchNorm/beta", "BatchNorm/gamma")),
+    "logits/weights",
+    "logits/biases",
+]
+BN_STATS = [f"conv{i}/BatchNorm/{n}" for i in (1, 2, 3) for n in ("moving_mean", "moving_variance")]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    register(app)
+    return app
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(_app(), list(args))
+
+
+def _config(train_dir, **kw) -> TrainConfig:
+    base = dict(train_dir=str(train_dir), batch_size=32, save_every=1000, progress=False)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _keys(path: str) -> dict[str, list[int]]:
+    import tensorflow as tf
+
+    return dict(tf.train.list_variables(path))
+
+
+def _all_finite(path: str) -> bool:
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(path)
+    return all(
+        np.isfinite(reader.get_tensor(k)).all()
+        for k, dtype in reader.get_variable_to_dtype_map().items()
+        if dtype.is_floating
+    )
+
+
+@pytest.fixture(scope="module")
+def v1_run(tmp_path_factory):
+    from ckpt_tools.train import v1
+
+    train_dir = tmp_path_factory.mktemp("v1")
+    path = v1.train(_config(train_dir, max_steps=60, save_every=30, max_to_keep=3))
+    return train_dir, path
+
+
+@pytest.fixture(scope="module")
+def tf2_run(tmp_path_factory):
+    from ckpt_tools.train import tf2
+
+    train_dir = tmp_path_factory.mktemp("tf2")
+    return train_dir, tf2.train(_config(train_dir, max_steps=40, save_every=20))
+
+
+@pytest.fixture(scope="module")
+def keras_run(tmp_path_factory):
+    from ckpt_tools.train import keras_fit
+
+    train_dir = tmp_path_factory.mktemp("keras")
+    cfg = _config(train_dir, max_steps=40, save_every=20, ema_decay=0.9)
+    return train_dir, keras_fit.train(cfg)
+
+
+# ---- v1 -------------------------------------------------------------------------------------
+
+
+def test_v1_checkpoint_has_ema_bn_momentum_step_and_loss_averages(v1_run):
+    train_dir, path = v1_run
+    assert path == os.path.join(str(train_dir), "model.ckpt-60")
+    keys = _keys(path)
+    for name in TRAINABLE:
+        assert name in keys and f"{name}/ExponentialMovingAverage" in keys
+        assert f"{name}/Momentum" in keys
+    for name in BN_STATS:  # the "double average" of the BN statistics, no Momentum slot
+        assert name in keys and f"{name}/ExponentialMovingAverage" in keys
+        assert f"{name}/Momentum" not in keys
+    assert keys["global_step"] == []
+    assert "tower_0/total_loss/avg" in keys and "tower_0/cross_entropy/avg" in keys
+    assert len(keys) == 1 + 3 * len(TRAINABLE) + 2 * len(BN_STATS) + 2
+    assert os.path.exists(os.path.join(str(train_dir), "model.ckpt-30.index"))
+
+
+def test_v1_meta_has_moving_average_variables_and_first_tower_bn_updates(v1_run):
+    import tensorflow as tf
+    from tensorflow.core.framework import variable_pb2
+
+    meta = tf.compat.v1.MetaGraphDef()
+    with open(v1_run[1] + ".meta", "rb") as f:
+        meta.ParseFromString(f.read())
+    names = set()
+    for raw in meta.collection_def["moving_average_variables"].bytes_list.value:
+        var = variable_pb2.VariableDef()
+        var.ParseFromString(raw)
+        names.add(var.variable_name.removesuffix(":0"))
+    assert names == set(TRAINABLE) | set(BN_STATS)
+    updates = meta.collection_def["update_ops"].node_list.value
+    assert updates and all(op.startswith("tower_0/") for op in updates)
+
+
+def test_v1_two_towers_on_cpu_share_variables(tmp_path):
+    from ckpt_tools.train import v1
+
+    cfg = _config(tmp_path, max_steps=3, batch_size=4, num_gpus=2)
+    result = v1.train_with_stats(cfg)
+    assert result.num_devices == 2 and result.global_step == 3
+    keys = _keys(result.checkpoint)
+    # One copy of each variable (shared through reuse), one set of loss averages per tower.
+    assert not any(k.startswith("tower_") and "/avg" not in k for k in keys)
+    for tower in ("tower_0", "tower_1"):
+        assert f"{tower}/total_loss/avg" in keys
+    import tensorflow as tf
+
+    meta = tf.compat.v1.MetaGraphDef()
+    with open(result.checkpoint + ".meta", "rb") as f:
+        meta.ParseFromString(f.read())
+    ops = {node.name for node in meta.graph_def.node}
+    assert "tower_1/cross_entropy" in ops and "tower_0/cross_entropy" in ops
+    assert not any(op.startswith("tower_1/conv1/weights") for op in ops)
+
+
+def test_v1_resume_continues_global_step(v1_run, tmp_path):
+    import tensorflow as tf
+
+    from ckpt_tools.train import v1
+
+    train_dir = tmp_path / "resumed"
+    shutil.copytree(v1_run[0], train_dir)
+    # Relative paths in the state file: the copy resumes from its own files.
+    assert tf.train.latest_checkpoint(str(train_dir)) == str(train_dir / "model.ckpt-60")
+    result = v1.train_with_stats(_config(train_dir, max_steps=65, resume=True))
+    assert (result.global_step, result.steps_run) == (65, 5)
+    assert int(tf.train.load_variable(result.checkpoint, "global_step")) == 65
+    assert tf.train.latest_checkpoint(str(train_dir)).endswith("model.ckpt-65")
+
+
+def test_v1_eval_beats_chance_with_raw_and_ema(v1_run):
+    from ckpt_tools.train.evaluate import evaluate
+
+    result = evaluate(str(v1_run[0]))
+    assert (result.api, result.global_step, result.num_examples) == ("v1", 60, 1000)
+    assert 0.0 <= result.raw_accuracy <= 1.0 and 0.0 <= result.ema_accuracy <= 1.0
+    assert result.raw_accuracy > 0.1 and result.ema_accuracy > 0.1
+    assert result.raw_accuracy != result.ema_accuracy or result.raw_accuracy == 1.0
+
+
+# ---- tf2 ------------------------------------------------------------------------------------
+
+
+def test_tf2_checkpoint_tracks_ema_slots_step_and_loss_averages(tf2_run):
+    keys = _keys(tf2_run[1])
+    for name in TRAINABLE:
+        assert f"model/{name}{A}" in keys and f"ema/{name}{A}" in keys
+        assert f"model/{name}/.OPTIMIZER_SLOT/optimizer/momentum{A}" in keys
+    for name in BN_STATS:
+        assert f"model/{name}{A}" in keys and f"ema/{name}{A}" in keys
+    assert f"step{A}" in keys and f"losses/total_loss/avg{A}" in keys
+    assert "_CHECKPOINTABLE_OBJECT_GRAPH" in keys
+    import tensorflow as tf
+
+    assert int(tf.train.load_variable(tf2_run[1], f"step{A}")) == 40
+
+
+def test_tf2_resume_and_eval(tf2_run, tmp_path):
+    from ckpt_tools.train import tf2
+    from ckpt_tools.train.evaluate import evaluate
+
+    result = evaluate(tf2_run[1])
+    assert result.api == "tf2" and result.global_step == 40
+    assert result.raw_accuracy > 0.1 and 0.0 <= result.ema_accuracy <= 1.0
+
+    train_dir = tmp_path / "resumed"
+    shutil.copytree(tf2_run[0], train_dir)
+    resumed = tf2.train_with_stats(_config(train_dir, max_steps=45, resume=True))
+    assert (resumed.global_step, resumed.steps_run) == (45, 5)
+    assert resumed.checkpoint.endswith("ckpt-45")
+
+
+# ---- keras ----------------------------------------------------------------------------------
+
+
+def test_keras_weights_file_holds_raw_weights_and_optimizer_averages(keras_run):
+    train_dir, path = keras_run
+    assert path.endswith("ckpt-40.weights.h5")
+    with h5py.File(path, "r") as f:
+        layers = {f[f"layers/{g}/vars"].attrs["name"]: g for g in f["layers"]}
+        assert {"conv1", "conv1_bn", "conv2", "conv3_bn", "logits"} <= set(layers)
+        assert len(f[f"layers/{layers['conv1_bn']}/vars"]) == 4  # gamma beta mean variance
+        opt = f["optimizer/vars"]
+        # iteration + one *_average and one *_momentum per trainable variable.
+        assert len(opt) == 1 + 2 * len(TRAINABLE)
+        assert int(opt["0"][()]) == 40
+        kernel = f[f"layers/{layers['conv1']}/vars/0"][()]
+        average = opt["1"][()]
+        assert average.shape == kernel.shape and not np.allclose(average, kernel)
+    assert os.path.exists(os.path.join(str(train_dir), "model.keras"))
+
+
+def test_keras_eval_restores_optimizer_averages(keras_run):
+    from ckpt_tools.train.evaluate import evaluate
+
+    for path in (str(keras_run[0]), os.path.join(str(keras_run[0]), "model.keras")):
+        result = evaluate(path)
+        assert result.api == "keras" and result.global_step == 40
+        assert result.raw_accuracy > 0.1 and 0.0 <= result.ema_accuracy <= 1.0
+        assert result.raw_accuracy != result.ema_accuracy
+
+
+# ---- NaN, CLI, errors -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["v1", "tf2", "keras"])
+def test_nan_loss_exits_1_and_keeps_last_good_checkpoint(api, tmp_path):
+    train_dir = str(tmp_path / api)
+    args = ["train", "--api", api, "--train-dir", train_dir, "--max-steps", "6"]
+    args += ["--batch-size", "8", "--save-every", "2", "--debug-nan-at-step", "5", "-q"]
+    result = _invoke(*args)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: loss is nan at step 5"), result.stderr
+    assert "Traceback" not in result.output
+    names = sorted(os.listdir(train_dir))
+    assert not any("-5" in n or "-6" in n for n in names), names
+    if api == "keras":
+        with h5py.File(os.path.join(train_dir, "ckpt-4.weights.h5"), "r") as f:
+            f.visititems(lambda _, o: isinstance(o, h5py.Dataset) and _assert_finite(o[()]))
+    else:
+        import tensorflow as tf
+
+        latest = tf.train.latest_checkpoint(train_dir)
+        assert latest.endswith("-4") and _all_finite(latest)
+
+
+def _assert_finite(value: np.ndarray) -> None:
+    assert np.isfinite(value).all()
+
+
+def test_nan_python_api_raises(tmp_path):
+    from ckpt_tools.train import v1
+
+    with pytest.raises(NaNLossError, match="at step 1"):
+        v1.train(_config(tmp_path, max_steps=2, batch_size=4, debug_nan_at_step=1))
+    assert not os.path.exists(os.path.join(str(tmp_path), "checkpoint"))
+
+
+def test_eval_cli_json_and_table(v1_run):
+    import json
+
+    result = _invoke("eval", str(v1_run[0]), "--json", "--num-examples", "200")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["api"] == "v1" and payload["num_examples"] == 200
+    assert 0.0 <= payload["raw_accuracy"] <= 1.0 and 0.0 <= payload["ema_accuracy"] <= 1.0
+    table = _invoke("eval", v1_run[1], "--num-examples", "100")
+    assert table.exit_code == 0 and "raw" in table.stdout and "EMA" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["train", "--data", "{tmp}/nowhere"], 1, "not a directory"),
+        (["train", "--data", "{tmp}"], 1, "data_batch_1.bin"),
+        (["train", "--train-dir", "{tmp}/empty", "--resume"], 1, "no checkpoint found"),
+        (["train", "--max-to-keep", "0"], 2, ""),
+        (["train", "--api", "caffe"], 2, ""),
+        (["eval", "{tmp}/missing.ckpt"], 1, "no such checkpoint"),
+        (["eval", "{tmp}"], 1, "no checkpoint found"),
+    ],
+)
+def test_cli_errors_are_one_line(args, code, message, tmp_path):
+    result = _invoke(*[a.format(tmp=tmp_path) for a in args])
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    if code == 1:
+        assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+
+
+def test_fresh_run_refuses_existing_checkpoints(v1_run):
+    result = _invoke("train", "--train-dir", str(v1_run[0]), "--max-steps", "2", "-q")
+    assert result.exit_code == 1 and "--resume" in result.stderr
+
+
+def test_train_reads_cifar_binary_batches(tmp_path):
+    from ckpt_tools.train import data, v1
+
+    rng = np.random.default_rng(0)
+    for name in ("data_batch_1.bin", "test_batch.bin"):
+        records = rng.integers(0, 256, size=(20, data.RECORD_BYTES), dtype=np.uint8)
+        records[:, 0] = rng.integers(0, 10, size=20)
+        records.tofile(tmp_path / name)
+    images, labels = data.read_batch_file(str(tmp_path / "data_batch_1.bin"))
+    raw = np.fromfile(tmp_path / "data_batch_1.bin", np.uint8).reshape(20, -1)
+    assert images.shape == (20, 32, 32, 3) and (labels == raw[:, 0]).all()
+    assert images[3, 0, 1, 2] == raw[3, 1 + 2 * 1024 + 0 * 32 + 1]  # CHW -> HWC
+    result = v1.train_with_stats(
+        _config(tmp_path / "run", max_steps=2, batch_size=8, data_dir=str(tmp_path))
+    )
+    assert result.global_step == 2
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "data_batch_1.bin").write_bytes(b"\0" * 100)
+    with pytest.raises(TrainError, match="3073-byte records"):
+        data.load_cifar10(str(tmp_path / "bad"))
+
+
+def test_synthetic_data_is_deterministic_and_balanced():
+    from ckpt_tools.train import data
+
+    a, b = data.synthetic(200, 100), data.synthetic(200, 100)
+    assert a is b  # cached
+    fresh = data.synthetic.__wrapped__(200, 100)
+    assert (fresh.test_images == a.test_images).all()
+    assert a.train_images.dtype == np.uint8 and a.train_images.shape == (200, 32, 32, 3)
+    assert set(np.unique(a.train_labels)) == set(range(10))
+
+
+def test_benchmark_reports_examples_per_sec(tmp_path):
+    from ckpt_tools.train.benchmark import benchmark
+
+    rows = benchmark("v1", _config(tmp_path, batch_size=4, num_gpus=2), steps=5)
+    assert [r.devices for r in rows] == [1, 2]
+    assert all(r.examples_per_sec > 0 and r.step_time > 0 for r in rows)
+    assert rows[0].speedup == 1.0 and not os.listdir(tmp_path)
+
+
+def test_cli_import_does_not_import_tensorflow():
+    code = (
+        "import sys, ckpt_tools.train.cli, ckpt_tools.train.common, ckpt_tools.train.data;"
+        "sys.exit(int(any(m.split('.')[0] in ('tensorflow', 'keras') for m in sys.modules)))"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_help_explains_options():
+    for command in ("train", "eval"):
+        result = _invoke(command, "--help")
+        assert result.exit_code == 0
+    train_help = _invoke("train", "--help").stdout
+    for option in ("--api", "--num-gpus", "--ema-decay", "--resume", "--benchmark", "--data"):
+        assert option in train_help
+    assert "--debug-nan-at-step" not in train_help
