@@ -8,12 +8,14 @@ Public API::
     restore_ema(sess, path)                  # graph mode: EMA values into a session's graph
     ema_saver(var_list, checkpoint)          # a tf.compat.v1 Saver built on the map
     apply_ema(model, path)                   # TF2 / Keras: EMA values into variables
+    export_weights(path, "w.safetensors")    # EMA weights under clean names for converters
     CheckpointError                          # base class of every error raised on purpose
 """
 
-from .bake import BakeResult, bake_ema
+from importlib import import_module
+from typing import TYPE_CHECKING
+
 from .checkpoint import Checkpoint, Variable, VariableNotFoundError, open_checkpoint
-from .emamap import EmaMap, ema_map
 from .errors import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -23,18 +25,52 @@ from .errors import (
     TensorFlowRequiredError,
     UnsupportedFormatError,
 )
-from .restore import RestoreResult, apply_ema, ema_saver, restore_ema
+
+# The rest loads on first use, so `ckpt list` does not pay for writers, NumPy or Keras helpers.
+_LAZY = {
+    "BakeResult": "bake", "bake_ema": "bake",
+    "EmaMap": "emamap", "ema_map": "emamap",
+    "ExportResult": "export", "export_weights": "export",
+    "apply_keras_ema": "keras_ema", "keras_ema_values": "keras_ema",
+    "RestoreResult": "restore", "apply_ema": "restore", "ema_saver": "restore",
+    "restore_ema": "restore",
+}
+
+if TYPE_CHECKING:
+    from .bake import BakeResult, bake_ema
+    from .emamap import EmaMap, ema_map
+    from .export import ExportResult, export_weights
+    from .keras_ema import apply_keras_ema, keras_ema_values
+    from .restore import RestoreResult, apply_ema, ema_saver, restore_ema
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ckpt_tools' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BakeResult",
     "EmaMap",
+    "ExportResult",
     "RestoreResult",
     "apply_ema",
+    "apply_keras_ema",
     "bake_ema",
     "ema_map",
     "ema_saver",
+    "export_weights",
+    "keras_ema_values",
     "restore_ema",
     "Checkpoint",
     "CheckpointError",

@@ -12,8 +12,7 @@ import math
 import mmap
 import os
 import struct
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import crc, dtypes
 from ._protos import BundleEntryProto, BundleHeaderProto
@@ -22,6 +21,9 @@ from .entry import TensorEntry
 from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from .slices import TensorSlice, decode_key
 from .table import Table
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _LITTLE, _BIG = 0, 1
 _MAX_BUNDLE_VERSION = 1  # TensorFlow's kTensorBundleVersion
@@ -193,6 +195,8 @@ class BundleReader:
                 offset=entry.offset)
 
     def _read_entry(self, entry: TensorEntry, shape: tuple[int, ...]) -> np.ndarray:
+        import numpy as np  # deferred: listing never reads tensors
+
         count = math.prod(shape)
         if entry.dtype == dtypes.STRING:
             return self._read_strings(entry, shape, count)
@@ -213,6 +217,8 @@ class BundleReader:
         return arr
 
     def _read_strings(self, entry: TensorEntry, shape, count: int) -> np.ndarray:
+        import numpy as np  # deferred: listing never reads tensors
+
         data = self.raw(entry)
         path = data_path(self.prefix, entry.shard_id, self.num_shards)
         if count > len(data):
@@ -258,6 +264,8 @@ class BundleReader:
         return self._assemble(entry)
 
     def _assemble(self, entry: TensorEntry) -> np.ndarray:
+        import numpy as np  # deferred: listing never reads tensors
+
         parts = []
         covered = 0
         for tslice in entry.slices:

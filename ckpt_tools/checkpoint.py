@@ -11,8 +11,7 @@ import os
 import re
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import roles as _roles
 from .bundle import BundleReader
@@ -27,6 +26,9 @@ from .errors import (
 from .meta import MetaGraph, read_meta_graph
 from .objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
 from .v1 import V1Reader, is_v1_file
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STATE_FILE = "checkpoint"
 _LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
@@ -267,7 +269,8 @@ class Checkpoint:
 
     # -- mapping-like access --------------------------------------------------------------
     def keys(self) -> list[str]:
-        """Returns every stored key in sorted order (slices of partitioned variables hidden)."""
+        """Returns every stored key in storage order: sorted for TensorFlow checkpoints, save
+        order for Keras files (slices of partitioned variables are hidden)."""
         return list(self._reader.entries)
 
     def entries(self) -> dict[str, TensorEntry]:

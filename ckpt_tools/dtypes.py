@@ -8,10 +8,12 @@ one of its types is actually read; listing never needs it.
 from __future__ import annotations
 
 from functools import cache
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .errors import UnsupportedFormatError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # enum value -> (tf name, itemsize in bytes or 0 for variable-size, numpy spec)
 # The numpy spec is a numpy dtype string or "ml:<attr>" for ml_dtypes types.
@@ -91,6 +93,8 @@ def numpy_dtype(enum: int, big_endian: bool = False) -> np.dtype:
     Raises:
         UnsupportedFormatError: for resource/variant handles, which hold no tensor data.
     """
+    import numpy as np  # deferred: listing a checkpoint never needs NumPy
+
     name, _, spec = _TYPES.get(_base(enum), (None, 0, ""))
     if not spec:
         raise UnsupportedFormatError(
@@ -106,6 +110,8 @@ def numpy_dtype(enum: int, big_endian: bool = False) -> np.dtype:
 
 def enum_of_numpy(dtype: np.dtype) -> int:
     """Returns the ``DataType`` enum value for a NumPy dtype (``object``/bytes → string)."""
+    import numpy as np
+
     dtype = np.dtype(dtype)
     if dtype.kind in "OSU":
         return STRING

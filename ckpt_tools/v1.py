@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import math
 import mmap
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import dtypes
 from ._protos import SavedTensorSlices, TensorProto
@@ -19,6 +18,9 @@ from .entry import TensorEntry
 from .errors import CheckpointNotFoundError, CorruptCheckpointError
 from .slices import TensorSlice, encode_key
 from .table import Table
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # dtype name -> TensorProto field holding its values
 _FIELD = {
@@ -106,6 +108,8 @@ class V1Reader:
 
     def read(self, name: str) -> np.ndarray:
         """Returns the tensor ``name``. Raises KeyError if absent, CorruptCheckpointError if bad."""
+        import numpy as np
+
         entry = self.entries[name]
         if len(entry.slices) == 1 and entry.slices[0].is_full(entry.shape):
             return self._slice_values(entry, entry.slices[0], entry.shape)
@@ -135,6 +139,8 @@ class V1Reader:
 
 def _values(proto, entry: TensorEntry, shape, path: str) -> np.ndarray:
     """Converts the typed value fields of a TensorProto slice into an array of ``shape``."""
+    import numpy as np
+
     name = entry.dtype_name
     count = math.prod(shape)
     dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)

@@ -25,10 +25,31 @@ class Output:
     def __init__(self, *, json_mode: bool = False, quiet: bool = False):
         self.json_mode = json_mode
         self.quiet = quiet
-        self.out = Console(soft_wrap=False, highlight=False)
-        if not self.out.is_terminal:  # piped to a file or pager: don't squeeze into 80 columns
-            self.out = Console(soft_wrap=False, highlight=False, width=160)
-        self.err = Console(stderr=True, highlight=False)
+        self._out: Console | None = None
+        self._err: Console | None = None
+
+    # Consoles are made on first use: JSON output never needs one.
+    @property
+    def out(self) -> Console:
+        if self._out is None:
+            self._out = Console(soft_wrap=False, highlight=False)
+            if not self._out.is_terminal:  # piped to a file or pager: not 80 columns
+                self._out = Console(soft_wrap=False, highlight=False, width=160)
+        return self._out
+
+    @out.setter
+    def out(self, console: Console) -> None:
+        self._out = console
+
+    @property
+    def err(self) -> Console:
+        if self._err is None:
+            self._err = Console(stderr=True, highlight=False)
+        return self._err
+
+    @err.setter
+    def err(self, console: Console) -> None:
+        self._err = console
 
     def json(self, data: Any) -> None:
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=_default) + "\n")

@@ -11,16 +11,21 @@ Examples::
 from __future__ import annotations
 
 import signal
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from ..bake import bake_ema, plan_outputs
 from ..checkpoint import open_checkpoint
-from ..emamap import DROP, KEEP, EmaMap, ema_map
 from ._common import JsonOpt, PathArg, QuietOpt
 from ._output import ByteProgress, Output, human_bytes
+
+if TYPE_CHECKING:
+    from ..emamap import EmaMap
+
+# Library modules that pull in NumPy are imported inside the commands, so that building the
+# CLI (which every `ckpt list` does) stays cheap.
+KEEP, DROP = "keep", "drop"
 
 EmaNameOpt = Annotated[str | None, typer.Option(
     "--ema-name", help="EMA suffix (ExponentialMovingAverage, avg, ...); default: detected.")]
@@ -66,6 +71,8 @@ def map_command(
     Matches tf.train.ExponentialMovingAverage.variables_to_restore() (from the .meta graph
     when present), expressed in checkpoint keys, so partitioned variables are right.
     """
+    from ..emamap import ema_map
+
     out = Output(json_mode=json_out, quiet=quiet)
     if non_averaged not in (KEEP, DROP):
         raise typer.BadParameter("expected 'keep' or 'drop'", param_hint="--non-averaged")
@@ -138,6 +145,9 @@ def restore_ema_command(
     'checkpoint' state file is written, so an unmodified evaluation script that restores with a
     plain Saver or tf.train.load_checkpoint evaluates with EMA weights.
     """
+    from ..bake import bake_ema, plan_outputs
+    from ..emamap import ema_map
+
     out = Output(json_mode=json_out, quiet=quiet)
     if fmt not in ("v2", "h5"):
         raise typer.BadParameter("expected 'v2' or 'h5'", param_hint="--format")

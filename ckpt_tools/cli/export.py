@@ -14,7 +14,6 @@ from typing import Annotated
 import typer
 
 from ..checkpoint import open_checkpoint
-from ..export import FORMATS, export_weights
 from ._common import JsonOpt, PathArg, QuietOpt
 from ._output import ByteProgress, Output, human_bytes
 
@@ -24,7 +23,7 @@ def export_command(
     out_path: Annotated[str, typer.Option(
         "--out", "-o", help="Output file (.npz, .safetensors or .h5).", show_default=False)],
     to: Annotated[str | None, typer.Option(
-        "--to", help=f"Format: {', '.join(FORMATS)} (default: from the --out extension).")
+        "--to", help="Format: npz, safetensors or h5 (default: from the --out extension).")
     ] = None,
     ema: Annotated[bool | None, typer.Option(
         "--ema/--raw", help="Export averaged (default when the checkpoint has EMA shadows) or "
@@ -48,6 +47,8 @@ def export_command(
     Writes the EMA values by default when the checkpoint has shadows, so converters to
     PyTorch/ONNX pick up the weights that evaluate best.
     """
+    from ..export import export_weights
+
     out = Output(json_mode=json_out, quiet=quiet)
     with open_checkpoint(path) as ckpt:
         total = sum(e.nbytes for e in ckpt.entries().values())
