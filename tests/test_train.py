@@ -365,3 +365,57 @@ def test_help_explains_options():
     for option in ("--api", "--num-gpus", "--ema-decay", "--resume", "--benchmark", "--data"):
         assert option in train_help
     assert "--debug-nan-at-step" not in train_help
+
+
+# ---- the whole loop: train -> ckpt list -> ckpt restore-ema -> evaluate -----------------------
+
+
+def _ckpt(*args: str):
+    from ckpt_tools.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.mark.parametrize("api", ["v1", "tf2"])
+def test_trained_checkpoints_are_listed_baked_and_evaluate_as_ema(api, v1_run, tf2_run,
+                                                                   tmp_path):
+    import json
+
+    from ckpt_tools.train.evaluate import evaluate
+
+    train_dir, path = v1_run if api == "v1" else tf2_run
+    key = (lambda n: n) if api == "v1" else (lambda n: f"model/{n}{A}")
+    doc = {v["name"]: v for v in json.loads(_ckpt("list", str(train_dir), "--json").stdout)
+           ["variables"]}
+    for name in TRAINABLE:
+        assert doc[key(name)]["role"] == "weight" and doc[key(name)]["ema"], name
+    for name in BN_STATS:
+        assert doc[key(name)]["role"] == "bn_stat" and doc[key(name)]["ema"], name
+    baked = tmp_path / "baked"
+    _ckpt("restore-ema", str(train_dir), "--out", str(baked))
+    original, restored = evaluate(str(train_dir)), evaluate(str(baked))
+    # The baked checkpoint's plain weights ARE the averages: its raw accuracy is the EMA one.
+    assert restored.raw_accuracy == original.ema_accuracy
+    assert restored.global_step == original.global_step
+
+
+def test_keras_file_is_listed_and_exported_with_its_averages(keras_run, tmp_path):
+    import json
+
+    from ckpt_tools.keras_ema import keras_ema_values
+
+    model_file = os.path.join(str(keras_run[0]), "model.keras")
+    variables = json.loads(_ckpt("list", model_file, "--json").stdout)["variables"]
+    weights = [v for v in variables if v["role"] == "weight"]
+    assert len(weights) == len(TRAINABLE) and all(v["ema"] for v in weights)
+    out = tmp_path / "w.npz"
+    doc = json.loads(_ckpt("export", model_file, "--out", str(out), "--json").stdout)
+    averages = keras_ema_values(model_file)
+    assert len(doc["averaged"]) == len(TRAINABLE)
+    with np.load(out) as npz:
+        for name in doc["averaged"]:
+            src = doc["tensors"][name]
+            target = next(v["name"] for v in variables if v.get("ema") == src)
+            assert np.array_equal(npz[name], averages[target]), name

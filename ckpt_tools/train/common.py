@@ -39,7 +39,7 @@ class DataError(TrainError):
 
 @dataclass
 class TrainConfig:
-    """Options of one training run; the CLI flags map one-to-one onto these fields.
+    """Options of one training run; `ckpt train` flags set these fields (same names).
 
     ``batch_size`` is per device (tower / replica), like the classic multi-GPU trainers: one step
     consumes ``batch_size * num_devices`` examples. ``max_steps`` is the final ``global_step``,

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import tensorflow as tf
 
+import ckpt_tools
+
 from . import data as data_lib
 from . import model
 from .common import TrainError, first_line, step_of
@@ -128,6 +130,14 @@ def _accuracy(predict: Predict, images: np.ndarray, labels: np.ndarray, batch_si
 # ---- v1 -------------------------------------------------------------------------------------
 
 
+def _ema_restore(restore, path: str) -> None:
+    """Runs a ckpt_tools restore, turning its errors into the trainer's one-line TrainError."""
+    try:
+        restore()
+    except ckpt_tools.CheckpointError as exc:
+        raise TrainError(f"{path}: cannot restore EMA weights: {first_line(exc)}") from None
+
+
 def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
     """Restore the eval graph's variables from a v1 checkpoint.
 
@@ -141,12 +151,12 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
         TrainError: a needed key is missing.
     """
     if use_ema:
-        # The decay is irrelevant here: variables_to_restore only builds the name map.
-        var_list = tf.compat.v1.train.ExponentialMovingAverage(0.999).variables_to_restore()
-    else:
-        var_list = tf.compat.v1.global_variables()
+        # The toolkit's own restore: checkpoint-key map, so it is also right for partitioned
+        # variables and graphs that already hold shadow ops (where TF's map is off by "_1").
+        _ema_restore(lambda: ckpt_tools.restore_ema(sess, path), path)
+        return
     try:
-        tf.compat.v1.train.Saver(var_list).restore(sess, path)
+        tf.compat.v1.train.Saver(tf.compat.v1.global_variables()).restore(sess, path)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as exc:
         kind = "EMA" if use_ema else "raw"
         raise TrainError(f"{path}: cannot restore {kind} weights: {first_line(exc)}") from None
@@ -175,7 +185,11 @@ def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool) -> None:
     Raises:
         TrainError: some model variable has no value in the checkpoint.
     """
-    root = "ema" if use_ema else "model"
+    if use_ema:
+        # Pairs each model variable with its saved ema.average(v) through the object graph.
+        _ema_restore(lambda: ckpt_tools.apply_ema(net, path), path)
+        return
+    root = "model"
     status = tf.train.Checkpoint(**{root: net}).read(path)
     try:
         status.assert_existing_objects_matched()
@@ -210,16 +224,9 @@ def restore_keras(net, path: str, use_ema: bool) -> None:
         net.load_weights(path)
     except (ValueError, OSError) as exc:
         raise TrainError(f"{path}: {first_line(exc)}") from None
-    if not use_ema:
-        return
-    averages = {v.name: v for v in net.optimizer.variables if v.name.endswith("_average")}
-    # Keras names each average after the variable's path: conv1/kernel -> conv1_kernel_average.
-    wanted = {v.path.replace("/", "_") + "_average": v for v in net.trainable_variables}
-    missing = sorted(set(wanted) - set(averages))
-    if missing:
-        raise TrainError(f"{path}: no optimizer EMA variables for {', '.join(missing)}")
-    for name, var in wanted.items():
-        var.assign(averages[name])
+    if use_ema:
+        # The file's optimizer averages, paired with the trainable variables by the toolkit.
+        _ema_restore(lambda: ckpt_tools.apply_keras_ema(net, path, load_weights=False), path)
 
 
 @contextlib.contextmanager

@@ -244,11 +244,12 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
                 # Every worker must save (the save may run collectives); only the chief's
                 # copy is kept in --train-dir.
                 path = manager.save(checkpoint_number=current)
-                if chief:
-                    saved = path
+                # A worker reports the chief's copy of the same step.
+                saved = (
+                    path if chief else os.path.join(cfg.train_dir, f"{CHECKPOINT_NAME}-{current}")
+                )
     if not chief:
         shutil.rmtree(write_dir, ignore_errors=True)
-        saved = tf.train.latest_checkpoint(cfg.train_dir) or saved
     if cfg.save_checkpoints and saved is None:
         raise TrainError(f"no checkpoint was written to {cfg.train_dir}")
     return TrainResult(

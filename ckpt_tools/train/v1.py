@@ -16,8 +16,10 @@ Checkpoint keys (``tf.train.list_variables``)::
     <every trainable variable>/Momentum
     tower_<i>/cross_entropy/avg  tower_<i>/total_loss/avg          (one pair per tower)
 
-The loss averages have no ``/biased`` / ``/local_step`` companions: TF2's
-ExponentialMovingAverage defaults to ``zero_debias=False`` (TF1 debiased tensors). In the
+The loss averages have no ``/biased`` / ``/local_step`` companions: ExponentialMovingAverage
+now defaults to ``zero_debias=False``; TF 0.12-era releases always debiased tensor averages and
+wrote those keys (tensorflow#5827). Resume with the same ``--num-gpus``: each tower has its own
+loss averages. In the
 ``.meta``, MOVING_AVERAGE_VARIABLES lists the BN statistics twice -- once from the slim-style
 batch norm, once from ``ema.apply`` (which adds every variable it averages) -- as real slim +
 EMA graphs did.
