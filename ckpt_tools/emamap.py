@@ -174,7 +174,10 @@ def ema_map(
         (averaged if src != tgt else raw).append(tgt)
     if allow_missing:
         missing = []
-    hints = _hints(variables, name, detected, missing)
+    graph_keys = ({v.checkpoint_key for v in ckpt.meta.variables.values()}
+                  if source == "meta" else set())
+    unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys]
+    hints = _hints(variables, name, detected, missing, unsaved)
     return EmaMap(
         checkpoint=ckpt.path, ema_name=name, mapping=mapping, averaged=tuple(averaged),
         raw=tuple(raw), missing=tuple(t for t in missing if t not in set(dropped)),
@@ -233,10 +236,17 @@ def _tf1_suffix(shadow: str, key: str) -> str | None:
     return shadow[len(key) + 1:] if shadow.startswith(key + "/") else None
 
 
-def _hints(variables, name: str, detected: list[str], missing: list[str]) -> list[str]:
+def _hints(variables, name: str, detected: list[str], missing: list[str],
+           unsaved: list[str]) -> list[str]:
     if not missing:
         return []
     hints = []
+    if unsaved:
+        hints.append(f"the .meta graph has {unsaved[0]!r} (and {len(unsaved) - 1} more) but the "
+                     "checkpoint does not: the Saver's var_list left the shadows out"
+                     if len(unsaved) > 1 else
+                     f"the .meta graph has {unsaved[0]!r} but the checkpoint does not: the "
+                     "Saver's var_list left it out")
     others = [d for d in detected if d != name]
     if others:
         hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass ema_name={others[0]!r} "

@@ -133,6 +133,7 @@ def test_trainable_only_checkpoint_explains_the_mistake():
         m.require_complete()
     msg = str(err.value)
     assert "W/ExponentialMovingAverage" in msg and "trainable_variables" in msg
+    assert "the .meta graph has 'W/ExponentialMovingAverage'" in msg  # saved, then dropped
 
 
 def test_wrong_ema_name_hints_at_the_right_one():
