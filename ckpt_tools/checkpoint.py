@@ -75,7 +75,7 @@ class Variable:
     nbytes: int = 0
     partitions: int = 0
     path: str | None = None
-    ema_style: str | None = field(default=None, repr=False)
+    ema_style: str | None = None  # how the average is kept (roles.EMA_STYLES), on both sides
 
     @property
     def size(self) -> int:
@@ -366,7 +366,8 @@ class Checkpoint:
                 ema=shadow_of.get(key), slot_of=ri.slot_of, nbytes=entry.nbytes,
                 partitions=len(entry.slices) if self.format == "v2" else
                 (len(entry.slices) if len(entry.slices) > 1 else 0),
-                path=path, ema_style=ri.ema_style))
+                path=path, ema_style=ri.ema_style or (
+                    info[shadow_of[key]].ema_style if key in shadow_of else None)))
         return out
 
     def files(self) -> list[str]:

@@ -92,6 +92,7 @@ def ema_map(
     strip_scope: str | None = None,
     add_scope: str | None = None,
     allow_missing: bool = False,
+    style: str | None = None,
 ) -> EmaMap:
     """Builds the EMA restore map of a checkpoint, in checkpoint keys.
 
@@ -109,6 +110,9 @@ def ema_map(
         strip_scope / add_scope (`str`): rewrite target keys, e.g. strip ``tower_0/``.
         allow_missing (`bool`): restore raw values where a shadow is missing instead of
             recording it in :attr:`EmaMap.missing`.
+        style (`str`, *optional*): use only averages kept this way (``tf1``, ``object``,
+            ``keras``, ``slot``; see :data:`ckpt_tools.roles.EMA_STYLES`) when a checkpoint holds
+            several kinds.
 
     Returns:
         `EmaMap`.
@@ -124,16 +128,19 @@ def ema_map(
     """
     if non_averaged not in (KEEP, DROP) or slots not in (KEEP, DROP):
         raise ValueError("non_averaged and slots must be 'keep' or 'drop'")
+    if style is not None and style not in R.EMA_STYLES:
+        raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
         variables = {v.name: v for v in ckpt.variables()}
         detected = R.detect_ema_names(ckpt.entries())
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
-        if use_meta and ckpt.meta is not None and ckpt.meta.collections.get("variables"):
+        if (use_meta and style in (None, "tf1") and ckpt.meta is not None
+                and ckpt.meta.collections.get("variables")):
             pairs, missing, not_saved = _from_meta(ckpt, variables, name)
             source = "meta"
         else:
-            pairs, missing, not_saved = _from_keys(variables, name, ema_name is not None)
+            pairs, missing, not_saved = _from_keys(variables, name, ema_name is not None, style)
             source = "keys"
     finally:
         if not isinstance(checkpoint, Checkpoint):
@@ -178,6 +185,10 @@ def ema_map(
                   if source == "meta" else set())
     unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys]
     hints = _hints(variables, name, detected, missing, unsaved)
+    kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
+    if style is not None and missing and style not in kinds and kinds:
+        hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "
+                        f"{', '.join(kinds)} (drop --style, or pass --style {kinds[0]})")
     return EmaMap(
         checkpoint=ckpt.path, ema_name=name, mapping=mapping, averaged=tuple(averaged),
         raw=tuple(raw), missing=tuple(t for t in missing if t not in set(dropped)),
@@ -213,11 +224,11 @@ def _from_meta(ckpt: Checkpoint, variables, name: str):
     return list(pairs.items()), missing, not_saved
 
 
-def _from_keys(variables, name: str, explicit: bool):
+def _from_keys(variables, name: str, explicit: bool, style: str | None = None):
     """The same map inferred from keys and roles when there is no graph."""
     shadows: dict[str, list[str]] = {}
     for v in variables.values():
-        if v.role == R.EMA and v.ema_of:
+        if v.role == R.EMA and v.ema_of and style in (None, v.ema_style):
             shadows.setdefault(v.ema_of, []).append(v.name)
     pairs = []
     for key, v in variables.items():
@@ -255,6 +266,8 @@ def _hints(variables, name: str, detected: list[str], missing: list[str],
 
 
 def _missing_message(m: EmaMap) -> str:
+    if m.hints and m.hints[0].startswith("no averages kept as"):
+        return f"{m.checkpoint}: {m.hints[0]}"
     sample = ", ".join(m.missing[:5]) + (f" and {len(m.missing) - 5} more" if len(m.missing) > 5
                                          else "")
     shadow = f"{m.missing[0]}/{m.ema_name}"

@@ -24,6 +24,7 @@ STEP = "step"
 LOSS_AVERAGE = "loss_average"
 OTHER = "other"
 ROLES = (WEIGHT, EMA, EMA_DEBIAS, OPTIMIZER_SLOT, BN_STAT, STEP, LOSS_AVERAGE, OTHER)
+EMA_STYLES = ("tf1", "object", "keras", "slot")
 
 DEFAULT_EMA_NAME = "ExponentialMovingAverage"
 # Slot names of TF1 optimizers (tf.compat.v1.train.*Optimizer) and TF2/Keras optimizers.
@@ -51,7 +52,10 @@ class RoleInfo:
     role: str
     ema_of: str | None = None  # for EMA shadows: the checkpoint key of the averaged variable
     slot_of: str | None = None  # for optimizer slots: the key of the primary variable
-    ema_style: str | None = None  # "tf1" (<var>/<ema name>) or "slot" (TF2 optimizer slot)
+    # How the average is kept: "tf1" (<var>/<ema name>), "object" (TF2 ema.average(v) saved in
+    # a tf.train.Checkpoint), "keras" (Keras 3 use_ema=True), "slot" (an "average" optimizer
+    # slot: TF Model Garden / TF Addons).
+    ema_style: str | None = None
 
 
 def _split(key: str) -> tuple[str, str]:

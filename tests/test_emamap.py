@@ -140,3 +140,23 @@ def test_wrong_ema_name_hints_at_the_right_one():
     m = ema_map(FIXTURES / "custom_ema_name", ema_name="Nope", use_meta=False)
     with pytest.raises(EmaError, match="--ema-name"):
         m.require_complete()
+
+
+def test_style_selects_one_kind_of_average():
+    m = ema_map(FIXTURES / "tf2_object", style="object")
+    assert {s: t for s, t in m.mapping.items() if s != t} == expected("tf2_object")["ema_of"]
+    wrong = ema_map(FIXTURES / "tf2_object", style="tf1")
+    with pytest.raises(EmaError, match="keeps them as object"):
+        wrong.require_complete()
+    keras3 = ema_map(FIXTURES / "keras3_object", style="keras")
+    assert len(keras3.averaged) == len(expected("keras3_object")["ema_of"])
+
+
+def test_list_reports_the_style_of_each_average():
+    from ckpt_tools import open_checkpoint
+
+    for case, style in (("towers_bn", "tf1"), ("tf2_object", "object"),
+                        ("keras3_object", "keras")):
+        with open_checkpoint(FIXTURES / case) as ckpt:
+            styles = {v.ema_style for v in ckpt.variables() if v.role == "ema" or v.ema}
+        assert styles == {style}, case

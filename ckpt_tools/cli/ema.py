@@ -63,6 +63,10 @@ def map_command(
         "--keep-slots", help="Keep optimizer slots (TensorFlow's exact variables_to_restore).")
     ] = False,
     allow_missing: MissingOpt = False,
+    style: Annotated[str | None, typer.Option(
+        "--style", help="Use only averages kept this way: tf1 (<var>/<ema name>), object "
+        "(TF2 ema.average(v)), keras (use_ema=True), slot (an 'average' optimizer slot).")
+    ] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -76,9 +80,11 @@ def map_command(
     out = Output(json_mode=json_out, quiet=quiet)
     if non_averaged not in (KEEP, DROP):
         raise typer.BadParameter("expected 'keep' or 'drop'", param_hint="--non-averaged")
+    if style is not None and style not in ("tf1", "object", "keras", "slot"):
+        raise typer.BadParameter("expected tf1, object, keras or slot", param_hint="--style")
     m = ema_map(path, slots=KEEP if keep_slots else DROP, non_averaged=non_averaged,
-                **_map_options(ema_name, no_meta, strip_scope, add_scope, include, exclude,
-                               allow_missing))
+                style=style, **_map_options(ema_name, no_meta, strip_scope, add_scope, include,
+                                            exclude, allow_missing))
     _warn_unaveraged(out, m)
     m.require_complete()
     if json_out:

@@ -111,7 +111,7 @@ def list_json(ckpt, variables: list[Variable]) -> dict:
             {"name": v.name, "dtype": v.dtype, "shape": list(v.shape), "role": v.role,
              "collections": list(v.collections), "ema_of": v.ema_of, "ema": v.ema,
              "size": v.size, "nbytes": v.nbytes, "slot_of": v.slot_of,
-             "partitions": v.partitions, "path": v.path}
+             "partitions": v.partitions, "path": v.path, "ema_style": v.ema_style}
             for v in variables
         ],
         "totals": {"variables": len(variables), "parameters": sum(v.size for v in variables),
