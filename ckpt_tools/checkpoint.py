@@ -10,7 +10,7 @@ import codecs
 import os
 import re
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from . import roles as _roles
