@@ -74,20 +74,26 @@ def _matrix(name: str, elements: int, cols: int) -> TensorSpec:
 
 
 def weight_layout(total_bytes: int) -> list[TensorSpec]:
-    """Returns the 334 weights of a checkpoint of about ``total_bytes`` (all copies included)."""
+    """Returns the 334 weights of a checkpoint of about ``total_bytes`` (all copies included).
+
+    Layer widths are 256/512/1024, narrowed for small sizes so that the bias and layer-norm
+    vectors stay under 10% of the bytes; the kernels take the rest.
+    """
     weight_bytes = total_bytes / 3  # weight + EMA shadow + momentum slot
     big = int(weight_bytes * BIG_SHARE / 4)
     weights = [_matrix("embedding/weights", big, 512), _matrix("softmax/weights", big, 512)]
+    widths = [(256, 512, 1024)[i % 3] for i in range(NUM_LAYERS)]
+    vector_elems = 3 * sum(widths)
+    scale = min(1.0, 0.1 * weight_bytes / 4 / vector_elems)
+    widths = [max(1, int(w * scale)) for w in widths]
+    kernel_elems = weight_bytes * (1 - 2 * BIG_SHARE) / 4 - 3 * sum(widths)
     rel = [(1 + i % 4) ** 2 * (1 + (i % 7) / 3) for i in range(NUM_LAYERS)]
-    kernel_elems = weight_bytes * (1 - 2 * BIG_SHARE) / 4 * 0.97
-    for i, r in enumerate(rel):
+    for i, (r, width) in enumerate(zip(rel, widths, strict=True)):
         scope = f"encoder/layer_{i:03d}"
-        kernel = _matrix(f"{scope}/dense/kernel", int(kernel_elems * r / sum(rel)),
-                         (256, 512, 1024)[i % 3])
-        width = (kernel.shape[1],)
-        weights += [kernel, TensorSpec(f"{scope}/dense/bias", width, "float32", "weight"),
-                    TensorSpec(f"{scope}/LayerNorm/gamma", width, "float32", "weight"),
-                    TensorSpec(f"{scope}/LayerNorm/beta", width, "float32", "weight")]
+        elems = max(width, int(kernel_elems * r / sum(rel)) // width * width)
+        weights += [_matrix(f"{scope}/dense/kernel", elems, width)]
+        weights += [TensorSpec(f"{scope}/{n}", (width,), "float32", "weight")
+                    for n in ("dense/bias", "LayerNorm/gamma", "LayerNorm/beta")]
     return weights
 
 

@@ -11,7 +11,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from importlib import metadata
 
@@ -20,6 +19,7 @@ import numpy as np
 from ckpt_tools.bundle import BundleReader
 
 _COMPARE_CHUNK = 8 * 1024 * 1024
+_LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
 
 
 @dataclass
@@ -32,34 +32,41 @@ class Run:
 
 
 def child_env() -> dict[str, str]:
-    """The environment of every child: TensorFlow's C++ logging silenced, nothing else."""
+    """The environment of every child: TensorFlow's C++ logging silenced, bytecode allowed.
+
+    ``PYTHONDONTWRITEBYTECODE`` is dropped so an editable checkout gets ``__pycache__`` files
+    (git-ignored) like a pip-installed package has from install time, and TensorFlow already
+    has; otherwise every ``ckpt`` run would recompile ckpt_tools from source while TensorFlow
+    loads precompiled bytecode.
+    """
     env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     return env
 
 
 def run_child(cmd: list[str], env: dict[str, str]) -> Run:
-    """Runs ``cmd`` and returns its wall time and peak RSS (``wait4`` rusage of that child).
+    """Runs ``cmd`` through ``launch.py`` and returns its wall time and its own peak RSS.
 
-    ``wait4`` gives the rusage of exactly this process (and the children it waited for), unlike
-    ``getrusage(RUSAGE_CHILDREN)``, whose ``ru_maxrss`` is the maximum over every child so far.
-    Stdout is parsed as JSON when it is one JSON object.
+    ``wait4`` rusage is exactly one process's (plus children it waited for), unlike
+    ``getrusage(RUSAGE_CHILDREN)``, whose ``ru_maxrss`` is the maximum over every child so far;
+    the launcher keeps this process's own RSS out of it (see ``launch.py``). Stdout is parsed
+    as JSON when it is one JSON object.
 
     Raises:
         RuntimeError: if the command fails, with the tail of its stderr.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r", suffix=".rusage") as res:
+        code = subprocess.call([sys.executable, "-S", _LAUNCHER, res.name, *cmd], stdout=out,
+                               stderr=err, env=env)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode(
             "utf-8", "replace")
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{stderr[-3000:]}")
+        fields = res.read().split()
+    if code != 0 or len(fields) != 3:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {code}:\n{stderr[-3000:]}")
     parsed: dict = {}
     text = stdout.strip()
     if text.startswith("{") and text.endswith("}"):
@@ -67,7 +74,29 @@ def run_child(cmd: list[str], env: dict[str, str]) -> Run:
             parsed = json.loads(text)
         except json.JSONDecodeError:
             parsed = {}
-    return Run(wall_s=wall, maxrss_mb=usage.ru_maxrss / 1024, output=parsed)
+    return Run(wall_s=float(fields[0]), maxrss_mb=int(fields[1]) / 1024, output=parsed)
+
+
+def import_profile(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
+    """Runs ``python -X importtime`` ``cmd`` once; returns import ms per top-level package.
+
+    Self times (excluding nested imports of other packages) are summed per top-level name, so
+    the values add up to ``"total"``; the ten largest are kept, the rest go to ``"other"``.
+    """
+    proc = subprocess.run([cmd[0], "-X", "importtime", *cmd[1:]], env=env, text=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True)
+    per: dict[str, int] = {}
+    for line in proc.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            continue
+        top = parts[2].strip().split(".")[0]
+        per[top] = per.get(top, 0) + int(parts[0])
+    ranked = sorted(per.items(), key=lambda kv: -kv[1])
+    out = {name: us / 1000 for name, us in ranked[:10]}
+    out["other"] = sum(us for _, us in ranked[10:]) / 1000
+    out["total"] = sum(per.values()) / 1000
+    return out
 
 
 def median(values: list[float]) -> float:

@@ -26,6 +26,9 @@ def rows(results: dict) -> list[dict]:
             base = lst[tool]["median_s"]
             out.append(_row(size, "list latency (whole process)", ours_list, base, "s",
                             base / ours_list, ">= 20x faster", base / ours_list >= 20, tool))
+        table, base = lst["ckpt list (table)"]["median_s"], lst["inspect_checkpoint"]["median_s"]
+        out.append(_row(size, "list latency, human table", table, base, "s", base / table,
+                        "(info)", None, "inspect_checkpoint"))
         ours_read = read[_OURS_READ]["gb_s"]
         phys_name = max(("physical: readinto", "physical: mmap"), key=lambda k: read[k]["gb_s"])
         phys = read[phys_name]["gb_s"]
@@ -37,6 +40,9 @@ def rows(results: dict) -> list[dict]:
         nv = read["ckpt_tools tensor(), verify=False"]["gb_s"]
         out.append(_row(size, "read throughput, verify=False", nv, phys, "GB/s", nv / phys,
                         "(no CRC: info)", None, phys_name))
+        views = read["physical: mmap view per tensor"]["gb_s"]
+        out.append(_row(size, "read throughput, verify=False", nv, views, "GB/s", nv / views,
+                        "(same access pattern: info)", None, "physical: mmap view per tensor"))
         ours_bake, tf_bake = bake[_OURS_BAKE]["median_s"], bake[_TF_BAKE]["median_s"]
         out.append(_row(size, "restore-ema (whole process)", ours_bake, tf_bake, "s",
                         tf_bake / ours_bake, ">= 3x faster", tf_bake / ours_bake >= 3,
@@ -119,9 +125,21 @@ def _machine_line(m: dict) -> str:
             f"{m['load_avg_1m']} at start, {m.get('load_avg_1m_end')} at end")
 
 
+def import_line(results: dict) -> str:
+    """Where ``ckpt list`` spends its import time (largest size), from ``-X importtime``."""
+    r = results["sizes"][-1]
+    prof = dict(r["list"][_OURS_LIST]["import_ms"])
+    total = prof.pop("total")
+    parts = ", ".join(f"{k} {v:.0f}" for k, v in prof.items())
+    return (f"`ckpt list` import time at {r['label']} (-X importtime, self ms by top-level "
+            f"package): total {total:.0f} ms = {parts}")
+
+
 def print_console(results: dict) -> None:
     """Prints the side-by-side table of ratios, the scaling table, the machine, the command."""
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
     table = Table(title="ckpt_tools vs TensorFlow (medians of whole runs)", header_style="bold")
     for h in _HEADERS:
         table.add_column(h, justify="right" if h in ("ckpt_tools", "ratio") else "left")
@@ -136,6 +154,7 @@ def print_console(results: dict) -> None:
     for cells in scaling_cells(results):
         scaling.add_row(*cells)
     console.print(scaling)
+    console.print(import_line(results), markup=False)
     console.print(f"machine: {_machine_line(results['machine'])}")
     console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
 
@@ -160,6 +179,7 @@ def markdown(results: dict) -> str:
         _md_table(_HEADERS, [_table_cells(r) for r in results["rows"]]),
         "Scaling (* `ckpt list` time minus bare interpreter start-up, per tensor):",
         _md_table(_SCALING_HEADERS, scaling_cells(results)),
+        import_line(results) + ".",
         f"Machine: {_machine_line(m)}.",
         f"Command (total {results['total_s'] / 60:.1f} min):\n\n```\n{results['command']}\n```",
     ]) + "\n"

@@ -28,10 +28,19 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import make_ckpt
 import report
-from measure import Run, child_env, compare_bakes, machine_info, median, run_child
+from measure import (
+    Run,
+    child_env,
+    compare_bakes,
+    import_profile,
+    machine_info,
+    median,
+    run_child,
+)
 from measure import warm_page_cache as warm
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,48 +55,62 @@ def _log(message: str) -> None:
 
 
 def _round_robin(commands: dict[str, list[str]], repeats: int, env: dict[str, str],
-                 after=None) -> dict[str, list[Run]]:
+                 after: Callable[[str, int], None] | None = None) -> dict[str, list[Run]]:
     """Runs every command ``repeats`` times, interleaved (A B C A B C ...) so that load from
     elsewhere on the machine spreads over all tools instead of biasing one."""
     runs: dict[str, list[Run]] = {name: [] for name in commands}
     for i in range(repeats):
         for name, cmd in commands.items():
-            runs[name].append(run_child(cmd(i) if callable(cmd) else cmd, env))
+            runs[name].append(run_child(cmd, env))
             if after:
                 after(name, i)
     return runs
 
 
-def _summary(runs: list[Run], key: str = "wall_s") -> dict:
-    values = [r.output["seconds"] if key == "seconds" else r.wall_s for r in runs]
+_BULKY = ("replaced", "files", "dropped", "variables")  # per-key lists of --json outputs
+
+
+def _summary(runs: list[Run], inner: bool = False) -> dict:
+    """Median of whole-process wall times, or (``inner``) of every timed pass of every run."""
+    values = ([t for r in runs for t in r.output["pass_s"]] if inner else
+              [r.wall_s for r in runs])
+    output = {k: v for k, v in runs[-1].output.items() if k not in _BULKY}
     return {"median_s": median(values), "runs_s": values,
-            "maxrss_mb": max(r.maxrss_mb for r in runs), "output": runs[-1].output}
+            "maxrss_mb": max(r.maxrss_mb for r in runs), "output": output}
 
 
 def bench_list(prefix: str, repeats: int, env: dict[str, str]) -> dict:
-    """1. Whole-process list latency of the three tools, plus bare interpreter start-up."""
+    """1. Whole-process list latency of the three tools (and of ``ckpt list``'s human table),
+    plus bare interpreter start-up; then one ``-X importtime`` profile of ``ckpt list``."""
     commands = {
         "ckpt list --json": [PY, "-m", "ckpt_tools", "list", prefix, "--json"],
+        "ckpt list (table)": [PY, "-m", "ckpt_tools", "list", prefix],
         "inspect_checkpoint": [PY, "-m", "tensorflow.python.tools.inspect_checkpoint",
                                f"--file_name={prefix}"],
         "tf.train.list_variables": [PY, "-c", _LIST_VARIABLES, prefix],
         "python -c pass": [PY, "-c", "pass"],
     }
-    return {k: _summary(v) for k, v in _round_robin(commands, repeats, env).items()}
+    out = {k: _summary(v) for k, v in _round_robin(commands, repeats, env).items()}
+    out["ckpt list --json"]["import_ms"] = import_profile(commands["ckpt list --json"], env)
+    return out
 
 
-def bench_read(prefix: str, files: list[str], repeats: int, env: dict[str, str]) -> dict:
-    """2. Read throughput (timed inside each child, imports excluded), page cache warm."""
+def bench_read(prefix: str, files: list[str], repeats: int, passes: int,
+               env: dict[str, str]) -> dict:
+    """2. Read throughput (timed inside each child over ``passes`` passes, imports excluded),
+    page cache warm; the median is over every pass of every run."""
+    n = str(passes)
     commands = {
-        "physical: readinto": [PY, TASKS, "read-phys-read", *files],
-        "physical: mmap": [PY, TASKS, "read-phys-mmap", *files],
-        "ckpt_tools tensor()": [PY, TASKS, "read-ours", prefix],
-        "ckpt_tools tensor(), verify=False": [PY, TASKS, "read-ours-noverify", prefix],
-        "tf get_tensor()": [PY, TASKS, "read-tf", prefix],
+        "physical: readinto": [PY, TASKS, "read-phys-read", n, *files],
+        "physical: mmap": [PY, TASKS, "read-phys-mmap", n, *files],
+        "physical: mmap view per tensor": [PY, TASKS, "read-phys-views", n, prefix],
+        "ckpt_tools tensor()": [PY, TASKS, "read-ours", n, prefix],
+        "ckpt_tools tensor(), verify=False": [PY, TASKS, "read-ours-noverify", n, prefix],
+        "tf get_tensor()": [PY, TASKS, "read-tf", n, prefix],
     }
     out = {}
     for name, runs in _round_robin(commands, repeats, env).items():
-        s = _summary(runs, key="seconds")
+        s = _summary(runs, inner=True)
         s["bytes"] = runs[-1].output["bytes"]
         s["gb_s"] = s["bytes"] / s["median_s"] / 1e9
         out[name] = s
@@ -127,7 +150,8 @@ def bench_bake(prefix: str, outdir: str, repeats: int, env: dict[str, str]) -> t
     return {k: _summary(v) for k, v in runs.items()}, identity
 
 
-def bench_size(label: str, nbytes: int, workdir: str, repeats: int, env: dict[str, str]) -> dict:
+def bench_size(label: str, nbytes: int, workdir: str, repeats: int, passes: int,
+               env: dict[str, str]) -> dict:
     """Generates one checkpoint and runs every measurement on it."""
     free = shutil.disk_usage(workdir).free
     if free < 3.5 * nbytes + (1 << 30):
@@ -151,7 +175,7 @@ def bench_size(label: str, nbytes: int, workdir: str, repeats: int, env: dict[st
     _log(f"[{label}] 1. list latency")
     result["list"] = bench_list(prefix, repeats, env)
     _log(f"[{label}] 2. read throughput")
-    result["read"] = bench_read(prefix, files, repeats, env)
+    result["read"] = bench_read(prefix, files, repeats, passes, env)
     _log(f"[{label}] 3. restore-ema vs TensorFlow")
     result["bake"], result["bit_identity"] = bench_bake(prefix, os.path.join(workdir, "out"),
                                                         repeats, env)
@@ -166,7 +190,7 @@ def _warm_up(workdir: str, env: dict[str, str]) -> None:
     make_ckpt.write_meta(prefix, env)
     bench_list(prefix, 1, env)
     files = make_ckpt.data_files(prefix)
-    bench_read(prefix, files, 1, env)
+    bench_read(prefix, files, 1, 1, env)
     bench_bake(prefix, os.path.join(workdir, "out"), 1, env)
     shutil.rmtree(tiny)
 
@@ -177,22 +201,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="comma-separated checkpoint sizes (default: 100M,300M,1G)")
     parser.add_argument("--size", help="a single size (same as --sizes SIZE)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument("--passes", type=int, default=5,
+                        help="timed read passes inside each read child (default: 5)")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: 4M, one repeat, no warm-up pass")
+                        help="smoke run: 4M, one repeat, one pass, no warm-up pass")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--json", dest="json_path", help="write machine-readable results here")
     parser.add_argument("--markdown", help="write the results as a README section here")
     args = parser.parse_args(argv)
     if args.quick:
-        args.sizes, args.repeats = args.size or "4M", 1
+        args.sizes, args.repeats, args.passes = args.size or "4M", 1, 1
     elif args.size:
         args.sizes = args.size
     args.size_list = [s.strip() for s in args.sizes.split(",") if s.strip()]
     for s in args.size_list:
         make_ckpt.parse_size(s)
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
+    if args.repeats < 1 or args.passes < 1:
+        parser.error("--repeats and --passes must be at least 1")
     return args
 
 
@@ -211,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             _warm_up(workdir, env)
         for label in args.size_list:
             results["sizes"].append(bench_size(label, make_ckpt.parse_size(label), workdir,
-                                               args.repeats, env))
+                                               args.repeats, args.passes, env))
     finally:
         if made and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,112 @@
+"""The benchmark (bench/) must not rot: its checkpoint generator and a --quick smoke run.
+
+The benchmarks themselves are not unit tests; this only checks that ``bench/run.py`` still runs
+end to end on a few-MB checkpoint and reports every row with sane numbers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ckpt_tools import open_checkpoint
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _load(name: str):
+    """Imports ``bench/<name>.py`` under a private name (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+make_ckpt = _load("make_ckpt")
+tasks = _load("tasks")
+
+EXPECTED_ROWS = {
+    ("list latency (whole process)", "inspect_checkpoint"),
+    ("list latency (whole process)", "tf.train.list_variables"),
+    ("list latency, human table", "inspect_checkpoint"),
+    ("read throughput", "tf get_tensor()"),
+    ("restore-ema (whole process)", "tf Saver restore+save"),
+    ("peak RSS, list", "inspect_checkpoint"),
+    ("peak RSS, restore-ema", "tf Saver restore+save"),
+}
+
+
+def test_parse_size():
+    assert make_ckpt.parse_size("1G") == 1 << 30
+    assert make_ckpt.parse_size("200M") == 200 << 20
+    assert make_ckpt.parse_size("512k") == 512 << 10
+    assert make_ckpt.parse_size("1000") == 1000
+    with pytest.raises(ValueError, match="invalid size"):
+        make_ckpt.parse_size("lots")
+
+
+@pytest.mark.parametrize("size", ["2M", "50M", "1G"])
+def test_layout_keeps_the_variable_count(size):
+    specs = make_ckpt.layout(make_ckpt.parse_size(size))
+    assert len(specs) == 1003
+    assert sum(s.role == "ema" for s in specs) == sum(s.role == "weight" for s in specs) == 334
+    total = sum(s.nbytes for s in specs)
+    assert 0.8 < total / make_ckpt.parse_size(size) < 1.1
+
+
+def test_touch_does_not_depend_on_alignment():
+    data = np.random.default_rng(1).integers(0, 256, 1001, dtype=np.uint8)
+    whole = tasks.touch(data)
+    assert whole == int(np.bitwise_xor.reduce(data))
+    assert tasks.touch(data[3:]) ^ tasks.touch(data[:3]) == whole
+    assert tasks.touch(memoryview(data.tobytes())[5:]) == tasks.touch(data[5:])
+
+
+def test_generated_checkpoint_reads_in_tensorflow(tmp_path, tf):
+    prefix = make_ckpt.write_checkpoint(str(tmp_path / "ckpt"), 2 << 20)
+    assert all(os.path.getsize(p) > 0 for p in make_ckpt.data_files(prefix))
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = reader.get_variable_to_shape_map()
+    with open_checkpoint(prefix) as ckpt:
+        assert ckpt.reader.num_shards == 2
+        assert sorted(shapes) == ckpt.keys()
+        for key in ckpt.keys():
+            ours = ckpt.tensor(key)
+            theirs = reader.get_tensor(key)
+            assert list(shapes[key]) == list(ours.shape)
+            assert theirs.dtype == ours.dtype
+            np.testing.assert_array_equal(theirs, ours)
+        assert ckpt.tensor("global_step") == 1000
+
+
+def test_quick_run(tmp_path):
+    out, md = tmp_path / "results.json", tmp_path / "results.md"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--quick", "--workdir", str(tmp_path / "work"),
+         "--json", str(out), "--markdown", str(md)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(out.read_text())
+    rows = results["rows"]
+    assert EXPECTED_ROWS <= {(r["metric"], r["vs"]) for r in rows}
+    assert {r["metric"] for r in rows if r["vs"].startswith("physical")} == {
+        "read throughput", "read throughput, verify=False"}
+    for r in rows:
+        if r["unit"]:
+            assert r["ours"] > 0 and r["baseline"] > 0 and r["ratio"] > 0, r
+    identity = [r for r in rows if r["metric"] == "restore-ema output"]
+    assert identity and all(r["met"] for r in identity)
+    size = results["sizes"][0]
+    assert size["bit_identity"]["identical"] and size["bit_identity"]["ema_applied"]
+    assert size["bit_identity"]["tensors"] == 1003
+    assert results["machine"]["cores"] >= 1 and results["command"].startswith("python ")
+    assert md.read_text().startswith("## Benchmarks")
+    assert not (tmp_path / "work" / "ckpt-4M").exists()
