@@ -120,6 +120,12 @@ def _build() -> dict[str, type]:
 
 
 _CLASSES = _build()
+
+
+def text(value) -> str:
+    """A string field as ``str``: protobuf returns ``bytes`` when a damaged file holds invalid
+    UTF-8 there, and every key we build must be ``str``."""
+    return value if isinstance(value, str) else bytes(value).decode("utf-8", "replace")
 BundleHeaderProto = _CLASSES["BundleHeaderProto"]
 BundleEntryProto = _CLASSES["BundleEntryProto"]
 TensorShapeProto = _CLASSES["TensorShapeProto"]

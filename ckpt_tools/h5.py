@@ -184,9 +184,14 @@ class H5Reader:
             self.close()
             raise CorruptCheckpointError(f"cannot read HDF5 data: {exc}", path=path) from None
         try:
-            entries, self.kind = self._scan()
-            if self.kind == "legacy" and self.config is None:
-                self.config = self._legacy_config()
+            try:
+                entries, self.kind = self._scan()
+                if self.kind == "legacy" and self.config is None:
+                    self.config = self._legacy_config()
+            except (OSError, RuntimeError, KeyError, UnicodeDecodeError) as exc:
+                # h5py's errors for damaged metadata (visititems, attributes, object headers)
+                raise CorruptCheckpointError(f"cannot read HDF5 metadata: {exc}",
+                                             path=path) from exc
             self.keras = keras_layout.analyze(entries, self.kind, self.config,
                                               self._owner_names)
         except BaseException:
@@ -350,8 +355,11 @@ class H5Reader:
               else np.dtype(entry.extra["npdtype"]))
         offset = entry.extra["file_offset"]
         if offset is None:
-            value = self._h5[entry.extra["h5path"]][()]
-            value = np.asarray(value)
+            try:
+                value = np.asarray(self._h5[entry.extra["h5path"]][()])
+            except (OSError, RuntimeError, KeyError) as exc:  # h5py: damaged chunks, filters
+                raise CorruptCheckpointError(f"cannot read tensor {name!r}: {exc}",
+                                             path=self.path) from exc
             if value.dtype.kind == "V":
                 value = value.view(dt)
             return value.reshape(entry.shape)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._protos import CollectionEntry, MetaGraphDef, MetaInfoDef, SaverDef, VariableDef
+from ._protos import CollectionEntry, MetaGraphDef, MetaInfoDef, SaverDef, VariableDef, text
 from ._wire import Cursor
 from .bundle import _close, _map
 from .errors import CheckpointNotFoundError, CorruptCheckpointError
@@ -93,11 +93,12 @@ def _variable(raw: bytes, path: str) -> MetaVariable:
         vd = VariableDef.FromString(raw)
     except Exception as exc:
         raise CorruptCheckpointError(f"cannot parse VariableDef: {exc}", path=path) from None
-    name = _op_name(vd.variable_name)
+    name = _op_name(text(vd.variable_name))
     part = None
     if vd.HasField("save_slice_info_def") and vd.save_slice_info_def.full_name:
         s = vd.save_slice_info_def
-        part = Partition(s.full_name, tuple(s.full_shape), tuple(s.var_offset), tuple(s.var_shape))
+        part = Partition(text(s.full_name), tuple(s.full_shape), tuple(s.var_offset),
+                         tuple(s.var_shape))
     # VariableDef.trainable is only written by TF >= 1.14; older graphs rely on the collection.
     return MetaVariable(name=name, checkpoint_key=part.full_name if part else name,
                         trainable=vd.trainable, partition=part)
@@ -105,17 +106,18 @@ def _variable(raw: bytes, path: str) -> MetaVariable:
 
 def _add_collection(graph: MetaGraph, entry) -> None:
     value = entry.value
-    if value.HasField("bytes_list") and entry.key in VARIABLE_COLLECTIONS:
+    key = text(entry.key)
+    if value.HasField("bytes_list") and key in VARIABLE_COLLECTIONS:
         members = []
         for raw in value.bytes_list.value:
             var = _variable(raw, graph.path)
             graph.variables.setdefault(var.name, var)
             members.append(var.name)
-        graph.collections[entry.key] = members
+        graph.collections[key] = members
     elif value.HasField("node_list"):
-        graph.collections[entry.key] = list(value.node_list.value)
+        graph.collections[key] = [text(v) for v in value.node_list.value]
     elif value.HasField("bytes_list"):
-        graph.collections[entry.key] = [f"<{len(v)} bytes>" for v in value.bytes_list.value]
+        graph.collections[key] = [f"<{len(v)} bytes>" for v in value.bytes_list.value]
 
 
 def read_meta_graph(path: str) -> MetaGraph:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from ._protos import TrackableObjectGraph
+from ._protos import TrackableObjectGraph, text
 from .errors import CorruptCheckpointError
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -73,7 +73,7 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
                     f"of {len(nodes)}")
             if child.node_id not in path_of:
                 parent = path_of[node_id]
-                name = child.local_name
+                name = text(child.local_name)
                 path_of[child.node_id] = f"{parent}/{name}" if parent else name
                 queue.append(child.node_id)
     out = ObjectGraph()
@@ -81,23 +81,24 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
     for node_id, node in enumerate(nodes):
         for attr in node.attributes:
             if attr.name == "VARIABLE_VALUE":
-                key_of[node_id] = attr.checkpoint_key
+                key = text(attr.checkpoint_key)
+                key_of[node_id] = key
                 if attr.full_name:
-                    out.full_names[attr.checkpoint_key] = attr.full_name
+                    out.full_names[key] = text(attr.full_name)
                 if node_id in path_of:
-                    out.paths[attr.checkpoint_key] = path_of[node_id]
+                    out.paths[key] = path_of[node_id]
     for node_id, node in enumerate(nodes):
         for ref in node.slot_variables:
             slot_key = key_of.get(ref.slot_variable_node_id)
             var_key = key_of.get(ref.original_variable_node_id)
             if slot_key is None or var_key is None:
                 continue
-            out.slots[slot_key] = Slot(variable=var_key, name=ref.slot_name,
+            out.slots[slot_key] = Slot(variable=var_key, name=text(ref.slot_name),
                                        optimizer=path_of.get(node_id, ""))
             if slot_key not in out.paths:
                 var_path = out.paths.get(var_key, var_key)
                 owner = path_of.get(node_id, "optimizer")
-                out.paths[slot_key] = f"{var_path}/.{owner}/{ref.slot_name}"
+                out.paths[slot_key] = f"{var_path}/.{owner}/{text(ref.slot_name)}"
     return out
 
 

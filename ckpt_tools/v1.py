@@ -12,7 +12,7 @@ import mmap
 from typing import TYPE_CHECKING
 
 from . import dtypes
-from ._protos import SavedTensorSlices, TensorProto
+from ._protos import SavedTensorSlices, TensorProto, text
 from .bundle import _close, _map, _shape
 from .entry import TensorEntry
 from .errors import CheckpointNotFoundError, CorruptCheckpointError
@@ -84,7 +84,8 @@ class V1Reader:
             shape = _shape(t.shape)
             dtypes.dtype_name(t.type)
             slices = tuple(TensorSlice.from_proto(s, len(shape)) for s in t.slice)
-            self.entries[t.name] = TensorEntry(name=t.name, dtype=t.type, shape=shape,
+            name = text(t.name)
+            self.entries[name] = TensorEntry(name=name, dtype=t.type, shape=shape,
                                                slices=slices or (TensorSlice.full(len(shape)),))
 
     def _parse(self, value, what: str):

@@ -20,14 +20,13 @@ from . import crc, dtypes
 from ._protos import BundleEntryProto, BundleHeaderProto
 from ._wire import Cursor
 from .bundle import _close, _map, _shape, data_path
-from .checkpoint import Checkpoint, locate
+from .checkpoint import Checkpoint, Location, locate
 from .entry import TensorEntry
 from .errors import CheckpointError, CorruptCheckpointError
 from .meta import read_meta_graph
 from .objgraph import OBJECT_GRAPH_KEY, parse_object_graph
 from .slices import TensorSlice, decode_key
 from .table import BlockHandle, Table
-from .v1 import V1Reader
 
 CHUNK = 16 << 20  # bytes checksummed between progress updates
 MAX_LISTED = 10  # missing shards reported one by one; the rest are counted
@@ -66,8 +65,9 @@ class VerifyReport:
     """Result of :func:`verify`.
 
     Attributes:
-        path: the checkpoint prefix (V2) or file (V1).
-        format: ``"v2"`` or ``"v1"``.
+        path: the checkpoint prefix (V2) or file (V1, Keras HDF5 / ``.keras``).
+        format: ``"v2"``, ``"v1"``, ``"h5"`` or ``"keras"`` (the last three have no
+            per-tensor checksums: every value is decoded instead).
         files: files examined.
         tensors: stored tensors (or slices) whose data was checked.
         bytes: bytes of tensor data checksummed.
@@ -137,8 +137,10 @@ def verify(target: str | os.PathLike | Checkpoint, *,
     report = VerifyReport(path=loc.prefix, format=loc.format)
     if loc.format == "v2":
         _verify_v2(loc.prefix, report, progress)
+    elif loc.format != "v1":  # Keras HDF5 / .keras: no checksums, decode every value
+        _read_all(loc, report, progress)
     else:
-        _verify_v1(loc.prefix, report, progress)
+        _verify_v1(loc, report, progress)
     if loc.meta_path:
         report.files.append(loc.meta_path)
         try:
@@ -409,27 +411,35 @@ def _check_object_graph(entry: TensorEntry, mm, report: VerifyReport, path: str)
         report.add_error(exc, path, entry.name)
 
 
-# -- V1 --------------------------------------------------------------------------------------
-def _verify_v1(path: str, report: VerifyReport, progress: ProgressFn | None) -> None:
-    report.files.append(path)
-    data = _map(path)
+# -- V1 and formats without checksums ------------------------------------------------------
+def _verify_v1(loc: Location, report: VerifyReport, progress: ProgressFn | None) -> None:
+    report.files.append(loc.prefix)
+    data = _map(loc.prefix)
     try:
-        _walk_table(data, path, report)
+        _walk_table(data, loc.prefix, report)
         clean = not report.problems
     finally:
         _close(data)
-    if not clean:
-        return  # the reader would stop at the problem already reported
-    reader = V1Reader(path, verify=True)
+    if clean:  # otherwise the reader would only stop at the problem already reported
+        _read_all(loc, report, progress)
+
+
+def _read_all(loc: Location, report: VerifyReport, progress: ProgressFn | None) -> None:
+    """Decodes every tensor (V1 and HDF5 store no per-tensor checksums)."""
+    if not report.files:
+        report.files.append(loc.prefix)
     try:
-        names = list(reader.entries)
+        ckpt = Checkpoint(loc, verify=True, meta=False)
+    except CheckpointError as exc:
+        report.add_error(exc, loc.prefix)
+        return
+    with ckpt:
+        names = ckpt.keys()
         for i, name in enumerate(names):
             try:
-                reader.read(name)
+                ckpt.tensor(name)
                 report.tensors += 1
             except CheckpointError as exc:
-                report.add_error(exc, path, name)
+                report.add_error(exc, loc.prefix, name)
             if progress:
                 progress(i + 1, len(names))
-    finally:
-        reader.close()

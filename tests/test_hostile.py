@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from _corpus import (
+    FIXTURES,
     build_table,
     bundle_index,
     entry_proto,
@@ -109,7 +110,7 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
     add("truncated_index", ["list", d], d, CORRUPT, index, "magic")
     d = _mutated(v2, root / "trunc_data", data, lambda b: b[:20])
     add("truncated_data_show", ["show", d, "words"], d, CORRUPT, data, "truncated")
-    add("truncated_data_verify", ["verify", d], d, CORRUPT, "problem")
+    add("truncated_data_verify", ["verify", d], d, CORRUPT, "trunc_data", "12 problems")
     d = _mutated(v2, root / "flip_data", data, _flip(1))
     add("flipped_data_show", ["show", d, "W"], d, CORRUPT, data, "checksum mismatch")
     add("flipped_data_stats", ["stats", d], d, CORRUPT, data, "checksum mismatch")
@@ -120,7 +121,7 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
     add("wrong_magic", ["list", d], d, CORRUPT, index, "bad table magic number")
     d = _mutated(v2, root / "no_shard", data, lambda b: None)
     add("missing_shard_show", ["show", d, "W"], d, NOT_FOUND, data, "is missing")
-    add("missing_shard_verify", ["verify", d], d, CORRUPT, "problem")
+    add("missing_shard_verify", ["verify", d], d, CORRUPT, "no_shard", "problem")
     d = _mutated(v2, root / "empty_index", index, lambda b: b"")
     add("empty_index", ["list", d], d, CORRUPT, index, "0 bytes")
     (root / "empty.ckpt").write_bytes(b"")
@@ -136,7 +137,7 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
     (root / "bad_escape").mkdir()
     (root / "bad_escape" / "checkpoint").write_text('model_checkpoint_path: "a\\x"\n')
     add("state_file_bad_escape", ["list", root / "bad_escape"], root / "bad_escape",
-        NOT_FOUND, "names checkpoint")
+        NOT_FOUND, "bad_escape", "names checkpoint")
     d = _mutated(v2, root / "bad_meta", meta, lambda b: b"this is not a MetaGraphDef\n" * 4)
     add("meta_not_metagraph", ["list", d], d, CORRUPT, meta, "not a MetaGraphDef")
     png = root / "image.png"
@@ -157,6 +158,14 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
         add("hdf5_not_keras", ["list", h5], h5, -1, "data.h5")
     except ImportError:
         pass
+    keras = FIXTURES / "keras_ema" / "model.weights.h5"
+    if keras.is_file():  # damaged HDF5 metadata: h5py raises RuntimeError deep in visititems
+        buf = bytearray(keras.read_bytes())
+        for i in range(3000, len(buf), 997):
+            buf[i] ^= 0x55
+        (root / "damaged.weights.h5").write_bytes(bytes(buf))
+        add("hdf5_damaged", ["list", root / "damaged.weights.h5"], root / "damaged.weights.h5",
+            CORRUPT, "damaged.weights.h5", "cannot read HDF5")
     # Hand-made indexes with entries no TensorFlow writes: must fail fast, allocate nothing.
     huge = _v2_bundle(root / "absurd" / "shape", {b"w": entry_proto(1, (10**12, 10**6),
                                                                     size=4 * 10**18)})
@@ -165,12 +174,13 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
                                                                      size=16)})
     add("absurd_offset", ["show", off, "w"], off.parent, CORRUPT, "offset.data", "spans bytes")
     strs = _v2_bundle(root / "absurd" / "strings", {b"w": entry_proto(7, (10**12,), size=16)})
-    add("absurd_string_count", ["show", strs, "w"], strs.parent, CORRUPT, "claims")
+    add("absurd_string_count", ["show", strs, "w"], strs.parent, CORRUPT, "strings.data",
+        "claims")
     part = _v2_bundle(root / "absurd" / "part", {
         b"w": entry_proto(1, (10**12, 10**6), slices=[[(0, 10**12), (0, 10**6)]]),
         encode_key("w", TensorSlice(((0, 10**12), (0, 10**6)))): entry_proto(1, (1,), size=16)})
     add("absurd_partitioned", ["show", part, "w"], part.parent, CORRUPT, "part.index", "stores")
-    add("absurd_verify", ["verify", huge], huge.parent, CORRUPT, "problem")
+    add("absurd_verify", ["verify", huge], huge.parent, CORRUPT, "shape", "problem")
     oob = _v2_bundle(root / "absurd" / "slice", {
         b"w": entry_proto(1, (4,), slices=[[(2, 5)]]),
         encode_key("w", TensorSlice(((2, 5),))): entry_proto(1, (5,), size=20)}, b"\0" * 20)
@@ -213,17 +223,17 @@ CASES = [
     "flipped_data_stats", "flipped_data_verify", "flipped_index", "wrong_magic",
     "missing_shard_show", "missing_shard_verify", "empty_index", "empty_file", "empty_dir",
     "state_file_missing_prefix", "state_file_bad_escape", "meta_not_metagraph", "png_file",
-    "text_file", "text_file_verify", "hdf5_not_keras", "absurd_shape", "absurd_offset",
-    "absurd_string_count", "absurd_partitioned", "absurd_verify", "slice_outside_tensor",
-    "unknown_dtype", "object_graph_not_string", "v1_fill_bomb", "v1_tensor_content_size",
-    "v1_odd_complex",
+    "text_file", "text_file_verify", "hdf5_not_keras", "hdf5_damaged", "absurd_shape",
+    "absurd_offset", "absurd_string_count", "absurd_partitioned", "absurd_verify",
+    "slice_outside_tensor", "unknown_dtype", "object_graph_not_string", "v1_fill_bomb",
+    "v1_tensor_content_size", "v1_odd_complex",
 ]
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_in_process(bad_inputs, case, capsys):
     if case not in bad_inputs:
-        pytest.skip("h5py is not installed")
+        pytest.skip("h5py or the Keras fixtures are not available")
     bad = bad_inputs[case]
     before = tree_hashes(bad.target)
     code, out, err = run_cli(list(bad.argv), capsys)

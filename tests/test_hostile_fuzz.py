@@ -23,7 +23,7 @@ from ckpt_tools import CheckpointError, open_checkpoint
 from ckpt_tools.table import Table
 from ckpt_tools.verify import verify
 
-EXAMPLES = 100  # per test; the whole module stays well under 30 s on 2 cores
+EXAMPLES = 80  # per test; the whole module stays well under 30 s on 2 cores
 TIME_LIMIT_S = 10  # one example taking longer than this is treated as a hang
 
 _POS = st.integers(min_value=0, max_value=2**31)

@@ -166,6 +166,15 @@ def test_verify_clean_tf_checkpoints(corpus, case):
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
 
 
+@pytest.mark.skipif(not (FIXTURES / "keras_ema").is_dir(), reason="fixtures not generated")
+def test_verify_keras_files_decodes_every_value(tmp_path):
+    report = verify(FIXTURES / "keras_ema" / "model.weights.h5")
+    assert report.ok and report.format == "h5" and report.tensors > 0
+    damaged = tmp_path / "model.weights.h5"
+    damaged.write_bytes((FIXTURES / "keras_ema" / "model.weights.h5").read_bytes()[:4096])
+    assert not verify(damaged).ok
+
+
 def test_verify_reports_every_corrupt_tensor(v2):
     with open_checkpoint(v2) as ckpt:
         w, b = ckpt.entry("W"), ckpt.entry("b")

@@ -72,8 +72,9 @@ def _print(out: Output, report: VerifyReport) -> None:
     size = human_bytes(report.bytes) if report.format == "v2" else "values"
     if report.ok:
         if not out.quiet:
+            files = len(report.files)
             out.print(f"[green]✓[/] {report.path} ({report.format}): {report.tensors} tensors, "
-                      f"{size} in {len(report.files)} files verified")
+                      f"{size} in {files} file{'s' if files != 1 else ''} verified")
         return
     n = len(report.problems)
     out.error(f"{report.path}: {n} problem{'s' if n != 1 else ''} found "
