@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -142,19 +143,46 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
             raise EmaError(
                 f"{ckpt.path}: shadow {src!r} ({a.dtype_name}{list(a.shape)}) does not match "
                 f"variable {tgt!r} ({b.dtype_name}{list(b.shape)})")
-    os.makedirs(out_dir, exist_ok=True)
-    if not os.access(out_dir, os.W_OK):
-        raise OutputError(f"{out_dir}: output directory is not writable")
     prefix = plan_outputs(ckpt, out_dir, name, overwrite)
+    staged = not os.path.exists(out_dir)
+    if staged:
+        # A new output directory is filled under a hidden temporary name and renamed into place
+        # at the end, so an interruption (even SIGKILL) never leaves a partial checkpoint there.
+        parent = os.path.dirname(os.path.abspath(out_dir))
+        os.makedirs(parent, exist_ok=True)
+        if not os.access(parent, os.W_OK):
+            raise OutputError(f"{parent}: output directory is not writable")
+        work = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(out_dir))}.tmp-",
+                                dir=parent)
+    else:
+        if not os.path.isdir(out_dir) or not os.access(out_dir, os.W_OK):
+            raise OutputError(f"{out_dir}: not a writable directory")
+        work = out_dir
+    try:
+        result = _write(ckpt, m, work, os.path.basename(prefix), source_of, verify, drop_slots,
+                        progress, strip, add)
+        if staged:
+            os.rename(work, out_dir)
+    except BaseException:
+        if staged:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    files = [os.path.join(out_dir, os.path.basename(f)) for f in result.files]
+    return BakeResult(prefix=prefix, files=files, replaced=result.replaced,
+                      copied=result.copied, dropped=result.dropped, nbytes=result.nbytes,
+                      ema_map=m, warnings=result.warnings)
+
+
+def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, add):
+    """Writes the baked checkpoint into directory ``work``; the index is published last."""
+    prefix = os.path.join(work, name)
+    entries = ckpt.entries()
     variables = {v.name: v for v in ckpt.variables()}
     replaced, dropped, warnings = {}, [], []
     copied = nbytes = 0
-    files = []
     renamed = bool(strip or add)
     meta_src = ckpt.location.meta_path
-    if meta_src and not renamed:
-        files.append(_copy_atomic(meta_src, prefix + ".meta"))
-    elif meta_src:
+    if meta_src and renamed:
         warnings.append("keys were re-scoped, so the .meta graph (which uses the old names) "
                         "was not copied")
     with BundleWriter(prefix) as writer:
@@ -169,8 +197,11 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
                 replaced[out_key] = src
             else:
                 copied += 1
+        files = []
+        if meta_src and not renamed:  # before the index: a present .index means "complete"
+            files.append(_copy_atomic(meta_src, prefix + ".meta"))
         files += writer.finish()
-    files.append(write_state_file(out_dir, os.path.basename(prefix)))
+    files.append(write_state_file(work, name))
     return BakeResult(prefix=prefix, files=files, replaced=replaced, copied=copied,
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
 
