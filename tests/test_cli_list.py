@@ -132,3 +132,26 @@ def test_errors_are_one_line_without_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert "nope" in proc.stderr
+
+
+def test_tables_never_parse_names_as_markup():
+    import io
+
+    from rich.console import Console
+
+    from ckpt_tools.cli._output import Output
+
+    out, buf = Output(), io.StringIO()
+    out.out = Console(file=buf, force_terminal=True, width=120)
+    out.table("t", [("name", "left"), ("n", "right")], [[("w[0]/[bold]x", "cyan"), ("1", None)]])
+    assert "w[0]/[bold]x" in buf.getvalue()
+
+
+def test_long_listings_use_plain_aligned_text(tmp_path, capsys):
+    from ckpt_tools.cli._output import Output
+
+    rows = [[(f"v{i}", None), (str(i), None)] for i in range(Output.RICH_TABLE_MAX_ROWS + 1)]
+    Output().table("title", [("name", "left"), ("n", "right")], rows)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "title" and len(lines) == len(rows) + 2
+    assert len({len(line) for line in lines[2:]}) <= 2  # aligned columns

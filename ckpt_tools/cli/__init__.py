@@ -10,23 +10,48 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from importlib import import_module
 
 import typer
 from typer.core import TyperGroup
 
 from ..errors import CheckpointError
 from ._output import Output
-from .diff import diff_command
-from .ema import map_command, restore_ema_command
-from .export import export_command
 from .inspect import list_command
-from .show import show_command, stats_command
-from .verify import verify_command
+
+# Command name -> (module, function, help override). Loaded only when that command runs (or for
+# --help), so `ckpt list` does not import NumPy, the stats/diff/verify code or the trainer.
+_LAZY = {
+    "verify": (".verify", "verify_command", None),
+    "show": (".show", "show_command", None),
+    "stats": (".show", "stats_command", None),
+    "diff": (".diff", "diff_command", None),
+    "map": (".ema", "map_command", None),
+    "restore-ema": (".ema", "restore_ema_command", None),
+    "export": (".export", "export_command", None),
+    "train": ("ckpt_tools.train.cli", "train_command", "TRAIN_HELP"),
+    "eval": ("ckpt_tools.train.cli", "eval_command", "EVAL_HELP"),
+}
 
 
 class _Group(TyperGroup):
-    """Turns errors into one stderr line and an exit code, for the console script and for
-    in-process callers (tests, ``CliRunner``) alike."""
+    """Loads commands lazily, and turns errors into one stderr line and an exit code, for the
+    console script and for in-process callers (tests, ``CliRunner``) alike."""
+
+    def list_commands(self, ctx: typer.Context) -> list[str]:
+        return [*super().list_commands(ctx), *_LAZY]
+
+    def get_command(self, ctx: typer.Context, name: str):
+        command = super().get_command(ctx, name)
+        if command is None and name in _LAZY:
+            module_name, function, help_name = _LAZY[name]
+            module = import_module(module_name, __name__)
+            single = typer.Typer(context_settings={"help_option_names": ["-h", "--help"]})
+            single.command(name, help=getattr(module, help_name) if help_name else None)(
+                getattr(module, function))
+            command = typer.main.get_command(single)
+            self.commands[name] = command
+        return command
 
     def invoke(self, ctx: typer.Context):
         try:
@@ -65,24 +90,6 @@ def _root(
 
 
 app.command("list")(list_command)
-app.command("verify")(verify_command)
-app.command("show")(show_command)
-app.command("stats")(stats_command)
-app.command("diff")(diff_command)
-app.command("map")(map_command)
-app.command("restore-ema")(restore_ema_command)
-app.command("export")(export_command)
-
-
-def _register_optional() -> None:
-    try:
-        from ..train.cli import register
-    except ImportError:
-        return
-    register(app)
-
-
-_register_optional()
 
 # Exit codes for failures that are not CheckpointErrors (documented in the README).
 EXIT_OS_ERROR = 1

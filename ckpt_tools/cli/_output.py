@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+if TYPE_CHECKING:  # rich is imported on first use: `--json` output never needs it
+    from rich.console import Console
+    from rich.progress import Progress
 
 
 class Output:
@@ -32,6 +33,8 @@ class Output:
     @property
     def out(self) -> Console:
         if self._out is None:
+            from rich.console import Console
+
             self._out = Console(soft_wrap=False, highlight=False)
             if not self._out.is_terminal:  # piped to a file or pager: not 80 columns
                 self._out = Console(soft_wrap=False, highlight=False, width=160)
@@ -44,6 +47,8 @@ class Output:
     @property
     def err(self) -> Console:
         if self._err is None:
+            from rich.console import Console
+
             self._err = Console(stderr=True, highlight=False)
         return self._err
 
@@ -58,6 +63,42 @@ class Output:
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if not self.json_mode:
             self.out.print(*objects, **kwargs)
+
+    # Above this many rows, or when stdout is not a terminal, tables are printed as plain
+    # aligned text: rich's layout costs ~1 ms a row (1,000 variables: over a second).
+    RICH_TABLE_MAX_ROWS = 500
+
+    def table(self, title: str, columns: list[tuple[str, str]],
+              rows: list[list[tuple[str, str | None]]]) -> None:
+        """Prints a table of ``(text, style)`` cells; ``columns`` are ``(name, justify)``.
+
+        Cell text is never parsed as markup, so names with ``[...]`` print as they are.
+        """
+        if self.json_mode:
+            return
+        if self.out.is_terminal and len(rows) <= self.RICH_TABLE_MAX_ROWS:
+            from rich.table import Table
+            from rich.text import Text
+
+            t = Table(title=title, title_justify="left", box=None, header_style="bold",
+                      pad_edge=False)
+            for name, justify in columns:
+                t.add_column(name, justify=justify, overflow="fold")
+            for row in rows:
+                t.add_row(*(Text(text, style=style or "") for text, style in row))
+            self.out.print(t)
+            return
+        widths = [max([len(name)] + [len(row[i][0]) for row in rows])
+                  for i, (name, _) in enumerate(columns)]
+
+        def line(cells: list[str]) -> str:
+            parts = [c.rjust(w) if j == "right" else c.ljust(w)
+                     for c, w, (_, j) in zip(cells, widths, columns, strict=True)]
+            return "  ".join(parts).rstrip()
+
+        lines = [title, line([name for name, _ in columns])]
+        lines += [line([text for text, _ in row]) for row in rows]
+        sys.stdout.write("\n".join(lines) + "\n")
 
     def info(self, message: str) -> None:
         if not self.quiet:
@@ -107,6 +148,8 @@ class ByteProgress:
     def __enter__(self):
         if not self.enabled:
             return None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
         self.bar = Progress("[progress.description]{task.description}", BarColumn(),
                             DownloadColumn(), TimeRemainingColumn(), console=self.out.err,
                             transient=True)

@@ -14,7 +14,6 @@ import signal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from ..checkpoint import open_checkpoint
 from ._common import JsonOpt, PathArg, QuietOpt
@@ -101,6 +100,8 @@ def _warn_unaveraged(out: Output, m: EmaMap) -> None:
 
 
 def _print_map(out: Output, m: EmaMap) -> None:
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold", pad_edge=False,
                   title=f"{m.checkpoint}: EMA map ({m.ema_name}, from {m.source})",
                   title_justify="left")

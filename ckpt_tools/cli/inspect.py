@@ -14,7 +14,6 @@ import re
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from ..checkpoint import Variable, open_checkpoint
 from ..roles import ROLES
@@ -128,48 +127,40 @@ def _readable(v: Variable | None, key: str | None) -> str:
 def _print_table(out: Output, ckpt, shown: list[Variable], everything: list[Variable]) -> None:
     if out.quiet:
         for v in shown:
-            out.print(v.name)
+            out.print(v.name, markup=False)
         return
     by_name = {v.name: v for v in everything}
     has_meta = ckpt.meta is not None
     any_ema = _has_any_ema(everything)
     expected_roles = _averaged_roles(everything)
-    table = Table(title=f"{ckpt.path} ({ckpt.format})", title_justify="left", box=None,
-                  header_style="bold", pad_edge=False)
-    table.add_column("name", overflow="fold")
-    table.add_column("dtype")
-    table.add_column("shape")
-    table.add_column("size", justify="right")
-    table.add_column("role")
-    if has_meta:
-        table.add_column("collections")
-    table.add_column("ema", overflow="fold")
+    columns = [("name", "left"), ("dtype", "left"), ("shape", "left"), ("size", "right"),
+               ("role", "left")] + ([("collections", "left")] if has_meta else []) + [
+               ("ema", "left")]
     role_style = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
                   "bn_stat": "yellow", "step": "blue", "loss_average": "dim"}
+    rows = []
     for v in shown:
         if v.ema:
-            ema = "[cyan]✓[/]"
+            ema = ("✓", "cyan")
         elif v.ema_of:
-            ema = f"[dim]of {_readable(by_name.get(v.ema_of), v.ema_of)}[/]"
+            ema = (f"of {_readable(by_name.get(v.ema_of), v.ema_of)}", "dim")
         elif v.role in expected_roles and any_ema:
-            ema = "[red]missing[/]"
+            ema = ("missing", "red")
         else:
-            ema = ""
-        name = _readable(v, v.name)
-        if v.partitions:
-            name += f" [dim]({v.partitions} parts)[/]"
-        row = [name, v.dtype, _shape(v.shape), f"{v.size:,}",
-               f"[{role_style.get(v.role, 'white')}]{v.role}[/]"]
+            ema = ("", None)
+        name = _readable(v, v.name) + (f" ({v.partitions} parts)" if v.partitions else "")
+        row = [(name, None), (v.dtype, None), (_shape(v.shape), None), (f"{v.size:,}", None),
+               (v.role, role_style.get(v.role))]
         if has_meta:
-            row.append(",".join(_COLL_ABBREV.get(c, c) for c in v.collections))
-        table.add_row(*row, ema)
-    out.print(table)
+            row.append((",".join(_COLL_ABBREV.get(c, c) for c in v.collections), None))
+        rows.append([*row, ema])
+    out.table(f"{ckpt.path} ({ckpt.format})", columns, rows)
     params = sum(v.size for v in shown)
     nbytes = sum(v.nbytes for v in shown)
     out.print(f"\n{len(shown)} of {len(everything)} variables, {params:,} parameters, "
-              f"{human_bytes(nbytes)}")
+              f"{human_bytes(nbytes)}", markup=False)
     if ckpt.format == "object":
-        out.print("[dim]names are object paths; --json gives the checkpoint keys[/]")
+        out.print("names are object paths; --json gives the checkpoint keys", style="dim")
     _print_ema_summary(out, everything)
 
 
