@@ -41,6 +41,7 @@ _STEP_NAMES = frozenset({"global_step", "beta1_power", "beta2_power", "save_coun
 _BN_NAMES = frozenset({"moving_mean", "moving_variance", "moving_var", "running_mean",
                        "running_var", "moving_stddev"})
 _DEBIAS = frozenset({"biased", "local_step"})
+_OPTIMIZER_PATH = re.compile(r"(^|/)\.?optimizer[^/]*(/|$)", re.IGNORECASE)
 _HYPERPARAMETERS = frozenset({"learning_rate", "lr", "momentum_value", "decay"})
 _FLOAT = frozenset({"float16", "bfloat16", "float32", "float64"})
 
@@ -231,6 +232,11 @@ def _classify_objects(entries, objects: ObjectGraph, ema_names) -> dict[str, Rol
         else:
             out[key] = _classify_one(key, entry, entries, names, names | {"avg"}, {}, set(),
                                      False, plain)
+    for key, entry in entries.items():
+        # Scalars owned by an optimizer object (momentum, decay, beta_1…) are hyperparameters.
+        path = objects.paths.get(key, readable_name(key))
+        if out[key].role == WEIGHT and entry.shape == () and _OPTIMIZER_PATH.search(path):
+            out[key] = RoleInfo(OTHER)
     return out
 
 

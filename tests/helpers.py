@@ -14,7 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TF_CASES = ["linear_v2", "linear_v1", "linear_trainable_only", "towers_bn", "partitioned",
             "dtypes", "many_keys", "sharded", "tf2_object", "custom_ema_name", "keras3_object",
-            "trainer_v1"]
+            "trainer_v1", "model_garden_slot"]
 META_CASES = ["linear_v2", "linear_v1", "linear_trainable_only", "towers_bn", "partitioned",
               "sharded", "custom_ema_name"]
 

@@ -17,7 +17,7 @@ from ckpt_tools.writer import BundleWriter
 
 runner = CliRunner()
 BAKE_CASES = ["linear_v2", "linear_v1", "towers_bn", "partitioned", "sharded", "tf2_object",
-              "custom_ema_name", "keras3_object"]
+              "custom_ema_name", "keras3_object", "model_garden_slot"]
 
 
 def _digest(directory) -> dict[str, str]:

@@ -156,7 +156,7 @@ def test_list_reports_the_style_of_each_average():
     from ckpt_tools import open_checkpoint
 
     for case, style in (("towers_bn", "tf1"), ("tf2_object", "object"),
-                        ("keras3_object", "keras")):
+                        ("keras3_object", "keras"), ("model_garden_slot", "slot")):
         with open_checkpoint(FIXTURES / case) as ckpt:
             styles = {v.ema_style for v in ckpt.variables() if v.role == "ema" or v.ema}
         assert styles == {style}, case

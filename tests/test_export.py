@@ -40,7 +40,8 @@ def _read_safetensors(path) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("fmt", ["npz", "safetensors", "h5"])
-@pytest.mark.parametrize("case", ["towers_bn", "partitioned", "tf2_object", "keras3_object"])
+@pytest.mark.parametrize("case", ["towers_bn", "partitioned", "tf2_object", "keras3_object",
+                                  "model_garden_slot"])
 def test_export_round_trip_holds_tensorflows_ema_values(case, fmt, tmp_path):
     out = tmp_path / f"w.{fmt}"
     result = runner.invoke(app, ["export", str(FIXTURES / case), "--out", str(out), "--json"])
