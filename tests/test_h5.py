@@ -377,3 +377,35 @@ def test_recompressed_keras_archive_reads_the_same(tmp_path):
         for key in a.keys():
             assert _same(a.tensor(key), b.tensor(key))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["z.keras"]  # nothing extracted
+
+
+# -- the Keras use_ema style through map, restore-ema and export ------------------------------
+@pytest.mark.parametrize("name,case", [("model.keras", "model"), ("adam.keras", "adam")])
+def test_keras_averages_through_map_restore_ema_and_export(name, case, ema_expected, tmp_path):
+    doc, arrays = ema_expected
+    paths = _keras_paths(case)
+    trainable = set(doc["cases"][case]["trainable_variables"])
+    result = runner.invoke(app, ["map", str(EMA_DIR / name), "--style", "keras",
+                                 "--non-averaged", "drop", "--json"])
+    assert result.exit_code == 0, result.output
+    mapping = json.loads(result.stdout)
+    assert sorted(paths[t] for t in mapping.values()) == sorted(trainable)
+    # restore-ema --format h5: each weight holds the average Keras computed
+    out = tmp_path / "w.h5"
+    result = runner.invoke(app, ["restore-ema", str(EMA_DIR / name), "--out", str(out),
+                                 "--format", "h5", "--json"])
+    assert result.exit_code == 0, result.output
+    baked = json.loads(result.stdout)
+    assert len(baked["averaged"]) == len(trainable)
+    with h5py.File(out) as f:
+        for layer in f.attrs["layer_names"]:
+            for weight in f[layer].attrs["weight_names"]:
+                name_ = weight[:-2]
+                if name_ in baked["averaged"]:
+                    assert _same(f[layer][weight][()], arrays[f"{case}:ema/{name_}"]), name_
+    # export: the same values, under the weights' Keras paths
+    result = runner.invoke(app, ["export", str(EMA_DIR / name), "--out",
+                                 str(tmp_path / "w.safetensors"), "--json"])
+    assert result.exit_code == 0, result.output
+    exported = json.loads(result.stdout)
+    assert sorted(exported["averaged"]) == sorted(trainable)
