@@ -149,11 +149,19 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
         # A new output directory is filled under a hidden temporary name and renamed into place
         # at the end, so an interruption (even SIGKILL) never leaves a partial checkpoint there.
         parent = os.path.dirname(os.path.abspath(out_dir))
-        os.makedirs(parent, exist_ok=True)
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"{parent}: cannot create the output's parent directory "
+                              f"({exc.strerror or exc})") from None
         if not os.access(parent, os.W_OK):
             raise OutputError(f"{parent}: output directory is not writable")
-        work = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(out_dir))}.tmp-",
-                                dir=parent)
+        try:
+            work = tempfile.mkdtemp(
+                prefix=f".{os.path.basename(os.path.abspath(out_dir))}.tmp-", dir=parent)
+        except OSError as exc:
+            raise OutputError(f"{out_dir}: cannot create the output directory there "
+                              f"({exc.strerror or exc})") from None
     else:
         if not os.path.isdir(out_dir) or not os.access(out_dir, os.W_OK):
             raise OutputError(f"{out_dir}: not a writable directory")

@@ -178,6 +178,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         try:
             nbytes = _WRITERS[fmt](ckpt, plan, tmp, progress)
             os.replace(tmp, out_path)
+        except OSError as exc:
+            _remove(tmp)
+            raise OutputError(f"{out_path}: cannot write the output there "
+                              f"({exc.strerror or exc})") from None
         except BaseException:
             _remove(tmp)
             raise

@@ -331,3 +331,16 @@ def test_out_path_through_a_file(corpus, tmp_path, capsys):
     assert code in (1, 7), err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1 and "blocker" in err
     assert tree_hashes(corpus / "v2") == before and blocker.read_text() == "x"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+@pytest.mark.parametrize("command", ["restore-ema", "export"])
+def test_unwritable_out_location_is_refused_even_as_root(corpus, command, capsys):
+    # /proc accepts no new files, whoever asks: the read-only case that root cannot bypass.
+    before = tree_hashes(corpus / "v2")
+    out = "/proc/ckpt_out" if command == "restore-ema" else "/proc/ckpt_out.npz"
+    code, _, err = run_cli([command, str(corpus / "v2"), "--allow-missing", "--out", out],
+                           capsys)
+    assert code == 7 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert out in err
+    assert tree_hashes(corpus / "v2") == before

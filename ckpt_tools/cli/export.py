@@ -37,6 +37,9 @@ def export_command(
     ] = None,
     ema_name: Annotated[str | None, typer.Option(
         "--ema-name", help="EMA suffix; default: detected.")] = None,
+    allow_missing: Annotated[bool, typer.Option(
+        "--allow-missing", help="Export raw values where a shadow is missing instead of failing.")
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")
                      ] = False,
     json_out: JsonOpt = False,
@@ -55,7 +58,8 @@ def export_command(
         with ByteProgress(out, total, "exporting") as advance:
             result = export_weights(ckpt, out_path, fmt=to, ema=ema, include=include,
                                     exclude=exclude, rename=rename, overwrite=force,
-                                    progress=advance, ema_name=ema_name)
+                                    progress=advance, ema_name=ema_name,
+                                    allow_missing=allow_missing)
     for w in result.warnings:
         out.warning(w)
     if json_out:
