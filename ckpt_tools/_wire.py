@@ -12,7 +12,6 @@ import struct
 from .errors import CorruptCheckpointError
 
 _U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
 
 
 class Cursor:
@@ -75,8 +74,6 @@ class Cursor:
     def u32(self) -> int:
         return _U32.unpack(self.read(4))[0]
 
-    def u64(self) -> int:
-        return _U64.unpack(self.read(8))[0]
 
 
 def encode_varint(value: int) -> bytes:

@@ -8,7 +8,6 @@ under the output name.
 
 from __future__ import annotations
 
-import math
 import os
 import struct
 import uuid
@@ -22,7 +21,7 @@ from ._wire import encode_varint
 from .bundle import data_path
 from .errors import OutputError
 from .slices import FULL, TensorSlice, encode_key
-from .table import BLOCK_TRAILER_SIZE, MAGIC
+from .table import MAGIC
 
 BLOCK_SIZE = 256 * 1024  # TensorFlow's table block size for bundles
 RESTART_INTERVAL = 16
@@ -93,7 +92,6 @@ def build_table(items: Iterable[tuple[bytes, bytes]], block_size: int = BLOCK_SI
     index_handle = emit(index.finish())
     footer = b"".join(encode_varint(v) for v in (*meta_handle, *index_handle))
     footer = footer.ljust(40, b"\x00") + struct.pack("<II", MAGIC & 0xFFFFFFFF, MAGIC >> 32)
-    assert BLOCK_TRAILER_SIZE == 5
     return bytes(out + footer)
 
 
@@ -288,6 +286,3 @@ def write_state_file(directory: str, prefix_name: str) -> str:
     os.replace(tmp, path)
     return path
 
-
-def num_elements(shape) -> int:
-    return math.prod(shape)
