@@ -419,3 +419,36 @@ def test_keras_file_is_listed_and_exported_with_its_averages(keras_run, tmp_path
             src = doc["tensors"][name]
             target = next(v["name"] for v in variables if v.get("ema") == src)
             assert np.array_equal(npz[name], averages[target]), name
+
+
+def test_tf2_multiworker_two_workers_on_one_machine(tmp_path):
+    """MultiWorkerMirroredStrategy from TF_CONFIG, launched as the README shows."""
+    import json
+    import socket
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as s:
+            s.bind(("localhost", 0))
+            ports.append(s.getsockname()[1])
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    train_dir = tmp_path / "mw"
+    procs = []
+    for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "ckpt_tools", "train", "--api", "tf2", "--train-dir",
+             str(train_dir), "--max-steps", "4", "--batch-size", "8", "--save-every", "2", "-q"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-2000:]
+    import tensorflow as tf
+
+    latest = tf.train.latest_checkpoint(str(train_dir))
+    assert latest.endswith("ckpt-4")  # the chief wrote it; the other worker cleaned up
+    assert int(tf.train.load_variable(latest, f"step{A}")) == 4
+    assert f"ema/logits/weights{A}" in _keys(latest)
+    # the non-chief's temporary copies are gone
+    assert not [p for p in os.listdir(train_dir) if p.startswith("workertemp")]
