@@ -450,5 +450,5 @@ def test_tf2_multiworker_two_workers_on_one_machine(tmp_path):
     assert latest.endswith("ckpt-4")  # the chief wrote it; the other worker cleaned up
     assert int(tf.train.load_variable(latest, f"step{A}")) == 4
     assert f"ema/logits/weights{A}" in _keys(latest)
-    # the non-chief's temporary copies are gone
-    assert not [p for p in os.listdir(train_dir) if p.startswith("workertemp")]
+    # the non-chief's temporary copies (train_dir/.worker-1-tmp) are gone
+    assert not [p for p in os.listdir(train_dir) if p.startswith(".worker-")]
