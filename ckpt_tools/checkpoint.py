@@ -200,12 +200,13 @@ def locate(path: str | os.PathLike) -> Location:
         if indexes:
             newest = max(indexes, key=lambda f: os.path.getmtime(os.path.join(path, f)))
             return _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
-        keras = [f for f in os.listdir(path) if f.endswith((".keras", ".h5", ".hdf5"))]
+        names = os.listdir(path)
+        # Keras runs keep no state file: take the newest .keras (it records the optimizer
+        # config, so use_ema is known rather than inferred), else the newest .h5.
+        keras = [f for f in names if f.endswith(".keras")] or [
+            f for f in names if f.endswith((".h5", ".hdf5"))]
         if keras:
-            # Keras runs keep no state file: take the newest, preferring .keras (it records
-            # the optimizer config, so use_ema is known rather than inferred).
-            newest = max(keras, key=lambda f: (os.path.getmtime(os.path.join(path, f)),
-                                               f.endswith(".keras")))
+            newest = max(keras, key=lambda f: os.path.getmtime(os.path.join(path, f)))
             return locate(os.path.join(path, newest))
         raise CheckpointNotFoundError(
             f"{path}: directory holds no checkpoint (no 'checkpoint' state file, no .index, "

@@ -409,3 +409,21 @@ def test_keras_averages_through_map_restore_ema_and_export(name, case, ema_expec
     assert result.exit_code == 0, result.output
     exported = json.loads(result.stdout)
     assert sorted(exported["averaged"]) == sorted(trainable)
+
+
+def test_a_directory_of_keras_files_opens_its_newest_keras_archive(tmp_path):
+    import os
+    import shutil
+    import time
+
+    for name in ("adam.keras", "model.keras", "model.weights.h5"):
+        shutil.copy(EMA_DIR / name, tmp_path / name)
+        time.sleep(0.01)
+    os.utime(tmp_path / "model.weights.h5")  # the newest file is not a .keras archive
+    with open_checkpoint(tmp_path) as ckpt:
+        assert ckpt.path == str(tmp_path / "model.keras") and ckpt.format == "keras"
+    empty = tmp_path / "h5only"
+    empty.mkdir()
+    shutil.copy(EMA_DIR / "model.weights.h5", empty / "a.weights.h5")
+    with open_checkpoint(empty) as ckpt:
+        assert ckpt.path.endswith("a.weights.h5")
