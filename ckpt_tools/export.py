@@ -69,7 +69,7 @@ def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:
     return out
 
 
-def _clean_name(ckpt: Checkpoint, key: str, var) -> str:
+def _clean_name(key: str, var) -> str:
     return var.path if var is not None and var.path else key
 
 
@@ -98,7 +98,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     plan: dict[str, str] = {}
     averaged = []
     for key in weights:
-        name = _clean_name(ckpt, key, variables[key])
+        name = _clean_name(key, variables[key])
         if (include and not _match_any(name, include) and not _match_any(key, include)) or (
                 _match_any(name, exclude) or _match_any(key, exclude)):
             continue

@@ -115,3 +115,15 @@ def test_map_cli_fails_on_trainable_only_checkpoint():
     assert result.exit_code == 6
     assert "trainable_variables" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_dry_run_h5_names_the_file_it_would_write(tmp_path):
+    out = tmp_path / "x"
+    result = runner.invoke(app, ["restore-ema", str(FIXTURES / "partitioned"), "--out", str(out),
+                                 "--format", "h5", "--dry-run", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["output"] == str(out / "model.ckpt.h5")
+    assert not out.exists()
+    result = runner.invoke(app, ["restore-ema", str(FIXTURES / "partitioned"), "--out", str(out),
+                                 "--format", "h5", "--json"])
+    assert json.loads(result.stdout)["output"] == str(out / "model.ckpt.h5")

@@ -10,6 +10,7 @@ Examples::
 
 from __future__ import annotations
 
+import os
 import signal
 from typing import TYPE_CHECKING, Annotated
 
@@ -165,13 +166,10 @@ def restore_ema_command(
             m = ema_map(ckpt, slots=KEEP, **options)
             _warn_unaveraged(out, m)
             m.require_complete()
-            if fmt == "v2":
-                import os
-
-                target = plan_outputs(ckpt, out_dir, name, force) if os.path.isdir(out_dir) \
-                    else f"{out_dir}/{name or os.path.basename(ckpt.path)}"
+            if fmt == "v2" and os.path.isdir(out_dir):
+                target = plan_outputs(ckpt, out_dir, name, force)  # also checks it is safe
             else:
-                target = out_dir
+                target = _output_path(ckpt, out_dir, name, fmt)
             if json_out:
                 out.json({"dry_run": True, "output": target, "map": m.to_json()})
             else:
@@ -179,14 +177,11 @@ def restore_ema_command(
                 out.print(f"[dim]dry run: would write {target}[/]")
             return
         if fmt == "h5":
-            import os
-
             from ..export import export_weights
 
-            target = out_dir
-            if not out_dir.endswith((".h5", ".hdf5")):
+            target = _output_path(ckpt, out_dir, name, fmt)
+            if target != out_dir:
                 os.makedirs(out_dir, exist_ok=True)
-                target = os.path.join(out_dir, (name or os.path.basename(ckpt.path)) + ".h5")
             result = export_weights(ckpt, target, fmt="h5", ema=True, overwrite=force,
                                     **options)
             if json_out:
@@ -209,6 +204,16 @@ def restore_ema_command(
         for w in result.warnings:
             out.warning(w)
         _report(out, result, json_out)
+
+
+def _output_path(ckpt, out_dir: str, name: str | None, fmt: str) -> str:
+    """Where restore-ema writes: ``<out>/<name>`` (v2 prefix), ``<out>/<name>.h5``, or the
+    ``--out`` file itself when it already ends in ``.h5``."""
+    base = name or os.path.basename(ckpt.path)
+    if fmt == "h5":
+        return out_dir if out_dir.endswith((".h5", ".hdf5")) else os.path.join(out_dir,
+                                                                                base + ".h5")
+    return os.path.join(out_dir, base)
 
 
 def _raise_interrupt(signum, frame):  # SIGTERM -> clean up temporary files like Ctrl-C does
