@@ -6,7 +6,8 @@ compared across sizes): 334 float32 weights, each with an EMA shadow
 ``global_step`` -- 1,003 tensors. Two weights (an embedding and a softmax matrix) hold 60% of
 the bytes, so at 1 GB six tensors are ~100 MB each; the rest are kernels, biases and layer-norm
 vectors of mixed sizes. Data is written by a small two-shard bundle writer built on
-``ckpt_tools.writer.build_table`` (the library's ``BundleWriter`` writes one shard only); the
+``ckpt_tools.formats.bundle_writer.build_table`` (the library's ``BundleWriter`` writes one
+shard only); the
 ``.meta`` graph, which TensorFlow baselines need, is written by a TensorFlow child process.
 
 Example::
@@ -27,10 +28,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ckpt_tools import crc
-from ckpt_tools._protos import BundleEntryProto, BundleHeaderProto
-from ckpt_tools.bundle import data_path
-from ckpt_tools.writer import build_table, write_state_file
+from ckpt_tools.formats import crc
+from ckpt_tools.formats._protos import BundleEntryProto, BundleHeaderProto
+from ckpt_tools.formats.bundle import data_path
+from ckpt_tools.formats.bundle_writer import build_table, write_state_file
 
 PREFIX_NAME = "model.ckpt-1000"
 EMA_SUFFIX = "ExponentialMovingAverage"
@@ -184,7 +185,7 @@ def write_meta(prefix: str, env: dict[str, str] | None = None) -> str:
 
 def weight_layout_of(prefix: str) -> list[TensorSpec]:
     """Reads back the weights (not shadows, slots or the step) of a generated checkpoint."""
-    from ckpt_tools.bundle import BundleReader
+    from ckpt_tools.formats.bundle import BundleReader
 
     reader = BundleReader(prefix, verify=False)
     try:

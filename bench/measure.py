@@ -16,7 +16,7 @@ from importlib import metadata
 
 import numpy as np
 
-from ckpt_tools.bundle import BundleReader
+from ckpt_tools.formats.bundle import BundleReader
 
 _COMPARE_CHUNK = 8 * 1024 * 1024
 _LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")

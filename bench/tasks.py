@@ -136,7 +136,7 @@ _VIEW_PLAN: dict = {}
 
 
 def _plan_views(prefix: str) -> None:
-    from ckpt_tools.bundle import BundleReader
+    from ckpt_tools.formats.bundle import BundleReader
 
     reader = BundleReader(prefix, verify=False)
     _VIEW_PLAN["files"] = reader.data_files()

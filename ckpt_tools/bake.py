@@ -14,13 +14,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import dtypes
 from . import roles as R
-from .bundle import BundleReader, data_path
 from .checkpoint import Checkpoint, open_checkpoint
-from .emamap import EmaMap, _rescope, ema_map
+from .emamap import EmaMap, ema_map, rescope
 from .errors import EmaError, OutputError
-from .writer import BundleWriter, _tmp_name, write_state_file
+from .formats import dtypes
+from .formats._io import temp_name
+from .formats.bundle import data_path
+from .formats.bundle_writer import BundleWriter, write_state_file
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
                 dropped.append(key)
                 continue
             src = source_of.get(key, key)
-            out_key = _rescope(key, strip, add) if renamed else key
+            out_key = rescope(key, strip, add) if renamed else key
             nbytes += _copy_tensor(ckpt, writer, src, out_key, verify, progress)
             if src != key:
                 replaced[out_key] = src
@@ -218,7 +219,7 @@ def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str,
                  progress) -> int:
     entry = ckpt.entry(src)
     reader = ckpt.reader
-    if isinstance(reader, BundleReader):
+    if reader.format == "v2":  # stored bytes can be copied as they are
         if entry.dtype == dtypes.STRING and verify:
             # A string entry's CRC covers its decoded lengths, not its stored bytes: let the
             # reader check it, then copy the bytes as they are.
@@ -243,7 +244,7 @@ def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str,
 
 
 def _copy_atomic(src: str, dst: str) -> str:
-    tmp = _tmp_name(dst)
+    tmp = temp_name(dst)
     try:
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)

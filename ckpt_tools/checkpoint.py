@@ -14,18 +14,18 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 from . import roles as _roles
-from .bundle import BundleReader
-from .dtypes import STRING
-from .entry import TensorEntry
 from .errors import (
     CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
     UnsupportedFormatError,
 )
-from .meta import MetaGraph, read_meta_graph
-from .objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
-from .v1 import V1Reader, is_v1_file
+from .formats import Reader, open_reader
+from .formats.dtypes import STRING
+from .formats.entry import TensorEntry
+from .formats.meta import MetaGraph, read_meta_graph
+from .formats.objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
+from .formats.v1 import is_v1_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -229,7 +229,9 @@ def locate(path: str | os.PathLike) -> Location:
                 f"{path}: no checkpoint beside this graph (expected {prefix}.index or {prefix})")
         return _prefix_location(prefix, path)
     if os.path.isfile(path):
-        from .h5 import sniff  # cheap: h5py is imported only when a Keras file is opened
+        from .formats.keras.h5 import (
+            sniff,  # cheap: h5py is imported only when a Keras file is opened
+        )
 
         kind = sniff(path)  # "h5" (HDF5 signature) or "keras" (zip with Keras members)
         if kind:
@@ -245,21 +247,16 @@ class Checkpoint:
     Attributes:
         path: the checkpoint prefix (V2) or file (V1).
         format: ``"v2"``, ``"v1"`` or ``"object"`` (a V2 bundle with a TF2 object graph).
-        meta: the :class:`~ckpt_tools.meta.MetaGraph` from the ``.meta`` beside it, or ``None``.
-        objects: the TF2 :class:`~ckpt_tools.objgraph.ObjectGraph`, or ``None``.
+        meta: the :class:`~ckpt_tools.formats.meta.MetaGraph` from the ``.meta`` beside it,
+            or ``None``.
+        objects: the TF2 :class:`~ckpt_tools.formats.objgraph.ObjectGraph`, or ``None``.
     """
 
     def __init__(self, location: Location, *, verify: bool = True, meta: bool = True):
         self.location = location
         self.path = location.prefix
         with _errors_in(location.prefix):
-            if location.format in ("h5", "keras"):
-                from .h5 import H5Reader
-
-                self._reader = H5Reader(location.prefix)
-            else:
-                reader_cls = BundleReader if location.format == "v2" else V1Reader
-                self._reader = reader_cls(location.prefix, verify=verify)
+            self._reader: Reader = open_reader(location.format, location.prefix, verify=verify)
         self.format = location.format
         self.meta: MetaGraph | None = None
         if meta and location.meta_path:
@@ -283,7 +280,8 @@ class Checkpoint:
         return list(self._reader.entries)
 
     def entries(self) -> dict[str, TensorEntry]:
-        """Returns checkpoint key -> :class:`~ckpt_tools.entry.TensorEntry` (storage details)."""
+        """Returns checkpoint key -> :class:`~ckpt_tools.formats.entry.TensorEntry`
+        (storage details)."""
         return self._reader.entries
 
     def __contains__(self, name: str) -> bool:
@@ -341,7 +339,7 @@ class Checkpoint:
     def _build_variables(self) -> list[Variable]:
         entries = self._reader.entries
         info = _roles.classify(entries, self.meta, self.objects,
-                               keras=getattr(self._reader, "keras", None))
+                               keras=self._reader.keras)
         colls = self.meta.collections_by_key() if self.meta else {}
         shadow_of: dict[str, str] = {}
         for key, ri in info.items():
@@ -373,10 +371,7 @@ class Checkpoint:
 
     def files(self) -> list[str]:
         """Returns the files this checkpoint consists of (index, data shards, meta)."""
-        if isinstance(self._reader, BundleReader):
-            files = [self._reader.index_path, *self._reader.data_files()]
-        else:
-            files = [self.path]
+        files = self._reader.files()
         if self.location.meta_path:
             files.append(self.location.meta_path)
         return files

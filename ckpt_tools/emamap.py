@@ -70,11 +70,11 @@ class EmaMap:
         return self
 
 
-def _match_any(name: str, patterns: list[str] | None) -> bool:
+def match_any(name: str, patterns: list[str] | None) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns or ())
 
 
-def _rescope(key: str, strip_scope: str | None, add_scope: str | None) -> str:
+def rescope(key: str, strip_scope: str | None, add_scope: str | None) -> str:
     if strip_scope and key.startswith(strip_scope):
         key = key[len(strip_scope):]
     return (add_scope or "") + key
@@ -171,12 +171,12 @@ def ema_map(
             keep = False
         if role == R.OPTIMIZER_SLOT and slots == DROP:
             keep = False
-        if (include and not _match_any(tgt, include)) or _match_any(tgt, exclude):
+        if (include and not match_any(tgt, include)) or match_any(tgt, exclude):
             keep = False
         if not keep:
             dropped.append(tgt)
             continue
-        mapping[src] = _rescope(tgt, strip_scope, add_scope)
+        mapping[src] = rescope(tgt, strip_scope, add_scope)
         kept.append((src, tgt))
         (averaged if src != tgt else raw).append(tgt)
     if allow_missing:

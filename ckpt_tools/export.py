@@ -20,9 +20,9 @@ import numpy as np
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
-from .emamap import _match_any, ema_map
+from .emamap import ema_map, match_any
 from .errors import OutputError
-from .writer import _remove, _tmp_name
+from .formats._io import remove_quietly, temp_name
 
 FORMATS = ("npz", "safetensors", "h5")
 _SAFETENSORS_DTYPES = {
@@ -99,8 +99,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     averaged = []
     for key in weights:
         name = _clean_name(key, variables[key])
-        if (include and not _match_any(name, include) and not _match_any(key, include)) or (
-                _match_any(name, exclude) or _match_any(key, exclude)):
+        if (include and not match_any(name, include) and not match_any(key, include)) or (
+                match_any(name, exclude) or match_any(key, exclude)):
             continue
         for old, new in rules:
             if name.startswith(old):
@@ -174,16 +174,16 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                                                rename=rename, **map_options)
         if not plan:
             raise OutputError(f"{ckpt.path}: no weights to export (check --include/--exclude)")
-        tmp = _tmp_name(out_path)
+        tmp = temp_name(out_path)
         try:
             nbytes = _WRITERS[fmt](ckpt, plan, tmp, progress)
             os.replace(tmp, out_path)
         except OSError as exc:
-            _remove(tmp)
+            remove_quietly(tmp)
             raise OutputError(f"{out_path}: cannot write the output there "
                               f"({exc.strerror or exc})") from None
         except BaseException:
-            _remove(tmp)
+            remove_quietly(tmp)
             raise
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings)
     finally:

@@ -18,13 +18,13 @@ import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
-from .keras_layout import KerasLayout, infer_use_ema
+from .formats.keras.layout import KerasLayout, infer_use_ema
 
 __all__ = ["apply_keras_ema", "keras_ema_values"]
 
 
 def _layout(ckpt: Checkpoint) -> KerasLayout:
-    layout = getattr(ckpt.reader, "keras", None)
+    layout = ckpt.reader.keras
     if layout is None:
         raise EmaError(f"{ckpt.path}: not a Keras weight file (expected .keras, .weights.h5 or "
                        f"a Keras .h5; got a {ckpt.format} checkpoint)")
@@ -206,7 +206,7 @@ def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool |
 
 
 def _enum(dtype) -> int:
-    from .dtypes import enum_of
+    from .formats.dtypes import enum_of
 
     try:
         return enum_of(_dtype_name(dtype))

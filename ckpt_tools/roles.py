@@ -11,9 +11,9 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .entry import TensorEntry
-from .meta import MetaGraph
-from .objgraph import OBJECT_GRAPH_KEY, SLOT_MARK, ObjectGraph, readable_name
+from .formats.entry import TensorEntry
+from .formats.meta import MetaGraph
+from .formats.objgraph import OBJECT_GRAPH_KEY, SLOT_MARK, ObjectGraph, readable_name
 
 WEIGHT = "weight"
 EMA = "ema"
@@ -110,7 +110,7 @@ def classify(
         objects: the TF2 object graph, if any.
         ema_names: EMA suffixes to recognise; default: :func:`detect_ema_names` plus
             ``ExponentialMovingAverage`` and ``avg`` (the loss-average convention).
-        keras: for Keras files, the reader's :class:`~ckpt_tools.keras_layout.KerasLayout`.
+        keras: for Keras files, the reader's :class:`~ckpt_tools.formats.keras.layout.KerasLayout`.
     """
     if keras is not None:
         return classify_keras(entries, keras)
@@ -288,7 +288,8 @@ def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_
 
 
 def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, RoleInfo]:
-    """Roles of a Keras weight file's keys, from its :class:`~ckpt_tools.keras_layout.KerasLayout`.
+    """Roles of a Keras weight file's keys, from its
+    :class:`~ckpt_tools.formats.keras.layout.KerasLayout`.
 
     Model weights are ``weight`` (non-trainable BatchNormalization ``moving_mean`` and
     ``moving_variance`` are ``bn_stat``), ``iteration`` is ``step``, ``learning_rate`` is

@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import math
 import os
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import crc, dtypes
-from ._protos import BundleEntryProto, BundleHeaderProto
-from ._wire import Cursor
-from .bundle import _close, _map, _shape, data_path
 from .checkpoint import Checkpoint, Location, locate
-from .entry import TensorEntry
 from .errors import CheckpointError, CorruptCheckpointError
-from .meta import read_meta_graph
-from .objgraph import OBJECT_GRAPH_KEY, parse_object_graph
-from .slices import TensorSlice, decode_key
-from .table import BlockHandle, Table
+from .formats import crc, dtypes
+from .formats._io import close_map, map_file
+from .formats._protos import BundleEntryProto, BundleHeaderProto
+from .formats._wire import Cursor
+from .formats.bundle import data_path, shape_of
+from .formats.entry import TensorEntry
+from .formats.meta import read_meta_graph
+from .formats.objgraph import OBJECT_GRAPH_KEY, parse_object_graph
+from .formats.slices import TensorSlice, decode_key
+from .formats.strings import decode_strings
+from .formats.table import BlockHandle, Table
 
 CHUNK = 16 << 20  # bytes checksummed between progress updates
 MAX_LISTED = 10  # missing shards reported one by one; the rest are counted
@@ -183,7 +184,7 @@ def _walk_table(data, path: str, report: VerifyReport) -> list[tuple[bytes, memo
 def _verify_v2(prefix: str, report: VerifyReport, progress: ProgressFn | None) -> None:
     index_path = prefix + ".index"
     report.files.append(index_path)
-    index = _map(index_path)
+    index = map_file(index_path)
     items: list = []
     try:
         items = _walk_table(index, index_path, report)
@@ -193,7 +194,7 @@ def _verify_v2(prefix: str, report: VerifyReport, progress: ProgressFn | None) -
         _check_shards(prefix, num_shards, entries, slices, report, progress)
     finally:
         del items
-        _close(index)
+        close_map(index)
 
 
 def _header(items, index_path: str, report: VerifyReport) -> int:
@@ -237,7 +238,7 @@ def _entry(name: str, value, num_shards: int) -> TensorEntry:
         p = BundleEntryProto.FromString(bytes(value))
     except Exception as exc:
         raise CorruptCheckpointError(f"cannot parse BundleEntryProto: {exc}") from None
-    shape = _shape(p.shape)
+    shape = shape_of(p.shape)
     dtypes.dtype_name(p.dtype)
     if not 0 <= p.shard_id < num_shards or p.offset < 0 or p.size < 0:
         raise CorruptCheckpointError(
@@ -294,7 +295,7 @@ def _check_shards(prefix, num_shards, entries, slices, report, progress) -> None
     for shard in range(num_shards):
         path = data_path(prefix, shard, num_shards)
         try:
-            maps[shard] = _map(path)
+            maps[shard] = map_file(path)
             report.files.append(path)
         except FileNotFoundError:
             missing.append(shard)
@@ -337,7 +338,7 @@ def _check_shards(prefix, num_shards, entries, slices, report, progress) -> None
                                 data_path(prefix, graph.shard_id, num_shards))
     finally:
         for mm in maps.values():
-            _close(mm)
+            close_map(mm)
 
 
 def _union(ranges) -> int:
@@ -374,25 +375,11 @@ def _check_data(e: TensorEntry, mm, path: str, tick: Callable[[int], None] | Non
 
 
 def _check_strings(e: TensorEntry, view, count: int, path: str) -> str | None:
-    if count > len(view):
-        return f"string tensor {e.name!r} claims {count} elements in {len(view)} bytes"
-    cur = Cursor(view, path, base=e.offset)
     try:
-        lengths = [cur.varint() for _ in range(count)]
-        stored = bytes(cur.read(4))
+        problems = decode_strings(view, count, path=path, offset=e.offset,
+                                  expected_crc=e.crc32c, keep=False).problems
     except CorruptCheckpointError as exc:
         return f"string tensor {e.name!r}: {exc}"
-    running = crc.crc32c(b"".join(
-        struct.pack("<I", n) if n <= 0xFFFFFFFF else struct.pack("<Q", n) for n in lengths))
-    problems = []
-    if crc.mask(running) != int.from_bytes(stored, "little"):
-        problems.append("length checksum mismatch")
-    if sum(lengths) != cur.remaining:
-        problems.append(f"lengths add up to {sum(lengths)} bytes but {cur.remaining} remain")
-    running = crc.crc32c(view[cur.pos :], crc.crc32c(stored, running))
-    if e.crc32c is not None and crc.mask(running) != e.crc32c:
-        problems.append(f"checksum mismatch (stored 0x{e.crc32c:08x}, computed "
-                        f"0x{crc.mask(running):08x})")
     return f"string tensor {e.name!r}: {'; '.join(problems)}" if problems else None
 
 
@@ -414,12 +401,12 @@ def _check_object_graph(entry: TensorEntry, mm, report: VerifyReport, path: str)
 # -- V1 and formats without checksums ------------------------------------------------------
 def _verify_v1(loc: Location, report: VerifyReport, progress: ProgressFn | None) -> None:
     report.files.append(loc.prefix)
-    data = _map(loc.prefix)
+    data = map_file(loc.prefix)
     try:
         _walk_table(data, loc.prefix, report)
         clean = not report.problems
     finally:
-        _close(data)
+        close_map(data)
     if clean:  # otherwise the reader would only stop at the problem already reported
         _read_all(loc, report, progress)
 

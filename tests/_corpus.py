@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ckpt_tools import crc
-from ckpt_tools._protos import BundleEntryProto, BundleHeaderProto
+from ckpt_tools.formats import crc
+from ckpt_tools.formats._protos import BundleEntryProto, BundleHeaderProto
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -142,7 +142,7 @@ def write_bundle(prefix: Path, tensors: dict[str, np.ndarray]) -> Path:
 
     Used for dtypes and sizes the TF corpus lacks (bfloat16, complex, large tensors).
     """
-    from ckpt_tools import dtypes
+    from ckpt_tools.formats import dtypes
 
     data, entries = bytearray(), {}
     for name, array in tensors.items():

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from ckpt_tools import OutputError, bake_ema, open_checkpoint
 from ckpt_tools.cli import app
-from ckpt_tools.writer import BundleWriter
+from ckpt_tools.formats.bundle_writer import BundleWriter
 
 runner = CliRunner()
 BAKE_CASES = ["linear_v2", "linear_v1", "towers_bn", "partitioned", "sharded", "tf2_object",

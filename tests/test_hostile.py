@@ -30,9 +30,9 @@ from _corpus import (
     tree_hashes,
 )
 
-from ckpt_tools import crc
-from ckpt_tools._protos import SavedTensorSlices
-from ckpt_tools.slices import TensorSlice, encode_key
+from ckpt_tools.formats import crc
+from ckpt_tools.formats._protos import SavedTensorSlices
+from ckpt_tools.formats.slices import TensorSlice, encode_key
 
 # Exit codes documented in the README ("Exit codes and errors").
 NOT_FOUND, CORRUPT, UNSUPPORTED = 3, 4, 5

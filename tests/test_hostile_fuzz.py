@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckpt_tools import CheckpointError, open_checkpoint
-from ckpt_tools.table import Table
+from ckpt_tools.formats.table import Table
 from ckpt_tools.verify import verify
 
 EXAMPLES = 80  # per test; the whole module stays well under 30 s on 2 cores

@@ -24,7 +24,7 @@ from _corpus import tf_corpus, tree_hashes
 
 CHILD = textwrap.dedent("""
     import os, sys, time
-    import ckpt_tools.writer as writer
+    import ckpt_tools.formats.bundle_writer as writer
     flag, point = sys.argv[1], sys.argv[2]
 
     def pause():

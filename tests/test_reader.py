@@ -88,7 +88,7 @@ def test_partitioned_variable_is_assembled_from_slices():
 
 
 def test_many_keys_index_spans_several_blocks(tf):
-    from ckpt_tools.table import Table
+    from ckpt_tools.formats.table import Table
 
     exp = expected("many_keys")
     path = prefix("many_keys") + ".index"

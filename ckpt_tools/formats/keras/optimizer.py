@@ -40,14 +40,14 @@ _VARIANTS = [{}, {"momentum": 0.9}, {"amsgrad": True}, {"centered": True},
 
 
 def spec(entry) -> Spec:
-    """``(shape, dtype enum)`` of a :class:`~ckpt_tools.entry.TensorEntry`."""
+    """``(shape, dtype enum)`` of a :class:`~ckpt_tools.formats.entry.TensorEntry`."""
     return (tuple(entry.shape), entry.dtype)
 
 
 def plan_optimizer(lay, keys, entries, trained, segments) -> None:
     """Finds iteration, learning rate, EMA copies and slots among the optimizer variables.
 
-    Fills ``lay`` (a :class:`~ckpt_tools.keras_layout.KerasLayout`): ``iteration``,
+    Fills ``lay`` (a :class:`~ckpt_tools.formats.keras.layout.KerasLayout`): ``iteration``,
     ``learning_rate``, ``ema_offset``, ``use_ema``, ``averages``, ``slots``, ``var_names``.
     ``trained`` holds (key, segment index) of the trainable weights in ``model.weights`` order;
     ``segments`` the ("seq"|"bag", keys) runs, a bag being keys whose order is unknown.

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import os
 import struct
-import uuid
 from collections.abc import Iterable
 
 import numpy as np
 
+from ..errors import OutputError
 from . import crc, dtypes
+from ._io import remove_quietly, temp_name
 from ._protos import BundleEntryProto, BundleHeaderProto
 from ._wire import encode_varint
 from .bundle import data_path
-from .errors import OutputError
 from .slices import FULL, TensorSlice, encode_key
+from .strings import encode_strings
 from .table import MAGIC
 
 BLOCK_SIZE = 256 * 1024  # TensorFlow's table block size for bundles
@@ -95,11 +96,6 @@ def build_table(items: Iterable[tuple[bytes, bytes]], block_size: int = BLOCK_SI
     return bytes(out + footer)
 
 
-def _tmp_name(path: str) -> str:
-    d, base = os.path.split(path)
-    return os.path.join(d, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
-
-
 def _shape_proto(proto, shape) -> None:
     for d in shape:
         proto.dim.add(size=int(d))
@@ -129,7 +125,7 @@ class BundleWriter:
         directory = os.path.dirname(os.path.abspath(prefix))
         if not os.path.isdir(directory):
             raise OutputError(f"{directory}: output directory does not exist")
-        self._tmp_data = _tmp_name(self.data_path)
+        self._tmp_data = temp_name(self.data_path)
         try:
             self._f = open(self._tmp_data, "wb")
         except OSError as exc:
@@ -175,7 +171,7 @@ class BundleWriter:
         Raises:
             CorruptCheckpointError: if ``verify`` and the bytes fail the stored CRC.
         """
-        from .errors import CorruptCheckpointError
+        from ..errors import CorruptCheckpointError
 
         running = 0
         with open(src_path, "rb") as src:
@@ -205,7 +201,7 @@ class BundleWriter:
         array = np.asarray(array)
         dtype = dtypes.enum_of_numpy(array.dtype)
         if dtype == dtypes.STRING:
-            data, c = _encode_strings(array)
+            data, c = encode_strings(array.reshape(-1))
             self.add_bytes(name, dtype, array.shape, data, c, slice_of=slice_of)
             return
         little = array.astype(array.dtype.newbyteorder("<"), copy=False)
@@ -225,7 +221,7 @@ class BundleWriter:
         self._f.flush()
         os.fsync(self._f.fileno())
         self._f.close()
-        tmp_index = _tmp_name(self.index_path)
+        tmp_index = temp_name(self.index_path)
         try:
             with open(tmp_index, "wb") as f:
                 f.write(build_table(items))
@@ -234,7 +230,7 @@ class BundleWriter:
             os.replace(self._tmp_data, self.data_path)
             os.replace(tmp_index, self.index_path)
         except BaseException:
-            _remove(tmp_index)
+            remove_quietly(tmp_index)
             raise
         self._done = True
         return [self.index_path, self.data_path]
@@ -243,7 +239,7 @@ class BundleWriter:
         """Removes temporary files; nothing is left under the output name."""
         if not self._f.closed:
             self._f.close()
-        _remove(self._tmp_data)
+        remove_quietly(self._tmp_data)
 
     def __enter__(self) -> BundleWriter:
         return self
@@ -255,31 +251,10 @@ class BundleWriter:
             self.abort()
 
 
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
-
-
-def _encode_strings(array: np.ndarray) -> tuple[bytes, int]:
-    """Serializes a DT_STRING tensor: varint lengths, masked length CRC, then the bytes."""
-    items = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in array.reshape(-1)]
-    lengths = b"".join(encode_varint(len(v)) for v in items)
-    running = crc.crc32c(b"".join(
-        struct.pack("<I", len(v)) if len(v) <= 0xFFFFFFFF else struct.pack("<Q", len(v))
-        for v in items))
-    length_crc = struct.pack("<I", crc.mask(running))
-    running = crc.crc32c(length_crc, running)
-    body = b"".join(items)
-    running = crc.crc32c(body, running)
-    return lengths + length_crc + body, crc.mask(running)
-
-
 def write_state_file(directory: str, prefix_name: str) -> str:
     """Writes a ``checkpoint`` state file naming ``prefix_name`` (relative), atomically."""
     path = os.path.join(directory, "checkpoint")
-    tmp = _tmp_name(path)
+    tmp = temp_name(path)
     with open(tmp, "w", encoding="utf-8") as f:
         quoted = prefix_name.replace("\\", "\\\\").replace('"', '\\"')
         f.write(f'model_checkpoint_path: "{quoted}"\nall_model_checkpoint_paths: "{quoted}"\n')

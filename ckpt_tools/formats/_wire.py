@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from .errors import CorruptCheckpointError
+from ..errors import CorruptCheckpointError
 
 _U32 = struct.Struct("<I")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from ..errors import CorruptCheckpointError
 from ._protos import TrackableObjectGraph, text
-from .errors import CorruptCheckpointError
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"

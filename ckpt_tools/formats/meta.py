@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import CheckpointNotFoundError, CorruptCheckpointError
+from ._io import close_map, map_file
 from ._protos import CollectionEntry, MetaGraphDef, MetaInfoDef, SaverDef, VariableDef, text
 from ._wire import Cursor
-from .bundle import _close, _map
-from .errors import CheckpointNotFoundError, CorruptCheckpointError
 
 # Collections whose members are serialized VariableDef protos.
 VARIABLE_COLLECTIONS = (
@@ -139,7 +139,7 @@ def read_meta_graph(path: str) -> MetaGraph:
         ['conv1/weights', 'conv1/biases']
     """
     try:
-        data = _map(path)
+        data = map_file(path)
     except FileNotFoundError:
         raise CheckpointNotFoundError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -153,7 +153,7 @@ def read_meta_graph(path: str) -> MetaGraph:
                 return _read_text(bytes(data), path)
             raise binary_error
     finally:
-        _close(data)
+        close_map(data)
 
 
 def _read_binary(data, path: str) -> MetaGraph:

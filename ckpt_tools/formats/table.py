@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..errors import CorruptCheckpointError, UnsupportedFormatError
 from . import crc
 from ._wire import Cursor
-from .errors import CorruptCheckpointError, UnsupportedFormatError
 
 FOOTER_SIZE = 48
 MAGIC = 0xDB4775248B80FB57

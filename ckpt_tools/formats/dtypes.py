@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING
 
-from .errors import UnsupportedFormatError
+from ..errors import UnsupportedFormatError
 
 if TYPE_CHECKING:
     import numpy as np

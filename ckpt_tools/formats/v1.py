@@ -8,14 +8,14 @@ in its typed repeated fields.
 from __future__ import annotations
 
 import math
-import mmap
 from typing import TYPE_CHECKING
 
+from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 from . import dtypes
+from ._io import close_map, map_file
 from ._protos import SavedTensorSlices, TensorProto, text
-from .bundle import _close, _map, _shape
+from .bundle import shape_of
 from .entry import TensorEntry
-from .errors import CheckpointNotFoundError, CorruptCheckpointError
 from .slices import TensorSlice, encode_key
 from .table import Table
 
@@ -35,7 +35,7 @@ _MAX_FILL_BYTES = 64 << 20  # largest tensor we expand from a single stored valu
 def is_v1_file(path: str) -> bool:
     """Returns True if ``path`` is a table whose header entry is a V1 ``SavedTensorSliceMeta``."""
     try:
-        data = _map(path)
+        data = map_file(path)
     except OSError:
         return False
     first = None
@@ -46,7 +46,7 @@ def is_v1_file(path: str) -> bool:
         return False
     finally:
         del first
-        _close(data)
+        close_map(data)
 
 
 class V1Reader:
@@ -61,13 +61,14 @@ class V1Reader:
     """
 
     format = "v1"
+    keras = None
 
     def __init__(self, path: str, *, verify: bool = True):
         self.prefix = path
         self.path = path
         self.verify = verify
         try:
-            self._data = _map(path)
+            self._data = map_file(path)
         except FileNotFoundError:
             raise CheckpointNotFoundError(f"{path}: no such file") from None
         self.entries: dict[str, TensorEntry] = {}
@@ -81,7 +82,7 @@ class V1Reader:
         for key, value in items:
             self._values[key] = value
         for t in meta.tensor:
-            shape = _shape(t.shape)
+            shape = shape_of(t.shape)
             dtypes.dtype_name(t.type)
             slices = tuple(TensorSlice.from_proto(s, len(shape)) for s in t.slice)
             name = text(t.name)
@@ -129,13 +130,13 @@ class V1Reader:
             out[tslice.index(entry.shape)] = values
         return out
 
+    def files(self) -> list[str]:
+        """Returns the one file a V1 checkpoint is."""
+        return [self.path]
+
     def close(self) -> None:
         self._values.clear()
-        if isinstance(self._data, mmap.mmap):
-            try:
-                self._data.close()
-            except BufferError:
-                pass
+        close_map(self._data)
 
 
 def _values(proto, entry: TensorEntry, shape, path: str) -> np.ndarray:

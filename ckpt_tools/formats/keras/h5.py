@@ -4,7 +4,7 @@ Keys (what ``ckpt list`` shows and :meth:`H5Reader.read` takes):
 
 - Keras 3 (``.weights.h5``, and the ``model.weights.h5`` inside a ``.keras`` zip): the HDF5
   dataset path, e.g. ``layers/dense/vars/0`` or ``optimizer/vars/3``. Keras stores values by
-  position only; :mod:`ckpt_tools.keras_layout` works out what each one is and gives it a
+  position only; :mod:`ckpt_tools.formats.keras.layout` works out what each one is and gives it a
   readable Keras path (``dense/kernel``, ``sgd/dense_kernel_average``) in ``entry.extra["path"]``.
 - legacy ``.h5`` (``layer_names``/``weight_names`` attributes): the dataset path without the
   ``:0`` suffix, e.g. ``dense/dense/kernel`` (``save_weights``) or
@@ -21,17 +21,16 @@ from __future__ import annotations
 import io
 import json
 import math
-import mmap
-import os
 import re
 import struct
 import zipfile
 
 import numpy as np
 
-from . import dtypes
-from .entry import TensorEntry
-from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+from ...errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+from .. import dtypes
+from .._io import close_map, map_file
+from ..entry import TensorEntry
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
@@ -105,13 +104,6 @@ class _Window(io.RawIOBase):
         return len(chunk)
 
 
-def _map(path: str):
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
 def _attr_list(group, name: str) -> list[str]:
     """Reads a list attribute that Keras may split into ``name0``, ``name1``… (> 64 KB)."""
     if name in group.attrs:
@@ -138,7 +130,7 @@ def _json_attr(value):
 
 
 class H5Reader:
-    """Reads one Keras weight file (same interface as :class:`~ckpt_tools.bundle.BundleReader`).
+    """Reads one Keras weight file (the :class:`~ckpt_tools.formats.Reader` protocol).
 
     Args:
         path (`str`): a ``.h5``/``.weights.h5`` HDF5 file or a ``.keras`` archive.
@@ -148,7 +140,7 @@ class H5Reader:
         kind: ``"keras3"`` (``vars`` groups) or ``"legacy"`` (``layer_names`` attributes).
         config: the model config (``config.json`` of a ``.keras``; for a legacy full-model
             ``.h5`` ``{"model_config": ..., "training_config": ...}``), or ``None``.
-        keras: the :class:`~ckpt_tools.keras_layout.KerasLayout` (what each key is).
+        keras: the :class:`~ckpt_tools.formats.keras.layout.KerasLayout` (what each key is).
 
     Raises:
         CheckpointNotFoundError: if the file does not exist.
@@ -164,7 +156,7 @@ class H5Reader:
     def __init__(self, path: str):
         import h5py  # deferred: only Keras files need it
 
-        from . import keras_layout
+        from . import layout as keras_layout
 
         self.prefix = self.path = path
         self.config: dict | None = None
@@ -173,7 +165,7 @@ class H5Reader:
         self._zip = self._fileobj = None
         self._buf, self._base = b"", 0
         try:
-            self._buf = _map(path)
+            self._buf = map_file(path)
         except FileNotFoundError:
             raise CheckpointNotFoundError(f"{path}: no such file") from None
         self.format = "keras" if bytes(self._buf[:4]) == ZIP_SIGNATURE else "h5"
@@ -375,6 +367,10 @@ class H5Reader:
             return arr.copy()
         return arr
 
+    def files(self) -> list[str]:
+        """Returns the one file (``.h5`` or ``.keras`` archive)."""
+        return [self.path]
+
     def close(self) -> None:
         h5 = getattr(self, "_h5", None)
         if h5 is not None:
@@ -384,8 +380,4 @@ class H5Reader:
         for obj in (self._fileobj, self._zip):
             if obj is not None:
                 obj.close()
-        if isinstance(self._buf, mmap.mmap):
-            try:
-                self._buf.close()
-            except BufferError:
-                pass  # arrays handed out still view the mapping; it closes when they die
+        close_map(self._buf)

@@ -27,9 +27,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .entry import TensorEntry
-from .keras_optimizer import FLOATS as _FLOATS
-from .keras_optimizer import Spec, infer_use_ema, plan_optimizer
+from ..entry import TensorEntry
+from .optimizer import FLOATS as _FLOATS
+from .optimizer import Spec, infer_use_ema, plan_optimizer
 
 __all__ = ["KerasLayout", "Spec", "analyze", "infer_use_ema", "to_snake_case"]
 
@@ -110,7 +110,8 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
     """Works out what each key of a Keras weight file is (metadata only, no tensor data).
 
     Args:
-        entries: key -> entry, as :class:`~ckpt_tools.h5.H5Reader` scans them (``extra`` holds
+        entries: key -> entry, as :class:`~ckpt_tools.formats.keras.h5.H5Reader` scans them
+            (``extra`` holds
             ``owner``, ``index``, ``section`` and, for legacy files, ``weight_name``).
         kind: ``"keras3"`` or ``"legacy"``.
         config: ``config.json`` of a ``.keras`` archive (or a legacy file's model/training

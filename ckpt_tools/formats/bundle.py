@@ -1,6 +1,7 @@
 """Reader for TensorFlow V2 checkpoints ("tensor bundles"): ``<prefix>.index`` + data shards.
 
-The index is a table (see :mod:`ckpt_tools.table`) whose ``""`` entry is a ``BundleHeaderProto``
+The index is a table (see :mod:`ckpt_tools.formats.table`) whose ``""`` entry is a
+``BundleHeaderProto``
 and whose other entries are ``BundleEntryProto`` records pointing into
 ``<prefix>.data-SSSSS-of-NNNNN``. Data shards are memory-mapped and tensors returned as NumPy
 views over the mapping, so reading costs page faults, not copies.
@@ -9,17 +10,15 @@ views over the mapping, so reading costs page faults, not copies.
 from __future__ import annotations
 
 import math
-import mmap
-import os
-import struct
 from typing import TYPE_CHECKING
 
+from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from . import crc, dtypes
+from ._io import close_map, map_file
 from ._protos import BundleEntryProto, BundleHeaderProto
-from ._wire import Cursor
 from .entry import TensorEntry
-from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from .slices import TensorSlice, decode_key
+from .strings import decode_strings
 from .table import Table
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ def data_path(prefix: str, shard: int, num_shards: int) -> str:
     return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
 
 
-def _shape(proto) -> tuple[int, ...]:
+def shape_of(proto) -> tuple[int, ...]:
     if proto.unknown_rank:
         raise CorruptCheckpointError("stored tensor has unknown rank")
     dims = tuple(d.size for d in proto.dim)
@@ -42,27 +41,6 @@ def _shape(proto) -> tuple[int, ...]:
         raise CorruptCheckpointError(f"stored tensor has a negative dimension: {dims}")
     return dims
 
-
-def _map(path: str):
-    """Memory-maps a file read-only (an empty file maps to ``b""``)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def _close(mm) -> None:
-    """Closes a mapping from :func:`_map`, unless views of it are still alive.
-
-    While an exception propagates, its traceback can still hold memoryviews of the mapping;
-    ``mmap.close()`` would then raise ``BufferError`` and hide the real error. The mapping is
-    released when the last view is garbage-collected instead.
-    """
-    if isinstance(mm, mmap.mmap):
-        try:
-            mm.close()
-        except BufferError:
-            pass
 
 
 class BundleReader:
@@ -78,13 +56,14 @@ class BundleReader:
     """
 
     format = "v2"
+    keras = None  # TensorFlow bundles keep EMA facts in the .meta and object graph
 
     def __init__(self, prefix: str, *, verify: bool = True):
         self.prefix = prefix
         self.index_path = prefix + ".index"
         self.verify = verify
         try:
-            index = _map(self.index_path)
+            index = map_file(self.index_path)
         except FileNotFoundError:
             raise CheckpointNotFoundError(f"{self.index_path}: no such file") from None
         except IsADirectoryError:
@@ -95,7 +74,7 @@ class BundleReader:
         try:
             self._parse(Table(index, self.index_path, verify=verify))
         finally:
-            _close(index)
+            close_map(index)
 
     # -- index -----------------------------------------------------------------------------
     def _parse(self, table: Table) -> None:
@@ -140,7 +119,7 @@ class BundleReader:
 
     def _entry(self, name: str, value, key: bytes) -> TensorEntry:
         p = self._proto(BundleEntryProto, value, key)
-        shape = _shape(p.shape)
+        shape = shape_of(p.shape)
         dtypes.dtype_name(p.dtype)  # raises on unknown enum
         if p.shard_id < 0 or p.shard_id >= self.num_shards or p.offset < 0 or p.size < 0:
             raise CorruptCheckpointError(
@@ -152,6 +131,10 @@ class BundleReader:
                            crc32c=p.crc32c if p.HasField("crc32c") else None, slices=slices)
 
     # -- data ------------------------------------------------------------------------------
+    def files(self) -> list[str]:
+        """Returns the index and every data shard."""
+        return [self.index_path, *self.data_files()]
+
     def data_files(self) -> list[str]:
         return [data_path(self.prefix, i, self.num_shards) for i in range(self.num_shards)]
 
@@ -160,7 +143,7 @@ class BundleReader:
         if mm is None:
             path = data_path(self.prefix, shard_id, self.num_shards)
             try:
-                mm = _map(path)
+                mm = map_file(path)
             except FileNotFoundError:
                 raise CheckpointNotFoundError(
                     f"{path}: data shard {shard_id} of {self.num_shards} is missing") from None
@@ -225,30 +208,14 @@ class BundleReader:
             raise CorruptCheckpointError(
                 f"string tensor {entry.name!r} claims {count} elements in {len(data)} bytes",
                 path=path, offset=entry.offset)
-        cur = Cursor(data, path, base=entry.offset)
-        lengths = [cur.varint() for _ in range(count)]
-        len_bytes = b"".join(
-            struct.pack("<I", n) if n <= 0xFFFFFFFF else struct.pack("<Q", n) for n in lengths)
-        stored_len_crc = bytes(cur.read(4))
-        if sum(lengths) != cur.remaining:
+        decoded = decode_strings(data, count, path=path, offset=entry.offset,
+                                 expected_crc=entry.crc32c, verify=self.verify)
+        if decoded.problems:
             raise CorruptCheckpointError(
-                f"string tensor {entry.name!r}: lengths add up to {sum(lengths)} bytes but "
-                f"{cur.remaining} remain", path=path, offset=entry.offset)
-        if self.verify:
-            running = crc.crc32c(len_bytes)
-            if crc.mask(running) != int.from_bytes(stored_len_crc, "little"):
-                raise CorruptCheckpointError(
-                    f"string tensor {entry.name!r}: length checksum mismatch",
-                    path=path, offset=entry.offset)
-            running = crc.crc32c(stored_len_crc, running)
-            running = crc.crc32c(data[cur.pos :], running)
-            if entry.crc32c is not None and crc.mask(running) != entry.crc32c:
-                raise CorruptCheckpointError(
-                    f"checksum mismatch for string tensor {entry.name!r}",
-                    path=path, offset=entry.offset)
+                f"string tensor {entry.name!r}: {'; '.join(decoded.problems)}",
+                path=path, offset=entry.offset)
         out = np.empty(count, dtype=object)
-        for i, n in enumerate(lengths):
-            out[i] = bytes(cur.read(n))
+        out[:] = decoded.items
         return out.reshape(shape)
 
     def read(self, name: str) -> np.ndarray:
@@ -314,9 +281,5 @@ class BundleReader:
 
     def close(self) -> None:
         for mm in self._shards.values():
-            if isinstance(mm, mmap.mmap):
-                try:
-                    mm.close()
-                except BufferError:
-                    pass  # arrays handed out still view the mapping; it closes when they die
+            close_map(mm)
         self._shards.clear()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import CorruptCheckpointError
+from ..errors import CorruptCheckpointError
 
 FULL = -1  # TensorFlow's kFullExtent: "length" of a dimension that is not sliced
 

@@ -1,0 +1,91 @@
+"""Safe file access shared by every reader and writer: regular files only, read-only maps.
+
+Why one place: a FIFO or a device passed as a data shard must fail at once instead of
+blocking ``open`` forever, and a mapping must not be closed while NumPy views of it are still
+alive (``mmap.close`` then raises ``BufferError`` and hides the real error).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import uuid
+
+from ..errors import CheckpointNotFoundError, CorruptCheckpointError
+
+
+def open_regular(path: str) -> int:
+    """Opens ``path`` read-only and returns the descriptor, refusing anything but a regular file.
+
+    ``O_NONBLOCK`` keeps ``open`` of a FIFO from waiting for a writer; ``fstat`` on the open
+    descriptor (not a prior ``stat``) closes the race with a file swapped in between.
+
+    Raises:
+        CheckpointNotFoundError: ``path`` does not exist.
+        CorruptCheckpointError: ``path`` is a directory, FIFO, socket or device.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise CheckpointNotFoundError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CorruptCheckpointError("is a directory, not a file", path=path) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(
+            st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
+        raise CorruptCheckpointError(f"is {kind}, not a regular file", path=path)
+    return fd
+
+
+def map_file(path: str):
+    """Memory-maps a regular file read-only; an empty file maps to ``b""``.
+
+    Returns:
+        an ``mmap.mmap`` (or ``b""``), to be released with :func:`close_map`.
+
+    Raises:
+        CheckpointNotFoundError, CorruptCheckpointError: see :func:`open_regular`.
+    """
+    fd = open_regular(path)
+    try:
+        if os.fstat(fd).st_size == 0:
+            return b""
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+
+
+def close_map(mm) -> None:
+    """Closes a mapping from :func:`map_file`, unless views of it are still alive.
+
+    While an exception propagates, its traceback can still hold memoryviews of the mapping;
+    the mapping is then released when the last view is garbage-collected instead.
+    """
+    if isinstance(mm, mmap.mmap):
+        try:
+            mm.close()
+        except BufferError:
+            pass
+
+
+def file_size(path: str) -> int:
+    """Returns the size of ``path`` in bytes (one ``stat``; used to bound index extents)."""
+    return os.stat(path).st_size
+
+
+def temp_name(path: str) -> str:
+    """Returns a hidden, unique sibling name for staging ``path`` (same directory: same device,
+    so the final ``rename`` is atomic)."""
+    d, base = os.path.split(path)
+    return os.path.join(d, f".{base}.tmp-{uuid.uuid4().hex[:8]}")
+
+
+def remove_quietly(path: str) -> None:
+    """Removes ``path`` if it exists (cleanup after a failed write)."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
