@@ -199,7 +199,7 @@ def compare_bakes(ours: str, theirs: str, source: str, ema_suffix: str) -> dict:
             if (ea.dtype, ea.shape) != (eb.dtype, eb.shape) or not _same_bytes(a.raw(ea),
                                                                               b.raw(eb)):
                 mismatches.append(key)
-            nbytes += ea.size
+            nbytes += ea.stored_bytes
         applied = True
         for key, entry in src.entries.items():
             shadow = src.entries.get(f"{key}/{ema_suffix}")

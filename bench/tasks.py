@@ -140,7 +140,8 @@ def _plan_views(prefix: str) -> None:
 
     reader = BundleReader(prefix, verify=False)
     _VIEW_PLAN["files"] = reader.data_files()
-    _VIEW_PLAN["entries"] = [(e.shard_id, e.offset, e.size) for e in reader.entries.values()]
+    _VIEW_PLAN["entries"] = [(e.shard_id, e.offset, e.stored_bytes)
+                             for e in reader.entries.values()]
     reader.close()
 
 

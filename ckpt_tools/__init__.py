@@ -9,21 +9,24 @@ Public API::
     ema_saver(var_list, checkpoint)          # a tf.compat.v1 Saver built on the map
     apply_ema(model, path)                   # TF2 / Keras: EMA values into variables
     export_weights(path, "w.safetensors")    # EMA weights under clean names for converters
+    verify(path) / checkpoint_stats(ckpt) / diff_checkpoints(a, b) / diff_ema(path)
     CheckpointError                          # base class of every error raised on purpose
 """
 
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from .checkpoint import Checkpoint, Variable, VariableNotFoundError, open_checkpoint
+from .checkpoint import Checkpoint, Variable, open_checkpoint
 from .errors import (
     CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
     EmaError,
+    ExitCode,
     OutputError,
     TensorFlowRequiredError,
     UnsupportedFormatError,
+    VariableNotFoundError,
 )
 
 # The rest loads on first use, so `ckpt list` does not pay for writers, NumPy or Keras helpers.
@@ -34,14 +37,20 @@ _LAZY = {
     "apply_keras_ema": "keras_ema", "keras_ema_values": "keras_ema",
     "RestoreResult": "restore", "apply_ema": "restore", "ema_saver": "restore",
     "restore_ema": "restore",
+    "DiffReport": "diff", "TensorDiff": "diff", "diff_checkpoints": "diff", "diff_ema": "diff",
+    "StatsRecord": "stats", "TensorStats": "stats", "checkpoint_stats": "stats",
+    "Problem": "verify", "VerifyReport": "verify", "verify": "verify",
 }
 
 if TYPE_CHECKING:
     from .bake import BakeResult, bake_ema
+    from .diff import DiffReport, TensorDiff, diff_checkpoints, diff_ema
     from .emamap import EmaMap, ema_map
     from .export import ExportResult, export_weights
     from .keras_ema import apply_keras_ema, keras_ema_values
     from .restore import RestoreResult, apply_ema, ema_saver, restore_ema
+    from .stats import StatsRecord, TensorStats, checkpoint_stats
+    from .verify import Problem, VerifyReport, verify
 
 
 def __getattr__(name: str):
@@ -61,6 +70,17 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BakeResult",
+    "DiffReport",
+    "ExitCode",
+    "Problem",
+    "StatsRecord",
+    "TensorDiff",
+    "TensorStats",
+    "VerifyReport",
+    "checkpoint_stats",
+    "diff_checkpoints",
+    "diff_ema",
+    "verify",
     "EmaMap",
     "ExportResult",
     "RestoreResult",

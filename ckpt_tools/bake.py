@@ -232,9 +232,9 @@ def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str,
         total = 0
         for sub, tslice in parts:
             path = data_path(reader.prefix, sub.shard_id, reader.num_shards)
-            writer.add_stream(out_key, sub.dtype, sub.shape, path, sub.offset, sub.size,
+            writer.add_stream(out_key, sub.dtype, sub.shape, path, sub.offset, sub.stored_bytes,
                               sub.crc32c, slice_of=tslice, verify=verify, progress=progress)
-            total += sub.size
+            total += sub.stored_bytes
         return total
     array = ckpt.tensor(src)
     writer.add_array(out_key, array)

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from . import roles as _roles
 from .errors import (
-    CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
     UnsupportedFormatError,
+    VariableNotFoundError,
 )
 from .formats import Reader, open_reader
 from .formats.dtypes import STRING
@@ -35,15 +35,6 @@ _LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
 _DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
 _STATE_RE = re.compile(
     r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
-
-
-class VariableNotFoundError(CheckpointError, KeyError):
-    """The requested key is not in the checkpoint."""
-
-    exit_code = 3
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,23 @@ the codes are documented in the README ("Exit codes and errors").
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit codes of the ``ckpt`` command (the README's "Exit codes and errors" table)."""
+
+    OK = 0
+    ERROR = 1  # any other CheckpointError, and OS errors naming their path
+    USAGE = 2  # bad option or argument
+    NOT_FOUND = 3  # no checkpoint at the path, or no such variable
+    CORRUPT = 4  # malformed, truncated or failing a checksum
+    UNSUPPORTED = 5  # a checkpoint feature or output format we cannot handle
+    EMA = 6  # EMA shadows missing, mismatched, or a pairing that cannot be proven
+    OUTPUT = 7  # an output path cannot be written (is an input, exists, not writable)
+    NEEDS_TENSORFLOW = 8  # the operation needs TensorFlow, which is not installed
+    INTERNAL = 70  # a bug: please report it
+
 
 class CheckpointError(Exception):
     """Base class for every error ckpt_tools raises about a checkpoint or its use.
@@ -15,19 +32,19 @@ class CheckpointError(Exception):
     what was expected.
     """
 
-    exit_code = 1
+    exit_code = ExitCode.ERROR
 
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """No checkpoint exists at the given path (missing file, prefix, or state-file target)."""
 
-    exit_code = 3
+    exit_code = ExitCode.NOT_FOUND
 
 
 class CorruptCheckpointError(CheckpointError):
     """A checkpoint file is truncated, malformed, or fails a checksum."""
 
-    exit_code = 4
+    exit_code = ExitCode.CORRUPT
 
     def __init__(self, message: str, *, path: str | None = None, offset: int | None = None):
         where = ""
@@ -44,22 +61,31 @@ class CorruptCheckpointError(CheckpointError):
 class UnsupportedFormatError(CheckpointError):
     """The file is a checkpoint (or looks like one) but uses a feature we cannot read."""
 
-    exit_code = 5
+    exit_code = ExitCode.UNSUPPORTED
 
 
 class EmaError(CheckpointError):
     """EMA shadows are missing or do not match the variables they should replace."""
 
-    exit_code = 6
+    exit_code = ExitCode.EMA
 
 
 class OutputError(CheckpointError):
     """An output path cannot be written (it is an input, exists, or is not writable)."""
 
-    exit_code = 7
+    exit_code = ExitCode.OUTPUT
 
 
 class TensorFlowRequiredError(CheckpointError):
     """The requested operation needs TensorFlow, which is not installed."""
 
-    exit_code = 8
+    exit_code = ExitCode.NEEDS_TENSORFLOW
+
+
+class VariableNotFoundError(CheckpointError, KeyError):
+    """The requested key is not in the checkpoint."""
+
+    exit_code = ExitCode.NOT_FOUND
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""

@@ -364,7 +364,7 @@ def select_keys(ckpt: Checkpoint, patterns: list[str]) -> list[str]:
     """
     import fnmatch
 
-    from .checkpoint import VariableNotFoundError
+    from .errors import VariableNotFoundError
 
     by_path = {v.path: v.name for v in ckpt.variables() if v.path}
     out: dict[str, None] = {}

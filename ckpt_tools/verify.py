@@ -245,7 +245,7 @@ def _entry(name: str, value, num_shards: int) -> TensorEntry:
             f"points at shard {p.shard_id} offset {p.offset} size {p.size}, outside the "
             f"{num_shards} shard(s)")
     return TensorEntry(name=name, dtype=p.dtype, shape=shape, shard_id=p.shard_id,
-                       offset=p.offset, size=p.size,
+                       offset=p.offset, stored_bytes=p.size,
                        crc32c=p.crc32c if p.HasField("crc32c") else None,
                        slices=tuple(TensorSlice.from_proto(s, len(shape)) for s in p.slices))
 
@@ -278,9 +278,10 @@ def _check_slices(entries, slices, index_path: str, report: VerifyReport) -> Non
             covered += math.prod(sub_shape)
             sub = slices.get((name, tslice))
             item = dtypes.itemsize(full.dtype)
-            if sub is not None and item and sub.size != item * math.prod(sub_shape):
-                report.add(index_path, None, f"slice {tslice} of {name!r} stores {sub.size} "
-                           f"bytes, expected {item * math.prod(sub_shape)}", name)
+            if sub is not None and item and sub.stored_bytes != item * math.prod(sub_shape):
+                report.add(index_path, None, f"slice {tslice} of {name!r} stores "
+                           f"{sub.stored_bytes} bytes, expected {item * math.prod(sub_shape)}",
+                           name)
         if covered != full.num_elements:
             report.add(index_path, None, f"slices of {name!r} cover {covered} of "
                        f"{full.num_elements} elements", name)
@@ -305,20 +306,20 @@ def _check_shards(prefix, num_shards, entries, slices, report, progress) -> None
     if len(missing) > MAX_LISTED:
         report.add(prefix + ".index", None, f"{len(missing) - MAX_LISTED} more of the "
                    f"{num_shards} data shards are missing")
-    total = sum(e.size for e in stored if e.shard_id in maps)
+    total = sum(e.stored_bytes for e in stored if e.shard_id in maps)
     done = 0
     try:
         for shard, mm in maps.items():
             path = data_path(prefix, shard, num_shards)
             ranges = []
             for e in sorted(by_shard.get(shard, ()), key=lambda e: e.offset):
-                end = e.offset + e.size
+                end = e.offset + e.stored_bytes
                 if end > len(mm):
                     report.add(path, e.offset, f"tensor {e.name!r} spans bytes [{e.offset}, "
                                f"{end}) but the file has {len(mm)} bytes (truncated?)", e.name)
-                    done += e.size
+                    done += e.stored_bytes
                     continue
-                if ranges and e.offset < ranges[-1][1] and e.size:
+                if ranges and e.offset < ranges[-1][1] and e.stored_bytes:
                     report.add(path, e.offset, f"tensor {e.name!r} overlaps {ranges[-1][2]!r} "
                                f"(bytes [{e.offset}, {min(end, ranges[-1][1])}))", e.name)
                 ranges.append((e.offset, end, e.name))
@@ -327,8 +328,8 @@ def _check_shards(prefix, num_shards, entries, slices, report, progress) -> None
                 if message:
                     report.add(path, e.offset, message, e.name)
                 report.tensors += 1
-                report.bytes += e.size
-                done += e.size
+                report.bytes += e.stored_bytes
+                done += e.stored_bytes
                 if progress:
                     progress(done, total)
             report.unreferenced[path] = len(mm) - _union(ranges)
@@ -354,12 +355,12 @@ def _check_data(e: TensorEntry, mm, path: str, tick: Callable[[int], None] | Non
     """Returns what is wrong with one stored tensor's bytes, or None."""
     count = e.num_elements
     item = dtypes.itemsize(e.dtype)
-    view = memoryview(mm)[e.offset : e.offset + e.size]
+    view = memoryview(mm)[e.offset : e.offset + e.stored_bytes]
     if e.dtype == dtypes.STRING:
         return _check_strings(e, view, count, path)
-    if item and item * count != e.size:
+    if item and item * count != e.stored_bytes:
         return (f"tensor {e.name!r} of shape {list(e.shape)} and dtype {e.dtype_name} needs "
-                f"{item * count} bytes but its entry says {e.size}")
+                f"{item * count} bytes but its entry says {e.stored_bytes}")
     if e.crc32c is None:
         return None
     running = 0
@@ -388,7 +389,7 @@ def _check_object_graph(entry: TensorEntry, mm, report: VerifyReport, path: str)
         report.add(path, entry.offset, f"{OBJECT_GRAPH_KEY} is not a scalar string tensor",
                    entry.name)
         return
-    view = memoryview(mm)[entry.offset : entry.offset + entry.size]
+    view = memoryview(mm)[entry.offset : entry.offset + entry.stored_bytes]
     cur = Cursor(view, path, base=entry.offset)
     try:
         n = cur.varint()

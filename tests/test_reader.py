@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from helpers import FIXTURES, TF_CASES, expected, expected_strings, expected_values, prefix
 
-from ckpt_tools import CheckpointNotFoundError, open_checkpoint
-from ckpt_tools.checkpoint import VariableNotFoundError, locate
+from ckpt_tools import CheckpointNotFoundError, VariableNotFoundError, open_checkpoint
+from ckpt_tools.checkpoint import locate
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -191,7 +191,7 @@ def restore_ema_command(
                 out.print(f"wrote [bold]{result.path}[/] ({human_bytes(result.nbytes)}): "
                           f"{len(result.tensors)} weights, {len(result.averaged)} averaged")
             return
-        total = sum(e.size for e in ckpt.entries().values())
+        total = sum(e.stored_bytes for e in ckpt.entries().values())
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             with ByteProgress(out, total, "baking EMA") as advance:

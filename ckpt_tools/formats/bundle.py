@@ -127,7 +127,7 @@ class BundleReader:
                 f"outside the {self.num_shards} shard(s)", path=self.index_path)
         slices = tuple(TensorSlice.from_proto(s, len(shape)) for s in p.slices)
         return TensorEntry(name=name, dtype=p.dtype, shape=shape, shard_id=p.shard_id,
-                           offset=p.offset, size=p.size,
+                           offset=p.offset, stored_bytes=p.size,
                            crc32c=p.crc32c if p.HasField("crc32c") else None, slices=slices)
 
     # -- data ------------------------------------------------------------------------------
@@ -157,7 +157,7 @@ class BundleReader:
             CorruptCheckpointError: if the bytes lie outside the data file.
         """
         mm = self._shard(entry.shard_id)
-        end = entry.offset + entry.size
+        end = entry.offset + entry.stored_bytes
         if end > len(mm):
             raise CorruptCheckpointError(
                 f"tensor {entry.name!r} spans bytes [{entry.offset}, {end}) but the file has "
@@ -185,10 +185,11 @@ class BundleReader:
             return self._read_strings(entry, shape, count)
         item = dtypes.itemsize(entry.dtype)
         dt = dtypes.numpy_dtype(entry.dtype, self.big_endian)
-        if item * count != entry.size:
+        if item * count != entry.stored_bytes:
             raise CorruptCheckpointError(
                 f"tensor {entry.name!r} of shape {shape} and dtype {entry.dtype_name} needs "
-                f"{item * count} bytes but its entry says {entry.size}", path=self.index_path)
+                f"{item * count} bytes but its entry says {entry.stored_bytes}",
+                path=self.index_path)
         data = self.raw(entry)
         if self.verify:
             self.check_crc(entry, data)
@@ -252,9 +253,9 @@ class BundleReader:
         # so an absurd full shape in a corrupt index cannot make us allocate gigabytes.
         for _tslice, sub, sub_shape in parts:
             item = dtypes.itemsize(entry.dtype)
-            if item and sub.size != item * math.prod(sub_shape):
+            if item and sub.stored_bytes != item * math.prod(sub_shape):
                 raise CorruptCheckpointError(
-                    f"slice {_tslice} of {entry.name!r} stores {sub.size} bytes, expected "
+                    f"slice {_tslice} of {entry.name!r} stores {sub.stored_bytes} bytes, expected "
                     f"{item * math.prod(sub_shape)}", path=self.index_path)
             self.raw(sub)
         dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)

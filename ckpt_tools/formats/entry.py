@@ -22,7 +22,7 @@ class TensorEntry:
     shape: tuple[int, ...]
     shard_id: int = 0  # data file index (V2); 0 elsewhere
     offset: int = 0  # byte offset in the data file (V2)
-    size: int = 0  # stored bytes (V2); 0 when unknown
+    stored_bytes: int = 0  # bytes on disk (V2, Keras); 0 when unknown
     crc32c: int | None = None  # masked CRC32C of the stored bytes (V2)
     slices: tuple[TensorSlice, ...] = ()  # non-empty for partitioned variables
     extra: dict = field(default_factory=dict, compare=False, repr=False)  # reader-private data
@@ -39,4 +39,4 @@ class TensorEntry:
     def nbytes(self) -> int:
         """Bytes of tensor data (for strings: the stored size including lengths)."""
         item = dtypes.itemsize(self.dtype)
-        return item * self.num_elements if item else self.size
+        return item * self.num_elements if item else self.stored_bytes

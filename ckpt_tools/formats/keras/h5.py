@@ -314,7 +314,7 @@ class H5Reader:
                                    or ds.id.get_storage_size() != nbytes):
             offset = None
         entries[key] = TensorEntry(
-            name=key, dtype=enum, shape=shape, size=nbytes,
+            name=key, dtype=enum, shape=shape, stored_bytes=nbytes,
             offset=(offset + self._base) if offset is not None else 0,
             extra={"h5path": h5path, "npdtype": npdtype.str,
                    "file_offset": (offset + self._base) if offset is not None else None,

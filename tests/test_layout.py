@@ -1,0 +1,105 @@
+"""The package's layers, as ``ls`` and the import graph show them (see formats/__init__.py)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from helpers import FIXTURES, prefix
+
+import ckpt_tools
+from ckpt_tools.formats import READERS, Reader, open_reader
+
+PACKAGE = Path(ckpt_tools.__file__).parent
+# Modules of the layers above formats/: a reader importing one of these inverts the layering.
+UPPER = {"checkpoint", "roles", "emamap", "keras_ema", "bake", "restore", "export", "verify",
+         "stats", "diff", "cli", "train"}
+
+
+def _modules():
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _imports(path: Path):
+    """Yields (absolute module imported from, names) for every ``from X import names``."""
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if path.name != "__init__.py":
+        package = package.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            yield module, [a.name for a in node.names]
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_private_names_cross_modules(path):
+    for module, names in _imports(path):
+        if not module.startswith("ckpt_tools"):
+            continue
+        private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+        assert not private, f"{path.name} imports private {private} from {module}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "formats").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_formats_do_not_import_upper_layers(path):
+    for module, names in _imports(path):
+        parts = module.split(".")
+        if parts[0] != "ckpt_tools" or len(parts) < 2:
+            continue
+        targets = [parts[1]] if len(parts) > 1 and parts[1] != "formats" else []
+        if module == "ckpt_tools":
+            targets = names
+        assert not UPPER.intersection(targets), f"{path} imports {module} {names}"
+
+
+def test_readers_live_in_formats():
+    names = {p.name for p in (PACKAGE / "formats").iterdir()}
+    assert {"table.py", "bundle.py", "bundle_writer.py", "v1.py", "meta.py", "objgraph.py",
+            "_io.py", "strings.py", "keras"} <= names
+    flat = {p.stem for p in PACKAGE.glob("*.py")}
+    assert not flat & {"table", "bundle", "writer", "v1", "meta", "objgraph", "h5", "crc"}
+
+
+def test_one_string_codec_and_one_mmap_helper():
+    """The string-tensor codec and the mmap open/close code exist once (formats/strings, _io)."""
+    for path in _modules():
+        text = path.read_text()
+        if path.name not in ("_io.py",):
+            assert "mmap.mmap(" not in text, f"{path} maps a file itself; use formats._io"
+            assert "mm.close()" not in text and ".close()\n            except BufferError" \
+                not in text, path
+        if path.name != "strings.py":
+            assert 'struct.pack("<Q", n)' not in text, f"{path} re-implements the string codec"
+
+
+@pytest.mark.parametrize("fmt,path", [
+    ("v2", prefix("linear_v2")), ("v1", prefix("linear_v1")),
+    ("h5", str(FIXTURES / "keras_ema" / "model.weights.h5")),
+    ("keras", str(FIXTURES / "keras_ema" / "model.keras")),
+])
+def test_every_reader_implements_the_protocol(fmt, path):
+    assert fmt in READERS
+    reader = open_reader(fmt, path)
+    try:
+        assert isinstance(reader, Reader)
+        assert reader.format == fmt
+        assert all(Path(f).is_file() for f in reader.files())
+        name = next(iter(reader.entries))
+        assert reader.read(name).shape == reader.entries[name].shape
+    finally:
+        reader.close()
+
+
+def test_public_api_is_all():
+    for name in ckpt_tools.__all__:
+        assert getattr(ckpt_tools, name) is not None, name
+    for name in ("verify", "diff_checkpoints", "diff_ema", "checkpoint_stats", "VerifyReport",
+                 "DiffReport", "StatsRecord", "ExitCode", "VariableNotFoundError"):
+        assert name in ckpt_tools.__all__
+    assert ckpt_tools.VariableNotFoundError.exit_code == ckpt_tools.ExitCode.NOT_FOUND == 3
