@@ -6,7 +6,7 @@ compared across sizes): 334 float32 weights, each with an EMA shadow
 ``global_step`` -- 1,003 tensors. Two weights (an embedding and a softmax matrix) hold 60% of
 the bytes, so at 1 GB six tensors are ~100 MB each; the rest are kernels, biases and layer-norm
 vectors of mixed sizes. Data is written by a small two-shard bundle writer built on
-``ckpt_tools.formats.bundle_writer.build_table`` (the library's ``BundleWriter`` writes one
+``ckpt_tools.formats.table_builder.build_table`` (the library's ``BundleWriter`` writes one
 shard only); the
 ``.meta`` graph, which TensorFlow baselines need, is written by a TensorFlow child process.
 
@@ -31,7 +31,8 @@ import numpy as np
 from ckpt_tools.formats import crc
 from ckpt_tools.formats._protos import BundleEntryProto, BundleHeaderProto
 from ckpt_tools.formats.bundle import data_path
-from ckpt_tools.formats.bundle_writer import build_table, write_state_file
+from ckpt_tools.formats.bundle_writer import write_state_file
+from ckpt_tools.formats.table_builder import build_table
 
 PREFIX_NAME = "model.ckpt-1000"
 EMA_SUFFIX = "ExponentialMovingAverage"

@@ -3,7 +3,7 @@
 The layers, bottom to top (each imports only the ones below it)::
 
     formats/_io, _wire, _protos, crc, dtypes, strings, slices   safe I/O and codecs, once
-    formats/table, bundle(+_writer), v1, meta, objgraph, keras/   one module per format
+    formats/table(+_builder), bundle(+_writer), v1, meta, objgraph, savedmodel, keras/
     checkpoint.py      open_checkpoint(): finds the files, picks a reader from READERS
     roles, emamap, keras_ema                                   what each variable is
     bake, restore, export, verify, stats, diff   ->   cli/, train/
