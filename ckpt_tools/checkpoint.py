@@ -67,6 +67,8 @@ class Variable:
     partitions: int = 0
     path: str | None = None
     ema_style: str | None = None  # how the average is kept (roles.EMA_STYLES), on both sides
+    # An average the file cannot pair (ema_of is None): the variables it may belong to.
+    ema_candidates: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -80,6 +82,7 @@ class Variable:
         d = asdict(self)
         d["shape"] = list(self.shape)
         d["collections"] = list(self.collections)
+        d["ema_candidates"] = list(self.ema_candidates)
         d["size"] = self.size
         return d
 
@@ -357,7 +360,8 @@ class Checkpoint:
                 partitions=len(entry.slices) if self.format == "v2" else
                 (len(entry.slices) if len(entry.slices) > 1 else 0),
                 path=path, ema_style=ri.ema_style or (
-                    info[shadow_of[key]].ema_style if key in shadow_of else None)))
+                    info[shadow_of[key]].ema_style if key in shadow_of else None),
+                ema_candidates=ri.candidates))
         return out
 
     def files(self) -> list[str]:

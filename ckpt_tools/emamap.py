@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
@@ -52,6 +52,7 @@ class EmaMap:
     debias: tuple[str, ...] = ()
     loss_averages: tuple[str, ...] = ()
     source: str = "keys"
+    file_style: str = "tf1"  # "tf1" (name-based), "tf2" (object graph) or "keras": for messages
     pairs: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (source, input target)
     hints: tuple[str, ...] = field(default=(), repr=False)
 
@@ -93,6 +94,7 @@ def ema_map(
     add_scope: str | None = None,
     allow_missing: bool = False,
     style: str | None = None,
+    apply_order: str | None = None,
 ) -> EmaMap:
     """Builds the EMA restore map of a checkpoint, in checkpoint keys.
 
@@ -113,11 +115,18 @@ def ema_map(
         style (`str`, *optional*): use only averages kept this way (``tf1``, ``object``,
             ``keras``, ``slot``; see :data:`ckpt_tools.roles.EMA_STYLES`) when a checkpoint holds
             several kinds.
+        apply_order (`str`, *optional*): TF2 averages of same-named variables (unnamed
+            ``tf.Variable``s are all ``Variable``) are paired by the order ``ema.apply()`` created
+            them; when the checkpoint allows more than one pairing, state the order the variables
+            were passed in: ``"trainable"`` (``module.trainable_variables`` of a ``tf.Module``) or
+            ``"tracked"`` (creation order, as Keras' ``model.trainable_variables``).
 
     Returns:
         `EmaMap`.
 
     Raises:
+        EmaError: if an average cannot be paired with one variable from what the file records
+            (its candidates and the option that decides are named).
         CheckpointError: if the checkpoint cannot be read. Missing shadows are *reported* in
         ``missing``; call :meth:`EmaMap.require_complete` to turn them into an :class:`EmaError`.
 
@@ -132,7 +141,11 @@ def ema_map(
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
-        variables = {v.name: v for v in ckpt.variables()}
+        variables = _paired_variables(ckpt, apply_order)
+        unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
+                    and v.ema_candidates and style in (None, v.ema_style)]
+        if unpaired:
+            raise EmaError(_ambiguous_message(ckpt, variables, unpaired, apply_order))
         detected = R.detect_ema_names(ckpt.entries())
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
         if (use_meta and style in (None, "tf1") and ckpt.meta is not None
@@ -195,7 +208,60 @@ def ema_map(
         unaveraged=tuple(unaveraged), not_saved=tuple(not_saved), dropped=tuple(dropped),
         debias=tuple(k for k, v in variables.items() if v.role == R.EMA_DEBIAS),
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
-        source=source, pairs=tuple(kept), hints=tuple(hints))
+        source=source, file_style=file_style(ckpt), pairs=tuple(kept), hints=tuple(hints))
+
+
+def file_style(ckpt: Checkpoint) -> str:
+    """Returns how the checkpoint was written, which decides how errors explain it: ``"keras"``
+    (a Keras weights file), ``"tf2"`` (a ``tf.train.Checkpoint``) or ``"tf1"`` (a Saver)."""
+    if ckpt.format in ("keras", "h5") or getattr(ckpt.reader, "keras", None) is not None:
+        return "keras"
+    if ckpt.objects is not None:
+        # tf_keras model.save_weights() in TF format: the root is the model, its layers tracked
+        # as layer_with_weights-N / layer-N.
+        keras = any(p.startswith(("layer_with_weights-", "layer-"))
+                    for p in ckpt.objects.paths.values())
+        return "keras" if keras else "tf2"
+    return "tf1"
+
+
+def _paired_variables(ckpt: Checkpoint, apply_order: str | None) -> dict:
+    """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it."""
+    variables = {v.name: v for v in ckpt.variables()}
+    if apply_order is None or ckpt.objects is None:
+        return variables
+    pairing = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order)
+    for key, v in list(variables.items()):
+        if v.role == R.EMA and v.ema_style == "object":
+            if key in pairing.pairs:
+                variables[key] = replace(v, ema_of=pairing.pairs[key], ema_candidates=())
+            elif key in pairing.ambiguous:
+                variables[key] = replace(v, ema_of=None,
+                                         ema_candidates=pairing.ambiguous[key])
+    shadow = {v.ema_of: k for k, v in variables.items() if v.role == R.EMA and v.ema_of}
+    for key, v in list(variables.items()):
+        if v.role != R.EMA and v.ema != shadow.get(key):
+            variables[key] = replace(v, ema=shadow.get(key))
+    return variables
+
+
+def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str:
+    def show(key: str) -> str:
+        v = variables.get(key)
+        return v.path if v is not None and v.path else key
+
+    examples = "; ".join(f"{show(v.name)} may average {' or '.join(map(show, v.ema_candidates))}"
+                         for v in unpaired[:3])
+    more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
+    decide = ("the stated --apply-order still leaves more than one pairing; name the variables "
+              "(tf.Variable(..., name=...)) when training" if apply_order else
+              "pass --apply-order trainable (ema.apply(module.trainable_variables) of a "
+              "tf.Module) or --apply-order tracked (creation order, as Keras' "
+              "model.trainable_variables) (Python: apply_order=...), or name the variables "
+              "(tf.Variable(..., name=...)) when training")
+    return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
+            f"records: several variables share one name, and the order ema.apply() saw them in "
+            f"allows more than one pairing: {examples}{more}; {decide}")
 
 
 def _role_from_name(key: str) -> str:
@@ -271,14 +337,29 @@ def _missing_message(m: EmaMap) -> str:
     sample = ", ".join(m.missing[:5]) + (f" and {len(m.missing) - 5} more" if len(m.missing) > 5
                                          else "")
     shadow = f"{m.missing[0]}/{m.ema_name}"
-    if set(m.averaged) <= set(m.missing):  # not one shadow stored
+    none = set(m.averaged) <= set(m.missing)  # not one shadow stored
+    if none and m.file_style == "keras":
+        cause = ("no averages are stored: the optimizer had use_ema=False (train with e.g. "
+                 "keras.optimizers.SGD(..., use_ema=True) to keep them)")
+    elif none and m.file_style == "tf2":
+        cause = ("no averages are stored: a tf.train.Checkpoint saves only what it is given, "
+                 "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "
+                 "ema=[ema.average(v) for v in model.trainable_variables]), or training never "
+                 "ran ema.apply()")
+    elif none:
         cause = ("no EMA shadow is stored at all: the Saver probably saved only "
                  "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "
                  "Saver() to keep the shadows), or training never ran ema.apply()")
+    elif m.file_style == "tf2":
+        cause = ("these variables were probably created after ema.apply(), left out of its "
+                 "var_list, or their ema.average(v) was not saved; pass allow_missing=True "
+                 "(--allow-missing) to restore their raw values")
     else:
         cause = ("these variables were probably created after ema.apply() or left out of its "
                  "var_list; pass allow_missing=True (--allow-missing) to restore their raw values")
     hint = ("; " + "; ".join(m.hints)) if m.hints else ""
+    if none:
+        hint += "; to use the raw weights instead, pass --raw to ckpt export"
     return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
             f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
             f"likely cause: {cause}{hint}")

@@ -77,17 +77,23 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 rename=None, **map_options) -> tuple[dict[str, str], list[str], list[str]]:
     """Chooses what to export: ({output name: source key}, averaged names, warnings).
 
-    ``ema=None`` exports averages when the checkpoint has any, ``True`` requires them, ``False``
-    exports raw weights (with a warning if averages exist).
+    ``ema=None`` or ``True`` exports averages and refuses (:class:`EmaError`) a checkpoint
+    without them unless ``allow_missing=True``; ``False`` exports raw weights (with a warning if
+    averages exist).
     """
     variables = {v.name: v for v in ckpt.variables()}
     has_ema = any(v.role == R.EMA for v in variables.values())
-    use_ema = has_ema if ema is None else ema
+    # Never silently raw: without --raw, a checkpoint with no averages is refused with the
+    # explanation restore-ema gives (--allow-missing exports raw values where none exists).
+    use_ema = True if ema is None else ema
     warnings: list[str] = []
     sources: dict[str, str] = {}
     if use_ema:
         m = ema_map(ckpt, non_averaged="keep", **map_options).require_complete()
         sources = {t: s for s, t in m.pairs}
+        if not has_ema:
+            warnings.append("the checkpoint has no averages: exporting RAW weights "
+                            "(--allow-missing)")
     elif has_ema:
         warnings.append("exporting RAW weights although the checkpoint has EMA shadows; the "
                         "averaged weights usually evaluate better (drop --raw to export them)")
@@ -139,7 +145,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         checkpoint: path or open :class:`Checkpoint`.
         out_path: output file; its extension picks the format unless ``fmt`` is given.
         fmt: ``"npz"``, ``"safetensors"`` or ``"h5"`` (Keras legacy weights layout).
-        ema: ``None`` = averages when present, ``True`` = require them, ``False`` = raw.
+        ema: ``None``/``True`` = averages (a checkpoint without any is refused unless
+            ``allow_missing=True``), ``False`` = raw weights.
         include / exclude: globs on output names or checkpoint keys.
         rename: prefix rules ``"old/=new/"`` applied to output names (first match wins).
         overwrite: replace an existing output file.
@@ -150,7 +157,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         `ExportResult`.
 
     Raises:
-        EmaError: ``ema=True`` but shadows are missing.
+        EmaError: averages are missing (and neither ``ema=False`` nor ``allow_missing``), or
+            cannot be paired with their variables.
         OutputError: output exists, is an input, or cannot be written.
 
     Example:

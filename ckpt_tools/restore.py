@@ -215,8 +215,14 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str = "ExponentialMov
         averaged_keys = {_graph_key(v)[0] for v in _flatten(
             tf.compat.v1.trainable_variables() + tf.compat.v1.moving_average_variables())}
         sources = {k: (f"{k}/{ema_name}" if k in averaged_keys else k) for k in groups}
-    mapping = {sources[k]: (vs[0] if len(vs) == 1 and not _graph_key(vs[0])[1] else vs)
-               for k, vs in groups.items()}
+    # In a graph imported from the training .meta the shadows are variables too, and each
+    # restores from its own key, which is also its model variable's source: the model variable
+    # wins, as in variables_to_restore() (a Saver maps each key to one variable).
+    mapping: dict[str, object] = {}
+    for k in sorted(groups, key=lambda k: sources[k] == k):
+        if sources[k] not in mapping:
+            vs = groups[k]
+            mapping[sources[k]] = vs[0] if len(vs) == 1 and not _graph_key(vs[0])[1] else vs
     return tf.compat.v1.train.Saver(mapping, **saver_kwargs)
 
 

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph
-from .formats.objgraph import OBJECT_GRAPH_KEY, SLOT_MARK, ObjectGraph, readable_name
+from .formats.objgraph import (
+    OBJECT_GRAPH_KEY,
+    SLOT_MARK,
+    VALUE_SUFFIX,
+    ObjectGraph,
+    readable_name,
+)
+from .pairing import ObjectPairing, pair_by_names
 
 WEIGHT = "weight"
 EMA = "ema"
@@ -57,6 +64,8 @@ class RoleInfo:
     # a tf.train.Checkpoint), "keras" (Keras 3 use_ema=True), "slot" (an "average" optimizer
     # slot: TF Model Garden / TF Addons).
     ema_style: str | None = None
+    # For an EMA shadow the file cannot pair: the variables it may average (ema_of is None).
+    candidates: tuple[str, ...] = ()
 
 
 def _split(key: str) -> tuple[str, str]:
@@ -101,6 +110,7 @@ def classify(
     ema_names: list[str] | None = None,
     *,
     keras=None,
+    apply_order: str | None = None,
 ) -> dict[str, RoleInfo]:
     """Returns a :class:`RoleInfo` for every key of ``entries``.
 
@@ -111,11 +121,14 @@ def classify(
         ema_names: EMA suffixes to recognise; default: :func:`detect_ema_names` plus
             ``ExponentialMovingAverage`` and ``avg`` (the loss-average convention).
         keras: for Keras files, the reader's :class:`~ckpt_tools.formats.keras.layout.KerasLayout`.
+        apply_order: for TF2 averages of same-named variables, the order ``ema.apply()`` got
+            them in (:data:`ckpt_tools.pairing.APPLY_ORDERS`); default: only what every order
+            agrees on is paired, the rest are ``ema`` with ``candidates`` and no ``ema_of``.
     """
     if keras is not None:
         return classify_keras(entries, keras)
     if objects is not None and objects.full_names:
-        return _classify_objects(entries, objects, ema_names)
+        return _classify_objects(entries, objects, ema_names, apply_order)
     names = set(ema_names if ema_names is not None else detect_ema_names(entries))
     names |= {DEFAULT_EMA_NAME}
     loss_names = names | {"avg"}
@@ -128,52 +141,26 @@ def classify(
     return out
 
 
-def _path_score(a: str, b: str) -> int:
-    """Length of the common suffix of two object paths, ignoring their root component."""
-    pa, pb = a.split("/")[1:], b.split("/")[1:]
-    n = 0
-    while n < min(len(pa), len(pb)) and pa[-1 - n] == pb[-1 - n]:
-        n += 1
-    return n
+def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
+                        apply_order: str | None = None) -> ObjectPairing:
+    """Pairs TF2 averages with their variables: Keras 3 ``use_ema`` averages by their optimizer
+    path, ``ema.average(v)`` by the names TensorFlow recorded (see :mod:`ckpt_tools.pairing`).
 
-
-def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None) -> dict[str, str]:
-    """Pairs TF2 ``ema.average(v)`` variables with ``v``: shadow key -> variable key.
-
-    TF2 records each variable's own name (``full_name``): a shadow is named
-    ``<name of v>/ExponentialMovingAverage`` (``_1``, ``_2``… when eager mode made it unique).
-    Several variables may share a name (two ``bias``); the object paths, which usually mirror
-    each other (``ema/dense/bias`` and ``model/dense/bias``), break the tie.
+    Returns:
+        :class:`~ckpt_tools.pairing.ObjectPairing`: proven pairs, and ambiguous shadows with
+        their candidates.
     """
     full = {k: objects.full_names[k] for k in entries
             if k in objects.full_names and SLOT_MARK not in k}
-    by_name: dict[str, list[str]] = {}
-    for k, f in full.items():
-        by_name.setdefault(f, []).append(k)
     names = set(ema_names or ()) | {DEFAULT_EMA_NAME}
-    firsts = {f: entries[ks[0]] for f, ks in by_name.items()}
-    names |= set(detect_ema_names(firsts))
-    candidates: dict[str, list[str]] = {}
+    firsts: dict[str, TensorEntry] = {}
     for k, f in full.items():
-        head, last = _split(f)
-        if not head or head not in by_name or not _ema_suffix(last, names):
-            continue
-        e = entries[k]
-        cands = [c for c in by_name[head] if c != k and entries[c].dtype == e.dtype
-                 and entries[c].shape == e.shape]
-        if cands:
-            path = objects.paths.get(k, k)
-            cands.sort(key=lambda c: -_path_score(path, objects.paths.get(c, c)))
-            candidates[k] = cands
-    pairs: dict[str, str] = _keras3_pairs(full, entries, "average")
-    taken: set[str] = set(pairs.values())
-    # Unambiguous shadows first, so they cannot be stolen by a tie-break elsewhere.
-    for k in sorted(candidates, key=lambda k: len(candidates[k])):
-        free = [c for c in candidates[k] if c not in taken]
-        if free:
-            pairs[k] = free[0]
-            taken.add(free[0])
-    return pairs
+        firsts.setdefault(f, entries[k])
+    names |= set(detect_ema_names(firsts))
+    keras3 = _keras3_pairs(full, entries, "average")
+    rest = {k: e for k, e in entries.items() if k not in keras3}
+    found = pair_by_names(rest, objects, names, apply_order)
+    return ObjectPairing(pairs={**keras3, **found.pairs}, ambiguous=found.ambiguous)
 
 
 _KERAS3_SLOTS = ("momentum", "velocity", "m", "v", "vhat", "accumulator", "accumulators",
@@ -197,10 +184,12 @@ def _keras3_pairs(full: dict[str, str], entries, suffix: str) -> dict[str, str]:
     return out
 
 
-def _classify_objects(entries, objects: ObjectGraph, ema_names) -> dict[str, RoleInfo]:
+def _classify_objects(entries, objects: ObjectGraph, ema_names,
+                      apply_order: str | None = None) -> dict[str, RoleInfo]:
     """TF2 keys say where an object sits, not what it is; the variables' own names (recorded
     as ``full_name``) follow TF1 conventions, so classify by those."""
-    pairs = pair_object_shadows(entries, objects, ema_names)
+    pairing = pair_object_shadows(entries, objects, ema_names, apply_order)
+    pairs = pairing.pairs
     full_of = {k: objects.full_names[k] for k in entries
                if k in objects.full_names and SLOT_MARK not in k}
     keras_slots: dict[str, str] = {}
@@ -209,16 +198,25 @@ def _classify_objects(entries, objects: ObjectGraph, ema_names) -> dict[str, Rol
     by_name: dict[str, TensorEntry] = {}
     for key, entry in entries.items():
         full = objects.full_names.get(key)
-        if full and SLOT_MARK not in key and key not in pairs:
+        if full and SLOT_MARK not in key and key not in pairs and key not in pairing.ambiguous:
             by_name.setdefault(full, entry)
     names = set(detect_ema_names(by_name)) | {DEFAULT_EMA_NAME}
     plain = ObjectGraph(paths=objects.paths, slots=objects.slots)
+    tf_keras = _tf_keras_optimizer_vars(full_of, entries, objects)
     out = {}
     for key, entry in entries.items():
         full = objects.full_names.get(key)
-        if key in pairs:
+        if "/.ATTRIBUTES/" in key and not key.endswith(VALUE_SUFFIX):
+            # Other saveables: lookup-table keys/values (DenseHashTable, MutableHashTable),
+            # iterator and config state. Not weights, so never "missing" an average.
+            out[key] = RoleInfo(OTHER)
+        elif key in tf_keras:
+            out[key] = tf_keras[key]
+        elif key in pairs:
             keras3 = full_of.get(key, "").endswith("_average")
             out[key] = RoleInfo(EMA, ema_of=pairs[key], ema_style="keras" if keras3 else "object")
+        elif key in pairing.ambiguous:
+            out[key] = RoleInfo(EMA, ema_style="object", candidates=pairing.ambiguous[key])
         elif key in keras_slots:
             out[key] = RoleInfo(OPTIMIZER_SLOT, slot_of=keras_slots[key])
         elif full_of.get(key, "").rpartition("/")[2] in ("iteration", "iterations") and \
@@ -237,6 +235,37 @@ def _classify_objects(entries, objects: ObjectGraph, ema_names) -> dict[str, Rol
         path = objects.paths.get(key, readable_name(key))
         if out[key].role == WEIGHT and entry.shape == () and _OPTIMIZER_PATH.search(path):
             out[key] = RoleInfo(OTHER)
+    return out
+
+
+# tf_keras (Keras 2) optimizers (tf.keras.optimizers.* since TF 2.11) name their variables
+# "<optimizer name>/<what>/<model variable name>": Adam/m/dense/kernel, SGD/average/dense/kernel.
+_TF_KERAS_VAR = re.compile(r"^([^/]+)/([A-Za-z_]+)/(.+)$")
+
+
+def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
+                             objects: ObjectGraph) -> dict[str, RoleInfo]:
+    """Roles of tf_keras optimizer variables, found by their name and their place under an
+    optimizer in the object graph; ``average`` ones (``use_ema=True``) are paired with the
+    variable of that name, or left with their candidates when several fit."""
+    model: dict[str, list[str]] = {}
+    for k, f in full_of.items():
+        if not _OPTIMIZER_PATH.search(objects.paths.get(k, readable_name(k))):
+            model.setdefault(f, []).append(k)
+    out: dict[str, RoleInfo] = {}
+    for k, f in full_of.items():
+        m = _TF_KERAS_VAR.match(f)
+        if not m or not _OPTIMIZER_PATH.search(objects.paths.get(k, readable_name(k))):
+            continue
+        fitting = [v for v in model.get(m.group(3), ()) if entries[v].shape == entries[k].shape]
+        if not fitting:
+            continue
+        one = fitting[0] if len(fitting) == 1 else None
+        if m.group(2) == "average":
+            out[k] = RoleInfo(EMA, ema_of=one, ema_style="keras",
+                              candidates=() if one else tuple(sorted(fitting)))
+        else:
+            out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=one)
     return out
 
 

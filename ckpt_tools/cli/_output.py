@@ -105,10 +105,15 @@ class Output:
             self.err.print(message)
 
     def warning(self, message: str) -> None:
-        self.err.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+        from rich.markup import escape  # messages quote code ("[ema.average(v) ...]")
+
+        self.err.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, emoji=False)
 
     def error(self, message: str) -> None:
-        self.err.print(f"[red]error:[/] {message}", soft_wrap=True, markup=True, emoji=False)
+        from rich.markup import escape
+
+        self.err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True, markup=True,
+                       emoji=False)
 
 
 def _default(obj: Any) -> Any:

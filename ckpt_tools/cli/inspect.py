@@ -110,7 +110,8 @@ def list_json(ckpt, variables: list[Variable]) -> dict:
             {"name": v.name, "dtype": v.dtype, "shape": list(v.shape), "role": v.role,
              "collections": list(v.collections), "ema_of": v.ema_of, "ema": v.ema,
              "size": v.size, "nbytes": v.nbytes, "slot_of": v.slot_of,
-             "partitions": v.partitions, "path": v.path, "ema_style": v.ema_style}
+             "partitions": v.partitions, "path": v.path, "ema_style": v.ema_style,
+             "ema_candidates": list(v.ema_candidates)}
             for v in variables
         ],
         "totals": {"variables": len(variables), "parameters": sum(v.size for v in variables),
@@ -144,6 +145,8 @@ def _print_table(out: Output, ckpt, shown: list[Variable], everything: list[Vari
             ema = ("✓", "cyan")
         elif v.ema_of:
             ema = (f"of {_readable(by_name.get(v.ema_of), v.ema_of)}", "dim")
+        elif v.ema_candidates:
+            ema = (f"of ? ({len(v.ema_candidates)} candidates: see 'ckpt map')", "red")
         elif v.role in expected_roles and any_ema:
             ema = ("missing", "red")
         else:
@@ -176,6 +179,11 @@ def _averaged_roles(variables: list[Variable]) -> tuple[str, ...]:
 
 
 def _print_ema_summary(out: Output, variables: list[Variable]) -> None:
+    unpaired = [v for v in variables if v.ema_candidates and not v.ema_of]
+    if unpaired:
+        out.print(f"EMA: {len(unpaired)} average(s) cannot be paired from what the file records "
+                  "(same-named variables); 'ckpt map' lists the candidates and the option that "
+                  "decides")
     roles = _averaged_roles(variables)
     averaged = [v for v in variables if v.role in roles]
     what = "weights and BN statistics" if "bn_stat" in roles else "weights"

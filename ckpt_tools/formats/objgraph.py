@@ -42,6 +42,10 @@ class ObjectGraph:
     paths: dict[str, str] = field(default_factory=dict)
     slots: dict[str, Slot] = field(default_factory=dict)
     full_names: dict[str, str] = field(default_factory=dict)
+    # The graph itself, for orders TF derives from it (tf.Module.trainable_variables):
+    # node id -> [(local name, child node id)] in recorded order, and node id -> variable key.
+    children: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+    node_keys: dict[int, str] = field(default_factory=dict)
 
 
 def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph:
@@ -77,7 +81,10 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
                 path_of[child.node_id] = f"{parent}/{name}" if parent else name
                 queue.append(child.node_id)
     out = ObjectGraph()
-    key_of: dict[int, str] = {}
+    key_of: dict[int, str] = out.node_keys
+    for node_id, node in enumerate(nodes):
+        if node.children:
+            out.children[node_id] = [(text(c.local_name), c.node_id) for c in node.children]
     for node_id, node in enumerate(nodes):
         for attr in node.attributes:
             if attr.name == "VARIABLE_VALUE":

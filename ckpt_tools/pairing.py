@@ -1,0 +1,214 @@
+"""Pair TF2 ``ema.average(v)`` variables with ``v`` from what TensorFlow recorded, or refuse.
+
+A TF2 checkpoint records each variable's own name (``full_name``). An average is named
+``<name of v>/ExponentialMovingAverage``, and when that name is taken TensorFlow appends ``_1``,
+``_2``… in the order ``ema.apply()`` created the averages. With distinct variable names the name
+alone proves the pairing. Unnamed ``tf.Variable``s are all called ``Variable``, so the name only
+narrows the choice to a group; inside a group the averages' creation order is matched with the
+order in which ``apply()`` saw the variables. That order is not stored, so every order a program
+plausibly passed is derived from the object graph (the hypotheses in :data:`APPLY_ORDERS`); a
+pairing is used only when every hypothesis gives the same answer (or when the caller names the
+hypothesis). Otherwise the shadow is reported as ambiguous with its candidates, never tie-broken
+by key order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .formats.objgraph import SLOT_MARK, ObjectGraph
+
+# "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
+# in order, sub-modules after the module's own variables). "tracked": the order the object graph
+# records (attribute assignment / creation order, as Keras' model.trainable_variables).
+APPLY_ORDERS = ("trainable", "tracked")
+_MAX_PAIRINGS = 64  # beyond this many fitting pairings a group is simply ambiguous
+_NUMBERED = re.compile(r"^(.*)_(\d+)$")
+
+
+@dataclass(frozen=True)
+class ObjectPairing:
+    """Result of :func:`pair_by_names`.
+
+    Attributes:
+        pairs: shadow key -> key of the variable it averages (proven).
+        ambiguous: shadow key -> candidate variable keys, for shadows the file cannot place.
+    """
+
+    pairs: dict[str, str] = field(default_factory=dict)
+    ambiguous: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def _shadow_index(last: str, names: set[str]) -> int | None:
+    """Creation index of an average named ``last`` (``ExponentialMovingAverage_3`` -> 3), or
+    ``None`` when ``last`` is not an EMA name."""
+    if last in names:
+        return 0
+    m = _NUMBERED.match(last)
+    if m and m.group(1) in names:
+        return int(m.group(2))
+    return None
+
+
+def _is_list(children: list[tuple[str, int]]) -> bool:
+    return bool(children) and sorted(n for n, _ in children) == sorted(
+        str(i) for i in range(len(children)))
+
+
+def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
+    """Returns, per hypothesis of :data:`APPLY_ORDERS`, the variable orderings it allows, each
+    as checkpoint key -> position.
+
+    ``trainable`` yields two orderings when the graph cannot tell a dict of variables (flattened
+    in place by ``tf.Module``) from a sub-module (visited after the module's own variables).
+    """
+    kids = objects.children
+    keys = objects.node_keys
+
+    def tracked() -> dict[str, int]:
+        order: dict[str, int] = {}
+        seen = {0}
+        stack = [0]
+        while stack:
+            node = stack.pop()
+            if node in keys:
+                order.setdefault(keys[node], len(order))
+            for _, child in reversed(kids.get(node, [])):
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+        return order
+
+    def module_flatten(inline_dicts: bool) -> dict[str, int]:
+        order: dict[str, int] = {}
+        visited: set[int] = set()
+
+        def leafy(node: int) -> bool:  # holds only variables (maybe through lists)
+            ch = kids.get(node, [])
+            return bool(ch) and all(c in keys or (_is_list(kids.get(c, [])) and leafy(c))
+                                    for _, c in ch)
+
+        def inline(node: int, subs: list[int], depth: int = 0) -> None:
+            if node in keys:
+                order.setdefault(keys[node], len(order))
+            elif depth < 64 and _is_list(kids.get(node, [])):
+                for _, c in sorted(kids[node], key=lambda nc: int(nc[0])):
+                    inline(c, subs, depth + 1)
+            elif depth < 64 and inline_dicts and leafy(node):
+                for _, c in sorted(kids[node]):
+                    inline(c, subs, depth + 1)
+            else:
+                subs.append(node)
+
+        queue = [0]
+        while queue:
+            node = queue.pop(0)
+            if node in visited:
+                continue
+            visited.add(node)
+            subs: list[int] = []
+            for _, child in sorted(kids.get(node, [])):
+                inline(child, subs)
+            queue[0:0] = subs  # sub-modules right after this module, depth first
+        return order
+
+    return {"trainable": [module_flatten(False), module_flatten(True)],
+            "tracked": [tracked()]}
+
+
+def _injections(shadows: list[str], seq: list[str], fits) -> list[tuple[str, ...]]:
+    """Order-preserving assignments of ``shadows`` to distinct members of ``seq`` where every
+    pair ``fits``; at most ``_MAX_PAIRINGS + 1`` of them."""
+    out: list[tuple[str, ...]] = []
+
+    def walk(i: int, start: int, acc: list[str]) -> None:
+        if len(out) > _MAX_PAIRINGS:
+            return
+        if i == len(shadows):
+            out.append(tuple(acc))
+            return
+        for j in range(start, len(seq) - (len(shadows) - i) + 1):
+            if fits(shadows[i], seq[j]):
+                acc.append(seq[j])
+                walk(i + 1, j + 1, acc)
+                acc.pop()
+
+    walk(0, 0, [])
+    return out
+
+
+def pair_by_names(entries, objects: ObjectGraph, names: set[str],
+                  apply_order: str | None = None) -> ObjectPairing:
+    """Pairs TF2 averages with their variables through the recorded names and the object graph.
+
+    Args:
+        entries: checkpoint key -> entry (dtype and shape must match within a pair).
+        objects: the checkpoint's object graph.
+        names: EMA names to recognise (``ExponentialMovingAverage``, ``avg``…).
+        apply_order: one of :data:`APPLY_ORDERS` to state the order ``apply()`` received
+            same-named variables in; default: use a pairing only when every order agrees.
+
+    Returns:
+        :class:`ObjectPairing`.
+    """
+    if apply_order is not None and apply_order not in APPLY_ORDERS:
+        raise ValueError(f"apply_order must be one of {', '.join(APPLY_ORDERS)}")
+    full = {k: objects.full_names[k] for k in entries
+            if k in objects.full_names and SLOT_MARK not in k}
+    groups: dict[str, list[tuple[int, str]]] = {}
+    shadow_keys = set()
+    for k, f in full.items():
+        head, _, last = f.rpartition("/")
+        idx = _shadow_index(last, names) if head else None
+        if idx is not None:
+            groups.setdefault(head, []).append((idx, k))
+            shadow_keys.add(k)
+    by_name: dict[str, list[str]] = {}
+    for k, f in full.items():
+        if k not in shadow_keys:
+            by_name.setdefault(f, []).append(k)
+
+    def fits(s: str, v: str) -> bool:
+        return entries[s].dtype == entries[v].dtype and entries[s].shape == entries[v].shape
+
+    result = ObjectPairing()
+    orders = None
+    for head, members in groups.items():
+        variables = by_name.get(head, [])
+        if not variables:
+            continue  # a tensor's average (a loss), or the variable was not saved
+        members.sort()
+        shadows = [k for _, k in members]
+        if len(variables) == 1:
+            for s in shadows:
+                if fits(s, variables[0]):
+                    result.pairs[s] = variables[0]
+            continue
+        if orders is None:
+            orders = variable_orders(objects)
+        chosen = APPLY_ORDERS if apply_order is None else (apply_order,)
+        distinct_idx = len({i for i, _ in members}) == len(members)
+        found: set[tuple[str, ...]] = set()
+        for hyp in chosen:
+            for order in orders[hyp]:
+                seq = sorted((v for v in variables if v in order), key=order.__getitem__)
+                if distinct_idx and len(seq) == len(variables):
+                    found.update(_injections(shadows, seq, fits))
+                else:  # creation order unknown: any fitting variable is possible
+                    found.add(())
+        found_list = sorted(found)
+        if len(found_list) == 1 and found_list[0]:
+            result.pairs.update(zip(shadows, found_list[0], strict=True))
+            continue
+        for i, s in enumerate(shadows):
+            fitting = {v for v in variables if fits(s, v)}
+            if () in found or not found_list or len(found_list) > _MAX_PAIRINGS:
+                cands = fitting
+            else:
+                cands = {p[i] for p in found_list}
+            if len(cands) == 1:  # every fitting explanation agrees on this one
+                result.pairs[s] = cands.pop()
+            elif cands:
+                result.ambiguous[s] = tuple(sorted(cands))
+    return result
