@@ -21,6 +21,7 @@ from .errors import (
     VariableNotFoundError,
 )
 from .formats import Reader, open_reader
+from .formats._io import require_regular
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 STATE_FILE = "checkpoint"
 _LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
 _DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
+# Names that are files by contract: a FIFO, device, socket or directory under one is refused.
+_FILE_NAME_RE = re.compile(r"(\.(index|meta|keras|h5|hdf5)|\.data-\d{5}-of-\d{5})$")
 _STATE_RE = re.compile(
     r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
 
@@ -162,8 +165,10 @@ def _exists(prefix: str) -> bool:
 
 def _prefix_location(prefix: str, original: str, state: str | None = None) -> Location:
     meta = prefix + ".meta"
-    meta_path = meta if os.path.isfile(meta) else None
-    if os.path.isfile(prefix + ".index"):
+    # exists(), not isfile(): a FIFO or directory in a file's place is then refused by the
+    # reader (open_regular) with a clear error instead of being skipped or called missing.
+    meta_path = meta if os.path.exists(meta) else None
+    if os.path.exists(prefix + ".index"):
         return Location(prefix, "v2", meta_path, state)
     if os.path.isfile(prefix) and is_v1_file(prefix):
         return Location(prefix, "v1", meta_path, state)
@@ -186,6 +191,8 @@ def locate(path: str | os.PathLike) -> Location:
         CorruptCheckpointError: if the path is a file that is not a checkpoint.
     """
     path = os.fspath(path)
+    if _FILE_NAME_RE.search(path) or not os.path.isdir(path):
+        require_regular(path)  # a FIFO must fail here, not hang in open() or read as missing
     if os.path.isdir(path):
         state = os.path.join(path, STATE_FILE)
         if os.path.isfile(state):

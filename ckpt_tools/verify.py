@@ -25,7 +25,7 @@ from .formats.bundle import data_path, shape_of
 from .formats.entry import TensorEntry
 from .formats.meta import read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY, parse_object_graph
-from .formats.slices import TensorSlice, decode_key
+from .formats.slices import TensorSlice, check_partition, decode_key
 from .formats.strings import decode_strings
 from .formats.table import BlockHandle, Table
 
@@ -238,7 +238,7 @@ def _entry(name: str, value, num_shards: int) -> TensorEntry:
         p = BundleEntryProto.FromString(bytes(value))
     except Exception as exc:
         raise CorruptCheckpointError(f"cannot parse BundleEntryProto: {exc}") from None
-    shape = shape_of(p.shape)
+    shape = shape_of(p.shape, name)
     dtypes.dtype_name(p.dtype)
     if not 0 <= p.shard_id < num_shards or p.offset < 0 or p.size < 0:
         raise CorruptCheckpointError(
@@ -265,26 +265,24 @@ def _check_slices(entries, slices, index_path: str, report: VerifyReport) -> Non
     for name, full in entries.items():
         if not full.slices:
             continue
-        covered = 0
-        for tslice in full.slices:
-            if (name, tslice) not in slices:
+        try:
+            boxes = check_partition(name, full.shape, full.slices)
+        except CheckpointError as exc:
+            report.add(index_path, None, str(exc), name)
+            boxes = [None] * len(full.slices)
+        item = dtypes.itemsize(full.dtype)
+        for tslice, box in zip(full.slices, boxes, strict=True):
+            sub = slices.get((name, tslice))
+            if sub is None:
                 report.add(index_path, None, f"partitioned tensor {name!r} lists slice {tslice} "
                            "that is not stored", name)
-            try:
-                sub_shape = tslice.shape(full.shape)
-            except CheckpointError as exc:
-                report.add(index_path, None, f"partitioned tensor {name!r}: {exc}", name)
                 continue
-            covered += math.prod(sub_shape)
-            sub = slices.get((name, tslice))
-            item = dtypes.itemsize(full.dtype)
-            if sub is not None and item and sub.stored_bytes != item * math.prod(sub_shape):
+            if box is None or not item:
+                continue
+            need = item * math.prod(n for _, n in box)
+            if sub.stored_bytes != need:
                 report.add(index_path, None, f"slice {tslice} of {name!r} stores "
-                           f"{sub.stored_bytes} bytes, expected {item * math.prod(sub_shape)}",
-                           name)
-        if covered != full.num_elements:
-            report.add(index_path, None, f"slices of {name!r} cover {covered} of "
-                       f"{full.num_elements} elements", name)
+                           f"{sub.stored_bytes} bytes, expected {need}", name)
 
 
 def _check_shards(prefix, num_shards, entries, slices, report, progress) -> None:

@@ -174,12 +174,12 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
                                                                      size=16)})
     add("absurd_offset", ["show", off, "w"], off.parent, CORRUPT, "offset.data", "spans bytes")
     strs = _v2_bundle(root / "absurd" / "strings", {b"w": entry_proto(7, (10**12,), size=16)})
-    add("absurd_string_count", ["show", strs, "w"], strs.parent, CORRUPT, "strings.data",
-        "claims")
+    add("absurd_string_count", ["show", strs, "w"], strs.parent, CORRUPT, "strings.index",
+        "'w' claims")
     part = _v2_bundle(root / "absurd" / "part", {
         b"w": entry_proto(1, (10**12, 10**6), slices=[[(0, 10**12), (0, 10**6)]]),
         encode_key("w", TensorSlice(((0, 10**12), (0, 10**6)))): entry_proto(1, (1,), size=16)})
-    add("absurd_partitioned", ["show", part, "w"], part.parent, CORRUPT, "part.index", "stores")
+    add("absurd_partitioned", ["show", part, "w"], part.parent, CORRUPT, "part.index", "needs")
     add("absurd_verify", ["verify", huge], huge.parent, CORRUPT, "shape", "problem")
     oob = _v2_bundle(root / "absurd" / "slice", {
         b"w": entry_proto(1, (4,), slices=[[(2, 5)]]),
@@ -195,7 +195,7 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
     (root / "v1").mkdir()
     fill = _v1_file(root / "v1" / "fill.ckpt", "w", 1, (10**5, 10**5),
                     lambda t: t.float_val.append(1.0))
-    add("v1_fill_bomb", ["show", fill, "w"], fill, CORRUPT, "fill.ckpt", "1 values")
+    add("v1_fill_bomb", ["show", fill, "w"], fill, CORRUPT, "fill.ckpt", "claims")
     odd = _v1_file(root / "v1" / "odd.ckpt", "w", 1, (2,),
                    lambda t: setattr(t, "tensor_content", b"abc"))
     add("v1_tensor_content_size", ["show", odd, "w"], odd, CORRUPT, "odd.ckpt", "tensor_content")

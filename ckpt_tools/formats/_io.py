@@ -15,6 +15,16 @@ import uuid
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 
 
+def _kind(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode)
+            or stat.S_ISBLK(mode) else "not a regular file")
+
+
+def _not_regular(path: str, mode: int) -> CorruptCheckpointError:
+    return CorruptCheckpointError(f"is {_kind(mode)}, not a regular file", path=path)
+
+
 def open_regular(path: str) -> int:
     """Opens ``path`` read-only and returns the descriptor, refusing anything but a regular file.
 
@@ -24,6 +34,7 @@ def open_regular(path: str) -> int:
     Raises:
         CheckpointNotFoundError: ``path`` does not exist.
         CorruptCheckpointError: ``path`` is a directory, FIFO, socket or device.
+        OSError: any other failure to open (permissions...), naming ``path``.
     """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
@@ -31,13 +42,58 @@ def open_regular(path: str) -> int:
         raise CheckpointNotFoundError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CorruptCheckpointError("is a directory, not a file", path=path) from None
+    except OSError:
+        # A socket cannot be opened at all (ENXIO): say what it is rather than errno's words.
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise _not_regular(path, mode) from None
+        raise
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(
-            st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a device")
-        raise CorruptCheckpointError(f"is {kind}, not a regular file", path=path)
+        raise _not_regular(path, st.st_mode)
     return fd
+
+
+def open_binary(path: str):
+    """Returns a buffered binary file object for reading a regular file (see :func:`open_regular`).
+
+    Raises:
+        CheckpointNotFoundError, CorruptCheckpointError: see :func:`open_regular`.
+    """
+    return os.fdopen(open_regular(path), "rb")
+
+
+def regular_size(path: str) -> int:
+    """Returns the size of ``path``, which must be a regular file (one ``stat``, nothing opened).
+
+    Used to compare an index's extents with its data files' sizes before reading any data.
+
+    Raises:
+        CheckpointNotFoundError: ``path`` does not exist.
+        CorruptCheckpointError: ``path`` is a directory, FIFO, socket or device.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CheckpointNotFoundError(f"{path}: no such file") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st.st_mode)
+    return st.st_size
+
+
+def require_regular(path: str) -> None:
+    """Raises CorruptCheckpointError if ``path`` exists but is not a regular file (a FIFO,
+    device, socket or directory given where a file is expected); does nothing otherwise."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise _not_regular(path, st.st_mode)
 
 
 def map_file(path: str):

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from . import crc, dtypes
-from ._io import close_map, map_file
+from ._io import close_map, map_file, regular_size
 from ._protos import BundleEntryProto, BundleHeaderProto
 from .entry import TensorEntry
-from .slices import TensorSlice, decode_key
+from .slices import TensorSlice, check_partition, decode_key
 from .strings import decode_strings
 from .table import Table
 
@@ -33,14 +33,26 @@ def data_path(prefix: str, shard: int, num_shards: int) -> str:
     return f"{prefix}.data-{shard:05d}-of-{num_shards:05d}"
 
 
-def shape_of(proto) -> tuple[int, ...]:
+MAX_RANK = 64  # TensorFlow's TensorShape::MaxDimensions()
+
+
+def shape_of(proto, name: str | None = None) -> tuple[int, ...]:
+    """Returns the dimensions of a ``TensorShapeProto``.
+
+    Raises:
+        CorruptCheckpointError: on an unknown rank, a rank above 64 or a negative dimension
+            (naming tensor ``name`` when given).
+    """
+    what = f"tensor {name!r}" if name is not None else "stored tensor"
     if proto.unknown_rank:
-        raise CorruptCheckpointError("stored tensor has unknown rank")
+        raise CorruptCheckpointError(f"{what} has unknown rank")
+    if len(proto.dim) > MAX_RANK:
+        raise CorruptCheckpointError(f"{what} has rank {len(proto.dim)}, above the maximum "
+                                     f"{MAX_RANK}")
     dims = tuple(d.size for d in proto.dim)
     if any(d < 0 for d in dims):
-        raise CorruptCheckpointError(f"stored tensor has a negative dimension: {dims}")
+        raise CorruptCheckpointError(f"{what} has a negative dimension: {dims}")
     return dims
-
 
 
 class BundleReader:
@@ -109,6 +121,68 @@ class BundleReader:
             if name not in self.entries:
                 raise CorruptCheckpointError(f"slice of {name!r} has no full-tensor entry",
                                              path=self.index_path)
+        self._check_extents()
+        self._check_sizes()
+
+    def _check_extents(self) -> None:
+        """Refuses entries whose bytes pass the end of their data shard (one ``stat`` per shard).
+
+        Done at open, so every command (``list`` included) refuses an index that points outside
+        its data; a shard that is missing is reported when it is read, so ``list`` still works
+        on an index alone.
+        """
+        stored = [e for e in self.entries.values() if not e.slices]
+        stored += self._slice_entries.values()
+        sizes: dict[int, int | None] = {}
+        for e in stored:
+            if e.shard_id not in sizes:
+                path = data_path(self.prefix, e.shard_id, self.num_shards)
+                try:
+                    sizes[e.shard_id] = regular_size(path)
+                except CheckpointNotFoundError:
+                    sizes[e.shard_id] = None
+            size = sizes[e.shard_id]
+            if size is not None and e.offset + e.stored_bytes > size:
+                raise CorruptCheckpointError(
+                    f"tensor {e.name!r} spans bytes [{e.offset}, {e.offset + e.stored_bytes}) "
+                    f"but the file has {size} bytes (truncated data shard)",
+                    path=data_path(self.prefix, e.shard_id, self.num_shards))
+
+    def _check_sizes(self) -> None:
+        """Refuses shapes that claim more elements than the stored bytes hold, and partitions
+        whose slices do not tile the tensor: nothing is ever allocated from a shape alone."""
+        for entry in self.entries.values():
+            if entry.slices:
+                try:
+                    boxes = check_partition(entry.name, entry.shape, entry.slices)
+                except CorruptCheckpointError as exc:
+                    raise CorruptCheckpointError(str(exc), path=self.index_path) from None
+                for tslice, box in zip(entry.slices, boxes, strict=True):
+                    sub = self._slice_entries.get((entry.name, tslice))
+                    if sub is None:
+                        raise CorruptCheckpointError(
+                            f"partitioned tensor {entry.name!r} lists slice {tslice} that is "
+                            "not stored", path=self.index_path)
+                    if sub.dtype != entry.dtype:
+                        raise CorruptCheckpointError(
+                            f"slice {tslice} of {entry.name!r} has dtype {sub.dtype_name}, the "
+                            f"tensor {entry.dtype_name}", path=self.index_path)
+                    self._check_size(sub, tuple(n for _, n in box), f"slice {tslice} of ")
+            else:
+                self._check_size(entry, entry.shape, "")
+
+    def _check_size(self, entry: TensorEntry, shape: tuple[int, ...], what: str) -> None:
+        count = math.prod(shape)
+        item = dtypes.itemsize(entry.dtype)
+        if item and item * count != entry.stored_bytes:
+            raise CorruptCheckpointError(
+                f"{what}tensor {entry.name!r} of shape {list(shape)} and dtype "
+                f"{entry.dtype_name} needs {item * count} bytes but its entry says "
+                f"{entry.stored_bytes}", path=self.index_path)
+        if entry.dtype == dtypes.STRING and count > entry.stored_bytes:
+            raise CorruptCheckpointError(  # every string needs at least its length byte
+                f"{what}string tensor {entry.name!r} claims {count} elements in "
+                f"{entry.stored_bytes} bytes", path=self.index_path)
 
     def _proto(self, cls, value, key):
         try:
@@ -119,7 +193,10 @@ class BundleReader:
 
     def _entry(self, name: str, value, key: bytes) -> TensorEntry:
         p = self._proto(BundleEntryProto, value, key)
-        shape = shape_of(p.shape)
+        try:
+            shape = shape_of(p.shape, name)
+        except CorruptCheckpointError as exc:
+            raise CorruptCheckpointError(str(exc), path=self.index_path) from None
         dtypes.dtype_name(p.dtype)  # raises on unknown enum
         if p.shard_id < 0 or p.shard_id >= self.num_shards or p.offset < 0 or p.size < 0:
             raise CorruptCheckpointError(
@@ -234,30 +311,12 @@ class BundleReader:
     def _assemble(self, entry: TensorEntry) -> np.ndarray:
         import numpy as np  # deferred: listing never reads tensors
 
+        # The slices were proven at open to tile the shape, each stored with the bytes its
+        # extent needs (_check_sizes): allocating the whole tensor is bounded by the file.
         parts = []
-        covered = 0
-        for tslice in entry.slices:
-            sub = self._slice_entries.get((entry.name, tslice))
-            if sub is None:
-                raise CorruptCheckpointError(
-                    f"partitioned tensor {entry.name!r} lists slice {tslice} that is not stored",
-                    path=self.index_path)
-            sub_shape = tslice.shape(entry.shape)
-            covered += math.prod(sub_shape)
-            parts.append((tslice, sub, sub_shape))
-        if covered != entry.num_elements:
-            raise CorruptCheckpointError(
-                f"slices of {entry.name!r} cover {covered} of {entry.num_elements} elements",
-                path=self.index_path)
-        # Allocate only after every slice is known to exist with a size matching its extent,
-        # so an absurd full shape in a corrupt index cannot make us allocate gigabytes.
-        for _tslice, sub, sub_shape in parts:
-            item = dtypes.itemsize(entry.dtype)
-            if item and sub.stored_bytes != item * math.prod(sub_shape):
-                raise CorruptCheckpointError(
-                    f"slice {_tslice} of {entry.name!r} stores {sub.stored_bytes} bytes, expected "
-                    f"{item * math.prod(sub_shape)}", path=self.index_path)
+        for tslice, sub in self.slice_entries(entry.name):
             self.raw(sub)
+            parts.append((tslice, sub, tslice.shape(entry.shape)))
         dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)
         out = np.empty(entry.shape, dtype=dt)
         for tslice, sub, sub_shape in parts:

@@ -14,10 +14,10 @@ import numpy as np
 
 from ..errors import OutputError
 from . import crc, dtypes
-from ._io import remove_quietly, temp_name
+from ._io import open_binary, remove_quietly, temp_name
 from ._protos import BundleEntryProto, BundleHeaderProto
 from .bundle import data_path
-from .slices import FULL, TensorSlice, encode_key
+from .slices import FULL, TensorSlice, check_partition, encode_key
 from .strings import encode_strings
 from .table_builder import build_table
 
@@ -102,7 +102,7 @@ class BundleWriter:
         from ..errors import CorruptCheckpointError
 
         running = 0
-        with open(src_path, "rb") as src:
+        with open_binary(src_path) as src:  # regular files only: never stream a FIFO or device
             fd = src.fileno()
             pos, end = offset, offset + size
             while pos < end:
@@ -137,7 +137,13 @@ class BundleWriter:
         self.add_bytes(name, dtype, array.shape, raw.data, slice_of=slice_of)
 
     def add_partitioned(self, name: str, dtype: int, shape, slices: list[TensorSlice]) -> None:
-        """Adds the full-name entry of a partitioned tensor (its slices are added separately)."""
+        """Adds the full-name entry of a partitioned tensor (its slices are added separately).
+
+        Raises:
+            CorruptCheckpointError: if ``slices`` do not tile ``shape`` exactly (outside it,
+                overlapping, or leaving a gap): a bad partition is never written.
+        """
+        check_partition(name, tuple(int(d) for d in shape), slices)
         self._entry(name.encode("utf-8"), dtype, shape, 0, 0, tuple(slices))
 
     # -- finishing -------------------------------------------------------------------------

@@ -9,6 +9,7 @@ key sorts before every ordinary name because it starts with ``\\x00``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import CorruptCheckpointError
@@ -66,6 +67,56 @@ class TensorSlice:
 
     def __str__(self) -> str:  # TensorFlow's "0,4:-" text form
         return ":".join("-" if n == FULL else f"{s},{n}" for s, n in self.extents)
+
+
+def check_partition(name: str, shape: tuple[int, ...], slices) -> list[tuple[tuple[int, int], ...]]:
+    """Checks, by extents, that ``slices`` tile a tensor of ``shape`` exactly.
+
+    Every slice must lie inside ``shape``, no two may share an element, and together they must
+    cover every element. Disjointness is proven box against box (a sweep along the most-split
+    dimension), so overlapping slices that leave a gap of the same size cannot pass, as they
+    would if only element counts were summed; once the boxes are disjoint and inside, equal
+    volume means exact cover.
+
+    Returns:
+        the resolved ``(start, length)`` extents of each slice, in the order given.
+
+    Raises:
+        CorruptCheckpointError: naming the tensor, on a slice outside the shape, two
+            overlapping slices, or a gap.
+    """
+    boxes = []
+    for s in slices:
+        try:
+            boxes.append(s.resolve(shape))
+        except CorruptCheckpointError as exc:
+            raise CorruptCheckpointError(f"partitioned tensor {name!r}: slice {s}: {exc}") from None
+    rank = len(shape)
+    solid = [i for i, b in enumerate(boxes) if all(n > 0 for _, n in b)]
+    if solid and rank:
+        axis = max(range(rank), key=lambda d: len({boxes[i][d][0] for i in solid}))
+        order = sorted(solid, key=lambda i: boxes[i][axis][0])
+    else:
+        axis, order = 0, solid
+    active: list[int] = []
+    for i in order:
+        box = boxes[i]
+        if rank:
+            start = box[axis][0]
+            active = [j for j in active if boxes[j][axis][0] + boxes[j][axis][1] > start]
+        for j in active:
+            pairs = zip(box, boxes[j], strict=True)
+            if all(max(a, c) < min(a + n, c + m) for (a, n), (c, m) in pairs):
+                raise CorruptCheckpointError(
+                    f"partitioned tensor {name!r}: slices {slices[j]} and {slices[i]} overlap")
+        active.append(i)
+    covered = sum(math.prod(n for _, n in boxes[i]) for i in solid)
+    total = math.prod(shape)
+    if covered != total:
+        raise CorruptCheckpointError(
+            f"partitioned tensor {name!r}: its {len(boxes)} slices cover {covered} of "
+            f"{total} elements (a gap)")
+    return boxes
 
 
 def _signed(value: int) -> bytes:

@@ -20,6 +20,11 @@ MAGIC = 0xDB4775248B80FB57
 BLOCK_TRAILER_SIZE = 5
 _NO_COMPRESSION = 0
 _SNAPPY = 1
+MAX_KEY_BYTES = 64 << 10  # longest key accepted (TensorFlow names are far shorter)
+# Keys share prefixes, so a small file can spell huge keys: their total is capped relative to
+# the file, keeping memory and time proportional to what is on disk.
+_KEY_BUDGET_BASE, _KEY_BUDGET_RATIO = 16 << 20, 16
+_SNAPPY_MAX_RATIO = 22  # a 3-byte copy tag yields at most 64 bytes
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,7 @@ class Table:
         self.data = data
         self.path = path
         self.verify = verify
+        self._key_budget = _KEY_BUDGET_BASE + _KEY_BUDGET_RATIO * len(data)
         if len(data) < FOOTER_SIZE:
             raise CorruptCheckpointError(
                 f"file is {len(data)} bytes, smaller than the {FOOTER_SIZE}-byte table footer "
@@ -109,6 +115,13 @@ class Table:
             value_len = cur.varint(32)
             if shared > len(key):
                 raise cur.error(f"entry shares {shared} key bytes but previous key has {len(key)}")
+            if shared + non_shared > MAX_KEY_BYTES:
+                raise cur.error(f"key of {shared + non_shared} bytes is longer than the "
+                                f"{MAX_KEY_BYTES} accepted")
+            self._key_budget -= shared + non_shared
+            if self._key_budget < 0:
+                raise cur.error("keys add up to more bytes than a table of this size can "
+                                "reasonably hold (prefix-sharing keys growing without end?)")
             key = key[:shared] + bytes(cur.read(non_shared))
             yield key, cur.read(value_len)
 
@@ -142,6 +155,8 @@ def snappy_decompress(src, path: str = "<block>", offset: int = 0) -> bytes:
     """
     cur = Cursor(src, path, base=offset)
     expected = cur.varint(32)
+    if expected > _SNAPPY_MAX_RATIO * len(src):
+        raise cur.error(f"snappy block of {len(src)} bytes claims {expected} decompressed bytes")
     out = bytearray()
     while cur.remaining:
         tag = cur.read(1)[0]
@@ -151,6 +166,8 @@ def snappy_decompress(src, path: str = "<block>", offset: int = 0) -> bytes:
             if n >= 60:
                 extra = n - 59
                 n = int.from_bytes(cur.read(extra), "little")
+            if len(out) + n + 1 > expected:
+                raise cur.error(f"snappy block decompresses past its declared {expected} bytes")
             out += cur.read(n + 1)
             continue
         if kind == 1:
@@ -164,9 +181,13 @@ def snappy_decompress(src, path: str = "<block>", offset: int = 0) -> bytes:
             dist = int.from_bytes(cur.read(4), "little")
         if dist == 0 or dist > len(out):
             raise cur.error("snappy copy refers before the start of the output")
+        if len(out) + length > expected:
+            raise cur.error(f"snappy block decompresses past its declared {expected} bytes")
         start = len(out) - dist
-        for i in range(length):  # overlapping copies must go byte by byte
-            out.append(out[start + i])
+        if dist >= length:
+            out += out[start : start + length]
+        else:  # an overlapping copy repeats the last ``dist`` bytes
+            out += (out[start:] * (length // dist + 1))[:length]
     if len(out) != expected:
         raise cur.error(f"snappy block decompressed to {len(out)} bytes, expected {expected}")
     return bytes(out)

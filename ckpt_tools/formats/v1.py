@@ -16,7 +16,7 @@ from ._io import close_map, map_file
 from ._protos import SavedTensorSlices, TensorProto, text
 from .bundle import shape_of
 from .entry import TensorEntry
-from .slices import TensorSlice, encode_key
+from .slices import TensorSlice, check_partition, encode_key
 from .table import Table
 
 if TYPE_CHECKING:
@@ -82,12 +82,30 @@ class V1Reader:
         for key, value in items:
             self._values[key] = value
         for t in meta.tensor:
-            shape = shape_of(t.shape)
+            name = text(t.name)
+            shape = shape_of(t.shape, name)
             dtypes.dtype_name(t.type)
             slices = tuple(TensorSlice.from_proto(s, len(shape)) for s in t.slice)
-            name = text(t.name)
+            for tslice in slices or (TensorSlice.full(len(shape)),):
+                self._check_count(name, t.type, shape, tslice)
             self.entries[name] = TensorEntry(name=name, dtype=t.type, shape=shape,
                                                slices=slices or (TensorSlice.full(len(shape)),))
+
+    def _check_count(self, name: str, dtype: int, shape: tuple[int, ...],
+                     tslice: TensorSlice) -> None:
+        """Refuses a slice outside its tensor, or one claiming more elements than the file can
+        hold: every stored value takes at least one byte, except a single value filling a
+        tensor (bounded by ``_MAX_FILL_BYTES``). Per slice, because a sharded V1 checkpoint
+        keeps only some slices of a tensor in each file."""
+        try:
+            count = math.prod(tslice.shape(shape))
+        except CorruptCheckpointError as exc:
+            raise CorruptCheckpointError(f"tensor {name!r}: {exc}", path=self.path) from None
+        item = dtypes.itemsize(dtype) or 1
+        if count > len(self._data) and count * item > _MAX_FILL_BYTES:
+            raise CorruptCheckpointError(
+                f"tensor {name!r} of shape {list(shape)} claims {count} elements, more than the "
+                f"{len(self._data)}-byte file can hold", path=self.path)
 
     def _parse(self, value, what: str):
         try:
@@ -115,11 +133,15 @@ class V1Reader:
         entry = self.entries[name]
         if len(entry.slices) == 1 and entry.slices[0].is_full(entry.shape):
             return self._slice_values(entry, entry.slices[0], entry.shape)
-        covered = sum(math.prod(s.shape(entry.shape)) for s in entry.slices)
-        if covered != entry.num_elements:
+        try:
+            check_partition(entry.name, entry.shape, entry.slices)
+        except CorruptCheckpointError as exc:
+            raise CorruptCheckpointError(str(exc), path=self.path) from None
+        nbytes = entry.num_elements * (dtypes.itemsize(entry.dtype) or 1)
+        if nbytes > len(self._data) + _MAX_FILL_BYTES:  # many slices, each a bounded fill
             raise CorruptCheckpointError(
-                f"slices of {entry.name!r} cover {covered} of {entry.num_elements} elements",
-                path=self.path)
+                f"tensor {entry.name!r} of shape {list(entry.shape)} needs {nbytes} bytes, more "
+                f"than the {len(self._data)}-byte file can hold", path=self.path)
         dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)
         # Read every slice before allocating the whole tensor, so a corrupt file claiming an
         # absurd shape fails on its (missing) data instead of allocating gigabytes.

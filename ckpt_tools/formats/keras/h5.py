@@ -27,9 +27,14 @@ import zipfile
 
 import numpy as np
 
-from ...errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+from ...errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    UnsupportedFormatError,
+)
 from .. import dtypes
-from .._io import close_map, map_file
+from .._io import close_map, map_file, open_binary
 from ..entry import TensorEntry
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
@@ -54,7 +59,7 @@ def sniff(path: str) -> str | None:
         'keras'
     """
     try:
-        with open(path, "rb") as f:
+        with open_binary(path) as f:  # regular files only: a FIFO must not block here
             head = f.read(8)
             if head == HDF5_SIGNATURE:
                 return "h5"
@@ -71,7 +76,7 @@ def sniff(path: str) -> str | None:
                 f.seek(base)
                 if f.read(8) == HDF5_SIGNATURE:
                     return "h5"
-    except OSError:
+    except (OSError, CheckpointError):
         return None
     return None
 
