@@ -41,12 +41,24 @@ ExcludeOpt = Annotated[list[str] | None, typer.Option(
     "--exclude", help="Leave out targets matching this glob (repeatable).")]
 MissingOpt = Annotated[bool, typer.Option(
     "--allow-missing", help="Restore raw values where a shadow is missing instead of failing.")]
+ApplyOrderOpt = Annotated[str | None, typer.Option(
+    "--apply-order", help="TF2 averages of same-named variables: the order ema.apply() got "
+    "them in, when the checkpoint allows several pairings: 'trainable' (a tf.Module's "
+    "trainable_variables) or 'tracked' (creation order, Keras' trainable_variables).")]
 
 
-def _map_options(ema_name, no_meta, strip_scope, add_scope, include, exclude, allow_missing):
+def check_apply_order(apply_order: str | None) -> str | None:
+    """Returns ``apply_order`` after checking it names a known order (usage error otherwise)."""
+    if apply_order is not None and apply_order not in ("trainable", "tracked"):
+        raise typer.BadParameter("expected 'trainable' or 'tracked'", param_hint="--apply-order")
+    return apply_order
+
+
+def _map_options(ema_name, no_meta, strip_scope, add_scope, include, exclude, allow_missing,
+                 apply_order=None):
     return {"ema_name": ema_name, "use_meta": not no_meta, "strip_scope": strip_scope,
             "add_scope": add_scope, "include": include, "exclude": exclude,
-            "allow_missing": allow_missing}
+            "allow_missing": allow_missing, "apply_order": check_apply_order(apply_order)}
 
 
 def map_command(
@@ -67,6 +79,7 @@ def map_command(
         "--style", help="Use only averages kept this way: tf1 (<var>/<ema name>), object "
         "(TF2 ema.average(v)), keras (use_ema=True), slot (an 'average' optimizer slot).")
     ] = None,
+    apply_order: ApplyOrderOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -84,7 +97,7 @@ def map_command(
         raise typer.BadParameter("expected tf1, object, keras or slot", param_hint="--style")
     m = ema_map(path, slots=KEEP if keep_slots else DROP, non_averaged=non_averaged,
                 style=style, **_map_options(ema_name, no_meta, strip_scope, add_scope, include,
-                                            exclude, allow_missing))
+                                            exclude, allow_missing, apply_order))
     _warn_unaveraged(out, m)
     m.require_complete()
     if json_out:
@@ -144,6 +157,7 @@ def restore_ema_command(
     include: IncludeOpt = None,
     exclude: ExcludeOpt = None,
     allow_missing: MissingOpt = False,
+    apply_order: ApplyOrderOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -160,7 +174,7 @@ def restore_ema_command(
     if fmt not in ("v2", "h5"):
         raise typer.BadParameter("expected 'v2' or 'h5'", param_hint="--format")
     options = _map_options(ema_name, no_meta, strip_scope, add_scope, include, exclude,
-                           allow_missing)
+                           allow_missing, apply_order)
     with open_checkpoint(path) as ckpt:
         if dry_run:
             m = ema_map(ckpt, slots=KEEP, **options)

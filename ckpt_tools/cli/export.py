@@ -16,6 +16,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ._common import JsonOpt, PathArg, QuietOpt
 from ._output import ByteProgress, Output, human_bytes
+from .ema import ApplyOrderOpt, check_apply_order
 
 
 def export_command(
@@ -40,6 +41,7 @@ def export_command(
     allow_missing: Annotated[bool, typer.Option(
         "--allow-missing", help="Export raw values where a shadow is missing instead of failing.")
     ] = False,
+    apply_order: ApplyOrderOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")
                      ] = False,
     json_out: JsonOpt = False,
@@ -59,7 +61,8 @@ def export_command(
             result = export_weights(ckpt, out_path, fmt=to, ema=ema, include=include,
                                     exclude=exclude, rename=rename, overwrite=force,
                                     progress=advance, ema_name=ema_name,
-                                    allow_missing=allow_missing)
+                                    allow_missing=allow_missing,
+                                    apply_order=check_apply_order(apply_order))
     for w in result.warnings:
         out.warning(w)
     if json_out:

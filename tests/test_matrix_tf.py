@@ -1,0 +1,187 @@
+"""The TF2 / tf_keras / TF1 matrix: every setup of fixtures/make_matrix_tf.py, trained by the real
+library, through list, map, restore-ema, export and the Python API, compared bit for bit with
+the truth the library recorded at save time. A setup whose file allows several pairings must be
+refused (exit 6) by every command until the deciding option is given."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import FIXTURES, META_CASES, expected, expected_values, prefix
+from typer.testing import CliRunner
+
+import ckpt_tools
+from ckpt_tools import EmaError
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+CASES = ["tf2_list_unnamed", "tf2_dict_unnamed", "tf2_attr_unnamed", "tf2_attr_named",
+         "tf2_tables", "tfk_adam_ema", "tfk_sgd_momentum_ema", "tfk_legacy_adam", "tf1_graph"]
+
+
+@pytest.fixture(scope="session")
+def matrix(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("matrix_tf")
+    proc = subprocess.run([sys.executable, str(FIXTURES / "make_matrix_tf.py"), str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def _case(matrix: Path, case: str) -> tuple[str, dict, dict[str, np.ndarray]]:
+    truth = json.loads((matrix / "truth.json").read_text())[case]
+    with np.load(matrix / case / "truth.npz", allow_pickle=False) as npz:
+        values = {k: npz[k] for k in npz.files}
+    return str(matrix / truth["prefix"]), truth, values
+
+
+def _options(truth: dict) -> list[str]:
+    return ["--apply-order", truth["apply_order"]] if truth.get("apply_order") else []
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_list_roles_and_pairs(matrix, case):
+    path, truth, _ = _case(matrix, case)
+    result = runner.invoke(app, ["list", path, "--json"])
+    assert result.exit_code == 0, result.output
+    doc = {v["name"]: v for v in json.loads(result.stdout)["variables"]}
+    assert {k for k, v in doc.items() if v["role"] == "weight"} == set(truth["weights"])
+    assert {k for k, v in doc.items() if v["role"] == "bn_stat"} == set(truth["bn_stats"])
+    shadows = {k for k, v in doc.items() if v["role"] == "ema"}
+    assert shadows == set(truth["pairs"].values())
+    for var, shadow in truth["pairs"].items():
+        if truth.get("refuse"):
+            # Never a guess: either the right variable or no link, with the candidates.
+            assert doc[shadow]["ema_of"] in (var, None)
+            if doc[shadow]["ema_of"] is None:
+                assert var in doc[shadow]["ema_candidates"]
+        else:
+            assert doc[shadow]["ema_of"] == var
+            assert doc[var]["ema"] == shadow
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_map_restore_export_give_the_recorded_averages(matrix, case, tmp_path, tf):
+    path, truth, values = _case(matrix, case)
+    if truth.get("no_ema"):
+        for argv in (["map", path], ["restore-ema", path, "--out", str(tmp_path / "r")],
+                     ["export", path, "--out", str(tmp_path / "w.npz")]):
+            result = runner.invoke(app, argv)
+            assert result.exit_code == 6, (argv, result.output)
+            assert "use_ema=False" in result.output and "Saver(var_list)" not in result.output
+        assert not (tmp_path / "w.npz").exists()
+        result = runner.invoke(app, ["export", path, "--out", str(tmp_path / "w.npz"), "--raw"])
+        assert result.exit_code == 0, result.output
+        return
+    if truth.get("refuse"):
+        for argv in (["map", path], ["restore-ema", path, "--out", str(tmp_path / "r")],
+                     ["export", path, "--out", str(tmp_path / "w.npz")]):
+            result = runner.invoke(app, argv)
+            assert result.exit_code == 6, (argv, result.output)
+            assert "--apply-order" in result.output
+        assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
+    opts = _options(truth)
+    result = runner.invoke(app, ["map", path, "--json", *opts])
+    assert result.exit_code == 0, result.output
+    mapping = json.loads(result.stdout)
+    for var, shadow in truth["pairs"].items():
+        assert mapping[shadow] == var
+
+    out = tmp_path / "baked"
+    result = runner.invoke(app, ["restore-ema", path, "--out", str(out), *opts])
+    assert result.exit_code == 0, result.output
+    reader = tf.train.load_checkpoint(str(out))
+    for var, value in values.items():
+        assert _same(reader.get_tensor(var), value), var
+
+    listing = {v["name"]: v for v in json.loads(runner.invoke(
+        app, ["list", path, "--json"]).stdout)["variables"]}
+    npz = tmp_path / "w.npz"
+    result = runner.invoke(app, ["export", path, "--out", str(npz), *opts])
+    assert result.exit_code == 0, result.output
+    with np.load(npz, allow_pickle=False) as got:
+        for var, value in values.items():
+            assert _same(got[listing[var]["path"] or var], value), var
+
+
+def _matrix_module(matrix: Path):
+    spec = importlib.util.spec_from_file_location("make_matrix_tf", FIXTURES / "make_matrix_tf.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c != "tf1_graph"])
+def test_python_api_ema_map_and_apply_ema(matrix, case, tf):
+    path, truth, values = _case(matrix, case)
+    order = {"apply_order": truth["apply_order"]} if truth.get("apply_order") else {}
+    model = _matrix_module(matrix).build(case)
+    if truth.get("no_ema"):
+        with pytest.raises(EmaError, match="use_ema=False"):
+            ckpt_tools.apply_ema(model, path)
+        return
+    if truth.get("refuse"):
+        with pytest.raises(EmaError, match="apply_order"):
+            ckpt_tools.ema_map(path)
+        with pytest.raises(EmaError, match="apply_order"):
+            ckpt_tools.apply_ema(model, path)
+    m = ckpt_tools.ema_map(path, **order)
+    assert {t: s for s, t in m.mapping.items() if s != t} == {
+        v: s for v, s in truth["pairs"].items()}
+    ckpt_tools.apply_ema(model, path, **order)
+    for var, key in zip(model.trainable_variables, truth["order"], strict=True):
+        assert _same(var.numpy(), values[key]), key
+
+
+def _graph_ema_check(tf, meta: str, ckpt: str, want: dict[str, np.ndarray]) -> None:
+    """The README's recipe: import the training .meta, build ema_saver(checkpoint=...), restore;
+    every model variable holds its average, whatever the shadow variables hold."""
+    with tf.Graph().as_default():
+        tf.compat.v1.train.import_meta_graph(meta)
+        saver = ckpt_tools.ema_saver(checkpoint=ckpt)
+        config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+        with tf.compat.v1.Session(config=config) as sess:
+            saver.restore(sess, ckpt)
+            got: dict[str, list] = {}
+            for var in tf.compat.v1.global_variables():
+                info = var._save_slice_info
+                got.setdefault(info.full_name if info else var.op.name, []).append(
+                    (info.var_offset if info else [0], var))
+            for target, value in want.items():
+                parts = [sess.run(v) for _, v in sorted(got[target], key=lambda p: p[0])]
+                assert _same(np.concatenate(parts) if len(parts) > 1 else parts[0], value), target
+
+
+def test_ema_saver_in_imported_graph_matrix(matrix, tf):
+    path, truth, values = _case(matrix, "tf1_graph")
+    _graph_ema_check(tf, path + ".meta", path, values)
+
+
+@pytest.mark.parametrize("case", [c for c in META_CASES if c != "linear_trainable_only"])
+def test_ema_saver_in_imported_graph_every_meta_fixture(case, tf):
+    exp, values = expected(case), expected_values(case)
+    want = {}
+    for shadow, target in exp["ema_of"].items():
+        if shadow in values and target not in want:
+            want[target] = values[shadow]
+    assert want
+    _graph_ema_check(tf, prefix(case) + ".meta", prefix(case), want)
+
+
+def test_ema_saver_refuses_checkpoint_without_shadows(tf):
+    case = "linear_trainable_only"
+    with tf.Graph().as_default():
+        tf.compat.v1.train.import_meta_graph(prefix(case) + ".meta")
+        with pytest.raises(EmaError):
+            ckpt_tools.ema_saver(checkpoint=prefix(case))
