@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 
+from . import distributed
 from .common import DEFAULT_EMA_DECAY, TrainConfig, TrainError, first_line, load_trainer
 from .data import resolve_data_dir
 from .devices import quiet_tensorflow
@@ -44,6 +45,7 @@ class Strategy(str, Enum):
     mirrored = "mirrored"
     multiworker = "multiworker"
     default = "default"
+    parameter_server = "parameter-server"
 
 
 TRAIN_HELP = (
@@ -91,7 +93,10 @@ _EMA_HELP = (
 _DATA_HELP = (
     "Directory with the CIFAR-10 binary batches (data_batch_1.bin ...). Default: synthetic."
 )
-_STRATEGY_HELP = "tf2/keras: auto = multiworker when TF_CONFIG is set, else mirrored."
+_STRATEGY_HELP = (
+    "tf2/keras: auto = multiworker when TF_CONFIG is set, else mirrored. tf2 only: "
+    "parameter-server (ParameterServerStrategy; use with --local-cluster or TF_CONFIG)."
+)
 _BENCH_HELP = "Print examples/sec for 1..N devices instead of training (writes nothing)."
 
 ApiOpt = Annotated[Api, typer.Option(help="v1 graph-mode towers, tf2 custom loop, or keras fit.")]
@@ -141,6 +146,14 @@ def train_command(
     quiet: QuietOpt = False,
     json_output: JsonOpt = False,
     debug_nan_at_step: NanOpt = None,
+    ps_hosts: distributed.PsHostsOpt = None,
+    worker_hosts: distributed.WorkerHostsOpt = None,
+    job_name: distributed.JobNameOpt = None,
+    task_index: distributed.TaskIndexOpt = 0,
+    sync_replicas: distributed.SyncOpt = True,
+    local_cluster: distributed.LocalClusterOpt = None,
+    cluster_timeout: distributed.ClusterTimeoutOpt = distributed.DEFAULT_TIMEOUT_S,
+    verbose: distributed.VerboseOpt = False,
 ) -> None:
     """Train the small CIFAR-10 conv net and write checkpoints with EMA shadows."""
     cfg = TrainConfig(
@@ -168,7 +181,16 @@ def train_command(
         if benchmark:
             _print_benchmark(api.value, cfg, benchmark_steps, json_output)
             return
-        result = load_trainer(api.value)(cfg)
+        dist = distributed.DistOptions(
+            api.value, ps_hosts, worker_hosts, job_name, task_index, sync_replicas,
+            local_cluster, cluster_timeout, verbose, json_output,
+        )
+        if dist.active():
+            result = distributed.run(cfg, dist)  # exits with the chief's code, or None
+            if result is None:
+                return
+        else:
+            result = load_trainer(api.value)(cfg)
     if json_output:
         typer.echo(json.dumps(asdict(result)))
         return

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 APIS = ("v1", "tf2", "keras")
-STRATEGIES = ("auto", "mirrored", "multiworker", "default")
+STRATEGIES = ("auto", "mirrored", "multiworker", "default", "parameter-server")
 
 # v1 and tf2 pass ``num_updates=global_step`` to ExponentialMovingAverage, which warms the decay up
 # as min(decay, (1 + step) / (10 + step)); so the classic 0.9999 is usable from step 1. Keras'
@@ -213,3 +213,37 @@ def load_trainer(api: str) -> Callable[[TrainConfig], TrainResult]:
     else:
         raise TrainError(f"--api must be one of {', '.join(APIS)}; got {api}")
     return trainer.train_with_stats
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """One task of a ps/worker cluster (``--ps-hosts``, ``--worker-hosts``, ``--job-name``,
+    ``--task-index``: the flag names of the classic distributed trainers). Worker 0 is the chief.
+    """
+
+    ps_hosts: tuple[str, ...]
+    worker_hosts: tuple[str, ...]
+    job_name: str  # "ps" or "worker"
+    task_index: int
+    sync_replicas: bool = True  # SyncReplicasOptimizer; False = asynchronous updates
+
+    def validate(self) -> None:
+        """Check the flags fit together.
+
+        Raises:
+            TrainError: a missing host list, unknown job name or out-of-range task index.
+        """
+        if not self.ps_hosts or not self.worker_hosts:
+            raise TrainError("--ps-hosts and --worker-hosts are both needed (host:port,...)")
+        if self.job_name not in ("ps", "worker"):
+            raise TrainError(f"--job-name must be ps or worker, got {self.job_name!r}")
+        hosts = self.ps_hosts if self.job_name == "ps" else self.worker_hosts
+        if not 0 <= self.task_index < len(hosts):
+            raise TrainError(
+                f"--task-index {self.task_index} is out of range for {len(hosts)} "
+                f"{self.job_name} host(s)"
+            )
+        for host in (*self.ps_hosts, *self.worker_hosts):
+            name, _, port = host.rpartition(":")
+            if not name or not port.isdigit():
+                raise TrainError(f"bad host {host!r}: expected host:port")

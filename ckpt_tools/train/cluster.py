@@ -1,0 +1,230 @@
+"""``--local-cluster ps=N,workers=M``: a whole training cluster on this machine, one process each.
+
+TensorFlow-free: this process only starts, watches and stops the tasks; every task is a
+``python -m ckpt_tools train ...`` child that talks to the others through TensorFlow's own
+gRPC runtime on 127.0.0.1 ports chosen here. Logs are prefixed by task (``[worker0] ...``) on
+stderr; the chief's stdout (the one-line summary, or ``--json``) passes through unchanged.
+TensorFlow's start-up lines and gRPC's shutdown chatter are dropped unless ``verbose``; with
+``verbose`` each distinct such line is shown once, not once per task.
+
+Teardown: when the chief exits the other tasks get ``grace_s`` to finish (v1 ps tasks leave by
+their done queue), then SIGTERM, then SIGKILL; the same on Ctrl-C, on ``timeout_s``, and when a
+task fails first. Children run in their own process group, so nothing outlives the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .common import TrainError
+
+LOOPBACK = "127.0.0.1"
+_SPEC_RE = re.compile(r"^\s*ps\s*=\s*(\d+)\s*,\s*workers?\s*=\s*(\d+)\s*$")
+# Lines TensorFlow, absl and gRPC print in every process: start-up banners, C++ log lines
+# (``I0000 00:00:1700000000.1 123 file.cc:42] ...``), and the errors gRPC logs when a peer
+# goes away at shutdown -- expected here, since the tasks stop one after another.
+_NOISE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog|"
+    r"[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\]|"
+    r"\S+\.(cc|h):\d+\] |"
+    r"To enable the following instructions|"
+    r"This TensorFlow binary is optimized|"
+    r".*oneDNN custom operations are on|"
+    r".*Could not find cuda drivers|"
+    r".*Unable to register cu(DNN|FFT|BLAS) factory|"
+    r".*computation placer already registered|"
+    r".*TF-TRT Warning|"
+    r"WARNING:absl:|"
+    r"Additional GRPC error information|"
+    r"\s*:\{\"created\":)"
+)
+
+
+def parse_local_cluster(spec: str) -> tuple[int, int]:
+    """``"ps=2,workers=2"`` -> ``(2, 2)``.
+
+    Raises:
+        TrainError: not of that form, or fewer than 1 ps / 1 worker.
+    """
+    match = _SPEC_RE.match(spec)
+    if not match:
+        raise TrainError(f"--local-cluster must look like ps=N,workers=M; got {spec!r}")
+    ps, workers = int(match.group(1)), int(match.group(2))
+    if ps < 1 or workers < 1:
+        raise TrainError(f"--local-cluster needs at least 1 ps and 1 worker; got {spec!r}")
+    return ps, workers
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (all bound at once, so none repeats)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((LOOPBACK, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def hosts(ports: Sequence[int]) -> list[str]:
+    """``host:port`` strings on the loopback address."""
+    return [f"{LOOPBACK}:{p}" for p in ports]
+
+
+@dataclass
+class Task:
+    """One process of the cluster."""
+
+    name: str  # "ps0", "worker1", "chief"
+    argv: list[str]  # arguments after ``python -m ckpt_tools``
+    env: dict[str, str] = field(default_factory=dict)  # added to this process' environment
+    chief: bool = False  # its exit code is the cluster's
+    wait: bool = True  # False: serves until torn down (tf2 workers and ps), exit code ignored
+
+
+class _Printer:
+    """Prefixes and filters child output; thread-safe."""
+
+    def __init__(self, verbose: bool) -> None:
+        self._verbose = verbose
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def pump(self, stream, name: str, passthrough: bool, out) -> None:
+        for line in iter(stream.readline, ""):
+            line = line.rstrip("\n")
+            with self._lock:
+                if passthrough:
+                    out.write(line + "\n")
+                    out.flush()
+                    continue
+                if _NOISE.match(line):
+                    if not self._verbose or line in self._seen:
+                        continue
+                    self._seen.add(line)
+                if line.strip():
+                    sys.stderr.write(f"[{name}] {line}\n")
+                    sys.stderr.flush()
+        stream.close()
+
+
+def child_env(verbose: bool) -> dict[str, str]:
+    """The environment of every task: quiet TensorFlow and gRPC unless ``verbose``."""
+    env = dict(os.environ)
+    if not verbose:
+        env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        env.setdefault("GRPC_VERBOSITY", "NONE")
+    env.pop("TF_CONFIG", None)  # tasks get their own when they need one
+    return env
+
+
+def run_cluster(
+    tasks: Sequence[Task],
+    timeout_s: float,
+    verbose: bool = False,
+    grace_s: float = 20.0,
+    on_start: Callable[[list[subprocess.Popen]], None] | None = None,
+) -> int:
+    """Start ``tasks``, wait for the chief, tear everything down; return the chief's exit code.
+
+    Args:
+        tasks: the processes; exactly one has ``chief=True``.
+        timeout_s: stop everything (exit code 124) after this many seconds.
+        verbose: show TensorFlow/gRPC log lines (each distinct one once).
+        grace_s: how long the other ``wait`` tasks get to finish after the chief.
+        on_start: called with the started processes (tests use it to see their pids).
+
+    Returns:
+        The chief's exit code; 1 when another task failed first; 124 on timeout; 130 on Ctrl-C.
+    """
+    printer = _Printer(verbose)
+    base = child_env(verbose)
+    procs: list[subprocess.Popen] = []
+    threads: list[threading.Thread] = []
+    code = 1
+    try:
+        for task in tasks:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "ckpt_tools", *task.argv],
+                env={**base, **task.env},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,  # Ctrl-C reaches us; we stop the children
+            )
+            procs.append(proc)
+            for stream, passthrough, out in (
+                (proc.stdout, task.chief, sys.stdout),
+                (proc.stderr, False, sys.stderr),
+            ):
+                thread = threading.Thread(
+                    target=printer.pump, args=(stream, task.name, passthrough, out), daemon=True
+                )
+                thread.start()
+                threads.append(thread)
+        if on_start is not None:
+            on_start(procs)
+        code = _wait(tasks, procs, timeout_s, grace_s)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted: stopping the cluster\n")
+        code = 130
+    finally:
+        _stop(procs)
+        for thread in threads:
+            thread.join(timeout=5)
+    return code
+
+
+def _wait(tasks: Sequence[Task], procs: list[subprocess.Popen], timeout_s: float,
+          grace_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    chief = next(i for i, t in enumerate(tasks) if t.chief)
+    while procs[chief].poll() is None:
+        for task, proc in zip(tasks, procs, strict=True):
+            rc = proc.poll()
+            if not task.chief and rc is not None and (rc != 0 or not task.wait):
+                sys.stderr.write(f"error: {task.name} exited with code {rc} before the chief\n")
+                return 1
+        if time.monotonic() > deadline:
+            sys.stderr.write(f"error: the cluster did not finish within {timeout_s:.0f} s\n")
+            return 124
+        time.sleep(0.1)
+    code = procs[chief].returncode
+    end = time.monotonic() + (grace_s if code == 0 else 0)
+    for task, proc in zip(tasks, procs, strict=True):
+        if task.wait and not task.chief:
+            try:
+                proc.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                sys.stderr.write(f"warning: {task.name} still running after the chief: stopped\n")
+    return code
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM every live child's process group, then SIGKILL what is left after 5 s."""
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        alive = [p for p in procs if p.poll() is None]
+        for proc in alive:
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+        end = time.monotonic() + wait_s
+        for proc in alive:
+            try:
+                proc.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass

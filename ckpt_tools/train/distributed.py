@@ -1,0 +1,204 @@
+"""The distributed modes of ``ckpt train``: their flags, and which task runs what.
+
+* ``--api v1 --ps-hosts ... --worker-hosts ... --job-name ps|worker --task-index i``: one task
+  of the classic ps + SyncReplicasOptimizer cluster (:mod:`.v1_dist`).
+* ``--api tf2 --strategy parameter-server`` with ``TF_CONFIG``: one task of a
+  ParameterServerStrategy cluster (:mod:`.tf2_ps`); the ``chief`` task is the coordinator.
+* ``--local-cluster ps=N,workers=M`` with either: every task on this machine (:mod:`.cluster`).
+
+TensorFlow-free (imported by the CLI at start-up); the trainers are imported when they run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+
+from .cluster import Task, free_ports, hosts, parse_local_cluster, run_cluster
+from .common import ClusterConfig, TrainConfig, TrainError, TrainResult
+
+DEFAULT_TIMEOUT_S = 3600.0
+
+PsHostsOpt = Annotated[
+    str | None, typer.Option(help="v1 cluster: comma-separated host:port of the ps tasks.")
+]
+WorkerHostsOpt = Annotated[
+    str | None,
+    typer.Option(help="v1 cluster: comma-separated host:port of the workers (task 0 = chief)."),
+]
+JobNameOpt = Annotated[str | None, typer.Option(help="v1 cluster: this task's job, ps or worker.")]
+TaskIndexOpt = Annotated[int, typer.Option(min=0, help="v1 cluster: this task's index in its job.")]
+SyncOpt = Annotated[
+    bool,
+    typer.Option(
+        "--sync-replicas/--no-sync-replicas",
+        help="v1 cluster: SyncReplicasOptimizer (EMA applied by it), or asynchronous updates.",
+    ),
+]
+LocalClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Run a whole cluster on 127.0.0.1, one process per task: ps=N,workers=M "
+        "(--api v1, or --api tf2 --strategy parameter-server). Exit code = the chief's."
+    ),
+]
+ClusterTimeoutOpt = Annotated[
+    float, typer.Option(min=1, help="Cluster runs: stop every task after this many seconds.")
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", help="Show TensorFlow / gRPC start-up and log lines.")
+]
+
+
+@dataclass(frozen=True)
+class DistOptions:
+    """The distributed flags of one ``ckpt train`` call."""
+
+    api: str
+    ps_hosts: str | None
+    worker_hosts: str | None
+    job_name: str | None
+    task_index: int
+    sync_replicas: bool
+    local_cluster: str | None
+    timeout_s: float
+    verbose: bool
+    json_output: bool
+
+    def active(self) -> bool:
+        """Whether this call is a cluster run (or one task of one)."""
+        return bool(self.local_cluster or self.job_name or self.ps_hosts or self.worker_hosts)
+
+    def cluster(self) -> ClusterConfig:
+        """This task's :class:`ClusterConfig`.
+
+        Raises:
+            TrainError: missing or inconsistent flags.
+        """
+        config = ClusterConfig(
+            ps_hosts=_split(self.ps_hosts),
+            worker_hosts=_split(self.worker_hosts),
+            job_name=self.job_name or "",
+            task_index=self.task_index,
+            sync_replicas=self.sync_replicas,
+        )
+        config.validate()
+        return config
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(h.strip() for h in (value or "").split(",") if h.strip())
+
+
+def run(cfg: TrainConfig, dist: DistOptions) -> TrainResult | None:
+    """Run a cluster (``--local-cluster``) or this process' task of one.
+
+    Returns:
+        A worker's (or coordinator's) result; None for a ps task, which prints nothing.
+
+    Raises:
+        TrainError: bad flags, or the task failed.
+        typer.Exit: after a ``--local-cluster`` run, with the chief's exit code.
+    """
+    parameter_server = cfg.strategy == "parameter-server"
+    if dist.api == "tf2" and not parameter_server:
+        raise TrainError("--api tf2 runs on a cluster only with --strategy parameter-server")
+    if dist.api not in ("v1", "tf2"):
+        raise TrainError(f"--api {dist.api} has no ps cluster mode (use v1 or tf2)")
+    if parameter_server and (dist.ps_hosts or dist.worker_hosts or dist.job_name):
+        raise TrainError(
+            "--strategy parameter-server takes its cluster from TF_CONFIG or --local-cluster, "
+            "not --ps-hosts/--worker-hosts/--job-name"
+        )
+    if dist.local_cluster:
+        num_ps, num_workers = parse_local_cluster(dist.local_cluster)
+        tasks = (_tf2_tasks if parameter_server else _v1_tasks)(cfg, dist, num_ps, num_workers)
+        code = run_cluster(tasks, dist.timeout_s, dist.verbose)
+        raise typer.Exit(code)
+    from .devices import quiet_tensorflow
+
+    quiet_tensorflow()
+    if parameter_server:
+        from . import tf2_ps
+
+        return tf2_ps.train_with_stats(cfg, dist.timeout_s)
+    from . import v1_dist
+
+    return v1_dist.train_with_stats(cfg, dist.cluster(), dist.timeout_s)
+
+
+def task_argv(cfg: TrainConfig, dist: DistOptions, chief: bool) -> list[str]:
+    """The ``ckpt train`` arguments every task of a local cluster shares."""
+    argv = [
+        "train",
+        "--api", dist.api,
+        "--train-dir", os.path.abspath(cfg.train_dir),
+        "--max-steps", str(cfg.max_steps),
+        "--batch-size", str(cfg.batch_size),
+        "--learning-rate", repr(cfg.learning_rate),
+        "--lr-decay-steps", str(cfg.lr_decay_steps),
+        "--lr-decay-factor", repr(cfg.lr_decay_factor),
+        "--save-every", str(cfg.save_every),
+        "--max-to-keep", str(cfg.max_to_keep),
+        "--seed", str(cfg.seed),
+        "--strategy", cfg.strategy,
+        "--cluster-timeout", repr(dist.timeout_s),
+        "-q",
+    ]  # fmt: skip
+    if cfg.ema_decay is not None:
+        argv += ["--ema-decay", repr(cfg.ema_decay)]
+    if cfg.data_dir is not None:
+        argv += ["--data", os.path.abspath(cfg.data_dir)]
+    if cfg.resume:
+        argv.append("--resume")
+    if chief and dist.json_output:
+        argv.append("--json")
+    if dist.verbose:
+        argv.append("--verbose")
+    return argv
+
+
+def _v1_tasks(cfg: TrainConfig, dist: DistOptions, num_ps: int, num_workers: int) -> list[Task]:
+    ports = free_ports(num_ps + num_workers)
+    ps, workers = ",".join(hosts(ports[:num_ps])), ",".join(hosts(ports[num_ps:]))
+    tasks = []
+    for job, count in (("ps", num_ps), ("worker", num_workers)):
+        for i in range(count):
+            chief = job == "worker" and i == 0
+            argv = task_argv(cfg, dist, chief) + [
+                "--ps-hosts", ps, "--worker-hosts", workers, "--job-name", job,
+                "--task-index", str(i),
+            ]  # fmt: skip
+            if not dist.sync_replicas:
+                argv.append("--no-sync-replicas")
+            tasks.append(Task(f"{job}{i}", argv, chief=chief))
+    return tasks
+
+
+def _tf2_tasks(cfg: TrainConfig, dist: DistOptions, num_ps: int, num_workers: int) -> list[Task]:
+    ports = free_ports(1 + num_ps + num_workers)
+    cluster = {
+        "chief": hosts(ports[:1]),
+        "ps": hosts(ports[1 : 1 + num_ps]),
+        "worker": hosts(ports[1 + num_ps :]),
+    }
+    tasks = []
+    for job, count in (("ps", num_ps), ("worker", num_workers), ("chief", 1)):
+        for i in range(count):
+            chief = job == "chief"
+            tf_config = json.dumps({"cluster": cluster, "task": {"type": job, "index": i}})
+            name = "chief" if chief else f"{job}{i}"
+            tasks.append(
+                Task(
+                    name,
+                    task_argv(cfg, dist, chief),
+                    env={"TF_CONFIG": tf_config},
+                    chief=chief,
+                    wait=chief,  # tf2 servers serve until torn down
+                )
+            )
+    return tasks

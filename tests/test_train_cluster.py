@@ -1,0 +1,198 @@
+"""Distributed trainer modes on a local cluster (127.0.0.1, CPU): the classic ps + worker
+SyncReplicasOptimizer pattern (``--api v1``) and ParameterServerStrategy (``--api tf2``).
+
+Each cluster run starts one process per task through ``ckpt train --local-cluster``; the
+expected values come from TensorFlow (``load_checkpoint``, the chief's own
+``ema.variables_to_restore()``, the ``.meta`` devices), never from ckpt_tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINABLE = [
+    *(f"conv{i}/{n}" for i in (1, 2, 3) for n in ("weights", "BatchNorm/beta", "BatchNorm/gamma")),
+    "logits/weights",
+    "logits/biases",
+]
+BN_STATS = [f"conv{i}/BatchNorm/{n}" for i in (1, 2, 3) for n in ("moving_mean", "moving_variance")]
+# What every task of every process prints at start-up or shutdown when TensorFlow is not quiet.
+NOISE = ("oneDNN", "absl::InitializeLog", "Traceback", "cuda drivers", "E0000", "I0000", "W0000")
+
+
+def _cluster(train_dir, *args: str, timeout: float = 150):
+    cmd = [sys.executable, "-m", "ckpt_tools", "train", "--train-dir", str(train_dir),
+           "--batch-size", "8", *args]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=REPO)
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # the launcher must be quiet on its own
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    return proc, time.monotonic() - t0
+
+
+def _running_with(marker: str) -> list[str]:
+    """Command lines of live processes that mention ``marker`` (our unique train dir)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(f"{pid}: {cmdline}")
+    return found
+
+
+def _ckpt(*args: str):
+    from ckpt_tools.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module")
+def v1_cluster(tmp_path_factory):
+    train_dir = tmp_path_factory.mktemp("v1ps") / "run"
+    proc, seconds = _cluster(
+        train_dir, "--api", "v1", "--local-cluster", "ps=2,workers=2", "--max-steps", "12",
+        "--save-every", "6",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return train_dir, proc, seconds
+
+
+def test_v1_cluster_exits_with_the_chief_and_leaves_no_process(v1_cluster):
+    train_dir, proc, seconds = v1_cluster
+    assert re.search(r"model\.ckpt-12\s+global_step=12\b", proc.stdout), proc.stdout
+    assert seconds < 120
+    assert _running_with(str(train_dir)) == []
+
+
+def test_v1_cluster_is_quiet(v1_cluster):
+    _, proc, _ = v1_cluster
+    for word in NOISE:
+        assert word not in proc.stderr, proc.stderr[-3000:]
+    # whatever is left is prefixed by its task
+    for line in proc.stderr.splitlines():
+        assert re.match(r"\[(ps|worker)\d\] ", line), line
+
+
+def test_v1_cluster_checkpoint_is_sharded_over_the_ps_tasks(v1_cluster):
+    import tensorflow as tf
+
+    train_dir, _, _ = v1_cluster
+    prefix = tf.train.latest_checkpoint(str(train_dir))
+    assert prefix.endswith("model.ckpt-12")
+    shards = sorted(p for p in os.listdir(train_dir) if p.startswith("model.ckpt-12.data-"))
+    assert len(shards) >= 2 and shards[0].endswith(f"-of-{len(shards):05d}")
+    # Saver(sharded=True) writes one shard per device; the variables are on both ps tasks.
+    meta = tf.compat.v1.MetaGraphDef()
+    with open(prefix + ".meta", "rb") as f:
+        meta.ParseFromString(f.read())
+    devices = {n.device for n in meta.graph_def.node if n.op in ("VariableV2", "VarHandleOp")}
+    assert {"/job:ps/task:0", "/job:ps/task:1"} <= {d.split("/device")[0] for d in devices}
+    keys = dict(tf.train.list_variables(prefix))
+    for name in TRAINABLE:
+        assert f"{name}/ExponentialMovingAverage" in keys and f"{name}/Momentum" in keys
+    for name in BN_STATS:  # SyncReplicasOptimizer averaged moving_average_variables() too
+        assert f"{name}/ExponentialMovingAverage" in keys
+    assert "cross_entropy/avg" in keys and "total_loss/avg" in keys  # the chief's loss averages
+    assert not any("sync_rep_local_step" in k for k in keys)  # a local variable: never saved
+    assert int(tf.train.load_variable(prefix, "global_step")) == 12
+
+
+def test_v1_cluster_list_map_restore_and_eval(v1_cluster, tmp_path):
+    import numpy as np
+    import tensorflow as tf
+
+    from ckpt_tools import ema_map
+    from ckpt_tools.train.evaluate import evaluate
+
+    train_dir, _, _ = v1_cluster
+    doc = json.loads(_ckpt("list", str(train_dir), "--json").stdout)
+    roles = {v["name"]: v for v in doc["variables"]}
+    for name in TRAINABLE:
+        assert roles[name]["role"] == "weight" and roles[name]["ema"], name
+    for name in BN_STATS:
+        assert roles[name]["role"] == "bn_stat" and roles[name]["ema"], name
+    assert roles["cross_entropy/avg"]["role"] == "loss_average"
+    # The map is TensorFlow's own variables_to_restore(), recorded by the chief at save time.
+    with open(os.path.join(train_dir, "variables_to_restore.json")) as f:
+        recorded = json.load(f)
+    assert ema_map(str(train_dir), slots="keep").mapping == recorded
+    baked = tmp_path / "baked"
+    _ckpt("restore-ema", str(train_dir), "--out", str(baked))
+    src, out = tf.train.load_checkpoint(str(train_dir)), tf.train.load_checkpoint(str(baked))
+    for name in TRAINABLE + BN_STATS:
+        expected = src.get_tensor(f"{name}/ExponentialMovingAverage")
+        assert np.array_equal(out.get_tensor(name), expected), name
+    original, restored = evaluate(str(train_dir)), evaluate(str(baked))
+    assert restored.raw_accuracy == original.ema_accuracy
+    assert original.global_step == 12 and original.raw_accuracy > 0.1
+
+
+def test_v1_async_cluster_trains_with_ema(tmp_path):
+    import tensorflow as tf
+
+    train_dir = tmp_path / "async"
+    proc, _ = _cluster(
+        train_dir, "--api", "v1", "--local-cluster", "ps=1,workers=2", "--no-sync-replicas",
+        "--max-steps", "6", "--save-every", "6", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert result["global_step"] >= 6
+    keys = dict(tf.train.list_variables(result["checkpoint"]))
+    assert "logits/weights/ExponentialMovingAverage" in keys
+    assert "conv1/BatchNorm/moving_mean/ExponentialMovingAverage" in keys
+    assert _running_with(str(train_dir)) == []
+
+
+def test_failing_chief_tears_the_cluster_down(tmp_path):
+    # A fresh run into a directory with checkpoints is refused by the chief: its exit code
+    # is the cluster's, and the ps tasks waiting for it are stopped.
+    train_dir = tmp_path / "refused"
+    train_dir.mkdir()
+    (train_dir / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1"\n')
+    (train_dir / "model.ckpt-1.index").write_bytes(b"")
+    proc, seconds = _cluster(
+        train_dir, "--api", "v1", "--local-cluster", "ps=1,workers=1", "--max-steps", "2"
+    )
+    assert proc.returncode == 1
+    assert "already holds checkpoints" in proc.stderr
+    assert _running_with(str(train_dir)) == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--local-cluster", "ps=0,workers=2"], "at least 1 ps"),
+        (["--local-cluster", "two"], "ps=N,workers=M"),
+        (["--api", "keras", "--local-cluster", "ps=1,workers=1"], "no ps cluster mode"),
+        (["--api", "tf2", "--local-cluster", "ps=1,workers=1"], "parameter-server"),
+        (["--job-name", "ps", "--ps-hosts", "127.0.0.1:1"], "--worker-hosts"),
+        (["--job-name", "chief", "--ps-hosts", "a:1", "--worker-hosts", "b:2"], "ps or worker"),
+        (["--job-name", "worker", "--task-index", "3", "--ps-hosts", "a:1",
+          "--worker-hosts", "b:2"], "out of range"),
+    ],
+)
+def test_cluster_flag_errors_are_one_line(args, message, tmp_path):
+    from ckpt_tools.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--train-dir", str(tmp_path), *args])
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
