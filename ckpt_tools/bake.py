@@ -61,7 +61,7 @@ def plan_outputs(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite: bo
     Raises:
         OutputError: if the output would overwrite an input file or an existing checkpoint.
     """
-    name = name or os.path.basename(ckpt.path)
+    name = name or ckpt.name
     if not name or "/" in name:
         raise OutputError(f"invalid output checkpoint name {name!r}")
     prefix = os.path.join(out_dir, name)

@@ -1,7 +1,10 @@
 """``open_checkpoint``: find a checkpoint from any path a user might type, and read it.
 
 Accepted paths: a training directory (its ``checkpoint`` state file names the latest
-checkpoint), a checkpoint prefix, a ``.index``, ``.data-*`` or ``.meta`` file, or a V1 file.
+checkpoint), a checkpoint prefix, a ``.index``, ``.data-*`` or ``.meta`` file, a V1 file or any
+shard of a sharded V1 checkpoint (or its ``-?????-of-N`` pattern), a SavedModel directory, its
+``saved_model.pb``, or a TF Serving model directory (its highest numeric version), and Keras
+``.keras``/``.h5`` files.
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
-from .formats.v1 import is_v1_file
+from .formats.savedmodel import (
+    SAVED_MODEL_FILES,
+    read_saved_model,
+    saved_model_file,
+    serving_version,
+    variables_prefix,
+)
+from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
 
 if TYPE_CHECKING:
     import numpy as np
@@ -94,10 +104,17 @@ class Variable:
 class Location:
     """What a user-supplied path resolved to."""
 
-    prefix: str  # checkpoint prefix (V2) or file (V1)
+    prefix: str  # checkpoint prefix (V2), file (V1) or shard pattern (sharded V1)
     format: str  # "v2" or "v1" (object-based is detected after opening)
     meta_path: str | None
     state_file: str | None = None
+    saved_model: str | None = None  # the saved_model.pb whose variables/ this is
+
+    @property
+    def name(self) -> str:
+        """The checkpoint's own name, the default name of what is derived from it:
+        ``model.ckpt-7`` for ``…/model.ckpt-7-?????-of-00002``, ``variables`` in a SavedModel."""
+        return os.path.basename(shard_base(self.prefix))
 
 
 def _unescape(text: str) -> str:
@@ -160,16 +177,26 @@ def _in_dir(directory: str, name: str) -> str:
 
 
 def _exists(prefix: str) -> bool:
-    return os.path.isfile(prefix + ".index") or os.path.isfile(prefix)
+    return (os.path.isfile(prefix + ".index") or os.path.isfile(prefix)
+            or shard_pattern(prefix) is not None or find_shards(prefix) is not None)
 
 
 def _prefix_location(prefix: str, original: str, state: str | None = None) -> Location:
-    meta = prefix + ".meta"
+    meta = shard_base(prefix) + ".meta"
     # exists(), not isfile(): a FIFO or directory in a file's place is then refused by the
     # reader (open_regular) with a clear error instead of being skipped or called missing.
     meta_path = meta if os.path.exists(meta) else None
     if os.path.exists(prefix + ".index"):
         return Location(prefix, "v2", meta_path, state)
+    if os.path.isfile(prefix):
+        pattern = shard_pattern(prefix) if is_v1_file(prefix) else None
+    else:
+        pattern = shard_pattern(prefix) or find_shards(prefix)
+    if pattern is not None:
+        # A sharded V1 checkpoint: always opened whole, from any shard, its pattern or its
+        # prefix; the reader refuses when a shard is missing.
+        meta = shard_base(pattern) + ".meta"
+        return Location(pattern, "v1", meta if os.path.isfile(meta) else None, state)
     if os.path.isfile(prefix) and is_v1_file(prefix):
         return Location(prefix, "v1", meta_path, state)
     if os.path.isfile(prefix):
@@ -194,6 +221,12 @@ def locate(path: str | os.PathLike) -> Location:
     if _FILE_NAME_RE.search(path) or not os.path.isdir(path):
         require_regular(path)  # a FIFO must fail here, not hang in open() or read as missing
     if os.path.isdir(path):
+        parent = os.path.dirname(os.path.abspath(path))
+        saved = (saved_model_file(path) or saved_model_file(serving_version(path) or path)
+                 or (os.path.basename(os.path.abspath(path)) == "variables"
+                     and saved_model_file(parent)))  # a SavedModel's variables/ folder
+        if saved:
+            return _saved_model_location(saved)
         state = os.path.join(path, STATE_FILE)
         if os.path.isfile(state):
             return _prefix_location(read_state_file(path)[-1], path, state)
@@ -202,6 +235,14 @@ def locate(path: str | os.PathLike) -> Location:
             newest = max(indexes, key=lambda f: os.path.getmtime(os.path.join(path, f)))
             return _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
         names = os.listdir(path)
+        shards: dict[str, float] = {}  # sharded V1 checkpoints, e.g. an old session bundle
+        for f in names:
+            pattern = None if _DATA_RE.match(f) else shard_pattern(f)
+            if pattern and os.path.isfile(os.path.join(path, f)):
+                mtime = os.path.getmtime(os.path.join(path, f))
+                shards[pattern] = max(mtime, shards.get(pattern, mtime))
+        if shards:
+            return _prefix_location(os.path.join(path, max(shards, key=shards.get)), path)
         # Keras runs keep no state file: take the newest .keras (it records the optimizer
         # config, so use_ema is known rather than inferred), else the newest .h5.
         keras = [f for f in names if f.endswith(".keras")] or [
@@ -212,6 +253,10 @@ def locate(path: str | os.PathLike) -> Location:
         raise CheckpointNotFoundError(
             f"{path}: directory holds no checkpoint (no 'checkpoint' state file, no .index, "
             ".keras or .h5 files)")
+    if os.path.basename(path) in SAVED_MODEL_FILES:
+        if not os.path.isfile(path):
+            raise CheckpointNotFoundError(f"{path}: no such file")
+        return _saved_model_location(path)
     if path.endswith(".index"):
         if not os.path.isfile(path):
             raise CheckpointNotFoundError(f"{path}: no such file")
@@ -240,6 +285,17 @@ def locate(path: str | os.PathLike) -> Location:
     return _prefix_location(path, path)
 
 
+def _saved_model_location(saved_model: str) -> Location:
+    """Returns where the weights of the SavedModel described by ``saved_model`` are."""
+    directory = os.path.dirname(saved_model)
+    prefix = variables_prefix(directory)
+    if not (os.path.isfile(prefix + ".index") or os.path.isfile(prefix)):
+        raise CheckpointNotFoundError(
+            f"{directory}: SavedModel has no variables ({prefix}.index is missing)")
+    loc = _prefix_location(prefix, directory)
+    return Location(loc.prefix, loc.format, None, None, saved_model)
+
+
 class Checkpoint:
     """An open checkpoint: metadata is read up front, tensor data only on request.
 
@@ -262,6 +318,8 @@ class Checkpoint:
         self.meta: MetaGraph | None = None
         if meta and location.meta_path:
             self.meta = read_meta_graph(location.meta_path)
+        elif meta and location.saved_model:
+            self.meta = read_saved_model(location.saved_model).collections_graph()
         self.objects: ObjectGraph | None = None
         if OBJECT_GRAPH_KEY in self._reader.entries:
             self.format = "object"
@@ -374,9 +432,15 @@ class Checkpoint:
     def files(self) -> list[str]:
         """Returns the files this checkpoint consists of (index, data shards, meta)."""
         files = self._reader.files()
-        if self.location.meta_path:
-            files.append(self.location.meta_path)
+        for extra in (self.location.meta_path, self.location.saved_model):
+            if extra:
+                files.append(extra)
         return files
+
+    @property
+    def name(self) -> str:
+        """The checkpoint's own name (``model.ckpt-1000``), the default name of outputs."""
+        return self.location.name
 
     @property
     def reader(self):
@@ -402,7 +466,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
 
     Args:
         path (`str`): a training directory, checkpoint prefix, or ``.index``/``.data-*``/``.meta``
-            file, or a V1 checkpoint file.
+            file, a V1 checkpoint file or shard, a SavedModel (or TF Serving model) directory
+            or its ``saved_model.pb``, or a Keras ``.keras``/``.h5`` file.
         verify (`bool`, *optional*, defaults to `True`): check CRC32C of index blocks and of each
             tensor read.
         meta (`bool`, *optional*, defaults to `True`): read the ``.meta`` graph beside the

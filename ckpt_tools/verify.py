@@ -25,9 +25,11 @@ from .formats.bundle import data_path, shape_of
 from .formats.entry import TensorEntry
 from .formats.meta import read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY, parse_object_graph
+from .formats.savedmodel import read_saved_model
 from .formats.slices import TensorSlice, check_partition, decode_key
 from .formats.strings import decode_strings
 from .formats.table import BlockHandle, Table
+from .formats.v1 import shard_files
 
 CHUNK = 16 << 20  # bytes checksummed between progress updates
 MAX_LISTED = 10  # missing shards reported one by one; the rest are counted
@@ -148,6 +150,12 @@ def verify(target: str | os.PathLike | Checkpoint, *,
             read_meta_graph(loc.meta_path)
         except CheckpointError as exc:
             report.add_error(exc, loc.meta_path)
+    if loc.saved_model:
+        report.files.append(loc.saved_model)
+        try:
+            read_saved_model(loc.saved_model)
+        except CheckpointError as exc:
+            report.add_error(exc, loc.saved_model)
     return report
 
 
@@ -399,13 +407,14 @@ def _check_object_graph(entry: TensorEntry, mm, report: VerifyReport, path: str)
 
 # -- V1 and formats without checksums ------------------------------------------------------
 def _verify_v1(loc: Location, report: VerifyReport, progress: ProgressFn | None) -> None:
-    report.files.append(loc.prefix)
-    data = map_file(loc.prefix)
-    try:
-        _walk_table(data, loc.prefix, report)
-        clean = not report.problems
-    finally:
-        close_map(data)
+    for path in shard_files(loc.prefix):  # every shard of a sharded V1 checkpoint
+        report.files.append(path)
+        data = map_file(path)
+        try:
+            _walk_table(data, path, report)
+        finally:
+            close_map(data)
+    clean = not report.problems
     if clean:  # otherwise the reader would only stop at the problem already reported
         _read_all(loc, report, progress)
 

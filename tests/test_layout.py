@@ -61,7 +61,7 @@ def test_formats_do_not_import_upper_layers(path):
 def test_readers_live_in_formats():
     names = {p.name for p in (PACKAGE / "formats").iterdir()}
     assert {"table.py", "table_builder.py", "bundle.py", "bundle_writer.py", "v1.py", "meta.py",
-            "objgraph.py", "_io.py", "strings.py", "keras"} <= names
+            "objgraph.py", "savedmodel.py", "_io.py", "strings.py", "keras"} <= names
     flat = {p.stem for p in PACKAGE.glob("*.py")}
     assert not flat & {"table", "bundle", "writer", "v1", "meta", "objgraph", "h5", "crc"}
 

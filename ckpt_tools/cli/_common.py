@@ -10,7 +10,8 @@ PathArg = Annotated[
     str,
     typer.Argument(
         help="Checkpoint: a training directory (uses its 'checkpoint' state file), a prefix "
-        "such as model.ckpt-1000, or a .index, .data-*, or .meta file.",
+        "such as model.ckpt-1000, a .index, .data-*, or .meta file, a V1 file or shard, a "
+        "SavedModel directory or its saved_model.pb, or a .keras/.h5 file.",
         show_default=False,
     ),
 ]

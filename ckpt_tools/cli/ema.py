@@ -223,7 +223,7 @@ def restore_ema_command(
 def _output_path(ckpt, out_dir: str, name: str | None, fmt: str) -> str:
     """Where restore-ema writes: ``<out>/<name>`` (v2 prefix), ``<out>/<name>.h5``, or the
     ``--out`` file itself when it already ends in ``.h5``."""
-    base = name or os.path.basename(ckpt.path)
+    base = name or ckpt.name
     if fmt == "h5":
         return out_dir if out_dir.endswith((".h5", ".hdf5")) else os.path.join(out_dir,
                                                                                 base + ".h5")

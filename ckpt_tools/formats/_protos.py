@@ -54,7 +54,10 @@ _MESSAGES: dict[str, list[tuple[str, int, str, bool]]] = {
     "MetaGraphDef": [("meta_info_def", 1, ".ckpt.MetaInfoDef", False),
                      ("saver_def", 3, ".ckpt.SaverDef", False),
                      ("collection_def", 4, ".ckpt.CollectionEntry", True)],
-    "MetaInfoDef": [("meta_graph_version", 1, "string", False),
+    # saved_model.proto; binary files are decoded field by field too (see savedmodel.py).
+    "SavedModel": [("saved_model_schema_version", 1, "int64", False),
+                   ("meta_graphs", 2, ".ckpt.MetaGraphDef", True)],
+    "MetaInfoDef": [("meta_graph_version", 1, "string", False), ("tags", 4, "string", True),
                     ("tensorflow_version", 5, "string", False),
                     ("tensorflow_git_version", 6, "string", False)],
     "SaverDef": [("filename_tensor_name", 1, "string", False),
@@ -134,6 +137,7 @@ TensorProto = _CLASSES["TensorProto"]
 SavedTensorSlices = _CLASSES["SavedTensorSlices"]
 MetaGraphDef = _CLASSES["MetaGraphDef"]
 MetaInfoDef = _CLASSES["MetaInfoDef"]
+SavedModel = _CLASSES["SavedModel"]
 SaverDef = _CLASSES["SaverDef"]
 CollectionEntry = _CLASSES["CollectionEntry"]
 VariableDef = _CLASSES["VariableDef"]

@@ -61,6 +61,7 @@ class MetaGraph:
     variables: dict[str, MetaVariable] = field(default_factory=dict)
     saver_version: int = 0
     saver_sharded: bool = False
+    tags: tuple[str, ...] = ()  # MetaInfoDef.tags: how a SavedModel's loader selects the graph
 
     def collections_by_key(self) -> dict[str, list[str]]:
         """Returns checkpoint key -> sorted variable collections it belongs to.
@@ -146,7 +147,7 @@ def read_meta_graph(path: str) -> MetaGraph:
         raise CorruptCheckpointError("is a directory, expected a .meta file", path=path) from None
     try:
         try:
-            return _read_binary(data, path)
+            return parse_meta_graph(data, path)
         except CorruptCheckpointError as binary_error:
             head = bytes(data[:4096])
             if b"meta_info_def" in head or b"collection_def" in head or b"graph_def" in head:
@@ -156,11 +157,21 @@ def read_meta_graph(path: str) -> MetaGraph:
         close_map(data)
 
 
-def _read_binary(data, path: str) -> MetaGraph:
-    if len(data) == 0:
-        raise CorruptCheckpointError("file is empty, expected a MetaGraphDef", path=path)
+def parse_meta_graph(data, path: str, *, start: int = 0, end: int | None = None) -> MetaGraph:
+    """Decodes the binary ``MetaGraphDef`` in ``data[start:end]`` (a ``.meta`` file, or one
+    graph inside a SavedModel's ``saved_model.pb``) without parsing or copying ``graph_def``.
+
+    Returns:
+        A :class:`MetaGraph`.
+
+    Raises:
+        CorruptCheckpointError: if the bytes are not a MetaGraphDef (offsets are of ``data``).
+    """
+    end = len(data) if end is None else end
+    if end <= start:
+        raise CorruptCheckpointError("empty, expected a MetaGraphDef", path=path, offset=start)
     graph = MetaGraph(path=path)
-    cur = Cursor(data, path)
+    cur = Cursor(data, path, start=start, end=end)
     seen_known = False
     while cur.remaining:
         tag_at = cur.pos
@@ -180,7 +191,9 @@ def _read_binary(data, path: str) -> MetaGraph:
             raise cur.error(f"not a MetaGraphDef (field number {number})", tag_at)
         try:
             if number == 1 and payload is not None:
-                graph.tensorflow_version = MetaInfoDef.FromString(bytes(payload)).tensorflow_version
+                info = MetaInfoDef.FromString(bytes(payload))
+                graph.tensorflow_version = info.tensorflow_version
+                graph.tags = tuple(text(t) for t in info.tags)
                 seen_known = True
             elif number == 2:
                 seen_known = True  # graph_def: skipped on purpose
@@ -211,8 +224,14 @@ def _read_text(text: bytes, path: str) -> MetaGraph:
     except Exception as exc:
         raise CorruptCheckpointError(f"not a MetaGraphDef (text parse failed: {exc})",
                                      path=path) from None
+    return meta_graph_from_message(msg, path)
+
+
+def meta_graph_from_message(msg, path: str) -> MetaGraph:
+    """Returns the :class:`MetaGraph` of a parsed (text-format) ``MetaGraphDef`` message."""
     graph = MetaGraph(path=path, tensorflow_version=msg.meta_info_def.tensorflow_version,
-                      saver_version=msg.saver_def.version, saver_sharded=msg.saver_def.sharded)
+                      saver_version=msg.saver_def.version, saver_sharded=msg.saver_def.sharded,
+                      tags=tuple(text(t) for t in msg.meta_info_def.tags))
     for entry in msg.collection_def:
         _add_collection(graph, entry)
     return graph

@@ -3,11 +3,18 @@
 The ``""`` entry holds ``SavedTensorSliceMeta`` (names, shapes, dtypes, slices); every other key is
 an OrderedCode slice key whose value is a ``SavedSlice`` carrying a ``TensorProto`` with the values
 in its typed repeated fields.
+
+``Saver(sharded=True, write_version=V1)`` writes one such table per device, named
+``<prefix>-00000-of-00002`` …, and records the pattern ``<prefix>-?????-of-00002`` in its state
+file; :class:`V1Reader` opened on that pattern (or :func:`shard_pattern` of any one shard) reads
+every shard as one checkpoint, and refuses when one is missing.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import re
 from typing import TYPE_CHECKING
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
@@ -30,6 +37,60 @@ _FIELD = {
 }
 _INT_FIELD = "int_val"  # int32, int16, int8, uint8, uint16 and the quantized types
 _MAX_FILL_BYTES = 64 << 20  # largest tensor we expand from a single stored value
+_SHARD_RE = re.compile(r"^(.*)-(\d{5})-of-(\d{5})$")
+_PATTERN_RE = re.compile(r"^(.*)-\?{5}-of-(\d{5})$")
+
+
+def shard_pattern(path: str) -> str | None:
+    """Returns ``<prefix>-?????-of-NNNNN`` when ``path`` is named like one shard of a sharded V1
+    checkpoint (``<prefix>-00001-of-00002``) or is such a pattern already, else ``None``."""
+    m = _SHARD_RE.match(path)
+    if m and int(m.group(2)) < int(m.group(3)):
+        return f"{m.group(1)}-?????-of-{m.group(3)}"
+    return path if _PATTERN_RE.match(path) else None
+
+
+def shard_base(pattern: str) -> str:
+    """Returns the prefix of a shard pattern (``model.ckpt-7`` for
+    ``model.ckpt-7-?????-of-00002``), or ``pattern`` unchanged when it is not one."""
+    m = _PATTERN_RE.match(pattern)
+    return m.group(1) if m else pattern
+
+
+def find_shards(prefix: str) -> str | None:
+    """Returns the shard pattern of the sharded V1 checkpoint saved at ``prefix`` (shards
+    ``<prefix>-NNNNN-of-MMMMM`` beside it), or ``None`` when there is none."""
+    directory, base = os.path.split(prefix)
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return None
+    totals = sorted({m.group(3) for m in map(_SHARD_RE.match, names)
+                     if m and m.group(1) == base})
+    return f"{prefix}-?????-of-{totals[-1]}" if totals else None
+
+
+def shard_files(path: str) -> list[str]:
+    """Returns the files of the checkpoint ``path`` names: every shard of a shard pattern, in
+    order, or ``[path]`` for a single-file checkpoint.
+
+    Raises:
+        CheckpointNotFoundError: a shard of the pattern is missing (named in the message): one
+            shard is never taken for the whole checkpoint.
+        CorruptCheckpointError: the pattern claims no shard, or more than 99,999.
+    """
+    m = _PATTERN_RE.match(path)
+    if not m:
+        return [path]
+    total = int(m.group(2))
+    if total < 1:
+        raise CorruptCheckpointError("shard pattern names 0 shards", path=path)
+    files = [f"{m.group(1)}-{i:05d}-of-{total:05d}" for i in range(total)]
+    for i, f in enumerate(files):
+        if not os.path.exists(f):  # a FIFO or directory is refused when opened, not "missing"
+            raise CheckpointNotFoundError(
+                f"{f}: shard {i + 1} of {total} of V1 checkpoint {path} is missing")
+    return files
 
 
 def is_v1_file(path: str) -> bool:
@@ -67,18 +128,32 @@ class V1Reader:
         self.prefix = path
         self.path = path
         self.verify = verify
-        try:
-            self._data = map_file(path)
-        except FileNotFoundError:
-            raise CheckpointNotFoundError(f"{path}: no such file") from None
         self.entries: dict[str, TensorEntry] = {}
         # Values stay memoryviews into the mapping (or the decompressed block): parsed on read.
         self._values: dict[bytes, memoryview] = {}
-        items = Table(self._data, path, verify=verify).items()
+        self._maps: list = []
+        self._size = 0  # bytes of every shard: what a tensor can at most hold
+        self._files = shard_files(path)
+        try:
+            for shard in self._files:
+                self._add_shard(shard, verify)
+        except BaseException:
+            self.close()
+            raise
+
+    def _add_shard(self, path: str, verify: bool) -> None:
+        """Adds one table's tensors; a tensor split across shards gathers all its slices."""
+        try:
+            data = map_file(path)
+        except FileNotFoundError:
+            raise CheckpointNotFoundError(f"{path}: no such file") from None
+        self._maps.append(data)
+        self._size += len(data)
+        items = Table(data, path, verify=verify).items()
         first = next(items, None)
         if first is None or first[0] != b"":
             raise CorruptCheckpointError("V1 checkpoint has no metadata entry", path=path)
-        meta = self._parse(first[1], "metadata").meta
+        meta = self._parse(first[1], "metadata", path).meta
         for key, value in items:
             self._values[key] = value
         for t in meta.tensor:
@@ -86,32 +161,41 @@ class V1Reader:
             shape = shape_of(t.shape, name)
             dtypes.dtype_name(t.type)
             slices = tuple(TensorSlice.from_proto(s, len(shape)) for s in t.slice)
-            for tslice in slices or (TensorSlice.full(len(shape)),):
-                self._check_count(name, t.type, shape, tslice)
+            slices = slices or (TensorSlice.full(len(shape)),)
+            for tslice in slices:
+                self._check_count(name, t.type, shape, tslice, len(data), path)
+            known = self.entries.get(name)
+            if known is not None:
+                if known.dtype != t.type or known.shape != shape:
+                    raise CorruptCheckpointError(
+                        f"tensor {name!r} is {dtypes.dtype_name(t.type)}{list(shape)} here but "
+                        f"{known.dtype_name}{list(known.shape)} in another shard", path=path)
+                slices = known.slices + slices
             self.entries[name] = TensorEntry(name=name, dtype=t.type, shape=shape,
-                                               slices=slices or (TensorSlice.full(len(shape)),))
+                                               slices=slices)
 
     def _check_count(self, name: str, dtype: int, shape: tuple[int, ...],
-                     tslice: TensorSlice) -> None:
-        """Refuses a slice outside its tensor, or one claiming more elements than the file can
-        hold: every stored value takes at least one byte, except a single value filling a
-        tensor (bounded by ``_MAX_FILL_BYTES``). Per slice, because a sharded V1 checkpoint
-        keeps only some slices of a tensor in each file."""
+                     tslice: TensorSlice, size: int, path: str) -> None:
+        """Refuses a slice outside its tensor, or one claiming more elements than its
+        ``size``-byte file can hold: every stored value takes at least one byte, except a single
+        value filling a tensor (bounded by ``_MAX_FILL_BYTES``). Per slice, because a sharded V1
+        checkpoint keeps only some slices of a tensor in each file."""
         try:
             count = math.prod(tslice.shape(shape))
         except CorruptCheckpointError as exc:
-            raise CorruptCheckpointError(f"tensor {name!r}: {exc}", path=self.path) from None
+            raise CorruptCheckpointError(f"tensor {name!r}: {exc}", path=path) from None
         item = dtypes.itemsize(dtype) or 1
-        if count > len(self._data) and count * item > _MAX_FILL_BYTES:
+        if count > size and count * item > _MAX_FILL_BYTES:
             raise CorruptCheckpointError(
                 f"tensor {name!r} of shape {list(shape)} claims {count} elements, more than the "
-                f"{len(self._data)}-byte file can hold", path=self.path)
+                f"{size}-byte file can hold", path=path)
 
-    def _parse(self, value, what: str):
+    def _parse(self, value, what: str, path: str | None = None):
         try:
             return SavedTensorSlices.FromString(bytes(value))
         except Exception as exc:
-            raise CorruptCheckpointError(f"cannot parse {what}: {exc}", path=self.path) from None
+            raise CorruptCheckpointError(f"cannot parse {what}: {exc}",
+                                         path=path or self.path) from None
 
     def _slice_values(self, entry: TensorEntry, tslice: TensorSlice, shape) -> np.ndarray:
         # TF writes keys with the slice as given; a full slice may be stored with empty extents
@@ -138,10 +222,10 @@ class V1Reader:
         except CorruptCheckpointError as exc:
             raise CorruptCheckpointError(str(exc), path=self.path) from None
         nbytes = entry.num_elements * (dtypes.itemsize(entry.dtype) or 1)
-        if nbytes > len(self._data) + _MAX_FILL_BYTES:  # many slices, each a bounded fill
+        if nbytes > self._size + _MAX_FILL_BYTES:  # many slices, each a bounded fill
             raise CorruptCheckpointError(
                 f"tensor {entry.name!r} of shape {list(entry.shape)} needs {nbytes} bytes, more "
-                f"than the {len(self._data)}-byte file can hold", path=self.path)
+                f"than the {self._size}-byte file can hold", path=self.path)
         dt = np.dtype(object) if entry.dtype == dtypes.STRING else dtypes.numpy_dtype(entry.dtype)
         # Read every slice before allocating the whole tensor, so a corrupt file claiming an
         # absurd shape fails on its (missing) data instead of allocating gigabytes.
@@ -153,12 +237,13 @@ class V1Reader:
         return out
 
     def files(self) -> list[str]:
-        """Returns the one file a V1 checkpoint is."""
-        return [self.path]
+        """Returns the file a V1 checkpoint is, or every shard of a sharded one."""
+        return list(self._files)
 
     def close(self) -> None:
         self._values.clear()
-        close_map(self._data)
+        while self._maps:
+            close_map(self._maps.pop())
 
 
 def _values(proto, entry: TensorEntry, shape, path: str) -> np.ndarray:
