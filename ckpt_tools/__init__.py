@@ -31,6 +31,7 @@ from .errors import (
 
 # The rest loads on first use, so `ckpt list` does not pay for writers, NumPy or Keras helpers.
 _LAZY = {
+    "AverageResult": "average", "average_checkpoints": "average",
     "BakeResult": "bake", "bake_ema": "bake",
     "EmaMap": "emamap", "ema_map": "emamap",
     "ExportResult": "export", "export_weights": "export",
@@ -43,6 +44,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from .average import AverageResult, average_checkpoints
     from .bake import BakeResult, bake_ema
     from .diff import DiffReport, TensorDiff, diff_checkpoints, diff_ema
     from .emamap import EmaMap, ema_map
@@ -69,6 +71,8 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AverageResult",
+    "average_checkpoints",
     "BakeResult",
     "DiffReport",
     "ExitCode",

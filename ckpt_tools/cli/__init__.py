@@ -29,6 +29,7 @@ _LAZY = {
     "map": (".ema", "map_command", None),
     "restore-ema": (".ema", "restore_ema_command", None),
     "export": (".export", "export_command", None),
+    "average": (".average", "average_command", None),
     "train": ("ckpt_tools.train.cli", "train_command", "TRAIN_HELP"),
     "eval": ("ckpt_tools.train.cli", "eval_command", "EVAL_HELP"),
 }

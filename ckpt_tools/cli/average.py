@@ -1,0 +1,71 @@
+"""``ckpt average``: the element-wise average of several checkpoints of one run.
+
+Examples::
+
+    ckpt average runs/v1 --last 5 --out avg/             # the 5 newest the state file lists
+    ckpt average run/model.ckpt-800 run/model.ckpt-1000 --out avg/
+    ckpt average runs/v1 --last 5 --ema --bake --out avg_ema/   # average the EMA shadows
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._common import JsonOpt, QuietOpt
+from ._output import ByteProgress, Output, human_bytes
+
+
+def average_command(
+    paths: Annotated[list[str], typer.Argument(
+        help="Two or more checkpoints of one run (oldest first), or one run directory with "
+        "--last N.", show_default=False)],
+    out_dir: Annotated[str, typer.Option(
+        "--out", "-o", help="Output directory (new, or empty).", show_default=False)],
+    last: Annotated[int | None, typer.Option(
+        "--last", min=2, help="Average the N newest checkpoints that the run directory's "
+        "'checkpoint' state file lists.")] = None,
+    ema: Annotated[bool, typer.Option(
+        "--ema", help="Average the EMA shadows instead of the raw weights.")] = False,
+    bake: Annotated[bool, typer.Option(
+        "--bake", help="With --ema: also write the averaged shadows under the plain names.")
+    ] = False,
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Output checkpoint name (default: the newest input's).")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace an existing output checkpoint (never an input).")] = False,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Average the float variables of several checkpoints (integers, strings and the step
+    come from the newest); EMA-aware, partitioned and sharded checkpoints supported."""
+    from ..average import average_checkpoints, checkpoints_of_run
+    from ..checkpoint import open_checkpoint
+
+    if bake and not ema:
+        raise typer.BadParameter("--bake needs --ema", param_hint="--bake")
+    if last is not None:
+        if len(paths) != 1:
+            raise typer.BadParameter("--last takes exactly one run directory",
+                                     param_hint="--last")
+        inputs = checkpoints_of_run(paths[0], last)
+    else:
+        if len(paths) < 2:
+            raise typer.BadParameter("give two or more checkpoints, or one run directory "
+                                     "with --last N", param_hint="PATHS")
+        inputs = paths
+    out = Output(json_mode=json_out, quiet=quiet)
+    with open_checkpoint(inputs[-1]) as newest:
+        total = sum(e.nbytes for e in newest.entries().values()) * len(inputs)
+    with ByteProgress(out, total, "averaging") as advance:
+        result = average_checkpoints(inputs, out_dir, ema=ema, bake=bake, name=name,
+                                     overwrite=force, progress=advance)
+    if json_out:
+        out.json(result.to_dict())
+        return
+    what = "EMA shadows" if ema else "float variables"
+    baked = f", {len(result.baked)} plain names hold them" if result.baked else ""
+    out.print(f"wrote {result.prefix} ({human_bytes(result.nbytes)}): "
+              f"{len(result.averaged)} {what} averaged over {len(result.inputs)} checkpoints"
+              f"{baked}, {len(result.copied)} tensors copied from the newest", markup=False)
