@@ -25,6 +25,11 @@ _ADDRESS_SPACE = 3 << 30  # safety net only; the assertion is on resident memory
 _RUNNER = textwrap.dedent("""
     import json, os, resource, sys, tempfile, time
     from ckpt_tools import cli
+    import numpy
+    try:  # imported once here, not in every child: children then cost milliseconds
+        import h5py
+    except ImportError:
+        pass
 
     cases, limit_s, address_space = json.loads(sys.stdin.read())
     results = []

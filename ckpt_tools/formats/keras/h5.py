@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import io
 import json
+import lzma
 import math
 import re
 import struct
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -45,6 +47,15 @@ _CONFIG_MEMBER = "config.json"
 _METADATA_MEMBER = "metadata.json"
 _ZIP_LOCAL_HEADER = 30
 _SUFFIX_RE = re.compile(r":\d+$")
+# What a damaged or hostile zip makes zipfile raise besides BadZipFile.
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError,
+               NotImplementedError, struct.error, OSError, lzma.LZMAError)
+# Compressed data may expand to at most BASE + RATIO x its compressed size: an archive member
+# relative to the archive (a deflate bomb is refused from its declared size, before anything is
+# decompressed), a chunked HDF5 dataset relative to its stored bytes. Keras itself writes
+# neither compressed members nor compressed datasets, so honest files stay far below this.
+_EXPAND_BASE, _EXPAND_RATIO = 8 << 20, 16
+_MAX_JSON_DEPTH = 200  # Keras configs nest a few dozen levels; json itself fails near 1000
 _NO_WEIGHTS = ("HDF5 file has no Keras weights (no layer_names attribute, no layers/ or vars/ "
                "groups)")
 
@@ -67,7 +78,7 @@ def sniff(path: str) -> str | None:
                 try:
                     with zipfile.ZipFile(f) as zf:
                         names = set(zf.namelist())
-                except zipfile.BadZipFile:
+                except _ZIP_ERRORS:
                     return None
                 if _CONFIG_MEMBER in names or any(n.startswith("model.weights") for n in names):
                     return "keras"
@@ -125,12 +136,58 @@ def _has_attr_list(group, name: str) -> bool:
     return name in group.attrs or f"{name}0" in group.attrs
 
 
-def _json_attr(value):
-    if isinstance(value, bytes):
-        value = value.decode("utf-8")
+def _too_deep(value, limit: int = _MAX_JSON_DEPTH) -> bool:
+    """Returns True if ``value`` nests lists/dicts deeper than ``limit`` (checked without
+    recursion, so the check itself cannot overflow the stack)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def parse_json_object(raw, what: str, path: str) -> dict:
+    """Parses ``raw`` as a JSON object of bounded depth.
+
+    Returns:
+        the object (a ``dict``).
+
+    Raises:
+        CorruptCheckpointError: naming ``path`` and ``what``, if ``raw`` is not JSON, is not an
+            object, or nests deeper than Keras ever writes (``json`` would overflow the stack).
+    """
     try:
-        return json.loads(value) if isinstance(value, str) else None
-    except ValueError:
+        value = json.loads(raw)
+    except RecursionError:
+        value = None
+        problem = "nests too deeply to be a Keras config"
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise CorruptCheckpointError(f"{what} is not valid JSON: {exc}", path=path) from None
+    else:
+        problem = None
+        if not isinstance(value, dict):
+            problem = f"is a JSON {type(value).__name__}, expected an object"
+        elif _too_deep(value):
+            problem = f"nests deeper than {_MAX_JSON_DEPTH} levels"
+    if problem:
+        raise CorruptCheckpointError(f"{what} {problem}", path=path)
+    return value
+
+
+def _json_attr(value):
+    """Returns a legacy file's JSON attribute as a dict, or None when it is not a sound one."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_json_object(value, "attribute", "")
+    except CorruptCheckpointError:
         return None
 
 
@@ -167,21 +224,27 @@ class H5Reader:
         self.config: dict | None = None
         self._owner_names: dict[str, str] = {}
         self.metadata: dict | None = None
-        self._zip = self._fileobj = None
-        self._buf, self._base = b"", 0
+        self._zip = self._fileobj = self._zip_window = None
+        self._buf, self._base, self._end = b"", 0, 0
+        self._archive = b""  # the archive's own mapping, once a member replaces _buf
         try:
             self._buf = map_file(path)
         except FileNotFoundError:
             raise CheckpointNotFoundError(f"{path}: no such file") from None
         self.format = "keras" if bytes(self._buf[:4]) == ZIP_SIGNATURE else "h5"
+        self._end = len(self._buf)
         try:
             source = self._open_archive() if self.format == "keras" else path
             self._h5 = h5py.File(source, "r")
         except OSError as exc:
             self.close()
             raise CorruptCheckpointError(f"cannot read HDF5 data: {exc}", path=path) from None
+        except BaseException:
+            self.close()
+            raise
         try:
             try:
+                self._check_links()
                 entries, self.kind = self._scan()
                 if self.kind == "legacy" and self.config is None:
                     self.config = self._legacy_config()
@@ -189,8 +252,16 @@ class H5Reader:
                 # h5py's errors for damaged metadata (visititems, attributes, object headers)
                 raise CorruptCheckpointError(f"cannot read HDF5 metadata: {exc}",
                                              path=path) from exc
-            self.keras = keras_layout.analyze(entries, self.kind, self.config,
-                                              self._owner_names)
+            try:
+                self.keras = keras_layout.analyze(entries, self.kind, self.config,
+                                                  self._owner_names)
+            except (AttributeError, TypeError, RecursionError) as exc:
+                if self.config is None:
+                    raise
+                # A JSON object of the wrong shape ({"compile_config": [1]}...).
+                raise CorruptCheckpointError(
+                    f"{_CONFIG_MEMBER if self.format == 'keras' else 'model config'} does not "
+                    f"describe a Keras model ({type(exc).__name__}: {exc})", path=path) from None
         except BaseException:
             self.close()
             raise
@@ -201,13 +272,18 @@ class H5Reader:
     # -- opening ---------------------------------------------------------------------------
     def _open_archive(self):
         try:
-            self._zip = zipfile.ZipFile(self.path)
+            # Read the archive from the mapping already checked to be a regular file, not by
+            # opening its name again.
+            self._zip_window = _Window(memoryview(self._buf))
+            self._zip = zipfile.ZipFile(self._zip_window)
             names = set(self._zip.namelist())
             if _CONFIG_MEMBER in names:
-                self.config = json.loads(self._zip.read(_CONFIG_MEMBER))
+                self.config = parse_json_object(self._member(_CONFIG_MEMBER), _CONFIG_MEMBER,
+                                                self.path)
             if _METADATA_MEMBER in names:
-                self.metadata = json.loads(self._zip.read(_METADATA_MEMBER))
-        except (zipfile.BadZipFile, ValueError) as exc:
+                self.metadata = parse_json_object(self._member(_METADATA_MEMBER),
+                                                  _METADATA_MEMBER, self.path)
+        except _ZIP_ERRORS as exc:
             raise CorruptCheckpointError(f"not a readable .keras archive: {exc}",
                                          path=self.path) from None
         if _WEIGHTS_MEMBER not in names:
@@ -227,12 +303,41 @@ class H5Reader:
             if self._base + info.file_size > len(self._buf):
                 raise CorruptCheckpointError(f"{_WEIGHTS_MEMBER} runs past the end of the file",
                                              path=self.path, offset=self._base)
-            view = memoryview(self._buf)[self._base : self._base + info.file_size]
+            self._end = self._base + info.file_size
+            view = memoryview(self._buf)[self._base : self._end]
             self._fileobj = _Window(view)
         else:  # a re-zipped archive: decompress the member into memory (never to disk)
-            self._buf, self._base = self._zip.read(_WEIGHTS_MEMBER), 0
+            try:
+                data = self._member(_WEIGHTS_MEMBER)
+            except _ZIP_ERRORS as exc:
+                raise CorruptCheckpointError(f"cannot decompress {_WEIGHTS_MEMBER}: {exc}",
+                                             path=self.path) from None
+            self._archive = self._buf
+            self._buf, self._base, self._end = data, 0, len(data)
             self._fileobj = io.BytesIO(self._buf)
         return self._fileobj
+
+    def _member(self, name: str) -> bytes:
+        """Returns one archive member's bytes, refusing more than the archive can reasonably
+        expand to (checked on the declared size first, then while reading, since zipfile stops
+        at the declared size and a lying header then fails its CRC).
+
+        Raises:
+            CorruptCheckpointError: the member would pass the cap (a decompression bomb).
+        """
+        info = self._zip.getinfo(name)
+        cap = _EXPAND_BASE + _EXPAND_RATIO * len(self._buf)
+        if info.file_size > cap:
+            raise CorruptCheckpointError(
+                f"archive member {name} claims {info.file_size} bytes, more than {cap} that a "
+                f"{len(self._buf)}-byte archive may expand to (a decompression bomb?)",
+                path=self.path)
+        with self._zip.open(info) as member:
+            data = member.read(cap + 1)
+        if len(data) > cap:
+            raise CorruptCheckpointError(f"archive member {name} expands past {cap} bytes",
+                                         path=self.path)
+        return data
 
     def _legacy_config(self) -> dict | None:
         found = {k: _json_attr(self._h5.attrs[k]) for k in ("model_config", "training_config")
@@ -240,6 +345,33 @@ class H5Reader:
         return found or None
 
     # -- scanning --------------------------------------------------------------------------
+    def _check_links(self) -> None:
+        """Refuses external links anywhere in the file and soft links that do not resolve
+        inside it, before any object is opened through a link: data comes from this file only.
+
+        Raises:
+            CorruptCheckpointError: naming the link.
+        """
+        import h5py
+
+        links: list[tuple[str, object]] = []
+        self._h5.visititems_links(lambda name, link: links.append((name, link)))
+        for name, link in links:  # all of them first: resolving a soft link may cross one
+            if isinstance(link, h5py.ExternalLink):
+                raise CorruptCheckpointError(
+                    f"{name!r} is an external link to {link.filename}:{link.path}; only data "
+                    "inside this file is read", path=self.path)
+        for name, link in links:
+            if isinstance(link, h5py.SoftLink):
+                try:
+                    target = self._h5.get(name)
+                except (KeyError, RuntimeError, OSError, ValueError):
+                    target = None
+                if target is None:
+                    raise CorruptCheckpointError(
+                        f"soft link {name!r} points to {link.path!r}, which is not in this file",
+                        path=self.path)
+
     def _scan(self) -> tuple[dict[str, TensorEntry], str]:
         f = self._h5
         if _has_attr_list(f, "layer_names"):
@@ -312,9 +444,9 @@ class H5Reader:
             key = h5path
         enum = self._dtype(ds, h5path)
         shape = tuple(int(d) for d in ds.shape) if ds.shape is not None else ()
-        offset = ds.id.get_offset()
         npdtype = ds.dtype
         nbytes = math.prod(shape) * npdtype.itemsize
+        offset = self._check_storage(ds, h5path, nbytes)
         if offset is not None and (npdtype.kind not in "biufcV" or npdtype.hasobject
                                    or ds.id.get_storage_size() != nbytes):
             offset = None
@@ -324,6 +456,37 @@ class H5Reader:
             extra={"h5path": h5path, "npdtype": npdtype.str,
                    "file_offset": (offset + self._base) if offset is not None else None,
                    **extra})
+
+    def _check_storage(self, ds, h5path: str, nbytes: int) -> int | None:
+        """Refuses a dataset whose bytes are not all inside this file, before anything is read.
+
+        Returns:
+            the dataset's offset in the HDF5 file when it is stored contiguously, else None.
+
+        Raises:
+            CorruptCheckpointError: naming the dataset, if it is virtual, stored in external
+                files, has no storage, or claims more bytes than the file can hold.
+        """
+        def refuse(problem: str) -> CorruptCheckpointError:
+            return CorruptCheckpointError(f"dataset {h5path!r} {problem}", path=self.path)
+
+        if ds.is_virtual:
+            raise refuse("is a virtual dataset (its data lives in other files)")
+        if ds.external:
+            raise refuse(f"keeps its data in external files ({ds.external[0][0]}...)")
+        offset = ds.id.get_offset()
+        storage = ds.id.get_storage_size()
+        size = self._end - self._base  # the HDF5 file's own bytes (a .keras member's)
+        if nbytes and not storage:
+            raise refuse(f"of shape {ds.shape} has no stored data")
+        if offset is not None:
+            if offset + nbytes > size:
+                raise refuse(f"of shape {ds.shape} spans bytes [{offset}, {offset + nbytes}) but "
+                             f"the file has {size} bytes")
+        elif storage > size or nbytes > _EXPAND_BASE + _EXPAND_RATIO * storage:
+            raise refuse(f"of shape {ds.shape} claims {nbytes} bytes from {storage} stored in a "
+                         f"{size}-byte file")
+        return offset
 
     def _dtype(self, ds, h5path: str) -> int:
         tag = ds.attrs.get("dtype") if "dtype" in ds.attrs else None
@@ -361,10 +524,10 @@ class H5Reader:
                 value = value.view(dt)
             return value.reshape(entry.shape)
         count = math.prod(entry.shape)
-        if offset + count * dt.itemsize > len(self._buf):
+        if offset + count * dt.itemsize > self._end:
             raise CorruptCheckpointError(
                 f"tensor {name!r} spans bytes [{offset}, {offset + count * dt.itemsize}) but the "
-                f"file has {len(self._buf)} bytes (truncated?)", path=self.path)
+                f"HDF5 data ends at byte {self._end} (truncated?)", path=self.path)
         arr = np.frombuffer(self._buf, dtype=dt, count=count, offset=offset).reshape(entry.shape)
         if not dt.isnative:
             return arr.astype(dt.newbyteorder("="))
@@ -380,9 +543,10 @@ class H5Reader:
         h5 = getattr(self, "_h5", None)
         if h5 is not None:
             h5.close()
-        if isinstance(self._fileobj, _Window):
-            self._fileobj._view.release()
-        for obj in (self._fileobj, self._zip):
+        for obj in (self._fileobj, self._zip, self._zip_window):
+            if isinstance(obj, _Window):
+                obj._view.release()
             if obj is not None:
                 obj.close()
         close_map(self._buf)
+        close_map(self._archive)
