@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
+from .formats.objgraph import readable_name
 
 KEEP, DROP = "keep", "drop"
 
@@ -339,10 +340,10 @@ def _missing_message(m: EmaMap) -> str:
     shadow = f"{m.missing[0]}/{m.ema_name}"
     none = set(m.averaged) <= set(m.missing)  # not one shadow stored
     if none and m.file_style == "keras":
-        cause = ("no averages are stored: the optimizer had use_ema=False (train with e.g. "
+        cause = ("the optimizer had use_ema=False (train with e.g. "
                  "keras.optimizers.SGD(..., use_ema=True) to keep them)")
     elif none and m.file_style == "tf2":
-        cause = ("no averages are stored: a tf.train.Checkpoint saves only what it is given, "
+        cause = ("a tf.train.Checkpoint saves only what it is given, "
                  "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "
                  "ema=[ema.average(v) for v in model.trainable_variables]), or training never "
                  "ran ema.apply()")
@@ -360,6 +361,12 @@ def _missing_message(m: EmaMap) -> str:
     hint = ("; " + "; ".join(m.hints)) if m.hints else ""
     if none:
         hint += "; to use the raw weights instead, pass --raw to ckpt export"
+    if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here
+        names = [readable_name(t) for t in m.missing[:5]]
+        sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
+                                     if len(m.missing) > 5 else "")
+        return (f"{m.checkpoint}: no averages are stored for any of its {len(m.missing)} "
+                f"weight(s): {sample}; likely cause: {cause}{hint}")
     return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
             f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
             f"likely cause: {cause}{hint}")
