@@ -233,3 +233,65 @@ def test_every_command_works(case, tmp_path, capsys):
         with open_checkpoint(tmp_path / "baked") as baked, open_checkpoint(path) as src:
             for target, shadow in doc["replaced"].items():
                 assert _same_bits(baked.tensor(target), src.tensor(shadow))
+
+
+def test_sharded_v1_gathers_a_partitioned_tensor_across_shards(tf, tmp_path, capsys):
+    """One slice per shard: TensorFlow's own load_checkpoint refuses sliced V1 tensors, so the
+    truth is the session's values at save time, and TF's Saver restoring our baked output."""
+    v1 = tf.compat.v1
+    config = v1.ConfigProto(device_count={"CPU": 2})
+    with tf.Graph().as_default() as graph:
+        with graph.device(lambda op: "/cpu:1" if "part_1" in op.name else "/cpu:0"):
+            emb = v1.get_variable("emb", [5, 2], partitioner=v1.fixed_size_partitioner(2),
+                                  initializer=v1.random_normal_initializer(seed=3))
+        loss = tf.reduce_sum(tf.square(tf.convert_to_tensor(emb) - 1.0))
+        opt = v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        ema = v1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([opt]):
+            train = ema.apply(list(emb))
+        saver = v1.train.Saver(sharded=True, write_version=v1.train.SaverDef.V1)
+        with v1.Session(config=config) as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run(train)
+            raw = np.concatenate(sess.run(list(emb)))
+            avg = np.concatenate(sess.run([ema.average(p) for p in emb]))
+            (tmp_path / "run").mkdir()
+            saver.save(sess, str(tmp_path / "run" / "model.ckpt"))
+    shards = sorted((tmp_path / "run").glob("model.ckpt-*-of-00002"))
+    assert len(shards) == 2
+    with open_checkpoint(shards[1]) as ckpt:
+        assert len(ckpt.entry("emb").slices) == 2
+        assert _same_bits(ckpt.tensor("emb"), raw)
+        assert _same_bits(ckpt.tensor("emb/ExponentialMovingAverage"), avg)
+    code, _, err = run_cli(["restore-ema", str(tmp_path / "run"), "--out",
+                            str(tmp_path / "baked")], capsys)
+    assert code == 0, err
+    reader = tf.train.load_checkpoint(str(tmp_path / "baked" / "model.ckpt"))
+    assert _same_bits(reader.get_tensor("emb"), avg)
+
+
+def test_text_format_saved_model(tf, tmp_path):
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    msg = saved_model_pb2.SavedModel.FromString((TF1_SM / "saved_model.pb").read_bytes())
+    shutil.copytree(TF1_SM / "variables", tmp_path / "variables")
+    (tmp_path / "saved_model.pbtxt").write_text(text_format.MessageToString(msg))
+    with open_checkpoint(tmp_path) as ckpt:
+        assert ckpt.location.saved_model == str(tmp_path / "saved_model.pbtxt")
+        assert ema_map(ckpt).source == "meta"
+        assert ema_map(ckpt).mapping == expected("savedmodel_tf1")["variables_to_restore_graph"]
+
+
+def test_text_format_meta_beside_sharded_v1(tf, tmp_path):
+    """Text-format graphs name enums ("version: V1"); the saver settings must still parse."""
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    msg = meta_graph_pb2.MetaGraphDef.FromString((SV1 / "model.ckpt-7.meta").read_bytes())
+    for shard in SHARDS:
+        shutil.copy(SV1 / shard, tmp_path / shard)
+    (tmp_path / "model.ckpt-7.meta").write_text(text_format.MessageToString(msg))
+    with open_checkpoint(tmp_path / "model.ckpt-7.meta") as ckpt:
+        assert (ckpt.meta.saver_version, ckpt.meta.saver_sharded) == (1, True)
+        assert ema_map(ckpt).source == "meta"

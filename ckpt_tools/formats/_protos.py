@@ -64,7 +64,7 @@ _MESSAGES: dict[str, list[tuple[str, int, str, bool]]] = {
                  ("save_tensor_name", 2, "string", False), ("restore_op_name", 3, "string", False),
                  ("max_to_keep", 4, "int32", False), ("sharded", 5, "bool", False),
                  ("keep_checkpoint_every_n_hours", 6, "float", False),
-                 ("version", 7, "int32", False)],
+                 ("version", 7, ".ckpt.CheckpointFormatVersion", False)],
     "NodeList": [("value", 1, "string", True)],
     "BytesList": [("value", 1, "bytes", True)],
     "Int64List": [("value", 1, "int64", True)],
@@ -96,16 +96,26 @@ _MESSAGES: dict[str, list[tuple[str, int, str, bool]]] = {
 }
 
 
+# enum name -> [(value name, number)]; text-format files spell these by name ("version: V2").
+_ENUMS: dict[str, list[tuple[str, int]]] = {
+    "CheckpointFormatVersion": [("LEGACY", 0), ("V1", 1), ("V2", 2)],
+}
+
+
 def _build() -> dict[str, type]:
     fdp = descriptor_pb2.FileDescriptorProto(name="ckpt_tools_min.proto", package="ckpt",
                                              syntax="proto2")
+    for enum_name, values in _ENUMS.items():
+        enum = fdp.enum_type.add(name=enum_name)
+        for value_name, number in values:
+            enum.value.add(name=value_name, number=number)
     for msg_name, fields in _MESSAGES.items():
         msg = fdp.message_type.add(name=msg_name)
         for fname, number, ftype, repeated in fields:
             field = msg.field.add(name=fname, number=number,
                                   label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
             if ftype.startswith("."):
-                field.type = _F.TYPE_MESSAGE
+                field.type = _F.TYPE_ENUM if ftype[len(".ckpt."):] in _ENUMS else _F.TYPE_MESSAGE
                 field.type_name = ftype
             else:
                 field.type = _T[ftype]
