@@ -24,7 +24,7 @@ from .errors import (
     VariableNotFoundError,
 )
 from .formats import Reader, open_reader
-from .formats._io import require_regular
+from .formats._io import open_binary, require_regular
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
@@ -42,10 +42,12 @@ if TYPE_CHECKING:
     import numpy as np
 
 STATE_FILE = "checkpoint"
+_MAX_STATE_BYTES = 16 << 20  # a state file lists paths: even 100,000 of them fit
 _LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
 _DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
 # Names that are files by contract: a FIFO, device, socket or directory under one is refused.
-_FILE_NAME_RE = re.compile(r"(\.(index|meta|keras|h5|hdf5)|\.data-\d{5}-of-\d{5})$")
+# (".data-00000-of-00001" and V1 shards "model.ckpt-00000-of-00002" end alike).
+_FILE_NAME_RE = re.compile(r"(\.(index|meta|keras|h5|hdf5|pb|pbtxt)|-\d{5}-of-\d{5})$")
 _STATE_RE = re.compile(
     r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
 
@@ -145,11 +147,12 @@ def read_state_file(directory: str) -> list[str]:
         CorruptCheckpointError: if it names no checkpoint.
     """
     path = os.path.join(directory, STATE_FILE)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except FileNotFoundError:
-        raise CheckpointNotFoundError(f"{path}: no such file") from None
+    with open_binary(path) as f:  # regular files only, and a bounded read
+        raw = f.read(_MAX_STATE_BYTES + 1)
+    if len(raw) > _MAX_STATE_BYTES:
+        raise CorruptCheckpointError(
+            f"checkpoint state file is larger than {_MAX_STATE_BYTES} bytes", path=path)
+    lines = raw.decode("utf-8", "replace").splitlines()
     latest, every = None, []
     for line in lines:
         m = _STATE_RE.match(line)
@@ -289,7 +292,8 @@ def _saved_model_location(saved_model: str) -> Location:
     """Returns where the weights of the SavedModel described by ``saved_model`` are."""
     directory = os.path.dirname(saved_model)
     prefix = variables_prefix(directory)
-    if not (os.path.isfile(prefix + ".index") or os.path.isfile(prefix)):
+    # exists(): a FIFO or directory in the index's place is refused by the reader (exit 4).
+    if not (os.path.exists(prefix + ".index") or os.path.isfile(prefix)):
         raise CheckpointNotFoundError(
             f"{directory}: SavedModel has no variables ({prefix}.index is missing)")
     loc = _prefix_location(prefix, directory)

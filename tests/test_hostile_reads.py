@@ -344,3 +344,35 @@ def test_shapes_claiming_more_bytes_than_exist(tmp_path):
         assert_refused(run, CORRUPT, name, "'big'")
     assert tree_hashes(tmp_path) == before
     assert not (tmp_path / "x.npz").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_non_regular_files_inside_savedmodels_and_sharded_v1(kind, tmp_path):
+    """The SavedModel proto, its variables' index and data, and a V1 shard: exit 4, no hang."""
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    saved, sharded = fixtures / "savedmodel_tf1", fixtures / "sharded_v1"
+    if not (saved / "saved_model.pb").is_file() or not sharded.is_dir():
+        pytest.skip("the SavedModel / sharded V1 fixtures are not generated")
+    roles = {"pb": "saved_model.pb", "index": "variables/variables.index",
+             "data": "variables/variables.data-00000-of-00001"}
+    argvs, expect = [], []
+    for role, name in roles.items():
+        d = tmp_path / role
+        shutil.copytree(saved, d)
+        (d / name).unlink()
+        _make(kind, d / name)
+        for argv in (["list", d], ["show", d, "x"]):
+            argvs.append(argv)
+            expect.append((name.rpartition("/")[2], KINDS[kind]))
+    v1 = tmp_path / "v1"
+    shutil.copytree(sharded, v1)
+    shard = sorted(v1.glob("*-00001-of-0000*"))[0]
+    shard.unlink()
+    _make(kind, shard)
+    for argv in (["list", v1], ["list", v1 / shard.name]):
+        argvs.append(argv)
+        expect.append((shard.name, KINDS[kind]))
+    before = tree_hashes(tmp_path)
+    for run, says in zip(run_bounded(argvs), expect, strict=True):
+        assert_refused(run, CORRUPT, *says)
+    assert tree_hashes(tmp_path) == before

@@ -57,10 +57,14 @@ class SavedModel:
 
 
 def saved_model_file(directory: str) -> str | None:
-    """Returns ``directory/saved_model.pb`` (or ``.pbtxt``) when it is a file, else ``None``."""
+    """Returns ``directory/saved_model.pb`` (or ``.pbtxt``) when it exists, else ``None``.
+
+    Anything there counts (exists(), not isfile()): a FIFO or directory under that name is then
+    refused by :func:`read_saved_model` with a clear error rather than taken as missing.
+    """
     for name in SAVED_MODEL_FILES:
         path = os.path.join(directory, name)
-        if os.path.isfile(path):
+        if os.path.exists(path):
             return path
     return None
 
