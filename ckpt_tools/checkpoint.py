@@ -13,7 +13,7 @@ import codecs
 import os
 import re
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from . import roles as _roles
@@ -117,6 +117,9 @@ class Location:
         """The checkpoint's own name, the default name of what is derived from it:
         ``model.ckpt-7`` for ``…/model.ckpt-7-?????-of-00002``, ``variables`` in a SavedModel."""
         return os.path.basename(shard_base(self.prefix))
+    # Set when a directory without a state file held several candidates: which one was taken
+    # and why, for the CLI to say so (one stderr note) instead of choosing silently.
+    choice: str | None = None
 
 
 def _unescape(text: str) -> str:
@@ -213,6 +216,17 @@ def _prefix_location(prefix: str, original: str, state: str | None = None) -> Lo
     raise CheckpointNotFoundError(f"{original}: no checkpoint found (no such file or prefix)")
 
 
+def _chosen(found: Location, directory: str, candidates: list[str], picked: str) -> Location:
+    if len(candidates) < 2:
+        return found
+    others = sorted(c for c in candidates if c != picked)
+    more = f" and {len(others) - 3} more" if len(others) > 3 else ""
+    return replace(found, choice=(
+        f"{directory}: {len(candidates)} candidate checkpoints and no 'checkpoint' state file; "
+        f"using {picked} (newest{', .keras preferred' if picked.endswith('.keras') else ''}; "
+        f"not {', '.join(others[:3])}{more}); name a file to choose"))
+
+
 def locate(path: str | os.PathLike) -> Location:
     """Resolves a user-supplied path to a checkpoint.
 
@@ -235,8 +249,9 @@ def locate(path: str | os.PathLike) -> Location:
             return _prefix_location(read_state_file(path)[-1], path, state)
         indexes = [f for f in os.listdir(path) if f.endswith(".index")]
         if indexes:
-            newest = max(indexes, key=lambda f: os.path.getmtime(os.path.join(path, f)))
-            return _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
+            newest = max(indexes, key=lambda f: (os.path.getmtime(os.path.join(path, f)), f))
+            found = _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
+            return _chosen(found, path, indexes, newest)
         names = os.listdir(path)
         shards: dict[str, float] = {}  # sharded V1 checkpoints, e.g. an old session bundle
         for f in names:
@@ -248,11 +263,13 @@ def locate(path: str | os.PathLike) -> Location:
             return _prefix_location(os.path.join(path, max(shards, key=shards.get)), path)
         # Keras runs keep no state file: take the newest .keras (it records the optimizer
         # config, so use_ema is known rather than inferred), else the newest .h5.
-        keras = [f for f in names if f.endswith(".keras")] or [
-            f for f in names if f.endswith((".h5", ".hdf5"))]
+        h5 = [f for f in names if f.endswith((".h5", ".hdf5"))]
+        keras = [f for f in names if f.endswith(".keras")] or h5
         if keras:
-            newest = max(keras, key=lambda f: os.path.getmtime(os.path.join(path, f)))
-            return locate(os.path.join(path, newest))
+            newest = max(keras, key=lambda f: (os.path.getmtime(os.path.join(path, f)), f))
+            found = locate(os.path.join(path, newest))
+            candidates = sorted(set(keras) | set(h5))
+            return _chosen(found, path, candidates, newest)
         raise CheckpointNotFoundError(
             f"{path}: directory holds no checkpoint (no 'checkpoint' state file, no .index, "
             ".keras or .h5 files)")

@@ -15,10 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
-from .errors import CheckpointError
+from .errors import CheckpointError, EmaError
 from .stats import json_float, relative_l2
 
 SAME, CHANGED, SHAPE, DTYPE, UNREADABLE = "same", "changed", "shape", "dtype", "unreadable"
+#: Status with ``values=False`` when names, shapes and dtypes agree: the values were not read,
+#: so nothing is known about them (never reported as ``same``).
+NOT_COMPARED = "not_compared"
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,8 @@ class TensorDiff:
         other: key in B (differs from ``name`` only for EMA comparisons).
         status: ``"same"`` (bit-identical), ``"changed"``, ``"shape"`` (shapes differ, values
             not compared), ``"dtype"`` (dtypes differ; values compared when both are numeric
-            and shapes match) or ``"unreadable"``.
+            and shapes match), ``"unreadable"``, or ``"not_compared"`` (``values=False``:
+            same shape and dtype, values not read).
         dtype_a, dtype_b: dtype names.
         shape_a, shape_b: shapes.
         max_abs: largest ``|b - a|`` (``None`` when not compared).
@@ -51,7 +55,8 @@ class TensorDiff:
 
     @property
     def changed(self) -> bool:
-        return self.status != SAME
+        """True when the tensors are known to differ (or could not be read)."""
+        return self.status not in (SAME, NOT_COMPARED)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "other": self.other, "status": self.status,
@@ -80,16 +85,55 @@ class DiffReport:
     only_b: list[str] = field(default_factory=list)
     tensors: list[TensorDiff] = field(default_factory=list)
 
-    @property
-    def identical(self) -> bool:
-        """True when both sides hold the same keys with bit-identical values."""
-        return not self.only_a and not self.only_b and not any(t.changed for t in self.tensors)
+    values: bool = True
 
-    def to_dict(self) -> dict:
-        """The ``ckpt diff --json`` document."""
-        return {"a": self.a, "b": self.b, "mode": self.mode, "identical": self.identical,
-                "only_a": list(self.only_a), "only_b": list(self.only_b),
-                "tensors": [t.to_dict() for t in self.tensors]}
+    @property
+    def identical(self) -> bool | None:
+        """True when both sides hold the same keys with bit-identical values; ``None`` when
+        that is unknown (values not compared, nothing else differs)."""
+        if self.only_a or self.only_b or any(t.changed for t in self.tensors):
+            return False
+        if any(t.status == NOT_COMPARED for t in self.tensors):
+            return None
+        return True
+
+    @property
+    def unreadable(self) -> list[TensorDiff]:
+        """Pairs whose values could not be read."""
+        return [t for t in self.tensors if t.status == UNREADABLE]
+
+    def counts(self) -> dict[str, int]:
+        """How many pairs were paired, compared by value, same, different, not compared,
+        unreadable, and only on one side (over every pair, whatever is shown)."""
+        by = {s: 0 for s in (SAME, CHANGED, SHAPE, DTYPE, UNREADABLE, NOT_COMPARED)}
+        for t in self.tensors:
+            by[t.status] = by.get(t.status, 0) + 1
+        return {"paired": len(self.tensors),
+                "compared": len(self.tensors) - by[NOT_COMPARED] - by[UNREADABLE],
+                "same": by[SAME], "differ": by[CHANGED] + by[SHAPE] + by[DTYPE],
+                "not_compared": by[NOT_COMPARED], "unreadable": by[UNREADABLE],
+                "only_a": len(self.only_a), "only_b": len(self.only_b)}
+
+    def to_dict(self, changed_only: bool = False,
+                paths: dict[str, str] | None = None) -> dict:
+        """The ``ckpt diff --json`` document.
+
+        Args:
+            changed_only: list only pairs that differ (``counts`` still covers all).
+            paths: display names (object paths) by key, added as ``path``/``other_path``.
+        """
+        paths = paths or {}
+        tensors = []
+        for t in self.tensors:
+            if changed_only and not t.changed:
+                continue
+            d = t.to_dict()
+            d["key"] = t.name
+            d["path"] = paths.get(t.name) if paths.get(t.name) != t.name else None
+            tensors.append(d)
+        return {"a": self.a, "b": self.b, "mode": self.mode, "values": self.values,
+                "identical": self.identical, "counts": self.counts(),
+                "only_a": list(self.only_a), "only_b": list(self.only_b), "tensors": tensors}
 
 
 def _numeric(arr: np.ndarray) -> bool:
@@ -160,8 +204,8 @@ def diff_checkpoints(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | C
         a, b (`str` or `Checkpoint`): checkpoints (any path ``open_checkpoint`` accepts).
         match (`Callable[[str], bool]`, *optional*): compare only keys it accepts.
         values (`bool`, *optional*, defaults to `True`): read and compare tensor values; with
-            False only names, shapes and dtypes are compared (status ``"same"`` then means
-            "same shape and dtype").
+            False only names, shapes and dtypes are compared (status ``"not_compared"`` where
+            they agree).
 
     Returns:
         `DiffReport`.
@@ -178,7 +222,8 @@ def diff_checkpoints(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | C
         keys_a = {k for k in ca.keys() if _keep(k, match)}
         keys_b = {k for k in cb.keys() if _keep(k, match)}
         report = DiffReport(a=ca.path, b=cb.path, mode="checkpoints",
-                            only_a=sorted(keys_a - keys_b), only_b=sorted(keys_b - keys_a))
+                            only_a=sorted(keys_a - keys_b), only_b=sorted(keys_b - keys_a),
+                            values=values)
         report.tensors = list(_pairs(ca, cb, [(k, k) for k in sorted(keys_a & keys_b)], values))
     return report
 
@@ -200,6 +245,7 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
 
     Raises:
         CheckpointNotFoundError, CorruptCheckpointError: if the checkpoint cannot be opened.
+        EmaError: the checkpoint holds no EMA shadow (there is nothing to compare).
 
     Example:
         >>> r = diff_ema("fixtures/linear_v2")  # doctest: +SKIP
@@ -211,7 +257,10 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         pairs = [(v.name, v.ema) for v in variables
                  if v.ema and (_keep(v.name, match) or _keep(v.ema, match))]
         shadows = [v for v in variables if v.role == "ema"]
-        report = DiffReport(a=ckpt.path, b=ckpt.path, mode="ema")
+        if not shadows and not any(v.ema for v in variables):
+            raise EmaError(f"{ckpt.path}: no EMA shadow in this checkpoint, so there is "
+                           "nothing to compare raw weights with (see 'ckpt list --role ema')")
+        report = DiffReport(a=ckpt.path, b=ckpt.path, mode="ema", values=values)
         if shadows:
             report.only_a = [v.name for v in variables
                              if v.role == "weight" and not v.ema and _keep(v.name, match)]
@@ -227,7 +276,8 @@ def _pairs(ca: Checkpoint, cb: Checkpoint, pairs, values: bool) -> Iterator[Tens
             yield _read_pair(ca, cb, name, other)
             continue
         ea, eb = ca.entry(name), cb.entry(other)
-        status = SHAPE if ea.shape != eb.shape else DTYPE if ea.dtype != eb.dtype else SAME
+        status = SHAPE if ea.shape != eb.shape else DTYPE if ea.dtype != eb.dtype \
+            else NOT_COMPARED
         yield TensorDiff(name=name, other=other, status=status, dtype_a=ea.dtype_name,
                          dtype_b=eb.dtype_name, shape_a=ea.shape, shape_b=eb.shape)
 

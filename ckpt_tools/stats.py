@@ -281,6 +281,13 @@ class StatsRecord:
     flags: tuple[str, ...] = ()
     error: str | None = None
 
+    def to_dict(self, path: str | None = None) -> dict:
+        """The ``ckpt stats --json`` record; ``path`` is the display name (object path)."""
+        return {"name": self.name, "key": self.name, "path": path, "role": self.role,
+                "dtype": self.dtype, "shape": list(self.shape),
+                "stats": self.stats.to_dict() if self.stats else None, "ema_of": self.ema_of,
+                "drift": json_float(self.drift), "flags": list(self.flags), "error": self.error}
+
 
 def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
                      drift_threshold: float = 0.5,

@@ -243,27 +243,27 @@ def test_verify_cli(v2, capsys):
     assert code == 4 and "checksum mismatch" in out and "1 problem found" in err
 
 
-def test_verify_progress_bar_appears_only_for_large_checkpoints():
+def test_one_progress_bar_appears_only_for_large_work(monkeypatch):
     import io
 
-    from rich.console import Console
-
-    from ckpt_tools.cli import verify as cli_verify
     from ckpt_tools.cli._output import Output
 
-    out, buf = Output(), io.StringIO()
-    out.err = Console(file=buf, force_terminal=True, width=80)
-    small = cli_verify._Bar(out, enabled=True)
-    small(0, 10)
-    small(10, 10)
-    small.close()
-    assert small.progress is None and buf.getvalue() == ""
-    total = cli_verify.PROGRESS_MIN_BYTES
-    big = cli_verify._Bar(out, enabled=True)
-    for done in (0, total // 2, total):
-        big(done, total)
-    assert big.progress.tasks[0].completed == total
-    big.close()
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    buf = io.StringIO()
+    monkeypatch.setattr("sys.stderr", buf)
+    out = Output()
+    with out.progress("verifying") as small:
+        small.update(0, 10)
+        small.update(10, 10)
+    assert small._bar is None and buf.getvalue() == ""
+    total = Output.PROGRESS_MIN_BYTES
+    with out.progress("verifying") as big:
+        for done in (0, total // 2, total):
+            big.update(done, total)
+        assert big._bar.tasks[0].completed == total
+    with Output(quiet=True).progress("baking", total) as off:
+        off.advance(total)
+    assert off._bar is None
     assert "verifying" in buf.getvalue()
 
 
@@ -367,16 +367,60 @@ def test_diff_shapes_dtypes_and_only_in(tmp_path):
 
 
 def test_diff_cli(corpus, capsys):
+    import re
+
     a, b = str(corpus / "v2" / "model.ckpt-1"), str(corpus / "v2" / "model.ckpt-2")
     code, out, _ = run_cli(["diff", a, b, "--json", "--changed-only", "--grep", "W*"], capsys)
     doc = json.loads(out)
     assert code == 0 and [t["name"] for t in doc["tensors"]] == ["W", "W/ExponentialMovingAverage"]
     code, out, _ = run_cli(["diff", a, "--ema"], capsys)
-    assert code == 0 and "W vs W/ExponentialMovingAverage" in out and "emb" in out
+    assert code == 0 and re.search(r"^W\s+W/ExponentialMovingAverage\s+changed", out, re.M)
+    assert "emb" in out
     code, out, _ = run_cli(["diff", a, b, "--no-values", "--json"], capsys)
     assert all(t["max_abs"] is None for t in json.loads(out)["tensors"])
     code, _, err = run_cli(["diff", a], capsys)
     assert code == 2 and "--ema" in err
+
+
+def test_diff_no_values_says_not_compared_never_same(corpus, capsys):
+    a, b = str(corpus / "v2" / "model.ckpt-1"), str(corpus / "v2" / "model.ckpt-2")
+    code, out, _ = run_cli(["diff", a, b, "--no-values", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["identical"] is None and doc["values"] is False
+    assert {t["status"] for t in doc["tensors"]} == {"not_compared"}
+    assert doc["counts"]["not_compared"] == len(doc["tensors"]) and doc["counts"]["same"] == 0
+    code, out, _ = run_cli(["diff", a, b, "--no-values"], capsys)
+    assert "not compared" in out and " same " not in out
+    # the values really differ: compared, they are not the same
+    assert json.loads(run_cli(["diff", a, b, "--json"], capsys)[1])["identical"] is False
+
+
+def test_diff_counts_do_not_depend_on_changed_only(corpus, capsys):
+    a, b = str(corpus / "v2" / "model.ckpt-1"), str(corpus / "v2" / "model.ckpt-2")
+    full = json.loads(run_cli(["diff", a, b, "--json"], capsys)[1])
+    only = json.loads(run_cli(["diff", a, b, "--json", "--changed-only"], capsys)[1])
+    assert full["counts"] == only["counts"] and len(only["tensors"]) < len(full["tensors"])
+    _, text_full, _ = run_cli(["diff", a, b], capsys)
+    _, text_only, _ = run_cli(["diff", a, b, "--changed-only"], capsys)
+    assert text_full.splitlines()[-1] == text_only.splitlines()[-1]
+
+
+def test_diff_ema_without_shadows_exits_6(corpus, capsys):
+    code, out, err = run_cli(["diff", str(FIXTURES / "linear_trainable_only"), "--ema"], capsys)
+    assert code == 6 and out == "" and "no EMA shadow" in err
+
+
+def test_diff_unreadable_tensor_exits_4_like_stats(v2, capsys):
+    with open_checkpoint(v2) as ckpt:
+        offset = ckpt.entry("b").offset
+    clean = str(v2) + "_clean"
+    shutil.copytree(v2, clean)
+    _flip(v2 / "model.ckpt-2.data-00000-of-00001", offset)
+    code, out, err = run_cli(["diff", clean, str(v2), "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 4 and doc["counts"]["unreadable"] == 1 and doc["identical"] is False
+    assert "checksum mismatch" in err
+    assert run_cli(["stats", str(v2)], capsys)[0] == 4
 
 
 @pytest.mark.skipif(not (FIXTURES / "towers_bn").is_dir(), reason="fixtures not generated")

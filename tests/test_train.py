@@ -17,7 +17,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from ckpt_tools.train.cli import register
 from ckpt_tools.train.common import NaNLossError, TrainConfig, TrainError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,8 +30,8 @@ BN_STATS = [f"conv{i}/BatchNorm/{n}" for i in (1, 2, 3) for n in ("moving_mean",
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
+    from ckpt_tools.cli import app  # the real `ckpt`: its error contract (error:, exit codes)
+
     return app
 
 
@@ -244,7 +243,7 @@ def test_nan_loss_exits_1_and_keeps_last_good_checkpoint(api, tmp_path):
     result = _invoke(*args)
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: loss is nan at step 5"), result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: loss is nan at step 5"), result.stderr
     assert "Traceback" not in result.output
     names = sorted(os.listdir(train_dir))
     assert not any("-5" in n or "-6" in n for n in names), names
@@ -285,21 +284,22 @@ def test_eval_cli_json_and_table(v1_run):
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["train", "--data", "{tmp}/nowhere"], 1, "not a directory"),
-        (["train", "--data", "{tmp}"], 1, "data_batch_1.bin"),
+        (["train", "--data", "{tmp}/nowhere"], 3, "not a directory"),
+        (["train", "--data", "{tmp}"], 3, "data_batch_1.bin"),
         (["train", "--train-dir", "{tmp}/empty", "--resume"], 1, "no checkpoint found"),
         (["train", "--max-to-keep", "0"], 2, ""),
         (["train", "--api", "caffe"], 2, ""),
-        (["eval", "{tmp}/missing.ckpt"], 1, "no such checkpoint"),
-        (["eval", "{tmp}"], 1, "no checkpoint found"),
+        (["eval", "{tmp}/missing.ckpt"], 3, "no such checkpoint"),
+        (["eval", "{tmp}"], 3, "holds no checkpoint"),
     ],
 )
 def test_cli_errors_are_one_line(args, code, message, tmp_path):
     result = _invoke(*[a.format(tmp=tmp_path) for a in args])
     assert result.exit_code == code, result.output
     assert "Traceback" not in result.output
-    if code == 1:
+    if code != 2:
         assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+        assert result.stderr.startswith("error: "), result.stderr
 
 
 def test_fresh_run_refuses_existing_checkpoints(v1_run):

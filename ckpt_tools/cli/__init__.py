@@ -13,10 +13,11 @@ import traceback
 from importlib import import_module
 
 import typer
+from typer import _click
 from typer.core import TyperGroup
 
-from ..errors import CheckpointError
-from ._output import Output
+from ..errors import CheckpointError, ExitCode, TensorFlowRequiredError
+from ._output import Output, clean
 from .inspect import list_command
 
 # Command name -> (module, function, help override). Loaded only when that command runs (or for
@@ -36,8 +37,9 @@ _LAZY = {
 
 
 class _Group(TyperGroup):
-    """Loads commands lazily, and turns errors into one stderr line and an exit code, for the
-    console script and for in-process callers (tests, ``CliRunner``) alike."""
+    """Loads commands lazily, prints usage errors through :class:`Output`, and turns errors into
+    one stderr line and an exit code, for the console script and in-process callers (tests,
+    ``CliRunner``) alike."""
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
         return [*super().list_commands(ctx), *_LAZY]
@@ -47,12 +49,35 @@ class _Group(TyperGroup):
         if command is None and name in _LAZY:
             module_name, function, help_name = _LAZY[name]
             module = import_module(module_name, __name__)
-            single = typer.Typer(context_settings={"help_option_names": ["-h", "--help"]})
+            single = typer.Typer(add_completion=False,
+                                 context_settings={"help_option_names": ["-h", "--help"]})
             single.command(name, help=getattr(module, help_name) if help_name else None)(
                 getattr(module, function))
             command = typer.main.get_command(single)
             self.commands[name] = command
         return command
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        if os.environ.get(COMPLETE_VAR):  # a completion request from the shell script
+            from typer._completion_classes import completion_init
+
+            completion_init()
+        try:
+            code = super().main(args, prog_name or "ckpt", complete_var,
+                                standalone_mode=False, **extra)
+            code = code if isinstance(code, int) else 0
+        except _click.exceptions.NoArgsIsHelpError as exc:
+            _click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
+            code = ExitCode.USAGE
+        except _click.ClickException as exc:  # usage errors: our format, escaped
+            code = _usage_error(exc)
+        except typer.Abort:
+            Output().error("interrupted")
+            code = EXIT_INTERRUPTED
+        if standalone_mode:
+            sys.exit(code)
+        return code
 
     def invoke(self, ctx: typer.Context):
         try:
@@ -62,12 +87,24 @@ class _Group(TyperGroup):
         except BrokenPipeError:
             raise  # handled by main(): `ckpt list … | head` is not an error
         except BaseException as exc:  # noqa: BLE001 - every failure gets the same treatment
-            if hasattr(exc, "show") and hasattr(exc, "exit_code"):
-                raise  # click's own usage errors (BadParameter...) print themselves
+            if isinstance(exc, _click.ClickException):
+                raise  # usage errors (BadParameter...) are printed by main()
             code = _report(exc)
             if code is None:
                 raise
             raise typer.Exit(code) from None
+
+
+def _usage_error(exc) -> int:
+    """Prints a click usage error as ``Usage:`` + hint + ``error: …`` (escaped); returns 2."""
+    out = Output()
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        out.stderr.write(clean(ctx.get_usage()) + "\n")
+        help_name = ctx.help_option_names[0] if ctx.help_option_names else "--help"
+        out.stderr.write(f"Try '{clean(ctx.command_path)} {help_name}' for help.\n")
+    out.error(exc.format_message())
+    return exc.exit_code if isinstance(exc.exit_code, int) else ExitCode.USAGE
 
 
 app = typer.Typer(
@@ -75,16 +112,63 @@ app = typer.Typer(
     name="ckpt",
     help="Inspect TensorFlow checkpoints without TensorFlow, and evaluate with their EMA weights.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=False,  # our own --install-completion/--show-completion SHELL (below)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 _state = {"debug": os.environ.get("CKPT_DEBUG", "") not in ("", "0")}
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        Output().line(f"ckpt {__version__}")
+        raise typer.Exit(0)
+
+
+SHELLS = ("bash", "zsh", "fish")
+COMPLETE_VAR = "_CKPT_COMPLETE"
+
+
+def _check_shell(value: str) -> str:
+    if value not in SHELLS:
+        raise typer.BadParameter(f"{value!r} is not one of: {', '.join(SHELLS)}")
+    return value
+
+
+def _show_completion(value: str | None) -> None:
+    if value:
+        from typer._completion_shared import get_completion_script
+
+        script = get_completion_script(prog_name="ckpt", complete_var=COMPLETE_VAR,
+                                       shell=_check_shell(value))
+        sys.stdout.write(script.rstrip("\n") + "\n")
+        raise typer.Exit(0)
+
+
+def _install_completion(value: str | None) -> None:
+    if value:
+        from typer._completion_shared import install
+
+        shell, path = install(shell=_check_shell(value), prog_name="ckpt",
+                              complete_var=COMPLETE_VAR)
+        Output().line(f"{shell} completion for ckpt installed in {path}; it takes effect in "
+                      "new shells")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
+    version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+    install_completion: str | None = typer.Option(
+        None, "--install-completion", metavar="bash|zsh|fish", callback=_install_completion,
+        is_eager=True, help="Install completion of commands, options and paths for this shell."),
+    show_completion: str | None = typer.Option(
+        None, "--show-completion", metavar="bash|zsh|fish", callback=_show_completion,
+        is_eager=True, help="Print the completion script for this shell."),
 ) -> None:
     if debug:
         _state["debug"] = True
@@ -93,16 +177,22 @@ def _root(
 app.command("list")(list_command)
 
 # Exit codes for failures that are not CheckpointErrors (documented in the README).
-EXIT_OS_ERROR = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 70
+EXIT_OS_ERROR = int(ExitCode.ERROR)
+EXIT_USAGE = int(ExitCode.USAGE)
+EXIT_INTERNAL = int(ExitCode.INTERNAL)
 EXIT_INTERRUPTED = 130
+#: What to run when TensorFlow is missing (README, "Exit codes and errors").
+TF_INSTALL = "pip install 'ckpt-tools[tf]' (or: pip install tensorflow-cpu)"
+_TF_MODULES = ("tensorflow", "keras", "tf_keras")
 
 
 def _report(exc: BaseException) -> int | None:
     """Prints ``exc`` as one line on stderr and returns its exit code (None: not ours)."""
     if isinstance(exc, SystemExit):
         return None
+    if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] in _TF_MODULES:
+        exc = TensorFlowRequiredError(f"this needs TensorFlow, which is not installed "
+                                      f"(no module {exc.name!r}): {TF_INSTALL}")
     if isinstance(exc, CheckpointError):
         message, code = str(exc), exc.exit_code
     elif isinstance(exc, KeyboardInterrupt):
@@ -118,7 +208,7 @@ def _report(exc: BaseException) -> int | None:
         return None
     if _state["debug"]:
         traceback.print_exception(type(exc), exc, exc.__traceback__)
-    Output().error(message.splitlines()[0] if message else "failed")
+    Output().error(message or "failed")  # escaped: a newline in a name cannot forge a line
     return code
 
 

@@ -1,19 +1,166 @@
-"""Option and argument types shared by several ``ckpt`` commands."""
+"""The ``ckpt`` vocabulary: options and arguments every command spells the same way.
+
+``--json``, ``--quiet``, ``--wide``, ``--grep GLOB`` / ``--regex RE`` (names), ``--format``
+(``--to`` is a hidden alias), ``--slots keep|drop``. README: "Options every command shares".
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import errno
+import fnmatch
+import os
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+if TYPE_CHECKING:
+    from ..checkpoint import Checkpoint
+    from ._output import Output
+
+def complete_path(incomplete: str) -> list[str]:
+    """Shell completion for checkpoint paths: files and directories (``dir/``) starting with
+    what was typed so far."""
+    import glob
+
+    found = sorted(glob.glob(glob.escape(os.path.expanduser(incomplete)) + "*"))
+    return [p + "/" if os.path.isdir(p) else p for p in found[:200]]
+
+
 PathArg = Annotated[
     str,
-    typer.Argument(
+    typer.Argument(autocompletion=complete_path,
         help="Checkpoint: a training directory (uses its 'checkpoint' state file), a prefix "
         "such as model.ckpt-1000, a .index, .data-*, or .meta file, a V1 file or shard, a "
         "SavedModel directory or its saved_model.pb, or a .keras/.h5 file.",
-        show_default=False,
+        show_default=False, metavar="PATH",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the data, no notes.")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="Print only the data: no titles, summaries or notes.")]
+WideOpt = Annotated[bool, typer.Option(
+    "--wide", "-w", help="Show names whole and every column, whatever the terminal width.")]
+GrepOpt = Annotated[list[str] | None, typer.Option(
+    "--grep", "-g", metavar="GLOB",
+    help="Only names matching this shell glob ('conv*/weights'; repeatable).")]
+RegexOpt = Annotated[list[str] | None, typer.Option(
+    "--regex", "-e", metavar="RE",
+    help="Only names where this regular expression matches ('Momentum$'; repeatable).")]
+ToOpt = Annotated[str | None, typer.Option("--to", hidden=True, help="Alias of --format.")]
+SLOTS = ("keep", "drop")
+
+
+def choice(value: str | None, allowed: Iterable[str], option: str) -> str | None:
+    """Returns ``value`` when it is one of ``allowed``.
+
+    Raises:
+        typer.BadParameter: otherwise (exit 2), naming the choices.
+    """
+    allowed = tuple(allowed)
+    if value is not None and value not in allowed:
+        raise typer.BadParameter(f"{value!r} is not one of: {', '.join(allowed)}",
+                                 param_hint=option)
+    return value
+
+
+def pick_format(fmt: str | None, to: str | None) -> str | None:
+    """Merges ``--format`` and its hidden alias ``--to``.
+
+    Raises:
+        typer.BadParameter: both given with different values.
+    """
+    if fmt and to and fmt != to:
+        raise typer.BadParameter(f"--to {to!r} contradicts --format {fmt!r} (--to is an "
+                                 "alias of --format)", param_hint="--format")
+    return fmt or to
+
+
+class NameFilter:
+    """``--grep GLOB`` and ``--regex RE``: a name is kept when any pattern matches its
+    checkpoint key or its display name (the object path of TF2/Keras keys).
+
+    Globs are always globs and regular expressions always regular expressions: no guessing
+    from the characters a pattern holds.
+
+    Raises:
+        typer.BadParameter: for an invalid regular expression (exit 2).
+    """
+
+    def __init__(self, grep: list[str] | None = None, regex: list[str] | None = None):
+        self.globs = list(grep or [])
+        self.regexes = []
+        for pattern in regex or []:
+            try:
+                self.regexes.append(re.compile(pattern))
+            except re.error as exc:
+                raise typer.BadParameter(f"invalid regular expression {pattern!r}: {exc}",
+                                         param_hint="--regex") from None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.globs or self.regexes)
+
+    def __call__(self, key: str, path: str | None = None) -> bool:
+        if not self.active:
+            return True
+        names = (key,) if not path or path == key else (key, path)
+        return any(fnmatch.fnmatchcase(n, g) for n in names for g in self.globs) or any(
+            rx.search(n) for n in names for rx in self.regexes)
+
+    def keys(self, ckpt: Checkpoint) -> list[str]:
+        """The checkpoint keys this filter keeps."""
+        names = display_names(ckpt)
+        return [k for k in ckpt.keys() if self(k, names.get(k))]
+
+    def as_globs(self, ckpt: Checkpoint) -> list[str] | None:
+        """The kept keys as exact-match globs, for library ``include=`` arguments (``None``
+        when no filter is given)."""
+        if not self.active:
+            return None
+        kept = [_glob_escape(k) for k in self.keys(ckpt)]
+        return kept or ["[]"]  # "[]" matches nothing: an empty selection stays empty
+
+
+def check_output_parent(path: str) -> None:
+    """Fails like the OS would (exit 1) when ``path`` goes through an existing file.
+
+    Raises:
+        NotADirectoryError: a parent of ``path`` is a file (``/tmp/blocker/out``).
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    while parent and not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if parent and not os.path.isdir(parent):
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+
+
+def _glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def display_names(ckpt: Checkpoint) -> dict[str, str]:
+    """``{key: display name}``: the object path of TF2/Keras keys, the key itself otherwise.
+
+    Every command shows these; ``--json`` gives the raw key as ``key`` beside it.
+    """
+    return {v.name: v.path or v.name for v in ckpt.variables()}
+
+
+def resolve(out: Output, path: str) -> str:
+    """The checkpoint ``path`` names, saying on stderr (once) which one a directory with
+    several candidates led to, so every command opens the same one and says so.
+
+    Raises:
+        CheckpointNotFoundError, CorruptCheckpointError: as :func:`open_checkpoint`.
+    """
+    from ..checkpoint import locate
+
+    if not os.path.isdir(path):
+        return path
+    location = locate(path)
+    if not location.choice:
+        return path
+    out.note(location.choice)
+    return location.prefix

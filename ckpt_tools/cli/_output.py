@@ -1,18 +1,172 @@
-"""All CLI printing goes through :class:`Output`: data to stdout, messages to stderr.
+"""The only printer of the ``ckpt`` command: tables, lines, messages, progress bars and JSON.
 
-Keeping errors, warnings and progress on stderr means ``ckpt … --json | jq`` always gets clean
-JSON on stdout.
+Rules every command gets from here, so no command has to remember them:
+
+* Data goes to stdout, messages (notes, warnings, errors, progress) to stderr, so
+  ``ckpt … --json | jq`` always gets clean JSON.
+* Text is never parsed as markup, and control characters in it (names, paths, messages, on
+  stdout and stderr alike) are shown escaped (``\\x1b``, ``\\n``): a checkpoint cannot drive the
+  terminal or forge a row.
+* Tables fit the terminal without breaking a cell mid-word: long names are shortened with a
+  middle ellipsis at ``/`` boundaries, lists with an ellipsis at the end, and low-priority columns
+  are hidden (with a note) when even that is not enough; ``wide`` shows everything whole. When
+  stdout is not a terminal every row is one line of aligned columns, so ``grep``/``awk``/``cut``
+  work.
+
+Tables and messages are plain text with ANSI colours (when the stream is a terminal and
+``NO_COLOR`` is unset); only the progress bar imports rich, and only when it is shown.
+``TTY_COMPATIBLE=1``/``0`` forces terminal/pipe behaviour, ``COLUMNS`` sets the width.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import sys
-from typing import TYPE_CHECKING, Any
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
 
-if TYPE_CHECKING:  # rich is imported on first use: `--json` output never needs it
-    from rich.console import Console
-    from rich.progress import Progress
+# C0/C1 controls, DEL, and invisible format characters that reorder or hide text (bidi
+# overrides, zero-width spaces).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def clean(text: object) -> str:
+    """Returns ``text`` as a string with control characters escaped (``\\x1b``, ``\\n``).
+
+    Example:
+        >>> clean("a\\nb\\x1b[2J")
+        'a\\\\nb\\\\x1b[2J'
+    """
+    s = text if isinstance(text, str) else str(text)
+    if not _CONTROL.search(s):
+        return s
+    return _CONTROL.sub(_escape_char, s)
+
+
+def _escape_char(m: re.Match) -> str:
+    c = m.group(0)
+    if c in _NAMED:
+        return _NAMED[c]
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def cell_len(text: str) -> int:
+    """Returns how many terminal columns ``text`` takes (wide CJK characters count 2)."""
+    if text.isascii():
+        return len(text)
+    n = 0
+    for c in text:
+        if unicodedata.combining(c):
+            continue
+        n += 2 if unicodedata.east_asian_width(c) in "WF" else 1
+    return n
+
+
+def _take(text: str, width: int, from_end: bool = False) -> str:
+    """The longest head (or tail) of ``text`` that fits in ``width`` columns."""
+    if cell_len(text) <= width:
+        return text
+    out, n = [], 0
+    for c in (reversed(text) if from_end else text):
+        w = cell_len(c)
+        if n + w > width:
+            break
+        out.append(c)
+        n += w
+    return "".join(reversed(out) if from_end else out)
+
+
+ELLIPSIS = "…"
+
+
+def shorten_middle(text: str, width: int) -> str:
+    """Shortens a name to ``width`` columns with ``…`` in the middle, cutting at ``/``.
+
+    The last path segments are kept whole when they fit (they say what the tensor is), the
+    first ones fill the rest.
+
+    Example:
+        >>> shorten_middle("tower_0/conv1/BatchNorm/moving_mean", 24)
+        'tower_0/…/moving_mean'
+    """
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    budget = width - 1
+    tail = None
+    for i, c in enumerate(text):  # the longest "/…" suffix that leaves room for a head
+        if c == "/" and i > 0 and cell_len(text[i:]) <= budget - min(4, budget // 2):
+            tail = text[i:]
+            break
+    if tail is None:
+        tail = _take(text, budget - budget // 2, from_end=True)
+    room = budget - cell_len(tail)
+    head = _take(text, room)
+    cut = head.rfind("/")
+    if cut > 0 and len(head) < len(text) and text[len(head)] != "/":
+        head = head[: cut + 1]  # end the head at a segment boundary too
+    return head + ELLIPSIS + tail
+
+
+def shorten_end(text: str, width: int) -> str:
+    """Shortens a list (``a,b,c``) to ``width`` columns with ``…`` at the end, at a comma."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    head = _take(text, width - 1)
+    cut = head.rfind(",")
+    if cut > 0:
+        head = head[: cut + 1]
+    return head + ELLIPSIS
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column.
+
+    Attributes:
+        name: header text.
+        justify: ``"left"`` or ``"right"``.
+        shrink: ``"middle"`` (names: middle ellipsis at ``/``), ``"end"`` (lists), or ``None``
+            (numbers, dtypes: never shortened).
+        min_width: narrowest a shrinking column may become.
+        hide: priority for hiding the column when the table cannot fit (0: never; the highest
+            goes first).
+    """
+
+    name: str
+    justify: str = "left"
+    shrink: str | None = None
+    min_width: int = 12
+    hide: int = 0
+
+
+Cell = str | tuple[str, str | None]
+_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "blue": "34",
+        "magenta": "35", "cyan": "36"}
+
+
+def _forced_tty() -> bool | None:
+    value = os.environ.get("TTY_COMPATIBLE", "")
+    return {"1": True, "0": False}.get(value)
+
+
+def _is_tty(stream: TextIO) -> bool:
+    forced = _forced_tty()
+    if forced is not None:
+        return forced
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Output:
@@ -20,105 +174,225 @@ class Output:
 
     Args:
         json_mode: print machine-readable JSON on stdout instead of tables.
-        quiet: suppress everything but the data itself (and errors).
+        quiet: print only the data itself: no titles, summaries or notes (warnings and errors
+            still go to stderr).
+        wide: never shorten names or hide columns, whatever the terminal width.
     """
 
-    def __init__(self, *, json_mode: bool = False, quiet: bool = False):
+    #: Show a progress bar only for work over this many bytes (and only on a terminal).
+    PROGRESS_MIN_BYTES = 64 << 20
+    GAP = "  "
+
+    def __init__(self, *, json_mode: bool = False, quiet: bool = False, wide: bool = False):
         self.json_mode = json_mode
         self.quiet = quiet
-        self._out: Console | None = None
-        self._err: Console | None = None
+        self.wide = wide
 
-    # Consoles are made on first use: JSON output never needs one.
+    # -- streams ----------------------------------------------------------------------------
     @property
-    def out(self) -> Console:
-        if self._out is None:
-            from rich.console import Console
-
-            self._out = Console(soft_wrap=False, highlight=False)
-            if not self._out.is_terminal:  # piped to a file or pager: not 80 columns
-                self._out = Console(soft_wrap=False, highlight=False, width=160)
-        return self._out
-
-    @out.setter
-    def out(self, console: Console) -> None:
-        self._out = console
+    def stdout(self) -> TextIO:
+        return sys.stdout  # looked up on each use: tests and pagers replace sys.stdout
 
     @property
-    def err(self) -> Console:
-        if self._err is None:
-            from rich.console import Console
+    def stderr(self) -> TextIO:
+        return sys.stderr
 
-            self._err = Console(stderr=True, highlight=False)
-        return self._err
+    @property
+    def is_terminal(self) -> bool:
+        """Whether stdout is a terminal (tables then fit its width)."""
+        return _is_tty(self.stdout)
 
-    @err.setter
-    def err(self, console: Console) -> None:
-        self._err = console
+    @property
+    def width(self) -> int:
+        """Columns available on stdout's terminal (``COLUMNS`` wins; at least 40)."""
+        try:
+            columns = int(os.environ.get("COLUMNS", ""))
+        except ValueError:
+            columns = shutil.get_terminal_size((100, 24)).columns
+        return max(40, columns)
 
+    def _paint(self, text: str, style: str | None, stream: TextIO) -> str:
+        if not style or os.environ.get("NO_COLOR") or not _is_tty(stream) \
+                or os.environ.get("TERM") == "dumb":
+            return text
+        codes = ";".join(_SGR[s] for s in style.split() if s in _SGR)
+        return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
+
+    def _write(self, stream: TextIO, text: str) -> None:
+        stream.write(text)
+        stream.flush()
+
+    # -- data on stdout ---------------------------------------------------------------------
     def json(self, data: Any) -> None:
-        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=_default) + "\n")
-        sys.stdout.flush()
+        """Prints ``data`` as one JSON document (control characters come out as ``\\u001b``)."""
+        self._write(self.stdout, json.dumps(data, indent=2, ensure_ascii=False,
+                                            default=_default) + "\n")
 
-    def print(self, *objects: Any, **kwargs: Any) -> None:
-        if not self.json_mode:
-            self.out.print(*objects, **kwargs)
+    def line(self, *segments: Cell) -> None:
+        """Prints one line of ``text`` or ``(text, style)`` segments (not in JSON mode)."""
+        if self.json_mode:
+            return
+        parts = []
+        for seg in segments:
+            text, style = (seg, None) if isinstance(seg, str) else seg
+            parts.append(self._paint(clean(text), style, self.stdout))
+        self._write(self.stdout, "".join(parts) + "\n")
 
-    # Above this many rows, or when stdout is not a terminal, tables are printed as plain
-    # aligned text: rich's layout costs ~1 ms a row (1,000 variables: over a second).
-    RICH_TABLE_MAX_ROWS = 500
+    def block(self, text: str, style: str | None = None) -> None:
+        """Prints multi-line text (``np.array2string`` output), each line escaped."""
+        for part in text.split("\n"):
+            self.line((part, style))
 
-    def table(self, title: str, columns: list[tuple[str, str]],
-              rows: list[list[tuple[str, str | None]]]) -> None:
-        """Prints a table of ``(text, style)`` cells; ``columns`` are ``(name, justify)``.
+    def table(self, title: str | Sequence[str] | None, columns: Sequence[Column],
+              rows: Sequence[Sequence[Cell]]) -> None:
+        """Prints a table; see the module docstring for how it fits the terminal.
 
-        Cell text is never parsed as markup, so names with ``[...]`` print as they are.
+        ``title`` lines are left out with ``quiet``; cells are ``text`` or ``(text, style)``.
         """
         if self.json_mode:
             return
-        if self.out.is_terminal and len(rows) <= self.RICH_TABLE_MAX_ROWS:
-            from rich.table import Table
-            from rich.text import Text
+        cells = [[(clean(c), None) if isinstance(c, str) else (clean(c[0]), c[1]) for c in row]
+                 for row in rows]
+        widths = [max([cell_len(col.name)] + [cell_len(r[i][0]) for r in cells])
+                  for i, col in enumerate(columns)]
+        shown = list(range(len(columns)))
+        if self.is_terminal and not self.wide:
+            shown, widths = _fit(columns, widths, self.width, len(self.GAP))
+            hidden = [columns[i].name for i in range(len(columns)) if i not in shown]
+            if hidden:
+                self.note(f"hidden at {self.width} columns: {', '.join(hidden)} (use --wide, "
+                          "or a wider terminal)")
+        lines = []
+        if title is not None and not self.quiet:
+            lines += [self._paint(clean(t), "bold", self.stdout)
+                      for t in ([title] if isinstance(title, str) else title)]
+        header = [(columns[i].name, "bold") for i in shown]
+        for row in [header, *cells]:
+            parts = []
+            for n, i in enumerate(shown):
+                text, style = row[i] if row is not header else header[n]
+                col, w = columns[i], widths[i]
+                if cell_len(text) > w:
+                    text = shorten_middle(text, w) if col.shrink == "middle" else \
+                        shorten_end(text, w)
+                pad = " " * (w - cell_len(text))
+                if n == len(shown) - 1 and col.justify != "right":
+                    pad = ""  # no trailing blanks
+                painted = self._paint(text, style, self.stdout)
+                parts.append(pad + painted if col.justify == "right" else painted + pad)
+            lines.append(self.GAP.join(parts).rstrip())
+        self._write(self.stdout, "\n".join(lines) + "\n")
 
-            t = Table(title=title, title_justify="left", box=None, header_style="bold",
-                      pad_edge=False)
-            for name, justify in columns:
-                t.add_column(name, justify=justify, overflow="fold")
-            for row in rows:
-                t.add_row(*(Text(text, style=style or "") for text, style in row))
-            self.out.print(t)
-            return
-        widths = [max([len(name)] + [len(row[i][0]) for row in rows])
-                  for i, (name, _) in enumerate(columns)]
-
-        def line(cells: list[str]) -> str:
-            parts = [c.rjust(w) if j == "right" else c.ljust(w)
-                     for c, w, (_, j) in zip(cells, widths, columns, strict=True)]
-            return "  ".join(parts).rstrip()
-
-        lines = [title, line([name for name, _ in columns])]
-        lines += [line([text for text, _ in row]) for row in rows]
-        sys.stdout.write("\n".join(lines) + "\n")
-
-    def info(self, message: str) -> None:
+    # -- messages on stderr -----------------------------------------------------------------
+    def note(self, message: str) -> None:
+        """An informational line on stderr (left out with ``quiet``)."""
         if not self.quiet:
-            self.err.print(message)
+            self._write(self.stderr, self._paint(clean(message), "dim", self.stderr) + "\n")
+
+    info = note
 
     def warning(self, message: str) -> None:
-        from rich.markup import escape  # messages quote code ("[ema.average(v) ...]")
-
-        self.err.print(f"[yellow]warning:[/] {escape(message)}", soft_wrap=True, emoji=False)
+        self._write(self.stderr, self._paint("warning:", "yellow", self.stderr) + " "
+                    + clean(message) + "\n")
 
     def error(self, message: str) -> None:
-        from rich.markup import escape
+        self._write(self.stderr, self._paint("error:", "red", self.stderr) + " "
+                    + clean(message) + "\n")
 
-        self.err.print(f"[red]error:[/] {escape(message)}", soft_wrap=True, markup=True,
-                       emoji=False)
+    def progress(self, label: str, total: int | None = None) -> ByteProgress:
+        """A byte progress bar on stderr; see :class:`ByteProgress`."""
+        return ByteProgress(self, label, total)
+
+
+def _fit(columns: Sequence[Column], natural: list[int], width: int,
+         gap: int) -> tuple[list[int], list[int]]:
+    """Chooses the shown columns and their widths so that a row fits ``width``."""
+    shown = list(range(len(columns)))
+    while True:
+        widths = list(natural)
+        total = sum(widths[i] for i in shown) + gap * (len(shown) - 1)
+        excess = total - width
+        shrinkable = [i for i in shown if columns[i].shrink]
+        while excess > 0:  # take a column from the widest shrinkable cell until it fits
+            room = [(widths[i] - max(columns[i].min_width, cell_len(columns[i].name)), i)
+                    for i in shrinkable]
+            best, i = max(room, default=(0, -1))
+            if best <= 0:
+                break
+            step = min(excess, max(1, best - max((r for r, j in room if j != i), default=0)))
+            widths[i] -= step
+            excess -= step
+        if excess <= 0:
+            return shown, widths
+        hideable = [i for i in shown if columns[i].hide]
+        if not hideable:
+            return shown, widths
+        shown.remove(max(hideable, key=lambda i: columns[i].hide))
+
+
+class ByteProgress:
+    """The one progress bar of the ``ckpt`` command: bytes done of a total, on stderr.
+
+    Shown only when stderr is a terminal, not in ``quiet``/``json`` mode, and when the total is
+    at least :attr:`Output.PROGRESS_MIN_BYTES` (small jobs finish before a bar would help).
+    Use as a context manager; call :meth:`advance` with bytes just done, or :meth:`update` with
+    bytes done so far and the total (when the total is known only once work starts).
+    """
+
+    def __init__(self, out: Output, label: str, total: int | None = None):
+        self.out, self.label = out, label
+        self.enabled = not out.quiet and not out.json_mode and _is_tty(out.stderr)
+        self.total = total
+        self.done = 0
+        self._bar = None
+        self._task = None
+
+    def __enter__(self) -> ByteProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def _start(self) -> bool:
+        if self._bar is not None:
+            return True
+        if not self.enabled or self.total is None or self.total < Output.PROGRESS_MIN_BYTES:
+            self.enabled = False
+            return False
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        self._bar = Progress("{task.description}", BarColumn(), DownloadColumn(),
+                             TimeRemainingColumn(), transient=True,
+                             console=Console(file=self.out.stderr, markup=False))
+        self._bar.start()
+        self._task = self._bar.add_task(clean(self.label), total=self.total)
+        return True
+
+    def advance(self, nbytes: int) -> None:
+        """Records ``nbytes`` more bytes done."""
+        self.done += nbytes
+        if self._start():
+            self._bar.update(self._task, completed=self.done)
+
+    def update(self, done: int, total: int | None = None) -> None:
+        """Records ``done`` bytes done so far (of ``total``, when given)."""
+        if total is not None:
+            self.total = total
+        self.done = done
+        if self._start():
+            self._bar.update(self._task, completed=done, total=self.total)
+
+    __call__ = advance
 
 
 def _default(obj: Any) -> Any:
     if isinstance(obj, tuple):
         return list(obj)
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
     if hasattr(obj, "tolist"):
         return obj.tolist()
     raise TypeError(f"cannot serialize {type(obj).__name__}")
@@ -132,36 +406,3 @@ def human_bytes(n: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
-
-
-class ByteProgress:
-    """A byte progress bar on stderr, shown only for work worth waiting for.
-
-    Use as a context manager; it yields a callback taking a byte count, or ``None`` when the
-    bar is off (small totals, ``--quiet``, ``--json``).
-    """
-
-    THRESHOLD = 256 * 1024 * 1024
-
-    def __init__(self, out: Output, total: int, label: str):
-        self.enabled = total >= self.THRESHOLD and not out.quiet and not out.json_mode
-        self.total = total
-        self.label = label
-        self.out = out
-        self.bar: Progress | None = None
-
-    def __enter__(self):
-        if not self.enabled:
-            return None
-        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-        self.bar = Progress("[progress.description]{task.description}", BarColumn(),
-                            DownloadColumn(), TimeRemainingColumn(), console=self.out.err,
-                            transient=True)
-        self.bar.start()
-        task = self.bar.add_task(self.label, total=self.total)
-        return lambda n: self.bar.advance(task, n)
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()

@@ -13,8 +13,8 @@ from typing import Annotated
 
 import typer
 
-from ._common import JsonOpt, QuietOpt
-from ._output import ByteProgress, Output, human_bytes
+from ._common import JsonOpt, QuietOpt, check_output_parent
+from ._output import Output, human_bytes
 
 
 def average_command(
@@ -58,14 +58,17 @@ def average_command(
     out = Output(json_mode=json_out, quiet=quiet)
     with open_checkpoint(inputs[-1]) as newest:
         total = sum(e.nbytes for e in newest.entries().values()) * len(inputs)
-    with ByteProgress(out, total, "averaging") as advance:
+    check_output_parent(out_dir)
+    with out.progress("averaging", total) as bar:
         result = average_checkpoints(inputs, out_dir, ema=ema, bake=bake, name=name,
-                                     overwrite=force, progress=advance)
+                                     overwrite=force, progress=bar.advance)
     if json_out:
         out.json(result.to_dict())
         return
+    if quiet:
+        return
     what = "EMA shadows" if ema else "float variables"
     baked = f", {len(result.baked)} plain names hold them" if result.baked else ""
-    out.print(f"wrote {result.prefix} ({human_bytes(result.nbytes)}): "
-              f"{len(result.averaged)} {what} averaged over {len(result.inputs)} checkpoints"
-              f"{baked}, {len(result.copied)} tensors copied from the newest", markup=False)
+    out.line("wrote ", (result.prefix, "bold"), f" ({human_bytes(result.nbytes)}): "
+             f"{len(result.averaged)} {what} averaged over {len(result.inputs)} checkpoints"
+             f"{baked}, {len(result.copied)} tensors copied from the newest")

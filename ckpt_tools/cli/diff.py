@@ -12,85 +12,118 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from ..diff import SAME, DiffReport, diff_checkpoints, diff_ema
-from ._common import JsonOpt, PathArg, QuietOpt
-from ._output import Output
-from .inspect import matcher
+from ..checkpoint import open_checkpoint
+from ..diff import NOT_COMPARED, SAME, DiffReport, diff_checkpoints, diff_ema
+from ..errors import CorruptCheckpointError
+from ._common import (
+    GrepOpt,
+    JsonOpt,
+    NameFilter,
+    PathArg,
+    QuietOpt,
+    RegexOpt,
+    WideOpt,
+    display_names,
+    resolve,
+)
+from ._output import Column, Output
 
 
 def diff_command(
     a: PathArg,
     b: Annotated[str | None, typer.Argument(
-        help="Second checkpoint (omit with --ema).", show_default=False)] = None,
+        help="Second checkpoint (omit with --ema).", show_default=False, metavar="[B]")] = None,
     ema: Annotated[bool, typer.Option(
         "--ema", help="Compare each variable of A with its EMA shadow instead.")] = False,
-    grep: Annotated[str | None, typer.Option(
-        "--grep", "-g", help="Only keys matching this glob or regular expression.")] = None,
+    grep: GrepOpt = None,
+    regex: RegexOpt = None,
     changed_only: Annotated[bool, typer.Option(
-        "--changed-only", help="Hide tensors that are bit-identical.")] = False,
-    no_values: Annotated[bool, typer.Option(
-        "--no-values", help="Compare names, shapes and dtypes only; read no tensor data.")
+        "--changed-only", help="List only tensors that differ (the counts still cover all).")
     ] = False,
+    no_values: Annotated[bool, typer.Option(
+        "--no-values", help="Compare names, shapes and dtypes only; read no tensor data "
+        "(values are reported as 'not compared').")] = False,
+    wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Show keys only in A or B, shape/dtype changes, and max-abs / relative L2 differences.
 
     The relative difference is ||B - A|| / ||A|| (for --ema: ||ema - raw|| / ||raw||).
-    Exits 0 whether or not the checkpoints differ.
+    Exits 0 whether or not the checkpoints differ; 4 when a tensor cannot be read; 6 for --ema
+    on a checkpoint without EMA shadows.
     """
     if ema == (b is not None):
         raise typer.BadParameter("give a second checkpoint B, or --ema to compare A with its "
                                  "own EMA shadows (not both)", param_hint="B")
-    out = Output(json_mode=json_out, quiet=quiet)
-    match = matcher(grep) if grep else None
-    if ema:
-        report = diff_ema(a, match=match, values=not no_values)
-    else:
-        report = diff_checkpoints(a, b, match=match, values=not no_values)
-    if changed_only:
-        report.tensors = [t for t in report.tensors if t.changed]
+    out = Output(json_mode=json_out, quiet=quiet, wide=wide)
+    names = NameFilter(grep, regex)
+    with open_checkpoint(resolve(out, a)) as ca:
+        paths = display_names(ca)
+        match = (lambda key: names(key, paths.get(key))) if names.active else None
+        if ema:
+            report = diff_ema(ca, match=match, values=not no_values)
+        else:
+            with open_checkpoint(resolve(out, b)) as cb:
+                paths = {**display_names(cb), **paths}
+                report = diff_checkpoints(ca, cb, match=match, values=not no_values)
     if json_out:
-        out.json(report.to_dict())
-        return
-    _print(out, report)
+        out.json(report.to_dict(changed_only=changed_only, paths=paths))
+    else:
+        _print(out, report, paths, changed_only)
+    bad = report.unreadable
+    if bad:
+        raise CorruptCheckpointError(f"{len(bad)} tensor(s) could not be read; first: "
+                                     f"{bad[0].error}")
 
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def _print(out: Output, report: DiffReport) -> None:
+_STYLE = {SAME: "dim", "changed": "yellow", "shape": "red", "dtype": "red", "unreadable": "red",
+          NOT_COMPARED: "dim"}
+
+
+def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only: bool) -> None:
     ema = report.mode == "ema"
-    title = f"{report.a}: raw vs EMA" if ema else f"A = {report.a}\nB = {report.b}"
-    table = Table(title=title, title_justify="left", box=None, header_style="bold",
-                  pad_edge=False)
-    for col in ("name", "status", "shape", "dtype", "max |Δ|", "rel L2"):
-        table.add_column(col, overflow="fold" if col == "name" else "ellipsis",
-                         justify="right" if col in ("max |Δ|", "rel L2") else "left")
-    style = {SAME: "dim", "changed": "yellow", "shape": "red", "dtype": "red",
-             "unreadable": "red"}
+    title = [f"{report.a}: raw vs EMA"] if ema else [f"A = {report.a}", f"B = {report.b}"]
+    rows = []
     for t in report.tensors:
+        if t.error:
+            out.warning(t.error)
+        if changed_only and not t.changed:
+            continue
         shape = str(list(t.shape_a)) if t.shape_a == t.shape_b else \
             f"{list(t.shape_a)} → {list(t.shape_b)}"
         dtype = t.dtype_a if t.dtype_a == t.dtype_b else f"{t.dtype_a} → {t.dtype_b}"
-        name = f"{t.name} [dim]vs {escape(t.other)}[/]" if ema else escape(t.name)
-        table.add_row(name, f"[{style.get(t.status, 'white')}]{t.status}[/]", shape, dtype,
-                      _fmt(t.max_abs), _fmt(t.rel_l2))
-        if t.error:
-            out.warning(t.error)
-    out.print(table)
+        name = paths.get(t.name, t.name)
+        row = [name] + ([paths.get(t.other, t.other)] if ema else [])
+        status = "not compared" if t.status == NOT_COMPARED else t.status
+        rows.append([*row, (status, _STYLE.get(t.status)), shape, dtype, _fmt(t.max_abs),
+                     _fmt(t.rel_l2)])
+    columns = [Column("raw" if ema else "name", shrink="middle", min_width=20)]
+    if ema:
+        columns.append(Column("EMA shadow", shrink="middle", min_width=16))
+    columns += [Column("status"), Column("shape", hide=2), Column("dtype", hide=1),
+                Column("max |Δ|", "right"), Column("rel L2", "right")]
+    out.table(title, columns, rows)
     label_a, label_b = ("weights without a shadow", "shadows of unsaved variables") if ema \
         else ("only in A", "only in B")
     for label, names in ((label_a, report.only_a), (label_b, report.only_b)):
         if names:
-            out.print(f"\n[bold]{label}[/] ({len(names)}):")
+            out.line("")
+            out.line((label, "bold"), f" ({len(names)}):")
             for name in names:
-                out.print(f"  {escape(name)}")
+                out.line(f"  {paths.get(name, name)}")
     if not out.quiet:
-        changed = sum(1 for t in report.tensors if t.changed)
-        out.print(f"\n{len(report.tensors)} compared, {changed} differ, "
-                  f"{len(report.only_a)} {label_a}, {len(report.only_b)} {label_b}")
+        c = report.counts()
+        values = (f"{c['compared']} compared, {c['same']} same, {c['differ']} differ"
+                  if report.values else
+                  f"{c['not_compared']} values not compared (--no-values), {c['differ']} differ "
+                  "in shape or dtype")
+        out.line("")
+        out.line(f"{c['paired']} paired: {values}"
+                 + (f", {c['unreadable']} unreadable" if c["unreadable"] else "")
+                 + f"; {c['only_a']} {label_a}, {c['only_b']} {label_b}")

@@ -14,25 +14,46 @@ from typing import Annotated
 import typer
 
 from ..checkpoint import open_checkpoint
-from ._common import JsonOpt, PathArg, QuietOpt
-from ._output import ByteProgress, Output, human_bytes
+from ..errors import OutputError
+from ._common import (
+    GrepOpt,
+    JsonOpt,
+    NameFilter,
+    PathArg,
+    QuietOpt,
+    RegexOpt,
+    ToOpt,
+    WideOpt,
+    check_output_parent,
+    choice,
+    pick_format,
+    resolve,
+)
+from ._output import Output, human_bytes
 from .ema import ApplyOrderOpt, check_apply_order
+
+FORMATS = ("npz", "safetensors", "h5")
+_EXTENSIONS = {".npz": "npz", ".safetensors": "safetensors", ".h5": "h5", ".hdf5": "h5"}
 
 
 def export_command(
     path: PathArg,
     out_path: Annotated[str, typer.Option(
         "--out", "-o", help="Output file (.npz, .safetensors or .h5).", show_default=False)],
-    to: Annotated[str | None, typer.Option(
-        "--to", help="Format: npz, safetensors or h5 (default: from the --out extension).")
-    ] = None,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", metavar="npz|safetensors|h5",
+        help="Output format (default: from the --out extension).")] = None,
+    to: ToOpt = None,
     ema: Annotated[bool | None, typer.Option(
         "--ema/--raw", help="Export averaged (default when the checkpoint has EMA shadows) or "
         "raw weights.", show_default=False)] = None,
-    include: Annotated[list[str] | None, typer.Option(
-        "--include", help="Only weights matching this glob (repeatable).")] = None,
+    grep: GrepOpt = None,
+    regex: RegexOpt = None,
     exclude: Annotated[list[str] | None, typer.Option(
-        "--exclude", help="Leave out weights matching this glob (repeatable).")] = None,
+        "--exclude", metavar="GLOB", help="Leave out weights matching this glob (repeatable).")
+    ] = None,
+    include: Annotated[list[str] | None, typer.Option(
+        "--include", hidden=True, help="Alias of --grep.")] = None,
     rename: Annotated[list[str] | None, typer.Option(
         "--rename", help="Prefix rule 'old/=new/' for output names (repeatable; first wins).")
     ] = None,
@@ -44,6 +65,7 @@ def export_command(
     apply_order: ApplyOrderOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")
                      ] = False,
+    wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -52,22 +74,37 @@ def export_command(
     Writes the EMA values by default when the checkpoint has shadows, so converters to
     PyTorch/ONNX pick up the weights that evaluate best.
     """
-    from ..export import export_weights
+    from ..export import export_weights, parse_rename
 
-    out = Output(json_mode=json_out, quiet=quiet)
-    with open_checkpoint(path) as ckpt:
+    out = Output(json_mode=json_out, quiet=quiet, wide=wide)
+    fmt = choice(pick_format(fmt, to), FORMATS, "--format")
+    if fmt is None:
+        ext = next((e for e in _EXTENSIONS if out_path.endswith(e)), None)
+        if ext is None:
+            raise typer.BadParameter(f"cannot tell the format of {out_path!r} from its "
+                                     "extension; name a .npz, .safetensors or .h5 file, or pass "
+                                     "--format npz|safetensors|h5", param_hint="--out")
+        fmt = _EXTENSIONS[ext]
+    try:
+        parse_rename(rename)
+    except OutputError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--rename") from None
+    check_output_parent(out_path)
+    with open_checkpoint(resolve(out, path)) as ckpt:
+        names = NameFilter([*(grep or []), *(include or [])], regex)
         total = sum(e.nbytes for e in ckpt.entries().values())
-        with ByteProgress(out, total, "exporting") as advance:
-            result = export_weights(ckpt, out_path, fmt=to, ema=ema, include=include,
-                                    exclude=exclude, rename=rename, overwrite=force,
-                                    progress=advance, ema_name=ema_name,
-                                    allow_missing=allow_missing,
+        with out.progress("exporting", total) as bar:
+            result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,
+                                    include=names.as_globs(ckpt), exclude=exclude,
+                                    rename=rename, overwrite=force, progress=bar.advance,
+                                    ema_name=ema_name, allow_missing=allow_missing,
                                     apply_order=check_apply_order(apply_order))
     for w in result.warnings:
         out.warning(w)
     if json_out:
         out.json({"output": result.path, "format": result.format, "tensors": result.tensors,
                   "averaged": list(result.averaged), "bytes": result.nbytes})
-        return
-    out.print(f"wrote [bold]{result.path}[/] ({result.format}, {human_bytes(result.nbytes)}): "
-              f"{len(result.tensors)} weights, {len(result.averaged)} with EMA values")
+    elif not quiet:
+        out.line("wrote ", (result.path, "bold"), f" ({result.format}, "
+                 f"{human_bytes(result.nbytes)}): {len(result.tensors)} weights, "
+                 f"{len(result.averaged)} with EMA values")

@@ -16,14 +16,22 @@ from typing import Annotated
 
 import numpy as np
 import typer
-from rich.markup import escape
-from rich.table import Table
 
 from ..checkpoint import Checkpoint, open_checkpoint
-from ..errors import CorruptCheckpointError
+from ..errors import CorruptCheckpointError, VariableNotFoundError
 from ..stats import StatsRecord, TensorStats, checkpoint_stats, json_float, select_keys
-from ._common import JsonOpt, PathArg, QuietOpt
-from ._output import Output
+from ._common import (
+    GrepOpt,
+    JsonOpt,
+    NameFilter,
+    PathArg,
+    QuietOpt,
+    RegexOpt,
+    WideOpt,
+    display_names,
+    resolve,
+)
+from ._output import Column, Output
 
 _SPARK = "▁▂▃▄▅▆▇█"
 FullOpt = Annotated[bool, typer.Option("--full", help="Print every value, not a summary.")]
@@ -138,60 +146,75 @@ def _clean(data):
 
 def show_command(
     path: PathArg,
-    names: Annotated[list[str], typer.Argument(
-        help="Tensor keys, TF2 object paths, or globs ('conv*/weights').", show_default=False)],
+    names: Annotated[list[str] | None, typer.Argument(
+        help="Tensor keys, TF2 object paths, or globs ('conv*/weights').", show_default=False,
+        metavar="NAME...")] = None,
+    regex: RegexOpt = None,
     full: FullOpt = False,
     precision: PrecisionOpt = 4,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Print values (NumPy style, truncated) and statistics of one or more tensors."""
+    """Print values (NumPy style, truncated) and statistics of one or more tensors.
+
+    NAMEs are keys, object paths or globs (like --grep); --regex selects by regular expression.
+    """
     out = Output(json_mode=json_out, quiet=quiet)
-    with open_checkpoint(path) as ckpt:
-        keys = select_keys(ckpt, names)
+    if not names and not regex:
+        raise typer.BadParameter("name at least one tensor (NAME or --regex RE)",
+                                 param_hint="NAME")
+    with open_checkpoint(resolve(out, path)) as ckpt:
+        keys = select_keys(ckpt, names) if names else []
+        if regex:
+            picked = NameFilter(None, regex).keys(ckpt)
+            if not picked:
+                raise VariableNotFoundError(f"{ckpt.path}: no variable matches --regex "
+                                            f"{' / '.join(regex)!r}")
+            keys += [k for k in picked if k not in keys]
+        shown = display_names(ckpt)
         docs = []
         for key in keys:
             record = next(checkpoint_stats(ckpt, [key], strict=True))
             value = ckpt.tensor(key)
             if json_out:
-                docs.append({**_record_json(record), **values_json(value, full=full)})
+                docs.append({**record.to_dict(_path(shown, key)),
+                             **values_json(value, full=full)})
                 continue
-            _print_one(out, ckpt, record, value, full, precision)
+            _print_one(out, ckpt, record, value, full, precision, shown)
         if json_out:
             out.json({"checkpoint": ckpt.path, "tensors": docs})
 
 
+def _path(shown: dict[str, str], key: str) -> str | None:
+    path = shown.get(key)
+    return path if path and path != key else None
+
+
 def _print_one(out: Output, ckpt: Checkpoint, record: StatsRecord, value: np.ndarray,
-               full: bool, precision: int) -> None:
+               full: bool, precision: int, shown: dict[str, str]) -> None:
     entry = ckpt.entry(record.name)
-    out.print(f"[bold]{escape(record.name)}[/]  {entry.dtype_name} {list(entry.shape)}  "
-              f"[dim]{record.role}[/]")
+    out.line((shown.get(record.name, record.name), "bold"),
+             f"  {entry.dtype_name} {list(entry.shape)}  ", (record.role, "dim"))
     if not out.quiet:
         for line in _stats_lines(record.stats, precision):
-            out.print("  " + line, highlight=False)
+            out.line("  " + line)
         if record.drift is not None:
-            out.print(f"  EMA drift from {escape(record.ema_of or '')}: {record.drift:.4g}")
-    out.print(format_values(value, full=full, precision=precision), highlight=False,
-              markup=False)
-    out.print("")
-
-
-def _record_json(record: StatsRecord) -> dict:
-    return {"name": record.name, "role": record.role, "dtype": record.dtype,
-            "shape": list(record.shape), "stats": record.stats.to_dict() if record.stats else None,
-            "ema_of": record.ema_of, "drift": json_float(record.drift),
-            "flags": list(record.flags), "error": record.error}
+            of = record.ema_of or ""
+            out.line(f"  EMA drift from {shown.get(of, of)}: {record.drift:.4g}")
+    out.block(format_values(value, full=full, precision=precision))
+    out.line("")
 
 
 def stats_command(
     path: PathArg,
-    grep: Annotated[str | None, typer.Option(
-        "--grep", "-g", help="Only tensors whose name matches this glob or regex.")] = None,
+    grep: GrepOpt = None,
+    regex: RegexOpt = None,
     drift: Annotated[float, typer.Option(
         "--drift", min=0.0, help="Flag EMA shadows whose relative L2 distance from their raw "
         "variable exceeds this.")] = 0.5,
     flagged: Annotated[bool, typer.Option(
         "--flagged", help="Show only tensors with NaN/Inf, drift, or read errors.")] = False,
+    wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -200,53 +223,51 @@ def stats_command(
     Exits 4 if a tensor cannot be read (checksum mismatch, truncated data); NaN/Inf and drift
     are reported but do not change the exit code.
     """
-    from .inspect import matcher
-
-    out = Output(json_mode=json_out, quiet=quiet)
-    match = matcher(grep) if grep else None
-    with open_checkpoint(path) as ckpt:
-        names = [k for k in ckpt.keys() if match is None or match(k)]
-        records, errors = [], []
-        table = _stats_table(ckpt)
-        for record in checkpoint_stats(ckpt, names, drift_threshold=drift):
-            if record.error:
-                errors.append(record.error)
-                out.warning(record.error)
-            if flagged and not record.flags:
-                continue
-            if json_out:
-                records.append(_record_json(record))
-            else:
-                _add_row(table, record)
+    out = Output(json_mode=json_out, quiet=quiet, wide=wide)
+    match = NameFilter(grep, regex)
+    with open_checkpoint(resolve(out, path)) as ckpt:
+        shown = display_names(ckpt)
+        names = [k for k in ckpt.keys() if match(k, shown.get(k))]
+        entries = ckpt.entries()
+        records, rows, errors = [], [], []
+        total = sum(entries[k].nbytes for k in names)
+        with out.progress("statistics", total) as bar:
+            for record in checkpoint_stats(ckpt, names, drift_threshold=drift):
+                bar.advance(entries[record.name].nbytes)
+                if record.error:
+                    errors.append(record.error)
+                    out.warning(record.error)
+                if flagged and not record.flags:
+                    continue
+                if json_out:
+                    records.append(record.to_dict(_path(shown, record.name)))
+                else:
+                    rows.append(_row(record, shown))
         if json_out:
             out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records})
         else:
-            out.print(table)
+            out.table(f"{ckpt.path} ({ckpt.format})", _STATS_COLUMNS, rows)
     if errors:
         raise CorruptCheckpointError(f"{len(errors)} tensor(s) could not be read; first: "
                                      f"{errors[0]}")
 
 
-def _stats_table(ckpt: Checkpoint) -> Table:
-    table = Table(title=f"{ckpt.path} ({ckpt.format})", title_justify="left", box=None,
-                        header_style="bold", pad_edge=False)
-    numeric = ("min", "max", "mean", "std", "drift")
-    for col in ("name", "dtype", "shape", *numeric[:4], "nan/inf", "histogram", "drift", "flags"):
-        table.add_column(col, overflow="fold" if col == "name" else "ellipsis",
-                         justify="right" if col in numeric else "left")
-    return table
+_STATS_COLUMNS = [
+    Column("name", shrink="middle", min_width=24), Column("dtype", hide=2), Column("shape"),
+    Column("min", "right"), Column("max", "right"), Column("mean", "right", hide=3),
+    Column("std", "right", hide=4), Column("nan/inf"), Column("histogram", hide=5),
+    Column("drift", "right"), Column("flags", shrink="end", min_width=8)]
 
 
-def _add_row(table: Table, r: StatsRecord) -> None:
+def _row(r: StatsRecord, shown: dict[str, str]) -> list:
     flags = ", ".join(r.flags)
     style = "red" if r.error or "nan" in r.flags or "inf" in r.flags else "yellow"
-    flags_text = f"[{style}]{escape(flags)}[/]" if flags else ""
+    name = shown.get(r.name, r.name)
     if r.stats is None:
-        table.add_row(escape(r.name), r.dtype, str(list(r.shape)), "-", "-", "-", "-", "-", "",
-                      "", flags_text)
-        return
+        return [name, r.dtype, str(list(r.shape)), "-", "-", "-", "-", "-", "", "",
+                (flags, style)]
     s = r.stats
     bad = f"{s.nan}/{s.inf}" if s.nan or s.inf else ""
-    table.add_row(escape(r.name), r.dtype, str(list(r.shape)), _num(s.min), _num(s.max),
-                  _num(s.mean), _num(s.std), bad, sparkline(s.histogram),
-                  "" if r.drift is None else f"{r.drift:.3g}", flags_text)
+    return [name, r.dtype, str(list(r.shape)), _num(s.min), _num(s.max), _num(s.mean),
+            _num(s.std), bad, sparkline(s.histogram), "" if r.drift is None else f"{r.drift:.3g}",
+            (flags, style)]

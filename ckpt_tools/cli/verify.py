@@ -9,41 +9,11 @@ Examples::
 from __future__ import annotations
 
 import typer
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ..errors import CorruptCheckpointError
 from ..verify import VerifyReport, verify
-from ._common import JsonOpt, PathArg, QuietOpt
+from ._common import JsonOpt, PathArg, QuietOpt, resolve
 from ._output import Output, human_bytes
-
-#: Show a progress bar only when there is this much data to checksum (and stderr is a TTY).
-PROGRESS_MIN_BYTES = 64 << 20
-
-
-class _Bar:
-    """A rich progress bar on stderr that appears once the work is known to be large."""
-
-    def __init__(self, out: Output, enabled: bool):
-        self.out, self.enabled = out, enabled
-        self.progress: Progress | None = None
-        self.task = None
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled:
-            return
-        if self.progress is None:
-            if total < PROGRESS_MIN_BYTES:
-                self.enabled = False
-                return
-            self.progress = Progress(TextColumn("verifying"), BarColumn(), DownloadColumn(),
-                                     TimeRemainingColumn(), console=self.out.err, transient=True)
-            self.progress.start()
-            self.task = self.progress.add_task("verify", total=total)
-        self.progress.update(self.task, completed=done)
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
 
 
 def verify_command(path: PathArg, json_out: JsonOpt = False, quiet: QuietOpt = False) -> None:
@@ -53,11 +23,8 @@ def verify_command(path: PathArg, json_out: JsonOpt = False, quiet: QuietOpt = F
     Exits 0 when the checkpoint is intact and 4 when any problem is found.
     """
     out = Output(json_mode=json_out, quiet=quiet)
-    bar = _Bar(out, enabled=not json_out and not quiet and out.err.is_terminal)
-    try:
-        report = verify(path, progress=bar)
-    finally:
-        bar.close()
+    with out.progress("verifying") as bar:
+        report = verify(resolve(out, path), progress=bar.update)
     if json_out:
         out.json(report.to_dict())
     else:
@@ -68,13 +35,13 @@ def verify_command(path: PathArg, json_out: JsonOpt = False, quiet: QuietOpt = F
 
 def _print(out: Output, report: VerifyReport) -> None:
     for problem in report.problems:
-        out.print(f"[red]✗[/] {problem}", markup=True, soft_wrap=True, highlight=False)
+        out.line(("✗", "red"), f" {problem}")
     size = human_bytes(report.bytes) if report.format == "v2" else "values"
     if report.ok:
         if not out.quiet:
             files = len(report.files)
-            out.print(f"[green]✓[/] {report.path} ({report.format}): {report.tensors} tensors, "
-                      f"{size} in {files} file{'s' if files != 1 else ''} verified")
+            out.line(("✓", "green"), f" {report.path} ({report.format}): {report.tensors} "
+                     f"tensors, {size} in {files} file{'s' if files != 1 else ''} verified")
         return
     n = len(report.problems)
     out.error(f"{report.path}: {n} problem{'s' if n != 1 else ''} found "

@@ -16,7 +16,7 @@ are imported inside the command functions (:func:`.common.load_trainer`).
 from __future__ import annotations
 
 import contextlib
-import json
+import os
 from collections.abc import Iterator
 from dataclasses import asdict
 from enum import Enum
@@ -25,7 +25,17 @@ from typing import Annotated
 import typer
 
 from . import distributed
-from .common import DEFAULT_EMA_DECAY, TrainConfig, TrainError, first_line, load_trainer
+from ..cli._common import resolve
+from ..cli._output import Column, Output
+from ..errors import CheckpointError, CheckpointNotFoundError, ExitCode
+from .common import (
+    DEFAULT_EMA_DECAY,
+    DataError,
+    TrainConfig,
+    TrainError,
+    first_line,
+    load_trainer,
+)
 from .data import resolve_data_dir
 from .devices import quiet_tensorflow
 
@@ -63,23 +73,31 @@ EVAL_HELP = (
 )
 
 
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    # One line on stderr, no traceback: what scripts and humans both can read.
-    typer.echo(f"Error: {message}", err=True)
-    return typer.Exit(code)
+class RunError(CheckpointError):
+    """A training or evaluation run cannot start, or had to stop (exit 1)."""
+
+
+class DataNotFoundError(CheckpointError):
+    """--data does not point at the CIFAR-10 binary batches (exit 3, like a missing file)."""
+
+    exit_code = ExitCode.NOT_FOUND
 
 
 @contextlib.contextmanager
-def _one_line_errors() -> Iterator[None]:
-    """Turn the errors a user can cause into ``Error: ...`` + exit 1; let bugs raise."""
+def _errors() -> Iterator[None]:
+    """Turns the errors a user can cause into :class:`CheckpointError`s, which ``ckpt`` prints
+    as one ``error:`` line with the README's exit code; a missing TensorFlow (ImportError)
+    becomes exit 8 there too. Bugs still raise."""
     try:
         yield
-    except (TrainError, OSError) as exc:
-        raise _fail(str(exc)) from None
+    except DataError as exc:
+        raise DataNotFoundError(str(exc)) from None
+    except TrainError as exc:
+        raise RunError(str(exc)) from None
     except Exception as exc:
         if not type(exc).__module__.startswith("tensorflow"):  # e.g. tf.errors.OpError
             raise
-        raise _fail(f"TensorFlow: {first_line(exc)}") from None
+        raise RunError(f"TensorFlow: {first_line(exc)}") from None
 
 
 _NUM_GPUS_HELP = (
@@ -118,7 +136,7 @@ DataOpt = Annotated[str | None, typer.Option(help=_DATA_HELP)]
 StrategyOpt = Annotated[Strategy, typer.Option(help=_STRATEGY_HELP)]
 BenchOpt = Annotated[bool, typer.Option("--benchmark", help=_BENCH_HELP)]
 BenchStepsOpt = Annotated[int, typer.Option(min=5, help="Steps per device count (--benchmark).")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no notes.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 NanOpt = Annotated[int | None, typer.Option(hidden=True, help="Poison the inputs of step N.")]
 
@@ -174,12 +192,13 @@ def train_command(
         debug_nan_at_step=debug_nan_at_step,
         progress=not quiet and not json_output,
     )
-    with _one_line_errors():
+    out = Output(json_mode=json_output, quiet=quiet)
+    with _errors():
         cfg.validate()
         if data is not None:  # fail on a bad --data before paying for the TensorFlow import
             resolve_data_dir(data)
         if benchmark:
-            _print_benchmark(api.value, cfg, benchmark_steps, json_output)
+            _print_benchmark(out, api.value, cfg, benchmark_steps)
             return
         dist = distributed.DistOptions(
             api.value, ps_hosts, worker_hosts, job_name, task_index, sync_replicas,
@@ -192,12 +211,12 @@ def train_command(
         else:
             result = load_trainer(api.value)(cfg)
     if json_output:
-        typer.echo(json.dumps(asdict(result)))
+        out.json(asdict(result))
         return
     if not result.steps_run:
-        typer.echo(f"{result.checkpoint}  global_step={result.global_step} >= --max-steps: done")
+        out.line(f"{result.checkpoint}  global_step={result.global_step} >= --max-steps: done")
         return
-    typer.echo(
+    out.line(
         f"{result.checkpoint}  global_step={result.global_step}  "
         f"loss={_fmt(result.final_loss)}  {result.examples_per_sec:,.0f} examples/sec "
         f"on {result.num_devices} device(s)"
@@ -208,28 +227,18 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
 
 
-def _print_benchmark(api: str, cfg: TrainConfig, steps: int, json_output: bool) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
+def _print_benchmark(out: Output, api: str, cfg: TrainConfig, steps: int) -> None:
     from .benchmark import benchmark
 
     rows = benchmark(api, cfg, steps)
-    if json_output:
-        typer.echo(json.dumps([row.to_dict() for row in rows]))
+    if out.json_mode:
+        out.json([row.to_dict() for row in rows])
         return
-    table = Table(title=f"--api {api}, batch {cfg.batch_size}/device, {steps} steps")
-    for column in ("devices", "global batch", "examples/sec", "sec/step", "speed-up"):
-        table.add_column(column, justify="right")
-    for row in rows:
-        table.add_row(
-            str(row.devices),
-            str(row.global_batch),
-            f"{row.examples_per_sec:,.0f}",
-            f"{row.step_time:.4f}",
-            f"{row.speedup:.2f}x",
-        )
-    Console().print(table)
+    out.table(f"--api {api}, batch {cfg.batch_size}/device, {steps} steps",
+              [Column(c, "right") for c in ("devices", "global batch", "examples/sec",
+                                            "sec/step", "speed-up")],
+              [[str(row.devices), str(row.global_batch), f"{row.examples_per_sec:,.0f}",
+                f"{row.step_time:.4f}", f"{row.speedup:.2f}x"] for row in rows])
 
 
 CheckpointArg = Annotated[
@@ -251,33 +260,33 @@ def eval_command(
     num_examples: NumExamplesOpt = 0,
     batch_size: EvalBatchOpt = 500,
     json_output: JsonOpt = False,
+    quiet: QuietOpt = False,
 ) -> None:
     """Report test accuracy with raw weights and with EMA weights, side by side."""
-    with _one_line_errors():
+    out = Output(json_mode=json_output, quiet=quiet)
+    # The same pick as every other command (and one note when a directory offers several).
+    path = resolve(out, checkpoint)
+    if not os.path.isdir(path) and not os.path.exists(path) \
+            and not os.path.exists(path + ".index"):
+        raise CheckpointNotFoundError(f"{path}: no such checkpoint prefix, Keras file or "
+                                      "directory")
+    with _errors():
         if data is not None:
             resolve_data_dir(data)
         quiet_tensorflow()
         from .evaluate import evaluate
 
-        result = evaluate(checkpoint, data, num_examples, batch_size)
+        result = evaluate(path, data, num_examples, batch_size)
     if json_output:
-        typer.echo(json.dumps(result.to_dict()))
+        out.json(result.to_dict())
         return
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    console.print(
-        f"{result.checkpoint}  [dim]api={result.api} global_step={result.global_step} "
-        f"test examples={result.num_examples} data={result.data}[/dim]"
-    )
-    table = Table()
-    table.add_column("weights")
-    table.add_column("accuracy", justify="right")
-    table.add_row("raw", f"{result.raw_accuracy:.4f}")
-    table.add_row("EMA", f"{result.ema_accuracy:.4f}")
-    table.add_row("EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}")
-    console.print(table)
+    if not quiet:
+        out.line(result.checkpoint, (f"  api={result.api} global_step={result.global_step} "
+                                     f"test examples={result.num_examples} data={result.data}",
+                                     "dim"))
+    out.table(None, [Column("weights"), Column("accuracy", "right")],
+              [["raw", f"{result.raw_accuracy:.4f}"], ["EMA", f"{result.ema_accuracy:.4f}"],
+               ["EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}"]])
 
 
 def register(app: typer.Typer) -> None:

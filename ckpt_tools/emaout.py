@@ -1,0 +1,146 @@
+"""``ckpt restore-ema`` as one library call: plan, check and write an EMA-baked output.
+
+:func:`write_ema` chooses where the output goes (a V2 checkpoint ``<out>/<name>``, or a
+Keras-style HDF5 file), plans without writing for a dry run, and writes through
+:func:`ckpt_tools.bake.bake_ema` or :func:`ckpt_tools.export.export_weights`. Its
+:class:`EmaOutput` carries the ``--json`` document.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .checkpoint import Checkpoint, open_checkpoint
+from .emamap import EmaMap, ema_map
+
+FORMATS = ("v2", "h5")
+
+
+@dataclass
+class EmaOutput:
+    """What :func:`write_ema` wrote (or, for a dry run, would write).
+
+    Attributes:
+        output: the output prefix (``v2``) or file (``h5``).
+        format: ``v2`` or ``h5``.
+        dry_run: nothing was written.
+        ema_map: the map used (for a dry run, the map that would be used).
+        files: files written.
+        replaced: output key -> shadow key whose value it now holds (``v2``).
+        copied: tensors copied unchanged (``v2``).
+        dropped: input keys left out (``v2``).
+        tensors: output name -> checkpoint key (``h5``).
+        averaged: names that hold EMA values.
+        nbytes: tensor bytes written.
+        warnings: things the user should know.
+    """
+
+    output: str
+    format: str
+    dry_run: bool
+    ema_map: EmaMap
+    files: list[str] = field(default_factory=list)
+    replaced: dict[str, str] = field(default_factory=dict)
+    copied: int = 0
+    dropped: list[str] = field(default_factory=list)
+    tensors: dict[str, str] = field(default_factory=dict)
+    averaged: list[str] = field(default_factory=list)
+    nbytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """The ``ckpt restore-ema --json`` document."""
+        if self.dry_run:
+            return {"dry_run": True, "output": self.output, "format": self.format,
+                    "map": self.ema_map.to_json()}
+        if self.format == "h5":
+            return {"output": self.output, "format": "h5", "tensors": self.tensors,
+                    "averaged": list(self.averaged), "bytes": self.nbytes}
+        return {"output": self.output, "format": "v2", "files": self.files,
+                "replaced": self.replaced, "copied": self.copied, "dropped": self.dropped,
+                "bytes": self.nbytes}
+
+
+def output_path(ckpt: Checkpoint, out: str, name: str | None, fmt: str) -> str:
+    """Where :func:`write_ema` writes: ``<out>/<name>`` (v2 prefix), ``<out>/<name>.h5``, or
+    ``out`` itself when it already ends in ``.h5``/``.hdf5``."""
+    base = name or ckpt.name
+    if fmt == "h5":
+        return out if out.endswith((".h5", ".hdf5")) else os.path.join(out, base + ".h5")
+    return os.path.join(out, base)
+
+
+def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str | None = None,
+              fmt: str = "v2", dry_run: bool = False, overwrite: bool = False,
+              verify: bool = True, slots: str = "keep",
+              progress: Callable[[int], None] | None = None, **map_options) -> EmaOutput:
+    """Writes a checkpoint (or HDF5 weights file) whose plain names hold the EMA values.
+
+    Args:
+        checkpoint: input path or open checkpoint.
+        out: output directory (``v2``; created if missing, never the input's), or for ``h5``
+            a directory or a ``.h5`` file.
+        name: output checkpoint name; default: the input's.
+        fmt: ``"v2"`` or ``"h5"``.
+        dry_run: build and check the map and the output path; write nothing.
+        overwrite: replace existing outputs (never inputs).
+        verify: check CRC32C while copying.
+        slots: ``"keep"`` or ``"drop"`` optimizer slots (``v2``).
+        progress: called with bytes written.
+        **map_options: passed to :func:`ckpt_tools.ema_map`.
+
+    Returns:
+        `EmaOutput`.
+
+    Raises:
+        ValueError: unknown ``fmt`` or ``slots``.
+        EmaError: shadows missing or not matching (unless ``allow_missing``).
+        OutputError: the output is an input, exists, or cannot be written.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected v2 or h5")
+    if slots not in ("keep", "drop"):
+        raise ValueError(f"slots must be 'keep' or 'drop', not {slots!r}")
+    owned = not isinstance(checkpoint, Checkpoint)
+    ckpt = open_checkpoint(checkpoint) if owned else checkpoint
+    try:
+        if dry_run:
+            return _plan(ckpt, out, name, fmt, overwrite, slots, map_options)
+        if fmt == "h5":
+            from .export import export_weights
+
+            target = output_path(ckpt, out, name, fmt)
+            if target != out:
+                os.makedirs(out, exist_ok=True)
+            r = export_weights(ckpt, target, fmt="h5", ema=True, overwrite=overwrite,
+                               progress=progress, **map_options)
+            return EmaOutput(output=r.path, format="h5", dry_run=False,
+                             ema_map=ema_map(ckpt, **map_options), files=[r.path],
+                             tensors=dict(r.tensors), averaged=list(r.averaged),
+                             nbytes=r.nbytes, warnings=list(r.warnings))
+        from .bake import bake_ema
+
+        r = bake_ema(ckpt, out, name=name, overwrite=overwrite, verify=verify,
+                     drop_slots=slots == "drop", progress=progress, **map_options)
+        return EmaOutput(output=r.prefix, format="v2", dry_run=False, ema_map=r.ema_map,
+                         files=list(r.files), replaced=dict(r.replaced), copied=r.copied,
+                         dropped=list(r.dropped), averaged=list(r.replaced), nbytes=r.nbytes,
+                         warnings=list(r.warnings))
+    finally:
+        if owned:
+            ckpt.close()
+
+
+def _plan(ckpt, out, name, fmt, overwrite, slots, map_options) -> EmaOutput:
+    m = ema_map(ckpt, slots=slots, **map_options)
+    m.require_complete()
+    if fmt == "v2" and os.path.isdir(out):
+        from .bake import plan_outputs
+
+        target = plan_outputs(ckpt, out, name, overwrite)  # also checks it is safe
+    else:
+        target = output_path(ckpt, out, name, fmt)
+    return EmaOutput(output=target, format=fmt, dry_run=True, ema_map=m,
+                     averaged=list(m.averaged))

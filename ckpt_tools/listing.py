@@ -1,0 +1,153 @@
+"""What ``ckpt list`` shows: the variables of a checkpoint, filtered, with EMA coverage.
+
+:func:`list_variables` is the whole of ``ckpt list`` minus the printing; its :class:`Listing`
+carries the ``--json`` document (:meth:`Listing.to_dict`) and the facts the table needs (which
+roles are expected to have a shadow). Reads metadata only: no tensor data, no NumPy, no
+TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .checkpoint import Checkpoint, Variable, open_checkpoint
+from .roles import ROLES
+
+#: Short names ``--collection`` accepts for the standard graph collections.
+COLLECTION_ABBREVIATIONS = {
+    "trainable": "trainable_variables", "global": "variables",
+    "moving_avg": "moving_average_variables", "model": "model_variables",
+    "local": "local_variables", "metric": "metric_variables", "global_step": "global_step",
+}
+_SHORT = {full: short for short, full in COLLECTION_ABBREVIATIONS.items()}
+
+
+def short_collection(name: str) -> str:
+    """``trainable_variables`` -> ``trainable``; other names unchanged."""
+    return _SHORT.get(name, name)
+
+
+@dataclass
+class Listing:
+    """Result of :func:`list_variables`.
+
+    Attributes:
+        checkpoint: the checkpoint path (prefix or file).
+        format: ``v2``, ``v1``, ``object``, ``h5`` or ``keras``.
+        meta: the ``.meta`` graph beside it, or ``None``.
+        variables: the variables shown (filtered and sorted).
+        total: how many variables the checkpoint holds.
+        averaged_roles: roles expected to have an EMA shadow: weights, plus batch-norm
+            statistics when any of them has one (TF1 trainers average them, Keras does not).
+        any_ema: whether the checkpoint holds any EMA shadow.
+        with_shadow / expected: of all variables in ``averaged_roles``, how many have a
+            shadow, and how many there are.
+    """
+
+    checkpoint: str
+    format: str
+    meta: str | None
+    variables: list[Variable] = field(default_factory=list)
+    total: int = 0
+    averaged_roles: tuple[str, ...] = ("weight",)
+    any_ema: bool = False
+    with_shadow: int = 0
+    expected: int = 0
+    by_key: dict[str, Variable] = field(default_factory=dict, repr=False)
+
+    @property
+    def unpaired(self) -> list[Variable]:
+        """Averages that cannot be paired from what the file records (several candidates)."""
+        return [v for v in self.by_key.values() if v.ema_candidates and not v.ema_of]
+
+    def missing_shadow(self, v: Variable) -> bool:
+        """Whether ``v`` should have an EMA shadow (others of its role have) but has none."""
+        return self.any_ema and v.role in self.averaged_roles and not v.ema
+
+    def to_dict(self) -> dict:
+        """The ``ckpt list --json`` document (a contract: fields are added, never renamed)."""
+        return {
+            "checkpoint": self.checkpoint,
+            "format": self.format,
+            "meta": self.meta,
+            "variables": [
+                {"name": v.name, "key": v.name, "dtype": v.dtype, "shape": list(v.shape),
+                 "role": v.role, "collections": list(v.collections), "ema_of": v.ema_of,
+                 "ema": v.ema, "size": v.size, "nbytes": v.nbytes, "slot_of": v.slot_of,
+                 "partitions": v.partitions, "path": v.path, "ema_style": v.ema_style,
+                 "ema_candidates": list(v.ema_candidates)}
+                for v in self.variables
+            ],
+            "totals": {"variables": len(self.variables),
+                       "parameters": sum(v.size for v in self.variables),
+                       "bytes": sum(v.nbytes for v in self.variables)},
+        }
+
+
+def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
+                   roles: list[str] | None = None, collections: list[str] | None = None,
+                   match: Callable[[str, str | None], bool] | None = None,
+                   sort: str = "name") -> Listing:
+    """Lists a checkpoint's variables, as ``ckpt list`` shows them.
+
+    Args:
+        checkpoint: path or open checkpoint.
+        roles: keep only these roles (:data:`ckpt_tools.roles.ROLES`).
+        collections: keep only members of these graph collections (full names, or the short
+            names of :data:`COLLECTION_ABBREVIATIONS`); needs a ``.meta`` graph.
+        match: keep only variables for which ``match(key, object_path)`` is true.
+        sort: ``"name"`` (checkpoint order) or ``"size"`` (largest first).
+
+    Returns:
+        `Listing`.
+
+    Raises:
+        ValueError: an unknown role, sort order or collection, or ``collections`` without a
+            ``.meta`` graph (the CLI reports these as usage errors, exit 2).
+        CheckpointError: the checkpoint cannot be opened.
+    """
+    bad = [r for r in roles or () if r not in ROLES]
+    if bad:
+        raise ValueError(f"unknown role {bad[0]!r}; expected one of: {', '.join(ROLES)}")
+    if sort not in ("name", "size"):
+        raise ValueError(f"unknown sort order {sort!r}; expected 'name' or 'size'")
+    owned = not isinstance(checkpoint, Checkpoint)
+    ckpt = open_checkpoint(checkpoint) if owned else checkpoint
+    try:
+        everything = ckpt.variables()
+        wanted = _collections(ckpt, collections) if collections else None
+        shown = [v for v in everything
+                 if (not roles or v.role in roles)
+                 and (wanted is None or wanted.intersection(v.collections))
+                 and (match is None or match(v.name, v.path))]
+        if sort == "size":
+            shown.sort(key=lambda v: v.nbytes, reverse=True)
+        bn = any(v.role == "bn_stat" and v.ema for v in everything)
+        averaged_roles = ("weight", "bn_stat") if bn else ("weight",)
+        expected = [v for v in everything if v.role in averaged_roles]
+        return Listing(
+            checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.location.meta_path,
+            variables=shown, total=len(everything), averaged_roles=averaged_roles,
+            any_ema=any(v.role == "ema" for v in everything),
+            with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
+            by_key={v.name: v for v in everything})
+    finally:
+        if owned:
+            ckpt.close()
+
+
+def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:
+    if ckpt.meta is None:
+        raise ValueError(f"--collection needs a .meta graph, and {ckpt.path} has none")
+    known = set(ckpt.meta.collections) | set(COLLECTION_ABBREVIATIONS.values())
+    wanted = set()
+    for name in names:
+        full = COLLECTION_ABBREVIATIONS.get(name, name)
+        if full not in known:
+            raise ValueError(
+                f"unknown collection {name!r}; this graph has: "
+                f"{', '.join(sorted(short_collection(c) for c in ckpt.meta.collections))}")
+        wanted.add(full)
+    return wanted
