@@ -154,4 +154,4 @@ def test_piped_tables_are_one_row_per_line(capsys, monkeypatch):
     Output().table("title", [Column("name", shrink="middle"), Column("n", "right")], rows)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "title" and len(lines) == len(rows) + 2
-    assert all(line.startswith(row[0] + " ") for line, row in zip(lines[2:], rows))
+    assert all(line.startswith(row[0] + " ") for line, row in zip(lines[2:], rows, strict=True))
