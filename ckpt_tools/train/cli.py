@@ -24,10 +24,10 @@ from typing import Annotated
 
 import typer
 
-from . import distributed
 from ..cli._common import resolve
 from ..cli._output import Column, Output
 from ..errors import CheckpointError, CheckpointNotFoundError, ExitCode
+from . import distributed
 from .common import (
     DEFAULT_EMA_DECAY,
     DataError,
