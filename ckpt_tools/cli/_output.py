@@ -85,11 +85,15 @@ def _take(text: str, width: int, from_end: bool = False) -> str:
 ELLIPSIS = "…"
 
 
-def shorten_middle(text: str, width: int) -> str:
-    """Shortens a name to ``width`` columns with ``…`` in the middle, cutting at ``/``.
+# Where a word starts: after a separator, or at a lower-to-upper case change (MovingAverage).
+_WORD_START = re.compile(r"(?<=[/_.:-])(?=[^/_.:-])|(?<=[a-z0-9])(?=[A-Z])|(?=/)")
 
-    The last path segments are kept whole when they fit (they say what the tensor is), the
-    first ones fill the rest.
+
+def shorten_middle(text: str, width: int) -> str:
+    """Shortens a name to ``width`` columns with ``…`` in the middle, never inside a word.
+
+    The tail keeps as many whole path segments (or, failing that, whole words) as fit: they
+    say what the tensor is; the head keeps whole words from the start.
 
     Example:
         >>> shorten_middle("tower_0/conv1/BatchNorm/moving_mean", 24)
@@ -100,18 +104,24 @@ def shorten_middle(text: str, width: int) -> str:
     if width <= 1:
         return ELLIPSIS[:width]
     budget = width - 1
-    tail = None
-    for i, c in enumerate(text):  # the longest "/…" suffix that leaves room for a head
-        if c == "/" and i > 0 and cell_len(text[i:]) <= budget - min(4, budget // 2):
-            tail = text[i:]
-            break
-    if tail is None:
+    starts = [m.start() for m in _WORD_START.finditer(text) if 0 < m.start() < len(text)]
+    min_head = min(4, budget // 2)
+    fits = [i for i in starts if cell_len(text[i:]) <= budget - min_head]
+    slash = [i for i in fits if text[i] == "/"]
+    if slash:
+        tail = text[slash[0]:]
+    elif fits:
+        tail = text[fits[0]:]
+    elif starts:  # no whole word fits at the end: keep whole words from the start only
+        tail = ""
+        fits = starts
+    else:  # one long word: nothing to keep whole
         tail = _take(text, budget - budget // 2, from_end=True)
     room = budget - cell_len(tail)
     head = _take(text, room)
-    cut = head.rfind("/")
-    if cut > 0 and len(head) < len(text) and text[len(head)] != "/":
-        head = head[: cut + 1]  # end the head at a segment boundary too
+    ends = [i for i in starts if i <= len(head)]
+    if len(head) < len(text) and len(head) not in starts and (ends or fits):
+        head = head[: ends[-1]] if ends else ""  # end the head at a word boundary too
     return head + ELLIPSIS + tail
 
 
@@ -140,6 +150,7 @@ class Column:
         min_width: narrowest a shrinking column may become.
         hide: priority for hiding the column when the table cannot fit (0: never; the highest
             goes first).
+        floor: narrowest a shrinking column may become when nothing else can give way.
     """
 
     name: str
@@ -147,6 +158,7 @@ class Column:
     shrink: str | None = None
     min_width: int = 12
     hide: int = 0
+    floor: int = 6
 
 
 Cell = str | tuple[str, str | None]
@@ -238,6 +250,27 @@ class Output:
             parts.append(self._paint(clean(text), style, self.stdout))
         self._write(self.stdout, "".join(parts) + "\n")
 
+    def tsv(self, *cells: str) -> None:
+        """Prints one row of tab-separated cells (each escaped, so a tab in a name cannot
+        shift a column)."""
+        if not self.json_mode:
+            self._write(self.stdout, "\t".join(clean(c) for c in cells) + "\n")
+
+    def prose(self, text: str, style: str | None = None) -> None:
+        """Prints a sentence; on a terminal it wraps at spaces (never inside a word) to fit."""
+        if self.json_mode:
+            return
+        for part in self._wrap(clean(text)):
+            self.line((part, style))
+
+    def _wrap(self, text: str) -> list[str]:
+        if not self.is_terminal or self.wide or cell_len(text) <= self.width:
+            return [text]
+        import textwrap
+
+        return textwrap.wrap(text, self.width, break_long_words=False,
+                             break_on_hyphens=False) or [text]
+
     def block(self, text: str, style: str | None = None) -> None:
         """Prints multi-line text (``np.array2string`` output), each line escaped."""
         for part in text.split("\n"):
@@ -264,8 +297,8 @@ class Output:
                           "or a wider terminal)")
         lines = []
         if title is not None and not self.quiet:
-            lines += [self._paint(clean(t), "bold", self.stdout)
-                      for t in ([title] if isinstance(title, str) else title)]
+            for t in [title] if isinstance(title, str) else title:
+                lines += [self._paint(part, "bold", self.stdout) for part in self._wrap(clean(t))]
         header = [(columns[i].name, "bold") for i in shown]
         for row in [header, *cells]:
             parts = []
@@ -306,27 +339,38 @@ class Output:
 
 def _fit(columns: Sequence[Column], natural: list[int], width: int,
          gap: int) -> tuple[list[int], list[int]]:
-    """Chooses the shown columns and their widths so that a row fits ``width``."""
+    """Chooses the shown columns and their widths so that a row fits ``width``: shrinking
+    columns first give way down to their ``min_width``, then hideable columns go, then
+    shrinking columns give way down to their header's width."""
     shown = list(range(len(columns)))
-    while True:
+
+    def shrink(floor) -> tuple[list[int], int]:
         widths = list(natural)
-        total = sum(widths[i] for i in shown) + gap * (len(shown) - 1)
-        excess = total - width
+        excess = sum(widths[i] for i in shown) + gap * (len(shown) - 1) - width
         shrinkable = [i for i in shown if columns[i].shrink]
-        while excess > 0:  # take a column from the widest shrinkable cell until it fits
-            room = [(widths[i] - max(columns[i].min_width, cell_len(columns[i].name)), i)
-                    for i in shrinkable]
+        while excess > 0:  # take from the column with the most room until the row fits
+            room = [(widths[i] - floor(i), i) for i in shrinkable]
             best, i = max(room, default=(0, -1))
             if best <= 0:
                 break
             step = min(excess, max(1, best - max((r for r, j in room if j != i), default=0)))
             widths[i] -= step
             excess -= step
+        return widths, excess
+
+    def soft(i: int) -> int:
+        return max(columns[i].min_width, cell_len(columns[i].name))
+
+    def hard(i: int) -> int:
+        return max(columns[i].floor, cell_len(columns[i].name))
+
+    while True:
+        widths, excess = shrink(soft)
         if excess <= 0:
             return shown, widths
         hideable = [i for i in shown if columns[i].hide]
         if not hideable:
-            return shown, widths
+            return shown, shrink(hard)[0]
         shown.remove(max(hideable, key=lambda i: columns[i].hide))
 
 

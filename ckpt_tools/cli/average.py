@@ -69,6 +69,6 @@ def average_command(
         return
     what = "EMA shadows" if ema else "float variables"
     baked = f", {len(result.baked)} plain names hold them" if result.baked else ""
-    out.line("wrote ", (result.prefix, "bold"), f" ({human_bytes(result.nbytes)}): "
+    out.prose(f"wrote {result.prefix} ({human_bytes(result.nbytes)}): "
              f"{len(result.averaged)} {what} averaged over {len(result.inputs)} checkpoints"
              f"{baked}, {len(result.copied)} tensors copied from the newest")

@@ -103,7 +103,7 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
         status = "not compared" if t.status == NOT_COMPARED else t.status
         rows.append([*row, (status, _STYLE.get(t.status)), shape, dtype, _fmt(t.max_abs),
                      _fmt(t.rel_l2)])
-    columns = [Column("raw" if ema else "name", shrink="middle", min_width=20)]
+    columns = [Column("raw" if ema else "name", shrink="middle", min_width=20, floor=16)]
     if ema:
         columns.append(Column("EMA shadow", shrink="middle", min_width=16))
     columns += [Column("status"), Column("shape", hide=2), Column("dtype", hide=1),
@@ -124,6 +124,6 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
                   f"{c['not_compared']} values not compared (--no-values), {c['differ']} differ "
                   "in shape or dtype")
         out.line("")
-        out.line(f"{c['paired']} paired: {values}"
+        out.prose(f"{c['paired']} paired: {values}"
                  + (f", {c['unreadable']} unreadable" if c["unreadable"] else "")
                  + f"; {c['only_a']} {label_a}, {c['only_b']} {label_b}")

@@ -138,7 +138,7 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
     """The map as a table (``average -> restores into``), in display names."""
     if out.quiet:
         for src, tgt in m.mapping.items():
-            out.line(f"{names.get(src, src)}\t{names.get(tgt, tgt)}")
+            out.tsv(names.get(src, src), names.get(tgt, tgt))
         return
     rows = [[(names.get(src, src), "cyan" if src != tgt else "dim"), "→", names.get(tgt, tgt)]
             for src, tgt in m.mapping.items()]
@@ -146,7 +146,7 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
               [Column("checkpoint key", shrink="middle", min_width=20), Column(""),
                Column("restores into", shrink="middle", min_width=20)], rows)
     out.line("")
-    out.line(f"{len(m.averaged)} averaged, {len(m.raw)} raw, {len(m.dropped)} left out "
+    out.prose(f"{len(m.averaged)} averaged, {len(m.raw)} raw, {len(m.dropped)} left out "
              f"(optimizer slots/filters)"
              + (f", {len(m.loss_averages)} loss averages" if m.loss_averages else "")
              + (f", {len(m.debias)} zero-debias helpers" if m.debias else ""))
@@ -214,7 +214,7 @@ def restore_ema_command(
                 out.json(result.to_dict())
             else:
                 print_map(out, result.ema_map, display_names(ckpt))
-                out.line((f"dry run: would write {result.output}", "dim"))
+                out.prose(f"dry run: would write {result.output}", "dim")
             return
         total = sum(e.stored_bytes for e in ckpt.entries().values())
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -232,10 +232,10 @@ def restore_ema_command(
         out.json(result.to_dict())
     elif not quiet:
         if result.format == "h5":
-            out.line("wrote ", (result.output, "bold"), f" ({human_bytes(result.nbytes)}): "
+            out.prose(f"wrote {result.output} ({human_bytes(result.nbytes)}): "
                      f"{len(result.tensors)} weights, {len(result.averaged)} averaged")
         else:
-            out.line("wrote ", (result.output, "bold"), f" ({human_bytes(result.nbytes)}): "
+            out.prose(f"wrote {result.output} ({human_bytes(result.nbytes)}): "
                      f"{len(result.replaced)} variables now hold their EMA values, "
                      f"{result.copied} tensors copied unchanged"
                      + (f", {len(result.dropped)} dropped" if result.dropped else ""))

@@ -105,6 +105,6 @@ def export_command(
         out.json({"output": result.path, "format": result.format, "tensors": result.tensors,
                   "averaged": list(result.averaged), "bytes": result.nbytes})
     elif not quiet:
-        out.line("wrote ", (result.path, "bold"), f" ({result.format}, "
+        out.prose(f"wrote {result.path} ({result.format}, "
                  f"{human_bytes(result.nbytes)}): {len(result.tensors)} weights, "
                  f"{len(result.averaged)} with EMA values")

@@ -67,8 +67,8 @@ def _shape(shape: tuple[int, ...]) -> str:
 
 def _print_table(out: Output, listing: Listing) -> None:
     has_meta = listing.meta is not None
-    columns = [Column("name", shrink="middle", min_width=28), Column("dtype"), Column("shape"),
-               Column("size", "right"), Column("role")]
+    columns = [Column("name", shrink="middle", min_width=30, floor=26), Column("dtype"),
+               Column("shape"), Column("size", "right"), Column("role")]
     if has_meta:
         columns.append(Column("collections", shrink="end", min_width=12, hide=1))
     columns.append(Column("ema", shrink="middle", min_width=10))
@@ -93,17 +93,17 @@ def _print_table(out: Output, listing: Listing) -> None:
     out.table(f"{listing.checkpoint} ({listing.format})", columns, rows)
     shown = listing.variables
     out.line("")
-    out.line(f"{len(shown)} of {listing.total} variables, {sum(v.size for v in shown):,} "
+    out.prose(f"{len(shown)} of {listing.total} variables, {sum(v.size for v in shown):,} "
              f"parameters, {human_bytes(sum(v.nbytes for v in shown))}")
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
-        out.line(("names are object paths; --json gives the checkpoint keys", "dim"))
+        out.prose("names are object paths; --json gives the checkpoint keys", "dim")
     if listing.unpaired:
-        out.line(f"EMA: {len(listing.unpaired)} average(s) cannot be paired from what the file "
+        out.prose(f"EMA: {len(listing.unpaired)} average(s) cannot be paired from what the file "
                  "records (same-named variables); 'ckpt map' lists the candidates and the "
                  "option that decides")
     what = "weights and BN statistics" if "bn_stat" in listing.averaged_roles else "weights"
     if listing.with_shadow:
-        out.line(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
+        out.prose(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
                  "'ckpt restore-ema' to evaluate with them)")
     elif listing.expected:
-        out.line(f"EMA: none of {listing.expected} {what} has a shadow")
+        out.prose(f"EMA: none of {listing.expected} {what} has a shadow")

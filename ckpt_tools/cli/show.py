@@ -73,7 +73,7 @@ def _stats_lines(s: TensorStats, precision: int) -> list[str]:
              f"NaN {s.nan:,}  Inf {s.inf:,}  zero fraction "
              f"{'-' if s.zero_fraction is None else f'{s.zero_fraction:.3f}'}"]
     if s.histogram:
-        lines.append(f"histogram [{_num(s.min, 3)} … {_num(s.max, 3)}] "
+        lines.append(f"histogram [{_num(s.min, 3)}, {_num(s.max, 3)}] "
                      f"{sparkline(s.histogram)}")
     return lines
 
@@ -253,7 +253,8 @@ def stats_command(
 
 
 _STATS_COLUMNS = [
-    Column("name", shrink="middle", min_width=24), Column("dtype", hide=2), Column("shape"),
+    Column("name", shrink="middle", min_width=24, floor=20), Column("dtype", hide=2),
+    Column("shape"),
     Column("min", "right"), Column("max", "right"), Column("mean", "right", hide=3),
     Column("std", "right", hide=4), Column("nan/inf"), Column("histogram", hide=5),
     Column("drift", "right"), Column("flags", shrink="end", min_width=8)]

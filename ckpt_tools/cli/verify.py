@@ -40,8 +40,8 @@ def _print(out: Output, report: VerifyReport) -> None:
     if report.ok:
         if not out.quiet:
             files = len(report.files)
-            out.line(("✓", "green"), f" {report.path} ({report.format}): {report.tensors} "
-                     f"tensors, {size} in {files} file{'s' if files != 1 else ''} verified")
+            out.prose(f"✓ {report.path} ({report.format}): {report.tensors} tensors, {size} in "
+                      f"{files} file{'s' if files != 1 else ''} verified")
         return
     n = len(report.problems)
     out.error(f"{report.path}: {n} problem{'s' if n != 1 else ''} found "
