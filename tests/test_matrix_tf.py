@@ -36,10 +36,19 @@ def matrix(tmp_path_factory) -> Path:
     return out
 
 
+KERAS_CASES = ["tfk_adam_ema", "tfk_sgd_momentum_ema"]  # also saved as a tf_keras .keras
+
+
 def _case(matrix: Path, case: str) -> tuple[str, dict, dict[str, np.ndarray]]:
-    truth = json.loads((matrix / "truth.json").read_text())[case]
-    with np.load(matrix / case / "truth.npz", allow_pickle=False) as npz:
+    name, _, keras = case.partition(":")
+    truth = json.loads((matrix / "truth.json").read_text())[name]
+    with np.load(matrix / name / "truth.npz", allow_pickle=False) as npz:
         values = {k: npz[k] for k in npz.files}
+    if keras:  # the same values under the archive's keys (same order of trainable variables)
+        keras_truth = truth["keras_file"]
+        values = {k: values[t] for k, t in zip(keras_truth["order"], truth["order"],
+                                               strict=True)}
+        return str(matrix / keras_truth["path"]), keras_truth, values
     return str(matrix / truth["prefix"]), truth, values
 
 
@@ -52,7 +61,7 @@ def _same(a, b) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", CASES + [f"{c}:keras" for c in KERAS_CASES])
 def test_list_roles_and_pairs(matrix, case):
     path, truth, _ = _case(matrix, case)
     result = runner.invoke(app, ["list", path, "--json"])
@@ -73,7 +82,7 @@ def test_list_roles_and_pairs(matrix, case):
             assert doc[var]["ema"] == shadow
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", CASES + [f"{c}:keras" for c in KERAS_CASES])
 def test_map_restore_export_give_the_recorded_averages(matrix, case, tmp_path, tf):
     path, truth, values = _case(matrix, case)
     if truth.get("no_ema"):
@@ -101,12 +110,16 @@ def test_map_restore_export_give_the_recorded_averages(matrix, case, tmp_path, t
     for var, shadow in truth["pairs"].items():
         assert mapping[shadow] == var
 
-    out = tmp_path / "baked"
-    result = runner.invoke(app, ["restore-ema", path, "--out", str(out), *opts])
-    assert result.exit_code == 0, result.output
-    reader = tf.train.load_checkpoint(str(out))
-    for var, value in values.items():
-        assert _same(reader.get_tensor(var), value), var
+    if not path.endswith(".keras"):  # Keras in, Keras out: tested with the Keras files
+        out = tmp_path / "baked"
+        result = runner.invoke(app, ["restore-ema", path, "--out", str(out), *opts])
+        assert result.exit_code == 0, result.output
+        reader = tf.train.load_checkpoint(str(out))
+        for var, value in values.items():
+            assert _same(reader.get_tensor(var), value), var
+    else:
+        m = ckpt_tools.ema_map(path)
+        assert {t: s for s, t in m.mapping.items() if s != t} == dict(truth["pairs"])
 
     listing = {v["name"]: v for v in json.loads(runner.invoke(
         app, ["list", path, "--json"]).stdout)["variables"]}

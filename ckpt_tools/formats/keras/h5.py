@@ -219,6 +219,7 @@ class H5Reader:
         import h5py  # deferred: only Keras files need it
 
         from . import layout as keras_layout
+        from . import tf_keras
 
         self.prefix = self.path = path
         self.config: dict | None = None
@@ -255,6 +256,8 @@ class H5Reader:
             try:
                 self.keras = keras_layout.analyze(entries, self.kind, self.config,
                                                   self._owner_names)
+                if self.format == "keras" and tf_keras.is_tf_keras(self.metadata):
+                    tf_keras.adjust(self.keras, entries)
             except (AttributeError, TypeError, RecursionError) as exc:
                 if self.config is None:
                     raise
