@@ -295,3 +295,21 @@ def test_text_format_meta_beside_sharded_v1(tf, tmp_path):
     with open_checkpoint(tmp_path / "model.ckpt-7.meta") as ckpt:
         assert (ckpt.meta.saver_version, ckpt.meta.saver_sharded) == (1, True)
         assert ema_map(ckpt).source == "meta"
+
+
+def test_savedmodel_script_regenerates_the_committed_tf1_saved_model(tmp_path):
+    """make_savedmodel_fixtures.py rebuilds savedmodel_tf1 with identical variables and
+    records (saved_model.pb itself is not byte-stable: see fixtures/README.md)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(FIXTURES / "make_savedmodel_fixtures.py"),
+                           "--out", str(tmp_path), "--only", "savedmodel_tf1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    made = tmp_path / "savedmodel_tf1"
+    committed = sorted(str(p.relative_to(TF1_SM)) for p in TF1_SM.rglob("*") if p.is_file())
+    assert sorted(str(p.relative_to(made)) for p in made.rglob("*") if p.is_file()) == committed
+    for name in committed:
+        if name != "saved_model.pb":
+            assert (made / name).read_bytes() == (TF1_SM / name).read_bytes(), name
