@@ -196,3 +196,86 @@ def test_cluster_flag_errors_are_one_line(args, message, tmp_path):
     assert result.exit_code != 0
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+# ---- tf2: ParameterServerStrategy ------------------------------------------------------------
+
+A = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+@pytest.fixture(scope="module")
+def ps_strategy(tmp_path_factory):
+    train_dir = tmp_path_factory.mktemp("tf2ps") / "run"
+    proc, seconds = _cluster(
+        train_dir, "--api", "tf2", "--strategy", "parameter-server",
+        "--local-cluster", "ps=2,workers=2", "--max-steps", "12", "--save-every", "6",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return train_dir, proc, seconds
+
+
+def test_parameter_server_strategy_runs_from_one_command(ps_strategy):
+    train_dir, proc, seconds = ps_strategy
+    assert re.search(r"ckpt-12\s+global_step=12\b", proc.stdout), proc.stdout
+    assert seconds < 120
+    # the worker and ps servers serve until stopped: the launcher stopped every one
+    assert _running_with(str(train_dir)) == []
+    for word in NOISE:
+        assert word not in proc.stderr, proc.stderr[-3000:]
+    for line in proc.stderr.splitlines():
+        assert re.match(r"\[(ps\d|worker\d|chief)\] ", line), line
+
+
+def test_parameter_server_checkpoint_is_partitioned_and_read_by_every_command(
+    ps_strategy, tmp_path
+):
+    import numpy as np
+    import tensorflow as tf
+
+    from ckpt_tools import ema_map
+    from ckpt_tools.train.evaluate import evaluate
+
+    train_dir, _, _ = ps_strategy
+    prefix = tf.train.latest_checkpoint(str(train_dir))
+    assert prefix.endswith("ckpt-12")
+    assert int(tf.train.load_variable(prefix, f"step{A}")) == 12
+    keys = dict(tf.train.list_variables(prefix))
+    for name in TRAINABLE + BN_STATS:
+        assert f"model/{name}{A}" in keys and f"ema/{name}{A}" in keys, name
+    for name in TRAINABLE:
+        assert f"momentum/{name}{A}" in keys
+    assert len([p for p in os.listdir(train_dir) if p.startswith("ckpt-12.data-")]) >= 2
+    doc = {v["name"]: v for v in json.loads(_ckpt("list", prefix, "--json").stdout)["variables"]}
+    # MinSizePartitioner(16 KiB, max_shards=2 ps): conv3/weights (72 KiB) is split in two,
+    # conv1/weights (1.7 KiB) is not -- for the model, its shadow and its momentum alike.
+    for tree in ("model", "ema", "momentum"):
+        assert doc[f"{tree}/conv3/weights{A}"]["partitions"] == 2
+        assert doc[f"{tree}/conv1/weights{A}"]["partitions"] == 0
+    for name in TRAINABLE:
+        assert doc[f"model/{name}{A}"]["role"] == "weight"
+        assert doc[f"model/{name}{A}"]["ema"] == f"ema/{name}{A}", name
+    for name in BN_STATS:
+        assert doc[f"model/{name}{A}"]["role"] == "bn_stat"
+        assert doc[f"model/{name}{A}"]["ema"] == f"ema/{name}{A}", name
+    mapping = ema_map(prefix).mapping
+    assert mapping[f"ema/conv3/weights{A}"] == f"model/conv3/weights{A}"
+    baked = tmp_path / "baked"
+    _ckpt("restore-ema", prefix, "--out", str(baked))
+    src, out = tf.train.load_checkpoint(prefix), tf.train.load_checkpoint(str(baked))
+    for name in TRAINABLE + BN_STATS:  # TensorFlow reassembles the partitioned tensors
+        assert np.array_equal(out.get_tensor(f"model/{name}{A}"), src.get_tensor(f"ema/{name}{A}"))
+    original, restored = evaluate(prefix), evaluate(str(baked))
+    assert restored.raw_accuracy == original.ema_accuracy
+    assert original.api == "tf2" and original.global_step == 12
+
+
+def test_parameter_server_strategy_needs_a_cluster(tmp_path):
+    from ckpt_tools.cli import app
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    result = CliRunner().invoke(
+        app, ["train", "--api", "tf2", "--strategy", "parameter-server", "--train-dir",
+              str(tmp_path)], env=env,
+    )  # fmt: skip
+    assert result.exit_code != 0
+    assert "TF_CONFIG" in result.output and "--local-cluster" in result.output

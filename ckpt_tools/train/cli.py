@@ -204,11 +204,12 @@ def train_command(
             api.value, ps_hosts, worker_hosts, job_name, task_index, sync_replicas,
             local_cluster, cluster_timeout, verbose, json_output,
         )
-        if dist.active():
+        if dist.active(cfg):
             result = distributed.run(cfg, dist)  # exits with the chief's code, or None
             if result is None:
                 return
         else:
+            quiet_tensorflow(verbose)
             result = load_trainer(api.value)(cfg)
     if json_output:
         out.json(asdict(result))

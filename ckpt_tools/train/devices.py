@@ -5,20 +5,62 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
+import tempfile
 
 from .common import TrainError
 
 
-def quiet_tensorflow() -> None:
-    """Silence TensorFlow's C++ info lines and Python deprecation chatter.
+def quiet_tensorflow(verbose: bool = False) -> None:
+    """Import TensorFlow without its start-up lines; silence its Python deprecation chatter.
 
-    Must run before the first ``import tensorflow`` to affect the C++ log level; an explicit
-    ``TF_CPP_MIN_LOG_LEVEL`` in the environment wins.
+    ``import tensorflow`` writes absl's "All log messages before absl::InitializeLog()" and the
+    oneDNN / CUDA-probe lines straight to file descriptor 2 -- twice, once per native library it
+    loads -- whatever ``TF_CPP_MIN_LOG_LEVEL`` says. So the import runs with fd 2 pointed at a
+    temporary file: dropped, or with ``verbose`` shown once each; all of it if the import fails.
+    Must run before the first ``import tensorflow``; an explicit ``TF_CPP_MIN_LOG_LEVEL`` wins.
     """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # 3 also hides the C++ errors of start-up probes ("failed call to cuInit" on a machine
+    # without a GPU); real failures still surface as Python exceptions.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose else "3")
+    if "tensorflow" not in sys.modules:
+        _import_tensorflow_capturing_stderr(verbose)
     import tensorflow as tf
 
     tf.get_logger().setLevel(logging.ERROR)
+
+
+def _import_tensorflow_capturing_stderr(verbose: bool) -> None:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    failed = False
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if failed or verbose:
+                captured.seek(0)
+                lines = captured.read().decode(errors="replace").splitlines()
+                shown = lines if failed else _once(lines)
+                sys.stderr.write("".join(line + "\n" for line in shown))
+                sys.stderr.flush()
+
+
+def _once(lines: list[str]) -> list[str]:
+    # The repeated banner differs only in its timestamp: compare from the source location on.
+    seen, out = set(), []
+    for line in lines:
+        key = line.split("] ", 1)[-1]
+        if key not in seen:
+            seen.add(key)
+            out.append(line)
+    return out
 
 
 def visible_gpus() -> int:

@@ -69,9 +69,15 @@ class DistOptions:
     verbose: bool
     json_output: bool
 
-    def active(self) -> bool:
+    def active(self, cfg: TrainConfig) -> bool:
         """Whether this call is a cluster run (or one task of one)."""
-        return bool(self.local_cluster or self.job_name or self.ps_hosts or self.worker_hosts)
+        return bool(
+            self.local_cluster
+            or self.job_name
+            or self.ps_hosts
+            or self.worker_hosts
+            or cfg.strategy == "parameter-server"
+        )
 
     def cluster(self) -> ClusterConfig:
         """This task's :class:`ClusterConfig`.
@@ -121,7 +127,7 @@ def run(cfg: TrainConfig, dist: DistOptions) -> TrainResult | None:
         raise typer.Exit(code)
     from .devices import quiet_tensorflow
 
-    quiet_tensorflow()
+    quiet_tensorflow(dist.verbose)
     if parameter_server:
         from . import tf2_ps
 
