@@ -183,6 +183,44 @@ def test_good_partitions_pass_the_extent_check():
     assert len(check_partition("r", (300, 7), rows[::-1])) == 300
 
 
+@pytest.mark.parametrize("force_pairwise", [False, True])
+def test_partition_check_agrees_with_counting_every_element(force_pairwise, monkeypatch):
+    """Random 3-D slices: accepted exactly when every element is covered once."""
+    import random
+
+    from ckpt_tools.formats import slices as slices_mod
+
+    if force_pairwise:
+        monkeypatch.setattr(slices_mod, "_MAX_GRID_CELLS", 0)
+    rng = random.Random(10)
+    accepted = 0
+    for _ in range(1500):
+        shape = tuple(rng.randint(1, 3) for _ in range(3))
+        parts = []
+        for _ in range(rng.randint(1, 6)):
+            ext = []
+            for dim in shape:
+                start = rng.randint(0, dim - 1)
+                ext.append((start, rng.randint(1, dim - start)))
+            parts.append(TensorSlice(tuple(ext)))
+        if rng.random() < 0.3:  # also whole tilings, split along one or two dimensions
+            cut = rng.randint(1, shape[0])
+            parts = [TensorSlice(((0, cut), (0, -1), (0, -1)))]
+            if cut < shape[0]:
+                parts.append(TensorSlice(((cut, shape[0] - cut), (0, -1), (0, -1))))
+        count = np.zeros(shape, int)
+        for p in parts:
+            count[p.index(shape)] += 1
+        truth = bool((count == 1).all())
+        try:
+            check_partition("t", shape, parts)
+            accepted += 1
+            assert truth, parts
+        except CorruptCheckpointError:
+            assert not truth, parts
+    assert accepted > 100
+
+
 def _v1_partitioned(path: Path, shape, extents) -> Path:
     meta = SavedTensorSlices()
     t = meta.meta.tensor.add(name="w", type=1)

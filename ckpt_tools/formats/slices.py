@@ -9,10 +9,12 @@ key sorts before every ordinary name because it starts with ``\\x00``.
 
 from __future__ import annotations
 
+import itertools
 import math
+from array import array
 from dataclasses import dataclass
 
-from ..errors import CorruptCheckpointError
+from ..errors import CorruptCheckpointError, UnsupportedFormatError
 
 FULL = -1  # TensorFlow's kFullExtent: "length" of a dimension that is not sliced
 
@@ -69,14 +71,17 @@ class TensorSlice:
         return ":".join("-" if n == FULL else f"{s},{n}" for s, n in self.extents)
 
 
+_MAX_GRID_CELLS = 1 << 21  # cells of the boundary grid marked one by one (2 M: about a second)
+_MAX_PAIRWISE = 4096  # slices compared pair by pair when the grid would be larger
+
+
 def check_partition(name: str, shape: tuple[int, ...], slices) -> list[tuple[tuple[int, int], ...]]:
     """Checks, by extents, that ``slices`` tile a tensor of ``shape`` exactly.
 
     Every slice must lie inside ``shape``, no two may share an element, and together they must
-    cover every element. Disjointness is proven box against box (a sweep along the most-split
-    dimension), so overlapping slices that leave a gap of the same size cannot pass, as they
-    would if only element counts were summed; once the boxes are disjoint and inside, equal
-    volume means exact cover.
+    cover every element. Disjointness is proven box against box, so overlapping slices that
+    leave a gap of the same size cannot pass, as they would if only element counts were summed;
+    once the boxes are disjoint and inside, equal volume means exact cover.
 
     Returns:
         the resolved ``(start, length)`` extents of each slice, in the order given.
@@ -84,6 +89,9 @@ def check_partition(name: str, shape: tuple[int, ...], slices) -> list[tuple[tup
     Raises:
         CorruptCheckpointError: naming the tensor, on a slice outside the shape, two
             overlapping slices, or a gap.
+        UnsupportedFormatError: more than 4096 slices split along several dimensions so
+            finely that proving them disjoint would take too long (TensorFlow partitions
+            along one dimension only).
     """
     boxes = []
     for s in slices:
@@ -91,25 +99,12 @@ def check_partition(name: str, shape: tuple[int, ...], slices) -> list[tuple[tup
             boxes.append(s.resolve(shape))
         except CorruptCheckpointError as exc:
             raise CorruptCheckpointError(f"partitioned tensor {name!r}: slice {s}: {exc}") from None
-    rank = len(shape)
-    solid = [i for i, b in enumerate(boxes) if all(n > 0 for _, n in b)]
-    if solid and rank:
-        axis = max(range(rank), key=lambda d: len({boxes[i][d][0] for i in solid}))
-        order = sorted(solid, key=lambda i: boxes[i][axis][0])
-    else:
-        axis, order = 0, solid
-    active: list[int] = []
-    for i in order:
-        box = boxes[i]
-        if rank:
-            start = box[axis][0]
-            active = [j for j in active if boxes[j][axis][0] + boxes[j][axis][1] > start]
-        for j in active:
-            pairs = zip(box, boxes[j], strict=True)
-            if all(max(a, c) < min(a + n, c + m) for (a, n), (c, m) in pairs):
-                raise CorruptCheckpointError(
-                    f"partitioned tensor {name!r}: slices {slices[j]} and {slices[i]} overlap")
-        active.append(i)
+    solid = [i for i, b in enumerate(boxes) if all(n > 0 for _, n in b)]  # empty ones hold nothing
+    pair = _first_overlap(name, boxes, solid, shape)
+    if pair is not None:
+        raise CorruptCheckpointError(
+            f"partitioned tensor {name!r}: slices {slices[pair[0]]} and {slices[pair[1]]} "
+            "overlap")
     covered = sum(math.prod(n for _, n in boxes[i]) for i in solid)
     total = math.prod(shape)
     if covered != total:
@@ -117,6 +112,50 @@ def check_partition(name: str, shape: tuple[int, ...], slices) -> list[tuple[tup
             f"partitioned tensor {name!r}: its {len(boxes)} slices cover {covered} of "
             f"{total} elements (a gap)")
     return boxes
+
+
+def _first_overlap(name: str, boxes, solid: list[int], shape) -> tuple[int, int] | None:
+    """Returns two overlapping boxes (indexes into ``boxes``), or None when all are disjoint."""
+    if len(solid) < 2:
+        return None
+    rank = len(shape)
+    varying = [d for d in range(rank) if len({boxes[i][d] for i in solid}) > 1]
+    if not varying:  # two or more identical boxes
+        return solid[0], solid[1]
+    if len(varying) == 1:  # TensorFlow's case: split along one dimension, sorted intervals
+        d = varying[0]
+        order = sorted(solid, key=lambda i: boxes[i][d][0])
+        for a, b in zip(order, order[1:], strict=False):
+            if boxes[b][d][0] < boxes[a][d][0] + boxes[a][d][1]:
+                return a, b
+        return None
+    # Several dimensions split: mark the cells of the grid the boxes' edges draw.
+    bounds = [sorted({0, shape[d]} | {boxes[i][d][0] for i in solid}
+                     | {boxes[i][d][0] + boxes[i][d][1] for i in solid}) for d in range(rank)]
+    cells = math.prod(len(b) - 1 for b in bounds)
+    if cells <= _MAX_GRID_CELLS:
+        where = [{v: k for k, v in enumerate(b)} for b in bounds]
+        strides = [math.prod(len(b) - 1 for b in bounds[d + 1:]) for d in range(rank)]
+        owner = array("l", [-1]) * cells
+        for i in solid:
+            ranges = [range(where[d][s], where[d][s + n]) for d, (s, n) in enumerate(boxes[i])]
+            for cell in itertools.product(*ranges):
+                flat = sum(c * st for c, st in zip(cell, strides, strict=True))
+                if owner[flat] >= 0:
+                    return owner[flat], i
+                owner[flat] = i
+        return None
+    if len(solid) > _MAX_PAIRWISE:
+        raise UnsupportedFormatError(
+            f"partitioned tensor {name!r} has {len(solid)} slices split along {len(varying)} "
+            "dimensions; too many to prove disjoint")
+    order = sorted(solid, key=lambda i: boxes[i][varying[0]][0])
+    for k, i in enumerate(order):
+        for j in order[:k]:
+            pairs = zip(boxes[i], boxes[j], strict=True)
+            if all(max(a, c) < min(a + n, c + m) for (a, n), (c, m) in pairs):
+                return j, i
+    return None
 
 
 def _signed(value: int) -> bytes:
