@@ -25,6 +25,12 @@ class ExitCode(IntEnum):
     INTERNAL = 70  # a bug: please report it
 
 
+#: How to get TensorFlow, for the operations that need it: the README's set-up installs
+#: ckpt-tools from its checkout (``pip install -e .``), so its ``tf`` extra comes the same way.
+INSTALL_TENSORFLOW = ("pip install tensorflow-cpu (or, in the ckpt-tools checkout, "
+                      "pip install -e '.[tf]')")
+
+
 class CheckpointError(Exception):
     """Base class for every error ckpt_tools raises about a checkpoint or its use.
 

@@ -53,6 +53,11 @@ class ExportResult:
     nbytes: int
     warnings: list[str] = field(default_factory=list)
 
+    def to_dict(self) -> dict:
+        """The ``ckpt export --json`` document."""
+        return {"output": self.path, "format": self.format, "tensors": dict(self.tensors),
+                "averaged": list(self.averaged), "bytes": self.nbytes}
+
 
 def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:
     """Parses ``--rename 'old/=new/'`` prefix rules.

@@ -13,15 +13,14 @@ import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import KEEP, ema_map
-from .errors import EmaError, TensorFlowRequiredError
+from .errors import INSTALL_TENSORFLOW, EmaError, TensorFlowRequiredError
 
 
 def _tf():
     try:
         import tensorflow as tf
     except ImportError:
-        raise TensorFlowRequiredError(
-            "this needs TensorFlow: pip install 'ckpt-tools[tf]' (or tensorflow-cpu)") from None
+        raise TensorFlowRequiredError(f"this needs TensorFlow: {INSTALL_TENSORFLOW}") from None
     return tf
 
 

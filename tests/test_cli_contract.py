@@ -288,7 +288,7 @@ def test_every_readme_exit_code_through_the_real_cli(tmp_path, capsys, fixture_c
         if code not in (0, 2):  # warnings may come first; the error is one last line
             assert got[code][1].splitlines()[-1].startswith("error: "), got[code]
     assert "Not a directory" in got[1][1]
-    assert "pip install 'ckpt-tools[tf]'" in got[8][1]
+    assert "pip install tensorflow-cpu" in got[8][1] and "pip install -e '.[tf]'" in got[8][1]
     assert "please report it" in got[70][1] and "interrupted" in got[130][1]
 
 
@@ -429,3 +429,23 @@ def test_zsh_and_fish_completion_scripts_and_answers(shell, ckpt_on_path):
            "_TYPER_COMPLETE_FISH_ACTION": "get-args"}
     answer = subprocess.run(["ckpt"], env=env, capture_output=True, text=True, timeout=60)
     assert "--slots" in answer.stdout, answer.stderr
+
+
+def test_display_names_are_object_paths_in_every_command(capsys):
+    """TF2 keys are shown as object paths by list, stats, show, diff and map alike, the same
+    --grep selects in each, and --json keeps the raw key as `key`."""
+    path = str(FIXTURES / "tf2_object")
+    lists = json.loads(run_cli(["list", path, "--json"], capsys)[1])["variables"]
+    kernel = next(v for v in lists if v["path"] == "model/dense/kernel")
+    for argv in (["list", path], ["stats", path], ["diff", path, path], ["map", path],
+                 ["show", path, "model/dense/kernel"]):
+        code, out, _ = run_cli([*argv, "--grep", "model/dense/*"] if argv[0] != "show" else argv,
+                               capsys)
+        assert code == 0 and "model/dense/kernel" in out, (argv, out)
+        assert kernel["key"] not in out, (argv, out)
+    stats = json.loads(run_cli(["stats", path, "--json", "--grep", "model/dense/kernel"],
+                               capsys)[1])["tensors"]
+    assert [(t["key"], t["path"]) for t in stats] == [(kernel["key"], "model/dense/kernel")]
+    shown = json.loads(run_cli(["show", path, "--regex", "^model/dense/kernel$", "--json"],
+                               capsys)[1])["tensors"]
+    assert [t["key"] for t in shown] == [kernel["key"]]

@@ -16,7 +16,7 @@ import typer
 from typer import _click
 from typer.core import TyperGroup
 
-from ..errors import CheckpointError, ExitCode, TensorFlowRequiredError
+from ..errors import INSTALL_TENSORFLOW, CheckpointError, ExitCode, TensorFlowRequiredError
 from ._output import Output, clean
 from .inspect import list_command
 
@@ -181,8 +181,6 @@ EXIT_OS_ERROR = int(ExitCode.ERROR)
 EXIT_USAGE = int(ExitCode.USAGE)
 EXIT_INTERNAL = int(ExitCode.INTERNAL)
 EXIT_INTERRUPTED = 130
-#: What to run when TensorFlow is missing (README, "Exit codes and errors").
-TF_INSTALL = "pip install 'ckpt-tools[tf]' (or: pip install tensorflow-cpu)"
 _TF_MODULES = ("tensorflow", "keras", "tf_keras")
 
 
@@ -191,8 +189,8 @@ def _report(exc: BaseException) -> int | None:
     if isinstance(exc, SystemExit):
         return None
     if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] in _TF_MODULES:
-        exc = TensorFlowRequiredError(f"this needs TensorFlow, which is not installed "
-                                      f"(no module {exc.name!r}): {TF_INSTALL}")
+        exc = TensorFlowRequiredError(f"this needs TensorFlow (no module {exc.name!r}): "
+                                      f"{INSTALL_TENSORFLOW}")
     if isinstance(exc, CheckpointError):
         message, code = str(exc), exc.exit_code
     elif isinstance(exc, KeyboardInterrupt):

@@ -102,8 +102,7 @@ def export_command(
     for w in result.warnings:
         out.warning(w)
     if json_out:
-        out.json({"output": result.path, "format": result.format, "tensors": result.tensors,
-                  "averaged": list(result.averaged), "bytes": result.nbytes})
+        out.json(result.to_dict())
     elif not quiet:
         out.prose(f"wrote {result.path} ({result.format}, "
                  f"{human_bytes(result.nbytes)}): {len(result.tensors)} weights, "
