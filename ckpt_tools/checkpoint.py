@@ -183,8 +183,11 @@ def _in_dir(directory: str, name: str) -> str:
 
 
 def _exists(prefix: str) -> bool:
+    pattern = shard_pattern(prefix)
+    if pattern is not None:  # a sharded V1 checkpoint exists where its first shard does
+        return os.path.exists(pattern.replace("?????", "00000"))
     return (os.path.isfile(prefix + ".index") or os.path.isfile(prefix)
-            or shard_pattern(prefix) is not None or find_shards(prefix) is not None)
+            or find_shards(prefix) is not None)
 
 
 def _prefix_location(prefix: str, original: str, state: str | None = None) -> Location:

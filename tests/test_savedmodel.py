@@ -313,3 +313,12 @@ def test_savedmodel_script_regenerates_the_committed_tf1_saved_model(tmp_path):
     for name in committed:
         if name != "saved_model.pb":
             assert (made / name).read_bytes() == (TF1_SM / name).read_bytes(), name
+
+
+def test_sharded_v1_state_file_with_another_machines_absolute_path(fixture_copy):
+    d = fixture_copy("sharded_v1")
+    (d / "checkpoint").write_text(
+        'model_checkpoint_path: "/elsewhere/run/model.ckpt-7-?????-of-00002"\n')
+    with open_checkpoint(d) as ckpt:
+        assert ckpt.path == str(d / "model.ckpt-7-?????-of-00002")
+        assert sorted(ckpt.files())[:2] == [str(d / s) for s in SHARDS]
