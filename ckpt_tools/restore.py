@@ -168,7 +168,7 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
             ckpt.close()
 
 
-def ema_saver(var_list=None, checkpoint=None, *, ema_name: str = "ExponentialMovingAverage",
+def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
               **saver_kwargs):
     """Returns a ``tf.compat.v1.train.Saver`` that restores EMA values into ``var_list``.
 
@@ -179,7 +179,8 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str = "ExponentialMov
     Args:
         var_list: variables; default: global variables of the default graph.
         checkpoint: optional checkpoint to build the map from.
-        ema_name: EMA suffix used when no checkpoint is given.
+        ema_name: EMA suffix; default: detected from the checkpoint (TF's default name first),
+            ``ExponentialMovingAverage`` when no checkpoint is given.
         **saver_kwargs: passed to ``Saver`` (``max_to_keep``, ``name``…).
 
     Returns:
@@ -202,7 +203,7 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str = "ExponentialMov
     if checkpoint is not None:
         ckpt, owned = _open(checkpoint)
         try:
-            averaged, raw, problems = _plan(ckpt, list(groups), {"ema_name": None})
+            averaged, raw, problems = _plan(ckpt, list(groups), {"ema_name": ema_name})
         finally:
             if owned:
                 ckpt.close()
@@ -213,7 +214,8 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str = "ExponentialMov
     else:
         averaged_keys = {_graph_key(v)[0] for v in _flatten(
             tf.compat.v1.trainable_variables() + tf.compat.v1.moving_average_variables())}
-        sources = {k: (f"{k}/{ema_name}" if k in averaged_keys else k) for k in groups}
+        name = ema_name or "ExponentialMovingAverage"
+        sources = {k: (f"{k}/{name}" if k in averaged_keys else k) for k in groups}
     # In a graph imported from the training .meta the shadows are variables too, and each
     # restores from its own key, which is also its model variable's source: the model variable
     # wins, as in variables_to_restore() (a Saver maps each key to one variable).
