@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .checkpoint import Checkpoint, Variable, open_checkpoint
+from .formats.bundle import data_path
 from .roles import ROLES
 
 #: Short names ``--collection`` accepts for the standard graph collections.
@@ -44,6 +45,9 @@ class Listing:
         any_ema: whether the checkpoint holds any EMA shadow.
         with_shadow / expected: of all variables in ``averaged_roles``, how many have a
             shadow, and how many there are.
+        shards: the data files of a V2 checkpoint, in order: ``file`` (base name),
+            ``tensors`` (entries or partition slices stored there) and ``bytes`` -- where
+            ``Saver(sharded=True)`` put each device's variables (one shard per ps task).
     """
 
     checkpoint: str
@@ -56,6 +60,7 @@ class Listing:
     with_shadow: int = 0
     expected: int = 0
     by_key: dict[str, Variable] = field(default_factory=dict, repr=False)
+    shards: list[dict] = field(default_factory=list)
 
     @property
     def unpaired(self) -> list[Variable]:
@@ -83,6 +88,7 @@ class Listing:
             "totals": {"variables": len(self.variables),
                        "parameters": sum(v.size for v in self.variables),
                        "bytes": sum(v.nbytes for v in self.variables)},
+            "shards": self.shards,
         }
 
 
@@ -132,7 +138,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             variables=shown, total=len(everything), averaged_roles=averaged_roles,
             any_ema=any(v.role == "ema" for v in everything),
             with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
-            by_key={v.name: v for v in everything})
+            by_key={v.name: v for v in everything}, shards=data_shards(ckpt))
     finally:
         if owned:
             ckpt.close()
@@ -151,3 +157,25 @@ def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:
                 f"{', '.join(sorted(short_collection(c) for c in ckpt.meta.collections))}")
         wanted.add(full)
     return wanted
+
+
+def data_shards(ckpt: Checkpoint) -> list[dict]:
+    """The data files of a V2 checkpoint and what each stores (empty for other formats).
+
+    Returns:
+        One ``{"file", "tensors", "bytes"}`` per shard, in shard order; a partitioned
+        variable counts once per stored slice, in the shard that holds the slice.
+    """
+    reader = ckpt.reader
+    num = getattr(reader, "num_shards", None)
+    if reader.format != "v2" or not num:
+        return []
+    shards = [{"file": os.path.basename(data_path(reader.prefix, i, num)), "tensors": 0,
+               "bytes": 0} for i in range(num)]
+    for name, entry in reader.entries.items():
+        parts = [sub for _, sub in reader.slice_entries(name)] if entry.slices else [entry]
+        for sub in parts:
+            if 0 <= sub.shard_id < num:
+                shards[sub.shard_id]["tensors"] += 1
+                shards[sub.shard_id]["bytes"] += sub.stored_bytes
+    return shards

@@ -129,6 +129,13 @@ def test_v1_cluster_list_map_restore_and_eval(v1_cluster, tmp_path):
     for name in BN_STATS:
         assert roles[name]["role"] == "bn_stat" and roles[name]["ema"], name
     assert roles["cross_entropy/avg"]["role"] == "loss_average"
+    # list shows the data shards Saver(sharded=True) wrote, and what each holds
+    files = sorted(p for p in os.listdir(train_dir) if p.startswith("model.ckpt-12.data-"))
+    assert [s["file"] for s in doc["shards"]] == files
+    assert sum(s["tensors"] for s in doc["shards"]) == len(doc["variables"])
+    assert all(s["tensors"] for s in doc["shards"])
+    text = _ckpt("list", str(train_dir)).stdout
+    assert f"{len(files)} data shards" in text
     # The map is TensorFlow's own variables_to_restore(), recorded by the chief at save time.
     with open(os.path.join(train_dir, "variables_to_restore.json")) as f:
         recorded = json.load(f)
@@ -279,3 +286,41 @@ def test_parameter_server_strategy_needs_a_cluster(tmp_path):
     )  # fmt: skip
     assert result.exit_code != 0
     assert "TF_CONFIG" in result.output and "--local-cluster" in result.output
+
+
+# ---- teardown on timeout and Ctrl-C ------------------------------------------------------------
+
+
+def test_cluster_timeout_stops_every_task(tmp_path):
+    train_dir = tmp_path / "slow"
+    proc, seconds = _cluster(
+        train_dir, "--api", "v1", "--local-cluster", "ps=1,workers=1", "--max-steps", "100000",
+        "--cluster-timeout", "3",
+    )  # fmt: skip
+    assert proc.returncode == 124, proc.stderr[-2000:]
+    assert "did not finish within 3 s" in proc.stderr
+    assert seconds < 40
+    assert _running_with(str(train_dir)) == []
+
+
+def test_ctrl_c_stops_every_task(tmp_path):
+    import signal
+
+    train_dir = tmp_path / "interrupted"
+    cmd = [sys.executable, "-m", "ckpt_tools", "train", "--api", "v1", "--train-dir",
+           str(train_dir), "--local-cluster", "ps=1,workers=1", "--max-steps", "100000"]
+    proc = subprocess.Popen(cmd, env=dict(os.environ, PYTHONPATH=REPO), cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(_running_with(str(train_dir))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the launcher and its two tasks
+        assert len(_running_with(str(train_dir))) >= 3
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    assert _running_with(str(train_dir)) == []

@@ -95,6 +95,10 @@ def _print_table(out: Output, listing: Listing) -> None:
     out.line("")
     out.prose(f"{len(shown)} of {listing.total} variables, {sum(v.size for v in shown):,} "
              f"parameters, {human_bytes(sum(v.nbytes for v in shown))}")
+    if len(listing.shards) > 1:  # Saver(sharded=True): one data file per device
+        out.prose(f"{len(listing.shards)} data shards: " + ", ".join(
+            f"{s['file'].rsplit('.data-', 1)[-1]} {s['tensors']} tensors "
+            f"{human_bytes(s['bytes'])}" for s in listing.shards))
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
         out.prose("names are object paths; --json gives the checkpoint keys", "dim")
     if listing.unpaired:
