@@ -449,3 +449,43 @@ def test_display_names_are_object_paths_in_every_command(capsys):
     shown = json.loads(run_cli(["show", path, "--regex", "^model/dense/kernel$", "--json"],
                                capsys)[1])["tensors"]
     assert [t["key"] for t in shown] == [kernel["key"]]
+
+
+def test_a_reader_that_goes_away_is_not_an_error(ckpt_on_path):
+    proc = subprocess.run(["bash", "-c", "set -o pipefail; ckpt list "
+                           f"'{FIXTURES / 'many_keys'}' | head -1"], env=ckpt_on_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.count("\n") == 1
+
+
+def test_a_real_terminal_is_detected_and_its_width_used(tmp_path):
+    """Under a pseudo-terminal of 80 columns (no COLUMNS, no TTY_COMPATIBLE) tables fit it."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TTY_COMPATIBLE")}
+    env.update(PYTHONPATH=str(ROOT), NO_COLOR="1", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-m", "ckpt_tools", "list",
+                             str(FIXTURES / "towers_bn")], stdout=follower, stderr=follower,
+                            env=env, cwd=ROOT)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    proc.wait(timeout=60)
+    os.close(leader)
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    lines = text.splitlines()
+    assert proc.returncode == 0 and any(ELLIPSIS in line for line in lines), text
+    assert all(cell_len(line) <= 80 for line in lines if "  " in line), text

@@ -84,8 +84,9 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort):
             raise
-        except BrokenPipeError:
-            raise  # handled by main(): `ckpt list … | head` is not an error
+        except BrokenPipeError:  # `ckpt list … | head` is not an error
+            _quiet_stdout()
+            raise typer.Exit(0) from None
         except BaseException as exc:  # noqa: BLE001 - every failure gets the same treatment
             if isinstance(exc, _click.ClickException):
                 raise  # usage errors (BadParameter...) are printed by main()
@@ -93,6 +94,16 @@ class _Group(TyperGroup):
             if code is None:
                 raise
             raise typer.Exit(code) from None
+
+
+def _quiet_stdout() -> None:
+    """Points stdout at /dev/null after the reader went away, so the interpreter's final
+    flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to do
+        pass
 
 
 def _usage_error(exc) -> int:
