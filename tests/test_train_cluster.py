@@ -324,3 +324,37 @@ def test_ctrl_c_stops_every_task(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     assert "interrupted" in err
     assert _running_with(str(train_dir)) == []
+
+
+# ---- quiet by default ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_tensorflow_start_up_lines_are_dropped_or_shown_once(verbose):
+    # import tensorflow writes its absl/oneDNN banner to fd 2 twice, whatever the log level
+    code = ("from ckpt_tools.train.devices import quiet_tensorflow; "
+            f"quiet_tensorflow({verbose}); import tensorflow as tf; print(tf.__version__)")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = REPO
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    banner = proc.stderr.count("absl::InitializeLog")
+    assert banner == (1 if verbose else 0), proc.stderr
+    assert proc.stderr.count("oneDNN custom operations") == (1 if verbose else 0), proc.stderr
+
+
+def test_launcher_shows_each_noise_line_once_with_verbose_and_never_without(capsys):
+    import io
+
+    from ckpt_tools.train.cluster import LogPrinter
+
+    noise = ("I0000 00:00:1.2 7 port.cc:153] oneDNN custom operations are on.\n"
+             "E0000 00:00:1.3 7 chttp2_transport.cc:1] UNAVAILABLE: Socket closed\n")
+    for verbose, expected in ((False, 0), (True, 1)):
+        printer = LogPrinter(verbose)
+        for name in ("ps0", "worker0", "worker1"):
+            printer.pump(io.StringIO(noise + "step 3 done\n"), name, False, None)
+        err = capsys.readouterr().err
+        assert err.count("oneDNN") == expected and err.count("Socket closed") == expected, err
+        assert err.count("step 3 done") == 3 and "[worker1] step 3 done" in err

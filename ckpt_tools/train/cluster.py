@@ -94,7 +94,7 @@ class Task:
     wait: bool = True  # False: serves until torn down (tf2 workers and ps), exit code ignored
 
 
-class _Printer:
+class LogPrinter:
     """Prefixes and filters child output; thread-safe."""
 
     def __init__(self, verbose: bool) -> None:
@@ -103,6 +103,8 @@ class _Printer:
         self._lock = threading.Lock()
 
     def pump(self, stream, name: str, passthrough: bool, out) -> None:
+        """Copy ``stream`` line by line until it closes: to ``out`` as is (``passthrough``: the
+        chief's stdout), else to stderr as ``[name] line``, noise dropped or shown once."""
         for line in iter(stream.readline, ""):
             line = line.rstrip("\n")
             with self._lock:
@@ -149,7 +151,7 @@ def run_cluster(
     Returns:
         The chief's exit code; 1 when another task failed first; 124 on timeout; 130 on Ctrl-C.
     """
-    printer = _Printer(verbose)
+    printer = LogPrinter(verbose)
     base = child_env(verbose)
     procs: list[subprocess.Popen] = []
     threads: list[threading.Thread] = []
