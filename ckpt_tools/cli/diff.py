@@ -109,7 +109,10 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
     columns += [Column("status"), Column("shape", hide=2), Column("dtype", hide=1),
                 Column("max |Δ|", "right"), Column("rel L2", "right")]
     out.table(title, columns, rows)
-    label_a, label_b = ("weights without a shadow", "shadows of unsaved variables") if ema \
+    # A shadow without a stored variable: the variable was not saved, or several same-named
+    # variables fit and the file cannot tell which ('ckpt map' names the candidates).
+    label_a, label_b = ("weights without a shadow",
+                        "shadows not paired with a stored variable (see 'ckpt map')") if ema \
         else ("only in A", "only in B")
     for label, names in ((label_a, report.only_a), (label_b, report.only_b)):
         if names:
