@@ -59,9 +59,14 @@ def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'ckpt_tools' has no attribute {name!r}")
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+    loaded = import_module(f".{module}", __name__)
+    # Importing a submodule binds its name on the package (ckpt_tools.verify becomes the
+    # module), which would shadow a function of the same name: bind every lazy name the
+    # module provides, the function last.
+    for other, where in _LAZY.items():
+        if where == module:
+            globals()[other] = getattr(loaded, other)
+    return globals()[name]
 
 
 def __dir__() -> list[str]:

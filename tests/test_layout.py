@@ -103,3 +103,17 @@ def test_public_api_is_all():
                  "DiffReport", "StatsRecord", "ExitCode", "VariableNotFoundError"):
         assert name in ckpt_tools.__all__
     assert ckpt_tools.VariableNotFoundError.exit_code == ckpt_tools.ExitCode.NOT_FOUND == 3
+
+
+def test_lazy_names_resolve_in_any_order():
+    """``verify`` is a function even after its submodule was imported for ``VerifyReport``."""
+    import subprocess
+    import sys
+
+    code = ("import ckpt_tools as c; c.VerifyReport; c.Problem; "
+            "assert callable(c.verify) and c.verify.__name__ == 'verify'; "
+            "from ckpt_tools import *; assert callable(verify) and verify.__module__ == "
+            "'ckpt_tools.verify'; r = c.verify('fixtures/towers_bn'); assert r.ok")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=PACKAGE.parent)
+    assert proc.returncode == 0, proc.stderr
