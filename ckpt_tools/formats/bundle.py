@@ -128,21 +128,23 @@ class BundleReader:
         """Refuses entries whose bytes pass the end of their data shard (one ``stat`` per shard).
 
         Done at open, so every command (``list`` included) refuses an index that points outside
-        its data; a shard that is missing is reported when it is read, so ``list`` still works
-        on an index alone.
+        its data, and a missing shard is exit 3 naming it for every command alike (an index
+        listed without its data would pass for a whole checkpoint).
         """
         stored = [e for e in self.entries.values() if not e.slices]
         stored += self._slice_entries.values()
-        sizes: dict[int, int | None] = {}
+        sizes: dict[int, int] = {}
         for e in stored:
             if e.shard_id not in sizes:
                 path = data_path(self.prefix, e.shard_id, self.num_shards)
                 try:
                     sizes[e.shard_id] = regular_size(path)
                 except CheckpointNotFoundError:
-                    sizes[e.shard_id] = None
+                    raise CheckpointNotFoundError(
+                        f"{path}: data shard {e.shard_id} of {self.num_shards} is missing "
+                        f"(the index names {e.name!r} in it)") from None
             size = sizes[e.shard_id]
-            if size is not None and e.offset + e.stored_bytes > size:
+            if e.offset + e.stored_bytes > size:
                 raise CorruptCheckpointError(
                     f"tensor {e.name!r} spans bytes [{e.offset}, {e.offset + e.stored_bytes}) "
                     f"but the file has {size} bytes (truncated data shard)",
