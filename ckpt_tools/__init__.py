@@ -27,6 +27,7 @@ from .errors import (
     TensorFlowRequiredError,
     UnsupportedFormatError,
     VariableNotFoundError,
+    WriteError,
 )
 
 # The rest loads on first use, so `ckpt list` does not pay for writers, NumPy or Keras helpers.
@@ -111,5 +112,6 @@ __all__ = [
     "UnsupportedFormatError",
     "Variable",
     "VariableNotFoundError",
+    "WriteError",
     "open_checkpoint",
 ]

@@ -9,8 +9,8 @@ memory stays at one chunk no matter how large the checkpoint is.
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -19,7 +19,8 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import EmaMap, ema_map, rescope
 from .errors import EmaError, OutputError
 from .formats import dtypes
-from .formats._io import temp_name
+from .formats._io import remove_quietly, temp_name
+from .formats._write import Inputs, StagedDir, check_file_name, os_errors, replace
 from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
 
@@ -48,37 +49,106 @@ class BakeResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
+def checkpoint_names(name: str) -> Callable[[str], bool]:
+    """Returns a predicate on file names: the files a checkpoint ``name`` written into a
+    directory consists of (index, data shards, ``.meta``, the ``checkpoint`` state file)."""
+    data = re.compile(re.escape(name) + r"\.data-\d{5}-of-\d{5}")
+
+    def owned(fname: str) -> bool:
+        return (fname in (name + ".index", name + ".meta", "checkpoint")
+                or data.fullmatch(fname) is not None)
+
+    return owned
+
+
+def _stage(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite: bool) -> StagedDir:
+    name = check_file_name(ckpt.name if name is None else name)
+    return StagedDir(out_dir, Inputs(ckpt.input_files()), checkpoint_names(name),
+                     overwrite=overwrite)
 
 
 def plan_outputs(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite: bool) -> str:
-    """Checks the output location and returns the output prefix.
+    """Checks the output location (writing nothing) and returns the output prefix.
 
     Raises:
-        OutputError: if the output would overwrite an input file or an existing checkpoint.
+        OutputError: ``--name`` is not a plain file name; ``out_dir`` holds an input file (the
+            state file that was read included), is not a directory, holds a subdirectory, or
+            already holds this checkpoint and not ``overwrite``.
     """
-    name = name or ckpt.name
-    if not name or "/" in name:
-        raise OutputError(f"invalid output checkpoint name {name!r}")
-    prefix = os.path.join(out_dir, name)
-    in_dir = os.path.dirname(os.path.abspath(ckpt.path))
-    if os.path.isdir(out_dir) and _same_file(out_dir, in_dir):
-        raise OutputError(
-            f"{out_dir}: is the input checkpoint's directory; refusing to write there (its "
-            "'checkpoint' state file and checkpoint would be replaced); choose another --out")
-    outputs = [prefix + ".index", data_path(prefix, 0, 1), prefix + ".meta",
-               os.path.join(out_dir, "checkpoint")]
-    for out in outputs:
-        for src in ckpt.files():
-            if _same_file(out, src):
-                raise OutputError(f"{out}: is an input file; refusing to overwrite it")
-        if os.path.exists(out) and not overwrite:
-            raise OutputError(f"{out}: already exists (pass --force / overwrite=True to replace)")
-    return prefix
+    stage = _stage(ckpt, out_dir, name, overwrite)
+    stage.check()
+    return restore_output_path(ckpt, out_dir, name, "v2")
+
+
+def restore_output_path(ckpt: Checkpoint, out: str, name: str | None, fmt: str) -> str:
+    """Where ``restore-ema`` writes: ``<out>/<name>`` (v2 prefix), ``<out>/<name>.h5``, or
+    the ``--out`` file itself when it already ends in ``.h5``.
+
+    Raises:
+        OutputError: ``--name`` is not a plain file name.
+    """
+    base = check_file_name(ckpt.name if name is None else name)
+    if fmt == "h5":
+        return out if out.endswith((".h5", ".hdf5")) else os.path.join(out, base + ".h5")
+    return os.path.join(out, base)
+
+
+def check_h5_output(ckpt: Checkpoint, target: str, overwrite: bool) -> None:
+    """Checks a ``restore-ema --format h5`` output file without writing anything.
+
+    A checkpoint output never goes into a directory holding an input (the checkpoint or the
+    state file that was read), in any format.
+
+    Raises:
+        OutputError: as :func:`~ckpt_tools.formats._write.check_file_output`, or the target's
+            directory holds an input.
+    """
+    from .formats._write import check_file_output
+
+    inputs = Inputs(ckpt.input_files())
+    directory = os.path.dirname(os.path.abspath(target))
+    held = inputs.held_by(directory)
+    if held is not None:
+        raise OutputError(f"{target}: its directory holds the input {held}; refusing to write a "
+                          "restored checkpoint there; choose another --out")
+    if os.path.isdir(directory):
+        check_file_output(target, inputs, overwrite)
+
+
+def bake_ema_h5(ckpt: Checkpoint, out: str, *, name: str | None = None,
+                overwrite: bool = False, progress: Callable[[int], None] | None = None,
+                **map_options):
+    """``restore-ema --format h5``: the EMA weights as one Keras-style HDF5 file.
+
+    Returns:
+        the :class:`~ckpt_tools.export.ExportResult`.
+
+    Raises:
+        OutputError, WriteError, EmaError: see :func:`check_h5_output` and
+            :func:`~ckpt_tools.export.export_weights`.
+    """
+    from .export import export_weights
+
+    target = restore_output_path(ckpt, out, name, "h5")
+    check_h5_output(ckpt, target, overwrite)
+    directory = os.path.dirname(os.path.abspath(target))
+    created = not os.path.exists(directory)
+    if created:
+        try:
+            os.makedirs(directory)  # default mode: the umask applies
+        except OSError as exc:
+            raise OutputError(f"{out}: cannot create the output directory "
+                              f"({exc.strerror or exc})") from None
+    try:
+        return export_weights(ckpt, target, fmt="h5", ema=True, overwrite=overwrite,
+                              progress=progress, **map_options)
+    except BaseException:
+        if created:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+        raise
 
 
 def bake_ema(
@@ -99,7 +169,8 @@ def bake_ema(
 
     Args:
         checkpoint: input checkpoint (path or open :class:`Checkpoint`).
-        out_dir: output directory (created if missing; must not be the input's directory).
+        out_dir: output directory: new (created), or existing and holding no input file nor
+            subdirectory (it is then replaced as a whole, keeping its other files).
         name: output prefix name; default: the input's (``model.ckpt-1000``).
         overwrite: replace existing output files (never input files).
         verify: check each tensor's CRC32C while copying.
@@ -114,7 +185,10 @@ def bake_ema(
     Raises:
         EmaError: if shadows are missing (unless ``allow_missing``) or do not match their
             variable's shape/dtype.
-        OutputError: if the output location is unsafe or unwritable.
+        OutputError: if the output location is unsafe or unwritable, or another process
+            writes it first.
+        WriteError: an OS error while writing (disk full…); nothing is left behind.
+        CorruptCheckpointError: a slice out of range, a checksum mismatch.
 
     Example:
         >>> bake_ema("train/", "train_ema/")  # doctest: +SKIP
@@ -144,45 +218,20 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
             raise EmaError(
                 f"{ckpt.path}: shadow {src!r} ({a.dtype_name}{list(a.shape)}) does not match "
                 f"variable {tgt!r} ({b.dtype_name}{list(b.shape)})")
-    prefix = plan_outputs(ckpt, out_dir, name, overwrite)
-    staged = not os.path.exists(out_dir)
-    if staged:
-        # A new output directory is filled under a hidden temporary name and renamed into place
-        # at the end, so an interruption (even SIGKILL) never leaves a partial checkpoint there.
-        parent = os.path.dirname(os.path.abspath(out_dir))
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            raise OutputError(f"{parent}: cannot create the output's parent directory "
-                              f"({exc.strerror or exc})") from None
-        if not os.access(parent, os.W_OK):
-            raise OutputError(f"{parent}: output directory is not writable")
-        try:
-            work = tempfile.mkdtemp(
-                prefix=f".{os.path.basename(os.path.abspath(out_dir))}.tmp-", dir=parent)
-        except OSError as exc:
-            raise OutputError(f"{out_dir}: cannot create the output directory there "
-                              f"({exc.strerror or exc})") from None
-    else:
-        if not os.path.isdir(out_dir) or not os.access(out_dir, os.W_OK):
-            raise OutputError(f"{out_dir}: not a writable directory")
-        work = out_dir
-    try:
-        result = _write(ckpt, m, work, os.path.basename(prefix), source_of, verify, drop_slots,
-                        progress, strip, add)
-        if staged:
-            os.rename(work, out_dir)
-    except BaseException:
-        if staged:
-            shutil.rmtree(work, ignore_errors=True)
-        raise
+    # The whole checkpoint is staged in a hidden sibling directory and published with one
+    # rename (see formats/_write.py): readers see the old complete --out or the new one.
+    with _stage(ckpt, out_dir, name, overwrite) as stage:
+        prefix = restore_output_path(ckpt, out_dir, name, "v2")
+        result = _write(ckpt, m, stage.path, os.path.basename(prefix), source_of, verify,
+                        drop_slots, progress, strip, add, stage.shown)
+        stage.publish()
     files = [os.path.join(out_dir, os.path.basename(f)) for f in result.files]
     return BakeResult(prefix=prefix, files=files, replaced=result.replaced,
                       copied=result.copied, dropped=result.dropped, nbytes=result.nbytes,
                       ema_map=m, warnings=result.warnings)
 
 
-def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, add):
+def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, add, shown):
     """Writes the baked checkpoint into directory ``work``; the index is published last."""
     prefix = os.path.join(work, name)
     entries = ckpt.entries()
@@ -194,7 +243,7 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
     if meta_src and renamed:
         warnings.append("keys were re-scoped, so the .meta graph (which uses the old names) "
                         "was not copied")
-    with BundleWriter(prefix) as writer:
+    with BundleWriter(prefix, shown) as writer:
         for key in entries:
             if drop_slots and variables[key].role == R.OPTIMIZER_SLOT:
                 dropped.append(key)
@@ -208,9 +257,9 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
                 copied += 1
         files = []
         if meta_src and not renamed:  # before the index: a present .index means "complete"
-            files.append(_copy_atomic(meta_src, prefix + ".meta"))
+            files.append(_copy_atomic(meta_src, prefix + ".meta", shown))
         files += writer.finish()
-    files.append(write_state_file(work, name))
+    files.append(write_state_file(work, name, shown))
     return BakeResult(prefix=prefix, files=files, replaced=replaced, copied=copied,
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
 
@@ -243,13 +292,14 @@ def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str,
     return array.nbytes
 
 
-def _copy_atomic(src: str, dst: str) -> str:
+def _copy_atomic(src: str, dst: str, shown) -> str:
     tmp = temp_name(dst)
     try:
-        shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
+        with os_errors(shown(dst), "writing", Inputs([src])):
+            shutil.copyfile(src, tmp)
+        with os_errors(shown(dst), "renaming into place"):
+            replace(tmp, dst)
     except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        remove_quietly(tmp)
         raise
     return dst

@@ -461,6 +461,14 @@ class Checkpoint:
                 files.append(extra)
         return files
 
+    def input_files(self) -> list[str]:
+        """Returns every file a command using this checkpoint reads: :meth:`files` plus the
+        ``checkpoint`` state file that led to it (writers refuse to replace any of them)."""
+        files = self.files()
+        if self.location.state_file:
+            files.append(self.location.state_file)
+        return files
+
     @property
     def name(self) -> str:
         """The checkpoint's own name (``model.ckpt-1000``), the default name of outputs."""

@@ -65,11 +65,14 @@ class EmaOutput:
 
 def output_path(ckpt: Checkpoint, out: str, name: str | None, fmt: str) -> str:
     """Where :func:`write_ema` writes: ``<out>/<name>`` (v2 prefix), ``<out>/<name>.h5``, or
-    ``out`` itself when it already ends in ``.h5``/``.hdf5``."""
-    base = name or ckpt.name
-    if fmt == "h5":
-        return out if out.endswith((".h5", ".hdf5")) else os.path.join(out, base + ".h5")
-    return os.path.join(out, base)
+    ``out`` itself when it already ends in ``.h5``/``.hdf5``.
+
+    Raises:
+        OutputError: ``name`` is not a plain file name (no ``/``, ``..``, NUL).
+    """
+    from .bake import restore_output_path
+
+    return restore_output_path(ckpt, out, name, fmt)
 
 
 def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str | None = None,
@@ -97,7 +100,10 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
     Raises:
         ValueError: unknown ``fmt`` or ``slots``.
         EmaError: shadows missing or not matching (unless ``allow_missing``).
-        OutputError: the output is an input, exists, or cannot be written.
+        OutputError: the output is an input, sits in a directory holding an input, exists,
+            is not a regular file or new directory, or cannot be written (see
+            ``formats/_write.py``, the writer discipline).
+        WriteError: an OS error while writing (disk full…); nothing is left behind.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected v2 or h5")
@@ -109,13 +115,10 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         if dry_run:
             return _plan(ckpt, out, name, fmt, overwrite, slots, map_options)
         if fmt == "h5":
-            from .export import export_weights
+            from .bake import bake_ema_h5
 
-            target = output_path(ckpt, out, name, fmt)
-            if target != out:
-                os.makedirs(out, exist_ok=True)
-            r = export_weights(ckpt, target, fmt="h5", ema=True, overwrite=overwrite,
-                               progress=progress, **map_options)
+            r = bake_ema_h5(ckpt, out, name=name, overwrite=overwrite, progress=progress,
+                            **map_options)
             return EmaOutput(output=r.path, format="h5", dry_run=False,
                              ema_map=ema_map(ckpt, **map_options), files=[r.path],
                              tensors=dict(r.tensors), averaged=list(r.averaged),
@@ -136,11 +139,12 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
 def _plan(ckpt, out, name, fmt, overwrite, slots, map_options) -> EmaOutput:
     m = ema_map(ckpt, slots=slots, **map_options)
     m.require_complete()
-    if fmt == "v2" and os.path.isdir(out):
-        from .bake import plan_outputs
+    from .bake import check_h5_output, plan_outputs
 
+    if fmt == "v2":
         target = plan_outputs(ckpt, out, name, overwrite)  # also checks it is safe
     else:
         target = output_path(ckpt, out, name, fmt)
+        check_h5_output(ckpt, target, overwrite)
     return EmaOutput(output=target, format=fmt, dry_run=True, ema_map=m,
                      averaged=list(m.averaged))

@@ -82,6 +82,26 @@ class OutputError(CheckpointError):
     exit_code = ExitCode.OUTPUT
 
 
+class WriteError(CheckpointError):
+    """An operating-system error while writing an output (disk full, I/O error).
+
+    The message names the output path (the user's, never a temporary name) and the operation:
+    ``out/m.ckpt.data-00000-of-00001: No space left on device while writing (nothing was left
+    behind)``. ``clean`` is set once the writer has removed everything it had written.
+    """
+
+    exit_code = ExitCode.ERROR
+
+    def __init__(self, path: str, reason: str, operation: str):
+        super().__init__(f"{path}: {reason} while {operation}")
+        self.path, self.reason, self.operation = path, reason, operation
+        self.clean = False
+
+    def __str__(self) -> str:
+        base = f"{self.path}: {self.reason} while {self.operation}"
+        return base + (" (nothing was left behind)" if self.clean else "")
+
+
 class TensorFlowRequiredError(CheckpointError):
     """The requested operation needs TensorFlow, which is not installed."""
 

@@ -4,7 +4,9 @@ Converters to PyTorch/ONNX read one flat file of weights; handing them the *aver
 is what keeps the accuracy the EMA bought (EfficientNet lost ~3 points top-1 this way). Only
 model weights are written (trainable variables and batch-norm statistics): no optimizer slots,
 step counters, loss averages or shadow keys. Files are written tensor by tensor to a temporary
-name, then renamed into place.
+name, then renamed into place, under the writer discipline of ``formats/_write.py`` (inputs are
+never replaced, only regular files are, tensor names are checked before becoming member names,
+OS errors name the output).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
 from .errors import OutputError
-from .formats._io import remove_quietly, temp_name
+from .formats._write import Inputs, atomic_file, check_file_output, check_member_name
+from .formats.slices import check_partition
 
 FORMATS = ("npz", "safetensors", "h5")
 _SAFETENSORS_DTYPES = {
@@ -164,7 +167,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     Raises:
         EmaError: averages are missing (and neither ``ema=False`` nor ``allow_missing``), or
             cannot be paired with their variables.
-        OutputError: output exists, is an input, or cannot be written.
+        OutputError: output exists (and not ``overwrite``), is an input or not a regular
+            file, cannot be written, or a tensor name cannot be a member name.
+        WriteError: an OS error while writing (disk full…); nothing is left behind.
 
     Example:
         >>> export_weights("train/", "model_ema.safetensors")  # doctest: +SKIP
@@ -175,29 +180,19 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         raise OutputError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
-        for src in ckpt.files():
-            if os.path.exists(out_path) and os.path.samefile(src, out_path):
-                raise OutputError(f"{out_path}: is an input file; refusing to overwrite it")
-        if os.path.exists(out_path) and not overwrite:
-            raise OutputError(f"{out_path}: already exists (pass --force to replace)")
-        directory = os.path.dirname(os.path.abspath(out_path))
-        if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-            raise OutputError(f"{directory}: output directory does not exist or is not writable")
+        inputs = Inputs(ckpt.input_files())
+        check_file_output(out_path, inputs, overwrite)
         plan, averaged, warnings = plan_export(ckpt, ema=ema, include=include, exclude=exclude,
                                                rename=rename, **map_options)
         if not plan:
             raise OutputError(f"{ckpt.path}: no weights to export (check --include/--exclude)")
-        tmp = temp_name(out_path)
-        try:
+        for name, src in plan.items():
+            check_member_name(name, fmt, src)
+            entry = ckpt.entry(src)
+            if entry.slices:
+                check_partition(src, tuple(int(d) for d in entry.shape), entry.slices)
+        with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
             nbytes = _WRITERS[fmt](ckpt, plan, tmp, progress)
-            os.replace(tmp, out_path)
-        except OSError as exc:
-            remove_quietly(tmp)
-            raise OutputError(f"{out_path}: cannot write the output there "
-                              f"({exc.strerror or exc})") from None
-        except BaseException:
-            remove_quietly(tmp)
-            raise
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings)
     finally:
         if not isinstance(checkpoint, Checkpoint):

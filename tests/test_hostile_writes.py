@@ -12,7 +12,9 @@ timer makes the test deterministic: the signal always lands exactly there.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -123,3 +125,356 @@ def test_uninterrupted_restore_ema_writes_everything(corpus, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert {"model.ckpt-2.index", "model.ckpt-2.data-00000-of-00001",
             "checkpoint"} <= set(_visible(out))
+
+
+# == The writer discipline (issue 12): one test per promise, inputs hashed around every test ==
+# The README promises exactly what these tests check: "inputs are never modified" (every test
+# below hashes its inputs before and after, through the ``run`` fixture) and "an interrupted
+# write leaves the old or the new, never a mix" (test_kill_9_at_every_rename_*).
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ckpt_tools", *argv], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def _hashes(directory: Path) -> dict[str, str]:
+    """Visible regular files of ``directory`` -> sha256 (hidden staging names excluded)."""
+    if not directory.is_dir():
+        return {}
+    return {k[len(str(directory)) + 1:]: v for k, v in tree_hashes(directory).items()
+            if not Path(k).name.startswith(".") and Path(k).parent == directory}
+
+
+@pytest.fixture()
+def run(tmp_path):
+    """A copy of the linear_v2 fixture as a training directory; its files are hashed before
+    the test and checked unchanged after it."""
+    src = tmp_path / "run"
+    shutil.copytree(FIX / "linear_v2", src)
+    before = tree_hashes(src)
+    yield src
+    assert tree_hashes(src) == before, "an input file was modified"
+
+
+@pytest.mark.parametrize("to", ["npz", "safetensors", "h5"])
+def test_export_never_replaces_an_input_even_with_force(run, tmp_path, to):
+    # The state file that was read, the index, a data shard: all inputs, in every format.
+    for target in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001",
+                   "model.ckpt.meta"):
+        r = _cli("export", str(run), "--out", str(run / target), "--to", to, "--force")
+        assert r.returncode == 7, r.stderr
+        assert "refusing to overwrite" in r.stderr and str(run / target) in r.stderr
+    # ... also through a symlink and a hard link elsewhere.
+    (tmp_path / "sym").symlink_to(run / "checkpoint")
+    os.link(run / "model.ckpt.index", tmp_path / "hard")
+    for target in ("sym", "hard"):
+        r = _cli("export", str(run), "--out", str(tmp_path / target), "--to", to, "--force")
+        assert r.returncode == 7 and "is input" in r.stderr, r.stderr
+
+
+def test_restore_ema_never_writes_where_the_state_file_it_read_lives(tmp_path):
+    # run/checkpoint points into run/sub/: "run" holds an input (the state file).
+    run = tmp_path / "run"
+    shutil.copytree(FIX / "linear_v2", run / "sub")
+    (run / "checkpoint").write_text('model_checkpoint_path: "sub/model.ckpt"\n')
+    before = tree_hashes(run)
+    for argv in (["--out", str(run), "--force"], ["--out", str(run / "sub"), "--force"],
+                 ["--out", str(run), "--format", "h5"],
+                 ["--out", str(run / "sub" / "w.h5"), "--format", "h5", "--force"]):
+        r = _cli("restore-ema", str(run), *argv)
+        assert r.returncode == 7, (argv, r.stderr)
+        assert "holds the input" in r.stderr, r.stderr
+    assert tree_hashes(run) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no staging left behind
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+def test_export_force_refuses_to_replace_a_device(run, tmp_path):
+    dev = tmp_path / "full"
+    os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 7))  # a copy of /dev/full
+    r = _cli("export", str(run), "--out", str(dev), "--to", "npz", "--force")
+    assert r.returncode == 7 and "is a device, not a regular file" in r.stderr, r.stderr
+    assert stat.S_ISCHR(os.lstat(dev).st_mode)
+
+
+def test_outputs_are_regular_files_or_new_directories(run, tmp_path):
+    fifo = tmp_path / "w.npz"
+    os.mkfifo(fifo)
+    link = tmp_path / "l.npz"
+    link.symlink_to(tmp_path / "elsewhere.npz")
+    (tmp_path / "d.npz").mkdir()
+    for target, kind in ((fifo, "a FIFO"), (link, "a symbolic link"),
+                         (tmp_path / "d.npz", "a directory")):
+        r = _cli("export", str(run), "--out", str(target), "--force")
+        assert r.returncode == 7 and f"is {kind}, not a regular file" in r.stderr, r.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink()
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "model.ckpt.index")
+    r = _cli("restore-ema", str(run), "--out", str(out), "--force")
+    assert r.returncode == 7 and "is a FIFO" in r.stderr, r.stderr
+    assert stat.S_ISFIFO(os.lstat(out / "model.ckpt.index").st_mode)
+
+
+# -- kill -9 at every rename: the old complete output or the new one, never a mix ----------
+def _start_paused(argv: list[str], n: int, flag: Path) -> tuple[subprocess.Popen, str | None]:
+    """Starts ``ckpt argv`` paused at its n-th rename; returns (process, what it paused at),
+    or (process, None) when it finished without reaching an n-th rename."""
+    env = {**os.environ, "CKPT_TOOLS_PAUSE_AT": str(n), "CKPT_TOOLS_PAUSE_FLAG": str(flag)}
+    proc = subprocess.Popen([sys.executable, "-m", "ckpt_tools", *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not flag.exists():
+        if proc.poll() is not None:
+            return proc, None
+        assert time.monotonic() < deadline, "child neither paused nor finished"
+        time.sleep(0.01)
+    time.sleep(0.05)  # the flag's text is written right after it is created
+    return proc, flag.read_text()
+
+
+def _kill_at_every_rename(argv, out: Path, old: dict, new: dict, tmp_path) -> list[str]:
+    points = []
+    for n in range(1, 40):
+        flag = tmp_path / f"flag-{n}"
+        proc, what = _start_paused(argv, n, flag)
+        if what is None:
+            out_, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            assert (_hashes(out) if out.is_dir() else tree_hashes(out)) == new
+            return points
+        points.append(what)
+        proc.kill()
+        proc.wait(timeout=30)
+        got = _hashes(out) if out.is_dir() else tree_hashes(out)
+        assert got in (old, new), f"a mix after kill -9 at {what!r}: {sorted(got)}"
+        # Restore the old state for the next round (a real user would just rerun).
+        for p in out.parent.iterdir():
+            if p.name.startswith("."):
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+    raise AssertionError("more renames than expected")
+
+
+def test_kill_9_at_every_rename_of_restore_ema_into_a_new_directory(run, tmp_path):
+    ref, out = tmp_path / "ref", tmp_path / "parent" / "out"
+    out.parent.mkdir()
+    argv = ["restore-ema", str(run), "--out", str(out)]
+    assert _cli("restore-ema", str(run), "--out", str(ref)).returncode == 0
+    new = _hashes(ref)
+
+    def reset():
+        shutil.rmtree(out, ignore_errors=True)
+
+    points = []
+    for n in range(1, 40):
+        reset()
+        flag = tmp_path / f"flag-{n}"
+        proc, what = _start_paused(argv, n, flag)
+        if what is None:
+            proc.communicate(timeout=60)
+            assert proc.returncode == 0 and _hashes(out) == new
+            break
+        points.append(what)
+        proc.kill()
+        proc.wait(timeout=30)
+        assert _hashes(out) in ({}, new), f"a mix after kill -9 at {what!r}"
+    assert len(points) >= 5, points  # data, index, meta, state file, the directory itself
+    assert any(str(out) in p for p in points)
+
+
+def test_kill_9_at_every_rename_of_restore_ema_force_over_an_old_checkpoint(run, tmp_path):
+    out = tmp_path / "parent" / "out"
+    # The old output: another checkpoint under the same name, plus a user's file that stays.
+    assert _cli("restore-ema", str(FIX / "custom_ema_name"), "--out", str(out), "--name",
+                "model.ckpt").returncode == 0
+    (out / "notes.txt").write_text("keep me")
+    old = _hashes(out)
+    ref = tmp_path / "ref"
+    assert _cli("restore-ema", str(run), "--out", str(ref)).returncode == 0
+    new = {**_hashes(ref), "notes.txt": old["notes.txt"]}
+    assert old != new
+    argv = ["restore-ema", str(run), "--out", str(out), "--force"]
+    points = _kill_at_every_rename(argv, out, old, new, tmp_path)
+    assert any("exchange" in p for p in points), points
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert _cli("verify", str(out)).returncode == 0
+
+
+@pytest.mark.parametrize("to", ["npz", "safetensors", "h5"])
+def test_kill_9_at_every_rename_of_export_force(run, tmp_path, to):
+    out = tmp_path / "parent" / f"w.{to}"
+    out.parent.mkdir()
+    out.write_bytes(b"old weights")
+    old = tree_hashes(out)
+    ref = tmp_path / f"ref.{to}"
+    assert _cli("export", str(run), "--out", str(ref)).returncode == 0
+    new = {str(out): tree_hashes(ref)[str(ref)]}
+    points = _kill_at_every_rename(["export", str(run), "--out", str(out), "--force"], out,
+                                   old, new, tmp_path)
+    assert points, "no rename was paused"
+
+
+# -- concurrent writers to one --out: exactly one wins ---------------------------------------
+def _paused_at_publish(argv, out: Path, tmp_path) -> subprocess.Popen:
+    for n in range(1, 40):
+        flag = tmp_path / f"pub-{n}"
+        proc, what = _start_paused(argv, n, flag)
+        assert what is not None, "never reached the publishing rename"
+        if f"> {out}" in what or "exchange" in what:
+            proc.flag = flag  # type: ignore[attr-defined]
+            return proc
+        proc.kill()
+        proc.wait(timeout=30)
+        for p in out.parent.iterdir():
+            if p.name.startswith("."):
+                shutil.rmtree(p)
+    raise AssertionError("no publishing rename")
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-out", "existing-empty-out"])
+def test_two_writers_to_one_out_exactly_one_wins(run, tmp_path, existing):
+    out = tmp_path / "parent" / "out"
+    out.parent.mkdir()
+    if existing:
+        out.mkdir()
+    argv = ["restore-ema", str(run), "--out", str(out)]
+    first = _paused_at_publish(argv, out, tmp_path)
+    second = _cli(*argv)  # runs to the end while the first is about to publish
+    first.flag.unlink()  # let the first one finish
+    _, err = first.communicate(timeout=60)
+    results = sorted([(first.returncode, err), (second.returncode, second.stderr)])
+    assert [c for c, _ in results] == [0, 7], results
+    loser = results[1][1]
+    assert "already exists" in loser and str(out) in loser and ".tmp-" not in loser, loser
+    assert _cli("verify", str(out)).returncode == 0
+    assert [p.name for p in out.parent.iterdir()] == ["out"]
+
+
+def test_two_racing_writers_exactly_one_wins(run, tmp_path):
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "ckpt_tools", "restore-ema", str(run), "--out", str(out)]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = sorted((p.wait(timeout=120), p.stderr.read()) for p in procs)
+    assert [c for c, _ in results] == [0, 7], results
+    assert "already exists" in results[1][1] and ".tmp-" not in results[1][1]
+
+
+# -- umask ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mask", [0o022, 0o002])
+def test_outputs_honour_the_umask(run, tmp_path, mask):
+    old = os.umask(mask)
+    try:
+        from ckpt_tools import bake_ema, export_weights
+
+        bake_ema(run, tmp_path / "new" / "out")
+        export_weights(run, tmp_path / "w.npz")
+        (tmp_path / "h5").mkdir()
+        r = _cli("restore-ema", str(run), "--format", "h5", "--out", str(tmp_path / "h5" / "d"))
+        assert r.returncode == 0, r.stderr
+    finally:
+        os.umask(old)
+    for d in (tmp_path / "new", tmp_path / "new" / "out", tmp_path / "h5" / "d"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o777 & ~mask, d
+    for f in [*(tmp_path / "new" / "out").iterdir(), tmp_path / "w.npz",
+              tmp_path / "h5" / "d" / "model.ckpt.h5"]:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~mask, f
+
+
+# -- names ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["../../x", "a/b", "..", "", "x\\y"])
+@pytest.mark.parametrize("fmt", ["v2", "h5"])
+def test_name_must_be_a_plain_file_name(run, tmp_path, name, fmt):
+    out = tmp_path / "a" / "b" / "out"
+    r = _cli("restore-ema", str(run), "--out", str(out), "--name", name, "--format", fmt)
+    assert r.returncode == 7 and "invalid --name" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize(("to", "rule", "message"), [
+    ("safetensors", "W=__metadata__", "reserved by safetensors"),
+    ("npz", "W=../../W", "cannot be a npz member name"),
+    ("h5", "W=a/../W", "cannot be a h5 member name"),
+    ("npz", "W=/W", "cannot be a npz member name"),
+])
+def test_tensor_names_are_checked_before_becoming_member_names(run, tmp_path, to, rule,
+                                                                message):
+    out = tmp_path / f"w.{to}"
+    r = _cli("export", str(run), "--out", str(out), "--rename", rule)
+    assert r.returncode == 7 and message in r.stderr and "--rename" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+# -- OS errors name the path and the operation; exit 1 for every writer ----------------------
+@pytest.fixture()
+def tiny_fs(tmp_path):
+    """A 64 KiB tmpfs (root only): writing a 290 KiB checkpoint there runs out of space."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=True)
+
+
+@pytest.mark.parametrize("argv", [
+    ["restore-ema", "--out", "{mnt}/out"],
+    ["restore-ema", "--format", "h5", "--out", "{mnt}/w.h5"],
+    ["export", "--out", "{mnt}/w.npz"],
+    ["export", "--out", "{mnt}/w.safetensors"],
+    ["export", "--out", "{mnt}/w.h5"],
+], ids=["restore-ema", "restore-ema-h5", "npz", "safetensors", "h5"])
+def test_disk_full_names_the_output_and_leaves_nothing(tiny_fs, tmp_path, argv):
+    src = tmp_path / "big"
+    shutil.copytree(FIX / "trainer_v1", src)
+    before = tree_hashes(src)
+    argv = [a.format(mnt=tiny_fs) for a in argv]
+    r = _cli(argv[0], str(src), *argv[1:])
+    assert r.returncode == 1, r.stderr
+    line = r.stderr.strip()
+    out = argv[-1]
+    shown = f"{out}/model.ckpt-6.data-00000-of-00001" if argv[0:2] == ["restore-ema", "--out"] \
+        else out
+    assert line.startswith(f"error: {shown}: "), line
+    assert "No space left on device" in line
+    assert line.endswith("while writing (nothing was left behind)"), line
+    assert os.listdir(tiny_fs) == []
+    assert tree_hashes(src) == before
+
+
+# -- slices: every writer checks them ----------------------------------------------------------
+def test_out_of_range_slice_is_never_written(tmp_path):
+    from _corpus import bundle_index
+
+    from ckpt_tools.formats._protos import BundleEntryProto
+    from ckpt_tools.formats.table import Table
+
+    src = tmp_path / "hostile"
+    shutil.copytree(FIX / "partitioned", src)
+    (src / "model.ckpt.meta").unlink()
+    index = src / "model.ckpt.index"
+    entries = {}
+    for key, value in Table(index.read_bytes(), str(index)).items():
+        if key == b"":
+            continue
+        value = bytes(value)
+        if key in (b"emb", b"emb/ExponentialMovingAverage"):  # 3 slices of 4 rows each,
+            p = BundleEntryProto.FromString(value)  # but now a tensor of only 8 rows
+            p.shape.dim[0].size = 8
+            value = p.SerializeToString()
+        entries[key] = value
+    index.write_bytes(bundle_index(entries))
+    before = tree_hashes(src)
+    for argv in (["restore-ema", str(src), "--out", str(tmp_path / "o")],
+                 ["export", str(src), "--out", str(tmp_path / "w.npz")]):
+        r = _cli(*argv)
+        assert r.returncode == 4, r.stderr
+        assert "emb" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile"]
+    assert tree_hashes(src) == before

@@ -3,7 +3,9 @@
 Files are written under temporary names in the destination directory and renamed into place
 only when complete — data shard first, ``.index`` last, since TensorFlow treats a present
 ``.index`` as a finished checkpoint — so an interrupted write never leaves a partial checkpoint
-under the output name.
+under the output name. Every rename goes through the writer discipline of ``_write.py``
+(test pause hook, OS errors naming the output path); slices are checked with
+:func:`~ckpt_tools.formats.slices.check_partition` before they are written.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import os
 
 import numpy as np
 
-from ..errors import OutputError
+from ..errors import OutputError, WriteError
 from . import crc, dtypes
 from ._io import open_binary, remove_quietly, temp_name
 from ._protos import BundleEntryProto, BundleHeaderProto
+from ._write import os_errors, replace
 from .bundle import data_path
 from .slices import FULL, TensorSlice, check_partition, encode_key
 from .strings import encode_strings
@@ -37,6 +40,8 @@ class BundleWriter:
 
     Args:
         prefix: output checkpoint prefix (``out/model.ckpt-1000``).
+        shown: maps a path written here to the name to show in errors (a staged directory's
+            files are named by their final place).
 
     Raises:
         OutputError: if the destination directory does not exist or is not writable.
@@ -46,8 +51,9 @@ class BundleWriter:
         ...     w.add_array("W", np.ones([2, 2], np.float32))
     """
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, shown=None):
         self.prefix = prefix
+        self._shown = shown or (lambda p: p)
         self.index_path = prefix + ".index"
         self.data_path = data_path(prefix, 0, 1)
         directory = os.path.dirname(os.path.abspath(prefix))
@@ -59,6 +65,7 @@ class BundleWriter:
         except OSError as exc:
             raise OutputError(f"{directory}: cannot write there ({exc.strerror})") from None
         self._entries: dict[bytes, bytes] = {}
+        self._full_shapes: dict[str, tuple[int, ...]] = {}
         self._offset = 0
         self._done = False
 
@@ -87,9 +94,27 @@ class BundleWriter:
         data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
         if crc32c is None:
             crc32c = crc.mask(crc.crc32c(data))
-        key = encode_key(name, slice_of) if slice_of is not None else name.encode("utf-8")
-        self._f.write(data)
+        key = self._key(name, shape, slice_of)
+        self._write(data)
         self._entry(key, dtype, shape, len(data), crc32c)
+
+    def _key(self, name: str, shape, slice_of: TensorSlice | None) -> bytes:
+        """Returns the entry key, checking a slice against its partitioned tensor's shape."""
+        if slice_of is None:
+            return name.encode("utf-8")
+        full = self._full_shapes.get(name)
+        if full is not None:
+            if slice_of.shape(full) != tuple(int(d) for d in shape):
+                from ..errors import CorruptCheckpointError
+
+                raise CorruptCheckpointError(
+                    f"tensor {name!r}: slice {slice_of} has shape {list(shape)}, expected "
+                    f"{list(slice_of.shape(full))}")
+        return encode_key(name, slice_of)
+
+    def _write(self, data) -> None:
+        with os_errors(self._shown(self.data_path), "writing"):
+            self._f.write(data)
 
     def add_stream(self, name: str, dtype: int, shape, src_path: str, offset: int, size: int,
                    crc32c: int | None, *, slice_of: TensorSlice | None = None,
@@ -101,6 +126,7 @@ class BundleWriter:
         """
         from ..errors import CorruptCheckpointError
 
+        key = self._key(name, shape, slice_of)
         running = 0
         with open_binary(src_path) as src:  # regular files only: never stream a FIFO or device
             fd = src.fileno()
@@ -112,7 +138,7 @@ class BundleWriter:
                                                  path=src_path, offset=pos)
                 if verify or crc32c is None:
                     running = crc.crc32c(chunk, running)
-                self._f.write(chunk)
+                self._write(chunk)
                 pos += len(chunk)
                 if progress:
                     progress(len(chunk))
@@ -120,7 +146,6 @@ class BundleWriter:
         if verify and crc32c is not None and actual != crc32c:
             raise CorruptCheckpointError(f"checksum mismatch for tensor {name!r}",
                                          path=src_path, offset=offset)
-        key = encode_key(name, slice_of) if slice_of is not None else name.encode("utf-8")
         self._entry(key, dtype, shape, size, crc32c if crc32c is not None else actual)
 
     def add_array(self, name: str, array: np.ndarray, *,
@@ -144,6 +169,7 @@ class BundleWriter:
                 overlapping, or leaving a gap): a bad partition is never written.
         """
         check_partition(name, tuple(int(d) for d in shape), slices)
+        self._full_shapes[name] = tuple(int(d) for d in shape)
         self._entry(name.encode("utf-8"), dtype, shape, 0, 0, tuple(slices))
 
     # -- finishing -------------------------------------------------------------------------
@@ -152,17 +178,21 @@ class BundleWriter:
         header = BundleHeaderProto(num_shards=1, endianness=0)
         header.version.producer = 1
         items = [(b"", header.SerializeToString())] + sorted(self._entries.items())
-        self._f.flush()
-        os.fsync(self._f.fileno())
-        self._f.close()
+        with os_errors(self._shown(self.data_path), "writing"):
+            self._f.flush()
+            os.fsync(self._f.fileno())
+            self._f.close()
         tmp_index = temp_name(self.index_path)
         try:
-            with open(tmp_index, "wb") as f:
-                f.write(build_table(items))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(self._tmp_data, self.data_path)
-            os.replace(tmp_index, self.index_path)
+            with os_errors(self._shown(self.index_path), "writing"):
+                with open(tmp_index, "wb") as f:
+                    f.write(build_table(items))
+                    f.flush()
+                    os.fsync(f.fileno())
+            with os_errors(self._shown(self.data_path), "renaming into place"):
+                replace(self._tmp_data, self.data_path)
+            with os_errors(self._shown(self.index_path), "renaming into place"):
+                replace(tmp_index, self.index_path)
         except BaseException:
             remove_quietly(tmp_index)
             raise
@@ -172,7 +202,10 @@ class BundleWriter:
     def abort(self) -> None:
         """Removes temporary files; nothing is left under the output name."""
         if not self._f.closed:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError:  # flushing buffered bytes onto a full disk: nothing to keep
+                pass
         remove_quietly(self._tmp_data)
 
     def __enter__(self) -> BundleWriter:
@@ -183,15 +216,34 @@ class BundleWriter:
             self.finish()
         elif exc_type is not None:
             self.abort()
+            if isinstance(exc, WriteError) and not self._done:
+                exc.clean = True
 
 
-def write_state_file(directory: str, prefix_name: str) -> str:
-    """Writes a ``checkpoint`` state file naming ``prefix_name`` (relative), atomically."""
+def write_state_file(directory: str, prefix_name: str, shown=None) -> str:
+    """Writes a ``checkpoint`` state file naming ``prefix_name`` (relative), atomically.
+
+    Returns:
+        the state file's path.
+
+    Raises:
+        WriteError: an OS error, naming ``shown(path)``.
+    """
     path = os.path.join(directory, "checkpoint")
+    shown_path = (shown or (lambda p: p))(path)
     tmp = temp_name(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        quoted = prefix_name.replace("\\", "\\\\").replace('"', '\\"')
-        f.write(f'model_checkpoint_path: "{quoted}"\nall_model_checkpoint_paths: "{quoted}"\n')
-    os.replace(tmp, path)
+    quoted = prefix_name.replace("\\", "\\\\").replace('"', '\\"')
+    try:
+        with os_errors(shown_path, "writing"):
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(f'model_checkpoint_path: "{quoted}"\n'
+                        f'all_model_checkpoint_paths: "{quoted}"\n')
+                f.flush()
+                os.fsync(f.fileno())
+        with os_errors(shown_path, "renaming into place"):
+            replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
     return path
 

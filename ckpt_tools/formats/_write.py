@@ -1,0 +1,558 @@
+"""The one writer discipline every ckpt_tools writer follows (``restore-ema``, ``export``).
+
+Promises, and how they are kept:
+
+- **Inputs are never modified.** :class:`Inputs` records every file a command read (index,
+  data shards, ``.meta``, the ``checkpoint`` state file, Keras files) by device and inode, so
+  symlinks and hard links to them are recognised (``os.path.samefile`` semantics). An output
+  that *is* one of them is refused (exit 7) in every format, ``--force`` or not; a checkpoint
+  output never goes into a directory holding an input file.
+- **Outputs are regular files or new directories.** An existing device, FIFO, socket, symlink
+  or directory under an output file name is refused, never replaced (:func:`check_file_output`).
+- **A whole output appears or changes atomically.** A single file is written under a hidden
+  temporary name, fsynced, then published with one ``rename`` (:func:`atomic_file`). A
+  checkpoint *directory* is staged as a hidden sibling directory (``.<out>.tmp-XXXXXXXX``) and
+  published with one ``renameat2`` (:class:`StagedDir`): ``RENAME_NOREPLACE`` for a new
+  ``--out``, ``RENAME_EXCHANGE`` to swap an existing one (its other files are hard-linked into
+  the stage first, so they stay). A reader of ``--out`` therefore sees the old complete
+  checkpoint or the new complete one, even after ``kill -9`` at any point; a ``kill -9`` can
+  leave a hidden ``.<out>.tmp-*`` sibling behind (never under the output name), which may be
+  deleted.
+- **Concurrent writers to one output: exactly one wins.** New names are claimed with
+  ``RENAME_NOREPLACE`` (or ``link``, which fails on an existing name); an existing ``--out``
+  directory is locked with ``flock`` on the directory itself (released by the kernel when a
+  process dies, so nothing stale is left). Losers exit 7 "already exists", naming the user's
+  path.
+- **The umask is honoured**: directories come from ``mkdir`` and files from ``open`` with the
+  default modes, never ``mkdtemp``'s 0700.
+- **Names are validated** before becoming file or member names (:func:`check_file_name`,
+  :func:`check_member_name`).
+- **OS errors name the output path and the operation** (:class:`~ckpt_tools.errors.WriteError`,
+  exit 1): ``out/m.ckpt.data-00000-of-00001: No space left on device while writing (nothing was
+  left behind)``.
+
+Tests pause a writer at each rename with :func:`pause_point` (environment variables
+``CKPT_TOOLS_PAUSE_AT`` = the 1-based number of the rename, ``CKPT_TOOLS_PAUSE_FLAG`` = a file
+the writer creates there, then waits until it is removed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+import stat
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from ..errors import OutputError, WriteError
+
+PAUSE_AT_ENV = "CKPT_TOOLS_PAUSE_AT"
+PAUSE_FLAG_ENV = "CKPT_TOOLS_PAUSE_FLAG"
+_pauses = [0]
+
+_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+_AT_FDCWD = -100
+# Errnos meaning "renameat2 or this flag is not available here": fall back.
+_UNSUPPORTED = {errno.ENOSYS, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EINVAL)}
+# Errnos meaning "this location cannot be written" (exit 7) rather than "writing failed".
+_LOCATION = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
+
+
+def pause_point(what: str) -> None:
+    """Test hook called before every rename a writer does (a no-op unless the env asks).
+
+    When this is the ``CKPT_TOOLS_PAUSE_AT``-th call of the process, writes ``what`` to the
+    ``CKPT_TOOLS_PAUSE_FLAG`` file and waits (at most 10 minutes) until that file is removed.
+    """
+    at = os.environ.get(PAUSE_AT_ENV)
+    if not at:
+        return
+    _pauses[0] += 1
+    flag = os.environ.get(PAUSE_FLAG_ENV)
+    if str(_pauses[0]) != at or not flag:
+        return
+    with open(flag, "w", encoding="utf-8") as f:
+        f.write(what)
+    deadline = time.monotonic() + 600
+    while os.path.exists(flag) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+# -- inputs --------------------------------------------------------------------------------
+def _key(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+class Inputs:
+    """Every file a command read, by device and inode (so links to them are recognised).
+
+    Args:
+        paths: input files (``None`` entries and missing files are ignored).
+    """
+
+    def __init__(self, paths: Iterable[str | None]):
+        self.paths: list[str] = []
+        self._files: dict[tuple[int, int], str] = {}
+        self._dirs: dict[tuple[int, int], str] = {}
+        for p in paths:
+            if not p:
+                continue
+            try:
+                st = os.stat(p)
+                dst = os.stat(os.path.dirname(os.path.abspath(p)))
+            except OSError:
+                continue
+            self.paths.append(p)
+            self._files.setdefault(_key(st), p)
+            self._dirs.setdefault(_key(dst), p)
+
+    def which(self, path: str) -> str | None:
+        """Returns the input file ``path`` is (through symlinks and hard links), else None."""
+        try:
+            return self._files.get(_key(os.stat(path)))
+        except OSError:
+            return None
+
+    def held_by(self, directory: str) -> str | None:
+        """Returns an input file inside ``directory`` (itself, not a subdirectory), else None."""
+        try:
+            return self._dirs.get(_key(os.stat(directory)))
+        except OSError:
+            return None
+
+
+def _kind(mode: int) -> str:
+    return ("a directory" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device")
+
+
+# -- names ---------------------------------------------------------------------------------
+def check_file_name(name: str, option: str = "--name") -> str:
+    """Returns ``name`` if it is safe as one file name inside the output directory.
+
+    Raises:
+        OutputError: empty, ``.``/``..``, or containing ``/``, ``\\`` or NUL.
+    """
+    if not name or name in (".", "..") or any(c in name for c in "/\\\x00"):
+        raise OutputError(f"invalid {option} {name!r}: must be a plain file name (no '/', "
+                          "'\\', NUL, and not '.' or '..')")
+    return name
+
+
+SAFETENSORS_RESERVED = "__metadata__"
+
+
+def check_member_name(name: str, fmt: str, source: str | None = None) -> str:
+    """Returns ``name`` if it is safe as a member name of an ``fmt`` output file.
+
+    Names may use ``/`` as a separator (``dense/kernel``), but no component may be empty,
+    ``.`` or ``..`` (an ``.npz`` member ``../../x`` would be extracted outside the target), and
+    NUL and ``\\`` are refused. safetensors reserves ``__metadata__`` for its header.
+
+    Raises:
+        OutputError: naming the tensor and the options that rename or leave it out.
+    """
+    where = f" (from {source!r})" if source and source != name else ""
+    hint = "; rename it with --rename or leave it out with --exclude"
+    if not name or "\x00" in name or "\\" in name or any(
+            part in ("", ".", "..") for part in name.split("/")):
+        raise OutputError(f"tensor name {name!r}{where} cannot be a {fmt} member name (empty "
+                          f"part, '.', '..', '\\' or NUL){hint}")
+    if fmt == "safetensors" and name == SAFETENSORS_RESERVED:
+        raise OutputError(f"tensor name {name!r}{where} is reserved by safetensors for its "
+                          f"header{hint}")
+    return name
+
+
+# -- renames -------------------------------------------------------------------------------
+def _renameat2(src: str, dst: str, flags: int) -> bool:
+    """Calls ``renameat2``; returns False when it (or ``flags``) is not supported here.
+
+    Raises:
+        OSError: any other failure (``EEXIST``/``ENOTEMPTY`` when ``dst`` exists).
+    """
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    if fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in _UNSUPPORTED:
+        return False
+    raise OSError(err, os.strerror(err), src, None, dst)
+
+
+def rename_noreplace(src: str, dst: str) -> None:
+    """Renames ``src`` to ``dst`` only if ``dst`` does not exist (atomically where possible).
+
+    Uses ``renameat2(RENAME_NOREPLACE)``; else ``link`` + ``unlink`` for a file; else (a
+    directory on a system without renameat2) a check then ``rename``, which a non-empty
+    ``dst`` still makes fail.
+
+    Raises:
+        FileExistsError: ``dst`` exists.
+    """
+    pause_point(f"rename {src} -> {dst}")
+    if _renameat2(src, dst, _RENAME_NOREPLACE):
+        return
+    if not os.path.isdir(src):
+        os.link(src, dst)
+        os.unlink(src)
+        return
+    if os.path.lexists(dst):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), dst)
+    os.rename(src, dst)
+
+
+def replace(src: str, dst: str) -> None:
+    """``os.replace`` behind the test pause hook (every writer rename goes through here)."""
+    pause_point(f"replace {src} -> {dst}")
+    os.replace(src, dst)
+
+
+def fsync_path(path: str, directory: bool = False) -> None:
+    """fsyncs a file or directory by name (directories: so renames in it are durable)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF):  # some filesystems refuse dir fsync
+            raise
+    finally:
+        os.close(fd)
+
+
+def temp_sibling(path: str, kind: str = "tmp") -> str:
+    """Returns a hidden, unique name beside ``path`` (same directory: renames stay atomic)."""
+    d, base = os.path.split(os.path.abspath(path))
+    return os.path.join(d, f".{base}.{kind}-{uuid.uuid4().hex[:8]}")
+
+
+@contextmanager
+def os_errors(path: str, operation: str, inputs: Inputs | None = None) -> Iterator[None]:
+    """Turns an ``OSError`` into a :class:`WriteError` naming the output ``path``.
+
+    An OS error naming one of ``inputs`` (a file being read) passes through unchanged.
+    """
+    try:
+        yield
+    except WriteError:
+        raise
+    except OSError as exc:
+        if inputs is not None and exc.filename and inputs.which(str(exc.filename)):
+            raise
+        raise WriteError(path, _reason(exc), operation) from None
+
+
+def _reason(exc: OSError) -> str:
+    """The OS's words for ``exc`` (HDF5 hides them inside a long message of its own)."""
+    text = " ".join(str(exc.strerror or exc).split())
+    m = re.search(r"error message = '([^']+)'", text)
+    return m.group(1) if m else (text or type(exc).__name__)
+
+
+# -- single files --------------------------------------------------------------------------
+def check_file_output(path: str, inputs: Inputs, overwrite: bool) -> None:
+    """Checks that ``path`` may be written as a single output file.
+
+    Raises:
+        OutputError: ``path`` is an input, exists and is not a regular file, exists and
+            ``overwrite`` is false, or its directory does not exist or is not writable.
+    """
+    src = inputs.which(path)
+    if src is not None:
+        what = "the input" if os.path.abspath(src) == os.path.abspath(path) else f"input {src}"
+        raise OutputError(f"{path}: is {what}; refusing to overwrite it (--force never "
+                          "replaces inputs)")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write there ({exc.strerror})") from None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputError(f"{path}: is {_kind(st.st_mode)}, not a regular file; refusing "
+                              "to replace it")
+        if not overwrite:
+            raise OutputError(f"{path}: already exists (pass --force to replace it)")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise OutputError(f"{directory}: output directory does not exist or is not writable")
+
+
+@contextmanager
+def atomic_file(path: str, inputs: Inputs, *, overwrite: bool) -> Iterator[str]:
+    """Yields a temporary path to write; publishes it as ``path`` with one rename on success.
+
+    The temporary file is fsynced, then renamed over ``path`` (``overwrite``) or linked to it
+    only if ``path`` does not exist yet (concurrent writers: one wins). On any failure the
+    temporary file is removed and nothing appears under ``path``.
+
+    Raises:
+        OutputError: see :func:`check_file_output`; or another writer created ``path`` first.
+        WriteError: an OS error while writing, syncing or renaming.
+    """
+    check_file_output(path, inputs, overwrite)
+    tmp = temp_sibling(path)
+    try:
+        with os_errors(path, "writing"):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                         0o666)
+            os.close(fd)
+        with os_errors(path, "writing", inputs):
+            yield tmp
+        with os_errors(path, "syncing"):
+            fsync_path(tmp)
+        check_file_output(path, inputs, overwrite)  # again: it may have changed meanwhile
+        with os_errors(path, "renaming into place"):
+            if overwrite:
+                replace(tmp, path)
+            else:
+                try:
+                    rename_noreplace(tmp, path)
+                except FileExistsError:
+                    raise OutputError(f"{path}: already exists (another process wrote it "
+                                      "first)") from None
+            fsync_path(os.path.dirname(os.path.abspath(path)), directory=True)
+    except BaseException as exc:
+        _remove(tmp)
+        if isinstance(exc, WriteError):
+            exc.clean = True
+        raise
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+# -- checkpoint directories ----------------------------------------------------------------
+class StagedDir:
+    """A checkpoint output directory, staged beside ``out`` and published in one rename.
+
+    Args:
+        out: the ``--out`` directory (new, or existing: then it is swapped as a whole).
+        inputs: the command's input files.
+        owned: predicate on a file name: the outputs this write replaces (with ``overwrite``)
+            in an existing ``out``; other files there are kept.
+        overwrite: replace existing owned names.
+
+    Use as a context manager: ``path`` is the directory to write into; ``publish()`` makes it
+    visible; leaving without publishing (or on an error) removes the stage.
+
+    Raises:
+        OutputError: ``out`` is not a directory, holds an input, holds a subdirectory (it is
+            swapped as a whole), has an owned name and not ``overwrite``, or another process is
+            writing it; or it cannot be created there.
+    """
+
+    def __init__(self, out: str, inputs: Inputs, owned: Callable[[str], bool], *,
+                 overwrite: bool):
+        self.out = out
+        self._inputs, self._owned, self._overwrite = inputs, owned, overwrite
+        self._lock_fd: int | None = None
+        self._published = False
+        self.path = ""
+        self.existing = os.path.lexists(out)
+        self._real = os.path.realpath(out) if self.existing else os.path.abspath(out)
+
+    def check(self) -> None:
+        """Checks ``out`` without creating anything (used by ``--dry-run`` as well).
+
+        Raises:
+            OutputError: see the class.
+        """
+        out = self.out
+        if not self.existing:
+            return
+        if not os.path.isdir(out):
+            raise OutputError(f"{out}: exists and is not a directory")
+        held = self._inputs.held_by(out)
+        if held is not None:
+            raise OutputError(
+                f"{out}: holds the input {held}; refusing to write a checkpoint there (its "
+                "'checkpoint' state file and files would be replaced); choose another --out")
+        try:
+            names = os.listdir(out)
+        except OSError as exc:
+            raise OutputError(f"{out}: cannot read the output directory ({exc.strerror})") \
+                from None
+        for name in sorted(names):
+            full = os.path.join(out, name)
+            st = os.lstat(full)
+            if self._owned(name):
+                if not stat.S_ISREG(st.st_mode):
+                    raise OutputError(f"{full}: is {_kind(st.st_mode)}, not a regular file; "
+                                      "refusing to replace it")
+                if self._inputs.which(full):
+                    raise OutputError(f"{full}: is input {self._inputs.which(full)}; refusing "
+                                      "to overwrite it (--force never replaces inputs)")
+                if not self._overwrite:
+                    raise OutputError(f"{full}: already exists (pass --force to replace it)")
+            elif stat.S_ISDIR(st.st_mode):
+                raise OutputError(
+                    f"{out}: holds the directory {name!r}; a checkpoint output directory is "
+                    "replaced as a whole, so it may hold files only: choose another --out")
+        if not os.access(out, os.W_OK) or not os.access(os.path.dirname(self._real), os.W_OK):
+            raise OutputError(f"{out}: output directory (or its parent) is not writable")
+
+    def __enter__(self) -> StagedDir:
+        self.check()
+        out = self.out
+        if self.existing:
+            self._lock()
+            self.check()  # again, under the lock
+        parent = os.path.dirname(self._real)
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"{parent}: cannot create the output's parent directory "
+                              f"({exc.strerror or exc})") from None
+        self.path = temp_sibling(self._real)
+        try:
+            os.mkdir(self.path)  # default mode: the umask applies, as for any mkdir
+        except OSError as exc:
+            self._unlock()
+            if exc.errno in _LOCATION:
+                raise OutputError(f"{out}: cannot create the output directory there "
+                                  f"({exc.strerror or exc})") from None
+            raise WriteError(out, exc.strerror or str(exc), "creating it") from None
+        try:
+            if self.existing:
+                self._adopt()
+        except BaseException:
+            self._discard()
+            raise
+        return self
+
+    def _lock(self) -> None:
+        import fcntl
+
+        fd = os.open(self._real, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if _key(os.fstat(fd)) != _key(os.stat(self._real)):
+                raise BlockingIOError  # swapped by another writer between open and flock
+        except (BlockingIOError, FileNotFoundError):
+            os.close(fd)
+            raise OutputError(f"{self.out}: already exists (another process is writing "
+                              "it)") from None
+        self._lock_fd = fd
+
+    def _unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _adopt(self) -> None:
+        """Hard-links the files of the existing ``out`` that this write does not replace."""
+        st = os.stat(self._real)
+        os.chmod(self.path, stat.S_IMODE(st.st_mode))
+        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
+            os.chown(self.path, st.st_uid, st.st_gid)
+        for name in os.listdir(self._real):
+            if not self._owned(name):
+                with os_errors(os.path.join(self.out, name), "linking it into the new output"):
+                    os.link(os.path.join(self._real, name), os.path.join(self.path, name),
+                            follow_symlinks=False)
+
+    def shown(self, path: str) -> str:
+        """Maps a path inside the stage to the name it will have under ``out``."""
+        if self.path and path.startswith(self.path + os.sep):
+            return os.path.join(self.out, path[len(self.path) + 1:])
+        return path
+
+    def publish(self) -> None:
+        """Makes the staged directory visible as ``out`` in one rename.
+
+        Raises:
+            OutputError: another writer created ``out`` first.
+            WriteError: an OS error while publishing.
+        """
+        with os_errors(self.out, "syncing"):
+            for name in os.listdir(self.path):
+                full = os.path.join(self.path, name)
+                if os.path.isfile(full) and not os.path.islink(full):
+                    fsync_path(full)
+            fsync_path(self.path, directory=True)
+        if not self.existing:
+            try:
+                with os_errors(self.out, "renaming it into place"):
+                    rename_noreplace(self.path, self._real)
+            except (FileExistsError, WriteError) as exc:
+                if isinstance(exc, FileExistsError) or os.path.lexists(self._real):
+                    raise OutputError(f"{self.out}: already exists (another process created "
+                                      "it first)") from None
+                raise
+            self._published = True
+        else:
+            with os_errors(self.out, "swapping it into place"):
+                self._swap()
+        with os_errors(self.out, "syncing"):
+            fsync_path(os.path.dirname(self._real), directory=True)
+
+    def _swap(self) -> None:
+        old = self.path
+        pause_point(f"exchange {self.path} <-> {self._real}")
+        if not _renameat2(self.path, self._real, _RENAME_EXCHANGE):
+            # No atomic exchange here: move the old directory aside, then the new one in (a
+            # reader may briefly find no directory, never a mixed one).
+            old = temp_sibling(self._real, "old")
+            os.rename(self._real, old)
+            pause_point(f"rename {self.path} -> {self._real}")
+            os.rename(self.path, self._real)
+            _remove_dir(self.path)
+        self._published = True
+        # ``old`` now holds the previous directory: keep anything created there meanwhile,
+        # then delete what this write replaced.
+        for name in os.listdir(old):
+            full, new = os.path.join(old, name), os.path.join(self._real, name)
+            if self._owned(name):
+                continue
+            try:
+                if _key(os.lstat(full)) == _key(os.lstat(new)):
+                    continue  # the link made by _adopt
+            except FileNotFoundError:
+                pass
+            try:
+                rename_noreplace(full, new)
+            except OSError:
+                pass  # keep it in ``old``, which is then not removed
+        for name in os.listdir(old):
+            full, new = os.path.join(old, name), os.path.join(self._real, name)
+            try:
+                linked = _key(os.lstat(full)) == _key(os.lstat(new))
+            except FileNotFoundError:
+                linked = False
+            if self._owned(name) or linked:
+                os.remove(full)
+        _remove_dir(old)
+
+    def _discard(self) -> None:
+        if self.path and not self._published:
+            import shutil
+
+            # The stage holds only this write's files and hard links (their originals stay).
+            shutil.rmtree(self.path, ignore_errors=True)
+        self._unlock()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._discard()
+        if isinstance(exc, WriteError) and not self._published:
+            exc.clean = True
+
+
+def _remove_dir(path: str) -> None:
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
