@@ -302,10 +302,14 @@ def atomic_file(path: str, inputs: Inputs, *, overwrite: bool) -> Iterator[str]:
     check_file_output(path, inputs, overwrite)
     tmp = temp_sibling(path)
     try:
-        with os_errors(path, "writing"):
+        try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
                          0o666)
             os.close(fd)
+        except OSError as exc:
+            if exc.errno in _LOCATION:  # the location refuses new files: exit 7, like a check
+                raise OutputError(f"{path}: cannot write there ({_reason(exc)})") from None
+            raise WriteError(path, _reason(exc), "creating it") from None
         with os_errors(path, "writing", inputs):
             yield tmp
         with os_errors(path, "syncing"):
