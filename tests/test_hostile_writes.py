@@ -478,3 +478,17 @@ def test_out_of_range_slice_is_never_written(tmp_path):
         assert "emb" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hostile"]
     assert tree_hashes(src) == before
+
+
+def test_two_exports_to_one_new_file_exactly_one_wins(run, tmp_path):
+    out = tmp_path / "parent" / "w.npz"
+    out.parent.mkdir()
+    argv = ["export", str(run), "--out", str(out)]
+    first = _paused_at_publish(argv, out, tmp_path)
+    second = _cli(*argv)  # publishes while the first waits just before its own rename
+    first.flag.unlink()
+    _, err = first.communicate(timeout=60)
+    assert second.returncode == 0, second.stderr
+    assert first.returncode == 7, err
+    assert "already exists" in err and str(out) in err and ".tmp-" not in err, err
+    assert [p.name for p in out.parent.iterdir()] == ["w.npz"]
