@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint, read_state_file
 from .emamap import ema_map
-from .errors import CheckpointNotFoundError, EmaError, OutputError, UnsupportedFormatError
+from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
+from .formats._write import Inputs, StagedDir, check_file_name, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
 
 ProgressFn = Callable[[int], None]
@@ -179,14 +179,18 @@ def _average(ckpts, out_dir, ema, bake, name, overwrite, progress) -> AverageRes
     _check_compatible(ckpts)
     newest = ckpts[-1]
     source_of, to_average = _plan(newest, ema, bake)
-    name = name or os.path.basename(newest.path)
-    if not name or "/" in name or name in (".", ".."):
-        raise OutputError(f"invalid output checkpoint name {name!r}")
-    work, final = _stage(ckpts, out_dir, name, overwrite)
+    name = check_file_name(os.path.basename(newest.path) if name is None else name)
+    final = os.path.join(out_dir, name)
     averaged, copied, nbytes = [], [], 0
-    try:
+    # The writer discipline of formats/_write.py, as restore-ema: staged whole beside --out,
+    # published with one rename; inputs (state files included) are never replaced.
+    from .bake import checkpoint_names
+
+    inputs = Inputs([f for c in ckpts for f in c.input_files()])
+    with StagedDir(out_dir, inputs, checkpoint_names(name), overwrite=overwrite) as stage:
+        work = stage.path
         prefix = os.path.join(work, name)
-        with BundleWriter(prefix) as writer:
+        with BundleWriter(prefix, stage.shown) as writer:
             for key, entry in newest.entries().items():
                 src = source_of.get(key, key)
                 if src in to_average:
@@ -207,14 +211,10 @@ def _average(ckpts, out_dir, ema, bake, name, overwrite, progress) -> AverageRes
                 nbytes += _add(writer, key, entry, value)
         meta = newest.location.meta_path
         if meta:
-            shutil.copyfile(meta, prefix + ".meta")
-        write_state_file(work, name)
-        if work != out_dir:
-            os.rename(work, out_dir)
-    except BaseException:
-        if work != out_dir:
-            shutil.rmtree(work, ignore_errors=True)
-        raise
+            with os_errors(stage.shown(prefix + ".meta"), "writing", inputs):
+                shutil.copyfile(meta, prefix + ".meta")
+        write_state_file(work, name, stage.shown)
+        stage.publish()
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
                          copied=copied, nbytes=nbytes,
                          baked={k: v for k, v in source_of.items() if k in averaged})
@@ -229,34 +229,3 @@ def _add(writer: BundleWriter, key: str, entry, value) -> int:
     else:
         writer.add_array(key, value)
     return int(value.nbytes) if value.dtype != object else entry.nbytes
-
-
-def _stage(ckpts, out_dir: str, name: str, overwrite: bool) -> tuple[str, str]:
-    """Checks the output location; returns (directory to write into, final output prefix)."""
-    for ckpt in ckpts:
-        for f in ckpt.files():
-            if os.path.isdir(out_dir) and os.path.samefile(out_dir, os.path.dirname(
-                    os.path.abspath(f))):
-                raise OutputError(f"{out_dir}: holds input checkpoint {ckpt.path}; refusing to "
-                                  "write there; choose another --out")
-    final = os.path.join(out_dir, name)
-    if os.path.exists(out_dir):
-        if not os.path.isdir(out_dir):
-            raise OutputError(f"{out_dir}: exists and is not a directory")
-        if os.path.exists(final + ".index") and not overwrite:
-            raise OutputError(f"{final}.index: already exists (pass --force to replace)")
-        return out_dir, final
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    if not os.path.isdir(parent):
-        raise OutputError(f"{parent}: the output's parent directory does not exist")
-    try:
-        work = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(out_dir))}.tmp-",
-                                dir=parent)
-    except OSError as exc:
-        raise OutputError(f"{out_dir}: cannot create the output directory there "
-                          f"({exc.strerror or exc})") from None
-    # mkdtemp creates 0700; give the directory the mode a plain mkdir would (umask applies).
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(work, 0o777 & ~umask)
-    return work, final

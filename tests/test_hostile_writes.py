@@ -492,3 +492,23 @@ def test_two_exports_to_one_new_file_exactly_one_wins(run, tmp_path):
     assert first.returncode == 7, err
     assert "already exists" in err and str(out) in err and ".tmp-" not in err, err
     assert [p.name for p in out.parent.iterdir()] == ["w.npz"]
+
+
+def test_average_follows_the_same_discipline(run, tmp_path):
+    """``ckpt average`` is a writer too: never into a directory holding an input, umask kept,
+    --name checked, and exactly one winner into an existing --out."""
+    from ckpt_tools.average import average_checkpoints
+
+    r = _cli("average", str(run), str(run), "--out", str(run), "--force")
+    assert r.returncode == 7 and "holds the input" in r.stderr, r.stderr
+    r = _cli("average", str(run), str(run), "--out", str(tmp_path / "a"), "--name", "../x")
+    assert r.returncode == 7 and "invalid --name" in r.stderr, r.stderr
+    old = os.umask(0o022)
+    try:
+        result = average_checkpoints([run, run], tmp_path / "avg")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "avg").stat().st_mode) == 0o755
+    assert result.prefix == str(tmp_path / "avg" / "model.ckpt")
+    assert _cli("verify", str(tmp_path / "avg")).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["avg", "run"]
