@@ -75,8 +75,9 @@ def _matrix(name: str, elements: int, cols: int) -> TensorSpec:
     return TensorSpec(name, (max(1, elements // cols), cols), "float32", "weight")
 
 
-def weight_layout(total_bytes: int) -> list[TensorSpec]:
-    """Returns the 334 weights of a checkpoint of about ``total_bytes`` (all copies included).
+def weight_layout(total_bytes: int, layers: int = NUM_LAYERS) -> list[TensorSpec]:
+    """Returns the ``4 * layers + 2`` weights (334 by default) of a checkpoint of about
+    ``total_bytes`` (all copies included).
 
     Layer widths are 256/512/1024, narrowed for small sizes so that the bias and layer-norm
     vectors stay under 10% of the bytes; the kernels take the rest.
@@ -84,14 +85,14 @@ def weight_layout(total_bytes: int) -> list[TensorSpec]:
     weight_bytes = total_bytes / 3  # weight + EMA shadow + momentum slot
     big = int(weight_bytes * BIG_SHARE / 4)
     weights = [_matrix("embedding/weights", big, 512), _matrix("softmax/weights", big, 512)]
-    widths = [(256, 512, 1024)[i % 3] for i in range(NUM_LAYERS)]
+    widths = [(256, 512, 1024)[i % 3] for i in range(layers)]
     vector_elems = 3 * sum(widths)
     scale = min(1.0, 0.1 * weight_bytes / 4 / vector_elems)
     widths = [max(1, int(w * scale)) for w in widths]
     kernel_elems = weight_bytes * (1 - 2 * BIG_SHARE) / 4 - 3 * sum(widths)
-    rel = [(1 + i % 4) ** 2 * (1 + (i % 7) / 3) for i in range(NUM_LAYERS)]
+    rel = [(1 + i % 4) ** 2 * (1 + (i % 7) / 3) for i in range(layers)]
     for i, (r, width) in enumerate(zip(rel, widths, strict=True)):
-        scope = f"encoder/layer_{i:03d}"
+        scope = f"encoder/layer_{i:03d}" if layers <= 1000 else f"encoder/layer_{i:05d}"
         elems = max(width, int(kernel_elems * r / sum(rel)) // width * width)
         weights += [_matrix(f"{scope}/dense/kernel", elems, width)]
         weights += [TensorSpec(f"{scope}/{n}", (width,), "float32", "weight")
@@ -99,10 +100,16 @@ def weight_layout(total_bytes: int) -> list[TensorSpec]:
     return weights
 
 
-def layout(total_bytes: int) -> list[TensorSpec]:
-    """Returns every tensor of the checkpoint (weights, shadows, slots, ``global_step``)."""
+def layers_for(variables: int) -> int:
+    """Returns the layer count whose checkpoint holds about ``variables`` tensors."""
+    return max(1, round(((variables - 1) / 3 - 2) / 4))
+
+
+def layout(total_bytes: int, layers: int = NUM_LAYERS) -> list[TensorSpec]:
+    """Returns every tensor of the checkpoint (weights, shadows, slots, ``global_step``):
+    ``3 * (4 * layers + 2) + 1`` of them (1,003 by default)."""
     out = [TensorSpec("global_step", (), "int64", "step")]
-    for w in weight_layout(total_bytes):
+    for w in weight_layout(total_bytes, layers):
         out += [w, TensorSpec(f"{w.name}/{EMA_SUFFIX}", w.shape, w.dtype, "ema"),
                 TensorSpec(f"{w.name}/{SLOT_SUFFIX}", w.shape, w.dtype, "slot")]
     return sorted(out, key=lambda t: t.name)
@@ -128,17 +135,19 @@ def _assign_shards(specs: list[TensorSpec]) -> list[int]:
     return shard
 
 
-def write_checkpoint(directory: str, total_bytes: int, *, seed: int = 0) -> str:
+def write_checkpoint(directory: str, total_bytes: int, *, seed: int = 0,
+                     layers: int = NUM_LAYERS) -> str:
     """Writes the two-shard checkpoint and its ``checkpoint`` state file; returns the prefix.
 
     Args:
         directory: output directory (created if missing).
         total_bytes: approximate total tensor bytes.
         seed: random seed for the values.
+        layers: layer count (see :func:`layout`; the default gives 1,003 tensors).
     """
     os.makedirs(directory, exist_ok=True)
     prefix = os.path.join(directory, PREFIX_NAME)
-    specs = layout(total_bytes)
+    specs = layout(total_bytes, layers)
     shards = _assign_shards(specs)
     rng = np.random.default_rng(seed)
     files = [open(data_path(prefix, s, NUM_SHARDS), "wb") for s in range(NUM_SHARDS)]
@@ -200,9 +209,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory")
     parser.add_argument("--size", default="1G", help="total tensor bytes (1G, 200M, 5M)")
+    parser.add_argument("--variables", type=int, help="about this many tensors (default 1,003)")
     parser.add_argument("--no-meta", action="store_true", help="skip the .meta (needs TF)")
     args = parser.parse_args()
-    prefix = write_checkpoint(args.directory, parse_size(args.size))
+    layers = layers_for(args.variables) if args.variables else NUM_LAYERS
+    prefix = write_checkpoint(args.directory, parse_size(args.size), layers=layers)
     if not args.no_meta:
         write_meta(prefix)
     print(prefix)

@@ -55,8 +55,7 @@ def list_command(
     if json_out:
         out.json(listing.to_dict())
     elif quiet:
-        for v in listing.variables:
-            out.line(v.path or v.name)
+        out.lines([v.path or v.name for v in listing.variables])
     else:
         _print_table(out, listing)
 

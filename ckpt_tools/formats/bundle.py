@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from . import crc, dtypes
 from ._io import close_map, map_file, regular_size
-from ._protos import BundleEntryProto, BundleHeaderProto
+from .bundle_wire import WireError, decode_entry, decode_header
 from .entry import TensorEntry
 from .slices import TensorSlice, check_partition, decode_key
 from .strings import decode_strings
@@ -83,6 +83,7 @@ class BundleReader:
         self.entries: dict[str, TensorEntry] = {}
         self._slice_entries: dict[tuple[str, TensorSlice], TensorEntry] = {}
         self._shards: dict[int, object] = {}
+        self._known_dtypes: set[int] = set()  # enum values already checked (one check each)
         try:
             self._parse(Table(index, self.index_path, verify=verify))
         finally:
@@ -94,18 +95,22 @@ class BundleReader:
         first = next(items, None)
         if first is None or first[0] != b"":
             raise CorruptCheckpointError("index has no bundle header entry", path=self.index_path)
-        header = self._proto(BundleHeaderProto, first[1], "")
-        self.num_shards = header.num_shards if header.HasField("num_shards") else 1
+        try:
+            num_shards, endianness, min_consumer = decode_header(bytes(first[1]))
+        except WireError as exc:
+            raise CorruptCheckpointError(f"cannot parse entry '': {exc}",
+                                         path=self.index_path) from None
+        self.num_shards = 1 if num_shards is None else num_shards
         if self.num_shards < 1 or self.num_shards > 100_000:
             raise CorruptCheckpointError(f"header claims {self.num_shards} shards",
                                          path=self.index_path)
-        if header.endianness not in (_LITTLE, _BIG):
-            raise CorruptCheckpointError(f"unknown endianness {header.endianness}",
+        if endianness not in (_LITTLE, _BIG):
+            raise CorruptCheckpointError(f"unknown endianness {endianness}",
                                          path=self.index_path)
-        self.big_endian = header.endianness == _BIG
-        if header.version.min_consumer > _MAX_BUNDLE_VERSION:
+        self.big_endian = endianness == _BIG
+        if min_consumer > _MAX_BUNDLE_VERSION:
             raise UnsupportedFormatError(
-                f"{self.index_path}: bundle needs reader version {header.version.min_consumer}, "
+                f"{self.index_path}: bundle needs reader version {min_consumer}, "
                 f"this reader supports {_MAX_BUNDLE_VERSION}")
         for key, value in items:
             if key.startswith(b"\x00"):
@@ -186,28 +191,44 @@ class BundleReader:
                 f"{what}string tensor {entry.name!r} claims {count} elements in "
                 f"{entry.stored_bytes} bytes", path=self.index_path)
 
-    def _proto(self, cls, value, key):
+    def _entry(self, name: str, value, key: bytes) -> TensorEntry:
+        # A varint walk, not protobuf: see bundle_wire (list decodes one entry per tensor).
         try:
-            return cls.FromString(bytes(value))
-        except Exception as exc:  # protobuf raises DecodeError, or RuntimeWarning-ish errors
+            dtype, shape, unknown_rank, shard_id, offset, size, crc32c, raw_slices = \
+                decode_entry(bytes(value))
+        except WireError as exc:
             raise CorruptCheckpointError(f"cannot parse entry {key!r}: {exc}",
                                          path=self.index_path) from None
-
-    def _entry(self, name: str, value, key: bytes) -> TensorEntry:
-        p = self._proto(BundleEntryProto, value, key)
-        try:
-            shape = shape_of(p.shape, name)
-        except CorruptCheckpointError as exc:
-            raise CorruptCheckpointError(str(exc), path=self.index_path) from None
-        dtypes.dtype_name(p.dtype)  # raises on unknown enum
-        if p.shard_id < 0 or p.shard_id >= self.num_shards or p.offset < 0 or p.size < 0:
+        what = f"tensor {name!r}"
+        if unknown_rank:
+            raise CorruptCheckpointError(f"{what} has unknown rank", path=self.index_path)
+        if len(shape) > MAX_RANK:
+            raise CorruptCheckpointError(f"{what} has rank {len(shape)}, above the maximum "
+                                         f"{MAX_RANK}", path=self.index_path)
+        if shape and min(shape) < 0:
+            raise CorruptCheckpointError(f"{what} has a negative dimension: {shape}",
+                                         path=self.index_path)
+        if dtype not in self._known_dtypes:
+            dtypes.dtype_name(dtype)  # raises on unknown enum
+            self._known_dtypes.add(dtype)
+        if shard_id < 0 or shard_id >= self.num_shards or offset < 0 or size < 0:
             raise CorruptCheckpointError(
-                f"entry {name!r} points at shard {p.shard_id} offset {p.offset} size {p.size}, "
+                f"entry {name!r} points at shard {shard_id} offset {offset} size {size}, "
                 f"outside the {self.num_shards} shard(s)", path=self.index_path)
-        slices = tuple(TensorSlice.from_proto(s, len(shape)) for s in p.slices)
-        return TensorEntry(name=name, dtype=p.dtype, shape=shape, shard_id=p.shard_id,
-                           offset=p.offset, stored_bytes=p.size,
-                           crc32c=p.crc32c if p.HasField("crc32c") else None, slices=slices)
+        slices = tuple([self._slice(raw, len(shape), key) for raw in raw_slices]
+                       ) if raw_slices else ()
+        return TensorEntry(name=name, dtype=dtype, shape=shape, shard_id=shard_id,
+                           offset=offset, stored_bytes=size, crc32c=crc32c, slices=slices)
+
+    def _slice(self, raw: bytes, rank: int, key: bytes) -> TensorSlice:
+        from ._protos import TensorSliceProto  # partitioned variables only: protobuf on demand
+
+        try:
+            proto = TensorSliceProto.FromString(raw)
+        except Exception as exc:  # protobuf raises DecodeError
+            raise CorruptCheckpointError(f"cannot parse entry {key!r}: {exc}",
+                                         path=self.index_path) from None
+        return TensorSlice.from_proto(proto, rank)
 
     # -- data ------------------------------------------------------------------------------
     def files(self) -> list[str]:

@@ -109,7 +109,20 @@ class Table:
         # base=0 when decompressed: offsets then refer to the uncompressed block.
         cur = Cursor(block, self.path, base=handle.offset, end=limit)
         key = b""
+        raw = bytes(block)  # indexing bytes is ~3x cheaper than indexing a memoryview
+        view = memoryview(raw)
         while cur.pos < limit:
+            pos = cur.pos
+            # Fast path (almost every entry): three one-byte varints, everything in bounds.
+            if pos + 3 <= limit:
+                shared, non_shared, value_len = raw[pos], raw[pos + 1], raw[pos + 2]
+                start = pos + 3 + non_shared
+                if (shared | non_shared | value_len) < 0x80 and shared <= len(key) and (
+                        start + value_len <= limit):
+                    key = key[:shared] + raw[pos + 3 : start]
+                    cur.pos = start + value_len
+                    yield key, view[start : cur.pos]
+                    continue
             shared = cur.varint(32)
             non_shared = cur.varint(32)
             value_len = cur.varint(32)
