@@ -102,7 +102,7 @@ def weight_layout(total_bytes: int, layers: int = NUM_LAYERS) -> list[TensorSpec
 
 def layers_for(variables: int) -> int:
     """Returns the layer count whose checkpoint holds about ``variables`` tensors."""
-    return max(1, round(((variables - 1) / 3 - 2) / 4))
+    return max(1, math.ceil(((variables - 1) / 3 - 2) / 4))
 
 
 def layout(total_bytes: int, layers: int = NUM_LAYERS) -> list[TensorSpec]:

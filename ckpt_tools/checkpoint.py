@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
@@ -408,6 +409,34 @@ class Checkpoint:
             raise self._missing(name)
         with _errors_in(self.path):
             return self._reader.read(name)
+
+    def chunks(self, name: str, max_bytes: int = 1 << 20, *,
+               verify: bool | None = None) -> Iterator[np.ndarray]:
+        """Yields the flat values of ``name`` in chunks of at most ``max_bytes`` (one element
+        at least), for one streaming pass over a tensor of any size.
+
+        For TensorFlow bundles the chunks are read-only views of the mapped data file, each
+        CRC-checked just before it is yielded (the consumer then reads it from cache) and the
+        checksum verdict comes with the last one; other formats read the tensor whole and
+        slice it. Do not act on what was computed from the chunks until the iterator is done.
+        ``verify=False`` skips the CRC (for a second pass over bytes already checked);
+        ``None`` follows ``open_checkpoint(verify=...)``.
+
+        Raises:
+            VariableNotFoundError: if ``name`` is not stored.
+            CorruptCheckpointError: if the data fails its checksum (at the end) or lies outside
+                the file.
+        """
+        if name not in self._reader.entries:
+            raise self._missing(name)
+        with _errors_in(self.path):
+            iter_chunks = getattr(self._reader, "iter_chunks", None)
+            stream = iter_chunks(name, max_bytes, verify) if iter_chunks is not None else None
+            if stream is None:
+                flat = self._reader.read(name).reshape(-1)
+                step = max(1, max_bytes // max(flat.dtype.itemsize, 1))
+                stream = (flat[i : i + step] for i in range(0, flat.size, step))
+            yield from stream
 
     # -- listing ---------------------------------------------------------------------------
     def variables(self) -> list[Variable]:

@@ -10,15 +10,18 @@ give ``None`` instead of NaN warnings.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from .checkpoint import Checkpoint
 from .errors import CheckpointError
+from .formats.dtypes import numpy_dtype
+from .parallel import ordered_map
 
-CHUNK = 1 << 20  # elements converted to float64 at a time
+CHUNK = 1 << 16  # elements converted to float64 at a time (512 KiB: stays in L2 cache)
 BINS = 16  # histogram bins
 
 
@@ -95,13 +98,15 @@ def _kind(dtype: np.dtype) -> str:
     return "float"  # f, and ml_dtypes (bfloat16, float8: kind 'V')
 
 
-def _chunks(array: np.ndarray) -> Iterator[np.ndarray]:
-    """Yields the tensor as float64 (abs for complex) chunks of at most CHUNK elements."""
-    flat = array.reshape(-1)
-    complex_ = array.dtype.kind == "c"
-    for start in range(0, flat.size, CHUNK):
-        part = flat[start : start + CHUNK]
-        yield np.abs(part).astype(np.float64) if complex_ else part.astype(np.float64)
+def _float_chunks(parts: Iterable[np.ndarray], complex_: bool) -> Iterator[np.ndarray]:
+    """Yields ``parts`` (flat arrays of any size) as float64 (abs for complex) pieces of at
+    most :data:`CHUNK` elements: small enough that every fused operation reads the piece from
+    the core's cache, not from memory."""
+    step = CHUNK
+    for part in parts:
+        for start in range(0, part.size, step):
+            piece = part[start : start + step]
+            yield (np.abs(piece) if complex_ else piece).astype(np.float64, copy=False)
 
 
 def _string_stats(array: np.ndarray) -> TensorStats:
@@ -134,65 +139,105 @@ def tensor_stats(array: np.ndarray, *, bins: int = BINS) -> TensorStats:
         (1.0, 2.0, 1.5, 1)
     """
     array = np.asarray(array)
-    kind = _kind(array.dtype)
-    if kind == "string":
+    if _kind(array.dtype) == "string":
         return _string_stats(array)
+    flat = array.reshape(-1)
+    return stream_stats(lambda: iter((flat,)), array.dtype, tuple(array.shape), bins=bins)
+
+
+def stream_stats(parts: Callable[[], Iterable[np.ndarray]], dtype: np.dtype,
+                 shape: tuple[int, ...], *, bins: int = BINS) -> TensorStats:
+    """Computes :class:`TensorStats` of a numeric tensor from its flat values in parts.
+
+    One fused pass gives the count, NaN/Inf/zero counts, min/max, mean, variance (Chan et
+    al.'s parallel update, stable without a second pass) and the sum of squares; the histogram,
+    whose bins depend on the range, takes a second pass only when the tensor has finite values.
+
+    Args:
+        parts (`Callable[[], Iterable[np.ndarray]]`): returns a fresh iterable of the flat
+            values in order (e.g. ``lambda: ckpt.chunks(name)``); called once or twice.
+        dtype (`np.dtype`): the tensor's dtype (not a string dtype).
+        shape (`tuple[int, ...]`): the tensor's shape.
+        bins (`int`, *optional*, defaults to `16`): histogram bins.
+
+    Returns:
+        `TensorStats`.
+    """
+    dtype = np.dtype(dtype)
+    kind = _kind(dtype)
     with np.errstate(all="ignore"):  # overflow near float64's range gives inf, as it should
-        return _numeric_stats(array, kind, bins)
+        return _numeric_stats(parts, dtype, shape, kind, bins)
 
 
-def _numeric_stats(array: np.ndarray, kind: str, bins: int) -> TensorStats:
+def _numeric_stats(parts, dtype: np.dtype, shape: tuple[int, ...], kind: str,
+                   bins: int) -> TensorStats:
     n = finite_n = nan = inf = zeros = 0
     mean = m2 = sumsq = 0.0
     lo, hi = math.inf, -math.inf
-    for x in _chunks(array):
-        n += x.size
-        zeros += int(np.count_nonzero(x == 0))
-        bad = ~np.isfinite(x)
-        if bad.any():
-            nan += int(np.count_nonzero(np.isnan(x)))
-            inf += int(np.count_nonzero(np.isinf(x)))
-            x = x[~bad]
-        if not x.size:
-            continue
-        # Chan et al. parallel update: stable mean/variance without a second pass.
-        c_mean = float(x.mean())
-        c_m2 = float(((x - c_mean) ** 2).sum())
-        total = finite_n + x.size
-        delta = c_mean - mean
-        mean += delta * x.size / total
-        m2 += c_m2 + delta * delta * finite_n * x.size / total
-        finite_n = total
-        sumsq += float(np.dot(x, x))
-        lo, hi = min(lo, float(x.min())), max(hi, float(x.max()))
+    exact_int = dtype.kind in "iu" and dtype.itemsize == 8  # float64 rounds above 2**53
+    ilo = ihi = None
+    for part in parts():
+        if exact_int and part.size:
+            pmin, pmax = int(part.min()), int(part.max())
+            ilo = pmin if ilo is None else min(ilo, pmin)
+            ihi = pmax if ihi is None else max(ihi, pmax)
+        for x in _float_chunks((part,), dtype.kind == "c"):
+            size = x.size
+            n += size
+            zeros += size - int(np.count_nonzero(x))
+            total = float(x.sum())
+            if not math.isfinite(total):  # rare: find the NaN/Inf (or an overflowing sum)
+                nans = int(np.count_nonzero(np.isnan(x)))
+                infs = int(np.count_nonzero(np.isinf(x)))
+                if nans or infs:
+                    nan += nans
+                    inf += infs
+                    x = x[np.isfinite(x)]
+                    size = x.size
+                    total = float(x.sum())
+            if not size:
+                continue
+            # Chan et al. parallel update: stable mean/variance without a second pass.
+            c_mean = total / size
+            d = x - c_mean
+            c_m2 = float(np.dot(d, d))
+            new_n = finite_n + size
+            delta = c_mean - mean
+            mean += delta * size / new_n
+            m2 += c_m2 + delta * delta * finite_n * size / new_n
+            finite_n = new_n
+            sumsq += float(np.dot(x, x))
+            lo, hi = min(lo, float(x.min())), max(hi, float(x.max()))
     has = finite_n > 0
     vmin, vmax = (lo, hi) if has else (None, None)
     if has and kind in ("int", "bool"):
-        vmin, vmax = _exact_int_range(array, lo, hi)
+        vmin, vmax = (ilo, ihi) if exact_int else (int(lo), int(hi))
     return TensorStats(
-        dtype=array.dtype.name, shape=tuple(array.shape), count=n, min=vmin, max=vmax,
+        dtype=dtype.name, shape=shape, count=n, min=vmin, max=vmax,
         mean=mean if has else None, std=math.sqrt(max(m2 / finite_n, 0.0)) if has else None,
         l2=math.sqrt(sumsq), nan=nan, inf=inf, zero_fraction=zeros / n if n else None,
-        histogram=_histogram(array, lo, hi, bins) if has else (), kind=kind)
+        histogram=_histogram(parts, dtype, lo, hi, bins, nan + inf > 0) if has else (),
+        kind=kind)
 
 
-def _exact_int_range(array: np.ndarray, lo: float, hi: float) -> tuple[int, int]:
-    """Integer min/max without float64 rounding (int64 values above 2**53)."""
-    if array.dtype.kind in "iu" and array.dtype.itemsize == 8:
-        return int(array.min()), int(array.max())
-    return int(lo), int(hi)  # exact: every narrower integer fits a float64
-
-
-def _histogram(array: np.ndarray, lo: float, hi: float, bins: int) -> tuple[int, ...]:
+def _histogram(parts, dtype: np.dtype, lo: float, hi: float, bins: int,
+               nonfinite: bool) -> tuple[int, ...]:
     # Bin by hand on halved values: np.histogram rejects ranges like [-1e308, 1e308] (whose
     # width overflows) and denormal-wide ones, both of which corrupt data can hold.
     counts = np.zeros(bins, dtype=np.int64)
     span = hi / 2 - lo / 2
-    for x in _chunks(array):
-        x = x[np.isfinite(x)]
+    half_lo = lo / 2
+    for x in _float_chunks(parts(), dtype.kind == "c"):
+        if nonfinite:
+            x = x[np.isfinite(x)]
         if span > 0:
-            idx = np.floor((x / 2 - lo / 2) / span * bins)
-            idx = np.clip(idx, 0, bins - 1).astype(np.int64)
+            t = np.multiply(x, 0.5)  # x / 2, exactly
+            t -= half_lo
+            t /= span
+            t *= bins
+            np.floor(t, out=t)
+            np.clip(t, 0, bins - 1, out=t)
+            idx = t.astype(np.int64)
         else:
             idx = np.zeros(x.size, dtype=np.int64)  # a single value: all in the first bin
         counts += np.bincount(idx, minlength=bins)
@@ -230,25 +275,51 @@ def relative_l2(reference: np.ndarray, other: np.ndarray) -> tuple[float, float]
 
 
 def _relative_l2(ref: np.ndarray, oth: np.ndarray, complex_: bool) -> tuple[float, float]:
-    work = np.complex128 if complex_ else np.float64
-    max_abs, diff_sq, ref_sq = 0.0, 0.0, 0.0
+    acc = L2Accumulator(complex_)
     for start in range(0, ref.size, CHUNK):
-        a = ref[start : start + CHUNK].astype(work)
-        b = oth[start : start + CHUNK].astype(work)
-        same = (a == b) | (np.isnan(a) & np.isnan(b))
-        d = np.where(same, 0.0, np.abs(b - a))
-        if d.size:
-            max_abs = max(max_abs, float(d.max()))  # NaN propagates through max()
-            if np.isnan(d).any():
-                max_abs = math.nan
-        diff_sq += float(np.dot(d, d))
-        fin = np.abs(a)[np.isfinite(a)]
-        ref_sq += float(np.dot(fin, fin))
-    if math.isnan(diff_sq):
-        return max_abs, math.nan
-    if ref_sq == 0.0:
-        return max_abs, 0.0 if diff_sq == 0.0 else math.inf
-    return max_abs, math.sqrt(diff_sq / ref_sq)
+        acc.add(ref[start : start + CHUNK], oth[start : start + CHUNK])
+    return acc.result()
+
+
+class L2Accumulator:
+    """Streaming ``(max |b - a|, ||b - a|| / ||a||)`` over aligned flat chunks of ``a``, ``b``
+    (see :func:`relative_l2` for the conventions). Feed chunks of at most :data:`CHUNK`
+    elements with :meth:`add`; bit-identical chunks skip the difference arithmetic."""
+
+    __slots__ = ("work", "max_abs", "diff_sq", "ref_sq", "identical")
+
+    def __init__(self, complex_: bool = False):
+        self.work = np.complex128 if complex_ else np.float64
+        self.max_abs, self.diff_sq, self.ref_sq = 0.0, 0.0, 0.0
+        self.identical = True  # every chunk so far bit-identical
+
+    def add(self, ref: np.ndarray, oth: np.ndarray) -> None:
+        with np.errstate(all="ignore"):
+            a = ref.astype(self.work, copy=False)
+            if ref.dtype == oth.dtype and np.array_equal(ref.view(np.uint8), oth.view(np.uint8)):
+                fin = np.abs(a)[np.isfinite(a)] if self.work is np.complex128 else a[
+                    np.isfinite(a)]
+                self.ref_sq += float(np.dot(fin, fin))
+                return
+            self.identical = False
+            b = oth.astype(self.work, copy=False)
+            same = (a == b) | (np.isnan(a) & np.isnan(b))
+            d = np.where(same, 0.0, np.abs(b - a))
+            if d.size:
+                self.max_abs = max(self.max_abs, float(d.max()))  # NaN propagates via max()
+                if np.isnan(d).any():
+                    self.max_abs = math.nan
+            self.diff_sq += float(np.dot(d, d))
+            fin = np.abs(a)[np.isfinite(a)]
+            self.ref_sq += float(np.dot(fin, fin))
+
+    def result(self) -> tuple[float, float]:
+        """Returns ``(max_abs, rel_l2)``."""
+        if math.isnan(self.diff_sq):
+            return self.max_abs, math.nan
+        if self.ref_sq == 0.0:
+            return self.max_abs, 0.0 if self.diff_sq == 0.0 else math.inf
+        return self.max_abs, math.sqrt(self.diff_sq / self.ref_sq)
 
 
 # -- whole checkpoints -------------------------------------------------------------------------
@@ -290,9 +361,15 @@ class StatsRecord:
 
 
 def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
-                     drift_threshold: float = 0.5,
-                     strict: bool = False) -> Iterator[StatsRecord]:
-    """Yields a :class:`StatsRecord` per tensor, reading one tensor (pair) at a time.
+                     drift_threshold: float = 0.5, strict: bool = False,
+                     progress: Callable[[int, int], None] | None = None,
+                     workers: int | None = None) -> Iterator[StatsRecord]:
+    """Yields a :class:`StatsRecord` per tensor, in order, streaming each tensor once.
+
+    Each tensor is read in one pass of chunks (CRC-checked as they are consumed, statistics
+    fused); an EMA shadow's drift is computed in that same pass, reading its raw variable
+    alongside. Tensors are processed on ``workers`` threads (default: one per core), a few at
+    a time, so memory stays at a few chunks per thread.
 
     Args:
         ckpt (`Checkpoint`): an open checkpoint.
@@ -301,6 +378,10 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
             relative L2 distance from their raw variable exceeds this.
         strict (`bool`, *optional*, defaults to `False`): raise on unreadable tensors instead
             of yielding a record flagged ``"unreadable"``.
+        progress (`Callable[[int, int], None]`, *optional*): called as
+            ``progress(done_bytes, total_bytes)`` while tensors are read (from worker threads,
+            one call at a time).
+        workers (`int`, *optional*): threads (1 = everything on the calling thread).
 
     Returns:
         `Iterator[StatsRecord]`.
@@ -315,38 +396,102 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
         []
     """
     variables = {v.name: v for v in ckpt.variables()}
-    for name in ckpt.keys() if names is None else names:
-        entry = ckpt.entry(name)
-        var = variables.get(name)
-        role = var.role if var else "other"
-        ema_of = var.ema_of if var else None
-        base = {"name": name, "dtype": entry.dtype_name, "shape": entry.shape, "role": role,
-                "ema_of": ema_of}
-        try:
-            value = ckpt.tensor(name)
-            stats = tensor_stats(value)
-        except CheckpointError as exc:
-            if strict:
-                raise
-            yield StatsRecord(stats=None, flags=(UNREADABLE,), error=str(exc), **base)
-            continue
-        flags = [f for f, n in ((NAN, stats.nan), (INF, stats.inf)) if n]
-        drift = _drift(ckpt, role, ema_of, value)
-        if drift is not None and not drift <= drift_threshold:  # NaN drift is flagged too
-            flags.append(DRIFT)
-        yield StatsRecord(stats=stats, drift=drift, flags=tuple(flags), **base)
+    keys = ckpt.keys() if names is None else list(names)
+    for name in keys:
+        ckpt.entry(name)  # unknown names fail now, not on a worker thread
+    tick = ByteCounter(progress, sum(_nbytes(ckpt.entry(k)) for k in keys))
+
+    def one(name: str) -> StatsRecord:  # raises (with strict) when this item's turn comes
+        return _record(ckpt, name, variables.get(name), drift_threshold, strict, tick)
+
+    yield from ordered_map(one, keys, workers=workers)
 
 
-def _drift(ckpt: Checkpoint, role: str, ema_of: str | None, value: np.ndarray) -> float | None:
-    if role != "ema" or not ema_of or ema_of not in ckpt or value.dtype.kind in "OSU":
-        return None
+def _nbytes(entry) -> int:
+    return entry.stored_bytes or entry.nbytes
+
+
+class ByteCounter:
+    """Serializes ``progress(done_bytes, total_bytes)`` calls from several threads."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None, total: int):
+        self.progress, self.total, self.done = progress, total, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, nbytes: int) -> None:
+        if self.progress is None or not nbytes:
+            return
+        with self.lock:
+            self.done += nbytes
+            self.progress(self.done, self.total)
+
+
+def _record(ckpt: Checkpoint, name: str, var, drift_threshold: float, strict: bool,
+            tick: ByteCounter) -> StatsRecord:
+    entry = ckpt.entry(name)
+    role = var.role if var else "other"
+    ema_of = var.ema_of if var else None
+    base = {"name": name, "dtype": entry.dtype_name, "shape": entry.shape, "role": role,
+            "ema_of": ema_of}
     try:
-        raw = ckpt.tensor(ema_of)
-    except CheckpointError:
-        return None  # the raw variable's own record reports the error
-    if raw.shape != value.shape or raw.dtype.kind in "OSU":
+        stats, drift = _tensor_pass(ckpt, name, role, ema_of, tick)
+    except CheckpointError as exc:
+        if strict:
+            raise
+        return StatsRecord(stats=None, flags=(UNREADABLE,), error=str(exc), **base)
+    flags = [f for f, n in ((NAN, stats.nan), (INF, stats.inf)) if n]
+    if drift is not None and not drift <= drift_threshold:  # NaN drift is flagged too
+        flags.append(DRIFT)
+    return StatsRecord(stats=stats, drift=drift, flags=tuple(flags), **base)
+
+
+def _tensor_pass(ckpt: Checkpoint, name: str, role: str, ema_of: str | None,
+                 tick: ByteCounter) -> tuple[TensorStats, float | None]:
+    entry = ckpt.entry(name)
+    if entry.dtype_name == "string":
+        value = ckpt.tensor(name)
+        tick(_nbytes(entry))
+        return tensor_stats(value), None
+    raw = _drift_partner(ckpt, role, ema_of, entry)
+    acc = L2Accumulator(entry.dtype_name.startswith("complex")) if raw is not None else None
+    used = [False]
+
+    def parts() -> Iterator[np.ndarray]:
+        if used[0]:  # the histogram's second pass: bytes already verified
+            yield from ckpt.chunks(name, _PART_BYTES, verify=False)
+            return
+        used[0] = True
+        if acc is None:
+            for part in ckpt.chunks(name, _PART_BYTES):
+                tick(part.nbytes)
+                yield part
+            return
+        try:
+            partner = ckpt.chunks(raw, _PART_BYTES, verify=False)  # verified in its own record
+            for part, ref in zip(ckpt.chunks(name, _PART_BYTES), partner, strict=True):
+                for start in range(0, part.size, CHUNK):
+                    acc.add(ref[start : start + CHUNK], part[start : start + CHUNK])
+                tick(part.nbytes)
+                yield part
+        except ValueError:  # zip: the partner's chunks do not line up (cannot happen for
+            raise CheckpointError(f"{ckpt.path}: {raw} and {name} differ in size") from None
+
+    stats = stream_stats(parts, numpy_dtype(entry.dtype), tuple(entry.shape))
+    drift = acc.result()[1] if acc is not None else None
+    return stats, drift
+
+
+_PART_BYTES = 4 << 20  # bytes per streamed part (CRC'd, then consumed from cache)
+
+
+def _drift_partner(ckpt: Checkpoint, role: str, ema_of: str | None, entry) -> str | None:
+    """The raw variable an EMA shadow drifts from, when both can be compared element-wise."""
+    if role != "ema" or not ema_of or ema_of not in ckpt:
         return None
-    return relative_l2(raw, value)[1]
+    raw = ckpt.entry(ema_of)
+    if raw.shape != entry.shape or raw.dtype != entry.dtype or raw.dtype_name == "string":
+        return None
+    return ema_of
 
 
 def select_keys(ckpt: Checkpoint, patterns: list[str]) -> list[str]:

@@ -62,12 +62,14 @@ def diff_command(
     with open_checkpoint(resolve(out, a)) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
-        if ema:
-            report = diff_ema(ca, match=match, values=not no_values)
-        else:
-            with open_checkpoint(resolve(out, b)) as cb:
-                paths = {**display_names(cb), **paths}
-                report = diff_checkpoints(ca, cb, match=match, values=not no_values)
+        with out.progress("comparing") as bar:  # the total is known once pairs are
+            if ema:
+                report = diff_ema(ca, match=match, values=not no_values, progress=bar.update)
+            else:
+                with open_checkpoint(resolve(out, b)) as cb:
+                    paths = {**display_names(cb), **paths}
+                    report = diff_checkpoints(ca, cb, match=match, values=not no_values,
+                                              progress=bar.update)
     if json_out:
         out.json(report.to_dict(changed_only=changed_only, paths=paths))
     else:

@@ -232,8 +232,8 @@ def stats_command(
         records, rows, errors = [], [], []
         total = sum(entries[k].nbytes for k in names)
         with out.progress("statistics", total) as bar:
-            for record in checkpoint_stats(ckpt, names, drift_threshold=drift):
-                bar.advance(entries[record.name].nbytes)
+            for record in checkpoint_stats(ckpt, names, drift_threshold=drift,
+                                           progress=bar.update):  # bytes, from the threads
                 if record.error:
                     errors.append(record.error)
                     out.warning(record.error)

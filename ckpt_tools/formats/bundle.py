@@ -10,6 +10,7 @@ views over the mapping, so reading costs page faults, not copies.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
@@ -269,7 +270,12 @@ class BundleReader:
         """Raises CorruptCheckpointError if ``data`` does not match the entry's CRC32C."""
         if entry.crc32c is None:
             return
-        actual = crc.mask(crc.crc32c(data))
+        self._crc_verdict(entry, crc.crc32c_parallel(data))  # large tensors: every core
+
+    def _crc_verdict(self, entry: TensorEntry, computed: int) -> None:
+        """Raises CorruptCheckpointError unless ``computed`` (an unmasked CRC32C of all the
+        entry's bytes) matches the stored one."""
+        actual = crc.mask(computed)
         if actual != entry.crc32c:
             raise CorruptCheckpointError(
                 f"checksum mismatch for tensor {entry.name!r} (stored 0x{entry.crc32c:08x}, "
@@ -299,6 +305,56 @@ class BundleReader:
         if entry.offset % max(dt.alignment, 1):
             return arr.copy()  # unaligned views are slow for every later operation
         return arr
+
+    def iter_chunks(self, name: str, max_bytes: int = 1 << 20,
+                    verify: bool | None = None) -> Iterator[np.ndarray] | None:
+        """Returns an iterator over the flat values of tensor ``name`` in chunks of at most
+        ``max_bytes``, or ``None`` when the tensor is not one contiguous run of numbers
+        (strings, partitioned variables: use :meth:`read`).
+
+        Verified reads make one pass: each chunk is added to the running CRC32C just before
+        it is handed out, so the consumer reads it from cache, and the last ``next()`` raises
+        :class:`CorruptCheckpointError` if the checksum does not match. A consumer must
+        therefore not commit what it computed until the iterator is exhausted. ``verify``
+        overrides the reader's setting (``False``: a second pass over checked bytes).
+
+        Raises:
+            KeyError: if ``name`` is not in the checkpoint.
+        """
+        entry = self.entries[name]
+        if entry.slices or entry.dtype == dtypes.STRING:
+            return None
+        return self._chunks(entry, max_bytes, self.verify if verify is None else verify)
+
+    def _chunks(self, entry: TensorEntry, max_bytes: int,
+                verify: bool) -> Iterator[np.ndarray]:
+        import numpy as np  # deferred: listing never reads tensors
+
+        dt = dtypes.numpy_dtype(entry.dtype, self.big_endian)
+        item = max(dt.itemsize, 1)
+        if item * entry.num_elements != entry.stored_bytes:
+            raise CorruptCheckpointError(
+                f"tensor {entry.name!r} of shape {entry.shape} and dtype {entry.dtype_name} "
+                f"needs {item * entry.num_elements} bytes but its entry says "
+                f"{entry.stored_bytes}", path=self.index_path)
+        data = self.raw(entry)
+        check = verify and entry.crc32c is not None
+        step = max(item, max_bytes // item * item)
+        swap = self.big_endian and item > 1
+        unaligned = bool(entry.offset % max(dt.alignment, 1))
+        running = 0
+        for start in range(0, len(data), step):
+            piece = data[start : start + step]
+            if check:
+                running = crc.crc32c(piece, running)
+            arr = np.frombuffer(piece, dtype=dt)
+            if swap:
+                arr = arr.astype(dt.newbyteorder("="))
+            elif unaligned:
+                arr = arr.copy()
+            yield arr
+        if check:
+            self._crc_verdict(entry, running)
 
     def _read_strings(self, entry: TensorEntry, shape, count: int) -> np.ndarray:
         import numpy as np  # deferred: listing never reads tensors

@@ -1,0 +1,101 @@
+"""One-pass streaming reads: chunks CRC-checked as consumed, parallel CRC of large tensors,
+streamed stats and diff with progress, against TensorFlow-written fixtures and whole-tensor
+computations."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _corpus import write_bundle
+from helpers import FIXTURES, expected_values
+
+from ckpt_tools import CorruptCheckpointError, open_checkpoint
+from ckpt_tools.diff import compare_tensors, diff_checkpoints, diff_ema
+from ckpt_tools.formats import crc
+from ckpt_tools.stats import checkpoint_stats, tensor_stats
+
+
+def _flip_last_data_byte(directory: Path) -> None:
+    data = sorted(directory.glob("*.data-*"))[0]
+    raw = bytearray(data.read_bytes())
+    raw[-1] ^= 0xFF
+    data.write_bytes(bytes(raw))
+
+
+def test_chunks_equal_tensorflow_values():
+    values = expected_values("linear_v2")  # recorded from TensorFlow at save time
+    with open_checkpoint(FIXTURES / "linear_v2") as ckpt:
+        for name, want in values.items():
+            parts = list(ckpt.chunks(name, max_bytes=4))
+            got = np.concatenate(parts) if parts else np.empty(0, want.dtype)
+            assert got.tobytes() == np.asarray(want).reshape(-1).tobytes(), name
+            assert all(p.nbytes <= max(4, p.itemsize) for p in parts)
+
+
+def test_chunks_raise_on_checksum_mismatch_after_the_last_chunk(tmp_path):
+    big = np.arange(1000, dtype=np.float32)
+    write_bundle(tmp_path / "c" / "model", {"big": big})
+    _flip_last_data_byte(tmp_path / "c")
+    with open_checkpoint(tmp_path / "c" / "model") as ckpt:
+        stream = ckpt.chunks("big", max_bytes=1024)
+        first = next(stream)
+        assert first.size == 256
+        with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+            list(stream)
+        assert list(ckpt.chunks("big", max_bytes=1024, verify=False))  # opt out: no error
+
+
+def test_large_tensor_crc_runs_in_parallel_pieces(tmp_path):
+    n = (crc.PARALLEL_MIN + crc.PIECE // 2) // 4 + 3  # several pieces, a short last one
+    big = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    write_bundle(tmp_path / "c" / "model", {"big": big})
+    with open_checkpoint(tmp_path / "c" / "model") as ckpt:
+        assert ckpt.tensor("big").tobytes() == big.tobytes()
+    _flip_last_data_byte(tmp_path / "c")
+    with open_checkpoint(tmp_path / "c" / "model") as ckpt, pytest.raises(
+            CorruptCheckpointError, match="checksum mismatch"):
+        ckpt.tensor("big")
+
+
+def test_checkpoint_stats_threads_and_progress_match_whole_tensors():
+    calls = []
+    with open_checkpoint(FIXTURES / "towers_bn") as ckpt:
+        records = list(checkpoint_stats(ckpt, progress=lambda d, t: calls.append((d, t))))
+        serial = list(checkpoint_stats(ckpt, workers=1))
+        assert records == serial
+        for r in records:
+            if r.stats is not None and r.stats.kind != "string":
+                assert r.stats == tensor_stats(ckpt.tensor(r.name)), r.name
+        total = sum(ckpt.entry(k).stored_bytes or ckpt.entry(k).nbytes for k in ckpt.keys())
+    assert calls and calls[-1] == (total, total)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+
+
+def test_stats_flags_a_corrupt_tensor_unreadable(tmp_path):
+    write_bundle(tmp_path / "c" / "model", {"a": np.ones(8, np.float32),
+                                            "b": np.arange(300, dtype=np.float64)})
+    _flip_last_data_byte(tmp_path / "c")
+    with open_checkpoint(tmp_path / "c" / "model") as ckpt:
+        by_name = {r.name: r for r in checkpoint_stats(ckpt)}
+        assert by_name["a"].stats is not None and by_name["b"].flags == ("unreadable",)
+        with pytest.raises(CorruptCheckpointError):
+            list(checkpoint_stats(ckpt, strict=True))
+
+
+def test_streamed_diff_equals_whole_tensor_comparison(tmp_path):
+    shutil.copytree(FIXTURES / "linear_v2", tmp_path / "a")
+    calls = []
+    report = diff_ema(tmp_path / "a", progress=lambda d, t: calls.append((d, t)))
+    values = expected_values("linear_v2")
+    assert report.tensors
+    for t in report.tensors:
+        whole = compare_tensors(values[t.name], values[t.other], t.name, t.other,
+                                t.dtype_a, t.dtype_b)
+        assert (t.status, t.max_abs) == (whole.status, whole.max_abs)
+        assert t.rel_l2 == pytest.approx(whole.rel_l2, rel=1e-12)
+    assert calls[-1][0] == calls[-1][1]
+    same = diff_checkpoints(tmp_path / "a", FIXTURES / "linear_v2")
+    assert same.identical and all(t.status == "same" for t in same.tensors)
