@@ -410,8 +410,8 @@ class Checkpoint:
         with _errors_in(self.path):
             return self._reader.read(name)
 
-    def chunks(self, name: str, max_bytes: int = 1 << 20, *,
-               verify: bool | None = None) -> Iterator[np.ndarray]:
+    def chunks(self, name: str, max_bytes: int = 1 << 20, *, verify: bool | None = None,
+               release: bool = False) -> Iterator[np.ndarray]:
         """Yields the flat values of ``name`` in chunks of at most ``max_bytes`` (one element
         at least), for one streaming pass over a tensor of any size.
 
@@ -420,7 +420,9 @@ class Checkpoint:
         checksum verdict comes with the last one; other formats read the tensor whole and
         slice it. Do not act on what was computed from the chunks until the iterator is done.
         ``verify=False`` skips the CRC (for a second pass over bytes already checked);
-        ``None`` follows ``open_checkpoint(verify=...)``.
+        ``None`` follows ``open_checkpoint(verify=...)``. ``release=True`` unmaps each chunk
+        of a TensorFlow bundle once the next is asked for, so resident memory stays at one
+        chunk (for writers that stream a whole checkpoint).
 
         Raises:
             VariableNotFoundError: if ``name`` is not stored.
@@ -431,7 +433,8 @@ class Checkpoint:
             raise self._missing(name)
         with _errors_in(self.path):
             iter_chunks = getattr(self._reader, "iter_chunks", None)
-            stream = iter_chunks(name, max_bytes, verify) if iter_chunks is not None else None
+            stream = (iter_chunks(name, max_bytes, verify, release) if iter_chunks is not None
+                      else None)
             if stream is None:
                 flat = self._reader.read(name).reshape(-1)
                 step = max(1, max_bytes // max(flat.dtype.itemsize, 1))

@@ -12,6 +12,7 @@ OS errors name the output).
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import zipfile
@@ -26,6 +27,7 @@ from .emamap import ema_map, match_any
 from .errors import OutputError
 from .formats._write import Inputs, atomic_file, check_file_output, check_member_name
 from .formats.slices import check_partition
+from .formats.dtypes import numpy_dtype
 
 FORMATS = ("npz", "safetensors", "h5")
 _SAFETENSORS_DTYPES = {
@@ -210,17 +212,48 @@ def _format_from_name(path: str) -> str:
                       "npz|safetensors|h5")
 
 
+# -- streaming writers: one tensor at a time, each in chunks of _PART bytes, so resident memory
+# stays at one chunk plus the writer's own buffers whatever the model's size. The output path,
+# temporary name and rename are export_weights' business; these only fill the file they get.
+_PART = 8 << 20
+
+
+def _parts(ckpt: Checkpoint, src: str):
+    """The flat values of ``src`` in chunks, CRC-checked as consumed, pages released after."""
+    return ckpt.chunks(src, _PART, release=True)
+
+
+def _as_bytes(part: np.ndarray) -> np.ndarray:
+    """A chunk as a flat uint8 array (a buffer any file accepts, for every dtype; no copy for
+    the contiguous views chunks are)."""
+    return np.ascontiguousarray(part).reshape(-1).view(np.uint8)
+
+
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> dict:
+    header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype))
+    header["shape"] = tuple(shape)
+    return header
+
+
 def _write_npz(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
     total = 0
-    # ZIP_STORED + one member at a time: memory stays at one tensor, like np.savez would not.
+    # ZIP_STORED + one member at a time, each written chunk by chunk (np.savez would hold
+    # every array): memory stays at one chunk.
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for name, src in plan.items():
-            arr = ckpt.tensor(src)
+            entry = ckpt.entry(src)
+            dtype = numpy_dtype(entry.dtype)
             with zf.open(name + ".npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asarray(arr), allow_pickle=False)
-            total += arr.nbytes
-            if progress:
-                progress(arr.nbytes)
+                header = _npy_header(dtype, entry.shape)
+                try:
+                    np.lib.format.write_array_header_1_0(member, header)
+                except ValueError:  # header over 64 KiB: format 2.0, as write_array would
+                    np.lib.format.write_array_header_2_0(member, header)
+                for part in _parts(ckpt, src):
+                    member.write(_as_bytes(part))
+                    total += part.nbytes
+                    if progress:
+                        progress(part.nbytes)
     return total
 
 
@@ -238,13 +271,18 @@ def _write_safetensors(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progres
         offset += size
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * (-len(raw) % 8)  # keep tensor data 8-byte aligned, as safetensors does
+    written = 0
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(raw)) + raw)
         for src in plan.values():
-            arr = np.ascontiguousarray(ckpt.tensor(src))
-            f.write(arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
-            if progress:
-                progress(arr.nbytes)
+            for part in _parts(ckpt, src):
+                part = part.astype(part.dtype.newbyteorder("<"), copy=False)
+                f.write(_as_bytes(part))
+                written += part.nbytes
+                if progress:
+                    progress(part.nbytes)
+    if written != offset:
+        raise OutputError(f"{tmp}: wrote {written} tensor bytes, the header promised {offset}")
     return offset
 
 
@@ -264,16 +302,37 @@ def _write_h5(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int
             group = f.require_group(layer)
             group.attrs["weight_names"] = [(n + ":0").encode("utf-8") for n in names]
             for name in names:
-                arr = np.asarray(ckpt.tensor(plan[name]))
-                if arr.dtype.name == "bfloat16":  # HDF5 has no bfloat16: Keras' convention
-                    group.create_dataset(name + ":0", data=arr.view(np.uint16))
-                    group[name + ":0"].attrs["dtype"] = "bfloat16"
-                else:
-                    group.create_dataset(name + ":0", data=arr)
-                total += arr.nbytes
-                if progress:
-                    progress(arr.nbytes)
+                nbytes = _write_dataset(ckpt, group, name + ":0", plan[name], progress)
+                total += nbytes
     return total
+
+
+def _write_dataset(ckpt: Checkpoint, group, key: str, src: str, progress) -> int:
+    """Creates dataset ``key`` and fills it by runs of whole rows (first-axis slices)."""
+    entry = ckpt.entry(src)
+    dtype = numpy_dtype(entry.dtype)
+    bf16 = dtype.name == "bfloat16"  # HDF5 has no bfloat16: Keras' convention
+    shape = tuple(entry.shape)
+    ds = group.create_dataset(key, shape=shape, dtype=np.uint16 if bf16 else dtype)
+    if bf16:
+        ds.attrs["dtype"] = "bfloat16"
+    row = math.prod(shape[1:]) if shape else 1
+    rows = max(1, _PART // max(1, row * dtype.itemsize))
+    written = done = 0
+    parts = ckpt.chunks(src, rows * row * dtype.itemsize, release=True)
+    for part in parts:
+        if bf16:
+            part = part.view(np.uint16)
+        if not shape:
+            ds[()] = part[0]
+        elif row:
+            n = part.size // row
+            ds[done : done + n] = part.reshape((n, *shape[1:]))
+            done += n
+        written += part.nbytes
+        if progress:
+            progress(part.nbytes)
+    return written
 
 
 _WRITERS = {"npz": _write_npz, "safetensors": _write_safetensors, "h5": _write_h5}

@@ -99,3 +99,50 @@ def test_streamed_diff_equals_whole_tensor_comparison(tmp_path):
     assert calls[-1][0] == calls[-1][1]
     same = diff_checkpoints(tmp_path / "a", FIXTURES / "linear_v2")
     assert same.identical and all(t.status == "same" for t in same.tensors)
+
+
+@pytest.mark.parametrize("fmt", ["npz", "safetensors", "h5"])
+def test_export_streams_chunks_and_never_holds_a_whole_bundle_tensor(fmt, tmp_path, monkeypatch):
+    from ckpt_tools.checkpoint import Checkpoint
+    from ckpt_tools.export import export_weights
+
+    released = []
+    chunks = Checkpoint.chunks
+
+    def spy(self, name, max_bytes=1 << 20, **kw):
+        released.append(kw.get("release"))
+        return chunks(self, name, max_bytes, **kw)
+
+    def whole(self, name):
+        raise AssertionError(f"export read {name} whole")
+
+    monkeypatch.setattr(Checkpoint, "chunks", spy)
+    monkeypatch.setattr(Checkpoint, "tensor", whole)
+    result = export_weights(FIXTURES / "towers_bn", tmp_path / f"w.{fmt}")
+    assert released and all(released) and len(released) >= len(result.tensors)
+    values = expected_values("towers_bn")  # TensorFlow's values, recorded at save time
+    if fmt == "npz":
+        with np.load(tmp_path / "w.npz") as npz:
+            got = {k: npz[k] for k in npz.files}
+    elif fmt == "h5":
+        import h5py
+
+        with h5py.File(tmp_path / "w.h5") as f:
+            got = {n: f[n.rpartition("/")[0] or n][n + ":0"][()] for n in result.tensors}
+    else:
+        from safetensors.numpy import load_file
+
+        got = load_file(str(tmp_path / "w.safetensors"))
+    assert set(got) == set(result.tensors)
+    for name, src in result.tensors.items():
+        assert got[name].tobytes() == np.asarray(values[src]).tobytes(), name
+
+
+def test_export_of_a_corrupt_tensor_fails_and_leaves_nothing(tmp_path):
+    from ckpt_tools.export import export_weights
+
+    write_bundle(tmp_path / "c" / "model", {"dense/kernel": np.ones((4, 3), np.float32)})
+    _flip_last_data_byte(tmp_path / "c")
+    with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
+        export_weights(tmp_path / "c" / "model", tmp_path / "w.safetensors", ema=False)
+    assert not any(p.name.startswith(("w.", ".w.")) for p in tmp_path.iterdir())

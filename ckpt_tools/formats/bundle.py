@@ -10,6 +10,7 @@ views over the mapping, so reading costs page faults, not copies.
 from __future__ import annotations
 
 import math
+import mmap
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -54,6 +55,19 @@ def shape_of(proto, name: str | None = None) -> tuple[int, ...]:
     if any(d < 0 for d in dims):
         raise CorruptCheckpointError(f"{what} has a negative dimension: {dims}")
     return dims
+
+
+def _release(mm, start: int, length: int) -> None:
+    """Drops the pages of ``mm[start:start + length]`` from this process (MADV_DONTNEED on a
+    clean, read-only file mapping only unmaps them: the data stays in the page cache)."""
+    if not isinstance(mm, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.PAGESIZE
+    aligned = start // page * page
+    try:
+        mm.madvise(mmap.MADV_DONTNEED, aligned, start + length - aligned)
+    except (OSError, ValueError):  # advice only: never worth failing a read for
+        pass
 
 
 class BundleReader:
@@ -306,8 +320,8 @@ class BundleReader:
             return arr.copy()  # unaligned views are slow for every later operation
         return arr
 
-    def iter_chunks(self, name: str, max_bytes: int = 1 << 20,
-                    verify: bool | None = None) -> Iterator[np.ndarray] | None:
+    def iter_chunks(self, name: str, max_bytes: int = 1 << 20, verify: bool | None = None,
+                    release: bool = False) -> Iterator[np.ndarray] | None:
         """Returns an iterator over the flat values of tensor ``name`` in chunks of at most
         ``max_bytes``, or ``None`` when the tensor is not one contiguous run of numbers
         (strings, partitioned variables: use :meth:`read`).
@@ -316,7 +330,10 @@ class BundleReader:
         it is handed out, so the consumer reads it from cache, and the last ``next()`` raises
         :class:`CorruptCheckpointError` if the checksum does not match. A consumer must
         therefore not commit what it computed until the iterator is exhausted. ``verify``
-        overrides the reader's setting (``False``: a second pass over checked bytes).
+        overrides the reader's setting (``False``: a second pass over checked bytes). With
+        ``release`` each chunk's pages are unmapped from this process once the consumer asks
+        for the next chunk (the page cache keeps them; views still work, faulting them back),
+        so resident memory stays at one chunk however large the tensor (streaming export).
 
         Raises:
             KeyError: if ``name`` is not in the checkpoint.
@@ -324,10 +341,10 @@ class BundleReader:
         entry = self.entries[name]
         if entry.slices or entry.dtype == dtypes.STRING:
             return None
-        return self._chunks(entry, max_bytes, self.verify if verify is None else verify)
+        return self._chunks(entry, max_bytes, self.verify if verify is None else verify, release)
 
-    def _chunks(self, entry: TensorEntry, max_bytes: int,
-                verify: bool) -> Iterator[np.ndarray]:
+    def _chunks(self, entry: TensorEntry, max_bytes: int, verify: bool,
+                release: bool) -> Iterator[np.ndarray]:
         import numpy as np  # deferred: listing never reads tensors
 
         dt = dtypes.numpy_dtype(entry.dtype, self.big_endian)
@@ -342,6 +359,7 @@ class BundleReader:
         step = max(item, max_bytes // item * item)
         swap = self.big_endian and item > 1
         unaligned = bool(entry.offset % max(dt.alignment, 1))
+        mm = self._shard(entry.shard_id) if release else None
         running = 0
         for start in range(0, len(data), step):
             piece = data[start : start + step]
@@ -353,6 +371,8 @@ class BundleReader:
             elif unaligned:
                 arr = arr.copy()
             yield arr
+            if mm is not None:
+                _release(mm, entry.offset + start, len(piece))
         if check:
             self._crc_verdict(entry, running)
 
