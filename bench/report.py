@@ -16,24 +16,60 @@ def _row(size: str, metric: str, ours: float | str, baseline: float | str | None
             "unit": unit, "ratio": ratio, "target": target, "met": met}
 
 
+# Import budget of `ckpt list --json` (ms of -X importtime self time per top-level package, on
+# an idle 2-core machine): what each package may cost before it needs a reason. Packages not
+# named get "other". rich, numpy, h5py and tensorflow must not be imported at all.
+IMPORT_BUDGET_MS = {"ckpt_tools": 15.0, "google": 15.0, "typer": 12.0, "fastcrc": 2.0,
+                    "rich": 0.0, "numpy": 0.0, "h5py": 0.0, "tensorflow": 0.0, "other": 35.0}
+
+
+def import_budget(profile: dict[str, float]) -> list[tuple[str, float, float]]:
+    """Returns ``(package, measured ms, budget ms)`` for every budgeted package."""
+    prof = {k: v for k, v in profile.items() if k != "total"}
+    named = {k: prof.pop(k, 0.0) for k in IMPORT_BUDGET_MS if k != "other"}
+    named["other"] = sum(prof.values())
+    return [(k, named[k], IMPORT_BUDGET_MS[k]) for k in IMPORT_BUDGET_MS]
+
+
+def _many_rows(results: dict) -> list[dict]:
+    many = results.get("many")
+    if not many:
+        return []
+    out = []
+    lst, q = many["list"], many["quiet"]
+    label = f"{lst['tensors']:,} vars"
+    ours, base = lst["ckpt list --json"]["median_s"], lst["inspect_checkpoint"]["median_s"]
+    out.append(_row(label, "list latency (whole process)", ours, base, "s", base / ours,
+                    ">= 40x faster", base / ours >= 40, "inspect_checkpoint"))
+    label = f"{q['tensors']:,} vars"
+    ours, table = q["ckpt list -q"]["median_s"], q["ckpt list (table)"]["median_s"]
+    out.append(_row(label, "ckpt list -q (whole process)", ours, table, "s", table / ours,
+                    "<= 1 s", ours <= 1.0, "ckpt list (table)"))
+    return out
+
+
 def rows(results: dict) -> list[dict]:
     """Returns one row per (size, comparison): both values, their ratio, target, met."""
-    out = []
+    out = _many_rows(results)
     for r in results["sizes"]:
         size, lst, read, bake = r["label"], r["list"], r["read"], r["bake"]
         ours_list = lst[_OURS_LIST]["median_s"]
-        for tool in ("inspect_checkpoint", "tf.train.list_variables"):
+        for tool, want in (("inspect_checkpoint", 40), ("tf.train.list_variables", 20)):
             base = lst[tool]["median_s"]
             out.append(_row(size, "list latency (whole process)", ours_list, base, "s",
-                            base / ours_list, ">= 20x faster", base / ours_list >= 20, tool))
+                            base / ours_list, f">= {want}x faster", base / ours_list >= want,
+                            tool))
         table, base = lst["ckpt list (table)"]["median_s"], lst["inspect_checkpoint"]["median_s"]
         out.append(_row(size, "list latency, human table", table, base, "s", base / table,
                         "(info)", None, "inspect_checkpoint"))
         ours_read = read[_OURS_READ]["gb_s"]
-        phys_name = max(("physical: readinto", "physical: mmap"), key=lambda k: read[k]["gb_s"])
+        phys_name = "physical: mmap"  # the issue's yardstick: a plain touch of the mapped bytes
         phys = read[phys_name]["gb_s"]
         out.append(_row(size, "read throughput", ours_read, phys, "GB/s", ours_read / phys,
                         ">= 0.8 of limit", ours_read / phys >= 0.8, phys_name))
+        rd = read["physical: readinto"]["gb_s"]
+        out.append(_row(size, "read throughput", ours_read, rd, "GB/s", ours_read / rd,
+                        "(info)", None, "physical: readinto"))
         tf_read = read["tf get_tensor()"]["gb_s"]
         out.append(_row(size, "read throughput", ours_read, tf_read, "GB/s", ours_read / tf_read,
                         ">= 1.0 (not slower)", ours_read >= tf_read, "tf get_tensor()"))
@@ -45,8 +81,22 @@ def rows(results: dict) -> list[dict]:
                         "(same access pattern: info)", None, "physical: mmap view per tensor"))
         ours_bake, tf_bake = bake[_OURS_BAKE]["median_s"], bake[_TF_BAKE]["median_s"]
         out.append(_row(size, "restore-ema (whole process)", ours_bake, tf_bake, "s",
-                        tf_bake / ours_bake, ">= 3x faster", tf_bake / ours_bake >= 3,
+                        tf_bake / ours_bake, ">= 10x faster", tf_bake / ours_bake >= 10,
                         _TF_BAKE))
+        if "cp" in r:
+            cp = r["cp"]["median_s"]
+            out.append(_row(size, "restore-ema (whole process)", ours_bake, cp, "s",
+                            cp / ours_bake, ">= 0.5 of cp speed", cp / ours_bake >= 0.5,
+                            "plain cp of the same files"))
+        read_s_per_byte = read[_OURS_READ]["median_s"] / read[_OURS_READ]["bytes"]
+        for name, key in (("ckpt stats", "ckpt stats"), ("ckpt diff --ema", "ckpt diff --ema")):
+            if key not in r.get("stream", {}):
+                continue
+            st = r["stream"][key]
+            same = st["bytes"] * read_s_per_byte  # a verified read of the bytes it reads
+            out.append(_row(size, f"{name} (streamed, verified)", st["median_s"], same, "s",
+                            st["median_s"] / same, "<= 2x verified read",
+                            st["median_s"] / same <= 2, "verified read of the same bytes"))
         ident = r["bit_identity"]
         ok = ident["identical"] and ident["ema_applied"]
         out.append(_row(size, "restore-ema output", "identical" if ok else "DIFFERENT", None, "",
@@ -59,6 +109,10 @@ def rows(results: dict) -> list[dict]:
         rss, tf_rss = bake[_OURS_BAKE]["maxrss_mb"], bake[_TF_BAKE]["maxrss_mb"]
         out.append(_row(size, "peak RSS, restore-ema", rss, tf_rss, "MB", tf_rss / rss,
                         f"<= {budget:.0f} MB", rss <= budget, _TF_BAKE))
+        for fmt, e in r.get("export", {}).items():
+            out.append(_row(size, f"peak RSS, export {fmt}", e["maxrss_mb"], budget, "MB",
+                            budget / e["maxrss_mb"], f"<= {budget:.0f} MB",
+                            e["maxrss_mb"] <= budget, "largest tensor + 100 MB"))
     return out
 
 
@@ -131,8 +185,11 @@ def import_line(results: dict) -> str:
     prof = dict(r["list"][_OURS_LIST]["import_ms"])
     total = prof.pop("total")
     parts = ", ".join(f"{k} {v:.0f}" for k, v in prof.items())
+    budget = ", ".join(f"{k} {v:.0f}/{b:.0f}" for k, v, b in import_budget(
+        r["list"][_OURS_LIST]["import_ms"]))
     return (f"`ckpt list` import time at {r['label']} (-X importtime, self ms by top-level "
-            f"package): total {total:.0f} ms = {parts}")
+            f"package): total {total:.0f} ms = {parts}. Import budget, measured/budget ms: "
+            f"{budget}")
 
 
 def print_console(results: dict) -> None:

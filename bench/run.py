@@ -120,6 +120,78 @@ def bench_read(prefix: str, files: list[str], repeats: int, passes: int,
     return out
 
 
+def bench_stream(prefix: str, repeats: int, passes: int, env: dict[str, str]) -> dict:
+    """``checkpoint_stats`` and ``diff_ema`` timed inside their children like the reads (the
+    verified read they are held against comes from :func:`bench_read`, in the same run)."""
+    n = str(passes)
+    commands = {"ckpt stats": [PY, TASKS, "read-stats", n, prefix],
+                "ckpt diff --ema": [PY, TASKS, "read-diff-ema", n, prefix]}
+    out = {}
+    for name, runs in _round_robin(commands, repeats, env).items():
+        s = _summary(runs, inner=True)
+        s["bytes"] = runs[-1].output["bytes"]
+        out[name] = s
+    return out
+
+
+def bench_export(prefix: str, outdir: str, env: dict[str, str]) -> dict:
+    """Whole-process ``ckpt export`` to each format once: wall time and peak RSS."""
+    out = {}
+    os.makedirs(outdir, exist_ok=True)
+    for fmt in ("npz", "safetensors", "h5"):
+        target = os.path.join(outdir, f"weights.{fmt}")
+        run = run_child([PY, "-m", "ckpt_tools", "export", prefix, "--out", target, "--json"],
+                        env)
+        out[fmt] = {"wall_s": run.wall_s, "maxrss_mb": run.maxrss_mb,
+                    "bytes": os.path.getsize(target)}
+        os.remove(target)
+        os.sync()
+    return out
+
+
+def bench_cp(files: list[str], outdir: str, repeats: int, env: dict[str, str]) -> dict:
+    """A plain ``cp`` of the checkpoint's files (what any rewrite of every byte costs)."""
+    runs = []
+    for _ in range(repeats):
+        os.makedirs(outdir, exist_ok=True)
+        runs.append(run_child(["cp", *files, outdir], env))
+        os.sync()
+        shutil.rmtree(outdir)
+    return _summary(runs)
+
+
+def bench_many(workdir: str, list_vars: int, quiet_vars: int, repeats: int, meta: bool,
+               env: dict[str, str]) -> dict:
+    """List latency on many variables: ``--json`` on ``list_vars`` (vs inspect_checkpoint)
+    and ``-q`` / the human table on ``quiet_vars`` (small tensors: listing reads no data)."""
+    out: dict = {}
+    for label, count, with_meta in (("list", list_vars, meta), ("quiet", quiet_vars, False)):
+        ckdir = os.path.join(workdir, f"many-{count}")
+        prefix = make_ckpt.write_checkpoint(ckdir, max(4 << 20, count * 400),
+                                            layers=make_ckpt.layers_for(count))
+        if with_meta:
+            make_ckpt.write_meta(prefix, env)
+        tensors = len(make_ckpt.layout(max(4 << 20, count * 400), make_ckpt.layers_for(count)))
+        warm(make_ckpt.data_files(prefix) + [prefix + ".index"])
+        if label == "list":
+            commands = {
+                "ckpt list --json": [PY, "-m", "ckpt_tools", "list", prefix, "--json"],
+                "inspect_checkpoint": [PY, "-m", "tensorflow.python.tools.inspect_checkpoint",
+                                       f"--file_name={prefix}"],
+            }
+        else:
+            commands = {
+                "ckpt list -q": [PY, "-m", "ckpt_tools", "list", prefix, "-q"],
+                "ckpt list (table)": [PY, "-m", "ckpt_tools", "list", prefix],
+            }
+        res = {k: _summary(v) for k, v in _round_robin(commands, repeats, env).items()}
+        res["tensors"] = tensors
+        res["meta"] = with_meta
+        out[label] = res
+        shutil.rmtree(ckdir)
+    return out
+
+
 def bench_bake(prefix: str, outdir: str, repeats: int, env: dict[str, str]) -> tuple[dict, dict]:
     """3. Whole-process EMA bake, ours vs TensorFlow's, then the bit-for-bit comparison.
 
@@ -179,6 +251,13 @@ def bench_size(label: str, nbytes: int, workdir: str, repeats: int, passes: int,
     _log(f"[{label}] 3. restore-ema vs TensorFlow")
     result["bake"], result["bit_identity"] = bench_bake(prefix, os.path.join(workdir, "out"),
                                                         repeats, env)
+    _log(f"[{label}] 4. plain cp of the same bytes")
+    result["cp"] = bench_cp([*files, prefix + ".index"], os.path.join(workdir, "cp"), repeats,
+                            env)
+    _log(f"[{label}] 5. stats and diff --ema (streamed, verified)")
+    result["stream"] = bench_stream(prefix, repeats, passes, env)
+    _log(f"[{label}] 6. export peak RSS")
+    result["export"] = bench_export(prefix, os.path.join(workdir, "export"), env)
     shutil.rmtree(ckdir)
     return result
 
@@ -205,6 +284,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="timed read passes inside each read child (default: 5)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 4M, one repeat, one pass, no warm-up pass")
+    parser.add_argument("--list-variables", type=int, default=3000,
+                        help="variables of the checkpoint for the --json list row (3000)")
+    parser.add_argument("--quiet-variables", type=int, default=100_000,
+                        help="variables of the checkpoint for the list -q row (100000)")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--json", dest="json_path", help="write machine-readable results here")
@@ -212,6 +295,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.repeats, args.passes = args.size or "4M", 1, 1
+        args.list_variables, args.quiet_variables = 300, 3000
     elif args.size:
         args.sizes = args.size
     args.size_list = [s.strip() for s in args.sizes.split(",") if s.strip()]
@@ -235,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quick:
             _log("warm-up pass (untimed)")
             _warm_up(workdir, env)
+        _log(f"list on {args.list_variables:,} and {args.quiet_variables:,} variables")
+        results["many"] = bench_many(workdir, args.list_variables, args.quiet_variables,
+                                     args.repeats, not args.quick, env)
         for label in args.size_list:
             results["sizes"].append(bench_size(label, make_ckpt.parse_size(label), workdir,
                                                args.repeats, args.passes, env))

@@ -74,6 +74,29 @@ def read_ours(prefix: str, verify: bool) -> tuple[int, int]:
     return total, acc
 
 
+def stats_ours(prefix: str) -> tuple[int, int]:
+    """``checkpoint_stats`` over every tensor (CRC on, as ``ckpt stats`` runs it)."""
+    from ckpt_tools import open_checkpoint
+    from ckpt_tools.stats import checkpoint_stats
+
+    with open_checkpoint(prefix, meta=False) as ckpt:
+        total = sum(e.stored_bytes for e in ckpt.entries().values())
+        records = list(checkpoint_stats(ckpt, strict=True))
+    return total, len(records)
+
+
+def diff_ema_ours(prefix: str) -> tuple[int, int]:
+    """``diff_ema``: every weight against its shadow (CRC on, as ``ckpt diff --ema``)."""
+    from ckpt_tools import open_checkpoint
+    from ckpt_tools.diff import diff_ema
+
+    with open_checkpoint(prefix) as ckpt:
+        report = diff_ema(ckpt)
+        total = sum(ckpt.entry(t.name).stored_bytes + ckpt.entry(t.other).stored_bytes
+                    for t in report.tensors)
+    return total, len(report.tensors)
+
+
 def read_tf(prefix: str) -> tuple[int, int]:
     """Reads and touches every tensor with ``tf.train.load_checkpoint(...).get_tensor``."""
     import tensorflow as tf
@@ -232,6 +255,8 @@ def main(argv: list[str]) -> None:
             "read-phys-read": lambda: read_physical("read", args),
             "read-phys-mmap": lambda: read_physical("mmap", args),
             "read-phys-views": lambda: read_views(args[0]),
+            "read-stats": lambda: stats_ours(args[0]),
+            "read-diff-ema": lambda: diff_ema_ours(args[0]),
         }
         if task not in readers:
             raise SystemExit(f"unknown task {task!r}")

@@ -41,6 +41,13 @@ EXPECTED_ROWS = {
     ("restore-ema (whole process)", "tf Saver restore+save"),
     ("peak RSS, list", "inspect_checkpoint"),
     ("peak RSS, restore-ema", "tf Saver restore+save"),
+    ("restore-ema (whole process)", "plain cp of the same files"),
+    ("ckpt stats (streamed, verified)", "verified read of the same bytes"),
+    ("ckpt diff --ema (streamed, verified)", "verified read of the same bytes"),
+    ("peak RSS, export npz", "largest tensor + 100 MB"),
+    ("peak RSS, export safetensors", "largest tensor + 100 MB"),
+    ("peak RSS, export h5", "largest tensor + 100 MB"),
+    ("ckpt list -q (whole process)", "ckpt list (table)"),
 }
 
 

@@ -13,7 +13,10 @@ buffer on every core and joins their CRCs with :func:`combine`.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 
 def _load_crc32c_package():
@@ -133,6 +136,8 @@ def workers() -> int:
 def _executor() -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
+        from concurrent.futures import ThreadPoolExecutor  # not on the `ckpt list` path
+
         _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="crc32c")
     return _pool
 
