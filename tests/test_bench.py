@@ -38,6 +38,7 @@ EXPECTED_ROWS = {
     ("list latency (whole process)", "tf.train.list_variables"),
     ("list latency, human table", "inspect_checkpoint"),
     ("read throughput", "tf get_tensor()"),
+    ("verified read, one pass (chunks)", "physical: mmap"),
     ("restore-ema (whole process)", "tf Saver restore+save"),
     ("peak RSS, list", "inspect_checkpoint"),
     ("peak RSS, restore-ema", "tf Saver restore+save"),
@@ -105,7 +106,7 @@ def test_quick_run(tmp_path):
     rows = results["rows"]
     assert EXPECTED_ROWS <= {(r["metric"], r["vs"]) for r in rows}
     assert {r["metric"] for r in rows if r["vs"].startswith("physical")} == {
-        "read throughput", "read throughput, verify=False"}
+        "read throughput", "read throughput, verify=False", "verified read, one pass (chunks)"}
     for r in rows:
         if r["unit"]:
             assert r["ours"] > 0 and r["baseline"] > 0 and r["ratio"] > 0, r
