@@ -124,7 +124,7 @@ def bench_read(prefix: str, files: list[str], repeats: int, passes: int,
 def bench_stream(prefix: str, repeats: int, passes: int, env: dict[str, str]) -> dict:
     """``checkpoint_stats`` and ``diff_ema`` timed inside their children like the reads (the
     verified read they are held against comes from :func:`bench_read`, in the same run)."""
-    n = str(passes)
+    n = "1"  # compute-bound and long: one timed pass per child, repeats give the median
     commands = {"ckpt stats": [PY, TASKS, "read-stats", n, prefix],
                 "ckpt diff --ema": [PY, TASKS, "read-diff-ema", n, prefix]}
     out = {}

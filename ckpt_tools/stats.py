@@ -98,6 +98,12 @@ def _kind(dtype: np.dtype) -> str:
     return "float"  # f, and ml_dtypes (bfloat16, float8: kind 'V')
 
 
+def _sumsq(x: np.ndarray) -> float:
+    """Sum of squares in one pass. Not ``np.dot``: BLAS may hand each small chunk to its own
+    thread pool, which costs milliseconds a call on a busy machine (einsum stays in NumPy)."""
+    return float(np.einsum("i,i->", x, x))
+
+
 def _float_chunks(parts: Iterable[np.ndarray], complex_: bool) -> Iterator[np.ndarray]:
     """Yields ``parts`` (flat arrays of any size) as float64 (abs for complex) pieces of at
     most :data:`CHUNK` elements: small enough that every fused operation reads the piece from
@@ -200,13 +206,13 @@ def _numeric_stats(parts, dtype: np.dtype, shape: tuple[int, ...], kind: str,
             # Chan et al. parallel update: stable mean/variance without a second pass.
             c_mean = total / size
             d = x - c_mean
-            c_m2 = float(np.dot(d, d))
+            c_m2 = _sumsq(d)
             new_n = finite_n + size
             delta = c_mean - mean
             mean += delta * size / new_n
             m2 += c_m2 + delta * delta * finite_n * size / new_n
             finite_n = new_n
-            sumsq += float(np.dot(x, x))
+            sumsq += _sumsq(x)
             lo, hi = min(lo, float(x.min())), max(hi, float(x.max()))
     has = finite_n > 0
     vmin, vmax = (lo, hi) if has else (None, None)
@@ -297,21 +303,33 @@ class L2Accumulator:
         with np.errstate(all="ignore"):
             a = ref.astype(self.work, copy=False)
             if ref.dtype == oth.dtype and np.array_equal(ref.view(np.uint8), oth.view(np.uint8)):
+                if self.work is np.float64 and math.isfinite(float(a.sum())):
+                    self.ref_sq += _sumsq(a)
+                    return
                 fin = np.abs(a)[np.isfinite(a)] if self.work is np.complex128 else a[
                     np.isfinite(a)]
-                self.ref_sq += float(np.dot(fin, fin))
+                self.ref_sq += _sumsq(fin)
                 return
             self.identical = False
             b = oth.astype(self.work, copy=False)
+            if self.work is np.float64:  # fast path: everything finite (one check per side)
+                sa, sb = float(a.sum()), float(b.sum())
+                if math.isfinite(sa) and math.isfinite(sb):
+                    d = b - a
+                    if d.size:
+                        self.max_abs = max(self.max_abs, float(d.max()), -float(d.min()))
+                    self.diff_sq += _sumsq(d)
+                    self.ref_sq += _sumsq(a)
+                    return
             same = (a == b) | (np.isnan(a) & np.isnan(b))
             d = np.where(same, 0.0, np.abs(b - a))
             if d.size:
                 self.max_abs = max(self.max_abs, float(d.max()))  # NaN propagates via max()
                 if np.isnan(d).any():
                     self.max_abs = math.nan
-            self.diff_sq += float(np.dot(d, d))
+            self.diff_sq += _sumsq(d)
             fin = np.abs(a)[np.isfinite(a)]
-            self.ref_sq += float(np.dot(fin, fin))
+            self.ref_sq += _sumsq(fin)
 
     def result(self) -> tuple[float, float]:
         """Returns ``(max_abs, rel_l2)``."""
