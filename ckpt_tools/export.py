@@ -26,8 +26,8 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
 from .errors import OutputError
 from .formats._write import Inputs, atomic_file, check_file_output, check_member_name
-from .formats.slices import check_partition
 from .formats.dtypes import numpy_dtype
+from .formats.slices import check_partition
 
 FORMATS = ("npz", "safetensors", "h5")
 _SAFETENSORS_DTYPES = {
