@@ -334,11 +334,14 @@ class Checkpoint:
         objects: the TF2 :class:`~ckpt_tools.formats.objgraph.ObjectGraph`, or ``None``.
     """
 
-    def __init__(self, location: Location, *, verify: bool = True, meta: bool = True):
+    def __init__(self, location: Location, *, verify: bool = True, meta: bool = True,
+                 use_ema: bool | None = None):
         self.location = location
         self.path = location.prefix
         with _errors_in(location.prefix):
             self._reader: Reader = open_reader(location.format, location.prefix, verify=verify)
+            if use_ema is not None and getattr(self._reader, "keras", None) is not None:
+                self._reader.restate_use_ema(use_ema)
         self.format = location.format
         self.meta: MetaGraph | None = None
         if meta and location.meta_path:
@@ -525,7 +528,7 @@ class Checkpoint:
 
 
 def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
-                    meta: bool = True) -> Checkpoint:
+                    meta: bool = True, use_ema: bool | None = None) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -536,6 +539,9 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             tensor read.
         meta (`bool`, *optional*, defaults to `True`): read the ``.meta`` graph beside the
             checkpoint, when there is one, for collection membership.
+        use_ema (`bool`, *optional*): Keras files only: state whether the optimizer ran with
+            ``use_ema=True`` (a bare ``.weights.h5`` may not tell; ``ckpt --use-ema``). Other
+            formats ignore it.
 
     Returns:
         `Checkpoint`: metadata loaded, tensor data read lazily.
@@ -550,4 +556,4 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         ...     [v.name for v in ckpt.variables() if v.role == "ema"]
         ['W/ExponentialMovingAverage', 'b/ExponentialMovingAverage']
     """
-    return Checkpoint(locate(path), verify=verify, meta=meta)
+    return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema)

@@ -18,6 +18,7 @@ from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
 from .formats.objgraph import readable_name
+from .keras_ema import require_keras_pairing
 
 KEEP, DROP = "keep", "drop"
 
@@ -142,6 +143,8 @@ def ema_map(
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
+        if style in (None, "keras"):
+            require_keras_pairing(ckpt)  # Keras files: proven pairing or a refusal
         variables = _paired_variables(ckpt, apply_order)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
                     and v.ema_candidates and style in (None, v.ema_style)]

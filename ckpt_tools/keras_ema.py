@@ -20,7 +20,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
 from .formats.keras.layout import KerasLayout, infer_use_ema
 
-__all__ = ["apply_keras_ema", "keras_ema_values"]
+__all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
 
 
 def _layout(ckpt: Checkpoint) -> KerasLayout:
@@ -38,21 +38,48 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     if not layout.optimizer_vars:
         why = ("it holds no optimizer variables (the model was saved uncompiled or before "
                "its optimizer was built)")
-    elif layout.use_ema is False and layout.ema_evidence.startswith("config"):
+    elif layout.use_ema is False and layout.ema_source == "config":
         why = f"its {layout.optimizer or 'optimizer'} was configured with use_ema=False"
     else:
-        why = f"{layout.ema_evidence or 'no *_average optimizer variables'}"
+        why = (f"the optimizer had use_ema=False "
+               f"({layout.ema_evidence or 'no *_average optimizer variables'})")
     return EmaError(f"{name} holds no optimizer EMA copies: {why}; {fix}")
 
 
 def _undecided(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     note = next((n for n in layout.notes if n.startswith("cannot tell whether")),
                 "cannot tell whether it holds EMA copies")
-    return EmaError(f"{os.path.basename(ckpt.path)}: {note}; save with model.save('x.keras') "
-                    "or pass use_ema=True")
+    return EmaError(f"{os.path.basename(ckpt.path)}: {note} (use_ema=True/False in the "
+                    "Python API); saving with model.save('x.keras') records it")
 
 
-def keras_ema_values(checkpoint) -> dict[str, np.ndarray]:
+def require_keras_pairing(ckpt: Checkpoint) -> None:
+    """Checks that a Keras file's EMA copies are all paired with a weight, from proof.
+
+    Does nothing for other formats. Used by :func:`ckpt_tools.ema_map` (``map``,
+    ``restore-ema``, ``export``) so that no command falls back to raw weights silently.
+
+    Raises:
+        EmaError: the file cannot tell whether it holds EMA copies (``--use-ema`` decides),
+            holds none (the optimizer had ``use_ema=False``), or some copies cannot be paired.
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None:
+        return
+    if layout.use_ema is None:
+        raise _undecided(ckpt, layout)
+    if not layout.averages:
+        raise _no_copies(ckpt, layout)
+    unpaired = [k for k, v in layout.averages.items() if v is None]
+    if unpaired:
+        raise EmaError(
+            f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
+            f"paired with a model weight from the file alone (e.g. {unpaired[0]}; "
+            f"{'; '.join(layout.notes) or 'sublayers with equal shapes'}); "
+            "apply_keras_ema(model, path) pairs them with model.trainable_variables")
+
+
+def keras_ema_values(checkpoint, *, use_ema: bool | None = None) -> dict[str, np.ndarray]:
     """Returns the EMA copies of a Keras file, keyed by the model weight they average.
 
     TensorFlow-free. Only trainable weights have copies (BatchNormalization moving statistics
@@ -60,6 +87,8 @@ def keras_ema_values(checkpoint) -> dict[str, np.ndarray]:
 
     Args:
         checkpoint (`str` or `Checkpoint`): a ``.keras``, ``.weights.h5`` or Keras ``.h5`` file.
+        use_ema (`bool`, *optional*): state whether the optimizer ran with ``use_ema=True``
+            where a bare ``.weights.h5`` cannot tell (``--use-ema`` on the command line).
 
     Returns:
         `dict[str, np.ndarray]`: model weight key (``layers/dense/vars/0``) -> its EMA value.
@@ -73,20 +102,14 @@ def keras_ema_values(checkpoint) -> dict[str, np.ndarray]:
         >>> values["layers/dense/vars/0"].shape
         (4, 8)
     """
-    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(
+        checkpoint, use_ema=use_ema)
     try:
         layout = _layout(ckpt)
-        if layout.use_ema is None:
-            raise _undecided(ckpt, layout)
-        if not layout.averages:
-            raise _no_copies(ckpt, layout)
-        unpaired = [k for k, v in layout.averages.items() if v is None]
-        if unpaired:
-            raise EmaError(
-                f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
-                f"paired with a model weight from the file alone (e.g. {unpaired[0]}; "
-                f"{'; '.join(layout.notes) or 'sublayers with equal shapes'}); "
-                "apply_keras_ema(model, path) pairs them with model.trainable_variables")
+        if use_ema is not None and ckpt is checkpoint:
+            ckpt.reader.restate_use_ema(use_ema)
+            layout = ckpt.reader.keras
+        require_keras_pairing(ckpt)
         return {src: np.asarray(ckpt.tensor(key)) for key, src in layout.averages.items()}
     finally:
         if ckpt is not checkpoint:
@@ -190,7 +213,7 @@ def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool |
     else:
         specs = [(tuple(int(d) for d in v.shape), _enum(v.dtype)) for v in live]
         decided = use_ema if use_ema is not None else infer_use_ema(
-            layout, ckpt.entries(), specs)
+            layout, ckpt.entries(), specs, read=ckpt.tensor)
         if decided is None:
             raise _undecided(ckpt, layout)
         if not decided:

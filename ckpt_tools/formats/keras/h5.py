@@ -218,8 +218,6 @@ class H5Reader:
     def __init__(self, path: str):
         import h5py  # deferred: only Keras files need it
 
-        from . import layout as keras_layout
-        from . import tf_keras
 
         self.prefix = self.path = path
         self.config: dict | None = None
@@ -253,24 +251,47 @@ class H5Reader:
                 # h5py's errors for damaged metadata (visititems, attributes, object headers)
                 raise CorruptCheckpointError(f"cannot read HDF5 metadata: {exc}",
                                              path=path) from exc
-            try:
-                self.keras = keras_layout.analyze(entries, self.kind, self.config,
-                                                  self._owner_names)
-                if self.format == "keras" and tf_keras.is_tf_keras(self.metadata):
-                    tf_keras.adjust(self.keras, entries)
-            except (AttributeError, TypeError, RecursionError) as exc:
-                if self.config is None:
-                    raise
-                # A JSON object of the wrong shape ({"compile_config": [1]}...).
-                raise CorruptCheckpointError(
-                    f"{_CONFIG_MEMBER if self.format == 'keras' else 'model config'} does not "
-                    f"describe a Keras model ({type(exc).__name__}: {exc})", path=path) from None
+            self._scanned = entries
+            self.keras = self._analyze(None)
         except BaseException:
             self.close()
             raise
         self.entries: dict[str, TensorEntry] = {k: entries[k] for k in self.keras.order}
         for key, entry in self.entries.items():
             entry.extra["path"] = self.keras.paths.get(key)
+
+    def _analyze(self, use_ema: bool | None):
+        from . import layout as keras_layout
+        from . import tf_keras
+
+        try:
+            layout = keras_layout.analyze(self._scanned, self.kind, self.config,
+                                          self._owner_names, read=self._read_scanned,
+                                          use_ema=use_ema)
+            if self.format == "keras" and tf_keras.is_tf_keras(self.metadata):
+                tf_keras.adjust(layout, self._scanned)
+            return layout
+        except (AttributeError, TypeError, RecursionError) as exc:
+            if self.config is None:
+                raise
+            # A JSON object of the wrong shape ({"compile_config": [1]}...).
+            raise CorruptCheckpointError(
+                f"{_CONFIG_MEMBER if self.format == 'keras' else 'model config'} does not "
+                f"describe a Keras model ({type(exc).__name__}: {exc})", path=self.path) from None
+
+    def restate_use_ema(self, use_ema: bool | None) -> None:
+        """Re-derives :attr:`keras` with the optimizer's ``use_ema`` stated by the caller
+        (``ckpt ... --use-ema``); ``None`` infers it again.
+
+        Raises:
+            CorruptCheckpointError: the file's config does not describe a Keras model.
+        """
+        self.keras = self._analyze(use_ema)
+        for key, entry in self.entries.items():
+            entry.extra["path"] = self.keras.paths.get(key)
+
+    def _read_scanned(self, name: str) -> np.ndarray:
+        return self._read_entry(name, self._scanned[name])
 
     # -- opening ---------------------------------------------------------------------------
     def _open_archive(self):
@@ -513,7 +534,9 @@ class H5Reader:
             KeyError: if ``name`` is not stored.
             CorruptCheckpointError: if the data lies outside the file.
         """
-        entry = self.entries[name]
+        return self._read_entry(name, self.entries[name])
+
+    def _read_entry(self, name: str, entry: TensorEntry) -> np.ndarray:
         dt = (dtypes.numpy_dtype(entry.dtype) if np.dtype(entry.extra["npdtype"]).kind == "V"
               else np.dtype(entry.extra["npdtype"]))
         offset = entry.extra["file_offset"]

@@ -67,7 +67,10 @@ class KerasLayout:
         optimizer_vars: optimizer variable keys in ``optimizer.variables`` order.
         optimizer: snake_case optimizer class, when known; ``optimizer_config``: its config.
         use_ema: whether the optimizer kept EMA copies (``None``: the file cannot tell).
-        ema_evidence: where ``use_ema`` came from.
+        ema_evidence: where ``use_ema`` (and the pairing) came from, in words.
+        ema_source: ``"config"`` (``config.json``), ``"layout"`` (the optimizer variables'
+            count, shapes and dtypes), ``"values"`` (averages sit close to their weights, by a
+            wide margin) or ``"stated"`` (the caller's ``use_ema``).
         averages: EMA copy key -> model weight key (``None`` where it cannot be paired).
         slots: optimizer slot key -> model weight key (``None`` where unknown).
         notes: why something could not be worked out.
@@ -86,6 +89,7 @@ class KerasLayout:
     ema_offset: int = 0
     use_ema: bool | None = None
     ema_evidence: str = ""
+    ema_source: str = ""  # "config", "layout", "values" (a wide margin) or "stated"
     averages: dict[str, str | None] = field(default_factory=dict)
     slots: dict[str, str | None] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
@@ -106,7 +110,8 @@ class _Node:
 
 
 def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = None,
-            owner_names: dict[str, str] | None = None) -> KerasLayout:
+            owner_names: dict[str, str] | None = None, *, read=None,
+            use_ema: bool | None = None) -> KerasLayout:
     """Works out what each key of a Keras weight file is (metadata only, no tensor data).
 
     Args:
@@ -117,13 +122,20 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
         config: ``config.json`` of a ``.keras`` archive (or a legacy file's model/training
             config), if any.
         owner_names: Keras 3 only: group path -> ``name`` attribute of its ``vars`` group.
+        read: key -> array; lets values settle what the metadata leaves open (wide margin
+            only). Without it the layout stays undecided there.
+        use_ema: the caller's statement of the optimizer's ``use_ema`` (``None``: infer).
 
     Returns:
         `KerasLayout`.
     """
     if kind == "legacy":
-        return _analyze_legacy(entries, config)
-    return _analyze_keras3(entries, config, owner_names or {})
+        lay = _analyze_legacy(entries, config)
+        if use_ema is not None and use_ema != lay.use_ema:
+            lay.notes.append(f"use_ema={use_ema} was stated, but the optimizer variable names "
+                             f"say use_ema={lay.use_ema}")
+        return lay
+    return _analyze_keras3(entries, config, owner_names or {}, read, use_ema)
 
 
 # -- Keras 3 ---------------------------------------------------------------------------------
@@ -134,7 +146,10 @@ def _optimizer_config(config: dict | None) -> tuple[str | None, dict | None]:
     return None, None
 
 
-def _analyze_keras3(entries, config, owner_names) -> KerasLayout:
+_INNER = "optimizer/inner_optimizer"  # LossScaleOptimizer (mixed_float16) wraps the optimizer
+
+
+def _analyze_keras3(entries, config, owner_names, read, use_ema) -> KerasLayout:
     lay = KerasLayout("keras3")
     model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"}
     root = _tree(model, config, owner_names, lay.notes)
@@ -144,19 +159,30 @@ def _analyze_keras3(entries, config, owner_names) -> KerasLayout:
     _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
                else [])
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
-    if lay.optimizer is None and owner_names.get("optimizer"):
-        lay.optimizer = re.sub(r"_\d+$", "", owner_names["optimizer"])
-    opt = sorted((k for k, e in entries.items() if e.extra.get("owner") == "optimizer"),
+    # mixed_float16: LossScaleOptimizer's own vars/ repeat the wrapped optimizer's variables
+    # after its loss-scale state; the wrapped optimizer's vars/ hold them in the plain layout.
+    owner = _INNER if any(e.extra.get("owner") == _INNER for e in entries.values()) \
+        else "optimizer"
+    if owner == _INNER:
+        lay.notes.append("LossScaleOptimizer (mixed precision): the wrapped "
+                         f"{owner_names.get(_INNER) or 'optimizer'}'s variables are used")
+        if lay.optimizer == "loss_scale_optimizer":
+            inner = (lay.optimizer_config or {}).get("inner_optimizer") or {}
+            lay.optimizer = to_snake_case(inner.get("class_name", "")) or None
+            lay.optimizer_config = inner.get("config") if lay.optimizer else None
+    if lay.optimizer is None and owner_names.get(owner):
+        lay.optimizer = re.sub(r"_\d+$", "", owner_names[owner])
+    opt = sorted((k for k, e in entries.items() if e.extra.get("owner") == owner),
                  key=lambda k: entries[k].extra.get("index") or 0)
     lay.optimizer_vars = opt
     lay.other = [k for k, e in entries.items()
                  if e.extra.get("section") == "optimizer" and k not in opt]
-    if lay.other:
+    if lay.other and owner != _INNER:
         lay.notes.append(f"{len(lay.other)} variables of nested optimizers are not interpreted")
     trained = [(k, seg) for seg, (_kind, keys) in enumerate(segments) for k in keys
                if lay.trainable[k]]
-    plan_optimizer(lay, opt, entries, trained, segments)
-    opt_name = (owner_names.get("optimizer") or (lay.optimizer_config or {}).get("name")
+    plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema)
+    opt_name = (owner_names.get(owner) or (lay.optimizer_config or {}).get("name")
                 or "optimizer")
     for key, name in lay.var_names.items():
         src = (lay.averages | lay.slots).get(key)
@@ -290,7 +316,11 @@ def _name_vars(node: _Node, model, lay: KerasLayout, prefix: list[str]) -> None:
     chain = prefix + ([node.name] if node.path and node.name else [])
     for key, (var, trainable) in zip(node.keys, _var_names(node, len(node.keys)), strict=False):
         e = model[key]
-        lay.trainable[key] = (trainable and not node.frozen and e.dtype_name in _FLOATS)
+        # Named entries (TextVectorization's tf_idf ``idf_weights``) are constants a layer's
+        # save_own_variables writes, not variables: the optimizer never sees them.
+        constant = e.extra.get("index") is None
+        lay.trainable[key] = (trainable and not node.frozen and not constant
+                              and e.dtype_name in _FLOATS)
         lay.paths[key] = "/".join(chain + [var or str(e.extra.get("index"))])
     for child in node.ordered + node.bag:
         _name_vars(child, model, lay, chain)

@@ -10,10 +10,12 @@ every setting is tried and ``use_ema`` is decided only when exactly one value fi
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 Spec = tuple[tuple[int, ...], int]  # (shape, TensorFlow dtype enum)
 FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+_INT32 = 3  # DataType DT_INT32: Adafactor's placeholders for variables of rank < 2
 
 # Optimizer slots written after the EMA copies, per class (Keras 3.15 build() methods), as
 # variants of groups: ("b", name) one per trainable variable, ("i", names) interleaved per
@@ -30,6 +32,7 @@ _SLOTS = {
     "ftrl": lambda c: [("i", ("accumulator", "linear"))],
     "lamb": lambda c: [("i", ("momentum", "velocity"))],
     "lion": lambda c: [("b", ("momentum",))],
+    "adafactor": lambda c: [("f", ("r", "c", "velocity"))],
     "rm_sprop": lambda c: [("b", ("velocity",))] + (
         [("b", ("momentum",))] if c.get("momentum") else []) + (
         [("b", ("average_gradient",))] if c.get("centered") else []),
@@ -44,17 +47,24 @@ def spec(entry) -> Spec:
     return (tuple(entry.shape), entry.dtype)
 
 
-def plan_optimizer(lay, keys, entries, trained, segments) -> None:
+def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
+                   use_ema: bool | None = None) -> None:
     """Finds iteration, learning rate, EMA copies and slots among the optimizer variables.
 
     Fills ``lay`` (a :class:`~ckpt_tools.formats.keras.layout.KerasLayout`): ``iteration``,
-    ``learning_rate``, ``ema_offset``, ``use_ema``, ``averages``, ``slots``, ``var_names``.
-    ``trained`` holds (key, segment index) of the trainable weights in ``model.weights`` order;
-    ``segments`` the ("seq"|"bag", keys) runs, a bag being keys whose order is unknown.
+    ``learning_rate``, ``ema_offset``, ``use_ema``, ``ema_source``, ``averages``, ``slots``,
+    ``var_names`` and, when the layout proves some weights were frozen, ``trainable``.
+    ``trained`` holds (key, segment index) of the weights that may be trainable, in
+    ``model.weights`` order; ``segments`` the ("seq"|"bag", keys) runs, a bag being keys whose
+    order is unknown. ``read`` (key -> array), when given, lets values settle a layout the
+    metadata leaves open, only by a wide margin (:func:`_closeness`). ``use_ema`` is the caller's
+    statement (``--use-ema``/``--no-use-ema``), which overrides what the file says.
     """
     specs = [spec(entries[k]) for k in keys]
     if not keys:
-        lay.use_ema, lay.ema_evidence = False, "no optimizer variables"
+        lay.use_ema, lay.ema_evidence, lay.ema_source = False, "no optimizer variables", "layout"
+        if use_ema:
+            lay.notes.append("use_ema=True was stated but the file holds no optimizer variables")
         return
     off = 0
     if specs[0][0] == () and entries[keys[0]].dtype_name in ("int64", "int32"):
@@ -74,37 +84,59 @@ def plan_optimizer(lay, keys, entries, trained, segments) -> None:
     tkeys = [k for k, _ in trained]
     tspecs = [spec(entries[k]) for k in tkeys]
     bag_of = {k: seg for k, seg in trained if segments[seg][0] == "bag"}
-    cands = _candidates(lay)
     rest = specs[off:]
     if not rest and tkeys:
-        lay.use_ema = False
+        lay.use_ema, lay.ema_source = False, "layout"
         lay.ema_evidence = ("the optimizer holds only iteration/learning_rate (it was never "
                             "built: saved before training)")
+        if cfg is not None and not cfg.get("use_ema"):
+            lay.ema_evidence, lay.ema_source = "config.json (optimizer use_ema=False)", "config"
         return
-    fits = _fits(cands, rest, tkeys, tspecs, bag_of)
-    if cfg is not None:
-        lay.use_ema, lay.ema_evidence = cands[0][0], "config.json (optimizer use_ema)"
-    elif {c[0] for c in fits} in ({True}, {False}):
-        lay.use_ema = fits[0][0]
+    cands = _candidates(lay)
+    hyps = _hypotheses(cands, rest, tkeys, tspecs, bag_of, subsets=not bag_of)
+    pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
+    closeness = _Closeness(read)
+    if use_ema is not None:
+        lay.use_ema, lay.ema_source = use_ema, "stated"
+        lay.ema_evidence = f"stated by the caller (use_ema={use_ema})"
+    elif cfg is not None:
+        lay.use_ema, lay.ema_source = bool(cfg.get("use_ema")), "config"
+        lay.ema_evidence = f"config.json (optimizer use_ema={bool(cfg.get('use_ema'))})"
+    elif {h[0][0] for h in hyps} in ({True}, {False}):
+        lay.use_ema, lay.ema_source = hyps[0][0][0], "layout"
         lay.ema_evidence = (f"layout of the {len(keys)} {lay.optimizer} variables for "
-                            f"{len(tkeys)} trainable weights")
+                            f"{len(tkeys)} weights")
     else:
-        lay.use_ema = None
-        lay.notes.append(
-            f"cannot tell whether the {len(rest)} {lay.optimizer or 'unknown optimizer'} "
-            f"variables after iteration/learning_rate include EMA copies of the {len(tkeys)} "
-            "trainable weights (" + ("several settings fit" if fits else "no known layout fits")
-            + "); the .keras config.json records use_ema")
-    plan = next((c for c in fits if c[0] == lay.use_ema), None)
-    if plan is None and lay.use_ema and rest[: len(tspecs)] and _matches(
-            [(s, j, "average") for j, s in enumerate(tspecs)], rest[: len(tspecs)], tkeys,
+        verdict = closeness.decide_use_ema([p for h, p in zip(hyps, pairings, strict=True)
+                                            if h[0][0]]) if hyps else None
+        if verdict is not None:
+            lay.use_ema, lay.ema_source = verdict[0], "values"
+            lay.ema_evidence = verdict[1]
+        else:
+            lay.use_ema = None
+            lay.notes.append(
+                f"cannot tell whether the {len(rest)} {lay.optimizer or 'unknown optimizer'} "
+                f"variables after iteration/learning_rate include EMA copies of the "
+                f"{len(tkeys)} trainable weights ("
+                + ("several settings fit and the values do not settle it" if hyps
+                   else "no known layout fits")
+                + "); the .keras config.json records use_ema; pass --use-ema or --no-use-ema")
+    chosen = [(h, p) for h, p in zip(hyps, pairings, strict=True) if h[0][0] == lay.use_ema]
+    if not chosen and lay.use_ema and rest[: len(tspecs)] and _matches(
+            [(s, j, "average", True) for j, s in enumerate(tspecs)], rest[: len(tspecs)], tkeys,
             tspecs, bag_of):
-        plan = (True, False, [])
+        h = ((True, False, []), tuple(range(len(tkeys))))
+        chosen = [(h, _pairing(h, keys[off:], rest, tkeys, tspecs, bag_of))]
     placed: set[str] = set()
-    if plan is not None:
-        for i, (want, j, name) in enumerate(_expand(*plan, tspecs)):
-            key = keys[off + i]
-            target = None if j is None else _pair(j, want, tkeys, tspecs, bag_of)
+    if chosen:
+        (hyp, names), pick = _choose(chosen, closeness, lay)
+        lay.trainable.update({k: False for i, k in enumerate(tkeys) if i not in set(hyp[1])})
+        if len(set(hyp[1])) < len(tkeys):
+            lay.notes.append(f"{len(tkeys) - len(hyp[1])} weights have no optimizer variables: "
+                             "frozen (trainable=False)")
+        for key, (target, name) in pick.items():
+            if target is None and name == "average":
+                target = closeness.settle_bag(key, names.get(key), lay)
             (lay.averages if name == "average" else lay.slots)[key] = target
             lay.var_names[key] = name
             placed.add(key)
@@ -117,6 +149,63 @@ def plan_optimizer(lay, keys, entries, trained, segments) -> None:
             lay.slots[key] = None
 
 
+Hypothesis = tuple  # ((use_ema, grad accumulation, slot groups), indexes of trained weights)
+
+
+def _hypotheses(cands, rest, tkeys, tspecs, bag_of, *, subsets: bool) -> list:
+    """Every (setting, trainable subset) that writes exactly ``rest``. A proper subset of the
+    weights is tried (frozen layers a bare ``.weights.h5`` does not record) only when the whole
+    does not fit; its specs come from the optimizer's own per-variable blocks."""
+    out = []
+    for c in cands:
+        if c[2] is None:
+            continue
+        if _matches(_expand(*c, tspecs), rest, tkeys, tspecs, bag_of):
+            out.append(((c[0], c[1], c[2]), tuple(range(len(tspecs)))))
+            continue
+        if not subsets:
+            continue
+        dummy = ((1, 1), 1)
+        n = next((n for n in range(1, len(tspecs)) if len(_expand(*c, [dummy] * n))
+                  == len(rest)), None)
+        if n is None:
+            continue
+        first: dict[int, int] = {}
+        for i, (_, j, _, ref) in enumerate(_expand(*c, [dummy] * n)):
+            if ref and j is not None:
+                first.setdefault(j, i)
+        if len(first) != n:
+            continue
+        sub = [rest[first[j]] for j in range(n)]
+        if not _matches(_expand(*c, sub), rest, [str(j) for j in range(n)], sub, {}):
+            continue
+        out += [((c[0], c[1], c[2]), emb) for emb in _embeddings(sub, tspecs, limit=3)]
+    return out
+
+
+def _embeddings(sub: list, specs: list, limit: int) -> list[tuple[int, ...]]:
+    """Up to ``limit`` ways to find ``sub`` as a subsequence of ``specs`` (index tuples)."""
+    n, m = len(sub), len(specs)
+    # ways[k][i]: embeddings of sub[k:] in specs[i:], capped at limit (iterative: no recursion
+    # limit on models with thousands of weights)
+    ways = [[0] * (m + 1) for _ in range(n + 1)]
+    ways[n] = [1] * (m + 1)
+    for k in range(n - 1, -1, -1):
+        row, nxt = ways[k], ways[k + 1]
+        for i in range(m - 1, -1, -1):
+            row[i] = min(row[i + 1] + (nxt[i + 1] if specs[i] == sub[k] else 0), limit)
+    out: list[tuple[int, ...]] = []
+    stack = [(0, 0, ())] if ways[0][0] else []
+    while stack and len(out) < limit:
+        k, i, acc = stack.pop()
+        if k == n:
+            out.append(acc)
+            continue
+        nexts = [x for x in range(i, m) if specs[x] == sub[k] and ways[k + 1][x + 1]]
+        stack += [(k + 1, x + 1, acc + (x,)) for x in reversed(nexts)]
+    return out
+
+
 def _candidates(lay) -> list[tuple[bool, bool, list | None]]:
     """(use_ema, gradient accumulation, slot groups) settings that may have written the file."""
     cfg, slot_fn = lay.optimizer_config, _SLOTS.get(lay.optimizer or "")
@@ -124,8 +213,8 @@ def _candidates(lay) -> list[tuple[bool, bool, list | None]]:
         return [(bool(cfg.get("use_ema")), bool(cfg.get("gradient_accumulation_steps")),
                  slot_fn(cfg) if slot_fn else None)]
     if slot_fn:
-        # gradient_accumulation_steps writes a block just like the EMA copies: assumed off.
-        return [(e, False, slot_fn(v)) for e in (False, True) for v in _VARIANTS]
+        return [(e, ga, slot_fn(v)) for e in (False, True) for ga in (False, True)
+                for v in _VARIANTS]
     return []
 
 
@@ -134,8 +223,160 @@ def _fits(cands, rest, tkeys, tspecs, bag_of):
             and _matches(_expand(*c, tspecs), rest, tkeys, tspecs, bag_of)]
 
 
+def _pairing(h, okeys, rest, tkeys, tspecs, bag_of) -> tuple[dict, dict]:
+    """``({optimizer key: (target weight key or None, slot name)}, {key: candidate keys})``."""
+    (ema, ga, groups), idx = h
+    sub_keys = [tkeys[i] for i in idx]
+    sub_specs = [tspecs[i] for i in idx]
+    pick, names = {}, {}
+    # not strict: the fallback for an unknown optimizer class pairs only the first block
+    for key, got, (_want, j, name, _ref) in zip(okeys, rest, _expand(ema, ga, groups,
+                                                                      sub_specs), strict=False):
+        # inside a bag (sublayers of unknown order) only the stored spec is known to match
+        want = got
+        target = None if j is None else _pair(j, want, sub_keys, sub_specs, bag_of)
+        pick[key] = (target, name)
+        if j is not None and target is None:
+            names[key] = [k for k, s in zip(sub_keys, sub_specs, strict=True)
+                          if bag_of.get(k) == bag_of.get(sub_keys[j]) and s == want]
+    return pick, names
+
+
+def _choose(chosen, closeness, lay):
+    """One of several hypotheses with the same ``use_ema``: the only pairing, or the one the
+    values single out by a wide margin; otherwise averages that differ are left unpaired."""
+    pairings = [p for _, (p, _) in chosen]
+    if all(p == pairings[0] for p in pairings):
+        return (chosen[0][0], chosen[0][1][1]), pairings[0]
+    best = closeness.best(pairings)
+    if best is not None:
+        i, detail = best
+        if lay.use_ema and not detail.startswith("every"):
+            lay.ema_evidence += f"; pairing settled by values: {detail}"
+            lay.ema_source = "values"
+        return (chosen[i][0], chosen[i][1][1]), pairings[i]
+    merged = {}
+    for key in pairings[0]:
+        targets = {p.get(key, (None, None))[0] for p in pairings}
+        t, name = pairings[0][key]
+        merged[key] = (t if len(targets) == 1 else None, name)
+    cands = sorted({str(p[k][0]) for p in pairings for k in p if merged[k][0] is None
+                    and p[k][1] == "average"})
+    lay.notes.append(f"{len(pairings)} pairings of EMA copies with weights fit the file "
+                     f"(candidate weights: {', '.join(cands[:6])}); frozen layers are not "
+                     "recorded in a bare .weights.h5: save a .keras, or use "
+                     "apply_keras_ema(model, path)")
+    return (chosen[0][0], {}), merged
+
+
+CLOSE, FAR, MARGIN = 0.2, 0.6, 3.0
+HIGH, LOW = 0.9, 0.5
+
+
+class _Closeness:
+    """Value evidence: an EMA copy sits close to its weight; a momentum, velocity or gradient
+    accumulator does not. Used only where the metadata leaves a choice, and only when the
+    margin is wide (relative distance below ``CLOSE`` against above ``FAR``, or ``MARGIN``
+    times nearer than the next candidate)."""
+
+    def __init__(self, read):
+        self.read = read
+        self._cache: dict = {}
+
+    def _get(self, key):
+        import numpy as np
+
+        if key not in self._cache:
+            self._cache[key] = np.asarray(self.read(key), dtype=np.float64)
+        return self._cache[key]
+
+    def distance(self, pairs) -> float:
+        """sqrt(sum |a - w|^2 / sum |w|^2) over (average key, weight key) pairs."""
+        import numpy as np
+
+        num = den = 0.0
+        for a, w in pairs:
+            va, vw = self._get(a), self._get(w)
+            if va.shape != vw.shape:  # Adafactor's factored r/c: not per-element copies
+                continue
+            num += float(np.sum((va - vw) ** 2))
+            den += float(np.sum(vw ** 2))
+        return math.sqrt(num / den) if den > 0 else math.inf
+
+    def cosine(self, pairs) -> float:
+        """Cosine similarity of the concatenated (average, weight) pairs: scale-free, near 1
+        for averages, near 0 for momentum, velocity and gradient accumulators."""
+        import numpy as np
+
+        dot = na = nw = 0.0
+        for a, w in pairs:
+            va, vw = self._get(a), self._get(w)
+            if va.shape != vw.shape:
+                continue
+            dot += float(np.sum(va * vw))
+            na += float(np.sum(va ** 2))
+            nw += float(np.sum(vw ** 2))
+        return dot / math.sqrt(na * nw) if na > 0 and nw > 0 else 0.0
+
+    def _pairs(self, pick, name="average"):
+        return [(k, t) for k, (t, n) in pick.items() if n == name and t is not None]
+
+    def _others(self, pick) -> float | None:
+        """Cosine with the weights of the least weight-like other per-variable block (what a
+        gradient accumulator, the alternative to averages in the same place, looks like)."""
+        names = {n for t, n in pick.values() if n != "average" and t is not None}
+        return min((abs(self.cosine(self._pairs(pick, n))) for n in names), default=None)
+
+    def decide_use_ema(self, ema_pairings):
+        """(use_ema, evidence) when the block that would hold averages is, by a wide margin,
+        like its weights (cosine > 0.8 and 0.3 above the least weight-like other per-variable
+        block; with no other block, cosine > 0.9 and relative distance < 0.2) or unlike them
+        (cosine < 0.5); else ``None``."""
+        if self.read is None or not ema_pairings:
+            return None
+        scored = sorted(((self.cosine(self._pairs(p)), self._others(p))
+                         for p, _ in ema_pairings), key=lambda x: -x[0])
+        cos, other = scored[0]
+        if (other is None and cos > HIGH and self.distance(self._pairs(ema_pairings[0][0]))
+                < CLOSE) or (other is not None and cos > 0.8 and other < cos - 0.3):
+            return True, (f"values: the block that would hold EMA copies has cosine "
+                          f"{cos:.3f} with its weights (other optimizer blocks "
+                          f"{'none' if other is None else f'{other:.3f}'}): averages")
+        if cos < LOW:
+            return False, (f"values: the block that would hold EMA copies has cosine "
+                           f"{cos:.3f} with its weights (< {LOW}): optimizer slots, not "
+                           "averages")
+        return None
+
+    def best(self, pairings):
+        if self.read is None:
+            return None
+        seen: dict = {}
+        for i, p in enumerate(pairings):
+            seen.setdefault(tuple(sorted(self._pairs(p))), i)
+        if len(seen) == 1:
+            return next(iter(seen.values())), "every fitting layout pairs them the same way"
+        d = sorted((self.distance(list(k)), i) for k, i in seen.items())
+        if d[0][0] < FAR and d[1][0] > MARGIN * d[0][0]:
+            return d[0][1], (f"relative distance {d[0][0]:.3g} against {d[1][0]:.3g} for the "
+                             "next candidate")
+        return None
+
+    def settle_bag(self, key, candidates, lay):
+        """Pairs one average among sublayers of unknown order by nearest weight."""
+        if self.read is None or not candidates or len(candidates) < 2:
+            return None
+        d = sorted((self.distance([(key, c)]), c) for c in candidates)
+        if d[0][0] < FAR and d[1][0] > MARGIN * d[0][0]:
+            if lay.ema_source != "values":
+                lay.ema_evidence += "; sublayer order settled by values"
+                lay.ema_source = "values"
+            return d[0][1]
+        return None
+
+
 def infer_use_ema(layout, entries: dict,
-                  trainable: list[Spec]) -> bool | None:
+                  trainable: list[Spec], read=None) -> bool | None:
     """Decides ``use_ema`` for a Keras 3 file given the exact trainable variables of the model.
 
     A bare ``.weights.h5`` does not say which weights were trainable (frozen layers); a live
@@ -145,6 +386,9 @@ def infer_use_ema(layout, entries: dict,
         layout: the file's layout.
         entries: the file's entries.
         trainable: ``(shape, dtype enum)`` of ``model.trainable_variables``, in order.
+        read: key -> array of the file, to let values settle "EMA copies or gradient
+            accumulators" (each block is compared with the file's most alike weight of the
+            same shape; wide margins only, see :meth:`_Closeness.decide_use_ema`).
 
     Returns:
         `bool` or `None` when several optimizer settings would write the same variables.
@@ -155,22 +399,57 @@ def infer_use_ema(layout, entries: dict,
     if not layout.optimizer_vars or not rest:
         return False
     tkeys = [str(i) for i in range(len(trainable))]
-    found = {c[0] for c in _fits(_candidates(layout), rest, tkeys, list(trainable), {})}
+    fits = _fits(_candidates(layout), rest, tkeys, list(trainable), {})
+    found = {c[0] for c in fits}
+    if len(found) > 1 and layout.use_ema is not None and layout.ema_source in ("values",
+                                                                               "layout"):
+        return layout.use_ema
+    if len(found) > 1 and read is not None:
+        okeys = layout.optimizer_vars[layout.ema_offset:]
+        closeness = _Closeness(read)
+        pairings = []
+        for c in fits:
+            if c[0]:
+                pick = {}
+                for key, (_s, j, name, ref) in zip(okeys, _expand(*c, list(trainable)),
+                                                  strict=True):
+                    pick[key] = (_most_alike(key, entries, layout.model, closeness)
+                                 if ref and j is not None else None, name)
+                pairings.append((pick, {}))
+        verdict = closeness.decide_use_ema(pairings)
+        if verdict is not None:
+            return verdict[0]
     return found.pop() if len(found) == 1 else None
 
 
-def _expand(use_ema, ga, groups, tspecs) -> list[tuple[Spec, int | None, str]]:
+def _most_alike(key, entries, model_keys, closeness) -> str | None:
+    """The file's model weight of ``key``'s shape and dtype with the highest cosine."""
+    want = spec(entries[key])
+    same = [k for k in model_keys if spec(entries[k]) == want]
+    return max(same, key=lambda k: closeness.cosine([(key, k)]), default=None)
+
+
+def _expand(use_ema, ga, groups, tspecs) -> list[tuple[Spec, int | None, str, bool]]:
+    """(spec, index of the variable it belongs to, slot name, spec equals the variable's)."""
     out = []
     blocks = (["average"] if use_ema else []) + (["gradient_accumulator"] if ga else [])
     for name in blocks:
-        out += [(s, j, name) for j, s in enumerate(tspecs)]
+        out += [(s, j, name, True) for j, s in enumerate(tspecs)]
     for kind, names in groups:
         if kind == "b":
-            out += [(s, j, names[0]) for j, s in enumerate(tspecs)]
+            out += [(s, j, names[0], True) for j, s in enumerate(tspecs)]
         elif kind == "i":
-            out += [(s, j, n) for j, s in enumerate(tspecs) for n in names]
+            out += [(s, j, n, True) for j, s in enumerate(tspecs) for n in names]
+        elif kind == "f":  # Adafactor: factored r, c (placeholders below rank 2), then v
+            for j, (shape, dt) in enumerate(tspecs):
+                if len(shape) < 2:
+                    out += [(((), _INT32), j, names[0], False), (((), _INT32), j, names[1], False)]
+                else:
+                    out += [((shape[:-1], dt), j, names[0], False),
+                            ((shape[:-2] + shape[-1:], dt), j, names[1], False)]
+                out.append(((shape, dt), j, names[2], True))
         else:
-            out.append((((), tspecs[0][1] if tspecs else 1), None, names[0]))
+            out.append((((), tspecs[0][1] if tspecs else 1), None, names[0], False))
     return out
 
 
@@ -179,7 +458,7 @@ def _matches(expected, actual, tkeys, tspecs, bag_of) -> bool:
         return False
     bag_want: Counter = Counter()
     bag_got: Counter = Counter()
-    for (want, j, name), got in zip(expected, actual, strict=True):
+    for (want, j, name, _ref), got in zip(expected, actual, strict=True):
         if j is not None and tkeys[j] in bag_of:
             bag_want[(name, bag_of[tkeys[j]], want)] += 1
             bag_got[(name, bag_of[tkeys[j]], got)] += 1
