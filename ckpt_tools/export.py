@@ -24,7 +24,7 @@ import numpy as np
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
-from .errors import OutputError
+from .errors import OutputError, UnsupportedFormatError
 from .formats._write import Inputs, atomic_file, check_file_output, check_member_name
 from .formats.dtypes import numpy_dtype
 from .formats.slices import check_partition
@@ -36,6 +36,39 @@ _SAFETENSORS_DTYPES = {
     "uint32": "U32", "uint64": "U64", "bool": "BOOL", "float8_e4m3fn": "F8_E4M3",
     "float8_e5m2": "F8_E5M2",
 }
+# NumPy's .npy has no bfloat16, float8 or int4 (np.load would return opaque |V2 records):
+# such tensors are widened exactly, and the archive comment records their original dtype.
+_NPZ_WIDEN = {"bfloat16": "float32", "float8_e5m2": "float32", "float8_e4m3fn": "float32",
+              "float8_e4m3fnuz": "float32", "float8_e4m3b11fnuz": "float32",
+              "float8_e5m2fnuz": "float32", "int4": "int8", "uint4": "uint8"}
+# HDF5 (and Keras' legacy loader) has no bfloat16: stored as float32 (exact) with a
+# dtype="bfloat16" attribute, which Keras 3 honours and the legacy loader casts back to.
+_H5_WIDEN = {"bfloat16": "float32"}
+_H5_NATIVE = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64",
+                        "uint8", "uint16", "uint32", "uint64", "bool"})
+
+
+def _who_can_hold(dtype: str) -> str:
+    can = [f for f, ok in (("safetensors", dtype in _SAFETENSORS_DTYPES),
+                           ("h5", dtype in _H5_NATIVE or dtype in _H5_WIDEN)) if ok]
+    return " or ".join(f".{f}" for f in can) + (" or " if can else "") + (
+        f".npz (widened to {_NPZ_WIDEN[dtype]}, exact)" if dtype in _NPZ_WIDEN else ".npz")
+
+
+def check_dtypes(ckpt: Checkpoint, plan: dict[str, str], fmt: str) -> None:
+    """Refuses (exit 5) a tensor whose dtype the output format cannot hold, naming one that can.
+
+    Raises:
+        UnsupportedFormatError: e.g. float8 into ``.h5``, int4 into ``.safetensors``.
+    """
+    for name, src in plan.items():
+        dtype = ckpt.entry(src).dtype_name
+        ok = {"npz": True, "safetensors": dtype in _SAFETENSORS_DTYPES,
+              "h5": dtype in _H5_NATIVE or dtype in _H5_WIDEN}[fmt]
+        if not ok:
+            raise UnsupportedFormatError(
+                f"{name} ({src}) is {dtype}, which {fmt} cannot hold; export to "
+                f"{_who_can_hold(dtype)} instead")
 
 
 @dataclass(frozen=True)
@@ -193,6 +226,17 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             entry = ckpt.entry(src)
             if entry.slices:
                 check_partition(src, tuple(int(d) for d in entry.shape), entry.slices)
+        check_dtypes(ckpt, plan, fmt)
+        widened = {n: ckpt.entry(s).dtype_name for n, s in plan.items()
+                   if ckpt.entry(s).dtype_name in (_NPZ_WIDEN if fmt == "npz" else
+                                                   _H5_WIDEN if fmt == "h5" else {})}
+        if widened:
+            kinds = ", ".join(sorted(set(widened.values())))
+            wide = ", ".join(sorted({_NPZ_WIDEN[d] for d in widened.values()}))
+            where = ("the archive comment (zipfile.ZipFile(path).comment) lists them" if
+                     fmt == "npz" else "each dataset's 'dtype' attribute names the original")
+            warnings.append(f"{fmt} has no {kinds}: {len(widened)} tensors are stored as {wide} "
+                            f"(exact, no value changes); {where}")
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
             nbytes = _WRITERS[fmt](ckpt, plan, tmp, progress)
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings)
@@ -237,12 +281,17 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> dict:
 
 def _write_npz(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
     total = 0
+    widened: dict[str, str] = {}
     # ZIP_STORED + one member at a time, each written chunk by chunk (np.savez would hold
     # every array): memory stays at one chunk.
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         for name, src in plan.items():
             entry = ckpt.entry(src)
             dtype = numpy_dtype(entry.dtype)
+            wide = _NPZ_WIDEN.get(entry.dtype_name)
+            if wide:  # .npy has no bfloat16/float8/int4: widened exactly, recorded below
+                widened[name] = entry.dtype_name
+                dtype = np.dtype(wide)
             with zf.open(name + ".npy", "w", force_zip64=True) as member:
                 header = _npy_header(dtype, entry.shape)
                 try:
@@ -250,10 +299,14 @@ def _write_npz(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> in
                 except ValueError:  # header over 64 KiB: format 2.0, as write_array would
                     np.lib.format.write_array_header_2_0(member, header)
                 for part in _parts(ckpt, src):
+                    if wide:
+                        part = part.astype(wide)
                     member.write(_as_bytes(part))
                     total += part.nbytes
                     if progress:
                         progress(part.nbytes)
+        zf.comment = json.dumps({"ckpt_tools": {"widened": widened}} if widened else {
+            "ckpt_tools": {}}, separators=(",", ":")).encode("utf-8")[:65535]
     return total
 
 
@@ -311,18 +364,20 @@ def _write_dataset(ckpt: Checkpoint, group, key: str, src: str, progress) -> int
     """Creates dataset ``key`` and fills it by runs of whole rows (first-axis slices)."""
     entry = ckpt.entry(src)
     dtype = numpy_dtype(entry.dtype)
-    bf16 = dtype.name == "bfloat16"  # HDF5 has no bfloat16: Keras' convention
+    # HDF5 has no bfloat16: float32 (exact) with a dtype attribute, which Keras 3 honours and
+    # its legacy loader casts back to bfloat16 without loss.
+    wide = _H5_WIDEN.get(entry.dtype_name)
     shape = tuple(entry.shape)
-    ds = group.create_dataset(key, shape=shape, dtype=np.uint16 if bf16 else dtype)
-    if bf16:
-        ds.attrs["dtype"] = "bfloat16"
+    ds = group.create_dataset(key, shape=shape, dtype=np.dtype(wide) if wide else dtype)
+    if wide:
+        ds.attrs["dtype"] = entry.dtype_name
     row = math.prod(shape[1:]) if shape else 1
     rows = max(1, _PART // max(1, row * dtype.itemsize))
     written = done = 0
     parts = ckpt.chunks(src, rows * row * dtype.itemsize, release=True)
     for part in parts:
-        if bf16:
-            part = part.view(np.uint16)
+        if wide:
+            part = part.astype(wide)
         if not shape:
             ds[()] = part[0]
         elif row:

@@ -72,11 +72,13 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
         raise _no_copies(ckpt, layout)
     unpaired = [k for k, v in layout.averages.items() if v is None]
     if unpaired:
+        notes = [n for n in layout.notes if n.startswith(unpaired[0] + " ")] or layout.notes
         raise EmaError(
             f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
-            f"paired with a model weight from the file alone (e.g. {unpaired[0]}; "
-            f"{'; '.join(layout.notes) or 'sublayers with equal shapes'}); "
-            "apply_keras_ema(model, path) pairs them with model.trainable_variables")
+            f"paired with a model weight from the file alone ("
+            f"{'; '.join(notes) or 'sublayers with equal shapes: e.g. ' + unpaired[0]}); "
+            "what decides is the model's trainable order: apply_keras_ema(model, path) pairs "
+            "them with model.trainable_variables")
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None) -> dict[str, np.ndarray]:

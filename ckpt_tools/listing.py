@@ -43,6 +43,10 @@ class Listing:
         averaged_roles: roles expected to have an EMA shadow: weights, plus batch-norm
             statistics when any of them has one (TF1 trainers average them, Keras does not).
         any_ema: whether the checkpoint holds any EMA shadow.
+        ema_evidence: Keras files: how ``use_ema`` and the pairing were established
+            (``use_ema``, ``source``: config/layout/values/stated, ``detail``, ``notes``);
+            ``None`` for other formats.
+        frozen: Keras weights the optimizer never saw (frozen layers): no shadow expected.
         with_shadow / expected: of all variables in ``averaged_roles``, how many have a
             shadow, and how many there are.
         shards: the data files of a V2 checkpoint, in order: ``file`` (base name),
@@ -61,6 +65,8 @@ class Listing:
     expected: int = 0
     by_key: dict[str, Variable] = field(default_factory=dict, repr=False)
     shards: list[dict] = field(default_factory=list)
+    ema_evidence: dict | None = None
+    frozen: frozenset[str] = frozenset()
 
     @property
     def unpaired(self) -> list[Variable]:
@@ -69,7 +75,8 @@ class Listing:
 
     def missing_shadow(self, v: Variable) -> bool:
         """Whether ``v`` should have an EMA shadow (others of its role have) but has none."""
-        return self.any_ema and v.role in self.averaged_roles and not v.ema
+        return (self.any_ema and v.role in self.averaged_roles and not v.ema
+                and v.name not in self.frozen)
 
     def to_dict(self) -> dict:
         """The ``ckpt list --json`` document (a contract: fields are added, never renamed)."""
@@ -89,13 +96,14 @@ class Listing:
                        "parameters": sum(v.size for v in self.variables),
                        "bytes": sum(v.nbytes for v in self.variables)},
             "shards": self.shards,
+            "ema_evidence": self.ema_evidence,
         }
 
 
 def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    roles: list[str] | None = None, collections: list[str] | None = None,
                    match: Callable[[str, str | None], bool] | None = None,
-                   sort: str = "name") -> Listing:
+                   sort: str = "name", use_ema: bool | None = None) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -105,6 +113,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             names of :data:`COLLECTION_ABBREVIATIONS`); needs a ``.meta`` graph.
         match: keep only variables for which ``match(key, object_path)`` is true.
         sort: ``"name"`` (checkpoint order) or ``"size"`` (largest first).
+        use_ema: Keras files: the optimizer's ``use_ema`` as stated by the caller
+            (``--use-ema``); ``None`` infers it. Only used when ``checkpoint`` is a path.
 
     Returns:
         `Listing`.
@@ -120,7 +130,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
     if sort not in ("name", "size"):
         raise ValueError(f"unknown sort order {sort!r}; expected 'name' or 'size'")
     owned = not isinstance(checkpoint, Checkpoint)
-    ckpt = open_checkpoint(checkpoint) if owned else checkpoint
+    ckpt = open_checkpoint(checkpoint, use_ema=use_ema) if owned else checkpoint
     try:
         everything = ckpt.variables()
         wanted = _collections(ckpt, collections) if collections else None
@@ -132,16 +142,30 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             shown.sort(key=lambda v: v.nbytes, reverse=True)
         bn = any(v.role == "bn_stat" and v.ema for v in everything)
         averaged_roles = ("weight", "bn_stat") if bn else ("weight",)
-        expected = [v for v in everything if v.role in averaged_roles]
+        layout = getattr(ckpt.reader, "keras", None)
+        frozen = frozenset(k for k, t in (layout.trainable.items() if layout else ())
+                           if not t)
+        expected = [v for v in everything if v.role in averaged_roles and v.name not in frozen]
         return Listing(
             checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.location.meta_path,
             variables=shown, total=len(everything), averaged_roles=averaged_roles,
             any_ema=any(v.role == "ema" for v in everything),
             with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
-            by_key={v.name: v for v in everything}, shards=data_shards(ckpt))
+            by_key={v.name: v for v in everything}, shards=data_shards(ckpt),
+            ema_evidence=_ema_evidence(layout), frozen=frozen)
     finally:
         if owned:
             ckpt.close()
+
+
+def _ema_evidence(layout) -> dict | None:
+    """``source`` is ``config`` (config.json), ``layout`` (the optimizer variables' shapes),
+    ``values`` (averages sit close to their weights, by a wide margin) or ``stated``
+    (``--use-ema``/``--no-use-ema``); ``notes`` say what could not be worked out."""
+    if layout is None:
+        return None
+    return {"use_ema": layout.use_ema, "source": layout.ema_source or None,
+            "detail": layout.ema_evidence, "notes": list(layout.notes)}
 
 
 def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:

@@ -342,6 +342,10 @@ def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, Role
             last = layout.paths.get(key, key).rsplit("/", 1)[-1]
             if not layout.trainable[key] and last in _BN_NAMES:
                 out[key] = RoleInfo(BN_STAT)
+            elif layout.kind == "keras3" and entry.extra.get("index") is None:
+                # a named constant a layer saves (TextVectorization's idf_weights), not one
+                # of model.weights
+                out[key] = RoleInfo(OTHER)
             else:
                 out[key] = RoleInfo(WEIGHT if entry.dtype_name in _FLOAT else OTHER)
         else:  # learning_rate, variables of nested optimizers

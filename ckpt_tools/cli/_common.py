@@ -49,6 +49,11 @@ RegexOpt = Annotated[list[str] | None, typer.Option(
     "--regex", "-e", metavar="RE",
     help="Only names where this regular expression matches ('Momentum$'; repeatable).")]
 ToOpt = Annotated[str | None, typer.Option("--to", hidden=True, help="Alias of --format.")]
+UseEmaOpt = Annotated[bool | None, typer.Option(
+    "--use-ema/--no-use-ema", show_default=False,
+    help="Keras files: state whether the optimizer ran with use_ema=True, where the file "
+    "cannot tell (a bare .weights.h5: SGD without momentum, gradient accumulation). "
+    "Default: from config.json or the optimizer variables.")]
 SLOTS = ("keep", "drop")
 
 

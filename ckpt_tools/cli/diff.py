@@ -23,6 +23,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    UseEmaOpt,
     WideOpt,
     display_names,
     resolve,
@@ -45,6 +46,7 @@ def diff_command(
         "--no-values", help="Compare names, shapes and dtypes only; read no tensor data "
         "(values are reported as 'not compared').")] = False,
     wide: WideOpt = False,
+    use_ema: UseEmaOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -59,7 +61,7 @@ def diff_command(
                                  "own EMA shadows (not both)", param_hint="B")
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     names = NameFilter(grep, regex)
-    with open_checkpoint(resolve(out, a)) as ca:
+    with open_checkpoint(resolve(out, a), use_ema=use_ema) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
         with out.progress("comparing") as bar:  # the total is known once pairs are

@@ -24,6 +24,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    UseEmaOpt,
     WideOpt,
     check_output_parent,
     choice,
@@ -98,6 +99,7 @@ def map_command(
         "(TF2 ema.average(v)), keras (use_ema=True), slot (an 'average' optimizer slot).")
     ] = None,
     apply_order: ApplyOrderOpt = None,
+    use_ema: UseEmaOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -113,7 +115,7 @@ def map_command(
     choice(non_averaged, (KEEP, DROP), "--non-averaged")
     choice(slots, SLOTS, "--slots")
     choice(style, ("tf1", "object", "keras", "slot"), "--style")
-    with open_checkpoint(resolve(out, path)) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
@@ -156,13 +158,15 @@ def restore_ema_command(
     path: PathArg,
     out_dir: Annotated[str, typer.Option(
         "--out", "-o", help="Output directory for the EMA-baked checkpoint (created if "
-        "missing; never the input's directory), or a .h5 file with --format h5.",
-        show_default=False)],
+        "missing; never the input's directory), or a .h5 file with --format h5, or a Keras "
+        "file with --format keras.", show_default=False)],
     name: Annotated[str | None, typer.Option(
         help="Output checkpoint name; default: the input's (model.ckpt-1000).")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", metavar="v2|h5",
-        help="'v2' (TensorFlow checkpoint, default) or 'h5' (Keras-style HDF5 weights).")
+        "--format", metavar="keras|v2|h5",
+        help="'keras' (a Keras file of the input's kind, .keras/.weights.h5/.h5, whose weights "
+        "are the averages; the default for Keras input), 'v2' (TensorFlow checkpoint; the "
+        "default otherwise) or 'h5' (Keras-style HDF5 weights by layer name).")
     ] = None,
     to: Annotated[str | None, typer.Option("--to", hidden=True, help="Alias of --format.")
                   ] = None,
@@ -187,6 +191,7 @@ def restore_ema_command(
     include: IncludeOpt = None,
     allow_missing: MissingOpt = False,
     apply_order: ApplyOrderOpt = None,
+    use_ema: UseEmaOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -200,10 +205,14 @@ def restore_ema_command(
     from ..emaout import FORMATS, write_ema
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
-    fmt = choice(pick_format(fmt, to), FORMATS, "--format") or "v2"
+    fmt = choice(pick_format(fmt, to), (*FORMATS, "keras"), "--format")
     slots = DROP if drop_slots else choice(slots, SLOTS, "--slots")
     check_output_parent(out_dir)
-    with open_checkpoint(resolve(out, path)) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
+        fmt = fmt or ("keras" if getattr(ckpt.reader, "keras", None) is not None else "v2")
+        if fmt == "keras":
+            _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out)
+            return
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
         if dry_run:
@@ -239,6 +248,43 @@ def restore_ema_command(
                      f"{len(result.replaced)} variables now hold their EMA values, "
                      f"{result.copied} tensors copied unchanged"
                      + (f", {len(result.dropped)} dropped" if result.dropped else ""))
+
+
+def _restore_keras(out: Output, ckpt, out_dir: str, name: str | None, force: bool,
+                   dry_run: bool, json_out: bool) -> None:
+    """Keras in, Keras out: a file of the input's kind whose weights are the averages."""
+    import os
+
+    from ..errors import UnsupportedFormatError
+    from ..keras_bake import bake_keras_ema, keras_output_name
+    from ..keras_ema import require_keras_pairing
+
+    if getattr(ckpt.reader, "keras", None) is None:
+        raise UnsupportedFormatError(f"{ckpt.path}: --format keras needs a Keras input "
+                                     "(.keras, .weights.h5, .h5); use --format v2")
+    base = name or keras_output_name(ckpt)
+    target = out_dir if out_dir.endswith((".keras", ".h5", ".hdf5")) else os.path.join(
+        out_dir, base)
+    if dry_run:
+        require_keras_pairing(ckpt)
+        pairs = {w: a for a, w in ckpt.reader.keras.averages.items()}
+        if json_out:
+            out.json({"dry_run": True, "output": target, "map": pairs})
+        else:
+            out.prose(f"dry run: would write {target} with {len(pairs)} weights set to their "
+                      "EMA values", "dim")
+        return
+    parent = os.path.dirname(target)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    result = bake_keras_ema(ckpt, target, overwrite=force)
+    if json_out:
+        out.json({"output": result.path, "replaced": result.replaced, "bytes": result.nbytes})
+    else:
+        out.prose(f"wrote {result.path} ({human_bytes(result.nbytes)} of averages): "
+                  f"{len(result.replaced)} weights now hold their EMA values; load it with "
+                  "model.load_weights()" + (" or keras.models.load_model()"
+                                            if result.path.endswith(".keras") else ""))
 
 
 def _raise_interrupt(signum, frame):  # SIGTERM -> clean up temporary files like Ctrl-C does

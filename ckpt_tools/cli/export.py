@@ -23,6 +23,7 @@ from ._common import (
     QuietOpt,
     RegexOpt,
     ToOpt,
+    UseEmaOpt,
     WideOpt,
     check_output_parent,
     choice,
@@ -65,6 +66,7 @@ def export_command(
     apply_order: ApplyOrderOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")
                      ] = False,
+    use_ema: UseEmaOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -90,7 +92,7 @@ def export_command(
     except OutputError as exc:
         raise typer.BadParameter(str(exc), param_hint="--rename") from None
     check_output_parent(out_path)
-    with open_checkpoint(resolve(out, path)) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         total = sum(e.nbytes for e in ckpt.entries().values())
         with out.progress("exporting", total) as bar:

@@ -16,7 +16,17 @@ import typer
 
 from ..listing import Listing, list_variables, short_collection
 from ..roles import ROLES
-from ._common import GrepOpt, JsonOpt, NameFilter, PathArg, QuietOpt, RegexOpt, WideOpt, resolve
+from ._common import (
+    GrepOpt,
+    JsonOpt,
+    NameFilter,
+    PathArg,
+    QuietOpt,
+    RegexOpt,
+    UseEmaOpt,
+    WideOpt,
+    resolve,
+)
 from ._output import Column, Output, human_bytes
 
 _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
@@ -36,6 +46,7 @@ def list_command(
     sort: Annotated[str, typer.Option(
         help="Sort by 'name' (checkpoint order) or 'size'.")] = "name",
     wide: WideOpt = False,
+    use_ema: UseEmaOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -48,7 +59,8 @@ def list_command(
     match = NameFilter(grep, regex)
     try:
         listing = list_variables(resolve(out, path), roles=role, collections=collection,
-                                 match=match if match.active else None, sort=sort)
+                                 match=match if match.active else None, sort=sort,
+                                 use_ema=use_ema)
     except ValueError as exc:
         hint = {"role": "--role", "sort": "--sort"}.get(str(exc).split()[1], "--collection")
         raise typer.BadParameter(str(exc), param_hint=hint) from None

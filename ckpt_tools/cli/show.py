@@ -27,6 +27,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    UseEmaOpt,
     WideOpt,
     display_names,
     resolve,
@@ -152,6 +153,7 @@ def show_command(
     regex: RegexOpt = None,
     full: FullOpt = False,
     precision: PrecisionOpt = 4,
+    use_ema: UseEmaOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -163,7 +165,7 @@ def show_command(
     if not names and not regex:
         raise typer.BadParameter("name at least one tensor (NAME or --regex RE)",
                                  param_hint="NAME")
-    with open_checkpoint(resolve(out, path)) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         keys = select_keys(ckpt, names) if names else []
         if regex:
             picked = NameFilter(None, regex).keys(ckpt)
@@ -214,6 +216,7 @@ def stats_command(
         "variable exceeds this.")] = 0.5,
     flagged: Annotated[bool, typer.Option(
         "--flagged", help="Show only tensors with NaN/Inf, drift, or read errors.")] = False,
+    use_ema: UseEmaOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -225,7 +228,7 @@ def stats_command(
     """
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
-    with open_checkpoint(resolve(out, path)) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
         entries = ckpt.entries()

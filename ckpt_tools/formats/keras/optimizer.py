@@ -364,7 +364,11 @@ class _Closeness:
 
     def settle_bag(self, key, candidates, lay):
         """Pairs one average among sublayers of unknown order by nearest weight."""
-        if self.read is None or not candidates or len(candidates) < 2:
+        if not candidates or len(candidates) < 2:
+            return None
+        if self.read is None:
+            lay.notes.append(f"{key} averages one of {', '.join(candidates)} (sublayers whose "
+                             "order the file does not record)")
             return None
         d = sorted((self.distance([(key, c)]), c) for c in candidates)
         if d[0][0] < FAR and d[1][0] > MARGIN * d[0][0]:
@@ -372,6 +376,8 @@ class _Closeness:
                 lay.ema_evidence += "; sublayer order settled by values"
                 lay.ema_source = "values"
             return d[0][1]
+        lay.notes.append(f"{key} averages one of {', '.join(candidates)} (sublayers whose order "
+                         "the file does not record; their values do not settle it)")
         return None
 
 

@@ -1,0 +1,128 @@
+"""Keras in, Keras out: a Keras weight file whose model weights hold their EMA values.
+
+``ckpt restore-ema`` on a ``.keras``, ``.weights.h5`` or legacy Keras ``.h5`` writes a file of the
+same kind that ``model.load_weights`` (or ``keras.models.load_model`` for a ``.keras``) reads:
+the HDF5 weights are copied byte for byte, then each trainable weight's dataset is overwritten
+with its average (same shape and dtype, so the stored bytes of the average are written as they
+are). Everything else (optimizer variables, BatchNormalization statistics, a ``.keras``
+archive's ``config.json``, ``metadata.json`` and assets) is kept, so evaluating the output with
+its *raw* weights gives the input's EMA accuracy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checkpoint import Checkpoint
+from .errors import EmaError, OutputError
+from .formats._io import remove_quietly, temp_name
+from .keras_ema import require_keras_pairing
+
+KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")
+_WEIGHTS_MEMBER = "model.weights.h5"
+
+
+@dataclass(frozen=True)
+class KerasBakeResult:
+    """What :func:`bake_keras_ema` wrote.
+
+    Attributes:
+        path: the output file.
+        replaced: model weight key -> the EMA copy key whose value it now holds.
+        nbytes: bytes of averaged values written.
+    """
+
+    path: str
+    replaced: dict[str, str]
+    nbytes: int
+
+
+def keras_output_name(ckpt: Checkpoint) -> str:
+    """The default output file name: the input's name (same kind of Keras file)."""
+    return os.path.basename(ckpt.path)
+
+
+def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False
+                   ) -> KerasBakeResult:
+    """Writes ``out_path``: a copy of the Keras file ``ckpt`` whose weights are the averages.
+
+    Args:
+        ckpt: an open Keras checkpoint (``.keras``, ``.weights.h5`` or Keras ``.h5``).
+        out_path: output file; it keeps the input's kind (a ``.keras`` archive stays one).
+        overwrite: replace an existing output file (never an input file).
+
+    Returns:
+        `KerasBakeResult`.
+
+    Raises:
+        EmaError: the file holds no EMA copies, or their pairing is not proven.
+        OutputError: the output exists, is the input, or cannot be written.
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None:
+        raise EmaError(f"{ckpt.path}: not a Keras weight file")
+    require_keras_pairing(ckpt)
+    if os.path.exists(out_path):
+        if os.path.samefile(out_path, ckpt.path):
+            raise OutputError(f"{out_path}: is the input file; refusing to overwrite it")
+        if not overwrite:
+            raise OutputError(f"{out_path}: already exists (pass --force to replace)")
+    replaced = {weight: avg for avg, weight in layout.averages.items() if weight is not None}
+    tmp = temp_name(out_path)
+    try:
+        if ckpt.format == "keras":
+            nbytes = _write_archive(ckpt, replaced, tmp)
+        else:
+            shutil.copyfile(ckpt.path, tmp)
+            nbytes = _overwrite(ckpt, replaced, tmp)
+        os.replace(tmp, out_path)
+    except OSError as exc:
+        remove_quietly(tmp)
+        raise OutputError(f"{out_path}: cannot write the output there "
+                          f"({exc.strerror or exc})") from None
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    return KerasBakeResult(out_path, replaced, nbytes)
+
+
+def _overwrite(ckpt: Checkpoint, replaced: dict[str, str], h5_path) -> int:
+    """Writes each average's stored bytes into its weight's dataset of the HDF5 copy."""
+    import h5py
+
+    total = 0
+    with h5py.File(h5_path, "r+") as f:
+        for weight, avg in replaced.items():
+            ds = f[ckpt.entry(weight).extra["h5path"]]
+            value = np.ascontiguousarray(ckpt.tensor(avg))
+            if tuple(ds.shape) != value.shape or ds.dtype.itemsize != value.dtype.itemsize:
+                raise EmaError(f"{ckpt.path}: {avg} {list(value.shape)} does not fit {weight} "
+                               f"{list(ds.shape)}")
+            ds[...] = np.frombuffer(value.tobytes(), dtype=ds.dtype).reshape(ds.shape)
+            total += value.nbytes
+    return total
+
+
+def _write_archive(ckpt: Checkpoint, replaced: dict[str, str], tmp: str) -> int:
+    """A ``.keras`` zip: every member copied, ``model.weights.h5`` with the averages."""
+    weights_tmp = temp_name(tmp + ".weights.h5")
+    try:
+        with zipfile.ZipFile(ckpt.path) as zin:
+            with zin.open(_WEIGHTS_MEMBER) as src, open(weights_tmp, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            nbytes = _overwrite(ckpt, replaced, weights_tmp)
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zout:
+                for info in zin.infolist():
+                    if info.filename == _WEIGHTS_MEMBER:
+                        zout.write(weights_tmp, _WEIGHTS_MEMBER)
+                    else:
+                        with zin.open(info) as src, zout.open(info, "w") as dst:
+                            shutil.copyfileobj(src, dst, 1 << 20)
+    finally:
+        remove_quietly(weights_tmp)
+    return nbytes

@@ -1,0 +1,229 @@
+"""Every Keras 3 ``use_ema`` setup of ``fixtures/make_matrix_keras.py``, through every command.
+
+The files are generated once per session in a temporary directory (a subprocess trains each
+setup for a few steps); the truth comes from Keras at save time. For each case and file (a
+``.keras`` and a bare ``.weights.h5``): ``list``, ``map``, ``restore-ema``, ``export`` and the
+Python API must give the averages bit for bit, or refuse with exit 6 where the file cannot
+prove the pairing; never raw weights with exit 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+
+pytest.importorskip("keras")
+runner = CliRunner()
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``ckpt <args>``."""
+    result = runner.invoke(app, args)
+    try:
+        err = result.stderr
+    except ValueError:  # older click mixes stderr into output
+        err = result.output
+    return result.exit_code, result.stdout, err
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "fixtures" / "make_matrix_keras.py"
+
+
+def _case_names() -> list[str]:
+    tree = ast.parse(SCRIPT.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
+            if getattr(target, "id", None) == "CASES":
+                return [k.value for k in node.value.keys]
+    raise AssertionError("CASES not found")
+
+
+CASES = _case_names()
+FILES = [(c, ext) for c in CASES for ext in (".keras", ".weights.h5")]
+# Cases where the file alone cannot prove the pairing (sublayers saved alphabetically, not in
+# trainable order, with equal shapes): exit 6 naming apply_keras_ema, which then pairs them.
+UNPROVABLE = {"subclassed"}
+NO_EMA = {c for c in CASES if c.startswith("no_ema")}
+
+
+@pytest.fixture(scope="session")
+def matrix(tmp_path_factory):
+    reuse = os.environ.get("CKPT_MATRIX_KERAS_DIR")  # a directory the script already filled
+    out = Path(reuse) if reuse else tmp_path_factory.mktemp("matrix_keras")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    if not reuse:
+        subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], check=True, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+    doc = json.loads((out / "expected.json").read_text())
+    with np.load(out / "expected.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    return out, doc["cases"], arrays
+
+
+def _bits(a) -> bytes:
+    a = np.ascontiguousarray(np.asarray(a))
+    return a.tobytes()
+
+
+def _truth(cases, arrays, case):
+    """(file key -> expected exported value, file key -> EMA value of trainable weights)."""
+    want, ema = {}, {}
+    for i, w in enumerate(cases[case]["weights"]):
+        raw = arrays[f"{case}:weight/{i}"]
+        avg = arrays.get(f"{case}:ema/{i}")
+        want[w["key"]] = raw if avg is None else avg
+        if avg is not None:
+            ema[w["key"]] = avg
+    return want, ema
+
+
+def _read(path: Path) -> dict[str, np.ndarray]:
+    from ckpt_tools import open_checkpoint
+
+    with open_checkpoint(path) as ckpt:
+        return {k: np.array(ckpt.tensor(k)) for k in ckpt.keys()}
+
+
+@pytest.mark.parametrize("case,ext", FILES, ids=[c + e for c, e in FILES])
+def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
+    out, cases, arrays = matrix
+    path = out / f"{case}{ext}"
+    want, ema = _truth(cases, arrays, case)
+    stored = _read(path)
+    code, text, err = run_cli(["map", str(path), "--json"])
+    if case in NO_EMA:
+        assert code == 6 and "use_ema=False" in err, err
+        code, _, err = run_cli(["restore-ema", str(path), "--out", str(tmp_path / "o")])
+        assert code == 6 and "use_ema=False" in err, err
+        return
+    if case in UNPROVABLE:
+        assert code == 6 and "apply_keras_ema" in err and "averages one of" in err, err
+        code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz")])
+        assert code == 6 and not (tmp_path / "w.npz").exists(), err
+        return
+    assert code == 0, err
+    # map: every average of Keras' own (bit for bit) is mapped onto its weight
+    mapping = json.loads(text)
+    averaged = {tgt: src for src, tgt in mapping.items() if src != tgt}
+    assert set(averaged) == set(ema), (sorted(averaged), sorted(ema))
+    for key, value in ema.items():
+        assert _bits(stored[averaged[key]]) == _bits(value), key
+    # list --json: the same pairing, and how it was established
+    code, text, err = run_cli(["list", str(path), "--json"])
+    listing = json.loads(text)
+    assert listing["ema_evidence"]["use_ema"] is True
+    assert {v["ema_of"]: v["name"] for v in listing["variables"] if v["role"] == "ema"} == \
+        averaged
+    # export (npz and safetensors): averages for trainable weights, raw for the rest
+    names = {v["path"] or v["name"]: v["name"] for v in listing["variables"]}
+    for fmt in ("npz", "safetensors"):
+        target = tmp_path / f"w.{fmt}"
+        code, text, err = run_cli(["export", str(path), "--out", str(target), "--json"])
+        assert code == 0, err
+        if fmt == "npz":
+            with np.load(target) as z:
+                got = {n: z[n] for n in z.files}
+        else:
+            from safetensors.numpy import load_file
+
+            got = load_file(str(target))
+        assert {names[n] for n in got} == set(want)
+        for n, value in got.items():
+            assert np.array_equal(value.astype(np.float64),
+                                  _as_float(want[names[n]], cases[case], names[n])), (fmt, n)
+    # restore-ema: Keras in, Keras out, its model weights are the averages
+    code, text, err = run_cli(["restore-ema", str(path), "--out", str(tmp_path / "ema"),
+                               "--json"])
+    assert code == 0, err
+    baked = _read(Path(json.loads(text)["output"]))
+    for key, value in want.items():
+        assert _bits(baked[key]) == _bits(value), key
+
+
+def _as_float(value: np.ndarray, meta: dict, key: str) -> np.ndarray:
+    """The recorded value as float64 (bfloat16 weights are recorded as uint16 bit patterns)."""
+    dtype = next(w["dtype"] for w in meta["weights"] if w["key"] == key)
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return value.view(ml_dtypes.bfloat16).astype(np.float64)
+    return value.astype(np.float64)
+
+
+@pytest.mark.parametrize("case,ext", FILES, ids=[c + e for c, e in FILES])
+def test_python_api_gives_keras_own_averages(matrix, case, ext):
+    from ckpt_tools import EmaError, keras_ema_values
+
+    out, cases, arrays = matrix
+    _, ema = _truth(cases, arrays, case)
+    if case in NO_EMA | UNPROVABLE:
+        with pytest.raises(EmaError):
+            keras_ema_values(out / f"{case}{ext}")
+        return
+    got = keras_ema_values(out / f"{case}{ext}")
+    assert set(got) == set(ema)
+    for key, value in ema.items():
+        assert _bits(got[key]) == _bits(value), key
+
+
+def test_apply_keras_ema_pairs_every_case_with_the_live_model(matrix):
+    """apply_keras_ema decides with the model's own trainable order, also where the file
+    alone cannot (subclassed)."""
+    import keras
+
+    from ckpt_tools import EmaError, apply_keras_ema
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import make_matrix_keras as mx
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    out, cases, arrays = matrix
+    for case in ("subclassed", "frozen", "backbone", "mixed_float16", "sgd", "no_ema"):
+        build, _opt, policy = mx.CASES[case]
+        keras.mixed_precision.set_global_policy(policy or "float32")
+        try:
+            keras.utils.set_random_seed(0)
+            model = build()
+            if case == "no_ema":
+                with pytest.raises(EmaError, match="use_ema=False"):
+                    apply_keras_ema(model, out / f"{case}.weights.h5")
+                continue
+            apply_keras_ema(model, out / f"{case}.weights.h5")
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+        index = {w["path"]: i for i, w in enumerate(cases[case]["weights"])}
+        for v in model.weights:
+            i = index[v.path]
+            expected = arrays.get(f"{case}:ema/{i}", arrays[f"{case}:weight/{i}"])
+            assert _bits(np.asarray(v.numpy()).view(expected.dtype)) == _bits(expected), \
+                (case, v.path)
+
+
+def test_use_ema_option_states_what_the_file_cannot(matrix, tmp_path):
+    out, cases, arrays = matrix
+    path = out / "sgd_momentum.weights.h5"
+    code, text, _ = run_cli(["list", str(path), "--json", "--no-use-ema"])
+    listing = json.loads(text)
+    assert code == 0 and listing["ema_evidence"]["source"] == "stated"
+    assert not [v for v in listing["variables"] if v["role"] == "ema"]
+    code, _, err = run_cli(["map", str(path), "--no-use-ema"])
+    assert code == 6 and "use_ema=False" in err
+    code, text, _ = run_cli(["list", str(path), "--json", "--use-ema"])
+    assert json.loads(text)["ema_evidence"] == {
+        "use_ema": True, "source": "stated", "detail": "stated by the caller (use_ema=True)",
+        "notes": []}
+    # Without the option the values settle it, and list --json says so.
+    code, text, _ = run_cli(["list", str(path), "--json"])
+    evidence = json.loads(text)["ema_evidence"]
+    assert evidence["source"] == "values" and "cosine" in evidence["detail"]
