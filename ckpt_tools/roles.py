@@ -50,7 +50,8 @@ _BN_NAMES = frozenset({"moving_mean", "moving_variance", "moving_var", "running_
 _DEBIAS = frozenset({"biased", "local_step"})
 _OPTIMIZER_PATH = re.compile(r"(^|/)\.?optimizer[^/]*(/|$)", re.IGNORECASE)
 _HYPERPARAMETERS = frozenset({"learning_rate", "lr", "momentum_value", "decay"})
-_FLOAT = frozenset({"float16", "bfloat16", "float32", "float64"})
+_FLOAT = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
+                    "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz"})
 
 
 @dataclass(frozen=True)
