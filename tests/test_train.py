@@ -401,6 +401,20 @@ def test_trained_checkpoints_are_listed_baked_and_evaluate_as_ema(api, v1_run, t
     assert restored.global_step == original.global_step
 
 
+@pytest.mark.parametrize("name", ["ckpt-40.weights.h5", "model.keras"])
+def test_keras_restore_ema_writes_a_keras_file_that_evaluates_as_ema(keras_run, name, tmp_path):
+    """Keras in, Keras out: the baked file's raw weights are the input's averages."""
+    from ckpt_tools.train.evaluate import evaluate
+
+    src = os.path.join(str(keras_run[0]), name)
+    _ckpt("restore-ema", src, "--out", str(tmp_path / "baked"))
+    out = tmp_path / "baked" / name
+    assert out.is_file() and not (tmp_path / "baked" / f"{name}.index").exists()
+    original, restored = evaluate(src), evaluate(str(out))
+    assert restored.raw_accuracy == original.ema_accuracy
+    assert restored.global_step == original.global_step
+
+
 def test_keras_file_is_listed_and_exported_with_its_averages(keras_run, tmp_path):
     import json
 
