@@ -93,7 +93,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
             lay.ema_evidence, lay.ema_source = "config.json (optimizer use_ema=False)", "config"
         return
     cands = _candidates(lay)
-    hyps = _hypotheses(cands, rest, tkeys, tspecs, bag_of, subsets=not bag_of)
+    hyps, truncated = _hypotheses(cands, rest, tkeys, tspecs, bag_of, subsets=not bag_of)
     pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
     closeness = _Closeness(read)
     if use_ema is not None:
@@ -129,7 +129,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         chosen = [(h, _pairing(h, keys[off:], rest, tkeys, tspecs, bag_of))]
     placed: set[str] = set()
     if chosen:
-        (hyp, names), pick = _choose(chosen, closeness, lay)
+        # Values may choose among pairings only when every fitting one was enumerated.
+        (hyp, names), pick = _choose(chosen, _Closeness(None) if truncated else closeness,
+                                     lay)
         lay.trainable.update({k: False for i, k in enumerate(tkeys) if i not in set(hyp[1])})
         if len(set(hyp[1])) < len(tkeys):
             lay.notes.append(f"{len(tkeys) - len(hyp[1])} weights have no optimizer variables: "
@@ -152,11 +154,12 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
 Hypothesis = tuple  # ((use_ema, grad accumulation, slot groups), indexes of trained weights)
 
 
-def _hypotheses(cands, rest, tkeys, tspecs, bag_of, *, subsets: bool) -> list:
+def _hypotheses(cands, rest, tkeys, tspecs, bag_of, *, subsets: bool) -> tuple[list, bool]:
     """Every (setting, trainable subset) that writes exactly ``rest``. A proper subset of the
     weights is tried (frozen layers a bare ``.weights.h5`` does not record) only when the whole
-    does not fit; its specs come from the optimizer's own per-variable blocks."""
-    out = []
+    does not fit; its specs come from the optimizer's own per-variable blocks. Returns the
+    hypotheses and whether more subsets fit than were enumerated (``_SUBSETS``)."""
+    out, truncated = [], False
     for c in cands:
         if c[2] is None:
             continue
@@ -179,8 +182,13 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, *, subsets: bool) -> list:
         sub = [rest[first[j]] for j in range(n)]
         if not _matches(_expand(*c, sub), rest, [str(j) for j in range(n)], sub, {}):
             continue
-        out += [((c[0], c[1], c[2]), emb) for emb in _embeddings(sub, tspecs, limit=3)]
-    return out
+        embs = _embeddings(sub, tspecs, limit=_SUBSETS)
+        truncated |= len(embs) >= _SUBSETS
+        out += [((c[0], c[1], c[2]), emb) for emb in embs]
+    return out, truncated
+
+
+_SUBSETS = 64  # frozen-layer subsets enumerated before giving up on choosing by values
 
 
 def _embeddings(sub: list, specs: list, limit: int) -> list[tuple[int, ...]]:
