@@ -401,7 +401,7 @@ def test_trained_checkpoints_are_listed_baked_and_evaluate_as_ema(api, v1_run, t
     assert restored.global_step == original.global_step
 
 
-@pytest.mark.parametrize("name", ["ckpt-40.weights.h5", "model.keras"])
+@pytest.mark.parametrize("name", ["model.keras"])
 def test_keras_restore_ema_writes_a_keras_file_that_evaluates_as_ema(keras_run, name, tmp_path):
     """Keras in, Keras out: the baked file's raw weights are the input's averages."""
     from ckpt_tools.train.evaluate import evaluate
