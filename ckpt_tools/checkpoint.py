@@ -25,7 +25,7 @@ from .errors import (
     VariableNotFoundError,
 )
 from .formats import Reader, open_reader
-from .formats._io import open_binary, require_regular
+from .formats._io import is_url, open_binary, require_regular
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
@@ -150,7 +150,16 @@ def read_state_file(directory: str) -> list[str]:
         CheckpointNotFoundError: if there is no state file.
         CorruptCheckpointError: if it names no checkpoint.
     """
-    path = os.path.join(directory, STATE_FILE)
+    return [_in_dir(directory, p) for p in read_state_file_at(os.path.join(directory, STATE_FILE))]
+
+
+def read_state_file_at(path: str) -> list[str]:
+    """Returns the checkpoint names a state file lists, as written (latest last).
+
+    Raises:
+        CheckpointNotFoundError: if there is no state file.
+        CorruptCheckpointError: if it names no checkpoint.
+    """
     with open_binary(path) as f:  # regular files only, and a bounded read
         raw = f.read(_MAX_STATE_BYTES + 1)
     if len(raw) > _MAX_STATE_BYTES:
@@ -171,7 +180,7 @@ def read_state_file(directory: str) -> list[str]:
                                      path=path)
     if latest in every:
         every.remove(latest)
-    return [_in_dir(directory, p) for p in every + [latest]]
+    return every + [latest]
 
 
 def _in_dir(directory: str, name: str) -> str:
@@ -239,6 +248,8 @@ def locate(path: str | os.PathLike) -> Location:
         CorruptCheckpointError: if the path is a file that is not a checkpoint.
     """
     path = os.fspath(path)
+    if is_url(path):
+        return _locate_url(path)
     if _FILE_NAME_RE.search(path) or not os.path.isdir(path):
         require_regular(path)  # a FIFO must fail here, not hang in open() or read as missing
     if os.path.isdir(path):
@@ -307,6 +318,79 @@ def locate(path: str | os.PathLike) -> Location:
         if kind:
             return Location(path, kind, None)
     return _prefix_location(path, path)
+
+
+def _locate_url(url: str) -> Location:
+    """Resolves a URL to a V2 checkpoint with at most two directory listings (one when the URL
+    names a directory or a file): whether the index, shards and ``.meta`` exist, and the shard
+    sizes, all come from the listing, so ``ckpt list`` then costs the state file, the index
+    and the ``.meta`` (four requests in all on S3, whatever the checkpoint's size).
+
+    Raises:
+        CheckpointNotFoundError: nothing checkpoint-like at ``url``.
+        UnsupportedFormatError: a V1, SavedModel or Keras checkpoint (read those locally).
+        RemoteAccessError: forbidden, or the network failed.
+    """
+    from .formats import remote
+
+    store = remote.begin()  # a fresh session: no listing cached by an earlier command
+    bare = url.rstrip("/")
+    named_file = _FILE_NAME_RE.search(bare) or os.path.basename(bare) == STATE_FILE
+    if not named_file and (url.endswith("/") or store.is_dir(bare)):
+        names = store.listing(bare)
+        if STATE_FILE in names:
+            state = remote.url_join(bare, STATE_FILE)
+            return _url_prefix(store, _state_target(bare, read_state_file_at(state)[-1]),
+                               url, state)
+        indexes = sorted(n for n in names if n.endswith(".index"))
+        if indexes:
+            newest = max(indexes, key=lambda n: (str(names[n].get("LastModified", "")), n))
+            found = _url_prefix(store, remote.url_join(bare, newest[: -len(".index")]), url)
+            return _chosen(found, url, indexes, newest)
+        if "saved_model.pb" in names or any(n.endswith((".keras", ".h5")) for n in names):
+            raise UnsupportedFormatError(
+                f"{url}: only TensorFlow V2 checkpoints (.index + .data) are read from URLs; "
+                "copy SavedModels and Keras files locally")
+        raise CheckpointNotFoundError(
+            f"{url}: no checkpoint there (no 'checkpoint' state file, no .index)")
+    if os.path.basename(bare) == STATE_FILE:
+        return _url_prefix(store, _state_target(remote.url_parent(bare),
+                                                read_state_file_at(bare)[-1]), url, bare)
+    m = _DATA_RE.match(bare)
+    prefix = m.group(1) if m else bare
+    for suffix in (".index", ".meta"):
+        if bare.endswith(suffix):
+            prefix = bare[: -len(suffix)]
+    return _url_prefix(store, prefix, url)
+
+
+def _state_target(directory: str, name: str) -> str:
+    """The URL of the checkpoint a remote state file names: a URL as written, a relative
+    name inside ``directory``, an absolute local path (the training machine's) by its
+    base name in ``directory``."""
+    if is_url(name):
+        return name
+    if os.path.isabs(name):
+        name = os.path.basename(name)
+    return directory + "/" + name
+
+
+def _url_prefix(store, prefix: str, original: str, state: str | None = None) -> Location:
+    from .formats import remote
+
+    if store.size(prefix + ".index") is not None:
+        meta = prefix + ".meta"
+        return Location(prefix, "v2", meta if store.size(meta) is not None else None, state)
+    if store.size(prefix) is not None or store.info(prefix + "-00000-of-00001") is not None:
+        raise UnsupportedFormatError(
+            f"{original}: only TensorFlow V2 checkpoints (.index + .data) are read from URLs; "
+            "copy V1 checkpoints locally")
+    if state:
+        raise CheckpointNotFoundError(
+            f"{state} names checkpoint {prefix!r}, but {prefix}.index does not exist")
+    if not store.is_dir(remote.url_parent(prefix)):
+        raise CheckpointNotFoundError(f"{original}: not found")
+    raise CheckpointNotFoundError(f"{original}: no checkpoint found (no {prefix}.index)")
 
 
 def _saved_model_location(saved_model: str) -> Location:

@@ -102,6 +102,14 @@ class WriteError(CheckpointError):
         return base + (" (nothing was left behind)" if self.clean else "")
 
 
+class RemoteAccessError(CheckpointError):
+    """A URL cannot be read or written: access is forbidden, or the network failed (the
+    message says which, naming the URL). A URL that does not exist is
+    :class:`CheckpointNotFoundError` instead."""
+
+    exit_code = ExitCode.ERROR
+
+
 class TensorFlowRequiredError(CheckpointError):
     """The requested operation needs TensorFlow, which is not installed."""
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from .checkpoint import Checkpoint, Location, locate
 from .errors import CheckpointError, CorruptCheckpointError
 from .formats import crc, dtypes
-from .formats._io import close_map, map_file
+from .formats._io import close_map, map_file, open_ranged, view
 from .formats._protos import BundleEntryProto, BundleHeaderProto
 from .formats._wire import Cursor
 from .formats.bundle import data_path, shape_of
@@ -302,7 +302,8 @@ def _check_shards(prefix, num_shards, entries, slices, report, progress) -> None
     for shard in range(num_shards):
         path = data_path(prefix, shard, num_shards)
         try:
-            maps[shard] = map_file(path)
+            maps[shard] = open_ranged(path, [(e.offset, e.offset + e.stored_bytes)
+                                             for e in by_shard.get(shard, ())])
             report.files.append(path)
         except FileNotFoundError:
             missing.append(shard)
@@ -361,19 +362,19 @@ def _check_data(e: TensorEntry, mm, path: str, tick: Callable[[int], None] | Non
     """Returns what is wrong with one stored tensor's bytes, or None."""
     count = e.num_elements
     item = dtypes.itemsize(e.dtype)
-    view = memoryview(mm)[e.offset : e.offset + e.stored_bytes]
+    data = view(mm, e.offset, e.offset + e.stored_bytes)
     if e.dtype == dtypes.STRING:
-        return _check_strings(e, view, count, path)
+        return _check_strings(e, data, count, path)
     if item and item * count != e.stored_bytes:
         return (f"tensor {e.name!r} of shape {list(e.shape)} and dtype {e.dtype_name} needs "
                 f"{item * count} bytes but its entry says {e.stored_bytes}")
     if e.crc32c is None:
         return None
     running = 0
-    for start in range(0, len(view), CHUNK):
-        running = crc.crc32c(view[start : start + CHUNK], running)
+    for start in range(0, len(data), CHUNK):
+        running = crc.crc32c(data[start : start + CHUNK], running)
         if tick:
-            tick(min(start + CHUNK, len(view)))
+            tick(min(start + CHUNK, len(data)))
     actual = crc.mask(running)
     if actual != e.crc32c:
         return (f"checksum mismatch for tensor {e.name!r} (stored 0x{e.crc32c:08x}, computed "
@@ -395,8 +396,8 @@ def _check_object_graph(entry: TensorEntry, mm, report: VerifyReport, path: str)
         report.add(path, entry.offset, f"{OBJECT_GRAPH_KEY} is not a scalar string tensor",
                    entry.name)
         return
-    view = memoryview(mm)[entry.offset : entry.offset + entry.stored_bytes]
-    cur = Cursor(view, path, base=entry.offset)
+    data = view(mm, entry.offset, entry.offset + entry.stored_bytes)
+    cur = Cursor(data, path, base=entry.offset)
     try:
         n = cur.varint()
         cur.read(4)

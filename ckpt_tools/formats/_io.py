@@ -15,6 +15,19 @@ import uuid
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 
 
+def is_url(path: str) -> bool:
+    """Returns whether ``path`` is a URL (``s3://…``, ``gs://…``, ``https://…``) rather than a
+    local path: such paths are read through fsspec (:mod:`.remote`), imported only then."""
+    scheme, sep, _ = path.partition("://")
+    return bool(sep) and scheme[:1].isalpha() and all(c.isalnum() or c in "+.-" for c in scheme)
+
+
+def _remote():
+    from . import remote  # fsspec is imported only for URLs
+
+    return remote.session()
+
+
 def _kind(mode: int) -> str:
     return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
             else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode)
@@ -36,6 +49,8 @@ def open_regular(path: str) -> int:
         CorruptCheckpointError: ``path`` is a directory, FIFO, socket or device.
         OSError: any other failure to open (permissions...), naming ``path``.
     """
+    if is_url(path):
+        raise CorruptCheckpointError("is a URL, not a local file", path=path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
@@ -63,7 +78,12 @@ def open_binary(path: str):
 
     Raises:
         CheckpointNotFoundError, CorruptCheckpointError: see :func:`open_regular`.
+        RemoteAccessError: a URL that is forbidden or cannot be reached.
     """
+    if is_url(path):
+        import io
+
+        return io.BytesIO(_remote().fetch(path))
     return os.fdopen(open_regular(path), "rb")
 
 
@@ -76,6 +96,11 @@ def regular_size(path: str) -> int:
         CheckpointNotFoundError: ``path`` does not exist.
         CorruptCheckpointError: ``path`` is a directory, FIFO, socket or device.
     """
+    if is_url(path):  # from its directory's listing: no request per file
+        size = _remote().size(path)
+        if size is None:
+            raise CheckpointNotFoundError(f"{path}: not found")
+        return size
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -88,6 +113,8 @@ def regular_size(path: str) -> int:
 def require_regular(path: str) -> None:
     """Raises CorruptCheckpointError if ``path`` exists but is not a regular file (a FIFO,
     device, socket or directory given where a file is expected); does nothing otherwise."""
+    if is_url(path):
+        return
     try:
         st = os.stat(path)
     except OSError:
@@ -102,9 +129,14 @@ def map_file(path: str):
     Returns:
         an ``mmap.mmap`` (or ``b""``), to be released with :func:`close_map`.
 
+    A URL is fetched whole into ``bytes`` (indexes and graphs are small; data shards go
+    through :func:`open_ranged` instead).
+
     Raises:
         CheckpointNotFoundError, CorruptCheckpointError: see :func:`open_regular`.
     """
+    if is_url(path):
+        return _remote().fetch(path)
     fd = open_regular(path)
     try:
         if os.fstat(fd).st_size == 0:
@@ -127,8 +159,34 @@ def close_map(mm) -> None:
             pass
 
 
+def open_ranged(path: str, extents: list[tuple[int, int]] | None = None):
+    """Opens a data file for reading byte ranges with :func:`view`: a read-only map of a local
+    file (:func:`map_file`), or a :class:`~.remote.RemoteFile` for a URL, which fetches only
+    the ranges asked for (``extents``, the tensors' byte ranges, enable its read-ahead).
+
+    Raises:
+        CheckpointNotFoundError, CorruptCheckpointError: see :func:`open_regular`.
+    """
+    if not is_url(path):
+        return map_file(path)
+    from .remote import RemoteFile
+
+    return RemoteFile(path, regular_size(path), extents)
+
+
+def view(data, start: int, end: int) -> memoryview:
+    """Returns bytes ``[start, end)`` of what :func:`open_ranged` returned: a zero-copy view of
+    a local map, the fetched range of a remote file."""
+    read_range = getattr(data, "read_range", None)
+    if read_range is not None:
+        return memoryview(read_range(start, end))
+    return memoryview(data)[start:end]
+
+
 def file_size(path: str) -> int:
     """Returns the size of ``path`` in bytes (one ``stat``; used to bound index extents)."""
+    if is_url(path):
+        return regular_size(path)
     return os.stat(path).st_size
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from . import crc, dtypes
-from ._io import close_map, map_file, regular_size
+from ._io import close_map, map_file, open_ranged, regular_size, view
 from .bundle_wire import WireError, decode_entry, decode_header
 from .entry import TensorEntry
 from .slices import TensorSlice, check_partition, decode_key
@@ -258,12 +258,19 @@ class BundleReader:
         if mm is None:
             path = data_path(self.prefix, shard_id, self.num_shards)
             try:
-                mm = map_file(path)
+                mm = open_ranged(path, self._extents(shard_id))
             except FileNotFoundError:
                 raise CheckpointNotFoundError(
                     f"{path}: data shard {shard_id} of {self.num_shards} is missing") from None
             self._shards[shard_id] = mm
         return mm
+
+    def _extents(self, shard_id: int) -> list[tuple[int, int]]:
+        """Byte ranges of the tensors stored in one shard (a remote shard reads ahead along
+        them when tensors are read in storage order)."""
+        stored = [e for e in self.entries.values() if not e.slices]
+        stored += self._slice_entries.values()
+        return [(e.offset, e.offset + e.stored_bytes) for e in stored if e.shard_id == shard_id]
 
     def raw(self, entry: TensorEntry) -> memoryview:
         """Returns the stored bytes of a (non-partitioned) entry without copying.
@@ -278,7 +285,7 @@ class BundleReader:
                 f"tensor {entry.name!r} spans bytes [{entry.offset}, {end}) but the file has "
                 f"{len(mm)} bytes (truncated data shard)",
                 path=data_path(self.prefix, entry.shard_id, self.num_shards))
-        return memoryview(mm)[entry.offset : end]
+        return view(mm, entry.offset, end)
 
     def check_crc(self, entry: TensorEntry, data) -> None:
         """Raises CorruptCheckpointError if ``data`` does not match the entry's CRC32C."""

@@ -1,0 +1,317 @@
+"""Checkpoints behind fsspec URLs (``s3://``, ``gs://``, ``http(s)://``, any fsspec protocol).
+
+What a reader needs from object storage, in as few requests as the format allows:
+
+* one directory listing per directory (names, sizes: which files exist, how long shards are),
+* small files read whole (the state file, the ``.index``, the ``.meta``),
+* data shards read by byte ranges, several in flight at once (fsspec's ``cat_ranges``), with
+  read-ahead when tensors are read in storage order (``verify``, ``export``, ``restore-ema``).
+
+Imported only for URLs (:func:`ckpt_tools.formats._io.is_url`): a local ``ckpt list`` never
+loads fsspec. Every fsspec call goes through :func:`_errors`, which turns the storage library's
+exceptions into one-line errors naming the URL and saying whether it was not found (exit 3),
+forbidden or a network failure (:class:`~ckpt_tools.errors.RemoteAccessError`, exit 1).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from contextlib import contextmanager
+
+from ..errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    RemoteAccessError,
+    UnsupportedFormatError,
+)
+
+#: Read-ahead window of a data shard read in storage order, and the piece size big tensors
+#: are split into so that they, too, come down over several connections at once.
+WINDOW = 32 << 20
+PIECE = 8 << 20
+MAX_IN_FLIGHT = 16
+_MAX_GAP = 1 << 20  # bytes between tensors fetched anyway rather than paying a request
+
+_INSTALL = 'pip install "ckpt-tools[remote]" (fsspec with s3fs; add gcsfs for gs://)'
+
+
+def _fsspec():
+    try:
+        import fsspec
+    except ImportError:
+        raise UnsupportedFormatError(
+            f"reading URLs needs fsspec: {_INSTALL}") from None
+    return fsspec
+
+
+def _status(exc: BaseException) -> int | None:
+    """The HTTP status an fsspec backend's exception carries, when it carries one."""
+    for attr in ("status", "code", "status_code"):
+        value = getattr(exc, attr, None)
+        if isinstance(value, int):
+            return value
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):  # botocore ClientError
+        value = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if isinstance(value, int):
+            return value
+    return None
+
+
+@contextmanager
+def _errors(url: str):
+    """Turns a storage library's exception into a CheckpointError naming ``url``.
+
+    Raises:
+        CheckpointNotFoundError: the object (or bucket) does not exist (404).
+        RemoteAccessError: forbidden (401/403) or a network failure (anything else).
+    """
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except FileNotFoundError:
+        raise CheckpointNotFoundError(f"{url}: not found") from None
+    except PermissionError as exc:
+        raise RemoteAccessError(f"{url}: forbidden (access denied: {_short(exc)})") from None
+    except ImportError as exc:  # a protocol whose backend is not installed (gcsfs...)
+        raise UnsupportedFormatError(f"{url}: {_short(exc)}; {_INSTALL}") from None
+    except Exception as exc:  # botocore, aiohttp, asyncio timeouts: all network-level
+        status = _status(exc)
+        if status == 404:
+            raise CheckpointNotFoundError(f"{url}: not found") from None
+        if status in (401, 403):
+            raise RemoteAccessError(f"{url}: forbidden (HTTP {status})") from None
+        raise RemoteAccessError(
+            f"{url}: network failure ({type(exc).__name__}: {_short(exc)})") from None
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class Session:
+    """One command's view of remote storage: a fresh filesystem per URL protocol (so nothing
+    is served from a listing cached by an earlier command), directory listings cached for the
+    command's duration, and a count of the requests made (for tests and benchmarks).
+    """
+
+    def __init__(self):
+        self._fs: dict[str, object] = {}
+        self._listings: dict[str, dict[str, dict]] = {}
+        self._absent: set[str] = set()
+        self.requests = 0
+
+    def fs(self, url: str):
+        """Returns ``(filesystem, path inside it)`` for ``url``.
+
+        Raises:
+            UnsupportedFormatError: fsspec, or the protocol's backend, is not installed.
+        """
+        fsspec = _fsspec()
+        protocol = url.split("://", 1)[0]
+        fs = self._fs.get(protocol)
+        if fs is None:
+            with _errors(url):
+                cls = fsspec.get_filesystem_class(protocol)
+                fs = self._fs[protocol] = cls(skip_instance_cache=True)
+        return fs, fs._strip_protocol(url)
+
+    def listing(self, directory: str) -> dict[str, dict]:
+        """Returns ``{base name: fsspec info}`` of the objects directly under ``directory``
+        (one listing request per 1000 objects on S3, cached for the session).
+
+        Raises:
+            CheckpointNotFoundError: the directory does not exist or is empty.
+            RemoteAccessError: forbidden or network failure.
+        """
+        directory = directory.rstrip("/")
+        cached = self._listings.get(directory)
+        if cached is None:
+            if directory in self._absent:
+                raise CheckpointNotFoundError(f"{directory}/: not found")
+            fs, path = self.fs(directory)
+            self.requests += 1
+            try:
+                with _errors(directory + "/"):
+                    infos = fs.ls(path, detail=True)
+            except CheckpointNotFoundError:
+                self._absent.add(directory)  # asked again while resolving: no new request
+                raise
+            path = path.rstrip("/")
+            cached = {}
+            for info in infos:
+                name = info["name"].rstrip("/")
+                if name == path:  # the object itself (an ls of a file, not a directory)
+                    continue
+                cached[posixpath.basename(name)] = info
+            self._listings[directory] = cached
+        return cached
+
+    def is_dir(self, url: str) -> bool:
+        """Returns whether ``url`` is a directory holding objects (its listing is kept)."""
+        try:
+            return bool(self.listing(url))
+        except CheckpointNotFoundError:
+            return False
+
+    def info(self, url: str) -> dict | None:
+        """Returns the listing entry of ``url`` from its directory's listing, or None."""
+        parent, base = url.rstrip("/").rsplit("/", 1)
+        try:
+            return self.listing(parent).get(base)
+        except CheckpointNotFoundError:
+            return None
+
+    def size(self, url: str) -> int | None:
+        """Returns the size of object ``url`` (from its directory listing), None if absent."""
+        info = self.info(url)
+        if info is None or info.get("type") == "directory":
+            return None
+        return int(info.get("size") or 0)
+
+    def fetch(self, url: str, limit: int | None = None) -> bytes:
+        """Returns the whole object ``url`` (one request), refusing one over ``limit`` bytes.
+
+        Raises:
+            CheckpointNotFoundError: no such object.
+            RemoteAccessError: forbidden, network failure, or larger than ``limit``.
+        """
+        fs, path = self.fs(url)
+        self.requests += 1
+        with _errors(url):
+            if limit is None:
+                return fs.cat_file(path)
+            data = fs.cat_file(path, start=0, end=limit + 1)
+        if len(data) > limit:
+            raise RemoteAccessError(f"{url}: larger than {limit} bytes, refusing to read it whole")
+        return data
+
+    def ranges(self, url: str, spans: list[tuple[int, int]]) -> list[bytes]:
+        """Returns the bytes of each ``(start, end)`` span of object ``url``, fetched
+        concurrently (spans over :data:`PIECE` bytes are split, then joined back).
+
+        Raises:
+            CheckpointNotFoundError, RemoteAccessError: as :meth:`fetch`.
+        """
+        pieces: list[tuple[int, int]] = []
+        owner: list[int] = []
+        for i, (start, end) in enumerate(spans):
+            for s in range(start, end, PIECE) if end > start else [start]:
+                pieces.append((s, min(end, s + PIECE)))
+                owner.append(i)
+        fs, path = self.fs(url)
+        got: list[bytes] = []
+        for k in range(0, len(pieces), MAX_IN_FLIGHT):
+            batch = pieces[k : k + MAX_IN_FLIGHT]
+            self.requests += sum(1 for s, e in batch if e > s)
+            with _errors(url):
+                if len(batch) == 1:
+                    s, e = batch[0]
+                    got.append(fs.cat_file(path, start=s, end=e) if e > s else b"")
+                    continue
+                out = fs.cat_ranges([path] * len(batch), [s for s, _ in batch],
+                                    [e for _, e in batch], on_error="return")
+                for item in out:
+                    if isinstance(item, BaseException):
+                        raise item
+                    got.append(item)
+        parts: list[list[bytes]] = [[] for _ in spans]
+        for i, data in zip(owner, got, strict=True):
+            parts[i].append(data)
+        return [b"".join(p) for p in parts]
+
+
+_session = Session()
+
+
+def session() -> Session:
+    """Returns the current :class:`Session` (the one the last :func:`begin` started)."""
+    return _session
+
+
+def begin() -> Session:
+    """Starts a fresh :class:`Session` (called when a URL is opened) and returns it."""
+    global _session
+    _session = Session()
+    return _session
+
+
+class RemoteFile:
+    """A data shard behind a URL, read by byte ranges: ``len()`` and :meth:`read_range`
+    (what :func:`ckpt_tools.formats._io.view` uses instead of slicing a memory map).
+
+    Read-ahead: ``extents`` (every tensor's ``(start, end)`` in the shard, from the index)
+    lets a read that follows the previous one in storage order fetch the next tensors too,
+    up to :data:`WINDOW` bytes, in one concurrent batch; a random read fetches only itself.
+    """
+
+    def __init__(self, url: str, size: int, extents: list[tuple[int, int]] | None = None):
+        self.url = url
+        self.size = size
+        self._extents = sorted(set(extents or ()))
+        self._order = {span: i for i, span in enumerate(self._extents)}
+        self._cache: dict[tuple[int, int], bytes] = {}
+        self._last = -2
+        self._recent: tuple[tuple[int, int], bytes] | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read_range(self, start: int, end: int) -> bytes:
+        """Returns bytes ``[start, end)`` of the shard.
+
+        Raises:
+            CheckpointNotFoundError, RemoteAccessError: as :meth:`Session.ranges`.
+        """
+        span = (start, end)
+        if self._recent is not None and self._recent[0] == span:
+            return self._recent[1]  # the same tensor again (a value, then its statistics)
+        data = self._read(span)
+        self._recent = (span, data)
+        return data
+
+    def _read(self, span: tuple[int, int]) -> bytes:
+        start, end = span
+        data = self._cache.pop(span, None)
+        i = self._order.get(span)
+        if i is not None:
+            sequential, self._last = i == self._last + 1, i
+        else:
+            sequential = False
+        if data is not None:
+            return data
+        self._cache.clear()  # out of order: what was read ahead will not be asked for
+        batch = [span]
+        if sequential:
+            total = end - start
+            for nxt in self._extents[i + 1 :]:
+                if total >= WINDOW:
+                    break
+                batch.append(nxt)
+                total += nxt[1] - nxt[0]
+        lo, hi = start, max(e for _, e in batch)
+        if len(batch) > 1 and hi - lo <= sum(e - s for s, e in batch) + _MAX_GAP:
+            # Tensors lie back to back in a shard: one span, split into concurrent pieces,
+            # costs a request per PIECE bytes instead of one per tensor.
+            whole = session().ranges(self.url, [(lo, hi)])[0]
+            got = [whole[s - lo : e - lo] for s, e in batch]
+        else:
+            got = session().ranges(self.url, batch)
+        for other, value in zip(batch[1:], got[1:], strict=True):
+            self._cache[other] = value
+        return got[0]
+
+
+def url_join(directory: str, name: str) -> str:
+    """Returns ``directory/name`` for a URL directory (no ``os.path`` on URLs)."""
+    return directory.rstrip("/") + "/" + name
+
+
+def url_parent(url: str) -> str:
+    """Returns the URL of the directory holding ``url``."""
+    return url.rstrip("/").rsplit("/", 1)[0]
+
+
+__all__ = ["RemoteFile", "Session", "begin", "session", "url_join", "url_parent"]

@@ -1,0 +1,234 @@
+"""Checkpoints on object storage: every read command on ``s3://`` URLs, against a real S3 API.
+
+The tests start moto's S3 server (``ThreadedMotoServer``) on a free loopback port, point
+``AWS_ENDPOINT_URL`` at it, upload the committed fixtures and compare each command's output with
+the same command on the local files; values are compared with what TensorFlow recorded. Requests
+are counted on the server side, from its request log, not by our own code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+from helpers import FIXTURES, expected, expected_values
+from typer.testing import CliRunner
+
+pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+from ckpt_tools import open_checkpoint  # noqa: E402
+from ckpt_tools.cli import app  # noqa: E402
+
+runner = CliRunner()
+BUCKET = "ckpts"
+CASES = ["towers_bn", "partitioned", "sharded", "tf2_object"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _Requests(logging.Handler):
+    """Counts the requests moto's server logs (werkzeug writes one line per request)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def since(self, start: int) -> list[str]:
+        return [line for line in self.lines[start:] if '"' in line]
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A local S3 server holding the fixtures under s3://ckpts/<case>/; stopped at the end."""
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
+                                            "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="testing",
+                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    counter = _Requests()
+    log = logging.getLogger("werkzeug")
+    old_level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(counter)
+    try:
+        import boto3
+
+        client = boto3.client("s3")
+        client.create_bucket(Bucket=BUCKET)
+        for case in CASES:
+            for f in sorted((FIXTURES / case).iterdir()):
+                if not f.name.startswith("expected"):
+                    client.upload_file(str(f), BUCKET, f"{case}/{f.name}")
+        yield {"client": client, "port": port, "requests": counter}
+    finally:
+        log.removeHandler(counter)
+        log.setLevel(old_level)
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _run(*args: str):
+    result = runner.invoke(app, list(args))
+    return result
+
+
+def _same(s3, command: list[str], case: str, url_form: str = "{}/") -> None:
+    url = f"s3://{BUCKET}/{case}"
+    local = _run(command[0], str(FIXTURES / case), *command[1:])
+    remote = _run(command[0], url_form.format(url), *command[1:])
+    assert local.exit_code == 0, local.output
+    assert remote.exit_code == 0, remote.output
+    assert remote.stdout.replace(url, str(FIXTURES / case)) == local.stdout
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_list_and_map_match_local_in_four_requests(s3, case):
+    for command in (["list", "--json"], ["list"], ["map", "--json"]):
+        for form in ("{}/", "{}"):  # a run directory, with or without the slash
+            start = len(s3["requests"].lines)
+            _same(s3, command, case, form)
+            made = s3["requests"].since(start)
+            assert 1 <= len(made) <= 4, made
+            assert all("GET" in line for line in made), made  # no writes, no HEADs
+            data = [line for line in made if ".data-" in line]
+            if case == "tf2_object":  # its object graph (what .meta is to TF1): one range
+                assert len(data) == 1 and '" 206' in data[0], made
+            else:
+                assert not data, made  # no tensor data
+    if case != "tf2_object":  # a prefix URL: the parent listing, index and .meta
+        prefix = f"s3://{BUCKET}/{case}/{expected(case)['prefix']}"
+        start = len(s3["requests"].lines)
+        assert _run("list", prefix, "--json").exit_code == 0
+        assert len(s3["requests"].since(start)) <= 4
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_values_match_tensorflow(s3, case):
+    values = expected_values(case)
+    with open_checkpoint(f"s3://{BUCKET}/{case}") as ckpt:
+        assert ckpt.path.endswith(expected(case)["prefix"])
+        checked = 0
+        for key, want in values.items():
+            if key in ckpt:
+                np.testing.assert_array_equal(ckpt.tensor(key), want, err_msg=key)
+                checked += 1
+        assert checked
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_show_verify_export_match_local(s3, case, tmp_path):
+    with open_checkpoint(FIXTURES / case) as ckpt:
+        name = next(v.path or v.name for v in ckpt.variables() if v.role == "weight")
+    _same(s3, ["show", name, "--json"], case)
+    _same(s3, ["verify", "--json"], case)
+    local_out, remote_out = tmp_path / "local.npz", tmp_path / "remote.npz"
+    assert _run("export", str(FIXTURES / case), "--out", str(local_out)).exit_code == 0
+    result = _run("export", f"s3://{BUCKET}/{case}/", "--out", str(remote_out))
+    assert result.exit_code == 0, result.output
+    with np.load(local_out) as a, np.load(remote_out) as b:
+        assert sorted(a.files) == sorted(b.files) and a.files
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def test_show_reads_only_the_tensor_asked_for(s3):
+    case = "towers_bn"
+    start = len(s3["requests"].lines)
+    result = _run("show", f"s3://{BUCKET}/{case}/", "global_step", "--json")
+    assert result.exit_code == 0, result.output
+    made = s3["requests"].since(start)
+    data = [line for line in made if ".data-" in line]
+    assert len(data) == 1, made  # one range request, not the shard
+    assert len(made) <= 5, made
+
+
+def test_verify_reads_shards_in_few_requests(s3):
+    start = len(s3["requests"].lines)
+    assert _run("verify", f"s3://{BUCKET}/towers_bn").exit_code == 0
+    made = s3["requests"].since(start)
+    # 29 tensors: one for the first, one read-ahead span for the rest, plus the 4 of opening
+    assert len(made) <= 7, made
+
+
+def test_corruption_is_found_remotely(s3):
+    with open(FIXTURES / "partitioned" / "model.ckpt.data-00000-of-00001", "rb") as f:
+        data = bytearray(f.read())
+    data[len(data) // 2] ^= 0xFF
+    client = s3["client"]
+    for f in ("checkpoint", "model.ckpt.index", "model.ckpt.meta"):
+        client.upload_file(str(FIXTURES / "partitioned" / f), BUCKET, f"bad/{f}")
+    client.put_object(Bucket=BUCKET, Key="bad/model.ckpt.data-00000-of-00001", Body=bytes(data))
+    result = _run("verify", f"s3://{BUCKET}/bad", "--json")
+    assert result.exit_code == 4, result.output
+    problems = json.loads(result.stdout)["problems"]
+    assert problems and all(p["file"].startswith(f"s3://{BUCKET}/bad/") for p in problems)
+
+
+def test_missing_url_is_exit_3_naming_it(s3):
+    for url in (f"s3://{BUCKET}/nothing/here", f"s3://{BUCKET}/nothing/", "s3://no-such-bucket/x/"):
+        result = _run("list", url)
+        assert result.exit_code == 3, result.output
+        assert url.rstrip("/") in result.stderr and "Traceback" not in result.output
+
+
+class _Forbidding(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        self.send_response(403)
+        self.end_headers()
+
+    do_HEAD = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def test_forbidden_and_network_failure_name_the_url(s3):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Forbidding)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/run/model.ckpt-1.index"
+        result = _run("list", url)
+        assert result.exit_code == 1, result.output
+        assert "forbidden" in result.stderr and "127.0.0.1" in result.stderr
+    finally:
+        server.shutdown()
+        server.server_close()
+    dead = f"http://127.0.0.1:{_free_port()}/run/model.ckpt-1.index"  # nothing listens
+    start = time.monotonic()
+    result = _run("list", dead)
+    assert result.exit_code == 1, result.output
+    assert "network failure" in result.stderr and dead.rsplit("/", 1)[0] in result.stderr
+    assert time.monotonic() - start < 60
+
+
+def test_local_list_does_not_import_fsspec():
+    code = ("import sys; from ckpt_tools.cli import main; sys.argv=['ckpt','list',"
+            f"{str(FIXTURES / 'towers_bn')!r}]\ntry: main()\nexcept SystemExit: pass\n"
+            "print('FSSPEC', 'fsspec' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert "FSSPEC False" in out.stdout, out.stdout + out.stderr
