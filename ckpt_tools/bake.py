@@ -19,7 +19,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import EmaMap, ema_map, rescope
 from .errors import EmaError, OutputError
 from .formats import dtypes
-from .formats._io import remove_quietly, temp_name
+from .formats._io import is_url, map_file, remove_quietly, temp_name
 from .formats._write import Inputs, StagedDir, check_file_name, os_errors, replace
 from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
@@ -296,7 +296,11 @@ def _copy_atomic(src: str, dst: str, shown) -> str:
     tmp = temp_name(dst)
     try:
         with os_errors(shown(dst), "writing", Inputs([src])):
-            shutil.copyfile(src, tmp)
+            if is_url(src):  # a remote .meta: fetched whole (graphs are small)
+                with open(tmp, "wb") as f:
+                    f.write(map_file(src))
+            else:
+                shutil.copyfile(src, tmp)
         with os_errors(shown(dst), "renaming into place"):
             replace(tmp, dst)
     except BaseException:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import EmaMap, ema_map
+from .formats._io import is_url
 
 FORMATS = ("v2", "h5")
 
@@ -114,6 +115,9 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
     try:
         if dry_run:
             return _plan(ckpt, out, name, fmt, overwrite, slots, map_options)
+        if is_url(os.fspath(out)):
+            return _write_to_url(ckpt, os.fspath(out), name=name, fmt=fmt, overwrite=overwrite,
+                                 verify=verify, slots=slots, progress=progress, **map_options)
         if fmt == "h5":
             from .bake import bake_ema_h5
 
@@ -134,6 +138,30 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
     finally:
         if owned:
             ckpt.close()
+
+
+def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
+                  overwrite: bool, **options) -> EmaOutput:
+    """Writes into a local temporary directory, then uploads data shards first and the
+    ``.index``, ``.meta`` and ``checkpoint`` state file last, so a reader of ``url`` never sees
+    an index without its data; the temporary copy is removed either way."""
+    import dataclasses
+    import posixpath
+    import tempfile
+
+    from .formats import remote
+
+    single = fmt == "h5" and url.endswith((".h5", ".hdf5"))
+    directory = remote.url_parent(url) if single else url.rstrip("/")
+    base = posixpath.basename(url) if single else (name or ckpt.name) + (
+        ".h5" if fmt == "h5" else ".index")
+    remote.check_new(directory, [base], overwrite=overwrite)
+    with tempfile.TemporaryDirectory(prefix="ckpt-restore-ema-") as tmp:
+        local = os.path.join(tmp, posixpath.basename(url) if single else "out")
+        result = write_ema(ckpt, local, name=name, fmt=fmt, **options)
+        urls = remote.upload(result.files, directory, overwrite=overwrite)
+    output = remote.url_join(directory, os.path.basename(result.output))
+    return dataclasses.replace(result, output=output, files=urls)
 
 
 def _plan(ckpt, out, name, fmt, overwrite, slots, map_options) -> EmaOutput:

@@ -25,6 +25,7 @@ from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
 from .errors import OutputError, UnsupportedFormatError
+from .formats._io import is_url
 from .formats._write import Inputs, atomic_file, check_file_output, check_member_name
 from .formats.dtypes import numpy_dtype
 from .formats.slices import check_partition
@@ -211,6 +212,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     """
     out_path = os.fspath(out_path)
     fmt = fmt or _format_from_name(out_path)
+    if is_url(out_path):
+        return _export_to_url(checkpoint, out_path, fmt=fmt, ema=ema, include=include,
+                              exclude=exclude, rename=rename, overwrite=overwrite,
+                              progress=progress, **map_options)
     if fmt not in FORMATS:
         raise OutputError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
@@ -243,6 +248,23 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()
+
+
+def _export_to_url(checkpoint, url: str, *, overwrite: bool, **options) -> ExportResult:
+    """Exports into a local temporary directory, then uploads the one file (an object store
+    shows an object whole or not at all); the temporary copy is removed either way."""
+    import dataclasses
+    import posixpath
+    import tempfile
+
+    from .formats import remote
+
+    remote.check_new(remote.url_parent(url), [posixpath.basename(url)], overwrite=overwrite)
+    with tempfile.TemporaryDirectory(prefix="ckpt-export-") as tmp:
+        local = os.path.join(tmp, posixpath.basename(url))
+        result = export_weights(checkpoint, local, **options)
+        remote.upload([local], remote.url_parent(url), overwrite=overwrite)
+    return dataclasses.replace(result, path=url)
 
 
 def _format_from_name(path: str) -> str:

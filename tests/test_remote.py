@@ -232,3 +232,46 @@ def test_local_list_does_not_import_fsspec():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert "FSSPEC False" in out.stdout, out.stdout + out.stderr
+
+
+def test_export_to_a_url_uploads_one_whole_file(s3, tmp_path):
+    local = tmp_path / "w.npz"
+    assert _run("export", str(FIXTURES / "towers_bn"), "--out", str(local)).exit_code == 0
+    url = f"s3://{BUCKET}/exports/w.npz"
+    result = _run("export", f"s3://{BUCKET}/towers_bn/", "--out", url)
+    assert result.exit_code == 0, result.output
+    got = tmp_path / "got.npz"
+    s3["client"].download_file(BUCKET, "exports/w.npz", str(got))
+    with np.load(local) as a, np.load(got) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for k in a.files:
+            np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    again = _run("export", f"s3://{BUCKET}/towers_bn/", "--out", url)
+    assert again.exit_code == 7 and url in again.stderr, again.output
+    assert _run("export", f"s3://{BUCKET}/towers_bn/", "--out", url, "--force").exit_code == 0
+
+
+@pytest.mark.parametrize("case", ["towers_bn", "sharded"])
+def test_restore_ema_to_a_url_uploads_data_before_index_and_state(s3, case, tmp_path):
+    local_dir = tmp_path / "local"
+    assert _run("restore-ema", str(FIXTURES / case), "--out", str(local_dir)).exit_code == 0
+    url = f"s3://{BUCKET}/baked-{case}"
+    start = len(s3["requests"].lines)
+    result = _run("restore-ema", f"s3://{BUCKET}/{case}/", "--out", url + "/")
+    assert result.exit_code == 0, result.output
+    puts = [line.split("PUT ", 1)[1].split(" ", 1)[0].rsplit("/", 1)[1]
+            for line in s3["requests"].since(start) if "PUT " in line]
+    kinds = ["data" if ".data-" in p else p.rsplit(".", 1)[-1] for p in puts]
+    assert kinds == sorted(kinds, key=["data", "index", "meta", "checkpoint"].index), puts
+    assert kinds[-1] == "checkpoint" and "index" in kinds and "data" in kinds
+    # what was uploaded reads back like the local output, through the same commands
+    remote_list = _run("list", url + "/", "--json")
+    local_list = _run("list", str(local_dir), "--json")
+    assert remote_list.exit_code == 0, remote_list.output
+    assert json.loads(remote_list.stdout)["variables"] == json.loads(local_list.stdout)["variables"]
+    with open_checkpoint(url) as a, open_checkpoint(local_dir) as b:
+        assert a.keys() == b.keys()
+        for k in b.keys():
+            np.testing.assert_array_equal(a.tensor(k), b.tensor(k), err_msg=k)
+    again = _run("restore-ema", f"s3://{BUCKET}/{case}/", "--out", url + "/")
+    assert again.exit_code == 7, again.output

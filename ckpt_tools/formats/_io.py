@@ -169,9 +169,7 @@ def open_ranged(path: str, extents: list[tuple[int, int]] | None = None):
     """
     if not is_url(path):
         return map_file(path)
-    from .remote import RemoteFile
-
-    return RemoteFile(path, regular_size(path), extents)
+    return _remote().file(path, regular_size(path), extents)
 
 
 def view(data, start: int, end: int) -> memoryview:

@@ -11,12 +11,13 @@ under the output name. Every rename goes through the writer discipline of ``_wri
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 
 import numpy as np
 
 from ..errors import OutputError, WriteError
 from . import crc, dtypes
-from ._io import open_binary, remove_quietly, temp_name
+from ._io import is_url, open_binary, open_ranged, remove_quietly, temp_name, view
 from ._protos import BundleEntryProto, BundleHeaderProto
 from ._write import os_errors, replace
 from .bundle import data_path
@@ -30,6 +31,20 @@ _COPY_CHUNK = 8 * 1024 * 1024
 def _shape_proto(proto, shape) -> None:
     for d in shape:
         proto.dim.add(size=int(d))
+
+
+@contextmanager
+def _source(path: str):
+    """Yields ``pread(size, offset) -> bytes`` over a data file: ``os.pread`` on a regular
+    local file (never a FIFO or device), byte-range requests for a URL (read ahead when the
+    copy goes through the file in order)."""
+    if is_url(path):
+        remote = open_ranged(path)
+        yield lambda n, pos: bytes(view(remote, pos, min(pos + n, len(remote))))
+        return
+    with open_binary(path) as src:
+        fd = src.fileno()
+        yield lambda n, pos: os.pread(fd, n, pos)
 
 
 class BundleWriter:
@@ -128,11 +143,10 @@ class BundleWriter:
 
         key = self._key(name, shape, slice_of)
         running = 0
-        with open_binary(src_path) as src:  # regular files only: never stream a FIFO or device
-            fd = src.fileno()
+        with _source(src_path) as pread:
             pos, end = offset, offset + size
             while pos < end:
-                chunk = os.pread(fd, min(_COPY_CHUNK, end - pos), pos)
+                chunk = pread(min(_COPY_CHUNK, end - pos), pos)
                 if not chunk:
                     raise CorruptCheckpointError(f"data ends before tensor {name!r} does",
                                                  path=src_path, offset=pos)

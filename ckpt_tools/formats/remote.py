@@ -101,6 +101,7 @@ class Session:
         self._fs: dict[str, object] = {}
         self._listings: dict[str, dict[str, dict]] = {}
         self._absent: set[str] = set()
+        self._files: dict[str, RemoteFile] = {}
         self.requests = 0
 
     def fs(self, url: str):
@@ -170,6 +171,14 @@ class Session:
         if info is None or info.get("type") == "directory":
             return None
         return int(info.get("size") or 0)
+
+    def file(self, url: str, size: int, extents: list[tuple[int, int]] | None = None):
+        """Returns the session's :class:`RemoteFile` for data file ``url`` (one per URL, so
+        every reader of a shard shares its read-ahead)."""
+        f = self._files.get(url)
+        if f is None or (extents and not f.has_extents):
+            f = self._files[url] = RemoteFile(url, size, extents)
+        return f
 
     def fetch(self, url: str, limit: int | None = None) -> bytes:
         """Returns the whole object ``url`` (one request), refusing one over ``limit`` bytes.
@@ -254,10 +263,16 @@ class RemoteFile:
         self._order = {span: i for i, span in enumerate(self._extents)}
         self._cache: dict[tuple[int, int], bytes] = {}
         self._last = -2
+        self._end = -1  # where the previous read ended, for read-ahead without extents
+        self._buffer: tuple[int, bytes] = (0, b"")
         self._recent: tuple[tuple[int, int], bytes] | None = None
 
     def __len__(self) -> int:
         return self.size
+
+    @property
+    def has_extents(self) -> bool:
+        return bool(self._extents)
 
     def read_range(self, start: int, end: int) -> bytes:
         """Returns bytes ``[start, end)`` of the shard.
@@ -274,6 +289,18 @@ class RemoteFile:
 
     def _read(self, span: tuple[int, int]) -> bytes:
         start, end = span
+        if span not in self._order:  # a copy going through the file in chunks
+            lo, buf = self._buffer
+            if lo <= start and end <= lo + len(buf):
+                self._end = end
+                return buf[start - lo : end - lo]
+            sequential, self._end = start == self._end, end
+            if not sequential:
+                return session().ranges(self.url, [span])[0]
+            hi = min(self.size, max(end, start + WINDOW))
+            buf = session().ranges(self.url, [(start, hi)])[0]
+            self._buffer = (start, buf)
+            return buf[: end - start]
         data = self._cache.pop(span, None)
         i = self._order.get(span)
         if i is not None:
@@ -304,6 +331,74 @@ class RemoteFile:
         return got[0]
 
 
+def _upload_rank(name: str) -> int:
+    """Upload order: data first, then the ``.index`` that points into it, then the ``.meta``,
+    and the ``checkpoint`` state file that names the checkpoint last."""
+    if name == "checkpoint":
+        return 3
+    return 2 if name.endswith(".meta") else 1 if name.endswith(".index") else 0
+
+
+def check_new(directory: str, names: list[str], *, overwrite: bool = False) -> None:
+    """Refuses (exit 7) when one of ``names`` already exists in URL ``directory`` and
+    ``overwrite`` is false (the ``checkpoint`` state file is always rewritten, as locally).
+
+    Raises:
+        OutputError: an object exists.
+        RemoteAccessError: forbidden, or the network failed.
+    """
+    from ..errors import OutputError
+
+    try:
+        existing = session().listing(directory)
+    except CheckpointNotFoundError:
+        return
+    clash = [n for n in names if n in existing and n != "checkpoint"]
+    if clash and not overwrite:
+        raise OutputError(f"{url_join(directory, clash[0])}: already exists (pass --force to "
+                          "replace)")
+
+
+def upload(files: list[str], directory: str, *, overwrite: bool = False,
+           progress=None) -> list[str]:
+    """Uploads local ``files`` into URL ``directory`` so that a reader never sees an index
+    without its data: data shards (and single-file outputs) first, then the ``.index``, the
+    ``.meta``, and the ``checkpoint`` state file last; each object appears whole (S3, GCS and
+    fsspec's other object stores replace objects atomically).
+
+    Args:
+        files: local files, uploaded under their base names.
+        directory: the destination URL directory.
+        overwrite: replace objects that exist; otherwise refuse before uploading anything.
+        progress: called with the bytes of each file once uploaded.
+
+    Returns:
+        The URLs written, in upload order.
+
+    Raises:
+        OutputError: an object exists and ``overwrite`` is false (exit 7).
+        CheckpointNotFoundError, RemoteAccessError: the bucket is missing, forbidden, or the
+            network failed.
+    """
+    import os
+
+    store = session()
+    names = sorted(files, key=lambda f: (_upload_rank(os.path.basename(f)), f))
+    check_new(directory, [os.path.basename(f) for f in names], overwrite=overwrite)
+    written = []
+    for local in names:
+        url = url_join(directory, os.path.basename(local))
+        fs, path = store.fs(url)
+        store.requests += 1
+        with _errors(url):
+            fs.put_file(local, path)
+        written.append(url)
+        if progress:
+            progress(os.path.getsize(local))
+    store._listings.pop(directory.rstrip("/"), None)  # what was listed is out of date
+    return written
+
+
 def url_join(directory: str, name: str) -> str:
     """Returns ``directory/name`` for a URL directory (no ``os.path`` on URLs)."""
     return directory.rstrip("/") + "/" + name
@@ -314,4 +409,4 @@ def url_parent(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[0]
 
 
-__all__ = ["RemoteFile", "Session", "begin", "session", "url_join", "url_parent"]
+__all__ = ["RemoteFile", "Session", "begin", "session", "upload", "url_join", "url_parent"]
