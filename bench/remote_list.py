@@ -4,8 +4,8 @@ Starts moto's S3 server on a free loopback port, writes bench/make_ckpt.py's 1,0
 two-shard checkpoint layout at each size (an index with real extents, its ``.meta`` from a
 TensorFlow child, the state file; sparse, all-zero data shards), uploads all of it and times
 ``ckpt list`` as a fresh process, counting requests from the server's log. moto holds each
-uploaded object in this process's memory, so sizes above a few GB are not practical here
-(10 GB would need 10 GB of RAM for the data shards alone, which ``list`` never reads).
+multipart upload in this process's memory (twice the object's size at once), so sizes above
+a few GB are not practical here, for data shards that ``list`` never reads.
 
 Example::
 
