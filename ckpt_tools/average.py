@@ -23,6 +23,7 @@ from .checkpoint import Checkpoint, open_checkpoint, read_state_file
 from .emamap import ema_map
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
+from .formats._io import is_url, map_file
 from .formats._write import Inputs, StagedDir, check_file_name, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
 
@@ -127,10 +128,35 @@ def average_checkpoints(
     try:
         for path in checkpoints:
             opened.append(open_checkpoint(path))
+        if is_url(os.fspath(out_dir)):
+            return _average_to_url(opened, os.fspath(out_dir), ema, bake, name, overwrite,
+                                   progress)
         return _average(opened, os.fspath(out_dir), ema, bake, name, overwrite, progress)
     finally:
         for ckpt in opened:
             ckpt.close()
+
+
+def _average_to_url(ckpts: list[Checkpoint], url: str, ema, bake, name, overwrite,
+                    progress) -> AverageResult:
+    """Averages into a local temporary directory, then uploads data shards first and the
+    ``.index``, ``.meta`` and ``checkpoint`` state file last (a reader of ``url`` never sees an
+    index without its data); the temporary copy is removed either way."""
+    import dataclasses
+    import tempfile
+
+    from .formats import remote
+
+    url = url.rstrip("/")
+    base = name or os.path.basename(ckpts[-1].path)
+    remote.check_new(url, [base + ".index"], overwrite=overwrite)
+    with tempfile.TemporaryDirectory(prefix="ckpt-average-") as tmp:
+        local = os.path.join(tmp, "out")
+        result = _average(ckpts, local, ema, bake, name, False, progress)
+        remote.upload([os.path.join(local, f) for f in sorted(os.listdir(local))], url,
+                      overwrite=overwrite)
+    return dataclasses.replace(result, prefix=remote.url_join(url, os.path.basename(
+        result.prefix)))
 
 
 def _check_compatible(ckpts: list[Checkpoint]) -> None:
@@ -212,7 +238,11 @@ def _average(ckpts, out_dir, ema, bake, name, overwrite, progress) -> AverageRes
         meta = newest.location.meta_path
         if meta:
             with os_errors(stage.shown(prefix + ".meta"), "writing", inputs):
-                shutil.copyfile(meta, prefix + ".meta")
+                if is_url(meta):  # a remote .meta: fetched whole (graphs are small)
+                    with open(prefix + ".meta", "wb") as f:
+                        f.write(map_file(meta))
+                else:
+                    shutil.copyfile(meta, prefix + ".meta")
         write_state_file(work, name, stage.shown)
         stage.publish()
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,

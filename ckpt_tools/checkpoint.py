@@ -150,6 +150,10 @@ def read_state_file(directory: str) -> list[str]:
         CheckpointNotFoundError: if there is no state file.
         CorruptCheckpointError: if it names no checkpoint.
     """
+    if is_url(directory):  # names resolved inside the URL directory (see _state_target)
+        directory = directory.rstrip("/")
+        return [_state_target(directory, p)
+                for p in read_state_file_at(directory + "/" + STATE_FILE)]
     return [_in_dir(directory, p) for p in read_state_file_at(os.path.join(directory, STATE_FILE))]
 
 

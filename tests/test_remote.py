@@ -275,3 +275,21 @@ def test_restore_ema_to_a_url_uploads_data_before_index_and_state(s3, case, tmp_
             np.testing.assert_array_equal(a.tensor(k), b.tensor(k), err_msg=k)
     again = _run("restore-ema", f"s3://{BUCKET}/{case}/", "--out", url + "/")
     assert again.exit_code == 7, again.output
+
+
+def test_average_between_urls_matches_local(s3, tmp_path):
+    local = tmp_path / "avg"
+    result = _run("average", str(FIXTURES / "towers_bn"), "--last", "2", "--out", str(local))
+    assert result.exit_code == 0, result.output
+    url = f"s3://{BUCKET}/avg-towers"
+    start = len(s3["requests"].lines)
+    result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", url + "/")
+    assert result.exit_code == 0, result.output
+    puts = [line for line in s3["requests"].since(start) if "PUT " in line]
+    assert "/checkpoint " in puts[-1] and any(".data-" in p for p in puts[:1]), puts
+    with open_checkpoint(url + "/") as a, open_checkpoint(local) as b:
+        assert a.keys() == b.keys() and a.path.endswith("model.ckpt-30")
+        for k in b.keys():
+            np.testing.assert_array_equal(a.tensor(k), b.tensor(k), err_msg=k)
+    again = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", url)
+    assert again.exit_code == 7, again.output
