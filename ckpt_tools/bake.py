@@ -13,16 +13,22 @@ import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from dataclasses import replace as with_fields
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import EmaMap, ema_map, rescope
-from .errors import EmaError, OutputError
+from .errors import EmaError, OutputError, UnsupportedFormatError
 from .formats import dtypes
 from .formats._io import is_url, map_file, remove_quietly, temp_name
 from .formats._write import Inputs, StagedDir, check_file_name, os_errors, replace
 from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
+from .formats.savedmodel import SAVED_MODEL_FILES, VARIABLES_PREFIX
+
+# What a SavedModel output copies beside its variables/, unchanged, when the input has it.
+# (fingerprint.pb records hashes of the input; TensorFlow reads it only for logging.)
+SAVED_MODEL_EXTRAS = ("fingerprint.pb", "assets", "assets.extra")
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class BakeResult:
     nbytes: int
     ema_map: EmaMap
     warnings: list[str] = field(default_factory=list)
+    saved_model: str | None = None  # the output SavedModel directory, for a SavedModel input
 
 
 def checkpoint_names(name: str) -> Callable[[str], bool]:
@@ -61,22 +68,61 @@ def checkpoint_names(name: str) -> Callable[[str], bool]:
     return owned
 
 
+def saved_model_source(ckpt: Checkpoint) -> str | None:
+    """Returns the SavedModel directory ``ckpt`` was opened from, or ``None``."""
+    sm = ckpt.location.saved_model
+    return os.path.dirname(sm) if sm else None
+
+
+def check_saved_model_options(ckpt: Checkpoint, name, drop_slots, strip, add) -> None:
+    """Refuses options a SavedModel output cannot honour (a no-op for other inputs).
+
+    Raises:
+        UnsupportedFormatError: naming the option.
+    """
+    if not saved_model_source(ckpt):
+        return
+    # A SavedModel's graph restores every variable by its stored key from variables/variables:
+    # a renamed prefix, re-scoped keys or dropped slots would make tf.saved_model.load fail.
+    why = ("--name (name=)" if name not in (None, "variables") else
+           "--strip-scope/--add-scope (strip_scope/add_scope)" if strip or add else
+           "--slots drop (drop_slots=True)" if drop_slots else None)
+    if why:
+        raise UnsupportedFormatError(
+            f"{ckpt.location.saved_model}: {why} cannot apply to a SavedModel output, whose "
+            "graph loads every variable under its stored name from variables/variables; "
+            "leave it out, or write weights with --format h5 or ckpt export")
+
+
+def _saved_model_names(fname: str) -> bool:
+    """The names a SavedModel output owns in its directory (folders included)."""
+    return (fname in SAVED_MODEL_FILES or fname in SAVED_MODEL_EXTRAS
+            or fname == os.path.dirname(VARIABLES_PREFIX))
+
+
 def _stage(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite: bool) -> StagedDir:
+    inputs = Inputs(ckpt.input_files())
+    if saved_model_source(ckpt):
+        return StagedDir(out_dir, inputs, _saved_model_names, overwrite=overwrite,
+                         owned_dirs=True)
     name = check_file_name(ckpt.name if name is None else name)
-    return StagedDir(out_dir, Inputs(ckpt.input_files()), checkpoint_names(name),
-                     overwrite=overwrite)
+    return StagedDir(out_dir, inputs, checkpoint_names(name), overwrite=overwrite)
 
 
 def plan_outputs(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite: bool) -> str:
-    """Checks the output location (writing nothing) and returns the output prefix.
+    """Checks the output location (writing nothing) and returns the output prefix (for a
+    SavedModel input, ``<out_dir>/variables/variables`` of the SavedModel written there).
 
     Raises:
         OutputError: ``--name`` is not a plain file name; ``out_dir`` holds an input file (the
             state file that was read included), is not a directory, holds a subdirectory, or
             already holds this checkpoint and not ``overwrite``.
     """
+    check_saved_model_options(ckpt, name, False, None, None)
     stage = _stage(ckpt, out_dir, name, overwrite)
     stage.check()
+    if saved_model_source(ckpt):
+        return os.path.join(out_dir, VARIABLES_PREFIX)
     return restore_output_path(ckpt, out_dir, name, "v2")
 
 
@@ -165,7 +211,10 @@ def bake_ema(
     """Writes a copy of ``checkpoint`` in which every averaged variable holds its EMA value.
 
     Everything else (shadows included, so EMA-aware scripts keep working) is copied unchanged,
-    together with the ``.meta`` graph and a ``checkpoint`` state file.
+    together with the ``.meta`` graph and a ``checkpoint`` state file. A SavedModel input gives
+    a SavedModel: ``out_dir`` gets a copy of its ``saved_model.pb`` (and ``fingerprint.pb``,
+    ``assets/``, ``assets.extra/``) and the baked weights in ``variables/variables.*``, so
+    ``tf.saved_model.load(out_dir)`` (or TF1's loader) gives the EMA values.
 
     Args:
         checkpoint: input checkpoint (path or open :class:`Checkpoint`).
@@ -189,6 +238,8 @@ def bake_ema(
             writes it first.
         WriteError: an OS error while writing (disk full…); nothing is left behind.
         CorruptCheckpointError: a slice out of range, a checksum mismatch.
+        UnsupportedFormatError: for a SavedModel input, with ``name``, ``strip_scope``,
+            ``add_scope`` or ``drop_slots`` (its graph needs every variable under its name).
 
     Example:
         >>> bake_ema("train/", "train_ema/")  # doctest: +SKIP
@@ -204,8 +255,10 @@ def bake_ema(
 
 
 def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options):
-    m = ema_map(ckpt, slots="keep", non_averaged="keep", **map_options).require_complete()
     strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
+    check_saved_model_options(ckpt, name, drop_slots, strip, add)
+    sm_dir = saved_model_source(ckpt)
+    m = ema_map(ckpt, slots="keep", non_averaged="keep", **map_options).require_complete()
     source_of = {tgt: src for src, tgt in m.pairs}
     if not any(src != tgt for tgt, src in source_of.items()):
         raise EmaError(f"{ckpt.path}: nothing to bake: no variable has an EMA shadow")
@@ -221,17 +274,49 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
     # The whole checkpoint is staged in a hidden sibling directory and published with one
     # rename (see formats/_write.py): readers see the old complete --out or the new one.
     with _stage(ckpt, out_dir, name, overwrite) as stage:
-        prefix = restore_output_path(ckpt, out_dir, name, "v2")
-        result = _write(ckpt, m, stage.path, os.path.basename(prefix), source_of, verify,
-                        drop_slots, progress, strip, add, stage.shown)
+        if sm_dir:
+            prefix = os.path.join(out_dir, VARIABLES_PREFIX)
+            result = _write_saved_model(ckpt, m, stage.path, source_of, verify, progress,
+                                        stage.shown)
+        else:
+            prefix = restore_output_path(ckpt, out_dir, name, "v2")
+            result = _write(ckpt, m, stage.path, os.path.basename(prefix), source_of, verify,
+                            drop_slots, progress, strip, add, stage.shown)
+        files = [os.path.join(out_dir, os.path.relpath(f, stage.path)) for f in result.files]
         stage.publish()
-    files = [os.path.join(out_dir, os.path.basename(f)) for f in result.files]
     return BakeResult(prefix=prefix, files=files, replaced=result.replaced,
                       copied=result.copied, dropped=result.dropped, nbytes=result.nbytes,
-                      ema_map=m, warnings=result.warnings)
+                      ema_map=m, warnings=result.warnings,
+                      saved_model=out_dir if sm_dir else None)
 
 
-def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, add, shown):
+def _write_saved_model(ckpt, m, work, source_of, verify, progress, shown) -> BakeResult:
+    """Writes a SavedModel into the staging directory ``work``: the baked
+    ``variables/variables.*``, the unchanged extras, then ``saved_model.pb``."""
+    sm_file = ckpt.location.saved_model
+    sm_dir = os.path.dirname(sm_file)
+    variables = os.path.join(work, os.path.dirname(VARIABLES_PREFIX))
+    with os_errors(shown(variables), "creating it"):
+        os.mkdir(variables)
+    result = _write(ckpt, m, variables, os.path.basename(VARIABLES_PREFIX), source_of, verify,
+                    False, progress, None, None, shown, state_file=False)
+    files = list(result.files)
+    inputs = Inputs(ckpt.input_files())
+    for extra in SAVED_MODEL_EXTRAS:
+        src, dst = os.path.join(sm_dir, extra), os.path.join(work, extra)
+        if os.path.isdir(src) and not os.path.islink(src):
+            with os_errors(shown(dst), "copying it", inputs):
+                shutil.copytree(src, dst, symlinks=True)  # links stay links, never followed
+            files += [os.path.join(root, n) for root, _, names in os.walk(dst)
+                      for n in sorted(names)]
+        elif os.path.isfile(src):
+            files.append(_copy_atomic(src, dst, shown))
+    files.append(_copy_atomic(sm_file, os.path.join(work, os.path.basename(sm_file)), shown))
+    return with_fields(result, files=files)
+
+
+def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, add, shown, *,
+           state_file: bool = True):
     """Writes the baked checkpoint into directory ``work``; the index is published last."""
     prefix = os.path.join(work, name)
     entries = ckpt.entries()
@@ -259,7 +344,8 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         if meta_src and not renamed:  # before the index: a present .index means "complete"
             files.append(_copy_atomic(meta_src, prefix + ".meta", shown))
         files += writer.finish()
-    files.append(write_state_file(work, name, shown))
+    if state_file:  # a SavedModel's variables/ has none
+        files.append(write_state_file(work, name, shown))
     return BakeResult(prefix=prefix, files=files, replaced=replaced, copied=copied,
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
 

@@ -24,8 +24,9 @@ class EmaOutput:
     """What :func:`write_ema` wrote (or, for a dry run, would write).
 
     Attributes:
-        output: the output prefix (``v2``) or file (``h5``).
-        format: ``v2`` or ``h5``.
+        output: the output prefix (``v2``), SavedModel directory (``saved_model``: what a
+            SavedModel input gives with ``fmt="v2"``) or file (``h5``).
+        format: ``v2``, ``saved_model`` or ``h5``.
         dry_run: nothing was written.
         ema_map: the map used (for a dry run, the map that would be used).
         files: files written.
@@ -59,7 +60,7 @@ class EmaOutput:
         if self.format == "h5":
             return {"output": self.output, "format": "h5", "tensors": self.tensors,
                     "averaged": list(self.averaged), "bytes": self.nbytes}
-        return {"output": self.output, "format": "v2", "files": self.files,
+        return {"output": self.output, "format": self.format, "files": self.files,
                 "replaced": self.replaced, "copied": self.copied, "dropped": self.dropped,
                 "bytes": self.nbytes}
 
@@ -131,7 +132,9 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
 
         r = bake_ema(ckpt, out, name=name, overwrite=overwrite, verify=verify,
                      drop_slots=slots == "drop", progress=progress, **map_options)
-        return EmaOutput(output=r.prefix, format="v2", dry_run=False, ema_map=r.ema_map,
+        return EmaOutput(output=r.saved_model or r.prefix,
+                         format="saved_model" if r.saved_model else "v2", dry_run=False,
+                         ema_map=r.ema_map,
                          files=list(r.files), replaced=dict(r.replaced), copied=r.copied,
                          dropped=list(r.dropped), averaged=list(r.replaced), nbytes=r.nbytes,
                          warnings=list(r.warnings))
@@ -165,12 +168,22 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
 
 
 def _plan(ckpt, out, name, fmt, overwrite, slots, map_options) -> EmaOutput:
-    m = ema_map(ckpt, slots=slots, **map_options)
-    m.require_complete()
-    from .bake import check_h5_output, plan_outputs
+    from .bake import (
+        check_h5_output,
+        check_saved_model_options,
+        plan_outputs,
+        saved_model_source,
+    )
 
     if fmt == "v2":
+        check_saved_model_options(ckpt, name, slots == "drop", map_options.get("strip_scope"),
+                                  map_options.get("add_scope"))
+    m = ema_map(ckpt, slots=slots, **map_options)
+    m.require_complete()
+    if fmt == "v2":
         target = plan_outputs(ckpt, out, name, overwrite)  # also checks it is safe
+        if saved_model_source(ckpt):
+            target, fmt = out, "saved_model"
     else:
         target = output_path(ckpt, out, name, fmt)
         check_h5_output(ckpt, target, overwrite)

@@ -200,7 +200,9 @@ def restore_ema_command(
 
     Everything else (shadows, slots, global_step, the .meta graph) is copied unchanged and a
     'checkpoint' state file is written, so an unmodified evaluation script that restores with a
-    plain Saver or tf.train.load_checkpoint evaluates with EMA weights.
+    plain Saver or tf.train.load_checkpoint evaluates with EMA weights. A SavedModel gives a
+    SavedModel: saved_model.pb (and fingerprint.pb, assets/) copied, the baked weights in
+    --out/variables/, so tf.saved_model.load serves the EMA values.
     """
     from ..emaout import FORMATS, write_ema
 
@@ -244,7 +246,8 @@ def restore_ema_command(
             out.prose(f"wrote {result.output} ({human_bytes(result.nbytes)}): "
                      f"{len(result.tensors)} weights, {len(result.averaged)} averaged")
         else:
-            out.prose(f"wrote {result.output} ({human_bytes(result.nbytes)}): "
+            what = "SavedModel " if result.format == "saved_model" else ""
+            out.prose(f"wrote {what}{result.output} ({human_bytes(result.nbytes)}): "
                      f"{len(result.replaced)} variables now hold their EMA values, "
                      f"{result.copied} tensors copied unchanged"
                      + (f", {len(result.dropped)} dropped" if result.dropped else ""))

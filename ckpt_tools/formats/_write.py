@@ -349,6 +349,8 @@ class StagedDir:
         owned: predicate on a file name: the outputs this write replaces (with ``overwrite``)
             in an existing ``out``; other files there are kept.
         overwrite: replace existing owned names.
+        owned_dirs: owned names may be directories, replaced as a whole (a SavedModel output's
+            ``variables/`` and ``assets/``); other directories in ``out`` are still refused.
 
     Use as a context manager: ``path`` is the directory to write into; ``publish()`` makes it
     visible; leaving without publishing (or on an error) removes the stage.
@@ -360,8 +362,9 @@ class StagedDir:
     """
 
     def __init__(self, out: str, inputs: Inputs, owned: Callable[[str], bool], *,
-                 overwrite: bool):
+                 overwrite: bool, owned_dirs: bool = False):
         self.out = out
+        self._owned_dirs = owned_dirs
         self._inputs, self._owned, self._overwrite = inputs, owned, overwrite
         self._lock_fd: int | None = None
         self._published = False
@@ -394,7 +397,8 @@ class StagedDir:
             full = os.path.join(out, name)
             st = os.lstat(full)
             if self._owned(name):
-                if not stat.S_ISREG(st.st_mode):
+                if not stat.S_ISREG(st.st_mode) and not (self._owned_dirs
+                                                         and stat.S_ISDIR(st.st_mode)):
                     raise OutputError(f"{full}: is {_kind(st.st_mode)}, not a regular file; "
                                       "refusing to replace it")
                 if self._inputs.which(full):
@@ -483,10 +487,13 @@ class StagedDir:
             WriteError: an OS error while publishing.
         """
         with os_errors(self.out, "syncing"):
-            for name in os.listdir(self.path):
-                full = os.path.join(self.path, name)
-                if os.path.isfile(full) and not os.path.islink(full):
-                    fsync_path(full)
+            for root, dirs, names in os.walk(self.path):
+                for name in names:
+                    full = os.path.join(root, name)
+                    if os.path.isfile(full) and not os.path.islink(full):
+                        fsync_path(full)
+                for name in dirs:
+                    fsync_path(os.path.join(root, name), directory=True)
             fsync_path(self.path, directory=True)
         if not self.existing:
             try:
@@ -538,7 +545,12 @@ class StagedDir:
             except FileNotFoundError:
                 linked = False
             if self._owned(name) or linked:
-                os.remove(full)
+                if os.path.isdir(full) and not os.path.islink(full):
+                    import shutil
+
+                    shutil.rmtree(full)  # an owned folder (owned_dirs): replaced as a whole
+                else:
+                    os.remove(full)
         _remove_dir(old)
 
     def _discard(self) -> None:
