@@ -257,7 +257,11 @@ def locate(path: str | os.PathLike) -> Location:
     if _FILE_NAME_RE.search(path) or not os.path.isdir(path):
         require_regular(path)  # a FIFO must fail here, not hang in open() or read as missing
     if os.path.isdir(path):
-        parent = os.path.dirname(os.path.abspath(path))
+        # The parent as the user typed it (fixtures/sm for fixtures/sm/variables), so that
+        # every path shown stays relative; "." or ".." fall back to the absolute parent.
+        norm = os.path.normpath(path)
+        parent = os.path.dirname(norm) if os.path.basename(norm) == "variables" \
+            else os.path.dirname(os.path.abspath(path))
         saved = (saved_model_file(path) or saved_model_file(serving_version(path) or path)
                  or (os.path.basename(os.path.abspath(path)) == "variables"
                      and saved_model_file(parent)))  # a SavedModel's variables/ folder
@@ -299,12 +303,13 @@ def locate(path: str | os.PathLike) -> Location:
     if path.endswith(".index"):
         if not os.path.isfile(path):
             raise CheckpointNotFoundError(f"{path}: no such file")
-        return _prefix_location(path[: -len(".index")], path)
+        return _saved_model_around(path[: -len(".index")]) or _prefix_location(
+            path[: -len(".index")], path)
     m = _DATA_RE.match(path)
     if m:
         if not os.path.isfile(path):
             raise CheckpointNotFoundError(f"{path}: no such file")
-        return _prefix_location(m.group(1), path)
+        return _saved_model_around(m.group(1)) or _prefix_location(m.group(1), path)
     if path.endswith(".meta"):
         if not os.path.isfile(path):
             raise CheckpointNotFoundError(f"{path}: no such file")
@@ -321,7 +326,20 @@ def locate(path: str | os.PathLike) -> Location:
         kind = sniff(path)  # "h5" (HDF5 signature) or "keras" (zip with Keras members)
         if kind:
             return Location(path, kind, None)
-    return _prefix_location(path, path)
+    return _saved_model_around(path) or _prefix_location(path, path)
+
+
+def _saved_model_around(prefix: str) -> Location | None:
+    """Returns the SavedModel whose weights ``prefix`` is (``<dir>/variables/variables`` with
+    ``<dir>/saved_model.pb``), so that its collections are read from there, else ``None``."""
+    head, name = os.path.split(os.path.normpath(prefix))
+    if name != "variables" or os.path.basename(os.path.abspath(head or ".")) != "variables":
+        return None
+    # Relative as typed where the path allows it (fixtures/sm/variables/variables).
+    top = os.path.dirname(head) if os.path.basename(head) == "variables" \
+        else os.path.dirname(os.path.abspath(head or "."))
+    saved = saved_model_file(top)
+    return _saved_model_location(saved) if saved else None
 
 
 def _locate_url(url: str) -> Location:
@@ -417,8 +435,9 @@ class Checkpoint:
     Attributes:
         path: the checkpoint prefix (V2) or file (V1).
         format: ``"v2"``, ``"v1"`` or ``"object"`` (a V2 bundle with a TF2 object graph).
-        meta: the :class:`~ckpt_tools.formats.meta.MetaGraph` from the ``.meta`` beside it,
-            or ``None``.
+        meta: the :class:`~ckpt_tools.formats.meta.MetaGraph` from the ``.meta`` beside it
+            (or, for a TF1 SavedModel, from its ``saved_model.pb``), or ``None``.
+        meta_source: the file ``meta`` was read from, or ``None``.
         objects: the TF2 :class:`~ckpt_tools.formats.objgraph.ObjectGraph`, or ``None``.
     """
 
@@ -432,10 +451,13 @@ class Checkpoint:
                 self._reader.restate_use_ema(use_ema)
         self.format = location.format
         self.meta: MetaGraph | None = None
+        self.meta_source: str | None = None  # the file the collections came from
         if meta and location.meta_path:
             self.meta = read_meta_graph(location.meta_path)
         elif meta and location.saved_model:
             self.meta = read_saved_model(location.saved_model).collections_graph()
+        if self.meta is not None:
+            self.meta_source = location.meta_path or location.saved_model
         self.objects: ObjectGraph | None = None
         if OBJECT_GRAPH_KEY in self._reader.entries:
             self.format = "object"

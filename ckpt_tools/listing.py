@@ -37,7 +37,9 @@ class Listing:
     Attributes:
         checkpoint: the checkpoint path (prefix or file).
         format: ``v2``, ``v1``, ``object``, ``h5`` or ``keras``.
-        meta: the ``.meta`` graph beside it, or ``None``.
+        meta: the file the graph collections came from (the ``.meta`` beside it, or a TF1
+            SavedModel's ``saved_model.pb``), or ``None``.
+        saved_model: the ``saved_model.pb`` of a SavedModel, or ``None``.
         variables: the variables shown (filtered and sorted).
         total: how many variables the checkpoint holds.
         averaged_roles: roles expected to have an EMA shadow: weights, plus batch-norm
@@ -67,6 +69,7 @@ class Listing:
     shards: list[dict] = field(default_factory=list)
     ema_evidence: dict | None = None
     frozen: frozenset[str] = frozenset()
+    saved_model: str | None = None
 
     @property
     def unpaired(self) -> list[Variable]:
@@ -97,6 +100,7 @@ class Listing:
                        "bytes": sum(v.nbytes for v in self.variables)},
             "shards": self.shards,
             "ema_evidence": self.ema_evidence,
+            "saved_model": self.saved_model,
         }
 
 
@@ -147,7 +151,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                            if not t)
         expected = [v for v in everything if v.role in averaged_roles and v.name not in frozen]
         return Listing(
-            checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.location.meta_path,
+            checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.meta_source,
+            saved_model=ckpt.location.saved_model,
             variables=shown, total=len(everything), averaged_roles=averaged_roles,
             any_ema=any(v.role == "ema" for v in everything),
             with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),

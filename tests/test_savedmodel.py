@@ -111,7 +111,9 @@ def test_old_session_bundle_layout(tmp_path):
 
 
 # -- SavedModels -------------------------------------------------------------------------------
-@pytest.mark.parametrize("path", ["", "saved_model.pb", "variables", "variables/variables.index"])
+@pytest.mark.parametrize("path", ["", "saved_model.pb", "variables", "variables/variables.index",
+                                  "variables/variables",
+                                  "variables/variables.data-00000-of-00001"])
 def test_tf1_saved_model_reads_variables_and_collections(path):
     exp = expected("savedmodel_tf1")
     values = expected_values("savedmodel_tf1")
@@ -123,13 +125,13 @@ def test_tf1_saved_model_reads_variables_and_collections(path):
         for key, value in values.items():
             if key.startswith("loaded:"):
                 assert _same_bits(ckpt.tensor(key[len("loaded:"):]), value), key
-        if path != "variables/variables.index":  # the collections live in saved_model.pb
-            colls = {v.name: v.collections for v in ckpt.variables()}
-            for op in exp["moving_average_variables"]:
-                assert "moving_average_variables" in colls[op]
-            m = ema_map(ckpt)
-            assert m.source == "meta"
-            assert m.mapping == exp["variables_to_restore_graph"]
+        # The collections live in saved_model.pb, whatever path form was given.
+        colls = {v.name: v.collections for v in ckpt.variables()}
+        for op in exp["moving_average_variables"]:
+            assert "moving_average_variables" in colls[op]
+        m = ema_map(ckpt)
+        assert m.source == "meta"
+        assert m.mapping == exp["variables_to_restore_graph"]
 
 
 def test_saved_model_pb_is_parsed_without_tensorflow():
