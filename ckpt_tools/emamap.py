@@ -57,6 +57,12 @@ class EmaMap:
     file_style: str = "tf1"  # "tf1" (name-based), "tf2" (object graph) or "keras": for messages
     pairs: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (source, input target)
     hints: tuple[str, ...] = field(default=(), repr=False)
+    # key -> the name `ckpt list` shows (TF2 object path), so messages name variables alike.
+    names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def shown(self, key: str) -> str:
+        """Returns the name ``ckpt list`` shows for ``key`` (its object path, or the key)."""
+        return self.names.get(key) or key
 
     def to_json(self) -> dict[str, str]:
         """Returns ``{"ema_key": "target_key", …}``, the ``ckpt map --json`` document."""
@@ -172,8 +178,10 @@ def ema_map(
         unaveraged = [t for s, t in pairs if s == t and variables.get(t) is not None
                       and variables[t].role in expected_roles]
     elif source == "keys" and not missing:
+        # Not one average stored: every weight misses one (BN statistics count only when
+        # some have shadows, as in `ckpt list`'s "none of N weights has a shadow").
         missing = [t for s, t in pairs if variables.get(t) is not None
-                   and variables[t].role in (R.WEIGHT, R.BN_STAT)]
+                   and variables[t].role in expected_roles]
 
     mapping: dict[str, str] = {}
     kept: list[tuple[str, str]] = []
@@ -212,7 +220,8 @@ def ema_map(
         unaveraged=tuple(unaveraged), not_saved=tuple(not_saved), dropped=tuple(dropped),
         debias=tuple(k for k, v in variables.items() if v.role == R.EMA_DEBIAS),
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
-        source=source, file_style=file_style(ckpt), pairs=tuple(kept), hints=tuple(hints))
+        source=source, file_style=file_style(ckpt), pairs=tuple(kept), hints=tuple(hints),
+        names={k: v.path for k, v in variables.items() if v.path})
 
 
 def file_style(ckpt: Checkpoint) -> str:
@@ -338,8 +347,8 @@ def _hints(variables, name: str, detected: list[str], missing: list[str],
 def _missing_message(m: EmaMap) -> str:
     if m.hints and m.hints[0].startswith("no averages kept as"):
         return f"{m.checkpoint}: {m.hints[0]}"
-    sample = ", ".join(m.missing[:5]) + (f" and {len(m.missing) - 5} more" if len(m.missing) > 5
-                                         else "")
+    sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
+        f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
     shadow = f"{m.missing[0]}/{m.ema_name}"
     none = set(m.averaged) <= set(m.missing)  # not one shadow stored
     if none and m.file_style == "keras":
@@ -365,7 +374,7 @@ def _missing_message(m: EmaMap) -> str:
     if none:
         hint += "; to use the raw weights instead, pass --raw to ckpt export"
     if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here
-        names = [readable_name(t) for t in m.missing[:5]]
+        names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
         sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
                                      if len(m.missing) > 5 else "")
         return (f"{m.checkpoint}: no averages are stored for any of its {len(m.missing)} "

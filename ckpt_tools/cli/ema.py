@@ -132,7 +132,7 @@ def map_command(
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
     if m.unaveraged:
         out.warning(f"{len(m.unaveraged)} weight(s) have no '{m.ema_name}' shadow and keep "
-                    f"their raw values: {', '.join(m.unaveraged[:5])}"
+                    f"their raw values: {', '.join(m.shown(k) for k in m.unaveraged[:5])}"
                     + (" ..." if len(m.unaveraged) > 5 else ""))
 
 
