@@ -34,7 +34,7 @@ from .formats.savedmodel import (
     SAVED_MODEL_FILES,
     read_saved_model,
     saved_model_file,
-    serving_version,
+    serving_versions,
     variables_prefix,
 )
 from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
@@ -262,9 +262,18 @@ def locate(path: str | os.PathLike) -> Location:
         norm = os.path.normpath(path)
         parent = os.path.dirname(norm) if os.path.basename(norm) == "variables" \
             else os.path.dirname(os.path.abspath(path))
-        saved = (saved_model_file(path) or saved_model_file(serving_version(path) or path)
-                 or (os.path.basename(os.path.abspath(path)) == "variables"
-                     and saved_model_file(parent)))  # a SavedModel's variables/ folder
+        saved = saved_model_file(path)
+        if not saved:
+            version, skipped = serving_versions(path)  # a TF Serving model's parent folder
+            saved = saved_model_file(version) if version else None
+            if saved and skipped:
+                return replace(_saved_model_location(saved), choice=(
+                    f"{path}: using version {os.path.basename(version)}; skipped higher "
+                    f"version(s) {', '.join(skipped[:3])}"
+                    f"{f' and {len(skipped) - 3} more' if len(skipped) > 3 else ''}: no "
+                    "saved_model.pb there"))
+        saved = saved or (os.path.basename(os.path.abspath(path)) == "variables"
+                          and saved_model_file(parent))  # a SavedModel's variables/ folder
         if saved:
             return _saved_model_location(saved)
         state = os.path.join(path, STATE_FILE)

@@ -61,3 +61,20 @@ def test_index_inside_the_variables_folder_finds_saved_model_pb(tmp_path, capsys
     assert code == 0, err
     assert json.loads(out)["meta"] == os.path.join(str(tmp_path / "sm"), "saved_model.pb")
 
+
+
+SERVING = FIXTURES / "savedmodel_serving" / "model"
+
+
+def test_serving_parent_says_which_version_it_took_and_what_it_skipped(tmp_path, capsys):
+    shutil.copytree(SERVING, tmp_path / "model")
+    (tmp_path / "model" / "99").mkdir()  # a version still being written: no saved_model.pb
+    (tmp_path / "model" / "12").mkdir()
+    for command in (["list"], ["verify"], ["map"]):
+        code, out, err = run_cli([*command, str(tmp_path / "model")], capsys)
+        assert code in (0, 6), err
+        notes = [line for line in err.splitlines() if "skipped" in line]
+        assert len(notes) == 1, err
+        assert "version 00000010" in notes[0] and "99, 12" in notes[0], notes
+    code, out, err = run_cli(["list", str(SERVING)], capsys)  # nothing skipped: no note
+    assert code == 0 and "skipped" not in err

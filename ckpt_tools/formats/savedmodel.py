@@ -72,13 +72,23 @@ def saved_model_file(directory: str) -> str | None:
 def serving_version(directory: str) -> str | None:
     """Returns the highest numeric version folder of a TF Serving model directory (one holding
     ``<version>/saved_model.pb``), or ``None`` when ``directory`` has none."""
+    return serving_versions(directory)[0]
+
+
+def serving_versions(directory: str) -> tuple[str | None, list[str]]:
+    """Returns (the highest numeric version folder holding a SavedModel, or ``None``; the
+    higher-numbered folders skipped because they hold none, highest first) -- the model
+    server does the same, and the caller says so rather than skipping silently."""
     try:
         names = os.listdir(directory)
     except OSError:
-        return None
-    versions = [n for n in names if n.isdigit() and n.isascii()
-                and saved_model_file(os.path.join(directory, n))]
-    return os.path.join(directory, max(versions, key=int)) if versions else None
+        return None, []
+    numeric = sorted((n for n in names if n.isdigit() and n.isascii()
+                      and os.path.isdir(os.path.join(directory, n))), key=int, reverse=True)
+    for i, n in enumerate(numeric):
+        if saved_model_file(os.path.join(directory, n)):
+            return os.path.join(directory, n), numeric[:i]
+    return None, []
 
 
 def variables_prefix(directory: str) -> str:
