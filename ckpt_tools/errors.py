@@ -23,6 +23,7 @@ class ExitCode(IntEnum):
     OUTPUT = 7  # an output path cannot be written (is an input, exists, not writable)
     NEEDS_TENSORFLOW = 8  # the operation needs TensorFlow, which is not installed
     INTERNAL = 70  # a bug: please report it
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM (128 + SIGINT); temporary outputs are removed
 
 
 #: How to get TensorFlow, for the operations that need it: the README's set-up installs

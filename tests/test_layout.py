@@ -117,3 +117,18 @@ def test_lazy_names_resolve_in_any_order():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=PACKAGE.parent)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_exit_code_enum_is_the_readme_table():
+    """errors.ExitCode has exactly the codes of the README's exit-code table (130 included),
+    and the CLI's interrupt code is the enum's."""
+    import re
+
+    from ckpt_tools import ExitCode
+    from ckpt_tools.cli import EXIT_INTERRUPTED
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = readme.split("## Exit codes and errors", 1)[1].split("\n## ", 1)[0]
+    codes = [int(m) for m in re.findall(r"^\| (\d+) \|", table, re.M)]
+    assert sorted(int(c) for c in ExitCode) == codes
+    assert ExitCode.INTERRUPTED == EXIT_INTERRUPTED == 130

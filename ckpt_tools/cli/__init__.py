@@ -191,7 +191,7 @@ app.command("list")(list_command)
 EXIT_OS_ERROR = int(ExitCode.ERROR)
 EXIT_USAGE = int(ExitCode.USAGE)
 EXIT_INTERNAL = int(ExitCode.INTERNAL)
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = int(ExitCode.INTERRUPTED)
 _TF_MODULES = ("tensorflow", "keras", "tf_keras")
 
 

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from ..errors import ExitCode
 from .common import TrainError
 
 LOOPBACK = "127.0.0.1"
@@ -182,7 +183,7 @@ def run_cluster(
         code = _wait(tasks, procs, timeout_s, grace_s)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted: stopping the cluster\n")
-        code = 130
+        code = int(ExitCode.INTERRUPTED)
     finally:
         _stop(procs)
         for thread in threads:
