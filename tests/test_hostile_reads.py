@@ -414,3 +414,17 @@ def test_non_regular_files_inside_savedmodels_and_sharded_v1(kind, tmp_path):
     for run, says in zip(run_bounded(argvs), expect, strict=True):
         assert_refused(run, CORRUPT, *says)
     assert tree_hashes(tmp_path) == before
+
+
+def test_truncated_v1_shard_names_the_magic_numbers_byte(fixture_copy, capsys):
+    """A V1 shard cut to 50 bytes: the footer's magic number is read at byte 42 (its last 8
+    bytes), and the message says so, naming the shard."""
+    from _corpus import run_cli
+
+    d = fixture_copy("sharded_v1")
+    shard = d / "model.ckpt-7-00001-of-00002"
+    with open(shard, "r+b") as f:
+        f.truncate(50)
+    code, _, err = run_cli(["list", str(d)], capsys)
+    assert code == 4, err
+    assert f"{shard} at byte 42: bad table magic number" in err, err

@@ -69,7 +69,8 @@ class Table:
         if magic != MAGIC:
             raise CorruptCheckpointError(
                 f"bad table magic number 0x{magic:016x}, expected 0x{MAGIC:016x} "
-                "(not a TensorFlow checkpoint index, or truncated)", path=path, offset=footer_at)
+                "(not a TensorFlow checkpoint index, or truncated)", path=path,
+                offset=len(data) - 8)  # the magic is the footer's last 8 bytes
 
     def _block(self, handle: BlockHandle) -> bytes | memoryview:
         end = handle.offset + handle.size + BLOCK_TRAILER_SIZE
