@@ -428,3 +428,27 @@ def test_truncated_v1_shard_names_the_magic_numbers_byte(fixture_copy, capsys):
     code, _, err = run_cli(["list", str(d)], capsys)
     assert code == 4, err
     assert f"{shard} at byte 42: bad table magic number" in err, err
+
+
+@pytest.mark.parametrize("stored", [[1.0], [1.0, 2.0]])
+def test_v1_slice_holding_fewer_values_than_its_extent_is_refused(tmp_path, stored):
+    """A V1 slice stores every value: one value for a 4-element slice is corrupt (TensorFlow's
+    Restore op says "Error copying slice data"), never a fill of that value."""
+    meta = SavedTensorSlices()
+    t = meta.meta.tensor.add(name="w", type=1)
+    t.shape.dim.add(size=4)
+    t.slice.add().extent.add(start=0, length=4)
+    value = SavedTensorSlices()
+    value.data.name = "w"
+    value.data.data.dtype = 1
+    value.data.data.float_val.extend(stored)
+    path = tmp_path / "one_val.ckpt"
+    path.write_bytes(build_table(sorted([
+        (b"", meta.SerializeToString()),
+        (encode_key("w", TensorSlice(((0, 4),))), value.SerializeToString())])))
+    before = tree_hashes(path)
+    for run in run_bounded([["show", path, "w"], ["verify", path],
+                            ["export", path, "--raw", "--out", tmp_path / "w.npz"]]):
+        assert_refused(run, CORRUPT, "one_val.ckpt", f"slice has {len(stored)} values, "
+                       "expected 4")
+    assert tree_hashes(path) == before and not (tmp_path / "w.npz").exists()

@@ -177,15 +177,14 @@ class V1Reader:
     def _check_count(self, name: str, dtype: int, shape: tuple[int, ...],
                      tslice: TensorSlice, size: int, path: str) -> None:
         """Refuses a slice outside its tensor, or one claiming more elements than its
-        ``size``-byte file can hold: every stored value takes at least one byte, except a single
-        value filling a tensor (bounded by ``_MAX_FILL_BYTES``). Per slice, because a sharded V1
-        checkpoint keeps only some slices of a tensor in each file."""
+        ``size``-byte file can hold: every stored value takes at least one byte (a slice stores
+        each of its values; see :func:`_values`). Per slice, because a sharded V1 checkpoint
+        keeps only some slices of a tensor in each file."""
         try:
             count = math.prod(tslice.shape(shape))
         except CorruptCheckpointError as exc:
             raise CorruptCheckpointError(f"tensor {name!r}: {exc}", path=path) from None
-        item = dtypes.itemsize(dtype) or 1
-        if count > size and count * item > _MAX_FILL_BYTES:
+        if count > size:
             raise CorruptCheckpointError(
                 f"tensor {name!r} of shape {list(shape)} claims {count} elements, more than the "
                 f"{size}-byte file can hold", path=path)
@@ -277,9 +276,7 @@ def _values(proto, entry: TensorEntry, shape, path: str) -> np.ndarray:
             arr = np.asarray(raw).astype(dt)
     if arr.size == count:
         return arr.reshape(shape)
-    # TensorProto may store one value for a constant fill; bounded, since a corrupt shape
-    # would otherwise make a few bytes of file allocate any amount of memory.
-    if arr.size == 1 and count > 1 and entry.num_elements * dt.itemsize <= _MAX_FILL_BYTES:
-        return np.full(shape, arr[0], dtype=dt)
+    # No one-value "fill" as in a .meta constant's TensorProto: TensorFlow's slice writer stores
+    # every element, and its reader refuses any other count ("Error copying slice data").
     raise CorruptCheckpointError(
         f"tensor {entry.name!r} slice has {arr.size} values, expected {count}", path=path)
