@@ -223,6 +223,10 @@ def _prefix_location(prefix: str, original: str, state: str | None = None) -> Lo
     if os.path.isfile(prefix) and is_v1_file(prefix):
         return Location(prefix, "v1", meta_path, state)
     if os.path.isfile(prefix):
+        if state:  # the state file led here: name it and what it names, not the directory
+            raise CorruptCheckpointError(
+                f"names checkpoint {prefix!r}, which is not a TensorFlow checkpoint (no "
+                f"{os.path.basename(prefix)}.index beside it, not a V1 table)", path=state)
         raise CorruptCheckpointError(
             "not a TensorFlow checkpoint (expected a .index file, a V1 checkpoint table, a "
             ".meta graph or a training directory)", path=original)
@@ -335,6 +339,10 @@ def locate(path: str | os.PathLike) -> Location:
         kind = sniff(path)  # "h5" (HDF5 signature) or "keras" (zip with Keras members)
         if kind:
             return Location(path, kind, None)
+        if path.endswith(".keras"):  # say what is wrong with it, not "not a checkpoint"
+            raise CorruptCheckpointError(
+                "not a readable .keras archive: the zip is truncated or damaged (no central "
+                "directory), or holds neither config.json nor model.weights.h5", path=path)
     return _saved_model_around(path) or _prefix_location(path, path)
 
 

@@ -452,3 +452,29 @@ def test_v1_slice_holding_fewer_values_than_its_extent_is_refused(tmp_path, stor
         assert_refused(run, CORRUPT, "one_val.ckpt", f"slice has {len(stored)} values, "
                        "expected 4")
     assert tree_hashes(path) == before and not (tmp_path / "w.npz").exists()
+
+
+def test_state_file_naming_a_file_that_is_not_a_checkpoint_names_both(fixture_copy, capsys):
+    from _corpus import run_cli
+
+    d = fixture_copy("linear_v2")
+    other = d.parent / "notes.txt"
+    other.write_text("not a checkpoint\n")
+    (d / "checkpoint").write_text(f'model_checkpoint_path: "{other}"\n')
+    code, _, err = run_cli(["list", str(d)], capsys)
+    assert code == CORRUPT, err
+    assert f"{d / 'checkpoint'}: names checkpoint '{other}'" in err, err
+
+
+@pytest.mark.parametrize("cut", [10, 16018, -10])
+def test_truncated_keras_archive_says_so(tmp_path, capsys, cut):
+    from _corpus import run_cli
+    from helpers import FIXTURES
+
+    data = (FIXTURES / "keras_ema" / "model.keras").read_bytes()
+    path = tmp_path / "t.keras"
+    path.write_bytes(data[:cut])
+    code, _, err = run_cli(["list", str(path)], capsys)
+    assert code == CORRUPT, err
+    assert f"{path}: not a readable .keras archive: the zip is truncated or damaged" in err
+    assert "not a TensorFlow checkpoint" not in err
