@@ -186,7 +186,8 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
         encode_key("w", TensorSlice(((2, 5),))): entry_proto(1, (5,), size=20)}, b"\0" * 20)
     add("slice_outside_tensor", ["show", oob, "w"], oob.parent, CORRUPT, "slice", "outside")
     dt = _v2_bundle(root / "absurd" / "dtype", {b"w": entry_proto(77, (1,), size=4)})
-    add("unknown_dtype", ["list", dt], dt.parent, UNSUPPORTED, "dtype", "DataType enum 77")
+    add("unknown_dtype", ["list", dt], dt.parent, UNSUPPORTED, "dtype", "tensor 'w'",
+        "DataType enum 77")
     big_int = struct.pack("<q", 10**12)
     obj = _v2_bundle(root / "absurd" / "objgraph", {b"_CHECKPOINTABLE_OBJECT_GRAPH": entry_proto(
         9, (), size=8, crc32c=crc.mask(crc.crc32c(big_int)))}, big_int)

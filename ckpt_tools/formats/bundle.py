@@ -224,7 +224,12 @@ class BundleReader:
             raise CorruptCheckpointError(f"{what} has a negative dimension: {shape}",
                                          path=self.index_path)
         if dtype not in self._known_dtypes:
-            dtypes.dtype_name(dtype)  # raises on unknown enum
+            try:
+                dtypes.dtype_name(dtype)
+            except UnsupportedFormatError:
+                raise UnsupportedFormatError(
+                    f"{self.index_path}: {what} has unknown TensorFlow DataType enum {dtype} "
+                    "(a newer TensorFlow's type, or a damaged entry)") from None
             self._known_dtypes.add(dtype)
         if shard_id < 0 or shard_id >= self.num_shards or offset < 0 or size < 0:
             raise CorruptCheckpointError(
