@@ -432,3 +432,19 @@ def test_diff_towers_bn_fixture_steps():
                               FIXTURES / "towers_bn" / prefixes[-1])
     assert any(t.status == "changed" for t in report.tensors)
     assert diff_ema(FIXTURES / "towers_bn").tensors
+
+
+def test_show_shortens_long_strings_unless_full(tmp_path, capsys):
+    from ckpt_tools.formats.bundle_writer import BundleWriter
+
+    long = b"x" * 600
+    with BundleWriter(str(tmp_path / "s")) as w:
+        w.add_array("s", np.array([long, b"ab"], dtype=object))
+        w.finish()
+    code, out, err = run_cli(["show", str(tmp_path / "s"), "s"], capsys)
+    assert code == 0, err
+    assert "...(600 bytes)" in out and long.decode() not in out and "b'ab'" in out
+    assert max(len(line) for line in out.splitlines()) < 200
+    code, out, err = run_cli(["show", str(tmp_path / "s"), "s", "--full"], capsys)
+    assert code == 0, err
+    assert long.decode() in out.replace("\n", "").replace(" ", "")

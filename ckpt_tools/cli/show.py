@@ -96,9 +96,22 @@ def format_values(array: np.ndarray, *, full: bool, precision: int) -> str:
     """
     if array.dtype.kind == "V":  # ml_dtypes (bfloat16, float8): print as float32
         array = array.astype(np.float32)
+    # Strings are summarised too: a long one shows its first bytes and its length.
+    formatter = None if full or array.dtype.kind != "O" else {"object": _short_string}
     return np.array2string(array, precision=precision, separator=", ",
                            threshold=sys.maxsize if full else 200, edgeitems=3,
-                           max_line_width=100)
+                           max_line_width=100, formatter=formatter)
+
+
+#: Longer string values are shortened (unless ``--full``) to this many bytes and their length.
+STRING_HEAD = 64
+
+
+def _short_string(value) -> str:
+    if isinstance(value, (bytes, str)) and len(value) > STRING_HEAD:
+        unit = "bytes" if isinstance(value, bytes) else "characters"
+        return f"{value[:STRING_HEAD]!r}...({len(value)} {unit})"
+    return repr(value)
 
 
 #: Above this many elements ``--json`` gives only the first values, unless ``--full``.
