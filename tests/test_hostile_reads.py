@@ -478,3 +478,18 @@ def test_truncated_keras_archive_says_so(tmp_path, capsys, cut):
     assert code == CORRUPT, err
     assert f"{path}: not a readable .keras archive: the zip is truncated or damaged" in err
     assert "not a TensorFlow checkpoint" not in err
+
+
+def test_symlink_loop_in_place_of_a_data_shard_is_exit_4(fixture_copy, capsys):
+    from _corpus import run_cli
+
+    d = fixture_copy("linear_v2")
+    shard = next(d.glob("*.data-*"))
+    shard.unlink()
+    os.symlink("loop_b", d / "loop_a")
+    os.symlink("loop_a", d / "loop_b")
+    os.symlink("loop_a", shard)
+    for argv in (["list", str(d)], ["verify", str(d)], ["show", str(d), "W"]):
+        code, out, err = run_cli(argv, capsys)
+        assert code == CORRUPT, (argv, err)
+        assert f"{shard}: is a symbolic link loop" in err, err

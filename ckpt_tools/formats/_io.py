@@ -7,6 +7,7 @@ alive (``mmap.close`` then raises ``BufferError`` and hides the real error).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import stat
@@ -38,6 +39,10 @@ def _not_regular(path: str, mode: int) -> CorruptCheckpointError:
     return CorruptCheckpointError(f"is {_kind(mode)}, not a regular file", path=path)
 
 
+def _link_loop(path: str) -> CorruptCheckpointError:
+    return CorruptCheckpointError("is a symbolic link loop, not a regular file", path=path)
+
+
 def open_regular(path: str) -> int:
     """Opens ``path`` read-only and returns the descriptor, refusing anything but a regular file.
 
@@ -57,7 +62,9 @@ def open_regular(path: str) -> int:
         raise CheckpointNotFoundError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CorruptCheckpointError("is a directory, not a file", path=path) from None
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symbolic link loop is no file at all
+            raise _link_loop(path) from None
         # A socket cannot be opened at all (ENXIO): say what it is rather than errno's words.
         try:
             mode = os.stat(path).st_mode
@@ -105,6 +112,10 @@ def regular_size(path: str) -> int:
         st = os.stat(path)
     except FileNotFoundError:
         raise CheckpointNotFoundError(f"{path}: no such file") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _link_loop(path) from None
+        raise
     if not stat.S_ISREG(st.st_mode):
         raise _not_regular(path, st.st_mode)
     return st.st_size
