@@ -430,6 +430,9 @@ def _read_all(loc: Location, report: VerifyReport, progress: ProgressFn | None) 
         report.add_error(exc, loc.prefix)
         return
     with ckpt:
+        if loc.format == "keras" and ckpt.reader.config is None:
+            # Keras refuses such an archive; the weights themselves are read as stored.
+            report.add(loc.prefix, None, "no config.json in the archive: Keras cannot load it")
         names = ckpt.keys()
         for i, name in enumerate(names):
             try:

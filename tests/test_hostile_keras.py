@@ -185,3 +185,23 @@ def test_legacy_h5_config_attribute_that_is_not_an_object_is_ignored(tmp_path):
     [run] = run_bounded([["list", path]])
     assert run.code == 0, run.err
     assert "kernel" in run.out
+
+
+def test_verify_reports_a_keras_archive_without_config_json(tmp_path, capsys):
+    """Keras refuses a .keras without config.json: verify says so (exit 4), while the weights
+    stay readable for list/export."""
+    import zipfile
+
+    from _corpus import run_cli
+    from helpers import FIXTURES
+
+    src = FIXTURES / "keras_ema" / "model.keras"
+    out = tmp_path / "noconfig.keras"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w") as zout:
+        for item in zin.infolist():
+            if item.filename != "config.json":
+                zout.writestr(item, zin.read(item.filename))
+    code, stdout, err = run_cli(["verify", str(out)], capsys)
+    assert code == 4 and "no config.json" in stdout + err, (stdout, err)
+    code, stdout, err = run_cli(["verify", str(src)], capsys)
+    assert code == 0, err
