@@ -334,7 +334,10 @@ def test_tensorflow_start_up_lines_are_dropped_or_shown_once(verbose):
     # import tensorflow writes its absl/oneDNN banner to fd 2 twice, whatever the log level
     code = ("from ckpt_tools.train.devices import quiet_tensorflow; "
             f"quiet_tensorflow({verbose}); import tensorflow as tf; print(tf.__version__)")
-    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    # Not inherited either: TF_ENABLE_ONEDNN_OPTS=0, which importing fixtures/_fx_common.py
+    # (an earlier test in the same session) sets, removes the oneDNN line counted below.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS")}
     env["PYTHONPATH"] = REPO
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           timeout=120, cwd=REPO)
