@@ -293,3 +293,12 @@ def test_average_between_urls_matches_local(s3, tmp_path):
             np.testing.assert_array_equal(a.tensor(k), b.tensor(k), err_msg=k)
     again = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", url)
     assert again.exit_code == 7, again.output
+
+
+def test_s3_endpoint_down_is_a_bounded_network_failure(s3, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")  # nothing there
+    start = time.monotonic()
+    result = _run("list", f"s3://{BUCKET}/towers_bn/")
+    assert result.exit_code == 1, result.output
+    assert f"s3://{BUCKET}/towers_bn" in result.stderr and "network failure" in result.stderr
+    assert time.monotonic() - start < 60

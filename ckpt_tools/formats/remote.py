@@ -32,6 +32,11 @@ PIECE = 8 << 20
 MAX_IN_FLIGHT = 16
 _MAX_GAP = 1 << 20  # bytes between tensors fetched anyway rather than paying a request
 
+# Bounded time on a host that does not answer: botocore's defaults wait 60 s per connection
+# attempt and retry; a command should fail with "network failure" well before that adds up.
+_OPTIONS = {p: {"config_kwargs": {"connect_timeout": 10, "read_timeout": 60,
+                                  "retries": {"max_attempts": 3}}} for p in ("s3", "s3a")}
+
 _INSTALL = 'pip install "ckpt-tools[remote]" (fsspec with s3fs; add gcsfs for gs://)'
 
 
@@ -116,7 +121,8 @@ class Session:
         if fs is None:
             with _errors(url):
                 cls = fsspec.get_filesystem_class(protocol)
-                fs = self._fs[protocol] = cls(skip_instance_cache=True)
+                fs = self._fs[protocol] = cls(skip_instance_cache=True,
+                                              **_OPTIONS.get(protocol, {}))
         return fs, fs._strip_protocol(url)
 
     def listing(self, directory: str) -> dict[str, dict]:
