@@ -35,6 +35,13 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     name = os.path.basename(ckpt.path)
     fix = ("train with an optimizer created with use_ema=True (e.g. "
            "keras.optimizers.SGD(momentum=0.9, use_ema=True)) and save during or after fit()")
+    if layout.use_ema and layout.optimizer_vars:
+        # use_ema=True, the copies are stored, but no pairing with the weights is proven
+        unfit = [n for n in layout.notes if "cannot be paired" in n or "do not fit" in n]
+        return EmaError(
+            f"{name}: its {layout.optimizer or 'optimizer'} ran with use_ema=True "
+            f"({layout.ema_evidence}) but its EMA copies cannot be paired with the model "
+            f"weights from the file alone: {'; '.join(unfit) or 'no known layout fits'}")
     if not layout.optimizer_vars:
         why = ("it holds no optimizer variables (the model was saved uncompiled or before "
                "its optimizer was built)")

@@ -265,11 +265,12 @@ class H5Reader:
         from . import tf_keras
 
         try:
+            legacy = self.format == "keras" and tf_keras.is_tf_keras(self.metadata)
             layout = keras_layout.analyze(self._scanned, self.kind, self.config,
                                           self._owner_names, read=self._read_scanned,
-                                          use_ema=use_ema)
-            if self.format == "keras" and tf_keras.is_tf_keras(self.metadata):
-                tf_keras.adjust(layout, self._scanned)
+                                          use_ema=use_ema, tf_keras=legacy)
+            if legacy:
+                tf_keras.adjust(layout, self._scanned, use_ema)
             return layout
         except (AttributeError, TypeError, RecursionError) as exc:
             if self.config is None:

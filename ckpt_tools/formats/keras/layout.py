@@ -72,6 +72,8 @@ class KerasLayout:
             count, shapes and dtypes), ``"values"`` (averages sit close to their weights, by a
             wide margin) or ``"stated"`` (the caller's ``use_ema``).
         averages: EMA copy key -> model weight key (``None`` where it cannot be paired).
+        frozen: weights of layers the config marks ``trainable=False`` (the state when the file
+            was saved): the optimizer still holds copies of those frozen after it was built.
         slots: optimizer slot key -> model weight key (``None`` where unknown).
         notes: why something could not be worked out.
     """
@@ -91,6 +93,7 @@ class KerasLayout:
     ema_evidence: str = ""
     ema_source: str = ""  # "config", "layout", "values" (a wide margin) or "stated"
     averages: dict[str, str | None] = field(default_factory=dict)
+    frozen: list[str] = field(default_factory=list)
     slots: dict[str, str | None] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
     var_names: dict[str, str] = field(default_factory=dict)  # optimizer key -> Keras var name
@@ -111,7 +114,7 @@ class _Node:
 
 def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = None,
             owner_names: dict[str, str] | None = None, *, read=None,
-            use_ema: bool | None = None) -> KerasLayout:
+            use_ema: bool | None = None, tf_keras: bool = False) -> KerasLayout:
     """Works out what each key of a Keras weight file is (metadata only, no tensor data).
 
     Args:
@@ -125,6 +128,8 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
         read: key -> array; lets values settle what the metadata leaves open (wide margin
             only). Without it the layout stays undecided there.
         use_ema: the caller's statement of the optimizer's ``use_ema`` (``None``: infer).
+        tf_keras: a ``.keras`` archive tf_keras wrote: the optimizer variables are left to
+            :func:`~ckpt_tools.formats.keras.tf_keras.adjust` (another layout).
 
     Returns:
         `KerasLayout`.
@@ -135,7 +140,7 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
             lay.notes.append(f"use_ema={use_ema} was stated, but the optimizer variable names "
                              f"say use_ema={lay.use_ema}")
         return lay
-    return _analyze_keras3(entries, config, owner_names or {}, read, use_ema)
+    return _analyze_keras3(entries, config, owner_names or {}, read, use_ema, tf_keras)
 
 
 # -- Keras 3 ---------------------------------------------------------------------------------
@@ -149,7 +154,7 @@ def _optimizer_config(config: dict | None) -> tuple[str | None, dict | None]:
 _INNER = "optimizer/inner_optimizer"  # LossScaleOptimizer (mixed_float16) wraps the optimizer
 
 
-def _analyze_keras3(entries, config, owner_names, read, use_ema) -> KerasLayout:
+def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras) -> KerasLayout:
     lay = KerasLayout("keras3")
     model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"}
     root = _tree(model, config, owner_names, lay.notes)
@@ -179,8 +184,14 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema) -> KerasLayout:
                  if e.extra.get("section") == "optimizer" and k not in opt]
     if lay.other and owner != _INNER:
         lay.notes.append(f"{len(lay.other)} variables of nested optimizers are not interpreted")
+    # Every weight the optimizer may have been built with, in model.weights order: the
+    # trainable ones and those of layers frozen since (config.json records trainable as saved).
+    frozen = set(lay.frozen)
     trained = [(k, seg) for seg, (_kind, keys) in enumerate(segments) for k in keys
-               if lay.trainable[k]]
+               if lay.trainable[k] or k in frozen]
+    if tf_keras:
+        lay.order = lay.model + opt + lay.other
+        return lay
     plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema)
     opt_name = (owner_names.get(owner) or (lay.optimizer_config or {}).get("name")
                 or "optimizer")
@@ -319,8 +330,10 @@ def _name_vars(node: _Node, model, lay: KerasLayout, prefix: list[str]) -> None:
         # Named entries (TextVectorization's tf_idf ``idf_weights``) are constants a layer's
         # save_own_variables writes, not variables: the optimizer never sees them.
         constant = e.extra.get("index") is None
-        lay.trainable[key] = (trainable and not node.frozen and not constant
-                              and e.dtype_name in _FLOATS)
+        could = trainable and not constant and e.dtype_name in _FLOATS
+        lay.trainable[key] = could and not node.frozen
+        if could and node.frozen:
+            lay.frozen.append(key)
         lay.paths[key] = "/".join(chain + [var or str(e.extra.get("index"))])
     for child in node.ordered + node.bag:
         _name_vars(child, model, lay, chain)

@@ -93,7 +93,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
             lay.ema_evidence, lay.ema_source = "config.json (optimizer use_ema=False)", "config"
         return
     cands = _candidates(lay)
-    hyps, truncated = _hypotheses(cands, rest, tkeys, tspecs, bag_of, subsets=not bag_of)
+    now = tuple(i for i, k in enumerate(tkeys) if lay.trainable.get(k))
+    hyps, truncated = _hypotheses(cands, rest, tkeys, tspecs, bag_of, now,
+                                  subsets=not bag_of)
     pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
     closeness = _Closeness(read)
     if use_ema is not None:
@@ -122,7 +124,10 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                    else "no known layout fits")
                 + "); the .keras config.json records use_ema; pass --use-ema or --no-use-ema")
     chosen = [(h, p) for h, p in zip(hyps, pairings, strict=True) if h[0][0] == lay.use_ema]
-    if not chosen and lay.use_ema and rest[: len(tspecs)] and _matches(
+    # An optimizer class of unknown slots: its averages come first, one per variable it was
+    # built with. Paired only when no layer is frozen (else the count of averages is unknown).
+    if not chosen and lay.use_ema and not lay.frozen and not any(
+            c[2] is not None for c in cands) and rest[: len(tspecs)] and _matches(
             [(s, j, "average", True) for j, s in enumerate(tspecs)], rest[: len(tspecs)], tkeys,
             tspecs, bag_of):
         h = ((True, False, []), tuple(range(len(tkeys))))
@@ -136,6 +141,12 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         if len(set(hyp[1])) < len(tkeys):
             lay.notes.append(f"{len(tkeys) - len(hyp[1])} weights have no optimizer variables: "
                              "frozen (trainable=False)")
+        kept = [tkeys[i] for i in hyp[1] if tkeys[i] in set(lay.frozen)]
+        if kept and pick and all(t is not None for t, n in pick.values() if n == "average"):
+            lay.notes.append(
+                f"{len(kept)} weights of layers frozen after the optimizer was built "
+                f"(trainable=False in config.json, e.g. {lay.paths.get(kept[0], kept[0])}) "
+                "keep their EMA copies: the optimizer holds one per weight it was built with")
         for key, (target, name) in pick.items():
             if target is None and name == "average":
                 target = closeness.settle_bag(key, names.get(key), lay)
@@ -154,17 +165,30 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
 Hypothesis = tuple  # ((use_ema, grad accumulation, slot groups), indexes of trained weights)
 
 
-def _hypotheses(cands, rest, tkeys, tspecs, bag_of, *, subsets: bool) -> tuple[list, bool]:
-    """Every (setting, trainable subset) that writes exactly ``rest``. A proper subset of the
-    weights is tried (frozen layers a bare ``.weights.h5`` does not record) only when the whole
-    does not fit; its specs come from the optimizer's own per-variable blocks. Returns the
-    hypotheses and whether more subsets fit than were enumerated (``_SUBSETS``)."""
+def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
+                subsets: bool) -> tuple[list, bool]:
+    """Every (setting, subset of ``tkeys``) that writes exactly ``rest``.
+
+    The optimizer holds one variable per block for each weight that was trainable when it was
+    built, in ``model.trainable_variables`` order. ``tkeys`` are every weight it may have been
+    built with (``now``: the indexes of those trainable when the file was saved). Tried in
+    turn, per setting: the weights trainable at save; all of them (layers frozen after the
+    optimizer was built, whose copies it still holds: never the first averages shifted onto
+    the weights trainable now); and only when neither fits, every other subset whose specs
+    the optimizer's own per-variable blocks give (layers frozen at build time that a bare
+    ``.weights.h5`` does not record). Returns the hypotheses and whether more subsets fit than
+    were enumerated (``_SUBSETS``)."""
     out, truncated = [], False
+    every = tuple(range(len(tspecs)))
     for c in cands:
         if c[2] is None:
             continue
-        if _matches(_expand(*c, tspecs), rest, tkeys, tspecs, bag_of):
-            out.append(((c[0], c[1], c[2]), tuple(range(len(tspecs)))))
+        sub = [tspecs[i] for i in now]
+        if _matches(_expand(*c, sub), rest, [tkeys[i] for i in now], sub, bag_of):
+            out.append(((c[0], c[1], c[2]), now))
+            continue
+        if now != every and _matches(_expand(*c, tspecs), rest, tkeys, tspecs, bag_of):
+            out.append(((c[0], c[1], c[2]), every))
             continue
         if not subsets:
             continue
@@ -342,8 +366,16 @@ class _Closeness:
         (cosine < 0.5); else ``None``."""
         if self.read is None or not ema_pairings:
             return None
+        # Inside a bag (sublayers of unknown order) each variable is compared with its most
+        # alike candidate; with nothing to compare there is no evidence.
+        picks = [{k: (t if t is not None or not names.get(k) else max(
+                      names[k], key=lambda c, k=k: self.cosine([(k, c)])), n)
+                  for k, (t, n) in p.items()} for p, names in ema_pairings]
+        picks = [p for p in picks if self._pairs(p)]
+        if not picks:
+            return None
         scored = sorted(((self.cosine(self._pairs(p)), self._others(p))
-                         for p, _ in ema_pairings), key=lambda x: -x[0])
+                         for p in picks), key=lambda x: -x[0])
         cos, other = scored[0]
         if (other is None and cos > HIGH and self.distance(self._pairs(ema_pairings[0][0]))
                 < CLOSE) or (other is not None and cos > 0.8 and other < cos - 0.3):

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import re
 
-# Slots tf_keras optimizers create per variable, in creation order (config -> names).
+# Slots tf_keras optimizers create per variable (config -> groups): each group is one loop over
+# the variables in build(), creating its names in turn for each variable. SGD creates "m" even
+# without momentum.
+_ADAM = lambda c: [["m", "v"]] + ([["vhat"]] if c.get("amsgrad") else [])  # noqa: E731
 _SLOTS = {
-    "adam": lambda c: ["m", "v"] + (["vhat"] if c.get("amsgrad") else []),
-    "adam_w": lambda c: ["m", "v"] + (["vhat"] if c.get("amsgrad") else []),
-    "nadam": lambda c: ["m", "v"],
-    "adamax": lambda c: ["m", "u"],
-    "sgd": lambda c: ["m"] if c.get("momentum") else [],
-    "lion": lambda c: ["m"],
-    "adagrad": lambda c: ["accumulator"],
-    "ftrl": lambda c: ["accumulator", "linear"],
-    "adadelta": lambda c: ["accumulated_grad", "accumulated_delta_var"],
-    "rmsprop": lambda c: ["velocity"] + (["momentum"] if c.get("momentum") else []) + (
-        ["average_gradient"] if c.get("centered") else []),
+    "adam": _ADAM,
+    "adam_w": _ADAM,
+    "nadam": lambda c: [["m", "v"]],
+    "adamax": lambda c: [["m", "u"]],
+    "sgd": lambda c: [["m"]],
+    "lion": lambda c: [["m"]],
+    "adagrad": lambda c: [["accumulator"]],
+    "ftrl": lambda c: [["accumulator", "linear"]],
+    "adadelta": lambda c: [["accumulated_grad", "accumulated_delta_var"]],
+    "rmsprop": lambda c: [["velocity"]] + ([["momentum"]] if c.get("momentum") else []) + (
+        [["average_gradient"]] if c.get("centered") else []),
 }
 
 
@@ -35,10 +38,11 @@ def is_tf_keras(metadata: dict | None) -> bool:
     return re.match(r"2\.\d", version) is not None
 
 
-def adjust(lay, entries) -> None:
+def adjust(lay, entries, use_ema: bool | None = None) -> None:
     """Rewrites a Keras 3 :class:`~ckpt_tools.formats.keras.layout.KerasLayout` of a tf_keras
     archive in place: metric state leaves the model, the optimizer's variables get their
-    tf_keras meaning, model weights get ``<layer>/<weight>`` paths."""
+    tf_keras meaning, model weights get ``<layer>/<weight>`` paths. ``use_ema`` is the caller's
+    statement (``--use-ema``/``--no-use-ema``), which overrides the config."""
     metrics = [k for k in lay.model if entries[k].extra.get("owner", "").startswith("metrics")]
     for key in metrics:
         lay.model.remove(key)
@@ -52,17 +56,19 @@ def adjust(lay, entries) -> None:
         name = lay.paths.get(key, "").rsplit("/", 1)[-1]
         if layer and "/" not in lay.paths.get(key, ""):
             lay.paths[key] = f"{layer}/{name}"
-    _optimizer(lay, entries)
+    _optimizer(lay, entries, use_ema)
     lay.order = lay.model + lay.optimizer_vars + lay.other
 
 
-def _optimizer(lay, entries) -> None:
+def _optimizer(lay, entries, stated: bool | None) -> None:
     keys = lay.optimizer_vars
     lay.averages, lay.slots, lay.learning_rate = {}, {}, None
     lay.var_names = {}
     for key in keys:  # the Keras 3 reading named them; start over
         lay.paths.pop(key, None)
     if not keys:
+        lay.use_ema, lay.ema_source = False, "layout"
+        lay.ema_evidence = "no optimizer variables"
         return
     off = 0
     if entries[keys[0]].shape == () and entries[keys[0]].dtype_name in ("int64", "int32"):
@@ -70,33 +76,73 @@ def _optimizer(lay, entries) -> None:
         lay.var_names[keys[0]] = "iteration"
     lay.ema_offset = off
     cfg = lay.optimizer_config or {}
-    trained = [k for k in lay.model if lay.trainable.get(k)]
-    shape = [entries[k].shape for k in trained]
     rest = keys[off:]
-    use_ema = bool(cfg.get("use_ema")) if lay.optimizer_config is not None else lay.use_ema
+    if stated is not None:
+        use_ema, lay.ema_source = stated, "stated"
+        lay.ema_evidence = f"stated by the caller (use_ema={stated})"
+    elif lay.optimizer_config is not None:
+        use_ema, lay.ema_source = bool(cfg.get("use_ema")), "config"
+        lay.ema_evidence = "config.json (optimizer use_ema), tf_keras variable layout"
+    else:
+        use_ema, lay.ema_source = None, ""
+        lay.ema_evidence = "no optimizer config"
+        lay.notes.append("cannot tell whether the tf_keras optimizer kept EMA copies (no "
+                         "compile config); pass --use-ema or --no-use-ema")
     slot_names = _SLOTS[lay.optimizer](cfg) if lay.optimizer in _SLOTS else None
+    trained = _built_with(lay, entries, rest, use_ema, slot_names)
     n = len(trained)
-    fits_ema = use_ema and [entries[k].shape for k in rest[:n]] == shape
-    if use_ema and not fits_ema:
-        lay.notes.append(f"the {len(rest)} tf_keras optimizer variables do not start with one "
-                         f"average per trainable weight ({n}): EMA copies cannot be paired")
-    averages = rest[:n] if fits_ema else []
-    for key, target in zip(averages, trained, strict=False):
+    averages = rest[:n] if use_ema and trained else []
+    for key, target in zip(averages, trained, strict=True):
         lay.averages[key] = target
         lay.var_names[key] = "average"
     slots = rest[len(averages):]
-    per = len(slot_names) if slot_names else 0
-    named = (slot_names is not None and len(slots) == per * n and all(
-        entries[slots[i * per + j]].shape == shape[i] for i in range(n) for j in range(per)))
-    for i, key in enumerate(slots):
-        lay.slots[key] = trained[i // per] if named else None
-        if named:
-            lay.var_names[key] = slot_names[i % per]
-    lay.use_ema = bool(averages) if use_ema is not None else None
-    lay.ema_evidence = "config.json (optimizer use_ema), tf_keras variable layout"
+    order = [(i, name) for group in slot_names or [] for i in range(n) for name in group]
+    named = slot_names is not None and len(slots) == len(order) and all(
+        entries[key].shape == entries[trained[i]].shape
+        for key, (i, _) in zip(slots, order, strict=True))
+    for key, (i, name) in zip(slots, order if named else [], strict=False):
+        lay.slots[key] = trained[i]
+        lay.var_names[key] = name
+    for key in slots:
+        lay.slots.setdefault(key, None)
+    lay.use_ema = bool(use_ema) if use_ema is not None else None
     opt_name = cfg.get("name") or lay.optimizer or "optimizer"
     for key, what in lay.var_names.items():
         src = (lay.averages | lay.slots).get(key)
         lay.paths[key] = f"{opt_name}/{what}/{lay.paths[src]}" if src else f"{opt_name}/{what}"
     for key in rest:
         lay.paths.setdefault(key, f"{opt_name}/{keys.index(key)}")
+
+
+def _built_with(lay, entries, rest, use_ema, slot_names) -> list[str]:
+    """The weights the optimizer was built with (one average and one set of slots each, in
+    ``model.trainable_variables`` order): those trainable at save, or every weight when layers
+    were frozen after it was built (config.json records ``trainable`` as saved). Empty, with a
+    note, when neither fits the stored variables: never the first averages shifted onto the
+    weights trainable now."""
+    now = [k for k in lay.model if lay.trainable.get(k)]
+    every = [k for k in lay.model if lay.trainable.get(k) or k in set(lay.frozen)]
+    if not use_ema:
+        return now
+    per = sum(map(len, slot_names)) if slot_names is not None else None
+    for keys in ([now] if every == now else [now, every]):
+        count = len(keys) * (1 + per) if per is not None else None
+        shapes = [entries[k].shape for k in keys]
+        if (count is None or count == len(rest)) and \
+                [entries[k].shape for k in rest[:len(keys)]] == shapes:
+            if per is None and every != now:
+                break  # unknown slots: how many averages there are is unknown
+            if keys is every and every != now:
+                lay.notes.append(
+                    f"{len(every) - len(now)} weights of layers frozen after the optimizer was "
+                    f"built (trainable=False in config.json, e.g. "
+                    f"{lay.paths.get(lay.frozen[0], lay.frozen[0])}) keep their EMA copies")
+            return keys
+    lay.notes.append(
+        f"the {len(rest)} tf_keras optimizer variables do not fit one average"
+        + (f" and {per} slot(s)" if per else "") + f" per weight it may have been built with "
+        f"({len(now)} trainable at save"
+        + (f", {len(every)} with the layers frozen since" if every != now else "")
+        + "): EMA copies cannot be paired from the file; apply_keras_ema(model, path) with the "
+        "model's layers trainable as when training ran pairs them")
+    return []
