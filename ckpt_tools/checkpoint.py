@@ -595,15 +595,7 @@ class Checkpoint:
         out = []
         for key, entry in entries.items():
             ri = info[key]
-            path = entry.extra.get("path")  # readers that know a readable path (Keras files)
-            if self.objects is not None:
-                path = self.objects.paths.get(key) or (readable_name(key) if key != OBJECT_GRAPH_KEY
-                                                       else None)
-                full = self.objects.full_names.get(key)
-                if path and full and _LIST_ITEM.search(path):
-                    # Keras 3 models are reachable only through list attributes
-                    # ("optimizer/_trainable_variables/0"): the variable's own name says more.
-                    path = full
+            path = self.path_of(key, entry)
             out.append(Variable(
                 name=key, dtype=entry.dtype_name, shape=entry.shape, role=ri.role,
                 collections=tuple(colls.get(key, ())), ema_of=ri.ema_of,
@@ -614,6 +606,26 @@ class Checkpoint:
                     info[shadow_of[key]].ema_style if key in shadow_of else None),
                 ema_candidates=ri.candidates))
         return out
+
+    def path_of(self, key: str, entry: TensorEntry | None = None) -> str | None:
+        """Returns the readable object path :class:`Variable` shows for ``key`` (TF2 object
+        checkpoints, Keras files), or ``None`` when the key is the name (TF1 checkpoints).
+
+        Needs no roles, so ``ckpt list -q`` can name 100,000 variables without classifying
+        them. ``entry`` saves a lookup when the caller has it.
+        """
+        if self.objects is None:
+            if entry is None:
+                entry = self._reader.entries[key]
+            return entry.extra.get("path") if entry.extra else None  # readers that know one
+        path = self.objects.paths.get(key) or (readable_name(key) if key != OBJECT_GRAPH_KEY
+                                               else None)
+        full = self.objects.full_names.get(key)
+        if path and full and _LIST_ITEM.search(path):
+            # Keras 3 models are reachable only through list attributes
+            # ("optimizer/_trainable_variables/0"): the variable's own name says more.
+            path = full
+        return path
 
     def files(self) -> list[str]:
         """Returns the files this checkpoint consists of (index, data shards, meta)."""

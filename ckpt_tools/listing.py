@@ -163,6 +163,46 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             ckpt.close()
 
 
+def list_names(checkpoint: str | os.PathLike | Checkpoint, *,
+               match: Callable[[str, str | None], bool] | None = None, sort: str = "name",
+               use_ema: bool | None = None) -> list[str]:
+    """What ``ckpt list -q`` prints when no role or collection filter is given: the shown
+    name (object path, else key) of every variable, the same list as ``path or name`` over
+    :func:`list_variables`' ``variables``.
+
+    The keys-only path: no :class:`Variable` objects and no role classification, which cost
+    ~20 µs a variable (2 s for 100,000) and decide nothing here.
+
+    Args:
+        checkpoint: path or open checkpoint.
+        match: keep only names for which ``match(key, object_path)`` is true.
+        sort: ``"name"`` (checkpoint order) or ``"size"`` (largest first, ties in order).
+        use_ema: as for :func:`list_variables`.
+
+    Returns:
+        `list[str]`: one name per variable shown, in display order.
+
+    Raises:
+        ValueError: an unknown sort order.
+        CheckpointError: the checkpoint cannot be opened.
+    """
+    if sort not in ("name", "size"):
+        raise ValueError(f"unknown sort order {sort!r}; expected 'name' or 'size'")
+    owned = not isinstance(checkpoint, Checkpoint)
+    ckpt = open_checkpoint(checkpoint, use_ema=use_ema) if owned else checkpoint
+    try:
+        path_of = ckpt.path_of
+        shown = [(key, path_of(key, entry), entry) for key, entry in ckpt.entries().items()]
+        if match is not None:
+            shown = [s for s in shown if match(s[0], s[1])]
+        if sort == "size":  # stable, like list_variables: ties keep checkpoint order
+            shown.sort(key=lambda s: s[2].nbytes, reverse=True)
+        return [path or key for key, path, _ in shown]
+    finally:
+        if owned:
+            ckpt.close()
+
+
 def _ema_evidence(layout) -> dict | None:
     """``source`` is ``config`` (config.json), ``layout`` (the optimizer variables' shapes),
     ``values`` (averages sit close to their weights, by a wide margin) or ``stated``

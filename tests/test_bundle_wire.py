@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ckpt_tools.formats import bundle_wire
 from ckpt_tools.formats._protos import (
     BundleEntryProto,
     BundleHeaderProto,
@@ -61,6 +62,51 @@ def test_decode_entry_matches_protobuf(raw):
     assert (shard, offset, size) == (p.shard_id, p.offset, p.size)
     assert crc == (p.crc32c if p.HasField("crc32c") else None)
     assert [TensorSliceProto.FromString(s) for s in slices] == list(p.slices)
+
+
+@st.composite
+def tf_entries(draw):
+    """Entries as TensorFlow writes them (small dtype enums, dims mostly below 128), which
+    the canonical fast path decodes; variations it must hand to the general walk."""
+    p = BundleEntryProto()
+    p.dtype = draw(st.integers(0, 130))
+    shape = p.shape
+    for d in draw(st.lists(st.integers(0, 300), max_size=6)):
+        shape.dim.add(size=d)
+    shape.SetInParent()
+    p.shard_id = draw(st.integers(0, 200))
+    p.offset = draw(st.one_of(st.integers(0, 200), st.integers(0, 1 << 62), _I64))
+    p.size = draw(st.one_of(st.integers(0, 200), st.integers(0, 1 << 40), _I64))
+    if draw(st.booleans()):
+        p.crc32c = draw(st.integers(0, (1 << 32) - 1))
+    return p.SerializeToString() + draw(st.sampled_from([b"", b"\x08\x05", b"\x35"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(tf_entries())
+def test_canonical_fast_path_matches_protobuf_and_general_walk(raw):
+    try:
+        p = BundleEntryProto.FromString(raw)
+    except Exception:  # noqa: BLE001 - a truncated trailer: both of ours must refuse it
+        with pytest.raises(WireError):
+            decode_entry(raw)
+        assert bundle_wire._decode_canonical(raw) is None
+        return
+    fast = bundle_wire._decode_canonical(raw)
+    general = bundle_wire._decode_general(raw)
+    assert decode_entry(raw) == general
+    if fast is not None:
+        assert fast == general
+    assert general[:7] == (p.dtype, tuple(d.size for d in p.shape.dim), False, p.shard_id,
+                           p.offset, p.size, p.crc32c if p.HasField("crc32c") else None)
+
+
+def test_canonical_fast_path_takes_tensorflow_entries():
+    p = BundleEntryProto(dtype=1, shard_id=1, offset=123456, size=4096, crc32c=7)
+    for d in (4, 16, 16):
+        p.shape.dim.add(size=d)
+    assert bundle_wire._decode_canonical(p.SerializeToString()) == (
+        1, (4, 16, 16), False, 1, 123456, 4096, 7, [])
 
 
 def test_repeated_shape_fields_merge_like_protobuf():

@@ -155,3 +155,28 @@ def test_piped_tables_are_one_row_per_line(capsys, monkeypatch):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "title" and len(lines) == len(rows) + 2
     assert all(line.startswith(row[0] + " ") for line, row in zip(lines[2:], rows, strict=True))
+
+
+_QUIET_CASES = [*TF_CASES, "keras3_object", "savedmodel_keras", "keras_ema/adam.keras",
+                "keras_ema/adam.weights.h5", "keras_legacy_h5/model.h5"]
+
+
+@pytest.mark.parametrize("case", _QUIET_CASES)
+def test_quiet_fast_path_prints_what_the_full_listing_shows(case):
+    """``list -q`` without --role/--collection skips roles (list_names); it must print exactly
+    the names the full listing shows, in the same order, for every sort and filter."""
+    from ckpt_tools.cli._common import NameFilter
+    from ckpt_tools.listing import list_names, list_variables
+
+    path = FIXTURES / case
+    if not path.exists():
+        pytest.skip(f"{case}: no such fixture")
+    for sort in ("name", "size"):
+        for match in (None, NameFilter(["*a*"], None)):
+            full = list_variables(path, sort=sort, match=match)
+            assert list_names(path, sort=sort, match=match) == [
+                v.path or v.name for v in full.variables], (case, sort, match)
+    result = runner.invoke(app, ["list", str(path), "-q", "--sort", "size"])
+    assert result.exit_code == 0, result.output
+    full = list_variables(path, sort="size")
+    assert result.stdout.splitlines() == [v.path or v.name for v in full.variables]

@@ -18,7 +18,7 @@ from ..errors import CheckpointNotFoundError, CorruptCheckpointError, Unsupporte
 from . import crc, dtypes
 from ._io import close_map, map_file, open_ranged, regular_size, view
 from .bundle_wire import WireError, decode_entry, decode_header
-from .entry import TensorEntry
+from .entry import TensorEntry, bundle_entry
 from .slices import TensorSlice, check_partition, decode_key
 from .strings import decode_strings
 from .table import Table
@@ -214,22 +214,22 @@ class BundleReader:
         except WireError as exc:
             raise CorruptCheckpointError(f"cannot parse entry {key!r}: {exc}",
                                          path=self.index_path) from None
-        what = f"tensor {name!r}"
         if unknown_rank:
-            raise CorruptCheckpointError(f"{what} has unknown rank", path=self.index_path)
+            raise CorruptCheckpointError(f"tensor {name!r} has unknown rank",
+                                         path=self.index_path)
         if len(shape) > MAX_RANK:
-            raise CorruptCheckpointError(f"{what} has rank {len(shape)}, above the maximum "
-                                         f"{MAX_RANK}", path=self.index_path)
+            raise CorruptCheckpointError(f"tensor {name!r} has rank {len(shape)}, above the "
+                                         f"maximum {MAX_RANK}", path=self.index_path)
         if shape and min(shape) < 0:
-            raise CorruptCheckpointError(f"{what} has a negative dimension: {shape}",
+            raise CorruptCheckpointError(f"tensor {name!r} has a negative dimension: {shape}",
                                          path=self.index_path)
         if dtype not in self._known_dtypes:
             try:
                 dtypes.dtype_name(dtype)
             except UnsupportedFormatError:
                 raise UnsupportedFormatError(
-                    f"{self.index_path}: {what} has unknown TensorFlow DataType enum {dtype} "
-                    "(a newer TensorFlow's type, or a damaged entry)") from None
+                    f"{self.index_path}: tensor {name!r} has unknown TensorFlow DataType enum "
+                    f"{dtype} (a newer TensorFlow's type, or a damaged entry)") from None
             self._known_dtypes.add(dtype)
         if shard_id < 0 or shard_id >= self.num_shards or offset < 0 or size < 0:
             raise CorruptCheckpointError(
@@ -237,8 +237,7 @@ class BundleReader:
                 f"outside the {self.num_shards} shard(s)", path=self.index_path)
         slices = tuple([self._slice(raw, len(shape), key) for raw in raw_slices]
                        ) if raw_slices else ()
-        return TensorEntry(name=name, dtype=dtype, shape=shape, shard_id=shard_id,
-                           offset=offset, stored_bytes=size, crc32c=crc32c, slices=slices)
+        return bundle_entry(name, dtype, shape, shard_id, offset, size, crc32c, slices)
 
     def _slice(self, raw: bytes, rank: int, key: bytes) -> TensorSlice:
         from ._protos import TensorSliceProto  # partitioned variables only: protobuf on demand

@@ -117,6 +117,67 @@ def decode_entry(buf: bytes) -> tuple[int, tuple[int, ...], bool, int, int, int,
     Raises:
         WireError: if ``buf`` is not a valid encoding.
     """
+    fast = _decode_canonical(buf)
+    return fast if fast is not None else _decode_general(buf)
+
+
+# _DIM_HEADS[k]: the tag, length and size-tag bytes of k one-byte dims ("\x12\x02\x08" each),
+# gathered as [every tag] + [every length] + [every size tag] (see _decode_canonical).
+_DIM_HEADS = [b"\x12" * k + b"\x02" * k + b"\x08" * k for k in range(65)]
+
+
+def _decode_canonical(buf: bytes):
+    """The layout TensorFlow writes for almost every tensor, decoded with a few slices instead
+    of a field loop (~2x faster; ``ckpt list`` on 100,000 tensors is mostly this): fields in
+    number order, each at most once, a one-byte dtype, a shape of dims below 128 without
+    names, no slices. Returns ``None`` for anything else (the general walk decides it)."""
+    try:
+        if buf[0] != 8 or buf[2] != 18:
+            return None
+        dtype, slen = buf[1], buf[3]
+        if (dtype | slen) >= 0x80 or slen & 3:
+            return None
+        pos = 4 + slen
+        k = slen >> 2
+        shape = buf[4:pos]
+        if k and (k > 64 or shape[0::4] + shape[1::4] + shape[2::4] != _DIM_HEADS[k]):
+            return None
+        dims = tuple(shape[3::4])
+        end = len(buf)
+        shard = offset = size = 0
+        crc = None
+        if pos < end and buf[pos] == 24:
+            shard = buf[pos + 1]
+            if shard >= 0x80:
+                return None
+            pos += 2
+        if pos < end and buf[pos] == 32:
+            offset = buf[pos + 1]
+            pos += 2
+            if offset >= 0x80:
+                offset, pos = _varint(buf, pos - 1, end)
+                if offset >= 1 << 63:
+                    return None
+        if pos < end and buf[pos] == 40:
+            size = buf[pos + 1]
+            pos += 2
+            if size >= 0x80:
+                size, pos = _varint(buf, pos - 1, end)
+                if size >= 1 << 63:
+                    return None
+        if pos + 5 == end and buf[pos] == 53:
+            crc = int.from_bytes(buf[pos + 1 : end], "little")
+            pos = end
+        if pos != end:
+            return None
+    except (IndexError, WireError):  # truncated: the general walk names the problem
+        return None
+    return dtype, dims, False, shard, offset, size, crc, []
+
+
+def _decode_general(buf: bytes) -> tuple[int, tuple[int, ...], bool, int, int, int,
+                                         int | None, list[bytes]]:
+    """Decodes any valid ``BundleEntryProto`` encoding, with protobuf's semantics."""
     dtype = shard = offset = size = 0
     crc = None
     dims: list[int] = []

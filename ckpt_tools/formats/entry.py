@@ -40,3 +40,18 @@ class TensorEntry:
         """Bytes of tensor data (for strings: the stored size including lengths)."""
         item = dtypes.itemsize(self.dtype)
         return item * self.num_elements if item else self.stored_bytes
+
+
+_new = object.__new__
+
+
+def bundle_entry(name: str, dtype: int, shape: tuple[int, ...], shard_id: int, offset: int,
+                 stored_bytes: int, crc32c: int | None,
+                 slices: tuple[TensorSlice, ...]) -> TensorEntry:
+    """Returns ``TensorEntry(name=name, ...)`` (every field given, ``extra`` empty), built
+    without the frozen dataclass's ``__init__``, whose nine ``object.__setattr__`` calls cost
+    ~3x more than this: one entry per tensor, 100,000 of them in a large ``ckpt list``."""
+    entry = _new(TensorEntry)
+    entry.__dict__.update(name=name, dtype=dtype, shape=shape, shard_id=shard_id, offset=offset,
+                          stored_bytes=stored_bytes, crc32c=crc32c, slices=slices, extra={})
+    return entry
