@@ -17,8 +17,9 @@ import numpy as np
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import CheckpointError, EmaError
 from .formats.dtypes import numpy_dtype
+from .kernels import L2Accumulator
 from .parallel import ordered_map
-from .stats import CHUNK, ByteCounter, L2Accumulator, json_float, relative_l2
+from .stats import CHUNK, ByteCounter, json_float, relative_l2
 
 SAME, CHANGED, SHAPE, DTYPE, UNREADABLE = "same", "changed", "shape", "dtype", "unreadable"
 #: Status with ``values=False`` when names, shapes and dtypes agree: the values were not read,

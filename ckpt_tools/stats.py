@@ -1,10 +1,11 @@
 """Summary statistics of tensors: ranges, moments, NaN/Inf counts, histograms, EMA drift.
 
 Every function works on any dtype a checkpoint can hold: floats of every width (bfloat16, float16
-and float8 are computed in float64), integers and bools (as numbers), complex (on ``abs``), and
-strings (only count and byte lengths). Large tensors are processed in chunks of
-:data:`CHUNK` elements, so the float64 working copy never exceeds a few MiB, and empty tensors
-give ``None`` instead of NaN warnings.
+and float8 are reduced as float32, which holds them exactly; sums are float64), integers and
+bools (as numbers), complex (on ``abs``), and strings (only count and byte lengths). Tensors are
+processed in pieces of :data:`CHUNK` elements by the fused kernels of :mod:`ckpt_tools.kernels`
+(scratch of one piece per tensor, in cache), and empty tensors give ``None`` instead of NaN
+warnings.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import numpy as np
 from .checkpoint import Checkpoint
 from .errors import CheckpointError
 from .formats.dtypes import numpy_dtype
+from .kernels import Histogram, L2Accumulator, Moments, as_work, work_dtype
 from .parallel import ordered_map
 
-CHUNK = 1 << 16  # elements converted to float64 at a time (512 KiB: stays in L2 cache)
+CHUNK = 1 << 16  # elements per fused piece (256-512 KiB of scratch: stays in L2 cache)
 BINS = 16  # histogram bins
 
 
@@ -98,23 +100,6 @@ def _kind(dtype: np.dtype) -> str:
     return "float"  # f, and ml_dtypes (bfloat16, float8: kind 'V')
 
 
-def _sumsq(x: np.ndarray) -> float:
-    """Sum of squares in one pass. Not ``np.dot``: BLAS may hand each small chunk to its own
-    thread pool, which costs milliseconds a call on a busy machine (einsum stays in NumPy)."""
-    return float(np.einsum("i,i->", x, x))
-
-
-def _float_chunks(parts: Iterable[np.ndarray], complex_: bool) -> Iterator[np.ndarray]:
-    """Yields ``parts`` (flat arrays of any size) as float64 (abs for complex) pieces of at
-    most :data:`CHUNK` elements: small enough that every fused operation reads the piece from
-    the core's cache, not from memory."""
-    step = CHUNK
-    for part in parts:
-        for start in range(0, part.size, step):
-            piece = part[start : start + step]
-            yield (np.abs(piece) if complex_ else piece).astype(np.float64, copy=False)
-
-
 def _string_stats(array: np.ndarray) -> TensorStats:
     lengths = np.fromiter((len(x) if isinstance(x, (bytes, str)) else len(str(x))
                            for x in array.reshape(-1)), dtype=np.int64, count=array.size)
@@ -175,79 +160,50 @@ def stream_stats(parts: Callable[[], Iterable[np.ndarray]], dtype: np.dtype,
         return _numeric_stats(parts, dtype, shape, kind, bins)
 
 
+def _pieces(parts: Iterable[np.ndarray], work: np.dtype) -> Iterator[np.ndarray]:
+    """Yields ``parts`` (flat arrays of any size) in ``work`` dtype as pieces of at most
+    :data:`CHUNK` elements, aligned to the tensor's element index (so any split into parts
+    gives the same pieces): small enough that every fused operation on a piece reads it from
+    the core's cache, not from memory."""
+    step = CHUNK
+    for part in parts:
+        for start in range(0, part.size, step):
+            yield as_work(part[start : start + step], work)
+
+
 def _numeric_stats(parts, dtype: np.dtype, shape: tuple[int, ...], kind: str,
                    bins: int) -> TensorStats:
-    n = finite_n = nan = inf = zeros = 0
-    mean = m2 = sumsq = 0.0
-    lo, hi = math.inf, -math.inf
+    work = work_dtype(dtype)
     exact_int = dtype.kind in "iu" and dtype.itemsize == 8  # float64 rounds above 2**53
     ilo = ihi = None
+    chunk = max(1, min(CHUNK, math.prod(shape)))  # scratch for one piece, once per tensor
+    acc = Moments(chunk)
     for part in parts():
         if exact_int and part.size:
             pmin, pmax = int(part.min()), int(part.max())
             ilo = pmin if ilo is None else min(ilo, pmin)
             ihi = pmax if ihi is None else max(ihi, pmax)
-        for x in _float_chunks((part,), dtype.kind == "c"):
-            size = x.size
-            n += size
-            zeros += size - int(np.count_nonzero(x))
-            total = float(x.sum())
-            if not math.isfinite(total):  # rare: find the NaN/Inf (or an overflowing sum)
-                nans = int(np.count_nonzero(np.isnan(x)))
-                infs = int(np.count_nonzero(np.isinf(x)))
-                if nans or infs:
-                    nan += nans
-                    inf += infs
-                    x = x[np.isfinite(x)]
-                    size = x.size
-                    total = float(x.sum())
-            if not size:
-                continue
-            # Chan et al. parallel update: stable mean/variance without a second pass.
-            c_mean = total / size
-            d = x - c_mean
-            c_m2 = _sumsq(d)
-            new_n = finite_n + size
-            delta = c_mean - mean
-            mean += delta * size / new_n
-            m2 += c_m2 + delta * delta * finite_n * size / new_n
-            finite_n = new_n
-            sumsq += _sumsq(x)
-            lo, hi = min(lo, float(x.min())), max(hi, float(x.max()))
+        for x in _pieces((part,), work):
+            acc.add(x)
+    n, finite_n = acc.n, acc.finite_n
     has = finite_n > 0
+    lo, hi = acc.lo, acc.hi
     vmin, vmax = (lo, hi) if has else (None, None)
     if has and kind in ("int", "bool"):
         vmin, vmax = (ilo, ihi) if exact_int else (int(lo), int(hi))
+    histogram: tuple[int, ...] = ()
+    if has:
+        hist = Histogram(lo, hi, bins, chunk)
+        nonfinite = acc.nan + acc.inf > 0
+        for x in _pieces(parts(), work):
+            hist.add(x[np.isfinite(x)] if nonfinite else x)
+        histogram = hist.counts()
     return TensorStats(
         dtype=dtype.name, shape=shape, count=n, min=vmin, max=vmax,
-        mean=mean if has else None, std=math.sqrt(max(m2 / finite_n, 0.0)) if has else None,
-        l2=math.sqrt(sumsq), nan=nan, inf=inf, zero_fraction=zeros / n if n else None,
-        histogram=_histogram(parts, dtype, lo, hi, bins, nan + inf > 0) if has else (),
-        kind=kind)
-
-
-def _histogram(parts, dtype: np.dtype, lo: float, hi: float, bins: int,
-               nonfinite: bool) -> tuple[int, ...]:
-    # Bin by hand on halved values: np.histogram rejects ranges like [-1e308, 1e308] (whose
-    # width overflows) and denormal-wide ones, both of which corrupt data can hold.
-    counts = np.zeros(bins, dtype=np.int64)
-    span = hi / 2 - lo / 2
-    half_lo = lo / 2
-    for x in _float_chunks(parts(), dtype.kind == "c"):
-        if nonfinite:
-            x = x[np.isfinite(x)]
-        if span > 0:
-            t = np.multiply(x, 0.5)  # x / 2, exactly
-            t -= half_lo
-            t /= span
-            t *= bins
-            np.floor(t, out=t)
-            np.clip(t, 0, bins - 1, out=t)
-            idx = t.astype(np.int64)
-        else:
-            idx = np.zeros(x.size, dtype=np.int64)  # a single value: all in the first bin
-        counts += np.bincount(idx, minlength=bins)
-    return tuple(int(c) for c in counts)
+        mean=acc.mean if has else None,
+        std=math.sqrt(max(acc.m2 / finite_n, 0.0)) if has else None,
+        l2=math.sqrt(acc.sumsq), nan=acc.nan, inf=acc.inf,
+        zero_fraction=acc.zeros / n if n else None, histogram=histogram, kind=kind)
 
 
 def relative_l2(reference: np.ndarray, other: np.ndarray) -> tuple[float, float]:
@@ -285,59 +241,6 @@ def _relative_l2(ref: np.ndarray, oth: np.ndarray, complex_: bool) -> tuple[floa
     for start in range(0, ref.size, CHUNK):
         acc.add(ref[start : start + CHUNK], oth[start : start + CHUNK])
     return acc.result()
-
-
-class L2Accumulator:
-    """Streaming ``(max |b - a|, ||b - a|| / ||a||)`` over aligned flat chunks of ``a``, ``b``
-    (see :func:`relative_l2` for the conventions). Feed chunks of at most :data:`CHUNK`
-    elements with :meth:`add`; bit-identical chunks skip the difference arithmetic."""
-
-    __slots__ = ("work", "max_abs", "diff_sq", "ref_sq", "identical")
-
-    def __init__(self, complex_: bool = False):
-        self.work = np.complex128 if complex_ else np.float64
-        self.max_abs, self.diff_sq, self.ref_sq = 0.0, 0.0, 0.0
-        self.identical = True  # every chunk so far bit-identical
-
-    def add(self, ref: np.ndarray, oth: np.ndarray) -> None:
-        with np.errstate(all="ignore"):
-            a = ref.astype(self.work, copy=False)
-            if ref.dtype == oth.dtype and np.array_equal(ref.view(np.uint8), oth.view(np.uint8)):
-                if self.work is np.float64 and math.isfinite(float(a.sum())):
-                    self.ref_sq += _sumsq(a)
-                    return
-                fin = np.abs(a)[np.isfinite(a)] if self.work is np.complex128 else a[
-                    np.isfinite(a)]
-                self.ref_sq += _sumsq(fin)
-                return
-            self.identical = False
-            b = oth.astype(self.work, copy=False)
-            if self.work is np.float64:  # fast path: everything finite (one check per side)
-                sa, sb = float(a.sum()), float(b.sum())
-                if math.isfinite(sa) and math.isfinite(sb):
-                    d = b - a
-                    if d.size:
-                        self.max_abs = max(self.max_abs, float(d.max()), -float(d.min()))
-                    self.diff_sq += _sumsq(d)
-                    self.ref_sq += _sumsq(a)
-                    return
-            same = (a == b) | (np.isnan(a) & np.isnan(b))
-            d = np.where(same, 0.0, np.abs(b - a))
-            if d.size:
-                self.max_abs = max(self.max_abs, float(d.max()))  # NaN propagates via max()
-                if np.isnan(d).any():
-                    self.max_abs = math.nan
-            self.diff_sq += _sumsq(d)
-            fin = np.abs(a)[np.isfinite(a)]
-            self.ref_sq += _sumsq(fin)
-
-    def result(self) -> tuple[float, float]:
-        """Returns ``(max_abs, rel_l2)``."""
-        if math.isnan(self.diff_sq):
-            return self.max_abs, math.nan
-        if self.ref_sq == 0.0:
-            return self.max_abs, 0.0 if self.diff_sq == 0.0 else math.inf
-        return self.max_abs, math.sqrt(self.diff_sq / self.ref_sq)
 
 
 # -- whole checkpoints -------------------------------------------------------------------------
