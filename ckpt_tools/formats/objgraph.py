@@ -12,7 +12,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..errors import CorruptCheckpointError
-from ._protos import TrackableObjectGraph, text
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -57,6 +56,8 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
     Raises:
         CorruptCheckpointError: if ``raw`` is not a TrackableObjectGraph.
     """
+    from ._protos import TrackableObjectGraph, text  # TF2 checkpoints only: protobuf on demand
+
     try:
         graph = TrackableObjectGraph.FromString(raw)
     except Exception as exc:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 from ._io import close_map, map_file
-from ._protos import SavedModel as SavedModelProto
 from ._wire import Cursor
 from .meta import MetaGraph, meta_graph_from_message, parse_meta_graph
 
@@ -151,6 +150,8 @@ def _read_binary(data, path: str) -> SavedModel:
 
 def _read_text(raw: bytes, path: str) -> SavedModel:
     from google.protobuf import text_format
+
+    from ._protos import SavedModel as SavedModelProto  # text-format files only
 
     msg = SavedModelProto()
     try:

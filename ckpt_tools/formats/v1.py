@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 from . import dtypes
 from ._io import close_map, map_file
-from ._protos import SavedTensorSlices, TensorProto, text
 from .bundle import shape_of
 from .entry import TensorEntry
 from .slices import TensorSlice, check_partition, encode_key
@@ -28,6 +27,8 @@ from .table import Table
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ._protos import TensorProto
 
 # dtype name -> TensorProto field holding its values
 _FIELD = {
@@ -154,6 +155,8 @@ class V1Reader:
         if first is None or first[0] != b"":
             raise CorruptCheckpointError("V1 checkpoint has no metadata entry", path=path)
         meta = self._parse(first[1], "metadata", path).meta
+        from ._protos import text  # V1 files only: protobuf on demand (not for V2 listings)
+
         for key, value in items:
             self._values[key] = value
         for t in meta.tensor:
@@ -190,6 +193,8 @@ class V1Reader:
                 f"{size}-byte file can hold", path=path)
 
     def _parse(self, value, what: str, path: str | None = None):
+        from ._protos import SavedTensorSlices  # V1 files only: protobuf on demand
+
         try:
             return SavedTensorSlices.FromString(bytes(value))
         except Exception as exc:
