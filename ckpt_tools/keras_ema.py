@@ -233,7 +233,8 @@ def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool |
     if len(keys) != len(live):
         raise EmaError(f"{ckpt.path} holds {len(keys)} EMA copies but the model has {len(live)} "
                        "trainable variables: build the model with the architecture that "
-                       "wrote the file (and the same layers frozen)")
+                       "wrote the file, its layers trainable as when the optimizer was built "
+                       "(a layer frozen after training keeps its average in the file)")
     return keys
 
 

@@ -171,10 +171,22 @@ _KERAS3_SLOTS = ("momentum", "velocity", "m", "v", "vhat", "accumulator", "accum
 def _keras3_pairs(full: dict[str, str], entries, suffix: str) -> dict[str, str]:
     """Keras 3 optimizers name their variables ``<optimizer>/<var path, '/' as '_'>_<what>``
     (``sgd/net_dense_kernel_average``): returns key -> key of the model variable, for ``what`` ==
-    ``suffix``, when shapes agree."""
-    flat: dict[str, str] = {}
+    ``suffix``, when shapes agree and exactly one variable has that path."""
+    flat: dict[str, str | None] = {}
+
+    def add(name: str, key: str) -> None:  # two variables flattening alike: neither is proven
+        flat[name] = key if flat.get(name, key) == key else None
+
     for k, f in full.items():
-        flat.setdefault(f.replace("/", "_"), k)
+        add(f.replace("/", "_"), k)
+    # TensorFlow names a subclassed model's variables <model>/<variable> while Keras paths
+    # read <model>/<layer>/<variable>: the layer part is the key's object path below the root
+    # attribute (``model/zeta/_kernel`` -> ``sub_zeta_kernel``).
+    attr = "/.ATTRIBUTES/VARIABLE_VALUE"
+    for k, f in full.items():
+        parts = k[: -len(attr)].split("/") if k.endswith(attr) else []
+        if len(parts) > 2 and parts[0] != "optimizer" and "/" in f:
+            add("_".join([f.split("/")[0]] + [p.lstrip("_") for p in parts[1:]]), k)
     out = {}
     for k, f in full.items():
         last = _split(f)[1]
@@ -236,7 +248,17 @@ def _classify_objects(entries, objects: ObjectGraph, ema_names,
         path = objects.paths.get(key, readable_name(key))
         if out[key].role == WEIGHT and entry.shape == () and _OPTIMIZER_PATH.search(path):
             out[key] = RoleInfo(OTHER)
+        # A Keras 3 optimizer's own variables (``<opt>/_variables/<i>`` beside
+        # ``<opt>/_iterations``) are its state, never model weights, whatever their names
+        # (Adafactor's factored r and c are named after the variable: adafactor/kernel).
+        owner = _KERAS3_OPT_VAR.match(key)
+        if owner and out[key].role in (WEIGHT, OTHER) and \
+                f"{owner.group(1)}_iterations{VALUE_SUFFIX}" in entries:
+            out[key] = RoleInfo(OPTIMIZER_SLOT)
     return out
+
+
+_KERAS3_OPT_VAR = re.compile(r"^((?:[^/]+/)*)_variables/\d+" + re.escape(VALUE_SUFFIX) + "$")
 
 
 # tf_keras (Keras 2) optimizers (tf.keras.optimizers.* since TF 2.11) name their variables

@@ -264,18 +264,7 @@ def test_layer_frozen_after_training_keeps_its_average_never_shifted(matrix, cas
         assert _bits(got[key]) == _bits(value), key
 
 
-# tf.train.Checkpoint cases not handled yet (strict xfail: they must flip when fixed)
-TF_CKPT_OPEN = {
-    "subclassed": "model weights reached only through the model (not the optimizer) are not "
-                  "paired with the optimizer's <path>_average names",
-    "adafactor": "Adafactor's int32 placeholders for rank<2 variables are exported as "
-                 "weights under colliding names",
-}
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(reason=TF_CKPT_OPEN[c], strict=True))
-    if c in TF_CKPT_OPEN else c for c in CASES if c not in NO_EMA])
+@pytest.mark.parametrize("case", [c for c in CASES if c not in NO_EMA])
 def test_tf_checkpoint_of_each_setup_pairs_keras_own_averages(matrix, case, tmp_path):
     """tf.train.Checkpoint(model=..., optimizer=...) of every setup: map pairs each average
     with the weight Keras paired it with (checkpoint keys from the object graph TF wrote), and
