@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field, replace
 
 from . import roles as R
@@ -108,8 +109,10 @@ def ema_map(
 
     Args:
         checkpoint (`str` or `Checkpoint`): path or open checkpoint.
-        ema_name (`str`, *optional*): EMA suffix; default: detected from the keys
-            (``ExponentialMovingAverage`` when nothing else is found).
+        ema_name (`str`, *optional*): the name of the ``ExponentialMovingAverage`` object whose
+            averages to use (``avg``, ``ExponentialMovingAverage_1``…: the last part of the
+            average's name); default: detected. Required when a variable has averages of
+            several EMA objects (otherwise :class:`EmaError` names them).
         use_meta (`bool`, defaults to `True`): follow the ``.meta`` graph's collections, exactly
             like ``variables_to_restore()``; otherwise (or with no ``.meta``) infer from keys.
         non_averaged (`"keep"` or `"drop"`): map variables without an average to themselves,
@@ -123,18 +126,20 @@ def ema_map(
         style (`str`, *optional*): use only averages kept this way (``tf1``, ``object``,
             ``keras``, ``slot``; see :data:`ckpt_tools.roles.EMA_STYLES`) when a checkpoint holds
             several kinds.
-        apply_order (`str`, *optional*): TF2 averages of same-named variables (unnamed
-            ``tf.Variable``s are all ``Variable``) are paired by the order ``ema.apply()`` created
-            them; when the checkpoint allows more than one pairing, state the order the variables
-            were passed in: ``"trainable"`` (``module.trainable_variables`` of a ``tf.Module``) or
-            ``"tracked"`` (creation order, as Keras' ``model.trainable_variables``).
+        apply_order (`str`, *optional*): TF2 averages of same-named, same-shaped variables
+            (unnamed ``tf.Variable``s are all ``Variable``) can only be paired by the order
+            ``ema.apply()`` got the variables in, which the checkpoint does not record; state it:
+            ``"trainable"`` (``module.trainable_variables`` of a ``tf.Module``) or
+            ``"tracked"`` (creation order, as Keras' ``model.trainable_variables``). Without it
+            such averages are refused.
 
     Returns:
         `EmaMap`.
 
     Raises:
         EmaError: if an average cannot be paired with one variable from what the file records
-            (its candidates and the option that decides are named).
+            (its candidates and the option that decides are named), or a variable has averages
+            of several EMA objects and ``ema_name`` picks none.
         CheckpointError: if the checkpoint cannot be read. Missing shadows are *reported* in
         ``missing``; call :meth:`EmaMap.require_complete` to turn them into an :class:`EmaError`.
 
@@ -158,12 +163,14 @@ def ema_map(
             raise EmaError(_ambiguous_message(ckpt, variables, unpaired, apply_order))
         detected = R.detect_ema_names(ckpt.entries())
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
+        suffix = _recorded_suffixes(ckpt, variables)
+        chosen = _choose_averages(ckpt, variables, suffix, ema_name, style)
         if (use_meta and style in (None, "tf1") and ckpt.meta is not None
                 and ckpt.meta.collections.get("variables")):
             pairs, missing, not_saved = _from_meta(ckpt, variables, name)
             source = "meta"
         else:
-            pairs, missing, not_saved = _from_keys(variables, name, ema_name is not None, style)
+            pairs, missing, not_saved = _from_keys(variables, chosen)
             source = "keys"
     finally:
         if not isinstance(checkpoint, Checkpoint):
@@ -268,13 +275,14 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
     more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
     decide = ("the stated --apply-order still leaves more than one pairing; name the variables "
               "(tf.Variable(..., name=...)) when training" if apply_order else
-              "pass --apply-order trainable (ema.apply(module.trainable_variables) of a "
-              "tf.Module) or --apply-order tracked (creation order, as Keras' "
-              "model.trainable_variables) (Python: apply_order=...), or name the variables "
+              "if ema.apply() got module.trainable_variables of a tf.Module pass --apply-order "
+              "trainable, if it got them in creation order (as Keras' "
+              "model.trainable_variables) pass --apply-order tracked (Python: "
+              "apply_order=...); for any other order no option can tell: name the variables "
               "(tf.Variable(..., name=...)) when training")
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
-            f"records: several variables share one name, and the order ema.apply() saw them in "
-            f"allows more than one pairing: {examples}{more}; {decide}")
+            f"records: several variables share one name, dtype and shape, and the checkpoint "
+            f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
 
 
 def _role_from_name(key: str) -> str:
@@ -303,27 +311,88 @@ def _from_meta(ckpt: Checkpoint, variables, name: str):
     return list(pairs.items()), missing, not_saved
 
 
-def _from_keys(variables, name: str, explicit: bool, style: str | None = None):
-    """The same map inferred from keys and roles when there is no graph."""
-    shadows: dict[str, list[str]] = {}
-    for v in variables.values():
-        if v.role == R.EMA and v.ema_of and style in (None, v.ema_style):
-            shadows.setdefault(v.ema_of, []).append(v.name)
+def _from_keys(variables, chosen: dict[str, str]):
+    """The same map inferred from keys and roles when there is no graph: each variable from
+    its chosen average (see :func:`_choose_averages`), else from itself."""
     pairs = []
     for key, v in variables.items():
         if v.role in (R.EMA, R.EMA_DEBIAS) or key == "_CHECKPOINTABLE_OBJECT_GRAPH":
             continue
-        cands = shadows.get(key, [])
-        preferred = [c for c in cands if c.endswith("/" + name)] or (
-            [] if explicit else [c for c in cands if _tf1_suffix(c, key) is None])
-        if not preferred and not explicit:
-            preferred = cands
-        pairs.append((preferred[0], key) if preferred else (key, key))
+        pairs.append((chosen[key], key) if key in chosen else (key, key))
     return pairs, [], []
 
 
-def _tf1_suffix(shadow: str, key: str) -> str | None:
-    return shadow[len(key) + 1:] if shadow.startswith(key + "/") else None
+def _recorded_suffixes(ckpt: Checkpoint, variables) -> dict[str, str]:
+    """Average key -> the last part of the name TensorFlow gave it (``ExponentialMovingAverage``,
+    ``fast``, ``ExponentialMovingAverage_1``): the key for TF1, the recorded ``full_name`` for
+    TF2 objects."""
+    full = ckpt.objects.full_names if ckpt.objects is not None else {}
+    return {k: (full.get(k) or k).rpartition("/")[2] for k, v in variables.items()
+            if v.role == R.EMA and v.ema_of}
+
+
+def _base(suffix: str) -> str:
+    return re.sub(r"_\d+$", "", suffix)
+
+
+def _choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
+                     ema_name: str | None, style: str | None) -> dict[str, str]:
+    """Returns variable key -> the average to restore it from.
+
+    A variable with one average uses it. A variable with several (two or more
+    ``ExponentialMovingAverage`` objects: ``name="fast"`` and ``name="slow"``, or two default-named
+    ones, ``W/ExponentialMovingAverage`` and ``W/ExponentialMovingAverage_1``) uses the one whose
+    recorded name is ``ema_name`` (else whose name is ``ema_name`` plus TF's ``_N``, when that is
+    one); with no ``ema_name`` the file cannot tell which EMA is meant.
+
+    Raises:
+        EmaError: naming the variables, their averages, the EMA names found and ``--ema-name``,
+            when a variable has several averages and ``ema_name`` does not pick one.
+    """
+    shadows: dict[str, list[str]] = {}
+    for v in variables.values():
+        if v.role == R.EMA and v.ema_of and style in (None, v.ema_style):
+            shadows.setdefault(v.ema_of, []).append(v.name)
+    chosen: dict[str, str] = {}
+    several: dict[str, list[str]] = {}
+    for target, cands in shadows.items():
+        if ema_name is not None:
+            exact = [c for c in cands if suffix.get(c) == ema_name]
+            cands = exact or [c for c in cands if _base(suffix.get(c, "")) == ema_name]
+        if len(cands) == 1:
+            chosen[target] = cands[0]
+        elif cands:
+            several[target] = sorted(cands)
+    if several:
+        raise EmaError(_several_message(ckpt, variables, suffix, several, ema_name, shadows))
+    return chosen
+
+
+def _several_message(ckpt, variables, suffix, several, ema_name, shadows) -> str:
+    def show(key: str) -> str:
+        v = variables.get(key)
+        return v.path if v is not None and v.path else key
+
+    names = sorted({suffix.get(c, c) for cands in shadows.values() for c in cands
+                    if len(cands) > 1})
+    styles = sorted({variables[c].ema_style for cands in several.values() for c in cands
+                     if variables[c].ema_style})
+    def named(key: str) -> str:  # TF2: the object path, and the name TF gave the average
+        last = suffix.get(key, "")
+        return show(key) if show(key).endswith("/" + last) else f"{show(key)} ({last})"
+
+    examples = "; ".join(f"{show(t)} has {', '.join(map(named, cands))}"
+                         for t, cands in list(several.items())[:3])
+    more = f" (and {len(several) - 3} more)" if len(several) > 3 else ""
+    stated = f" named {ema_name!r}" if ema_name is not None else ""
+    decide = ("pass " + " or ".join(f"--ema-name {n}" for n in names[:4])
+              + " (Python: ema_name=...) to say which EMA object's averages to use")
+    if len(styles) > 1:
+        decide += f", or --style {' or --style '.join(styles)}"
+    return (f"{ckpt.path}: {len(several)} variable(s) have more than one average{stated}, so "
+            f"the checkpoint holds several ExponentialMovingAverage objects and does not "
+            f"record which one to evaluate with: {examples}{more}; EMA names found: "
+            f"{', '.join(names)}; {decide}")
 
 
 def _hints(variables, name: str, detected: list[str], missing: list[str],

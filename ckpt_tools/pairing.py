@@ -4,12 +4,13 @@ A TF2 checkpoint records each variable's own name (``full_name``). An average is
 ``<name of v>/ExponentialMovingAverage``, and when that name is taken TensorFlow appends ``_1``,
 ``_2``… in the order ``ema.apply()`` created the averages. With distinct variable names the name
 alone proves the pairing. Unnamed ``tf.Variable``s are all called ``Variable``, so the name only
-narrows the choice to a group; inside a group the averages' creation order is matched with the
-order in which ``apply()`` saw the variables. That order is not stored, so every order a program
-plausibly passed is derived from the object graph (the hypotheses in :data:`APPLY_ORDERS`); a
-pairing is used only when every hypothesis gives the same answer (or when the caller names the
-hypothesis). Otherwise the shadow is reported as ambiguous with its candidates, never tie-broken
-by key order.
+narrows the choice to a group; inside a group only dtype and shape can tell the variables apart.
+The averages' creation order (``_1``, ``_2``…) follows the order in which ``apply()`` saw the
+variables, and that order is not stored: a program may pass any order (``head + body``, a
+reversed list, several ``apply()`` calls). So a shadow is paired by default only when exactly one
+variable of its group fits it; otherwise it is reported as ambiguous with its candidates, never
+tie-broken by key order or by a guessed order. The caller may *state* the order (one of
+:data:`APPLY_ORDERS`, derived from the object graph); then the creation order is matched with it.
 """
 
 from __future__ import annotations
@@ -147,7 +148,8 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         objects: the checkpoint's object graph.
         names: EMA names to recognise (``ExponentialMovingAverage``, ``avg``…).
         apply_order: one of :data:`APPLY_ORDERS` to state the order ``apply()`` received
-            same-named variables in; default: use a pairing only when every order agrees.
+            same-named variables in; default: pair a shadow only when one variable of its
+            group has its dtype and shape.
 
     Returns:
         :class:`ObjectPairing`.
@@ -185,9 +187,19 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                 if fits(s, variables[0]):
                     result.pairs[s] = variables[0]
             continue
+        if apply_order is None:
+            # The order apply() got the variables in is not in the file: only a shadow that
+            # fits one variable of its group (dtype and shape) is proven.
+            for s in shadows:
+                fitting = sorted(v for v in variables if fits(s, v))
+                if len(fitting) == 1:
+                    result.pairs[s] = fitting[0]
+                elif fitting:
+                    result.ambiguous[s] = tuple(fitting)
+            continue
         if orders is None:
             orders = variable_orders(objects)
-        chosen = APPLY_ORDERS if apply_order is None else (apply_order,)
+        chosen = (apply_order,)
         distinct_idx = len({i for i, _ in members}) == len(members)
         found: set[tuple[str, ...]] = set()
         for hyp in chosen:

@@ -15,6 +15,20 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 TF_CASES = ["linear_v2", "linear_v1", "linear_trainable_only", "towers_bn", "partitioned",
             "dtypes", "many_keys", "sharded", "tf2_object", "custom_ema_name", "keras3_object",
             "trainer_v1", "model_garden_slot"]
+# What a fixture's file cannot tell, stated as the fixture script did it (ckpt refuses, exit 6,
+# without it): tf2_object has two unnamed-scope biases of one name and shape (dense/bias,
+# heads/0/bias) and ran ema.apply(model.trainable_variables); custom_ema_name holds three EMA
+# objects (avg, ExponentialMovingAverage, ExponentialMovingAverage_1) on W and b.
+DECIDE = {"tf2_object": {"apply_order": "trainable"},
+          "custom_ema_name": {"ema_name": "ExponentialMovingAverage"}}
+
+
+def decide_args(case: str) -> list[str]:
+    """The command-line form of :data:`DECIDE` for ``case``."""
+    return [a for k, v in DECIDE.get(case, {}).items()
+            for a in ("--" + k.replace("_", "-"), v)]
+
+
 META_CASES = ["linear_v2", "linear_v1", "linear_trainable_only", "towers_bn", "partitioned",
               "sharded", "custom_ema_name"]
 

@@ -8,9 +8,10 @@ import os
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, expected, expected_values, prefix
+from helpers import DECIDE, FIXTURES, decide_args, expected, expected_values, prefix
 from typer.testing import CliRunner
 
+import ckpt_tools
 from ckpt_tools import OutputError, bake_ema, open_checkpoint
 from ckpt_tools.cli import app
 from ckpt_tools.formats.bundle_writer import BundleWriter
@@ -26,8 +27,9 @@ def _digest(directory) -> dict[str, str]:
 
 
 def _ema_pairs(case: str, ckpt) -> dict[str, str]:
-    """target -> shadow, for the EMA name ckpt_tools picks by default (TF's ema_of)."""
-    chosen = {v.name: v.ema for v in ckpt.variables() if v.ema}
+    """target -> shadow, as ckpt_tools pairs them (with what the file cannot tell stated)."""
+    chosen = {t: s for s, t in ckpt_tools.ema_map(ckpt, **DECIDE.get(case, {})).mapping.items()
+              if s != t}
     exp = expected(case)["ema_of"]
     assert all(exp[s] == t for t, s in chosen.items())
     return chosen
@@ -37,7 +39,8 @@ def _ema_pairs(case: str, ckpt) -> dict[str, str]:
 def test_baked_checkpoint_loads_with_tensorflow_and_holds_ema_values(case, tf, tmp_path):
     before = _digest(FIXTURES / case)
     out = tmp_path / "out"
-    result = runner.invoke(app, ["restore-ema", str(FIXTURES / case), "--out", str(out)])
+    result = runner.invoke(app, ["restore-ema", str(FIXTURES / case), "--out", str(out),
+                                 *decide_args(case)])
     assert result.exit_code == 0, result.output
     assert _digest(FIXTURES / case) == before  # input untouched
     values = expected_values(case)

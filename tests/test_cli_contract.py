@@ -101,7 +101,7 @@ COMMANDS = [
     ["verify", "{towers}"],
     ["restore-ema", "{towers}", "--out", "{tmp}/ema", "--dry-run"],
     ["list", "{tf2}"],
-    ["map", "{tf2}"],
+    ["map", "{tf2}", "--apply-order", "trainable"],
     ["stats", "{tf2}"],
     ["diff", "{tf2}", "--ema"],
 ]
@@ -437,7 +437,8 @@ def test_display_names_are_object_paths_in_every_command(capsys):
     path = str(FIXTURES / "tf2_object")
     lists = json.loads(run_cli(["list", path, "--json"], capsys)[1])["variables"]
     kernel = next(v for v in lists if v["path"] == "model/dense/kernel")
-    for argv in (["list", path], ["stats", path], ["diff", path, path], ["map", path],
+    for argv in (["list", path], ["stats", path], ["diff", path, path],
+                 ["map", path, "--apply-order", "trainable"],
                  ["show", path, "model/dense/kernel"]):
         code, out, _ = run_cli([*argv, "--grep", "model/dense/*"] if argv[0] != "show" else argv,
                                capsys)

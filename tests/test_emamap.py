@@ -103,16 +103,35 @@ def test_inference_from_keys_agrees_with_the_graph(case):
         assert {s: t for s, t in from_keys.mapping.items() if s != t} == averaged, (case, name)
 
 
-def test_auto_detects_custom_ema_name():
-    m = ema_map(FIXTURES / "custom_ema_name", use_meta=False)
-    assert m.ema_name in {"avg", "ExponentialMovingAverage"}
-    m = ema_map(FIXTURES / "custom_ema_name", ema_name="avg")
-    assert m.mapping["W/avg"] == "W"
+def test_several_ema_objects_are_refused_until_one_is_named():
+    # W has W/avg, W/ExponentialMovingAverage and W/ExponentialMovingAverage_1 (three EMA
+    # objects): the file does not say which one to evaluate with.
+    for use_meta in (True, False):
+        with pytest.raises(EmaError) as err:
+            ema_map(FIXTURES / "custom_ema_name", use_meta=use_meta)
+        msg = str(err.value)
+        assert "more than one average" in msg and "--ema-name avg" in msg
+        assert "--ema-name ExponentialMovingAverage_1" in msg
+    for name in ("avg", "ExponentialMovingAverage", "ExponentialMovingAverage_1"):
+        for use_meta in (True, False):
+            m = ema_map(FIXTURES / "custom_ema_name", ema_name=name, use_meta=use_meta)
+            assert {s: t for s, t in m.mapping.items() if s != t} == {
+                f"W/{name}": "W", f"b/{name}": "b"}
 
 
 def test_tf2_object_checkpoint_map_pairs_through_object_graph():
     exp = expected("tf2_object")
-    m = ema_map(FIXTURES / "tf2_object")
+    # dense/bias and heads/0/bias share a name and a shape: apply()'s order decides, and the
+    # file does not record it
+    with pytest.raises(EmaError, match="--apply-order") as err:
+        ema_map(FIXTURES / "tf2_object")
+    assert "model/dense/bias or model/heads/0/bias" in str(err.value)
+    m = ema_map(FIXTURES / "tf2_object", apply_order="trainable")
+    assert {s: t for s, t in m.mapping.items() if s != t} == exp["ema_of"]
+    # the kernels differ in shape: paired, even the lone uniquified kernel/..._1 of heads/0
+    # (--ema-name ExponentialMovingAverage still finds it)
+    m = ema_map(FIXTURES / "tf2_object", apply_order="trainable",
+                ema_name="ExponentialMovingAverage")
     assert {s: t for s, t in m.mapping.items() if s != t} == exp["ema_of"]
 
 
@@ -143,9 +162,9 @@ def test_wrong_ema_name_hints_at_the_right_one():
 
 
 def test_style_selects_one_kind_of_average():
-    m = ema_map(FIXTURES / "tf2_object", style="object")
+    m = ema_map(FIXTURES / "tf2_object", style="object", apply_order="trainable")
     assert {s: t for s, t in m.mapping.items() if s != t} == expected("tf2_object")["ema_of"]
-    wrong = ema_map(FIXTURES / "tf2_object", style="tf1")
+    wrong = ema_map(FIXTURES / "tf2_object", style="tf1", apply_order="trainable")
     with pytest.raises(EmaError, match="keeps them as object"):
         wrong.require_complete()
     keras3 = ema_map(FIXTURES / "keras3_object", style="keras")

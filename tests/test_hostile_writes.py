@@ -289,7 +289,7 @@ def test_kill_9_at_every_rename_of_restore_ema_force_over_an_old_checkpoint(run,
     out = tmp_path / "parent" / "out"
     # The old output: another checkpoint under the same name, plus a user's file that stays.
     assert _cli("restore-ema", str(FIX / "custom_ema_name"), "--out", str(out), "--name",
-                "model.ckpt").returncode == 0
+                "model.ckpt", "--ema-name", "avg").returncode == 0
     (out / "notes.txt").write_text("keep me")
     old = _hashes(out)
     ref = tmp_path / "ref"

@@ -20,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, expected, expected_values
+from helpers import FIXTURES, decide_args, expected, expected_values
 from typer.testing import CliRunner
 
 pytest.importorskip("s3fs")
@@ -106,7 +106,7 @@ def _same(s3, command: list[str], case: str, url_form: str = "{}/") -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_list_and_map_match_local_in_four_requests(s3, case):
-    for command in (["list", "--json"], ["list"], ["map", "--json"]):
+    for command in (["list", "--json"], ["list"], ["map", "--json", *decide_args(case)]):
         for form in ("{}/", "{}"):  # a run directory, with or without the slash
             start = len(s3["requests"].lines)
             _same(s3, command, case, form)
@@ -145,8 +145,9 @@ def test_show_verify_export_match_local(s3, case, tmp_path):
     _same(s3, ["show", name, "--json"], case)
     _same(s3, ["verify", "--json"], case)
     local_out, remote_out = tmp_path / "local.npz", tmp_path / "remote.npz"
-    assert _run("export", str(FIXTURES / case), "--out", str(local_out)).exit_code == 0
-    result = _run("export", f"s3://{BUCKET}/{case}/", "--out", str(remote_out))
+    decide = decide_args(case)
+    assert _run("export", str(FIXTURES / case), "--out", str(local_out), *decide).exit_code == 0
+    result = _run("export", f"s3://{BUCKET}/{case}/", "--out", str(remote_out), *decide)
     assert result.exit_code == 0, result.output
     with np.load(local_out) as a, np.load(remote_out) as b:
         assert sorted(a.files) == sorted(b.files) and a.files

@@ -105,7 +105,9 @@ def _tf2_model(tf):
 def test_apply_ema_to_a_tf2_model(tf):
     exp, values = expected("tf2_object"), expected_values("tf2_object")
     model = _tf2_model(tf)
-    result = ckpt_tools.apply_ema(model, FIXTURES / "tf2_object")
+    with pytest.raises(EmaError, match="--apply-order"):  # same-named, same-shaped biases
+        ckpt_tools.apply_ema(model, FIXTURES / "tf2_object")
+    result = ckpt_tools.apply_ema(model, FIXTURES / "tf2_object", apply_order="trainable")
     got = {
         "model/dense/kernel/.ATTRIBUTES/VARIABLE_VALUE": model.dense.kernel,
         "model/dense/bias/.ATTRIBUTES/VARIABLE_VALUE": model.dense.bias,
@@ -122,7 +124,8 @@ def test_apply_ema_to_a_tf2_model(tf):
 def test_apply_ema_with_a_bare_variable_list_reports_ambiguity(tf):
     model = _tf2_model(tf)
     with pytest.raises(EmaError, match="ambiguous"):
-        ckpt_tools.apply_ema(list(model.variables), FIXTURES / "tf2_object")
+        ckpt_tools.apply_ema(list(model.variables), FIXTURES / "tf2_object",
+                             apply_order="trainable")
 
 
 def test_apply_ema_to_a_keras3_model(tf):

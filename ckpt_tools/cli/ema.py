@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 KEEP, DROP = "keep", "drop"
 
 EmaNameOpt = Annotated[str | None, typer.Option(
-    "--ema-name", help="EMA suffix (ExponentialMovingAverage, avg, ...); default: detected.")]
+    "--ema-name", help="Which EMA object's averages to use, by the last part of their name "
+    "(ExponentialMovingAverage, avg, ExponentialMovingAverage_1, ...); default: detected; "
+    "required when a variable has averages of several EMA objects.")]
 NoMetaOpt = Annotated[bool, typer.Option(
     "--no-meta", help="Ignore the .meta graph and infer the map from checkpoint keys.")]
 StripOpt = Annotated[str | None, typer.Option(
@@ -56,9 +58,10 @@ ExcludeOpt = Annotated[list[str] | None, typer.Option(
 MissingOpt = Annotated[bool, typer.Option(
     "--allow-missing", help="Restore raw values where a shadow is missing instead of failing.")]
 ApplyOrderOpt = Annotated[str | None, typer.Option(
-    "--apply-order", help="TF2 averages of same-named variables: the order ema.apply() got "
-    "them in, when the checkpoint allows several pairings: 'trainable' (a tf.Module's "
-    "trainable_variables) or 'tracked' (creation order, Keras' trainable_variables).")]
+    "--apply-order", help="TF2 averages of variables sharing one name and shape: state the "
+    "order ema.apply() got them in, which the checkpoint does not record: 'trainable' (a "
+    "tf.Module's trainable_variables) or 'tracked' (creation order, Keras' "
+    "trainable_variables); without it they are refused.")]
 
 
 def check_apply_order(apply_order: str | None) -> str | None:

@@ -31,7 +31,7 @@ from ._common import (
     resolve,
 )
 from ._output import Output, human_bytes
-from .ema import ApplyOrderOpt, check_apply_order
+from .ema import ApplyOrderOpt, EmaNameOpt, check_apply_order
 
 FORMATS = ("npz", "safetensors", "h5")
 _EXTENSIONS = {".npz": "npz", ".safetensors": "safetensors", ".h5": "h5", ".hdf5": "h5"}
@@ -58,8 +58,7 @@ def export_command(
     rename: Annotated[list[str] | None, typer.Option(
         "--rename", help="Prefix rule 'old/=new/' for output names (repeatable; first wins).")
     ] = None,
-    ema_name: Annotated[str | None, typer.Option(
-        "--ema-name", help="EMA suffix; default: detected.")] = None,
+    ema_name: EmaNameOpt = None,
     allow_missing: Annotated[bool, typer.Option(
         "--allow-missing", help="Export raw values where a shadow is missing instead of failing.")
     ] = False,

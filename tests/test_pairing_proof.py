@@ -1,0 +1,163 @@
+"""Pairing is proven from what TensorFlow recorded, or refused (exit 6) naming the option that
+decides: several EMA objects in one checkpoint, a .meta that contradicts the checkpoint, and
+averages created under a variable scope. Each checkpoint is made here by real TensorFlow, and the
+truth is ``ema.average(v)`` read at save time; values are compared bit for bit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import ckpt_tools
+from ckpt_tools import EmaError
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _refused_everywhere(path: str, tmp_path, *words: str, extra=()) -> None:
+    """map, restore-ema and export exit 6 with ``words`` in the message and write nothing."""
+    for argv in (["map", path], ["restore-ema", path, "--out", str(tmp_path / "r")],
+                 ["export", path, "--out", str(tmp_path / "w.npz")]):
+        result = runner.invoke(app, [*argv, *extra])
+        assert result.exit_code == 6, (argv, result.output)
+        for word in words:
+            assert word in result.output, (argv, word, result.output)
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
+
+
+def _exported(path: str, tmp_path, *options: str) -> dict[str, np.ndarray]:
+    out = tmp_path / "w.npz"
+    result = runner.invoke(app, ["export", path, "--out", str(out), "--force", *options])
+    assert result.exit_code == 0, result.output
+    with np.load(out) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def _restored(tf, path: str, tmp_path, *options: str) -> dict[str, np.ndarray]:
+    out = tmp_path / "baked"
+    result = runner.invoke(app, ["restore-ema", path, "--out", str(out), "--force", *options])
+    assert result.exit_code == 0, result.output
+    reader = tf.train.load_checkpoint(str(out))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()}
+
+
+# -- two EMA objects ------------------------------------------------------------------------
+
+def _tf1_two_emas(tf, directory, names=("fast", "slow"), meta=True) -> tuple[str, dict]:
+    """TF1 graph: w and b, averaged by two ExponentialMovingAverage objects (decay 0.5 and 0.9)
+    named ``names`` (None: TF's default name, the second silently ``…_1``). Returns the prefix
+    and the truth: EMA object -> {variable: ema.average(v) at save time}, keyed by the name TF
+    gave that EMA's shadows."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        w = v1.get_variable("w", [3], initializer=v1.zeros_initializer())
+        b = v1.get_variable("b", [2], initializer=v1.ones_initializer())
+        emas = [tf.train.ExponentialMovingAverage(d, **({"name": n} if n else {}))
+                for d, n in zip((0.5, 0.9), names, strict=True)]
+        update = tf.group(*[e.apply([w, b]) for e in emas])
+        step = [v1.assign_add(w, tf.ones([3]) * 1.5), v1.assign_add(b, tf.ones([2]) * -2.0)]
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for _ in range(3):
+                sess.run(step)
+                sess.run(update)
+            prefix = v1.train.Saver().save(sess, str(directory / "model.ckpt"),
+                                           write_meta_graph=meta)
+            truth = {}
+            for e in emas:
+                suffix = e.average(w).op.name.rpartition("/")[2]
+                truth[suffix] = {"w": sess.run(e.average(w)), "b": sess.run(e.average(b))}
+    return prefix, truth
+
+
+@pytest.mark.parametrize("meta", [True, False], ids=["meta", "no_meta"])
+@pytest.mark.parametrize("names", [("fast", "slow"), (None, None)], ids=["named", "default"])
+def test_tf1_two_ema_objects_are_refused_until_one_is_named(tf, tmp_path, names, meta):
+    prefix, truth = _tf1_two_emas(tf, tmp_path, names, meta)
+    suffixes = sorted(truth)
+    if names == (None, None):
+        assert suffixes == ["ExponentialMovingAverage", "ExponentialMovingAverage_1"]
+    _refused_everywhere(prefix, tmp_path, "more than one average", "--ema-name",
+                        *[f"--ema-name {s}" for s in suffixes])
+    with pytest.raises(EmaError, match="ema_name"):
+        ckpt_tools.ema_map(prefix)
+    listing = {v["name"]: v for v in json.loads(
+        runner.invoke(app, ["list", prefix, "--json"]).stdout)["variables"]}
+    for suffix in suffixes:  # every average is listed as one of w (or b): both are
+        assert listing[f"w/{suffix}"]["role"] == "ema" and listing[f"w/{suffix}"]["ema_of"] == "w"
+    for suffix, want in truth.items():
+        got = _exported(prefix, tmp_path, "--ema-name", suffix)
+        assert set(got) == {"w", "b"}
+        for var, value in want.items():
+            assert _same(got[var], value), (suffix, var)
+        baked = _restored(tf, prefix, tmp_path, "--ema-name", suffix)
+        for var, value in want.items():
+            assert _same(baked[var], value), (suffix, var)
+        m = ckpt_tools.ema_map(prefix, ema_name=suffix)
+        assert {s: t for s, t in m.mapping.items() if s != t} == {f"w/{suffix}": "w",
+                                                                 f"b/{suffix}": "b"}
+    if meta:
+        _check_ema_saver_in_imported_graph(tf, prefix, truth)
+
+
+def _check_ema_saver_in_imported_graph(tf, prefix: str, truth: dict) -> None:
+    """The README's recipe in the graph imported from the training .meta: refused without
+    ema_name; with it, each model variable holds that EMA's average."""
+    v1 = tf.compat.v1
+    for suffix, want in [(None, None), *truth.items()]:
+        with tf.Graph().as_default():
+            v1.train.import_meta_graph(prefix + ".meta")
+            if suffix is None:
+                with pytest.raises(EmaError, match="--ema-name"):
+                    ckpt_tools.ema_saver(checkpoint=prefix)
+                continue
+            saver = ckpt_tools.ema_saver(checkpoint=prefix, ema_name=suffix)
+            by_name = {v.op.name: v for v in v1.global_variables()}
+            with v1.Session() as sess:
+                saver.restore(sess, prefix)
+                for var, value in want.items():
+                    assert _same(sess.run(by_name[var]), value), (suffix, var)
+
+
+def test_tf2_named_variable_with_two_lists_of_averages(tf, tmp_path):
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.zeros([3]), name="w")
+            self.b = tf.Variable(tf.ones([2]), name="b")
+
+    m = M()
+    fast, slow = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
+    for i in range(3):
+        m.w.assign_add(tf.ones([3]) * (i + 1.5))
+        m.b.assign_add(tf.ones([2]) * -(i + 0.5))
+        fast.apply([m.w, m.b])
+        slow.apply([m.w, m.b])
+    prefix = tf.train.Checkpoint(model=m, fast=[fast.average(m.w), fast.average(m.b)],
+                                 slow=[slow.average(m.w), slow.average(m.b)]).save(
+        str(tmp_path / "ckpt"))
+    truth = {}
+    for e in (fast, slow):
+        suffix = e.average(m.w).name.split(":")[0].rpartition("/")[2]
+        truth[suffix] = {"model/w": e.average(m.w).numpy(), "model/b": e.average(m.b).numpy()}
+    assert sorted(truth) == ["ExponentialMovingAverage", "ExponentialMovingAverage_1"]
+    _refused_everywhere(prefix, tmp_path, "more than one average", "fast/0", "slow/0",
+                        "--ema-name ExponentialMovingAverage_1")
+    for suffix, want in truth.items():
+        got = _exported(prefix, tmp_path, "--ema-name", suffix)
+        for var, value in want.items():
+            assert _same(got[var], value), (suffix, var)
+        model = M()
+        ckpt_tools.apply_ema(model, prefix, ema_name=suffix)
+        assert _same(model.w.numpy(), want["model/w"]) and _same(model.b.numpy(), want["model/b"])
+    with pytest.raises(EmaError, match="ema_name"):
+        ckpt_tools.apply_ema(M(), prefix)
