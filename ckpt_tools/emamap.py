@@ -167,7 +167,7 @@ def ema_map(
         chosen = _choose_averages(ckpt, variables, suffix, ema_name, style)
         if (use_meta and style in (None, "tf1") and ckpt.meta is not None
                 and ckpt.meta.collections.get("variables")):
-            pairs, missing, not_saved = _from_meta(ckpt, variables, name)
+            pairs, missing, not_saved = _from_meta(ckpt, variables, name, chosen)
             source = "meta"
         else:
             pairs, missing, not_saved = _from_keys(variables, chosen)
@@ -270,6 +270,21 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
         v = variables.get(key)
         return v.path if v is not None and v.path else key
 
+    scoped = [v for v in unpaired if v.ema_style == "tf1"]
+    if scoped:  # TF1 ema.apply() under a variable_scope: <scope>/w/ExponentialMovingAverage
+        examples = "; ".join(f"{v.name} may average {' or '.join(v.ema_candidates)}"
+                             for v in scoped[:3])
+        more = f" (and {len(scoped) - 3} more)" if len(scoped) > 3 else ""
+        why = ("the training .meta graph beside it would prove it (its "
+               "moving_average_variables collection), but there is none or --no-meta was given"
+               if ckpt.meta is None or not ckpt.meta.collections.get("variables") else
+               "the .meta graph does not settle it (several candidates, or the variable is not "
+               "in its moving_average_variables)")
+        return (f"{ckpt.path}: {len(scoped)} average(s) are stored under a scope "
+                f"(ema.apply() called inside tf.compat.v1.variable_scope): {examples}{more}; "
+                f"the name alone could also be the average of a tensor or an unsaved variable, "
+                f"and {why}; keep the training .meta (model.ckpt.meta) next to the checkpoint")
+
     examples = "; ".join(f"{show(v.name)} may average {' or '.join(map(show, v.ema_candidates))}"
                          for v in unpaired[:3])
     more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
@@ -290,8 +305,15 @@ def _role_from_name(key: str) -> str:
     return R.OPTIMIZER_SLOT if R._SLOT_RE.match(last) and "/" in key else R.OTHER
 
 
-def _from_meta(ckpt: Checkpoint, variables, name: str):
-    """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys."""
+def _from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
+    """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys;
+    each averaged variable from its stored average (``chosen``), else from
+    ``<key>/<name>`` (then reported missing).
+
+    Raises:
+        EmaError: if the checkpoint stores an average of a variable the graph does not average
+            (the ``.meta`` is from another graph): restoring it raw would be silently wrong.
+    """
     meta = ckpt.meta
     ckey = {op: var.checkpoint_key for op, var in meta.variables.items()}
     averaged_ops = list(dict.fromkeys(
@@ -300,15 +322,33 @@ def _from_meta(ckpt: Checkpoint, variables, name: str):
     pairs: dict[str, str] = {}
     for op in averaged_ops:
         target = ckey.get(op, op)
-        pairs[f"{target}/{name}"] = target
+        pairs[chosen.get(target, f"{target}/{name}")] = target
     averaged_set = set(averaged_ops)
     for op in meta.collections.get("variables", []):
         key = ckey.get(op, op)
         if op not in averaged_set and key not in pairs:
             pairs[key] = key
+    averaged_targets = {t for s, t in pairs.items() if s != t}
+    contradicted = {t: s for t, s in chosen.items()
+                    if t not in averaged_targets and variables[s].ema_style == "tf1"}
+    if contradicted:
+        raise EmaError(_contradiction_message(ckpt, contradicted))
     missing = [t for s, t in pairs.items() if s != t and s not in variables]
     not_saved = [t for s, t in pairs.items() if s == t and s not in variables]
     return list(pairs.items()), missing, not_saved
+
+
+def _contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str:
+    sample = "; ".join(f"{s} averages {t}" for t, s in list(contradicted.items())[:3])
+    more = f" (and {len(contradicted) - 3} more)" if len(contradicted) > 3 else ""
+    meta = ckpt.meta.path if ckpt.meta is not None else ".meta"
+    return (f"{ckpt.path}: the checkpoint stores averages of {len(contradicted)} variable(s) "
+            f"that the graph in {meta} does not average (not in its trainable_variables or "
+            f"moving_average_variables): {sample}{more}; the .meta is probably from another "
+            f"graph (another run, or a different var_list), and following it would restore "
+            f"their raw values; pass --no-meta (Python: use_meta=False) to pair by the "
+            f"checkpoint's names and use the stored averages, or replace the .meta with the "
+            f"training graph's")
 
 
 def _from_keys(variables, chosen: dict[str, str]):

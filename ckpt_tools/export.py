@@ -142,7 +142,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append("exporting RAW weights although the checkpoint has EMA shadows; the "
                         "averaged weights usually evaluate better (drop --raw to export them)")
     order = _creation_order(ckpt)
-    weights = [k for k, v in variables.items() if v.role in (R.WEIGHT, R.BN_STAT)]
+    # A variable the map gives an average is a weight, even where a .meta ignored by
+    # use_meta=False calls it something else.
+    weights = [k for k, v in variables.items() if v.role in (R.WEIGHT, R.BN_STAT)
+               or (sources.get(k, k) != k and v.role != R.EMA)]
     weights.sort(key=lambda k: order.get(k, len(order)))
     rules = parse_rename(rename)
     plan: dict[str, str] = {}

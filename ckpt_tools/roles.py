@@ -123,8 +123,9 @@ def classify(
             ``ExponentialMovingAverage`` and ``avg`` (the loss-average convention).
         keras: for Keras files, the reader's :class:`~ckpt_tools.formats.keras.layout.KerasLayout`.
         apply_order: for TF2 averages of same-named variables, the order ``ema.apply()`` got
-            them in (:data:`ckpt_tools.pairing.APPLY_ORDERS`); default: only what every order
-            agrees on is paired, the rest are ``ema`` with ``candidates`` and no ``ema_of``.
+            them in (:data:`ckpt_tools.pairing.APPLY_ORDERS`); default: only an average that one
+            variable of its name fits (dtype, shape) is paired, the rest are ``ema`` with
+            ``candidates`` and no ``ema_of``.
     """
     if keras is not None:
         return classify_keras(entries, keras)
@@ -139,6 +140,45 @@ def classify(
     for key, entry in entries.items():
         out[key] = _classify_one(key, entry, entries, names, loss_names, colls, meta_vars,
                                  meta is not None, objects)
+    out.update(_scoped_shadows(entries, out, names, meta))
+    return out
+
+
+def _scoped_shadows(entries, roles: dict[str, RoleInfo], names: set[str],
+                    meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Averages made by ``ema.apply()`` under a ``variable_scope``: TF1 names the shadow of
+    ``w`` ``<scope>/w/ExponentialMovingAverage``, whose head is no stored variable.
+
+    Such a key is ``w``'s average when the ``.meta`` proves it: ``w`` is in
+    ``moving_average_variables`` (``apply()`` ran on it, so its shadow is a global variable
+    whose name ends in ``w/<ema name>``), the key is a global variable of the graph, and it is
+    the only stored candidate on both sides. Otherwise (no ``.meta``, or several variables
+    whose names the head ends with) it is an average with candidates and no link: it might also
+    average a tensor or an unsaved variable named like its head.
+    """
+    out: dict[str, RoleInfo] = {}
+    averaged = set(meta.keys_in("moving_average_variables")) if meta else set()
+    graph_vars = {v.checkpoint_key for v in meta.variables.values()} if meta else set()
+    found: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for key, info in roles.items():
+        head, last = _split(key)
+        if (info.role not in (LOSS_AVERAGE, EMA) or (info.role == EMA and info.ema_of in entries)
+                or not _ema_suffix(last, names) or head in entries or head in graph_vars):
+            continue
+        entry = entries[key]
+        cands = tuple(sorted(
+            v for v in entries if head.endswith("/" + v) and roles[v].role in (WEIGHT, BN_STAT)
+            and entries[v].dtype == entry.dtype and entries[v].shape == entry.shape))
+        if cands:
+            found.setdefault(cands[0], []).append((key, cands))
+    for first, shadows in found.items():
+        for key, cands in shadows:
+            proven = (len(cands) == 1 and len(shadows) == 1 and first in averaged
+                      and key in graph_vars
+                      and not any(_split(k)[0] == first and roles[k].role == EMA
+                                  for k in entries))
+            out[key] = (RoleInfo(EMA, ema_of=first, ema_style="tf1") if proven else
+                        RoleInfo(EMA, ema_style="tf1", candidates=cands))
     return out
 
 

@@ -25,6 +25,8 @@ def _same(a, b) -> bool:
 
 def _refused_everywhere(path: str, tmp_path, *words: str, extra=()) -> None:
     """map, restore-ema and export exit 6 with ``words`` in the message and write nothing."""
+    tmp_path = tmp_path / "refused"
+    tmp_path.mkdir(exist_ok=True)
     for argv in (["map", path], ["restore-ema", path, "--out", str(tmp_path / "r")],
                  ["export", path, "--out", str(tmp_path / "w.npz")]):
         result = runner.invoke(app, [*argv, *extra])
@@ -109,14 +111,15 @@ def test_tf1_two_ema_objects_are_refused_until_one_is_named(tf, tmp_path, names,
         _check_ema_saver_in_imported_graph(tf, prefix, truth)
 
 
-def _check_ema_saver_in_imported_graph(tf, prefix: str, truth: dict) -> None:
-    """The README's recipe in the graph imported from the training .meta: refused without
-    ema_name; with it, each model variable holds that EMA's average."""
+def _check_ema_saver_in_imported_graph(tf, prefix: str, truth: dict, named=True) -> None:
+    """The README's recipe in the graph imported from the training .meta: with ``named``,
+    refused without ema_name, and with it each model variable holds that EMA's average
+    (``truth``: ema name -> {variable: value}; key None: no ema_name needed)."""
     v1 = tf.compat.v1
-    for suffix, want in [(None, None), *truth.items()]:
+    for suffix, want in [(None, None), *truth.items()] if named else truth.items():
         with tf.Graph().as_default():
             v1.train.import_meta_graph(prefix + ".meta")
-            if suffix is None:
+            if suffix is None and named:
                 with pytest.raises(EmaError, match="--ema-name"):
                     ckpt_tools.ema_saver(checkpoint=prefix)
                 continue
@@ -161,3 +164,87 @@ def test_tf2_named_variable_with_two_lists_of_averages(tf, tmp_path):
         assert _same(model.w.numpy(), want["model/w"]) and _same(model.b.numpy(), want["model/b"])
     with pytest.raises(EmaError, match="ema_name"):
         ckpt_tools.apply_ema(M(), prefix)
+
+
+# -- a .meta from another graph ---------------------------------------------------------------
+
+def test_meta_from_another_graph_that_does_not_average_a_stored_average_is_refused(tf, tmp_path):
+    """The checkpoint holds b's average; the .meta beside it (same names) comes from a graph
+    where b is neither trainable nor averaged. Following it would restore b raw: refused, and
+    --no-meta uses the stored averages."""
+    v1 = tf.compat.v1
+    truth = {}
+    with tf.Graph().as_default():
+        w = v1.get_variable("w", [3], initializer=v1.zeros_initializer())
+        b = v1.get_variable("b", [3], initializer=v1.zeros_initializer())
+        ema = tf.train.ExponentialMovingAverage(0.5)
+        update = ema.apply([w, b])
+        step = [v1.assign_add(w, tf.ones([3]) * 2.0), v1.assign_add(b, tf.ones([3]) * 5.0)]
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for _ in range(3):
+                sess.run(step)
+                sess.run(update)
+            prefix = v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"))
+            truth = {"w": sess.run(ema.average(w)), "b": sess.run(ema.average(b))}
+    with tf.Graph().as_default():  # e.g. a .meta copied from a run that froze b
+        v1.get_variable("w", [3])
+        v1.get_variable("b", [3], trainable=False)
+        tf.train.ExponentialMovingAverage(0.5).apply([v1.trainable_variables()[0]])
+        v1.get_variable("b/ExponentialMovingAverage", [3], trainable=False)
+        v1.train.export_meta_graph(prefix + ".meta", saver_def=v1.train.Saver().as_saver_def())
+    _refused_everywhere(prefix, tmp_path, "does not average", "b/ExponentialMovingAverage",
+                        "--no-meta")
+    with pytest.raises(EmaError, match="use_meta=False"):
+        ckpt_tools.ema_map(prefix)
+    got = _exported(prefix, tmp_path, "--no-meta")
+    baked = _restored(tf, prefix, tmp_path, "--no-meta")
+    for var, value in truth.items():
+        assert _same(got[var], value) and _same(baked[var], value), var
+    m = ckpt_tools.ema_map(prefix, use_meta=False)
+    assert {s: t for s, t in m.mapping.items() if s != t} == {
+        "w/ExponentialMovingAverage": "w", "b/ExponentialMovingAverage": "b"}
+
+
+# -- ema.apply() under a variable_scope -------------------------------------------------------
+
+def test_tf1_averages_made_under_a_variable_scope(tf, tmp_path):
+    """ema.apply() inside variable_scope("ema_scope") names the shadows
+    ema_scope/w/ExponentialMovingAverage. The training .meta proves the pairing (w is in
+    moving_average_variables, the shadow is its only candidate); without it, refused."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        w = v1.get_variable("w", [3], initializer=v1.zeros_initializer())
+        b = v1.get_variable("layer/b", [2], initializer=v1.zeros_initializer())
+        ema = tf.train.ExponentialMovingAverage(0.5)
+        with v1.variable_scope("ema_scope"):
+            update = ema.apply([w, b])
+        step = [v1.assign_add(w, tf.ones([3]) * 2.0), v1.assign_add(b, tf.ones([2]) * 5.0)]
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for _ in range(3):
+                sess.run(step)
+                sess.run(update)
+            prefix = v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"))
+            truth = {"w": sess.run(ema.average(w)), "layer/b": sess.run(ema.average(b))}
+            shadows = {"w": ema.average(w).op.name, "layer/b": ema.average(b).op.name}
+    assert shadows == {"w": "ema_scope/w/ExponentialMovingAverage",
+                       "layer/b": "ema_scope/layer/b/ExponentialMovingAverage"}
+    listing = {v["name"]: v for v in json.loads(
+        runner.invoke(app, ["list", prefix, "--json"]).stdout)["variables"]}
+    for var, shadow in shadows.items():
+        assert listing[shadow]["role"] == "ema" and listing[shadow]["ema_of"] == var
+    got = _exported(prefix, tmp_path)
+    baked = _restored(tf, prefix, tmp_path)
+    for var, value in truth.items():
+        assert _same(got[var], value) and _same(baked[var], value), var
+    _check_ema_saver_in_imported_graph(tf, prefix, {None: truth}, named=False)
+    # Without the .meta the name could also be a tensor's average: refused, naming the shadows
+    (tmp_path / "model.ckpt.meta").unlink()
+    _refused_everywhere(prefix, tmp_path, "stored under a scope",
+                        "ema_scope/w/ExponentialMovingAverage may average w", ".meta")
+    listing = {v["name"]: v for v in json.loads(
+        runner.invoke(app, ["list", prefix, "--json"]).stdout)["variables"]}
+    for var, shadow in shadows.items():
+        assert listing[shadow]["role"] == "ema" and listing[shadow]["ema_of"] is None
+        assert listing[shadow]["ema_candidates"] == [var]

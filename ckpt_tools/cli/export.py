@@ -31,7 +31,7 @@ from ._common import (
     resolve,
 )
 from ._output import Output, human_bytes
-from .ema import ApplyOrderOpt, EmaNameOpt, check_apply_order
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
 
 FORMATS = ("npz", "safetensors", "h5")
 _EXTENSIONS = {".npz": "npz", ".safetensors": "safetensors", ".h5": "h5", ".hdf5": "h5"}
@@ -59,6 +59,7 @@ def export_command(
         "--rename", help="Prefix rule 'old/=new/' for output names (repeatable; first wins).")
     ] = None,
     ema_name: EmaNameOpt = None,
+    no_meta: NoMetaOpt = False,
     allow_missing: Annotated[bool, typer.Option(
         "--allow-missing", help="Export raw values where a shadow is missing instead of failing.")
     ] = False,
@@ -99,7 +100,8 @@ def export_command(
                                     include=names.as_globs(ckpt), exclude=exclude,
                                     rename=rename, overwrite=force, progress=bar.advance,
                                     ema_name=ema_name, allow_missing=allow_missing,
-                                    apply_order=check_apply_order(apply_order))
+                                    apply_order=check_apply_order(apply_order),
+                                    use_meta=not no_meta)
     for w in result.warnings:
         out.warning(w)
     if json_out:

@@ -119,8 +119,8 @@ def _print_table(out: Output, listing: Listing) -> None:
         out.prose("names are object paths; --json gives the checkpoint keys", "dim")
     if listing.unpaired:
         out.prose(f"EMA: {len(listing.unpaired)} average(s) cannot be paired from what the file "
-                 "records (same-named variables); 'ckpt map' lists the candidates and the "
-                 "option that decides")
+                 "records (same-named variables, or a scoped shadow); 'ckpt map' lists the "
+                 "candidates and the option that decides")
     what = "weights and BN statistics" if "bn_stat" in listing.averaged_roles else "weights"
     if listing.with_shadow:
         out.prose(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
