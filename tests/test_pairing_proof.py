@@ -152,9 +152,11 @@ def test_tf2_named_variable_with_two_lists_of_averages(tf, tmp_path):
     for e in (fast, slow):
         suffix = e.average(m.w).name.split(":")[0].rpartition("/")[2]
         truth[suffix] = {"model/w": e.average(m.w).numpy(), "model/b": e.average(m.b).numpy()}
-    assert sorted(truth) == ["ExponentialMovingAverage", "ExponentialMovingAverage_1"]
+    # ExponentialMovingAverage and ExponentialMovingAverage_1 in a fresh process (TF counts
+    # names per process, so another test's averages may have taken those)
+    assert len(truth) == 2 and all(n.startswith("ExponentialMovingAverage") for n in truth)
     _refused_everywhere(prefix, tmp_path, "more than one average", "fast/0", "slow/0",
-                        "--ema-name ExponentialMovingAverage_1")
+                        *[f"--ema-name {n}" for n in truth])
     for suffix, want in truth.items():
         got = _exported(prefix, tmp_path, "--ema-name", suffix)
         for var, value in want.items():
