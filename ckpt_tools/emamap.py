@@ -381,14 +381,20 @@ def _choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
 
     A variable with one average uses it. A variable with several (two or more
     ``ExponentialMovingAverage`` objects: ``name="fast"`` and ``name="slow"``, or two default-named
-    ones, ``W/ExponentialMovingAverage`` and ``W/ExponentialMovingAverage_1``) uses the one whose
-    recorded name is ``ema_name`` (else whose name is ``ema_name`` plus TF's ``_N``, when that is
-    one); with no ``ema_name`` the file cannot tell which EMA is meant.
+    ones, ``W/ExponentialMovingAverage`` and ``W/ExponentialMovingAverage_1``) uses the one
+    ``ema_name`` names: by the last part of its recorded name (TF1's ``average_name``), or, in a
+    TF2 checkpoint, by the attribute it was saved under (``fast`` in
+    ``tf.train.Checkpoint(fast=[...])``) or its name without TF's ``_N``: in TF2 the ``_N``
+    TensorFlow appends counts names across the whole process, so it can differ from one
+    variable to the next and never picks one of several averages.
 
     Raises:
         EmaError: naming the variables, their averages, the EMA names found and ``--ema-name``,
             when a variable has several averages and ``ema_name`` does not pick one.
     """
+    tf2 = ckpt.objects is not None
+    holder = ({k: ckpt.objects.paths.get(k, k).split("/", 1)[0] for k in suffix}
+              if tf2 else {})
     shadows: dict[str, list[str]] = {}
     for v in variables.values():
         if v.role == R.EMA and v.ema_of and style in (None, v.ema_style):
@@ -396,43 +402,57 @@ def _choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     chosen: dict[str, str] = {}
     several: dict[str, list[str]] = {}
     for target, cands in shadows.items():
+        picked = cands
         if ema_name is not None:
-            exact = [c for c in cands if suffix.get(c) == ema_name]
-            cands = exact or [c for c in cands if _base(suffix.get(c, "")) == ema_name]
-        if len(cands) == 1:
-            chosen[target] = cands[0]
-        elif cands:
+            base = [c for c in cands if _base(suffix.get(c, "")) == ema_name]
+            if tf2:  # the _N is a process-wide counter: only the name= given tells objects
+                picked = [c for c in cands if holder.get(c) == ema_name] or base
+            else:  # TF1: average_name() semantics, <var>/<ema_name> exactly
+                picked = [c for c in cands if suffix.get(c) == ema_name] or base
+        if len(picked) == 1:
+            chosen[target] = picked[0]
+        elif len(cands) > 1:
             several[target] = sorted(cands)
     if several:
-        raise EmaError(_several_message(ckpt, variables, suffix, several, ema_name, shadows))
+        raise EmaError(_several_message(ckpt, variables, suffix, holder, several, ema_name))
     return chosen
 
 
-def _several_message(ckpt, variables, suffix, several, ema_name, shadows) -> str:
+def _several_message(ckpt, variables, suffix, holder, several, ema_name) -> str:
     def show(key: str) -> str:
         v = variables.get(key)
         return v.path if v is not None and v.path else key
 
-    names = sorted({suffix.get(c, c) for cands in shadows.values() for c in cands
-                    if len(cands) > 1})
-    styles = sorted({variables[c].ema_style for cands in several.values() for c in cands
-                     if variables[c].ema_style})
     def named(key: str) -> str:  # TF2: the object path, and the name TF gave the average
         last = suffix.get(key, "")
         return show(key) if show(key).endswith("/" + last) else f"{show(key)} ({last})"
 
-    examples = "; ".join(f"{show(t)} has {', '.join(map(named, cands))}"
-                         for t, cands in list(several.items())[:3])
+    cands = [c for cs in several.values() for c in cs]
+    names = sorted({suffix.get(c, c) for c in cands})
+    holders = sorted({holder[c] for c in cands if c in holder})
+    examples = "; ".join(f"{show(t)} has {', '.join(map(named, cs))}"
+                         for t, cs in list(several.items())[:3])
     more = f" (and {len(several) - 3} more)" if len(several) > 3 else ""
-    stated = f" named {ema_name!r}" if ema_name is not None else ""
-    decide = ("pass " + " or ".join(f"--ema-name {n}" for n in names[:4])
-              + " (Python: ema_name=...) to say which EMA object's averages to use")
-    if len(styles) > 1:
-        decide += f", or --style {' or --style '.join(styles)}"
-    return (f"{ckpt.path}: {len(several)} variable(s) have more than one average{stated}, so "
-            f"the checkpoint holds several ExponentialMovingAverage objects and does not "
-            f"record which one to evaluate with: {examples}{more}; EMA names found: "
-            f"{', '.join(names)}; {decide}")
+    stated = f"; --ema-name {ema_name} does not pick one" if ema_name is not None else ""
+    if holders and len(holders) >= max(len(cs) for cs in several.values()):
+        options = holders
+        decide = (" (the attribute of the tf.train.Checkpoint each EMA's averages were saved "
+                  "under; TF2's _N suffixes count names across the whole process and do not "
+                  "tell EMA objects apart)")
+    elif holders:
+        options = sorted({_base(n) for n in names})
+        decide = ("; in TF2 the _N suffixes count names across the whole process and do not "
+                  "tell EMA objects apart: name the EMA objects when training "
+                  "(tf.train.ExponentialMovingAverage(decay, name='fast')) or save each one's "
+                  "averages under its own attribute (tf.train.Checkpoint(fast=[...], slow=[...]))")
+    else:
+        options, decide = names, ""
+    return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
+            f"checkpoint holds several ExponentialMovingAverage objects and does not record "
+            f"which one to evaluate with: {examples}{more}; EMA names found: "
+            f"{', '.join(names)}{stated}; pass "
+            + " or ".join(f"--ema-name {n}" for n in options[:4])
+            + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}")
 
 
 def _hints(variables, name: str, detected: list[str], missing: list[str],
