@@ -75,8 +75,11 @@ def _summary(runs: list[Run], inner: bool = False) -> dict:
     values = ([t for r in runs for t in r.output["pass_s"]] if inner else
               [r.wall_s for r in runs])
     output = {k: v for k, v in runs[-1].output.items() if k not in _BULKY}
-    return {"median_s": median(values), "runs_s": values,
-            "maxrss_mb": max(r.maxrss_mb for r in runs), "output": output}
+    out = {"median_s": median(values), "runs_s": values,
+           "maxrss_mb": max(r.maxrss_mb for r in runs), "output": output}
+    if inner and all("cpu_s" in r.output for r in runs):  # CPU seconds, every thread
+        out["cpu_median_s"] = median([t for r in runs for t in r.output["cpu_s"]])
+    return out
 
 
 def bench_list(prefix: str, repeats: int, env: dict[str, str]) -> dict:
