@@ -14,8 +14,25 @@ arithmetic, then one ``bincount`` over byte pairs), drift ~1.8 ns.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
+
+_local = threading.local()
+
+
+def _scratch(key: str, size: int, dtype) -> np.ndarray:
+    """A per-thread scratch buffer of at least ``size`` elements, reused across tensors: a
+    fresh ``np.empty`` of a few hundred KiB is a fresh ``mmap``, and its page faults cost
+    more than the arithmetic on a tensor of 40,000 elements."""
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = _local.bufs = {}
+    buf = bufs.get(key)
+    if buf is None or buf.size < size:
+        buf = bufs[key] = np.empty(size, dtype)
+    return buf[:size]
+
 
 _F32_EXACT = {"float16", "bfloat16", "bool", "int8", "uint8", "int16", "uint16"}
 
@@ -50,15 +67,12 @@ class Moments:
     cancellation is bounded by ``n·eps``), merged across pieces with Chan et al.'s update.
     """
 
-    __slots__ = ("n", "finite_n", "nan", "inf", "zeros", "mean", "m2", "sumsq", "lo", "hi",
-                 "buf", "flags")
+    __slots__ = ("n", "finite_n", "nan", "inf", "zeros", "mean", "m2", "sumsq", "lo", "hi")
 
-    def __init__(self, chunk: int):
+    def __init__(self):
         self.n = self.finite_n = self.nan = self.inf = self.zeros = 0
         self.mean = self.m2 = self.sumsq = 0.0
         self.lo, self.hi = math.inf, -math.inf
-        self.buf = np.empty(chunk, np.float64)
-        self.flags = np.empty(chunk, np.bool_)
 
     def add(self, x: np.ndarray) -> None:
         """Adds one flat piece (float32 or float64, any size)."""
@@ -66,9 +80,6 @@ class Moments:
         if not size:
             return
         self.n += size
-        if size > self.buf.size:
-            self.buf = np.empty(size, np.float64)
-            self.flags = np.empty(size, np.bool_)
         mn, mx = float(x.min()), float(x.max())
         if not (math.isfinite(mn) and math.isfinite(mx)):  # rare: NaN/Inf in this piece
             self.zeros += size - int(np.count_nonzero(x))
@@ -83,9 +94,9 @@ class Moments:
             mn, mx = float(x.min()), float(x.max())
         elif mn <= 0.0 <= mx:  # a range without 0 has no zeros: skip the count
             # x == 0 then a count of bools: 5x faster than count_nonzero on floats.
-            self.zeros += int(np.count_nonzero(np.equal(x, 0, out=self.flags[:size])))
+            self.zeros += int(np.count_nonzero(np.equal(x, 0, out=_scratch("b", size, bool))))
         k = mn / 2 + mx / 2  # midrange, without overflowing near float64's limits
-        d = self.buf[:size]
+        d = _scratch("moments", size, np.float64)
         if x.dtype == np.float64:
             np.subtract(x, k, out=d)
         else:  # a plain widening copy, then same-type arithmetic: 2x faster than mixed types
@@ -116,9 +127,9 @@ class Histogram:
     histograms. That halves ``bincount``, which costs more than all the arithmetic.
     """
 
-    __slots__ = ("bins", "top", "half_lo", "span", "pairs", "extra", "fbuf", "ibuf")
+    __slots__ = ("bins", "top", "half_lo", "span", "pairs", "extra")
 
-    def __init__(self, lo: float, hi: float, bins: int, chunk: int):
+    def __init__(self, lo: float, hi: float, bins: int):
         if not 1 <= bins <= 256:
             raise ValueError(f"bins must be 1..256, not {bins}")
         self.bins = bins
@@ -130,8 +141,6 @@ class Histogram:
         self.span = hi / 2 - lo / 2
         self.pairs = np.zeros(257 * self.top + 1, np.int64)
         self.extra = np.zeros(self.top + 1, np.int64)  # the odd element of odd-sized pieces
-        self.fbuf = np.empty(chunk, np.float64)
-        self.ibuf = np.empty(chunk + (chunk & 1), np.uint8)
 
     def add(self, x: np.ndarray) -> None:
         """Adds one flat piece of finite values within ``[lo, hi]`` (any size).
@@ -145,10 +154,7 @@ class Histogram:
         if self.span <= 0:  # a single value: everything in the first bin
             self.extra[0] += size
             return
-        if size > self.fbuf.size:
-            self.fbuf = np.empty(size, np.float64)
-            self.ibuf = np.empty(size + (size & 1), np.uint8)
-        t = self.fbuf[:size]
+        t = _scratch("histogram", size, np.float64)
         if x.dtype == np.float64:
             np.multiply(x, 0.5, out=t)  # x / 2, exactly
         else:
@@ -159,7 +165,7 @@ class Histogram:
         t *= self.bins
         if self.top < self.bins:
             np.minimum(t, self.top, out=t)
-        idx = self.ibuf[:size]
+        idx = _scratch("bins", size + 1, np.uint8)[:size]  # aligned: viewed as uint16
         np.copyto(idx, t, casting="unsafe")  # truncation: the floor of t >= 0
         even = size & ~1
         if even:
@@ -197,18 +203,12 @@ class L2Accumulator:
     ``stats.CHUNK`` elements with :meth:`add`; bit-identical chunks skip the difference
     arithmetic (a differing first element proves a chunk differs without comparing it all)."""
 
-    __slots__ = ("work", "max_abs", "diff_sq", "ref_sq", "identical", "buf")
+    __slots__ = ("work", "max_abs", "diff_sq", "ref_sq", "identical")
 
     def __init__(self, complex_: bool = False):
         self.work = np.complex128 if complex_ else np.float64
         self.max_abs, self.diff_sq, self.ref_sq = 0.0, 0.0, 0.0
         self.identical = True  # every chunk so far bit-identical
-        self.buf: np.ndarray | None = None
-
-    def _scratch(self, size: int) -> tuple[np.ndarray, np.ndarray]:
-        if self.buf is None or self.buf.shape[1] < size:
-            self.buf = np.empty((2, size), np.float64)
-        return self.buf[0, :size], self.buf[1, :size]
 
     def add(self, ref: np.ndarray, oth: np.ndarray) -> None:
         with np.errstate(all="ignore"):
@@ -221,7 +221,8 @@ class L2Accumulator:
                 return
             self.identical = False
             if self.work is np.float64 and ref.size:
-                d, a = self._scratch(ref.size)
+                d, a = _scratch("diff", ref.size, np.float64), _scratch("ref", ref.size,
+                                                                         np.float64)
                 np.copyto(d, oth, casting="unsafe")  # widening copies, then same-type
                 np.copyto(a, ref, casting="unsafe")  # arithmetic: 2x faster than mixed types
                 d -= a

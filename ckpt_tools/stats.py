@@ -10,6 +10,7 @@ warnings.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -88,6 +89,13 @@ def json_float(value: float | int | None) -> float | int | str | None:
     return value
 
 
+@functools.cache
+def _facts(dtype: np.dtype) -> tuple[str, str, np.dtype]:
+    """``(name, kind, work dtype)`` of a dtype, once per dtype: ``dtype.name`` is a Python
+    property costing microseconds, a real share of the time on checkpoints of small tensors."""
+    return dtype.name, _kind(dtype), work_dtype(dtype)
+
+
 def _kind(dtype: np.dtype) -> str:
     if dtype.kind in "OSU":
         return "string"
@@ -130,7 +138,7 @@ def tensor_stats(array: np.ndarray, *, bins: int = BINS) -> TensorStats:
         (1.0, 2.0, 1.5, 1)
     """
     array = np.asarray(array)
-    if _kind(array.dtype) == "string":
+    if _facts(array.dtype)[1] == "string":
         return _string_stats(array)
     flat = array.reshape(-1)
     return stream_stats(lambda: iter((flat,)), array.dtype, tuple(array.shape), bins=bins)
@@ -155,7 +163,7 @@ def stream_stats(parts: Callable[[], Iterable[np.ndarray]], dtype: np.dtype,
         `TensorStats`.
     """
     dtype = np.dtype(dtype)
-    kind = _kind(dtype)
+    kind = _facts(dtype)[1]
     with np.errstate(all="ignore"):  # overflow near float64's range gives inf, as it should
         return _numeric_stats(parts, dtype, shape, kind, bins)
 
@@ -173,11 +181,10 @@ def _pieces(parts: Iterable[np.ndarray], work: np.dtype) -> Iterator[np.ndarray]
 
 def _numeric_stats(parts, dtype: np.dtype, shape: tuple[int, ...], kind: str,
                    bins: int) -> TensorStats:
-    work = work_dtype(dtype)
+    name, _, work = _facts(dtype)
     exact_int = dtype.kind in "iu" and dtype.itemsize == 8  # float64 rounds above 2**53
     ilo = ihi = None
-    chunk = max(1, min(CHUNK, math.prod(shape)))  # scratch for one piece, once per tensor
-    acc = Moments(chunk)
+    acc = Moments()
     for part in parts():
         if exact_int and part.size:
             pmin, pmax = int(part.min()), int(part.max())
@@ -193,13 +200,13 @@ def _numeric_stats(parts, dtype: np.dtype, shape: tuple[int, ...], kind: str,
         vmin, vmax = (ilo, ihi) if exact_int else (int(lo), int(hi))
     histogram: tuple[int, ...] = ()
     if has:
-        hist = Histogram(lo, hi, bins, chunk)
+        hist = Histogram(lo, hi, bins)
         nonfinite = acc.nan + acc.inf > 0
         for x in _pieces(parts(), work):
             hist.add(x[np.isfinite(x)] if nonfinite else x)
         histogram = hist.counts()
     return TensorStats(
-        dtype=dtype.name, shape=shape, count=n, min=vmin, max=vmax,
+        dtype=name, shape=shape, count=n, min=vmin, max=vmax,
         mean=acc.mean if has else None,
         std=math.sqrt(max(acc.m2 / finite_n, 0.0)) if has else None,
         l2=math.sqrt(acc.sumsq), nan=acc.nan, inf=acc.inf,

@@ -115,7 +115,7 @@ def test_histogram_byte_pairs_equal_a_plain_bincount(size, bins):
     rng = np.random.default_rng(size)
     x = rng.uniform(-3, 5, size).astype(np.float32)
     lo, hi = float(x.min()), float(x.max())
-    h = Histogram(lo, hi, bins, 1024)
+    h = Histogram(lo, hi, bins)
     for start in range(0, size, 1024):
         h.add(x[start : start + 1024])
     idx = np.zeros(size, np.int64)  # one value: the first bin
