@@ -93,3 +93,25 @@ def test_a_full_disk_during_a_kernel_copy_is_a_write_error(tmp_path, monkeypatch
     with pytest.raises(WriteError, match="No space left"):
         _copy_all(src, tmp_path / "out" / "m")
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_background_syncs_overlap_the_copy_and_report_their_errors(tmp_path, monkeypatch):
+    src, tensors = _source(tmp_path)
+    monkeypatch.setattr(bundle_writer, "_SYNC_EVERY", 1)  # a sync after every large tensor
+    synced = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: synced.append(fd) or real(fd))
+    (tmp_path / "ok").mkdir()
+    _copy_all(src, tmp_path / "ok" / "m")
+    assert synced
+    with open_checkpoint(tmp_path / "ok" / "m") as ckpt:
+        np.testing.assert_array_equal(ckpt.tensor("big"), tensors["big"])
+
+    def failing(fd):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    (tmp_path / "bad").mkdir()
+    with pytest.raises(WriteError, match="Input/output error"):
+        _copy_all(src, tmp_path / "bad" / "m")
+    assert os.listdir(tmp_path / "bad") == []

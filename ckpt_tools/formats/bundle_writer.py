@@ -40,6 +40,10 @@ _COPY_CHUNK = 8 * 1024 * 1024
 # Tensors from this size up are copied by the kernel (os.copy_file_range) with the CRC on a
 # second thread; below it a pread and a write cost less than starting the thread.
 _RANGE_MIN = 1 << 20
+# Written bytes after which a background fdatasync starts, so the disk writes the data while
+# the copy goes on and the final fsync (kept: the index never points at unsynced data) has
+# only the tail left: ~0.35 s of a 1 GB restore-ema otherwise spent waiting at the end.
+_SYNC_EVERY = 128 << 20
 # copy_file_range's refusals that mean "not between these files" (cross-device on old
 # kernels, filesystems without it): nothing was copied, so the bytes go through user space.
 _NO_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP,
@@ -101,6 +105,9 @@ class BundleWriter:
         self._full_shapes: dict[str, tuple[int, ...]] = {}
         self._offset = 0
         self._done = False
+        self._unsynced = 0  # bytes written since the last background sync started
+        self._syncer: threading.Thread | None = None
+        self._sync_error: OSError | None = None
 
     # -- adding tensors --------------------------------------------------------------------
     def _entry(self, key: bytes, dtype: int, shape, size: int, crc32c: int,
@@ -250,7 +257,43 @@ class BundleWriter:
                 close_map(mapping)
         if "error" in result:
             raise result["error"]
+        self._sync_behind(size)
         return result.get("crc", 0)
+
+    def _sync_behind(self, nbytes: int) -> None:
+        """Starts an ``fdatasync`` of the data file on a background thread every
+        :data:`_SYNC_EVERY` bytes (one at a time), overlapping the disk write with the copy.
+        Its error is raised by :meth:`finish` (Linux reports a writeback error to an open file
+        once, so the final ``fsync`` would not see it again)."""
+        self._unsynced += nbytes
+        if self._unsynced < _SYNC_EVERY or (self._syncer and self._syncer.is_alive()):
+            return
+        self._join_syncer()  # finished: collect its error now
+        self._unsynced = 0
+        fd = self._f.fileno()
+
+        def sync() -> None:
+            try:
+                os.fdatasync(fd)
+            except OSError as exc:
+                self._sync_error = exc
+
+        self._syncer = threading.Thread(target=sync, name="ckpt-sync", daemon=True)
+        self._syncer.start()
+
+    def _join_syncer(self) -> None:
+        """Waits for the background sync (the file must not close under it).
+
+        Raises:
+            WriteError: if it failed.
+        """
+        if self._syncer is not None:
+            self._syncer.join()
+            self._syncer = None
+        error, self._sync_error = self._sync_error, None
+        if error is not None:
+            with os_errors(self._shown(self.data_path), "writing"):
+                raise error
 
     def add_array(self, name: str, array: np.ndarray, *,
                   slice_of: TensorSlice | None = None) -> None:
@@ -282,10 +325,15 @@ class BundleWriter:
         header = BundleHeaderProto(num_shards=1, endianness=0)
         header.version.producer = 1
         items = [(b"", header.SerializeToString())] + sorted(self._entries.items())
-        with os_errors(self._shown(self.data_path), "writing"):
-            self._f.flush()
-            os.fsync(self._f.fileno())
-            self._f.close()
+        try:
+            with os_errors(self._shown(self.data_path), "writing"):
+                self._f.flush()
+                self._join_syncer()
+                os.fsync(self._f.fileno())
+                self._f.close()
+        except BaseException:  # nothing is left under a temporary name either
+            self.abort()
+            raise
         tmp_index = temp_name(self.index_path)
         try:
             with os_errors(self._shown(self.index_path), "writing"):
@@ -305,6 +353,10 @@ class BundleWriter:
 
     def abort(self) -> None:
         """Removes temporary files; nothing is left under the output name."""
+        try:
+            self._join_syncer()
+        except WriteError:  # already failing: the files are removed anyway
+            pass
         if not self._f.closed:
             try:
                 self._f.close()
