@@ -6,10 +6,12 @@ what it wrote. TensorFlow is imported inside the tests, never at module level.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import h5py
 import numpy as np
@@ -207,8 +209,9 @@ def test_tf2_resume_and_eval(tf2_run, tmp_path):
 
 def test_keras_weights_file_holds_raw_weights_and_optimizer_averages(keras_run):
     train_dir, path = keras_run
-    assert path.endswith("ckpt-40.weights.h5")
-    with h5py.File(path, "r") as f:
+    assert path.endswith("ckpt-40.keras")
+    with zipfile.ZipFile(path) as z, h5py.File(io.BytesIO(z.read("model.weights.h5")),
+                                                "r") as f:
         layers = {f[f"layers/{g}/vars"].attrs["name"]: g for g in f["layers"]}
         assert {"conv1", "conv1_bn", "conv2", "conv3_bn", "logits"} <= set(layers)
         assert len(f[f"layers/{layers['conv1_bn']}/vars"]) == 4  # gamma beta mean variance
@@ -220,6 +223,18 @@ def test_keras_weights_file_holds_raw_weights_and_optimizer_averages(keras_run):
         average = opt["1"][()]
         assert average.shape == kernel.shape and not np.allclose(average, kernel)
     assert os.path.exists(os.path.join(str(train_dir), "model.keras"))
+
+
+def test_keras_resumes_from_its_keras_checkpoint(keras_run, tmp_path):
+    """model.load_weights(ckpt-<step>.keras) restores the optimizer too: the step continues."""
+    from ckpt_tools.train import keras_fit
+
+    train_dir = tmp_path / "resumed"
+    shutil.copytree(keras_run[0], train_dir)
+    resumed = keras_fit.train_with_stats(_config(train_dir, max_steps=44, save_every=2,
+                                                 ema_decay=0.9, resume=True))
+    assert (resumed.global_step, resumed.steps_run) == (44, 4)
+    assert resumed.checkpoint.endswith("ckpt-44.keras")
 
 
 def test_keras_eval_restores_optimizer_averages(keras_run):
@@ -248,7 +263,8 @@ def test_nan_loss_exits_1_and_keeps_last_good_checkpoint(api, tmp_path):
     names = sorted(os.listdir(train_dir))
     assert not any("-5" in n or "-6" in n for n in names), names
     if api == "keras":
-        with h5py.File(os.path.join(train_dir, "ckpt-4.weights.h5"), "r") as f:
+        with zipfile.ZipFile(os.path.join(train_dir, "ckpt-4.keras")) as z, \
+                h5py.File(io.BytesIO(z.read("model.weights.h5")), "r") as f:
             f.visititems(lambda _, o: isinstance(o, h5py.Dataset) and _assert_finite(o[()]))
     else:
         import tensorflow as tf
@@ -401,9 +417,10 @@ def test_trained_checkpoints_are_listed_baked_and_evaluate_as_ema(api, v1_run, t
     assert restored.global_step == original.global_step
 
 
-@pytest.mark.parametrize("name", ["model.keras"])
+@pytest.mark.parametrize("name", ["model.keras", "ckpt-20.keras", "ckpt-40.keras"])
 def test_keras_restore_ema_writes_a_keras_file_that_evaluates_as_ema(keras_run, name, tmp_path):
-    """Keras in, Keras out: the baked file's raw weights are the input's averages."""
+    """Keras in, Keras out: the baked file's raw weights are the input's averages, for the
+    trainer's periodic checkpoints too (train -> restore-ema -> eval, no option needed)."""
     from ckpt_tools.train.evaluate import evaluate
 
     src = os.path.join(str(keras_run[0]), name)
@@ -415,12 +432,13 @@ def test_keras_restore_ema_writes_a_keras_file_that_evaluates_as_ema(keras_run, 
     assert restored.global_step == original.global_step
 
 
-def test_keras_file_is_listed_and_exported_with_its_averages(keras_run, tmp_path):
+@pytest.mark.parametrize("name", ["model.keras", "ckpt-20.keras"])
+def test_keras_file_is_listed_and_exported_with_its_averages(keras_run, name, tmp_path):
     import json
 
     from ckpt_tools.keras_ema import keras_ema_values
 
-    model_file = os.path.join(str(keras_run[0]), "model.keras")
+    model_file = os.path.join(str(keras_run[0]), name)
     variables = json.loads(_ckpt("list", model_file, "--json").stdout)["variables"]
     weights = [v for v in variables if v["role"] == "weight"]
     assert len(weights) == len(TRAINABLE) and all(v["ema"] for v in weights)
@@ -433,6 +451,27 @@ def test_keras_file_is_listed_and_exported_with_its_averages(keras_run, tmp_path
             src = doc["tensors"][name]
             target = next(v["name"] for v in variables if v.get("ema") == src)
             assert np.array_equal(npz[name], averages[target]), name
+
+
+def test_keras_periodic_checkpoint_exports_keras_own_averages(keras_run, tmp_path):
+    """A ckpt-<step>.keras the trainer wrote mid-training: ckpt export gives, bit for bit, the
+    averages Keras itself pairs with each weight when it loads the archive
+    (optimizer._trainable_variables[i] <-> _model_variables_moving_average[i])."""
+    import json
+
+    import keras
+
+    path = os.path.join(str(keras_run[0]), "ckpt-20.keras")
+    net = keras.models.load_model(path)
+    opt = net.optimizer
+    assert int(opt.iterations.numpy()) == 20
+    truth = {v.path: a.numpy() for v, a in zip(
+        opt._trainable_variables, opt._model_variables_moving_average, strict=True)}
+    doc = json.loads(_ckpt("export", path, "--out", str(tmp_path / "w.npz"), "--json").stdout)
+    assert len(doc["averaged"]) == len(truth) == len(TRAINABLE)
+    with np.load(tmp_path / "w.npz") as npz:
+        for name, value in truth.items():
+            assert npz[name].tobytes() == value.tobytes(), name
 
 
 def test_tf2_multiworker_two_workers_on_one_machine(tmp_path):

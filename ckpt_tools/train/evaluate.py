@@ -7,7 +7,8 @@ Works on what any of the three trainers wrote; the API is detected from the path
   EMA = ``ema/``).
 * any other TF checkpoint prefix: v1 (raw = plain Saver, EMA = a Saver over
   ``ExponentialMovingAverage.variables_to_restore()``).
-* a directory: its latest TF checkpoint, else its newest ``ckpt-<step>.weights.h5``.
+* a directory: its latest TF checkpoint, else its newest ``ckpt-<step>.keras`` (or
+  ``.weights.h5``).
 
 Each API's restore step is one small function (:func:`restore_v1`, :func:`restore_tf2`,
 :func:`restore_keras`), the seam where ``ckpt_tools.restore_ema`` will plug in.

@@ -17,8 +17,12 @@ Where the EMA copies end up (checked with Keras 3.15, TF backend):
   (``finalize_variable_values``, before ``on_train_end``). Every file here is written from
   ``on_train_batch_end``, before that, so ``layers/...`` are always the raw weights.
 
-Files: ``<train_dir>/ckpt-<step>.weights.h5`` every ``--save-every`` steps (the newest
-``--max-to-keep`` are kept) and ``<train_dir>/model.keras`` at the last step.
+Files: ``<train_dir>/ckpt-<step>.keras`` every ``--save-every`` steps (the newest
+``--max-to-keep`` are kept) and ``<train_dir>/model.keras`` at the last step. Each is a whole
+``model.save()`` archive, as ``ModelCheckpoint`` writes by default: its ``config.json`` records
+the optimizer's ``use_ema=True``, which a bare ``.weights.h5`` of this optimizer cannot prove
+(averages then momentum look like gradient accumulators then momentum), so ``ckpt export`` and
+``ckpt restore-ema`` pair the averages from the file alone. Runs resume from either kind.
 
 h5 listing: ``layers/<group>/vars/<i>``; groups are keyed by class (``conv2d``, ``conv2d_1``,
 ``conv2d_2``, ``batch_normalization``, ``_1``, ``_2``, ``dense``), the Keras layer name is the
@@ -125,9 +129,15 @@ def compile_model(cfg: TrainConfig) -> keras.Model:
 
 
 def latest_weights(train_dir: str) -> str | None:
-    """The ``ckpt-<step>.weights.h5`` with the highest step in ``train_dir``, or None."""
-    found = [(step_of(p) or 0, p) for p in glob.glob(os.path.join(train_dir, "ckpt-*.weights.h5"))]
+    """The ``ckpt-<step>.keras`` (or, from older runs, ``.weights.h5``) with the highest step
+    in ``train_dir``, or None."""
+    found = [(step_of(p) or 0, p) for p in _checkpoints(train_dir)]
     return max(found)[1] if found else None
+
+
+def _checkpoints(train_dir: str) -> list[str]:
+    return [p for pattern in ("ckpt-*.keras", "ckpt-*.weights.h5")
+            for p in glob.glob(os.path.join(train_dir, pattern))]
 
 
 class _Checkpointer(keras.callbacks.Callback):
@@ -163,11 +173,11 @@ class _Checkpointer(keras.callbacks.Callback):
         if not all(np.isfinite(v.numpy()).all() for v in self._float_variables()):
             self._stop(nan_error("variables hold NaN/Inf", self.step, self.saved))
             return
-        path = os.path.join(self.cfg.train_dir, f"ckpt-{self.step}.weights.h5")
+        path = os.path.join(self.cfg.train_dir, f"ckpt-{self.step}.keras")
         with warnings.catch_warnings():
             # Keras' own h5 writer calls np.array(variable), which numpy 2 flags; not ours.
             warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
-            self.model.save_weights(path)
+            self.model.save(path)
             if self.step >= self.cfg.max_steps:  # before fit() overwrites weights with the EMA
                 self.model.save(os.path.join(self.cfg.train_dir, FINAL_MODEL))
         self.saved = path
@@ -182,22 +192,19 @@ class _Checkpointer(keras.callbacks.Callback):
         self.model.stop_training = True
 
     def _prune(self) -> None:
-        found = sorted(
-            (step_of(p) or 0, p)
-            for p in glob.glob(os.path.join(self.cfg.train_dir, "ckpt-*.weights.h5"))
-        )
+        found = sorted((step_of(p) or 0, p) for p in _checkpoints(self.cfg.train_dir))
         for _, path in found[: -self.cfg.max_to_keep]:
             os.remove(path)
 
 
 def train(cfg: TrainConfig) -> str:
-    """Train and return the latest ``.weights.h5``.
+    """Train and return the latest ``ckpt-<step>.keras``.
 
     Args:
         cfg: the run config.
 
     Returns:
-        The path of the newest ``ckpt-<step>.weights.h5``.
+        The path of the newest ``ckpt-<step>.keras``.
 
     Raises:
         TrainError: bad config, resume mismatch, or (:class:`NaNLossError`) a NaN loss.
