@@ -159,7 +159,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras) -> Ke
     model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"}
     root = _tree(model, config, owner_names, lay.notes)
     segments: list[tuple[str, list[str]]] = []
-    _flatten(root, segments)
+    groups: dict[int, list[list[str]]] = {}
+    _flatten(root, segments, groups)
     lay.model = [k for _, keys in segments for k in keys]
     _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
                else [])
@@ -192,7 +193,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras) -> Ke
     if tf_keras:
         lay.order = lay.model + opt + lay.other
         return lay
-    plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema)
+    plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema,
+                   bag_groups=groups)
     opt_name = (owner_names.get(owner) or (lay.optimizer_config or {}).get("name")
                 or "optimizer")
     for key, name in lay.var_names.items():
@@ -288,20 +290,34 @@ def _suffix(node: _Node) -> tuple[str, int]:
     return m.group(1), int(m.group(2) or 0)
 
 
-def _flatten(node: _Node, out: list[tuple[str, list[str]]]) -> None:
-    """Model weight keys in ``model.weights`` order, as ("seq"|"bag", keys) runs."""
+def _flatten(node: _Node, out: list[tuple[str, list[str]]],
+             groups: dict[int, list[list[str]]] | None = None) -> None:
+    """Model weight keys in ``model.weights`` order, as ("seq"|"bag", keys) runs.
+
+    ``groups`` gets, for each bag whose sublayers hold no bag themselves, the keys of each
+    sublayer in their own (known) order: Keras builds ``trainable_variables`` sublayer by
+    sublayer, so only the order of these groups is unknown.
+    """
     if node.keys:
         out.append(("seq", list(node.keys)))
     if node.bag:
         inner: list[tuple[str, list[str]]] = []
+        parts: list[list[str]] = []
         for child in node.ordered + node.bag:
-            _flatten(child, inner)
+            mine: list[tuple[str, list[str]]] = []
+            _flatten(child, mine)
+            inner += mine
+            if mine:
+                parts.append([k for kind, ks in mine for k in ks] if all(
+                    kind == "seq" for kind, _ in mine) else [])
         keys = [k for _, ks in inner for k in ks]
         if keys:
+            if groups is not None and all(parts):
+                groups[len(out)] = parts
             out.append(("bag", keys))
     else:
         for child in node.ordered:
-            _flatten(child, out)
+            _flatten(child, out, groups)
 
 
 def _var_names(node: _Node, n: int) -> list[tuple[str | None, bool]]:

@@ -48,7 +48,7 @@ def spec(entry) -> Spec:
 
 
 def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
-                   use_ema: bool | None = None) -> None:
+                   use_ema: bool | None = None, bag_groups: dict | None = None) -> None:
     """Finds iteration, learning rate, EMA copies and slots among the optimizer variables.
 
     Fills ``lay`` (a :class:`~ckpt_tools.formats.keras.layout.KerasLayout`): ``iteration``,
@@ -59,6 +59,8 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     order is unknown. ``read`` (key -> array), when given, lets values settle a layout the
     metadata leaves open, only by a wide margin (:func:`_closeness`). ``use_ema`` is the caller's
     statement (``--use-ema``/``--no-use-ema``), which overrides what the file says.
+    ``bag_groups``: segment index -> the keys of each sublayer of that bag (see
+    :func:`_settle_sublayers`).
     """
     specs = [spec(entries[k]) for k in keys]
     if not keys:
@@ -147,6 +149,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                 f"{len(kept)} weights of layers frozen after the optimizer was built "
                 f"(trainable=False in config.json, e.g. {lay.paths.get(kept[0], kept[0])}) "
                 "keep their EMA copies: the optimizer holds one per weight it was built with")
+        if lay.use_ema and hyp[0][0] and bag_groups:
+            pick = _settle_sublayers(pick, keys[off:], [tkeys[i] for i in hyp[1]], entries,
+                                     bag_of, bag_groups, closeness, lay)
         for key, (target, name) in pick.items():
             if target is None and name == "average":
                 target = closeness.settle_bag(key, names.get(key), lay)
@@ -163,6 +168,48 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
 
 
 Hypothesis = tuple  # ((use_ema, grad accumulation, slot groups), indexes of trained weights)
+_PERMUTATIONS = 5040  # sublayer orders tried per bag (7 sublayers)
+
+
+def _settle_sublayers(pick, okeys, sub_keys, entries, bag_of, bag_groups, closeness, lay):
+    """Pairs the averages of a bag (sublayers whose order the file does not record) sublayer
+    by sublayer: Keras builds ``trainable_variables`` one sublayer after another, so the bag's
+    averages are the sublayers' variables concatenated in some order. Every order whose shapes
+    fit is tried; the pairing is used when only one fits (shapes prove it), or when the values
+    single one out by a wide margin over the whole sublayer (``_Closeness.best``). Returns
+    ``pick`` with those averages' targets set; otherwise unchanged."""
+    import itertools
+
+    pick = dict(pick)
+    averages = okeys[: len(sub_keys)]  # use_ema: the first block, in sub_keys order
+    here = set(sub_keys)
+    for seg, parts in bag_groups.items():
+        pos = [p for p, k in enumerate(sub_keys) if bag_of.get(k) == seg]
+        parts = [[k for k in part if k in here] for part in parts]
+        parts = [p for p in parts if p]
+        if not pos or len(parts) < 2 or math.factorial(len(parts)) > _PERMUTATIONS:
+            continue
+        if all(pick.get(averages[p], (None,))[0] is not None for p in pos):
+            continue  # every average of this bag is already paired
+        want = [spec(entries[averages[p]]) for p in pos]
+        fits = []
+        for order in itertools.permutations(range(len(parts))):
+            flat = [k for i in order for k in parts[i]]
+            if len(flat) == len(want) and [spec(entries[k]) for k in flat] == want:
+                fits.append({averages[p]: (k, "average") for p, k in zip(pos, flat,
+                                                                        strict=True)})
+        distinct = {tuple(sorted(f.items())) for f in fits}
+        if len(distinct) == 1:
+            pick.update(fits[0])
+            lay.ema_evidence += "; sublayer order proven by their shapes"
+            continue
+        best = closeness.best(fits) if fits else None
+        if best is not None:
+            pick.update(fits[best[0]])
+            lay.ema_evidence += (f"; sublayer order settled by values, a whole sublayer at a "
+                                 f"time ({best[1]})")
+            lay.ema_source = "values"
+    return pick
 
 
 def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
