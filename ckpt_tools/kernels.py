@@ -1,7 +1,7 @@
 """Fused per-chunk NumPy kernels behind ``ckpt stats`` and ``ckpt diff``.
 
 Each kernel takes one cache-sized piece of a flat tensor at a time (``stats.CHUNK`` elements,
-a few hundred KiB) and runs its reductions over it while it sits in the core's cache, writing
+1 MiB of float32) and runs its reductions over it while it sits in the core's cache, writing
 intermediates into per-thread scratch buffers instead of a fresh float64 copy per operation.
 Values stay in their own dtype where NumPy reduces them exactly (``min``/``max`` of float32);
 everything that sums is accumulated in float64.

@@ -24,7 +24,12 @@ from .formats.dtypes import numpy_dtype
 from .kernels import Histogram, L2Accumulator, Moments, as_work, work_dtype
 from .parallel import ordered_map
 
-CHUNK = 1 << 16  # elements per fused piece (256-512 KiB of scratch: stays in L2 cache)
+# Elements per fused piece: 2 MiB of float64 scratch, in the L2/L3 caches. Smaller pieces run
+# each operation from L2 but make 4x the NumPy calls, and the GIL held between calls then keeps
+# the second thread waiting (2^16: 0.96 s, 2^18: 0.82 s for `ckpt stats` on 1 GB, 2 threads).
+# It must divide every part (4 MiB / itemsize elements, itemsize <= 16) so any split into
+# parts gives the same pieces.
+CHUNK = 1 << 18
 BINS = 16  # histogram bins
 
 
