@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .checkpoint import Checkpoint, Variable, open_checkpoint
+from .formats._io import gc_paused
 from .formats.bundle import data_path
 from .roles import ROLES
 
@@ -134,33 +135,38 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
     if sort not in ("name", "size"):
         raise ValueError(f"unknown sort order {sort!r}; expected 'name' or 'size'")
     owned = not isinstance(checkpoint, Checkpoint)
-    ckpt = open_checkpoint(checkpoint, use_ema=use_ema) if owned else checkpoint
-    try:
-        everything = ckpt.variables()
-        wanted = _collections(ckpt, collections) if collections else None
-        shown = [v for v in everything
-                 if (not roles or v.role in roles)
-                 and (wanted is None or wanted.intersection(v.collections))
-                 and (match is None or match(v.name, v.path))]
-        if sort == "size":
-            shown.sort(key=lambda v: v.nbytes, reverse=True)
-        bn = any(v.role == "bn_stat" and v.ema for v in everything)
-        averaged_roles = ("weight", "bn_stat") if bn else ("weight",)
-        layout = getattr(ckpt.reader, "keras", None)
-        frozen = frozenset(k for k, t in (layout.trainable.items() if layout else ())
-                           if not t)
-        expected = [v for v in everything if v.role in averaged_roles and v.name not in frozen]
-        return Listing(
-            checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.meta_source,
-            saved_model=ckpt.location.saved_model,
-            variables=shown, total=len(everything), averaged_roles=averaged_roles,
-            any_ema=any(v.role == "ema" for v in everything),
-            with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
-            by_key={v.name: v for v in everything}, shards=data_shards(ckpt),
-            ema_evidence=_ema_evidence(layout), frozen=frozen)
-    finally:
-        if owned:
-            ckpt.close()
+    with gc_paused():  # entries, Variables, roles: many small objects, none in a cycle
+        ckpt = open_checkpoint(checkpoint, use_ema=use_ema) if owned else checkpoint
+        try:
+            return _listing(ckpt, roles, collections, match, sort)
+        finally:
+            if owned:
+                ckpt.close()
+
+
+def _listing(ckpt: Checkpoint, roles, collections, match, sort: str) -> Listing:
+    """:func:`list_variables` on an open checkpoint."""
+    everything = ckpt.variables()
+    wanted = _collections(ckpt, collections) if collections else None
+    shown = [v for v in everything
+             if (not roles or v.role in roles)
+             and (wanted is None or wanted.intersection(v.collections))
+             and (match is None or match(v.name, v.path))]
+    if sort == "size":
+        shown.sort(key=lambda v: v.nbytes, reverse=True)
+    bn = any(v.role == "bn_stat" and v.ema for v in everything)
+    averaged_roles = ("weight", "bn_stat") if bn else ("weight",)
+    layout = getattr(ckpt.reader, "keras", None)
+    frozen = frozenset(k for k, t in (layout.trainable.items() if layout else ()) if not t)
+    expected = [v for v in everything if v.role in averaged_roles and v.name not in frozen]
+    return Listing(
+        checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.meta_source,
+        saved_model=ckpt.location.saved_model,
+        variables=shown, total=len(everything), averaged_roles=averaged_roles,
+        any_ema=any(v.role == "ema" for v in everything),
+        with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
+        by_key={v.name: v for v in everything}, shards=data_shards(ckpt),
+        ema_evidence=_ema_evidence(layout), frozen=frozen)
 
 
 def list_names(checkpoint: str | os.PathLike | Checkpoint, *,
@@ -189,18 +195,19 @@ def list_names(checkpoint: str | os.PathLike | Checkpoint, *,
     if sort not in ("name", "size"):
         raise ValueError(f"unknown sort order {sort!r}; expected 'name' or 'size'")
     owned = not isinstance(checkpoint, Checkpoint)
-    ckpt = open_checkpoint(checkpoint, use_ema=use_ema) if owned else checkpoint
-    try:
-        path_of = ckpt.path_of
-        shown = [(key, path_of(key, entry), entry) for key, entry in ckpt.entries().items()]
-        if match is not None:
-            shown = [s for s in shown if match(s[0], s[1])]
-        if sort == "size":  # stable, like list_variables: ties keep checkpoint order
-            shown.sort(key=lambda s: s[2].nbytes, reverse=True)
-        return [path or key for key, path, _ in shown]
-    finally:
-        if owned:
-            ckpt.close()
+    with gc_paused():  # 100,000 entries and names, none in a cycle: see gc_paused
+        ckpt = open_checkpoint(checkpoint, use_ema=use_ema) if owned else checkpoint
+        try:
+            path_of = ckpt.path_of
+            shown = [(key, path_of(key, entry), entry) for key, entry in ckpt.entries().items()]
+            if match is not None:
+                shown = [s for s in shown if match(s[0], s[1])]
+            if sort == "size":  # stable, like list_variables: ties keep checkpoint order
+                shown.sort(key=lambda s: s[2].nbytes, reverse=True)
+            return [path or key for key, path, _ in shown]
+        finally:
+            if owned:
+                ckpt.close()
 
 
 def _ema_evidence(layout) -> dict | None:

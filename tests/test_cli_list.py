@@ -186,3 +186,30 @@ def test_quiet_fast_path_prints_what_the_full_listing_shows(case):
     assert result.exit_code == 0, result.output
     full = list_variables(path, sort="size")
     assert result.stdout.splitlines() == [v.path or v.name for v in full.variables]
+
+
+def test_gc_is_paused_while_listing_and_restored_after():
+    """The index parse and the listing pause the cyclic collector (many small objects, no
+    cycles) and leave it as they found it, also when they fail."""
+    import gc
+
+    from ckpt_tools.formats._io import gc_paused
+    from ckpt_tools.listing import list_names
+
+    assert gc.isenabled()
+    seen = []
+    with gc_paused():
+        seen.append(gc.isenabled())
+        with gc_paused():
+            seen.append(gc.isenabled())
+        seen.append(gc.isenabled())
+    assert seen == [False, False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        list_names(FIXTURES / "linear_v2")
+        assert not gc.isenabled()  # a caller's choice is kept
+    finally:
+        gc.enable()
+    with pytest.raises(Exception):  # noqa: B017 - any CheckpointError
+        list_names(FIXTURES / "no_such_checkpoint")
+    assert gc.isenabled()

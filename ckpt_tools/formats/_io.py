@@ -8,10 +8,13 @@ alive (``mmap.close`` then raises ``BufferError`` and hides the real error).
 from __future__ import annotations
 
 import errno
+import gc
 import mmap
 import os
 import stat
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 
@@ -212,3 +215,21 @@ def remove_quietly(path: str) -> None:
         os.remove(path)
     except FileNotFoundError:
         pass
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pauses Python's cyclic garbage collector while a parser builds many small objects.
+
+    Parsing an index of 100,000 tensors allocates several hundred thousand tuples, dicts and
+    entries, none in a reference cycle; the collector would still traverse them all every few
+    thousand allocations (~0.3 s of a 0.8 s ``ckpt list -q``). Nested and concurrent uses are
+    safe: only the outermost one that found the collector enabled enables it again.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

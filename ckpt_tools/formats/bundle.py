@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from . import crc, dtypes
-from ._io import close_map, map_file, open_ranged, regular_size, view
+from ._io import close_map, gc_paused, map_file, open_ranged, regular_size, view
 from .bundle_wire import WireError, decode_entry, decode_header
 from .entry import TensorEntry, bundle_entry
 from .slices import TensorSlice, check_partition, decode_key
@@ -100,7 +100,8 @@ class BundleReader:
         self._shards: dict[int, object] = {}
         self._known_dtypes: set[int] = set()  # enum values already checked (one check each)
         try:
-            self._parse(Table(index, self.index_path, verify=verify))
+            with gc_paused():  # one entry object per tensor, no cycles
+                self._parse(Table(index, self.index_path, verify=verify))
         finally:
             close_map(index)
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
-from ._io import close_map, map_file
+from ._io import close_map, gc_paused, map_file
 from ._wire import Cursor
 
 # Collections whose members are serialized VariableDef protos.
@@ -283,7 +283,8 @@ def read_meta_graph(path: str) -> MetaGraph:
         raise CorruptCheckpointError("is a directory, expected a .meta file", path=path) from None
     try:
         try:
-            return parse_meta_graph(data, path)
+            with gc_paused():  # one MetaVariable per variable, no cycles
+                return parse_meta_graph(data, path)
         except CorruptCheckpointError as binary_error:
             head = bytes(data[:4096])
             if b"meta_info_def" in head or b"collection_def" in head or b"graph_def" in head:
