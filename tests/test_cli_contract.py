@@ -45,13 +45,18 @@ def _fits(line: str, width: int) -> bool:
 
 
 def _shortened_from(cell: str, names: list[str]) -> bool:
-    """Whether ``cell`` is a whole name, or a name shortened visibly in the middle."""
+    """Whether ``cell`` is a whole name, or a name with whole ``/`` segments left out, each run
+    of them shown as ``…`` (``conv1/…/moving_mean/…``)."""
     if cell in names:
         return True
     if ELLIPSIS not in cell:
         return False
-    head, tail = cell.split(ELLIPSIS, 1)
-    return any(n.startswith(head) and n.endswith(tail) for n in names)
+    if not re.fullmatch(r"(…/)?([^…/]+/(…/)?)*[^…/]*(/…)?|…", cell.replace("/…/", "/…/")):
+        return False
+    gap = "[^/]+(?:/[^/]+)*"
+    pattern = "".join(gap if part == ELLIPSIS else re.escape(part)
+                      for part in re.split(f"({ELLIPSIS})", cell))
+    return any(re.fullmatch(pattern, n) for n in names)
 
 
 # -- tables at 80 and 200 columns, and piped -----------------------------------------------
@@ -88,7 +93,8 @@ def test_list_piped_and_wide_are_one_row_per_line_with_whole_names(case, capsys,
         lines = out.splitlines()
         assert code == 0 and ELLIPSIS not in out
         rows = lines[2: 2 + len(names)]
-        assert [r.split("  ")[0].split(" (")[0] for r in rows] == [n for n in names]
+        split = (lambda r: r.split("\t")) if not tty else (lambda r: r.split("  "))
+        assert [split(r)[0].split(" (")[0] for r in rows] == [n for n in names]
 
 
 COMMANDS = [
@@ -131,14 +137,16 @@ def test_every_command_fits_80_and_200_columns_and_pipes_one_row_per_line(
     doc = json.loads(as_json)
     keys = _json_names(doc)
     for name in keys:  # every name whole, on exactly one line
-        hits = [line for line in piped.splitlines() if re.search(
-            rf"(^|\s){re.escape(name)}(\s|$)", line)]
+        hits = [line for line in piped.splitlines() if name in line.split("\t")
+                or re.search(rf"(^|\s){re.escape(name)}(\s|$)", line)]
         assert hits, (name, piped)
 
 
 def _table(text: str) -> list[str]:
-    """The rows (and header) of the first table in the output: lines with column gaps."""
-    return [line for line in text.split("\n\n", 1)[0].splitlines() if "  " in line.strip()]
+    """The rows (and header) of the first table in the output: lines with column gaps (on a
+    terminal) or tabs (piped)."""
+    return [line for line in text.split("\n\n", 1)[0].splitlines()
+            if "  " in line.strip() or "\t" in line]
 
 
 def _json_names(doc) -> list[str]:

@@ -35,7 +35,8 @@ def test_readme_list_example_matches_the_tool():
     from ckpt_tools.cli import app
 
     result = CliRunner().invoke(app, ["list", "fixtures/towers_bn", "--role", "weight",
-                                      "--role", "bn_stat"], env={"COLUMNS": "160"})
+                                      "--role", "bn_stat"],
+                                 env={"COLUMNS": "160", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"})
     assert result.exit_code == 0
     for line in result.stdout.splitlines()[2:8]:
         assert line.rstrip() in README, line

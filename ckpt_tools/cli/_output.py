@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from ._shorten import ELLIPSIS, shorten_counted
+
 # C0/C1 controls, DEL, and invisible format characters that reorder or hide text (bidi
 # overrides, zero-width spaces).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
@@ -68,74 +70,30 @@ def cell_len(text: str) -> int:
     return n
 
 
-def _take(text: str, width: int, from_end: bool = False) -> str:
-    """The longest head (or tail) of ``text`` that fits in ``width`` columns."""
-    if cell_len(text) <= width:
-        return text
-    out, n = [], 0
-    for c in (reversed(text) if from_end else text):
-        w = cell_len(c)
-        if n + w > width:
-            break
-        out.append(c)
-        n += w
-    return "".join(reversed(out) if from_end else out)
-
-
-ELLIPSIS = "…"
-
-
-# Where a word starts: after a separator, or at a lower-to-upper case change (MovingAverage).
-_WORD_START = re.compile(r"(?<=[/_.:-])(?=[^/_.:-])|(?<=[a-z0-9])(?=[A-Z])|(?=/)")
-
-
-def shorten_middle(text: str, width: int) -> str:
-    """Shortens a name to ``width`` columns with ``…`` in the middle, never inside a word.
-
-    The tail keeps as many whole path segments (or, failing that, whole words) as fit: they
-    say what the tensor is; the head keeps whole words from the start.
+def shorten_end(text: str, width: int) -> str:
+    """Shortens a list (``a,b,c``, raw or shown) to ``width`` columns with ``…`` at the end,
+    after a comma when one fits; an escape (``\\x1b``) is never cut.
 
     Example:
-        >>> shorten_middle("tower_0/conv1/BatchNorm/moving_mean", 24)
-        'tower_0/…/moving_mean'
+        >>> shorten_end("trainable,global,model", 18)
+        'trainable,global,…'
     """
-    if cell_len(text) <= width:
-        return text
+    shown = clean(text)
+    if cell_len(shown) <= width:
+        return shown
     if width <= 1:
         return ELLIPSIS[:width]
-    budget = width - 1
-    starts = [m.start() for m in _WORD_START.finditer(text) if 0 < m.start() < len(text)]
-    min_head = min(4, budget // 2)
-    fits = [i for i in starts if cell_len(text[i:]) <= budget - min_head]
-    slash = [i for i in fits if text[i] == "/"]
-    if slash:
-        tail = text[slash[0]:]
-    elif fits:
-        tail = text[fits[0]:]
-    elif starts:  # no whole word fits at the end: keep whole words from the start only
-        tail = ""
-        fits = starts
-    else:  # one long word: nothing to keep whole
-        tail = _take(text, budget - budget // 2, from_end=True)
-    room = budget - cell_len(tail)
-    head = _take(text, room)
-    ends = [i for i in starts if i <= len(head)]
-    if len(head) < len(text) and len(head) not in starts and (ends or fits):
-        head = head[: ends[-1]] if ends else ""  # end the head at a word boundary too
-    return head + ELLIPSIS + tail
-
-
-def shorten_end(text: str, width: int) -> str:
-    """Shortens a list (``a,b,c``) to ``width`` columns with ``…`` at the end, at a comma."""
-    if cell_len(text) <= width:
-        return text
-    if width <= 1:
-        return ELLIPSIS[:width]
-    head = _take(text, width - 1)
-    cut = head.rfind(",")
+    tokens = [clean(c) for c in text] if shown != text else list(text)
+    head, n = [], 0
+    for t in tokens:
+        if n + cell_len(t) > width - 1:
+            break
+        head.append(t)
+        n += cell_len(t)
+    cut = max((k for k, t in enumerate(head) if t == ","), default=-1)
     if cut > 0:
         head = head[: cut + 1]
-    return head + ELLIPSIS
+    return "".join(head) + ELLIPSIS
 
 
 @dataclass(frozen=True)
@@ -151,6 +109,14 @@ class Column:
         hide: priority for hiding the column when the table cannot fit (0: never; the highest
             goes first).
         floor: narrowest a shrinking column may become when nothing else can give way.
+        prefix_from: index of a column whose cell, when this cell starts with it and ``/``, is
+            the first part left out when this cell must be shortened (``diff --ema`` shows a
+            shadow ``conv1/w/ExponentialMovingAverage`` beside ``conv1/w`` as
+            ``…/ExponentialMovingAverage``); with ``lead``, a cell ``of X`` whose X that cell
+            starts with is shown as ``of ..`` (``list``'s EMA column).
+        lead: a word a cell may start with that shortening keeps whole (``of ``).
+        data: whether the column is data; a decorative one (``map``'s arrow) is left out when
+            stdout is not a terminal.
     """
 
     name: str
@@ -159,6 +125,9 @@ class Column:
     min_width: int = 12
     hide: int = 0
     floor: int = 6
+    prefix_from: int | None = None
+    lead: str = ""
+    data: bool = True
 
 
 Cell = str | tuple[str, str | None]
@@ -273,7 +242,10 @@ class Output:
             self.line((part, style))
 
     def _wrap(self, text: str) -> list[str]:
-        if not self.is_terminal or self.wide or cell_len(text) <= self.width:
+        return self._wrap_for(text, self.stdout)
+
+    def _wrap_for(self, text: str, stream: TextIO) -> list[str]:
+        if not _is_tty(stream) or self.wide or cell_len(text) <= self.width:
             return [text]
         import textwrap
 
@@ -290,34 +262,62 @@ class Output:
         """Prints a table; see the module docstring for how it fits the terminal.
 
         ``title`` lines are left out with ``quiet``; cells are ``text`` or ``(text, style)``.
+        When stdout is not a terminal the header and rows are tab-separated fields (see
+        :meth:`_tsv_table`).
         """
         if self.json_mode:
             return
-        cells = [[(clean(c), None) if isinstance(c, str) else (clean(c[0]), c[1]) for c in row]
-                 for row in rows]
-        widths = [max([cell_len(col.name)] + [cell_len(r[i][0]) for r in cells])
-                  for i, col in enumerate(columns)]
-        shown = list(range(len(columns)))
-        if self.is_terminal and not self.wide:
-            shown, widths = _fit(columns, widths, self.width, len(self.GAP))
-            hidden = [columns[i].name for i in range(len(columns)) if i not in shown]
-            if hidden:
-                self.note(f"hidden at {self.width} columns: {', '.join(hidden)} (use --wide, "
-                          "or a wider terminal)")
+        raw = [[(c, None) if isinstance(c, str) else (c[0], c[1]) for c in row] for row in rows]
         lines = []
         if title is not None and not self.quiet:
             for t in [title] if isinstance(title, str) else title:
                 lines += [self._paint(part, "bold", self.stdout) for part in self._wrap(clean(t))]
+        if not self.is_terminal:
+            self._write(self.stdout, "\n".join(lines + self._tsv_table(columns, raw)) + "\n")
+            return
+        shown_text = [[clean(text) for text, _ in row] for row in raw]
+        widths = [max([cell_len(col.name)] + [cell_len(r[i]) for r in shown_text])
+                  for i, col in enumerate(columns)]
+        shown = list(range(len(columns)))
+        if not self.wide:
+            empty = frozenset(i for i in range(len(columns))
+                              if rows and all(not r[i] for r in shown_text))
+            natural = widths
+            for extra in range(len(columns)):  # hide low-priority columns before losing names
+                shown, widths = _fit(columns, natural, self.width, len(self.GAP), empty, extra)
+                names = _NameColumns(columns, shown, widths, raw)
+                names.balance()
+                if not names.loss() or len(shown) == len(_fit(
+                        columns, natural, self.width, len(self.GAP), empty, extra + 1)[0]):
+                    break
+            hidden = [columns[i].name for i in range(len(columns))
+                      if i not in shown and i not in empty]
+            blank = [columns[i].name for i in range(len(columns)) if i not in shown and i in empty]
+            if hidden or blank:
+                self.note(f"hidden at {self.width} columns: "
+                          + "; ".join(([", ".join(hidden)] if hidden else [])
+                                      + ([f"{', '.join(blank)} (empty)"] if blank else []))
+                          + " (--wide shows them)")
+            for i in shown:
+                col, w = columns[i], widths[i]
+                if not col.shrink or all(cell_len(r[i]) <= w for r in shown_text):
+                    continue
+                if col.shrink == "middle":
+                    short = names.shorten(i, w)[0]
+                else:
+                    short = [shorten_end(r[i][0], w) for r in raw]
+                for r, text in zip(shown_text, short, strict=True):
+                    r[i] = text
         header = [(columns[i].name, "bold") for i in shown]
-        for row in [header, *cells]:
+        for n_row, row in enumerate([None, *shown_text]):
             parts = []
             for n, i in enumerate(shown):
-                text, style = row[i] if row is not header else header[n]
+                if row is None:
+                    text, style = header[n]
+                else:
+                    text, style = row[i], raw[n_row - 1][i][1]
                 col, w = columns[i], widths[i]
-                if cell_len(text) > w:
-                    text = shorten_middle(text, w) if col.shrink == "middle" else \
-                        shorten_end(text, w)
-                pad = " " * (w - cell_len(text))
+                pad = " " * max(0, w - cell_len(text))
                 if n == len(shown) - 1 and col.justify != "right":
                     pad = ""  # no trailing blanks
                 painted = self._paint(text, style, self.stdout)
@@ -325,11 +325,26 @@ class Output:
             lines.append(self.GAP.join(parts).rstrip())
         self._write(self.stdout, "\n".join(lines) + "\n")
 
+    @staticmethod
+    def _tsv_table(columns: Sequence[Column], raw: list[list[tuple[str, str | None]]]
+                   ) -> list[str]:
+        """The header and rows as tab-separated fields, one row per line, names whole: fields
+        never hold a tab (escaped as ``\\t``), an empty field is ``-``, and headers hold no
+        blanks, so ``awk -F'\\t'`` and ``cut -f`` see the same number of fields on every
+        line."""
+        keep = [i for i, col in enumerate(columns) if col.data]
+        out = ["\t".join(columns[i].name.replace(" ", "_") or "-" for i in keep)]
+        out += ["\t".join(clean(row[i][0]) or "-" for i in keep) for row in raw]
+        return out
+
     # -- messages on stderr -----------------------------------------------------------------
     def note(self, message: str) -> None:
-        """An informational line on stderr (left out with ``quiet``)."""
+        """An informational line on stderr (left out with ``quiet``); on a terminal it wraps
+        at spaces to the terminal's width, never inside a word."""
         if not self.quiet:
-            self._write(self.stderr, self._paint(clean(message), "dim", self.stderr) + "\n")
+            parts = self._wrap_for(clean(message), self.stderr)
+            self._write(self.stderr, "".join(self._paint(p, "dim", self.stderr) + "\n"
+                                             for p in parts))
 
     info = note
 
@@ -346,11 +361,65 @@ class Output:
         return ByteProgress(self, label, total)
 
 
-def _fit(columns: Sequence[Column], natural: list[int], width: int,
-         gap: int) -> tuple[list[int], list[int]]:
+class _NameColumns:
+    """The name columns (``shrink="middle"``) of one table: their shortened cells, and a
+    rebalancing of width between them so that none has to cut inside a ``/`` segment while
+    another has columns to spare."""
+
+    #: Above this many rows the widths from :func:`_fit` are kept as they are.
+    MAX_ROWS = 2000
+
+    def __init__(self, columns: Sequence[Column], shown: list[int], widths: list[int],
+                 raw: list[list[tuple[str, str | None]]]):
+        self.columns, self.widths, self.raw = columns, widths, raw
+        self.ids = [i for i in shown if columns[i].shrink == "middle"]
+        self._memo: dict[tuple[int, int], tuple[list[str], int]] = {}
+
+    def shorten(self, i: int, width: int) -> tuple[list[str], int]:
+        """Column ``i``'s cells at ``width``, and how many were cut inside a segment."""
+        if (i, width) not in self._memo:
+            col = self.columns[i]
+            prefixes = None if col.prefix_from is None else \
+                [r[col.prefix_from][0] for r in self.raw]
+            self._memo[i, width] = shorten_counted(
+                [r[i][0] for r in self.raw], width, clean, cell_len, prefixes=prefixes,
+                lead=col.lead)
+        return self._memo[i, width]
+
+    def loss(self) -> int:
+        """How much the name columns lose at their widths (see :func:`shorten_counted`)."""
+        if len(self.raw) > self.MAX_ROWS:
+            return 0
+        return sum(self.shorten(i, self.widths[i])[1] for i in self.ids)
+
+    def balance(self) -> None:
+        """Moves columns, one at a time, from a name column that can spare them (it still
+        cuts no segment) to one that cuts segments, while that helps."""
+        if len(self.ids) < 2 or len(self.raw) > self.MAX_ROWS:
+            return
+        w = self.widths
+        for _ in range(64):
+            needy = [i for i in self.ids if self.shorten(i, w[i])[1]]
+            if not needy:
+                return
+            i = needy[0]
+            donors = [j for j in self.ids if j != i and w[j] - 1 >= max(
+                self.columns[j].floor, cell_len(self.columns[j].name))
+                and self.shorten(j, w[j] - 1)[1] <= self.shorten(j, w[j])[1]]
+            if not donors:
+                return
+            j = max(donors, key=lambda k: w[k])
+            w[j] -= 1
+            w[i] += 1
+
+
+def _fit(columns: Sequence[Column], natural: list[int], width: int, gap: int,
+         empty: frozenset[int] = frozenset(), extra: int = 0) -> tuple[list[int], list[int]]:
     """Chooses the shown columns and their widths so that a row fits ``width``: shrinking
-    columns first give way down to their ``min_width``, then hideable columns go, then
-    shrinking columns give way down to their header's width."""
+    columns first give way down to their ``min_width``, then columns with no value in any row
+    (``empty``) go, then hideable columns, then shrinking columns give way down to their
+    header's width. ``extra`` more hideable columns go once the table must shrink (so that
+    names keep what tells them apart)."""
     shown = list(range(len(columns)))
 
     def shrink(floor) -> tuple[list[int], int]:
@@ -375,8 +444,19 @@ def _fit(columns: Sequence[Column], natural: list[int], width: int,
 
     while True:
         widths, excess = shrink(soft)
-        if excess <= 0:
+        if excess <= 0 and (extra <= 0 or widths == natural):
             return shown, widths
+        if excess <= 0:
+            hideable = [i for i in shown if columns[i].hide]
+            if not hideable:
+                return shown, widths
+            shown.remove(max(hideable, key=lambda i: columns[i].hide))
+            extra -= 1
+            continue
+        blank = [i for i in shown if i in empty]
+        if blank:
+            shown.remove(blank[-1])
+            continue
         hideable = [i for i in shown if columns[i].hide]
         if not hideable:
             return shown, shrink(hard)[0]
@@ -449,6 +529,12 @@ def _default(obj: Any) -> Any:
     if hasattr(obj, "tolist"):
         return obj.tolist()
     raise TypeError(f"cannot serialize {type(obj).__name__}")
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """``[3,3,3,4]``: a shape without blanks, so a piped row splits into the same fields on
+    every line."""
+    return "[" + ",".join(str(d) for d in shape) + "]"
 
 
 def human_bytes(n: int) -> str:

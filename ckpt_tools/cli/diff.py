@@ -28,7 +28,7 @@ from ._common import (
     display_names,
     resolve,
 )
-from ._output import Column, Output
+from ._output import Column, Output, shape_text
 
 
 def diff_command(
@@ -99,9 +99,9 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
             out.warning(t.error)
         if changed_only and not t.changed:
             continue
-        shape = str(list(t.shape_a)) if t.shape_a == t.shape_b else \
-            f"{list(t.shape_a)} → {list(t.shape_b)}"
-        dtype = t.dtype_a if t.dtype_a == t.dtype_b else f"{t.dtype_a} → {t.dtype_b}"
+        shape = shape_text(t.shape_a) if t.shape_a == t.shape_b else \
+            f"{shape_text(t.shape_a)}→{shape_text(t.shape_b)}"
+        dtype = t.dtype_a if t.dtype_a == t.dtype_b else f"{t.dtype_a}→{t.dtype_b}"
         name = paths.get(t.name, t.name)
         row = [name] + ([paths.get(t.other, t.other)] if ema else [])
         status = "not compared" if t.status == NOT_COMPARED else t.status
@@ -109,7 +109,9 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
                      _fmt(t.rel_l2)])
     columns = [Column("raw" if ema else "name", shrink="middle", min_width=20, floor=16)]
     if ema:
-        columns.append(Column("EMA shadow", shrink="middle", min_width=16))
+        # Beside its variable, a shadow <raw>/ExponentialMovingAverage is shortened to
+        # …/ExponentialMovingAverage first: the raw column already shows the rest.
+        columns.append(Column("EMA shadow", shrink="middle", min_width=16, prefix_from=0))
     columns += [Column("status"), Column("shape", hide=2), Column("dtype", hide=1),
                 Column("max |Δ|", "right"), Column("rel L2", "right")]
     out.table(title, columns, rows)

@@ -148,7 +148,7 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
     rows = [[(names.get(src, src), "cyan" if src != tgt else "dim"), "→", names.get(tgt, tgt)]
             for src, tgt in m.mapping.items()]
     out.table(f"{m.checkpoint}: EMA map ({m.ema_name}, from {m.source})",
-              [Column("checkpoint key", shrink="middle", min_width=20), Column(""),
+              [Column("checkpoint key", shrink="middle", min_width=20), Column("", data=False),
                Column("restores into", shrink="middle", min_width=20)], rows)
     out.line("")
     out.prose(f"{len(m.averaged)} averaged, {len(m.raw)} raw, {len(m.dropped)} left out "

@@ -27,7 +27,7 @@ from ._common import (
     WideOpt,
     resolve,
 )
-from ._output import Column, Output, human_bytes
+from ._output import Column, Output, human_bytes, shape_text
 
 _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
                "bn_stat": "yellow", "step": "blue", "loss_average": "dim"}
@@ -77,17 +77,17 @@ def list_command(
         _print_table(out, listing)
 
 
-def _shape(shape: tuple[int, ...]) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
 def _print_table(out: Output, listing: Listing) -> None:
     has_meta = listing.meta is not None
-    columns = [Column("name", shrink="middle", min_width=30, floor=26), Column("dtype"),
-               Column("shape"), Column("size", "right"), Column("role")]
+    columns = [Column("name", shrink="middle", min_width=32, floor=24),
+               Column("dtype", hide=2), Column("shape"), Column("size", "right"),
+               Column("role")]
     if has_meta:
         columns.append(Column("collections", shrink="end", min_width=12, hide=1))
-    columns.append(Column("ema", shrink="middle", min_width=10))
+    # "of X": the variable a shadow averages; "of " stays whole, X is shortened like names,
+    # or, when the shadow is X/ExponentialMovingAverage, shown relative to it: "of ..".
+    columns.append(Column("ema", shrink="middle", min_width=14, floor=10, lead="of ",
+                          prefix_from=0))
     rows = []
     for v in listing.variables:
         if v.ema:
@@ -102,7 +102,7 @@ def _print_table(out: Output, listing: Listing) -> None:
         else:
             ema = ""
         name = (v.path or v.name) + (f" ({v.partitions} parts)" if v.partitions else "")
-        row = [name, v.dtype, _shape(v.shape), f"{v.size:,}", (v.role, _ROLE_STYLE.get(v.role))]
+        row = [name, v.dtype, shape_text(v.shape), f"{v.size:,}", (v.role, _ROLE_STYLE.get(v.role))]
         if has_meta:
             row.append(",".join(short_collection(c) for c in v.collections))
         rows.append([*row, ema])

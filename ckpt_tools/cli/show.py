@@ -32,7 +32,7 @@ from ._common import (
     display_names,
     resolve,
 )
-from ._output import Column, Output
+from ._output import Column, Output, shape_text
 
 _SPARK = "▁▂▃▄▅▆▇█"
 FullOpt = Annotated[bool, typer.Option("--full", help="Print every value, not a summary.")]
@@ -209,7 +209,7 @@ def _print_one(out: Output, ckpt: Checkpoint, record: StatsRecord, value: np.nda
                full: bool, precision: int, shown: dict[str, str]) -> None:
     entry = ckpt.entry(record.name)
     out.line((shown.get(record.name, record.name), "bold"),
-             f"  {entry.dtype_name} {list(entry.shape)}  ", (record.role, "dim"))
+             f"  {entry.dtype_name} {shape_text(entry.shape)}  ", (record.role, "dim"))
     if not out.quiet:
         for line in _stats_lines(record.stats, precision):
             out.line("  " + line)
@@ -258,7 +258,7 @@ def stats_command(
                 if json_out:
                     records.append(record.to_dict(_path(shown, record.name)))
                 else:
-                    rows.append(_row(record, shown))
+                    rows.append(_row(record, shown, out.is_terminal))
         if json_out:
             out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records})
         else:
@@ -276,15 +276,22 @@ _STATS_COLUMNS = [
     Column("drift", "right"), Column("flags", shrink="end", min_width=8)]
 
 
-def _row(r: StatsRecord, shown: dict[str, str]) -> list:
-    flags = ", ".join(r.flags)
+def _histogram(counts, terminal: bool) -> str:
+    """The sparkline; piped, empty bins are ``_`` so the field holds no blank (``awk``)."""
+    bars = sparkline(counts)
+    return bars if terminal else bars.replace(" ", "_")
+
+
+def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True) -> list:
+    flags = ",".join(r.flags)
     style = "red" if r.error or "nan" in r.flags or "inf" in r.flags else "yellow"
     name = shown.get(r.name, r.name)
     if r.stats is None:
-        return [name, r.dtype, str(list(r.shape)), "-", "-", "-", "-", "-", "", "",
+        return [name, r.dtype, shape_text(r.shape), "-", "-", "-", "-", "-", "", "",
                 (flags, style)]
     s = r.stats
     bad = f"{s.nan}/{s.inf}" if s.nan or s.inf else ""
-    return [name, r.dtype, str(list(r.shape)), _num(s.min), _num(s.max), _num(s.mean),
-            _num(s.std), bad, sparkline(s.histogram), "" if r.drift is None else f"{r.drift:.3g}",
+    return [name, r.dtype, shape_text(r.shape), _num(s.min), _num(s.max), _num(s.mean),
+            _num(s.std), bad, _histogram(s.histogram, terminal),
+            "" if r.drift is None else f"{r.drift:.3g}",
             (flags, style)]

@@ -1,0 +1,206 @@
+"""Shortening a column of names to a width, keeping the rows apart.
+
+A name is shortened by leaving out whole ``/`` segments (each gap shows as ``…``), never by
+cutting inside a segment, so ``conv1/BatchNorm/moving_mean/ExponentialMovingAverage`` becomes
+``conv1/…/moving_mean/…`` and never ``conv1/Batch…Average``. The segments kept are those that
+tell the rows of the column apart (a segment that many rows share, such as
+``ExponentialMovingAverage``, says less than one only this row has), and two rows never get the
+same shortened text: a text several rows would share is given to none of them.
+
+Only a single segment wider than the column is cut by characters; the cut is made between
+escaped characters, never inside an escape (``\\x1b``, ``\\u202e``), so what is shown is always
+a piece of the escaped name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from itertools import combinations
+
+ELLIPSIS = "…"
+#: Above this many names to shorten, fewer shapes are tried per name (time stays linear).
+_MANY = 2000
+
+
+def shorten_column(texts: Sequence[str], width: int, escape: Callable[[str], str],
+                   measure: Callable[[str], int], *,
+                   prefixes: Sequence[str | None] | None = None, lead: str = "") -> list[str]:
+    return shorten_counted(texts, width, escape, measure, prefixes=prefixes, lead=lead)[0]
+
+
+def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], str],
+                    measure: Callable[[str], int], *,
+                    prefixes: Sequence[str | None] | None = None,
+                    lead: str = "") -> tuple[list[str], int]:
+    """Returns the shown (escaped) text of every raw name in ``texts``, each at most ``width``
+    columns wide, distinct wherever the names are.
+
+    Args:
+        texts: raw names (not yet escaped), one per row.
+        width: columns available.
+        escape: turns raw text into its shown form (control characters escaped).
+        measure: the columns a shown text takes.
+        prefixes: per row, a text already shown elsewhere in the row (``diff --ema``'s raw
+            name beside its shadow ``<raw>/ExponentialMovingAverage``): when a name does not
+            fit and starts with it and ``/``, that part is the first left out (``…/Exponential
+            MovingAverage``), and such rows need not differ from each other.
+        lead: a word a cell may start with that is always kept whole (``of `` in ``list``'s
+            ``of conv1/BatchNorm/beta``); only the name after it is shortened. When the name
+            after it is a ``/`` prefix of the row's text in ``prefixes`` (the shadow
+            ``conv1/w/ExponentialMovingAverage`` is ``of conv1/w``) and does not fit, it is
+            shown relative to that text, as a path: ``of ..``.
+
+    Returns:
+        The shown texts, in order (:func:`shorten_column`); :func:`shorten_counted` also returns
+        their total loss: 2 for each cut inside a segment, 1 for each row that lost a last
+        segment no other row has (0: every row shows whole segments, and what sets it apart).
+    """
+    shown = [escape(t) for t in texts]
+    long = [i for i, s in enumerate(shown) if measure(s) > width]
+    if not long:
+        return shown, 0
+    cuts = 0
+    if lead:
+        led = [i for i in long if texts[i].startswith(lead) and len(texts[i]) > len(lead)]
+        for i in list(led):  # "of X" beside the name X/ExponentialMovingAverage: "of .."
+            inner, name = texts[i][len(lead):], prefixes[i] if prefixes else None
+            if name and name.startswith(inner + "/"):
+                up = lead + "/".join([".."] * (name[len(inner) + 1:].count("/") + 1))
+                if measure(escape(up)) <= width:
+                    shown[i] = escape(up)
+                    led.remove(i)
+                    long.remove(i)
+        if led:
+            inner, cut = shorten_counted([texts[i][len(lead):] for i in led],
+                                         width - measure(lead), escape, measure)
+            cuts += cut
+            for i, text in zip(led, inner, strict=True):
+                shown[i] = escape(lead) + text
+            long = [i for i in long if i not in set(led)]
+    if width <= 1:
+        cut = [s if i not in long else ELLIPSIS[:width] for i, s in enumerate(shown)]
+        return cut, 2 * len(long)
+    free = set()
+    for i in long:
+        prefix = prefixes[i] if prefixes else None
+        if prefix and texts[i].startswith(prefix + "/") and len(texts[i]) > len(prefix) + 1:
+            rest = _tokens(texts[i][len(prefix) + 1:], escape)
+            shown[i] = _cut(ELLIPSIS + "/", rest, width, measure)
+            cuts += 2 * (measure(ELLIPSIS + "/" + "".join(rest)) > width)
+            free.add(i)
+    long = [i for i in long if i not in free]
+    if not long:
+        return shown, cuts
+    segments = {i: [escape(s) for s in texts[i].split("/")] for i in long}
+    freq = Counter(s for i in long for s in set(segments[i]))
+    few = len(long) <= _MANY
+    choices = {i: _candidates(segments[i], texts[i], width, escape, measure, freq, few)
+               for i in long}
+    fixed = Counter(shown[i] for i in range(len(shown)) if i not in long and i not in free)
+    pick = dict.fromkeys(long, 0)
+    banned: set[str] = set()
+    for _ in range(64):  # each round bans at least one text, and every row has few choices
+        counts = fixed + Counter(choices[i][pick[i]][0] for i in long)
+        clash = [i for i in long if counts[choices[i][pick[i]][0]] > 1]
+        if not clash:
+            break
+        banned.update(choices[i][pick[i]][0] for i in clash)
+        moved = False
+        for i in clash:
+            options = choices[i]
+            nxt = next((k for k in range(pick[i], len(options)) if options[k][0] not in banned),
+                       None)
+            if nxt is not None and nxt != pick[i]:
+                pick[i], moved = nxt, True
+        if not moved:
+            break
+    for i in long:
+        shown[i] = choices[i][pick[i]][0]
+        cuts += choices[i][pick[i]][1]
+    return shown, cuts
+
+
+def _tokens(raw: str, escape: Callable[[str], str]) -> list[str]:
+    """The shown form of each character of ``raw``: cutting between tokens never splits an
+    escape."""
+    return [escape(c) for c in raw]
+
+
+def _cut(lead: str, tokens: list[str], width: int, measure: Callable[[str], int],
+         tail_share: float = 0.5) -> str:
+    """``lead`` + as much of ``tokens`` as fits, with ``…`` in the middle when it does not."""
+    whole = lead + "".join(tokens)
+    if measure(whole) <= width:
+        return whole
+    room = width - measure(lead) - 1
+    if room <= 0:
+        return (lead + ELLIPSIS)[:max(width, 0)] if width > 0 else ""
+    tail_room = int(room * tail_share)
+    head_room = room - tail_room
+    head, n = [], 0
+    for t in tokens:
+        w = measure(t)
+        if n + w > head_room:
+            break
+        head.append(t)
+        n += w
+    tail, n2 = [], 0
+    for t in reversed(tokens[len(head):]):
+        w = measure(t)
+        if n2 + w > room - n:
+            break
+        tail.append(t)
+        n2 += w
+    return lead + "".join(head) + ELLIPSIS + "".join(reversed(tail))
+
+
+def _render(segments: list[str], kept: tuple[int, ...]) -> str:
+    parts, last = [], -1
+    for k in kept:
+        if k != last + 1:
+            parts.append(ELLIPSIS)
+        parts.append(segments[k])
+        last = k
+    if last != len(segments) - 1:
+        parts.append(ELLIPSIS)
+    return "/".join(parts)
+
+
+def _candidates(segments: list[str], raw: str, width: int, escape: Callable[[str], str],
+                measure: Callable[[str], int], freq: Counter,
+                few: bool) -> list[tuple[str, int]]:
+    """Every shortened form of one name that fits, best first: whole segments kept from the
+    start and the end and at most two from the middle, valued by the length of what they keep
+    divided by the square of how many rows share each segment (a segment every row has tells
+    nothing apart); then cuts by characters, as a last resort. Beside each, its loss: 0, 1 when
+    it leaves out a last segment no other row has (``…/BatchNorm/…``), 2 for a cut by
+    characters."""
+    n = len(segments)
+    forms: dict[tuple[int, ...], float] = {}
+    if n > 1:
+        heads = range(min(3 if few else 1, n) + 1)
+        for h in heads:
+            for t in range(min(4 if few else 2, n - h) + 1):
+                base = tuple(range(h)) + tuple(range(n - t, n))
+                inner = range(h, n - t)
+                middles = [(), *((m,) for m in inner),
+                           *combinations(inner, 2)] if few else [()]
+                for m in middles:
+                    kept = tuple(sorted(set(base) | set(m)))
+                    if kept and len(kept) < n:
+                        forms[kept] = sum((len(segments[k]) + 1) / freq[segments[k]] ** 2
+                                          for k in kept)
+    fitting = []
+    for kept, value in forms.items():
+        text = _render(segments, kept)
+        size = measure(text)
+        if size <= width:
+            loses = kept[-1] != n - 1 and freq[segments[-1]] == 1
+            fitting.append((int(loses), -value, -size, text))
+    fitting.sort()
+    out = {f[-1]: f[0] for f in fitting}
+    tokens = _tokens(raw, escape)
+    for share in (0.5, 0.7, 0.3, 0.85, 0.15):
+        out.setdefault(_cut("", tokens, width, measure, share), 2)
+    return list(out.items())

@@ -1,0 +1,215 @@
+"""What the ``ckpt`` tables show at 80 columns and in a pipe (review of issue 13).
+
+- At ``COLUMNS=80`` shortened names stay distinct, are shortened only by whole ``/`` segments,
+  and never cut inside an escape.
+- stderr notes and stdout summaries fit 80 columns, wrapped at spaces.
+- Piped tables are tab-separated: every line of a table has the same number of fields, for
+  ``awk -F'\\t'`` (and for plain ``awk`` where names hold no blanks).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _corpus import run_cli
+from helpers import FIXTURES
+
+from ckpt_tools.cli._output import ELLIPSIS, Column, Output, cell_len, clean
+from ckpt_tools.cli._shorten import shorten_column
+
+ROOT = Path(__file__).resolve().parent.parent
+TOWERS = str(FIXTURES / "towers_bn")
+
+
+def _terminal(monkeypatch, columns: int = 80) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", str(columns))
+
+
+def _keys(capsys) -> list[str]:
+    import json
+
+    code, out, _ = run_cli(["list", TOWERS, "--json"], capsys)
+    assert code == 0
+    return [v["path"] or v["name"] for v in json.loads(out)["variables"]]
+
+
+def _rows(out: str) -> list[list[str]]:
+    """The data rows of the first table on stdout, split at the column gaps."""
+    lines = out.split("\n\n", 1)[0].splitlines()
+    header = next(i for i, line in enumerate(lines) if re.match(r"(name|raw) ", line))
+    return [re.split(r" {2,}", line.strip()) for line in lines[header + 1:]]
+
+
+def _matches(cell: str, names: list[str]) -> list[str]:
+    """The names ``cell`` can stand for: each ``…`` is one or more whole ``/`` segments."""
+    if ELLIPSIS not in cell:
+        return [n for n in names if n == cell]
+    pattern = "".join("[^/]+(?:/[^/]+)*" if part == ELLIPSIS else re.escape(part)
+                      for part in re.split(f"({ELLIPSIS})", cell))
+    return [n for n in names if re.fullmatch(pattern, n)]
+
+
+def _whole_segments(cell: str) -> bool:
+    """Every ``…`` stands between ``/`` (or at an end): no segment was cut."""
+    return all((m.start() == 0 or cell[m.start() - 1] == "/")
+               and (m.end() == len(cell) or cell[m.end()] == "/")
+               for m in re.finditer(ELLIPSIS, cell))
+
+
+@pytest.mark.parametrize("argv", [["list", TOWERS], ["list", TOWERS, "--role", "ema"],
+                                  ["stats", TOWERS]], ids=["list", "list-ema", "stats"])
+def test_shortened_names_stay_distinct_and_whole_at_80_columns(argv, capsys, monkeypatch):
+    names = _keys(capsys)
+    _terminal(monkeypatch)
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0, err
+    cells = [row[0] for row in _rows(out)]
+    assert any(ELLIPSIS in c for c in cells), out  # 80 columns do shorten these names
+    assert len(set(cells)) == len(cells), out  # no two rows look the same
+    for cell in cells:
+        assert _whole_segments(cell), (cell, out)
+        assert _matches(cell, names), (cell, out)
+    assert all(cell_len(line) <= 80 for line in out.splitlines()), out
+
+
+def test_list_ema_column_says_which_variable_a_shadow_averages(capsys, monkeypatch):
+    _terminal(monkeypatch)
+    code, out, _ = run_cli(["list", TOWERS, "--role", "ema"], capsys)
+    assert code == 0
+    for row in _rows(out):
+        name, ema = row[0], row[-1]
+        assert ema.startswith("of "), row
+        target = ema[3:]
+        if target.startswith(".."):  # relative to the shadow's own name: its parent
+            assert name.endswith("/…") or name.endswith("/ExponentialMovingAverage"), row
+        else:
+            assert _whole_segments(target), row
+
+
+def test_diff_ema_rows_are_distinct_at_80_columns(capsys, monkeypatch):
+    names = _keys(capsys)
+    _terminal(monkeypatch)
+    code, out, _ = run_cli(["diff", TOWERS, "--ema"], capsys)
+    assert code == 0
+    rows = _rows(out)
+    raw = [r[0] for r in rows]
+    assert len(rows) == 6 and len(set(raw)) == len(raw), out
+    for r in rows:
+        assert _whole_segments(r[0]) and _matches(r[0], names), (r, out)
+        shadow = r[1]
+        # The shadow column leaves out the raw name beside it, or shows a name of its own.
+        assert shadow == "…/ExponentialMovingAverage" or _matches(shadow, names), (r, out)
+    assert len({(r[0], r[1]) for r in rows}) == len(rows)
+
+
+def test_escapes_are_never_cut():
+    names = ["t\x1b]0;title\x07x" * 20, "rtl\u202eevil" * 30, "a/" + "\u200b" * 50 + "/b",
+             "L" * 300]
+    for width in range(8, 40):
+        shown = shorten_column(names, width, clean, cell_len)
+        assert len(set(shown)) == len(shown)
+        for name, cell in zip(names, shown, strict=True):
+            assert cell_len(cell) <= width
+            tokens = [clean(c) for c in name]
+            pieces = cell.split(ELLIPSIS)
+            head, tail = pieces[0], pieces[-1]
+            heads = {"".join(tokens[:k]) for k in range(len(tokens) + 1)}
+            tails = {"".join(tokens[len(tokens) - k:]) for k in range(len(tokens) + 1)}
+            segs = clean(name).split("/")
+            assert head in heads or head.rstrip("/") in segs, (width, cell)
+            assert tail in tails or tail.lstrip("/") in segs, (width, cell)
+
+
+def test_hostile_names_are_shortened_at_escape_boundaries(capsys, monkeypatch, tmp_path):
+    import numpy as np
+    from _corpus import write_bundle
+
+    names = {"t\x1b]0;title\x07x/" + "k" * 60: np.zeros(1, np.float32),
+             "rtl\u202eevil/" + "w" * 70: np.zeros(1, np.float32)}
+    write_bundle(tmp_path / "m", names)
+    _terminal(monkeypatch)
+    code, out, _ = run_cli(["list", str(tmp_path / "m")], capsys)
+    assert code == 0
+    for cell in (row[0] for row in _rows(out)):
+        for piece in cell.split(ELLIPSIS):
+            # a piece never ends or starts inside \x1b / \u202e
+            assert not re.search(r"\\(x[0-9a-f]?|u[0-9a-f]{0,3})$", piece), cell
+            assert not re.match(r"^([0-9a-f]{1,3}|x?[0-9a-f])\\", piece), cell
+
+
+@pytest.mark.parametrize("argv", [["list", TOWERS], ["stats", TOWERS], ["diff", TOWERS, "--ema"],
+                                  ["list", str(FIXTURES / "model_garden_slot")]],
+                         ids=["list", "stats", "diff-ema", "list-slots"])
+def test_notes_and_summaries_fit_80_columns_at_spaces(argv, capsys, monkeypatch):
+    _terminal(monkeypatch)
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0
+    for line in (out + err).splitlines():
+        assert cell_len(line) <= 80, line
+    joined = " ".join(err.split())
+    if "hidden" in joined:
+        assert "(--wide shows them)" in joined and "hidden at 80 columns:" in joined
+
+
+def test_a_long_note_wraps_at_spaces_on_a_terminal(capsys, monkeypatch):
+    _terminal(monkeypatch, 40)
+    message = "EMA: 6 of 6 weights and BN statistics have a shadow; restore-ema uses them"
+    Output().note(message)
+    err = capsys.readouterr().err
+    assert all(len(line) <= 40 for line in err.splitlines()) and len(err.splitlines()) > 1
+    assert " ".join(err.split()) == message  # no word was broken
+
+
+def _piped(argv: list[str]) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("TTY_COMPATIBLE", None)
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", *argv], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize("argv", [["list", TOWERS], ["stats", TOWERS], ["diff", TOWERS, "--ema"],
+                                  ["diff", TOWERS + "/model.ckpt-20", TOWERS + "/model.ckpt-30"],
+                                  ["map", TOWERS], ["list", str(FIXTURES / "tf2_object")]],
+                         ids=["list", "stats", "diff-ema", "diff", "map", "list-tf2"])
+def test_piped_tables_have_the_same_fields_on_every_line_for_awk(argv):
+    lines = _piped(argv)
+    start = next(i for i, line in enumerate(lines) if "\t" in line)  # after the title line(s)
+    table = lines[start:lines.index("")] if "" in lines else lines[start:]
+    assert len(table) > 2 and all("\t" in line for line in table)
+    script = "/^$/ { exit } /\t/ { print NF }"
+    for awk in (["awk", "-F", "\t", script], ["awk", script]):
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+        ckpt = subprocess.Popen([sys.executable, "-m", "ckpt_tools", *argv], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        counts = subprocess.run(awk, stdin=ckpt.stdout, capture_output=True, text=True,
+                                timeout=120).stdout.split()
+        ckpt.wait(timeout=120)
+        assert len(counts) == len(table), counts
+        if awk[1] == "-F" or argv[0] in ("stats", "map") or "--ema" in argv or \
+                argv[0] == "diff":
+            assert len(set(counts)) == 1, (awk, counts, table)
+    header = table[0].split("\t")
+    assert all(" " not in h for h in header)
+    assert all(len(line.split("\t")) == len(header) for line in table)
+
+
+def test_piped_shapes_hold_no_blanks():
+    lines = _piped(["stats", TOWERS])
+    row = next(line for line in lines if line.startswith("conv1/weights\t"))
+    assert "[3,3,3,4]" in row.split("\t")
+
+
+def test_decorative_columns_are_left_out_of_pipes(capsys, monkeypatch):
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    Output().table(None, [Column("a"), Column("", data=False), Column("b")],
+                   [["x", "→", ""], ["y z", "→", "w"]])
+    assert capsys.readouterr().out.splitlines() == ["a\tb", "x\t-", "y z\tw"]
