@@ -24,8 +24,9 @@ from ckpt_tools.cli import app
 runner = CliRunner()
 CASES = ["tf2_list_unnamed", "tf2_dict_unnamed", "tf2_attr_unnamed", "tf2_attr_named",
          "tf2_tables", "tf2_model_only", "tf2_order_user", "tf2_order_reversed",
-         "tf2_apply_twice", "tfk_adam_ema", "tfk_sgd_momentum_ema", "tfk_legacy_adam",
-         "tf1_graph"]
+         "tf2_apply_twice", "tf2_keras_in_module", "tfk_adam_ema", "tfk_sgd_momentum_ema",
+         "tfk_legacy_adam", "tf1_graph", "tf1_sync_replicas", "tf1_slim"]
+TF1_CASES = [c for c in CASES if c.startswith("tf1_")]
 
 
 @pytest.fixture(scope="session")
@@ -143,7 +144,7 @@ def _matrix_module(matrix: Path):
     return module
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c != "tf1_graph"])
+@pytest.mark.parametrize("case", [c for c in CASES if c not in TF1_CASES])
 def test_python_api_ema_map_and_apply_ema(matrix, case, tf):
     path, truth, values = _case(matrix, case)
     order = {"apply_order": truth["apply_order"]} if truth.get("apply_order") else {}
@@ -187,8 +188,9 @@ def _graph_ema_check(tf, meta: str, ckpt: str, want: dict[str, np.ndarray],
                 assert _same(np.concatenate(parts) if len(parts) > 1 else parts[0], value), target
 
 
-def test_ema_saver_in_imported_graph_matrix(matrix, tf):
-    path, truth, values = _case(matrix, "tf1_graph")
+@pytest.mark.parametrize("case", TF1_CASES)
+def test_ema_saver_in_imported_graph_matrix(matrix, tf, case):
+    path, truth, values = _case(matrix, case)
     _graph_ema_check(tf, path + ".meta", path, values)
 
 
