@@ -501,7 +501,8 @@ def _missing_message(m: EmaMap) -> str:
                  "var_list; pass allow_missing=True (--allow-missing) to restore their raw values")
     hint = ("; " + "; ".join(m.hints)) if m.hints else ""
     if none:
-        hint += "; to use the raw weights instead, pass --raw to ckpt export"
+        hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
+                 "one file)")
     if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here
         names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
         sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"

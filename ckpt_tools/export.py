@@ -228,7 +228,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         plan, averaged, warnings = plan_export(ckpt, ema=ema, include=include, exclude=exclude,
                                                rename=rename, **map_options)
         if not plan:
-            raise OutputError(f"{ckpt.path}: no weights to export (check --include/--exclude)")
+            raise OutputError(f"{ckpt.path}: no weights to export (the include/exclude "
+                              "filters, --grep/--regex/--exclude in ckpt, leave none)")
         for name, src in plan.items():
             check_member_name(name, fmt, src)
             entry = ckpt.entry(src)

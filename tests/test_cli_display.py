@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -213,3 +214,141 @@ def test_decorative_columns_are_left_out_of_pipes(capsys, monkeypatch):
     Output().table(None, [Column("a"), Column("", data=False), Column("b")],
                    [["x", "→", ""], ["y z", "→", "w"]])
     assert capsys.readouterr().out.splitlines() == ["a\tb", "x\t-", "y z\tw"]
+
+
+# -- review findings outside tables -------------------------------------------------------------
+def test_json_escapes_bidi_and_zero_width_characters(tmp_path, capsys):
+    import json
+
+    import numpy as np
+    from _corpus import write_bundle
+
+    names = {"rtl\u202eevil": np.zeros(1, np.float32), "zw\u200bsp": np.ones(1, np.float32),
+             "del\x7fc1\x85": np.ones(1, np.float32)}
+    write_bundle(tmp_path / "m", names)
+    for argv in (["list"], ["stats"], ["diff", str(tmp_path / "m")]):
+        code, out, _ = run_cli([argv[0], str(tmp_path / "m"), *argv[1:], "--json"], capsys)
+        assert code == 0
+        assert not re.search("[\u202e\u200b\x7f\x85]", out), argv
+        assert "\\u202e" in out and "\\u200b" in out
+        doc = json.loads(out)
+        found = {v.get("key") or v.get("name") for v in
+                 doc.get("variables") or doc.get("tensors") or []}
+        assert set(names) <= found or argv[0] == "diff", (argv, found)
+
+
+@pytest.mark.parametrize("argv", [
+    ["restore-ema", TOWERS, "--out", "{tmp}/o", "-g", "nomatch*"],
+    ["export", TOWERS, "--out", "{tmp}/o.npz", "-g", "nomatch*"],
+    ["export", TOWERS, "--out", "{tmp}/o.npz", "--exclude", "*"],
+    ["map", TOWERS, "--regex", "^nomatch$"]], ids=["restore-ema", "export", "exclude", "map"])
+def test_filters_that_select_nothing_say_so_with_exit_3(argv, tmp_path, capsys):
+    code, out, err = run_cli([a.format(tmp=tmp_path) for a in argv], capsys)
+    assert code == 3 and out == "", err
+    assert "name filters select no variable" in err and "--include" not in err
+    assert any(f in err for f in ("--grep 'nomatch*'", "--exclude '*'", "--regex '^nomatch$'"))
+    assert len(err.splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_readme_documents_exit_3_for_empty_selections_and_eval_mismatch():
+    table = (ROOT / "README.md").read_text().split("## Exit codes and errors", 1)[1]
+    row = next(line for line in table.splitlines() if line.startswith("| 3 |"))
+    assert "select no variable" in row and "ckpt eval" in row
+
+
+def test_os_errors_name_the_operation(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    code, _, err = run_cli(["restore-ema", TOWERS, "--out", str(tmp_path / "afile" / "sub")],
+                           capsys)
+    assert code == 1 and "Not a directory" in err
+    assert "while creating the output directory" in err and "afile is a file" in err
+    code, _, err = run_cli(["export", TOWERS, "--out", str(tmp_path / "afile" / "x.npz")],
+                           capsys)
+    assert code == 1 and "while writing the output file" in err
+
+
+def test_usage_lines_show_path_without_braces(capsys):
+    for command in ("list", "stats", "average"):
+        code, _, err = run_cli([command], capsys)
+        assert code == 2 and "{" not in err.splitlines()[0], err
+    assert "Usage: ckpt list [OPTIONS] PATH" in run_cli(["list"], capsys)[2]
+
+
+def test_restore_ema_without_shadows_gives_advice_that_fits_it(tmp_path, capsys):
+    code, _, err = run_cli(["restore-ema", str(FIXTURES / "linear_trainable_only"), "--out",
+                            str(tmp_path / "x")], capsys)
+    assert code == 6 and "pass --raw to ckpt export" not in err
+
+
+def _completion_env(tmp_path) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "ckpt"
+    script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ckpt_tools "$@"\n')
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+            "COLUMNS": "60"}
+
+
+def test_fish_and_zsh_candidates_have_no_embedded_newlines(tmp_path):
+    env = _completion_env(tmp_path)
+    fish = subprocess.run(["ckpt"], env={**env, "_CKPT_COMPLETE": "complete_fish",
+                                         "_TYPER_COMPLETE_ARGS": "ckpt list --r",
+                                         "_TYPER_COMPLETE_FISH_ACTION": "get-args"},
+                          capture_output=True, text=True, timeout=60)
+    lines = fish.stdout.splitlines()
+    assert lines and all("\t" in line for line in lines), fish.stdout  # one candidate a line
+    role = next(line for line in lines if line.startswith("--role\t"))
+    assert role.rstrip().endswith("other.")
+    zsh = subprocess.run(["ckpt"], env={**env, "_CKPT_COMPLETE": "complete_zsh",
+                                        "_TYPER_COMPLETE_ARGS": "ckpt list --r"},
+                         capture_output=True, text=True, timeout=60)
+    inside = zsh.stdout.split("((", 1)[1].rsplit("))", 1)[0]
+    assert "--role" in inside and all(line.startswith('"--') for line in inside.splitlines())
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_bash_completes_option_values_with_choices(tmp_path):
+    env = _completion_env(tmp_path)
+    script = """
+source <(ckpt --show-completion bash)
+at() { COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _ckpt_completion ckpt;
+  echo "${COMPREPLY[*]}"; }
+at ckpt list --role b
+at ckpt list --role ''
+at ckpt restore-ema x --format ''
+at ckpt map x --slots k
+at ckpt export x --out y --format s
+"""
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
+                          timeout=180, cwd=ROOT)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "bn_stat", proc.stderr
+    assert lines[1].split() == ["weight", "ema", "ema_debias", "optimizer_slot", "bn_stat",
+                                "step", "loss_average", "other"]
+    assert lines[2].split() == ["keras", "v2", "h5"]
+    assert lines[3] == "keep" and lines[4] == "safetensors"
+
+
+def test_eval_on_a_checkpoint_of_another_model_is_exit_3_with_the_cause():
+    pytest.importorskip("tensorflow")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "eval", TOWERS,
+                           "--num-examples", "10"], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 3, proc.stderr
+    assert last.startswith("error: ") and "Traceback" not in proc.stderr
+    assert "Key conv1/BatchNorm/gamma not found in checkpoint" in last, last
+    assert not last.endswith(":")
+
+
+def test_cause_line_keeps_the_cause_of_a_tensorflow_restore_error():
+    from ckpt_tools.train.common import cause_line
+
+    text = ("Restoring from checkpoint failed. ... Original error:\n\nGraph execution error:\n\n"
+            "Detected at node 'save/RestoreV2' defined at (most recent call last):\n"
+            "    File \"x.py\", line 8, in <module>\nNode: 'save/RestoreV2'\n"
+            "Key w not found in checkpoint\n\t [[{{node save/RestoreV2}}]]\n\n"
+            "Original stack trace for 'save/RestoreV2':\n  File \"y.py\", line 1\n")
+    assert cause_line(RuntimeError(text)) == "Key w not found in checkpoint"

@@ -36,6 +36,21 @@ _LAZY = {
 }
 
 
+def _plain_metavar(make_metavar):
+    """Typer writes a required argument as ``{PATH}`` in usage lines; the README and every
+    convention write ``PATH`` (optional ones stay ``[B]``)."""
+    def wrapper(self, ctx, *args, **kwargs):
+        var = make_metavar(self, ctx, *args, **kwargs)
+        if var.startswith("{") and "}" in var:
+            head, _, tail = var[1:].partition("}")
+            return head + tail  # {PATH} -> PATH, {paths}... -> paths...
+        return var
+    return wrapper
+
+
+typer.core.TyperArgument.make_metavar = _plain_metavar(typer.core.TyperArgument.make_metavar)
+
+
 class _Group(TyperGroup):
     """Loads commands lazily, prints usage errors through :class:`Output`, and turns errors into
     one stderr line and an exit code, for the console script and in-process callers (tests,
@@ -60,9 +75,13 @@ class _Group(TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
         if os.environ.get(COMPLETE_VAR):  # a completion request from the shell script
-            from typer._completion_classes import completion_init
+            from typer import _completion_classes as classes
 
-            completion_init()
+            classes.completion_init()
+            render = classes._sanitize_help_text
+            # typer renders help through rich at the terminal width, so a long help came back
+            # on several lines, and fish/zsh read each extra line as a candidate of its own.
+            classes._sanitize_help_text = lambda text: " ".join(render(text).split())
         try:
             code = super().main(args, prog_name or "ckpt", complete_var,
                                 standalone_mode=False, **extra)

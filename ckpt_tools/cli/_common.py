@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
     from ._output import Output
 
+def complete_from(*values: str):
+    """Shell completion for an option with fixed choices (``--role <TAB>``)."""
+    def complete(incomplete: str) -> list[str]:
+        return [v for v in values if v.startswith(incomplete)]
+    return complete
+
+
 def complete_path(incomplete: str) -> list[str]:
     """Shell completion for checkpoint paths: files and directories (``dir/``) starting with
     what was typed so far."""
@@ -128,17 +135,48 @@ class NameFilter:
         return kept or ["[]"]  # "[]" matches nothing: an empty selection stays empty
 
 
-def check_output_parent(path: str) -> None:
-    """Fails like the OS would (exit 1) when ``path`` goes through an existing file.
+def require_selection(ckpt: Checkpoint, names: NameFilter,
+                      exclude: list[str] | None) -> None:
+    """Fails when ``--grep``/``--regex``/``--exclude`` leave no variable, naming the options
+    given, before any work: otherwise the command would blame something else ("no variable
+    has an EMA shadow").
 
     Raises:
-        NotADirectoryError: a parent of ``path`` is a file (``/tmp/blocker/out``).
+        VariableNotFoundError: the filters select nothing (exit 3, like ``show`` with a name
+            or ``--regex`` that matches nothing).
     """
+    if not names.active and not exclude:
+        return
+    shown = display_names(ckpt)
+    kept = [k for k in names.keys(ckpt) if not any(
+        fnmatch.fnmatchcase(n, g) for g in exclude or () for n in {k, shown.get(k, k)})]
+    if kept:
+        return
+    from ..errors import VariableNotFoundError
+
+    given = [f"--grep {g!r}" for g in names.globs] + \
+        [f"--regex {r.pattern!r}" for r in names.regexes] + \
+        [f"--exclude {g!r}" for g in exclude or ()]
+    raise VariableNotFoundError(f"{ckpt.path}: the name filters select no variable "
+                                f"({' '.join(given)})")
+
+
+def check_output_parent(path: str, operation: str = "creating the output") -> None:
+    """Fails like the OS would (exit 1) when ``path`` goes through an existing file, naming
+    the path, the file in the way and what was being done.
+
+    Raises:
+        WriteError: a parent of ``path`` is a file (``/tmp/blocker/out``): ``/tmp/blocker/out:
+            Not a directory (/tmp/blocker is a file) while creating the output``.
+    """
+    from ..errors import WriteError
+
     parent = os.path.dirname(os.path.abspath(path))
     while parent and not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if parent and not os.path.isdir(parent):
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+        shown = os.path.relpath(parent) if not os.path.isabs(path) else parent
+        raise WriteError(path, f"{os.strerror(errno.ENOTDIR)} ({shown} is a file)", operation)
 
 
 def _glob_escape(name: str) -> str:

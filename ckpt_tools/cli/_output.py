@@ -33,8 +33,10 @@ from typing import Any, TextIO
 from ._shorten import ELLIPSIS, shorten_counted
 
 # C0/C1 controls, DEL, and invisible format characters that reorder or hide text (bidi
-# overrides, zero-width spaces).
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+# overrides and isolates, zero-width spaces and joiners, the soft hyphen, word joiners,
+# interlinear annotations, tag characters).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+                      "\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -49,6 +51,14 @@ def clean(text: object) -> str:
     if not _CONTROL.search(s):
         return s
     return _CONTROL.sub(_escape_char, s)
+
+
+def _json_escape(m: re.Match) -> str:
+    c = m.group(0)
+    if ord(c) > 0xFFFF:  # JSON spells astral characters as a surrogate pair
+        v = ord(c) - 0x10000
+        return f"\\u{0xD800 + (v >> 10):04x}\\u{0xDC00 + (v & 0x3FF):04x}"
+    return f"\\u{ord(c):04x}"
 
 
 def _escape_char(m: re.Match) -> str:
@@ -208,8 +218,12 @@ class Output:
         """Prints ``data`` as one JSON document (control characters come out as ``\\u001b``)."""
         # Compact separators and no indent keep json.dumps on its C encoder (c_make_encoder);
         # indent=... falls back to the pure-Python one, ~10x slower on a large listing.
-        self._write(self.stdout, json.dumps(data, separators=(",", ":"), ensure_ascii=False,
-                                            default=_default) + "\n")
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=_default)
+        # json escapes C0 controls itself, not DEL, C1 or the invisible format characters
+        # (U+202E reorders what a terminal shows): escape those too, as \uXXXX.
+        if _CONTROL.search(text):
+            text = _CONTROL.sub(_json_escape, text)
+        self._write(self.stdout, text + "\n")
 
     def lines(self, texts: Sequence[str]) -> None:
         """Prints plain lines (each escaped like :meth:`line`) in one write: ``-q`` listings of

@@ -20,7 +20,7 @@ from ._output import Output, human_bytes
 def average_command(
     paths: Annotated[list[str], typer.Argument(
         help="Two or more checkpoints of one run (oldest first), or one run directory with "
-        "--last N.", show_default=False)],
+        "--last N.", show_default=False, metavar="CKPT...")],
     out_dir: Annotated[str, typer.Option(
         "--out", "-o", help="Output directory (new, or empty).", show_default=False)],
     last: Annotated[int | None, typer.Option(
@@ -58,7 +58,7 @@ def average_command(
     out = Output(json_mode=json_out, quiet=quiet)
     with open_checkpoint(inputs[-1]) as newest:
         total = sum(e.nbytes for e in newest.entries().values()) * len(inputs)
-    check_output_parent(out_dir)
+    check_output_parent(out_dir, "creating the output directory")
     with out.progress("averaging", total) as bar:
         result = average_checkpoints(inputs, out_dir, ema=ema, bake=bake, name=name,
                                      overwrite=force, progress=bar.advance)

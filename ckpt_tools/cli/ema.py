@@ -28,8 +28,10 @@ from ._common import (
     WideOpt,
     check_output_parent,
     choice,
+    complete_from,
     display_names,
     pick_format,
+    require_selection,
     resolve,
 )
 from ._output import Column, Output, human_bytes
@@ -58,7 +60,8 @@ ExcludeOpt = Annotated[list[str] | None, typer.Option(
 MissingOpt = Annotated[bool, typer.Option(
     "--allow-missing", help="Restore raw values where a shadow is missing instead of failing.")]
 ApplyOrderOpt = Annotated[str | None, typer.Option(
-    "--apply-order", help="TF2 averages of variables sharing one name and shape: state the "
+    "--apply-order", autocompletion=complete_from("trainable", "tracked"),
+    help="TF2 averages of variables sharing one name and shape: state the "
     "order ema.apply() got them in, which the checkpoint does not record: 'trainable' (a "
     "tf.Module's trainable_variables) or 'tracked' (creation order, Keras' "
     "trainable_variables); without it they are refused.")]
@@ -73,6 +76,7 @@ def map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex, in
                 allow_missing, apply_order=None) -> dict:
     """Keyword arguments for :func:`ckpt_tools.ema_map` from the shared EMA options."""
     names = NameFilter([*(grep or []), *(include or [])], regex)
+    require_selection(ckpt, names, exclude)
     return {"ema_name": ema_name, "use_meta": not no_meta, "strip_scope": strip_scope,
             "add_scope": add_scope, "include": names.as_globs(ckpt), "exclude": exclude,
             "allow_missing": allow_missing, "apply_order": check_apply_order(apply_order)}
@@ -89,16 +93,18 @@ def map_command(
     exclude: ExcludeOpt = None,
     include: IncludeOpt = None,
     non_averaged: Annotated[str, typer.Option(
-        metavar="keep|drop",
+        metavar="keep|drop", autocompletion=complete_from("keep", "drop"),
         help="Variables without an average: 'keep' (map to themselves) or 'drop'.")] = KEEP,
     slots: Annotated[str, typer.Option(
-        "--slots", metavar="keep|drop", help="Optimizer slots: 'drop' (evaluation never needs "
+        "--slots", metavar="keep|drop", autocompletion=complete_from("keep", "drop"),
+        help="Optimizer slots: 'drop' (evaluation never needs "
         "them) or 'keep' (TensorFlow's exact variables_to_restore).")] = DROP,
     keep_slots: Annotated[bool, typer.Option(
         "--keep-slots", hidden=True, help="Alias of --slots keep.")] = False,
     allow_missing: MissingOpt = False,
     style: Annotated[str | None, typer.Option(
-        "--style", help="Use only averages kept this way: tf1 (<var>/<ema name>), object "
+        "--style", autocompletion=complete_from("tf1", "object", "keras", "slot"),
+        help="Use only averages kept this way: tf1 (<var>/<ema name>), object "
         "(TF2 ema.average(v)), keras (use_ema=True), slot (an 'average' optimizer slot).")
     ] = None,
     apply_order: ApplyOrderOpt = None,
@@ -166,7 +172,7 @@ def restore_ema_command(
     name: Annotated[str | None, typer.Option(
         help="Output checkpoint name; default: the input's (model.ckpt-1000).")] = None,
     fmt: Annotated[str | None, typer.Option(
-        "--format", metavar="keras|v2|h5",
+        "--format", metavar="keras|v2|h5", autocompletion=complete_from("keras", "v2", "h5"),
         help="'keras' (a Keras file of the input's kind, .keras/.weights.h5/.h5, whose weights "
         "are the averages; the default for Keras input), 'v2' (TensorFlow checkpoint; the "
         "default otherwise) or 'h5' (Keras-style HDF5 weights by layer name).")
@@ -178,7 +184,8 @@ def restore_ema_command(
     force: Annotated[bool, typer.Option(
         "--force", help="Replace existing output files (never input files).")] = False,
     slots: Annotated[str, typer.Option(
-        "--slots", metavar="keep|drop", help="Optimizer slots: 'keep' (copied unchanged) or "
+        "--slots", metavar="keep|drop", autocompletion=complete_from("keep", "drop"),
+        help="Optimizer slots: 'keep' (copied unchanged) or "
         "'drop' (left out of the output).")] = KEEP,
     drop_slots: Annotated[bool, typer.Option(
         "--drop-slots", hidden=True, help="Alias of --slots drop.")] = False,
@@ -212,7 +219,7 @@ def restore_ema_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     fmt = choice(pick_format(fmt, to), (*FORMATS, "keras"), "--format")
     slots = DROP if drop_slots else choice(slots, SLOTS, "--slots")
-    check_output_parent(out_dir)
+    check_output_parent(out_dir, "creating the output directory")
     with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         fmt = fmt or ("keras" if getattr(ckpt.reader, "keras", None) is not None else "v2")
         if fmt == "keras":
@@ -282,7 +289,13 @@ def _restore_keras(out: Output, ckpt, out_dir: str, name: str | None, force: boo
         return
     parent = os.path.dirname(target)
     if parent:
-        os.makedirs(parent, exist_ok=True)
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            from ..errors import WriteError
+
+            raise WriteError(parent, exc.strerror or str(exc),
+                             "creating the output directory") from None
     result = bake_keras_ema(ckpt, target, overwrite=force)
     if json_out:
         out.json({"output": result.path, "replaced": result.replaced, "bytes": result.nbytes})

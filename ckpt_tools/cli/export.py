@@ -27,7 +27,9 @@ from ._common import (
     WideOpt,
     check_output_parent,
     choice,
+    complete_from,
     pick_format,
+    require_selection,
     resolve,
 )
 from ._output import Output, human_bytes
@@ -43,6 +45,7 @@ def export_command(
         "--out", "-o", help="Output file (.npz, .safetensors or .h5).", show_default=False)],
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="npz|safetensors|h5",
+        autocompletion=complete_from("npz", "safetensors", "h5"),
         help="Output format (default: from the --out extension).")] = None,
     to: ToOpt = None,
     ema: Annotated[bool | None, typer.Option(
@@ -91,9 +94,10 @@ def export_command(
         parse_rename(rename)
     except OutputError as exc:
         raise typer.BadParameter(str(exc), param_hint="--rename") from None
-    check_output_parent(out_path)
+    check_output_parent(out_path, "writing the output file")
     with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
+        require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())
         with out.progress("exporting", total) as bar:
             result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,

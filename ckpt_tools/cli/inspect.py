@@ -25,6 +25,7 @@ from ._common import (
     RegexOpt,
     UseEmaOpt,
     WideOpt,
+    complete_from,
     resolve,
 )
 from ._output import Column, Output, human_bytes, shape_text
@@ -36,7 +37,8 @@ _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
 def list_command(
     path: PathArg,
     role: Annotated[list[str] | None, typer.Option(
-        "--role", "-r", help=f"Show only these roles (repeatable): {', '.join(ROLES)}.")] = None,
+        "--role", "-r", autocompletion=complete_from(*ROLES),
+        help=f"Show only these roles (repeatable): {', '.join(ROLES)}.")] = None,
     collection: Annotated[list[str] | None, typer.Option(
         "--collection", "-c",
         help="Show only members of a graph collection (repeatable; needs a .meta): trainable, "
@@ -44,6 +46,7 @@ def list_command(
     grep: GrepOpt = None,
     regex: RegexOpt = None,
     sort: Annotated[str, typer.Option(
+        autocompletion=complete_from("name", "size"),
         help="Sort by 'name' (checkpoint order) or 'size'.")] = "name",
     wide: WideOpt = False,
     use_ema: UseEmaOpt = None,

@@ -24,13 +24,14 @@ from typing import Annotated
 
 import typer
 
-from ..cli._common import resolve
+from ..cli._common import check_output_parent, resolve
 from ..cli._output import Column, Output
 from ..errors import CheckpointError, CheckpointNotFoundError, ExitCode
 from . import distributed
 from .common import (
     DEFAULT_EMA_DECAY,
     DataError,
+    ModelMismatchError,
     TrainConfig,
     TrainError,
     first_line,
@@ -77,6 +78,13 @@ class RunError(CheckpointError):
     """A training or evaluation run cannot start, or had to stop (exit 1)."""
 
 
+class ModelNotFoundError(CheckpointError):
+    """``eval``: the checkpoint does not hold the reference model's variables (exit 3, like an
+    unknown variable)."""
+
+    exit_code = ExitCode.NOT_FOUND
+
+
 class DataNotFoundError(CheckpointError):
     """--data does not point at the CIFAR-10 binary batches (exit 3, like a missing file)."""
 
@@ -92,6 +100,8 @@ def _errors() -> Iterator[None]:
         yield
     except DataError as exc:
         raise DataNotFoundError(str(exc)) from None
+    except ModelMismatchError as exc:
+        raise ModelNotFoundError(str(exc)) from None
     except TrainError as exc:
         raise RunError(str(exc)) from None
     except Exception as exc:
@@ -200,6 +210,7 @@ def train_command(
         if benchmark:
             _print_benchmark(out, api.value, cfg, benchmark_steps)
             return
+        check_output_parent(train_dir, "creating the training directory")
         dist = distributed.DistOptions(
             api.value, ps_hosts, worker_hosts, job_name, task_index, sync_replicas,
             local_cluster, cluster_timeout, verbose, json_output,

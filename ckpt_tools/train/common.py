@@ -33,6 +33,11 @@ class NaNLossError(TrainError):
     """The loss (or a variable) became NaN/Inf; no checkpoint was written for that state."""
 
 
+class ModelMismatchError(TrainError):
+    """The checkpoint does not hold the reference model's variables (names or shapes differ):
+    it was not written by ``ckpt train`` (exit 3 in ``ckpt``, like an unknown variable)."""
+
+
 class DataError(TrainError):
     """The data directory is missing or does not hold CIFAR-10 binary batches."""
 
@@ -130,6 +135,27 @@ def first_line(exc: BaseException) -> str:
     """The first line of an exception's message (TensorFlow's run to dozens of lines)."""
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def cause_line(exc: BaseException) -> str:
+    """The cause of a TensorFlow error on one line: what follows ``Original error:`` in a
+    failed ``Saver.restore`` (``Key conv1/w not found in checkpoint``), else the first line;
+    graph-node annotations (``[[{{node save/RestoreV2}}]]``) are left out.
+
+    Example:
+        >>> cause_line(ValueError("Restoring failed. Original error:\n\nKey w not found\n[[x]]"))
+        'Key w not found'
+    """
+    text = str(exc)
+    if "Original error:" in text:
+        text = text.split("Original error:", 1)[1]
+    text = text.split("Original stack trace", 1)[0]
+    # Headers ("Graph execution error:"), where the op was built, and node annotations say
+    # nothing about the cause.
+    skip = ("[[", "File ", "Node:", "Detected at node")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    causes = [line for line in lines if not line.startswith(skip) and not line.endswith(":")]
+    return causes[0] if causes else lines[0] if lines else type(exc).__name__
 
 
 def save_due(cfg: TrainConfig, step: int) -> bool:

@@ -28,7 +28,7 @@ import ckpt_tools
 
 from . import data as data_lib
 from . import model
-from .common import TrainError, first_line, step_of
+from .common import ModelMismatchError, TrainError, cause_line, first_line, step_of
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 Predict = Callable[[np.ndarray], np.ndarray]  # normalised images -> logits
@@ -132,11 +132,15 @@ def _accuracy(predict: Predict, images: np.ndarray, labels: np.ndarray, batch_si
 
 
 def _ema_restore(restore, path: str) -> None:
-    """Runs a ckpt_tools restore, turning its errors into the trainer's one-line TrainError."""
+    """Runs a ckpt_tools restore; its errors keep their exit code (6 for shadows that do not
+    match, 3 for missing ones) and say that the EMA restore failed."""
     try:
         restore()
     except ckpt_tools.CheckpointError as exc:
-        raise TrainError(f"{path}: cannot restore EMA weights: {first_line(exc)}") from None
+        if exc.args and isinstance(exc.args[0], str):
+            exc.args = (f"{path}: cannot restore EMA weights: {first_line(exc)}",
+                        *exc.args[1:])
+        raise
 
 
 def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
@@ -159,8 +163,8 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
     try:
         tf.compat.v1.train.Saver(tf.compat.v1.global_variables()).restore(sess, path)
     except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as exc:
-        kind = "EMA" if use_ema else "raw"
-        raise TrainError(f"{path}: cannot restore {kind} weights: {first_line(exc)}") from None
+        raise ModelMismatchError(f"{path}: cannot restore raw weights (not a checkpoint of "
+                                 f"the reference model?): {cause_line(exc)}") from None
 
 
 @contextlib.contextmanager
@@ -195,7 +199,8 @@ def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool) -> None:
     try:
         status.assert_existing_objects_matched()
     except AssertionError as exc:
-        raise TrainError(f"{path}: {root}/ does not hold every model variable ({exc})") from None
+        raise ModelMismatchError(f"{path}: {root}/ does not hold every model variable "
+                                 f"({cause_line(exc)})") from None
 
 
 @contextlib.contextmanager
@@ -223,7 +228,9 @@ def restore_keras(net, path: str, use_ema: bool) -> None:
     """
     try:
         net.load_weights(path)
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:
+        raise ModelMismatchError(f"{path}: {cause_line(exc)}") from None
+    except OSError as exc:
         raise TrainError(f"{path}: {first_line(exc)}") from None
     if use_ema:
         # The file's optimizer averages, paired with the trainable variables by the toolkit.
