@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from dataclasses import replace as with_fields
@@ -21,7 +20,19 @@ from .emamap import EmaMap, ema_map, rescope
 from .errors import EmaError, OutputError, UnsupportedFormatError
 from .formats import dtypes
 from .formats._io import is_url, map_file, remove_quietly, temp_name
-from .formats._write import Inputs, StagedDir, check_file_name, os_errors, replace
+from .formats._write import (
+    Inputs,
+    StagedDir,
+    check_file_name,
+    check_out_value,
+    copy_file,
+    copy_tree,
+    make_parents,
+    os_errors,
+    physical,
+    remove_parents,
+    replace,
+)
 from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import SAVED_MODEL_FILES, VARIABLES_PREFIX
@@ -133,6 +144,7 @@ def restore_output_path(ckpt: Checkpoint, out: str, name: str | None, fmt: str) 
     Raises:
         OutputError: ``--name`` is not a plain file name.
     """
+    check_out_value(out, directory=True)
     base = check_file_name(ckpt.name if name is None else name)
     if fmt == "h5":
         return out if out.endswith((".h5", ".hdf5")) else os.path.join(out, base + ".h5")
@@ -152,7 +164,7 @@ def check_h5_output(ckpt: Checkpoint, target: str, overwrite: bool) -> None:
     from .formats._write import check_file_output
 
     inputs = Inputs(ckpt.input_files())
-    directory = os.path.dirname(os.path.abspath(target))
+    directory = os.path.dirname(physical(target))
     held = inputs.held_by(directory)
     if held is not None:
         raise OutputError(f"{target}: its directory holds the input {held}; refusing to write a "
@@ -177,23 +189,12 @@ def bake_ema_h5(ckpt: Checkpoint, out: str, *, name: str | None = None,
 
     target = restore_output_path(ckpt, out, name, "h5")
     check_h5_output(ckpt, target, overwrite)
-    directory = os.path.dirname(os.path.abspath(target))
-    created = not os.path.exists(directory)
-    if created:
-        try:
-            os.makedirs(directory)  # default mode: the umask applies
-        except OSError as exc:
-            raise OutputError(f"{out}: cannot create the output directory "
-                              f"({exc.strerror or exc})") from None
+    created = make_parents(os.path.dirname(physical(target)))  # umask modes
     try:
         return export_weights(ckpt, target, fmt="h5", ema=True, overwrite=overwrite,
                               progress=progress, **map_options)
     except BaseException:
-        if created:
-            try:
-                os.rmdir(directory)
-            except OSError:
-                pass
+        remove_parents(created)  # a failed run leaves no directory it made
         raise
 
 
@@ -301,14 +302,10 @@ def _write_saved_model(ckpt, m, work, source_of, verify, progress, shown) -> Bak
     result = _write(ckpt, m, variables, os.path.basename(VARIABLES_PREFIX), source_of, verify,
                     False, progress, None, None, shown, state_file=False)
     files = list(result.files)
-    inputs = Inputs(ckpt.input_files())
     for extra in SAVED_MODEL_EXTRAS:
         src, dst = os.path.join(sm_dir, extra), os.path.join(work, extra)
         if os.path.isdir(src) and not os.path.islink(src):
-            with os_errors(shown(dst), "copying it", inputs):
-                shutil.copytree(src, dst, symlinks=True)  # links stay links, never followed
-            files += [os.path.join(root, n) for root, _, names in os.walk(dst)
-                      for n in sorted(names)]
+            files += copy_tree(src, dst, shown)  # links stay links, never followed
         elif os.path.isfile(src):
             files.append(_copy_atomic(src, dst, shown))
     files.append(_copy_atomic(sm_file, os.path.join(work, os.path.basename(sm_file)), shown))
@@ -381,12 +378,12 @@ def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str,
 def _copy_atomic(src: str, dst: str, shown) -> str:
     tmp = temp_name(dst)
     try:
-        with os_errors(shown(dst), "writing", Inputs([src])):
-            if is_url(src):  # a remote .meta: fetched whole (graphs are small)
-                with open(tmp, "wb") as f:
-                    f.write(map_file(src))
-            else:
-                shutil.copyfile(src, tmp)
+        if is_url(src):  # a remote .meta: fetched whole (graphs are small)
+            data = map_file(src)
+            with os_errors(shown(dst), "writing"), open(tmp, "wb") as f:
+                f.write(data)
+        else:  # read errors name the input; write errors (disk full) the output
+            copy_file(src, tmp, shown(dst))
         with os_errors(shown(dst), "renaming into place"):
             replace(tmp, dst)
     except BaseException:

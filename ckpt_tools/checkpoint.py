@@ -641,7 +641,31 @@ class Checkpoint:
         files = self.files()
         if self.location.state_file:
             files.append(self.location.state_file)
-        return files
+        return files + self._history_files()
+
+    def _history_files(self) -> list[str]:
+        """The run's history beside this checkpoint: the ``checkpoint`` state file in its
+        directory (read or not) and the files of every checkpoint that state file lists. A
+        writer's ``--force`` must not replace them either (``export --out`` onto a sibling
+        checkpoint's ``.index`` would destroy it)."""
+        import glob
+
+        index = next((f for f in self._reader.files() if f.endswith(".index")), None)
+        if index is None or is_url(index):
+            return []
+        directory = os.path.dirname(index) or "."
+        state = os.path.join(directory, STATE_FILE)
+        if not os.path.isfile(state):
+            return []
+        found = [state]
+        try:
+            listed = read_state_file(directory)
+        except (CorruptCheckpointError, FileNotFoundError, OSError):
+            return found
+        for prefix in listed[-1000:]:
+            found += [prefix + ".index", prefix + ".meta"]
+            found += glob.glob(glob.escape(prefix) + ".data-*")
+        return found
 
     @property
     def name(self) -> str:

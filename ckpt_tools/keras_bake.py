@@ -20,7 +20,19 @@ import numpy as np
 
 from .checkpoint import Checkpoint
 from .errors import EmaError, OutputError
-from .formats._io import remove_quietly, temp_name
+from .formats._io import remove_quietly
+from .formats._write import (
+    Inputs,
+    atomic_file,
+    check_file_name,
+    check_file_output,
+    check_out_value,
+    copy_file,
+    hold,
+    os_errors,
+    physical,
+    release,
+)
 from .keras_ema import require_keras_pairing
 
 KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")
@@ -47,13 +59,51 @@ def keras_output_name(ckpt: Checkpoint) -> str:
     return os.path.basename(ckpt.path)
 
 
+def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> str:
+    """Where ``restore-ema`` of a Keras file writes: ``out`` itself when it names a Keras
+    file, else ``<out>/<name>`` (default: the input's file name).
+
+    Raises:
+        OutputError: ``--out`` is empty, or ``name`` is not a plain file name (no ``/``,
+            ``..``, NUL, control characters).
+    """
+    check_out_value(out, directory=True)
+    if name is None and out.endswith(KERAS_SUFFIXES):
+        return out
+    return os.path.join(out, check_file_name(name or keras_output_name(ckpt)))
+
+
+def check_keras_output(ckpt: Checkpoint, target: str, overwrite: bool) -> Inputs:
+    """Checks a Keras output file without writing anything; returns the command's inputs.
+
+    Like every ``restore-ema`` output, it never goes into a directory holding the input.
+
+    Raises:
+        OutputError: see :func:`~ckpt_tools.formats._write.check_file_output`, or the
+            target's directory holds the input.
+    """
+    inputs = Inputs(ckpt.input_files())
+    directory = os.path.dirname(physical(target))
+    held = inputs.held_by(directory)
+    if held is not None:
+        raise OutputError(f"{target}: its directory holds the input {held}; refusing to write a "
+                          "restored file there; choose another --out")
+    check_file_output(target, inputs, overwrite, create_parents=True)
+    return inputs
+
+
 def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False
                    ) -> KerasBakeResult:
     """Writes ``out_path``: a copy of the Keras file ``ckpt`` whose weights are the averages.
 
+    The write follows the writer discipline of ``formats/_write.py``: the input (and its
+    directory) is never written, devices/FIFOs/symlinks are never replaced, the file appears
+    whole with one rename, concurrent writers: exactly one wins.
+
     Args:
         ckpt: an open Keras checkpoint (``.keras``, ``.weights.h5`` or Keras ``.h5``).
         out_path: output file; it keeps the input's kind (a ``.keras`` archive stays one).
+            Missing parent directories are created (and removed again if the write fails).
         overwrite: replace an existing output file (never an input file).
 
     Returns:
@@ -61,33 +111,22 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False
 
     Raises:
         EmaError: the file holds no EMA copies, or their pairing is not proven.
-        OutputError: the output exists, is the input, or cannot be written.
+        OutputError: the output exists, is the input or in its directory, is not a regular
+            file, or cannot be written there.
+        WriteError: an OS error while writing (disk full…); nothing is left behind.
     """
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None:
         raise EmaError(f"{ckpt.path}: not a Keras weight file")
     require_keras_pairing(ckpt)
-    if os.path.exists(out_path):
-        if os.path.samefile(out_path, ckpt.path):
-            raise OutputError(f"{out_path}: is the input file; refusing to overwrite it")
-        if not overwrite:
-            raise OutputError(f"{out_path}: already exists (pass --force to replace)")
+    inputs = check_keras_output(ckpt, out_path, overwrite)
     replaced = {weight: avg for avg, weight in layout.averages.items() if weight is not None}
-    tmp = temp_name(out_path)
-    try:
+    with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
         if ckpt.format == "keras":
-            nbytes = _write_archive(ckpt, replaced, tmp)
+            nbytes = _write_archive(ckpt, replaced, tmp, out_path)
         else:
-            shutil.copyfile(ckpt.path, tmp)
+            copy_file(ckpt.path, tmp, out_path)
             nbytes = _overwrite(ckpt, replaced, tmp)
-        os.replace(tmp, out_path)
-    except OSError as exc:
-        remove_quietly(tmp)
-        raise OutputError(f"{out_path}: cannot write the output there "
-                          f"({exc.strerror or exc})") from None
-    except BaseException:
-        remove_quietly(tmp)
-        raise
     return KerasBakeResult(out_path, replaced, nbytes)
 
 
@@ -108,12 +147,15 @@ def _overwrite(ckpt: Checkpoint, replaced: dict[str, str], h5_path) -> int:
     return total
 
 
-def _write_archive(ckpt: Checkpoint, replaced: dict[str, str], tmp: str) -> int:
+def _write_archive(ckpt: Checkpoint, replaced: dict[str, str], tmp: str, shown: str) -> int:
     """A ``.keras`` zip: every member copied, ``model.weights.h5`` with the averages."""
-    weights_tmp = temp_name(tmp + ".weights.h5")
+    weights_tmp = tmp + ".weights.h5"  # beside the temporary: removed with it
+    held = None
     try:
         with zipfile.ZipFile(ckpt.path) as zin:
-            with zin.open(_WEIGHTS_MEMBER) as src, open(weights_tmp, "wb") as dst:
+            with zin.open(_WEIGHTS_MEMBER) as src, os_errors(shown, "writing"), \
+                    open(weights_tmp, "wb") as dst:
+                held = hold(weights_tmp)  # a concurrent writer's sweep leaves it alone
                 shutil.copyfileobj(src, dst, 1 << 20)
             nbytes = _overwrite(ckpt, replaced, weights_tmp)
             with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zout:
@@ -124,5 +166,6 @@ def _write_archive(ckpt: Checkpoint, replaced: dict[str, str], tmp: str) -> int:
                         with zin.open(info) as src, zout.open(info, "w") as dst:
                             shutil.copyfileobj(src, dst, 1 << 20)
     finally:
+        release(held)
         remove_quietly(weights_tmp)
     return nbytes

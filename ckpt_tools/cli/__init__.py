@@ -8,6 +8,7 @@ Commands parse flags, call one library function and print through :class:`Output
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import traceback
 from importlib import import_module
@@ -246,6 +247,17 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv[1:] = argv
     if "--debug" in sys.argv[1:]:
         _state["debug"] = True
+    # SIGTERM (kill, a job scheduler, docker stop) is handled like Ctrl-C by the commands
+    # that write: "error: interrupted", exit 130, temporary outputs removed by the writers'
+    # cleanup. (Not for `train`, whose TensorFlow servers block in C code and are stopped by
+    # SIGTERM's default action.)
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    previous = None
+    if command in _WRITERS:
+        try:
+            previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        except ValueError:  # not the main thread (an embedding program): leave it alone
+            previous = None
     try:
         app()
     except BrokenPipeError:
@@ -256,3 +268,13 @@ def main(argv: list[str] | None = None) -> None:
         if code is None:
             raise
         sys.exit(code)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+_WRITERS = {"restore-ema", "export", "average"}
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

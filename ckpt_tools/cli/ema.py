@@ -10,7 +10,6 @@ Examples::
 
 from __future__ import annotations
 
-import signal
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -223,7 +222,7 @@ def restore_ema_command(
     with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         fmt = fmt or ("keras" if getattr(ckpt.reader, "keras", None) is not None else "v2")
         if fmt == "keras":
-            _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out)
+            _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out, quiet)
             return
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
@@ -238,14 +237,11 @@ def restore_ema_command(
                 out.prose(f"dry run: would write {result.output}", "dim")
             return
         total = sum(e.stored_bytes for e in ckpt.entries().values())
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-        try:
-            with out.progress("baking EMA", total) as bar:
-                result = write_ema(ckpt, out_dir, name=name, fmt=fmt, overwrite=force,
-                                   verify=not no_verify, slots=slots, progress=bar.advance,
-                                   **options)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        # SIGTERM is Ctrl-C for every command (cli.main): temporary files are removed.
+        with out.progress("baking EMA", total) as bar:
+            result = write_ema(ckpt, out_dir, name=name, fmt=fmt, overwrite=force,
+                               verify=not no_verify, slots=slots, progress=bar.advance,
+                               **options)
     warn_unaveraged(out, result.ema_map)
     for w in result.warnings:
         out.warning(w)
@@ -264,22 +260,19 @@ def restore_ema_command(
 
 
 def _restore_keras(out: Output, ckpt, out_dir: str, name: str | None, force: bool,
-                   dry_run: bool, json_out: bool) -> None:
+                   dry_run: bool, json_out: bool, quiet: bool = False) -> None:
     """Keras in, Keras out: a file of the input's kind whose weights are the averages."""
-    import os
-
     from ..errors import UnsupportedFormatError
-    from ..keras_bake import bake_keras_ema, keras_output_name
+    from ..keras_bake import bake_keras_ema, check_keras_output, keras_output_path
     from ..keras_ema import require_keras_pairing
 
     if getattr(ckpt.reader, "keras", None) is None:
         raise UnsupportedFormatError(f"{ckpt.path}: --format keras needs a Keras input "
                                      "(.keras, .weights.h5, .h5); use --format v2")
-    base = name or keras_output_name(ckpt)
-    target = out_dir if out_dir.endswith((".keras", ".h5", ".hdf5")) else os.path.join(
-        out_dir, base)
+    target = keras_output_path(ckpt, out_dir, name)
     if dry_run:
         require_keras_pairing(ckpt)
+        check_keras_output(ckpt, target, force)
         pairs = {w: a for a, w in ckpt.reader.keras.averages.items()}
         if json_out:
             out.json({"dry_run": True, "output": target, "map": pairs})
@@ -287,24 +280,12 @@ def _restore_keras(out: Output, ckpt, out_dir: str, name: str | None, force: boo
             out.prose(f"dry run: would write {target} with {len(pairs)} weights set to their "
                       "EMA values", "dim")
         return
-    parent = os.path.dirname(target)
-    if parent:
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            from ..errors import WriteError
-
-            raise WriteError(parent, exc.strerror or str(exc),
-                             "creating the output directory") from None
     result = bake_keras_ema(ckpt, target, overwrite=force)
     if json_out:
         out.json({"output": result.path, "replaced": result.replaced, "bytes": result.nbytes})
-    else:
+    elif not quiet:
         out.prose(f"wrote {result.path} ({human_bytes(result.nbytes)} of averages): "
                   f"{len(result.replaced)} weights now hold their EMA values; load it with "
                   "model.load_weights()" + (" or keras.models.load_model()"
                                             if result.path.endswith(".keras") else ""))
 
-
-def _raise_interrupt(signum, frame):  # SIGTERM -> clean up temporary files like Ctrl-C does
-    raise KeyboardInterrupt

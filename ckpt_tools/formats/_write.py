@@ -103,7 +103,7 @@ class Inputs:
                 continue
             try:
                 st = os.stat(p)
-                dst = os.stat(os.path.dirname(os.path.abspath(p)))
+                dst = os.stat(os.path.dirname(p) or ".")
             except OSError:
                 continue
             self.paths.append(p)
@@ -136,11 +136,13 @@ def check_file_name(name: str, option: str = "--name") -> str:
     """Returns ``name`` if it is safe as one file name inside the output directory.
 
     Raises:
-        OutputError: empty, ``.``/``..``, or containing ``/``, ``\\`` or NUL.
+        OutputError: empty, ``.``/``..``, or containing ``/``, ``\\``, NUL or another control
+            character (a newline would break the ``checkpoint`` state file TensorFlow reads).
     """
-    if not name or name in (".", "..") or any(c in name for c in "/\\\x00"):
+    if not name or name in (".", "..") or any(c in name for c in "/\\") or any(
+            ord(c) < 32 or ord(c) == 127 for c in name):
         raise OutputError(f"invalid {option} {name!r}: must be a plain file name (no '/', "
-                          "'\\', NUL, and not '.' or '..')")
+                          "'\\', NUL or control characters, and not '.' or '..')")
     return name
 
 
@@ -228,10 +230,201 @@ def fsync_path(path: str, directory: bool = False) -> None:
         os.close(fd)
 
 
+def physical(path: str) -> str:
+    """Returns ``path`` with its directory resolved the way the kernel resolves it (symlinks
+    first, then ``..``), so that checks and writes use one location: ``link/../x`` is checked
+    and written where ``open`` would put it, not where ``abspath`` says."""
+    d, base = os.path.split(path)
+    return os.path.join(os.path.realpath(d or "."), base)
+
+
+def check_out_value(path: str, *, directory: bool) -> None:
+    """Refuses an ``--out`` value that names no place (before anything is read or staged).
+
+    Raises:
+        OutputError: empty; or, for a single-file output, ending in ``/``.
+    """
+    if not path:
+        raise OutputError("--out is empty: give a file or directory name")
+    if not directory and path.endswith(("/", os.sep)):
+        raise OutputError(f"{path}: ends in '/', so it names a directory; give the output "
+                          "file's name")
+
+
 def temp_sibling(path: str, kind: str = "tmp") -> str:
     """Returns a hidden, unique name beside ``path`` (same directory: renames stay atomic)."""
-    d, base = os.path.split(os.path.abspath(path))
+    d, base = os.path.split(physical(path))
     return os.path.join(d, f".{base}.{kind}-{uuid.uuid4().hex[:8]}")
+
+
+_STALE_FILE_S = 600  # a temporary file untouched this long, and unlocked, is a dead writer's
+_STALE_DIR_S = 30  # a stage directory is locked within microseconds of its mkdir
+
+
+def _try_lock(fd: int, directory: bool) -> bool:
+    """Takes an exclusive, non-blocking lock on ``fd``: ``flock`` for a directory, a POSIX
+    record lock for a file (HDF5 ``flock``-s the files it writes, which must not conflict)."""
+    import fcntl
+
+    try:
+        if directory:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        else:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def hold(path: str) -> int | None:
+    """Locks the temporary file or directory ``path`` for as long as the returned descriptor
+    stays open: :func:`sweep_stale` then knows its writer is alive. The kernel drops the lock
+    when the process dies, ``kill -9`` included."""
+    directory = os.path.isdir(path)
+    try:
+        fd = os.open(path, (os.O_RDONLY if directory else os.O_RDWR)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    _try_lock(fd, directory)
+    return fd
+
+
+def release(fd: int | None) -> None:
+    """Closes a descriptor from :func:`hold` (dropping its lock)."""
+    if fd is not None:
+        os.close(fd)
+
+
+def sweep_stale(path: str) -> list[str]:
+    """Removes the hidden ``.<name>.tmp-*`` / ``.<name>.old-*`` siblings of ``path`` that a
+    killed writer left behind, and returns their names.
+
+    A live writer locks its temporary (:func:`hold`), so only unlocked ones older than 30 s
+    are removed (files: untouched for 10 minutes, as closing any descriptor of a file drops a
+    process's record locks on it); this works across PID namespaces and never removes a
+    running writer's stage.
+    """
+    import shutil
+
+    d, base = os.path.split(physical(path))
+    removed = []
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith((f".{base}.tmp-", f".{base}.old-")):
+            continue
+        full = os.path.join(d, name)
+        try:
+            st = os.lstat(full)
+            directory = stat.S_ISDIR(st.st_mode)
+            age = time.time() - st.st_mtime
+            if directory and age < _STALE_DIR_S:
+                continue  # just made: its writer may not hold its lock yet
+            if not directory and (not stat.S_ISREG(st.st_mode) or age < _STALE_FILE_S):
+                continue
+            fd = os.open(full, (os.O_RDONLY if directory else os.O_RDWR) | os.O_NOFOLLOW
+                         | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            if not _try_lock(fd, directory):
+                continue  # a live writer holds it
+            if directory:
+                shutil.rmtree(full, ignore_errors=True)
+            else:
+                os.remove(full)
+            removed.append(name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def make_parents(directory: str) -> list[str]:
+    """Creates ``directory`` and its missing parents (umask modes); returns those created,
+    deepest first, for :func:`remove_parents` to undo after a failed write.
+
+    Raises:
+        OutputError: a parent cannot be created (naming it).
+    """
+    created = []
+    d = os.path.abspath(directory)
+    while not os.path.isdir(d):
+        created.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    for d in reversed(created):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            if not os.path.isdir(d):
+                raise OutputError(f"{d}: exists and is not a directory") from None
+        except OSError as exc:
+            remove_parents(created)
+            raise OutputError(f"{d}: cannot create the output's directory there "
+                              f"({_reason(exc)})") from None
+    return created
+
+
+def remove_parents(created: list[str]) -> None:
+    """Removes the directories :func:`make_parents` created (only if still empty)."""
+    for d in created:
+        try:
+            os.rmdir(d)
+        except OSError:
+            break
+
+
+def copy_file(src: str, dst: str, shown: str, inputs: Inputs | None = None) -> None:
+    """Copies the input file ``src`` to the new file ``dst`` in 1 MiB pieces.
+
+    Errors reading ``src`` propagate as they are (they name the input); errors writing
+    ``dst`` (disk full, ``ulimit -f``) become a :class:`WriteError` naming ``shown``, the
+    output's name, and "writing" (``shutil.copyfile``'s ``sendfile`` path names the source
+    for both, which blamed the input for a full output disk).
+
+    Raises:
+        OSError: reading ``src``.
+        WriteError: writing ``dst``.
+    """
+    with open(src, "rb") as fin:
+        with os_errors(shown, "writing"):
+            fout = open(dst, "wb")
+        with fout:
+            while True:
+                piece = fin.read(1 << 20)
+                if not piece:
+                    break
+                with os_errors(shown, "writing"):
+                    fout.write(piece)
+            with os_errors(shown, "writing"):
+                fout.flush()
+
+
+def copy_tree(src: str, dst: str, shown: Callable[[str], str]) -> list[str]:
+    """Copies directory ``src`` to the new ``dst`` (symbolic links stay links, never
+    followed); returns the files written. Errors as :func:`copy_file`, naming
+    ``shown(path)`` for the output path."""
+    files = []
+    with os_errors(shown(dst), "writing"):
+        os.mkdir(dst)
+    for name in sorted(os.listdir(src)):
+        s, t = os.path.join(src, name), os.path.join(dst, name)
+        if os.path.islink(s):
+            with os_errors(shown(t), "writing"):
+                os.symlink(os.readlink(s), t)
+        elif os.path.isdir(s):
+            files += copy_tree(s, t, shown)
+        else:
+            copy_file(s, t, shown(t))
+            files.append(t)
+    return files
 
 
 @contextmanager
@@ -258,20 +451,24 @@ def _reason(exc: OSError) -> str:
 
 
 # -- single files --------------------------------------------------------------------------
-def check_file_output(path: str, inputs: Inputs, overwrite: bool) -> None:
+def check_file_output(path: str, inputs: Inputs, overwrite: bool, *,
+                      create_parents: bool = False) -> None:
     """Checks that ``path`` may be written as a single output file.
 
     Raises:
-        OutputError: ``path`` is an input, exists and is not a regular file, exists and
-            ``overwrite`` is false, or its directory does not exist or is not writable.
+        OutputError: ``path`` is empty or ends in ``/``, is an input, exists and is not a
+            regular file, exists and ``overwrite`` is false, or its directory does not exist
+            (and ``create_parents`` is false) or is not writable.
     """
+    check_out_value(path, directory=False)
     src = inputs.which(path)
     if src is not None:
         what = "the input" if os.path.abspath(src) == os.path.abspath(path) else f"input {src}"
         raise OutputError(f"{path}: is {what}; refusing to overwrite it (--force never "
                           "replaces inputs)")
+    real = physical(path)
     try:
-        st = os.lstat(path)
+        st = os.lstat(real)
     except FileNotFoundError:
         st = None
     except OSError as exc:
@@ -282,25 +479,64 @@ def check_file_output(path: str, inputs: Inputs, overwrite: bool) -> None:
                               "to replace it")
         if not overwrite:
             raise OutputError(f"{path}: already exists (pass --force to replace it)")
-    directory = os.path.dirname(os.path.abspath(path))
+    directory = os.path.dirname(real)
+    if create_parents and not os.path.lexists(directory):
+        d = directory
+        while not os.path.lexists(d):
+            d = os.path.dirname(d)
+        if not os.path.isdir(d):
+            raise OutputError(f"{d}: is not a directory, so {path} cannot be created")
+        if not os.access(d, os.W_OK):
+            raise OutputError(f"{d}: is not writable, so {path}'s directory cannot be created")
+        return
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise OutputError(f"{directory}: output directory does not exist or is not writable")
 
 
+def _lock_existing(path: str, real: str) -> int | None:
+    """Locks the existing output file ``real`` (``--force``): a second ``--force`` writer
+    of the same file then exits 7 instead of racing, so exactly one wins."""
+    import fcntl
+
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None  # unreadable: the rename still replaces it atomically
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if _key(os.fstat(fd)) != _key(os.lstat(real)):
+            raise BlockingIOError  # replaced by another writer between open and flock
+    except (BlockingIOError, FileNotFoundError):
+        os.close(fd)
+        raise OutputError(f"{path}: already exists (another process is writing it)") from None
+    return fd
+
+
 @contextmanager
-def atomic_file(path: str, inputs: Inputs, *, overwrite: bool) -> Iterator[str]:
+def atomic_file(path: str, inputs: Inputs, *, overwrite: bool,
+                create_parents: bool = False) -> Iterator[str]:
     """Yields a temporary path to write; publishes it as ``path`` with one rename on success.
 
-    The temporary file is fsynced, then renamed over ``path`` (``overwrite``) or linked to it
-    only if ``path`` does not exist yet (concurrent writers: one wins). On any failure the
-    temporary file is removed and nothing appears under ``path``.
+    The temporary file is fsynced, then renamed over ``path`` (``overwrite``; the existing
+    file is ``flock``-ed meanwhile, so a concurrent ``--force`` writer exits 7) or linked to
+    it only if ``path`` does not exist yet (concurrent writers: one wins). On any failure the
+    temporary file (and any directory ``create_parents`` made) is removed and nothing appears
+    under ``path``. Temporaries left by killed writers of ``path`` are removed first.
 
     Raises:
         OutputError: see :func:`check_file_output`; or another writer created ``path`` first.
         WriteError: an OS error while writing, syncing or renaming.
     """
-    check_file_output(path, inputs, overwrite)
-    tmp = temp_sibling(path)
+    check_file_output(path, inputs, overwrite, create_parents=create_parents)
+    real = physical(path)
+    created = make_parents(os.path.dirname(real)) if create_parents else []
+    lock = _lock_existing(path, real) if overwrite else None
+    existed = lock is not None or os.path.lexists(real)
+    sweep_stale(real)
+    tmp = temp_sibling(real)
+    held = None
     try:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
@@ -310,26 +546,31 @@ def atomic_file(path: str, inputs: Inputs, *, overwrite: bool) -> Iterator[str]:
             if exc.errno in _LOCATION:  # the location refuses new files: exit 7, like a check
                 raise OutputError(f"{path}: cannot write there ({_reason(exc)})") from None
             raise WriteError(path, _reason(exc), "creating it") from None
+        held = hold(tmp)
         with os_errors(path, "writing", inputs):
             yield tmp
         with os_errors(path, "syncing"):
             fsync_path(tmp)
         check_file_output(path, inputs, overwrite)  # again: it may have changed meanwhile
         with os_errors(path, "renaming into place"):
-            if overwrite:
-                replace(tmp, path)
+            if overwrite and existed:
+                replace(tmp, real)
             else:
                 try:
-                    rename_noreplace(tmp, path)
+                    rename_noreplace(tmp, real)
                 except FileExistsError:
                     raise OutputError(f"{path}: already exists (another process wrote it "
                                       "first)") from None
-            fsync_path(os.path.dirname(os.path.abspath(path)), directory=True)
+            fsync_path(os.path.dirname(real), directory=True)
     except BaseException as exc:
         _remove(tmp)
+        remove_parents(created)
         if isinstance(exc, WriteError):
             exc.clean = True
         raise
+    finally:
+        release(held)
+        release(lock)
 
 
 def _remove(path: str) -> None:
@@ -366,11 +607,16 @@ class StagedDir:
         self.out = out
         self._owned_dirs = owned_dirs
         self._inputs, self._owned, self._overwrite = inputs, owned, overwrite
+        check_out_value(out, directory=True)
         self._lock_fd: int | None = None
+        self._held: int | None = None
+        self._created: list[str] = []
         self._published = False
         self.path = ""
         self.existing = os.path.lexists(out)
-        self._real = os.path.realpath(out) if self.existing else os.path.abspath(out)
+        # Resolved once, the way the kernel does (symlinks, then ".."): checked and written
+        # at the same place.
+        self._real = os.path.realpath(out)
 
     def check(self) -> None:
         """Checks ``out`` without creating anything (used by ``--dry-run`` as well).
@@ -383,6 +629,7 @@ class StagedDir:
             return
         if not os.path.isdir(out):
             raise OutputError(f"{out}: exists and is not a directory")
+        self._check_replaceable()
         held = self._inputs.held_by(out)
         if held is not None:
             raise OutputError(
@@ -410,8 +657,30 @@ class StagedDir:
                 raise OutputError(
                     f"{out}: holds the directory {name!r}; a checkpoint output directory is "
                     "replaced as a whole, so it may hold files only: choose another --out")
+            elif os.geteuid() != 0 and st.st_uid != os.geteuid():
+                raise OutputError(
+                    f"{full}: belongs to another user; an existing --out is replaced as a "
+                    "whole with its other files hard-linked into the new copy, which the "
+                    "system refuses for other users' files: choose a new --out")
         if not os.access(out, os.W_OK) or not os.access(os.path.dirname(self._real), os.W_OK):
             raise OutputError(f"{out}: output directory (or its parent) is not writable")
+
+    def _check_replaceable(self) -> None:
+        """Refuses, before anything is staged, an existing ``out`` that cannot be swapped."""
+        out, real = self.out, self._real
+        st = os.stat(real)
+        parent = os.path.dirname(real)
+        if _is_mount_point(real) or (parent != real and os.stat(parent).st_dev != st.st_dev):
+            raise OutputError(
+                f"{out}: is a mount point; an existing --out is replaced as a whole by a "
+                "copy staged beside it, which cannot be done across filesystems (nothing was "
+                f"written): write into a new directory inside it, e.g. --out "
+                f"{os.path.join(out, 'ckpt')}")
+        if os.geteuid() != 0 and st.st_uid != os.geteuid():
+            raise OutputError(
+                f"{out}: belongs to another user (uid {st.st_uid}); an existing --out is "
+                "replaced as a whole, which would make the new one yours: choose a new --out "
+                "(e.g. a directory inside it)")
 
     def __enter__(self) -> StagedDir:
         self.check()
@@ -419,21 +688,19 @@ class StagedDir:
         if self.existing:
             self._lock()
             self.check()  # again, under the lock
-        parent = os.path.dirname(self._real)
-        try:
-            os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            raise OutputError(f"{parent}: cannot create the output's parent directory "
-                              f"({exc.strerror or exc})") from None
+        self._created = make_parents(os.path.dirname(self._real))
+        sweep_stale(self._real)  # stages of killed writers (a live one holds its lock)
         self.path = temp_sibling(self._real)
         try:
             os.mkdir(self.path)  # default mode: the umask applies, as for any mkdir
         except OSError as exc:
             self._unlock()
+            remove_parents(self._created)
             if exc.errno in _LOCATION:
                 raise OutputError(f"{out}: cannot create the output directory there "
                                   f"({exc.strerror or exc})") from None
             raise WriteError(out, exc.strerror or str(exc), "creating it") from None
+        self._held = hold(self.path)
         try:
             if self.existing:
                 self._adopt()
@@ -559,12 +826,32 @@ class StagedDir:
 
             # The stage holds only this write's files and hard links (their originals stay).
             shutil.rmtree(self.path, ignore_errors=True)
+            remove_parents(self._created)
+        release(self._held)
+        self._held = None
         self._unlock()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self._discard()
         if isinstance(exc, WriteError) and not self._published:
             exc.clean = True
+
+
+def _is_mount_point(real: str) -> bool:
+    """True when the resolved path ``real`` is a mount point (bind mounts included, which
+    ``os.path.ismount`` misses when they come from the same filesystem)."""
+    if os.path.ismount(real):
+        return True
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split(" ")
+                if len(fields) > 4 and re.sub(
+                        r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]) == real:
+                    return True
+    except OSError:
+        pass
+    return False
 
 
 def _remove_dir(path: str) -> None:
