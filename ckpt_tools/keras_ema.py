@@ -13,6 +13,7 @@ the optimizer does.
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
@@ -31,6 +32,17 @@ def _layout(ckpt: Checkpoint) -> KerasLayout:
     return layout
 
 
+def shown_names(ckpt: Checkpoint, text: str) -> str:
+    """``text`` with the file's raw keys (``layers/dense/vars/0``) replaced by the object paths
+    every command shows (``hidden/kernel``), so an error names weights as ``list`` does."""
+    paths = {v.name: v.path for v in ckpt.variables() if v.path and v.path != v.name}
+    keys = sorted((k for k in paths if k in text), key=len, reverse=True)
+    if not keys:
+        return text
+    pattern = re.compile(r"(?<![\w/.])(" + "|".join(map(re.escape, keys)) + r")(?![\w/])")
+    return pattern.sub(lambda m: paths[m.group(1)], text)
+
+
 def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     name = os.path.basename(ckpt.path)
     fix = ("train with an optimizer created with use_ema=True (e.g. "
@@ -41,7 +53,8 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
         return EmaError(
             f"{name}: its {layout.optimizer or 'optimizer'} ran with use_ema=True "
             f"({layout.ema_evidence}) but its EMA copies cannot be paired with the model "
-            f"weights from the file alone: {'; '.join(unfit) or 'no known layout fits'}")
+            f"weights from the file alone: "
+            f"{shown_names(ckpt, '; '.join(unfit)) or 'no known layout fits'}")
     if not layout.optimizer_vars:
         why = ("it holds no optimizer variables (the model was saved uncompiled or before "
                "its optimizer was built)")
@@ -80,10 +93,10 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
     unpaired = [k for k, v in layout.averages.items() if v is None]
     if unpaired:
         notes = [n for n in layout.notes if n.startswith(unpaired[0] + " ")] or layout.notes
+        why = '; '.join(notes) or 'sublayers with equal shapes: e.g. ' + unpaired[0]
         raise EmaError(
             f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
-            f"paired with a model weight from the file alone ("
-            f"{'; '.join(notes) or 'sublayers with equal shapes: e.g. ' + unpaired[0]}); "
+            f"paired with a model weight from the file alone ({shown_names(ckpt, why)}); "
             "what decides is the model's trainable order: apply_keras_ema(model, path) pairs "
             "them with model.trainable_variables")
 

@@ -352,3 +352,39 @@ def test_cause_line_keeps_the_cause_of_a_tensorflow_restore_error():
             "Key w not found in checkpoint\n\t [[{{node save/RestoreV2}}]]\n\n"
             "Original stack trace for 'save/RestoreV2':\n  File \"y.py\", line 1\n")
     assert cause_line(RuntimeError(text)) == "Key w not found in checkpoint"
+
+
+def test_keras_pairing_errors_name_object_paths_not_raw_keys():
+    from ckpt_tools import open_checkpoint
+    from ckpt_tools.errors import EmaError
+    from ckpt_tools.keras_ema import require_keras_pairing
+
+    with open_checkpoint(FIXTURES / "keras_ema" / "adam.keras") as ckpt:
+        paths = {v.name: v.path for v in ckpt.variables()}
+        layout = ckpt.reader.keras
+        averages = dict(layout.averages)
+        try:  # as if the file could not pair one copy (sublayers of equal shapes)
+            first = next(iter(layout.averages))
+            layout.averages[first] = None
+            layout.notes.clear()
+            with pytest.raises(EmaError) as err:
+                require_keras_pairing(ckpt)
+        finally:
+            layout.averages.clear()
+            layout.averages.update(averages)
+    message = str(err.value)
+    assert paths[first] in message and f" {first})" not in message, message
+
+
+@pytest.mark.parametrize("argv", [["diff", TOWERS, "--ema"],
+                                  ["diff", TOWERS + "/model.ckpt-20", TOWERS + "/model.ckpt-30"]])
+def test_diff_reports_progress_over_bytes_like_stats(argv, capsys, monkeypatch):
+    from ckpt_tools.cli import _output
+
+    calls = []
+    monkeypatch.setattr(_output.ByteProgress, "update",
+                        lambda self, done, total=None: calls.append((self.label, done, total)))
+    code, _, _ = run_cli(argv, capsys)
+    assert code == 0 and calls and all(label == "comparing" for label, _, _ in calls)
+    done, total = calls[-1][1:]
+    assert total and done == total  # a total is known, and the bar ends full
