@@ -389,3 +389,40 @@ def test_average_peak_memory_does_not_grow_with_the_inputs(tmp_path):
     # Before streaming: 734 MB (every input page stayed mapped). Now: one piece per input,
     # one tensor's accumulator, plus the interpreter and NumPy (~100 MB).
     assert peak_kib < 350 * 1024, f"peak RSS {peak_kib / 1024:.0f} MB"
+
+
+def test_another_users_out_is_refused_when_not_root(towers, tmp_path, monkeypatch):
+    """Replacing an existing --out as a whole would make it the caller's: refused for a
+    directory (or a kept file) of another user unless running as root, before staging."""
+    from ckpt_tools.bake import checkpoint_names
+    from ckpt_tools.errors import OutputError
+    from ckpt_tools.formats._write import Inputs, StagedDir
+
+    out = tmp_path / "shared"
+    out.mkdir()
+    owner = out.stat().st_uid
+    monkeypatch.setattr(os, "geteuid", lambda: owner + 1)  # someone else
+    stage = StagedDir(str(out), Inputs([]), checkpoint_names("m"), overwrite=True)
+    with pytest.raises(OutputError, match="belongs to another user"):
+        stage.check()
+    if owner == 0 and os.getuid() == 0:  # as root: make "us" uid 4242, the file 4243's
+        os.chown(out, 4242, -1)
+        (out / "notes.txt").write_text("theirs")
+        os.chown(out / "notes.txt", 4243, -1)
+        monkeypatch.setattr(os, "geteuid", lambda: 4242)
+        with pytest.raises(OutputError, match="notes.txt: belongs to another user"):
+            StagedDir(str(out), Inputs([]), checkpoint_names("m"), overwrite=True).check()
+    assert _hidden(tmp_path) == []
+
+
+def test_pause_hook_never_writes_through_a_symlink(tmp_path, monkeypatch):
+    from ckpt_tools.formats import _write
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "flag").symlink_to(victim)
+    monkeypatch.setenv(_write.PAUSE_AT_ENV, "1")
+    monkeypatch.setenv(_write.PAUSE_FLAG_ENV, str(tmp_path / "flag"))
+    monkeypatch.setattr(_write, "_pauses", [0])
+    _write.pause_point("rename a -> b")
+    assert victim.read_text() == "precious"

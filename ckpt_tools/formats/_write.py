@@ -65,8 +65,9 @@ _LOCATION = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR
 def pause_point(what: str) -> None:
     """Test hook called before every rename a writer does (a no-op unless the env asks).
 
-    When this is the ``CKPT_TOOLS_PAUSE_AT``-th call of the process, writes ``what`` to the
-    ``CKPT_TOOLS_PAUSE_FLAG`` file and waits (at most 10 minutes) until that file is removed.
+    When this is the ``CKPT_TOOLS_PAUSE_AT``-th call of the process, creates the
+    ``CKPT_TOOLS_PAUSE_FLAG`` file (only if it does not exist yet, never through a symlink),
+    writes ``what`` to it and waits (at most 10 minutes) until that file is removed.
     """
     at = os.environ.get(PAUSE_AT_ENV)
     if not at:
@@ -75,7 +76,11 @@ def pause_point(what: str) -> None:
     flag = os.environ.get(PAUSE_FLAG_ENV)
     if str(_pauses[0]) != at or not flag:
         return
-    with open(flag, "w", encoding="utf-8") as f:
+    try:  # a new file only, never through a symlink: the hook cannot truncate anything
+        fd = os.open(flag, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(what)
     deadline = time.monotonic() + 600
     while os.path.exists(flag) and time.monotonic() < deadline:
