@@ -158,11 +158,12 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
     directory = remote.url_parent(url) if single else url.rstrip("/")
     base = posixpath.basename(url) if single else (name or ckpt.name) + (
         ".h5" if fmt == "h5" else ".index")
-    remote.check_new(directory, [base], overwrite=overwrite)
+    remote.check_new(directory, [base], overwrite=overwrite, whole_directory=not single)
     with tempfile.TemporaryDirectory(prefix="ckpt-restore-ema-") as tmp:
         local = os.path.join(tmp, posixpath.basename(url) if single else "out")
         result = write_ema(ckpt, local, name=name, fmt=fmt, **options)
-        urls = remote.upload(result.files, directory, overwrite=overwrite)
+        urls = remote.upload(result.files, directory, overwrite=overwrite,
+                             whole_directory=not single)
     output = remote.url_join(directory, os.path.basename(result.output))
     return dataclasses.replace(result, output=output, files=urls)
 

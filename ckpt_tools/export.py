@@ -263,11 +263,13 @@ def _export_to_url(checkpoint, url: str, *, overwrite: bool, **options) -> Expor
 
     from .formats import remote
 
-    remote.check_new(remote.url_parent(url), [posixpath.basename(url)], overwrite=overwrite)
+    remote.check_new(remote.url_parent(url), [posixpath.basename(url)], overwrite=overwrite,
+                     whole_directory=False)
     with tempfile.TemporaryDirectory(prefix="ckpt-export-") as tmp:
         local = os.path.join(tmp, posixpath.basename(url))
         result = export_weights(checkpoint, local, **options)
-        remote.upload([local], remote.url_parent(url), overwrite=overwrite)
+        remote.upload([local], remote.url_parent(url), overwrite=overwrite,
+                      whole_directory=False)
     return dataclasses.replace(result, path=url)
 
 

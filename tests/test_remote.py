@@ -296,6 +296,50 @@ def test_average_between_urls_matches_local(s3, tmp_path):
     assert again.exit_code == 7, again.output
 
 
+def _etags(s3, prefix: str) -> dict[str, str]:
+    listed = s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+    return {o["Key"]: o["ETag"] for o in listed.get("Contents", [])}
+
+
+def _copy_case(s3, case: str, prefix: str) -> None:
+    for f in sorted((FIXTURES / case).iterdir()):
+        if not f.name.startswith("expected"):
+            s3["client"].upload_file(str(f), BUCKET, f"{prefix}/{f.name}")
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_remote_output_never_replaces_an_input(s3, force):
+    """An output onto the run it read is exit 7, with or without --force, and changes no
+    object (the checkpoints read, their state file, the other checkpoints it names)."""
+    prefix = "inplace" + ("-force" if force else "")
+    _copy_case(s3, "towers_bn", prefix)
+    before = _etags(s3, prefix + "/")
+    run = f"s3://{BUCKET}/{prefix}/"
+    commands = [
+        ["average", run, "--last", "2", "--out", run],
+        ["average", run, "--last", "2", "--out", f"s3://{BUCKET}//{prefix}", "--name", "avg"],
+        ["restore-ema", run, "--out", run],
+        ["restore-ema", run, "--out", run, "--name", "baked"],
+        ["export", run, "--out", run + "model.ckpt-30.index", "--format", "npz"],
+    ]
+    for cmd in commands:
+        result = _run(*cmd, *force)
+        assert result.exit_code == 7, (cmd, result.output)
+        assert "input" in result.stderr, (cmd, result.stderr)
+        assert _etags(s3, prefix + "/") == before, cmd
+
+
+def test_remote_state_file_is_not_replaced_without_force(s3):
+    """A new checkpoint into a run directory that is not an input still keeps that run's
+    existing 'checkpoint' state file unless --force says otherwise, as locally."""
+    _copy_case(s3, "towers_bn", "keepstate")
+    before = _etags(s3, "keepstate/")
+    out = f"s3://{BUCKET}/keepstate/"
+    result = _run("restore-ema", f"s3://{BUCKET}/towers_bn/", "--out", out, "--name", "baked")
+    assert result.exit_code == 7 and "checkpoint" in result.stderr, result.output
+    assert _etags(s3, "keepstate/") == before
+
+
 def test_s3_endpoint_down_is_a_bounded_network_failure(s3, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")  # nothing there
     start = time.monotonic()

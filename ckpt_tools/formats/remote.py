@@ -108,6 +108,13 @@ class Session:
         self._absent: set[str] = set()
         self._files: dict[str, RemoteFile] = {}
         self.requests = 0
+        #: Normalized URLs of every object this command read (its inputs: what a write
+        #: must never replace, with or without --force).
+        self.inputs: dict[str, str] = {}
+
+    def note_input(self, url: str) -> None:
+        """Records ``url`` as read by this command (an input no output may replace)."""
+        self.inputs.setdefault(normalize(url), url)
 
     def fs(self, url: str):
         """Returns ``(filesystem, path inside it)`` for ``url``.
@@ -181,6 +188,7 @@ class Session:
     def file(self, url: str, size: int, extents: list[tuple[int, int]] | None = None):
         """Returns the session's :class:`RemoteFile` for data file ``url`` (one per URL, so
         every reader of a shard shares its read-ahead)."""
+        self.note_input(url)
         f = self._files.get(url)
         if f is None or (extents and not f.has_extents):
             f = self._files[url] = RemoteFile(url, size, extents)
@@ -194,6 +202,7 @@ class Session:
             RemoteAccessError: forbidden, network failure, or larger than ``limit``.
         """
         fs, path = self.fs(url)
+        self.note_input(url)
         self.requests += 1
         with _errors(url):
             if limit is None:
@@ -217,6 +226,7 @@ class Session:
                 pieces.append((s, min(end, s + PIECE)))
                 owner.append(i)
         fs, path = self.fs(url)
+        self.note_input(url)
         got: list[bytes] = []
         for k in range(0, len(pieces), MAX_IN_FLIGHT):
             batch = pieces[k : k + MAX_IN_FLIGHT]
@@ -345,28 +355,59 @@ def _upload_rank(name: str) -> int:
     return 2 if name.endswith(".meta") else 1 if name.endswith(".index") else 0
 
 
-def check_new(directory: str, names: list[str], *, overwrite: bool = False) -> None:
-    """Refuses (exit 7) when one of ``names`` already exists in URL ``directory`` and
-    ``overwrite`` is false (the ``checkpoint`` state file is always rewritten, as locally).
+def normalize(url: str) -> str:
+    """Returns ``url`` in one spelling per object: protocol lower-cased, ``//`` and ``.``
+    segments collapsed, no trailing slash (so two spellings of one input compare equal)."""
+    protocol, _, rest = url.partition("://")
+    if not rest:
+        return url
+    path = posixpath.normpath("/" + rest.lstrip("/")).lstrip("/")
+    return protocol.lower() + "://" + path
+
+
+def check_new(directory: str, names: list[str], *, overwrite: bool = False,
+              whole_directory: bool = True) -> None:
+    """Refuses (exit 7) to write ``names`` into URL ``directory`` where that would replace
+    an input of this command, or, without ``overwrite``, any object that exists. The same
+    rules as local writes (``formats/_write.py``): a checkpoint output directory
+    (``whole_directory``) that holds an input is refused with or without ``--force`` (its
+    ``checkpoint`` state file would be rewritten); a single-file output is refused only when
+    it is itself an input.
 
     Raises:
-        OutputError: an object exists.
+        OutputError: an input would be replaced, or an object exists and ``overwrite`` is
+            false.
         RemoteAccessError: forbidden, or the network failed.
     """
     from ..errors import OutputError
 
+    store = session()
+    where = normalize(directory)
+    for name in names:
+        target = normalize(url_join(directory, name))
+        if target in store.inputs:
+            raise OutputError(f"{url_join(directory, name)}: is input "
+                              f"{store.inputs[target]}; refusing to overwrite it (--force "
+                              "never replaces inputs)")
+    if whole_directory:
+        for key, url in store.inputs.items():
+            if key.rsplit("/", 1)[0] == where:
+                raise OutputError(
+                    f"{directory.rstrip('/')}/: holds the input {url}; refusing to write a "
+                    "checkpoint there (its 'checkpoint' state file and files would be "
+                    "replaced); choose another --out")
     try:
         existing = session().listing(directory)
     except CheckpointNotFoundError:
         return
-    clash = [n for n in names if n in existing and n != "checkpoint"]
+    clash = [n for n in names if n in existing]
     if clash and not overwrite:
         raise OutputError(f"{url_join(directory, clash[0])}: already exists (pass --force to "
-                          "replace)")
+                          "replace it)")
 
 
 def upload(files: list[str], directory: str, *, overwrite: bool = False,
-           progress=None) -> list[str]:
+           progress=None, whole_directory: bool = True) -> list[str]:
     """Uploads local ``files`` into URL ``directory`` so that a reader never sees an index
     without its data: data shards (and single-file outputs) first, then the ``.index``, the
     ``.meta``, and the ``checkpoint`` state file last; each object appears whole (S3, GCS and
@@ -390,7 +431,8 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
 
     store = session()
     names = sorted(files, key=lambda f: (_upload_rank(os.path.basename(f)), f))
-    check_new(directory, [os.path.basename(f) for f in names], overwrite=overwrite)
+    check_new(directory, [os.path.basename(f) for f in names], overwrite=overwrite,
+              whole_directory=whole_directory)
     written = []
     for local in names:
         url = url_join(directory, os.path.basename(local))
