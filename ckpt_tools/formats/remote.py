@@ -1,4 +1,5 @@
-"""Checkpoints behind fsspec URLs (``s3://``, ``gs://``, ``http(s)://``, any fsspec protocol).
+"""Checkpoints behind fsspec URLs (``s3://``, ``gs://``, fsspec protocols with sized listings;
+``http(s)://`` is refused).
 
 What a reader needs from object storage, in as few requests as the format allows:
 
@@ -120,10 +121,19 @@ class Session:
         """Returns ``(filesystem, path inside it)`` for ``url``.
 
         Raises:
-            UnsupportedFormatError: fsspec, or the protocol's backend, is not installed.
+            UnsupportedFormatError: fsspec, or the protocol's backend, is not installed;
+                or an ``http(s)://`` URL.
         """
-        fsspec = _fsspec()
         protocol = url.split("://", 1)[0]
+        if protocol.lower() in ("http", "https"):
+            # fsspec's HTTP listing is scraped from HTML and carries no sizes, so every
+            # shard would look empty ("truncated", exit 4, about a healthy checkpoint).
+            # Refuse up front rather than report corruption that is not there.
+            raise UnsupportedFormatError(
+                f"{url}: http(s):// URLs are not supported yet (an HTTP listing carries no "
+                "file sizes to check the shards against); download the checkpoint, or serve "
+                "it through an S3-compatible endpoint (s3://)")
+        fsspec = _fsspec()
         fs = self._fs.get(protocol)
         if fs is None:
             with _errors(url):
