@@ -71,27 +71,45 @@ def test_shortened_names_stay_distinct_and_whole_at_80_columns(argv, capsys, mon
     _terminal(monkeypatch)
     code, out, err = run_cli(argv, capsys)
     assert code == 0, err
-    cells = [row[0] for row in _rows(out)]
+    rows = _rows(out)
+    cells = [row[0] for row in rows]
     assert any(ELLIPSIS in c for c in cells), out  # 80 columns do shorten these names
-    assert len(set(cells)) == len(cells), out  # no two rows look the same
+    # No two rows look the same: a shadow shown as …/ExponentialMovingAverage is told apart by
+    # the variable named beside it ("of conv1/weights").
+    assert len({tuple(r) for r in rows}) == len(rows), out
     for cell in cells:
         assert _whole_segments(cell), (cell, out)
         assert _matches(cell, names), (cell, out)
     assert all(cell_len(line) <= 80 for line in out.splitlines()), out
 
 
-def test_list_ema_column_says_which_variable_a_shadow_averages(capsys, monkeypatch):
+@pytest.mark.parametrize("fixture", ["towers_bn", "model_garden_slot"])
+def test_list_ema_column_says_which_variable_a_shadow_averages(fixture, capsys, monkeypatch):
+    """At 80 columns the ema column names the variable (never ``of ..``/``of ../..``): whole
+    segments that match exactly one variable, and the shadow's name fits that variable."""
+    path = str(FIXTURES / fixture)
+    code, out, _ = run_cli(["list", path, "--json"], capsys)
+    import json
+
+    doc = json.loads(out)["variables"]
+    names = [v["path"] or v["name"] for v in doc]
+    truth = {v["path"] or v["name"]: next(w["path"] or w["name"] for w in doc
+                                          if w["key"] == v["ema_of"] or w["name"] == v["ema_of"])
+             for v in doc if v["ema_of"]}
     _terminal(monkeypatch)
-    code, out, _ = run_cli(["list", TOWERS, "--role", "ema"], capsys)
+    code, out, _ = run_cli(["list", path, "--role", "ema"], capsys)
     assert code == 0
-    for row in _rows(out):
+    rows = _rows(out)
+    assert len(rows) == len(truth) and len({tuple(r) for r in rows}) == len(rows), out
+    for row in rows:
         name, ema = row[0], row[-1]
         assert ema.startswith("of "), row
         target = ema[3:]
-        if target.startswith(".."):  # relative to the shadow's own name: its parent
-            assert name.endswith("/…") or name.endswith("/ExponentialMovingAverage"), row
-        else:
-            assert _whole_segments(target), row
+        assert ".." not in target and target.strip("/" + ELLIPSIS), row
+        assert _whole_segments(target), row
+        (variable,) = _matches(target, names)  # one variable, unambiguous
+        assert any(truth[s] == variable for s in _matches(name, list(truth))), (row, out)
+    assert all(cell_len(line) <= 80 for line in out.splitlines()), out
 
 
 def test_diff_ema_rows_are_distinct_at_80_columns(capsys, monkeypatch):
@@ -388,3 +406,25 @@ def test_diff_reports_progress_over_bytes_like_stats(argv, capsys, monkeypatch):
     assert code == 0 and calls and all(label == "comparing" for label, _, _ in calls)
     done, total = calls[-1][1:]
     assert total and done == total  # a total is known, and the bar ends full
+
+
+@pytest.mark.parametrize("fixture", ["towers_bn", "model_garden_slot", "keras_ema", "tf2_object",
+                                     "linear_v2"])
+def test_piped_list_has_one_column_set_for_every_checkpoint(fixture):
+    """Piped through a real pipe, ``list`` has the same header on every checkpoint (TF1 with a
+    ``.meta``, TF2, Keras), so the README's ``cut -f1,7`` is the shadow and its variable."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("TTY_COMPATIBLE", None)
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "list", str(FIXTURES / fixture)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    if proc.returncode == 2 and "several" in proc.stderr:  # pragma: no cover
+        pytest.skip(proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("\n\n", 1)[0].splitlines()[1:]  # after the title line
+    assert lines[0].split("\t") == ["name", "dtype", "shape", "size", "role", "collections",
+                                    "ema"], proc.stdout
+    for line in lines[1:]:
+        fields = line.split("\t")
+        assert len(fields) == 7, line
+        if fields[4] == "ema":
+            assert fields[6].startswith("of ") and ".." not in fields[6], line

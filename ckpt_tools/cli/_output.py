@@ -27,7 +27,7 @@ import shutil
 import sys
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
 from ._shorten import ELLIPSIS, shorten_counted
@@ -123,10 +123,17 @@ class Column:
             the first part left out when this cell must be shortened (``diff --ema`` shows a
             shadow ``conv1/w/ExponentialMovingAverage`` beside ``conv1/w`` as
             ``…/ExponentialMovingAverage``); with ``lead``, a cell ``of X`` whose X that cell
-            starts with is shown as ``of ..`` (``list``'s EMA column).
-        lead: a word a cell may start with that shortening keeps whole (``of ``).
+            ``…/ExponentialMovingAverage``); when that column has a ``lead``, the cell there is
+            read without it (``list`` shows a shadow beside ``of conv1/w`` as
+            ``…/ExponentialMovingAverage``, so the width goes to the variable it averages).
+        lead: a word a cell may start with that shortening keeps whole (``of ``); the rest is
+            shortened like a name, by whole ``/`` segments.
         data: whether the column is data; a decorative one (``map``'s arrow) is left out when
             stdout is not a terminal.
+        terminal: whether the column is shown on a terminal. A column with nothing to show for
+            this input (``list``'s collections without a ``.meta``) is still a field, all ``-``,
+            when stdout is not a terminal, so a command's field numbers are the same for every
+            checkpoint (``cut -f7`` is always the EMA column).
     """
 
     name: str
@@ -138,6 +145,7 @@ class Column:
     prefix_from: int | None = None
     lead: str = ""
     data: bool = True
+    terminal: bool = True
 
 
 Cell = str | tuple[str, str | None]
@@ -289,6 +297,8 @@ class Output:
         if not self.is_terminal:
             self._write(self.stdout, "\n".join(lines + self._tsv_table(columns, raw)) + "\n")
             return
+        if not all(col.terminal for col in columns):
+            columns, raw = _terminal_columns(columns, raw)
         shown_text = [[clean(text) for text, _ in row] for row in raw]
         widths = [max([cell_len(col.name)] + [cell_len(r[i]) for r in shown_text])
                   for i, col in enumerate(columns)]
@@ -393,8 +403,13 @@ class _NameColumns:
         """Column ``i``'s cells at ``width``, and how many were cut inside a segment."""
         if (i, width) not in self._memo:
             col = self.columns[i]
-            prefixes = None if col.prefix_from is None else \
-                [r[col.prefix_from][0] for r in self.raw]
+            prefixes = None
+            if col.prefix_from is not None:
+                lead = self.columns[col.prefix_from].lead
+                prefixes = [r[col.prefix_from][0] for r in self.raw]
+                if lead:
+                    prefixes = [p[len(lead):] if p.startswith(lead) else None
+                                for p in prefixes]
             self._memo[i, width] = shorten_counted(
                 [r[i][0] for r in self.raw], width, clean, cell_len, prefixes=prefixes,
                 lead=col.lead)
@@ -425,6 +440,17 @@ class _NameColumns:
             j = max(donors, key=lambda k: w[k])
             w[j] -= 1
             w[i] += 1
+
+
+def _terminal_columns(columns: Sequence[Column], raw: list[list[tuple[str, str | None]]]
+                      ) -> tuple[list[Column], list[list[tuple[str, str | None]]]]:
+    """The columns shown on a terminal (``Column.terminal``) and the rows' cells in them, with
+    ``prefix_from`` renumbered."""
+    keep = [i for i, col in enumerate(columns) if col.terminal]
+    new = {old: k for k, old in enumerate(keep)}
+    cols = [replace(columns[i], prefix_from=new.get(columns[i].prefix_from))
+            for i in keep]
+    return cols, [[row[i] for i in keep] for row in raw]
 
 
 def _fit(columns: Sequence[Column], natural: list[int], width: int, gap: int,

@@ -46,10 +46,8 @@ def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], st
             fit and starts with it and ``/``, that part is the first left out (``…/Exponential
             MovingAverage``), and such rows need not differ from each other.
         lead: a word a cell may start with that is always kept whole (``of `` in ``list``'s
-            ``of conv1/BatchNorm/beta``); only the name after it is shortened. When the name
-            after it is a ``/`` prefix of the row's text in ``prefixes`` (the shadow
-            ``conv1/w/ExponentialMovingAverage`` is ``of conv1/w``) and does not fit, it is
-            shown relative to that text, as a path: ``of ..``.
+            ``of conv1/BatchNorm/beta``); only the name after it is shortened, by the same rule
+            (whole segments that tell the rows apart), never to a bare ``…`` or ``..``.
 
     Returns:
         The shown texts, in order (:func:`shorten_column`); :func:`shorten_counted` also returns
@@ -63,20 +61,16 @@ def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], st
     cuts = 0
     if lead:
         led = [i for i in long if texts[i].startswith(lead) and len(texts[i]) > len(lead)]
-        for i in list(led):  # "of X" beside the name X/ExponentialMovingAverage: "of .."
-            inner, name = texts[i][len(lead):], prefixes[i] if prefixes else None
-            if name and name.startswith(inner + "/"):
-                up = lead + "/".join([".."] * (name[len(inner) + 1:].count("/") + 1))
-                if measure(escape(up)) <= width:
-                    shown[i] = escape(up)
-                    led.remove(i)
-                    long.remove(i)
         if led:
             inner, cut = shorten_counted([texts[i][len(lead):] for i in led],
                                          width - measure(lead), escape, measure)
             cuts += cut
             for i, text in zip(led, inner, strict=True):
                 shown[i] = escape(lead) + text
+                # The target's last segment says which variable it is (kernel or bias): left
+                # out, it is a loss even when other rows share it, so width goes here first.
+                last = texts[i].rsplit("/", 1)[-1]
+                cuts += "/" in texts[i][len(lead):] and not text.endswith(escape(last))
             long = [i for i in long if i not in set(led)]
     if width <= 1:
         cut = [s if i not in long else ELLIPSIS[:width] for i, s in enumerate(shown)]

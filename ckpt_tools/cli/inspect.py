@@ -82,15 +82,16 @@ def list_command(
 
 def _print_table(out: Output, listing: Listing) -> None:
     has_meta = listing.meta is not None
-    columns = [Column("name", shrink="middle", min_width=32, floor=24),
-               Column("dtype", hide=2), Column("shape"), Column("size", "right"),
-               Column("role")]
-    if has_meta:
-        columns.append(Column("collections", shrink="end", min_width=12, hide=1))
-    # "of X": the variable a shadow averages; "of " stays whole, X is shortened like names,
-    # or, when the shadow is X/ExponentialMovingAverage, shown relative to it: "of ..".
-    columns.append(Column("ema", shrink="middle", min_width=14, floor=10, lead="of ",
-                          prefix_from=0))
+    # One column set whatever the checkpoint, so piped field numbers never move (`cut -f7` is
+    # the EMA column); collections without a .meta is all "-" there and absent on a terminal.
+    # A shadow named after its variable leaves that part out of its name (shown beside it as
+    # "of X"), so the width goes to X, which is what a reader of the ema column looks for;
+    # collections, then dtype, are hidden before X loses what tells it apart.
+    columns = [Column("name", shrink="middle", min_width=32, floor=24, prefix_from=6),
+               Column("dtype", hide=1), Column("shape"), Column("size", "right"),
+               Column("role"),
+               Column("collections", shrink="end", min_width=12, hide=2, terminal=has_meta),
+               Column("ema", shrink="middle", min_width=14, floor=10, lead="of ")]
     rows = []
     for v in listing.variables:
         if v.ema:
@@ -106,8 +107,7 @@ def _print_table(out: Output, listing: Listing) -> None:
             ema = ""
         name = (v.path or v.name) + (f" ({v.partitions} parts)" if v.partitions else "")
         row = [name, v.dtype, shape_text(v.shape), f"{v.size:,}", (v.role, _ROLE_STYLE.get(v.role))]
-        if has_meta:
-            row.append(",".join(short_collection(c) for c in v.collections))
+        row.append(",".join(short_collection(c) for c in v.collections) if has_meta else "")
         rows.append([*row, ema])
     out.table(f"{listing.checkpoint} ({listing.format})", columns, rows)
     shown = listing.variables
