@@ -77,6 +77,14 @@ def rows(results: dict) -> list[dict]:
             stream = read[_OURS_STREAM]["gb_s"]
             out.append(_row(size, "verified read, one pass (chunks)", stream, phys, "GB/s",
                             stream / phys, ">= 0.8 of limit", stream / phys >= 0.8, phys_name))
+            floor_name = "floor: mmap + CRC32C, one core"
+            if floor_name in read:  # what CRC32C's throughput alone allows one core
+                floor = read[floor_name]["gb_s"]
+                out.append(_row(size, "one-core floor of a verified read", floor, phys, "GB/s",
+                                floor / phys, "(CRC32C throughput: info)", None, phys_name))
+                out.append(_row(size, "verified read, one pass (chunks)", stream, floor,
+                                "GB/s", stream / floor, "(vs one-core floor: info)", None,
+                                floor_name))
         out.append(_row(size, "read throughput", ours_read, phys, "GB/s", ours_read / phys,
                         "(tensor() then touch: info)", None, phys_name))
         rd = read["physical: readinto"]["gb_s"]

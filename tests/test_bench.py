@@ -78,6 +78,16 @@ def test_touch_does_not_depend_on_alignment():
     assert tasks.touch(memoryview(data.tobytes())[5:]) == tasks.touch(data[5:])
 
 
+def test_crc_floor_reads_the_same_bytes_as_mmap(tmp_path):
+    # The one-core floor row is only comparable if it touches exactly what mmap touches.
+    data = np.random.default_rng(2).integers(0, 256, (3 << 20) + 7, dtype=np.uint8)
+    path = tmp_path / "data"
+    path.write_bytes(data.tobytes())
+    expected = (data.size, int(np.bitwise_xor.reduce(data)))
+    assert tasks.read_physical("mmap", [str(path)]) == expected
+    assert tasks.read_physical("mmap-crc", [str(path)]) == expected
+
+
 def test_generated_checkpoint_reads_in_tensorflow(tmp_path, tf):
     prefix = make_ckpt.write_checkpoint(str(tmp_path / "ckpt"), 2 << 20)
     assert all(os.path.getsize(p) > 0 for p in make_ckpt.data_files(prefix))
@@ -106,7 +116,10 @@ def test_quick_run(tmp_path):
     rows = results["rows"]
     assert EXPECTED_ROWS <= {(r["metric"], r["vs"]) for r in rows}
     assert {r["metric"] for r in rows if r["vs"].startswith("physical")} == {
-        "read throughput", "read throughput, verify=False", "verified read, one pass (chunks)"}
+        "read throughput", "read throughput, verify=False", "verified read, one pass (chunks)",
+        "one-core floor of a verified read"}
+    assert ("verified read, one pass (chunks)", "floor: mmap + CRC32C, one core") in {
+        (r["metric"], r["vs"]) for r in rows}
     for r in rows:
         if r["unit"]:
             assert r["ours"] > 0 and r["baseline"] > 0 and r["ratio"] > 0, r
