@@ -274,8 +274,9 @@ def diff_checkpoints(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | C
 
 def diff_ema(target: str | os.PathLike | Checkpoint, *,
              match: Callable[[str], bool] | None = None, values: bool = True,
-             progress: Callable[[int, int], None] | None = None) -> DiffReport:
-    """Compares every variable with its EMA shadow (``Variable.ema``) in one checkpoint.
+             progress: Callable[[int, int], None] | None = None,
+             pairs: dict[str, str] | None = None) -> DiffReport:
+    """Compares every variable with its EMA shadow in one checkpoint.
 
     Args:
         target (`str` or `Checkpoint`): the checkpoint.
@@ -284,6 +285,9 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         values (`bool`, *optional*, defaults to `True`): compare values, not only shapes.
         progress (`Callable[[int, int], None]`, *optional*): ``progress(done_bytes,
             total_bytes)`` while tensors are read.
+        pairs (`dict[str, str]`, *optional*): variable key -> average key, the pairing
+            ``ckpt map`` proves (:func:`ckpt_tools.emamap.proven_pairs`, which the CLI passes);
+            default: ``Variable.ema``.
 
     Returns:
         `DiffReport` with mode ``"ema"``: ``tensors`` pairs raw (A) with shadow (B),
@@ -301,18 +305,20 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
     """
     with _opened(target) as ckpt:
         variables = ckpt.variables()
-        pairs = [(v.name, v.ema) for v in variables
-                 if v.ema and (_keep(v.name, match) or _keep(v.ema, match))]
+        paired = pairs if pairs is not None else {v.name: v.ema for v in variables if v.ema}
+        pairs = [(k, e) for k, e in paired.items() if _keep(k, match) or _keep(e, match)]
         shadows = [v for v in variables if v.role == "ema"]
-        if not shadows and not any(v.ema for v in variables):
+        if not shadows and not paired:
             raise EmaError(f"{ckpt.path}: no EMA shadow in this checkpoint, so there is "
                            "nothing to compare raw weights with (see 'ckpt list --role ema')")
         report = DiffReport(a=ckpt.path, b=ckpt.path, mode="ema", values=values)
         if shadows:
             report.only_a = [v.name for v in variables
-                             if v.role == "weight" and not v.ema and _keep(v.name, match)]
+                             if v.role == "weight" and v.name not in paired
+                             and _keep(v.name, match)]
+        used = set(paired.values())
         report.only_b = [v.name for v in shadows
-                         if v.ema_of not in ckpt and _keep(v.name, match)]
+                         if v.name not in used and v.ema_of not in ckpt and _keep(v.name, match)]
         report.tensors = list(_pairs(ckpt, ckpt, sorted(pairs), values, progress))
     return report
 

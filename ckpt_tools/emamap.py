@@ -19,9 +19,42 @@ from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
 from .formats.objgraph import readable_name
-from .keras_ema import require_keras_pairing
 
 KEEP, DROP = "keep", "drop"
+
+
+class UnprovenPairingError(EmaError):
+    """The file does not prove which average goes with which variable (exit 6).
+
+    Attributes:
+        option: the command-line option that decides (``--ema-name``, ``--apply-order``,
+            ``--no-meta``, ``--use-ema/--no-use-ema``), or ``None`` when no option can.
+        undecided: key -> candidate keys: a variable and the averages it may take, or an
+            average and the variables it may belong to.
+    """
+
+    def __init__(self, message: str, option: str | None = None,
+                 undecided: dict[str, tuple[str, ...]] | None = None):
+        super().__init__(message)
+        self.option = option
+        self.undecided = dict(undecided or {})
+
+
+def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | None = None,
+                 use_meta: bool = True, apply_order: str | None = None) -> dict[str, str]:
+    """The one pairing decision every command uses: variable key -> the key of the average
+    to use for it, exactly as :func:`ema_map` (``ckpt map``) pairs them.
+
+    Returns:
+        `dict[str, str]`: only variables whose stored average is proven (others are absent).
+
+    Raises:
+        UnprovenPairingError: two or more pairings fit (names the option that decides).
+        EmaError: a Keras file that holds no averages.
+    """
+    m = ema_map(checkpoint, ema_name=ema_name, use_meta=use_meta, apply_order=apply_order,
+                non_averaged=DROP, slots=KEEP, allow_missing=True)
+    return {t: s for s, t in m.pairs if s != t}
 
 
 @dataclass(frozen=True)
@@ -155,12 +188,16 @@ def ema_map(
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
         if style in (None, "keras"):
-            require_keras_pairing(ckpt)  # Keras files: proven pairing or a refusal
+            _require_keras(ckpt)
         variables = _paired_variables(ckpt, apply_order)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
                     and v.ema_candidates and style in (None, v.ema_style)]
         if unpaired:
-            raise EmaError(_ambiguous_message(ckpt, variables, unpaired, apply_order))
+            tf2 = any(v.ema_style != "tf1" for v in unpaired)
+            raise UnprovenPairingError(
+                _ambiguous_message(ckpt, variables, unpaired, apply_order),
+                "--apply-order" if tf2 and not apply_order else None,
+                {v.name: tuple(v.ema_candidates) for v in unpaired})
         detected = R.detect_ema_names(ckpt.entries())
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
         suffix = _recorded_suffixes(ckpt, variables)
@@ -229,6 +266,27 @@ def ema_map(
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
         source=source, file_style=file_style(ckpt), pairs=tuple(kept), hints=tuple(hints),
         names={k: v.path for k, v in variables.items() if v.path})
+
+
+def _require_keras(ckpt: Checkpoint) -> None:
+    """Keras files: a proven pairing, or a refusal (:func:`require_keras_pairing`); an
+    undecided ``use_ema`` or unpairable copies raise :class:`UnprovenPairingError`.
+
+    keras_ema (and NumPy with it) is imported only for Keras files: ``ckpt list`` stays light.
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None:
+        return
+    from .keras_ema import require_keras_pairing
+
+    try:
+        require_keras_pairing(ckpt)
+    except EmaError as exc:
+        if layout.use_ema is None:
+            raise UnprovenPairingError(str(exc), "--use-ema/--no-use-ema") from None
+        if layout.averages and any(v is None for v in layout.averages.values()):
+            raise UnprovenPairingError(str(exc)) from None
+        raise
 
 
 def file_style(ckpt: Checkpoint) -> str:
@@ -332,7 +390,8 @@ def _from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
     contradicted = {t: s for t, s in chosen.items()
                     if t not in averaged_targets and variables[s].ema_style == "tf1"}
     if contradicted:
-        raise EmaError(_contradiction_message(ckpt, contradicted))
+        raise UnprovenPairingError(_contradiction_message(ckpt, contradicted), "--no-meta",
+                                   {t: (s,) for t, s in contradicted.items()})
     missing = [t for s, t in pairs.items() if s != t and s not in variables]
     not_saved = [t for s, t in pairs.items() if s == t and s not in variables]
     return list(pairs.items()), missing, not_saved
@@ -414,7 +473,9 @@ def _choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         elif len(cands) > 1:
             several[target] = sorted(cands)
     if several:
-        raise EmaError(_several_message(ckpt, variables, suffix, holder, several, ema_name))
+        raise UnprovenPairingError(
+            _several_message(ckpt, variables, suffix, holder, several, ema_name), "--ema-name",
+            {t: tuple(c) for t, c in several.items()})
     return chosen
 
 

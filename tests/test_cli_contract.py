@@ -109,7 +109,7 @@ COMMANDS = [
     ["list", "{tf2}"],
     ["map", "{tf2}", "--apply-order", "trainable"],
     ["stats", "{tf2}"],
-    ["diff", "{tf2}", "--ema"],
+    ["diff", "{tf2}", "--ema", "--apply-order", "trainable"],
 ]
 
 

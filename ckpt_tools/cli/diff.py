@@ -26,9 +26,11 @@ from ._common import (
     UseEmaOpt,
     WideOpt,
     display_names,
+    require_selection,
     resolve,
 )
 from ._output import Column, Output, shape_text
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
 
 
 def diff_command(
@@ -46,6 +48,9 @@ def diff_command(
         "--no-values", help="Compare names, shapes and dtypes only; read no tensor data "
         "(values are reported as 'not compared').")] = False,
     wide: WideOpt = False,
+    ema_name: EmaNameOpt = None,
+    apply_order: ApplyOrderOpt = None,
+    no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -53,22 +58,31 @@ def diff_command(
     """Show keys only in A or B, shape/dtype changes, and max-abs / relative L2 differences.
 
     The relative difference is ||B - A|| / ||A|| (for --ema: ||ema - raw|| / ||raw||).
-    Exits 0 whether or not the checkpoints differ; 4 when a tensor cannot be read; 6 for --ema
-    on a checkpoint without EMA shadows.
+    With --ema each variable is paired with its average exactly as 'ckpt map' pairs them
+    (--ema-name, --apply-order, --no-meta, --use-ema decide as there). Exits 0 whether or not
+    the checkpoints differ; 3 when --grep/--regex select no variable; 4 when a tensor cannot be
+    read; 6 for --ema on a checkpoint without EMA shadows, or whose pairing is not proven.
     """
     if ema == (b is not None):
         raise typer.BadParameter("give a second checkpoint B, or --ema to compare A with its "
                                  "own EMA shadows (not both)", param_hint="B")
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     names = NameFilter(grep, regex)
+    check_apply_order(apply_order)
     with open_checkpoint(resolve(out, a), use_ema=use_ema) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
+        if ema:
+            require_selection(ca, names, None)
+            pairs = _pairs_of(ca, ema_name, not no_meta, apply_order)
         with out.progress("comparing") as bar:  # the total is known once pairs are
             if ema:
-                report = diff_ema(ca, match=match, values=not no_values, progress=bar.update)
+                report = diff_ema(ca, match=match, values=not no_values, progress=bar.update,
+                                  pairs=pairs)
             else:
                 with open_checkpoint(resolve(out, b)) as cb:
+                    if not names.keys(ca):
+                        require_selection(cb, names, None)
                     paths = {**display_names(cb), **paths}
                     report = diff_checkpoints(ca, cb, match=match, values=not no_values,
                                               progress=bar.update)
@@ -80,6 +94,26 @@ def diff_command(
     if bad:
         raise CorruptCheckpointError(f"{len(bad)} tensor(s) could not be read; first: "
                                      f"{bad[0].error}")
+
+
+def _pairs_of(ckpt, ema_name: str | None, use_meta: bool,
+              apply_order: str | None) -> dict[str, str] | None:
+    """The pairing ``ckpt map`` proves; ``None`` for a Keras file that holds no averages
+    (then diff_ema explains there is nothing to compare).
+
+    Raises:
+        UnprovenPairingError: the file does not prove the pairing (exit 6, like ``map``).
+    """
+    from ..emamap import UnprovenPairingError, proven_pairs
+    from ..errors import EmaError
+
+    try:
+        return proven_pairs(ckpt, ema_name=ema_name, use_meta=use_meta,
+                            apply_order=apply_order)
+    except UnprovenPairingError:
+        raise
+    except EmaError:
+        return None
 
 
 def _fmt(value: float | None) -> str:
