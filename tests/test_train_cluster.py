@@ -303,7 +303,8 @@ def test_cluster_timeout_stops_every_task(tmp_path):
     assert _running_with(str(train_dir)) == []
 
 
-def test_ctrl_c_stops_every_task(tmp_path):
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_ctrl_c_sigterm_and_sigkill_stop_every_task(sig, tmp_path):
     import signal
 
     train_dir = tmp_path / "interrupted"
@@ -316,14 +317,34 @@ def test_ctrl_c_stops_every_task(tmp_path):
         while len(_running_with(str(train_dir))) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)  # the launcher and its two tasks
         assert len(_running_with(str(train_dir))) >= 3
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, sig))
         _, err = proc.communicate(timeout=30)
+        # SIGKILL: no teardown by the launcher; the orphaned tasks must notice and exit
+        deadline = time.monotonic() + 10
+        while _running_with(str(train_dir)) and time.monotonic() < deadline:
+            time.sleep(0.2)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err[-2000:]
-    assert "interrupted" in err
+    if sig == "SIGKILL":
+        assert proc.returncode == -signal.SIGKILL
+    else:
+        assert proc.returncode == 130, err[-2000:]
+        assert "error: interrupted" in err
     assert _running_with(str(train_dir)) == []
+
+
+def test_chief_killed_by_a_signal_exits_1_naming_it(capsys):
+    import signal
+
+    from ckpt_tools.train.cluster import Task, run_cluster
+
+    def kill_chief(procs):
+        procs[0].send_signal(signal.SIGKILL)  # long before `ckpt --help` could finish
+
+    tasks = [Task("worker0", ["--help"], chief=True)]
+    assert run_cluster(tasks, timeout_s=30, on_start=kill_chief) == 1
+    assert "error: the chief (worker0) was killed by SIGKILL" in capsys.readouterr().err
 
 
 # ---- quiet by default ---------------------------------------------------------------------------

@@ -9,7 +9,10 @@ TensorFlow's start-up lines and gRPC's shutdown chatter are dropped unless ``ver
 
 Teardown: when the chief exits the other tasks get ``grace_s`` to finish (v1 ps tasks leave by
 their done queue), then SIGTERM, then SIGKILL; the same on Ctrl-C, on ``timeout_s``, and when a
-task fails first. Children run in their own process group, so nothing outlives the launcher.
+task fails first. SIGTERM and SIGHUP of the launcher are handled like Ctrl-C. Children run in
+their own process group (so a Ctrl-C reaches only the launcher, which stops them) and, as a last
+resort when the launcher is SIGKILLed, every task exits on its own once its parent is gone
+(:func:`exit_with_parent`): nothing outlives the launcher.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from ..errors import ExitCode
 from .common import TrainError
 
 LOOPBACK = "127.0.0.1"
+PARENT_ENV = "CKPT_CLUSTER_PARENT"  # the launcher's pid, set in every task's environment
+_PR_SET_PDEATHSIG = 1
 _SPEC_RE = re.compile(r"^\s*ps\s*=\s*(\d+)\s*,\s*workers?\s*=\s*(\d+)\s*$")
 # Lines TensorFlow, absl and gRPC print in every process: start-up banners, C++ log lines
 # (``I0000 00:00:1700000000.1 123 file.cc:42] ...``), and the errors gRPC logs when a peer
@@ -130,7 +135,37 @@ def child_env(verbose: bool) -> dict[str, str]:
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
         env.setdefault("GRPC_VERBOSITY", "NONE")
     env.pop("TF_CONFIG", None)  # tasks get their own when they need one
+    env[PARENT_ENV] = str(os.getpid())
     return env
+
+
+def exit_with_parent() -> None:
+    """In a ``--local-cluster`` task: exit as soon as the launcher is gone, even if it was
+    SIGKILLed (no chance to stop us). Does nothing outside a cluster task.
+
+    Linux: the kernel sends SIGKILL on the parent's death (``PR_SET_PDEATHSIG``); elsewhere,
+    and for a launcher that died before this call, a daemon thread polls ``getppid()``.
+    """
+    parent = os.environ.pop(PARENT_ENV, None)
+    if not parent or not parent.isdigit():
+        return
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the polling thread below still covers it
+
+    def watch() -> None:
+        while os.getppid() == int(parent):
+            time.sleep(1.0)
+        os._exit(int(ExitCode.INTERRUPTED))
+
+    if os.getppid() != int(parent):
+        os._exit(int(ExitCode.INTERRUPTED))
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
 
 
 def run_cluster(
@@ -154,6 +189,7 @@ def run_cluster(
     """
     printer = LogPrinter(verbose)
     base = child_env(verbose)
+    restore = _interrupt_on((signal.SIGTERM, signal.SIGHUP))
     procs: list[subprocess.Popen] = []
     threads: list[threading.Thread] = []
     code = 1
@@ -182,13 +218,32 @@ def run_cluster(
             on_start(procs)
         code = _wait(tasks, procs, timeout_s, grace_s)
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted: stopping the cluster\n")
+        sys.stderr.write("error: interrupted (stopping the cluster)\n")
         code = int(ExitCode.INTERRUPTED)
     finally:
+        restore()
         _stop(procs)
         for thread in threads:
             thread.join(timeout=5)
     return code
+
+
+def _interrupt_on(signals: Sequence[signal.Signals]) -> Callable[[], None]:
+    """Make ``signals`` raise KeyboardInterrupt (as Ctrl-C does) in the main thread; return a
+    function that puts the previous handlers back. A no-op outside the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, interrupt) for s in signals if hasattr(signal, s.name)}
+
+    def restore() -> None:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+    return restore
 
 
 def _wait(tasks: Sequence[Task], procs: list[subprocess.Popen], timeout_s: float,
@@ -206,6 +261,11 @@ def _wait(tasks: Sequence[Task], procs: list[subprocess.Popen], timeout_s: float
             return 124
         time.sleep(0.1)
     code = procs[chief].returncode
+    if code < 0:  # killed by a signal: not an exit code of ours (Popen reports -signum)
+        sys.stderr.write(
+            f"error: the chief ({tasks[chief].name}) was killed by {_signame(-code)}\n"
+        )
+        code = 1
     end = time.monotonic() + (grace_s if code == 0 else 0)
     for task, proc in zip(tasks, procs, strict=True):
         if task.wait and not task.chief:
@@ -214,6 +274,13 @@ def _wait(tasks: Sequence[Task], procs: list[subprocess.Popen], timeout_s: float
             except subprocess.TimeoutExpired:
                 sys.stderr.write(f"warning: {task.name} still running after the chief: stopped\n")
     return code
+
+
+def _signame(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:

@@ -18,7 +18,14 @@ from typing import Annotated
 
 import typer
 
-from .cluster import Task, free_ports, hosts, parse_local_cluster, run_cluster
+from .cluster import (
+    Task,
+    exit_with_parent,
+    free_ports,
+    hosts,
+    parse_local_cluster,
+    run_cluster,
+)
 from .common import ClusterConfig, TrainConfig, TrainError, TrainResult
 
 DEFAULT_TIMEOUT_S = 3600.0
@@ -127,6 +134,7 @@ def run(cfg: TrainConfig, dist: DistOptions) -> TrainResult | None:
         raise typer.Exit(code)
     from .devices import quiet_tensorflow
 
+    exit_with_parent()  # a --local-cluster task: never outlive the launcher
     quiet_tensorflow(dist.verbose)
     if parameter_server:
         from . import tf2_ps
