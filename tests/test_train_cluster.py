@@ -169,18 +169,25 @@ def test_v1_async_cluster_trains_with_ema(tmp_path):
 
 
 def test_failing_chief_tears_the_cluster_down(tmp_path):
-    # A fresh run into a directory with checkpoints is refused by the chief: its exit code
-    # is the cluster's, and the ps tasks waiting for it are stopped.
+    # --resume with no checkpoint is refused by the chief: its exit code is the cluster's,
+    # and the ps tasks waiting for it are stopped.
     train_dir = tmp_path / "refused"
-    train_dir.mkdir()
-    (train_dir / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1"\n')
-    (train_dir / "model.ckpt-1.index").write_bytes(b"")
-    proc, seconds = _cluster(
-        train_dir, "--api", "v1", "--local-cluster", "ps=1,workers=1", "--max-steps", "2"
-    )
+    proc, seconds = _cluster(train_dir, "--api", "v1", "--local-cluster", "ps=1,workers=1",
+                             "--max-steps", "2", "--resume")
     assert proc.returncode == 1
-    assert "already holds checkpoints" in proc.stderr
+    assert "--resume: no checkpoint found" in proc.stderr
     assert _running_with(str(train_dir)) == []
+
+
+def test_fresh_cluster_run_over_checkpoints_is_refused_before_it_starts(tmp_path):
+    from ckpt_tools.cli import app
+
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1"\n')
+    result = CliRunner().invoke(app, ["train", "--api", "v1", "--train-dir", str(tmp_path),
+                                      "--local-cluster", "ps=1,workers=1"])
+    assert result.exit_code == 7, result.output
+    assert "already exists" in result.output and "--resume" in result.output
+    assert result.output.count("error:") == 1  # the launcher's line, no task started
 
 
 @pytest.mark.parametrize(
@@ -188,6 +195,8 @@ def test_failing_chief_tears_the_cluster_down(tmp_path):
     [
         (["--local-cluster", "ps=0,workers=2"], "at least 1 ps"),
         (["--local-cluster", "two"], "ps=N,workers=M"),
+        (["--local-cluster", "ps=1,workers=1", "--job-name", "worker"], "drop --ps-hosts"),
+        (["--job-name", "worker"], "--worker-hosts"),
         (["--api", "keras", "--local-cluster", "ps=1,workers=1"], "no ps cluster mode"),
         (["--api", "tf2", "--local-cluster", "ps=1,workers=1"], "parameter-server"),
         (["--job-name", "ps", "--ps-hosts", "127.0.0.1:1"], "--worker-hosts"),
@@ -200,7 +209,8 @@ def test_cluster_flag_errors_are_one_line(args, message, tmp_path):
     from ckpt_tools.cli import app
 
     result = CliRunner().invoke(app, ["train", "--train-dir", str(tmp_path), *args])
-    assert result.exit_code != 0
+    assert result.exit_code == 2, result.output  # usage error, with the usage line
+    assert "Usage:" in result.output
     assert message in result.output
     assert "Traceback" not in result.output
 

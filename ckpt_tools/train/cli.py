@@ -23,10 +23,11 @@ from enum import Enum
 from typing import Annotated
 
 import typer
+from typer import _click
 
 from ..cli._common import check_output_parent, resolve
 from ..cli._output import Column, Output
-from ..errors import CheckpointError, CheckpointNotFoundError, ExitCode
+from ..errors import CheckpointError, CheckpointNotFoundError, ExitCode, OutputError
 from . import distributed
 from .common import (
     DEFAULT_EMA_DECAY,
@@ -34,6 +35,8 @@ from .common import (
     ModelMismatchError,
     TrainConfig,
     TrainError,
+    TrainExistsError,
+    TrainUsageError,
     first_line,
     load_trainer,
 )
@@ -102,6 +105,10 @@ def _errors() -> Iterator[None]:
         raise DataNotFoundError(str(exc)) from None
     except ModelMismatchError as exc:
         raise ModelNotFoundError(str(exc)) from None
+    except TrainUsageError as exc:  # printed by ckpt's main() with the usage line, exit 2
+        raise _click.exceptions.UsageError(str(exc)) from None
+    except TrainExistsError as exc:
+        raise OutputError(str(exc)) from None
     except TrainError as exc:
         raise RunError(str(exc)) from None
     except Exception as exc:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ExitCode
-from .common import TrainError
+from .common import TrainUsageError
 
 LOOPBACK = "127.0.0.1"
 PARENT_ENV = "CKPT_CLUSTER_PARENT"  # the launcher's pid, set in every task's environment
@@ -59,14 +59,14 @@ def parse_local_cluster(spec: str) -> tuple[int, int]:
     """``"ps=2,workers=2"`` -> ``(2, 2)``.
 
     Raises:
-        TrainError: not of that form, or fewer than 1 ps / 1 worker.
+        TrainUsageError: not of that form, or fewer than 1 ps / 1 worker.
     """
     match = _SPEC_RE.match(spec)
     if not match:
-        raise TrainError(f"--local-cluster must look like ps=N,workers=M; got {spec!r}")
+        raise TrainUsageError(f"--local-cluster must look like ps=N,workers=M; got {spec!r}")
     ps, workers = int(match.group(1)), int(match.group(2))
     if ps < 1 or workers < 1:
-        raise TrainError(f"--local-cluster needs at least 1 ps and 1 worker; got {spec!r}")
+        raise TrainUsageError(f"--local-cluster needs at least 1 ps and 1 worker; got {spec!r}")
     return ps, workers
 
 

@@ -29,6 +29,14 @@ class TrainError(Exception):
     """
 
 
+class TrainUsageError(TrainError):
+    """A bad or conflicting flag: the CLI prints the usage line and exits 2."""
+
+
+class TrainExistsError(TrainError):
+    """A fresh run into a directory that already holds checkpoints: the CLI exits 7."""
+
+
 class NaNLossError(TrainError):
     """The loss (or a variable) became NaN/Inf; no checkpoint was written for that state."""
 
@@ -125,8 +133,8 @@ def check_resume(train_dir: str, latest: str | None, resume: bool) -> None:
     if resume and latest is None:
         raise TrainError(f"--resume: no checkpoint found in {train_dir}")
     if not resume and latest is not None:
-        raise TrainError(
-            f"{train_dir} already holds checkpoints (latest: {latest}); "
+        raise TrainExistsError(
+            f"{train_dir} already exists with checkpoints (latest: {latest}); "
             "pass --resume to continue, or choose another --train-dir"
         )
 
@@ -260,16 +268,16 @@ class ClusterConfig:
             TrainError: a missing host list, unknown job name or out-of-range task index.
         """
         if not self.ps_hosts or not self.worker_hosts:
-            raise TrainError("--ps-hosts and --worker-hosts are both needed (host:port,...)")
+            raise TrainUsageError("--ps-hosts and --worker-hosts are both needed (host:port,...)")
         if self.job_name not in ("ps", "worker"):
-            raise TrainError(f"--job-name must be ps or worker, got {self.job_name!r}")
+            raise TrainUsageError(f"--job-name must be ps or worker, got {self.job_name!r}")
         hosts = self.ps_hosts if self.job_name == "ps" else self.worker_hosts
         if not 0 <= self.task_index < len(hosts):
-            raise TrainError(
+            raise TrainUsageError(
                 f"--task-index {self.task_index} is out of range for {len(hosts)} "
                 f"{self.job_name} host(s)"
             )
         for host in (*self.ps_hosts, *self.worker_hosts):
             name, _, port = host.rpartition(":")
             if not name or not port.isdigit():
-                raise TrainError(f"bad host {host!r}: expected host:port")
+                raise TrainUsageError(f"bad host {host!r}: expected host:port")

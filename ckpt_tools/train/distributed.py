@@ -26,7 +26,13 @@ from .cluster import (
     parse_local_cluster,
     run_cluster,
 )
-from .common import ClusterConfig, TrainConfig, TrainError, TrainResult
+from .common import (
+    ClusterConfig,
+    TrainConfig,
+    TrainExistsError,
+    TrainResult,
+    TrainUsageError,
+)
 
 DEFAULT_TIMEOUT_S = 3600.0
 
@@ -90,7 +96,7 @@ class DistOptions:
         """This task's :class:`ClusterConfig`.
 
         Raises:
-            TrainError: missing or inconsistent flags.
+            TrainUsageError: missing or inconsistent flags.
         """
         config = ClusterConfig(
             ps_hosts=_split(self.ps_hosts),
@@ -107,6 +113,20 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(h.strip() for h in (value or "").split(",") if h.strip())
 
 
+def _refuse_existing(cfg: TrainConfig) -> None:
+    """A fresh ``--local-cluster`` run into a directory with a checkpoint state file.
+
+    Raises:
+        TrainExistsError: ``cfg.train_dir/checkpoint`` exists and ``--resume`` was not given.
+    """
+    state = os.path.join(cfg.train_dir, "checkpoint")
+    if not cfg.resume and os.path.isfile(state):
+        raise TrainExistsError(
+            f"{cfg.train_dir} already exists with checkpoints (state file {state}); "
+            "pass --resume to continue, or choose another --train-dir"
+        )
+
+
 def run(cfg: TrainConfig, dist: DistOptions) -> TrainResult | None:
     """Run a cluster (``--local-cluster``) or this process' task of one.
 
@@ -114,21 +134,28 @@ def run(cfg: TrainConfig, dist: DistOptions) -> TrainResult | None:
         A worker's (or coordinator's) result; None for a ps task, which prints nothing.
 
     Raises:
-        TrainError: bad flags, or the task failed.
+        TrainUsageError: bad flags; TrainExistsError: a fresh run over checkpoints;
+        TrainError: the task failed.
         typer.Exit: after a ``--local-cluster`` run, with the chief's exit code.
     """
     parameter_server = cfg.strategy == "parameter-server"
     if dist.api == "tf2" and not parameter_server:
-        raise TrainError("--api tf2 runs on a cluster only with --strategy parameter-server")
+        raise TrainUsageError("--api tf2 runs on a cluster only with --strategy parameter-server")
     if dist.api not in ("v1", "tf2"):
-        raise TrainError(f"--api {dist.api} has no ps cluster mode (use v1 or tf2)")
+        raise TrainUsageError(f"--api {dist.api} has no ps cluster mode (use v1 or tf2)")
+    if dist.local_cluster and (dist.ps_hosts or dist.worker_hosts or dist.job_name):
+        raise TrainUsageError(
+            "--local-cluster chooses its own hosts and jobs: drop --ps-hosts/--worker-hosts/"
+            "--job-name"
+        )
     if parameter_server and (dist.ps_hosts or dist.worker_hosts or dist.job_name):
-        raise TrainError(
+        raise TrainUsageError(
             "--strategy parameter-server takes its cluster from TF_CONFIG or --local-cluster, "
             "not --ps-hosts/--worker-hosts/--job-name"
         )
     if dist.local_cluster:
         num_ps, num_workers = parse_local_cluster(dist.local_cluster)
+        _refuse_existing(cfg)  # one line now, not one per task after the cluster started
         tasks = (_tf2_tasks if parameter_server else _v1_tasks)(cfg, dist, num_ps, num_workers)
         code = run_cluster(tasks, dist.timeout_s, dist.verbose)
         raise typer.Exit(code)
