@@ -77,6 +77,7 @@ def v1_cluster(tmp_path_factory):
 def test_v1_cluster_exits_with_the_chief_and_leaves_no_process(v1_cluster):
     train_dir, proc, seconds = v1_cluster
     assert re.search(r"model\.ckpt-12\s+global_step=12\b", proc.stdout), proc.stdout
+    assert "global_step=" not in proc.stderr  # worker1's result line is not shown
     assert seconds < 120
     assert _running_with(str(train_dir)) == []
 
@@ -213,6 +214,40 @@ def test_cluster_flag_errors_are_one_line(args, message, tmp_path):
     assert "Usage:" in result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_second_cluster_into_the_same_train_dir_is_refused(tmp_path):
+    import fcntl
+
+    from ckpt_tools.cli import app
+    from ckpt_tools.train.cluster import LOCK_NAME, train_dir_lock
+
+    with train_dir_lock(str(tmp_path)):  # the first cluster
+        result = CliRunner().invoke(app, ["train", "--api", "v1", "--train-dir", str(tmp_path),
+                                          "--local-cluster", "ps=1,workers=1"])
+        assert result.exit_code == 7, result.output
+        assert f"another training run (pid {os.getpid()})" in result.output
+    assert not (tmp_path / LOCK_NAME).exists()  # released on exit
+    # a lock file left by a dead run holds no flock: taken over
+    (tmp_path / LOCK_NAME).write_text("999999\n")
+    with train_dir_lock(str(tmp_path)):
+        with open(tmp_path / LOCK_NAME) as f:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_manual_worker_gives_up_on_an_unreachable_ps(tmp_path):
+    from ckpt_tools.cli import app
+    from ckpt_tools.train.cluster import free_ports
+
+    ps, worker = (f"127.0.0.1:{p}" for p in free_ports(2))
+    t0 = time.monotonic()
+    result = CliRunner().invoke(app, [
+        "train", "--api", "v1", "--train-dir", str(tmp_path), "--ps-hosts", ps,
+        "--worker-hosts", worker, "--job-name", "worker", "--cluster-timeout", "1"])
+    assert result.exit_code == 1, result.output
+    assert f"worker 0: {ps} not reachable within 1 s" in result.output
+    assert time.monotonic() - t0 < 20
 
 
 # ---- tf2: ParameterServerStrategy ------------------------------------------------------------
@@ -383,12 +418,13 @@ def test_launcher_shows_each_noise_line_once_with_verbose_and_never_without(caps
 
     from ckpt_tools.train.cluster import LogPrinter
 
-    noise = ("I0000 00:00:1.2 7 port.cc:153] oneDNN custom operations are on.\n"
-             "E0000 00:00:1.3 7 chttp2_transport.cc:1] UNAVAILABLE: Socket closed\n")
+    # each task's copy has its own time and pid in TensorFlow's prefix
+    noise = ("I0000 00:00:1.{i} 7{i} port.cc:153] oneDNN custom operations are on.\n"
+             "E0000 00:00:1.3{i} 7{i} chttp2_transport.cc:1] UNAVAILABLE: Socket closed\n")
     for verbose, expected in ((False, 0), (True, 1)):
         printer = LogPrinter(verbose)
-        for name in ("ps0", "worker0", "worker1"):
-            printer.pump(io.StringIO(noise + "step 3 done\n"), name, False, None)
+        for i, name in enumerate(("ps0", "worker0", "worker1")):
+            printer.pump(io.StringIO(noise.format(i=i) + "step 3 done\n"), name, False, None)
         err = capsys.readouterr().err
         assert err.count("oneDNN") == expected and err.count("Socket closed") == expected, err
         assert err.count("step 3 done") == 3 and "[worker1] step 3 done" in err

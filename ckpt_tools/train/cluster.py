@@ -17,6 +17,8 @@ resort when the launcher is SIGKILLed, every task exits on its own once its pare
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import signal
@@ -25,11 +27,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import ExitCode
-from .common import TrainUsageError
+from .common import TrainError, TrainExistsError, TrainUsageError
 
 LOOPBACK = "127.0.0.1"
 PARENT_ENV = "CKPT_CLUSTER_PARENT"  # the launcher's pid, set in every task's environment
@@ -55,6 +57,11 @@ _NOISE = re.compile(
 )
 
 
+# What differs between tasks' copies of one log line: the C++ prefix's time and pid
+# (``I0000 00:00:1700000000.123 4567 ``) or a Python logger's timestamp.
+_LOG_PREFIX = re.compile(r"^([IWEF]\d{4} [\d:.]+\s+\d+ |\d{4}-\d\d-\d\d [\d:.]+: )")
+
+
 def parse_local_cluster(spec: str) -> tuple[int, int]:
     """``"ps=2,workers=2"`` -> ``(2, 2)``.
 
@@ -70,6 +77,40 @@ def parse_local_cluster(spec: str) -> tuple[int, int]:
     return ps, workers
 
 
+LOCK_NAME = ".ckpt-train.lock"
+
+
+@contextlib.contextmanager
+def train_dir_lock(train_dir: str) -> Iterator[None]:
+    """Hold ``train_dir/.ckpt-train.lock`` (an ``flock``, so a dead holder's lock is free again)
+    for the duration of a cluster run; the file is removed on exit.
+
+    Raises:
+        TrainExistsError: another live run holds the lock (its pid is named).
+    """
+    os.makedirs(train_dir, exist_ok=True)
+    path = os.path.join(train_dir, LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise TrainExistsError(
+                f"{train_dir}: another training run (pid {holder}) is writing there "
+                f"({LOCK_NAME}); wait for it or choose another --train-dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    finally:
+        os.close(fd)
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct free TCP ports on 127.0.0.1 (all bound at once, so none repeats)."""
     sockets = []
@@ -82,6 +123,32 @@ def free_ports(count: int) -> list[int]:
     finally:
         for s in sockets:
             s.close()
+
+
+def wait_for_hosts(addresses: Sequence[str], timeout_s: float, who: str) -> None:
+    """Wait until every ``host:port`` accepts a TCP connection, at most ``timeout_s`` seconds.
+
+    Raises:
+        TrainError: some are still unreachable at the deadline (named in the message).
+    """
+    deadline = time.monotonic() + timeout_s
+    pending = list(addresses)
+    while True:
+        for address in list(pending):
+            host, _, port = address.rpartition(":")
+            try:
+                socket.create_connection((host, int(port)), timeout=1.0).close()
+                pending.remove(address)
+            except (OSError, ValueError):
+                pass
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise TrainError(
+                f"{who}: {', '.join(pending)} not reachable within {timeout_s:.0f} s "
+                "(--cluster-timeout); is every ps task running?"
+            )
+        time.sleep(0.5)
 
 
 def hosts(ports: Sequence[int]) -> list[str]:
@@ -119,9 +186,10 @@ class LogPrinter:
                     out.flush()
                     continue
                 if _NOISE.match(line):
-                    if not self._verbose or line in self._seen:
+                    key = _LOG_PREFIX.sub("", line)  # the same line from another task
+                    if not self._verbose or key in self._seen:
                         continue
-                    self._seen.add(line)
+                    self._seen.add(key)
                 if line.strip():
                     sys.stderr.write(f"[{name}] {line}\n")
                     sys.stderr.flush()
@@ -199,16 +267,18 @@ def run_cluster(
                 [sys.executable, "-m", "ckpt_tools", *task.argv],
                 env={**base, **task.env},
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                # only the chief's result line: another worker's would look like it wrote
+                # the checkpoint (their stdout holds nothing but that line)
+                stdout=subprocess.PIPE if task.chief else subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
                 start_new_session=True,  # Ctrl-C reaches us; we stop the children
             )
             procs.append(proc)
-            for stream, passthrough, out in (
-                (proc.stdout, task.chief, sys.stdout),
-                (proc.stderr, False, sys.stderr),
-            ):
+            streams = [(proc.stderr, False, sys.stderr)]
+            if task.chief:
+                streams.append((proc.stdout, True, sys.stdout))
+            for stream, passthrough, out in streams:
                 thread = threading.Thread(
                     target=printer.pump, args=(stream, task.name, passthrough, out), daemon=True
                 )

@@ -25,6 +25,8 @@ from .cluster import (
     hosts,
     parse_local_cluster,
     run_cluster,
+    train_dir_lock,
+    wait_for_hosts,
 )
 from .common import (
     ClusterConfig,
@@ -60,7 +62,9 @@ LocalClusterOpt = Annotated[
     ),
 ]
 ClusterTimeoutOpt = Annotated[
-    float, typer.Option(min=1, help="Cluster runs: stop every task after this many seconds.")
+    float, typer.Option(min=1, help="Cluster runs: a --local-cluster run, a ps waiting for its "
+                        "workers and a worker waiting for the ps hosts give up after this many "
+                        "seconds.")
 ]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", help="Show TensorFlow / gRPC start-up and log lines.")
@@ -157,7 +161,8 @@ def run(cfg: TrainConfig, dist: DistOptions) -> TrainResult | None:
         num_ps, num_workers = parse_local_cluster(dist.local_cluster)
         _refuse_existing(cfg)  # one line now, not one per task after the cluster started
         tasks = (_tf2_tasks if parameter_server else _v1_tasks)(cfg, dist, num_ps, num_workers)
-        code = run_cluster(tasks, dist.timeout_s, dist.verbose)
+        with train_dir_lock(cfg.train_dir):  # a second cluster into this directory: refused
+            code = run_cluster(tasks, dist.timeout_s, dist.verbose)
         raise typer.Exit(code)
     from .devices import quiet_tensorflow
 
@@ -167,9 +172,12 @@ def run(cfg: TrainConfig, dist: DistOptions) -> TrainResult | None:
         from . import tf2_ps
 
         return tf2_ps.train_with_stats(cfg, dist.timeout_s)
+    cluster = dist.cluster()
+    if cluster.job_name == "worker":  # TensorFlow would wait for the ps without a limit
+        wait_for_hosts(cluster.ps_hosts, dist.timeout_s, f"worker {cluster.task_index}")
     from . import v1_dist
 
-    return v1_dist.train_with_stats(cfg, dist.cluster(), dist.timeout_s)
+    return v1_dist.train_with_stats(cfg, cluster, dist.timeout_s)
 
 
 def task_argv(cfg: TrainConfig, dist: DistOptions, chief: bool) -> list[str]:
