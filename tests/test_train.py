@@ -320,7 +320,8 @@ def test_cli_errors_are_one_line(args, code, message, tmp_path):
 
 def test_fresh_run_refuses_existing_checkpoints(v1_run):
     result = _invoke("train", "--train-dir", str(v1_run[0]), "--max-steps", "2", "-q")
-    assert result.exit_code == 1 and "--resume" in result.stderr
+    assert result.exit_code == 7, result.output  # output refused: it already exists
+    assert "already exists" in result.stderr and "--resume" in result.stderr
 
 
 def test_train_reads_cifar_binary_batches(tmp_path):
