@@ -60,17 +60,26 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
                "its optimizer was built)")
     elif layout.use_ema is False and layout.ema_source == "config":
         why = f"its {layout.optimizer or 'optimizer'} was configured with use_ema=False"
+    elif layout.ema_source == "values":
+        # inferred, not recorded: say so, and name the option that overrides the inference
+        why = (f"the optimizer apparently had use_ema=False (inferred from values, not "
+               f"recorded in the file: {layout.ema_evidence}; pass --use-ema, use_ema=True "
+               f"in the Python API, if it had use_ema=True)")
     else:
         why = (f"the optimizer had use_ema=False "
                f"({layout.ema_evidence or 'no *_average optimizer variables'})")
-    return EmaError(f"{name} holds no optimizer EMA copies: {why}; {fix}")
+    return EmaError(f"{name} holds no optimizer EMA copies: {why}; {fix}; {_RAW}")
+
+
+# Keras refusals name the way out that needs no averages, as the TF1/TF2 ones do.
+_RAW = "the raw weights are usable as they are (ckpt export --raw writes them to one file)"
 
 
 def _undecided(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     note = next((n for n in layout.notes if n.startswith("cannot tell whether")),
                 "cannot tell whether it holds EMA copies")
     return EmaError(f"{os.path.basename(ckpt.path)}: {note} (use_ema=True/False in the "
-                    "Python API); saving with model.save('x.keras') records it")
+                    f"Python API); saving with model.save('x.keras') records it; {_RAW}")
 
 
 def require_keras_pairing(ckpt: Checkpoint) -> None:

@@ -125,7 +125,13 @@ def _print_table(out: Output, listing: Listing) -> None:
                  "records (same-named variables, or a scoped shadow); 'ckpt map' lists the "
                  "candidates and the option that decides")
     what = "weights and BN statistics" if "bn_stat" in listing.averaged_roles else "weights"
-    if listing.with_shadow:
+    evidence = listing.ema_evidence or {}
+    if evidence.get("use_ema", False) is None and not listing.with_shadow:
+        # a bare .weights.h5 whose layout fits both: "none has a shadow" would be a guess
+        out.prose(f"EMA: cannot tell whether the optimizer variables hold EMA copies of the "
+                 f"{listing.expected} {what} (the layout fits use_ema=True and =False and the "
+                 "values do not settle it): pass --use-ema or --no-use-ema")
+    elif listing.with_shadow:
         out.prose(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
                  "'ckpt restore-ema' to evaluate with them)")
     elif listing.expected:

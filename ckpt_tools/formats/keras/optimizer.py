@@ -89,8 +89,16 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     rest = specs[off:]
     if not rest and tkeys:
         lay.use_ema, lay.ema_source = False, "layout"
-        lay.ema_evidence = ("the optimizer holds only iteration/learning_rate (it was never "
-                            "built: saved before training)")
+        steps = _steps(lay, read)
+        if steps:  # trained, yet nothing per variable: a stateless optimizer (plain SGD)
+            lay.ema_evidence = (f"the optimizer holds only iteration/learning_rate after "
+                                f"{steps} steps: no per-variable state (e.g. SGD without "
+                                "momentum) and no averages (use_ema=True would store one per "
+                                "trainable weight)")
+        else:
+            lay.ema_evidence = ("the optimizer holds only iteration/learning_rate (it was "
+                                "never built: saved before training, or an optimizer without "
+                                "per-variable state such as SGD without momentum)")
         if cfg is not None and not cfg.get("use_ema"):
             lay.ema_evidence, lay.ema_source = "config.json (optimizer use_ema=False)", "config"
         return
@@ -99,7 +107,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     hyps, truncated = _hypotheses(cands, rest, tkeys, tspecs, bag_of, now,
                                   subsets=not bag_of)
     pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
-    closeness = _Closeness(read)
+    closeness = _Closeness(read, steps=_steps(lay, read))
     if use_ema is not None:
         lay.use_ema, lay.ema_source = use_ema, "stated"
         lay.ema_evidence = f"stated by the caller (use_ema={use_ema})"
@@ -122,8 +130,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                 f"cannot tell whether the {len(rest)} {lay.optimizer or 'unknown optimizer'} "
                 f"variables after iteration/learning_rate include EMA copies of the "
                 f"{len(tkeys)} trainable weights ("
-                + ("several settings fit and the values do not settle it" if hyps
-                   else "no known layout fits")
+                + ((f"several settings fit and the values do not settle it: {closeness.why}"
+                    if closeness.why else "several settings fit and the values do not "
+                    "settle it") if hyps else "no known layout fits")
                 + "); the .keras config.json records use_ema; pass --use-ema or --no-use-ema")
     chosen = [(h, p) for h, p in zip(hyps, pairings, strict=True) if h[0][0] == lay.use_ema]
     # An optimizer class of unknown slots: its averages come first, one per variable it was
@@ -352,15 +361,79 @@ CLOSE, FAR, MARGIN = 0.2, 0.6, 3.0
 HIGH, LOW = 0.9, 0.5
 
 
+def _steps(lay, read) -> int | None:
+    """The optimizer's ``iterations`` count stored in the file, or ``None`` if unknown."""
+    if read is None or lay.iteration is None:
+        return None
+    try:
+        import numpy as np
+
+        return int(np.asarray(read(lay.iteration)).reshape(()))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+# Below this many optimizer steps a momentum buffer may still look like its weights (after
+# step t of SGD(momentum) the weights are w_{t-1} + buffer: from a small init the buffer is
+# most of them), so averages are then taken from values only when nearer than NEAR_EARLY:
+# 3.5 times nearer than a momentum-0.9 buffer after step 2 of a steady gradient (0.345).
+EARLY_STEPS, NEAR_EARLY = 10, 0.1
+
+
 class _Closeness:
     """Value evidence: an EMA copy sits close to its weight; a momentum, velocity or gradient
     accumulator does not. Used only where the metadata leaves a choice, and only when the
     margin is wide (relative distance below ``CLOSE`` against above ``FAR``, or ``MARGIN``
-    times nearer than the next candidate)."""
+    times nearer than the next candidate). ``steps``: the optimizer's stored ``iterations``
+    (see :meth:`_early`)."""
 
-    def __init__(self, read):
+    def __init__(self, read, steps: int | None = None):
         self.read = read
+        self.steps = steps
+        self.why: str | None = None  # why decide_use_ema left it open, when it knows
         self._cache: dict = {}
+
+    def identical(self, pairs) -> bool:
+        """Whether every (average, weight) pair is equal element for element."""
+        import numpy as np
+
+        return bool(pairs) and all(
+            self._get(a).shape == self._get(w).shape
+            and bool(np.array_equal(self._get(a), self._get(w))) for a, w in pairs)
+
+    def _early(self, picks, alone: bool):
+        """Verdict forced by the step count, or ``None`` to judge by cosine and distance.
+
+        Keras 3 sets each average to its weight on the first update (EMA momentum 0 at
+        iteration 0: ``_update_model_variables_moving_average``), so after one step averages
+        equal the weights bit for bit; a momentum buffer after one step is the whole update
+        (w1 = w0 + m1) and merely close to the weights when w0 is small: not averages, and no
+        proof of the other layout either. Later steps are judged here only for a block
+        ``alone`` (no other per-variable block: the alternative is a momentum buffer, which
+        after step t is the weights less w_{t-1}). Returns ``(True, evidence)``,
+        ``("refuse", why)``."""
+        if self.steps is None or self.steps >= EARLY_STEPS:
+            return None
+        if self.steps <= 0:
+            return "refuse", "the optimizer made no step: nothing to compare"
+        if self.steps == 1:
+            if any(self.identical(self._pairs(p)) for p in picks):
+                return True, ("values: after 1 optimizer step the block that would hold EMA "
+                              "copies equals its weights bit for bit, as Keras sets each "
+                              "average on the first update: averages (a momentum buffer "
+                              "equals its weights only from an all-zero start, and then "
+                              "the values are the same)")
+            return "refuse", ("after 1 optimizer step EMA copies would equal their weights "
+                              "bit for bit, and these do not; a momentum buffer is close to "
+                              "its weights after one step")
+        if not alone:
+            return None
+        near = min(self.distance(self._pairs(p)) for p in picks)
+        if near >= NEAR_EARLY:
+            return "refuse", (f"after {self.steps} optimizer steps the block that would hold "
+                              f"EMA copies is at relative distance {near:.3g} from its "
+                              f"weights: early in training a momentum buffer can be as near")
+        return None
 
     def _get(self, key):
         import numpy as np
@@ -424,6 +497,10 @@ class _Closeness:
         scored = sorted(((self.cosine(self._pairs(p)), self._others(p))
                          for p in picks), key=lambda x: -x[0])
         cos, other = scored[0]
+        early = self._early(picks, other is None) if cos >= LOW else None
+        if early is not None:
+            self.why = early[1]
+            return None if early[0] == "refuse" else early
         if (other is None and cos > HIGH and self.distance(self._pairs(ema_pairings[0][0]))
                 < CLOSE) or (other is not None and cos > 0.8 and other < cos - 0.3):
             return True, (f"values: the block that would hold EMA copies has cosine "
@@ -499,7 +576,7 @@ def infer_use_ema(layout, entries: dict,
         return layout.use_ema
     if len(found) > 1 and read is not None:
         okeys = layout.optimizer_vars[layout.ema_offset:]
-        closeness = _Closeness(read)
+        closeness = _Closeness(read, steps=_steps(layout, read))
         pairings = []
         for c in fits:
             if c[0]:

@@ -1,0 +1,110 @@
+"""Bare Keras 3 ``.weights.h5`` saved early in training (``fixtures/make_keras_early.py``, truth
+read from the optimizer at save time): a momentum buffer after a few steps from a tiny init
+looks like an EMA copy, so values must not call it one. Refused (exit 6, naming
+``--use-ema``/``--no-use-ema`` and ``--raw``) unless the averages are proven: bit for bit equal
+to the weights after one step (Keras sets them so), or very near after more."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import FIXTURES
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+
+pytest.importorskip("keras")
+runner = CliRunner()
+REFUSED = ["mom_tiny_1", "mom_tiny_2", "mom_tiny_3", "mom_tiny_5"]
+PAIRED = ["ema_1", "ema_5", "ema_12"]
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    result = runner.invoke(app, args)
+    try:
+        err = result.stderr
+    except ValueError:
+        err = result.output
+    return result.exit_code, result.stdout, err
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    out = tmp_path_factory.mktemp("keras_early")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    proc = subprocess.run([sys.executable, str(FIXTURES / "make_keras_early.py"), str(out)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with np.load(out / "truth.npz") as z:
+        return out, {k: z[k] for k in z.files}
+
+
+def _export(path: Path, out: Path, *extra: str) -> tuple[int, str, dict[str, np.ndarray]]:
+    code, text, err = run_cli(["export", str(path), "--out", str(out), *extra])
+    if code != 0:
+        assert not out.exists()
+        return code, err, {}
+    with np.load(out) as z:
+        return code, text, {k: z[k] for k in z.files}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_early_momentum_buffer_is_not_taken_for_averages(made, case, tmp_path):
+    out, truth = made
+    path = out / f"{case}.weights.h5"
+    steps = int(truth[f"{case}:iterations"])
+    code, err, _ = _export(path, tmp_path / "e.npz")
+    assert code == 6, err
+    assert "cannot tell" in err and "--use-ema or --no-use-ema" in err and "--raw" in err, err
+    assert f"after {steps} optimizer step" in err, err
+    for command in (["map", str(path)],
+                    ["restore-ema", str(path), "--out", str(tmp_path / "r.weights.h5")]):
+        code, _, err = run_cli(command)
+        assert code == 6 and "--use-ema or --no-use-ema" in err, (command, err)
+    code, text, _ = run_cli(["list", str(path)])
+    assert code == 0 and "cannot tell whether" in text and "--use-ema or --no-use-ema" in text
+    assert "none of 2 weights has a shadow" not in text
+    code, text, _ = run_cli(["list", str(path), "--json"])
+    evidence = json.loads(text)["ema_evidence"]
+    assert evidence["use_ema"] is None and evidence["source"] is None, evidence
+    # the raw weights, on request
+    code, _, got = _export(path, tmp_path / "raw.npz", "--raw")
+    assert code == 0
+    for i, key in enumerate(sorted(got)):
+        assert got[key].tobytes() == truth[f"{case}:weight/{1 - i}"].tobytes(), key
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_no_use_ema_states_it_and_use_ema_reads_the_block(made, case, tmp_path):
+    out, truth = made
+    path = out / f"{case}.weights.h5"
+    code, err, _ = _export(path, tmp_path / "e.npz", "--no-use-ema")
+    assert code == 6 and "stated by the caller (use_ema=False)" in err and "--raw" in err, err
+    code, text, _ = run_cli(["list", str(path), "--no-use-ema"])
+    assert code == 0 and "none of 2 weights has a shadow" in text
+
+
+@pytest.mark.parametrize("case,extra",
+                         [(c, ()) for c in PAIRED] + [("ema_5", ("--use-ema",))])
+def test_sgd_use_ema_pairs_bit_for_bit(made, case, extra, tmp_path):
+    """SGD(use_ema=True) without momentum: paired from values when proven (after 1 step the
+    averages equal the weights bit for bit; later they are near), and with --use-ema."""
+    out, truth = made
+    path = out / f"{case}.weights.h5"
+    code, text, got = _export(path, tmp_path / "e.npz", *extra)
+    assert code == 0 and "2 with EMA values" in text, text
+    for name, i in (("lin/kernel", 0), ("lin/bias", 1)):
+        key = next(k for k in got if k.endswith(name))
+        assert got[key].tobytes() == truth[f"{case}:slot/{i}"].tobytes(), (case, name)
+    code, text, _ = run_cli(["list", str(path), "--json", *extra])
+    evidence = json.loads(text)["ema_evidence"]
+    assert evidence["use_ema"] is True, evidence
+    assert evidence["source"] == ("stated" if extra else "values"), evidence
+    if case == "ema_1":
+        assert "bit for bit" in evidence["detail"], evidence
