@@ -15,7 +15,7 @@ from importlib import import_module
 
 import typer
 from typer import _click
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from ..errors import INSTALL_TENSORFLOW, CheckpointError, ExitCode, TensorFlowRequiredError
 from ._output import Output, clean
@@ -49,7 +49,57 @@ def _plain_metavar(make_metavar):
     return wrapper
 
 
+def _option_metavar(make_metavar):
+    """Typer writes an option's value as ``<str>``/``<int range>``, and fixed choices as
+    ``<a|b>``; ``--help`` shows an explicit metavar, the choices as ``a|b``, or the plain type
+    (``TEXT``, ``INTEGER``, ``FLOAT``)."""
+    def wrapper(self, ctx, *args, **kwargs):
+        if self.metavar is not None:
+            return self.metavar
+        choices = getattr(self.type, "choices", None)
+        if choices:
+            var = "|".join(str(getattr(c, "value", c)) for c in choices)
+        else:
+            kind = str(getattr(self.type, "name", "")).replace(" range", "")
+            var = _TYPE_METAVARS.get(kind) or make_metavar(self, ctx, *args, **kwargs)
+        return var + ("..." if self.nargs != 1 else "")
+    return wrapper
+
+
+_TYPE_METAVARS = {"str": "TEXT", "text": "TEXT", "int": "INTEGER", "integer": "INTEGER",
+                  "float": "FLOAT"}
+
+
+def _wrap_help_at_spaces() -> None:
+    """Makes click wrap ``--help`` text at spaces only: never after a hyphen inside a word
+    (``parameter-`` / ``server``), never inside a word longer than the line. Done when help is
+    first formatted, so that ``ckpt list`` does not import click's text wrapper."""
+    from typer._click import _textwrap
+
+    if getattr(_textwrap.TextWrapper, "_ckpt", False):
+        return
+
+    class HelpWrapper(_textwrap.TextWrapper):
+        _ckpt = True
+
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("break_on_hyphens", False)
+            kwargs.setdefault("break_long_words", False)
+            super().__init__(*args, **kwargs)
+
+    _textwrap.TextWrapper = HelpWrapper  # click's wrap_text imports it each time it runs
+
+
+class _Command(TyperCommand):
+    """A command whose ``--help`` wraps at spaces only (see :func:`_wrap_help_at_spaces`)."""
+
+    def format_help(self, ctx, formatter) -> None:
+        _wrap_help_at_spaces()
+        super().format_help(ctx, formatter)
+
+
 typer.core.TyperArgument.make_metavar = _plain_metavar(typer.core.TyperArgument.make_metavar)
+typer.core.TyperOption.make_metavar = _option_metavar(typer.core.TyperOption.make_metavar)
 
 
 class _Group(TyperGroup):
@@ -65,13 +115,28 @@ class _Group(TyperGroup):
         if command is None and name in _LAZY:
             module_name, function, help_name = _LAZY[name]
             module = import_module(module_name, __name__)
-            single = typer.Typer(add_completion=False,
+            single = typer.Typer(add_completion=False, rich_markup_mode=None,
                                  context_settings={"help_option_names": ["-h", "--help"]})
-            single.command(name, help=getattr(module, help_name) if help_name else None)(
+            helptext = getattr(module, help_name) if help_name else None
+            single.command(name, cls=_Command, help=helptext)(
                 getattr(module, function))
             command = typer.main.get_command(single)
             self.commands[name] = command
         return command
+
+    def format_help(self, ctx, formatter) -> None:
+        _wrap_help_at_spaces()
+        super().format_help(ctx, formatter)
+
+    def format_commands(self, ctx, formatter) -> None:
+        """The command list of ``ckpt --help``: each command's first sentence whole, wrapped
+        at spaces (click would cut it to fit one line, with ``...``)."""
+        rows = [(name, command.get_short_help_str(limit=1 << 16))
+                for name in self.list_commands(ctx)
+                if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
@@ -145,6 +210,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,  # our own --install-completion/--show-completion SHELL (below)
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 _state = {"debug": os.environ.get("CKPT_DEBUG", "") not in ("", "0")}
@@ -205,7 +271,7 @@ def _root(
         _state["debug"] = True
 
 
-app.command("list")(list_command)
+app.command("list", cls=_Command)(list_command)
 
 # Exit codes for failures that are not CheckpointErrors (documented in the README).
 EXIT_OS_ERROR = int(ExitCode.ERROR)

@@ -22,7 +22,8 @@ def average_command(
         help="Two or more checkpoints of one run (oldest first), or one run directory with "
         "--last N.", show_default=False, metavar="CKPT...")],
     out_dir: Annotated[str, typer.Option(
-        "--out", "-o", help="Output directory (new, or empty).", show_default=False)],
+        "--out", "-o", metavar="DIR",
+        help="Output directory (new, or empty).", show_default=False)],
     last: Annotated[int | None, typer.Option(
         "--last", min=2, help="Average the N newest checkpoints that the run directory's "
         "'checkpoint' state file lists.")] = None,
@@ -32,7 +33,8 @@ def average_command(
         "--bake", help="With --ema: also write the averaged shadows under the plain names.")
     ] = False,
     name: Annotated[str | None, typer.Option(
-        "--name", help="Output checkpoint name (default: the newest input's).")] = None,
+        "--name", metavar="NAME",
+        help="Output checkpoint name (default: the newest input's).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an existing output checkpoint (never an input).")] = False,
     json_out: JsonOpt = False,

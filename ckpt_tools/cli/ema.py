@@ -43,15 +43,17 @@ if TYPE_CHECKING:
 KEEP, DROP = "keep", "drop"
 
 EmaNameOpt = Annotated[str | None, typer.Option(
-    "--ema-name", help="Which EMA object's averages to use, by the last part of their name "
+    "--ema-name", metavar="NAME",
+    help="Which EMA object's averages to use, by the last part of their name "
     "(ExponentialMovingAverage, avg, ExponentialMovingAverage_1, ...); default: detected; "
     "required when a variable has averages of several EMA objects.")]
 NoMetaOpt = Annotated[bool, typer.Option(
     "--no-meta", help="Ignore the .meta graph and infer the map from checkpoint keys.")]
 StripOpt = Annotated[str | None, typer.Option(
-    "--strip-scope", help="Remove this prefix from target names (e.g. 'tower_0/').")]
+    "--strip-scope", metavar="PREFIX",
+    help="Remove this prefix from target names (e.g. 'tower_0/').")]
 AddOpt = Annotated[str | None, typer.Option(
-    "--add-scope", help="Prepend this prefix to target names (e.g. 'model/').")]
+    "--add-scope", metavar="PREFIX", help="Prepend this prefix to target names (e.g. 'model/').")]
 IncludeOpt = Annotated[list[str] | None, typer.Option(
     "--include", hidden=True, help="Alias of --grep.")]
 ExcludeOpt = Annotated[list[str] | None, typer.Option(
@@ -59,7 +61,8 @@ ExcludeOpt = Annotated[list[str] | None, typer.Option(
 MissingOpt = Annotated[bool, typer.Option(
     "--allow-missing", help="Restore raw values where a shadow is missing instead of failing.")]
 ApplyOrderOpt = Annotated[str | None, typer.Option(
-    "--apply-order", autocompletion=complete_from("trainable", "tracked"),
+    "--apply-order", metavar="trainable|tracked",
+    autocompletion=complete_from("trainable", "tracked"),
     help="TF2 averages of variables sharing one name and shape: state the "
     "order ema.apply() got them in, which the checkpoint does not record: 'trainable' (a "
     "tf.Module's trainable_variables) or 'tracked' (creation order, Keras' "
@@ -102,7 +105,8 @@ def map_command(
         "--keep-slots", hidden=True, help="Alias of --slots keep.")] = False,
     allow_missing: MissingOpt = False,
     style: Annotated[str | None, typer.Option(
-        "--style", autocompletion=complete_from("tf1", "object", "keras", "slot"),
+        "--style", metavar="tf1|object|keras|slot",
+        autocompletion=complete_from("tf1", "object", "keras", "slot"),
         help="Use only averages kept this way: tf1 (<var>/<ema name>), object "
         "(TF2 ema.average(v)), keras (use_ema=True), slot (an 'average' optimizer slot).")
     ] = None,
@@ -165,10 +169,12 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
 def restore_ema_command(
     path: PathArg,
     out_dir: Annotated[str, typer.Option(
-        "--out", "-o", help="Output directory for the EMA-baked checkpoint (created if "
+        "--out", "-o", metavar="DIR|FILE",
+        help="Output directory for the EMA-baked checkpoint (created if "
         "missing; never the input's directory), or a .h5 file with --format h5, or a Keras "
         "file with --format keras.", show_default=False)],
     name: Annotated[str | None, typer.Option(
+        metavar="NAME",
         help="Output checkpoint name; default: the input's (model.ckpt-1000).")] = None,
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="keras|v2|h5", autocompletion=complete_from("keras", "v2", "h5"),

@@ -42,7 +42,8 @@ _EXTENSIONS = {".npz": "npz", ".safetensors": "safetensors", ".h5": "h5", ".hdf5
 def export_command(
     path: PathArg,
     out_path: Annotated[str, typer.Option(
-        "--out", "-o", help="Output file (.npz, .safetensors or .h5).", show_default=False)],
+        "--out", "-o", metavar="FILE",
+        help="Output file (.npz, .safetensors or .h5).", show_default=False)],
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="npz|safetensors|h5",
         autocompletion=complete_from("npz", "safetensors", "h5"),
@@ -59,7 +60,8 @@ def export_command(
     include: Annotated[list[str] | None, typer.Option(
         "--include", hidden=True, help="Alias of --grep.")] = None,
     rename: Annotated[list[str] | None, typer.Option(
-        "--rename", help="Prefix rule 'old/=new/' for output names (repeatable; first wins).")
+        "--rename", metavar="OLD=NEW",
+        help="Prefix rule 'old/=new/' for output names (repeatable; first wins).")
     ] = None,
     ema_name: EmaNameOpt = None,
     no_meta: NoMetaOpt = False,

@@ -37,16 +37,16 @@ _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
 def list_command(
     path: PathArg,
     role: Annotated[list[str] | None, typer.Option(
-        "--role", "-r", autocompletion=complete_from(*ROLES),
+        "--role", "-r", metavar="ROLE", autocompletion=complete_from(*ROLES),
         help=f"Show only these roles (repeatable): {', '.join(ROLES)}.")] = None,
     collection: Annotated[list[str] | None, typer.Option(
-        "--collection", "-c",
+        "--collection", "-c", metavar="COLLECTION",
         help="Show only members of a graph collection (repeatable; needs a .meta): trainable, "
         "global, moving_avg, model, local, or a full collection name.")] = None,
     grep: GrepOpt = None,
     regex: RegexOpt = None,
     sort: Annotated[str, typer.Option(
-        autocompletion=complete_from("name", "size"),
+        metavar="name|size", autocompletion=complete_from("name", "size"),
         help="Sort by 'name' (checkpoint order) or 'size'.")] = "name",
     wide: WideOpt = False,
     use_ema: UseEmaOpt = None,

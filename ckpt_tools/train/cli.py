@@ -135,7 +135,9 @@ _STRATEGY_HELP = (
 _BENCH_HELP = "Print examples/sec for 1..N devices instead of training (writes nothing)."
 
 ApiOpt = Annotated[Api, typer.Option(help="v1 graph-mode towers, tf2 custom loop, or keras fit.")]
-DirOpt = Annotated[str, typer.Option(help="Directory for checkpoints (and the v1 .meta).")]
+DirOpt = Annotated[str, typer.Option(
+    metavar="DIR",
+    help="Directory for checkpoints (and the v1 .meta).")]
 StepsOpt = Annotated[int, typer.Option(min=1, help="Train until global_step reaches this.")]
 BatchOpt = Annotated[int, typer.Option(min=1, help="Examples per device per step.")]
 GpusOpt = Annotated[int, typer.Option(min=0, help=_NUM_GPUS_HELP)]
@@ -149,7 +151,7 @@ SeedOpt = Annotated[int, typer.Option(help="Seed for initialisation and shufflin
 ResumeOpt = Annotated[
     bool, typer.Option("--resume", help="Continue from the latest checkpoint in --train-dir.")
 ]
-DataOpt = Annotated[str | None, typer.Option(help=_DATA_HELP)]
+DataOpt = Annotated[str | None, typer.Option(metavar="DIR", help=_DATA_HELP)]
 StrategyOpt = Annotated[Strategy, typer.Option(help=_STRATEGY_HELP)]
 BenchOpt = Annotated[bool, typer.Option("--benchmark", help=_BENCH_HELP)]
 BenchStepsOpt = Annotated[int, typer.Option(min=5, help="Steps per device count (--benchmark).")]
@@ -265,7 +267,8 @@ CheckpointArg = Annotated[
 ]
 EvalDataOpt = Annotated[
     str | None,
-    typer.Option(help="Directory with CIFAR-10 test_batch.bin. Default: the synthetic test set."),
+    typer.Option(metavar="DIR",
+        help="Directory with CIFAR-10 test_batch.bin. Default: the synthetic test set."),
 ]
 NumExamplesOpt = Annotated[
     int, typer.Option(min=0, help="Use the first N test examples (0 = all).")

@@ -39,13 +39,16 @@ from .common import (
 DEFAULT_TIMEOUT_S = 3600.0
 
 PsHostsOpt = Annotated[
-    str | None, typer.Option(help="v1 cluster: comma-separated host:port of the ps tasks.")
+    str | None, typer.Option(metavar="HOST:PORT,...",
+        help="v1 cluster: comma-separated host:port of the ps tasks.")
 ]
 WorkerHostsOpt = Annotated[
     str | None,
-    typer.Option(help="v1 cluster: comma-separated host:port of the workers (task 0 = chief)."),
+    typer.Option(metavar="HOST:PORT,...",
+                 help="v1 cluster: comma-separated host:port of the workers (task 0 = chief)."),
 ]
-JobNameOpt = Annotated[str | None, typer.Option(help="v1 cluster: this task's job, ps or worker.")]
+JobNameOpt = Annotated[str | None, typer.Option(
+    metavar="ps|worker", help="v1 cluster: this task's job, ps or worker.")]
 TaskIndexOpt = Annotated[int, typer.Option(min=0, help="v1 cluster: this task's index in its job.")]
 SyncOpt = Annotated[
     bool,
@@ -57,12 +60,14 @@ SyncOpt = Annotated[
 LocalClusterOpt = Annotated[
     str | None,
     typer.Option(
+        metavar="ps=N,workers=M",
         help="Run a whole cluster on 127.0.0.1, one process per task: ps=N,workers=M "
         "(--api v1, or --api tf2 --strategy parameter-server). Exit code = the chief's."
     ),
 ]
 ClusterTimeoutOpt = Annotated[
-    float, typer.Option(min=1, help="Cluster runs: a --local-cluster run, a ps waiting for its "
+    float, typer.Option(min=1, metavar="SECONDS",
+        help="Cluster runs: a --local-cluster run, a ps waiting for its "
                         "workers and a worker waiting for the ps hosts give up after this many "
                         "seconds.")
 ]

@@ -1,0 +1,95 @@
+"""``--help`` of every command is readable at 80 columns and through a pipe: no line wider than
+80, nothing cut short (no ``…``, every option's help whole), words never broken, and options
+with fixed choices show them (``--sort name|size``), never typer's ``<str>``."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+from ckpt_tools.cli._output import cell_len
+
+GROUP = get_command(app)
+COMMANDS = GROUP.list_commands(None)
+
+# Options whose values are a fixed set: --help must list them as the metavar.
+CHOICES = {
+    "--sort": "name|size", "--style": "tf1|object|keras|slot",
+    "--apply-order": "trainable|tracked", "--slots": "keep|drop", "--non-averaged": "keep|drop",
+    "--api": "v1|tf2|keras", "--strategy": "auto|mirrored|multiworker|default|parameter-server",
+    "--job-name": "ps|worker",
+}
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _help(argv: list[str], columns: int | None = 80) -> str:
+    env = {"COLUMNS": str(columns)} if columns else {}
+    result = CliRunner().invoke(app, [*argv, "--help"], env=env)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_every_command_is_listed():
+    assert {"list", "map", "restore-ema", "export", "verify", "show", "stats", "diff",
+            "average", "train", "eval"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_fits_80_columns_whole(command):
+    text = _help([command])
+    lines = text.splitlines()
+    assert lines[0].startswith(f"Usage: ckpt {command} "), text
+    assert all(cell_len(line) <= 80 for line in lines), text
+    assert "…" not in text and "<str>" not in text and "{" not in lines[0], text
+    flat = _words(text)
+    cmd = GROUP.get_command(None, command)
+    assert _words(cmd.help.split("\n\n")[0]) in flat  # the description, whole
+    for param in cmd.params:
+        if getattr(param, "hidden", False) or not param.help:
+            continue
+        assert _words(param.help) in flat, (param.name, text)  # nothing cut, no mid-word break
+        if param.param_type_name != "option":
+            continue
+        metavar = param.make_metavar(None) if not param.is_flag else ""
+        assert not metavar.startswith("<"), (param.opts, metavar)
+        name = max(param.opts, key=len)
+        if name in CHOICES:
+            assert re.search(rf"^\s+(-\w, )?{re.escape(name)} {re.escape(CHOICES[name])}(\s|$)",
+                             text, re.M), text
+    # the description column starts early enough to hold ~45 characters per line
+    indents = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
+    assert max(indents) <= 34, text
+
+
+def test_top_level_help_lists_each_command_whole():
+    text = _help([])
+    assert all(cell_len(line) <= 80 for line in text.splitlines()), text
+    assert "…" not in text and "..." not in text.split("\n", 1)[1], text
+    flat = _words(text)
+    for command in COMMANDS:
+        help_text = GROUP.get_command(None, command).help
+        first = _words(help_text.split("\n\n")[0])
+        first = first[: first.index(". ") + 1] if ". " in first else first
+        assert first in flat, (command, text)
+    assert "--install-completion bash|zsh|fish" in text
+
+
+@pytest.mark.parametrize("command", ["export", "train", "map"])
+def test_help_through_a_pipe_fits_80_columns(command):
+    """Piped, without COLUMNS (a script or ``| less``): the same 80-column help."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", command, "--help"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert all(cell_len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
+    assert "…" not in proc.stdout and "\x1b" not in proc.stdout and "╭" not in proc.stdout
