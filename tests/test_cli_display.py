@@ -428,3 +428,50 @@ def test_piped_list_has_one_column_set_for_every_checkpoint(fixture):
         assert len(fields) == 7, line
         if fields[4] == "ema":
             assert fields[6].startswith("of ") and ".." not in fields[6], line
+
+
+def test_refusal_wraps_at_spaces_on_a_terminal_and_is_one_line_in_a_pipe(capsys, monkeypatch):
+    """``ckpt map fixtures/tf2_object`` refuses (exit 6) with a long message: at 80 columns on
+    a terminal every line fits and no word or option is cut; piped it is one line."""
+    argv = ["map", str(FIXTURES / "tf2_object")]
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    code, _, piped = run_cli(argv, capsys)
+    assert code == 6 and len(piped.strip().splitlines()) == 1 and len(piped) > 80, piped
+    _terminal(monkeypatch)
+    code, _, err = run_cli(argv, capsys)
+    assert code == 6
+    lines = err.strip().splitlines()
+    assert len(lines) > 1 and all(cell_len(line) <= 80 for line in lines), err
+    assert " ".join(lines) == piped.strip()  # wrapped at spaces only: nothing cut or lost
+
+
+def test_error_label_stays_with_a_long_first_word_and_warnings_wrap(tmp_path, capsys,
+                                                                    monkeypatch):
+    """A path longer than the line starts the error's first line (never ``error:`` alone on a
+    line); a long path with blanks wraps at them; piped, each message stays one line."""
+    long_dir = tmp_path / ("x" * 120)
+    argv = ["list", str(long_dir / "missing")]
+    _terminal(monkeypatch)
+    code, out, err = run_cli(argv, capsys)
+    assert code == 3 and out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith(f"error: {tmp_path}"), err
+    assert all(line.strip() != "error:" for line in lines), err
+    spaced = tmp_path / " ".join(["word"] * 40)
+    code, _, err = run_cli(["list", str(spaced)], capsys)
+    assert code == 3 and len(err.splitlines()) > 1, err
+    assert all(cell_len(line) <= 80 for line in err.splitlines()[1:]), err
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    for args in (argv, ["list", str(spaced)]):
+        code, _, err = run_cli(args, capsys)
+        assert code == 3 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+
+
+def test_warning_wraps_on_a_terminal_with_its_label(capsys, monkeypatch):
+    from ckpt_tools.cli._output import Output
+
+    _terminal(monkeypatch)
+    Output().warning(" ".join(["averages"] * 30))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) > 1 and lines[0].startswith("warning: averages")
+    assert all(cell_len(line) <= 80 for line in lines)

@@ -373,12 +373,22 @@ class Output:
     info = note
 
     def warning(self, message: str) -> None:
-        self._write(self.stderr, self._paint("warning:", "yellow", self.stderr) + " "
-                    + clean(message) + "\n")
+        """``warning: message`` on stderr, wrapped like :meth:`error`."""
+        self._labelled("warning:", "yellow", message)
 
     def error(self, message: str) -> None:
-        self._write(self.stderr, self._paint("error:", "red", self.stderr) + " "
-                    + clean(message) + "\n")
+        """``error: message`` on stderr: one line when stderr is not a terminal (logs, grep);
+        on a terminal wrapped at spaces to its width, never inside a word or an option."""
+        self._labelled("error:", "red", message)
+
+    def _labelled(self, label: str, style: str, message: str) -> None:
+        # The label is glued to the first word with NUL (which clean() never leaves in a
+        # message), so a first word longer than the line (a long path) does not leave
+        # "error:" alone on a line of its own.
+        parts = self._wrap_for(label + "\x00" + clean(message), self.stderr)
+        parts = [p.replace("\x00", " ") for p in parts]
+        parts[0] = self._paint(label, style, self.stderr) + parts[0][len(label):]
+        self._write(self.stderr, "".join(p + "\n" for p in parts))
 
     def progress(self, label: str, total: int | None = None) -> ByteProgress:
         """A byte progress bar on stderr; see :class:`ByteProgress`."""
