@@ -151,6 +151,32 @@ def restore_output_path(ckpt: Checkpoint, out: str, name: str | None, fmt: str) 
     return os.path.join(out, base)
 
 
+_FILE_EXTENSIONS = (".npz", ".safetensors", ".h5", ".hdf5", ".keras")
+
+
+def check_out_format(out: str, fmt: str) -> None:
+    """Checks that ``restore-ema --out`` fits ``--format``: ``v2`` writes a checkpoint
+    directory and ``h5`` one ``.h5`` file (or a directory to put it in), so an ``--out`` named
+    like a file of another kind (``x.h5`` for v2, ``x.npz`` for h5) is a mistake, not a
+    directory name. An existing directory of that name is taken as it is.
+
+    Raises:
+        OutputError: the extension of ``out`` contradicts ``fmt``, naming both.
+    """
+    lower = out.lower().rstrip("/")
+    ext = next((e for e in _FILE_EXTENSIONS if lower.endswith(e)), None)
+    if ext is None or os.path.isdir(out) or (fmt == "h5" and ext in (".h5", ".hdf5")):
+        return
+    if fmt == "h5":
+        hint = "name a .h5 file or a directory"
+    elif ext in (".h5", ".hdf5"):
+        hint = "pass --format h5 for one HDF5 file, or name a directory"
+    else:
+        hint = "name a directory (ckpt export writes .npz/.safetensors files)"
+    raise OutputError(f"{out} is named like a {ext} file but --format {fmt} writes "
+                      f"{'an HDF5 file' if fmt == 'h5' else 'a checkpoint directory'}; {hint}")
+
+
 def check_h5_output(ckpt: Checkpoint, target: str, overwrite: bool) -> None:
     """Checks a ``restore-ema --format h5`` output file without writing anything.
 

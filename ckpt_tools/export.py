@@ -214,13 +214,11 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         >>> export_weights("train/", "model_ema.safetensors")  # doctest: +SKIP
     """
     out_path = os.fspath(out_path)
-    fmt = fmt or _format_from_name(out_path)
+    fmt = output_format(out_path, fmt)
     if is_url(out_path):
         return _export_to_url(checkpoint, out_path, fmt=fmt, ema=ema, include=include,
                               exclude=exclude, rename=rename, overwrite=overwrite,
                               progress=progress, **map_options)
-    if fmt not in FORMATS:
-        raise OutputError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
         inputs = Inputs(ckpt.input_files())
@@ -273,15 +271,43 @@ def _export_to_url(checkpoint, url: str, *, overwrite: bool, **options) -> Expor
     return dataclasses.replace(result, path=url)
 
 
-def _format_from_name(path: str) -> str:
-    if path.endswith(".npz"):
-        return "npz"
-    if path.endswith(".safetensors"):
-        return "safetensors"
-    if path.endswith((".h5", ".hdf5")):
-        return "h5"
-    raise OutputError(f"{path}: cannot tell the format from the extension; pass --to "
-                      "npz|safetensors|h5")
+#: Output file extensions and the export format each one means.
+EXTENSIONS = {".npz": "npz", ".safetensors": "safetensors", ".h5": "h5", ".hdf5": "h5"}
+
+
+def output_format(out_path: str, fmt: str | None = None) -> str:
+    """The export format for ``out_path``: ``fmt`` when given, else the one its extension
+    names (:data:`EXTENSIONS`).
+
+    An extension of another format is refused rather than written into: npz bytes in a file
+    called ``x.h5`` would fail in whatever reads it later, far from the cause. A name with no
+    known extension (``weights.bin``) takes ``fmt`` as given.
+
+    Raises:
+        OutputError: ``fmt`` is unknown; ``fmt`` is None and the extension names no format;
+            ``fmt`` contradicts the extension (``--format npz`` with ``x.h5``), naming both; or
+            the name is a Keras archive (``.keras``), which export does not write.
+    """
+    lower = out_path.lower()
+    named = next((f for e, f in EXTENSIONS.items() if lower.endswith(e)), None)
+    if fmt is not None and fmt not in FORMATS:
+        raise OutputError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if lower.endswith(".keras"):
+        raise OutputError(f"{out_path}: a .keras file is a Keras archive, which export does not "
+                          "write; name a .npz, .safetensors or .h5 file (restore-ema writes a "
+                          ".keras file of EMA weights from a .keras input)")
+    if fmt is None:
+        if named is None:
+            raise OutputError(f"{out_path}: cannot tell the format from the extension; name a "
+                              ".npz, .safetensors or .h5 file, or pass --format "
+                              "npz|safetensors|h5")
+        return named
+    if named is not None and named != fmt:
+        ext = next(e for e in EXTENSIONS if lower.endswith(e))
+        raise OutputError(f"--format {fmt} contradicts the extension of {out_path} ({ext} is "
+                          f"{named}); name a .{fmt} file or pass "
+                          f"--format {named}")
+    return fmt
 
 
 # -- streaming writers: one tensor at a time, each in chunks of _PART bytes, so resident memory

@@ -93,3 +93,32 @@ def test_help_through_a_pipe_fits_80_columns(command):
     assert proc.returncode == 0, proc.stderr
     assert all(cell_len(line) <= 80 for line in proc.stdout.splitlines()), proc.stdout
     assert "…" not in proc.stdout and "\x1b" not in proc.stdout and "╭" not in proc.stdout
+
+
+def _readme_cell(param) -> str:
+    """How the README's option tables write an option: ``--long, -s METAVAR`` or
+    ``--flag/--no-flag`` (``|`` escaped for Markdown)."""
+    longs = [o for o in param.opts if o.startswith("--")]
+    shorts = [o for o in param.opts if not o.startswith("--")]
+    cell = "/".join(longs[:1] + [o for o in param.secondary_opts if o.startswith("--")])
+    cell += f", {shorts[0]}" if shorts else ""
+    if not param.is_flag and not getattr(param, "count", False):
+        cell += " " + param.make_metavar(None)
+    return cell.replace("|", "\\|")
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS])
+def test_readme_option_rows_spell_options_as_help_does(command):
+    """Each README option row starts with what ``--help`` shows for it (names and metavar)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split(f"#### `ckpt {command}`", 1)[1].split("\n\n", 2)[1]
+    cells = re.findall(r"^\| `([^`]*)` \|", section, re.M)
+    cmd = GROUP.get_command(None, command)
+    for param in cmd.params:
+        if getattr(param, "hidden", False) or param.param_type_name != "option" \
+                or param.name == "help":
+            continue
+        want = _readme_cell(param)
+        assert want in cells, f"README's `ckpt {command}` table should have a row `{want}`"

@@ -52,7 +52,7 @@ def _plain_metavar(make_metavar):
 def _option_metavar(make_metavar):
     """Typer writes an option's value as ``<str>``/``<int range>``, and fixed choices as
     ``<a|b>``; ``--help`` shows an explicit metavar, the choices as ``a|b``, or the plain type
-    (``TEXT``, ``INTEGER``, ``FLOAT``)."""
+    (``TEXT``, ``INT``, ``FLOAT``)."""
     def wrapper(self, ctx, *args, **kwargs):
         if self.metavar is not None:
             return self.metavar
@@ -66,7 +66,7 @@ def _option_metavar(make_metavar):
     return wrapper
 
 
-_TYPE_METAVARS = {"str": "TEXT", "text": "TEXT", "int": "INTEGER", "integer": "INTEGER",
+_TYPE_METAVARS = {"str": "TEXT", "text": "TEXT", "int": "INT", "integer": "INT",
                   "float": "FLOAT"}
 
 

@@ -219,7 +219,9 @@ def restore_ema_command(
     SavedModel: saved_model.pb (and fingerprint.pb, assets/) copied, the baked weights in
     --out/variables/, so tf.saved_model.load serves the EMA values.
     """
+    from ..bake import check_out_format
     from ..emaout import FORMATS, write_ema
+    from ..errors import OutputError
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     fmt = choice(pick_format(fmt, to), (*FORMATS, "keras"), "--format")
@@ -227,6 +229,11 @@ def restore_ema_command(
     check_output_parent(out_dir, "creating the output directory")
     with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         fmt = fmt or ("keras" if getattr(ckpt.reader, "keras", None) is not None else "v2")
+        if fmt != "keras":
+            try:
+                check_out_format(out_dir, fmt)
+            except OutputError as exc:  # the options disagree: a usage error (exit 2)
+                raise typer.BadParameter(str(exc), param_hint="--out") from None
         if fmt == "keras":
             _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out, quiet)
             return

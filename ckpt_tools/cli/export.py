@@ -36,7 +36,6 @@ from ._output import Output, human_bytes
 from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
 
 FORMATS = ("npz", "safetensors", "h5")
-_EXTENSIONS = {".npz": "npz", ".safetensors": "safetensors", ".h5": "h5", ".hdf5": "h5"}
 
 
 def export_command(
@@ -47,7 +46,8 @@ def export_command(
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="npz|safetensors|h5",
         autocompletion=complete_from("npz", "safetensors", "h5"),
-        help="Output format (default: from the --out extension).")] = None,
+        help="Output format (default: from the --out extension; an extension of "
+        "another format is refused).")] = None,
     to: ToOpt = None,
     ema: Annotated[bool | None, typer.Option(
         "--ema/--raw", help="Export averaged (default when the checkpoint has EMA shadows) or "
@@ -81,17 +81,14 @@ def export_command(
     Writes the EMA values by default when the checkpoint has shadows, so converters to
     PyTorch/ONNX pick up the weights that evaluate best.
     """
-    from ..export import export_weights, parse_rename
+    from ..export import export_weights, output_format, parse_rename
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     fmt = choice(pick_format(fmt, to), FORMATS, "--format")
-    if fmt is None:
-        ext = next((e for e in _EXTENSIONS if out_path.endswith(e)), None)
-        if ext is None:
-            raise typer.BadParameter(f"cannot tell the format of {out_path!r} from its "
-                                     "extension; name a .npz, .safetensors or .h5 file, or pass "
-                                     "--format npz|safetensors|h5", param_hint="--out")
-        fmt = _EXTENSIONS[ext]
+    try:
+        fmt = output_format(out_path, fmt)
+    except OutputError as exc:  # the options disagree: a usage error (exit 2)
+        raise typer.BadParameter(str(exc), param_hint="--out") from None
     try:
         parse_rename(rename)
     except OutputError as exc:
