@@ -91,7 +91,8 @@ def read_ours_stream(prefix: str) -> tuple[int, int]:
             return total, acc
 
         total = acc = 0
-        for n, a in ordered_map(one, ckpt.keys()):
+        for n, a in ordered_map(one, ckpt.keys(),  # as stats/diff: small tensors batched
+                                cost=lambda name: ckpt.entry(name).stored_bytes):
             total += n
             acc ^= a
     return total, acc

@@ -337,7 +337,9 @@ def _pairs(ca: Checkpoint, cb: Checkpoint, pairs, values: bool,
     total = sum(_nbytes(ca.entry(n)) + _nbytes(cb.entry(o)) for n, o in pairs)
     tick = ByteCounter(progress, total)
     yield from ordered_map(lambda pair: _read_pair(ca, cb, pair[0], pair[1], tick), pairs,
-                           workers=workers)
+                           workers=workers,  # small pairs share a thread hand-off
+                           cost=lambda pair: _nbytes(ca.entry(pair[0])) + _nbytes(
+                               cb.entry(pair[1])))
 
 
 class _opened:

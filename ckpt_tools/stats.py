@@ -337,7 +337,8 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
     def one(name: str) -> StatsRecord:  # raises (with strict) when this item's turn comes
         return _record(ckpt, name, variables.get(name), drift_threshold, strict, tick)
 
-    yield from ordered_map(one, keys, workers=workers)
+    yield from ordered_map(one, keys, workers=workers,  # small tensors share a hand-off
+                           cost=lambda name: _nbytes(ckpt.entry(name)))
 
 
 def _nbytes(entry) -> int:

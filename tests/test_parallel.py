@@ -1,0 +1,52 @@
+"""ordered_map: results in input order, errors at their item's turn, cheap items batched."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from ckpt_tools import parallel
+from ckpt_tools.parallel import _batches, ordered_map
+
+
+def test_batches_group_consecutive_cheap_items_and_keep_large_ones_alone():
+    costs = {"a": 1, "b": 1, "big": 10, "c": 2, "d": 3, "e": 1}
+    groups = list(_batches(list(costs), costs.__getitem__, 4))
+    assert groups == [["a", "b"], ["big"], ["c", "d"], ["e"]]
+    assert [x for g in groups for x in g] == list(costs)
+
+
+@pytest.mark.parametrize("cost", [None, lambda i: 1, lambda i: 100 if i % 7 == 0 else 3])
+def test_results_come_in_input_order(cost):
+    out = list(ordered_map(lambda i: i * i, range(200), workers=2, cost=cost, batch_cost=10))
+    assert out == [i * i for i in range(200)]
+
+
+def test_batched_items_run_on_worker_threads_in_few_tasks(monkeypatch):
+    submitted = []
+    real = parallel._run
+
+    def spy(fn, group):
+        submitted.append(len(group))
+        return real(fn, group)
+
+    monkeypatch.setattr(parallel, "_run", spy)
+    names = set()
+    out = list(ordered_map(lambda i: names.add(threading.current_thread().name) or i,
+                           range(100), workers=2, cost=lambda i: 1, batch_cost=25))
+    assert out == list(range(100)) and submitted == [25, 25, 25, 25]
+    assert all(n.startswith("ckpt") for n in names)
+
+
+def test_an_error_is_raised_at_its_items_turn_after_the_results_before_it():
+    def fn(i):
+        if i == 13:
+            raise ValueError("thirteen")
+        return i
+
+    seen = []
+    with pytest.raises(ValueError, match="thirteen"):
+        for value in ordered_map(fn, range(40), workers=2, cost=lambda i: 1, batch_cost=5):
+            seen.append(value)
+    assert seen == list(range(13))
