@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import posixpath
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -404,14 +405,36 @@ def _locate_url(url: str) -> Location:
 
 
 def _state_target(directory: str, name: str) -> str:
-    """The URL of the checkpoint a remote state file names: a URL as written, a relative
-    name inside ``directory``, an absolute local path (the training machine's) by its
-    base name in ``directory``."""
-    if is_url(name):
-        return name
-    if os.path.isabs(name):
-        name = os.path.basename(name)
-    return directory + "/" + name
+    """The URL of the checkpoint a remote state file in URL ``directory`` names: a relative
+    name inside ``directory``; a URL or an absolute local path (the training machine's, or
+    another bucket's after a copy) by its base name in ``directory`` when that checkpoint is
+    there; a URL in the same bucket as written.
+
+    A state file in a bucket is not trusted to send reads elsewhere: a name outside the
+    bucket (another bucket or host, ``file://``, a local path, ``..`` above the bucket) is
+    refused unless its base name exists in ``directory``.
+
+    Raises:
+        UnsupportedFormatError: the name points outside the state file's bucket.
+    """
+    from .formats import remote
+
+    state = directory + "/" + STATE_FILE
+    if is_url(name) or os.path.isabs(name):
+        target = remote.normalize(name) if is_url(name) else name
+        if is_url(name) and remote.same_bucket(target, directory):
+            return target
+    else:
+        target = remote.normalize(directory + "/" + name)
+        if remote.same_bucket(target, directory):
+            return target
+    local = directory + "/" + posixpath.basename(name.rstrip("/"))
+    if remote.session().size(local + ".index") is not None:
+        return local  # a copied run: its state file still names where it was written
+    raise UnsupportedFormatError(
+        f"{state}: names checkpoint {name!r}, outside {remote.bucket_of(directory)}; a "
+        "remote state file may only name checkpoints in its own bucket (refusing to read "
+        "elsewhere); open the checkpoint by its URL instead")
 
 
 def _url_prefix(store, prefix: str, original: str, state: str | None = None) -> Location:

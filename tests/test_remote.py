@@ -9,9 +9,7 @@ are counted on the server side, from its request log, not by our own code.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -20,74 +18,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+from conftest import BUCKET, CASES, free_port
 from helpers import FIXTURES, decide_args, expected, expected_values
 from typer.testing import CliRunner
 
 pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 from ckpt_tools import open_checkpoint  # noqa: E402
 from ckpt_tools.cli import app  # noqa: E402
 
 runner = CliRunner()
-BUCKET = "ckpts"
-CASES = ["towers_bn", "partitioned", "sharded", "tf2_object"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class _Requests(logging.Handler):
-    """Counts the requests moto's server logs (werkzeug writes one line per request)."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-    def since(self, start: int) -> list[str]:
-        return [line for line in self.lines[start:] if '"' in line]
-
-
-@pytest.fixture(scope="session")
-def s3():
-    """A local S3 server holding the fixtures under s3://ckpts/<case>/; stopped at the end."""
-    port = _free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
-                                            "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="testing",
-                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    counter = _Requests()
-    log = logging.getLogger("werkzeug")
-    old_level = log.level
-    log.setLevel(logging.INFO)
-    log.addHandler(counter)
-    try:
-        import boto3
-
-        client = boto3.client("s3")
-        client.create_bucket(Bucket=BUCKET)
-        for case in CASES:
-            for f in sorted((FIXTURES / case).iterdir()):
-                if not f.name.startswith("expected"):
-                    client.upload_file(str(f), BUCKET, f"{case}/{f.name}")
-        yield {"client": client, "port": port, "requests": counter}
-    finally:
-        log.removeHandler(counter)
-        log.setLevel(old_level)
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _run(*args: str):
@@ -266,6 +207,8 @@ def test_restore_ema_to_a_url_uploads_data_before_index_and_state(s3, case, tmp_
     assert result.exit_code == 0, result.output
     puts = [line.split("PUT ", 1)[1].split(" ", 1)[0].rsplit("/", 1)[1]
             for line in s3["requests"].since(start) if "PUT " in line]
+    assert puts[0] == ".ckpt-write.lock", puts  # the writer's lock first (If-None-Match)
+    puts = puts[1:]
     kinds = ["data" if ".data-" in p else p.rsplit(".", 1)[-1] for p in puts]
     assert kinds == sorted(kinds, key=["data", "index", "meta", "checkpoint"].index), puts
     assert kinds[-1] == "checkpoint" and "index" in kinds and "data" in kinds
@@ -290,7 +233,8 @@ def test_average_between_urls_matches_local(s3, tmp_path):
     start = len(s3["requests"].lines)
     result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", url + "/")
     assert result.exit_code == 0, result.output
-    puts = [line for line in s3["requests"].since(start) if "PUT " in line]
+    puts = [line for line in s3["requests"].since(start)
+            if "PUT " in line and ".ckpt-write.lock" not in line]
     assert "/checkpoint " in puts[-1] and any(".data-" in p for p in puts[:1]), puts
     with open_checkpoint(url + "/") as a, open_checkpoint(local) as b:
         assert a.keys() == b.keys() and a.path.endswith("model.ckpt-30")
@@ -345,7 +289,7 @@ def test_remote_state_file_is_not_replaced_without_force(s3):
 
 
 def test_s3_endpoint_down_is_a_bounded_network_failure(s3, monkeypatch):
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{_free_port()}")  # nothing there
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing there
     start = time.monotonic()
     result = _run("list", f"s3://{BUCKET}/towers_bn/")
     assert result.exit_code == 1, result.output

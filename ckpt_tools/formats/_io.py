@@ -173,7 +173,14 @@ def close_map(mm) -> None:
             pass
 
 
-def open_ranged(path: str, extents: list[tuple[int, int]] | None = None):
+def remote_session(path: str):
+    """Returns the remote session now reading URL ``path`` (None for a local path). A reader
+    keeps it for :func:`open_ranged`, so its reads stay pinned to the ETags its listing saw
+    even after another command (in the same process) starts a new session."""
+    return _remote() if is_url(path) else None
+
+
+def open_ranged(path: str, extents: list[tuple[int, int]] | None = None, store=None):
     """Opens a data file for reading byte ranges with :func:`view`: a read-only map of a local
     file (:func:`map_file`), or a :class:`~.remote.RemoteFile` for a URL, which fetches only
     the ranges asked for (``extents``, the tensors' byte ranges, enable its read-ahead).
@@ -183,7 +190,11 @@ def open_ranged(path: str, extents: list[tuple[int, int]] | None = None):
     """
     if not is_url(path):
         return map_file(path)
-    return _remote().file(path, regular_size(path), extents)
+    store = store or _remote()
+    size = store.size(path)
+    if size is None:
+        raise CheckpointNotFoundError(f"{path}: not found")
+    return store.file(path, size, extents)
 
 
 def view(data, start: int, end: int) -> memoryview:

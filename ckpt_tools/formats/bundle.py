@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from . import crc, dtypes
-from ._io import close_map, gc_paused, map_file, open_ranged, regular_size, view
+from ._io import (
+    close_map,
+    gc_paused,
+    map_file,
+    open_ranged,
+    regular_size,
+    remote_session,
+    view,
+)
 from .bundle_wire import WireError, decode_entry, decode_header
 from .entry import TensorEntry, bundle_entry
 from .slices import TensorSlice, check_partition, decode_key
@@ -89,6 +97,7 @@ class BundleReader:
         self.prefix = prefix
         self.index_path = prefix + ".index"
         self.verify = verify
+        self._store = remote_session(prefix)  # a URL's reads stay with the listing they saw
         try:
             index = map_file(self.index_path)
         except FileNotFoundError:
@@ -263,7 +272,7 @@ class BundleReader:
         if mm is None:
             path = data_path(self.prefix, shard_id, self.num_shards)
             try:
-                mm = open_ranged(path, self._extents(shard_id))
+                mm = open_ranged(path, self._extents(shard_id), self._store)
             except FileNotFoundError:
                 raise CheckpointNotFoundError(
                     f"{path}: data shard {shard_id} of {self.num_shards} is missing") from None

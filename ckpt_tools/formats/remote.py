@@ -16,15 +16,19 @@ forbidden or a network failure (:class:`~ckpt_tools.errors.RemoteAccessError`, e
 
 from __future__ import annotations
 
+import os
 import posixpath
 from contextlib import contextmanager
 
 from ..errors import (
     CheckpointError,
     CheckpointNotFoundError,
+    CorruptCheckpointError,
+    OutputError,
     RemoteAccessError,
     UnsupportedFormatError,
 )
+from . import remote_s3
 
 #: Read-ahead window of a data shard read in storage order, and the piece size big tensors
 #: are split into so that they, too, come down over several connections at once.
@@ -33,12 +37,59 @@ PIECE = 8 << 20
 MAX_IN_FLIGHT = 16
 _MAX_GAP = 1 << 20  # bytes between tensors fetched anyway rather than paying a request
 
-# Bounded time on a host that does not answer: botocore's defaults wait 60 s per connection
-# attempt and retry; a command should fail with "network failure" well before that adds up.
-_OPTIONS = {p: {"config_kwargs": {"connect_timeout": 10, "read_timeout": 60,
-                                  "retries": {"max_attempts": 3}}} for p in ("s3", "s3a")}
-
+#: The most bytes of a state file, ``.index`` or ``.meta`` read whole from a URL (a hostile
+#: or mistaken huge object must not exhaust memory); ``CKPT_REMOTE_MAX_BYTES`` raises it.
+MAX_WHOLE = 256 << 20
+MAX_STATE = 16 << 20  # a state file lists paths: even 100,000 of them fit (as locally)
+_MIN_RATE = 256 << 10  # bytes/s below which a transfer counts as stalled (overall deadline)
+_S3 = ("s3", "s3a")
 _INSTALL = 'pip install "ckpt-tools[remote]" (fsspec with s3fs; add gcsfs for gs://)'
+#: The package to install for a protocol fsspec knows but cannot load.
+_PACKAGES = {"s3": '"ckpt-tools[remote]"', "s3a": '"ckpt-tools[remote]"', "gs": "gcsfs",
+             "gcs": "gcsfs", "abfs": "adlfs", "az": "adlfs", "adl": "adlfs"}
+_CREDENTIAL_ERRORS = {"NoCredentialsError", "PartialCredentialsError", "ProfileNotFound",
+                      "CredentialRetrievalError", "UnauthorizedSSOTokenError",
+                      "SSOTokenLoadError", "TokenRetrievalError", "NoAuthTokenError",
+                      "DefaultCredentialsError", "RefreshError"}
+_REJECTED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+             "TokenRefreshRequired", "ExpiredTokenException", "InvalidClientTokenId"}
+
+
+def timeouts() -> tuple[float, float, int]:
+    """Returns ``(connect, read, attempts)``: seconds to connect, seconds a read may wait for
+    the next bytes (``CKPT_REMOTE_TIMEOUT``, default 20), and attempts per request (botocore's
+    only: s3fs's own retry loop, which multiplied them, is turned off)."""
+    try:
+        read = float(os.environ.get("CKPT_REMOTE_TIMEOUT") or 20)
+    except ValueError:
+        read = 20.0
+    read = max(read, 0.1)
+    return min(10.0, read), read, 3
+
+
+def deadline(nbytes: int = 0) -> float:
+    """Returns the seconds one call moving ``nbytes`` may take in all: every attempt's connect
+    and read timeouts, plus the bytes at a trickle of 256 KiB/s (a server that answers a byte
+    at a time never trips the read timeout, so this bounds it)."""
+    connect, read, attempts = timeouts()
+    return attempts * (connect + read) + min(read, 5.0) + nbytes / _MIN_RATE
+
+
+def _options(protocol: str) -> dict:
+    if protocol not in _S3:
+        return {}
+    connect, read, attempts = timeouts()
+    return {"config_kwargs": {"connect_timeout": connect, "read_timeout": read,
+                              "retries": {"total_max_attempts": attempts,
+                                          "mode": "standard"}}}
+
+
+def max_whole() -> int:
+    """Returns the most bytes an ``.index`` or ``.meta`` may have to be read from a URL."""
+    try:
+        return max(int(os.environ.get("CKPT_REMOTE_MAX_BYTES") or MAX_WHOLE), 1)
+    except ValueError:
+        return MAX_WHOLE
 
 
 def _fsspec():
@@ -64,13 +115,43 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
+def _code(exc: BaseException) -> str | None:
+    """The S3 error code (``AccessDenied``, ``PreconditionFailed``...) behind an exception,
+    looking through s3fs's translation (which keeps botocore's error as the cause)."""
+    seen = exc
+    for _ in range(4):
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            if code:
+                return str(code)
+        seen = seen.__cause__ or seen.__context__
+        if seen is None:
+            return None
+    return None
+
+
+def _names(exc: BaseException) -> set[str]:
+    names, seen = set(), exc
+    for _ in range(4):
+        if seen is None:
+            break
+        names.add(type(seen).__name__)
+        seen = seen.__cause__ or seen.__context__
+    return names
+
+
 @contextmanager
-def _errors(url: str):
+def _errors(url: str, wait: float | None = None):
     """Turns a storage library's exception into a CheckpointError naming ``url``.
 
     Raises:
         CheckpointNotFoundError: the object (or bucket) does not exist (404).
-        RemoteAccessError: forbidden (401/403) or a network failure (anything else).
+        OutputError: a conditional write found the object created by another writer.
+        RemoteAccessError: no usable credentials, credentials rejected, forbidden (401/403),
+            the object changed while it was read (412/416), no answer within the deadline
+            ``wait``, or another network failure.
+        UnsupportedFormatError: the protocol's backend is not installed.
     """
     try:
         yield
@@ -78,16 +159,38 @@ def _errors(url: str):
         raise
     except FileNotFoundError:
         raise CheckpointNotFoundError(f"{url}: not found") from None
-    except PermissionError as exc:
-        raise RemoteAccessError(f"{url}: forbidden (access denied: {_short(exc)})") from None
+    except FileExistsError:
+        raise OutputError(f"{url}: already exists (another writer created it meanwhile; "
+                          "nothing of it was replaced)") from None
     except ImportError as exc:  # a protocol whose backend is not installed (gcsfs...)
         raise UnsupportedFormatError(f"{url}: {_short(exc)}; {_INSTALL}") from None
     except Exception as exc:  # botocore, aiohttp, asyncio timeouts: all network-level
-        status = _status(exc)
+        code, status, names = _code(exc), _status(exc), _names(exc)
+        if names & _CREDENTIAL_ERRORS:
+            raise RemoteAccessError(
+                f"{url}: no usable credentials ({_short(exc)}); set them the storage "
+                "library's usual way (AWS_PROFILE, AWS_ACCESS_KEY_ID...)") from None
+        if code in _REJECTED:
+            raise RemoteAccessError(
+                f"{url}: credentials rejected ({code}: {_short(exc)})") from None
+        if code == "PreconditionFailed" or status == 412:
+            raise RemoteAccessError(
+                f"{url}: changed while it was being read (a writer replaced it after it was "
+                "listed); nothing was mixed: retry when the writer is done") from None
+        if code == "InvalidRange" or status == 416:
+            raise RemoteAccessError(
+                f"{url}: changed while it was being read (now shorter than listed); "
+                "retry when the writer is done") from None
+        if isinstance(exc, PermissionError) or status in (401, 403) or code == "AccessDenied":
+            raise RemoteAccessError(
+                f"{url}: forbidden (access denied: {_short(exc)})") from None
         if status == 404:
             raise CheckpointNotFoundError(f"{url}: not found") from None
-        if status in (401, 403):
-            raise RemoteAccessError(f"{url}: forbidden (HTTP {status})") from None
+        if names & {"FSTimeoutError", "TimeoutError", "ReadTimeoutError",
+                    "ConnectTimeoutError"} and wait is not None:
+            raise RemoteAccessError(
+                f"{url}: network failure (no answer within {wait:.0f} s; "
+                "CKPT_REMOTE_TIMEOUT sets the per-read wait)") from None
         raise RemoteAccessError(
             f"{url}: network failure ({type(exc).__name__}: {_short(exc)})") from None
 
@@ -121,11 +224,11 @@ class Session:
         """Returns ``(filesystem, path inside it)`` for ``url``.
 
         Raises:
-            UnsupportedFormatError: fsspec, or the protocol's backend, is not installed;
-                or an ``http(s)://`` URL.
+            UnsupportedFormatError: an unknown protocol; fsspec, or the protocol's backend,
+                is not installed (naming the package); or an ``http(s)://`` URL.
         """
-        protocol = url.split("://", 1)[0]
-        if protocol.lower() in ("http", "https"):
+        protocol = url.split("://", 1)[0].lower()
+        if protocol in ("http", "https"):
             # fsspec's HTTP listing is scraped from HTML and carries no sizes, so every
             # shard would look empty ("truncated", exit 4, about a healthy checkpoint).
             # Refuse up front rather than report corruption that is not there.
@@ -133,14 +236,51 @@ class Session:
                 f"{url}: http(s):// URLs are not supported yet (an HTTP listing carries no "
                 "file sizes to check the shards against); download the checkpoint, or serve "
                 "it through an S3-compatible endpoint (s3://)")
-        fsspec = _fsspec()
         fs = self._fs.get(protocol)
-        if fs is None:
-            with _errors(url):
-                cls = fsspec.get_filesystem_class(protocol)
-                fs = self._fs[protocol] = cls(skip_instance_cache=True,
-                                              **_OPTIONS.get(protocol, {}))
+        if fs is not None:
+            return fs, fs._strip_protocol(url)
+        fsspec = _fsspec()
+        from fsspec.registry import known_implementations
+
+        if protocol not in fsspec.available_protocols():
+            raise UnsupportedFormatError(
+                f"{url}: unknown URL protocol '{protocol}://' (s3://, gs:// and fsspec's "
+                "other storage protocols are read; a local path needs none)")
+        try:
+            cls = fsspec.get_filesystem_class(protocol)
+        except ImportError:
+            package = _PACKAGES.get(protocol)
+            hint = (f"pip install {package}" if package else
+                    known_implementations.get(protocol, {}).get("err") or _INSTALL)
+            raise UnsupportedFormatError(
+                f"{url}: reading {protocol}:// URLs needs "
+                f"{package.strip(chr(34)) if package else 'its fsspec backend'}: {hint}"
+            ) from None
+        with _errors(url, deadline()):
+            fs = cls(skip_instance_cache=True, **_options(protocol))
+        if protocol in _S3:
+            # s3fs retries on top of botocore's attempts (5 x 3 x the read timeout: a
+            # stalled endpoint took over 15 minutes); botocore's attempts are the bound.
+            fs.retries = 1
+        self._fs[protocol] = fs
         return fs, fs._strip_protocol(url)
+
+    def _call(self, fs, url: str, method: str, *args, nbytes: int = 0, **kwargs):
+        """Calls ``fs.method(*args, **kwargs)`` under :func:`_errors` with an overall
+        deadline (async filesystems only: the others take no ``timeout``)."""
+        wait = deadline(nbytes)
+        if getattr(fs, "async_impl", False):
+            kwargs["timeout"] = wait
+        with _errors(url, wait):
+            return getattr(fs, method)(*args, **kwargs)
+
+    def etag(self, url: str) -> str | None:
+        """Returns the ETag of ``url`` from its directory's cached listing (no request), or
+        None when it was not listed or the store gives none."""
+        parent, base = url.rstrip("/").rsplit("/", 1)
+        info = self._listings.get(parent, {}).get(base)
+        tag = info.get("ETag") if info else None
+        return tag if isinstance(tag, str) and tag else None
 
     def listing(self, directory: str) -> dict[str, dict]:
         """Returns ``{base name: fsspec info}`` of the objects directly under ``directory``
@@ -158,8 +298,7 @@ class Session:
             fs, path = self.fs(directory)
             self.requests += 1
             try:
-                with _errors(directory + "/"):
-                    infos = fs.ls(path, detail=True)
+                infos = self._call(fs, directory + "/", "ls", path, detail=True)
             except CheckpointNotFoundError:
                 self._absent.add(directory)  # asked again while resolving: no new request
                 raise
@@ -201,33 +340,74 @@ class Session:
         self.note_input(url)
         f = self._files.get(url)
         if f is None or (extents and not f.has_extents):
-            f = self._files[url] = RemoteFile(url, size, extents)
+            f = self._files[url] = RemoteFile(url, size, extents, self)
         return f
 
     def fetch(self, url: str, limit: int | None = None) -> bytes:
-        """Returns the whole object ``url`` (one request), refusing one over ``limit`` bytes.
+        """Returns the whole object ``url`` (one request), refusing one over ``limit`` bytes
+        (default: :data:`MAX_STATE` for a ``checkpoint`` state file, :func:`max_whole` for
+        anything else), by its listed size before any request, and by reading at most
+        ``limit + 1`` bytes. On S3 the read is pinned to the listed ETag.
 
         Raises:
             CheckpointNotFoundError: no such object.
-            RemoteAccessError: forbidden, network failure, or larger than ``limit``.
+            CorruptCheckpointError: a state file over its limit (as locally).
+            UnsupportedFormatError: another object over its limit.
+            RemoteAccessError: forbidden, network failure, or the object changed since it
+                was listed.
         """
+        state = url.rstrip("/").rsplit("/", 1)[-1] == "checkpoint"
+        if limit is None:
+            limit = MAX_STATE if state else max_whole()
         fs, path = self.fs(url)
         self.note_input(url)
+        listed = self.size(url) if url.rstrip("/").rsplit("/", 1)[0] in self._listings \
+            else None
+        self._too_big(url, listed, limit, state)
         self.requests += 1
-        with _errors(url):
-            if limit is None:
-                return fs.cat_file(path)
-            data = fs.cat_file(path, start=0, end=limit + 1)
-        if len(data) > limit:
-            raise RemoteAccessError(f"{url}: larger than {limit} bytes, refusing to read it whole")
+        if remote_s3.is_s3(fs):
+            wait = deadline(min(listed if listed is not None else limit, limit))
+            with _errors(url, wait):
+                # Listed: the whole object, pinned to the listed ETag. Not listed: at most
+                # limit + 1 bytes (an empty object has no byte 0 to range over: 416).
+                try:
+                    data = remote_s3.get(fs, path, [None if listed is not None
+                                                    else (0, limit + 1)],
+                                         self.etag(url), wait)[0]
+                except OSError as exc:
+                    if listed is None and _code(exc) == "InvalidRange":
+                        data = b""
+                    else:
+                        raise
+        else:
+            data = self._call(fs, url, "cat_file", path, start=0, end=limit + 1,
+                              nbytes=limit)
+        if listed is not None and len(data) != listed:
+            raise RemoteAccessError(
+                f"{url}: changed while it was being read ({len(data)} bytes, listed with "
+                f"{listed}); retry when the writer is done")
+        self._too_big(url, len(data), limit, state)
         return data
+
+    @staticmethod
+    def _too_big(url: str, size: int | None, limit: int, state: bool) -> None:
+        if size is None or size <= limit:
+            return
+        if state:
+            raise CorruptCheckpointError(f"checkpoint state file is larger than {limit} bytes",
+                                         path=url)
+        raise UnsupportedFormatError(
+            f"{url}: larger than the {limit} bytes read whole from a URL (refusing to "
+            "download it into memory; copy it locally, or raise CKPT_REMOTE_MAX_BYTES)")
 
     def ranges(self, url: str, spans: list[tuple[int, int]]) -> list[bytes]:
         """Returns the bytes of each ``(start, end)`` span of object ``url``, fetched
-        concurrently (spans over :data:`PIECE` bytes are split, then joined back).
+        concurrently (spans over :data:`PIECE` bytes are split, then joined back); on S3
+        every request is pinned to the listed ETag, so a replaced object is refused.
 
         Raises:
-            CheckpointNotFoundError, RemoteAccessError: as :meth:`fetch`.
+            CheckpointNotFoundError, RemoteAccessError: as :meth:`fetch`; also a span
+                that came back shorter than asked (the object shrank since it was listed).
         """
         pieces: list[tuple[int, int]] = []
         owner: list[int] = []
@@ -237,21 +417,39 @@ class Session:
                 owner.append(i)
         fs, path = self.fs(url)
         self.note_input(url)
+        etag = self.etag(url) if remote_s3.is_s3(fs) else None
         got: list[bytes] = []
         for k in range(0, len(pieces), MAX_IN_FLIGHT):
             batch = pieces[k : k + MAX_IN_FLIGHT]
-            self.requests += sum(1 for s, e in batch if e > s)
-            with _errors(url):
-                if len(batch) == 1:
-                    s, e = batch[0]
-                    got.append(fs.cat_file(path, start=s, end=e) if e > s else b"")
-                    continue
-                out = fs.cat_ranges([path] * len(batch), [s for s, _ in batch],
-                                    [e for _, e in batch], on_error="return")
+            wanted = [(s, e) for s, e in batch if e > s]
+            self.requests += len(wanted)
+            nbytes = sum(e - s for s, e in wanted)
+            if not wanted:
+                out = []
+            elif remote_s3.is_s3(fs):
+                wait = deadline(nbytes)
+                with _errors(url, wait):
+                    out = remote_s3.get(fs, path, wanted, etag, wait)
+            elif len(wanted) == 1:
+                s, e = wanted[0]
+                out = [self._call(fs, url, "cat_file", path, start=s, end=e, nbytes=nbytes)]
+            else:
+                out = self._call(fs, url, "cat_ranges", [path] * len(wanted),
+                                 [s for s, _ in wanted], [e for _, e in wanted],
+                                 on_error="return", nbytes=nbytes)
                 for item in out:
                     if isinstance(item, BaseException):
-                        raise item
-                    got.append(item)
+                        with _errors(url, deadline(nbytes)):
+                            raise item
+            fetched = iter(out)
+            for s, e in batch:
+                data = next(fetched) if e > s else b""
+                if len(data) != e - s:
+                    raise RemoteAccessError(
+                        f"{url}: changed while it was being read (bytes [{s}, {e}) came back "
+                        f"as {len(data)}: the object is shorter than listed); retry when the "
+                        "writer is done")
+                got.append(data)
         parts: list[list[bytes]] = [[] for _ in spans]
         for i, data in zip(owner, got, strict=True):
             parts[i].append(data)
@@ -282,8 +480,12 @@ class RemoteFile:
     up to :data:`WINDOW` bytes, in one concurrent batch; a random read fetches only itself.
     """
 
-    def __init__(self, url: str, size: int, extents: list[tuple[int, int]] | None = None):
+    def __init__(self, url: str, size: int, extents: list[tuple[int, int]] | None = None,
+                 store: Session | None = None):
         self.url = url
+        # The session that listed it (its ETags pin every read), even after a later
+        # command started another.
+        self._store = store or session()
         self.size = size
         self._extents = sorted(set(extents or ()))
         self._order = {span: i for i, span in enumerate(self._extents)}
@@ -322,9 +524,9 @@ class RemoteFile:
                 return buf[start - lo : end - lo]
             sequential, self._end = start == self._end, end
             if not sequential:
-                return session().ranges(self.url, [span])[0]
+                return self._store.ranges(self.url, [span])[0]
             hi = min(self.size, max(end, start + WINDOW))
-            buf = session().ranges(self.url, [(start, hi)])[0]
+            buf = self._store.ranges(self.url, [(start, hi)])[0]
             self._buffer = (start, buf)
             return buf[: end - start]
         data = self._cache.pop(span, None)
@@ -348,10 +550,10 @@ class RemoteFile:
         if len(batch) > 1 and hi - lo <= sum(e - s for s, e in batch) + _MAX_GAP:
             # Tensors lie back to back in a shard: one span, split into concurrent pieces,
             # costs a request per PIECE bytes instead of one per tensor.
-            whole = session().ranges(self.url, [(lo, hi)])[0]
+            whole = self._store.ranges(self.url, [(lo, hi)])[0]
             got = [whole[s - lo : e - lo] for s, e in batch]
         else:
-            got = session().ranges(self.url, batch)
+            got = self._store.ranges(self.url, batch)
         for other, value in zip(batch[1:], got[1:], strict=True):
             self._cache[other] = value
         return got[0]
@@ -373,6 +575,22 @@ def normalize(url: str) -> str:
         return url
     path = posixpath.normpath("/" + rest.lstrip("/")).lstrip("/")
     return protocol.lower() + "://" + path
+
+
+def bucket_of(url: str) -> str:
+    """Returns ``protocol://bucket`` of ``url`` (its first path segment: the S3/GCS bucket,
+    or the host of other protocols)."""
+    protocol, _, rest = normalize(url).partition("://")
+    return protocol + "://" + rest.split("/", 1)[0]
+
+
+def same_bucket(url: str, other: str) -> bool:
+    """Returns whether URLs ``url`` and ``other`` are in one bucket (same protocol too)."""
+    return is_url_like(url) and bucket_of(url) == bucket_of(other)
+
+
+def is_url_like(text: str) -> bool:
+    return "://" in text
 
 
 def check_new(directory: str, names: list[str], *, overwrite: bool = False,
@@ -419,9 +637,17 @@ def check_new(directory: str, names: list[str], *, overwrite: bool = False,
 def upload(files: list[str], directory: str, *, overwrite: bool = False,
            progress=None, whole_directory: bool = True) -> list[str]:
     """Uploads local ``files`` into URL ``directory`` so that a reader never sees an index
-    without its data: data shards (and single-file outputs) first, then the ``.index``, the
-    ``.meta``, and the ``checkpoint`` state file last; each object appears whole (S3, GCS and
-    fsspec's other object stores replace objects atomically).
+    with data it was not written with.
+
+    Order: data shards (and single-file outputs) first, then the ``.index``, the ``.meta``,
+    and the ``checkpoint`` state file last; each object appears whole. Replacing (``--force``)
+    an existing checkpoint first deletes its old ``.index``: meanwhile, and after an
+    interruption, that name reads as missing (exit 3), never as old index with new data
+    (readers also pin their reads to the listed ETags, so one that listed the old objects
+    is refused when they change). Data shards the old index had and the new one lacks are
+    deleted last. On S3 a writer first creates a lock object in ``directory`` with
+    ``If-None-Match: *`` (a concurrent writer is refused, exit 7), and objects that were new
+    when checked are created the same way.
 
     Args:
         files: local files, uploaded under their base names.
@@ -433,27 +659,99 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
         The URLs written, in upload order.
 
     Raises:
-        OutputError: an object exists and ``overwrite`` is false (exit 7).
+        OutputError: an object exists and ``overwrite`` is false, an input would be
+            replaced, or another writer holds the directory's lock (exit 7).
         CheckpointNotFoundError, RemoteAccessError: the bucket is missing, forbidden, or the
-            network failed.
+            network failed (the message says what was left behind).
     """
-    import os
-
     store = session()
     names = sorted(files, key=lambda f: (_upload_rank(os.path.basename(f)), f))
-    check_new(directory, [os.path.basename(f) for f in names], overwrite=overwrite,
-              whole_directory=whole_directory)
-    written = []
-    for local in names:
-        url = url_join(directory, os.path.basename(local))
-        fs, path = store.fs(url)
-        store.requests += 1
-        with _errors(url):
-            fs.put_file(local, path)
-        written.append(url)
-        if progress:
-            progress(os.path.getsize(local))
-    store._listings.pop(directory.rstrip("/"), None)  # what was listed is out of date
+    bases = [os.path.basename(f) for f in names]
+    fs, dir_path = store.fs(directory)
+    conditional = remote_s3.is_s3(fs)
+    lock = None
+    if conditional:
+        lock_url = url_join(directory, remote_s3.LOCK_NAME)
+        try:
+            store.requests += 1
+            with _errors(lock_url, deadline()):
+                lock = remote_s3.lock(fs, dir_path, deadline())
+        except OutputError:
+            raise OutputError(
+                f"{directory.rstrip('/')}/: another ckpt command is writing there (its lock "
+                f"{lock_url} exists); nothing was written. If no writer is running, one was "
+                "interrupted: delete that object and retry") from None
+    try:
+        store._listings.pop(directory.rstrip("/"), None)  # list again, under the lock
+        check_new(directory, bases, overwrite=overwrite, whole_directory=whole_directory)
+        try:
+            existing = store.listing(directory)
+        except CheckpointNotFoundError:
+            existing = {}
+        return _upload_in_order(store, fs, names, directory, existing, conditional, progress)
+    finally:
+        store._listings.pop(directory.rstrip("/"), None)  # what was listed is out of date
+        if lock is not None:
+            try:
+                remote_s3.remove(fs, lock, deadline())
+            except Exception:  # noqa: BLE001 - the write's own outcome is what matters
+                pass
+
+
+def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict,
+                     conditional: bool, progress) -> list[str]:
+    bases = [os.path.basename(f) for f in names]
+    old_indexes = [b for b in bases if b.endswith(".index") and b in existing]
+    removed: list[str] = []
+    written: list[str] = []
+    try:
+        for base in old_indexes:
+            url = url_join(directory, base)
+            store.requests += 1
+            with _errors(url, deadline()):
+                if conditional:
+                    remote_s3.remove(fs, fs._strip_protocol(url), deadline())
+                else:
+                    fs.rm_file(fs._strip_protocol(url))
+            removed.append(base)
+        for local in names:
+            base = os.path.basename(local)
+            url = url_join(directory, base)
+            size = os.path.getsize(local)
+            store.requests += 1
+            if conditional:
+                wait = deadline(size)
+                with _errors(url, wait):
+                    remote_s3.put(fs, local, fs._strip_protocol(url),
+                                  create=base not in existing, timeout=wait)
+            else:
+                store._call(fs, url, "put_file", local, fs._strip_protocol(url), nbytes=size)
+            written.append(url)
+            if progress:
+                progress(size)
+    except CheckpointError as exc:
+        if removed:
+            prefix = removed[0][: -len(".index")]
+            left = (f"; the old {removed[0]} had been deleted first, so "
+                    f"{url_join(directory, prefix)} reads as missing (never as a mix of old "
+                    "and new) until a rerun completes")
+        elif written:
+            left = (f"; {len(written)} new object(s) were uploaded, no .index: nothing "
+                    "readable was changed")
+        else:
+            left = "; nothing was uploaded"
+        exc.args = (str(exc) + left,)
+        raise
+    # Shards of a replaced checkpoint that the new one does not have (fewer shards now).
+    for base in old_indexes:
+        stem = base[: -len(".index")] + ".data-"
+        for name in sorted(existing):
+            if name.startswith(stem) and name not in bases:
+                url = url_join(directory, name)
+                try:
+                    store._call(fs, url, "rm_file", fs._strip_protocol(url))
+                except CheckpointError:
+                    pass  # an unreferenced leftover: harmless to readers
     return written
 
 

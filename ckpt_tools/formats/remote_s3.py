@@ -1,0 +1,116 @@
+"""What S3 (``s3://``) offers beyond fsspec's common calls, used by :mod:`.remote`:
+
+* reads pinned to the ETag the directory listing gave (``If-Match``), so an object replaced
+  between the listing and a read (a concurrent writer) is refused, not mixed with the rest;
+* conditional writes (``If-None-Match: *``): an object created only if it does not exist, for
+  outputs that were new when checked and for a per-directory writer lock, so two concurrent
+  writers cannot interleave their objects.
+
+Every function runs on the filesystem's own event loop with an overall deadline; errors are
+left to :func:`ckpt_tools.formats.remote._errors` to classify (the URL is known there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+import uuid
+
+#: The writer lock object's name inside an output directory.
+LOCK_NAME = ".ckpt-write.lock"
+
+
+def is_s3(fs) -> bool:
+    """Returns whether ``fs`` is s3fs's filesystem (ETags and conditional requests)."""
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("s3", "s3a") and hasattr(fs, "_call_s3")
+
+
+def _run(fs, coro_fn, timeout: float):
+    from fsspec.asyn import sync
+
+    return sync(fs.loop, coro_fn, timeout=timeout)
+
+
+async def _get(fs, path: str, start: int | None, end: int | None, etag: str | None) -> bytes:
+    bucket, key, _ = fs.split_path(path)
+    kw = {}
+    if start is not None:
+        kw["Range"] = f"bytes={start}-{end - 1}"
+    if etag:
+        kw["IfMatch"] = etag
+    resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, **kw)
+    try:
+        return await resp["Body"].read()
+    finally:
+        resp["Body"].close()
+
+
+def get(fs, path: str, spans: list[tuple[int, int] | None], etag: str | None,
+        timeout: float) -> list[bytes]:
+    """Returns the bytes of each span of object ``path`` (``None``: the whole object),
+    fetched concurrently, every request conditional on ``etag`` when given.
+
+    Raises:
+        OSError (s3fs's translation; ``__cause__`` the botocore error): 412 when the object's
+            ETag is no longer ``etag``, 416 when it is shorter than a span, 404, 403...
+        fsspec.exceptions.FSTimeoutError: no answer within ``timeout`` seconds.
+    """
+    async def gather():
+        out = await asyncio.gather(
+            *[_get(fs, path, *(span or (None, None)), etag) for span in spans],
+            return_exceptions=True)
+        for item in out:
+            if isinstance(item, BaseException):
+                raise item
+        return out
+
+    return _run(fs, gather, timeout)
+
+
+def put(fs, local: str, path: str, *, create: bool, timeout: float) -> None:
+    """Uploads local file ``local`` to ``path``; with ``create``, only if no object is there
+    (``If-None-Match: *``, also on a multipart upload's completion).
+
+    Raises:
+        FileExistsError: ``create`` and the object exists (another writer made it).
+        OSError, FSTimeoutError: as :func:`get`.
+    """
+    async def put_one():
+        await fs._put_file(local, path, mode="create" if create else "overwrite")
+
+    _run(fs, put_one, timeout)
+
+
+def remove(fs, path: str, timeout: float) -> None:
+    """Deletes object ``path`` (no error if it is already gone)."""
+    async def rm():
+        await fs._rm_file(path)
+
+    _run(fs, rm, timeout)
+
+
+def lock(fs, directory_path: str, timeout: float) -> str:
+    """Creates the writer lock object in ``directory_path`` (``If-None-Match: *``): exactly one
+    of several concurrent writers gets it. Returns the lock's path.
+
+    Raises:
+        FileExistsError: another writer holds it (or one was interrupted and left it).
+    """
+    path = directory_path.rstrip("/") + "/" + LOCK_NAME
+    body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                       "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "token": uuid.uuid4().hex}).encode()
+
+    async def create():
+        bucket, key, _ = fs.split_path(path)
+        await fs._call_s3("put_object", Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+
+    _run(fs, create, timeout)
+    return path
+
+
+__all__ = ["LOCK_NAME", "get", "is_s3", "lock", "put", "remove"]
