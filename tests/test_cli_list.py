@@ -108,7 +108,8 @@ def test_filters():
     assert regex and all(v["name"].endswith("Momentum") for v in regex)
     # a glob is always a glob and a regex always a regex: no guessing from the characters
     assert list_json(path, "--regex", ".*Momentum")["variables"] == regex
-    assert not list_json(path, "--grep", "Momentum$")["variables"]
+    nothing = runner.invoke(app, ["list", path, "--grep", "Momentum$", "--json"])
+    assert nothing.exit_code == 3 and nothing.stdout == ""  # selects nothing: exit 3
 
 
 def test_human_table_shows_totals_and_ema_summary():

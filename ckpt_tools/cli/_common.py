@@ -150,15 +150,27 @@ def require_selection(ckpt: Checkpoint, names: NameFilter,
     shown = display_names(ckpt)
     kept = [k for k in names.keys(ckpt) if not any(
         fnmatch.fnmatchcase(n, g) for g in exclude or () for n in {k, shown.get(k, k)})]
-    if kept:
-        return
+    if not kept:
+        raise nothing_selected(ckpt.path, names, exclude)
+
+
+# Characters that make a --grep pattern look like a regular expression ('.*Momentum').
+_REGEX_LOOK = re.compile(r"\.\*|\.\+|\\|\^|\$|\(|\||\{")
+
+
+def nothing_selected(path: str, names: NameFilter, exclude: list[str] | None = None):
+    """The error (exit 3) for name filters that select no variable of ``path``, naming the
+    options given, and saying ``--grep`` is a glob when a pattern looks like a regular
+    expression."""
     from ..errors import VariableNotFoundError
 
     given = [f"--grep {g!r}" for g in names.globs] + \
         [f"--regex {r.pattern!r}" for r in names.regexes] + \
         [f"--exclude {g!r}" for g in exclude or ()]
-    raise VariableNotFoundError(f"{ckpt.path}: the name filters select no variable "
-                                f"({' '.join(given)})")
+    hint = ("; --grep takes a shell glob ('conv*/weights'), --regex a regular expression"
+            if any(_REGEX_LOOK.search(g) for g in names.globs) else "")
+    return VariableNotFoundError(f"{path}: the name filters select no variable "
+                                 f"({' '.join(given)}){hint}")
 
 
 def check_output_parent(path: str, operation: str = "creating the output") -> None:

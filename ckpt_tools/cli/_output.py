@@ -299,6 +299,7 @@ class Output:
             return
         if not all(col.terminal for col in columns):
             columns, raw = _terminal_columns(columns, raw)
+        hidden_note = None
         shown_text = [[clean(text) for text, _ in row] for row in raw]
         widths = [max([cell_len(col.name)] + [cell_len(r[i]) for r in shown_text])
                   for i, col in enumerate(columns)]
@@ -317,8 +318,8 @@ class Output:
             hidden = [columns[i].name for i in range(len(columns))
                       if i not in shown and i not in empty]
             blank = [columns[i].name for i in range(len(columns)) if i not in shown and i in empty]
-            if hidden or blank:
-                self.note(f"hidden at {self.width} columns: "
+            if hidden or blank:  # said after the table, below what it is about
+                hidden_note = (f"hidden at {self.width} columns: "
                           + "; ".join(([", ".join(hidden)] if hidden else [])
                                       + ([f"{', '.join(blank)} (empty)"] if blank else []))
                           + " (--wide shows them)")
@@ -348,6 +349,8 @@ class Output:
                 parts.append(pad + painted if col.justify == "right" else painted + pad)
             lines.append(self.GAP.join(parts).rstrip())
         self._write(self.stdout, "\n".join(lines) + "\n")
+        if hidden_note:
+            self.note(hidden_note)
 
     @staticmethod
     def _tsv_table(columns: Sequence[Column], raw: list[list[tuple[str, str | None]]]

@@ -30,6 +30,7 @@ from ._common import (
     UseEmaOpt,
     WideOpt,
     display_names,
+    nothing_selected,
     resolve,
 )
 from ._output import Column, Output, shape_text
@@ -244,6 +245,8 @@ def stats_command(
     with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
+        if match.active and not names:
+            raise nothing_selected(ckpt.path, match)  # exit 3, as in every command
         entries = ckpt.entries()
         records, rows, errors = [], [], []
         total = sum(entries[k].nbytes for k in names)
