@@ -35,14 +35,13 @@ def complete_path(incomplete: str) -> list[str]:
     return [p + "/" if os.path.isdir(p) else p for p in found[:200]]
 
 
+PATH_HELP = ("a training directory (uses its 'checkpoint' state file), a prefix such as "
+             "model.ckpt-1000, a .index, .data-*, or .meta file, a V1 file or shard, a "
+             "SavedModel directory or its saved_model.pb, or a .keras/.h5 file.")
 PathArg = Annotated[
     str,
-    typer.Argument(autocompletion=complete_path,
-        help="Checkpoint: a training directory (uses its 'checkpoint' state file), a prefix "
-        "such as model.ckpt-1000, a .index, .data-*, or .meta file, a V1 file or shard, a "
-        "SavedModel directory or its saved_model.pb, or a .keras/.h5 file.",
-        show_default=False, metavar="PATH",
-    ),
+    typer.Argument(autocompletion=complete_path, help="Checkpoint: " + PATH_HELP,
+                   show_default=False, metavar="PATH"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(

@@ -17,14 +17,15 @@ from ..checkpoint import open_checkpoint
 from ..diff import NOT_COMPARED, SAME, DiffReport, diff_checkpoints, diff_ema
 from ..errors import CorruptCheckpointError
 from ._common import (
+    PATH_HELP,
     GrepOpt,
     JsonOpt,
     NameFilter,
-    PathArg,
     QuietOpt,
     RegexOpt,
     UseEmaOpt,
     WideOpt,
+    complete_path,
     display_names,
     require_selection,
     resolve,
@@ -34,9 +35,12 @@ from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
 
 
 def diff_command(
-    a: PathArg,
+    a: Annotated[str, typer.Argument(
+        autocompletion=complete_path, help="First checkpoint: " + PATH_HELP, show_default=False,
+        metavar="A")],
     b: Annotated[str | None, typer.Argument(
-        help="Second checkpoint (omit with --ema).", show_default=False, metavar="[B]")] = None,
+        autocompletion=complete_path, help="Second checkpoint (omit with --ema).",
+        show_default=False, metavar="[B]")] = None,
     ema: Annotated[bool, typer.Option(
         "--ema", help="Compare each variable of A with its EMA shadow instead.")] = False,
     grep: GrepOpt = None,
