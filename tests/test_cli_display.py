@@ -475,3 +475,36 @@ def test_warning_wraps_on_a_terminal_with_its_label(capsys, monkeypatch):
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) > 1 and lines[0].startswith("warning: averages")
     assert all(cell_len(line) <= 80 for line in lines)
+
+
+def test_errors_wrap_to_stderrs_terminal_when_stdout_is_piped():
+    """``ckpt map … | less``: stdout is a pipe, stderr the terminal; the refusal wraps to the
+    terminal's own width (60 here, no COLUMNS), at spaces only."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 60, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "TTY_COMPATIBLE")}
+    env["NO_COLOR"] = "1"
+    argv = [sys.executable, "-m", "ckpt_tools", "map", str(FIXTURES / "tf2_object")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    out = proc.stdout.read()
+    assert proc.wait(timeout=120) == 6 and out == b""
+    lines = b"".join(chunks).decode().replace("\r\n", "\n").strip().splitlines()
+    assert len(lines) > 3 and all(len(line) <= 60 for line in lines), lines
+    piped = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120).stderr
+    assert " ".join(lines) == piped.strip() and len(piped.strip().splitlines()) == 1

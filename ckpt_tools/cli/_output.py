@@ -266,12 +266,25 @@ class Output:
     def _wrap(self, text: str) -> list[str]:
         return self._wrap_for(text, self.stdout)
 
+    def _width_of(self, stream: TextIO) -> int:
+        """Columns of the terminal ``stream`` is on: stderr's own when stdout is piped
+        (``ckpt list x | less`` still wraps its errors to the terminal), ``COLUMNS`` first."""
+        if stream is self.stdout or os.environ.get("COLUMNS", "").isdigit():
+            return self.width
+        try:
+            return max(40, os.get_terminal_size(stream.fileno()).columns)
+        except (OSError, ValueError, AttributeError):  # not a terminal, or no file (tests)
+            return self.width
+
     def _wrap_for(self, text: str, stream: TextIO) -> list[str]:
-        if not _is_tty(stream) or self.wide or cell_len(text) <= self.width:
+        if not _is_tty(stream) or self.wide:
+            return [text]
+        width = self._width_of(stream)
+        if cell_len(text) <= width:
             return [text]
         import textwrap
 
-        return textwrap.wrap(text, self.width, break_long_words=False,
+        return textwrap.wrap(text, width, break_long_words=False,
                              break_on_hyphens=False) or [text]
 
     def block(self, text: str, style: str | None = None) -> None:
