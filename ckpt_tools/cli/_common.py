@@ -149,18 +149,19 @@ def require_selection(ckpt: Checkpoint, names: NameFilter,
     shown = display_names(ckpt)
     kept = [k for k in names.keys(ckpt) if not any(
         fnmatch.fnmatchcase(n, g) for g in exclude or () for n in {k, shown.get(k, k)})]
-    if not kept:
-        raise nothing_selected(ckpt.path, names, exclude)
+    if kept:
+        return
+    raise no_selection(ckpt.path, names, exclude)
 
 
 # Characters that make a --grep pattern look like a regular expression ('.*Momentum').
 _REGEX_LOOK = re.compile(r"\.\*|\.\+|\\|\^|\$|\(|\||\{")
 
 
-def nothing_selected(path: str, names: NameFilter, exclude: list[str] | None = None):
-    """The error (exit 3) for name filters that select no variable of ``path``, naming the
-    options given, and saying ``--grep`` is a glob when a pattern looks like a regular
-    expression."""
+def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None):
+    """Returns the exit-3 error every command gives when the name filters select nothing:
+    ``<path>: the name filters select no variable (--grep '...')``, adding that ``--grep`` is
+    a glob when a pattern looks like a regular expression."""
     from ..errors import VariableNotFoundError
 
     given = [f"--grep {g!r}" for g in names.globs] + \

@@ -26,7 +26,7 @@ from ._common import (
     UseEmaOpt,
     WideOpt,
     complete_from,
-    nothing_selected,
+    no_selection,
     resolve,
 )
 from ._output import Column, Output, human_bytes, shape_text
@@ -61,26 +61,23 @@ def list_command(
     """
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
-    target = resolve(out, path)
     try:
         if quiet and not json_out and not role and not collection:
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
-            names = list_names(target, match=match if match.active else None, sort=sort,
-                               use_ema=use_ema)
+            names = list_names(resolve(out, path), match=match if match.active else None,
+                               sort=sort, use_ema=use_ema)
             if match.active and not names:
-                raise nothing_selected(target, match)
+                raise no_selection(path, match)
             out.lines(names)
             return
-        listing = list_variables(target, roles=role, collections=collection,
+        listing = list_variables(resolve(out, path), roles=role, collections=collection,
                                  match=match if match.active else None, sort=sort,
                                  use_ema=use_ema)
     except ValueError as exc:
         hint = {"role": "--role", "sort": "--sort"}.get(str(exc).split()[1], "--collection")
         raise typer.BadParameter(str(exc), param_hint=hint) from None
-    # Name filters that match nothing are exit 3, like every command; roles or collections
-    # that leave nothing are an answer ("0 of 29 variables").
-    if match.active and not listing.variables and not list_names(target, match=match):
-        raise nothing_selected(listing.checkpoint, match)
+    if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
+        raise no_selection(listing.checkpoint, match)
     if json_out:
         out.json(listing.to_dict())
     elif quiet:

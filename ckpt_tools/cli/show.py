@@ -30,7 +30,7 @@ from ._common import (
     UseEmaOpt,
     WideOpt,
     display_names,
-    nothing_selected,
+    require_selection,
     resolve,
 )
 from ._output import Column, Output, shape_text
@@ -243,10 +243,9 @@ def stats_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
     with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
+        require_selection(ckpt, match, None)
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
-        if match.active and not names:
-            raise nothing_selected(ckpt.path, match)  # exit 3, as in every command
         entries = ckpt.entries()
         records, rows, errors = [], [], []
         total = sum(entries[k].nbytes for k in names)
