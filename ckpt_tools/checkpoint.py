@@ -13,7 +13,7 @@ import codecs
 import os
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
@@ -482,13 +482,14 @@ class Checkpoint:
     """
 
     def __init__(self, location: Location, *, verify: bool = True, meta: bool = True,
-                 use_ema: bool | None = None):
+                 use_ema: bool | None = None, trainable: Sequence[str] | None = None):
         self.location = location
         self.path = location.prefix
         with _errors_in(location.prefix):
             self._reader: Reader = open_reader(location.format, location.prefix, verify=verify)
-            if use_ema is not None and getattr(self._reader, "keras", None) is not None:
-                self._reader.restate_use_ema(use_ema)
+            if (use_ema is not None or trainable) and getattr(self._reader, "keras",
+                                                                None) is not None:
+                self._reader.restate_use_ema(use_ema, trainable=trainable)
         self.format = location.format
         self.meta: MetaGraph | None = None
         self.meta_source: str | None = None  # the file the collections came from
@@ -714,7 +715,8 @@ class Checkpoint:
 
 
 def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
-                    meta: bool = True, use_ema: bool | None = None) -> Checkpoint:
+                    meta: bool = True, use_ema: bool | None = None,
+                    trainable: Sequence[str] | None = None) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -728,6 +730,11 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         use_ema (`bool`, *optional*): Keras files only: state whether the optimizer ran with
             ``use_ema=True`` (a bare ``.weights.h5`` may not tell; ``ckpt --use-ema``). Other
             formats ignore it.
+        trainable (`list[str]`, *optional*): Keras 3 files only: the weights the optimizer was
+            built with, in ``model.trainable_variables`` order, as ``ckpt list`` names them (a
+            layer name stands for its weights): what a bare ``.weights.h5`` does not record
+            (frozen layers, the order of a subclassed model's sublayers); ``ckpt --trainable``.
+            Other formats ignore it.
 
     Returns:
         `Checkpoint`: metadata loaded, tensor data read lazily.
@@ -735,6 +742,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
     Raises:
         CheckpointNotFoundError: nothing checkpoint-like at ``path``.
         CorruptCheckpointError: the files are malformed.
+        VariableNotFoundError: a name in ``trainable`` matches no weight, or matches weights
+            another name already matched.
 
     Example:
         >>> import ckpt_tools
@@ -742,4 +751,5 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         ...     [v.name for v in ckpt.variables() if v.role == "ema"]
         ['W/ExponentialMovingAverage', 'b/ExponentialMovingAverage']
     """
-    return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema)
+    return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema,
+                      trainable=trainable)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
-from .formats.keras.layout import KerasLayout, infer_use_ema
+from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
 
@@ -106,8 +106,9 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
         raise EmaError(
             f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
             f"paired with a model weight from the file alone ({shown_names(ckpt, why)}); "
-            "what decides is the model's trainable order: apply_keras_ema(model, path) pairs "
-            "them with model.trainable_variables")
+            "what decides is the model's trainable order: pass --trainable with the weights "
+            "the optimizer was built with, in model.trainable_variables order (Python: "
+            "apply_keras_ema(model, path) pairs them with model.trainable_variables)")
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None) -> dict[str, np.ndarray]:
@@ -155,15 +156,22 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                     load_weights: bool = True) -> list[str]:
     """Loads a Keras file's optimizer EMA copies into ``model``'s trainable variables.
 
-    The model must be built with the architecture that wrote ``path``. Copies are paired with
-    ``model.trainable_variables`` by position, as the Keras optimizer pairs them, after checking
-    every shape and dtype. Never imports TensorFlow itself: the model's own backend assigns.
+    The model must be built with the architecture that wrote ``path``. For a ``.keras`` of a
+    Sequential/Functional model the file decides: its ``config.json`` records which weights the
+    optimizer held, so each weight of ``model.weights`` gets its own average (also those of
+    layers frozen after training), and a model frozen differently (a trainable weight with no
+    average in the file) is refused. For a bare ``.weights.h5`` (and subclassed models) **the
+    live model decides**: copies are paired with ``model.trainable_variables`` by position, as
+    the Keras optimizer pairs them, and their number must fit the file exactly; build the
+    model with its layers trainable as when the optimizer was built. Every shape and dtype is
+    checked. Never imports TensorFlow itself: the model's own backend assigns.
 
     Args:
         model: a built ``keras.Model`` (Keras 3).
         path (`str`): the ``.keras``, ``.weights.h5`` or Keras ``.h5`` file.
-        use_ema (`bool`, *optional*): assert that the file's optimizer ran with ``use_ema=True``,
-            for a bare ``.weights.h5`` whose layout cannot tell (SGD without momentum).
+        use_ema (`bool`, *optional*): state whether the file's optimizer ran with
+            ``use_ema=True``, for a bare ``.weights.h5`` whose layout cannot tell (nearly every
+            optimizer: gradient accumulation without EMA writes the same variables).
         load_weights (`bool`, *optional*, defaults to `True`): first ``model.load_weights(path)``,
             so weights without an average (BatchNormalization statistics, frozen layers) come
             from the same file.
@@ -172,8 +180,10 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         `list[str]`: paths of the variables that now hold EMA values, in order.
 
     Raises:
-        EmaError: no EMA copies in the file, or their number, shapes or dtypes do not match the
-            model's trainable variables (all mismatches are listed, naming both sides).
+        EmaError: no EMA copies in the file, the file cannot tell whether it holds any
+            (state ``use_ema``), the model's layers are frozen differently from a ``.keras``
+            config, or the copies' number, shapes or dtypes do not match the model's trainable
+            variables (all mismatches are listed, naming both sides).
 
     Example:
         >>> model = build_model()  # the architecture that wrote the file  # doctest: +SKIP
@@ -182,14 +192,18 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     """
     try:
         live = list(model.trainable_variables)
+        every = list(model.weights)
     except AttributeError:
         raise EmaError(f"expected a Keras model, got {type(model).__name__}") from None
     path = os.fspath(path)
-    with open_checkpoint(path) as ckpt:
+    with open_checkpoint(path, use_ema=use_ema) as ckpt:
         layout = _layout(ckpt)
-        keys = _ema_keys(ckpt, layout, live, use_ema)
+        targets, keys = (None, None) if use_ema is False else _by_file(ckpt, layout, every,
+                                                                        live)
+        if targets is None:
+            targets, keys = live, _ema_keys(ckpt, layout, live, use_ema)
         problems = []
-        for v, key in zip(live, keys, strict=True):
+        for v, key in zip(targets, keys, strict=True):
             entry = ckpt.entry(key)
             shape, dtype = tuple(int(d) for d in v.shape), _dtype_name(v.dtype)
             if shape != entry.shape or dtype != entry.dtype_name:
@@ -197,16 +211,61 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                                 f"({layout.paths.get(key) or 'EMA copy'}) {list(entry.shape)} "
                                 f"{entry.dtype_name}")
         if problems:
-            raise EmaError(f"{path}: {len(problems)} of {len(live)} EMA copies do not match the "
-                           f"model's trainable variables (model vs file): {problems[0]}"
+            raise EmaError(f"{path}: {len(problems)} of {len(targets)} EMA copies do not match "
+                           f"the model's trainable variables (model vs file): {problems[0]}"
                            + (f"; also {'; '.join(problems[1:])}" if problems[1:] else ""))
         if load_weights and layout.kind == "legacy":
             _load_legacy_weights(model, ckpt, layout)
         elif load_weights:
             model.load_weights(path)
-        for v, key in zip(live, keys, strict=True):
+        for v, key in zip(targets, keys, strict=True):
             v.assign(np.array(ckpt.tensor(key)))
-    return [v.path for v in live]
+    return [v.path for v in targets]
+
+
+def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list):
+    """``(variables, EMA copy keys)`` paired through the file's own record, or ``(None, None)``.
+
+    A ``.keras`` of a Sequential/Functional model records each layer's ``trainable`` flag and
+    the order of ``model.weights``, so its averages are already paired with weight keys (those
+    of layers frozen after the optimizer was built included). Position ``i`` of the live
+    model's ``weights`` is then the file's weight ``i``, and each gets its own average whatever
+    the live model's trainable flags: never another layer's, as pairing by position with
+    ``model.trainable_variables`` would give a model frozen differently.
+
+    Raises:
+        EmaError: the live model has another number of weights, or a weight trainable in the
+            model has no EMA copy in the file (its layers are frozen differently from the
+            file's config.json: the error names them).
+    """
+    if layout.kind != "keras3" or not layout.configured or not layout.ordered:
+        return None, None
+    if not layout.averages or any(t is None for t in layout.averages.values()):
+        return None, None
+    name = os.path.basename(ckpt.path)
+    if len(every) != len(layout.model):
+        raise EmaError(f"{name} holds {len(layout.model)} model weights but the model has "
+                       f"{len(every)}: build the model with the architecture that wrote it")
+    averaged = set(layout.averages.values())
+    mine = {id(v) for v in live}
+    stray = [(v, k) for v, k in zip(every, layout.model, strict=True)
+             if id(v) in mine and k not in averaged]
+    if stray:
+        odd = [f"{v.path} is {'trainable' if v.trainable else 'frozen'} here, "
+               f"{'trainable' if layout.trainable.get(k) else 'frozen'} in the file"
+               for v, k in zip(every, layout.model, strict=True)
+               if bool(v.trainable) != bool(layout.trainable.get(k))]
+        raise EmaError(
+            f"{name}: the optimizer kept no EMA copy of {len(stray)} weights trainable in the "
+            f"model ({', '.join(v.path for v, _ in stray[:4])}"
+            + (" ..." if len(stray) > 4 else "") + ")"
+            + (f"; layers frozen differently from config.json: {'; '.join(odd[:4])}"
+               if odd else "")
+            + ": set layer.trainable as when the file was saved (keras.models.load_model(path) "
+            "does) before applying; the file pairs the averages it holds itself")
+    copy_of = {t: k for k, t in layout.averages.items()}
+    pairs = [(v, copy_of[k]) for v, k in zip(every, layout.model, strict=True) if k in copy_of]
+    return [v for v, _ in pairs], [k for _, k in pairs]
 
 
 def _load_legacy_weights(model, ckpt: Checkpoint, layout: KerasLayout) -> None:
@@ -244,14 +303,24 @@ def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool |
     else:
         specs = [(tuple(int(d) for d in v.shape), _enum(v.dtype)) for v in live]
         decided = use_ema if use_ema is not None else infer_use_ema(
-            layout, ckpt.entries(), specs, read=ckpt.tensor)
+            layout, ckpt.entries(), specs)
         if decided is None:
             raise _undecided(ckpt, layout)
         if not decided:
             raise _no_copies(ckpt, layout)
         keys = layout.optimizer_vars[layout.ema_offset : layout.ema_offset + len(live)]
+        proven = bool(layout.averages) and None not in layout.averages.values()
         if layout.averages and len(layout.averages) != len(live):
             keys = list(layout.averages)
+        elif not proven and True not in fitting_use_ema(layout, ckpt.entries(), specs):
+            # A bare .weights.h5 whose count of averages the file leaves open: it must be
+            # exactly one per trainable variable of this model, or position pairs wrongly.
+            raise EmaError(
+                f"{ckpt.path}: its {len(layout.optimizer_vars)} optimizer variables do not fit "
+                f"EMA copies of exactly the model's {len(live)} trainable variables (plus the "
+                f"{layout.optimizer or 'optimizer'}'s own slots): build the model with the "
+                "architecture that wrote the file, its layers trainable as when the optimizer "
+                "was built")
     if len(keys) != len(live):
         raise EmaError(f"{ckpt.path} holds {len(keys)} EMA copies but the model has {len(live)} "
                        "trainable variables: build the model with the architecture that "

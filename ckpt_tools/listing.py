@@ -108,7 +108,8 @@ class Listing:
 def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    roles: list[str] | None = None, collections: list[str] | None = None,
                    match: Callable[[str, str | None], bool] | None = None,
-                   sort: str = "name", use_ema: bool | None = None) -> Listing:
+                   sort: str = "name", use_ema: bool | None = None,
+                   trainable: list[str] | None = None) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -120,6 +121,9 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         sort: ``"name"`` (checkpoint order) or ``"size"`` (largest first).
         use_ema: Keras files: the optimizer's ``use_ema`` as stated by the caller
             (``--use-ema``); ``None`` infers it. Only used when ``checkpoint`` is a path.
+        trainable: Keras 3 files: the weights the optimizer was built with, in order
+            (``--trainable``, see :func:`~ckpt_tools.open_checkpoint`). Only used when
+            ``checkpoint`` is a path.
 
     Returns:
         `Listing`.
@@ -136,7 +140,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         raise ValueError(f"unknown sort order {sort!r}; expected 'name' or 'size'")
     owned = not isinstance(checkpoint, Checkpoint)
     with gc_paused():  # entries, Variables, roles: many small objects, none in a cycle
-        ckpt = open_checkpoint(checkpoint, use_ema=use_ema) if owned else checkpoint
+        ckpt = open_checkpoint(checkpoint, use_ema=use_ema,
+                               trainable=trainable) if owned else checkpoint
         try:
             return _listing(ckpt, roles, collections, match, sort)
         finally:

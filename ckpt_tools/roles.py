@@ -199,9 +199,67 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
         firsts.setdefault(f, entries[k])
     names |= set(detect_ema_names(firsts))
     keras3 = _keras3_pairs(full, entries, "average")
-    rest = {k: e for k, e in entries.items() if k not in keras3}
+    keras3.update(_keras3_scoped_pairs(objects, full, entries, "average"))
+    clash = _keras3_clashes(full, keras3, "average")
+    rest = {k: e for k, e in entries.items() if k not in keras3 and k not in clash}
     found = pair_by_names(rest, objects, names, apply_order)
-    return ObjectPairing(pairs={**keras3, **found.pairs}, ambiguous=found.ambiguous)
+    return ObjectPairing(pairs={**keras3, **found.pairs},
+                         ambiguous={**clash, **found.ambiguous})
+
+
+def _flat(full_name: str) -> str:
+    return full_name.replace("/", "_")
+
+
+def _keras3_scoped_pairs(objects: ObjectGraph, full: dict[str, str], entries,
+                         suffix: str) -> dict[str, str]:
+    """Keras 3 averages paired inside their own optimizer: a ``tf.train.Checkpoint`` of a
+    Keras 3 optimizer records its ``_variables`` and the ``_trainable_variables`` it was built
+    with (references to the model's variable objects). An average ``<opt>/<flat path>_average``
+    of one optimizer is the variable of that same optimizer's ``_trainable_variables`` whose
+    name flattens to ``<flat path>``: proven even when two models share variable names (a
+    GAN's generator and critic both named ``net``). Returns average key -> variable key."""
+    out: dict[str, str] = {}
+    keys = objects.node_keys
+    for _node, kids in objects.children.items():
+        named = dict(kids)
+        if "_trainable_variables" not in named or "_variables" not in named:
+            continue
+        held = [keys[c] for _n, c in objects.children.get(named["_trainable_variables"], [])
+                if c in keys]
+        mine = [keys[c] for _n, c in objects.children.get(named["_variables"], [])
+                if c in keys]
+        by_flat: dict[str, str | None] = {}
+        for k in held:
+            if k in full:
+                f = _flat(full[k])
+                by_flat[f] = k if by_flat.get(f, k) == k else None
+        for k in mine:
+            last = _split(full.get(k, ""))[1]
+            if "/" not in full.get(k, "") or not last.endswith("_" + suffix):
+                continue
+            src = by_flat.get(last[: -len(suffix) - 1])
+            if src is not None and src != k and entries[src].shape == entries[k].shape:
+                out[k] = src
+    return out
+
+
+def _keras3_clashes(full: dict[str, str], paired: dict[str, str],
+                    suffix: str) -> dict[str, tuple[str, ...]]:
+    """Keras 3 averages (``<opt>/<flat path>_average``) left unpaired because several
+    variables carry that path (two models of the same name): average key -> candidates."""
+    by_flat: dict[str, list[str]] = {}
+    for k, f in full.items():
+        by_flat.setdefault(_flat(f), []).append(k)
+    out = {}
+    for k, f in full.items():
+        last = _split(f)[1]
+        if k in paired or "/" not in f or not last.endswith("_" + suffix):
+            continue
+        cands = [c for c in by_flat.get(last[: -len(suffix) - 1], []) if c != k]
+        if len(cands) > 1:
+            out[k] = tuple(cands)
+    return out
 
 
 _KERAS3_SLOTS = ("momentum", "velocity", "m", "v", "vhat", "accumulator", "accumulators",

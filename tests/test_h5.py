@@ -139,8 +139,8 @@ def test_contiguous_tensors_are_read_in_place():
 
 
 # -- roles ---------------------------------------------------------------------------------------
-def _list_json(path: Path) -> dict:
-    result = runner.invoke(app, ["list", str(path), "--json"])
+def _list_json(path: Path, *extra: str) -> dict:
+    result = runner.invoke(app, ["list", str(path), "--json", *extra])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -149,7 +149,8 @@ def _list_json(path: Path) -> dict:
 def test_list_json_links_ema_copies_to_their_weights(path, case):
     doc, arrays = _expected(path.parent)
     meta = doc["cases"][case]
-    listing = _list_json(path)
+    # a bare .weights.h5 does not record use_ema: stated
+    listing = _list_json(path, *(["--use-ema"] if path.name.endswith(".weights.h5") else []))
     by_name = {v["name"]: v for v in listing["variables"]}
     paths = _keras_paths(case) if path.parent == EMA_DIR else {k: v["path"] for k, v in
                                                              by_name.items()}
@@ -210,7 +211,8 @@ def test_keras_ema_values_are_keras_averages(ema_expected):
     for name, case in (("model.keras", "model"), ("model.weights.h5", "model"),
                        ("adam.keras", "adam")):
         paths = _keras_paths(case)
-        values = keras_ema_values(EMA_DIR / name)
+        values = keras_ema_values(EMA_DIR / name, use_ema=True if name.endswith(".weights.h5")
+                                  else None)
         assert sorted(paths[k] for k in values) == sorted(doc["cases"][case]["trainable_variables"])
         for key, value in values.items():
             assert _same(value, arrays[f"{case}:ema/{paths[key]}"])
@@ -230,7 +232,8 @@ def test_apply_keras_ema_gives_the_averages_keras_computed(path, case, builders)
     doc, arrays = _expected(path.parent)
     meta = doc["cases"][case]
     model = builders[case]()  # freshly built: random weights, BN statistics at 0 and 1
-    names = apply_keras_ema(model, str(path))
+    bare = path.name.endswith(".weights.h5")  # use_ema is not recorded there: stated
+    names = apply_keras_ema(model, str(path), use_ema=True if bare else None)
     assert names == [v.path for v in model.trainable_variables]
     for v, keras_path in zip(model.trainable_variables, meta["trainable_variables"], strict=True):
         assert _same(v.numpy(), arrays[f"{case}:ema/{keras_path}"]), keras_path
@@ -247,11 +250,14 @@ def test_apply_keras_ema_without_copies_explains(builders):
     with pytest.raises(EmaError, match="holds no optimizer EMA copies"):
         keras_ema_values(EMA_DIR / "no_ema.keras")
     # SGD with momentum and no EMA writes what SGD without momentum and with EMA would write:
-    # the values settle it (a momentum buffer is nothing like its weight).
-    with pytest.raises(EmaError, match=r"holds no optimizer EMA copies: the optimizer "
-                                       r"apparently had use_ema=False \(inferred from values"
-                                       r".*cosine.*pass --use-ema.*export --raw"):
+    # values cannot settle it (a buffer can sit near its weight), so the caller must.
+    with pytest.raises(EmaError, match=r"cannot tell whether .* pass --use-ema or "
+                                       r"--no-use-ema \(use_ema=True/False in the Python API\)"
+                                       r".*export --raw"):
         apply_keras_ema(builders["model"](), EMA_DIR / "no_ema.weights.h5")
+    with pytest.raises(EmaError, match=r"holds no optimizer EMA copies: the optimizer had "
+                                       r"use_ema=False \(stated by the caller"):
+        apply_keras_ema(builders["model"](), EMA_DIR / "no_ema.weights.h5", use_ema=False)
 
 
 def test_apply_keras_ema_to_a_different_model_names_both_sides():
@@ -269,7 +275,8 @@ def test_apply_keras_ema_to_a_different_model_names_both_sides():
            "[4, 8] float32" in message
     assert all(_same(a, v.numpy()) for a, v in zip(before, model.weights, strict=True))
     smaller = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
-    with pytest.raises(EmaError, match="do not match|holds 6 EMA copies but the model has 2"):
+    with pytest.raises(EmaError, match="do not match|holds 6 EMA copies but the model has 2|"
+                       "holds 8 model weights but the model has 2"):
         apply_keras_ema(smaller, EMA_DIR / "model.keras")
 
 
@@ -360,7 +367,9 @@ def test_apply_keras_ema_pairs_what_the_file_alone_cannot(tmp_path):
     with pytest.raises(EmaError, match="cannot tell whether"):
         keras_ema_values(tmp_path / "w.weights.h5")
     fresh = build()
-    apply_keras_ema(fresh, tmp_path / "w.weights.h5")
+    with pytest.raises(EmaError, match="use_ema=True/False"):
+        apply_keras_ema(fresh, tmp_path / "w.weights.h5")
+    apply_keras_ema(fresh, tmp_path / "w.weights.h5", use_ema=True)
     assert len(fresh.trainable_variables) == len(save.averages) == 10
     for v, avg in zip(fresh.trainable_variables, save.averages, strict=True):
         assert _same(v.numpy(), avg), v.path

@@ -92,10 +92,11 @@ def test_subclassed_attribute_order_is_never_taken_from_the_call_order(made, ext
     time (a kernel's layer also owns the bias after it), by a wide margin, and list --json
     says so; the pairing is Keras' own, bit for bit."""
     _, truth = made
-    code, got, err = _exported(made, f"k3_attr_order{ext}", tmp_path)
+    stated = ["--use-ema"] if ext == ".weights.h5" else []
+    code, got, err = _exported(made, f"k3_attr_order{ext}", tmp_path, *stated)
     assert code == 0, err
     _check(truth, "k3_attr_order", got, _short)
-    code, text, _ = run_cli(["list", str(made[0] / f"k3_attr_order{ext}"), "--json"])
+    code, text, _ = run_cli(["list", str(made[0] / f"k3_attr_order{ext}"), "--json", *stated])
     evidence = json.loads(text)["ema_evidence"]
     assert evidence["source"] == "values" and "a whole sublayer at a time" in evidence["detail"]
 
@@ -119,7 +120,15 @@ def test_subclassed_sublayers_nothing_can_tell_apart_are_refused(made, ext, tmp_
     assert not (tmp_path / "w.npz").exists()
     if ext == ".weights.h5":  # without the statement, the values cannot settle use_ema either
         code, _, err = run_cli(["map", path])
-        assert code == 6 and "--use-ema" in err and "use_ema=False" not in err, err
+        assert code == 6 and "--use-ema or --no-use-ema" in err and "cannot tell" in err, err
+        # following the refusal's advice (--trainable, in model.trainable_variables order)
+        _, truth = made
+        order = [k.split(":", 1)[1] for k in truth
+                 if k.startswith("k3_attr_tied:") and ":raw:" not in k]
+        code, got, err = _exported(made, "k3_attr_tied.weights.h5", tmp_path, "--use-ema",
+                                   "--trainable", ",".join(order))
+        assert code == 0, err
+        _check(truth, "k3_attr_tied", got, _short)
 
 
 def test_apply_keras_ema_pairs_the_subclassed_model_by_its_live_order(made):
@@ -136,7 +145,7 @@ def test_apply_keras_ema_pairs_the_subclassed_model_by_its_live_order(made):
     out, truth = made
     model = mk._net(keras, tied=False)
     model(np.zeros((1, 4), "float32"))
-    apply_keras_ema(model, out / "k3_attr_order.weights.h5")
+    apply_keras_ema(model, out / "k3_attr_order.weights.h5", use_ema=True)
     for var in model.trainable_variables:
         want = truth[f"k3_attr_order:{var.path.split('/', 1)[1]}"]
         assert np.asarray(var.numpy()).tobytes() == want.tobytes(), var.path

@@ -107,7 +107,21 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
     path = out / f"{case}{ext}"
     want, ema = _truth(cases, arrays, case)
     stored = _read(path)
-    code, text, err = run_cli(["map", str(path), "--json"])
+    # A bare .weights.h5 never records use_ema, and every EMA layout is also what
+    # use_ema=False with gradient accumulation writes: refused until --use-ema states it.
+    # (Only a layout no use_ema=False setting writes is proven without it: an average block
+    # and an accumulator block before the slots, as grad_accum has.)
+    extra = ["--use-ema"] if ext == ".weights.h5" and case not in NO_EMA else []
+    if extra:
+        code, _, err = run_cli(["map", str(path), "--json"])
+        if code == 0:
+            _, text, _ = run_cli(["list", str(path), "--json"])
+            assert json.loads(text)["ema_evidence"]["source"] == "layout", text
+            assert case == "grad_accum", case
+        else:
+            assert code == 6 and "--use-ema or --no-use-ema" in err, err
+            assert "gradient accumulators" in err, err
+    code, text, err = run_cli(["map", str(path), "--json", *extra])
     if case in NO_EMA:
         assert code == 6 and "use_ema=False" in err, err
         code, _, err = run_cli(["restore-ema", str(path), "--out", str(tmp_path / "o")])
@@ -119,8 +133,9 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
         # weights named by the object paths every command shows, not raw keys
         assert "a/kernel" in err and "layers/dense/vars/0" not in err, err
         assert "apply_keras_ema" in err, err
-        assert "save a .keras" in err, err
-        code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz")])
+        assert "save a .keras" in err and "--trainable" in err, err
+        code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"),
+                                *extra])
         assert code == 6 and not (tmp_path / "w.npz").exists(), err
         return
     if case in UNPROVABLE:
@@ -136,7 +151,7 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
     for key, value in ema.items():
         assert _bits(stored[averaged[key]]) == _bits(value), key
     # list --json: the same pairing, and how it was established
-    code, text, err = run_cli(["list", str(path), "--json"])
+    code, text, err = run_cli(["list", str(path), "--json", *extra])
     listing = json.loads(text)
     assert listing["ema_evidence"]["use_ema"] is True
     assert {v["ema_of"]: v["name"] for v in listing["variables"] if v["role"] == "ema"} == \
@@ -145,7 +160,8 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
     names = {v["path"] or v["name"]: v["name"] for v in listing["variables"]}
     for fmt in ("npz", "safetensors"):
         target = tmp_path / f"w.{fmt}"
-        code, text, err = run_cli(["export", str(path), "--out", str(target), "--json"])
+        code, text, err = run_cli(["export", str(path), "--out", str(target), "--json",
+                                   *extra])
         assert code == 0, err
         if fmt == "npz":
             with np.load(target) as z:
@@ -160,7 +176,7 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
                                   _as_float(want[names[n]], cases[case], names[n])), (fmt, n)
     # restore-ema: Keras in, Keras out, its model weights are the averages
     code, text, err = run_cli(["restore-ema", str(path), "--out", str(tmp_path / "ema"),
-                               "--json"])
+                               "--json", *extra])
     assert code == 0, err
     baked = _read(Path(json.loads(text)["output"]))
     for key, value in want.items():
@@ -183,11 +199,15 @@ def test_python_api_gives_keras_own_averages(matrix, case, ext):
 
     out, cases, arrays = matrix
     _, ema = _truth(cases, arrays, case)
+    stated = True if ext == ".weights.h5" and case not in NO_EMA | {"grad_accum"} else None
     if case in NO_EMA | UNPROVABLE or (case, ext) in REFUSED:
         with pytest.raises(EmaError):
-            keras_ema_values(out / f"{case}{ext}")
+            keras_ema_values(out / f"{case}{ext}", use_ema=stated)
         return
-    got = keras_ema_values(out / f"{case}{ext}")
+    if stated:
+        with pytest.raises(EmaError, match="use_ema=True/False"):
+            keras_ema_values(out / f"{case}{ext}")
+    got = keras_ema_values(out / f"{case}{ext}", use_ema=stated)
     assert set(got) == set(ema)
     for key, value in ema.items():
         assert _bits(got[key]) == _bits(value), key
@@ -216,7 +236,9 @@ def test_apply_keras_ema_pairs_every_case_with_the_live_model(matrix):
                 with pytest.raises(EmaError, match="use_ema=False"):
                     apply_keras_ema(model, out / f"{case}.weights.h5")
                 continue
-            apply_keras_ema(model, out / f"{case}.weights.h5")
+            with pytest.raises(EmaError, match="use_ema=True/False"):
+                apply_keras_ema(model, out / f"{case}.weights.h5")
+            apply_keras_ema(model, out / f"{case}.weights.h5", use_ema=True)
         finally:
             keras.mixed_precision.set_global_policy("float32")
         index = {w["path"]: i for i, w in enumerate(cases[case]["weights"])}
@@ -240,10 +262,12 @@ def test_use_ema_option_states_what_the_file_cannot(matrix, tmp_path):
     assert json.loads(text)["ema_evidence"] == {
         "use_ema": True, "source": "stated", "detail": "stated by the caller (use_ema=True)",
         "notes": []}
-    # Without the option the values settle it, and list --json says so.
+    # Without the option nothing settles it (a momentum buffer or a gradient accumulator can
+    # sit as near the weights as an average): list says so and names the option.
     code, text, _ = run_cli(["list", str(path), "--json"])
     evidence = json.loads(text)["ema_evidence"]
-    assert evidence["source"] == "values" and "cosine" in evidence["detail"]
+    assert evidence["use_ema"] is None and evidence["source"] is None, evidence
+    assert any("--use-ema or --no-use-ema" in n for n in evidence["notes"]), evidence
 
 
 @pytest.mark.parametrize("case", ["frozen_after", "frozen_after_adam"])

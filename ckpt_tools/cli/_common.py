@@ -60,7 +60,39 @@ UseEmaOpt = Annotated[bool | None, typer.Option(
     help="Keras files: state whether the optimizer ran with use_ema=True, where the file "
     "cannot tell (a bare .weights.h5: SGD without momentum, gradient accumulation). "
     "Default: from config.json or the optimizer variables.")]
+TrainableOpt = Annotated[str | None, typer.Option(
+    "--trainable", metavar="NAMES",
+    help="Keras 3 files: the weights the optimizer was built with, in "
+    "model.trainable_variables order, comma-separated as 'ckpt list' names them (a layer name "
+    "stands for its weights), or @FILE with one per line. Decides what a bare .weights.h5 "
+    "does not record: frozen layers, the order of a subclassed model's sublayers. Print it "
+    "in Python: [v.path for v in model.trainable_variables].")]
 SLOTS = ("keep", "drop")
+
+
+def trainable_names(value: str | None) -> list[str] | None:
+    """The names of ``--trainable``: comma-separated, or ``@FILE`` (one per line, ``#``
+    comments).
+
+    Raises:
+        typer.BadParameter: ``@FILE`` cannot be read, or no name is given (exit 2).
+    """
+    if value is None:
+        return None
+    if value.startswith("@"):
+        try:
+            with open(value[1:], encoding="utf-8") as f:
+                lines = [ln.split("#", 1)[0].strip() for ln in f]
+        except (OSError, UnicodeDecodeError) as exc:
+            raise typer.BadParameter(f"cannot read {value[1:]}: {exc}",
+                                     param_hint="--trainable") from None
+        names = [n.strip() for ln in lines for n in ln.split(",")]
+    else:
+        names = [n.strip() for n in value.split(",")]
+    names = [n for n in names if n]
+    if not names:
+        raise typer.BadParameter("no weight named", param_hint="--trainable")
+    return names
 
 
 def choice(value: str | None, allowed: Iterable[str], option: str) -> str | None:

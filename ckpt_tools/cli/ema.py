@@ -23,6 +23,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    TrainableOpt,
     UseEmaOpt,
     WideOpt,
     check_output_parent,
@@ -32,6 +33,7 @@ from ._common import (
     pick_format,
     require_selection,
     resolve,
+    trainable_names,
 )
 from ._output import Column, Output, human_bytes
 
@@ -112,6 +114,7 @@ def map_command(
     ] = None,
     apply_order: ApplyOrderOpt = None,
     use_ema: UseEmaOpt = None,
+    trainable: TrainableOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -127,7 +130,8 @@ def map_command(
     choice(non_averaged, (KEEP, DROP), "--non-averaged")
     choice(slots, SLOTS, "--slots")
     choice(style, ("tf1", "object", "keras", "slot"), "--style")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema,
+                         trainable=trainable_names(trainable)) as ckpt:
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
@@ -207,6 +211,7 @@ def restore_ema_command(
     allow_missing: MissingOpt = False,
     apply_order: ApplyOrderOpt = None,
     use_ema: UseEmaOpt = None,
+    trainable: TrainableOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -227,7 +232,8 @@ def restore_ema_command(
     fmt = choice(pick_format(fmt, to), (*FORMATS, "keras"), "--format")
     slots = DROP if drop_slots else choice(slots, SLOTS, "--slots")
     check_output_parent(out_dir, "creating the output directory")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema,
+                         trainable=trainable_names(trainable)) as ckpt:
         fmt = fmt or ("keras" if getattr(ckpt.reader, "keras", None) is not None else "v2")
         if fmt != "keras":
             try:

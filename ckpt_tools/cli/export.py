@@ -23,6 +23,7 @@ from ._common import (
     QuietOpt,
     RegexOpt,
     ToOpt,
+    TrainableOpt,
     UseEmaOpt,
     WideOpt,
     check_output_parent,
@@ -31,6 +32,7 @@ from ._common import (
     pick_format,
     require_selection,
     resolve,
+    trainable_names,
 )
 from ._output import Output, human_bytes
 from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
@@ -72,6 +74,7 @@ def export_command(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")
                      ] = False,
     use_ema: UseEmaOpt = None,
+    trainable: TrainableOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -94,7 +97,8 @@ def export_command(
     except OutputError as exc:
         raise typer.BadParameter(str(exc), param_hint="--rename") from None
     check_output_parent(out_path, "writing the output file")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema,
+                         trainable=trainable_names(trainable)) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())

@@ -23,11 +23,13 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    TrainableOpt,
     UseEmaOpt,
     WideOpt,
     complete_from,
     no_selection,
     resolve,
+    trainable_names,
 )
 from ._output import Column, Output, human_bytes, shape_text
 
@@ -51,6 +53,7 @@ def list_command(
         help="Sort by 'name' (checkpoint order) or 'size'.")] = "name",
     wide: WideOpt = False,
     use_ema: UseEmaOpt = None,
+    trainable: TrainableOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -62,7 +65,7 @@ def list_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
     try:
-        if quiet and not json_out and not role and not collection:
+        if quiet and not json_out and not role and not collection and not trainable:
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
             names = list_names(resolve(out, path), match=match if match.active else None,
                                sort=sort, use_ema=use_ema)
@@ -72,7 +75,7 @@ def list_command(
             return
         listing = list_variables(resolve(out, path), roles=role, collections=collection,
                                  match=match if match.active else None, sort=sort,
-                                 use_ema=use_ema)
+                                 use_ema=use_ema, trainable=trainable_names(trainable))
     except ValueError as exc:
         hint = {"role": "--role", "sort": "--sort"}.get(str(exc).split()[1], "--collection")
         raise typer.BadParameter(str(exc), param_hint=hint) from None
@@ -135,8 +138,8 @@ def _print_table(out: Output, listing: Listing) -> None:
     if evidence.get("use_ema", False) is None and not listing.with_shadow:
         # a bare .weights.h5 whose layout fits both: "none has a shadow" would be a guess
         out.prose(f"EMA: cannot tell whether the optimizer variables hold EMA copies of the "
-                 f"{listing.expected} {what} (the layout fits use_ema=True and =False and the "
-                 "values do not settle it): pass --use-ema or --no-use-ema")
+                 f"{listing.expected} {what} (the layout fits use_ema=True and use_ema=False): "
+                 "pass --use-ema or --no-use-ema")
     elif listing.with_shadow:
         out.prose(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
                  "'ckpt restore-ema' to evaluate with them)")

@@ -260,7 +260,7 @@ class H5Reader:
         for key, entry in self.entries.items():
             entry.extra["path"] = self.keras.paths.get(key)
 
-    def _analyze(self, use_ema: bool | None):
+    def _analyze(self, use_ema: bool | None, trainable=None):
         from . import layout as keras_layout
         from . import tf_keras
 
@@ -268,7 +268,8 @@ class H5Reader:
             legacy = self.format == "keras" and tf_keras.is_tf_keras(self.metadata)
             layout = keras_layout.analyze(self._scanned, self.kind, self.config,
                                           self._owner_names, read=self._read_scanned,
-                                          use_ema=use_ema, tf_keras=legacy)
+                                          use_ema=use_ema, tf_keras=legacy,
+                                          trainable=trainable)
             if legacy:
                 tf_keras.adjust(layout, self._scanned, use_ema)
             return layout
@@ -280,14 +281,17 @@ class H5Reader:
                 f"{_CONFIG_MEMBER if self.format == 'keras' else 'model config'} does not "
                 f"describe a Keras model ({type(exc).__name__}: {exc})", path=self.path) from None
 
-    def restate_use_ema(self, use_ema: bool | None) -> None:
+    def restate_use_ema(self, use_ema: bool | None, *, trainable=None) -> None:
         """Re-derives :attr:`keras` with the optimizer's ``use_ema`` stated by the caller
-        (``ckpt ... --use-ema``); ``None`` infers it again.
+        (``ckpt ... --use-ema``; ``None`` infers it again) and, optionally, the weights the
+        optimizer was built with (``--trainable``, see :func:`~.layout.analyze`).
 
         Raises:
             CorruptCheckpointError: the file's config does not describe a Keras model.
+            VariableNotFoundError: a ``trainable`` name matches no weight (or one already
+                matched).
         """
-        self.keras = self._analyze(use_ema)
+        self.keras = self._analyze(use_ema, trainable)
         for key, entry in self.entries.items():
             entry.extra["path"] = self.keras.paths.get(key)
 

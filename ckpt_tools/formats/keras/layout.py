@@ -25,13 +25,15 @@ every variable (``adam/dense_kernel_average``), so they are paired by name.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..entry import TensorEntry
 from .optimizer import FLOATS as _FLOATS
-from .optimizer import Spec, infer_use_ema, plan_optimizer
+from .optimizer import Spec, fitting_use_ema, infer_use_ema, plan_optimizer
 
-__all__ = ["KerasLayout", "Spec", "analyze", "infer_use_ema", "to_snake_case"]
+__all__ = ["KerasLayout", "Spec", "analyze", "fitting_use_ema", "infer_use_ema",
+           "to_snake_case"]
 
 _BN = frozenset({"batch_normalization", "sync_batch_normalization"})
 _STATS = frozenset({"moving_mean", "moving_variance"})
@@ -76,6 +78,11 @@ class KerasLayout:
             was saved): the optimizer still holds copies of those frozen after it was built.
         slots: optimizer slot key -> model weight key (``None`` where unknown).
         notes: why something could not be worked out.
+        ordered: ``model`` is in ``model.weights`` order throughout (no sublayers whose order
+            the file does not record), so position ``i`` of a live model's weights is
+            ``model[i]``.
+        configured: a ``config.json`` (or legacy model config) says which layers were
+            trainable when the file was saved.
     """
 
     kind: str
@@ -98,6 +105,8 @@ class KerasLayout:
     other: list[str] = field(default_factory=list)
     var_names: dict[str, str] = field(default_factory=dict)  # optimizer key -> Keras var name
     notes: list[str] = field(default_factory=list)
+    ordered: bool = True
+    configured: bool = False
 
 
 @dataclass
@@ -114,7 +123,8 @@ class _Node:
 
 def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = None,
             owner_names: dict[str, str] | None = None, *, read=None,
-            use_ema: bool | None = None, tf_keras: bool = False) -> KerasLayout:
+            use_ema: bool | None = None, tf_keras: bool = False,
+            trainable: Sequence[str] | None = None) -> KerasLayout:
     """Works out what each key of a Keras weight file is (metadata only, no tensor data).
 
     Args:
@@ -130,6 +140,13 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
         use_ema: the caller's statement of the optimizer's ``use_ema`` (``None``: infer).
         tf_keras: a ``.keras`` archive tf_keras wrote: the optimizer variables are left to
             :func:`~ckpt_tools.formats.keras.tf_keras.adjust` (another layout).
+        trainable: Keras 3 only: the caller's statement of the weights the optimizer was built
+            with, in ``model.trainable_variables`` order (object paths as ``paths`` gives
+            them, or a prefix/segment naming a layer for all its weights). Replaces what the
+            file records or leaves open (frozen layers, sublayer order).
+
+    Raises:
+        VariableNotFoundError: a ``trainable`` name matches no weight, or one already matched.
 
     Returns:
         `KerasLayout`.
@@ -140,7 +157,8 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
             lay.notes.append(f"use_ema={use_ema} was stated, but the optimizer variable names "
                              f"say use_ema={lay.use_ema}")
         return lay
-    return _analyze_keras3(entries, config, owner_names or {}, read, use_ema, tf_keras)
+    return _analyze_keras3(entries, config, owner_names or {}, read, use_ema, tf_keras,
+                           trainable)
 
 
 # -- Keras 3 ---------------------------------------------------------------------------------
@@ -154,7 +172,8 @@ def _optimizer_config(config: dict | None) -> tuple[str | None, dict | None]:
 _INNER = "optimizer/inner_optimizer"  # LossScaleOptimizer (mixed_float16) wraps the optimizer
 
 
-def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras) -> KerasLayout:
+def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
+                    trainable=None) -> KerasLayout:
     lay = KerasLayout("keras3")
     model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"}
     root = _tree(model, config, owner_names, lay.notes)
@@ -162,6 +181,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras) -> Ke
     groups: dict[int, list[list[str]]] = {}
     _flatten(root, segments, groups)
     lay.model = [k for _, keys in segments for k in keys]
+    lay.ordered = all(kind == "seq" for kind, _ in segments)
+    lay.configured = config is not None
     _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
                else [])
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
@@ -193,8 +214,15 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras) -> Ke
     if tf_keras:
         lay.order = lay.model + opt + lay.other
         return lay
+    if trainable:
+        keys = _stated_keys(lay, trainable, {k for k, _ in trained})
+        lay.trainable.update({k: k in set(keys) for k in lay.model})
+        lay.frozen, segments, groups = [], [("seq", keys)], {}
+        trained = [(k, 0) for k in keys]
+        lay.notes.append(f"the {len(keys)} weights the optimizer was built with, in order, "
+                         "were stated by the caller (--trainable)")
     plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema,
-                   bag_groups=groups)
+                   bag_groups=groups, stated=bool(trainable))
     opt_name = (owner_names.get(owner) or (lay.optimizer_config or {}).get("name")
                 or "optimizer")
     for key, name in lay.var_names.items():
@@ -204,6 +232,60 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras) -> Ke
                               else f"{opt_name}/{name}")
     lay.order = lay.model + opt + lay.other
     return lay
+
+
+def _stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
+    """Model weight keys for the caller's names, in the order given.
+
+    A name is a weight's key or object path as ``ckpt list`` shows it (``dense/kernel``), a
+    layer's path (``dense``, ``encoder/block_1``) standing for its weights that can be
+    trainable (``possible``; not BatchNormalization statistics) in file order, or a live
+    model's ``variable.path`` (``net/blk/proj/kernel``): leading segments the file does not
+    record (the model's name) are dropped, and a variable name the file does not record
+    (``vars/0`` holds ``kernel``) stands for its layer's weights.
+
+    Raises:
+        VariableNotFoundError: a name matches no weight, or only weights already matched.
+    """
+    from ...errors import VariableNotFoundError
+
+    shown = {lay.paths.get(k, k): k for k in lay.model}
+    keys: list[str] = []
+    last_layer: str | None = None
+
+    def find(name: str) -> tuple[list[str], str | None]:
+        parts = name.split("/")
+        for i in range(len(parts)):
+            s = "/".join(parts[i:])
+            if s in shown or s in lay.model:
+                return [shown.get(s, s)], None
+            under = [k for k in lay.model if k in possible
+                     and lay.paths.get(k, k).startswith(s + "/")]
+            if under:
+                return under, s
+        return [], None
+
+    for raw in names:
+        name = raw.strip().strip("/")
+        if not name:
+            continue
+        hit, layer = find(name)
+        if not hit and "/" in name:  # a variable name the file does not record
+            hit, layer = find(name.rsplit("/", 1)[0])
+            if layer is not None and layer == last_layer:
+                continue  # the next variable of the layer the previous name stood for
+        if not hit:
+            raise VariableNotFoundError(
+                f"--trainable {name!r} names no weight of the file (names as 'ckpt list' shows "
+                f"them, e.g. {', '.join(lay.paths.get(k, k) for k in lay.model[:3])})")
+        again = [k for k in hit if k in keys]
+        if again:
+            raise VariableNotFoundError(
+                f"--trainable {name!r} names {lay.paths.get(again[0], again[0])}, which an "
+                "earlier name already stated")
+        keys += hit
+        last_layer = layer
+    return keys
 
 
 def _tree(model, config, owner_names, notes) -> _Node:

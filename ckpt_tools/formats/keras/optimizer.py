@@ -48,7 +48,8 @@ def spec(entry) -> Spec:
 
 
 def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
-                   use_ema: bool | None = None, bag_groups: dict | None = None) -> None:
+                   use_ema: bool | None = None, bag_groups: dict | None = None,
+                   stated: bool = False) -> None:
     """Finds iteration, learning rate, EMA copies and slots among the optimizer variables.
 
     Fills ``lay`` (a :class:`~ckpt_tools.formats.keras.layout.KerasLayout`): ``iteration``,
@@ -60,7 +61,8 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     metadata leaves open, only by a wide margin (:func:`_closeness`). ``use_ema`` is the caller's
     statement (``--use-ema``/``--no-use-ema``), which overrides what the file says.
     ``bag_groups``: segment index -> the keys of each sublayer of that bag (see
-    :func:`_settle_sublayers`).
+    :func:`_settle_sublayers`). ``stated``: ``trained`` is the caller's statement of exactly
+    the weights the optimizer was built with (``--trainable``): no other subset is tried.
     """
     specs = [spec(entries[k]) for k in keys]
     if not keys:
@@ -105,9 +107,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     cands = _candidates(lay)
     now = tuple(i for i, k in enumerate(tkeys) if lay.trainable.get(k))
     hyps, truncated = _hypotheses(cands, rest, tkeys, tspecs, bag_of, now,
-                                  subsets=not bag_of)
+                                  subsets=not bag_of and not stated)
     pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
-    closeness = _Closeness(read, steps=_steps(lay, read))
+    closeness = _Closeness(read)
     if use_ema is not None:
         lay.use_ema, lay.ema_source = use_ema, "stated"
         lay.ema_evidence = f"stated by the caller (use_ema={use_ema})"
@@ -119,21 +121,19 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         lay.ema_evidence = (f"layout of the {len(keys)} {lay.optimizer} variables for "
                             f"{len(tkeys)} weights")
     else:
-        verdict = closeness.decide_use_ema([p for h, p in zip(hyps, pairings, strict=True)
-                                            if h[0][0]]) if hyps else None
-        if verdict is not None:
-            lay.use_ema, lay.ema_source = verdict[0], "values"
-            lay.ema_evidence = verdict[1]
-        else:
-            lay.use_ema = None
-            lay.notes.append(
-                f"cannot tell whether the {len(rest)} {lay.optimizer or 'unknown optimizer'} "
-                f"variables after iteration/learning_rate include EMA copies of the "
-                f"{len(tkeys)} trainable weights ("
-                + ((f"several settings fit and the values do not settle it: {closeness.why}"
-                    if closeness.why else "several settings fit and the values do not "
-                    "settle it") if hyps else "no known layout fits")
-                + "); the .keras config.json records use_ema; pass --use-ema or --no-use-ema")
+        # Both use_ema=True and a use_ema=False layout fit. Values cannot tell them apart in
+        # general: a gradient accumulator dominated by L2 weight decay is parallel to its
+        # weight (and, with L2(0.5), equal to it), a momentum buffer early in training is
+        # near it. Only the caller can decide here (review 11-attack-2).
+        lay.use_ema = None
+        alternatives = sorted({_describe(h[0]) for h in hyps if not h[0][0]})
+        lay.notes.append(
+            f"cannot tell whether the {len(rest)} {lay.optimizer or 'unknown optimizer'} "
+            f"variables after iteration/learning_rate include EMA copies ("
+            + (f"they fit use_ema=True and also use_ema=False with "
+               f"{' or '.join(alternatives[:3])} in their place; values cannot tell an "
+               "average from such a buffer" if hyps else "no known layout fits")
+            + "); the .keras config.json records use_ema; pass --use-ema or --no-use-ema")
     chosen = [(h, p) for h, p in zip(hyps, pairings, strict=True) if h[0][0] == lay.use_ema]
     # An optimizer class of unknown slots: its averages come first, one per variable it was
     # built with. Paired only when no layer is frozen (else the count of averages is unknown).
@@ -170,7 +170,8 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     elif lay.use_ema:
         lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} trainable "
                          "weights found in the file (frozen or custom layers?): EMA copies "
-                         "cannot be paired here; apply_keras_ema(model, path) pairs them")
+                         "cannot be paired here; pass --trainable with the weights the "
+                         "optimizer was built with (Python: apply_keras_ema(model, path))")
     for key in keys[off:]:
         if key not in placed:
             lay.slots[key] = None
@@ -352,13 +353,21 @@ def _choose(chosen, closeness, lay):
                     and p[k][1] == "average"})
     lay.notes.append(f"{len(pairings)} pairings of EMA copies with weights fit the file "
                      f"(candidate weights: {', '.join(cands[:6])}); frozen layers are not "
-                     "recorded in a bare .weights.h5: save a .keras, or use "
-                     "apply_keras_ema(model, path)")
+                     "recorded in a bare .weights.h5: pass --trainable with the weights the "
+                     "optimizer was built with (Python: apply_keras_ema(model, path)), or "
+                     "save a .keras")
     return (chosen[0][0], {}), merged
 
 
-CLOSE, FAR, MARGIN = 0.2, 0.6, 3.0
-HIGH, LOW = 0.9, 0.5
+FAR, MARGIN = 0.6, 3.0
+
+
+def _describe(setting) -> str:
+    """Words for a use_ema=False setting's per-variable blocks (``gradient accumulators``)."""
+    _ema, ga, groups = setting
+    names = (["gradient accumulators"] if ga else []) + [
+        "/".join(names) + " slots" for _kind, names in groups or [] if _kind != "s"]
+    return " + ".join(names) or "no per-variable state"
 
 
 def _steps(lay, read) -> int | None:
@@ -373,67 +382,16 @@ def _steps(lay, read) -> int | None:
         return None
 
 
-# Below this many optimizer steps a momentum buffer may still look like its weights (after
-# step t of SGD(momentum) the weights are w_{t-1} + buffer: from a small init the buffer is
-# most of them), so averages are then taken from values only when nearer than NEAR_EARLY:
-# 3.5 times nearer than a momentum-0.9 buffer after step 2 of a steady gradient (0.345).
-EARLY_STEPS, NEAR_EARLY = 10, 0.1
-
-
 class _Closeness:
-    """Value evidence: an EMA copy sits close to its weight; a momentum, velocity or gradient
-    accumulator does not. Used only where the metadata leaves a choice, and only when the
-    margin is wide (relative distance below ``CLOSE`` against above ``FAR``, or ``MARGIN``
-    times nearer than the next candidate). ``steps``: the optimizer's stored ``iterations``
-    (see :meth:`_early`)."""
+    """Value evidence: an EMA copy sits closer to its own weight than to another of the same
+    shape. Used only where the metadata leaves a choice, and only when the margin is wide
+    (relative distance below ``FAR`` and ``MARGIN`` times nearer than the next candidate).
+    Never decides ``use_ema`` itself: only which weight an average belongs to once the caller
+    or the layout has said the block holds averages."""
 
-    def __init__(self, read, steps: int | None = None):
+    def __init__(self, read):
         self.read = read
-        self.steps = steps
-        self.why: str | None = None  # why decide_use_ema left it open, when it knows
         self._cache: dict = {}
-
-    def identical(self, pairs) -> bool:
-        """Whether every (average, weight) pair is equal element for element."""
-        import numpy as np
-
-        return bool(pairs) and all(
-            self._get(a).shape == self._get(w).shape
-            and bool(np.array_equal(self._get(a), self._get(w))) for a, w in pairs)
-
-    def _early(self, picks, alone: bool):
-        """Verdict forced by the step count, or ``None`` to judge by cosine and distance.
-
-        Keras 3 sets each average to its weight on the first update (EMA momentum 0 at
-        iteration 0: ``_update_model_variables_moving_average``), so after one step averages
-        equal the weights bit for bit; a momentum buffer after one step is the whole update
-        (w1 = w0 + m1) and merely close to the weights when w0 is small: not averages, and no
-        proof of the other layout either. Later steps are judged here only for a block
-        ``alone`` (no other per-variable block: the alternative is a momentum buffer, which
-        after step t is the weights less w_{t-1}). Returns ``(True, evidence)``,
-        ``("refuse", why)``."""
-        if self.steps is None or self.steps >= EARLY_STEPS:
-            return None
-        if self.steps <= 0:
-            return "refuse", "the optimizer made no step: nothing to compare"
-        if self.steps == 1:
-            if any(self.identical(self._pairs(p)) for p in picks):
-                return True, ("values: after 1 optimizer step the block that would hold EMA "
-                              "copies equals its weights bit for bit, as Keras sets each "
-                              "average on the first update: averages (a momentum buffer "
-                              "equals its weights only from an all-zero start, and then "
-                              "the values are the same)")
-            return "refuse", ("after 1 optimizer step EMA copies would equal their weights "
-                              "bit for bit, and these do not; a momentum buffer is close to "
-                              "its weights after one step")
-        if not alone:
-            return None
-        near = min(self.distance(self._pairs(p)) for p in picks)
-        if near >= NEAR_EARLY:
-            return "refuse", (f"after {self.steps} optimizer steps the block that would hold "
-                              f"EMA copies is at relative distance {near:.3g} from its "
-                              f"weights: early in training a momentum buffer can be as near")
-        return None
 
     def _get(self, key):
         import numpy as np
@@ -455,62 +413,8 @@ class _Closeness:
             den += float(np.sum(vw ** 2))
         return math.sqrt(num / den) if den > 0 else math.inf
 
-    def cosine(self, pairs) -> float:
-        """Cosine similarity of the concatenated (average, weight) pairs: scale-free, near 1
-        for averages, near 0 for momentum, velocity and gradient accumulators."""
-        import numpy as np
-
-        dot = na = nw = 0.0
-        for a, w in pairs:
-            va, vw = self._get(a), self._get(w)
-            if va.shape != vw.shape:
-                continue
-            dot += float(np.sum(va * vw))
-            na += float(np.sum(va ** 2))
-            nw += float(np.sum(vw ** 2))
-        return dot / math.sqrt(na * nw) if na > 0 and nw > 0 else 0.0
-
     def _pairs(self, pick, name="average"):
         return [(k, t) for k, (t, n) in pick.items() if n == name and t is not None]
-
-    def _others(self, pick) -> float | None:
-        """Cosine with the weights of the least weight-like other per-variable block (what a
-        gradient accumulator, the alternative to averages in the same place, looks like)."""
-        names = {n for t, n in pick.values() if n != "average" and t is not None}
-        return min((abs(self.cosine(self._pairs(pick, n))) for n in names), default=None)
-
-    def decide_use_ema(self, ema_pairings):
-        """(use_ema, evidence) when the block that would hold averages is, by a wide margin,
-        like its weights (cosine > 0.8 and 0.3 above the least weight-like other per-variable
-        block; with no other block, cosine > 0.9 and relative distance < 0.2) or unlike them
-        (cosine < 0.5); else ``None``."""
-        if self.read is None or not ema_pairings:
-            return None
-        # Inside a bag (sublayers of unknown order) each variable is compared with its most
-        # alike candidate; with nothing to compare there is no evidence.
-        picks = [{k: (t if t is not None or not names.get(k) else max(
-                      names[k], key=lambda c, k=k: self.cosine([(k, c)])), n)
-                  for k, (t, n) in p.items()} for p, names in ema_pairings]
-        picks = [p for p in picks if self._pairs(p)]
-        if not picks:
-            return None
-        scored = sorted(((self.cosine(self._pairs(p)), self._others(p))
-                         for p in picks), key=lambda x: -x[0])
-        cos, other = scored[0]
-        early = self._early(picks, other is None) if cos >= LOW else None
-        if early is not None:
-            self.why = early[1]
-            return None if early[0] == "refuse" else early
-        if (other is None and cos > HIGH and self.distance(self._pairs(ema_pairings[0][0]))
-                < CLOSE) or (other is not None and cos > 0.8 and other < cos - 0.3):
-            return True, (f"values: the block that would hold EMA copies has cosine "
-                          f"{cos:.3f} with its weights (other optimizer blocks "
-                          f"{'none' if other is None else f'{other:.3f}'}): averages")
-        if cos < LOW:
-            return False, (f"values: the block that would hold EMA copies has cosine "
-                           f"{cos:.3f} with its weights (< {LOW}): optimizer slots, not "
-                           "averages")
-        return None
 
     def best(self, pairings):
         if self.read is None:
@@ -545,58 +449,41 @@ class _Closeness:
         return None
 
 
-def infer_use_ema(layout, entries: dict,
-                  trainable: list[Spec], read=None) -> bool | None:
+def infer_use_ema(layout, entries: dict, trainable: list[Spec]) -> bool | None:
     """Decides ``use_ema`` for a Keras 3 file given the exact trainable variables of the model.
 
     A bare ``.weights.h5`` does not say which weights were trainable (frozen layers); a live
-    model does, which settles cases :func:`analyze` had to leave open.
+    model does, which settles layouts :func:`analyze` had to leave open. Values never decide
+    here: a gradient accumulator or momentum buffer can sit as near its weight as an average.
 
     Args:
         layout: the file's layout.
         entries: the file's entries.
         trainable: ``(shape, dtype enum)`` of ``model.trainable_variables``, in order.
-        read: key -> array of the file, to let values settle "EMA copies or gradient
-            accumulators" (each block is compared with the file's most alike weight of the
-            same shape; wide margins only, see :meth:`_Closeness.decide_use_ema`).
 
     Returns:
-        `bool` or `None` when several optimizer settings would write the same variables.
+        `bool`, or `None` when both ``use_ema=True`` and a ``use_ema=False`` setting would
+        write the same variables (the caller must state it).
     """
     if layout.kind != "keras3" or layout.optimizer_config is not None:
         return layout.use_ema
-    rest = [spec(entries[k]) for k in layout.optimizer_vars[layout.ema_offset:]]
-    if not layout.optimizer_vars or not rest:
-        return False
-    tkeys = [str(i) for i in range(len(trainable))]
-    fits = _fits(_candidates(layout), rest, tkeys, list(trainable), {})
-    found = {c[0] for c in fits}
-    if len(found) > 1 and layout.use_ema is not None and layout.ema_source in ("values",
-                                                                               "layout"):
+    if layout.ema_source == "stated":
         return layout.use_ema
-    if len(found) > 1 and read is not None:
-        okeys = layout.optimizer_vars[layout.ema_offset:]
-        closeness = _Closeness(read, steps=_steps(layout, read))
-        pairings = []
-        for c in fits:
-            if c[0]:
-                pick = {}
-                for key, (_s, j, name, ref) in zip(okeys, _expand(*c, list(trainable)),
-                                                  strict=True):
-                    pick[key] = (_most_alike(key, entries, layout.model, closeness)
-                                 if ref and j is not None else None, name)
-                pairings.append((pick, {}))
-        verdict = closeness.decide_use_ema(pairings)
-        if verdict is not None:
-            return verdict[0]
+    if not layout.optimizer_vars[layout.ema_offset:]:
+        return False
+    found = fitting_use_ema(layout, entries, trainable)
+    if len(found) > 1 and layout.use_ema is not None and layout.ema_source == "layout":
+        return layout.use_ema
     return found.pop() if len(found) == 1 else None
 
 
-def _most_alike(key, entries, model_keys, closeness) -> str | None:
-    """The file's model weight of ``key``'s shape and dtype with the highest cosine."""
-    want = spec(entries[key])
-    same = [k for k in model_keys if spec(entries[k]) == want]
-    return max(same, key=lambda k: closeness.cosine([(key, k)]), default=None)
+def fitting_use_ema(layout, entries: dict, trainable: list[Spec]) -> set[bool]:
+    """The ``use_ema`` values of the known optimizer settings that write exactly the file's
+    optimizer variables for a model whose ``trainable_variables`` have these specs (empty: no
+    known setting fits, e.g. another number of trainable variables)."""
+    rest = [spec(entries[k]) for k in layout.optimizer_vars[layout.ema_offset:]]
+    tkeys = [str(i) for i in range(len(trainable))]
+    return {c[0] for c in _fits(_candidates(layout), rest, tkeys, list(trainable), {})}
 
 
 def _expand(use_ema, ga, groups, tspecs) -> list[tuple[Spec, int | None, str, bool]]:

@@ -1,0 +1,199 @@
+"""What decides a Keras 3 EMA pairing the file cannot prove (review 11-attack-2), on files made
+by ``fixtures/make_keras_decide.py`` with the truth read from the optimizer at save time.
+
+- A refusal names the option that decides, and following it gives Keras' own averages bit for
+  bit (``--use-ema`` plus ``--trainable`` in ``list``, ``map``, ``export``, ``restore-ema``).
+- ``apply_keras_ema`` on a ``.keras`` pairs through the file's config, never by the live
+  model's trainable flags: a model frozen differently is refused, never given another layer's
+  averages; ``apply_keras_ema(keras.models.load_model(p), p)`` works.
+- Two Keras models of the same name in one ``tf.train.Checkpoint`` are paired through each
+  optimizer's own ``_trainable_variables``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import FIXTURES
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+
+pytest.importorskip("keras")
+runner = CliRunner()
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    result = runner.invoke(app, args)
+    try:
+        err = result.stderr
+    except ValueError:
+        err = result.output
+    return result.exit_code, result.stdout, err
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    out = tmp_path_factory.mktemp("keras_decide")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    proc = subprocess.run([sys.executable, str(FIXTURES / "make_keras_decide.py"), str(out)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(out / "truth.npz") as z:
+        return out, {k: z[k] for k in z.files}
+
+
+def _read(path: Path) -> dict[str, np.ndarray]:
+    from ckpt_tools import open_checkpoint
+
+    with open_checkpoint(path) as ckpt:
+        return {k: np.array(ckpt.tensor(k)) for k in ckpt.keys()}
+
+
+def test_frozen_copy_refusals_name_what_decides_and_it_gives_keras_truth(made, tmp_path):
+    """A trainable layer and its frozen copy (same shapes), bare .weights.h5, mid-training:
+    refused first for use_ema, then for the frozen set, each naming its option; --use-ema
+    with --trainable (Keras' own variable paths, or layer names, or @FILE) gives the
+    averages bit for bit, and the other layer keeps its raw values."""
+    out, truth = made
+    path = str(out / "frozen_copy.weights.h5")
+    code, _, err = run_cli(["map", path])
+    assert code == 6 and "--use-ema or --no-use-ema" in err, err
+    code, _, err = run_cli(["map", path, "--use-ema"])
+    assert code == 6 and "--trainable" in err and "\n" not in err.strip(), err
+    order = [str(p) for p in truth["frozen_copy:trainable"]]
+    assert order == ["online/kernel", "online/bias"]
+    (tmp_path / "t.txt").write_text("# model.trainable_variables\n" + "\n".join(order) + "\n")
+    for stated in (",".join(order), "online", "@" + str(tmp_path / "t.txt")):
+        target = tmp_path / "e.npz"
+        code, text, err = run_cli(["export", path, "--out", str(target), "--force",
+                                   "--use-ema", "--trainable", stated])
+        assert code == 0 and "2 with EMA values" in text, err
+        with np.load(target) as z:
+            got = {k: z[k] for k in z.files}
+        for name in ("online/kernel", "online/bias"):
+            assert got[name].tobytes() == truth[f"frozen_copy:ema:{name}"].tobytes(), name
+        for name in ("target/kernel", "target/bias"):
+            assert got[name].tobytes() == truth[f"frozen_copy:raw:{name}"].tobytes(), name
+    args = ["--use-ema", "--trainable", "online"]
+    code, text, _ = run_cli(["map", path, "--json", *args])
+    assert code == 0
+    stored = _read(out / "frozen_copy.weights.h5")
+    pairs = {t: s for s, t in json.loads(text).items() if s != t}
+    assert sorted(pairs) == ["layers/dense/vars/0", "layers/dense/vars/1"] or len(pairs) == 2
+    code, text, _ = run_cli(["list", path, "--json", *args])
+    listing = json.loads(text)
+    emas = {v["path"]: v["ema_of"] for v in listing["variables"] if v["role"] == "ema"}
+    assert len(emas) == 2 and listing["ema_evidence"]["source"] == "stated"
+    code, text, err = run_cli(["restore-ema", path, "--out", str(tmp_path / "r.weights.h5"),
+                               "--json", *args])
+    assert code == 0, err
+    baked = _read(Path(json.loads(text)["output"]))
+    for key, src in pairs.items():
+        assert baked[key].tobytes() == stored[src].tobytes(), key
+    # a name that is not in the file: exit 3, naming what is
+    code, _, err = run_cli(["map", path, "--use-ema", "--trainable", "nope"])
+    assert code == 3 and "'nope' names no weight" in err and "online/kernel" in err, err
+
+
+def test_apply_keras_ema_refuses_a_model_frozen_differently_from_the_keras_file(made):
+    """Training froze l0; the live model froze l2 instead (same count, same shapes): pairing
+    by its trainable_variables would give l0 the average of l1. Refused, naming the layers."""
+    from ckpt_tools import EmaError, apply_keras_ema
+
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import make_keras_decide as mk
+    finally:
+        sys.path.remove(str(FIXTURES))
+    out, truth = made
+    live = mk.three()
+    live.layers[2].trainable = False
+    before = [v.numpy().copy() for v in live.weights]
+    with pytest.raises(EmaError, match=r"no EMA copy of 2 weights trainable in the model "
+                                       r"\(.*l0/kernel.*frozen differently from config.json"):
+        apply_keras_ema(live, out / "frozen_l0.keras")
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, live.weights, strict=True))
+    # frozen as in training: each layer gets its own average, l0 its raw weights
+    live = mk.three()
+    live.layers[0].trainable = False
+    got = apply_keras_ema(live, out / "frozen_l0.keras")
+    assert [p.split("/", 1)[1] for p in got] == ["l1/kernel", "l1/bias", "l2/kernel", "l2/bias"]
+    for v in live.weights:
+        name = v.path.split("/", 1)[1]
+        kind = "raw" if name.startswith("l0/") else "ema"
+        assert v.numpy().tobytes() == truth[f"frozen_l0:{kind}:seq/{name}"].tobytes(), name
+
+
+def test_apply_keras_ema_on_a_bare_weights_file_lets_the_live_model_decide_counts_checked(
+        made):
+    """A bare .weights.h5 records no trainable flags: the live model's trainable_variables
+    decide (documented), but only when their number fits the file's averages exactly."""
+    from ckpt_tools import EmaError, apply_keras_ema
+
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import make_keras_decide as mk
+    finally:
+        sys.path.remove(str(FIXTURES))
+    out, truth = made
+    live = mk.three()  # all 6 trainable; the file holds 4 averages
+    with pytest.raises(EmaError, match="do not fit EMA copies of exactly the model's 6|"
+                                       "holds 4 EMA copies but the model has 6"):
+        apply_keras_ema(live, out / "frozen_l0.weights.h5", use_ema=True)
+    live = mk.three()
+    live.layers[0].trainable = False
+    apply_keras_ema(live, out / "frozen_l0.weights.h5", use_ema=True)
+    for v in live.trainable_variables:
+        name = v.path.split("/", 1)[1]
+        assert v.numpy().tobytes() == truth[f"frozen_l0:ema:seq/{name}"].tobytes(), name
+
+
+def test_readme_recipe_load_model_then_apply_on_a_layer_frozen_after_training(made):
+    """apply_keras_ema(keras.models.load_model(p), p): l1 was frozen after training (the
+    optimizer still holds its average); every layer gets its own average, bit for bit."""
+    import warnings
+
+    import keras
+
+    from ckpt_tools import apply_keras_ema
+
+    out, truth = made
+    path = out / "frozen_after.keras"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = keras.models.load_model(path)
+    got = apply_keras_ema(model, path)
+    assert len(got) == 6
+    for v in model.weights:
+        name = "/".join(v.path.split("/")[-2:])  # l1/kernel (load_model names no model)
+        assert v.numpy().tobytes() == truth[f"frozen_after:ema:seq/{name}"].tobytes(), v.path
+
+
+def test_two_models_of_the_same_name_pair_through_their_own_optimizer(made):
+    """Generator and critic both named 'net', each with its own Adam(use_ema=True), in one
+    tf.train.Checkpoint: each average is paired with the variable its own optimizer holds
+    (the object graph records optimizer._trainable_variables), bit for bit."""
+    out, truth = made
+    prefix = out / "same_name" / "ckpt-1"
+    code, text, err = run_cli(["map", str(prefix), "--json"])
+    assert code == 0, err
+    pairs = {s: t for s, t in json.loads(text).items() if s != t}
+    stored = _read(prefix)
+    assert len(pairs) == 8
+    from ckpt_tools import open_checkpoint
+
+    with open_checkpoint(prefix) as ckpt:
+        names = ckpt.reader.objects.full_names if hasattr(ckpt.reader, "objects") else None
+        names = names or ckpt.objects.full_names
+    for src, dst in pairs.items():
+        owner = "same_name_gen" if src.startswith("gen_opt/") else "same_name_critic"
+        path = names[dst]
+        assert stored[src].tobytes() == truth[f"{owner}:ema:{path}"].tobytes(), src
+        assert stored[dst].tobytes() == truth[f"{owner}:raw:{path}"].tobytes(), dst
