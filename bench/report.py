@@ -77,6 +77,13 @@ def rows(results: dict) -> list[dict]:
             stream = read[_OURS_STREAM]["gb_s"]
             out.append(_row(size, "verified read, one pass (chunks)", stream, phys, "GB/s",
                             stream / phys, ">= 0.8 of limit", stream / phys >= 0.8, phys_name))
+            if "cpu_median_s" in read[_OURS_STREAM] and "cpu_median_s" in read[phys_name]:
+                # Bytes per CPU second (every thread): what load on the machine cannot skew.
+                s_cpu = read[_OURS_STREAM]["bytes"] / read[_OURS_STREAM]["cpu_median_s"] / 1e9
+                p_cpu = read[phys_name]["bytes"] / read[phys_name]["cpu_median_s"] / 1e9
+                out.append(_row(size, "verified read, per CPU second (all threads)", s_cpu,
+                                p_cpu, "GB/s", s_cpu / p_cpu, "(info: load-independent)", None,
+                                phys_name))
             floor_name = "floor: mmap + CRC32C, one core"
             if floor_name in read:  # what CRC32C's throughput alone allows one core
                 floor = read[floor_name]["gb_s"]

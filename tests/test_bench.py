@@ -117,7 +117,7 @@ def test_quick_run(tmp_path):
     assert EXPECTED_ROWS <= {(r["metric"], r["vs"]) for r in rows}
     assert {r["metric"] for r in rows if r["vs"].startswith("physical")} == {
         "read throughput", "read throughput, verify=False", "verified read, one pass (chunks)",
-        "one-core floor of a verified read"}
+        "one-core floor of a verified read", "verified read, per CPU second (all threads)"}
     assert ("verified read, one pass (chunks)", "floor: mmap + CRC32C, one core") in {
         (r["metric"], r["vs"]) for r in rows}
     for r in rows:

@@ -48,6 +48,19 @@ def test_chunks_raise_on_checksum_mismatch_after_the_last_chunk(tmp_path):
         assert list(ckpt.chunks("big", max_bytes=1024, verify=False))  # opt out: no error
 
 
+def test_a_one_chunk_tensor_is_refused_before_its_chunk_is_handed_out(tmp_path):
+    big = np.arange(1000, dtype=np.float32)
+    write_bundle(tmp_path / "c" / "model", {"big": big})
+    _flip_last_data_byte(tmp_path / "c")
+    with open_checkpoint(tmp_path / "c" / "model") as ckpt:
+        stream = ckpt.chunks("big")  # 4,000 bytes: one chunk
+        with pytest.raises(CorruptCheckpointError, match="checksum mismatch for tensor 'big'"):
+            next(stream)
+        parts = list(ckpt.chunks("big", verify=False))
+        assert len(parts) == 1 and parts[0][:-1].tobytes() == big[:-1].tobytes()
+        assert list(ckpt.chunks("big", max_bytes=4000, verify=False))[0].size == 1000
+
+
 def test_large_tensor_crc_runs_in_parallel_pieces(tmp_path):
     n = (crc.PARALLEL_MIN + crc.PIECE // 2) // 4 + 3  # several pieces, a short last one
     big = np.random.default_rng(0).standard_normal(n).astype(np.float32)

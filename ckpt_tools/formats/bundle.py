@@ -349,7 +349,8 @@ class BundleReader:
 
         Verified reads make one pass: each chunk is added to the running CRC32C just before
         it is handed out, so the consumer reads it from cache, and the last ``next()`` raises
-        :class:`CorruptCheckpointError` if the checksum does not match. A consumer must
+        :class:`CorruptCheckpointError` if the checksum does not match (a tensor of one chunk
+        is checked before that chunk is handed out). A consumer must
         therefore not commit what it computed until the iterator is exhausted. ``verify``
         overrides the reader's setting (``False``: a second pass over checked bytes). With
         ``release`` each chunk's pages are unmapped from this process once the consumer asks
@@ -381,6 +382,14 @@ class BundleReader:
         swap = self.big_endian and item > 1
         unaligned = bool(entry.offset % max(dt.alignment, 1))
         mm = self._shard(entry.shard_id) if release else None
+        if 0 < len(data) <= step:  # one chunk (most tensors): checked before it is handed out
+            if check:
+                self._crc_verdict(entry, crc.crc32c(data))
+            arr = np.frombuffer(data, dtype=dt)
+            yield arr.astype(dt.newbyteorder("=")) if swap else arr.copy() if unaligned else arr
+            if mm is not None:
+                _release(mm, entry.offset, len(data))
+            return
         running = 0
         for start in range(0, len(data), step):
             piece = data[start : start + step]
