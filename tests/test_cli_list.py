@@ -214,3 +214,65 @@ def test_gc_is_paused_while_listing_and_restored_after():
     with pytest.raises(Exception):  # noqa: B017 - any CheckpointError
         list_names(FIXTURES / "no_such_checkpoint")
     assert gc.isenabled()
+
+
+# -- `ckpt list PATH --json/-q` without typer ------------------------------------------------
+def test_plain_list_forms_skip_typer_and_others_do_not():
+    from ckpt_tools.cli._run import plain_list
+
+    assert plain_list(["list", "p", "--json"]) == ("p", True, False)
+    assert plain_list(["list", "-q", "p"]) == ("p", False, True)
+    assert plain_list(["list", "--quiet", "--json", "p"]) == ("p", True, True)
+    for args in (["list", "p"], ["list", "p", "--json", "--role", "ema"], ["list", "--help"],
+                 ["list", "p", "q", "--json"], ["list", "--json"], ["list", "-", "--json"],
+                 ["list", "", "--json"], ["--debug", "list", "p", "--json"],
+                 ["map", "p", "--json"], ["list", "p", "--json", "--wide"], []):
+        assert plain_list(args) is None, args
+
+
+def _both_paths(args: list[str], capsys) -> list[tuple[int, str, str]]:
+    """(exit code, stdout, stderr) of ``ckpt ARGS`` through ckpt_tools.cli.main (the
+    typer-free path for these forms) and through the typer app itself."""
+    from ckpt_tools import cli
+    from ckpt_tools.cli import commands
+
+    out = []
+    for main in (cli.main, commands.main):
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        captured = capsys.readouterr()
+        out.append((code, captured.out, captured.err))
+    return out
+
+
+@pytest.mark.parametrize("flags", [["--json"], ["-q"], ["--json", "-q"]])
+@pytest.mark.parametrize("case", ["towers_bn", "tf2_object", "partitioned",
+                                  "keras_ema/adam.keras", "nope"])
+def test_plain_list_prints_and_fails_as_the_typer_command(case, flags, capsys):
+    fast, app_run = _both_paths(["list", str(FIXTURES / case), *flags], capsys)
+    assert fast == app_run
+    assert fast[0] == (3 if case == "nope" else 0)
+
+
+def test_plain_list_names_the_corrupt_file_and_exits_4(tmp_path, capsys):
+    (tmp_path / "m.index").write_bytes(b"\x00" * 100)
+    fast, app_run = _both_paths(["list", str(tmp_path / "m"), "--json"], capsys)
+    assert fast == app_run and fast[0] == 4 and fast[1] == ""
+    assert fast[2].startswith("error: ") and "m.index" in fast[2] and len(
+        fast[2].splitlines()) == 1
+
+
+def test_list_json_imports_neither_typer_nor_tensorflow():
+    code = ("import sys; from ckpt_tools.cli import main\n"
+            "try:\n    main(['list', sys.argv[1], '--json'])\nexcept SystemExit as exc:\n"
+            "    code = exc.code\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('typer', 'tensorflow')]\n"
+            "print('IMPORTED', bad, file=sys.stderr); sys.exit(1 if bad or code else 0)")
+    proc = subprocess.run([sys.executable, "-c", code, str(FIXTURES / "towers_bn")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["variables"]

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ._run import resolve  # noqa: F401 - every command resolves paths as `ckpt list` does
+
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
-    from ._output import Output
 
 def complete_from(*values: str):
     """Shell completion for an option with fixed choices (``--role <TAB>``)."""
@@ -233,21 +234,3 @@ def display_names(ckpt: Checkpoint) -> dict[str, str]:
     Every command shows these; ``--json`` gives the raw key as ``key`` beside it.
     """
     return {v.name: v.path or v.name for v in ckpt.variables()}
-
-
-def resolve(out: Output, path: str) -> str:
-    """The checkpoint ``path`` names, saying on stderr (once) which one a directory with
-    several candidates led to, so every command opens the same one and says so.
-
-    Raises:
-        CheckpointNotFoundError, CorruptCheckpointError: as :func:`open_checkpoint`.
-    """
-    from ..checkpoint import locate
-
-    if not os.path.isdir(path):
-        return path
-    location = locate(path)
-    if not location.choice:
-        return path
-    out.note(location.choice)
-    return location.prefix

@@ -1,0 +1,126 @@
+"""What every ``ckpt`` run shares, without typer: the error report (one line, exit code) and
+``ckpt list PATH [--json] [-q]`` run directly.
+
+Why a typer-free path: importing typer and building the app costs ~35 ms of CPU on every call,
+a third of a whole ``ckpt list --json`` process; scripts call that form in loops (and it is
+what the benchmark holds against TensorFlow's ``inspect_checkpoint``). Any other argument list
+(options, filters, ``--help``, a path starting with ``-``) goes through the typer app, so usage
+errors and help read the same as ever.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+from ..errors import INSTALL_TENSORFLOW, CheckpointError, ExitCode, TensorFlowRequiredError
+from ._output import Output
+
+# Exit codes for failures that are not CheckpointErrors (documented in the README).
+EXIT_OS_ERROR = int(ExitCode.ERROR)
+EXIT_USAGE = int(ExitCode.USAGE)
+EXIT_INTERNAL = int(ExitCode.INTERNAL)
+EXIT_INTERRUPTED = int(ExitCode.INTERRUPTED)
+_TF_MODULES = ("tensorflow", "keras", "tf_keras")
+
+state = {"debug": os.environ.get("CKPT_DEBUG", "") not in ("", "0")}
+
+
+def report(exc: BaseException) -> int | None:
+    """Prints ``exc`` as one line on stderr and returns its exit code (None: not ours)."""
+    if isinstance(exc, SystemExit):
+        return None
+    if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] in _TF_MODULES:
+        exc = TensorFlowRequiredError(f"this needs TensorFlow (no module {exc.name!r}): "
+                                      f"{INSTALL_TENSORFLOW}")
+    if isinstance(exc, CheckpointError):
+        message, code = str(exc), exc.exit_code
+    elif isinstance(exc, KeyboardInterrupt):
+        message, code = "interrupted", EXIT_INTERRUPTED
+    elif isinstance(exc, OSError):
+        message = f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
+        code = EXIT_OS_ERROR
+    elif isinstance(exc, Exception):  # a bug: say so plainly, traceback behind --debug
+        message = (f"internal error: {type(exc).__name__}: {exc} (please report it; --debug "
+                   "shows the traceback)")
+        code = EXIT_INTERNAL
+    else:
+        return None
+    if state["debug"]:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    Output().error(message or "failed")  # escaped: a newline in a name cannot forge a line
+    return code
+
+
+def quiet_stdout() -> None:
+    """Points stdout at /dev/null after the reader went away, so the interpreter's final
+    flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (tests): nothing to do
+        pass
+
+
+def resolve(out: Output, path: str) -> str:
+    """The checkpoint ``path`` names, saying on stderr (once) which one a directory with
+    several candidates led to, so every command opens the same one and says so.
+
+    Raises:
+        CheckpointNotFoundError, CorruptCheckpointError: as :func:`open_checkpoint`.
+    """
+    from ..checkpoint import locate
+
+    if not os.path.isdir(path):
+        return path
+    location = locate(path)
+    if not location.choice:
+        return path
+    out.note(location.choice)
+    return location.prefix
+
+
+_LIST_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet"}
+
+
+def plain_list(args: list[str]) -> tuple[str, bool, bool] | None:
+    """``(path, json, quiet)`` when ``args`` are ``list``, one path and ``--json`` and/or
+    ``--quiet``/``-q`` (in any order); ``None`` for anything else, which the typer app parses
+    (and the human table, which it prints)."""
+    if not args or args[0] != "list" or os.environ.get("_CKPT_COMPLETE"):
+        return None
+    paths, flags = [], set()
+    for arg in args[1:]:
+        if arg in _LIST_FLAGS:
+            flags.add(_LIST_FLAGS[arg])
+        elif not arg or arg.startswith("-"):
+            return None
+        else:
+            paths.append(arg)
+    if len(paths) != 1 or not flags:  # the human table: the app's (ckpt_tools.cli.inspect)
+        return None
+    return paths[0], "json" in flags, "quiet" in flags
+
+
+def run_list(path: str, json_out: bool, quiet: bool) -> int:
+    """Runs ``ckpt list PATH`` with ``--json`` and/or ``-q`` as the typer command does (same
+    output, errors and exit codes); returns the exit code."""
+    out = Output(json_mode=json_out, quiet=quiet)
+    try:
+        from ..listing import list_names, list_variables
+
+        if quiet and not json_out:  # names only: no roles to classify
+            out.lines(list_names(resolve(out, path), match=None, sort="name", use_ema=None))
+            return 0
+        out.json(list_variables(resolve(out, path), roles=None, collections=None, match=None,
+                                sort="name", use_ema=None).to_dict())
+        return 0
+    except BrokenPipeError:  # `ckpt list … | head` is not an error
+        quiet_stdout()
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure gets the same treatment
+        code = report(exc)
+        if code is None:
+            raise
+        return code
