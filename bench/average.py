@@ -62,8 +62,9 @@ def main() -> None:
     args = parser.parse_args()
     env = child_env()
     with tempfile.TemporaryDirectory(dir=args.workdir) as work:
-        inputs = [write_checkpoint(os.path.join(work, f"in{i}"), parse_size(args.size), seed=i)
-                  for i in range(args.count)]
+        # Steps 1000, 2000, ...: the last input is the newest, for both tools.
+        inputs = [write_checkpoint(os.path.join(work, f"in{i}"), parse_size(args.size), seed=i,
+                                   step=1000 * (i + 1)) for i in range(args.count)]
         script = os.path.join(work, "t2t_avg.py")
         with open(script, "w") as f:
             f.write(_T2T)

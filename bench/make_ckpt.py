@@ -115,10 +115,11 @@ def layout(total_bytes: int, layers: int = NUM_LAYERS) -> list[TensorSpec]:
     return sorted(out, key=lambda t: t.name)
 
 
-def _values(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
-    """Random finite float32 values (random sign and mantissa, magnitude ~0.01), fast."""
+def _values(spec: TensorSpec, rng: np.random.Generator, step: int = 1000) -> np.ndarray:
+    """Random finite float32 values (random sign and mantissa, magnitude ~0.01), fast;
+    ``step`` for the int64 ``global_step``."""
     if spec.dtype == "int64":
-        return np.array(1000, dtype="<i8")
+        return np.array(step, dtype="<i8")
     bits = rng.integers(0, 1 << 32, size=math.prod(spec.shape), dtype=np.uint32)
     bits &= np.uint32(0x807FFFFF)
     bits |= np.uint32(120 << 23)
@@ -136,7 +137,7 @@ def _assign_shards(specs: list[TensorSpec]) -> list[int]:
 
 
 def write_checkpoint(directory: str, total_bytes: int, *, seed: int = 0,
-                     layers: int = NUM_LAYERS) -> str:
+                     layers: int = NUM_LAYERS, step: int = 1000) -> str:
     """Writes the two-shard checkpoint and its ``checkpoint`` state file; returns the prefix.
 
     Args:
@@ -144,6 +145,7 @@ def write_checkpoint(directory: str, total_bytes: int, *, seed: int = 0,
         total_bytes: approximate total tensor bytes.
         seed: random seed for the values.
         layers: layer count (see :func:`layout`; the default gives 1,003 tensors).
+        step: the value of ``global_step``.
     """
     os.makedirs(directory, exist_ok=True)
     prefix = os.path.join(directory, PREFIX_NAME)
@@ -155,7 +157,7 @@ def write_checkpoint(directory: str, total_bytes: int, *, seed: int = 0,
     items = []
     try:
         for spec, shard in zip(specs, shards, strict=True):
-            data = np.ascontiguousarray(_values(spec, rng)).reshape(-1).view(np.uint8)
+            data = np.ascontiguousarray(_values(spec, rng, step)).reshape(-1).view(np.uint8)
             files[shard].write(data)
             entry = BundleEntryProto(dtype=_DT_INT64 if spec.dtype == "int64" else _DT_FLOAT,
                                      shard_id=shard, offset=offsets[shard], size=len(data),

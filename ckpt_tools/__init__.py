@@ -32,7 +32,7 @@ from .errors import (
 
 # The rest loads on first use, so `ckpt list` does not pay for writers, NumPy or Keras helpers.
 _LAZY = {
-    "AverageResult": "average", "average_checkpoints": "average",
+    "AverageResult": "average", "average_checkpoints": "average", "average_run": "average",
     "BakeResult": "bake", "bake_ema": "bake",
     "EmaMap": "emamap", "ema_map": "emamap",
     "ExportResult": "export", "export_weights": "export",
@@ -45,7 +45,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from .average import AverageResult, average_checkpoints
+    from .average import AverageResult, average_checkpoints, average_run
     from .bake import BakeResult, bake_ema
     from .diff import DiffReport, TensorDiff, diff_checkpoints, diff_ema
     from .emamap import EmaMap, ema_map
@@ -79,6 +79,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AverageResult",
     "average_checkpoints",
+    "average_run",
     "BakeResult",
     "DiffReport",
     "ExitCode",

@@ -25,11 +25,16 @@ from .formats import dtypes
 from .formats._io import is_url, map_file
 from .formats._write import Inputs, StagedDir, check_file_name, copy_file, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
+from .formats.savedmodel import VARIABLES_PREFIX
 
 ProgressFn = Callable[[int], None]
 
 # Floating dtypes that are averaged; everything else is copied from the newest input.
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
+# Where the step that tells which input is newest is recorded, in order of preference.
+_STEP_KEYS = ("global_step", "global_step/.ATTRIBUTES/VARIABLE_VALUE",
+              "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
+_STEP_DTYPES = {"int32", "int64", "uint32", "uint64", "int16", "int8", "uint8", "uint16"}
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,12 @@ class AverageResult:
     """What :func:`average_checkpoints` wrote.
 
     Attributes:
-        prefix: the output checkpoint prefix.
-        inputs: the input checkpoint prefixes, oldest first.
+        prefix: the output checkpoint prefix (``<out>/variables/variables`` for a SavedModel).
+        inputs: the input checkpoint prefixes, oldest first (the newest last).
+        newest: the input non-averaged tensors were copied from.
+        newest_by: why it is the newest (``global_step 1000``, ``save_counter 3``,
+            ``the state file``, ``--newest``).
+        saved_model: the output SavedModel directory, for a SavedModel newest input.
         averaged: keys whose values are averages over the inputs.
         baked: plain variable key -> the shadow key whose average it holds (``bake=True``).
         copied: keys copied from the newest input unchanged.
@@ -51,10 +60,15 @@ class AverageResult:
     copied: list[str]
     nbytes: int
     baked: dict[str, str] = field(default_factory=dict)
+    newest: str = ""
+    newest_by: str = ""
+    saved_model: str | None = None
 
     def to_dict(self) -> dict:
-        return {"output": self.prefix, "inputs": self.inputs, "averaged": self.averaged,
-                "baked": self.baked, "copied": self.copied, "bytes": self.nbytes}
+        return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
+                "newest_by": self.newest_by, "saved_model": self.saved_model,
+                "averaged": self.averaged, "baked": self.baked, "copied": self.copied,
+                "bytes": self.nbytes}
 
 
 def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
@@ -88,20 +102,31 @@ def average_checkpoints(
     ema: bool = False,
     bake: bool = False,
     name: str | None = None,
+    newest: str | os.PathLike | None = None,
     overwrite: bool = False,
     progress: ProgressFn | None = None,
 ) -> AverageResult:
-    """Writes the element-wise average of ``checkpoints`` (oldest first) into ``out_dir``.
+    """Writes the element-wise average of ``checkpoints`` into ``out_dir``.
+
+    The newest input provides every tensor that is not averaged (integers, booleans, strings,
+    ``global_step`` and other step counters, zero-debias helpers), the ``.meta`` graph and the
+    output's name. It is the one recording the largest ``global_step`` (TF2:
+    ``save_counter``), whatever the order of ``checkpoints``; ``newest`` names it instead
+    (``checkpoints_of_run`` order: the state file's latest).
 
     Args:
         checkpoints (`list`): two or more checkpoints of one run (any path ``open_checkpoint``
-            takes); the last one is the newest and provides every non-averaged tensor, the
-            ``.meta`` graph and the output's name.
+            takes, SavedModels included).
         out_dir (`str`): a new directory (or an empty existing one); never an input's directory.
+            A SavedModel newest input gives a SavedModel there (``saved_model.pb`` copied,
+            averaged ``variables/variables.*``), as ``restore-ema`` does.
         ema (`bool`, *optional*, defaults to `False`): average only the EMA shadows.
         bake (`bool`, *optional*, defaults to `False`): with ``ema``, also write each averaged
             shadow under its variable's plain name (needs every weight to have a shadow).
-        name (`str`, *optional*): output prefix name; default: the newest input's.
+        name (`str`, *optional*): output prefix name; default: the newest input's
+            (``model.ckpt-7`` for a sharded V1 ``model.ckpt-7-?????-of-00002``).
+        newest (`str`, *optional*): the input to copy non-averaged tensors from; default:
+            chosen by the recorded step.
         overwrite (`bool`, *optional*, defaults to `False`): replace an existing output checkpoint.
         progress (`callable`, *optional*): called with the number of input bytes consumed.
 
@@ -109,15 +134,18 @@ def average_checkpoints(
         `AverageResult`.
 
     Raises:
-        EmaError: the inputs differ in keys, shapes or dtypes (names the variable), or ``ema``
-            was asked for and the checkpoints have no shadows.
-        UnsupportedFormatError: an input is a Keras file.
+        EmaError: the inputs differ in keys, shapes or dtypes (names the variable); an input is
+            given twice; which input is newest cannot be told (no step recorded in every input,
+            or two inputs record the largest one: pass ``newest``); or ``ema`` was asked for and
+            the checkpoints have no shadows.
+        UnsupportedFormatError: an input is a Keras file; ``name`` with a SavedModel output.
         OutputError: the output location is unsafe or exists.
+        ValueError: ``newest`` is not one of ``checkpoints``.
 
     Example:
-        >>> runs = ["run/model.ckpt-800", "run/model.ckpt-1000"]
+        >>> runs = ["run/model.ckpt-1000", "run/model.ckpt-800"]
         >>> average_checkpoints(runs, "avg/")  # doctest: +SKIP
-        AverageResult(prefix='avg/model.ckpt-1000', ...)
+        AverageResult(prefix='avg/model.ckpt-1000', newest='run/model.ckpt-1000', ...)
     """
     if len(checkpoints) < 2:
         raise ValueError("averaging needs at least two checkpoints")
@@ -127,16 +155,103 @@ def average_checkpoints(
     try:
         for path in checkpoints:
             opened.append(open_checkpoint(path))
+        ordered, why = order_inputs(opened, newest)
         if is_url(os.fspath(out_dir)):
-            return _average_to_url(opened, os.fspath(out_dir), ema, bake, name, overwrite,
-                                   progress)
-        return _average(opened, os.fspath(out_dir), ema, bake, name, overwrite, progress)
+            return _average_to_url(ordered, why, os.fspath(out_dir), ema, bake, name,
+                                   overwrite, progress)
+        return _average(ordered, why, os.fspath(out_dir), ema, bake, name, overwrite, progress)
     finally:
         for ckpt in opened:
             ckpt.close()
 
 
-def _average_to_url(ckpts: list[Checkpoint], url: str, ema, bake, name, overwrite,
+def average_run(run_dir: str | os.PathLike, last: int, out_dir: str | os.PathLike,
+                **options) -> AverageResult:
+    """Averages the ``last`` newest checkpoints that ``run_dir``'s state file lists.
+
+    The state file's latest checkpoint is the newest (it records save order), unless
+    ``newest=`` names another; ``options`` are those of :func:`average_checkpoints`.
+
+    Returns:
+        `AverageResult`.
+
+    Raises:
+        CheckpointNotFoundError: no state file, or it lists fewer than ``last`` checkpoints;
+            and whatever :func:`average_checkpoints` raises.
+    """
+    import dataclasses
+
+    inputs = checkpoints_of_run(run_dir, last)
+    chosen = options.pop("newest", None)
+    result = average_checkpoints(inputs, out_dir, newest=chosen or inputs[-1], **options)
+    return result if chosen else dataclasses.replace(result, newest_by="the state file")
+
+
+def _identity(ckpt: Checkpoint) -> str:
+    prefix = ckpt.location.prefix
+    return prefix.rstrip("/") if is_url(prefix) else os.path.realpath(prefix)
+
+
+def _recorded_step(ckpt: Checkpoint, key: str) -> int | None:
+    """The integer scalar ``key`` holds in ``ckpt``, or ``None`` (absent, or not one)."""
+    entry = ckpt.entries().get(key)
+    if entry is None or entry.shape not in ((), (1,)) or entry.dtype_name not in _STEP_DTYPES:
+        return None
+    return int(ckpt.tensor(key).reshape(-1)[0])
+
+
+def order_inputs(ckpts: list[Checkpoint], newest: str | os.PathLike | None = None
+                 ) -> tuple[list[Checkpoint], str]:
+    """Returns ``ckpts`` with the newest one last, and why it is the newest.
+
+    The newest is ``newest`` when given, else the input recording the largest ``global_step``
+    (TF2 object checkpoints without one: ``save_counter``); the others keep their order,
+    sorted by that step when it decides.
+
+    Raises:
+        EmaError: an input is given twice, no step counter is recorded in every input, or the
+            largest is recorded by more than one input (names ``--newest``).
+        ValueError: ``newest`` is none of ``ckpts``.
+    """
+    seen: dict[str, str] = {}
+    for ckpt in ckpts:
+        ident = _identity(ckpt)
+        if ident in seen:
+            also = f" (also as {seen[ident]})" if seen[ident] != ckpt.path else ""
+            raise EmaError(f"{ckpt.path}: given twice{also}; averaging would count it twice; "
+                           "give each checkpoint once")
+        seen[ident] = ckpt.path
+    if newest is not None:
+        from .checkpoint import locate
+
+        want = locate(newest).prefix
+        want = want.rstrip("/") if is_url(want) else os.path.realpath(want)
+        chosen = [c for c in ckpts if _identity(c) == want]
+        if not chosen:
+            raise ValueError(f"--newest {os.fspath(newest)!r} is not one of the checkpoints "
+                             "being averaged")
+        return [c for c in ckpts if c is not chosen[0]] + chosen, "--newest"
+    for key in _STEP_KEYS:
+        steps = [_recorded_step(c, key) for c in ckpts]
+        if any(s is None for s in steps):
+            continue
+        label = key.split("/", 1)[0]
+        top = max(steps)
+        tied = [c.path for c, s in zip(ckpts, steps, strict=True) if s == top]
+        if len(tied) > 1:
+            raise EmaError(
+                f"{tied[0]}: records {label} {top}, as {tied[1]} does: which checkpoint is the "
+                "newest (the one integers, strings and the step are copied from) cannot be "
+                "told; pass --newest CKPT (newest= in Python)")
+        order = sorted(range(len(ckpts)), key=lambda i: steps[i])
+        return [ckpts[i] for i in order], f"{label} {top}"
+    raise EmaError(
+        f"{ckpts[-1].path}: not every input records a global_step or save_counter, so which "
+        "checkpoint is the newest (the one integers, strings and the step are copied from) "
+        "cannot be told; pass --newest CKPT (newest= in Python), or average RUN_DIR --last N")
+
+
+def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name, overwrite,
                     progress) -> AverageResult:
     """Averages into a local temporary directory, then uploads data shards first and the
     ``.index``, ``.meta`` and ``checkpoint`` state file last (a reader of ``url`` never sees an
@@ -146,12 +261,16 @@ def _average_to_url(ckpts: list[Checkpoint], url: str, ema, bake, name, overwrit
 
     from .formats import remote
 
+    if ckpts[-1].location.saved_model:
+        raise UnsupportedFormatError(
+            f"{url}: a SavedModel output is written to a local directory only; average into "
+            "one, then copy it")
     url = url.rstrip("/")
-    base = name or os.path.basename(ckpts[-1].path)
+    base = name or ckpts[-1].name
     remote.check_new(url, [base + ".index"], overwrite=overwrite)
     with tempfile.TemporaryDirectory(prefix="ckpt-average-") as tmp:
         local = os.path.join(tmp, "out")
-        result = _average(ckpts, local, ema, bake, name, False, progress)
+        result = _average(ckpts, why, local, ema, bake, name, False, progress)
         remote.upload([os.path.join(local, f) for f in sorted(os.listdir(local))], url,
                       overwrite=overwrite)
     return dataclasses.replace(result, prefix=remote.url_join(url, os.path.basename(
@@ -163,8 +282,8 @@ def _check_compatible(ckpts: list[Checkpoint]) -> None:
     for ckpt in ckpts:
         if ckpt.format not in ("v1", "v2", "object"):
             raise UnsupportedFormatError(
-                f"{ckpt.path}: averaging reads TensorFlow checkpoints; this is a {ckpt.format} "
-                "Keras file")
+                f"{ckpt.path}: averaging reads TensorFlow checkpoints; this is a Keras "
+                f"{ckpt.format} file")
     want = newest.entries()
     for ckpt in ckpts[:-1]:
         have = ckpt.entries()
@@ -182,9 +301,14 @@ def _check_compatible(ckpts: list[Checkpoint]) -> None:
 
 
 def _plan(newest: Checkpoint, ema: bool, bake: bool) -> tuple[dict[str, str], set[str]]:
-    """Returns (output key -> the key whose average it holds, keys to average)."""
+    """Returns (output key -> the key whose average it holds, keys to average).
+
+    Only floating-point tensors are averaged; counters are copied even when stored as floats
+    (``global_step``, Adam's beta powers, the zero-debias ``biased``/``local_step`` pair of a
+    ``zero_debias`` average, which must stay consistent with each other)."""
     variables = {v.name: v for v in newest.variables()}
-    floats = {k for k, v in variables.items() if v.dtype in _FLOATS and v.role != R.STEP}
+    floats = {k for k, v in variables.items()
+              if v.dtype in _FLOATS and v.role not in (R.STEP, R.EMA_DEBIAS)}
     if not ema:
         return {}, floats
     shadows = {k for k in floats if variables[k].role == R.EMA}
@@ -198,56 +322,92 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool) -> tuple[dict[str, str], se
     return source_of, shadows
 
 
-def _average(ckpts, out_dir, ema, bake, name, overwrite, progress) -> AverageResult:
-    import numpy as np
+def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress) -> AverageResult:
+    from .bake import checkpoint_names, saved_model_stage
 
     _check_compatible(ckpts)
     newest = ckpts[-1]
     source_of, to_average = _plan(newest, ema, bake)
-    name = check_file_name(os.path.basename(newest.path) if name is None else name)
-    final = os.path.join(out_dir, name)
-    averaged, copied, nbytes = [], [], 0
+    inputs = Inputs([f for c in ckpts for f in c.input_files()])
+    saved_model = newest.location.saved_model
     # The writer discipline of formats/_write.py, as restore-ema: staged whole beside --out,
     # published with one rename; inputs (state files included) are never replaced.
-    from .bake import checkpoint_names
-
-    inputs = Inputs([f for c in ckpts for f in c.input_files()])
-    with StagedDir(out_dir, inputs, checkpoint_names(name), overwrite=overwrite) as stage:
+    if saved_model:  # a SavedModel in, a SavedModel out (its graph names variables/variables)
+        if name not in (None, os.path.basename(VARIABLES_PREFIX)):
+            raise UnsupportedFormatError(
+                f"{saved_model}: --name (name=) cannot apply to a SavedModel output, whose "
+                "graph loads its variables from variables/variables; leave it out")
+        name = os.path.basename(VARIABLES_PREFIX)
+        final = os.path.join(out_dir, VARIABLES_PREFIX)
+        stage_of = saved_model_stage(out_dir, inputs, overwrite)
+    else:
+        name = check_file_name(newest.name if name is None else name)
+        final = os.path.join(out_dir, name)
+        stage_of = StagedDir(out_dir, inputs, checkpoint_names(name), overwrite=overwrite)
+    with stage_of as stage:
         work = stage.path
+        if saved_model:
+            work = os.path.join(work, os.path.dirname(VARIABLES_PREFIX))
+            with os_errors(stage.shown(work), "creating it"):
+                os.mkdir(work)
         prefix = os.path.join(work, name)
-        with BundleWriter(prefix, stage.shown) as writer:
-            for key, entry in newest.entries().items():
-                src = source_of.get(key, key)
-                if src in to_average:
-                    acc = np.zeros(entry.shape, np.float64)
+        averaged, copied, nbytes = _write_average(ckpts, prefix, source_of, to_average,
+                                                  progress, stage.shown)
+        if saved_model:
+            from .bake import copy_saved_model_files
+
+            copy_saved_model_files(saved_model, stage.path, stage.shown)
+        else:
+            _copy_meta(newest, prefix, stage.shown)
+            write_state_file(work, name, stage.shown)  # names the output's own prefix, relative
+        stage.publish()
+    return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
+                         copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,
+                         baked={k: v for k, v in source_of.items() if k in averaged},
+                         saved_model=out_dir if saved_model else None)
+
+
+def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
+    """Writes the averaged bundle at ``prefix``; returns (averaged, copied, bytes written)."""
+    import numpy as np
+
+    newest = ckpts[-1]
+    averaged, copied, nbytes = [], [], 0
+    with BundleWriter(prefix, shown) as writer:
+        for key, entry in newest.entries().items():
+            src = source_of.get(key, key)
+            if src in to_average:
+                acc = np.zeros(entry.shape, np.float64)
+                # inf + -inf is NaN, as in NumPy's mean: the value is right, the warning noise
+                with np.errstate(invalid="ignore", over="ignore"):
                     for ckpt in ckpts:
                         _accumulate(acc, ckpt, src)
                         if progress:
                             progress(entry.nbytes)
                     acc /= len(ckpts)
                     value = acc.astype(dtypes.numpy_dtype(entry.dtype, False))
-                    del acc
-                    averaged.append(key)
-                else:
-                    value = _read_released(newest, key, entry)
-                    if progress:
-                        progress(entry.nbytes)
-                    copied.append(key)
-                nbytes += _add(writer, key, entry, value)
-        meta = newest.location.meta_path
-        if meta:
-            shown_meta = stage.shown(prefix + ".meta")
-            if is_url(meta):  # a remote .meta: fetched whole (graphs are small)
-                data = map_file(meta)
-                with os_errors(shown_meta, "writing"), open(prefix + ".meta", "wb") as f:
-                    f.write(data)
-            else:  # read errors name the input; write errors (disk full) the output
-                copy_file(meta, prefix + ".meta", shown_meta)
-        write_state_file(work, name, stage.shown)
-        stage.publish()
-    return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
-                         copied=copied, nbytes=nbytes,
-                         baked={k: v for k, v in source_of.items() if k in averaged})
+                del acc
+                averaged.append(key)
+            else:
+                value = _read_released(newest, key, entry)
+                if progress:
+                    progress(entry.nbytes * len(ckpts))
+                copied.append(key)
+            nbytes += _add(writer, key, entry, value)
+    return averaged, copied, nbytes
+
+
+def _copy_meta(newest: Checkpoint, prefix: str, shown) -> None:
+    meta = newest.location.meta_path
+    if not meta:
+        return
+    shown_meta = shown(prefix + ".meta")
+    if is_url(meta):  # a remote .meta: fetched whole (graphs are small)
+        data = map_file(meta)
+        with os_errors(shown_meta, "writing"), open(prefix + ".meta", "wb") as f:
+            f.write(data)
+    else:  # read errors name the input; write errors (disk full) the output
+        copy_file(meta, prefix + ".meta", shown_meta)
 
 
 # Pieces read per input at a time: the mapped pages of each piece are released as soon as it

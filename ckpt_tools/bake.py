@@ -111,11 +111,39 @@ def _saved_model_names(fname: str) -> bool:
             or fname == os.path.dirname(VARIABLES_PREFIX))
 
 
+def saved_model_stage(out_dir: str, inputs: Inputs, overwrite: bool) -> StagedDir:
+    """Returns the staging directory of a SavedModel output in ``out_dir`` (it owns
+    ``saved_model.pb``, its extras and ``variables/``), refusing to replace ``inputs``."""
+    return StagedDir(out_dir, inputs, _saved_model_names, overwrite=overwrite, owned_dirs=True)
+
+
+def copy_saved_model_files(saved_model: str, work: str, shown) -> list[str]:
+    """Copies what a SavedModel output keeps unchanged from the input's ``saved_model``
+    file (its extras, then the graph itself) into directory ``work``.
+
+    Returns:
+        the files written.
+
+    Raises:
+        WriteError: an OS error, naming ``shown(path)``.
+    """
+    sm_dir = os.path.dirname(saved_model)
+    files = []
+    for extra in SAVED_MODEL_EXTRAS:
+        src, dst = os.path.join(sm_dir, extra), os.path.join(work, extra)
+        if os.path.isdir(src) and not os.path.islink(src):
+            files += copy_tree(src, dst, shown)  # links stay links, never followed
+        elif os.path.isfile(src):
+            files.append(_copy_atomic(src, dst, shown))
+    files.append(_copy_atomic(saved_model, os.path.join(work, os.path.basename(saved_model)),
+                              shown))
+    return files
+
+
 def _stage(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite: bool) -> StagedDir:
     inputs = Inputs(ckpt.input_files())
     if saved_model_source(ckpt):
-        return StagedDir(out_dir, inputs, _saved_model_names, overwrite=overwrite,
-                         owned_dirs=True)
+        return saved_model_stage(out_dir, inputs, overwrite)
     name = check_file_name(ckpt.name if name is None else name)
     return StagedDir(out_dir, inputs, checkpoint_names(name), overwrite=overwrite)
 
@@ -320,21 +348,12 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
 def _write_saved_model(ckpt, m, work, source_of, verify, progress, shown) -> BakeResult:
     """Writes a SavedModel into the staging directory ``work``: the baked
     ``variables/variables.*``, the unchanged extras, then ``saved_model.pb``."""
-    sm_file = ckpt.location.saved_model
-    sm_dir = os.path.dirname(sm_file)
     variables = os.path.join(work, os.path.dirname(VARIABLES_PREFIX))
     with os_errors(shown(variables), "creating it"):
         os.mkdir(variables)
     result = _write(ckpt, m, variables, os.path.basename(VARIABLES_PREFIX), source_of, verify,
                     False, progress, None, None, shown, state_file=False)
-    files = list(result.files)
-    for extra in SAVED_MODEL_EXTRAS:
-        src, dst = os.path.join(sm_dir, extra), os.path.join(work, extra)
-        if os.path.isdir(src) and not os.path.islink(src):
-            files += copy_tree(src, dst, shown)  # links stay links, never followed
-        elif os.path.isfile(src):
-            files.append(_copy_atomic(src, dst, shown))
-    files.append(_copy_atomic(sm_file, os.path.join(work, os.path.basename(sm_file)), shown))
+    files = list(result.files) + copy_saved_model_files(ckpt.location.saved_model, work, shown)
     return with_fields(result, files=files)
 
 

@@ -96,11 +96,15 @@ def test_ema_average_and_bake(tf1_run, tmp_path, tf):
 
 
 def test_ema_without_shadows_is_exit_6(tmp_path):
+    import shutil
+
     from helpers import FIXTURES
 
+    copy = tmp_path / "copy"
+    shutil.copytree(FIXTURES / "linear_trainable_only", copy)
     with pytest.raises(EmaError, match="no EMA shadows"):
-        average_checkpoints([FIXTURES / "linear_trainable_only"] * 2,
-                            tmp_path / "x", ema=True)
+        average_checkpoints([FIXTURES / "linear_trainable_only", copy],
+                            tmp_path / "x", ema=True, newest=copy)
 
 
 def test_different_shapes_are_exit_6_naming_the_variable(tmp_path):
@@ -160,3 +164,171 @@ def test_tf2_object_checkpoints(tmp_path, tf):
     np.testing.assert_array_equal(
         e2.numpy(), _mean([t["w_ema/.ATTRIBUTES/VARIABLE_VALUE"] for t in truth]))
     assert s2.numpy() == 3
+
+
+# --- which input is the newest, and what is copied from it ---------------------------------
+
+
+def test_newest_is_the_largest_global_step_whatever_the_argument_order(tf1_run, tmp_path, tf):
+    """A shell glob gives model.ckpt-5 before model.ckpt-3: the step decides, not the order."""
+    inputs = checkpoints_of_run(tf1_run, 3)
+    shuffled = [inputs[2], inputs[0], inputs[1]]  # steps 5, 3, 4
+    result = average_checkpoints(shuffled, tmp_path / "avg")
+    assert result.newest == inputs[2] and result.newest_by == "global_step 5"
+    assert result.inputs == inputs and result.prefix.endswith("model.ckpt-5")
+    truth = [_tf_values(tf, p) for p in inputs]
+    out = _tf_values(tf, result.prefix)
+    assert out["global_step"] == 5
+    for key, value in out.items():
+        if key in result.averaged:
+            np.testing.assert_array_equal(value, _mean([t[key] for t in truth]), err_msg=key)
+        else:
+            np.testing.assert_array_equal(value, truth[-1][key], err_msg=key)
+    proc = run_subprocess(["average", *shuffled, "--out", str(tmp_path / "cli")])
+    assert proc.returncode == 0, proc.stderr
+    assert "model.ckpt-5, by global_step 5)" in proc.stdout
+    assert _tf_values(tf, str(tmp_path / "cli" / "model.ckpt-5"))["global_step"] == 5
+
+
+def test_ties_and_unknown_order_are_exit_6_naming_newest(tf1_run, tmp_path):
+    from helpers import FIXTURES
+
+    before = {p.name: p.read_bytes() for p in tf1_run.iterdir()}
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    newest = checkpoints_of_run(tf1_run, 1)[0]
+    for f in tf1_run.glob("model.ckpt-5*"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    tie = run_subprocess(["average", newest, str(copy / "model.ckpt-5"), "--out",
+                          str(tmp_path / "t")])
+    assert tie.returncode == 6 and "--newest CKPT" in tie.stderr, tie.stderr
+    assert len(tie.stderr.strip().splitlines()) == 1 and not (tmp_path / "t").exists()
+    chosen = run_subprocess(["average", newest, str(copy / "model.ckpt-5"), "--out",
+                             str(tmp_path / "t"), "--newest", str(copy), "--json"])
+    assert chosen.returncode == 0, chosen.stderr
+    doc = json.loads(chosen.stdout)
+    assert doc["newest"] == str(copy / "model.ckpt-5") and doc["newest_by"] == "--newest"
+    # The same checkpoint twice (prefix and .index) is refused, not counted twice.
+    dup = run_subprocess(["average", newest, newest + ".index", "--out", str(tmp_path / "d")])
+    assert dup.returncode == 6 and "given twice" in dup.stderr
+    # --newest must be one of the inputs (usage, exit 2).
+    other = run_subprocess(["average", newest, str(copy / "model.ckpt-5"), "--out",
+                            str(tmp_path / "o"), "--newest", str(FIXTURES / "linear_v2")])
+    assert other.returncode == 2 and "--newest" in other.stderr
+    assert {p.name: p.read_bytes() for p in tf1_run.iterdir()} == before
+
+
+def test_counters_and_non_floats_come_from_the_newest(tmp_path, tf):
+    """towers_bn: zero-debias ``local_step``/``biased`` (float32) and int64 global_step are
+    copied from the newest, never averaged; every float weight is the NumPy mean."""
+    from helpers import FIXTURES
+
+    run = FIXTURES / "towers_bn"
+    old, new = (str(run / "model.ckpt-20"), str(run / "model.ckpt-30"))
+    result = average_checkpoints([new, old], tmp_path / "avg")
+    truth = [_tf_values(tf, p) for p in (old, new)]
+    out = _tf_values(tf, result.prefix)
+    debias = [k for k in out if k.endswith(("/local_step", "/biased"))]
+    assert debias and "global_step" in out
+    for key in debias + ["global_step"]:
+        assert key in result.copied
+        np.testing.assert_array_equal(out[key], truth[1][key], err_msg=key)
+    assert not np.array_equal(truth[0][debias[0]], truth[1][debias[0]])
+    for key, value in out.items():
+        if value.dtype.kind != "f":
+            assert key in result.copied
+            np.testing.assert_array_equal(value, truth[1][key], err_msg=key)
+        elif key not in debias:
+            np.testing.assert_array_equal(value, _mean([t[key] for t in truth]), err_msg=key)
+
+
+def test_state_file_names_the_output_relative(tf1_run, tmp_path, tf):
+    """TF1 Savers write absolute paths into the run's state file; the output's names only
+    its own prefix, relative, so the output directory can be moved."""
+    assert str(tf1_run) in (tf1_run / "checkpoint").read_text()
+    result = average_checkpoints(checkpoints_of_run(tf1_run, 2), tmp_path / "avg")
+    state = (tmp_path / "avg" / "checkpoint").read_text()
+    assert state == ('model_checkpoint_path: "model.ckpt-5"\n'
+                     'all_model_checkpoint_paths: "model.ckpt-5"\n')
+    moved = tmp_path / "moved"
+    (tmp_path / "avg").rename(moved)
+    assert tf.train.latest_checkpoint(str(moved)) == str(moved / "model.ckpt-5")
+    assert result.prefix == str(tmp_path / "avg" / "model.ckpt-5")
+
+
+def test_sharded_v1_output_has_real_shard_names(tmp_path, tf):
+    from helpers import FIXTURES
+
+    src = FIXTURES / "sharded_v1"
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for f in src.glob("model.ckpt-7*"):
+        (copy / f.name).write_bytes(f.read_bytes())
+    result = average_checkpoints([src, copy], tmp_path / "avg", newest=copy)
+    names = sorted(p.name for p in (tmp_path / "avg").iterdir())
+    assert names == ["checkpoint", "model.ckpt-7.data-00000-of-00001", "model.ckpt-7.index",
+                     "model.ckpt-7.meta"]
+    assert result.prefix == str(tmp_path / "avg" / "model.ckpt-7")
+    truth = _tf_values(tf, str(src / "model.ckpt-7-?????-of-00002"))
+    out = _tf_values(tf, tf.train.latest_checkpoint(str(tmp_path / "avg")))
+    assert set(out) == set(truth)
+    for key, value in truth.items():
+        np.testing.assert_array_equal(out[key], value, err_msg=key)
+
+
+def test_saved_model_inputs_give_a_saved_model_tensorflow_loads(tmp_path, tf):
+    """Two SavedModels (the second's variables rewritten by TensorFlow's SaveV2): the output
+    is a SavedModel whose variables TF1's loader restores as the NumPy mean."""
+    import shutil
+
+    from helpers import FIXTURES, expected
+
+    src = FIXTURES / "savedmodel_tf1"
+    other = tmp_path / "sm2"
+    shutil.copytree(src, other)
+    first = _tf_values(tf, str(src / "variables" / "variables"))
+    second = {k: (v * 3 + 1).astype(v.dtype) for k, v in first.items()}
+    for f in (other / "variables").iterdir():
+        f.unlink()
+    keys = sorted(second)
+    tf.raw_ops.SaveV2(prefix=str(other / "variables" / "variables"), tensor_names=keys,
+                      shape_and_slices=[""] * len(keys),
+                      tensors=[tf.constant(second[k]) for k in keys])
+    out = tmp_path / "avg"
+    # No step recorded: which is newest cannot be told without --newest.
+    with pytest.raises(EmaError, match="--newest"):
+        average_checkpoints([src, other], out)
+    result = average_checkpoints([src, other], out, newest=other)
+    assert result.saved_model == str(out) and result.prefix == str(out / "variables/variables")
+    assert sorted(p.name for p in out.iterdir()) == ["saved_model.pb", "variables"]
+    v1 = tf.compat.v1
+    with tf.Graph().as_default(), v1.Session() as sess:
+        v1.saved_model.load(sess, expected("savedmodel_tf1")["tags"], str(out))
+        loaded = sess.run({v.op.name: v for v in v1.global_variables()})
+    assert set(loaded) == set(first)
+    for key in first:
+        np.testing.assert_array_equal(loaded[key], _mean([first[key], second[key]]), err_msg=key)
+    proc = run_subprocess(["average", str(src), str(other), "--newest", str(other), "--name",
+                           "x", "--out", str(tmp_path / "n")])
+    assert proc.returncode == 5 and "--name" in proc.stderr
+
+
+def test_tf2_newest_by_save_counter(tmp_path, tf):
+    run = tmp_path / "tf2"
+    w = tf.Variable(tf.zeros([2]))
+    n = tf.Variable(0, dtype=tf.int32)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(w=w, n=n), str(run), 3)
+    for i in range(3):
+        w.assign_add(tf.ones([2]) * (i + 1))
+        n.assign(10 - i)  # an integer that does not grow: the save counter decides
+        manager.save()
+    inputs = checkpoints_of_run(run, 3)
+    result = average_checkpoints(inputs[::-1], tmp_path / "avg")
+    assert result.newest == inputs[-1] and result.newest_by == "save_counter 3"
+    out = _tf_values(tf, result.prefix)
+    assert out["n/.ATTRIBUTES/VARIABLE_VALUE"] == 8
+    assert out["save_counter/.ATTRIBUTES/VARIABLE_VALUE"] == 3
+    w2, n2 = tf.Variable(tf.zeros([2])), tf.Variable(0, dtype=tf.int32)
+    tf.train.Checkpoint(w=w2, n=n2).restore(result.prefix).assert_consumed()
+    np.testing.assert_array_equal(w2.numpy(), np.full([2], (1 + 3 + 6) / 3, np.float32))
+    assert n2.numpy() == 8

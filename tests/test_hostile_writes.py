@@ -499,16 +499,19 @@ def test_average_follows_the_same_discipline(run, tmp_path):
     --name checked, and exactly one winner into an existing --out."""
     from ckpt_tools.average import average_checkpoints
 
-    r = _cli("average", str(run), str(run), "--out", str(run), "--force")
+    run2 = tmp_path / "run2"
+    shutil.copytree(run, run2)
+    pair = [str(run), str(run2), "--newest", str(run2)]  # no step recorded: --newest decides
+    r = _cli("average", *pair, "--out", str(run), "--force")
     assert r.returncode == 7 and "holds the input" in r.stderr, r.stderr
-    r = _cli("average", str(run), str(run), "--out", str(tmp_path / "a"), "--name", "../x")
+    r = _cli("average", *pair, "--out", str(tmp_path / "a"), "--name", "../x")
     assert r.returncode == 7 and "invalid --name" in r.stderr, r.stderr
     old = os.umask(0o022)
     try:
-        result = average_checkpoints([run, run], tmp_path / "avg")
+        result = average_checkpoints([run, run2], tmp_path / "avg", newest=run2)
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "avg").stat().st_mode) == 0o755
     assert result.prefix == str(tmp_path / "avg" / "model.ckpt")
     assert _cli("verify", str(tmp_path / "avg")).returncode == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["avg", "run"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["avg", "run", "run2"]

@@ -383,7 +383,8 @@ def test_average_peak_memory_does_not_grow_with_the_inputs(tmp_path):
         "r = subprocess.run([sys.executable, '-m', 'ckpt_tools', 'average', *sys.argv[1:]])\n"
         "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
     r = subprocess.run([sys.executable, "-c", probe, *inputs, "--out", str(tmp_path / "avg"),
-                        "-q"], capture_output=True, text=True, timeout=600)
+                        "--newest", inputs[-1], "-q"],  # equal steps: --newest decides
+                       capture_output=True, text=True, timeout=600)
     code, peak_kib = map(int, r.stdout.split())
     assert code == 0, r.stderr
     # Before streaming: 734 MB (every input page stayed mapped). Now: one piece per input,

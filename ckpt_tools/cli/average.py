@@ -19,8 +19,9 @@ from ._output import Output, human_bytes
 
 def average_command(
     paths: Annotated[list[str], typer.Argument(
-        help="Two or more checkpoints of one run (oldest first), or one run directory with "
-        "--last N.", show_default=False, metavar="CKPT...")],
+        help="Two or more checkpoints of one run (any order: the newest is the one with the "
+        "largest global_step / save_counter), or one run directory with --last N.",
+        show_default=False, metavar="CKPT...")],
     out_dir: Annotated[str, typer.Option(
         "--out", "-o", metavar="DIR",
         help="Output directory (new, or empty).", show_default=False)],
@@ -35,6 +36,10 @@ def average_command(
     name: Annotated[str | None, typer.Option(
         "--name", metavar="NAME",
         help="Output checkpoint name (default: the newest input's).")] = None,
+    newest: Annotated[str | None, typer.Option(
+        "--newest", help="The input to copy integers, strings, the step and the graph from "
+        "(default: the largest recorded global_step / save_counter; with --last, the state "
+        "file's latest).", show_default=False, metavar="CKPT")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an existing output checkpoint (never an input).")] = False,
     json_out: JsonOpt = False,
@@ -42,7 +47,7 @@ def average_command(
 ) -> None:
     """Average the float variables of several checkpoints (integers, strings and the step
     come from the newest); EMA-aware, partitioned and sharded checkpoints supported."""
-    from ..average import average_checkpoints, checkpoints_of_run
+    from ..average import average_checkpoints, average_run, checkpoints_of_run
     from ..checkpoint import open_checkpoint
 
     if bake and not ema:
@@ -58,12 +63,18 @@ def average_command(
                                      "with --last N", param_hint="PATHS")
         inputs = paths
     out = Output(json_mode=json_out, quiet=quiet)
-    with open_checkpoint(inputs[-1]) as newest:
-        total = sum(e.nbytes for e in newest.entries().values()) * len(inputs)
+    with open_checkpoint(inputs[-1]) as one:
+        total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
     check_output_parent(out_dir, "creating the output directory")
     with out.progress("averaging", total) as bar:
-        result = average_checkpoints(inputs, out_dir, ema=ema, bake=bake, name=name,
-                                     overwrite=force, progress=bar.advance)
+        try:
+            options = dict(ema=ema, bake=bake, name=name, newest=newest, overwrite=force,
+                           progress=bar.advance)
+            # With --last the state file (save order) says which is newest.
+            result = average_run(paths[0], last, out_dir, **options) if last is not None \
+                else average_checkpoints(inputs, out_dir, **options)
+        except ValueError as exc:  # --newest names none of the inputs
+            raise typer.BadParameter(str(exc), param_hint="--newest") from None
     if json_out:
         out.json(result.to_dict())
         return
@@ -71,6 +82,8 @@ def average_command(
         return
     what = "EMA shadows" if ema else "float variables"
     baked = f", {len(result.baked)} plain names hold them" if result.baked else ""
-    out.prose(f"wrote {result.prefix} ({human_bytes(result.nbytes)}): "
-             f"{len(result.averaged)} {what} averaged over {len(result.inputs)} checkpoints"
-             f"{baked}, {len(result.copied)} tensors copied from the newest")
+    copied = len(result.copied)
+    out.prose(f"wrote {result.saved_model or result.prefix} ({human_bytes(result.nbytes)}): "
+              f"{len(result.averaged)} {what} averaged over {len(result.inputs)} checkpoints"
+              f"{baked}, {copied} tensor{'s' if copied != 1 else ''} copied from the newest "
+              f"({result.newest}, by {result.newest_by})")

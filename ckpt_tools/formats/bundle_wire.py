@@ -19,8 +19,14 @@ class WireError(ValueError):
     """The bytes are not a valid encoding of the message (the reader adds file and key)."""
 
 
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """Returns ``(value, next position)`` of the varint at ``pos`` (at most 10 bytes)."""
+def decode_varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Returns ``(value, next position)`` of the protobuf varint at ``pos`` in ``buf[:end]``
+    (at most 10 bytes, the value kept to 64 bits): the one varint decoder of the hand-written
+    wire readers (bundle entries here, ``.meta`` graphs in ``meta.py``).
+
+    Raises:
+        WireError: the varint is truncated or longer than 10 bytes.
+    """
     if pos >= end:
         raise WireError("truncated varint")
     b = buf[pos]
@@ -42,7 +48,8 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
             raise WireError("varint longer than 10 bytes")
 
 
-def _int64(v: int) -> int:
+def to_int64(v: int) -> int:
+    """Returns the signed int64 a varint's unsigned 64-bit value encodes."""
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
@@ -54,11 +61,11 @@ def _int32(v: int) -> int:
 def _skip(buf: bytes, pos: int, end: int, wire: int) -> int:
     """Returns the position after a field of wire type ``wire`` whose tag ended at ``pos``."""
     if wire == 0:
-        return _varint(buf, pos, end)[1]
+        return decode_varint(buf, pos, end)[1]
     if wire == 1:
         pos += 8
     elif wire == 2:
-        n, pos = _varint(buf, pos, end)
+        n, pos = decode_varint(buf, pos, end)
         pos += n
     elif wire == 5:
         pos += 4
@@ -71,7 +78,7 @@ def _skip(buf: bytes, pos: int, end: int, wire: int) -> int:
 
 def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """Returns ``(end of the length-delimited payload, its start)``."""
-    n, pos = _varint(buf, pos, end)
+    n, pos = decode_varint(buf, pos, end)
     if n > end - pos:
         raise WireError("length-delimited field runs past the end of the message")
     return pos + n, pos
@@ -81,7 +88,7 @@ def _shape(buf: bytes, pos: int, end: int, dims: list[int], unknown: bool) -> bo
     """Appends the dimension sizes of a ``TensorShapeProto`` to ``dims``; returns
     ``unknown_rank`` (starting from ``unknown``, as protobuf merges repeated occurrences)."""
     while pos < end:
-        tag, pos = _varint(buf, pos, end)
+        tag, pos = decode_varint(buf, pos, end)
         field, wire = tag >> 3, tag & 7
         if field == 2 and wire == 2:  # dim: {1: size int64, 2: name string}
             dim_end, pos = _length(buf, pos, end)
@@ -91,15 +98,15 @@ def _shape(buf: bytes, pos: int, end: int, dims: list[int], unknown: bool) -> bo
                 pos = dim_end
                 continue
             while pos < dim_end:
-                tag, pos = _varint(buf, pos, dim_end)
+                tag, pos = decode_varint(buf, pos, dim_end)
                 if tag == 8:
-                    v, pos = _varint(buf, pos, dim_end)
-                    size = _int64(v)
+                    v, pos = decode_varint(buf, pos, dim_end)
+                    size = to_int64(v)
                 else:
                     pos = _skip(buf, pos, dim_end, tag & 7)
             dims.append(size)
         elif field == 3 and wire == 0:
-            v, pos = _varint(buf, pos, end)
+            v, pos = decode_varint(buf, pos, end)
             unknown = v != 0
         else:
             pos = _skip(buf, pos, end, wire)
@@ -155,14 +162,14 @@ def _decode_canonical(buf: bytes):
             offset = buf[pos + 1]
             pos += 2
             if offset >= 0x80:
-                offset, pos = _varint(buf, pos - 1, end)
+                offset, pos = decode_varint(buf, pos - 1, end)
                 if offset >= 1 << 63:
                     return None
         if pos < end and buf[pos] == 40:
             size = buf[pos + 1]
             pos += 2
             if size >= 0x80:
-                size, pos = _varint(buf, pos - 1, end)
+                size, pos = decode_varint(buf, pos - 1, end)
                 if size >= 1 << 63:
                     return None
         if pos + 5 == end and buf[pos] == 53:
@@ -193,15 +200,15 @@ def _decode_general(buf: bytes) -> tuple[int, tuple[int, ...], bool, int, int, i
                 v = buf[pos]
                 pos += 1
                 if v >= 0x80:
-                    v, pos = _varint(buf, pos - 1, end)
+                    v, pos = decode_varint(buf, pos - 1, end)
                 if tag == 8:  # 1: dtype (enum, int32)
                     dtype = _int32(v) if v >= 0x80000000 else v
                 elif tag == 24:  # 3: shard_id (int32)
                     shard = _int32(v) if v >= 0x80000000 else v
                 elif tag == 32:  # 4: offset (int64)
-                    offset = _int64(v)
+                    offset = to_int64(v)
                 else:  # 5: size (int64)
-                    size = _int64(v)
+                    size = to_int64(v)
             elif tag == 18:  # 2: shape
                 sub_end, pos = _length(buf, pos, end)
                 unknown = _shape(buf, pos, sub_end, dims, unknown)
@@ -217,7 +224,7 @@ def _decode_general(buf: bytes) -> tuple[int, tuple[int, ...], bool, int, int, i
                 pos = sub_end
             else:
                 if tag >= 0x80:
-                    tag, pos = _varint(buf, pos - 1, end)
+                    tag, pos = decode_varint(buf, pos - 1, end)
                 if tag >> 3 == 0:
                     raise WireError("field number 0")
                 pos = _skip(buf, pos, end, tag & 7)
@@ -244,19 +251,19 @@ def decode_header(buf: bytes) -> tuple[int | None, int, int]:
     endianness = min_consumer = 0
     pos, end = 0, len(buf)
     while pos < end:
-        tag, pos = _varint(buf, pos, end)
+        tag, pos = decode_varint(buf, pos, end)
         if tag == 8:
-            v, pos = _varint(buf, pos, end)
+            v, pos = decode_varint(buf, pos, end)
             num_shards = _int32(v)
         elif tag == 16:
-            v, pos = _varint(buf, pos, end)
+            v, pos = decode_varint(buf, pos, end)
             endianness = _int32(v)
         elif tag == 26:  # 3: version (VersionDef: 1 producer, 2 min_consumer, 3 bad_consumers)
             sub_end, pos = _length(buf, pos, end)
             while pos < sub_end:
-                tag, pos = _varint(buf, pos, sub_end)
+                tag, pos = decode_varint(buf, pos, sub_end)
                 if tag == 16:
-                    v, pos = _varint(buf, pos, sub_end)
+                    v, pos = decode_varint(buf, pos, sub_end)
                     min_consumer = _int32(v)
                 else:
                     pos = _skip(buf, pos, sub_end, tag & 7)

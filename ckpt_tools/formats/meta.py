@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 from ._io import close_map, gc_paused, map_file
 from ._wire import Cursor
+from .bundle_wire import WireError, decode_varint, to_int64
 
 # Collections whose members are serialized VariableDef protos.
 VARIABLE_COLLECTIONS = (
@@ -93,9 +94,6 @@ def _op_name(tensor_name: str) -> str:
     return tensor_name[:-2] if tensor_name.endswith(":0") else tensor_name.split(":")[0]
 
 
-_U64 = (1 << 64) - 1
-
-
 def _fields(buf) -> Iterator[tuple[int, int, int | bytes]]:
     """Yields ``(field number, wire type, value)`` of a serialized message: ``int`` for
     varint and fixed fields, ``bytes`` for length-delimited ones. (Indexes ``bytes`` directly
@@ -141,37 +139,26 @@ def _fields(buf) -> Iterator[tuple[int, int, int | bytes]]:
 
 
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
-    """Returns ``(value, next position)`` of the varint at ``pos`` (at most 10 bytes)."""
-    result = shift = 0
-    while shift < 70:
-        if pos >= end:
-            raise CorruptCheckpointError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result & _U64, pos
-        shift += 7
-    raise CorruptCheckpointError("varint longer than 10 bytes")
+    """:func:`bundle_wire.decode_varint`, its errors as this module's."""
+    try:
+        return decode_varint(buf, pos, end)
+    except WireError as exc:
+        raise CorruptCheckpointError(str(exc)) from None
 
 
 def _str(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
-def _int64(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
 def _int64s(number: int, wire: int, value, out: list[int]) -> None:
     """Appends a repeated int64 field's values, unpacked (varint) or packed (bytes)."""
     if wire == 0:
-        out.append(_int64(value))
+        out.append(to_int64(value))
     elif wire == 2:
         pos, end = 0, len(value)
         while pos < end:
             v, pos = _varint(value, pos, end)
-            out.append(_int64(v))
+            out.append(to_int64(v))
 
 
 def _meta_info(buf) -> tuple[str, tuple[str, ...]]:
