@@ -190,9 +190,15 @@ def read_state_file_at(path: str) -> list[str]:
 
 def _in_dir(directory: str, name: str) -> str:
     if os.path.isabs(name):
-        # Checkpoints copied from another machine keep absolute paths in their state file.
-        if not _exists(name) and _exists(os.path.join(directory, os.path.basename(name))):
-            return os.path.join(directory, os.path.basename(name))
+        # Checkpoints copied from another machine or directory keep absolute paths in their
+        # state file: the copy beside the state file is the one meant, even when the original
+        # still exists (reading that would show, average or --force-replace another run).
+        local = os.path.join(directory, os.path.basename(name))
+        if os.path.dirname(name) != os.path.abspath(directory) and _exists(local) and \
+                os.path.realpath(local) != os.path.realpath(name):
+            return local
+        if not _exists(name) and _exists(local):
+            return local
         return name
     return os.path.join(directory, name)
 

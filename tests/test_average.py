@@ -332,3 +332,21 @@ def test_tf2_newest_by_save_counter(tmp_path, tf):
     tf.train.Checkpoint(w=w2, n=n2).restore(result.prefix).assert_consumed()
     np.testing.assert_array_equal(w2.numpy(), np.full([2], (1 + 3 + 6) / 3, np.float32))
     assert n2.numpy() == 8
+
+
+def test_copied_run_with_absolute_state_file_reads_the_copy(tf1_run, tmp_path):
+    """A TF1 run copied elsewhere keeps absolute paths to the original in its state file:
+    ``--last`` reads the copy, and the copy's state file is an input ``--force`` never
+    replaces."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(tf1_run, copy)
+    assert str(tf1_run) in (copy / "checkpoint").read_text()
+    inputs = checkpoints_of_run(copy, 2)
+    assert all(p.startswith(str(copy)) for p in inputs), inputs
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    proc = run_subprocess(["average", str(copy), "--last", "2", "--out", str(copy), "--name",
+                           "avg", "--force"])
+    assert proc.returncode == 7, proc.stderr
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
