@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import roles as R
-from .checkpoint import Checkpoint, open_checkpoint, read_state_file
+from .checkpoint import Checkpoint, locate, open_checkpoint, read_state_file
 from .emamap import ema_map
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
@@ -151,11 +151,19 @@ def average_checkpoints(
         raise ValueError("averaging needs at least two checkpoints")
     if bake and not ema:
         raise ValueError("bake=True needs ema=True")
+    # Resolved first: resolving a URL starts a fresh remote session, which must be the one
+    # that then records the inputs (remote outputs refuse to replace them).
+    chosen = None if newest is None else _identity(locate(newest).prefix)
     opened: list[Checkpoint] = []
     try:
         for path in checkpoints:
             opened.append(open_checkpoint(path))
-        ordered, why = order_inputs(opened, newest)
+        _check_formats(opened)
+        if chosen is not None and not any(_identity(c.location.prefix) == chosen
+                                          for c in opened):
+            raise ValueError(f"--newest {os.fspath(newest)!r} is not one of the checkpoints "
+                             "being averaged")
+        ordered, why = _order_inputs(opened, chosen)
         if is_url(os.fspath(out_dir)):
             return _average_to_url(ordered, why, os.fspath(out_dir), ema, bake, name,
                                    overwrite, progress)
@@ -187,8 +195,7 @@ def average_run(run_dir: str | os.PathLike, last: int, out_dir: str | os.PathLik
     return result if chosen else dataclasses.replace(result, newest_by="the state file")
 
 
-def _identity(ckpt: Checkpoint) -> str:
-    prefix = ckpt.location.prefix
+def _identity(prefix: str) -> str:
     return prefix.rstrip("/") if is_url(prefix) else os.path.realpath(prefix)
 
 
@@ -200,37 +207,28 @@ def _recorded_step(ckpt: Checkpoint, key: str) -> int | None:
     return int(ckpt.tensor(key).reshape(-1)[0])
 
 
-def order_inputs(ckpts: list[Checkpoint], newest: str | os.PathLike | None = None
-                 ) -> tuple[list[Checkpoint], str]:
+def _order_inputs(ckpts: list[Checkpoint], chosen: str | None) -> tuple[list[Checkpoint], str]:
     """Returns ``ckpts`` with the newest one last, and why it is the newest.
 
-    The newest is ``newest`` when given, else the input recording the largest ``global_step``
-    (TF2 object checkpoints without one: ``save_counter``); the others keep their order,
-    sorted by that step when it decides.
+    The newest is the input whose resolved prefix is ``chosen`` when given (``--newest``),
+    else the input recording the largest ``global_step`` (TF2 object checkpoints without
+    one: ``save_counter``); the inputs are then sorted by that step.
 
     Raises:
         EmaError: an input is given twice, no step counter is recorded in every input, or the
             largest is recorded by more than one input (names ``--newest``).
-        ValueError: ``newest`` is none of ``ckpts``.
     """
     seen: dict[str, str] = {}
     for ckpt in ckpts:
-        ident = _identity(ckpt)
+        ident = _identity(ckpt.location.prefix)
         if ident in seen:
             also = f" (also as {seen[ident]})" if seen[ident] != ckpt.path else ""
             raise EmaError(f"{ckpt.path}: given twice{also}; averaging would count it twice; "
                            "give each checkpoint once")
         seen[ident] = ckpt.path
-    if newest is not None:
-        from .checkpoint import locate
-
-        want = locate(newest).prefix
-        want = want.rstrip("/") if is_url(want) else os.path.realpath(want)
-        chosen = [c for c in ckpts if _identity(c) == want]
-        if not chosen:
-            raise ValueError(f"--newest {os.fspath(newest)!r} is not one of the checkpoints "
-                             "being averaged")
-        return [c for c in ckpts if c is not chosen[0]] + chosen, "--newest"
+    if chosen is not None:
+        last = [c for c in ckpts if _identity(c.location.prefix) == chosen]
+        return [c for c in ckpts if c is not last[0]] + last, "--newest"
     for key in _STEP_KEYS:
         steps = [_recorded_step(c, key) for c in ckpts]
         if any(s is None for s in steps):
@@ -277,13 +275,16 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
         result.prefix)))
 
 
-def _check_compatible(ckpts: list[Checkpoint]) -> None:
-    newest = ckpts[-1]
+def _check_formats(ckpts: list[Checkpoint]) -> None:
     for ckpt in ckpts:
         if ckpt.format not in ("v1", "v2", "object"):
             raise UnsupportedFormatError(
                 f"{ckpt.path}: averaging reads TensorFlow checkpoints; this is a Keras "
                 f"{ckpt.format} file")
+
+
+def _check_compatible(ckpts: list[Checkpoint]) -> None:
+    newest = ckpts[-1]
     want = newest.entries()
     for ckpt in ckpts[:-1]:
         have = ckpt.entries()

@@ -350,3 +350,14 @@ def test_copied_run_with_absolute_state_file_reads_the_copy(tf1_run, tmp_path):
                            "avg", "--force"])
     assert proc.returncode == 7, proc.stderr
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+
+
+def test_keras_inputs_are_exit_5(tmp_path):
+    from helpers import FIXTURES
+
+    src = FIXTURES / "keras_ema" / "adam.keras"
+    copy = tmp_path / "b.keras"
+    copy.write_bytes(src.read_bytes())
+    proc = run_subprocess(["average", str(src), str(copy), "--out", str(tmp_path / "o")])
+    assert proc.returncode == 5 and "Keras" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
