@@ -265,6 +265,13 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
             "one, then copy it")
     url = url.rstrip("/")
     base = name or ckpts[-1].name
+    # Opening a URL starts a fresh session that records only that checkpoint's objects:
+    # record every input's, so that --out onto any of their runs is refused (exit 7).
+    store = remote.session()
+    for ckpt in ckpts:
+        for f in ckpt.input_files():
+            if is_url(f):
+                store.note_input(f)
     remote.check_new(url, [base + ".index"], overwrite=overwrite)
     with tempfile.TemporaryDirectory(prefix="ckpt-average-") as tmp:
         local = os.path.join(tmp, "out")

@@ -244,6 +244,20 @@ def test_average_between_urls_matches_local(s3, tmp_path):
     assert again.exit_code == 7, again.output
 
 
+def test_remote_average_never_replaces_any_input(s3):
+    """Inputs from two runs: an --out onto the run of the input opened first is refused
+    with --force too (every input is recorded, not only the last one opened)."""
+    _copy_case(s3, "towers_bn", "two-a")
+    _copy_case(s3, "towers_bn", "two-b")
+    before = _etags(s3, "two-a/")
+    a, b = f"s3://{BUCKET}/two-a/model.ckpt-30", f"s3://{BUCKET}/two-b/model.ckpt-20"
+    # --newest: no step is read, so nothing but the opening records the inputs.
+    result = _run("average", a, b, "--newest", b, "--out", f"s3://{BUCKET}/two-a/", "--name",
+                  "avg", "--force")
+    assert result.exit_code == 7 and "input" in result.stderr, result.stderr
+    assert _etags(s3, "two-a/") == before
+
+
 def _etags(s3, prefix: str) -> dict[str, str]:
     listed = s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=prefix)
     return {o["Key"]: o["ETag"] for o in listed.get("Contents", [])}
