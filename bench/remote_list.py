@@ -5,11 +5,12 @@ two-shard checkpoint layout at each size (an index with real extents, its ``.met
 TensorFlow child, the state file; sparse, all-zero data shards), uploads all of it and times
 ``ckpt list`` as a fresh process, counting requests from the server's log. moto holds each
 multipart upload in this process's memory (twice the object's size at once), so sizes above
-a few GB are not practical here, for data shards that ``list`` never reads.
+a few GB are not practical in two shards; ``--shards 16`` spreads 10 GB over 640 MB objects
+(each held twice only while it is assembled), which this machine can spare.
 
 Example::
 
-    python bench/remote_list.py --sizes 10M 1G
+    python bench/remote_list.py --sizes 1G 10G --shards 16 --repeat 5
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_ckpt import (  # noqa: E402
     NUM_SHARDS,
     PREFIX_NAME,
-    _assign_shards,
     layout,
     parse_size,
     write_meta,
@@ -42,15 +42,26 @@ from ckpt_tools.formats.bundle_writer import write_state_file  # noqa: E402
 from ckpt_tools.formats.table_builder import build_table  # noqa: E402
 
 
-def sparse_checkpoint(directory: str, total: int) -> str:
+def assign_shards(specs, num_shards: int) -> list[int]:
+    """Greedy byte balance (as make_ckpt's): each tensor, largest first, to the emptiest
+    shard; big tensors are never split, so a shard is at least the biggest tensor."""
+    loads = [0] * num_shards
+    shard = [0] * len(specs)
+    for i in sorted(range(len(specs)), key=lambda i: -specs[i].nbytes):
+        shard[i] = loads.index(min(loads))
+        loads[shard[i]] += specs[i].nbytes
+    return shard
+
+
+def sparse_checkpoint(directory: str, total: int, num_shards: int = NUM_SHARDS) -> str:
     """Writes make_ckpt's layout with sparse (all-zero, unallocated) data shards; returns the
     prefix. The index's extents are real; its CRCs are not (``list`` reads no data)."""
     os.makedirs(directory, exist_ok=True)
     prefix = os.path.join(directory, PREFIX_NAME)
     specs = layout(total)
-    offsets = [0] * NUM_SHARDS
+    offsets = [0] * num_shards
     items = []
-    for spec, shard in zip(specs, _assign_shards(specs), strict=True):
+    for spec, shard in zip(specs, assign_shards(specs, num_shards), strict=True):
         entry = BundleEntryProto(dtype=9 if spec.dtype == "int64" else 1, shard_id=shard,
                                  offset=offsets[shard], size=spec.nbytes)
         for d in spec.shape:
@@ -58,9 +69,9 @@ def sparse_checkpoint(directory: str, total: int) -> str:
         offsets[shard] += spec.nbytes
         items.append((spec.name.encode(), entry.SerializeToString()))
     for shard, size in enumerate(offsets):
-        with open(data_path(prefix, shard, NUM_SHARDS), "wb") as f:
+        with open(data_path(prefix, shard, num_shards), "wb") as f:
             f.truncate(size)
-    header = BundleHeaderProto(num_shards=NUM_SHARDS, endianness=0)
+    header = BundleHeaderProto(num_shards=num_shards, endianness=0)
     header.version.producer = 1
     with open(prefix + ".index", "wb") as f:
         f.write(build_table([(b"", header.SerializeToString()), *sorted(items)]))
@@ -82,6 +93,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["10M", "1G"])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--shards", type=int, default=NUM_SHARDS,
+                        help="data shards (several keep each uploaded object small)")
     args = parser.parse_args()
     from moto.server import ThreadedMotoServer
 
@@ -102,15 +115,18 @@ def main() -> None:
 
         client = boto3.client("s3")
         client.create_bucket(Bucket="ckpts")
+        from boto3.s3.transfer import TransferConfig
+
+        transfer = TransferConfig(multipart_chunksize=64 << 20)
         print("| checkpoint | objects uploaded | requests | `ckpt list s3://…` (median of "
               f"{args.repeat}) | `ckpt list` on the local copy |\n|---|---|---|---|---|")
         for size in args.sizes:
             with tempfile.TemporaryDirectory() as tmp:
-                prefix = sparse_checkpoint(tmp, parse_size(size))
+                prefix = sparse_checkpoint(tmp, parse_size(size), args.shards)
                 uploaded = []
                 for name in sorted(os.listdir(tmp)):
                     path = os.path.join(tmp, name)
-                    client.upload_file(path, "ckpts", f"{size}/{name}")
+                    client.upload_file(path, "ckpts", f"{size}/{name}", Config=transfer)
                     uploaded.append(name)
                 times, counts = [], set()
                 for _ in range(args.repeat):
@@ -130,7 +146,7 @@ def main() -> None:
                     subprocess.run([sys.executable, "-m", "ckpt_tools", "list", tmp, "--json"],
                                    capture_output=True, env=env, check=True)
                     local.append(time.perf_counter() - t0)
-                data = "index, .meta, state file, 2 data shards"
+                data = f"index, .meta, state file, {args.shards} data shards"
                 print(f"| {size} ({os.path.basename(prefix)}, 1,003 tensors) | {data} | "
                       f"{'/'.join(map(str, sorted(counts)))} | "
                       f"{statistics.median(times):.2f} s | {statistics.median(local):.2f} s |",
