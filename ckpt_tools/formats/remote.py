@@ -9,26 +9,35 @@ What a reader needs from object storage, in as few requests as the format allows
   read-ahead when tensors are read in storage order (``verify``, ``export``, ``restore-ema``).
 
 Imported only for URLs (:func:`ckpt_tools.formats._io.is_url`): a local ``ckpt list`` never
-loads fsspec. Every fsspec call goes through :func:`_errors`, which turns the storage library's
-exceptions into one-line errors naming the URL and saying whether it was not found (exit 3),
-forbidden or a network failure (:class:`~ckpt_tools.errors.RemoteAccessError`, exit 1).
+loads fsspec. Every fsspec call goes through :func:`.remote_errors.translate`, which turns the
+storage library's exceptions into one-line errors naming the URL (not found: exit 3; forbidden,
+credentials, changed while read, network failure: exit 1), under bounded timeouts. Writers are
+in :mod:`.remote_write`; S3's ETag-pinned reads and conditional writes in :mod:`.remote_s3`.
 """
 
 from __future__ import annotations
 
-import os
 import posixpath
-from contextlib import contextmanager
 
 from ..errors import (
-    CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
-    OutputError,
     RemoteAccessError,
     UnsupportedFormatError,
 )
 from . import remote_s3
+from .remote_errors import (
+    INSTALL,
+    MAX_STATE,
+    PACKAGES,
+    S3_PROTOCOLS,
+    deadline,
+    error_code,
+    fsspec_module,
+    max_whole,
+    s3_options,
+    translate,
+)
 
 #: Read-ahead window of a data shard read in storage order, and the piece size big tensors
 #: are split into so that they, too, come down over several connections at once.
@@ -36,169 +45,6 @@ WINDOW = 32 << 20
 PIECE = 8 << 20
 MAX_IN_FLIGHT = 16
 _MAX_GAP = 1 << 20  # bytes between tensors fetched anyway rather than paying a request
-
-#: The most bytes of a state file, ``.index`` or ``.meta`` read whole from a URL (a hostile
-#: or mistaken huge object must not exhaust memory); ``CKPT_REMOTE_MAX_BYTES`` raises it.
-MAX_WHOLE = 256 << 20
-MAX_STATE = 16 << 20  # a state file lists paths: even 100,000 of them fit (as locally)
-_MIN_RATE = 256 << 10  # bytes/s below which a transfer counts as stalled (overall deadline)
-_S3 = ("s3", "s3a")
-_INSTALL = 'pip install "ckpt-tools[remote]" (fsspec with s3fs; add gcsfs for gs://)'
-#: The package to install for a protocol fsspec knows but cannot load.
-_PACKAGES = {"s3": '"ckpt-tools[remote]"', "s3a": '"ckpt-tools[remote]"', "gs": "gcsfs",
-             "gcs": "gcsfs", "abfs": "adlfs", "az": "adlfs", "adl": "adlfs"}
-_CREDENTIAL_ERRORS = {"NoCredentialsError", "PartialCredentialsError", "ProfileNotFound",
-                      "CredentialRetrievalError", "UnauthorizedSSOTokenError",
-                      "SSOTokenLoadError", "TokenRetrievalError", "NoAuthTokenError",
-                      "DefaultCredentialsError", "RefreshError"}
-_REJECTED = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
-             "TokenRefreshRequired", "ExpiredTokenException", "InvalidClientTokenId"}
-
-
-def timeouts() -> tuple[float, float, int]:
-    """Returns ``(connect, read, attempts)``: seconds to connect, seconds a read may wait for
-    the next bytes (``CKPT_REMOTE_TIMEOUT``, default 20), and attempts per request (botocore's
-    only: s3fs's own retry loop, which multiplied them, is turned off)."""
-    try:
-        read = float(os.environ.get("CKPT_REMOTE_TIMEOUT") or 20)
-    except ValueError:
-        read = 20.0
-    read = max(read, 0.1)
-    return min(10.0, read), read, 3
-
-
-def deadline(nbytes: int = 0) -> float:
-    """Returns the seconds one call moving ``nbytes`` may take in all: every attempt's connect
-    and read timeouts, plus the bytes at a trickle of 256 KiB/s (a server that answers a byte
-    at a time never trips the read timeout, so this bounds it)."""
-    connect, read, attempts = timeouts()
-    return attempts * (connect + read) + min(read, 5.0) + nbytes / _MIN_RATE
-
-
-def _options(protocol: str) -> dict:
-    if protocol not in _S3:
-        return {}
-    connect, read, attempts = timeouts()
-    return {"config_kwargs": {"connect_timeout": connect, "read_timeout": read,
-                              "retries": {"total_max_attempts": attempts,
-                                          "mode": "standard"}}}
-
-
-def max_whole() -> int:
-    """Returns the most bytes an ``.index`` or ``.meta`` may have to be read from a URL."""
-    try:
-        return max(int(os.environ.get("CKPT_REMOTE_MAX_BYTES") or MAX_WHOLE), 1)
-    except ValueError:
-        return MAX_WHOLE
-
-
-def _fsspec():
-    try:
-        import fsspec
-    except ImportError:
-        raise UnsupportedFormatError(
-            f"reading URLs needs fsspec: {_INSTALL}") from None
-    return fsspec
-
-
-def _status(exc: BaseException) -> int | None:
-    """The HTTP status an fsspec backend's exception carries, when it carries one."""
-    for attr in ("status", "code", "status_code"):
-        value = getattr(exc, attr, None)
-        if isinstance(value, int):
-            return value
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):  # botocore ClientError
-        value = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if isinstance(value, int):
-            return value
-    return None
-
-
-def _code(exc: BaseException) -> str | None:
-    """The S3 error code (``AccessDenied``, ``PreconditionFailed``...) behind an exception,
-    looking through s3fs's translation (which keeps botocore's error as the cause)."""
-    seen = exc
-    for _ in range(4):
-        response = getattr(seen, "response", None)
-        if isinstance(response, dict):
-            code = response.get("Error", {}).get("Code")
-            if code:
-                return str(code)
-        seen = seen.__cause__ or seen.__context__
-        if seen is None:
-            return None
-    return None
-
-
-def _names(exc: BaseException) -> set[str]:
-    names, seen = set(), exc
-    for _ in range(4):
-        if seen is None:
-            break
-        names.add(type(seen).__name__)
-        seen = seen.__cause__ or seen.__context__
-    return names
-
-
-@contextmanager
-def _errors(url: str, wait: float | None = None):
-    """Turns a storage library's exception into a CheckpointError naming ``url``.
-
-    Raises:
-        CheckpointNotFoundError: the object (or bucket) does not exist (404).
-        OutputError: a conditional write found the object created by another writer.
-        RemoteAccessError: no usable credentials, credentials rejected, forbidden (401/403),
-            the object changed while it was read (412/416), no answer within the deadline
-            ``wait``, or another network failure.
-        UnsupportedFormatError: the protocol's backend is not installed.
-    """
-    try:
-        yield
-    except CheckpointError:
-        raise
-    except FileNotFoundError:
-        raise CheckpointNotFoundError(f"{url}: not found") from None
-    except FileExistsError:
-        raise OutputError(f"{url}: already exists (another writer created it meanwhile; "
-                          "nothing of it was replaced)") from None
-    except ImportError as exc:  # a protocol whose backend is not installed (gcsfs...)
-        raise UnsupportedFormatError(f"{url}: {_short(exc)}; {_INSTALL}") from None
-    except Exception as exc:  # botocore, aiohttp, asyncio timeouts: all network-level
-        code, status, names = _code(exc), _status(exc), _names(exc)
-        if names & _CREDENTIAL_ERRORS:
-            raise RemoteAccessError(
-                f"{url}: no usable credentials ({_short(exc)}); set them the storage "
-                "library's usual way (AWS_PROFILE, AWS_ACCESS_KEY_ID...)") from None
-        if code in _REJECTED:
-            raise RemoteAccessError(
-                f"{url}: credentials rejected ({code}: {_short(exc)})") from None
-        if code == "PreconditionFailed" or status == 412:
-            raise RemoteAccessError(
-                f"{url}: changed while it was being read (a writer replaced it after it was "
-                "listed); nothing was mixed: retry when the writer is done") from None
-        if code == "InvalidRange" or status == 416:
-            raise RemoteAccessError(
-                f"{url}: changed while it was being read (now shorter than listed); "
-                "retry when the writer is done") from None
-        if isinstance(exc, PermissionError) or status in (401, 403) or code == "AccessDenied":
-            raise RemoteAccessError(
-                f"{url}: forbidden (access denied: {_short(exc)})") from None
-        if status == 404:
-            raise CheckpointNotFoundError(f"{url}: not found") from None
-        if names & {"FSTimeoutError", "TimeoutError", "ReadTimeoutError",
-                    "ConnectTimeoutError"} and wait is not None:
-            raise RemoteAccessError(
-                f"{url}: network failure (no answer within {wait:.0f} s; "
-                "CKPT_REMOTE_TIMEOUT sets the per-read wait)") from None
-        raise RemoteAccessError(
-            f"{url}: network failure ({type(exc).__name__}: {_short(exc)})") from None
-
-
-def _short(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
-
 
 class Session:
     """One command's view of remote storage: a fresh filesystem per URL protocol (so nothing
@@ -239,7 +85,7 @@ class Session:
         fs = self._fs.get(protocol)
         if fs is not None:
             return fs, fs._strip_protocol(url)
-        fsspec = _fsspec()
+        fsspec = fsspec_module()
         from fsspec.registry import known_implementations
 
         if protocol not in fsspec.available_protocols():
@@ -249,30 +95,35 @@ class Session:
         try:
             cls = fsspec.get_filesystem_class(protocol)
         except ImportError:
-            package = _PACKAGES.get(protocol)
+            package = PACKAGES.get(protocol)
             hint = (f"pip install {package}" if package else
-                    known_implementations.get(protocol, {}).get("err") or _INSTALL)
+                    known_implementations.get(protocol, {}).get("err") or INSTALL)
             raise UnsupportedFormatError(
                 f"{url}: reading {protocol}:// URLs needs "
                 f"{package.strip(chr(34)) if package else 'its fsspec backend'}: {hint}"
             ) from None
-        with _errors(url, deadline()):
-            fs = cls(skip_instance_cache=True, **_options(protocol))
-        if protocol in _S3:
+        with translate(url, deadline()):
+            fs = cls(skip_instance_cache=True, **s3_options(protocol))
+        if protocol in S3_PROTOCOLS:
             # s3fs retries on top of botocore's attempts (5 x 3 x the read timeout: a
             # stalled endpoint took over 15 minutes); botocore's attempts are the bound.
             fs.retries = 1
         self._fs[protocol] = fs
         return fs, fs._strip_protocol(url)
 
-    def _call(self, fs, url: str, method: str, *args, nbytes: int = 0, **kwargs):
-        """Calls ``fs.method(*args, **kwargs)`` under :func:`_errors` with an overall
+    def call(self, fs, url: str, method: str, *args, nbytes: int = 0, **kwargs):
+        """Calls ``fs.method(*args, **kwargs)`` under :func:`translate` with an overall
         deadline (async filesystems only: the others take no ``timeout``)."""
         wait = deadline(nbytes)
         if getattr(fs, "async_impl", False):
             kwargs["timeout"] = wait
-        with _errors(url, wait):
+        with translate(url, wait):
             return getattr(fs, method)(*args, **kwargs)
+
+    def forget(self, directory: str) -> None:
+        """Drops the cached listing of ``directory`` (after writing into it, or to list it
+        again under a writer's lock)."""
+        self._listings.pop(directory.rstrip("/"), None)
 
     def etag(self, url: str) -> str | None:
         """Returns the ETag of ``url`` from its directory's cached listing (no request), or
@@ -298,7 +149,7 @@ class Session:
             fs, path = self.fs(directory)
             self.requests += 1
             try:
-                infos = self._call(fs, directory + "/", "ls", path, detail=True)
+                infos = self.call(fs, directory + "/", "ls", path, detail=True)
             except CheckpointNotFoundError:
                 self._absent.add(directory)  # asked again while resolving: no new request
                 raise
@@ -367,7 +218,7 @@ class Session:
         self.requests += 1
         if remote_s3.is_s3(fs):
             wait = deadline(min(listed if listed is not None else limit, limit))
-            with _errors(url, wait):
+            with translate(url, wait):
                 # Listed: the whole object, pinned to the listed ETag. Not listed: at most
                 # limit + 1 bytes (an empty object has no byte 0 to range over: 416).
                 try:
@@ -375,12 +226,12 @@ class Session:
                                                     else (0, limit + 1)],
                                          self.etag(url), wait)[0]
                 except OSError as exc:
-                    if listed is None and _code(exc) == "InvalidRange":
+                    if listed is None and error_code(exc) == "InvalidRange":
                         data = b""
                     else:
                         raise
         else:
-            data = self._call(fs, url, "cat_file", path, start=0, end=limit + 1,
+            data = self.call(fs, url, "cat_file", path, start=0, end=limit + 1,
                               nbytes=limit)
         if listed is not None and len(data) != listed:
             raise RemoteAccessError(
@@ -428,18 +279,18 @@ class Session:
                 out = []
             elif remote_s3.is_s3(fs):
                 wait = deadline(nbytes)
-                with _errors(url, wait):
+                with translate(url, wait):
                     out = remote_s3.get(fs, path, wanted, etag, wait)
             elif len(wanted) == 1:
                 s, e = wanted[0]
-                out = [self._call(fs, url, "cat_file", path, start=s, end=e, nbytes=nbytes)]
+                out = [self.call(fs, url, "cat_file", path, start=s, end=e, nbytes=nbytes)]
             else:
-                out = self._call(fs, url, "cat_ranges", [path] * len(wanted),
+                out = self.call(fs, url, "cat_ranges", [path] * len(wanted),
                                  [s for s, _ in wanted], [e for _, e in wanted],
                                  on_error="return", nbytes=nbytes)
                 for item in out:
                     if isinstance(item, BaseException):
-                        with _errors(url, deadline(nbytes)):
+                        with translate(url, deadline(nbytes)):
                             raise item
             fetched = iter(out)
             for s, e in batch:
@@ -559,14 +410,6 @@ class RemoteFile:
         return got[0]
 
 
-def _upload_rank(name: str) -> int:
-    """Upload order: data first, then the ``.index`` that points into it, then the ``.meta``,
-    and the ``checkpoint`` state file that names the checkpoint last."""
-    if name == "checkpoint":
-        return 3
-    return 2 if name.endswith(".meta") else 1 if name.endswith(".index") else 0
-
-
 def normalize(url: str) -> str:
     """Returns ``url`` in one spelling per object: protocol lower-cased, ``//`` and ``.``
     segments collapsed, no trailing slash (so two spellings of one input compare equal)."""
@@ -593,168 +436,6 @@ def is_url_like(text: str) -> bool:
     return "://" in text
 
 
-def check_new(directory: str, names: list[str], *, overwrite: bool = False,
-              whole_directory: bool = True) -> None:
-    """Refuses (exit 7) to write ``names`` into URL ``directory`` where that would replace
-    an input of this command, or, without ``overwrite``, any object that exists. The same
-    rules as local writes (``formats/_write.py``): a checkpoint output directory
-    (``whole_directory``) that holds an input is refused with or without ``--force`` (its
-    ``checkpoint`` state file would be rewritten); a single-file output is refused only when
-    it is itself an input.
-
-    Raises:
-        OutputError: an input would be replaced, or an object exists and ``overwrite`` is
-            false.
-        RemoteAccessError: forbidden, or the network failed.
-    """
-    from ..errors import OutputError
-
-    store = session()
-    where = normalize(directory)
-    for name in names:
-        target = normalize(url_join(directory, name))
-        if target in store.inputs:
-            raise OutputError(f"{url_join(directory, name)}: is input "
-                              f"{store.inputs[target]}; refusing to overwrite it (--force "
-                              "never replaces inputs)")
-    if whole_directory:
-        for key, url in store.inputs.items():
-            if key.rsplit("/", 1)[0] == where:
-                raise OutputError(
-                    f"{directory.rstrip('/')}/: holds the input {url}; refusing to write a "
-                    "checkpoint there (its 'checkpoint' state file and files would be "
-                    "replaced); choose another --out")
-    try:
-        existing = session().listing(directory)
-    except CheckpointNotFoundError:
-        return
-    clash = [n for n in names if n in existing]
-    if clash and not overwrite:
-        raise OutputError(f"{url_join(directory, clash[0])}: already exists (pass --force to "
-                          "replace it)")
-
-
-def upload(files: list[str], directory: str, *, overwrite: bool = False,
-           progress=None, whole_directory: bool = True) -> list[str]:
-    """Uploads local ``files`` into URL ``directory`` so that a reader never sees an index
-    with data it was not written with.
-
-    Order: data shards (and single-file outputs) first, then the ``.index``, the ``.meta``,
-    and the ``checkpoint`` state file last; each object appears whole. Replacing (``--force``)
-    an existing checkpoint first deletes its old ``.index``: meanwhile, and after an
-    interruption, that name reads as missing (exit 3), never as old index with new data
-    (readers also pin their reads to the listed ETags, so one that listed the old objects
-    is refused when they change). Data shards the old index had and the new one lacks are
-    deleted last. On S3 a writer first creates a lock object in ``directory`` with
-    ``If-None-Match: *`` (a concurrent writer is refused, exit 7), and objects that were new
-    when checked are created the same way.
-
-    Args:
-        files: local files, uploaded under their base names.
-        directory: the destination URL directory.
-        overwrite: replace objects that exist; otherwise refuse before uploading anything.
-        progress: called with the bytes of each file once uploaded.
-
-    Returns:
-        The URLs written, in upload order.
-
-    Raises:
-        OutputError: an object exists and ``overwrite`` is false, an input would be
-            replaced, or another writer holds the directory's lock (exit 7).
-        CheckpointNotFoundError, RemoteAccessError: the bucket is missing, forbidden, or the
-            network failed (the message says what was left behind).
-    """
-    store = session()
-    names = sorted(files, key=lambda f: (_upload_rank(os.path.basename(f)), f))
-    bases = [os.path.basename(f) for f in names]
-    fs, dir_path = store.fs(directory)
-    conditional = remote_s3.is_s3(fs)
-    lock = None
-    if conditional:
-        lock_url = url_join(directory, remote_s3.LOCK_NAME)
-        try:
-            store.requests += 1
-            with _errors(lock_url, deadline()):
-                lock = remote_s3.lock(fs, dir_path, deadline())
-        except OutputError:
-            raise OutputError(
-                f"{directory.rstrip('/')}/: another ckpt command is writing there (its lock "
-                f"{lock_url} exists); nothing was written. If no writer is running, one was "
-                "interrupted: delete that object and retry") from None
-    try:
-        store._listings.pop(directory.rstrip("/"), None)  # list again, under the lock
-        check_new(directory, bases, overwrite=overwrite, whole_directory=whole_directory)
-        try:
-            existing = store.listing(directory)
-        except CheckpointNotFoundError:
-            existing = {}
-        return _upload_in_order(store, fs, names, directory, existing, conditional, progress)
-    finally:
-        store._listings.pop(directory.rstrip("/"), None)  # what was listed is out of date
-        if lock is not None:
-            try:
-                remote_s3.remove(fs, lock, deadline())
-            except Exception:  # noqa: BLE001 - the write's own outcome is what matters
-                pass
-
-
-def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict,
-                     conditional: bool, progress) -> list[str]:
-    bases = [os.path.basename(f) for f in names]
-    old_indexes = [b for b in bases if b.endswith(".index") and b in existing]
-    removed: list[str] = []
-    written: list[str] = []
-    try:
-        for base in old_indexes:
-            url = url_join(directory, base)
-            store.requests += 1
-            with _errors(url, deadline()):
-                if conditional:
-                    remote_s3.remove(fs, fs._strip_protocol(url), deadline())
-                else:
-                    fs.rm_file(fs._strip_protocol(url))
-            removed.append(base)
-        for local in names:
-            base = os.path.basename(local)
-            url = url_join(directory, base)
-            size = os.path.getsize(local)
-            store.requests += 1
-            if conditional:
-                wait = deadline(size)
-                with _errors(url, wait):
-                    remote_s3.put(fs, local, fs._strip_protocol(url),
-                                  create=base not in existing, timeout=wait)
-            else:
-                store._call(fs, url, "put_file", local, fs._strip_protocol(url), nbytes=size)
-            written.append(url)
-            if progress:
-                progress(size)
-    except CheckpointError as exc:
-        if removed:
-            prefix = removed[0][: -len(".index")]
-            left = (f"; the old {removed[0]} had been deleted first, so "
-                    f"{url_join(directory, prefix)} reads as missing (never as a mix of old "
-                    "and new) until a rerun completes")
-        elif written:
-            left = (f"; {len(written)} new object(s) were uploaded, no .index: nothing "
-                    "readable was changed")
-        else:
-            left = "; nothing was uploaded"
-        exc.args = (str(exc) + left,)
-        raise
-    # Shards of a replaced checkpoint that the new one does not have (fewer shards now).
-    for base in old_indexes:
-        stem = base[: -len(".index")] + ".data-"
-        for name in sorted(existing):
-            if name.startswith(stem) and name not in bases:
-                url = url_join(directory, name)
-                try:
-                    store._call(fs, url, "rm_file", fs._strip_protocol(url))
-                except CheckpointError:
-                    pass  # an unreferenced leftover: harmless to readers
-    return written
-
-
 def url_join(directory: str, name: str) -> str:
     """Returns ``directory/name`` for a URL directory (no ``os.path`` on URLs)."""
     return directory.rstrip("/") + "/" + name
@@ -765,4 +446,8 @@ def url_parent(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[0]
 
 
-__all__ = ["RemoteFile", "Session", "begin", "session", "upload", "url_join", "url_parent"]
+# Writers (they use the session and URL helpers above).
+from .remote_write import check_new, upload  # noqa: E402
+
+__all__ = ["RemoteFile", "Session", "begin", "check_new", "normalize", "session", "upload",
+           "url_join", "url_parent"]

@@ -7,7 +7,7 @@
   writers cannot interleave their objects.
 
 Every function runs on the filesystem's own event loop with an overall deadline; errors are
-left to :func:`ckpt_tools.formats.remote._errors` to classify (the URL is known there).
+left to :func:`ckpt_tools.formats.remote_errors.translate` to classify (the URL is known there).
 """
 
 from __future__ import annotations

@@ -1,0 +1,186 @@
+"""Writing checkpoints to URLs: refusing outputs that would replace an input or an existing
+object (:func:`check_new`), and uploading in an order (under a lock on S3) such that a reader
+never sees an index with data it was not written with (:func:`upload`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import CheckpointError, CheckpointNotFoundError, OutputError
+from . import remote_s3
+from .remote import normalize, session, url_join
+from .remote_errors import deadline, translate
+
+
+def _upload_rank(name: str) -> int:
+    """Upload order: data first, then the ``.index`` that points into it, then the ``.meta``,
+    and the ``checkpoint`` state file that names the checkpoint last."""
+    if name == "checkpoint":
+        return 3
+    return 2 if name.endswith(".meta") else 1 if name.endswith(".index") else 0
+
+
+def check_new(directory: str, names: list[str], *, overwrite: bool = False,
+              whole_directory: bool = True) -> None:
+    """Refuses (exit 7) to write ``names`` into URL ``directory`` where that would replace
+    an input of this command, or, without ``overwrite``, any object that exists. The same
+    rules as local writes (``formats/_write.py``): a checkpoint output directory
+    (``whole_directory``) that holds an input is refused with or without ``--force`` (its
+    ``checkpoint`` state file would be rewritten); a single-file output is refused only when
+    it is itself an input.
+
+    Raises:
+        OutputError: an input would be replaced, or an object exists and ``overwrite`` is
+            false.
+        RemoteAccessError: forbidden, or the network failed.
+    """
+    from ..errors import OutputError
+
+    store = session()
+    where = normalize(directory)
+    for name in names:
+        target = normalize(url_join(directory, name))
+        if target in store.inputs:
+            raise OutputError(f"{url_join(directory, name)}: is input "
+                              f"{store.inputs[target]}; refusing to overwrite it (--force "
+                              "never replaces inputs)")
+    if whole_directory:
+        for key, url in store.inputs.items():
+            if key.rsplit("/", 1)[0] == where:
+                raise OutputError(
+                    f"{directory.rstrip('/')}/: holds the input {url}; refusing to write a "
+                    "checkpoint there (its 'checkpoint' state file and files would be "
+                    "replaced); choose another --out")
+    try:
+        existing = session().listing(directory)
+    except CheckpointNotFoundError:
+        return
+    clash = [n for n in names if n in existing]
+    if clash and not overwrite:
+        raise OutputError(f"{url_join(directory, clash[0])}: already exists (pass --force to "
+                          "replace it)")
+
+
+def upload(files: list[str], directory: str, *, overwrite: bool = False,
+           progress=None, whole_directory: bool = True) -> list[str]:
+    """Uploads local ``files`` into URL ``directory`` so that a reader never sees an index
+    with data it was not written with.
+
+    Order: data shards (and single-file outputs) first, then the ``.index``, the ``.meta``,
+    and the ``checkpoint`` state file last; each object appears whole. Replacing (``--force``)
+    an existing checkpoint first deletes its old ``.index``: meanwhile, and after an
+    interruption, that name reads as missing (exit 3), never as old index with new data
+    (readers also pin their reads to the listed ETags, so one that listed the old objects
+    is refused when they change). Data shards the old index had and the new one lacks are
+    deleted last. On S3 a writer first creates a lock object in ``directory`` with
+    ``If-None-Match: *`` (a concurrent writer is refused, exit 7), and objects that were new
+    when checked are created the same way.
+
+    Args:
+        files: local files, uploaded under their base names.
+        directory: the destination URL directory.
+        overwrite: replace objects that exist; otherwise refuse before uploading anything.
+        progress: called with the bytes of each file once uploaded.
+
+    Returns:
+        The URLs written, in upload order.
+
+    Raises:
+        OutputError: an object exists and ``overwrite`` is false, an input would be
+            replaced, or another writer holds the directory's lock (exit 7).
+        CheckpointNotFoundError, RemoteAccessError: the bucket is missing, forbidden, or the
+            network failed (the message says what was left behind).
+    """
+    store = session()
+    names = sorted(files, key=lambda f: (_upload_rank(os.path.basename(f)), f))
+    bases = [os.path.basename(f) for f in names]
+    fs, dir_path = store.fs(directory)
+    conditional = remote_s3.is_s3(fs)
+    lock = None
+    if conditional:
+        lock_url = url_join(directory, remote_s3.LOCK_NAME)
+        try:
+            store.requests += 1
+            with translate(lock_url, deadline()):
+                lock = remote_s3.lock(fs, dir_path, deadline())
+        except OutputError:
+            raise OutputError(
+                f"{directory.rstrip('/')}/: another ckpt command is writing there (its lock "
+                f"{lock_url} exists); nothing was written. If no writer is running, one was "
+                "interrupted: delete that object and retry") from None
+    try:
+        store.forget(directory)  # list again, under the lock
+        check_new(directory, bases, overwrite=overwrite, whole_directory=whole_directory)
+        try:
+            existing = store.listing(directory)
+        except CheckpointNotFoundError:
+            existing = {}
+        return _upload_in_order(store, fs, names, directory, existing, conditional, progress)
+    finally:
+        store.forget(directory)  # what was listed is out of date
+        if lock is not None:
+            try:
+                remote_s3.remove(fs, lock, deadline())
+            except Exception:  # noqa: BLE001 - the write's own outcome is what matters
+                pass
+
+
+def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict,
+                     conditional: bool, progress) -> list[str]:
+    bases = [os.path.basename(f) for f in names]
+    old_indexes = [b for b in bases if b.endswith(".index") and b in existing]
+    removed: list[str] = []
+    written: list[str] = []
+    try:
+        for base in old_indexes:
+            url = url_join(directory, base)
+            store.requests += 1
+            with translate(url, deadline()):
+                if conditional:
+                    remote_s3.remove(fs, fs._strip_protocol(url), deadline())
+                else:
+                    fs.rm_file(fs._strip_protocol(url))
+            removed.append(base)
+        for local in names:
+            base = os.path.basename(local)
+            url = url_join(directory, base)
+            size = os.path.getsize(local)
+            store.requests += 1
+            if conditional:
+                wait = deadline(size)
+                with translate(url, wait):
+                    remote_s3.put(fs, local, fs._strip_protocol(url),
+                                  create=base not in existing, timeout=wait)
+            else:
+                store.call(fs, url, "put_file", local, fs._strip_protocol(url), nbytes=size)
+            written.append(url)
+            if progress:
+                progress(size)
+    except CheckpointError as exc:
+        if removed:
+            prefix = removed[0][: -len(".index")]
+            left = (f"; the old {removed[0]} had been deleted first, so "
+                    f"{url_join(directory, prefix)} reads as missing (never as a mix of old "
+                    "and new) until a rerun completes")
+        elif written:
+            left = (f"; {len(written)} new object(s) were uploaded, no .index: nothing "
+                    "readable was changed")
+        else:
+            left = "; nothing was uploaded"
+        exc.args = (str(exc) + left,)
+        raise
+    # Shards of a replaced checkpoint that the new one does not have (fewer shards now).
+    for base in old_indexes:
+        stem = base[: -len(".index")] + ".data-"
+        for name in sorted(existing):
+            if name.startswith(stem) and name not in bases:
+                url = url_join(directory, name)
+                try:
+                    store.call(fs, url, "rm_file", fs._strip_protocol(url))
+                except CheckpointError:
+                    pass  # an unreferenced leftover: harmless to readers
+    return written
+
+
+__all__ = ["check_new", "upload"]
