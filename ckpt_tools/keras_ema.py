@@ -103,12 +103,15 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
     if unpaired:
         notes = [n for n in layout.notes if n.startswith(unpaired[0] + " ")] or layout.notes
         why = '; '.join(notes) or 'sublayers with equal shapes: e.g. ' + unpaired[0]
-        raise EmaError(
-            f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
-            f"paired with a model weight from the file alone ({shown_names(ckpt, why)}); "
-            "what decides is the model's trainable order: pass --trainable with the weights "
+        # the note naming --trainable already says what decides: say it once
+        tail = "" if "--trainable" in why else (
+            "; what decides is the model's trainable order: pass --trainable with the weights "
             "the optimizer was built with, in model.trainable_variables order (Python: "
             "apply_keras_ema(model, path) pairs them with model.trainable_variables)")
+        raise EmaError(
+            f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
+            f"paired with a model weight from the file alone ({shown_names(ckpt, why)})"
+            + tail)
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None) -> dict[str, np.ndarray]:

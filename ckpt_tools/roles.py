@@ -454,7 +454,14 @@ def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, Role
     out: dict[str, RoleInfo] = {}
     for key, entry in entries.items():
         if key in layout.averages:
-            out[key] = RoleInfo(EMA, ema_of=layout.averages[key], ema_style="keras")
+            # unpaired (the file cannot tell): every weight it may average, so that list says
+            # it cannot be paired rather than "no shadow"
+            cands = () if layout.averages[key] is not None else tuple(
+                k for k in layout.model if k in entries and k != key
+                and entries[k].shape == entry.shape and entries[k].dtype == entry.dtype
+                and (layout.trainable.get(k) or k in layout.frozen))
+            out[key] = RoleInfo(EMA, ema_of=layout.averages[key], ema_style="keras",
+                                candidates=cands)
         elif key == layout.iteration:
             out[key] = RoleInfo(STEP)
         elif key in layout.slots:

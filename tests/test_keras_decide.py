@@ -67,6 +67,9 @@ def test_frozen_copy_refusals_name_what_decides_and_it_gives_keras_truth(made, t
     assert code == 6 and "--use-ema or --no-use-ema" in err, err
     code, _, err = run_cli(["map", path, "--use-ema"])
     assert code == 6 and "--trainable" in err and "\n" not in err.strip(), err
+    assert "have no optimizer variables" not in err, err  # the frozen set is not known
+    code, text, _ = run_cli(["list", path, "--use-ema"])
+    assert code == 0 and "2 average(s) cannot be paired" in text and "none of" not in text
     order = [str(p) for p in truth["frozen_copy:trainable"]]
     assert order == ["online/kernel", "online/bias"]
     (tmp_path / "t.txt").write_text("# model.trainable_variables\n" + "\n".join(order) + "\n")

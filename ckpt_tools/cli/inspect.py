@@ -143,5 +143,5 @@ def _print_table(out: Output, listing: Listing) -> None:
     elif listing.with_shadow:
         out.prose(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
                  "'ckpt restore-ema' to evaluate with them)")
-    elif listing.expected:
+    elif listing.expected and not listing.unpaired:
         out.prose(f"EMA: none of {listing.expected} {what} has a shadow")

@@ -148,8 +148,14 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         # Values may choose among pairings only when every fitting one was enumerated.
         (hyp, names), pick = _choose(chosen, _Closeness(None) if truncated else closeness,
                                      lay)
-        lay.trainable.update({k: False for i, k in enumerate(tkeys) if i not in set(hyp[1])})
-        if len(set(hyp[1])) < len(tkeys):
+        # Which weights were frozen is known only when every fitting pairing agrees on it
+        # (otherwise hyp is merely the first candidate: saying "frozen" would be a guess).
+        known = (all(h[1] == hyp[1] for h, _ in chosen)
+                 or all(t is not None for t, n in pick.values() if n == "average"))
+        if known:
+            lay.trainable.update({k: False for i, k in enumerate(tkeys)
+                                  if i not in set(hyp[1])})
+        if known and len(set(hyp[1])) < len(tkeys):
             lay.notes.append(f"{len(tkeys) - len(hyp[1])} weights have no optimizer variables: "
                              "frozen (trainable=False)")
         kept = [tkeys[i] for i in hyp[1] if tkeys[i] in set(lay.frozen)]
