@@ -57,6 +57,62 @@ def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | 
     return {t: s for s, t in m.pairs if s != t}
 
 
+def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
+                   ema_name: str | None = None, use_meta: bool = True,
+                   apply_order: str | None = None) -> tuple[list, UnprovenPairingError | None]:
+    """Every variable with ``ema``/``ema_of`` as :func:`proven_pairs` (``ckpt map``) pairs
+    them, for commands that show or use a pairing without refusing outright (list, stats,
+    show).
+
+    Args:
+        ckpt: an open checkpoint.
+        variables: ``ckpt.variables()`` (or the caller's copy of them); default: read here.
+        ema_name / use_meta / apply_order: decide as for :func:`ema_map`.
+
+    Returns:
+        ``(variables, refusal)``. Where the pairing is proven, ``refusal`` is ``None`` and each
+        variable's ``ema`` is the average ``ckpt map`` uses (``None`` if it uses none), each
+        average's ``ema_of`` its variable. Where it is not, ``refusal`` is the
+        :class:`UnprovenPairingError` ``ckpt map`` raises, and every variable and average it
+        leaves open has ``ema``/``ema_of`` ``None`` and ``ema_candidates`` set: no pairing the
+        file does not prove is ever present.
+    """
+    variables = list(ckpt.variables() if variables is None else variables)
+    if not any(v.role == R.EMA for v in variables):
+        return variables, None  # no average: no pairing to show (nor to refuse)
+    try:
+        pairs = proven_pairs(ckpt, ema_name=ema_name, use_meta=use_meta,
+                             apply_order=apply_order)
+    except UnprovenPairingError as exc:
+        refusal = exc
+    except EmaError:  # a Keras file without averages: nothing to pair
+        return variables, None
+    else:
+        shadow_of = {s: t for t, s in pairs.items()}
+        out = []
+        for v in variables:
+            if v.role == R.EMA:
+                of = shadow_of.get(v.name, v.ema_of)
+                if of != v.ema_of or (of and v.ema_candidates):
+                    v = replace(v, ema_of=of, ema_candidates=() if of else v.ema_candidates)
+            elif v.ema != pairs.get(v.name):
+                v = replace(v, ema=pairs.get(v.name), ema_candidates=())
+            out.append(v)
+        return out, None
+    marked: dict[str, tuple[str, ...]] = {}
+    for key, cands in refusal.undecided.items():
+        marked[key] = tuple(cands)
+        for cand in cands:  # the other side of each candidate pairing is undecided too
+            marked.setdefault(cand, (key,))
+    out = []
+    for v in variables:
+        if v.name in marked:
+            v = (replace(v, ema_of=None, ema_candidates=marked[v.name]) if v.role == R.EMA
+                 else replace(v, ema=None, ema_candidates=marked[v.name]))
+        out.append(v)
+    return out, refusal
+
+
 @dataclass(frozen=True)
 class EmaMap:
     """A restore map in checkpoint keys, with what was (not) averaged.

@@ -71,11 +71,18 @@ class Listing:
     ema_evidence: dict | None = None
     frozen: frozenset[str] = frozenset()
     saved_model: str | None = None
+    unproven: dict | None = None
+
+    @property
+    def decides(self) -> str | None:
+        """The option that decides an unproven pairing (``--ema-name``...), or ``None``."""
+        return self.unproven["option"] if self.unproven else None
 
     @property
     def unpaired(self) -> list[Variable]:
         """Averages that cannot be paired from what the file records (several candidates)."""
-        return [v for v in self.by_key.values() if v.ema_candidates and not v.ema_of]
+        return [v for v in self.by_key.values()
+                if v.role == "ema" and v.ema_candidates and not v.ema_of]
 
     def missing_shadow(self, v: Variable) -> bool:
         """Whether ``v`` should have an EMA shadow (others of its role have) but has none."""
@@ -102,6 +109,7 @@ class Listing:
             "shards": self.shards,
             "ema_evidence": self.ema_evidence,
             "saved_model": self.saved_model,
+            "ema_unproven": self.unproven,
         }
 
 
@@ -109,7 +117,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    roles: list[str] | None = None, collections: list[str] | None = None,
                    match: Callable[[str, str | None], bool] | None = None,
                    sort: str = "name", use_ema: bool | None = None,
-                   trainable: list[str] | None = None) -> Listing:
+                   trainable: list[str] | None = None, ema_name: str | None = None,
+                   use_meta: bool = True, apply_order: str | None = None) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -124,6 +133,10 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         trainable: Keras 3 files: the weights the optimizer was built with, in order
             (``--trainable``, see :func:`~ckpt_tools.open_checkpoint`). Only used when
             ``checkpoint`` is a path.
+        ema_name / use_meta / apply_order: decide the pairing as for
+            :func:`ckpt_tools.ema_map`; each variable's ``ema`` is the average ``ckpt map``
+            would use, and where the file does not prove one, ``ema`` is ``None`` and
+            ``ema_candidates`` lists the averages (``Listing.unproven`` says why).
 
     Returns:
         `Listing`.
@@ -143,15 +156,18 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         ckpt = open_checkpoint(checkpoint, use_ema=use_ema,
                                trainable=trainable) if owned else checkpoint
         try:
-            return _listing(ckpt, roles, collections, match, sort)
+            return _listing(ckpt, roles, collections, match, sort,
+                            dict(ema_name=ema_name, use_meta=use_meta, apply_order=apply_order))
         finally:
             if owned:
                 ckpt.close()
 
 
-def _listing(ckpt: Checkpoint, roles, collections, match, sort: str) -> Listing:
+def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
+             decide: dict | None = None) -> Listing:
     """:func:`list_variables` on an open checkpoint."""
     everything = ckpt.variables()
+    everything, unproven = _decided(ckpt, everything, decide or {})
     wanted = _collections(ckpt, collections) if collections else None
     shown = [v for v in everything
              if (not roles or v.role in roles)
@@ -171,7 +187,23 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str) -> Listing:
         any_ema=any(v.role == "ema" for v in everything),
         with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
         by_key={v.name: v for v in everything}, shards=data_shards(ckpt),
-        ema_evidence=_ema_evidence(layout), frozen=frozen)
+        ema_evidence=_ema_evidence(layout), frozen=frozen, unproven=unproven)
+
+
+def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
+    """The variables with ``ema``/``ema_of`` as ``ckpt map`` pairs them
+    (:func:`ckpt_tools.emamap.decide_pairing`), and ``{"option", "reason"}`` when it refuses.
+
+    emamap is imported here, for checkpoints holding averages only.
+    """
+    if not any(v.role == "ema" for v in variables):
+        return variables, None  # no average to pair: emamap is not even imported
+    from .emamap import decide_pairing
+
+    decided, refusal = decide_pairing(ckpt, variables, **decide)
+    if refusal is None:
+        return decided, None
+    return decided, {"option": refusal.option, "reason": str(refusal)}
 
 
 def list_names(checkpoint: str | os.PathLike | Checkpoint, *,

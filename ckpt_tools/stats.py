@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, Variable
+from .emamap import decide_pairing
 from .errors import CheckpointError
 from .formats.dtypes import numpy_dtype
 from .kernels import Histogram, L2Accumulator, Moments, as_work, work_dtype
@@ -296,7 +297,8 @@ class StatsRecord:
 def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
                      drift_threshold: float = 0.5, strict: bool = False,
                      progress: Callable[[int, int], None] | None = None,
-                     workers: int | None = None) -> Iterator[StatsRecord]:
+                     workers: int | None = None,
+                     variables: list[Variable] | None = None) -> Iterator[StatsRecord]:
     """Yields a :class:`StatsRecord` per tensor, in order, streaming each tensor once.
 
     Each tensor is read in one pass of chunks (CRC-checked as they are consumed, statistics
@@ -315,6 +317,11 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
             ``progress(done_bytes, total_bytes)`` while tensors are read (from worker threads,
             one call at a time).
         workers (`int`, *optional*): threads (1 = everything on the calling thread).
+        variables (`list[Variable]`, *optional*): the variables with the pairing to report,
+            as :func:`ckpt_tools.emamap.decide_pairing` gives them (the CLI passes those its
+            ``--ema-name``/``--apply-order``/``--no-meta`` decide); default: that function's
+            pairing without options. An average whose pairing the file does not prove has
+            no ``ema_of`` and no drift.
 
     Returns:
         `Iterator[StatsRecord]`.
@@ -328,7 +335,9 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
         ...     [r.name for r in checkpoint_stats(ckpt) if "drift" in r.flags]
         []
     """
-    variables = {v.name: v for v in ckpt.variables()}
+    if variables is None:
+        variables = decide_pairing(ckpt)[0]
+    variables = {v.name: v for v in variables}
     keys = ckpt.keys() if names is None else list(names)
     for name in keys:
         ckpt.entry(name)  # unknown names fail now, not on a worker thread

@@ -108,7 +108,7 @@ COMMANDS = [
     ["restore-ema", "{towers}", "--out", "{tmp}/ema", "--dry-run"],
     ["list", "{tf2}"],
     ["map", "{tf2}", "--apply-order", "trainable"],
-    ["stats", "{tf2}"],
+    ["stats", "{tf2}", "--apply-order", "trainable"],
     ["diff", "{tf2}", "--ema", "--apply-order", "trainable"],
 ]
 

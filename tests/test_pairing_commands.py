@@ -1,26 +1,30 @@
 """Every command uses the one pairing decision ``ckpt map`` makes (emamap.proven_pairs): where
-the file does not prove which average goes with which variable, ``diff --ema`` refuses (exit 6)
-like ``map`` and ``list`` marks the average ``of ?`` with its candidates; with the deciding
-option (``--ema-name``, ``--apply-order``, ``--no-meta``) they agree with ``ckpt map``. Name
-filters that select nothing exit 3 in every command."""
+the file does not prove which average goes with which variable, ``diff --ema``, ``stats`` and
+``show`` refuse (exit 6) like ``map`` and ``list`` marks the average ``of ?`` with its
+candidates; with the deciding option (``--ema-name``, ``--apply-order``, ``--no-meta``) they
+agree with ``ckpt map`` and with what TensorFlow recorded at save time (``ema.average(v)``).
+Name filters that select nothing exit 3 in every command."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, expected, expected_values
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def contradicting_meta(tmp_path_factory) -> str:
+def contradicting_meta(tmp_path_factory) -> tuple[str, dict]:
     """TF1 checkpoint averaging w and b, with a .meta from a graph that does not average b
-    (built like test_pairing_proof's contradicting-.meta case, by real TensorFlow)."""
+    (built like test_pairing_proof's contradicting-.meta case, by real TensorFlow). Returns
+    the prefix and the truth read at save time: ``{"ema_of": {average: variable},
+    "values": {key: value}}`` from ``ema.average(v)``."""
     import tensorflow as tf
 
     v1 = tf.compat.v1
@@ -37,13 +41,17 @@ def contradicting_meta(tmp_path_factory) -> str:
                 sess.run(step)
                 sess.run(update)
             prefix = v1.train.Saver().save(sess, str(directory / "model.ckpt"))
+            averages = {v.op.name: ema.average(v) for v in (w, b)}
+            truth = {"ema_of": {a.op.name: k for k, a in averages.items()},
+                     "values": {**{v.op.name: sess.run(v) for v in (w, b)},
+                                **{a.op.name: sess.run(a) for a in averages.values()}}}
     with tf.Graph().as_default():  # a .meta copied from a run that froze b
         v1.get_variable("w", [3])
         v1.get_variable("b", [3], trainable=False)
         tf.train.ExponentialMovingAverage(0.5).apply([v1.trainable_variables()[0]])
         v1.get_variable("b/ExponentialMovingAverage", [3], trainable=False)
         v1.train.export_meta_graph(prefix + ".meta", saver_def=v1.train.Saver().as_saver_def())
-    return prefix
+    return prefix, truth
 
 
 # (case, option that decides, its value or None for a flag)
@@ -52,10 +60,36 @@ CASES = [("custom_ema_name", "--ema-name", "avg"),
          ("contradicting_meta", "--no-meta", None)]
 
 
+# A shadow each case leaves open without the option (key, as `ckpt show` takes it).
+OPEN_SHADOW = {"custom_ema_name": "W/avg", "tf2_object": "ema/dense/bias",
+               "contradicting_meta": "b/ExponentialMovingAverage"}
+
+
 def _path(case: str, request) -> str:
     if case == "contradicting_meta":
-        return request.getfixturevalue("contradicting_meta")
+        return request.getfixturevalue("contradicting_meta")[0]
     return str(FIXTURES / case)
+
+
+def _truth(case: str, value: str | None, request) -> tuple[dict, dict, dict]:
+    """What TensorFlow recorded at save time: (average -> its variable, variable -> the average
+    the deciding option selects, key -> value), in checkpoint keys."""
+    if case == "contradicting_meta":
+        truth = request.getfixturevalue("contradicting_meta")[1]
+        ema_of = truth["ema_of"]
+        return ema_of, {v: a for a, v in ema_of.items()}, truth["values"]
+    exp = expected(case)
+    if case == "custom_ema_name":
+        chosen = next(e["average_name"] for e in exp["emas"] if e["name"] == value)
+    else:
+        chosen = {v: a for a, v in exp["ema_of"].items()}
+    return exp["ema_of"], chosen, expected_values(case)
+
+
+def _drift(values: dict, average: str, variable: str) -> float:
+    raw = np.asarray(values[variable], np.float64)
+    return float(np.linalg.norm(np.asarray(values[average], np.float64) - raw)
+                 / np.linalg.norm(raw))
 
 
 def _invoke(*argv: str):
@@ -87,7 +121,6 @@ def test_diff_ema_refuses_like_map_and_agrees_with_it_given_the_option(case, opt
     assert set(got) == {k for k in want if k in got}
 
 
-@pytest.mark.xfail(strict=True, reason="list pairing: next commit")
 @pytest.mark.parametrize(("case", "option", "value"), CASES, ids=[c[0] for c in CASES])
 def test_list_marks_unproven_averages_and_agrees_with_map_given_the_option(case, option, value,
                                                                            request):
@@ -110,6 +143,78 @@ def test_list_marks_unproven_averages_and_agrees_with_map_given_the_option(case,
     assert not [v for v in decided["variables"] if v["ema_candidates"] and v["role"] != "ema"]
 
 
+@pytest.mark.parametrize(("case", "option", "value"), CASES, ids=[c[0] for c in CASES])
+def test_list_given_the_option_pairs_as_tensorflow_recorded(case, option, value, request):
+    path = _path(case, request)
+    ema_of, chosen, _ = _truth(case, value, request)
+    decide = [option] + ([value] if value else [])
+    doc = json.loads(_invoke("list", path, "--json", *decide).stdout)
+    got = {v["key"]: v["ema"] for v in doc["variables"] if v["role"] != "ema" and v["ema"]}
+    assert got == chosen
+    shadows = {v["key"]: v["ema_of"] for v in doc["variables"] if v["role"] == "ema"}
+    assert shadows == ema_of
+    assert doc["ema_unproven"] is None
+    refused = json.loads(_invoke("list", path, "--json").stdout)["ema_unproven"]
+    assert refused["option"] == option and option in refused["reason"]
+
+
+@pytest.mark.parametrize(("case", "option", "value"), CASES, ids=[c[0] for c in CASES])
+def test_stats_refuses_like_map_and_given_the_option_drifts_from_the_recorded_variable(
+        case, option, value, request):
+    path = _path(case, request)
+    ema_of, _, values = _truth(case, value, request)
+    decide = [option] + ([value] if value else [])
+    for argv in (["stats", path], ["stats", path, "--json"],
+                 ["stats", path, "--grep", OPEN_SHADOW[case]]):
+        refused = _invoke(*argv)
+        assert refused.exit_code == 6, (argv, refused.output)
+        assert option in refused.output and not refused.stdout.strip(), refused.output
+    result = _invoke("stats", path, "--json", *decide)
+    assert result.exit_code == 0, result.output
+    records = {t["key"]: t for t in json.loads(result.stdout)["tensors"]}
+    shadows = {k: t["ema_of"] for k, t in records.items() if t["role"] == "ema"}
+    assert shadows == ema_of
+    for average, variable in ema_of.items():
+        assert records[average]["drift"] == pytest.approx(_drift(values, average, variable),
+                                                          rel=1e-6, abs=1e-9), average
+    # what the file proves without the option is still reported: the variables' own statistics
+    variables = sorted(set(ema_of.values()))
+    plain = _invoke("stats", path, "--json", *[a for v in variables for a in ("--grep", v)])
+    assert plain.exit_code == 0, plain.output
+    assert {t["key"] for t in json.loads(plain.stdout)["tensors"]} == set(variables)
+
+
+@pytest.mark.parametrize(("case", "option", "value"), CASES, ids=[c[0] for c in CASES])
+def test_show_refuses_like_map_and_given_the_option_drifts_from_the_recorded_variable(
+        case, option, value, request):
+    path = _path(case, request)
+    ema_of, _, values = _truth(case, value, request)
+    decide = [option] + ([value] if value else [])
+    shadow = OPEN_SHADOW[case]
+    refused = _invoke("show", path, shadow)
+    assert refused.exit_code == 6, refused.output
+    assert option in refused.output and "drift" not in refused.output
+    result = _invoke("show", path, shadow, "--json", *decide)
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)["tensors"]
+    assert record["ema_of"] == ema_of[record["key"]]
+    assert record["drift"] == pytest.approx(
+        _drift(values, record["key"], ema_of[record["key"]]), rel=1e-6, abs=1e-9)
+    text = _invoke("show", path, shadow, *decide)
+    assert text.exit_code == 0 and "EMA drift from" in text.output, text.output
+
+
+def test_stats_of_a_proven_checkpoint_is_unchanged_by_the_pairing_decision():
+    """towers_bn: every shadow is paired by TF1 names and the .meta; stats needs no option and
+    each drift is from the variable TensorFlow recorded."""
+    path = str(FIXTURES / "towers_bn")
+    result = _invoke("stats", path, "--json")
+    assert result.exit_code == 0, result.output
+    shadows = {t["key"]: t["ema_of"] for t in json.loads(result.stdout)["tensors"]
+               if t["role"] == "ema"}
+    assert shadows and shadows == expected("towers_bn")["ema_of"]
+
+
 def test_list_json_is_unchanged_where_the_pairing_is_proven():
     doc = json.loads(_invoke("list", str(FIXTURES / "towers_bn"), "--json").stdout)
     want = _map_pairs(str(FIXTURES / "towers_bn"), ["--slots", "keep"])
@@ -118,6 +223,7 @@ def test_list_json_is_unchanged_where_the_pairing_is_proven():
 
 
 @pytest.mark.parametrize("argv", [
+    ["list", "{p}"], ["list", "{p}", "--json"], ["list", "{p}", "-q"], ["stats", "{p}"],
     ["diff", "{p}", "--ema"], ["diff", "{p}", "{p}"], ["map", "{p}"], ["show", "{p}"],
 ], ids=lambda a: " ".join(a[:1] + a[2:]))
 def test_name_filters_that_select_nothing_exit_3_in_every_command(argv):

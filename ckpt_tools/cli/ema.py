@@ -76,6 +76,33 @@ def check_apply_order(apply_order: str | None) -> str | None:
     return choice(apply_order, ("trainable", "tracked"), "--apply-order")
 
 
+def proven_variables(ckpt, keys, ema_name: str | None, no_meta: bool,
+                     apply_order: str | None) -> list:
+    """The variables with the pairing ``ckpt map`` proves (the deciding options applied),
+    for commands that report an average's variable (``stats``, ``show``).
+
+    Args:
+        ckpt: the open checkpoint.
+        keys: the keys the command reports on.
+
+    Returns:
+        `list[Variable]`: as :func:`ckpt_tools.emamap.decide_pairing` gives them.
+
+    Raises:
+        UnprovenPairingError: one of ``keys`` is an average whose variable the file does not
+            prove (exit 6, the message names the option that decides, as ``ckpt map``'s).
+    """
+    from ..emamap import decide_pairing
+
+    variables, refusal = decide_pairing(ckpt, ema_name=ema_name, use_meta=not no_meta,
+                                        apply_order=check_apply_order(apply_order))
+    if refusal is not None:
+        wanted = set(keys)
+        if any(v.role == "ema" and not v.ema_of and v.name in wanted for v in variables):
+            raise refusal
+    return variables
+
+
 def map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex, include, exclude,
                 allow_missing, apply_order=None) -> dict:
     """Keyword arguments for :func:`ckpt_tools.ema_map` from the shared EMA options."""

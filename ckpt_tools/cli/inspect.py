@@ -32,6 +32,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, human_bytes, shape_text
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
 
 _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
                "bn_stat": "yellow", "step": "blue", "loss_average": "dim"}
@@ -52,6 +53,9 @@ def list_command(
         metavar="name|size", autocompletion=complete_from("name", "size"),
         help="Sort by 'name' (checkpoint order) or 'size'.")] = "name",
     wide: WideOpt = False,
+    ema_name: EmaNameOpt = None,
+    apply_order: ApplyOrderOpt = None,
+    no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     json_out: JsonOpt = False,
@@ -61,9 +65,12 @@ def list_command(
 
     Reads only the checkpoint index (and the .meta graph beside it, if any): no tensor data,
     no TensorFlow. Names are object paths for TF2/Keras checkpoints; --json adds the raw key.
+    The EMA column shows the pairing 'ckpt map' proves (--ema-name, --apply-order, --no-meta
+    decide as there); an average the file does not pair is 'of ?' with its candidates.
     """
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
+    check_apply_order(apply_order)
     try:
         if quiet and not json_out and not role and not collection and not trainable:
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
@@ -75,7 +82,9 @@ def list_command(
             return
         listing = list_variables(resolve(out, path), roles=role, collections=collection,
                                  match=match if match.active else None, sort=sort,
-                                 use_ema=use_ema, trainable=trainable_names(trainable))
+                                 use_ema=use_ema, trainable=trainable_names(trainable),
+                                 ema_name=ema_name, use_meta=not no_meta,
+                                 apply_order=apply_order)
     except ValueError as exc:
         hint = {"role": "--role", "sort": "--sort"}.get(str(exc).split()[1], "--collection")
         raise typer.BadParameter(str(exc), param_hint=hint) from None
@@ -109,7 +118,9 @@ def _print_table(out: Output, listing: Listing) -> None:
             of = listing.by_key.get(v.ema_of)
             ema = (f"of {of.path or of.name if of else v.ema_of}", "dim")
         elif v.ema_candidates:
-            ema = (f"of ? ({len(v.ema_candidates)} candidates: see 'ckpt map')", "red")
+            n = len(v.ema_candidates)
+            ema = ((f"of ? ({n} candidate{'s' * (n != 1)}: see 'ckpt map')" if v.role == "ema"
+                    else f"? ({n} average{'s' * (n != 1)}: see 'ckpt map')"), "red")
         elif listing.missing_shadow(v):
             ema = ("missing", "red")
         else:
@@ -129,10 +140,16 @@ def _print_table(out: Output, listing: Listing) -> None:
             f"{human_bytes(s['bytes'])}" for s in listing.shards))
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
         out.prose("names are object paths; --json gives the checkpoint keys", "dim")
-    if listing.unpaired:
-        out.prose(f"EMA: {len(listing.unpaired)} average(s) cannot be paired from what the file "
-                 "records (same-named variables, or a scoped shadow); 'ckpt map' lists the "
-                 "candidates and the option that decides")
+    if listing.unproven or listing.unpaired:
+        n = len([v for v in listing.by_key.values() if v.ema_candidates])
+        option = listing.decides
+        decide = (f"pass {option} to decide" if option else "no option decides; see 'ckpt map'")
+        out.prose(f"EMA: the pairing of {n} variable(s) and averages is not proven by what the "
+                 f"file records (shown '?'): {decide} ('ckpt map' lists the candidates)")
+        if listing.with_shadow:
+            out.prose(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
+                     "shadow")
+        return
     what = "weights and BN statistics" if "bn_stat" in listing.averaged_roles else "weights"
     evidence = listing.ema_evidence or {}
     if evidence.get("use_ema", False) is None and not listing.with_shadow:

@@ -34,6 +34,7 @@ from ._common import (
     resolve,
 )
 from ._output import Column, Output, shape_text
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, proven_variables
 
 _SPARK = "▁▂▃▄▅▆▇█"
 FullOpt = Annotated[bool, typer.Option("--full", help="Print every value, not a summary.")]
@@ -167,6 +168,9 @@ def show_command(
     regex: RegexOpt = None,
     full: FullOpt = False,
     precision: PrecisionOpt = 4,
+    ema_name: EmaNameOpt = None,
+    apply_order: ApplyOrderOpt = None,
+    no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -174,6 +178,9 @@ def show_command(
     """Print values (NumPy style, truncated) and statistics of one or more tensors.
 
     NAMEs are keys, object paths or globs (like --grep); --regex selects by regular expression.
+    An EMA average's drift is from the variable 'ckpt map' pairs it with (--ema-name,
+    --apply-order, --no-meta decide as there); exits 6 when a shown average's variable is not
+    proven by the file.
     """
     out = Output(json_mode=json_out, quiet=quiet)
     if not names and not regex:
@@ -187,10 +194,11 @@ def show_command(
                 raise VariableNotFoundError(f"{ckpt.path}: no variable matches --regex "
                                             f"{' / '.join(regex)!r}")
             keys += [k for k in picked if k not in keys]
+        variables = proven_variables(ckpt, keys, ema_name, no_meta, apply_order)
         shown = display_names(ckpt)
         docs = []
         for key in keys:
-            record = next(checkpoint_stats(ckpt, [key], strict=True))
+            record = next(checkpoint_stats(ckpt, [key], strict=True, variables=variables))
             value = ckpt.tensor(key)
             if json_out:
                 docs.append({**record.to_dict(_path(shown, key)),
@@ -230,6 +238,9 @@ def stats_command(
         "variable exceeds this.")] = 0.5,
     flagged: Annotated[bool, typer.Option(
         "--flagged", help="Show only tensors with NaN/Inf, drift, or read errors.")] = False,
+    ema_name: EmaNameOpt = None,
+    apply_order: ApplyOrderOpt = None,
+    no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
@@ -237,8 +248,10 @@ def stats_command(
 ) -> None:
     """Statistics of every tensor, one at a time; flags NaN/Inf and drifting EMA shadows.
 
-    Exits 4 if a tensor cannot be read (checksum mismatch, truncated data); NaN/Inf and drift
-    are reported but do not change the exit code.
+    A shadow's drift is from the variable 'ckpt map' pairs it with (--ema-name, --apply-order,
+    --no-meta decide as there). Exits 3 when --grep/--regex select nothing; 4 if a tensor
+    cannot be read (checksum mismatch, truncated data); 6 when a selected shadow's variable is
+    not proven by the file. NaN/Inf and drift are reported but do not change the exit code.
     """
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
@@ -246,12 +259,14 @@ def stats_command(
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
+        variables = proven_variables(ckpt, names, ema_name, no_meta, apply_order)
         entries = ckpt.entries()
         records, rows, errors = [], [], []
         total = sum(entries[k].nbytes for k in names)
         with out.progress("statistics", total) as bar:
             for record in checkpoint_stats(ckpt, names, drift_threshold=drift,
-                                           progress=bar.update):  # bytes, from the threads
+                                           progress=bar.update,  # bytes, from the threads
+                                           variables=variables):
                 if record.error:
                     errors.append(record.error)
                     out.warning(record.error)
