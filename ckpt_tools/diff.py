@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
+from .emamap import UnprovenPairingError, proven_pairs
 from .errors import CheckpointError, EmaError
 from .formats.dtypes import numpy_dtype
 from .kernels import L2Accumulator
@@ -286,8 +287,9 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         progress (`Callable[[int, int], None]`, *optional*): ``progress(done_bytes,
             total_bytes)`` while tensors are read.
         pairs (`dict[str, str]`, *optional*): variable key -> average key, the pairing
-            ``ckpt map`` proves (:func:`ckpt_tools.emamap.proven_pairs`, which the CLI passes);
-            default: ``Variable.ema``.
+            ``ckpt map`` proves with the caller's options (the CLI passes
+            :func:`ckpt_tools.emamap.proven_pairs` with ``--ema-name``...); default: that
+            pairing without options.
 
     Returns:
         `DiffReport` with mode ``"ema"``: ``tensors`` pairs raw (A) with shadow (B),
@@ -297,6 +299,8 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
     Raises:
         CheckpointNotFoundError, CorruptCheckpointError: if the checkpoint cannot be opened.
         EmaError: the checkpoint holds no EMA shadow (there is nothing to compare).
+        UnprovenPairingError: without ``pairs``, the file does not prove which average goes
+            with which variable (as :func:`ckpt_tools.ema_map` refuses).
 
     Example:
         >>> r = diff_ema("fixtures/linear_v2")  # doctest: +SKIP
@@ -305,7 +309,7 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
     """
     with _opened(target) as ckpt:
         variables = ckpt.variables()
-        paired = pairs if pairs is not None else {v.name: v.ema for v in variables if v.ema}
+        paired = pairs if pairs is not None else _proven(ckpt, variables)
         pairs = [(k, e) for k, e in paired.items() if _keep(k, match) or _keep(e, match)]
         shadows = [v for v in variables if v.role == "ema"]
         if not shadows and not paired:
@@ -321,6 +325,21 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
                          if v.name not in used and v.ema_of not in ckpt and _keep(v.name, match)]
         report.tensors = list(_pairs(ckpt, ckpt, sorted(pairs), values, progress))
     return report
+
+
+def _proven(ckpt: Checkpoint, variables) -> dict[str, str]:
+    """The pairing ``ckpt map`` proves (variable key -> average key); a Keras file without
+    averages has none to prove (its variables hold no shadow either).
+
+    Raises:
+        UnprovenPairingError: the file does not prove it.
+    """
+    try:
+        return proven_pairs(ckpt)
+    except UnprovenPairingError:
+        raise
+    except EmaError:
+        return {v.name: v.ema for v in variables if v.ema}
 
 
 def _pairs(ca: Checkpoint, cb: Checkpoint, pairs, values: bool,

@@ -75,7 +75,8 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
         average's ``ema_of`` its variable. Where it is not, ``refusal`` is the
         :class:`UnprovenPairingError` ``ckpt map`` raises, and every variable and average it
         leaves open has ``ema``/``ema_of`` ``None`` and ``ema_candidates`` set: no pairing the
-        file does not prove is ever present.
+        file does not prove is ever present. (Averages of several EMA objects keep their
+        ``ema_of``: their names prove it; only their variable's ``ema`` is open.)
     """
     variables = list(ckpt.variables() if variables is None else variables)
     if not any(v.role == R.EMA for v in variables):
@@ -100,9 +101,12 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
             out.append(v)
         return out, None
     marked: dict[str, tuple[str, ...]] = {}
+    # Several EMA objects (--ema-name): each average's name proves its variable; only which
+    # one the variable takes is open. Otherwise the other side of each candidate is open too.
+    both_sides = refusal.option != "--ema-name"
     for key, cands in refusal.undecided.items():
         marked[key] = tuple(cands)
-        for cand in cands:  # the other side of each candidate pairing is undecided too
+        for cand in cands if both_sides else ():
             marked.setdefault(cand, (key,))
     out = []
     for v in variables:

@@ -11,10 +11,10 @@ import json
 
 import numpy as np
 import pytest
+from helpers import FIXTURES, expected, expected_values
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
-from tests.helpers import FIXTURES, expected, expected_values
 
 runner = CliRunner()
 
@@ -60,9 +60,12 @@ CASES = [("custom_ema_name", "--ema-name", "avg"),
          ("contradicting_meta", "--no-meta", None)]
 
 
-# A shadow each case leaves open without the option (key, as `ckpt show` takes it).
+# A shadow each case leaves open without the option (key, as `ckpt show` takes it), or for
+# custom_ema_name one whose variable its name proves (only which of three W uses is open:
+# stats and show, which use none, need no option there).
 OPEN_SHADOW = {"custom_ema_name": "W/avg", "tf2_object": "ema/dense/bias",
                "contradicting_meta": "b/ExponentialMovingAverage"}
+SHADOWS_PROVEN = {"custom_ema_name"}
 
 
 def _path(case: str, request) -> str:
@@ -167,16 +170,21 @@ def test_stats_refuses_like_map_and_given_the_option_drifts_from_the_recorded_va
     for argv in (["stats", path], ["stats", path, "--json"],
                  ["stats", path, "--grep", OPEN_SHADOW[case]]):
         refused = _invoke(*argv)
+        if case in SHADOWS_PROVEN:
+            assert refused.exit_code == 0, (argv, refused.output)
+            continue
         assert refused.exit_code == 6, (argv, refused.output)
         assert option in refused.output and not refused.stdout.strip(), refused.output
-    result = _invoke("stats", path, "--json", *decide)
-    assert result.exit_code == 0, result.output
-    records = {t["key"]: t for t in json.loads(result.stdout)["tensors"]}
-    shadows = {k: t["ema_of"] for k, t in records.items() if t["role"] == "ema"}
-    assert shadows == ema_of
-    for average, variable in ema_of.items():
-        assert records[average]["drift"] == pytest.approx(_drift(values, average, variable),
-                                                          rel=1e-6, abs=1e-9), average
+    for argv in (["stats", path, "--json", *decide],) + (
+            (["stats", path, "--json"],) if case in SHADOWS_PROVEN else ()):
+        result = _invoke(*argv)
+        assert result.exit_code == 0, result.output
+        records = {t["key"]: t for t in json.loads(result.stdout)["tensors"]}
+        shadows = {k: t["ema_of"] for k, t in records.items() if t["role"] == "ema"}
+        assert shadows == ema_of
+        for average, variable in ema_of.items():
+            assert records[average]["drift"] == pytest.approx(
+                _drift(values, average, variable), rel=1e-6, abs=1e-9), average
     # what the file proves without the option is still reported: the variables' own statistics
     variables = sorted(set(ema_of.values()))
     plain = _invoke("stats", path, "--json", *[a for v in variables for a in ("--grep", v)])
@@ -192,8 +200,12 @@ def test_show_refuses_like_map_and_given_the_option_drifts_from_the_recorded_var
     decide = [option] + ([value] if value else [])
     shadow = OPEN_SHADOW[case]
     refused = _invoke("show", path, shadow)
-    assert refused.exit_code == 6, refused.output
-    assert option in refused.output and "drift" not in refused.output
+    if case in SHADOWS_PROVEN:
+        assert refused.exit_code == 0 and "EMA drift from W:" in refused.output, refused.output
+        decide = []
+    else:
+        assert refused.exit_code == 6, refused.output
+        assert option in refused.output and "drift" not in refused.output
     result = _invoke("show", path, shadow, "--json", *decide)
     assert result.exit_code == 0, result.output
     (record,) = json.loads(result.stdout)["tensors"]
@@ -233,3 +245,32 @@ def test_name_filters_that_select_nothing_exit_3_in_every_command(argv):
         result = _invoke("show", path, "--regex", "^nothing-here$")
     assert result.exit_code == 3, result.output
     assert "select no variable" in result.output or "no variable" in result.output
+
+
+def test_python_api_pairs_as_map_does_by_default():
+    """diff_ema and checkpoint_stats without a pairing given use map's: tf2_object's two biases
+    are refused (diff_ema) or left without a variable and drift (checkpoint_stats); stating
+    the order TensorFlow used gives the averages it recorded."""
+    from ckpt_tools import open_checkpoint
+    from ckpt_tools.diff import diff_ema
+    from ckpt_tools.emamap import UnprovenPairingError, decide_pairing, proven_pairs
+    from ckpt_tools.stats import checkpoint_stats
+
+    path = str(FIXTURES / "tf2_object")
+    truth = expected("tf2_object")["ema_of"]
+    with pytest.raises(UnprovenPairingError) as refused:
+        diff_ema(path)
+    assert refused.value.option == "--apply-order"
+    with open_checkpoint(path) as ckpt:
+        records = {r.name: r for r in checkpoint_stats(ckpt) if r.role == "ema"}
+        open_ = {k for k, r in records.items() if r.ema_of is None}
+        assert open_ == set(refused.value.undecided)
+        assert all(records[k].drift is None for k in open_)
+        assert all(r.ema_of == truth[k] for k, r in records.items() if k not in open_)
+        variables, refusal = decide_pairing(ckpt, apply_order="trainable")
+        assert refusal is None
+        decided = {r.name: r.ema_of for r in checkpoint_stats(ckpt, variables=variables)
+                   if r.role == "ema"}
+        assert decided == truth
+        report = diff_ema(ckpt, pairs=proven_pairs(ckpt, apply_order="trainable"))
+    assert {t.name: t.other for t in report.tensors} == {v: a for a, v in truth.items()}

@@ -144,8 +144,8 @@ def _print_table(out: Output, listing: Listing) -> None:
         n = len([v for v in listing.by_key.values() if v.ema_candidates])
         option = listing.decides
         decide = (f"pass {option} to decide" if option else "no option decides; see 'ckpt map'")
-        out.prose(f"EMA: the pairing of {n} variable(s) and averages is not proven by what the "
-                 f"file records (shown '?'): {decide} ('ckpt map' lists the candidates)")
+        out.prose(f"EMA: {n} variable(s) or average(s) have a pairing the file does not prove "
+                 f"(shown '?'): {decide} ('ckpt map' lists the candidates)")
         if listing.with_shadow:
             out.prose(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
                      "shadow")
