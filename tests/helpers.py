@@ -59,3 +59,59 @@ def expected_strings(case: str) -> dict[str, np.ndarray]:
 
 def prefix(case: str) -> str:
     return str(FIXTURES / case / expected(case)["prefix"])
+
+
+# -- shared by several test files ---------------------------------------------------------------
+def same_bits(a, b) -> bool:
+    """Whether two arrays hold the same dtype, shape and bytes (bit for bit: NaNs, -0.0)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def set_terminal(monkeypatch, columns: int | None = 80, tty: bool = True) -> None:
+    """Makes the CLI see a terminal (``tty``) of ``columns`` (``None``: leave COLUMNS), no
+    colours."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1" if tty else "0")
+    monkeypatch.setenv("NO_COLOR", "1")
+    if columns:
+        monkeypatch.setenv("COLUMNS", str(columns))
+
+
+def shown_names(path: str, capsys) -> list[str]:
+    """The names ``ckpt list`` shows (object path, else key), from its ``--json``."""
+    from _corpus import run_cli
+
+    code, out, _ = run_cli(["list", str(path), "--json"], capsys)
+    assert code == 0
+    return [v["path"] or v["name"] for v in json.loads(out)["variables"]]
+
+
+def tf1_contradicting_meta(tf, directory: Path) -> tuple[str, dict]:
+    """A TF1 checkpoint averaging w and b, with a .meta beside it from a graph where b is
+    neither trainable nor averaged (e.g. copied from a run that froze b). Returns the prefix
+    and the truth read at save time: ``{"ema_of": {average: variable}, "values": {key:
+    value}}`` from ``ema.average(v)``."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        w = v1.get_variable("w", [3], initializer=v1.zeros_initializer())
+        b = v1.get_variable("b", [3], initializer=v1.zeros_initializer())
+        ema = tf.train.ExponentialMovingAverage(0.5)
+        update = ema.apply([w, b])
+        step = [v1.assign_add(w, tf.ones([3]) * 2.0), v1.assign_add(b, tf.ones([3]) * 5.0)]
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for _ in range(3):
+                sess.run(step)
+                sess.run(update)
+            prefix = v1.train.Saver().save(sess, str(Path(directory) / "model.ckpt"))
+            averages = {v.op.name: ema.average(v) for v in (w, b)}
+            truth = {"ema_of": {a.op.name: k for k, a in averages.items()},
+                     "values": {**{v.op.name: sess.run(v) for v in (w, b)},
+                                **{a.op.name: sess.run(a) for a in averages.values()}}}
+    with tf.Graph().as_default():
+        v1.get_variable("w", [3])
+        v1.get_variable("b", [3], trainable=False)
+        tf.train.ExponentialMovingAverage(0.5).apply([v1.trainable_variables()[0]])
+        v1.get_variable("b/ExponentialMovingAverage", [3], trainable=False)
+        v1.train.export_meta_graph(prefix + ".meta", saver_def=v1.train.Saver().as_saver_def())
+    return prefix, truth

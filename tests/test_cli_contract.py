@@ -18,26 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _corpus import run_cli, write_bundle
-from helpers import FIXTURES
+from helpers import FIXTURES, set_terminal, shown_names
 
 from ckpt_tools.cli._output import ELLIPSIS, cell_len
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # our own colours: the only escape sequence allowed
-
-
-def _env(monkeypatch, columns: int | None, tty: bool) -> None:
-    monkeypatch.setenv("TTY_COMPATIBLE", "1" if tty else "0")
-    monkeypatch.setenv("NO_COLOR", "1")
-    if columns:
-        monkeypatch.setenv("COLUMNS", str(columns))
-
-
-def _names(path: str, capsys) -> list[str]:
-    code, out, _ = run_cli(["list", path, "--json"], capsys)
-    assert code == 0
-    return [v["path"] or v["name"] for v in json.loads(out)["variables"]]
 
 
 def _fits(line: str, width: int) -> bool:
@@ -67,8 +54,8 @@ LIST_CASES = ["towers_bn", "tf2_object", "keras3_object", "model_garden_slot", "
 @pytest.mark.parametrize("case", LIST_CASES)
 def test_list_fits_the_terminal_without_breaking_names(case, columns, capsys, monkeypatch):
     path = str(FIXTURES / case)
-    names = _names(path, capsys)
-    _env(monkeypatch, columns, tty=True)
+    names = shown_names(path, capsys)
+    set_terminal(monkeypatch, columns, tty=True)
     code, out, _ = run_cli(["list", path], capsys)
     lines = out.splitlines()
     assert code == 0 and all(_fits(line, columns) for line in lines), out
@@ -86,9 +73,9 @@ def test_list_fits_the_terminal_without_breaking_names(case, columns, capsys, mo
 @pytest.mark.parametrize("case", LIST_CASES)
 def test_list_piped_and_wide_are_one_row_per_line_with_whole_names(case, capsys, monkeypatch):
     path = str(FIXTURES / case)
-    names = _names(path, capsys)
+    names = shown_names(path, capsys)
     for tty, extra in ((False, []), (True, ["--wide"])):
-        _env(monkeypatch, 80, tty=tty)
+        set_terminal(monkeypatch, 80, tty=tty)
         code, out, _ = run_cli(["list", path, *extra], capsys)
         lines = out.splitlines()
         assert code == 0 and ELLIPSIS not in out
@@ -122,14 +109,14 @@ def _fill(args, tmp_path):
 def test_every_command_fits_80_and_200_columns_and_pipes_one_row_per_line(
         args, tmp_path, capsys, monkeypatch):
     argv = _fill(args, tmp_path)
-    _env(monkeypatch, None, tty=False)
+    set_terminal(monkeypatch, None, tty=False)
     monkeypatch.delenv("COLUMNS", raising=False)
     code, piped, _ = run_cli(argv, capsys)
     _, as_json, _ = run_cli([*argv, "--json"], capsys)
     assert code == 0 and ELLIPSIS not in piped
     rows = len(_table(piped))
     for columns in (80, 200):
-        _env(monkeypatch, columns, tty=True)
+        set_terminal(monkeypatch, columns, tty=True)
         code, out, err = run_cli(argv, capsys)
         assert code == 0, err
         assert all(_fits(line, columns) for line in out.splitlines()), out
@@ -200,7 +187,7 @@ HOSTILE_COMMANDS = [
                          ids=[f"{i}-{a[0]}" for i, (a, _) in enumerate(HOSTILE_COMMANDS)])
 def test_hostile_names_and_paths_are_literal_and_escaped(
         hostile, args, code, tty, tmp_path, capsys, monkeypatch):
-    _env(monkeypatch, 100, tty=tty)
+    set_terminal(monkeypatch, 100, tty=tty)
     monkeypatch.delenv("NO_COLOR")  # colours on when tty: they must be our only escapes
     (tmp_path / "o[").mkdir()
     out_path = str(tmp_path / "o[/][bold]\x1b]0;t\x07\nut")

@@ -18,27 +18,13 @@ from pathlib import Path
 
 import pytest
 from _corpus import run_cli
-from helpers import FIXTURES
+from helpers import FIXTURES, set_terminal, shown_names
 
 from ckpt_tools.cli._output import ELLIPSIS, Column, Output, cell_len, clean
 from ckpt_tools.cli._shorten import shorten_column
 
 ROOT = Path(__file__).resolve().parent.parent
 TOWERS = str(FIXTURES / "towers_bn")
-
-
-def _terminal(monkeypatch, columns: int = 80) -> None:
-    monkeypatch.setenv("TTY_COMPATIBLE", "1")
-    monkeypatch.setenv("NO_COLOR", "1")
-    monkeypatch.setenv("COLUMNS", str(columns))
-
-
-def _keys(capsys) -> list[str]:
-    import json
-
-    code, out, _ = run_cli(["list", TOWERS, "--json"], capsys)
-    assert code == 0
-    return [v["path"] or v["name"] for v in json.loads(out)["variables"]]
 
 
 def _rows(out: str) -> list[list[str]]:
@@ -67,8 +53,8 @@ def _whole_segments(cell: str) -> bool:
 @pytest.mark.parametrize("argv", [["list", TOWERS], ["list", TOWERS, "--role", "ema"],
                                   ["stats", TOWERS]], ids=["list", "list-ema", "stats"])
 def test_shortened_names_stay_distinct_and_whole_at_80_columns(argv, capsys, monkeypatch):
-    names = _keys(capsys)
-    _terminal(monkeypatch)
+    names = shown_names(TOWERS, capsys)
+    set_terminal(monkeypatch)
     code, out, err = run_cli(argv, capsys)
     assert code == 0, err
     rows = _rows(out)
@@ -96,7 +82,7 @@ def test_list_ema_column_says_which_variable_a_shadow_averages(fixture, capsys, 
     truth = {v["path"] or v["name"]: next(w["path"] or w["name"] for w in doc
                                           if w["key"] == v["ema_of"] or w["name"] == v["ema_of"])
              for v in doc if v["ema_of"]}
-    _terminal(monkeypatch)
+    set_terminal(monkeypatch)
     code, out, _ = run_cli(["list", path, "--role", "ema"], capsys)
     assert code == 0
     rows = _rows(out)
@@ -113,8 +99,8 @@ def test_list_ema_column_says_which_variable_a_shadow_averages(fixture, capsys, 
 
 
 def test_diff_ema_rows_are_distinct_at_80_columns(capsys, monkeypatch):
-    names = _keys(capsys)
-    _terminal(monkeypatch)
+    names = shown_names(TOWERS, capsys)
+    set_terminal(monkeypatch)
     code, out, _ = run_cli(["diff", TOWERS, "--ema"], capsys)
     assert code == 0
     rows = _rows(out)
@@ -153,7 +139,7 @@ def test_hostile_names_are_shortened_at_escape_boundaries(capsys, monkeypatch, t
     names = {"t\x1b]0;title\x07x/" + "k" * 60: np.zeros(1, np.float32),
              "rtl\u202eevil/" + "w" * 70: np.zeros(1, np.float32)}
     write_bundle(tmp_path / "m", names)
-    _terminal(monkeypatch)
+    set_terminal(monkeypatch)
     code, out, _ = run_cli(["list", str(tmp_path / "m")], capsys)
     assert code == 0
     for cell in (row[0] for row in _rows(out)):
@@ -167,7 +153,7 @@ def test_hostile_names_are_shortened_at_escape_boundaries(capsys, monkeypatch, t
                                   ["list", str(FIXTURES / "model_garden_slot")]],
                          ids=["list", "stats", "diff-ema", "list-slots"])
 def test_notes_and_summaries_fit_80_columns_at_spaces(argv, capsys, monkeypatch):
-    _terminal(monkeypatch)
+    set_terminal(monkeypatch)
     code, out, err = run_cli(argv, capsys)
     assert code == 0
     for line in (out + err).splitlines():
@@ -178,7 +164,7 @@ def test_notes_and_summaries_fit_80_columns_at_spaces(argv, capsys, monkeypatch)
 
 
 def test_a_long_note_wraps_at_spaces_on_a_terminal(capsys, monkeypatch):
-    _terminal(monkeypatch, 40)
+    set_terminal(monkeypatch, 40)
     message = "EMA: 6 of 6 weights and BN statistics have a shadow; restore-ema uses them"
     Output().note(message)
     err = capsys.readouterr().err
@@ -437,7 +423,7 @@ def test_refusal_wraps_at_spaces_on_a_terminal_and_is_one_line_in_a_pipe(capsys,
     monkeypatch.setenv("TTY_COMPATIBLE", "0")
     code, _, piped = run_cli(argv, capsys)
     assert code == 6 and len(piped.strip().splitlines()) == 1 and len(piped) > 80, piped
-    _terminal(monkeypatch)
+    set_terminal(monkeypatch)
     code, _, err = run_cli(argv, capsys)
     assert code == 6
     lines = err.strip().splitlines()
@@ -451,7 +437,7 @@ def test_error_label_stays_with_a_long_first_word_and_warnings_wrap(tmp_path, ca
     line); a long path with blanks wraps at them; piped, each message stays one line."""
     long_dir = tmp_path / ("x" * 120)
     argv = ["list", str(long_dir / "missing")]
-    _terminal(monkeypatch)
+    set_terminal(monkeypatch)
     code, out, err = run_cli(argv, capsys)
     assert code == 3 and out == ""
     lines = err.splitlines()
@@ -470,7 +456,7 @@ def test_error_label_stays_with_a_long_first_word_and_warnings_wrap(tmp_path, ca
 def test_warning_wraps_on_a_terminal_with_its_label(capsys, monkeypatch):
     from ckpt_tools.cli._output import Output
 
-    _terminal(monkeypatch)
+    set_terminal(monkeypatch)
     Output().warning(" ".join(["averages"] * 30))
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) > 1 and lines[0].startswith("warning: averages")

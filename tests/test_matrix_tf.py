@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import DECIDE, FIXTURES, prefix
+from helpers import DECIDE, FIXTURES, prefix, same_bits
 from typer.testing import CliRunner
 
 import ckpt_tools
@@ -56,11 +56,6 @@ def _case(matrix: Path, case: str) -> tuple[str, dict, dict[str, np.ndarray]]:
 
 def _options(truth: dict) -> list[str]:
     return ["--apply-order", truth["apply_order"]] if truth.get("apply_order") else []
-
-
-def _same(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 @pytest.mark.parametrize("case", CASES + [f"{c}:keras" for c in KERAS_CASES])
@@ -122,7 +117,7 @@ def test_map_restore_export_give_the_recorded_averages(matrix, case, tmp_path, t
         assert result.exit_code == 0, result.output
         reader = tf.train.load_checkpoint(str(out))
         for var, value in values.items():
-            assert _same(reader.get_tensor(var), value), var
+            assert same_bits(reader.get_tensor(var), value), var
     else:
         m = ckpt_tools.ema_map(path)
         assert {t: s for s, t in m.mapping.items() if s != t} == dict(truth["pairs"])
@@ -134,7 +129,7 @@ def test_map_restore_export_give_the_recorded_averages(matrix, case, tmp_path, t
     assert result.exit_code == 0, result.output
     with np.load(npz, allow_pickle=False) as got:
         for var, value in values.items():
-            assert _same(got[listing[var]["path"] or var], value), var
+            assert same_bits(got[listing[var]["path"] or var], value), var
 
 
 def _matrix_module(matrix: Path):
@@ -165,7 +160,7 @@ def test_python_api_ema_map_and_apply_ema(matrix, case, tf):
         v: s for v, s in truth["pairs"].items()}
     ckpt_tools.apply_ema(model, path, **order)
     for var, key in zip(model.trainable_variables, truth["order"], strict=True):
-        assert _same(var.numpy(), values[key]), key
+        assert same_bits(var.numpy(), values[key]), key
 
 
 def _graph_ema_check(tf, meta: str, ckpt: str, want: dict[str, np.ndarray],
@@ -185,7 +180,8 @@ def _graph_ema_check(tf, meta: str, ckpt: str, want: dict[str, np.ndarray],
                     (info.var_offset if info else [0], var))
             for target, value in want.items():
                 parts = [sess.run(v) for _, v in sorted(got[target], key=lambda p: p[0])]
-                assert _same(np.concatenate(parts) if len(parts) > 1 else parts[0], value), target
+                whole = np.concatenate(parts) if len(parts) > 1 else parts[0]
+                assert same_bits(whole, value), target
 
 
 @pytest.mark.parametrize("case", TF1_CASES)

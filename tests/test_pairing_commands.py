@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, expected, expected_values
+from helpers import FIXTURES, expected, expected_values, tf1_contradicting_meta
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
@@ -21,37 +21,11 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def contradicting_meta(tmp_path_factory) -> tuple[str, dict]:
-    """TF1 checkpoint averaging w and b, with a .meta from a graph that does not average b
-    (built like test_pairing_proof's contradicting-.meta case, by real TensorFlow). Returns
-    the prefix and the truth read at save time: ``{"ema_of": {average: variable},
-    "values": {key: value}}`` from ``ema.average(v)``."""
+    """TF1 checkpoint averaging w and b, with a .meta from a graph that does not average b,
+    and the truth TensorFlow recorded (:func:`helpers.tf1_contradicting_meta`)."""
     import tensorflow as tf
 
-    v1 = tf.compat.v1
-    directory = tmp_path_factory.mktemp("contradicting_meta")
-    with tf.Graph().as_default():
-        w = v1.get_variable("w", [3], initializer=v1.zeros_initializer())
-        b = v1.get_variable("b", [3], initializer=v1.zeros_initializer())
-        ema = tf.train.ExponentialMovingAverage(0.5)
-        update = ema.apply([w, b])
-        step = [v1.assign_add(w, tf.ones([3]) * 2.0), v1.assign_add(b, tf.ones([3]) * 5.0)]
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            for _ in range(3):
-                sess.run(step)
-                sess.run(update)
-            prefix = v1.train.Saver().save(sess, str(directory / "model.ckpt"))
-            averages = {v.op.name: ema.average(v) for v in (w, b)}
-            truth = {"ema_of": {a.op.name: k for k, a in averages.items()},
-                     "values": {**{v.op.name: sess.run(v) for v in (w, b)},
-                                **{a.op.name: sess.run(a) for a in averages.values()}}}
-    with tf.Graph().as_default():  # a .meta copied from a run that froze b
-        v1.get_variable("w", [3])
-        v1.get_variable("b", [3], trainable=False)
-        tf.train.ExponentialMovingAverage(0.5).apply([v1.trainable_variables()[0]])
-        v1.get_variable("b/ExponentialMovingAverage", [3], trainable=False)
-        v1.train.export_meta_graph(prefix + ".meta", saver_def=v1.train.Saver().as_saver_def())
-    return prefix, truth
+    return tf1_contradicting_meta(tf, tmp_path_factory.mktemp("contradicting_meta"))
 
 
 # (case, option that decides, its value or None for a flag)

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import same_bits, tf1_contradicting_meta
 from typer.testing import CliRunner
 
 import ckpt_tools
@@ -16,11 +17,6 @@ from ckpt_tools import EmaError
 from ckpt_tools.cli import app
 
 runner = CliRunner()
-
-
-def _same(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def _refused_everywhere(path: str, tmp_path, *words: str, extra=()) -> None:
@@ -100,10 +96,10 @@ def test_tf1_two_ema_objects_are_refused_until_one_is_named(tf, tmp_path, names,
         got = _exported(prefix, tmp_path, "--ema-name", suffix)
         assert set(got) == {"w", "b"}
         for var, value in want.items():
-            assert _same(got[var], value), (suffix, var)
+            assert same_bits(got[var], value), (suffix, var)
         baked = _restored(tf, prefix, tmp_path, "--ema-name", suffix)
         for var, value in want.items():
-            assert _same(baked[var], value), (suffix, var)
+            assert same_bits(baked[var], value), (suffix, var)
         m = ckpt_tools.ema_map(prefix, ema_name=suffix)
         assert {s: t for s, t in m.mapping.items() if s != t} == {f"w/{suffix}": "w",
                                                                  f"b/{suffix}": "b"}
@@ -128,7 +124,7 @@ def _check_ema_saver_in_imported_graph(tf, prefix: str, truth: dict, named=True)
             with v1.Session() as sess:
                 saver.restore(sess, prefix)
                 for var, value in want.items():
-                    assert _same(sess.run(by_name[var]), value), (suffix, var)
+                    assert same_bits(sess.run(by_name[var]), value), (suffix, var)
 
 
 def test_tf2_named_variable_with_two_lists_of_averages(tf, tmp_path):
@@ -160,10 +156,11 @@ def test_tf2_named_variable_with_two_lists_of_averages(tf, tmp_path):
     for holder, want in truth.items():
         got = _exported(prefix, tmp_path, "--ema-name", holder)
         for var, value in want.items():
-            assert _same(got[var], value), (holder, var)
+            assert same_bits(got[var], value), (holder, var)
         model = M()
         ckpt_tools.apply_ema(model, prefix, ema_name=holder)
-        assert _same(model.w.numpy(), want["model/w"]) and _same(model.b.numpy(), want["model/b"])
+        assert same_bits(model.w.numpy(), want["model/w"])
+        assert same_bits(model.b.numpy(), want["model/b"])
     with pytest.raises(EmaError, match="ema_name"):
         ckpt_tools.apply_ema(M(), prefix)
 
@@ -174,27 +171,8 @@ def test_meta_from_another_graph_that_does_not_average_a_stored_average_is_refus
     """The checkpoint holds b's average; the .meta beside it (same names) comes from a graph
     where b is neither trainable nor averaged. Following it would restore b raw: refused, and
     --no-meta uses the stored averages."""
-    v1 = tf.compat.v1
-    truth = {}
-    with tf.Graph().as_default():
-        w = v1.get_variable("w", [3], initializer=v1.zeros_initializer())
-        b = v1.get_variable("b", [3], initializer=v1.zeros_initializer())
-        ema = tf.train.ExponentialMovingAverage(0.5)
-        update = ema.apply([w, b])
-        step = [v1.assign_add(w, tf.ones([3]) * 2.0), v1.assign_add(b, tf.ones([3]) * 5.0)]
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            for _ in range(3):
-                sess.run(step)
-                sess.run(update)
-            prefix = v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"))
-            truth = {"w": sess.run(ema.average(w)), "b": sess.run(ema.average(b))}
-    with tf.Graph().as_default():  # e.g. a .meta copied from a run that froze b
-        v1.get_variable("w", [3])
-        v1.get_variable("b", [3], trainable=False)
-        tf.train.ExponentialMovingAverage(0.5).apply([v1.trainable_variables()[0]])
-        v1.get_variable("b/ExponentialMovingAverage", [3], trainable=False)
-        v1.train.export_meta_graph(prefix + ".meta", saver_def=v1.train.Saver().as_saver_def())
+    prefix, recorded = tf1_contradicting_meta(tf, tmp_path)
+    truth = {v: recorded["values"][a] for a, v in recorded["ema_of"].items()}
     _refused_everywhere(prefix, tmp_path, "does not average", "b/ExponentialMovingAverage",
                         "--no-meta")
     with pytest.raises(EmaError, match="use_meta=False"):
@@ -202,7 +180,7 @@ def test_meta_from_another_graph_that_does_not_average_a_stored_average_is_refus
     got = _exported(prefix, tmp_path, "--no-meta")
     baked = _restored(tf, prefix, tmp_path, "--no-meta")
     for var, value in truth.items():
-        assert _same(got[var], value) and _same(baked[var], value), var
+        assert same_bits(got[var], value) and same_bits(baked[var], value), var
     m = ckpt_tools.ema_map(prefix, use_meta=False)
     assert {s: t for s, t in m.mapping.items() if s != t} == {
         "w/ExponentialMovingAverage": "w", "b/ExponentialMovingAverage": "b"}
@@ -239,7 +217,7 @@ def test_tf1_averages_made_under_a_variable_scope(tf, tmp_path):
     got = _exported(prefix, tmp_path)
     baked = _restored(tf, prefix, tmp_path)
     for var, value in truth.items():
-        assert _same(got[var], value) and _same(baked[var], value), var
+        assert same_bits(got[var], value) and same_bits(baked[var], value), var
     _check_ema_saver_in_imported_graph(tf, prefix, {None: truth}, named=False)
     # Without the .meta the name could also be a tensor's average: refused, naming the shadows
     (tmp_path / "model.ckpt.meta").unlink()
