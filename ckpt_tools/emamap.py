@@ -345,7 +345,10 @@ def _require_keras(ckpt: Checkpoint) -> None:
         if layout.use_ema is None:
             raise UnprovenPairingError(str(exc), "--use-ema/--no-use-ema") from None
         if layout.averages and any(v is None for v in layout.averages.values()):
-            raise UnprovenPairingError(str(exc)) from None
+            # keras_ema names --trainable where the frozen set or sublayer order is open
+            # (the one thing it can decide); other unpairable copies no option decides.
+            option = "--trainable" if "--trainable" in str(exc) else None
+            raise UnprovenPairingError(str(exc), option) from None
         raise
 
 
