@@ -115,3 +115,31 @@ def tf1_contradicting_meta(tf, directory: Path) -> tuple[str, dict]:
         v1.get_variable("b/ExponentialMovingAverage", [3], trainable=False)
         v1.train.export_meta_graph(prefix + ".meta", saver_def=v1.train.Saver().as_saver_def())
     return prefix, truth
+
+
+def run_cli(args: list[str]) -> tuple[int, str, str]:
+    """Returns (exit code, stdout, stderr) of ``ckpt <args>`` run in-process."""
+    from typer.testing import CliRunner
+
+    from ckpt_tools.cli import app
+
+    result = CliRunner().invoke(app, args)
+    try:
+        err = result.stderr
+    except ValueError:  # older click mixes stderr into output
+        err = result.output
+    return result.exit_code, result.stdout, err
+
+
+def run_generator(script: str, out: Path, tail: int = 3000) -> dict[str, np.ndarray]:
+    """Runs the generator ``fixtures/<script>`` (real Keras/TF, truth recorded at save time)
+    into ``out``; returns its ``truth.npz``. Fails the test with the script's stderr."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    proc = subprocess.run([sys.executable, str(FIXTURES / script), str(out)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-tail:]
+    with np.load(out / "truth.npz") as z:
+        return {k: z[k] for k in z.files}

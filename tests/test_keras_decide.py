@@ -13,40 +13,21 @@ by ``fixtures/make_keras_decide.py`` with the truth read from the optimizer at s
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES
-from typer.testing import CliRunner
-
-from ckpt_tools.cli import app
+from helpers import FIXTURES, run_cli, run_generator
 
 pytest.importorskip("keras")
-runner = CliRunner()
 
-
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    result = runner.invoke(app, args)
-    try:
-        err = result.stderr
-    except ValueError:
-        err = result.output
-    return result.exit_code, result.stdout, err
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
     out = tmp_path_factory.mktemp("keras_decide")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, str(FIXTURES / "make_keras_decide.py"), str(out)],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return out, {k: z[k] for k in z.files}
+    return out, run_generator("make_keras_decide.py", out)
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:

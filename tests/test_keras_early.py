@@ -7,42 +7,22 @@ to the weights after one step (Keras sets them so), or very near after more."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES
-from typer.testing import CliRunner
-
-from ckpt_tools.cli import app
+from helpers import run_cli, run_generator
 
 pytest.importorskip("keras")
-runner = CliRunner()
 REFUSED = ["mom_tiny_1", "mom_tiny_2", "mom_tiny_3", "mom_tiny_5"]
 PAIRED = ["ema_1", "ema_5", "ema_12"]
 
-
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    result = runner.invoke(app, args)
-    try:
-        err = result.stderr
-    except ValueError:
-        err = result.output
-    return result.exit_code, result.stdout, err
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
     out = tmp_path_factory.mktemp("keras_early")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, str(FIXTURES / "make_keras_early.py"), str(out)],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    with np.load(out / "truth.npz") as z:
-        return out, {k: z[k] for k in z.files}
+    return out, run_generator("make_keras_early.py", out)
 
 
 def _export(path: Path, out: Path, *extra: str) -> tuple[int, str, dict[str, np.ndarray]]:

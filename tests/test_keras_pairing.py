@@ -6,41 +6,22 @@ Never another variable's average, never raw weights, with exit 0."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FIXTURES
-from typer.testing import CliRunner
-
-from ckpt_tools.cli import app
+from helpers import FIXTURES, run_cli, run_generator
 
 pytest.importorskip("keras")
 pytest.importorskip("tf_keras")
-runner = CliRunner()
 
-
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    result = runner.invoke(app, args)
-    try:
-        err = result.stderr
-    except ValueError:
-        err = result.output
-    return result.exit_code, result.stdout, err
 
 
 @pytest.fixture(scope="session")
 def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
     out = tmp_path_factory.mktemp("keras_pairing")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, str(FIXTURES / "make_keras_pairing.py"), str(out)],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return out, {k: z[k] for k in z.files}
+    return out, run_generator("make_keras_pairing.py", out)
 
 
 def _exported(made, name: str, tmp_path: Path, *extra: str) -> tuple[int, dict, str]:

@@ -18,22 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
-from ckpt_tools.cli import app
+from helpers import run_cli
 
 pytest.importorskip("keras")
-runner = CliRunner()
 
-
-def run_cli(args: list[str]) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``ckpt <args>``."""
-    result = runner.invoke(app, args)
-    try:
-        err = result.stderr
-    except ValueError:  # older click mixes stderr into output
-        err = result.output
-    return result.exit_code, result.stdout, err
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "fixtures" / "make_matrix_keras.py"
 
