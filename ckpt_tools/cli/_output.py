@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
+from ..errors import CheckpointError, ExitCode
 from ._shorten import ELLIPSIS, shorten_counted
 
 # C0/C1 controls, DEL, and invisible format characters that reorder or hide text (bidi
@@ -168,6 +169,20 @@ def _is_tty(stream: TextIO) -> bool:
         return False
 
 
+class StdoutError(CheckpointError):
+    """stdout cannot be written (closed with ``>&-``, a full disk behind ``>file``): the
+    command's data is lost, so it fails with exit 1 naming stdout. (A reader that went away,
+    ``| head``, is a BrokenPipeError instead: not an error.)"""
+
+    exit_code = ExitCode.ERROR
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return "closed"
+
+
 class Output:
     """Printer with human, JSON and quiet modes.
 
@@ -186,6 +201,8 @@ class Output:
         self.json_mode = json_mode
         self.quiet = quiet
         self.wide = wide
+        self._written: str | None = None
+        self._stdout_lost = False
 
     # -- streams ----------------------------------------------------------------------------
     @property
@@ -217,9 +234,43 @@ class Output:
         codes = ";".join(_SGR[s] for s in style.split() if s in _SGR)
         return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
 
-    def _write(self, stream: TextIO, text: str) -> None:
-        stream.write(text)
-        stream.flush()
+    def wrote(self, path: str) -> None:
+        """Records that the command's output ``path`` is complete: from now on stdout that
+        cannot be written (closed, disk full) is a warning, not a failure, since what the user
+        asked for exists (the summary is only a report on it)."""
+        self._written = path
+
+    def write_err(self, text: str) -> None:
+        """Writes to stderr; a message that cannot be shown (stderr closed or full) changes
+        nothing, least of all the exit code."""
+        try:
+            self.stderr.write(text)
+            self.stderr.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def raw(self, text: str) -> None:
+        """Writes ``text`` to stdout as it is (a completion script: our own text, not a name)."""
+        self._write(self.stdout, text)
+
+    def _write(self, stream: TextIO | None, text: str) -> None:
+        """Writes data to stdout (``stream``); see :class:`StdoutError` and :meth:`wrote`."""
+        if self._stdout_lost:
+            return
+        try:
+            if stream is None:  # started with stdout closed (`>&-`)
+                raise ValueError("stdout is closed")
+            stream.write(text)
+            stream.flush()
+        except BrokenPipeError:
+            raise  # `| head`: the reader went away (not an error; see cli.commands)
+        except (OSError, ValueError) as exc:
+            self._stdout_lost = True
+            _discard_stdout()
+            if self._written is None:
+                raise StdoutError(f"stdout: {_reason(exc)} while printing the output") from None
+            self.warning(f"stdout: {_reason(exc)}, the summary was not printed; "
+                         f"{self._written} was written completely")
 
     # -- data on stdout ---------------------------------------------------------------------
     def json(self, data: Any) -> None:
@@ -383,8 +434,7 @@ class Output:
         at spaces to the terminal's width, never inside a word."""
         if not self.quiet:
             parts = self._wrap_for(clean(message), self.stderr)
-            self._write(self.stderr, "".join(self._paint(p, "dim", self.stderr) + "\n"
-                                             for p in parts))
+            self.write_err("".join(self._paint(p, "dim", self.stderr) + "\n" for p in parts))
 
     info = note
 
@@ -404,7 +454,7 @@ class Output:
         parts = self._wrap_for(label + "\x00" + clean(message), self.stderr)
         parts = [p.replace("\x00", " ") for p in parts]
         parts[0] = self._paint(label, style, self.stderr) + parts[0][len(label):]
-        self._write(self.stderr, "".join(p + "\n" for p in parts))
+        self.write_err("".join(p + "\n" for p in parts))
 
     def progress(self, label: str, total: int | None = None) -> ByteProgress:
         """A byte progress bar on stderr; see :class:`ByteProgress`."""
@@ -585,6 +635,17 @@ class ByteProgress:
             self._bar.update(self._task, completed=done, total=self.total)
 
     __call__ = advance
+
+
+def _discard_stdout() -> None:
+    """Points stdout's file descriptor at /dev/null, so the interpreter's final flush of what
+    is still buffered does not fail again (and change the exit code)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no stdout at all, or not a real file
+        pass
 
 
 def _default(obj: Any) -> Any:

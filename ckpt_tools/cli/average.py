@@ -75,6 +75,7 @@ def average_command(
                 else average_checkpoints(inputs, out_dir, **options)
         except ValueError as exc:  # --newest names none of the inputs
             raise typer.BadParameter(str(exc), param_hint="--newest") from None
+    out.wrote(result.prefix)
     if json_out:
         out.json(result.to_dict())
         return

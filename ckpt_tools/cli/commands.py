@@ -189,9 +189,9 @@ def _usage_error(exc) -> int:
     out = Output()
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
-        out.stderr.write(clean(ctx.get_usage()) + "\n")
+        out.write_err(clean(ctx.get_usage()) + "\n")
         help_name = ctx.help_option_names[0] if ctx.help_option_names else "--help"
-        out.stderr.write(f"Try '{clean(ctx.command_path)} {help_name}' for help.\n")
+        out.write_err(f"Try '{clean(ctx.command_path)} {help_name}' for help.\n")
     out.error(exc.format_message())
     return exc.exit_code if isinstance(exc.exit_code, int) else ExitCode.USAGE
 
@@ -232,7 +232,7 @@ def _show_completion(value: str | None) -> None:
 
         script = get_completion_script(prog_name="ckpt", complete_var=COMPLETE_VAR,
                                        shell=_check_shell(value))
-        sys.stdout.write(script.rstrip("\n") + "\n")
+        Output().raw(script.rstrip("\n") + "\n")
         raise typer.Exit(0)
 
 

@@ -288,6 +288,7 @@ def restore_ema_command(
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, overwrite=force,
                                verify=not no_verify, slots=slots, progress=bar.advance,
                                **options)
+    out.wrote(result.output)
     warn_unaveraged(out, result.ema_map)
     for w in result.warnings:
         out.warning(w)
@@ -327,6 +328,7 @@ def _restore_keras(out: Output, ckpt, out_dir: str, name: str | None, force: boo
                       "EMA values", "dim")
         return
     result = bake_keras_ema(ckpt, target, overwrite=force)
+    out.wrote(result.path)
     if json_out:
         out.json({"output": result.path, "replaced": result.replaced, "bytes": result.nbytes})
     elif not quiet:

@@ -109,6 +109,7 @@ def export_command(
                                     ema_name=ema_name, allow_missing=allow_missing,
                                     apply_order=check_apply_order(apply_order),
                                     use_meta=not no_meta)
+    out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)
     if json_out:
