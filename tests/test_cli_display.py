@@ -494,3 +494,43 @@ def test_errors_wrap_to_stderrs_terminal_when_stdout_is_piped():
     assert len(lines) > 3 and all(len(line) <= 60 for line in lines), lines
     piped = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120).stderr
     assert " ".join(lines) == piped.strip() and len(piped.strip().splitlines()) == 1
+
+
+# -- names that differ only in the middle of a segment wider than the column (review r2) --------
+P = "p" * 60
+ALIKE = [P + "A" + P, P + "B" + P, f"scope/{P}A{P}/w", f"scope/{P}B{P}/w",
+         "m/" + "x" * 50 + "1/k", "m/" + "x" * 50 + "2/k"]
+
+
+def test_names_alike_but_mid_segment_are_shortened_apart():
+    many = [f"{P}{c}{P}" for c in "ABCDEFGHIJKLMNOPQRST"] + [f"{c}{P}{P}" for c in "ABCDE"]
+    for names in (ALIKE, many, [n + "/ExponentialMovingAverage" for n in ALIKE]):
+        for width in (12, 20, 30, 47, 60, 80):
+            shown = shorten_column(names, width, clean, cell_len)
+            assert len(set(shown)) == len(shown), (width, shown)
+            assert all(cell_len(c) <= width for c in shown), (width, shown)
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("command", ["list", "stats", "map", "diff-ema"])
+def test_tables_never_show_two_rows_the_same(command, columns, capsys, monkeypatch, tmp_path):
+    import numpy as np
+    from _corpus import write_bundle
+
+    tensors = {}
+    for k, name in enumerate(ALIKE):
+        tensors[name] = np.full(2, k, np.float32)
+        tensors[name + "/ExponentialMovingAverage"] = np.full(2, k + 6, np.float32)
+    write_bundle(tmp_path / "m", tensors)
+    _terminal(monkeypatch, columns)
+    argv = {"diff-ema": ["diff", str(tmp_path / "m"), "--ema"]}.get(
+        command, [command, str(tmp_path / "m")])
+    code, out, _ = run_cli(argv, capsys)
+    assert code == 0, out
+    lines = out.split("\n\n", 1)[0].splitlines()
+    header = next(k for k, line in enumerate(lines)
+                  if re.match(r"(name|raw|checkpoint key) ", line))
+    rows = lines[header + 1:]
+    assert len(rows) == len(tensors) // (1 if command in ("list", "stats") else 2), out
+    assert len(set(rows)) == len(rows), out
+    assert all(cell_len(line) <= columns for line in lines), out

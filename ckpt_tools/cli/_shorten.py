@@ -9,7 +9,9 @@ same shortened text: a text several rows would share is given to none of them.
 
 Only a single segment wider than the column is cut by characters; the cut is made between
 escaped characters, never inside an escape (``\\x1b``, ``\\u202e``), so what is shown is always
-a piece of the escaped name.
+a piece of the escaped name. Names that such a cut would show the same (they differ only inside
+one long segment) are cut again around the characters where they differ (``p…pAp…p``,
+``p…pBp…p``); a name that still cannot be told apart is shown whole (:func:`_tell_apart`).
 """
 
 from __future__ import annotations
@@ -112,7 +114,121 @@ def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], st
     for i in long:
         shown[i] = choices[i][pick[i]][0]
         cuts += choices[i][pick[i]][1]
-    return shown, cuts
+    return shown, cuts + _tell_apart(texts, shown, long, width, escape, measure)
+
+
+def _tell_apart(texts: Sequence[str], shown: list[str], long: list[int], width: int,
+                escape: Callable[[str], str], measure: Callable[[str], int]) -> int:
+    """Rows of ``long`` that still show the same text as another row (names alike but in the
+    middle of a segment wider than the column: ``p…pAp…p`` / ``p…pBp…p``) are cut again,
+    keeping the characters where they differ; a row that still clashes after a few rounds is
+    shown whole (wider than the column, but never the same as another). Changes ``shown``;
+    returns the loss."""
+    long_set = set(long)
+    keys: dict[int, set[int]] = {}
+    for _ in range(4):
+        names_of: dict[str, list[int]] = {}
+        for i, text in enumerate(shown):
+            names_of.setdefault(text, []).append(i)
+        clashing = [g for g in names_of.values()
+                    if len({texts[i] for i in g}) > 1 and long_set.intersection(g)]
+        if not clashing:
+            break
+        for group in clashing:
+            for i, k in zip(group, _differences([texts[i] for i in group]), strict=True):
+                if i in long_set:
+                    keys.setdefault(i, set()).update(k)
+                    shown[i] = _keep_cut(_tokens(texts[i], escape), texts[i], keys[i], width,
+                                         measure)
+    else:
+        names_of = {}
+        for i, text in enumerate(shown):
+            names_of.setdefault(text, []).append(i)
+        for i in long:
+            if len({texts[j] for j in names_of[shown[i]]}) > 1:
+                shown[i] = escape(texts[i])  # the last resort: the whole name
+    return 2 * len(keys)
+
+
+def _differences(names: list[str]) -> list[set[int]]:
+    """Per name, the indices of characters that set it apart from its neighbours in sorted
+    order, read from the start and from the end (at most four per name, whatever the group's
+    size)."""
+    keys: list[set[int]] = [set() for _ in names]
+
+    def mark(order: list[int], reverse: bool) -> None:
+        for a, b in zip(order, order[1:], strict=False):
+            x, y = names[a], names[b]
+            if reverse:
+                x, y = x[::-1], y[::-1]
+            n = 0
+            while n < min(len(x), len(y)) and x[n] == y[n]:
+                n += 1
+            for k, s in ((a, x), (b, y)):
+                pos = min(n, len(s) - 1)
+                keys[k].add(len(s) - 1 - pos if reverse else pos)
+
+    idx = range(len(names))
+    mark(sorted(idx, key=lambda k: names[k]), False)
+    mark(sorted(idx, key=lambda k: names[k][::-1]), True)
+    return keys
+
+
+def _keep_cut(tokens: list[str], raw: str, keys: set[int], width: int,
+              measure: Callable[[str], int]) -> str:
+    """``raw``'s shown ``tokens`` cut to ``width`` keeping the characters at ``keys`` (with one
+    beside each), then the last segment whole when it fits, then as much of the start and the
+    end as fits; each run left out shows as ``…``. Never cuts inside an escape (a token)."""
+    n = len(tokens)
+    if n == 0:
+        return ""
+    keep = [False] * n
+    size = 1  # one ellipsis: nothing kept yet
+
+    def add(i: int) -> bool:
+        nonlocal size
+        if keep[i]:
+            return True
+        left = i == 0 or keep[i - 1]
+        right = i == n - 1 or keep[i + 1]
+        delta = measure(tokens[i]) + (left and right) * -1 + (not left and not right) * 1
+        if size + delta > width:
+            return False
+        keep[i] = True
+        size += delta
+        return True
+
+    for k in sorted(keys):
+        for i in (k, k - 1, k + 1):
+            if 0 <= i < n:
+                add(i)
+    slash = raw.rfind("/")
+    if slash > 0:
+        saved_keep, saved_size = list(keep), size
+        if not all(add(i) for i in range(n - 1, slash - 1, -1)):
+            keep, size = saved_keep, saved_size
+    head, tail = 0, n - 1
+    while head <= tail:
+        grew = False
+        while head < n and keep[head]:
+            head += 1
+        if head < n and add(head):
+            grew = True
+        while tail >= 0 and keep[tail]:
+            tail -= 1
+        if tail >= 0 and add(tail):
+            grew = True
+        if not grew:
+            break
+    out, gap = [], False
+    for i, t in enumerate(tokens):
+        if keep[i]:
+            out.append(t)
+            gap = False
+        elif not gap:
+            out.append(ELLIPSIS)
+            gap = True
+    return "".join(out)
 
 
 def _tokens(raw: str, escape: Callable[[str], str]) -> list[str]:
