@@ -246,7 +246,9 @@ def bake_ema_h5(ckpt: Checkpoint, out: str, *, name: str | None = None,
     created = make_parents(os.path.dirname(physical(target)))  # umask modes
     try:
         return export_weights(ckpt, target, fmt="h5", ema=True, overwrite=overwrite,
-                              progress=progress, **map_options)
+                              progress=progress, member_hint=(
+                                  "; leave it out with --exclude, or write --format v2 "
+                                  "(which keeps every name)"), **map_options)
     except BaseException:
         remove_parents(created)  # a failed run leaves no directory it made
         raise

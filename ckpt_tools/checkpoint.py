@@ -473,6 +473,40 @@ def _saved_model_location(saved_model: str) -> Location:
     return Location(loc.prefix, loc.format, None, None, saved_model)
 
 
+
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:@%+=,-]+")
+
+
+def shell_word(name: str) -> str:
+    """Returns ``name`` as one word a shell (bash, zsh) reads back as exactly ``name``, printable
+    ASCII: as it is when it needs no quoting (``conv1/weights``), in single quotes when it is
+    printable (``'a[/]b'``), else ANSI-C quoted with escapes (``$'t\\x1bx'``), so a suggestion
+    in an error can be typed back even when the name holds control characters."""
+    if _PLAIN_WORD.fullmatch(name):
+        return name
+    if name.isprintable() and "'" not in name and not _INVISIBLE.search(name):
+        return f"'{name}'"
+    out = []
+    for c in name:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c in _C_ESCAPES:
+            out.append(_C_ESCAPES[c])
+        elif c.isprintable() and (c.isascii() or not _INVISIBLE.match(c)):
+            out.append(c)
+        elif ord(c) < 0x100:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    return "$'" + "".join(out) + "'"
+
+
+_C_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+# Printable to Python but invisible or reordering on a terminal (bidi marks, zero-width).
+_INVISIBLE = re.compile("[\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+
 class Checkpoint:
     """An open checkpoint: metadata is read up front, tensor data only on request.
 
@@ -547,7 +581,7 @@ class Checkpoint:
         import difflib
 
         close = difflib.get_close_matches(name, self._reader.entries, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = f"; did you mean {', '.join(map(shell_word, close))}?" if close else ""
         return VariableNotFoundError(f"{self.path}: no variable named {name!r}{hint}")
 
     def tensor(self, name: str) -> np.ndarray:

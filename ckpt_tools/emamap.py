@@ -592,8 +592,8 @@ def _hints(variables, name: str, detected: list[str], missing: list[str],
                      "Saver's var_list left it out")
     others = [d for d in detected if d != name]
     if others:
-        hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass ema_name={others[0]!r} "
-                     f"(--ema-name {others[0]})")
+        hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass --ema-name {others[0]} "
+                     f"(ema_name={others[0]!r} in Python)")
     return hints
 
 
@@ -604,6 +604,10 @@ def _missing_message(m: EmaMap) -> str:
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
     shadow = f"{m.missing[0]}/{m.ema_name}"
     none = set(m.averaged) <= set(m.missing)  # not one shadow stored
+    renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
+    if none and renamed:  # the shadows are there, under another name: nothing else to say
+        return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
+                f"(e.g. {shadow!r} is not in the checkpoint); {renamed}")
     if none and m.file_style == "keras":
         cause = ("the optimizer had use_ema=False (train with e.g. "
                  "keras.optimizers.SGD(..., use_ema=True) to keep them)")

@@ -26,7 +26,13 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
 from .errors import OutputError, UnsupportedFormatError
 from .formats._io import is_url
-from .formats._write import Inputs, atomic_file, check_file_output, check_member_name
+from .formats._write import (
+    Inputs,
+    atomic_file,
+    check_file_output,
+    check_member_name,
+    member_name_ok,
+)
 from .formats.dtypes import numpy_dtype
 from .formats.slices import check_partition
 
@@ -185,7 +191,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                    ema: bool | None = None, include: list[str] | None = None,
                    exclude: list[str] | None = None, rename: list[str] | None = None,
                    overwrite: bool = False, progress: Callable[[int], None] | None = None,
-                   **map_options) -> ExportResult:
+                   member_hint: str | None = None, **map_options) -> ExportResult:
     """Writes model weights (EMA values by default) to one ``.npz``/safetensors/HDF5 file.
 
     Args:
@@ -198,6 +204,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         rename: prefix rules ``"old/=new/"`` applied to output names (first match wins).
         overwrite: replace an existing output file.
         progress: called with bytes written.
+        member_hint: the advice given when tensor names cannot be member names (what the
+            caller's options allow); by default export's ``--rename``/``--exclude``.
         **map_options: passed to :func:`ckpt_tools.ema_map` (``ema_name``, ``use_meta``…).
 
     Returns:
@@ -228,8 +236,11 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         if not plan:
             raise OutputError(f"{ckpt.path}: no weights to export (the include/exclude "
                               "filters, --grep/--regex/--exclude in ckpt, leave none)")
-        for name, src in plan.items():
-            check_member_name(name, fmt, src)
+        bad = [(name, src) for name, src in plan.items() if not member_name_ok(name, fmt)]
+        if bad:  # every bad name at once: the user fixes them in one run, not one per run
+            check_member_name(*bad[0], fmt=fmt, hint=member_hint,
+                              others=[name for name, _ in bad[1:]])
+        for src in plan.values():
             entry = ckpt.entry(src)
             if entry.slices:
                 check_partition(src, tuple(int(d) for d in entry.shape), entry.slices)

@@ -534,3 +534,44 @@ def test_tables_never_show_two_rows_the_same(command, columns, capsys, monkeypat
     assert len(rows) == len(tensors) // (1 if command in ("list", "stats") else 2), out
     assert len(set(rows)) == len(rows), out
     assert all(cell_len(line) <= columns for line in lines), out
+
+
+# -- escaping is one-to-one; suggestions can be typed back (review r2) ------------------------
+def test_a_control_character_and_its_spelled_out_form_show_differently(
+        capsys, monkeypatch, tmp_path):
+    import numpy as np
+    from _corpus import write_bundle
+
+    names = ["t\x1bx", "t\\x1bx", "a\nb", "a\\nb", "tab\\", "w\\\\"]
+    write_bundle(tmp_path / "m", {n: np.zeros(2, np.float32) for n in names})
+    for tty, argv in ((True, ["list"]), (False, ["list"]), (False, ["stats"]),
+                      (False, ["list", "-q"])):
+        _terminal(monkeypatch) if tty else monkeypatch.setenv("TTY_COMPATIBLE", "0")
+        code, out, _ = run_cli([argv[0], str(tmp_path / "m"), *argv[1:]], capsys)
+        assert code == 0, out
+        firsts = [re.split(r"\t| {2,}", line)[0] for line in out.splitlines()]
+        shown = [f for f in firsts if f.startswith(("t", "a", "w"))]
+        assert sorted(shown) == sorted(["t\\x1bx", "t\\\\x1bx", "a\\nb", "a\\\\nb", "tab\\\\",
+                                        "w\\\\\\\\"]), (argv, out)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_did_you_mean_can_be_typed_back_in_the_shell(tmp_path):
+    import numpy as np
+    from _corpus import write_bundle
+
+    name = "t\x1b]0;PWNED\x07x"
+    write_bundle(tmp_path / "m", {name: np.arange(3, dtype=np.float32),
+                                  "a b/c d": np.zeros(1, np.float32)})
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CKPT_DEBUG", None)
+    ckpt = f'"{sys.executable}" -m ckpt_tools'
+    for wrong in ("t\\x1b]0;PWNED\\x07x", "a b/c_d"):
+        proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "show", str(tmp_path / "m"),
+                               wrong], capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 3, proc.stderr
+        suggestion = re.search(r"did you mean (.*)\?$", proc.stderr.strip()).group(1)
+        assert "\x1b" not in suggestion and "\x07" not in suggestion
+        again = subprocess.run(["bash", "-c", f"{ckpt} show '{tmp_path / 'm'}' {suggestion}"],
+                               capture_output=True, text=True, env=env, timeout=120)
+        assert again.returncode == 0, (suggestion, again.stderr)

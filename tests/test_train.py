@@ -302,7 +302,8 @@ def test_eval_cli_json_and_table(v1_run):
     [
         (["train", "--data", "{tmp}/nowhere"], 3, "not a directory"),
         (["train", "--data", "{tmp}"], 3, "data_batch_1.bin"),
-        (["train", "--train-dir", "{tmp}/empty", "--resume"], 1, "no checkpoint found"),
+        (["train", "--train-dir", "{tmp}/empty", "--resume"], 3, "no checkpoint found"),
+        (["train", "--train-dir", "{tmp}/afile", "--max-steps", "2"], 7, "is not a directory"),
         (["train", "--max-to-keep", "0"], 2, ""),
         (["train", "--api", "caffe"], 2, ""),
         (["eval", "{tmp}/missing.ckpt"], 3, "no such checkpoint"),
@@ -310,6 +311,7 @@ def test_eval_cli_json_and_table(v1_run):
     ],
 )
 def test_cli_errors_are_one_line(args, code, message, tmp_path):
+    (tmp_path / "afile").write_text("")
     result = _invoke(*[a.format(tmp=tmp_path) for a in args])
     assert result.exit_code == code, result.output
     assert "Traceback" not in result.output

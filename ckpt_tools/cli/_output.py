@@ -38,16 +38,29 @@ from ._shorten import ELLIPSIS, shorten_counted
 # interlinear annotations, tag characters).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
                       "\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_DATA = re.compile(_CONTROL.pattern + "|\\\\")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
 def clean(text: object) -> str:
-    """Returns ``text`` as a string with control characters escaped (``\\x1b``, ``\\n``).
+    """Returns ``text`` (a name, a cell, a line of data) as a string with control characters
+    escaped (``\\x1b``, ``\\n``) and a backslash doubled, so the escaping is one-to-one: a name
+    holding ESC shows as ``t\\x1bx``, one spelling it out (backslash, ``x1b``) as ``t\\\\x1bx``.
 
     Example:
         >>> clean("a\\nb\\x1b[2J")
         'a\\\\nb\\\\x1b[2J'
     """
+    s = text if isinstance(text, str) else str(text)
+    if not _DATA.search(s):
+        return s
+    return _DATA.sub(_escape_char, s)
+
+
+def clean_message(text: object) -> str:
+    """Returns a message (notes, errors, titles, sentences) with control characters escaped;
+    backslashes stay as they are, since messages quote names with ``repr`` (which doubles
+    them) and may hold text to type back (``$'t\\x1bx'``)."""
     s = text if isinstance(text, str) else str(text)
     if not _CONTROL.search(s):
         return s
@@ -291,14 +304,17 @@ class Output:
             return
         self._write(self.stdout, "\n".join(clean(t) for t in texts) + "\n")
 
-    def line(self, *segments: Cell) -> None:
-        """Prints one line of ``text`` or ``(text, style)`` segments (not in JSON mode)."""
+    def line(self, *segments: Cell, message: bool = False) -> None:
+        """Prints one line of ``text`` or ``(text, style)`` segments (not in JSON mode): data
+        escaped by :func:`clean`, or with ``message`` a sentence escaped by
+        :func:`clean_message` (its names already quoted with ``repr``)."""
         if self.json_mode:
             return
+        escape = clean_message if message else clean
         parts = []
         for seg in segments:
             text, style = (seg, None) if isinstance(seg, str) else seg
-            parts.append(self._paint(clean(text), style, self.stdout))
+            parts.append(self._paint(escape(text), style, self.stdout))
         self._write(self.stdout, "".join(parts) + "\n")
 
     def tsv(self, *cells: str) -> None:
@@ -311,8 +327,8 @@ class Output:
         """Prints a sentence; on a terminal it wraps at spaces (never inside a word) to fit."""
         if self.json_mode:
             return
-        for part in self._wrap(clean(text)):
-            self.line((part, style))
+        for part in self._wrap(clean_message(text)):
+            self._write(self.stdout, self._paint(part, style, self.stdout) + "\n")
 
     def _wrap(self, text: str) -> list[str]:
         return self._wrap_for(text, self.stdout)
@@ -339,9 +355,10 @@ class Output:
                              break_on_hyphens=False) or [text]
 
     def block(self, text: str, style: str | None = None) -> None:
-        """Prints multi-line text (``np.array2string`` output), each line escaped."""
+        """Prints multi-line text (``np.array2string`` output, whose strings are ``repr``
+        literals), each line escaped as a message."""
         for part in text.split("\n"):
-            self.line((part, style))
+            self.line((part, style), message=True)
 
     def table(self, title: str | Sequence[str] | None, columns: Sequence[Column],
               rows: Sequence[Sequence[Cell]]) -> None:
@@ -357,7 +374,8 @@ class Output:
         lines = []
         if title is not None and not self.quiet:
             for t in [title] if isinstance(title, str) else title:
-                lines += [self._paint(part, "bold", self.stdout) for part in self._wrap(clean(t))]
+                lines += [self._paint(part, "bold", self.stdout)
+                          for part in self._wrap(clean_message(t))]
         if not self.is_terminal:
             self._write(self.stdout, "\n".join(lines + self._tsv_table(columns, raw)) + "\n")
             return
@@ -433,7 +451,7 @@ class Output:
         """An informational line on stderr (left out with ``quiet``); on a terminal it wraps
         at spaces to the terminal's width, never inside a word."""
         if not self.quiet:
-            parts = self._wrap_for(clean(message), self.stderr)
+            parts = self._wrap_for(clean_message(message), self.stderr)
             self.write_err("".join(self._paint(p, "dim", self.stderr) + "\n" for p in parts))
 
     info = note
@@ -451,7 +469,7 @@ class Output:
         # The label is glued to the first word with NUL (which clean() never leaves in a
         # message), so a first word longer than the line (a long path) does not leave
         # "error:" alone on a line of its own.
-        parts = self._wrap_for(label + "\x00" + clean(message), self.stderr)
+        parts = self._wrap_for(label + "\x00" + clean_message(message), self.stderr)
         parts = [p.replace("\x00", " ") for p in parts]
         parts[0] = self._paint(label, style, self.stderr) + parts[0][len(label):]
         self.write_err("".join(p + "\n" for p in parts))
@@ -617,7 +635,7 @@ class ByteProgress:
                              TimeRemainingColumn(), transient=True,
                              console=Console(file=self.out.stderr, markup=False))
         self._bar.start()
-        self._task = self._bar.add_task(clean(self.label), total=self.total)
+        self._task = self._bar.add_task(clean_message(self.label), total=self.total)
         return True
 
     def advance(self, nbytes: int) -> None:

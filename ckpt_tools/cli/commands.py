@@ -17,7 +17,7 @@ from typer import _click
 from typer.core import TyperCommand, TyperGroup
 
 from ..errors import ExitCode
-from ._output import Output, clean
+from ._output import Output, clean_message
 from ._run import EXIT_INTERRUPTED
 from ._run import quiet_stdout as _quiet_stdout
 from ._run import report as _report
@@ -189,9 +189,9 @@ def _usage_error(exc) -> int:
     out = Output()
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
-        out.write_err(clean(ctx.get_usage()) + "\n")
+        out.write_err(clean_message(ctx.get_usage()) + "\n")
         help_name = ctx.help_option_names[0] if ctx.help_option_names else "--help"
-        out.write_err(f"Try '{clean(ctx.command_path)} {help_name}' for help.\n")
+        out.write_err(f"Try '{clean_message(ctx.command_path)} {help_name}' for help.\n")
     out.error(exc.format_message())
     return exc.exit_code if isinstance(exc.exit_code, int) else ExitCode.USAGE
 

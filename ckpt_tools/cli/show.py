@@ -253,6 +253,8 @@ def stats_command(
     cannot be read (checksum mismatch, truncated data); 6 when a selected shadow's variable is
     not proven by the file. NaN/Inf and drift are reported but do not change the exit code.
     """
+    if drift != drift:  # NaN passes min=0.0 (every comparison with it is false)
+        raise typer.BadParameter(f"{drift} is not a number >= 0", param_hint="--drift")
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
     with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:

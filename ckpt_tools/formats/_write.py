@@ -45,7 +45,7 @@ import re
 import stat
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from ..errors import OutputError, WriteError
@@ -154,25 +154,39 @@ def check_file_name(name: str, option: str = "--name") -> str:
 SAFETENSORS_RESERVED = "__metadata__"
 
 
-def check_member_name(name: str, fmt: str, source: str | None = None) -> str:
+def member_name_ok(name: str, fmt: str) -> bool:
+    """Whether ``name`` can be a member name of an ``fmt`` output file (see
+    :func:`check_member_name`)."""
+    return not (not name or "\x00" in name or "\\" in name
+                or any(part in ("", ".", "..") for part in name.split("/"))
+                or (fmt == "safetensors" and name == SAFETENSORS_RESERVED))
+
+
+def check_member_name(name: str, source: str | None = None, *, fmt: str,
+                      hint: str | None = None, others: Sequence[str] = ()) -> str:
     """Returns ``name`` if it is safe as a member name of an ``fmt`` output file.
 
     Names may use ``/`` as a separator (``dense/kernel``), but no component may be empty,
     ``.`` or ``..`` (an ``.npz`` member ``../../x`` would be extracted outside the target), and
     NUL and ``\\`` are refused. safetensors reserves ``__metadata__`` for its header.
 
+    Args:
+        hint: what the user can do (the caller's options); by default ``--rename``/``--exclude``.
+        others: more names refused for the same reason (named in the message, up to 5).
+
     Raises:
         OutputError: naming the tensor and the options that rename or leave it out.
     """
     where = f" (from {source!r})" if source and source != name else ""
-    hint = "; rename it with --rename or leave it out with --exclude"
-    if not name or "\x00" in name or "\\" in name or any(
-            part in ("", ".", "..") for part in name.split("/")):
-        raise OutputError(f"tensor name {name!r}{where} cannot be a {fmt} member name (empty "
-                          f"part, '.', '..', '\\' or NUL){hint}")
+    more = (f" (so are {', '.join(repr(o) for o in others[:5])}"
+            + (f" and {len(others) - 5} more" if len(others) > 5 else "") + ")") if others else ""
+    hint = hint or "; rename it with --rename or leave it out with --exclude"
     if fmt == "safetensors" and name == SAFETENSORS_RESERVED:
         raise OutputError(f"tensor name {name!r}{where} is reserved by safetensors for its "
-                          f"header{hint}")
+                          f"header{more}{hint}")
+    if not member_name_ok(name, fmt):
+        raise OutputError(f"tensor name {name!r}{where} cannot be a {fmt} member name (empty "
+                          f"part, '.', '..', '\\' or NUL){more}{hint}")
     return name
 
 

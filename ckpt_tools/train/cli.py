@@ -33,6 +33,7 @@ from .common import (
     DEFAULT_EMA_DECAY,
     DataError,
     ModelMismatchError,
+    NoCheckpointError,
     TrainConfig,
     TrainError,
     TrainExistsError,
@@ -109,6 +110,8 @@ def _errors() -> Iterator[None]:
         raise _click.exceptions.UsageError(str(exc)) from None
     except TrainExistsError as exc:
         raise OutputError(str(exc)) from None
+    except NoCheckpointError as exc:
+        raise CheckpointNotFoundError(str(exc)) from None
     except TrainError as exc:
         raise RunError(str(exc)) from None
     except Exception as exc:

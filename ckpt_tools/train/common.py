@@ -37,6 +37,10 @@ class TrainExistsError(TrainError):
     """A fresh run into a directory that already holds checkpoints: the CLI exits 7."""
 
 
+class NoCheckpointError(TrainError):
+    """``--resume`` into a directory without a checkpoint: exit 3 ("not found") in ``ckpt``."""
+
+
 class NaNLossError(TrainError):
     """The loss (or a variable) became NaN/Inf; no checkpoint was written for that state."""
 
@@ -128,10 +132,15 @@ def check_resume(train_dir: str, latest: str | None, resume: bool) -> None:
         resume: whether ``--resume`` was given.
 
     Raises:
-        TrainError: resume without a checkpoint, or a fresh run over existing checkpoints.
+        NoCheckpointError: resume without a checkpoint.
+        TrainExistsError: a fresh run over existing checkpoints, or a train_dir that is a
+            file.
     """
+    if os.path.exists(train_dir) and not os.path.isdir(train_dir):
+        raise TrainExistsError(f"--train-dir {train_dir}: is not a directory; choose another "
+                               "--train-dir")
     if resume and latest is None:
-        raise TrainError(f"--resume: no checkpoint found in {train_dir}")
+        raise NoCheckpointError(f"--resume: no checkpoint found in {train_dir}")
     if not resume and latest is not None:
         raise TrainExistsError(
             f"{train_dir} already exists with checkpoints (latest: {latest}); "
