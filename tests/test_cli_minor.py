@@ -50,3 +50,17 @@ def test_member_name_advice_names_the_commands_own_options(capsys, tmp_path):
     assert code == 7 and "--rename" in export_err
     for e in (err, export_err):
         assert all(repr(n) in e for n in bad), e
+
+
+def test_piped_diff_shows_one_sided_names_as_rows(capsys, monkeypatch, tmp_path):
+    write_bundle(tmp_path / "a", {"w": np.zeros(2, np.float32), "only/a": np.zeros(1, np.float32)})
+    write_bundle(tmp_path / "b", {"w": np.ones(2, np.float32), "only/b": np.zeros(1, np.float32),
+                                  "only/b2": np.zeros(1, np.float32)})
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    code, out, _ = run_cli(["diff", str(tmp_path / "a"), str(tmp_path / "b"), "-q"], capsys)
+    assert code == 0
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert {len(r) for r in rows} == {6}, out
+    assert {(r[0], r[1]) for r in rows[1:]} == {("w", "changed"), ("only/a", "only in A"),
+                                                ("only/b", "only in B"),
+                                                ("only/b2", "only in B")}, out

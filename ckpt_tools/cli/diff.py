@@ -145,6 +145,14 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
         status = "not compared" if t.status == NOT_COMPARED else t.status
         rows.append([*row, (status, _STYLE.get(t.status)), shape, dtype, _fmt(t.max_abs),
                      _fmt(t.rel_l2)])
+    if not out.is_terminal:  # piped: one-sided names are rows too, so every line is a row
+        sides = (("no shadow", report.only_a), ("no variable", report.only_b)) if ema else \
+            (("only in A", report.only_a), ("only in B", report.only_b))
+        for n_side, (status, names) in enumerate(sides):
+            for name in names:
+                shown = paths.get(name, name)
+                cells = ([shown, "-"] if n_side == 0 else ["-", shown]) if ema else [shown]
+                rows.append([*cells, status, "-", "-", "-", "-"])
     columns = [Column("raw" if ema else "name", shrink="middle", min_width=20, floor=16)]
     if ema:
         # Beside its variable, a shadow <raw>/ExponentialMovingAverage is shortened to
@@ -159,7 +167,7 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
                         "shadows not paired with a stored variable (see 'ckpt map')") if ema \
         else ("only in A", "only in B")
     for label, names in ((label_a, report.only_a), (label_b, report.only_b)):
-        if names:
+        if names and out.is_terminal:
             out.line("")
             out.line((label, "bold"), f" ({len(names)}):")
             for name in names:
