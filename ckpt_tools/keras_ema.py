@@ -44,7 +44,7 @@ def shown_names(ckpt: Checkpoint, text: str) -> str:
 
 
 def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
-    name = os.path.basename(ckpt.path)
+    name = ckpt.path  # the whole path: a directory may have led to this file
     fix = ("train with an optimizer created with use_ema=True (e.g. "
            "keras.optimizers.SGD(momentum=0.9, use_ema=True)) and save during or after fit()")
     if layout.use_ema and layout.optimizer_vars:
@@ -245,7 +245,7 @@ def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list):
         return None, None
     if not layout.averages or any(t is None for t in layout.averages.values()):
         return None, None
-    name = os.path.basename(ckpt.path)
+    name = ckpt.path  # the whole path: a directory may have led to this file
     if len(every) != len(layout.model):
         raise EmaError(f"{name} holds {len(layout.model)} model weights but the model has "
                        f"{len(every)}: build the model with the architecture that wrote it")

@@ -64,3 +64,21 @@ def test_piped_diff_shows_one_sided_names_as_rows(capsys, monkeypatch, tmp_path)
     assert {(r[0], r[1]) for r in rows[1:]} == {("w", "changed"), ("only/a", "only in A"),
                                                 ("only/b", "only in B"),
                                                 ("only/b2", "only in B")}, out
+
+
+def test_usage_lines_and_empty_out_agree_across_commands(capsys, tmp_path):
+    for command in ("eval", "train", "list", "restore-ema", "export"):
+        code, out, _ = run_cli([command, "--help"], capsys)
+        usage = out.splitlines()[0]
+        assert code == 0 and usage.startswith(f"Usage: ckpt {command} [OPTIONS]"), usage
+        assert usage == usage.upper().replace("USAGE: CKPT", "Usage: ckpt").replace(
+            command.upper(), command), usage  # PATH, never `checkpoint`
+    for argv in (["export", BN, "--out", ""], ["restore-ema", BN, "--out", ""]):
+        code, _, err = run_cli(argv, capsys)
+        assert code == 7 and err.startswith("error: --out is empty"), (argv, err)
+
+
+def test_an_error_about_the_file_a_directory_led_to_names_its_directory(capsys):
+    code, _, err = run_cli(["map", str(FIXTURES / "keras_ema"), "-q"], capsys)
+    assert code == 6
+    assert f"error: {FIXTURES / 'keras_ema' / 'no_ema.keras'} holds no" in err, err

@@ -87,6 +87,8 @@ def export_command(
     from ..export import export_weights, output_format, parse_rename
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
+    if not out_path:  # exit 7, as in restore-ema and average (README: output refused)
+        raise OutputError("--out is empty: give a file name")
     fmt = choice(pick_format(fmt, to), FORMATS, "--format")
     try:
         fmt = output_format(out_path, fmt)

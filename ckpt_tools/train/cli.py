@@ -266,7 +266,8 @@ def _print_benchmark(out: Output, api: str, cfg: TrainConfig, steps: int) -> Non
 
 
 CheckpointArg = Annotated[
-    str, typer.Argument(help="Checkpoint prefix, .weights.h5/.keras file, or train directory.")
+    str, typer.Argument(help="Checkpoint prefix, .weights.h5/.keras file, or train directory.",
+                        metavar="PATH")
 ]
 EvalDataOpt = Annotated[
     str | None,
