@@ -234,6 +234,8 @@ def train_command(
         else:
             quiet_tensorflow(verbose)
             result = load_trainer(api.value)(cfg)
+    if result.checkpoint:  # saved: a summary that cannot be printed is only a warning
+        out.wrote(result.checkpoint)
     if json_output:
         out.json(asdict(result))
         return
