@@ -522,7 +522,7 @@ def test_tables_never_show_two_rows_the_same(command, columns, capsys, monkeypat
         tensors[name] = np.full(2, k, np.float32)
         tensors[name + "/ExponentialMovingAverage"] = np.full(2, k + 6, np.float32)
     write_bundle(tmp_path / "m", tensors)
-    _terminal(monkeypatch, columns)
+    set_terminal(monkeypatch, columns)
     argv = {"diff-ema": ["diff", str(tmp_path / "m"), "--ema"]}.get(
         command, [command, str(tmp_path / "m")])
     code, out, _ = run_cli(argv, capsys)
@@ -546,7 +546,7 @@ def test_a_control_character_and_its_spelled_out_form_show_differently(
     write_bundle(tmp_path / "m", {n: np.zeros(2, np.float32) for n in names})
     for tty, argv in ((True, ["list"]), (False, ["list"]), (False, ["stats"]),
                       (False, ["list", "-q"])):
-        _terminal(monkeypatch) if tty else monkeypatch.setenv("TTY_COMPATIBLE", "0")
+        set_terminal(monkeypatch, tty=tty)
         code, out, _ = run_cli([argv[0], str(tmp_path / "m"), *argv[1:]], capsys)
         assert code == 0, out
         firsts = [re.split(r"\t| {2,}", line)[0] for line in out.splitlines()]
