@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 
 from ..errors import INSTALL_TENSORFLOW, CheckpointError, ExitCode, TensorFlowRequiredError
 from ._output import Output
@@ -48,6 +47,8 @@ def report(exc: BaseException) -> int | None:
     else:
         return None
     if state["debug"]:
+        import traceback  # --debug only: not loaded by every run
+
         traceback.print_exception(type(exc), exc, exc.__traceback__)
     Output().error(message or "failed")  # escaped: a newline in a name cannot forge a line
     return code
