@@ -233,3 +233,16 @@ def test_ema_saver_refuses_checkpoint_without_shadows(tf):
         tf.compat.v1.train.import_meta_graph(prefix(case) + ".meta")
         with pytest.raises(EmaError):
             ckpt_tools.ema_saver(checkpoint=prefix(case))
+
+
+def test_matrix_meta_files_read_as_protobuf_reads_them(matrix):
+    """Every .meta the matrix's TF1 setups wrote: the hand-rolled walk ``ckpt list`` uses gives
+    the collections, variables and saver settings protobuf's full parse gives."""
+    from test_meta_wire import _expected_graph, _ours
+
+    from ckpt_tools.formats.meta import read_meta_graph
+
+    metas = sorted(matrix.rglob("*.meta"))
+    assert metas, "the matrix wrote no .meta"
+    for meta in metas:
+        assert _ours(read_meta_graph(str(meta))) == _expected_graph(meta.read_bytes()), meta

@@ -140,3 +140,96 @@ def test_list_never_imports_protobuf():
             "try:\n    app()\nexcept SystemExit:\n    pass\n"
             "assert 'google.protobuf' not in sys.modules, 'protobuf imported'")
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def _generic_variable(raw: bytes):
+    """The VariableDef fields as the generic walk (``_fields``) reads them, or its error."""
+    try:
+        return [(n, w, v) for n, w, v in meta_mod._fields(raw) if n in (1, 4, 7)]
+    except meta_mod.CorruptCheckpointError as exc:
+        return f"cannot parse VariableDef: {exc}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(variable_defs(), st.data())
+def test_truncated_variable_def_fails_where_protobuf_fails(raw, data):
+    """A VariableDef cut anywhere is refused exactly when protobuf refuses it (a cut at a field
+    boundary is a shorter valid message to both), with one line naming the file."""
+    cut = raw[:data.draw(st.integers(0, len(raw)))]
+    try:
+        expected = _expected_variable(cut)
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError
+        expected = None
+    try:
+        var = meta_mod._variable(cut, "<graph.meta>")
+    except meta_mod.CorruptCheckpointError as exc:
+        assert expected is None, (cut, expected)
+        assert "cannot parse VariableDef" in str(exc) and "<graph.meta>" in str(exc)
+        assert "\n" not in str(exc)
+        return
+    assert expected is not None, cut
+    name, trainable, _ = expected
+    assert (var.name, var.trainable) == (
+        name[:-2] if name.endswith(":0") else name.split(":")[0], trainable)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_garbage_variable_def_reads_as_the_generic_walk(raw):
+    """Arbitrary bytes: the inlined VariableDef walk accepts and refuses what the generic field
+    walk does (same message), and never raises anything but CorruptCheckpointError."""
+    generic = _generic_variable(raw)
+    try:
+        var = meta_mod._variable(raw, "<graph.meta>")
+    except meta_mod.CorruptCheckpointError as exc:
+        assert isinstance(generic, str), (raw, generic)
+        assert str(exc).endswith(generic) and "<graph.meta>" in str(exc)
+        return
+    assert not isinstance(generic, str), (raw, generic)
+    names = [v for n, w, v in generic if n == 1 and w == 2]
+    name = names[-1].decode("utf-8", "replace") if names else ""
+    assert var.name == (name[:-2] if name.endswith(":0") else name.split(":")[0])
+    flags = [v for n, w, v in generic if n == 7 and w == 0]
+    assert var.trainable == bool(flags and flags[-1])
+
+
+def test_shared_variable_defs_decode_to_the_same_variable():
+    """A variable in several collections (the same VariableDef bytes) is one MetaVariable, and
+    the collections list it as protobuf reads them."""
+    vd = VariableDef(variable_name="w:0", trainable=True).SerializeToString()
+    other = VariableDef(variable_name="b:0").SerializeToString()
+    graph = MetaGraphDef()
+    for key, defs in (("variables", [vd, other]), ("trainable_variables", [vd]),
+                      ("moving_average_variables", [vd])):
+        entry = graph.collection_def.add(key=key)
+        entry.value.bytes_list.value.extend(defs)
+    data = graph.SerializeToString()
+    ours = parse_meta_graph(data, "<test>")
+    assert _ours(ours) == _expected_graph(data)
+    assert ours.collections_by_key() == {
+        "w": ["moving_average_variables", "trainable_variables", "variables"],
+        "b": ["variables"]}
+
+
+@pytest.mark.parametrize("where", ["collection", "end"])
+def test_truncated_meta_file_is_one_line_exit_4(tmp_path, where):
+    """``ckpt list`` on a checkpoint whose .meta is cut short: exit 4 (corrupt), one line
+    naming the .meta, the file untouched."""
+    import shutil
+
+    src = FIXTURES / "linear_v1"
+    dst = tmp_path / "ckpt"
+    shutil.copytree(src, dst)
+    meta = next(dst.glob("*.meta"))
+    data = meta.read_bytes()
+    graph = MetaGraphDef.FromString(data)
+    coll = graph.collection_def[0].SerializeToString()
+    at = data.rindex(coll) + len(coll) // 2 if where == "collection" else len(data) - 3
+    meta.write_bytes(data[:at])
+    before = meta.read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "list", str(dst), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and str(meta) in proc.stderr, proc.stderr
+    assert meta.read_bytes() == before
