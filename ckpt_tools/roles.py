@@ -48,6 +48,8 @@ _STEP_NAMES = frozenset({"global_step", "beta1_power", "beta2_power", "save_coun
 _BN_NAMES = frozenset({"moving_mean", "moving_variance", "moving_var", "running_mean",
                        "running_var", "moving_stddev"})
 _DEBIAS = frozenset({"biased", "local_step"})
+# The "_1", "_2" … TensorFlow appends to a taken name (compiled once: it runs per key).
+_UNIQUIFIED = re.compile(r"_\d+$")
 _OPTIMIZER_PATH = re.compile(r"(^|/)\.?optimizer[^/]*(/|$)", re.IGNORECASE)
 _HYPERPARAMETERS = frozenset({"learning_rate", "lr", "momentum_value", "decay"})
 _FLOAT = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
@@ -92,7 +94,7 @@ def detect_ema_names(entries: Mapping[str, TensorEntry]) -> list[str]:
         if (src is not None and not _SLOT_RE.match(last) and last not in _STEP_NAMES
                 and last not in _BN_NAMES and src.dtype == entry.dtype
                 and src.shape == entry.shape and entry.dtype_name in _FLOAT):
-            counts[re.sub(r"_\d+$", "", last)] += 1
+            counts[_UNIQUIFIED.sub("", last)] += 1
     names = [n for n, _ in counts.most_common()]
     if DEFAULT_EMA_NAME in names:  # prefer TF's default on ties
         names.remove(DEFAULT_EMA_NAME)
@@ -101,7 +103,7 @@ def detect_ema_names(entries: Mapping[str, TensorEntry]) -> list[str]:
 
 
 def _ema_suffix(last: str, ema_names: set[str]) -> bool:
-    return last in ema_names or re.sub(r"_\d+$", "", last) in ema_names
+    return last in ema_names or _UNIQUIFIED.sub("", last) in ema_names
 
 
 def classify(
