@@ -276,3 +276,17 @@ def test_list_json_imports_neither_typer_nor_tensorflow():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["variables"]
+
+
+@pytest.mark.parametrize("flags", [["--json"], ["-q"]])
+@pytest.mark.parametrize("case", ["towers_bn", "partitioned", "nope"])
+def test_plain_list_as_a_process_prints_everything_then_exits(case, flags, capsys, tmp_path):
+    """``python -m ckpt_tools list …`` ends without the interpreter's teardown (os._exit):
+    stdout (a file here, fully buffered) and stderr still carry all the typer command prints,
+    with its exit code."""
+    (want,) = [r for r in _both_paths(["list", str(FIXTURES / case), *flags], capsys)][1:]
+    out, err = tmp_path / "out", tmp_path / "err"
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "list",
+                               str(FIXTURES / case), *flags], stdout=o, stderr=e, timeout=120)
+    assert (proc.returncode, out.read_text(), err.read_text()) == want

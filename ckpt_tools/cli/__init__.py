@@ -17,10 +17,32 @@ def main(argv: list[str] | None = None) -> None:
         sys.argv[1:] = argv
     plain = plain_list(sys.argv[1:])
     if plain is not None:
-        sys.exit(run_list(*plain))
+        code = run_list(*plain)
+        if argv is None:  # the process is this command: skip the interpreter's teardown
+            _exit_now(code)
+        sys.exit(code)
     from .commands import main as run_app
 
     run_app()
+
+
+def _exit_now(code: int) -> None:
+    """Ends the process with ``code`` without the interpreter's teardown.
+
+    ``run_list`` has written and flushed everything it prints (and reported any failure), so
+    what is left is freeing every object of the listing and every module one by one: ~12 ms
+    of CPU for 3,000 variables, ~10% of the whole ``ckpt list --json``. Only when ``main``
+    runs as the process (``ckpt``, ``python -m ckpt_tools``); a caller passing ``argv`` gets
+    ``SystemExit`` as before.
+    """
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # reader gone, closed, or no stream
+            pass
+    os._exit(code)
 
 
 def __getattr__(name: str):
