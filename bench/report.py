@@ -215,7 +215,10 @@ def _machine_line(m: dict) -> str:
 
 
 def import_line(results: dict) -> str:
-    """Where ``ckpt list`` spends its import time (largest size), from ``-X importtime``."""
+    """Where ``ckpt list`` spends its import time (largest size), from ``-X importtime``;
+    ``""`` for a run of the list rows alone (``--sizes ""``), which profiles no size."""
+    if not results["sizes"]:
+        return ""
     r = results["sizes"][-1]
     prof = dict(r["list"][_OURS_LIST]["import_ms"])
     total = prof.pop("total")
@@ -246,7 +249,8 @@ def print_console(results: dict) -> None:
     for cells in scaling_cells(results):
         scaling.add_row(*cells)
     console.print(scaling)
-    console.print(import_line(results), markup=False)
+    if results["sizes"]:
+        console.print(import_line(results), markup=False)
     console.print(f"machine: {_machine_line(results['machine'])}")
     console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
 
@@ -271,7 +275,7 @@ def markdown(results: dict) -> str:
         _md_table(_HEADERS, [_table_cells(r) for r in results["rows"]]),
         "Scaling (* `ckpt list` time minus bare interpreter start-up, per tensor):",
         _md_table(_SCALING_HEADERS, scaling_cells(results)),
-        import_line(results) + ".",
+        *([import_line(results) + "."] if results["sizes"] else []),
         f"Machine: {_machine_line(m)}.",
         f"Command (total {results['total_s'] / 60:.1f} min):\n\n```\n{results['command']}\n```",
     ]) + "\n"

@@ -105,7 +105,7 @@ def test_generated_checkpoint_reads_in_tensorflow(tmp_path, tf):
         assert ckpt.tensor("global_step") == 1000
 
 
-def test_quick_run(tmp_path):
+def test_quick_run(tmp_path, capsys):
     out, md = tmp_path / "results.json", tmp_path / "results.md"
     proc = subprocess.run(
         [sys.executable, str(BENCH / "run.py"), "--quick", "--workdir", str(tmp_path / "work"),
@@ -131,3 +131,21 @@ def test_quick_run(tmp_path):
     assert results["machine"]["cores"] >= 1 and results["command"].startswith("python ")
     assert md.read_text().startswith("## Benchmarks")
     assert not (tmp_path / "work" / "ckpt-4M").exists()
+    _list_rows_alone_report(results, capsys)
+
+
+def _list_rows_alone_report(results: dict, capsys) -> None:
+    """``--sizes ""`` measures only the list rows: the console and markdown reports of such a
+    run (no size, so no import profile) print the list rows instead of failing."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import report
+    finally:
+        sys.path.remove(str(BENCH))
+    alone = dict(results, sizes=[])
+    alone["rows"] = report.rows(alone)
+    assert alone["rows"] and all("vars" in r["size"] for r in alone["rows"]), alone["rows"]
+    capsys.readouterr()
+    report.print_console(alone)
+    assert "list latency (whole process)" in capsys.readouterr().out
+    assert "list latency (whole process)" in report.markdown(alone)
