@@ -212,7 +212,8 @@ def ema_map(
             or leave them out.
         slots (`"drop"` or `"keep"`): optimizer slots are dropped by default (evaluation never
             needs them); ``"keep"`` gives TensorFlow's exact map.
-        include / exclude (`list[str]`): globs on target keys.
+        include / exclude (`list[str]`): globs on target keys; ``include`` also keeps a pair
+            whose average's key matches (a filter naming a shadow selects its pair).
         strip_scope / add_scope (`str`): rewrite target keys, e.g. strip ``tower_0/``.
         allow_missing (`bool`): restore raw values where a shadow is missing instead of
             recording it in :attr:`EmaMap.missing`.
@@ -293,6 +294,9 @@ def ema_map(
     missing_set = set(missing)
     for src, tgt in pairs:
         role = variables[tgt].role if tgt in variables else _role_from_name(tgt)
+        # A filter naming the shadow selects its pair, as it does the shadow's row in `list`.
+        selected = not include or match_any(tgt, include) or (
+            src != tgt and match_any(src, include))
         if src != tgt and tgt in missing_set and allow_missing:
             src = tgt
         keep = True
@@ -300,7 +304,7 @@ def ema_map(
             keep = False
         if role == R.OPTIMIZER_SLOT and slots == DROP:
             keep = False
-        if (include and not match_any(tgt, include)) or match_any(tgt, exclude):
+        if not selected or match_any(tgt, exclude):
             keep = False
         if not keep:
             dropped.append(tgt)

@@ -124,3 +124,8 @@ class VariableNotFoundError(CheckpointError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class NoSelectionError(VariableNotFoundError):
+    """The ``include``/``exclude`` name filters leave nothing for the operation to act on
+    (exit 3, like a name filter that matches no key)."""

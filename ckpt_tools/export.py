@@ -24,7 +24,7 @@ import numpy as np
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
-from .errors import OutputError, UnsupportedFormatError
+from .errors import NoSelectionError, OutputError, UnsupportedFormatError
 from .formats._io import is_url
 from .formats._write import (
     Inputs,
@@ -158,7 +158,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     averaged = []
     for key in weights:
         name = _clean_name(key, variables[key])
-        if (include and not match_any(name, include) and not match_any(key, include)) or (
+        src = sources.get(key, key)
+        # A filter naming the shadow selects the weight it averages.
+        if (include and not any(match_any(n, include) for n in {name, key, src})) or (
                 match_any(name, exclude) or match_any(key, exclude)):
             continue
         for old, new in rules:
@@ -168,7 +170,6 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         if name in plan:
             raise OutputError(f"two tensors would be exported as {name!r} ({plan[name]} and "
                               f"{key}); adjust --rename")
-        src = sources.get(key, key)
         plan[name] = src
         if src != key:
             averaged.append(name)
@@ -200,7 +201,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         fmt: ``"npz"``, ``"safetensors"`` or ``"h5"`` (Keras legacy weights layout).
         ema: ``None``/``True`` = averages (a checkpoint without any is refused unless
             ``allow_missing=True``), ``False`` = raw weights.
-        include / exclude: globs on output names or checkpoint keys.
+        include / exclude: globs on output names or checkpoint keys; ``include`` also keeps
+            a weight whose exported average's key matches.
         rename: prefix rules ``"old/=new/"`` applied to output names (first match wins).
         overwrite: replace an existing output file.
         progress: called with bytes written.
@@ -217,6 +219,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         OutputError: output exists (and not ``overwrite``), is an input or not a regular
             file, cannot be written, or a tensor name cannot be a member name.
         WriteError: an OS error while writing (disk full…); nothing is left behind.
+        NoSelectionError: ``include``/``exclude`` leave no weight to export (exit 3).
 
     Example:
         >>> export_weights("train/", "model_ema.safetensors")  # doctest: +SKIP
@@ -233,9 +236,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         check_file_output(out_path, inputs, overwrite)
         plan, averaged, warnings = plan_export(ckpt, ema=ema, include=include, exclude=exclude,
                                                rename=rename, **map_options)
+        if not plan and (include is not None or exclude):
+            raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
         if not plan:
-            raise OutputError(f"{ckpt.path}: no weights to export (the include/exclude "
-                              "filters, --grep/--regex/--exclude in ckpt, leave none)")
+            raise OutputError(f"{ckpt.path}: no weights to export")
         bad = [(name, src) for name, src in plan.items() if not member_name_ok(name, fmt)]
         if bad:  # every bad name at once: the user fixes them in one run, not one per run
             check_member_name(*bad[0], fmt=fmt, hint=member_hint,

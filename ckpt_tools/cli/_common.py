@@ -191,10 +191,12 @@ def require_selection(ckpt: Checkpoint, names: NameFilter,
 _REGEX_LOOK = re.compile(r"\.\*|\.\+|\\|\^|\$|\(|\||\{")
 
 
-def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None):
+def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None,
+                 what: str = "variable"):
     """Returns the exit-3 error every command gives when the name filters select nothing:
     ``<path>: the name filters select no variable (--grep '...')``, adding that ``--grep`` is
-    a glob when a pattern looks like a regular expression."""
+    a glob when a pattern looks like a regular expression. ``what`` names what the command
+    acts on when the filters match keys but none of those (``variable with an EMA shadow``)."""
     from ..errors import VariableNotFoundError
 
     given = [f"--grep {g!r}" for g in names.globs] + \
@@ -202,7 +204,7 @@ def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None)
         [f"--exclude {g!r}" for g in exclude or ()]
     hint = ("; --grep takes a shell glob ('conv*/weights'), --regex a regular expression"
             if any(_REGEX_LOOK.search(g) for g in names.globs) else "")
-    return VariableNotFoundError(f"{path}: the name filters select no variable "
+    return VariableNotFoundError(f"{path}: the name filters select no {what} "
                                  f"({' '.join(given)}){hint}")
 
 

@@ -30,6 +30,7 @@ from ._common import (
     choice,
     complete_from,
     display_names,
+    no_selection,
     pick_format,
     require_selection,
     resolve,
@@ -105,7 +106,11 @@ def proven_variables(ckpt, keys, ema_name: str | None, no_meta: bool,
 
 def map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex, include, exclude,
                 allow_missing, apply_order=None) -> dict:
-    """Keyword arguments for :func:`ckpt_tools.ema_map` from the shared EMA options."""
+    """Keyword arguments for :func:`ckpt_tools.ema_map` from the shared EMA options.
+
+    Raises:
+        VariableNotFoundError: the name filters match no key (exit 3).
+    """
     names = NameFilter([*(grep or []), *(include or [])], regex)
     require_selection(ckpt, names, exclude)
     return {"ema_name": ema_name, "use_meta": not no_meta, "strip_scope": strip_scope,
@@ -150,6 +155,7 @@ def map_command(
 
     Matches tf.train.ExponentialMovingAverage.variables_to_restore() (from the .meta graph
     when present), expressed in checkpoint keys, so partitioned variables are right.
+    --grep/--regex naming a shadow keep its pair; filters leaving no row are exit 3.
     """
     from ..emamap import ema_map
 
@@ -163,6 +169,7 @@ def map_command(
                               include, exclude, allow_missing, apply_order)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
                     style=style, **options)
+        require_mapped(ckpt, m, filtered(grep, regex, include, exclude), exclude)
         names = display_names(ckpt)
     warn_unaveraged(out, m)
     m.require_complete()
@@ -170,6 +177,42 @@ def map_command(
         out.json(m.to_json())
         return
     print_map(out, m, names)
+
+
+def filtered(grep, regex, include, exclude) -> NameFilter | None:
+    """The name filters given, or ``None`` without any (nothing to check)."""
+    names = NameFilter([*(grep or []), *(include or [])], regex)
+    return names if names.active or exclude else None
+
+
+def require_mapped(ckpt, m: EmaMap, names: NameFilter | None, exclude) -> None:
+    """Fails when name filters that match keys leave the map empty: ``--grep '*/Momentum'``
+    names only slots, which ``map`` drops.
+
+    Raises:
+        VariableNotFoundError: exit 3, naming the filters.
+    """
+    if names is not None and not m.mapping:
+        raise no_selection(ckpt.path, names, exclude, "variable to map")
+
+
+def require_averaged(ckpt, options: dict, names: NameFilter | None, exclude) -> None:
+    """Fails (exit 3) before any writing when the name filters leave no variable with an EMA
+    shadow although the checkpoint has some, so the dry run and the real run agree; without
+    averages at all, baking gives its own error.
+
+    Raises:
+        VariableNotFoundError: exit 3, naming the filters.
+    """
+    from ..emamap import ema_map
+
+    if names is None:
+        return
+    if ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **options).averaged:
+        return
+    unfiltered = {**options, "include": None, "exclude": None}
+    if ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **unfiltered).averaged:
+        raise no_selection(ckpt.path, names, exclude, "variable with an EMA shadow")
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
@@ -249,7 +292,8 @@ def restore_ema_command(
     'checkpoint' state file is written, so an unmodified evaluation script that restores with a
     plain Saver or tf.train.load_checkpoint evaluates with EMA weights. A SavedModel gives a
     SavedModel: saved_model.pb (and fingerprint.pb, assets/) copied, the baked weights in
-    --out/variables/, so tf.saved_model.load serves the EMA values.
+    --out/variables/, so tf.saved_model.load serves the EMA values. --grep/--regex choose the
+    variables to bake (a shadow's name selects its variable); none with a shadow is exit 3.
     """
     from ..bake import check_out_format
     from ..emaout import FORMATS, write_ema
@@ -272,6 +316,7 @@ def restore_ema_command(
             return
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
+        require_averaged(ckpt, options, filtered(grep, regex, include, exclude), exclude)
         if dry_run:
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, dry_run=True,
                                overwrite=force, slots=slots, **options)

@@ -9,6 +9,7 @@ Examples::
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -29,6 +30,7 @@ from ._common import (
     check_output_parent,
     choice,
     complete_from,
+    no_selection,
     pick_format,
     require_selection,
     resolve,
@@ -82,7 +84,8 @@ def export_command(
     """Export model weights under clean names (no optimizer slots, no step counters).
 
     Writes the EMA values by default when the checkpoint has shadows, so converters to
-    PyTorch/ONNX pick up the weights that evaluate best.
+    PyTorch/ONNX pick up the weights that evaluate best. --grep/--regex choose weights (a
+    shadow's name selects its weight); none left is exit 3.
     """
     from ..export import export_weights, output_format, parse_rename
 
@@ -104,7 +107,7 @@ def export_command(
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())
-        with out.progress("exporting", total) as bar:
+        with out.progress("exporting", total) as bar, _selection(ckpt, names, exclude):
             result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,
                                     include=names.as_globs(ckpt), exclude=exclude,
                                     rename=rename, overwrite=force, progress=bar.advance,
@@ -120,3 +123,14 @@ def export_command(
         out.prose(f"wrote {result.path} ({result.format}, "
                  f"{human_bytes(result.nbytes)}): {len(result.tensors)} weights, "
                  f"{len(result.averaged)} with EMA values")
+
+
+@contextmanager
+def _selection(ckpt, names: NameFilter, exclude: list[str] | None):
+    """Names the options when the filters match keys but no weight to export (exit 3)."""
+    from ..errors import NoSelectionError
+
+    try:
+        yield
+    except NoSelectionError:
+        raise no_selection(ckpt.path, names, exclude, "weight to export") from None
