@@ -297,6 +297,28 @@ def test_eval_cli_json_and_table(v1_run):
     assert table.exit_code == 0 and "raw" in table.stdout and "EMA" in table.stdout
 
 
+def test_eval_and_train_result_lines_wrap_at_spaces(v1_run, tmp_path, monkeypatch):
+    """On a narrow terminal the eval title and the train summary wrap at spaces, not inside
+    a word (review-13-user-r2: ``data=sy`` / ``nthetic`` at 80 columns)."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "40")
+    train_dir = tmp_path / "resumed"
+    shutil.copytree(v1_run[0], train_dir)
+    runs = {"eval": _invoke("eval", str(train_dir), "--num-examples", "100"),
+            "train": _invoke("train", "--api", "v1", "--train-dir", str(train_dir), "--resume",
+                             "--max-steps", "61", "--batch-size", "8")}
+    words = {"eval": ["api=v1", "global_step=60", "examples=100", "data=synthetic"],
+             "train": ["global_step=61", "device(s)", "examples/sec"]}
+    for command, result in runs.items():
+        assert result.exit_code == 0, result.output
+        lines = result.stdout.splitlines()
+        tokens = [t for line in lines for t in line.split()]
+        assert all(w in tokens for w in words[command]), (command, lines)
+        # Every line fits, except a lone word (the path) longer than the terminal.
+        assert all(len(line) <= 40 or " " not in line.strip() for line in lines), lines
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [

@@ -482,6 +482,17 @@ class Output:
         """A byte progress bar on stderr; see :class:`ByteProgress`."""
         return ByteProgress(self, label, total)
 
+    def steps(self, label: str, total: int, start: int = 0) -> StepProgress:
+        """A training-step progress bar on stderr (``ckpt train``); see :class:`StepProgress`."""
+        return StepProgress(self, label, total, start)
+
+    def relay(self, lines: Sequence[str], source: str | None = None) -> None:
+        """Lines another program printed (a cluster task's stderr, TensorFlow's start-up
+        lines), on stderr as ``[source] line``: escaped like every message, so they cannot
+        drive the terminal."""
+        tag = f"[{clean(source)}] " if source is not None else ""
+        self.write_err("".join(f"{tag}{clean_message(line)}\n" for line in lines))
+
 
 class _NameColumns:
     """The name columns (``shrink="middle"``) of one table: their shortened cells, and a
@@ -668,6 +679,58 @@ def _discard_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no stdout at all, or not a real file
         pass
+
+
+class StepProgress:
+    """The training bar of ``ckpt train``: global step of a total, with the latest loss,
+    examples/sec and step time, on stderr.
+
+    Shown, like :class:`ByteProgress`, only when stderr is a terminal and not in
+    ``quiet``/``json`` mode; the label and fields are escaped text, never markup. Use as a
+    context manager; call :meth:`update` after each logged step.
+    """
+
+    FIELDS = ("loss", "rate", "step_time")
+
+    def __init__(self, out: Output, label: str, total: int, start: int = 0):
+        self.out, self.label, self.total, self.start = out, label, total, start
+        self.enabled = not out.quiet and not out.json_mode and _is_tty(out.stderr)
+        self._bar = None
+        self._task = None
+
+    def __enter__(self) -> StepProgress:
+        if not self.enabled:
+            return self
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}", markup=False),
+            TextColumn("{task.fields[rate]} ex/s", markup=False),
+            TextColumn("{task.fields[step_time]} s/step", markup=False), TimeRemainingColumn(),
+            console=Console(file=self.out.stderr, markup=False, highlight=False))
+        self._bar.start()
+        self._task = self._bar.add_task(clean(self.label), total=self.total,
+                                        completed=self.start, **dict.fromkeys(self.FIELDS, "-"))
+        return self
+
+    def update(self, step: int, **fields: str) -> None:
+        """Shows global step ``step`` with ``fields`` (``loss``, ``rate``, ``step_time``)."""
+        if self._bar is not None:
+            self._bar.update(self._task, completed=step,
+                             **{k: clean(v) for k, v in fields.items() if k in self.FIELDS})
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
 def _default(obj: Any) -> Any:

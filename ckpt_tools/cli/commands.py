@@ -7,9 +7,12 @@ Commands parse flags, call one library function and print through :class:`Output
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import warnings
+from collections.abc import Iterator
 from importlib import import_module
 
 import typer
@@ -111,7 +114,9 @@ class _Group(TyperGroup):
     ``CliRunner``) alike."""
 
     def list_commands(self, ctx: typer.Context) -> list[str]:
-        return [*super().list_commands(ctx), *_LAZY]
+        # Once a help rendering has loaded the lazy commands, super() lists them too: each
+        # name once, in the same order before and after.
+        return [*(n for n in super().list_commands(ctx) if n not in _LAZY), *_LAZY]
 
     def get_command(self, ctx: typer.Context, name: str):
         command = super().get_command(ctx, name)
@@ -152,8 +157,9 @@ class _Group(TyperGroup):
             # on several lines, and fish/zsh read each extra line as a candidate of its own.
             classes._sanitize_help_text = lambda text: " ".join(render(text).split())
         try:
-            code = super().main(args, prog_name or "ckpt", complete_var,
-                                standalone_mode=False, **extra)
+            with _warnings_to_output():
+                code = super().main(args, prog_name or "ckpt", complete_var,
+                                    standalone_mode=False, **extra)
             code = code if isinstance(code, int) else 0
         except _click.exceptions.NoArgsIsHelpError as exc:
             _click.echo(exc.ctx.get_help() if exc.ctx else "", err=True)
@@ -264,6 +270,23 @@ def _root(
 
 
 app.command("list", cls=_Command)(list_command)
+
+@contextlib.contextmanager
+def _warnings_to_output() -> Iterator[None]:
+    """Python warnings raised while a command runs (Keras' UserWarnings while ``eval`` loads a
+    model) print through :class:`Output`: one escaped ``warning:`` line each, wrapped like
+    ours, instead of the library's file path, message and source line."""
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        Output().warning(f"{category.__name__}: {' '.join(str(message).split())}")
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = previous
+
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ckpt`` console script."""

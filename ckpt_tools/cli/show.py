@@ -277,7 +277,8 @@ def stats_command(
                 if json_out:
                     records.append(record.to_dict(_path(shown, record.name)))
                 else:
-                    rows.append(_row(record, shown, out.is_terminal))
+                    rows.append(_row(record, shown, out.is_terminal,
+                                     compact=out.is_terminal and not out.wide))
         if json_out:
             out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records})
         else:
@@ -292,7 +293,8 @@ _STATS_COLUMNS = [
     Column("shape"),
     Column("min", "right"), Column("max", "right"), Column("mean", "right", hide=3),
     Column("std", "right", hide=4), Column("nan/inf"), Column("histogram", hide=5),
-    Column("drift", "right"), Column("flags", shrink="end", min_width=8)]
+    # The flags column says "drift" too, so the value may go before a name is cut.
+    Column("drift", "right", hide=1), Column("flags", shrink="end", min_width=8)]
 
 
 def _histogram(counts, terminal: bool) -> str:
@@ -301,7 +303,16 @@ def _histogram(counts, terminal: bool) -> str:
     return bars if terminal else bars.replace(" ", "_")
 
 
-def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True) -> list:
+def _compact(value: float | int | None) -> str:
+    """A number in at most 11 columns, for a terminal table: integers beyond 9 digits as
+    ``9.223e+18`` (piped output and ``--wide`` keep them exact)."""
+    if isinstance(value, int) and abs(value) >= 10**9:
+        return f"{value:.4g}"
+    return _num(value)
+
+
+def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
+         compact: bool = False) -> list:
     flags = ",".join(r.flags)
     style = "red" if r.error or "nan" in r.flags or "inf" in r.flags else "yellow"
     name = shown.get(r.name, r.name)
@@ -310,7 +321,8 @@ def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True) -> list:
                 (flags, style)]
     s = r.stats
     bad = f"{s.nan}/{s.inf}" if s.nan or s.inf else ""
-    return [name, r.dtype, shape_text(r.shape), _num(s.min), _num(s.max), _num(s.mean),
+    num = _compact if compact else _num
+    return [name, r.dtype, shape_text(r.shape), num(s.min), num(s.max), _num(s.mean),
             _num(s.std), bad, _histogram(s.histogram, terminal),
             "" if r.drift is None else f"{r.drift:.3g}",
             (flags, style)]

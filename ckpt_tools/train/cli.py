@@ -240,9 +240,9 @@ def train_command(
         out.json(asdict(result))
         return
     if not result.steps_run:
-        out.line(f"{result.checkpoint}  global_step={result.global_step} >= --max-steps: done")
+        out.prose(f"{result.checkpoint}  global_step={result.global_step} >= --max-steps: done")
         return
-    out.line(
+    out.prose(  # wrapped at spaces on a terminal, never inside a word
         f"{result.checkpoint}  global_step={result.global_step}  "
         f"loss={_fmt(result.final_loss)}  {result.examples_per_sec:,.0f} examples/sec "
         f"on {result.num_devices} device(s)"
@@ -309,9 +309,8 @@ def eval_command(
         out.json(result.to_dict())
         return
     if not quiet:
-        out.line(result.checkpoint, (f"  api={result.api} global_step={result.global_step} "
-                                     f"test examples={result.num_examples} data={result.data}",
-                                     "dim"))
+        out.prose(f"{result.checkpoint}  api={result.api} global_step={result.global_step} "
+                  f"test examples={result.num_examples} data={result.data}")
     out.table(None, [Column("weights"), Column("accuracy", "right")],
               [["raw", f"{result.raw_accuracy:.4f}"], ["EMA", f"{result.ema_accuracy:.4f}"],
                ["EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}"]])

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
+from ..cli._output import Output
 from ..errors import ExitCode
 from .common import TrainError, TrainExistsError, TrainUsageError
 
@@ -191,8 +192,7 @@ class LogPrinter:
                         continue
                     self._seen.add(key)
                 if line.strip():
-                    sys.stderr.write(f"[{name}] {line}\n")
-                    sys.stderr.flush()
+                    Output().relay([line], name)
         stream.close()
 
 
@@ -288,7 +288,7 @@ def run_cluster(
             on_start(procs)
         code = _wait(tasks, procs, timeout_s, grace_s)
     except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted (stopping the cluster)\n")
+        Output().error("interrupted (stopping the cluster)")
         code = int(ExitCode.INTERRUPTED)
     finally:
         restore()
@@ -324,17 +324,15 @@ def _wait(tasks: Sequence[Task], procs: list[subprocess.Popen], timeout_s: float
         for task, proc in zip(tasks, procs, strict=True):
             rc = proc.poll()
             if not task.chief and rc is not None and (rc != 0 or not task.wait):
-                sys.stderr.write(f"error: {task.name} exited with code {rc} before the chief\n")
+                Output().error(f"{task.name} exited with code {rc} before the chief")
                 return 1
         if time.monotonic() > deadline:
-            sys.stderr.write(f"error: the cluster did not finish within {timeout_s:.0f} s\n")
+            Output().error(f"the cluster did not finish within {timeout_s:.0f} s")
             return 124
         time.sleep(0.1)
     code = procs[chief].returncode
     if code < 0:  # killed by a signal: not an exit code of ours (Popen reports -signum)
-        sys.stderr.write(
-            f"error: the chief ({tasks[chief].name}) was killed by {_signame(-code)}\n"
-        )
+        Output().error(f"the chief ({tasks[chief].name}) was killed by {_signame(-code)}")
         code = 1
     end = time.monotonic() + (grace_s if code == 0 else 0)
     for task, proc in zip(tasks, procs, strict=True):
@@ -342,7 +340,7 @@ def _wait(tasks: Sequence[Task], procs: list[subprocess.Popen], timeout_s: float
             try:
                 proc.wait(timeout=max(0.0, end - time.monotonic()))
             except subprocess.TimeoutExpired:
-                sys.stderr.write(f"warning: {task.name} still running after the chief: stopped\n")
+                Output().warning(f"{task.name} still running after the chief: stopped")
     return code
 
 

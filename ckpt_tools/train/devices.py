@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 
+from ..cli._output import Output
 from .common import TrainError
 
 
@@ -48,8 +49,7 @@ def _import_tensorflow_capturing_stderr(verbose: bool) -> None:
                 captured.seek(0)
                 lines = captured.read().decode(errors="replace").splitlines()
                 shown = lines if failed else _once(lines)
-                sys.stderr.write("".join(line + "\n" for line in shown))
-                sys.stderr.flush()
+                Output().relay(shown)
 
 
 def _once(lines: list[str]) -> list[str]:

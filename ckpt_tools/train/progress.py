@@ -1,6 +1,7 @@
 """The training progress bar: step, loss, examples/sec and step time, on stderr.
 
-On stderr so stdout stays clean for the one-line summary (and ``--json`` output of eval).
+On stderr so stdout stays clean for the one-line summary (and ``--json`` output of eval). The
+bar itself is :class:`ckpt_tools.cli._output.StepProgress`: the ``ckpt`` command has one printer.
 """
 
 from __future__ import annotations
@@ -8,12 +9,12 @@ from __future__ import annotations
 import math
 from types import TracebackType
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from ..cli._output import Output, StepProgress
 
 
 class TrainProgress:
-    """A context manager around a rich Progress; a no-op when disabled.
+    """A context manager around the ``ckpt`` step bar; a no-op when disabled (and, like every
+    bar of ``ckpt``, when stderr is not a terminal).
 
     Args:
         total: the final global step (``--max-steps``).
@@ -24,44 +25,20 @@ class TrainProgress:
 
     def __init__(self, total: int, start: int, enabled: bool, description: str = "train") -> None:
         self._enabled = enabled
-        self._progress: Progress | None = None
-        self._task = None
+        self._bar: StepProgress | None = None
         self._total, self._start, self._description = total, start, description
 
     def __enter__(self) -> TrainProgress:
         if self._enabled:
-            self._progress = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("loss {task.fields[loss]}"),
-                TextColumn("{task.fields[rate]} ex/s"),
-                TextColumn("{task.fields[step_time]} s/step"),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
-            self._progress.__enter__()
-            self._task = self._progress.add_task(
-                self._description,
-                total=self._total,
-                completed=self._start,
-                loss="-",
-                rate="-",
-                step_time="-",
-            )
+            self._bar = Output().steps(self._description, self._total, self._start).__enter__()
         return self
 
     def update(self, step: int, loss: float, examples_per_sec: float, step_time: float) -> None:
         """Show global step ``step`` with the latest loss and throughput."""
-        if self._progress is None:
+        if self._bar is None:
             return
-        self._progress.update(
-            self._task,
-            completed=step,
-            loss=f"{loss:.4f}" if math.isfinite(loss) else "nan",
-            rate=f"{examples_per_sec:,.0f}",
-            step_time=f"{step_time:.3f}",
-        )
+        self._bar.update(step, loss=f"{loss:.4f}" if math.isfinite(loss) else "nan",
+                         rate=f"{examples_per_sec:,.0f}", step_time=f"{step_time:.3f}")
 
     def __exit__(
         self,
@@ -69,5 +46,6 @@ class TrainProgress:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(exc_type, exc, tb)
+        if self._bar is not None:
+            self._bar.__exit__(exc_type, exc, tb)
+            self._bar = None

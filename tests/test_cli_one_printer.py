@@ -1,0 +1,58 @@
+"""Everything ``ckpt`` prints goes through ``cli/_output.py`` (review-13-user-r2): the training
+bar, cluster tasks' lines, TensorFlow's start-up lines and Python warnings are escaped text,
+never markup or raw control characters; ``ckpt`` alone lists each command once."""
+
+from __future__ import annotations
+
+import io
+import re
+
+from _corpus import run_cli
+from helpers import FIXTURES
+
+HOSTILE = "t[bold]x[/]\x1b[2J\x1b]0;T\x07\nrow"
+ESCAPED = "t[bold]x[/]\\x1b[2J\\x1b]0;T\\x07\\nrow"
+
+
+def test_training_bar_is_escaped_text_never_markup(capsys, monkeypatch):
+    from ckpt_tools.train.progress import TrainProgress
+
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    with TrainProgress(10, 0, True, HOSTILE) as bar:
+        bar.update(5, float("nan"), 1234.0, 0.5)
+    err = capsys.readouterr().err
+    assert ESCAPED in err, repr(err)
+    assert "\x1b[2J" not in err and "\x07" not in err, repr(err)
+    # Not a terminal: no bar at all, like every ckpt progress bar.
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    with TrainProgress(10, 0, True, "train") as bar:
+        bar.update(5, 0.5, 1.0, 0.5)
+    assert capsys.readouterr().err == ""
+
+
+def test_cluster_task_lines_and_messages_are_escaped(capsys):
+    from ckpt_tools.train.cluster import LogPrinter
+
+    LogPrinter(False).pump(io.StringIO(HOSTILE.replace("\n", "") + "\n"), "worker\x1b[1m0",
+                           False, None)
+    err = capsys.readouterr().err
+    assert err == "[worker\\x1b[1m0] " + ESCAPED.replace("\\n", "") + "\n", repr(err)
+
+
+def test_python_warnings_print_as_one_warning_line(capsys):
+    # Keras warns (UserWarning, several lines with its file path) while eval loads this file.
+    code, out, err = run_cli(["eval", str(FIXTURES / "keras_ema"), "--num-examples", "10"],
+                             capsys)
+    assert "saving_lib.py" not in err and "UserWarning" in err, err
+    for line in err.splitlines():
+        assert re.match(r"(warning|error): |\S*fixtures/keras_ema: \d+ candidate", line), line
+
+
+def test_ckpt_alone_lists_each_command_once(capsys):
+    run_cli(["--help"], capsys)  # loads the lazily imported commands
+    code, out, err = run_cli([], capsys)
+    assert code == 2
+    names = re.findall(r"^\s*│?\s*([a-z][a-z-]+)\s{2,}\S", err, flags=re.M)
+    for command in ("list", "verify", "stats", "map", "restore-ema", "export", "eval"):
+        assert names.count(command) == 1, (command, err)
