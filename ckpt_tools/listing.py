@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .checkpoint import Checkpoint, Variable, open_checkpoint
+from .errors import VariableNotFoundError
 from .formats._io import gc_paused
 from .formats.bundle import data_path
 from .roles import ROLES
@@ -144,6 +145,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
     Raises:
         ValueError: an unknown role, sort order or collection, or ``collections`` without a
             ``.meta`` graph (the CLI reports these as usage errors, exit 2).
+        VariableNotFoundError: a standard collection (``model``, ``local``…) this graph does
+            not have (exit 3, like name filters that select nothing), naming those it has.
         CheckpointError: the checkpoint cannot be opened.
     """
     bad = [r for r in roles or () if r not in ROLES]
@@ -260,15 +263,18 @@ def _ema_evidence(layout) -> dict | None:
 def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:
     if ckpt.meta is None:
         raise ValueError(f"--collection needs a .meta graph, and {ckpt.path} has none")
-    known = set(ckpt.meta.collections) | set(COLLECTION_ABBREVIATIONS.values())
+    has = ", ".join(sorted(short_collection(c) for c in ckpt.meta.collections))
     wanted = set()
     for name in names:
         full = COLLECTION_ABBREVIATIONS.get(name, name)
-        if full not in known:
-            raise ValueError(
-                f"unknown collection {name!r}; this graph has: "
-                f"{', '.join(sorted(short_collection(c) for c in ckpt.meta.collections))}")
-        wanted.add(full)
+        if full in ckpt.meta.collections:
+            wanted.add(full)
+        elif full in COLLECTION_ABBREVIATIONS.values():
+            # A real collection this graph lacks: nothing selected, not a silent empty list.
+            raise VariableNotFoundError(f"{ckpt.path}: the graph has no {name!r} collection; "
+                                        f"it has: {has}")
+        else:
+            raise ValueError(f"unknown collection {name!r}; this graph has: {has}")
     return wanted
 
 

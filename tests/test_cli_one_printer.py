@@ -56,3 +56,24 @@ def test_ckpt_alone_lists_each_command_once(capsys):
     names = re.findall(r"^\s*│?\s*([a-z][a-z-]+)\s{2,}\S", err, flags=re.M)
     for command in ("list", "verify", "stats", "map", "restore-ema", "export", "eval"):
         assert names.count(command) == 1, (command, err)
+
+
+def test_json_is_indented_on_a_terminal_and_one_line_piped(capsys, monkeypatch):
+    """The README shows indented --json output (what a terminal gets); pipes get one line."""
+    import json
+
+    argv = ["map", str(FIXTURES / "partitioned"), "--json"]
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    code, tty, _ = run_cli(argv, capsys)
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    code2, piped, _ = run_cli(argv, capsys)
+    assert code == code2 == 0
+    assert json.loads(tty) == json.loads(piped)
+    assert piped.count("\n") == 1 and tty.startswith("{\n  \""), tty
+    assert all(len(line) <= 80 for line in tty.splitlines()), tty
+
+
+def test_eval_usage_names_its_argument_path_like_every_command(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli(["eval", "--help"], capsys)
+    assert code == 0 and "ckpt eval [OPTIONS] PATH" in out, out

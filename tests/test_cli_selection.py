@@ -32,3 +32,46 @@ def test_filters_that_select_something_still_list(capsys):
     # The names match, the role filter leaves nothing: an empty answer, not an error.
     code, out, err = run_cli(["list", TOWERS, "--grep", "*Momentum", "--role", "ema"], capsys)
     assert code == 0 and "0 of 29 variables" in out, err
+
+
+def test_a_collection_the_graph_lacks_is_exit_3_not_an_empty_list(capsys):
+    """review-13-user-r2: ``--collection model`` on a graph without model variables listed
+    ``0 of 4 variables`` with exit 0; a typo stays a usage error (exit 2)."""
+    import json
+
+    linear = FIXTURES / "linear_v2"
+    # The collections tf.train.export_meta_graph recorded at save time.
+    recorded = json.loads((linear / "expected.json").read_text())["collections"]
+    assert not recorded.get("model_variables") and recorded["trainable_variables"]
+    code, out, err = run_cli(["list", str(linear), "--collection", "model"], capsys)
+    assert code == 3 and out == "", (out, err)
+    assert "no 'model' collection" in err and "trainable" in err, err
+    code, out, err = run_cli(["list", str(linear), "--collection", "modle"], capsys)
+    assert code == 2 and "unknown collection 'modle'" in err, err
+    code, out, _ = run_cli(["list", str(linear), "--collection", "trainable", "-q"], capsys)
+    assert code == 0 and sorted(out.split()) == sorted(recorded["trainable_variables"])
+
+
+@pytest.mark.parametrize("tty", [False, True], ids=["piped", "terminal"])
+def test_quiet_means_the_rows_only_in_every_table(tty, tmp_path, capsys, monkeypatch):
+    """review-13-user-r2: ``map -q`` had no header, ``stats -q``/``diff -q`` kept it, and
+    ``restore-ema -q --dry-run`` added its summary; now every ``-q`` table is its rows."""
+    import json
+
+    monkeypatch.setenv("TTY_COMPATIBLE", "1" if tty else "0")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("NO_COLOR", "1")
+    keys = [v["name"] for v in json.loads(run_cli(["list", TOWERS, "--json"], capsys)[1])[
+        "variables"]]
+    for argv in (["map", TOWERS], ["stats", TOWERS], ["diff", TOWERS, TOWERS],
+                 ["restore-ema", TOWERS, "--out", str(tmp_path / "o"), "--dry-run"]):
+        code, out, err = run_cli([*argv, "-q"], capsys)
+        assert code == 0, err
+        lines = out.splitlines()
+        assert lines and all(line.split()[0] in keys for line in lines), (argv, out)
+
+
+def test_quiet_still_names_the_file_a_directory_led_to(capsys):
+    code, out, err = run_cli(["list", str(FIXTURES / "keras_ema"), "-q"], capsys)
+    assert code == 0 and out
+    assert "candidate checkpoints" in err and "using " in err, err

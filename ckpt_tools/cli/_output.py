@@ -288,18 +288,27 @@ class Output:
 
     # -- data on stdout ---------------------------------------------------------------------
     def json(self, data: Any) -> None:
-        """Prints ``data`` as one JSON document (control characters come out as ``\\u001b``)."""
-        # Compact separators and no indent keep json.dumps on its C encoder (c_make_encoder);
-        # indent=... falls back to the pure-Python one, ~10x slower on a large listing.
-        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=_default)
+        """Prints ``data`` as one JSON document (control characters come out as ``\\u001b``):
+        indented on a terminal, for reading; one compact line when piped, for ``jq`` and
+        scripts."""
+        if self.is_terminal:
+            # json escapes newlines inside strings, so each "\n" left is the indentation's.
+            lines = json.dumps(data, indent=2, ensure_ascii=False, default=_default).split("\n")
+        else:
+            # Compact separators and no indent keep json.dumps on its C encoder
+            # (c_make_encoder); indent=... falls back to the pure-Python one, ~10x slower on a
+            # large listing.
+            lines = [json.dumps(data, separators=(",", ":"), ensure_ascii=False,
+                                default=_default)]
         # json escapes C0 controls itself, not DEL, C1 or the invisible format characters
         # (U+202E reorders what a terminal shows): escape those too, as \uXXXX.
         # Of _CONTROL only C0 (which json.dumps has escaped already) and DEL are ASCII, so
         # an ASCII document (a flag CPython keeps) needs one memchr for DEL, not the regex
         # scan (4 ms on a 3,000-variable listing).
-        if (not text.isascii() or "\x7f" in text) and _CONTROL.search(text):
-            text = _CONTROL.sub(_json_escape, text)
-        self._write(self.stdout, text + "\n")
+        lines = [_CONTROL.sub(_json_escape, t)
+                 if (not t.isascii() or "\x7f" in t) and _CONTROL.search(t) else t
+                 for t in lines]
+        self._write(self.stdout, "\n".join(lines) + "\n")
 
     def lines(self, texts: Sequence[str]) -> None:
         """Prints plain lines (each escaped like :meth:`line`) in one write: ``-q`` listings of
@@ -368,7 +377,8 @@ class Output:
               rows: Sequence[Sequence[Cell]]) -> None:
         """Prints a table; see the module docstring for how it fits the terminal.
 
-        ``title`` lines are left out with ``quiet``; cells are ``text`` or ``(text, style)``.
+        ``title`` lines and the header row are left out with ``quiet`` (every command's
+        ``-q`` table is its rows only); cells are ``text`` or ``(text, style)``.
         When stdout is not a terminal the header and rows are tab-separated fields (see
         :meth:`_tsv_table`).
         """
@@ -381,7 +391,9 @@ class Output:
                 lines += [self._paint(part, "bold", self.stdout)
                           for part in self._wrap(clean_message(t))]
         if not self.is_terminal:
-            self._write(self.stdout, "\n".join(lines + self._tsv_table(columns, raw)) + "\n")
+            table = self._tsv_table(columns, raw)[1 if self.quiet else 0:]
+            if lines or table:
+                self._write(self.stdout, "\n".join(lines + table) + "\n")
             return
         if not all(col.terminal for col in columns):
             columns, raw = _terminal_columns(columns, raw)
@@ -433,8 +445,10 @@ class Output:
                     pad = ""  # no trailing blanks
                 painted = self._paint(text, style, self.stdout)
                 parts.append(pad + painted if col.justify == "right" else painted + pad)
-            lines.append(self.GAP.join(parts).rstrip())
-        self._write(self.stdout, "\n".join(lines) + "\n")
+            if row is not None or not self.quiet:
+                lines.append(self.GAP.join(parts).rstrip())
+        if lines:
+            self._write(self.stdout, "\n".join(lines) + "\n")
         if hidden_note:
             self.note(hidden_note)
 
@@ -451,10 +465,11 @@ class Output:
         return out
 
     # -- messages on stderr -----------------------------------------------------------------
-    def note(self, message: str) -> None:
-        """An informational line on stderr (left out with ``quiet``); on a terminal it wraps
-        at spaces to the terminal's width, never inside a word."""
-        if not self.quiet:
+    def note(self, message: str, always: bool = False) -> None:
+        """An informational line on stderr (left out with ``quiet`` unless ``always``: which
+        file a directory led to is said even then); on a terminal it wraps at spaces to the
+        terminal's width, never inside a word."""
+        if always or not self.quiet:
             parts = self._wrap_for(clean_message(message), self.stderr)
             self.write_err("".join(self._paint(p, "dim", self.stderr) + "\n" for p in parts))
 

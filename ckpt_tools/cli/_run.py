@@ -78,7 +78,7 @@ def resolve(out: Output, path: str) -> str:
     location = locate(path)
     if not location.choice:
         return path
-    out.note(location.choice)
+    out.note(location.choice, always=True)  # never a silent choice, even with --quiet
     return location.prefix
 
 

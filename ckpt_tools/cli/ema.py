@@ -224,15 +224,13 @@ def warn_unaveraged(out: Output, m: EmaMap) -> None:
 
 def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
     """The map as a table (``average -> restores into``), in display names."""
-    if out.quiet:
-        for src, tgt in m.mapping.items():
-            out.tsv(names.get(src, src), names.get(tgt, tgt))
-        return
     rows = [[(names.get(src, src), "cyan" if src != tgt else "dim"), "→", names.get(tgt, tgt)]
             for src, tgt in m.mapping.items()]
     out.table(f"{m.checkpoint}: EMA map ({m.ema_name}, from {m.source})",
               [Column("checkpoint key", shrink="middle", min_width=20), Column("", data=False),
                Column("restores into", shrink="middle", min_width=20)], rows)
+    if out.quiet:  # the rows only, as every table with -q
+        return
     out.line("")
     out.prose(f"{len(m.averaged)} averaged, {len(m.raw)} raw, {len(m.dropped)} left out "
              f"(optimizer slots/filters)"
@@ -325,7 +323,8 @@ def restore_ema_command(
                 out.json(result.to_dict())
             else:
                 print_map(out, result.ema_map, display_names(ckpt))
-                out.prose(f"dry run: would write {result.output}", "dim")
+                if not quiet:
+                    out.prose(f"dry run: would write {result.output}", "dim")
             return
         total = sum(e.stored_bytes for e in ckpt.entries().values())
         # SIGTERM is Ctrl-C for every command (cli.main): temporary files are removed.
