@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from . import roles as R
 from .checkpoint import Checkpoint, locate, open_checkpoint, read_state_file
-from .emamap import ema_map
+from .emamap import ema_map, proven_pairs
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
 from .formats._io import is_url, map_file
@@ -105,6 +105,9 @@ def average_checkpoints(
     newest: str | os.PathLike | None = None,
     overwrite: bool = False,
     progress: ProgressFn | None = None,
+    ema_name: str | None = None,
+    apply_order: str | None = None,
+    use_meta: bool = True,
 ) -> AverageResult:
     """Writes the element-wise average of ``checkpoints`` into ``out_dir``.
 
@@ -129,6 +132,10 @@ def average_checkpoints(
             chosen by the recorded step.
         overwrite (`bool`, *optional*, defaults to `False`): replace an existing output checkpoint.
         progress (`callable`, *optional*): called with the number of input bytes consumed.
+        ema_name / apply_order / use_meta: with ``bake``, decide which average each plain name
+            gets exactly as for :func:`ckpt_tools.ema_map` (``ckpt map``/``restore-ema``'s
+            ``--ema-name``, ``--apply-order``, ``--no-meta``): the newest input's pairing, as
+            :func:`ckpt_tools.emamap.proven_pairs` proves it.
 
     Returns:
         `AverageResult`.
@@ -136,11 +143,15 @@ def average_checkpoints(
     Raises:
         EmaError: the inputs differ in keys, shapes or dtypes (names the variable); an input is
             given twice; which input is newest cannot be told (no step recorded in every input,
-            or two inputs record the largest one: pass ``newest``); or ``ema`` was asked for and
-            the checkpoints have no shadows.
+            or two inputs record the largest one: pass ``newest``); ``ema`` was asked for and
+            the checkpoints have no shadows; or, with ``bake``, a weight has no shadow or which
+            shadow is its average is not proven (``UnprovenPairingError``, naming the option
+            that decides).
         UnsupportedFormatError: an input is a Keras file; ``name`` with a SavedModel output.
         OutputError: the output location is unsafe or exists.
-        ValueError: ``newest`` is not one of ``checkpoints``.
+        ValueError: ``newest`` is not one of ``checkpoints``; an unknown ``apply_order``;
+            ``ema_name``, ``apply_order`` or
+            ``use_meta=False`` without ``bake`` (only baking pairs shadows with variables).
 
     Example:
         >>> runs = ["run/model.ckpt-1000", "run/model.ckpt-800"]
@@ -151,6 +162,12 @@ def average_checkpoints(
         raise ValueError("averaging needs at least two checkpoints")
     if bake and not ema:
         raise ValueError("bake=True needs ema=True")
+    if apply_order not in (None, "trainable", "tracked"):
+        raise ValueError(f"apply_order must be 'trainable' or 'tracked', got {apply_order!r}")
+    pairing = {"ema_name": ema_name, "apply_order": apply_order, "use_meta": use_meta}
+    if not bake and (ema_name is not None or apply_order is not None or not use_meta):
+        raise ValueError("ema_name, apply_order and use_meta decide which shadow --bake writes "
+                         "under each plain name; they need bake=True (--ema --bake)")
     # Resolved first: resolving a URL starts a fresh remote session, which must be the one
     # that then records the inputs (remote outputs refuse to replace them).
     chosen = None if newest is None else _identity(locate(newest).prefix)
@@ -166,8 +183,9 @@ def average_checkpoints(
         ordered, why = _order_inputs(opened, chosen)
         if is_url(os.fspath(out_dir)):
             return _average_to_url(ordered, why, os.fspath(out_dir), ema, bake, name,
-                                   overwrite, progress)
-        return _average(ordered, why, os.fspath(out_dir), ema, bake, name, overwrite, progress)
+                                   overwrite, progress, pairing)
+        return _average(ordered, why, os.fspath(out_dir), ema, bake, name, overwrite, progress,
+                        pairing)
     finally:
         for ckpt in opened:
             ckpt.close()
@@ -250,7 +268,7 @@ def _order_inputs(ckpts: list[Checkpoint], chosen: str | None) -> tuple[list[Che
 
 
 def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name, overwrite,
-                    progress) -> AverageResult:
+                    progress, pairing=None) -> AverageResult:
     """Averages into a local temporary directory, then uploads data shards first and the
     ``.index``, ``.meta`` and ``checkpoint`` state file last (a reader of ``url`` never sees an
     index without its data); the temporary copy is removed either way."""
@@ -275,7 +293,7 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     remote.check_new(url, [base + ".index"], overwrite=overwrite)
     with tempfile.TemporaryDirectory(prefix="ckpt-average-") as tmp:
         local = os.path.join(tmp, "out")
-        result = _average(ckpts, why, local, ema, bake, name, False, progress)
+        result = _average(ckpts, why, local, ema, bake, name, False, progress, pairing)
         remote.upload([os.path.join(local, f) for f in sorted(os.listdir(local))], url,
                       overwrite=overwrite)
     return dataclasses.replace(result, prefix=remote.url_join(url, os.path.basename(
@@ -308,12 +326,20 @@ def _check_compatible(ckpts: list[Checkpoint]) -> None:
                     f"but {entry.dtype_name}{list(entry.shape)} in {newest.path}")
 
 
-def _plan(newest: Checkpoint, ema: bool, bake: bool) -> tuple[dict[str, str], set[str]]:
+def _plan(newest: Checkpoint, ema: bool, bake: bool,
+          pairing: dict | None = None) -> tuple[dict[str, str], set[str]]:
     """Returns (output key -> the key whose average it holds, keys to average).
 
     Only floating-point tensors are averaged; counters are copied even when stored as floats
     (``global_step``, Adam's beta powers, the zero-debias ``biased``/``local_step`` pair of a
-    ``zero_debias`` average, which must stay consistent with each other)."""
+    ``zero_debias`` average, which must stay consistent with each other). With ``bake`` each
+    plain name gets the shadow ``ckpt map`` pairs it with (``pairing``: ``ema_name``,
+    ``apply_order``, ``use_meta``), only where the newest input proves it.
+
+    Raises:
+        EmaError: no shadows; with ``bake``, a weight without a shadow, or a pairing the file
+            does not prove (``UnprovenPairingError``, naming the deciding option).
+    """
     variables = {v.name: v for v in newest.variables()}
     floats = {k for k, v in variables.items()
               if v.dtype in _FLOATS and v.role not in (R.STEP, R.EMA_DEBIAS)}
@@ -325,17 +351,26 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool) -> tuple[dict[str, str], se
                        "weights instead (leave out --ema)")
     if not bake:
         return {}, shadows
-    m = ema_map(newest, non_averaged="keep").require_complete()
-    source_of = {tgt: src for src, tgt in m.pairs if src != tgt}
+    pairing = pairing or {}
+    # Refuses what the file does not prove, then requires a shadow for every weight; the
+    # pairing itself is the one every command uses.
+    ema_map(newest, non_averaged="keep", **pairing).require_complete()
+    source_of = proven_pairs(newest, **pairing)
+    unaveraged = sorted(k for k, s in source_of.items() if s not in shadows)
+    if unaveraged:  # a pairing onto something that is not an averaged float shadow
+        raise EmaError(f"{newest.path}: the average of {unaveraged[0]!r} is "
+                       f"{source_of[unaveraged[0]]!r}, which is not a floating-point EMA "
+                       "shadow that can be averaged; leave out --bake")
     return source_of, shadows
 
 
-def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress) -> AverageResult:
+def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
+             pairing=None) -> AverageResult:
     from .bake import checkpoint_names, saved_model_stage
 
     _check_compatible(ckpts)
     newest = ckpts[-1]
-    source_of, to_average = _plan(newest, ema, bake)
+    source_of, to_average = _plan(newest, ema, bake, pairing)
     inputs = Inputs([f for c in ckpts for f in c.input_files()])
     saved_model = newest.location.saved_model
     # The writer discipline of formats/_write.py, as restore-ema: staged whole beside --out,

@@ -15,6 +15,7 @@ import typer
 
 from ._common import JsonOpt, QuietOpt, check_output_parent
 from ._output import Output, human_bytes
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
 
 
 def average_command(
@@ -42,16 +43,29 @@ def average_command(
         "file's latest).", show_default=False, metavar="CKPT")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Replace an existing output checkpoint (never an input).")] = False,
+    ema_name: EmaNameOpt = None,
+    apply_order: ApplyOrderOpt = None,
+    no_meta: NoMetaOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Average the float variables of several checkpoints (integers, strings and the step
-    come from the newest); EMA-aware, partitioned and sharded checkpoints supported."""
+    come from the newest); EMA-aware, partitioned and sharded checkpoints supported.
+
+    With --ema --bake each plain name gets the averaged shadow 'ckpt map' pairs it with in the
+    newest input (--ema-name, --apply-order, --no-meta decide as there).
+    """
     from ..average import average_checkpoints, average_run, checkpoints_of_run
     from ..checkpoint import open_checkpoint
 
     if bake and not ema:
         raise typer.BadParameter("--bake needs --ema", param_hint="--bake")
+    check_apply_order(apply_order)
+    for given, option in ((ema_name is not None, "--ema-name"),
+                          (apply_order is not None, "--apply-order"), (no_meta, "--no-meta")):
+        if given and not bake:
+            raise typer.BadParameter("it decides which averaged shadow --bake writes under each "
+                                     "plain name; it needs --ema --bake", param_hint=option)
     if last is not None:
         if len(paths) != 1:
             raise typer.BadParameter("--last takes exactly one run directory",
@@ -60,7 +74,7 @@ def average_command(
     else:
         if len(paths) < 2:
             raise typer.BadParameter("give two or more checkpoints, or one run directory "
-                                     "with --last N", param_hint="PATHS")
+                                     "with --last N", param_hint="CKPT...")
         inputs = paths
     out = Output(json_mode=json_out, quiet=quiet)
     with open_checkpoint(inputs[-1]) as one:
@@ -69,7 +83,8 @@ def average_command(
     with out.progress("averaging", total) as bar:
         try:
             options = dict(ema=ema, bake=bake, name=name, newest=newest, overwrite=force,
-                           progress=bar.advance)
+                           progress=bar.advance, ema_name=ema_name, apply_order=apply_order,
+                           use_meta=not no_meta)
             # With --last the state file (save order) says which is newest.
             result = average_run(paths[0], last, out_dir, **options) if last is not None \
                 else average_checkpoints(inputs, out_dir, **options)
