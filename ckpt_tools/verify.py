@@ -368,26 +368,43 @@ def _check_data(e: TensorEntry, mm, path: str, tick: Callable[[int], None] | Non
     if item and item * count != e.stored_bytes:
         return (f"tensor {e.name!r} of shape {list(e.shape)} and dtype {e.dtype_name} needs "
                 f"{item * count} bytes but its entry says {e.stored_bytes}")
-    if e.crc32c is None:
-        return None
     running = 0
     for start in range(0, len(data), CHUNK):
         running = crc.crc32c(data[start : start + CHUNK], running)
         if tick:
             tick(min(start + CHUNK, len(data)))
     actual = crc.mask(running)
-    if actual != e.crc32c:
+    if actual != _stored_crc(e):
+        if not e.crc32c:
+            return f"tensor {e.name!r}{_NO_CRC} (computed 0x{actual:08x})"
         return (f"checksum mismatch for tensor {e.name!r} (stored 0x{e.crc32c:08x}, computed "
                 f"0x{actual:08x})")
     return None
 
 
+# TensorFlow's BundleReader::GetValue compares Unmask(entry.crc32c()) with the CRC32C of the
+# bytes it read, always: an entry without the field reads as 0 (proto3), and that check fails
+# ("Checksum does not match") unless the data's masked CRC32C happens to be 0 itself, which
+# proto3 cannot store. So an absent CRC is checked as 0, never skipped.
+_NO_CRC = (" has no CRC32C in its index entry; TensorFlow reads that as 0 and refuses the "
+           "tensor (Checksum does not match)")
+
+
+def _stored_crc(e: TensorEntry) -> int:
+    """The CRC32C TensorFlow checks ``e``'s bytes against: an absent field is 0."""
+    return e.crc32c or 0
+
+
 def _check_strings(e: TensorEntry, view, count: int, path: str) -> str | None:
     try:
         problems = decode_strings(view, count, path=path, offset=e.offset,
-                                  expected_crc=e.crc32c, keep=False).problems
+                                  expected_crc=_stored_crc(e), keep=False).problems
     except CorruptCheckpointError as exc:
         return f"string tensor {e.name!r}: {exc}"
+    if problems and not e.crc32c:
+        problems = [f"{p} (its index entry has no CRC32C; TensorFlow reads that as 0 and "
+                    "refuses the tensor)" if p.startswith("checksum mismatch") else p
+                    for p in problems]
     return f"string tensor {e.name!r}: {'; '.join(problems)}" if problems else None
 
 
