@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import roles as R
-from .checkpoint import Checkpoint, locate, open_checkpoint, read_state_file
+from .checkpoint import STATE_FILE, Checkpoint, locate, open_checkpoint, read_state_file
 from .emamap import ema_map, proven_pairs
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
-from .formats._io import is_url, map_file
+from .formats._io import canonical_location, is_url, map_file
 from .formats._write import Inputs, StagedDir, check_file_name, copy_file, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
@@ -84,7 +84,7 @@ def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
         >>> checkpoints_of_run("fixtures/trainer_v1", 1)  # doctest: +SKIP
         ['fixtures/trainer_v1/model.ckpt-60']
     """
-    run_dir = os.fspath(run_dir)
+    run_dir = canonical_location(run_dir)
     if last < 1:
         raise ValueError("last must be at least 1")
     listed = read_state_file(run_dir)
@@ -158,8 +158,19 @@ def average_checkpoints(
         >>> average_checkpoints(runs, "avg/")  # doctest: +SKIP
         AverageResult(prefix='avg/model.ckpt-1000', newest='run/model.ckpt-1000', ...)
     """
+    return _average_paths(checkpoints, out_dir, None, ema=ema, bake=bake, name=name,
+                          newest=newest, overwrite=overwrite, progress=progress,
+                          ema_name=ema_name, apply_order=apply_order, use_meta=use_meta)
+
+
+def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, name, newest,
+                   overwrite, progress, ema_name=None, apply_order=None,
+                   use_meta=True) -> AverageResult:
+    """:func:`average_checkpoints`, with ``state_file`` (the run's state file that chose the
+    inputs, or None) counted as an input too: an output never replaces it."""
     if len(checkpoints) < 2:
         raise ValueError("averaging needs at least two checkpoints")
+    out_dir = canonical_location(out_dir)  # file:// -> local, s3a:// -> s3://, once
     if bake and not ema:
         raise ValueError("bake=True needs ema=True")
     if apply_order not in (None, "trainable", "tracked"):
@@ -181,11 +192,12 @@ def average_checkpoints(
             raise ValueError(f"--newest {os.fspath(newest)!r} is not one of the checkpoints "
                              "being averaged")
         ordered, why = _order_inputs(opened, chosen)
-        if is_url(os.fspath(out_dir)):
-            return _average_to_url(ordered, why, os.fspath(out_dir), ema, bake, name,
-                                   overwrite, progress, pairing)
-        return _average(ordered, why, os.fspath(out_dir), ema, bake, name, overwrite, progress,
-                        pairing)
+        extra = [state_file] if state_file else []
+        if is_url(out_dir):
+            return _average_to_url(ordered, why, out_dir, ema, bake, name, overwrite,
+                                   progress, pairing, extra)
+        return _average(ordered, why, out_dir, ema, bake, name, overwrite, progress, pairing,
+                        extra)
     finally:
         for ckpt in opened:
             ckpt.close()
@@ -207,9 +219,20 @@ def average_run(run_dir: str | os.PathLike, last: int, out_dir: str | os.PathLik
     """
     import dataclasses
 
+    run_dir = canonical_location(run_dir)
     inputs = checkpoints_of_run(run_dir, last)
     chosen = options.pop("newest", None)
-    result = average_checkpoints(inputs, out_dir, newest=chosen or inputs[-1], **options)
+    # The state file read counts as an input: even when it points elsewhere (a pointer
+    # directory), --out RUN_DIR --force must not replace it.
+    state = (run_dir.rstrip("/") + "/" + STATE_FILE if is_url(run_dir)
+             else os.path.join(run_dir, STATE_FILE))
+    defaults = {"ema": False, "bake": False, "name": None, "overwrite": False,
+                "progress": None, "ema_name": None, "apply_order": None, "use_meta": True}
+    unknown = set(options) - set(defaults)
+    if unknown:
+        raise TypeError(f"average_run() got an unexpected keyword argument {min(unknown)!r}")
+    result = _average_paths(inputs, out_dir, state, newest=chosen or inputs[-1],
+                            **{**defaults, **options})
     return result if chosen else dataclasses.replace(result, newest_by="the state file")
 
 
@@ -268,7 +291,7 @@ def _order_inputs(ckpts: list[Checkpoint], chosen: str | None) -> tuple[list[Che
 
 
 def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name, overwrite,
-                    progress, pairing=None) -> AverageResult:
+                    progress, pairing=None, extra=()) -> AverageResult:
     """Averages into a local temporary directory, then uploads data shards first and the
     ``.index``, ``.meta`` and ``checkpoint`` state file last (a reader of ``url`` never sees an
     index without its data); the temporary copy is removed either way."""
@@ -286,11 +309,10 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     # Opening a URL starts a fresh session that records only that checkpoint's objects:
     # record every input's, so that --out onto any of their runs is refused (exit 7).
     store = remote.session()
-    for ckpt in ckpts:
-        for f in ckpt.input_files():
-            if is_url(f):
-                store.note_input(f)
-    remote.check_new(url, [base + ".index"], overwrite=overwrite)
+    for f in [f for ckpt in ckpts for f in ckpt.input_files()] + list(extra):
+        if is_url(f):
+            store.note_input(f)
+    remote.check_new(url, [base + ".index", STATE_FILE], overwrite=overwrite)
     with tempfile.TemporaryDirectory(prefix="ckpt-average-") as tmp:
         local = os.path.join(tmp, "out")
         result = _average(ckpts, why, local, ema, bake, name, False, progress, pairing)
@@ -365,13 +387,13 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
 
 
 def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
-             pairing=None) -> AverageResult:
+             pairing=None, extra=()) -> AverageResult:
     from .bake import checkpoint_names, saved_model_stage
 
     _check_compatible(ckpts)
     newest = ckpts[-1]
     source_of, to_average = _plan(newest, ema, bake, pairing)
-    inputs = Inputs([f for c in ckpts for f in c.input_files()])
+    inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model
     # The writer discipline of formats/_write.py, as restore-ema: staged whole beside --out,
     # published with one rename; inputs (state files included) are never replaced.

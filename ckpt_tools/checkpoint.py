@@ -26,7 +26,7 @@ from .errors import (
     VariableNotFoundError,
 )
 from .formats import Reader, open_reader
-from .formats._io import is_url, open_binary, require_regular
+from .formats._io import canonical_location, is_url, open_binary, require_regular
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
@@ -261,8 +261,10 @@ def locate(path: str | os.PathLike) -> Location:
     Raises:
         CheckpointNotFoundError: if nothing checkpoint-like is there.
         CorruptCheckpointError: if the path is a file that is not a checkpoint.
+        UnsupportedFormatError: a URL spelled so that it names no one location (see
+            :func:`~ckpt_tools.formats._io.canonical_location`).
     """
-    path = os.fspath(path)
+    path = canonical_location(path)
     if is_url(path):
         return _locate_url(path)
     if _FILE_NAME_RE.search(path) or not os.path.isdir(path):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import EmaMap, ema_map
-from .formats._io import is_url
+from .formats._io import canonical_location, is_url
 
 FORMATS = ("v2", "h5")
 
@@ -111,6 +111,8 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         raise ValueError(f"unknown format {fmt!r}; expected v2 or h5")
     if slots not in ("keep", "drop"):
         raise ValueError(f"slots must be 'keep' or 'drop', not {slots!r}")
+    if out is not None:  # file:// -> local, s3a:// -> s3://: checked where it is written
+        out = canonical_location(out)
     owned = not isinstance(checkpoint, Checkpoint)
     ckpt = open_checkpoint(checkpoint) if owned else checkpoint
     try:

@@ -25,7 +25,7 @@ from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
 from .errors import NoSelectionError, OutputError, UnsupportedFormatError
-from .formats._io import is_url
+from .formats._io import canonical_location, is_url
 from .formats._write import (
     Inputs,
     atomic_file,
@@ -224,7 +224,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     Example:
         >>> export_weights("train/", "model_ema.safetensors")  # doctest: +SKIP
     """
-    out_path = os.fspath(out_path)
+    out_path = canonical_location(out_path)  # checked and written in one spelling
     fmt = output_format(out_path, fmt)
     if is_url(out_path):
         return _export_to_url(checkpoint, out_path, fmt=fmt, ema=ema, include=include,

@@ -279,7 +279,9 @@ def test_remote_output_never_replaces_an_input(s3, force):
     run = f"s3://{BUCKET}/{prefix}/"
     commands = [
         ["average", run, "--last", "2", "--out", run],
-        ["average", run, "--last", "2", "--out", f"s3://{BUCKET}//{prefix}", "--name", "avg"],
+        # Another spelling of the run (s3fs serves s3a:// too); '//' and '..' are refused
+        # outright (exit 5, tests/test_remote_spelling.py).
+        ["average", run, "--last", "2", "--out", f"s3a://{BUCKET}/{prefix}", "--name", "avg"],
         ["restore-ema", run, "--out", run],
         ["restore-ema", run, "--out", run, "--name", "baked"],
         ["export", run, "--out", run + "model.ckpt-30.index", "--format", "npz"],

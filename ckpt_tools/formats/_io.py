@@ -15,7 +15,7 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import CheckpointNotFoundError, CorruptCheckpointError
+from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 
 
 def is_url(path: str) -> bool:
@@ -23,6 +23,52 @@ def is_url(path: str) -> bool:
     local path: such paths are read through fsspec (:mod:`.remote`), imported only then."""
     scheme, sep, _ = path.partition("://")
     return bool(sep) and scheme[:1].isalpha() and all(c.isalnum() or c in "+.-" for c in scheme)
+
+
+#: Protocols that name the same store as another: one spelling each, so that an output given
+#: as ``s3a://b/run`` is recognised as the input ``s3://b/run`` (s3fs serves both).
+_ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
+
+
+def canonical_location(path: str | os.PathLike) -> str:
+    """Returns ``path`` spelled once per location, before any input/output comparison: a
+    ``file://`` URL becomes its local path (read and written by the local code, so that the
+    local input checks apply); a URL gets its protocol lower-cased and aliases mapped
+    (``s3a://`` -> ``s3://``, ``gcs://`` -> ``gs://``). Other paths are returned unchanged.
+
+    Object stores do not resolve ``.``/``..``/empty segments (``s3://b/x/../y`` is the key
+    ``x/../y``), so such URLs are refused rather than read or written somewhere other than
+    where the checks looked.
+
+    Raises:
+        UnsupportedFormatError: a URL without a bucket or host, with ``.``, ``..`` or empty
+            segments, or a ``file://`` URL naming a host or a relative path.
+    """
+    text = os.fspath(path)
+    if not is_url(text):
+        return text
+    scheme, _, rest = text.partition("://")
+    scheme = scheme.lower()
+    if scheme == "file":
+        if rest.startswith("localhost/"):
+            rest = rest[len("localhost"):]
+        if not rest.startswith("/"):
+            raise UnsupportedFormatError(
+                f"{text}: a file:// URL must name an absolute local path (file:///dir/...); "
+                "or give the local path itself")
+        return rest
+    scheme = _ALIASES.get(scheme, scheme)
+    parts = rest.split("/")
+    if not parts[0]:
+        raise UnsupportedFormatError(f"{text}: no bucket (or host) in the URL; write it as "
+                                     f"{scheme}://BUCKET/path")
+    inner = parts[1:-1] if parts[-1] == "" else parts[1:]
+    if any(p in ("", ".", "..") for p in inner):
+        raise UnsupportedFormatError(
+            f"{text}: has an empty, '.' or '..' path segment, which object stores keep as "
+            "part of the key (it would not name the location it looks like); write the URL "
+            "without them")
+    return scheme + "://" + rest
 
 
 def _remote():

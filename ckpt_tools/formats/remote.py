@@ -159,7 +159,10 @@ class Session:
                 name = info["name"].rstrip("/")
                 if name == path:  # the object itself (an ls of a file, not a directory)
                     continue
-                cached[posixpath.basename(name)] = info
+                base = posixpath.basename(name)
+                if info.get("type") == "directory" and base in cached:
+                    continue  # an object and a "directory" of one name: the object is read
+                cached[base] = info
             self._listings[directory] = cached
         return cached
 
@@ -417,7 +420,8 @@ def normalize(url: str) -> str:
     if not rest:
         return url
     path = posixpath.normpath("/" + rest.lstrip("/")).lstrip("/")
-    return protocol.lower() + "://" + path
+    protocol = protocol.lower()
+    return {"s3a": "s3", "s3n": "s3", "gcs": "gs"}.get(protocol, protocol) + "://" + path
 
 
 def bucket_of(url: str) -> str:

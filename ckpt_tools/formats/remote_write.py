@@ -6,11 +6,15 @@ never sees an index with data it was not written with (:func:`upload`).
 from __future__ import annotations
 
 import os
+import re
 
 from ..errors import CheckpointError, CheckpointNotFoundError, OutputError
 from . import remote_s3
 from .remote import normalize, session, url_join
 from .remote_errors import deadline, translate
+
+#: Names of a run's files: the state file, and a checkpoint's index, data shards and graph.
+_RUN_FILE = re.compile(r"(^checkpoint$|\.index$|\.meta$|\.data-\d+-of-\d+$)")
 
 
 def _upload_rank(name: str) -> int:
@@ -39,6 +43,12 @@ def check_new(directory: str, names: list[str], *, overwrite: bool = False,
 
     store = session()
     where = normalize(directory)
+    for key, url in store.inputs.items():
+        if where == key or where.startswith(key + "/"):
+            # s3://b/run/model.ckpt-5.index/ as a "directory": its objects would shadow the
+            # input object of that name in listings (the run would read as missing).
+            raise OutputError(f"{directory.rstrip('/')}/: is under the input object {url}; "
+                              "refusing to write there; choose another --out")
     for name in names:
         target = normalize(url_join(directory, name))
         if target in store.inputs:
@@ -56,6 +66,18 @@ def check_new(directory: str, names: list[str], *, overwrite: bool = False,
         existing = session().listing(directory)
     except CheckpointNotFoundError:
         return
+    held = next((url for key, url in store.inputs.items()
+                 if key.rsplit("/", 1)[0] == where), None)
+    if held is not None:
+        # The run's history counts as input, as locally: beside an input, its state file and
+        # every checkpoint's files are never replaced (--force onto model.ckpt-3.index would
+        # destroy that checkpoint).
+        for name in names:
+            if name in existing and _RUN_FILE.search(name):
+                raise OutputError(
+                    f"{url_join(directory, name)}: is part of the run of input {held} (the "
+                    "run's state file and checkpoints count as input); refusing to replace "
+                    "it (--force never replaces inputs); choose another --out")
     clash = [n for n in names if n in existing]
     if clash and not overwrite:
         raise OutputError(f"{url_join(directory, clash[0])}: already exists (pass --force to "
@@ -129,7 +151,10 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
 def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict,
                      conditional: bool, progress) -> list[str]:
     bases = [os.path.basename(f) for f in names]
-    old_indexes = [b for b in bases if b.endswith(".index") and b in existing]
+    # A checkpoint being replaced: an .index uploaded with its data shards. A single file
+    # that is merely named *.index (an export) replaces that one object, nothing else.
+    old_indexes = [b for b in bases if b.endswith(".index") and b in existing
+                   and any(o.startswith(b[: -len(".index")] + ".data-") for o in bases)]
     removed: list[str] = []
     written: list[str] = []
     try:

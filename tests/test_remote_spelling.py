@@ -1,0 +1,194 @@
+"""One location, one spelling: ``file://`` URLs, ``s3a://``, ``..``/``//``/``/./`` segments,
+and outputs named like a run's other files must never get past "outputs never replace
+inputs" (review-16-attack-r2). Local cases need no server; S3 ones run against moto's
+server (conftest.py's ``s3`` fixture).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+
+import pytest
+from conftest import BUCKET
+from helpers import FIXTURES
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+
+
+def _run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def _one_line_error(result, code: int, *words: str) -> None:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def _digests(directory) -> dict[str, str]:
+    return {p.name: hashlib.md5(p.read_bytes()).hexdigest()
+            for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.fixture
+def run(tmp_path):
+    d = tmp_path / "run"
+    shutil.copytree(FIXTURES / "towers_bn", d)
+    return d
+
+
+# ---- file:// is the local path: the local input checks apply -------------------------------
+
+@pytest.mark.parametrize("args", [
+    lambda d: ["average", str(d), "--last", "2", "--out", f"file://{d}", "--force"],
+    lambda d: ["average", str(d), "--last", "2", "--out", f"file://{d}/", "--force"],
+    lambda d: ["average", str(d), "--last", "2", "--out", f"FILE://localhost{d}", "--force"],
+    lambda d: ["average", f"file://{d}/model.ckpt-20", f"file://{d}/model.ckpt-30",
+               "--out", str(d), "--force"],
+    lambda d: ["average", f"file://{d}/", "--last", "2", "--out", str(d), "--force"],
+    lambda d: ["restore-ema", str(d), "--out", f"file://{d}", "--force"],
+    lambda d: ["restore-ema", f"file://{d}", "--out", str(d), "--force"],
+    lambda d: ["export", str(d / "model.ckpt-30"), "--out", f"file://{d}/model.ckpt-20.index",
+               "--format", "npz", "--force"],
+    lambda d: ["export", f"file://{d}/model.ckpt-30", "--out", str(d / "checkpoint"),
+               "--format", "npz", "--force"],
+])
+def test_file_url_outputs_never_replace_inputs(run, args):
+    before = _digests(run)
+    _one_line_error(_run(*args(run)), 7)
+    assert _digests(run) == before
+
+
+def test_file_url_onto_a_hard_linked_copy_is_refused(run, tmp_path):
+    linked = tmp_path / "hl"
+    subprocess.run(["cp", "-al", str(run), str(linked)], check=True)
+    before = _digests(run)
+    result = _run("average", str(run), "--last", "2", "--out", f"file://{linked}", "--force")
+    _one_line_error(result, 7)
+    assert _digests(run) == before
+
+
+def test_file_url_run_directory_reads_and_writes_locally(run, tmp_path):
+    result = _run("list", f"file://{run}/")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "avg"
+    result = _run("average", f"file://{run}/", "--last", "2", "--out", f"file://{out}")
+    assert result.exit_code == 0, result.output
+    assert (out / "model.ckpt-30.index").is_file()
+
+
+def test_file_url_with_a_host_or_relative_path_is_refused(run):
+    _one_line_error(_run("list", "file://somehost/x/run"), 5, "file://somehost/x/run")
+    _one_line_error(_run("list", "file://run"), 5, "absolute")
+
+
+def test_a_pointer_state_file_read_by_last_is_never_replaced(run, tmp_path):
+    """--last N reads RUN/checkpoint, which may point elsewhere: it is an input too."""
+    ptr = tmp_path / "ptr"
+    ptr.mkdir()
+    text = ('model_checkpoint_path: "../run/model.ckpt-30"\n'
+            'all_model_checkpoint_paths: "../run/model.ckpt-20"\n'
+            'all_model_checkpoint_paths: "../run/model.ckpt-30"\n')
+    (ptr / "checkpoint").write_text(text)
+    _one_line_error(_run("average", str(ptr), "--last", "2", "--out", str(ptr), "--force"), 7,
+                    "checkpoint")
+    assert (ptr / "checkpoint").read_text() == text
+
+
+# ---- S3 spellings ----------------------------------------------------------------------------
+
+def _keys(s3, prefix: str) -> dict[str, str]:
+    listed = s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+    return {o["Key"]: o["ETag"] for o in listed.get("Contents", [])}
+
+
+def _copy(s3, case: str, prefix: str) -> None:
+    for f in sorted((FIXTURES / case).iterdir()):
+        if not f.name.startswith("expected"):
+            s3["client"].upload_file(str(f), BUCKET, f"{prefix}/{f.name}")
+
+
+@pytest.mark.parametrize("out", [
+    f"s3a://{BUCKET}/towers_bn/", f"S3://{BUCKET}/towers_bn", f"S3A://{BUCKET}/towers_bn/",
+])
+def test_s3a_and_upper_case_spellings_of_the_input_are_refused(s3, out):
+    before = _keys(s3, "towers_bn/")
+    result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", out,
+                  "--force")
+    _one_line_error(result, 7)
+    assert _keys(s3, "towers_bn/") == before
+
+
+@pytest.mark.parametrize("out", [
+    f"s3://{BUCKET}/zz/../avg/", f"s3://{BUCKET}//avg/", f"s3://{BUCKET}/a/./avg/",
+    f"s3://{BUCKET}/zz/../towers_bn/",
+])
+def test_dot_and_empty_segments_are_refused_before_anything_is_written(s3, out):
+    before = _keys(s3, "")
+    result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", out,
+                  "--force")
+    _one_line_error(result, 5, out)
+    assert _keys(s3, "") == before
+
+
+def test_a_url_without_bucket_says_so(s3):
+    _one_line_error(_run("list", "s3://"), 5, "no bucket")
+
+
+@pytest.mark.parametrize("target", ["model.ckpt-20.index", "checkpoint",
+                                    "model.ckpt-20.data-00000-of-00001"])
+def test_remote_export_never_replaces_the_runs_other_files(s3, target):
+    before = _keys(s3, "towers_bn/")
+    result = _run("export", f"s3://{BUCKET}/towers_bn/model.ckpt-30", "--out",
+                  f"s3://{BUCKET}/towers_bn/{target}", "--format", "npz", "--force")
+    _one_line_error(result, 7, target)
+    assert _keys(s3, "towers_bn/") == before
+    assert _run("list", f"s3://{BUCKET}/towers_bn/model.ckpt-20").exit_code == 0
+
+
+def test_a_single_file_named_index_replaces_only_itself(s3):
+    """An export named *.index into a directory that is not the input's run replaces that
+    one object: the checkpoint-replacement cleanup (stale data shards) is not applied."""
+    _copy(s3, "towers_bn", "other")
+    result = _run("export", f"s3://{BUCKET}/sharded/", "--out",
+                  f"s3://{BUCKET}/other/model.ckpt-20.index", "--format", "npz", "--force")
+    assert result.exit_code == 0, result.output
+    assert "other/model.ckpt-20.data-00000-of-00001" in _keys(s3, "other/")
+
+
+def test_an_output_under_an_input_object_is_refused(s3):
+    before = _keys(s3, "towers_bn/")
+    result = _run("average", f"s3://{BUCKET}/towers_bn/model.ckpt-20",
+                  f"s3://{BUCKET}/towers_bn/model.ckpt-30",
+                  "--out", f"s3://{BUCKET}/towers_bn/model.ckpt-30.index/")
+    _one_line_error(result, 7, "model.ckpt-30.index")
+    assert _keys(s3, "towers_bn/") == before
+
+
+def test_an_object_and_a_directory_of_one_name_read_as_the_object(s3):
+    _copy(s3, "towers_bn", "shadow")
+    s3["client"].put_object(Bucket=BUCKET, Key="shadow/model.ckpt-30.index/junk", Body=b"x")
+    result = _run("list", f"s3://{BUCKET}/shadow/")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_remote_pointer_state_file_read_by_last_is_never_replaced(s3):
+    text = (b'model_checkpoint_path: "../towers_bn/model.ckpt-30"\n'
+            b'all_model_checkpoint_paths: "../towers_bn/model.ckpt-20"\n'
+            b'all_model_checkpoint_paths: "../towers_bn/model.ckpt-30"\n')
+    s3["client"].put_object(Bucket=BUCKET, Key="ptr/checkpoint", Body=text)
+    before = _keys(s3, "ptr/")
+    result = _run("average", f"s3://{BUCKET}/ptr/", "--last", "2", "--out",
+                  f"s3://{BUCKET}/ptr/", "--force")
+    _one_line_error(result, 7, "checkpoint")
+    assert _keys(s3, "ptr/") == before
+    assert os.environ.get("AWS_ENDPOINT_URL")  # the fixture's server, never the network
