@@ -35,6 +35,10 @@ _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _STEP_KEYS = ("global_step", "global_step/.ATTRIBUTES/VARIABLE_VALUE",
               "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
 _STEP_DTYPES = {"int32", "int64", "uint32", "uint64", "int16", "int8", "uint8", "uint16"}
+# A dynamic loss scale (tf_keras / TF mixed precision: optimizer/loss_scale/current_loss_scale,
+# Keras 3: dynamic_scale) is training state like a counter: a power of two that moves with its
+# good_steps companion, which is copied; an average of two scales was never one training had.
+_LOSS_SCALES = {"current_loss_scale", "dynamic_scale"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class AverageResult:
         baked: plain variable key -> the shadow key whose average it holds (``bake=True``).
         copied: keys copied from the newest input unchanged.
         nbytes: tensor bytes written.
+        nonfinite: averaged keys whose values hold NaN or Inf (an input held them, or
+            ``inf + -inf``: the average is NumPy's, so it is NaN too).
     """
 
     prefix: str
@@ -63,12 +69,13 @@ class AverageResult:
     newest: str = ""
     newest_by: str = ""
     saved_model: str | None = None
+    nonfinite: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
                 "newest_by": self.newest_by, "saved_model": self.saved_model,
                 "averaged": self.averaged, "baked": self.baked, "copied": self.copied,
-                "bytes": self.nbytes}
+                "nonfinite": self.nonfinite, "bytes": self.nbytes}
 
 
 def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
@@ -354,7 +361,8 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
 
     Only floating-point tensors are averaged; counters are copied even when stored as floats
     (``global_step``, Adam's beta powers, the zero-debias ``biased``/``local_step`` pair of a
-    ``zero_debias`` average, which must stay consistent with each other). With ``bake`` each
+    ``zero_debias`` average, which must stay consistent with each other, a dynamic loss
+    scale). With ``bake`` each
     plain name gets the shadow ``ckpt map`` pairs it with (``pairing``: ``ema_name``,
     ``apply_order``, ``use_meta``), only where the newest input proves it.
 
@@ -364,7 +372,8 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
     """
     variables = {v.name: v for v in newest.variables()}
     floats = {k for k, v in variables.items()
-              if v.dtype in _FLOATS and v.role not in (R.STEP, R.EMA_DEBIAS)}
+              if v.dtype in _FLOATS and v.role not in (R.STEP, R.EMA_DEBIAS)
+              and _variable_name(k) not in _LOSS_SCALES}
     if not ema:
         return {}, floats
     shadows = {k for k in floats if variables[k].role == R.EMA}
@@ -384,6 +393,11 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
                        f"{source_of[unaveraged[0]]!r}, which is not a floating-point EMA "
                        "shadow that can be averaged; leave out --bake")
     return source_of, shadows
+
+
+def _variable_name(key: str) -> str:
+    """The last segment of a variable's key (TF2 keys without ``/.ATTRIBUTES/...``)."""
+    return key.split("/.ATTRIBUTES/", 1)[0].rsplit("/", 1)[-1]
 
 
 def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
@@ -416,8 +430,8 @@ def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             with os_errors(stage.shown(work), "creating it"):
                 os.mkdir(work)
         prefix = os.path.join(work, name)
-        averaged, copied, nbytes = _write_average(ckpts, prefix, source_of, to_average,
-                                                  progress, stage.shown)
+        averaged, copied, nbytes, nonfinite = _write_average(ckpts, prefix, source_of,
+                                                             to_average, progress, stage.shown)
         if saved_model:
             from .bake import copy_saved_model_files
 
@@ -429,15 +443,16 @@ def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
                          copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,
                          baked={k: v for k, v in source_of.items() if k in averaged},
-                         saved_model=out_dir if saved_model else None)
+                         saved_model=out_dir if saved_model else None, nonfinite=nonfinite)
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
-    """Writes the averaged bundle at ``prefix``; returns (averaged, copied, bytes written)."""
+    """Writes the averaged bundle at ``prefix``; returns (averaged, copied, bytes written,
+    averaged keys holding NaN or Inf)."""
     import numpy as np
 
     newest = ckpts[-1]
-    averaged, copied, nbytes = [], [], 0
+    averaged, copied, nbytes, nonfinite = [], [], 0, []
     with BundleWriter(prefix, shown) as writer:
         for key, entry in newest.entries().items():
             src = source_of.get(key, key)
@@ -451,6 +466,8 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
                             progress(entry.nbytes)
                     acc /= len(ckpts)
                     value = acc.astype(dtypes.numpy_dtype(entry.dtype, False))
+                if not np.isfinite(acc).all():
+                    nonfinite.append(key)
                 del acc
                 averaged.append(key)
             else:
@@ -459,7 +476,7 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
                     progress(entry.nbytes * len(ckpts))
                 copied.append(key)
             nbytes += _add(writer, key, entry, value)
-    return averaged, copied, nbytes
+    return averaged, copied, nbytes, nonfinite
 
 
 def _copy_meta(newest: Checkpoint, prefix: str, shown) -> None:

@@ -661,7 +661,8 @@ class ByteProgress:
         from rich.console import Console
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
 
-        self._bar = Progress("{task.description}", BarColumn(), DownloadColumn(),
+        # Binary units, as every summary line (human_bytes: "wrote … (299.6 MiB)").
+        self._bar = Progress("{task.description}", BarColumn(), DownloadColumn(binary_units=True),
                              TimeRemainingColumn(), transient=True,
                              console=Console(file=self.out.stderr, markup=False))
         self._bar.start()

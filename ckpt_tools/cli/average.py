@@ -25,7 +25,8 @@ def average_command(
         show_default=False, metavar="CKPT...")],
     out_dir: Annotated[str, typer.Option(
         "--out", "-o", metavar="DIR",
-        help="Output directory (new, or empty).", show_default=False)],
+        help="Output directory (created if missing; never an input's directory; an existing "
+        "output checkpoint there needs --force).", show_default=False)],
     last: Annotated[int | None, typer.Option(
         "--last", min=2, help="Average the N newest checkpoints that the run directory's "
         "'checkpoint' state file lists.")] = None,
@@ -91,6 +92,10 @@ def average_command(
         except ValueError as exc:  # --newest names none of the inputs
             raise typer.BadParameter(str(exc), param_hint="--newest") from None
     out.wrote(result.prefix)
+    if result.nonfinite:
+        shown = ", ".join(result.nonfinite[:5]) + (" ..." if len(result.nonfinite) > 5 else "")
+        out.warning(f"{len(result.nonfinite)} averaged tensor(s) hold NaN or Inf (an input "
+                    f"held them, or inf + -inf, which averages to NaN as in NumPy): {shown}")
     if json_out:
         out.json(result.to_dict())
         return
