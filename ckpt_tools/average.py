@@ -324,7 +324,7 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
         local = os.path.join(tmp, "out")
         result = _average(ckpts, why, local, ema, bake, name, False, progress, pairing)
         remote.upload([os.path.join(local, f) for f in sorted(os.listdir(local))], url,
-                      overwrite=overwrite)
+                      overwrite=overwrite, progress=progress)
     return dataclasses.replace(result, prefix=remote.url_join(url, os.path.basename(
         result.prefix)))
 

@@ -165,7 +165,7 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
         local = os.path.join(tmp, posixpath.basename(url) if single else "out")
         result = write_ema(ckpt, local, name=name, fmt=fmt, **options)
         urls = remote.upload(result.files, directory, overwrite=overwrite,
-                             whole_directory=not single)
+                             whole_directory=not single, progress=options.get("progress"))
     output = remote.url_join(directory, os.path.basename(result.output))
     return dataclasses.replace(result, output=output, files=urls)
 

@@ -192,3 +192,60 @@ def test_a_remote_pointer_state_file_read_by_last_is_never_replaced(s3):
     _one_line_error(result, 7, "checkpoint")
     assert _keys(s3, "ptr/") == before
     assert os.environ.get("AWS_ENDPOINT_URL")  # the fixture's server, never the network
+
+
+def test_an_interrupted_multipart_upload_is_aborted(s3, tmp_path, monkeypatch):
+    """Ctrl-C while a data shard is uploaded in parts: the multipart upload is aborted (S3
+    keeps, and bills, the parts of one never completed or aborted)."""
+    import asyncio
+    import signal
+    import threading
+
+    import s3fs.core
+
+    from ckpt_tools.formats import remote, remote_s3
+
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(12 << 20))
+    fs, path = remote.begin().fs(f"s3://{BUCKET}/mpu/big.bin")
+    monkeypatch.setattr(s3fs.core, "calculate_chunksize", lambda size, chunksize=None: 5 << 20)
+    started = threading.Event()
+
+    async def stalled(*args, **kwargs):  # parts "in flight" when Ctrl-C comes
+        started.set()
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(fs, "_upload_file_part_concurrent", stalled)
+
+    def interrupt():
+        if started.wait(30):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        remote_s3.put(fs, str(big), path, create=True, timeout=60)
+    assert started.is_set()
+    uploads = s3["client"].list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
+    assert [u for u in uploads if u["Key"] == "mpu/big.bin"] == []
+
+
+def test_a_missing_output_bucket_is_named_as_such(s3):
+    result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out",
+                  "s3://nosuchbucket/avg/")
+    _one_line_error(result, 3, "s3://nosuchbucket/", "bucket does not exist")
+    assert ".ckpt-write.lock" not in result.stderr
+
+
+def test_upload_reports_progress_while_sending(s3, tmp_path, monkeypatch):
+    """The bar moves during the upload (per part on S3), not only once a file is done."""
+    import s3fs.core
+
+    from ckpt_tools.formats import remote
+
+    monkeypatch.setattr(s3fs.core, "calculate_chunksize", lambda size, chunksize=None: 5 << 20)
+    data = tmp_path / "m.data-00000-of-00001"
+    data.write_bytes(os.urandom(11 << 20))
+    seen: list[int] = []
+    remote.begin()
+    remote.upload([str(data)], f"s3://{BUCKET}/progress/", progress=seen.append)
+    assert sum(seen) == 11 << 20 and len(seen) >= 3, seen

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from ..formats._io import is_url
 from ._common import JsonOpt, QuietOpt, check_output_parent
 from ._output import Output, human_bytes
 from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
@@ -21,12 +22,14 @@ from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
 def average_command(
     paths: Annotated[list[str], typer.Argument(
         help="Two or more checkpoints of one run (any order: the newest is the one with the "
-        "largest global_step / save_counter), or one run directory with --last N.",
+        "largest global_step / save_counter), or one run directory with --last N; local "
+        "paths or s3://, gs:// URLs.",
         show_default=False, metavar="CKPT...")],
     out_dir: Annotated[str, typer.Option(
         "--out", "-o", metavar="DIR",
-        help="Output directory (created if missing; never an input's directory; an existing "
-        "output checkpoint there needs --force).", show_default=False)],
+        help="Output directory, or an s3://bucket/dir/ URL (created if missing; never an "
+        "input's directory; an existing output checkpoint there needs --force).",
+        show_default=False)],
     last: Annotated[int | None, typer.Option(
         "--last", min=2, help="Average the N newest checkpoints that the run directory's "
         "'checkpoint' state file lists.")] = None,
@@ -80,6 +83,8 @@ def average_command(
     out = Output(json_mode=json_out, quiet=quiet)
     with open_checkpoint(inputs[-1]) as one:
         total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
+    if is_url(out_dir):  # then the upload of the output (about one input's bytes)
+        total += total // len(inputs)
     check_output_parent(out_dir, "creating the output directory")
     with out.progress("averaging", total) as bar:
         try:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..checkpoint import open_checkpoint
+from ..formats._io import is_url
 from ._common import (
     SLOTS,
     GrepOpt,
@@ -244,7 +245,7 @@ def restore_ema_command(
         "--out", "-o", metavar="DIR|FILE",
         help="Output directory for the EMA-baked checkpoint (created if "
         "missing; never the input's directory), or a .h5 file with --format h5, or a Keras "
-        "file with --format keras.", show_default=False)],
+        "file with --format keras; or an s3://bucket/dir/ URL.", show_default=False)],
     name: Annotated[str | None, typer.Option(
         metavar="NAME",
         help="Output checkpoint name; default: the input's (model.ckpt-1000).")] = None,
@@ -327,6 +328,8 @@ def restore_ema_command(
                     out.prose(f"dry run: would write {result.output}", "dim")
             return
         total = sum(e.stored_bytes for e in ckpt.entries().values())
+        if is_url(out_dir):  # then the upload of the output (about the input's bytes)
+            total *= 2
         # SIGTERM is Ctrl-C for every command (cli.main): temporary files are removed.
         with out.progress("baking EMA", total) as bar:
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, overwrite=force,

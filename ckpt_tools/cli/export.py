@@ -46,7 +46,8 @@ def export_command(
     path: PathArg,
     out_path: Annotated[str, typer.Option(
         "--out", "-o", metavar="FILE",
-        help="Output file (.npz, .safetensors or .h5).", show_default=False)],
+        help="Output file (.npz, .safetensors or .h5), local or an s3://bucket/file URL.",
+        show_default=False)],
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="npz|safetensors|h5",
         autocompletion=complete_from("npz", "safetensors", "h5"),

@@ -18,6 +18,7 @@ in :mod:`.remote_write`; S3's ETag-pinned reads and conditional writes in :mod:`
 from __future__ import annotations
 
 import posixpath
+import threading
 
 from ..errors import (
     CheckpointNotFoundError,
@@ -45,6 +46,9 @@ WINDOW = 32 << 20
 PIECE = 8 << 20
 MAX_IN_FLIGHT = 16
 _MAX_GAP = 1 << 20  # bytes between tensors fetched anyway rather than paying a request
+#: Read-ahead all of a command's shards may hold at once: a window per input being read in
+#: step (averaging reads every input's shard together), never one per shard ever read.
+READ_AHEAD_BUDGET = 16 * WINDOW
 
 class Session:
     """One command's view of remote storage: a fresh filesystem per URL protocol (so nothing
@@ -57,6 +61,8 @@ class Session:
         self._listings: dict[str, dict[str, dict]] = {}
         self._absent: set[str] = set()
         self._files: dict[str, RemoteFile] = {}
+        self._holding: dict[str, RemoteFile] = {}  # files holding read-ahead, oldest first
+        self._lock = threading.Lock()
         self.requests = 0
         #: Normalized URLs of every object this command read (its inputs: what a write
         #: must never replace, with or without --force).
@@ -102,6 +108,17 @@ class Session:
                 f"{url}: reading {protocol}:// URLs needs "
                 f"{package.strip(chr(34)) if package else 'its fsspec backend'}: {hint}"
             ) from None
+        try:
+            from_url = cls._get_kwargs_from_urls(url)
+        except Exception:  # noqa: BLE001 - a URL the backend cannot parse
+            from_url = {"host": None}
+        if "host" in from_url or "username" in from_url:
+            # ftp://, sftp://, smb://, webhdfs://: the filesystem is the host's, one per URL,
+            # and built from it; not supported (and never "a network failure": nothing sent).
+            raise UnsupportedFormatError(
+                f"{url}: {protocol}:// URLs (a host's filesystem) are not supported; use "
+                "s3://, gs:// or another bucket-style fsspec protocol, or copy the checkpoint "
+                "locally")
         with translate(url, deadline()):
             fs = cls(skip_instance_cache=True, **s3_options(protocol))
         if protocol in S3_PROTOCOLS:
@@ -110,6 +127,24 @@ class Session:
             fs.retries = 1
         self._fs[protocol] = fs
         return fs, fs._strip_protocol(url)
+
+    def holding(self, f: RemoteFile) -> None:
+        """Notes that ``f`` holds read-ahead, and drops the read-ahead of the files least
+        recently used while all of it exceeds :data:`READ_AHEAD_BUDGET` (memory stays bounded
+        whatever the number of inputs and shards; a dropped window is fetched again if
+        needed)."""
+        with self._lock:
+            self._holding.pop(f.url, None)
+            if not f.held:
+                return
+            self._holding[f.url] = f
+            total = sum(x.held for x in self._holding.values())
+            for url in list(self._holding):
+                if total <= READ_AHEAD_BUDGET or url == f.url:
+                    break
+                old = self._holding.pop(url)
+                total -= old.held
+                old.drop()
 
     def call(self, fs, url: str, method: str, *args, nbytes: int = 0, **kwargs):
         """Calls ``fs.method(*args, **kwargs)`` under :func:`translate` with an overall
@@ -356,6 +391,16 @@ class RemoteFile:
     def has_extents(self) -> bool:
         return bool(self._extents)
 
+    @property
+    def held(self) -> int:
+        """Bytes of read-ahead this file holds (its window and tensors fetched ahead)."""
+        return len(self._buffer[1]) + sum(len(v) for v in list(self._cache.values()))
+
+    def drop(self) -> None:
+        """Forgets the read-ahead (fetched again if asked for)."""
+        self._buffer = (0, b"")
+        self._cache.clear()
+
     def read_range(self, start: int, end: int) -> bytes:
         """Returns bytes ``[start, end)`` of the shard.
 
@@ -375,15 +420,21 @@ class RemoteFile:
             lo, buf = self._buffer
             if lo <= start and end <= lo + len(buf):
                 self._end = end
+                if end == lo + len(buf):  # consumed: kept no longer than it is needed
+                    self._buffer = (0, b"")
+                    self._store.holding(self)
                 return buf[start - lo : end - lo]
             sequential, self._end = start == self._end, end
             if not sequential:
                 return self._store.ranges(self.url, [span])[0]
             hi = min(self.size, max(end, start + WINDOW))
             buf = self._store.ranges(self.url, [(start, hi)])[0]
-            self._buffer = (start, buf)
+            self._buffer = (start, buf) if hi > end else (0, b"")
+            self._store.holding(self)
             return buf[: end - start]
         data = self._cache.pop(span, None)
+        if data is not None and not self._cache:
+            self._store.holding(self)  # all read ahead consumed
         i = self._order.get(span)
         if i is not None:
             sequential, self._last = i == self._last + 1, i
@@ -410,6 +461,7 @@ class RemoteFile:
             got = self._store.ranges(self.url, batch)
         for other, value in zip(batch[1:], got[1:], strict=True):
             self._cache[other] = value
+        self._store.holding(self)
         return got[0]
 
 

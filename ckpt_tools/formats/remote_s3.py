@@ -71,7 +71,7 @@ def get(fs, path: str, spans: list[tuple[int, int] | None], etag: str | None,
     return _run(fs, gather, timeout)
 
 
-def put(fs, local: str, path: str, *, create: bool, timeout: float) -> None:
+def put(fs, local: str, path: str, *, create: bool, timeout: float, progress=None) -> None:
     """Uploads local file ``local`` to ``path``; with ``create``, only if no object is there
     (``If-None-Match: *``, also on a multipart upload's completion).
 
@@ -79,10 +79,54 @@ def put(fs, local: str, path: str, *, create: bool, timeout: float) -> None:
         FileExistsError: ``create`` and the object exists (another writer made it).
         OSError, FSTimeoutError: as :func:`get`.
     """
-    async def put_one():
-        await fs._put_file(local, path, mode="create" if create else "overwrite")
+    import concurrent.futures
 
-    _run(fs, put_one, timeout)
+    from fsspec.exceptions import FSTimeoutError
+
+    # Run as a future of our own (not fsspec's sync) so that an interruption (Ctrl-C,
+    # SIGTERM) can cancel it, and then abort the multipart upload it may have started:
+    # s3fs aborts only on errors, and S3 keeps (and bills) the parts of an upload never
+    # completed or aborted.
+    kwargs = {}
+    if progress is not None:  # bytes as each part (or the whole object) is sent
+        from fsspec.callbacks import Callback
+
+        class _Bytes(Callback):
+            def relative_update(self, inc=1):
+                progress(inc)
+
+        kwargs["callback"] = _Bytes()
+    future = asyncio.run_coroutine_threadsafe(
+        fs._put_file(local, path, mode="create" if create else "overwrite", **kwargs),
+        fs.loop)
+    try:
+        future.result(timeout)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        _abort_uploads(fs, path)
+        raise FSTimeoutError from None
+    except BaseException:
+        future.cancel()
+        _abort_uploads(fs, path)
+        raise
+
+
+def _abort_uploads(fs, path: str, timeout: float = 30.0) -> None:
+    """Aborts the unfinished multipart uploads of object ``path`` (best effort: the write's
+    own error is what is reported)."""
+    bucket, key, _ = fs.split_path(path)
+
+    async def abort():
+        listed = await fs._call_s3("list_multipart_uploads", Bucket=bucket, Prefix=key)
+        for upload in listed.get("Uploads", []):
+            if upload.get("Key") == key:
+                await fs._call_s3("abort_multipart_upload", Bucket=bucket, Key=key,
+                                  UploadId=upload["UploadId"])
+
+    try:
+        _run(fs, abort, timeout)
+    except BaseException:  # noqa: BLE001 - best effort, never hides the real error
+        pass
 
 
 def remove(fs, path: str, timeout: float) -> None:

@@ -103,7 +103,8 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
         files: local files, uploaded under their base names.
         directory: the destination URL directory.
         overwrite: replace objects that exist; otherwise refuse before uploading anything.
-        progress: called with the bytes of each file once uploaded.
+        progress: called with bytes as they are uploaded (S3: per part; other stores: per
+            file).
 
     Returns:
         The URLs written, in upload order.
@@ -126,6 +127,12 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
             store.requests += 1
             with translate(lock_url, deadline()):
                 lock = remote_s3.lock(fs, dir_path, deadline())
+        except CheckpointNotFoundError:
+            bucket = directory.split("://", 1)[0] + "://" + \
+                directory.split("://", 1)[1].split("/", 1)[0]
+            raise CheckpointNotFoundError(
+                f"{bucket}/: the bucket does not exist (--out {directory}); create it first, "
+                "or check the name; nothing was written") from None
         except OutputError:
             raise OutputError(
                 f"{directory.rstrip('/')}/: another ckpt command is writing there (its lock "
@@ -176,12 +183,13 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
                 wait = deadline(size)
                 with translate(url, wait):
                     remote_s3.put(fs, local, fs._strip_protocol(url),
-                                  create=base not in existing, timeout=wait)
+                                  create=base not in existing, timeout=wait,
+                                  progress=progress)
             else:
                 store.call(fs, url, "put_file", local, fs._strip_protocol(url), nbytes=size)
+                if progress:
+                    progress(size)
             written.append(url)
-            if progress:
-                progress(size)
     except CheckpointError as exc:
         if removed:
             prefix = removed[0][: -len(".index")]
