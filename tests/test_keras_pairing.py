@@ -69,17 +69,22 @@ def test_tf_keras_h5_without_optimizer_is_refused_in_keras_terms(made, tmp_path)
 @pytest.mark.parametrize("ext", [".keras", ".weights.h5"])
 def test_subclassed_attribute_order_is_never_taken_from_the_call_order(made, ext, tmp_path):
     """Attributes head, body, stem called stem -> body -> head: the averages follow the
-    attributes, an order the file does not record. Values settle it a whole sublayer at a
-    time (a kernel's layer also owns the bias after it), by a wide margin, and list --json
-    says so; the pairing is Keras' own, bit for bit."""
+    attributes, an order the file does not record. Values never decide it (a momentum encoder
+    sits nearer the average than the layer it averages): refused naming --trainable; with
+    --trainable in model.trainable_variables order the pairing is Keras' own, bit for bit."""
     _, truth = made
     stated = ["--use-ema"] if ext == ".weights.h5" else []
-    code, got, err = _exported(made, f"k3_attr_order{ext}", tmp_path, *stated)
+    code, _, err = _exported(made, f"k3_attr_order{ext}", tmp_path, *stated)
+    assert code == 6 and "--trainable" in err and "values do not decide" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    order = [k.split(":", 1)[1] for k in truth
+             if k.startswith("k3_attr_order:") and ":raw:" not in k]
+    code, got, err = _exported(made, f"k3_attr_order{ext}", tmp_path, *stated,
+                               "--trainable", ",".join(order))
     assert code == 0, err
     _check(truth, "k3_attr_order", got, _short)
     code, text, _ = run_cli(["list", str(made[0] / f"k3_attr_order{ext}"), "--json", *stated])
-    evidence = json.loads(text)["ema_evidence"]
-    assert evidence["source"] == "values" and "a whole sublayer at a time" in evidence["detail"]
+    assert json.loads(text)["ema_evidence"]["source"] != "values"
 
 
 def _short(name: str) -> str:
@@ -130,3 +135,59 @@ def test_apply_keras_ema_pairs_the_subclassed_model_by_its_live_order(made):
     for var in model.trainable_variables:
         want = truth[f"k3_attr_order:{var.path.split('/', 1)[1]}"]
         assert np.asarray(var.numpy()).tobytes() == want.tobytes(), var.path
+
+
+@pytest.mark.parametrize("name", ["k3_momentum.weights.h5", "k3_momentum_sub.keras",
+                                  "k3_momentum_sub.weights.h5"])
+def test_momentum_encoder_is_never_paired_by_values(made, name, tmp_path):
+    """BYOL/MoCo: the frozen target, updated as an EMA of the online layer, sits nearer the
+    optimizer's averages of ``online`` than ``online`` does. Values must not pick the pairing
+    (they would pick the target): exit 6 naming --trainable, for every command; then
+    ``--trainable online`` gives Keras' own averages on ``online``, ``target`` raw."""
+    out, truth = made
+    case = name.split(".")[0]
+    path = str(out / name)
+    stated = ["--use-ema"] if name.endswith(".weights.h5") else []
+    code, text, err = run_cli(["list", path, *stated])
+    assert code == 0 and "of ? (2 candidates" in text and "pass --trainable" in text, text + err
+    assert "✓" not in text, text
+    for args in (["map", path], ["export", path, "--out", str(tmp_path / "w.npz")],
+                 ["restore-ema", path, "--out", str(tmp_path / "o")]):
+        code, _, err = run_cli(args + stated)
+        assert code == 6 and "--trainable" in err and "values do not decide" in err, (args, err)
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "o").exists()
+    if name.endswith(".keras"):
+        assert "bare .weights.h5" not in err, err
+    code, got, err = _exported(made, name, tmp_path, *stated, "--trainable", "online")
+    assert code == 0, err
+    for var in ("kernel", "bias"):
+        assert got[f"online/{var}"].tobytes() == truth[f"{case}:online/{var}"].tobytes()
+        assert got[f"target/{var}"].tobytes() == truth[f"{case}:raw:target/{var}"].tobytes()
+
+
+def test_apply_keras_ema_pairs_a_momentum_encoder_by_the_live_model(made):
+    """Subclassed .keras: config.json records no frozen flags, so the live model decides: its
+    trainable_variables (online) get Keras' averages; the frozen target keeps its raw values."""
+    import keras
+
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import make_keras_pairing as mk
+    finally:
+        sys.path.remove(str(FIXTURES))
+    from ckpt_tools import apply_keras_ema
+
+    out, truth = made
+    for name, extra in (("k3_momentum_sub.keras", {}),
+                        ("k3_momentum_sub.weights.h5", {"use_ema": True})):
+        model = mk._momentum_sub(keras)
+        model(np.zeros((1, 4), "float32"))
+        model.target.trainable = False
+        done = apply_keras_ema(model, out / name, **extra)
+        assert done == [v.path for v in model.online.weights], done
+        for var in model.online.weights:
+            want = truth[f"k3_momentum_sub:{var.path.removeprefix('net/')}"]
+            assert np.asarray(var.numpy()).tobytes() == want.tobytes(), (name, var.path)
+        for var in model.target.weights:
+            want = truth[f"k3_momentum_sub:raw:{var.path.removeprefix('net/')}"]
+            assert np.asarray(var.numpy()).tobytes() == want.tobytes(), (name, var.path)

@@ -358,10 +358,13 @@ def _choose(chosen, closeness, lay):
     cands = sorted({str(p[k][0]) for p in pairings for k in p if merged[k][0] is None
                     and p[k][1] == "average"})
     lay.notes.append(f"{len(pairings)} pairings of EMA copies with weights fit the file "
-                     f"(candidate weights: {', '.join(cands[:6])}); frozen layers are not "
-                     "recorded in a bare .weights.h5: pass --trainable with the weights the "
-                     "optimizer was built with (Python: apply_keras_ema(model, path)), or "
-                     "save a .keras")
+                     f"(candidate weights: {', '.join(cands[:6])}); "
+                     + ("this model's config.json does not record which layers were frozen"
+                        if lay.optimizer_config is not None else
+                        "frozen layers are not recorded in a bare .weights.h5")
+                     + " and values do not decide it: pass --trainable with the weights the "
+                     "optimizer was built with (Python: apply_keras_ema(model, path))"
+                     + ("" if lay.optimizer_config is not None else ", or save a .keras"))
     return (chosen[0][0], {}), merged
 
 
@@ -430,28 +433,19 @@ class _Closeness:
             seen.setdefault(tuple(sorted(self._pairs(p))), i)
         if len(seen) == 1:
             return next(iter(seen.values())), "every fitting layout pairs them the same way"
-        d = sorted((self.distance(list(k)), i) for k, i in seen.items())
-        if d[0][0] < FAR and d[1][0] > MARGIN * d[0][0]:
-            return d[0][1], (f"relative distance {d[0][0]:.3g} against {d[1][0]:.3g} for the "
-                             "next candidate")
+        # Values never decide which weight an average belongs to: a frozen copy that tracks
+        # its layer (a momentum encoder, BYOL/MoCo/DQN target) sits nearer the optimizer's
+        # average than the layer it averages (review 11-attack-r3).
         return None
 
     def settle_bag(self, key, candidates, lay):
         """Pairs one average among sublayers of unknown order by nearest weight."""
         if not candidates or len(candidates) < 2:
             return None
-        if self.read is None:
-            lay.notes.append(f"{key} averages one of {', '.join(candidates)} (sublayers whose "
-                             "order the file does not record)")
-            return None
-        d = sorted((self.distance([(key, c)]), c) for c in candidates)
-        if d[0][0] < FAR and d[1][0] > MARGIN * d[0][0]:
-            if lay.ema_source != "values":
-                lay.ema_evidence += "; sublayer order settled by values"
-                lay.ema_source = "values"
-            return d[0][1]
-        lay.notes.append(f"{key} averages one of {', '.join(candidates)} (sublayers whose order "
-                         "the file does not record; their values do not settle it)")
+        lay.notes.append(f"{key} averages one of {', '.join(candidates)} (sublayers whose "
+                         "order the file does not record; values do not decide it): pass "
+                         "--trainable with the weights the optimizer was built with (Python: "
+                         "apply_keras_ema(model, path))")
         return None
 
 
