@@ -49,6 +49,10 @@ NO_EMA = {c for c in CASES if c.startswith("no_ema")}
 # where "EMA copies of all 6 weights" and "EMA copies, gradient accumulators and momentum of 2"
 # write the same variables. Refused with a true explanation: never "use_ema=False".
 REFUSED = {("frozen_after", ".weights.h5")}
+# A bare .weights.h5 with a frozen layer: where several subsets fit (equal shapes), values
+# never decide which (a momentum encoder sits nearer the average than the layer it averages):
+# refused naming --trainable. Where shapes prove it, exit 0 and the truth is checked below.
+UNDECIDED = {(c, ".weights.h5") for c in ("frozen", "frozen_sgd", "backbone")}
 
 
 @pytest.fixture(scope="session")
@@ -126,6 +130,12 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
                                 *extra])
         assert code == 6 and not (tmp_path / "w.npz").exists(), err
         return
+    if (case, ext) in UNDECIDED and code:
+        assert code == 6 and "--trainable" in err and "values do not decide" in err, err
+        code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"),
+                                *extra])
+        assert code == 6 and not (tmp_path / "w.npz").exists(), err
+        return
     if case in UNPROVABLE:
         assert code == 6 and "apply_keras_ema" in err and "averages one of" in err, err
         code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz")])
@@ -195,7 +205,11 @@ def test_python_api_gives_keras_own_averages(matrix, case, ext):
     if stated:
         with pytest.raises(EmaError, match="use_ema=True/False"):
             keras_ema_values(out / f"{case}{ext}")
-    got = keras_ema_values(out / f"{case}{ext}", use_ema=stated)
+    try:
+        got = keras_ema_values(out / f"{case}{ext}", use_ema=stated)
+    except EmaError as exc:  # several subsets fit: values never decide (see UNDECIDED)
+        assert (case, ext) in UNDECIDED and "--trainable" in str(exc), exc
+        return
     assert set(got) == set(ema)
     for key, value in ema.items():
         assert _bits(got[key]) == _bits(value), key
