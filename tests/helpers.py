@@ -143,3 +143,14 @@ def run_generator(script: str, out: Path, tail: int = 3000) -> dict[str, np.ndar
     assert proc.returncode == 0, proc.stderr[-tail:]
     with np.load(out / "truth.npz") as z:
         return {k: z[k] for k in z.files}
+
+
+def one_line_error(result, code: int, *words: str) -> None:
+    """Asserts a CliRunner ``result`` exited ``code`` with exactly one ``error:`` line on stderr,
+    no traceback, and every one of ``words`` in that line."""
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from conftest import BUCKET
-from helpers import FIXTURES
+from helpers import FIXTURES, one_line_error
 from typer.testing import CliRunner
 
 pytest.importorskip("s3fs")
@@ -33,14 +33,6 @@ runner = CliRunner()
 def _run(*args: str):
     return runner.invoke(app, list(args))
 
-
-def _one_line_error(result, code: int, *words: str) -> None:
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output, result.output
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
 
 
 def _copy_case(s3, case: str, prefix: str) -> None:
@@ -90,7 +82,7 @@ def test_stalled_endpoint_fails_in_bounded_time(monkeypatch):
         for conn in accepted:
             conn.close()
         listener.close()
-    _one_line_error(result, 1, "s3://ckpts/run", "network failure", "no answer within")
+    one_line_error(result, 1, "s3://ckpts/run", "network failure", "no answer within")
     assert accepted, "the client never connected"
     assert took < 20, took
 
@@ -99,7 +91,7 @@ def test_stalled_endpoint_fails_in_bounded_time(monkeypatch):
 
 def test_unknown_protocol_is_unsupported_not_network():
     result = _run("list", "foo://x/run/")
-    _one_line_error(result, 5, "foo://x/run", "unknown URL protocol 'foo://'")
+    one_line_error(result, 5, "foo://x/run", "unknown URL protocol 'foo://'")
 
 
 def test_gs_without_gcsfs_names_the_package():
@@ -110,7 +102,7 @@ def test_gs_without_gcsfs_names_the_package():
     else:
         pytest.skip("gcsfs is installed")
     result = _run("list", "gs://bucket/run/")
-    _one_line_error(result, 5, "gs://bucket/run", "pip install gcsfs")
+    one_line_error(result, 5, "gs://bucket/run", "pip install gcsfs")
 
 
 def test_missing_credentials_say_so(s3, monkeypatch, tmp_path):
@@ -122,7 +114,7 @@ def test_missing_credentials_say_so(s3, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # never ask 169.254.169.254
     result = _run("list", f"s3://{BUCKET}/towers_bn/")
-    _one_line_error(result, 1, f"s3://{BUCKET}/towers_bn", "no usable credentials")
+    one_line_error(result, 1, f"s3://{BUCKET}/towers_bn", "no usable credentials")
     assert "network failure" not in result.stderr
 
 
@@ -166,7 +158,7 @@ def test_rejected_credentials_and_denied_access_say_so(monkeypatch, status, code
     finally:
         server.shutdown()
         server.server_close()
-    _one_line_error(result, 1, "s3://ckpts/run", *words)
+    one_line_error(result, 1, "s3://ckpts/run", *words)
     assert "network failure" not in result.stderr
 
 
@@ -198,13 +190,13 @@ def test_huge_state_file_and_index_are_refused_before_download(s3, monkeypatch):
     client.put_object(Bucket=BUCKET, Key="hugestate/checkpoint", Body=b"#" * ((16 << 20) + 1))
     start = len(s3["requests"].lines)
     result = _run("list", f"s3://{BUCKET}/hugestate/")
-    _one_line_error(result, 4, f"s3://{BUCKET}/hugestate/checkpoint", "larger than 16777216")
+    one_line_error(result, 4, f"s3://{BUCKET}/hugestate/checkpoint", "larger than 16777216")
     assert not [line for line in s3["requests"].since(start) if "/checkpoint " in line]
     index_size = (FIXTURES / "towers_bn" / "model.ckpt-30.index").stat().st_size
     monkeypatch.setenv("CKPT_REMOTE_MAX_BYTES", str(index_size - 1))
     start = len(s3["requests"].lines)
     result = _run("list", f"s3://{BUCKET}/towers_bn/")
-    _one_line_error(result, 5, f"s3://{BUCKET}/towers_bn/model.ckpt-30.index", "larger than",
+    one_line_error(result, 5, f"s3://{BUCKET}/towers_bn/model.ckpt-30.index", "larger than",
                     "CKPT_REMOTE_MAX_BYTES")
     assert not [line for line in s3["requests"].since(start) if ".index " in line]
 
@@ -220,7 +212,7 @@ def test_remote_state_file_never_redirects_outside_its_bucket(s3, target):
     body = f'model_checkpoint_path: "{target.format(local=local)}"\n'.encode()
     s3["client"].put_object(Bucket=BUCKET, Key="redirect/checkpoint", Body=body)
     result = _run("list", f"s3://{BUCKET}/redirect/")
-    _one_line_error(result, 5, f"s3://{BUCKET}/redirect/checkpoint", "own bucket")
+    one_line_error(result, 5, f"s3://{BUCKET}/redirect/checkpoint", "own bucket")
 
 
 def test_copied_run_state_file_resolves_inside_its_directory(s3):
@@ -251,7 +243,7 @@ def test_interrupted_force_upload_leaves_no_mix(s3, monkeypatch):
     monkeypatch.setattr(remote_s3, "put", failing_put)
     result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", out,
                   "--force")
-    _one_line_error(result, 1, f"{out}model.ckpt-30.index", "network failure",
+    one_line_error(result, 1, f"{out}model.ckpt-30.index", "network failure",
                     "reads as missing")
     monkeypatch.setattr(remote_s3, "put", real_put)
     # The old index went first: the name reads as missing (exit 3), never old index + new
@@ -281,7 +273,7 @@ def test_reader_of_the_old_checkpoint_is_refused_during_force(s3):
 def test_a_held_lock_refuses_a_second_writer(s3):
     s3["client"].put_object(Bucket=BUCKET, Key=f"locked/{remote_s3.LOCK_NAME}", Body=b"{}")
     result = _run("restore-ema", f"s3://{BUCKET}/towers_bn/", "--out", f"s3://{BUCKET}/locked/")
-    _one_line_error(result, 7, f"s3://{BUCKET}/locked/", "another ckpt command is writing")
+    one_line_error(result, 7, f"s3://{BUCKET}/locked/", "another ckpt command is writing")
     assert list(_keys(s3, "locked/")) == [f"locked/{remote_s3.LOCK_NAME}"]
 
 

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 from conftest import BUCKET
-from helpers import FIXTURES
+from helpers import FIXTURES, one_line_error
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
@@ -24,14 +24,6 @@ runner = CliRunner()
 def _run(*args: str):
     return runner.invoke(app, list(args))
 
-
-def _one_line_error(result, code: int, *words: str) -> None:
-    assert result.exit_code == code, result.output
-    assert "Traceback" not in result.output, result.output
-    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, result.stderr
-    for word in words:
-        assert word in lines[0], (word, lines[0])
 
 
 def _digests(directory) -> dict[str, str]:
@@ -64,7 +56,7 @@ def run(tmp_path):
 ])
 def test_file_url_outputs_never_replace_inputs(run, args):
     before = _digests(run)
-    _one_line_error(_run(*args(run)), 7)
+    one_line_error(_run(*args(run)), 7)
     assert _digests(run) == before
 
 
@@ -73,7 +65,7 @@ def test_file_url_onto_a_hard_linked_copy_is_refused(run, tmp_path):
     subprocess.run(["cp", "-al", str(run), str(linked)], check=True)
     before = _digests(run)
     result = _run("average", str(run), "--last", "2", "--out", f"file://{linked}", "--force")
-    _one_line_error(result, 7)
+    one_line_error(result, 7)
     assert _digests(run) == before
 
 
@@ -87,8 +79,8 @@ def test_file_url_run_directory_reads_and_writes_locally(run, tmp_path):
 
 
 def test_file_url_with_a_host_or_relative_path_is_refused(run):
-    _one_line_error(_run("list", "file://somehost/x/run"), 5, "file://somehost/x/run")
-    _one_line_error(_run("list", "file://run"), 5, "absolute")
+    one_line_error(_run("list", "file://somehost/x/run"), 5, "file://somehost/x/run")
+    one_line_error(_run("list", "file://run"), 5, "absolute")
 
 
 def test_a_pointer_state_file_read_by_last_is_never_replaced(run, tmp_path):
@@ -99,7 +91,7 @@ def test_a_pointer_state_file_read_by_last_is_never_replaced(run, tmp_path):
             'all_model_checkpoint_paths: "../run/model.ckpt-20"\n'
             'all_model_checkpoint_paths: "../run/model.ckpt-30"\n')
     (ptr / "checkpoint").write_text(text)
-    _one_line_error(_run("average", str(ptr), "--last", "2", "--out", str(ptr), "--force"), 7,
+    one_line_error(_run("average", str(ptr), "--last", "2", "--out", str(ptr), "--force"), 7,
                     "checkpoint")
     assert (ptr / "checkpoint").read_text() == text
 
@@ -124,7 +116,7 @@ def test_s3a_and_upper_case_spellings_of_the_input_are_refused(s3, out):
     before = _keys(s3, "towers_bn/")
     result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", out,
                   "--force")
-    _one_line_error(result, 7)
+    one_line_error(result, 7)
     assert _keys(s3, "towers_bn/") == before
 
 
@@ -136,12 +128,12 @@ def test_dot_and_empty_segments_are_refused_before_anything_is_written(s3, out):
     before = _keys(s3, "")
     result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out", out,
                   "--force")
-    _one_line_error(result, 5, out)
+    one_line_error(result, 5, out)
     assert _keys(s3, "") == before
 
 
 def test_a_url_without_bucket_says_so(s3):
-    _one_line_error(_run("list", "s3://"), 5, "no bucket")
+    one_line_error(_run("list", "s3://"), 5, "no bucket")
 
 
 @pytest.mark.parametrize("target", ["model.ckpt-20.index", "checkpoint",
@@ -150,7 +142,7 @@ def test_remote_export_never_replaces_the_runs_other_files(s3, target):
     before = _keys(s3, "towers_bn/")
     result = _run("export", f"s3://{BUCKET}/towers_bn/model.ckpt-30", "--out",
                   f"s3://{BUCKET}/towers_bn/{target}", "--format", "npz", "--force")
-    _one_line_error(result, 7, target)
+    one_line_error(result, 7, target)
     assert _keys(s3, "towers_bn/") == before
     assert _run("list", f"s3://{BUCKET}/towers_bn/model.ckpt-20").exit_code == 0
 
@@ -170,7 +162,7 @@ def test_an_output_under_an_input_object_is_refused(s3):
     result = _run("average", f"s3://{BUCKET}/towers_bn/model.ckpt-20",
                   f"s3://{BUCKET}/towers_bn/model.ckpt-30",
                   "--out", f"s3://{BUCKET}/towers_bn/model.ckpt-30.index/")
-    _one_line_error(result, 7, "model.ckpt-30.index")
+    one_line_error(result, 7, "model.ckpt-30.index")
     assert _keys(s3, "towers_bn/") == before
 
 
@@ -189,7 +181,7 @@ def test_a_remote_pointer_state_file_read_by_last_is_never_replaced(s3):
     before = _keys(s3, "ptr/")
     result = _run("average", f"s3://{BUCKET}/ptr/", "--last", "2", "--out",
                   f"s3://{BUCKET}/ptr/", "--force")
-    _one_line_error(result, 7, "checkpoint")
+    one_line_error(result, 7, "checkpoint")
     assert _keys(s3, "ptr/") == before
     assert os.environ.get("AWS_ENDPOINT_URL")  # the fixture's server, never the network
 
@@ -232,7 +224,7 @@ def test_an_interrupted_multipart_upload_is_aborted(s3, tmp_path, monkeypatch):
 def test_a_missing_output_bucket_is_named_as_such(s3):
     result = _run("average", f"s3://{BUCKET}/towers_bn/", "--last", "2", "--out",
                   "s3://nosuchbucket/avg/")
-    _one_line_error(result, 3, "s3://nosuchbucket/", "bucket does not exist")
+    one_line_error(result, 3, "s3://nosuchbucket/", "bucket does not exist")
     assert ".ckpt-write.lock" not in result.stderr
 
 
