@@ -181,3 +181,38 @@ def test_two_models_of_the_same_name_pair_through_their_own_optimizer(made):
         path = names[dst]
         assert stored[src].tobytes() == truth[f"{owner}:ema:{path}"].tobytes(), src
         assert stored[dst].tobytes() == truth[f"{owner}:raw:{path}"].tobytes(), dst
+
+
+@pytest.mark.parametrize("name,stated,conflict", [
+    ("frozen_l0.keras", "seq/l2,seq/l1", "before"),        # alphabetical-style wrong order
+    ("frozen_l0.keras", "seq/l0,seq/l1", "trainable at save"),  # l0 is frozen per config
+    ("frozen_after.keras", "seq/l1,seq/l0,seq/l2", "before"),
+    ("frozen_after.keras", "seq/l1,seq/l2", "trainable at save"),
+])
+def test_trainable_contradicting_config_json_is_refused(made, tmp_path, name, stated, conflict):
+    """A .keras of a Sequential model records the weights' order and frozen layers: a
+    --trainable that contradicts them is exit 6 naming the conflict, nothing written."""
+    out, _ = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / name), "--trainable", stated,
+                            "--out", str(target)])
+    assert code == 6 and "contradicts config.json" in err and conflict in err, err
+    assert name in err and len(err.strip().splitlines()) == 1, err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("name,stated", [("frozen_l0.keras", "seq/l1,seq/l2"),
+                                         ("frozen_after.keras", "seq/l0,seq/l1,seq/l2")])
+def test_trainable_agreeing_with_config_json_gives_keras_truth(made, tmp_path, name, stated):
+    out, truth = made
+    case = name.split(".")[0]
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / name), "--trainable", stated,
+                            "--out", str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        for key in z.files:
+            full = key if key.startswith("seq/") else f"seq/{key}"
+            want = truth.get(f"{case}:ema:{full}")
+            want = truth[f"{case}:raw:{full}"] if want is None else want
+            assert z[key].tobytes() == want.tobytes(), key

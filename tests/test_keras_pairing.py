@@ -191,3 +191,58 @@ def test_apply_keras_ema_pairs_a_momentum_encoder_by_the_live_model(made):
         for var in model.target.weights:
             want = truth[f"k3_momentum_sub:raw:{var.path.removeprefix('net/')}"]
             assert np.asarray(var.numpy()).tobytes() == want.tobytes(), (name, var.path)
+
+
+@pytest.mark.parametrize("case", ["k3_muon_frozen", "k3_muon_plain"])
+def test_muon_count_of_averages_is_never_guessed(made, case, tmp_path):
+    """Muon keeps one or two slots per weight (by rank): the count of its variables cannot prove
+    how many are averages. A bare .weights.h5 (and a .keras with a frozen layer) is refused
+    naming --trainable, never a momentum buffer written as an average; --trainable gives Keras'
+    own averages, the frozen layer raw."""
+    out, truth = made
+    if f"{case}:raw:seq/a/kernel" not in truth:
+        pytest.skip("this Keras has no keras.optimizers.Muon")
+    frozen = case == "k3_muon_frozen"
+    refused = [".weights.h5"] + ([".keras"] if frozen else [])
+    for ext in refused:
+        code, _, err = _exported(made, f"{case}{ext}", tmp_path, "--use-ema")
+        assert code == 6 and "--trainable" in err and "muon" in err, (ext, err)
+        assert "do not fit the 6" not in err, err
+    stated = "seq/a,seq/c" if frozen else "seq/a,seq/b,seq/c"
+    for ext in (".weights.h5", ".keras"):
+        code, got, err = _exported(made, f"{case}{ext}", tmp_path, "--use-ema",
+                                   "--trainable", stated)
+        assert code == 0, (ext, err)
+        assert len(got) == 6, got
+        for name, value in got.items():
+            full = name if name.startswith("seq/") else f"seq/{name}"
+            want = truth.get(f"{case}:{full}")
+            if want is None:
+                want = truth[f"{case}:raw:{full}"]
+                assert frozen and "/b/" in full, full
+            assert value.tobytes() == want.tobytes(), (ext, name)
+
+
+def test_stats_show_diff_accept_the_trainable_they_ask_for(made):
+    """stats, show and diff --ema refuse the momentum encoder naming --trainable, and accept it:
+    then the drift is that of Keras' own average from its own weight."""
+    out, truth = made
+    path = str(out / "k3_momentum.weights.h5")
+    for args in (["stats", path], ["show", path, "optimizer/vars/2"], ["diff", path, "--ema"]):
+        code, _, err = run_cli(args + ["--use-ema"])
+        assert code == 6 and "--trainable" in err, (args, err)
+        code, text, err = run_cli(args + ["--use-ema", "--trainable", "online", "--json"])
+        assert code == 0, (args, err)
+        doc = json.loads(text)
+        rows = {t["name"]: t for t in doc["tensors"]}
+        if args[0] == "diff":
+            row = rows["layers/dense/vars/0"]
+            assert row["other"] == "optimizer/vars/2" and row["path"] == "online/kernel"
+            drift = row["rel_l2"]
+        else:
+            row = rows["optimizer/vars/2"]
+            assert row["ema_of"] == "layers/dense/vars/0", row
+            drift = row["drift"]
+        avg = truth["k3_momentum:online/kernel"].astype(np.float64)
+        raw = truth["k3_momentum:raw:online/kernel"].astype(np.float64)
+        assert drift == pytest.approx(np.linalg.norm(avg - raw) / np.linalg.norm(raw), rel=1e-6)

@@ -23,12 +23,14 @@ from ._common import (
     NameFilter,
     QuietOpt,
     RegexOpt,
+    TrainableOpt,
     UseEmaOpt,
     WideOpt,
     complete_path,
     display_names,
     require_selection,
     resolve,
+    trainable_names,
 )
 from ._output import Column, Output, shape_text
 from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
@@ -56,6 +58,7 @@ def diff_command(
     apply_order: ApplyOrderOpt = None,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
+    trainable: TrainableOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -73,7 +76,8 @@ def diff_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     names = NameFilter(grep, regex)
     check_apply_order(apply_order)
-    with open_checkpoint(resolve(out, a), use_ema=use_ema) as ca:
+    with open_checkpoint(resolve(out, a), use_ema=use_ema,
+                         trainable=trainable_names(trainable)) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
         if ema:

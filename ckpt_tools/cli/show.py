@@ -27,11 +27,13 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    TrainableOpt,
     UseEmaOpt,
     WideOpt,
     display_names,
     require_selection,
     resolve,
+    trainable_names,
 )
 from ._output import Column, Output, shape_text
 from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, proven_variables
@@ -172,6 +174,7 @@ def show_command(
     apply_order: ApplyOrderOpt = None,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
+    trainable: TrainableOpt = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -186,7 +189,8 @@ def show_command(
     if not names and not regex:
         raise typer.BadParameter("name at least one tensor (NAME or --regex RE)",
                                  param_hint="NAME")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema,
+                         trainable=trainable_names(trainable)) as ckpt:
         keys = select_keys(ckpt, names) if names else []
         if regex:
             picked = NameFilter(None, regex).keys(ckpt)
@@ -242,6 +246,7 @@ def stats_command(
     apply_order: ApplyOrderOpt = None,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
+    trainable: TrainableOpt = None,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -257,7 +262,8 @@ def stats_command(
         raise typer.BadParameter(f"{drift} is not a number >= 0", param_hint="--drift")
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
-    with open_checkpoint(resolve(out, path), use_ema=use_ema) as ckpt:
+    with open_checkpoint(resolve(out, path), use_ema=use_ema,
+                         trainable=trainable_names(trainable)) as ckpt:
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]

@@ -33,6 +33,7 @@ from ...errors import (
     CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
+    EmaError,
     UnsupportedFormatError,
 )
 from .. import dtypes
@@ -273,6 +274,8 @@ class H5Reader:
             if legacy:
                 tf_keras.adjust(layout, self._scanned, use_ema)
             return layout
+        except EmaError as exc:  # a --trainable that contradicts config.json: name the file
+            raise EmaError(f"{self.path}: {exc}") from None
         except (AttributeError, TypeError, RecursionError) as exc:
             if self.config is None:
                 raise

@@ -216,6 +216,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
         return lay
     if trainable:
         keys = _stated_keys(lay, trainable, {k for k, _ in trained})
+        if lay.configured and lay.ordered:
+            _check_stated(lay, keys, [k for k, _ in trained])
         lay.trainable.update({k: k in set(keys) for k in lay.model})
         lay.frozen, segments, groups = [], [("seq", keys)], {}
         trained = [(k, 0) for k in keys]
@@ -232,6 +234,37 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                               else f"{opt_name}/{name}")
     lay.order = lay.model + opt + lay.other
     return lay
+
+
+def _check_stated(lay: KerasLayout, keys: list[str], possible: list[str]) -> None:
+    """Refuses a ``--trainable`` that contradicts what a Sequential/Functional config.json
+    records: the order of ``model.weights`` (Keras builds ``trainable_variables`` in it) and
+    which layers were frozen (the weights trainable at save, or all of them: layers frozen
+    after the optimizer was built keep their averages).
+
+    Raises:
+        EmaError: the stated order or set differs from the file's (exit 6, naming both).
+    """
+    from ...errors import EmaError
+
+    def show(ks):
+        return ", ".join(lay.paths.get(k, k) for k in ks[:4]) + (" ..." if len(ks) > 4 else "")
+
+    pos = {k: i for i, k in enumerate(lay.model)}
+    for a, b in zip(keys, keys[1:], strict=False):
+        if pos[a] > pos[b]:
+            raise EmaError(
+                f"--trainable contradicts config.json: it states {show([a])} before "
+                f"{show([b])}, but the model's weights (and so its trainable_variables) come "
+                "in the other order; omit --trainable (the .keras records it) or state them "
+                "in model order")
+    now = [k for k in possible if lay.trainable.get(k)]
+    if set(keys) not in (set(now), set(possible)):
+        raise EmaError(
+            f"--trainable contradicts config.json: it states {len(keys)} weights "
+            f"({show(keys)}), but the file records {len(now)} trainable at save ({show(now)})"
+            + (f" and {len(possible) - len(now)} frozen" if len(possible) > len(now) else "")
+            + "; omit --trainable (the .keras records which layers were frozen)")
 
 
 def _stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:

@@ -135,10 +135,13 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                "average from such a buffer" if hyps else "no known layout fits")
             + "); the .keras config.json records use_ema; pass --use-ema or --no-use-ema")
     chosen = [(h, p) for h, p in zip(hyps, pairings, strict=True) if h[0][0] == lay.use_ema]
-    # An optimizer class of unknown slots: its averages come first, one per variable it was
-    # built with. Paired only when no layer is frozen (else the count of averages is unknown).
-    if not chosen and lay.use_ema and not lay.frozen and not any(
-            c[2] is not None for c in cands) and rest[: len(tspecs)] and _matches(
+    # An optimizer class of unknown slots (Muon: one or two slots per weight, by its rank):
+    # its averages come first, one per variable it was built with. Their number is proven only
+    # by the caller's --trainable, or by a config.json that records no frozen layer; a bare
+    # .weights.h5 cannot tell it (a frozen layer shifts a slot into the "averages").
+    unknown = not any(c[2] is not None for c in cands)
+    if not chosen and lay.use_ema and unknown and (stated or (
+            cfg is not None and not lay.frozen)) and rest[: len(tspecs)] and _matches(
             [(s, j, "average", True) for j, s in enumerate(tspecs)], rest[: len(tspecs)], tkeys,
             tspecs, bag_of):
         h = ((True, False, []), tuple(range(len(tkeys))))
@@ -173,9 +176,24 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
             (lay.averages if name == "average" else lay.slots)[key] = target
             lay.var_names[key] = name
             placed.add(key)
+    elif lay.use_ema and stated:
+        lay.notes.append(f"the {len(tkeys)} weights stated with --trainable do not fit the "
+                         f"{len(rest)} {lay.optimizer or 'optimizer'} variables after "
+                         "iteration/learning_rate: state every weight the optimizer was built "
+                         "with, in model.trainable_variables order (Python: "
+                         "apply_keras_ema(model, path))")
+    elif lay.use_ema and unknown:
+        lay.notes.append(f"EMA copies cannot be paired: the {lay.optimizer or 'unknown'} "
+                         "optimizer's per-weight variables are not a fixed layout this tool "
+                         f"knows, so the file cannot prove how many of its {len(rest)} "
+                         "variables are EMA copies"
+                         + (" (layers are frozen: which were frozen when it was built is not "
+                            "recorded)" if lay.frozen else "")
+                         + ": pass --trainable with the weights the optimizer was built with "
+                         "(Python: apply_keras_ema(model, path))")
     elif lay.use_ema:
-        lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} trainable "
-                         "weights found in the file (frozen or custom layers?): EMA copies "
+        lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
+                         "file nor a subset of them (frozen or custom layers?): EMA copies "
                          "cannot be paired here; pass --trainable with the weights the "
                          "optimizer was built with (Python: apply_keras_ema(model, path))")
     for key in keys[off:]:
