@@ -83,6 +83,8 @@ class KerasLayout:
             ``model[i]``.
         configured: a ``config.json`` (or legacy model config) says which layers were
             trainable when the file was saved.
+        flags: the config lists the model's layers with their ``trainable`` flags (a
+            Sequential/Functional model; a subclassed model's config records none).
     """
 
     kind: str
@@ -107,6 +109,7 @@ class KerasLayout:
     notes: list[str] = field(default_factory=list)
     ordered: bool = True
     configured: bool = False
+    flags: bool = False
 
 
 @dataclass
@@ -183,6 +186,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     lay.model = [k for _, keys in segments for k in keys]
     lay.ordered = all(kind == "seq" for kind, _ in segments)
     lay.configured = config is not None
+    lay.flags = isinstance((root.cfg or {}).get("layers"), list)
     _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
                else [])
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
@@ -216,7 +220,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
         return lay
     if trainable:
         keys = _stated_keys(lay, trainable, {k for k, _ in trained})
-        if lay.configured and lay.ordered:
+        if lay.flags and lay.ordered:
             _check_stated(lay, keys, [k for k, _ in trained])
         lay.trainable.update({k: k in set(keys) for k in lay.model})
         lay.frozen, segments, groups = [], [("seq", keys)], {}
