@@ -14,7 +14,6 @@ Public API::
 """
 
 from importlib import import_module
-from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, Variable, open_checkpoint
 from .errors import (
@@ -44,6 +43,7 @@ _LAZY = {
     "Problem": "verify", "VerifyReport": "verify", "verify": "verify",
 }
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     from .average import AverageResult, average_checkpoints, average_run
     from .bake import BakeResult, bake_ema

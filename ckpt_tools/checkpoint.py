@@ -15,8 +15,6 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING
 
 from . import roles as _roles
 from .errors import (
@@ -25,8 +23,9 @@ from .errors import (
     UnsupportedFormatError,
     VariableNotFoundError,
 )
-from .formats import Reader, open_reader
+from .formats import open_reader
 from .formats._io import canonical_location, is_url, open_binary, require_regular
+from .formats._record import Frozen, replace
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
@@ -40,8 +39,11 @@ from .formats.savedmodel import (
 )
 from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     import numpy as np
+
+    from .formats import Reader
 
 STATE_FILE = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20  # a state file lists paths: even 100,000 of them fit
@@ -54,8 +56,7 @@ _STATE_RE = re.compile(
     r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
-@dataclass(frozen=True)
-class Variable:
+class Variable(Frozen):
     """One stored tensor, as ``ckpt list`` shows it.
 
     Attributes:
@@ -86,6 +87,18 @@ class Variable:
     ema_style: str | None = None  # how the average is kept (roles.EMA_STYLES), on both sides
     # An average the file cannot pair (ema_of is None): the variables it may belong to.
     ema_candidates: tuple[str, ...] = ()
+    _fields = ("name", "dtype", "shape", "role", "collections", "ema_of", "ema", "slot_of",
+               "nbytes", "partitions", "path", "ema_style", "ema_candidates")
+
+    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], role: str,
+                 collections: tuple[str, ...] = (), ema_of: str | None = None,
+                 ema: str | None = None, slot_of: str | None = None, nbytes: int = 0,
+                 partitions: int = 0, path: str | None = None, ema_style: str | None = None,
+                 ema_candidates: tuple[str, ...] = ()) -> None:
+        self.__dict__.update(
+            name=name, dtype=dtype, shape=shape, role=role, collections=collections,
+            ema_of=ema_of, ema=ema, slot_of=slot_of, nbytes=nbytes, partitions=partitions,
+            path=path, ema_style=ema_style, ema_candidates=ema_candidates)
 
     @property
     def size(self) -> int:
@@ -96,7 +109,8 @@ class Variable:
         return n
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """Every field (tuples as lists) and ``size``."""
+        d = dict(self.__dict__)
         d["shape"] = list(self.shape)
         d["collections"] = list(self.collections)
         d["ema_candidates"] = list(self.ema_candidates)
@@ -104,8 +118,7 @@ class Variable:
         return d
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(Frozen):
     """What a user-supplied path resolved to."""
 
     prefix: str  # checkpoint prefix (V2), file (V1) or shard pattern (sharded V1)
@@ -113,15 +126,22 @@ class Location:
     meta_path: str | None
     state_file: str | None = None
     saved_model: str | None = None  # the saved_model.pb whose variables/ this is
+    # Set when a directory without a state file held several candidates: which one was taken
+    # and why, for the CLI to say so (one stderr note) instead of choosing silently.
+    choice: str | None = None
+    _fields = ("prefix", "format", "meta_path", "state_file", "saved_model", "choice")
+
+    def __init__(self, prefix: str, format: str, meta_path: str | None,  # noqa: A002
+                 state_file: str | None = None, saved_model: str | None = None,
+                 choice: str | None = None) -> None:
+        self.__dict__.update(prefix=prefix, format=format, meta_path=meta_path,
+                             state_file=state_file, saved_model=saved_model, choice=choice)
 
     @property
     def name(self) -> str:
         """The checkpoint's own name, the default name of what is derived from it:
         ``model.ckpt-7`` for ``…/model.ckpt-7-?????-of-00002``, ``variables`` in a SavedModel."""
         return os.path.basename(shard_base(self.prefix))
-    # Set when a directory without a state file held several candidates: which one was taken
-    # and why, for the CLI to say so (one stderr note) instead of choosing silently.
-    choice: str | None = None
 
 
 def _unescape(text: str) -> str:

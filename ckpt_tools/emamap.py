@@ -13,11 +13,11 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass, field, replace
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
+from .formats._record import Frozen, replace
 from .formats.objgraph import readable_name
 
 KEEP, DROP = "keep", "drop"
@@ -117,8 +117,7 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     return out, refusal
 
 
-@dataclass(frozen=True)
-class EmaMap:
+class EmaMap(Frozen):
     """A restore map in checkpoint keys, with what was (not) averaged.
 
     Attributes:
@@ -139,20 +138,41 @@ class EmaMap:
     checkpoint: str
     ema_name: str
     mapping: dict[str, str]
-    averaged: tuple[str, ...] = ()
-    raw: tuple[str, ...] = ()
-    missing: tuple[str, ...] = ()
-    unaveraged: tuple[str, ...] = ()
-    not_saved: tuple[str, ...] = ()
-    dropped: tuple[str, ...] = ()
-    debias: tuple[str, ...] = ()
-    loss_averages: tuple[str, ...] = ()
-    source: str = "keys"
-    file_style: str = "tf1"  # "tf1" (name-based), "tf2" (object graph) or "keras": for messages
-    pairs: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (source, input target)
-    hints: tuple[str, ...] = field(default=(), repr=False)
-    # key -> the name `ckpt list` shows (TF2 object path), so messages name variables alike.
-    names: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    averaged: tuple[str, ...]
+    raw: tuple[str, ...]
+    missing: tuple[str, ...]
+    unaveraged: tuple[str, ...]
+    not_saved: tuple[str, ...]
+    dropped: tuple[str, ...]
+    debias: tuple[str, ...]
+    loss_averages: tuple[str, ...]
+    source: str
+    file_style: str  # "tf1" (name-based), "tf2" (object graph) or "keras": for messages
+    pairs: tuple[tuple[str, str], ...]  # (source, input target); not in repr
+    hints: tuple[str, ...]  # not in repr
+    # key -> the name `ckpt list` shows (TF2 object path), so messages name variables alike;
+    # neither compared nor in repr.
+    names: dict[str, str]
+    _fields = ("checkpoint", "ema_name", "mapping", "averaged", "raw", "missing", "unaveraged",
+               "not_saved", "dropped", "debias", "loss_averages", "source", "file_style",
+               "pairs", "hints", "names")
+    _compare = _fields[:-1]
+    _repr = _fields[:-3]
+
+    def __init__(self, checkpoint: str, ema_name: str, mapping: dict[str, str],
+                 averaged: tuple[str, ...] = (), raw: tuple[str, ...] = (),
+                 missing: tuple[str, ...] = (), unaveraged: tuple[str, ...] = (),
+                 not_saved: tuple[str, ...] = (), dropped: tuple[str, ...] = (),
+                 debias: tuple[str, ...] = (), loss_averages: tuple[str, ...] = (),
+                 source: str = "keys", file_style: str = "tf1",
+                 pairs: tuple[tuple[str, str], ...] = (), hints: tuple[str, ...] = (),
+                 names: dict[str, str] | None = None) -> None:
+        self.__dict__.update(
+            checkpoint=checkpoint, ema_name=ema_name, mapping=mapping, averaged=averaged,
+            raw=raw, missing=missing, unaveraged=unaveraged, not_saved=not_saved,
+            dropped=dropped, debias=debias, loss_averages=loss_averages, source=source,
+            file_style=file_style, pairs=pairs, hints=hints,
+            names={} if names is None else names)
 
     def shown(self, key: str) -> str:
         """Returns the name ``ckpt list`` shows for ``key`` (its object path, or the key)."""

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from .checkpoint import Checkpoint, Variable, open_checkpoint
 from .errors import VariableNotFoundError
 from .formats._io import gc_paused
+from .formats._record import Record
 from .formats.bundle import data_path
 from .roles import ROLES
 
@@ -32,8 +32,7 @@ def short_collection(name: str) -> str:
     return _SHORT.get(name, name)
 
 
-@dataclass
-class Listing:
+class Listing(Record):
     """Result of :func:`list_variables`.
 
     Attributes:
@@ -61,18 +60,45 @@ class Listing:
     checkpoint: str
     format: str
     meta: str | None
-    variables: list[Variable] = field(default_factory=list)
-    total: int = 0
-    averaged_roles: tuple[str, ...] = ("weight",)
-    any_ema: bool = False
-    with_shadow: int = 0
-    expected: int = 0
-    by_key: dict[str, Variable] = field(default_factory=dict, repr=False)
-    shards: list[dict] = field(default_factory=list)
-    ema_evidence: dict | None = None
-    frozen: frozenset[str] = frozenset()
-    saved_model: str | None = None
-    unproven: dict | None = None
+    variables: list[Variable]
+    total: int
+    averaged_roles: tuple[str, ...]
+    any_ema: bool
+    with_shadow: int
+    expected: int
+    by_key: dict[str, Variable]  # not in repr
+    shards: list[dict]
+    ema_evidence: dict | None
+    frozen: frozenset[str]
+    saved_model: str | None
+    unproven: dict | None
+    _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
+               "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
+               "frozen", "saved_model", "unproven")
+    _repr = tuple(f for f in _fields if f != "by_key")
+
+    def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
+                 variables: list[Variable] | None = None, total: int = 0,
+                 averaged_roles: tuple[str, ...] = ("weight",), any_ema: bool = False,
+                 with_shadow: int = 0, expected: int = 0,
+                 by_key: dict[str, Variable] | None = None, shards: list[dict] | None = None,
+                 ema_evidence: dict | None = None, frozen: frozenset[str] = frozenset(),
+                 saved_model: str | None = None, unproven: dict | None = None) -> None:
+        self.checkpoint = checkpoint
+        self.format = format
+        self.meta = meta
+        self.variables = [] if variables is None else variables
+        self.total = total
+        self.averaged_roles = averaged_roles
+        self.any_ema = any_ema
+        self.with_shadow = with_shadow
+        self.expected = expected
+        self.by_key = {} if by_key is None else by_key
+        self.shards = [] if shards is None else shards
+        self.ema_evidence = ema_evidence
+        self.frozen = frozen
+        self.saved_model = saved_model
+        self.unproven = unproven
 
     @property
     def decides(self) -> str | None:

@@ -16,8 +16,8 @@ tie-broken by key order or by a guessed order. The caller may *state* the order 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
+from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
 
 # "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
@@ -28,8 +28,7 @@ _MAX_PAIRINGS = 64  # beyond this many fitting pairings a group is simply ambigu
 _NUMBERED = re.compile(r"^(.*)_(\d+)$")
 
 
-@dataclass(frozen=True)
-class ObjectPairing:
+class ObjectPairing(Frozen):
     """Result of :func:`pair_by_names`.
 
     Attributes:
@@ -37,8 +36,14 @@ class ObjectPairing:
         ambiguous: shadow key -> candidate variable keys, for shadows the file cannot place.
     """
 
-    pairs: dict[str, str] = field(default_factory=dict)
-    ambiguous: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    pairs: dict[str, str]
+    ambiguous: dict[str, tuple[str, ...]]
+    _fields = ("pairs", "ambiguous")
+
+    def __init__(self, pairs: dict[str, str] | None = None,
+                 ambiguous: dict[str, tuple[str, ...]] | None = None) -> None:
+        self.__dict__.update(pairs={} if pairs is None else pairs,
+                             ambiguous={} if ambiguous is None else ambiguous)
 
 
 def _shadow_index(last: str, names: set[str]) -> int | None:

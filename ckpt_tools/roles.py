@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from .formats._record import Frozen
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph
 from .formats.objgraph import (
@@ -56,8 +56,7 @@ _FLOAT = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn"
                     "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz"})
 
 
-@dataclass(frozen=True)
-class RoleInfo:
+class RoleInfo(Frozen):
     """The inferred role of one key, with the key it refers to where that applies."""
 
     role: str
@@ -69,6 +68,12 @@ class RoleInfo:
     ema_style: str | None = None
     # For an EMA shadow the file cannot pair: the variables it may average (ema_of is None).
     candidates: tuple[str, ...] = ()
+    _fields = ("role", "ema_of", "slot_of", "ema_style", "candidates")
+
+    def __init__(self, role: str, ema_of: str | None = None, slot_of: str | None = None,
+                 ema_style: str | None = None, candidates: tuple[str, ...] = ()) -> None:
+        self.__dict__.update(role=role, ema_of=ema_of, slot_of=slot_of, ema_style=ema_style,
+                             candidates=candidates)
 
 
 def _split(key: str) -> tuple[str, str]:

@@ -26,11 +26,14 @@ import re
 import sys
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TextIO
 
 from ..errors import CheckpointError, ExitCode
+from ..formats._record import Frozen, replace
 from ._shorten import ELLIPSIS, shorten_counted
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 # C0/C1 controls, DEL, and invisible format characters that reorder or hide text (bidi
 # overrides and isolates, zero-width spaces and joiners, the soft hyphen, word joiners,
@@ -119,8 +122,7 @@ def shorten_end(text: str, width: int) -> str:
     return "".join(head) + ELLIPSIS
 
 
-@dataclass(frozen=True)
-class Column:
+class Column(Frozen):
     """One table column.
 
     Attributes:
@@ -159,6 +161,16 @@ class Column:
     lead: str = ""
     data: bool = True
     terminal: bool = True
+    _fields = ("name", "justify", "shrink", "min_width", "hide", "floor", "prefix_from", "lead",
+               "data", "terminal")
+
+    def __init__(self, name: str, justify: str = "left", shrink: str | None = None,
+                 min_width: int = 12, hide: int = 0, floor: int = 6,
+                 prefix_from: int | None = None, lead: str = "", data: bool = True,
+                 terminal: bool = True) -> None:
+        self.__dict__.update(name=name, justify=justify, shrink=shrink, min_width=min_width,
+                             hide=hide, floor=floor, prefix_from=prefix_from, lead=lead,
+                             data=data, terminal=terminal)
 
 
 Cell = str | tuple[str, str | None]

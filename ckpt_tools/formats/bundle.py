@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import mmap
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
 from . import crc, dtypes
@@ -31,6 +30,7 @@ from .slices import TensorSlice, check_partition, decode_key
 from .strings import decode_strings
 from .table import Table
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     import numpy as np
 

@@ -13,8 +13,8 @@ buffer on every core and joins their CRCs with :func:`combine`.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 

@@ -8,10 +8,10 @@ one of its types is actually read; listing never needs it.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
 
 from ..errors import UnsupportedFormatError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     import numpy as np
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 from . import dtypes
+from ._record import Frozen
 from .slices import TensorSlice
 
 
-@dataclass(frozen=True)
-class TensorEntry:
+class TensorEntry(Frozen):
     """Where and how one tensor is stored.
 
     Built by the format readers (``BundleEntryProto`` for V2, ``SavedSliceMeta`` for V1, an HDF5
@@ -25,7 +24,18 @@ class TensorEntry:
     stored_bytes: int = 0  # bytes on disk (V2, Keras); 0 when unknown
     crc32c: int | None = None  # masked CRC32C of the stored bytes (V2)
     slices: tuple[TensorSlice, ...] = ()  # non-empty for partitioned variables
-    extra: dict = field(default_factory=dict, compare=False, repr=False)  # reader-private data
+    extra: dict  # reader-private data (not compared, not shown); default: a new empty dict
+
+    _fields = ("name", "dtype", "shape", "shard_id", "offset", "stored_bytes", "crc32c",
+               "slices", "extra")
+    _compare = _repr = _fields[:-1]
+
+    def __init__(self, name: str, dtype: int, shape: tuple[int, ...], shard_id: int = 0,
+                 offset: int = 0, stored_bytes: int = 0, crc32c: int | None = None,
+                 slices: tuple[TensorSlice, ...] = (), extra: dict | None = None) -> None:
+        self.__dict__.update(name=name, dtype=dtype, shape=shape, shard_id=shard_id,
+                             offset=offset, stored_bytes=stored_bytes, crc32c=crc32c,
+                             slices=slices, extra={} if extra is None else extra)
 
     @property
     def dtype_name(self) -> str:
@@ -49,8 +59,8 @@ def bundle_entry(name: str, dtype: int, shape: tuple[int, ...], shard_id: int, o
                  stored_bytes: int, crc32c: int | None,
                  slices: tuple[TensorSlice, ...]) -> TensorEntry:
     """Returns ``TensorEntry(name=name, ...)`` (every field given, ``extra`` empty), built
-    without the frozen dataclass's ``__init__``, whose nine ``object.__setattr__`` calls cost
-    ~3x more than this: one entry per tensor, 100,000 of them in a large ``ckpt list``."""
+    without ``__init__``'s keyword handling: one entry per tensor, 100,000 of them in a large
+    ``ckpt list``."""
     entry = _new(TensorEntry)
     entry.__dict__.update(name=name, dtype=dtype, shape=shape, shard_id=shard_id, offset=offset,
                           stored_bytes=stored_bytes, crc32c=crc32c, slices=slices, extra={})

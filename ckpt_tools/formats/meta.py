@@ -12,10 +12,10 @@ files still go through protobuf's text parser.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 from ._io import close_map, gc_paused, map_file
+from ._record import Frozen, Record
 from ._wire import Cursor
 from .bundle_wire import WireError, decode_varint, to_int64
 
@@ -27,28 +27,37 @@ VARIABLE_COLLECTIONS = (
 _WIRE_SKIP = {0: None, 1: 8, 5: 4}
 
 
-@dataclass(frozen=True)
-class Partition:
+class Partition(Frozen):
     """Where one part of a partitioned variable sits in the full tensor (``SaveSliceInfoDef``)."""
 
     full_name: str
     full_shape: tuple[int, ...]
     var_offset: tuple[int, ...]
     var_shape: tuple[int, ...]
+    _fields = ("full_name", "full_shape", "var_offset", "var_shape")
+
+    def __init__(self, full_name: str, full_shape: tuple[int, ...], var_offset: tuple[int, ...],
+                 var_shape: tuple[int, ...]) -> None:
+        self.__dict__.update(full_name=full_name, full_shape=full_shape, var_offset=var_offset,
+                             var_shape=var_shape)
 
 
-@dataclass(frozen=True)
-class MetaVariable:
+class MetaVariable(Frozen):
     """A variable as the graph knows it."""
 
     name: str  # op name in the graph, e.g. "emb/part_0"
     checkpoint_key: str  # key it is saved under, e.g. "emb"
     trainable: bool
-    partition: Partition | None = None
+    partition: Partition | None
+    _fields = ("name", "checkpoint_key", "trainable", "partition")
+
+    def __init__(self, name: str, checkpoint_key: str, trainable: bool,
+                 partition: Partition | None = None) -> None:
+        self.__dict__.update(name=name, checkpoint_key=checkpoint_key, trainable=trainable,
+                             partition=partition)
 
 
-@dataclass
-class MetaGraph:
+class MetaGraph(Record):
     """What a ``.meta`` file says about variables.
 
     Attributes:
@@ -61,12 +70,26 @@ class MetaGraph:
     """
 
     path: str
-    tensorflow_version: str = ""
-    collections: dict[str, list[str]] = field(default_factory=dict)
-    variables: dict[str, MetaVariable] = field(default_factory=dict)
-    saver_version: int = 0
-    saver_sharded: bool = False
-    tags: tuple[str, ...] = ()  # MetaInfoDef.tags: how a SavedModel's loader selects the graph
+    tensorflow_version: str
+    collections: dict[str, list[str]]
+    variables: dict[str, MetaVariable]
+    saver_version: int
+    saver_sharded: bool
+    tags: tuple[str, ...]  # MetaInfoDef.tags: how a SavedModel's loader selects the graph
+    _fields = ("path", "tensorflow_version", "collections", "variables", "saver_version",
+               "saver_sharded", "tags")
+
+    def __init__(self, path: str, tensorflow_version: str = "",
+                 collections: dict[str, list[str]] | None = None,
+                 variables: dict[str, MetaVariable] | None = None, saver_version: int = 0,
+                 saver_sharded: bool = False, tags: tuple[str, ...] = ()) -> None:
+        self.path = path
+        self.tensorflow_version = tensorflow_version
+        self.collections = {} if collections is None else collections
+        self.variables = {} if variables is None else variables
+        self.saver_version = saver_version
+        self.saver_sharded = saver_sharded
+        self.tags = tags
 
     def collections_by_key(self) -> dict[str, list[str]]:
         """Returns checkpoint key -> sorted variable collections it belongs to.

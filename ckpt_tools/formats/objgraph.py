@@ -9,26 +9,28 @@ with the variable they belong to.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from ..errors import CorruptCheckpointError
+from ._record import Frozen, Record
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 SLOT_MARK = "/.OPTIMIZER_SLOT/"
 
 
-@dataclass(frozen=True)
-class Slot:
+class Slot(Frozen):
     """An optimizer slot variable paired with its primary variable."""
 
     variable: str  # checkpoint key of the primary variable
     name: str  # slot name, e.g. "m", "momentum", "average"
     optimizer: str  # object path of the optimizer that owns it
+    _fields = ("variable", "name", "optimizer")
+
+    def __init__(self, variable: str, name: str, optimizer: str) -> None:
+        self.__dict__.update(variable=variable, name=name, optimizer=optimizer)
 
 
-@dataclass
-class ObjectGraph:
+class ObjectGraph(Record):
     """Readable names for the keys of a TF2 checkpoint.
 
     Attributes:
@@ -38,13 +40,26 @@ class ObjectGraph:
             ``:0``), which TF2 records and which pairs ``ema.average(v)`` with ``v``.
     """
 
-    paths: dict[str, str] = field(default_factory=dict)
-    slots: dict[str, Slot] = field(default_factory=dict)
-    full_names: dict[str, str] = field(default_factory=dict)
+    paths: dict[str, str]
+    slots: dict[str, Slot]
+    full_names: dict[str, str]
     # The graph itself, for orders TF derives from it (tf.Module.trainable_variables):
     # node id -> [(local name, child node id)] in recorded order, and node id -> variable key.
-    children: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
-    node_keys: dict[int, str] = field(default_factory=dict)
+    children: dict[int, list[tuple[str, int]]]
+    node_keys: dict[int, str]
+    _fields = ("paths", "slots", "full_names", "children", "node_keys")
+
+    def __init__(self, paths: dict[str, str] | None = None,
+                 slots: dict[str, Slot] | None = None,
+                 full_names: dict[str, str] | None = None,
+                 children: dict[int, list[tuple[str, int]]] | None = None,
+                 node_keys: dict[int, str] | None = None) -> None:
+        """Every mapping defaults to a new empty dict."""
+        self.paths = {} if paths is None else paths
+        self.slots = {} if slots is None else slots
+        self.full_names = {} if full_names is None else full_names
+        self.children = {} if children is None else children
+        self.node_keys = {} if node_keys is None else node_keys
 
 
 def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph:

@@ -13,10 +13,10 @@ folder stands for its highest version, as the model server loads it.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 from ._io import close_map, map_file
+from ._record import Record
 from ._wire import Cursor
 from .meta import MetaGraph, meta_graph_from_message, parse_meta_graph
 
@@ -25,8 +25,7 @@ VARIABLES_PREFIX = os.path.join("variables", "variables")
 _MAX_GRAPHS = 1000  # meta graphs in one SavedModel; real ones hold a handful
 
 
-@dataclass
-class SavedModel:
+class SavedModel(Record):
     """What ``saved_model.pb`` says about variables.
 
     Attributes:
@@ -36,8 +35,15 @@ class SavedModel:
     """
 
     path: str
-    schema_version: int = 0
-    meta_graphs: list[MetaGraph] = field(default_factory=list)
+    schema_version: int
+    meta_graphs: list[MetaGraph]
+    _fields = ("path", "schema_version", "meta_graphs")
+
+    def __init__(self, path: str, schema_version: int = 0,
+                 meta_graphs: list[MetaGraph] | None = None) -> None:
+        self.path = path
+        self.schema_version = schema_version
+        self.meta_graphs = [] if meta_graphs is None else meta_graphs
 
     def collections_graph(self) -> MetaGraph | None:
         """Returns the meta graph whose collections describe the variables, or ``None``.

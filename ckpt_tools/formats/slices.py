@@ -12,18 +12,21 @@ from __future__ import annotations
 import itertools
 import math
 from array import array
-from dataclasses import dataclass
 
 from ..errors import CorruptCheckpointError, UnsupportedFormatError
+from ._record import Frozen
 
 FULL = -1  # TensorFlow's kFullExtent: "length" of a dimension that is not sliced
 
 
-@dataclass(frozen=True)
-class TensorSlice:
+class TensorSlice(Frozen):
     """Per-dimension ``(start, length)`` pairs; ``length == -1`` means the whole dimension."""
 
     extents: tuple[tuple[int, int], ...]
+    _fields = ("extents",)
+
+    def __init__(self, extents: tuple[tuple[int, int], ...]) -> None:
+        self.__dict__["extents"] = extents
 
     @classmethod
     def from_proto(cls, proto, rank: int | None = None) -> TensorSlice:

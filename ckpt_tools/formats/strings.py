@@ -8,9 +8,9 @@ entry's CRC covers the length bytes-as-integers, the length CRC and the bytes, i
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from . import crc
+from ._record import Record
 from ._wire import Cursor, encode_varint
 
 
@@ -19,12 +19,16 @@ def _length_bytes(lengths) -> bytes:
         struct.pack("<I", n) if n <= 0xFFFFFFFF else struct.pack("<Q", n) for n in lengths)
 
 
-@dataclass
-class DecodedStrings:
+class DecodedStrings(Record):
     """What :func:`decode_strings` found; ``problems`` is empty when the tensor is sound."""
 
     items: list[bytes]
     problems: list[str]
+    _fields = ("items", "problems")
+
+    def __init__(self, items: list[bytes], problems: list[str]) -> None:
+        self.items = items
+        self.problems = problems
 
 
 def decode_strings(data, count: int, *, path: str, offset: int = 0,

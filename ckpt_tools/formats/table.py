@@ -9,10 +9,10 @@ entries share key prefixes with their predecessor; restart points close the bloc
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from ..errors import CorruptCheckpointError, UnsupportedFormatError
 from . import crc
+from ._record import Frozen
 from ._wire import Cursor
 
 FOOTER_SIZE = 48
@@ -27,12 +27,15 @@ _KEY_BUDGET_BASE, _KEY_BUDGET_RATIO = 16 << 20, 16
 _SNAPPY_MAX_RATIO = 22  # a 3-byte copy tag yields at most 64 bytes
 
 
-@dataclass(frozen=True)
-class BlockHandle:
+class BlockHandle(Frozen):
     """Position of a block in the file; ``size`` excludes the 5-byte trailer."""
 
     offset: int
     size: int
+    _fields = ("offset", "size")
+
+    def __init__(self, offset: int, size: int) -> None:
+        self.__dict__.update(offset=offset, size=size)
 
     @classmethod
     def decode(cls, cur: Cursor) -> BlockHandle:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import TYPE_CHECKING
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
 from . import dtypes
@@ -25,6 +24,7 @@ from .entry import TensorEntry
 from .slices import TensorSlice, check_partition, encode_key
 from .table import Table
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     import numpy as np
 
