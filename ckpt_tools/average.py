@@ -115,6 +115,7 @@ def average_checkpoints(
     ema_name: str | None = None,
     apply_order: str | None = None,
     use_meta: bool = True,
+    allow_missing: bool = False,
 ) -> AverageResult:
     """Writes the element-wise average of ``checkpoints`` into ``out_dir``.
 
@@ -143,6 +144,9 @@ def average_checkpoints(
             gets exactly as for :func:`ckpt_tools.ema_map` (``ckpt map``/``restore-ema``'s
             ``--ema-name``, ``--apply-order``, ``--no-meta``): the newest input's pairing, as
             :func:`ckpt_tools.emamap.proven_pairs` proves it.
+        allow_missing (`bool`, *optional*, defaults to `False`): with ``bake``, a weight
+            without a stored shadow keeps its raw value from the newest input (``ckpt map
+            --allow-missing``) instead of refusing.
 
     Returns:
         `AverageResult`.
@@ -157,8 +161,8 @@ def average_checkpoints(
         UnsupportedFormatError: an input is a Keras file; ``name`` with a SavedModel output.
         OutputError: the output location is unsafe or exists.
         ValueError: ``newest`` is not one of ``checkpoints``; an unknown ``apply_order``;
-            ``ema_name``, ``apply_order`` or
-            ``use_meta=False`` without ``bake`` (only baking pairs shadows with variables).
+            ``ema_name``, ``apply_order``, ``use_meta=False`` or ``allow_missing`` without
+            ``bake`` (only baking pairs shadows with variables).
 
     Example:
         >>> runs = ["run/model.ckpt-1000", "run/model.ckpt-800"]
@@ -167,12 +171,13 @@ def average_checkpoints(
     """
     return _average_paths(checkpoints, out_dir, None, ema=ema, bake=bake, name=name,
                           newest=newest, overwrite=overwrite, progress=progress,
-                          ema_name=ema_name, apply_order=apply_order, use_meta=use_meta)
+                          ema_name=ema_name, apply_order=apply_order, use_meta=use_meta,
+                          allow_missing=allow_missing)
 
 
 def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, name, newest,
                    overwrite, progress, ema_name=None, apply_order=None,
-                   use_meta=True) -> AverageResult:
+                   use_meta=True, allow_missing=False) -> AverageResult:
     """:func:`average_checkpoints`, with ``state_file`` (the run's state file that chose the
     inputs, or None) counted as an input too: an output never replaces it."""
     if len(checkpoints) < 2:
@@ -182,10 +187,13 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
         raise ValueError("bake=True needs ema=True")
     if apply_order not in (None, "trainable", "tracked"):
         raise ValueError(f"apply_order must be 'trainable' or 'tracked', got {apply_order!r}")
-    pairing = {"ema_name": ema_name, "apply_order": apply_order, "use_meta": use_meta}
-    if not bake and (ema_name is not None or apply_order is not None or not use_meta):
-        raise ValueError("ema_name, apply_order and use_meta decide which shadow --bake writes "
-                         "under each plain name; they need bake=True (--ema --bake)")
+    pairing = {"ema_name": ema_name, "apply_order": apply_order, "use_meta": use_meta,
+               "allow_missing": allow_missing}
+    if not bake and (ema_name is not None or apply_order is not None or not use_meta
+                     or allow_missing):
+        raise ValueError("ema_name, apply_order, use_meta and allow_missing decide which shadow "
+                         "--bake writes under each plain name; they need bake=True (--ema "
+                         "--bake)")
     # Resolved first: resolving a URL starts a fresh remote session, which must be the one
     # that then records the inputs (remote outputs refuse to replace them).
     chosen = None if newest is None else _identity(locate(newest).prefix)
@@ -234,7 +242,8 @@ def average_run(run_dir: str | os.PathLike, last: int, out_dir: str | os.PathLik
     state = (run_dir.rstrip("/") + "/" + STATE_FILE if is_url(run_dir)
              else os.path.join(run_dir, STATE_FILE))
     defaults = {"ema": False, "bake": False, "name": None, "overwrite": False,
-                "progress": None, "ema_name": None, "apply_order": None, "use_meta": True}
+                "progress": None, "ema_name": None, "apply_order": None, "use_meta": True,
+                "allow_missing": False}
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"average_run() got an unexpected keyword argument {min(unknown)!r}")
@@ -364,10 +373,12 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
     ``zero_debias`` average, which must stay consistent with each other, a dynamic loss
     scale). With ``bake`` each
     plain name gets the shadow ``ckpt map`` pairs it with (``pairing``: ``ema_name``,
-    ``apply_order``, ``use_meta``), only where the newest input proves it.
+    ``apply_order``, ``use_meta``), only where the newest input proves it; with
+    ``allow_missing`` a weight without a shadow keeps the newest input's raw value.
 
     Raises:
-        EmaError: no shadows; with ``bake``, a weight without a shadow, or a pairing the file
+        EmaError: no shadows; with ``bake``, a weight without a shadow (unless
+            ``allow_missing``), or a pairing the file
             does not prove (``UnprovenPairingError``, naming the deciding option).
     """
     variables = {v.name: v for v in newest.variables()}
@@ -386,7 +397,8 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
     # Refuses what the file does not prove, then requires a shadow for every weight; the
     # pairing itself is the one every command uses.
     ema_map(newest, non_averaged="keep", **pairing).require_complete()
-    source_of = proven_pairs(newest, **pairing)
+    source_of = proven_pairs(newest, **{k: v for k, v in pairing.items()
+                                        if k != "allow_missing"})
     unaveraged = sorted(k for k, s in source_of.items() if s not in shadows)
     if unaveraged:  # a pairing onto something that is not an averaged float shadow
         raise EmaError(f"{newest.path}: the average of {unaveraged[0]!r} is "

@@ -169,25 +169,32 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
 
 
 def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
-              **saver_kwargs):
+              allow_missing: bool = False, **saver_kwargs):
     """Returns a ``tf.compat.v1.train.Saver`` that restores EMA values into ``var_list``.
 
     Like ``tf.compat.v1.train.Saver(ema.variables_to_restore())`` but keyed by checkpoint keys,
-    so partitioned variables restore. With ``checkpoint``, the map comes from what is stored
-    (variables without a shadow restore their raw value); without, it follows TF's naming.
+    so partitioned variables restore. With ``checkpoint``, the map comes from what is stored:
+    variables that are not averaged (global step, optimizer slots, the shadows themselves)
+    restore their raw value; a variable that should have a shadow (trainable or in
+    ``moving_average_variables``) but has none stored is refused unless ``allow_missing``
+    (as :func:`restore_ema`). Without ``checkpoint`` the map follows TF's naming.
 
     Args:
         var_list: variables; default: global variables of the default graph.
         checkpoint: optional checkpoint to build the map from.
         ema_name: EMA suffix; default: detected from the checkpoint (TF's default name first),
             ``ExponentialMovingAverage`` when no checkpoint is given.
+        allow_missing: (with ``checkpoint``) restore the raw value of variables whose shadow
+            is not stored, instead of raising.
         **saver_kwargs: passed to ``Saver`` (``max_to_keep``, ``name``…).
 
     Returns:
         `tf.compat.v1.train.Saver`.
 
     Raises:
-        EmaError: (with ``checkpoint``) variables without shadow or not in the checkpoint.
+        EmaError: (with ``checkpoint``) variables not in the checkpoint, or without a stored
+            shadow and not ``allow_missing`` (the message names ``allow_missing=True`` and
+            ``var_list``).
 
     Example:
         >>> saver = ckpt_tools.ema_saver(checkpoint="train/")  # doctest: +SKIP
@@ -203,13 +210,19 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     if checkpoint is not None:
         ckpt, owned = _open(checkpoint)
         try:
-            averaged, raw, problems = _plan(ckpt, list(groups), {"ema_name": ema_name})
+            averaged, raw, problems = _plan(ckpt, list(groups),
+                                            {"ema_name": ema_name, "allow_missing": allow_missing})
         finally:
             if owned:
                 ckpt.close()
         if problems:
+            shadowless = any("(no shadow " in p for p in problems)
+            advice = ("; pass allow_missing=True to restore their raw values, or var_list= "
+                      "without them" if shadowless else
+                      "; pass var_list= with the variables the checkpoint holds")
             raise EmaError(f"{len(problems)} variable(s) cannot be restored: "
-                           + "; ".join(problems[:8]))
+                           + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
+                           + advice)
         sources = {**raw, **averaged}
     else:
         averaged_keys = {_graph_key(v)[0] for v in _flatten(

@@ -142,3 +142,111 @@ def test_usage_error_names_the_argument_as_usage_does(tmp_path):
     proc = run_subprocess(["average", str(FIXTURES / "tf2_object"), "--out", str(tmp_path / "x")])
     _one_line_error(proc, 2)
     assert "CKPT..." in proc.stderr and "PATHS" not in proc.stderr
+
+
+def _named_options(stderr: str) -> set[str]:
+    return set(re.findall(r"pass (--[a-z][a-z-]*)", stderr))
+
+
+@pytest.fixture(scope="module")
+def unnamed_list_run(tmp_path_factory, tf):
+    """The issue's TF2 setup: a tf.Module of six blocks of unnamed tf.Variables (TF names them
+    all 'Variable'), averages saved as a list of 12 (``ema_vars/10`` sorts before
+    ``ema_vars/2``), two saves by a CheckpointManager; ``ema.average(v)`` recorded at each
+    save under the variable's object path."""
+    run = tmp_path_factory.mktemp("unnamed_list")
+
+    class Block(tf.Module):
+        def __init__(self, i):
+            super().__init__()
+            self.w = tf.Variable(tf.random.stateless_normal([3, 3], seed=[i, 1]))
+            self.b = tf.Variable(tf.zeros([3]))
+
+    class Model(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = [Block(i) for i in range(6)]
+
+    model = Model()
+    ema = tf.train.ExponentialMovingAverage(0.7)
+    trainable = model.trainable_variables
+    ema.apply(trainable)
+    ckpt = tf.train.Checkpoint(model=model, ema_vars=[ema.average(v) for v in trainable])
+    manager = tf.train.CheckpointManager(ckpt, str(run), max_to_keep=5)
+    rs = np.random.RandomState(0)
+    recorded = []
+    for _ in range(2):
+        for _ in range(3):
+            for v in trainable:
+                v.assign_add(rs.randn(*v.shape).astype("float32"))
+            ema.apply(trainable)
+        manager.save()
+        recorded.append({f"model/blocks/{i}/{n}/.ATTRIBUTES/VARIABLE_VALUE":
+                         ema.average(getattr(block, n)).numpy()
+                         for i, block in enumerate(model.blocks) for n in ("w", "b")})
+    return run, recorded
+
+
+def test_issue_tf2_unnamed_list_bake_equals_the_mean_of_ema_average(unnamed_list_run, tmp_path,
+                                                                     tf):
+    run, recorded = unnamed_list_run
+    refused = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake", "--out",
+                              str(tmp_path / "o")])
+    _one_line_error(refused, 6)
+    named = _named_options(refused.stderr)
+    assert "--apply-order" in named
+    help_text = run_subprocess(["average", "--help"]).stdout
+    for option in named:  # every option the refusal names is one average takes
+        assert option in help_text, option
+    proc = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake",
+                           "--apply-order", _advice(refused.stderr, "--apply-order"),
+                           "--out", str(tmp_path / "o"), "--json"])
+    assert proc.returncode == 0, proc.stderr
+    out = _tf_values(tf, json.loads(proc.stdout)["output"])
+    assert len(recorded[0]) == 12
+    for key in recorded[0]:
+        want = _mean([r[key] for r in recorded])
+        assert not np.array_equal(recorded[0][key], recorded[1][key])
+        np.testing.assert_array_equal(out[key], want, err_msg=key)
+
+
+def test_bake_with_an_unaveraged_weight_follows_the_refusal_to_allow_missing(tmp_path, tf):
+    """TF1: ``net/scale`` is left out of ``ema.apply``; the refusal names --allow-missing,
+    which average takes: the averaged plain names get the mean of ``ema.average(v)``, the
+    unaveraged one keeps the newest checkpoint's raw value."""
+    v1 = tf.compat.v1
+    run = tmp_path / "run"
+    recorded: list[dict[str, np.ndarray]] = []
+    with tf.Graph().as_default():
+        step = v1.train.get_or_create_global_step()
+        w = v1.get_variable("w", [3, 2], initializer=v1.random_normal_initializer(seed=2))
+        s = v1.get_variable("scale", [2], initializer=v1.ones_initializer())
+        loss = tf.reduce_sum(tf.square(tf.reduce_sum(w, 0) * s - 1.0))
+        opt = v1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        ema = v1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([opt]):
+            train = ema.apply([w])
+        saver = v1.train.Saver(max_to_keep=5)
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for i in range(4):
+                sess.run(train)
+                if i % 2:
+                    saver.save(sess, str(run / "model.ckpt"), global_step=step)
+                    recorded.append({"w": sess.run(ema.average(w)), "scale": sess.run(s)})
+    refused = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake", "--out",
+                              str(tmp_path / "o")])
+    _one_line_error(refused, 6)
+    assert "--allow-missing" in _named_options(refused.stderr) | set(
+        re.findall(r"\((--allow-missing)\)", refused.stderr))
+    assert not (tmp_path / "o").exists()
+    proc = run_subprocess(["average", str(run), "--last", "2", "--ema", "--bake",
+                           "--allow-missing", "--out", str(tmp_path / "o"), "--json"])
+    assert proc.returncode == 0, proc.stderr
+    out = _tf_values(tf, json.loads(proc.stdout)["output"])
+    np.testing.assert_array_equal(out["w"], _mean([r["w"] for r in recorded]))
+    np.testing.assert_array_equal(out["scale"], recorded[-1]["scale"])
+    assert not np.array_equal(recorded[0]["scale"], recorded[1]["scale"])
+    proc = run_subprocess(["average", str(run), "--last", "2", "--allow-missing", "--out",
+                           str(tmp_path / "x")])
+    _one_line_error(proc, 2)

@@ -143,3 +143,58 @@ def test_apply_ema_to_a_keras3_model(tf):
     moving_mean = by_path["net/bn/moving_mean"]
     assert np.array_equal(moving_mean.numpy(), values[key_of_path["net/bn/moving_mean"]])
     assert len(result.averaged) == len(exp["ema_of"])
+
+
+@pytest.fixture(scope="module")
+def scale_not_averaged(tmp_path_factory, tf):
+    """A TF1 run whose EMA (``name="avg"``, ``num_updates``, ``zero_debias``) averages a
+    partitioned ``net/w`` and ``net/b`` but not ``net/scale``; the values TF computed at save
+    time: ``ema.average(v)`` per variable (parts concatenated) and the raw ``net/scale``."""
+    v1 = tf.compat.v1
+    run = tmp_path_factory.mktemp("scale_not_averaged")
+    with tf.Graph().as_default():
+        step = v1.train.get_or_create_global_step()
+        with v1.variable_scope("net"):
+            w = v1.get_variable("w", [8, 3], partitioner=v1.fixed_size_partitioner(2),
+                                initializer=v1.random_normal_initializer(seed=1))
+            b = v1.get_variable("b", [3], initializer=v1.zeros_initializer())
+            s = v1.get_variable("scale", [3], initializer=v1.ones_initializer())
+        x = v1.random_normal([4, 8], seed=1)
+        loss = tf.reduce_sum(tf.square(tf.matmul(x, w) * s + b))
+        train = v1.train.MomentumOptimizer(0.01, 0.9).minimize(loss, global_step=step)
+        ema = v1.train.ExponentialMovingAverage(0.9, num_updates=step, zero_debias=True,
+                                                name="avg")
+        with tf.control_dependencies([train]):
+            update = ema.apply(list(w) + [b])  # not net/scale
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for _ in range(5):
+                sess.run(update)
+            v1.train.Saver().save(sess, str(run / "model.ckpt"), global_step=step)
+            truth = {"net/w": sess.run(tf.concat([ema.average(p) for p in w], 0)),
+                     "net/b": sess.run(ema.average(b)), "net/scale": sess.run(s)}
+    return run, truth
+
+
+def test_ema_saver_in_imported_graph_refuses_an_unaveraged_variable_naming_allow_missing(
+        scale_not_averaged, tf):
+    run, truth = scale_not_averaged
+    meta = next(run.glob("*.meta"))
+    with tf.Graph().as_default():
+        tf.compat.v1.train.import_meta_graph(str(meta))
+        with pytest.raises(EmaError, match=r"net/scale.*allow_missing=True"):
+            ckpt_tools.ema_saver(checkpoint=run)
+        saver = ckpt_tools.ema_saver(checkpoint=run, allow_missing=True)
+        with tf.compat.v1.Session() as sess:
+            saver.restore(sess, tf.train.latest_checkpoint(str(run)))
+            got: dict[str, list] = {}
+            for var in tf.compat.v1.global_variables():
+                info = var._save_slice_info
+                key = info.full_name if info else var.op.name
+                got.setdefault(key, []).append((info.var_offset if info else [0], var))
+            for key, want in truth.items():
+                parts = [sess.run(v) for _, v in sorted(got[key], key=lambda p: p[0])]
+                value = np.concatenate(parts) if len(parts) > 1 else parts[0]
+                assert value.tobytes() == want.tobytes(), key
+    # the raw scale is not its initial value: training moved it
+    assert not np.array_equal(truth["net/scale"], np.ones(3, np.float32))

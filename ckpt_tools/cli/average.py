@@ -16,7 +16,7 @@ import typer
 from ..formats._io import is_url
 from ._common import JsonOpt, QuietOpt, check_output_parent
 from ._output import Output, human_bytes
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
+from .ema import ApplyOrderOpt, EmaNameOpt, MissingOpt, NoMetaOpt, check_apply_order
 
 
 def average_command(
@@ -50,6 +50,7 @@ def average_command(
     ema_name: EmaNameOpt = None,
     apply_order: ApplyOrderOpt = None,
     no_meta: NoMetaOpt = False,
+    allow_missing: MissingOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -57,7 +58,8 @@ def average_command(
     come from the newest); EMA-aware, partitioned and sharded checkpoints supported.
 
     With --ema --bake each plain name gets the averaged shadow 'ckpt map' pairs it with in the
-    newest input (--ema-name, --apply-order, --no-meta decide as there).
+    newest input (--ema-name, --apply-order, --no-meta decide as there; --allow-missing keeps
+    the newest input's raw value where a weight has no shadow).
     """
     from ..average import average_checkpoints, average_run, checkpoints_of_run
     from ..checkpoint import open_checkpoint
@@ -66,7 +68,8 @@ def average_command(
         raise typer.BadParameter("--bake needs --ema", param_hint="--bake")
     check_apply_order(apply_order)
     for given, option in ((ema_name is not None, "--ema-name"),
-                          (apply_order is not None, "--apply-order"), (no_meta, "--no-meta")):
+                          (apply_order is not None, "--apply-order"), (no_meta, "--no-meta"),
+                          (allow_missing, "--allow-missing")):
         if given and not bake:
             raise typer.BadParameter("it decides which averaged shadow --bake writes under each "
                                      "plain name; it needs --ema --bake", param_hint=option)
@@ -90,7 +93,7 @@ def average_command(
         try:
             options = dict(ema=ema, bake=bake, name=name, newest=newest, overwrite=force,
                            progress=bar.advance, ema_name=ema_name, apply_order=apply_order,
-                           use_meta=not no_meta)
+                           use_meta=not no_meta, allow_missing=allow_missing)
             # With --last the state file (save order) says which is newest.
             result = average_run(paths[0], last, out_dir, **options) if last is not None \
                 else average_checkpoints(inputs, out_dir, **options)
