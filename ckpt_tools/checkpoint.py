@@ -65,8 +65,13 @@ class Variable(Frozen):
         shape: full shape (for partitioned variables, of the whole tensor).
         role: one of :data:`ckpt_tools.roles.ROLES`.
         collections: graph collections it belongs to (needs a ``.meta``).
-        ema_of: for an EMA shadow, the key of the variable it averages.
-        ema: for a variable that has an EMA shadow, the shadow's key.
+        ema_of: for an EMA shadow, the key of the variable it averages, only where the file
+            proves it; ``None`` for an average it cannot pair (then ``ema_candidates``).
+        ema: for a variable whose one EMA shadow the file proves, the shadow's key. ``None``
+            both when it has no shadow and when which one is its average is not proven
+            (several EMA objects' averages, or averages the file cannot pair: then
+            ``ema_candidates`` lists them; :func:`ckpt_tools.emamap.decide_pairing` applies
+            ``ema_name=``/``apply_order=``). Never a candidate picked as if proven.
         slot_of: for an optimizer slot, the key of its variable.
         nbytes: bytes of stored data.
         partitions: number of stored slices (0 when not partitioned).
@@ -85,7 +90,8 @@ class Variable(Frozen):
     partitions: int = 0
     path: str | None = None
     ema_style: str | None = None  # how the average is kept (roles.EMA_STYLES), on both sides
-    # An average the file cannot pair (ema_of is None): the variables it may belong to.
+    # An average the file cannot pair (ema_of is None): the variables it may belong to; a
+    # variable whose average is not proven (ema is None): the averages it may take.
     ema_candidates: tuple[str, ...] = ()
     _fields = ("name", "dtype", "shape", "role", "collections", "ema_of", "ema", "slot_of",
                "nbytes", "partitions", "path", "ema_style", "ema_candidates")
@@ -672,16 +678,28 @@ class Checkpoint:
         info = _roles.classify(entries, self.meta, self.objects,
                                keras=self._reader.keras)
         colls = self.meta.collections_by_key() if self.meta else {}
-        shadow_of: dict[str, str] = {}
+        # A variable's averages: proven ones (their names say whose) and unpaired ones that
+        # name it as a candidate. Only a variable with exactly one, proven, gets ``ema``; with
+        # several (two EMA objects, or an average the file cannot pair) which one is its
+        # average is not proven here: ``ema`` stays None and ``ema_candidates`` lists them
+        # (``ckpt_tools.emamap.decide_pairing`` applies what --ema-name... decide).
+        averages: dict[str, list[str]] = {}
+        unproven: set[str] = set()
         for key, ri in info.items():
-            # First shadow wins; classify() sees keys sorted, so "W/ExponentialMovingAverage"
-            # comes before "W/ExponentialMovingAverage_1".
-            if ri.role == _roles.EMA and ri.ema_of and ri.ema_of not in shadow_of:
-                shadow_of[ri.ema_of] = key
+            if ri.role != _roles.EMA:
+                continue
+            if ri.ema_of:
+                averages.setdefault(ri.ema_of, []).append(key)
+            for cand in ri.candidates if not ri.ema_of else ():
+                averages.setdefault(cand, []).append(key)
+                unproven.add(cand)
+        shadow_of = {k: a[0] for k, a in averages.items() if len(a) == 1 and k not in unproven}
         out = []
         for key, entry in entries.items():
             ri = info[key]
             path = self.path_of(key, entry)
+            open_averages = () if ri.role == _roles.EMA or key in shadow_of else tuple(
+                sorted(averages.get(key, ())))
             out.append(Variable(
                 name=key, dtype=entry.dtype_name, shape=entry.shape, role=ri.role,
                 collections=tuple(colls.get(key, ())), ema_of=ri.ema_of,
@@ -690,7 +708,7 @@ class Checkpoint:
                 (len(entry.slices) if len(entry.slices) > 1 else 0),
                 path=path, ema_style=ri.ema_style or (
                     info[shadow_of[key]].ema_style if key in shadow_of else None),
-                ema_candidates=ri.candidates))
+                ema_candidates=ri.candidates if ri.role == _roles.EMA else open_averages))
         return out
 
     def path_of(self, key: str, entry: TensorEntry | None = None) -> str | None:

@@ -96,7 +96,7 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
                 of = shadow_of.get(v.name, v.ema_of)
                 if of != v.ema_of or (of and v.ema_candidates):
                     v = replace(v, ema_of=of, ema_candidates=() if of else v.ema_candidates)
-            elif v.ema != pairs.get(v.name):
+            elif v.ema != pairs.get(v.name) or v.ema_candidates:
                 v = replace(v, ema=pairs.get(v.name), ema_candidates=())
             out.append(v)
         return out, None
