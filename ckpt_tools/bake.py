@@ -399,14 +399,17 @@ def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str,
     entry = ckpt.entry(src)
     reader = ckpt.reader
     if reader.format == "v2":  # stored bytes can be copied as they are
-        if entry.dtype == dtypes.STRING and verify:
-            # A string entry's CRC covers its decoded lengths, not its stored bytes: let the
-            # reader check it, then copy the bytes as they are.
-            ckpt.tensor(src)
-            verify = False
         parts = [(entry, None)]
         if entry.slices:
             parts = [(sub, s) for s, sub in reader.slice_entries(src)]
+        if (entry.dtype == dtypes.STRING and verify) or any(not sub.crc32c for sub, _ in parts):
+            # A string entry's CRC covers its decoded lengths, not its stored bytes: let the
+            # reader check it, then copy the bytes as they are. An entry without a CRC32C is
+            # refused as TensorFlow refuses it, --no-verify or not (formats.bundle.NO_CRC): a
+            # copy must never give it a CRC it never had.
+            ckpt.tensor(src)
+            verify = verify and entry.dtype != dtypes.STRING
+        if entry.slices:
             writer.add_partitioned(out_key, entry.dtype, entry.shape, list(entry.slices))
         total = 0
         for sub, tslice in parts:

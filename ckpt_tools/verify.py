@@ -21,7 +21,7 @@ from .formats import crc, dtypes
 from .formats._io import close_map, map_file, open_ranged, view
 from .formats._protos import BundleEntryProto, BundleHeaderProto
 from .formats._wire import Cursor
-from .formats.bundle import data_path, shape_of
+from .formats.bundle import NO_CRC, data_path, shape_of
 from .formats.entry import TensorEntry
 from .formats.meta import read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY, parse_object_graph
@@ -376,18 +376,13 @@ def _check_data(e: TensorEntry, mm, path: str, tick: Callable[[int], None] | Non
     actual = crc.mask(running)
     if actual != _stored_crc(e):
         if not e.crc32c:
-            return f"tensor {e.name!r}{_NO_CRC} (computed 0x{actual:08x})"
+            return f"tensor {e.name!r}{NO_CRC} (computed 0x{actual:08x})"
         return (f"checksum mismatch for tensor {e.name!r} (stored 0x{e.crc32c:08x}, computed "
                 f"0x{actual:08x})")
     return None
 
 
-# TensorFlow's BundleReader::GetValue compares Unmask(entry.crc32c()) with the CRC32C of the
-# bytes it read, always: an entry without the field reads as 0 (proto3), and that check fails
-# ("Checksum does not match") unless the data's masked CRC32C happens to be 0 itself, which
-# proto3 cannot store. So an absent CRC is checked as 0, never skipped.
-_NO_CRC = (" has no CRC32C in its index entry; TensorFlow reads that as 0 and refuses the "
-           "tensor (Checksum does not match)")
+# An absent CRC is checked as 0, never skipped: see formats.bundle.NO_CRC.
 
 
 def _stored_crc(e: TensorEntry) -> int:

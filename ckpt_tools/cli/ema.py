@@ -268,7 +268,8 @@ def restore_ema_command(
     drop_slots: Annotated[bool, typer.Option(
         "--drop-slots", hidden=True, help="Alias of --slots drop.")] = False,
     no_verify: Annotated[bool, typer.Option(
-        "--no-verify", help="Skip CRC32C checks while copying.")] = False,
+        "--no-verify", help="Skip CRC32C checks while copying (an index entry without a "
+        "CRC32C is still refused, as TensorFlow refuses it).")] = False,
     ema_name: EmaNameOpt = None,
     no_meta: NoMetaOpt = False,
     strip_scope: StripOpt = None,

@@ -45,6 +45,15 @@ def data_path(prefix: str, shard: int, num_shards: int) -> str:
 
 MAX_RANK = 64  # TensorFlow's TensorShape::MaxDimensions()
 
+# TensorFlow's BundleReader::GetValue compares Unmask(entry.crc32c()) with the CRC32C of the
+# bytes it read, always, whatever the reader's options: an entry without the field reads as 0
+# (proto3), so such a tensor is refused ("Checksum does not match") unless its data's masked
+# CRC32C is 0 itself (which TensorFlow's writer stores as an absent field). Every read here
+# does the same, verified or not: an absent CRC never turns checking off. The full entry of a
+# partitioned tensor stores no bytes and no CRC; each slice carries its own (checked on read).
+NO_CRC = (" has no CRC32C in its index entry; TensorFlow reads that as 0 and refuses the "
+          "tensor (Checksum does not match)")
+
 
 def shape_of(proto, name: str | None = None) -> tuple[int, ...]:
     """Returns the dimensions of a ``TensorShapeProto``.
@@ -302,16 +311,18 @@ class BundleReader:
         return view(mm, entry.offset, end)
 
     def check_crc(self, entry: TensorEntry, data) -> None:
-        """Raises CorruptCheckpointError if ``data`` does not match the entry's CRC32C."""
-        if entry.crc32c is None:
-            return
+        """Raises CorruptCheckpointError if ``data`` does not match the entry's CRC32C (an
+        entry without one is checked against 0, as TensorFlow does)."""
         self._crc_verdict(entry, crc.crc32c_parallel(data))  # large tensors: every core
 
     def _crc_verdict(self, entry: TensorEntry, computed: int) -> None:
         """Raises CorruptCheckpointError unless ``computed`` (an unmasked CRC32C of all the
         entry's bytes) matches the stored one."""
         actual = crc.mask(computed)
-        if actual != entry.crc32c:
+        if not entry.crc32c and actual != 0:
+            raise CorruptCheckpointError(
+                f"tensor {entry.name!r}{NO_CRC} (computed 0x{actual:08x})", path=self.index_path)
+        if actual != (entry.crc32c or 0):
             raise CorruptCheckpointError(
                 f"checksum mismatch for tensor {entry.name!r} (stored 0x{entry.crc32c:08x}, "
                 f"computed 0x{actual:08x}): the data file is corrupt",
@@ -332,7 +343,7 @@ class BundleReader:
                 f"{item * count} bytes but its entry says {entry.stored_bytes}",
                 path=self.index_path)
         data = self.raw(entry)
-        if self.verify:
+        if self.verify or not entry.crc32c:  # an absent CRC is refused even unverified
             self.check_crc(entry, data)
         arr = np.frombuffer(data, dtype=dt, count=count).reshape(shape)
         if self.big_endian and dt.itemsize > 1:
@@ -377,7 +388,7 @@ class BundleReader:
                 f"needs {item * entry.num_elements} bytes but its entry says "
                 f"{entry.stored_bytes}", path=self.index_path)
         data = self.raw(entry)
-        check = verify and entry.crc32c is not None
+        check = verify or not entry.crc32c  # an absent CRC is refused even unverified
         step = max(item, max_bytes // item * item)
         swap = self.big_endian and item > 1
         unaligned = bool(entry.offset % max(dt.alignment, 1))
@@ -416,7 +427,12 @@ class BundleReader:
                 f"string tensor {entry.name!r} claims {count} elements in {len(data)} bytes",
                 path=path, offset=entry.offset)
         decoded = decode_strings(data, count, path=path, offset=entry.offset,
-                                 expected_crc=entry.crc32c, verify=self.verify)
+                                 expected_crc=entry.crc32c or 0,
+                                 verify=self.verify or not entry.crc32c)
+        if decoded.problems and not entry.crc32c and any(
+                p.startswith("checksum mismatch") for p in decoded.problems):
+            raise CorruptCheckpointError(f"string tensor {entry.name!r}{NO_CRC}",
+                                         path=self.index_path)
         if decoded.problems:
             raise CorruptCheckpointError(
                 f"string tensor {entry.name!r}: {'; '.join(decoded.problems)}",
