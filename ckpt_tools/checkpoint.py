@@ -410,6 +410,8 @@ def _locate_url(url: str) -> Location:
     store = remote.begin()  # a fresh session: no listing cached by an earlier command
     bare = url.rstrip("/")
     named_file = _FILE_NAME_RE.search(bare) or os.path.basename(bare) == STATE_FILE
+    if not named_file and store.is_http(bare):
+        return _locate_http(store, url)
     if not named_file and (url.endswith("/") or store.is_dir(bare)):
         names = store.listing(bare)
         if STATE_FILE in names:
@@ -436,6 +438,31 @@ def _locate_url(url: str) -> Location:
         if bare.endswith(suffix):
             prefix = bare[: -len(suffix)]
     return _url_prefix(store, prefix, url)
+
+
+def _locate_http(store, url: str) -> Location:
+    """Resolves an ``http(s)://`` URL that names no file: a run directory with a
+    ``checkpoint`` state file or, not ending in ``/`` and failing that, a checkpoint prefix
+    (its ``.index`` exists). No listing (a web server gives none with sizes): each object is
+    asked for by name, the state file first, so that either form costs at most four
+    requests for ``ckpt list`` (a prefix: a 404, the index, the .meta, an object graph).
+
+    Raises:
+        CheckpointNotFoundError: neither is there.
+    """
+    from .formats import remote
+
+    bare = url.rstrip("/")
+    state = remote.url_join(bare, STATE_FILE)
+    if store.size(state) is not None:
+        return _url_prefix(store, _state_target(bare, read_state_file_at(state)[-1]), url,
+                           state)
+    if not url.endswith("/") and store.size(bare + ".index") is not None:
+        return _url_prefix(store, bare, url)
+    tried = state if url.endswith("/") else f"{state}, no {bare}.index"
+    raise CheckpointNotFoundError(
+        f"{url}: not found (no {tried}; an http(s):// directory cannot be listed, so a run "
+        "directory needs its 'checkpoint' state file, or give the checkpoint prefix URL)")
 
 
 def _state_target(directory: str, name: str) -> str:

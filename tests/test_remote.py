@@ -12,9 +12,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -134,41 +132,6 @@ def test_missing_url_is_exit_3_naming_it(s3):
         result = _run("list", url)
         assert result.exit_code == 3, result.output
         assert url.rstrip("/") in result.stderr and "Traceback" not in result.output
-
-
-class _Serving(BaseHTTPRequestHandler):
-    """Serves fixtures/towers_bn whole (directory listings and files), as http.server does."""
-
-    def do_GET(self):  # noqa: N802 (http.server's name)
-        path = FIXTURES / "towers_bn" / self.path.rsplit("/", 1)[-1]
-        body = path.read_bytes() if path.is_file() else b"<html></html>"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
-def test_http_urls_are_refused_up_front_not_reported_corrupt(tmp_path):
-    # fsspec's HTTP listing has no sizes: reading on would call a whole shard truncated
-    # (exit 4). The honest answer is "not supported" (exit 5), naming the URL.
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Serving)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        base = f"http://127.0.0.1:{server.server_address[1]}/towers_bn"
-        for url in (base + "/", base + "/model.ckpt-30.index"):
-            for cmd in (("list", url), ("export", url, "--out", str(tmp_path / "never.npz"))):
-                result = _run(*cmd)
-                assert result.exit_code == 5, result.output
-                assert "not supported" in result.stderr and base in result.stderr
-                assert "Traceback" not in result.output
-        assert not (tmp_path / "never.npz").exists()
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_local_list_does_not_import_fsspec():

@@ -39,7 +39,7 @@ def complete_path(incomplete: str) -> list[str]:
 PATH_HELP = ("a training directory (uses its 'checkpoint' state file), a prefix such as "
              "model.ckpt-1000, a .index, .data-*, or .meta file, a V1 file or shard, a "
              "SavedModel directory or its saved_model.pb, or a .keras/.h5 file; or an "
-             "s3://, gs:// or file:// URL of a V2 checkpoint (pip install "
+             "s3://, gs://, http(s):// or file:// URL of a V2 checkpoint (pip install "
              "\"ckpt-tools[remote]\").")
 PathArg = Annotated[
     str,

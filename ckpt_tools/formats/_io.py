@@ -218,6 +218,14 @@ def close_map(mm) -> None:
             pass
 
 
+def sizes_listed(path: str) -> bool:
+    """Returns whether the sizes of the files beside ``path`` are known without a request per
+    file: true for local paths and listed stores (S3, GCS...), false over ``http(s)://``,
+    where each data shard's size costs a HEAD (asked when the shard is first read, so that
+    ``ckpt list`` stays at a fixed number of requests)."""
+    return not path.lower().startswith(("http://", "https://"))
+
+
 def remote_session(path: str):
     """Returns the remote session now reading URL ``path`` (None for a local path). A reader
     keeps it for :func:`open_ranged`, so its reads stay pinned to the ETags its listing saw
@@ -236,6 +244,8 @@ def open_ranged(path: str, extents: list[tuple[int, int]] | None = None, store=N
     if not is_url(path):
         return map_file(path)
     store = store or _remote()
+    if not sizes_listed(path):  # http(s): its size comes with the first read (no HEAD)
+        return store.file(path, None, extents)
     size = store.size(path)
     if size is None:
         raise CheckpointNotFoundError(f"{path}: not found")

@@ -13,7 +13,12 @@ import math
 import mmap
 from collections.abc import Iterator
 
-from ..errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+from ..errors import (
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    RemoteAccessError,
+    UnsupportedFormatError,
+)
 from . import crc, dtypes
 from ._io import (
     close_map,
@@ -22,6 +27,7 @@ from ._io import (
     open_ranged,
     regular_size,
     remote_session,
+    sizes_listed,
     view,
 )
 from .bundle_wire import WireError, decode_entry, decode_header
@@ -160,20 +166,25 @@ class BundleReader:
             if name not in self.entries:
                 raise CorruptCheckpointError(f"slice of {name!r} has no full-tensor entry",
                                              path=self.index_path)
-        self._check_extents()
+        if sizes_listed(self.prefix):  # else each shard when it is first read
+            self._check_extents()
         self._check_sizes()
 
-    def _check_extents(self) -> None:
-        """Refuses entries whose bytes pass the end of their data shard (one ``stat`` per shard).
+    def _check_extents(self, shard: int | None = None, size: int | None = None) -> None:
+        """Refuses entries whose bytes pass the end of their data shard (one ``stat`` per shard;
+        only ``shard``, of ``size`` bytes, when given).
 
         Done at open, so every command (``list`` included) refuses an index that points outside
         its data, and a missing shard is exit 3 naming it for every command alike (an index
-        listed without its data would pass for a whole checkpoint).
+        listed without its data would pass for a whole checkpoint). Over ``http(s)://`` a
+        shard's size costs a request, so each shard is checked when it is first read instead.
         """
         stored = [e for e in self.entries.values() if not e.slices]
         stored += self._slice_entries.values()
-        sizes: dict[int, int] = {}
+        sizes: dict[int, int] = {} if shard is None else {shard: size}
         for e in stored:
+            if shard is not None and e.shard_id != shard:
+                continue
             if e.shard_id not in sizes:
                 path = data_path(self.prefix, e.shard_id, self.num_shards)
                 try:
@@ -303,12 +314,27 @@ class BundleReader:
         """
         mm = self._shard(entry.shard_id)
         end = entry.offset + entry.stored_bytes
+        if not getattr(mm, "size_known", True):
+            return self._first_read(mm, entry, end)
         if end > len(mm):
             raise CorruptCheckpointError(
                 f"tensor {entry.name!r} spans bytes [{entry.offset}, {end}) but the file has "
                 f"{len(mm)} bytes (truncated data shard)",
                 path=data_path(self.prefix, entry.shard_id, self.num_shards))
         return view(mm, entry.offset, end)
+
+    def _first_read(self, mm, entry: TensorEntry, end: int) -> memoryview:
+        """The first read of an http(s) shard, whose size only its answer tells (no HEAD
+        request before it): then the shard's extents are checked as others are at open."""
+        try:
+            data = view(mm, entry.offset, end)
+        except RemoteAccessError:  # (Shorter: the shard's real size is known now)
+            if not mm.size_known:
+                raise
+            self._check_extents(entry.shard_id, len(mm))  # past its end: truncated
+            raise
+        self._check_extents(entry.shard_id, len(mm))
+        return data
 
     def check_crc(self, entry: TensorEntry, data) -> None:
         """Raises CorruptCheckpointError if ``data`` does not match the entry's CRC32C (an

@@ -1,5 +1,5 @@
-"""Checkpoints behind fsspec URLs (``s3://``, ``gs://``, fsspec protocols with sized listings;
-``http(s)://`` is refused).
+"""Checkpoints behind fsspec URLs (``s3://``, ``gs://``, fsspec protocols with sized listings,
+and ``http(s)://`` servers without listings: see :mod:`.remote_http`).
 
 What a reader needs from object storage, in as few requests as the format allows:
 
@@ -26,7 +26,7 @@ from ..errors import (
     RemoteAccessError,
     UnsupportedFormatError,
 )
-from . import remote_s3
+from . import remote_http, remote_s3
 from .remote_errors import (
     INSTALL,
     MAX_STATE,
@@ -37,6 +37,7 @@ from .remote_errors import (
     fsspec_module,
     max_whole,
     s3_options,
+    timeouts,
     translate,
 )
 
@@ -63,6 +64,10 @@ class Session:
         self._files: dict[str, RemoteFile] = {}
         self._holding: dict[str, RemoteFile] = {}  # files holding read-ahead, oldest first
         self._lock = threading.Lock()
+        # http(s)://: no listings; per object what one GET (small files) or HEAD (shards)
+        # said (None: absent), and small files' bodies until they are read.
+        self._http: dict[str, dict | None] = {}
+        self._bodies: dict[str, bytes] = {}
         self.requests = 0
         #: Normalized URLs of every object this command read (its inputs: what a write
         #: must never replace, with or without --force).
@@ -80,18 +85,24 @@ class Session:
                 is not installed (naming the package); or an ``http(s)://`` URL.
         """
         protocol = url.split("://", 1)[0].lower()
-        if protocol in ("http", "https"):
-            # fsspec's HTTP listing is scraped from HTML and carries no sizes, so every
-            # shard would look empty ("truncated", exit 4, about a healthy checkpoint).
-            # Refuse up front rather than report corruption that is not there.
-            raise UnsupportedFormatError(
-                f"{url}: http(s):// URLs are not supported yet (an HTTP listing carries no "
-                "file sizes to check the shards against); download the checkpoint, or serve "
-                "it through an S3-compatible endpoint (s3://)")
+        if remote_http.is_http(protocol):
+            remote_http.check_url(url)
         fs = self._fs.get(protocol)
         if fs is not None:
             return fs, fs._strip_protocol(url)
         fsspec = fsspec_module()
+        if remote_http.is_http(protocol):
+            # Never fsspec's HTML-scraped listings (no sizes): objects are probed one by
+            # one (see remote_http); aiohttp's own timeouts bound each read.
+            import aiohttp
+            from fsspec.implementations.http import HTTPFileSystem
+
+            connect, read, _ = timeouts()
+            with translate(url, deadline()):
+                fs = HTTPFileSystem(skip_instance_cache=True, client_kwargs={
+                    "timeout": aiohttp.ClientTimeout(sock_connect=connect, sock_read=read)})
+            self._fs[protocol] = fs
+            return fs, url
         from fsspec.registry import known_implementations
 
         if protocol not in fsspec.available_protocols():
@@ -160,9 +171,46 @@ class Session:
         again under a writer's lock)."""
         self._listings.pop(directory.rstrip("/"), None)
 
+    @staticmethod
+    def is_http(url: str) -> bool:
+        """Returns whether ``url`` is an ``http(s)://`` URL (no listings: objects probed)."""
+        return remote_http.is_http(url.split("://", 1)[0].lower())
+
+    def known(self, url: str) -> bool:
+        """Whether the size of http(s) object ``url`` is known without a request."""
+        return url.rstrip("/") in self._http
+
+    def _http_info(self, url: str) -> dict | None:
+        """Returns ``{size, etag?, last-modified?}`` of ``http(s)://`` object ``url`` (None:
+        absent), asked once per session: the state file, an ``.index`` or a ``.meta`` by
+        one GET of the whole object (kept until :meth:`fetch` reads it: the probe and the
+        read are one request), anything else (data shards) by a HEAD."""
+        url = url.rstrip("/")
+        if url in self._http:
+            return self._http[url]
+        fs, _ = self.fs(url)
+        self.requests += 1
+        base = url.rsplit("/", 1)[-1]
+        if base == "checkpoint" or base.endswith((".index", ".meta")):
+            limit = MAX_STATE if base == "checkpoint" else max_whole()
+            wait = deadline(limit)
+            with translate(url, wait):
+                got = remote_http.fetch(fs, url, limit, wait)
+            info = None if got is None else got[0]
+            if got is not None and got[1] is not None:
+                self._bodies[url] = got[1]
+        else:
+            with translate(url, deadline()):
+                info = remote_http.head(fs, url, deadline())
+        self._http[url] = info
+        return info
+
     def etag(self, url: str) -> str | None:
         """Returns the ETag of ``url`` from its directory's cached listing (no request), or
         None when it was not listed or the store gives none."""
+        if self.is_http(url):
+            info = self._http.get(url.rstrip("/"))
+            return info.get("etag") if info else None
         parent, base = url.rstrip("/").rsplit("/", 1)
         info = self._listings.get(parent, {}).get(base)
         tag = info.get("ETag") if info else None
@@ -177,6 +225,11 @@ class Session:
             RemoteAccessError: forbidden or network failure.
         """
         directory = directory.rstrip("/")
+        if self.is_http(directory):
+            raise UnsupportedFormatError(
+                f"{directory}/: an http(s):// directory cannot be listed (a web server's "
+                "listing is an HTML page without sizes); name the checkpoint prefix, or a "
+                "run directory with a 'checkpoint' state file")
         cached = self._listings.get(directory)
         if cached is None:
             if directory in self._absent:
@@ -202,14 +255,21 @@ class Session:
         return cached
 
     def is_dir(self, url: str) -> bool:
-        """Returns whether ``url`` is a directory holding objects (its listing is kept)."""
+        """Returns whether ``url`` is a directory holding objects (its listing is kept;
+        always False over http(s)://, which has no listings)."""
+        if self.is_http(url):
+            return False
         try:
             return bool(self.listing(url))
         except CheckpointNotFoundError:
             return False
 
     def info(self, url: str) -> dict | None:
-        """Returns the listing entry of ``url`` from its directory's listing, or None."""
+        """Returns the listing entry of ``url`` from its directory's listing (over
+        http(s)://, what probing the object said), or None."""
+        if self.is_http(url):
+            info = self._http_info(url)
+            return None if info is None else {**info, "type": "file"}
         parent, base = url.rstrip("/").rsplit("/", 1)
         try:
             return self.listing(parent).get(base)
@@ -223,7 +283,7 @@ class Session:
             return None
         return int(info.get("size") or 0)
 
-    def file(self, url: str, size: int, extents: list[tuple[int, int]] | None = None):
+    def file(self, url: str, size: int | None, extents: list[tuple[int, int]] | None = None):
         """Returns the session's :class:`RemoteFile` for data file ``url`` (one per URL, so
         every reader of a shard shares its read-ahead)."""
         self.note_input(url)
@@ -250,6 +310,8 @@ class Session:
             limit = MAX_STATE if state else max_whole()
         fs, path = self.fs(url)
         self.note_input(url)
+        if self.is_http(url):
+            return self._fetch_http(fs, url.rstrip("/"), limit, state)
         listed = self.size(url) if url.rstrip("/").rsplit("/", 1)[0] in self._listings \
             else None
         self._too_big(url, listed, limit, state)
@@ -275,6 +337,17 @@ class Session:
             raise RemoteAccessError(
                 f"{url}: changed while it was being read ({len(data)} bytes, listed with "
                 f"{listed}); retry when the writer is done")
+        self._too_big(url, len(data), limit, state)
+        return data
+
+    def _fetch_http(self, fs, url: str, limit: int, state: bool) -> bytes:
+        info = self._http_info(url)  # usually the GET that also fetched the body
+        if info is None:
+            raise CheckpointNotFoundError(f"{url}: not found")
+        self._too_big(url, info["size"], limit, state)
+        data = self._bodies.pop(url, None)
+        if data is None:  # probed by HEAD, or read before: fetched again, same version
+            data = self.ranges(url, [(0, info["size"])])[0] if info["size"] else b""
         self._too_big(url, len(data), limit, state)
         return data
 
@@ -307,6 +380,12 @@ class Session:
         fs, path = self.fs(url)
         self.note_input(url)
         etag = self.etag(url) if remote_s3.is_s3(fs) else None
+        http = self.is_http(url)
+        # http(s)://: pinned to what was seen first; a shard not yet seen is pinned by the
+        # answers to its first read (no HEAD before it).
+        pin = self._http.get(url) if http else None
+        if http and url in self._http and pin is None:
+            raise CheckpointNotFoundError(f"{url}: not found")
         got: list[bytes] = []
         for k in range(0, len(pieces), MAX_IN_FLIGHT):
             batch = pieces[k : k + MAX_IN_FLIGHT]
@@ -319,6 +398,15 @@ class Session:
                 wait = deadline(nbytes)
                 with translate(url, wait):
                     out = remote_s3.get(fs, path, wanted, etag, wait)
+            elif http:
+                wait = deadline(nbytes)
+                try:
+                    with translate(url, wait):
+                        out, pin = remote_http.ranges(fs, url, wanted, pin, wait)
+                except remote_http.Shorter as exc:
+                    self._http.setdefault(url, {"size": exc.size})  # its real size
+                    raise
+                self._http.setdefault(url, pin)
             elif len(wanted) == 1:
                 s, e = wanted[0]
                 out = [self.call(fs, url, "cat_file", path, start=s, end=e, nbytes=nbytes)]
@@ -369,13 +457,14 @@ class RemoteFile:
     up to :data:`WINDOW` bytes, in one concurrent batch; a random read fetches only itself.
     """
 
-    def __init__(self, url: str, size: int, extents: list[tuple[int, int]] | None = None,
+    def __init__(self, url: str, size: int | None,
+                 extents: list[tuple[int, int]] | None = None,
                  store: Session | None = None):
         self.url = url
         # The session that listed it (its ETags pin every read), even after a later
         # command started another.
         self._store = store or session()
-        self.size = size
+        self._size = size  # None: an http(s) shard's, learnt from its first read
         self._extents = sorted(set(extents or ()))
         self._order = {span: i for i, span in enumerate(self._extents)}
         self._cache: dict[tuple[int, int], bytes] = {}
@@ -383,6 +472,21 @@ class RemoteFile:
         self._end = -1  # where the previous read ended, for read-ahead without extents
         self._buffer: tuple[int, bytes] = (0, b"")
         self._recent: tuple[tuple[int, int], bytes] | None = None
+
+    @property
+    def size(self) -> int:
+        """The object's size (an http(s) shard not read yet: asked with a HEAD)."""
+        if self._size is None:
+            size = self._store.size(self.url)
+            if size is None:
+                raise CheckpointNotFoundError(f"{self.url}: not found")
+            self._size = size
+        return self._size
+
+    @property
+    def size_known(self) -> bool:
+        """Whether :attr:`size` needs no request (known, or learnt from a read)."""
+        return self._size is not None or self._store.known(self.url)
 
     def __len__(self) -> int:
         return self.size

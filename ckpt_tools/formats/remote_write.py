@@ -41,6 +41,11 @@ def check_new(directory: str, names: list[str], *, overwrite: bool = False,
     """
     from ..errors import OutputError
 
+    if directory.lower().startswith(("http://", "https://")):
+        raise OutputError(
+            f"{directory.rstrip('/')}/: http(s):// is read-only here (plain HTTP has no "
+            "agreed way to write objects, let alone atomically); write to a local directory, "
+            "s3:// or gs://")
     store = session()
     where = normalize(directory)
     for key, url in store.inputs.items():
