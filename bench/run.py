@@ -130,6 +130,7 @@ def bench_stream(prefix: str, repeats: int, passes: int, env: dict[str, str]) ->
     verified read they are held against comes from :func:`bench_read`, in the same run)."""
     n = "1"  # compute-bound and long: one timed pass per child, repeats give the median
     commands = {"ckpt stats": [PY, TASKS, "read-stats", n, prefix],
+                "ckpt stats --histogram": [PY, TASKS, "read-stats-hist", n, prefix],
                 "ckpt diff --ema": [PY, TASKS, "read-diff-ema", n, prefix]}
     out = {}
     for name, runs in _round_robin(commands, repeats, env).items():

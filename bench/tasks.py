@@ -98,14 +98,15 @@ def read_ours_stream(prefix: str) -> tuple[int, int]:
     return total, acc
 
 
-def stats_ours(prefix: str) -> tuple[int, int]:
-    """``checkpoint_stats`` over every tensor (CRC on, as ``ckpt stats`` runs it)."""
+def stats_ours(prefix: str, histogram: bool = False) -> tuple[int, int]:
+    """``checkpoint_stats`` over every tensor (CRC on, as ``ckpt stats`` runs it; with
+    ``histogram`` as ``ckpt stats --histogram``)."""
     from ckpt_tools import open_checkpoint
     from ckpt_tools.stats import checkpoint_stats
 
     with open_checkpoint(prefix, meta=False) as ckpt:
         total = sum(e.stored_bytes for e in ckpt.entries().values())
-        records = list(checkpoint_stats(ckpt, strict=True))
+        records = list(checkpoint_stats(ckpt, strict=True, histogram=histogram))
     return total, len(records)
 
 
@@ -295,6 +296,7 @@ def main(argv: list[str]) -> None:
             "read-phys-mmap-crc": lambda: read_physical("mmap-crc", args),
             "read-phys-views": lambda: read_views(args[0]),
             "read-stats": lambda: stats_ours(args[0]),
+            "read-stats-hist": lambda: stats_ours(args[0], histogram=True),
             "read-diff-ema": lambda: diff_ema_ours(args[0]),
         }
         if task not in readers:

@@ -55,7 +55,9 @@ class TensorStats:
         inf: number of +/-Inf elements.
         zero_fraction: share of elements equal to zero (``None`` when empty or strings).
         histogram: counts of finite values in :data:`BINS` equal-width bins over
-            ``[min, max]`` (empty for strings and empty tensors).
+            ``[min, max]``, as ``np.histogram`` counts them (empty for strings and tensors
+            without finite values; ``None`` when not computed: ``checkpoint_stats`` and
+            ``ckpt stats`` compute it only when asked, ``--histogram``).
         kind: ``"float"``, ``"int"``, ``"bool"``, ``"complex"`` or ``"string"``.
     """
 
@@ -70,7 +72,7 @@ class TensorStats:
     nan: int
     inf: int
     zero_fraction: float | None
-    histogram: tuple[int, ...]
+    histogram: tuple[int, ...] | None
     kind: str
 
     @property
@@ -82,7 +84,7 @@ class TensorStats:
         """Returns a JSON-ready dict (non-finite floats become ``"nan"``/``"inf"`` strings)."""
         d = asdict(self)
         d["shape"] = list(self.shape)
-        d["histogram"] = list(self.histogram)
+        d["histogram"] = None if self.histogram is None else list(self.histogram)
         for key in ("min", "max", "mean", "std", "l2", "zero_fraction"):
             d[key] = json_float(d[key])
         return d
@@ -125,12 +127,14 @@ def _string_stats(array: np.ndarray) -> TensorStats:
         zero_fraction=None, histogram=(), kind="string")
 
 
-def tensor_stats(array: np.ndarray, *, bins: int = BINS) -> TensorStats:
+def tensor_stats(array: np.ndarray, *, bins: int = BINS, histogram: bool = True) -> TensorStats:
     """Computes :class:`TensorStats` for one tensor of any dtype.
 
     Args:
         array (`np.ndarray`): the tensor (a read-only memory-mapped view is fine).
         bins (`int`, *optional*, defaults to `16`): histogram bins.
+        histogram (`bool`, *optional*, defaults to `True`): compute the histogram (a second
+            pass over the values); without it ``histogram`` is ``None``.
 
     Returns:
         `TensorStats`: range, moments, L2 norm, NaN/Inf counts, zero fraction and histogram.
@@ -147,23 +151,29 @@ def tensor_stats(array: np.ndarray, *, bins: int = BINS) -> TensorStats:
     if _facts(array.dtype)[1] == "string":
         return _string_stats(array)
     flat = array.reshape(-1)
-    return stream_stats(lambda: iter((flat,)), array.dtype, tuple(array.shape), bins=bins)
+    return stream_stats(lambda: iter((flat,)), array.dtype, tuple(array.shape), bins=bins,
+                        histogram=histogram)
 
 
 def stream_stats(parts: Callable[[], Iterable[np.ndarray]], dtype: np.dtype,
-                 shape: tuple[int, ...], *, bins: int = BINS) -> TensorStats:
+                 shape: tuple[int, ...], *, bins: int = BINS,
+                 histogram: bool = True) -> TensorStats:
     """Computes :class:`TensorStats` of a numeric tensor from its flat values in parts.
 
     One fused pass gives the count, NaN/Inf/zero counts, min/max, mean, variance (Chan et
     al.'s parallel update, stable without a second pass) and the sum of squares; the histogram,
-    whose bins depend on the range, takes a second pass only when the tensor has finite values.
+    whose bins depend on the range, takes a second pass when asked for and the tensor has
+    finite values.
 
     Args:
         parts (`Callable[[], Iterable[np.ndarray]]`): returns a fresh iterable of the flat
-            values in order (e.g. ``lambda: ckpt.chunks(name)``); called once or twice.
+            values in order (e.g. ``lambda: ckpt.chunks(name)``); called once, or twice for
+            the histogram.
         dtype (`np.dtype`): the tensor's dtype (not a string dtype).
         shape (`tuple[int, ...]`): the tensor's shape.
         bins (`int`, *optional*, defaults to `16`): histogram bins.
+        histogram (`bool`, *optional*, defaults to `True`): compute the histogram; without it
+            ``histogram`` is ``None``.
 
     Returns:
         `TensorStats`.
@@ -171,7 +181,8 @@ def stream_stats(parts: Callable[[], Iterable[np.ndarray]], dtype: np.dtype,
     dtype = np.dtype(dtype)
     kind = _facts(dtype)[1]
     with np.errstate(all="ignore"):  # overflow near float64's range gives inf, as it should
-        return _numeric_stats(parts, dtype, shape, kind, bins)
+        return _numeric_stats(((part, None) for part in parts()),
+                              parts if histogram else None, dtype, shape, kind, bins, None)
 
 
 def _pieces(parts: Iterable[np.ndarray], work: np.dtype) -> Iterator[np.ndarray]:
@@ -185,30 +196,41 @@ def _pieces(parts: Iterable[np.ndarray], work: np.dtype) -> Iterator[np.ndarray]
             yield as_work(part[start : start + step], work)
 
 
-def _numeric_stats(parts, dtype: np.dtype, shape: tuple[int, ...], kind: str,
-                   bins: int) -> TensorStats:
+def _numeric_stats(pairs: Iterable[tuple[np.ndarray, np.ndarray | None]],
+                   again: Callable[[], Iterable[np.ndarray]] | None, dtype: np.dtype,
+                   shape: tuple[int, ...], kind: str, bins: int,
+                   drift: L2Accumulator | None) -> TensorStats:
+    """The statistics of the flat parts in ``pairs`` (each with the aligned part of an EMA
+    shadow's raw variable when ``drift`` accumulates its distance, else ``None``), in one
+    pass; ``again`` gives the parts anew for the histogram's pass (``None``: no histogram)."""
     name, _, work = _facts(dtype)
     exact_int = dtype.kind in "iu" and dtype.itemsize == 8  # float64 rounds above 2**53
+    # The shadow's drift reuses the float64 copy the moments make of each piece.
+    share = drift is not None and drift.work is np.float64
+    step = CHUNK
     ilo = ihi = None
     acc = Moments()
-    for part in parts():
+    for part, ref in pairs:
         if exact_int and part.size:
             pmin, pmax = int(part.min()), int(part.max())
             ilo = pmin if ilo is None else min(ilo, pmin)
             ihi = pmax if ihi is None else max(ihi, pmax)
-        for x in _pieces((part,), work):
-            acc.add(x)
+        for start in range(0, part.size, step):
+            piece = part[start : start + step]
+            acc.add(as_work(piece, work))
+            if drift is not None:
+                drift.add(ref[start : start + step], piece, acc.wide if share else None)
     n, finite_n = acc.n, acc.finite_n
     has = finite_n > 0
     lo, hi = acc.lo, acc.hi
     vmin, vmax = (lo, hi) if has else (None, None)
     if has and kind in ("int", "bool"):
         vmin, vmax = (ilo, ihi) if exact_int else (int(lo), int(hi))
-    histogram: tuple[int, ...] = ()
-    if has:
+    histogram: tuple[int, ...] | None = None if again is None else ()
+    if has and again is not None:
         hist = Histogram(lo, hi, bins)
         nonfinite = acc.nan + acc.inf > 0
-        for x in _pieces(parts(), work):
+        for x in _pieces(again(), work):
             hist.add(x[np.isfinite(x)] if nonfinite else x)
         histogram = hist.counts()
     return TensorStats(
@@ -298,7 +320,8 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
                      drift_threshold: float = 0.5, strict: bool = False,
                      progress: Callable[[int, int], None] | None = None,
                      workers: int | None = None,
-                     variables: list[Variable] | None = None) -> Iterator[StatsRecord]:
+                     variables: list[Variable] | None = None,
+                     histogram: bool = False) -> Iterator[StatsRecord]:
     """Yields a :class:`StatsRecord` per tensor, in order, streaming each tensor once.
 
     Each tensor is read in one pass of chunks (CRC-checked as they are consumed, statistics
@@ -322,6 +345,10 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
             ``--ema-name``/``--apply-order``/``--no-meta`` decide); default: that function's
             pairing without options. An average whose pairing the file does not prove has
             no ``ema_of`` and no drift.
+        histogram (`bool`, *optional*, defaults to `False`): also count each tensor's
+            histogram (:attr:`TensorStats.histogram`, otherwise ``None``). Its bins depend
+            on the range, so it takes a second pass over every tensor with finite values,
+            about three times the cost of the verified read itself: off unless asked for.
 
     Returns:
         `Iterator[StatsRecord]`.
@@ -344,7 +371,8 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
     tick = ByteCounter(progress, sum(_nbytes(ckpt.entry(k)) for k in keys))
 
     def one(name: str) -> StatsRecord:  # raises (with strict) when this item's turn comes
-        return _record(ckpt, name, variables.get(name), drift_threshold, strict, tick)
+        return _record(ckpt, name, variables.get(name), drift_threshold, strict, tick,
+                       histogram)
 
     yield from ordered_map(one, keys, workers=workers,  # small tensors share a hand-off
                            cost=lambda name: _nbytes(ckpt.entry(name)))
@@ -370,14 +398,14 @@ class ByteCounter:
 
 
 def _record(ckpt: Checkpoint, name: str, var, drift_threshold: float, strict: bool,
-            tick: ByteCounter) -> StatsRecord:
+            tick: ByteCounter, histogram: bool) -> StatsRecord:
     entry = ckpt.entry(name)
     role = var.role if var else "other"
     ema_of = var.ema_of if var else None
     base = {"name": name, "dtype": entry.dtype_name, "shape": entry.shape, "role": role,
             "ema_of": ema_of}
     try:
-        stats, drift = _tensor_pass(ckpt, name, role, ema_of, tick)
+        stats, drift = _tensor_pass(ckpt, name, role, ema_of, tick, histogram)
     except CheckpointError as exc:
         if strict:
             raise
@@ -389,39 +417,38 @@ def _record(ckpt: Checkpoint, name: str, var, drift_threshold: float, strict: bo
 
 
 def _tensor_pass(ckpt: Checkpoint, name: str, role: str, ema_of: str | None,
-                 tick: ByteCounter) -> tuple[TensorStats, float | None]:
+                 tick: ByteCounter, histogram: bool) -> tuple[TensorStats, float | None]:
     entry = ckpt.entry(name)
     if entry.dtype_name == "string":
         value = ckpt.tensor(name)
         tick(_nbytes(entry))
         return tensor_stats(value), None
     raw = _drift_partner(ckpt, role, ema_of, entry)
-    acc = L2Accumulator(entry.dtype_name.startswith("complex")) if raw is not None else None
-    used = [False]
+    drift = (L2Accumulator(entry.dtype_name.startswith("complex"), extremes=False)
+             if raw is not None else None)
 
-    def parts() -> Iterator[np.ndarray]:
-        if used[0]:  # the histogram's second pass: bytes already verified
-            yield from ckpt.chunks(name, _PART_BYTES, verify=False)
-            return
-        used[0] = True
-        if acc is None:
+    def pairs() -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        if raw is None:
             for part in ckpt.chunks(name, _PART_BYTES):
                 tick(part.nbytes)
-                yield part
+                yield part, None
             return
         try:
             partner = ckpt.chunks(raw, _PART_BYTES, verify=False)  # verified in its own record
             for part, ref in zip(ckpt.chunks(name, _PART_BYTES), partner, strict=True):
-                for start in range(0, part.size, CHUNK):
-                    acc.add(ref[start : start + CHUNK], part[start : start + CHUNK])
                 tick(part.nbytes)
-                yield part
+                yield part, ref
         except ValueError:  # zip: the partner's chunks do not line up (cannot happen for
             raise CheckpointError(f"{ckpt.path}: {raw} and {name} differ in size") from None
 
-    stats = stream_stats(parts, numpy_dtype(entry.dtype), tuple(entry.shape))
-    drift = acc.result()[1] if acc is not None else None
-    return stats, drift
+    def again() -> Iterator[np.ndarray]:  # the histogram's pass: bytes already verified
+        return ckpt.chunks(name, _PART_BYTES, verify=False)
+
+    dtype = numpy_dtype(entry.dtype)
+    with np.errstate(all="ignore"):
+        stats = _numeric_stats(pairs(), again if histogram else None, dtype,
+                               tuple(entry.shape), _facts(dtype)[1], BINS, drift)
+    return stats, drift.result()[1] if drift is not None else None
 
 
 _PART_BYTES = 4 << 20  # bytes per streamed part (CRC'd, then consumed from cache)

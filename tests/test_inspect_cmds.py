@@ -312,7 +312,12 @@ def test_show_unknown_name_exits_3(corpus, capsys):
 def test_stats_cli_table_json_and_flags(corpus, capsys):
     code, out, _ = run_cli(["stats", str(corpus / "v2"), "--drift", "0.1"], capsys)
     assert code == 0 and "b/ExponentialMovingAverage" in out and "drift" in out
-    assert any(ch in out for ch in "▁▂▃▄▅▆▇█")
+    lines = [line.split("\t") for line in out.splitlines()[1:]]
+    col = lines[0].index("histogram")  # piped, the field stays (numbers never move): '-'
+    assert {row[col] for row in lines[1:]} == {"-"}  # counted only with --histogram
+    code, out, _ = run_cli(["stats", str(corpus / "v2"), "--drift", "0.1", "--histogram"],
+                           capsys)
+    assert code == 0 and "histogram" in out and any(ch in out for ch in "▁▂▃▄▅▆▇█")
     code, out, _ = run_cli(["stats", str(corpus / "strings"), "--json", "--flagged"], capsys)
     doc = json.loads(out)
     assert code == 0 and [t["name"] for t in doc["tensors"]] == ["bad"]

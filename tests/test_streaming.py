@@ -4,6 +4,7 @@ computations."""
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from _corpus import write_bundle
 from helpers import FIXTURES, expected_values
 
-from ckpt_tools import CorruptCheckpointError, open_checkpoint
+from ckpt_tools import CorruptCheckpointError, open_checkpoint, stats
 from ckpt_tools.diff import compare_tensors, diff_checkpoints, diff_ema
 from ckpt_tools.formats import crc
 from ckpt_tools.stats import checkpoint_stats, tensor_stats
@@ -78,10 +79,13 @@ def test_checkpoint_stats_threads_and_progress_match_whole_tensors():
     with open_checkpoint(FIXTURES / "towers_bn") as ckpt:
         records = list(checkpoint_stats(ckpt, progress=lambda d, t: calls.append((d, t))))
         serial = list(checkpoint_stats(ckpt, workers=1))
+        counted = list(checkpoint_stats(ckpt, histogram=True))
         assert records == serial
-        for r in records:
+        for r, h in zip(records, counted, strict=True):
             if r.stats is not None and r.stats.kind != "string":
-                assert r.stats == tensor_stats(ckpt.tensor(r.name)), r.name
+                assert r.stats == tensor_stats(ckpt.tensor(r.name), histogram=False), r.name
+                assert r.stats.histogram is None
+                assert h.stats == tensor_stats(ckpt.tensor(r.name)), r.name
         total = sum(ckpt.entry(k).stored_bytes or ckpt.entry(k).nbytes for k in ckpt.keys())
     assert calls and calls[-1] == (total, total)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
@@ -159,3 +163,37 @@ def test_export_of_a_corrupt_tensor_fails_and_leaves_nothing(tmp_path):
     with pytest.raises(CorruptCheckpointError, match="checksum mismatch"):
         export_weights(tmp_path / "c" / "model", tmp_path / "w.safetensors", ema=False)
     assert not any(p.name.startswith(("w.", ".w.")) for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("chunk", [1 << 12, 1 << 18])
+def test_streamed_stats_drift_and_histogram_over_many_parts(tmp_path, monkeypatch, chunk):
+    """A shadow of several 4 MiB parts: its moments, histogram (asked for) and drift from
+    the variable equal NumPy's on the whole tensors, whatever the piece size; the drift
+    reuses the shadow's float64 copy, so a NaN in the variable must still count."""
+    monkeypatch.setattr(stats, "CHUNK", chunk)
+    rng = np.random.default_rng(7)
+    w = rng.normal(0.2, 0.05, 2_500_003).astype(np.float32)
+    ema = (w + rng.normal(0, 1e-3, w.size)).astype(np.float32)
+    ema[::1001] = 0
+    nan_w = w.copy()
+    nan_w[1_234_567] = np.nan
+    write_bundle(tmp_path / "c" / "model", {"w": w, "w/ExponentialMovingAverage": ema,
+                                             "v": nan_w, "v/ExponentialMovingAverage": ema})
+    with open_checkpoint(tmp_path / "c" / "model") as ckpt:
+        plain = {r.name: r for r in checkpoint_stats(ckpt)}
+        counted = {r.name: r for r in checkpoint_stats(ckpt, histogram=True, workers=1)}
+    x = ema.astype(np.float64)
+    s, h = plain["w/ExponentialMovingAverage"].stats, counted["w/ExponentialMovingAverage"]
+    assert s.histogram is None and h.stats.histogram == tuple(
+        int(c) for c in np.histogram(x, 16, (x.min(), x.max()))[0])
+    assert (s.min, s.max, s.count, s.nan) == (x.min(), x.max(), x.size, 0)
+    assert s.mean == pytest.approx(x.mean(), rel=1e-12)
+    assert s.std == pytest.approx(x.std(), rel=1e-9)
+    assert s.l2 == pytest.approx(np.linalg.norm(x), rel=1e-12)
+    assert s.zero_fraction == pytest.approx(np.mean(x == 0))
+    ref = w.astype(np.float64)
+    expected = np.linalg.norm(x - ref) / np.linalg.norm(ref)
+    assert plain["w/ExponentialMovingAverage"].drift == pytest.approx(expected, rel=1e-12)
+    assert h.drift == plain["w/ExponentialMovingAverage"].drift
+    assert math.isnan(plain["v/ExponentialMovingAverage"].drift)
+    assert "drift" in plain["v/ExponentialMovingAverage"].flags

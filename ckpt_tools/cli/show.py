@@ -4,12 +4,14 @@ Examples::
 
     ckpt show model.ckpt-1000 W b                  # values (truncated) + statistics
     ckpt show model.ckpt-1000 'conv*/weights' --full --precision 8
-    ckpt stats model.ckpt-1000                     # one line per tensor, with a histogram
+    ckpt stats model.ckpt-1000                     # one line per tensor
+    ckpt stats model.ckpt-1000 --histogram         # ... with a histogram (a second pass)
     ckpt stats model.ckpt-1000 --drift 0.1 --json  # flag EMA shadows >10% away from raw
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from typing import Annotated
@@ -202,7 +204,8 @@ def show_command(
         shown = display_names(ckpt)
         docs = []
         for key in keys:
-            record = next(checkpoint_stats(ckpt, [key], strict=True, variables=variables))
+            record = next(checkpoint_stats(ckpt, [key], strict=True, variables=variables,
+                                           histogram=True))
             value = ckpt.tensor(key)
             if json_out:
                 docs.append({**record.to_dict(_path(shown, key)),
@@ -242,6 +245,9 @@ def stats_command(
         "variable exceeds this.")] = 0.5,
     flagged: Annotated[bool, typer.Option(
         "--flagged", help="Show only tensors with NaN/Inf, drift, or read errors.")] = False,
+    histogram: Annotated[bool, typer.Option(
+        "--histogram", help="Also count a 16-bin histogram of each tensor over [min, max] "
+        "(a second pass over the data, ~3x the time of the rest).")] = False,
     ema_name: EmaNameOpt = None,
     apply_order: ApplyOrderOpt = None,
     no_meta: NoMetaOpt = False,
@@ -257,6 +263,8 @@ def stats_command(
     --no-meta decide as there). Exits 3 when --grep/--regex select nothing; 4 if a tensor
     cannot be read (checksum mismatch, truncated data); 6 when a selected shadow's variable is
     not proven by the file. NaN/Inf and drift are reported but do not change the exit code.
+    The histogram column is counted only with --histogram (piped, the column is '-' without
+    it, so field numbers do not move).
     """
     if drift != drift:  # NaN passes min=0.0 (every comparison with it is false)
         raise typer.BadParameter(f"{drift} is not a number >= 0", param_hint="--drift")
@@ -274,7 +282,7 @@ def stats_command(
         with out.progress("statistics", total) as bar:
             for record in checkpoint_stats(ckpt, names, drift_threshold=drift,
                                            progress=bar.update,  # bytes, from the threads
-                                           variables=variables):
+                                           variables=variables, histogram=histogram):
                 if record.error:
                     errors.append(record.error)
                     out.warning(record.error)
@@ -288,7 +296,10 @@ def stats_command(
         if json_out:
             out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records})
         else:
-            out.table(f"{ckpt.path} ({ckpt.format})", _STATS_COLUMNS, rows)
+            columns = _STATS_COLUMNS if histogram else [  # not counted: a field of '-' piped
+                dataclasses.replace(c, terminal=False) if c.name == "histogram" else c
+                for c in _STATS_COLUMNS]
+            out.table(f"{ckpt.path} ({ckpt.format})", columns, rows)
     if errors:
         raise CorruptCheckpointError(f"{len(errors)} tensor(s) could not be read; first: "
                                      f"{errors[0]}")
@@ -305,6 +316,8 @@ _STATS_COLUMNS = [
 
 def _histogram(counts, terminal: bool) -> str:
     """The sparkline; piped, empty bins are ``_`` so the field holds no blank (``awk``)."""
+    if counts is None:  # not counted (no --histogram)
+        return ""
     bars = sparkline(counts)
     return bars if terminal else bars.replace(" ", "_")
 
