@@ -11,7 +11,6 @@ Examples::
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from typing import Annotated
@@ -296,22 +295,23 @@ def stats_command(
         if json_out:
             out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records})
         else:
-            columns = _STATS_COLUMNS if histogram else [  # not counted: a field of '-' piped
-                dataclasses.replace(c, terminal=False) if c.name == "histogram" else c
-                for c in _STATS_COLUMNS]
-            out.table(f"{ckpt.path} ({ckpt.format})", columns, rows)
+            out.table(f"{ckpt.path} ({ckpt.format})", _stats_columns(histogram), rows)
     if errors:
         raise CorruptCheckpointError(f"{len(errors)} tensor(s) could not be read; first: "
                                      f"{errors[0]}")
 
 
-_STATS_COLUMNS = [
-    Column("name", shrink="middle", min_width=24, floor=20), Column("dtype", hide=2),
-    Column("shape"),
-    Column("min", "right"), Column("max", "right"), Column("mean", "right", hide=3),
-    Column("std", "right", hide=4), Column("nan/inf"), Column("histogram", hide=5),
-    # The flags column says "drift" too, so the value may go before a name is cut.
-    Column("drift", "right", hide=1), Column("flags", shrink="end", min_width=8)]
+def _stats_columns(histogram: bool) -> list[Column]:
+    """The stats table; without ``--histogram`` its column is a field of ``-`` when piped
+    (field numbers never move) and left out on a terminal."""
+    return [
+        Column("name", shrink="middle", min_width=24, floor=20), Column("dtype", hide=2),
+        Column("shape"),
+        Column("min", "right"), Column("max", "right"), Column("mean", "right", hide=3),
+        Column("std", "right", hide=4), Column("nan/inf"),
+        Column("histogram", hide=5, terminal=histogram),
+        # The flags column says "drift" too, so the value may go before a name is cut.
+        Column("drift", "right", hide=1), Column("flags", shrink="end", min_width=8)]
 
 
 def _histogram(counts, terminal: bool) -> str:
