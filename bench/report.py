@@ -51,10 +51,39 @@ def _many_rows(results: dict) -> list[dict]:
     return out
 
 
+def stream_rows(size: str, read: dict, stream: dict) -> list[dict]:
+    """The ``stats``/``diff --ema`` rows: each against a verified read of the bytes it reads
+    (``Checkpoint.chunks`` on the same threads, same run), in wall and in CPU seconds."""
+    out = []
+    verified = read[_OURS_STREAM] if _OURS_STREAM in read else read[_OURS_READ]
+    read_s_per_byte = verified["median_s"] / verified["bytes"]
+    for name in ("ckpt stats", "ckpt stats --histogram", "ckpt diff --ema"):
+        if name not in stream:
+            continue
+        st = stream[name]
+        same = st["bytes"] * read_s_per_byte  # a verified read of the bytes it reads
+        info = "--histogram" in name  # an opt-in second pass: no target
+        out.append(_row(size, f"{name} (streamed, verified)", st["median_s"], same, "s",
+                        st["median_s"] / same,
+                        "(opt-in second pass: info)" if info else "<= 2x verified read",
+                        None if info else st["median_s"] / same <= 2,
+                        "verified read of the same bytes"))
+        if "cpu_median_s" in st and "cpu_median_s" in verified:
+            cpu_same = st["bytes"] * verified["cpu_median_s"] / verified["bytes"]
+            out.append(_row(size, f"{name}, CPU seconds (all threads)", st["cpu_median_s"],
+                            cpu_same, "s", st["cpu_median_s"] / cpu_same,
+                            "(info: load-independent)", None,
+                            "verified read of the same bytes"))
+    return out
+
+
 def rows(results: dict) -> list[dict]:
     """Returns one row per (size, comparison): both values, their ratio, target, met."""
     out = _many_rows(results)
     for r in results["sizes"]:
+        if r.get("only") == "stream":  # --only stream: the read and stream rows alone
+            out += stream_rows(r["label"], r["read"], r["stream"])
+            continue
         size, lst, read, bake = r["label"], r["list"], r["read"], r["bake"]
         ours_list = lst[_OURS_LIST]["median_s"]
         for tool, want in (("inspect_checkpoint", 40), ("tf.train.list_variables", 20)):
@@ -116,25 +145,7 @@ def rows(results: dict) -> list[dict]:
             out.append(_row(size, "restore-ema (whole process)", ours_bake, cp, "s",
                             cp / ours_bake, ">= 0.5 of cp speed", cp / ours_bake >= 0.5,
                             "plain cp of the same files"))
-        verified = read[_OURS_STREAM] if _OURS_STREAM in read else read[_OURS_READ]
-        read_s_per_byte = verified["median_s"] / verified["bytes"]
-        for name in ("ckpt stats", "ckpt stats --histogram", "ckpt diff --ema"):
-            if name not in r.get("stream", {}):
-                continue
-            st = r["stream"][name]
-            same = st["bytes"] * read_s_per_byte  # a verified read of the bytes it reads
-            target = "(opt-in second pass: info)" if "--histogram" in name else \
-                "<= 2x verified read"
-            out.append(_row(size, f"{name} (streamed, verified)", st["median_s"], same, "s",
-                            st["median_s"] / same, target,
-                            None if "--histogram" in name else st["median_s"] / same <= 2,
-                            "verified read of the same bytes"))
-            if "cpu_median_s" in st and "cpu_median_s" in verified:
-                cpu_same = st["bytes"] * verified["cpu_median_s"] / verified["bytes"]
-                out.append(_row(size, f"{name}, CPU seconds (all threads)", st["cpu_median_s"],
-                                cpu_same, "s", st["cpu_median_s"] / cpu_same,
-                                "(info: load-independent)", None,
-                                "verified read of the same bytes"))
+        out += stream_rows(size, read, r.get("stream", {}))
         ident = r["bit_identity"]
         ok = ident["identical"] and ident["ema_applied"]
         out.append(_row(size, "restore-ema output", "identical" if ok else "DIFFERENT", None, "",
@@ -195,6 +206,8 @@ def scaling_cells(results: dict) -> list[list[str]]:
     divided by the tensor count)."""
     out = []
     for r in results["sizes"]:
+        if r.get("only"):
+            continue
         lst, read, bake = r["list"], r["read"], r["bake"]
         startup = lst["python -c pass"]["median_s"]
         per = (lst[_OURS_LIST]["median_s"] - startup) / r["tensors"] * 1e6
@@ -220,9 +233,10 @@ def _machine_line(m: dict) -> str:
 def import_line(results: dict) -> str:
     """Where ``ckpt list`` spends its import time (largest size), from ``-X importtime``;
     ``""`` for a run of the list rows alone (``--sizes ""``), which profiles no size."""
-    if not results["sizes"]:
+    full = [r for r in results["sizes"] if not r.get("only")]
+    if not full:
         return ""
-    r = results["sizes"][-1]
+    r = full[-1]
     prof = dict(r["list"][_OURS_LIST]["import_ms"])
     total = prof.pop("total")
     parts = ", ".join(f"{k} {v:.0f}" for k, v in prof.items())
@@ -246,13 +260,17 @@ def print_console(results: dict) -> None:
         cells[-1] = {"yes": "[green]yes[/]", "NO": "[red]NO[/]"}.get(cells[-1], cells[-1])
         table.add_row(*cells)
     console.print(table)
+    if not scaling_cells(results):  # --only stream, or list rows alone
+        console.print(f"machine: {_machine_line(results['machine'])}")
+        console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
+        return
     scaling = Table(title="scaling (1,003 tensors at every size)", header_style="bold")
     for h in _SCALING_HEADERS:
         scaling.add_column(h, justify="left" if h == "size" else "right")
     for cells in scaling_cells(results):
         scaling.add_row(*cells)
     console.print(scaling)
-    if results["sizes"]:
+    if import_line(results):
         console.print(import_line(results), markup=False)
     console.print(f"machine: {_machine_line(results['machine'])}")
     console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
@@ -276,9 +294,10 @@ def markdown(results: dict) -> str:
         "inside each child (imports excluded) with the page cache warm, touching every byte. "
         "Peak RSS is each child's own (`wait4`). Values are medians.",
         _md_table(_HEADERS, [_table_cells(r) for r in results["rows"]]),
-        "Scaling (* `ckpt list` time minus bare interpreter start-up, per tensor):",
-        _md_table(_SCALING_HEADERS, scaling_cells(results)),
-        *([import_line(results) + "."] if results["sizes"] else []),
+        *(["Scaling (* `ckpt list` time minus bare interpreter start-up, per tensor):",
+           _md_table(_SCALING_HEADERS, scaling_cells(results))] if scaling_cells(results)
+          else []),
+        *([import_line(results) + "."] if import_line(results) else []),
         f"Machine: {_machine_line(m)}.",
         f"Command (total {results['total_s'] / 60:.1f} min):\n\n```\n{results['command']}\n```",
     ]) + "\n"

@@ -99,9 +99,9 @@ def bench_list(prefix: str, repeats: int, env: dict[str, str]) -> dict:
 
 
 def bench_read(prefix: str, files: list[str], repeats: int, passes: int,
-               env: dict[str, str]) -> dict:
+               env: dict[str, str], only: tuple[str, ...] | None = None) -> dict:
     """2. Read throughput (timed inside each child over ``passes`` passes, imports excluded),
-    page cache warm; the median is over every pass of every run."""
+    page cache warm; the median is over every pass of every run. ``only``: these readers."""
     n = str(passes)
     commands = {
         "physical: readinto": [PY, TASKS, "read-phys-read", n, *files],
@@ -113,6 +113,8 @@ def bench_read(prefix: str, files: list[str], repeats: int, passes: int,
         "ckpt_tools tensor(), verify=False": [PY, TASKS, "read-ours-noverify", n, prefix],
         "tf get_tensor()": [PY, TASKS, "read-tf", n, prefix],
     }
+    if only:
+        commands = {k: v for k, v in commands.items() if k in only}
     out = {}
     for name, runs in _round_robin(commands, repeats, env).items():
         s = _summary(runs, inner=True)
@@ -228,6 +230,45 @@ def bench_bake(prefix: str, outdir: str, repeats: int, env: dict[str, str]) -> t
     return {k: _summary(v) for k, v in runs.items()}, identity
 
 
+_STREAM_READS = ("physical: mmap", "ckpt_tools chunks(), one pass")
+
+
+def bench_stream_only(label: str, nbytes: int, workdir: str, repeats: int, passes: int,
+                      env: dict[str, str]) -> dict:
+    """``--only stream``: one checkpoint, the verified read and ``stats``/``diff --ema`` alone,
+    interleaved (what those rows need, without TensorFlow's tools)."""
+    ckdir = os.path.join(workdir, f"ckpt-{label}")
+    prefix = make_ckpt.write_checkpoint(ckdir, nbytes)
+    specs = make_ckpt.layout(nbytes)
+    warm([*make_ckpt.data_files(prefix), prefix + ".index"])
+    _log(f"[{label}] read and stats/diff --ema, interleaved")
+    result = {"label": label, "only": "stream", "bytes": sum(s.nbytes for s in specs),
+              "tensors": len(specs), "largest_tensor_bytes": max(s.nbytes for s in specs)}
+    read, stream = {}, {}
+    for _ in range(repeats):  # read and stream rounds alternate: load spreads over both
+        for name, value in bench_read(prefix, make_ckpt.data_files(prefix), 1, passes, env,
+                                      _STREAM_READS).items():
+            read.setdefault(name, []).append(value)
+        for name, value in bench_stream(prefix, 1, passes, env).items():
+            stream.setdefault(name, []).append(value)
+    result["read"] = {k: _merge(v) for k, v in read.items()}
+    result["stream"] = {k: _merge(v) for k, v in stream.items()}
+    shutil.rmtree(ckdir)
+    return result
+
+
+def _merge(summaries: list[dict]) -> dict:
+    """One summary from several one-repeat summaries: medians over all their timed passes."""
+    out = dict(summaries[-1])
+    out["runs_s"] = [t for s in summaries for t in s["runs_s"]]
+    out["median_s"] = median(out["runs_s"])
+    if all("cpu_median_s" in s for s in summaries):
+        out["cpu_median_s"] = median([s["cpu_median_s"] for s in summaries])
+    if "gb_s" in out:
+        out["gb_s"] = out["bytes"] / out["median_s"] / 1e9
+    return out
+
+
 def bench_size(label: str, nbytes: int, workdir: str, repeats: int, passes: int,
                env: dict[str, str]) -> dict:
     """Generates one checkpoint and runs every measurement on it."""
@@ -296,6 +337,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="variables of the checkpoint for the list -q row (100000)")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--only", choices=["stream"],
+                        help="stream: only the verified read and the stats/diff --ema rows "
+                             "(no list, TensorFlow, bake or export measurements)")
     parser.add_argument("--json", dest="json_path", help="write machine-readable results here")
     parser.add_argument("--markdown", help="write the results as a README section here")
     args = parser.parse_args(argv)
@@ -322,15 +366,21 @@ def main(argv: list[str] | None = None) -> int:
     results = {"command": command, "machine": machine_info(workdir), "sizes": []}
     started = time.perf_counter()
     try:
-        if not args.quick:
-            _log("warm-up pass (untimed)")
-            _warm_up(workdir, env)
-        _log(f"list on {args.list_variables:,} and {args.quiet_variables:,} variables")
-        results["many"] = bench_many(workdir, args.list_variables, args.quiet_variables,
-                                     args.repeats, not args.quick, env)
-        for label in args.size_list:
-            results["sizes"].append(bench_size(label, make_ckpt.parse_size(label), workdir,
-                                               args.repeats, args.passes, env))
+        if args.only == "stream":
+            for label in args.size_list:
+                results["sizes"].append(bench_stream_only(
+                    label, make_ckpt.parse_size(label), workdir, args.repeats, args.passes,
+                    env))
+        else:
+            if not args.quick:
+                _log("warm-up pass (untimed)")
+                _warm_up(workdir, env)
+            _log(f"list on {args.list_variables:,} and {args.quiet_variables:,} variables")
+            results["many"] = bench_many(workdir, args.list_variables, args.quiet_variables,
+                                         args.repeats, not args.quick, env)
+            for label in args.size_list:
+                results["sizes"].append(bench_size(label, make_ckpt.parse_size(label),
+                                                   workdir, args.repeats, args.passes, env))
     finally:
         if made and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

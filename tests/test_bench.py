@@ -132,6 +132,29 @@ def test_quick_run(tmp_path, capsys):
     assert md.read_text().startswith("## Benchmarks")
     assert not (tmp_path / "work" / "ckpt-4M").exists()
     _list_rows_alone_report(results, capsys)
+    _stream_rows_alone_report(results, capsys)
+
+
+def _stream_rows_alone_report(results: dict, capsys) -> None:
+    """``--only stream`` results (the verified read and stats/diff alone): the stats, opt-in
+    histogram and diff rows against the verified read, in the console and the markdown."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import report
+    finally:
+        sys.path.remove(str(BENCH))
+    size = results["sizes"][0]
+    alone = dict(results, many=None, sizes=[{"label": size["label"], "only": "stream",
+                                             "read": size["read"], "stream": size["stream"]}])
+    alone["rows"] = report.rows(alone)
+    assert {r["metric"] for r in alone["rows"]} == {
+        f"{name}{suffix}" for name in ("ckpt stats", "ckpt stats --histogram", "ckpt diff --ema")
+        for suffix in (" (streamed, verified)", ", CPU seconds (all threads)")}
+    assert [r["met"] for r in alone["rows"] if "--histogram" in r["metric"]] == [None, None]
+    capsys.readouterr()
+    report.print_console(alone)
+    assert "ckpt diff --ema (streamed, verified)" in capsys.readouterr().out
+    assert "ckpt stats (streamed, verified)" in report.markdown(alone)
 
 
 def _list_rows_alone_report(results: dict, capsys) -> None:

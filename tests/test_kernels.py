@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ckpt_tools import stats
-from ckpt_tools.kernels import Histogram, L2Accumulator, work_dtype
+from ckpt_tools.kernels import Histogram, L2Accumulator, sumsq, work_dtype
 from ckpt_tools.stats import relative_l2, tensor_stats
 
 
@@ -148,3 +148,13 @@ def test_l2_accumulator_matches_whole_tensor_numpy():
     nan = relative_l2(np.array([1.0, 2.0]), np.array([np.nan, 2.0]))
     assert math.isnan(nan[0]) and math.isnan(nan[1])
     assert relative_l2(np.array([1e308, -1e308]), np.array([-1e308, 1e308]))[0] == math.inf
+
+
+@pytest.mark.parametrize("size", [0, 1, 8191, 8192, 8193, 3 * 8192 + 5, 1 << 18])
+def test_sumsq_by_rows_equals_a_float64_dot(size):
+    """The blocked sum of squares (BLAS rows of 8,192, then the tail) is NumPy's own to the
+    last few ulps, on row boundaries and off them."""
+    d = np.random.default_rng(size).normal(0.0, 3.0, size)
+    assert sumsq(d) == pytest.approx(float(np.dot(d, d)), rel=1e-14, abs=0.0)
+    assert sumsq(d[: size // 2]) == pytest.approx(float(np.sum(d[: size // 2] ** 2)),
+                                                  rel=1e-14, abs=0.0)

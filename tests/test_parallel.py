@@ -50,3 +50,22 @@ def test_an_error_is_raised_at_its_items_turn_after_the_results_before_it():
         for value in ordered_map(fn, range(40), workers=2, cost=lambda i: 1, batch_cost=5):
             seen.append(value)
     assert seen == list(range(13))
+
+
+def test_a_free_thread_goes_on_past_a_slow_item():
+    """While one thread is busy with a large item, the other works through the following
+    ones (results wait for their turn) instead of idling once a couple are done."""
+    later_done = threading.Event()
+    done = []
+
+    def fn(i):
+        if i == 0:  # the large tensor: finishes only once the other thread did 10 more
+            return later_done.wait(timeout=20)
+        done.append(i)
+        if len(done) == 10:
+            later_done.set()
+        return i
+
+    out = list(ordered_map(fn, range(12), workers=2))
+    assert out[0] is True and out[1:] == list(range(1, 12))  # not a timeout
+    assert parallel.AHEAD * 2 > 10
