@@ -130,7 +130,10 @@ def bench_read(prefix: str, files: list[str], repeats: int, passes: int,
 def bench_stream(prefix: str, repeats: int, passes: int, env: dict[str, str]) -> dict:
     """``checkpoint_stats`` and ``diff_ema`` timed inside their children like the reads (the
     verified read they are held against comes from :func:`bench_read`, in the same run)."""
-    n = "1"  # compute-bound and long: one timed pass per child, repeats give the median
+    # As many timed passes per child as the reads they are held against: a child's first
+    # pass also pays imports, the thread pool and the first mapping (~70 ms of CPU at 1 GB,
+    # a third of what stats itself costs now), which the reads' medians leave out.
+    n = str(passes)
     commands = {"ckpt stats": [PY, TASKS, "read-stats", n, prefix],
                 "ckpt stats --histogram": [PY, TASKS, "read-stats-hist", n, prefix],
                 "ckpt diff --ema": [PY, TASKS, "read-diff-ema", n, prefix]}

@@ -6,18 +6,18 @@ intermediates into per-thread scratch buffers instead of a fresh float64 copy pe
 Values stay in their own dtype where NumPy reduces them exactly (``min``/``max`` of float32);
 everything that sums is accumulated in float64.
 
-CPU cost per float32 element of a piece in cache on the 2-core benchmark machine (AMD EPYC,
-AVX-512, idle; under load every figure grows alike): ``min`` and ``max`` 0.04 each, zero count
-(``== 0`` then a count of bools) 0.07, float64 widening copy 0.13, shift 0.08, shifted sum
-(``einsum``) 0.09, sum of squares (:func:`sumsq`: BLAS dot products over 8,192-element rows)
-0.12: moments ~0.6 ns, where ``sum()`` and ``einsum("i,i->")`` took 0.87. An EMA shadow's
-drift adds ~0.45 (the raw piece widened, its sum of squares, the difference and its sum of
-squares; the shadow's float64 copy is the moments' own). The histogram (opt-in, a second
-pass) costs ~1.2 more: float64 index arithmetic 0.5, byte cast 0.1, ``bincount`` 0.6. A
-CRC32C-verified read of the same bytes is ~0.35 ns an element, page faults included, so the
-moments are ~2x the read and the NumPy floor for them: each is one pass that NumPy's SIMD
-loops run at 0.04-0.13 ns, and float64 accumulation (the mean to 1e-12) needs the widened
-copy; only a compiled one-pass kernel would go lower.
+CPU cost per float32 element of a cached 256 Ki-element piece on the 2-core benchmark machine
+(AMD EPYC, AVX-512, load average 5): ``min`` and ``max`` 0.04 each, zero count (``== 0`` then a
+count of bools) 0.09, float64 widening copy 0.15, shift 0.18, shifted sum (``einsum``) 0.10,
+sum of squares (:func:`sumsq`: BLAS dot products over 8,192-element rows) 0.14: moments 0.73,
+~0.9 with the data streamed from memory (``sum()`` and ``einsum("i,i->")`` took 0.87 cached).
+An EMA shadow's drift adds ~0.75 (the raw piece read and widened, its sum of squares, the
+difference and its sum of squares; the shadow's float64 copy is the moments' own). The
+histogram (opt-in, a second pass) costs ~1.2 more: float64 index arithmetic 0.5, byte cast
+0.1, ``bincount`` 0.6. A CRC32C-verified read of the same bytes is ~0.35 ns an element, page
+faults included. Each operation is one NumPy pass already at SIMD speed, and float64
+accumulation (the mean to 1e-12) needs the widened copy: only a compiled one-pass kernel
+would go lower.
 """
 
 from __future__ import annotations
