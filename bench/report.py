@@ -22,8 +22,11 @@ def _row(size: str, metric: str, ours: float | str, baseline: float | str | None
 # named get "other". rich, numpy, h5py, protobuf ("google": the .meta and the index are walked
 # by hand), typer (`list PATH --json` runs without the CLI app: cli/_run.py) and tensorflow
 # must not be imported at all.
-IMPORT_BUDGET_MS = {"ckpt_tools": 15.0, "google": 0.0, "typer": 0.0, "fastcrc": 2.0,
-                    "rich": 0.0, "numpy": 0.0, "h5py": 0.0, "tensorflow": 0.0, "other": 35.0}
+# dataclasses (it brings inspect, ast, dis, tokenize) and typing are not imported either: the
+# list path's value classes are formats/_record.py's.
+IMPORT_BUDGET_MS = {"ckpt_tools": 12.0, "google": 0.0, "typer": 0.0, "fastcrc": 2.0,
+                    "rich": 0.0, "numpy": 0.0, "h5py": 0.0, "tensorflow": 0.0,
+                    "dataclasses": 0.0, "typing": 0.0, "inspect": 0.0, "other": 30.0}
 
 
 def import_budget(profile: dict[str, float]) -> list[tuple[str, float, float]]:
@@ -44,6 +47,7 @@ def _many_rows(results: dict) -> list[dict]:
     ours, base = lst["ckpt list --json"]["median_s"], lst["inspect_checkpoint"]["median_s"]
     out.append(_row(label, "list latency (whole process)", ours, base, "s", base / ours,
                     ">= 40x faster", base / ours >= 40, "inspect_checkpoint"))
+    out += _floor_rows(label, lst)
     label = f"{q['tensors']:,} vars"
     ours, table = q["ckpt list -q"]["median_s"], q["ckpt list (table)"]["median_s"]
     out.append(_row(label, "ckpt list -q (whole process)", ours, table, "s", table / ours,
@@ -74,6 +78,29 @@ def stream_rows(size: str, read: dict, stream: dict) -> list[dict]:
                             cpu_same, "s", st["cpu_median_s"] / cpu_same,
                             "(info: load-independent)", None,
                             "verified read of the same bytes"))
+    return out
+
+
+def _floor_rows(label: str, lst: dict) -> list[dict]:
+    """What start-up alone costs, beside the list row: ``ckpt list`` minus the bare
+    interpreter; the bare interpreter against ``inspect_checkpoint`` (the most any Python
+    process can reach); and, as information, the interpreter without ``site`` (``-S``)."""
+    if "python -c pass" not in lst:
+        return []
+    ours, base = lst[_OURS_LIST]["median_s"], lst["inspect_checkpoint"]["median_s"]
+    startup = lst["python -c pass"]["median_s"]
+    out = []
+    if ours > startup:
+        out.append(_row(label, "list latency minus interpreter start-up", ours - startup,
+                        base - startup, "s", (base - startup) / (ours - startup), "(info)", None,
+                        "inspect_checkpoint"))
+    out.append(_row(label, "interpreter start-up (python -c pass)", startup, base, "s",
+                    base / startup, "(ceiling of any Python tool: info)", None,
+                    "inspect_checkpoint"))
+    if "python -S -c pass" in lst:
+        bare = lst["python -S -c pass"]["median_s"]
+        out.append(_row(label, "interpreter start-up without site (-S)", bare, startup, "s",
+                        startup / bare, "(site, .pth files: info)", None, "python -c pass"))
     return out
 
 
@@ -231,18 +258,23 @@ def _machine_line(m: dict) -> str:
 
 
 def import_line(results: dict) -> str:
-    """Where ``ckpt list`` spends its import time (largest size), from ``-X importtime``;
-    ``""`` for a run of the list rows alone (``--sizes ""``), which profiles no size."""
+    """Where ``ckpt list`` spends its import time, from ``-X importtime``: at the largest size
+    measured in full, else (a run of the list rows alone, ``--sizes ""``) on the
+    ``--list-variables`` checkpoint; ``""`` when neither was profiled."""
     full = [r for r in results["sizes"] if not r.get("only")]
-    if not full:
+    many = (results.get("many") or {}).get("list", {}).get(_OURS_LIST, {})
+    if full:
+        where, profile = full[-1]["label"], full[-1]["list"][_OURS_LIST]
+    elif "import_ms" in many:
+        where, profile = f"{results['many']['list']['tensors']:,} vars", many
+    else:
         return ""
-    r = full[-1]
-    prof = dict(r["list"][_OURS_LIST]["import_ms"])
+    prof = dict(profile["import_ms"])
     total = prof.pop("total")
     parts = ", ".join(f"{k} {v:.0f}" for k, v in prof.items())
     budget = ", ".join(f"{k} {v:.0f}/{b:.0f}" for k, v, b in import_budget(
-        r["list"][_OURS_LIST]["import_ms"]))
-    return (f"`ckpt list` import time at {r['label']} (-X importtime, self ms by top-level "
+        profile["import_ms"]))
+    return (f"`ckpt list` import time at {where} (-X importtime, self ms by top-level "
             f"package): total {total:.0f} ms = {parts}. Import budget, measured/budget ms: "
             f"{budget}")
 
@@ -261,6 +293,8 @@ def print_console(results: dict) -> None:
         table.add_row(*cells)
     console.print(table)
     if not scaling_cells(results):  # --only stream, or list rows alone
+        if import_line(results):
+            console.print(import_line(results), markup=False, soft_wrap=True)
         console.print(f"machine: {_machine_line(results['machine'])}")
         console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
         return
@@ -271,7 +305,7 @@ def print_console(results: dict) -> None:
         scaling.add_row(*cells)
     console.print(scaling)
     if import_line(results):
-        console.print(import_line(results), markup=False)
+        console.print(import_line(results), markup=False, soft_wrap=True)
     console.print(f"machine: {_machine_line(results['machine'])}")
     console.print(f"command: {results['command']}  ({results['total_s']:.0f} s)")
 

@@ -185,10 +185,15 @@ def bench_many(workdir: str, list_vars: int, quiet_vars: int, repeats: int, meta
         tensors = len(make_ckpt.layout(max(4 << 20, count * 400), make_ckpt.layers_for(count)))
         warm(make_ckpt.data_files(prefix) + [prefix + ".index"])
         if label == "list":
+            # Start-up floors beside them: the bare interpreter (any Python tool pays it), and
+            # the interpreter without site (-S: site runs .pth files, such as an editable
+            # install's import finder).
             commands = {
                 "ckpt list --json": [PY, "-m", "ckpt_tools", "list", prefix, "--json"],
                 "inspect_checkpoint": [PY, "-m", "tensorflow.python.tools.inspect_checkpoint",
                                        f"--file_name={prefix}"],
+                "python -c pass": [PY, "-c", "pass"],
+                "python -S -c pass": [PY, "-S", "-c", "pass"],
             }
         else:
             commands = {
@@ -196,6 +201,9 @@ def bench_many(workdir: str, list_vars: int, quiet_vars: int, repeats: int, meta
                 "ckpt list (table)": [PY, "-m", "ckpt_tools", "list", prefix],
             }
         res = {k: _summary(v) for k, v in _round_robin(commands, repeats, env).items()}
+        if label == "list":
+            res["ckpt list --json"]["import_ms"] = import_profile(commands["ckpt list --json"],
+                                                                  env)
         res["tensors"] = tensors
         res["meta"] = with_meta
         out[label] = res

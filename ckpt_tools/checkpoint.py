@@ -722,20 +722,27 @@ class Checkpoint:
                 unproven.add(cand)
         shadow_of = {k: a[0] for k, a in averages.items() if len(a) == 1 and k not in unproven}
         out = []
+        # One Variable per tensor (3,000 in a large listing): loop invariants hoisted, dtype
+        # names looked up once per dtype, fields passed by position.
+        v2, objects, dtype_names = self.format == "v2", self.objects, {}
         for key, entry in entries.items():
             ri = info[key]
-            path = self.path_of(key, entry)
-            open_averages = () if ri.role == _roles.EMA or key in shadow_of else tuple(
+            dtype = dtype_names.get(entry.dtype)
+            if dtype is None:
+                dtype = dtype_names[entry.dtype] = entry.dtype_name
+            if objects is None:  # path_of without the call: readers that know a path
+                path = entry.extra.get("path") if entry.extra else None
+            else:
+                path = self.path_of(key, entry)
+            parts = len(entry.slices)
+            shadow = shadow_of.get(key)
+            open_averages = () if ri.role == _roles.EMA or shadow is not None else tuple(
                 sorted(averages.get(key, ())))
             out.append(Variable(
-                name=key, dtype=entry.dtype_name, shape=entry.shape, role=ri.role,
-                collections=tuple(colls.get(key, ())), ema_of=ri.ema_of,
-                ema=shadow_of.get(key), slot_of=ri.slot_of, nbytes=entry.nbytes,
-                partitions=len(entry.slices) if self.format == "v2" else
-                (len(entry.slices) if len(entry.slices) > 1 else 0),
-                path=path, ema_style=ri.ema_style or (
-                    info[shadow_of[key]].ema_style if key in shadow_of else None),
-                ema_candidates=ri.candidates if ri.role == _roles.EMA else open_averages))
+                key, dtype, entry.shape, ri.role, tuple(colls.get(key, ())), ri.ema_of, shadow,
+                ri.slot_of, entry.nbytes, parts if v2 or parts > 1 else 0, path,
+                ri.ema_style or (info[shadow].ema_style if shadow is not None else None),
+                ri.candidates if ri.role == _roles.EMA else open_averages))
         return out
 
     def path_of(self, key: str, entry: TensorEntry | None = None) -> str | None:

@@ -170,5 +170,12 @@ def _list_rows_alone_report(results: dict, capsys) -> None:
     assert alone["rows"] and all("vars" in r["size"] for r in alone["rows"]), alone["rows"]
     capsys.readouterr()
     report.print_console(alone)
-    assert "list latency (whole process)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "list latency (whole process)" in printed
     assert "list latency (whole process)" in report.markdown(alone)
+    # the import budget and the start-up floor come with the list rows alone too
+    assert "Import budget, measured/budget ms" in printed
+    assert "Import budget, measured/budget ms" in report.markdown(alone)
+    metrics = {r["metric"] for r in alone["rows"]}
+    assert {"interpreter start-up (python -c pass)",
+            "interpreter start-up without site (-S)"} <= metrics

@@ -98,7 +98,7 @@ class Table:
         raise UnsupportedFormatError(
             f"{self.path}: unsupported block compression type {ctype} at byte {handle.offset}")
 
-    def _entries(self, handle: BlockHandle) -> Iterator[tuple[bytes, memoryview]]:
+    def _entries(self, handle: BlockHandle) -> Iterator[tuple[bytes, bytes | memoryview]]:
         block = self._block(handle)
         size = len(block)
         if size < 4:
@@ -114,19 +114,22 @@ class Table:
         cur = Cursor(block, self.path, base=handle.offset, end=limit)
         key = b""
         raw = bytes(block)  # indexing bytes is ~3x cheaper than indexing a memoryview
-        view = memoryview(raw)
-        while cur.pos < limit:
-            pos = cur.pos
-            # Fast path (almost every entry): three one-byte varints, everything in bounds.
+        pos = 0
+        while pos < limit:
+            # Fast path (almost every entry): three one-byte varints, everything in bounds;
+            # the position kept in a local and the value handed out as bytes (the readers
+            # copy it to bytes anyway).
             if pos + 3 <= limit:
                 shared, non_shared, value_len = raw[pos], raw[pos + 1], raw[pos + 2]
                 start = pos + 3 + non_shared
+                end = start + value_len
                 if (shared | non_shared | value_len) < 0x80 and shared <= len(key) and (
-                        start + value_len <= limit):
+                        end <= limit):
                     key = key[:shared] + raw[pos + 3 : start]
-                    cur.pos = start + value_len
-                    yield key, view[start : cur.pos]
+                    pos = end
+                    yield key, raw[start:end]
                     continue
+            cur.pos = pos
             shared = cur.varint(32)
             non_shared = cur.varint(32)
             value_len = cur.varint(32)
@@ -140,9 +143,11 @@ class Table:
                 raise cur.error("keys add up to more bytes than a table of this size can "
                                 "reasonably hold (prefix-sharing keys growing without end?)")
             key = key[:shared] + bytes(cur.read(non_shared))
-            yield key, cur.read(value_len)
+            value = cur.read(value_len)
+            pos = cur.pos
+            yield key, value
 
-    def items(self) -> Iterator[tuple[bytes, memoryview]]:
+    def items(self) -> Iterator[tuple[bytes, bytes | memoryview]]:
         """Yields ``(key, value)`` for every entry, walking data blocks in index order.
 
         Raises:
