@@ -106,8 +106,10 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     both_sides = refusal.option != "--ema-name"
     for key, cands in refusal.undecided.items():
         marked[key] = tuple(cands)
+    for key, cands in refusal.undecided.items():
         for cand in cands if both_sides else ():
-            marked.setdefault(cand, (key,))
+            if cand not in refusal.undecided and key not in marked.setdefault(cand, ()):
+                marked[cand] += (key,)  # every average the variable may take
     out = []
     for v in variables:
         if v.name in marked:
@@ -372,7 +374,10 @@ def _require_keras(ckpt: Checkpoint) -> None:
             # keras_ema names --trainable where the frozen set or sublayer order is open
             # (the one thing it can decide); other unpairable copies no option decides.
             option = "--trainable" if "--trainable" in str(exc) else None
-            raise UnprovenPairingError(str(exc), option) from None
+            # each open average and its candidate weights: list shows '?' on both sides
+            undecided = {v.name: tuple(v.ema_candidates) for v in ckpt.variables()
+                         if v.role == R.EMA and not v.ema_of and v.ema_candidates}
+            raise UnprovenPairingError(str(exc), option, undecided) from None
         raise
 
 

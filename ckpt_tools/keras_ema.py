@@ -58,13 +58,11 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     if not layout.optimizer_vars:
         why = ("it holds no optimizer variables (the model was saved uncompiled or before "
                "its optimizer was built)")
+    elif layout.ema_source == "config" and (layout.optimizer_config or {}).get("use_ema"):
+        why = (f"its {layout.optimizer or 'optimizer'} was configured with use_ema=True, but "
+               f"it was never built, so no averages exist yet ({layout.ema_evidence})")
     elif layout.use_ema is False and layout.ema_source == "config":
         why = f"its {layout.optimizer or 'optimizer'} was configured with use_ema=False"
-    elif layout.ema_source == "values":
-        # inferred, not recorded: say so, and name the option that overrides the inference
-        why = (f"the optimizer apparently had use_ema=False (inferred from values, not "
-               f"recorded in the file: {layout.ema_evidence}; pass --use-ema, use_ema=True "
-               f"in the Python API, if it had use_ema=True)")
     else:
         why = (f"the optimizer had use_ema=False "
                f"({layout.ema_evidence or 'no *_average optimizer variables'})")
@@ -156,18 +154,22 @@ def _dtype_name(dtype) -> str:
 
 
 def apply_keras_ema(model, path, *, use_ema: bool | None = None,
-                    load_weights: bool = True) -> list[str]:
+                    load_weights: bool = True, trainable=None) -> list[str]:
     """Loads a Keras file's optimizer EMA copies into ``model``'s trainable variables.
 
     The model must be built with the architecture that wrote ``path``. For a ``.keras`` of a
     Sequential/Functional model the file decides: its ``config.json`` records which weights the
     optimizer held, so each weight of ``model.weights`` gets its own average (also those of
     layers frozen after training), and a model frozen differently (a trainable weight with no
-    average in the file) is refused. For a bare ``.weights.h5`` (and subclassed models) **the
-    live model decides**: copies are paired with ``model.trainable_variables`` by position, as
-    the Keras optimizer pairs them, and their number must fit the file exactly; build the
-    model with its layers trainable as when the optimizer was built. Every shape and dtype is
-    checked. Never imports TensorFlow itself: the model's own backend assigns.
+    average in the file) is refused. config.json's flags are those at save time: where
+    another set of layers of the same shapes fits the averages too (a layer unfrozen and
+    another frozen since the optimizer was built), the file proves nothing and ``trainable``
+    must say which weights the optimizer was built with (refused otherwise). For a bare
+    ``.weights.h5`` (and subclassed models) **the live model decides**: copies are paired with
+    ``model.trainable_variables`` by position, as the Keras optimizer pairs them, and their
+    number must fit the file exactly; build the model with its layers trainable as when the
+    optimizer was built. Every shape and dtype is checked. Never imports TensorFlow itself:
+    the model's own backend assigns.
 
     Args:
         model: a built ``keras.Model`` (Keras 3).
@@ -178,6 +180,11 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         load_weights (`bool`, *optional*, defaults to `True`): first ``model.load_weights(path)``,
             so weights without an average (BatchNormalization statistics, frozen layers) come
             from the same file.
+        trainable (*optional*): the weights the optimizer was built with, in
+            ``model.trainable_variables`` order at that time: variable paths (``[v.path for v
+            in model.trainable_variables]`` with the layers trainable as then) or names as
+            ``--trainable`` takes them. Each of ``model.weights`` then gets the average of its
+            own position in the file, whatever the live model's flags.
 
     Returns:
         `list[str]`: paths of the variables that now hold EMA values, in order.
@@ -186,7 +193,9 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         EmaError: no EMA copies in the file, the file cannot tell whether it holds any
             (state ``use_ema``), the model's layers are frozen differently from a ``.keras``
             config, or the copies' number, shapes or dtypes do not match the model's trainable
-            variables (all mismatches are listed, naming both sides).
+            variables (all mismatches are listed, naming both sides), or a ``.keras`` whose
+            flags at save do not prove the pairing and no ``trainable`` is given.
+        VariableNotFoundError: a ``trainable`` name matches no weight of the file.
 
     Example:
         >>> model = build_model()  # the architecture that wrote the file  # doctest: +SKIP
@@ -201,8 +210,18 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     path = os.fspath(path)
     with open_checkpoint(path, use_ema=use_ema) as ckpt:
         layout = _layout(ckpt)
+        stated = trainable is not None and layout.kind == "keras3"
+        if stated:
+            ckpt.reader.restate_use_ema(use_ema, trainable=[
+                str(getattr(v, "path", v)) for v in trainable])
+            layout = ckpt.reader.keras
+            require_keras_pairing(ckpt)  # the statement must pair every average
+        elif layout.frozen_unproven:
+            note = next((n for n in layout.notes if "sets of layers fit" in n), "")
+            raise EmaError(f"{path}: {shown_names(ckpt, note)}; the live model's flags (those "
+                           "load_model sets are config.json's) do not decide it either")
         targets, keys = (None, None) if use_ema is False else _by_file(ckpt, layout, every,
-                                                                        live)
+                                                                        live, stated)
         if targets is None:
             targets, keys = live, _ema_keys(ckpt, layout, live, use_ema)
         problems = []
@@ -226,7 +245,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     return [v.path for v in targets]
 
 
-def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list):
+def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list,
+             stated: bool = False):
     """``(variables, EMA copy keys)`` paired through the file's own record, or ``(None, None)``.
 
     A ``.keras`` of a Sequential/Functional model records each layer's ``trainable`` flag and
@@ -234,14 +254,16 @@ def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list):
     of layers frozen after the optimizer was built included). Position ``i`` of the live
     model's ``weights`` is then the file's weight ``i``, and each gets its own average whatever
     the live model's trainable flags: never another layer's, as pairing by position with
-    ``model.trainable_variables`` would give a model frozen differently.
+    ``model.trainable_variables`` would give a model frozen differently. ``stated``: the
+    averages were paired through the caller's ``trainable`` (then also for a bare
+    ``.weights.h5``, and the live flags are not checked).
 
     Raises:
         EmaError: the live model has another number of weights, or a weight trainable in the
             model has no EMA copy in the file (its layers are frozen differently from the
             file's config.json: the error names them).
     """
-    if layout.kind != "keras3" or not layout.configured or not layout.ordered:
+    if layout.kind != "keras3" or not (layout.configured or stated) or not layout.ordered:
         return None, None
     if not layout.averages or any(t is None for t in layout.averages.values()):
         return None, None
@@ -253,7 +275,7 @@ def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list):
     mine = {id(v) for v in live}
     stray = [(v, k) for v, k in zip(every, layout.model, strict=True)
              if id(v) in mine and k not in averaged]
-    if stray:
+    if stray and not stated:
         odd = [f"{v.path} is {'trainable' if v.trainable else 'frozen'} here, "
                f"{'trainable' if layout.trainable.get(k) else 'frozen'} in the file"
                for v, k in zip(every, layout.model, strict=True)

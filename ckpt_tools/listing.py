@@ -277,9 +277,9 @@ def list_names(checkpoint: str | os.PathLike | Checkpoint, *,
 
 
 def _ema_evidence(layout) -> dict | None:
-    """``source`` is ``config`` (config.json), ``layout`` (the optimizer variables' shapes),
-    ``values`` (averages sit close to their weights, by a wide margin) or ``stated``
-    (``--use-ema``/``--no-use-ema``); ``notes`` say what could not be worked out."""
+    """``source`` is ``config`` (config.json), ``layout`` (the optimizer variables' shapes)
+    or ``stated`` (``--use-ema``/``--no-use-ema``); ``notes`` say what could not be worked
+    out. Values never decide."""
     if layout is None:
         return None
     return {"use_ema": layout.use_ema, "source": layout.ema_source or None,

@@ -225,16 +225,23 @@ def _keras3_scoped_pairs(objects: ObjectGraph, full: dict[str, str], entries,
     with (references to the model's variable objects). An average ``<opt>/<flat path>_average``
     of one optimizer is the variable of that same optimizer's ``_trainable_variables`` whose
     name flattens to ``<flat path>``: proven even when two models share variable names (a
-    GAN's generator and critic both named ``net``). Returns average key -> variable key."""
+    GAN's generator and critic both named ``net``).
+
+    Where two of its variables flatten to one name (a layer ``x_dense`` and a block ``x``
+    holding a ``dense``: both ``net_x_dense_kernel_average``), the order proves it: Keras
+    builds one average per variable of ``_trainable_variables``, in that order, as one block of
+    ``_variables`` (both lists recorded in order); used when every average of the optimizer
+    is in that block, one per held variable, each of its variable's shape and dtype. Returns
+    average key -> variable key."""
     out: dict[str, str] = {}
     keys = objects.node_keys
     for _node, kids in objects.children.items():
         named = dict(kids)
         if "_trainable_variables" not in named or "_variables" not in named:
             continue
-        held = [keys[c] for _n, c in objects.children.get(named["_trainable_variables"], [])
-                if c in keys]
-        mine = [keys[c] for _n, c in objects.children.get(named["_variables"], [])
+        held = [keys[c] for _n, c in _in_order(objects.children.get(
+            named["_trainable_variables"], [])) if c in keys]
+        mine = [keys[c] for _n, c in _in_order(objects.children.get(named["_variables"], []))
                 if c in keys]
         by_flat: dict[str, str | None] = {}
         for k in held:
@@ -248,7 +255,25 @@ def _keras3_scoped_pairs(objects: ObjectGraph, full: dict[str, str], entries,
             src = by_flat.get(last[: -len(suffix) - 1])
             if src is not None and src != k and entries[src].shape == entries[k].shape:
                 out[k] = src
+        averages = [i for i, k in enumerate(mine) if "/" in full.get(k, "")
+                    and _split(full[k])[1].endswith("_" + suffix)]
+        if (averages and len(averages) == len(held) and len(held) == len(set(held))
+                and averages == list(range(averages[0], averages[0] + len(held)))
+                and all(entries[mine[i]].shape == entries[v].shape
+                        and entries[mine[i]].dtype == entries[v].dtype
+                        for i, v in zip(averages, held, strict=True))):
+            for i, v in zip(averages, held, strict=True):
+                if out.get(mine[i], v) == v:
+                    out[mine[i]] = v
     return out
+
+
+def _in_order(kids: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """A tracked list's children by index (``_variables/0``, ``/1``…, ``/10``): the list's own
+    order, which positional pairing relies on."""
+    if all(n.isdigit() for n, _ in kids):
+        return sorted(kids, key=lambda kid: int(kid[0]))
+    return kids
 
 
 def _keras3_clashes(full: dict[str, str], paired: dict[str, str],

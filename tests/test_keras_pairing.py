@@ -246,3 +246,150 @@ def test_stats_show_diff_accept_the_trainable_they_ask_for(made):
         avg = truth["k3_momentum:online/kernel"].astype(np.float64)
         raw = truth["k3_momentum:raw:online/kernel"].astype(np.float64)
         assert drift == pytest.approx(np.linalg.norm(avg - raw) / np.linalg.norm(raw), rel=1e-6)
+
+
+def _want(truth: dict, case: str, name: str) -> np.ndarray:
+    """Keras' average of weight ``name`` recorded at save time, else its raw value."""
+    want = truth.get(f"{case}:{name}")
+    return truth[f"{case}:raw:{name}"] if want is None else want
+
+
+@pytest.mark.parametrize("name", ["k3_unfreeze.keras", "tfk_unfreeze.keras"])
+def test_flags_changed_since_the_optimizer_was_built_are_no_proof(made, name, tmp_path):
+    """Gradual unfreezing: the optimizer averaged a and c (b frozen); before saving b was
+    unfrozen and c frozen, same shapes. config.json's flags (those at save) fit the averages,
+    and so do other sets of layers: exit 6 naming --trainable and saying why, nothing written;
+    list shows '?'. --trainable with the layers as when the optimizer was built gives Keras'
+    own averages, b raw, bit for bit."""
+    out, truth = made
+    case = name.split(".")[0]
+    path = str(out / name)
+    for args in (["map", path], ["export", path, "--out", str(tmp_path / "w.npz")],
+                 ["restore-ema", path, "--out", str(tmp_path / "o")]):
+        code, _, err = run_cli(args)
+        assert code == 6 and "--trainable" in err and "at save time" in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "o").exists()
+    code, text, err = run_cli(["list", path])
+    assert code == 0 and "of ?" in text and "✓" not in text, text + err
+    # the candidate weights are open too: '?', never 'missing'
+    assert "missing" not in text and "? (2 averages" in text, text
+    # tf_keras names the layers' directories dense, dense_1, dense_2 (a, b, c)
+    layers = ("a", "c") if case.startswith("k3") else ("dense", "dense_2")
+    rename = {"dense": "a", "dense_1": "b", "dense_2": "c"}
+    for stated in (",".join(layers), ",".join(f"s/{x}" for x in layers)):
+        if case.startswith("tfk") and stated.startswith("s/"):
+            continue
+        code, got, err = _exported(made, name, tmp_path, "--trainable", stated)
+        assert code == 0, (stated, err)
+        assert len(got) == 6, got
+        for key, value in got.items():
+            parts = key.split("/")[-2:]
+            weight = f"{rename.get(parts[0], parts[0])}/{parts[1]}"
+            assert value.tobytes() == _want(truth, case, weight).tobytes(), (stated, key)
+        assert got[[k for k in got if k.endswith("kernel")][1]].tobytes() == truth[
+            f"{case}:raw:b/kernel"].tobytes()
+
+
+@pytest.mark.parametrize("name", ["k3_unfreeze_tf/ckpt", "tfk_unfreeze_tf/ckpt"])
+def test_flags_changed_since_build_tf_checkpoint_is_proven_by_names(made, name, tmp_path):
+    """The same run's tf.train.Checkpoint / TF-format save_weights: the optimizer variables'
+    names carry the weight paths (sgd/s_c_kernel_average, SGD/average/c/kernel), which proves
+    each pairing whatever the flags: bit for bit, no option needed."""
+    out, truth = made
+    case = name.split("_tf")[0]
+    code, got, err = _exported(made, name, tmp_path)
+    assert code == 0, err
+    assert len(got) == 6, got
+    layer = {"layer_with_weights-0": "a", "layer_with_weights-1": "b",
+             "layer_with_weights-2": "c"}
+    for key, value in got.items():
+        parts = key.split("/")[-2:]
+        weight = f"{layer.get(parts[0], parts[0])}/{parts[1]}"
+        assert value.tobytes() == _want(truth, case, weight).tobytes(), key
+
+
+def test_apply_keras_ema_flags_changed_since_build_needs_trainable(made):
+    """apply_keras_ema(load_model(p), p) on the gradual-unfreezing .keras: load_model sets
+    config.json's flags (those at save), which prove nothing here: refused, the model left
+    untouched. trainable= (paths as Keras prints them, or layer names) gives Keras' averages."""
+    import warnings
+
+    import keras
+
+    from ckpt_tools import EmaError, apply_keras_ema
+
+    out, truth = made
+    path = out / "k3_unfreeze.keras"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = keras.models.load_model(path)
+    before = [np.asarray(v.numpy()).copy() for v in model.weights]
+    with pytest.raises(EmaError, match="at save time.*trainable"):
+        apply_keras_ema(model, path)
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, model.weights, strict=True))
+    model.layers[1].trainable, model.layers[2].trainable = False, True  # as when built
+    for stated in ([v.path for v in model.trainable_variables], ["a", "c"]):
+        got = apply_keras_ema(model, path, trainable=stated)
+        assert [p.split("/")[-2] for p in got] == ["a", "a", "c", "c"]
+        for v in model.weights:
+            weight = "/".join(v.path.split("/")[-2:])
+            assert np.asarray(v.numpy()).tobytes() == _want(truth, "k3_unfreeze",
+                                                            weight).tobytes(), v.path
+
+
+@pytest.mark.parametrize("ext", [".keras", ".weights.h5"])
+def test_batch_norm_in_a_subclassed_model_takes_keras_own_trainable_paths(made, ext, tmp_path):
+    """A subclassed model with BatchNormalization: the file names its variables bn/0..bn/3.
+    --trainable as Keras prints model.trainable_variables (net/bn/gamma, net/bn/beta) names
+    the first two (BN's trainable weights), never the moving statistics: Keras' averages,
+    the statistics raw, bit for bit."""
+    out, truth = made
+    stated = json.loads((out / "truth.json").read_text())["k3_bn_sub:trainable"]
+    assert "net/bn/gamma" in stated and "net/bn/moving_mean" not in stated
+    extra = ["--use-ema"] if ext == ".weights.h5" else []
+    code, _, err = _exported(made, f"k3_bn_sub{ext}", tmp_path, *extra)
+    assert code == 6 and "--trainable" in err, err
+    code, got, err = _exported(made, f"k3_bn_sub{ext}", tmp_path, *extra,
+                               "--trainable", ",".join(stated))
+    assert code == 0, err
+    bn = ["gamma", "beta", "moving_mean", "moving_variance"]
+    dense = ["kernel", "bias"]
+    averaged = 0
+    for key, value in got.items():
+        layer, var = key.split("/")[-2:]
+        if var.isdigit():
+            var = (bn if layer == "bn" else dense)[int(var)]
+        averaged += f"k3_bn_sub:{layer}/{var}" in truth
+        assert value.tobytes() == _want(truth, "k3_bn_sub", f"{layer}/{var}").tobytes(), key
+    assert len(got) == 8 and averaged == 6, got
+
+
+def test_keras_tf_checkpoint_with_colliding_average_names_pairs_by_recorded_order(made,
+                                                                                   tmp_path):
+    """tf.train.Checkpoint of a Keras 3 model whose layer x_dense and block x/dense give both
+    averages the name adam/net_x_dense_kernel_average: the object graph records the
+    optimizer's _trainable_variables and _variables in order, and Keras builds the averages in
+    that order: each weight gets Keras' own average, bit for bit (no false 'no averages
+    stored' refusal)."""
+    out, truth = made
+    code, text, err = run_cli(["list", str(out / "k3_collide_tf/ckpt")])
+    assert code == 0 and "EMA: 4 of 4 weights have a shadow" in text, text + err
+    code, got, err = _exported(made, "k3_collide_tf/ckpt", tmp_path)
+    assert code == 0, err
+    code, raw, err = _exported(made, "k3_collide_tf/ckpt", tmp_path, "--raw")
+    assert code == 0, err
+    assert set(got) == set(raw) and len(got) == 4, got
+    raws = {k.split(":raw:")[1]: v for k, v in truth.items() if k.startswith("k3_collide:raw:")}
+    for key, value in got.items():
+        # which weight each exported key is: its raw value says (random, all distinct)
+        (path,) = [p for p, v in raws.items() if v.tobytes() == raw[key].tobytes()]
+        assert value.tobytes() == truth[f"k3_collide:{path}"].tobytes(), (key, path)
+
+
+def test_untrained_keras_with_use_ema_is_not_called_use_ema_false(made, tmp_path):
+    """Saved before training with SGD(use_ema=True): refused (no averages exist yet), saying
+    what config.json records (use_ema=True) and that the optimizer was never built."""
+    code, _, err = _exported(made, "k3_untrained.keras", tmp_path)
+    assert code == 6 and "use_ema=True" in err and "never built" in err, err
+    assert "use_ema=False" not in err, err

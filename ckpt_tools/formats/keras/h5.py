@@ -272,7 +272,7 @@ class H5Reader:
                                           use_ema=use_ema, tf_keras=legacy,
                                           trainable=trainable)
             if legacy:
-                tf_keras.adjust(layout, self._scanned, use_ema)
+                tf_keras.adjust(layout, self._scanned, use_ema, trainable)
             return layout
         except EmaError as exc:  # a --trainable that contradicts config.json: name the file
             raise EmaError(f"{self.path}: {exc}") from None

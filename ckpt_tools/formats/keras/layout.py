@@ -32,8 +32,8 @@ from ..entry import TensorEntry
 from .optimizer import FLOATS as _FLOATS
 from .optimizer import Spec, fitting_use_ema, infer_use_ema, plan_optimizer
 
-__all__ = ["KerasLayout", "Spec", "analyze", "fitting_use_ema", "infer_use_ema",
-           "to_snake_case"]
+__all__ = ["KerasLayout", "Spec", "analyze", "check_stated", "fitting_use_ema",
+           "infer_use_ema", "stated_keys", "to_snake_case"]
 
 _BN = frozenset({"batch_normalization", "sync_batch_normalization"})
 _STATS = frozenset({"moving_mean", "moving_variance"})
@@ -50,6 +50,12 @@ _VAR_NAMES = {
     "p_re_lu": ("alpha",),
 }
 _FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
+# Every layer's variables in vars/<i> order, by count: a stated ``bn/gamma`` names index 0 of a
+# 4-variable layer the file names by index only (its class unknown), when all orders agree.
+_ORDERS = sorted({*_VAR_NAMES.values(), ("kernel",), *_FROZEN_CLASSES.values(),
+                  ("gamma", "beta", "moving_mean", "moving_variance"),
+                  ("gamma", "moving_mean", "moving_variance"),
+                  ("beta", "moving_mean", "moving_variance")})
 def to_snake_case(name: str) -> str:
     """Keras' ``naming.to_snake_case``: ``BatchNormalization`` -> ``batch_normalization``."""
     name = re.sub(r"\W+", "", name)
@@ -71,8 +77,7 @@ class KerasLayout:
         use_ema: whether the optimizer kept EMA copies (``None``: the file cannot tell).
         ema_evidence: where ``use_ema`` (and the pairing) came from, in words.
         ema_source: ``"config"`` (``config.json``), ``"layout"`` (the optimizer variables'
-            count, shapes and dtypes), ``"values"`` (averages sit close to their weights, by a
-            wide margin) or ``"stated"`` (the caller's ``use_ema``).
+            count, shapes and dtypes) or ``"stated"`` (the caller's ``use_ema``).
         averages: EMA copy key -> model weight key (``None`` where it cannot be paired).
         frozen: weights of layers the config marks ``trainable=False`` (the state when the file
             was saved): the optimizer still holds copies of those frozen after it was built.
@@ -85,6 +90,9 @@ class KerasLayout:
             trainable when the file was saved.
         flags: the config lists the model's layers with their ``trainable`` flags (a
             Sequential/Functional model; a subclassed model's config records none).
+        frozen_unproven: the flags config.json records (those at save) fit the averages, but
+            so does another set of layers of the same shapes: the flags may have changed
+            since the optimizer was built, so the pairings they disagree on are left open.
     """
 
     kind: str
@@ -100,7 +108,7 @@ class KerasLayout:
     ema_offset: int = 0
     use_ema: bool | None = None
     ema_evidence: str = ""
-    ema_source: str = ""  # "config", "layout", "values" (a wide margin) or "stated"
+    ema_source: str = ""  # "config", "layout" or "stated"
     averages: dict[str, str | None] = field(default_factory=dict)
     frozen: list[str] = field(default_factory=list)
     slots: dict[str, str | None] = field(default_factory=dict)
@@ -110,6 +118,7 @@ class KerasLayout:
     ordered: bool = True
     configured: bool = False
     flags: bool = False
+    frozen_unproven: bool = False
 
 
 @dataclass
@@ -138,8 +147,8 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
         config: ``config.json`` of a ``.keras`` archive (or a legacy file's model/training
             config), if any.
         owner_names: Keras 3 only: group path -> ``name`` attribute of its ``vars`` group.
-        read: key -> array; lets values settle what the metadata leaves open (wide margin
-            only). Without it the layout stays undecided there.
+        read: key -> array; gives the stored iteration count (a trained optimizer without
+            per-variable state). Values never decide a pairing or ``use_ema``.
         use_ema: the caller's statement of the optimizer's ``use_ema`` (``None``: infer).
         tf_keras: a ``.keras`` archive tf_keras wrote: the optimizer variables are left to
             :func:`~ckpt_tools.formats.keras.tf_keras.adjust` (another layout).
@@ -219,16 +228,20 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
         lay.order = lay.model + opt + lay.other
         return lay
     if trainable:
-        keys = _stated_keys(lay, trainable, {k for k, _ in trained})
+        keys = stated_keys(lay, trainable, {k for k, _ in trained})
         if lay.flags and lay.ordered:
-            _check_stated(lay, keys, [k for k, _ in trained])
+            found = _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras)
+            proven = list(found.averages.values()) if found.averages and None not in \
+                found.averages.values() else None
+            check_stated(lay, keys, [k for k, _ in trained], proven)
         lay.trainable.update({k: k in set(keys) for k in lay.model})
         lay.frozen, segments, groups = [], [("seq", keys)], {}
         trained = [(k, 0) for k in keys]
         lay.notes.append(f"the {len(keys)} weights the optimizer was built with, in order, "
                          "were stated by the caller (--trainable)")
     plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema,
-                   bag_groups=groups, stated=bool(trainable))
+                   bag_groups=groups, stated=bool(trainable),
+                   layers=_layers(trained, segments, groups))
     opt_name = (owner_names.get(owner) or (lay.optimizer_config or {}).get("name")
                 or "optimizer")
     for key, name in lay.var_names.items():
@@ -240,11 +253,27 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     return lay
 
 
-def _check_stated(lay: KerasLayout, keys: list[str], possible: list[str]) -> None:
+def _layers(trained, segments, groups) -> list[list[int]]:
+    """Indexes into ``trained`` of each layer's weights, in model order: a ``seq`` segment is
+    one layer's weights; a bag's sublayers where known, else each weight alone."""
+    pos = {k: i for i, (k, _) in enumerate(trained)}
+    out = []
+    for seg, (kind, keys) in enumerate(segments):
+        parts = [keys] if kind == "seq" else (groups.get(seg) or [[k] for k in keys])
+        for part in parts:
+            idx = [pos[k] for k in part if k in pos]
+            if idx:
+                out.append(idx)
+    return out
+
+
+def check_stated(lay: KerasLayout, keys: list[str], possible: list[str],
+                  proven: list[str] | None) -> None:
     """Refuses a ``--trainable`` that contradicts what a Sequential/Functional config.json
-    records: the order of ``model.weights`` (Keras builds ``trainable_variables`` in it) and
-    which layers were frozen (the weights trainable at save, or all of them: layers frozen
-    after the optimizer was built keep their averages).
+    records: the order of ``model.weights`` (Keras builds ``trainable_variables`` in it) and,
+    where the file proves them (``proven``: the weights its averages pair with, one set of
+    layers fitting), the weights the optimizer was built with. Where several sets of layers
+    fit (flags changed since the optimizer was built), the caller's set decides.
 
     Raises:
         EmaError: the stated order or set differs from the file's (exit 6, naming both).
@@ -262,16 +291,20 @@ def _check_stated(lay: KerasLayout, keys: list[str], possible: list[str]) -> Non
                 f"{show([b])}, but the model's weights (and so its trainable_variables) come "
                 "in the other order; omit --trainable (the .keras records it) or state them "
                 "in model order")
+    if proven is None or set(keys) == set(proven):
+        return
     now = [k for k in possible if lay.trainable.get(k)]
-    if set(keys) not in (set(now), set(possible)):
-        raise EmaError(
-            f"--trainable contradicts config.json: it states {len(keys)} weights "
-            f"({show(keys)}), but the file records {len(now)} trainable at save ({show(now)})"
-            + (f" and {len(possible) - len(now)} frozen" if len(possible) > len(now) else "")
-            + "; omit --trainable (the .keras records which layers were frozen)")
+    raise EmaError(
+        f"--trainable contradicts config.json: it states {len(keys)} weights ({show(keys)}), "
+        f"but the file proves the optimizer was built with {len(proven)} ({show(proven)}; "
+        f"{len(now)} trainable at save"
+        + (f", {len(proven) - len(now)} of layers frozen since" if len(proven) > len(now)
+           else "")
+        + ", no other set of layers fits the averages' shapes); omit --trainable (the .keras "
+        "records which layers were frozen)")
 
 
-def _stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
+def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
     """Model weight keys for the caller's names, in the order given.
 
     A name is a weight's key or object path as ``ckpt list`` shows it (``dense/kernel``), a
@@ -289,24 +322,49 @@ def _stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> 
     shown = {lay.paths.get(k, k): k for k in lay.model}
     keys: list[str] = []
     last_layer: str | None = None
+    # A Sequential's paths start with the model's name (s/a/kernel), which a model from
+    # keras.models.load_model does not put in its variable paths (a/kernel): try both.
+    firsts = {p.split("/", 1)[0] if "/" in p else None for p in shown}
+    roots = [""] + [f"{r}/" for r in firsts if r and len(firsts) == 1]
 
     def find(name: str) -> tuple[list[str], str | None]:
         parts = name.split("/")
         for i in range(len(parts)):
-            s = "/".join(parts[i:])
-            if s in shown or s in lay.model:
-                return [shown.get(s, s)], None
-            under = [k for k in lay.model if k in possible
-                     and lay.paths.get(k, k).startswith(s + "/")]
-            if under:
-                return under, s
+            for root in roots:
+                s = root + "/".join(parts[i:])
+                if s in shown or s in lay.model:
+                    return [shown.get(s, s)], None
+                under = [k for k in lay.model if k in possible
+                         and lay.paths.get(k, k).startswith(s + "/")]
+                if under:
+                    return under, s
         return [], None
+
+    def unnamed(head: str, var: str) -> list[str]:
+        """The weight ``var`` of layer ``head`` whose variables the file names by index
+        only (a subclassed model's BatchNormalization: bn/0..3): Keras' fixed order of that
+        layer's variables gives it (gamma, beta, moving_mean, moving_variance)."""
+        parts = head.split("/")
+        for i in range(len(parts)):
+            for root in roots:
+                s = root + "/".join(parts[i:])
+                own = sorted((k for k in lay.model
+                              if re.fullmatch(re.escape(s) + r"/\d+", lay.paths.get(k, k))),
+                             key=lambda k: int(lay.paths.get(k, k).rsplit("/", 1)[1]))
+                if own:
+                    at = {names.index(var) for names in _ORDERS
+                          if len(names) == len(own) and var in names}
+                    return [own[at.pop()]] if len(at) == 1 else []
+        return []
 
     for raw in names:
         name = raw.strip().strip("/")
         if not name:
             continue
         hit, layer = find(name)
+        if not hit and "/" in name:
+            hit = unnamed(*name.rsplit("/", 1))
+            layer = None
         if not hit and "/" in name:  # a variable name the file does not record
             hit, layer = find(name.rsplit("/", 1)[0])
             if layer is not None and layer == last_layer:

@@ -49,7 +49,7 @@ def spec(entry) -> Spec:
 
 def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                    use_ema: bool | None = None, bag_groups: dict | None = None,
-                   stated: bool = False) -> None:
+                   stated: bool = False, layers: list[list[int]] | None = None) -> None:
     """Finds iteration, learning rate, EMA copies and slots among the optimizer variables.
 
     Fills ``lay`` (a :class:`~ckpt_tools.formats.keras.layout.KerasLayout`): ``iteration``,
@@ -57,12 +57,17 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     ``var_names`` and, when the layout proves some weights were frozen, ``trainable``.
     ``trained`` holds (key, segment index) of the weights that may be trainable, in
     ``model.weights`` order; ``segments`` the ("seq"|"bag", keys) runs, a bag being keys whose
-    order is unknown. ``read`` (key -> array), when given, lets values settle a layout the
-    metadata leaves open, only by a wide margin (:func:`_closeness`). ``use_ema`` is the caller's
+    order is unknown. ``use_ema`` is the caller's
     statement (``--use-ema``/``--no-use-ema``), which overrides what the file says.
+    ``read`` gives the stored iteration count (a trained optimizer with no per-variable state),
+    never a pairing: values do not decide which weight an average belongs to.
     ``bag_groups``: segment index -> the keys of each sublayer of that bag (see
     :func:`_settle_sublayers`). ``stated``: ``trained`` is the caller's statement of exactly
     the weights the optimizer was built with (``--trainable``): no other subset is tried.
+    ``layers``: indexes into ``trained`` of each layer's weights, in model order (a layer is
+    frozen or not as a whole): where config.json's flags fit, whether another set of layers
+    fits too (:func:`layer_sets`); then ``lay.frozen_unproven`` is set and nothing is paired
+    that the sets disagree on.
     """
     specs = [spec(entries[k]) for k in keys]
     if not keys:
@@ -103,13 +108,18 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                                 "per-variable state such as SGD without momentum)")
         if cfg is not None and not cfg.get("use_ema"):
             lay.ema_evidence, lay.ema_source = "config.json (optimizer use_ema=False)", "config"
+        elif cfg is not None:  # use_ema=True recorded, but no averages were ever created
+            lay.ema_source = "config"
+            lay.ema_evidence = ("config.json records use_ema=True; the optimizer holds only "
+                                "iteration/learning_rate: saved before training")
         return
     cands = _candidates(lay)
     now = tuple(i for i, k in enumerate(tkeys) if lay.trainable.get(k))
-    hyps, truncated = _hypotheses(cands, rest, tkeys, tspecs, bag_of, now,
-                                  subsets=not bag_of and not stated)
+    hyps, truncated, swapped = _hypotheses(cands, rest, tkeys, tspecs, bag_of, now,
+                                           subsets=not bag_of and not stated,
+                                           layers=None if stated else layers)
+    lay.frozen_unproven = swapped
     pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
-    closeness = _Closeness(read)
     if use_ema is not None:
         lay.use_ema, lay.ema_source = use_ema, "stated"
         lay.ema_evidence = f"stated by the caller (use_ema={use_ema})"
@@ -148,9 +158,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         chosen = [(h, _pairing(h, keys[off:], rest, tkeys, tspecs, bag_of))]
     placed: set[str] = set()
     if chosen:
-        # Values may choose among pairings only when every fitting one was enumerated.
-        (hyp, names), pick = _choose(chosen, _Closeness(None) if truncated else closeness,
-                                     lay)
+        (hyp, names), pick = _choose(chosen, lay, complete=not truncated, swapped=swapped)
         # Which weights were frozen is known only when every fitting pairing agrees on it
         # (otherwise hyp is merely the first candidate: saying "frozen" would be a guess).
         known = (all(h[1] == hyp[1] for h, _ in chosen)
@@ -169,10 +177,10 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                 "keep their EMA copies: the optimizer holds one per weight it was built with")
         if lay.use_ema and hyp[0][0] and bag_groups:
             pick = _settle_sublayers(pick, keys[off:], [tkeys[i] for i in hyp[1]], entries,
-                                     bag_of, bag_groups, closeness, lay)
+                                     bag_of, bag_groups, lay)
         for key, (target, name) in pick.items():
             if target is None and name == "average":
-                target = closeness.settle_bag(key, names.get(key), lay)
+                _note_open_bag(key, names.get(key), lay)
             (lay.averages if name == "average" else lay.slots)[key] = target
             lay.var_names[key] = name
             placed.add(key)
@@ -205,13 +213,12 @@ Hypothesis = tuple  # ((use_ema, grad accumulation, slot groups), indexes of tra
 _PERMUTATIONS = 5040  # sublayer orders tried per bag (7 sublayers)
 
 
-def _settle_sublayers(pick, okeys, sub_keys, entries, bag_of, bag_groups, closeness, lay):
+def _settle_sublayers(pick, okeys, sub_keys, entries, bag_of, bag_groups, lay):
     """Pairs the averages of a bag (sublayers whose order the file does not record) sublayer
     by sublayer: Keras builds ``trainable_variables`` one sublayer after another, so the bag's
     averages are the sublayers' variables concatenated in some order. Every order whose shapes
-    fit is tried; the pairing is used when only one fits (shapes prove it), or when the values
-    single one out by a wide margin over the whole sublayer (``_Closeness.best``). Returns
-    ``pick`` with those averages' targets set; otherwise unchanged."""
+    fit is tried; the pairing is used only when one fits (shapes prove it; values never
+    decide). Returns ``pick`` with those averages' targets set; otherwise unchanged."""
     import itertools
 
     pick = dict(pick)
@@ -236,18 +243,12 @@ def _settle_sublayers(pick, okeys, sub_keys, entries, bag_of, bag_groups, closen
         if len(distinct) == 1:
             pick.update(fits[0])
             lay.ema_evidence += "; sublayer order proven by their shapes"
-            continue
-        best = closeness.best(fits) if fits else None
-        if best is not None:
-            pick.update(fits[best[0]])
-            lay.ema_evidence += (f"; sublayer order settled by values, a whole sublayer at a "
-                                 f"time ({best[1]})")
-            lay.ema_source = "values"
     return pick
 
 
 def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
-                subsets: bool) -> tuple[list, bool]:
+                subsets: bool, layers: list[list[int]] | None = None
+                ) -> tuple[list, bool, bool]:
     """Every (setting, subset of ``tkeys``) that writes exactly ``rest``.
 
     The optimizer holds one variable per block for each weight that was trainable when it was
@@ -257,9 +258,12 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
     optimizer was built, whose copies it still holds: never the first averages shifted onto
     the weights trainable now); and only when neither fits, every other subset whose specs
     the optimizer's own per-variable blocks give (layers frozen at build time that a bare
-    ``.weights.h5`` does not record). Returns the hypotheses and whether more subsets fit than
-    were enumerated (``_SUBSETS``)."""
-    out, truncated = [], False
+    ``.weights.h5`` does not record). Where the weights trainable at save fit and some
+    weights are frozen, every other set of whole ``layers`` with the same shapes fits as well
+    (the flags may have changed since the optimizer was built: gradual unfreezing), and is
+    returned too. Returns the hypotheses, whether more subsets fit than were enumerated
+    (``_SUBSETS``) and whether other sets of layers fit beside the flags at save."""
+    out, truncated, swapped = [], False, False
     every = tuple(range(len(tspecs)))
     for c in cands:
         if c[2] is None:
@@ -267,6 +271,10 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
         sub = [tspecs[i] for i in now]
         if _matches(_expand(*c, sub), rest, [tkeys[i] for i in now], sub, bag_of):
             out.append(((c[0], c[1], c[2]), now))
+            if layers and now != every:
+                others = [s for s in layer_sets(sub, tspecs, layers, _SUBSETS) if s != now]
+                out += [((c[0], c[1], c[2]), s) for s in others]
+                swapped |= bool(others)
             continue
         if now != every and _matches(_expand(*c, tspecs), rest, tkeys, tspecs, bag_of):
             out.append(((c[0], c[1], c[2]), every))
@@ -290,10 +298,41 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
         embs = _embeddings(sub, tspecs, limit=_SUBSETS)
         truncated |= len(embs) >= _SUBSETS
         out += [((c[0], c[1], c[2]), emb) for emb in embs]
-    return out, truncated
+    return out, truncated, swapped
 
 
-_SUBSETS = 64  # frozen-layer subsets enumerated before giving up on choosing by values
+def layer_sets(sub: list, specs: list, layers: list[list[int]],
+                limit: int) -> list[tuple[int, ...]]:
+    """Up to ``limit`` sets of whole layers whose weights, in model order, have exactly the
+    specs ``sub`` (index tuples into ``specs``; ``layers`` holds each layer's indexes)."""
+    n, g = len(sub), len(layers)
+    lspecs = [[specs[i] for i in idx] for idx in layers]
+    # ways[j][p]: sets of layers j.. matching sub[p:], capped at limit
+    ways = [[0] * (n + 1) for _ in range(g + 1)]
+    ways[g][n] = 1
+    for j in range(g - 1, -1, -1):
+        size, mine, row, nxt = len(lspecs[j]), lspecs[j], ways[j], ways[j + 1]
+        for p in range(n, -1, -1):
+            w = nxt[p]
+            if size and p + size <= n and sub[p] == mine[0] and sub[p:p + size] == mine:
+                w += nxt[p + size]
+            row[p] = min(w, limit)
+    out: list[tuple[int, ...]] = []
+    stack = [(0, 0, ())] if ways[0][0] else []
+    while stack and len(out) < limit:
+        j, p, acc = stack.pop()
+        if j == g:
+            out.append(acc)
+            continue
+        size = len(lspecs[j])
+        if ways[j + 1][p]:
+            stack.append((j + 1, p, acc))
+        if size and p + size <= n and sub[p:p + size] == lspecs[j] and ways[j + 1][p + size]:
+            stack.append((j + 1, p + size, acc + tuple(layers[j])))
+    return out
+
+
+_SUBSETS = 64  # frozen-layer subsets enumerated; beyond, even agreeing pairings prove nothing
 
 
 def _embeddings(sub: list, specs: list, limit: int) -> list[tuple[int, ...]]:
@@ -355,19 +394,21 @@ def _pairing(h, okeys, rest, tkeys, tspecs, bag_of) -> tuple[dict, dict]:
     return pick, names
 
 
-def _choose(chosen, closeness, lay):
-    """One of several hypotheses with the same ``use_ema``: the only pairing, or the one the
-    values single out by a wide margin; otherwise averages that differ are left unpaired."""
+def _choose(chosen, lay, *, complete: bool, swapped: bool = False):
+    """One of several hypotheses with the same ``use_ema``: the only pairing, or, when every
+    fitting one was enumerated (``complete``), the first if all pair the averages alike (they
+    differ in slots only); otherwise averages that differ are left unpaired. Values never
+    decide: a frozen copy tracking its layer (a momentum encoder, BYOL/MoCo/DQN target) sits
+    nearer the optimizer's average than the layer it averages (review 11-attack-r3).
+    ``swapped``: the pairings are config.json's trainable set and other sets of layers of the
+    same shapes (the refusal says the flags are those at save time)."""
     pairings = [p for _, (p, _) in chosen]
     if all(p == pairings[0] for p in pairings):
         return (chosen[0][0], chosen[0][1][1]), pairings[0]
-    best = closeness.best(pairings)
-    if best is not None:
-        i, detail = best
-        if lay.use_ema and not detail.startswith("every"):
-            lay.ema_evidence += f"; pairing settled by values: {detail}"
-            lay.ema_source = "values"
-        return (chosen[i][0], chosen[i][1][1]), pairings[i]
+    averages = {tuple(sorted((k, t) for k, (t, n) in p.items() if n == "average"
+                             and t is not None)) for p in pairings}
+    if complete and len(averages) == 1:
+        return (chosen[0][0], chosen[0][1][1]), pairings[0]
     merged = {}
     for key in pairings[0]:
         targets = {p.get(key, (None, None))[0] for p in pairings}
@@ -375,6 +416,16 @@ def _choose(chosen, closeness, lay):
         merged[key] = (t if len(targets) == 1 else None, name)
     cands = sorted({str(p[k][0]) for p in pairings for k in p if merged[k][0] is None
                     and p[k][1] == "average"})
+    if swapped:
+        lay.notes.append(
+            f"{len(pairings)} sets of layers fit the EMA copies' shapes (candidate weights: "
+            f"{', '.join(cands[:6])}" + (" ..." if len(cands) > 6 else "") + "): config.json "
+            "records the trainable flags at save time, which may differ from those when the "
+            "optimizer was built (a layer unfrozen and another frozen since, same shapes), so "
+            "it does not prove which weights the averages belong to: pass --trainable with the "
+            "weights the optimizer was built with (Python: apply_keras_ema(model, path, "
+            "trainable=[v.path for v in model.trainable_variables]) as when it was built)")
+        return (chosen[0][0], {}), merged
     lay.notes.append(f"{len(pairings)} pairings of EMA copies with weights fit the file "
                      f"(candidate weights: {', '.join(cands[:6])}); "
                      + ("this model's config.json does not record which layers were frozen"
@@ -384,9 +435,6 @@ def _choose(chosen, closeness, lay):
                      "optimizer was built with (Python: apply_keras_ema(model, path))"
                      + ("" if lay.optimizer_config is not None else ", or save a .keras"))
     return (chosen[0][0], {}), merged
-
-
-FAR, MARGIN = 0.6, 3.0
 
 
 def _describe(setting) -> str:
@@ -409,62 +457,14 @@ def _steps(lay, read) -> int | None:
         return None
 
 
-class _Closeness:
-    """Value evidence: an EMA copy sits closer to its own weight than to another of the same
-    shape. Used only where the metadata leaves a choice, and only when the margin is wide
-    (relative distance below ``FAR`` and ``MARGIN`` times nearer than the next candidate).
-    Never decides ``use_ema`` itself: only which weight an average belongs to once the caller
-    or the layout has said the block holds averages."""
-
-    def __init__(self, read):
-        self.read = read
-        self._cache: dict = {}
-
-    def _get(self, key):
-        import numpy as np
-
-        if key not in self._cache:
-            self._cache[key] = np.asarray(self.read(key), dtype=np.float64)
-        return self._cache[key]
-
-    def distance(self, pairs) -> float:
-        """sqrt(sum |a - w|^2 / sum |w|^2) over (average key, weight key) pairs."""
-        import numpy as np
-
-        num = den = 0.0
-        for a, w in pairs:
-            va, vw = self._get(a), self._get(w)
-            if va.shape != vw.shape:  # Adafactor's factored r/c: not per-element copies
-                continue
-            num += float(np.sum((va - vw) ** 2))
-            den += float(np.sum(vw ** 2))
-        return math.sqrt(num / den) if den > 0 else math.inf
-
-    def _pairs(self, pick, name="average"):
-        return [(k, t) for k, (t, n) in pick.items() if n == name and t is not None]
-
-    def best(self, pairings):
-        if self.read is None:
-            return None
-        seen: dict = {}
-        for i, p in enumerate(pairings):
-            seen.setdefault(tuple(sorted(self._pairs(p))), i)
-        if len(seen) == 1:
-            return next(iter(seen.values())), "every fitting layout pairs them the same way"
-        # Values never decide which weight an average belongs to: a frozen copy that tracks
-        # its layer (a momentum encoder, BYOL/MoCo/DQN target) sits nearer the optimizer's
-        # average than the layer it averages (review 11-attack-r3).
-        return None
-
-    def settle_bag(self, key, candidates, lay):
-        """Pairs one average among sublayers of unknown order by nearest weight."""
-        if not candidates or len(candidates) < 2:
-            return None
+def _note_open_bag(key, candidates, lay) -> None:
+    """Notes that average ``key`` belongs to one of ``candidates`` (equal-shaped sublayers
+    whose order the file does not record; values do not decide it)."""
+    if candidates and len(candidates) > 1:
         lay.notes.append(f"{key} averages one of {', '.join(candidates)} (sublayers whose "
                          "order the file does not record; values do not decide it): pass "
                          "--trainable with the weights the optimizer was built with (Python: "
                          "apply_keras_ema(model, path))")
-        return None
 
 
 def infer_use_ema(layout, entries: dict, trainable: list[Spec]) -> bool | None:

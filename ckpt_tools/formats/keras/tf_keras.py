@@ -38,11 +38,18 @@ def is_tf_keras(metadata: dict | None) -> bool:
     return re.match(r"2\.\d", version) is not None
 
 
-def adjust(lay, entries, use_ema: bool | None = None) -> None:
+def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
     """Rewrites a Keras 3 :class:`~ckpt_tools.formats.keras.layout.KerasLayout` of a tf_keras
     archive in place: metric state leaves the model, the optimizer's variables get their
     tf_keras meaning, model weights get ``<layer>/<weight>`` paths. ``use_ema`` is the caller's
-    statement (``--use-ema``/``--no-use-ema``), which overrides the config."""
+    statement (``--use-ema``/``--no-use-ema``), which overrides the config; ``trainable`` the
+    caller's statement of the weights the optimizer was built with (``--trainable``, names as
+    :func:`~ckpt_tools.formats.keras.layout.stated_keys` reads them).
+
+    Raises:
+        VariableNotFoundError: a ``trainable`` name matches no weight.
+        EmaError: ``trainable`` contradicts what the file proves (order or set).
+    """
     metrics = [k for k in lay.model if entries[k].extra.get("owner", "").startswith("metrics")]
     for key in metrics:
         lay.model.remove(key)
@@ -56,11 +63,24 @@ def adjust(lay, entries, use_ema: bool | None = None) -> None:
         name = lay.paths.get(key, "").rsplit("/", 1)[-1]
         if layer and "/" not in lay.paths.get(key, ""):
             lay.paths[key] = f"{layer}/{name}"
-    _optimizer(lay, entries, use_ema)
+    stated = None
+    if trainable:
+        from .layout import check_stated, stated_keys
+
+        every = [k for k in lay.model if lay.trainable.get(k) or k in set(lay.frozen)]
+        stated = stated_keys(lay, trainable, set(every))
+        _optimizer(lay, entries, use_ema)  # what the file proves without the statement
+        proven = list(lay.averages.values()) if lay.averages and not lay.frozen_unproven \
+            else None
+        check_stated(lay, stated, every, proven)
+        lay.notes = [n for n in lay.notes if "tf_keras optimizer variables" not in n
+                     and "sets of layers fit" not in n]
+        lay.frozen_unproven = False
+    _optimizer(lay, entries, use_ema, stated)
     lay.order = lay.model + lay.optimizer_vars + lay.other
 
 
-def _optimizer(lay, entries, stated: bool | None) -> None:
+def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = None) -> None:
     keys = lay.optimizer_vars
     lay.averages, lay.slots, lay.learning_rate = {}, {}, None
     lay.var_names = {}
@@ -89,7 +109,10 @@ def _optimizer(lay, entries, stated: bool | None) -> None:
         lay.notes.append("cannot tell whether the tf_keras optimizer kept EMA copies (no "
                          "compile config); pass --use-ema or --no-use-ema")
     slot_names = _SLOTS[lay.optimizer](cfg) if lay.optimizer in _SLOTS else None
-    trained = _built_with(lay, entries, rest, use_ema, slot_names)
+    trained = _built_with(lay, entries, rest, use_ema, slot_names, trainable)
+    if use_ema and lay.frozen_unproven:  # averages first, one per weight trainable at save
+        lay.averages = dict.fromkeys(rest[:len([k for k in lay.model
+                                                if lay.trainable.get(k)])])
     n = len(trained)
     averages = rest[:n] if use_ema and trained else []
     for key, target in zip(averages, trained, strict=True):
@@ -104,7 +127,8 @@ def _optimizer(lay, entries, stated: bool | None) -> None:
         lay.slots[key] = trained[i]
         lay.var_names[key] = name
     for key in slots:
-        lay.slots.setdefault(key, None)
+        if key not in lay.averages:
+            lay.slots.setdefault(key, None)
     lay.use_ema = bool(use_ema) if use_ema is not None else None
     opt_name = cfg.get("name") or lay.optimizer or "optimizer"
     for key, what in lay.var_names.items():
@@ -114,30 +138,41 @@ def _optimizer(lay, entries, stated: bool | None) -> None:
         lay.paths.setdefault(key, f"{opt_name}/{keys.index(key)}")
 
 
-def _built_with(lay, entries, rest, use_ema, slot_names) -> list[str]:
+def _built_with(lay, entries, rest, use_ema, slot_names, stated=None) -> list[str]:
     """The weights the optimizer was built with (one average and one set of slots each, in
-    ``model.trainable_variables`` order): those trainable at save, or every weight when layers
-    were frozen after it was built (config.json records ``trainable`` as saved). Empty, with a
-    note, when neither fits the stored variables: never the first averages shifted onto the
-    weights trainable now."""
+    ``model.trainable_variables`` order): ``stated`` by the caller, else those trainable at
+    save, or every weight when layers were frozen after it was built (config.json records
+    ``trainable`` as saved). Empty, with a note, when none fits the stored variables (never
+    the first averages shifted onto the weights trainable now), or when the weights trainable
+    at save fit but so does another set of layers of the same shapes (the flags may have
+    changed since the optimizer was built: ``lay.frozen_unproven``)."""
     now = [k for k in lay.model if lay.trainable.get(k)]
     every = [k for k in lay.model if lay.trainable.get(k) or k in set(lay.frozen)]
     if not use_ema:
         return now
     per = sum(map(len, slot_names)) if slot_names is not None else None
-    for keys in ([now] if every == now else [now, every]):
+    for keys in ([stated] if stated else [now] if every == now else [now, every]):
         count = len(keys) * (1 + per) if per is not None else None
         shapes = [entries[k].shape for k in keys]
         if (count is None or count == len(rest)) and \
                 [entries[k].shape for k in rest[:len(keys)]] == shapes:
             if per is None and every != now:
                 break  # unknown slots: how many averages there are is unknown
+            if keys is now and every != now and not stated and _other_layers(lay, entries,
+                                                                              now, every):
+                return []
             if keys is every and every != now:
                 lay.notes.append(
                     f"{len(every) - len(now)} weights of layers frozen after the optimizer was "
                     f"built (trainable=False in config.json, e.g. "
                     f"{lay.paths.get(lay.frozen[0], lay.frozen[0])}) keep their EMA copies")
             return keys
+    if stated:
+        lay.notes.append(
+            f"the {len(stated)} weights stated with --trainable do not fit the {len(rest)} "
+            "tf_keras optimizer variables (one average" + (f" and {per} slot(s)" if per else "")
+            + " per weight): state every weight the optimizer was built with, in model order")
+        return []
     lay.notes.append(
         f"the {len(rest)} tf_keras optimizer variables do not fit one average"
         + (f" and {per} slot(s)" if per else "") + f" per weight it may have been built with "
@@ -146,3 +181,30 @@ def _built_with(lay, entries, rest, use_ema, slot_names) -> list[str]:
         + "): EMA copies cannot be paired from the file; apply_keras_ema(model, path) with the "
         "model's layers trainable as when training ran pairs them")
     return []
+
+
+def _other_layers(lay, entries, now: list[str], every: list[str]) -> bool:
+    """Whether another set of whole layers than ``now`` (config.json's flags at save) has the
+    same shapes, in model order; if so, notes the refusal and sets ``lay.frozen_unproven``."""
+    from .optimizer import layer_sets, spec
+
+    owners: dict[str, list[int]] = {}
+    for i, k in enumerate(every):
+        owners.setdefault(entries[k].extra.get("owner", ""), []).append(i)
+    specs = [spec(entries[k]) for k in every]
+    sub = [spec(entries[k]) for k in now]
+    mine = tuple(every.index(k) for k in now)
+    sets = [s for s in layer_sets(sub, specs, list(owners.values()), 64) if s != mine]
+    if not sets:
+        return False
+    lay.frozen_unproven = True
+    cands = sorted({lay.paths.get(every[i], every[i]) for s in sets + [mine] for i in s})
+    lay.notes.append(
+        f"{len(sets) + 1} sets of layers fit the EMA copies' shapes, so they cannot be "
+        "paired (candidate weights: "
+        f"{', '.join(cands[:6])}" + (" ..." if len(cands) > 6 else "") + "): config.json "
+        "records the trainable flags at save time, which may differ from those when the "
+        "optimizer was built (a layer unfrozen and another frozen since, same shapes), so it "
+        "does not prove which weights the averages belong to: pass --trainable with the "
+        "weights the optimizer was built with")
+    return True
