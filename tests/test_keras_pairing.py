@@ -289,6 +289,9 @@ def test_flags_changed_since_the_optimizer_was_built_are_no_proof(made, name, tm
             assert value.tobytes() == _want(truth, case, weight).tobytes(), (stated, key)
         assert got[[k for k in got if k.endswith("kernel")][1]].tobytes() == truth[
             f"{case}:raw:b/kernel"].tobytes()
+        code, text, err = run_cli(["list", path, "--trainable", stated])
+        assert code == 0 and "EMA: 4 of 4 weights have a shadow" in text, text + err
+        assert "missing" not in text and "?" not in text, text
 
 
 @pytest.mark.parametrize("name", ["k3_unfreeze_tf/ckpt", "tfk_unfreeze_tf/ckpt"])

@@ -76,6 +76,7 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         lay.notes = [n for n in lay.notes if "tf_keras optimizer variables" not in n
                      and "sets of layers fit" not in n]
         lay.frozen_unproven = False
+        lay.trainable.update({k: k in set(stated) for k in every})  # as stated, not as saved
     _optimizer(lay, entries, use_ema, stated)
     lay.order = lay.model + lay.optimizer_vars + lay.other
 
