@@ -311,10 +311,15 @@ def bake_ema(
             ckpt.close()
 
 
-def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options):
+def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
+              map_options: dict) -> tuple[EmaMap, dict[str, str]]:
+    """Returns the EMA map a bake uses and ``{output key: key whose value it gets}``.
+
+    Raises:
+        EmaError, UnsupportedFormatError: as :func:`bake_ema`.
+    """
     strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
     check_saved_model_options(ckpt, name, drop_slots, strip, add)
-    sm_dir = saved_model_source(ckpt)
     m = ema_map(ckpt, slots="keep", non_averaged="keep", **map_options).require_complete()
     source_of = {tgt: src for src, tgt in m.pairs}
     if not any(src != tgt for tgt, src in source_of.items()):
@@ -328,6 +333,13 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
             raise EmaError(
                 f"{ckpt.path}: shadow {src!r} ({a.dtype_name}{list(a.shape)}) does not match "
                 f"variable {tgt!r} ({b.dtype_name}{list(b.shape)})")
+    return m, source_of
+
+
+def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options):
+    strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
+    sm_dir = saved_model_source(ckpt)
+    m, source_of = bake_plan(ckpt, name, drop_slots, map_options)
     # The whole checkpoint is staged in a hidden sibling directory and published with one
     # rename (see formats/_write.py): readers see the old complete --out or the new one.
     with _stage(ckpt, out_dir, name, overwrite) as stage:
@@ -363,27 +375,15 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
            state_file: bool = True):
     """Writes the baked checkpoint into directory ``work``; the index is published last."""
     prefix = os.path.join(work, name)
-    entries = ckpt.entries()
-    variables = {v.name: v for v in ckpt.variables()}
-    replaced, dropped, warnings = {}, [], []
-    copied = nbytes = 0
+    warnings = []
     renamed = bool(strip or add)
     meta_src = ckpt.location.meta_path
     if meta_src and renamed:
         warnings.append("keys were re-scoped, so the .meta graph (which uses the old names) "
                         "was not copied")
     with BundleWriter(prefix, shown) as writer:
-        for key in entries:
-            if drop_slots and variables[key].role == R.OPTIMIZER_SLOT:
-                dropped.append(key)
-                continue
-            src = source_of.get(key, key)
-            out_key = rescope(key, strip, add) if renamed else key
-            nbytes += _copy_tensor(ckpt, writer, src, out_key, verify, progress)
-            if src != key:
-                replaced[out_key] = src
-            else:
-                copied += 1
+        replaced, copied, dropped, nbytes = write_baked(ckpt, writer, source_of, verify,
+                                                        drop_slots, progress, strip, add)
         files = []
         if meta_src and not renamed:  # before the index: a present .index means "complete"
             files.append(_copy_atomic(meta_src, prefix + ".meta", shown))
@@ -392,6 +392,33 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         files.append(write_state_file(work, name, shown))
     return BakeResult(prefix=prefix, files=files, replaced=replaced, copied=copied,
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
+
+
+def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str],
+                verify: bool, drop_slots: bool, progress, strip=None, add=None):
+    """Adds every tensor of the baked checkpoint to ``writer``, in the input's key order:
+    the value of ``source_of[key]`` (its shadow) under each key, stored bytes copied as they
+    are. Returns ``(replaced, copied, dropped, nbytes)`` (see :class:`BakeResult`).
+
+    Raises:
+        CorruptCheckpointError: a checksum mismatch (``verify``), a slice out of range.
+    """
+    variables = {v.name: v for v in ckpt.variables()}
+    replaced, dropped = {}, []
+    copied = nbytes = 0
+    renamed = bool(strip or add)
+    for key in ckpt.entries():
+        if drop_slots and variables[key].role == R.OPTIMIZER_SLOT:
+            dropped.append(key)
+            continue
+        src = source_of.get(key, key)
+        out_key = rescope(key, strip, add) if renamed else key
+        nbytes += _copy_tensor(ckpt, writer, src, out_key, verify, progress)
+        if src != key:
+            replaced[out_key] = src
+        else:
+            copied += 1
+    return replaced, copied, dropped, nbytes
 
 
 def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str, verify: bool,

@@ -161,6 +161,8 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
     base = posixpath.basename(url) if single else (name or ckpt.name) + (
         ".h5" if fmt == "h5" else ".index")
     remote.check_new(directory, [base], overwrite=overwrite, whole_directory=not single)
+    if fmt == "v2" and not single and _streams(ckpt, directory):
+        return _stream_to_url(ckpt, directory, name, overwrite, **options)
     with tempfile.TemporaryDirectory(prefix="ckpt-restore-ema-") as tmp:
         local = os.path.join(tmp, posixpath.basename(url) if single else "out")
         result = write_ema(ckpt, local, name=name, fmt=fmt, **options)
@@ -168,6 +170,60 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
                              whole_directory=not single, progress=options.get("progress"))
     output = remote.url_join(directory, os.path.basename(result.output))
     return dataclasses.replace(result, output=output, files=urls)
+
+
+def _streams(ckpt: Checkpoint, directory: str) -> bool:
+    """Whether the output can be streamed into ``directory`` (S3) with nothing staged
+    locally: a V2 checkpoint input (a SavedModel output is staged: several files)."""
+    from .bake import saved_model_source
+    from .formats.remote_stream import can_stream
+
+    return ckpt.reader.format == "v2" and not saved_model_source(ckpt) and \
+        can_stream(directory)
+
+
+def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite: bool, *,
+                   verify: bool, slots: str, progress=None, **map_options) -> EmaOutput:
+    """Streams the baked checkpoint into S3 ``directory``: each tensor read by byte ranges
+    (or from local files) goes straight into the data shard's multipart upload (memory: a
+    read-ahead window and one part, never the checkpoint; no local disk), then the
+    ``.index``, the ``.meta`` and the ``checkpoint`` state file, in that order, under the
+    writer lock (:class:`~ckpt_tools.formats.remote_stream.CheckpointStream`)."""
+    from .bake import bake_plan, write_baked
+    from .formats._io import close_map, map_file
+    from .formats._write import check_file_name
+    from .formats.bundle_writer import BundleWriter, state_file_text
+    from .formats.remote import url_join
+    from .formats.remote_stream import CheckpointStream
+
+    drop = slots == "drop"
+    m, source_of = bake_plan(ckpt, name, drop, map_options)
+    strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
+    base = check_file_name(ckpt.name if name is None else name)
+    data = base + ".data-00000-of-00001"
+    meta_src = ckpt.location.meta_path
+    meta = meta_src is not None and not (strip or add)
+    warnings = [] if meta or not meta_src else [
+        "keys were re-scoped, so the .meta graph (which uses the old names) was not copied"]
+    names = [data, base + ".index", *([base + ".meta"] if meta else []), "checkpoint"]
+    with CheckpointStream(directory, names, overwrite=overwrite, progress=progress) as out:
+        with BundleWriter(url_join(directory, base), sink=out.sink(data)) as writer:
+            replaced, copied, dropped, nbytes = write_baked(ckpt, writer, source_of, verify,
+                                                            drop, progress, strip, add)
+            index = writer.finish_stream()
+        out.done(data)
+        out.put(base + ".index", index)
+        if meta:
+            graph = map_file(meta_src)
+            try:
+                out.put(base + ".meta", bytes(graph))
+            finally:
+                close_map(graph)
+        out.put("checkpoint", state_file_text(base).encode("utf-8"))
+    return EmaOutput(output=url_join(directory, base), format="v2", dry_run=False,
+                     ema_map=m, files=list(out.written), replaced=replaced, copied=copied,
+                     dropped=dropped, averaged=list(replaced), nbytes=nbytes,
+                     warnings=warnings)
 
 
 def _plan(ckpt, out, name, fmt, overwrite, slots, map_options) -> EmaOutput:

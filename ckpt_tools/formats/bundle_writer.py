@@ -88,19 +88,26 @@ class BundleWriter:
         ...     w.add_array("W", np.ones([2, 2], np.float32))
     """
 
-    def __init__(self, prefix: str, shown=None):
+    def __init__(self, prefix: str, shown=None, sink=None):
         self.prefix = prefix
         self._shown = shown or (lambda p: p)
         self.index_path = prefix + ".index"
         self.data_path = data_path(prefix, 0, 1)
-        directory = os.path.dirname(os.path.abspath(prefix))
-        if not os.path.isdir(directory):
-            raise OutputError(f"{directory}: output directory does not exist")
-        self._tmp_data = temp_name(self.data_path)
-        try:
-            self._f = open(self._tmp_data, "wb")
-        except OSError as exc:
-            raise OutputError(f"{directory}: cannot write there ({exc.strerror})") from None
+        # sink: a write-only file object the data goes to instead of a local file (a remote
+        # multipart upload; see finish_stream). Its errors are its own (they name a URL).
+        self._sink = sink
+        self._tmp_data = None
+        if sink is not None:
+            self._f = sink
+        else:
+            directory = os.path.dirname(os.path.abspath(prefix))
+            if not os.path.isdir(directory):
+                raise OutputError(f"{directory}: output directory does not exist")
+            self._tmp_data = temp_name(self.data_path)
+            try:
+                self._f = open(self._tmp_data, "wb")
+            except OSError as exc:
+                raise OutputError(f"{directory}: cannot write there ({exc.strerror})") from None
         self._entries: dict[bytes, bytes] = {}
         self._full_shapes: dict[str, tuple[int, ...]] = {}
         self._offset = 0
@@ -153,6 +160,9 @@ class BundleWriter:
         return encode_key(name, slice_of)
 
     def _write(self, data) -> None:
+        if self._sink is not None:
+            self._f.write(data)
+            return
         with os_errors(self._shown(self.data_path), "writing"):
             self._f.write(data)
 
@@ -168,7 +178,8 @@ class BundleWriter:
 
         key = self._key(name, shape, slice_of)
         running = None
-        if size >= _RANGE_MIN and not is_url(src_path) and hasattr(os, "copy_file_range"):
+        if size >= _RANGE_MIN and self._sink is None and not is_url(src_path) and \
+                hasattr(os, "copy_file_range"):
             running = self._copy_range(name, src_path, offset, size,
                                        verify or crc32c is None, progress)
         if running is None:
@@ -320,11 +331,27 @@ class BundleWriter:
         self._entry(name.encode("utf-8"), dtype, shape, 0, 0, tuple(slices))
 
     # -- finishing -------------------------------------------------------------------------
-    def finish(self) -> list[str]:
-        """Writes the index and renames both files into place. Returns the written paths."""
+    def _index_items(self) -> list[tuple[bytes, bytes]]:
         header = BundleHeaderProto(num_shards=1, endianness=0)
         header.version.producer = 1
-        items = [(b"", header.SerializeToString())] + sorted(self._entries.items())
+        return [(b"", header.SerializeToString())] + sorted(self._entries.items())
+
+    def finish_stream(self) -> bytes:
+        """With a ``sink``: closes it (the data object is complete) and returns the bytes of
+        the ``.index`` for the caller to write after it."""
+        try:
+            self._f.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._done = True
+        return build_table(self._index_items())
+
+    def finish(self) -> list[str]:
+        """Writes the index and renames both files into place. Returns the written paths."""
+        if self._sink is not None:
+            raise ValueError("a BundleWriter with a sink is finished by finish_stream()")
+        items = self._index_items()
         try:
             with os_errors(self._shown(self.data_path), "writing"):
                 self._f.flush()
@@ -353,6 +380,9 @@ class BundleWriter:
 
     def abort(self) -> None:
         """Removes temporary files; nothing is left under the output name."""
+        if self._sink is not None:
+            self._sink.abort()  # an unfinished upload leaves nothing
+            return
         try:
             self._join_syncer()
         except WriteError:  # already failing: the files are removed anyway
@@ -369,11 +399,21 @@ class BundleWriter:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None and not self._done:
+            if self._sink is not None:
+                self.abort()  # never finished: finish_stream() was not called
+                raise ValueError("a BundleWriter with a sink must end with finish_stream()")
             self.finish()
         elif exc_type is not None:
             self.abort()
             if isinstance(exc, WriteError) and not self._done:
                 exc.clean = True
+
+
+def state_file_text(prefix_name: str) -> str:
+    """Returns the text of a ``checkpoint`` state file naming ``prefix_name`` (relative)."""
+    quoted = prefix_name.replace("\\", "\\\\").replace('"', '\\"')
+    return (f'model_checkpoint_path: "{quoted}"\n'
+            f'all_model_checkpoint_paths: "{quoted}"\n')
 
 
 def write_state_file(directory: str, prefix_name: str, shown=None) -> str:
@@ -388,12 +428,10 @@ def write_state_file(directory: str, prefix_name: str, shown=None) -> str:
     path = os.path.join(directory, "checkpoint")
     shown_path = (shown or (lambda p: p))(path)
     tmp = temp_name(path)
-    quoted = prefix_name.replace("\\", "\\\\").replace('"', '\\"')
     try:
         with os_errors(shown_path, "writing"):
             with open(tmp, "w", encoding="utf-8") as f:
-                f.write(f'model_checkpoint_path: "{quoted}"\n'
-                        f'all_model_checkpoint_paths: "{quoted}"\n')
+                f.write(state_file_text(prefix_name))
                 f.flush()
                 os.fsync(f.fileno())
         with os_errors(shown_path, "renaming into place"):

@@ -111,6 +111,134 @@ def put(fs, local: str, path: str, *, create: bool, timeout: float, progress=Non
         raise
 
 
+class MultipartSink:
+    """A write-only file object that streams into S3 object ``path``: bytes are buffered up
+    to :attr:`PART` and each full buffer is sent as one part of a multipart upload, so memory
+    holds one part, never the object. :meth:`close` sends the rest and completes the upload
+    (an object under one part is one ``put_object``); only then does the object appear,
+    whole. :meth:`abort` (on any error or interruption) aborts the multipart upload, so S3
+    keeps no parts.
+
+    ``create``: the object must not exist when it completes (``If-None-Match: *``).
+    ``timeout(nbytes)`` gives each request's deadline; ``progress(nbytes)`` counts bytes sent.
+    Errors are CheckpointErrors naming the object's URL (``remote_errors.translate``).
+    """
+
+    PART = 8 << 20  # S3's minimum part is 5 MiB; at most 10,000 parts: objects up to 80 GB
+    MAX_PARTS = 10_000
+
+    def __init__(self, fs, path: str, *, create: bool, timeout, progress=None):
+        self._fs, self._path = fs, path
+        self.url = "s3://" + path.lstrip("/")
+        self._bucket, self._key, _ = fs.split_path(path)
+        self._match = {"IfNoneMatch": "*"} if create else {}
+        self._timeout, self._progress = timeout, progress
+        self._buf: list[bytes] = []  # pending bytes, joined once per part (one copy)
+        self._held = 0
+        self._parts: list[dict] = []
+        self._upload: str | None = None
+        self.closed = False
+        self.sent = 0
+
+    def write(self, data) -> int:
+        data = bytes(data)
+        self._buf.append(data)
+        self._held += len(data)
+        part = self.PART if len(self._parts) < self.MAX_PARTS // 2 else 8 * self.PART
+        if self._held >= part:  # parts may exceed PART by one write (<= 8 MiB): S3 allows it
+            chunk = b"".join(self._buf)
+            self._buf, self._held = [], 0
+            self._send(chunk)
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing to do: parts are sent as they fill (S3 has no partial objects)."""
+
+    def _call(self, method: str, nbytes: int = 0, **kwargs):
+        async def call():
+            return await self._fs._call_s3(method, Bucket=self._bucket, Key=self._key,
+                                           **kwargs)
+
+        from .remote_errors import error_code, translate
+
+        wait = self._timeout(nbytes)
+        with translate(self.url, wait):  # errors name the object's URL (exit 1, 3, 7)
+            try:
+                return _run(self._fs, call, wait)
+            except OSError as exc:
+                if "IfNoneMatch" in kwargs and error_code(exc) in (
+                        "PreconditionFailed", "ConditionalRequestConflict"):
+                    raise FileExistsError(self._path) from None
+                raise
+
+    def _send(self, chunk: bytes) -> None:
+        if self._upload is None:
+            self._upload = self._call("create_multipart_upload")["UploadId"]
+        number = len(self._parts) + 1
+        out = self._call("upload_part", len(chunk), UploadId=self._upload, PartNumber=number,
+                         Body=chunk)
+        self._parts.append({"PartNumber": number, "ETag": out["ETag"]})
+        self.sent += len(chunk)
+        if self._progress:
+            self._progress(len(chunk))
+
+    def close(self) -> None:
+        """Sends what is buffered and completes the object.
+
+        Raises:
+            FileExistsError: ``create`` and another writer created the object meanwhile.
+            OSError, FSTimeoutError: as :func:`get` (the upload is then aborted).
+        """
+        if self.closed:
+            return
+        try:
+            rest = b"".join(self._buf)
+            self._buf, self._held = [], 0
+            if self._upload is None:
+                self._call("put_object", len(rest), Body=rest, **self._match)
+                self.sent += len(rest)
+                if self._progress:
+                    self._progress(len(rest))
+            else:
+                if rest:
+                    self._send(rest)
+                self._call("complete_multipart_upload", UploadId=self._upload,
+                           MultipartUpload={"Parts": self._parts}, **self._match)
+            self.closed = True
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Aborts the multipart upload (best effort): nothing of the object remains."""
+        self.closed = True
+        self._buf, self._held = [], 0
+        if self._upload is not None:
+            upload, self._upload = self._upload, None
+            try:
+                self._call("abort_multipart_upload", UploadId=upload)
+            except BaseException:  # noqa: BLE001 - the write's own error is what is reported
+                _abort_uploads(self._fs, self._path)
+
+
+def put_bytes(fs, path: str, data: bytes, *, create: bool, timeout: float) -> None:
+    """Uploads ``data`` as object ``path`` in one request (``create``: only if absent)."""
+    bucket, key, _ = fs.split_path(path)
+    match = {"IfNoneMatch": "*"} if create else {}
+
+    async def put():
+        await fs._call_s3("put_object", Bucket=bucket, Key=key, Body=data, **match)
+
+    try:
+        _run(fs, put, timeout)
+    except OSError as exc:
+        from .remote_errors import error_code
+
+        if create and error_code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
+            raise FileExistsError(path) from None
+        raise
+
+
 def _abort_uploads(fs, path: str, timeout: float = 30.0) -> None:
     """Aborts the unfinished multipart uploads of object ``path`` (best effort: the write's
     own error is what is reported)."""
@@ -157,4 +285,4 @@ def lock(fs, directory_path: str, timeout: float) -> str:
     return path
 
 
-__all__ = ["LOCK_NAME", "get", "is_s3", "lock", "put", "remove"]
+__all__ = ["LOCK_NAME", "MultipartSink", "get", "is_s3", "lock", "put", "put_bytes", "remove"]

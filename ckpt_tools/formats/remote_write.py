@@ -125,24 +125,7 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
     bases = [os.path.basename(f) for f in names]
     fs, dir_path = store.fs(directory)
     conditional = remote_s3.is_s3(fs)
-    lock = None
-    if conditional:
-        lock_url = url_join(directory, remote_s3.LOCK_NAME)
-        try:
-            store.requests += 1
-            with translate(lock_url, deadline()):
-                lock = remote_s3.lock(fs, dir_path, deadline())
-        except CheckpointNotFoundError:
-            bucket = directory.split("://", 1)[0] + "://" + \
-                directory.split("://", 1)[1].split("/", 1)[0]
-            raise CheckpointNotFoundError(
-                f"{bucket}/: the bucket does not exist (--out {directory}); create it first, "
-                "or check the name; nothing was written") from None
-        except OutputError:
-            raise OutputError(
-                f"{directory.rstrip('/')}/: another ckpt command is writing there (its lock "
-                f"{lock_url} exists); nothing was written. If no writer is running, one was "
-                "interrupted: delete that object and retry") from None
+    lock = lock_directory(directory) if conditional else None
     try:
         store.forget(directory)  # list again, under the lock
         check_new(directory, bases, overwrite=overwrite, whole_directory=whole_directory)
@@ -154,10 +137,44 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
     finally:
         store.forget(directory)  # what was listed is out of date
         if lock is not None:
-            try:
-                remote_s3.remove(fs, lock, deadline())
-            except Exception:  # noqa: BLE001 - the write's own outcome is what matters
-                pass
+            unlock_directory(fs, lock)
+
+
+def lock_directory(directory: str) -> str:
+    """Creates the writer lock object in S3 URL ``directory`` (``If-None-Match: *``) and
+    returns its path, for :func:`unlock_directory`.
+
+    Raises:
+        OutputError: another writer holds it (exit 7).
+        CheckpointNotFoundError: the bucket does not exist.
+        RemoteAccessError: forbidden, or the network failed.
+    """
+    store = session()
+    fs, dir_path = store.fs(directory)
+    lock_url = url_join(directory, remote_s3.LOCK_NAME)
+    try:
+        store.requests += 1
+        with translate(lock_url, deadline()):
+            return remote_s3.lock(fs, dir_path, deadline())
+    except CheckpointNotFoundError:
+        bucket = directory.split("://", 1)[0] + "://" + \
+            directory.split("://", 1)[1].split("/", 1)[0]
+        raise CheckpointNotFoundError(
+            f"{bucket}/: the bucket does not exist (--out {directory}); create it first, "
+            "or check the name; nothing was written") from None
+    except OutputError:
+        raise OutputError(
+            f"{directory.rstrip('/')}/: another ckpt command is writing there (its lock "
+            f"{lock_url} exists); nothing was written. If no writer is running, one was "
+            "interrupted: delete that object and retry") from None
+
+
+def unlock_directory(fs, lock: str) -> None:
+    """Deletes the lock :func:`lock_directory` created (best effort)."""
+    try:
+        remote_s3.remove(fs, lock, deadline())
+    except Exception:  # noqa: BLE001 - the write's own outcome is what matters
+        pass
 
 
 def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict,
@@ -221,4 +238,4 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
     return written
 
 
-__all__ = ["check_new", "upload"]
+__all__ = ["check_new", "lock_directory", "unlock_directory", "upload"]
