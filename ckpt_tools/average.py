@@ -35,6 +35,12 @@ _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _STEP_KEYS = ("global_step", "global_step/.ATTRIBUTES/VARIABLE_VALUE",
               "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
 _STEP_DTYPES = {"int32", "int64", "uint32", "uint64", "int16", "int8", "uint8", "uint16"}
+# Roles whose floating-point values are averaged: the model's weights and their statistics,
+# shadows and slots. Counters (step), zero-debias helpers and everything the classifier calls
+# 'other' (optimizer hyperparameters such as learning_rate, momentum, decay, beta_1; lookup
+# tables; variables in no weight collection) are step-dependent training state: copied from the
+# newest input, as global_step is, so the output is one state training actually had.
+_AVERAGED_ROLES = frozenset({R.WEIGHT, R.EMA, R.BN_STAT, R.OPTIMIZER_SLOT, R.LOSS_AVERAGE})
 # A dynamic loss scale (tf_keras / TF mixed precision: optimizer/loss_scale/current_loss_scale,
 # Keras 3: dynamic_scale) is training state like a counter: a power of two that moves with its
 # good_steps companion, which is copied; an average of two scales was never one training had.
@@ -368,10 +374,12 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
           pairing: dict | None = None) -> tuple[dict[str, str], set[str]]:
     """Returns (output key -> the key whose average it holds, keys to average).
 
-    Only floating-point tensors are averaged; counters are copied even when stored as floats
-    (``global_step``, Adam's beta powers, the zero-debias ``biased``/``local_step`` pair of a
-    ``zero_debias`` average, which must stay consistent with each other, a dynamic loss
-    scale). With ``bake`` each
+    Only floating-point tensors of the model's state are averaged (roles ``weight``, ``ema``,
+    ``bn_stat``, ``optimizer_slot``, ``loss_average``); the rest is copied even when stored as
+    floats: counters (``step``: ``global_step``, ``save_counter``, ``iterations``, Adam's beta
+    powers), the zero-debias ``biased``/``local_step`` pair of a ``zero_debias`` average, which
+    must stay consistent with each other, optimizer hyperparameters and other state (``other``:
+    ``learning_rate``, ``momentum``, ``decay``), a dynamic loss scale. With ``bake`` each
     plain name gets the shadow ``ckpt map`` pairs it with (``pairing``: ``ema_name``,
     ``apply_order``, ``use_meta``), only where the newest input proves it; with
     ``allow_missing`` a weight without a shadow keeps the newest input's raw value.
@@ -383,7 +391,7 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
     """
     variables = {v.name: v for v in newest.variables()}
     floats = {k for k, v in variables.items()
-              if v.dtype in _FLOATS and v.role not in (R.STEP, R.EMA_DEBIAS)
+              if v.dtype in _FLOATS and v.role in _AVERAGED_ROLES
               and _variable_name(k) not in _LOSS_SCALES}
     if not ema:
         return {}, floats

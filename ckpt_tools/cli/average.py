@@ -57,6 +57,11 @@ def average_command(
     """Average the float variables of several checkpoints (integers, strings and the step
     come from the newest); EMA-aware, partitioned and sharded checkpoints supported.
 
+    Averaged: weights, EMA shadows, batch-norm statistics, optimizer slots (the roles 'ckpt
+    list' shows). Copied from the newest, like the step: counters (global_step, iterations,
+    save_counter, beta1_power/beta2_power) and optimizer hyperparameters (learning_rate,
+    momentum, decay: role 'other'), which move with the step.
+
     With --ema --bake each plain name gets the averaged shadow 'ckpt map' pairs it with in the
     newest input (--ema-name, --apply-order, --no-meta decide as there; --allow-missing keeps
     the newest input's raw value where a weight has no shadow).
