@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import roles as R
-from .checkpoint import STATE_FILE, Checkpoint, locate, open_checkpoint, read_state_file
+from .checkpoint import STATE_FILE, Checkpoint, locate, open_checkpoint, read_state_order
 from .emamap import ema_map, proven_pairs
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
@@ -88,7 +88,10 @@ def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
     """Returns the ``last`` newest checkpoint prefixes of a run directory, oldest first.
 
     They come from the directory's ``checkpoint`` state file (``all_model_checkpoint_paths``),
-    which lists what the Saver or CheckpointManager kept, in save order.
+    which lists what the Saver or CheckpointManager kept, in save order: the ``last`` listed
+    up to and including its latest (``model_checkpoint_path``, what
+    ``tf.train.latest_checkpoint`` restores). After a rollback the checkpoints listed after
+    the latest are left out, so the inputs are contiguous and the latest is the newest.
 
     Raises:
         CheckpointNotFoundError: no state file, or it lists fewer than ``last`` checkpoints.
@@ -100,11 +103,25 @@ def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
     run_dir = canonical_location(run_dir)
     if last < 1:
         raise ValueError("last must be at least 1")
-    listed = read_state_file(run_dir)
+    if is_url(run_dir):  # a fresh session, as opening a URL starts one (credentials, endpoint)
+        from .formats import remote
+
+        remote.begin()
+    every, latest = read_state_order(run_dir)
+    dropped = 0
+    if latest in every:
+        # A rollback (update_checkpoint_state to an older checkpoint) leaves the later saves
+        # listed after the latest: they are not part of the run the state file points at.
+        dropped = len(every) - every.index(latest) - 1
+        listed = every[: every.index(latest) + 1]
+    else:
+        listed = every + [latest]  # TensorFlow appends the latest to the list
     if len(listed) < last:
+        after = (f" up to its latest {latest} ({dropped} listed after it, rolled back, are "
+                 "not counted)" if dropped else "")
         raise CheckpointNotFoundError(
-            f"{run_dir}: the state file lists {len(listed)} checkpoint(s), fewer than the "
-            f"{last} asked for (--last)")
+            f"{run_dir}: the state file lists {len(listed)} checkpoint(s){after}, fewer than "
+            f"the {last} asked for (--last)")
     return listed[-last:]
 
 
@@ -212,6 +229,7 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
                                           for c in opened):
             raise ValueError(f"--newest {os.fspath(newest)!r} is not one of the checkpoints "
                              "being averaged")
+        _check_save_order(opened, state_file)
         ordered, why = _order_inputs(opened, chosen)
         extra = [state_file] if state_file else []
         if is_url(out_dir):
@@ -268,6 +286,32 @@ def _recorded_step(ckpt: Checkpoint, key: str) -> int | None:
     if entry is None or entry.shape not in ((), (1,)) or entry.dtype_name not in _STEP_DTYPES:
         return None
     return int(ckpt.tensor(key).reshape(-1)[0])
+
+
+def _check_save_order(ckpts: list[Checkpoint], state_file: str | None) -> None:
+    """Refuses inputs chosen by ``state_file`` (``--last``) whose recorded steps do not rise
+    in its order: the file was edited or rolled back out of save order, so "the N newest it
+    lists" and its latest are not the newest by step.
+
+    Raises:
+        EmaError: two inputs in the wrong order (names both, their steps, the way out).
+    """
+    if state_file is None:
+        return
+    for key in _STEP_KEYS:
+        steps = [_recorded_step(c, key) for c in ckpts]
+        if any(s is None for s in steps):
+            continue
+        for (a, sa), (b, sb) in zip(zip(ckpts, steps, strict=True),
+                                    zip(ckpts[1:], steps[1:], strict=True), strict=False):
+            if sb <= sa:
+                label = key.split("/", 1)[0]
+                raise EmaError(
+                    f"{state_file}: lists {a.path} ({label} {sa}) before {b.path} ({label} "
+                    f"{sb}), not in save order (edited or rolled back), so which are the "
+                    f"newest cannot be told from it; pass the checkpoints to average "
+                    "explicitly (the newest is then the one with the largest step)")
+        return
 
 
 def _order_inputs(ckpts: list[Checkpoint], chosen: str | None) -> tuple[list[Checkpoint], str]:

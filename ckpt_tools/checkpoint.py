@@ -191,6 +191,33 @@ def read_state_file_at(path: str) -> list[str]:
         CheckpointNotFoundError: if there is no state file.
         CorruptCheckpointError: if it names no checkpoint.
     """
+    latest, every = _parse_state_file(path)
+    if latest in every:
+        every.remove(latest)
+    return every + [latest]
+
+
+def read_state_order(directory: str) -> tuple[list[str], str]:
+    """Returns ``(all_model_checkpoint_paths as listed, model_checkpoint_path)`` of
+    ``directory/checkpoint``, resolved as :func:`read_state_file` resolves them. After a
+    rollback (``tf.train.update_checkpoint_state(d, "model.ckpt-3", [... "model.ckpt-5"])``)
+    the latest is not the last one listed.
+
+    Raises:
+        CheckpointNotFoundError: if there is no state file.
+        CorruptCheckpointError: if it names no checkpoint.
+    """
+    if is_url(directory):
+        directory = directory.rstrip("/")
+        latest, every = _parse_state_file(directory + "/" + STATE_FILE)
+        return [_state_target(directory, p) for p in every], _state_target(directory, latest)
+    latest, every = _parse_state_file(os.path.join(directory, STATE_FILE))
+    return [_in_dir(directory, p) for p in every], _in_dir(directory, latest)
+
+
+def _parse_state_file(path: str) -> tuple[str, list[str]]:
+    """``(model_checkpoint_path, all_model_checkpoint_paths)`` as written in state file
+    ``path``."""
     with open_binary(path) as f:  # regular files only, and a bounded read
         raw = f.read(_MAX_STATE_BYTES + 1)
     if len(raw) > _MAX_STATE_BYTES:
@@ -209,9 +236,7 @@ def read_state_file_at(path: str) -> list[str]:
     if latest is None:
         raise CorruptCheckpointError("checkpoint state file has no model_checkpoint_path",
                                      path=path)
-    if latest in every:
-        every.remove(latest)
-    return every + [latest]
+    return latest, every
 
 
 def _in_dir(directory: str, name: str) -> str:

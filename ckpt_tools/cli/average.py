@@ -32,7 +32,8 @@ def average_command(
         show_default=False)],
     last: Annotated[int | None, typer.Option(
         "--last", min=2, help="Average the N newest checkpoints that the run directory's "
-        "'checkpoint' state file lists.")] = None,
+        "'checkpoint' state file lists: the N listed up to its latest (after a rollback, "
+        "those listed after it are left out); a list whose steps do not rise is refused.")] = None,
     ema: Annotated[bool, typer.Option(
         "--ema", help="Average the EMA shadows instead of the raw weights.")] = False,
     bake: Annotated[bool, typer.Option(
