@@ -23,7 +23,14 @@ from .emamap import ema_map, proven_pairs
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
 from .formats._io import canonical_location, is_url, map_file
-from .formats._write import Inputs, StagedDir, check_file_name, copy_file, os_errors
+from .formats._write import (
+    Inputs,
+    StagedDir,
+    check_file_name,
+    copy_file,
+    local_stage,
+    os_errors,
+)
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 
@@ -202,7 +209,8 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
                    overwrite, progress, ema_name=None, apply_order=None,
                    use_meta=True, allow_missing=False) -> AverageResult:
     """:func:`average_checkpoints`, with ``state_file`` (the run's state file that chose the
-    inputs, or None) counted as an input too: an output never replaces it."""
+    inputs, or None) counted as an input too: an output never replaces it, and the inputs'
+    recorded steps must rise in its order (:func:`_check_save_order`)."""
     if len(checkpoints) < 2:
         raise ValueError("averaging needs at least two checkpoints")
     out_dir = canonical_location(out_dir)  # file:// -> local, s3a:// -> s3://, once
@@ -229,12 +237,28 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
                                           for c in opened):
             raise ValueError(f"--newest {os.fspath(newest)!r} is not one of the checkpoints "
                              "being averaged")
+        extra = [state_file] if state_file else []
+        # The output location is checked (and, remote, its bucket reached and its writer
+        # lock taken) before any tensor is read: a bad --out fails in seconds, not after
+        # the averaging.
+        if is_url(out_dir):
+            from .formats import remote
+
+            with remote.reserved(out_dir, overwrite=overwrite):
+                _note_remote_inputs(opened, extra)
+                remote.check_new(out_dir, [STATE_FILE], overwrite=True)
+                _check_save_order(opened, state_file)
+                ordered, why = _order_inputs(opened, chosen)
+                return _average_to_url(ordered, why, out_dir, ema, bake, name, overwrite,
+                                       progress, pairing, extra)
+        known = [c for c in opened if _identity(c.location.prefix) == chosen]
+        if name is None and known and not known[0].location.saved_model:
+            out_name = known[0].name
+        else:
+            out_name = None if opened[-1].location.saved_model else name
+        _check_local_out(out_dir, opened, extra, out_name, overwrite)
         _check_save_order(opened, state_file)
         ordered, why = _order_inputs(opened, chosen)
-        extra = [state_file] if state_file else []
-        if is_url(out_dir):
-            return _average_to_url(ordered, why, out_dir, ema, bake, name, overwrite,
-                                   progress, pairing, extra)
         return _average(ordered, why, out_dir, ema, bake, name, overwrite, progress, pairing,
                         extra)
     finally:
@@ -362,7 +386,6 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     ``.index``, ``.meta`` and ``checkpoint`` state file last (a reader of ``url`` never sees an
     index without its data); the temporary copy is removed either way."""
     import dataclasses
-    import tempfile
 
     from .formats import remote
 
@@ -372,20 +395,46 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
             "one, then copy it")
     url = url.rstrip("/")
     base = name or ckpts[-1].name
-    # Opening a URL starts a fresh session that records only that checkpoint's objects:
-    # record every input's, so that --out onto any of their runs is refused (exit 7).
-    store = remote.session()
-    for f in [f for ckpt in ckpts for f in ckpt.input_files()] + list(extra):
-        if is_url(f):
-            store.note_input(f)
+    _note_remote_inputs(ckpts, extra)
     remote.check_new(url, [base + ".index", STATE_FILE], overwrite=overwrite)
-    with tempfile.TemporaryDirectory(prefix="ckpt-average-") as tmp:
+    with local_stage("average") as tmp:
         local = os.path.join(tmp, "out")
         result = _average(ckpts, why, local, ema, bake, name, False, progress, pairing)
         remote.upload([os.path.join(local, f) for f in sorted(os.listdir(local))], url,
                       overwrite=overwrite, progress=progress)
     return dataclasses.replace(result, prefix=remote.url_join(url, os.path.basename(
         result.prefix)))
+
+
+def _note_remote_inputs(ckpts: list[Checkpoint], extra) -> None:
+    """Records every input's objects in the remote session: opening a URL starts a fresh
+    session that records only that checkpoint's, and --out onto any of their runs must be
+    refused (exit 7)."""
+    from .formats import remote
+
+    store = remote.session()
+    for f in [f for ckpt in ckpts for f in ckpt.input_files()] + list(extra):
+        if is_url(f):
+            store.note_input(f)
+
+
+def _check_local_out(out_dir: str, ckpts: list[Checkpoint], extra, name: str | None,
+                     overwrite: bool) -> None:
+    """Refuses a local ``out_dir`` that can never take the output (not a directory, holds an
+    input, a subdirectory, not writable, being written by another process) before any tensor
+    is read; with the output's ``name`` (given, or the newest input's when that is known
+    without reading: ``--newest``, ``--last``) also one where it exists and not ``overwrite``.
+
+    Raises:
+        OutputError: as :class:`~ckpt_tools.formats._write.StagedDir`.
+    """
+    from .bake import checkpoint_names
+
+    inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
+    owned = checkpoint_names(name) if name else (lambda _name: False)
+    stage = StagedDir(out_dir, inputs, owned, overwrite=overwrite or not name)
+    stage.check()
+    stage.check_free()
 
 
 def _check_formats(ckpts: list[Checkpoint]) -> None:

@@ -182,26 +182,39 @@ def restore_output_path(ckpt: Checkpoint, out: str, name: str | None, fmt: str) 
 _FILE_EXTENSIONS = (".npz", ".safetensors", ".h5", ".hdf5", ".keras")
 
 
-def check_out_format(out: str, fmt: str) -> None:
+def check_out_format(out: str, fmt: str, writer: str | None = None) -> None:
     """Checks that ``restore-ema --out`` fits ``--format``: ``v2`` writes a checkpoint
     directory and ``h5`` one ``.h5`` file (or a directory to put it in), so an ``--out`` named
     like a file of another kind (``x.h5`` for v2, ``x.npz`` for h5) is a mistake, not a
     directory name. An existing directory of that name is taken as it is.
 
+    ``writer`` names what writes (``average``) where no ``--format`` option exists.
+
     Raises:
         OutputError: the extension of ``out`` contradicts ``fmt``, naming both.
     """
+    from .export import checkpoint_file_kind
+
+    by = writer or f"--format {fmt}"
+
     lower = out.lower().rstrip("/")
     ext = next((e for e in _FILE_EXTENSIONS if lower.endswith(e)), None)
+    part = checkpoint_file_kind(out)
+    if part is not None and not os.path.isdir(out):  # s3://b/run/model.ckpt-5.index/
+        hint = ("name a .h5 file or a directory" if fmt == "h5" else
+                "name a directory (--name names the checkpoint in it)")
+        raise OutputError(f"{out} is named like {part} but {by} writes "
+                          f"{'an HDF5 file' if fmt == 'h5' else 'a checkpoint directory'}; "
+                          f"{hint}")
     if ext is None or os.path.isdir(out) or (fmt == "h5" and ext in (".h5", ".hdf5")):
         return
     if fmt == "h5":
         hint = "name a .h5 file or a directory"
-    elif ext in (".h5", ".hdf5"):
+    elif ext in (".h5", ".hdf5") and writer is None:
         hint = "pass --format h5 for one HDF5 file, or name a directory"
     else:
         hint = "name a directory (ckpt export writes .npz/.safetensors files)"
-    raise OutputError(f"{out} is named like a {ext} file but --format {fmt} writes "
+    raise OutputError(f"{out} is named like a {ext} file but {by} writes "
                       f"{'an HDF5 file' if fmt == 'h5' else 'a checkpoint directory'}; {hint}")
 
 

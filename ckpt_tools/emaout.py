@@ -152,22 +152,25 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
     an index without its data; the temporary copy is removed either way."""
     import dataclasses
     import posixpath
-    import tempfile
 
     from .formats import remote
+    from .formats._write import local_stage
 
     single = fmt == "h5" and url.endswith((".h5", ".hdf5"))
     directory = remote.url_parent(url) if single else url.rstrip("/")
     base = posixpath.basename(url) if single else (name or ckpt.name) + (
         ".h5" if fmt == "h5" else ".index")
-    remote.check_new(directory, [base], overwrite=overwrite, whole_directory=not single)
-    if fmt == "v2" and not single and _streams(ckpt, directory):
-        return _stream_to_url(ckpt, directory, name, overwrite, **options)
-    with tempfile.TemporaryDirectory(prefix="ckpt-restore-ema-") as tmp:
-        local = os.path.join(tmp, posixpath.basename(url) if single else "out")
-        result = write_ema(ckpt, local, name=name, fmt=fmt, **options)
-        urls = remote.upload(result.files, directory, overwrite=overwrite,
-                             whole_directory=not single, progress=options.get("progress"))
+    # Bucket, writer lock and the output's names are checked before any tensor is read.
+    with remote.reserved(directory, overwrite=overwrite):
+        remote.check_new(directory, [base], overwrite=overwrite, whole_directory=not single)
+        if fmt == "v2" and not single and _streams(ckpt, directory):
+            return _stream_to_url(ckpt, directory, name, overwrite, **options)
+        with local_stage("restore-ema") as tmp:
+            local = os.path.join(tmp, posixpath.basename(url) if single else "out")
+            result = write_ema(ckpt, local, name=name, fmt=fmt, **options)
+            urls = remote.upload(result.files, directory, overwrite=overwrite,
+                                 whole_directory=not single,
+                                 progress=options.get("progress"))
     output = remote.url_join(directory, os.path.basename(result.output))
     return dataclasses.replace(result, output=output, files=urls)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 import zipfile
 from collections.abc import Callable
@@ -272,18 +273,35 @@ def _export_to_url(checkpoint, url: str, *, overwrite: bool, **options) -> Expor
     shows an object whole or not at all); the temporary copy is removed either way."""
     import dataclasses
     import posixpath
-    import tempfile
 
     from .formats import remote
+    from .formats._write import local_stage
 
-    remote.check_new(remote.url_parent(url), [posixpath.basename(url)], overwrite=overwrite,
-                     whole_directory=False)
-    with tempfile.TemporaryDirectory(prefix="ckpt-export-") as tmp:
+    # Bucket, writer lock and the output's name are checked before any tensor is read.
+    with remote.reserved(remote.url_parent(url), overwrite=overwrite), \
+            local_stage("export") as tmp:
+        remote.check_new(remote.url_parent(url), [posixpath.basename(url)],
+                         overwrite=overwrite, whole_directory=False)
         local = os.path.join(tmp, posixpath.basename(url))
         result = export_weights(checkpoint, local, **options)
         remote.upload([local], remote.url_parent(url), overwrite=overwrite,
                       whole_directory=False)
     return dataclasses.replace(result, path=url)
+
+
+_CHECKPOINT_PART = re.compile(r"(\.index|\.meta|\.data-\d+-of-\d+)$")
+
+
+def checkpoint_file_kind(path: str) -> str | None:
+    """What TensorFlow checkpoint file ``path`` is named like (``a checkpoint's .index
+    file``, its ``.meta``, a ``.data-…`` shard, the ``checkpoint`` state file), or None."""
+    base = path.rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
+    if base == "checkpoint":
+        return "a run's 'checkpoint' state file"
+    m = _CHECKPOINT_PART.search(base)
+    if m is None:
+        return None
+    return f"a checkpoint's {'.data-…' if m.group(1).startswith('.data-') else m.group(1)} file"
 
 
 #: Output file extensions and the export format each one means.
@@ -307,6 +325,12 @@ def output_format(out_path: str, fmt: str | None = None) -> str:
     named = next((f for e, f in EXTENSIONS.items() if lower.endswith(e)), None)
     if fmt is not None and fmt not in FORMATS:
         raise OutputError(f"unknown export format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    part = checkpoint_file_kind(out_path)
+    if part is not None:  # npz bytes under a checkpoint's name would break the run's reader
+        given = f"--format {fmt} contradicts the name of {out_path}" if fmt else out_path
+        raise OutputError(f"{given}: it is named like {part}, which export does not write; "
+                          f"name a .{fmt or 'npz'} file" + ("" if fmt else
+                                                          " (or .safetensors, .h5)"))
     if lower.endswith(".keras"):
         raise OutputError(f"{out_path}: a .keras file is a Keras archive, which export does not "
                           "write; name a .npz, .safetensors or .h5 file (restore-ema writes a "

@@ -165,8 +165,10 @@ def test_export_never_replaces_an_input_even_with_force(run, tmp_path, to):
     for target in ("checkpoint", "model.ckpt.index", "model.ckpt.data-00000-of-00001",
                    "model.ckpt.meta"):
         r = _cli("export", str(run), "--out", str(run / target), "--to", to, "--force")
-        assert r.returncode == 7, r.stderr
-        assert "refusing to overwrite" in r.stderr and str(run / target) in r.stderr
+        # A checkpoint file's name contradicts --to: exit 2 naming both, before anything is
+        # read or written (the input checks below refuse what such a name does not).
+        assert r.returncode == 2, r.stderr
+        assert f"--format {to}" in r.stderr and str(run / target) in r.stderr, r.stderr
     # ... also through a symlink and a hard link elsewhere.
     (tmp_path / "sym").symlink_to(run / "checkpoint")
     os.link(run / "model.ckpt.index", tmp_path / "hard")

@@ -251,8 +251,12 @@ def test_remote_output_never_replaces_an_input(s3, force):
     ]
     for cmd in commands:
         result = _run(*cmd, *force)
-        assert result.exit_code == 7, (cmd, result.output)
-        assert "input" in result.stderr, (cmd, result.stderr)
+        if cmd[0] == "export":  # an npz named like the input's .index: exit 2 naming both
+            assert result.exit_code == 2, (cmd, result.output)
+            assert "--format npz" in result.stderr and "model.ckpt-30.index" in result.stderr
+        else:
+            assert result.exit_code == 7, (cmd, result.output)
+            assert "input" in result.stderr, (cmd, result.stderr)
         assert _etags(s3, prefix + "/") == before, cmd
 
 

@@ -56,7 +56,11 @@ def run(tmp_path):
 ])
 def test_file_url_outputs_never_replace_inputs(run, args):
     before = _digests(run)
-    one_line_error(_run(*args(run)), 7)
+    argv = args(run)
+    # An npz named like a checkpoint file contradicts --format: a usage error (exit 2) before
+    # the input checks (which refuse it too, exit 7, through the Python API).
+    contradiction = argv[0] == "export" and argv[3].endswith((".index", "checkpoint"))
+    one_line_error(_run(*argv), 2 if contradiction else 7)
     assert _digests(run) == before
 
 
@@ -138,31 +142,47 @@ def test_a_url_without_bucket_says_so(s3):
 
 @pytest.mark.parametrize("target", ["model.ckpt-20.index", "checkpoint",
                                     "model.ckpt-20.data-00000-of-00001"])
-def test_remote_export_never_replaces_the_runs_other_files(s3, target):
+def test_remote_export_never_replaces_the_runs_other_files(s3, target, tmp_path):
+    from ckpt_tools import export_weights
+    from ckpt_tools.errors import OutputError
+
     before = _keys(s3, "towers_bn/")
-    result = _run("export", f"s3://{BUCKET}/towers_bn/model.ckpt-30", "--out",
-                  f"s3://{BUCKET}/towers_bn/{target}", "--format", "npz", "--force")
-    one_line_error(result, 7, target)
+    out = f"s3://{BUCKET}/towers_bn/{target}"
+    result = _run("export", f"s3://{BUCKET}/towers_bn/model.ckpt-30", "--out", out,
+                  "--format", "npz", "--force")
+    one_line_error(result, 2, target, "--format npz")  # the name contradicts the format
+    with pytest.raises(OutputError, match=target):  # the Python API refuses it too (exit 7)
+        export_weights(f"s3://{BUCKET}/towers_bn/model.ckpt-30", out, fmt="npz",
+                       overwrite=True)
     assert _keys(s3, "towers_bn/") == before
     assert _run("list", f"s3://{BUCKET}/towers_bn/model.ckpt-20").exit_code == 0
 
 
-def test_a_single_file_named_index_replaces_only_itself(s3):
-    """An export named *.index into a directory that is not the input's run replaces that
-    one object: the checkpoint-replacement cleanup (stale data shards) is not applied."""
+def test_a_single_file_named_index_replaces_only_itself(s3, tmp_path):
+    """A single file named *.index uploaded into a directory that is not the input's run
+    replaces that one object: the checkpoint-replacement cleanup (stale data shards) is not
+    applied. (export refuses such a name up front, exit 2; this is the uploader's rule.)"""
+    from ckpt_tools.formats import remote
+
     _copy(s3, "towers_bn", "other")
-    result = _run("export", f"s3://{BUCKET}/sharded/", "--out",
-                  f"s3://{BUCKET}/other/model.ckpt-20.index", "--format", "npz", "--force")
-    assert result.exit_code == 0, result.output
+    local = tmp_path / "model.ckpt-20.index"
+    local.write_bytes(b"not an index")
+    remote.begin()
+    remote.upload([str(local)], f"s3://{BUCKET}/other", overwrite=True, whole_directory=False)
     assert "other/model.ckpt-20.data-00000-of-00001" in _keys(s3, "other/")
 
 
-def test_an_output_under_an_input_object_is_refused(s3):
+def test_an_output_under_an_input_object_is_refused(s3, tmp_path):
+    from ckpt_tools import average_checkpoints
+    from ckpt_tools.errors import OutputError
+
     before = _keys(s3, "towers_bn/")
-    result = _run("average", f"s3://{BUCKET}/towers_bn/model.ckpt-20",
-                  f"s3://{BUCKET}/towers_bn/model.ckpt-30",
-                  "--out", f"s3://{BUCKET}/towers_bn/model.ckpt-30.index/")
-    one_line_error(result, 7, "model.ckpt-30.index")
+    inputs = [f"s3://{BUCKET}/towers_bn/model.ckpt-20", f"s3://{BUCKET}/towers_bn/model.ckpt-30"]
+    out = f"s3://{BUCKET}/towers_bn/model.ckpt-30.index/"
+    result = _run("average", *inputs, "--out", out)
+    one_line_error(result, 2, "model.ckpt-30.index")  # named like a file: a usage error
+    with pytest.raises(OutputError, match="is under the input object"):
+        average_checkpoints(inputs, out)
     assert _keys(s3, "towers_bn/") == before
 
 

@@ -28,7 +28,8 @@ def average_command(
     out_dir: Annotated[str, typer.Option(
         "--out", "-o", metavar="DIR",
         help="Output directory, or an s3://bucket/dir/ URL (created if missing; never an "
-        "input's directory; an existing output checkpoint there needs --force).",
+        "input's directory; an existing output checkpoint there needs --force, which also "
+        "breaks a remote writer lock left by a process of this host that no longer runs).",
         show_default=False)],
     last: Annotated[int | None, typer.Option(
         "--last", min=2, help="Average the N newest checkpoints that the run directory's "
@@ -68,7 +69,9 @@ def average_command(
     the newest input's raw value where a weight has no shadow).
     """
     from ..average import average_checkpoints, average_run, checkpoints_of_run
+    from ..bake import check_out_format
     from ..checkpoint import open_checkpoint
+    from ..errors import OutputError
 
     if bake and not ema:
         raise typer.BadParameter("--bake needs --ema", param_hint="--bake")
@@ -89,6 +92,10 @@ def average_command(
             raise typer.BadParameter("give two or more checkpoints, or one run directory "
                                      "with --last N", param_hint="CKPT...")
         inputs = paths
+    try:  # average writes a checkpoint directory: an --out named like a file is a mistake
+        check_out_format(out_dir, "v2", "average")
+    except OutputError as exc:  # the options disagree: a usage error (exit 2)
+        raise typer.BadParameter(str(exc), param_hint="--out") from None
     out = Output(json_mode=json_out, quiet=quiet)
     with open_checkpoint(inputs[-1]) as one:
         total = sum(e.nbytes for e in one.entries().values()) * len(inputs)

@@ -363,6 +363,76 @@ def sweep_stale(path: str) -> list[str]:
     return removed
 
 
+#: Name prefix of the private directories in $TMPDIR where an output is built before it is
+#: uploaded (:func:`local_stage`): ``ckpt-stage-<pid>-<kind>-<random>``.
+STAGE_PREFIX = "ckpt-stage-"
+_STAGE_NAME = re.compile(re.escape(STAGE_PREFIX) + r"(\d+)-")
+
+
+@contextmanager
+def local_stage(kind: str) -> Iterator[str]:
+    """Yields a new private directory in ``$TMPDIR`` (``ckpt-stage-<pid>-<kind>-…``) to build
+    an output in before it is uploaded; it is removed afterwards, and locked (:func:`hold`)
+    meanwhile, so that a later run removes the stages of writers killed before they could
+    (:func:`sweep_stages`, run first)."""
+    import shutil
+    import tempfile
+
+    sweep_stages(tempfile.gettempdir())
+    path = tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-{kind}-")
+    held = hold(path)
+    try:
+        yield path
+    finally:
+        release(held)
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep_stages(directory: str) -> list[str]:
+    """Removes the :func:`local_stage` directories in ``directory`` whose writer is gone (no
+    process holds its lock, and its pid no longer runs here or it is older than 30 s: a live
+    writer locks its stage within microseconds); returns their names. Other users' stages
+    and everything else in ``directory`` are left alone."""
+    import shutil
+
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _STAGE_NAME.match(name)
+        if not m:
+            continue
+        full = os.path.join(directory, name)
+        try:
+            st = os.lstat(full)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                continue
+            if _pid_runs(int(m.group(1))) and time.time() - st.st_mtime < _STALE_DIR_S:
+                continue
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            if _try_lock(fd, True):  # no live writer holds it
+                shutil.rmtree(full, ignore_errors=True)
+                removed.append(name)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # EPERM: another user's live process
+    return True
+
+
 def make_parents(directory: str) -> list[str]:
     """Creates ``directory`` and its missing parents (umask modes); returns those created,
     deepest first, for :func:`remove_parents` to undo after a failed write.
@@ -683,6 +753,17 @@ class StagedDir:
                     "system refuses for other users' files: choose a new --out")
         if not os.access(out, os.W_OK) or not os.access(os.path.dirname(self._real), os.W_OK):
             raise OutputError(f"{out}: output directory (or its parent) is not writable")
+
+    def check_free(self) -> None:
+        """Refuses an existing ``out`` that another process is writing now (it holds the
+        lock :meth:`__enter__` takes); holds nothing afterwards.
+
+        Raises:
+            OutputError: another process is writing it.
+        """
+        if self.existing and os.path.isdir(self._real):
+            self._lock()
+            self._unlock()
 
     def _check_replaceable(self) -> None:
         """Refuses, before anything is staged, an existing ``out`` that cannot be swapped."""

@@ -607,7 +607,7 @@ def url_parent(url: str) -> str:
 
 
 # Writers (they use the session and URL helpers above).
-from .remote_write import check_new, upload  # noqa: E402
+from .remote_write import check_new, reserved, upload  # noqa: E402
 
-__all__ = ["RemoteFile", "Session", "begin", "check_new", "normalize", "session", "upload",
-           "url_join", "url_parent"]
+__all__ = ["RemoteFile", "Session", "begin", "check_new", "normalize", "reserved", "session",
+           "upload", "url_join", "url_parent"]
