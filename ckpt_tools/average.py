@@ -640,8 +640,14 @@ def _read_released(ckpt: Checkpoint, key: str, entry):
 
 
 def _add(writer: BundleWriter, key: str, entry, value) -> int:
-    """Writes ``value`` under ``key``, keeping the newest input's partitioning."""
-    if len(entry.slices) > 1 or (entry.slices and not entry.slices[0].is_full(entry.shape)):
+    """Writes ``value`` under ``key``, keeping the newest input's partitioning (and the parts
+    of a tensor TF1 saved under one key per part each under its own key)."""
+    fragments = entry.extra.get("fragments") if key == entry.name else None
+    if fragments:
+        for s, part in zip(entry.slices, fragments, strict=True):
+            writer.add_partitioned(part, entry.dtype, entry.shape, [s], complete=False)
+            writer.add_array(part, value[s.index(entry.shape)], slice_of=s)
+    elif len(entry.slices) > 1 or (entry.slices and not entry.slices[0].is_full(entry.shape)):
         writer.add_partitioned(key, entry.dtype, entry.shape, list(entry.slices))
         for s in entry.slices:
             writer.add_array(key, value[s.index(entry.shape)], slice_of=s)

@@ -426,6 +426,9 @@ def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str
             continue
         src = source_of.get(key, key)
         out_key = rescope(key, strip, add) if renamed else key
+        fragments = ckpt.entry(key).extra.get("fragments") if src == key else None
+        if fragments:  # stored again as TensorFlow saved it: one key per part
+            out_key = tuple(rescope(m, strip, add) if renamed else m for m in fragments)
         nbytes += _copy_tensor(ckpt, writer, src, out_key, verify, progress)
         if src != key:
             replaced[out_key] = src
@@ -434,27 +437,36 @@ def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str
     return replaced, copied, dropped, nbytes
 
 
-def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str, verify: bool,
-                 progress) -> int:
+def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str | tuple,
+                 verify: bool, progress) -> int:
+    """Copies ``src`` to ``out_key``; a tuple ``out_key`` names each slice's own key (the
+    parts of a tensor TF1 saved under one key per part, written back that way)."""
     entry = ckpt.entry(src)
     reader = ckpt.reader
     if reader.format == "v2":  # stored bytes can be copied as they are
-        parts = [(entry, None)]
-        if entry.slices:
-            parts = [(sub, s) for s, sub in reader.slice_entries(src)]
-        if (entry.dtype == dtypes.STRING and verify) or any(not sub.crc32c for sub, _ in parts):
+        parts = [(entry, None, out_key)]
+        if entry.slices and isinstance(out_key, tuple):
+            parts = [(sub, s, key) for (s, sub), key in zip(reader.slice_entries(src), out_key,
+                                                            strict=True)]
+        elif entry.slices:
+            parts = [(sub, s, out_key) for s, sub in reader.slice_entries(src)]
+        if (entry.dtype == dtypes.STRING and verify) or any(not sub.crc32c
+                                                            for sub, _, _ in parts):
             # A string entry's CRC covers its decoded lengths, not its stored bytes: let the
             # reader check it, then copy the bytes as they are. An entry without a CRC32C is
             # refused as TensorFlow refuses it, --no-verify or not (formats.bundle.NO_CRC): a
             # copy must never give it a CRC it never had.
             ckpt.tensor(src)
             verify = verify and entry.dtype != dtypes.STRING
-        if entry.slices:
+        if entry.slices and isinstance(out_key, tuple):
+            for _, s, key in parts:
+                writer.add_partitioned(key, entry.dtype, entry.shape, [s], complete=False)
+        elif entry.slices:
             writer.add_partitioned(out_key, entry.dtype, entry.shape, list(entry.slices))
         total = 0
-        for sub, tslice in parts:
+        for sub, tslice, key in parts:
             path = data_path(reader.prefix, sub.shard_id, reader.num_shards)
-            writer.add_stream(out_key, sub.dtype, sub.shape, path, sub.offset, sub.stored_bytes,
+            writer.add_stream(key, sub.dtype, sub.shape, path, sub.offset, sub.stored_bytes,
                               sub.crc32c, slice_of=tslice, verify=verify, progress=progress)
             total += sub.stored_bytes
         return total

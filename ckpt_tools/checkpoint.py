@@ -630,6 +630,7 @@ class Checkpoint:
                 raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
         self._variables: list[Variable] | None = None
+        self._fragment_alias: dict[str, str] | None = None  # see stored_key()
 
     # -- mapping-like access --------------------------------------------------------------
     def keys(self) -> list[str]:
@@ -641,6 +642,18 @@ class Checkpoint:
         """Returns checkpoint key -> :class:`~ckpt_tools.formats.entry.TensorEntry`
         (storage details)."""
         return self._reader.entries
+
+    def stored_key(self, key: str) -> str:
+        """Returns the key under which ``key`` (a key TensorFlow saved, or a graph variable's
+        checkpoint key) is read: the group's key for one part of a tensor TF1 saved under one
+        key per part (``net/w//w/part_0/avg`` -> ``net/w//w/part_*/avg``, see
+        :func:`~ckpt_tools.formats.slices.fragment_groups`), else ``key`` itself."""
+        alias = self._fragment_alias
+        if alias is None:
+            alias = self._fragment_alias = {
+                m: k for k, e in self._reader.entries.items()
+                if e.extra and e.extra.get("fragments") for m in e.extra["fragments"]}
+        return alias.get(key, key)
 
     def __contains__(self, name: str) -> bool:
         return name in self._reader.entries

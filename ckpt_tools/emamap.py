@@ -281,7 +281,10 @@ def ema_map(
                 _ambiguous_message(ckpt, variables, unpaired, apply_order),
                 "--apply-order" if tf2 and not apply_order else None,
                 {v.name: tuple(v.ema_candidates) for v in unpaired})
-        detected = R.detect_ema_names(ckpt.entries())
+        # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do.
+        detected = R.detect_ema_names(ckpt.entries()) or sorted({
+            k.rpartition("/")[2] for k, v in variables.items()
+            if v.role == R.EMA and v.ema_of and v.ema_style == "tf1"})
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
         suffix = _recorded_suffixes(ckpt, variables)
         chosen = _choose_averages(ckpt, variables, suffix, ema_name, style)
@@ -465,7 +468,7 @@ def _from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
             (the ``.meta`` is from another graph): restoring it raw would be silently wrong.
     """
     meta = ckpt.meta
-    ckey = {op: var.checkpoint_key for op, var in meta.variables.items()}
+    ckey = {op: ckpt.stored_key(var.checkpoint_key) for op, var in meta.variables.items()}
     averaged_ops = list(dict.fromkeys(
         meta.collections.get("trainable_variables", [])
         + meta.collections.get("moving_average_variables", [])))

@@ -72,6 +72,10 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict) -> tuple[dict, d
     averaged, raw, problems = {}, {}, []
     for key in dict.fromkeys(keys):
         src = sources.get(key)
+        if src is None and ckpt.stored_key(key) != key:  # one part of a per-part saved tensor
+            src = ckpt.stored_key(key)
+            raw[key] = src
+            continue
         if src is not None and src != key and key not in missing:
             averaged[key] = src
         elif key in missing:
@@ -207,11 +211,17 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     groups: dict[str, list] = {}
     for v in variables:
         groups.setdefault(_graph_key(v)[0], []).append(v)
+    parts: dict[str, dict[tuple, str]] = {}  # a per-part saved tensor: offset -> stored key
+    averaged: dict[str, str] = {}
     if checkpoint is not None:
         ckpt, owned = _open(checkpoint)
         try:
             averaged, raw, problems = _plan(ckpt, list(groups),
                                             {"ema_name": ema_name, "allow_missing": allow_missing})
+            for key, entry in ckpt.entries().items():
+                if entry.extra and entry.extra.get("fragments"):
+                    parts[key] = {tuple(s for s, _ in t.resolve(entry.shape)): m for t, m in zip(
+                        entry.slices, entry.extra["fragments"], strict=True)}
         finally:
             if owned:
                 ckpt.close()
@@ -233,7 +243,16 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     # restores from its own key, which is also its model variable's source: the model variable
     # wins, as in variables_to_restore() (a Saver maps each key to one variable).
     mapping: dict[str, object] = {}
-    for k in sorted(groups, key=lambda k: sources[k] == k):
+    for k in sorted(groups, key=lambda k: (k not in averaged, sources[k] == k)):
+        if sources[k] in parts:  # TF reads each part under its own stored key
+            for v in groups[k]:
+                info = _graph_key(v)[1]
+                member = parts[sources[k]].get(tuple(info.var_offset) if info else None)
+                if member is None:
+                    raise EmaError(f"{k}: its parts do not match the parts stored under "
+                                   f"{sources[k]!r}; pass var_list= without it")
+                mapping.setdefault(member, [v])  # a list: TF restores it by its slice
+            continue
         if sources[k] not in mapping:
             vs = groups[k]
             mapping[sources[k]] = vs[0] if len(vs) == 1 and not _graph_key(vs[0])[1] else vs

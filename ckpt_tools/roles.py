@@ -148,6 +148,7 @@ def classify(
         out[key] = _classify_one(key, entry, entries, names, loss_names, colls, meta_vars,
                                  meta is not None, objects)
     out.update(_scoped_shadows(entries, out, names, meta))
+    out.update(_scoped_part_shadows(entries, out, meta))
     return out
 
 
@@ -170,7 +171,13 @@ def _scoped_shadows(entries, roles: dict[str, RoleInfo], names: set[str],
     for key, info in roles.items():
         head, last = _split(key)
         if (info.role not in (LOSS_AVERAGE, EMA) or (info.role == EMA and info.ema_of in entries)
-                or not _ema_suffix(last, names) or head in entries or head in graph_vars):
+                or head in entries or head in graph_vars):
+            continue
+        # A custom EMA name (name="avg") is not detected from the keys when every average
+        # sits under a scope: the .meta names it (a graph variable <scope>/<w>/<name> of an
+        # averaged w), and only then is it taken up here.
+        if not _ema_suffix(last, names) and not (
+                key in graph_vars and any(head.endswith("/" + a) for a in averaged)):
             continue
         entry = entries[key]
         cands = tuple(sorted(
@@ -186,6 +193,55 @@ def _scoped_shadows(entries, roles: dict[str, RoleInfo], names: set[str],
                                   for k in entries))
             out[key] = (RoleInfo(EMA, ema_of=first, ema_style="tf1") if proven else
                         RoleInfo(EMA, ema_style="tf1", candidates=cands))
+    return out
+
+
+def _scoped_part_shadows(entries, roles: dict[str, RoleInfo],
+                         meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """The shadow of a partitioned variable averaged under a ``variable_scope``, which TF1 saves
+    as one key per part (``net/w//w/part_0/avg``, ``net/w//w/part_1/avg``) and the reader reads
+    as one tensor (``extra["fragments"]``, see :func:`~.formats.slices.fragment_groups`).
+
+    Its variable is proven by the ``.meta`` alone: each part's shadow is a graph variable
+    ``<scope>/<part>/<name>`` saved under that part's key, for a part of a variable in
+    ``moving_average_variables`` at the same offset, and TensorFlow's slot naming
+    (``<full name>/`` + the shadow's name cut at the part name's length + 1) gives exactly that
+    key; all parts must name one stored variable of the same dtype and shape. Otherwise (no
+    ``.meta``) it is an average whose candidates are the stored variables partitioned the same.
+    """
+    out: dict[str, RoleInfo] = {}
+    merged = {k: e for k, e in entries.items() if e.extra and e.extra.get("fragments")}
+    if not merged:
+        return out
+    parts_of: dict[str, list] = {}  # checkpoint key -> graph variables saved under it
+    averaged: list = []
+    if meta is not None:
+        for var in meta.variables.values():
+            parts_of.setdefault(var.checkpoint_key, []).append(var)
+        averaged = [meta.variables[op] for op in meta.collections.get(
+            "moving_average_variables", ()) if op in meta.variables
+            and meta.variables[op].partition is not None]
+    shadowed = {r.ema_of for r in roles.values() if r.role == EMA and r.ema_of}
+    for key, entry in merged.items():
+        last = _split(key)[1]
+        targets: set[str] = set()
+        for member, tslice in zip(entry.extra["fragments"], entry.slices, strict=True):
+            offset = tuple(s for s, _ in tslice.resolve(entry.shape))
+            found = {part.checkpoint_key for shadow in parts_of.get(member, ())
+                     for part in averaged
+                     if shadow.name.endswith("/" + part.name + "/" + last)
+                     and part.partition.full_name + "/" + shadow.name[len(part.name) + 1:]
+                     == member and tuple(part.partition.var_offset) == offset}
+            targets |= found if len(found) == 1 else {"", " "}  # none or several: unproven
+        target = next(iter(targets)) if len(targets) == 1 else None
+        same = tuple(sorted(
+            k for k, e in entries.items() if k != key and e.slices and k not in merged
+            and e.dtype == entry.dtype and e.shape == entry.shape
+            and set(e.slices) == set(entry.slices) and roles[k].role in (WEIGHT, BN_STAT)))
+        if target in same and target not in shadowed:
+            out[key] = RoleInfo(EMA, ema_of=target, ema_style="tf1")
+        elif same:
+            out[key] = RoleInfo(EMA, ema_style="tf1", candidates=same)
     return out
 
 

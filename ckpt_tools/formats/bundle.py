@@ -32,7 +32,7 @@ from ._io import (
 )
 from .bundle_wire import WireError, decode_entry, decode_header
 from .entry import TensorEntry, bundle_entry
-from .slices import TensorSlice, check_partition, decode_key
+from .slices import TensorSlice, check_partition, decode_key, fragment_groups, leaves_gap
 from .strings import decode_strings
 from .table import Table
 
@@ -170,6 +170,44 @@ class BundleReader:
             self._check_extents()
         self._check_sizes()
 
+    def _merge_fragments(self, gapped: dict[str, tuple[TensorEntry, Exception]]) -> None:
+        """Reads each :func:`~.slices.fragment_groups` group (the parts of one tensor that TF1
+        saved under one name per part) as one partitioned entry named after the group
+        (``net/w//w/part_*/avg``); ``extra["fragments"]`` keeps the stored keys, in slice order,
+        so writers can store them as TensorFlow did.
+
+        Raises:
+            CorruptCheckpointError: a gapped entry (``gapped``: name -> (entry, the error
+                naming its gap)) that no group fills.
+        """
+        groups = fragment_groups({n: e for n, (e, _) in gapped.items()})
+        grouped = {m for members in groups.values() for m in members}
+        for name, (_, exc) in gapped.items():
+            if name not in grouped:
+                raise CorruptCheckpointError(str(exc), path=self.index_path)
+        group_of = {m: g for g, members in groups.items() for m in members}
+        merged: dict[str, TensorEntry] = {}
+        for name, entry in self.entries.items():
+            group = group_of.get(name)
+            if group is None:
+                merged[name] = entry
+                continue
+            if group in merged:
+                continue
+            members = groups[group]
+            slices = tuple(self.entries[m].slices[0] for m in members)
+            for member, tslice in zip(members, slices, strict=True):
+                sub = self._slice_entries.pop((member, tslice), None)
+                if sub is None:
+                    raise CorruptCheckpointError(
+                        f"partitioned tensor {member!r} lists slice {tslice} that is not "
+                        "stored", path=self.index_path)
+                self._slice_entries[(group, tslice)] = sub
+            whole = bundle_entry(group, entry.dtype, entry.shape, 0, 0, 0, None, slices)
+            whole.extra["fragments"] = members
+            merged[group] = whole
+        self.entries = merged
+
     def _check_extents(self, shard: int | None = None, size: int | None = None) -> None:
         """Refuses entries whose bytes pass the end of their data shard (one ``stat`` per shard;
         only ``shard``, of ``size`` bytes, when given).
@@ -203,12 +241,19 @@ class BundleReader:
     def _check_sizes(self) -> None:
         """Refuses shapes that claim more elements than the stored bytes hold, and partitions
         whose slices do not tile the tensor: nothing is ever allocated from a shape alone."""
+        gapped: dict[str, tuple[TensorEntry, Exception]] = {}
         for entry in self.entries.values():
             if entry.slices:
                 try:
                     boxes = check_partition(entry.name, entry.shape, entry.slices)
                 except CorruptCheckpointError as exc:
-                    raise CorruptCheckpointError(str(exc), path=self.index_path) from None
+                    # One part of a tensor saved under one key per part leaves a gap that
+                    # another fills (_merge_fragments); anything else is corrupt.
+                    if len(entry.slices) != 1 or not leaves_gap(entry.shape, entry.slices):
+                        raise CorruptCheckpointError(str(exc), path=self.index_path) from None
+                    gapped[entry.name] = (entry, exc)
+                    boxes = check_partition(entry.name, entry.shape, entry.slices,
+                                            complete=False)
                 for tslice, box in zip(entry.slices, boxes, strict=True):
                     sub = self._slice_entries.get((entry.name, tslice))
                     if sub is None:
@@ -222,6 +267,8 @@ class BundleReader:
                     self._check_size(sub, tuple(n for _, n in box), f"slice {tslice} of ")
             else:
                 self._check_size(entry, entry.shape, "")
+        if gapped:
+            self._merge_fragments(gapped)
 
     def _check_size(self, entry: TensorEntry, shape: tuple[int, ...], what: str) -> None:
         count = math.prod(shape)

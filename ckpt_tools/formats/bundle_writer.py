@@ -319,14 +319,19 @@ class BundleWriter:
         raw = np.ascontiguousarray(little).reshape(-1).view(np.uint8)
         self.add_bytes(name, dtype, array.shape, raw.data, slice_of=slice_of)
 
-    def add_partitioned(self, name: str, dtype: int, shape, slices: list[TensorSlice]) -> None:
+    def add_partitioned(self, name: str, dtype: int, shape, slices: list[TensorSlice], *,
+                        complete: bool = True) -> None:
         """Adds the full-name entry of a partitioned tensor (its slices are added separately).
+
+        ``complete=False`` writes one part of a tensor TF1 saved under one key per part (see
+        :func:`~ckpt_tools.formats.slices.fragment_groups`): its slices leave a gap.
 
         Raises:
             CorruptCheckpointError: if ``slices`` do not tile ``shape`` exactly (outside it,
-                overlapping, or leaving a gap): a bad partition is never written.
+                overlapping, or leaving a gap unless not ``complete``): a bad partition is
+                never written.
         """
-        check_partition(name, tuple(int(d) for d in shape), slices)
+        check_partition(name, tuple(int(d) for d in shape), slices, complete=complete)
         self._full_shapes[name] = tuple(int(d) for d in shape)
         self._entry(name.encode("utf-8"), dtype, shape, 0, 0, tuple(slices))
 

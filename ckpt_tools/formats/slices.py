@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from array import array
 
 from ..errors import CorruptCheckpointError, UnsupportedFormatError
@@ -78,8 +79,12 @@ _MAX_GRID_CELLS = 1 << 21  # cells of the boundary grid marked one by one (2 M: 
 _MAX_PAIRWISE = 4096  # slices compared pair by pair when the grid would be larger
 
 
-def check_partition(name: str, shape: tuple[int, ...], slices) -> list[tuple[tuple[int, int], ...]]:
+def check_partition(name: str, shape: tuple[int, ...], slices, *,
+                    complete: bool = True) -> list[tuple[tuple[int, int], ...]]:
     """Checks, by extents, that ``slices`` tile a tensor of ``shape`` exactly.
+
+    With ``complete=False`` a gap is allowed (one part of a :func:`fragment_groups` group):
+    the slices must still lie inside ``shape`` and not overlap.
 
     Every slice must lie inside ``shape``, no two may share an element, and together they must
     cover every element. Disjointness is proven box against box, so overlapping slices that
@@ -110,11 +115,75 @@ def check_partition(name: str, shape: tuple[int, ...], slices) -> list[tuple[tup
             "overlap")
     covered = sum(math.prod(n for _, n in boxes[i]) for i in solid)
     total = math.prod(shape)
-    if covered != total:
+    if covered != total and complete:
         raise CorruptCheckpointError(
             f"partitioned tensor {name!r}: its {len(boxes)} slices cover {covered} of "
             f"{total} elements (a gap)")
     return boxes
+
+
+def leaves_gap(shape: tuple[int, ...], slices) -> bool:
+    """True when ``slices`` lie inside ``shape`` without overlapping but do not cover it (so
+    :func:`check_partition` would refuse them only for the gap)."""
+    try:
+        check_partition("", shape, slices, complete=False)
+    except (CorruptCheckpointError, UnsupportedFormatError):
+        return False
+    boxes = [s.resolve(shape) for s in slices]
+    return sum(math.prod(n for _, n in b) for b in boxes) != math.prod(shape)
+
+
+_PART = re.compile(r"part_(\d+)")
+
+
+def fragment_groups(gapped: dict) -> dict[str, tuple[str, ...]]:
+    """Groups the partitioned entries that each hold one part of one tensor under its own name.
+
+    TensorFlow 1's slot creator names the partitioned slot of a partitioned variable
+    ``<full name>/<slot name cut at the length of the part's name>``; when the slot is made
+    under another ``variable_scope`` (``ema.apply()`` inside ``variable_scope("ema_scope")``)
+    the cut leaves the part in the key: the shadow of ``net/w`` (parts ``net/w/part_0``,
+    ``net/w/part_1``) is saved as ``net/w//w/part_0/avg`` and ``net/w//w/part_1/avg``, each a
+    "partitioned" tensor of the full shape holding only its own slice. TensorFlow restores them
+    part by part; together they are one tensor.
+
+    Args:
+        gapped: name -> :class:`~ckpt_tools.formats.entry.TensorEntry` of partitioned entries
+            whose slices leave a gap (:func:`leaves_gap`).
+
+    Returns:
+        group name (the key with its last ``part_K`` written ``part_*``) -> the member keys in
+        part order, only for groups that prove it: two or more members whose names differ only
+        in that ``K``, numbered ``0..n-1``, one slice each, same dtype and shape, slices in part
+        order, together tiling the shape exactly. Other gapped entries are left out (corrupt).
+    """
+    by_pattern: dict[str, list[tuple[int, str]]] = {}
+    for name in gapped:
+        found = list(_PART.finditer(name))
+        if not found:
+            continue
+        last = found[-1]
+        pattern = name[:last.start()] + "part_*" + name[last.end():]
+        by_pattern.setdefault(pattern, []).append((int(last.group(1)), name))
+    groups: dict[str, tuple[str, ...]] = {}
+    for pattern, members in by_pattern.items():
+        members.sort()
+        entries = [gapped[n] for _, n in members]
+        first = entries[0]
+        if (len(members) < 2 or [k for k, _ in members] != list(range(len(members)))
+                or pattern in gapped
+                or any(len(e.slices) != 1 or e.dtype != first.dtype or e.shape != first.shape
+                       for e in entries)):
+            continue
+        slices = [e.slices[0] for e in entries]
+        try:
+            boxes = check_partition(pattern, first.shape, slices)
+        except (CorruptCheckpointError, UnsupportedFormatError):
+            continue
+        if list(boxes) != sorted(boxes):  # part K holds the K-th slice
+            continue
+        groups[pattern] = tuple(n for _, n in members)
+    return groups
 
 
 def _first_overlap(name: str, boxes, solid: list[int], shape) -> tuple[int, int] | None:
