@@ -126,9 +126,10 @@ def _values(spec: TensorSpec, rng: np.random.Generator, step: int = 1000) -> np.
     return bits.view("<f4").reshape(spec.shape)
 
 
-def _assign_shards(specs: list[TensorSpec]) -> list[int]:
-    """Greedy byte balance: each tensor (largest first) goes to the emptier shard."""
-    loads = [0] * NUM_SHARDS
+def assign_shards(specs: list[TensorSpec], num_shards: int = NUM_SHARDS) -> list[int]:
+    """Greedy byte balance: each tensor (largest first) goes to the emptiest shard; big
+    tensors are never split, so a shard is at least the biggest tensor."""
+    loads = [0] * num_shards
     shard = [0] * len(specs)
     for i in sorted(range(len(specs)), key=lambda i: -specs[i].nbytes):
         shard[i] = loads.index(min(loads))
@@ -150,7 +151,7 @@ def write_checkpoint(directory: str, total_bytes: int, *, seed: int = 0,
     os.makedirs(directory, exist_ok=True)
     prefix = os.path.join(directory, PREFIX_NAME)
     specs = layout(total_bytes, layers)
-    shards = _assign_shards(specs)
+    shards = assign_shards(specs)
     rng = np.random.default_rng(seed)
     files = [open(data_path(prefix, s, NUM_SHARDS), "wb") for s in range(NUM_SHARDS)]
     offsets = [0] * NUM_SHARDS

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_ckpt import (  # noqa: E402
     NUM_SHARDS,
     PREFIX_NAME,
+    assign_shards,
     layout,
     parse_size,
     write_meta,
@@ -40,17 +41,6 @@ from ckpt_tools.formats._protos import BundleEntryProto, BundleHeaderProto  # no
 from ckpt_tools.formats.bundle import data_path  # noqa: E402
 from ckpt_tools.formats.bundle_writer import write_state_file  # noqa: E402
 from ckpt_tools.formats.table_builder import build_table  # noqa: E402
-
-
-def assign_shards(specs, num_shards: int) -> list[int]:
-    """Greedy byte balance (as make_ckpt's): each tensor, largest first, to the emptiest
-    shard; big tensors are never split, so a shard is at least the biggest tensor."""
-    loads = [0] * num_shards
-    shard = [0] * len(specs)
-    for i in sorted(range(len(specs)), key=lambda i: -specs[i].nbytes):
-        shard[i] = loads.index(min(loads))
-        loads[shard[i]] += specs[i].nbytes
-    return shard
 
 
 def sparse_checkpoint(directory: str, total: int, num_shards: int = NUM_SHARDS) -> str:

@@ -231,11 +231,8 @@ def check_h5_output(ckpt: Checkpoint, target: str, overwrite: bool) -> None:
     from .formats._write import check_file_output
 
     inputs = Inputs(ckpt.input_files())
+    inputs.refuse_beside(target, "restored checkpoint")
     directory = os.path.dirname(physical(target))
-    held = inputs.held_by(directory)
-    if held is not None:
-        raise OutputError(f"{target}: its directory holds the input {held}; refusing to write a "
-                          "restored checkpoint there; choose another --out")
     if os.path.isdir(directory):
         check_file_output(target, inputs, overwrite)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .errors import EmaError, OutputError
+from .errors import EmaError
 from .formats._io import remove_quietly
 from .formats._write import (
     Inputs,
@@ -30,7 +30,6 @@ from .formats._write import (
     copy_file,
     hold,
     os_errors,
-    physical,
     release,
 )
 from .keras_ema import require_keras_pairing
@@ -83,11 +82,7 @@ def check_keras_output(ckpt: Checkpoint, target: str, overwrite: bool) -> Inputs
             target's directory holds the input.
     """
     inputs = Inputs(ckpt.input_files())
-    directory = os.path.dirname(physical(target))
-    held = inputs.held_by(directory)
-    if held is not None:
-        raise OutputError(f"{target}: its directory holds the input {held}; refusing to write a "
-                          "restored file there; choose another --out")
+    inputs.refuse_beside(target, "restored file")
     check_file_output(target, inputs, overwrite, create_parents=True)
     return inputs
 

@@ -89,6 +89,16 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict) -> tuple[dict, d
     return averaged, raw, problems
 
 
+def _advice(problems: list[str]) -> str:
+    """What decides, for the problems :func:`_plan` found."""
+    if any("(no shadow " in p for p in problems):
+        return ("; pass allow_missing=True to restore their raw values, or var_list= without "
+                "them")
+    if any("(not in the checkpoint)" in p for p in problems):
+        return "; pass var_list= with the variables the checkpoint holds"
+    return ""
+
+
 def _check(ckpt: Checkpoint, key: str, src: str, shape, dtype_name: str) -> str | None:
     entry = ckpt.entry(src)
     if tuple(entry.shape) != tuple(shape) or entry.dtype_name != dtype_name:
@@ -163,7 +173,8 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
             (result.averaged if key in averaged else result.raw)[var.op.name] = src
         if problems:
             raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
-                           + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else ""))
+                           + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
+                           + _advice(problems))
         if ops:
             sess.run(ops, feed_dict=feed)
         return result
@@ -226,13 +237,9 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
             if owned:
                 ckpt.close()
         if problems:
-            shadowless = any("(no shadow " in p for p in problems)
-            advice = ("; pass allow_missing=True to restore their raw values, or var_list= "
-                      "without them" if shadowless else
-                      "; pass var_list= with the variables the checkpoint holds")
             raise EmaError(f"{len(problems)} variable(s) cannot be restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
-                           + advice)
+                           + _advice(problems))
         sources = {**raw, **averaged}
     else:
         averaged_keys = {_graph_key(v)[0] for v in _flatten(
@@ -390,7 +397,8 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             (result.averaged if key in averaged else result.raw)[key] = src
         if problems:
             raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
-                           + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else ""))
+                           + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
+                           + _advice(problems))
         for v, src in assignments:
             v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias
         return result

@@ -154,3 +154,65 @@ def one_line_error(result, code: int, *words: str) -> None:
     assert len(lines) == 1, result.stderr
     for word in words:
         assert word in lines[0], (word, lines[0])
+
+
+def start_paused(argv: list[str], n: int, flag: Path):
+    """Starts ``ckpt argv`` paused at its n-th rename (the writers' test hook
+    ``CKPT_TOOLS_PAUSE_AT``); returns (process, what it paused at), or (process, None) when it
+    finished without reaching an n-th rename."""
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "CKPT_TOOLS_PAUSE_AT": str(n), "CKPT_TOOLS_PAUSE_FLAG": str(flag)}
+    proc = subprocess.Popen([sys.executable, "-m", "ckpt_tools", *argv], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not flag.exists():
+        if proc.poll() is not None:
+            return proc, None
+        assert time.monotonic() < deadline, "child neither paused nor finished"
+        time.sleep(0.01)
+    time.sleep(0.05)  # the flag's text is written right after it is created
+    return proc, flag.read_text()
+
+
+def tf2_unnamed_list_run(tf, directory: Path, saves: int) -> list[dict[str, np.ndarray]]:
+    """The issue's TF2 setup: a ``tf.Module`` of six blocks of unnamed ``tf.Variable``s (TF
+    names them all ``Variable``), averages saved as a list of 12
+    (``tf.train.Checkpoint(model=m, ema_vars=[ema.average(v) ...])``: ``ema_vars/10`` sorts
+    before ``ema_vars/2``), ``saves`` saves by a ``CheckpointManager`` in ``directory``.
+
+    Returns:
+        per save, ``ema.average(v)`` at save time under each variable's checkpoint key.
+    """
+
+    class Block(tf.Module):
+        def __init__(self, i):
+            super().__init__()
+            self.w = tf.Variable(tf.random.stateless_normal([3, 3], seed=[i, 1]))
+            self.b = tf.Variable(tf.zeros([3]))
+
+    class Model(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = [Block(i) for i in range(6)]
+
+    model = Model()
+    ema = tf.train.ExponentialMovingAverage(0.7)
+    trainable = model.trainable_variables
+    ema.apply(trainable)
+    ckpt = tf.train.Checkpoint(model=model, ema_vars=[ema.average(v) for v in trainable])
+    manager = tf.train.CheckpointManager(ckpt, str(directory), max_to_keep=5)
+    rs = np.random.RandomState(0)
+    recorded = []
+    for _ in range(saves):
+        for _ in range(3):
+            for v in trainable:
+                v.assign_add(rs.randn(*v.shape).astype("float32"))
+            ema.apply(trainable)
+        manager.save()
+        recorded.append({f"model/blocks/{i}/{n}/.ATTRIBUTES/VARIABLE_VALUE":
+                         ema.average(getattr(block, n)).numpy()
+                         for i, block in enumerate(model.blocks) for n in ("w", "b")})
+    return recorded

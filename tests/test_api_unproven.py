@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, run_generator
+from helpers import FIXTURES, run_generator, tf2_unnamed_list_run
 
 from ckpt_tools import open_checkpoint
 from ckpt_tools.emamap import UnprovenPairingError, decide_pairing
@@ -37,34 +37,11 @@ def test_several_ema_objects_leave_the_variables_average_open():
 
 @pytest.fixture(scope="module")
 def unnamed_list(tmp_path_factory, tf):
-    """TF2 tf.Module, six blocks of unnamed tf.Variables, averages saved as a list of 12;
-    ``ema.average(v)`` recorded under each variable's checkpoint key."""
-    out = tmp_path_factory.mktemp("unnamed")
-
-    class Block(tf.Module):
-        def __init__(self, i):
-            super().__init__()
-            self.w = tf.Variable(tf.random.stateless_normal([2, 2], seed=[i, 7]))
-            self.b = tf.Variable(tf.zeros([2]))
-
-    class Model(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = [Block(i) for i in range(6)]
-
-    model = Model()
-    ema = tf.train.ExponentialMovingAverage(0.6)
-    trainable = model.trainable_variables
-    rs = np.random.RandomState(1)
-    for _ in range(3):
-        for v in trainable:
-            v.assign_add(rs.randn(*v.shape).astype("float32"))
-        ema.apply(trainable)
-    prefix = tf.train.Checkpoint(model=model, ema_vars=[ema.average(v) for v in trainable]
-                                 ).write(str(out / "ckpt"))
-    truth = {f"model/blocks/{i}/{n}/.ATTRIBUTES/VARIABLE_VALUE": ema.average(
-        getattr(block, n)).numpy() for i, block in enumerate(model.blocks) for n in "wb"}
-    return prefix, truth
+    """The issue's TF2 setup (``helpers.tf2_unnamed_list_run``), one save: its prefix and
+    ``ema.average(v)`` under each variable's checkpoint key."""
+    run = tmp_path_factory.mktemp("unnamed")
+    truth = tf2_unnamed_list_run(tf, run, saves=1)[0]
+    return tf.train.latest_checkpoint(str(run)), truth
 
 
 def test_tf2_unnamed_list_exposes_no_pairing_until_apply_order_decides(unnamed_list):

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 from _corpus import run_subprocess
-from helpers import FIXTURES
+from helpers import FIXTURES, tf2_unnamed_list_run
 
 from ckpt_tools import average_checkpoints
 
@@ -150,41 +150,9 @@ def _named_options(stderr: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def unnamed_list_run(tmp_path_factory, tf):
-    """The issue's TF2 setup: a tf.Module of six blocks of unnamed tf.Variables (TF names them
-    all 'Variable'), averages saved as a list of 12 (``ema_vars/10`` sorts before
-    ``ema_vars/2``), two saves by a CheckpointManager; ``ema.average(v)`` recorded at each
-    save under the variable's object path."""
+    """The issue's TF2 setup (``helpers.tf2_unnamed_list_run``), two saves."""
     run = tmp_path_factory.mktemp("unnamed_list")
-
-    class Block(tf.Module):
-        def __init__(self, i):
-            super().__init__()
-            self.w = tf.Variable(tf.random.stateless_normal([3, 3], seed=[i, 1]))
-            self.b = tf.Variable(tf.zeros([3]))
-
-    class Model(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.blocks = [Block(i) for i in range(6)]
-
-    model = Model()
-    ema = tf.train.ExponentialMovingAverage(0.7)
-    trainable = model.trainable_variables
-    ema.apply(trainable)
-    ckpt = tf.train.Checkpoint(model=model, ema_vars=[ema.average(v) for v in trainable])
-    manager = tf.train.CheckpointManager(ckpt, str(run), max_to_keep=5)
-    rs = np.random.RandomState(0)
-    recorded = []
-    for _ in range(2):
-        for _ in range(3):
-            for v in trainable:
-                v.assign_add(rs.randn(*v.shape).astype("float32"))
-            ema.apply(trainable)
-        manager.save()
-        recorded.append({f"model/blocks/{i}/{n}/.ATTRIBUTES/VARIABLE_VALUE":
-                         ema.average(getattr(block, n)).numpy()
-                         for i, block in enumerate(model.blocks) for n in ("w", "b")})
-    return run, recorded
+    return run, tf2_unnamed_list_run(tf, run, saves=2)
 
 
 def test_issue_tf2_unnamed_list_bake_equals_the_mean_of_ema_average(unnamed_list_run, tmp_path,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from _corpus import tf_corpus, tree_hashes
+from helpers import start_paused
 
 CHILD = textwrap.dedent("""
     import os, sys, time
@@ -222,27 +223,11 @@ def test_outputs_are_regular_files_or_new_directories(run, tmp_path):
 
 
 # -- kill -9 at every rename: the old complete output or the new one, never a mix ----------
-def _start_paused(argv: list[str], n: int, flag: Path) -> tuple[subprocess.Popen, str | None]:
-    """Starts ``ckpt argv`` paused at its n-th rename; returns (process, what it paused at),
-    or (process, None) when it finished without reaching an n-th rename."""
-    env = {**os.environ, "CKPT_TOOLS_PAUSE_AT": str(n), "CKPT_TOOLS_PAUSE_FLAG": str(flag)}
-    proc = subprocess.Popen([sys.executable, "-m", "ckpt_tools", *argv], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not flag.exists():
-        if proc.poll() is not None:
-            return proc, None
-        assert time.monotonic() < deadline, "child neither paused nor finished"
-        time.sleep(0.01)
-    time.sleep(0.05)  # the flag's text is written right after it is created
-    return proc, flag.read_text()
-
-
 def _kill_at_every_rename(argv, out: Path, old: dict, new: dict, tmp_path) -> list[str]:
     points = []
     for n in range(1, 40):
         flag = tmp_path / f"flag-{n}"
-        proc, what = _start_paused(argv, n, flag)
+        proc, what = start_paused(argv, n, flag)
         if what is None:
             out_, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err
@@ -274,7 +259,7 @@ def test_kill_9_at_every_rename_of_restore_ema_into_a_new_directory(run, tmp_pat
     for n in range(1, 40):
         reset()
         flag = tmp_path / f"flag-{n}"
-        proc, what = _start_paused(argv, n, flag)
+        proc, what = start_paused(argv, n, flag)
         if what is None:
             proc.communicate(timeout=60)
             assert proc.returncode == 0 and _hashes(out) == new
@@ -323,7 +308,7 @@ def test_kill_9_at_every_rename_of_export_force(run, tmp_path, to):
 def _paused_at_publish(argv, out: Path, tmp_path) -> subprocess.Popen:
     for n in range(1, 40):
         flag = tmp_path / f"pub-{n}"
-        proc, what = _start_paused(argv, n, flag)
+        proc, what = start_paused(argv, n, flag)
         assert what is not None, "never reached the publishing rename"
         if f"> {out}" in what or "exchange" in what:
             proc.flag = flag  # type: ignore[attr-defined]

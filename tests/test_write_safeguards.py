@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from _corpus import tree_hashes
+from helpers import start_paused
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures"
@@ -29,21 +30,6 @@ ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mknod, mou
 def _cli(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ckpt_tools", *argv], capture_output=True,
                           text=True, timeout=180, env={**os.environ, **(env or {})})
-
-
-def _start_paused(argv: list[str], n: int, flag: Path) -> tuple[subprocess.Popen, str | None]:
-    """``ckpt argv`` paused at its n-th rename (the writers' test hook)."""
-    env = {**os.environ, "CKPT_TOOLS_PAUSE_AT": str(n), "CKPT_TOOLS_PAUSE_FLAG": str(flag)}
-    proc = subprocess.Popen([sys.executable, "-m", "ckpt_tools", *argv], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not flag.exists():
-        if proc.poll() is not None:
-            return proc, None
-        assert time.monotonic() < deadline, "child neither paused nor finished"
-        time.sleep(0.01)
-    time.sleep(0.05)
-    return proc, flag.read_text()
 
 
 def _hidden(directory: Path) -> list[str]:
@@ -140,7 +126,7 @@ def test_keras_two_writers_exactly_one_wins(keras_dir, tmp_path):
     out = tmp_path / "kc" / "o.keras"
     out.parent.mkdir()
     argv = ["restore-ema", str(keras_dir / "model.keras"), "--out", str(out)]
-    first, what = _start_paused(argv, 1, tmp_path / "flag")
+    first, what = start_paused(argv, 1, tmp_path / "flag")
     assert what is not None and str(out) in what, what
     second = _cli(*argv)  # publishes while the first waits before its own rename
     (tmp_path / "flag").unlink()
@@ -154,7 +140,7 @@ def test_keras_two_writers_exactly_one_wins(keras_dir, tmp_path):
 def test_keras_sigterm_exits_130_and_removes_its_temporary(keras_dir, tmp_path):
     out = tmp_path / "deep" / "er" / "o.keras"
     argv = ["restore-ema", str(keras_dir / "model.keras"), "--out", str(out)]
-    proc, what = _start_paused(argv, 1, tmp_path / "flag")
+    proc, what = start_paused(argv, 1, tmp_path / "flag")
     assert what is not None
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -219,7 +205,7 @@ def test_sigterm_on_export_and_average(towers, tmp_path, argv):
     out = tmp_path / "outs"
     out.mkdir()
     argv = [a.format(X=towers, out=out) for a in argv]
-    proc, what = _start_paused(argv, 1, tmp_path / "flag")
+    proc, what = start_paused(argv, 1, tmp_path / "flag")
     assert what is not None, proc.communicate()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -299,7 +285,7 @@ def test_empty_and_trailing_slash_out_are_refused_up_front(towers, tmp_path):
 def test_failed_run_removes_the_parents_it_created(towers, tmp_path):
     # Interrupted just before publishing, after its parent directories were made.
     out = tmp_path / "n1" / "n2" / "w.h5"
-    proc, what = _start_paused(["restore-ema", str(towers), "--format", "h5", "--out",
+    proc, what = start_paused(["restore-ema", str(towers), "--format", "h5", "--out",
                                 str(out)], 1, tmp_path / "flag")
     assert what is not None
     proc.send_signal(signal.SIGINT)
@@ -329,7 +315,7 @@ def test_concurrent_export_force_exactly_one_wins(towers, tmp_path):
     out = tmp_path / "rc.npz"
     out.write_bytes(b"old")
     argv = ["export", str(towers), "--out", str(out), "--force"]
-    first, what = _start_paused(argv, 1, tmp_path / "flag")
+    first, what = start_paused(argv, 1, tmp_path / "flag")
     assert what is not None
     second = _cli(*argv)
     (tmp_path / "flag").unlink()
@@ -343,7 +329,7 @@ def test_concurrent_export_force_exactly_one_wins(towers, tmp_path):
 def test_stale_temporaries_of_killed_writers_are_removed(towers, tmp_path):
     out = tmp_path / "kout"
     argv = ["restore-ema", str(towers), "--out", str(out)]
-    proc, what = _start_paused(argv, 1, tmp_path / "flag")
+    proc, what = start_paused(argv, 1, tmp_path / "flag")
     assert what is not None
     proc.kill()
     proc.wait(timeout=30)
@@ -353,7 +339,7 @@ def test_stale_temporaries_of_killed_writers_are_removed(towers, tmp_path):
         os.utime(tmp_path / n, (time.time() - 3600, time.time() - 3600))
     # A live writer's stage is never touched: start one and hold it paused.
     (tmp_path / "flag").unlink()
-    live, what = _start_paused(argv, 1, tmp_path / "flag2")
+    live, what = start_paused(argv, 1, tmp_path / "flag2")
     assert what is not None
     live_stage = [n for n in _hidden(tmp_path) if n not in stale]
     assert len(live_stage) == 1 and not any((tmp_path / n).exists() for n in stale)

@@ -129,6 +129,18 @@ class Inputs:
         except OSError:
             return None
 
+    def refuse_beside(self, target: str, what: str) -> None:
+        """Refuses the output file ``target`` when its directory holds an input: an output,
+        in any format, never goes beside the checkpoint (or the state file) it was read from.
+
+        Raises:
+            OutputError: naming ``target``, the input, and ``what`` it would have written.
+        """
+        held = self.held_by(os.path.dirname(physical(target)))
+        if held is not None:
+            raise OutputError(f"{target}: its directory holds the input {held}; refusing to "
+                              f"write a {what} there; choose another --out")
+
 
 def _kind(mode: int) -> str:
     return ("a directory" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
