@@ -19,6 +19,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import readable_name
+from .pairing import root_child
 
 KEEP, DROP = "keep", "drop"
 
@@ -419,7 +420,12 @@ def _paired_variables(ckpt: Checkpoint, apply_order: str | None) -> dict:
 
 
 def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str:
+    apart = sorted({root_child(c) for v in unpaired for c in v.ema_candidates})
+    spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
+
     def show(key: str) -> str:
+        if spans:  # same-named models: only the object path tells the candidates apart
+            return key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")
         v = variables.get(key)
         return v.path if v is not None and v.path else key
 
@@ -441,13 +447,22 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
     examples = "; ".join(f"{show(v.name)} may average {' or '.join(map(show, v.ema_candidates))}"
                          for v in unpaired[:3])
     more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
+    if spans:
+        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+                f"checkpoint records: same-named variables of different objects "
+                f"({', '.join(a + '/' for a in apart)}) have one dtype and shape, and the "
+                f"checkpoint records neither the order those objects were created in nor the "
+                f"order ema.apply() got them in (the root lists its objects by name), so no "
+                f"--apply-order can tell: {examples}{more}; give the models distinct names "
+                f"(keras.Sequential(..., name=...)) or name the variables when training")
     decide = ("the stated --apply-order still leaves more than one pairing; name the variables "
               "(tf.Variable(..., name=...)) when training" if apply_order else
-              "if ema.apply() got module.trainable_variables of a tf.Module pass --apply-order "
-              "trainable, if it got them in creation order (as Keras' "
-              "model.trainable_variables) pass --apply-order tracked (Python: "
-              "apply_order=...); for any other order no option can tell: name the variables "
-              "(tf.Variable(..., name=...)) when training")
+              "only if you know how ema.apply() was called: if it got "
+              "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
+              "got them in creation order (as Keras' model.trainable_variables) pass "
+              "--apply-order tracked (Python: apply_order=...); the file cannot check that "
+              "statement, so a wrong one gives wrong averages; for any other order no option "
+              "can tell: name the variables (tf.Variable(..., name=...)) when training")
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")

@@ -62,6 +62,12 @@ def _is_list(children: list[tuple[str, int]]) -> bool:
         str(i) for i in range(len(children)))
 
 
+def root_child(key: str) -> str:
+    """The child of the checkpoint's root that an object-graph key lies under (``g`` for
+    ``g/_functional/…``)."""
+    return key.split("/", 1)[0]
+
+
 def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
     """Returns, per hypothesis of :data:`APPLY_ORDERS`, the variable orderings it allows, each
     as checkpoint key -> position.
@@ -195,6 +201,19 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         if apply_order is None:
             # The order apply() got the variables in is not in the file: only a shadow that
             # fits one variable of its group (dtype and shape) is proven.
+            for s in shadows:
+                fitting = sorted(v for v in variables if fits(s, v))
+                if len(fitting) == 1:
+                    result.pairs[s] = fitting[0]
+                elif fitting:
+                    result.ambiguous[s] = tuple(fitting)
+            continue
+        if len({root_child(v) for v in variables}) > 1:
+            # Same-named variables under different children of the root (two models both
+            # called "net", a GAN's G and D): the object graph lists the root's children by
+            # attribute name (tf.train.Checkpoint sorts its arguments), not in the order the
+            # objects were created or passed to apply(), so no stated order decides between
+            # them; only a unique dtype/shape fit is proven.
             for s in shadows:
                 fitting = sorted(v for v in variables if fits(s, v))
                 if len(fitting) == 1:

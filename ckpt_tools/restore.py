@@ -292,7 +292,9 @@ def object_keys(root) -> dict[str, object]:
                 continue
             seen.add(id(child))
             child_path = f"{path}/{_escape(name)}" if path else _escape(name)
-            if isinstance(child, tf.Variable):
+            # A Keras 3 variable is not a tf.Variable but saves as one (its value is).
+            if isinstance(child, tf.Variable) or isinstance(getattr(child, "value", None),
+                                                             tf.Variable):
                 out[f"{child_path}/.ATTRIBUTES/VARIABLE_VALUE"] = child
             queue.append((child, child_path))
     return out
@@ -399,6 +401,10 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
                            + _advice(problems))
+        if not assignments:  # never return normally having restored nothing
+            raise EmaError(f"{ckpt.path}: none of the object's variables was found in the "
+                           "checkpoint, so nothing was restored; pass the object the checkpoint "
+                           "was saved from (or one of its children), or a list of variables")
         for v, src in assignments:
             v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias
         return result

@@ -1,0 +1,129 @@
+"""Keras 3 models inside a ``tf.train.Checkpoint`` trained by a TF2 custom loop with
+``tf.train.ExponentialMovingAverage``: ``apply_ema`` through the checkpoint's root restores the
+averages (or raises), and two same-named models (a GAN's G and D) are never paired by a stated
+``--apply-order`` that the file cannot establish. Checkpoints are made here by real Keras 3 /
+TensorFlow; the truth is ``ema.average(v)`` read at save time, compared bit for bit."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import ckpt_tools
+from ckpt_tools import EmaError
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def keras(tf):
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("needs the TensorFlow backend of Keras 3")
+    return keras
+
+
+def _train(tf, keras, models, steps=3):
+    """A TF2 custom loop: SGD steps, then ``ema.apply()`` of every trainable variable in model
+    order; returns the EMA object and the variables it was applied to."""
+    rs = np.random.RandomState(0)
+    x = rs.randn(16, 4).astype("float32")
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    tv = [v.value for m in models for v in m.trainable_variables]
+    for _ in range(steps):
+        with tf.GradientTape() as tape:
+            y = x
+            for m in models:
+                y = m(y)
+            loss = tf.reduce_mean(y ** 2)
+        for g, v in zip(tape.gradient(loss, tv), tv, strict=True):
+            v.assign_sub(0.1 * g)
+        ema.apply(tv)
+    return ema, tv
+
+
+def _seq(keras, name=None):
+    return keras.Sequential([keras.Input((4,)), keras.layers.Dense(4, name="fc1"),
+                             keras.layers.Dense(4, name="fc2")], name=name)
+
+
+@pytest.mark.parametrize("with_ema", [False, True], ids=["model_only", "ema_in_root"])
+def test_apply_ema_through_a_checkpoint_root_holding_a_keras3_model(tf, keras, tmp_path,
+                                                                    with_ema):
+    keras.utils.set_random_seed(1)
+    m = _seq(keras)
+    ema, tv = _train(tf, keras, [m])
+    truth = [ema.average(v).numpy() for v in tv]
+    avgs = [ema.average(v) for v in tv]
+    tf.train.Checkpoint(model=m, ema=avgs).write(str(tmp_path / "ck" / "ckpt"))
+
+    fresh = _seq(keras)
+    root = (tf.train.Checkpoint(model=fresh, ema=[tf.Variable(a) for a in truth]) if with_ema
+            else tf.train.Checkpoint(model=fresh))
+    result = ckpt_tools.apply_ema(root, str(tmp_path / "ck"))
+    assert len(result.averaged) == len(truth)
+    for v, want in zip(fresh.trainable_variables, truth, strict=True):
+        assert np.array_equal(v.numpy(), want), v.path
+
+
+def test_apply_ema_raises_when_nothing_of_the_object_is_in_the_checkpoint(tf, keras, tmp_path):
+    keras.utils.set_random_seed(2)
+    m = _seq(keras)
+    ema, tv = _train(tf, keras, [m])
+    tf.train.Checkpoint(model=m, ema=[ema.average(v) for v in tv]).write(
+        str(tmp_path / "ck" / "ckpt"))
+    other = tf.Module()
+    other.w = tf.Variable(np.zeros((7, 7), np.float32))
+    with pytest.raises(EmaError):
+        ckpt_tools.apply_ema(tf.train.Checkpoint(elsewhere=other), str(tmp_path / "ck"))
+
+
+@pytest.fixture(scope="module")
+def gan(tf, keras, tmp_path_factory):
+    """G and D, both ``Sequential(name="net")``; G created (and applied) first. Their averages
+    saved as a list, a dict and two attributes."""
+    d = tmp_path_factory.mktemp("gan")
+    keras.utils.set_random_seed(3)
+    G, D = _seq(keras, "net"), _seq(keras, "net")
+    ema, _ = _train(tf, keras, [G, D])
+    g_avg = [ema.average(v.value) for v in G.trainable_variables]
+    d_avg = [ema.average(v.value) for v in D.trainable_variables]
+    truth = {"g": [a.numpy() for a in g_avg], "d": [a.numpy() for a in d_avg]}
+    tf.train.Checkpoint(g=G, d=D, ema=g_avg + d_avg).write(str(d / "gan_list" / "ckpt"))
+    tf.train.Checkpoint(g=G, d=D, ema={"g": g_avg, "d": d_avg}).write(
+        str(d / "gan_dict" / "ckpt"))
+    tf.train.Checkpoint(g=G, d=D, g_ema=g_avg, d_ema=d_avg).write(str(d / "gan_attr" / "ckpt"))
+    return d, truth
+
+
+@pytest.mark.parametrize("case", ["gan_list", "gan_dict", "gan_attr"])
+@pytest.mark.parametrize("order", [None, "tracked", "trainable"])
+def test_same_named_models_are_refused_under_every_apply_order(tf, gan, tmp_path, case, order):
+    d, _ = gan
+    extra = ["--apply-order", order] if order else []
+    for argv in (["map", str(d / case)],
+                 ["restore-ema", str(d / case), "--out", str(tmp_path / "r")],
+                 ["export", str(d / case), "--out", str(tmp_path / "w.npz")]):
+        result = runner.invoke(app, [*argv, *extra])
+        assert result.exit_code == 6, (argv, result.output)
+        assert "--apply-order tracked" not in result.output, result.output
+        assert "g/" in result.output and "d/" in result.output, result.output
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
+
+
+def test_same_named_models_are_refused_by_apply_ema(tf, keras, gan):
+    d, _ = gan
+    G, D = _seq(keras, "net"), _seq(keras, "net")
+    before = [v.numpy().copy() for v in G.trainable_variables + D.trainable_variables]
+    for order in (None, "tracked", "trainable"):
+        with pytest.raises(EmaError):
+            ckpt_tools.apply_ema(tf.train.Checkpoint(g=G, d=D), str(d / "gan_list"),
+                                 apply_order=order)
+    after = [v.numpy() for v in G.trainable_variables + D.trainable_variables]
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
