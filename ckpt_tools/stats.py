@@ -434,8 +434,10 @@ def _tensor_pass(ckpt: Checkpoint, name: str, role: str, ema_of: str | None,
                 yield part, None
             return
         try:
-            partner = ckpt.chunks(raw, _PART_BYTES, verify=False)  # verified in its own record
-            for part, ref in zip(ckpt.chunks(name, _PART_BYTES), partner, strict=True):
+            # The raw variable first: it was read just before (its own record, verified
+            # there), so a remote shard still holds it; then the shadow, in storage order.
+            partner = ckpt.chunks(raw, _PART_BYTES, verify=False)
+            for ref, part in zip(partner, ckpt.chunks(name, _PART_BYTES), strict=True):
                 tick(part.nbytes)
                 yield part, ref
         except ValueError:  # zip: the partner's chunks do not line up (cannot happen for

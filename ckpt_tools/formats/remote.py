@@ -467,11 +467,17 @@ class RemoteFile:
         self._size = size  # None: an http(s) shard's, learnt from its first read
         self._extents = sorted(set(extents or ()))
         self._order = {span: i for i, span in enumerate(self._extents)}
-        self._cache: dict[tuple[int, int], bytes] = {}
-        self._last = -2
+        self._cache: dict[tuple[int, int], bytes] = {}  # read ahead, not yet asked for
+        # Tensors already handed out, newest last, up to WINDOW bytes (and always the last
+        # one): what `stats` asks for again soon (an EMA shadow's raw variable for its
+        # drift, the histogram's second pass, the same tensor on another thread).
+        self._kept: dict[tuple[int, int], bytes] = {}
+        self._seen: set[int] = set()  # extents handed out at least once
         self._end = -1  # where the previous read ended, for read-ahead without extents
         self._buffer: tuple[int, bytes] = (0, b"")
-        self._recent: tuple[tuple[int, int], bytes] | None = None
+        # Worker threads (stats, diff) read one shard at once: one of them fetches a window
+        # while the others wait for it instead of fetching the same bytes again.
+        self._lock = threading.Lock()
 
     @property
     def size(self) -> int:
@@ -498,12 +504,16 @@ class RemoteFile:
     @property
     def held(self) -> int:
         """Bytes of read-ahead this file holds (its window and tensors fetched ahead)."""
-        return len(self._buffer[1]) + sum(len(v) for v in list(self._cache.values()))
+        return len(self._buffer[1]) + sum(len(v) for v in list(self._cache.values())) + sum(
+            len(v) for v in list(self._kept.values()))
 
     def drop(self) -> None:
-        """Forgets the read-ahead (fetched again if asked for)."""
+        """Forgets the read-ahead (fetched again if asked for). Takes no lock (the session
+        calls it while another file's reader holds that file's): a read in progress keeps
+        what it fetched and only loses what it would have found later."""
         self._buffer = (0, b"")
-        self._cache.clear()
+        self._cache = {}
+        self._kept = {}
 
     def read_range(self, start: int, end: int) -> bytes:
         """Returns bytes ``[start, end)`` of the shard.
@@ -511,47 +521,36 @@ class RemoteFile:
         Raises:
             CheckpointNotFoundError, RemoteAccessError: as :meth:`Session.ranges`.
         """
-        span = (start, end)
-        if self._recent is not None and self._recent[0] == span:
-            return self._recent[1]  # the same tensor again (a value, then its statistics)
-        data = self._read(span)
-        self._recent = (span, data)
+        with self._lock:
+            data = self._read((start, end))
+        self._store.holding(self)  # after the lock: it may drop other files' read-ahead
         return data
 
     def _read(self, span: tuple[int, int]) -> bytes:
         start, end = span
-        if span not in self._order:  # a copy going through the file in chunks
-            lo, buf = self._buffer
-            if lo <= start and end <= lo + len(buf):
-                self._end = end
-                if end == lo + len(buf):  # consumed: kept no longer than it is needed
-                    self._buffer = (0, b"")
-                    self._store.holding(self)
-                return buf[start - lo : end - lo]
-            sequential, self._end = start == self._end, end
-            if not sequential:
-                return self._store.ranges(self.url, [span])[0]
-            hi = min(self.size, max(end, start + WINDOW))
-            buf = self._store.ranges(self.url, [(start, hi)])[0]
-            self._buffer = (start, buf) if hi > end else (0, b"")
-            self._store.holding(self)
-            return buf[: end - start]
-        data = self._cache.pop(span, None)
-        if data is not None and not self._cache:
-            self._store.holding(self)  # all read ahead consumed
         i = self._order.get(span)
-        if i is not None:
-            sequential, self._last = i == self._last + 1, i
-        else:
-            sequential = False
-        if data is not None:
-            return data
-        self._cache.clear()  # out of order: what was read ahead will not be asked for
+        if i is None:
+            return self._read_through(span)
+        data = self._cache.pop(span, None)
+        if data is None:
+            data = self._kept.get(span)
+        if data is None:
+            data = self._fetch(i, span)
+        self._seen.add(i)
+        self._keep(span, data)
+        return data
+
+    def _fetch(self, i: int, span: tuple[int, int]) -> bytes:
+        """Fetches extent ``i``; when the one before it was read (the file is being read in
+        storage order, by one thread or by several a few tensors apart), also the following
+        extents not fetched yet, up to :data:`WINDOW` bytes, in one batch. A random read
+        fetches only itself."""
+        start, end = span
         batch = [span]
-        if sequential:
+        if i > 0 and (i - 1 in self._seen or self._extents[i - 1] in self._cache):
             total = end - start
             for nxt in self._extents[i + 1 :]:
-                if total >= WINDOW:
+                if total >= WINDOW or nxt in self._cache or self._order[nxt] in self._seen:
                     break
                 batch.append(nxt)
                 total += nxt[1] - nxt[0]
@@ -563,10 +562,40 @@ class RemoteFile:
             got = [whole[s - lo : e - lo] for s, e in batch]
         else:
             got = self._store.ranges(self.url, batch)
+        cache = self._cache
         for other, value in zip(batch[1:], got[1:], strict=True):
-            self._cache[other] = value
-        self._store.holding(self)
+            cache[other] = value
         return got[0]
+
+    def _keep(self, span: tuple[int, int], data: bytes) -> None:
+        """Keeps ``data`` among the recently handed-out tensors (newest last), forgetting the
+        oldest beyond :data:`WINDOW` bytes (the newest is always kept)."""
+        kept = self._kept
+        kept.pop(span, None)
+        kept[span] = data
+        total = sum(len(v) for v in kept.values())
+        for old in list(kept):
+            if total <= WINDOW or old == span:
+                break
+            total -= len(kept.pop(old))
+
+    def _read_through(self, span: tuple[int, int]) -> bytes:
+        """A read that is not one tensor (a copy going through the file in chunks): from
+        the window when it holds it, else a new window when it follows the previous read."""
+        start, end = span
+        lo, buf = self._buffer
+        if lo <= start and end <= lo + len(buf):
+            self._end = end
+            if end == lo + len(buf):  # consumed: kept no longer than it is needed
+                self._buffer = (0, b"")
+            return buf[start - lo : end - lo]
+        sequential, self._end = start == self._end, end
+        if not sequential:
+            return self._store.ranges(self.url, [span])[0]
+        hi = min(self.size, max(end, start + WINDOW))
+        buf = self._store.ranges(self.url, [(start, hi)])[0]
+        self._buffer = (start, buf) if hi > end else (0, b"")
+        return buf[: end - start]
 
 
 def normalize(url: str) -> str:
