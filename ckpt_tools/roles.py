@@ -299,6 +299,10 @@ def _keras3_scoped_pairs(objects: ObjectGraph, full: dict[str, str], entries,
             named["_trainable_variables"], [])) if c in keys]
         mine = [keys[c] for _n, c in _in_order(objects.children.get(named["_variables"], []))
                 if c in keys]
+        if any(k not in entries for k in held + mine):
+            # The object graph names a tensor the index lacks (a damaged file): positions
+            # prove nothing then, so this optimizer pairs nothing here.
+            continue
         by_flat: dict[str, str | None] = {}
         for k in held:
             if k in full:
