@@ -190,7 +190,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         `list[str]`: paths of the variables that now hold EMA values, in order.
 
     Raises:
-        EmaError: no EMA copies in the file, the file cannot tell whether it holds any
+        EmaError: the model has LoRA-enabled layers (their merged kernel cannot take the
+            averages), no EMA copies in the file, the file cannot tell whether it holds any
             (state ``use_ema``), the model's layers are frozen differently from a ``.keras``
             config, or the copies' number, shapes or dtypes do not match the model's trainable
             variables (all mismatches are listed, naming both sides), or a ``.keras`` whose
@@ -208,6 +209,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     except AttributeError:
         raise EmaError(f"expected a Keras model, got {type(model).__name__}") from None
     path = os.fspath(path)
+    _refuse_lora(model, path)
     with open_checkpoint(path, use_ema=use_ema) as ckpt:
         layout = _layout(ckpt)
         stated = trainable is not None and layout.kind == "keras3"
@@ -243,6 +245,30 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         for v, key in zip(targets, keys, strict=True):
             v.assign(np.array(ckpt.tensor(key)))
     return [v.path for v in targets]
+
+
+def _refuse_lora(model, path: str) -> None:
+    """Refuses a model with LoRA-enabled layers: Keras saves such a layer's kernel merged
+    with the raw LoRA update (``base + a @ b``) and not the factors, so writing the factors'
+    averages on top would count the update twice, and the base kernel is not in the file.
+
+    Raises:
+        EmaError: naming the LoRA-enabled layers.
+    """
+    flatten = getattr(model, "_flatten_layers", None)
+    layers = list(flatten(include_self=False, recursive=True)) if callable(flatten) else list(
+        getattr(model, "layers", []))
+    lora = [getattr(layer, "path", None) or layer.name for layer in layers
+            if getattr(layer, "lora_enabled", False)]
+    lora += [str(v.path).rsplit("/", 1)[0] for v in getattr(model, "weights", [])
+             if str(getattr(v, "path", "")).rsplit("/", 1)[-1].startswith("lora_")
+             and str(v.path).rsplit("/", 1)[0] not in lora]
+    if lora:
+        raise EmaError(
+            f"{path}: layer(s) {', '.join(dict.fromkeys(lora))} have LoRA enabled: Keras saves "
+            "their kernel merged with the LoRA update and not the factors, so their EMA "
+            "copies cannot be applied from a Keras file (the update would count twice); "
+            "restore the run's tf.train.Checkpoint with apply_ema instead")
 
 
 def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list,

@@ -93,6 +93,9 @@ class KerasLayout:
         frozen_unproven: the flags config.json records (those at save) fit the averages, but
             so does another set of layers of the same shapes: the flags may have changed
             since the optimizer was built, so the pairings they disagree on are left open.
+        unordered: key -> (bag, sublayer) for weights of sublayers whose order the file does
+            not record (attributes, visited alphabetically): two weights of the same bag but
+            different sublayers have no proven relative order.
     """
 
     kind: str
@@ -119,6 +122,7 @@ class KerasLayout:
     configured: bool = False
     flags: bool = False
     frozen_unproven: bool = False
+    unordered: dict[str, tuple] = field(default_factory=dict)
 
 
 @dataclass
@@ -194,6 +198,11 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     _flatten(root, segments, groups)
     lay.model = [k for _, keys in segments for k in keys]
     lay.ordered = all(kind == "seq" for kind, _ in segments)
+    for seg, (kind, keys) in enumerate(segments):
+        if kind == "bag":
+            part = {k: i for i, ks in enumerate(groups.get(seg) or []) for k in ks}
+            for k in keys:  # unknown sublayers: a layer's own weights keep their order
+                lay.unordered[k] = (seg, part.get(k, model[k].extra.get("owner")))
     lay.configured = config is not None
     lay.flags = isinstance((root.cfg or {}).get("layers"), list)
     _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
@@ -242,6 +251,17 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema,
                    bag_groups=groups, stated=bool(trainable),
                    layers=_layers(trained, segments, groups))
+    lora = _lora_layers(config)
+    if lora and lay.use_ema and (not lay.averages or None in lay.averages.values()):
+        # Keras saves a LoRA layer's kernel merged with a_raw @ b_raw and not its factors:
+        # no --trainable (nor apply_keras_ema) can give base + a_ema @ b_ema from this file.
+        lay.notes = [n for n in lay.notes if "apply_keras_ema" not in n] + [
+            f"layer(s) {', '.join(lora[:4])} have LoRA enabled (lora_rank in config.json): "
+            "Keras saves their kernel merged with the LoRA update and not its factors, so the "
+            "EMA copies cannot be paired with weights they apply to from this file (no "
+            "--trainable fits, and "
+            "apply_keras_ema refuses); use the run's tf.train.Checkpoint (ckpt restore-ema, "
+            "apply_ema), which keeps the base kernel and the factors"]
     opt_name = (owner_names.get(owner) or (lay.optimizer_config or {}).get("name")
                 or "optimizer")
     for key, name in lay.var_names.items():
@@ -251,6 +271,25 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                               else f"{opt_name}/{name}")
     lay.order = lay.model + opt + lay.other
     return lay
+
+
+def _lora_layers(config) -> list[str]:
+    """Names of the layers config.json records with LoRA enabled (a ``lora_rank``)."""
+    found: list[str] = []
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            cfg = node.get("config")
+            if isinstance(cfg, dict) and cfg.get("lora_rank"):
+                found.append(str(cfg.get("name", node.get("class_name", "?"))))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(config)
+    return found
 
 
 def _layers(trained, segments, groups) -> list[list[int]]:
@@ -316,10 +355,15 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
 
     Raises:
         VariableNotFoundError: a name matches no weight, or only weights already matched.
+        EmaError: a name matches several weights (two sub-models' ``dense/kernel``), or a
+            layer name would stand for weights of sublayers whose order the file does not
+            record.
     """
-    from ...errors import VariableNotFoundError
+    from ...errors import EmaError, VariableNotFoundError
 
-    shown = {lay.paths.get(k, k): k for k in lay.model}
+    shown: dict[str, list[str]] = {}
+    for k in lay.model:
+        shown.setdefault(lay.paths.get(k, k), []).append(k)
     keys: list[str] = []
     last_layer: str | None = None
     # A Sequential's paths start with the model's name (s/a/kernel), which a model from
@@ -332,13 +376,37 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
         for i in range(len(parts)):
             for root in roots:
                 s = root + "/".join(parts[i:])
-                if s in shown or s in lay.model:
-                    return [shown.get(s, s)], None
+                if s in lay.model:
+                    return [s], None
+                if s in shown:
+                    if len(shown[s]) > 1:  # two sub-models' dense/kernel: never pick one
+                        raise EmaError(
+                            f"--trainable {name!r} matches {len(shown[s])} weights: "
+                            f"{', '.join(shown[s])}; state the one meant by that key")
+                    return list(shown[s]), None
                 under = [k for k in lay.model if k in possible
                          and lay.paths.get(k, k).startswith(s + "/")]
                 if under:
+                    _proven_order(name, s, under)
                     return under, s
         return [], None
+
+    def _proven_order(name: str, s: str, under: list[str]) -> None:
+        """Refuses a layer standing for the weights of several sublayers whose order the
+        file does not record (attributes, saved alphabetically: a residual block's up/down,
+        Bidirectional's forward/backward): file order is not Keras' training order."""
+        bags: dict[object, set] = {}
+        for k in under:
+            if k in lay.unordered:
+                bag, part = lay.unordered[k]
+                bags.setdefault(bag, set()).add(part)
+        if any(len(parts) > 1 for parts in bags.values()):
+            subs = sorted({lay.paths.get(k, k).rsplit("/", 1)[0] for k in under})
+            raise EmaError(
+                f"--trainable {name!r} stands for the weights of several sublayers ("
+                f"{', '.join(subs[:4])}{' ...' if len(subs) > 4 else ''}) whose order the file "
+                f"does not record, so {s!r} cannot stand for them: state its weights one by one "
+                "in Keras' order, as [v.path for v in model.trainable_variables] prints them")
 
     def unnamed(head: str, var: str) -> list[str]:
         """The weight ``var`` of layer ``head`` whose variables the file names by index
@@ -362,13 +430,14 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
         if not name:
             continue
         hit, layer = find(name)
+        if not hit and "/" in name and last_layer is not None \
+                and find(name.rsplit("/", 1)[0])[1] == last_layer:
+            continue  # the next variable of the layer the previous name stood for
         if not hit and "/" in name:
             hit = unnamed(*name.rsplit("/", 1))
             layer = None
         if not hit and "/" in name:  # a variable name the file does not record
             hit, layer = find(name.rsplit("/", 1)[0])
-            if layer is not None and layer == last_layer:
-                continue  # the next variable of the layer the previous name stood for
         if not hit:
             raise VariableNotFoundError(
                 f"--trainable {name!r} names no weight of the file (names as 'ckpt list' shows "

@@ -1,0 +1,116 @@
+"""A stated ``--trainable`` is used only where what it names is proven: a layer name stands for
+its weights only when their order is Keras' (never the file's alphabetical order of
+sublayers), a name matching weights of two sub-models is refused, and a LoRA model is never
+given averages its merged kernel would count twice. Files and truth from
+``fixtures/make_keras_sublayers.py`` (real Keras 3 / tf_keras, averages recorded at save)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_generator
+
+pytest.importorskip("keras")
+pytest.importorskip("tf_keras")
+
+# A layer's variables the file names by index only, in Keras' vars/<i> order.
+_VARS = {"lstm_cell": ["kernel", "recurrent_kernel", "bias"]}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray], dict[str, list[str]]]:
+    out = tmp_path_factory.mktemp("keras_sublayers")
+    truth = run_generator("make_keras_sublayers.py", out)
+    return out, truth, json.loads((out / "truth.json").read_text())
+
+
+def _keras_path(name: str) -> str:
+    """An exported name (``block/dense/0``) as Keras prints the variable's path."""
+    head, last = name.rsplit("/", 1)
+    if not last.isdigit():
+        return name
+    names = _VARS.get(head.rsplit("/", 1)[-1], ["kernel", "bias"])
+    return f"{head}/{names[int(last)]}"
+
+
+CASES = [("block.keras", "block", "block,head", []),
+         ("block.weights.h5", "block", "block,head", ["--use-ema"]),
+         ("bidi.keras", "bidi", "bi,head", []),
+         ("bidi.weights.h5", "bidi", "bi,head", ["--use-ema"])]
+
+
+@pytest.mark.parametrize(("name", "case", "layers", "extra"), CASES)
+def test_layer_over_sublayers_of_unrecorded_order_is_refused(made, name, case, layers, extra,
+                                                              tmp_path):
+    """``--trainable block`` (up/down saved down first) or ``bi`` (forward/backward saved
+    backward first) would expand in the file's order, swapping the averages: refused."""
+    out, _, _ = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / name), "--trainable", layers, "--out",
+                            str(target), *extra])
+    assert code == 6, err
+    assert "[v.path for v in model.trainable_variables]" in err, err
+    assert "several sublayers" in err, err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(("name", "case", "layers", "extra"), CASES)
+def test_keras_own_trainable_paths_pair_sublayers_exactly(made, name, case, layers, extra,
+                                                          tmp_path):
+    """Keras' own ``[v.path for v in model.trainable_variables]`` (also an LSTM cell's
+    ``recurrent_kernel``, which the file names by index) pairs every average bit for bit."""
+    out, truth, paths = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths[case]),
+                            "--out", str(target), *extra])
+    assert code == 0, err
+    with np.load(target) as z:
+        got = {_keras_path(k): z[k] for k in z.files}
+    assert set(got) == set(paths[case])
+    for path, value in got.items():
+        assert value.tobytes() == truth[f"{case}:{path}"].tobytes(), path
+
+
+def test_name_matching_two_sub_models_is_refused(made):
+    """tf_keras: ``enc`` and a frozen ``dec`` both hold ``dense/kernel``; the name must not
+    resolve to either silently (it used to pick the frozen ``dec``)."""
+    out, truth, _ = made
+    path = str(out / "tfk_nested.keras")
+    code, _, err = run_cli(["map", path, "--trainable", "dense/kernel,dense/bias", "--json"])
+    assert code == 6, err
+    assert "layers/sequential/layers/dense/vars/0" in err, err
+    assert "layers/sequential_1/layers/dense/vars/0" in err, err
+    # The full keys the refusal lists decide, and pair enc's (created first) averages.
+    from ckpt_tools import keras_ema_values, open_checkpoint
+
+    enc = ["layers/sequential/layers/dense/vars/0", "layers/sequential/layers/dense/vars/1"]
+    with open_checkpoint(path, trainable=enc) as ckpt:
+        values = keras_ema_values(ckpt)
+    assert set(values) == set(enc)
+    for key, var in zip(enc, ["kernel", "bias"], strict=True):
+        assert values[key].tobytes() == truth[f"tfk_nested:enc/fc/{var}"].tobytes()
+
+
+def test_lora_model_is_refused_by_apply_keras_ema_and_the_cli(made, tmp_path):
+    """Keras saves a LoRA layer's kernel merged with the raw update: averages of the factors
+    on top would count it twice, and the base kernel is not in the file."""
+    import keras
+
+    from ckpt_tools import apply_keras_ema
+    from ckpt_tools.errors import EmaError
+
+    out, _, _ = made
+    path = out / "lora.keras"
+    model = keras.models.load_model(path)
+    before = [np.array(v.numpy()) for v in model.weights]
+    with pytest.raises(EmaError, match="hidden.*LoRA"):
+        apply_keras_ema(model, path)
+    assert all(np.array_equal(a, np.array(v.numpy())) for a, v in zip(before, model.weights,
+                                                                       strict=True))
+    code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz")])
+    assert code == 6, err
+    assert "LoRA" in err and "tf.train.Checkpoint" in err, err
+    assert "apply_keras_ema(model, path)" not in err, err
