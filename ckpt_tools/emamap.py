@@ -278,9 +278,10 @@ def ema_map(
                     and v.ema_candidates and style in (None, v.ema_style)]
         if unpaired:
             tf2 = any(v.ema_style != "tf1" for v in unpaired)
+            spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
             raise UnprovenPairingError(
                 _ambiguous_message(ckpt, variables, unpaired, apply_order),
-                "--apply-order" if tf2 and not apply_order else None,
+                "--apply-order" if tf2 and not apply_order and not spans else None,
                 {v.name: tuple(v.ema_candidates) for v in unpaired})
         # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do.
         detected = R.detect_ema_names(ckpt.entries()) or sorted({
@@ -399,6 +400,21 @@ def file_style(ckpt: Checkpoint) -> str:
     return "tf1"
 
 
+def stated_pairings(ckpt: Checkpoint, apply_order: str | None) -> dict[str, str]:
+    """The pairings that rest only on the caller's ``apply_order`` (averages the file alone
+    cannot place, paired under the stated order).
+
+    Returns:
+        `dict[str, str]`: average key -> variable key; empty without ``apply_order``, for
+        non-TF2 checkpoints, or when the file proves every pairing by itself.
+    """
+    if apply_order is None or ckpt.objects is None:
+        return {}
+    proven = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
+    stated = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order)
+    return {s: v for s, v in stated.pairs.items() if s not in proven.pairs}
+
+
 def _paired_variables(ckpt: Checkpoint, apply_order: str | None) -> dict:
     """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it."""
     variables = {v.name: v for v in ckpt.variables()}
@@ -455,7 +471,8 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
                 f"order ema.apply() got them in (the root lists its objects by name), so no "
                 f"--apply-order can tell: {examples}{more}; give the models distinct names "
                 f"(keras.Sequential(..., name=...)) or name the variables when training")
-    decide = ("the stated --apply-order still leaves more than one pairing; name the variables "
+    decide = ("the stated --apply-order does not give one pairing that fits the dtypes and "
+              "shapes (it contradicts them or leaves several); name the variables "
               "(tf.Variable(..., name=...)) when training" if apply_order else
               "only if you know how ema.apply() was called: if it got "
               "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "

@@ -237,6 +237,14 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         if len(found_list) == 1 and found_list[0]:
             result.pairs.update(zip(shadows, found_list[0], strict=True))
             continue
+        if not found_list:
+            # The stated order contradicts the dtypes and shapes: the statement is wrong, so
+            # nothing of this group rests on it (refused, not paired by shape alone).
+            for s in shadows:
+                fitting = tuple(sorted(v for v in variables if fits(s, v))) or tuple(
+                    sorted(variables))
+                result.ambiguous[s] = fitting
+            continue
         for i, s in enumerate(shadows):
             fitting = {v for v in variables if fits(s, v)}
             if () in found or not found_list or len(found_list) > _MAX_PAIRINGS:

@@ -127,3 +127,56 @@ def test_same_named_models_are_refused_by_apply_ema(tf, keras, gan):
                                  apply_order=order)
     after = [v.numpy() for v in G.trainable_variables + D.trainable_variables]
     assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+def _unnamed_module(tf, directory, shapes, apply_idx):
+    """A tf.Module with unnamed variables ``a``, ``b``, ``c`` (all called ``Variable``) of
+    ``shapes``; ``ema.apply()`` got them in the order ``apply_idx``; the averages saved as a
+    list. Returns the truth ``{attribute: ema.average(v)}``."""
+    m = tf.Module()
+    rs = np.random.RandomState(4)
+    m.a, m.b, m.c = (tf.Variable(rs.randn(*s).astype("float32")) for s in shapes)
+    vs = [m.a, m.b, m.c]
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    for step in range(3):
+        for v in vs:
+            v.assign_add(np.full(v.shape, step + 1.0, np.float32))
+        ema.apply([vs[i] for i in apply_idx])
+    tf.train.Checkpoint(model=m, ema_vars=[ema.average(v) for v in vs]).write(
+        str(directory / "ckpt"))
+    return {n: ema.average(v).numpy() for n, v in zip("abc", vs, strict=True)}
+
+
+def test_a_pairing_resting_on_a_stated_apply_order_says_so(tf, tmp_path):
+    # apply() got c, a, b; stating "trainable" (a, b, c) fits the shapes: used as stated, and
+    # every command says the pairing is the caller's statement (stderr note, --json field).
+    d = tmp_path / "user"
+    _unnamed_module(tf, d, [(2,), (2,), (2,)], [2, 0, 1])
+    for argv in (["export", str(d), "--out", str(tmp_path / "w.npz"), "--json"],
+                 ["restore-ema", str(d), "--out", str(tmp_path / "r"), "--json"],
+                 ["list", str(d), "--json"]):
+        result = runner.invoke(app, [*argv, "--apply-order", "trainable"])
+        assert result.exit_code == 0, (argv, result.output)
+        assert "paired only because you stated --apply-order trainable" in result.stderr
+        doc = __import__("json").loads(result.stdout)
+        assert doc["stated_apply_order"]["order"] == "trainable", argv
+        assert len(doc["stated_apply_order"]["pairs"]) == 3, argv
+    for argv in (["map", str(d)], ["stats", str(d)]):
+        result = runner.invoke(app, [*argv, "--apply-order", "tracked"])
+        assert result.exit_code == 0, (argv, result.output)
+        assert "paired only because you stated --apply-order tracked" in result.stderr
+    refused = runner.invoke(app, ["map", str(d)])
+    assert refused.exit_code == 6
+    assert "only if you know how ema.apply() was called" in refused.output
+
+
+def test_a_stated_apply_order_the_shapes_contradict_is_refused(tf, tmp_path):
+    # a, b are [2], c is [3]; apply() got c, a, b. Under "trainable" (a, b, c) the first
+    # average ([3]) can only be c's, leaving nothing after it for the two others.
+    d = tmp_path / "contra"
+    _unnamed_module(tf, d, [(2,), (2,), (3,)], [2, 0, 1])
+    result = runner.invoke(app, ["export", str(d), "--out", str(tmp_path / "w.npz"),
+                                 "--apply-order", "trainable"])
+    assert result.exit_code == 6, result.output
+    assert "contradicts" in result.output
+    assert not (tmp_path / "w.npz").exists()

@@ -16,7 +16,14 @@ import typer
 from ..formats._io import is_url
 from ._common import JsonOpt, QuietOpt, check_output_parent
 from ._output import Output, human_bytes
-from .ema import ApplyOrderOpt, EmaNameOpt, MissingOpt, NoMetaOpt, check_apply_order
+from .ema import (
+    ApplyOrderOpt,
+    EmaNameOpt,
+    MissingOpt,
+    NoMetaOpt,
+    check_apply_order,
+    note_stated_order,
+)
 
 
 def average_command(
@@ -99,6 +106,8 @@ def average_command(
     out = Output(json_mode=json_out, quiet=quiet)
     with open_checkpoint(inputs[-1]) as one:
         total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
+        if bake:
+            note_stated_order(out, one, apply_order)
     if is_url(out_dir):  # then the upload of the output (about one input's bytes)
         total += total // len(inputs)
     check_output_parent(out_dir, "creating the output directory")

@@ -33,7 +33,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, shape_text
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order, note_stated_order
 
 
 def diff_command(
@@ -83,6 +83,7 @@ def diff_command(
         if ema:
             require_selection(ca, names, None)
             pairs = _pairs_of(ca, ema_name, not no_meta, apply_order)
+            note_stated_order(out, ca, apply_order)
         with out.progress("comparing") as bar:  # the total is known once pairs are
             if ema:
                 report = diff_ema(ca, match=match, values=not no_values, progress=bar.update,

@@ -172,6 +172,7 @@ def map_command(
                     style=style, **options)
         require_mapped(ckpt, m, filtered(grep, regex, include, exclude), exclude)
         names = display_names(ckpt)
+        note_stated_order(out, ckpt, apply_order)
     warn_unaveraged(out, m)
     m.require_complete()
     if json_out:
@@ -214,6 +215,26 @@ def require_averaged(ckpt, options: dict, names: NameFilter | None, exclude) -> 
     unfiltered = {**options, "include": None, "exclude": None}
     if ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **unfiltered).averaged:
         raise no_selection(ckpt.path, names, exclude, "variable with an EMA shadow")
+
+
+def note_stated_order(out: Output, ckpt, apply_order: str | None) -> dict:
+    """Says on stderr when some pairing rests only on the stated ``--apply-order`` (the file
+    cannot check how ``ema.apply()`` was called, so a wrong statement gives wrong averages).
+
+    Returns:
+        `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable}}}`` for
+        the command's ``--json`` document, or ``{}`` when nothing rests on a statement.
+    """
+    from ..emamap import stated_pairings
+
+    pairs = stated_pairings(ckpt, check_apply_order(apply_order))
+    if not pairs:
+        return {}
+    out.note(f"note: {len(pairs)} average(s) are paired only because you stated "
+             f"--apply-order {apply_order}; the checkpoint does not record how ema.apply() was "
+             f"called, so this is your statement, not a proof: if apply() got another order "
+             f"these averages are on the wrong variables", always=True)
+    return {"stated_apply_order": {"order": apply_order, "pairs": pairs}}
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
@@ -317,12 +338,13 @@ def restore_ema_command(
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
         require_averaged(ckpt, options, filtered(grep, regex, include, exclude), exclude)
+        stated = note_stated_order(out, ckpt, apply_order)
         if dry_run:
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, dry_run=True,
                                overwrite=force, slots=slots, **options)
             warn_unaveraged(out, result.ema_map)
             if json_out:
-                out.json(result.to_dict())
+                out.json({**result.to_dict(), **stated})
             else:
                 print_map(out, result.ema_map, display_names(ckpt))
                 if not quiet:
@@ -341,7 +363,7 @@ def restore_ema_command(
     for w in result.warnings:
         out.warning(w)
     if json_out:
-        out.json(result.to_dict())
+        out.json({**result.to_dict(), **stated})
     elif not quiet:
         if result.format == "h5":
             out.prose(f"wrote {result.output} ({human_bytes(result.nbytes)}): "

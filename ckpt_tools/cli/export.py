@@ -37,7 +37,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Output, human_bytes
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order, note_stated_order
 
 FORMATS = ("npz", "safetensors", "h5")
 
@@ -107,6 +107,7 @@ def export_command(
                          trainable=trainable_names(trainable)) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
+        stated = note_stated_order(out, ckpt, apply_order) if ema is not False else {}
         total = sum(e.nbytes for e in ckpt.entries().values())
         with out.progress("exporting", total) as bar, _selection(ckpt, names, exclude):
             result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,
@@ -119,7 +120,7 @@ def export_command(
     for w in result.warnings:
         out.warning(w)
     if json_out:
-        out.json(result.to_dict())
+        out.json({**result.to_dict(), **stated})
     elif not quiet:
         out.prose(f"wrote {result.path} ({result.format}, "
                  f"{human_bytes(result.nbytes)}): {len(result.tensors)} weights, "

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from ..checkpoint import open_checkpoint
 from ..listing import Listing, list_names, list_variables, short_collection
 from ..roles import ROLES
 from ._common import (
@@ -32,7 +33,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, human_bytes, shape_text
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order, note_stated_order
 
 _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
                "bn_stat": "yellow", "step": "blue", "loss_average": "dim"}
@@ -90,8 +91,12 @@ def list_command(
         raise typer.BadParameter(str(exc), param_hint=hint) from None
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match)
+    stated = {}
+    if apply_order is not None:
+        with open_checkpoint(resolve(out, path)) as ckpt:
+            stated = note_stated_order(out, ckpt, apply_order)
     if json_out:
-        out.json(listing.to_dict())
+        out.json({**listing.to_dict(), **stated})
     elif quiet:
         out.lines([v.path or v.name for v in listing.variables])
     else:

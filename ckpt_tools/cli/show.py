@@ -37,7 +37,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, shape_text
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, proven_variables
+from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, note_stated_order, proven_variables
 
 _SPARK = "▁▂▃▄▅▆▇█"
 FullOpt = Annotated[bool, typer.Option("--full", help="Print every value, not a summary.")]
@@ -200,6 +200,7 @@ def show_command(
                                             f"{' / '.join(regex)!r}")
             keys += [k for k in picked if k not in keys]
         variables = proven_variables(ckpt, keys, ema_name, no_meta, apply_order)
+        note_stated_order(out, ckpt, apply_order)
         shown = display_names(ckpt)
         docs = []
         for key in keys:
@@ -275,6 +276,7 @@ def stats_command(
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
         variables = proven_variables(ckpt, names, ema_name, no_meta, apply_order)
+        note_stated_order(out, ckpt, apply_order)
         entries = ckpt.entries()
         records, rows, errors = [], [], []
         total = sum(entries[k].nbytes for k in names)
