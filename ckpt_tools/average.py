@@ -441,8 +441,11 @@ def _check_formats(ckpts: list[Checkpoint]) -> None:
     for ckpt in ckpts:
         if ckpt.format not in ("v1", "v2", "object"):
             raise UnsupportedFormatError(
-                f"{ckpt.path}: averaging reads TensorFlow checkpoints; this is a Keras "
-                f"{ckpt.format} file")
+                f"{ckpt.path}: averaging reads TensorFlow checkpoints; this is a "
+                f"{_KERAS_KIND.get(ckpt.format, ckpt.format + ' file')}")
+
+
+_KERAS_KIND = {"keras": "Keras .keras archive", "h5": "Keras HDF5 weights file"}
 
 
 def _check_compatible(ckpts: list[Checkpoint]) -> None:

@@ -3,6 +3,11 @@ single byte ranges (206 + Content-Range), strong ETags and Last-Modified, honour
 If-Unmodified-Since (412), and logs every request (so tests count what ckpt sent, on the
 server's side). ``ranges=False`` makes it answer every GET with the whole file (200), as a
 server without Range support does.
+
+Also a server to try ``ckpt`` on ``http://`` URLs by hand (``python -m http.server`` answers no
+Range requests, so only ``list``/``map`` work through it)::
+
+    python tests/http_server.py DIR [PORT]
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ class _QuietServer(ThreadingHTTPServer):
 class FileServer:
     """Serves ``root`` on ``127.0.0.1`` (a free port) until :meth:`close`."""
 
-    def __init__(self, root: Path, *, ranges: bool = True, conditional: bool = True):
+    def __init__(self, root: Path, *, ranges: bool = True, conditional: bool = True,
+                 port: int = 0):
         self.root = Path(root)
         self.ranges = ranges
         self.conditional = conditional  # False: ignores If-Match (still sends its ETag)
@@ -113,7 +119,7 @@ class FileServer:
                                  "Content-Range": f"bytes {start}-{end}/{len(data)}"},
                            data[start : end + 1])
 
-        self.server = _QuietServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", port), Handler)
         self.server.errors = []
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -132,3 +138,23 @@ def touch_later(path: Path) -> None:
     """Changes a file's ETag and Last-Modified without changing its bytes' length."""
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+
+def main(argv: list[str]) -> int:
+    """``python tests/http_server.py DIR [PORT]``: serves DIR on 127.0.0.1 until Ctrl-C."""
+    if not 1 <= len(argv) <= 2 or not Path(argv[0]).is_dir():
+        print("usage: python tests/http_server.py DIR [PORT]", file=sys.stderr)
+        return 2
+    server = FileServer(Path(argv[0]), port=int(argv[1]) if len(argv) > 1 else 8765)
+    print(f"serving {argv[0]} at {server.url}/ (Range, ETag); Ctrl-C stops", flush=True)
+    try:
+        server.thread.join()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -359,5 +359,5 @@ def test_keras_inputs_are_exit_5(tmp_path):
     copy = tmp_path / "b.keras"
     copy.write_bytes(src.read_bytes())
     proc = run_subprocess(["average", str(src), str(copy), "--out", str(tmp_path / "o")])
-    assert proc.returncode == 5 and "Keras" in proc.stderr, proc.stderr
+    assert proc.returncode == 5 and "a Keras .keras archive" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

@@ -117,6 +117,17 @@ def test_custom_ema_name_bake_follows_the_refusal_to_ema_name(two_ema_run, tmp_p
                                   out["W"])
 
 
+def test_bake_summary_counts_each_shadow_once(tmp_path):
+    """review-user-r4: the summary said "10 EMA shadows ..., 5 plain names hold them" for the
+    5 shadows TensorFlow recorded (the baked plain names were counted as shadows too)."""
+    shadows = len(json.loads((FIXTURES / "tf2_object" / "expected.json").read_text())["ema_of"])
+    proc = run_subprocess(["average", str(FIXTURES / "tf2_object"), "--last", "3", "--ema",
+                           "--bake", "--apply-order", "trainable", "--out", str(tmp_path / "o")])
+    assert proc.returncode == 0, proc.stderr
+    assert f": {shadows} EMA shadows averaged over 3 checkpoints, {shadows} plain names hold " \
+        "them," in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
 def test_pairing_options_need_bake(tmp_path):
     copy = tmp_path / "c"
     import shutil

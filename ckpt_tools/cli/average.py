@@ -134,7 +134,10 @@ def average_command(
     what = "EMA shadows" if ema else "float variables"
     baked = f", {len(result.baked)} plain names hold them" if result.baked else ""
     copied = len(result.copied)
+    # `averaged` lists the baked plain names too (their values are averages): count each
+    # shadow once.
+    count = len(result.averaged) - len(result.baked)
     out.prose(f"wrote {result.saved_model or result.prefix} ({human_bytes(result.nbytes)}): "
-              f"{len(result.averaged)} {what} averaged over {len(result.inputs)} checkpoints"
+              f"{count} {what} averaged over {len(result.inputs)} checkpoints"
               f"{baked}, {copied} tensor{'s' if copied != 1 else ''} copied from the newest "
               f"({result.newest}, by {result.newest_by})")
