@@ -1,8 +1,9 @@
 """Average several checkpoints of one run (tensor2tensor/fairseq-style), EMA-aware.
 
 Every floating-point variable is averaged element-wise over the inputs (accumulated in float64,
-written in its stored dtype); integer, boolean and string tensors and step counters are copied
-from the newest input. With ``ema=True`` only the EMA shadows are averaged (raw weights come from
+written in its stored dtype); integer, boolean and string tensors and the step-dependent state
+the file proves (:func:`ckpt_tools.roles.proven_training_state`) are copied from the newest
+input. With ``ema=True`` only the EMA shadows are averaged (raw weights come from
 the newest input), and ``bake=True`` also writes those averages under the plain variable names,
 so an unchanged evaluation script restores them.
 
@@ -42,16 +43,12 @@ _FLOATS = {"float16", "bfloat16", "float32", "float64"}
 _STEP_KEYS = ("global_step", "global_step/.ATTRIBUTES/VARIABLE_VALUE",
               "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
 _STEP_DTYPES = {"int32", "int64", "uint32", "uint64", "int16", "int8", "uint8", "uint16"}
-# Roles whose floating-point values are averaged: the model's weights and their statistics,
-# shadows and slots. Counters (step), zero-debias helpers and everything the classifier calls
-# 'other' (optimizer hyperparameters such as learning_rate, momentum, decay, beta_1; lookup
-# tables; variables in no weight collection) are step-dependent training state: copied from the
-# newest input, as global_step is, so the output is one state training actually had.
-_AVERAGED_ROLES = frozenset({R.WEIGHT, R.EMA, R.BN_STAT, R.OPTIMIZER_SLOT, R.LOSS_AVERAGE})
-# A dynamic loss scale (tf_keras / TF mixed precision: optimizer/loss_scale/current_loss_scale,
-# Keras 3: dynamic_scale) is training state like a counter: a power of two that moves with its
-# good_steps companion, which is copied; an average of two scales was never one training had.
-_LOSS_SCALES = {"current_loss_scale", "dynamic_scale"}
+# Floats that are copied, not averaged: only step-dependent training state the file proves
+# (roles.proven_training_state: the global step, an optimizer's own variables such as its
+# learning rate, iterations, beta powers, loss scale; a root's save_counter), so the output is
+# one state training actually had. Names alone prove nothing: a trained weight named
+# learning_rate, decay or step is averaged (averaging a learning rate is harmless, copying a
+# weight is a silently wrong average).
 
 
 @dataclass(frozen=True)
@@ -470,12 +467,13 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
           pairing: dict | None = None) -> tuple[dict[str, str], set[str]]:
     """Returns (output key -> the key whose average it holds, keys to average).
 
-    Only floating-point tensors of the model's state are averaged (roles ``weight``, ``ema``,
-    ``bn_stat``, ``optimizer_slot``, ``loss_average``); the rest is copied even when stored as
-    floats: counters (``step``: ``global_step``, ``save_counter``, ``iterations``, Adam's beta
-    powers), the zero-debias ``biased``/``local_step`` pair of a ``zero_debias`` average, which
-    must stay consistent with each other, optimizer hyperparameters and other state (``other``:
-    ``learning_rate``, ``momentum``, ``decay``), a dynamic loss scale. With ``bake`` each
+    Floating-point tensors are averaged unless :func:`ckpt_tools.roles.proven_training_state`
+    proves them step-dependent state, which is copied even when stored as floats: counters
+    (``global_step``, ``save_counter``, an optimizer's ``iterations``, TF1 Adam's beta powers
+    the ``.meta`` lists as non-trainable), the zero-debias ``biased``/``local_step`` pair of a
+    ``zero_debias`` average, which must stay consistent with each other, an optimizer's own
+    hyperparameters and loss scale (``optimizer/learning_rate``). A variable the ``.meta``
+    lists as trainable, or one only its name calls state, is averaged. With ``bake`` each
     plain name gets the shadow ``ckpt map`` pairs it with (``pairing``: ``ema_name``,
     ``apply_order``, ``use_meta``), only where the newest input proves it; with
     ``allow_missing`` a weight without a shadow keeps the newest input's raw value.
@@ -487,8 +485,8 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
     """
     variables = {v.name: v for v in newest.variables()}
     floats = {k for k, v in variables.items()
-              if v.dtype in _FLOATS and v.role in _AVERAGED_ROLES
-              and _variable_name(k) not in _LOSS_SCALES}
+              if v.dtype in _FLOATS and not R.proven_training_state(k, v.role, newest.meta,
+                                                                    newest.objects)}
     if not ema:
         return {}, floats
     shadows = {k for k in floats if variables[k].role == R.EMA}
@@ -509,11 +507,6 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
                        f"{source_of[unaveraged[0]]!r}, which is not a floating-point EMA "
                        "shadow that can be averaged; leave out --bake")
     return source_of, shadows
-
-
-def _variable_name(key: str) -> str:
-    """The last segment of a variable's key (TF2 keys without ``/.ATTRIBUTES/...``)."""
-    return key.split("/.ATTRIBUTES/", 1)[0].rsplit("/", 1)[-1]
 
 
 def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,

@@ -529,6 +529,45 @@ def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_
     return RoleInfo(WEIGHT if entry.dtype_name in _FLOAT else OTHER)
 
 
+# What a checkpoint root records as its own counters (tf.train.Checkpoint's save_counter, a
+# step a training loop attaches to the root): step-dependent whatever their dtype.
+_ROOT_COUNTERS = frozenset({"save_counter", "step", "global_step", "iterations", "iter"})
+# Names of step-dependent optimizer state a TF1 graph keeps outside its trainable variables.
+_STATE_NAMES = _STEP_NAMES | _HYPERPARAMETERS | {"current_loss_scale", "good_steps"}
+
+
+def proven_training_state(key: str, role: str, meta: MetaGraph | None,
+                          objects: ObjectGraph | None) -> bool:
+    """Returns whether the variable stored under ``key`` is proven step-dependent training
+    state (an optimizer's or the checkpoint's bookkeeping), not a model weight.
+
+    Names alone never prove it (a Meta-SGD ``layer/learning_rate``, a GRU-D ``decay``, a
+    neural-ODE ``step`` are trained weights). Proven are: the zero-debias helpers of an
+    average (``role`` ``ema_debias``); a ``step``/``other`` variable in the ``.meta``'s
+    ``global_step`` collection, or TF1 state the ``.meta`` lists outside
+    ``trainable_variables`` whose name is a counter or hyperparameter (``beta1_power``,
+    ``learning_rate``); in a TF2 object checkpoint, a ``step``/``other`` variable whose object
+    path runs through an optimizer (``optimizer/learning_rate``, ``optimizer/iter``) or a
+    counter of the root itself (``save_counter``, ``step``). A variable the ``.meta`` lists as
+    trainable is never state.
+    """
+    if role == EMA_DEBIAS:
+        return True
+    if role not in (STEP, OTHER):
+        return False
+    if meta is not None:
+        if key in meta.keys_in("trainable_variables"):
+            return False
+        if key in meta.keys_in("global_step"):
+            return True
+    if objects is not None and (key in objects.paths or key.endswith(VALUE_SUFFIX)):
+        path = objects.paths.get(key) or readable_name(key)
+        return bool(_OPTIMIZER_PATH.search(path)) or path in _ROOT_COUNTERS
+    if meta is None or key not in {v.checkpoint_key for v in meta.variables.values()}:
+        return False
+    return _split(readable_name(key))[1] in _STATE_NAMES
+
+
 def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, RoleInfo]:
     """Roles of a Keras weight file's keys, from its
     :class:`~ckpt_tools.formats.keras.layout.KerasLayout`.

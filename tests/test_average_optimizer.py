@@ -59,3 +59,39 @@ def test_optimizer_state_comes_from_the_newest(runs, tmp_path, tf, run):
     assert averaged >= 2  # weights (and slots) really were averaged
     lr_key = next(k for k in STATE[run] if "learning_rate" in k)
     assert float(reader.get_tensor(lr_key)) == pytest.approx(lrs[-1])
+
+
+# Trained weights named like optimizer state (issue 16 review r3): averaged, never copied.
+NAMED_WEIGHTS = {
+    "tf1_named": {"layer/W", "layer/learning_rate", "gru/decay", "ode/step"},
+    "keras3_named": {f"model/{n}/.ATTRIBUTES/VARIABLE_VALUE" for n in ("kernel", "lr", "decay")},
+}
+NAMED_STATE = {
+    "tf1_named": {"global_step"},
+    "keras3_named": STATE["keras3"],
+}
+
+
+@pytest.mark.parametrize("run", sorted(NAMED_WEIGHTS))
+def test_weights_named_like_optimizer_state_are_averaged(runs, tmp_path, tf, run):
+    out, truth = runs
+    code, stdout, err = run_cli(["average", str(out / run), "--last", str(SAVES),
+                                 "--out", str(tmp_path / "avg"), "--json"])
+    assert code == 0, err
+    result = json.loads(stdout)
+    reader = tf.train.load_checkpoint(result["output"])
+    for key in NAMED_WEIGHTS[run]:
+        values = [truth[f"{run}:{i}:{key}"] for i in range(SAVES)]
+        assert not np.array_equal(values[0], values[-1]), key  # training moved it
+        mean = np.mean(np.stack(values).astype(np.float64), axis=0).astype(values[-1].dtype)
+        assert np.array_equal(reader.get_tensor(key), mean), key
+        assert key in result["averaged"], key
+    for key in NAMED_STATE[run]:
+        assert np.array_equal(reader.get_tensor(key), truth[f"{run}:{SAVES - 1}:{key}"]), key
+        assert key in result["copied"], key
+    # every other float (Adam's slots of those weights) is averaged too
+    floats = {k.split(":", 2)[2] for k, v in truth.items() if k.startswith(f"{run}:0:")
+              and not k.endswith(":lr") and v.dtype.kind == "f"}
+    state = {"optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE"}
+    assert floats - state == set(result["averaged"])
+    assert len(floats - state - NAMED_WEIGHTS[run]) == (6 if run == "keras3_named" else 0)

@@ -66,10 +66,12 @@ def average_command(
     """Average the float variables of several checkpoints (integers, strings and the step
     come from the newest); EMA-aware, partitioned and sharded checkpoints supported.
 
-    Averaged: weights, EMA shadows, batch-norm statistics, optimizer slots (the roles 'ckpt
-    list' shows). Copied from the newest, like the step: counters (global_step, iterations,
-    save_counter, beta1_power/beta2_power) and optimizer hyperparameters (learning_rate,
-    momentum, decay: role 'other'), which move with the step.
+    Averaged: every float variable (weights, EMA shadows, batch-norm statistics, optimizer
+    slots). Copied from the newest, like the step: only state the file proves step-dependent:
+    counters (global_step, save_counter, an optimizer's iterations, TF1 beta1_power/beta2_power
+    the .meta lists as non-trainable) and an optimizer's own hyperparameters
+    (optimizer/learning_rate, momentum, decay). A trainable variable named learning_rate,
+    decay or step is a weight, and averaged.
 
     With --ema --bake each plain name gets the averaged shadow 'ckpt map' pairs it with in the
     newest input (--ema-name, --apply-order, --no-meta decide as there; --allow-missing keeps
