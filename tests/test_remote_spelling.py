@@ -261,3 +261,50 @@ def test_upload_reports_progress_while_sending(s3, tmp_path, monkeypatch):
     remote.begin()
     remote.upload([str(data)], f"s3://{BUCKET}/progress/", progress=seen.append)
     assert sum(seen) == 11 << 20 and len(seen) >= 3, seen
+
+
+# ---- an output directory named like a checkpoint of an input's run (review-16-attack-r3) ---
+# Afterwards that checkpoint's prefix would resolve to the new directory: `ckpt show`,
+# `average --last` would read the output instead of the checkpoint, exit 0.
+
+@pytest.mark.parametrize("args", [
+    lambda d: ["restore-ema", str(d / "model.ckpt-30"), "--out", str(d / "model.ckpt-30")],
+    lambda d: ["restore-ema", str(d / "model.ckpt-30"), "--out", str(d / "model.ckpt-20"),
+               "--force"],
+    lambda d: ["average", str(d), "--last", "2", "--out", str(d / "model.ckpt-20")],
+    lambda d: ["average", str(d / "model.ckpt-20"), str(d / "model.ckpt-30"), "--out",
+               f"{d}/model.ckpt-30/", "--force"],
+    # listed by the state file only (no .index left beside it): still that run's name
+    lambda d: ["restore-ema", str(d), "--out", str(d / "model.ckpt-10")],
+])
+def test_out_named_like_a_checkpoint_of_the_input_run_is_refused(run, args):
+    state = run / "checkpoint"
+    state.write_text('model_checkpoint_path: "model.ckpt-30"\n'
+                     'all_model_checkpoint_paths: "model.ckpt-10"\n'
+                     'all_model_checkpoint_paths: "model.ckpt-20"\n'
+                     'all_model_checkpoint_paths: "model.ckpt-30"\n')
+    before = sorted(p.name for p in run.iterdir())
+    digests = _digests(run)
+    result = _run(*args(run))
+    one_line_error(result, 7, "would shadow checkpoint")
+    assert sorted(p.name for p in run.iterdir()) == before  # no directory, no stage left
+    assert _digests(run) == digests
+
+
+def test_out_inside_the_input_run_under_another_name_is_written(run, tmp_path):
+    result = _run("restore-ema", str(run / "model.ckpt-30"), "--out", str(run / "baked"), "-q")
+    assert result.exit_code == 0, result.output
+    assert (run / "baked" / "model.ckpt-30.index").is_file()
+
+
+@pytest.mark.parametrize("args", [
+    lambda u: ["restore-ema", f"{u}/model.ckpt-20", "--out", f"{u}/model.ckpt-30/", "--force"],
+    lambda u: ["restore-ema", f"{u}/model.ckpt-30", "--out", f"{u}/model.ckpt-30"],
+    lambda u: ["average", f"{u}/", "--last", "2", "--out", f"{u}/model.ckpt-20/"],
+])
+def test_remote_out_named_like_a_checkpoint_of_the_input_run_is_refused(s3, args):
+    _copy(s3, "towers_bn", "shadowrun")
+    before = _keys(s3, "shadowrun")
+    result = _run(*args(f"s3://{BUCKET}/shadowrun"))
+    one_line_error(result, 7, "would shadow checkpoint")
+    assert _keys(s3, "shadowrun") == before

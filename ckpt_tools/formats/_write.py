@@ -129,6 +129,36 @@ class Inputs:
         except OSError:
             return None
 
+    def refuse_shadowing(self, out: str) -> None:
+        """Refuses an output directory ``out`` named like a checkpoint of an input's run
+        (:func:`shadowed_checkpoint`): afterwards that checkpoint's prefix would read the new
+        directory, and the run (its state file, ``average --last``) would change meaning.
+
+        Raises:
+            OutputError: naming ``out`` and the input whose run it is in (exit 7).
+        """
+        parent, name = os.path.split(os.path.realpath(out))
+        held = self.held_by(parent)
+        if held is None:
+            return
+        try:
+            siblings = os.listdir(parent)
+        except OSError:
+            return
+        state = None
+        if "checkpoint" in siblings:
+            try:
+                with open(os.path.join(parent, "checkpoint"), "rb") as f:
+                    state = f.read(_STATE_LIMIT)
+            except OSError:
+                state = None
+        if shadowed_checkpoint(name, siblings, state):
+            shown = out.rstrip("/") or out
+            raise OutputError(
+                f"{shown}: would shadow checkpoint {shown} of the run of input {held} (that "
+                "prefix would then read this directory instead of the checkpoint); refusing "
+                "to write there; choose another --out")
+
     def refuse_beside(self, target: str, what: str) -> None:
         """Refuses the output file ``target`` when its directory holds an input: an output,
         in any format, never goes beside the checkpoint (or the state file) it was read from.
@@ -140,6 +170,33 @@ class Inputs:
         if held is not None:
             raise OutputError(f"{target}: its directory holds the input {held}; refusing to "
                               f"write a {what} there; choose another --out")
+
+
+# A state file's entries (model_checkpoint_path: "model.ckpt-4"), and a sharded V1
+# checkpoint's shard suffix (model.ckpt-4-00000-of-00002).
+_STATE_ENTRY = re.compile(
+    rb'^\s*(?:model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"(.*)"\s*$', re.M)
+_V1_SHARD = re.compile(r"-\d{5}-of-\d{5}")
+# How much of a state file is read to see what it lists (TensorFlow's are a few KiB).
+_STATE_LIMIT = 1 << 20
+
+
+def shadowed_checkpoint(name: str, siblings: Iterable[str], state: bytes | None) -> bool:
+    """Returns whether a directory ``name`` would take the name of a checkpoint of the run
+    whose directory holds ``siblings`` (file names) and state file ``state`` (its bytes, or
+    None): ``<name>.index`` or a V1 shard ``<name>-00000-of-0000N`` is there, or the state
+    file lists ``name``. Such a directory would shadow that checkpoint: its prefix would then
+    resolve to the directory (``ckpt show``, ``average --last``) instead of the checkpoint.
+    """
+    siblings = set(siblings)
+    if name + ".index" in siblings or any(
+            s.startswith(name + "-") and _V1_SHARD.fullmatch(s[len(name):]) for s in siblings):
+        return True
+    for m in _STATE_ENTRY.finditer(state or b""):
+        listed = m.group(1).decode("utf-8", "replace").replace("\\\\", "\\")
+        if listed.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] == name:
+            return True
+    return False
 
 
 def _kind(mode: int) -> str:
@@ -726,6 +783,7 @@ class StagedDir:
             OutputError: see the class.
         """
         out = self.out
+        self._inputs.refuse_shadowing(out)
         if not self.existing:
             return
         if not os.path.isdir(out):

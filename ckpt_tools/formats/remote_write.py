@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 from ..errors import CheckpointError, CheckpointNotFoundError, OutputError
 from . import remote_s3
+from ._write import shadowed_checkpoint
 from .remote import normalize, session, url_join
 from .remote_errors import deadline, translate
 
@@ -71,6 +72,7 @@ def check_new(directory: str, names: list[str], *, overwrite: bool = False,
                     f"{directory.rstrip('/')}/: holds the input {url}; refusing to write a "
                     "checkpoint there (its 'checkpoint' state file and files would be "
                     "replaced); choose another --out")
+        _refuse_shadowing(store, directory, where)
     try:
         existing = session().listing(directory)
     except CheckpointNotFoundError:
@@ -91,6 +93,34 @@ def check_new(directory: str, names: list[str], *, overwrite: bool = False,
     if clash and not overwrite:
         raise OutputError(f"{url_join(directory, clash[0])}: already exists (pass --force to "
                           "replace it)")
+
+
+def _refuse_shadowing(store, directory: str, where: str) -> None:
+    """Refuses an output directory named like a checkpoint of an input's run
+    (``s3://b/run/model.ckpt-5/`` beside ``model.ckpt-5.index``): that prefix would then
+    resolve to the new directory, as locally (``Inputs.refuse_shadowing``).
+
+    Raises:
+        OutputError: naming ``directory`` and the input whose run it is in (exit 7).
+    """
+    parent, _, name = where.rpartition("/")
+    held = next((url for key, url in store.inputs.items()
+                 if key.rsplit("/", 1)[0] == parent), None)
+    if held is None or not name:
+        return
+    parent_url = directory.rstrip("/").rsplit("/", 1)[0]
+    try:
+        siblings = store.listing(parent_url)
+    except CheckpointNotFoundError:
+        return
+    state = (store.fetch(url_join(parent_url, "checkpoint")) if "checkpoint" in siblings
+             else None)
+    if shadowed_checkpoint(name, siblings, state):
+        shown = directory.rstrip("/")
+        raise OutputError(
+            f"{shown}/: would shadow checkpoint {shown} of the run of input {held} (that "
+            "prefix would then read this directory instead of the checkpoint); refusing to "
+            "write there; choose another --out")
 
 
 def upload(files: list[str], directory: str, *, overwrite: bool = False,
