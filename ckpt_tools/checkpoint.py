@@ -320,6 +320,12 @@ def locate(path: str | os.PathLike) -> Location:
         return _locate_url(path)
     if _FILE_NAME_RE.search(path) or not os.path.isdir(path):
         require_regular(path)  # a FIFO must fail here, not hang in open() or read as missing
+    if os.path.isdir(path) and not path.endswith(("/", os.sep)) and \
+            os.path.isfile(path + ".index"):
+        # A directory named like a checkpoint beside its .index (run/model.ckpt-4/ next to
+        # run/model.ckpt-4.index): the prefix, as a state file or TensorFlow means it, is
+        # the checkpoint; the directory is read only when named with a trailing "/".
+        return _saved_model_around(path) or _prefix_location(path, path)
     if os.path.isdir(path):
         # The parent as the user typed it (fixtures/sm for fixtures/sm/variables), so that
         # every path shown stays relative; "." or ".." fall back to the absolute parent.

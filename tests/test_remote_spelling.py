@@ -308,3 +308,25 @@ def test_remote_out_named_like_a_checkpoint_of_the_input_run_is_refused(s3, args
     result = _run(*args(f"s3://{BUCKET}/shadowrun"))
     one_line_error(result, 7, "would shadow checkpoint")
     assert _keys(s3, "shadowrun") == before
+
+
+def test_a_prefix_beside_its_index_reads_the_checkpoint_not_a_same_named_directory(run):
+    """A directory named like a checkpoint (made before --out refused it, or by other tools)
+    never changes what the prefix or the state file's entry reads; a trailing '/' names it."""
+    import json
+
+    shadow = run / "model.ckpt-20"
+    shadow.mkdir()
+    for f in run.glob("model.ckpt-30.*"):
+        shutil.copy(f, shadow / f.name)
+    result = _run("list", str(run / "model.ckpt-20"), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["checkpoint"] == str(run / "model.ckpt-20")
+    result = _run("list", f"{shadow}/", "--json")
+    assert json.loads(result.stdout)["checkpoint"] == str(shadow / "model.ckpt-30")
+    result = _run("average", str(run), "--last", "2", "--out", str(run.parent / "avg"),
+                  "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["inputs"] == [str(run / "model.ckpt-20"),
+                                                  str(run / "model.ckpt-30")]
+
