@@ -496,6 +496,10 @@ def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_
     path = readable_name(key)
     head, last = _split(path)
     in_colls = colls.get(key, [])
+    if "trainable_variables" in in_colls and entry.dtype_name in _FLOAT:
+        # The graph trains it: a weight, whatever its name (a Meta-SGD layer/learning_rate,
+        # a GRU-D decay, a neural-ODE step); shadows, slots and counters are not trainable.
+        return RoleInfo(WEIGHT)
     # Zero-debias helpers live under the average: <x>/<ema>/biased, <x>/<ema>/local_step.
     if last in _DEBIAS and head and _ema_suffix(_split(head)[1], loss_names):
         return RoleInfo(EMA_DEBIAS)

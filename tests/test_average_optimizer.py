@@ -95,3 +95,15 @@ def test_weights_named_like_optimizer_state_are_averaged(runs, tmp_path, tf, run
     state = {"optimizer/_learning_rate/.ATTRIBUTES/VARIABLE_VALUE"}
     assert floats - state == set(result["averaged"])
     assert len(floats - state - NAMED_WEIGHTS[run]) == (6 if run == "keras3_named" else 0)
+
+
+def test_list_calls_trainable_variables_named_like_state_weights(runs):
+    """The .meta's trainable_variables decide over the name: role weight, and counted as
+    weights in the EMA line."""
+    out, _ = runs
+    code, stdout, err = run_cli(["list", str(out / "tf1_named"), "--json"])
+    assert code == 0, err
+    roles = {v["name"]: v["role"] for v in json.loads(stdout)["variables"]}
+    assert {k: roles[k] for k in NAMED_WEIGHTS["tf1_named"]} == dict.fromkeys(
+        NAMED_WEIGHTS["tf1_named"], "weight")
+    assert roles["global_step"] == "step"
