@@ -129,6 +129,19 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
             "tracked": [tracked()]}
 
 
+def _pair_unique_fits(result: ObjectPairing, shadows: list[str], variables: list[str],
+                      fits) -> None:
+    """Records in ``result`` each shadow that ``fits`` exactly one of ``variables`` (dtype and
+    shape) as proven, and each that fits several as ambiguous with its candidates; returns
+    nothing (``result`` is filled in place)."""
+    for s in shadows:
+        fitting = sorted(v for v in variables if fits(s, v))
+        if len(fitting) == 1:
+            result.pairs[s] = fitting[0]
+        elif fitting:
+            result.ambiguous[s] = tuple(fitting)
+
+
 def _injections(shadows: list[str], seq: list[str], fits) -> list[tuple[str, ...]]:
     """Order-preserving assignments of ``shadows`` to distinct members of ``seq`` where every
     pair ``fits``; at most ``_MAX_PAIRINGS + 1`` of them."""
@@ -201,12 +214,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         if apply_order is None:
             # The order apply() got the variables in is not in the file: only a shadow that
             # fits one variable of its group (dtype and shape) is proven.
-            for s in shadows:
-                fitting = sorted(v for v in variables if fits(s, v))
-                if len(fitting) == 1:
-                    result.pairs[s] = fitting[0]
-                elif fitting:
-                    result.ambiguous[s] = tuple(fitting)
+            _pair_unique_fits(result, shadows, variables, fits)
             continue
         if len({root_child(v) for v in variables}) > 1:
             # Same-named variables under different children of the root (two models both
@@ -214,12 +222,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             # attribute name (tf.train.Checkpoint sorts its arguments), not in the order the
             # objects were created or passed to apply(), so no stated order decides between
             # them; only a unique dtype/shape fit is proven.
-            for s in shadows:
-                fitting = sorted(v for v in variables if fits(s, v))
-                if len(fitting) == 1:
-                    result.pairs[s] = fitting[0]
-                elif fitting:
-                    result.ambiguous[s] = tuple(fitting)
+            _pair_unique_fits(result, shadows, variables, fits)
             continue
         if orders is None:
             orders = variable_orders(objects)

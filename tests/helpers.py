@@ -216,3 +216,17 @@ def tf2_unnamed_list_run(tf, directory: Path, saves: int) -> list[dict[str, np.n
                          ema.average(getattr(block, n)).numpy()
                          for i, block in enumerate(model.blocks) for n in ("w", "b")})
     return recorded
+
+
+def bench_make_ckpt():
+    """Returns bench/make_ckpt.py as a module (``write_checkpoint`` makes large checkpoints
+    inside a test rather than committing them)."""
+    import importlib.util
+    import sys
+
+    path = FIXTURES.parent / "bench" / "make_ckpt.py"
+    spec = importlib.util.spec_from_file_location("make_ckpt", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_ckpt", module)  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

@@ -6,8 +6,6 @@ the bytes it sent), with several worker threads whatever the machine's cores."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,26 +15,19 @@ from typer.testing import CliRunner
 pytest.importorskip("aiohttp")
 pytest.importorskip("fsspec")
 
+from helpers import bench_make_ckpt  # noqa: E402
+
 from ckpt_tools import parallel  # noqa: E402
 from ckpt_tools.cli import app  # noqa: E402
 from ckpt_tools.formats import remote  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 SIZE = 24 << 20
-
-
-def _make_ckpt():
-    spec = importlib.util.spec_from_file_location("make_ckpt", ROOT / "bench" / "make_ckpt.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_ckpt", module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("www")
-    _make_ckpt().write_checkpoint(str(root / "c"), SIZE)  # two shards, EMA shadows, slots
+    bench_make_ckpt().write_checkpoint(str(root / "c"), SIZE)  # two shards, EMA shadows, slots
     server = FileServer(root)
     yield server, root
     server.close()

@@ -7,7 +7,6 @@ and the output is bit-identical to the local ``restore-ema``. Against moto's S3 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import BUCKET
-from helpers import FIXTURES
+from helpers import FIXTURES, bench_make_ckpt
 from typer.testing import CliRunner
 
 pytest.importorskip("s3fs")
@@ -88,14 +87,6 @@ def test_s3_to_s3_restore_ema_is_bit_identical_and_staged_nowhere(s3, case, tmp_
     assert _remote_digests(s3, f"streamed-{case}/") == _local_digests(local)
 
 
-def _make_ckpt():
-    spec = importlib.util.spec_from_file_location("make_ckpt", ROOT / "bench" / "make_ckpt.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_ckpt", module)  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 _CHILD = """
 import resource, sys
 cap = int(sys.argv[1])
@@ -131,7 +122,7 @@ def test_large_checkpoints_stream_in_bounded_memory_without_local_disk(s3, tmp_p
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmpdir)}
-    make = _make_ckpt()
+    make = bench_make_ckpt()
     peaks = {}
     for size in (96 << 20, 288 << 20):  # two shards each, both over the 32 MiB window
         src = tmp_path / f"c{size >> 20}"
