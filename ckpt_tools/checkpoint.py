@@ -9,7 +9,6 @@ shard of a sharded V1 checkpoint (or its ``-?????-of-N`` pattern), a SavedModel 
 
 from __future__ import annotations
 
-import codecs
 import os
 import posixpath
 import re
@@ -24,7 +23,13 @@ from .errors import (
     VariableNotFoundError,
 )
 from .formats import open_reader
-from .formats._io import canonical_location, is_url, open_binary, require_regular
+from .formats._io import (
+    canonical_location,
+    is_url,
+    open_binary,
+    require_regular,
+    state_entries,
+)
 from .formats._record import Frozen, replace
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
@@ -52,8 +57,6 @@ _DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
 # Names that are files by contract: a FIFO, device, socket or directory under one is refused.
 # (".data-00000-of-00001" and V1 shards "model.ckpt-00000-of-00002" end alike).
 _FILE_NAME_RE = re.compile(r"(\.(index|meta|keras|h5|hdf5|pb|pbtxt)|-\d{5}-of-\d{5})$")
-_STATE_RE = re.compile(
-    r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 class Variable(Frozen):
@@ -150,13 +153,6 @@ class Location(Frozen):
         return os.path.basename(shard_base(self.prefix))
 
 
-def _unescape(text: str) -> str:
-    try:
-        return codecs.escape_decode(text.encode("utf-8"))[0].decode("utf-8", "replace")
-    except ValueError:  # a malformed escape ("\x"): keep the name as written
-        return text
-
-
 @contextmanager
 def _errors_in(path: str):
     """Adds ``path`` to CheckpointErrors raised without naming a file (slice, shape, dtype)."""
@@ -223,16 +219,12 @@ def _parse_state_file(path: str) -> tuple[str, list[str]]:
     if len(raw) > _MAX_STATE_BYTES:
         raise CorruptCheckpointError(
             f"checkpoint state file is larger than {_MAX_STATE_BYTES} bytes", path=path)
-    lines = raw.decode("utf-8", "replace").splitlines()
     latest, every = None, []
-    for line in lines:
-        m = _STATE_RE.match(line)
-        if m:
-            value = _unescape(m.group(2))
-            if m.group(1) == "model_checkpoint_path":
-                latest = value
-            else:
-                every.append(value)
+    for field, value in state_entries(raw):
+        if field == "model_checkpoint_path":
+            latest = value
+        else:
+            every.append(value)
     if latest is None:
         raise CorruptCheckpointError("checkpoint state file has no model_checkpoint_path",
                                      path=path)

@@ -7,10 +7,12 @@ alive (``mmap.close`` then raises ``BufferError`` and hides the real error).
 
 from __future__ import annotations
 
+import codecs
 import errno
 import gc
 import mmap
 import os
+import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -300,3 +302,32 @@ def gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+# A line of a ``checkpoint`` state file as TensorFlow's text format writes it (quotes inside
+# a name are backslash-escaped).
+_STATE_LINE = re.compile(
+    r'^\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def state_entries(raw: bytes) -> list[tuple[str, str]]:
+    """Returns the ``(field, name)`` pairs of a ``checkpoint`` state file's bytes in file
+    order: ``field`` is ``model_checkpoint_path`` or ``all_model_checkpoint_paths`` and
+    ``name`` the checkpoint name unescaped (a malformed escape is kept as written). Other
+    lines are skipped. One parser for the readers and the writers' checks, so both see the
+    names TensorFlow would resolve.
+
+    >>> state_entries(b'model_checkpoint_path: "ckpt-2"\\nall_model_checkpoint_paths: "a\\\\"b"')
+    [('model_checkpoint_path', 'ckpt-2'), ('all_model_checkpoint_paths', 'a"b')]
+    """
+    out = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        m = _STATE_LINE.match(line)
+        if m:
+            try:
+                name = codecs.escape_decode(m.group(2).encode("utf-8"))[0].decode(
+                    "utf-8", "replace")
+            except ValueError:  # a malformed escape ("\\x"): keep the name as written
+                name = m.group(2)
+            out.append((m.group(1), name))
+    return out

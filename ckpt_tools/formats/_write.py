@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from ..errors import OutputError, WriteError
+from ._io import state_entries
 
 PAUSE_AT_ENV = "CKPT_TOOLS_PAUSE_AT"
 PAUSE_FLAG_ENV = "CKPT_TOOLS_PAUSE_FLAG"
@@ -172,10 +173,7 @@ class Inputs:
                               f"write a {what} there; choose another --out")
 
 
-# A state file's entries (model_checkpoint_path: "model.ckpt-4"), and a sharded V1
-# checkpoint's shard suffix (model.ckpt-4-00000-of-00002).
-_STATE_ENTRY = re.compile(
-    rb'^\s*(?:model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"(.*)"\s*$', re.M)
+# A sharded V1 checkpoint's shard suffix (model.ckpt-4-00000-of-00002).
 _V1_SHARD = re.compile(r"-\d{5}-of-\d{5}")
 # How much of a state file is read to see what it lists (TensorFlow's are a few KiB).
 _STATE_LIMIT = 1 << 20
@@ -192,11 +190,8 @@ def shadowed_checkpoint(name: str, siblings: Iterable[str], state: bytes | None)
     if name + ".index" in siblings or any(
             s.startswith(name + "-") and _V1_SHARD.fullmatch(s[len(name):]) for s in siblings):
         return True
-    for m in _STATE_ENTRY.finditer(state or b""):
-        listed = m.group(1).decode("utf-8", "replace").replace("\\\\", "\\")
-        if listed.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] == name:
-            return True
-    return False
+    return any(listed.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] == name
+               for _field, listed in state_entries(state or b""))
 
 
 def _kind(mode: int) -> str:
