@@ -7,6 +7,7 @@ the codes are documented in the README ("Exit codes and errors").
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 
 
@@ -32,14 +33,55 @@ INSTALL_TENSORFLOW = ("pip install tensorflow-cpu (or, in the ckpt-tools checkou
                       "pip install -e '.[tf]')")
 
 
+# A URL's userinfo (``user:password@``; the password may hold a raw "@": the netloc ends at
+# its last one) and its query string (presigned URLs carry signatures and tokens there).
+_USERINFO = re.compile(r"://([^/?#\s\"<>]*)@")
+_QUERY = re.compile(r"(://[^\s\"<>?#]*\?)([^\s\"<>#]*)")
+_QUERY_VALUE = re.compile(r"=[^&;\s\"'<>]*")
+
+
+def _userinfo(m: re.Match) -> str:
+    user, colon, _ = m.group(1).partition(":")
+    return f"://{user}:***@" if colon else "://***@"
+
+
+def _query(m: re.Match) -> str:
+    query = m.group(2)
+    tail = ":" if query.endswith(":") else ""  # "URL: message": the colon is the message's
+    query = query[: len(query) - len(tail)]
+    return m.group(1) + _QUERY_VALUE.sub("=***", query) + tail
+
+
+def redact(text: str) -> str:
+    """Returns ``text`` with the secrets of every URL in it hidden: a password in its userinfo
+    (``http://user:***@host/``; a user name alone, which may be a token, as ``***@``) and
+    the values of its query string (``?X-Amz-Signature=***``). Everything else, the host and
+    the path included, stays as it is, so a message still names the object.
+
+    Example:
+        >>> redact("error: http://ann:s3cr3t@h/run/: not found")
+        'error: http://ann:***@h/run/: not found'
+    """
+    if "://" not in text or ("@" not in text and "?" not in text):
+        return text  # the common case (no URL, or one without secrets): no regex scan
+    if "@" in text:
+        text = _USERINFO.sub(_userinfo, text)
+    if "?" in text:
+        text = _QUERY.sub(_query, text)
+    return text
+
+
 class CheckpointError(Exception):
     """Base class for every error ckpt_tools raises about a checkpoint or its use.
 
     Messages follow one pattern: what is wrong, where (file and byte offset when known), and
-    what was expected.
+    what was expected. A URL's credentials never show in one (see :func:`redact`).
     """
 
     exit_code = ExitCode.ERROR
+
+    def __str__(self) -> str:
+        return redact(super().__str__())
 
 
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
@@ -100,7 +142,7 @@ class WriteError(CheckpointError):
 
     def __str__(self) -> str:
         base = f"{self.path}: {self.reason} while {self.operation}"
-        return base + (" (nothing was left behind)" if self.clean else "")
+        return redact(base) + (" (nothing was left behind)" if self.clean else "")
 
 
 class RemoteAccessError(CheckpointError):
@@ -123,7 +165,7 @@ class VariableNotFoundError(CheckpointError, KeyError):
     exit_code = ExitCode.NOT_FOUND
 
     def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
+        return redact(str(self.args[0])) if self.args else ""
 
 
 class NoSelectionError(VariableNotFoundError):

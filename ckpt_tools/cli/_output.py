@@ -27,7 +27,7 @@ import sys
 import unicodedata
 from collections.abc import Sequence
 
-from ..errors import CheckpointError, ExitCode
+from ..errors import CheckpointError, ExitCode, redact
 from ..formats._record import Frozen, replace
 from ._shorten import ELLIPSIS, shorten_counted
 
@@ -270,7 +270,7 @@ class Output:
         """Writes to stderr; a message that cannot be shown (stderr closed or full) changes
         nothing, least of all the exit code."""
         try:
-            self.stderr.write(text)
+            self.stderr.write(redact(text))  # a URL's password never reaches a log
             self.stderr.flush()
         except (OSError, ValueError, AttributeError):
             pass
@@ -286,7 +286,7 @@ class Output:
         try:
             if stream is None:  # started with stdout closed (`>&-`)
                 raise ValueError("stdout is closed")
-            stream.write(text)
+            stream.write(redact(text))  # summaries and --json name URLs without their secrets
             stream.flush()
         except BrokenPipeError:
             raise  # `| head`: the reader went away (not an error; see cli.commands)
@@ -649,7 +649,7 @@ class ByteProgress:
     """
 
     def __init__(self, out: Output, label: str, total: int | None = None):
-        self.out, self.label = out, label
+        self.out, self.label = out, redact(label)
         self.enabled = not out.quiet and not out.json_mode and _is_tty(out.stderr)
         self.total = total
         self.done = 0
