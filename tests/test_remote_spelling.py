@@ -85,6 +85,28 @@ def test_file_url_run_directory_reads_and_writes_locally(run, tmp_path):
 def test_file_url_with_a_host_or_relative_path_is_refused(run):
     one_line_error(_run("list", "file://somehost/x/run"), 5, "file://somehost/x/run")
     one_line_error(_run("list", "file://run"), 5, "absolute")
+    one_line_error(_run("list", "file:run"), 5, "absolute")
+
+
+@pytest.mark.parametrize("form", ["file:{}", "FILE:{}", "file://localhost{}",
+                                  "file://LOCALHOST{}"])
+def test_rfc8089_forms_are_the_local_path(run, tmp_path, monkeypatch, form):
+    """``file:/abs`` (no authority) and ``file://localhost/abs`` are the local ``/abs``
+    (RFC 8089): ``--out file:/abs`` used to be written to ./file:/abs (a relative directory
+    literally named ``file:``)."""
+    monkeypatch.chdir(tmp_path)
+    result = _run("list", "-q", form.format(run) + "/")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "avg dir"
+    result = _run("average", form.format(run) + "/", "--last", "2", "--out",
+                  form.format(str(out).replace(" ", "%20")), "-q")
+    assert result.exit_code == 0, result.output
+    assert (out / "model.ckpt-30.index").is_file()
+    assert not (tmp_path / "file:").exists() and not (tmp_path / "FILE:").exists()
+    before = _digests(run)
+    one_line_error(_run("restore-ema", str(run), "--out", form.format(run), "--force"), 7,
+                   "holds the input")
+    assert _digests(run) == before
 
 
 def test_a_pointer_state_file_read_by_last_is_never_replaced(run, tmp_path):

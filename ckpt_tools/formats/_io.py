@@ -34,9 +34,10 @@ _ALIASES = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
 
 def canonical_location(path: str | os.PathLike) -> str:
     """Returns ``path`` spelled once per location, before any input/output comparison: a
-    ``file://`` URL becomes its local path (read and written by the local code, so that the
-    local input checks apply); a URL gets its protocol lower-cased and aliases mapped
-    (``s3a://`` -> ``s3://``, ``gcs://`` -> ``gs://``). Other paths are returned unchanged.
+    ``file:`` URL (``file:///abs``, ``file://localhost/abs``, ``file:/abs``) becomes its local
+    path (read and written by the local code, so that the local input checks apply); a URL
+    gets its protocol lower-cased and aliases mapped (``s3a://`` -> ``s3://``, ``gcs://`` ->
+    ``gs://``). Other paths are returned unchanged.
 
     Object stores do not resolve ``.``/``..``/empty segments (``s3://b/x/../y`` is the key
     ``x/../y``), so such URLs are refused rather than read or written somewhere other than
@@ -44,21 +45,22 @@ def canonical_location(path: str | os.PathLike) -> str:
 
     Raises:
         UnsupportedFormatError: a URL without a bucket or host, with ``.``, ``..`` or empty
-            segments, or a ``file://`` URL naming a host or a relative path.
+            segments, or a file URL naming a host other than ``localhost`` or a relative
+            path.
     """
     text = os.fspath(path)
+    if text[:5].lower() == "file:" and text[5:7] != "//":
+        # RFC 8089's authority-less form: file:/abs/path is the local /abs/path (it used to be
+        # written to a relative directory literally named "file:").
+        return _file_path(text, text[5:])
     if not is_url(text):
         return text
     scheme, _, rest = text.partition("://")
     scheme = scheme.lower()
     if scheme == "file":
-        if rest.startswith("localhost/"):
+        if rest[:10].lower() == "localhost/":  # RFC 8089: "localhost" is this machine
             rest = rest[len("localhost"):]
-        if not rest.startswith("/"):
-            raise UnsupportedFormatError(
-                f"{text}: a file:// URL must name an absolute local path (file:///dir/...); "
-                "or give the local path itself")
-        return rest
+        return _file_path(text, rest)
     scheme = _ALIASES.get(scheme, scheme)
     parts = rest.split("/")
     if not parts[0]:
@@ -71,6 +73,23 @@ def canonical_location(path: str | os.PathLike) -> str:
             "part of the key (it would not name the location it looks like); write the URL "
             "without them")
     return scheme + "://" + rest
+
+
+def _file_path(text: str, path: str) -> str:
+    """The local path of file URL ``text`` whose path part is ``path`` (percent-decoded, as
+    RFC 8089 spells it: ``file:///tmp/a%20b`` is ``/tmp/a b``).
+
+    Raises:
+        UnsupportedFormatError: ``path`` is not absolute (a host, or a relative path).
+    """
+    if not path.startswith("/"):
+        raise UnsupportedFormatError(
+            f"{text}: a file URL must name an absolute local path (file:///dir/... or "
+            "file:/dir/...; the only host it may name is localhost); or give the local path "
+            "itself")
+    from urllib.parse import unquote
+
+    return unquote(path)
 
 
 def _remote():
