@@ -469,6 +469,8 @@ def _locate_http(store, url: str) -> Location:
     (its ``.index`` exists). No listing (a web server gives none with sizes): each object is
     asked for by name, the state file first, so that either form costs at most four
     requests for ``ckpt list`` (a prefix: a 404, the index, the .meta, an object graph).
+    An HTML page answering for a file is its absence (see ``remote_http.is_html_page``), and
+    a "state file" that does not parse beside a prefix's ``.index`` leaves the prefix.
 
     Raises:
         CheckpointNotFoundError: neither is there.
@@ -478,8 +480,16 @@ def _locate_http(store, url: str) -> Location:
     bare = url.rstrip("/")
     state = remote.url_join(bare, STATE_FILE)
     if store.size(state) is not None:
-        return _url_prefix(store, _state_target(bare, read_state_file_at(state)[-1]), url,
-                           state)
+        try:
+            entries = read_state_file_at(state)
+        except CorruptCheckpointError:
+            # Without the slash the URL may be a prefix, and what answered for the state
+            # file a server's page for any path (a web app's fallback): the prefix's .index
+            # decides; a URL ending in '/' names the run directory, whose state file is bad.
+            if url.endswith("/") or store.size(bare + ".index") is None:
+                raise
+            return _url_prefix(store, bare, url)
+        return _url_prefix(store, _state_target(bare, entries[-1]), url, state)
     if not url.endswith("/") and store.size(bare + ".index") is not None:
         return _url_prefix(store, bare, url)
     tried = state if url.endswith("/") else f"{state}, no {bare}.index"

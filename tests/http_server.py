@@ -2,7 +2,9 @@
 single byte ranges (206 + Content-Range), strong ETags and Last-Modified, honours If-Match and
 If-Unmodified-Since (412), and logs every request (so tests count what ckpt sent, on the
 server's side). ``ranges=False`` makes it answer every GET with the whole file (200), as a
-server without Range support does.
+server without Range support does; ``html_fallback=True`` answers a missing path with an HTML
+page (``200 text/html``, ranges honoured), as single-page-app and static hosts with a rewrite
+to ``index.html`` do.
 
 Also a server to try ``ckpt`` on ``http://`` URLs by hand (``python -m http.server`` answers no
 Range requests, so only ``list``/``map`` work through it)::
@@ -42,10 +44,15 @@ class _QuietServer(ThreadingHTTPServer):
 class FileServer:
     """Serves ``root`` on ``127.0.0.1`` (a free port) until :meth:`close`."""
 
+    #: What ``html_fallback`` serves for every missing path.
+    FALLBACK = b"<!doctype html>\n<html><head><title>app</title></head><body></body></html>\n"
+
     def __init__(self, root: Path, *, ranges: bool = True, conditional: bool = True,
-                 port: int = 0):
+                 port: int = 0, html_fallback: bool = False):
         self.root = Path(root)
         self.ranges = ranges
+        self.html_fallback = html_fallback
+        self.fallback_type = "text/html; charset=utf-8"  # a test may make it text/plain
         self.conditional = conditional  # False: ignores If-Match (still sends its ETag)
         self.forbidden: set[str] = set()  # request paths answered 403
         self.log: list[str] = []  # "METHOD /path STATUS"
@@ -85,8 +92,25 @@ class FileServer:
                     self.wfile.write(body)
                     server_self.bytes_sent += len(body)
 
+            def _fallback(self, head: bool):
+                """The HTML page an SPA host serves for a missing path (200, or 206 for a
+                range of it)."""
+                page = server_self.FALLBACK
+                headers = {"Content-Type": server_self.fallback_type, "ETag": '"app"'}
+                if head:
+                    return self._send(200, {**headers, "X-Length": str(len(page))}, head=True)
+                m = _RANGE.match(self.headers.get("Range", ""))
+                if not m or int(m.group(1)) >= len(page):
+                    return self._send(200, headers, page)
+                start = int(m.group(1))
+                end = min(int(m.group(2)) if m.group(2) else len(page) - 1, len(page) - 1)
+                self._send(206, {**headers, "Content-Range": f"bytes {start}-{end}/{len(page)}"},
+                           page[start : end + 1])
+
             def do_HEAD(self):  # noqa: N802 (http.server's name)
                 path = self._file()
+                if path is None and server_self.html_fallback:
+                    return self._fallback(head=True)
                 if path is None or path == 403:
                     return self._send(404 if path is None else 403, {}, head=True)
                 st = path.stat()
@@ -95,6 +119,8 @@ class FileServer:
 
             def do_GET(self):  # noqa: N802
                 path = self._file()
+                if path is None and server_self.html_fallback:
+                    return self._fallback(head=False)
                 if path is None or path == 403:
                     return self._send(404 if path is None else 403, {}, b"no")
                 st = path.stat()
@@ -141,11 +167,16 @@ def touch_later(path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python tests/http_server.py DIR [PORT]``: serves DIR on 127.0.0.1 until Ctrl-C."""
+    """``python tests/http_server.py DIR [PORT] [--html-fallback]``: serves DIR on 127.0.0.1
+    until Ctrl-C (``--html-fallback``: a missing path is an HTML page, as on an SPA host)."""
+    fallback = "--html-fallback" in argv
+    argv = [a for a in argv if a != "--html-fallback"]
     if not 1 <= len(argv) <= 2 or not Path(argv[0]).is_dir():
-        print("usage: python tests/http_server.py DIR [PORT]", file=sys.stderr)
+        print("usage: python tests/http_server.py DIR [PORT] [--html-fallback]",
+              file=sys.stderr)
         return 2
-    server = FileServer(Path(argv[0]), port=int(argv[1]) if len(argv) > 1 else 8765)
+    server = FileServer(Path(argv[0]), port=int(argv[1]) if len(argv) > 1 else 8765,
+                        html_fallback=fallback)
     print(f"serving {argv[0]} at {server.url}/ (Range, ETag); Ctrl-C stops", flush=True)
     try:
         server.thread.join()

@@ -221,3 +221,31 @@ def test_http_list_imports_no_tensorflow(http):
                          timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert "TF False" in out.stdout and "EXIT" not in out.stdout.replace("EXIT 0", ""), \
         out.stdout + out.stderr
+
+
+def test_a_server_answering_html_for_missing_paths(tmp_path):
+    """Single-page-app and static hosts answer every missing path with an HTML page (200
+    text/html): the run-directory probe of a prefix URL took it as a state file (exit 4 'no
+    model_checkpoint_path'), and a TF2 run's missing .meta as a MetaGraphDef. The page means
+    absent; a text/plain page that does not parse as a state file leaves the prefix too."""
+    server = FileServer(FIXTURES, html_fallback=True)
+    try:
+        for url in (f"{server.url}/towers_bn/model.ckpt-30", f"{server.url}/towers_bn",
+                    f"{server.url}/towers_bn/", f"{server.url}/tf2_object/",
+                    f"{server.url}/tf2_object/ckpt-3"):
+            start = len(server.log)
+            got = _run("list", "--json", url)
+            assert got.exit_code == 0, (url, got.output)
+            assert len(server.since(start)) <= 4, server.since(start)
+        got = _run("verify", f"{server.url}/towers_bn/model.ckpt-30")
+        assert got.exit_code == 0, got.output
+        got = _run("list", f"{server.url}/nope/")
+        assert got.exit_code == 3, got.output
+        assert "not found" in got.output
+        server.fallback_type = "text/plain"
+        got = _run("list", "--json", f"{server.url}/towers_bn/model.ckpt-30")
+        assert got.exit_code == 0, got.output
+        got = _run("list", f"{server.url}/towers_bn/model.ckpt-30/")  # a run directory
+        assert got.exit_code == 4, got.output
+    finally:
+        server.close()

@@ -69,6 +69,16 @@ def check_url(url: str) -> None:
             "the checkpoint prefix or run directory URL without them")
 
 
+def is_html_page(headers, body: bytes) -> bool:
+    """Returns whether an answer is an HTML page (``Content-Type: text/html`` and a body that
+    starts with ``<``): what single-page-app and static hosts with a rewrite serve, with
+    status 200, for every path they do not have. No checkpoint file is one (a state file
+    starts with ``model_checkpoint_path``, an ``.index`` with a zero byte, a ``.meta`` with a
+    protobuf tag), so such an answer means the file is absent."""
+    kind = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+    return kind == "text/html" and body.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<"
+
+
 def pin_of(headers) -> dict:
     """Returns the validators (``etag``, ``last-modified``) of an answer's headers."""
     return {k: headers[k] for k in _VALIDATORS if headers.get(k)}
@@ -121,7 +131,8 @@ def fetch(fs, url: str, limit: int, timeout: float) -> tuple[dict, bytes | None]
     the range ``0-limit``; a server that ignores ranges is read only that far).
 
     Returns:
-        None when the object does not exist (404), else ``(info, body)``: ``info`` has
+        None when the object does not exist (404, or an HTML page: see
+        :func:`is_html_page`), else ``(info, body)``: ``info`` has
         ``size`` and the validators; ``body`` is None when the object is over ``limit``.
 
     Raises:
@@ -147,6 +158,8 @@ def fetch(fs, url: str, limit: int, timeout: float) -> tuple[dict, bytes | None]
             else:
                 size = resp.content_length
             body = await _body(resp, limit + 1)
+            if is_html_page(resp.headers, body):
+                return None  # a web app's page for any missing path: the object is absent
             if size is None:  # no length given: what came is all there is (up to the cap)
                 size = len(body)
             info = {"size": size, **pin_of(resp.headers)}
@@ -245,4 +258,5 @@ def ranges(fs, url: str, spans: list[tuple[int, int]], pin: dict | None,
     return [data for data, _ in out], seen
 
 
-__all__ = ["Shorter", "StatusError", "check_url", "fetch", "head", "is_http", "ranges"]
+__all__ = ["Shorter", "StatusError", "check_url", "fetch", "head", "is_html_page", "is_http",
+           "ranges"]
