@@ -315,10 +315,12 @@ def _check_save_order(ckpts: list[Checkpoint], state_file: str | None) -> None:
     lists" and its latest are not the newest by step.
 
     Raises:
-        EmaError: two inputs in the wrong order (names both, their steps, the way out).
+        EmaError: two inputs in the wrong order (names both, their steps, the state file's
+            latest and ``--newest``, which decides).
     """
     if state_file is None:
         return
+    latest = ckpts[-1].path  # checkpoints_of_run lists up to its latest, which comes last
     for key in _STEP_KEYS:
         steps = [_recorded_step(c, key) for c in ckpts]
         if any(s is None for s in steps):
@@ -327,11 +329,17 @@ def _check_save_order(ckpts: list[Checkpoint], state_file: str | None) -> None:
                                     zip(ckpts[1:], steps[1:], strict=True), strict=False):
             if sb <= sa:
                 label = key.split("/", 1)[0]
+                # TensorFlow writes such a list itself when a run restored from an older
+                # checkpoint saves again (ckpt-1, 2, 3, 5, 4): the largest step is then the
+                # abandoned branch's, so the advice names the latest and --newest.
                 raise EmaError(
                     f"{state_file}: lists {a.path} ({label} {sa}) before {b.path} ({label} "
-                    f"{sb}), not in save order (edited or rolled back), so which are the "
-                    f"newest cannot be told from it; pass the checkpoints to average "
-                    "explicitly (the newest is then the one with the largest step)")
+                    f"{sb}), not in save order (edited, or a run restored from an older "
+                    "checkpoint saved again), so which are the newest cannot be told from it; "
+                    f"its latest is {latest} (what tf.train.latest_checkpoint restores): pass "
+                    f"the checkpoints to average explicitly with --newest {latest} (newest= "
+                    "in Python), or another --newest (without it the largest step decides, "
+                    "which may be a rolled-back run's)")
         return
 
 

@@ -90,3 +90,57 @@ def test_state_file_out_of_save_order_is_refused(saved, tmp_path, tf):
     code, out, err = _average(run, tmp_path / "avg", 3)
     assert code == 0, err
     assert [p.rsplit("-", 1)[1] for p in json.loads(out)["inputs"]] == ["3", "4", "5"]
+
+
+@pytest.fixture(scope="module")
+def tf2_rollback(tmp_path_factory, tf):
+    """The layout TensorFlow itself writes after a rollback: a CheckpointManager saves ckpt-1..5;
+    a new manager (as a new process would) restores ckpt-3, trains, saves: TF names the new
+    save ckpt-4 (replacing the old ckpt-4), keeps ckpt-5 of the abandoned branch, and writes
+    the list ckpt-1, 2, 3, 5, 4 with the latest ckpt-4. Returns the run, the values of ``w``
+    at each save of the kept branch (from the live variable) and the abandoned ckpt-5's."""
+    run = tmp_path_factory.mktemp("tf2rollback") / "run"
+    w = tf.Variable([1.0, 2.0])
+    root = tf.train.Checkpoint(w=w)
+    manager = tf.train.CheckpointManager(root, str(run), max_to_keep=5)
+    values = {}
+    for i in range(1, 6):
+        w.assign_add([1.0, -0.5])
+        manager.save()
+        values[i] = w.numpy().copy()
+    abandoned = values.pop(5)
+    values.pop(4)
+    root2 = tf.train.Checkpoint(w=w)
+    manager2 = tf.train.CheckpointManager(root2, str(run), max_to_keep=5)
+    root2.restore(str(run / "ckpt-3")).assert_consumed()
+    w.assign_add([10.0, 10.0])
+    manager2.save()
+    values[4] = w.numpy().copy()
+    state = tf.train.get_checkpoint_state(str(run))
+    assert [p.rsplit("/", 1)[1] for p in state.all_model_checkpoint_paths] == [
+        "ckpt-1", "ckpt-2", "ckpt-3", "ckpt-5", "ckpt-4"]
+    assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-4")
+    return run, values, abandoned
+
+
+def test_tf_rollback_refusal_names_the_latest_and_newest(tf2_rollback, tmp_path, tf):
+    run, values, _ = tf2_rollback
+    code, _, err = _average(run, tmp_path / "avg", 2)
+    assert code == 6, err
+    line = next(x for x in err.splitlines() if x.startswith("error:"))
+    assert "not in save order" in line, line
+    latest = str(run / "ckpt-4")
+    assert f"its latest is {latest}" in line and "tf.train.latest_checkpoint" in line, line
+    assert f"--newest {latest}" in line, line
+    assert not (tmp_path / "avg").exists()
+    # What the message says to do: --newest decides (the largest step, 5, is the abandoned
+    # branch's ckpt-5, which the user leaves out).
+    code, out, err = run_cli(["average", str(run / "ckpt-3"), latest, "--newest", latest,
+                              "--out", str(tmp_path / "avg"), "--json"])
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["newest"] == latest
+    reader = tf.train.load_checkpoint(result["output"])
+    assert reader.get_tensor("save_counter/.ATTRIBUTES/VARIABLE_VALUE") == 4
+    mean = np.mean([values[3], values[4]], axis=0, dtype=np.float64).astype(np.float32)
+    assert np.array_equal(reader.get_tensor("w/.ATTRIBUTES/VARIABLE_VALUE"), mean)
