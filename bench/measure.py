@@ -168,8 +168,18 @@ def machine_info(workdir: str) -> dict:
         "os": platform.platform(), "python": platform.python_version(),
         "numpy": _version("numpy"), "tensorflow": _version("tensorflow-cpu", "tensorflow"),
         "ckpt_tools": _version("ckpt-tools"), "load_avg_1m": round(os.getloadavg()[0], 2),
-        "executable": sys.executable,
+        "executable": sys.executable, "kernels": _kernels(),
     }
+
+
+def _kernels() -> str:
+    """Which ``stats``/``diff`` kernels the children use: the compiled ones when
+    ``ckpt_tools.ckernels`` was built (``pip install``), else NumPy alone (~3x the CPU)."""
+    try:
+        import ckpt_tools.ckernels  # noqa: F401
+    except ImportError:
+        return "NumPy (ckpt_tools.ckernels not built)"
+    return "compiled (ckpt_tools.ckernels)"
 
 
 def _same_bytes(a: memoryview, b: memoryview) -> bool:

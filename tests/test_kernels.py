@@ -2,19 +2,57 @@
 
 Every expected value is NumPy's own (``min``, ``max``, ``mean``/``std`` in float64,
 ``np.histogram``, ``np.linalg.norm``) over the whole tensor; the kernels see it in pieces.
+Every test runs twice: on the NumPy path alone and with the compiled kernels
+(``ckpt_tools/ckernels.c``, built here from source so the test does not depend on how the
+package was installed).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from ckpt_tools import stats
-from ckpt_tools.kernels import Histogram, L2Accumulator, sumsq, work_dtype
+from ckpt_tools import kernels, stats
+from ckpt_tools.kernels import Histogram, L2Accumulator, Moments, sumsq, work_dtype
 from ckpt_tools.stats import relative_l2, tensor_stats
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory):
+    """``ckpt_tools/ckernels.c`` compiled as setup.py compiles it, imported from a temp dir."""
+    from setuptools import Distribution, Extension
+
+    src = Path(kernels.__file__).with_name("ckernels.c")
+    out = tmp_path_factory.mktemp("ckernels")
+    dist = Distribution({"ext_modules": [Extension("ckernels", [str(src)],
+                                                   extra_compile_args=["-O3"])]})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.build_lib, cmd.build_temp = str(out), str(out / "tmp")
+    cmd.ensure_finalized()
+    try:
+        cmd.run()
+    except Exception as exc:  # noqa: BLE001 - distutils' CompileError, LinkError, ...
+        if os.environ.get("CI"):
+            raise  # CI machines have a compiler: the kernels must build there
+        pytest.skip(f"no working C compiler here: {exc}")
+    spec = importlib.util.spec_from_file_location("ckernels", next(out.glob("ckernels*.so")))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True, params=["numpy", "compiled"])
+def backend(request, monkeypatch):
+    """Runs the test on the NumPy path, then with the compiled kernels."""
+    module = request.getfixturevalue("compiled") if request.param == "compiled" else None
+    monkeypatch.setattr(kernels, "_fused", module)
+    return request.param
 
 
 def _reference(values: np.ndarray) -> dict:
@@ -158,3 +196,55 @@ def test_sumsq_by_rows_equals_a_float64_dot(size):
     assert sumsq(d) == pytest.approx(float(np.dot(d, d)), rel=1e-14, abs=0.0)
     assert sumsq(d[: size // 2]) == pytest.approx(float(np.sum(d[: size // 2] ** 2)),
                                                   rel=1e-14, abs=0.0)
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="CI installs the package (pip install -e)")
+def test_install_built_the_compiled_kernels():
+    """``pip install -e .`` builds ckpt_tools.ckernels where a compiler exists (setup.py marks
+    it optional, so a failed build would only show as 3x slower stats and diff)."""
+    importlib.import_module("ckpt_tools.ckernels")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pieces_with_and_without_nan_inf_combine_exactly(monkeypatch, dtype):
+    """Finite pieces (the compiled kernel's) and pieces holding NaN/Inf (redone on the NumPy
+    path) merge into the whole tensor's statistics; an empty piece changes nothing."""
+    monkeypatch.setattr(stats, "CHUNK", 1000)
+    rng = np.random.default_rng(5)
+    values = rng.normal(-2.0, 0.5, 10_000).astype(dtype)
+    values[1500] = np.nan
+    values[4321] = -np.inf
+    values[4322] = np.inf
+    values[7000:7100] = 0
+    values[9999] = np.nan  # the last piece's last value
+    _check(values)
+    acc = Moments()
+    acc.add(values[:0])
+    assert (acc.n, acc.finite_n, acc.lo) == (0, 0, math.inf)
+
+
+def test_offset_float32_and_float64_extremes():
+    """A shift inside the range keeps the variance of offset data; sums that overflow float64
+    (values near its limit) go the NumPy way and give inf, not a wrong number."""
+    rng = np.random.default_rng(6)
+    offset = (1000.0 + rng.normal(0, 1e-3, 300_001)).astype(np.float32)
+    s, ref = tensor_stats(offset), offset.astype(np.float64)
+    assert s.mean == pytest.approx(ref.mean(), rel=1e-14)
+    assert s.std == pytest.approx(ref.std(), rel=1e-9)
+    huge = tensor_stats(np.array([1e308, -1e308, 5e307, 0.0]))
+    assert (huge.min, huge.max, huge.l2, huge.zero_fraction) == (-1e308, 1e308, math.inf, 0.25)
+    assert huge.mean == pytest.approx(1.25e307)
+
+
+def test_big_endian_and_strided_pieces_take_the_numpy_path():
+    values = np.random.default_rng(7).normal(size=5000)
+    _check(values.astype(">f4"))
+    strided = values.astype(np.float32)[::3]
+    acc, ref = Moments(), Moments()
+    acc.add(strided)
+    ref.add(strided.copy())
+    assert (acc.lo, acc.hi, acc.zeros) == (ref.lo, ref.hi, ref.zeros)
+    assert acc.mean == pytest.approx(ref.mean, rel=1e-14)
+    a, b = values[::2], values[1::2]
+    assert relative_l2(a, b)[1] == pytest.approx(np.linalg.norm(b - a) / np.linalg.norm(a),
+                                                 rel=1e-12)
