@@ -156,6 +156,16 @@ def one_line_error(result, code: int, *words: str) -> None:
         assert word in lines[0], (word, lines[0])
 
 
+def proven_identity(pid: int) -> dict:
+    """What a writer lock records to prove process ``pid`` alive or dead, read from ``/proc``
+    here (not from ckpt_tools): boot id, pid namespace, start time in clock ticks."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        start = int(f.read().decode().rpartition(")")[2].split()[19])
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    return {"boot": boot, "pidns": os.readlink("/proc/self/ns/pid"), "start": start}
+
+
 def start_paused(argv: list[str], n: int, flag: Path):
     """Starts ``ckpt argv`` paused at its n-th rename (the writers' test hook
     ``CKPT_TOOLS_PAUSE_AT``); returns (process, what it paused at), or (process, None) when it

@@ -1,8 +1,10 @@
 """The writer lock of a remote output directory, against moto's S3 server (conftest.py): taken
 before any tensor is read (a missing bucket or a busy directory fails at once), it records its
-owner (host, pid, time), which a later run names; a writer killed with SIGKILL leaves the lock
-and its local stage behind, and a later run breaks a lock whose owner ran on this host and is
-gone (``--force``) and removes the dead writer's stage from ``$TMPDIR``."""
+owner (host, pid, time, boot id, pid namespace, start time), which a later run names; a writer
+killed with SIGKILL leaves the lock and its local stage behind, and a later run breaks a lock
+whose owner is proven gone (``--force``) and removes the dead writer's stage from ``$TMPDIR``.
+Liveness across namespaces, leases and the dead writer's multipart uploads:
+test_remote_lock_liveness.py."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import time
 
 import pytest
 from conftest import BUCKET
-from helpers import run_cli
+from helpers import proven_identity, run_cli
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
@@ -64,7 +66,7 @@ def test_a_missing_bucket_fails_before_reading(s3, no_tensor_reads):
 def test_a_live_writers_lock_is_named_and_never_broken(s3, cmd, no_tensor_reads):
     prefix = f"live-{cmd[0]}"
     owner = {"host": socket.gethostname(), "pid": os.getppid(), "time": "2026-01-01T00:00:00Z",
-             "token": "t"}
+             "token": "t", **proven_identity(os.getppid())}
     _lock(s3, prefix, owner)
     out = f"s3://{BUCKET}/{prefix}/" + ("w.npz" if cmd[0] == "export" else "")
     for force in ([], ["--force"]):

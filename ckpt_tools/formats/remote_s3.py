@@ -13,11 +13,6 @@ left to :func:`ckpt_tools.formats.remote_errors.translate` to classify (the URL 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import socket
-import time
-import uuid
 
 #: The writer lock object's name inside an output directory.
 LOCK_NAME = ".ckpt-write.lock"
@@ -265,24 +260,162 @@ def remove(fs, path: str, timeout: float) -> None:
     _run(fs, rm, timeout)
 
 
-def lock(fs, directory_path: str, timeout: float) -> str:
-    """Creates the writer lock object in ``directory_path`` (``If-None-Match: *``): exactly one
-    of several concurrent writers gets it. Returns the lock's path.
+def lock(fs, directory_path: str, body: bytes, timeout: float) -> tuple[str, str]:
+    """Creates the writer lock object in ``directory_path`` (``If-None-Match: *``) holding
+    ``body``: exactly one of several concurrent writers gets it. Returns the lock's path and
+    its ETag (what :func:`renew_lock` and :func:`remove_if` are conditional on).
 
     Raises:
         FileExistsError: another writer holds it (or one was interrupted and left it).
     """
     path = directory_path.rstrip("/") + "/" + LOCK_NAME
-    body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                       "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "token": uuid.uuid4().hex}).encode()
+    bucket, key, _ = fs.split_path(path)
 
     async def create():
-        bucket, key, _ = fs.split_path(path)
-        await fs._call_s3("put_object", Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+        return await fs._call_s3("put_object", Bucket=bucket, Key=key, Body=body,
+                                 IfNoneMatch="*")
 
-    _run(fs, create, timeout)
-    return path
+    try:
+        return path, _run(fs, create, timeout)["ETag"]
+    except OSError as exc:
+        from .remote_errors import error_code
+
+        if error_code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
+            raise FileExistsError(path) from None
+        raise
 
 
-__all__ = ["LOCK_NAME", "MultipartSink", "get", "is_s3", "lock", "put", "put_bytes", "remove"]
+def renew_lock(fs, path: str, body: bytes, etag: str, token: str,
+               timeout: float) -> str | None:
+    """Rewrites the lock object ``path`` with ``body`` (renewing its lease: its
+    ``LastModified`` moves on) only if it is still the one with ``etag`` (``If-Match``; on a
+    store that does not implement it, only if it still records ``token``). Returns its new
+    ETag, or None when it is gone or another writer's now (broken).
+
+    Raises:
+        OSError, FSTimeoutError: a network failure (the lease is then not renewed).
+    """
+    from .remote_errors import error_code
+
+    bucket, key, _ = fs.split_path(path)
+
+    async def put(**match):
+        return await fs._call_s3("put_object", Bucket=bucket, Key=key, Body=body, **match)
+
+    try:
+        return _run(fs, lambda: put(IfMatch=etag), timeout)["ETag"]
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        code = error_code(exc)
+        if code in ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict"):
+            return None
+        if code not in ("NotImplemented", "InvalidArgument"):
+            raise
+    held = read_lock(fs, path, timeout)  # no If-Match here: compare, then write
+    if held is None or token.encode() not in held["body"]:
+        return None
+    return _run(fs, put, timeout)["ETag"]
+
+
+def read_lock(fs, path: str, timeout: float) -> dict | None:
+    """Reads the lock object ``path`` in one request: its ``body`` (first 4 KiB), ``etag``,
+    and ``age`` (seconds since it was last written, by the server's clock: its ``Date``
+    minus the object's ``LastModified``; None when the server sent no date) and
+    ``modified`` (the ``LastModified`` datetime). None when there is no lock.
+
+    Raises:
+        OSError, FSTimeoutError: as :func:`get`.
+    """
+    from email.utils import parsedate_to_datetime
+
+    bucket, key, _ = fs.split_path(path)
+
+    async def read():
+        resp = await fs._call_s3("get_object", Bucket=bucket, Key=key, Range="bytes=0-4095")
+        try:
+            resp["body"] = await resp["Body"].read()
+        finally:
+            resp["Body"].close()
+        return resp
+
+    try:
+        resp = _run(fs, read, timeout)
+    except FileNotFoundError:
+        return None
+    modified = resp.get("LastModified")
+    date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    age = None
+    try:
+        if modified is not None and date:
+            age = (parsedate_to_datetime(date) - modified).total_seconds()
+    except (TypeError, ValueError):
+        age = None
+    return {"body": resp["body"], "etag": resp.get("ETag"), "age": age, "modified": modified}
+
+
+def remove_if(fs, path: str, etag: str, timeout: float) -> bool:
+    """Deletes object ``path`` only if its ETag is still ``etag`` (``If-Match``; a store
+    that does not implement conditional deletes gets a plain delete). Returns False when
+    the object changed meanwhile (nothing deleted).
+
+    Raises:
+        OSError, FSTimeoutError: as :func:`get`.
+    """
+    from .remote_errors import error_code
+
+    bucket, key, _ = fs.split_path(path)
+
+    async def rm(**match):
+        await fs._call_s3("delete_object", Bucket=bucket, Key=key, **match)
+
+    try:
+        _run(fs, lambda: rm(IfMatch=etag), timeout)
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        code = error_code(exc)
+        if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        if code not in ("NotImplemented", "InvalidArgument"):
+            raise
+        _run(fs, rm, timeout)
+    return True
+
+
+def abort_unfinished(fs, directory_path: str, until, timeout: float) -> list[str]:
+    """Aborts the unfinished multipart uploads of the objects directly in
+    ``directory_path`` that were started no later than ``until`` (a server-time datetime;
+    None: any), and returns their keys' base names: a writer killed mid-upload (kill -9)
+    leaves its upload behind, and S3 keeps (and bills) its parts.
+
+    Raises:
+        OSError, FSTimeoutError: as :func:`get`.
+    """
+    bucket, prefix, _ = fs.split_path(directory_path.rstrip("/") + "/")
+    prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+
+    async def abort():
+        aborted, kw = [], {}
+        while True:
+            listed = await fs._call_s3("list_multipart_uploads", Bucket=bucket,
+                                       Prefix=prefix, **kw)
+            for upload in listed.get("Uploads", []):
+                name = upload.get("Key", "")[len(prefix):]
+                started = upload.get("Initiated")
+                if not name or "/" in name or (until is not None and started is not None
+                                               and started > until):
+                    continue
+                await fs._call_s3("abort_multipart_upload", Bucket=bucket,
+                                  Key=upload["Key"], UploadId=upload["UploadId"])
+                aborted.append(name)
+            if not listed.get("IsTruncated"):
+                return sorted(aborted)
+            kw = {"KeyMarker": listed.get("NextKeyMarker", ""),
+                  "UploadIdMarker": listed.get("NextUploadIdMarker", "")}
+
+    return _run(fs, abort, timeout)
+
+
+__all__ = ["LOCK_NAME", "MultipartSink", "abort_unfinished", "get", "is_s3", "lock", "put",
+           "put_bytes", "read_lock", "remove", "remove_if", "renew_lock"]

@@ -11,7 +11,8 @@ from ..errors import CheckpointError, CheckpointNotFoundError
 from . import remote_s3
 from .remote import session, url_join
 from .remote_errors import deadline, translate
-from .remote_write import check_new, lock_directory, unlock_directory
+from .remote_lock import check_held, lock_directory, unlock_directory
+from .remote_write import check_new
 
 
 def can_stream(directory: str) -> bool:
@@ -64,6 +65,7 @@ class CheckpointStream:
             data = [n for n in self.names if ".data-" in n]
             for base in self.names:
                 if base.endswith(".index") and base in self._existing and data:
+                    check_held(self.directory)
                     url = url_join(self.directory, base)
                     store.requests += 1
                     with translate(url, deadline()):
@@ -93,6 +95,7 @@ class CheckpointStream:
     def put(self, name: str, data: bytes) -> None:
         """Uploads the small object ``name`` whole (one request)."""
         url = url_join(self.directory, name)
+        check_held(self.directory)  # our lock was not broken meanwhile (a stale lease)
         session().requests += 1
         wait = deadline(len(data))
         with translate(url, wait):

@@ -5,18 +5,15 @@ never sees an index with data it was not written with (:func:`upload`).
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ..errors import CheckpointError, CheckpointNotFoundError, OutputError
 from . import remote_s3
 from ._write import shadowed_checkpoint
 from .remote import normalize, session, url_join
 from .remote_errors import deadline, translate
+from .remote_lock import check_held, lock_directory, reserved, unlock_directory
 
 #: Names of a run's files: the state file, and a checkpoint's index, data shards and graph.
 _RUN_FILE = re.compile(r"(^checkpoint$|\.index$|\.meta$|\.data-\d+-of-\d+$)")
@@ -173,142 +170,6 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
         unlock_directory(fs, lock)
 
 
-#: Output directories whose writer lock this process holds (:func:`reserved`): normalized
-#: URL -> the lock object's path.
-_HELD: dict[str, str] = {}
-
-
-@contextmanager
-def reserved(directory: str, *, overwrite: bool = False) -> Iterator[None]:
-    """Holds URL ``directory``'s writer lock (S3) from before the command reads any tensor
-    until it has uploaded (:func:`upload` inside uses it): a missing bucket or another
-    writer is refused up front, not after minutes of work. Other stores: nothing to hold.
-
-    Raises:
-        CheckpointNotFoundError: the bucket does not exist.
-        OutputError: another writer holds the lock (its owner is named); with ``overwrite``
-            a lock whose owner ran on this host and is gone is broken instead.
-        RemoteAccessError: forbidden, or the network failed.
-    """
-    store = session()
-    fs, _ = store.fs(directory)
-    key = normalize(directory)
-    if not remote_s3.is_s3(fs) or key in _HELD:
-        yield
-        return
-    lock = lock_directory(directory, overwrite=overwrite)
-    _HELD[key] = lock
-    try:
-        yield
-    finally:
-        del _HELD[key]
-        unlock_directory(fs, lock)
-
-
-def unlock_directory(fs, lock: str | None) -> None:
-    """Deletes the lock :func:`lock_directory` created (best effort; None: nothing)."""
-    if lock is None:
-        return
-    try:
-        remote_s3.remove(fs, lock, deadline())
-    except Exception:  # noqa: BLE001 - the write's own outcome is what matters
-        pass
-
-
-def lock_directory(directory: str, *, overwrite: bool = False) -> str | None:
-    """Creates the writer lock object in S3 URL ``directory`` (``If-None-Match: *``), recording
-    its owner (host, pid, time), and returns its path for :func:`unlock_directory`; None when
-    this process holds it already (:func:`reserved`). A lock left by a writer that ran on
-    this host and no longer runs (kill -9, a crash) is broken with ``overwrite`` (--force);
-    any other existing lock is refused, naming its owner.
-
-    Raises:
-        OutputError: another writer holds it (exit 7).
-        CheckpointNotFoundError: the bucket does not exist.
-        RemoteAccessError: forbidden, or the network failed.
-    """
-    if normalize(directory) in _HELD:
-        return None
-    store = session()
-    fs, dir_path = store.fs(directory)
-    lock_url = url_join(directory, remote_s3.LOCK_NAME)
-    for attempt in (0, 1):
-        try:
-            store.requests += 1
-            with translate(lock_url, deadline()):
-                return remote_s3.lock(fs, dir_path, deadline())
-        except CheckpointNotFoundError:
-            bucket = directory.split("://", 1)[0] + "://" + \
-                directory.split("://", 1)[1].split("/", 1)[0]
-            raise CheckpointNotFoundError(
-                f"{bucket}/: the bucket does not exist (--out {directory}); create it first, "
-                "or check the name; nothing was written") from None
-        except OutputError:
-            owner = _lock_owner(fs, lock_url)
-            dead = _dead_here(owner)
-            if attempt == 0 and overwrite and dead:
-                # Best effort against a second breaker: the lock is deleted only if it is
-                # still the dead owner's, and then created again conditionally.
-                if _lock_owner(fs, lock_url) == owner:
-                    store.requests += 1
-                    with translate(lock_url, deadline()):
-                        remote_s3.remove(fs, fs._strip_protocol(lock_url), deadline())
-                continue
-            raise OutputError(f"{directory.rstrip('/')}/: another ckpt command is writing "
-                              f"there ({_describe(owner, lock_url)}); nothing was written. "
-                              f"{_advice(owner, dead, lock_url)}") from None
-    raise OutputError(f"{directory.rstrip('/')}/: another ckpt command took its lock "
-                      f"{lock_url} meanwhile; nothing was written")
-
-
-def _lock_owner(fs, lock_url: str) -> dict | None:
-    """The owner a lock object records (``host``, ``pid``, ``time``, ``token``), or None
-    when it cannot be read or is not ours."""
-    try:
-        with translate(lock_url, deadline()):
-            body = remote_s3.get(fs, fs._strip_protocol(lock_url), [(0, 4096)], None,
-                                 deadline())[0]
-        owner = json.loads(body)
-    except Exception:  # noqa: BLE001 - an unreadable lock is described as such
-        return None
-    if not isinstance(owner, dict) or not isinstance(owner.get("pid"), int) or \
-            not isinstance(owner.get("host"), str):
-        return None
-    return owner
-
-
-def _dead_here(owner: dict | None) -> bool:
-    """Whether ``owner`` ran on this host and its process is gone."""
-    if owner is None or owner["host"] != socket.gethostname() or owner["pid"] <= 0:
-        return False
-    if owner["pid"] == os.getpid():
-        return False  # this process: a lock it still holds, or one it failed to remove
-    try:
-        os.kill(owner["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # EPERM: alive, another user's
-        return False
-    return False
-
-
-def _describe(owner: dict | None, lock_url: str) -> str:
-    if owner is None:
-        return f"its lock {lock_url} exists"
-    since = f" since {owner['time']}" if isinstance(owner.get("time"), str) else ""
-    return (f"lock {lock_url} held by pid {owner['pid']} on host "
-            f"{owner['host']!r}{since}")
-
-
-def _advice(owner: dict | None, dead: bool, lock_url: str) -> str:
-    if dead:
-        return ("That process is no longer running (interrupted, e.g. kill -9): pass --force "
-                "to break its lock and write")
-    if owner is not None and owner["host"] == socket.gethostname():
-        return "That process is still running on this host: wait for it to finish"
-    return ("If no writer is running, one was interrupted: delete that object and retry")
-
-
 def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict,
                      conditional: bool, progress) -> list[str]:
     bases = [os.path.basename(f) for f in names]
@@ -320,6 +181,7 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
     written: list[str] = []
     try:
         for base in old_indexes:
+            check_held(directory)  # our lock was not broken meanwhile (a stale lease)
             url = url_join(directory, base)
             store.requests += 1
             with translate(url, deadline()):
@@ -332,6 +194,7 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
             base = os.path.basename(local)
             url = url_join(directory, base)
             size = os.path.getsize(local)
+            check_held(directory)
             store.requests += 1
             if conditional:
                 wait = deadline(size)
