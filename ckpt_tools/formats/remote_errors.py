@@ -23,7 +23,7 @@ MAX_WHOLE = 256 << 20
 MAX_STATE = 16 << 20  # a state file lists paths: even 100,000 of them fit (as locally)
 _MIN_RATE = 256 << 10  # bytes/s below which a transfer counts as stalled (overall deadline)
 S3_PROTOCOLS = ("s3", "s3a")
-INSTALL = 'pip install "ckpt-tools[remote]" (fsspec with s3fs; add gcsfs for gs://)'
+INSTALL = 'pip install "ckpt-tools[remote]" (fsspec with s3fs and gcsfs)'
 #: The package to install for a protocol fsspec knows but cannot load.
 PACKAGES = {"s3": '"ckpt-tools[remote]"', "s3a": '"ckpt-tools[remote]"', "gs": "gcsfs",
              "gcs": "gcsfs", "abfs": "adlfs", "az": "adlfs", "adl": "adlfs"}

@@ -1,0 +1,124 @@
+"""``gs://`` through fsspec's gcsfs, against a real GCS JSON API on localhost started by the
+tests: ``gcp-storage-emulator`` (pure Python, in the ``test`` extra), reached by gcsfs through
+``STORAGE_EMULATOR_HOST``. Requests are counted from the emulator's own request log.
+
+What is not tested here: gcsfs's ``ExtendedGcsFileSystem`` (its default since 2026; it asks
+GCS's gRPC storage-control API for the bucket type, which the emulator lacks), so the tests
+run gcsfs's core ``GCSFileSystem`` (``GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false``, set before
+gcsfs is imported); and credentials (the emulator takes anonymous requests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+
+import pytest
+from helpers import FIXTURES
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+BUCKET = "ckpts"
+
+
+class _Requests(logging.Handler):
+    """The emulator's request log (``"GET /storage/v1/b/... HTTP/1.1" 200 -``)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def since(self, start: int) -> list[str]:
+        return [line for line in self.lines[start:] if "HTTP/1" in line]
+
+
+@pytest.fixture(scope="module")
+def gcs():
+    """A GCS emulator holding fixtures/towers_bn and tf2_object as gs://ckpts/<case>/."""
+    env = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "NO_GCE_CHECK": "True"}
+    saved = {k: os.environ.get(k) for k in [*env, "STORAGE_EMULATOR_HOST"]}
+    if "gcsfs" not in sys.modules:
+        os.environ.update(env)  # read when gcsfs is imported
+    pytest.importorskip("gcsfs")
+    emulator = pytest.importorskip("gcp_storage_emulator.server")
+    server = emulator.create_server("127.0.0.1", 0, in_memory=True, default_bucket=BUCKET)
+    server.start()
+    counter = _Requests()
+    log = logging.getLogger("gcp_storage_emulator.server")
+    old_level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(counter)
+    try:
+        port = server._api._httpd.server_address[1]  # the emulator's only way to say
+        os.environ.update(env, STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}")
+        import gcsfs
+
+        fs = gcsfs.GCSFileSystem(token="anon", skip_instance_cache=True)
+        for case in ("towers_bn", "tf2_object"):
+            for f in sorted((FIXTURES / case).iterdir()):
+                if not f.name.startswith("expected"):
+                    fs.put_file(str(f), f"{BUCKET}/{case}/{f.name}")
+        yield {"fs": fs, "requests": counter}
+    finally:
+        log.removeHandler(counter)
+        log.setLevel(old_level)
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _digests(directory) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+@pytest.mark.parametrize("case", ["towers_bn", "tf2_object"])
+def test_list_of_a_gs_run_directory_in_four_requests(gcs, case):
+    local = runner.invoke(app, ["list", "--json", str(FIXTURES / case)])
+    start = len(gcs["requests"].lines)
+    remote = runner.invoke(app, ["list", "--json", f"gs://{BUCKET}/{case}/"])
+    made = gcs["requests"].since(start)
+    assert remote.exit_code == 0, remote.output
+    assert remote.stdout.replace(f"gs://{BUCKET}/{case}", str(FIXTURES / case)) == local.stdout
+    assert 1 <= len(made) <= 4, made
+    assert not any(".data-" in line for line in made) or case == "tf2_object", made
+
+
+def test_restore_ema_from_and_to_gs_is_bit_identical(gcs, tmp_path):
+    local = tmp_path / "local"
+    got = runner.invoke(app, ["restore-ema", str(FIXTURES / "towers_bn"), "--out", str(local)])
+    assert got.exit_code == 0, got.output
+    got = runner.invoke(app, ["restore-ema", f"gs://{BUCKET}/towers_bn/", "--out",
+                              str(tmp_path / "from_gs")])
+    assert got.exit_code == 0, got.output
+    assert _digests(tmp_path / "from_gs") == _digests(local)
+    got = runner.invoke(app, ["restore-ema", f"gs://{BUCKET}/towers_bn/", "--out",
+                              f"gs://{BUCKET}/baked/"])
+    assert got.exit_code == 0, got.output
+    down = tmp_path / "down"
+    down.mkdir()
+    for name in _digests(local):
+        gcs["fs"].get_file(f"{BUCKET}/baked/{name}", str(down / name))
+    assert _digests(down) == _digests(local)
+    got = runner.invoke(app, ["verify", f"gs://{BUCKET}/baked/"])
+    assert got.exit_code == 0, got.output
+    # An existing output is refused, as on S3.
+    got = runner.invoke(app, ["restore-ema", f"gs://{BUCKET}/towers_bn/", "--out",
+                              f"gs://{BUCKET}/baked/"])
+    assert got.exit_code == 7, got.output
+
+
+def test_missing_gs_object_is_exit_3(gcs):
+    got = runner.invoke(app, ["list", f"gs://{BUCKET}/nope/"])
+    assert got.exit_code == 3, got.output
+    assert f"gs://{BUCKET}/nope/: not found" in got.stderr
