@@ -115,6 +115,18 @@ def test_filters():
 def test_human_table_shows_totals_and_ema_summary():
     result = runner.invoke(app, ["list", str(FIXTURES / "towers_bn")])
     assert result.exit_code == 0
+    # piped (as here): the table alone on stdout, so `| cut`/`| awk` see rows only; the
+    # summary on stderr
+    assert "parameters" not in result.stdout and "EMA:" not in result.stdout
+    assert "parameters" in result.stderr and "EMA:" in result.stderr
+    rows = result.stdout.splitlines()
+    assert all(len(r.split("\t")) == 7 for r in rows[1:]), rows
+
+
+def test_terminal_table_keeps_its_summary_under_the_table():
+    result = runner.invoke(app, ["list", str(FIXTURES / "towers_bn")],
+                           env={"COLUMNS": "120", "TTY_COMPATIBLE": "1"})
+    assert result.exit_code == 0
     assert "parameters" in result.stdout and "EMA:" in result.stdout
 
 

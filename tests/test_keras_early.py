@@ -47,7 +47,7 @@ def test_early_momentum_buffer_is_not_taken_for_averages(made, case, tmp_path):
                     ["restore-ema", str(path), "--out", str(tmp_path / "r.weights.h5")]):
         code, _, err = run_cli(command)
         assert code == 6 and "--use-ema or --no-use-ema" in err, (command, err)
-    code, text, _ = run_cli(["list", str(path)])
+    code, _, text = run_cli(["list", str(path)])  # piped: the summary is on stderr
     assert code == 0 and "cannot tell whether" in text and "--use-ema or --no-use-ema" in text
     assert "none of 2 weights has a shadow" not in text
     code, text, _ = run_cli(["list", str(path), "--json"])
@@ -66,7 +66,7 @@ def test_no_use_ema_states_it_and_use_ema_reads_the_block(made, case, tmp_path):
     path = out / f"{case}.weights.h5"
     code, err, _ = _export(path, tmp_path / "e.npz", "--no-use-ema")
     assert code == 6 and "stated by the caller (use_ema=False)" in err and "--raw" in err, err
-    code, text, _ = run_cli(["list", str(path), "--no-use-ema"])
+    code, _, text = run_cli(["list", str(path), "--no-use-ema"])
     assert code == 0 and "none of 2 weights has a shadow" in text
 
 

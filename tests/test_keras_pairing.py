@@ -149,7 +149,7 @@ def test_momentum_encoder_is_never_paired_by_values(made, name, tmp_path):
     path = str(out / name)
     stated = ["--use-ema"] if name.endswith(".weights.h5") else []
     code, text, err = run_cli(["list", path, *stated])
-    assert code == 0 and "of ? (2 candidates" in text and "pass --trainable" in text, text + err
+    assert code == 0 and "of ? (2 candidates" in text and "pass --trainable" in err, text + err
     assert "✓" not in text, text
     for args in (["map", path], ["export", path, "--out", str(tmp_path / "w.npz")],
                  ["restore-ema", path, "--out", str(tmp_path / "o")]):
@@ -290,7 +290,7 @@ def test_flags_changed_since_the_optimizer_was_built_are_no_proof(made, name, tm
         assert got[[k for k in got if k.endswith("kernel")][1]].tobytes() == truth[
             f"{case}:raw:b/kernel"].tobytes()
         code, text, err = run_cli(["list", path, "--trainable", stated])
-        assert code == 0 and "EMA: 4 of 4 weights have a shadow" in text, text + err
+        assert code == 0 and "EMA: 4 of 4 weights have a shadow" in err, text + err
         assert "missing" not in text and "?" not in text, text
 
 
@@ -377,7 +377,7 @@ def test_keras_tf_checkpoint_with_colliding_average_names_pairs_by_recorded_orde
     stored' refusal)."""
     out, truth = made
     code, text, err = run_cli(["list", str(out / "k3_collide_tf/ckpt")])
-    assert code == 0 and "EMA: 4 of 4 weights have a shadow" in text, text + err
+    assert code == 0 and "EMA: 4 of 4 weights have a shadow" in err, text + err
     code, got, err = _exported(made, "k3_collide_tf/ckpt", tmp_path)
     assert code == 0, err
     code, raw, err = _exported(made, "k3_collide_tf/ckpt", tmp_path, "--raw")

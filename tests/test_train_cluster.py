@@ -135,7 +135,7 @@ def test_v1_cluster_list_map_restore_and_eval(v1_cluster, tmp_path):
     assert [s["file"] for s in doc["shards"]] == files
     assert sum(s["tensors"] for s in doc["shards"]) == len(doc["variables"])
     assert all(s["tensors"] for s in doc["shards"])
-    text = _ckpt("list", str(train_dir)).stdout
+    text = _ckpt("list", str(train_dir)).stderr  # piped: summaries on stderr
     assert f"{len(files)} data shards" in text
     # The map is TensorFlow's own variables_to_restore(), recorded by the chief at save time.
     with open(os.path.join(train_dir, "variables_to_restore.json")) as f:

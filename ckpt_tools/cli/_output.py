@@ -355,6 +355,22 @@ class Output:
         for part in self._wrap(clean_message(text)):
             self._write(self.stdout, self._paint(part, style, self.stdout) + "\n")
 
+    def summary(self, text: str = "", style: str | None = None) -> None:
+        """A summary sentence after a table (``text`` empty: the blank line before it): on
+        stdout under the table on a terminal, on stderr when stdout is piped, so that
+        ``ckpt list x | cut -f1`` and ``awk`` see the table's rows only."""
+        if self.json_mode:
+            return
+        if self.is_terminal:
+            if text:
+                self.prose(text, style)
+            else:
+                self.line("")
+            return
+        if text:
+            parts = self._wrap_for(clean_message(text), self.stderr)
+            self.write_err("".join(self._paint(p, style, self.stderr) + "\n" for p in parts))
+
     def _wrap(self, text: str) -> list[str]:
         return self._wrap_for(text, self.stdout)
 

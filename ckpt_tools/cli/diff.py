@@ -183,7 +183,7 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
                   if report.values else
                   f"{c['not_compared']} values not compared (--no-values), {c['differ']} differ "
                   "in shape or dtype")
-        out.line("")
-        out.prose(f"{c['paired']} paired: {values}"
+        out.summary()
+        out.summary(f"{c['paired']} paired: {values}"
                  + (f", {c['unreadable']} unreadable" if c["unreadable"] else "")
                  + f"; {c['only_a']} {label_a}, {c['only_b']} {label_b}")

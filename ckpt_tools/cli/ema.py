@@ -253,8 +253,8 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
                Column("restores into", shrink="middle", min_width=20)], rows)
     if out.quiet:  # the rows only, as every table with -q
         return
-    out.line("")
-    out.prose(f"{len(m.averaged)} averaged, {len(m.raw)} raw, {len(m.dropped)} left out "
+    out.summary()
+    out.summary(f"{len(m.averaged)} averaged, {len(m.raw)} raw, {len(m.dropped)} left out "
              f"(optimizer slots/filters)"
              + (f", {len(m.loss_averages)} loss averages" if m.loss_averages else "")
              + (f", {len(m.debias)} zero-debias helpers" if m.debias else ""))

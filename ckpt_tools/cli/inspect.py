@@ -136,34 +136,34 @@ def _print_table(out: Output, listing: Listing) -> None:
         rows.append([*row, ema])
     out.table(f"{listing.checkpoint} ({listing.format})", columns, rows)
     shown = listing.variables
-    out.line("")
-    out.prose(f"{len(shown)} of {listing.total} variables, {sum(v.size for v in shown):,} "
+    out.summary()
+    out.summary(f"{len(shown)} of {listing.total} variables, {sum(v.size for v in shown):,} "
              f"parameters, {human_bytes(sum(v.nbytes for v in shown))}")
     if len(listing.shards) > 1:  # Saver(sharded=True): one data file per device
-        out.prose(f"{len(listing.shards)} data shards: " + ", ".join(
+        out.summary(f"{len(listing.shards)} data shards: " + ", ".join(
             f"{s['file'].rsplit('.data-', 1)[-1]} {s['tensors']} tensors "
             f"{human_bytes(s['bytes'])}" for s in listing.shards))
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
-        out.prose("names are object paths; --json gives the checkpoint keys", "dim")
+        out.summary("names are object paths; --json gives the checkpoint keys", "dim")
     if listing.unproven or listing.unpaired:
         n = len([v for v in listing.by_key.values() if v.ema_candidates])
         option = listing.decides
         decide = (f"pass {option} to decide" if option else "no option decides; see 'ckpt map'")
-        out.prose(f"EMA: {n} variable(s) or average(s) have a pairing the file does not prove "
+        out.summary(f"EMA: {n} variable(s) or average(s) have a pairing the file does not prove "
                  f"(shown '?'): {decide} ('ckpt map' lists the candidates)")
         if listing.with_shadow:
-            out.prose(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
+            out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
                      "shadow")
         return
     what = "weights and BN statistics" if "bn_stat" in listing.averaged_roles else "weights"
     evidence = listing.ema_evidence or {}
     if evidence.get("use_ema", False) is None and not listing.with_shadow:
         # a bare .weights.h5 whose layout fits both: "none has a shadow" would be a guess
-        out.prose(f"EMA: cannot tell whether the optimizer variables hold EMA copies of the "
+        out.summary(f"EMA: cannot tell whether the optimizer variables hold EMA copies of the "
                  f"{listing.expected} {what} (the layout fits use_ema=True and use_ema=False): "
                  "pass --use-ema or --no-use-ema")
     elif listing.with_shadow:
-        out.prose(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
+        out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
                  "'ckpt restore-ema' to evaluate with them)")
     elif listing.expected and not listing.unpaired:
-        out.prose(f"EMA: none of {listing.expected} {what} has a shadow")
+        out.summary(f"EMA: none of {listing.expected} {what} has a shadow")
