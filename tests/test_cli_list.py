@@ -305,3 +305,30 @@ def test_plain_list_as_a_process_prints_everything_then_exits(case, flags, capsy
         proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "list",
                                str(FIXTURES / case), *flags], stdout=o, stderr=e, timeout=120)
     assert (proc.returncode, out.read_text(), err.read_text()) == want
+
+
+@pytest.mark.parametrize("fixture", ["towers_bn", "model_garden_slot", "linear_v2"])
+def test_ema_column_keeps_the_variables_last_segment_at_80_columns(fixture):
+    """README: the ema column names the variable "always with its last segment"; at 80
+    columns a shadow of conv1/BatchNorm/moving_variance was shown as "of …/BatchNorm/…"."""
+    env = {"COLUMNS": "80", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    result = runner.invoke(app, ["list", str(FIXTURES / fixture)], env=env)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(runner.invoke(app, ["list", str(FIXTURES / fixture), "--json"]).stdout)
+    by_key = {v["name"]: v for v in doc["variables"]}
+    want = sorted((by_key[v["ema_of"]].get("path") or v["ema_of"]).rsplit("/", 1)[-1]
+                  for v in doc["variables"] if v.get("ema_of"))
+    assert want, fixture
+    cells = [line.split("  of ", 1)[1] for line in result.stdout.splitlines() if "  of " in line]
+    assert sorted(c.rsplit("/", 1)[-1] for c in cells) == want, result.stdout
+    assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout
+
+
+def test_stats_histogram_asked_for_is_shown_at_80_columns():
+    """--histogram pays a second pass: at 80 columns its column stays, others give way."""
+    env = {"COLUMNS": "80", "TTY_COMPATIBLE": "1", "NO_COLOR": "1"}
+    result = runner.invoke(app, ["stats", str(FIXTURES / "towers_bn"), "--histogram"], env=env)
+    assert result.exit_code == 0, result.output
+    header = result.stdout.splitlines()[1]
+    assert header.split()[0] == "name" and "histogram" in header.split(), result.stdout
+    assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout

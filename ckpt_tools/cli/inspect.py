@@ -32,7 +32,7 @@ from ._common import (
     resolve,
     trainable_names,
 )
-from ._output import Column, Output, human_bytes, shape_text
+from ._output import Column, Output, cell_len, clean, human_bytes, shape_text
 from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order, note_stated_order
 
 _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
@@ -109,19 +109,24 @@ def _print_table(out: Output, listing: Listing) -> None:
     # the EMA column); collections without a .meta is all "-" there and absent on a terminal.
     # A shadow named after its variable leaves that part out of its name (shown beside it as
     # "of X"), so the width goes to X, which is what a reader of the ema column looks for;
-    # collections, then dtype, are hidden before X loses what tells it apart.
+    # collections, then size (the shape says it), then dtype are hidden before X loses what
+    # tells it apart.
     columns = [Column("name", shrink="middle", min_width=32, floor=24, prefix_from=6),
-               Column("dtype", hide=1), Column("shape"), Column("size", "right"),
+               Column("dtype", hide=1), Column("shape"), Column("size", "right", hide=2),
                Column("role"),
-               Column("collections", shrink="end", min_width=12, hide=2, terminal=has_meta),
+               Column("collections", shrink="end", min_width=12, hide=3, terminal=has_meta),
                Column("ema", shrink="middle", min_width=14, floor=10, lead="of ")]
     rows = []
+    last_segments = [8]
     for v in listing.variables:
         if v.ema:
             ema = ("✓", "cyan")
         elif v.ema_of:
             of = listing.by_key.get(v.ema_of)
-            ema = (f"of {of.path or of.name if of else v.ema_of}", "dim")
+            target = of.path or of.name if of else v.ema_of
+            ema = (f"of {target}", "dim")
+            last_segments.append(cell_len(clean(target.rsplit("/", 1)[-1]))
+                                 + (2 if "/" in target else 0))
         elif v.ema_candidates:
             n = len(v.ema_candidates)
             ema = ((f"of ? ({n} candidate{'s' * (n != 1)}: see 'ckpt map')" if v.role == "ema"
@@ -134,6 +139,11 @@ def _print_table(out: Output, listing: Listing) -> None:
         row = [name, v.dtype, shape_text(v.shape), f"{v.size:,}", (v.role, _ROLE_STYLE.get(v.role))]
         row.append(",".join(short_collection(c) for c in v.collections) if has_meta else "")
         rows.append([*row, ema])
+    # The ema column keeps the variable's last segment ("of …/moving_variance", README): other
+    # columns give way (or hide) before it goes below that, up to a third of the terminal (a
+    # longer segment is cut like any other); only a row that cannot fit at all shrinks it more.
+    keep = min(3 + max(last_segments), max(14, out.width // 3))
+    columns[-1] = Column("ema", shrink="middle", min_width=max(14, keep), floor=10, lead="of ")
     out.table(f"{listing.checkpoint} ({listing.format})", columns, rows)
     shown = listing.variables
     out.summary()

@@ -311,7 +311,8 @@ def _stats_columns(histogram: bool) -> list[Column]:
         Column("shape"),
         Column("min", "right"), Column("max", "right"), Column("mean", "right", hide=3),
         Column("std", "right", hide=4), Column("nan/inf"),
-        Column("histogram", hide=5, terminal=histogram),
+        # Asked for by --histogram: never the column that gives way at 80 columns.
+        Column("histogram", terminal=histogram),
         # The flags column says "drift" too, so the value may go before a name is cut.
         Column("drift", "right", hide=1), Column("flags", shrink="end", min_width=8)]
 
