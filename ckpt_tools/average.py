@@ -492,9 +492,10 @@ def _plan(newest: Checkpoint, ema: bool, bake: bool,
             does not prove (``UnprovenPairingError``, naming the deciding option).
     """
     variables = {v.name: v for v in newest.variables()}
+    powers = R.tf1_adam_powers(variables.values()) if newest.meta is None else frozenset()
     floats = {k for k, v in variables.items()
               if v.dtype in _FLOATS and not R.proven_training_state(k, v.role, newest.meta,
-                                                                    newest.objects)}
+                                                                    newest.objects, powers)}
     if not ema:
         return {}, floats
     shadows = {k for k in floats if variables[k].role == R.EMA}
