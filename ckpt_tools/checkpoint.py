@@ -419,9 +419,11 @@ def _saved_model_around(prefix: str) -> Location | None:
 
 def _locate_url(url: str) -> Location:
     """Resolves a URL to a V2 checkpoint with at most two directory listings (one when the URL
-    names a directory or a file): whether the index, shards and ``.meta`` exist, and the shard
-    sizes, all come from the listing, so ``ckpt list`` then costs the state file, the index
-    and the ``.meta`` (four requests in all on S3, whatever the checkpoint's size).
+    names a directory with its trailing ``/``, a prefix or a file): whether the index, shards
+    and ``.meta`` exist, and the shard sizes, all come from the listing, so ``ckpt list`` then
+    costs the state file, the index and the ``.meta`` (four requests in all on S3, whatever
+    the checkpoint's size; five for a run directory named without its ``/``, whose parent is
+    listed first to tell it from a checkpoint prefix of that name).
 
     Raises:
         CheckpointNotFoundError: nothing checkpoint-like at ``url``.
@@ -435,6 +437,13 @@ def _locate_url(url: str) -> Location:
     named_file = _FILE_NAME_RE.search(bare) or os.path.basename(bare) == STATE_FILE
     if not named_file and store.is_http(bare):
         return _locate_http(store, url)
+    # As locally: a prefix beside its .index is that checkpoint even where a same-named
+    # "directory" exists (run/model.ckpt-5/ made by another tool); the parent's listing,
+    # which reading the prefix needs anyway, says so. A trailing '/' names the directory.
+    in_bucket = "/" in bare.split("://", 1)[-1]
+    if not named_file and not url.endswith("/") and in_bucket and \
+            store.size(bare + ".index") is not None:
+        return _url_prefix(store, bare, url)
     if not named_file and (url.endswith("/") or store.is_dir(bare)):
         names = store.listing(bare)
         if STATE_FILE in names:

@@ -50,7 +50,9 @@ def test_list_and_map_match_local_in_four_requests(s3, case):
             start = len(s3["requests"].lines)
             _same(s3, command, case, form)
             made = s3["requests"].since(start)
-            assert 1 <= len(made) <= 4, made
+            # Without the slash the parent is listed first (a checkpoint prefix of that name
+            # beside its .index would be read, as locally): one listing more.
+            assert 1 <= len(made) <= (4 if form == "{}/" else 5), made
             assert all("GET" in line for line in made), made  # no writes, no HEADs
             data = [line for line in made if ".data-" in line]
             if case == "tf2_object":  # its object graph (what .meta is to TF1): one range
@@ -61,7 +63,7 @@ def test_list_and_map_match_local_in_four_requests(s3, case):
         prefix = f"s3://{BUCKET}/{case}/{expected(case)['prefix']}"
         start = len(s3["requests"].lines)
         assert _run("list", prefix, "--json").exit_code == 0
-        assert len(s3["requests"].since(start)) <= 4
+        assert len(s3["requests"].since(start)) <= 3, s3["requests"].since(start)
 
 
 @pytest.mark.parametrize("case", CASES)

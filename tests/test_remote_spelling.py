@@ -352,3 +352,29 @@ def test_a_prefix_beside_its_index_reads_the_checkpoint_not_a_same_named_directo
     assert json.loads(result.stdout)["inputs"] == [str(run / "model.ckpt-20"),
                                                   str(run / "model.ckpt-30")]
 
+
+
+def test_remote_prefix_beside_its_index_reads_the_checkpoint_not_a_same_named_directory(s3):
+    """As locally: s3://b/run/model.ckpt-20 next to run/model.ckpt-20.index is that checkpoint
+    even where objects under run/model.ckpt-20/ exist (another tool's output); the state
+    file's entries (average --last) too; a trailing '/' names the directory."""
+    import json
+
+    _copy(s3, "towers_bn", "shadowed")
+    for f in sorted((FIXTURES / "towers_bn").glob("model.ckpt-30.*")):
+        s3["client"].upload_file(str(f), BUCKET, f"shadowed/model.ckpt-20/{f.name}")
+    url = f"s3://{BUCKET}/shadowed"
+    result = _run("list", f"{url}/model.ckpt-20", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["checkpoint"] == f"{url}/model.ckpt-20"
+    result = _run("list", f"{url}/model.ckpt-20/", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["checkpoint"] == f"{url}/model.ckpt-20/model.ckpt-30"
+    result = _run("show", f"{url}/model.ckpt-20", "global_step", "--json")
+    assert result.exit_code == 0, result.output
+    assert "20" in result.stdout and "30" not in result.stdout.replace("ckpt-30", "")
+    result = _run("average", f"{url}/", "--last", "2", "--out", f"s3://{BUCKET}/shadowavg/",
+                  "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["inputs"] == [f"{url}/model.ckpt-20",
+                                                  f"{url}/model.ckpt-30"]
