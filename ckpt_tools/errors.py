@@ -84,6 +84,16 @@ class CheckpointError(Exception):
         return redact(super().__str__())
 
 
+def add_left_behind(exc: BaseException, text: str) -> None:
+    """Appends ``text`` (what an interrupted or failed write left behind, ``"; ..."``) to the
+    message of ``exc``: a CheckpointError's own message, or the ``error: interrupted`` line of
+    a KeyboardInterrupt (Ctrl-C, SIGTERM), which carries it as ``left_behind``."""
+    if isinstance(exc, CheckpointError):
+        exc.args = (str(exc) + text,)
+    elif isinstance(exc, KeyboardInterrupt):
+        exc.left_behind = getattr(exc, "left_behind", "") + text
+
+
 class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
     """No checkpoint exists at the given path (missing file, prefix, or state-file target)."""
 

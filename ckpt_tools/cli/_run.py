@@ -13,7 +13,13 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import INSTALL_TENSORFLOW, CheckpointError, ExitCode, TensorFlowRequiredError
+from ..errors import (
+    INSTALL_TENSORFLOW,
+    CheckpointError,
+    ExitCode,
+    TensorFlowRequiredError,
+    redact,
+)
 from ._output import Output
 
 # Exit codes for failures that are not CheckpointErrors (documented in the README).
@@ -36,7 +42,9 @@ def report(exc: BaseException) -> int | None:
     if isinstance(exc, CheckpointError):
         message, code = str(exc), exc.exit_code
     elif isinstance(exc, KeyboardInterrupt):
-        message, code = "interrupted", EXIT_INTERRUPTED
+        # What a remote write left behind (an old .index already deleted...), when it says.
+        message, code = "interrupted" + redact(getattr(exc, "left_behind", "")), \
+            EXIT_INTERRUPTED
     elif isinstance(exc, OSError):
         message = f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
         code = EXIT_OS_ERROR

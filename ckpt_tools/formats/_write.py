@@ -64,7 +64,8 @@ _LOCATION = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR
 
 
 def pause_point(what: str) -> None:
-    """Test hook called before every rename a writer does (a no-op unless the env asks).
+    """Test hook called before every rename a writer does, and where a remote write starts
+    uploading or streaming (a no-op unless the env asks).
 
     When this is the ``CKPT_TOOLS_PAUSE_AT``-th call of the process, creates the
     ``CKPT_TOOLS_PAUSE_FLAG`` file (only if it does not exist yet, never through a symlink),

@@ -7,8 +7,9 @@ upload`, under the same writer lock, with the same input and ``--force`` checks)
 
 from __future__ import annotations
 
-from ..errors import CheckpointError, CheckpointNotFoundError
+from ..errors import CheckpointError, CheckpointNotFoundError, add_left_behind
 from . import remote_s3
+from ._write import pause_point
 from .remote import session, url_join
 from .remote_errors import deadline, translate
 from .remote_lock import check_held, lock_directory, unlock_directory
@@ -82,6 +83,7 @@ class CheckpointStream:
     def sink(self, name: str) -> remote_s3.MultipartSink:
         """Returns a write-only file streaming into object ``name`` (completed by its
         ``close()``; created only if absent unless it existed when checked)."""
+        pause_point(f"stream {url_join(self.directory, name)}")
         sink = remote_s3.MultipartSink(self._fs, self._path(name),
                                        create=name not in self._existing, timeout=deadline,
                                        progress=self.progress)
@@ -111,8 +113,7 @@ class CheckpointStream:
                 for sink in self._sinks:
                     if not sink.closed:
                         sink.abort()
-                if isinstance(exc, CheckpointError):
-                    exc.args = (str(exc) + self._left_behind(),)
+                add_left_behind(exc, self._left_behind())  # also after Ctrl-C, SIGTERM
                 return
             self._sweep()
         finally:

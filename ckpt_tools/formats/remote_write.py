@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import CheckpointError, CheckpointNotFoundError, OutputError
+from ..errors import CheckpointError, CheckpointNotFoundError, OutputError, add_left_behind
 from . import remote_s3
-from ._write import shadowed_checkpoint
+from ._write import pause_point, shadowed_checkpoint
 from .remote import normalize, session, url_join
 from .remote_errors import deadline, translate
 from .remote_lock import check_held, lock_directory, reserved, unlock_directory
@@ -190,6 +190,7 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
                 else:
                     fs.rm_file(fs._strip_protocol(url))
             removed.append(base)
+        pause_point(f"upload into {directory}")
         for local in names:
             base = os.path.basename(local)
             url = url_join(directory, base)
@@ -207,7 +208,7 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
                 if progress:
                     progress(size)
             written.append(url)
-    except CheckpointError as exc:
+    except (CheckpointError, KeyboardInterrupt) as exc:  # KeyboardInterrupt: Ctrl-C, SIGTERM
         if removed:
             prefix = removed[0][: -len(".index")]
             left = (f"; the old {removed[0]} had been deleted first, so "
@@ -218,7 +219,7 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
                     "readable was changed")
         else:
             left = "; nothing was uploaded"
-        exc.args = (str(exc) + left,)
+        add_left_behind(exc, left)
         raise
     # Shards of a replaced checkpoint that the new one does not have (fewer shards now).
     for base in old_indexes:
