@@ -335,7 +335,9 @@ def test_two_writers_to_one_out_exactly_one_wins(run, tmp_path, existing):
     results = sorted([(first.returncode, err), (second.returncode, second.stderr)])
     assert [c for c, _ in results] == [0, 7], results
     loser = results[1][1]
-    assert "already exists" in loser and str(out) in loser and ".tmp-" not in loser, loser
+    # Refused up front while the first stages it (naming its pid), or when publishing.
+    assert ("already exists" in loser or f"another process is writing it (pid {first.pid})"
+            in loser) and str(out) in loser and ".tmp-" not in loser, loser
     assert _cli("verify", str(out)).returncode == 0
     assert [p.name for p in out.parent.iterdir()] == ["out"]
 
@@ -347,7 +349,9 @@ def test_two_racing_writers_exactly_one_wins(run, tmp_path):
              for _ in range(2)]
     results = sorted((p.wait(timeout=120), p.stderr.read()) for p in procs)
     assert [c for c, _ in results] == [0, 7], results
-    assert "already exists" in results[1][1] and ".tmp-" not in results[1][1]
+    loser = results[1][1]
+    assert ("already exists" in loser or "another process is writing it" in loser) and \
+        ".tmp-" not in loser, loser
 
 
 # -- umask ------------------------------------------------------------------------------------

@@ -344,12 +344,13 @@ def test_stale_temporaries_of_killed_writers_are_removed(towers, tmp_path):
     live_stage = [n for n in _hidden(tmp_path) if n not in stale]
     assert len(live_stage) == 1 and not any((tmp_path / n).exists() for n in stale)
     os.utime(tmp_path / live_stage[0], (time.time() - 3600, time.time() - 3600))
-    r = _cli(*argv)  # sweeps the dead stage, leaves the live one alone, and wins
-    assert r.returncode == 0, r.stderr
+    r = _cli(*argv)  # the live writer's stage is seen: refused up front, naming it
+    assert r.returncode == 7, r.stderr
+    assert f"another process is writing it (pid {live.pid}" in r.stderr, r.stderr
     assert _hidden(tmp_path) == live_stage
     (tmp_path / "flag2").unlink()
     _, err = live.communicate(timeout=60)
-    assert live.returncode == 7 and "already exists" in err, err
+    assert live.returncode == 0, err
     assert _hidden(tmp_path) == []
 
 

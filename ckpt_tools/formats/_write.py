@@ -428,6 +428,72 @@ def sweep_stale(path: str) -> list[str]:
     return removed
 
 
+def live_stage(path: str) -> tuple[str, int | None] | None:
+    """Returns a hidden ``.<name>.tmp-*`` stage directory beside ``path`` that a live writer
+    holds (:func:`hold`), with that writer's pid when the kernel shows it, or None.
+
+    The kernel's lock table (``/proc/locks``) is read, never a lock taken: probing with
+    ``flock`` could steal the lock a writer takes right after its ``mkdir``. Where that table
+    is missing, a stage at least a second old is probed instead (its writer locked it within
+    microseconds).
+    """
+    d, base = os.path.split(physical(path))
+    try:
+        names = sorted(n for n in os.listdir(d) if n.startswith(f".{base}.tmp-"))
+    except OSError:
+        return None
+    if not names:
+        return None
+    held = _flocks()
+    for name in names:
+        full = os.path.join(d, name)
+        try:
+            st = os.lstat(full)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            continue
+        if held is not None:
+            key = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+            if key in held:
+                return full, held[key]
+            continue
+        if time.time() - st.st_mtime < 1:
+            continue
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            continue
+        try:
+            if not _try_lock(fd, True):
+                return full, None
+        finally:
+            os.close(fd)
+    return None
+
+
+def _flocks() -> dict[tuple[int, int, int], int | None] | None:
+    """The ``flock`` locks the kernel lists (``/proc/locks``): (major, minor, inode) -> the
+    holder's pid (None where this pid namespace cannot see it); None without that table."""
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    held: dict[tuple[int, int, int], int | None] = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK" or "->" in fields:
+            continue
+        try:
+            pid = int(fields[4])
+            major, minor, ino = fields[5].split(":")
+            held[(int(major, 16), int(minor, 16), int(ino))] = pid if pid > 0 else None
+        except ValueError:
+            continue
+    return held
+
+
 #: Name prefix of the private directories in $TMPDIR where an output is built before it is
 #: uploaded (:func:`local_stage`): ``ckpt-stage-<pid>-<kind>-<random>``.
 STAGE_PREFIX = "ckpt-stage-"
@@ -780,6 +846,7 @@ class StagedDir:
         """
         out = self.out
         self._inputs.refuse_shadowing(out)
+        self._refuse_live_stage()
         if not self.existing:
             return
         if not os.path.isdir(out):
@@ -819,6 +886,20 @@ class StagedDir:
                     "system refuses for other users' files: choose a new --out")
         if not os.access(out, os.W_OK) or not os.access(os.path.dirname(self._real), os.W_OK):
             raise OutputError(f"{out}: output directory (or its parent) is not writable")
+
+    def _refuse_live_stage(self) -> None:
+        """Refuses ``out`` while another process stages a checkpoint for it (a live
+        ``.<out>.tmp-*`` sibling): a new ``out`` has nothing to lock until it is published,
+        and the second writer would otherwise run to the end and then replace the first's
+        output or fail."""
+        live = live_stage(self._real)
+        if live is None:
+            return
+        _, pid = live  # its hidden stage's name is not shown: errors name your path
+        who = f" (pid {pid})" if pid is not None else ""
+        raise OutputError(f"{self.out}: another process is writing it{who}; refusing to "
+                          "write there meanwhile: wait for it to finish or choose another "
+                          "--out")
 
     def check_free(self) -> None:
         """Refuses an existing ``out`` that another process is writing now (it holds the
