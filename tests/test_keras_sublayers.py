@@ -74,16 +74,58 @@ def test_keras_own_trainable_paths_pair_sublayers_exactly(made, name, case, laye
         assert value.tobytes() == truth[f"{case}:{path}"].tobytes(), path
 
 
-def test_name_matching_two_sub_models_is_refused(made):
-    """tf_keras: ``enc`` and a frozen ``dec`` both hold ``dense/kernel``; the name must not
-    resolve to either silently (it used to pick the frozen ``dec``)."""
+def _exported(target: Path) -> dict[str, np.ndarray]:
+    with np.load(target) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.mark.parametrize(("case", "trained", "frozen"),
+                         [("tfk_nested", "enc", "dec"), ("tfk_nested_efrozen", "dec", "enc")])
+def test_tf_keras_frozen_nested_model_is_read_from_config(made, case, trained, frozen,
+                                                          tmp_path):
+    """tf_keras transfer learning: ``enc`` and ``dec`` Sequential sub-models whose layers are
+    both ``fc``, one frozen with ``sub.trainable = False`` before compile. config.json's flag of
+    the nested model is read: list names the sub-models and shows the two candidate sets as
+    '?' (they have the same shapes: flags at save do not prove those at build); the refusal
+    names --trainable with the sub-models' paths, and the sub-model's name decides, bit for
+    bit, the frozen one raw."""
+    out, truth, _ = made
+    path = str(out / f"{case}.keras")
+    code, text, err = run_cli(["list", path])
+    assert code == 0, err
+    for sub in ("enc", "dec"):
+        assert f"{sub}/fc/kernel" in text, text
+    assert "none of 4 weights" not in text and "? (" in text, text
+    code, _, err = run_cli(["export", path, "--out", str(tmp_path / "no.npz")])
+    assert code == 6 and "--trainable" in err and "enc/fc/kernel" in err, err
+    for stated in (trained, f"{trained}/fc", f"{trained}/fc/kernel,{trained}/fc/bias"):
+        target = tmp_path / f"{stated.replace('/', '_').replace(',', '+')}.npz"
+        code, _, err = run_cli(["export", path, "--trainable", stated, "--out", str(target)])
+        assert code == 0, (stated, err)
+        got = _exported(target)
+        assert set(got) == {f"{s}/fc/{v}" for s in ("enc", "dec") for v in ("kernel", "bias")}
+        for var in ("kernel", "bias"):
+            assert got[f"{trained}/fc/{var}"].tobytes() == truth[
+                f"{case}:{trained}/fc/{var}"].tobytes(), stated
+            assert got[f"{frozen}/fc/{var}"].tobytes() == truth[
+                f"{case}:raw:{frozen}/fc/{var}"].tobytes(), stated
+
+
+def test_name_matching_two_sub_models_is_refused(made, tmp_path):
+    """tf_keras names a nested layer's variable ``fc/kernel:0`` whatever sub-model holds it:
+    such a name (and the layer ``fc``) matches both sub-models' weights and is refused, never
+    resolved to one (it used to pick the frozen ``dec``); a name of no weight names the
+    file."""
     out, truth, _ = made
     path = str(out / "tfk_nested.keras")
-    code, _, err = run_cli(["map", path, "--trainable", "dense/kernel,dense/bias", "--json"])
-    assert code == 6, err
-    assert "layers/sequential/layers/dense/vars/0" in err, err
-    assert "layers/sequential_1/layers/dense/vars/0" in err, err
-    # The full keys the refusal lists decide, and pair enc's (created first) averages.
+    for stated in ("fc/kernel,fc/bias", "fc/kernel:0,fc/bias:0", "fc"):
+        code, _, err = run_cli(["map", path, "--trainable", stated, "--json"])
+        assert code == 6, err
+        assert "enc/fc" in err and "dec/fc" in err and path in err, err
+    code, _, err = run_cli(["export", path, "--trainable", "x", "--out",
+                            str(tmp_path / "w.npz")])
+    assert code == 3 and err.startswith(f"error: {path}: --trainable 'x'"), err
+    # The full keys decide too, and pair enc's (created first) averages.
     from ckpt_tools import keras_ema_values, open_checkpoint
 
     enc = ["layers/sequential/layers/dense/vars/0", "layers/sequential/layers/dense/vars/1"]
@@ -92,6 +134,20 @@ def test_name_matching_two_sub_models_is_refused(made):
     assert set(values) == set(enc)
     for key, var in zip(enc, ["kernel", "bias"], strict=True):
         assert values[key].tobytes() == truth[f"tfk_nested:enc/fc/{var}"].tobytes()
+
+
+def test_tf_keras_nested_models_export_under_their_own_names(made, tmp_path):
+    """Nothing frozen: the two sub-models' ``fc`` export as ``enc/fc/...`` and ``dec/fc/...``
+    (they used to collide as ``dense/kernel``, exit 7), each its own average."""
+    out, truth, _ = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / "tfk_nested_open.keras"), "--out",
+                            str(target)])
+    assert code == 0, err
+    got = _exported(target)
+    assert len(got) == 4
+    for name, value in got.items():
+        assert value.tobytes() == truth[f"tfk_nested_open:{name}"].tobytes(), name
 
 
 def test_lora_model_is_refused_by_apply_keras_ema_and_the_cli(made, tmp_path):

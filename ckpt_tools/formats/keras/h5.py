@@ -35,6 +35,7 @@ from ...errors import (
     CorruptCheckpointError,
     EmaError,
     UnsupportedFormatError,
+    VariableNotFoundError,
 )
 from .. import dtypes
 from .._io import close_map, map_file, open_binary
@@ -274,8 +275,9 @@ class H5Reader:
             if legacy:
                 tf_keras.adjust(layout, self._scanned, use_ema, trainable)
             return layout
-        except EmaError as exc:  # a --trainable that contradicts config.json: name the file
-            raise EmaError(f"{self.path}: {exc}") from None
+        except (EmaError, VariableNotFoundError) as exc:  # a --trainable that contradicts
+            # config.json or names no weight: name the file
+            raise type(exc)(f"{self.path}: {exc}") from None
         except (AttributeError, TypeError, RecursionError) as exc:
             if self.config is None:
                 raise

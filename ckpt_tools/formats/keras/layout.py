@@ -389,7 +389,28 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                 if under:
                     _proven_order(name, s, under)
                     return under, s
-        return [], None
+        return by_suffix(name)
+
+    def by_suffix(name: str) -> tuple[list[str], str | None]:
+        """A tf_keras variable name (``fc/kernel:0``) leaves out the sub-models that hold its
+        layer (``enc/fc/kernel``): the one weight or layer whose path ends with it, and a
+        refusal where several do (two sub-models' ``fc``), never a pick."""
+        tail = "/" + re.sub(r":\d+$", "", name)
+        weights = [p for p in shown if ("/" + p).endswith(tail)]
+        layers: set[str] = set()
+        for p in shown:
+            q = "/" + p + "/"
+            at = q.find(tail + "/")
+            while at >= 0:
+                layers.add(q[1:at + len(tail)])
+                at = q.find(tail + "/", at + 1)
+        hits = weights or sorted(layers - set(shown))
+        if len(hits) > 1:
+            raise EmaError(
+                f"--trainable {name!r} matches {len(hits)} " + ("weights" if weights else
+                                                                   "layers")
+                + f": {', '.join(hits[:6])}; state the one meant by its full path")
+        return find(hits[0]) if hits else ([], None)
 
     def _proven_order(name: str, s: str, under: list[str]) -> None:
         """Refuses a layer standing for the weights of several sublayers whose order the
@@ -455,6 +476,11 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
 def _tree(model, config, owner_names, notes) -> _Node:
     owners = set(owner_names) | {e.extra["owner"] for e in model.values()}
     owners = {o for o in owners if o.split("/")[0] != "optimizer"}
+    # A nested model's own directory holds no variables (tf_keras writes no name attribute
+    # either): add it, so its layers hang under it and its config (trainable flag) applies.
+    owners |= {"/".join(o.split("/")[:i]) for o in owners
+               for i in range(2, o.count("/") + 1, 2)
+               if re.fullmatch(r"(?:layers/[^/]+/)*layers/[^/]+", "/".join(o.split("/")[:i]))}
     nodes = {o: _Node(o, name=owner_names.get(o)) for o in owners}
     root = nodes.setdefault("", _Node("", name=owner_names.get("")))
     if config:
@@ -506,6 +532,8 @@ def _order(node: _Node, model, notes) -> None:
         if hit:
             child.cfg = hit[1].get("config") or {}
             child.cls = to_snake_case(hit[1].get("class_name", "")) or child.cls
+            if child.name is None and isinstance(child.cfg.get("name"), str):
+                child.name = child.cfg["name"]  # tf_keras: the layer's name (enc, fc)
         child.frozen = node.frozen or (child.cfg or {}).get("trainable") is False
     for child in node.bag:
         child.frozen = node.frozen
