@@ -19,6 +19,7 @@ from . import roles as _roles
 from .errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
+    OptionError,
     UnsupportedFormatError,
     VariableNotFoundError,
 )
@@ -627,6 +628,16 @@ class Checkpoint:
             if (use_ema is not None or trainable) and getattr(self._reader, "keras",
                                                                 None) is not None:
                 self._reader.restate_use_ema(use_ema, trainable=trainable)
+            elif use_ema is not None or trainable:
+                self._reader.close()
+                given = "--trainable" if trainable else (
+                    "--use-ema" if use_ema else "--no-use-ema")
+                raise OptionError(
+                    f"{location.prefix}: {given} (Python: "
+                    f"{'trainable' if trainable else 'use_ema'}=) decides only for Keras "
+                    "files (.keras, .weights.h5, .h5), which may not record it; this "
+                    "TensorFlow checkpoint's names and object graph record what it would "
+                    "state, so it cannot apply: omit it")
         self.format = location.format
         self.meta: MetaGraph | None = None
         self.meta_source: str | None = None  # the file the collections came from
@@ -637,6 +648,7 @@ class Checkpoint:
         if self.meta is not None:
             self.meta_source = location.meta_path or location.saved_model
         self.objects: ObjectGraph | None = None
+        self._qualified: dict[str, str] | None = None  # see _named_paths
         if OBJECT_GRAPH_KEY in self._reader.entries:
             self.format = "object"
             graph = self._reader.entries[OBJECT_GRAPH_KEY]
@@ -816,9 +828,36 @@ class Checkpoint:
         full = self.objects.full_names.get(key)
         if path and full and _LIST_ITEM.search(path):
             # Keras 3 models are reachable only through list attributes
-            # ("optimizer/_trainable_variables/0"): the variable's own name says more.
-            path = full
+            # ("optimizer/_trainable_variables/0"): the variable's own name says more, unless
+            # another variable has it too (two models named "net": a GAN's generator and
+            # critic), where the object path's leading segments tell them apart.
+            path = self._named_paths().get(key, full)
         return path
+
+    def _named_paths(self) -> dict[str, str]:
+        """Key -> ``<root>/<own name>`` for the list-reachable variables whose own name
+        (``net/h/kernel``) another such variable shares: the fewest leading segments of their
+        object paths that tell them apart (``gen_opt/net/h/kernel``,
+        ``critic_opt/net/h/kernel``). Computed once."""
+        if self._qualified is not None:
+            return self._qualified
+        groups: dict[str, list[tuple[str, list[str]]]] = {}
+        for key, full in self.objects.full_names.items():
+            path = self.objects.paths.get(key)
+            if path and _LIST_ITEM.search(path):
+                groups.setdefault(full, []).append((key, path.split("/")))
+        self._qualified = {}
+        for full, members in groups.items():
+            if len(members) < 2:
+                continue
+            longest = max(len(parts) for _, parts in members)
+            for n in range(1, longest + 1):
+                heads = ["/".join(parts[:n]) for _, parts in members]
+                if len(set(heads)) == len(heads):
+                    self._qualified.update({key: f"{head}/{full}" for (key, _), head
+                                            in zip(members, heads, strict=True)})
+                    break
+        return self._qualified
 
     def files(self) -> list[str]:
         """Returns the files this checkpoint consists of (index, data shards, meta)."""
@@ -897,13 +936,14 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         meta (`bool`, *optional*, defaults to `True`): read the ``.meta`` graph beside the
             checkpoint, when there is one, for collection membership.
         use_ema (`bool`, *optional*): Keras files only: state whether the optimizer ran with
-            ``use_ema=True`` (a bare ``.weights.h5`` may not tell; ``ckpt --use-ema``). Other
-            formats ignore it.
+            ``use_ema=True`` (a bare ``.weights.h5`` may not tell; ``ckpt --use-ema``); a
+            statement that contradicts the file's config is refused. Other formats refuse it
+            (``OptionError``).
         trainable (`list[str]`, *optional*): Keras 3 files only: the weights the optimizer was
             built with, in ``model.trainable_variables`` order, as ``ckpt list`` names them (a
             layer name stands for its weights): what a bare ``.weights.h5`` does not record
             (frozen layers, the order of a subclassed model's sublayers); ``ckpt --trainable``.
-            Other formats ignore it.
+            Other formats refuse it (``OptionError``).
 
     Returns:
         `Checkpoint`: metadata loaded, tensor data read lazily.
@@ -913,6 +953,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         CorruptCheckpointError: the files are malformed.
         VariableNotFoundError: a name in ``trainable`` matches no weight, or matches weights
             another name already matched.
+        OptionError: ``use_ema`` or ``trainable`` given for a TensorFlow checkpoint (exit 2).
+        EmaError: ``use_ema`` contradicts the Keras file's config (exit 6).
 
     Example:
         >>> import ckpt_tools

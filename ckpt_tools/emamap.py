@@ -463,6 +463,15 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
     examples = "; ".join(f"{show(v.name)} may average {' or '.join(map(show, v.ema_candidates))}"
                          for v in unpaired[:3])
     more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
+    if all(v.ema_style == "keras" for v in unpaired):
+        # tf_keras model.save_weights() (TF format): Adam/average/<variable name>
+        return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer cannot be "
+                f"paired from what the checkpoint records: it names each after its variable, "
+                f"several weights share that name, dtype and shape, and which of them it "
+                f"averaged is not recorded (layers frozen when it was built have no average; "
+                f"the TF format keeps no trainable flags): {examples}{more}; give the layers "
+                f"distinct names (tf_keras.layers.Dense(..., name=...)) when training, or "
+                f"save a .keras (model.save('x.keras') records which layers were frozen)")
     if spans:
         return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
                 f"checkpoint records: same-named variables of different objects "

@@ -129,6 +129,14 @@ class EmaError(CheckpointError):
     exit_code = ExitCode.EMA
 
 
+class OptionError(CheckpointError, ValueError):
+    """An option that cannot apply to this checkpoint (``--trainable``/``--use-ema``, which
+    decide only for Keras files, given for a TensorFlow checkpoint): exit 2, like a usage
+    error, rather than silently ignored."""
+
+    exit_code = ExitCode.USAGE
+
+
 class OutputError(CheckpointError):
     """An output path cannot be written (it is an input, exists, or is not writable)."""
 

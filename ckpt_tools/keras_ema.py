@@ -20,6 +20,7 @@ import numpy as np
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
 from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
+from .formats.keras.tf_keras import is_legacy, legacy_name
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
 
@@ -46,7 +47,8 @@ def shown_names(ckpt: Checkpoint, text: str) -> str:
 def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     name = ckpt.path  # the whole path: a directory may have led to this file
     fix = ("train with an optimizer created with use_ema=True (e.g. "
-           "keras.optimizers.SGD(momentum=0.9, use_ema=True)) and save during or after fit()")
+           f"{'tf_keras' if layout.tf_keras else 'keras'}.optimizers.SGD(momentum=0.9, "
+           "use_ema=True)) and save during or after fit()")
     if layout.use_ema and layout.optimizer_vars:
         # use_ema=True, the copies are stored, but no pairing with the weights is proven
         unfit = [n for n in layout.notes if "cannot be paired" in n or "do not fit" in n]
@@ -55,7 +57,10 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
             f"({layout.ema_evidence}) but its EMA copies cannot be paired with the model "
             f"weights from the file alone: "
             f"{shown_names(ckpt, '; '.join(unfit)) or 'no known layout fits'}")
-    if not layout.optimizer_vars:
+    if layout.tf_keras and is_legacy(layout):
+        why = (f"its optimizer is {legacy_name(layout)} (config.json), a legacy optimizer: "
+               "it has no use_ema (and a .keras does not save its state)")
+    elif not layout.optimizer_vars:
         why = ("it holds no optimizer variables (the model was saved uncompiled or before "
                "its optimizer was built)")
     elif layout.ema_source == "config" and (layout.optimizer_config or {}).get("use_ema"):
@@ -76,7 +81,7 @@ _RAW = "the raw weights are usable as they are (ckpt export --raw writes them to
 def _undecided(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     note = next((n for n in layout.notes if n.startswith("cannot tell whether")),
                 "cannot tell whether it holds EMA copies")
-    return EmaError(f"{os.path.basename(ckpt.path)}: {note} (use_ema=True/False in the "
+    return EmaError(f"{ckpt.path}: {note} (use_ema=True/False in the "
                     f"Python API); saving with model.save('x.keras') records it; {_RAW}")
 
 

@@ -465,6 +465,7 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
     for k, f in full_of.items():
         if not _OPTIMIZER_PATH.search(objects.paths.get(k, readable_name(k))):
             model.setdefault(f, []).append(k)
+    placed = _tf_keras_positions(full_of, entries, objects)
     out: dict[str, RoleInfo] = {}
     for k, f in full_of.items():
         m = _TF_KERAS_VAR.match(f)
@@ -473,12 +474,61 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
         fitting = [v for v in model.get(m.group(3), ()) if entries[v].shape == entries[k].shape]
         if not fitting:
             continue
-        one = fitting[0] if len(fitting) == 1 else None
+        one = fitting[0] if len(fitting) == 1 else (
+            placed[k] if placed.get(k) in fitting else None)
         if m.group(2) == "average":
             out[k] = RoleInfo(EMA, ema_of=one, ema_style="keras",
                               candidates=() if one else tuple(sorted(fitting)))
         else:
             out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=one)
+    return out
+
+
+_LAYER_CHAIN = re.compile(r"((?:layer_with_weights-\d+/)+)[^/]+")
+
+
+def _tf_keras_positions(full_of: dict[str, str], entries,
+                        objects: ObjectGraph) -> dict[str, str]:
+    """tf_keras ``model.save_weights()`` in TF format, averages of same-named weights (two
+    nested models both holding a layer ``fc``: ``Adam/average/fc/kernel`` twice): the root
+    is the model, ``optimizer`` its compiled optimizer, which built one average per variable
+    of ``model.trainable_variables``, in that order, as its ``_model_variables_moving_average``
+    list (recorded in order). ``model.trainable_variables`` follows ``model.layers``, as the
+    ``layer_with_weights-N`` numbering does; so among the weights of one name, dtype and shape
+    the k-th average is the k-th weight in that numbering, where the optimizer holds exactly
+    one average per such weight (none frozen: otherwise which were trainable is not
+    recorded). Returns average key -> weight key, only for such groups."""
+    root = dict(objects.children.get(0, []))
+    if "optimizer" not in root or not any(n.startswith("layer_with_weights-") for n in root):
+        return {}
+    keys = objects.node_keys
+    listed = dict(objects.children.get(root["optimizer"], [])).get(
+        "_model_variables_moving_average")
+    if listed is None:
+        return {}
+    averages = [keys[c] for _n, c in _in_order(objects.children.get(listed, [])) if c in keys]
+
+    def group(key: str, name: str) -> tuple:
+        return name, entries[key].dtype, entries[key].shape
+
+    by_group: dict[tuple, list[str]] = {}
+    for k in averages:
+        m = _TF_KERAS_VAR.match(full_of.get(k, ""))
+        if m is None or k not in entries:
+            return {}  # not the tf_keras layout: positions prove nothing
+        by_group.setdefault(group(k, m.group(3)), []).append(k)
+    weights: dict[tuple, list[tuple[tuple[int, ...], str]]] = {}
+    for k, f in full_of.items():
+        chain = _LAYER_CHAIN.fullmatch(objects.paths.get(k, ""))
+        if chain and k in entries:
+            where = tuple(int(i) for i in re.findall(r"layer_with_weights-(\d+)", chain[1]))
+            weights.setdefault(group(k, f), []).append((where, k))
+    out: dict[str, str] = {}
+    for g, avgs in by_group.items():
+        mine = sorted(weights.get(g, []))
+        if len(avgs) > 1 and len(mine) == len(avgs) and \
+                len({where for where, _ in mine}) == len(mine):
+            out.update(zip(avgs, [k for _, k in mine], strict=True))
     return out
 
 

@@ -189,6 +189,30 @@ def test_two_models_of_the_same_name_pair_through_their_own_optimizer(made):
         assert stored[dst].tobytes() == truth[f"{owner}:raw:{path}"].tobytes(), dst
 
 
+def test_two_models_of_the_same_name_list_and_export_apart(made, tmp_path):
+    """The generator's and critic's variables share their own names (net/h/kernel): list
+    shows each under the root that tracks it (gen_opt/net/h/kernel, critic_opt/...), never two
+    identical rows, and export writes them under those names (it used to stop, exit 7,
+    advising a --rename that could not separate them), each with its own average."""
+    out, truth = made
+    prefix = out / "same_name" / "ckpt-1"
+    code, text, err = run_cli(["list", str(prefix), "--role", "weight"])
+    assert code == 0, err
+    rows = [line.split("\t")[0] for line in text.splitlines() if "\tweight\t" in line]
+    assert len(rows) == 8 and len(set(rows)) == 8, rows
+    assert "gen_opt/net/h/kernel" in rows and "critic_opt/net/h/kernel" in rows, rows
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(prefix), "--out", str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        got = {k: z[k] for k in z.files}
+    assert len(got) == 8
+    for name, value in got.items():
+        root, path = name.split("/", 1)
+        owner = {"gen_opt": "same_name_gen", "critic_opt": "same_name_critic"}[root]
+        assert value.tobytes() == truth[f"{owner}:ema:{path}"].tobytes(), name
+
+
 @pytest.mark.parametrize("name,stated,conflict", [
     ("frozen_l0.keras", "seq/l2,seq/l1", "before"),        # alphabetical-style wrong order
     ("frozen_after.keras", "seq/l1,seq/l0,seq/l2", "before"),

@@ -150,6 +150,58 @@ def test_tf_keras_nested_models_export_under_their_own_names(made, tmp_path):
         assert value.tobytes() == truth[f"tfk_nested_open:{name}"].tobytes(), name
 
 
+def test_tf_keras_nested_models_in_tf_format_pair_by_the_optimizers_order(made, tmp_path):
+    """tf_keras save_weights() (TF format), nothing frozen: both sub-models' averages are
+    named Adam/average/fc/kernel; the optimizer's _model_variables_moving_average list (in the
+    object graph, in model.trainable_variables order) and the layer_with_weights-N numbering
+    (model.layers order) prove each, bit for bit. The raw values tell which exported weight is
+    which sub-model's."""
+    out, truth, _ = made
+    prefix = str(out / "tfk_nested_open_tf" / "ckpt")
+    code, text, err = run_cli(["list", prefix])
+    assert code == 0 and "EMA: 4 of 4 weights have a shadow" in text, text + err
+    got, raw = tmp_path / "w.npz", tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", prefix, "--out", str(got)])
+    assert code == 0, err
+    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(raw)])
+    assert code == 0, err
+    got, raw = _exported(got), _exported(raw)
+    assert set(got) == set(raw) and len(got) == 4
+    raws = {k.split(":raw:")[1]: v for k, v in truth.items()
+            if k.startswith("tfk_nested_open:raw:")}
+    for key, value in got.items():
+        (path,) = [p for p, v in raws.items() if v.tobytes() == raw[key].tobytes()]
+        assert value.tobytes() == truth[f"tfk_nested_open:{path}"].tobytes(), (key, path)
+
+
+@pytest.mark.parametrize("case", ["tfk_nested_tf", "tfk_nested_efrozen_tf"])
+def test_tf_keras_nested_frozen_in_tf_format_is_refused_in_tf_keras_terms(made, case,
+                                                                          tmp_path):
+    """One sub-model frozen: the optimizer holds 2 averages for 4 same-named weights, and the
+    TF format keeps no trainable flags: refused, in tf_keras words (not ema.apply(), not an
+    --apply-order that cannot decide); the stated orders refuse the same way."""
+    out, _, _ = made
+    prefix = str(out / case / "ckpt")
+    for extra in ([], ["--apply-order", "trainable"], ["--apply-order", "tracked"]):
+        code, _, err = run_cli(["export", prefix, "--out", str(tmp_path / "w.npz"), *extra])
+        assert code == 6, (extra, err)
+        assert "tf_keras optimizer" in err and "frozen" in err and ".keras" in err, err
+        assert "ema.apply" not in err and "--apply-order" not in err, err
+    assert not (tmp_path / "w.npz").exists()
+
+
+def test_tf_keras_legacy_optimizer_is_refused_with_its_true_cause(made, tmp_path):
+    """A tf_keras ``.keras`` trained with ``tf_keras.optimizers.legacy.Adam``: the refusal says
+    the optimizer is a legacy one (no use_ema), not that the model was saved uncompiled."""
+    out, _, _ = made
+    path = str(out / "tfk_legacy.keras")
+    code, _, err = run_cli(["export", path, "--out", str(tmp_path / "w.npz")])
+    assert code == 6, err
+    assert "tf_keras.optimizers.legacy.Adam" in err and "no use_ema" in err, err
+    assert "uncompiled" not in err and "tf_keras.optimizers.SGD(" in err, err
+    assert not (tmp_path / "w.npz").exists()
+
+
 def test_lora_model_is_refused_by_apply_keras_ema_and_the_cli(made, tmp_path):
     """Keras saves a LoRA layer's kernel merged with the raw update: averages of the factors
     on top would count it twice, and the base kernel is not in the file."""

@@ -274,6 +274,7 @@ class H5Reader:
                                           trainable=trainable)
             if legacy:
                 tf_keras.adjust(layout, self._scanned, use_ema, trainable)
+            self._check_stated_use_ema(layout, use_ema)
             return layout
         except (EmaError, VariableNotFoundError) as exc:  # a --trainable that contradicts
             # config.json or names no weight: name the file
@@ -285,6 +286,33 @@ class H5Reader:
             raise CorruptCheckpointError(
                 f"{_CONFIG_MEMBER if self.format == 'keras' else 'model config'} does not "
                 f"describe a Keras model ({type(exc).__name__}: {exc})", path=self.path) from None
+
+    def _check_stated_use_ema(self, layout, use_ema: bool | None) -> None:
+        """Refuses a ``--use-ema``/``--no-use-ema`` that contradicts the optimizer config the
+        file records (config.json of a ``.keras``, a legacy ``.h5``'s training config).
+
+        Raises:
+            EmaError: the statement differs from the recorded ``use_ema`` (a tf_keras legacy
+                optimizer has none: it counts as ``use_ema=False``).
+        """
+        cfg = layout.optimizer_config
+        if use_ema is None or cfg is None:
+            return
+        from .tf_keras import is_legacy, legacy_name
+
+        legacy_opt = layout.tf_keras and is_legacy(layout)
+        if "use_ema" not in cfg and not legacy_opt:
+            return
+        recorded = bool(cfg.get("use_ema")) and not legacy_opt
+        if recorded == use_ema:
+            return
+        where = "config.json" if self.format == "keras" else "the file's training config"
+        what = (f"{legacy_name(layout)}, a legacy optimizer without use_ema"
+                if legacy_opt else
+                f"its {layout.optimizer or 'optimizer'} with use_ema={recorded}")
+        raise EmaError(
+            f"--{'' if use_ema else 'no-'}use-ema contradicts {where}, which records {what}; "
+            f"omit --{'' if use_ema else 'no-'}use-ema (the file records it)")
 
     def restate_use_ema(self, use_ema: bool | None, *, trainable=None) -> None:
         """Re-derives :attr:`keras` with the optimizer's ``use_ema`` stated by the caller

@@ -96,6 +96,9 @@ class KerasLayout:
         unordered: key -> (bag, sublayer) for weights of sublayers whose order the file does
             not record (attributes, visited alphabetically): two weights of the same bag but
             different sublayers have no proven relative order.
+        tf_keras: a tf_keras (Keras 2) ``.keras`` archive.
+        optimizer_module: the optimizer's module and class as config.json records them
+            (``keras.optimizers.legacy.Adam`` for a tf_keras legacy optimizer), or ``""``.
     """
 
     kind: str
@@ -123,6 +126,8 @@ class KerasLayout:
     flags: bool = False
     frozen_unproven: bool = False
     unordered: dict[str, tuple] = field(default_factory=dict)
+    tf_keras: bool = False
+    optimizer_module: str = ""
 
 
 @dataclass
@@ -208,6 +213,9 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
                else [])
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
+    module = (((config or {}).get("compile_config") or {}).get("optimizer") or {})
+    if isinstance(module, dict):
+        lay.optimizer_module = f"{module.get('module') or ''}.{module.get('class_name') or ''}"
     # mixed_float16: LossScaleOptimizer's own vars/ repeat the wrapped optimizer's variables
     # after its loss-scale state; the wrapped optimizer's vars/ hold them in the plain layout.
     owner = _INNER if any(e.extra.get("owner") == _INNER for e in entries.values()) \

@@ -38,6 +38,16 @@ def is_tf_keras(metadata: dict | None) -> bool:
     return re.match(r"2\.\d", version) is not None
 
 
+def legacy_name(lay) -> str:
+    """The class path of a tf_keras legacy optimizer (``tf_keras.optimizers.legacy.Adam``)."""
+    return "tf_keras.optimizers.legacy." + lay.optimizer_module.rsplit(".", 1)[-1]
+
+
+def is_legacy(lay) -> bool:
+    """Whether config.json names a tf_keras legacy optimizer (no ``use_ema``)."""
+    return lay.optimizer_module.rsplit(".", 1)[0].endswith(".legacy")
+
+
 def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
     """Rewrites a Keras 3 :class:`~ckpt_tools.formats.keras.layout.KerasLayout` of a tf_keras
     archive in place: metric state leaves the model, the optimizer's variables get their
@@ -50,6 +60,7 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         VariableNotFoundError: a ``trainable`` name matches no weight.
         EmaError: ``trainable`` contradicts what the file proves (order or set).
     """
+    lay.tf_keras = True
     metrics = [k for k in lay.model if entries[k].extra.get("owner", "").startswith("metrics")]
     for key in metrics:
         lay.model.remove(key)
@@ -90,6 +101,10 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
     if not keys:
         lay.use_ema, lay.ema_source = False, "layout"
         lay.ema_evidence = "no optimizer variables"
+        if is_legacy(lay):  # a .keras saves no legacy optimizer state
+            lay.use_ema, lay.ema_source = False, "config"
+            lay.ema_evidence = (f"config.json: {legacy_name(lay)} (a legacy optimizer, no "
+                                "use_ema)")
         return
     off = 0
     if entries[keys[0]].shape == () and entries[keys[0]].dtype_name in ("int64", "int32"):

@@ -1,0 +1,51 @@
+"""``--use-ema``/``--no-use-ema``/``--trainable`` never pass silently: a statement that
+contradicts the optimizer config a Keras file records is exit 6 naming the contradiction (the
+file's config wins, as for a contradicting ``--trainable``), and on a TensorFlow checkpoint,
+where they cannot decide anything, they are a usage error (exit 2) naming the file. The Keras
+files are committed fixtures of the real Keras (``fixtures/make_keras_fixtures.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import FIXTURES, run_cli
+
+from ckpt_tools import EmaError, OptionError, open_checkpoint
+
+EMA = FIXTURES / "keras_ema"
+H5 = FIXTURES / "keras_legacy_h5" / "model.h5"
+
+
+@pytest.mark.parametrize(("path", "option", "recorded"), [
+    (EMA / "no_ema.keras", "--use-ema", "use_ema=False"),
+    (EMA / "model.keras", "--no-use-ema", "use_ema=True"),
+    (H5, "--no-use-ema", "use_ema=True"),
+])
+def test_use_ema_contradicting_the_recorded_config_is_refused(path, option, recorded, tmp_path):
+    for args in (["list", str(path)], ["map", str(path)],
+                 ["export", str(path), "--out", str(tmp_path / "w.npz")]):
+        code, _, err = run_cli([*args, option])
+        assert code == 6, (args, err)
+        assert f"error: {path}: {option} contradicts" in err and recorded in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "w.npz").exists()
+    with pytest.raises(EmaError, match="contradicts"):
+        open_checkpoint(path, use_ema=option == "--use-ema")
+
+
+def test_use_ema_agreeing_with_the_config_is_accepted(tmp_path):
+    code, _, err = run_cli(["export", str(EMA / "model.keras"), "--use-ema", "--out",
+                            str(tmp_path / "w.npz")])
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("option", [["--use-ema"], ["--no-use-ema"], ["--trainable", "a"]])
+def test_keras_options_on_a_tensorflow_checkpoint_are_a_usage_error(option, tmp_path):
+    path = FIXTURES / "towers_bn"
+    for args in (["list", str(path)], ["map", str(path)], ["show", str(path), "global_step"],
+                 ["export", str(path), "--out", str(tmp_path / "w.npz")]):
+        code, _, err = run_cli([*args, *option])
+        assert code == 2, (args, err)
+        assert str(path) in err and option[0] in err and "Keras files" in err, err
+    assert not (tmp_path / "w.npz").exists()
+    with pytest.raises(OptionError, match="use_ema="):
+        open_checkpoint(path, use_ema=False)
