@@ -19,7 +19,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import readable_name
-from .pairing import root_child
+from .pairing import root_child, variable_orders
 
 KEEP, DROP = "keep", "drop"
 
@@ -480,7 +480,14 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
                 f"order ema.apply() got them in (the root lists its objects by name), so no "
                 f"--apply-order can tell: {examples}{more}; give the models distinct names "
                 f"(keras.Sequential(..., name=...)) or name the variables when training")
-    decide = ("the stated --apply-order does not give one pairing that fits the dtypes and "
+    holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    decide = ("--apply-order trainable leaves two orders: objects holding only variables ("
+              f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
+              "tf.Modules, whose variables module.trainable_variables visits after its "
+              "parent's own, or dicts, which it flattens in place, and a checkpoint records "
+              "no types (both write the same object graph); name the variables "
+              "(tf.Variable(..., name=...)) when training" if holders else
+              "the stated --apply-order does not give one pairing that fits the dtypes and "
               "shapes (it contradicts them or leaves several); name the variables "
               "(tf.Variable(..., name=...)) when training" if apply_order else
               "only if you know how ema.apply() was called: if it got "
@@ -492,6 +499,23 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
+
+
+def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
+    """The objects holding the candidates of ``unpaired`` averages (``model/z_blocks/0``)
+    when the two readings of ``module.trainable_variables`` (each such object a tf.Module or
+    a dict: see :func:`~ckpt_tools.pairing.variable_orders`) order those candidates
+    differently; empty when they agree (the stated order fails for another reason)."""
+    if ckpt.objects is None:
+        return []
+    cands = {c for v in unpaired for c in v.ema_candidates}
+    first, second = (sorted((k for k in cands if k in order), key=order.__getitem__)
+                     for order in variable_orders(ckpt.objects)["trainable"])
+    if first == second:
+        return []
+    holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
+               for k in first]
+    return list(dict.fromkeys(h for h in holders if h))
 
 
 def _role_from_name(key: str) -> str:

@@ -50,7 +50,8 @@ def test_frozen_copy_refusals_name_what_decides_and_it_gives_keras_truth(made, t
     code, _, err = run_cli(["map", path, "--use-ema"])
     assert code == 6 and "--trainable" in err and "\n" not in err.strip(), err
     assert "have no optimizer variables" not in err, err  # the frozen set is not known
-    code, text, _ = run_cli(["list", path, "--use-ema"])
+    code, text, err = run_cli(["list", path, "--use-ema"])
+    text += err  # the summary goes to stderr when piped
     assert code == 0 and "pass --trainable to decide" in text and "none of" not in text, text
     order = [str(p) for p in truth["frozen_copy:trainable"]]
     assert order == ["online/kernel", "online/bias"]

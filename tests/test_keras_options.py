@@ -49,3 +49,22 @@ def test_keras_options_on_a_tensorflow_checkpoint_are_a_usage_error(option, tmp_
     assert not (tmp_path / "w.npz").exists()
     with pytest.raises(OptionError, match="use_ema="):
         open_checkpoint(path, use_ema=False)
+
+
+@pytest.mark.parametrize(("style", "said"), [
+    ("keras", "no EMA copy in the optimizer (use_ema=True)"),
+    ("tf2", "no average (ema.average(v)) in the checkpoint"),
+    ("tf1", "no 'ExponentialMovingAverage' shadow"),
+])
+def test_unaveraged_warning_speaks_the_files_style(style, said, capsys):
+    """map/restore-ema's warning about weights left raw names what is missing in the file's
+    own terms (a Keras file has no 'ExponentialMovingAverage' shadows)."""
+    from ckpt_tools.cli._output import Output
+    from ckpt_tools.cli.ema import warn_unaveraged
+    from ckpt_tools.emamap import EmaMap
+
+    m = EmaMap("x", "ExponentialMovingAverage", {"a": "a"}, unaveraged=("a",),
+               file_style=style)
+    warn_unaveraged(Output(), m)
+    err = capsys.readouterr().err
+    assert said in err and "keep their raw values" in err, err
