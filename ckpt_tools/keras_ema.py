@@ -46,6 +46,11 @@ def shown_names(ckpt: Checkpoint, text: str) -> str:
 
 def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     name = ckpt.path  # the whole path: a directory may have led to this file
+    attached = next((n for n in layout.notes if n.startswith("the model keeps")), None)
+    if attached and not layout.averages:
+        main = ("" if not layout.optimizer_vars else
+                f"; its compiled optimizer ({layout.optimizer or 'optimizer'}) holds none")
+        return EmaError(f"{name}: {attached}{main}; {_RAW}")
     fix = ("train with an optimizer created with use_ema=True (e.g. "
            f"{'tf_keras' if layout.tf_keras else 'keras'}.optimizers.SGD(momentum=0.9, "
            "use_ema=True)) and save during or after fit()")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..entry import TensorEntry
 from .optimizer import FLOATS as _FLOATS
-from .optimizer import Spec, fitting_use_ema, infer_use_ema, plan_optimizer
+from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
 
 __all__ = ["KerasLayout", "Spec", "analyze", "check_stated", "fitting_use_ema",
            "infer_use_ema", "stated_keys", "to_snake_case"]
@@ -49,7 +49,26 @@ _VAR_NAMES = {
     "group_normalization": ("gamma", "beta"),
     "p_re_lu": ("alpha",),
 }
+# Recurrent cells (the ``cell`` of LSTM/GRU/SimpleRNN/ConvLSTM, which name it themselves):
+# not in ``_ORDERS``, since a 3-variable layer of unknown class need not be a cell.
+_CELL_NAMES = {c: ("kernel", "recurrent_kernel", "bias") for c in (
+    "lstm_cell", "gru_cell", "simple_rnn_cell", "conv_lstm_cell")}
 _FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
+# config.json records a built-in layer by its exported name; the weights file's
+# layers/<snake_case name> by its class name (Keras 3.15: only this one differs).
+_EXPORT_NAMES = {"GroupQueryAttention": "GroupedQueryAttention"}
+# Built-in layers whose sublayers Keras saves by attribute name (alphabetically) but tracks,
+# and so trains, in the order their code creates them (Keras 3.15 source): (attribute, the
+# name the layer gives that sublayer, or a prefix of it ending in "_") in tracking order.
+# MultiHeadAttention/GroupedQueryAttention.build: query, key, gate (use_gate), value, output;
+# Bidirectional.__init__: forward_layer, then backward_layer.
+_ATTENTION = (("query_dense", "query"), ("key_dense", "key"), ("gate_dense", "gate"),
+              ("value_dense", "value"), ("output_dense", "attention_output"))
+_FIXED_SUBLAYERS = {
+    "multi_head_attention": _ATTENTION,
+    "grouped_query_attention": _ATTENTION,
+    "bidirectional": (("forward_layer", "forward_"), ("backward_layer", "backward_")),
+}
 # Every layer's variables in vars/<i> order, by count: a stated ``bn/gamma`` names index 0 of a
 # 4-variable layer the file names by index only (its class unknown), when all orders agree.
 _ORDERS = sorted({*_VAR_NAMES.values(), ("kernel",), *_FROZEN_CLASSES.values(),
@@ -99,6 +118,9 @@ class KerasLayout:
         tf_keras: a tf_keras (Keras 2) ``.keras`` archive.
         optimizer_module: the optimizer's module and class as config.json records them
             (``keras.optimizers.legacy.Adam`` for a tf_keras legacy optimizer), or ``""``.
+        attached: optimizers the model keeps as attributes (the keras.io GAN's
+            ``d_optimizer``/``g_optimizer``): attribute path -> optimizer name. Their
+            variables are in ``other``, never model weights.
     """
 
     kind: str
@@ -128,6 +150,7 @@ class KerasLayout:
     unordered: dict[str, tuple] = field(default_factory=dict)
     tf_keras: bool = False
     optimizer_module: str = ""
+    attached: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -196,7 +219,11 @@ _INNER = "optimizer/inner_optimizer"  # LossScaleOptimizer (mixed_float16) wraps
 def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                     trainable=None) -> KerasLayout:
     lay = KerasLayout("keras3")
-    model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"}
+    lay.attached = _attached_optimizers(entries, owner_names)
+    model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"
+             and _owner_of(e.extra.get("owner"), lay.attached) is None}
+    owner_names = {o: n for o, n in owner_names.items()
+                   if _owner_of(o, lay.attached) is None}
     root = _tree(model, config, owner_names, lay.notes)
     segments: list[tuple[str, list[str]]] = []
     groups: dict[int, list[list[str]]] = {}
@@ -212,6 +239,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     lay.flags = isinstance((root.cfg or {}).get("layers"), list)
     _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
                else [])
+    _distinct_paths(lay, model)
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
     module = (((config or {}).get("compile_config") or {}).get("optimizer") or {})
     if isinstance(module, dict):
@@ -233,8 +261,17 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                  key=lambda k: entries[k].extra.get("index") or 0)
     lay.optimizer_vars = opt
     lay.other = [k for k, e in entries.items()
-                 if e.extra.get("section") == "optimizer" and k not in opt]
-    if lay.other and owner != _INNER:
+                 if (e.extra.get("section") == "optimizer" and k not in opt)
+                 or _owner_of(e.extra.get("owner"), lay.attached) is not None]
+    if lay.attached:
+        lay.notes.append(
+            f"the model keeps {len(lay.attached)} optimizer(s) as attributes ("
+            + ", ".join(f"{a} ({n})" for a, n in lay.attached.items())
+            + "): which weights each was built with is not recorded in a Keras weight file, "
+            "so their variables (EMA copies with use_ema=True) are not paired from it; "
+            "save them in a tf.train.Checkpoint (model=..., and each optimizer), which "
+            "records it")
+    elif lay.other and owner != _INNER:
         lay.notes.append(f"{len(lay.other)} variables of nested optimizers are not interpreted")
     # Every weight the optimizer may have been built with, in model.weights order: the
     # trainable ones and those of layers frozen since (config.json records trainable as saved).
@@ -279,6 +316,30 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                               else f"{opt_name}/{name}")
     lay.order = lay.model + opt + lay.other
     return lay
+
+
+def _attached_optimizers(entries, owner_names: dict[str, str]) -> dict[str, str]:
+    """Optimizers a model keeps as attributes (outside ``optimizer/``): attribute path ->
+    name. An optimizer's ``vars/0`` is its int64 scalar ``iteration`` and Keras names it
+    after its class (``adam``, ``adam_1``); a layer with an int64 first variable and such
+    a name is not told apart (nor is one needed: it would hold a step, not a weight)."""
+    found: dict[str, str] = {}
+    for e in entries.values():
+        owner = e.extra.get("owner") or ""
+        name = owner_names.get(owner) or ""
+        if (e.extra.get("index") == 0 and owner and owner.split("/")[0] != "optimizer"
+                and e.extra.get("section") == "model" and tuple(e.shape) == ()
+                and e.dtype_name == "int64"
+                and re.sub(r"_\d+$", "", name) in OPTIMIZER_NAMES):
+            found[owner] = name
+    return found
+
+
+def _owner_of(owner: str | None, attached: dict[str, str]) -> str | None:
+    """The attached optimizer ``owner`` belongs to (itself or a wrapped inner optimizer)."""
+    if not owner or not attached:
+        return None
+    return next((a for a in attached if owner == a or owner.startswith(a + "/")), None)
 
 
 def _lora_layers(config) -> list[str]:
@@ -515,8 +576,25 @@ def _tree(model, config, owner_names, notes) -> _Node:
             base = rel.rsplit("/", 1)[-1].lstrip("_")
             node.cls = base if base in _VAR_NAMES else (
                 "einsum_dense" if base.endswith("dense") else None)
+            if base == "cell" and node.name in _CELL_NAMES:
+                node.cls = node.name  # LSTM names its cell "lstm_cell" itself
+            elif node.cls is None:
+                node.cls = _class_by_name(node, model)
     _order(root, model, notes)
     return root
+
+
+def _class_by_name(node: _Node, model) -> str | None:
+    """The class of a sublayer held as an attribute (``self.bn``), from the name Keras gives
+    a layer by default (``batch_normalization_3``: its snake_case class), where its own
+    variables' shapes fit that class: a BatchNormalization's 2-4 variables share one 1-D
+    shape (so its moving statistics are not taken for trained weights)."""
+    base = re.sub(r"_\d+$", "", node.name or "")
+    shapes = [tuple(model[k].shape) for k in node.keys]
+    if base in _BN and 2 <= len(shapes) <= 4 and len(set(shapes)) == 1 \
+            and len(shapes[0]) == 1:
+        return base
+    return None
 
 
 def _first_offset(node: _Node, model) -> float:
@@ -532,20 +610,27 @@ def _order(node: _Node, model, notes) -> None:
     if isinstance(layer_cfgs, list):
         used: dict[str, int] = {}
         for i, lc in enumerate(layer_cfgs):
-            base = to_snake_case(lc.get("class_name", ""))
+            name = lc.get("class_name", "")
+            base = to_snake_case(_EXPORT_NAMES.get(name, name))
             used[base] = used.get(base, -1) + 1
             by_name[f"{base}_{used[base]}" if used[base] else base] = (i, lc)
     for child in node.ordered:
         hit = by_name.get(child.path.rsplit("/", 1)[-1])
         if hit:
             child.cfg = hit[1].get("config") or {}
-            child.cls = to_snake_case(hit[1].get("class_name", "")) or child.cls
+            cls = hit[1].get("class_name", "")
+            child.cls = to_snake_case(_EXPORT_NAMES.get(cls, cls)) or child.cls
             if child.name is None and isinstance(child.cfg.get("name"), str):
                 child.name = child.cfg["name"]  # tf_keras: the layer's name (enc, fc)
         child.frozen = node.frozen or (child.cfg or {}).get("trainable") is False
     for child in node.bag:
         child.frozen = node.frozen
-    if by_name:
+    lost = [c for c in node.ordered if c.path.rsplit("/", 1)[-1] not in by_name and _holds(c)]
+    if by_name and lost:  # never place a layer config.json does not list by a guess
+        notes.append(f"config.json does not list the layer(s) {', '.join(c.path for c in lost)}"
+                     "; EMA copies there are paired by shape only")
+        node.bag, node.ordered = node.ordered + node.bag, []
+    elif by_name:
         node.ordered.sort(key=lambda c: by_name.get(c.path.rsplit("/", 1)[-1],
                                                     (len(by_name), {}))[0])
     else:  # no config: Keras writes layers in model order, so data offsets follow it
@@ -563,8 +648,48 @@ def _order(node: _Node, model, notes) -> None:
             last[base] = n
     node.bag.sort(key=lambda c: ("~" + c.path) if c.path.rsplit("/", 1)[-1].startswith("_")
                   else c.path)  # saving_lib._name_key: attributes alphabetically, private last
+    fixed = _fixed_order(node)
+    if fixed is not None:
+        node.ordered, node.bag = fixed, []
     for child in node.ordered + node.bag:
         _order(child, model, notes)
+
+
+def _fixed_order(node: _Node) -> list[_Node] | None:
+    """The sublayers of ``node`` in Keras' tracking order where Keras fixes it, else ``None``.
+
+    A layer holding exactly one sublayer (an RNN's ``cell``) and no ``layers/`` list: its own
+    weights come first, then the sublayer's (``Layer.weights``). A built-in layer of
+    ``_FIXED_SUBLAYERS``: proven by its sublayers' attribute names and the names that layer
+    gives them (``query``, ``attention_output``; ``forward_lstm``), which a custom layer with
+    other sublayers does not match; a class known from the path or config.json must agree.
+    """
+    if node.ordered or not node.bag:
+        return None
+    held = [c for c in node.bag if _holds(c)]  # a Dropout/Softmax holds nothing: no place
+    empty = [c for c in node.bag if c not in held]
+    if len(held) <= 1:
+        return held + empty
+    attrs = {c.path.rsplit("/", 1)[-1].lstrip("_"): c for c in held}
+    for cls, table in _FIXED_SUBLAYERS.items():
+        if node.cls is not None and node.cls != cls and node.cls in _FIXED_SUBLAYERS:
+            continue
+        names = dict(table)
+        if len(attrs) != len(held) or not set(attrs) <= set(names):
+            continue
+        if not all(c.name == names[a] or (names[a].endswith("_") and c.name is not None
+                                          and c.name.startswith(names[a]))
+                   for a, c in attrs.items()):
+            continue
+        required = {a for a, _ in table} - {"gate_dense"}
+        if required <= set(attrs):
+            return [attrs[a] for a, _ in table if a in attrs] + empty
+    return None
+
+
+def _holds(node: _Node) -> bool:
+    """Whether ``node`` or a sublayer of it holds weights."""
+    return bool(node.keys) or any(_holds(c) for c in node.ordered + node.bag)
 
 
 def _suffix(node: _Node) -> tuple[str, int]:
@@ -615,14 +740,17 @@ def _var_names(node: _Node, n: int) -> list[tuple[str | None, bool]]:
     if node.cls in _FROZEN_CLASSES:
         return [(v, False) for v in _FROZEN_CLASSES[node.cls][:n]] + [(None, False)] * (
             n - len(_FROZEN_CLASSES[node.cls]))
-    names = list(_VAR_NAMES.get(node.cls, ()))
-    if node.cls in _VAR_NAMES and cfg.get("use_bias") is False and "bias" in names:
+    names = list(_VAR_NAMES.get(node.cls, _CELL_NAMES.get(node.cls, ())))
+    if names and cfg.get("use_bias") is False and "bias" in names:
         names.remove("bias")
     return [(v, True) for v in names[:n]] + [(None, True)] * (n - len(names))
 
 
 def _name_vars(node: _Node, model, lay: KerasLayout, prefix: list[str]) -> None:
     chain = prefix + ([node.name] if node.path and node.name else [])
+    # A subclassed model's own weights (self.add_weight in the model): Keras' path is
+    # <model name>/<variable name> (net/mix); the file records the name only, not "mix".
+    own = chain or ([node.name] if not node.path and node.name else [])
     for key, (var, trainable) in zip(node.keys, _var_names(node, len(node.keys)), strict=False):
         e = model[key]
         # Named entries (TextVectorization's tf_idf ``idf_weights``) are constants a layer's
@@ -632,9 +760,25 @@ def _name_vars(node: _Node, model, lay: KerasLayout, prefix: list[str]) -> None:
         lay.trainable[key] = could and not node.frozen
         if could and node.frozen:
             lay.frozen.append(key)
-        lay.paths[key] = "/".join(chain + [var or str(e.extra.get("index"))])
+        lay.paths[key] = "/".join(own + [var or str(e.extra.get("index"))])
     for child in node.ordered + node.bag:
         _name_vars(child, model, lay, chain)
+
+
+def _distinct_paths(lay: KerasLayout, model) -> None:
+    """Two sublayers given the same name (``self.a = Dense(4, name="fc")``, ``self.b = ...``)
+    would show, export and be stated as the same ``fc/kernel``: their weights are named by the
+    attributes that hold them instead (``a/kernel``, ``b/kernel``), which the file records."""
+    seen: dict[str, list[str]] = {}
+    for k in lay.model:
+        seen.setdefault(lay.paths[k], []).append(k)
+    for keys in seen.values():
+        if len(keys) < 2:
+            continue
+        for k in keys:
+            owner = model[k].extra.get("owner") or ""
+            attrs = [p for p in owner.split("/") if p and p != "layers"]
+            lay.paths[k] = "/".join(attrs + [lay.paths[k].rsplit("/", 1)[-1]])
 
 
 # -- legacy .h5 ------------------------------------------------------------------------------

@@ -37,6 +37,10 @@ _SLOTS = {
         [("b", ("momentum",))] if c.get("momentum") else []) + (
         [("b", ("average_gradient",))] if c.get("centered") else []),
 }
+# Default names of Keras 3 optimizers (snake_case class names), recognising an optimizer a
+# model keeps as an attribute (the keras.io GAN's d_optimizer/g_optimizer) in a weights file.
+OPTIMIZER_NAMES = frozenset({*_SLOTS, "loss_scale_optimizer", "muon", "base_optimizer",
+                             "optimizer"})
 # Hyperparameter settings to try when no config says which (a bare .weights.h5).
 _VARIANTS = [{}, {"momentum": 0.9}, {"amsgrad": True}, {"centered": True},
              {"momentum": 0.9, "centered": True}]
