@@ -325,7 +325,13 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
             if "/.OPTIMIZER_SLOT/" not in key:
                 by_name.setdefault(full, []).append(key)
     problems = []
-    for v in variables or [v for k, v in keyed.items()]:
+    flat = _keras3_average_owners(ckpt) if ckpt.objects is not None else {}
+    todo = variables or [v for k, v in keyed.items()]
+    live: dict[str, int] = {}  # a flattened path two live variables share decides nothing
+    for v in todo:
+        if getattr(v, "path", None):
+            live[v.path.replace("/", "_")] = live.get(v.path.replace("/", "_"), 0) + 1
+    for v in todo:
         if id(v) in found:
             continue
         names = [n for n in (getattr(v, "path", None), v.name.split(":")[0]) if n]
@@ -334,6 +340,9 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
             keys = by_name.get(name) or ([name] if name in ckpt else [])
             if keys:
                 break
+        mine = getattr(v, "path", None) and v.path.replace("/", "_")
+        if len(keys) != 1 and mine and live.get(mine) == 1 and len(flat.get(mine, ())) == 1:
+            keys = flat[mine]
         if len(keys) > 1:
             problems.append(f"{names[-1]} (ambiguous: {', '.join(keys)}; pass the model object "
                             "instead of a variable list so object paths decide)")
@@ -343,6 +352,24 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
             pairs.append((v, keys[0]))
             found.add(id(v))
     return pairs, problems
+
+
+def _keras3_average_owners(ckpt: Checkpoint) -> dict[str, list[str]]:
+    """Keras 3 variable path -> checkpoint key of the weight, from the optimizer's averages.
+
+    A Keras 3 optimizer names each average ``<its name>/<variable path with '/' as
+    '_'>_average``; the weight it averages is the one the file pairs it with. Where a
+    custom layer's sublayers record the same ``full_name`` (``net/kernel`` for up and
+    down), this name tells them apart. Returns flattened path -> weight keys (more than one:
+    it decides nothing)."""
+    out: dict[str, list[str]] = {}
+    full = ckpt.objects.full_names
+    for var in ckpt.variables():
+        avg = full.get(var.ema or "")
+        if var.ema is None or not avg or not avg.endswith("_average") or "/" not in avg:
+            continue
+        out.setdefault(avg.split("/", 1)[1][: -len("_average")], []).append(var.name)
+    return out
 
 
 def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
