@@ -140,3 +140,23 @@ def test_custom_block_in_tf_checkpoint_exports_and_applies(made, tmp_path):
     for var in model.trainable_variables:
         assert np.array(var.numpy()).tobytes() == truth[f"subblock:{var.path}"].tobytes(), \
             var.path
+
+
+def test_finetune_recipe_refusal_names_the_trainable_that_fits(made, tmp_path):
+    """keras.io fine-tuning (blocks 0-1 of four equal blocks frozen, recompiled): several
+    sets of layers fit, so the .keras is refused, but the refusal's --trainable for the flags
+    at save is exactly what a recompiled model needs: used as printed, it pairs every
+    average bit for bit."""
+    import re
+
+    out, truth, paths = made
+    code, _, err = run_cli(["export", str(out / "finetune.keras"), "--out",
+                            str(tmp_path / "x.npz")])
+    assert code == 6, err
+    stated = re.search(r"--trainable (\S+)\)", err)
+    assert stated and stated.group(1) == "base/blk2,base/blk3,head", err
+    got = _export(out / "finetune.keras", tmp_path, "--trainable", stated.group(1))
+    assert len(got) == 10
+    for path in paths["finetune"]:
+        name = path if path.startswith("head/") else f"base/{path}"
+        assert got[name].tobytes() == truth[f"finetune:{path}"].tobytes(), path

@@ -421,13 +421,25 @@ def _choose(chosen, lay, *, complete: bool, swapped: bool = False):
     cands = sorted({str(p[k][0]) for p in pairings for k in p if merged[k][0] is None
                     and p[k][1] == "average"})
     if swapped:
+        # The first pairing is config.json's flags at save: its layers, as --trainable takes
+        # them, are the answer when the model was recompiled after its flags last changed.
+        layers: list[str] = []
+        for target, name in pairings[0].values():
+            if name == "average" and target is not None:
+                layer = lay.paths.get(target, target).rsplit("/", 1)[0]
+                if layer not in layers:
+                    layers.append(layer)
         lay.notes.append(
             f"{len(pairings)} sets of layers fit the EMA copies' shapes (candidate weights: "
             f"{', '.join(cands[:6])}" + (" ..." if len(cands) > 6 else "") + "): config.json "
             "records the trainable flags at save time, which may differ from those when the "
             "optimizer was built (a layer unfrozen and another frozen since, same shapes), so "
             "it does not prove which weights the averages belong to: pass --trainable with the "
-            "weights the optimizer was built with (Python: apply_keras_ema(model, path, "
+            "weights the optimizer was built with"
+            + (f" (if the model was compiled after its trainable flags last changed, as the "
+               f"fine-tuning recipe recompiles, those at save: --trainable {','.join(layers)})"
+               if layers else "")
+            + " (Python: apply_keras_ema(model, path, "
             "trainable=[v.path for v in model.trainable_variables]) as when it was built)")
         return (chosen[0][0], {}), merged
     lay.notes.append(f"{len(pairings)} pairings of EMA copies with weights fit the file "
