@@ -239,7 +239,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     lay.flags = isinstance((root.cfg or {}).get("layers"), list)
     _name_vars(root, model, lay, prefix=[root.name] if root.cls == "sequential" and root.name
                else [])
-    _distinct_paths(lay, model)
+    if not tf_keras:  # tf_keras names its nested models' weights its own way (tf_keras.py)
+        _distinct_paths(lay, model)
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
     module = (((config or {}).get("compile_config") or {}).get("optimizer") or {})
     if isinstance(module, dict):
@@ -662,7 +663,8 @@ def _fixed_order(node: _Node) -> list[_Node] | None:
     weights come first, then the sublayer's (``Layer.weights``). A built-in layer of
     ``_FIXED_SUBLAYERS``: proven by its sublayers' attribute names and the names that layer
     gives them (``query``, ``attention_output``; ``forward_lstm``), which a custom layer with
-    other sublayers does not match; a class known from the path or config.json must agree.
+    other sublayers does not match; a class known from the path or config.json must be that
+    one (a subclass may build its sublayers in another order).
     """
     if node.ordered or not node.bag:
         return None
@@ -672,8 +674,8 @@ def _fixed_order(node: _Node) -> list[_Node] | None:
         return held + empty
     attrs = {c.path.rsplit("/", 1)[-1].lstrip("_"): c for c in held}
     for cls, table in _FIXED_SUBLAYERS.items():
-        if node.cls is not None and node.cls != cls and node.cls in _FIXED_SUBLAYERS:
-            continue
+        if node.cls is not None and node.cls != cls:
+            continue  # a class the file names (a subclass, a custom layer) may order them anew
         names = dict(table)
         if len(attrs) != len(held) or not set(attrs) <= set(names):
             continue
