@@ -284,6 +284,8 @@ def test_optimizers_kept_as_model_attributes_are_not_weights(made, name, tmp_pat
     rows = rows.get("variables", rows) if isinstance(rows, dict) else rows
     weights = sorted(r["path"] or r["name"] for r in rows if r["role"] == "weight")
     assert weights == sorted(paths["gan"]), weights
+    code, listed, err = run_cli(["list", str(out / name)])
+    assert code == 0 and "d_optimizer" in listed + err, listed + err
     for extra in ([], ["--use-ema"]):
         code, _, err = run_cli(["export", str(out / name), "--out", str(tmp_path / "e.npz"),
                                 *extra])
