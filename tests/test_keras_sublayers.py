@@ -291,7 +291,10 @@ def test_optimizers_kept_as_model_attributes_are_not_weights(made, name, tmp_pat
                                 *extra])
         assert code == 6, err
         assert "d_optimizer (adam" in err and "g_optimizer (adam" in err, err
-        assert "tf.train.Checkpoint" in err and "use_ema=False" not in err, err
+        assert "tf.train.Checkpoint" in err, err
+        # the compiled RMSprop's use_ema=False is not given as the cause, only as what
+        # config.json records where --use-ema contradicts it
+        assert "use_ema=False" not in err or "--use-ema contradicts" in err, err
     target = tmp_path / "raw.npz"
     code, _, err = run_cli(["export", str(out / name), "--raw", "--out", str(target)])
     assert code == 0, err

@@ -310,9 +310,12 @@ class H5Reader:
         what = (f"{legacy_name(layout)}, a legacy optimizer without use_ema"
                 if legacy_opt else
                 f"its {layout.optimizer or 'optimizer'} with use_ema={recorded}")
+        # keras.io's GAN: the averages are in optimizers the model keeps, not the compiled one
+        kept = next((n for n in layout.notes if n.startswith("the model keeps")), None)
         raise EmaError(
             f"--{'' if use_ema else 'no-'}use-ema contradicts {where}, which records {what}; "
-            f"omit --{'' if use_ema else 'no-'}use-ema (the file records it)")
+            f"omit --{'' if use_ema else 'no-'}use-ema (the file records it)"
+            + (f"; {kept}" if kept else ""))
 
     def restate_use_ema(self, use_ema: bool | None, *, trainable=None) -> None:
         """Re-derives :attr:`keras` with the optimizer's ``use_ema`` stated by the caller
