@@ -66,7 +66,7 @@ def test_attribute_batch_normalization_statistics_are_bn_stat(made, tmp_path):
     assert sum(role == "weight" for _, role in listed.values()) == 8
     code, _, err = run_cli(["export", str(out / "subbn.keras"), "--out",
                             str(tmp_path / "x.npz")])
-    assert code == 6 and "8 weights" in err, err
+    assert code == 6 and "8 weights" in err and "nor a subset" not in err, err
     got = _export(out / "subbn.keras", tmp_path, "--trainable", ",".join(paths["subbn"]))
     for name in ("dense/kernel", "dense/bias", "batch_normalization/gamma",
                  "batch_normalization/beta"):
@@ -81,6 +81,8 @@ def test_same_named_sublayers_are_named_by_attribute(made, stated, tmp_path):
     out, truth, _ = made
     listed = _listed(out / "dup.keras")
     assert sorted(n for n, _ in listed.values()) == ["a/0", "a/1", "b/0", "b/1"]
+    code, _, err = run_cli(["export", str(out / "dup.keras"), "--out", str(tmp_path / "x.npz")])
+    assert code == 6 and "--trainable" in err and "nor a subset" not in err, err
     got = _export(out / "dup.keras", tmp_path, "--trainable", stated)
     want = {"a/0": "dup_raw:a/kernel", "a/1": "dup_raw:a/bias", "b/0": "dup:b/kernel",
             "b/1": "dup:b/bias"}

@@ -203,6 +203,14 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                             "recorded)" if lay.frozen else "")
                          + ": pass --trainable with the weights the optimizer was built with "
                          "(Python: apply_keras_ema(model, path))")
+    elif lay.use_ema and bag_of:
+        # subsets are not tried where sublayers' order is unknown: "nor a subset" would be
+        # false (a subclassed model with a frozen sublayer has one that fits)
+        lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
+                         "file, and which of them were frozen when it was built is not "
+                         "recorded for sublayers whose order the file does not record: EMA "
+                         "copies cannot be paired here; pass --trainable with the weights the "
+                         "optimizer was built with (Python: apply_keras_ema(model, path))")
     elif lay.use_ema:
         lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
                          "file nor a subset of them (frozen or custom layers?): EMA copies "
