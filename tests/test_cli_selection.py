@@ -31,7 +31,7 @@ def test_filters_that_select_something_still_list(capsys):
                                          "logits/weights/Momentum"]
     # The names match, the role filter leaves nothing: an empty answer, not an error.
     code, out, err = run_cli(["list", TOWERS, "--grep", "*Momentum", "--role", "ema"], capsys)
-    assert code == 0 and "0 of 29 variables" in out, err
+    assert code == 0 and "0 of 29 variables" in err, err  # piped: the summary on stderr
 
 
 def test_a_collection_the_graph_lacks_is_exit_3_not_an_empty_list(capsys):
