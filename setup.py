@@ -8,7 +8,7 @@ import sys
 
 from setuptools import Extension, setup
 
-_ARGS = [] if sys.platform == "win32" else ["-O3"]
+_ARGS = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
 
 setup(ext_modules=[Extension("ckpt_tools.ckernels", ["ckpt_tools/ckernels.c"], optional=True,
                              extra_compile_args=_ARGS)])

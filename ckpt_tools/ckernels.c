@@ -8,6 +8,7 @@
  * the level of NumPy's pairwise float64 sum. NaN and Inf are not handled here: they make a
  * sum non-finite, and the caller then redoes that piece on its NumPy path, which counts them.
  *
+ * Compiled with -ffp-contract=off, so every clone (AVX-512, AVX2, baseline) rounds alike.
  * Built by setup.py when a C compiler is there (Extension(optional=True)); without it
  * ckpt_tools.kernels uses NumPy alone, with the same results.
  */

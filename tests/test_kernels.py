@@ -30,8 +30,9 @@ def compiled(tmp_path_factory):
 
     src = Path(kernels.__file__).with_name("ckernels.c")
     out = tmp_path_factory.mktemp("ckernels")
+    args = ["-O3", "-ffp-contract=off"]  # as setup.py
     dist = Distribution({"ext_modules": [Extension("ckernels", [str(src)],
-                                                   extra_compile_args=["-O3"])]})
+                                                   extra_compile_args=args)]})
     cmd = dist.get_command_obj("build_ext")
     cmd.build_lib, cmd.build_temp = str(out), str(out / "tmp")
     cmd.ensure_finalized()
