@@ -348,7 +348,7 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
         histogram (`bool`, *optional*, defaults to `False`): also count each tensor's
             histogram (:attr:`TensorStats.histogram`, otherwise ``None``). Its bins depend
             on the range, so it takes a second pass over every tensor with finite values,
-            about three times the cost of the verified read itself: off unless asked for.
+            about five times the cost of the verified read itself: off unless asked for.
 
     Returns:
         `Iterator[StatsRecord]`.
