@@ -104,10 +104,33 @@ def _floor_rows(label: str, lst: dict) -> list[dict]:
     return out
 
 
+def remote_average_rows(size: str, averages: dict) -> list[dict]:
+    """Peak RSS of ``ckpt average`` from S3 beside the local average, per input count; and
+    how much the remote peak grows from the fewest to the most inputs (one read-ahead budget
+    for the command: it must not grow with them)."""
+    out = []
+    for count, row in sorted(averages.items(), key=lambda kv: int(kv[0])):
+        ours, local = row["remote"]["maxrss_mb"], row["local"]["maxrss_mb"]
+        out.append(_row(size, f"peak RSS, average of {count} from S3", ours, local, "MB",
+                        local / ours, "<= local + 256 MB", ours <= local + 256 and
+                        row["outputs_equal"], f"local average of {count}"))
+    counts = sorted(averages, key=int)
+    if len(counts) > 1:
+        few, most = averages[counts[0]]["remote"], averages[counts[-1]]["remote"]
+        grow = most["maxrss_mb"] - few["maxrss_mb"]
+        out.append(_row(size, f"remote average peak RSS growth, {counts[0]} -> {counts[-1]} "
+                        "inputs", grow, few["maxrss_mb"], "MB", None, "<= 64 MB", grow <= 64,
+                        f"average of {counts[0]} from S3"))
+    return out
+
+
 def rows(results: dict) -> list[dict]:
     """Returns one row per (size, comparison): both values, their ratio, target, met."""
     out = _many_rows(results)
     for r in results["sizes"]:
+        if r.get("only") == "remote-average":
+            out += remote_average_rows(r["label"], r["averages"])
+            continue
         if r.get("only") == "stream":  # --only stream: the read and stream rows alone
             out += stream_rows(r["label"], r["read"], r["stream"])
             continue

@@ -348,9 +348,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="variables of the checkpoint for the list -q row (100000)")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    parser.add_argument("--only", choices=["stream"],
+    parser.add_argument("--only", choices=["stream", "remote-average"],
                         help="stream: only the verified read and the stats/diff --ema rows "
-                             "(no list, TensorFlow, bake or export measurements)")
+                             "(no list, TensorFlow, bake or export measurements); "
+                             "remote-average: only peak RSS of ckpt average from S3 (a local "
+                             "moto server) beside the local average, 2 and 5 inputs")
     parser.add_argument("--json", dest="json_path", help="write machine-readable results here")
     parser.add_argument("--markdown", help="write the results as a README section here")
     args = parser.parse_args(argv)
@@ -377,7 +379,15 @@ def main(argv: list[str] | None = None) -> int:
     results = {"command": command, "machine": machine_info(workdir), "sizes": []}
     started = time.perf_counter()
     try:
-        if args.only == "stream":
+        if args.only == "remote-average":
+            from remote_average import bench_remote_average
+
+            for label in args.size_list:
+                results["sizes"].append({
+                    "label": label, "only": "remote-average",
+                    "averages": bench_remote_average(make_ckpt.parse_size(label), [2, 5],
+                                                     workdir, env)})
+        elif args.only == "stream":
             for label in args.size_list:
                 results["sizes"].append(bench_stream_only(
                     label, make_ckpt.parse_size(label), workdir, args.repeats, args.passes,

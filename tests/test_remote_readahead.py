@@ -1,6 +1,8 @@
 """Remote read-ahead stays bounded (review-16-attack-r2: a remote average kept a 32 MiB window
-per shard ever read, 998 MB for 3 inputs x 8 shards), and URL protocols that name a host are
-refused up front. No server: the session's range reads are replaced by a local byte source."""
+per shard ever read, 998 MB for 3 inputs x 8 shards; r3: still 873 MB for 5 inputs, since each
+input's session had a budget of its own), and URL protocols that name a host are refused up
+front. No server: the session's range reads are replaced by a local byte source (the moto test
+of a 5-input average is in test_remote_average_memory.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ pytest.importorskip("fsspec")
 
 from ckpt_tools.cli import app  # noqa: E402
 from ckpt_tools.formats import remote  # noqa: E402
+from ckpt_tools.formats import remote_readahead as ra  # noqa: E402
 
 
 @pytest.fixture
 def store(monkeypatch):
-    monkeypatch.setattr(remote, "WINDOW", 1000)
-    monkeypatch.setattr(remote, "READ_AHEAD_BUDGET", 4000)
+    monkeypatch.setattr(ra, "WINDOW", 1000)
+    monkeypatch.setattr(ra, "READ_AHEAD_BUDGET", 4000)
+    monkeypatch.setattr(ra, "BUDGET", ra.Budget())  # nothing held by other tests' files
     session = remote.Session()
     fetched = []
 
@@ -24,7 +28,11 @@ def store(monkeypatch):
         fetched.append((url, spans))
         return [bytes(e - s) for s, e in spans]
 
+    def pieces(url, spans):
+        return [[b] for b in ranges(url, spans)]
+
     monkeypatch.setattr(session, "ranges", ranges)
+    monkeypatch.setattr(session, "pieces", pieces)
     session.fetched = fetched
     return session
 
@@ -45,8 +53,10 @@ def test_read_ahead_of_many_shards_stays_within_the_budget(store):
              for i in range(40)]
     for f in files:  # every shard partly read: each took a window
         _read_in_chunks(f, 0, 300)
-    assert sum(f.held for f in files) <= remote.READ_AHEAD_BUDGET
-    assert files[-1].held == 1000  # the one in use keeps its window
+    assert sum(f.held for f in files) <= ra.READ_AHEAD_BUDGET
+    assert ra.BUDGET.peak <= ra.READ_AHEAD_BUDGET
+    # 40 files reading: each window is a 40th of the windows' part of the budget.
+    assert ra.BUDGET.share(files[-1]) == ra.READ_AHEAD_BUDGET * 3 // 4 // 40
     # A file whose window was dropped still reads correctly (fetched again).
     assert len(_read_in_chunks(files[0], 300, 5000)) == 4700
 
@@ -58,7 +68,39 @@ def test_extents_read_ahead_is_bounded_too(store):
     for f in files:
         f.read_range(0, 100)
         f.read_range(100, 200)  # sequential: fetches the following tensors ahead
-    assert sum(f.held for f in files) <= remote.READ_AHEAD_BUDGET
+    assert sum(f.held for f in files) <= ra.READ_AHEAD_BUDGET
+    assert ra.BUDGET.peak <= ra.READ_AHEAD_BUDGET
+
+
+def test_files_read_in_step_share_the_budget_and_each_fetches_once(store):
+    """Averaging reads every input's shards in step: each window is a fair share of the
+    budget (held together under it at every moment), every byte is fetched once, and
+    back-to-back tensors still cost one request per window, not one per tensor."""
+    extents = [(i * 50, i * 50 + 50) for i in range(200)]  # 10,000 bytes, 200 tensors
+    files = [remote.RemoteFile(f"s3://b/in{i}/m.data-00000-of-00001", 10_000, extents, store)
+             for i in range(10)]
+    for span in extents:
+        for f in files:
+            assert len(f.read_range(*span)) == 50
+    assert ra.BUDGET.peak <= ra.READ_AHEAD_BUDGET
+    fetched = sum(e - s for _, spans in store.fetched for s, e in spans)
+    assert fetched == 10 * 10_000  # nothing read ahead was thrown away and fetched again
+    window = ra.READ_AHEAD_BUDGET * 3 // 4 // 10  # a fair share
+    assert len(store.fetched) <= 10 * (2 + 10_000 // (window - 50))
+    for f in files:
+        f.close()
+    assert ra.BUDGET.held == 0
+
+
+def test_kept_tensors_never_push_the_budget_over(store):
+    extents = [(i * 400, i * 400 + 400) for i in range(25)]
+    files = [remote.RemoteFile(f"s3://b/k{i}.data-00000-of-00001", 10_000, extents, store)
+             for i in range(3)]
+    for f in files:  # each read to its end: only kept tensors remain
+        for span in extents:
+            f.read_range(*span)
+    assert ra.BUDGET.peak <= ra.READ_AHEAD_BUDGET
+    assert all(f.held <= ra.WINDOW for f in files)
 
 
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1:1/x", "FTP://user@127.0.0.1/run/"])

@@ -19,7 +19,7 @@ from helpers import bench_make_ckpt  # noqa: E402
 
 from ckpt_tools import parallel  # noqa: E402
 from ckpt_tools.cli import app  # noqa: E402
-from ckpt_tools.formats import remote  # noqa: E402
+from ckpt_tools.formats import remote, remote_readahead  # noqa: E402
 
 SIZE = 24 << 20
 
@@ -37,7 +37,7 @@ def served(tmp_path_factory):
 def threads_and_windows(monkeypatch):
     # Two threads even on a one-core runner; windows of 8 MiB so each shard takes two.
     monkeypatch.setattr(parallel, "cpu_workers", lambda: 2)
-    monkeypatch.setattr(remote, "WINDOW", 8 << 20)
+    monkeypatch.setattr(remote_readahead, "WINDOW", 8 << 20)
     monkeypatch.setattr(remote, "PIECE", 2 << 20)
 
 

@@ -237,6 +237,8 @@ def close_map(mm) -> None:
             mm.close()
         except BufferError:
             pass
+    elif hasattr(mm, "close"):  # a remote file: its read-ahead is released
+        mm.close()
 
 
 def sizes_listed(path: str) -> bool:

@@ -18,7 +18,6 @@ in :mod:`.remote_write`; S3's ETag-pinned reads and conditional writes in :mod:`
 from __future__ import annotations
 
 import posixpath
-import threading
 
 from ..errors import (
     CheckpointNotFoundError,
@@ -40,16 +39,13 @@ from .remote_errors import (
     timeouts,
     translate,
 )
+from .remote_readahead import RemoteFile, return_freed_buffers
 
-#: Read-ahead window of a data shard read in storage order, and the piece size big tensors
-#: are split into so that they, too, come down over several connections at once.
-WINDOW = 32 << 20
+#: The piece size big reads are split into so that they come down over several connections
+#: at once, and how many are in flight. Read-ahead (its windows and their byte budget) is in
+#: :mod:`.remote_readahead`.
 PIECE = 8 << 20
 MAX_IN_FLIGHT = 16
-_MAX_GAP = 1 << 20  # bytes between tensors fetched anyway rather than paying a request
-#: Read-ahead all of a command's shards may hold at once: a window per input being read in
-#: step (averaging reads every input's shard together), never one per shard ever read.
-READ_AHEAD_BUDGET = 16 * WINDOW
 
 class Session:
     """One command's view of remote storage: a fresh filesystem per URL protocol (so nothing
@@ -62,8 +58,6 @@ class Session:
         self._listings: dict[str, dict[str, dict]] = {}
         self._absent: set[str] = set()
         self._files: dict[str, RemoteFile] = {}
-        self._holding: dict[str, RemoteFile] = {}  # files holding read-ahead, oldest first
-        self._lock = threading.Lock()
         # http(s)://: no listings; per object what one GET (small files) or HEAD (shards)
         # said (None: absent), and small files' bodies until they are read.
         self._http: dict[str, dict | None] = {}
@@ -138,24 +132,6 @@ class Session:
             fs.retries = 1
         self._fs[protocol] = fs
         return fs, fs._strip_protocol(url)
-
-    def holding(self, f: RemoteFile) -> None:
-        """Notes that ``f`` holds read-ahead, and drops the read-ahead of the files least
-        recently used while all of it exceeds :data:`READ_AHEAD_BUDGET` (memory stays bounded
-        whatever the number of inputs and shards; a dropped window is fetched again if
-        needed)."""
-        with self._lock:
-            self._holding.pop(f.url, None)
-            if not f.held:
-                return
-            self._holding[f.url] = f
-            total = sum(x.held for x in self._holding.values())
-            for url in list(self._holding):
-                if total <= READ_AHEAD_BUDGET or url == f.url:
-                    break
-                old = self._holding.pop(url)
-                total -= old.held
-                old.drop()
 
     def call(self, fs, url: str, method: str, *args, nbytes: int = 0, **kwargs):
         """Calls ``fs.method(*args, **kwargs)`` under :func:`translate` with an overall
@@ -371,6 +347,12 @@ class Session:
             CheckpointNotFoundError, RemoteAccessError: as :meth:`fetch`; also a span
                 that came back shorter than asked (the object shrank since it was listed).
         """
+        return [b"".join(p) for p in self.pieces(url, spans)]
+
+    def pieces(self, url: str, spans: list[tuple[int, int]]) -> list[list[bytes]]:
+        """:meth:`ranges` without joining: each span's consecutive pieces of at most
+        :data:`PIECE` bytes (a read-ahead window cuts its tensors out of them, never holding
+        the window twice)."""
         pieces: list[tuple[int, int]] = []
         owner: list[int] = []
         for i, (start, end) in enumerate(spans):
@@ -430,10 +412,11 @@ class Session:
         parts: list[list[bytes]] = [[] for _ in spans]
         for i, data in zip(owner, got, strict=True):
             parts[i].append(data)
-        return [b"".join(p) for p in parts]
+        return parts
 
 
 _session = Session()
+return_freed_buffers()  # every URL command reads or writes through this module
 
 
 def session() -> Session:
@@ -446,156 +429,6 @@ def begin() -> Session:
     global _session
     _session = Session()
     return _session
-
-
-class RemoteFile:
-    """A data shard behind a URL, read by byte ranges: ``len()`` and :meth:`read_range`
-    (what :func:`ckpt_tools.formats._io.view` uses instead of slicing a memory map).
-
-    Read-ahead: ``extents`` (every tensor's ``(start, end)`` in the shard, from the index)
-    lets a read that follows the previous one in storage order fetch the next tensors too,
-    up to :data:`WINDOW` bytes, in one concurrent batch; a random read fetches only itself.
-    """
-
-    def __init__(self, url: str, size: int | None,
-                 extents: list[tuple[int, int]] | None = None,
-                 store: Session | None = None):
-        self.url = url
-        # The session that listed it (its ETags pin every read), even after a later
-        # command started another.
-        self._store = store or session()
-        self._size = size  # None: an http(s) shard's, learnt from its first read
-        self._extents = sorted(set(extents or ()))
-        self._order = {span: i for i, span in enumerate(self._extents)}
-        self._cache: dict[tuple[int, int], bytes] = {}  # read ahead, not yet asked for
-        # Tensors already handed out, newest last, up to WINDOW bytes (and always the last
-        # one): what `stats` asks for again soon (an EMA shadow's raw variable for its
-        # drift, the histogram's second pass, the same tensor on another thread).
-        self._kept: dict[tuple[int, int], bytes] = {}
-        self._seen: set[int] = set()  # extents handed out at least once
-        self._end = -1  # where the previous read ended, for read-ahead without extents
-        self._buffer: tuple[int, bytes] = (0, b"")
-        # Worker threads (stats, diff) read one shard at once: one of them fetches a window
-        # while the others wait for it instead of fetching the same bytes again.
-        self._lock = threading.Lock()
-
-    @property
-    def size(self) -> int:
-        """The object's size (an http(s) shard not read yet: asked with a HEAD)."""
-        if self._size is None:
-            size = self._store.size(self.url)
-            if size is None:
-                raise CheckpointNotFoundError(f"{self.url}: not found")
-            self._size = size
-        return self._size
-
-    @property
-    def size_known(self) -> bool:
-        """Whether :attr:`size` needs no request (known, or learnt from a read)."""
-        return self._size is not None or self._store.known(self.url)
-
-    def __len__(self) -> int:
-        return self.size
-
-    @property
-    def has_extents(self) -> bool:
-        return bool(self._extents)
-
-    @property
-    def held(self) -> int:
-        """Bytes of read-ahead this file holds (its window and tensors fetched ahead)."""
-        return len(self._buffer[1]) + sum(len(v) for v in list(self._cache.values())) + sum(
-            len(v) for v in list(self._kept.values()))
-
-    def drop(self) -> None:
-        """Forgets the read-ahead (fetched again if asked for). Takes no lock (the session
-        calls it while another file's reader holds that file's): a read in progress keeps
-        what it fetched and only loses what it would have found later."""
-        self._buffer = (0, b"")
-        self._cache = {}
-        self._kept = {}
-
-    def read_range(self, start: int, end: int) -> bytes:
-        """Returns bytes ``[start, end)`` of the shard.
-
-        Raises:
-            CheckpointNotFoundError, RemoteAccessError: as :meth:`Session.ranges`.
-        """
-        with self._lock:
-            data = self._read((start, end))
-        self._store.holding(self)  # after the lock: it may drop other files' read-ahead
-        return data
-
-    def _read(self, span: tuple[int, int]) -> bytes:
-        start, end = span
-        i = self._order.get(span)
-        if i is None:
-            return self._read_through(span)
-        data = self._cache.pop(span, None)
-        if data is None:
-            data = self._kept.get(span)
-        if data is None:
-            data = self._fetch(i, span)
-        self._seen.add(i)
-        self._keep(span, data)
-        return data
-
-    def _fetch(self, i: int, span: tuple[int, int]) -> bytes:
-        """Fetches extent ``i``; when the one before it was read (the file is being read in
-        storage order, by one thread or by several a few tensors apart), also the following
-        extents not fetched yet, up to :data:`WINDOW` bytes, in one batch. A random read
-        fetches only itself."""
-        start, end = span
-        batch = [span]
-        if i > 0 and (i - 1 in self._seen or self._extents[i - 1] in self._cache):
-            total = end - start
-            for nxt in self._extents[i + 1 :]:
-                if total >= WINDOW or nxt in self._cache or self._order[nxt] in self._seen:
-                    break
-                batch.append(nxt)
-                total += nxt[1] - nxt[0]
-        lo, hi = start, max(e for _, e in batch)
-        if len(batch) > 1 and hi - lo <= sum(e - s for s, e in batch) + _MAX_GAP:
-            # Tensors lie back to back in a shard: one span, split into concurrent pieces,
-            # costs a request per PIECE bytes instead of one per tensor.
-            whole = self._store.ranges(self.url, [(lo, hi)])[0]
-            got = [whole[s - lo : e - lo] for s, e in batch]
-        else:
-            got = self._store.ranges(self.url, batch)
-        cache = self._cache
-        for other, value in zip(batch[1:], got[1:], strict=True):
-            cache[other] = value
-        return got[0]
-
-    def _keep(self, span: tuple[int, int], data: bytes) -> None:
-        """Keeps ``data`` among the recently handed-out tensors (newest last), forgetting the
-        oldest beyond :data:`WINDOW` bytes (the newest is always kept)."""
-        kept = self._kept
-        kept.pop(span, None)
-        kept[span] = data
-        total = sum(len(v) for v in kept.values())
-        for old in list(kept):
-            if total <= WINDOW or old == span:
-                break
-            total -= len(kept.pop(old))
-
-    def _read_through(self, span: tuple[int, int]) -> bytes:
-        """A read that is not one tensor (a copy going through the file in chunks): from
-        the window when it holds it, else a new window when it follows the previous read."""
-        start, end = span
-        lo, buf = self._buffer
-        if lo <= start and end <= lo + len(buf):
-            self._end = end
-            if end == lo + len(buf):  # consumed: kept no longer than it is needed
-                self._buffer = (0, b"")
-            return buf[start - lo : end - lo]
-        sequential, self._end = start == self._end, end
-        if not sequential:
-            return self._store.ranges(self.url, [span])[0]
-        hi = min(self.size, max(end, start + WINDOW))
-        buf = self._store.ranges(self.url, [(start, hi)])[0]
-        self._buffer = (start, buf) if hi > end else (0, b"")
-        return buf[: end - start]
 
 
 def normalize(url: str) -> str:
