@@ -23,7 +23,7 @@ from .checkpoint import STATE_FILE, Checkpoint, locate, open_checkpoint, read_st
 from .emamap import ema_map, proven_pairs
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
-from .formats._io import canonical_location, is_url, map_file
+from .formats._io import canonical_location, is_url, map_file, one_remote_session
 from .formats._write import (
     Inputs,
     StagedDir,
@@ -196,10 +196,11 @@ def average_checkpoints(
         >>> average_checkpoints(runs, "avg/")  # doctest: +SKIP
         AverageResult(prefix='avg/model.ckpt-1000', newest='run/model.ckpt-1000', ...)
     """
-    return _average_paths(checkpoints, out_dir, None, ema=ema, bake=bake, name=name,
-                          newest=newest, overwrite=overwrite, progress=progress,
-                          ema_name=ema_name, apply_order=apply_order, use_meta=use_meta,
-                          allow_missing=allow_missing)
+    with one_remote_session([*checkpoints, out_dir, newest]):
+        return _average_paths(checkpoints, out_dir, None, ema=ema, bake=bake, name=name,
+                              newest=newest, overwrite=overwrite, progress=progress,
+                              ema_name=ema_name, apply_order=apply_order, use_meta=use_meta,
+                              allow_missing=allow_missing)
 
 
 def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, name, newest,
@@ -277,9 +278,14 @@ def average_run(run_dir: str | os.PathLike, last: int, out_dir: str | os.PathLik
         CheckpointNotFoundError: no state file, or it lists fewer than ``last`` checkpoints;
             and whatever :func:`average_checkpoints` raises.
     """
+    run_dir = canonical_location(run_dir)
+    with one_remote_session([run_dir, out_dir]):
+        return _average_run(run_dir, last, out_dir, **options)
+
+
+def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
     import dataclasses
 
-    run_dir = canonical_location(run_dir)
     inputs = checkpoints_of_run(run_dir, last)
     chosen = options.pop("newest", None)
     # The state file read counts as an input: even when it points elsewhere (a pointer

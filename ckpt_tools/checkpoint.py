@@ -726,6 +726,19 @@ class Checkpoint:
         with _errors_in(self.path):
             return self._reader.read(name)
 
+    def plan_reads(self, names: list[str]) -> None:
+        """Announces the tensors about to be read, in the order they will be: a checkpoint
+        behind a URL then fetches the next ones ahead of each read, in a few large range
+        requests instead of one per tensor. A no-op for local files and other formats.
+
+        Raises:
+            CheckpointNotFoundError: a data shard of a remote checkpoint is missing.
+        """
+        plan_reads = getattr(self._reader, "plan_reads", None)
+        if plan_reads is not None and is_url(self.location.prefix):
+            with _errors_in(self.path):
+                plan_reads(list(names))
+
     def chunks(self, name: str, max_bytes: int = 1 << 20, *, verify: bool | None = None,
                release: bool = False) -> Iterator[np.ndarray]:
         """Yields the flat values of ``name`` in chunks of at most ``max_bytes`` (one element

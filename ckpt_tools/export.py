@@ -260,6 +260,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                      fmt == "npz" else "each dataset's 'dtype' attribute names the original")
             warnings.append(f"{fmt} has no {kinds}: {len(widened)} tensors are stored as {wide} "
                             f"(exact, no value changes); {where}")
+        # Over a URL the tensors to export are fetched ahead in the order the writer reads
+        # them (the weights or their averages only: not back to back in the shards).
+        ckpt.plan_reads(_read_order(plan, fmt))
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
             nbytes = _WRITERS[fmt](ckpt, plan, tmp, progress)
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings)
@@ -432,12 +435,25 @@ def _write_safetensors(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progres
     return offset
 
 
-def _write_h5(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
-    import h5py
-
+def _h5_layers(plan: dict[str, str]) -> dict[str, list[str]]:
+    """Output names grouped by layer, in the order the HDF5 writer writes them."""
     layers: dict[str, list[str]] = {}
     for name in plan:
         layers.setdefault(name.rpartition("/")[0] or name, []).append(name)
+    return layers
+
+
+def _read_order(plan: dict[str, str], fmt: str) -> list[str]:
+    """The source keys in the order the ``fmt`` writer reads them."""
+    if fmt == "h5":
+        return [plan[n] for names in _h5_layers(plan).values() for n in names]
+    return list(plan.values())
+
+
+def _write_h5(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
+    import h5py
+
+    layers = _h5_layers(plan)
     total = 0
     with h5py.File(tmp, "w") as f:
         # Keras' legacy weights layout: root lists layers, each layer lists its weight names.

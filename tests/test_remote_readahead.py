@@ -21,6 +21,7 @@ def store(monkeypatch):
     monkeypatch.setattr(ra, "WINDOW", 1000)
     monkeypatch.setattr(ra, "READ_AHEAD_BUDGET", 4000)
     monkeypatch.setattr(ra, "BUDGET", ra.Budget())  # nothing held by other tests' files
+    monkeypatch.setattr(ra, "_SMALL_SHARD", 0)  # these shards stand for big ones
     session = remote.Session()
     fetched = []
 

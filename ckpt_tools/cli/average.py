@@ -81,6 +81,7 @@ def average_command(
     from ..bake import check_out_format
     from ..checkpoint import open_checkpoint
     from ..errors import OutputError
+    from ..formats._io import one_remote_session
 
     if bake and not ema:
         raise typer.BadParameter("--bake needs --ema", param_hint="--bake")
@@ -91,38 +92,40 @@ def average_command(
         if given and not bake:
             raise typer.BadParameter("it decides which averaged shadow --bake writes under each "
                                      "plain name; it needs --ema --bake", param_hint=option)
-    if last is not None:
-        if len(paths) != 1:
-            raise typer.BadParameter("--last takes exactly one run directory",
-                                     param_hint="--last")
-        inputs = checkpoints_of_run(paths[0], last)
-    else:
-        if len(paths) < 2:
-            raise typer.BadParameter("give two or more checkpoints, or one run directory "
-                                     "with --last N", param_hint="CKPT...")
-        inputs = paths
-    try:  # average writes a checkpoint directory: an --out named like a file is a mistake
-        check_out_format(out_dir, "v2", "average")
-    except OutputError as exc:  # the options disagree: a usage error (exit 2)
-        raise typer.BadParameter(str(exc), param_hint="--out") from None
-    out = Output(json_mode=json_out, quiet=quiet)
-    with open_checkpoint(inputs[-1]) as one:
-        total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
-        if bake:
-            note_stated_order(out, one, apply_order)
-    if is_url(out_dir):  # then the upload of the output (about one input's bytes)
-        total += total // len(inputs)
-    check_output_parent(out_dir, "creating the output directory")
-    with out.progress("averaging", total) as bar:
-        try:
-            options = dict(ema=ema, bake=bake, name=name, newest=newest, overwrite=force,
-                           progress=bar.advance, ema_name=ema_name, apply_order=apply_order,
-                           use_meta=not no_meta, allow_missing=allow_missing)
-            # With --last the state file (save order) says which is newest.
-            result = average_run(paths[0], last, out_dir, **options) if last is not None \
-                else average_checkpoints(inputs, out_dir, **options)
-        except ValueError as exc:  # --newest names none of the inputs
-            raise typer.BadParameter(str(exc), param_hint="--newest") from None
+    # One remote session for the whole command: each small object is fetched once.
+    with one_remote_session([*paths, out_dir]):
+        if last is not None:
+            if len(paths) != 1:
+                raise typer.BadParameter("--last takes exactly one run directory",
+                                         param_hint="--last")
+            inputs = checkpoints_of_run(paths[0], last)
+        else:
+            if len(paths) < 2:
+                raise typer.BadParameter("give two or more checkpoints, or one run directory "
+                                         "with --last N", param_hint="CKPT...")
+            inputs = paths
+        try:  # average writes a checkpoint directory: an --out named like a file is a mistake
+            check_out_format(out_dir, "v2", "average")
+        except OutputError as exc:  # the options disagree: a usage error (exit 2)
+            raise typer.BadParameter(str(exc), param_hint="--out") from None
+        out = Output(json_mode=json_out, quiet=quiet)
+        with open_checkpoint(inputs[-1]) as one:
+            total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
+            if bake:
+                note_stated_order(out, one, apply_order)
+        if is_url(out_dir):  # then the upload of the output (about one input's bytes)
+            total += total // len(inputs)
+        check_output_parent(out_dir, "creating the output directory")
+        with out.progress("averaging", total) as bar:
+            try:
+                options = dict(ema=ema, bake=bake, name=name, newest=newest, overwrite=force,
+                               progress=bar.advance, ema_name=ema_name, apply_order=apply_order,
+                               use_meta=not no_meta, allow_missing=allow_missing)
+                # With --last the state file (save order) says which is newest.
+                result = average_run(paths[0], last, out_dir, **options) if last is not None \
+                    else average_checkpoints(inputs, out_dir, **options)
+            except ValueError as exc:  # --newest names none of the inputs
+                raise typer.BadParameter(str(exc), param_hint="--newest") from None
     out.wrote(result.prefix)
     if result.nonfinite:
         shown = ", ".join(result.nonfinite[:5]) + (" ..." if len(result.nonfinite) > 5 else "")

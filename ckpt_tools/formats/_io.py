@@ -98,6 +98,20 @@ def _remote():
     return remote.session()
 
 
+@contextmanager
+def one_remote_session(paths) -> Iterator[None]:
+    """With any URL among ``paths``, every URL opened inside shares one remote session
+    (:func:`.remote.one_session`: each small object fetched once per command, not once per
+    checkpoint opened); a no-op for local paths (fsspec is never imported for them)."""
+    if not any(p is not None and is_url(os.fspath(p)) for p in paths):
+        yield
+        return
+    from . import remote
+
+    with remote.one_session():
+        yield
+
+
 def _kind(mode: int) -> str:
     return ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
             else "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode)

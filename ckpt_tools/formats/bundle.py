@@ -425,6 +425,20 @@ class BundleReader:
             return arr.copy()  # unaligned views are slow for every later operation
         return arr
 
+    def plan_reads(self, names: list[str]) -> None:
+        """Tells remote data shards which tensors are about to be read, in that order (see
+        :meth:`.remote_readahead.RemoteFile.plan`); local shards need no plan."""
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for name in names:
+            entry = self.entries.get(name)
+            if entry is not None and not entry.slices and entry.stored_bytes:
+                spans.setdefault(entry.shard_id, []).append(
+                    (entry.offset, entry.offset + entry.stored_bytes))
+        for shard_id, planned in spans.items():
+            plan = getattr(self._shard(shard_id), "plan", None)
+            if plan is not None:
+                plan(planned)
+
     def iter_chunks(self, name: str, max_bytes: int = 1 << 20, verify: bool | None = None,
                     release: bool = False) -> Iterator[np.ndarray] | None:
         """Returns an iterator over the flat values of tensor ``name`` in chunks of at most

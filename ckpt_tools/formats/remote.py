@@ -18,6 +18,8 @@ in :mod:`.remote_write`; S3's ETag-pinned reads and conditional writes in :mod:`
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ..errors import (
     CheckpointNotFoundError,
@@ -62,6 +64,9 @@ class Session:
         # said (None: absent), and small files' bodies until they are read.
         self._http: dict[str, dict | None] = {}
         self._bodies: dict[str, bytes] = {}
+        #: Keep small files' bodies once read (a command that opens several checkpoints of
+        #: one run reads its state file, .index and .meta again: see :func:`one_session`).
+        self.keep_bodies = False
         self.requests = 0
         #: Normalized URLs of every object this command read (its inputs: what a write
         #: must never replace, with or without --force).
@@ -321,9 +326,11 @@ class Session:
         if info is None:
             raise CheckpointNotFoundError(f"{url}: not found")
         self._too_big(url, info["size"], limit, state)
-        data = self._bodies.pop(url, None)
+        data = self._bodies.get(url) if self.keep_bodies else self._bodies.pop(url, None)
         if data is None:  # probed by HEAD, or read before: fetched again, same version
             data = self.ranges(url, [(0, info["size"])])[0] if info["size"] else b""
+            if self.keep_bodies:
+                self._bodies[url] = data
         self._too_big(url, len(data), limit, state)
         return data
 
@@ -425,10 +432,40 @@ def session() -> Session:
 
 
 def begin() -> Session:
-    """Starts a fresh :class:`Session` (called when a URL is opened) and returns it."""
+    """Starts a fresh :class:`Session` (called when a URL is opened) and returns it; inside
+    :func:`one_session`, returns that command's session instead."""
     global _session
+    if _shared:
+        return _session
     _session = Session()
     return _session
+
+
+_shared = 0
+
+
+@contextmanager
+def one_session() -> Iterator[Session]:
+    """Makes every URL opened inside it share one fresh :class:`Session` (``ckpt average``
+    opens the run's state file, then each input): what one object answered is asked once per
+    command (over http(s):// the state file, each ``.index`` and ``.meta`` and each absent
+    name are one request, not one per opening), and the small files' bodies and the data
+    shards' read-ahead (within its budget) are kept until the outermost one ends."""
+    global _shared
+    if not _shared:
+        begin()
+    _shared += 1
+    store = _session
+    keep, store.keep_bodies = store.keep_bodies, True
+    try:
+        yield store
+    finally:
+        store.keep_bodies = keep
+        _shared -= 1
+        if not keep:
+            store._bodies.clear()
+            for f in store._files.values():
+                f.drop()
 
 
 def normalize(url: str) -> str:
@@ -471,5 +508,5 @@ def url_parent(url: str) -> str:
 # Writers (they use the session and URL helpers above).
 from .remote_write import check_new, reserved, upload  # noqa: E402
 
-__all__ = ["RemoteFile", "Session", "begin", "check_new", "normalize", "reserved", "session",
-           "upload", "url_join", "url_parent"]
+__all__ = ["RemoteFile", "Session", "begin", "check_new", "normalize", "one_session", "reserved",
+           "session", "upload", "url_join", "url_parent"]

@@ -23,6 +23,7 @@ WINDOW = 32 << 20
 #: Bytes of read-ahead and kept tensors every remote file of the process holds together.
 READ_AHEAD_BUDGET = 2 * WINDOW
 _MAX_GAP = 1 << 20  # bytes between tensors fetched anyway rather than paying a request
+_SMALL_SHARD = 1 << 20  # a shard whose tensors span no more is read whole on its first read
 
 
 class Budget:
@@ -182,6 +183,10 @@ class RemoteFile:
         self._ahead_bytes = 0  # bytes in _cache and _buffer
         self._kept_bytes = 0
         self._seen: set[int] = set()  # extents handed out at least once
+        # A read plan (plan()): the tensors a command will read, in its order; reading one
+        # fetches the following ones, however they lie in the shard.
+        self._plan: list[tuple[int, int]] = []
+        self._plan_at: dict[tuple[int, int], int] = {}
         self._end = -1  # where the previous read ended, for read-ahead without extents
         self._buffer: tuple[int, bytes] = (0, b"")
         # Worker threads (stats, diff) read one shard at once: one of them fetches a window
@@ -215,13 +220,25 @@ class RemoteFile:
         """Bytes of read-ahead and kept tensors this file holds."""
         return self._ahead_bytes + self._kept_bytes
 
+    def plan(self, spans: list[tuple[int, int]]) -> None:
+        """Notes the tensors (``(start, end)`` extents) a command is about to read, in the
+        order it will: each read of one of them fetches the next ones too, up to the file's
+        window, in as few requests as their layout allows (``export`` reads the weights or
+        their averages only, in the graph's order, never the storage order alone)."""
+        with self._lock:
+            self._plan = [span for span in dict.fromkeys(spans) if span in self._order]
+            self._plan_at = {span: k for k, span in enumerate(self._plan)}
+
     def drop(self) -> None:
         """Forgets the read-ahead and kept tensors (fetched again if asked for)."""
         BUDGET.forget(self)
 
     def close(self) -> None:
-        """Releases what the file holds (the reader that opened it is closed)."""
-        self.drop()
+        """Releases what the file holds (the reader that opened it is closed), unless its
+        session outlives the reader (:func:`.remote.one_session`: the command opens the
+        checkpoint again and its session drops the files at its end)."""
+        if not getattr(self._store, "keep_bodies", False):
+            self.drop()
 
     # -- bookkeeping, always under BUDGET.lock ----------------------------------------------
     def _put_ahead(self, span: tuple[int, int], data: bytes) -> None:
@@ -307,35 +324,59 @@ class RemoteFile:
             return data
 
     def _fetch(self, i: int, span: tuple[int, int]) -> bytes:
-        """Fetches extent ``i``; when the one before it was read (the file is being read in
-        storage order, by one thread or by several a few tensors apart), also the following
-        extents not fetched yet, up to the file's share of the budget, in one batch. A random
-        read fetches only itself."""
-        start, end = span
+        """Fetches extent ``i`` and, when reading follows a plan (:meth:`plan`) or the
+        storage order (the extent before it was read, by one thread or by several a few
+        tensors apart), the following ones not fetched yet, up to the file's share of the
+        budget, in one batch; a small shard (:data:`_SMALL_SHARD`) comes whole. A random read
+        fetches only itself."""
         batch = [span]
         with BUDGET.lock:
-            if i > 0 and (i - 1 in self._seen or self._extents[i - 1] in self._cache):
-                room = BUDGET.share(self) - self._ahead_bytes
-                ahead = 0
-                for nxt in self._extents[i + 1 :]:
-                    size = nxt[1] - nxt[0]
-                    if (ahead + size > room or nxt in self._cache
-                            or self._order[nxt] in self._seen):
-                        break
-                    batch.append(nxt)
-                    ahead += size
+            k = self._plan_at.get(span)
+            if self._extents[-1][1] - self._extents[0][0] <= _SMALL_SHARD:
+                following, skip = self._extents, True  # a small shard: whole, at once
+            elif k is not None:
+                following, skip = self._plan[k + 1 :], True
+            elif i > 0 and (i - 1 in self._seen or self._extents[i - 1] in self._cache):
+                following, skip = self._extents[i + 1 :], False
+            else:
+                following, skip = [], False
+            room = BUDGET.share(self) - self._ahead_bytes
+            ahead = 0
+            for nxt in following:
+                size = nxt[1] - nxt[0]
+                if ahead + size > room:
+                    break
+                if nxt == span or nxt in self._cache or self._order[nxt] in self._seen:
+                    if skip:  # a plan may name a tensor twice or one read already
+                        continue
+                    break
+                batch.append(nxt)
+                ahead += size
+            if ahead:
                 BUDGET.make_room(self, ahead)
-        lo, hi = start, max(e for _, e in batch)
-        if len(batch) > 1 and hi - lo <= sum(e - s for s, e in batch) + _MAX_GAP:
-            # Tensors lie back to back in a shard: one span, split into concurrent pieces,
-            # costs a request per PIECE bytes instead of one per tensor.
-            got = _cut(self._store.pieces(self.url, [(lo, hi)])[0], lo, batch)
-        else:
-            got = self._store.ranges(self.url, batch)
+        got = dict(zip(batch, self._get(batch), strict=True))
         with BUDGET.lock:
-            for other, value in zip(batch[1:], got[1:], strict=True):
-                self._put_ahead(other, value)
-        return got[0]
+            for other in batch[1:]:
+                self._put_ahead(other, got[other])
+        return got[span]
+
+    def _get(self, spans: list[tuple[int, int]]) -> list[bytes]:
+        """Returns the bytes of ``spans``: tensors less than :data:`_MAX_GAP` apart come in
+        one range (a request per ``PIECE``, not one per tensor), all ranges concurrently."""
+        order = sorted(range(len(spans)), key=lambda n: spans[n])
+        runs: list[list[int]] = []
+        for n in order:
+            if runs and spans[n][0] - spans[runs[-1][-1]][1] <= _MAX_GAP:
+                runs[-1].append(n)
+            else:
+                runs.append([n])
+        bounds = [(spans[run[0]][0], max(spans[n][1] for n in run)) for run in runs]
+        fetched = self._store.pieces(self.url, bounds)
+        out: list[bytes] = [b""] * len(spans)
+        for run, (lo, _), pieces in zip(runs, bounds, fetched, strict=True):
+            for n, data in zip(run, _cut(pieces, lo, [spans[n] for n in run]), strict=True):
+                out[n] = data
+        return out
 
     def _read_through(self, span: tuple[int, int]) -> bytes:
         """A read that is not one tensor (a copy going through the file in chunks): from
