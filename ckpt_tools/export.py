@@ -156,9 +156,11 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     weights.sort(key=lambda k: order.get(k, len(order)))
     rules = parse_rename(rename)
     plan: dict[str, str] = {}
+    first: dict[str, tuple[str, str]] = {}  # exported name -> (key, name before --rename)
     averaged = []
     for key in weights:
         name = _clean_name(key, variables[key])
+        before = name
         src = sources.get(key, key)
         # A filter naming the shadow selects the weight it averages.
         if (include and not any(match_any(n, include) for n in {name, key, src})) or (
@@ -169,9 +171,18 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 name = new + name[len(old):]
                 break
         if name in plan:
+            other, other_before = first[name]
+            if other_before != before:  # --rename mapped two names onto one
+                fix = "adjust --rename"
+            else:  # one name for both: --rename rewrites them alike, a filter picks one
+                root = key.split("/", 1)[0]
+                fix = ("--rename rewrites both alike; export them one at a time, e.g. "
+                       f"--grep '{root}/*'" if root != other.split("/", 1)[0] else
+                       f"--rename rewrites both alike; leave one out (--exclude '{key}')")
             raise OutputError(f"two tensors would be exported as {name!r} ({plan[name]} and "
-                              f"{key}); adjust --rename")
+                              f"{key}); {fix}")
         plan[name] = src
+        first[name] = (key, before)
         if src != key:
             averaged.append(name)
     return plan, averaged, warnings

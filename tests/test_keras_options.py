@@ -68,3 +68,12 @@ def test_unaveraged_warning_speaks_the_files_style(style, said, capsys):
     warn_unaveraged(Output(), m)
     err = capsys.readouterr().err
     assert said in err and "keep their raw values" in err, err
+
+
+def test_export_collision_made_by_rename_names_rename(tmp_path):
+    """Two names that --rename maps onto one: adjusting --rename is the fix (where both had
+    one name already, --rename cannot separate them and the error says what can)."""
+    code, _, err = run_cli(["export", str(FIXTURES / "linear_v2"), "--rename", "W=b", "--out",
+                            str(tmp_path / "w.npz")])
+    assert code == 7 and "exported as 'b'" in err and "adjust --rename" in err, err
+    assert not (tmp_path / "w.npz").exists()
