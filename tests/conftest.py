@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import socket
@@ -12,7 +11,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from helpers import FIXTURES  # noqa: E402
+from helpers import FIXTURES, environ_restored, logged_requests  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -46,20 +45,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class _Requests(logging.Handler):
-    """Counts the requests moto's server logs (werkzeug writes one line per request)."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-    def since(self, start: int) -> list[str]:
-        return [line for line in self.lines[start:] if '"' in line]
-
-
 @pytest.fixture(scope="session")
 def s3():
     """A local S3 server holding the fixtures under s3://ckpts/<case>/; stopped at the end."""
@@ -69,31 +54,43 @@ def s3():
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
-                                            "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}", AWS_ACCESS_KEY_ID="testing",
-                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
-    counter = _Requests()
-    log = logging.getLogger("werkzeug")
-    old_level = log.level
-    log.setLevel(logging.INFO)
-    log.addHandler(counter)
-    try:
-        import boto3
+    with environ_restored(("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                           "AWS_DEFAULT_REGION")), \
+            logged_requests("werkzeug", '"') as counter:  # one line per request
+        os.environ.update(AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+                          AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                          AWS_DEFAULT_REGION="us-east-1")
+        try:
+            import boto3
 
-        client = boto3.client("s3")
-        client.create_bucket(Bucket=BUCKET)
-        for case in CASES:
-            for f in sorted((FIXTURES / case).iterdir()):
-                if not f.name.startswith("expected"):
-                    client.upload_file(str(f), BUCKET, f"{case}/{f.name}")
-        yield {"client": client, "port": port, "requests": counter}
-    finally:
-        log.removeHandler(counter)
-        log.setLevel(old_level)
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+            client = boto3.client("s3")
+            client.create_bucket(Bucket=BUCKET)
+            for case in CASES:
+                for f in sorted((FIXTURES / case).iterdir()):
+                    if not f.name.startswith("expected"):
+                        client.upload_file(str(f), BUCKET, f"{case}/{f.name}")
+            yield {"client": client, "port": port, "requests": counter}
+        finally:
+            server.stop()
+
+
+@pytest.fixture(scope="module")
+def http():
+    """A local HTTP server (tests/http_server.py) serving fixtures/; one per test module."""
+    from http_server import FileServer
+
+    server = FileServer(FIXTURES)
+    yield server
+    server.close()
+
+
+@pytest.fixture()
+def no_tensor_reads(monkeypatch):
+    """Fails the test if any tensor is read (checks that must come before reading)."""
+    from ckpt_tools.checkpoint import Checkpoint
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a tensor was read before --out was checked")
+
+    for method in ("tensor", "chunks"):
+        monkeypatch.setattr(Checkpoint, method, refuse)

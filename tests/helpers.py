@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +242,104 @@ def bench_make_ckpt():
     sys.modules.setdefault("make_ckpt", module)  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
+
+
+# -- shared by the remote tests (tests/test_remote*.py) ----------------------------------------
+def digests(directory: Path) -> dict[str, str]:
+    """File name -> SHA-256 of every file directly in ``directory``."""
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(directory).iterdir()) if p.is_file()}
+
+
+@contextmanager
+def environ_restored(keys):
+    """Restores each of ``keys`` in ``os.environ`` (or its absence) on leaving."""
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class RequestLog(logging.Handler):
+    """The request lines a local test server logs (one record per request); ``since`` keeps
+    those holding ``marker`` (what tells a request line from the server's other records)."""
+
+    def __init__(self, marker: str):
+        super().__init__(logging.DEBUG)
+        self.marker = marker
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def since(self, start: int) -> list[str]:
+        return [line for line in self.lines[start:] if self.marker in line]
+
+
+@contextmanager
+def logged_requests(logger: str, marker: str):
+    """Yields a :class:`RequestLog` attached at INFO to the logger named ``logger`` until the
+    block is left (its level and handlers are put back)."""
+    counter = RequestLog(marker)
+    log = logging.getLogger(logger)
+    old_level = log.level
+    log.setLevel(logging.INFO)
+    log.addHandler(counter)
+    try:
+        yield counter
+    finally:
+        log.removeHandler(counter)
+        log.setLevel(old_level)
+
+
+def upload_dir(client, directory: Path, bucket: str, key_prefix: str) -> None:
+    """Uploads every file of ``directory`` through the boto3 ``client`` as
+    ``<bucket>/<key_prefix>/<name>``."""
+    for f in sorted(Path(directory).iterdir()):
+        client.upload_file(str(f), bucket, f"{key_prefix}/{f.name}")
+
+
+def data_gets(lines: list[str]) -> list[str]:
+    """The GET requests of shard (``.data-``) objects among a server's request lines."""
+    return [line for line in lines if "GET " in line and ".data-" in line]
+
+
+def small_read_ahead(monkeypatch, window: int, piece: int, budget: int | None = None) -> None:
+    """Scales the read-ahead down for small test checkpoints: its window, the piece size,
+    (``budget``: the read-ahead budget), and a fresh process-wide budget counter."""
+    from ckpt_tools.formats import remote
+    from ckpt_tools.formats import remote_readahead as ra
+
+    monkeypatch.setattr(ra, "WINDOW", window)
+    if budget is not None:
+        monkeypatch.setattr(ra, "READ_AHEAD_BUDGET", budget)
+    monkeypatch.setattr(remote, "PIECE", piece)
+    monkeypatch.setattr(ra, "BUDGET", ra.Budget())
+
+
+def start_paused_writer(argv: list[str], flag: Path, tmpdir: Path, *, wrap: tuple = (),
+                        **env: str):
+    """Starts ``ckpt argv`` (behind ``wrap``, e.g. ``unshare ...``) paused at its first rename
+    (``CKPT_TOOLS_PAUSE_AT=1``), ``TMPDIR`` ``tmpdir``, ``env`` added; returns the process
+    (stdout discarded, stderr a text pipe) once it has paused, failing if it ends first."""
+    import subprocess
+    import sys
+    import time
+
+    full = {**os.environ, "PYTHONPATH": os.getcwd(), "CKPT_TOOLS_PAUSE_AT": "1",
+            "CKPT_TOOLS_PAUSE_FLAG": str(flag), "TMPDIR": str(tmpdir), **env}
+    proc = subprocess.Popen([*wrap, sys.executable, "-m", "ckpt_tools", *argv], env=full,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not flag.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    return proc

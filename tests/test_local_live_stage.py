@@ -10,17 +10,6 @@ import shutil
 import pytest
 from helpers import FIXTURES, run_cli, start_paused
 
-from ckpt_tools.checkpoint import Checkpoint
-
-
-@pytest.fixture()
-def no_tensor_reads(monkeypatch):
-    def refuse(self, *args, **kwargs):
-        raise AssertionError("a tensor was read before --out was checked")
-
-    for method in ("tensor", "chunks"):
-        monkeypatch.setattr(Checkpoint, method, refuse)
-
 
 def _hidden(d):
     return sorted(p.name for p in d.iterdir() if p.name.startswith("."))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import BUCKET
-from helpers import bench_make_ckpt
+from helpers import bench_make_ckpt, data_gets, small_read_ahead, upload_dir
 from typer.testing import CliRunner
 
 pytest.importorskip("s3fs")
@@ -34,17 +34,13 @@ def five(s3, tmp_path_factory):
         d = root / f"in{i}"
         make.write_checkpoint(str(d), SIZE, seed=i, step=1000 * (i + 1))
         local.append(d)
-        for f in sorted(d.iterdir()):
-            s3["client"].upload_file(str(f), BUCKET, f"five/in{i}/{f.name}")
+        upload_dir(s3["client"], d, BUCKET, f"five/in{i}")
     return local
 
 
 @pytest.fixture
 def small_windows(monkeypatch):
-    monkeypatch.setattr(ra, "WINDOW", 256 << 10)
-    monkeypatch.setattr(ra, "READ_AHEAD_BUDGET", 512 << 10)
-    monkeypatch.setattr(remote, "PIECE", 64 << 10)
-    monkeypatch.setattr(ra, "BUDGET", ra.Budget())
+    small_read_ahead(monkeypatch, window=256 << 10, piece=64 << 10, budget=512 << 10)
 
 
 @pytest.mark.parametrize("count", [2, INPUTS])
@@ -57,7 +53,7 @@ def test_remote_average_holds_one_budget_whatever_the_inputs(s3, five, small_win
     peak = ra.BUDGET.peak
     assert 0 < peak <= ra.READ_AHEAD_BUDGET, peak
     assert ra.BUDGET.held == 0  # every input closed: nothing left behind
-    gets = [line for line in s3["requests"].since(start) if "GET " in line and ".data-" in line]
+    gets = data_gets(s3["requests"].since(start))
     data = sum(f.stat().st_size for d in five[:count] for f in d.iterdir() if ".data-" in f.name)
     # One request per window (a fair share of the budget over 2 x count files) or piece, not
     # one per tensor (1,003 per input).

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import BUCKET
-from helpers import bench_make_ckpt
+from helpers import bench_make_ckpt, data_gets, small_read_ahead, upload_dir
 from typer.testing import CliRunner
 
 pytest.importorskip("s3fs")
@@ -26,16 +26,13 @@ SIZE = 6 << 20
 def uploaded(s3, tmp_path_factory):
     root = tmp_path_factory.mktemp("exp") / "c"
     bench_make_ckpt().write_checkpoint(str(root), SIZE)
-    for f in sorted(root.iterdir()):
-        s3["client"].upload_file(str(f), BUCKET, f"exp/{f.name}")
+    upload_dir(s3["client"], root, BUCKET, "exp")
     return root
 
 
 @pytest.fixture
 def small_windows(monkeypatch):
-    monkeypatch.setattr(ra, "WINDOW", 1 << 20)
-    monkeypatch.setattr(remote, "PIECE", 256 << 10)
-    monkeypatch.setattr(ra, "BUDGET", ra.Budget())
+    small_read_ahead(monkeypatch, window=1 << 20, piece=256 << 10)
 
 
 @pytest.mark.parametrize("flags", [["--raw"], []])
@@ -46,7 +43,7 @@ def test_export_over_s3_costs_a_request_per_window_not_per_tensor(s3, uploaded, 
     result = CliRunner().invoke(app, ["export", f"s3://{BUCKET}/exp/", "--out", str(out),
                                       "-q", *flags])
     assert result.exit_code == 0, result.output
-    gets = [line for line in s3["requests"].since(start) if "GET " in line and ".data-" in line]
+    gets = data_gets(s3["requests"].since(start))
     data = sum(f.stat().st_size for f in uploaded.iterdir() if ".data-" in f.name)
     # 334 tensors exported, a third of the bytes: one request per window (or piece of a big
     # tensor) and shard, not one per tensor.

@@ -10,13 +10,11 @@ gcsfs is imported); and credentials (the emulator takes anonymous requests).
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import os
 import sys
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, digests, environ_restored, logged_requests
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
@@ -25,61 +23,31 @@ runner = CliRunner()
 BUCKET = "ckpts"
 
 
-class _Requests(logging.Handler):
-    """The emulator's request log (``"GET /storage/v1/b/... HTTP/1.1" 200 -``)."""
-
-    def __init__(self):
-        super().__init__(logging.DEBUG)
-        self.lines: list[str] = []
-
-    def emit(self, record):
-        self.lines.append(record.getMessage())
-
-    def since(self, start: int) -> list[str]:
-        return [line for line in self.lines[start:] if "HTTP/1" in line]
-
-
 @pytest.fixture(scope="module")
 def gcs():
     """A GCS emulator holding fixtures/towers_bn and tf2_object as gs://ckpts/<case>/."""
     env = {"GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", "NO_GCE_CHECK": "True"}
-    saved = {k: os.environ.get(k) for k in [*env, "STORAGE_EMULATOR_HOST"]}
-    if "gcsfs" not in sys.modules:
-        os.environ.update(env)  # read when gcsfs is imported
-    pytest.importorskip("gcsfs")
-    emulator = pytest.importorskip("gcp_storage_emulator.server")
-    server = emulator.create_server("127.0.0.1", 0, in_memory=True, default_bucket=BUCKET)
-    server.start()
-    counter = _Requests()
-    log = logging.getLogger("gcp_storage_emulator.server")
-    old_level = log.level
-    log.setLevel(logging.INFO)
-    log.addHandler(counter)
-    try:
+    with environ_restored([*env, "STORAGE_EMULATOR_HOST"]):
+        if "gcsfs" not in sys.modules:
+            os.environ.update(env)  # read when gcsfs is imported
+        pytest.importorskip("gcsfs")
+        emulator = pytest.importorskip("gcp_storage_emulator.server")
+        server = emulator.create_server("127.0.0.1", 0, in_memory=True, default_bucket=BUCKET)
+        server.start()
         port = server._api._httpd.server_address[1]  # the emulator's only way to say
-        os.environ.update(env, STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}")
-        import gcsfs
+        with logged_requests("gcp_storage_emulator.server", "HTTP/1") as counter:
+            os.environ.update(env, STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}")
+            try:
+                import gcsfs
 
-        fs = gcsfs.GCSFileSystem(token="anon", skip_instance_cache=True)
-        for case in ("towers_bn", "tf2_object"):
-            for f in sorted((FIXTURES / case).iterdir()):
-                if not f.name.startswith("expected"):
-                    fs.put_file(str(f), f"{BUCKET}/{case}/{f.name}")
-        yield {"fs": fs, "requests": counter}
-    finally:
-        log.removeHandler(counter)
-        log.setLevel(old_level)
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _digests(directory) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.iterdir()) if p.is_file()}
+                fs = gcsfs.GCSFileSystem(token="anon", skip_instance_cache=True)
+                for case in ("towers_bn", "tf2_object"):
+                    for f in sorted((FIXTURES / case).iterdir()):
+                        if not f.name.startswith("expected"):
+                            fs.put_file(str(f), f"{BUCKET}/{case}/{f.name}")
+                yield {"fs": fs, "requests": counter}
+            finally:
+                server.stop()
 
 
 @pytest.mark.parametrize("case", ["towers_bn", "tf2_object"])
@@ -101,15 +69,15 @@ def test_restore_ema_from_and_to_gs_is_bit_identical(gcs, tmp_path):
     got = runner.invoke(app, ["restore-ema", f"gs://{BUCKET}/towers_bn/", "--out",
                               str(tmp_path / "from_gs")])
     assert got.exit_code == 0, got.output
-    assert _digests(tmp_path / "from_gs") == _digests(local)
+    assert digests(tmp_path / "from_gs") == digests(local)
     got = runner.invoke(app, ["restore-ema", f"gs://{BUCKET}/towers_bn/", "--out",
                               f"gs://{BUCKET}/baked/"])
     assert got.exit_code == 0, got.output
     down = tmp_path / "down"
     down.mkdir()
-    for name in _digests(local):
+    for name in digests(local):
         gcs["fs"].get_file(f"{BUCKET}/baked/{name}", str(down / name))
-    assert _digests(down) == _digests(local)
+    assert digests(down) == digests(local)
     got = runner.invoke(app, ["verify", f"gs://{BUCKET}/baked/"])
     assert got.exit_code == 0, got.output
     # An existing output is refused, as on S3.

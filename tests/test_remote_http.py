@@ -7,7 +7,6 @@ bit); requests are counted from the server's own log.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 from conftest import CASES
-from helpers import FIXTURES, decide_args, expected
+from helpers import FIXTURES, decide_args, digests, expected
 from http_server import FileServer, touch_later
 from typer.testing import CliRunner
 
@@ -32,18 +31,6 @@ runner = CliRunner()
 
 def _run(*args: str):
     return runner.invoke(app, list(args))
-
-
-@pytest.fixture(scope="module")
-def http():
-    server = FileServer(FIXTURES)
-    yield server
-    server.close()
-
-
-def _digests(directory) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 def _same(http, command: list[str], case: str, form: str = "{}/") -> None:
@@ -100,7 +87,7 @@ def test_restore_ema_from_http_is_bit_identical(http, case, tmp_path):
     assert _run("restore-ema", str(FIXTURES / case), "--out", str(local)).exit_code == 0
     result = _run("restore-ema", f"{http.url}/{case}/", "--out", str(remote))
     assert result.exit_code == 0, result.output
-    assert _digests(remote) == _digests(local)
+    assert digests(remote) == digests(local)
 
 
 def test_average_from_http_is_bit_identical(http, tmp_path):
@@ -109,12 +96,12 @@ def test_average_from_http_is_bit_identical(http, tmp_path):
     assert result.exit_code == 0, result.output
     result = _run("average", f"{http.url}/towers_bn/", "--last", "2", "--out", str(remote))
     assert result.exit_code == 0, result.output
-    assert _digests(remote) == _digests(local)
+    assert digests(remote) == digests(local)
     # and given as two prefix URLs
     urls = [f"{http.url}/towers_bn/model.ckpt-{n}" for n in (20, 30)]
     again = tmp_path / "again"
     assert _run("average", *urls, "--out", str(again)).exit_code == 0
-    assert _digests(again) == _digests(local)
+    assert digests(again) == digests(local)
 
 
 def test_http_output_is_refused_before_anything_is_read(http, tmp_path):

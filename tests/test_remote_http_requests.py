@@ -6,30 +6,16 @@ its own, and small shards were read a few tensors at a time). Counted on the ser
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 
 import pytest
-from helpers import FIXTURES
-from http_server import FileServer
+from helpers import FIXTURES, digests
 from typer.testing import CliRunner
 
 pytest.importorskip("aiohttp")
 pytest.importorskip("fsspec")
 
 from ckpt_tools.cli import app  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def http():
-    server = FileServer(FIXTURES)
-    yield server
-    server.close()
-
-
-def _digests(directory) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 @pytest.mark.parametrize("case, last", [("tf2_object", 3), ("towers_bn", 2)])
@@ -50,4 +36,4 @@ def test_average_of_an_http_run_fetches_each_object_once(http, tmp_path, case, l
     local = tmp_path / "local"
     assert CliRunner().invoke(app, ["average", str(FIXTURES / case), "--last", str(last),
                                     "--out", str(local)]).exit_code == 0
-    assert _digests(remote) == _digests(local)
+    assert digests(remote) == digests(local)

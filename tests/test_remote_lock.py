@@ -14,29 +14,18 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from conftest import BUCKET
-from helpers import proven_identity, run_cli
+from helpers import proven_identity, run_cli, start_paused_writer
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-from ckpt_tools.checkpoint import Checkpoint  # noqa: E402
 from ckpt_tools.formats import remote_s3  # noqa: E402
 from ckpt_tools.formats._write import STAGE_PREFIX  # noqa: E402
 
 RUN = f"s3://{BUCKET}/towers_bn/"
-
-
-@pytest.fixture()
-def no_tensor_reads(monkeypatch):
-    def refuse(self, *args, **kwargs):
-        raise AssertionError("a tensor was read before --out was checked")
-
-    for method in ("tensor", "chunks"):
-        monkeypatch.setattr(Checkpoint, method, refuse)
 
 
 def _lock(s3, prefix: str, owner: dict) -> None:
@@ -91,15 +80,9 @@ def test_sigkill_during_a_remote_write_then_a_later_run_proceeds(s3, tmp_path):
     tmp.mkdir()
     flag = tmp_path / "flag"
     out = f"s3://{BUCKET}/killed/"
-    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": os.getcwd(),
-           "CKPT_TOOLS_PAUSE_AT": "1", "CKPT_TOOLS_PAUSE_FLAG": str(flag)}
     cmd = [sys.executable, "-m", "ckpt_tools", "average", RUN, "--last", "2", "--out", out]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not flag.exists():  # paused while publishing its local stage, lock held
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    # paused while publishing its local stage, lock held
+    proc = start_paused_writer(cmd[3:], flag, tmp)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     proc.stderr.close()

@@ -13,12 +13,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 from conftest import BUCKET
-from helpers import proven_identity, run_cli
+from helpers import proven_identity, run_cli, start_paused_writer
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
@@ -100,18 +99,8 @@ def test_a_real_writer_in_another_pid_namespace_keeps_its_lock(s3, tmp_path):
         pytest.skip("unprivileged pid namespaces are not available here")
     flag = tmp_path / "flag"
     out = f"s3://{BUCKET}/nsw/"
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "CKPT_TOOLS_PAUSE_AT": "1",
-           "CKPT_TOOLS_PAUSE_FLAG": str(flag), "TMPDIR": str(tmp_path),
-           "CKPT_TOOLS_LOCK_LEASE": "4"}
-    proc = subprocess.Popen(["unshare", "-U", "-r", "-p", "-f", "--mount-proc",
-                             sys.executable, "-m", "ckpt_tools", *_average(out, "-q")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 120
-    while not flag.exists():
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    proc = start_paused_writer(_average(out, "-q"), flag, tmp_path, CKPT_TOOLS_LOCK_LEASE="4",
+                               wrap=("unshare", "-U", "-r", "-p", "-f", "--mount-proc"))
     try:
         owner = _lock_body(s3, "nsw")
         assert owner["host"] == socket.gethostname()
@@ -205,17 +194,7 @@ def test_a_writer_renews_its_lease_and_stops_when_its_lock_is_broken(s3, tmp_pat
     anything (exit 7) instead of publishing over the new owner."""
     flag = tmp_path / "flag"
     out = f"s3://{BUCKET}/lost/"
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "CKPT_TOOLS_PAUSE_AT": "1",
-           "CKPT_TOOLS_PAUSE_FLAG": str(flag), "TMPDIR": str(tmp_path),
-           "CKPT_TOOLS_LOCK_LEASE": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "ckpt_tools", *_average(out, "-q")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 120
-    while not flag.exists():
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    proc = start_paused_writer(_average(out, "-q"), flag, tmp_path, CKPT_TOOLS_LOCK_LEASE="2")
     first = _lock_body(s3, "lost")
     assert first["pid"] == proc.pid and first["lease_s"] == 2
     time.sleep(2)
@@ -233,16 +212,7 @@ def test_a_writer_renews_its_lease_and_stops_when_its_lock_is_broken(s3, tmp_pat
 def test_sigterm_of_a_renewing_writer_removes_its_lock(s3, tmp_path):
     flag = tmp_path / "flag"
     out = f"s3://{BUCKET}/termed/"
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "CKPT_TOOLS_PAUSE_AT": "1",
-           "CKPT_TOOLS_PAUSE_FLAG": str(flag), "TMPDIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "ckpt_tools", *_average(out, "-q")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
-    deadline = time.monotonic() + 120
-    while not flag.exists():
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    proc = start_paused_writer(_average(out, "-q"), flag, tmp_path)
     assert _keys(s3, "termed/") == [f"termed/{remote_s3.LOCK_NAME}"]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130

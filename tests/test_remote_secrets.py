@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import FIXTURES
-from http_server import FileServer
 from typer.testing import CliRunner
 
 pytest.importorskip("aiohttp")
@@ -23,13 +21,6 @@ from ckpt_tools.errors import CheckpointError, redact  # noqa: E402
 
 runner = CliRunner()
 SECRET = "s3cr3t"
-
-
-@pytest.fixture(scope="module")
-def http():
-    server = FileServer(FIXTURES)
-    yield server
-    server.close()
 
 
 def _with_password(http) -> str:
