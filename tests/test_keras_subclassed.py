@@ -6,11 +6,12 @@ and index only, and the ``--trainable`` names it accepts (Keras' own
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_generator
+from helpers import FIXTURES, run_cli, run_generator
 
 pytest.importorskip("keras")
 
@@ -92,34 +93,14 @@ def test_same_named_sublayers_are_named_by_attribute(made, stated, tmp_path):
 
 
 def _subblock_model():
-    """The model ``make_keras_subclassed.py`` trains for ``subblock``, built fresh."""
-    import keras
-
-    class Block(keras.layers.Layer):
-        def __init__(self, **kw):
-            super().__init__(**kw)
-            self.up = keras.layers.Dense(4, name="up")
-            self.down = keras.layers.Dense(4, name="down")
-
-        def build(self, shape):
-            self.up.build(shape)
-            self.down.build(shape)
-
-        def call(self, x):
-            return x + self.down(keras.activations.relu(self.up(x)))
-
-    class Net(keras.Model):
-        def __init__(self, **kw):
-            super().__init__(**kw)
-            self.blk = Block(name="block")
-            self.head = keras.layers.Dense(3, name="head")
-
-        def call(self, x):
-            return self.head(self.blk(x))
-
-    m = Net(name="net")
-    m(np.zeros((1, 4), "float32"))
-    return m
+    """The model ``make_keras_subclassed.py`` trains for ``subblock``, built fresh (the
+    generator's own ``subblock_model``)."""
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import make_keras_subclassed as mk
+    finally:
+        sys.path.remove(str(FIXTURES))
+    return mk.subblock_model(np.zeros((1, 4), "float32"))
 
 
 def test_custom_block_in_tf_checkpoint_exports_and_applies(made, tmp_path):
