@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from helpers import FIXTURES, environ_restored, logged_requests  # noqa: E402
+from helpers import BUCKET, FIXTURES, environ_restored, logged_requests  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +35,6 @@ def fixture_copy(tmp_path):
 
 
 # A local S3 API for the remote tests (tests/test_remote*.py): moto's server, never the network.
-BUCKET = "ckpts"
 CASES = ["towers_bn", "partitioned", "sharded", "tf2_object"]
 
 

@@ -245,6 +245,30 @@ def bench_make_ckpt():
 
 
 # -- shared by the remote tests (tests/test_remote*.py) ----------------------------------------
+BUCKET = "ckpts"  # the bucket of conftest.py's local S3 server (``s3`` fixture)
+
+
+def error_line(err: str) -> str:
+    """The one ``error:`` line of ``err``, asserting there is exactly one and no traceback."""
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def s3_keys(s3, prefix: str) -> list[str]:
+    """The sorted keys under ``prefix`` in the ``s3`` fixture's bucket."""
+    listed = s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+    return sorted(o["Key"] for o in listed.get("Contents", []))
+
+
+def s3_lock(s3, prefix: str, owner: dict) -> None:
+    """Writes a writer lock recording ``owner`` into the directory ``prefix`` of the bucket."""
+    from ckpt_tools.formats import remote_s3
+
+    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{remote_s3.LOCK_NAME}",
+                            Body=json.dumps(owner).encode())
+
+
 def digests(directory: Path) -> dict[str, str]:
     """File name -> SHA-256 of every file directly in ``directory``."""
     import hashlib

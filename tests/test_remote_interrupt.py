@@ -11,7 +11,7 @@ import signal
 
 import pytest
 from conftest import BUCKET
-from helpers import run_cli, start_paused
+from helpers import run_cli, s3_keys, start_paused
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
@@ -19,11 +19,6 @@ pytest.importorskip("moto.server")
 from ckpt_tools.formats import remote_s3  # noqa: E402
 
 RUN = f"s3://{BUCKET}/towers_bn/"
-
-
-def _keys(s3, prefix: str) -> list[str]:
-    listed = s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=prefix)
-    return sorted(o["Key"] for o in listed.get("Contents", []))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -34,7 +29,7 @@ def test_an_interruption_says_the_old_index_was_deleted(s3, tmp_path, cmd, sig):
     out = f"s3://{BUCKET}/{prefix}/"
     code, _, err = run_cli([*cmd, "--out", out])
     assert code == 0, err
-    index = next(k for k in _keys(s3, prefix + "/") if k.endswith(".index"))
+    index = next(k for k in s3_keys(s3, prefix + "/") if k.endswith(".index"))
     name = os.path.basename(index)
     os.environ["TMPDIR"] = str(tmp_path)  # the staged copy, removed on the way out
     try:
@@ -50,7 +45,7 @@ def test_an_interruption_says_the_old_index_was_deleted(s3, tmp_path, cmd, sig):
             proc.stderr.close()
     finally:
         del os.environ["TMPDIR"]
-    assert index not in _keys(s3, prefix + "/")  # deleted first: reads as missing
+    assert index not in s3_keys(s3, prefix + "/")  # deleted first: reads as missing
     proc.send_signal(sig)
     assert proc.wait(timeout=60) == 130
     err = proc.stderr.read()
@@ -61,7 +56,7 @@ def test_an_interruption_says_the_old_index_was_deleted(s3, tmp_path, cmd, sig):
     assert lines[0].startswith("error: interrupted; the old "), lines[0]
     assert f"{name} had been deleted first" in lines[0], lines[0]
     assert f"{out}{name[:-len('.index')]} reads as missing" in lines[0], lines[0]
-    assert f"{prefix}/{remote_s3.LOCK_NAME}" not in _keys(s3, prefix + "/")
+    assert f"{prefix}/{remote_s3.LOCK_NAME}" not in s3_keys(s3, prefix + "/")
     listed = s3["client"].list_multipart_uploads(Bucket=BUCKET, Prefix=prefix + "/")
     assert not listed.get("Uploads")
     code, _, err = run_cli(["list", out])

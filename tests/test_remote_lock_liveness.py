@@ -17,7 +17,7 @@ import time
 
 import pytest
 from conftest import BUCKET
-from helpers import proven_identity, run_cli, start_paused_writer
+from helpers import error_line, proven_identity, run_cli, s3_keys, s3_lock, start_paused_writer
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
@@ -27,30 +27,14 @@ from ckpt_tools.formats import remote_s3  # noqa: E402
 RUN = f"s3://{BUCKET}/towers_bn/"
 
 
-def _lock(s3, prefix: str, owner: dict) -> None:
-    s3["client"].put_object(Bucket=BUCKET, Key=f"{prefix}/{remote_s3.LOCK_NAME}",
-                            Body=json.dumps(owner).encode())
-
-
 def _lock_body(s3, prefix: str) -> dict:
     got = s3["client"].get_object(Bucket=BUCKET, Key=f"{prefix}/{remote_s3.LOCK_NAME}")
     return json.loads(got["Body"].read())
 
 
-def _keys(s3, prefix: str) -> list[str]:
-    listed = s3["client"].list_objects_v2(Bucket=BUCKET, Prefix=prefix)
-    return sorted(o["Key"] for o in listed.get("Contents", []))
-
-
 def _uploads(s3, prefix: str) -> list[str]:
     listed = s3["client"].list_multipart_uploads(Bucket=BUCKET, Prefix=prefix)
     return sorted(u["Key"] for u in listed.get("Uploads", []))
-
-
-def _error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
 
 
 def _notes(err: str) -> list[str]:
@@ -77,15 +61,15 @@ def test_a_live_writer_in_another_pid_namespace_is_never_broken(s3):
     """The reported case: same host name, a pid that does not run here (it runs in the
     writer's own namespace), a fresh lease: --force must not break it."""
     me = proven_identity(os.getpid())
-    _lock(s3, "otherns", {"host": socket.gethostname(), "pid": _unused_pid(), "time": "t",
+    s3_lock(s3, "otherns", {"host": socket.gethostname(), "pid": _unused_pid(), "time": "t",
                           "token": "t", "lease_s": 120, "beat": 3, "boot": me["boot"],
                           "pidns": "pid:[4026500001]", "start": 12345})
     code, _, err = run_cli(_average(f"s3://{BUCKET}/otherns/", "--force"))
     assert code == 7, err
-    line = _error_line(err)
+    line = error_line(err)
     assert "cannot be proven alive or dead" in line and "renewed its lease" in line, line
     assert _notes(err) == []
-    assert _keys(s3, "otherns/") == [f"otherns/{remote_s3.LOCK_NAME}"]
+    assert s3_keys(s3, "otherns/") == [f"otherns/{remote_s3.LOCK_NAME}"]
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare")
@@ -109,7 +93,7 @@ def test_a_real_writer_in_another_pid_namespace_keeps_its_lock(s3, tmp_path):
         assert _lock_body(s3, "nsw")["beat"] > owner["beat"]
         code, _, err = run_cli(_average(out, "--force"))
         assert code == 7, err
-        assert "renewed its lease" in _error_line(err), err
+        assert "renewed its lease" in error_line(err), err
         assert _notes(err) == []
     finally:
         flag.unlink()
@@ -117,7 +101,7 @@ def test_a_real_writer_in_another_pid_namespace_keeps_its_lock(s3, tmp_path):
     proc.stderr.close()
     code, _, err = run_cli(["verify", out])
     assert code == 0, err
-    assert remote_s3.LOCK_NAME not in " ".join(_keys(s3, "nsw/"))
+    assert remote_s3.LOCK_NAME not in " ".join(s3_keys(s3, "nsw/"))
 
 
 @pytest.mark.parametrize("pid", [1, -1])
@@ -125,27 +109,27 @@ def test_a_lock_whose_liveness_is_unproven_says_how_to_remove_it(s3, pid):
     """A container's pid 1 (OOM-killed, the pod restarted with the same host name), or a pid
     <= 0, recording no lease: never 'still running', never broken."""
     prefix = f"unproven{pid}"
-    _lock(s3, prefix, {"host": socket.gethostname(), "pid": pid,
+    s3_lock(s3, prefix, {"host": socket.gethostname(), "pid": pid,
                        "time": "2026-01-01T00:00:00Z", "token": "t"})
     for force in ([], ["--force"]):
         code, _, err = run_cli(_average(f"s3://{BUCKET}/{prefix}/", *force))
         assert code == 7, err
-        line = _error_line(err)
+        line = error_line(err)
         assert "still running" not in line and "delete that object once no writer runs" \
             in line, line
-    assert _keys(s3, prefix + "/") == [f"{prefix}/{remote_s3.LOCK_NAME}"]
+    assert s3_keys(s3, prefix + "/") == [f"{prefix}/{remote_s3.LOCK_NAME}"]
 
 
 def test_an_expired_lease_is_broken_with_force_and_said(s3):
     prefix = "expired"
-    _lock(s3, prefix, {"host": socket.gethostname(), "pid": 1, "time": "2026-01-01T00:00:00Z",
+    s3_lock(s3, prefix, {"host": socket.gethostname(), "pid": 1, "time": "2026-01-01T00:00:00Z",
                        "token": "t", "lease_s": 1, "beat": 0, "boot": "b", "pidns": "p",
                        "start": 1})
     time.sleep(2.5)
     out = f"s3://{BUCKET}/{prefix}/"
     code, _, err = run_cli(_average(out))
     assert code == 7, err
-    line = _error_line(err)
+    line = error_line(err)
     assert "lease expired" in line and "pass --force" in line and "still running" not in line
     code, _, err = run_cli(_average(out, "--force", "-q"))
     assert code == 0, err
@@ -162,7 +146,7 @@ def test_a_reused_pid_is_proven_dead_and_its_uploads_are_aborted(s3):
     the dead writer left in that directory (not one of a subdirectory)."""
     prefix = "reused"
     me = proven_identity(os.getppid())
-    _lock(s3, prefix, {"host": socket.gethostname(), "pid": os.getppid(), "time": "t",
+    s3_lock(s3, prefix, {"host": socket.gethostname(), "pid": os.getppid(), "time": "t",
                        "token": "t", "lease_s": 120, "beat": 0,
                        **me, "start": me["start"] + 1})
     client = s3["client"]
@@ -174,7 +158,7 @@ def test_a_reused_pid_is_proven_dead_and_its_uploads_are_aborted(s3):
     out = f"s3://{BUCKET}/{prefix}/"
     code, _, err = run_cli(_average(out))
     assert code == 7, err
-    line = _error_line(err)
+    line = error_line(err)
     assert "no longer running" in line and "--force" in line, line
     assert _uploads(s3, prefix + "/") == [f"{prefix}/model.ckpt-7.data-00000-of-00001",
                                           f"{prefix}/sub/other.bin"]
@@ -185,7 +169,7 @@ def test_a_reused_pid_is_proven_dead_and_its_uploads_are_aborted(s3):
     assert "no longer runs" in notes[0] and "model.ckpt-7.data-00000-of-00001" in notes[0]
     assert _uploads(s3, prefix + "/") == [f"{prefix}/sub/other.bin"]
     client.abort_multipart_upload(Bucket=BUCKET, Key=other["Key"], UploadId=other["UploadId"])
-    assert remote_s3.LOCK_NAME not in " ".join(_keys(s3, prefix + "/"))
+    assert remote_s3.LOCK_NAME not in " ".join(s3_keys(s3, prefix + "/"))
 
 
 def test_a_writer_renews_its_lease_and_stops_when_its_lock_is_broken(s3, tmp_path):
@@ -205,16 +189,16 @@ def test_a_writer_renews_its_lease_and_stops_when_its_lock_is_broken(s3, tmp_pat
     assert proc.wait(timeout=120) == 7
     err = proc.stderr.read()
     proc.stderr.close()
-    assert "lock" in _error_line(err) and "lost" in _error_line(err), err
-    assert _keys(s3, "lost/") == []
+    assert "lock" in error_line(err) and "lost" in error_line(err), err
+    assert s3_keys(s3, "lost/") == []
 
 
 def test_sigterm_of_a_renewing_writer_removes_its_lock(s3, tmp_path):
     flag = tmp_path / "flag"
     out = f"s3://{BUCKET}/termed/"
     proc = start_paused_writer(_average(out, "-q"), flag, tmp_path)
-    assert _keys(s3, "termed/") == [f"termed/{remote_s3.LOCK_NAME}"]
+    assert s3_keys(s3, "termed/") == [f"termed/{remote_s3.LOCK_NAME}"]
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
     proc.stderr.close()
-    assert _keys(s3, "termed/") == []
+    assert s3_keys(s3, "termed/") == []
