@@ -90,3 +90,25 @@ def test_missing_gs_object_is_exit_3(gcs):
     got = runner.invoke(app, ["list", f"gs://{BUCKET}/nope/"])
     assert got.exit_code == 3, got.output
     assert f"gs://{BUCKET}/nope/: not found" in got.stderr
+
+
+def test_a_gs_network_failure_is_one_line_on_stderr(tmp_path):
+    """gcsfs logs its retries (with tracebacks) and 'Could not determine bucket type' through
+    Python's last-resort handler; the command's failure is one ``error:`` line all the same.
+    A closed port stands for the unreachable endpoint (a real one needs the network)."""
+    import socket
+    import subprocess
+
+    pytest.importorskip("gcsfs")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: connections are refused
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{port}",
+           "CKPT_REMOTE_TIMEOUT": "2", "NO_GCE_CHECK": "True"}
+    env.pop("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", None)  # gcsfs' default file system
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "list", "gs://ckpts/run/"],
+                          env=env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: gs://ckpts/run/"), \
+        proc.stderr

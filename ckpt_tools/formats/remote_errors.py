@@ -78,7 +78,28 @@ def fsspec_module():
     except ImportError:
         raise UnsupportedFormatError(
             f"reading URLs needs fsspec: {INSTALL}") from None
+    quiet_storage_logs()
     return fsspec
+
+
+#: Loggers of the storage libraries under fsspec: gcsfs logs each retry with its traceback
+#: ("_request out of retries", socket.gaierror …) and "Could not determine bucket type"
+#: before the exception that :func:`translate` turns into one ``error:`` line.
+_STORAGE_LOGGERS = ("gcsfs", "google", "google.auth", "google_auth_httplib2", "fsspec",
+                    "s3fs", "aiobotocore", "botocore", "urllib3", "aiohttp")
+
+
+def quiet_storage_logs() -> None:
+    """Silences the storage libraries' own log records when the application configured no
+    logging (the ``ckpt`` command, a script): Python would print them on stderr through its
+    last-resort handler, tracebacks included, where every failure is to be one line. An
+    application that set up logging (a root handler) keeps them."""
+    import logging
+
+    if logging.getLogger().handlers:
+        return
+    for name in _STORAGE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 def _status(exc: BaseException) -> int | None:
