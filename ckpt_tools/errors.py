@@ -33,9 +33,12 @@ INSTALL_TENSORFLOW = ("pip install tensorflow-cpu (or, in the ckpt-tools checkou
                       "pip install -e '.[tf]')")
 
 
-# A URL's userinfo (``user:password@``; the password may hold a raw "@": the netloc ends at
-# its last one) and its query string (presigned URLs carry signatures and tokens there).
-_USERINFO = re.compile(r"://([^/?#\s\"<>]*)@")
+# A URL's userinfo (``user:password@``) and its query string (presigned URLs carry signatures
+# and tokens there). The userinfo is everything between "://" and the last "@" before the
+# first "/": matched on the raw text, never parsed, since a password may hold a raw "@", "?"
+# or "#" that a URL parser takes for the end of the authority (putting the secret in the
+# query or fragment, where the query rule would leave it in clear).
+_USERINFO = re.compile(r"://([^/\s\"<>]*)@")
 _QUERY = re.compile(r"(://[^\s\"<>?#]*\?)([^\s\"<>#]*)")
 _QUERY_VALUE = re.compile(r"=[^&;\s\"'<>]*")
 

@@ -241,3 +241,36 @@ def test_a_server_answering_html_for_missing_paths(tmp_path):
         assert got.exit_code == 4, got.output
     finally:
         server.close()
+
+
+def test_a_missing_data_shard_on_an_html_fallback_host_is_not_found(tmp_path):
+    """An SPA host answers a missing data shard with its HTML page (200 or 206 text/html):
+    read as a 74-byte truncated shard (show: exit 4; verify: exit 1) where a plain server
+    says exit 3 'not found'. The page is the shard's absence, whichever range was asked."""
+    from fsspec.implementations.http import HTTPFileSystem
+
+    from ckpt_tools.formats import remote_http
+
+    run = tmp_path / "runs" / "nodata"
+    shutil.copytree(FIXTURES / "towers_bn", run)
+    for shard in run.glob("*.data-*"):
+        shard.unlink()
+    server = FileServer(tmp_path, html_fallback=True)
+    try:
+        url = f"{server.url}/runs/nodata/"
+        for args in (["show", url, "global_step"], ["verify", url],
+                     ["restore-ema", url, "--out", str(tmp_path / "ema")]):
+            got = _run(*args)
+            assert got.exit_code == 3, (args, got.output)
+            assert got.stderr.count("\n") == 1 and "data-00000-of-00001: not found" in \
+                got.stderr, got.output
+        assert not (tmp_path / "ema").exists()
+        shard = f"{url}model.ckpt-30.data-00000-of-00001"
+        fs = HTTPFileSystem(skip_instance_cache=True)
+        for span in ((0, 16), (64, 80), (500, 600)):  # a range of the page, inside, past it
+            with pytest.raises(remote_http.StatusError) as caught:
+                remote_http.ranges(fs, shard, [span], None, 30)
+            assert caught.value.status == 404, span
+        assert remote_http.head(fs, shard, 30) is None
+    finally:
+        server.close()

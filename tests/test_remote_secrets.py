@@ -70,6 +70,32 @@ def test_api_exceptions_hide_the_password(http):
     ("'https://h/k?X-Amz-Signature=abc&X-Amz-Credential=AK/us': no",
      "'https://h/k?X-Amz-Signature=***&X-Amz-Credential=***': no"),
     ("run/model.ckpt-5: user@host? no URL", "run/model.ckpt-5: user@host? no URL"),
+    # A raw "#" or "?" in the password: a URL parser ends the host there, redaction must not.
+    ("error: http://user:pw#frag@h:1/runs/checkpoint: no",
+     "error: http://user:***@h:1/runs/checkpoint: no"),
+    ("http://u:p?w=1@h/x", "http://u:***@h/x"),
+    ("s3://k:a#b?c@bucket/x/: gone", "s3://k:***@bucket/x/: gone"),
 ])
 def test_redact(text, shown):
     assert redact(text) == shown
+
+
+@pytest.mark.parametrize("mark", ["#", "?"])
+def test_a_password_with_a_raw_fragment_or_query_mark_is_hidden(http, mark):
+    """``http://user:pw#frag@host/`` printed the password in clear: redaction parsed the URL
+    first, which put the userinfo in the fragment."""
+    url = http.url.replace("http://", f"http://user:{SECRET}{mark}frag@") + "/runs/nope/"
+    for args in (["list", url], ["list", "--json", url], ["show", url, "x"]):
+        got = runner.invoke(app, args)
+        assert got.exit_code == 5, got.output
+        assert SECRET not in got.output and "frag" not in got.output, got.output
+        assert "http://user:***@127.0.0.1:" in got.output and "percent-encode" in got.output
+
+
+def test_a_storage_library_quoting_the_credentials_is_hidden():
+    """botocore quotes an S3 URL's userinfo as part of the bucket name (``Invalid bucket
+    name "key:secret@bucket"``), out of reach of the ``://...@`` rule."""
+    pytest.importorskip("s3fs")
+    got = runner.invoke(app, ["list", f"s3://key:{SECRET}@bucket/run/"])
+    assert got.exit_code == 1, got.output
+    assert SECRET not in got.output and "s3://key:***@bucket/run/" in got.output, got.output

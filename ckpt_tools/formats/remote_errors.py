@@ -164,16 +164,17 @@ def translate(url: str, wait: float | None = None):
         raise OutputError(f"{url}: already exists (another writer created it meanwhile; "
                           "nothing of it was replaced)") from None
     except ImportError as exc:  # a protocol whose backend is not installed (gcsfs...)
-        raise UnsupportedFormatError(f"{url}: {short(exc)}; {INSTALL}") from None
+        raise UnsupportedFormatError(f"{url}: {short(exc, url)}; {INSTALL}") from None
     except Exception as exc:  # botocore, aiohttp, asyncio timeouts: all network-level
         code, status, names = error_code(exc), _status(exc), _names(exc)
+        said = short(exc, url)
         if names & _CREDENTIAL_ERRORS:
             raise RemoteAccessError(
-                f"{url}: no usable credentials ({short(exc)}); set them the storage "
+                f"{url}: no usable credentials ({said}); set them the storage "
                 "library's usual way (AWS_PROFILE, AWS_ACCESS_KEY_ID...)") from None
         if code in _REJECTED:
             raise RemoteAccessError(
-                f"{url}: credentials rejected ({code}: {short(exc)})") from None
+                f"{url}: credentials rejected ({code}: {said})") from None
         if code == "PreconditionFailed" or status == 412:
             raise RemoteAccessError(
                 f"{url}: changed while it was being read (a writer replaced it after it was "
@@ -184,7 +185,7 @@ def translate(url: str, wait: float | None = None):
                 "retry when the writer is done") from None
         if isinstance(exc, PermissionError) or status in (401, 403) or code == "AccessDenied":
             raise RemoteAccessError(
-                f"{url}: forbidden (access denied: {short(exc)})") from None
+                f"{url}: forbidden (access denied: {said})") from None
         if status == 404:
             raise CheckpointNotFoundError(f"{url}: not found") from None
         if names & {"FSTimeoutError", "TimeoutError", "ReadTimeoutError",
@@ -193,9 +194,16 @@ def translate(url: str, wait: float | None = None):
                 f"{url}: network failure (no answer within {wait:.0f} s; "
                 "CKPT_REMOTE_TIMEOUT sets the per-read wait)") from None
         raise RemoteAccessError(
-            f"{url}: network failure ({type(exc).__name__}: {short(exc)})") from None
+            f"{url}: network failure ({type(exc).__name__}: {said})") from None
 
 
-def short(exc: BaseException) -> str:
+def short(exc: BaseException, url: str = "") -> str:
+    """``exc``'s message on one line, at most 200 characters, without the userinfo of
+    ``url``: a storage library quotes what it could not use in its own words (botocore:
+    ``Invalid bucket name "key:secret@bucket"``), where :func:`~ckpt_tools.errors.redact`,
+    which looks for ``://...@``, cannot see it."""
     text = " ".join(str(exc).split()) or type(exc).__name__
+    userinfo = url.partition("://")[2].split("/", 1)[0].rpartition("@")[0]
+    if userinfo:
+        text = text.replace(userinfo, "***")
     return text if len(text) <= 200 else text[:197] + "..."

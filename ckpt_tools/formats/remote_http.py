@@ -60,8 +60,14 @@ def check_url(url: str) -> None:
     a fragment (``.index`` would be appended after it; a presigned URL signs one object).
 
     Raises:
-        UnsupportedFormatError: the URL has ``?`` or ``#``.
+        UnsupportedFormatError: the URL has ``?`` or ``#`` (in its password too: unescaped,
+            they end its host part).
     """
+    userinfo = url.partition("://")[2].split("/", 1)[0].rpartition("@")[0]
+    if "?" in userinfo or "#" in userinfo:  # what a URL parser takes for a query/fragment
+        raise UnsupportedFormatError(
+            f"{url}: a '?' or '#' in the URL's user name or password ends the host part for "
+            "every URL parser; percent-encode them (%3F, %23)")
     if "?" in url or "#" in url:
         raise UnsupportedFormatError(
             f"{url}: an http(s):// URL with a query string or fragment (a presigned or "
@@ -75,8 +81,30 @@ def is_html_page(headers, body: bytes) -> bool:
     status 200, for every path they do not have. No checkpoint file is one (a state file
     starts with ``model_checkpoint_path``, an ``.index`` with a zero byte, a ``.meta`` with a
     protobuf tag), so such an answer means the file is absent."""
+    return _html_type(headers) and body.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<"
+
+
+def _html_type(headers) -> bool:
     kind = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-    return kind == "text/html" and body.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<"
+    return kind == "text/html"
+
+
+#: Bytes of an object's start looked at to tell an HTML page from a checkpoint file.
+_PEEK = 1024
+
+
+async def _page_at_start(session, url: str) -> bool:
+    """Whether object ``url`` starts as an HTML page (:func:`is_html_page`): asked when a
+    ``text/html`` answer came for a range inside the object or for a HEAD, neither of which
+    shows the page's first bytes."""
+    headers = {**_HEADERS, "Range": f"bytes=0-{_PEEK - 1}"}
+    async with session.get(url, headers=headers, allow_redirects=True) as resp:
+        return resp.status in (200, 206) and is_html_page(resp.headers, await _body(resp, _PEEK))
+
+
+def _absent(url: str) -> StatusError:
+    """The error of a file a web app answered with its HTML page: absent, as a 404 is."""
+    return StatusError(404, url, "an HTML page, the web server's answer for a missing file")
 
 
 def pin_of(headers) -> dict:
@@ -169,7 +197,8 @@ def fetch(fs, url: str, limit: int, timeout: float) -> tuple[dict, bytes | None]
 
 
 def head(fs, url: str, timeout: float) -> dict | None:
-    """Returns ``{size, validators}`` of object ``url`` from a HEAD, None when absent (404).
+    """Returns ``{size, validators}`` of object ``url`` from a HEAD, None when absent (404,
+    or an HTML page: see :func:`is_html_page`).
 
     Raises:
         StatusError: another failure status, or no Content-Length.
@@ -181,6 +210,8 @@ def head(fs, url: str, timeout: float) -> dict | None:
                 return None
             if resp.status != 200:
                 raise StatusError(resp.status, url, resp.reason or "")
+            if _html_type(resp.headers) and await _page_at_start(session, url):
+                return None  # a web app's page for a missing data shard
             length = resp.headers.get("Content-Length")
             if length is None or not length.isdigit():
                 raise StatusError(502, url, "no Content-Length: the size of the object "
@@ -203,7 +234,9 @@ def ranges(fs, url: str, spans: list[tuple[int, int]], pin: dict | None,
             support Range requests; the body is not read).
         Shorter: a span passes the end of the object (first read: its real size).
         RemoteAccessError: the object changed (other validators, or another size).
-        StatusError: 404, 403, 412 (changed), 416 (shorter than first seen)...
+        StatusError: 404 (also for an HTML page: :func:`is_html_page`, whether the range
+            asked for starts at 0 or inside it), 403, 412 (changed), 416 (shorter than first
+            seen)...
     """
     conditions = _conditions(pin) if pin else {}
     size = pin["size"] if pin else None
@@ -211,6 +244,17 @@ def ranges(fs, url: str, spans: list[tuple[int, int]], pin: dict | None,
     async def one(session, start: int, end: int):
         headers = {**_HEADERS, **conditions, "Range": f"bytes={start}-{end - 1}"}
         async with session.get(url, headers=headers, allow_redirects=True) as resp:
+            peek = b""
+            if resp.status in (200, 206) and _html_type(resp.headers):
+                # A web app's page for a missing data shard (ranges of it honoured, or the
+                # whole page): the shard is absent, never a short or range-less shard.
+                if start == 0:
+                    peek = await _body(resp, min(end, _PEEK))
+                    page = is_html_page(resp.headers, peek)
+                else:
+                    page = await _page_at_start(session, url)
+                if page:
+                    raise _absent(url)
             whole = resp.content_length if size is None else size
             if resp.status == 200 and not (start == 0 and end == whole):
                 raise UnsupportedFormatError(
@@ -238,7 +282,8 @@ def ranges(fs, url: str, spans: list[tuple[int, int]], pin: dict | None,
                         f"seen with {size}); retry when the writer is done")
                 if total < end:
                     raise Shorter(url, total, start, end)
-            return await _body(resp, end - start), {"size": total, **pin_of(resp.headers)}
+            data = peek + await _body(resp, end - start - len(peek))
+            return data, {"size": total, **pin_of(resp.headers)}
 
     async def gather():
         session = await fs.set_session()
