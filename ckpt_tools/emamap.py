@@ -19,7 +19,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import readable_name
-from .pairing import root_child, variable_orders
+from .pairing import list_or_dict_paths, root_child, variable_orders
 
 KEEP, DROP = "keep", "drop"
 
@@ -481,7 +481,16 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
                 f"--apply-order can tell: {examples}{more}; give the models distinct names "
                 f"(keras.Sequential(..., name=...)) or name the variables when training")
     holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
-    decide = ("--apply-order trainable leaves two orders: objects holding only variables ("
+    either = _list_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    decide = ("--apply-order trainable does not prove one order: objects with more than ten "
+              f"children named 0, 1, 2… ({', '.join(either[:3])}"
+              f"{' ...' if len(either) > 3 else ''}) may be lists, which "
+              "module.trainable_variables visits by index, or dicts with keys '0', '1'…, "
+              "which it visits sorted as strings (0, 1, 10, 11, 2…), and a list and a dict "
+              "with digit keys are indistinguishable in the file (both write the same object "
+              "graph); name the variables (tf.Variable(..., name=...)) when training, or "
+              "keep such dicts to ten entries or key them by name" if either else
+              "--apply-order trainable leaves two orders: objects holding only variables ("
               f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
               "tf.Modules, whose variables module.trainable_variables visits after its "
               "parent's own, or dicts, which it flattens in place, and a checkpoint records "
@@ -503,19 +512,34 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
 
 def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
     """The objects holding the candidates of ``unpaired`` averages (``model/z_blocks/0``)
-    when the two readings of ``module.trainable_variables`` (each such object a tf.Module or
-    a dict: see :func:`~ckpt_tools.pairing.variable_orders`) order those candidates
-    differently; empty when they agree (the stated order fails for another reason)."""
+    when the readings of ``module.trainable_variables`` with every node-that-could-be-a-dict
+    read as a dict or as a tf.Module (see :func:`~ckpt_tools.pairing.variable_orders`) order
+    those candidates differently; empty when they agree (the stated order fails for another
+    reason)."""
     if ckpt.objects is None:
         return []
     cands = {c for v in unpaired for c in v.ema_candidates}
+    orders = variable_orders(ckpt.objects)["trainable"]
+    half = len(orders) // 2  # as tf.Modules, then as dicts; lists read as lists first
     first, second = (sorted((k for k in cands if k in order), key=order.__getitem__)
-                     for order in variable_orders(ckpt.objects)["trainable"])
+                     for order in (orders[0], orders[half]))
     if first == second:
         return []
     holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
                for k in first]
     return list(dict.fromkeys(h for h in holders if h))
+
+
+def _list_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
+    """Object paths (``model/blocks``) of nodes with more than ten children named ``0``,
+    ``1``… above the candidates of ``unpaired``: a list or a dict with digit keys, which
+    ``module.trainable_variables`` visits in different orders."""
+    if ckpt.objects is None:
+        return []
+    paths = list_or_dict_paths(ckpt.objects)
+    cands = [c.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE") for v in unpaired
+             for c in v.ema_candidates]
+    return [p for p in paths if any(c.startswith(p + "/") for c in cands)]
 
 
 def _role_from_name(key: str) -> str:

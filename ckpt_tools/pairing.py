@@ -21,8 +21,10 @@ from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
 
 # "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
-# in order, sub-modules after the module's own variables). "tracked": the order the object graph
-# records (attribute assignment / creation order, as Keras' model.trainable_variables).
+# in order, dict keys sorted as strings, sub-modules after the module's own variables).
+# "tracked": the order the variables were tracked, i.e. the order their attributes were
+# assigned, which the object graph records (Keras' model.trainable_variables). Not creation
+# order: blocks created in one order and assigned in another are tracked in the second.
 APPLY_ORDERS = ("trainable", "tracked")
 _MAX_PAIRINGS = 64  # beyond this many fitting pairings a group is simply ambiguous
 _NUMBERED = re.compile(r"^(.*)_(\d+)$")
@@ -68,12 +70,45 @@ def root_child(key: str) -> str:
     return key.split("/", 1)[0]
 
 
+_MAX_LIST_OR_DICT = 6  # nodes read both ways; beyond that the trainable order is unknown
+
+
+def _list_or_dict(children: list[tuple[str, int]]) -> bool:
+    """Children named ``0``…``n-1`` with ``n > 10``: a tracked list (``tf.Module`` visits it by
+    index) or a dict with those keys (visited sorted as strings: ``0, 1, 10, 11, 2``…). Both
+    write the same object graph, and the two orders differ only from eleven entries on."""
+    return len(children) > 10 and _is_list(children)
+
+
+def list_or_dict_paths(objects: ObjectGraph) -> dict[str, int]:
+    """Object paths (``model/blocks``) of the nodes that may be a list or a dict with digit
+    keys (see :func:`_list_or_dict`), each with its node id; the shortest path from the root,
+    as TensorFlow names keys."""
+    kids = objects.children
+    out: dict[str, int] = {}
+    path_of = {0: ""}
+    queue = [0]
+    while queue:
+        node = queue.pop(0)
+        if _list_or_dict(kids.get(node, [])):
+            out[path_of[node]] = node
+        for name, child in kids.get(node, []):
+            if child not in path_of:
+                path_of[child] = f"{path_of[node]}/{name}" if path_of[node] else name
+                queue.append(child)
+    return out
+
+
 def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
     """Returns, per hypothesis of :data:`APPLY_ORDERS`, the variable orderings it allows, each
     as checkpoint key -> position.
 
-    ``trainable`` yields two orderings when the graph cannot tell a dict of variables (flattened
-    in place by ``tf.Module``) from a sub-module (visited after the module's own variables).
+    ``trainable`` yields several orderings where the graph cannot tell a dict of variables
+    (flattened in place by ``tf.Module``) from a sub-module (visited after the module's own
+    variables), or a list from a dict with digit keys (``"0"``…``"11"``, which
+    ``tf.Module`` visits sorted as strings); each such node is read both ways. With more
+    than :data:`_MAX_LIST_OR_DICT` of the latter, one ordering is empty: the order is unknown,
+    so nothing is paired by it.
     """
     kids = objects.children
     keys = objects.node_keys
@@ -92,7 +127,7 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
                     stack.append(child)
         return order
 
-    def module_flatten(inline_dicts: bool) -> dict[str, int]:
+    def module_flatten(inline_dicts: bool, as_dict: frozenset[int]) -> dict[str, int]:
         order: dict[str, int] = {}
         visited: set[int] = set()
 
@@ -105,7 +140,9 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
             if node in keys:
                 order.setdefault(keys[node], len(order))
             elif depth < 64 and _is_list(kids.get(node, [])):
-                for _, c in sorted(kids[node], key=lambda nc: int(nc[0])):
+                # A list by index; read as a dict with digit keys, sorted as strings.
+                by = (lambda nc: nc[0]) if node in as_dict else (lambda nc: int(nc[0]))
+                for _, c in sorted(kids[node], key=by):
                     inline(c, subs, depth + 1)
             elif depth < 64 and inline_dicts and leafy(node):
                 for _, c in sorted(kids[node]):
@@ -125,8 +162,16 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
             queue[0:0] = subs  # sub-modules right after this module, depth first
         return order
 
-    return {"trainable": [module_flatten(False), module_flatten(True)],
-            "tracked": [tracked()]}
+    either = sorted(list_or_dict_paths(objects).values())
+    if len(either) > _MAX_LIST_OR_DICT:
+        readings = [frozenset()]
+        unknown = [{}]
+    else:
+        readings = [frozenset(n for i, n in enumerate(either) if mask >> i & 1)
+                    for mask in range(1 << len(either))]
+        unknown = []
+    trainable = [module_flatten(inline, r) for inline in (False, True) for r in readings]
+    return {"trainable": trainable + unknown, "tracked": [tracked()]}
 
 
 def _pair_unique_fits(result: ObjectPairing, shadows: list[str], variables: list[str],
