@@ -65,7 +65,8 @@ UseEmaOpt = Annotated[bool | None, typer.Option(
     "Default: from config.json or the optimizer variables.")]
 TrainableOpt = Annotated[str | None, typer.Option(
     "--trainable", metavar="NAMES",
-    help="Keras 3 files: the weights the optimizer was built with, in "
+    help="Keras files (a legacy .h5: full names, where layers repeat names): the weights "
+    "the optimizer was built with, in "
     "model.trainable_variables order, comma-separated as 'ckpt list' names them (a layer name "
     "stands for its weights), or @FILE with one per line. Decides what a bare .weights.h5 "
     "does not record: frozen layers, the order of a subclassed model's sublayers. Print it "

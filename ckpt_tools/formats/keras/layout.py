@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ...errors import EmaError, VariableNotFoundError
 from ..entry import TensorEntry
 from .optimizer import FLOATS as _FLOATS
 from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
@@ -184,10 +185,11 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
         use_ema: the caller's statement of the optimizer's ``use_ema`` (``None``: infer).
         tf_keras: a ``.keras`` archive tf_keras wrote: the optimizer variables are left to
             :func:`~ckpt_tools.formats.keras.tf_keras.adjust` (another layout).
-        trainable: Keras 3 only: the caller's statement of the weights the optimizer was built
-            with, in ``model.trainable_variables`` order (object paths as ``paths`` gives
-            them, or a prefix/segment naming a layer for all its weights). Replaces what the
-            file records or leaves open (frozen layers, sublayer order).
+        trainable: the caller's statement of the weights the optimizer was built with
+            (a legacy ``.h5``: full weight keys, with or without ``model_weights/``), in
+            ``model.trainable_variables`` order (object paths as ``paths`` gives them, or a
+            prefix/segment naming a layer for all its weights). Replaces what the file
+            records or leaves open (frozen layers, sublayer order).
 
     Raises:
         VariableNotFoundError: a ``trainable`` name matches no weight, or one already matched.
@@ -196,7 +198,7 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
         `KerasLayout`.
     """
     if kind == "legacy":
-        lay = _analyze_legacy(entries, config)
+        lay = _analyze_legacy(entries, config, trainable)
         if use_ema is not None and use_ema != lay.use_ema:
             lay.notes.append(f"use_ema={use_ema} was stated, but the optimizer variable names "
                              f"say use_ema={lay.use_ema}")
@@ -788,23 +790,32 @@ _ITER = frozenset({"iteration", "iter", "iterations"})
 _LR = frozenset({"learning_rate", "lr"})
 
 
-def _analyze_legacy(entries, config) -> KerasLayout:
+def _analyze_legacy(entries, config, trainable=None) -> KerasLayout:
     lay = KerasLayout("legacy")
     lay.model = [k for k, e in entries.items() if e.extra.get("section") == "model"]
     lay.optimizer_vars = [k for k, e in entries.items() if e.extra.get("section") == "optimizer"]
-    by_path: dict[str, str] = {}
-    flat: dict[str, str] = {}
+    # tf_keras names an optimizer variable after its weight's layer/variable name only
+    # (Adam/average/dense/kernel): a transfer-learning head may repeat the base's names, so a
+    # name can match several weights; such a variable is never paired to "the first".
+    by_path: dict[str, list[str]] = {}
+    flat: dict[str, list[str]] = {}
     for key in lay.model:
         path = entries[key].extra["weight_name"]
         lay.paths[key] = path
         last = path.rsplit("/", 1)[-1]
         lay.trainable[key] = last not in _STATS and entries[key].dtype_name in _FLOATS
-        by_path.setdefault(path, key)
-        flat.setdefault(path.replace("/", "_"), key)
+        by_path.setdefault(path, []).append(key)
+        flat.setdefault(path.replace("/", "_"), []).append(key)
+    for keys in by_path.values():
+        if len(keys) > 1:  # say which layer (base/dense/kernel): list, map, export keep apart
+            for key in keys:
+                lay.paths[key] = key.removeprefix("model_weights/")
+    stated = _legacy_stated(lay, trainable) if trainable is not None else None
     opt_cfg = ((config or {}).get("training_config") or {}).get("optimizer_config") or {}
     if opt_cfg.get("class_name"):
         lay.optimizer = to_snake_case(opt_cfg["class_name"])
         lay.optimizer_config = opt_cfg.get("config") or {}
+    seen: dict[tuple[str, str], int] = {}  # (slot, weight name) -> optimizer variables so far
     for key in lay.optimizer_vars:
         name = entries[key].extra["weight_name"]
         lay.paths[key] = name
@@ -815,8 +826,39 @@ def _analyze_legacy(entries, config) -> KerasLayout:
         if rest in _LR:
             lay.learning_rate = key
             continue
-        slot, target = _legacy_slot(rest, by_path, flat)
+        slot, cands = _legacy_slot(rest, by_path, flat)
+        target = cands[0] if len(cands) == 1 and stated is None else None
+        if stated is not None and cands:
+            # the caller's model.trainable_variables order: the k-th optimizer variable of
+            # this slot and name belongs to the k-th stated weight of that name
+            wname = entries[cands[0]].extra["weight_name"]
+            k = seen.get((slot, wname), 0)
+            seen[(slot, wname)] = k + 1
+            mine = [w for w in stated if entries[w].extra["weight_name"] == wname]
+            target = mine[k] if k < len(mine) else None
+            if target is not None and entries[target].shape != entries[key].shape:
+                raise EmaError(f"--trainable: {target} (shape {list(entries[target].shape)}) "
+                               f"cannot be the weight of {name} (shape "
+                               f"{list(entries[key].shape)}); state the weights in "
+                               f"model.trainable_variables order")
+        elif len(cands) > 1:
+            shown = ", ".join(c.removeprefix("model_weights/") for c in cands)
+            lay.notes.append(
+                f"{key} names {entries[cands[0]].extra['weight_name']}, the name of "
+                f"{len(cands)} weights "
+                f"({shown}), and the file does not record which the optimizer "
+                f"built it for (a layer's trainable flag at save may differ from when the "
+                f"optimizer was built); pass --trainable with the weights the optimizer was "
+                f"built with, in model.trainable_variables order, as full names like these "
+                f"(`ckpt list` shows them all)")
         (lay.averages if slot == "average" else lay.slots)[key] = target
+    if stated is not None:
+        n = sum(1 for v in lay.averages.values() if v is not None)
+        if lay.averages and (n != len(lay.averages) or len(stated) != len(lay.averages)):
+            raise EmaError(f"--trainable names {len(stated)} weights, but the file holds "
+                           f"{len(lay.averages)} EMA copies of which {n} match the stated "
+                           f"names; state every weight the optimizer was built with, in "
+                           f"model.trainable_variables order")
     if lay.averages:
         lay.use_ema, lay.ema_evidence = True, "optimizer variable names (*_average)"
     else:
@@ -826,9 +868,31 @@ def _analyze_legacy(entries, config) -> KerasLayout:
     return lay
 
 
-def _legacy_slot(rest: str, by_path: dict[str, str], flat: dict[str, str]):
+def _legacy_stated(lay: KerasLayout, names: Sequence[str]) -> list[str]:
+    """The model weight keys a legacy ``--trainable`` names, in its order: each a full key
+    (``model_weights/base/dense/kernel``) or one without ``model_weights/`` (``:0`` allowed).
+
+    Raises:
+        VariableNotFoundError: a name matches no weight, or one already named.
+    """
+    out: list[str] = []
+    for raw in names:
+        name = raw.removesuffix(":0").strip("/")
+        hits = [k for k in lay.model if k == name or k == "model_weights/" + name]
+        if len(hits) != 1 or hits[0] in out:
+            raise VariableNotFoundError(
+                f"--trainable {raw!r} names no weight of the file"
+                + (" not already named" if hits else "")
+                + f"; give full names as `ckpt list` shows them ({', '.join(lay.model[:4])}"
+                + (" ..." if len(lay.model) > 4 else "") + ")")
+        out.append(hits[0])
+    return out
+
+
+def _legacy_slot(rest: str, by_path: dict[str, list[str]], flat: dict[str, list[str]]):
     """``dense_kernel_average`` (Keras 3), ``average/dense/kernel`` (Keras 2.11+) or
-    ``dense/kernel/m`` (Keras 2 legacy optimizers) -> (slot name, model weight key)."""
+    ``dense/kernel/m`` (Keras 2 legacy optimizers) -> (slot name, the model weight keys of
+    that name: one, several when layers share names, or none)."""
     parts = rest.split("_")
     for i in range(len(parts) - 1, 0, -1):
         head = "_".join(parts[:i])
@@ -841,5 +905,5 @@ def _legacy_slot(rest: str, by_path: dict[str, str], flat: dict[str, str]):
     if head in by_path:
         return last, by_path[head]
     if rest.endswith(("_average", "/average")) or rest.startswith("average/"):
-        return "average", None
-    return rest, None
+        return "average", []
+    return rest, []

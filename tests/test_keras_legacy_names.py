@@ -1,0 +1,70 @@
+"""tf_keras legacy ``.h5`` whose layers repeat names (transfer learning: a base loaded from
+disk and frozen, a new head auto-named ``dense``, ``dense_1`` again). The optimizer names its
+averages after the layer only (``Adam/average/dense/kernel``), so each matches a weight of the
+base and one of the head: never paired to "the first" (that put the head's averages into the
+frozen base, exit 0). Refused (exit 6) naming the candidates and ``--trainable``; a stated
+``--trainable`` gives the averages. Truth recorded at save by fixtures/make_tfk_transfer.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import FIXTURES, run_cli
+
+from ckpt_tools import EmaError, keras_ema_values, open_checkpoint
+
+H5 = FIXTURES / "tfk_transfer" / "transfer.h5"
+TRUTH = FIXTURES / "tfk_transfer" / "transfer.truth.npz"
+# model.trainable_variables order at save (the head; the base was frozen)
+STATED = ["dense_1/dense_1/kernel", "dense_1/dense_1/bias", "dense/dense/kernel",
+          "dense/dense/bias"]
+
+
+@pytest.mark.parametrize("cmd", ["map", "restore-ema", "export"])
+def test_same_named_head_and_frozen_base_is_refused(cmd, tmp_path):
+    out = tmp_path / ("x.h5" if cmd == "restore-ema" else "x.npz")
+    args = [cmd, str(H5)] + ([] if cmd == "map" else ["--out", str(out)])
+    code, _, err = run_cli(args)
+    assert code == 6, err
+    assert "base/dense_1/kernel" in err and "dense_1/dense_1/kernel" in err, err
+    assert "--trainable" in err, err
+    assert not out.exists()
+    with pytest.raises(EmaError, match="--trainable"):
+        keras_ema_values(str(H5))
+
+
+def test_names_keep_the_layers_apart():
+    ckpt = open_checkpoint(H5)
+    paths = {ckpt.reader.keras.paths[k] for k in ckpt.reader.keras.model}
+    assert {"base/dense/kernel", "dense/dense/kernel", "dense_1/dense_1/bias"} <= paths
+
+
+def test_stated_trainable_gives_the_truth(tmp_path):
+    truth = np.load(TRUTH)
+    out = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(H5), "--trainable", ",".join(STATED),
+                            "--out", str(out)])
+    assert code == 0, err
+    got = np.load(out)
+    for key in truth.files:
+        kind, _, h5key = key.partition(":")
+        name = h5key.removeprefix("model_weights/")
+        if kind == "ema":
+            np.testing.assert_array_equal(got[name], truth[key], err_msg=name)
+        elif "ema:" + h5key not in truth.files:  # the frozen base stays raw
+            np.testing.assert_array_equal(got[name], truth[key], err_msg=name)
+    ckpt = open_checkpoint(H5)
+    ckpt.reader.restate_use_ema(None, trainable=STATED)
+    values = keras_ema_values(ckpt)
+    assert sorted(values) == sorted("model_weights/" + s for s in STATED)
+    for k, v in values.items():
+        np.testing.assert_array_equal(v, truth["ema:" + k])
+
+
+def test_a_stated_trainable_of_the_wrong_size_is_refused(tmp_path):
+    code, _, err = run_cli(["export", str(H5), "--trainable", ",".join(STATED[:2]),
+                            "--out", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    code, _, err = run_cli(["export", str(H5), "--trainable", "nope/kernel",
+                            "--out", str(tmp_path / "x.npz")])
+    assert code != 0 and "nope/kernel" in err, err
