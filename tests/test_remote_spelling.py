@@ -88,6 +88,34 @@ def test_file_url_with_a_host_or_relative_path_is_refused(run):
     one_line_error(_run("list", "file:run"), 5, "absolute")
 
 
+def test_file_url_with_a_nul_byte_is_refused(run, tmp_path):
+    """``file:///x%00y`` was exit 70 (ValueError: embedded null byte) as an input, and as
+    ``--out`` an error naming ``--newest``, which was not given."""
+    one_line_error(_run("list", "-q", f"file://{run}%00x/"), 5, f"file://{run}%00x/", "NUL")
+    out = f"file://{tmp_path}/o%00x"
+    for argv in (["average", str(run), "--last", "2", "--out", out],
+                 ["restore-ema", str(run), "--out", out],
+                 ["export", str(run), "--out", out + ".npz"]):
+        result = _run(*argv)
+        one_line_error(result, 5, out, "NUL")
+        assert "--newest" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("tail", ["?x=1", "#frag", "/?x=1"])
+def test_file_url_with_a_query_or_fragment_is_refused(run, tail):
+    """RFC 3986 puts a query and fragment outside the path: ``file:///run?x=1`` was read as
+    the local path ``/run?x=1`` (then 'no checkpoint found'); refused like http(s)://'s."""
+    one_line_error(_run("list", f"file://{run}{tail}"), 5, "query string or fragment")
+    one_line_error(_run("average", str(run), "--last", "2", "--out", f"file:{run}x{tail}"),
+                   5, "query string or fragment")
+    assert not run.with_name("runx").exists()
+    encoded = run.with_name("r?n#1")  # a '?' or '#' of a file name: percent-encoded
+    shutil.copytree(run, encoded)
+    result = _run("list", "-q", f"file://{run.parent}/r%3Fn%231/")
+    assert result.exit_code == 0, result.output
+
+
 @pytest.mark.parametrize("form", ["file:{}", "FILE:{}", "file://localhost{}",
                                   "file://LOCALHOST{}"])
 def test_rfc8089_forms_are_the_local_path(run, tmp_path, monkeypatch, form):

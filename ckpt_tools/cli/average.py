@@ -80,7 +80,7 @@ def average_command(
     from ..average import average_checkpoints, average_run, checkpoints_of_run
     from ..bake import check_out_format
     from ..checkpoint import open_checkpoint
-    from ..errors import OutputError
+    from ..errors import CheckpointError, OutputError
     from ..formats._io import one_remote_session
 
     if bake and not ema:
@@ -125,6 +125,8 @@ def average_command(
                 result = average_run(paths[0], last, out_dir, **options) if last is not None \
                     else average_checkpoints(inputs, out_dir, **options)
             except ValueError as exc:  # --newest names none of the inputs
+                if newest is None or isinstance(exc, CheckpointError):
+                    raise  # not about --newest (an OptionError has its own exit code)
                 raise typer.BadParameter(str(exc), param_hint="--newest") from None
     out.wrote(result.prefix)
     if result.nonfinite:

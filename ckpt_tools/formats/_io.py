@@ -45,8 +45,8 @@ def canonical_location(path: str | os.PathLike) -> str:
 
     Raises:
         UnsupportedFormatError: a URL without a bucket or host, with ``.``, ``..`` or empty
-            segments, or a file URL naming a host other than ``localhost`` or a relative
-            path.
+            segments, or a file URL naming a host other than ``localhost``, a relative path,
+            a query string or fragment, or a NUL byte (``%00``).
     """
     text = os.fspath(path)
     if text[:5].lower() == "file:" and text[5:7] != "//":
@@ -80,16 +80,28 @@ def _file_path(text: str, path: str) -> str:
     RFC 8089 spells it: ``file:///tmp/a%20b`` is ``/tmp/a b``).
 
     Raises:
-        UnsupportedFormatError: ``path`` is not absolute (a host, or a relative path).
+        UnsupportedFormatError: ``path`` is not absolute (a host, or a relative path), has a
+            query string or fragment (RFC 3986 puts them outside the path: they were read as
+            part of the file name), or decodes to a NUL byte (``%00``: no file name holds one).
     """
     if not path.startswith("/"):
         raise UnsupportedFormatError(
             f"{text}: a file URL must name an absolute local path (file:///dir/... or "
             "file:/dir/...; the only host it may name is localhost); or give the local path "
             "itself")
+    if "?" in path or "#" in path:
+        raise UnsupportedFormatError(
+            f"{text}: a file URL with a query string or fragment (not part of its path); "
+            "percent-encode a '?' or '#' of the file name (%3F, %23), or give the local path "
+            "itself")
     from urllib.parse import unquote
 
-    return unquote(path)
+    path = unquote(path)
+    if "\0" in path:
+        raise UnsupportedFormatError(
+            f"{text}: a file URL whose path holds a NUL byte (%00), which no local file name "
+            "can hold")
+    return path
 
 
 def _remote():
