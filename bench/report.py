@@ -107,13 +107,23 @@ def _floor_rows(label: str, lst: dict) -> list[dict]:
 def remote_average_rows(size: str, averages: dict) -> list[dict]:
     """Peak RSS of ``ckpt average`` from S3 beside the local average, per input count; and
     how much the remote peak grows from the fewest to the most inputs (one read-ahead budget
-    for the command: it must not grow with them)."""
+    for the command: it must not grow with them); and each average written into S3 beside the
+    same one into a local directory (the upload holds one 8 MiB part, not s3fs's 10 x 50 MiB).
+    """
     out = []
     for count, row in sorted(averages.items(), key=lambda kv: int(kv[0])):
         ours, local = row["remote"]["maxrss_mb"], row["local"]["maxrss_mb"]
         out.append(_row(size, f"peak RSS, average of {count} from S3", ours, local, "MB",
                         local / ours, "<= local + 256 MB", ours <= local + 256 and
                         row["outputs_equal"], f"local average of {count}"))
+        for where, label in (("local_to_s3", "local inputs"), ("remote_to_s3", "S3 inputs")):
+            if where not in row:  # results recorded before the --out s3:// rows
+                continue
+            into, base = row[where]["maxrss_mb"], row[where.split("_")[0]]["maxrss_mb"]
+            out.append(_row(size, f"peak RSS, average of {count} ({label}) into S3", into,
+                            base, "MB", base / into, "<= the same into a local dir + 128 MB",
+                            into <= base + 128 and row["s3_outputs_equal"],
+                            f"average of {count} ({label}) into a local directory"))
     counts = sorted(averages, key=int)
     if len(counts) > 1:
         few, most = averages[counts[0]]["remote"], averages[counts[-1]]["remote"]

@@ -263,32 +263,39 @@ def test_an_interrupted_multipart_upload_is_aborted(s3, tmp_path, monkeypatch):
     import signal
     import threading
 
-    import s3fs.core
-
     from ckpt_tools.formats import remote, remote_s3
 
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(12 << 20))
     fs, path = remote.begin().fs(f"s3://{BUCKET}/mpu/big.bin")
-    monkeypatch.setattr(s3fs.core, "calculate_chunksize", lambda size, chunksize=None: 5 << 20)
-    started = threading.Event()
+    monkeypatch.setattr(remote_s3.MultipartSink, "PART", 5 << 20)
+    started, released = threading.Event(), threading.Event()
+    real = fs._call_s3
 
-    async def stalled(*args, **kwargs):  # parts "in flight" when Ctrl-C comes
-        started.set()
-        await asyncio.sleep(3600)
+    async def stalled(method, *args, **kwargs):  # the second part "in flight" at Ctrl-C
+        if method == "upload_part" and kwargs.get("PartNumber") == 2:
+            started.set()
+            while not released.is_set():
+                await asyncio.sleep(0.05)
+            raise ConnectionResetError("released by the test")
+        return await real(method, *args, **kwargs)
 
-    monkeypatch.setattr(fs, "_upload_file_part_concurrent", stalled)
+    monkeypatch.setattr(fs, "_call_s3", stalled)
 
     def interrupt():
         if started.wait(30):
             os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=interrupt, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        remote_s3.put(fs, str(big), path, create=True, timeout=60)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            remote_s3.put(fs, str(big), path, create=True, timeout=60)
+    finally:
+        released.set()
     assert started.is_set()
     uploads = s3["client"].list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
     assert [u for u in uploads if u["Key"] == "mpu/big.bin"] == []
+    assert "Contents" not in s3["client"].list_objects_v2(Bucket=BUCKET, Prefix="mpu/")
 
 
 def test_a_missing_output_bucket_is_named_as_such(s3):
@@ -300,11 +307,9 @@ def test_a_missing_output_bucket_is_named_as_such(s3):
 
 def test_upload_reports_progress_while_sending(s3, tmp_path, monkeypatch):
     """The bar moves during the upload (per part on S3), not only once a file is done."""
-    import s3fs.core
+    from ckpt_tools.formats import remote, remote_s3
 
-    from ckpt_tools.formats import remote
-
-    monkeypatch.setattr(s3fs.core, "calculate_chunksize", lambda size, chunksize=None: 5 << 20)
+    monkeypatch.setattr(remote_s3.MultipartSink, "PART", 5 << 20)
     data = tmp_path / "m.data-00000-of-00001"
     data.write_bytes(os.urandom(11 << 20))
     seen: list[int] = []

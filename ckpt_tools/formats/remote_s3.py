@@ -66,42 +66,35 @@ def get(fs, path: str, spans: list[tuple[int, int] | None], etag: str | None,
     return _run(fs, gather, timeout)
 
 
-def put(fs, local: str, path: str, *, create: bool, timeout: float, progress=None) -> None:
-    """Uploads local file ``local`` to ``path``; with ``create``, only if no object is there
-    (``If-None-Match: *``, also on a multipart upload's completion).
+def put(fs, local: str, path: str, *, create: bool, timeout, progress=None) -> None:
+    """Uploads local file ``local`` to ``path`` through :class:`MultipartSink`, read one part
+    at a time: memory holds one part (8 MiB), whatever the file's size (s3fs's ``_put_file``
+    keeps up to 10 chunks of 50 MiB in flight, plus botocore's copies: about 1 GB of RSS for
+    a 450 MB ``ckpt average`` output, review-16-attack-r4). The object appears whole when
+    the upload completes; with ``create``, only if no object is there (``If-None-Match: *``,
+    also on a multipart upload's completion). On any error or interruption (Ctrl-C, SIGTERM)
+    the multipart upload is aborted: S3 keeps (and bills) the parts of an upload never
+    completed or aborted.
+
+    ``timeout``: each request's deadline in seconds, or a function of the bytes it sends.
+    ``progress(nbytes)``: called as each part (or the whole object) is sent.
 
     Raises:
-        FileExistsError: ``create`` and the object exists (another writer made it).
-        OSError, FSTimeoutError: as :func:`get`.
+        OutputError: ``create`` and the object exists (another writer made it).
+        CheckpointNotFoundError, RemoteAccessError: as :func:`.remote_errors.translate`,
+            naming the object's URL.
     """
-    import concurrent.futures
-
-    from fsspec.exceptions import FSTimeoutError
-
-    # Run as a future of our own (not fsspec's sync) so that an interruption (Ctrl-C,
-    # SIGTERM) can cancel it, and then abort the multipart upload it may have started:
-    # s3fs aborts only on errors, and S3 keeps (and bills) the parts of an upload never
-    # completed or aborted.
-    kwargs = {}
-    if progress is not None:  # bytes as each part (or the whole object) is sent
-        from fsspec.callbacks import Callback
-
-        class _Bytes(Callback):
-            def relative_update(self, inc=1):
-                progress(inc)
-
-        kwargs["callback"] = _Bytes()
-    future = asyncio.run_coroutine_threadsafe(
-        fs._put_file(local, path, mode="create" if create else "overwrite", **kwargs),
-        fs.loop)
+    wait = timeout if callable(timeout) else (lambda nbytes: timeout)
+    sink = MultipartSink(fs, path, create=create, timeout=wait, progress=progress)
     try:
-        future.result(timeout)
-    except concurrent.futures.TimeoutError:
-        future.cancel()
-        _abort_uploads(fs, path)
-        raise FSTimeoutError from None
+        with open(local, "rb") as f:
+            while chunk := f.read(sink.PART):
+                sink.write(chunk)
+        sink.close()
     except BaseException:
-        future.cancel()
+        sink.abort()
+        # An interruption may land while create_multipart_upload is in flight (no id known
+        # yet): abort whatever upload of this object is left (we hold the directory's lock).
         _abort_uploads(fs, path)
         raise
 

@@ -197,11 +197,10 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
             size = os.path.getsize(local)
             check_held(directory)
             store.requests += 1
-            if conditional:
-                wait = deadline(size)
-                with translate(url, wait):
+            if conditional:  # streamed one part at a time: memory holds one part
+                with translate(url, deadline(size)):
                     remote_s3.put(fs, local, fs._strip_protocol(url),
-                                  create=base not in existing, timeout=wait,
+                                  create=base not in existing, timeout=deadline,
                                   progress=progress)
             else:
                 store.call(fs, url, "put_file", local, fs._strip_protocol(url), nbytes=size)
