@@ -131,7 +131,14 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
                                                 if lay.trainable.get(k)])])
     n = len(trained)
     averages = rest[:n] if use_ema and trained else []
-    for key, target in zip(averages, trained, strict=True):
+    if len(averages) < n and averages:  # fewer variables than one average per weight: the
+        # layout does not fit, so none is paired (refused, never shifted onto other weights)
+        lay.averages.update(dict.fromkeys(averages))
+        lay.notes.append(f"the tf_keras optimizer holds {len(rest)} variables, fewer than "
+                         f"one EMA copy for each of the {n} weights it was built with")
+        averages = []
+    # without use_ema (or before the optimizer was built) there are no averages to pair
+    for key, target in zip(averages, trained if averages else [], strict=True):
         lay.averages[key] = target
         lay.var_names[key] = "average"
     slots = rest[len(averages):]
