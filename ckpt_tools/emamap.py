@@ -247,7 +247,10 @@ def ema_map(
             (unnamed ``tf.Variable``s are all ``Variable``) can only be paired by the order
             ``ema.apply()`` got the variables in, which the checkpoint does not record; state it:
             ``"trainable"`` (``module.trainable_variables`` of a ``tf.Module``) or
-            ``"tracked"`` (creation order, as Keras' ``model.trainable_variables``). Without it
+            ``"tracked"`` (the order the variables were tracked: the order their attributes were
+            assigned, which the checkpoint records, as Keras' ``model.trainable_variables``;
+            not creation order: blocks created in one order and assigned in another are
+            tracked in the second). Without it
             such averages are refused.
 
     Returns:
@@ -501,7 +504,8 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
               "(tf.Variable(..., name=...)) when training" if apply_order else
               "only if you know how ema.apply() was called: if it got "
               "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
-              "got them in creation order (as Keras' model.trainable_variables) pass "
+              "got them in the order they were tracked, i.e. the order their attributes were "
+              "assigned (as Keras' model.trainable_variables; not creation order), pass "
               "--apply-order tracked (Python: apply_order=...); the file cannot check that "
               "statement, so a wrong one gives wrong averages; for any other order no option "
               "can tell: name the variables (tf.Variable(..., name=...)) when training")

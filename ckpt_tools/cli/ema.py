@@ -69,8 +69,10 @@ ApplyOrderOpt = Annotated[str | None, typer.Option(
     autocompletion=complete_from("trainable", "tracked"),
     help="TF2 averages of variables sharing one name and shape: state the "
     "order ema.apply() got them in, which the checkpoint does not record: 'trainable' (a "
-    "tf.Module's trainable_variables) or 'tracked' (creation order, Keras' "
-    "trainable_variables); without it they are refused.")]
+    "tf.Module's trainable_variables) or 'tracked' (the order the "
+    "variables were tracked: the order their attributes were assigned, which the checkpoint "
+    "records, as Keras' trainable_variables; not creation order); without it they are "
+    "refused.")]
 
 
 def check_apply_order(apply_order: str | None) -> str | None:
