@@ -660,6 +660,7 @@ class Checkpoint:
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
         self._variables: list[Variable] | None = None
         self._fragment_alias: dict[str, str] | None = None  # see stored_key()
+        self._ema_names: list[str] | None = None  # see ema_names()
 
     # -- mapping-like access --------------------------------------------------------------
     def keys(self) -> list[str]:
@@ -780,11 +781,20 @@ class Checkpoint:
             self._variables = self._build_variables()
         return list(self._variables)
 
+    def ema_names(self) -> list[str]:
+        """Returns :func:`ckpt_tools.roles.detect_ema_names` of the stored keys, computed
+        once (``list`` classifies roles and then pairs averages, and both need it)."""
+        if self._ema_names is None:
+            self._ema_names = _roles.detect_ema_names(self._reader.entries)
+        return list(self._ema_names)
+
     def _build_variables(self) -> list[Variable]:
         entries = self._reader.entries
-        info = _roles.classify(entries, self.meta, self.objects,
-                               keras=self._reader.keras)
         colls = self.meta.collections_by_key() if self.meta else {}
+        plain = self._reader.keras is None and not (self.objects and self.objects.full_names)
+        info = _roles.classify(entries, self.meta, self.objects, keras=self._reader.keras,
+                               ema_names=self.ema_names() if plain else None,
+                               collections=colls)
         # A variable's averages: proven ones (their names say whose) and unpaired ones that
         # name it as a candidate. Only a variable with exactly one, proven, gets ``ema``; with
         # several (two EMA objects, or an average the file cannot pair) which one is its

@@ -287,7 +287,7 @@ def ema_map(
                 "--apply-order" if tf2 and not apply_order and not spans else None,
                 {v.name: tuple(v.ema_candidates) for v in unpaired})
         # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do.
-        detected = R.detect_ema_names(ckpt.entries()) or sorted({
+        detected = ckpt.ema_names() or sorted({
             k.rpartition("/")[2] for k, v in variables.items()
             if v.role == R.EMA and v.ema_of and v.ema_style == "tf1"})
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)

@@ -119,6 +119,7 @@ def classify(
     *,
     keras=None,
     apply_order: str | None = None,
+    collections: dict[str, list[str]] | None = None,
 ) -> dict[str, RoleInfo]:
     """Returns a :class:`RoleInfo` for every key of ``entries``.
 
@@ -133,6 +134,8 @@ def classify(
             them in (:data:`ckpt_tools.pairing.APPLY_ORDERS`); default: only an average that one
             variable of its name fits (dtype, shape) is paired, the rest are ``ema`` with
             ``candidates`` and no ``ema_of``.
+        collections: ``meta.collections_by_key()``, when the caller has it already (else
+            computed here).
     """
     if keras is not None:
         return classify_keras(entries, keras)
@@ -141,7 +144,9 @@ def classify(
     names = set(ema_names if ema_names is not None else detect_ema_names(entries))
     names |= {DEFAULT_EMA_NAME}
     loss_names = names | {"avg"}
-    colls = meta.collections_by_key() if meta else {}
+    if collections is None:
+        collections = meta.collections_by_key() if meta else {}
+    colls = collections
     meta_vars = {v.checkpoint_key for v in meta.variables.values()} if meta else set()
     out: dict[str, RoleInfo] = {}
     for key, entry in entries.items():

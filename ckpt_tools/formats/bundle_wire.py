@@ -161,14 +161,29 @@ def _decode_canonical(buf: bytes):
         if pos < end and buf[pos] == 32:
             offset = buf[pos + 1]
             pos += 2
-            if offset >= 0x80:
-                offset, pos = decode_varint(buf, pos - 1, end)
-                if offset >= 1 << 63:
-                    return None
+            if offset >= 0x80:  # offsets into a data file of up to 256 MiB: 2-4 bytes inline
+                b = buf[pos]
+                offset = (offset & 0x7F) | (b & 0x7F) << 7
+                pos += 1
+                if b >= 0x80:
+                    b = buf[pos]
+                    offset |= (b & 0x7F) << 14
+                    pos += 1
+                    if b >= 0x80:
+                        b = buf[pos]
+                        offset |= b << 21
+                        pos += 1
+                        if b >= 0x80:  # 5 bytes or more: the loop
+                            offset, pos = decode_varint(buf, pos - 4, end)
+                            if offset >= 1 << 63:
+                                return None
         if pos < end and buf[pos] == 40:
             size = buf[pos + 1]
             pos += 2
-            if size >= 0x80:
+            if size >= 0x80 and buf[pos] < 0x80:  # 128 B to 16 KiB: two bytes inline
+                size = (size & 0x7F) | buf[pos] << 7
+                pos += 1
+            elif size >= 0x80:
                 size, pos = decode_varint(buf, pos - 1, end)
                 if size >= 1 << 63:
                     return None
