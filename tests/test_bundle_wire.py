@@ -109,6 +109,38 @@ def test_canonical_fast_path_takes_tensorflow_entries():
         1, (4, 16, 16), False, 1, 123456, 4096, 7, [])
 
 
+# Every varint length boundary of the offset (decoded inline up to 4 bytes) and the size (up
+# to 2), as protobuf encodes them, truncated at every byte too.
+_EDGES = sorted({0, 1} | {(1 << k) + d for k in (7, 14, 21, 28, 35, 56, 62) for d in (-1, 0, 1)}
+                | {(1 << 63) - 1})
+
+
+@pytest.mark.parametrize("offset", _EDGES)
+def test_canonical_fast_path_decodes_every_varint_length_like_protobuf(offset):
+    for size in _EDGES:
+        p = BundleEntryProto(dtype=1, shard_id=1, offset=offset, size=size, crc32c=9)
+        p.shape.dim.add(size=3)
+        raw = p.SerializeToString()
+        assert bundle_wire._decode_canonical(raw) == bundle_wire._decode_general(raw) == (
+            1, (3,), False, 1, offset, size, 9, [])
+        for cut in range(1, len(raw)):
+            fast = bundle_wire._decode_canonical(raw[:cut])
+            assert fast is None or fast == bundle_wire._decode_general(raw[:cut])
+
+
+def test_canonical_fast_path_reads_padded_varints_like_protobuf():
+    """Over-long encodings (a varint padded with 0x80 bytes) are valid protobuf."""
+    for offset_bytes in (b"\x80\x00", b"\x81\x80\x00", b"\xff\xff\xff\x7f",
+                         b"\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80\x80\x00"):
+        for size_bytes in (b"\x04", b"\x80\x00", b"\xff\x7f", b"\xff\xff\x01"):
+            raw = b"\x08\x01\x12\x00\x20" + offset_bytes + b"\x28" + size_bytes
+            p = BundleEntryProto.FromString(raw)
+            fast = bundle_wire._decode_canonical(raw)
+            assert fast is not None
+            assert fast[4:6] == (p.offset, p.size)
+            assert fast == bundle_wire._decode_general(raw)
+
+
 def test_repeated_shape_fields_merge_like_protobuf():
     a = BundleEntryProto(dtype=1, size=8)
     a.shape.dim.add(size=2)
