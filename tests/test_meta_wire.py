@@ -193,6 +193,39 @@ def test_garbage_variable_def_reads_as_the_generic_walk(raw):
     assert var.trainable == bool(flags and flags[-1])
 
 
+def _generic_strings(raw: bytes):
+    """A node/bytes list's values by the generic field walk, or its error message."""
+    try:
+        return [v for n, w, v in meta_mod._fields(raw) if n == 1 and w == 2]
+    except meta_mod.CorruptCheckpointError as exc:
+        return str(exc)
+
+
+def _value(data: bytes) -> bytes:
+    n = len(data)
+    return b"\x0a" + (bytes([n]) if n < 0x80 else bytes([n & 0x7F | 0x80, n >> 7])) + data
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=300), max_size=6), st.binary(max_size=8),
+       st.integers(0, 2000), st.booleans())
+def test_string_list_walk_reads_as_the_generic_walk(values, extra, cut, append):
+    """The inlined NodeList/BytesList walk (meta._strings) returns what the generic walk does
+    on well-formed lists (one- and two-byte lengths), cut ones and ones with other fields or
+    garbage after them, and fails with the same message where it fails."""
+    full = b"".join(_value(v) for v in values)
+    raw = (full + extra) if append else full[:cut]
+    generic = _generic_strings(raw)
+    try:
+        got = meta_mod._strings(raw)
+    except meta_mod.CorruptCheckpointError as exc:
+        assert str(exc) == generic, raw
+        return
+    assert got == generic
+    if not append and cut >= len(full):
+        assert got == values
+
+
 def test_shared_variable_defs_decode_to_the_same_variable():
     """A variable in several collections (the same VariableDef bytes) is one MetaVariable, and
     the collections list it as protobuf reads them."""
