@@ -8,6 +8,7 @@ TensorFlow.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 
@@ -138,6 +139,82 @@ class Listing(Record):
             "saved_model": self.saved_model,
             "ema_unproven": self.unproven,
         }
+
+    def to_json(self, default: Callable | None = None) -> str:
+        """:meth:`to_dict` as compact JSON: exactly ``json.dumps(self.to_dict(),
+        separators=(",", ":"), ensure_ascii=False, default=default)``, built faster.
+
+        json.dumps' C encoder walks one dict of 16 keys per variable (and :meth:`to_dict`
+        builds them): ~3 µs a variable, ~10 ms of a 3,000-variable ``ckpt list --json``
+        process. Here each row is one f-string: every string still goes through json's own C
+        string encoder (``json.encoder.encode_basestring``), the few distinct values (dtypes,
+        roles, ``null``, collection lists) once each, integers through ``int.__repr__`` as
+        json.dumps writes them; the rest of the document is json.dumps'. A field of any other
+        type (a NumPy integer in a shape, a bool, a list) falls back to json.dumps whole.
+        """
+        try:
+            rows, parameters, nbytes = _json_rows(self.variables)
+        except TypeError:
+            return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False,
+                              default=default)
+        head = json.dumps({"checkpoint": self.checkpoint, "format": self.format,
+                           "meta": self.meta}, separators=(",", ":"), ensure_ascii=False,
+                          default=default)
+        tail = json.dumps({
+            "totals": {"variables": len(self.variables), "parameters": parameters,
+                       "bytes": nbytes},
+            "shards": self.shards, "ema_evidence": self.ema_evidence,
+            "saved_model": self.saved_model, "ema_unproven": self.unproven,
+        }, separators=(",", ":"), ensure_ascii=False, default=default)
+        return f'{head[:-1]},"variables":[{rows}],{tail[1:]}'
+
+
+def _json_rows(variables: list[Variable]) -> tuple[str, int, int]:
+    """The ``variables`` array of :meth:`Listing.to_json` without its brackets, and the sums
+    of ``size`` and ``nbytes``.
+
+    Raises:
+        TypeError: a field of a type json.dumps would write otherwise (a bool or a NumPy
+            integer where an int belongs, a list where a tuple does, a non-string name).
+    """
+    encode, int_text = json.encoder.encode_basestring, int.__repr__  # refuses non-ints
+    known: dict = {None: "null"}  # string or tuple of strings -> its JSON
+
+    def text(value) -> str:
+        out = known.get(value)
+        if out is None:
+            out = known[value] = encode(value)
+        return out
+
+    def strings(values: tuple) -> str:
+        if values.__class__ is not tuple:
+            raise TypeError("not a tuple")
+        out = known.get(values)
+        if out is None:
+            out = known[values] = "[" + ",".join([encode(x) for x in values]) + "]"
+        return out
+
+    rows = []
+    parameters = total = 0
+    for v in variables:
+        shape, nbytes, partitions = v.shape, v.nbytes, v.partitions
+        if nbytes.__class__ is bool or partitions.__class__ is bool or bool in map(type, shape):
+            raise TypeError("a bool, which json.dumps writes as true/false")
+        size = 1
+        for d in shape:
+            size *= d
+        parameters += size
+        total += nbytes
+        name = encode(v.name)
+        rows.append(
+            f'{{"name":{name},"key":{name},"dtype":{text(v.dtype)},'
+            f'"shape":[{",".join(map(int_text, shape))}],"role":{text(v.role)},'
+            f'"collections":{strings(v.collections)},"ema_of":{text(v.ema_of)},'
+            f'"ema":{text(v.ema)},"size":{int_text(size)},"nbytes":{int_text(nbytes)},'
+            f'"slot_of":{text(v.slot_of)},"partitions":{int_text(partitions)},'
+            f'"path":{text(v.path)},"ema_style":{text(v.ema_style)},'
+            f'"ema_candidates":{strings(v.ema_candidates)}}}')
+    return ",".join(rows), parameters, total
 
 
 def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,

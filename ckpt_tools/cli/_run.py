@@ -122,8 +122,8 @@ def run_list(path: str, json_out: bool, quiet: bool) -> int:
         if quiet and not json_out:  # names only: no roles to classify
             out.lines(list_names(resolve(out, path), match=None, sort="name", use_ema=None))
             return 0
-        out.json(list_variables(resolve(out, path), roles=None, collections=None, match=None,
-                                sort="name", use_ema=None).to_dict())
+        out.json_of(list_variables(resolve(out, path), roles=None, collections=None,
+                                   match=None, sort="name", use_ema=None))
         return 0
     except BrokenPipeError:  # `ckpt list … | head` is not an error
         quiet_stdout()
