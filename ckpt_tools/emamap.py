@@ -16,7 +16,7 @@ import re
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
-from .errors import EmaError
+from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
 from .formats.objgraph import readable_name
 from .pairing import list_or_dict_paths, root_child, variable_orders
@@ -41,6 +41,25 @@ class UnprovenPairingError(EmaError):
         self.undecided = dict(undecided or {})
 
 
+def refuse_apply_order(ckpt: Checkpoint, apply_order: str | None) -> None:
+    """Refuses ``apply_order`` given for a Keras file, where it cannot apply.
+
+    ``apply_order`` states the order ``ema.apply()`` got a TF2 object checkpoint's variables
+    in. A Keras optimizer averages the model's weights in the model's order, which the file
+    records (or ``trainable=``/``--trainable`` states), so the option would silently change
+    nothing.
+
+    Raises:
+        OptionError: ``apply_order`` is given and ``ckpt`` is a Keras file (exit 2).
+    """
+    if apply_order is not None and getattr(ckpt.reader, "keras", None) is not None:
+        raise OptionError(
+            f"{ckpt.path}: --apply-order (Python: apply_order=) states the order "
+            "ema.apply() got a TF2 checkpoint's variables in; it does not apply to Keras "
+            "files, whose optimizer averages the model's weights in the model's order "
+            "(recorded in the file, or stated with --trainable): omit it")
+
+
 def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | None = None,
                  use_meta: bool = True, apply_order: str | None = None) -> dict[str, str]:
     """The one pairing decision every command uses: variable key -> the key of the average
@@ -52,6 +71,7 @@ def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | 
     Raises:
         UnprovenPairingError: two or more pairings fit (names the option that decides).
         EmaError: a Keras file that holds no averages.
+        OptionError: ``apply_order`` given for a Keras file (:func:`refuse_apply_order`).
     """
     m = ema_map(checkpoint, ema_name=ema_name, use_meta=use_meta, apply_order=apply_order,
                 non_averaged=DROP, slots=KEEP, allow_missing=True)
@@ -78,7 +98,11 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
         leaves open has ``ema``/``ema_of`` ``None`` and ``ema_candidates`` set: no pairing the
         file does not prove is ever present. (Averages of several EMA objects keep their
         ``ema_of``: their names prove it; only their variable's ``ema`` is open.)
+
+    Raises:
+        OptionError: ``apply_order`` given for a Keras file (:func:`refuse_apply_order`).
     """
+    refuse_apply_order(ckpt, apply_order)
     variables = list(ckpt.variables() if variables is None else variables)
     if not any(v.role == R.EMA for v in variables):
         return variables, None  # no average: no pairing to show (nor to refuse)
@@ -260,6 +284,7 @@ def ema_map(
         EmaError: if an average cannot be paired with one variable from what the file records
             (its candidates and the option that decides are named), or a variable has averages
             of several EMA objects and ``ema_name`` picks none.
+        OptionError: ``apply_order`` given for a Keras file, where it cannot apply.
         CheckpointError: if the checkpoint cannot be read. Missing shadows are *reported* in
         ``missing``; call :meth:`EmaMap.require_complete` to turn them into an :class:`EmaError`.
 
@@ -274,6 +299,7 @@ def ema_map(
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
+        refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
             _require_keras(ckpt)
         variables = _paired_variables(ckpt, apply_order)
@@ -411,6 +437,7 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None) -> dict[str, str]
         `dict[str, str]`: average key -> variable key; empty without ``apply_order``, for
         non-TF2 checkpoints, or when the file proves every pairing by itself.
     """
+    refuse_apply_order(ckpt, apply_order)
     if apply_order is None or ckpt.objects is None:
         return {}
     proven = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)

@@ -300,8 +300,15 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
     """The variables with ``ema``/``ema_of`` as ``ckpt map`` pairs them
     (:func:`ckpt_tools.emamap.decide_pairing`), and ``{"option", "reason"}`` when it refuses.
 
-    emamap is imported here, for checkpoints holding averages only.
+    emamap is imported here, for checkpoints holding averages (or a stated order) only.
+
+    Raises:
+        OptionError: ``apply_order`` given for a Keras file, even one without averages.
     """
+    if decide.get("apply_order") is not None:
+        from .emamap import refuse_apply_order
+
+        refuse_apply_order(ckpt, decide["apply_order"])
     if not any(v.role == "ema" for v in variables):
         return variables, None  # no average to pair: emamap is not even imported
     from .emamap import decide_pairing

@@ -77,3 +77,46 @@ def test_export_collision_made_by_rename_names_rename(tmp_path):
                             str(tmp_path / "w.npz")])
     assert code == 7 and "exported as 'b'" in err and "adjust --rename" in err, err
     assert not (tmp_path / "w.npz").exists()
+
+
+@pytest.mark.parametrize("path", [EMA / "adam.keras", EMA / "no_ema.keras", H5])
+def test_apply_order_on_a_keras_file_is_a_usage_error(path, tmp_path):
+    """--apply-order states how ema.apply() ordered a TF2 checkpoint's variables; a Keras
+    optimizer averages in the model's order, so on a Keras file it is refused (exit 2, naming
+    the option and why) by every command that takes it, never ignored."""
+    out = tmp_path / "o"
+    with open_checkpoint(path) as ckpt:
+        name = ckpt.variables()[0].name
+    for args in (["list", str(path)], ["map", str(path)], ["stats", str(path)],
+                 ["show", str(path), name], ["diff", str(path), "--ema"],
+                 ["restore-ema", str(path), "--out", str(out) + ".keras"],
+                 ["restore-ema", str(path), "--out", str(out) + ".keras", "--dry-run"],
+                 ["export", str(path), "--out", str(out) + ".npz"],
+                 ["average", str(path), str(path), "--ema", "--bake", "--out", str(out)]):
+        for order in ("trainable", "tracked"):
+            code, _, err = run_cli([*args, "--apply-order", order])
+            assert code == 2, (args, err)
+            assert f"error: {path}: --apply-order" in err and "Keras files" in err, (args, err)
+            assert "model's order" in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert not list(tmp_path.iterdir())
+    from ckpt_tools import ema_map, export_weights
+    from ckpt_tools.emamap import decide_pairing, proven_pairs, stated_pairings
+    from ckpt_tools.listing import list_variables
+
+    for call in (lambda: ema_map(path, apply_order="tracked"),
+                 lambda: proven_pairs(path, apply_order="tracked"),
+                 lambda: list_variables(path, apply_order="tracked"),
+                 lambda: export_weights(path, tmp_path / "w.npz", apply_order="tracked")):
+        with pytest.raises(OptionError, match="apply_order="):
+            call()
+    with open_checkpoint(path) as ckpt:
+        for call in (decide_pairing, stated_pairings):
+            with pytest.raises(OptionError, match="does not apply to Keras files"):
+                call(ckpt, apply_order="trainable")
+    assert not list(tmp_path.iterdir())
+
+
+def test_apply_order_without_diff_ema_is_a_usage_error():
+    path = str(FIXTURES / "tf2_object")
+    code, _, err = run_cli(["diff", path, path, "--apply-order", "trainable"])
+    assert code == 2 and "--apply-order" in err and "only with --ema" in err, err

@@ -76,6 +76,9 @@ def diff_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     names = NameFilter(grep, regex)
     check_apply_order(apply_order)
+    if apply_order is not None and not ema:
+        raise typer.BadParameter("--apply-order decides which average goes with which "
+                                 "variable; it applies only with --ema", param_hint="--apply-order")
     with open_checkpoint(resolve(out, a), use_ema=use_ema,
                          trainable=trainable_names(trainable)) as ca:
         paths = display_names(ca)

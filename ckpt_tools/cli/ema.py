@@ -323,6 +323,7 @@ def restore_ema_command(
     variables to bake (a shadow's name selects its variable); none with a shadow is exit 3.
     """
     from ..bake import check_out_format
+    from ..emamap import refuse_apply_order
     from ..emaout import FORMATS, write_ema
     from ..errors import OutputError
 
@@ -332,6 +333,7 @@ def restore_ema_command(
     check_output_parent(out_dir, "creating the output directory")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
                          trainable=trainable_names(trainable)) as ckpt:
+        refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
         fmt = fmt or ("keras" if getattr(ckpt.reader, "keras", None) is not None else "v2")
         if fmt != "keras":
             try:

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from ..checkpoint import open_checkpoint
+from ..errors import OptionError
 from ..listing import Listing, list_names, list_variables, short_collection
 from ..roles import ROLES
 from ._common import (
@@ -86,6 +87,8 @@ def list_command(
                                  use_ema=use_ema, trainable=trainable_names(trainable),
                                  ema_name=ema_name, use_meta=not no_meta,
                                  apply_order=apply_order)
+    except OptionError:  # an option that cannot apply to this file: its own message (exit 2)
+        raise
     except ValueError as exc:
         hint = {"role": "--role", "sort": "--sort"}.get(str(exc).split()[1], "--collection")
         raise typer.BadParameter(str(exc), param_hint=hint) from None
