@@ -24,16 +24,11 @@ from .emamap import ema_map, proven_pairs
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats import dtypes
 from .formats._io import canonical_location, is_url, map_file, one_remote_session
-from .formats._write import (
-    Inputs,
-    StagedDir,
-    check_file_name,
-    copy_file,
-    local_stage,
-    os_errors,
-)
+from .formats._write import Inputs, check_file_name, copy_file, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
+from .formats.staged_dir import StagedDir
+from .formats.write_locks import local_stage
 
 ProgressFn = Callable[[int], None]
 
@@ -437,7 +432,7 @@ def _check_local_out(out_dir: str, ckpts: list[Checkpoint], extra, name: str | N
     without reading: ``--newest``, ``--last``) also one where it exists and not ``overwrite``.
 
     Raises:
-        OutputError: as :class:`~ckpt_tools.formats._write.StagedDir`.
+        OutputError: as :class:`~ckpt_tools.formats.staged_dir.StagedDir`.
     """
     from .bake import checkpoint_names
 

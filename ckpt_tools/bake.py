@@ -22,7 +22,6 @@ from .formats import dtypes
 from .formats._io import is_url, map_file, remove_quietly, temp_name
 from .formats._write import (
     Inputs,
-    StagedDir,
     check_file_name,
     check_out_value,
     copy_file,
@@ -36,6 +35,7 @@ from .formats._write import (
 from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import SAVED_MODEL_FILES, VARIABLES_PREFIX
+from .formats.staged_dir import StagedDir
 
 # What a SavedModel output copies beside its variables/, unchanged, when the input has it.
 # (fingerprint.pb records hashes of the input; TensorFlow reads it only for logging.)

@@ -154,7 +154,7 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
     import posixpath
 
     from .formats import remote
-    from .formats._write import local_stage
+    from .formats.write_locks import local_stage
 
     single = fmt == "h5" and url.endswith((".h5", ".hdf5"))
     directory = remote.url_parent(url) if single else url.rstrip("/")

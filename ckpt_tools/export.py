@@ -289,7 +289,7 @@ def _export_to_url(checkpoint, url: str, *, overwrite: bool, **options) -> Expor
     import posixpath
 
     from .formats import remote
-    from .formats._write import local_stage
+    from .formats.write_locks import local_stage
 
     # Bucket, writer lock and the output's name are checked before any tensor is read.
     with remote.reserved(remote.url_parent(url), overwrite=overwrite), \

@@ -28,10 +28,9 @@ from .formats._write import (
     check_file_output,
     check_out_value,
     copy_file,
-    hold,
     os_errors,
-    release,
 )
+from .formats.write_locks import hold, release
 from .keras_ema import require_keras_pairing
 
 KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")

@@ -22,7 +22,7 @@ pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
 from ckpt_tools.formats import remote_s3  # noqa: E402
-from ckpt_tools.formats._write import STAGE_PREFIX  # noqa: E402
+from ckpt_tools.formats.write_locks import STAGE_PREFIX  # noqa: E402
 
 RUN = f"s3://{BUCKET}/towers_bn/"
 

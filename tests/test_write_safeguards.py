@@ -389,7 +389,8 @@ def test_another_users_out_is_refused_when_not_root(towers, tmp_path, monkeypatc
     directory (or a kept file) of another user unless running as root, before staging."""
     from ckpt_tools.bake import checkpoint_names
     from ckpt_tools.errors import OutputError
-    from ckpt_tools.formats._write import Inputs, StagedDir
+    from ckpt_tools.formats._write import Inputs
+    from ckpt_tools.formats.staged_dir import StagedDir
 
     out = tmp_path / "shared"
     out.mkdir()

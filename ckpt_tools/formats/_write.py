@@ -1,5 +1,9 @@
 """The one writer discipline every ckpt_tools writer follows (``restore-ema``, ``export``).
 
+This module holds single files, names and inputs; :mod:`.staged_dir` the checkpoint
+directories (:class:`StagedDir`); :mod:`.write_locks` the locks that tell a live writer's
+temporaries from a killed one's.
+
 Promises, and how they are kept:
 
 - **Inputs are never modified.** :class:`Inputs` records every file a command read (index,
@@ -50,17 +54,18 @@ from contextlib import contextmanager
 
 from ..errors import OutputError, WriteError
 from ._io import state_entries
+from .write_locks import hold, physical, release, sweep_stale
 
 PAUSE_AT_ENV = "CKPT_TOOLS_PAUSE_AT"
 PAUSE_FLAG_ENV = "CKPT_TOOLS_PAUSE_FLAG"
 _pauses = [0]
 
-_RENAME_NOREPLACE, _RENAME_EXCHANGE = 1, 2
+_RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 _AT_FDCWD = -100
 # Errnos meaning "renameat2 or this flag is not available here": fall back.
 _UNSUPPORTED = {errno.ENOSYS, errno.EINVAL, getattr(errno, "ENOTSUP", errno.EINVAL)}
 # Errnos meaning "this location cannot be written" (exit 7) rather than "writing failed".
-_LOCATION = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
+LOCATION_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT, errno.ENOTDIR}
 
 
 def pause_point(what: str) -> None:
@@ -90,7 +95,7 @@ def pause_point(what: str) -> None:
 
 
 # -- inputs --------------------------------------------------------------------------------
-def _key(st: os.stat_result) -> tuple[int, int]:
+def inode_key(st: os.stat_result) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
@@ -114,20 +119,20 @@ class Inputs:
             except OSError:
                 continue
             self.paths.append(p)
-            self._files.setdefault(_key(st), p)
-            self._dirs.setdefault(_key(dst), p)
+            self._files.setdefault(inode_key(st), p)
+            self._dirs.setdefault(inode_key(dst), p)
 
     def which(self, path: str) -> str | None:
         """Returns the input file ``path`` is (through symlinks and hard links), else None."""
         try:
-            return self._files.get(_key(os.stat(path)))
+            return self._files.get(inode_key(os.stat(path)))
         except OSError:
             return None
 
     def held_by(self, directory: str) -> str | None:
         """Returns an input file inside ``directory`` (itself, not a subdirectory), else None."""
         try:
-            return self._dirs.get(_key(os.stat(directory)))
+            return self._dirs.get(inode_key(os.stat(directory)))
         except OSError:
             return None
 
@@ -195,7 +200,7 @@ def shadowed_checkpoint(name: str, siblings: Iterable[str], state: bytes | None)
                for _field, listed in state_entries(state or b""))
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
     return ("a directory" if stat.S_ISDIR(mode) else "a symbolic link" if stat.S_ISLNK(mode)
             else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
             else "a device")
@@ -256,7 +261,7 @@ def check_member_name(name: str, source: str | None = None, *, fmt: str,
 
 
 # -- renames -------------------------------------------------------------------------------
-def _renameat2(src: str, dst: str, flags: int) -> bool:
+def renameat2(src: str, dst: str, flags: int) -> bool:
     """Calls ``renameat2``; returns False when it (or ``flags``) is not supported here.
 
     Raises:
@@ -285,7 +290,7 @@ def rename_noreplace(src: str, dst: str) -> None:
         FileExistsError: ``dst`` exists.
     """
     pause_point(f"rename {src} -> {dst}")
-    if _renameat2(src, dst, _RENAME_NOREPLACE):
+    if renameat2(src, dst, _RENAME_NOREPLACE):
         return
     if not os.path.isdir(src):
         os.link(src, dst)
@@ -314,14 +319,6 @@ def fsync_path(path: str, directory: bool = False) -> None:
         os.close(fd)
 
 
-def physical(path: str) -> str:
-    """Returns ``path`` with its directory resolved the way the kernel resolves it (symlinks
-    first, then ``..``), so that checks and writes use one location: ``link/../x`` is checked
-    and written where ``open`` would put it, not where ``abspath`` says."""
-    d, base = os.path.split(path)
-    return os.path.join(os.path.realpath(d or "."), base)
-
-
 def check_out_value(path: str, *, directory: bool) -> None:
     """Refuses an ``--out`` value that names no place (before anything is read or staged).
 
@@ -339,229 +336,6 @@ def temp_sibling(path: str, kind: str = "tmp") -> str:
     """Returns a hidden, unique name beside ``path`` (same directory: renames stay atomic)."""
     d, base = os.path.split(physical(path))
     return os.path.join(d, f".{base}.{kind}-{uuid.uuid4().hex[:8]}")
-
-
-_STALE_FILE_S = 600  # a temporary file untouched this long, and unlocked, is a dead writer's
-_STALE_DIR_S = 30  # a stage directory is locked within microseconds of its mkdir
-
-
-def _try_lock(fd: int, directory: bool) -> bool:
-    """Takes an exclusive, non-blocking lock on ``fd``: ``flock`` for a directory, a POSIX
-    record lock for a file (HDF5 ``flock``-s the files it writes, which must not conflict)."""
-    import fcntl
-
-    try:
-        if directory:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        else:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def hold(path: str) -> int | None:
-    """Locks the temporary file or directory ``path`` for as long as the returned descriptor
-    stays open: :func:`sweep_stale` then knows its writer is alive. The kernel drops the lock
-    when the process dies, ``kill -9`` included."""
-    directory = os.path.isdir(path)
-    try:
-        fd = os.open(path, (os.O_RDONLY if directory else os.O_RDWR)
-                     | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    _try_lock(fd, directory)
-    return fd
-
-
-def release(fd: int | None) -> None:
-    """Closes a descriptor from :func:`hold` (dropping its lock)."""
-    if fd is not None:
-        os.close(fd)
-
-
-def sweep_stale(path: str) -> list[str]:
-    """Removes the hidden ``.<name>.tmp-*`` / ``.<name>.old-*`` siblings of ``path`` that a
-    killed writer left behind, and returns their names.
-
-    A live writer locks its temporary (:func:`hold`), so only unlocked ones older than 30 s
-    are removed (files: untouched for 10 minutes, as closing any descriptor of a file drops a
-    process's record locks on it); this works across PID namespaces and never removes a
-    running writer's stage.
-    """
-    import shutil
-
-    d, base = os.path.split(physical(path))
-    removed = []
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return removed
-    for name in names:
-        if not name.startswith((f".{base}.tmp-", f".{base}.old-")):
-            continue
-        full = os.path.join(d, name)
-        try:
-            st = os.lstat(full)
-            directory = stat.S_ISDIR(st.st_mode)
-            age = time.time() - st.st_mtime
-            if directory and age < _STALE_DIR_S:
-                continue  # just made: its writer may not hold its lock yet
-            if not directory and (not stat.S_ISREG(st.st_mode) or age < _STALE_FILE_S):
-                continue
-            fd = os.open(full, (os.O_RDONLY if directory else os.O_RDWR) | os.O_NOFOLLOW
-                         | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            continue
-        try:
-            if not _try_lock(fd, directory):
-                continue  # a live writer holds it
-            if directory:
-                shutil.rmtree(full, ignore_errors=True)
-            else:
-                os.remove(full)
-            removed.append(name)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return removed
-
-
-def live_stage(path: str) -> tuple[str, int | None] | None:
-    """Returns a hidden ``.<name>.tmp-*`` stage directory beside ``path`` that a live writer
-    holds (:func:`hold`), with that writer's pid when the kernel shows it, or None.
-
-    The kernel's lock table (``/proc/locks``) is read, never a lock taken: probing with
-    ``flock`` could steal the lock a writer takes right after its ``mkdir``. Where that table
-    is missing, a stage at least a second old is probed instead (its writer locked it within
-    microseconds).
-    """
-    d, base = os.path.split(physical(path))
-    try:
-        names = sorted(n for n in os.listdir(d) if n.startswith(f".{base}.tmp-"))
-    except OSError:
-        return None
-    if not names:
-        return None
-    held = _flocks()
-    for name in names:
-        full = os.path.join(d, name)
-        try:
-            st = os.lstat(full)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            continue
-        if held is not None:
-            key = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
-            if key in held:
-                return full, held[key]
-            continue
-        if time.time() - st.st_mtime < 1:
-            continue
-        try:
-            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            continue
-        try:
-            if not _try_lock(fd, True):
-                return full, None
-        finally:
-            os.close(fd)
-    return None
-
-
-def _flocks() -> dict[tuple[int, int, int], int | None] | None:
-    """The ``flock`` locks the kernel lists (``/proc/locks``): (major, minor, inode) -> the
-    holder's pid (None where this pid namespace cannot see it); None without that table."""
-    try:
-        with open("/proc/locks", encoding="ascii", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    held: dict[tuple[int, int, int], int | None] = {}
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 6 or fields[1] != "FLOCK" or "->" in fields:
-            continue
-        try:
-            pid = int(fields[4])
-            major, minor, ino = fields[5].split(":")
-            held[(int(major, 16), int(minor, 16), int(ino))] = pid if pid > 0 else None
-        except ValueError:
-            continue
-    return held
-
-
-#: Name prefix of the private directories in $TMPDIR where an output is built before it is
-#: uploaded (:func:`local_stage`): ``ckpt-stage-<pid>-<kind>-<random>``.
-STAGE_PREFIX = "ckpt-stage-"
-_STAGE_NAME = re.compile(re.escape(STAGE_PREFIX) + r"(\d+)-")
-
-
-@contextmanager
-def local_stage(kind: str) -> Iterator[str]:
-    """Yields a new private directory in ``$TMPDIR`` (``ckpt-stage-<pid>-<kind>-…``) to build
-    an output in before it is uploaded; it is removed afterwards, and locked (:func:`hold`)
-    meanwhile, so that a later run removes the stages of writers killed before they could
-    (:func:`sweep_stages`, run first)."""
-    import shutil
-    import tempfile
-
-    sweep_stages(tempfile.gettempdir())
-    path = tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-{kind}-")
-    held = hold(path)
-    try:
-        yield path
-    finally:
-        release(held)
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def sweep_stages(directory: str) -> list[str]:
-    """Removes the :func:`local_stage` directories in ``directory`` whose writer is gone (no
-    process holds its lock, and its pid no longer runs here or it is older than 30 s: a live
-    writer locks its stage within microseconds); returns their names. Other users' stages
-    and everything else in ``directory`` are left alone."""
-    import shutil
-
-    removed = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    for name in names:
-        m = _STAGE_NAME.match(name)
-        if not m:
-            continue
-        full = os.path.join(directory, name)
-        try:
-            st = os.lstat(full)
-            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
-                continue
-            if _pid_runs(int(m.group(1))) and time.time() - st.st_mtime < _STALE_DIR_S:
-                continue
-            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-        except OSError:
-            continue
-        try:
-            if _try_lock(fd, True):  # no live writer holds it
-                shutil.rmtree(full, ignore_errors=True)
-                removed.append(name)
-        finally:
-            os.close(fd)
-    return removed
-
-
-def _pid_runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # EPERM: another user's live process
-    return True
 
 
 def make_parents(directory: str) -> list[str]:
@@ -695,7 +469,7 @@ def check_file_output(path: str, inputs: Inputs, overwrite: bool, *,
         raise OutputError(f"{path}: cannot write there ({exc.strerror})") from None
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
-            raise OutputError(f"{path}: is {_kind(st.st_mode)}, not a regular file; refusing "
+            raise OutputError(f"{path}: is {file_kind(st.st_mode)}, not a regular file; refusing "
                               "to replace it")
         if not overwrite:
             raise OutputError(f"{path}: already exists (pass --force to replace it)")
@@ -726,7 +500,7 @@ def _lock_existing(path: str, real: str) -> int | None:
         return None  # unreadable: the rename still replaces it atomically
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if _key(os.fstat(fd)) != _key(os.lstat(real)):
+        if inode_key(os.fstat(fd)) != inode_key(os.lstat(real)):
             raise BlockingIOError  # replaced by another writer between open and flock
     except (BlockingIOError, FileNotFoundError):
         os.close(fd)
@@ -763,7 +537,7 @@ def atomic_file(path: str, inputs: Inputs, *, overwrite: bool,
                          0o666)
             os.close(fd)
         except OSError as exc:
-            if exc.errno in _LOCATION:  # the location refuses new files: exit 7, like a check
+            if exc.errno in LOCATION_ERRNOS:  # the location refuses new files: exit 7, like a check
                 raise OutputError(f"{path}: cannot write there ({_reason(exc)})") from None
             raise WriteError(path, _reason(exc), "creating it") from None
         held = hold(tmp)
@@ -797,312 +571,4 @@ def _remove(path: str) -> None:
     try:
         os.remove(path)
     except FileNotFoundError:
-        pass
-
-
-# -- checkpoint directories ----------------------------------------------------------------
-class StagedDir:
-    """A checkpoint output directory, staged beside ``out`` and published in one rename.
-
-    Args:
-        out: the ``--out`` directory (new, or existing: then it is swapped as a whole).
-        inputs: the command's input files.
-        owned: predicate on a file name: the outputs this write replaces (with ``overwrite``)
-            in an existing ``out``; other files there are kept.
-        overwrite: replace existing owned names.
-        owned_dirs: owned names may be directories, replaced as a whole (a SavedModel output's
-            ``variables/`` and ``assets/``); other directories in ``out`` are still refused.
-
-    Use as a context manager: ``path`` is the directory to write into; ``publish()`` makes it
-    visible; leaving without publishing (or on an error) removes the stage.
-
-    Raises:
-        OutputError: ``out`` is not a directory, holds an input, holds a subdirectory (it is
-            swapped as a whole), has an owned name and not ``overwrite``, or another process is
-            writing it; or it cannot be created there.
-    """
-
-    def __init__(self, out: str, inputs: Inputs, owned: Callable[[str], bool], *,
-                 overwrite: bool, owned_dirs: bool = False):
-        self.out = out
-        self._owned_dirs = owned_dirs
-        self._inputs, self._owned, self._overwrite = inputs, owned, overwrite
-        check_out_value(out, directory=True)
-        self._lock_fd: int | None = None
-        self._held: int | None = None
-        self._created: list[str] = []
-        self._published = False
-        self.path = ""
-        self.existing = os.path.lexists(out)
-        # Resolved once, the way the kernel does (symlinks, then ".."): checked and written
-        # at the same place.
-        self._real = os.path.realpath(out)
-
-    def check(self) -> None:
-        """Checks ``out`` without creating anything (used by ``--dry-run`` as well).
-
-        Raises:
-            OutputError: see the class.
-        """
-        out = self.out
-        self._inputs.refuse_shadowing(out)
-        self._refuse_live_stage()
-        if not self.existing:
-            return
-        if not os.path.isdir(out):
-            raise OutputError(f"{out}: exists and is not a directory")
-        self._check_replaceable()
-        held = self._inputs.held_by(out)
-        if held is not None:
-            raise OutputError(
-                f"{out}: holds the input {held}; refusing to write a checkpoint there (its "
-                "'checkpoint' state file and files would be replaced); choose another --out")
-        try:
-            names = os.listdir(out)
-        except OSError as exc:
-            raise OutputError(f"{out}: cannot read the output directory ({exc.strerror})") \
-                from None
-        for name in sorted(names):
-            full = os.path.join(out, name)
-            st = os.lstat(full)
-            if self._owned(name):
-                if not stat.S_ISREG(st.st_mode) and not (self._owned_dirs
-                                                         and stat.S_ISDIR(st.st_mode)):
-                    raise OutputError(f"{full}: is {_kind(st.st_mode)}, not a regular file; "
-                                      "refusing to replace it")
-                if self._inputs.which(full):
-                    raise OutputError(f"{full}: is input {self._inputs.which(full)}; refusing "
-                                      "to overwrite it (--force never replaces inputs)")
-                if not self._overwrite:
-                    raise OutputError(f"{full}: already exists (pass --force to replace it)")
-            elif stat.S_ISDIR(st.st_mode):
-                raise OutputError(
-                    f"{out}: holds the directory {name!r}; a checkpoint output directory is "
-                    "replaced as a whole, so it may hold files only: choose another --out")
-            elif os.geteuid() != 0 and st.st_uid != os.geteuid():
-                raise OutputError(
-                    f"{full}: belongs to another user; an existing --out is replaced as a "
-                    "whole with its other files hard-linked into the new copy, which the "
-                    "system refuses for other users' files: choose a new --out")
-        if not os.access(out, os.W_OK) or not os.access(os.path.dirname(self._real), os.W_OK):
-            raise OutputError(f"{out}: output directory (or its parent) is not writable")
-
-    def _refuse_live_stage(self) -> None:
-        """Refuses ``out`` while another process stages a checkpoint for it (a live
-        ``.<out>.tmp-*`` sibling): a new ``out`` has nothing to lock until it is published,
-        and the second writer would otherwise run to the end and then replace the first's
-        output or fail."""
-        live = live_stage(self._real)
-        if live is None:
-            return
-        _, pid = live  # its hidden stage's name is not shown: errors name your path
-        who = f" (pid {pid})" if pid is not None else ""
-        raise OutputError(f"{self.out}: another process is writing it{who}; refusing to "
-                          "write there meanwhile: wait for it to finish or choose another "
-                          "--out")
-
-    def check_free(self) -> None:
-        """Refuses an existing ``out`` that another process is writing now (it holds the
-        lock :meth:`__enter__` takes); holds nothing afterwards.
-
-        Raises:
-            OutputError: another process is writing it.
-        """
-        if self.existing and os.path.isdir(self._real):
-            self._lock()
-            self._unlock()
-
-    def _check_replaceable(self) -> None:
-        """Refuses, before anything is staged, an existing ``out`` that cannot be swapped."""
-        out, real = self.out, self._real
-        st = os.stat(real)
-        parent = os.path.dirname(real)
-        if _is_mount_point(real) or (parent != real and os.stat(parent).st_dev != st.st_dev):
-            raise OutputError(
-                f"{out}: is a mount point; an existing --out is replaced as a whole by a "
-                "copy staged beside it, which cannot be done across filesystems (nothing was "
-                f"written): write into a new directory inside it, e.g. --out "
-                f"{os.path.join(out, 'ckpt')}")
-        if os.geteuid() != 0 and st.st_uid != os.geteuid():
-            raise OutputError(
-                f"{out}: belongs to another user (uid {st.st_uid}); an existing --out is "
-                "replaced as a whole, which would make the new one yours: choose a new --out "
-                "(e.g. a directory inside it)")
-
-    def __enter__(self) -> StagedDir:
-        self.check()
-        out = self.out
-        if self.existing:
-            self._lock()
-            self.check()  # again, under the lock
-        self._created = make_parents(os.path.dirname(self._real))
-        sweep_stale(self._real)  # stages of killed writers (a live one holds its lock)
-        self.path = temp_sibling(self._real)
-        try:
-            os.mkdir(self.path)  # default mode: the umask applies, as for any mkdir
-        except OSError as exc:
-            self._unlock()
-            remove_parents(self._created)
-            if exc.errno in _LOCATION:
-                raise OutputError(f"{out}: cannot create the output directory there "
-                                  f"({exc.strerror or exc})") from None
-            raise WriteError(out, exc.strerror or str(exc), "creating it") from None
-        self._held = hold(self.path)
-        try:
-            if self.existing:
-                self._adopt()
-        except BaseException:
-            self._discard()
-            raise
-        return self
-
-    def _lock(self) -> None:
-        import fcntl
-
-        fd = os.open(self._real, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if _key(os.fstat(fd)) != _key(os.stat(self._real)):
-                raise BlockingIOError  # swapped by another writer between open and flock
-        except (BlockingIOError, FileNotFoundError):
-            os.close(fd)
-            raise OutputError(f"{self.out}: already exists (another process is writing "
-                              "it)") from None
-        self._lock_fd = fd
-
-    def _unlock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-    def _adopt(self) -> None:
-        """Hard-links the files of the existing ``out`` that this write does not replace."""
-        st = os.stat(self._real)
-        os.chmod(self.path, stat.S_IMODE(st.st_mode))
-        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (os.getuid(), os.getgid()):
-            os.chown(self.path, st.st_uid, st.st_gid)
-        for name in os.listdir(self._real):
-            if not self._owned(name):
-                with os_errors(os.path.join(self.out, name), "linking it into the new output"):
-                    os.link(os.path.join(self._real, name), os.path.join(self.path, name),
-                            follow_symlinks=False)
-
-    def shown(self, path: str) -> str:
-        """Maps a path inside the stage to the name it will have under ``out``."""
-        if self.path and path.startswith(self.path + os.sep):
-            return os.path.join(self.out, path[len(self.path) + 1:])
-        return path
-
-    def publish(self) -> None:
-        """Makes the staged directory visible as ``out`` in one rename.
-
-        Raises:
-            OutputError: another writer created ``out`` first.
-            WriteError: an OS error while publishing.
-        """
-        with os_errors(self.out, "syncing"):
-            for root, dirs, names in os.walk(self.path):
-                for name in names:
-                    full = os.path.join(root, name)
-                    if os.path.isfile(full) and not os.path.islink(full):
-                        fsync_path(full)
-                for name in dirs:
-                    fsync_path(os.path.join(root, name), directory=True)
-            fsync_path(self.path, directory=True)
-        if not self.existing:
-            try:
-                with os_errors(self.out, "renaming it into place"):
-                    rename_noreplace(self.path, self._real)
-            except (FileExistsError, WriteError) as exc:
-                if isinstance(exc, FileExistsError) or os.path.lexists(self._real):
-                    raise OutputError(f"{self.out}: already exists (another process created "
-                                      "it first)") from None
-                raise
-            self._published = True
-        else:
-            with os_errors(self.out, "swapping it into place"):
-                self._swap()
-        with os_errors(self.out, "syncing"):
-            fsync_path(os.path.dirname(self._real), directory=True)
-
-    def _swap(self) -> None:
-        old = self.path
-        pause_point(f"exchange {self.path} <-> {self._real}")
-        if not _renameat2(self.path, self._real, _RENAME_EXCHANGE):
-            # No atomic exchange here: move the old directory aside, then the new one in (a
-            # reader may briefly find no directory, never a mixed one).
-            old = temp_sibling(self._real, "old")
-            os.rename(self._real, old)
-            pause_point(f"rename {self.path} -> {self._real}")
-            os.rename(self.path, self._real)
-            _remove_dir(self.path)
-        self._published = True
-        # ``old`` now holds the previous directory: keep anything created there meanwhile,
-        # then delete what this write replaced.
-        for name in os.listdir(old):
-            full, new = os.path.join(old, name), os.path.join(self._real, name)
-            if self._owned(name):
-                continue
-            try:
-                if _key(os.lstat(full)) == _key(os.lstat(new)):
-                    continue  # the link made by _adopt
-            except FileNotFoundError:
-                pass
-            try:
-                rename_noreplace(full, new)
-            except OSError:
-                pass  # keep it in ``old``, which is then not removed
-        for name in os.listdir(old):
-            full, new = os.path.join(old, name), os.path.join(self._real, name)
-            try:
-                linked = _key(os.lstat(full)) == _key(os.lstat(new))
-            except FileNotFoundError:
-                linked = False
-            if self._owned(name) or linked:
-                if os.path.isdir(full) and not os.path.islink(full):
-                    import shutil
-
-                    shutil.rmtree(full)  # an owned folder (owned_dirs): replaced as a whole
-                else:
-                    os.remove(full)
-        _remove_dir(old)
-
-    def _discard(self) -> None:
-        if self.path and not self._published:
-            import shutil
-
-            # The stage holds only this write's files and hard links (their originals stay).
-            shutil.rmtree(self.path, ignore_errors=True)
-            remove_parents(self._created)
-        release(self._held)
-        self._held = None
-        self._unlock()
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        self._discard()
-        if isinstance(exc, WriteError) and not self._published:
-            exc.clean = True
-
-
-def _is_mount_point(real: str) -> bool:
-    """True when the resolved path ``real`` is a mount point (bind mounts included, which
-    ``os.path.ismount`` misses when they come from the same filesystem)."""
-    if os.path.ismount(real):
-        return True
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                fields = line.split(" ")
-                if len(fields) > 4 and re.sub(
-                        r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]) == real:
-                    return True
-    except OSError:
-        pass
-    return False
-
-
-def _remove_dir(path: str) -> None:
-    try:
-        os.rmdir(path)
-    except OSError:
         pass
