@@ -16,71 +16,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
-from . import roles as R
+from .average_write import AverageResult, write_average
 from .checkpoint import STATE_FILE, Checkpoint, locate, open_checkpoint, read_state_order
-from .emamap import ema_map, proven_pairs
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
-from .formats import dtypes
-from .formats._io import canonical_location, is_url, map_file, one_remote_session
-from .formats._write import Inputs, check_file_name, copy_file, os_errors
-from .formats.bundle_writer import BundleWriter, write_state_file
-from .formats.savedmodel import VARIABLES_PREFIX
+from .formats._io import canonical_location, is_url, one_remote_session
+from .formats._write import Inputs
 from .formats.staged_dir import StagedDir
 from .formats.write_locks import local_stage
 
 ProgressFn = Callable[[int], None]
 
-# Floating dtypes that are averaged; everything else is copied from the newest input.
-_FLOATS = {"float16", "bfloat16", "float32", "float64"}
 # Where the step that tells which input is newest is recorded, in order of preference.
 _STEP_KEYS = ("global_step", "global_step/.ATTRIBUTES/VARIABLE_VALUE",
               "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
 _STEP_DTYPES = {"int32", "int64", "uint32", "uint64", "int16", "int8", "uint8", "uint16"}
-# Floats that are copied, not averaged: only step-dependent training state the file proves
-# (roles.proven_training_state: the global step, an optimizer's own variables such as its
-# learning rate, iterations, beta powers, loss scale; a root's save_counter), so the output is
-# one state training actually had. Names alone prove nothing: a trained weight named
-# learning_rate, decay or step is averaged (averaging a learning rate is harmless, copying a
-# weight is a silently wrong average).
-
-
-@dataclass(frozen=True)
-class AverageResult:
-    """What :func:`average_checkpoints` wrote.
-
-    Attributes:
-        prefix: the output checkpoint prefix (``<out>/variables/variables`` for a SavedModel).
-        inputs: the input checkpoint prefixes, oldest first (the newest last).
-        newest: the input non-averaged tensors were copied from.
-        newest_by: why it is the newest (``global_step 1000``, ``save_counter 3``,
-            ``the state file``, ``--newest``).
-        saved_model: the output SavedModel directory, for a SavedModel newest input.
-        averaged: keys whose values are averages over the inputs.
-        baked: plain variable key -> the shadow key whose average it holds (``bake=True``).
-        copied: keys copied from the newest input unchanged.
-        nbytes: tensor bytes written.
-        nonfinite: averaged keys whose values hold NaN or Inf (an input held them, or
-            ``inf + -inf``: the average is NumPy's, so it is NaN too).
-    """
-
-    prefix: str
-    inputs: list[str]
-    averaged: list[str]
-    copied: list[str]
-    nbytes: int
-    baked: dict[str, str] = field(default_factory=dict)
-    newest: str = ""
-    newest_by: str = ""
-    saved_model: str | None = None
-    nonfinite: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
-                "newest_by": self.newest_by, "saved_model": self.saved_model,
-                "averaged": self.averaged, "baked": self.baked, "copied": self.copied,
-                "nonfinite": self.nonfinite, "bytes": self.nbytes}
 
 
 def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
@@ -252,8 +202,8 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
         _check_local_out(out_dir, opened, extra, out_name, overwrite)
         _check_save_order(opened, state_file)
         ordered, why = _order_inputs(opened, chosen)
-        return _average(ordered, why, out_dir, ema, bake, name, overwrite, progress, pairing,
-                        extra)
+        return write_average(ordered, why, out_dir, ema, bake, name, overwrite, progress,
+                             pairing, extra)
     finally:
         for ckpt in opened:
             ckpt.close()
@@ -405,7 +355,7 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     remote.check_new(url, [base + ".index", STATE_FILE], overwrite=overwrite)
     with local_stage("average") as tmp:
         local = os.path.join(tmp, "out")
-        result = _average(ckpts, why, local, ema, bake, name, False, progress, pairing)
+        result = write_average(ckpts, why, local, ema, bake, name, False, progress, pairing)
         remote.upload([os.path.join(local, f) for f in sorted(os.listdir(local))], url,
                       overwrite=overwrite, progress=progress)
     return dataclasses.replace(result, prefix=remote.url_join(url, os.path.basename(
@@ -452,211 +402,3 @@ def _check_formats(ckpts: list[Checkpoint]) -> None:
 
 
 _KERAS_KIND = {"keras": "Keras .keras archive", "h5": "Keras HDF5 weights file"}
-
-
-def _check_compatible(ckpts: list[Checkpoint]) -> None:
-    newest = ckpts[-1]
-    want = newest.entries()
-    for ckpt in ckpts[:-1]:
-        have = ckpt.entries()
-        for key in sorted(set(want) ^ set(have)):
-            where = ckpt.path if key in want else newest.path
-            raise EmaError(f"{where}: has no variable {key!r}, which "
-                           f"{newest.path if key in want else ckpt.path} has; checkpoints of "
-                           "different models cannot be averaged")
-        for key, entry in want.items():
-            other = have[key]
-            if (other.dtype, other.shape) != (entry.dtype, entry.shape):
-                raise EmaError(
-                    f"{ckpt.path}: variable {key!r} is {other.dtype_name}{list(other.shape)} "
-                    f"but {entry.dtype_name}{list(entry.shape)} in {newest.path}")
-
-
-def _plan(newest: Checkpoint, ema: bool, bake: bool,
-          pairing: dict | None = None) -> tuple[dict[str, str], set[str]]:
-    """Returns (output key -> the key whose average it holds, keys to average).
-
-    Floating-point tensors are averaged unless :func:`ckpt_tools.roles.proven_training_state`
-    proves them step-dependent state, which is copied even when stored as floats: counters
-    (``global_step``, ``save_counter``, an optimizer's ``iterations``, TF1 Adam's beta powers
-    the ``.meta`` lists as non-trainable), the zero-debias ``biased``/``local_step`` pair of a
-    ``zero_debias`` average, which must stay consistent with each other, an optimizer's own
-    hyperparameters and loss scale (``optimizer/learning_rate``). A variable the ``.meta``
-    lists as trainable, or one only its name calls state, is averaged. With ``bake`` each
-    plain name gets the shadow ``ckpt map`` pairs it with (``pairing``: ``ema_name``,
-    ``apply_order``, ``use_meta``), only where the newest input proves it; with
-    ``allow_missing`` a weight without a shadow keeps the newest input's raw value.
-
-    Raises:
-        EmaError: no shadows; with ``bake``, a weight without a shadow (unless
-            ``allow_missing``), or a pairing the file
-            does not prove (``UnprovenPairingError``, naming the deciding option).
-    """
-    variables = {v.name: v for v in newest.variables()}
-    powers = R.tf1_adam_powers(variables.values()) if newest.meta is None else frozenset()
-    floats = {k for k, v in variables.items()
-              if v.dtype in _FLOATS and not R.proven_training_state(k, v.role, newest.meta,
-                                                                    newest.objects, powers)}
-    if not ema:
-        return {}, floats
-    shadows = {k for k in floats if variables[k].role == R.EMA}
-    if not shadows:
-        raise EmaError(f"{newest.path}: has no EMA shadows to average (--ema); average the raw "
-                       "weights instead (leave out --ema)")
-    if not bake:
-        return {}, shadows
-    pairing = pairing or {}
-    # Refuses what the file does not prove, then requires a shadow for every weight; the
-    # pairing itself is the one every command uses.
-    ema_map(newest, non_averaged="keep", **pairing).require_complete()
-    source_of = proven_pairs(newest, **{k: v for k, v in pairing.items()
-                                        if k != "allow_missing"})
-    unaveraged = sorted(k for k, s in source_of.items() if s not in shadows)
-    if unaveraged:  # a pairing onto something that is not an averaged float shadow
-        raise EmaError(f"{newest.path}: the average of {unaveraged[0]!r} is "
-                       f"{source_of[unaveraged[0]]!r}, which is not a floating-point EMA "
-                       "shadow that can be averaged; leave out --bake")
-    return source_of, shadows
-
-
-def _average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
-             pairing=None, extra=()) -> AverageResult:
-    from .bake import checkpoint_names, saved_model_stage
-
-    _check_compatible(ckpts)
-    newest = ckpts[-1]
-    source_of, to_average = _plan(newest, ema, bake, pairing)
-    inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
-    saved_model = newest.location.saved_model
-    # The writer discipline of formats/_write.py, as restore-ema: staged whole beside --out,
-    # published with one rename; inputs (state files included) are never replaced.
-    if saved_model:  # a SavedModel in, a SavedModel out (its graph names variables/variables)
-        if name not in (None, os.path.basename(VARIABLES_PREFIX)):
-            raise UnsupportedFormatError(
-                f"{saved_model}: --name (name=) cannot apply to a SavedModel output, whose "
-                "graph loads its variables from variables/variables; leave it out")
-        name = os.path.basename(VARIABLES_PREFIX)
-        final = os.path.join(out_dir, VARIABLES_PREFIX)
-        stage_of = saved_model_stage(out_dir, inputs, overwrite)
-    else:
-        name = check_file_name(newest.name if name is None else name)
-        final = os.path.join(out_dir, name)
-        stage_of = StagedDir(out_dir, inputs, checkpoint_names(name), overwrite=overwrite)
-    with stage_of as stage:
-        work = stage.path
-        if saved_model:
-            work = os.path.join(work, os.path.dirname(VARIABLES_PREFIX))
-            with os_errors(stage.shown(work), "creating it"):
-                os.mkdir(work)
-        prefix = os.path.join(work, name)
-        averaged, copied, nbytes, nonfinite = _write_average(ckpts, prefix, source_of,
-                                                             to_average, progress, stage.shown)
-        if saved_model:
-            from .bake import copy_saved_model_files
-
-            copy_saved_model_files(saved_model, stage.path, stage.shown)
-        else:
-            _copy_meta(newest, prefix, stage.shown)
-            write_state_file(work, name, stage.shown)  # names the output's own prefix, relative
-        stage.publish()
-    return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
-                         copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,
-                         baked={k: v for k, v in source_of.items() if k in averaged},
-                         saved_model=out_dir if saved_model else None, nonfinite=nonfinite)
-
-
-def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
-    """Writes the averaged bundle at ``prefix``; returns (averaged, copied, bytes written,
-    averaged keys holding NaN or Inf)."""
-    import numpy as np
-
-    newest = ckpts[-1]
-    averaged, copied, nbytes, nonfinite = [], [], 0, []
-    with BundleWriter(prefix, shown) as writer:
-        for key, entry in newest.entries().items():
-            src = source_of.get(key, key)
-            if src in to_average:
-                acc = np.zeros(entry.shape, np.float64)
-                # inf + -inf is NaN, as in NumPy's mean: the value is right, the warning noise
-                with np.errstate(invalid="ignore", over="ignore"):
-                    for ckpt in ckpts:
-                        _accumulate(acc, ckpt, src)
-                        if progress:
-                            progress(entry.nbytes)
-                    acc /= len(ckpts)
-                    value = acc.astype(dtypes.numpy_dtype(entry.dtype, False))
-                if not np.isfinite(acc).all():
-                    nonfinite.append(key)
-                del acc
-                averaged.append(key)
-            else:
-                value = _read_released(newest, key, entry)
-                if progress:
-                    progress(entry.nbytes * len(ckpts))
-                copied.append(key)
-            nbytes += _add(writer, key, entry, value)
-    return averaged, copied, nbytes, nonfinite
-
-
-def _copy_meta(newest: Checkpoint, prefix: str, shown) -> None:
-    meta = newest.location.meta_path
-    if not meta:
-        return
-    shown_meta = shown(prefix + ".meta")
-    if is_url(meta):  # a remote .meta: fetched whole (graphs are small)
-        data = map_file(meta)
-        with os_errors(shown_meta, "writing"), open(prefix + ".meta", "wb") as f:
-            f.write(data)
-    else:  # read errors name the input; write errors (disk full) the output
-        copy_file(meta, prefix + ".meta", shown_meta)
-
-
-# Pieces read per input at a time: the mapped pages of each piece are released as soon as it
-# has been added, so resident memory is one float64 accumulator (the tensor being averaged)
-# plus one piece per input, whatever the total size of the inputs.
-_PIECE = 4 << 20
-
-
-def _accumulate(acc, ckpt: Checkpoint, key: str) -> None:
-    """Adds ``ckpt``'s ``key`` to the float64 ``acc`` piece by piece, unmapping each piece
-    once added (a memory-mapped input otherwise stays resident: 3 x 200 MB -> 734 MB)."""
-    flat = acc.reshape(-1)
-    start = 0
-    for piece in ckpt.chunks(key, _PIECE, release=True):
-        flat[start:start + piece.size] += piece
-        start += piece.size
-
-
-def _read_released(ckpt: Checkpoint, key: str, entry):
-    """``ckpt.tensor(key)`` as an owned copy, its mapped pages released piece by piece."""
-    import numpy as np
-
-    if entry.dtype == dtypes.STRING or entry.slices:
-        return ckpt.tensor(key)  # strings and partitioned tensors are read whole anyway
-    out = None
-    start = 0
-    for piece in ckpt.chunks(key, _PIECE, release=True):
-        if out is None:
-            out = np.empty(entry.num_elements, piece.dtype)
-        out[start:start + piece.size] = piece
-        start += piece.size
-    if out is None:
-        return ckpt.tensor(key)
-    return out.reshape(entry.shape)
-
-
-def _add(writer: BundleWriter, key: str, entry, value) -> int:
-    """Writes ``value`` under ``key``, keeping the newest input's partitioning (and the parts
-    of a tensor TF1 saved under one key per part each under its own key)."""
-    fragments = entry.extra.get("fragments") if key == entry.name else None
-    if fragments:
-        for s, part in zip(entry.slices, fragments, strict=True):
-            writer.add_partitioned(part, entry.dtype, entry.shape, [s], complete=False)
-            writer.add_array(part, value[s.index(entry.shape)], slice_of=s)
-    elif len(entry.slices) > 1 or (entry.slices and not entry.slices[0].is_full(entry.shape)):
-        writer.add_partitioned(key, entry.dtype, entry.shape, list(entry.slices))
-        for s in entry.slices:
-            writer.add_array(key, value[s.index(entry.shape)], slice_of=s)
-    else:
-        writer.add_array(key, value)
-    return int(value.nbytes) if value.dtype != object else entry.nbytes
