@@ -40,7 +40,7 @@ _LAZY = {
     "RestoreResult": "restore", "apply_ema": "restore", "ema_saver": "restore",
     "restore_ema": "restore",
     "DiffReport": "diff", "TensorDiff": "diff", "diff_checkpoints": "diff", "diff_ema": "diff",
-    "StatsRecord": "stats", "TensorStats": "stats", "checkpoint_stats": "stats",
+    "StatsRecord": "stats", "TensorStats": "tensor_stats", "checkpoint_stats": "stats",
     "Problem": "verify", "VerifyReport": "verify", "verify": "verify",
 }
 
@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from .export import ExportResult, export_weights
     from .keras_ema import apply_keras_ema, keras_ema_values
     from .restore import RestoreResult, apply_ema, ema_saver, restore_ema
-    from .stats import StatsRecord, TensorStats, checkpoint_stats
+    from .stats import StatsRecord, checkpoint_stats
+    from .tensor_stats import TensorStats
     from .verify import Problem, VerifyReport, verify
 
 

@@ -20,7 +20,8 @@ from .errors import CheckpointError, EmaError
 from .formats.dtypes import numpy_dtype
 from .kernels import L2Accumulator
 from .parallel import ordered_map
-from .stats import CHUNK, ByteCounter, json_float, relative_l2
+from .stats import ByteCounter
+from .tensor_stats import CHUNK, json_float, relative_l2
 
 SAME, CHANGED, SHAPE, DTYPE, UNREADABLE = "same", "changed", "shape", "dtype", "unreadable"
 #: Status with ``values=False`` when names, shapes and dtypes agree: the values were not read,

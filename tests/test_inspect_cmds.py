@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 from _corpus import FIXTURES, run_cli, tf_corpus, write_bundle
 
-from ckpt_tools import VariableNotFoundError, open_checkpoint, stats
+from ckpt_tools import VariableNotFoundError, open_checkpoint
 from ckpt_tools.cli.show import sparkline, values_json
 from ckpt_tools.diff import compare_tensors, diff_checkpoints, diff_ema
-from ckpt_tools.stats import checkpoint_stats, relative_l2, select_keys, tensor_stats
+from ckpt_tools.stats import checkpoint_stats, select_keys
+from ckpt_tools.tensor_stats import relative_l2, tensor_stats
 from ckpt_tools.verify import verify
 
 W1 = np.arange(12, dtype=np.float64).reshape(3, 4) + 1  # W after step 1 (see _make_corpus.py)
@@ -94,7 +95,7 @@ def test_tensor_stats_chunked_equals_one_pass(monkeypatch):
     rng = np.random.default_rng(0)
     values = (rng.normal(1e4, 3.0, size=10_001)).astype(np.float32)
     whole = tensor_stats(values)
-    monkeypatch.setattr(stats, "CHUNK", 997)
+    monkeypatch.setattr("ckpt_tools.tensor_stats.CHUNK", 997)
     chunked = tensor_stats(values)
     assert chunked.mean == pytest.approx(whole.mean, rel=1e-12)
     assert chunked.std == pytest.approx(values.astype(np.float64).std(), rel=1e-9)

@@ -17,9 +17,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from ckpt_tools import kernels, stats
+from ckpt_tools import kernels
 from ckpt_tools.kernels import Histogram, L2Accumulator, Moments, sumsq, work_dtype
-from ckpt_tools.stats import relative_l2, tensor_stats
+from ckpt_tools.tensor_stats import relative_l2, tensor_stats
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +84,7 @@ def _check(values: np.ndarray) -> None:
 @pytest.mark.parametrize("chunk", [997, 1 << 12, 1 << 16])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
 def test_chunked_stats_equal_whole_tensor_numpy(monkeypatch, chunk, dtype):
-    monkeypatch.setattr(stats, "CHUNK", chunk)
+    monkeypatch.setattr("ckpt_tools.tensor_stats.CHUNK", chunk)
     rng = np.random.default_rng(1)
     values = rng.normal(0.3, 2.0, size=20_011).astype(dtype)
     values[::97] = 0
@@ -93,7 +93,7 @@ def test_chunked_stats_equal_whole_tensor_numpy(monkeypatch, chunk, dtype):
 
 @pytest.mark.parametrize("chunk", [5, 1 << 16])
 def test_nan_inf_empty_and_constant_tensors(monkeypatch, chunk):
-    monkeypatch.setattr(stats, "CHUNK", chunk)
+    monkeypatch.setattr("ckpt_tools.tensor_stats.CHUNK", chunk)
     mixed = np.array([1.0, np.nan, 2.0, np.inf, -np.inf, 0.0, -3.5, np.nan, 7.25, 0.0, 1.0],
                      np.float32)
     _check(mixed)
@@ -212,7 +212,7 @@ def test_install_built_the_compiled_kernels(compiled):
 def test_pieces_with_and_without_nan_inf_combine_exactly(monkeypatch, dtype):
     """Finite pieces (the compiled kernel's) and pieces holding NaN/Inf (redone on the NumPy
     path) merge into the whole tensor's statistics; an empty piece changes nothing."""
-    monkeypatch.setattr(stats, "CHUNK", 1000)
+    monkeypatch.setattr("ckpt_tools.tensor_stats.CHUNK", 1000)
     rng = np.random.default_rng(5)
     values = rng.normal(-2.0, 0.5, 10_000).astype(dtype)
     values[1500] = np.nan

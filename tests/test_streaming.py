@@ -13,10 +13,11 @@ import pytest
 from _corpus import write_bundle
 from helpers import FIXTURES, expected_values
 
-from ckpt_tools import CorruptCheckpointError, open_checkpoint, stats
+from ckpt_tools import CorruptCheckpointError, open_checkpoint
 from ckpt_tools.diff import compare_tensors, diff_checkpoints, diff_ema
 from ckpt_tools.formats import crc
-from ckpt_tools.stats import checkpoint_stats, tensor_stats
+from ckpt_tools.stats import checkpoint_stats
+from ckpt_tools.tensor_stats import tensor_stats
 
 
 def _flip_last_data_byte(directory: Path) -> None:
@@ -170,7 +171,7 @@ def test_streamed_stats_drift_and_histogram_over_many_parts(tmp_path, monkeypatc
     """A shadow of several 4 MiB parts: its moments, histogram (asked for) and drift from
     the variable equal NumPy's on the whole tensors, whatever the piece size; the drift
     reuses the shadow's float64 copy, so a NaN in the variable must still count."""
-    monkeypatch.setattr(stats, "CHUNK", chunk)
+    monkeypatch.setattr("ckpt_tools.tensor_stats.CHUNK", chunk)
     rng = np.random.default_rng(7)
     w = rng.normal(0.2, 0.05, 2_500_003).astype(np.float32)
     ema = (w + rng.normal(0, 1e-3, w.size)).astype(np.float32)

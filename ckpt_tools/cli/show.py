@@ -20,7 +20,8 @@ import typer
 
 from ..checkpoint import Checkpoint, open_checkpoint
 from ..errors import CorruptCheckpointError, VariableNotFoundError
-from ..stats import StatsRecord, TensorStats, checkpoint_stats, json_float, select_keys
+from ..stats import StatsRecord, checkpoint_stats, select_keys
+from ..tensor_stats import TensorStats, json_float
 from ._common import (
     GrepOpt,
     JsonOpt,
