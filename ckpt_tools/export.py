@@ -11,21 +11,16 @@ OS errors name the output).
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import re
-import struct
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
 from .errors import NoSelectionError, OutputError, UnsupportedFormatError
+from .export_writers import H5_NATIVE, H5_WIDEN, NPZ_WIDEN, SAFETENSORS_DTYPES, WRITERS, read_order
 from .formats._io import canonical_location, is_url
 from .formats._write import (
     Inputs,
@@ -34,33 +29,14 @@ from .formats._write import (
     check_member_name,
     member_name_ok,
 )
-from .formats.dtypes import numpy_dtype
 from .formats.slices import check_partition
 
 FORMATS = ("npz", "safetensors", "h5")
-_SAFETENSORS_DTYPES = {
-    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16", "int64": "I64",
-    "int32": "I32", "int16": "I16", "int8": "I8", "uint8": "U8", "uint16": "U16",
-    "uint32": "U32", "uint64": "U64", "bool": "BOOL", "float8_e4m3fn": "F8_E4M3",
-    "float8_e5m2": "F8_E5M2",
-}
-# NumPy's .npy has no bfloat16, float8 or int4 (np.load would return opaque |V2 records):
-# such tensors are widened exactly, and the archive comment records their original dtype.
-_NPZ_WIDEN = {"bfloat16": "float32", "float8_e5m2": "float32", "float8_e4m3fn": "float32",
-              "float8_e4m3fnuz": "float32", "float8_e4m3b11fnuz": "float32",
-              "float8_e5m2fnuz": "float32", "int4": "int8", "uint4": "uint8"}
-# HDF5 (and Keras' legacy loader) has no bfloat16: stored as float32 (exact) with a
-# dtype="bfloat16" attribute, which Keras 3 honours and the legacy loader casts back to.
-_H5_WIDEN = {"bfloat16": "float32"}
-_H5_NATIVE = frozenset({"float16", "float32", "float64", "int8", "int16", "int32", "int64",
-                        "uint8", "uint16", "uint32", "uint64", "bool"})
-
-
 def _who_can_hold(dtype: str) -> str:
-    can = [f for f, ok in (("safetensors", dtype in _SAFETENSORS_DTYPES),
-                           ("h5", dtype in _H5_NATIVE or dtype in _H5_WIDEN)) if ok]
+    can = [f for f, ok in (("safetensors", dtype in SAFETENSORS_DTYPES),
+                           ("h5", dtype in H5_NATIVE or dtype in H5_WIDEN)) if ok]
     return " or ".join(f".{f}" for f in can) + (" or " if can else "") + (
-        f".npz (widened to {_NPZ_WIDEN[dtype]}, exact)" if dtype in _NPZ_WIDEN else ".npz")
+        f".npz (widened to {NPZ_WIDEN[dtype]}, exact)" if dtype in NPZ_WIDEN else ".npz")
 
 
 def check_dtypes(ckpt: Checkpoint, plan: dict[str, str], fmt: str) -> None:
@@ -71,8 +47,8 @@ def check_dtypes(ckpt: Checkpoint, plan: dict[str, str], fmt: str) -> None:
     """
     for name, src in plan.items():
         dtype = ckpt.entry(src).dtype_name
-        ok = {"npz": True, "safetensors": dtype in _SAFETENSORS_DTYPES,
-              "h5": dtype in _H5_NATIVE or dtype in _H5_WIDEN}[fmt]
+        ok = {"npz": True, "safetensors": dtype in SAFETENSORS_DTYPES,
+              "h5": dtype in H5_NATIVE or dtype in H5_WIDEN}[fmt]
         if not ok:
             raise UnsupportedFormatError(
                 f"{name} ({src}) is {dtype}, which {fmt} cannot hold; export to "
@@ -262,20 +238,20 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                 check_partition(src, tuple(int(d) for d in entry.shape), entry.slices)
         check_dtypes(ckpt, plan, fmt)
         widened = {n: ckpt.entry(s).dtype_name for n, s in plan.items()
-                   if ckpt.entry(s).dtype_name in (_NPZ_WIDEN if fmt == "npz" else
-                                                   _H5_WIDEN if fmt == "h5" else {})}
+                   if ckpt.entry(s).dtype_name in (NPZ_WIDEN if fmt == "npz" else
+                                                   H5_WIDEN if fmt == "h5" else {})}
         if widened:
             kinds = ", ".join(sorted(set(widened.values())))
-            wide = ", ".join(sorted({_NPZ_WIDEN[d] for d in widened.values()}))
+            wide = ", ".join(sorted({NPZ_WIDEN[d] for d in widened.values()}))
             where = ("the archive comment (zipfile.ZipFile(path).comment) lists them" if
                      fmt == "npz" else "each dataset's 'dtype' attribute names the original")
             warnings.append(f"{fmt} has no {kinds}: {len(widened)} tensors are stored as {wide} "
                             f"(exact, no value changes); {where}")
         # Over a URL the tensors to export are fetched ahead in the order the writer reads
         # them (the weights or their averages only: not back to back in the shards).
-        ckpt.plan_reads(_read_order(plan, fmt))
+        ckpt.plan_reads(read_order(plan, fmt))
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
-            nbytes = _WRITERS[fmt](ckpt, plan, tmp, progress)
+            nbytes = WRITERS[fmt](ckpt, plan, tmp, progress)
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings)
     finally:
         if not isinstance(checkpoint, Checkpoint):
@@ -361,153 +337,3 @@ def output_format(out_path: str, fmt: str | None = None) -> str:
                           f"{named}); name a .{fmt} file or pass "
                           f"--format {named}")
     return fmt
-
-
-# -- streaming writers: one tensor at a time, each in chunks of _PART bytes, so resident memory
-# stays at one chunk plus the writer's own buffers whatever the model's size. The output path,
-# temporary name and rename are export_weights' business; these only fill the file they get.
-_PART = 8 << 20
-
-
-def _parts(ckpt: Checkpoint, src: str):
-    """The flat values of ``src`` in chunks, CRC-checked as consumed, pages released after."""
-    return ckpt.chunks(src, _PART, release=True)
-
-
-def _as_bytes(part: np.ndarray) -> np.ndarray:
-    """A chunk as a flat uint8 array (a buffer any file accepts, for every dtype; no copy for
-    the contiguous views chunks are)."""
-    return np.ascontiguousarray(part).reshape(-1).view(np.uint8)
-
-
-def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> dict:
-    header = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype))
-    header["shape"] = tuple(shape)
-    return header
-
-
-def _write_npz(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
-    total = 0
-    widened: dict[str, str] = {}
-    # ZIP_STORED + one member at a time, each written chunk by chunk (np.savez would hold
-    # every array): memory stays at one chunk.
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for name, src in plan.items():
-            entry = ckpt.entry(src)
-            dtype = numpy_dtype(entry.dtype)
-            wide = _NPZ_WIDEN.get(entry.dtype_name)
-            if wide:  # .npy has no bfloat16/float8/int4: widened exactly, recorded below
-                widened[name] = entry.dtype_name
-                dtype = np.dtype(wide)
-            with zf.open(name + ".npy", "w", force_zip64=True) as member:
-                header = _npy_header(dtype, entry.shape)
-                try:
-                    np.lib.format.write_array_header_1_0(member, header)
-                except ValueError:  # header over 64 KiB: format 2.0, as write_array would
-                    np.lib.format.write_array_header_2_0(member, header)
-                for part in _parts(ckpt, src):
-                    if wide:
-                        part = part.astype(wide)
-                    member.write(_as_bytes(part))
-                    total += part.nbytes
-                    if progress:
-                        progress(part.nbytes)
-        zf.comment = json.dumps({"ckpt_tools": {"widened": widened}} if widened else {
-            "ckpt_tools": {}}, separators=(",", ":")).encode("utf-8")[:65535]
-    return total
-
-
-def _write_safetensors(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
-    header: dict[str, object] = {"__metadata__": {"format": "tf", "source": ckpt.path}}
-    offset = 0
-    for name, src in plan.items():
-        entry = ckpt.entry(src)
-        code = _SAFETENSORS_DTYPES.get(entry.dtype_name)
-        if code is None:
-            raise OutputError(f"{src}: dtype {entry.dtype_name} cannot be stored in safetensors")
-        size = entry.nbytes
-        header[name] = {"dtype": code, "shape": list(entry.shape),
-                        "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    raw += b" " * (-len(raw) % 8)  # keep tensor data 8-byte aligned, as safetensors does
-    written = 0
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw)
-        for src in plan.values():
-            for part in _parts(ckpt, src):
-                part = part.astype(part.dtype.newbyteorder("<"), copy=False)
-                f.write(_as_bytes(part))
-                written += part.nbytes
-                if progress:
-                    progress(part.nbytes)
-    if written != offset:
-        raise OutputError(f"{tmp}: wrote {written} tensor bytes, the header promised {offset}")
-    return offset
-
-
-def _h5_layers(plan: dict[str, str]) -> dict[str, list[str]]:
-    """Output names grouped by layer, in the order the HDF5 writer writes them."""
-    layers: dict[str, list[str]] = {}
-    for name in plan:
-        layers.setdefault(name.rpartition("/")[0] or name, []).append(name)
-    return layers
-
-
-def _read_order(plan: dict[str, str], fmt: str) -> list[str]:
-    """The source keys in the order the ``fmt`` writer reads them."""
-    if fmt == "h5":
-        return [plan[n] for names in _h5_layers(plan).values() for n in names]
-    return list(plan.values())
-
-
-def _write_h5(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
-    import h5py
-
-    layers = _h5_layers(plan)
-    total = 0
-    with h5py.File(tmp, "w") as f:
-        # Keras' legacy weights layout: root lists layers, each layer lists its weight names.
-        f.attrs["layer_names"] = [n.encode("utf-8") for n in layers]
-        f.attrs["backend"] = b"tensorflow"
-        f.attrs["keras_version"] = b"2.15.0"
-        for layer, names in layers.items():
-            group = f.require_group(layer)
-            group.attrs["weight_names"] = [(n + ":0").encode("utf-8") for n in names]
-            for name in names:
-                nbytes = _write_dataset(ckpt, group, name + ":0", plan[name], progress)
-                total += nbytes
-    return total
-
-
-def _write_dataset(ckpt: Checkpoint, group, key: str, src: str, progress) -> int:
-    """Creates dataset ``key`` and fills it by runs of whole rows (first-axis slices)."""
-    entry = ckpt.entry(src)
-    dtype = numpy_dtype(entry.dtype)
-    # HDF5 has no bfloat16: float32 (exact) with a dtype attribute, which Keras 3 honours and
-    # its legacy loader casts back to bfloat16 without loss.
-    wide = _H5_WIDEN.get(entry.dtype_name)
-    shape = tuple(entry.shape)
-    ds = group.create_dataset(key, shape=shape, dtype=np.dtype(wide) if wide else dtype)
-    if wide:
-        ds.attrs["dtype"] = entry.dtype_name
-    row = math.prod(shape[1:]) if shape else 1
-    rows = max(1, _PART // max(1, row * dtype.itemsize))
-    written = done = 0
-    parts = ckpt.chunks(src, rows * row * dtype.itemsize, release=True)
-    for part in parts:
-        if wide:
-            part = part.astype(wide)
-        if not shape:
-            ds[()] = part[0]
-        elif row:
-            n = part.size // row
-            ds[done : done + n] = part.reshape((n, *shape[1:]))
-            done += n
-        written += part.nbytes
-        if progress:
-            progress(part.nbytes)
-    return written
-
-
-_WRITERS = {"npz": _write_npz, "safetensors": _write_safetensors, "h5": _write_h5}
