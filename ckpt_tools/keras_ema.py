@@ -54,6 +54,16 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     fix = ("train with an optimizer created with use_ema=True (e.g. "
            f"{'tf_keras' if layout.tf_keras else 'keras'}.optimizers.SGD(momentum=0.9, "
            "use_ema=True)) and save during or after fit()")
+    if layout.kind == "legacy" and not layout.optimizer_vars and not any(
+            k.startswith("model_weights/") for k in layout.model):
+        # layer_names at the root: save_weights() wrote it, whatever the optimizer did
+        return EmaError(
+            f"{name} holds no optimizer EMA copies: it is a weights-only HDF5 file "
+            "(model.save_weights('x.h5'): layer_names at its root), which stores the layer "
+            "weights and never the optimizer's state, so it cannot hold averages whatever "
+            "use_ema was; to keep them, train with use_ema=True and save the model with its "
+            "optimizer: model.save('x.keras') (tf_keras: also model.save('x.h5')); "
+            f"{_RAW}")
     if layout.use_ema and layout.optimizer_vars:
         # use_ema=True, the copies are stored, but no pairing with the weights is proven
         unfit = [n for n in layout.notes if "cannot be paired" in n or "do not fit" in n]
@@ -66,8 +76,8 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
         why = (f"its optimizer is {legacy_name(layout)} (config.json), a legacy optimizer: "
                "it has no use_ema (and a .keras does not save its state)")
     elif not layout.optimizer_vars:
-        why = ("it holds no optimizer variables (the model was saved uncompiled or before "
-               "its optimizer was built)")
+        why = ("it holds no optimizer variables (the model was saved uncompiled, before "
+               "its optimizer was built, or with include_optimizer=False)")
     elif layout.ema_source == "config" and (layout.optimizer_config or {}).get("use_ema"):
         why = (f"its {layout.optimizer or 'optimizer'} was configured with use_ema=True, but "
                f"it was never built, so no averages exist yet ({layout.ema_evidence})")
@@ -159,6 +169,13 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None) -> dict[str, np
             ckpt.close()
 
 
+def _path(variable) -> str:
+    """A model variable's path: Keras 3's ``v.path``; a tf_keras (Keras 2) variable has none,
+    its ``v.name`` (``dense/kernel:0``) without the ``:0``."""
+    path = getattr(variable, "path", None)
+    return str(path) if path else str(variable.name).rsplit(":", 1)[0]
+
+
 def _dtype_name(dtype) -> str:
     return str(getattr(dtype, "name", dtype))
 
@@ -182,7 +199,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     the model's own backend assigns.
 
     Args:
-        model: a built ``keras.Model`` (Keras 3).
+        model: a built ``keras.Model`` (Keras 3) or ``tf_keras.Model`` (Keras 2; its variables'
+            paths are their names without ``:0``).
         path (`str`): the ``.keras``, ``.weights.h5`` or Keras ``.h5`` file.
         use_ema (`bool`, *optional*): state whether the file's optimizer ran with
             ``use_ema=True``, for a bare ``.weights.h5`` whose layout cannot tell (nearly every
@@ -225,7 +243,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         stated = trainable is not None and layout.kind == "keras3"
         if stated:
             ckpt.reader.restate_use_ema(use_ema, trainable=[
-                str(getattr(v, "path", v)) for v in trainable])
+                v if isinstance(v, str) else _path(v) for v in trainable])
             layout = ckpt.reader.keras
             require_keras_pairing(ckpt)  # the statement must pair every average
         elif layout.frozen_unproven:
@@ -241,7 +259,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             entry = ckpt.entry(key)
             shape, dtype = tuple(int(d) for d in v.shape), _dtype_name(v.dtype)
             if shape != entry.shape or dtype != entry.dtype_name:
-                problems.append(f"{v.path} {list(shape)} {dtype} vs {key} "
+                problems.append(f"{_path(v)} {list(shape)} {dtype} vs {key} "
                                 f"({layout.paths.get(key) or 'EMA copy'}) {list(entry.shape)} "
                                 f"{entry.dtype_name}")
         if problems:
@@ -254,7 +272,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             model.load_weights(path)
         for v, key in zip(targets, keys, strict=True):
             v.assign(np.array(ckpt.tensor(key)))
-    return [v.path for v in targets]
+    return [_path(v) for v in targets]
 
 
 def _refuse_lora(model, path: str) -> None:
@@ -312,13 +330,13 @@ def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list,
     stray = [(v, k) for v, k in zip(every, layout.model, strict=True)
              if id(v) in mine and k not in averaged]
     if stray and not stated:
-        odd = [f"{v.path} is {'trainable' if v.trainable else 'frozen'} here, "
+        odd = [f"{_path(v)} is {'trainable' if v.trainable else 'frozen'} here, "
                f"{'trainable' if layout.trainable.get(k) else 'frozen'} in the file"
                for v, k in zip(every, layout.model, strict=True)
                if bool(v.trainable) != bool(layout.trainable.get(k))]
         raise EmaError(
             f"{name}: the optimizer kept no EMA copy of {len(stray)} weights trainable in the "
-            f"model ({', '.join(v.path for v, _ in stray[:4])}"
+            f"model ({', '.join(_path(v) for v, _ in stray[:4])}"
             + (" ..." if len(stray) > 4 else "") + ")"
             + (f"; layers frozen differently from config.json: {'; '.join(odd[:4])}"
                if odd else "")
@@ -344,7 +362,7 @@ def _load_legacy_weights(model, ckpt: Checkpoint, layout: KerasLayout) -> None:
         entry = ckpt.entry(key)
         if tuple(int(d) for d in v.shape) != entry.shape or _dtype_name(v.dtype) != \
                 entry.dtype_name:
-            problems.append(f"{v.path} {list(v.shape)} {_dtype_name(v.dtype)} vs {key} "
+            problems.append(f"{_path(v)} {list(v.shape)} {_dtype_name(v.dtype)} vs {key} "
                             f"{list(entry.shape)} {entry.dtype_name}")
     if problems:
         raise EmaError(f"{ckpt.path}: {len(problems)} weights do not match the model (model vs "
