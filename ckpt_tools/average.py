@@ -18,12 +18,13 @@ import os
 from collections.abc import Callable, Sequence
 
 from .average_write import AverageResult, write_average
-from .checkpoint import STATE_FILE, Checkpoint, locate, open_checkpoint, read_state_order
+from .checkpoint import Checkpoint, open_checkpoint
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats._io import canonical_location, is_url, one_remote_session
 from .formats._write import Inputs
 from .formats.staged_dir import StagedDir
 from .formats.write_locks import local_stage
+from .locate import STATE_FILE, locate, read_state_order
 
 ProgressFn = Callable[[int], None]
 

@@ -1,49 +1,27 @@
-"""``open_checkpoint``: find a checkpoint from any path a user might type, and read it.
+"""``open_checkpoint`` and :class:`Checkpoint`: the user-facing model of one checkpoint.
 
-Accepted paths: a training directory (its ``checkpoint`` state file names the latest
-checkpoint), a checkpoint prefix, a ``.index``, ``.data-*`` or ``.meta`` file, a V1 file or any
-shard of a sharded V1 checkpoint (or its ``-?????-of-N`` pattern), a SavedModel directory, its
-``saved_model.pb``, or a TF Serving model directory (its highest numeric version), and Keras
-``.keras``/``.h5`` files.
+A checkpoint is found from whatever path the user typed by :func:`ckpt_tools.locate.locate`;
+this module reads it: its entries, tensors (mapped and streamed, CRC-checked), variables
+with their roles and EMA shadows, the ``.meta`` graph and the TF2 object graph.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 
 from . import roles as _roles
-from .errors import (
-    CheckpointNotFoundError,
-    CorruptCheckpointError,
-    OptionError,
-    UnsupportedFormatError,
-    VariableNotFoundError,
-)
+from .errors import CorruptCheckpointError, OptionError, VariableNotFoundError
 from .formats import open_reader
-from .formats._io import (
-    canonical_location,
-    is_url,
-    open_binary,
-    require_regular,
-    state_entries,
-)
-from .formats._record import Frozen, replace
+from .formats._io import is_url
+from .formats._record import Frozen
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
-from .formats.savedmodel import (
-    SAVED_MODEL_FILES,
-    read_saved_model,
-    saved_model_file,
-    serving_versions,
-    variables_prefix,
-)
-from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
+from .formats.savedmodel import read_saved_model
+from .locate import STATE_FILE, Location, errors_in, locate, read_state_file
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
@@ -51,13 +29,7 @@ if TYPE_CHECKING:
 
     from .formats import Reader
 
-STATE_FILE = "checkpoint"
-_MAX_STATE_BYTES = 16 << 20  # a state file lists paths: even 100,000 of them fit
 _LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
-_DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
-# Names that are files by contract: a FIFO, device, socket or directory under one is refused.
-# (".data-00000-of-00001" and V1 shards "model.ckpt-00000-of-00002" end alike).
-_FILE_NAME_RE = re.compile(r"(\.(index|meta|keras|h5|hdf5|pb|pbtxt)|-\d{5}-of-\d{5})$")
 
 
 class Variable(Frozen):
@@ -128,450 +100,6 @@ class Variable(Frozen):
         return d
 
 
-class Location(Frozen):
-    """What a user-supplied path resolved to."""
-
-    prefix: str  # checkpoint prefix (V2), file (V1) or shard pattern (sharded V1)
-    format: str  # "v2" or "v1" (object-based is detected after opening)
-    meta_path: str | None
-    state_file: str | None = None
-    saved_model: str | None = None  # the saved_model.pb whose variables/ this is
-    # Set when a directory without a state file held several candidates: which one was taken
-    # and why, for the CLI to say so (one stderr note) instead of choosing silently.
-    choice: str | None = None
-    _fields = ("prefix", "format", "meta_path", "state_file", "saved_model", "choice")
-
-    def __init__(self, prefix: str, format: str, meta_path: str | None,  # noqa: A002
-                 state_file: str | None = None, saved_model: str | None = None,
-                 choice: str | None = None) -> None:
-        self.__dict__.update(prefix=prefix, format=format, meta_path=meta_path,
-                             state_file=state_file, saved_model=saved_model, choice=choice)
-
-    @property
-    def name(self) -> str:
-        """The checkpoint's own name, the default name of what is derived from it:
-        ``model.ckpt-7`` for ``…/model.ckpt-7-?????-of-00002``, ``variables`` in a SavedModel."""
-        return os.path.basename(shard_base(self.prefix))
-
-
-@contextmanager
-def _errors_in(path: str):
-    """Adds ``path`` to CheckpointErrors raised without naming a file (slice, shape, dtype)."""
-    try:
-        yield
-    except (CorruptCheckpointError, UnsupportedFormatError) as exc:
-        if str(exc).startswith(path) or getattr(exc, "path", None):
-            raise
-        if isinstance(exc, CorruptCheckpointError):
-            raise CorruptCheckpointError(str(exc), path=path) from exc
-        raise UnsupportedFormatError(f"{path}: {exc}") from exc
-
-
-def read_state_file(directory: str) -> list[str]:
-    """Returns the checkpoint prefixes listed in ``directory/checkpoint``, latest last.
-
-    Raises:
-        CheckpointNotFoundError: if there is no state file.
-        CorruptCheckpointError: if it names no checkpoint.
-    """
-    if is_url(directory):  # names resolved inside the URL directory (see _state_target)
-        directory = directory.rstrip("/")
-        return [_state_target(directory, p)
-                for p in read_state_file_at(directory + "/" + STATE_FILE)]
-    return [_in_dir(directory, p) for p in read_state_file_at(os.path.join(directory, STATE_FILE))]
-
-
-def read_state_file_at(path: str) -> list[str]:
-    """Returns the checkpoint names a state file lists, as written (latest last).
-
-    Raises:
-        CheckpointNotFoundError: if there is no state file.
-        CorruptCheckpointError: if it names no checkpoint.
-    """
-    latest, every = _parse_state_file(path)
-    if latest in every:
-        every.remove(latest)
-    return every + [latest]
-
-
-def read_state_order(directory: str) -> tuple[list[str], str]:
-    """Returns ``(all_model_checkpoint_paths as listed, model_checkpoint_path)`` of
-    ``directory/checkpoint``, resolved as :func:`read_state_file` resolves them. After a
-    rollback (``tf.train.update_checkpoint_state(d, "model.ckpt-3", [... "model.ckpt-5"])``)
-    the latest is not the last one listed.
-
-    Raises:
-        CheckpointNotFoundError: if there is no state file.
-        CorruptCheckpointError: if it names no checkpoint.
-    """
-    if is_url(directory):
-        directory = directory.rstrip("/")
-        latest, every = _parse_state_file(directory + "/" + STATE_FILE)
-        return [_state_target(directory, p) for p in every], _state_target(directory, latest)
-    latest, every = _parse_state_file(os.path.join(directory, STATE_FILE))
-    return [_in_dir(directory, p) for p in every], _in_dir(directory, latest)
-
-
-def _parse_state_file(path: str) -> tuple[str, list[str]]:
-    """``(model_checkpoint_path, all_model_checkpoint_paths)`` as written in state file
-    ``path``."""
-    with open_binary(path) as f:  # regular files only, and a bounded read
-        raw = f.read(_MAX_STATE_BYTES + 1)
-    if len(raw) > _MAX_STATE_BYTES:
-        raise CorruptCheckpointError(
-            f"checkpoint state file is larger than {_MAX_STATE_BYTES} bytes", path=path)
-    latest, every = None, []
-    for field, value in state_entries(raw):
-        if field == "model_checkpoint_path":
-            latest = value
-        else:
-            every.append(value)
-    if latest is None:
-        raise CorruptCheckpointError("checkpoint state file has no model_checkpoint_path",
-                                     path=path)
-    return latest, every
-
-
-def _in_dir(directory: str, name: str) -> str:
-    if os.path.isabs(name):
-        # Checkpoints copied from another machine or directory keep absolute paths in their
-        # state file: the copy beside the state file is the one meant, even when the original
-        # still exists (reading that would show, average or --force-replace another run).
-        local = os.path.join(directory, os.path.basename(name))
-        if os.path.dirname(name) != os.path.abspath(directory) and _exists(local) and \
-                os.path.realpath(local) != os.path.realpath(name):
-            return local
-        if not _exists(name) and _exists(local):
-            return local
-        return name
-    return os.path.join(directory, name)
-
-
-def _exists(prefix: str) -> bool:
-    pattern = shard_pattern(prefix)
-    if pattern is not None:  # a sharded V1 checkpoint exists where its first shard does
-        return os.path.exists(pattern.replace("?????", "00000"))
-    return (os.path.isfile(prefix + ".index") or os.path.isfile(prefix)
-            or find_shards(prefix) is not None)
-
-
-def _prefix_location(prefix: str, original: str, state: str | None = None) -> Location:
-    meta = shard_base(prefix) + ".meta"
-    # exists(), not isfile(): a FIFO or directory in a file's place is then refused by the
-    # reader (open_regular) with a clear error instead of being skipped or called missing.
-    meta_path = meta if os.path.exists(meta) else None
-    if os.path.exists(prefix + ".index"):
-        return Location(prefix, "v2", meta_path, state)
-    if os.path.isfile(prefix):
-        pattern = shard_pattern(prefix) if is_v1_file(prefix) else None
-    else:
-        pattern = shard_pattern(prefix) or find_shards(prefix)
-    if pattern is not None:
-        # A sharded V1 checkpoint: always opened whole, from any shard, its pattern or its
-        # prefix; the reader refuses when a shard is missing.
-        meta = shard_base(pattern) + ".meta"
-        return Location(pattern, "v1", meta if os.path.isfile(meta) else None, state)
-    if os.path.isfile(prefix) and is_v1_file(prefix):
-        return Location(prefix, "v1", meta_path, state)
-    if os.path.isfile(prefix):
-        if state:  # the state file led here: name it and what it names, not the directory
-            raise CorruptCheckpointError(
-                f"names checkpoint {prefix!r}, which is not a TensorFlow checkpoint (no "
-                f"{os.path.basename(prefix)}.index beside it, not a V1 table)", path=state)
-        raise CorruptCheckpointError(
-            "not a TensorFlow checkpoint (expected a .index file, a V1 checkpoint table, a "
-            ".meta graph or a training directory)", path=original)
-    if state:
-        raise CheckpointNotFoundError(
-            f"{state} names checkpoint {prefix!r}, but neither {prefix}.index nor {prefix} "
-            "exists (deleted by max_to_keep, or the directory was moved?)")
-    raise CheckpointNotFoundError(f"{original}: no checkpoint found (no such file or prefix)")
-
-
-def _chosen(found: Location, directory: str, candidates: list[str], picked: str) -> Location:
-    if len(candidates) < 2:
-        return found
-    others = sorted(c for c in candidates if c != picked)
-    more = f" and {len(others) - 3} more" if len(others) > 3 else ""
-    return replace(found, choice=(
-        f"{directory}: {len(candidates)} candidate checkpoints and no 'checkpoint' state file; "
-        f"using {picked} (newest{', .keras preferred' if picked.endswith('.keras') else ''}; "
-        f"not {', '.join(others[:3])}{more}); name a file to choose"))
-
-
-def locate(path: str | os.PathLike) -> Location:
-    """Resolves a user-supplied path to a checkpoint.
-
-    Raises:
-        CheckpointNotFoundError: if nothing checkpoint-like is there.
-        CorruptCheckpointError: if the path is a file that is not a checkpoint.
-        UnsupportedFormatError: a URL spelled so that it names no one location (see
-            :func:`~ckpt_tools.formats._io.canonical_location`).
-    """
-    path = canonical_location(path)
-    if is_url(path):
-        return _locate_url(path)
-    if _FILE_NAME_RE.search(path) or not os.path.isdir(path):
-        require_regular(path)  # a FIFO must fail here, not hang in open() or read as missing
-    if os.path.isdir(path) and not path.endswith(("/", os.sep)) and \
-            os.path.isfile(path + ".index"):
-        # A directory named like a checkpoint beside its .index (run/model.ckpt-4/ next to
-        # run/model.ckpt-4.index): the prefix, as a state file or TensorFlow means it, is
-        # the checkpoint; the directory is read only when named with a trailing "/".
-        return _saved_model_around(path) or _prefix_location(path, path)
-    if os.path.isdir(path):
-        # The parent as the user typed it (fixtures/sm for fixtures/sm/variables), so that
-        # every path shown stays relative; "." or ".." fall back to the absolute parent.
-        norm = os.path.normpath(path)
-        parent = os.path.dirname(norm) if os.path.basename(norm) == "variables" \
-            else os.path.dirname(os.path.abspath(path))
-        saved = saved_model_file(path)
-        if not saved:
-            version, skipped = serving_versions(path)  # a TF Serving model's parent folder
-            saved = saved_model_file(version) if version else None
-            if saved and skipped:
-                return replace(_saved_model_location(saved), choice=(
-                    f"{path}: using version {os.path.basename(version)}; skipped higher "
-                    f"version(s) {', '.join(skipped[:3])}"
-                    f"{f' and {len(skipped) - 3} more' if len(skipped) > 3 else ''}: no "
-                    "saved_model.pb there"))
-        saved = saved or (os.path.basename(os.path.abspath(path)) == "variables"
-                          and saved_model_file(parent))  # a SavedModel's variables/ folder
-        if saved:
-            return _saved_model_location(saved)
-        state = os.path.join(path, STATE_FILE)
-        if os.path.isfile(state):
-            return _prefix_location(read_state_file(path)[-1], path, state)
-        indexes = [f for f in os.listdir(path) if f.endswith(".index")]
-        if indexes:
-            newest = max(indexes, key=lambda f: (os.path.getmtime(os.path.join(path, f)), f))
-            found = _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
-            return _chosen(found, path, indexes, newest)
-        names = os.listdir(path)
-        shards: dict[str, float] = {}  # sharded V1 checkpoints, e.g. an old session bundle
-        for f in names:
-            pattern = None if _DATA_RE.match(f) else shard_pattern(f)
-            if pattern and os.path.isfile(os.path.join(path, f)):
-                mtime = os.path.getmtime(os.path.join(path, f))
-                shards[pattern] = max(mtime, shards.get(pattern, mtime))
-        if shards:
-            return _prefix_location(os.path.join(path, max(shards, key=shards.get)), path)
-        # Keras runs keep no state file: take the newest .keras (it records the optimizer
-        # config, so use_ema is known rather than inferred), else the newest .h5.
-        h5 = [f for f in names if f.endswith((".h5", ".hdf5"))]
-        keras = [f for f in names if f.endswith(".keras")] or h5
-        if keras:
-            newest = max(keras, key=lambda f: (os.path.getmtime(os.path.join(path, f)), f))
-            found = locate(os.path.join(path, newest))
-            candidates = sorted(set(keras) | set(h5))
-            return _chosen(found, path, candidates, newest)
-        raise CheckpointNotFoundError(
-            f"{path}: directory holds no checkpoint (no 'checkpoint' state file, no .index, "
-            ".keras or .h5 files)")
-    if os.path.basename(path) in SAVED_MODEL_FILES:
-        if not os.path.isfile(path):
-            raise CheckpointNotFoundError(f"{path}: no such file")
-        return _saved_model_location(path)
-    if path.endswith(".index"):
-        if not os.path.isfile(path):
-            raise CheckpointNotFoundError(f"{path}: no such file")
-        return _saved_model_around(path[: -len(".index")]) or _prefix_location(
-            path[: -len(".index")], path)
-    m = _DATA_RE.match(path)
-    if m:
-        if not os.path.isfile(path):
-            raise CheckpointNotFoundError(f"{path}: no such file")
-        return _saved_model_around(m.group(1)) or _prefix_location(m.group(1), path)
-    if path.endswith(".meta"):
-        if not os.path.isfile(path):
-            raise CheckpointNotFoundError(f"{path}: no such file")
-        prefix = path[: -len(".meta")]
-        if not _exists(prefix):
-            raise CheckpointNotFoundError(
-                f"{path}: no checkpoint beside this graph (expected {prefix}.index or {prefix})")
-        return _prefix_location(prefix, path)
-    if os.path.isfile(path):
-        from .formats.keras.h5 import (
-            sniff,  # cheap: h5py is imported only when a Keras file is opened
-        )
-
-        kind = sniff(path)  # "h5" (HDF5 signature) or "keras" (zip with Keras members)
-        if kind:
-            return Location(path, kind, None)
-        if path.endswith(".keras"):  # say what is wrong with it, not "not a checkpoint"
-            raise CorruptCheckpointError(
-                "not a readable .keras archive: the zip is truncated or damaged (no central "
-                "directory), or holds neither config.json nor model.weights.h5", path=path)
-    return _saved_model_around(path) or _prefix_location(path, path)
-
-
-def _saved_model_around(prefix: str) -> Location | None:
-    """Returns the SavedModel whose weights ``prefix`` is (``<dir>/variables/variables`` with
-    ``<dir>/saved_model.pb``), so that its collections are read from there, else ``None``."""
-    head, name = os.path.split(os.path.normpath(prefix))
-    if name != "variables" or os.path.basename(os.path.abspath(head or ".")) != "variables":
-        return None
-    # Relative as typed where the path allows it (fixtures/sm/variables/variables).
-    top = os.path.dirname(head) if os.path.basename(head) == "variables" \
-        else os.path.dirname(os.path.abspath(head or "."))
-    saved = saved_model_file(top)
-    return _saved_model_location(saved) if saved else None
-
-
-def _locate_url(url: str) -> Location:
-    """Resolves a URL to a V2 checkpoint with at most two directory listings (one when the URL
-    names a directory with its trailing ``/``, a prefix or a file): whether the index, shards
-    and ``.meta`` exist, and the shard sizes, all come from the listing, so ``ckpt list`` then
-    costs the state file, the index and the ``.meta`` (four requests in all on S3, whatever
-    the checkpoint's size; five for a run directory named without its ``/``, whose parent is
-    listed first to tell it from a checkpoint prefix of that name).
-
-    Raises:
-        CheckpointNotFoundError: nothing checkpoint-like at ``url``.
-        UnsupportedFormatError: a V1, SavedModel or Keras checkpoint (read those locally).
-        RemoteAccessError: forbidden, or the network failed.
-    """
-    from .formats import remote
-
-    store = remote.begin()  # a fresh session: no listing cached by an earlier command
-    bare = url.rstrip("/")
-    named_file = _FILE_NAME_RE.search(bare) or os.path.basename(bare) == STATE_FILE
-    if not named_file and store.is_http(bare):
-        return _locate_http(store, url)
-    # As locally: a prefix beside its .index is that checkpoint even where a same-named
-    # "directory" exists (run/model.ckpt-5/ made by another tool); the parent's listing,
-    # which reading the prefix needs anyway, says so. A trailing '/' names the directory.
-    in_bucket = "/" in bare.split("://", 1)[-1]
-    if not named_file and not url.endswith("/") and in_bucket and \
-            store.size(bare + ".index") is not None:
-        return _url_prefix(store, bare, url)
-    if not named_file and (url.endswith("/") or store.is_dir(bare)):
-        names = store.listing(bare)
-        if STATE_FILE in names:
-            state = remote.url_join(bare, STATE_FILE)
-            return _url_prefix(store, _state_target(bare, read_state_file_at(state)[-1]),
-                               url, state)
-        indexes = sorted(n for n in names if n.endswith(".index"))
-        if indexes:
-            newest = max(indexes, key=lambda n: (str(names[n].get("LastModified", "")), n))
-            found = _url_prefix(store, remote.url_join(bare, newest[: -len(".index")]), url)
-            return _chosen(found, url, indexes, newest)
-        if "saved_model.pb" in names or any(n.endswith((".keras", ".h5")) for n in names):
-            raise UnsupportedFormatError(
-                f"{url}: only TensorFlow V2 checkpoints (.index + .data) are read from URLs; "
-                "copy SavedModels and Keras files locally")
-        raise CheckpointNotFoundError(
-            f"{url}: no checkpoint there (no 'checkpoint' state file, no .index)")
-    if os.path.basename(bare) == STATE_FILE:
-        return _url_prefix(store, _state_target(remote.url_parent(bare),
-                                                read_state_file_at(bare)[-1]), url, bare)
-    m = _DATA_RE.match(bare)
-    prefix = m.group(1) if m else bare
-    for suffix in (".index", ".meta"):
-        if bare.endswith(suffix):
-            prefix = bare[: -len(suffix)]
-    return _url_prefix(store, prefix, url)
-
-
-def _locate_http(store, url: str) -> Location:
-    """Resolves an ``http(s)://`` URL that names no file: a run directory with a
-    ``checkpoint`` state file or, not ending in ``/`` and failing that, a checkpoint prefix
-    (its ``.index`` exists). No listing (a web server gives none with sizes): each object is
-    asked for by name, the state file first, so that either form costs at most four
-    requests for ``ckpt list`` (a prefix: a 404, the index, the .meta, an object graph).
-    An HTML page answering for a file is its absence (see ``remote_http.is_html_page``), and
-    a "state file" that does not parse beside a prefix's ``.index`` leaves the prefix.
-
-    Raises:
-        CheckpointNotFoundError: neither is there.
-    """
-    from .formats import remote
-
-    bare = url.rstrip("/")
-    state = remote.url_join(bare, STATE_FILE)
-    if store.size(state) is not None:
-        try:
-            entries = read_state_file_at(state)
-        except CorruptCheckpointError:
-            # Without the slash the URL may be a prefix, and what answered for the state
-            # file a server's page for any path (a web app's fallback): the prefix's .index
-            # decides; a URL ending in '/' names the run directory, whose state file is bad.
-            if url.endswith("/") or store.size(bare + ".index") is None:
-                raise
-            return _url_prefix(store, bare, url)
-        return _url_prefix(store, _state_target(bare, entries[-1]), url, state)
-    if not url.endswith("/") and store.size(bare + ".index") is not None:
-        return _url_prefix(store, bare, url)
-    tried = state if url.endswith("/") else f"{state}, no {bare}.index"
-    raise CheckpointNotFoundError(
-        f"{url}: not found (no {tried}; an http(s):// directory cannot be listed, so a run "
-        "directory needs its 'checkpoint' state file, or give the checkpoint prefix URL)")
-
-
-def _state_target(directory: str, name: str) -> str:
-    """The URL of the checkpoint a remote state file in URL ``directory`` names: a relative
-    name inside ``directory``; a URL or an absolute local path (the training machine's, or
-    another bucket's after a copy) by its base name in ``directory`` when that checkpoint is
-    there; a URL in the same bucket as written.
-
-    A state file in a bucket is not trusted to send reads elsewhere: a name outside the
-    bucket (another bucket or host, ``file://``, a local path, ``..`` above the bucket) is
-    refused unless its base name exists in ``directory``.
-
-    Raises:
-        UnsupportedFormatError: the name points outside the state file's bucket.
-    """
-    from .formats import remote
-
-    state = directory + "/" + STATE_FILE
-    if is_url(name) or os.path.isabs(name):
-        target = remote.normalize(name) if is_url(name) else name
-        if is_url(name) and remote.same_bucket(target, directory):
-            return target
-    else:
-        target = remote.normalize(directory + "/" + name)
-        if remote.same_bucket(target, directory):
-            return target
-    local = directory + "/" + posixpath.basename(name.rstrip("/"))
-    if remote.session().size(local + ".index") is not None:
-        return local  # a copied run: its state file still names where it was written
-    raise UnsupportedFormatError(
-        f"{state}: names checkpoint {name!r}, outside {remote.bucket_of(directory)}; a "
-        "remote state file may only name checkpoints in its own bucket (refusing to read "
-        "elsewhere); open the checkpoint by its URL instead")
-
-
-def _url_prefix(store, prefix: str, original: str, state: str | None = None) -> Location:
-    from .formats import remote
-
-    if store.size(prefix + ".index") is not None:
-        meta = prefix + ".meta"
-        return Location(prefix, "v2", meta if store.size(meta) is not None else None, state)
-    if store.size(prefix) is not None or store.info(prefix + "-00000-of-00001") is not None:
-        raise UnsupportedFormatError(
-            f"{original}: only TensorFlow V2 checkpoints (.index + .data) are read from URLs; "
-            "copy V1 checkpoints locally")
-    if state:
-        raise CheckpointNotFoundError(
-            f"{state} names checkpoint {prefix!r}, but {prefix}.index does not exist")
-    if not store.is_dir(remote.url_parent(prefix)):
-        raise CheckpointNotFoundError(f"{original}: not found")
-    raise CheckpointNotFoundError(f"{original}: no checkpoint found (no {prefix}.index)")
-
-
-def _saved_model_location(saved_model: str) -> Location:
-    """Returns where the weights of the SavedModel described by ``saved_model`` are."""
-    directory = os.path.dirname(saved_model)
-    prefix = variables_prefix(directory)
-    # exists(): a FIFO or directory in the index's place is refused by the reader (exit 4).
-    if not (os.path.exists(prefix + ".index") or os.path.isfile(prefix)):
-        raise CheckpointNotFoundError(
-            f"{directory}: SavedModel has no variables ({prefix}.index is missing)")
-    loc = _prefix_location(prefix, directory)
-    return Location(loc.prefix, loc.format, None, None, saved_model)
-
-
-
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:@%+=,-]+")
 
 
@@ -623,7 +151,7 @@ class Checkpoint:
                  use_ema: bool | None = None, trainable: Sequence[str] | None = None):
         self.location = location
         self.path = location.prefix
-        with _errors_in(location.prefix):
+        with errors_in(location.prefix):
             self._reader: Reader = open_reader(location.format, location.prefix, verify=verify)
             if (use_ema is not None or trainable) and getattr(self._reader, "keras",
                                                                 None) is not None:
@@ -655,7 +183,7 @@ class Checkpoint:
             if graph.dtype != STRING or graph.num_elements != 1:  # bytes(int) would allocate
                 raise CorruptCheckpointError(f"{OBJECT_GRAPH_KEY} is not a scalar string",
                                              path=self.path)
-            with _errors_in(self.path):
+            with errors_in(self.path):
                 raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
         self._variables: list[Variable] | None = None
@@ -724,7 +252,7 @@ class Checkpoint:
         """
         if name not in self._reader.entries:
             raise self._missing(name)
-        with _errors_in(self.path):
+        with errors_in(self.path):
             return self._reader.read(name)
 
     def plan_reads(self, names: list[str]) -> None:
@@ -737,7 +265,7 @@ class Checkpoint:
         """
         plan_reads = getattr(self._reader, "plan_reads", None)
         if plan_reads is not None and is_url(self.location.prefix):
-            with _errors_in(self.path):
+            with errors_in(self.path):
                 plan_reads(list(names))
 
     def chunks(self, name: str, max_bytes: int = 1 << 20, *, verify: bool | None = None,
@@ -761,7 +289,7 @@ class Checkpoint:
         """
         if name not in self._reader.entries:
             raise self._missing(name)
-        with _errors_in(self.path):
+        with errors_in(self.path):
             iter_chunks = getattr(self._reader, "iter_chunks", None)
             stream = (iter_chunks(name, max_bytes, verify, release) if iter_chunks is not None
                       else None)

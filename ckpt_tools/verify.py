@@ -14,12 +14,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .checkpoint import Checkpoint, Location, locate
+from .checkpoint import Checkpoint
 from .errors import CheckpointError
 from .formats._io import close_map, map_file
 from .formats.meta import read_meta_graph
 from .formats.savedmodel import read_saved_model
 from .formats.v1 import shard_files
+from .locate import Location, locate
 from .verify_v2 import verify_v2, walk_table
 
 #: ``progress(done, total)``: work done so far (bytes of tensor data for V2, tensors for V1).

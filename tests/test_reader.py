@@ -7,7 +7,7 @@ import pytest
 from helpers import FIXTURES, TF_CASES, expected, expected_strings, expected_values, prefix
 
 from ckpt_tools import CheckpointNotFoundError, VariableNotFoundError, open_checkpoint
-from ckpt_tools.checkpoint import locate
+from ckpt_tools.locate import locate
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

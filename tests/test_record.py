@@ -8,11 +8,11 @@ import pickle
 import pytest
 
 from ckpt_tools import Variable, open_checkpoint
-from ckpt_tools.checkpoint import Location
 from ckpt_tools.emamap import ema_map
 from ckpt_tools.formats._record import FrozenError, replace
 from ckpt_tools.formats.entry import TensorEntry
 from ckpt_tools.formats.meta import MetaGraph
+from ckpt_tools.locate import Location
 from ckpt_tools.roles import RoleInfo
 from tests.helpers import FIXTURES
 

@@ -18,9 +18,9 @@ from _corpus import run_cli
 from helpers import FIXTURES, expected, expected_values
 
 from ckpt_tools import ema_map, open_checkpoint
-from ckpt_tools.checkpoint import locate
 from ckpt_tools.errors import CheckpointNotFoundError, ExitCode
 from ckpt_tools.formats.savedmodel import read_saved_model
+from ckpt_tools.locate import locate
 
 SV1 = FIXTURES / "sharded_v1"
 SHARDS = ["model.ckpt-7-00000-of-00002", "model.ckpt-7-00001-of-00002"]

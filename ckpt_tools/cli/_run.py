@@ -79,7 +79,7 @@ def resolve(out: Output, path: str) -> str:
     Raises:
         CheckpointNotFoundError, CorruptCheckpointError: as :func:`open_checkpoint`.
     """
-    from ..checkpoint import locate
+    from ..locate import locate
 
     if not os.path.isdir(path):
         return path

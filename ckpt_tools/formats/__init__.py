@@ -48,7 +48,7 @@ def _keras(path: str, verify: bool) -> Reader:
     return H5Reader(path)
 
 
-# Format name (as :func:`ckpt_tools.checkpoint.locate` reports it) -> reader factory.
+# Format name (as :func:`ckpt_tools.locate.locate` reports it) -> reader factory.
 READERS: dict[str, Callable[[str, bool], Reader]] = {
     "v2": _bundle,
     "v1": _v1,
