@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .errors import EmaError
+from .errors import EmaError, OutputError
 from .formats._io import remove_quietly
 from .formats._write import (
     Inputs,
@@ -55,6 +55,26 @@ class KerasBakeResult:
 def keras_output_name(ckpt: Checkpoint) -> str:
     """The default output file name: the input's name (same kind of Keras file)."""
     return os.path.basename(ckpt.path)
+
+
+def keras_default_out(ckpt: Checkpoint) -> str:
+    """Where ``restore-ema`` writes a local Keras input's averages without ``--out``: a new
+    directory ``<stem>_ema/`` beside the input (``run/model.keras`` ->
+    ``run/model_ema/model.keras``). Not a file beside the input: a run directory resolves to
+    its newest ``.keras``, which the output must never become, so no output goes into the
+    input's own directory.
+
+    Raises:
+        OutputError: the input is a URL (no local directory to default to: give ``--out``).
+    """
+    from .formats._io import is_url
+
+    if is_url(ckpt.path):
+        raise OutputError(f"{ckpt.path}: a remote input has no default output; give --out")
+    base = os.path.basename(ckpt.path)
+    stem = next((base[:-len(s)] for s in KERAS_SUFFIXES if base.endswith(s) and base != s),
+                base)
+    return os.path.join(os.path.dirname(ckpt.path), f"{stem}_ema")
 
 
 def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> str:

@@ -268,11 +268,13 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
 
 def restore_ema_command(
     path: PathArg,
-    out_dir: Annotated[str, typer.Option(
+    out_dir: Annotated[str | None, typer.Option(
         "--out", "-o", metavar="DIR|FILE",
         help="Output directory for the EMA-baked checkpoint (created if "
         "missing; never the input's directory), or a .h5 file with --format h5, or a Keras "
-        "file with --format keras; or an s3://bucket/dir/ URL.", show_default=False)],
+        "file with --format keras; or an s3://bucket/dir/ URL. Required, except for a local "
+        "Keras input: then <stem>_ema/ beside it (model.keras -> model_ema/model.keras).",
+        show_default=False)] = None,
     name: Annotated[str | None, typer.Option(
         metavar="NAME",
         help="Output checkpoint name; default: the input's (model.ckpt-1000).")] = None,
@@ -330,11 +332,17 @@ def restore_ema_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     fmt = choice(pick_format(fmt, to), (*FORMATS, "keras"), "--format")
     slots = DROP if drop_slots else choice(slots, SLOTS, "--slots")
-    check_output_parent(out_dir, "creating the output directory")
+    if out_dir is not None:
+        check_output_parent(out_dir, "creating the output directory")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
                          trainable=trainable_names(trainable)) as ckpt:
         refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
-        fmt = fmt or ("keras" if getattr(ckpt.reader, "keras", None) is not None else "v2")
+        keras_in = getattr(ckpt.reader, "keras", None) is not None
+        fmt = fmt or ("keras" if keras_in else "v2")
+        if out_dir is None and not (keras_in and fmt == "keras"):
+            raise typer.BadParameter("required for a TensorFlow checkpoint or a --format "
+                                     f"{fmt} output (only a Keras file in, Keras file out "
+                                     "has a default)", param_hint="--out")
         if fmt != "keras":
             try:
                 check_out_format(out_dir, fmt)
@@ -384,16 +392,24 @@ def restore_ema_command(
                      + (f", {len(result.dropped)} dropped" if result.dropped else ""))
 
 
-def _restore_keras(out: Output, ckpt, out_dir: str, name: str | None, force: bool,
+def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, force: bool,
                    dry_run: bool, json_out: bool, quiet: bool = False) -> None:
     """Keras in, Keras out: a file of the input's kind whose weights are the averages."""
     from ..errors import UnsupportedFormatError
-    from ..keras_bake import bake_keras_ema, check_keras_output, keras_output_path
+    from ..keras_bake import (
+        bake_keras_ema,
+        check_keras_output,
+        keras_default_out,
+        keras_output_path,
+    )
     from ..keras_ema import require_keras_pairing
 
     if getattr(ckpt.reader, "keras", None) is None:
         raise UnsupportedFormatError(f"{ckpt.path}: --format keras needs a Keras input "
                                      "(.keras, .weights.h5, .h5); use --format v2")
+    if out_dir is None:
+        out_dir = keras_default_out(ckpt)
+        check_output_parent(out_dir, "creating the output directory")
     target = keras_output_path(ckpt, out_dir, name)
     if dry_run:
         require_keras_pairing(ckpt)

@@ -1,0 +1,58 @@
+"""``ckpt restore-ema model.keras`` without ``--out`` works: a Keras file in gives a Keras file
+out in a new ``<stem>_ema/`` beside it (never in the input's own directory, as README's
+"Writing outputs safely" promises for every restore-ema output), written atomically, never
+replacing the input; a second run needs ``--force``, which replaces the output only. The
+output loads with ``keras.models.load_model`` and its weights are the averages Keras recorded
+at save time (``fixtures/keras_ema/expected.npz``, fixtures/make_keras_fixtures.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from helpers import FIXTURES, run_cli
+
+EMA = FIXTURES / "keras_ema"
+
+
+@pytest.mark.parametrize("case", ["model", "adam"])
+def test_restore_ema_of_a_keras_file_has_a_default_output(case, tmp_path, monkeypatch):
+    keras = pytest.importorskip("keras")
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(EMA / f"{case}.keras", run / f"{case}.keras")
+    before = (run / f"{case}.keras").read_bytes()
+    monkeypatch.chdir(run)
+    code, out, err = run_cli(["restore-ema", f"{case}.keras", "--dry-run"])
+    assert code == 0 and f"{case}_ema/{case}.keras" in out + err, err
+    assert sorted(p.name for p in run.iterdir()) == [f"{case}.keras"]
+    code, _, err = run_cli(["restore-ema", f"{case}.keras"])
+    assert code == 0, err
+    target = run / f"{case}_ema" / f"{case}.keras"
+    assert sorted(p.name for p in run.iterdir()) == [f"{case}.keras", f"{case}_ema"]
+    assert sorted(p.name for p in target.parent.iterdir()) == [f"{case}.keras"]
+    # a second run: the output exists; --force replaces it, never the input
+    code, _, err = run_cli(["restore-ema", f"{case}.keras"])
+    assert code == 7 and "--force" in err, err
+    code, _, err = run_cli(["restore-ema", str(run / f"{case}.keras"), "--force"])
+    assert code == 0, err
+    assert (run / f"{case}.keras").read_bytes() == before
+    doc = json.loads((EMA / "expected.json").read_text())
+    with np.load(EMA / "expected.npz") as z:
+        truth = {k: z[k] for k in z.files}
+    model = keras.models.load_model(target, compile=False)
+    recorded = doc["cases"][case]["trainable_variables"]  # Keras' order at save
+    for v, path in zip(model.trainable_variables, recorded, strict=True):
+        assert path.endswith(v.path), (path, v.path)  # a Sequential's name may prefix it
+        got = np.asarray(v.numpy())  # bfloat16: expected.npz holds its bits
+        got = got.view(np.uint16) if got.dtype.name == "bfloat16" else got
+        np.testing.assert_array_equal(got, truth[f"{case}:ema/{path}"], err_msg=path)
+
+
+def test_restore_ema_of_a_tensorflow_checkpoint_still_needs_out():
+    for args in (["restore-ema", str(FIXTURES / "linear_v2")],
+                 ["restore-ema", str(EMA / "model.keras"), "--format", "h5"]):
+        code, _, err = run_cli(args)
+        assert code == 2 and "--out" in err and "required" in err, (args, err)
