@@ -19,7 +19,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
 from .formats.objgraph import readable_name
-from .pairing import list_or_dict_paths, root_child, variable_orders
+from .pairing import list_or_dict_paths, open_containers, root_child, variable_orders
 
 KEEP, DROP = "keep", "drop"
 
@@ -520,7 +520,7 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
               "with digit keys are indistinguishable in the file (both write the same object "
               "graph); name the variables (tf.Variable(..., name=...)) when training, or "
               "keep such dicts to ten entries or key them by name" if either else
-              "--apply-order trainable leaves two orders: objects holding only variables ("
+              "--apply-order trainable leaves two orders: objects holding variables ("
               f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
               "tf.Modules, whose variables module.trainable_variables visits after its "
               "parent's own, or dicts, which it flattens in place, and a checkpoint records "
@@ -554,8 +554,13 @@ def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
     half = len(orders) // 2  # as tf.Modules, then as dicts; lists read as lists first
     first, second = (sorted((k for k in cands if k in order), key=order.__getitem__)
                      for order in (orders[0], orders[half]))
-    if first == second:
-        return []
+    if first == second:  # the uniform readings agree; a container read apart may not
+        entries = ckpt.entries()
+
+        def alike(a: str, b: str) -> bool:
+            return (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape)
+
+        return open_containers(ckpt.objects, sorted(cands), alike)
     holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
                for k in first]
     return list(dict.fromkeys(h for h in holders if h))

@@ -174,6 +174,87 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
     return {"trainable": trainable + unknown, "tracked": [tracked()]}
 
 
+def _tree(objects: ObjectGraph) -> tuple[dict[int, int], dict[int, str]]:
+    """Each node's parent and local name on its shortest path from the root (TF's keys)."""
+    parent: dict[int, int] = {}
+    name: dict[int, str] = {}
+    queue, seen = [0], {0}
+    while queue:
+        node = queue.pop(0)
+        for local, child in objects.children.get(node, []):
+            if child not in seen:
+                seen.add(child)
+                parent[child], name[child] = node, local
+                queue.append(child)
+    return parent, name
+
+
+def open_containers(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
+    """Object paths of the containers whose type decides, under ``"trainable"``, which of two
+    variables ``alike`` (same dtype and shape) comes first; empty when every reading agrees.
+
+    ``tf.Module.trainable_variables`` flattens a dict (or list) in place, in sorted key order,
+    but visits a sub-module's variables after its parent's own; the object graph records no
+    types. So of two variables below the same node, the one sorting first comes second when a
+    container on its path is a tf.Module and the other's path holds only dicts and lists
+    (``{"b": v, "c": {"x": v}}`` beside ``w``: ``b, x, w`` as dicts, ``w, b, x`` as
+    modules). Containers with the same children (names, and which are variables) are read
+    alike (the blocks of one list); a node whose children are a list's, or a dict's keyed
+    ``"0"``… (visited sorted as strings from eleven on), is never a module.
+    """
+    parent, local = _tree(objects)
+    kids = objects.children
+    node_of = {k: n for n, k in objects.node_keys.items() if n in parent}
+
+    def sig(node: int) -> tuple:
+        return tuple(sorted((n, c in objects.node_keys) for n, c in kids.get(node, [])))
+
+    def chain(node: int) -> list[int]:
+        out = [node]
+        while out[-1] in parent:
+            out.append(parent[out[-1]])
+        return out[::-1]
+
+    def modular(node: int) -> bool:
+        return node not in objects.node_keys and not _is_list(kids.get(node, []))
+
+    chains = {k: chain(n) for k, n in node_of.items() if k in set(variables)}
+    found: list[str] = []
+    keys = sorted(chains)
+    for i, x in enumerate(keys):
+        for y in keys[i + 1:]:
+            if not alike(x, y):
+                continue
+            cx, cy = chains[x], chains[y]
+            d = 0
+            while d < min(len(cx), len(cy)) and cx[d] == cy[d]:
+                d += 1
+            if d == 0 or d >= min(len(cx), len(cy)):
+                continue  # different roots (refused elsewhere) or one inside the other
+            lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
+            firsts = set()
+            if _is_list(kids.get(lca, [])):
+                firsts.add(int(nx) < int(ny))
+                if _list_or_dict(kids[lca]):
+                    firsts.add(nx < ny)
+            else:
+                firsts.add(nx < ny)
+            if len(firsts) > 1:
+                found.append(_path(cx[:d], local))
+            for x_first in firsts:
+                early, late = (cx, cy) if x_first else (cy, cx)
+                late_sigs = {sig(n) for n in late[d:-1] if modular(n)}
+                found.extend(_path(early[:j + 1], local) for j in range(d, len(early) - 1)
+                             if modular(early[j]) and sig(early[j]) not in late_sigs)
+            if found:
+                return list(dict.fromkeys(found))
+    return []
+
+
+def _path(chain: list[int], local: dict[int, str]) -> str:
+    return "/".join(local[n] for n in chain if n in local)
+
+
 def _pair_unique_fits(result: ObjectPairing, shadows: list[str], variables: list[str],
                       fits) -> None:
     """Records in ``result`` each shadow that ``fits`` exactly one of ``variables`` (dtype and
@@ -281,6 +362,9 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                     found.update(_injections(shadows, seq, fits))
                 else:  # creation order unknown: any fitting variable is possible
                     found.add(())
+        if (apply_order == "trainable" and () not in found
+                and open_containers(objects, variables, lambda a, b: fits(a, b))):
+            found.add(())  # the order rests on container types the file does not record
         found_list = sorted(found)
         if len(found_list) == 1 and found_list[0]:
             result.pairs.update(zip(shadows, found_list[0], strict=True))
