@@ -20,7 +20,8 @@ import pytest
 from _corpus import run_cli, write_bundle
 from helpers import FIXTURES, set_terminal, shown_names
 
-from ckpt_tools.cli._output import ELLIPSIS, cell_len
+from ckpt_tools.cli._shorten import ELLIPSIS
+from ckpt_tools.cli._text import cell_len
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -20,8 +20,10 @@ import pytest
 from _corpus import run_cli
 from helpers import FIXTURES, set_terminal, shown_names
 
-from ckpt_tools.cli._output import ELLIPSIS, Column, Output, cell_len, clean
-from ckpt_tools.cli._shorten import shorten_column
+from ckpt_tools.cli._layout import Column
+from ckpt_tools.cli._output import Output
+from ckpt_tools.cli._shorten import ELLIPSIS, shorten_column
+from ckpt_tools.cli._text import cell_len, clean
 
 ROOT = Path(__file__).resolve().parent.parent
 TOWERS = str(FIXTURES / "towers_bn")
@@ -383,10 +385,10 @@ def test_keras_pairing_errors_name_object_paths_not_raw_keys():
 @pytest.mark.parametrize("argv", [["diff", TOWERS, "--ema"],
                                   ["diff", TOWERS + "/model.ckpt-20", TOWERS + "/model.ckpt-30"]])
 def test_diff_reports_progress_over_bytes_like_stats(argv, capsys, monkeypatch):
-    from ckpt_tools.cli import _output
+    from ckpt_tools.cli import _progress
 
     calls = []
-    monkeypatch.setattr(_output.ByteProgress, "update",
+    monkeypatch.setattr(_progress.ByteProgress, "update",
                         lambda self, done, total=None: calls.append((self.label, done, total)))
     code, _, _ = run_cli(argv, capsys)
     assert code == 0 and calls and all(label == "comparing" for label, _, _ in calls)

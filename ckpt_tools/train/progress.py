@@ -1,7 +1,7 @@
 """The training progress bar: step, loss, examples/sec and step time, on stderr.
 
 On stderr so stdout stays clean for the one-line summary (and ``--json`` output of eval). The
-bar itself is :class:`ckpt_tools.cli._output.StepProgress`: the ``ckpt`` command has one printer.
+bar itself is :class:`ckpt_tools.cli._progress.StepProgress`: the ``ckpt`` command has one printer.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from types import TracebackType
 
-from ..cli._output import Output, StepProgress
+from ..cli._output import Output
+from ..cli._progress import StepProgress
 
 
 class TrainProgress:
