@@ -687,9 +687,12 @@ def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, Role
     out: dict[str, RoleInfo] = {}
     for key, entry in entries.items():
         if key in layout.averages:
-            # unpaired (the file cannot tell): every weight it may average, so that list says
-            # it cannot be paired rather than "no shadow"
+            # unpaired (the file cannot tell): every weight it may average (those its name
+            # names, where the file records one; else those of its shape and dtype), so that
+            # list says it cannot be paired rather than "no shadow"
+            named = layout.candidates.get(key)
             cands = () if layout.averages[key] is not None else tuple(
+                named) if named else tuple(
                 k for k in layout.model if k in entries and k != key
                 and entries[k].shape == entry.shape and entries[k].dtype == entry.dtype
                 and (layout.trainable.get(k) or k in layout.frozen))

@@ -7,6 +7,8 @@ frozen base, exit 0). Refused (exit 6) naming the candidates and ``--trainable``
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import FIXTURES, run_cli
@@ -68,3 +70,30 @@ def test_a_stated_trainable_of_the_wrong_size_is_refused(tmp_path):
     code, _, err = run_cli(["export", str(H5), "--trainable", "nope/kernel",
                             "--out", str(tmp_path / "x.npz")])
     assert code != 0 and "nope/kernel" in err, err
+
+
+def test_list_marks_and_counts_the_candidates_the_names_allow():
+    """Each average names its weight (dense_1/kernel), which a base layer and a head layer
+    share: exactly those two are its candidates (as `map` says), never every weight of its
+    shape; each weight has the one average of its name. The summary counts the '?' rows."""
+    code, text, err = run_cli(["list", str(H5), "--json"])
+    assert code == 0, err
+    variables = json.loads(text)["variables"]
+    averages = {v["path"]: v["ema_candidates"] for v in variables if v["role"] == "ema"}
+    assert averages["Adam/average/dense_1/kernel"] == [
+        "model_weights/base/dense_1/kernel", "model_weights/dense_1/dense_1/kernel"]
+    assert all(len(c) == 2 for c in averages.values()), averages
+    weights = {v["path"]: v["ema_candidates"] for v in variables if v["role"] == "weight"}
+    assert weights["base/dense/kernel"] == ["optimizer_weights/Adam/average/dense/kernel"]
+    assert all(len(c) == 1 for c in weights.values()), weights
+    _, map_err = run_cli(["map", str(H5)])[1:]
+    assert "(base/dense_1/kernel, dense_1/dense_1/kernel)" in map_err, map_err
+    for extra, marked, total in (([], 12, None), (["--role", "ema"], 4, 12),
+                                 (["--grep", "base/*"], 4, 12)):
+        code, text, err = run_cli(["list", str(H5), *extra])
+        assert code == 0, err
+        rows = [line for line in text.splitlines() if "\t?" in line or "\tof ?" in line]
+        assert len(rows) == marked, (extra, text)
+        summary = next(line for line in (text + err).splitlines() if "does not prove" in line)
+        assert summary.startswith(f"EMA: {marked} variable(s)"), summary
+        assert (f"{total} in the file" in summary) == (total is not None), summary

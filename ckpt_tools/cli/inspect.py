@@ -106,6 +106,11 @@ def list_command(
         _print_table(out, listing)
 
 
+def _open(v) -> bool:
+    """Whether ``list`` marks ``v`` '?': no proven pairing, candidates left open."""
+    return not v.ema and not v.ema_of and bool(v.ema_candidates)
+
+
 def _print_table(out: Output, listing: Listing) -> None:
     has_meta = listing.meta is not None
     # One column set whatever the checkpoint, so piped field numbers never move (`cut -f7` is
@@ -130,7 +135,7 @@ def _print_table(out: Output, listing: Listing) -> None:
             ema = (f"of {target}", "dim")
             last_segments.append(cell_len(clean(target.rsplit("/", 1)[-1]))
                                  + (2 if "/" in target else 0))
-        elif v.ema_candidates:
+        elif _open(v):
             n = len(v.ema_candidates)
             ema = ((f"of ? ({n} candidate{'s' * (n != 1)}: see 'ckpt map')" if v.role == "ema"
                     else f"? ({n} average{'s' * (n != 1)}: see 'ckpt map')"), "red")
@@ -159,11 +164,15 @@ def _print_table(out: Output, listing: Listing) -> None:
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
         out.summary("names are object paths; --json gives the checkpoint keys", "dim")
     if listing.unproven or listing.unpaired:
-        n = len([v for v in listing.by_key.values() if v.ema_candidates])
+        # the rows marked '?' above, counted by the same test (not every variable with
+        # candidates: a proven ✓ or "of X" row is not open); a filter may hide some
+        n = sum(1 for v in shown if _open(v))
+        everywhere = sum(1 for v in listing.by_key.values() if _open(v))
         option = listing.decides
         decide = (f"pass {option} to decide" if option else "no option decides; see 'ckpt map'")
         out.summary(f"EMA: {n} variable(s) or average(s) have a pairing the file does not prove "
-                 f"(shown '?'): {decide} ('ckpt map' lists the candidates)")
+                    f"(shown '?'{f'; {everywhere} in the file' if everywhere != n else ''}): "
+                    f"{decide} ('ckpt map' lists the candidates)")
         if listing.with_shadow:
             out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
                      "shadow")

@@ -122,6 +122,9 @@ class KerasLayout:
         attached: optimizers the model keeps as attributes (the keras.io GAN's
             ``d_optimizer``/``g_optimizer``): attribute path -> optimizer name. Their
             variables are in ``other``, never model weights.
+        candidates: EMA copy key -> the weights it may average, where the file narrows them
+            (a legacy ``.h5`` copy names its weight, which several layers share); elsewhere an
+            unpaired copy's candidates are the weights of its shape and dtype.
     """
 
     kind: str
@@ -152,6 +155,7 @@ class KerasLayout:
     tf_keras: bool = False
     optimizer_module: str = ""
     attached: dict[str, str] = field(default_factory=dict)
+    candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass
@@ -842,6 +846,7 @@ def _analyze_legacy(entries, config, trainable=None) -> KerasLayout:
                                f"{list(entries[key].shape)}); state the weights in "
                                f"model.trainable_variables order")
         elif len(cands) > 1:
+            lay.candidates[key] = tuple(cands)
             shown = ", ".join(c.removeprefix("model_weights/") for c in cands)
             lay.notes.append(
                 f"{key} names {entries[cands[0]].extra['weight_name']}, the name of "
