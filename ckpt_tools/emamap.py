@@ -275,7 +275,9 @@ def ema_map(
             assigned, which the checkpoint records, as Keras' ``model.trainable_variables``;
             not creation order: blocks created in one order and assigned in another are
             tracked in the second). Without it
-            such averages are refused.
+            such averages are refused. Or the order itself, as checkpoint keys in the order
+            ``apply()`` got their variables (``apply_ema`` passes a live module's
+            ``trainable_variables`` so).
 
     Returns:
         `EmaMap`.
@@ -519,13 +521,18 @@ def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> st
               "which it visits sorted as strings (0, 1, 10, 11, 2…), and a list and a dict "
               "with digit keys are indistinguishable in the file (both write the same object "
               "graph); name the variables (tf.Variable(..., name=...)) when training, or "
-              "keep such dicts to ten entries or key them by name" if either else
+              "keep such dicts to ten entries or key them by name, "
+              "or, in Python, pass the live module: apply_ema(module, path, "
+              "apply_order='trainable') reads the order from its own trainable_variables"
+              if either else
               "--apply-order trainable leaves two orders: objects holding variables ("
               f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
               "tf.Modules, whose variables module.trainable_variables visits after its "
               "parent's own, or dicts, which it flattens in place, and a checkpoint records "
               "no types (both write the same object graph); name the variables "
-              "(tf.Variable(..., name=...)) when training" if holders else
+              "(tf.Variable(..., name=...)) when training, or, in Python, pass the live "
+              "module: apply_ema(module, path, apply_order='trainable') reads the order "
+              "from its own trainable_variables" if holders else
               "the stated --apply-order does not give one pairing that fits the dtypes and "
               "shapes (it contradicts them or leaves several); name the variables "
               "(tf.Variable(..., name=...)) when training" if apply_order else

@@ -16,6 +16,7 @@ tie-broken by key order or by a guessed order. The caller may *state* the order 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
@@ -290,7 +291,7 @@ def _injections(shadows: list[str], seq: list[str], fits) -> list[tuple[str, ...
 
 
 def pair_by_names(entries, objects: ObjectGraph, names: set[str],
-                  apply_order: str | None = None) -> ObjectPairing:
+                  apply_order: str | Sequence[str] | None = None) -> ObjectPairing:
     """Pairs TF2 averages with their variables through the recorded names and the object graph.
 
     Args:
@@ -298,13 +299,17 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         objects: the checkpoint's object graph.
         names: EMA names to recognise (``ExponentialMovingAverage``, ``avg``…).
         apply_order: one of :data:`APPLY_ORDERS` to state the order ``apply()`` received
-            same-named variables in; default: pair a shadow only when one variable of its
-            group has its dtype and shape.
+            same-named variables in, or that order itself as checkpoint keys (``apply_ema``
+            reads it from the live module's ``trainable_variables``, which the file cannot
+            tell); default: pair a shadow only when one variable of its group has its dtype
+            and shape.
 
     Returns:
         :class:`ObjectPairing`.
     """
-    if apply_order is not None and apply_order not in APPLY_ORDERS:
+    given = None if apply_order is None or isinstance(apply_order, str) else {
+        k: i for i, k in enumerate(apply_order)}
+    if given is None and apply_order is not None and apply_order not in APPLY_ORDERS:
         raise ValueError(f"apply_order must be one of {', '.join(APPLY_ORDERS)}")
     full = {k: objects.full_names[k] for k in entries
             if k in objects.full_names and SLOT_MARK not in k}
@@ -351,8 +356,8 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             _pair_unique_fits(result, shadows, variables, fits)
             continue
         if orders is None:
-            orders = variable_orders(objects)
-        chosen = (apply_order,)
+            orders = {"given": [given]} if given is not None else variable_orders(objects)
+        chosen = ("given",) if given is not None else (apply_order,)
         distinct_idx = len({i for i, _ in members}) == len(members)
         found: set[tuple[str, ...]] = set()
         for hyp in chosen:

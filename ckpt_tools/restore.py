@@ -372,6 +372,23 @@ def _keras3_average_owners(ckpt: Checkpoint) -> dict[str, list[str]]:
     return out
 
 
+def _live_order(model_or_variables, pairs: list) -> str | tuple[str, ...]:
+    """What ``apply_order="trainable"`` means for this live object: the checkpoint keys of its
+    own ``trainable_variables``, in that order. The object's real types (tf.Module or dict,
+    list or dict keyed ``"0"``…) settle the order the object graph leaves open; a list of
+    variables has no such order of its own, so ``"trainable"`` is kept (decided from the file
+    or refused).
+
+    Returns:
+        `tuple[str, ...]` or ``"trainable"``.
+    """
+    live = getattr(model_or_variables, "trainable_variables", None)
+    if isinstance(model_or_variables, (list, tuple)) or live is None:
+        return "trainable"
+    key_of = {id(v): k for v, k in pairs}
+    return tuple(key_of[id(v)] for v in live if id(v) in key_of)
+
+
 def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
               **map_options) -> RestoreResult:
     """Assigns EMA values from a checkpoint to TF2 variables (eager), e.g. a model's weights.
@@ -388,6 +405,9 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         model_or_variables: an object holding variables, or a list of variables.
         checkpoint: checkpoint path or open :class:`Checkpoint`.
         allow_missing: assign raw values where no average exists instead of raising.
+        map_options: as for :func:`ckpt_tools.ema_map`; with ``apply_order="trainable"`` and
+            an object, its own ``trainable_variables`` give the order (its dicts, lists and
+            sub-modules are known here, where the file records no types).
 
     Returns:
         `RestoreResult` (variable key -> source key).
@@ -408,6 +428,9 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     ckpt, owned = _open(checkpoint)
     try:
         pairs, problems = _key_variables(model_or_variables, ckpt)
+        if map_options.get("apply_order") == "trainable":
+            map_options = {**map_options,
+                           "apply_order": _live_order(model_or_variables, pairs)}
         averaged, raw, more = _plan(ckpt, [k for _, k in pairs],
                                     {**map_options, "allow_missing": allow_missing})
         problems += more

@@ -5,7 +5,9 @@ attributes. ``tf.Module.trainable_variables`` flattens dicts in place but visits
 sub-module's variables after its parent's own, and the object graph records no types: where
 a container's type decides the order (``{"b": v, "c": {"x": v}}`` beside ``w``), every
 command refuses (exit 6) naming the container; where it does not, the pairing is bit-exact
-with ``ema.average(v)`` read at save time. Checkpoints are made here by real TensorFlow."""
+with ``ema.average(v)`` read at save time. ``apply_ema`` given the live module reads the
+order from its own ``trainable_variables``, which knows the types. Checkpoints are made here
+by real TensorFlow."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import ckpt_tools
+from ckpt_tools import EmaError
 from ckpt_tools.cli import app
 
 runner = CliRunner()
@@ -52,6 +56,8 @@ def _model(tf, layout: str):
         m.d = {"k": var(), "a": var()}
     elif layout == "blocks":  # six blocks read alike: the order is fixed
         m.blocks = [Block() for _ in range(6)]
+    elif layout == "module_and_dict_in_list":  # blocks/1/v first: the dict flattens in place
+        m.blocks = [Sub(), {"v": var()}]
     return m
 
 
@@ -134,3 +140,22 @@ def test_blocks_read_alike_pair_bit_exact_however_the_averages_are_kept(tf, tmp_
     with np.load(target) as z:
         for path, value in truth.items():
             assert z[path].tobytes() == value.tobytes(), path
+
+
+@pytest.mark.parametrize("layout", ["nested_dict", "dict_of_module_and_var", "dict_in_list",
+                                    "list_and_dict", "module_and_dict_in_list", "blocks"])
+def test_apply_ema_takes_the_order_from_the_live_module(tf, tmp_path, layout):
+    d = tmp_path / "ckpt"
+    truth = _save(tf, d, layout, "dict")
+    live = _model(tf, layout)  # the training program's module, fresh values
+    before = [v.numpy().copy() for v in live.trainable_variables]
+    with pytest.raises(EmaError, match="--apply-order"):  # the file alone decides nothing
+        ckpt_tools.apply_ema(live, d)
+    with pytest.raises(EmaError):  # a list of unnamed variables has no key to go by
+        ckpt_tools.apply_ema(list(live.trainable_variables), d, apply_order="trainable")
+    for v, was in zip(live.trainable_variables, before, strict=True):
+        assert v.numpy().tobytes() == was.tobytes()  # nothing assigned by a refusal
+    ckpt_tools.apply_ema(live, d, apply_order="trainable")
+    paths = _paths(tf, live)
+    for v in live.trainable_variables:
+        assert v.numpy().tobytes() == truth[paths[id(v)]].tobytes(), paths[id(v)]
