@@ -18,7 +18,7 @@ import re
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
-from .errors import EmaError
+from .errors import EmaError, OptionError
 from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
 from .formats.keras.tf_keras import is_legacy, legacy_name
 
@@ -50,7 +50,12 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     if attached and not layout.averages:
         main = ("" if not layout.optimizer_vars else
                 f"; its compiled optimizer ({layout.optimizer or 'optimizer'}) holds none")
-        return EmaError(f"{name}: {attached}{main}; {_RAW}")
+        # refused (exit 6): no option decides the attached optimizers' pairing, say so
+        # rather than let --trainable/--use-ema look like the way (they state the compiled
+        # optimizer's)
+        return EmaError(f"{name}: {attached}{main}; no ckpt option decides their pairing "
+                        "(--trainable and --use-ema state only the compiled optimizer's); "
+                        f"{_RAW}")
     fix = ("train with an optimizer created with use_ema=True (e.g. "
            f"{'tf_keras' if layout.tf_keras else 'keras'}.optimizers.SGD(momentum=0.9, "
            "use_ema=True)) and save during or after fit()")
@@ -225,6 +230,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             variables (all mismatches are listed, naming both sides), or a ``.keras`` whose
             flags at save do not prove the pairing and no ``trainable`` is given.
         VariableNotFoundError: a ``trainable`` name matches no weight of the file.
+        OptionError: ``trainable`` given for a legacy ``.h5`` (the live model decides there).
 
     Example:
         >>> model = build_model()  # the architecture that wrote the file  # doctest: +SKIP
@@ -240,7 +246,13 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     _refuse_lora(model, path)
     with open_checkpoint(path, use_ema=use_ema) as ckpt:
         layout = _layout(ckpt)
-        stated = trainable is not None and layout.kind == "keras3"
+        if trainable is not None and layout.kind != "keras3":
+            raise OptionError(
+                f"{path}: trainable= applies to Keras 3 files (.keras, .weights.h5); for a "
+                "legacy .h5 the model's own trainable_variables are paired with its averages "
+                "by position, as Keras does: omit it and set layer.trainable as when the "
+                "optimizer was built")
+        stated = trainable is not None
         if stated:
             ckpt.reader.restate_use_ema(use_ema, trainable=[
                 v if isinstance(v, str) else _path(v) for v in trainable])

@@ -292,9 +292,17 @@ def test_optimizers_kept_as_model_attributes_are_not_weights(made, name, tmp_pat
         assert code == 6, err
         assert "d_optimizer (adam" in err and "g_optimizer (adam" in err, err
         assert "tf.train.Checkpoint" in err, err
+        # the file does not prove the attached optimizers' pairing and no option decides it:
+        # said, so that --trainable/--use-ema do not look like the way
+        assert "no ckpt option decides their pairing" in err or "contradicts" in err, err
         # the compiled RMSprop's use_ema=False is not given as the cause, only as what
         # config.json records where --use-ema contradicts it
         assert "use_ema=False" not in err or "--use-ema contradicts" in err, err
+    for args in (["map", str(out / name)],
+                 ["restore-ema", str(out / name), "--out", str(tmp_path / "r")]):
+        code, _, err = run_cli([*args, *(["--use-ema"] if name.endswith(".h5") else [])])
+        assert code == 6 and "no ckpt option decides their pairing" in err, (args, err)
+    assert not (tmp_path / "r").exists()
     target = tmp_path / "raw.npz"
     code, _, err = run_cli(["export", str(out / name), "--raw", "--out", str(target)])
     assert code == 0, err

@@ -119,3 +119,17 @@ def test_keras3_legacy_weights_h5_refusal_states_the_true_cause(tmp_path):
     code, _, err = run_cli(["restore-ema", str(path), "--out", str(tmp_path / "o.h5")])
     assert code == 6 and "weights-only HDF5 file" in err and "uncompiled" not in err, err
     assert not list(tmp_path.iterdir())
+
+
+def test_apply_keras_ema_refuses_trainable_for_a_legacy_h5():
+    """trainable= decides only Keras 3 files; on a legacy .h5 it was silently ignored (the
+    live model's order was used whatever it said): refused, naming what decides there."""
+    from ckpt_tools import OptionError, apply_keras_ema
+
+    class Model:  # never reached: the statement is refused before the model is touched
+        trainable_variables: list = []
+        weights: list = []
+
+    with pytest.raises(OptionError, match="trainable= applies to Keras 3 files"):
+        apply_keras_ema(Model(), FIXTURES / "tfk_transfer" / "transfer.h5",
+                        trainable=["dense_1/dense_1/kernel"])
