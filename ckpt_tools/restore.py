@@ -13,7 +13,7 @@ import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import KEEP, ema_map
-from .errors import INSTALL_TENSORFLOW, EmaError, TensorFlowRequiredError
+from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
 
 
 def _tf():
@@ -414,6 +414,8 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
 
     Raises:
         EmaError: variables not found, without an average, or with a different shape/dtype.
+        OptionError: a Keras file with ``map_options`` other than ``use_ema``/``trainable``
+            (``apply_order``, ``ema_name``...) or ``allow_missing``: they cannot apply there.
 
     Example:
         >>> ckpt_tools.apply_ema(model, "train_tf2/")  # doctest: +SKIP
@@ -422,7 +424,15 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     if path and path.endswith((".keras", ".h5")):
         from .keras_ema import apply_keras_ema
 
-        names = apply_keras_ema(model_or_variables, path)
+        keras = {k: map_options.pop(k) for k in ("use_ema", "trainable") if k in map_options}
+        unused = sorted(map_options) + (["allow_missing"] if allow_missing else [])
+        if unused:  # never ignored: they decide TensorFlow checkpoints' pairings only
+            raise OptionError(
+                f"{path}: {', '.join(u + '=' for u in unused)} (--"
+                f"{unused[0].replace('_', '-')} ...) do not apply to Keras files, whose "
+                "optimizer averages the model's weights in the model's order (use_ema= and "
+                "trainable= state what the file leaves open): omit them")
+        names = apply_keras_ema(model_or_variables, path, **keras)
         return RestoreResult(path, averaged={n: n for n in names})
     _tf()
     ckpt, owned = _open(checkpoint)

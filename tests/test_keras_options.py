@@ -120,3 +120,19 @@ def test_apply_order_without_diff_ema_is_a_usage_error():
     path = str(FIXTURES / "tf2_object")
     code, _, err = run_cli(["diff", path, path, "--apply-order", "trainable"])
     assert code == 2 and "--apply-order" in err and "only with --ema" in err, err
+
+
+def test_apply_ema_on_a_keras_file_refuses_tensorflow_options():
+    """apply_ema delegates a Keras file to apply_keras_ema; apply_order= (and the other
+    TensorFlow pairing options) were dropped there without a word: refused before anything
+    is read or assigned."""
+    from ckpt_tools import apply_ema
+
+    class Model:  # never touched: the options are refused first
+        trainable_variables: list = []
+        weights: list = []
+
+    for options in ({"apply_order": "tracked"}, {"ema_name": "avg"}, {"allow_missing": True}):
+        with pytest.raises(OptionError, match="do not apply to Keras files") as err:
+            apply_ema(Model(), str(EMA / "adam.keras"), **options)
+        assert next(iter(options)) + "=" in str(err.value), err.value
