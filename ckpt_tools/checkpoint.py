@@ -32,6 +32,28 @@ if TYPE_CHECKING:
 _LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
 
 
+def _model_side_paths(objects) -> dict[str, str]:
+    """Key -> the shortest object path to the variable that passes through no optimizer (an
+    object with ``_trainable_variables``): where a Keras 3 model's weights are keyed by its
+    optimizer's lists, the path through the model itself
+    (``model/_functional/_operations/1/d1/_kernel``)."""
+    kids = objects.children
+    path_of = {0: ""}
+    out: dict[str, str] = {}
+    queue = [0]
+    while queue:
+        node = queue.pop(0)
+        if node and any(n == "_trainable_variables" for n, _ in kids.get(node, [])):
+            continue  # an optimizer: its lists reference the model's variables
+        for name, child in kids.get(node, []):
+            if child not in path_of:
+                path_of[child] = f"{path_of[node]}/{name}" if path_of[node] else name
+                queue.append(child)
+                if child in objects.node_keys:
+                    out.setdefault(objects.node_keys[child], path_of[child])
+    return out
+
+
 class Variable(Frozen):
     """One stored tensor, as ``ckpt list`` shows it.
 
@@ -398,6 +420,7 @@ class Checkpoint:
             if path and _LIST_ITEM.search(path):
                 groups.setdefault(full, []).append((key, path.split("/")))
         self._qualified = {}
+        model_side: dict[str, str] | None = None
         for full, members in groups.items():
             if len(members) < 2:
                 continue
@@ -405,9 +428,20 @@ class Checkpoint:
             for n in range(1, longest + 1):
                 heads = ["/".join(parts[:n]) for _, parts in members]
                 if len(set(heads)) == len(heads):
-                    self._qualified.update({key: f"{head}/{full}" for (key, _), head
-                                            in zip(members, heads, strict=True)})
                     break
+            if any(_LIST_ITEM.search(h) for h in heads):
+                # Only a list position tells them apart (repeated blocks of one model: an
+                # optimizer's _trainable_variables/N): name each by its path through the
+                # model instead, which the object graph records too.
+                if model_side is None:
+                    model_side = _model_side_paths(self.objects)
+                own = [model_side.get(key) for key, _ in members]
+                if all(own) and len(set(own)) == len(own):
+                    self._qualified.update({key: o for (key, _), o
+                                            in zip(members, own, strict=True)})
+                    continue
+            self._qualified.update({key: f"{head}/{full}" for (key, _), head
+                                    in zip(members, heads, strict=True)})
         return self._qualified
 
     def files(self) -> list[str]:
