@@ -76,7 +76,7 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
             lay.paths[key] = f"{layer}/{name}"
     stated = None
     if trainable:
-        from .layout import check_stated, stated_keys
+        from .stated import check_stated, stated_keys
 
         every = [k for k in lay.model if lay.trainable.get(k) or k in set(lay.frozen)]
         stated = stated_keys(lay, trainable, set(every))

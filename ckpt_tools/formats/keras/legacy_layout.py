@@ -1,0 +1,137 @@
+"""The layout of a legacy (Keras 2 / tf_keras) ``.h5`` file: ``model_weights/`` and the
+optimizer's ``optimizer_weights/``, which name every variable (``adam/dense_kernel_average``),
+so averages are paired by name. Built by :func:`ckpt_tools.formats.keras.layout.analyze`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...errors import EmaError, VariableNotFoundError
+from .layout import KerasLayout
+from .model_tree import to_snake_case
+from .optimizer import FLOATS
+
+_STATS = frozenset({"moving_mean", "moving_variance"})
+_ITER = frozenset({"iteration", "iter", "iterations"})
+_LR = frozenset({"learning_rate", "lr"})
+
+
+def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
+    lay = KerasLayout("legacy")
+    lay.model = [k for k, e in entries.items() if e.extra.get("section") == "model"]
+    lay.optimizer_vars = [k for k, e in entries.items() if e.extra.get("section") == "optimizer"]
+    # tf_keras names an optimizer variable after its weight's layer/variable name only
+    # (Adam/average/dense/kernel): a transfer-learning head may repeat the base's names, so a
+    # name can match several weights; such a variable is never paired to "the first".
+    by_path: dict[str, list[str]] = {}
+    flat: dict[str, list[str]] = {}
+    for key in lay.model:
+        path = entries[key].extra["weight_name"]
+        lay.paths[key] = path
+        last = path.rsplit("/", 1)[-1]
+        lay.trainable[key] = last not in _STATS and entries[key].dtype_name in FLOATS
+        by_path.setdefault(path, []).append(key)
+        flat.setdefault(path.replace("/", "_"), []).append(key)
+    for keys in by_path.values():
+        if len(keys) > 1:  # say which layer (base/dense/kernel): list, map, export keep apart
+            for key in keys:
+                lay.paths[key] = key.removeprefix("model_weights/")
+    stated = _legacy_stated(lay, trainable) if trainable is not None else None
+    opt_cfg = ((config or {}).get("training_config") or {}).get("optimizer_config") or {}
+    if opt_cfg.get("class_name"):
+        lay.optimizer = to_snake_case(opt_cfg["class_name"])
+        lay.optimizer_config = opt_cfg.get("config") or {}
+    seen: dict[tuple[str, str], int] = {}  # (slot, weight name) -> optimizer variables so far
+    for key in lay.optimizer_vars:
+        name = entries[key].extra["weight_name"]
+        lay.paths[key] = name
+        rest = name.split("/", 1)[1] if "/" in name else name
+        if rest in _ITER:
+            lay.iteration = key
+            continue
+        if rest in _LR:
+            lay.learning_rate = key
+            continue
+        slot, cands = _legacy_slot(rest, by_path, flat)
+        target = cands[0] if len(cands) == 1 and stated is None else None
+        if stated is not None and cands:
+            # the caller's model.trainable_variables order: the k-th optimizer variable of
+            # this slot and name belongs to the k-th stated weight of that name
+            wname = entries[cands[0]].extra["weight_name"]
+            k = seen.get((slot, wname), 0)
+            seen[(slot, wname)] = k + 1
+            mine = [w for w in stated if entries[w].extra["weight_name"] == wname]
+            target = mine[k] if k < len(mine) else None
+            if target is not None and entries[target].shape != entries[key].shape:
+                raise EmaError(f"--trainable: {target} (shape {list(entries[target].shape)}) "
+                               f"cannot be the weight of {name} (shape "
+                               f"{list(entries[key].shape)}); state the weights in "
+                               f"model.trainable_variables order")
+        elif len(cands) > 1:
+            lay.candidates[key] = tuple(cands)
+            shown = ", ".join(c.removeprefix("model_weights/") for c in cands)
+            lay.notes.append(
+                f"{key} names {entries[cands[0]].extra['weight_name']}, the name of "
+                f"{len(cands)} weights "
+                f"({shown}), and the file does not record which the optimizer "
+                f"built it for (a layer's trainable flag at save may differ from when the "
+                f"optimizer was built); pass --trainable with the weights the optimizer was "
+                f"built with, in model.trainable_variables order, as full names like these "
+                f"(`ckpt list` shows them all)")
+        (lay.averages if slot == "average" else lay.slots)[key] = target
+    if stated is not None:
+        n = sum(1 for v in lay.averages.values() if v is not None)
+        if lay.averages and (n != len(lay.averages) or len(stated) != len(lay.averages)):
+            raise EmaError(f"--trainable names {len(stated)} weights, but the file holds "
+                           f"{len(lay.averages)} EMA copies of which {n} match the stated "
+                           f"names; state every weight the optimizer was built with, in "
+                           f"model.trainable_variables order")
+    if lay.averages:
+        lay.use_ema, lay.ema_evidence = True, "optimizer variable names (*_average)"
+    else:
+        lay.use_ema = bool((lay.optimizer_config or {}).get("use_ema"))
+        lay.ema_evidence = "optimizer variable names (no *_average)"
+    lay.order = list(entries)
+    return lay
+
+
+def _legacy_stated(lay: KerasLayout, names: Sequence[str]) -> list[str]:
+    """The model weight keys a legacy ``--trainable`` names, in its order: each a full key
+    (``model_weights/base/dense/kernel``) or one without ``model_weights/`` (``:0`` allowed).
+
+    Raises:
+        VariableNotFoundError: a name matches no weight, or one already named.
+    """
+    out: list[str] = []
+    for raw in names:
+        name = raw.removesuffix(":0").strip("/")
+        hits = [k for k in lay.model if k == name or k == "model_weights/" + name]
+        if len(hits) != 1 or hits[0] in out:
+            raise VariableNotFoundError(
+                f"--trainable {raw!r} names no weight of the file"
+                + (" not already named" if hits else "")
+                + f"; give full names as `ckpt list` shows them ({', '.join(lay.model[:4])}"
+                + (" ..." if len(lay.model) > 4 else "") + ")")
+        out.append(hits[0])
+    return out
+
+
+def _legacy_slot(rest: str, by_path: dict[str, list[str]], flat: dict[str, list[str]]):
+    """``dense_kernel_average`` (Keras 3), ``average/dense/kernel`` (Keras 2.11+) or
+    ``dense/kernel/m`` (Keras 2 legacy optimizers) -> (slot name, the model weight keys of
+    that name: one, several when layers share names, or none)."""
+    parts = rest.split("_")
+    for i in range(len(parts) - 1, 0, -1):
+        head = "_".join(parts[:i])
+        if head in flat:
+            return "_".join(parts[i:]), flat[head]
+    first, _, tail = rest.partition("/")
+    if tail in by_path:
+        return first, by_path[tail]
+    head, _, last = rest.rpartition("/")
+    if head in by_path:
+        return last, by_path[head]
+    if rest.endswith(("_average", "/average")) or rest.startswith("average/"):
+        return "average", []
+    return rest, []

@@ -1,0 +1,319 @@
+"""A Keras 3 model as a tree of layers, read from the weight file's groups and config.json.
+
+:func:`build_tree` hangs every weight under the layer that owns it; :func:`flatten_tree` puts
+the layers in the order Keras tracks (and so trains) them, which is what pairs the optimizer's
+variables, held by position, with the model's weights. Built-in layers whose sublayers Keras
+saves alphabetically but creates in code order (attention, Bidirectional) use their fixed
+order; a layer of unknown class keeps its sublayers unordered (``bag``), which the caller
+must then refuse or have stated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .optimizer import FLOATS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .layout import KerasLayout
+
+_BN = frozenset({"batch_normalization", "sync_batch_normalization"})
+# Variable names per layer class (snake_case), in vars/<i> order; None: non-trainable names.
+_VAR_NAMES = {
+    **{c: ("kernel", "bias") for c in (
+        "dense", "einsum_dense", "conv1d", "conv2d", "conv3d", "conv1d_transpose",
+        "conv2d_transpose", "conv3d_transpose", "depthwise_conv1d", "depthwise_conv2d")},
+    "separable_conv1d": ("depthwise_kernel", "pointwise_kernel", "bias"),
+    "separable_conv2d": ("depthwise_kernel", "pointwise_kernel", "bias"),
+    "embedding": ("embeddings",),
+    "layer_normalization": ("gamma", "beta"),
+    "group_normalization": ("gamma", "beta"),
+    "p_re_lu": ("alpha",),
+}
+# Recurrent cells (the ``cell`` of LSTM/GRU/SimpleRNN/ConvLSTM, which name it themselves):
+# not in ``ORDERS``, since a 3-variable layer of unknown class need not be a cell.
+_CELL_NAMES = {c: ("kernel", "recurrent_kernel", "bias") for c in (
+    "lstm_cell", "gru_cell", "simple_rnn_cell", "conv_lstm_cell")}
+_FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
+# config.json records a built-in layer by its exported name; the weights file's
+# layers/<snake_case name> by its class name (Keras 3.15: only this one differs).
+_EXPORT_NAMES = {"GroupQueryAttention": "GroupedQueryAttention"}
+# Built-in layers whose sublayers Keras saves by attribute name (alphabetically) but tracks,
+# and so trains, in the order their code creates them (Keras 3.15 source): (attribute, the
+# name the layer gives that sublayer, or a prefix of it ending in "_") in tracking order.
+# MultiHeadAttention/GroupedQueryAttention.build: query, key, gate (use_gate), value, output;
+# Bidirectional.__init__: forward_layer, then backward_layer.
+_ATTENTION = (("query_dense", "query"), ("key_dense", "key"), ("gate_dense", "gate"),
+              ("value_dense", "value"), ("output_dense", "attention_output"))
+_FIXED_SUBLAYERS = {
+    "multi_head_attention": _ATTENTION,
+    "grouped_query_attention": _ATTENTION,
+    "bidirectional": (("forward_layer", "forward_"), ("backward_layer", "backward_")),
+}
+# Every layer's variables in vars/<i> order, by count: a stated ``bn/gamma`` names index 0 of a
+# 4-variable layer the file names by index only (its class unknown), when all orders agree.
+ORDERS = sorted({*_VAR_NAMES.values(), ("kernel",), *_FROZEN_CLASSES.values(),
+                  ("gamma", "beta", "moving_mean", "moving_variance"),
+                  ("gamma", "moving_mean", "moving_variance"),
+                  ("beta", "moving_mean", "moving_variance")})
+
+
+def to_snake_case(name: str) -> str:
+    """Keras' ``naming.to_snake_case``: ``BatchNormalization`` -> ``batch_normalization``."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+@dataclass
+class Node:
+    path: str
+    keys: list[str] = field(default_factory=list)
+    name: str | None = None
+    cls: str | None = None
+    cfg: dict | None = None
+    frozen: bool = False
+    ordered: list[Node] = field(default_factory=list)
+    bag: list[Node] = field(default_factory=list)
+
+
+def build_tree(model, config, owner_names, notes) -> Node:
+    owners = set(owner_names) | {e.extra["owner"] for e in model.values()}
+    owners = {o for o in owners if o.split("/")[0] != "optimizer"}
+    # A nested model's own directory holds no variables (tf_keras writes no name attribute
+    # either): add it, so its layers hang under it and its config (trainable flag) applies.
+    owners |= {"/".join(o.split("/")[:i]) for o in owners
+               for i in range(2, o.count("/") + 1, 2)
+               if re.fullmatch(r"(?:layers/[^/]+/)*layers/[^/]+", "/".join(o.split("/")[:i]))}
+    nodes = {o: Node(o, name=owner_names.get(o)) for o in owners}
+    root = nodes.setdefault("", Node("", name=owner_names.get("")))
+    if config:
+        root.cls = to_snake_case(config.get("class_name", ""))
+        root.cfg = config.get("config") or {}
+        root.frozen = root.cfg.get("trainable") is False
+    for key, e in model.items():
+        nodes[e.extra["owner"]].keys.append(key)
+    for n in nodes.values():
+        n.keys.sort(key=lambda k: model[k].extra.get("index") or 0)
+    for path in sorted(nodes, key=lambda p: p.count("/")):
+        if not path:
+            continue
+        parts = path.split("/")
+        parent = next(nodes["/".join(parts[:i])] for i in range(len(parts) - 1, -1, -1)
+                      if "/".join(parts[:i]) in nodes)
+        rel = path[len(parent.path) + 1:] if parent.path else path
+        node = nodes[path]
+        if re.fullmatch(r"layers/[^/]+", rel):
+            parent.ordered.append(node)
+            node.cls = re.sub(r"_\d+$", "", rel[len("layers/"):])
+        else:
+            parent.bag.append(node)
+            base = rel.rsplit("/", 1)[-1].lstrip("_")
+            node.cls = base if base in _VAR_NAMES else (
+                "einsum_dense" if base.endswith("dense") else None)
+            if base == "cell" and node.name in _CELL_NAMES:
+                node.cls = node.name  # LSTM names its cell "lstm_cell" itself
+            elif node.cls is None:
+                node.cls = _class_by_name(node, model)
+    _order(root, model, notes)
+    return root
+
+
+def _class_by_name(node: Node, model) -> str | None:
+    """The class of a sublayer held as an attribute (``self.bn``), from the name Keras gives
+    a layer by default (``batch_normalization_3``: its snake_case class), where its own
+    variables' shapes fit that class: a BatchNormalization's 2-4 variables share one 1-D
+    shape (so its moving statistics are not taken for trained weights)."""
+    base = re.sub(r"_\d+$", "", node.name or "")
+    shapes = [tuple(model[k].shape) for k in node.keys]
+    if base in _BN and 2 <= len(shapes) <= 4 and len(set(shapes)) == 1 \
+            and len(shapes[0]) == 1:
+        return base
+    return None
+
+
+def _first_offset(node: Node, model) -> float:
+    offs = [model[k].extra.get("file_offset") for k in node.keys]
+    offs = [o for o in offs if o is not None]
+    offs += [_first_offset(c, model) for c in node.ordered + node.bag]
+    return min(offs, default=float("inf"))
+
+
+def _order(node: Node, model, notes) -> None:
+    layer_cfgs = (node.cfg or {}).get("layers") if isinstance(node.cfg, dict) else None
+    by_name: dict[str, tuple[int, dict]] = {}
+    if isinstance(layer_cfgs, list):
+        used: dict[str, int] = {}
+        for i, lc in enumerate(layer_cfgs):
+            name = lc.get("class_name", "")
+            base = to_snake_case(_EXPORT_NAMES.get(name, name))
+            used[base] = used.get(base, -1) + 1
+            by_name[f"{base}_{used[base]}" if used[base] else base] = (i, lc)
+    for child in node.ordered:
+        hit = by_name.get(child.path.rsplit("/", 1)[-1])
+        if hit:
+            child.cfg = hit[1].get("config") or {}
+            cls = hit[1].get("class_name", "")
+            child.cls = to_snake_case(_EXPORT_NAMES.get(cls, cls)) or child.cls
+            if child.name is None and isinstance(child.cfg.get("name"), str):
+                child.name = child.cfg["name"]  # tf_keras: the layer's name (enc, fc)
+        child.frozen = node.frozen or (child.cfg or {}).get("trainable") is False
+    for child in node.bag:
+        child.frozen = node.frozen
+    lost = [c for c in node.ordered if c.path.rsplit("/", 1)[-1] not in by_name and _holds(c)]
+    if by_name and lost:  # never place a layer config.json does not list by a guess
+        notes.append(f"config.json does not list the layer(s) {', '.join(c.path for c in lost)}"
+                     "; EMA copies there are paired by shape only")
+        node.bag, node.ordered = node.ordered + node.bag, []
+    elif by_name:
+        node.ordered.sort(key=lambda c: by_name.get(c.path.rsplit("/", 1)[-1],
+                                                    (len(by_name), {}))[0])
+    else:  # no config: Keras writes layers in model order, so data offsets follow it
+        node.ordered.sort(key=lambda c: (_first_offset(c, model), _suffix(c)))
+        last: dict[str, int] = {}
+        for c in node.ordered:
+            base, n = _suffix(c)
+            if _first_offset(c, model) == float("inf"):
+                continue  # holds no data: its place does not matter
+            if n < last.get(base, -1):
+                notes.append(f"cannot tell the order of the layers under {node.path or 'the root'}"
+                             "; EMA copies there are paired by shape only")
+                node.bag, node.ordered = node.ordered + node.bag, []
+                break
+            last[base] = n
+    node.bag.sort(key=lambda c: ("~" + c.path) if c.path.rsplit("/", 1)[-1].startswith("_")
+                  else c.path)  # saving_lib._name_key: attributes alphabetically, private last
+    fixed = _fixed_order(node)
+    if fixed is not None:
+        node.ordered, node.bag = fixed, []
+    for child in node.ordered + node.bag:
+        _order(child, model, notes)
+
+
+def _fixed_order(node: Node) -> list[Node] | None:
+    """The sublayers of ``node`` in Keras' tracking order where Keras fixes it, else ``None``.
+
+    A layer holding exactly one sublayer (an RNN's ``cell``) and no ``layers/`` list: its own
+    weights come first, then the sublayer's (``Layer.weights``). A built-in layer of
+    ``_FIXED_SUBLAYERS``: proven by its sublayers' attribute names and the names that layer
+    gives them (``query``, ``attention_output``; ``forward_lstm``), which a custom layer with
+    other sublayers does not match; a class known from the path or config.json must be that
+    one (a subclass may build its sublayers in another order).
+    """
+    if node.ordered or not node.bag:
+        return None
+    held = [c for c in node.bag if _holds(c)]  # a Dropout/Softmax holds nothing: no place
+    empty = [c for c in node.bag if c not in held]
+    if len(held) <= 1:
+        return held + empty
+    attrs = {c.path.rsplit("/", 1)[-1].lstrip("_"): c for c in held}
+    for cls, table in _FIXED_SUBLAYERS.items():
+        if node.cls is not None and node.cls != cls:
+            continue  # a class the file names (a subclass, a custom layer) may order them anew
+        names = dict(table)
+        if len(attrs) != len(held) or not set(attrs) <= set(names):
+            continue
+        if not all(c.name == names[a] or (names[a].endswith("_") and c.name is not None
+                                          and c.name.startswith(names[a]))
+                   for a, c in attrs.items()):
+            continue
+        required = {a for a, _ in table} - {"gate_dense"}
+        if required <= set(attrs):
+            return [attrs[a] for a, _ in table if a in attrs] + empty
+    return None
+
+
+def _holds(node: Node) -> bool:
+    """Whether ``node`` or a sublayer of it holds weights."""
+    return bool(node.keys) or any(_holds(c) for c in node.ordered + node.bag)
+
+
+def _suffix(node: Node) -> tuple[str, int]:
+    m = re.fullmatch(r"(.*?)(?:_(\d+))?", node.path.rsplit("/", 1)[-1])
+    return m.group(1), int(m.group(2) or 0)
+
+
+def flatten_tree(node: Node, out: list[tuple[str, list[str]]],
+             groups: dict[int, list[list[str]]] | None = None) -> None:
+    """Model weight keys in ``model.weights`` order, as ("seq"|"bag", keys) runs.
+
+    ``groups`` gets, for each bag whose sublayers hold no bag themselves, the keys of each
+    sublayer in their own (known) order: Keras builds ``trainable_variables`` sublayer by
+    sublayer, so only the order of these groups is unknown.
+    """
+    if node.keys:
+        out.append(("seq", list(node.keys)))
+    if node.bag:
+        inner: list[tuple[str, list[str]]] = []
+        parts: list[list[str]] = []
+        for child in node.ordered + node.bag:
+            mine: list[tuple[str, list[str]]] = []
+            flatten_tree(child, mine)
+            inner += mine
+            if mine:
+                parts.append([k for kind, ks in mine for k in ks] if all(
+                    kind == "seq" for kind, _ in mine) else [])
+        keys = [k for _, ks in inner for k in ks]
+        if keys:
+            if groups is not None and all(parts):
+                groups[len(out)] = parts
+            out.append(("bag", keys))
+    else:
+        for child in node.ordered:
+            flatten_tree(child, out, groups)
+
+
+def _var_names(node: Node, n: int) -> list[tuple[str | None, bool]]:
+    cfg = node.cfg or {}
+    if node.cls in _BN:
+        if node.cfg:
+            lead = (["gamma"] if cfg.get("scale", True) else []) + (
+                ["beta"] if cfg.get("center", True) else [])
+        else:  # 3 variables: gamma or beta (scale/center off), which is unknown here
+            lead = {4: ["gamma", "beta"], 3: [None]}.get(n, [None] * max(n - 2, 0))
+        out = [(v, True) for v in lead] + [("moving_mean", False), ("moving_variance", False)]
+        return (out + [(None, True)] * n)[:n]
+    if node.cls in _FROZEN_CLASSES:
+        return [(v, False) for v in _FROZEN_CLASSES[node.cls][:n]] + [(None, False)] * (
+            n - len(_FROZEN_CLASSES[node.cls]))
+    names = list(_VAR_NAMES.get(node.cls, _CELL_NAMES.get(node.cls, ())))
+    if names and cfg.get("use_bias") is False and "bias" in names:
+        names.remove("bias")
+    return [(v, True) for v in names[:n]] + [(None, True)] * (n - len(names))
+
+
+def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str]) -> None:
+    chain = prefix + ([node.name] if node.path and node.name else [])
+    # A subclassed model's own weights (self.add_weight in the model): Keras' path is
+    # <model name>/<variable name> (net/mix); the file records the name only, not "mix".
+    own = chain or ([node.name] if not node.path and node.name else [])
+    for key, (var, trainable) in zip(node.keys, _var_names(node, len(node.keys)), strict=False):
+        e = model[key]
+        # Named entries (TextVectorization's tf_idf ``idf_weights``) are constants a layer's
+        # save_own_variables writes, not variables: the optimizer never sees them.
+        constant = e.extra.get("index") is None
+        could = trainable and not constant and e.dtype_name in FLOATS
+        lay.trainable[key] = could and not node.frozen
+        if could and node.frozen:
+            lay.frozen.append(key)
+        lay.paths[key] = "/".join(own + [var or str(e.extra.get("index"))])
+    for child in node.ordered + node.bag:
+        name_vars(child, model, lay, chain)
+
+
+def distinct_paths(lay: KerasLayout, model) -> None:
+    """Two sublayers given the same name (``self.a = Dense(4, name="fc")``, ``self.b = ...``)
+    would show, export and be stated as the same ``fc/kernel``: their weights are named by the
+    attributes that hold them instead (``a/kernel``, ``b/kernel``), which the file records."""
+    seen: dict[str, list[str]] = {}
+    for k in lay.model:
+        seen.setdefault(lay.paths[k], []).append(k)
+    for keys in seen.values():
+        if len(keys) < 2:
+            continue
+        for k in keys:
+            owner = model[k].extra.get("owner") or ""
+            attrs = [p for p in owner.split("/") if p and p != "layers"]
+            lay.paths[k] = "/".join(attrs + [lay.paths[k].rsplit("/", 1)[-1]])

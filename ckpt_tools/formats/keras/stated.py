@@ -1,0 +1,185 @@
+"""What a user states with ``--trainable``: the weights the optimizer was built with, in
+``model.trainable_variables`` order, checked against what the Keras file records.
+
+:func:`stated_keys` turns the stated names (object paths, layer prefixes, ``bn/gamma``) into
+weight keys, refusing names that match nothing, match twice, or name a layer whose sublayers
+the file saved in another order than training tracked them; :func:`check_stated` refuses a
+statement that contradicts a Sequential/Functional config.json.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ...errors import EmaError, VariableNotFoundError
+from .model_tree import ORDERS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .layout import KerasLayout
+
+
+def check_stated(lay: KerasLayout, keys: list[str], possible: list[str],
+                  proven: list[str] | None) -> None:
+    """Refuses a ``--trainable`` that contradicts what a Sequential/Functional config.json
+    records: the order of ``model.weights`` (Keras builds ``trainable_variables`` in it) and,
+    where the file proves them (``proven``: the weights its averages pair with, one set of
+    layers fitting), the weights the optimizer was built with. Where several sets of layers
+    fit (flags changed since the optimizer was built), the caller's set decides.
+
+    Raises:
+        EmaError: the stated order or set differs from the file's (exit 6, naming both).
+    """
+
+    def show(ks):
+        return ", ".join(lay.paths.get(k, k) for k in ks[:4]) + (" ..." if len(ks) > 4 else "")
+
+    pos = {k: i for i, k in enumerate(lay.model)}
+    for a, b in zip(keys, keys[1:], strict=False):
+        if pos[a] > pos[b]:
+            raise EmaError(
+                f"--trainable contradicts config.json: it states {show([a])} before "
+                f"{show([b])}, but the model's weights (and so its trainable_variables) come "
+                "in the other order; omit --trainable (the .keras records it) or state them "
+                "in model order")
+    if proven is None or set(keys) == set(proven):
+        return
+    now = [k for k in possible if lay.trainable.get(k)]
+    raise EmaError(
+        f"--trainable contradicts config.json: it states {len(keys)} weights ({show(keys)}), "
+        f"but the file proves the optimizer was built with {len(proven)} ({show(proven)}; "
+        f"{len(now)} trainable at save"
+        + (f", {len(proven) - len(now)} of layers frozen since" if len(proven) > len(now)
+           else "")
+        + ", no other set of layers fits the averages' shapes); omit --trainable (the .keras "
+        "records which layers were frozen)")
+
+
+def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
+    """Model weight keys for the caller's names, in the order given.
+
+    A name is a weight's key or object path as ``ckpt list`` shows it (``dense/kernel``), a
+    layer's path (``dense``, ``encoder/block_1``) standing for its weights that can be
+    trainable (``possible``; not BatchNormalization statistics) in file order, or a live
+    model's ``variable.path`` (``net/blk/proj/kernel``): leading segments the file does not
+    record (the model's name) are dropped, and a variable name the file does not record
+    (``vars/0`` holds ``kernel``) stands for its layer's weights.
+
+    Raises:
+        VariableNotFoundError: a name matches no weight, or only weights already matched.
+        EmaError: a name matches several weights (two sub-models' ``dense/kernel``), or a
+            layer name would stand for weights of sublayers whose order the file does not
+            record.
+    """
+
+    shown: dict[str, list[str]] = {}
+    for k in lay.model:
+        shown.setdefault(lay.paths.get(k, k), []).append(k)
+    keys: list[str] = []
+    last_layer: str | None = None
+    # A Sequential's paths start with the model's name (s/a/kernel), which a model from
+    # keras.models.load_model does not put in its variable paths (a/kernel): try both.
+    firsts = {p.split("/", 1)[0] if "/" in p else None for p in shown}
+    roots = [""] + [f"{r}/" for r in firsts if r and len(firsts) == 1]
+
+    def find(name: str) -> tuple[list[str], str | None]:
+        parts = name.split("/")
+        for i in range(len(parts)):
+            for root in roots:
+                s = root + "/".join(parts[i:])
+                if s in lay.model:
+                    return [s], None
+                if s in shown:
+                    if len(shown[s]) > 1:  # two sub-models' dense/kernel: never pick one
+                        raise EmaError(
+                            f"--trainable {name!r} matches {len(shown[s])} weights: "
+                            f"{', '.join(shown[s])}; state the one meant by that key")
+                    return list(shown[s]), None
+                under = [k for k in lay.model if k in possible
+                         and lay.paths.get(k, k).startswith(s + "/")]
+                if under:
+                    _proven_order(name, s, under)
+                    return under, s
+        return by_suffix(name)
+
+    def by_suffix(name: str) -> tuple[list[str], str | None]:
+        """A tf_keras variable name (``fc/kernel:0``) leaves out the sub-models that hold its
+        layer (``enc/fc/kernel``): the one weight or layer whose path ends with it, and a
+        refusal where several do (two sub-models' ``fc``), never a pick."""
+        tail = "/" + re.sub(r":\d+$", "", name)
+        weights = [p for p in shown if ("/" + p).endswith(tail)]
+        layers: set[str] = set()
+        for p in shown:
+            q = "/" + p + "/"
+            at = q.find(tail + "/")
+            while at >= 0:
+                layers.add(q[1:at + len(tail)])
+                at = q.find(tail + "/", at + 1)
+        hits = weights or sorted(layers - set(shown))
+        if len(hits) > 1:
+            raise EmaError(
+                f"--trainable {name!r} matches {len(hits)} " + ("weights" if weights else
+                                                                   "layers")
+                + f": {', '.join(hits[:6])}; state the one meant by its full path")
+        return find(hits[0]) if hits else ([], None)
+
+    def _proven_order(name: str, s: str, under: list[str]) -> None:
+        """Refuses a layer standing for the weights of several sublayers whose order the
+        file does not record (attributes, saved alphabetically: a residual block's up/down,
+        Bidirectional's forward/backward): file order is not Keras' training order."""
+        bags: dict[object, set] = {}
+        for k in under:
+            if k in lay.unordered:
+                bag, part = lay.unordered[k]
+                bags.setdefault(bag, set()).add(part)
+        if any(len(parts) > 1 for parts in bags.values()):
+            subs = sorted({lay.paths.get(k, k).rsplit("/", 1)[0] for k in under})
+            raise EmaError(
+                f"--trainable {name!r} stands for the weights of several sublayers ("
+                f"{', '.join(subs[:4])}{' ...' if len(subs) > 4 else ''}) whose order the file "
+                f"does not record, so {s!r} cannot stand for them: state its weights one by one "
+                "in Keras' order, as [v.path for v in model.trainable_variables] prints them")
+
+    def unnamed(head: str, var: str) -> list[str]:
+        """The weight ``var`` of layer ``head`` whose variables the file names by index
+        only (a subclassed model's BatchNormalization: bn/0..3): Keras' fixed order of that
+        layer's variables gives it (gamma, beta, moving_mean, moving_variance)."""
+        parts = head.split("/")
+        for i in range(len(parts)):
+            for root in roots:
+                s = root + "/".join(parts[i:])
+                own = sorted((k for k in lay.model
+                              if re.fullmatch(re.escape(s) + r"/\d+", lay.paths.get(k, k))),
+                             key=lambda k: int(lay.paths.get(k, k).rsplit("/", 1)[1]))
+                if own:
+                    at = {names.index(var) for names in ORDERS
+                          if len(names) == len(own) and var in names}
+                    return [own[at.pop()]] if len(at) == 1 else []
+        return []
+
+    for raw in names:
+        name = raw.strip().strip("/")
+        if not name:
+            continue
+        hit, layer = find(name)
+        if not hit and "/" in name and last_layer is not None \
+                and find(name.rsplit("/", 1)[0])[1] == last_layer:
+            continue  # the next variable of the layer the previous name stood for
+        if not hit and "/" in name:
+            hit = unnamed(*name.rsplit("/", 1))
+            layer = None
+        if not hit and "/" in name:  # a variable name the file does not record
+            hit, layer = find(name.rsplit("/", 1)[0])
+        if not hit:
+            raise VariableNotFoundError(
+                f"--trainable {name!r} names no weight of the file (names as 'ckpt list' shows "
+                f"them, e.g. {', '.join(lay.paths.get(k, k) for k in lay.model[:3])})")
+        again = [k for k in hit if k in keys]
+        if again:
+            raise VariableNotFoundError(
+                f"--trainable {name!r} names {lay.paths.get(again[0], again[0])}, which an "
+                "earlier name already stated")
+        keys += hit
+        last_layer = layer
+    return keys
