@@ -12,33 +12,23 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
+from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
+from .ema_refusals import (
+    UnprovenPairingError,
+    ambiguous_message,
+    file_style,
+    missing_hints,
+    missing_message,
+    require_keras,
+)
 from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
-from .formats.objgraph import readable_name
-from .pairing import list_or_dict_paths, open_containers, root_child, variable_orders
+from .pairing import root_child
 
 KEEP, DROP = "keep", "drop"
-
-
-class UnprovenPairingError(EmaError):
-    """The file does not prove which average goes with which variable (exit 6).
-
-    Attributes:
-        option: the command-line option that decides (``--ema-name``, ``--apply-order``,
-            ``--no-meta``, ``--use-ema/--no-use-ema``), or ``None`` when no option can.
-        undecided: key -> candidate keys: a variable and the averages it may take, or an
-            average and the variables it may belong to.
-    """
-
-    def __init__(self, message: str, option: str | None = None,
-                 undecided: dict[str, tuple[str, ...]] | None = None):
-        super().__init__(message)
-        self.option = option
-        self.undecided = dict(undecided or {})
 
 
 def refuse_apply_order(ckpt: Checkpoint, apply_order: str | None) -> None:
@@ -216,7 +206,7 @@ class EmaMap(Frozen):
     def require_complete(self) -> EmaMap:
         """Returns self, or raises :class:`EmaError` explaining which shadows are missing."""
         if self.missing:
-            raise EmaError(_missing_message(self))
+            raise EmaError(missing_message(self))
         return self
 
 
@@ -303,7 +293,7 @@ def ema_map(
     try:
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
-            _require_keras(ckpt)
+            require_keras(ckpt)
         variables = _paired_variables(ckpt, apply_order)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
                     and v.ema_candidates and style in (None, v.ema_style)]
@@ -311,7 +301,7 @@ def ema_map(
             tf2 = any(v.ema_style != "tf1" for v in unpaired)
             spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
             raise UnprovenPairingError(
-                _ambiguous_message(ckpt, variables, unpaired, apply_order),
+                ambiguous_message(ckpt, variables, unpaired, apply_order),
                 "--apply-order" if tf2 and not apply_order and not spans else None,
                 {v.name: tuple(v.ema_candidates) for v in unpaired})
         # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do.
@@ -319,14 +309,14 @@ def ema_map(
             k.rpartition("/")[2] for k, v in variables.items()
             if v.role == R.EMA and v.ema_of and v.ema_style == "tf1"})
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
-        suffix = _recorded_suffixes(ckpt, variables)
-        chosen = _choose_averages(ckpt, variables, suffix, ema_name, style)
+        suffix = recorded_suffixes(ckpt, variables)
+        chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
         if (use_meta and style in (None, "tf1") and ckpt.meta is not None
                 and ckpt.meta.collections.get("variables")):
-            pairs, missing, not_saved = _from_meta(ckpt, variables, name, chosen)
+            pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen)
             source = "meta"
         else:
-            pairs, missing, not_saved = _from_keys(variables, chosen)
+            pairs, missing, not_saved = from_keys(variables, chosen)
             source = "keys"
     finally:
         if not isinstance(checkpoint, Checkpoint):
@@ -351,7 +341,7 @@ def ema_map(
     averaged, raw, dropped = [], [], []
     missing_set = set(missing)
     for src, tgt in pairs:
-        role = variables[tgt].role if tgt in variables else _role_from_name(tgt)
+        role = variables[tgt].role if tgt in variables else role_from_name(tgt)
         # A filter naming the shadow selects its pair, as it does the shadow's row in `list`.
         selected = not include or match_any(tgt, include) or (
             src != tgt and match_any(src, include))
@@ -375,7 +365,7 @@ def ema_map(
     graph_keys = ({v.checkpoint_key for v in ckpt.meta.variables.values()}
                   if source == "meta" else set())
     unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys]
-    hints = _hints(variables, name, detected, missing, unsaved)
+    hints = missing_hints(variables, name, detected, missing, unsaved)
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "
@@ -388,47 +378,6 @@ def ema_map(
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
         source=source, file_style=file_style(ckpt), pairs=tuple(kept), hints=tuple(hints),
         names={k: v.path for k, v in variables.items() if v.path})
-
-
-def _require_keras(ckpt: Checkpoint) -> None:
-    """Keras files: a proven pairing, or a refusal (:func:`require_keras_pairing`); an
-    undecided ``use_ema`` or unpairable copies raise :class:`UnprovenPairingError`.
-
-    keras_ema (and NumPy with it) is imported only for Keras files: ``ckpt list`` stays light.
-    """
-    layout = getattr(ckpt.reader, "keras", None)
-    if layout is None:
-        return
-    from .keras_ema import require_keras_pairing
-
-    try:
-        require_keras_pairing(ckpt)
-    except EmaError as exc:
-        if layout.use_ema is None:
-            raise UnprovenPairingError(str(exc), "--use-ema/--no-use-ema") from None
-        if layout.averages and any(v is None for v in layout.averages.values()):
-            # keras_ema names --trainable where the frozen set or sublayer order is open
-            # (the one thing it can decide); other unpairable copies no option decides.
-            option = "--trainable" if "--trainable" in str(exc) else None
-            # each open average and its candidate weights: list shows '?' on both sides
-            undecided = {v.name: tuple(v.ema_candidates) for v in ckpt.variables()
-                         if v.role == R.EMA and not v.ema_of and v.ema_candidates}
-            raise UnprovenPairingError(str(exc), option, undecided) from None
-        raise
-
-
-def file_style(ckpt: Checkpoint) -> str:
-    """Returns how the checkpoint was written, which decides how errors explain it: ``"keras"``
-    (a Keras weights file), ``"tf2"`` (a ``tf.train.Checkpoint``) or ``"tf1"`` (a Saver)."""
-    if ckpt.format in ("keras", "h5") or getattr(ckpt.reader, "keras", None) is not None:
-        return "keras"
-    if ckpt.objects is not None:
-        # tf_keras model.save_weights() in TF format: the root is the model, its layers tracked
-        # as layer_with_weights-N / layer-N.
-        keras = any(p.startswith(("layer_with_weights-", "layer-"))
-                    for p in ckpt.objects.paths.values())
-        return "keras" if keras else "tf2"
-    return "tf1"
 
 
 def stated_pairings(ckpt: Checkpoint, apply_order: str | None) -> dict[str, str]:
@@ -467,340 +416,3 @@ def _paired_variables(ckpt: Checkpoint, apply_order: str | None) -> dict:
     return variables
 
 
-def _ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str:
-    apart = sorted({root_child(c) for v in unpaired for c in v.ema_candidates})
-    spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
-
-    def show(key: str) -> str:
-        if spans:  # same-named models: only the object path tells the candidates apart
-            return key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")
-        v = variables.get(key)
-        return v.path if v is not None and v.path else key
-
-    scoped = [v for v in unpaired if v.ema_style == "tf1"]
-    if scoped:  # TF1 ema.apply() under a variable_scope: <scope>/w/ExponentialMovingAverage
-        examples = "; ".join(f"{v.name} may average {' or '.join(v.ema_candidates)}"
-                             for v in scoped[:3])
-        more = f" (and {len(scoped) - 3} more)" if len(scoped) > 3 else ""
-        why = ("the training .meta graph beside it would prove it (its "
-               "moving_average_variables collection), but there is none or --no-meta was given"
-               if ckpt.meta is None or not ckpt.meta.collections.get("variables") else
-               "the .meta graph does not settle it (several candidates, or the variable is not "
-               "in its moving_average_variables)")
-        return (f"{ckpt.path}: {len(scoped)} average(s) are stored under a scope "
-                f"(ema.apply() called inside tf.compat.v1.variable_scope): {examples}{more}; "
-                f"the name alone could also be the average of a tensor or an unsaved variable, "
-                f"and {why}; keep the training .meta (model.ckpt.meta) next to the checkpoint")
-
-    examples = "; ".join(f"{show(v.name)} may average {' or '.join(map(show, v.ema_candidates))}"
-                         for v in unpaired[:3])
-    more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
-    if all(v.ema_style == "keras" for v in unpaired):
-        # tf_keras model.save_weights() (TF format): Adam/average/<variable name>
-        return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer cannot be "
-                f"paired from what the checkpoint records: it names each after its variable, "
-                f"several weights share that name, dtype and shape, and which of them it "
-                f"averaged is not recorded (layers frozen when it was built have no average; "
-                f"the TF format keeps no trainable flags): {examples}{more}; give the layers "
-                f"distinct names (tf_keras.layers.Dense(..., name=...)) when training, or "
-                f"save a .keras (model.save('x.keras') records which layers were frozen)")
-    if spans:
-        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
-                f"checkpoint records: same-named variables of different objects "
-                f"({', '.join(a + '/' for a in apart)}) have one dtype and shape, and the "
-                f"checkpoint records neither the order those objects were created in nor the "
-                f"order ema.apply() got them in (the root lists its objects by name), so no "
-                f"--apply-order can tell: {examples}{more}; give the models distinct names "
-                f"(keras.Sequential(..., name=...)) or name the variables when training")
-    holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
-    either = _list_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
-    decide = ("--apply-order trainable does not prove one order: objects with more than ten "
-              f"children named 0, 1, 2… ({', '.join(either[:3])}"
-              f"{' ...' if len(either) > 3 else ''}) may be lists, which "
-              "module.trainable_variables visits by index, or dicts with keys '0', '1'…, "
-              "which it visits sorted as strings (0, 1, 10, 11, 2…), and a list and a dict "
-              "with digit keys are indistinguishable in the file (both write the same object "
-              "graph); name the variables (tf.Variable(..., name=...)) when training, or "
-              "keep such dicts to ten entries or key them by name, "
-              "or, in Python, pass the live module: apply_ema(module, path, "
-              "apply_order='trainable') reads the order from its own trainable_variables"
-              if either else
-              "--apply-order trainable leaves two orders: objects holding variables ("
-              f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
-              "tf.Modules, whose variables module.trainable_variables visits after its "
-              "parent's own, or dicts, which it flattens in place, and a checkpoint records "
-              "no types (both write the same object graph); name the variables "
-              "(tf.Variable(..., name=...)) when training, or, in Python, pass the live "
-              "module: apply_ema(module, path, apply_order='trainable') reads the order "
-              "from its own trainable_variables" if holders else
-              "the stated --apply-order does not give one pairing that fits the dtypes and "
-              "shapes (it contradicts them or leaves several); name the variables "
-              "(tf.Variable(..., name=...)) when training" if apply_order else
-              "only if you know how ema.apply() was called: if it got "
-              "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
-              "got them in the order they were tracked, i.e. the order their attributes were "
-              "assigned (as Keras' model.trainable_variables; not creation order), pass "
-              "--apply-order tracked (Python: apply_order=...); the file cannot check that "
-              "statement, so a wrong one gives wrong averages; for any other order no option "
-              "can tell: name the variables (tf.Variable(..., name=...)) when training")
-    return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
-            f"records: several variables share one name, dtype and shape, and the checkpoint "
-            f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
-
-
-def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
-    """The objects holding the candidates of ``unpaired`` averages (``model/z_blocks/0``)
-    when the readings of ``module.trainable_variables`` with every node-that-could-be-a-dict
-    read as a dict or as a tf.Module (see :func:`~ckpt_tools.pairing.variable_orders`) order
-    those candidates differently; empty when they agree (the stated order fails for another
-    reason)."""
-    if ckpt.objects is None:
-        return []
-    cands = {c for v in unpaired for c in v.ema_candidates}
-    orders = variable_orders(ckpt.objects)["trainable"]
-    half = len(orders) // 2  # as tf.Modules, then as dicts; lists read as lists first
-    first, second = (sorted((k for k in cands if k in order), key=order.__getitem__)
-                     for order in (orders[0], orders[half]))
-    if first == second:  # the uniform readings agree; a container read apart may not
-        entries = ckpt.entries()
-
-        def alike(a: str, b: str) -> bool:
-            return (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape)
-
-        return open_containers(ckpt.objects, sorted(cands), alike)
-    holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
-               for k in first]
-    return list(dict.fromkeys(h for h in holders if h))
-
-
-def _list_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
-    """Object paths (``model/blocks``) of nodes with more than ten children named ``0``,
-    ``1``… above the candidates of ``unpaired``: a list or a dict with digit keys, which
-    ``module.trainable_variables`` visits in different orders."""
-    if ckpt.objects is None:
-        return []
-    paths = list_or_dict_paths(ckpt.objects)
-    cands = [c.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE") for v in unpaired
-             for c in v.ema_candidates]
-    return [p for p in paths if any(c.startswith(p + "/") for c in cands)]
-
-
-def _role_from_name(key: str) -> str:
-    last = key.rpartition("/")[2]
-    return R.OPTIMIZER_SLOT if R._SLOT_RE.match(last) and "/" in key else R.OTHER
-
-
-def _from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
-    """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys;
-    each averaged variable from its stored average (``chosen``), else from
-    ``<key>/<name>`` (then reported missing).
-
-    Raises:
-        EmaError: if the checkpoint stores an average of a variable the graph does not average
-            (the ``.meta`` is from another graph): restoring it raw would be silently wrong.
-    """
-    meta = ckpt.meta
-    ckey = {op: ckpt.stored_key(var.checkpoint_key) for op, var in meta.variables.items()}
-    averaged_ops = list(dict.fromkeys(
-        meta.collections.get("trainable_variables", [])
-        + meta.collections.get("moving_average_variables", [])))
-    pairs: dict[str, str] = {}
-    for op in averaged_ops:
-        target = ckey.get(op, op)
-        pairs[chosen.get(target, f"{target}/{name}")] = target
-    averaged_set = set(averaged_ops)
-    for op in meta.collections.get("variables", []):
-        key = ckey.get(op, op)
-        if op not in averaged_set and key not in pairs:
-            pairs[key] = key
-    averaged_targets = {t for s, t in pairs.items() if s != t}
-    contradicted = {t: s for t, s in chosen.items()
-                    if t not in averaged_targets and variables[s].ema_style == "tf1"}
-    if contradicted:
-        raise UnprovenPairingError(_contradiction_message(ckpt, contradicted), "--no-meta",
-                                   {t: (s,) for t, s in contradicted.items()})
-    missing = [t for s, t in pairs.items() if s != t and s not in variables]
-    not_saved = [t for s, t in pairs.items() if s == t and s not in variables]
-    return list(pairs.items()), missing, not_saved
-
-
-def _contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str:
-    sample = "; ".join(f"{s} averages {t}" for t, s in list(contradicted.items())[:3])
-    more = f" (and {len(contradicted) - 3} more)" if len(contradicted) > 3 else ""
-    meta = ckpt.meta.path if ckpt.meta is not None else ".meta"
-    return (f"{ckpt.path}: the checkpoint stores averages of {len(contradicted)} variable(s) "
-            f"that the graph in {meta} does not average (not in its trainable_variables or "
-            f"moving_average_variables): {sample}{more}; the .meta is probably from another "
-            f"graph (another run, or a different var_list), and following it would restore "
-            f"their raw values; pass --no-meta (Python: use_meta=False) to pair by the "
-            f"checkpoint's names and use the stored averages, or replace the .meta with the "
-            f"training graph's")
-
-
-def _from_keys(variables, chosen: dict[str, str]):
-    """The same map inferred from keys and roles when there is no graph: each variable from
-    its chosen average (see :func:`_choose_averages`), else from itself."""
-    pairs = []
-    for key, v in variables.items():
-        if v.role in (R.EMA, R.EMA_DEBIAS) or key == "_CHECKPOINTABLE_OBJECT_GRAPH":
-            continue
-        pairs.append((chosen[key], key) if key in chosen else (key, key))
-    return pairs, [], []
-
-
-def _recorded_suffixes(ckpt: Checkpoint, variables) -> dict[str, str]:
-    """Average key -> the last part of the name TensorFlow gave it (``ExponentialMovingAverage``,
-    ``fast``, ``ExponentialMovingAverage_1``): the key for TF1, the recorded ``full_name`` for
-    TF2 objects."""
-    full = ckpt.objects.full_names if ckpt.objects is not None else {}
-    return {k: (full.get(k) or k).rpartition("/")[2] for k, v in variables.items()
-            if v.role == R.EMA and v.ema_of}
-
-
-def _base(suffix: str) -> str:
-    return re.sub(r"_\d+$", "", suffix)
-
-
-def _choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
-                     ema_name: str | None, style: str | None) -> dict[str, str]:
-    """Returns variable key -> the average to restore it from.
-
-    A variable with one average uses it. A variable with several (two or more
-    ``ExponentialMovingAverage`` objects: ``name="fast"`` and ``name="slow"``, or two default-named
-    ones, ``W/ExponentialMovingAverage`` and ``W/ExponentialMovingAverage_1``) uses the one
-    ``ema_name`` names: by the last part of its recorded name (TF1's ``average_name``), or, in a
-    TF2 checkpoint, by the attribute it was saved under (``fast`` in
-    ``tf.train.Checkpoint(fast=[...])``) or its name without TF's ``_N``: in TF2 the ``_N``
-    TensorFlow appends counts names across the whole process, so it can differ from one
-    variable to the next and never picks one of several averages.
-
-    Raises:
-        EmaError: naming the variables, their averages, the EMA names found and ``--ema-name``,
-            when a variable has several averages and ``ema_name`` does not pick one.
-    """
-    tf2 = ckpt.objects is not None
-    holder = ({k: ckpt.objects.paths.get(k, k).split("/", 1)[0] for k in suffix}
-              if tf2 else {})
-    shadows: dict[str, list[str]] = {}
-    for v in variables.values():
-        if v.role == R.EMA and v.ema_of and style in (None, v.ema_style):
-            shadows.setdefault(v.ema_of, []).append(v.name)
-    chosen: dict[str, str] = {}
-    several: dict[str, list[str]] = {}
-    for target, cands in shadows.items():
-        picked = cands
-        if ema_name is not None:
-            base = [c for c in cands if _base(suffix.get(c, "")) == ema_name]
-            if tf2:  # the _N is a process-wide counter: only the name= given tells objects
-                picked = [c for c in cands if holder.get(c) == ema_name] or base
-            else:  # TF1: average_name() semantics, <var>/<ema_name> exactly
-                picked = [c for c in cands if suffix.get(c) == ema_name] or base
-        if len(picked) == 1:
-            chosen[target] = picked[0]
-        elif len(cands) > 1:
-            several[target] = sorted(cands)
-    if several:
-        raise UnprovenPairingError(
-            _several_message(ckpt, variables, suffix, holder, several, ema_name), "--ema-name",
-            {t: tuple(c) for t, c in several.items()})
-    return chosen
-
-
-def _several_message(ckpt, variables, suffix, holder, several, ema_name) -> str:
-    def show(key: str) -> str:
-        v = variables.get(key)
-        return v.path if v is not None and v.path else key
-
-    def named(key: str) -> str:  # TF2: the object path, and the name TF gave the average
-        last = suffix.get(key, "")
-        return show(key) if show(key).endswith("/" + last) else f"{show(key)} ({last})"
-
-    cands = [c for cs in several.values() for c in cs]
-    names = sorted({suffix.get(c, c) for c in cands})
-    holders = sorted({holder[c] for c in cands if c in holder})
-    examples = "; ".join(f"{show(t)} has {', '.join(map(named, cs))}"
-                         for t, cs in list(several.items())[:3])
-    more = f" (and {len(several) - 3} more)" if len(several) > 3 else ""
-    stated = f"; --ema-name {ema_name} does not pick one" if ema_name is not None else ""
-    if holders and len(holders) >= max(len(cs) for cs in several.values()):
-        options = holders
-        decide = (" (the attribute of the tf.train.Checkpoint each EMA's averages were saved "
-                  "under; TF2's _N suffixes count names across the whole process and do not "
-                  "tell EMA objects apart)")
-    elif holders:
-        options = sorted({_base(n) for n in names})
-        decide = ("; in TF2 the _N suffixes count names across the whole process and do not "
-                  "tell EMA objects apart: name the EMA objects when training "
-                  "(tf.train.ExponentialMovingAverage(decay, name='fast')) or save each one's "
-                  "averages under its own attribute (tf.train.Checkpoint(fast=[...], slow=[...]))")
-    else:
-        options, decide = names, ""
-    return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
-            f"checkpoint holds several ExponentialMovingAverage objects and does not record "
-            f"which one to evaluate with: {examples}{more}; EMA names found: "
-            f"{', '.join(names)}{stated}; pass "
-            + " or ".join(f"--ema-name {n}" for n in options[:4])
-            + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}")
-
-
-def _hints(variables, name: str, detected: list[str], missing: list[str],
-           unsaved: list[str]) -> list[str]:
-    if not missing:
-        return []
-    hints = []
-    if unsaved:
-        hints.append(f"the .meta graph has {unsaved[0]!r} (and {len(unsaved) - 1} more) but the "
-                     "checkpoint does not: the Saver's var_list left the shadows out"
-                     if len(unsaved) > 1 else
-                     f"the .meta graph has {unsaved[0]!r} but the checkpoint does not: the "
-                     "Saver's var_list left it out")
-    others = [d for d in detected if d != name]
-    if others:
-        hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass --ema-name {others[0]} "
-                     f"(ema_name={others[0]!r} in Python)")
-    return hints
-
-
-def _missing_message(m: EmaMap) -> str:
-    if m.hints and m.hints[0].startswith("no averages kept as"):
-        return f"{m.checkpoint}: {m.hints[0]}"
-    sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
-        f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
-    shadow = f"{m.missing[0]}/{m.ema_name}"
-    none = set(m.averaged) <= set(m.missing)  # not one shadow stored
-    renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
-    if none and renamed:  # the shadows are there, under another name: nothing else to say
-        return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
-                f"(e.g. {shadow!r} is not in the checkpoint); {renamed}")
-    if none and m.file_style == "keras":
-        cause = ("the optimizer had use_ema=False (train with e.g. "
-                 "keras.optimizers.SGD(..., use_ema=True) to keep them)")
-    elif none and m.file_style == "tf2":
-        cause = ("a tf.train.Checkpoint saves only what it is given, "
-                 "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "
-                 "ema=[ema.average(v) for v in model.trainable_variables]), or training never "
-                 "ran ema.apply()")
-    elif none:
-        cause = ("no EMA shadow is stored at all: the Saver probably saved only "
-                 "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "
-                 "Saver() to keep the shadows), or training never ran ema.apply()")
-    elif m.file_style == "tf2":
-        cause = ("these variables were probably created after ema.apply(), left out of its "
-                 "var_list, or their ema.average(v) was not saved; pass allow_missing=True "
-                 "(--allow-missing) to restore their raw values")
-    else:
-        cause = ("these variables were probably created after ema.apply() or left out of its "
-                 "var_list; pass allow_missing=True (--allow-missing) to restore their raw values")
-    hint = ("; " + "; ".join(m.hints)) if m.hints else ""
-    if none:
-        hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
-                 "one file)")
-    if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here
-        names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
-        sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
-                                     if len(m.missing) > 5 else "")
-        return (f"{m.checkpoint}: no averages are stored for any of its {len(m.missing)} "
-                f"weight(s): {sample}; likely cause: {cause}{hint}")
-    return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
-            f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
-            f"likely cause: {cause}{hint}")

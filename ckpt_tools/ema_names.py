@@ -1,0 +1,120 @@
+"""Which average each variable uses, by name: from the ``.meta`` graph's
+``moving_average_variables`` (what ``variables_to_restore()`` reads) or from the checkpoint's
+keys (``W/ExponentialMovingAverage`` beside ``W``); one suffix per variable, refusing where two
+recorded averages fit one variable and nothing names the one to use.
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .ema_refusals import (
+    UnprovenPairingError,
+    contradiction_message,
+    several_message,
+    suffix_base,
+)
+
+
+def role_from_name(key: str) -> str:
+    last = key.rpartition("/")[2]
+    return R.OPTIMIZER_SLOT if R._SLOT_RE.match(last) and "/" in key else R.OTHER
+
+
+def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
+    """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys;
+    each averaged variable from its stored average (``chosen``), else from
+    ``<key>/<name>`` (then reported missing).
+
+    Raises:
+        EmaError: if the checkpoint stores an average of a variable the graph does not average
+            (the ``.meta`` is from another graph): restoring it raw would be silently wrong.
+    """
+    meta = ckpt.meta
+    ckey = {op: ckpt.stored_key(var.checkpoint_key) for op, var in meta.variables.items()}
+    averaged_ops = list(dict.fromkeys(
+        meta.collections.get("trainable_variables", [])
+        + meta.collections.get("moving_average_variables", [])))
+    pairs: dict[str, str] = {}
+    for op in averaged_ops:
+        target = ckey.get(op, op)
+        pairs[chosen.get(target, f"{target}/{name}")] = target
+    averaged_set = set(averaged_ops)
+    for op in meta.collections.get("variables", []):
+        key = ckey.get(op, op)
+        if op not in averaged_set and key not in pairs:
+            pairs[key] = key
+    averaged_targets = {t for s, t in pairs.items() if s != t}
+    contradicted = {t: s for t, s in chosen.items()
+                    if t not in averaged_targets and variables[s].ema_style == "tf1"}
+    if contradicted:
+        raise UnprovenPairingError(contradiction_message(ckpt, contradicted), "--no-meta",
+                                   {t: (s,) for t, s in contradicted.items()})
+    missing = [t for s, t in pairs.items() if s != t and s not in variables]
+    not_saved = [t for s, t in pairs.items() if s == t and s not in variables]
+    return list(pairs.items()), missing, not_saved
+
+
+def from_keys(variables, chosen: dict[str, str]):
+    """The same map inferred from keys and roles when there is no graph: each variable from
+    its chosen average (see :func:`choose_averages`), else from itself."""
+    pairs = []
+    for key, v in variables.items():
+        if v.role in (R.EMA, R.EMA_DEBIAS) or key == "_CHECKPOINTABLE_OBJECT_GRAPH":
+            continue
+        pairs.append((chosen[key], key) if key in chosen else (key, key))
+    return pairs, [], []
+
+
+def recorded_suffixes(ckpt: Checkpoint, variables) -> dict[str, str]:
+    """Average key -> the last part of the name TensorFlow gave it (``ExponentialMovingAverage``,
+    ``fast``, ``ExponentialMovingAverage_1``): the key for TF1, the recorded ``full_name`` for
+    TF2 objects."""
+    full = ckpt.objects.full_names if ckpt.objects is not None else {}
+    return {k: (full.get(k) or k).rpartition("/")[2] for k, v in variables.items()
+            if v.role == R.EMA and v.ema_of}
+
+
+def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
+                     ema_name: str | None, style: str | None) -> dict[str, str]:
+    """Returns variable key -> the average to restore it from.
+
+    A variable with one average uses it. A variable with several (two or more
+    ``ExponentialMovingAverage`` objects: ``name="fast"`` and ``name="slow"``, or two default-named
+    ones, ``W/ExponentialMovingAverage`` and ``W/ExponentialMovingAverage_1``) uses the one
+    ``ema_name`` names: by the last part of its recorded name (TF1's ``average_name``), or, in a
+    TF2 checkpoint, by the attribute it was saved under (``fast`` in
+    ``tf.train.Checkpoint(fast=[...])``) or its name without TF's ``_N``: in TF2 the ``_N``
+    TensorFlow appends counts names across the whole process, so it can differ from one
+    variable to the next and never picks one of several averages.
+
+    Raises:
+        EmaError: naming the variables, their averages, the EMA names found and ``--ema-name``,
+            when a variable has several averages and ``ema_name`` does not pick one.
+    """
+    tf2 = ckpt.objects is not None
+    holder = ({k: ckpt.objects.paths.get(k, k).split("/", 1)[0] for k in suffix}
+              if tf2 else {})
+    shadows: dict[str, list[str]] = {}
+    for v in variables.values():
+        if v.role == R.EMA and v.ema_of and style in (None, v.ema_style):
+            shadows.setdefault(v.ema_of, []).append(v.name)
+    chosen: dict[str, str] = {}
+    several: dict[str, list[str]] = {}
+    for target, cands in shadows.items():
+        picked = cands
+        if ema_name is not None:
+            base = [c for c in cands if suffix_base(suffix.get(c, "")) == ema_name]
+            if tf2:  # the _N is a process-wide counter: only the name= given tells objects
+                picked = [c for c in cands if holder.get(c) == ema_name] or base
+            else:  # TF1: average_name() semantics, <var>/<ema_name> exactly
+                picked = [c for c in cands if suffix.get(c) == ema_name] or base
+        if len(picked) == 1:
+            chosen[target] = picked[0]
+        elif len(cands) > 1:
+            several[target] = sorted(cands)
+    if several:
+        raise UnprovenPairingError(
+            several_message(ckpt, variables, suffix, holder, several, ema_name), "--ema-name",
+            {t: tuple(c) for t, c in several.items()})
+    return chosen

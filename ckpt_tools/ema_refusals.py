@@ -1,0 +1,316 @@
+"""Why an EMA pairing is refused, in the words of the file's own style.
+
+:class:`UnprovenPairingError` (exit 6) and the messages :mod:`ckpt_tools.emamap` refuses with:
+several averages that fit one variable, same-named variables whose ``apply()`` order the file
+does not record, averages missing. A Keras file speaks of the optimizer's ``use_ema``, a TF2
+file of saving ``ema.average(v)``, and only TF1 of ``Saver(var_list)`` (:func:`file_style`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .errors import EmaError
+from .formats.objgraph import readable_name
+from .pairing import list_or_dict_paths, open_containers, root_child, variable_orders
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .emamap import EmaMap
+
+
+class UnprovenPairingError(EmaError):
+    """The file does not prove which average goes with which variable (exit 6).
+
+    Attributes:
+        option: the command-line option that decides (``--ema-name``, ``--apply-order``,
+            ``--no-meta``, ``--use-ema/--no-use-ema``), or ``None`` when no option can.
+        undecided: key -> candidate keys: a variable and the averages it may take, or an
+            average and the variables it may belong to.
+    """
+
+    def __init__(self, message: str, option: str | None = None,
+                 undecided: dict[str, tuple[str, ...]] | None = None):
+        super().__init__(message)
+        self.option = option
+        self.undecided = dict(undecided or {})
+
+
+def require_keras(ckpt: Checkpoint) -> None:
+    """Keras files: a proven pairing, or a refusal (:func:`require_keras_pairing`); an
+    undecided ``use_ema`` or unpairable copies raise :class:`UnprovenPairingError`.
+
+    keras_ema (and NumPy with it) is imported only for Keras files: ``ckpt list`` stays light.
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None:
+        return
+    from .keras_ema import require_keras_pairing
+
+    try:
+        require_keras_pairing(ckpt)
+    except EmaError as exc:
+        if layout.use_ema is None:
+            raise UnprovenPairingError(str(exc), "--use-ema/--no-use-ema") from None
+        if layout.averages and any(v is None for v in layout.averages.values()):
+            # keras_ema names --trainable where the frozen set or sublayer order is open
+            # (the one thing it can decide); other unpairable copies no option decides.
+            option = "--trainable" if "--trainable" in str(exc) else None
+            # each open average and its candidate weights: list shows '?' on both sides
+            undecided = {v.name: tuple(v.ema_candidates) for v in ckpt.variables()
+                         if v.role == R.EMA and not v.ema_of and v.ema_candidates}
+            raise UnprovenPairingError(str(exc), option, undecided) from None
+        raise
+
+
+def file_style(ckpt: Checkpoint) -> str:
+    """Returns how the checkpoint was written, which decides how errors explain it: ``"keras"``
+    (a Keras weights file), ``"tf2"`` (a ``tf.train.Checkpoint``) or ``"tf1"`` (a Saver)."""
+    if ckpt.format in ("keras", "h5") or getattr(ckpt.reader, "keras", None) is not None:
+        return "keras"
+    if ckpt.objects is not None:
+        # tf_keras model.save_weights() in TF format: the root is the model, its layers tracked
+        # as layer_with_weights-N / layer-N.
+        keras = any(p.startswith(("layer_with_weights-", "layer-"))
+                    for p in ckpt.objects.paths.values())
+        return "keras" if keras else "tf2"
+    return "tf1"
+
+
+def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str:
+    apart = sorted({root_child(c) for v in unpaired for c in v.ema_candidates})
+    spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
+
+    def show(key: str) -> str:
+        if spans:  # same-named models: only the object path tells the candidates apart
+            return key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")
+        v = variables.get(key)
+        return v.path if v is not None and v.path else key
+
+    scoped = [v for v in unpaired if v.ema_style == "tf1"]
+    if scoped:  # TF1 ema.apply() under a variable_scope: <scope>/w/ExponentialMovingAverage
+        examples = "; ".join(f"{v.name} may average {' or '.join(v.ema_candidates)}"
+                             for v in scoped[:3])
+        more = f" (and {len(scoped) - 3} more)" if len(scoped) > 3 else ""
+        why = ("the training .meta graph beside it would prove it (its "
+               "moving_average_variables collection), but there is none or --no-meta was given"
+               if ckpt.meta is None or not ckpt.meta.collections.get("variables") else
+               "the .meta graph does not settle it (several candidates, or the variable is not "
+               "in its moving_average_variables)")
+        return (f"{ckpt.path}: {len(scoped)} average(s) are stored under a scope "
+                f"(ema.apply() called inside tf.compat.v1.variable_scope): {examples}{more}; "
+                f"the name alone could also be the average of a tensor or an unsaved variable, "
+                f"and {why}; keep the training .meta (model.ckpt.meta) next to the checkpoint")
+
+    examples = "; ".join(f"{show(v.name)} may average {' or '.join(map(show, v.ema_candidates))}"
+                         for v in unpaired[:3])
+    more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
+    if all(v.ema_style == "keras" for v in unpaired):
+        # tf_keras model.save_weights() (TF format): Adam/average/<variable name>
+        return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer cannot be "
+                f"paired from what the checkpoint records: it names each after its variable, "
+                f"several weights share that name, dtype and shape, and which of them it "
+                f"averaged is not recorded (layers frozen when it was built have no average; "
+                f"the TF format keeps no trainable flags): {examples}{more}; give the layers "
+                f"distinct names (tf_keras.layers.Dense(..., name=...)) when training, or "
+                f"save a .keras (model.save('x.keras') records which layers were frozen)")
+    if spans:
+        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+                f"checkpoint records: same-named variables of different objects "
+                f"({', '.join(a + '/' for a in apart)}) have one dtype and shape, and the "
+                f"checkpoint records neither the order those objects were created in nor the "
+                f"order ema.apply() got them in (the root lists its objects by name), so no "
+                f"--apply-order can tell: {examples}{more}; give the models distinct names "
+                f"(keras.Sequential(..., name=...)) or name the variables when training")
+    holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    either = _list_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    decide = ("--apply-order trainable does not prove one order: objects with more than ten "
+              f"children named 0, 1, 2… ({', '.join(either[:3])}"
+              f"{' ...' if len(either) > 3 else ''}) may be lists, which "
+              "module.trainable_variables visits by index, or dicts with keys '0', '1'…, "
+              "which it visits sorted as strings (0, 1, 10, 11, 2…), and a list and a dict "
+              "with digit keys are indistinguishable in the file (both write the same object "
+              "graph); name the variables (tf.Variable(..., name=...)) when training, or "
+              "keep such dicts to ten entries or key them by name, "
+              "or, in Python, pass the live module: apply_ema(module, path, "
+              "apply_order='trainable') reads the order from its own trainable_variables"
+              if either else
+              "--apply-order trainable leaves two orders: objects holding variables ("
+              f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
+              "tf.Modules, whose variables module.trainable_variables visits after its "
+              "parent's own, or dicts, which it flattens in place, and a checkpoint records "
+              "no types (both write the same object graph); name the variables "
+              "(tf.Variable(..., name=...)) when training, or, in Python, pass the live "
+              "module: apply_ema(module, path, apply_order='trainable') reads the order "
+              "from its own trainable_variables" if holders else
+              "the stated --apply-order does not give one pairing that fits the dtypes and "
+              "shapes (it contradicts them or leaves several); name the variables "
+              "(tf.Variable(..., name=...)) when training" if apply_order else
+              "only if you know how ema.apply() was called: if it got "
+              "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
+              "got them in the order they were tracked, i.e. the order their attributes were "
+              "assigned (as Keras' model.trainable_variables; not creation order), pass "
+              "--apply-order tracked (Python: apply_order=...); the file cannot check that "
+              "statement, so a wrong one gives wrong averages; for any other order no option "
+              "can tell: name the variables (tf.Variable(..., name=...)) when training")
+    return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
+            f"records: several variables share one name, dtype and shape, and the checkpoint "
+            f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
+
+
+def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
+    """The objects holding the candidates of ``unpaired`` averages (``model/z_blocks/0``)
+    when the readings of ``module.trainable_variables`` with every node-that-could-be-a-dict
+    read as a dict or as a tf.Module (see :func:`~ckpt_tools.pairing.variable_orders`) order
+    those candidates differently; empty when they agree (the stated order fails for another
+    reason)."""
+    if ckpt.objects is None:
+        return []
+    cands = {c for v in unpaired for c in v.ema_candidates}
+    orders = variable_orders(ckpt.objects)["trainable"]
+    half = len(orders) // 2  # as tf.Modules, then as dicts; lists read as lists first
+    first, second = (sorted((k for k in cands if k in order), key=order.__getitem__)
+                     for order in (orders[0], orders[half]))
+    if first == second:  # the uniform readings agree; a container read apart may not
+        entries = ckpt.entries()
+
+        def alike(a: str, b: str) -> bool:
+            return (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape)
+
+        return open_containers(ckpt.objects, sorted(cands), alike)
+    holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
+               for k in first]
+    return list(dict.fromkeys(h for h in holders if h))
+
+
+def _list_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
+    """Object paths (``model/blocks``) of nodes with more than ten children named ``0``,
+    ``1``… above the candidates of ``unpaired``: a list or a dict with digit keys, which
+    ``module.trainable_variables`` visits in different orders."""
+    if ckpt.objects is None:
+        return []
+    paths = list_or_dict_paths(ckpt.objects)
+    cands = [c.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE") for v in unpaired
+             for c in v.ema_candidates]
+    return [p for p in paths if any(c.startswith(p + "/") for c in cands)]
+
+
+def contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str:
+    sample = "; ".join(f"{s} averages {t}" for t, s in list(contradicted.items())[:3])
+    more = f" (and {len(contradicted) - 3} more)" if len(contradicted) > 3 else ""
+    meta = ckpt.meta.path if ckpt.meta is not None else ".meta"
+    return (f"{ckpt.path}: the checkpoint stores averages of {len(contradicted)} variable(s) "
+            f"that the graph in {meta} does not average (not in its trainable_variables or "
+            f"moving_average_variables): {sample}{more}; the .meta is probably from another "
+            f"graph (another run, or a different var_list), and following it would restore "
+            f"their raw values; pass --no-meta (Python: use_meta=False) to pair by the "
+            f"checkpoint's names and use the stored averages, or replace the .meta with the "
+            f"training graph's")
+
+
+def several_message(ckpt, variables, suffix, holder, several, ema_name) -> str:
+    def show(key: str) -> str:
+        v = variables.get(key)
+        return v.path if v is not None and v.path else key
+
+    def named(key: str) -> str:  # TF2: the object path, and the name TF gave the average
+        last = suffix.get(key, "")
+        return show(key) if show(key).endswith("/" + last) else f"{show(key)} ({last})"
+
+    cands = [c for cs in several.values() for c in cs]
+    names = sorted({suffix.get(c, c) for c in cands})
+    holders = sorted({holder[c] for c in cands if c in holder})
+    examples = "; ".join(f"{show(t)} has {', '.join(map(named, cs))}"
+                         for t, cs in list(several.items())[:3])
+    more = f" (and {len(several) - 3} more)" if len(several) > 3 else ""
+    stated = f"; --ema-name {ema_name} does not pick one" if ema_name is not None else ""
+    if holders and len(holders) >= max(len(cs) for cs in several.values()):
+        options = holders
+        decide = (" (the attribute of the tf.train.Checkpoint each EMA's averages were saved "
+                  "under; TF2's _N suffixes count names across the whole process and do not "
+                  "tell EMA objects apart)")
+    elif holders:
+        options = sorted({suffix_base(n) for n in names})
+        decide = ("; in TF2 the _N suffixes count names across the whole process and do not "
+                  "tell EMA objects apart: name the EMA objects when training "
+                  "(tf.train.ExponentialMovingAverage(decay, name='fast')) or save each one's "
+                  "averages under its own attribute (tf.train.Checkpoint(fast=[...], slow=[...]))")
+    else:
+        options, decide = names, ""
+    return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
+            f"checkpoint holds several ExponentialMovingAverage objects and does not record "
+            f"which one to evaluate with: {examples}{more}; EMA names found: "
+            f"{', '.join(names)}{stated}; pass "
+            + " or ".join(f"--ema-name {n}" for n in options[:4])
+            + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}")
+
+
+def missing_hints(variables, name: str, detected: list[str], missing: list[str],
+           unsaved: list[str]) -> list[str]:
+    if not missing:
+        return []
+    hints = []
+    if unsaved:
+        hints.append(f"the .meta graph has {unsaved[0]!r} (and {len(unsaved) - 1} more) but the "
+                     "checkpoint does not: the Saver's var_list left the shadows out"
+                     if len(unsaved) > 1 else
+                     f"the .meta graph has {unsaved[0]!r} but the checkpoint does not: the "
+                     "Saver's var_list left it out")
+    others = [d for d in detected if d != name]
+    if others:
+        hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass --ema-name {others[0]} "
+                     f"(ema_name={others[0]!r} in Python)")
+    return hints
+
+
+def missing_message(m: EmaMap) -> str:
+    if m.hints and m.hints[0].startswith("no averages kept as"):
+        return f"{m.checkpoint}: {m.hints[0]}"
+    sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
+        f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
+    shadow = f"{m.missing[0]}/{m.ema_name}"
+    none = set(m.averaged) <= set(m.missing)  # not one shadow stored
+    renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
+    if none and renamed:  # the shadows are there, under another name: nothing else to say
+        return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
+                f"(e.g. {shadow!r} is not in the checkpoint); {renamed}")
+    if none and m.file_style == "keras":
+        cause = ("the optimizer had use_ema=False (train with e.g. "
+                 "keras.optimizers.SGD(..., use_ema=True) to keep them)")
+    elif none and m.file_style == "tf2":
+        cause = ("a tf.train.Checkpoint saves only what it is given, "
+                 "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "
+                 "ema=[ema.average(v) for v in model.trainable_variables]), or training never "
+                 "ran ema.apply()")
+    elif none:
+        cause = ("no EMA shadow is stored at all: the Saver probably saved only "
+                 "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "
+                 "Saver() to keep the shadows), or training never ran ema.apply()")
+    elif m.file_style == "tf2":
+        cause = ("these variables were probably created after ema.apply(), left out of its "
+                 "var_list, or their ema.average(v) was not saved; pass allow_missing=True "
+                 "(--allow-missing) to restore their raw values")
+    else:
+        cause = ("these variables were probably created after ema.apply() or left out of its "
+                 "var_list; pass allow_missing=True (--allow-missing) to restore their raw values")
+    hint = ("; " + "; ".join(m.hints)) if m.hints else ""
+    if none:
+        hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
+                 "one file)")
+    if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here
+        names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
+        sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
+                                     if len(m.missing) > 5 else "")
+        return (f"{m.checkpoint}: no averages are stored for any of its {len(m.missing)} "
+                f"weight(s): {sample}; likely cause: {cause}{hint}")
+    return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+            f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
+            f"likely cause: {cause}{hint}")
+
+
+def suffix_base(suffix: str) -> str:
+    """``ExponentialMovingAverage_1`` -> ``ExponentialMovingAverage``: the name an EMA object was
+    given, without the ``_N`` TF appends to make it unique."""
+    return re.sub(r"_\d+$", "", suffix)
