@@ -133,6 +133,8 @@ def average_checkpoints(
             that decides).
         UnsupportedFormatError: an input is a Keras file; ``name`` with a SavedModel output.
         OutputError: the output location is unsafe or exists.
+        TypeError: ``checkpoints`` is one path, not a list of them (for a run directory's
+            newest N use :func:`average_run`).
         ValueError: ``newest`` is not one of ``checkpoints``; an unknown ``apply_order``;
             ``ema_name``, ``apply_order``, ``use_meta=False`` or ``allow_missing`` without
             ``bake`` (only baking pairs shadows with variables).
@@ -142,6 +144,11 @@ def average_checkpoints(
         >>> average_checkpoints(runs, "avg/")  # doctest: +SKIP
         AverageResult(prefix='avg/model.ckpt-1000', newest='run/model.ckpt-1000', ...)
     """
+    if isinstance(checkpoints, (str, bytes, os.PathLike)):
+        # A string is a sequence too: each character would be taken for a checkpoint.
+        raise TypeError(f"checkpoints must be a list of checkpoint paths, not one path "
+                        f"({os.fspath(checkpoints)!r}); for the newest N of a run directory "
+                        "use average_run(run_dir, N, out_dir)")
     with one_remote_session([*checkpoints, out_dir, newest]):
         return _average_paths(checkpoints, out_dir, None, ema=ema, bake=bake, name=name,
                               newest=newest, overwrite=overwrite, progress=progress,

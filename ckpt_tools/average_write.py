@@ -21,8 +21,13 @@ from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 
-# Floating dtypes that are averaged; everything else is copied from the newest input.
-_FLOATS = {"float16", "bfloat16", "float32", "float64"}
+# Floating dtypes that are averaged (accumulated in float64); complex ones are averaged too
+# (in complex128). Everything else is copied from the newest input: copying a float type left
+# out here would hand back the newest raw value as "the average" with exit 0.
+_FLOATS = {"float16", "bfloat16", "float32", "float64", "float8_e5m2", "float8_e4m3fn",
+           "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz"}
+_COMPLEX = {"complex64", "complex128"}
+_AVERAGED = _FLOATS | _COMPLEX
 # Floats that are copied, not averaged: only step-dependent training state the file proves
 # (roles.proven_training_state: the global step, an optimizer's own variables such as its
 # learning rate, iterations, beta powers, loss scale; a root's save_counter), so the output is
@@ -109,7 +114,7 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
     variables = {v.name: v for v in newest.variables()}
     powers = R.tf1_adam_powers(variables.values()) if newest.meta is None else frozenset()
     floats = {k for k, v in variables.items()
-              if v.dtype in _FLOATS and not R.proven_training_state(k, v.role, newest.meta,
+              if v.dtype in _AVERAGED and not R.proven_training_state(k, v.role, newest.meta,
                                                                     newest.objects, powers)}
     if not ema:
         return {}, floats
@@ -190,7 +195,8 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
         for key, entry in newest.entries().items():
             src = source_of.get(key, key)
             if src in to_average:
-                acc = np.zeros(entry.shape, np.float64)
+                acc = np.zeros(entry.shape, np.complex128 if entry.dtype_name in _COMPLEX
+                               else np.float64)
                 # inf + -inf is NaN, as in NumPy's mean: the value is right, the warning noise
                 with np.errstate(invalid="ignore", over="ignore"):
                     for ckpt in ckpts:
@@ -232,12 +238,13 @@ _PIECE = 4 << 20
 
 
 def _accumulate(acc, ckpt: Checkpoint, key: str) -> None:
-    """Adds ``ckpt``'s ``key`` to the float64 ``acc`` piece by piece, unmapping each piece
-    once added (a memory-mapped input otherwise stays resident: 3 x 200 MB -> 734 MB)."""
+    """Adds ``ckpt``'s ``key`` to the float64 (complex128) ``acc`` piece by piece, unmapping
+    each piece once added (a memory-mapped input otherwise stays resident: 3 x 200 MB ->
+    734 MB)."""
     flat = acc.reshape(-1)
     start = 0
     for piece in ckpt.chunks(key, _PIECE, release=True):
-        flat[start:start + piece.size] += piece
+        flat[start:start + piece.size] += piece.astype(acc.dtype, copy=False)
         start += piece.size
 
 

@@ -361,3 +361,47 @@ def test_keras_inputs_are_exit_5(tmp_path):
     proc = run_subprocess(["average", str(src), str(copy), "--out", str(tmp_path / "o")])
     assert proc.returncode == 5 and "a Keras .keras archive" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_complex_and_float8_variables_are_averaged_not_copied(tmp_path, tf):
+    """review-16-final M1: complex64/128 and float8 variables were copied from the newest input
+    as "the average" (exit 0). Written by TensorFlow's SaveV2, read back by TensorFlow: each is
+    the element-wise mean (complex128 / float64 accumulator) in its stored dtype."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(0)
+    prefixes = []
+    for i in (1, 2, 3):
+        values = {
+            "c64": (rng.normal(size=[3]) + 1j * rng.normal(size=[3])).astype(np.complex64),
+            "c128": (rng.normal(size=[2, 2]) + 1j * rng.normal(size=[2, 2])).astype(np.complex128),
+            "f8": rng.normal(size=[5]).astype(ml_dtypes.float8_e4m3fn),
+            "f8b": rng.normal(size=[5]).astype(ml_dtypes.float8_e5m2),
+        }
+        names = [*values, "global_step"]
+        prefix = str(tmp_path / "run" / f"m-{i}")
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=[tf.constant(v) for v in values.values()]
+                          + [tf.constant(np.int64(10 * i))])
+        prefixes.append(prefix)
+    result = average_checkpoints(prefixes, tmp_path / "avg")
+    truth = [_tf_values(tf, p) for p in prefixes]
+    out = _tf_values(tf, result.prefix)
+    for key in ("c64", "c128", "f8", "f8b"):
+        wide = np.complex128 if key.startswith("c") else np.float64
+        acc = sum(t[key].astype(wide) for t in truth) / 3
+        expected = acc.astype(truth[0][key].dtype)
+        assert out[key].dtype == truth[0][key].dtype, key
+        assert out[key].tobytes() == expected.tobytes(), key
+        assert out[key].tobytes() != truth[-1][key].tobytes(), key  # not the newest copied
+        assert key in result.averaged
+    assert out["global_step"] == 30 and "global_step" in result.copied
+
+
+def test_one_path_instead_of_a_list_is_a_type_error(tf1_run, tmp_path):
+    """review-16-final m2: a string is a sequence, so each character was taken for a checkpoint
+    ("r: no checkpoint found"); the error now says what to pass, and average_run is the way
+    to average a run directory's newest N."""
+    with pytest.raises(TypeError, match="average_run"):
+        average_checkpoints(str(tf1_run), tmp_path / "avg")
+    assert not (tmp_path / "avg").exists()
