@@ -144,6 +144,11 @@ def _parse_state_file(path: str) -> tuple[str, list[str]]:
 
 
 def _in_dir(directory: str, name: str) -> str:
+    if is_url(name):
+        # A run trained on gs:// or s3:// and copied down (gsutil cp -r) keeps URLs in its
+        # state file: the copy beside the state file is the one meant, as for absolute paths.
+        local = os.path.join(directory, posixpath.basename(name.rstrip("/")))
+        return local if _exists(local) else name
     if os.path.isabs(name):
         # Checkpoints copied from another machine or directory keep absolute paths in their
         # state file: the copy beside the state file is the one meant, even when the original

@@ -137,6 +137,22 @@ def test_state_file_with_absolute_paths_from_another_machine(fixture_copy):
         assert ckpt.path == str(d / "model.ckpt-30")
 
 
+@pytest.mark.parametrize("url", ["gs://bucket/run", "s3://ckpts/v1"])
+def test_state_file_with_urls_of_a_run_copied_down_from_object_storage(fixture_copy, url):
+    """A run trained on gs:// (TF1 Saver writes absolute paths) and copied down with
+    `gsutil cp -r` keeps URLs in its state file: the copy beside it is the one meant, as for
+    absolute paths (review-16-final m1: it was joined into 'run/gs://bucket/...', exit 3)."""
+    from ckpt_tools.locate import read_state_file
+
+    d = fixture_copy("towers_bn")
+    (d / "checkpoint").write_text(f'model_checkpoint_path: "{url}/model.ckpt-30"\n'
+                                  f'all_model_checkpoint_paths: "{url}/model.ckpt-20"\n'
+                                  f'all_model_checkpoint_paths: "{url}/model.ckpt-30"\n')
+    with open_checkpoint(d) as ckpt:
+        assert ckpt.path == str(d / "model.ckpt-30")
+    assert read_state_file(str(d)) == [str(d / "model.ckpt-20"), str(d / "model.ckpt-30")]
+
+
 def test_unknown_variable_suggests_close_names():
     with open_checkpoint(FIXTURES / "linear_v2") as ckpt:
         with pytest.raises(VariableNotFoundError, match="did you mean"):
