@@ -431,8 +431,9 @@ def _state_target(directory: str, name: str) -> str:
     there; a URL in the same bucket as written.
 
     A state file in a bucket is not trusted to send reads elsewhere: a name outside the
-    bucket (another bucket or host, ``file://``, a local path, ``..`` above the bucket) is
-    refused unless its base name exists in ``directory``.
+    bucket (another bucket or host, ``file://``, a local path) is refused unless its base name
+    exists in ``directory``; a relative name with a ``..`` segment is refused (a store keeps it
+    as part of the key, so readers disagree on what it names).
 
     Raises:
         UnsupportedFormatError: the name points outside the state file's bucket.
@@ -445,6 +446,13 @@ def _state_target(directory: str, name: str) -> str:
         if is_url(name) and remote.same_bucket(target, directory):
             return target
     else:
+        if ".." in name.split("/"):
+            # Object stores keep '..' as part of a key (TensorFlow's file systems join the
+            # strings), so whether it means a parent folder is up to the reader: refused, as
+            # in URLs, rather than read from a place another tool would not read.
+            raise UnsupportedFormatError(
+                f"{state}: names checkpoint {name!r}, whose '..' an object store keeps as part "
+                "of the key; open the checkpoint by its URL instead")
         target = remote.normalize(directory + "/" + name)
         if remote.same_bucket(target, directory):
             return target

@@ -244,9 +244,11 @@ def test_an_object_and_a_directory_of_one_name_read_as_the_object(s3):
 
 
 def test_a_remote_pointer_state_file_read_by_last_is_never_replaced(s3):
-    text = (b'model_checkpoint_path: "../towers_bn/model.ckpt-30"\n'
-            b'all_model_checkpoint_paths: "../towers_bn/model.ckpt-20"\n'
-            b'all_model_checkpoint_paths: "../towers_bn/model.ckpt-30"\n')
+    # A pointer names another directory of its bucket by URL ('..' is refused: a store keeps
+    # it as part of the key).
+    text = (f'model_checkpoint_path: "s3://{BUCKET}/towers_bn/model.ckpt-30"\n'
+            f'all_model_checkpoint_paths: "s3://{BUCKET}/towers_bn/model.ckpt-20"\n'
+            f'all_model_checkpoint_paths: "s3://{BUCKET}/towers_bn/model.ckpt-30"\n').encode()
     s3["client"].put_object(Bucket=BUCKET, Key="ptr/checkpoint", Body=text)
     before = _keys(s3, "ptr/")
     result = _run("average", f"s3://{BUCKET}/ptr/", "--last", "2", "--out",
