@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from .average_write import AverageResult, write_average
+from .average_write import AverageResult, check_compatible, write_average
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
 from .formats._io import canonical_location, is_url, one_remote_session
@@ -184,6 +184,9 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
         for path in checkpoints:
             opened.append(open_checkpoint(path))
         _check_formats(opened)
+        # Different models first: their steps (global_step vs save_counter) would otherwise
+        # be reported as the reason.
+        check_compatible(opened)
         if chosen is not None and not any(_identity(c.location.prefix) == chosen
                                           for c in opened):
             raise ValueError(f"--newest {os.fspath(newest)!r} is not one of the checkpoints "
@@ -279,6 +282,13 @@ def _check_save_order(ckpts: list[Checkpoint], state_file: str | None) -> None:
     """
     if state_file is None:
         return
+    seen: set[str] = set()
+    for c in ckpts:
+        if _identity(c.location.prefix) in seen:
+            raise EmaError(f"{state_file}: lists {c.path} twice (edited?), so which are the "
+                           "newest cannot be told from it: pass the checkpoints to average "
+                           "explicitly")
+        seen.add(_identity(c.location.prefix))
     latest = ckpts[-1].path  # checkpoints_of_run lists up to its latest, which comes last
     for key in _STEP_KEYS:
         steps = [_recorded_step(c, key) for c in ckpts]

@@ -405,3 +405,37 @@ def test_one_path_instead_of_a_list_is_a_type_error(tf1_run, tmp_path):
     with pytest.raises(TypeError, match="average_run"):
         average_checkpoints(str(tf1_run), tmp_path / "avg")
     assert not (tmp_path / "avg").exists()
+
+
+def test_a_tf1_and_a_tf2_run_are_different_models_not_a_step_question(tf1_run, tmp_path, tf):
+    """review-16-final m6: a TF1 run (global_step) and a TF2 run (save_counter) were refused
+    as 'not every input records a global_step or save_counter'; both do: the reason is that
+    they are checkpoints of different models."""
+    run = tmp_path / "tf2"
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(w=tf.Variable(tf.zeros([2]))),
+                                         str(run), 1)
+    manager.save()
+    proc = run_subprocess(["average", checkpoints_of_run(tf1_run, 1)[0], str(run),
+                           "--out", str(tmp_path / "avg")])
+    assert proc.returncode == 6, proc.stderr
+    assert "different models" in proc.stderr and "save_counter" not in proc.stderr
+    assert not (tmp_path / "avg").exists()
+
+
+def test_a_state_file_listing_a_checkpoint_twice_says_so(tf1_run, tmp_path):
+    """review-16-final m4: a duplicate entry was reported as 'lists ckpt-5 before ckpt-5, not
+    in save order'."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(tf1_run, copy)
+    latest = checkpoints_of_run(copy, 1)[0].rsplit("/", 1)[1]
+    older = checkpoints_of_run(copy, 2)[0].rsplit("/", 1)[1]
+    (copy / "checkpoint").write_text(
+        f'model_checkpoint_path: "{latest}"\n'
+        f'all_model_checkpoint_paths: "{older}"\n'
+        f'all_model_checkpoint_paths: "{older}"\n'
+        f'all_model_checkpoint_paths: "{latest}"\n')
+    proc = run_subprocess(["average", str(copy), "--last", "3", "--out", str(tmp_path / "a")])
+    assert proc.returncode == 6, proc.stderr
+    assert f"lists {copy / older} twice" in proc.stderr and "save order" not in proc.stderr
