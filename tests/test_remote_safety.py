@@ -94,6 +94,14 @@ def test_unknown_protocol_is_unsupported_not_network():
     one_line_error(result, 5, "foo://x/run", "unknown URL protocol 'foo://'")
 
 
+def test_without_fsspec_the_error_names_the_output_url(monkeypatch, tmp_path):
+    """review-16-final m5: without fsspec, `--out s3://…` said 'reading URLs needs fsspec'
+    naming no URL (and the command writes there)."""
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # import fsspec: ImportError
+    result = _run("export", str(FIXTURES / "linear_v2"), "--out", "s3://bucket/zz/w.npz")
+    one_line_error(result, 5, "s3://bucket/zz", "need fsspec")
+
+
 def test_gs_without_gcsfs_names_the_package(monkeypatch):
     """gcsfs is in the test extra: its absence is made by hiding it from the import system
     (and from fsspec's registry of classes already loaded)."""

@@ -89,7 +89,7 @@ class Session:
         fs = self._fs.get(protocol)
         if fs is not None:
             return fs, fs._strip_protocol(url)
-        fsspec = fsspec_module()
+        fsspec = fsspec_module(url)
         if remote_http.is_http(protocol):
             # Never fsspec's HTML-scraped listings (no sizes): objects are probed one by
             # one (see remote_http); aiohttp's own timeouts bound each read.

@@ -72,12 +72,18 @@ def max_whole() -> int:
         return MAX_WHOLE
 
 
-def fsspec_module():
+def fsspec_module(url: str | None = None):
+    """Returns fsspec, imported (and its storage libraries' logs quieted).
+
+    Raises:
+        UnsupportedFormatError: fsspec is not installed (naming ``url``, read or written).
+    """
     try:
         import fsspec
     except ImportError:
+        where = f"{url}: " if url else ""
         raise UnsupportedFormatError(
-            f"reading URLs needs fsspec: {INSTALL}") from None
+            f"{where}URLs (read or written) need fsspec: {INSTALL}") from None
     quiet_storage_logs()
     return fsspec
 
