@@ -22,6 +22,17 @@ def tf():
     return tensorflow
 
 
+@pytest.fixture(scope="session")
+def keras(tf):
+    """Keras 3 on its TensorFlow backend (tests that build models in-process)."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("needs the TensorFlow backend of Keras 3")
+    return keras
+
+
 @pytest.fixture()
 def fixture_copy(tmp_path):
     """Returns a function copying a fixture case into tmp_path (for tests that modify files)."""

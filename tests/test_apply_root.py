@@ -6,8 +6,6 @@ TensorFlow; the truth is ``ema.average(v)`` read at save time, compared bit for 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -17,16 +15,6 @@ from ckpt_tools import EmaError
 from ckpt_tools.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def keras(tf):
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    import keras
-
-    if keras.backend.backend() != "tensorflow":
-        pytest.skip("needs the TensorFlow backend of Keras 3")
-    return keras
 
 
 def _train(tf, keras, models, steps=3):

@@ -9,25 +9,12 @@ real Keras 3; the truth is ``optimizer._model_variables_moving_average`` read at
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
-import pytest
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def keras(tf):
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    import keras
-
-    if keras.backend.backend() != "tensorflow":
-        pytest.skip("needs the TensorFlow backend of Keras 3")
-    return keras
 
 
 def _save(tf, keras, directory) -> dict[str, np.ndarray]:
