@@ -21,6 +21,7 @@ from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
 from .formats.savedmodel import read_saved_model
+from .lazy_re import LazyPattern
 from .locate import STATE_FILE, Location, errors_in, locate, read_state_file
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -122,7 +123,7 @@ class Variable(Frozen):
         return d
 
 
-_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:@%+=,-]+")
+_PLAIN_WORD = LazyPattern(r"[A-Za-z0-9_./:@%+=,-]+")
 
 
 def shell_word(name: str) -> str:
@@ -153,7 +154,7 @@ def shell_word(name: str) -> str:
 
 _C_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
 # Printable to Python but invisible or reordering on a terminal (bidi marks, zero-width).
-_INVISIBLE = re.compile("[\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+_INVISIBLE = LazyPattern("[\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 
 class Checkpoint:
     """An open checkpoint: metadata is read up front, tensor data only on request.

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from enum import IntEnum
 
+from .lazy_re import LazyPattern
+
 
 class ExitCode(IntEnum):
     """Exit codes of the ``ckpt`` command (the README's "Exit codes and errors" table)."""
@@ -38,9 +40,9 @@ INSTALL_TENSORFLOW = ("pip install tensorflow-cpu (or, in the ckpt-tools checkou
 # first "/": matched on the raw text, never parsed, since a password may hold a raw "@", "?"
 # or "#" that a URL parser takes for the end of the authority (putting the secret in the
 # query or fragment, where the query rule would leave it in clear).
-_USERINFO = re.compile(r"://([^/\s\"<>]*)@")
-_QUERY = re.compile(r"(://[^\s\"<>?#]*\?)([^\s\"<>#]*)")
-_QUERY_VALUE = re.compile(r"=[^&;\s\"'<>]*")
+_USERINFO = LazyPattern(r"://([^/\s\"<>]*)@")
+_QUERY = LazyPattern(r"(://[^\s\"<>?#]*\?)([^\s\"<>#]*)")
+_QUERY_VALUE = LazyPattern(r"=[^&;\s\"'<>]*")
 
 
 def _userinfo(m: re.Match) -> str:

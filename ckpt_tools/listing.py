@@ -194,6 +194,10 @@ def _json_rows(variables: list[Variable]) -> tuple[str, int, int]:
             out = known[values] = "[" + ",".join([encode(x) for x in values]) + "]"
         return out
 
+    # The fields with few distinct values go in two cached pieces per row, keyed by their
+    # values (strings, tuples of strings or None: never equal to a value of another type).
+    heads: dict = {}  # (dtype, role, collections) -> "dtype" piece, "role" piece
+    tails: dict = {}  # (slot_of, path, ema_style, ema_candidates) -> their JSON
     rows = []
     parameters = total = 0
     for v in variables:
@@ -206,14 +210,24 @@ def _json_rows(variables: list[Variable]) -> tuple[str, int, int]:
         parameters += size
         total += nbytes
         name = encode(v.name)
+        hk = (v.dtype, v.role, v.collections)
+        head = heads.get(hk)
+        if head is None:
+            head = heads[hk] = (text(hk[0]), f'"role":{text(hk[1])},'
+                                f'"collections":{strings(hk[2])},"ema_of":')
+        tk = (v.slot_of, v.path, v.ema_style, v.ema_candidates)
+        tail = tails.get(tk)
+        if tail is None:
+            tail = tails[tk] = (f'"slot_of":{text(tk[0])},',
+                                f',"path":{text(tk[1])},"ema_style":{text(tk[2])},'
+                                f'"ema_candidates":{strings(tk[3])}}}')
+        ema_of, ema = v.ema_of, v.ema
         rows.append(
-            f'{{"name":{name},"key":{name},"dtype":{text(v.dtype)},'
-            f'"shape":[{",".join(map(int_text, shape))}],"role":{text(v.role)},'
-            f'"collections":{strings(v.collections)},"ema_of":{text(v.ema_of)},'
-            f'"ema":{text(v.ema)},"size":{int_text(size)},"nbytes":{int_text(nbytes)},'
-            f'"slot_of":{text(v.slot_of)},"partitions":{int_text(partitions)},'
-            f'"path":{text(v.path)},"ema_style":{text(v.ema_style)},'
-            f'"ema_candidates":{strings(v.ema_candidates)}}}')
+            f'{{"name":{name},"key":{name},"dtype":{head[0]},'
+            f'"shape":[{",".join(map(int_text, shape))}],{head[1]}'
+            f'{"null" if ema_of is None else text(ema_of)},'
+            f'"ema":{"null" if ema is None else text(ema)},"size":{int_text(size)},'
+            f'"nbytes":{int_text(nbytes)},{tail[0]}"partitions":{int_text(partitions)}{tail[1]}')
     return ",".join(rows), parameters, total
 
 

@@ -20,6 +20,7 @@ from .formats.objgraph import (
     ObjectGraph,
     readable_name,
 )
+from .lazy_re import LazyPattern
 from .pairing import ObjectPairing, pair_by_names
 
 WEIGHT = "weight"
@@ -50,7 +51,7 @@ _BN_NAMES = frozenset({"moving_mean", "moving_variance", "moving_var", "running_
 _DEBIAS = frozenset({"biased", "local_step"})
 # The "_1", "_2" … TensorFlow appends to a taken name (compiled once: it runs per key).
 _UNIQUIFIED = re.compile(r"_\d+$")
-_OPTIMIZER_PATH = re.compile(r"(^|/)\.?optimizer[^/]*(/|$)", re.IGNORECASE)
+_OPTIMIZER_PATH = LazyPattern(r"(^|/)\.?optimizer[^/]*(/|$)", re.IGNORECASE)
 _HYPERPARAMETERS = frozenset({"learning_rate", "lr", "momentum_value", "decay"})
 _FLOAT = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
                     "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz"})
@@ -453,12 +454,12 @@ def _classify_objects(entries, objects: ObjectGraph, ema_names,
     return out
 
 
-_KERAS3_OPT_VAR = re.compile(r"^((?:[^/]+/)*)_variables/\d+" + re.escape(VALUE_SUFFIX) + "$")
+_KERAS3_OPT_VAR = LazyPattern(r"^((?:[^/]+/)*)_variables/\d+" + re.escape(VALUE_SUFFIX) + "$")
 
 
 # tf_keras (Keras 2) optimizers (tf.keras.optimizers.* since TF 2.11) name their variables
 # "<optimizer name>/<what>/<model variable name>": Adam/m/dense/kernel, SGD/average/dense/kernel.
-_TF_KERAS_VAR = re.compile(r"^([^/]+)/([A-Za-z_]+)/(.+)$")
+_TF_KERAS_VAR = LazyPattern(r"^([^/]+)/([A-Za-z_]+)/(.+)$")
 
 
 def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
@@ -489,7 +490,7 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
     return out
 
 
-_LAYER_CHAIN = re.compile(r"((?:layer_with_weights-\d+/)+)[^/]+")
+_LAYER_CHAIN = LazyPattern(r"((?:layer_with_weights-\d+/)+)[^/]+")
 
 
 def _tf_keras_positions(full_of: dict[str, str], entries,
@@ -539,7 +540,7 @@ def _tf_keras_positions(full_of: dict[str, str], entries,
 
 def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_meta, objects):
     if key == OBJECT_GRAPH_KEY:
-        return RoleInfo(OTHER)
+        return _PLAIN[OTHER]
     if SLOT_MARK in key:  # TF2: <var>/.OPTIMIZER_SLOT/<optimizer>/<slot>/.ATTRIBUTES/...
         slot = objects.slots.get(key) if objects else None
         var_part, _, rest = key.partition(SLOT_MARK)
@@ -554,14 +555,14 @@ def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_
     if "trainable_variables" in in_colls and entry.dtype_name in _FLOAT:
         # The graph trains it: a weight, whatever its name (a Meta-SGD layer/learning_rate,
         # a GRU-D decay, a neural-ODE step); shadows, slots and counters are not trainable.
-        return RoleInfo(WEIGHT)
+        return _PLAIN[WEIGHT]
     # Zero-debias helpers live under the average: <x>/<ema>/biased, <x>/<ema>/local_step.
     if last in _DEBIAS and head and _ema_suffix(_split(head)[1], loss_names):
-        return RoleInfo(EMA_DEBIAS)
+        return _PLAIN[EMA_DEBIAS]
     if last in _STEP_NAMES or path.endswith("optimizer/iter") or key == "global_step":
-        return RoleInfo(STEP)
+        return _PLAIN[STEP]
     if last in _HYPERPARAMETERS:
-        return RoleInfo(OTHER)
+        return _PLAIN[OTHER]
     src = entries.get(head) if head else None
     if head and _ema_suffix(last, names if src is not None else loss_names):
         if src is not None and src.dtype == entry.dtype and src.shape == entry.shape:
@@ -571,21 +572,27 @@ def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_
             if has_meta and head in meta_vars:
                 return RoleInfo(EMA, ema_of=head, ema_style="tf1")
             if has_meta or "loss" in head.lower() or last == "avg":
-                return RoleInfo(LOSS_AVERAGE)
+                return _PLAIN[LOSS_AVERAGE]
             return RoleInfo(EMA, ema_of=head, ema_style="tf1")
     if src is not None and _SLOT_RE.match(last):
         return RoleInfo(OPTIMIZER_SLOT, slot_of=head)
     if last in _BN_NAMES:
-        return RoleInfo(BN_STAT)
+        return _PLAIN[BN_STAT]
     if in_colls:
         if "trainable_variables" in in_colls:
-            return RoleInfo(WEIGHT)
+            return _PLAIN[WEIGHT]
         if "moving_average_variables" in in_colls:
-            return RoleInfo(BN_STAT)
-        return RoleInfo(OTHER)
+            return _PLAIN[BN_STAT]
+        return _PLAIN[OTHER]
     if has_meta and key in meta_vars:
-        return RoleInfo(OTHER)
-    return RoleInfo(WEIGHT if entry.dtype_name in _FLOAT else OTHER)
+        return _PLAIN[OTHER]
+    return _PLAIN[WEIGHT if entry.dtype_name in _FLOAT else OTHER]
+
+
+# One shared RoleInfo per role that refers to no other key (RoleInfo is frozen): most keys
+# of a large checkpoint get one of these, and building 3,000 of them was ~1 ms of a listing.
+_PLAIN = {role: RoleInfo(role)
+          for role in (BN_STAT, EMA_DEBIAS, LOSS_AVERAGE, OTHER, STEP, WEIGHT)}
 
 
 # What a checkpoint root records as its own counters (tf.train.Checkpoint's save_counter, a
@@ -596,7 +603,7 @@ _STATE_NAMES = _STEP_NAMES | _HYPERPARAMETERS | {"current_loss_scale", "good_ste
 
 
 # TF1 AdamOptimizer's non-slot state (``beta1_power_1`` when a graph has several Adams).
-_ADAM_POWER = re.compile(r"^(beta[12])_power(_\d+)?$")
+_ADAM_POWER = LazyPattern(r"^(beta[12])_power(_\d+)?$")
 
 
 def tf1_adam_powers(variables) -> frozenset[str]:

@@ -266,3 +266,19 @@ def test_truncated_meta_file_is_one_line_exit_4(tmp_path, where):
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and str(meta) in proc.stderr, proc.stderr
     assert meta.read_bytes() == before
+
+
+@pytest.mark.parametrize("raw", [
+    b"\x0a\x03a:0\x38\x81\x00",  # trainable as a padded two-byte varint (1)
+    b"\x0a\x03a:0\x38\x80\x00",  # a padded zero
+    b"\x0a\x03a:0\xb8\x00\x01",  # field 7's tag itself padded
+    b"\x0a\x03a:0\x38\x80\x02",  # 256: any non-zero value is true
+    b"\x0a\x03a:0\x38\x01\x28\x01\x48\x83\x01\x40\x01",  # other varints, one multi-byte
+    b"\x8a\x00\x03a:0\x38\x00",  # name's tag padded
+])
+def test_variable_def_multi_byte_varints_read_as_protobuf(raw):
+    """The VariableDef walk reads one-byte varints inline and longer ones (padded tags,
+    values >= 128) through the general decoder, as protobuf does."""
+    want = VariableDef.FromString(raw)
+    var = meta_mod._variable(raw, "<test>")
+    assert (var.name, var.trainable) == (want.variable_name[:-2], want.trainable)

@@ -8,6 +8,7 @@ import os
 import re
 import unicodedata
 
+from ..lazy_re import LazyPattern
 from ._shorten import ELLIPSIS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -17,9 +18,9 @@ if TYPE_CHECKING:
 # C0/C1 controls, DEL, and invisible format characters that reorder or hide text (bidi
 # overrides and isolates, zero-width spaces and joiners, the soft hyphen, word joiners,
 # interlinear annotations, tag characters).
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
+CONTROL = LazyPattern("[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e"
                       "\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
-_DATA = re.compile(CONTROL.pattern + "|\\\\")
+_DATA = LazyPattern(CONTROL.pattern + "|\\\\")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 

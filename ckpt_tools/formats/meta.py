@@ -277,9 +277,9 @@ def _variable(raw: bytes, path: str) -> MetaVariable:
             pos += 1
             if tag >= 0x80:
                 tag, pos = _varint(raw, pos - 1, end)
-            number, wire = tag >> 3, tag & 7
-            if number == 0:
+            if tag < 8:
                 raise CorruptCheckpointError("field number 0")
+            wire = tag & 7
             if wire == 2:
                 n = raw[pos]
                 pos += 1
@@ -288,18 +288,21 @@ def _variable(raw: bytes, path: str) -> MetaVariable:
                 if n > end - pos:
                     raise CorruptCheckpointError("length-delimited field runs past the end")
                 pos += n
-                if number == 1:
+                if tag == 10:  # 1: variable_name
                     name = _str(raw[pos - n : pos])
-                elif number == 4:
+                elif tag == 34:  # 4: save_slice_info_def
                     part = part or ["", [], [], []]  # repeated occurrences merge
                     for fn, w, v in _fields(raw[pos - n : pos]):
                         if fn == 1 and w == 2:
                             part[0] = _str(v)
                         elif fn in (2, 3, 4):
                             _int64s(fn, w, v, part[fn - 1])
-            elif wire == 0:
-                value, pos = _varint(raw, pos, end)
-                if number == 7:
+            elif wire == 0:  # one-byte values (booleans, enums) inline
+                value = raw[pos]
+                pos += 1
+                if value >= 0x80:
+                    value, pos = _varint(raw, pos - 1, end)
+                if tag == 56:  # 7: trainable
                     trainable = value != 0
             elif wire in (1, 5):
                 n = 8 if wire == 1 else 4
@@ -313,13 +316,12 @@ def _variable(raw: bytes, path: str) -> MetaVariable:
             "cannot parse VariableDef: truncated varint", path=path) from None
     except CorruptCheckpointError as exc:
         raise CorruptCheckpointError(f"cannot parse VariableDef: {exc}", path=path) from None
-    name = _op_name(name)
-    partition = None
+    name = name[:-2] if name.endswith(":0") else _op_name(name)
     if part is not None and part[0]:
         partition = Partition(part[0], tuple(part[1]), tuple(part[2]), tuple(part[3]))
+        return MetaVariable(name, partition.full_name, trainable, partition)
     # VariableDef.trainable is only written by TF >= 1.14; older graphs rely on the collection.
-    return MetaVariable(name=name, checkpoint_key=partition.full_name if partition else name,
-                        trainable=trainable, partition=partition)
+    return MetaVariable(name, name, trainable)
 
 
 def _add_collection(graph: MetaGraph, raw: bytes,
