@@ -95,7 +95,7 @@ def detect_ema_names(entries: Mapping[str, TensorEntry]) -> list[str]:
     """
     counts: Counter[str] = Counter()
     for key, entry in entries.items():
-        head, last = _split(key)
+        head, _, last = key.rpartition("/")  # _split, inline: once per key
         src = entries.get(head)
         if (src is not None and not _SLOT_RE.match(last) and last not in _STEP_NAMES
                 and last not in _BN_NAMES and src.dtype == entry.dtype
@@ -175,7 +175,7 @@ def _scoped_shadows(entries, roles: dict[str, RoleInfo], names: set[str],
     graph_vars = {v.checkpoint_key for v in meta.variables.values()} if meta else set()
     found: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
     for key, info in roles.items():
-        head, last = _split(key)
+        head, _, last = key.rpartition("/")  # _split, inline: once per key
         if (info.role not in (LOSS_AVERAGE, EMA) or (info.role == EMA and info.ema_of in entries)
                 or head in entries or head in graph_vars):
             continue
@@ -550,7 +550,7 @@ def _classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_
             return RoleInfo(EMA, ema_of=primary, ema_style="slot")
         return RoleInfo(OPTIMIZER_SLOT, slot_of=primary)
     path = readable_name(key)
-    head, last = _split(path)
+    head, _, last = path.rpartition("/")  # _split, inline: once per key
     in_colls = colls.get(key, [])
     if "trainable_variables" in in_colls and entry.dtype_name in _FLOAT:
         # The graph trains it: a weight, whatever its name (a Meta-SGD layer/learning_rate,
