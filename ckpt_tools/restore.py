@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import KEEP, ema_map
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
@@ -311,8 +312,7 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
         if keyed and not any(k in ckpt for k in keyed):
             # The object was one child of the checkpoint's root (tf.train.Checkpoint(model=m)):
             # find which child by trying the root's top-level names.
-            roots = {k.split("/", 1)[0] for k in ckpt.keys() if "/" in k}
-            best = max(roots, key=lambda r: sum(f"{r}/{k}" in ckpt for k in keyed), default=None)
+            best = _root_child(ckpt, keyed)
             if best is not None:
                 keyed = {f"{best}/{k}": v for k, v in keyed.items()}
     pairs = [(v, k) for k, v in keyed.items() if k in ckpt]
@@ -352,6 +352,46 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
             pairs.append((v, keys[0]))
             found.add(id(v))
     return pairs, problems
+
+
+def _root_child(ckpt: Checkpoint, keyed: dict) -> str | None:
+    """The child of the checkpoint's root that the live object is, where its structure proves
+    it: the only top-level object holding its relative keys, with no other weights of its
+    shapes elsewhere in the file. Returns None where no child holds them.
+
+    Raises:
+        EmaError: two children fit (an online and a target network of one class), or the file
+            holds weights of the object's shapes outside the one that fits (a model whose own
+            weights are kept only through its optimizer, beside a copy of it): which one the
+            object is cannot be told from its structure.
+    """
+    roots = sorted({k.split("/", 1)[0] for k in ckpt.keys() if "/" in k})
+    counts = {r: sum(f"{r}/{k}" in ckpt for k in keyed) for r in roots}
+    fitting = [r for r in roots if counts[r]]
+    if not fitting:
+        return None
+    how = ("pass the object as the child it is, e.g. apply_ema(tf.train.Checkpoint("
+           f"{fitting[0]}=model), path), so its object paths are exact")
+    if len(fitting) > 1:
+        raise EmaError(f"{ckpt.path}: the object fits {len(fitting)} of the checkpoint's "
+                       f"top-level objects ({', '.join(fitting)}), so which one it is cannot "
+                       f"be told from its structure; {how}")
+    best = fitting[0]
+    # Trained weights it holds under that child: where the file also keeps trained weights of
+    # those shapes elsewhere (a Keras 3 optimizer's list, which keys the weights of the model it
+    # trains), the child may be an untrained copy (a target network) of the object. A model
+    # whose own weights are keyed through its optimizer holds none under its child.
+    shapes = {tuple(v.shape) for k, v in keyed.items()
+              if f"{best}/{k}" in ckpt and getattr(v, "trainable", False)}
+    rivals = [v.name for v in ckpt.variables()
+              if v.role == R.WEIGHT and not v.name.startswith(best + "/")
+              and tuple(v.shape) in shapes]
+    if rivals:
+        raise EmaError(f"{ckpt.path}: the object fits {best}/, but the checkpoint also holds "
+                       f"weights of its shapes elsewhere ({rivals[0]}"
+                       f"{f' and {len(rivals) - 1} more' if len(rivals) > 1 else ''}), so "
+                       f"which object it is cannot be told from its structure; {how}")
+    return best
 
 
 def _keras3_average_owners(ckpt: Checkpoint) -> dict[str, list[str]]:
