@@ -249,7 +249,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                             f"(exact, no value changes); {where}")
         # Over a URL the tensors to export are fetched ahead in the order the writer reads
         # them (the weights or their averages only: not back to back in the shards).
-        ckpt.plan_reads(read_order(plan, fmt))
+        order = read_order(plan, fmt, ckpt)  # refuses an .h5 layer of unknown order
+        ckpt.plan_reads(order)
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
             nbytes = WRITERS[fmt](ckpt, plan, tmp, progress)
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings)
