@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
 
 
-def _model_side_paths(objects) -> dict[str, str]:
+def _model_side_paths(objects, escaped: bool = False) -> dict[str, str]:
     """Key -> the shortest object path to the variable that passes through no optimizer (an
     object with ``_trainable_variables``): where a Keras 3 model's weights are keyed by its
     optimizer's lists, the path through the model itself
@@ -47,6 +47,8 @@ def _model_side_paths(objects) -> dict[str, str]:
         if node and any(n == "_trainable_variables" for n, _ in kids.get(node, [])):
             continue  # an optimizer: its lists reference the model's variables
         for name, child in kids.get(node, []):
+            if escaped:  # as checkpoint keys spell each segment (tf.train.Checkpoint's rule)
+                name = name.replace(".", "..").replace("/", ".S")
             if child not in path_of:
                 path_of[child] = f"{path_of[node]}/{name}" if path_of[node] else name
                 queue.append(child)
@@ -407,6 +409,18 @@ class Checkpoint:
             # critic), where the object path's leading segments tell them apart.
             path = self._named_paths().get(key, full)
         return path
+
+    def keys_by_model_path(self) -> dict[str, str]:
+        """Returns ``<object path>/.ATTRIBUTES/VARIABLE_VALUE`` -> checkpoint key for the
+        variables a TF2 object checkpoint keys through an optimizer's lists (a Keras 3 model's
+        weights: ``optimizer/_trainable_variables/0``), by their path through the model
+        itself (``model/_operations/1/_kernel``), which the object graph records too. Empty
+        for other checkpoints."""
+        if self.objects is None:
+            return {}
+        return {f"{path}/.ATTRIBUTES/VARIABLE_VALUE": key
+                for key, path in _model_side_paths(self.objects, escaped=True).items()
+                if path and f"{path}/.ATTRIBUTES/VARIABLE_VALUE" != key}
 
     def _named_paths(self) -> dict[str, str]:
         """Key -> ``<root>/<own name>`` for the list-reachable variables whose own name

@@ -309,12 +309,16 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
     else:
         variables = list(getattr(model_or_variables, "variables", []))
         keyed = object_keys(model_or_variables) if ckpt.objects is not None else {}
+        # A Keras 3 model's weights are keyed by its optimizer's lists; the object graph also
+        # records their path through the model, which the live object's structure gives.
+        alias = ckpt.keys_by_model_path() if keyed else {}
+        keyed = {alias.get(k, k): v for k, v in keyed.items()}
         if keyed and not any(k in ckpt for k in keyed):
             # The object was one child of the checkpoint's root (tf.train.Checkpoint(model=m)):
             # find which child by trying the root's top-level names.
-            best = _root_child(ckpt, keyed)
+            best = _root_child(ckpt, keyed, alias)
             if best is not None:
-                keyed = {f"{best}/{k}": v for k, v in keyed.items()}
+                keyed = {alias.get(f"{best}/{k}", f"{best}/{k}"): v for k, v in keyed.items()}
     pairs = [(v, k) for k, v in keyed.items() if k in ckpt]
     found = {id(v) for v, _ in pairs}
     # Variables the object walk did not place (Keras 3 models are reachable only through their
@@ -354,7 +358,7 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
     return pairs, problems
 
 
-def _root_child(ckpt: Checkpoint, keyed: dict) -> str | None:
+def _root_child(ckpt: Checkpoint, keyed: dict, alias: dict[str, str]) -> str | None:
     """The child of the checkpoint's root that the live object is, where its structure proves
     it: the only top-level object holding its relative keys, with no other weights of its
     shapes elsewhere in the file. Returns None where no child holds them.
@@ -365,8 +369,8 @@ def _root_child(ckpt: Checkpoint, keyed: dict) -> str | None:
             weights are kept only through its optimizer, beside a copy of it): which one the
             object is cannot be told from its structure.
     """
-    roots = sorted({k.split("/", 1)[0] for k in ckpt.keys() if "/" in k})
-    counts = {r: sum(f"{r}/{k}" in ckpt for k in keyed) for r in roots}
+    roots = sorted({k.split("/", 1)[0] for k in [*ckpt.keys(), *alias] if "/" in k})
+    counts = {r: sum(alias.get(f"{r}/{k}", f"{r}/{k}") in ckpt for k in keyed) for r in roots}
     fitting = [r for r in roots if counts[r]]
     if not fitting:
         return None
@@ -381,11 +385,12 @@ def _root_child(ckpt: Checkpoint, keyed: dict) -> str | None:
     # those shapes elsewhere (a Keras 3 optimizer's list, which keys the weights of the model it
     # trains), the child may be an untrained copy (a target network) of the object. A model
     # whose own weights are keyed through its optimizer holds none under its child.
+    mine = {alias.get(f"{best}/{k}", f"{best}/{k}") for k in keyed}
     shapes = {tuple(v.shape) for k, v in keyed.items()
               if f"{best}/{k}" in ckpt and getattr(v, "trainable", False)}
     rivals = [v.name for v in ckpt.variables()
               if v.role == R.WEIGHT and not v.name.startswith(best + "/")
-              and tuple(v.shape) in shapes]
+              and v.name not in mine and tuple(v.shape) in shapes]
     if rivals:
         raise EmaError(f"{ckpt.path}: the object fits {best}/, but the checkpoint also holds "
                        f"weights of its shapes elsewhere ({rivals[0]}"

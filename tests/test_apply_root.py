@@ -210,3 +210,46 @@ def test_apply_ema_never_guesses_which_of_two_same_class_children_a_model_is(tf,
     apply_ema(tf.train.Checkpoint(**{which: net}), str(tmp_path))
     for n in ("w", "b"):
         assert getattr(net, n).numpy().tobytes() == truth[f"{which}/{n}"].tobytes()
+
+
+def test_apply_ema_never_pairs_keras3_weights_by_their_generated_names(keras, tf, tmp_path):
+    """review-11-attack-r6 C3: a Keras 3 model and a probe head trained by one optimizer: the
+    weights are keyed by the optimizer's list, so apply_ema fell back to the live layers'
+    generated names (dense, dense_1…), which shift when the eval script builds the probe
+    first: every weight got another layer's average. Both models fit the file's structure:
+    refused; stated as the root's child, the object graph's path through the model pairs
+    them bit for bit."""
+    from ckpt_tools import EmaError, apply_ema
+
+    def build_main():
+        inp = keras.Input((4,))
+        return keras.Model(inp, keras.layers.Dense(4)(keras.layers.Dense(4)(inp)), name="main")
+
+    def build_probe():
+        inp = keras.Input((4,))
+        return keras.Model(inp, keras.layers.Dense(4)(inp), name="probe")
+
+    keras.utils.set_random_seed(7)
+    main, probe = build_main(), build_probe()
+    opt = keras.optimizers.Adam(0.1, use_ema=True, ema_momentum=0.5)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(16, 4)).astype("float32")
+    y = rng.normal(size=(16, 4)).astype("float32")
+    vs = main.trainable_variables + probe.trainable_variables
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((probe(main(x)) - y) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, vs), vs, strict=True))
+    tf.train.Checkpoint(model=main, probe=probe, optimizer=opt).save(str(tmp_path / "ckpt"))
+    average = {id(v): a.numpy() for v, a in zip(opt._trainable_variables,
+                                                 opt._model_variables_moving_average,
+                                                 strict=True)}
+    truth = [average[id(v)] for v in main.trainable_variables]
+
+    build_probe()  # the eval script builds another Dense first: the names shift
+    live = build_main()
+    with pytest.raises(EmaError, match=r"fits 2 of the checkpoint's top-level objects"):
+        apply_ema(live, str(tmp_path))
+    apply_ema(tf.train.Checkpoint(model=live), str(tmp_path))
+    for v, want in zip(live.trainable_variables, truth, strict=True):
+        assert v.numpy().tobytes() == want.tobytes(), v.path
