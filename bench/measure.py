@@ -29,6 +29,8 @@ class Run:
     wall_s: float
     maxrss_mb: float
     output: dict = field(default_factory=dict)
+    code: int = 0
+    stderr: str = ""
 
 
 def child_env() -> dict[str, str]:
@@ -45,7 +47,7 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_child(cmd: list[str], env: dict[str, str]) -> Run:
+def run_child(cmd: list[str], env: dict[str, str], allow: tuple[int, ...] = (0,)) -> Run:
     """Runs ``cmd`` through ``launch.py`` and returns its wall time and its own peak RSS.
 
     ``wait4`` rusage is exactly one process's (plus children it waited for), unlike
@@ -54,7 +56,8 @@ def run_child(cmd: list[str], env: dict[str, str]) -> Run:
     as JSON when it is one JSON object.
 
     Raises:
-        RuntimeError: if the command fails, with the tail of its stderr.
+        RuntimeError: if the command exits with a status not in ``allow``, with the tail of its
+            stderr.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile("r", suffix=".rusage") as res:
@@ -65,7 +68,7 @@ def run_child(cmd: list[str], env: dict[str, str]) -> Run:
         stdout, stderr = out.read().decode("utf-8", "replace"), err.read().decode(
             "utf-8", "replace")
         fields = res.read().split()
-    if code != 0 or len(fields) != 3:
+    if code not in allow or len(fields) != 3:
         raise RuntimeError(f"{' '.join(cmd)} exited with {code}:\n{stderr[-3000:]}")
     parsed: dict = {}
     text = stdout.strip()
@@ -74,7 +77,8 @@ def run_child(cmd: list[str], env: dict[str, str]) -> Run:
             parsed = json.loads(text)
         except json.JSONDecodeError:
             parsed = {}
-    return Run(wall_s=float(fields[0]), maxrss_mb=int(fields[1]) / 1024, output=parsed)
+    return Run(wall_s=float(fields[0]), maxrss_mb=int(fields[1]) / 1024, output=parsed,
+               code=code, stderr=stderr)
 
 
 def import_profile(cmd: list[str], env: dict[str, str]) -> dict[str, float]:

@@ -370,7 +370,11 @@ def _root_child(ckpt: Checkpoint, keyed: dict, alias: dict[str, str]) -> str | N
             object is cannot be told from its structure.
     """
     roots = sorted({k.split("/", 1)[0] for k in [*ckpt.keys(), *alias] if "/" in k})
-    counts = {r: sum(alias.get(f"{r}/{k}", f"{r}/{k}") in ckpt for k in keyed) for r in roots}
+    # A live object holds model variables: a child whose matching keys are all averages or
+    # slots (the ``ema/`` mirror a custom loop saves beside ``model/``) is not what it is.
+    held = {v.name for v in ckpt.variables()
+            if v.role not in (R.EMA, R.EMA_DEBIAS, R.OPTIMIZER_SLOT)}
+    counts = {r: sum(alias.get(f"{r}/{k}", f"{r}/{k}") in held for k in keyed) for r in roots}
     fitting = [r for r in roots if counts[r]]
     if not fitting:
         return None
