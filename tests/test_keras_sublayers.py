@@ -310,3 +310,53 @@ def test_optimizers_kept_as_model_attributes_are_not_weights(made, name, tmp_pat
         assert sorted(z.files) == sorted(paths["gan"])
         for key in z.files:
             assert z[key].tobytes() == truth[f"gan_raw:{key}"].tobytes(), key
+
+
+STATE = [("state.keras", []), ("state.weights.h5", ["--use-ema"])]
+
+
+@pytest.mark.parametrize(("name", "extra"), STATE)
+def test_custom_layer_state_is_refused_naming_the_layer(made, name, extra, tmp_path):
+    """A custom layer's non-trainable variable between trainable ones: the file does not say
+    which of its indexed variables are trainable, so export refuses (exit 6) and says so."""
+    out, _, _ = made
+    code, _, err = run_cli(["export", str(out / name), "--out", str(tmp_path / "w.npz"),
+                            *extra])
+    assert code == 6, err
+    assert "custom layer(s) sc" in err and "sc/0, sc/1" in err, err
+    assert not (tmp_path / "w.npz").exists()
+
+
+@pytest.mark.parametrize(("name", "extra"), STATE)
+def test_custom_layer_state_pairs_by_live_trainable_paths(made, name, extra, tmp_path):
+    """Keras' own ``[v.path for v in model.trainable_variables]`` (``sc/w1``, ``sc/w2``, names
+    the file does not record) stands for ``sc``'s first saved variables, trainable first: each
+    average lands on its weight and the running statistic keeps its raw value, bit for bit."""
+    out, truth, paths = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths["state"]),
+                            "--out", str(target), *extra])
+    assert code == 0, err
+    with np.load(target) as z:
+        got = {k: z[k] for k in z.files}
+    saved = {"sc/0": "sc/w1", "sc/1": "sc/w2", "sc/2": "sc/run"}
+    assert set(got) == {"h/kernel", "h/bias", "o/kernel", "o/bias", *saved}
+    for key, value in got.items():
+        path = saved.get(key, key)
+        want = truth.get(f"state:{path}", truth[f"state:raw:{path}"])
+        assert value.tobytes() == want.tobytes(), key
+    assert got["sc/2"].tobytes() == truth["state:raw:sc/run"].tobytes()
+
+
+@pytest.mark.parametrize(("name", "extra"), STATE)
+def test_trainable_skipping_a_custom_layers_saved_variable_is_refused(made, name, extra,
+                                                                        tmp_path):
+    """``sc/0,sc/2`` (creation order, the running statistic between) contradicts Keras' save
+    order (trainable first): it would put w2's average on the running statistic. Refused."""
+    out, _, _ = made
+    stated = "h/kernel,h/bias,sc/0,sc/2,o/kernel,o/bias"
+    code, _, err = run_cli(["export", str(out / name), "--trainable", stated,
+                            "--out", str(tmp_path / "w.npz"), *extra])
+    assert code == 6, err
+    assert "sc/0,sc/1" in err and "trainable variables first" in err, err
+    assert not (tmp_path / "w.npz").exists()

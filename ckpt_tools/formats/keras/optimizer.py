@@ -11,6 +11,7 @@ every setting is tried and ``use_ema`` is decided only when exactly one value fi
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 Spec = tuple[tuple[int, ...], int]  # (shape, TensorFlow dtype enum)
@@ -455,10 +456,22 @@ def _choose(chosen, lay, *, complete: bool, swapped: bool = False):
                      + ("this model's config.json does not record which layers were frozen"
                         if lay.optimizer_config is not None else
                         "frozen layers are not recorded in a bare .weights.h5")
+                     + _custom_note([lay.paths.get(c, c) for c in cands])
                      + " and values do not decide it: pass --trainable with the weights the "
                      "optimizer was built with (Python: apply_keras_ema(model, path))"
                      + ("" if lay.optimizer_config is not None else ", or save a .keras"))
     return (chosen[0][0], {}), merged
+
+
+def _custom_note(cands: list[str]) -> str:
+    """Words for candidates a custom layer saves by index (``sc/0``): the file does not say
+    which of them are trainable, only that Keras saves the trainable ones first."""
+    layers = sorted({c.rsplit("/", 1)[0] for c in cands if re.fullmatch(r".+/\d+", c)})
+    if not layers:
+        return ""
+    return (f", nor which weights of custom layer(s) {', '.join(layers[:3])} are "
+            "non-trainable (Keras saves a layer's trainable ones first: "
+            f"{layers[0]}/0, {layers[0]}/1, ...)")
 
 
 def _describe(setting) -> str:

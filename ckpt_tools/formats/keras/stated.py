@@ -158,6 +158,7 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                     return [own[at.pop()]] if len(at) == 1 else []
         return []
 
+    next_own: dict[str, int] = {}
     for raw in names:
         name = raw.strip().strip("/")
         if not name:
@@ -170,7 +171,17 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
             hit = unnamed(*name.rsplit("/", 1))
             layer = None
         if not hit and "/" in name:  # a variable name the file does not record
-            hit, layer = find(name.rsplit("/", 1)[0])
+            head = name.rsplit("/", 1)[0]
+            own = _positional(lay, find(head)[1] or "")
+            if own:
+                # A custom layer's variables, saved by index only: Keras 3 saves a layer's
+                # trainable variables first, in the order trainable_variables lists them, so
+                # the n-th name stated under it is its n-th saved variable.
+                at = next_own.get(head, 0)
+                next_own[head] = at + 1
+                hit, layer = ([own[at]] if at < len(own) else []), None
+            else:
+                hit, layer = find(head)
         if not hit:
             raise VariableNotFoundError(
                 f"--trainable {name!r} names no weight of the file (names as 'ckpt list' shows "
@@ -182,4 +193,42 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                 "earlier name already stated")
         keys += hit
         last_layer = layer
+    _check_prefix(lay, keys)
     return keys
+
+
+def _positional(lay: KerasLayout, layer: str) -> list[str]:
+    """The own variables of ``layer`` that the file names by index only (``sc/0``, ``sc/1``:
+    a custom layer's ``add_weight`` variables), in saved order; [] where it names them."""
+    if not layer:
+        return []
+    own = [k for k in lay.model
+           if re.fullmatch(re.escape(layer) + r"/\d+", lay.paths.get(k, k))]
+    return sorted(own, key=lambda k: int(lay.paths.get(k, k).rsplit("/", 1)[1]))
+
+
+def _check_prefix(lay: KerasLayout, keys: list[str]) -> None:
+    """Refuses a statement that names a layer's variables saved by index other than as its
+    first ones in order: Keras saves a layer's trainable variables before its non-trainable
+    ones (``_trainable_variables + _non_trainable_variables``), so the weights of one layer an
+    optimizer was built with are ``L/0 .. L/n-1``. Stating ``sc/0, sc/2`` (creation order, with
+    a non-trainable ``sc/1`` between) would put an average on a running statistic.
+
+    Raises:
+        EmaError: the stated variables of one layer are not its first ones, in order.
+    """
+    stated: dict[str, list[int]] = {}
+    for k in keys:
+        m = re.fullmatch(r"(.+)/(\d+)", lay.paths.get(k, k))
+        if m:
+            stated.setdefault(m.group(1), []).append(int(m.group(2)))
+    for layer, got in stated.items():
+        if got != list(range(len(got))) and _positional(lay, layer):
+            want = ",".join(f"{layer}/{i}" for i in range(len(got)))
+            raise EmaError(
+                f"--trainable states {', '.join(f'{layer}/{i}' for i in got)}, but Keras saves "
+                f"a layer's trainable variables first, in trainable_variables order, and its "
+                f"non-trainable ones (running statistics, state) after them, so the "
+                f"{len(got)} of {layer!r} the optimizer was built with are {want}; state them so "
+                f"(or name them by their live paths, [v.path for v in "
+                f"model.trainable_variables]), or use apply_keras_ema(model, path)")
