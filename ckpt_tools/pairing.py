@@ -290,6 +290,30 @@ def _injections(shadows: list[str], seq: list[str], fits) -> list[tuple[str, ...
     return out
 
 
+class LiveOrder(tuple):
+    """A live object's ``trainable_variables`` as checkpoint keys, in order, with ``held``: the
+    keys of every variable the object holds. A held variable missing from the order is one the
+    object proves non-trainable, so ``ema.apply(obj.trainable_variables)`` did not average it.
+
+    Example:
+        >>> LiveOrder(["model/a", "model/c"], held={"model/a", "model/b", "model/c"}).held
+        frozenset({'model/a', 'model/b', 'model/c'})
+    """
+
+    held: frozenset[str]
+
+    def __new__(cls, keys, held=()) -> LiveOrder:
+        self = super().__new__(cls, keys)
+        self.held = frozenset(held) | frozenset(keys)
+        return self
+
+    def __eq__(self, other) -> bool:
+        return tuple.__eq__(self, other) and getattr(other, "held", None) == self.held
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.held))
+
+
 def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                   apply_order: str | Sequence[str] | None = None) -> ObjectPairing:
     """Pairs TF2 averages with their variables through the recorded names and the object graph.
@@ -309,6 +333,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
     """
     given = None if apply_order is None or isinstance(apply_order, str) else {
         k: i for i, k in enumerate(apply_order)}
+    held = getattr(apply_order, "held", None)  # a LiveOrder: the others are not trainable
     if given is None and apply_order is not None and apply_order not in APPLY_ORDERS:
         raise ValueError(f"apply_order must be one of {', '.join(APPLY_ORDERS)}")
     full = {k: objects.full_names[k] for k in entries
@@ -363,7 +388,9 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         for hyp in chosen:
             for order in orders[hyp]:
                 seq = sorted((v for v in variables if v in order), key=order.__getitem__)
-                if distinct_idx and len(seq) == len(variables):
+                complete = len(seq) == len(variables) or (
+                    held is not None and all(v in held for v in variables))
+                if distinct_idx and complete:
                     found.update(_injections(shadows, seq, fits))
                 else:  # creation order unknown: any fitting variable is possible
                     found.add(())

@@ -15,6 +15,7 @@ from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import KEEP, ema_map
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
+from .pairing import LiveOrder
 
 
 def _tf():
@@ -421,7 +422,7 @@ def _keras3_average_owners(ckpt: Checkpoint) -> dict[str, list[str]]:
     return out
 
 
-def _live_order(model_or_variables, pairs: list) -> str | tuple[str, ...]:
+def _live_order(model_or_variables, pairs: list) -> str | LiveOrder:
     """What ``apply_order="trainable"`` means for this live object: the checkpoint keys of its
     own ``trainable_variables``, in that order. The object's real types (tf.Module or dict,
     list or dict keyed ``"0"``…) settle the order the object graph leaves open; a list of
@@ -429,13 +430,14 @@ def _live_order(model_or_variables, pairs: list) -> str | tuple[str, ...]:
     or refused).
 
     Returns:
-        `tuple[str, ...]` or ``"trainable"``.
+        `LiveOrder` (its non-trainable variables' keys are ``held`` but not in the order) or
+        ``"trainable"``.
     """
     live = getattr(model_or_variables, "trainable_variables", None)
     if isinstance(model_or_variables, (list, tuple)) or live is None:
         return "trainable"
     key_of = {id(v): k for v, k in pairs}
-    return tuple(key_of[id(v)] for v in live if id(v) in key_of)
+    return LiveOrder([key_of[id(v)] for v in live if id(v) in key_of], held=key_of.values())
 
 
 def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,

@@ -159,3 +159,33 @@ def test_apply_ema_takes_the_order_from_the_live_module(tf, tmp_path, layout):
     paths = _paths(tf, live)
     for v in live.trainable_variables:
         assert v.numpy().tobytes() == truth[paths[id(v)]].tobytes(), paths[id(v)]
+
+
+def test_apply_ema_leaves_out_what_the_live_module_proves_non_trainable(tf, tmp_path):
+    """A non-trainable variable of the same name and shape between two trainable ones (a step
+    counter, a running statistic): ``ema.apply(m.trainable_variables)`` never averaged it, and
+    the live module proves which one it is. The file alone cannot (exit 6 from the CLI)."""
+
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = tf.Variable(tf.random.normal([3]))
+            self.b = tf.Variable(tf.random.normal([3]), trainable=False)
+            self.c = tf.Variable(tf.random.normal([3]))
+
+    m = M()
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    for _ in range(3):
+        ema.apply(m.trainable_variables)
+        for v in m.trainable_variables:
+            v.assign_add(tf.random.normal(v.shape))
+    d = tmp_path / "ckpt"
+    tf.train.Checkpoint(model=m, ema=[ema.average(v) for v in m.trainable_variables]).save(
+        str(d / "ckpt"))
+    want = {"a": ema.average(m.a).numpy(), "b": m.b.numpy(), "c": ema.average(m.c).numpy()}
+    code = runner.invoke(app, ["map", str(d), "--apply-order", "trainable"]).exit_code
+    assert code == 6  # the file records no trainable flags: b may be what ema/1 averages
+    live = M()
+    ckpt_tools.apply_ema(live, d, apply_order="trainable")
+    for name, value in want.items():
+        assert getattr(live, name).numpy().tobytes() == value.tobytes(), name
