@@ -320,6 +320,16 @@ def _key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str
             best = _root_child(ckpt, keyed, alias)
             if best is not None:
                 keyed = {alias.get(f"{best}/{k}", f"{best}/{k}"): v for k, v in keyed.items()}
+            else:
+                # Its structure matches nothing saved: pairing it by variable names would be a
+                # guess (Keras and TF generate names like dense_1 per process). A list of
+                # variables states that names are what pairs them.
+                raise EmaError(
+                    f"{ckpt.path}: the object's structure (its attribute paths) matches no "
+                    "object in the checkpoint, so which saved variable each of its variables is "
+                    "cannot be told; pass the object the checkpoint was saved from or one of "
+                    "its children, or a list of variables to pair them by name "
+                    "(apply_ema(model.variables, path)) where those names are stable")
     pairs = [(v, k) for k, v in keyed.items() if k in ckpt]
     found = {id(v) for v, _ in pairs}
     # Variables the object walk did not place (Keras 3 models are reachable only through their

@@ -253,3 +253,39 @@ def test_apply_ema_never_pairs_keras3_weights_by_their_generated_names(keras, tf
     apply_ema(tf.train.Checkpoint(model=live), str(tmp_path))
     for v, want in zip(live.trainable_variables, truth, strict=True):
         assert v.numpy().tobytes() == want.tobytes(), v.path
+
+
+def test_an_object_whose_structure_matches_nothing_is_not_paired_by_names(tf, tmp_path):
+    """Two modules whose variables carry the names ``layer/kernel``: the live module holds them
+    under other attributes than the saved one, so its structure matches nothing saved and
+    pairing by names would rest on names alone (Keras and TF generate them per process). An
+    object is refused; a list of variables states that names pair them and is bit-exact."""
+
+    class Saved(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = tf.Variable(tf.random.normal([3]), name="first")
+            self.b = tf.Variable(tf.random.normal([2]), name="second")
+
+    class Renamed(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.x = tf.Variable(tf.zeros([3]), name="first")
+            self.y = tf.Variable(tf.zeros([2]), name="second")
+
+    m = Saved()
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    for _ in range(3):
+        ema.apply(m.trainable_variables)
+        for v in m.trainable_variables:
+            v.assign_add(tf.random.normal(v.shape))
+    d = tmp_path / "ck"
+    tf.train.Checkpoint(model=m, ema=[ema.average(v) for v in m.trainable_variables]).write(
+        str(d / "ckpt"))
+    live = Renamed()
+    with pytest.raises(EmaError, match="structure .* matches no object"):
+        ckpt_tools.apply_ema(live, d)
+    assert not live.x.numpy().any() and not live.y.numpy().any()  # nothing assigned
+    ckpt_tools.apply_ema([live.x, live.y], d)
+    assert live.x.numpy().tobytes() == ema.average(m.a).numpy().tobytes()
+    assert live.y.numpy().tobytes() == ema.average(m.b).numpy().tobytes()
