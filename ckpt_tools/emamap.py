@@ -32,7 +32,8 @@ KEEP, DROP = "keep", "drop"
 
 
 def refuse_apply_order(ckpt: Checkpoint, apply_order: str | None) -> None:
-    """Refuses ``apply_order`` given for a Keras file, where it cannot apply.
+    """Refuses ``apply_order`` given for a Keras file or a name-based (TF1) checkpoint, where
+    it cannot apply.
 
     ``apply_order`` states the order ``ema.apply()`` got a TF2 object checkpoint's variables
     in. A Keras optimizer averages the model's weights in the model's order, which the file
@@ -40,7 +41,8 @@ def refuse_apply_order(ckpt: Checkpoint, apply_order: str | None) -> None:
     nothing.
 
     Raises:
-        OptionError: ``apply_order`` is given and ``ckpt`` is a Keras file (exit 2).
+        OptionError: ``apply_order`` is given and ``ckpt`` is a Keras file or has no object
+            graph (exit 2).
     """
     if apply_order is not None and getattr(ckpt.reader, "keras", None) is not None:
         raise OptionError(
@@ -48,6 +50,12 @@ def refuse_apply_order(ckpt: Checkpoint, apply_order: str | None) -> None:
             "ema.apply() got a TF2 checkpoint's variables in; it does not apply to Keras "
             "files, whose optimizer averages the model's weights in the model's order "
             "(recorded in the file, or stated with --trainable): omit it")
+    if apply_order is not None and ckpt.objects is None:
+        raise OptionError(
+            f"{ckpt.path}: --apply-order (Python: apply_order=) states the order "
+            "ema.apply() got a TF2 object checkpoint's same-named variables in; this "
+            "checkpoint is name-based (TF1 Saver), where each average is keyed by its "
+            "variable's name, so it would change nothing: omit it")
 
 
 def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | None = None,

@@ -136,3 +136,24 @@ def test_apply_ema_on_a_keras_file_refuses_tensorflow_options():
         with pytest.raises(OptionError, match="do not apply to Keras files") as err:
             apply_ema(Model(), str(EMA / "adam.keras"), **options)
         assert next(iter(options)) + "=" in str(err.value), err.value
+
+
+@pytest.mark.parametrize("name", ["towers_bn", "linear_v1"])
+def test_apply_order_on_a_name_based_checkpoint_is_a_usage_error(name, tmp_path):
+    """A TF1 (name-based) checkpoint keys each average by its variable's name, so
+    --apply-order would change nothing: refused (exit 2) by every command, never ignored."""
+    path = FIXTURES / name
+    out = tmp_path / "o"
+    for args in (["list", str(path)], ["map", str(path)],
+                 ["restore-ema", str(path), "--out", str(out)],
+                 ["export", str(path), "--out", str(out) + ".npz"],
+                 ["average", str(path), str(path), "--ema", "--bake", "--out", str(out)]):
+        code, _, err = run_cli([*args, "--apply-order", "trainable"])
+        assert code == 2, (args, err)
+        assert "--apply-order" in err and "name-based" in err, (args, err)
+        assert len(err.strip().splitlines()) == 1, (args, err)
+    assert not list(tmp_path.iterdir())
+    from ckpt_tools import ema_map
+
+    with pytest.raises(OptionError, match="apply_order="):
+        ema_map(path, apply_order="tracked")
