@@ -14,6 +14,7 @@ from .ema_refusals import (
     several_message,
     suffix_base,
 )
+from .errors import EmaError
 
 
 def role_from_name(key: str) -> str:
@@ -117,4 +118,17 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         raise UnprovenPairingError(
             several_message(ckpt, variables, suffix, holder, several, ema_name), "--ema-name",
             {t: tuple(c) for t, c in several.items()})
+    keras = getattr(ckpt.reader, "keras", None) is not None
+    if ema_name is not None and shadows and not chosen and (tf2 or keras):
+        # The averages are there, under other names: say so, not "use_ema=False" or "save
+        # the averages", which would be false about this file (TF1 says it in missing_hints).
+        found = sorted({holder.get(c) or suffix_base(suffix.get(c, "")) or c
+                        for cs in shadows.values() for c in cs} - {""})
+        kept = (f"its optimizer's averages of {len(shadows)} weight(s) (use_ema=True), which "
+                "a Keras file keeps for one optimizer: omit --ema-name" if keras else
+                f"averages of {len(shadows)} variable(s) kept as {', '.join(found[:4])}: pass "
+                f"--ema-name {found[0]} or omit it (one EMA object's averages need none)")
+        raise EmaError(
+            f"{ckpt.path}: none of its averages is kept under the EMA name {ema_name!r} "
+            f"(--ema-name; Python: ema_name=); it holds {kept}")
     return chosen

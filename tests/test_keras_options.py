@@ -157,3 +157,17 @@ def test_apply_order_on_a_name_based_checkpoint_is_a_usage_error(name, tmp_path)
 
     with pytest.raises(OptionError, match="apply_order="):
         ema_map(path, apply_order="tracked")
+
+
+@pytest.mark.parametrize(("path", "says"), [
+    (EMA / "adam.keras", "omit --ema-name"),
+    (FIXTURES / "keras3_object", "--ema-name optimizer or omit it"),
+])
+def test_a_wrong_ema_name_is_reported_as_the_option_not_as_the_file(path, says, tmp_path):
+    """The averages are there under another name: the refusal names the option and what the
+    file keeps, never a false cause ("use_ema=False", "save the averages")."""
+    code, _, err = run_cli(["export", str(path), "--ema-name", "zzz",
+                            "--out", str(tmp_path / "w.npz")])
+    assert code == 6 and "under the EMA name 'zzz'" in err and says in err, err
+    assert "use_ema=False" not in err and "saves only what it is given" not in err, err
+    assert not (tmp_path / "w.npz").exists()
