@@ -393,3 +393,13 @@ def test_untrained_keras_with_use_ema_is_not_called_use_ema_false(made, tmp_path
     code, _, err = _exported(made, "k3_untrained.keras", tmp_path)
     assert code == 6 and "use_ema=True" in err and "never built" in err, err
     assert "use_ema=False" not in err, err
+
+
+@pytest.mark.parametrize("extra", [(), ("--use-ema",)])
+def test_untrained_bare_weights_h5_says_never_built_not_use_ema_false(made, tmp_path, extra):
+    """Its bare .weights.h5 holds only iteration/learning_rate: no averages exist whatever
+    use_ema was (even stated with --use-ema), so the refusal says the optimizer was never
+    built, never that it "had use_ema=False"."""
+    code, _, err = _exported(made, "k3_untrained.weights.h5", tmp_path, *extra)
+    assert code == 6 and "never built" in err and "iteration/learning_rate" in err, err
+    assert "had use_ema=False" not in err, err
