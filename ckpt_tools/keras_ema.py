@@ -86,6 +86,8 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     elif layout.ema_source == "config" and (layout.optimizer_config or {}).get("use_ema"):
         why = (f"its {layout.optimizer or 'optimizer'} was configured with use_ema=True, but "
                f"it was never built, so no averages exist yet ({layout.ema_evidence})")
+    elif layout.use_ema is False and layout.ema_source == "config":
+        why = f"its {layout.optimizer or 'optimizer'} was configured with use_ema=False"
     elif set(layout.optimizer_vars) <= {layout.iteration, layout.learning_rate}:
         # Nothing per weight: whatever use_ema was (a stated --use-ema included), there are
         # no averages to find; "use_ema=False" would be a guess about the file.
@@ -94,8 +96,6 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
                + (", or it keeps no per-weight state (SGD without momentum and "
                   "use_ema=False)" if layout.optimizer in (None, "sgd") else "")
                + ", so no averages exist")
-    elif layout.use_ema is False and layout.ema_source == "config":
-        why = f"its {layout.optimizer or 'optimizer'} was configured with use_ema=False"
     else:
         why = (f"the optimizer had use_ema=False "
                f"({layout.ema_evidence or 'no *_average optimizer variables'})")
