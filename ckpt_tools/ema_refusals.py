@@ -288,6 +288,11 @@ def missing_message(m: EmaMap) -> str:
         cause = ("no EMA shadow is stored at all: the Saver probably saved only "
                  "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "
                  "Saver() to keep the shadows), or training never ran ema.apply()")
+    elif m.file_style == "keras":
+        cause = ("the optimizer does not average these weights: it was not built with them "
+                 "(frozen when it was built, or another model's weights, such as a target "
+                 "network); pass allow_missing=True (--allow-missing) to restore their raw "
+                 "values")
     elif m.file_style == "tf2":
         cause = ("these variables were probably created after ema.apply(), left out of its "
                  "var_list, or their ema.average(v) was not saved; pass allow_missing=True "

@@ -211,6 +211,26 @@ class EmaMap(Frozen):
         """Returns target key -> source key (the inverse of :attr:`mapping`)."""
         return {t: s for s, t in self.mapping.items()}
 
+    def unaveraged_warning(self, keys=None) -> str | None:
+        """Returns the warning for weights with no average that keep their raw values (those
+        of ``keys`` where given), in the file's style, or None where every weight has one.
+
+        Example:
+            >>> ema_map("fixtures/linear_v1").unaveraged_warning() is None
+            True
+        """
+        keys = [k for k in self.unaveraged if keys is None or k in keys]
+        if not keys:
+            return None
+        # Speak the file's style: a Keras optimizer keeps EMA copies, TF2 ema.average(v)s.
+        what = {"keras": "EMA copy in the optimizer (use_ema=True: it was not built with "
+                         "them)",
+                "tf2": "average (ema.average(v)) in the checkpoint"}.get(
+            self.file_style, f"'{self.ema_name}' shadow")
+        return (f"{len(keys)} weight(s) have no {what} and keep their raw values: "
+                f"{', '.join(self.shown(k) for k in keys[:5])}"
+                + (" ..." if len(keys) > 5 else ""))
+
     def require_complete(self) -> EmaMap:
         """Returns self, or raises :class:`EmaError` explaining which shadows are missing."""
         if self.missing:
@@ -378,13 +398,17 @@ def ema_map(
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "
                         f"{', '.join(kinds)} (drop --style, or pass --style {kinds[0]})")
+    style = file_style(ckpt)
+    if style == "tf2" and {v.ema_style for v in variables.values()
+                           if v.role == R.EMA and v.ema_style} == {"keras"}:
+        style = "keras"  # a Keras 3 optimizer's use_ema copies in a tf.train.Checkpoint
     return EmaMap(
         checkpoint=ckpt.path, ema_name=name, mapping=mapping, averaged=tuple(averaged),
         raw=tuple(raw), missing=tuple(t for t in missing if t not in set(dropped)),
         unaveraged=tuple(unaveraged), not_saved=tuple(not_saved), dropped=tuple(dropped),
         debias=tuple(k for k, v in variables.items() if v.role == R.EMA_DEBIAS),
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
-        source=source, file_style=file_style(ckpt), pairs=tuple(kept), hints=tuple(hints),
+        source=source, file_style=style, pairs=tuple(kept), hints=tuple(hints),
         names={k: v.path for k, v in variables.items() if v.path})
 
 

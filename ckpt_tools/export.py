@@ -161,6 +161,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         first[name] = (key, before)
         if src != key:
             averaged.append(name)
+    if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it
+        raw_too = m.unaveraged_warning({k for k, _ in first.values()})
+        if raw_too:
+            warnings.append(raw_too)
     return plan, averaged, warnings
 
 

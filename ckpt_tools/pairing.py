@@ -296,8 +296,8 @@ class LiveOrder(tuple):
     object proves non-trainable, so ``ema.apply(obj.trainable_variables)`` did not average it.
 
     Example:
-        >>> LiveOrder(["model/a", "model/c"], held={"model/a", "model/b", "model/c"}).held
-        frozenset({'model/a', 'model/b', 'model/c'})
+        >>> sorted(LiveOrder(["model/a", "model/c"], held={"model/a", "model/b"}).held)
+        ['model/a', 'model/b', 'model/c']
     """
 
     held: frozenset[str]

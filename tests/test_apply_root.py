@@ -289,3 +289,30 @@ def test_an_object_whose_structure_matches_nothing_is_not_paired_by_names(tf, tm
     ckpt_tools.apply_ema([live.x, live.y], d)
     assert live.x.numpy().tobytes() == ema.average(m.a).numpy().tobytes()
     assert live.y.numpy().tobytes() == ema.average(m.b).numpy().tobytes()
+
+
+def test_weights_a_keras_optimizer_does_not_average_are_worded_as_its(tf, keras, tmp_path):
+    """A BYOL-style target network beside the online model, one ``Adam(use_ema=True)`` over the
+    online one, all in a tf.train.Checkpoint: the target's weights keep raw values, and the
+    warning speaks of the optimizer's EMA copies, not of ``ema.average(v)``."""
+
+    def build():
+        inp = keras.Input((4,))
+        return keras.Model(inp, keras.layers.Dense(4)(keras.layers.Dense(4)(inp)))
+
+    keras.utils.set_random_seed(1)
+    online, target = build(), build()
+    opt = keras.optimizers.Adam(0.1, use_ema=True, ema_momentum=0.5)
+    x = np.random.RandomState(0).randn(16, 4).astype("float32")
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((online(x) - tf.stop_gradient(target(x))) ** 2)
+        grads = tape.gradient(loss, online.trainable_variables)
+        opt.apply_gradients(zip(grads, online.trainable_variables, strict=True))
+    tf.train.Checkpoint(online=online, target=target, optimizer=opt).write(
+        str(tmp_path / "ck" / "ckpt"))
+    result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--out",
+                                 str(tmp_path / "w.npz")])
+    assert result.exit_code == 0, result.output
+    assert "4 weight(s) have no EMA copy in the optimizer" in result.output, result.output
+    assert "ema.average" not in result.output

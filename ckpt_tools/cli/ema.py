@@ -240,14 +240,9 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None) -> dict:
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
-    if m.unaveraged:
-        # Speak the file's style: a Keras optimizer keeps EMA copies, TF2 ema.average(v)s.
-        what = {"keras": "EMA copy in the optimizer (use_ema=True)",
-                "tf2": "average (ema.average(v)) in the checkpoint"}.get(
-            getattr(m, "file_style", ""), f"'{m.ema_name}' shadow")
-        out.warning(f"{len(m.unaveraged)} weight(s) have no {what} and keep "
-                    f"their raw values: {', '.join(m.shown(k) for k in m.unaveraged[:5])}"
-                    + (" ..." if len(m.unaveraged) > 5 else ""))
+    warning = m.unaveraged_warning()
+    if warning:
+        out.warning(warning)
 
 
 def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
