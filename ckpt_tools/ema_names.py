@@ -115,9 +115,8 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         elif len(cands) > 1:
             several[target] = sorted(cands)
     if several:
-        raise UnprovenPairingError(
-            several_message(ckpt, variables, suffix, holder, several, ema_name), "--ema-name",
-            {t: tuple(c) for t, c in several.items()})
+        message, option = several_message(ckpt, variables, suffix, holder, several, ema_name)
+        raise UnprovenPairingError(message, option, {t: tuple(c) for t, c in several.items()})
     keras = getattr(ckpt.reader, "keras", None) is not None
     if ema_name is not None and shadows and not chosen and (tf2 or keras):
         # The averages are there, under other names: say so, not "use_ema=False" or "save

@@ -210,7 +210,11 @@ def contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str
             f"training graph's")
 
 
-def several_message(ckpt, variables, suffix, holder, several, ema_name) -> str:
+def several_message(ckpt, variables, suffix, holder, several,
+                    ema_name) -> tuple[str, str | None]:
+    """Returns (the refusal for variables with several averages, the option that decides:
+    ``"--ema-name"``, or None where no EMA name tells the averages apart)."""
+
     def show(key: str) -> str:
         v = variables.get(key)
         return v.path if v is not None and v.path else key
@@ -239,12 +243,26 @@ def several_message(ckpt, variables, suffix, holder, several, ema_name) -> str:
                   "averages under its own attribute (tf.train.Checkpoint(fast=[...], slow=[...]))")
     else:
         options, decide = names, ""
+    if len(options) < max(len(cs) for cs in several.values()):
+        # Every average has the same attribute and EMA name: no --ema-name picks one (it
+        # would loop back here). One EMA object also gives two averages here when it averaged
+        # a same-named variable the checkpoint does not hold (a GAN's D beside the saved G).
+        return (f"{ckpt.path}: {len(several)} variable(s) have more than one average that "
+                f"nothing recorded tells apart: {examples}{more}; they share the attribute "
+                f"and the EMA name ({', '.join(sorted({suffix_base(n) for n in names}))}), so "
+                "they are either two EMA objects of one name or one EMA object's averages of "
+                "same-named variables of which the checkpoint holds only one (a GAN's "
+                "discriminator left unsaved); no --ema-name decides: save every averaged "
+                "variable (tf.train.Checkpoint(generator=G, discriminator=D, ema=[...])), name "
+                "the variables apart, or name the EMA objects "
+                "(tf.train.ExponentialMovingAverage(decay, name='fast'))", None)
     return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
             f"checkpoint holds several ExponentialMovingAverage objects and does not record "
             f"which one to evaluate with: {examples}{more}; EMA names found: "
             f"{', '.join(names)}{stated}; pass "
             + " or ".join(f"--ema-name {n}" for n in options[:4])
-            + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}")
+            + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}",
+            "--ema-name")
 
 
 def missing_hints(variables, name: str, detected: list[str], missing: list[str],

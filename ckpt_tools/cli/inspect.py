@@ -169,7 +169,7 @@ def _print_table(out: Output, listing: Listing) -> None:
         n = sum(1 for v in shown if _open(v))
         everywhere = sum(1 for v in listing.by_key.values() if _open(v))
         option = listing.decides
-        decide = (f"pass {option} to decide" if option else "no option decides; see 'ckpt map'")
+        decide = f"pass {option} to decide" if option else "no option decides"
         out.summary(f"EMA: {n} variable(s) or average(s) have a pairing the file does not prove "
                     f"(shown '?'{f'; {everywhere} in the file' if everywhere != n else ''}): "
                     f"{decide} ('ckpt map' lists the candidates)")
