@@ -1,0 +1,198 @@
+"""Pairs live TensorFlow 2 variables with the keys of an object-based checkpoint.
+
+``apply_ema`` (:mod:`ckpt_tools.restore`) is given a live object: a ``tf.Module``, a Keras
+model, a ``tf.train.Checkpoint``, or a list of variables. Its variables are paired by object
+path, exactly as ``tf.train.Checkpoint`` names them, from the checkpoint's root or the one
+child of it that the object's structure proves it is; a Keras 3 model's weights, which the
+object graph keys through its optimizer's lists, by their path through the model. Names pair
+only a list of variables (or a name-based TF1 checkpoint): names are generated per process.
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .errors import EmaError
+from .pairing import LiveOrder
+
+
+def _escape(name: str) -> str:
+    # TensorFlow's trackable.escape_local_name: "." -> "..", "/" -> ".S"
+    return name.replace(".", "..").replace("/", ".S")
+
+
+def object_keys(root) -> dict[str, object]:
+    """Returns checkpoint key -> variable for every variable reachable from ``root``.
+
+    Walks the trackable object graph breadth-first, as ``tf.train.Checkpoint`` does when it
+    names keys, so keys are those a checkpoint of ``root`` would have.
+    """
+    import tensorflow as tf  # apply_ema checked it is installed
+    out: dict[str, object] = {}
+    seen = {id(root)}
+    queue = [(root, "")]
+    while queue:
+        obj, path = queue.pop(0)
+        try:
+            children = obj._trackable_children("checkpoint")
+        except (AttributeError, TypeError):
+            children = {ref.name: ref.ref for ref in getattr(obj, "_checkpoint_dependencies", [])}
+        for name, child in children.items():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            child_path = f"{path}/{_escape(name)}" if path else _escape(name)
+            # A Keras 3 variable is not a tf.Variable but saves as one (its value is).
+            if isinstance(child, tf.Variable) or isinstance(getattr(child, "value", None),
+                                                             tf.Variable):
+                out[f"{child_path}/.ATTRIBUTES/VARIABLE_VALUE"] = child
+            queue.append((child, child_path))
+    return out
+
+
+def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]]:
+    """Pairs variables with checkpoint keys: by object path when given an object (TF2), then by
+    the variable's name for the rest. Returns ([(variable, key)], problems)."""
+    if isinstance(model_or_variables, (list, tuple)):
+        variables, keyed = list(model_or_variables), {}
+    else:
+        variables = list(getattr(model_or_variables, "variables", []))
+        keyed = object_keys(model_or_variables) if ckpt.objects is not None else {}
+        # A Keras 3 model's weights are keyed by its optimizer's lists; the object graph also
+        # records their path through the model, which the live object's structure gives.
+        alias = ckpt.keys_by_model_path() if keyed else {}
+        keyed = {alias.get(k, k): v for k, v in keyed.items()}
+        if keyed and not any(k in ckpt for k in keyed):
+            # The object was one child of the checkpoint's root (tf.train.Checkpoint(model=m)):
+            # find which child by trying the root's top-level names.
+            best = _root_child(ckpt, keyed, alias)
+            if best is not None:
+                keyed = {alias.get(f"{best}/{k}", f"{best}/{k}"): v for k, v in keyed.items()}
+            else:
+                # Its structure matches nothing saved: pairing it by variable names would be a
+                # guess (Keras and TF generate names like dense_1 per process). A list of
+                # variables states that names are what pairs them.
+                raise EmaError(
+                    f"{ckpt.path}: the object's structure (its attribute paths) matches no "
+                    "object in the checkpoint, so which saved variable each of its variables is "
+                    "cannot be told; pass the object the checkpoint was saved from or one of "
+                    "its children, or a list of variables to pair them by name "
+                    "(apply_ema(model.variables, path)) where those names are stable")
+    pairs = [(v, k) for k, v in keyed.items() if k in ckpt]
+    found = {id(v) for v, _ in pairs}
+    # Variables the object walk did not place (Keras 3 models are reachable only through their
+    # optimizer's lists) are paired by name: the full_name TF2 records, or a TF1 key.
+    by_name: dict[str, list[str]] = {}
+    if ckpt.objects is not None:
+        for key, full in ckpt.objects.full_names.items():
+            if "/.OPTIMIZER_SLOT/" not in key:
+                by_name.setdefault(full, []).append(key)
+    problems = []
+    flat = _keras3_average_owners(ckpt) if ckpt.objects is not None else {}
+    todo = variables or [v for k, v in keyed.items()]
+    live: dict[str, int] = {}  # a flattened path two live variables share decides nothing
+    for v in todo:
+        if getattr(v, "path", None):
+            live[v.path.replace("/", "_")] = live.get(v.path.replace("/", "_"), 0) + 1
+    for v in todo:
+        if id(v) in found:
+            continue
+        names = [n for n in (getattr(v, "path", None), v.name.split(":")[0]) if n]
+        keys: list[str] = []
+        for name in names:
+            keys = by_name.get(name) or ([name] if name in ckpt else [])
+            if keys:
+                break
+        mine = getattr(v, "path", None) and v.path.replace("/", "_")
+        if len(keys) != 1 and mine and live.get(mine) == 1 and len(flat.get(mine, ())) == 1:
+            keys = flat[mine]
+        if len(keys) > 1:
+            problems.append(f"{names[-1]} (ambiguous: {', '.join(keys)}; pass the model object "
+                            "instead of a variable list so object paths decide)")
+        elif not keys:
+            problems.append(f"{names[-1]} (no checkpoint key for this variable)")
+        else:
+            pairs.append((v, keys[0]))
+            found.add(id(v))
+    return pairs, problems
+
+
+def _root_child(ckpt: Checkpoint, keyed: dict, alias: dict[str, str]) -> str | None:
+    """The child of the checkpoint's root that the live object is, where its structure proves
+    it: the only top-level object holding its relative keys, with no other weights of its
+    shapes elsewhere in the file. Returns None where no child holds them.
+
+    Raises:
+        EmaError: two children fit (an online and a target network of one class), or the file
+            holds weights of the object's shapes outside the one that fits (a model whose own
+            weights are kept only through its optimizer, beside a copy of it): which one the
+            object is cannot be told from its structure.
+    """
+    roots = sorted({k.split("/", 1)[0] for k in [*ckpt.keys(), *alias] if "/" in k})
+    # A live object holds model variables: a child whose matching keys are all averages or
+    # slots (the ``ema/`` mirror a custom loop saves beside ``model/``) is not what it is.
+    held = {v.name for v in ckpt.variables()
+            if v.role not in (R.EMA, R.EMA_DEBIAS, R.OPTIMIZER_SLOT)}
+    counts = {r: sum(alias.get(f"{r}/{k}", f"{r}/{k}") in held for k in keyed) for r in roots}
+    fitting = [r for r in roots if counts[r]]
+    if not fitting:
+        return None
+    how = ("pass the object as the child it is, e.g. apply_ema(tf.train.Checkpoint("
+           f"{fitting[0]}=model), path), so its object paths are exact")
+    if len(fitting) > 1:
+        raise EmaError(f"{ckpt.path}: the object fits {len(fitting)} of the checkpoint's "
+                       f"top-level objects ({', '.join(fitting)}), so which one it is cannot "
+                       f"be told from its structure; {how}")
+    best = fitting[0]
+    # Trained weights it holds under that child: where the file also keeps trained weights of
+    # those shapes elsewhere (a Keras 3 optimizer's list, which keys the weights of the model it
+    # trains), the child may be an untrained copy (a target network) of the object. A model
+    # whose own weights are keyed through its optimizer holds none under its child.
+    mine = {alias.get(f"{best}/{k}", f"{best}/{k}") for k in keyed}
+    shapes = {tuple(v.shape) for k, v in keyed.items()
+              if f"{best}/{k}" in ckpt and getattr(v, "trainable", False)}
+    rivals = [v.name for v in ckpt.variables()
+              if v.role == R.WEIGHT and not v.name.startswith(best + "/")
+              and v.name not in mine and tuple(v.shape) in shapes]
+    if rivals:
+        raise EmaError(f"{ckpt.path}: the object fits {best}/, but the checkpoint also holds "
+                       f"weights of its shapes elsewhere ({rivals[0]}"
+                       f"{f' and {len(rivals) - 1} more' if len(rivals) > 1 else ''}), so "
+                       f"which object it is cannot be told from its structure; {how}")
+    return best
+
+
+def _keras3_average_owners(ckpt: Checkpoint) -> dict[str, list[str]]:
+    """Keras 3 variable path -> checkpoint key of the weight, from the optimizer's averages.
+
+    A Keras 3 optimizer names each average ``<its name>/<variable path with '/' as
+    '_'>_average``; the weight it averages is the one the file pairs it with. Where a
+    custom layer's sublayers record the same ``full_name`` (``net/kernel`` for up and
+    down), this name tells them apart. Returns flattened path -> weight keys (more than one:
+    it decides nothing)."""
+    out: dict[str, list[str]] = {}
+    full = ckpt.objects.full_names
+    for var in ckpt.variables():
+        avg = full.get(var.ema or "")
+        if var.ema is None or not avg or not avg.endswith("_average") or "/" not in avg:
+            continue
+        out.setdefault(avg.split("/", 1)[1][: -len("_average")], []).append(var.name)
+    return out
+
+
+def live_order(model_or_variables, pairs: list) -> str | LiveOrder:
+    """What ``apply_order="trainable"`` means for this live object: the checkpoint keys of its
+    own ``trainable_variables``, in that order. The object's real types (tf.Module or dict,
+    list or dict keyed ``"0"``…) settle the order the object graph leaves open; a list of
+    variables has no such order of its own, so ``"trainable"`` is kept (decided from the file
+    or refused).
+
+    Returns:
+        `LiveOrder` (its non-trainable variables' keys are ``held`` but not in the order) or
+        ``"trainable"``.
+    """
+    live = getattr(model_or_variables, "trainable_variables", None)
+    if isinstance(model_or_variables, (list, tuple)) or live is None:
+        return "trainable"
+    key_of = {id(v): k for v, k in pairs}
+    return LiveOrder([key_of[id(v)] for v in live if id(v) in key_of], held=key_of.values())
