@@ -307,9 +307,7 @@ def locate(path: str | os.PathLike) -> Location:
                 f"{path}: no checkpoint beside this graph (expected {prefix}.index or {prefix})")
         return _prefix_location(prefix, path)
     if os.path.isfile(path):
-        from .formats.keras.h5 import (
-            sniff,  # cheap: h5py is imported only when a Keras file is opened
-        )
+        from .formats.keras.h5_files import sniff  # cheap: no h5py import
 
         kind = sniff(path)  # "h5" (HDF5 signature) or "keras" (zip with Keras members)
         if kind:

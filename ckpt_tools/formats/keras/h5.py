@@ -19,18 +19,14 @@ h5py. h5py is imported only when a Keras file is opened, and TensorFlow/Keras ne
 from __future__ import annotations
 
 import io
-import json
-import lzma
 import math
 import re
 import struct
 import zipfile
-import zlib
 
 import numpy as np
 
 from ...errors import (
-    CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
     EmaError,
@@ -38,159 +34,30 @@ from ...errors import (
     VariableNotFoundError,
 )
 from .. import dtypes
-from .._io import close_map, map_file, open_binary
+from .._io import close_map, map_file
 from ..entry import TensorEntry
+from .h5_files import (
+    CONFIG_MEMBER,
+    ZIP_ERRORS,
+    ZIP_SIGNATURE,
+    Window,
+    attr_list,
+    has_attr_list,
+    json_attr,
+    parse_json_object,
+)
 
-HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
-ZIP_SIGNATURE = b"PK\x03\x04"
-_HDF5_BASES = (0, 512, 1024, 2048)  # where HDF5 looks for its superblock (after a user block)
 _WEIGHTS_MEMBER = "model.weights.h5"  # saving_lib._VARS_FNAME_H5
-_CONFIG_MEMBER = "config.json"
 _METADATA_MEMBER = "metadata.json"
 _ZIP_LOCAL_HEADER = 30
 _SUFFIX_RE = re.compile(r":\d+$")
-# What a damaged or hostile zip makes zipfile raise besides BadZipFile.
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError,
-               NotImplementedError, struct.error, OSError, lzma.LZMAError)
 # Compressed data may expand to at most BASE + RATIO x its compressed size: an archive member
 # relative to the archive (a deflate bomb is refused from its declared size, before anything is
 # decompressed), a chunked HDF5 dataset relative to its stored bytes. Keras itself writes
 # neither compressed members nor compressed datasets, so honest files stay far below this.
 _EXPAND_BASE, _EXPAND_RATIO = 8 << 20, 16
-_MAX_JSON_DEPTH = 200  # Keras configs nest a few dozen levels; json itself fails near 1000
 _NO_WEIGHTS = ("HDF5 file has no Keras weights (no layer_names attribute, no layers/ or vars/ "
                "groups)")
-
-
-def sniff(path: str) -> str | None:
-    """Returns ``"h5"`` for an HDF5 file, ``"keras"`` for a Keras zip archive, else ``None``.
-
-    Reads at most a few header bytes (and a zip's directory); does not import h5py.
-
-    Example:
-        >>> sniff("fixtures/keras_ema/model.keras")  # doctest: +SKIP
-        'keras'
-    """
-    try:
-        with open_binary(path) as f:  # regular files only: a FIFO must not block here
-            head = f.read(8)
-            if head == HDF5_SIGNATURE:
-                return "h5"
-            if head[:4] == ZIP_SIGNATURE:
-                try:
-                    with zipfile.ZipFile(f) as zf:
-                        names = set(zf.namelist())
-                except _ZIP_ERRORS:
-                    return None
-                if _CONFIG_MEMBER in names or any(n.startswith("model.weights") for n in names):
-                    return "keras"
-                return None
-            for base in _HDF5_BASES[1:]:
-                f.seek(base)
-                if f.read(8) == HDF5_SIGNATURE:
-                    return "h5"
-    except (OSError, CheckpointError):
-        return None
-    return None
-
-
-class _Window(io.RawIOBase):
-    """A read-only, seekable file over a byte range of a buffer (a stored zip member)."""
-
-    def __init__(self, view: memoryview):
-        self._view = view
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
-        self._pos = max(0, base + pos)
-        return self._pos
-
-    def readinto(self, b) -> int:
-        chunk = self._view[self._pos : self._pos + len(b)]
-        b[: len(chunk)] = chunk
-        self._pos += len(chunk)
-        return len(chunk)
-
-
-def _attr_list(group, name: str) -> list[str]:
-    """Reads a list attribute that Keras may split into ``name0``, ``name1``… (> 64 KB)."""
-    if name in group.attrs:
-        raw = list(np.atleast_1d(group.attrs[name]))
-    else:
-        raw, i = [], 0
-        while f"{name}{i}" in group.attrs:
-            raw.extend(np.atleast_1d(group.attrs[f"{name}{i}"]))
-            i += 1
-    return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in raw]
-
-
-def _has_attr_list(group, name: str) -> bool:
-    return name in group.attrs or f"{name}0" in group.attrs
-
-
-def _too_deep(value, limit: int = _MAX_JSON_DEPTH) -> bool:
-    """Returns True if ``value`` nests lists/dicts deeper than ``limit`` (checked without
-    recursion, so the check itself cannot overflow the stack)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return False
-
-
-def parse_json_object(raw, what: str, path: str) -> dict:
-    """Parses ``raw`` as a JSON object of bounded depth.
-
-    Returns:
-        the object (a ``dict``).
-
-    Raises:
-        CorruptCheckpointError: naming ``path`` and ``what``, if ``raw`` is not JSON, is not an
-            object, or nests deeper than Keras ever writes (``json`` would overflow the stack).
-    """
-    try:
-        value = json.loads(raw)
-    except RecursionError:
-        value = None
-        problem = "nests too deeply to be a Keras config"
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise CorruptCheckpointError(f"{what} is not valid JSON: {exc}", path=path) from None
-    else:
-        problem = None
-        if not isinstance(value, dict):
-            problem = f"is a JSON {type(value).__name__}, expected an object"
-        elif _too_deep(value):
-            problem = f"nests deeper than {_MAX_JSON_DEPTH} levels"
-    if problem:
-        raise CorruptCheckpointError(f"{what} {problem}", path=path)
-    return value
-
-
-def _json_attr(value):
-    """Returns a legacy file's JSON attribute as a dict, or None when it is not a sound one."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_json_object(value, "attribute", "")
-    except CorruptCheckpointError:
-        return None
 
 
 class H5Reader:
@@ -284,7 +151,7 @@ class H5Reader:
                 raise
             # A JSON object of the wrong shape ({"compile_config": [1]}...).
             raise CorruptCheckpointError(
-                f"{_CONFIG_MEMBER if self.format == 'keras' else 'model config'} does not "
+                f"{CONFIG_MEMBER if self.format == 'keras' else 'model config'} does not "
                 f"describe a Keras model ({type(exc).__name__}: {exc})", path=self.path) from None
 
     def _check_stated_use_ema(self, layout, use_ema: bool | None) -> None:
@@ -339,16 +206,16 @@ class H5Reader:
         try:
             # Read the archive from the mapping already checked to be a regular file, not by
             # opening its name again.
-            self._zip_window = _Window(memoryview(self._buf))
+            self._zip_window = Window(memoryview(self._buf))
             self._zip = zipfile.ZipFile(self._zip_window)
             names = set(self._zip.namelist())
-            if _CONFIG_MEMBER in names:
-                self.config = parse_json_object(self._member(_CONFIG_MEMBER), _CONFIG_MEMBER,
+            if CONFIG_MEMBER in names:
+                self.config = parse_json_object(self._member(CONFIG_MEMBER), CONFIG_MEMBER,
                                                 self.path)
             if _METADATA_MEMBER in names:
                 self.metadata = parse_json_object(self._member(_METADATA_MEMBER),
                                                   _METADATA_MEMBER, self.path)
-        except _ZIP_ERRORS as exc:
+        except ZIP_ERRORS as exc:
             raise CorruptCheckpointError(f"not a readable .keras archive: {exc}",
                                          path=self.path) from None
         if _WEIGHTS_MEMBER not in names:
@@ -370,11 +237,11 @@ class H5Reader:
                                              path=self.path, offset=self._base)
             self._end = self._base + info.file_size
             view = memoryview(self._buf)[self._base : self._end]
-            self._fileobj = _Window(view)
+            self._fileobj = Window(view)
         else:  # a re-zipped archive: decompress the member into memory (never to disk)
             try:
                 data = self._member(_WEIGHTS_MEMBER)
-            except _ZIP_ERRORS as exc:
+            except ZIP_ERRORS as exc:
                 raise CorruptCheckpointError(f"cannot decompress {_WEIGHTS_MEMBER}: {exc}",
                                              path=self.path) from None
             self._archive = self._buf
@@ -405,7 +272,7 @@ class H5Reader:
         return data
 
     def _legacy_config(self) -> dict | None:
-        found = {k: _json_attr(self._h5.attrs[k]) for k in ("model_config", "training_config")
+        found = {k: json_attr(self._h5.attrs[k]) for k in ("model_config", "training_config")
                  if k in self._h5.attrs}
         return found or None
 
@@ -439,9 +306,9 @@ class H5Reader:
 
     def _scan(self) -> tuple[dict[str, TensorEntry], str]:
         f = self._h5
-        if _has_attr_list(f, "layer_names"):
+        if has_attr_list(f, "layer_names"):
             return self._scan_legacy(f, ""), "legacy"
-        if "model_weights" in f and _has_attr_list(f["model_weights"], "layer_names"):
+        if "model_weights" in f and has_attr_list(f["model_weights"], "layer_names"):
             return self._scan_legacy(f["model_weights"], "model_weights/"), "legacy"
         entries = self._scan_keras3(f)
         if entries is None:
@@ -450,20 +317,20 @@ class H5Reader:
 
     def _scan_legacy(self, root, prefix: str) -> dict[str, TensorEntry]:
         entries: dict[str, TensorEntry] = {}
-        layers = _attr_list(root, "layer_names")
+        layers = attr_list(root, "layer_names")
         if "top_level_model_weights" in root and "top_level_model_weights" not in layers:
             layers.append("top_level_model_weights")
         for layer in layers:
             if layer not in root:
                 raise CorruptCheckpointError(f"layer_names lists {layer!r}, which is not stored",
                                              path=self.path)
-            for i, wname in enumerate(_attr_list(root[layer], "weight_names")):
+            for i, wname in enumerate(attr_list(root[layer], "weight_names")):
                 self._add(entries, root[layer], wname, f"{prefix}{layer}/{wname}",
                           owner=f"{prefix}{layer}", index=i, section="model",
                           weight_name=_SUFFIX_RE.sub("", wname))
         if prefix and "optimizer_weights" in self._h5:
             group = self._h5["optimizer_weights"]
-            for i, wname in enumerate(_attr_list(group, "weight_names")):
+            for i, wname in enumerate(attr_list(group, "weight_names")):
                 self._add(entries, group, wname, f"optimizer_weights/{wname}",
                           owner="optimizer_weights", index=i, section="optimizer",
                           weight_name=_SUFFIX_RE.sub("", wname))
@@ -611,7 +478,7 @@ class H5Reader:
         if h5 is not None:
             h5.close()
         for obj in (self._fileobj, self._zip, self._zip_window):
-            if isinstance(obj, _Window):
+            if isinstance(obj, Window):
                 obj._view.release()
             if obj is not None:
                 obj.close()

@@ -1,0 +1,157 @@
+"""Safe first access to Keras files: telling an HDF5 file from a Keras zip archive, a
+read-only window over a stored zip member, Keras' split list attributes, and JSON configs of
+bounded depth. No h5py import here (``sniff`` runs for every path a user types)."""
+
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import struct
+import zipfile
+import zlib
+
+import numpy as np
+
+from ...errors import CheckpointError, CorruptCheckpointError
+from .._io import open_binary
+
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+ZIP_SIGNATURE = b"PK\x03\x04"
+_HDF5_BASES = (0, 512, 1024, 2048)  # where HDF5 looks for its superblock (after a user block)
+CONFIG_MEMBER = "config.json"
+# What a damaged or hostile zip makes zipfile raise besides BadZipFile.
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError,
+              NotImplementedError, struct.error, OSError, lzma.LZMAError)
+_MAX_JSON_DEPTH = 200  # Keras configs nest a few dozen levels; json itself fails near 1000
+
+
+def sniff(path: str) -> str | None:
+    """Returns ``"h5"`` for an HDF5 file, ``"keras"`` for a Keras zip archive, else ``None``.
+
+    Reads at most a few header bytes (and a zip's directory); does not import h5py.
+
+    Example:
+        >>> sniff("fixtures/keras_ema/model.keras")  # doctest: +SKIP
+        'keras'
+    """
+    try:
+        with open_binary(path) as f:  # regular files only: a FIFO must not block here
+            head = f.read(8)
+            if head == HDF5_SIGNATURE:
+                return "h5"
+            if head[:4] == ZIP_SIGNATURE:
+                try:
+                    with zipfile.ZipFile(f) as zf:
+                        names = set(zf.namelist())
+                except ZIP_ERRORS:
+                    return None
+                if CONFIG_MEMBER in names or any(n.startswith("model.weights") for n in names):
+                    return "keras"
+                return None
+            for base in _HDF5_BASES[1:]:
+                f.seek(base)
+                if f.read(8) == HDF5_SIGNATURE:
+                    return "h5"
+    except (OSError, CheckpointError):
+        return None
+    return None
+
+
+class Window(io.RawIOBase):
+    """A read-only, seekable file over a byte range of a buffer (a stored zip member)."""
+
+    def __init__(self, view: memoryview):
+        self._view = view
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._view)}[whence]
+        self._pos = max(0, base + pos)
+        return self._pos
+
+    def readinto(self, b) -> int:
+        chunk = self._view[self._pos : self._pos + len(b)]
+        b[: len(chunk)] = chunk
+        self._pos += len(chunk)
+        return len(chunk)
+
+
+def attr_list(group, name: str) -> list[str]:
+    """Reads a list attribute that Keras may split into ``name0``, ``name1``… (> 64 KB)."""
+    if name in group.attrs:
+        raw = list(np.atleast_1d(group.attrs[name]))
+    else:
+        raw, i = [], 0
+        while f"{name}{i}" in group.attrs:
+            raw.extend(np.atleast_1d(group.attrs[f"{name}{i}"]))
+            i += 1
+    return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in raw]
+
+
+def has_attr_list(group, name: str) -> bool:
+    return name in group.attrs or f"{name}0" in group.attrs
+
+
+def _too_deep(value, limit: int = _MAX_JSON_DEPTH) -> bool:
+    """Returns True if ``value`` nests lists/dicts deeper than ``limit`` (checked without
+    recursion, so the check itself cannot overflow the stack)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def parse_json_object(raw, what: str, path: str) -> dict:
+    """Parses ``raw`` as a JSON object of bounded depth.
+
+    Returns:
+        the object (a ``dict``).
+
+    Raises:
+        CorruptCheckpointError: naming ``path`` and ``what``, if ``raw`` is not JSON, is not an
+            object, or nests deeper than Keras ever writes (``json`` would overflow the stack).
+    """
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        value = None
+        problem = "nests too deeply to be a Keras config"
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise CorruptCheckpointError(f"{what} is not valid JSON: {exc}", path=path) from None
+    else:
+        problem = None
+        if not isinstance(value, dict):
+            problem = f"is a JSON {type(value).__name__}, expected an object"
+        elif _too_deep(value):
+            problem = f"nests deeper than {_MAX_JSON_DEPTH} levels"
+    if problem:
+        raise CorruptCheckpointError(f"{what} {problem}", path=path)
+    return value
+
+
+def json_attr(value):
+    """Returns a legacy file's JSON attribute as a dict, or None when it is not a sound one."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_json_object(value, "attribute", "")
+    except CorruptCheckpointError:
+        return None
