@@ -36,12 +36,23 @@ from .slices import TensorSlice, check_partition, decode_key, fragment_groups, l
 from .strings import decode_strings
 from .table import Table
 
+try:  # the compiled .index fast path (setup.py); without it Python reads every entry alike
+    from ..cwire import bundle_block as _c_block
+except ImportError:  # no compiler at install time, or a source checkout never built
+    _c_block = None
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
     import numpy as np
 
 _LITTLE, _BIG = 0, 1
 _MAX_BUNDLE_VERSION = 1  # TensorFlow's kTensorBundleVersion
+
+
+def _known_dtypes() -> bytes:
+    """``known[d]`` is 1 for each one-byte ``DataType`` enum ``d`` the reader accepts (what
+    :meth:`BundleReader._entry` checks with :func:`dtypes.dtype_name`), else 0."""
+    return bytes([dtypes.is_known(d) for d in range(128)])
 
 
 def data_path(prefix: str, shard: int, num_shards: int) -> str:
@@ -131,12 +142,60 @@ class BundleReader:
 
     # -- index -----------------------------------------------------------------------------
     def _parse(self, table: Table) -> None:
-        items = table.items()
-        first = next(items, None)
-        if first is None or first[0] != b"":
+        prev: bytes | None = None  # the last key read (None: not even the header yet)
+        known = _known_dtypes() if _c_block is not None else b""
+        for handle, block, limit in table.data_blocks():
+            if _c_block is not None:  # the compiled fast path (see ckpt_tools/cwire.c)
+                got = table.decode_block(_c_block, block, limit, prev, TensorEntry, known)
+                if got is not None:
+                    entries, last, _, max_shard, header, deferred = got
+                    if header is not None:
+                        self._header(header)
+                    if last is None or max_shard < self.num_shards:  # else Python names it
+                        self.entries.update(entries)
+                        for key, value in deferred:  # in order, as the loop below would
+                            self._add(key, value)
+                        prev = last
+                        continue
+            for key, value in table.ordered(handle, block, limit, prev):
+                if prev is None:
+                    if key != b"":
+                        raise CorruptCheckpointError("index has no bundle header entry",
+                                                     path=self.index_path)
+                    self._header(bytes(value))
+                else:
+                    self._add(key, value)
+                prev = key
+        if prev is None:
             raise CorruptCheckpointError("index has no bundle header entry", path=self.index_path)
+        for name, _ in self._slice_entries:
+            if name not in self.entries:
+                raise CorruptCheckpointError(f"slice of {name!r} has no full-tensor entry",
+                                             path=self.index_path)
+        if sizes_listed(self.prefix):  # else each shard when it is first read
+            self._check_extents()
+        self._check_sizes()
+
+    def _add(self, key: bytes, value) -> None:
+        """Adds the tensor (or partition slice) entry stored under ``key``."""
+        if key.startswith(b"\x00"):
+            name, tslice = decode_key(key)
+            self._slice_entries[(name, tslice)] = self._entry(name, value, key)
+            return
         try:
-            num_shards, endianness, min_consumer = decode_header(bytes(first[1]))
+            name = key.decode("utf-8")
+        except UnicodeDecodeError:
+            name = key.decode("latin-1")
+        self.entries[name] = self._entry(name, value, key)
+
+    def _header(self, value: bytes) -> None:
+        """Reads the ``BundleHeaderProto`` (the index's ``""`` entry).
+
+        Raises:
+            CorruptCheckpointError, UnsupportedFormatError: an invalid or too new header.
+        """
+        try:
+            num_shards, endianness, min_consumer = decode_header(value)
         except WireError as exc:
             raise CorruptCheckpointError(f"cannot parse entry '': {exc}",
                                          path=self.index_path) from None
@@ -152,23 +211,6 @@ class BundleReader:
             raise UnsupportedFormatError(
                 f"{self.index_path}: bundle needs reader version {min_consumer}, "
                 f"this reader supports {_MAX_BUNDLE_VERSION}")
-        for key, value in items:
-            if key.startswith(b"\x00"):
-                name, tslice = decode_key(key)
-                self._slice_entries[(name, tslice)] = self._entry(name, value, key)
-            else:
-                try:
-                    name = key.decode("utf-8")
-                except UnicodeDecodeError:
-                    name = key.decode("latin-1")
-                self.entries[name] = self._entry(name, value, key)
-        for name, _ in self._slice_entries:
-            if name not in self.entries:
-                raise CorruptCheckpointError(f"slice of {name!r} has no full-tensor entry",
-                                             path=self.index_path)
-        if sizes_listed(self.prefix):  # else each shard when it is first read
-            self._check_extents()
-        self._check_sizes()
 
     def _merge_fragments(self, gapped: dict[str, tuple[TensorEntry, Exception]]) -> None:
         """Reads each :func:`~.slices.fragment_groups` group (the parts of one tensor that TF1

@@ -73,6 +73,12 @@ def dtype_name(enum: int) -> str:
         raise UnsupportedFormatError(f"unknown TensorFlow DataType enum {enum}") from None
 
 
+def is_known(enum: int) -> bool:
+    """Returns whether ``enum`` is a ``DataType`` value TensorFlow defines (as
+    :func:`dtype_name` accepts it)."""
+    return _base(enum) in _TYPES
+
+
 def itemsize(enum: int) -> int:
     """Returns bytes per element, or 0 for variable-size types (string, resource, variant)."""
     return _TYPES[_base(enum)][1] if _base(enum) in _TYPES else 0

@@ -19,6 +19,11 @@ from ._record import Frozen, Record
 from ._wire import Cursor
 from .bundle_wire import WireError, decode_varint, to_int64
 
+try:  # the compiled VariableDef loop (setup.py); without it Python decodes every one alike
+    from ..cwire import variable_list as _c_variable_list
+except ImportError:  # no compiler at install time, or a source checkout never built
+    _c_variable_list = None
+
 # Collections whose members are serialized VariableDef protos.
 VARIABLE_COLLECTIONS = (
     "variables", "trainable_variables", "moving_average_variables", "model_variables",
@@ -337,6 +342,10 @@ def _add_collection(graph: MetaGraph, raw: bytes,
     if parsed is None:
         parsed = {}
     if 2 in kinds and key in VARIABLE_COLLECTIONS:
+        if _c_variable_list is not None:  # the same loop compiled (ckpt_tools/cwire.c)
+            graph.collections[key] = _c_variable_list(kinds[2], parsed, graph.variables,
+                                                      _variable, graph.path, MetaVariable)
+            return
         members = []
         for value in kinds[2]:
             var = parsed.get(value)

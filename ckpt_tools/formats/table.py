@@ -100,6 +100,15 @@ class Table:
 
     def _entries(self, handle: BlockHandle) -> Iterator[tuple[bytes, bytes | memoryview]]:
         block = self._block(handle)
+        return self.block_entries(handle, block, self.entries_end(handle, block))
+
+    def entries_end(self, handle: BlockHandle, block) -> int:
+        """Returns where the entries of ``block`` (the block at ``handle``) end: the start of
+        its restart array.
+
+        Raises:
+            CorruptCheckpointError: the block is too short or its restart count is invalid.
+        """
         size = len(block)
         if size < 4:
             raise CorruptCheckpointError("block shorter than its restart count",
@@ -110,6 +119,16 @@ class Table:
             raise CorruptCheckpointError(
                 f"block has an invalid restart count {num_restarts}",
                 path=self.path, offset=handle.offset)
+        return limit
+
+    def block_entries(self, handle: BlockHandle, block, limit: int
+                      ) -> Iterator[tuple[bytes, bytes | memoryview]]:
+        """Yields ``(key, value)`` for the entries of ``block[:limit]`` (the block at
+        ``handle``, ``limit`` from :meth:`entries_end`).
+
+        Raises:
+            CorruptCheckpointError: on a malformed entry.
+        """
         # base=0 when decompressed: offsets then refer to the uncompressed block.
         cur = Cursor(block, self.path, base=handle.offset, end=limit)
         key = b""
@@ -147,6 +166,45 @@ class Table:
             pos = cur.pos
             yield key, value
 
+    def data_blocks(self) -> Iterator[tuple[BlockHandle, bytes | memoryview, int]]:
+        """Yields ``(handle, block, entries end)`` for every data block, in index order, each
+        block read (and its checksum verified) when the iteration reaches it.
+
+        Raises:
+            CorruptCheckpointError: on a malformed index block or data block.
+        """
+        for _, handle_bytes in self._entries(self.index):
+            hcur = Cursor(handle_bytes, self.path)
+            handle = BlockHandle.decode(hcur)
+            block = self._block(handle)
+            yield handle, block, self.entries_end(handle, block)
+
+    def ordered(self, handle: BlockHandle, block, limit: int, prev: bytes | None
+                ) -> Iterator[tuple[bytes, bytes | memoryview]]:
+        """:meth:`block_entries`, checking that keys increase strictly (from ``prev``, the
+        key before this block; ``None`` for the first block).
+
+        Raises:
+            CorruptCheckpointError: on malformed entries or keys out of order.
+        """
+        for key, value in self.block_entries(handle, block, limit):
+            if prev is not None and key <= prev:
+                raise CorruptCheckpointError(
+                    f"keys out of order: {key!r} after {prev!r}",
+                    path=self.path, offset=handle.offset)
+            prev = key
+            yield key, value
+
+    def decode_block(self, decoder, block, limit: int, prev: bytes | None, *args):
+        """Runs a compiled block decoder (``cwire.bundle_block``) over ``block[:limit]`` with
+        this table's key budget and key limit; returns its answer (``None``: the decoder
+        declined, and the caller reads the block with :meth:`ordered`). The budget is charged
+        only when the decoder accepted the block."""
+        got = decoder(block, limit, prev, self._key_budget, MAX_KEY_BYTES, *args)
+        if got is not None:
+            self._key_budget = got[2]
+        return got
+
     def items(self) -> Iterator[tuple[bytes, bytes | memoryview]]:
         """Yields ``(key, value)`` for every entry, walking data blocks in index order.
 
@@ -154,14 +212,8 @@ class Table:
             CorruptCheckpointError: on malformed blocks or keys that are not strictly increasing.
         """
         prev: bytes | None = None
-        for _, handle_bytes in self._entries(self.index):
-            hcur = Cursor(handle_bytes, self.path)
-            handle = BlockHandle.decode(hcur)
-            for key, value in self._entries(handle):
-                if prev is not None and key <= prev:
-                    raise CorruptCheckpointError(
-                        f"keys out of order: {key!r} after {prev!r}",
-                        path=self.path, offset=handle.offset)
+        for handle, block, limit in self.data_blocks():
+            for key, value in self.ordered(handle, block, limit, prev):
                 prev = key
                 yield key, value
 
