@@ -80,6 +80,11 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
                     "(apply_ema(model.variables, path)) where those names are stable")
     pairs = [(v, k) for k, v in keyed.items() if k in ckpt]
     found = {id(v) for v, _ in pairs}
+    taken = {k: v for v, k in pairs}
+    # A variable the object walk placed whose object path the checkpoint does not hold was not
+    # saved (a decoder beside a saved encoder): its name may be another variable's.
+    unsaved = {id(v): k for k, v in keyed.items()
+               if k not in ckpt and id(v) not in found and not _via_optimizer(ckpt)}
     # Variables the object walk did not place (Keras 3 models are reachable only through their
     # optimizer's lists) are paired by name: the full_name TF2 records, or a TF1 key.
     by_name: dict[str, list[str]] = {}
@@ -98,6 +103,10 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
         if id(v) in found:
             continue
         names = [n for n in (getattr(v, "path", None), v.name.split(":")[0]) if n]
+        if id(v) in unsaved:
+            problems.append(f"{names[-1]} (its object path {unsaved[id(v)]} is not in the "
+                            "checkpoint: it was not saved)")
+            continue
         keys: list[str] = []
         for name in names:
             keys = by_name.get(name) or ([name] if name in ckpt else [])
@@ -111,10 +120,22 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
                             "instead of a variable list so object paths decide)")
         elif not keys:
             problems.append(f"{names[-1]} (no checkpoint key for this variable)")
+        elif keys[0] in taken:  # one saved variable is never restored into two
+            other = taken[keys[0]]
+            problems.append(f"{names[-1]} (its name matches {keys[0]}, which "
+                            f"{getattr(other, 'path', None) or other.name} already restores "
+                            "from: the checkpoint holds one of them)")
         else:
             pairs.append((v, keys[0]))
+            taken[keys[0]] = v
             found.add(id(v))
     return pairs, problems
+
+
+def _via_optimizer(ckpt: Checkpoint) -> bool:
+    """Whether model weights may be keyed through a Keras 3 optimizer's lists
+    (``optimizer/_trainable_variables/N``), where a live model's object paths are not keys."""
+    return any("/_trainable_variables/" in k or "/_variables/" in k for k in ckpt.keys())
 
 
 def _root_child(ckpt: Checkpoint, keyed: dict, alias: dict[str, str]) -> str | None:
