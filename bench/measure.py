@@ -172,7 +172,7 @@ def machine_info(workdir: str) -> dict:
         "os": platform.platform(), "python": platform.python_version(),
         "numpy": _version("numpy"), "tensorflow": _version("tensorflow-cpu", "tensorflow"),
         "ckpt_tools": _version("ckpt-tools"), "load_avg_1m": round(os.getloadavg()[0], 2),
-        "executable": sys.executable, "kernels": _kernels(),
+        "executable": sys.executable, "kernels": _kernels(), "decoder": _decoder(),
     }
 
 
@@ -184,6 +184,16 @@ def _kernels() -> str:
     except ImportError:
         return "NumPy (ckpt_tools.ckernels not built)"
     return "compiled (ckpt_tools.ckernels)"
+
+
+def _decoder() -> str:
+    """Which ``.index``/``.meta`` decoder ``ckpt list`` uses: the compiled fast path when
+    ``ckpt_tools.cwire`` was built (``pip install``), else Python alone (same output)."""
+    try:
+        import ckpt_tools.cwire  # noqa: F401
+    except ImportError:
+        return "Python (ckpt_tools.cwire not built)"
+    return "compiled (ckpt_tools.cwire)"
 
 
 def _same_bytes(a: memoryview, b: memoryview) -> bool:

@@ -292,7 +292,7 @@ def _machine_line(m: dict) -> str:
     return (f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['disk_free_gib']} GiB "
             f"free on {m['filesystem']}; {m['os']}; Python {m['python']}, TensorFlow "
             f"{m['tensorflow']}, NumPy {m['numpy']}, ckpt_tools {m['ckpt_tools']}, stats/diff "
-            f"kernels {m.get('kernels', '?')}; load average "
+            f"kernels {m.get('kernels', '?')}, index decoder {m.get('decoder', '?')}; load average "
             f"{m['load_avg_1m']} at start, {m.get('load_avg_1m_end')} at end")
 
 
