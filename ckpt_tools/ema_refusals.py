@@ -328,6 +328,14 @@ def missing_message(m: EmaMap) -> str:
                                      if len(m.missing) > 5 else "")
         return (f"{m.checkpoint}: no averages are stored for any of its {len(m.missing)} "
                 f"weight(s): {sample}; likely cause: {cause}{hint}")
+    if m.file_style != "tf1":  # object paths: no "<name>/ExponentialMovingAverage" keys
+        names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
+        what = ("EMA copy in the optimizer (use_ema=True)" if m.file_style == "keras"
+                else "average (ema.average(v)) in the checkpoint")
+        return (f"{m.checkpoint}: {len(m.missing)} weight(s) have no {what} while others do: "
+                + ", ".join(names) + (f" and {len(m.missing) - 5} more"
+                                      if len(m.missing) > 5 else "")
+                + f"; likely cause: {cause}{hint}")
     return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
             f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
             f"likely cause: {cause}{hint}")

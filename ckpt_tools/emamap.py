@@ -350,6 +350,10 @@ def ema_map(
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()
 
+    speaks = file_style(ckpt)
+    if speaks == "tf2" and {v.ema_style for v in variables.values()
+                            if v.role == R.EMA and v.ema_style} == {"keras"}:
+        speaks = "keras"  # a Keras 3 optimizer's use_ema copies in a tf.train.Checkpoint
     unaveraged = []
     # BN statistics count only when some have shadows: TF1 trainers average them, Keras not.
     expected_roles = (R.WEIGHT, R.BN_STAT) if any(
@@ -358,6 +362,14 @@ def ema_map(
     if source == "keys" and any(s != t for s, t in pairs):
         unaveraged = [t for s, t in pairs if s == t and variables.get(t) is not None
                       and variables[t].role in expected_roles]
+        if speaks != "keras":
+            # A weight left out of ema.apply() while others were averaged: TF's own
+            # variables_to_restore() looks for its average and fails, and evaluating it raw
+            # beside averaged ones is not what was asked: missing (--allow-missing keeps it
+            # raw). A Keras optimizer's unaveraged weights are those it was not built with
+            # (frozen, a target network): raw is what Keras evaluates them with.
+            missing = [*missing, *unaveraged]
+            unaveraged = []
     elif source == "keys" and not missing:
         # Not one average stored: every weight misses one (BN statistics count only when
         # some have shadows, as in `ckpt list`'s "none of N weights has a shadow").
@@ -398,17 +410,13 @@ def ema_map(
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "
                         f"{', '.join(kinds)} (drop --style, or pass --style {kinds[0]})")
-    style = file_style(ckpt)
-    if style == "tf2" and {v.ema_style for v in variables.values()
-                           if v.role == R.EMA and v.ema_style} == {"keras"}:
-        style = "keras"  # a Keras 3 optimizer's use_ema copies in a tf.train.Checkpoint
     return EmaMap(
         checkpoint=ckpt.path, ema_name=name, mapping=mapping, averaged=tuple(averaged),
         raw=tuple(raw), missing=tuple(t for t in missing if t not in set(dropped)),
         unaveraged=tuple(unaveraged), not_saved=tuple(not_saved), dropped=tuple(dropped),
         debias=tuple(k for k, v in variables.items() if v.role == R.EMA_DEBIAS),
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
-        source=source, file_style=style, pairs=tuple(kept), hints=tuple(hints),
+        source=source, file_style=speaks, pairs=tuple(kept), hints=tuple(hints),
         names={k: v.path for k, v in variables.items() if v.path})
 
 

@@ -77,8 +77,11 @@ class ExportResult:
 
     def to_dict(self) -> dict:
         """The ``ckpt export --json`` document."""
+        done = set(self.averaged)
         return {"output": self.path, "format": self.format, "tensors": dict(self.tensors),
-                "averaged": list(self.averaged), "bytes": self.nbytes}
+                "averaged": list(self.averaged),
+                "raw": [n for n in self.tensors if n not in done],  # never silently raw
+                "bytes": self.nbytes, "warnings": list(self.warnings)}
 
 
 def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:

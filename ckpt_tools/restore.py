@@ -65,8 +65,13 @@ def _open(checkpoint) -> tuple[Checkpoint, bool]:
     return open_checkpoint(checkpoint), True
 
 
-def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict) -> tuple[dict, dict, list]:
-    """Pairs each target key with its source: (averaged {key: src}, raw {key: src}, problems)."""
+def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
+          frozen: frozenset[str] = frozenset()) -> tuple[dict, dict, list]:
+    """Pairs each target key with its source: (averaged {key: src}, raw {key: src}, problems).
+
+    ``frozen``: keys of variables the live object proves non-trainable; one without an
+    average restores its raw value, as TF's ``variables_to_restore()`` maps a variable
+    ``ema.apply()`` was not given to itself."""
     m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **map_options)
     sources = m.sources()
     missing = set(m.missing)
@@ -79,6 +84,8 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict) -> tuple[dict, d
             continue
         if src is not None and src != key and key not in missing:
             averaged[key] = src
+        elif key in missing and key in frozen and key in ckpt:
+            raw[key] = key
         elif key in missing:
             problems.append(f"{key} (no shadow {key}/{m.ema_name})")
         elif key in ckpt:
@@ -319,8 +326,9 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         if map_options.get("apply_order") == "trainable":
             map_options = {**map_options,
                            "apply_order": live_order(model_or_variables, pairs)}
+        frozen = frozenset(k for v, k in pairs if getattr(v, "trainable", True) is False)
         averaged, raw, more = _plan(ckpt, [k for _, k in pairs],
-                                    {**map_options, "allow_missing": allow_missing})
+                                    {**map_options, "allow_missing": allow_missing}, frozen)
         problems += more
         result = RestoreResult(ckpt.path)
         assignments = []

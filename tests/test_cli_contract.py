@@ -154,6 +154,10 @@ HOSTILE = {
     "t\x1b]0;title\x07/k/ExponentialMovingAverage": np.arange(4, dtype=np.float32) / 2,
     "cls\x1b[2J": np.zeros(1, np.float32),
     "forged\nglobal_step": np.ones(1, np.float32),
+    # every weight averaged: one left out would be refused (exit 6), not the point here
+    "w[/]x/ExponentialMovingAverage": np.arange(3, dtype=np.float32) / 2,
+    "cls\x1b[2J/ExponentialMovingAverage": np.zeros(1, np.float32),
+    "forged\nglobal_step/ExponentialMovingAverage": np.ones(1, np.float32),
 }
 
 
