@@ -191,7 +191,8 @@ PyObject *cw_bundle_block(PyObject *self, PyObject *args)
     keybuf key = {NULL, 0, 0};
     const unsigned char *pk = NULL;
     Py_ssize_t npk = 0;
-    if (!PyType_Check(cls) || known_len != 128 || limit < 0 || limit > view.len ||
+    if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new ||
+        known_len != 128 || limit < 0 || limit > view.len ||
         (prev != Py_None && !PyBytes_Check(prev))) {
         PyErr_SetString(PyExc_TypeError, "bundle_block: bad arguments");
         goto done;

@@ -95,8 +95,8 @@ PyObject *cw_variable_list(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O!O!OOO", &PyList_Type, &values, &PyDict_Type, &parsed,
                           &PyDict_Type, &variables, &fallback, &path, &cls))
         return NULL;
-    if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "variable_list: cls must be a type");
+    if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) {
+        PyErr_SetString(PyExc_TypeError, "variable_list: cls must be a plain class");
         return NULL;
     }
     PyObject *empty = PyTuple_New(0);
@@ -104,7 +104,7 @@ PyObject *cw_variable_list(PyObject *self, PyObject *args)
     if (empty == NULL || members == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
-        PyObject *value = PyList_GET_ITEM(values, i); /* borrowed; the list is not changed */
+        PyObject *value = Py_NewRef(PyList_GET_ITEM(values, i)); /* held: fallback runs code */
         PyObject *var = PyDict_GetItemWithError(parsed, value);
         PyObject *name;
         if (var != NULL) {
@@ -114,9 +114,12 @@ PyObject *cw_variable_list(PyObject *self, PyObject *args)
             const unsigned char *nb;
             Py_ssize_t nlen;
             int trainable;
-            if (PyErr_Occurred())
+            if (PyErr_Occurred()) {
+                Py_DECREF(value);
                 goto fail;
-            if (PyBytes_Check(value) && variable_def((const unsigned char *)PyBytes_AS_STRING(value),
+            }
+            if (PyBytes_Check(value) &&
+                variable_def((const unsigned char *)PyBytes_AS_STRING(value),
                              PyBytes_GET_SIZE(value), &nb, &nlen, &trainable) == 0) {
                 PyObject *full = PyUnicode_DecodeUTF8((const char *)nb, nlen, "replace");
                 name = full == NULL ? NULL : op_name(full);
@@ -127,12 +130,13 @@ PyObject *cw_variable_list(PyObject *self, PyObject *args)
                 var = PyObject_CallFunctionObjArgs(fallback, value, path, NULL);
                 name = var == NULL ? NULL : PyObject_GetAttr(var, cw_name);
             }
-            if (var != NULL && PyDict_SetItem(parsed, value, var) < 0)
+            if (var != NULL && name != NULL && PyDict_SetItem(parsed, value, var) < 0)
                 Py_CLEAR(var);
         }
         PyObject *kept = var == NULL || name == NULL ? NULL
                                                      : PyDict_SetDefault(variables, name, var);
         int rc = kept == NULL ? -1 : PyList_Append(members, name);
+        Py_DECREF(value);
         Py_XDECREF(var);
         Py_XDECREF(name);
         if (rc < 0)

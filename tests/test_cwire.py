@@ -331,9 +331,13 @@ def test_compiled_block_decoder_checks_its_arguments(cwire):
     for args in [(b"", 1, None, 0, 1, bundle.TensorEntry, known),  # limit past the block
                  (b"", 0, "x", 0, 1, bundle.TensorEntry, known),  # prev not bytes
                  (b"", 0, None, 0, 1, 3, known),  # not a class
+                 (b"", 0, None, 0, 1, int, known),  # not one object.__new__ may build
                  (b"", 0, None, 0, 1, bundle.TensorEntry, b"")]:  # known of the wrong size
         with pytest.raises(TypeError):
             cwire.bundle_block(*args)
+    for cls in (3, int, str):
+        with pytest.raises(TypeError):
+            cwire.variable_list([], {}, {}, meta._variable, "x", cls)
 
 
 # -- VariableDef lists: every way out of the common layout -------------------------------------
