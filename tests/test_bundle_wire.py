@@ -186,3 +186,14 @@ def test_shape_proto_is_the_one_protobuf_reads():
     shape.dim.add(size=7)
     raw = BundleEntryProto(shape=shape).SerializeToString()
     assert decode_entry(raw)[1] == (7,)
+
+
+def test_canonical_fast_path_refuses_a_truncated_dim_varint():
+    """``\\x12\\x02\\x08\\xff``: a dim whose one-byte varint has its continuation bit set
+    is truncated, which protobuf refuses; the fast path must not read it as size 255."""
+    raw = b"\x08\x01" + b"\x12\x04" + b"\x12\x02\x08\xff" + b"\x20\x00\x28\x04"
+    with pytest.raises(Exception):  # noqa: B017 - protobuf's DecodeError
+        BundleEntryProto.FromString(raw)
+    assert bundle_wire._decode_canonical(raw) is None
+    with pytest.raises(WireError):
+        decode_entry(raw)

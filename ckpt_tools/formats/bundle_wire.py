@@ -150,6 +150,8 @@ def _decode_canonical(buf: bytes):
         if k and (k > 64 or shape[0::4] + shape[1::4] + shape[2::4] != _DIM_HEADS[k]):
             return None
         dims = tuple(shape[3::4])
+        if dims and max(dims) >= 0x80:  # a one-byte varint below 128 only: else truncated
+            return None
         end = len(buf)
         shard = offset = size = 0
         crc = None
