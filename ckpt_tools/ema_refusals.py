@@ -150,8 +150,9 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "(tf.Variable(..., name=...)) when training" if apply_order else
               "only if you know how ema.apply() was called: if it got "
               "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
-              "got them in the order they were tracked, i.e. the order their attributes were "
-              "assigned (as Keras' model.trainable_variables; not creation order), pass "
+              "got them in the order they were tracked, as Keras' model.trainable_variables "
+              "(each object's own variables, then its sub-objects', each in the order their "
+              "attributes were assigned; not creation order), pass "
               "--apply-order tracked (Python: apply_order=...); the file cannot check that "
               "statement, so a wrong one gives wrong averages; for any other order no option "
               "can tell: name the variables (tf.Variable(..., name=...)) when training")

@@ -115,17 +115,26 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
     keys = objects.node_keys
 
     def tracked() -> dict[str, int]:
+        # Keras' trainable_variables: a layer's own variables first, in the order it tracked
+        # them, then each sublayer's, depth first (Keras 3 Layer.variables:
+        # _trainable_variables + _non_trainable_variables, then each of _layers; tf_keras
+        # alike) - not the order the attributes were assigned, which puts a sublayer made
+        # in __init__ before a weight made in build() (a ConvNeXt layer-scale gamma).
         order: dict[str, int] = {}
         seen = {0}
         stack = [0]
         while stack:
             node = stack.pop()
-            if node in keys:
-                order.setdefault(keys[node], len(order))
-            for _, child in reversed(kids.get(node, [])):
-                if child not in seen:
-                    seen.add(child)
-                    stack.append(child)
+            subs = []
+            for _, child in kids.get(node, []):
+                if child in seen:
+                    continue
+                seen.add(child)
+                if child in keys:
+                    order.setdefault(keys[child], len(order))
+                else:
+                    subs.append(child)
+            stack.extend(reversed(subs))
         return order
 
     def module_flatten(inline_dicts: bool, as_dict: frozenset[int]) -> dict[str, int]:

@@ -59,3 +59,64 @@ def test_tracked_is_assignment_order_and_every_text_says_so(tmp_path):
     with np.load(target) as z:
         for path, value in truth.items():
             assert z[path].tobytes() == value.tobytes(), path
+
+
+def test_tracked_is_keras_order_own_weights_before_sublayers(tmp_path):
+    """A ConvNeXt-style Keras 3 block: a ``LayerNormalization`` and a ``Dense`` assigned in
+    ``__init__``, a layer-scale ``gamma`` made in ``build()``. Keras lists the block's own
+    ``gamma`` before its sublayers' weights (not in attribute order), and
+    ``ema.apply(model.trainable_variables)`` got that order: ``--apply-order tracked`` and
+    ``apply_ema(..., apply_order="tracked")`` pair every average bit for bit."""
+    keras = pytest.importorskip("keras")
+
+    class Block(keras.layers.Layer):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.norm = keras.layers.LayerNormalization(name="norm")
+            self.proj = keras.layers.Dense(4, name="proj")
+
+        def build(self, shape):
+            self.gamma = self.add_weight(name="gamma", shape=(4,), initializer="ones")
+
+        def call(self, x):
+            return x + self.gamma * self.proj(self.norm(x))
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.b1, self.b2 = Block(name="b1"), Block(name="b2")
+
+        def call(self, x):
+            return self.b2(self.b1(x))
+
+    keras.utils.set_random_seed(3)
+    model = Net()
+    x = tf.random.normal([8, 4])
+    model(x)
+    opt = keras.optimizers.SGD(0.1)
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    tv = [v.value for v in model.trainable_variables]
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                model.trainable_variables, strict=True))
+        ema.apply(tv)
+    d = tmp_path / "ck"
+    tf.train.Checkpoint(model=model, ema=[ema.average(v) for v in tv]).write(str(d / "ckpt"))
+    want = {id(v): ema.average(v).numpy() for v in tv}
+    live = Net()
+    live(x)
+    import ckpt_tools
+
+    ckpt_tools.apply_ema(live, d, apply_order="tracked")
+    for saved, got in zip(tv, live.trainable_variables, strict=True):
+        assert got.numpy().tobytes() == want[id(saved)].tobytes(), got.path
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(d), "--apply-order", "tracked", "--out", str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        got = sorted(z[k].tobytes() for k in z.files)
+    assert got == sorted(a.tobytes() for a in want.values())
+    with np.load(target) as z:
+        assert z["model/b1/gamma"].tobytes() == want[id(tv[0])].tobytes()

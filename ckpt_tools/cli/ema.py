@@ -69,9 +69,9 @@ ApplyOrderOpt = Annotated[str | None, typer.Option(
     autocompletion=complete_from("trainable", "tracked"),
     help="TF2 averages of variables sharing one name and shape: state the "
     "order ema.apply() got them in, which the checkpoint does not record: 'trainable' (a "
-    "tf.Module's trainable_variables) or 'tracked' (the order the "
-    "variables were tracked: the order their attributes were assigned, which the checkpoint "
-    "records, as Keras' trainable_variables; not creation order); without it they are "
+    "tf.Module's trainable_variables) or 'tracked' (Keras' trainable_variables: each "
+    "object's own variables, then its sub-objects', each in the order their attributes "
+    "were assigned, which the checkpoint records; not creation order); without it they are "
     "refused.")]
 
 
