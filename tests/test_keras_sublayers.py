@@ -360,3 +360,23 @@ def test_trainable_skipping_a_custom_layers_saved_variable_is_refused(made, name
     assert code == 6, err
     assert "sc/0,sc/1" in err and "trainable variables first" in err, err
     assert not (tmp_path / "w.npz").exists()
+
+
+@pytest.mark.parametrize(("name", "extra"), [("scale.keras", []),
+                                             ("scale.weights.h5", ["--use-ema"])])
+def test_own_weight_beside_sublayers_pairs_by_keras_own_paths(made, name, extra, tmp_path):
+    """A block's own layer-scale ``gamma`` (made in build(), saved by index) beside sublayers:
+    Keras' printed ``[v.path for v in model.trainable_variables]`` (``net/blk/gamma`` first)
+    names the block's first saved variable, not the block's sublayers; every average is
+    exported on its weight, bit for bit."""
+    out, truth, paths = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths["scale"]),
+                            "--out", str(target), *extra])
+    assert code == 0, err
+    with np.load(target) as z:
+        got = {k: z[k] for k in z.files}
+    assert len(got) == len(paths["scale"]), sorted(got)
+    want = sorted(truth[f"scale:{p}"].tobytes() for p in paths["scale"])
+    assert sorted(v.tobytes() for v in got.values()) == want
+    assert got["blk/0"].tobytes() == truth["scale:net/blk/gamma"].tobytes()

@@ -141,6 +141,18 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                 f"does not record, so {s!r} cannot stand for them: state its weights one by one "
                 "in Keras' order, as [v.path for v in model.trainable_variables] prints them")
 
+    def layer_of(head: str) -> str:
+        """The layer path ``head`` names (leading segments the file does not record
+        dropped), where the file saves variables of its own; "" where none. Unlike
+        :func:`find`, never stands for (or refuses) the layer's sublayers' weights."""
+        parts = head.split("/")
+        for i in range(len(parts)):
+            for root in roots:
+                s = root + "/".join(parts[i:])
+                if _positional(lay, s):
+                    return s
+        return ""
+
     def unnamed(head: str, var: str) -> list[str]:
         """The weight ``var`` of layer ``head`` whose variables the file names by index
         only (a subclassed model's BatchNormalization: bn/0..3): Keras' fixed order of that
@@ -172,7 +184,7 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
             layer = None
         if not hit and "/" in name:  # a variable name the file does not record
             head = name.rsplit("/", 1)[0]
-            own = _positional(lay, find(head)[1] or "")
+            own = _positional(lay, layer_of(head))
             if own:
                 # A custom layer's variables, saved by index only: Keras 3 saves a layer's
                 # trainable variables first, in the order trainable_variables lists them, so
