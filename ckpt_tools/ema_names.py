@@ -11,6 +11,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import (
     UnprovenPairingError,
     contradiction_message,
+    exact_names,
     several_message,
     suffix_base,
 )
@@ -102,12 +103,15 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             shadows.setdefault(v.ema_of, []).append(v.name)
     chosen: dict[str, str] = {}
     several: dict[str, list[str]] = {}
+    given = exact_names({suffix.get(c, "") for cs in shadows.values() for c in cs} - {""})
     for target, cands in shadows.items():
         picked = cands
         if ema_name is not None:
             base = [c for c in cands if suffix_base(suffix.get(c, "")) == ema_name]
             if tf2:  # the _N is a process-wide counter: only the name= given tells objects
                 picked = [c for c in cands if holder.get(c) == ema_name] or base
+                if len(picked) != 1 and ema_name in given:  # name='ema_999', not a counter
+                    picked = [c for c in cands if suffix.get(c) == ema_name]
             else:  # TF1: average_name() semantics, <var>/<ema_name> exactly
                 picked = [c for c in cands if suffix.get(c) == ema_name] or base
         if len(picked) == 1:

@@ -231,11 +231,15 @@ def several_message(ckpt, variables, suffix, holder, several,
                          for t, cs in list(several.items())[:3])
     more = f" (and {len(several) - 3} more)" if len(several) > 3 else ""
     stated = f"; --ema-name {ema_name} does not pick one" if ema_name is not None else ""
+    given = exact_names(set(names))
     if holders and len(holders) >= max(len(cs) for cs in several.values()):
         options = holders
         decide = (" (the attribute of the tf.train.Checkpoint each EMA's averages were saved "
                   "under; TF2's _N suffixes count names across the whole process and do not "
                   "tell EMA objects apart)")
+    elif given and len(given) >= max(len(cs) for cs in several.values()):
+        options = sorted(given)  # name='ema_999', name='ema_9999': the names given
+        decide = ""
     elif holders:
         options = sorted({suffix_base(n) for n in names})
         decide = ("; in TF2 the _N suffixes count names across the whole process and do not "
@@ -340,6 +344,29 @@ def missing_message(m: EmaMap) -> str:
     return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
             f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
             f"likely cause: {cause}{hint}")
+
+
+def exact_names(names: set[str]) -> set[str]:
+    """The recorded EMA names that are a ``name=`` given to one EMA object, not TF's ``_N``
+    counter: names no other recorded name extends with ``_N`` (two objects of one name), and
+    that extend no other (``ExponentialMovingAverage_1`` beside ``ExponentialMovingAverage``).
+    ``ema_999`` beside ``ema_9999`` are both given names.
+
+    Example:
+        >>> sorted(exact_names({"ema_999", "ema_9999"}))
+        ['ema_999', 'ema_9999']
+        >>> exact_names({"ExponentialMovingAverage", "ExponentialMovingAverage_1"})
+        set()
+    """
+    out = set()
+    for n in names:
+        m = re.fullmatch(r"(.+)_\d+", n)
+        if m and m.group(1) in names:
+            continue
+        if any(re.fullmatch(re.escape(n) + r"_\d+", o) for o in names):
+            continue
+        out.add(n)
+    return out
 
 
 def suffix_base(suffix: str) -> str:

@@ -57,3 +57,40 @@ def test_list_marks_them_open_and_names_no_option(gd):
     assert len(rows) == 2 and all("of ?" in r for r in rows), rows
     with pytest.raises(EmaError, match="no --ema-name decides"):
         ckpt_tools.ema_map(gd)
+
+
+def test_ema_objects_named_with_digits_are_picked_by_their_names(tf, tmp_path):
+    """Two EMA objects given the names ``ema_999`` and ``ema_9999`` (decays), their averages
+    saved in one list: ``_9999`` is not TF's counter on ``ema_999`` (no ``ema`` average is
+    recorded), so ``--ema-name`` picks each object's averages, bit for bit; without it the
+    refusal offers exactly those names."""
+
+    class Net(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.random.normal([3, 3]), name="w")
+            self.b = tf.Variable(tf.random.normal([3]), name="b")
+
+    m = Net()
+    fast = tf.train.ExponentialMovingAverage(0.5, name="ema_999")
+    slow = tf.train.ExponentialMovingAverage(0.9, name="ema_9999")
+    for _ in range(3):
+        for v in (m.w, m.b):
+            v.assign_add(tf.random.normal(v.shape))
+        fast.apply([m.w, m.b])
+        slow.apply([m.w, m.b])
+    d = tmp_path / "ck"
+    avgs = [e.average(v) for e in (fast, slow) for v in (m.w, m.b)]
+    tf.train.Checkpoint(model=m, ema_vars=avgs).write(str(d / "ckpt"))
+    result = runner.invoke(app, ["export", str(d), "--out", str(tmp_path / "x.npz")])
+    assert result.exit_code == 6
+    assert "--ema-name ema_999 or --ema-name ema_9999" in result.stderr, result.stderr
+    for ema, name in ((fast, "ema_999"), (slow, "ema_9999")):
+        out = tmp_path / f"{name}.npz"
+        result = runner.invoke(app, ["export", str(d), "--ema-name", name, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        import numpy as np
+
+        with np.load(out) as z:
+            assert z["model/w"].tobytes() == ema.average(m.w).numpy().tobytes()
+            assert z["model/b"].tobytes() == ema.average(m.b).numpy().tobytes()
