@@ -467,15 +467,24 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
     """Roles of tf_keras optimizer variables, found by their name and their place under an
     optimizer in the object graph; ``average`` ones (``use_ema=True``) are paired with the
     variable of that name, or left with their candidates when several fit."""
+    # An optimizer is known by its attribute name (optimizer=, generator_optimizer=) or by
+    # what it tracks: `_iterations` beside its `_variables` (opt=, g_opt=: any name).
+    owners = tuple({p[: -len("_iterations")] for k in entries
+                    if (p := objects.paths.get(k, "")).endswith("/_iterations")})
+
+    def optimizer_owned(k: str) -> bool:
+        path = objects.paths.get(k, readable_name(k))
+        return bool(_OPTIMIZER_PATH.search(path)) or path.startswith(owners)
+
     model: dict[str, list[str]] = {}
     for k, f in full_of.items():
-        if not _OPTIMIZER_PATH.search(objects.paths.get(k, readable_name(k))):
+        if not optimizer_owned(k):
             model.setdefault(f, []).append(k)
     placed = _tf_keras_positions(full_of, entries, objects)
     out: dict[str, RoleInfo] = {}
     for k, f in full_of.items():
         m = _TF_KERAS_VAR.match(f)
-        if not m or not _OPTIMIZER_PATH.search(objects.paths.get(k, readable_name(k))):
+        if not m or not optimizer_owned(k):
             continue
         fitting = [v for v in model.get(m.group(3), ()) if entries[v].shape == entries[k].shape]
         if not fitting:
