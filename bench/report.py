@@ -219,10 +219,11 @@ def rows(results: dict) -> list[dict]:
         out.append(_row(size, "peak RSS, restore-ema", rss, tf_rss, "MB", tf_rss / rss,
                         f"<= {budget:.0f} MB", rss <= budget, _TF_BAKE))
         for fmt, e in r.get("export", {}).items():
-            if "refused" in e:
-                out.append(_row(size, f"peak RSS, export {fmt}", "refused (exit 5)", None, "",
-                                None, "exit 5 where Keras' load order is unrecorded", True,
-                                "repeated blocks: Keras loads an .h5 by layer position"))
+            if "refused" in e:  # measured on the largest tensor's layer alone
+                out.append(_row(size, f"peak RSS, export {fmt}, largest tensor's layer "
+                                f"(the whole model: exit 5, repeated blocks)", e["maxrss_mb"],
+                                budget, "MB", budget / e["maxrss_mb"], f"<= {budget:.0f} MB",
+                                e["maxrss_mb"] <= budget, "largest tensor + 100 MB"))
                 continue
             out.append(_row(size, f"peak RSS, export {fmt}", e["maxrss_mb"], budget, "MB",
                             budget / e["maxrss_mb"], f"<= {budget:.0f} MB",
