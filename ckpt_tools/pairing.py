@@ -347,13 +347,17 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         raise ValueError(f"apply_order must be one of {', '.join(APPLY_ORDERS)}")
     full = {k: objects.full_names[k] for k in entries
             if k in objects.full_names and SLOT_MARK not in k}
-    groups: dict[str, list[tuple[int, str]]] = {}
+    # One group per variable name and EMA name: TF's _N counts each full name apart
+    # (Variable/fast, Variable/fast_1 beside Variable/slow, Variable/slow_1), so two EMA
+    # objects' averages of same-named variables are ordered each among their own.
+    groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
     shadow_keys = set()
     for k, f in full.items():
         head, _, last = f.rpartition("/")
         idx = _shadow_index(last, names) if head else None
         if idx is not None:
-            groups.setdefault(head, []).append((idx, k))
+            base = last if last in names else _NUMBERED.match(last).group(1)
+            groups.setdefault((head, base), []).append((idx, k))
             shadow_keys.add(k)
     by_name: dict[str, list[str]] = {}
     for k, f in full.items():
@@ -365,7 +369,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
 
     result = ObjectPairing()
     orders = None
-    for head, members in groups.items():
+    for (head, _base), members in groups.items():
         variables = by_name.get(head, [])
         if not variables:
             continue  # a tensor's average (a loss), or the variable was not saved

@@ -94,3 +94,43 @@ def test_ema_objects_named_with_digits_are_picked_by_their_names(tf, tmp_path):
         with np.load(out) as z:
             assert z["model/w"].tobytes() == ema.average(m.w).numpy().tobytes()
             assert z["model/b"].tobytes() == ema.average(m.b).numpy().tobytes()
+
+
+def test_two_named_ema_objects_over_same_named_variables_pair_by_stated_order(tf, tmp_path):
+    """Two EMA objects named ``fast`` and ``slow`` over unnamed variables (all ``Variable``,
+    two of one shape), each ``apply(m.trainable_variables)``, averages in one list. TF counts
+    ``Variable/fast``, ``Variable/fast_1``… apart from ``Variable/slow``…, so with
+    ``--apply-order trainable`` (true here) and ``--ema-name`` each object's averages pair,
+    bit for bit; without the order the file alone refuses."""
+    import numpy as np
+
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = tf.Variable(tf.random.normal([3]))
+            self.b = tf.Variable(tf.random.normal([3]))
+            self.c = tf.Variable(tf.random.normal([3, 3]))
+
+    m = M()
+    fast = tf.train.ExponentialMovingAverage(0.5, name="fast")
+    slow = tf.train.ExponentialMovingAverage(0.9, name="slow")
+    for _ in range(3):
+        for v in m.trainable_variables:
+            v.assign_add(tf.random.normal(v.shape))
+        fast.apply(m.trainable_variables)
+        slow.apply(m.trainable_variables)
+    d = tmp_path / "ck"
+    avgs = [e.average(v) for e in (fast, slow) for v in m.trainable_variables]
+    tf.train.Checkpoint(model=m, ema_vars=avgs).write(str(d / "ckpt"))
+    result = runner.invoke(app, ["export", str(d), "--ema-name", "fast",
+                                 "--out", str(tmp_path / "x.npz")])
+    assert result.exit_code == 6, result.output
+    for ema, name in ((fast, "fast"), (slow, "slow")):
+        out = tmp_path / f"{name}.npz"
+        result = runner.invoke(app, ["export", str(d), "--ema-name", name, "--apply-order",
+                                     "trainable", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        with np.load(out) as z:
+            for n in "abc":
+                assert z[f"model/{n}"].tobytes() == \
+                    ema.average(getattr(m, n)).numpy().tobytes(), (name, n)
