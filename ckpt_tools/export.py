@@ -158,8 +158,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 fix = ("--rename rewrites both alike; export them one at a time, e.g. "
                        f"--grep '{root}/*'" if root != other.split("/", 1)[0] else
                        f"--rename rewrites both alike; leave one out (--exclude '{key}')")
-            raise OutputError(f"two tensors would be exported as {name!r} ({plan[name]} and "
-                              f"{key}); {fix}")
+            # Named by the weights (never by the average one of them takes its value from).
+            raise OutputError(f"two tensors would be exported as {name!r} "
+                              f"({_clean_name(other, variables[other])} and "
+                              f"{_clean_name(key, variables[key])}); {fix}")
         plan[name] = src
         first[name] = (key, before)
         if src != key:

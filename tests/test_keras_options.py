@@ -75,7 +75,7 @@ def test_export_collision_made_by_rename_names_rename(tmp_path):
     one name already, --rename cannot separate them and the error says what can)."""
     code, _, err = run_cli(["export", str(FIXTURES / "linear_v2"), "--rename", "W=b", "--out",
                             str(tmp_path / "w.npz")])
-    assert code == 7 and "exported as 'b'" in err and "adjust --rename" in err, err
+    assert code == 7 and "exported as 'b' (W and b)" in err and "adjust --rename" in err, err
     assert not (tmp_path / "w.npz").exists()
 
 
