@@ -225,8 +225,15 @@ def several_message(ckpt, variables, suffix, holder, several,
         return show(key) if show(key).endswith("/" + last) else f"{show(key)} ({last})"
 
     cands = [c for cs in several.values() for c in cs]
-    names = sorted({suffix.get(c, c) for c in cands})
     holders = sorted({holder[c] for c in cands if c in holder})
+
+    def ema_name_of(c: str) -> str:  # a Keras optimizer's averages: the optimizer, whose
+        v = variables.get(c)          # per-weight names (dense_kernel_average) pick nothing
+        if v is not None and v.ema_style == "keras" and c in holder:
+            return holder[c]
+        return suffix.get(c, c)
+
+    names = sorted({ema_name_of(c) for c in cands})
     examples = "; ".join(f"{show(t)} has {', '.join(map(named, cs))}"
                          for t, cs in list(several.items())[:3])
     more = f" (and {len(several) - 3} more)" if len(several) > 3 else ""

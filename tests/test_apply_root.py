@@ -352,3 +352,29 @@ def test_a_variable_the_checkpoint_lacks_never_gets_another_ones_average(tf, tmp
     live = Net()
     ckpt_tools.apply_ema(live.enc, d)
     assert live.enc.kernel.numpy().tobytes() == want.tobytes()
+
+
+def test_ema_names_found_are_names_ema_name_takes(tf, keras, tmp_path):
+    """A Keras 3 ``Adam(use_ema=True)`` and a ``tf.train.ExponentialMovingAverage`` over one
+    model: the refusal's "EMA names found" are the choices --ema-name takes (the optimizer's
+    attribute), never each Keras average's own name (``dense_kernel_average``)."""
+    keras.utils.set_random_seed(4)
+    m = _seq(keras)
+    opt = keras.optimizers.Adam(0.1, use_ema=True, ema_momentum=0.5)
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    x = np.random.RandomState(0).randn(16, 4).astype("float32")
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(m(x) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables),
+                                m.trainable_variables, strict=True))
+        ema.apply([v.value for v in m.trainable_variables])
+    tf.train.Checkpoint(model=m, optimizer=opt,
+                        ema=[ema.average(v.value) for v in m.trainable_variables]).write(
+        str(tmp_path / "ck" / "ckpt"))
+    result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--out",
+                                 str(tmp_path / "w.npz")])
+    assert result.exit_code == 6, result.output
+    found = result.stderr.split("EMA names found: ", 1)[1].split(";", 1)[0]
+    assert found == "ExponentialMovingAverage, optimizer", result.stderr
+    assert "--ema-name ema or --ema-name optimizer" in result.stderr
