@@ -353,6 +353,30 @@ def missing_message(m: EmaMap) -> str:
             f"likely cause: {cause}{hint}")
 
 
+def refuse_orphans(ckpt: Checkpoint, variables) -> None:
+    """Refuses a checkpoint that holds averages but none of the variables they average
+    (``tf.train.Checkpoint(ema=[...])`` saved apart from the model): nothing here can be
+    restored from them, and "no weights" or "0 averaged" would hide why.
+
+    Raises:
+        EmaError: naming the averages' recorded variables and what to save instead (exit 6).
+    """
+    if any(v.role in (R.WEIGHT, R.BN_STAT) for v in variables.values()):
+        return
+    orphans = [v for v in variables.values()
+               if v.role == R.EMA and not v.ema_of and not v.ema_candidates]
+    if not orphans:
+        return
+    full = ckpt.objects.full_names if ckpt.objects is not None else {}
+    of = [full.get(v.name, v.name).rpartition("/")[0] or v.name for v in orphans]
+    raise EmaError(
+        f"{ckpt.path}: it holds {len(orphans)} average(s) (ema.average(v)) of variables it "
+        f"does not store ({', '.join(of[:4])}{' ...' if len(of) > 4 else ''}): a "
+        "tf.train.Checkpoint saves only what it is given; save them with the model "
+        "(tf.train.Checkpoint(model=model, ema=[ema.average(v) for v in "
+        "model.trainable_variables])), or read them from a checkpoint that holds both")
+
+
 def exact_names(names: set[str]) -> set[str]:
     """The recorded EMA names that are a ``name=`` given to one EMA object, not TF's ``_N``
     counter: names no other recorded name extends with ``_N`` (two objects of one name), and

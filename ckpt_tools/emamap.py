@@ -22,6 +22,7 @@ from .ema_refusals import (
     file_style,
     missing_hints,
     missing_message,
+    refuse_orphans,
     require_keras,
 )
 from .errors import EmaError, OptionError
@@ -323,6 +324,7 @@ def ema_map(
         if style in (None, "keras"):
             require_keras(ckpt)
         variables = _paired_variables(ckpt, apply_order)
+        refuse_orphans(ckpt, variables)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
                     and v.ema_candidates and style in (None, v.ema_style)]
         if unpaired:

@@ -434,8 +434,12 @@ def _classify_objects(entries, objects: ObjectGraph, ema_names,
         elif full and SLOT_MARK not in key:
             ri = _classify_one(full, entry, by_name, names, names | {"avg"}, {}, set(), False,
                                None)
-            # A name-based link would point at a name, not a key: keep only the role.
-            out[key] = RoleInfo(ri.role if ri.role != EMA else LOSS_AVERAGE)
+            # A name-based link would point at a name, not a key: keep only the role. An
+            # average of a tensor (a loss: a scalar) is a loss average; one of a variable
+            # the checkpoint does not store (saved apart from its model) stays an average,
+            # of nothing here.
+            out[key] = RoleInfo(ri.role) if ri.role != EMA else (
+                RoleInfo(EMA, ema_style="object") if entry.shape else RoleInfo(LOSS_AVERAGE))
         else:
             out[key] = _classify_one(key, entry, entries, names, names | {"avg"}, {}, set(),
                                      False, plain)

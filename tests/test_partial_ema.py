@@ -122,3 +122,23 @@ def test_tf1_weight_left_out_is_refused_with_or_without_the_meta(tf1_subset, met
     assert result.exit_code == 6, result.output
     assert "--allow-missing" in result.stderr and "b" in result.stderr, result.stderr
     assert not out.exists()
+
+
+def test_averages_saved_without_their_model_are_refused_saying_so(tf, tmp_path):
+    """``tf.train.Checkpoint(ema=[...])`` saved apart from the model: the averages are listed
+    as averages (not loss averages), and map, export and restore-ema refuse (exit 6) saying
+    the variables they average are not stored, instead of "no weights" (exit 7)."""
+    m = _Net.make(tf)
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    ema.apply([m.body, m.head])
+    d = tmp_path / "emaonly"
+    tf.train.Checkpoint(ema=[ema.average(m.body), ema.average(m.head)]).write(str(d / "ckpt"))
+    listed = runner.invoke(app, ["list", str(d), "--role", "ema", "-q"])
+    assert listed.exit_code == 0 and len(listed.stdout.splitlines()) == 2, listed.output
+    for args in (["map", str(d)], ["export", str(d), "--out", str(tmp_path / "w.npz")],
+                 ["restore-ema", str(d), "--out", str(tmp_path / "baked")]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 6, (args, result.output)
+        assert "does not store" in result.stderr and "tf.train.Checkpoint(model=" in \
+            result.stderr, result.stderr
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "baked").exists()
