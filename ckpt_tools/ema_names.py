@@ -103,7 +103,8 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             shadows.setdefault(v.ema_of, []).append(v.name)
     chosen: dict[str, str] = {}
     several: dict[str, list[str]] = {}
-    given = exact_names({suffix.get(c, "") for cs in shadows.values() for c in cs} - {""})
+    given = exact_names({suffix.get(c, "") for cs in shadows.values() for c in cs} - {""}) \
+        if ema_name is not None and tf2 else set()  # only an --ema-name in TF2 reads it
     for target, cands in shadows.items():
         picked = cands
         if ema_name is not None:

@@ -83,8 +83,8 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
     taken = {k: v for v, k in pairs}
     # A variable the object walk placed whose object path the checkpoint does not hold was not
     # saved (a decoder beside a saved encoder): its name may be another variable's.
-    unsaved = {id(v): k for k, v in keyed.items()
-               if k not in ckpt and id(v) not in found and not _via_optimizer(ckpt)}
+    unsaved = {} if _via_optimizer(ckpt) else {
+        id(v): k for k, v in keyed.items() if k not in ckpt and id(v) not in found}
     # Variables the object walk did not place (Keras 3 models are reachable only through their
     # optimizer's lists) are paired by name: the full_name TF2 records, or a TF1 key.
     by_name: dict[str, list[str]] = {}

@@ -10,7 +10,7 @@ statement that contradicts a Sequential/Functional config.json.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ...errors import EmaError, VariableNotFoundError
 from .model_tree import ORDERS
@@ -83,24 +83,29 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
     firsts = {p.split("/", 1)[0] if "/" in p else None for p in shown}
     roots = [""] + [f"{r}/" for r in firsts if r and len(firsts) == 1]
 
-    def find(name: str) -> tuple[list[str], str | None]:
+    def spellings(name: str) -> Iterator[str]:
+        """``name`` as the file may record it: leading segments it does not record (the
+        model's name) dropped one by one, each with and without a Sequential's root."""
         parts = name.split("/")
         for i in range(len(parts)):
             for root in roots:
-                s = root + "/".join(parts[i:])
-                if s in lay.model:
-                    return [s], None
-                if s in shown:
-                    if len(shown[s]) > 1:  # two sub-models' dense/kernel: never pick one
-                        raise EmaError(
-                            f"--trainable {name!r} matches {len(shown[s])} weights: "
-                            f"{', '.join(shown[s])}; state the one meant by that key")
-                    return list(shown[s]), None
-                under = [k for k in lay.model if k in possible
-                         and lay.paths.get(k, k).startswith(s + "/")]
-                if under:
-                    _proven_order(name, s, under)
-                    return under, s
+                yield root + "/".join(parts[i:])
+
+    def find(name: str) -> tuple[list[str], str | None]:
+        for s in spellings(name):
+            if s in lay.model:
+                return [s], None
+            if s in shown:
+                if len(shown[s]) > 1:  # two sub-models' dense/kernel: never pick one
+                    raise EmaError(
+                        f"--trainable {name!r} matches {len(shown[s])} weights: "
+                        f"{', '.join(shown[s])}; state the one meant by that key")
+                return list(shown[s]), None
+            under = [k for k in lay.model if k in possible
+                     and lay.paths.get(k, k).startswith(s + "/")]
+            if under:
+                _proven_order(name, s, under)
+                return under, s
         return by_suffix(name)
 
     def by_suffix(name: str) -> tuple[list[str], str | None]:
@@ -142,33 +147,10 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                 "in Keras' order, as [v.path for v in model.trainable_variables] prints them")
 
     def layer_of(head: str) -> str:
-        """The layer path ``head`` names (leading segments the file does not record
-        dropped), where the file saves variables of its own; "" where none. Unlike
-        :func:`find`, never stands for (or refuses) the layer's sublayers' weights."""
-        parts = head.split("/")
-        for i in range(len(parts)):
-            for root in roots:
-                s = root + "/".join(parts[i:])
-                if _positional(lay, s):
-                    return s
-        return ""
-
-    def unnamed(head: str, var: str) -> list[str]:
-        """The weight ``var`` of layer ``head`` whose variables the file names by index
-        only (a subclassed model's BatchNormalization: bn/0..3): Keras' fixed order of that
-        layer's variables gives it (gamma, beta, moving_mean, moving_variance)."""
-        parts = head.split("/")
-        for i in range(len(parts)):
-            for root in roots:
-                s = root + "/".join(parts[i:])
-                own = sorted((k for k in lay.model
-                              if re.fullmatch(re.escape(s) + r"/\d+", lay.paths.get(k, k))),
-                             key=lambda k: int(lay.paths.get(k, k).rsplit("/", 1)[1]))
-                if own:
-                    at = {names.index(var) for names in ORDERS
-                          if len(names) == len(own) and var in names}
-                    return [own[at.pop()]] if len(at) == 1 else []
-        return []
+        """The layer path ``head`` names, where the file saves variables of its own by index;
+        "" where none. Unlike :func:`find`, never stands for (or refuses) the layer's
+        sublayers' weights."""
+        return next((s for s in spellings(head) if _positional(lay, s)), "")
 
     next_own: dict[str, int] = {}
     for raw in names:
@@ -179,19 +161,23 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
         if not hit and "/" in name and last_layer is not None \
                 and find(name.rsplit("/", 1)[0])[1] == last_layer:
             continue  # the next variable of the layer the previous name stood for
-        if not hit and "/" in name:
-            hit = unnamed(*name.rsplit("/", 1))
-            layer = None
         if not hit and "/" in name:  # a variable name the file does not record
-            head = name.rsplit("/", 1)[0]
+            head, var = name.rsplit("/", 1)
             own = _positional(lay, layer_of(head))
-            if own:
-                # A custom layer's variables, saved by index only: Keras 3 saves a layer's
-                # trainable variables first, in the order trainable_variables lists them, so
-                # the n-th name stated under it is its n-th saved variable.
-                at = next_own.get(head, 0)
-                next_own[head] = at + 1
-                hit, layer = ([own[at]] if at < len(own) else []), None
+            layer = None
+            # A built-in layer's variables saved by index (a subclassed model's
+            # BatchNormalization: bn/0..3): Keras' fixed order of them names var.
+            at = {order.index(var) for order in ORDERS if len(order) == len(own)
+                  and var in order}
+            if len(at) == 1:
+                hit = [own[at.pop()]]
+            elif own:
+                # A custom layer's variables: Keras 3 saves a layer's trainable variables
+                # first, in the order trainable_variables lists them, so the n-th name
+                # stated under it is its n-th saved variable.
+                n = next_own.get(head, 0)
+                next_own[head] = n + 1
+                hit = [own[n]] if n < len(own) else []
             else:
                 hit, layer = find(head)
         if not hit:
