@@ -119,6 +119,44 @@ def tf1_contradicting_meta(tf, directory: Path) -> tuple[str, dict]:
     return prefix, truth
 
 
+def build_extension(name: str, sources: list[Path], out: Path):
+    """Compiles the optional C extension ``name`` from ``sources`` as setup.py does (same
+    flags) into ``out`` and returns it imported from there; skips the test where no working
+    compiler is installed: the extension is optional (setup.py), and the pure-Python path,
+    which every such test also covers, is then all there is."""
+    import importlib.util
+
+    import pytest
+    from setuptools import Distribution, Extension
+
+    dist = Distribution({"ext_modules": [Extension(
+        name, [str(s) for s in sources], extra_compile_args=["-O3", "-ffp-contract=off"])]})
+    cmd = dist.get_command_obj("build_ext")
+    cmd.build_lib, cmd.build_temp = str(out), str(out / "tmp")
+    cmd.ensure_finalized()
+    try:
+        cmd.run()
+    except Exception as exc:  # noqa: BLE001 - distutils' CompileError, LinkError, ...
+        pytest.skip(f"no working C compiler here: {exc}")
+    spec = importlib.util.spec_from_file_location(name, next(out.glob(f"{name}*.so")))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def train_ema(tf, variables, *emas, averaged=None, steps: int = 3) -> None:
+    """EMA steps of a TF2 loop without a model: each step moves every one of ``variables`` by
+    random noise, then each EMA object in turn applies to ``averaged`` (default: all of
+    ``variables``, in that order). Read the truth from ``ema.average(v)`` afterwards."""
+    variables = list(variables)
+    averaged = variables if averaged is None else list(averaged)
+    for _ in range(steps):
+        for v in variables:
+            v.assign_add(tf.random.normal(v.shape))
+        for ema in emas:
+            ema.apply(averaged)
+
+
 def run_cli(args: list[str]) -> tuple[int, str, str]:
     """Returns (exit code, stdout, stderr) of ``ckpt <args>`` run in-process."""
     from typer.testing import CliRunner

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import train_ema
 from typer.testing import CliRunner
 
 import ckpt_tools
@@ -275,10 +276,7 @@ def test_an_object_whose_structure_matches_nothing_is_not_paired_by_names(tf, tm
 
     m = Saved()
     ema = tf.train.ExponentialMovingAverage(0.5)
-    for _ in range(3):
-        ema.apply(m.trainable_variables)
-        for v in m.trainable_variables:
-            v.assign_add(tf.random.normal(v.shape))
+    train_ema(tf, m.trainable_variables, ema)
     d = tmp_path / "ck"
     tf.train.Checkpoint(model=m, ema=[ema.average(v) for v in m.trainable_variables]).write(
         str(d / "ckpt"))
@@ -337,9 +335,7 @@ def test_a_variable_the_checkpoint_lacks_never_gets_another_ones_average(tf, tmp
 
     m = Net()
     ema = tf.train.ExponentialMovingAverage(0.5)
-    for _ in range(3):
-        ema.apply([m.enc.kernel])
-        m.enc.kernel.assign_add(tf.random.normal([3, 3]))
+    train_ema(tf, [m.enc.kernel], ema)
     d = tmp_path / "ck"
     tf.train.Checkpoint(enc=m.enc, ema=[ema.average(m.enc.kernel)]).write(str(d / "ckpt"))
     want = ema.average(m.enc.kernel).numpy()

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from _corpus import FIXTURES, ROOT, build_table, bundle_index, entry_proto
+from helpers import build_extension
 
 from ckpt_tools.errors import CheckpointError
 from ckpt_tools.formats import bundle, crc, meta
@@ -32,24 +33,9 @@ METAS = sorted(FIXTURES.rglob("*.meta"))
 @pytest.fixture(scope="module")
 def cwire(tmp_path_factory):
     """``ckpt_tools/cwire*.c`` compiled as setup.py compiles them, imported from a temp dir."""
-    from setuptools import Distribution, Extension
-
-    out = tmp_path_factory.mktemp("cwire")
-    dist = Distribution({"ext_modules": [Extension(
-        "cwire", [str(ROOT / "ckpt_tools" / f"{f}.c") for f in ("cwire", "cwire_index",
-                                                                 "cwire_meta")],
-        extra_compile_args=["-O3", "-ffp-contract=off"])]})
-    cmd = dist.get_command_obj("build_ext")
-    cmd.build_lib, cmd.build_temp = str(out), str(out / "tmp")
-    cmd.ensure_finalized()
-    try:
-        cmd.run()
-    except Exception as exc:  # noqa: BLE001 - distutils' CompileError, LinkError, ...
-        pytest.skip(f"no working C compiler here: {exc}")  # the Python path is all there is
-    spec = importlib.util.spec_from_file_location("cwire", next(out.glob("cwire*.so")))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return build_extension("cwire", [ROOT / "ckpt_tools" / f"{f}.c" for f in
+                                     ("cwire", "cwire_index", "cwire_meta")],
+                           tmp_path_factory.mktemp("cwire"))
 
 
 def _outcome(read):

@@ -337,8 +337,7 @@ def test_custom_layer_state_pairs_by_live_trainable_paths(made, name, extra, tmp
     code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths["state"]),
                             "--out", str(target), *extra])
     assert code == 0, err
-    with np.load(target) as z:
-        got = {k: z[k] for k in z.files}
+    got = _exported(target)
     saved = {"sc/0": "sc/w1", "sc/1": "sc/w2", "sc/2": "sc/run"}
     assert set(got) == {"h/kernel", "h/bias", "o/kernel", "o/bias", *saved}
     for key, value in got.items():
@@ -374,8 +373,7 @@ def test_own_weight_beside_sublayers_pairs_by_keras_own_paths(made, name, extra,
     code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths["scale"]),
                             "--out", str(target), *extra])
     assert code == 0, err
-    with np.load(target) as z:
-        got = {k: z[k] for k in z.files}
+    got = _exported(target)
     assert len(got) == len(paths["scale"]), sorted(got)
     want = sorted(truth[f"scale:{p}"].tobytes() for p in paths["scale"])
     assert sorted(v.tobytes() for v in got.values()) == want

@@ -16,6 +16,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from helpers import build_extension
 
 from ckpt_tools import kernels
 from ckpt_tools.kernels import Histogram, L2Accumulator, Moments, sumsq, work_dtype
@@ -25,26 +26,8 @@ from ckpt_tools.tensor_stats import relative_l2, tensor_stats
 @pytest.fixture(scope="session")
 def compiled(tmp_path_factory):
     """``ckpt_tools/ckernels.c`` compiled as setup.py compiles it, imported from a temp dir."""
-    from setuptools import Distribution, Extension
-
-    src = Path(kernels.__file__).with_name("ckernels.c")
-    out = tmp_path_factory.mktemp("ckernels")
-    args = ["-O3", "-ffp-contract=off"]  # as setup.py
-    dist = Distribution({"ext_modules": [Extension("ckernels", [str(src)],
-                                                   extra_compile_args=args)]})
-    cmd = dist.get_command_obj("build_ext")
-    cmd.build_lib, cmd.build_temp = str(out), str(out / "tmp")
-    cmd.ensure_finalized()
-    try:
-        cmd.run()
-    except Exception as exc:  # noqa: BLE001 - distutils' CompileError, LinkError, ...
-        # The extension is optional (setup.py): a machine without a compiler or Python's
-        # headers installs and runs on the NumPy path, which every test here also covers.
-        pytest.skip(f"no working C compiler here: {exc}")
-    spec = importlib.util.spec_from_file_location("ckernels", next(out.glob("ckernels*.so")))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return build_extension("ckernels", [Path(kernels.__file__).with_name("ckernels.c")],
+                           tmp_path_factory.mktemp("ckernels"))
 
 
 @pytest.fixture(autouse=True, params=["numpy", "compiled"])

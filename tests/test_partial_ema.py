@@ -13,6 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from helpers import train_ema
 from typer.testing import CliRunner
 
 import ckpt_tools
@@ -38,10 +39,7 @@ class _Net:
 def tf2_subset(tf, tmp_path_factory):
     m = _Net.make(tf)
     ema = tf.train.ExponentialMovingAverage(0.5)
-    for _ in range(3):
-        ema.apply([m.body])  # the head is trained but left out
-        for v in (m.body, m.head):
-            v.assign_add(tf.random.normal(v.shape))
+    train_ema(tf, [m.body, m.head], ema, averaged=[m.body])  # the head trained, left out
     d = tmp_path_factory.mktemp("tf2_subset")
     tf.train.Checkpoint(model=m, ema=[ema.average(m.body)]).write(str(d / "ckpt"))
     return d, ema.average(m.body).numpy(), m.head.numpy()

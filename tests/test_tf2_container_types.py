@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import train_ema
 from typer.testing import CliRunner
 
 import ckpt_tools
@@ -175,10 +176,7 @@ def test_apply_ema_leaves_out_what_the_live_module_proves_non_trainable(tf, tmp_
 
     m = M()
     ema = tf.train.ExponentialMovingAverage(0.5)
-    for _ in range(3):
-        ema.apply(m.trainable_variables)
-        for v in m.trainable_variables:
-            v.assign_add(tf.random.normal(v.shape))
+    train_ema(tf, m.trainable_variables, ema)
     d = tmp_path / "ckpt"
     tf.train.Checkpoint(model=m, ema=[ema.average(v) for v in m.trainable_variables]).save(
         str(d / "ckpt"))

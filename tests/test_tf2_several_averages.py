@@ -8,6 +8,7 @@ refused again. Checkpoints are made here by real TensorFlow."""
 from __future__ import annotations
 
 import pytest
+from helpers import train_ema
 from typer.testing import CliRunner
 
 import ckpt_tools
@@ -27,10 +28,7 @@ def gd(tf, tmp_path_factory):
 
     g, d = Net(), Net()
     ema = tf.train.ExponentialMovingAverage(0.5)
-    for _ in range(3):
-        for v in (d.kernel, g.kernel):
-            v.assign_add(tf.random.normal(v.shape))
-        ema.apply([d.kernel, g.kernel])  # D first: G's average is the _1 one
+    train_ema(tf, [d.kernel, g.kernel], ema)  # D first: G's average is the _1 one
     out = tmp_path_factory.mktemp("gd")
     tf.train.Checkpoint(generator=g, ema=[ema.average(d.kernel), ema.average(g.kernel)]).save(
         str(out / "ckpt"))
@@ -74,11 +72,7 @@ def test_ema_objects_named_with_digits_are_picked_by_their_names(tf, tmp_path):
     m = Net()
     fast = tf.train.ExponentialMovingAverage(0.5, name="ema_999")
     slow = tf.train.ExponentialMovingAverage(0.9, name="ema_9999")
-    for _ in range(3):
-        for v in (m.w, m.b):
-            v.assign_add(tf.random.normal(v.shape))
-        fast.apply([m.w, m.b])
-        slow.apply([m.w, m.b])
+    train_ema(tf, [m.w, m.b], fast, slow)
     d = tmp_path / "ck"
     avgs = [e.average(v) for e in (fast, slow) for v in (m.w, m.b)]
     tf.train.Checkpoint(model=m, ema_vars=avgs).write(str(d / "ckpt"))
@@ -114,11 +108,7 @@ def test_two_named_ema_objects_over_same_named_variables_pair_by_stated_order(tf
     m = M()
     fast = tf.train.ExponentialMovingAverage(0.5, name="fast")
     slow = tf.train.ExponentialMovingAverage(0.9, name="slow")
-    for _ in range(3):
-        for v in m.trainable_variables:
-            v.assign_add(tf.random.normal(v.shape))
-        fast.apply(m.trainable_variables)
-        slow.apply(m.trainable_variables)
+    train_ema(tf, m.trainable_variables, fast, slow)
     d = tmp_path / "ck"
     avgs = [e.average(v) for e in (fast, slow) for v in m.trainable_variables]
     tf.train.Checkpoint(model=m, ema_vars=avgs).write(str(d / "ckpt"))
