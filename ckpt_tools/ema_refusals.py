@@ -125,6 +125,7 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
                 f"--apply-order can tell: {examples}{more}; give the models distinct names "
                 f"(keras.Sequential(..., name=...)) or name the variables when training")
     holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    owners = _several_objects(unpaired) if apply_order else []
     either = _list_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
     decide = ("--apply-order trainable does not prove one order: objects with more than ten "
               f"children named 0, 1, 2… ({', '.join(either[:3])}"
@@ -145,6 +146,13 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "(tf.Variable(..., name=...)) when training, or, in Python, pass the live "
               "module: apply_ema(module, path, apply_order='trainable') reads the order "
               "from its own trainable_variables" if holders else
+              f"the averages are saved under {', '.join(owners)}, more of them than there "
+              "are variables to average: several EMA objects (default-named ones number "
+              "their averages with one counter, so the stated order fits one object's "
+              f"averages at a time); pass --ema-name {owners[0]} (or another of them) with "
+              "--apply-order to take that object's averages (Python: ema_name=), or name "
+              "the EMA objects (ExponentialMovingAverage(decay, name='fast')) when training"
+              if owners else
               "the stated --apply-order does not give one pairing that fits the dtypes and "
               "shapes (it contradicts them or leaves several); name the variables "
               "(tf.Variable(..., name=...)) when training" if apply_order else
@@ -159,6 +167,16 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
+
+
+def _several_objects(unpaired) -> list[str]:
+    """The root attributes holding ``unpaired`` averages when those outnumber the variables
+    they may average (``fast/0…2`` and ``slow/0…2`` for three variables): then they are several
+    EMA objects' averages and no single ``apply()`` order fits them all; empty otherwise."""
+    averages = {v.name for v in unpaired}
+    candidates = {c for v in unpaired for c in v.ema_candidates}
+    owners = sorted({root_child(a) for a in averages} - {root_child(c) for c in candidates})
+    return owners if len(owners) > 1 and len(averages) > len(candidates) else []
 
 
 def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
@@ -268,6 +286,23 @@ def several_message(ckpt, variables, suffix, holder, several,
                 "variable (tf.train.Checkpoint(generator=G, discriminator=D, ema=[...])), name "
                 "the variables apart, or name the EMA objects "
                 "(tf.train.ExponentialMovingAverage(decay, name='fast'))", None)
+    if options is holders and len({suffix_base(n) for n in names}) == 1:
+        # One EMA name under several attributes: two EMA objects of that name, or one EMA
+        # object's averages of same-named variables split over attributes with only one of
+        # those variables saved. The file cannot tell, so the option is the caller's statement.
+        return (f"{ckpt.path}: {len(several)} variable(s) have more than one average: "
+                f"{examples}{more}; they share the EMA name "
+                f"({suffix_base(names[0])}) and lie under the attributes "
+                f"{', '.join(holders)}, so they are either several EMA objects of one name or "
+                "one EMA object's averages of same-named variables of which the checkpoint "
+                "holds only one (a GAN's discriminator left unsaved), and the file does not "
+                f"tell which{stated}; only if each of {', '.join(holders[:4])} holds the "
+                "averages of its own EMA object over these variables, pass "
+                + " or ".join(f"--ema-name {n}" for n in options[:4])
+                + " (Python: ema_name=...) to use that object's averages; otherwise save "
+                "every averaged variable, or name the EMA objects "
+                "(tf.train.ExponentialMovingAverage(decay, name='fast')) when training",
+                "--ema-name")
     return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
             f"checkpoint holds several ExponentialMovingAverage objects and does not record "
             f"which one to evaluate with: {examples}{more}; EMA names found: "

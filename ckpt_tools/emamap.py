@@ -323,7 +323,7 @@ def ema_map(
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
             require_keras(ckpt)
-        variables = _paired_variables(ckpt, apply_order)
+        variables = _paired_variables(ckpt, apply_order, ema_name)
         refuse_orphans(ckpt, variables)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
                     and v.ema_candidates and style in (None, v.ema_style)]
@@ -438,15 +438,21 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None) -> dict[str, str]
     return {s: v for s, v in stated.pairs.items() if s not in proven.pairs}
 
 
-def _paired_variables(ckpt: Checkpoint, apply_order: str | None) -> dict:
-    """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it."""
+def _paired_variables(ckpt: Checkpoint, apply_order: str | None,
+                      ema_name: str | None = None) -> dict:
+    """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it
+    (and, where default-named EMA objects share one counter, under ``ema_name``'s attribute:
+    see ``container`` in :func:`~ckpt_tools.pairing.pair_by_names`)."""
     variables = {v.name: v for v in ckpt.variables()}
     if apply_order is None or ckpt.objects is None:
         return variables
-    pairing = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order)
+    pairing = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
+                                    container=ema_name)
     for key, v in list(variables.items()):
         if v.role == R.EMA and v.ema_style == "object":
-            if key in pairing.pairs:
+            if key in pairing.set_aside:  # another EMA object's: not the one chosen
+                variables[key] = replace(v, ema_of=None, ema_candidates=())
+            elif key in pairing.pairs:
                 variables[key] = replace(v, ema_of=pairing.pairs[key], ema_candidates=())
             elif key in pairing.ambiguous:
                 variables[key] = replace(v, ema_of=None,

@@ -37,16 +37,21 @@ class ObjectPairing(Frozen):
     Attributes:
         pairs: shadow key -> key of the variable it averages (proven).
         ambiguous: shadow key -> candidate variable keys, for shadows the file cannot place.
+        set_aside: shadows of other EMA objects than the one the caller chose, left unpaired
+            (see ``container`` in :func:`pair_by_names`).
     """
 
     pairs: dict[str, str]
     ambiguous: dict[str, tuple[str, ...]]
-    _fields = ("pairs", "ambiguous")
+    set_aside: frozenset[str]
+    _fields = ("pairs", "ambiguous", "set_aside")
 
     def __init__(self, pairs: dict[str, str] | None = None,
-                 ambiguous: dict[str, tuple[str, ...]] | None = None) -> None:
+                 ambiguous: dict[str, tuple[str, ...]] | None = None,
+                 set_aside=frozenset()) -> None:
         self.__dict__.update(pairs={} if pairs is None else pairs,
-                             ambiguous={} if ambiguous is None else ambiguous)
+                             ambiguous={} if ambiguous is None else ambiguous,
+                             set_aside=frozenset(set_aside))
 
 
 def _shadow_index(last: str, names: set[str]) -> int | None:
@@ -324,7 +329,8 @@ class LiveOrder(tuple):
 
 
 def pair_by_names(entries, objects: ObjectGraph, names: set[str],
-                  apply_order: str | Sequence[str] | None = None) -> ObjectPairing:
+                  apply_order: str | Sequence[str] | None = None,
+                  container: str | None = None) -> ObjectPairing:
     """Pairs TF2 averages with their variables through the recorded names and the object graph.
 
     Args:
@@ -336,6 +342,13 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             reads it from the live module's ``trainable_variables``, which the file cannot
             tell); default: pair a shadow only when one variable of its group has its dtype
             and shape.
+        container: with ``apply_order``, the root attribute the caller chose the averages
+            of (``--ema-name fast`` for ``tf.train.Checkpoint(fast=[...], slow=[...])``). Two
+            default-named EMA objects number their averages with one counter
+            (``Variable/ExponentialMovingAverage`` to ``_5`` for three variables), so a group
+            then holds more averages than variables and no single order fits; the chosen
+            attribute's averages alone are one object's, in its ``apply()`` order. Used only
+            for such groups; the other attributes' averages there are ``set_aside``.
 
     Returns:
         :class:`ObjectPairing`.
@@ -368,6 +381,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         return entries[s].dtype == entries[v].dtype and entries[s].shape == entries[v].shape
 
     result = ObjectPairing()
+    aside: set[str] = set()
     orders = None
     for (head, _base), members in groups.items():
         variables = by_name.get(head, [])
@@ -396,6 +410,12 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         if orders is None:
             orders = {"given": [given]} if given is not None else variable_orders(objects)
         chosen = ("given",) if given is not None else (apply_order,)
+        if container is not None and len(shadows) > len(variables):
+            mine = [s for s in shadows if root_child(s) == container]
+            if mine and len(mine) < len(shadows):
+                aside.update(s for s in shadows if s not in mine)
+                members = [(i, k) for i, k in members if k in mine]
+                shadows = mine
         distinct_idx = len({i for i, _ in members}) == len(members)
         found: set[tuple[str, ...]] = set()
         for hyp in chosen:
@@ -432,4 +452,6 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                 result.pairs[s] = cands.pop()
             elif cands:
                 result.ambiguous[s] = tuple(sorted(cands))
+    if aside:
+        result = ObjectPairing(result.pairs, result.ambiguous, aside)
     return result

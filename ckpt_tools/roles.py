@@ -252,7 +252,8 @@ def _scoped_part_shadows(entries, roles: dict[str, RoleInfo],
 
 
 def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
-                        apply_order: str | None = None) -> ObjectPairing:
+                        apply_order: str | None = None,
+                        container: str | None = None) -> ObjectPairing:
     """Pairs TF2 averages with their variables: Keras 3 ``use_ema`` averages by their optimizer
     path, ``ema.average(v)`` by the names TensorFlow recorded (see :mod:`ckpt_tools.pairing`).
 
@@ -271,9 +272,9 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
     keras3.update(_keras3_scoped_pairs(objects, full, entries, "average"))
     clash = _keras3_clashes(full, keras3, "average")
     rest = {k: e for k, e in entries.items() if k not in keras3 and k not in clash}
-    found = pair_by_names(rest, objects, names, apply_order)
+    found = pair_by_names(rest, objects, names, apply_order, container)
     return ObjectPairing(pairs={**keras3, **found.pairs},
-                         ambiguous={**clash, **found.ambiguous})
+                         ambiguous={**clash, **found.ambiguous}, set_aside=found.set_aside)
 
 
 def _flat(full_name: str) -> str:

@@ -57,6 +57,33 @@ def test_list_marks_them_open_and_names_no_option(gd):
         ckpt_tools.ema_map(gd)
 
 
+def test_split_attributes_are_offered_only_as_the_callers_statement(tf, tmp_path):
+    """The same one EMA object over G and D, its averages saved under two attributes
+    (``ema_g=[...]``, ``ema_d=[...]``) with only G: indistinguishable in the file from two
+    EMA objects over G. The refusal must not claim two EMA objects: it names both readings and
+    offers ``--ema-name`` only as the caller's statement that each attribute is one object."""
+
+    class Net(tf.Module):
+        def __init__(self):
+            super().__init__(name="net")
+            with tf.name_scope("dense"):
+                self.kernel = tf.Variable(tf.random.normal([4, 4]), name="kernel")
+
+    g, d = Net(), Net()
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    train_ema(tf, [g.kernel, d.kernel], ema)
+    tf.train.Checkpoint(generator=g, ema_g=[ema.average(g.kernel)],
+                        ema_d=[ema.average(d.kernel)]).write(str(tmp_path / "ck" / "ckpt"))
+    result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--out",
+                                 str(tmp_path / "w.npz")])
+    assert result.exit_code == 6, result.output
+    err = " ".join(result.stderr.split())
+    assert "holds several ExponentialMovingAverage objects" not in err, err
+    assert "one EMA object's averages of same-named variables" in err, err
+    assert "only if each of ema_d, ema_g holds the averages of its own EMA object" in err, err
+    assert not (tmp_path / "w.npz").exists()
+
+
 def test_ema_objects_named_with_digits_are_picked_by_their_names(tf, tmp_path):
     """Two EMA objects given the names ``ema_999`` and ``ema_9999`` (decays), their averages
     saved in one list: ``_9999`` is not TF's counter on ``ema_999`` (no ``ema`` average is
@@ -124,3 +151,53 @@ def test_two_named_ema_objects_over_same_named_variables_pair_by_stated_order(tf
             for n in "abc":
                 assert z[f"model/{n}"].tobytes() == \
                     ema.average(getattr(m, n)).numpy().tobytes(), (name, n)
+
+
+def test_default_named_ema_objects_under_two_attributes_pair_by_attribute(tf, tmp_path):
+    """Two default-named EMA objects over unnamed variables (two of one shape), each
+    ``apply(m.trainable_variables)``, saved as ``fast=[...]`` and ``slow=[...]``: TF numbers
+    both objects' averages with one counter (``Variable/ExponentialMovingAverage`` to ``_5``),
+    so no single order fits all six. ``--apply-order trainable`` alone is refused naming
+    ``--ema-name``; with ``--ema-name fast`` (or ``slow``) that attribute's averages pair,
+    bit for bit, in the CLI and through ``apply_ema`` on the live module."""
+    import numpy as np
+
+    from ckpt_tools import apply_ema
+
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = tf.Variable(tf.random.normal([3]))
+            self.b = tf.Variable(tf.random.normal([3]))
+            self.c = tf.Variable(tf.random.normal([3, 3]))
+
+    m = M()
+    fast = tf.train.ExponentialMovingAverage(0.5)
+    slow = tf.train.ExponentialMovingAverage(0.9)
+    for _ in range(3):
+        for v in m.trainable_variables:
+            v.assign_add(tf.random.normal(v.shape))
+        fast.apply(m.trainable_variables)
+        slow.apply(m.trainable_variables)
+    d = tmp_path / "ck"
+    tf.train.Checkpoint(model=m, fast=[fast.average(v) for v in m.trainable_variables],
+                        slow=[slow.average(v) for v in m.trainable_variables]
+                        ).write(str(d / "ckpt"))
+    result = runner.invoke(app, ["export", str(d), "--apply-order", "trainable",
+                                 "--out", str(tmp_path / "x.npz")])
+    assert result.exit_code == 6, result.output
+    assert "--ema-name fast" in " ".join(result.output.split())
+    raw = {n: getattr(m, n).numpy() for n in "abc"}
+    for ema, name in ((fast, "fast"), (slow, "slow")):
+        out = tmp_path / f"{name}.npz"
+        result = runner.invoke(app, ["export", str(d), "--ema-name", name, "--apply-order",
+                                     "trainable", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        truth = {n: ema.average(getattr(m, n)).numpy() for n in "abc"}
+        with np.load(out) as z:
+            for n in "abc":
+                assert z[f"model/{n}"].tobytes() == truth[n].tobytes(), (name, n)
+        apply_ema(m, str(d), apply_order="trainable", ema_name=name)
+        for n in "abc":
+            assert getattr(m, n).numpy().tobytes() == truth[n].tobytes(), (name, n)
+            getattr(m, n).assign(raw[n])
