@@ -322,7 +322,8 @@ class LiveOrder(tuple):
         return self
 
     def __eq__(self, other) -> bool:
-        return tuple.__eq__(self, other) and getattr(other, "held", None) == self.held
+        return (isinstance(other, tuple) and tuple.__eq__(self, other)
+                and getattr(other, "held", None) == self.held)
 
     def __hash__(self) -> int:
         return hash((tuple(self), self.held))

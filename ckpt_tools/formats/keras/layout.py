@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from ..entry import TensorEntry
 from .model_tree import build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
 from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
-from .stated import check_stated, stated_keys
+from .stated import check_proven, check_stated, stated_keys
 
 __all__ = ["KerasLayout", "Spec", "analyze", "check_stated", "fitting_use_ema",
            "infer_use_ema", "stated_keys", "to_snake_case"]
@@ -231,10 +231,11 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     if tf_keras:
         lay.order = lay.model + opt + lay.other
         return lay
+    found = None
     if trainable:
         keys = stated_keys(lay, trainable, {k for k, _ in trained})
+        found = _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras)
         if lay.flags and lay.ordered:
-            found = _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras)
             proven = list(found.averages.values()) if found.averages and None not in \
                 found.averages.values() else None
             check_stated(lay, keys, [k for k, _ in trained], proven)
@@ -246,6 +247,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema,
                    bag_groups=groups, stated=bool(trainable),
                    layers=_layers(trained, segments, groups))
+    if found is not None:
+        check_proven(lay, found.averages)
     lora = _lora_layers(config)
     if lora and lay.use_ema and (not lay.averages or None in lay.averages.values()):
         # Keras saves a LoRA layer's kernel merged with a_raw @ b_raw and not its factors:

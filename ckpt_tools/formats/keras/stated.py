@@ -56,6 +56,29 @@ def check_stated(lay: KerasLayout, keys: list[str], possible: list[str],
         "records which layers were frozen)")
 
 
+def check_proven(lay: KerasLayout, proven: dict[str, str | None]) -> None:
+    """Refuses a ``--trainable`` whose pairing differs from one the file proves by itself
+    (``proven``: EMA copy key -> weight key found without the statement; a bare
+    ``.weights.h5`` lists a Functional model's layers in Keras' order, so no config.json is
+    needed to prove it). Nothing is checked where the file alone leaves a copy unpaired.
+
+    Raises:
+        EmaError: naming an EMA copy the statement moves, and both weights (exit 6).
+    """
+    if not proven or None in proven.values():
+        return
+    for avg, weight in proven.items():
+        stated = lay.averages.get(avg, weight)
+        if stated != weight:
+            def show(k):
+                return lay.paths.get(k, k) if k else "no weight"
+            raise EmaError(
+                f"--trainable contradicts the file: without it every EMA copy pairs with a "
+                f"weight by what the file records, and the average of {show(weight)} would "
+                f"go to {show(stated)} instead; omit --trainable, or state the weights in "
+                "model.trainable_variables order")
+
+
 def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
     """Model weight keys for the caller's names, in the order given.
 

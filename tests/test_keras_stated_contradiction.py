@@ -1,0 +1,57 @@
+"""A ``--trainable`` that contradicts a pairing the file proves by itself is refused (exit 6),
+in a bare ``.weights.h5`` as in a ``.keras`` (review-11-attack-r7 m1). A Functional model with
+three equal-shaped Dense layers (``left``, ``right``, ``right2``) lists its layers in Keras'
+order in the ``.weights.h5``, so every EMA copy pairs without a statement; the same layers
+stated in another order used to move three layers' averages onto each other with exit 0. The
+file is made here by Keras 3; the truth is the optimizer's averages at save time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli
+
+
+@pytest.fixture(scope="module")
+def branches(keras, tmp_path_factory):
+    keras.utils.set_random_seed(3)
+    inp = keras.Input((3,))
+    left = keras.layers.Dense(3, name="left")(inp)
+    right = keras.layers.Dense(3, name="right")(inp)
+    right2 = keras.layers.Dense(3, name="right2")(right)
+    out = keras.layers.Dense(2, name="out")(keras.layers.Add()([right2, left]))
+    model = keras.Model(inp, out)
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(16, 3)).astype("float32")
+    y = rng.normal(size=(16, 2)).astype("float32")
+    for _ in range(3):
+        model.train_on_batch(x, y)
+    d = tmp_path_factory.mktemp("branches")
+    model.save_weights(str(d / "m.weights.h5"))
+    truth = {v.path: opt._model_variables_moving_average[
+        opt._get_variable_index(v)].numpy() for v in model.trainable_variables}
+    return d / "m.weights.h5", truth
+
+
+def test_trainable_contradicting_the_files_order_is_refused(branches, tmp_path):
+    path, _ = branches
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(path), "--use-ema", "--trainable",
+                            "left,right,right2,out", "--out", str(out)])
+    assert code == 6, err
+    assert "--trainable contradicts the file" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("stated", [[], ["--trainable", "right,right2,left,out"]])
+def test_trainable_agreeing_with_the_file_pairs_bit_for_bit(branches, stated, tmp_path):
+    path, truth = branches
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(path), "--use-ema", *stated, "--out", str(out)])
+    assert code == 0, err
+    with np.load(out) as z:
+        assert sorted(z.files) == sorted(truth)
+        for name, value in truth.items():
+            assert z[name].tobytes() == value.tobytes(), name
