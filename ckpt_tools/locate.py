@@ -211,7 +211,8 @@ def _chosen(found: Location, directory: str, candidates: list[str], picked: str)
     more = f" and {len(others) - 3} more" if len(others) > 3 else ""
     return replace(found, choice=(
         f"{directory}: {len(candidates)} candidate checkpoints and no 'checkpoint' state file; "
-        f"using {picked} (newest{', .keras preferred' if picked.endswith('.keras') else ''}; "
+        f"using {picked} (last modified"
+        f"{', .keras preferred' if picked.endswith('.keras') else ''}; "
         f"not {', '.join(others[:3])}{more}); name a file to choose"))
 
 

@@ -65,7 +65,8 @@ def test_no_use_ema_states_it_and_use_ema_reads_the_block(made, case, tmp_path):
     out, truth = made
     path = out / f"{case}.weights.h5"
     code, err, _ = _export(path, tmp_path / "e.npz", "--no-use-ema")
-    assert code == 6 and "stated by the caller (use_ema=False)" in err and "--raw" in err, err
+    assert code == 6 and "--raw" in err, err
+    assert "stated by the caller (--no-use-ema; Python: use_ema=False)" in err, err
     code, _, text = run_cli(["list", str(path), "--no-use-ema"])
     assert code == 0 and "none of 2 weights has a shadow" in text
 

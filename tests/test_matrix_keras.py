@@ -262,7 +262,8 @@ def test_use_ema_option_states_what_the_file_cannot(matrix, tmp_path):
     assert code == 6 and "use_ema=False" in err
     code, text, _ = run_cli(["list", str(path), "--json", "--use-ema"])
     assert json.loads(text)["ema_evidence"] == {
-        "use_ema": True, "source": "stated", "detail": "stated by the caller (use_ema=True)",
+        "use_ema": True, "source": "stated",
+        "detail": "stated by the caller (--use-ema; Python: use_ema=True)",
         "notes": []}
     # Without the option nothing settles it (a momentum buffer or a gradient accumulator can
     # sit as near the weights as an average): list says so and names the option.

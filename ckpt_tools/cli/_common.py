@@ -61,8 +61,9 @@ ToOpt = Annotated[str | None, typer.Option("--to", hidden=True, help="Alias of -
 UseEmaOpt = Annotated[bool | None, typer.Option(
     "--use-ema/--no-use-ema", show_default=False,
     help="Keras files: state whether the optimizer ran with use_ema=True, where the file "
-    "cannot tell (a bare .weights.h5: SGD without momentum, gradient accumulation). "
-    "Default: from config.json or the optimizer variables.")]
+    "cannot tell: a bare .weights.h5 (ModelCheckpoint(save_weights_only=True)) of nearly "
+    "every optimizer needs it, since gradient accumulators would sit where the averages "
+    "are. Default: from config.json (.keras) or the optimizer variables.")]
 TrainableOpt = Annotated[str | None, typer.Option(
     "--trainable", metavar="NAMES",
     help="Keras files (a legacy .h5: full names, where layers repeat names): the weights "

@@ -127,7 +127,8 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
     if use_ema is not None:
         lay.use_ema, lay.ema_source = use_ema, "stated"
-        lay.ema_evidence = f"stated by the caller (use_ema={use_ema})"
+        lay.ema_evidence = (f"stated by the caller ({'--use-ema' if use_ema else '--no-use-ema'}; "
+                             f"Python: use_ema={use_ema})")
     elif cfg is not None:
         lay.use_ema, lay.ema_source = bool(cfg.get("use_ema")), "config"
         lay.ema_evidence = f"config.json (optimizer use_ema={bool(cfg.get('use_ema'))})"

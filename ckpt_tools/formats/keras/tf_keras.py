@@ -115,7 +115,8 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
     rest = keys[off:]
     if stated is not None:
         use_ema, lay.ema_source = stated, "stated"
-        lay.ema_evidence = f"stated by the caller (use_ema={stated})"
+        lay.ema_evidence = (f"stated by the caller ({'--use-ema' if stated else '--no-use-ema'}; "
+                             f"Python: use_ema={stated})")
     elif lay.optimizer_config is not None:
         use_ema, lay.ema_source = bool(cfg.get("use_ema")), "config"
         lay.ema_evidence = "config.json (optimizer use_ema), tf_keras variable layout"
