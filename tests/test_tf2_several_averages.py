@@ -18,16 +18,34 @@ from ckpt_tools.cli import app
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def gd(tf, tmp_path_factory):
+def _gan(tf):
+    """A GAN's G and D, both ``dense/kernel`` of one shape, and one default-named EMA."""
+
     class Net(tf.Module):
         def __init__(self):
             super().__init__(name="net")
             with tf.name_scope("dense"):
                 self.kernel = tf.Variable(tf.random.normal([4, 4]), name="kernel")
 
-    g, d = Net(), Net()
-    ema = tf.train.ExponentialMovingAverage(0.5)
+    return Net(), Net(), tf.train.ExponentialMovingAverage(0.5)
+
+
+def _abc(tf):
+    """A tf.Module of unnamed variables (all ``Variable``): ``a``, ``b`` of one shape, ``c``."""
+
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = tf.Variable(tf.random.normal([3]))
+            self.b = tf.Variable(tf.random.normal([3]))
+            self.c = tf.Variable(tf.random.normal([3, 3]))
+
+    return M()
+
+
+@pytest.fixture(scope="module")
+def gd(tf, tmp_path_factory):
+    g, d, ema = _gan(tf)
     train_ema(tf, [d.kernel, g.kernel], ema)  # D first: G's average is the _1 one
     out = tmp_path_factory.mktemp("gd")
     tf.train.Checkpoint(generator=g, ema=[ema.average(d.kernel), ema.average(g.kernel)]).save(
@@ -63,14 +81,7 @@ def test_split_attributes_are_offered_only_as_the_callers_statement(tf, tmp_path
     EMA objects over G. The refusal must not claim two EMA objects: it names both readings and
     offers ``--ema-name`` only as the caller's statement that each attribute is one object."""
 
-    class Net(tf.Module):
-        def __init__(self):
-            super().__init__(name="net")
-            with tf.name_scope("dense"):
-                self.kernel = tf.Variable(tf.random.normal([4, 4]), name="kernel")
-
-    g, d = Net(), Net()
-    ema = tf.train.ExponentialMovingAverage(0.5)
+    g, d, ema = _gan(tf)
     train_ema(tf, [g.kernel, d.kernel], ema)
     tf.train.Checkpoint(generator=g, ema_g=[ema.average(g.kernel)],
                         ema_d=[ema.average(d.kernel)]).write(str(tmp_path / "ck" / "ckpt"))
@@ -125,14 +136,7 @@ def test_two_named_ema_objects_over_same_named_variables_pair_by_stated_order(tf
     bit for bit; without the order the file alone refuses."""
     import numpy as np
 
-    class M(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.a = tf.Variable(tf.random.normal([3]))
-            self.b = tf.Variable(tf.random.normal([3]))
-            self.c = tf.Variable(tf.random.normal([3, 3]))
-
-    m = M()
+    m = _abc(tf)
     fast = tf.train.ExponentialMovingAverage(0.5, name="fast")
     slow = tf.train.ExponentialMovingAverage(0.9, name="slow")
     train_ema(tf, m.trainable_variables, fast, slow)
@@ -164,21 +168,10 @@ def test_default_named_ema_objects_under_two_attributes_pair_by_attribute(tf, tm
 
     from ckpt_tools import apply_ema
 
-    class M(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.a = tf.Variable(tf.random.normal([3]))
-            self.b = tf.Variable(tf.random.normal([3]))
-            self.c = tf.Variable(tf.random.normal([3, 3]))
-
-    m = M()
+    m = _abc(tf)
     fast = tf.train.ExponentialMovingAverage(0.5)
     slow = tf.train.ExponentialMovingAverage(0.9)
-    for _ in range(3):
-        for v in m.trainable_variables:
-            v.assign_add(tf.random.normal(v.shape))
-        fast.apply(m.trainable_variables)
-        slow.apply(m.trainable_variables)
+    train_ema(tf, m.trainable_variables, fast, slow)
     d = tmp_path / "ck"
     tf.train.Checkpoint(model=m, fast=[fast.average(v) for v in m.trainable_variables],
                         slow=[slow.average(v) for v in m.trainable_variables]
