@@ -104,12 +104,14 @@ def _clean_name(key: str, var) -> str:
 
 
 def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, exclude=None,
-                rename=None, **map_options) -> tuple[dict[str, str], list[str], list[str]]:
+                rename=None, weights_out: dict[str, str] | None = None,
+                **map_options) -> tuple[dict[str, str], list[str], list[str]]:
     """Chooses what to export: ({output name: source key}, averaged names, warnings).
 
     ``ema=None`` or ``True`` exports averages and refuses (:class:`EmaError`) a checkpoint
     without them unless ``allow_missing=True``; ``False`` exports raw weights (with a warning if
-    averages exist).
+    averages exist). ``weights_out``, when given, gets output name -> the weight's own key
+    (which differs from the source key where that is its average).
     """
     variables = {v.name: v for v in ckpt.variables()}
     has_ema = any(v.role == R.EMA for v in variables.values())
@@ -164,6 +166,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                               f"{_clean_name(key, variables[key])}); {fix}")
         plan[name] = src
         first[name] = (key, before)
+        if weights_out is not None:
+            weights_out[name] = key
         if src != key:
             averaged.append(name)
     if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it
@@ -231,8 +235,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     try:
         inputs = Inputs(ckpt.input_files())
         check_file_output(out_path, inputs, overwrite)
+        weights: dict[str, str] = {}
         plan, averaged, warnings = plan_export(ckpt, ema=ema, include=include, exclude=exclude,
-                                               rename=rename, **map_options)
+                                               rename=rename, weights_out=weights,
+                                               **map_options)
         if not plan and (include is not None or exclude):
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
         if not plan:
@@ -258,10 +264,12 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                             f"(exact, no value changes); {where}")
         # Over a URL the tensors to export are fetched ahead in the order the writer reads
         # them (the weights or their averages only: not back to back in the shards).
-        order = read_order(plan, fmt, ckpt)  # refuses an .h5 layer of unknown order
+        # refuses an .h5 whose layers, or a layer's weights, Keras would fill otherwise
+        order = read_order(plan, fmt, ckpt, weights)
         ckpt.plan_reads(order)
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
-            nbytes = WRITERS[fmt](ckpt, plan, tmp, progress)
+            nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
+                      WRITERS[fmt](ckpt, plan, tmp, progress))
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings)
     finally:
         if not isinstance(checkpoint, Checkpoint):

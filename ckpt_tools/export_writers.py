@@ -16,7 +16,8 @@ import zipfile
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .errors import OutputError, UnsupportedFormatError
+from .errors import OutputError
+from .export_h5_layers import h5_layers
 from .formats.dtypes import numpy_dtype
 
 SAFETENSORS_DTYPES = {
@@ -120,77 +121,28 @@ def _write_safetensors(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progres
     return offset
 
 
-# Keras fills a layer's weights from an .h5 by position, in the order the layer creates them;
-# a TensorFlow checkpoint records them by name only (sorted: beta before gamma). This is that
-# order for the names TensorFlow, tf_slim and Keras give weights (Keras 3 objects add a "_").
-_KERAS_WEIGHT_ORDER = {n: i for i, names in enumerate((
-    ("kernel", "weights"), ("depthwise_kernel",), ("pointwise_kernel",), ("recurrent_kernel",),
-    ("embeddings",), ("bias", "biases"), ("gamma",), ("beta",), ("moving_mean",),
-    ("moving_variance",), ("alpha",))) for n in names}
-
-
-def _weight_rank(name: str) -> int | None:
-    return _KERAS_WEIGHT_ORDER.get(name.rpartition("/")[2].removesuffix(":0").lstrip("_"))
-
-
-def h5_layers(plan: dict[str, str], ckpt: Checkpoint) -> dict[str, list[str]]:
-    """Output names grouped by layer, in the order the HDF5 writer writes them: a Keras
-    file's own order, else each layer's weights in Keras' order (kernel, bias; gamma, beta,
-    moving_mean, moving_variance), which ``load_weights`` fills by position.
+def read_order(plan: dict[str, str], fmt: str, ckpt: Checkpoint,
+               weights: dict[str, str] | None = None) -> list[str]:
+    """The source keys in the order the ``fmt`` writer reads them (each once).
 
     Raises:
-        UnsupportedFormatError: from a TensorFlow checkpoint, a layer holds weights whose
-            order in Keras is not known (custom names), or two layers hold weights of the same
-            names and shapes (their order in the model is not recorded): the .h5 would load
-            them into each other.
-    """
-    layers: dict[str, list[str]] = {}
-    for name in plan:
-        layers.setdefault(name.rpartition("/")[0] or name, []).append(name)
-    if ckpt.format in ("keras", "h5"):
-        return layers
-    for layer, names in layers.items():
-        if len(names) < 2:
-            continue
-        ranks = [_weight_rank(n) for n in names]
-        if None in ranks or len(set(ranks)) != len(ranks):
-            raise UnsupportedFormatError(
-                f"{ckpt.path}: layer {layer!r} holds {', '.join(repr(n) for n in names)}, "
-                "whose order in the Keras layer is not recorded in a TensorFlow checkpoint, "
-                "and an .h5 is loaded by position within each layer; export .npz or "
-                ".safetensors (read by name) instead")
-        layers[layer] = [n for _, n in sorted(zip(ranks, names, strict=True))]
-    # Keras 3 loads an .h5's layers by position too (tf_keras by name with by_name=True):
-    # two layers holding weights of the same names and shapes would load into each other,
-    # and a TensorFlow checkpoint does not record the layers' order in the model.
-    seen: dict[tuple, str] = {}
-    for layer, names in layers.items():
-        signature = tuple((n.rpartition("/")[2], tuple(ckpt.entry(plan[n]).shape)) for n in names)
-        if signature in seen:
-            raise UnsupportedFormatError(
-                f"{ckpt.path}: layers {seen[signature]!r} and {layer!r} hold weights of the same "
-                "names and shapes, and a TensorFlow checkpoint does not record their order in "
-                "the model, by which Keras loads an .h5; export .npz or .safetensors (read by "
-                "name), or restore-ema to a checkpoint, instead")
-        seen[signature] = layer
-    return layers
-
-
-def read_order(plan: dict[str, str], fmt: str, ckpt: Checkpoint) -> list[str]:
-    """The source keys in the order the ``fmt`` writer reads them.
-
-    Raises:
-        UnsupportedFormatError: as :func:`h5_layers`, for ``fmt="h5"``.
+        UnsupportedFormatError: as :func:`~ckpt_tools.export_h5_layers.h5_layers`, for
+            ``fmt="h5"``.
     """
     if fmt == "h5":
-        return [plan[n] for names in h5_layers(plan, ckpt).values() for n in names]
+        order = [plan[n] for names in h5_layers(plan, ckpt, weights).values() for n in names]
+        return list(dict.fromkeys(order))
     return list(plan.values())
 
 
-def _write_h5(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
+def _write_h5(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress,
+              weights: dict[str, str] | None = None) -> int:
+    """Keras' legacy HDF5 weights layout, each layer's weights where ``load_weights`` fills
+    them (:func:`~ckpt_tools.export_h5_layers.h5_layers`; a weight two layers hold, as tied
+    weights are, is written in both)."""
     import h5py
 
-    layers = h5_layers(plan, ckpt)
+    layers = h5_layers(plan, ckpt, weights)
     total = 0
     with h5py.File(tmp, "w") as f:
         # Keras' legacy weights layout: root lists layers, each layer lists its weight names.

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..entry import TensorEntry
-from .model_tree import build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
+from .model_tree import Node, build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
 from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
 from .stated import check_proven, check_stated, stated_keys
 
@@ -78,6 +78,8 @@ class KerasLayout:
         candidates: EMA copy key -> the weights it may average, where the file narrows them
             (a legacy ``.h5`` copy names its weight, which several layers share); elsewhere an
             unpaired copy's candidates are the weights of its shape and dtype.
+        tree: a Keras 3 file's model as a tree of layers (``model_tree.Node``; ``None`` for
+            legacy and tf_keras files), for :func:`~.model_tree.legacy_h5_groups`.
     """
 
     kind: str
@@ -109,6 +111,7 @@ class KerasLayout:
     optimizer_module: str = ""
     attached: dict[str, str] = field(default_factory=dict)
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    tree: Node | None = None
 
 
 def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = None,
@@ -190,6 +193,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                else [])
     if not tf_keras:  # tf_keras names its nested models' weights its own way (tf_keras.py)
         distinct_paths(lay, model)
+        lay.tree = root
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
     module = (((config or {}).get("compile_config") or {}).get("optimizer") or {})
     if isinstance(module, dict):

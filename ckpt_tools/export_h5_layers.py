@@ -1,0 +1,227 @@
+"""Which layer each weight of an exported ``.h5`` goes in, and in what order.
+
+Keras' ``load_weights("x.h5")`` (``legacy_h5_format.load_weights_from_hdf5_group``) fills the
+model by position: the file's ``layer_names`` are matched one for one with the weighted layers
+of ``model.layers``, and each layer's ``weight_names`` with ``layer.trainable_weights +
+layer.non_trainable_weights`` (a nested model's over all its layers; a layer holding another
+layer, as weight tying does, counts that layer's weights too). The writer follows, from:
+
+- a Keras 3 weight file: the model's layers as the file records them
+  (:func:`~ckpt_tools.formats.keras.model_tree.legacy_h5_groups`), refused where it cannot
+  prove what a layer holds (a custom layer may refer to another layer's weights, which the
+  file records once);
+- a TensorFlow checkpoint of a Keras 3 model (``tf.train.Checkpoint(model=...)``): the order
+  the object graph records (``model/_operations/<i>``, each layer's own variables and the
+  layers it holds);
+- any other TensorFlow checkpoint: layers as named, each layer's weights in Keras' order by
+  name, refused where that order or the layers' is not recorded.
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .errors import UnsupportedFormatError
+from .formats.keras.model_tree import frozen_flags_decide, legacy_h5_groups
+from .formats.objgraph import ObjectGraph
+
+# Keras fills a layer's weights from an .h5 by position, in the order the layer creates them;
+# a TensorFlow checkpoint records them by name only (sorted: beta before gamma). This is that
+# order for the names TensorFlow, tf_slim and Keras give weights (Keras 3 objects add a "_").
+_KERAS_WEIGHT_ORDER = {n: i for i, names in enumerate((
+    ("kernel", "weights"), ("depthwise_kernel",), ("pointwise_kernel",), ("recurrent_kernel",),
+    ("embeddings",), ("bias", "biases"), ("gamma",), ("beta",), ("moving_mean",),
+    ("moving_variance",), ("alpha",))) for n in names}
+_INSTEAD = "export .npz or .safetensors (read by name) instead"
+# Children of a Keras model node that are not its layers (the model's layers are _operations).
+_NOT_LAYERS = frozenset({"optimizer", "_compiled_trainable_state", "_tracked", "_inbound_nodes",
+                         "_outbound_nodes", "_losses", "_losses_override",
+                         "call_signature_parameters", "_call_has_context_arg"})
+
+
+def _weight_rank(name: str) -> int | None:
+    return _KERAS_WEIGHT_ORDER.get(name.rpartition("/")[2].removesuffix(":0").lstrip("_"))
+
+
+def h5_layers(plan: dict[str, str], ckpt: Checkpoint,
+              weights: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """Output names grouped by layer, in the order Keras' ``load_weights`` fills them.
+
+    Args:
+        plan: output name -> source key (the average's key for an averaged weight).
+        ckpt: the checkpoint exported.
+        weights: output name -> the model weight's key (where the source is its average);
+            names missing are their own source's weight.
+
+    Raises:
+        UnsupportedFormatError: the file does not prove what Keras would fill: a Keras 3
+            layer of a class that may hold another layer's weights, a subclassed model's
+            layer order; from a TensorFlow checkpoint, a layer holding weights whose order in
+            Keras is not known (custom names), or two layers of the same weight names and
+            shapes whose order in the model is not recorded.
+    """
+    of = {n: (weights or {}).get(n, src) for n, src in plan.items()}
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is not None and layout.tree is not None:
+        return _keras3_layers(plan, ckpt, of, layout)
+    if ckpt.format in ("keras", "h5"):  # legacy .h5 and tf_keras: the file's own layers
+        return _by_prefix(plan)
+    if ckpt.objects is not None:
+        found = _graph_layers(plan, ckpt, of)
+        if found is not None:
+            return found
+    return _named_layers(plan, ckpt)
+
+
+def _by_prefix(plan: dict[str, str]) -> dict[str, list[str]]:
+    layers: dict[str, list[str]] = {}
+    for name in plan:
+        layers.setdefault(name.rpartition("/")[0] or name, []).append(name)
+    return layers
+
+
+def _spec(ckpt: Checkpoint):
+    return lambda key: (tuple(ckpt.entry(key).shape), ckpt.entry(key).dtype_name)
+
+
+def _keras3_layers(plan, ckpt, of, layout) -> dict[str, list[str]]:
+    groups, why = legacy_h5_groups(layout.tree, layout.trainable,
+                                   None if layout.configured else _spec(ckpt))
+    if why:
+        raise UnsupportedFormatError(
+            f"{ckpt.path}: cannot write an .h5 that Keras' load_weights (which fills it by "
+            f"position) loads as this model: {why}; {_INSTEAD}")
+    name_of = {key: n for n, key in of.items()}
+    layers = {layer: [name_of[k] for k in keys if k in name_of] for layer, keys in groups}
+    layers = {layer: names for layer, names in layers.items() if names}
+    placed = {n for names in layers.values() for n in names}
+    lost = [n for n in plan if n not in placed]
+    if lost:  # a weight outside the model's layers: where Keras would want it is unknown
+        raise UnsupportedFormatError(
+            f"{ckpt.path}: {', '.join(repr(n) for n in lost[:3])} belong to no layer of the "
+            f"model, and an .h5 is loaded by position; {_INSTEAD}")
+    return layers
+
+
+def _layer_nodes(graph: ObjectGraph, node: int) -> list[int]:
+    """A Keras 3 model node's layers, in ``model.layers`` order (``_operations/<i>``)."""
+    ops = dict(graph.children.get(node, ())).get("_operations")
+    kids = graph.children.get(ops, []) if ops is not None else []
+    if not all(name.isdigit() for name, _ in kids):
+        return []
+    return [c for _, c in sorted(kids, key=lambda kid: int(kid[0]))]
+
+
+def _weights_of(graph: ObjectGraph, node: int, stack: tuple[int, ...], problems: list[str],
+                leaves: list[list[str]]) -> list[tuple[str, str]]:
+    """``layer.weights`` of a layer node as (key, variable name): its own variables (in
+    Keras' order by name), then those of the layers it holds, each once; each layer's own
+    keys are appended to ``leaves``. Two or more own variables whose order in Keras is not
+    known are added to ``problems``."""
+    kids = graph.children.get(node, [])
+    own = [(graph.node_keys[c], name) for name, c in kids if c in graph.node_keys]
+    ranks = [_weight_rank(name) for _, name in own]
+    if len(own) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
+        problems.append(", ".join(repr(name.lstrip("_")) for _, name in own))
+        ranks = list(range(len(own)))
+    out = [kv for _, kv in sorted(zip(ranks, own, strict=True), key=lambda rk: rk[0] or 0)]
+    seen = {k for leaf in leaves for k in leaf}
+    if any(k not in seen for k, _ in out):
+        leaves.append([k for k, _ in out if k not in seen])
+    layers = _layer_nodes(graph, node)
+    if layers or "_operations" in dict(kids):
+        subs = layers
+    else:
+        subs = [c for name, c in kids if c not in graph.node_keys and name not in _NOT_LAYERS]
+    for sub in subs:
+        if sub not in stack:
+            out += [kv for kv in _weights_of(graph, sub, (*stack, sub), problems, leaves)
+                    if kv not in out]
+    return out
+
+
+def _graph_layers(plan, ckpt, of) -> dict[str, list[str]] | None:
+    """The layers of the one Keras 3 model in the object graph holding every exported weight,
+    in the order the graph records (``None`` when no such model is recorded).
+
+    Raises:
+        UnsupportedFormatError: a layer of that model holds two or more variables whose order
+            in Keras is not known (custom names).
+    """
+    graph = ckpt.objects
+    depth = {0: 0}
+    queue = [0]
+    for node in queue:  # breadth first: the model nearest the root is the one saved
+        for _, c in graph.children.get(node, ()):
+            if c not in depth:
+                depth[c] = depth[node] + 1
+                queue.append(c)
+    wanted = set(of.values())
+    found = []
+    for node in sorted(graph.children, key=lambda n: depth.get(n, len(depth))):
+        layers = _layer_nodes(graph, node)
+        problems: list[str] = []
+        leaves: list[list[list[str]]] = [[] for _ in layers]
+        per_layer = [_weights_of(graph, layer, (node, layer), problems, leaves[i])
+                     for i, layer in enumerate(layers)]
+        if layers and wanted <= {k for kvs in per_layer for k, _ in kvs}:
+            found.append((depth.get(node), per_layer, problems, leaves))
+    if not found or (len(found) > 1 and found[0][0] == found[1][0]):
+        return None
+    _, per_layer, problems, leaves = found[0]
+    if problems:
+        raise UnsupportedFormatError(
+            f"{ckpt.path}: a layer holds {problems[0]}, whose order in the Keras layer is not "
+            "recorded in a TensorFlow checkpoint, and an .h5 is loaded by position within "
+            f"each layer; {_INSTEAD}")
+    stat = {v.name for v in ckpt.variables() if v.role == R.BN_STAT}
+    name_of = {key: n for n, key in of.items()}
+    out: dict[str, list[str]] = {}
+    for i, kvs in enumerate(per_layer):
+        trainable = {k: k not in stat for leaf in leaves[i] for k in leaf}
+        if not frozen_flags_decide(leaves[i], trainable, _spec(ckpt)):
+            names = [name_of.get(k, k) for k, _ in kvs]
+            raise UnsupportedFormatError(
+                f"{ckpt.path}: which of the layers holding {', '.join(names[:4])}"
+                f"{', ...' if len(names) > 4 else ''} are frozen decides the order Keras' "
+                "load_weights fills them in, and a TensorFlow checkpoint does not record it; "
+                f"{_INSTEAD}")
+        keys = [k for k, _ in kvs if k in name_of]
+        names = [name_of[k] for k in keys if k not in stat] + [name_of[k] for k in keys
+                                                               if k in stat]
+        if not names:
+            continue
+        label = names[0].split("/", 1)[0] if "/" in names[0] else f"layer_{i}"
+        while label in out:
+            label = f"{label}_{i}"
+        out[label] = names
+    return out
+
+
+def _named_layers(plan: dict[str, str], ckpt: Checkpoint) -> dict[str, list[str]]:
+    layers = _by_prefix(plan)
+    for layer, names in layers.items():
+        if len(names) < 2:
+            continue
+        ranks = [_weight_rank(n) for n in names]
+        if None in ranks or len(set(ranks)) != len(ranks):
+            raise UnsupportedFormatError(
+                f"{ckpt.path}: layer {layer!r} holds {', '.join(repr(n) for n in names)}, "
+                "whose order in the Keras layer is not recorded in a TensorFlow checkpoint, "
+                "and an .h5 is loaded by position within each layer; export .npz or "
+                ".safetensors (read by name) instead")
+        layers[layer] = [n for _, n in sorted(zip(ranks, names, strict=True))]
+    # Keras 3 loads an .h5's layers by position too (tf_keras by name with by_name=True):
+    # two layers holding weights of the same names and shapes would load into each other,
+    # and a TensorFlow checkpoint does not record the layers' order in the model.
+    seen: dict[tuple, str] = {}
+    for layer, names in layers.items():
+        signature = tuple((n.rpartition("/")[2], tuple(ckpt.entry(plan[n]).shape)) for n in names)
+        if signature in seen:
+            raise UnsupportedFormatError(
+                f"{ckpt.path}: layers {seen[signature]!r} and {layer!r} hold weights of the same "
+                "names and shapes, and a TensorFlow checkpoint does not record their order in "
+                "the model, by which Keras loads an .h5; export .npz or .safetensors (read by "
+                "name), or restore-ema to a checkpoint, instead")
+        seen[signature] = layer
+    return layers
