@@ -168,15 +168,14 @@ def _print_table(out: Output, listing: Listing) -> None:
         # candidates: a proven ✓ or "of X" row is not open); a filter may hide some
         open_rows = [v for v in listing.by_key.values() if _open(v)]
         averages = sum(1 for v in open_rows if v.role == "ema")
-        parts = [f"{len(open_rows) - averages} weight(s) with several candidate averages"
-                 if len(open_rows) > averages else "",
-                 f"{averages} average(s) with several candidate weights" if averages else ""]
+        parts = [f"{len(open_rows) - averages} weight(s)" if len(open_rows) > averages else "",
+                 f"{averages} average(s)" if averages else ""]
         hidden = len(open_rows) - sum(1 for v in shown if _open(v))
         option = listing.decides
         decide = f"pass {option} to decide" if option else "no option decides"
         out.summary(f"EMA: the file does not prove the pairing of "
                     f"{' and '.join(p for p in parts if p)} (marked '?'"
-                    f"{f'; {hidden} of them not shown' if hidden else ''}): "
+                    f"{f'; {hidden} of them not shown here' if hidden else ''}): "
                     f"{decide} ('ckpt map' lists the candidates)")
         if listing.with_shadow:
             out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
