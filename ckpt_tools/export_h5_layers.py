@@ -7,7 +7,7 @@ layer.non_trainable_weights`` (a nested model's over all its layers; a layer hol
 layer, as weight tying does, counts that layer's weights too). The writer follows, from:
 
 - a Keras 3 weight file: the model's layers as the file records them
-  (:func:`~ckpt_tools.formats.keras.model_tree.legacy_h5_groups`), refused where it cannot
+  (:func:`~ckpt_tools.formats.keras.load_order.legacy_h5_groups`), refused where it cannot
   prove what a layer holds (a custom layer may refer to another layer's weights, which the
   file records once);
 - a TensorFlow checkpoint of a Keras 3 model (``tf.train.Checkpoint(model=...)``): the order
@@ -22,7 +22,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import UnsupportedFormatError
-from .formats.keras.model_tree import frozen_flags_decide, legacy_h5_groups
+from .formats.keras.load_order import frozen_flags_decide, legacy_h5_groups
 from .formats.objgraph import ObjectGraph
 
 # Keras fills a layer's weights from an .h5 by position, in the order the layer creates them;

@@ -30,13 +30,15 @@ V, D = 12, 6
 
 class TiedOut(keras.layers.Layer):
     """Output projection tied to an Embedding (transformer weight tying)."""
-    def __init__(self, emb=None, **kw):
+    def __init__(self, emb=None, use_bias=True, **kw):
         super().__init__(**kw)
-        self.emb = emb
+        self.emb, self.use_bias = emb, use_bias
     def build(self, shape):
-        self.bias = self.add_weight(name="bias", shape=(V,), initializer="random_normal")
+        if self.use_bias:
+            self.bias = self.add_weight(name="bias", shape=(V,), initializer="random_normal")
     def call(self, x):
-        return ops.matmul(x, ops.transpose(self.emb.embeddings)) + self.bias
+        y = ops.matmul(x, ops.transpose(self.emb.embeddings))
+        return y + self.bias if self.use_bias else y
 
 def siamese():
     enc = keras.Sequential([keras.Input((D,)), keras.layers.Dense(D, activation="tanh"),
@@ -46,12 +48,12 @@ def siamese():
     h = keras.layers.Concatenate()([enc(a), enc(b)])
     return keras.Model([a, b], keras.layers.Dense(V)(h))
 
-def tied():
+def tied(use_bias=True):
     inp = keras.Input((3,), dtype="int32")
     emb = keras.layers.Embedding(V, D, name="emb")
     x = keras.layers.Dense(D, activation="tanh", name="mix")(emb(inp))
     x = keras.layers.GlobalAveragePooling1D()(x)
-    return keras.Model(inp, TiedOut(emb, name="tied")(x))
+    return keras.Model(inp, TiedOut(emb, use_bias, name="tied")(x))
 
 def cnn():
     inp = keras.Input((8, 8, 3))
@@ -70,7 +72,8 @@ def frozen(freeze=True):
     enc.get_layer("d1").trainable = not freeze
     return model
 
-CASES = {"siamese": siamese, "tied": tied, "cnn": cnn, "frozen": frozen}
+CASES = {"siamese": siamese, "tied": tied, "tied0": lambda: tied(False), "cnn": cnn,
+         "frozen": frozen}
 
 def data(case, n=32):
     rng = np.random.default_rng(0)
@@ -79,7 +82,7 @@ def data(case, n=32):
         return [rng.normal(size=(n, D)).astype("float32") for _ in "ab"], y
     if case == "frozen":
         return rng.normal(size=(n, D)).astype("float32"), y
-    if case == "tied":
+    if case.startswith("tied"):
         return rng.integers(0, V, (n, 3)).astype("int32"), y
     return rng.normal(size=(n, 8, 8, 3)).astype("float32"), y
 
@@ -97,7 +100,7 @@ class Save(keras.callbacks.Callback):
         np.savez(f"{out}/{c}.truth.npz", **{str(i): (avg[id(v)] if id(v) in avg else v).numpy()
                                           for i, v in enumerate(m.weights)})
         m.save_weights(f"{out}/{c}.weights.h5")
-        if c != "tied":  # TiedOut takes a layer: not serializable into a .keras config
+        if not c.startswith("tied"):  # TiedOut takes a layer: no .keras config
             m.save(f"{out}/{c}.keras")
         tf.train.Checkpoint(model=m, optimizer=opt).write(f"{out}/{c}_tf/ckpt")
         if c == "frozen":  # fit() ends by writing the averages into the trainable variables
@@ -139,7 +142,7 @@ def trained(tmp_path_factory):
 # (case, file): the .h5 ckpt export writes loads in Keras as the averages.
 LOADABLE = [("siamese", "siamese.keras"), ("siamese", "siamese.weights.h5"),
             ("siamese", "siamese_tf"), ("cnn", "cnn_tf"), ("tied", "tied_tf"),
-            ("frozen", "frozen.keras")]
+            ("tied0", "tied0_tf"), ("frozen", "frozen.keras")]
 
 
 @pytest.mark.parametrize("case,name", LOADABLE, ids=[n for _, n in LOADABLE])
@@ -149,7 +152,8 @@ def test_exported_h5_loads_in_keras_as_the_averages(trained, tmp_path, case, nam
     tf.train.Checkpoint, layers in the model order its object graph records, not
     alphabetically; tied: a layer tied to an Embedding, from a tf.train.Checkpoint whose object
     graph records the tie; frozen: a nested model with a frozen layer, whose flags config.json
-    records. Every weight Keras loads is the average Keras kept, bit for bit."""
+    records; tied0: the same without a bias (a layer holding no weight of its own). Every
+    weight Keras loads is the average Keras kept, bit for bit."""
     h5 = tmp_path / f"{name}.h5"
     extra = ["--use-ema"] if name.endswith(".weights.h5") else []
     code, _, err = run_cli(["export", str(trained / name), "--out", str(h5), *extra])
@@ -164,14 +168,16 @@ def test_exported_h5_loads_in_keras_as_the_averages(trained, tmp_path, case, nam
 
 # (file, words the refusal says): what Keras would fill is not recorded in the file.
 REFUSED = [("tied.weights.h5", ("'tied'", "weight tying")),
+           ("tied0.weights.h5", ("'tied'", "weight tying")),
            ("frozen.weights.h5", ("'enc'", "frozen", "bare .weights.h5")),
            ("frozen_tf", ("enc/d1/kernel", "frozen", "TensorFlow checkpoint"))]
 
 
 @pytest.mark.parametrize("name,words", REFUSED, ids=[n for n, _ in REFUSED])
 def test_h5_keras_could_fill_otherwise_is_refused(trained, tmp_path, name, words):
-    """tied: a Keras weight file records a tied weight once, under the layer holding it first,
-    so the custom layer's weight count in Keras is not in the file; frozen: which layers of a
+    """tied (and tied0, without a weight of its own): a Keras weight file records a tied weight
+    once, under the layer holding it first, so what Keras fills for the custom layer is not in
+    the file; frozen: which layers of a
     nested model are frozen decides the order Keras fills it in (two Dense of equal shapes
     would load into each other), and neither a bare .weights.h5 nor a TensorFlow checkpoint
     records it. Refused (exit 5) in one line naming the file, why, and the formats that hold

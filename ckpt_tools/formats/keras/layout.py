@@ -79,7 +79,7 @@ class KerasLayout:
             (a legacy ``.h5`` copy names its weight, which several layers share); elsewhere an
             unpaired copy's candidates are the weights of its shape and dtype.
         tree: a Keras 3 file's model as a tree of layers (``model_tree.Node``; ``None`` for
-            legacy and tf_keras files), for :func:`~.model_tree.legacy_h5_groups`.
+            legacy and tf_keras files), for :func:`~.load_order.legacy_h5_groups`.
     """
 
     kind: str

@@ -75,6 +75,7 @@ class Node:
     cls: str | None = None
     cfg: dict | None = None
     frozen: bool = False
+    custom: bool = False  # config.json names a class outside Keras (registered_name)
     ordered: list[Node] = field(default_factory=list)
     bag: list[Node] = field(default_factory=list)
 
@@ -157,12 +158,14 @@ def _order(node: Node, model, notes) -> None:
             child.cfg = hit[1].get("config") or {}
             cls = hit[1].get("class_name", "")
             child.cls = to_snake_case(_EXPORT_NAMES.get(cls, cls)) or child.cls
+            child.custom = bool(hit[1].get("registered_name")) or not str(
+                hit[1].get("module") or "keras").startswith("keras")
             if child.name is None and isinstance(child.cfg.get("name"), str):
                 child.name = child.cfg["name"]  # tf_keras: the layer's name (enc, fc)
         child.frozen = node.frozen or (child.cfg or {}).get("trainable") is False
     for child in node.bag:
         child.frozen = node.frozen
-    lost = [c for c in node.ordered if c.path.rsplit("/", 1)[-1] not in by_name and _holds(c)]
+    lost = [c for c in node.ordered if c.path.rsplit("/", 1)[-1] not in by_name and holds(c)]
     if by_name and lost:  # never place a layer config.json does not list by a guess
         notes.append(f"config.json does not list the layer(s) {', '.join(c.path for c in lost)}"
                      "; EMA copies there are paired by shape only")
@@ -204,7 +207,7 @@ def _fixed_order(node: Node) -> list[Node] | None:
     """
     if node.ordered or not node.bag:
         return None
-    held = [c for c in node.bag if _holds(c)]  # a Dropout/Softmax holds nothing: no place
+    held = [c for c in node.bag if holds(c)]  # a Dropout/Softmax holds nothing: no place
     empty = [c for c in node.bag if c not in held]
     if len(held) <= 1:
         return held + empty
@@ -225,9 +228,9 @@ def _fixed_order(node: Node) -> list[Node] | None:
     return None
 
 
-def _holds(node: Node) -> bool:
+def holds(node: Node) -> bool:
     """Whether ``node`` or a sublayer of it holds weights."""
-    return bool(node.keys) or any(_holds(c) for c in node.ordered + node.bag)
+    return bool(node.keys) or any(holds(c) for c in node.ordered + node.bag)
 
 
 def _suffix(node: Node) -> tuple[str, int]:
@@ -317,98 +320,3 @@ def distinct_paths(lay: KerasLayout, model) -> None:
             owner = model[k].extra.get("owner") or ""
             attrs = [p for p in owner.split("/") if p and p != "layers"]
             lay.paths[k] = "/".join(attrs + [lay.paths[k].rsplit("/", 1)[-1]])
-
-
-# What Keras' legacy HDF5 loader (``legacy_h5_format.load_weights_from_hdf5_group``, used by
-# ``load_weights("x.h5")``) expects: one group per weighted layer of ``model.layers``, in that
-# order, each holding ``layer.trainable_weights + layer.non_trainable_weights`` (a nested model's
-# over all its layers). A Keras 3 weight file records a built-in layer's weights whole; a layer
-# of another class may also hold a reference to another layer (weight tying), whose weights the
-# file records only once, under the layer that holds them first: its count is not proven.
-_LEAVES = frozenset({*_VAR_NAMES, *_BN, *_FROZEN_CLASSES, *_CELL_NAMES})
-_WRAPPERS = frozenset({*_FIXED_SUBLAYERS, "lstm", "gru", "simple_rnn", "conv_lstm1d",
-                       "conv_lstm2d", "conv_lstm3d", "time_distributed"})
-_CONTAINERS = frozenset({"sequential", "functional"})
-
-
-def _unproven(node: Node) -> str | None:
-    """Why the weights ``node`` holds for the legacy loader are not proven, or ``None``."""
-    if not _holds(node):
-        return None
-    where = node.name or node.path
-    if sum(_holds(c) for c in node.bag) > 1:
-        return (f"the sublayers of {where!r} are saved by attribute name, which does not "
-                "record their order in the layer")
-    if node.cls in _LEAVES:
-        if any(_holds(c) for c in node.ordered + node.bag):
-            return f"layer {where!r} holds sublayers its class does not have"
-        return None
-    if node.cls not in _CONTAINERS | _WRAPPERS:
-        return (f"layer {where!r} is of a class ({node.cls or 'unknown'}) whose weights the "
-                "file cannot prove whole: a layer may hold a reference to another layer's "
-                "weights (weight tying), which the file records only once")
-    if node.keys:
-        return f"{where!r} holds weights of its own besides its layers'"
-    return next(filter(None, (_unproven(c) for c in node.ordered + node.bag)), None)
-
-
-def frozen_flags_decide(leaves: list[list[str]], trainable: dict[str, bool], spec) -> bool:
-    """Whether the order Keras' legacy loader fills a nested model in (``trainable_weights``,
-    then ``non_trainable_weights``) is proven without knowing which of its layers are frozen:
-    every choice of frozen layers that orders them otherwise also differs in ``spec(key)``
-    (shape and dtype) somewhere, so Keras refuses the file instead of loading one layer's
-    weights into another. ``leaves``: each layer's own weight keys, in ``model.weights`` order.
-    """
-    if len(leaves) < 2:
-        return True
-    if len(leaves) > 12:  # 2**n choices: too many to try, so not proven
-        return False
-
-    def order(frozen: int) -> list[str]:
-        live = [k for i, ks in enumerate(leaves) for k in ks
-                if trainable.get(k) and not frozen >> i & 1]
-        return live + [k for ks in leaves for k in ks if k not in set(live)]
-
-    ours = order(0)
-    specs = [spec(k) for k in ours]
-    for frozen in range(1, 1 << len(leaves)):
-        other = order(frozen)
-        if other != ours and [spec(k) for k in other] == specs:
-            return False
-    return True
-
-
-def legacy_h5_groups(root: Node, trainable: dict[str, bool], spec=None) \
-        -> tuple[list[tuple[str, list[str]]], str | None]:
-    """The model's weighted layers as Keras' legacy HDF5 loader fills them: ([(layer name,
-    keys in ``trainable_weights + non_trainable_weights`` order)], ``None``), or ([], why not).
-    ``trainable``: key -> trainable, as the file records it (config.json's flags); ``spec``:
-    key -> (shape, dtype), given where the file does not record which layers are frozen (a
-    bare ``.weights.h5``): a nested model whose order that decides is then refused."""
-    held = [c for c in root.ordered + root.bag if _holds(c)]
-    if root.keys:
-        return [], "the model holds weights of its own, outside its layers"
-    if len(held) > 1 and any(_holds(c) for c in root.bag):
-        return [], ("the model's layers are saved by attribute name (a subclassed model), "
-                    "which does not record their order in model.layers")
-    why = next(filter(None, (_unproven(c) for c in held)), None)
-    if why:
-        return [], why
-    groups: list[tuple[str, list[str]]] = []
-    names: set[str] = set()
-    for child in held:
-        runs: list[tuple[str, list[str]]] = []
-        flatten_tree(child, runs)
-        keys = [k for _, ks in runs for k in ks]
-        name = child.name or child.path.rsplit("/", 1)[-1]
-        if spec is not None and not frozen_flags_decide([ks for _, ks in runs], trainable,
-                                                         spec):
-            return [], (f"which layers of {name!r} are frozen decides the order Keras fills "
-                        "its weights in, and a bare .weights.h5 does not record it (a .keras "
-                        "archive does)")
-        while name in names or "/" in name:
-            name = child.path.replace("/", "_") + "_" + str(len(names))
-        names.add(name)
-        groups.append((name, [k for k in keys if trainable.get(k)]
-                       + [k for k in keys if not trainable.get(k)]))
-    return groups, None
