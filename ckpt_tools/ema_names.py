@@ -20,7 +20,7 @@ from .errors import EmaError
 
 def role_from_name(key: str) -> str:
     last = key.rpartition("/")[2]
-    return R.OPTIMIZER_SLOT if R._SLOT_RE.match(last) and "/" in key else R.OTHER
+    return R.OPTIMIZER_SLOT if R.SLOT_RE.match(last) and "/" in key else R.OTHER
 
 
 def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):

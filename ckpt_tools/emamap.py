@@ -27,6 +27,7 @@ from .ema_refusals import (
 )
 from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
+from .object_roles import pair_object_shadows
 from .pairing import root_child
 
 KEEP, DROP = "keep", "drop"
@@ -433,8 +434,8 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None) -> dict[str, str]
     refuse_apply_order(ckpt, apply_order)
     if apply_order is None or ckpt.objects is None:
         return {}
-    proven = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
-    stated = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order)
+    proven = pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
+    stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order)
     return {s: v for s, v in stated.pairs.items() if s not in proven.pairs}
 
 
@@ -446,7 +447,7 @@ def _paired_variables(ckpt: Checkpoint, apply_order: str | None,
     variables = {v.name: v for v in ckpt.variables()}
     if apply_order is None or ckpt.objects is None:
         return variables
-    pairing = R.pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
+    pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
                                     container=ema_name)
     for key, v in list(variables.items()):
         if v.role == R.EMA and v.ema_style == "object":

@@ -1,0 +1,330 @@
+"""Roles of a TF2 object checkpoint's variables: averages paired with their variables through
+the object graph (Keras 3 ``use_ema`` copies by their optimizer's records, ``ema.average(v)``
+by the names TensorFlow recorded: :mod:`ckpt_tools.pairing`), tf_keras optimizer variables by
+their names and positions, and the rest by :func:`ckpt_tools.roles.classify_one` on the names
+the variables were given.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .formats.entry import TensorEntry
+from .formats.objgraph import SLOT_MARK, VALUE_SUFFIX, ObjectGraph, readable_name
+from .lazy_re import LazyPattern
+from .pairing import ObjectPairing, pair_by_names
+from .roles import (
+    DEFAULT_EMA_NAME,
+    EMA,
+    LOSS_AVERAGE,
+    OPTIMIZER_PATH,
+    OPTIMIZER_SLOT,
+    OTHER,
+    STEP,
+    WEIGHT,
+    RoleInfo,
+    classify_one,
+    detect_ema_names,
+    split_key,
+)
+
+
+def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
+                        apply_order: str | None = None,
+                        container: str | None = None) -> ObjectPairing:
+    """Pairs TF2 averages with their variables: Keras 3 ``use_ema`` averages by their optimizer
+    path, ``ema.average(v)`` by the names TensorFlow recorded (see :mod:`ckpt_tools.pairing`).
+
+    Returns:
+        :class:`~ckpt_tools.pairing.ObjectPairing`: proven pairs, and ambiguous shadows with
+        their candidates.
+    """
+    full = {k: objects.full_names[k] for k in entries
+            if k in objects.full_names and SLOT_MARK not in k}
+    names = set(ema_names or ()) | {DEFAULT_EMA_NAME}
+    firsts: dict[str, TensorEntry] = {}
+    for k, f in full.items():
+        firsts.setdefault(f, entries[k])
+    names |= set(detect_ema_names(firsts))
+    keras3 = _keras3_pairs(full, entries, "average")
+    keras3.update(_keras3_scoped_pairs(objects, full, entries, "average"))
+    clash = _keras3_clashes(full, keras3, "average")
+    rest = {k: e for k, e in entries.items() if k not in keras3 and k not in clash}
+    found = pair_by_names(rest, objects, names, apply_order, container)
+    return ObjectPairing(pairs={**keras3, **found.pairs},
+                         ambiguous={**clash, **found.ambiguous}, set_aside=found.set_aside)
+
+
+def _flat(full_name: str) -> str:
+    return full_name.replace("/", "_")
+
+
+def _keras3_scoped_pairs(objects: ObjectGraph, full: dict[str, str], entries,
+                         suffix: str) -> dict[str, str]:
+    """Keras 3 averages paired inside their own optimizer: a ``tf.train.Checkpoint`` of a
+    Keras 3 optimizer records its ``_variables`` and the ``_trainable_variables`` it was built
+    with (references to the model's variable objects). An average ``<opt>/<flat path>_average``
+    of one optimizer is the variable of that same optimizer's ``_trainable_variables`` whose
+    name flattens to ``<flat path>``: proven even when two models share variable names (a
+    GAN's generator and critic both named ``net``).
+
+    Where two of its variables flatten to one name (a layer ``x_dense`` and a block ``x``
+    holding a ``dense``: both ``net_x_dense_kernel_average``), the order proves it: Keras
+    builds one average per variable of ``_trainable_variables``, in that order, as one block of
+    ``_variables`` (both lists recorded in order); used when every average of the optimizer
+    is in that block, one per held variable, each of its variable's shape and dtype. Returns
+    average key -> variable key."""
+    out: dict[str, str] = {}
+    keys = objects.node_keys
+    for _node, kids in objects.children.items():
+        named = dict(kids)
+        if "_trainable_variables" not in named or "_variables" not in named:
+            continue
+        held = [keys[c] for _n, c in _in_order(objects.children.get(
+            named["_trainable_variables"], [])) if c in keys]
+        mine = [keys[c] for _n, c in _in_order(objects.children.get(named["_variables"], []))
+                if c in keys]
+        if any(k not in entries for k in held + mine):
+            # The object graph names a tensor the index lacks (a damaged file): positions
+            # prove nothing then, so this optimizer pairs nothing here.
+            continue
+        by_flat: dict[str, str | None] = {}
+        for k in held:
+            if k in full:
+                f = _flat(full[k])
+                by_flat[f] = k if by_flat.get(f, k) == k else None
+        for k in mine:
+            last = split_key(full.get(k, ""))[1]
+            if "/" not in full.get(k, "") or not last.endswith("_" + suffix):
+                continue
+            src = by_flat.get(last[: -len(suffix) - 1])
+            if src is not None and src != k and entries[src].shape == entries[k].shape:
+                out[k] = src
+        averages = [i for i, k in enumerate(mine) if "/" in full.get(k, "")
+                    and split_key(full[k])[1].endswith("_" + suffix)]
+        if (averages and len(averages) == len(held) and len(held) == len(set(held))
+                and averages == list(range(averages[0], averages[0] + len(held)))
+                and all(entries[mine[i]].shape == entries[v].shape
+                        and entries[mine[i]].dtype == entries[v].dtype
+                        for i, v in zip(averages, held, strict=True))):
+            for i, v in zip(averages, held, strict=True):
+                if out.get(mine[i], v) == v:
+                    out[mine[i]] = v
+    return out
+
+
+def _in_order(kids: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """A tracked list's children by index (``_variables/0``, ``/1``…, ``/10``): the list's own
+    order, which positional pairing relies on."""
+    if all(n.isdigit() for n, _ in kids):
+        return sorted(kids, key=lambda kid: int(kid[0]))
+    return kids
+
+
+def _keras3_clashes(full: dict[str, str], paired: dict[str, str],
+                    suffix: str) -> dict[str, tuple[str, ...]]:
+    """Keras 3 averages (``<opt>/<flat path>_average``) left unpaired because several
+    variables carry that path (two models of the same name): average key -> candidates."""
+    by_flat: dict[str, list[str]] = {}
+    for k, f in full.items():
+        by_flat.setdefault(_flat(f), []).append(k)
+    out = {}
+    for k, f in full.items():
+        last = split_key(f)[1]
+        if k in paired or "/" not in f or not last.endswith("_" + suffix):
+            continue
+        cands = [c for c in by_flat.get(last[: -len(suffix) - 1], []) if c != k]
+        if len(cands) > 1:
+            out[k] = tuple(cands)
+    return out
+
+
+_KERAS3_SLOTS = ("momentum", "velocity", "m", "v", "vhat", "accumulator", "accumulators",
+                 "delta_accumulator", "average_gradient", "moment", "momentums", "velocities")
+
+
+def _keras3_pairs(full: dict[str, str], entries, suffix: str) -> dict[str, str]:
+    """Keras 3 optimizers name their variables ``<optimizer>/<var path, '/' as '_'>_<what>``
+    (``sgd/net_dense_kernel_average``): returns key -> key of the model variable, for ``what`` ==
+    ``suffix``, when shapes agree and exactly one variable has that path."""
+    flat: dict[str, str | None] = {}
+
+    def add(name: str, key: str) -> None:  # two variables flattening alike: neither is proven
+        flat[name] = key if flat.get(name, key) == key else None
+
+    for k, f in full.items():
+        add(f.replace("/", "_"), k)
+    # TensorFlow names a subclassed model's variables <model>/<variable> while Keras paths
+    # read <model>/<layer>/<variable>: the layer part is the key's object path below the root
+    # attribute (``model/zeta/_kernel`` -> ``sub_zeta_kernel``).
+    attr = "/.ATTRIBUTES/VARIABLE_VALUE"
+    for k, f in full.items():
+        parts = k[: -len(attr)].split("/") if k.endswith(attr) else []
+        if len(parts) > 2 and parts[0] != "optimizer" and "/" in f:
+            add("_".join([f.split("/")[0]] + [p.lstrip("_") for p in parts[1:]]), k)
+    out = {}
+    for k, f in full.items():
+        last = split_key(f)[1]
+        if "/" in f and last.endswith("_" + suffix):
+            src = flat.get(last[: -len(suffix) - 1])
+            if src is not None and src != k and entries[src].shape == entries[k].shape:
+                out[k] = src
+    return out
+
+
+def classify_objects(entries, objects: ObjectGraph, ema_names,
+                      apply_order: str | None = None) -> dict[str, RoleInfo]:
+    """TF2 keys say where an object sits, not what it is; the variables' own names (recorded
+    as ``full_name``) follow TF1 conventions, so classify by those."""
+    pairing = pair_object_shadows(entries, objects, ema_names, apply_order)
+    pairs = pairing.pairs
+    full_of = {k: objects.full_names[k] for k in entries
+               if k in objects.full_names and SLOT_MARK not in k}
+    keras_slots: dict[str, str] = {}
+    for slot in _KERAS3_SLOTS:
+        keras_slots.update(_keras3_pairs(full_of, entries, slot))
+    by_name: dict[str, TensorEntry] = {}
+    for key, entry in entries.items():
+        full = objects.full_names.get(key)
+        if full and SLOT_MARK not in key and key not in pairs and key not in pairing.ambiguous:
+            by_name.setdefault(full, entry)
+    names = set(detect_ema_names(by_name)) | {DEFAULT_EMA_NAME}
+    plain = ObjectGraph(paths=objects.paths, slots=objects.slots)
+    tf_keras = _tf_keras_optimizer_vars(full_of, entries, objects)
+    out = {}
+    for key, entry in entries.items():
+        full = objects.full_names.get(key)
+        if "/.ATTRIBUTES/" in key and not key.endswith(VALUE_SUFFIX):
+            # Other saveables: lookup-table keys/values (DenseHashTable, MutableHashTable),
+            # iterator and config state. Not weights, so never "missing" an average.
+            out[key] = RoleInfo(OTHER)
+        elif key in tf_keras:
+            out[key] = tf_keras[key]
+        elif key in pairs:
+            keras3 = full_of.get(key, "").endswith("_average")
+            out[key] = RoleInfo(EMA, ema_of=pairs[key], ema_style="keras" if keras3 else "object")
+        elif key in pairing.ambiguous:
+            out[key] = RoleInfo(EMA, ema_style="object", candidates=pairing.ambiguous[key])
+        elif key in keras_slots:
+            out[key] = RoleInfo(OPTIMIZER_SLOT, slot_of=keras_slots[key])
+        elif full_of.get(key, "").rpartition("/")[2] in ("iteration", "iterations") and \
+                "/" in full_of.get(key, ""):
+            out[key] = RoleInfo(STEP)
+        elif full and SLOT_MARK not in key:
+            ri = classify_one(full, entry, by_name, names, names | {"avg"}, {}, set(), False,
+                               None)
+            # A name-based link would point at a name, not a key: keep only the role. An
+            # average of a tensor (a loss: a scalar) is a loss average; one of a variable
+            # the checkpoint does not store (saved apart from its model) stays an average,
+            # of nothing here.
+            out[key] = RoleInfo(ri.role) if ri.role != EMA else (
+                RoleInfo(EMA, ema_style="object") if entry.shape else RoleInfo(LOSS_AVERAGE))
+        else:
+            out[key] = classify_one(key, entry, entries, names, names | {"avg"}, {}, set(),
+                                     False, plain)
+    for key, entry in entries.items():
+        # Scalars owned by an optimizer object (momentum, decay, beta_1…) are hyperparameters.
+        path = objects.paths.get(key, readable_name(key))
+        if out[key].role == WEIGHT and entry.shape == () and OPTIMIZER_PATH.search(path):
+            out[key] = RoleInfo(OTHER)
+        # A Keras 3 optimizer's own variables (``<opt>/_variables/<i>`` beside
+        # ``<opt>/_iterations``) are its state, never model weights, whatever their names
+        # (Adafactor's factored r and c are named after the variable: adafactor/kernel).
+        owner = _KERAS3_OPT_VAR.match(key)
+        if owner and out[key].role in (WEIGHT, OTHER) and \
+                f"{owner.group(1)}_iterations{VALUE_SUFFIX}" in entries:
+            out[key] = RoleInfo(OPTIMIZER_SLOT)
+    return out
+
+
+_KERAS3_OPT_VAR = LazyPattern(r"^((?:[^/]+/)*)_variables/\d+" + re.escape(VALUE_SUFFIX) + "$")
+
+
+# tf_keras (Keras 2) optimizers (tf.keras.optimizers.* since TF 2.11) name their variables
+# "<optimizer name>/<what>/<model variable name>": Adam/m/dense/kernel, SGD/average/dense/kernel.
+_TF_KERAS_VAR = LazyPattern(r"^([^/]+)/([A-Za-z_]+)/(.+)$")
+
+
+def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
+                             objects: ObjectGraph) -> dict[str, RoleInfo]:
+    """Roles of tf_keras optimizer variables, found by their name and their place under an
+    optimizer in the object graph; ``average`` ones (``use_ema=True``) are paired with the
+    variable of that name, or left with their candidates when several fit."""
+    # An optimizer is known by its attribute name (optimizer=, generator_optimizer=) or by
+    # what it tracks: `_iterations` beside its `_variables` (opt=, g_opt=: any name).
+    owners = tuple({p[: -len("_iterations")] for k in entries
+                    if (p := objects.paths.get(k, "")).endswith("/_iterations")})
+
+    def optimizer_owned(k: str) -> bool:
+        path = objects.paths.get(k, readable_name(k))
+        return bool(OPTIMIZER_PATH.search(path)) or path.startswith(owners)
+
+    model: dict[str, list[str]] = {}
+    for k, f in full_of.items():
+        if not optimizer_owned(k):
+            model.setdefault(f, []).append(k)
+    placed = _tf_keras_positions(full_of, entries, objects)
+    out: dict[str, RoleInfo] = {}
+    for k, f in full_of.items():
+        m = _TF_KERAS_VAR.match(f)
+        if not m or not optimizer_owned(k):
+            continue
+        fitting = [v for v in model.get(m.group(3), ()) if entries[v].shape == entries[k].shape]
+        if not fitting:
+            continue
+        one = fitting[0] if len(fitting) == 1 else (
+            placed[k] if placed.get(k) in fitting else None)
+        if m.group(2) == "average":
+            out[k] = RoleInfo(EMA, ema_of=one, ema_style="keras",
+                              candidates=() if one else tuple(sorted(fitting)))
+        else:
+            out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=one)
+    return out
+
+
+_LAYER_CHAIN = LazyPattern(r"((?:layer_with_weights-\d+/)+)[^/]+")
+
+
+def _tf_keras_positions(full_of: dict[str, str], entries,
+                        objects: ObjectGraph) -> dict[str, str]:
+    """tf_keras ``model.save_weights()`` in TF format, averages of same-named weights (two
+    nested models both holding a layer ``fc``: ``Adam/average/fc/kernel`` twice): the root
+    is the model, ``optimizer`` its compiled optimizer, which built one average per variable
+    of ``model.trainable_variables``, in that order, as its ``_model_variables_moving_average``
+    list (recorded in order). ``model.trainable_variables`` follows ``model.layers``, as the
+    ``layer_with_weights-N`` numbering does; so among the weights of one name, dtype and shape
+    the k-th average is the k-th weight in that numbering, where the optimizer holds exactly
+    one average per such weight (none frozen: otherwise which were trainable is not
+    recorded). Returns average key -> weight key, only for such groups."""
+    root = dict(objects.children.get(0, []))
+    if "optimizer" not in root or not any(n.startswith("layer_with_weights-") for n in root):
+        return {}
+    keys = objects.node_keys
+    listed = dict(objects.children.get(root["optimizer"], [])).get(
+        "_model_variables_moving_average")
+    if listed is None:
+        return {}
+    averages = [keys[c] for _n, c in _in_order(objects.children.get(listed, [])) if c in keys]
+
+    def group(key: str, name: str) -> tuple:
+        return name, entries[key].dtype, entries[key].shape
+
+    by_group: dict[tuple, list[str]] = {}
+    for k in averages:
+        m = _TF_KERAS_VAR.match(full_of.get(k, ""))
+        if m is None or k not in entries:
+            return {}  # not the tf_keras layout: positions prove nothing
+        by_group.setdefault(group(k, m.group(3)), []).append(k)
+    weights: dict[tuple, list[tuple[tuple[int, ...], str]]] = {}
+    for k, f in full_of.items():
+        chain = _LAYER_CHAIN.fullmatch(objects.paths.get(k, ""))
+        if chain and k in entries:
+            where = tuple(int(i) for i in re.findall(r"layer_with_weights-(\d+)", chain[1]))
+            weights.setdefault(group(k, f), []).append((where, k))
+    out: dict[str, str] = {}
+    for g, avgs in by_group.items():
+        mine = sorted(weights.get(g, []))
+        if len(avgs) > 1 and len(mine) == len(avgs) and \
+                len({where for where, _ in mine}) == len(mine):
+            out.update(zip(avgs, [k for _, k in mine], strict=True))
+    return out
