@@ -121,6 +121,10 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
                 of = shadow_of.get(v.name, v.ema_of)
                 if of != v.ema_of or (of and v.ema_candidates):
                     v = replace(v, ema_of=of, ema_candidates=() if of else v.ema_candidates)
+                elif not of and v.ema_candidates:
+                    # Left open and yet the map is proven: another EMA object's average than
+                    # the one --ema-name chose (set aside), which nothing here uses.
+                    v = replace(v, ema_candidates=())
             elif v.ema != pairs.get(v.name) or v.ema_candidates:
                 v = replace(v, ema=pairs.get(v.name), ema_candidates=())
             out.append(v)
@@ -423,9 +427,11 @@ def ema_map(
         names={k: v.path for k, v in variables.items() if v.path})
 
 
-def stated_pairings(ckpt: Checkpoint, apply_order: str | None) -> dict[str, str]:
+def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
+                    ema_name: str | None = None) -> dict[str, str]:
     """The pairings that rest only on the caller's ``apply_order`` (averages the file alone
-    cannot place, paired under the stated order).
+    cannot place, paired under the stated order; with ``ema_name``, as :func:`ema_map` pairs
+    them for it).
 
     Returns:
         `dict[str, str]`: average key -> variable key; empty without ``apply_order``, for
@@ -435,7 +441,8 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None) -> dict[str, str]
     if apply_order is None or ckpt.objects is None:
         return {}
     proven = pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
-    stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order)
+    stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
+                                 container=ema_name)
     return {s: v for s, v in stated.pairs.items() if s not in proven.pairs}
 
 

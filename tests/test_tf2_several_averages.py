@@ -7,6 +7,8 @@ refused again. Checkpoints are made here by real TensorFlow."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from helpers import train_ema
 from typer.testing import CliRunner
@@ -184,8 +186,17 @@ def test_default_named_ema_objects_under_two_attributes_pair_by_attribute(tf, tm
     for ema, name in ((fast, "fast"), (slow, "slow")):
         out = tmp_path / f"{name}.npz"
         result = runner.invoke(app, ["export", str(d), "--ema-name", name, "--apply-order",
-                                     "trainable", "--out", str(out)])
+                                     "trainable", "--out", str(out), "--json"])
         assert result.exit_code == 0, result.output
+        # the pairing rests on the statement: said on stderr and in --json, as without
+        # --ema-name (a/b are open in the file; c's shape alone proves it)
+        assert "paired only because you stated --apply-order" in result.stderr
+        stated = json.loads(result.stdout)["stated_apply_order"]["pairs"]
+        assert sorted(stated) == [f"{name}/{i}/.ATTRIBUTES/VARIABLE_VALUE" for i in (0, 1)]
+        listed = runner.invoke(app, ["list", str(d), "--ema-name", name, "--apply-order",
+                                     "trainable"])
+        assert listed.exit_code == 0 and "of ?" not in listed.stdout, listed.output
+        assert "does not prove" not in listed.output, listed.output
         truth = {n: ema.average(getattr(m, n)).numpy() for n in "abc"}
         with np.load(out) as z:
             for n in "abc":

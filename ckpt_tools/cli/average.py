@@ -112,7 +112,7 @@ def average_command(
         with open_checkpoint(inputs[-1]) as one:
             total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
             if bake:
-                note_stated_order(out, one, apply_order)
+                note_stated_order(out, one, apply_order, ema_name)
         if is_url(out_dir):  # then the upload of the output (about one input's bytes)
             total += total // len(inputs)
         check_output_parent(out_dir, "creating the output directory")

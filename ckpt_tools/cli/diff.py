@@ -86,7 +86,7 @@ def diff_command(
         if ema:
             require_selection(ca, names, None)
             pairs = _pairs_of(ca, ema_name, not no_meta, apply_order)
-            note_stated_order(out, ca, apply_order)
+            note_stated_order(out, ca, apply_order, ema_name)
         with out.progress("comparing") as bar:  # the total is known once pairs are
             if ema:
                 report = diff_ema(ca, match=match, values=not no_values, progress=bar.update,

@@ -174,7 +174,7 @@ def map_command(
                     style=style, **options)
         require_mapped(ckpt, m, filtered(grep, regex, include, exclude), exclude)
         names = display_names(ckpt)
-        note_stated_order(out, ckpt, apply_order)
+        note_stated_order(out, ckpt, apply_order, ema_name)
     warn_unaveraged(out, m)
     m.require_complete()
     if json_out:
@@ -219,7 +219,8 @@ def require_averaged(ckpt, options: dict, names: NameFilter | None, exclude) -> 
         raise no_selection(ckpt.path, names, exclude, "variable with an EMA shadow")
 
 
-def note_stated_order(out: Output, ckpt, apply_order: str | None) -> dict:
+def note_stated_order(out: Output, ckpt, apply_order: str | None,
+                      ema_name: str | None = None) -> dict:
     """Says on stderr when some pairing rests only on the stated ``--apply-order`` (the file
     cannot check how ``ema.apply()`` was called, so a wrong statement gives wrong averages).
 
@@ -229,7 +230,7 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None) -> dict:
     """
     from ..emamap import stated_pairings
 
-    pairs = stated_pairings(ckpt, check_apply_order(apply_order))
+    pairs = stated_pairings(ckpt, check_apply_order(apply_order), ema_name)
     if not pairs:
         return {}
     out.note(f"note: {len(pairs)} average(s) are paired only because you stated "
@@ -349,7 +350,7 @@ def restore_ema_command(
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
         require_averaged(ckpt, options, filtered(grep, regex, include, exclude), exclude)
-        stated = note_stated_order(out, ckpt, apply_order)
+        stated = note_stated_order(out, ckpt, apply_order, ema_name)
         if dry_run:
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, dry_run=True,
                                overwrite=force, slots=slots, **options)

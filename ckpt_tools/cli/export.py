@@ -107,7 +107,7 @@ def export_command(
                          trainable=trainable_names(trainable)) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
-        stated = note_stated_order(out, ckpt, apply_order) if ema is not False else {}
+        stated = note_stated_order(out, ckpt, apply_order, ema_name) if ema is not False else {}
         total = sum(e.nbytes for e in ckpt.entries().values())
         with out.progress("exporting", total) as bar, _selection(ckpt, names, exclude):
             result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,

@@ -97,7 +97,7 @@ def list_command(
     stated = {}
     if apply_order is not None:
         with open_checkpoint(resolve(out, path)) as ckpt:
-            stated = note_stated_order(out, ckpt, apply_order)
+            stated = note_stated_order(out, ckpt, apply_order, ema_name)
     if json_out:
         out.json({**listing.to_dict(), **stated})
     elif quiet:

@@ -201,7 +201,7 @@ def show_command(
                                             f"{' / '.join(regex)!r}")
             keys += [k for k in picked if k not in keys]
         variables = proven_variables(ckpt, keys, ema_name, no_meta, apply_order)
-        note_stated_order(out, ckpt, apply_order)
+        note_stated_order(out, ckpt, apply_order, ema_name)
         shown = display_names(ckpt)
         docs = []
         for key in keys:
@@ -277,7 +277,7 @@ def stats_command(
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
         variables = proven_variables(ckpt, names, ema_name, no_meta, apply_order)
-        note_stated_order(out, ckpt, apply_order)
+        note_stated_order(out, ckpt, apply_order, ema_name)
         entries = ckpt.entries()
         records, rows, errors = [], [], []
         total = sum(entries[k].nbytes for k in names)
