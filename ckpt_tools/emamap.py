@@ -148,6 +148,9 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     return out, refusal
 
 
+_KERAS3_ITERATIONS = "_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+
+
 class EmaMap(Frozen):
     """A restore map in checkpoint keys, with what was (not) averaged.
 
@@ -361,6 +364,11 @@ def ema_map(
     if speaks == "tf2" and {v.ema_style for v in variables.values()
                             if v.role == R.EMA and v.ema_style} == {"keras"}:
         speaks = "keras"  # a Keras 3 optimizer's use_ema copies in a tf.train.Checkpoint
+    elif speaks == "tf2" and not any(v.role == R.EMA for v in variables.values()) and any(
+            k.endswith(_KERAS3_ITERATIONS) for k in variables):
+        # No average at all beside a Keras 3 optimizer (Checkpoint(model=, optimizer=)): the
+        # averages a Keras user expects are its use_ema copies, so say use_ema=False.
+        speaks = "keras"
     unaveraged = []
     # BN statistics count only when some have shadows: TF1 trainers average them, Keras not.
     expected_roles = (R.WEIGHT, R.BN_STAT) if any(

@@ -320,3 +320,17 @@ def test_tf_checkpoint_of_each_setup_pairs_keras_own_averages(matrix, case, tmp_
         name = next(n for n, src in source.items() if src in (key, tf_ckpt["averages"].get(
             str(i))))
         assert _bits(stored[source[name]]) == _bits(value), (case, key)
+
+
+@pytest.mark.parametrize("case", sorted(NO_EMA))
+def test_tf_checkpoint_of_a_keras_optimizer_without_use_ema_says_use_ema(matrix, case,
+                                                                         tmp_path):
+    """tf.train.Checkpoint(model=..., optimizer=...) of a Keras 3 optimizer with
+    use_ema=False: the refusal speaks Keras (use_ema=False), not the custom-loop advice to
+    save ema.average(v) (review-11-user-r8 12)."""
+    out, cases, _ = matrix
+    prefix = out / cases[case]["tf_checkpoint"]["prefix"]
+    for args in (["export", str(prefix), "--out", str(tmp_path / "w.npz")],
+                 ["restore-ema", str(prefix), "--out", str(tmp_path / "r")]):
+        code, _, err = run_cli(args)
+        assert code == 6 and "use_ema=False" in err and "ema.average" not in err, err
