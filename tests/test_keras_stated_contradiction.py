@@ -55,3 +55,56 @@ def test_trainable_agreeing_with_the_file_pairs_bit_for_bit(branches, stated, tm
         assert sorted(z.files) == sorted(truth)
         for name, value in truth.items():
             assert z[name].tobytes() == value.tobytes(), name
+
+
+@pytest.fixture(scope="module")
+def frozen_left(keras, tmp_path_factory):
+    """``left`` frozen before compiling, ``right`` of the same shape trained: a bare
+    ``.weights.h5`` does not record which was frozen, so only ``--trainable`` pairs it."""
+    keras.utils.set_random_seed(4)
+    inp = keras.Input((3,))
+    left_layer = keras.layers.Dense(3, name="left")
+    x = keras.layers.Add()([left_layer(inp), keras.layers.Dense(3, name="right")(inp)])
+    model = keras.Model(inp, keras.layers.Dense(2, name="out")(x))
+    left_layer.trainable = False
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    rng = np.random.default_rng(1)
+    model.train_on_batch(rng.normal(size=(16, 3)).astype("float32"),
+                         rng.normal(size=(16, 2)).astype("float32"))
+    d = tmp_path_factory.mktemp("frozen_left")
+    model.save_weights(str(d / "m.weights.h5"))
+    truth = {v.path: opt._model_variables_moving_average[
+        opt._get_variable_index(v)].numpy() for v in model.trainable_variables}
+    truth.update({v.path: v.numpy() for v in model.weights if v.path not in truth})
+    return d / "m.weights.h5", truth
+
+
+def test_pairings_resting_on_trainable_are_said_to_be_a_statement(frozen_left, tmp_path):
+    """As for --apply-order: stderr says the pairing is the caller's statement, and --json
+    lists the pairs it decided (review-11-user-r8 4)."""
+    import json
+
+    path, truth = frozen_left
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(path), "--use-ema", "--out", str(out)])
+    assert code == 6 and "--trainable" in err, err
+    code, text, err = run_cli(["export", str(path), "--use-ema", "--trainable", "right,out",
+                               "--out", str(out), "--json"])
+    assert code == 0, err
+    assert "paired only because you stated --trainable" in err, err
+    # out's averages are proven by their shape alone; left or right is the statement
+    assert len(json.loads(text)["stated_trainable"]["pairs"]) == 2, text
+    with np.load(out) as z:
+        for name, value in truth.items():
+            assert z[name].tobytes() == value.tobytes(), name
+
+
+def test_a_trainable_the_file_proves_anyway_is_not_called_a_statement(branches, tmp_path):
+    import json
+
+    path, _ = branches
+    code, text, err = run_cli(["export", str(path), "--use-ema", "--trainable",
+                               "right,right2,left,out", "--out", str(tmp_path / "w.npz"),
+                               "--json"])
+    assert code == 0 and "stated" not in err and "stated_trainable" not in json.loads(text)

@@ -222,22 +222,35 @@ def require_averaged(ckpt, options: dict, names: NameFilter | None, exclude) -> 
 def note_stated_order(out: Output, ckpt, apply_order: str | None,
                       ema_name: str | None = None) -> dict:
     """Says on stderr when some pairing rests only on the stated ``--apply-order`` (the file
-    cannot check how ``ema.apply()`` was called, so a wrong statement gives wrong averages).
+    cannot check how ``ema.apply()`` was called, so a wrong statement gives wrong averages) or,
+    in a Keras file, on the stated ``--trainable``.
 
     Returns:
-        `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable}}}`` for
-        the command's ``--json`` document, or ``{}`` when nothing rests on a statement.
+        `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable}}}`` and/or
+        ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` for the command's ``--json``
+        document, or ``{}`` when nothing rests on a statement.
     """
     from ..emamap import stated_pairings
 
+    found: dict = {}
+    layout = getattr(ckpt.reader, "keras", None)
+    by_trainable = dict(getattr(layout, "stated_pairs", None) or {})
+    if by_trainable:
+        n = len(by_trainable)
+        out.note(f"note: {n} EMA cop{'y is' if n == 1 else 'ies are'} paired only because "
+                 "you stated --trainable; the file does not record which weights the optimizer was "
+                 "built with (or in which order), so this is your statement, not a proof: if "
+                 "it was built with others these averages are on the wrong weights",
+                 always=True)
+        found["stated_trainable"] = {"pairs": by_trainable}
     pairs = stated_pairings(ckpt, check_apply_order(apply_order), ema_name)
     if not pairs:
-        return {}
+        return found
     out.note(f"note: {len(pairs)} average(s) are paired only because you stated "
              f"--apply-order {apply_order}; the checkpoint does not record how ema.apply() was "
              f"called, so this is your statement, not a proof: if apply() got another order "
              f"these averages are on the wrong variables", always=True)
-    return {"stated_apply_order": {"order": apply_order, "pairs": pairs}}
+    return {**found, "stated_apply_order": {"order": apply_order, "pairs": pairs}}
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:

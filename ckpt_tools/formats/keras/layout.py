@@ -78,6 +78,8 @@ class KerasLayout:
         candidates: EMA copy key -> the weights it may average, where the file narrows them
             (a legacy ``.h5`` copy names its weight, which several layers share); elsewhere an
             unpaired copy's candidates are the weights of its shape and dtype.
+        stated_pairs: EMA copy key -> model weight key for the pairings that rest only on
+            the caller's ``trainable`` (the file alone leaves them open or pairs otherwise).
         tree: a Keras 3 file's model as a tree of layers (``model_tree.Node``; ``None`` for
             legacy and tf_keras files), for :func:`~.load_order.legacy_h5_groups`.
     """
@@ -110,6 +112,7 @@ class KerasLayout:
     tf_keras: bool = False
     optimizer_module: str = ""
     attached: dict[str, str] = field(default_factory=dict)
+    stated_pairs: dict[str, str] = field(default_factory=dict)
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
 
@@ -253,6 +256,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                    layers=_layers(trained, segments, groups))
     if found is not None:
         check_proven(lay, found.averages)
+        lay.stated_pairs = {a: w for a, w in lay.averages.items()
+                            if w is not None and found.averages.get(a) != w}
     lora = _lora_layers(config)
     if lora and lay.use_ema and (not lay.averages or None in lay.averages.values()):
         # Keras saves a LoRA layer's kernel merged with a_raw @ b_raw and not its factors:

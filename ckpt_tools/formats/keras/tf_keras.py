@@ -84,11 +84,15 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         proven = list(lay.averages.values()) if lay.averages and not lay.frozen_unproven \
             else None
         check_stated(lay, stated, every, proven)
+        alone = dict(lay.averages) if proven is not None else {}
         lay.notes = [n for n in lay.notes if "tf_keras optimizer variables" not in n
                      and "sets of layers fit" not in n]
         lay.frozen_unproven = False
         lay.trainable.update({k: k in set(stated) for k in every})  # as stated, not as saved
     _optimizer(lay, entries, use_ema, stated)
+    if stated is not None:
+        lay.stated_pairs = {a: w for a, w in lay.averages.items()
+                            if w is not None and alone.get(a) != w}
     lay.order = lay.model + lay.optimizer_vars + lay.other
 
 
