@@ -95,8 +95,9 @@ def list_command(
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match)
     stated = {}
-    if apply_order is not None:
-        with open_checkpoint(resolve(out, path)) as ckpt:
+    if apply_order is not None or trainable:
+        with open_checkpoint(resolve(out, path), use_ema=use_ema,
+                             trainable=trainable_names(trainable)) as ckpt:
             stated = note_stated_order(out, ckpt, apply_order, ema_name)
     if json_out:
         out.json({**listing.to_dict(), **stated})
