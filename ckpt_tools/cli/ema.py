@@ -263,7 +263,11 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
     """The map as a table (``average -> restores into``), in display names."""
     rows = [[(names.get(src, src), "cyan" if src != tgt else "dim"), "→", names.get(tgt, tgt)]
             for src, tgt in m.mapping.items()]
-    out.table(f"{m.checkpoint}: EMA map ({m.ema_name}, from {m.source})",
+    # A Keras optimizer's use_ema copies have no EMA object name, and config.json or the
+    # optimizer's layout pairs them, not the keys.
+    what = ("Keras optimizer use_ema copies" if m.file_style == "keras"
+            else f"{m.ema_name}, from {m.source}")
+    out.table(f"{m.checkpoint}: EMA map ({what})",
               [Column("checkpoint key", shrink="middle", min_width=20), Column("", data=False),
                Column("restores into", shrink="middle", min_width=20)], rows)
     if out.quiet:  # the rows only, as every table with -q
