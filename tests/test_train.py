@@ -330,6 +330,8 @@ def test_eval_and_train_result_lines_wrap_at_spaces(v1_run, tmp_path, monkeypatc
         (["train", "--api", "caffe"], 2, ""),
         (["eval", "{tmp}/missing.ckpt"], 3, "no such checkpoint"),
         (["eval", "{tmp}"], 3, "holds no checkpoint"),
+        (["eval", os.path.join(REPO, "fixtures", "keras_ema", "model.keras")], 3,
+         "not a checkpoint of the reference model 'ckpt eval' evaluates"),
     ],
 )
 def test_cli_errors_are_one_line(args, code, message, tmp_path):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
@@ -227,9 +228,19 @@ def restore_keras(net, path: str, use_ema: bool) -> None:
         TrainError: the file does not match the model, or holds no optimizer averages.
     """
     try:
-        net.load_weights(path)
+        # Keras warns for each layer it skips before it raises on one it cannot fill: held
+        # back, so a file of another model is one error line, and said only if it loads.
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            net.load_weights(path)
+        for w in said:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     except ValueError as exc:
-        raise ModelMismatchError(f"{path}: {cause_line(exc)}") from None
+        # Keras names its own layer (conv1) where the file holds another model: say what
+        # eval evaluates first, then Keras' reason.
+        raise ModelMismatchError(
+            f"{path}: not a checkpoint of the reference model 'ckpt eval' evaluates (the one "
+            f"'ckpt train' builds); Keras: {cause_line(exc)}") from None
     except OSError as exc:
         raise TrainError(f"{path}: {first_line(exc)}") from None
     if use_ema:
