@@ -19,6 +19,8 @@ layer, as weight tying does, counts that layer's weights too). The writer follow
 
 from __future__ import annotations
 
+import re
+
 from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import UnsupportedFormatError
@@ -32,6 +34,7 @@ _KERAS_WEIGHT_ORDER = {n: i for i, names in enumerate((
     ("kernel", "weights"), ("depthwise_kernel",), ("pointwise_kernel",), ("recurrent_kernel",),
     ("embeddings",), ("bias", "biases"), ("gamma",), ("beta",), ("moving_mean",),
     ("moving_variance",), ("alpha",))) for n in names}
+_LAYER_WITH_WEIGHTS = re.compile(r"layer_with_weights-(\d+)")
 _INSTEAD = "export .npz or .safetensors (read by name) instead"
 # Children of a Keras model node that are not its layers (the model's layers are _operations).
 _NOT_LAYERS = frozenset({"optimizer", "_compiled_trainable_state", "_tracked", "_inbound_nodes",
@@ -211,6 +214,12 @@ def _named_layers(plan: dict[str, str], ckpt: Checkpoint) -> dict[str, list[str]
                 "and an .h5 is loaded by position within each layer; export .npz or "
                 ".safetensors (read by name) instead")
         layers[layer] = [n for _, n in sorted(zip(ranks, names, strict=True))]
+    numbered = {layer: _LAYER_WITH_WEIGHTS.fullmatch(layer) for layer in layers}
+    if layers and all(numbered.values()):
+        # tf_keras' save_weights (TF format) numbers its model's layers that hold weights in
+        # model.layers order (layer_with_weights-N): the order Keras loads an .h5 by.
+        return {layer: layers[layer] for layer in sorted(
+            layers, key=lambda n: int(numbered[n].group(1)))}
     # Keras 3 loads an .h5's layers by position too (tf_keras by name with by_name=True):
     # two layers holding weights of the same names and shapes would load into each other,
     # and a TensorFlow checkpoint does not record the layers' order in the model.
