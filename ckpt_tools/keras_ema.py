@@ -145,7 +145,8 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
             + tail)
 
 
-def keras_ema_values(checkpoint, *, use_ema: bool | None = None) -> dict[str, np.ndarray]:
+def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
+                     trainable=None) -> dict[str, np.ndarray]:
     """Returns the EMA copies of a Keras file, keyed by the model weight they average.
 
     TensorFlow-free. Only trainable weights have copies (BatchNormalization moving statistics
@@ -155,9 +156,14 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None) -> dict[str, np
         checkpoint (`str` or `Checkpoint`): a ``.keras``, ``.weights.h5`` or Keras ``.h5`` file.
         use_ema (`bool`, *optional*): state whether the optimizer ran with ``use_ema=True``
             where a bare ``.weights.h5`` cannot tell (``--use-ema`` on the command line).
+        trainable (`list[str]`, *optional*): the weights the optimizer was built with, in
+            ``model.trainable_variables`` order, as for :func:`open_checkpoint`
+            (``--trainable``): decides what the file does not record, without TensorFlow.
+            Ignored when ``checkpoint`` is already open (pass it to ``open_checkpoint``).
 
     Returns:
-        `dict[str, np.ndarray]`: model weight key (``layers/dense/vars/0``) -> its EMA value.
+        `dict[str, np.ndarray]`: model weight key (``layers/dense/vars/0``; ``ckpt list
+        --json`` gives each key's ``path``, the name ``export`` writes) -> its EMA value.
 
     Raises:
         EmaError: the file holds no EMA copies, cannot tell whether it does, or some copies
@@ -169,7 +175,7 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None) -> dict[str, np
         (4, 8)
     """
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(
-        checkpoint, use_ema=use_ema)
+        checkpoint, use_ema=use_ema, trainable=trainable)
     try:
         layout = _layout(ckpt)
         if use_ema is not None and ckpt is checkpoint:

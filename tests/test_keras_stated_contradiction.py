@@ -108,3 +108,19 @@ def test_a_trainable_the_file_proves_anyway_is_not_called_a_statement(branches, 
                                "right,right2,left,out", "--out", str(tmp_path / "w.npz"),
                                "--json"])
     assert code == 0 and "stated" not in err and "stated_trainable" not in json.loads(text)
+
+
+def test_keras_ema_values_takes_the_trainable_statement_without_tensorflow(frozen_left):
+    """The refusal's advice, followed in the TF-free API (review-11-user-r8 6)."""
+    import ckpt_tools
+
+    path, truth = frozen_left
+    with pytest.raises(ckpt_tools.EmaError, match="trainable"):
+        ckpt_tools.keras_ema_values(path, use_ema=True)
+    values = ckpt_tools.keras_ema_values(path, use_ema=True, trainable=["right", "out"])
+    with ckpt_tools.open_checkpoint(path, use_ema=True, trainable=["right", "out"]) as ckpt:
+        path_of = {v.name: v.path for v in ckpt.variables()}
+    got = {path_of[k]: v for k, v in values.items()}
+    assert sorted(got) == ["out/bias", "out/kernel", "right/bias", "right/kernel"]
+    for name, value in got.items():
+        assert value.tobytes() == truth[name].tobytes(), name
