@@ -27,30 +27,38 @@ static int varint32(const unsigned char *b, Py_ssize_t *pos, Py_ssize_t end, uin
 }
 typedef struct {
     int dtype, rank, shard, has_crc;
-    unsigned char dims[MAX_RANK];
+    uint64_t dims[MAX_RANK];
     uint64_t offset, size;
     uint32_t crc;
 } entry_t;
 
-/* bundle_wire._decode_canonical's layout, fields in number order, each at most once: a one-byte
- * dtype, dims below 128 without names, a one-byte shard, offset and size below 2**63, an
- * optional crc32c, nothing else. 0, or -1 for anything else (the Python path decides it). */
+/* The layout TensorFlow writes, fields in number order, each at most once: a one-byte dtype,
+ * dims without names (each `0x12 len 0x08 size`, size a varint of exactly len - 1 bytes, below
+ * 2**63), a one-byte shard, offset and size below 2**63, an optional crc32c, nothing else.
+ * bundle_wire._decode_canonical takes dims below 128 only; larger ones (most real shapes) give
+ * the values bundle_wire._decode_general gives. 0, or -1 for anything else (the Python path
+ * decides it). */
 static int canonical(const unsigned char *b, Py_ssize_t n, entry_t *e)
 {
     if (n < 4 || b[0] != 8 || b[2] != 18)
         return -1;
     unsigned dtype = b[1], slen = b[3];
-    if ((dtype | slen) >= 0x80 || (slen & 3))
+    if ((dtype | slen) >= 0x80)
         return -1;
     Py_ssize_t pos = 4 + (Py_ssize_t)slen;
-    int k = (int)(slen >> 2);
-    if (pos > n || k > MAX_RANK)
+    if (pos > n)
         return -1;
-    for (int i = 0; i < k; i++) {
-        const unsigned char *d = b + 4 + 4 * i; /* dim {1: size}: 0x12 0x02 0x08 size */
-        if (d[0] != 0x12 || d[1] != 2 || d[2] != 8 || d[3] >= 0x80)
+    int k = 0;
+    for (Py_ssize_t d = 4; d < pos; k++) { /* dim {1: size}: 0x12 len 0x08 size */
+        if (k >= MAX_RANK || pos - d < 4 || b[d] != 0x12 || b[d + 2] != 8)
             return -1;
-        e->dims[i] = d[3];
+        Py_ssize_t len = b[d + 1], vend = d + 2 + len;
+        if (len < 2 || len > 10 || vend > pos)
+            return -1;
+        Py_ssize_t v = d + 3;
+        if (cw_varint64(b, &v, vend, &e->dims[k]) < 0 || v != vend || e->dims[k] >> 63)
+            return -1;
+        d = vend;
     }
     e->dtype = (int)dtype;
     e->rank = k;
@@ -98,7 +106,7 @@ static PyObject *make_entry(PyTypeObject *cls, PyObject *empty, PyObject *name, 
     PyObject *vals[8] = {NULL};
     int ok = shape != NULL;
     for (int i = 0; ok && i < e->rank; i++) {
-        PyObject *v = PyLong_FromLong(e->dims[i]);
+        PyObject *v = PyLong_FromUnsignedLongLong(e->dims[i]);
         if (v == NULL)
             ok = 0;
         else

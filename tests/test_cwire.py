@@ -12,6 +12,7 @@ so the test does not depend on how the package was installed.
 from __future__ import annotations
 
 import importlib.util
+import math
 import random
 import shutil
 import struct
@@ -200,6 +201,22 @@ CASES = {
     "negative dim": {b"a": entry_proto(1, (-1,), size=4)},
     "dim of 200": {b"a": entry_proto(4, (200,), size=200)},
     "dim byte 0xff": {b"a": b"\x08\x04\x12\x04\x12\x02\x08\xff\x28\x7f"},  # Python's quirk
+    # dims of 2 to 10 varint bytes (most real shapes): decoded in C as the general walk does
+    "dims of 300 x 3": {b"a": entry_proto(1, (300, 3), size=3600)},
+    "dims of 2 to 9 bytes": {b"a": entry_proto(1, (1 << 7, 1 << 14, 1 << 21, 1 << 28, 1 << 35,
+                                                    1 << 42, 1 << 49, 1 << 56), size=4)},
+    "dim of 2**63 - 1": {b"a": entry_proto(1, ((1 << 63) - 1,), size=4)},
+    "dim of 2**63": {b"a": b"\x08\x01\x12\x0d\x12\x0b\x08" + b"\x80" * 9 + b"\x01\x28\x04"},
+    "dim varint of 11 bytes": {b"a": b"\x08\x01\x12\x0e\x12\x0c\x08" + b"\x80" * 10
+                               + b"\x00\x28\x04"},
+    "dim varint not minimal": {b"a": b"\x08\x01\x12\x05\x12\x03\x08\x82\x00\x28\x08"},
+    "dim varint ends early": {b"a": b"\x08\x01\x12\x05\x12\x03\x08\x02\x00\x28\x08"},
+    "dim varint runs on": {b"a": b"\x08\x01\x12\x05\x12\x03\x08\x82\x82\x28\x08"},
+    "dim length 1": {b"a": b"\x08\x01\x12\x03\x12\x01\x08\x28\x04"},
+    "dim length past shape": {b"a": b"\x08\x01\x12\x04\x12\x05\x08\x02\x28\x08"},
+    "dim with a name": {b"a": b"\x08\x01\x12\x07\x12\x05\x08\x02\x12\x01x\x28\x08"},
+    "second dim malformed": {b"a": b"\x08\x01\x12\x08\x12\x03\x08\x82\x01\x12\x01\x08"
+                             b"\x28\x04"},
     "rank 65": {b"a": entry_proto(1, (1,) * 65, size=4)},
     "unknown dtype": {b"a": entry_proto(99, (1,), size=4)},
     "ref dtype": {b"a": entry_proto(101, (1,), size=4)},
@@ -226,6 +243,25 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_hand_built_entries_read_alike(monkeypatch, cwire, tmp_path, case):
     _both_index(monkeypatch, cwire, _one(tmp_path, CASES[case]))
+
+
+def test_dims_of_several_bytes_are_decoded_in_c(monkeypatch, cwire, tmp_path):
+    """Real shapes have dims of 128 and more (two-byte varints and longer): C decodes them
+    (the Python path's fast layout does not), with the values the general walk gives."""
+    shapes = [(300, 3), (128, 2), (1 << 14, 0), (0, 1 << 35)]
+    entries = {f"v{i}".encode(): entry_proto(1, shape, size=4 * math.prod(shape)) for i, shape
+               in enumerate(shapes)}
+    prefix = _one(tmp_path, entries)
+    calls = []
+    monkeypatch.setattr(bundle, "_c_block", lambda *a: calls.append(cwire.bundle_block(*a))
+                        or calls[-1])
+    reader = bundle.BundleReader(str(prefix), verify=False)
+    try:
+        assert [reader.entries[f"v{i}"].shape for i in range(len(shapes))] == shapes
+    finally:
+        reader.close()
+    assert calls and all(c is not None and not c[5] for c in calls)  # nothing deferred
+    _both_index(monkeypatch, cwire, prefix, verify=False)
 
 
 def test_wrong_shard_is_named_as_the_python_path_names_it(monkeypatch, cwire, tmp_path):
