@@ -69,3 +69,26 @@ def test_a_free_thread_goes_on_past_a_slow_item():
     out = list(ordered_map(fn, range(12), workers=2))
     assert out[0] is True and out[1:] == list(range(1, 12))  # not a timeout
     assert parallel.AHEAD * 2 > 10
+
+
+def test_a_free_thread_starts_the_costliest_waiting_task_first():
+    """Longest first: a large tensor later in the window starts before the small ones queued
+    ahead of it (they fill in around it), so the run does not end on one large tensor while
+    the other core idles. Results still come in input order."""
+    gate = threading.Event()
+    starts = []
+
+    def fn(i):
+        starts.append(i)
+        if i in (0, 1):  # both threads busy until every task is in the window
+            gate.wait(timeout=20)
+        return i
+
+    timer = threading.Timer(0.3, gate.set)
+    timer.start()
+    out = list(ordered_map(fn, range(10), workers=2, cost=lambda i: 100 if i == 5 else 1,
+                           batch_cost=1))
+    timer.join()
+    assert out == list(range(10))
+    assert sorted(starts[:2]) == [0, 1] and starts[2] == 5
+    assert sorted(starts[3:]) == [2, 3, 4, 6, 7, 8, 9]
