@@ -24,6 +24,7 @@ from .formats._write import (
     Inputs,
     check_file_name,
     check_out_value,
+    checkpoint_file_kind,
     copy_file,
     copy_tree,
     make_parents,
@@ -193,8 +194,6 @@ def check_out_format(out: str, fmt: str, writer: str | None = None) -> None:
     Raises:
         OutputError: the extension of ``out`` contradicts ``fmt``, naming both.
     """
-    from .export import checkpoint_file_kind
-
     by = writer or f"--format {fmt}"
 
     lower = out.lower().rstrip("/")

@@ -12,7 +12,6 @@ OS errors name the output).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +26,7 @@ from .formats._write import (
     atomic_file,
     check_file_output,
     check_member_name,
+    checkpoint_file_kind,
     member_name_ok,
 )
 from .formats.slices import check_partition
@@ -295,21 +295,6 @@ def _export_to_url(checkpoint, url: str, *, overwrite: bool, **options) -> Expor
         remote.upload([local], remote.url_parent(url), overwrite=overwrite,
                       whole_directory=False)
     return dataclasses.replace(result, path=url)
-
-
-_CHECKPOINT_PART = re.compile(r"(\.index|\.meta|\.data-\d+-of-\d+)$")
-
-
-def checkpoint_file_kind(path: str) -> str | None:
-    """What TensorFlow checkpoint file ``path`` is named like (``a checkpoint's .index
-    file``, its ``.meta``, a ``.data-…`` shard, the ``checkpoint`` state file), or None."""
-    base = path.rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
-    if base == "checkpoint":
-        return "a run's 'checkpoint' state file"
-    m = _CHECKPOINT_PART.search(base)
-    if m is None:
-        return None
-    return f"a checkpoint's {'.data-…' if m.group(1).startswith('.data-') else m.group(1)} file"
 
 
 #: Output file extensions and the export format each one means.

@@ -95,8 +95,35 @@ def test_a_full_disk_during_a_kernel_copy_is_a_write_error(tmp_path, monkeypatch
     assert os.listdir(tmp_path / "out") == []
 
 
-def test_background_syncs_overlap_the_copy_and_report_their_errors(tmp_path, monkeypatch):
+def test_the_disk_write_starts_during_the_copy(tmp_path, monkeypatch):
+    """Linux: sync_file_range(SYNC_FILE_RANGE_WRITE) over the bytes copied so far, each time
+    _KICK_EVERY more were copied (the final fsync then has only the tail left)."""
+    if not bundle_writer._writeback_starter():
+        pytest.skip("no sync_file_range here")
     src, tensors = _source(tmp_path)
+    real = bundle_writer._writeback_starter()
+    kicks = []
+    monkeypatch.setattr(bundle_writer, "_sync_file_range",
+                        lambda fd, start, n, flags: kicks.append((start, n, flags))
+                        or real(fd, start, n, flags))
+    monkeypatch.setattr(bundle_writer, "_KICK_EVERY", 1)
+    monkeypatch.setattr(os, "fdatasync", lambda fd: pytest.fail("fdatasync thread started"))
+    (tmp_path / "ok").mkdir()
+    _copy_all(src, tmp_path / "ok" / "m")
+    assert kicks == [(0, tensors["big"].nbytes, 2)]  # the first tensor: "big"
+    with open_checkpoint(tmp_path / "ok" / "m") as ckpt:
+        np.testing.assert_array_equal(ckpt.tensor("big"), tensors["big"])
+
+
+@pytest.mark.parametrize("starter", ["missing", "refused"])
+def test_background_syncs_overlap_the_copy_and_report_their_errors(tmp_path, monkeypatch,
+                                                                   starter):
+    """Without sync_file_range (not Linux), or where the filesystem refuses it: a background
+    fdatasync every _SYNC_EVERY bytes."""
+    src, tensors = _source(tmp_path)
+    monkeypatch.setattr(bundle_writer, "_KICK_EVERY", 1)
+    monkeypatch.setattr(bundle_writer, "_sync_file_range",
+                        False if starter == "missing" else lambda *a: -1)
     monkeypatch.setattr(bundle_writer, "_SYNC_EVERY", 1)  # a sync after every large tensor
     synced = []
     real = os.fdatasync

@@ -252,6 +252,19 @@ def map_file(path: str):
         os.close(fd)
 
 
+def release_pages(mm, start: int, length: int) -> None:
+    """Drops the pages of ``mm[start:start + length]`` from this process (MADV_DONTNEED on a
+    clean, read-only file mapping only unmaps them: the data stays in the page cache)."""
+    if not isinstance(mm, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.PAGESIZE
+    aligned = start // page * page
+    try:
+        mm.madvise(mmap.MADV_DONTNEED, aligned, start + length - aligned)
+    except (OSError, ValueError):  # advice only: never worth failing a read for
+        pass
+
+
 def close_map(mm) -> None:
     """Closes a mapping from :func:`map_file`, unless views of it are still alive.
 

@@ -207,6 +207,22 @@ def file_kind(mode: int) -> str:
 
 
 # -- names ---------------------------------------------------------------------------------
+# bake and export refuse outputs named like these (restore-ema without importing export)
+_CHECKPOINT_PART = re.compile(r"(\.index|\.meta|\.data-\d+-of-\d+)$")
+
+
+def checkpoint_file_kind(path: str) -> str | None:
+    """What TensorFlow checkpoint file ``path`` is named like (``a checkpoint's .index
+    file``, its ``.meta``, a ``.data-…`` shard, the ``checkpoint`` state file), or None."""
+    base = path.rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
+    if base == "checkpoint":
+        return "a run's 'checkpoint' state file"
+    m = _CHECKPOINT_PART.search(base)
+    if m is None:
+        return None
+    return f"a checkpoint's {'.data-…' if m.group(1).startswith('.data-') else m.group(1)} file"
+
+
 def check_file_name(name: str, option: str = "--name") -> str:
     """Returns ``name`` if it is safe as one file name inside the output directory.
 

@@ -10,7 +10,6 @@ views over the mapping, so reading costs page faults, not copies.
 from __future__ import annotations
 
 import math
-import mmap
 from collections.abc import Iterator
 
 from ..errors import (
@@ -26,6 +25,7 @@ from ._io import (
     map_file,
     open_ranged,
     regular_size,
+    release_pages,
     remote_session,
     sizes_listed,
     view,
@@ -89,19 +89,6 @@ def shape_of(proto, name: str | None = None) -> tuple[int, ...]:
     if any(d < 0 for d in dims):
         raise CorruptCheckpointError(f"{what} has a negative dimension: {dims}")
     return dims
-
-
-def _release(mm, start: int, length: int) -> None:
-    """Drops the pages of ``mm[start:start + length]`` from this process (MADV_DONTNEED on a
-    clean, read-only file mapping only unmaps them: the data stays in the page cache)."""
-    if not isinstance(mm, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
-        return
-    page = mmap.PAGESIZE
-    aligned = start // page * page
-    try:
-        mm.madvise(mmap.MADV_DONTNEED, aligned, start + length - aligned)
-    except (OSError, ValueError):  # advice only: never worth failing a read for
-        pass
 
 
 class BundleReader:
@@ -538,7 +525,7 @@ class BundleReader:
             arr = np.frombuffer(data, dtype=dt)
             yield arr.astype(dt.newbyteorder("=")) if swap else arr.copy() if unaligned else arr
             if mm is not None:
-                _release(mm, entry.offset, len(data))
+                release_pages(mm, entry.offset, len(data))
             return
         running = 0
         for start in range(0, len(data), step):
@@ -552,7 +539,7 @@ class BundleReader:
                 arr = arr.copy()
             yield arr
             if mm is not None:
-                _release(mm, entry.offset + start, len(piece))
+                release_pages(mm, entry.offset + start, len(piece))
         if check:
             self._crc_verdict(entry, running)
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import threading
 from contextlib import contextmanager
-
-import numpy as np
 
 from ..errors import OutputError, WriteError
 from . import crc, dtypes
@@ -25,6 +24,7 @@ from ._io import (
     map_file,
     open_binary,
     open_ranged,
+    release_pages,
     remove_quietly,
     temp_name,
     view,
@@ -36,14 +36,43 @@ from .slices import FULL, TensorSlice, check_partition, encode_key
 from .strings import encode_strings
 from .table_builder import build_table
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING: NumPy only for add_array (restore-ema never)
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
 _COPY_CHUNK = 8 * 1024 * 1024
 # Tensors from this size up are copied by the kernel (os.copy_file_range) with the CRC on a
-# second thread; below it a pread and a write cost less than starting the thread.
+# second thread; below it a pread and a write cost less than the hand-off.
 _RANGE_MIN = 1 << 20
-# Written bytes after which a background fdatasync starts, so the disk writes the data while
-# the copy goes on and the final fsync (kept: the index never points at unsynced data) has
-# only the tail left: ~0.35 s of a 1 GB restore-ema otherwise spent waiting at the end.
+# Written bytes after which the disk write of the data file is started (sync_file_range on
+# Linux, without waiting for it), so the disk writes the data while the copy goes on and the
+# final fsync (kept: the index never points at unsynced data) has only the tail left. Where
+# sync_file_range is missing, a background fdatasync every _SYNC_EVERY bytes does it.
+_KICK_EVERY = 8 << 20
 _SYNC_EVERY = 128 << 20
+_SYNC_FILE_RANGE_WRITE = 2  # <fcntl.h>: start writing dirty pages out, do not wait
+_sync_file_range = None  # libc's, looked up on first use (False: not available)
+
+
+def _writeback_starter():
+    """Returns libc's ``sync_file_range`` (through ctypes; ``os`` has no binding), or ``None``
+    where there is none (not Linux)."""
+    global _sync_file_range
+    if _sync_file_range is None:
+        _sync_file_range = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+                fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+                fn.restype = ctypes.c_int
+                _sync_file_range = fn
+            except (OSError, AttributeError):
+                pass
+    return _sync_file_range or None
 # copy_file_range's refusals that mean "not between these files" (cross-device on old
 # kernels, filesystems without it): nothing was copied, so the bytes go through user space.
 _NO_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP,
@@ -115,6 +144,11 @@ class BundleWriter:
         self._unsynced = 0  # bytes written since the last background sync started
         self._syncer: threading.Thread | None = None
         self._sync_error: OSError | None = None
+        self._kicked = 0  # data file bytes whose disk write was started (sync_file_range)
+        self._kick_pool: ThreadPoolExecutor | None = None  # runs those starts
+        self._kick_refused = False
+        self._maps: dict[str, object] = {}  # source path -> read-only map, for the CRC
+        self._crc_pool: ThreadPoolExecutor | None = None
 
     # -- adding tensors --------------------------------------------------------------------
     def _entry(self, key: bytes, dtype: int, shape, size: int, crc32c: int,
@@ -216,7 +250,8 @@ class BundleWriter:
                     progress) -> int | None:
         """Copies with ``os.copy_file_range`` (in the kernel, page cache to page cache, as
         ``cp`` does: no pread copy, no write copy) while a second thread computes the CRC32C
-        of the same bytes from a read-only map of the source.
+        of the same bytes from a read-only map of the source (one map per source file and one
+        CRC thread per writer, kept until :meth:`finish`).
 
         Returns:
             the raw CRC32C (0 when not ``need_crc``), or ``None`` when the kernel cannot copy
@@ -231,20 +266,8 @@ class BundleWriter:
         with os_errors(self._shown(self.data_path), "writing"):
             self._f.flush()  # then the data file's own offset is where the copy goes
         out_fd = self._f.fileno()
-        result: dict = {}
         with open_binary(src_path) as src:
-            mapping = map_file(src_path) if need_crc else b""
-
-            def checksum() -> None:
-                try:
-                    with memoryview(mapping) as whole, whole[offset : offset + size] as part:
-                        result["crc"] = crc.crc32c(part)  # fastcrc releases the GIL
-                except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-                    result["error"] = exc
-
-            thread = threading.Thread(target=checksum, name="ckpt-crc") if need_crc else None
-            if thread is not None:
-                thread.start()
+            pending = self._checksum(src_path, offset, size) if need_crc else None
             try:
                 pos, end = offset, offset + size
                 while pos < end:
@@ -263,20 +286,64 @@ class BundleWriter:
                     if progress:
                         progress(n)
             finally:
-                if thread is not None:
-                    thread.join()
-                close_map(mapping)
-        if "error" in result:
-            raise result["error"]
+                if pending is not None:
+                    pending.exception()  # waits for it; a copy error is the one raised
+        running = pending.result() if pending is not None else 0  # or the CRC's error
         self._sync_behind(size)
-        return result.get("crc", 0)
+        return running
+
+    def _checksum(self, src_path: str, offset: int, size: int):
+        """Starts the CRC32C of ``size`` bytes of ``src_path`` from ``offset`` on this
+        writer's CRC thread; returns its future (``result()`` raises what the CRC raised)."""
+        mapping = self._maps.get(src_path)
+        if mapping is None:
+            mapping = self._maps[src_path] = map_file(src_path)
+        if self._crc_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._crc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-crc")
+
+        def checksum() -> int:
+            with memoryview(mapping) as whole, whole[offset : offset + size] as part:
+                value = crc.crc32c(part)  # fastcrc releases the GIL
+            release_pages(mapping, offset, size)  # resident memory: one tensor, not the file
+            return value
+
+        return self._crc_pool.submit(checksum)
+
+    def _release_sources(self) -> None:
+        """Stops the CRC and writeback threads (the file must not close under them) and
+        unmaps the sources (finish and abort)."""
+        for pool in (self._crc_pool, self._kick_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)
+        self._crc_pool = self._kick_pool = None
+        maps, self._maps = self._maps, {}
+        for mapping in maps.values():
+            close_map(mapping)
 
     def _sync_behind(self, nbytes: int) -> None:
-        """Starts an ``fdatasync`` of the data file on a background thread every
-        :data:`_SYNC_EVERY` bytes (one at a time), overlapping the disk write with the copy.
-        Its error is raised by :meth:`finish` (Linux reports a writeback error to an open file
-        once, so the final ``fsync`` would not see it again)."""
+        """Starts the disk write of the data file's new bytes every :data:`_KICK_EVERY` bytes
+        (``sync_file_range(SYNC_FILE_RANGE_WRITE)``: queued, not waited for), so the disk
+        writes while the copy goes on. Where that call is missing or refused: an
+        ``fdatasync`` on a background thread every :data:`_SYNC_EVERY` bytes (one at a time),
+        whose error :meth:`finish` raises (Linux reports a writeback error to an open file
+        once, so the final ``fsync`` would not see it again). A failed start needs no report:
+        the pages stay dirty and the final ``fsync`` writes them or fails."""
         self._unsynced += nbytes
+        start_writeback = _writeback_starter() if not self._kick_refused else None
+        if start_writeback is not None:
+            if self._unsynced < _KICK_EVERY:
+                return
+            end = self._offset + nbytes  # add_stream records the entry (and offset) after
+            start, self._kicked, self._unsynced = self._kicked, end, 0
+            if self._kick_pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._kick_pool = ThreadPoolExecutor(max_workers=1,
+                                                     thread_name_prefix="ckpt-writeback")
+            self._kick_pool.submit(self._kick, start_writeback, start, end - start)
+            return
         if self._unsynced < _SYNC_EVERY or (self._syncer and self._syncer.is_alive()):
             return
         self._join_syncer()  # finished: collect its error now
@@ -291,6 +358,21 @@ class BundleWriter:
 
         self._syncer = threading.Thread(target=sync, name="ckpt-sync", daemon=True)
         self._syncer.start()
+
+    def _kick(self, start_writeback, start: int, length: int) -> None:
+        """Starts the disk write of ``length`` bytes of the data file from ``start`` (on the
+        writeback thread: the kernel prepares the write in the caller, ~0.1 s of CPU per GB,
+        which would otherwise hold up the copy). Where it is refused (a filesystem without
+        it): an ``fdatasync`` here instead, and :meth:`_sync_behind` uses the fdatasync thread
+        from then on; that sync's error is raised by :meth:`finish`."""
+        fd = self._f.fileno()
+        if start_writeback(fd, start, length, _SYNC_FILE_RANGE_WRITE) == 0:
+            return
+        self._kick_refused = True
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            self._sync_error = exc
 
     def _join_syncer(self) -> None:
         """Waits for the background sync (the file must not close under it).
@@ -309,6 +391,8 @@ class BundleWriter:
     def add_array(self, name: str, array: np.ndarray, *,
                   slice_of: TensorSlice | None = None) -> None:
         """Adds a NumPy array (numeric, bool, or object/bytes array for DT_STRING)."""
+        import numpy as np  # deferred: restore-ema copies stored bytes and never needs it
+
         array = np.asarray(array)
         dtype = dtypes.enum_of_numpy(array.dtype)
         if dtype == dtypes.STRING:
@@ -358,6 +442,7 @@ class BundleWriter:
             raise ValueError("a BundleWriter with a sink is finished by finish_stream()")
         items = self._index_items()
         try:
+            self._release_sources()
             with os_errors(self._shown(self.data_path), "writing"):
                 self._f.flush()
                 self._join_syncer()
@@ -385,6 +470,7 @@ class BundleWriter:
 
     def abort(self) -> None:
         """Removes temporary files; nothing is left under the output name."""
+        self._release_sources()
         if self._sink is not None:
             self._sink.abort()  # an unfinished upload leaves nothing
             return
