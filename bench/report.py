@@ -205,6 +205,14 @@ def rows(results: dict) -> list[dict]:
             out.append(_row(size, "restore-ema (whole process)", ours_bake, cp, "s",
                             cp / ours_bake, ">= 0.5 of cp speed", cp / ours_bake >= 0.5,
                             "plain cp of the same files"))
+            if "cp+sync" in r["cp"]:  # the same durability as restore-ema's fsynced output
+                durable = r["cp"]["cp+sync"]["median_s"]
+                out.append(_row(size, "restore-ema (whole process)", ours_bake, durable, "s",
+                                durable / ours_bake, "(same durability: info)", None,
+                                "cp, then sync of the copies"))
+                out.append(_row(size, "cp, then sync of the copies", durable, cp, "s",
+                                cp / durable, "(what the fsync costs cp: info)", None,
+                                "plain cp of the same files"))
         out += stream_rows(size, read, r.get("stream", {}))
         ident = r["bit_identity"]
         ok = ident["identical"] and ident["ema_applied"]

@@ -176,14 +176,30 @@ def bench_export(prefix: str, outdir: str, env: dict[str, str]) -> dict:
 
 
 def bench_cp(files: list[str], outdir: str, repeats: int, env: dict[str, str]) -> dict:
-    """A plain ``cp`` of the checkpoint's files (what any rewrite of every byte costs)."""
-    runs = []
+    """A plain ``cp`` of the checkpoint's files (what any rewrite of every byte costs), and
+    ``cp`` then ``sync`` of the copies and their directory (``"cp+sync"``: the durability
+    ``restore-ema`` gives its output, which it fsyncs before publishing it), interleaved.
+
+    ``sync FILE...`` fsyncs just those (not every filesystem's dirty data, as a bare ``sync``
+    would, which other processes' writes would skew). Outputs are synced to disk (untimed)
+    and removed between runs, as :func:`bench_bake` does.
+    """
+    copies = [os.path.join(outdir, os.path.basename(f)) for f in files]
+    cmds = {"cp": ["cp", *files, outdir],
+            "cp+sync": ["sh", "-c", 'cp "$@" && sync "$0"/* "$0"',
+                        outdir, *files, outdir]}
+    runs: dict[str, list[Run]] = {name: [] for name in cmds}
     for _ in range(repeats):
-        os.makedirs(outdir, exist_ok=True)
-        runs.append(run_child(["cp", *files, outdir], env))
-        os.sync()
-        shutil.rmtree(outdir)
-    return _summary(runs)
+        for name, cmd in cmds.items():
+            os.makedirs(outdir, exist_ok=True)
+            runs[name].append(run_child(cmd, env))
+            if sorted(os.listdir(outdir)) != sorted(os.path.basename(c) for c in copies):
+                raise RuntimeError(f"{name} did not copy {files} into {outdir}")
+            os.sync()
+            shutil.rmtree(outdir)
+    out = _summary(runs["cp"])
+    out["cp+sync"] = _summary(runs["cp+sync"])
+    return out
 
 
 def bench_many(workdir: str, list_vars: int, quiet_vars: int, repeats: int, meta: bool,

@@ -43,6 +43,9 @@ EXPECTED_ROWS = {
     ("peak RSS, list", "inspect_checkpoint"),
     ("peak RSS, restore-ema", "tf Saver restore+save"),
     ("restore-ema (whole process)", "plain cp of the same files"),
+    # the same durability as restore-ema's fsynced output: cp, then sync of the copies
+    ("restore-ema (whole process)", "cp, then sync of the copies"),
+    ("cp, then sync of the copies", "plain cp of the same files"),
     ("ckpt stats (streamed, verified)", "verified read of the same bytes"),
     ("ckpt diff --ema (streamed, verified)", "verified read of the same bytes"),
     ("peak RSS, export npz", "largest tensor + 100 MB"),
