@@ -133,7 +133,8 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "module.trainable_variables visits by index, or dicts with keys '0', '1'…, "
               "which it visits sorted as strings (0, 1, 10, 11, 2…), and a list and a dict "
               "with digit keys are indistinguishable in the file (both write the same object "
-              "graph); name the variables (tf.Variable(..., name=...)) when training, or "
+              "graph); give the variables unique names (tf.Variable(..., name=...)) when "
+              "training, or "
               "keep such dicts to ten entries or key them by name, "
               "or, in Python, pass the live module: apply_ema(module, path, "
               "apply_order='trainable') reads the order from its own trainable_variables"
@@ -142,7 +143,7 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
               "tf.Modules, whose variables module.trainable_variables visits after its "
               "parent's own, or dicts, which it flattens in place, and a checkpoint records "
-              "no types (both write the same object graph); name the variables "
+              "no types (both write the same object graph); give the variables unique names "
               "(tf.Variable(..., name=...)) when training, or, in Python, pass the live "
               "module: apply_ema(module, path, apply_order='trainable') reads the order "
               "from its own trainable_variables" if holders else
@@ -154,7 +155,7 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "the EMA objects (ExponentialMovingAverage(decay, name='fast')) when training"
               if owners else
               "the stated --apply-order does not give one pairing that fits the dtypes and "
-              "shapes (it contradicts them or leaves several); name the variables "
+              "shapes (it contradicts them or leaves several); give the variables unique names "
               "(tf.Variable(..., name=...)) when training" if apply_order else
               "only if you know how ema.apply() was called: if it got "
               "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
@@ -163,7 +164,8 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "attributes were assigned; not creation order), pass "
               "--apply-order tracked (Python: apply_order=...); the file cannot check that "
               "statement, so a wrong one gives wrong averages; for any other order no option "
-              "can tell: name the variables (tf.Variable(..., name=...)) when training")
+              "can tell: give the variables unique names (tf.Variable(..., name=...)) when "
+              "training")
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
