@@ -20,6 +20,7 @@ import numpy as np
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError, OptionError
 from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
+from .formats.keras.optimizer import custom_note
 from .formats.keras.tf_keras import is_legacy, legacy_name
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
@@ -413,6 +414,8 @@ def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool |
             raise _undecided(ckpt, layout)
         if not decided:
             raise _no_copies(ckpt, layout)
+        if layout.custom_optimizer:  # averages first is Keras' built-in order only
+            raise EmaError(f"{ckpt.path}: {custom_note(layout, len(layout.optimizer_vars))}")
         keys = layout.optimizer_vars[layout.ema_offset : layout.ema_offset + len(live)]
         proven = bool(layout.averages) and None not in layout.averages.values()
         if layout.averages and len(layout.averages) != len(live):

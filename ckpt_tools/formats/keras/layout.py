@@ -78,6 +78,9 @@ class KerasLayout:
         candidates: EMA copy key -> the weights it may average, where the file narrows them
             (a legacy ``.h5`` copy names its weight, which several layers share); elsewhere an
             unpaired copy's candidates are the weights of its shape and dtype.
+        custom_optimizer: the class config.json records for an optimizer that is not a
+            Keras built-in (``my>LookaheadSGD``), or ``""``: where its EMA copies sit among
+            its variables is not known (a subclass may create variables of its own first).
         stated_pairs: EMA copy key -> model weight key for the pairings that rest only on
             the caller's ``trainable`` (the file alone leaves them open or pairs otherwise).
         tree: a Keras 3 file's model as a tree of layers (``model_tree.Node``; ``None`` for
@@ -113,6 +116,7 @@ class KerasLayout:
     optimizer_module: str = ""
     attached: dict[str, str] = field(default_factory=dict)
     stated_pairs: dict[str, str] = field(default_factory=dict)
+    custom_optimizer: str = ""
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
 
@@ -161,6 +165,29 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
 
 
 # -- Keras 3 ---------------------------------------------------------------------------------
+_BUILTIN_MODULES = ("keras.optimizers", "keras.src.optimizers", "tf_keras.optimizers",
+                    "tf_keras.src.optimizers")
+
+
+def custom_optimizer(serialized: dict) -> str:
+    """The class of a serialized optimizer (config.json's ``compile_config.optimizer``) that
+    is not a Keras built-in, or of the one it wraps (LossScaleOptimizer); ``""`` for a
+    built-in.
+
+    Example:
+        >>> custom_optimizer({"module": None, "class_name": "LookaheadSGD",
+        ...                   "registered_name": "my>LookaheadSGD"})
+        'my>LookaheadSGD'
+        >>> custom_optimizer({"module": "keras.optimizers", "class_name": "SGD"})
+        ''
+    """
+    module = serialized.get("module") or ""
+    if serialized.get("registered_name") or not module.startswith(_BUILTIN_MODULES):
+        return str(serialized.get("registered_name") or serialized.get("class_name") or "?")
+    inner = (serialized.get("config") or {}).get("inner_optimizer")
+    return custom_optimizer(inner) if isinstance(inner, dict) else ""
+
+
 def _optimizer_config(config: dict | None) -> tuple[str | None, dict | None]:
     opt = ((config or {}).get("compile_config") or {}).get("optimizer")
     if isinstance(opt, dict) and "class_name" in opt:
@@ -201,6 +228,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     module = (((config or {}).get("compile_config") or {}).get("optimizer") or {})
     if isinstance(module, dict):
         lay.optimizer_module = f"{module.get('module') or ''}.{module.get('class_name') or ''}"
+        lay.custom_optimizer = custom_optimizer(module) if module.get("class_name") else ""
     # mixed_float16: LossScaleOptimizer's own vars/ repeat the wrapped optimizer's variables
     # after its loss-scale state; the wrapped optimizer's vars/ hold them in the plain layout.
     owner = _INNER if any(e.extra.get("owner") == _INNER for e in entries.values()) \

@@ -47,6 +47,16 @@ _VARIANTS = [{}, {"momentum": 0.9}, {"amsgrad": True}, {"centered": True},
              {"momentum": 0.9, "centered": True}]
 
 
+def custom_note(lay, count: int) -> str:
+    """Why the EMA copies of an optimizer class that is not a Keras built-in are not paired."""
+    return (f"the optimizer is {lay.custom_optimizer}, not a Keras built-in (config.json), "
+            "and a subclass may create variables of its own before Keras' EMA copies (a "
+            f"Lookahead's slow weights), so which of its {count} variables are the copies is "
+            "not recorded and they cannot be paired from this file (no --trainable decides "
+            "it); save a tf.train.Checkpoint(model=model, optimizer=optimizer), whose "
+            "variable names carry the weights' paths")
+
+
 def spec(entry) -> Spec:
     """``(shape, dtype enum)`` of a :class:`~ckpt_tools.formats.entry.TensorEntry`."""
     return (tuple(entry.shape), entry.dtype)
@@ -150,6 +160,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                f"{' or '.join(alternatives[:3])} in their place; values cannot tell an "
                "average from such a buffer" if hyps else "no known layout fits")
             + "); the .keras config.json records use_ema; pass --use-ema or --no-use-ema")
+    if lay.use_ema and lay.custom_optimizer:
+        lay.notes.append(custom_note(lay, len(rest)))
+        return
     chosen = [(h, p) for h, p in zip(hyps, pairings, strict=True) if h[0][0] == lay.use_ema]
     # An optimizer class of unknown slots (Muon: one or two slots per weight, by its rank):
     # its averages come first, one per variable it was built with. Their number is proven only

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from .optimizer import custom_note
+
 # Slots tf_keras optimizers create per variable (config -> groups): each group is one loop over
 # the variables in build(), creating its names in turn for each variable. SGD creates "m" even
 # without momentum.
@@ -129,6 +131,10 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
         lay.ema_evidence = "no optimizer config"
         lay.notes.append("cannot tell whether the tf_keras optimizer kept EMA copies (no "
                          "compile config); pass --use-ema or --no-use-ema")
+    if use_ema and lay.custom_optimizer:
+        lay.use_ema = True
+        lay.notes.append(custom_note(lay, len(rest)))
+        return
     slot_names = _SLOTS[lay.optimizer](cfg) if lay.optimizer in _SLOTS else None
     trained = _built_with(lay, entries, rest, use_ema, slot_names, trainable)
     if use_ema and lay.frozen_unproven:  # averages first, one per weight trainable at save
