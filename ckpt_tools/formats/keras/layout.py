@@ -203,7 +203,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     lay = KerasLayout("keras3")
     lay.attached = _attached_optimizers(entries, owner_names)
     model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"
-             and _owner_of(e.extra.get("owner"), lay.attached) is None}
+             and _owner_of(e.extra.get("owner"), lay.attached) is None
+             and not (tf_keras and _is_metric(e))}
     owner_names = {o: n for o, n in owner_names.items()
                    if _owner_of(o, lay.attached) is None}
     root = build_tree(model, config, owner_names, lay.notes)
@@ -264,6 +265,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     trained = [(k, seg) for seg, (_kind, keys) in enumerate(segments) for k in keys
                if lay.trainable[k] or k in frozen]
     if tf_keras:
+        lay.other = [k for k, e in entries.items() if _is_metric(e)] + lay.other
         lay.order = lay.model + opt + lay.other
         return lay
     found = None
@@ -306,6 +308,11 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                               else f"{opt_name}/{name}")
     lay.order = lay.model + opt + lay.other
     return lay
+
+
+def _is_metric(entry) -> bool:
+    """A tf_keras archive's compiled-metric state (``metrics/mean/vars/0``): not a layer."""
+    return (entry.extra.get("owner") or "").split("/")[0] == "metrics"
 
 
 def _attached_optimizers(entries, owner_names: dict[str, str]) -> dict[str, str]:

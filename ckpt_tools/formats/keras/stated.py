@@ -35,7 +35,12 @@ def check_stated(lay: KerasLayout, keys: list[str], possible: list[str],
     def show(ks):
         return ", ".join(lay.paths.get(k, k) for k in ks[:4]) + (" ..." if len(ks) > 4 else "")
 
-    pos = {k: i for i, k in enumerate(lay.model)}
+    # sublayers whose order the file does not record (lay.unordered): any order among them
+    first: dict = {}
+    for i, k in enumerate(lay.model):
+        first.setdefault(lay.unordered.get(k, (None,))[0], i)
+    pos = {k: first[b] if (b := lay.unordered.get(k, (None,))[0]) is not None else i
+           for i, k in enumerate(lay.model)}
     for a, b in zip(keys, keys[1:], strict=False):
         if pos[a] > pos[b]:
             raise EmaError(

@@ -63,19 +63,20 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         EmaError: ``trainable`` contradicts what the file proves (order or set).
     """
     lay.tf_keras = True
-    metrics = [k for k in lay.model if entries[k].extra.get("owner", "").startswith("metrics")]
-    for key in metrics:
-        lay.model.remove(key)
-        lay.trainable.pop(key, None)
-        lay.paths[key] = entries[key].extra.get("owner", "metrics") + "/" + str(
-            entries[key].extra.get("index"))
-    lay.other = metrics + [k for k in lay.other if k not in metrics]
+    # metric state (layout.analyze left it out of the model's layers)
+    for key in lay.other:
+        if entries[key].extra.get("owner", "").startswith("metrics"):
+            lay.paths[key] = entries[key].extra.get("owner", "metrics") + "/" + str(
+                entries[key].extra.get("index"))
     for key in lay.model:
         owner = entries[key].extra.get("owner", "")
         layer = owner.rsplit("/", 1)[-1] if owner.startswith("layers/") else owner
         name = lay.paths.get(key, "").rsplit("/", 1)[-1]
         if layer and "/" not in lay.paths.get(key, ""):
             lay.paths[key] = f"{layer}/{name}"
+    from .model_tree import distinct_paths
+
+    distinct_paths(lay, entries)  # sublayers the file names alike (att/0): by attribute
     stated = None
     if trainable:
         from .stated import check_stated, stated_keys
@@ -84,7 +85,7 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         stated = stated_keys(lay, trainable, set(every))
         _optimizer(lay, entries, use_ema)  # what the file proves without the statement
         proven = list(lay.averages.values()) if lay.averages and not lay.frozen_unproven \
-            else None
+            and None not in lay.averages.values() else None
         check_stated(lay, stated, every, proven)
         alone = dict(lay.averages) if proven is not None else {}
         lay.notes = [n for n in lay.notes if "tf_keras optimizer variables" not in n
@@ -142,6 +143,12 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
                                                 if lay.trainable.get(k)])])
     n = len(trained)
     averages = rest[:n] if use_ema and trained else []
+    targets = list(trained)
+    if averages and not trainable and len(averages) == n:
+        # sublayers whose order the file does not record: tracking order, proven by shapes
+        targets = bag_targets(lay, entries, trained, [entries[k].shape for k in averages]) \
+            or [None] * n
+        _note_unproven(lay, trained, targets)
     if len(averages) < n and averages:  # fewer variables than one average per weight: the
         # layout does not fit, so none is paired (refused, never shifted onto other weights)
         lay.averages.update(dict.fromkeys(averages))
@@ -149,17 +156,19 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
                          f"one EMA copy for each of the {n} weights it was built with")
         averages = []
     # without use_ema (or before the optimizer was built) there are no averages to pair
-    for key, target in zip(averages, trained if averages else [], strict=True):
+    for key, target in zip(averages, targets if averages else [], strict=True):
         lay.averages[key] = target
-        lay.var_names[key] = "average"
+        if target is not None:
+            lay.var_names[key] = "average"
     slots = rest[len(averages):]
     order = [(i, name) for group in slot_names or [] for i in range(n) for name in group]
+    shapes = [entries[k].shape for k in (averages or trained)]
     named = slot_names is not None and len(slots) == len(order) and all(
-        entries[key].shape == entries[trained[i]].shape
-        for key, (i, _) in zip(slots, order, strict=True))
+        entries[key].shape == shapes[i] for key, (i, _) in zip(slots, order, strict=True))
     for key, (i, name) in zip(slots, order if named else [], strict=False):
-        lay.slots[key] = trained[i]
-        lay.var_names[key] = name
+        if targets[i] is not None:
+            lay.slots[key] = targets[i]
+            lay.var_names[key] = name
     for key in slots:
         if key not in lay.averages:
             lay.slots.setdefault(key, None)
@@ -188,8 +197,9 @@ def _built_with(lay, entries, rest, use_ema, slot_names, stated=None) -> list[st
     for keys in ([stated] if stated else [now] if every == now else [now, every]):
         count = len(keys) * (1 + per) if per is not None else None
         shapes = [entries[k].shape for k in keys]
-        if (count is None or count == len(rest)) and \
-                [entries[k].shape for k in rest[:len(keys)]] == shapes:
+        got = [entries[k].shape for k in rest[:len(keys)]]
+        if (count is None or count == len(rest)) and (
+                got == shapes if stated else bag_targets(lay, entries, keys, got) is not None):
             if per is None and every != now:
                 break  # unknown slots: how many averages there are is unknown
             if keys is now and every != now and not stated and _other_layers(lay, entries,
@@ -242,3 +252,75 @@ def _other_layers(lay, entries, now: list[str], every: list[str]) -> bool:
         "does not prove which weights the averages belong to: pass --trainable with the "
         "weights the optimizer was built with")
     return True
+
+
+_PERMUTATIONS = 5040  # sublayer orders tried per container (7 sublayers)
+
+
+def bag_targets(lay, entries, keys: list[str], got: list) -> list[str | None] | None:
+    """The weight each of ``got`` (the shapes of the optimizer's per-weight variables, in
+    ``model.trainable_variables`` order) belongs to, for ``keys``, the weights it was built
+    with in file order. Sublayers whose order the file does not record (``lay.unordered``: a
+    custom layer's attributes, lists and dicts, saved alphabetically or by insertion while
+    tf_keras tracks them by assignment, index, sorted key) are tried in every order; a weight
+    is paired only where every order whose shapes fit agrees (``None`` elsewhere).
+
+    Returns:
+        One weight key or ``None`` per position, or ``None`` when no order fits the shapes.
+    """
+    import itertools
+    import math
+    from collections import Counter
+
+    if len(got) != len(keys):
+        return None
+    out: list[str | None] = []
+    i = 0
+    while i < len(keys):
+        bag = lay.unordered.get(keys[i], (None,))[0]
+        j = i + 1
+        while bag is not None and j < len(keys) and \
+                lay.unordered.get(keys[j], (None,))[0] == bag:
+            j += 1
+        run, want = keys[i:j], [tuple(s) for s in got[i:j]]
+        parts: dict = {}
+        for k in run:
+            parts.setdefault(lay.unordered[k][1] if bag is not None else k, []).append(k)
+        if Counter(tuple(entries[k].shape) for k in run) != Counter(want):
+            return None
+        if len(parts) == 1:
+            fits = [run]
+        elif math.factorial(len(parts)) <= _PERMUTATIONS:
+            fits = []
+            for perm in itertools.permutations(parts.values()):
+                flat = [k for part in perm for k in part]
+                if [tuple(entries[k].shape) for k in flat] == want:
+                    fits.append(flat)
+            if not fits:
+                return None
+        else:  # too many orders to try: only a shape one weight of the container has
+            fits = [[k for k in run if tuple(entries[k].shape) == w] for w in want]
+            out += [f[0] if len(f) == 1 else None for f in fits]
+            i = j
+            continue
+        out += [f[0] if len(set(f)) == 1 else None for f in zip(*fits, strict=True)]
+        i = j
+    return out
+
+
+def _note_unproven(lay, trained: list[str], targets: list[str | None]) -> None:
+    """Notes the refusal of the averages ``bag_targets`` could not pair."""
+    open_ = [k for k, t in zip(trained, targets, strict=True) if t is None]
+    if not open_:
+        if any(k in lay.unordered for k in trained):
+            lay.ema_evidence += "; sublayer order proven by their shapes"
+        return
+    subs = sorted({lay.paths.get(k, k).rsplit("/", 1)[0] for k in open_})
+    lay.notes.append(
+        f"{len(open_)} EMA copies belong to weights of sublayers of equal shapes ("
+        f"{', '.join(subs[:4])}{' ...' if len(subs) > 4 else ''}) whose order the file does "
+        "not record (tf_keras trains a layer's sublayers in the order it tracks them: "
+        "attributes as assigned, a list by index, a dict by sorted key; the .keras saves them "
+        "alphabetically or by insertion), so they cannot be paired from it: pass --trainable "
+        "with the weights the optimizer was built with, in model.trainable_variables order "
+        "(Python: apply_keras_ema(model, path))")
