@@ -305,6 +305,31 @@ def several_message(ckpt, variables, suffix, holder, several,
                 "every averaged variable, or name the EMA objects "
                 "(tf.train.ExponentialMovingAverage(decay, name='fast')) when training",
                 "--ema-name")
+    from .ema_proof import proven_ema_names  # it builds on this module
+
+    # the names --ema-name takes here: those given to EMA objects (ema_999), else TF's
+    # names without the _N it appends
+    bases = set(options) if options is not names else {suffix_base(n) for n in names}
+    unproven = sorted(bases - proven_ema_names(ckpt, bases)) if ema_name is None else []
+    if unproven and options is not holders:
+        # <weight>/<name> is also how optimizers store slots: say which names nothing proves
+        # to be an EMA's, and offer them only as the caller's statement.
+        proven = sorted(n for n in options if suffix_base(n) not in unproven
+                        and n not in unproven)
+        return (f"{ckpt.path}: {len(several)} variable(s) have more than one tensor stored "
+                f"as <weight>/<name>: {examples}{more}; "
+                + (f"{', '.join(proven)} {'is' if len(proven) == 1 else 'are'} TF's default "
+                   "EMA name(s), while " if proven else "")
+                + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} "
+                "is an ExponentialMovingAverage's name: optimizers store their slots the same way "
+                "(AdamOptimizer(name='Opt') writes W/Opt and W/Opt_1, BERT's optimizer "
+                "W/adam_m and W/adam_v); "
+                + ("pass " + " or ".join(f"--ema-name {n}" for n in proven[:3])
+                   + " to use the averages under TF's default name(s), or " if proven
+                   else "pass ")
+                + " or ".join(f"--ema-name {n}" for n in unproven[:4])
+                + " only if that is the name you gave an ExponentialMovingAverage (Python: "
+                "ema_name=...)", "--ema-name")
     return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
             f"checkpoint holds several ExponentialMovingAverage objects and does not record "
             f"which one to evaluate with: {examples}{more}; EMA names found: "
@@ -326,9 +351,14 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
                      f"the .meta graph has {unsaved[0]!r} but the checkpoint does not: the "
                      "Saver's var_list left it out")
     others = [d for d in detected if d != name]
-    if others:
+    if others and suffix_base(others[0]) == R.DEFAULT_EMA_NAME:
         hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass --ema-name {others[0]} "
                      f"(ema_name={others[0]!r} in Python)")
+    elif others:  # <weight>/<name> is also how optimizers store slots: not proven an EMA's
+        hints.append(f"the checkpoint also stores tensors as <weight>/{others[0]} (an EMA's "
+                     "averages, or an optimizer's slots: the file does not say): pass "
+                     f"--ema-name {others[0]} only if that is the name you gave an "
+                     "ExponentialMovingAverage")
     return hints
 
 

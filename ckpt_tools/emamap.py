@@ -16,6 +16,7 @@ import os
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
+from .ema_proof import refuse_unproven_names
 from .ema_refusals import (
     UnprovenPairingError,
     ambiguous_message,
@@ -349,6 +350,7 @@ def ema_map(
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
         suffix = recorded_suffixes(ckpt, variables)
         chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
+        refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
         if (use_meta and style in (None, "tf1") and ckpt.meta is not None
                 and ckpt.meta.collections.get("variables")):
             pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen)

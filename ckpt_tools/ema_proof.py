@@ -1,0 +1,93 @@
+"""Which EMA names a checkpoint proves, so that ``<weight>/<name>`` is restored as an average
+only when something recorded says ``<name>`` is an ``ExponentialMovingAverage``.
+
+An ``ExponentialMovingAverage`` stores ``<weight>/ExponentialMovingAverage`` unless it is given
+a name; an optimizer stores its slots the same way, ``<weight>/<optimizer name>``
+(``MomentumOptimizer(name="Mom")`` writes ``W/Mom``, BERT's optimizer ``W/adam_m``, a custom
+loop's accumulators ``W/accum``). So a name other than TF's default is an EMA's only when:
+
+- the caller says so (``--ema-name``);
+- or a TF1 ``.meta`` records a ``moving_average_variables`` collection (which
+  ``ema.apply()`` fills, and no optimizer does), no default-named average is stored, and that
+  name is the only candidate.
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError, suffix_base
+
+_NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
+
+
+def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
+    """The names among ``candidates`` (EMA names without TF's ``_N``) that the file proves are
+    an ``ExponentialMovingAverage``'s: TF's default, and where a ``.meta`` records
+    ``moving_average_variables`` and no default-named average is stored, the one candidate
+    (two leave both open).
+
+    Example:
+        >>> sorted(proven_ema_names(open_checkpoint("fixtures/linear_v2"),
+        ...                         {"ExponentialMovingAverage"}))  # doctest: +SKIP
+        ['ExponentialMovingAverage']
+    """
+    proven = {n for n in candidates if n == R.DEFAULT_EMA_NAME}
+    others = candidates - proven
+    meta = ckpt.meta
+    default_stored = any(R.split_key(k)[1].startswith(R.DEFAULT_EMA_NAME)
+                         for k in ckpt.keys())
+    # the collection proves some EMA ran: the one other name is its only where no
+    # default-named average (which would explain the collection) is stored
+    if len(others) == 1 and not default_stored and meta is not None and meta.collections.get(
+            "moving_average_variables"):
+        proven |= others
+    return proven
+
+
+def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
+                          chosen: dict[str, str], ema_name: str | None) -> None:
+    """Refuses restoring a weight from ``<weight>/<name>`` where nothing proves ``<name>`` is
+    an EMA's (see the module docstring); ``ema_name`` is the caller's statement that it is.
+
+    Args:
+        variables: key -> :class:`~ckpt_tools.checkpoint.Variable`.
+        suffix: average key -> the last part of its recorded name.
+        chosen: weight key -> the average :func:`~ckpt_tools.ema_names.choose_averages` picked.
+
+    Raises:
+        UnprovenPairingError: naming the averages, why the name proves nothing, and
+            ``--ema-name`` (exit 6).
+    """
+    if ema_name is not None:
+        return
+    used = {w: a for w, a in chosen.items()
+            if variables.get(a) is not None and variables[a].ema_style in _NAMED}
+    names = {suffix_base(suffix.get(a, "")) for a in used.values()} - {""}
+    unproven = sorted(names - proven_ema_names(ckpt, names))
+    if not unproven:
+        return
+    open_ = {w: (a,) for w, a in used.items() if suffix_base(suffix.get(a, "")) in unproven}
+
+    def shown(key: str) -> str:
+        v = variables.get(key)
+        return v.path if v is not None and v.path else key
+
+    sample = ", ".join(shown(avg) for (avg,) in list(open_.values())[:3])
+    more = f" and {len(open_) - 3} more" if len(open_) > 3 else ""
+    meta = ckpt.meta
+    why = ("; the .meta beside it records no moving_average_variables collection, which "
+           "ema.apply() always fills, so these are most likely optimizer slots"
+           if meta is not None and not meta.collections.get("moving_average_variables")
+           else "")
+    names_text = " or ".join(repr(n) for n in unproven)
+    raise UnprovenPairingError(
+        f"{ckpt.path}: {len(open_)} weight(s) would be restored from tensors named "
+        f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}), and nothing recorded "
+        f"says {names_text} is an "
+        "ExponentialMovingAverage's name: optimizers store their slots the same way "
+        "(MomentumOptimizer(name='Mom') writes W/Mom, BERT's optimizer W/adam_m), and TF "
+        f"names averages <weight>/ExponentialMovingAverage unless given another name{why}; "
+        f"only if {names_text} is the name you gave your ExponentialMovingAverage, pass "
+        f"--ema-name {unproven[0]} (Python: ema_name=...)",
+        "--ema-name", open_)
