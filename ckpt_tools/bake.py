@@ -39,8 +39,9 @@ from .formats.savedmodel import SAVED_MODEL_FILES, VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 
 # What a SavedModel output copies beside its variables/, unchanged, when the input has it.
-# (fingerprint.pb records hashes of the input; TensorFlow reads it only for logging.)
-SAVED_MODEL_EXTRAS = ("fingerprint.pb", "assets", "assets.extra")
+# (fingerprint.pb records hashes of the input; TensorFlow reads it only for logging.
+# keras_metadata.pb is what tf_keras.models.load_model reads the model from.)
+SAVED_MODEL_EXTRAS = ("fingerprint.pb", "keras_metadata.pb", "assets", "assets.extra")
 
 
 @dataclass(frozen=True)

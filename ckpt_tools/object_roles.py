@@ -194,9 +194,11 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
     out = {}
     for key, entry in entries.items():
         full = objects.full_names.get(key)
-        if "/.ATTRIBUTES/" in key and not key.endswith(VALUE_SUFFIX):
+        if ("/.ATTRIBUTES/" in key and not key.endswith(VALUE_SUFFIX)) or (
+                key.startswith("keras_api/metrics/")):
             # Other saveables: lookup-table keys/values (DenseHashTable, MutableHashTable),
-            # iterator and config state. Not weights, so never "missing" an average.
+            # iterator and config state; a tf_keras SavedModel's compiled metrics' state
+            # (keras_api/metrics/0/count). Not weights, so never "missing" an average.
             out[key] = RoleInfo(OTHER)
         elif key in tf_keras:
             out[key] = tf_keras[key]
