@@ -99,10 +99,12 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
                if ckpt.meta is None or not ckpt.meta.collections.get("variables") else
                "the .meta graph does not settle it (several candidates, or the variable is not "
                "in its moving_average_variables)")
+        keep = ("; keep the training .meta (model.ckpt.meta) next to the checkpoint"
+                if ckpt.meta is None or not ckpt.meta.collections.get("variables") else "")
         return (f"{ckpt.path}: {len(scoped)} average(s) are stored under a scope "
                 f"(ema.apply() called inside tf.compat.v1.variable_scope): {examples}{more}; "
                 f"the name alone could also be the average of a tensor or an unsaved variable, "
-                f"and {why}; keep the training .meta (model.ckpt.meta) next to the checkpoint")
+                f"and {why}{keep}")
 
     examples = "; ".join(f"{show(v.name)} may average {' or '.join(map(show, v.ema_candidates))}"
                          for v in unpaired[:3])

@@ -231,3 +231,26 @@ def test_tf1_averages_made_under_a_variable_scope(tf, tmp_path):
     for var, shadow in shadows.items():
         assert listing[shadow]["role"] == "ema" and listing[shadow]["ema_of"] is None
         assert listing[shadow]["ema_candidates"] == [var]
+
+
+def test_scoped_refusal_with_the_meta_does_not_ask_for_the_meta(tf, tmp_path):
+    """model/dense/kernel and dense/kernel averaged inside variable_scope("model"): the shadow
+    model/dense/kernel/ExponentialMovingAverage may be either's, and the .meta beside it does
+    not settle it: refused without asking to keep a .meta that is there (review-11-attack-r8
+    m1)."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        k1 = v1.get_variable("model/dense/kernel", [4, 4], initializer=v1.ones_initializer())
+        k2 = v1.get_variable("dense/kernel", [4, 4], initializer=v1.zeros_initializer())
+        ema = tf.train.ExponentialMovingAverage(0.5)
+        with v1.variable_scope("model"):
+            update = ema.apply([k1, k2])
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run([v1.assign_add(k1, tf.ones([4, 4])), v1.assign_add(k2, tf.ones([4, 4]))])
+            sess.run(update)
+            prefix = v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"))
+    result = runner.invoke(app, ["map", prefix])
+    assert result.exit_code == 6, result.output
+    assert "the .meta graph does not settle it" in result.output, result.output
+    assert "keep the training .meta" not in result.output, result.output
