@@ -190,3 +190,27 @@ def test_missing_v2_shard_is_exit_3_naming_it_for_every_command(fixture_copy, tm
     assert shard.name in said and "missing" in said
     assert "Traceback" not in proc.stderr
     assert not list(tmp_path.glob("out*"))
+
+
+def test_close_unmaps_every_shard_large_ones_at_the_same_time(monkeypatch):
+    """Unmapping costs as much as the pages read through the map: shards beyond the first
+    (of _UNMAP_APART bytes and more) are unmapped on threads of their own, and all are."""
+    import threading
+
+    from ckpt_tools.formats import bundle
+
+    monkeypatch.setattr(bundle, "_UNMAP_APART", 1)
+    seen = []
+    real = bundle.close_map
+    monkeypatch.setattr(bundle, "close_map", lambda mm: seen.append(
+        threading.current_thread().name) or real(mm))
+    reader = bundle.BundleReader(str(FIXTURES / "sharded" / "model.ckpt-7"))
+    for name in reader.entries:
+        reader.read(name)  # maps every shard
+    maps = list(reader._shards.values())
+    seen.clear()  # (the index's map, closed at open)
+    reader.close()
+    assert len(maps) == 2 and all(mm.closed for mm in maps)
+    assert sorted(seen) == ["MainThread", "ckpt-unmap"]
+    reader.close()  # twice: nothing left to unmap
+    assert len(seen) == 2

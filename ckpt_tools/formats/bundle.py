@@ -10,6 +10,7 @@ views over the mapping, so reading costs page faults, not copies.
 from __future__ import annotations
 
 import math
+import mmap
 from collections.abc import Iterator
 
 from ..errors import (
@@ -89,6 +90,9 @@ def shape_of(proto, name: str | None = None) -> tuple[int, ...]:
     if any(d < 0 for d in dims):
         raise CorruptCheckpointError(f"{what} has a negative dimension: {dims}")
     return dims
+
+
+_UNMAP_APART = 64 << 20  # see BundleReader.close
 
 
 class BundleReader:
@@ -611,6 +615,27 @@ class BundleReader:
         return out
 
     def close(self) -> None:
-        for mm in self._shards.values():
-            close_map(mm)
+        """Unmaps the data shards.
+
+        Unmapping costs as much as the pages read through the map (each is unmapped in turn:
+        ~5 ms per GB here, a tenth of a verified read of it), so shards of
+        :data:`_UNMAP_APART` bytes and more beyond the first are unmapped on threads of their
+        own, at the same time (the kernel unmaps ranges of one process in parallel)."""
+        maps = list(self._shards.values())
         self._shards.clear()
+        apart = [mm for mm in maps[1:]
+                 if isinstance(mm, mmap.mmap) and not mm.closed and len(mm) >= _UNMAP_APART]
+        threads = []
+        if apart:
+            import threading  # a large read only (listing never maps data)
+
+            threads = [threading.Thread(target=close_map, args=(mm,), name="ckpt-unmap")
+                       for mm in apart]
+            for thread in threads:
+                thread.start()
+        skip = {id(mm) for mm in apart}
+        for mm in maps:
+            if id(mm) not in skip:
+                close_map(mm)
+        for thread in threads:
+            thread.join()
