@@ -72,15 +72,22 @@ def frozen(freeze=True):
     enc.get_layer("d1").trainable = not freeze
     return model
 
+def nested_fn():
+    """A nested Functional sub-model (transfer learning): Keras' own Functional class."""
+    i1 = keras.Input((D,))
+    enc = keras.Model(i1, keras.layers.Dense(D, name="d")(i1), name="enc")
+    inp = keras.Input((D,))
+    return keras.Model(inp, keras.layers.Dense(V, name="head")(enc(inp)))
+
 CASES = {"siamese": siamese, "tied": tied, "tied0": lambda: tied(False), "cnn": cnn,
-         "frozen": frozen}
+         "frozen": frozen, "nested_fn": nested_fn}
 
 def data(case, n=32):
     rng = np.random.default_rng(0)
     y = rng.integers(0, V, n)
     if case == "siamese":
         return [rng.normal(size=(n, D)).astype("float32") for _ in "ab"], y
-    if case == "frozen":
+    if case in ("frozen", "nested_fn"):
         return rng.normal(size=(n, D)).astype("float32"), y
     if case.startswith("tied"):
         return rng.integers(0, V, (n, 3)).astype("int32"), y
@@ -142,7 +149,8 @@ def trained(tmp_path_factory):
 # (case, file): the .h5 ckpt export writes loads in Keras as the averages.
 LOADABLE = [("siamese", "siamese.keras"), ("siamese", "siamese.weights.h5"),
             ("siamese", "siamese_tf"), ("cnn", "cnn_tf"), ("tied", "tied_tf"),
-            ("tied0", "tied0_tf"), ("frozen", "frozen.keras")]
+            ("tied0", "tied0_tf"), ("frozen", "frozen.keras"),
+            ("nested_fn", "nested_fn.keras")]
 
 
 @pytest.mark.parametrize("case,name", LOADABLE, ids=[n for _, n in LOADABLE])
@@ -152,7 +160,8 @@ def test_exported_h5_loads_in_keras_as_the_averages(trained, tmp_path, case, nam
     tf.train.Checkpoint, layers in the model order its object graph records, not
     alphabetically; tied: a layer tied to an Embedding, from a tf.train.Checkpoint whose object
     graph records the tie; frozen: a nested model with a frozen layer, whose flags config.json
-    records; tied0: the same without a bias (a layer holding no weight of its own). Every
+    records; tied0: the same without a bias (a layer holding no weight of its own);
+    nested_fn: a nested Functional model, Keras' own class (review-11-attack-r8 m2). Every
     weight Keras loads is the average Keras kept, bit for bit."""
     h5 = tmp_path / f"{name}.h5"
     extra = ["--use-ema"] if name.endswith(".weights.h5") else []

@@ -182,7 +182,9 @@ def custom_optimizer(serialized: dict) -> str:
         ''
     """
     module = serialized.get("module") or ""
-    if serialized.get("registered_name") or not module.startswith(_BUILTIN_MODULES):
+    registered = serialized.get("registered_name")
+    if registered not in (None, serialized.get("class_name")) or not module.startswith(
+            _BUILTIN_MODULES):
         return str(serialized.get("registered_name") or serialized.get("class_name") or "?")
     inner = (serialized.get("config") or {}).get("inner_optimizer")
     return custom_optimizer(inner) if isinstance(inner, dict) else ""

@@ -158,7 +158,9 @@ def _order(node: Node, model, notes) -> None:
             child.cfg = hit[1].get("config") or {}
             cls = hit[1].get("class_name", "")
             child.cls = to_snake_case(_EXPORT_NAMES.get(cls, cls)) or child.cls
-            child.custom = bool(hit[1].get("registered_name")) or not str(
+            # Keras' own classes have no registered name or their own (Functional); a
+            # registered one is "package>Class"
+            child.custom = hit[1].get("registered_name") not in (None, cls) or not str(
                 hit[1].get("module") or "keras").startswith("keras")
             if child.name is None and isinstance(child.cfg.get("name"), str):
                 child.name = child.cfg["name"]  # tf_keras: the layer's name (enc, fc)
