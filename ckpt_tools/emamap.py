@@ -336,6 +336,11 @@ def ema_map(
         refuse_orphans(ckpt, variables)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
                     and v.ema_candidates and style in (None, v.ema_style)]
+        if ema_name is not None and ckpt.objects is not None and ema_name in {
+                root_child(k) for k, v in variables.items() if v.role == R.EMA}:
+            # --ema-name optimizer beside ema=[...]: the other attribute's averages are not
+            # used, so their open pairing is not this map's
+            unpaired = [v for v in unpaired if root_child(v.name) == ema_name]
         if unpaired:
             tf2 = any(v.ema_style != "tf1" for v in unpaired)
             spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
