@@ -171,3 +171,16 @@ def test_a_wrong_ema_name_is_reported_as_the_option_not_as_the_file(path, says, 
     assert code == 6 and "under the EMA name 'zzz'" in err and says in err, err
     assert "use_ema=False" not in err and "saves only what it is given" not in err, err
     assert not (tmp_path / "w.npz").exists()
+
+
+def test_list_json_says_an_undecided_use_ema_is_unproven():
+    """A bare .weights.h5 whose layout fits use_ema=True and False: every pairing command
+    refuses naming --use-ema, and list --json says so in ema_unproven (review-11-user-r8 9)."""
+    import json
+
+    code, text, _ = run_cli(["list", str(EMA / "adam.weights.h5"), "--json"])
+    assert code == 0
+    unproven = json.loads(text)["ema_unproven"]
+    assert unproven["option"] == "--use-ema/--no-use-ema" and "--use-ema" in unproven["reason"]
+    code, text, _ = run_cli(["list", str(EMA / "adam.weights.h5"), "--json", "--use-ema"])
+    assert code == 0 and json.loads(text)["ema_unproven"] is None

@@ -164,10 +164,10 @@ def _print_table(out: Output, listing: Listing) -> None:
             f"{human_bytes(s['bytes'])}" for s in listing.shards))
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
         out.summary("names are object paths; --json gives the checkpoint keys", "dim")
-    if listing.unproven or listing.unpaired:
+    open_rows = [v for v in listing.by_key.values() if _open(v)]
+    if open_rows:
         # the rows marked '?' above, counted by the same test (not every variable with
         # candidates: a proven ✓ or "of X" row is not open); a filter may hide some
-        open_rows = [v for v in listing.by_key.values() if _open(v)]
         averages = sum(1 for v in open_rows if v.role == "ema")
         parts = [f"{len(open_rows) - averages} weight(s)" if len(open_rows) > averages else "",
                  f"{averages} average(s)" if averages else ""]
