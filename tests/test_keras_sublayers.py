@@ -270,6 +270,11 @@ def test_lora_model_is_refused_by_apply_keras_ema_and_the_cli(made, tmp_path):
     assert code == 6, err
     assert "LoRA" in err and "tf.train.Checkpoint" in err, err
     assert "apply_keras_ema(model, path)" not in err, err
+    # the bare .weights.h5 of it: the factors' shapes tell no --trainable can fit
+    # (review-11-attack-r8 m6)
+    code, _, err = run_cli(["export", str(out / "lora.weights.h5"), "--use-ema", "--out",
+                            str(tmp_path / "w.npz")])
+    assert code == 6 and "LoRA factors" in err and "no --trainable fits" in err, err
 
 
 @pytest.mark.parametrize("name", ["gan.keras", "gan.weights.h5"])

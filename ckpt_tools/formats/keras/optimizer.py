@@ -226,6 +226,14 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                          "recorded for sublayers whose order the file does not record: EMA "
                          "copies cannot be paired here; pass --trainable with the weights the "
                          "optimizer was built with (Python: apply_keras_ema(model, path))")
+    elif lay.use_ema and _lora_factors(rest, tspecs):
+        # Keras saves a LoRA layer's kernel merged with a @ b, never the factors the
+        # optimizer averaged: no --trainable can fit (config.json, where present, says so)
+        lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
+                         "file: some have the shapes of LoRA factors ([in, r] and [r, out] of "
+                         "a kernel [in, out]: a layer with enable_lora), which the file does not "
+                         "hold (Keras saves the kernel merged with them), so no --trainable "
+                         "fits; use the run's tf.train.Checkpoint, which keeps the factors")
     elif lay.use_ema:
         lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
                          "file nor a subset of them (frozen or custom layers?): EMA copies "
@@ -234,6 +242,16 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     for key in keys[off:]:
         if key not in placed:
             lay.slots[key] = None
+
+
+def _lora_factors(rest: list[Spec], weights: list[Spec]) -> bool:
+    """Whether two optimizer variables have the shapes of a LoRA pair of some kernel of
+    ``weights``: ``[in, r]`` and ``[r, out]`` with ``r`` below both (a message's hint only,
+    never a pairing)."""
+    shapes = {s for s, _ in rest if len(s) == 2}
+    return any((a, r) in shapes and (r, b) in shapes
+               for (a, b), _ in (w for w in weights if len(w[0]) == 2)
+               for r in range(1, min(a, b)))
 
 
 Hypothesis = tuple  # ((use_ema, grad accumulation, slot groups), indexes of trained weights)
