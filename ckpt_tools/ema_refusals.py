@@ -128,6 +128,21 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
                 f"(keras.Sequential(..., name=...)) or name the variables when training")
     holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
     owners = _several_objects(unpaired) if apply_order else []
+    candidates = {c for v in unpaired for c in v.ema_candidates}
+    kept_in = {root_child(v.name) for v in unpaired} - {root_child(c) for c in candidates}
+    if len(kept_in) == 1 and len(unpaired) > len(candidates):
+        # more averages in one attribute than variables they could average: no order of
+        # apply() explains that
+        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+                f"checkpoint records: they share one name, dtype and shape with only "
+                f"{len(candidates)} stored variable(s) ({examples}{more}), so they are also "
+                "averages of variables the checkpoint does not store (a Keras 3 model's "
+                "layers kept in a Python list or dict are not tracked by tf.train.Checkpoint; "
+                "a model saved only in part) or of several default-named EMA objects saved in "
+                "one list; no --apply-order can pair them: save every averaged variable "
+                "(tf.train.Checkpoint(model=model, ema=[...])), keep each EMA object's "
+                "averages under its own attribute, or give the variables unique names when "
+                "training")
     either = _list_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
     decide = ("--apply-order trainable does not prove one order: objects with more than ten "
               f"children named 0, 1, 2… ({', '.join(either[:3])}"
