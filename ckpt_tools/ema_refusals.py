@@ -14,7 +14,13 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import EmaError
 from .formats.objgraph import readable_name
-from .pairing import list_or_dict_paths, open_containers, root_child, variable_orders
+from .pairing import (
+    list_or_dict_paths,
+    open_containers,
+    open_dicts,
+    root_child,
+    variable_orders,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -144,6 +150,7 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
                 "averages under its own attribute, or give the variables unique names when "
                 "training")
     either = _list_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    dicts = _dict_or_layer(ckpt, unpaired) if apply_order == "tracked" else []
     decide = ("--apply-order trainable does not prove one order: objects with more than ten "
               f"children named 0, 1, 2… ({', '.join(either[:3])}"
               f"{' ...' if len(either) > 3 else ''}) may be lists, which "
@@ -164,6 +171,14 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "(tf.Variable(..., name=...)) when training, or, in Python, pass the live "
               "module: apply_ema(module, path, apply_order='trainable') reads the order "
               "from its own trainable_variables" if holders else
+              "--apply-order tracked leaves two orders: objects holding layers or variables "
+              f"({', '.join(dicts[:3])}{' ...' if len(dicts) > 3 else ''}) may be dicts, "
+              "whose values Keras' model.trainable_variables visits sorted by key, or layers, "
+              "whose attributes it visits in the order they were assigned, and a checkpoint "
+              "records no types (both write the same object graph); give the layers unique "
+              "names when training, or, in Python, pass the live model: apply_ema(model, "
+              "path, apply_order='tracked') reads the order from its own trainable_variables"
+              if dicts else
               f"the averages are saved under {', '.join(owners)}, more of them than there "
               "are variables to average: several EMA objects (default-named ones number "
               "their averages with one counter, so the stated order fits one object's "
@@ -221,6 +236,21 @@ def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
     holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
                for k in first]
     return list(dict.fromkeys(h for h in holders if h))
+
+
+def _dict_or_layer(ckpt: Checkpoint, unpaired) -> list[str]:
+    """Object paths (``model/heads``) of the nodes above the candidates of ``unpaired`` that
+    Keras orders one way as a dict (sorted keys) and another as a layer (assignment order;
+    see :func:`~ckpt_tools.pairing.open_dicts`)."""
+    if ckpt.objects is None:
+        return []
+    entries = ckpt.entries()
+    cands = sorted({c for v in unpaired for c in v.ema_candidates})
+
+    def alike(a: str, b: str) -> bool:
+        return (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape)
+
+    return open_dicts(ckpt.objects, cands, alike)
 
 
 def _list_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:

@@ -266,6 +266,51 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike) -> list[s
     return []
 
 
+def open_dicts(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
+    """Object paths of the nodes whose type decides, under ``"tracked"``, which of two
+    variables ``alike`` (same dtype and shape) comes first; empty when every reading agrees.
+
+    Keras (tf_keras ``_flatten_layers``, Keras 3 ``tree.flatten``) visits a dict's values in
+    sorted key order, but a layer's attributes in the order they were assigned, which is the
+    order the object graph records for both: ``{"zeta": fc, "alpha": fc}`` and ``self.zeta,
+    self.alpha`` write the same graph and train ``alpha, zeta`` and ``zeta, alpha``. A node
+    whose children are a list's is a list or a dict keyed ``"0"``… (sorted as strings from
+    eleven entries on)."""
+    parent, local = _tree(objects)
+    kids = objects.children
+    node_of = {k: n for n, k in objects.node_keys.items() if n in parent}
+    tracked = variable_orders(objects)["tracked"][0]
+
+    def chain(node: int) -> list[int]:
+        out = [node]
+        while out[-1] in parent:
+            out.append(parent[out[-1]])
+        return out[::-1]
+
+    chains = {k: chain(n) for k, n in node_of.items() if k in set(variables) and k in tracked}
+    found: list[str] = []
+    keys = sorted(chains)
+    for i, x in enumerate(keys):
+        for y in keys[i + 1:]:
+            if not alike(x, y):
+                continue
+            cx, cy = chains[x], chains[y]
+            d = 0
+            while d < min(len(cx), len(cy)) and cx[d] == cy[d]:
+                d += 1
+            if d == 0 or d >= min(len(cx), len(cy)):
+                continue
+            lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
+            if _is_list(kids.get(lca, [])):
+                readings = {int(nx) < int(ny)} | (
+                    {nx < ny} if _list_or_dict(kids[lca]) else set())
+            else:
+                readings = {nx < ny}
+            if readings != {tracked[x] < tracked[y]}:
+                found.append(_path(cx[:d], local))
+    return list(dict.fromkeys(found))
+
+
 def _path(chain: list[int], local: dict[int, str]) -> str:
     return "/".join(local[n] for n in chain if n in local)
 
@@ -431,6 +476,9 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         if (apply_order == "trainable" and () not in found
                 and open_containers(objects, variables, lambda a, b: fits(a, b))):
             found.add(())  # the order rests on container types the file does not record
+        if (apply_order == "tracked" and () not in found
+                and open_dicts(objects, variables, lambda a, b: fits(a, b))):
+            found.add(())  # a dict (sorted by key) or a layer (assignment order)?
         found_list = sorted(found)
         if len(found_list) == 1 and found_list[0]:
             result.pairs.update(zip(shadows, found_list[0], strict=True))

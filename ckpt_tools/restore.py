@@ -291,8 +291,9 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         checkpoint: checkpoint path or open :class:`Checkpoint`.
         allow_missing: assign raw values where no average exists instead of raising.
         map_options: as for :func:`ckpt_tools.ema_map`; with ``apply_order="trainable"`` and
-            an object, its own ``trainable_variables`` give the order (its dicts, lists and
-            sub-modules are known here, where the file records no types).
+            an object, or ``"tracked"`` and a Keras model, its own ``trainable_variables``
+            give the order (its dicts, lists and sub-modules are known here, where the file
+            records no types).
 
     Returns:
         `RestoreResult` (variable key -> source key).
@@ -323,7 +324,10 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     ckpt, owned = _open(checkpoint)
     try:
         pairs, problems = key_variables(model_or_variables, ckpt)
-        if map_options.get("apply_order") == "trainable":
+        order = map_options.get("apply_order")
+        if order == "trainable" or (order == "tracked" and callable(
+                getattr(model_or_variables, "_flatten_layers", None))):
+            # a Keras model's own trainable_variables are the tracked order, dicts included
             map_options = {**map_options,
                            "apply_order": live_order(model_or_variables, pairs)}
         frozen = frozenset(k for v, k in pairs if getattr(v, "trainable", True) is False)
