@@ -18,9 +18,10 @@ import re
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
-from .errors import EmaError, OptionError
+from .errors import EmaError, OptionError, VariableNotFoundError
 from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
 from .formats.keras.optimizer import custom_note
+from .formats.keras.stated import stated_keys
 from .formats.keras.tf_keras import is_legacy, legacy_name
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
@@ -279,7 +280,18 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                            "load_model sets are config.json's) do not decide it either")
         targets, keys = (None, None) if use_ema is False else _by_file(ckpt, layout, every,
                                                                         live, stated)
+        if targets is None and stated and use_ema is not False:
+            targets, keys = _by_paths(ckpt, layout, every)
         if targets is None:
+            own = _own_train_step(model)
+            if own:
+                raise EmaError(
+                    f"{path}: the file does not record the order the optimizer got the "
+                    f"weights in, and {own} overrides train_step, so it may have built the "
+                    "optimizer in another order than model.trainable_variables: pass "
+                    "trainable=[...] with the variables in the order its first apply() got "
+                    "them (e.g. [v.path for v in head.trainable_variables + "
+                    "body.trainable_variables])")
             targets, keys = live, _ema_keys(ckpt, layout, live, use_ema)
         problems = []
         for v, key in zip(targets, keys, strict=True):
@@ -300,6 +312,41 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         for v, key in zip(targets, keys, strict=True):
             v.assign(np.array(ckpt.tensor(key)))
     return [_path(v) for v in targets]
+
+
+def _own_train_step(model) -> str:
+    """The class of ``model`` that overrides Keras' ``train_step`` (a GAN, a VAE, a model
+    applying gradients part by part), or ``""`` where Keras' own runs."""
+    for cls in type(model).__mro__:
+        if "train_step" in vars(cls):
+            module = cls.__module__ or ""
+            return "" if module.split(".")[0] in ("keras", "tf_keras") else cls.__qualname__
+    return ""
+
+
+def _by_paths(ckpt: Checkpoint, layout: KerasLayout, every: list):
+    """``(variables, EMA copy keys)`` for copies the caller's ``trainable`` paired with the
+    file's weights, each live variable found by its path (``stated_keys``), for files whose
+    weights are not in ``model.weights`` order (subclassed models).
+
+    Raises:
+        EmaError: a paired weight of the file that no live variable's path names.
+    """
+    var_of: dict[str, object] = {}
+    try:  # all at once: a layer's n-th variable is its vars/n-1 only counted in order
+        found = stated_keys(layout, [_path(v) for v in every], set(layout.model))
+    except (EmaError, VariableNotFoundError):
+        found = []
+    if len(found) == len(every) and len(set(found)) == len(found):
+        var_of = dict(zip(found, every, strict=True))
+    pairs = [(var_of.get(w), a) for a, w in layout.averages.items() if w is not None]
+    unnamed = [layout.paths.get(w, w) for (v, a), w in zip(
+        pairs, [w for w in layout.averages.values() if w is not None], strict=True) if v is None]
+    if unnamed:
+        raise EmaError(f"{ckpt.path}: no variable of the model is named like the file's "
+                       f"{', '.join(unnamed[:4])}: build the model with the architecture "
+                       "that wrote the file (variable paths as the file records them)")
+    return [v for v, _ in pairs], [a for _, a in pairs]
 
 
 def _refuse_lora(model, path: str) -> None:

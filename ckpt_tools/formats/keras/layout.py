@@ -190,6 +190,27 @@ def custom_optimizer(serialized: dict) -> str:
     return custom_optimizer(inner) if isinstance(inner, dict) else ""
 
 
+def custom_model(config: dict) -> str:
+    """The class config.json records for a model that is not Keras' own Functional or
+    Sequential (``a9>FNet``: a subclass, which may override ``train_step``), or ``""``.
+
+    Example:
+        >>> custom_model({"module": None, "class_name": "FNet", "registered_name": "a9>FNet"})
+        'a9>FNet'
+        >>> custom_model({"module": "keras.src.models.functional", "class_name": "Functional",
+        ...               "registered_name": "Functional"})
+        ''
+    """
+    cls = config.get("class_name")
+    if cls not in ("Functional", "Sequential", "Model"):
+        return str(config.get("registered_name") or cls or "")
+    registered = config.get("registered_name")
+    if registered not in (None, cls) or not str(config.get("module") or "keras").startswith(
+            ("keras", "tf_keras")):
+        return str(registered or cls)
+    return ""
+
+
 def _optimizer_config(config: dict | None) -> tuple[str | None, dict | None]:
     opt = ((config or {}).get("compile_config") or {}).get("optimizer")
     if isinstance(opt, dict) and "class_name" in opt:
@@ -210,6 +231,17 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     owner_names = {o: n for o, n in owner_names.items()
                    if _owner_of(o, lay.attached) is None}
     root = build_tree(model, config, owner_names, lay.notes)
+    model_class = custom_model(config) if config and not tf_keras else ""
+    if model_class and len(root.ordered) > 1 and isinstance((root.cfg or {}).get("layers"),
+                                                              list):
+        # A model class that is not Keras' own, built functionally (its config lists its
+        # layers), may override train_step and build its optimizer from its layers in another
+        # order than model.weights: the file orders the layers, not the optimizer's list, so
+        # their order is read as unknown (a bag), as a subclassed model's sublayers are.
+        root.bag, root.ordered = root.ordered + root.bag, []
+        lay.notes.append(f"the model's class is {model_class}, not Keras' own (config.json): "
+                         "it may override train_step and build its optimizer with its layers "
+                         "in another order than model.weights")
     segments: list[tuple[str, list[str]]] = []
     groups: dict[int, list[list[str]]] = {}
     flatten_tree(root, segments, groups)
