@@ -319,7 +319,12 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                    bag_groups=groups, stated=bool(trainable),
                    layers=_layers(trained, segments, groups))
     if found is not None:
-        check_proven(lay, found.averages)
+        if config is not None:
+            # Only a config.json naming the model's class proves the order (fit()'s
+            # train_step builds the optimizer in model.weights order); a bare .weights.h5
+            # records no class, so a --trainable moving its pairing is the caller's
+            # statement (noted below).
+            check_proven(lay, found.averages)
         lay.stated_pairs = {a: w for a, w in lay.averages.items()
                             if w is not None and found.averages.get(a) != w}
     lora = _lora_layers(config)
