@@ -78,3 +78,48 @@ def test_apply_keras_ema_takes_no_live_order_from_a_class_with_its_own_train_ste
         ckpt_tools.apply_keras_ema(model, path, trainable=stated)
         for v in model.trainable_variables:
             assert v.numpy().tobytes() == truth[v.path].tobytes(), (stated, v.path)
+
+
+def test_a_tf_keras_model_class_of_its_own_is_refused_then_paired_by_trainable(tf, tmp_path):
+    """The same with tf_keras (review-11-attack-r9 F4b)."""
+    tfk = pytest.importorskip("tf_keras")
+
+    @tfk.saving.register_keras_serializable("ckpttest_tfk")
+    class FNet(tfk.Model):
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((self(x, training=True) - y) ** 2)
+            vs = (self.get_layer("head").trainable_variables
+                  + self.get_layer("body").trainable_variables)
+            self.optimizer.apply_gradients(zip(tape.gradient(loss, vs), vs, strict=True))
+            return {"loss": loss}
+
+    tf.random.set_seed(2)
+    i = tfk.Input((4,))
+    model = FNet(i, tfk.layers.Dense(4, name="head")(tfk.layers.Dense(4, name="body")(i)))
+    opt = tfk.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.9)
+    model.compile(opt)
+    truth = {}
+
+    class Save(tfk.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                truth.update({v.name.split(":")[0]: opt._model_variables_moving_average[
+                    opt._index_dict[opt._var_key(v)]].numpy()
+                    for v in self.model.trainable_variables})
+                self.model.save(str(tmp_path / "m.keras"))
+
+    rng = np.random.RandomState(0)
+    model.fit(rng.randn(32, 4).astype("f4"), rng.randn(32, 4).astype("f4"), epochs=3,
+              batch_size=16, verbose=0, callbacks=[Save()])
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "m.keras"), "--out", str(out)])
+    assert code == 6 and "--trainable" in err, err
+    code, _, err = run_cli(["export", str(tmp_path / "m.keras"), "--trainable", "head,body",
+                            "--out", str(out)])
+    assert code == 0, err
+    with np.load(out) as z:
+        assert sorted(z.files) == sorted(truth)
+        for name, value in truth.items():
+            assert z[name].tobytes() == value.tobytes(), name

@@ -231,7 +231,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     owner_names = {o: n for o, n in owner_names.items()
                    if _owner_of(o, lay.attached) is None}
     root = build_tree(model, config, owner_names, lay.notes)
-    model_class = custom_model(config) if config and not tf_keras else ""
+    model_class = custom_model(config) if config else ""
     if model_class and len(root.ordered) > 1 and isinstance((root.cfg or {}).get("layers"),
                                                               list):
         # A model class that is not Keras' own, built functionally (its config lists its
