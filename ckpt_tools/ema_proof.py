@@ -90,4 +90,4 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
         f"names averages <weight>/ExponentialMovingAverage unless given another name{why}; "
         f"only if {names_text} is the name you gave your ExponentialMovingAverage, pass "
         f"--ema-name {unproven[0]} (Python: ema_name=...)",
-        "--ema-name", open_)
+        "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})

@@ -8,6 +8,8 @@ by real TensorFlow; the truth is read at save time."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import run_cli
@@ -66,6 +68,12 @@ def test_optimizer_slots_without_an_ema_are_never_averages(tf, tmp_path, optimiz
     assert not out.exists() and not (tmp_path / "r").exists()
     with pytest.raises(ckpt_tools.EmaError, match="--ema-name"):
         ckpt_tools.ema_map(str(tmp_path))
+    # list shows them open on both sides, never "of W" (review-11-attack-r9 F8)
+    code, text, _ = run_cli(["list", str(tmp_path), "--json"])
+    assert code == 0
+    rows = {v["name"]: v for v in json.loads(text)["variables"]}
+    assert rows["W"]["ema"] is None and all(
+        v["ema_of"] is None for v in rows.values() if v["role"] == "ema"), rows
 
 
 @pytest.mark.parametrize("meta", [True, False], ids=["meta", "no_meta"])
