@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import (
+    UNPROVEN_NAME,
     UnprovenPairingError,
     contradiction_message,
     exact_names,
@@ -121,7 +122,10 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             several[target] = sorted(cands)
     if several:
         message, option = several_message(ckpt, variables, suffix, holder, several, ema_name)
-        raise UnprovenPairingError(message, option, {t: tuple(c) for t, c in several.items()})
+        undecided = {t: tuple(c) for t, c in several.items()}
+        if UNPROVEN_NAME in message:  # not proven averages at all: open on both sides
+            undecided.update({c: (t,) for t, cs in several.items() for c in cs})
+        raise UnprovenPairingError(message, option, undecided)
     keras = getattr(ckpt.reader, "keras", None) is not None
     if ema_name is not None and shadows and not chosen and (tf2 or keras):
         # The averages are there, under other names: say so, not "use_ema=False" or "save

@@ -278,6 +278,10 @@ def contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str
             f"training graph's")
 
 
+# What the refusals of names that nothing proves an EMA's say (choose_averages reads it).
+UNPROVEN_NAME = "is an ExponentialMovingAverage's name"
+
+
 def several_message(ckpt, variables, suffix, holder, several,
                     ema_name) -> tuple[str, str | None]:
     """Returns (the refusal for variables with several averages, the option that decides:
@@ -368,7 +372,7 @@ def several_message(ckpt, variables, suffix, holder, several,
                 + (f"{', '.join(proven)} {'is' if len(proven) == 1 else 'are'} TF's default "
                    "EMA name(s), while " if proven else "")
                 + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} "
-                "is an ExponentialMovingAverage's name: optimizers store their slots the same way "
+                f"{UNPROVEN_NAME}: optimizers store their slots the same way "
                 "(AdamOptimizer(name='Opt') writes W/Opt and W/Opt_1, BERT's optimizer "
                 "W/adam_m and W/adam_v); "
                 + ("pass " + " or ".join(f"--ema-name {n}" for n in proven[:3])
