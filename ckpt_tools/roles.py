@@ -156,6 +156,36 @@ def classify(
                                  meta is not None, objects)
     out.update(_scoped_shadows(entries, out, names, meta))
     out.update(_scoped_part_shadows(entries, out, meta))
+    out.update(_scope_readings(entries, out, meta))
+    return out
+
+
+def _scope_readings(entries, roles: dict[str, RoleInfo],
+                    meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """A shadow ``model/W/ExponentialMovingAverage`` read by name as ``model/W``'s is also
+    ``W``'s average made under ``variable_scope("model")`` where ``W`` is stored too (same
+    dtype and shape): the name does not tell. A ``.meta`` whose ``moving_average_variables``
+    holds exactly one of them proves it; otherwise the average is left with both candidates.
+    """
+    out: dict[str, RoleInfo] = {}
+    averaged = set(meta.keys_in("moving_average_variables")) if meta else None
+    for key, ri in roles.items():
+        if ri.role != EMA or ri.ema_style != "tf1" or not ri.ema_of:
+            continue
+        own, entry = ri.ema_of, entries[key]
+        parts = own.split("/")
+        others = ["/".join(parts[i:]) for i in range(1, len(parts))]
+        others = [q for q in others if q in entries and roles[q].role in (WEIGHT, BN_STAT)
+                  and entries[q].dtype == entry.dtype and entries[q].shape == entry.shape]
+        if not others:
+            continue
+        every = (own, *others)
+        if averaged:
+            proven = [c for c in every if c in averaged]
+            if len(proven) == 1:
+                out[key] = RoleInfo(EMA, ema_of=proven[0], ema_style="tf1")
+                continue
+        out[key] = RoleInfo(EMA, ema_style="tf1", candidates=tuple(sorted(every)))
     return out
 
 

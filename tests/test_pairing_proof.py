@@ -259,3 +259,34 @@ def test_scoped_refusal_with_the_meta_does_not_ask_for_the_meta(tf, tmp_path):
     assert result.exit_code == 6, result.output
     assert "the .meta graph does not settle it" in result.output, result.output
     assert "keep the training .meta" not in result.output, result.output
+
+
+@pytest.mark.parametrize("meta", [True, False], ids=["meta", "no_meta"])
+def test_a_scoped_shadow_named_like_another_variable_is_never_read_by_name(tf, tmp_path,
+                                                                            meta):
+    """ema.apply([W]) inside variable_scope("model") beside a stored model/W: TF names W's
+    shadow model/W/ExponentialMovingAverage, which reads by name as model/W's. The .meta's
+    moving_average_variables (W only) proves it is W's; without it both readings stay open
+    and every command refuses (review-11-attack-r9 F1)."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        w = v1.get_variable("W", [3], initializer=v1.zeros_initializer())
+        v1.get_variable("model/W", [3], initializer=v1.ones_initializer(), trainable=False)
+        ema = tf.train.ExponentialMovingAverage(0.5)
+        with v1.variable_scope("model"):
+            update = ema.apply([w])
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for _ in range(3):
+                sess.run(v1.assign_add(w, tf.ones([3]) * 2.0))
+                sess.run(update)
+            prefix = v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"),
+                                           write_meta_graph=meta)
+            assert ema.average(w).op.name == "model/W/ExponentialMovingAverage"
+            truth = sess.run(ema.average(w))
+    if meta:
+        got = _exported(prefix, tmp_path)
+        assert same_bits(got["W"], truth)
+        assert "model/W" not in got or not same_bits(got["model/W"], truth)
+    else:
+        _refused_everywhere(prefix, tmp_path, "may average W or model/W")
