@@ -292,6 +292,13 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                     "trainable=[...] with the variables in the order its first apply() got "
                     "them (e.g. [v.path for v in head.trainable_variables + "
                     "body.trainable_variables])")
+            if not live and every:  # built, but frozen for evaluation
+                raise EmaError(
+                    f"{path}: none of the model's {len(every)} weights is trainable "
+                    "(model.trainable=False, as set for evaluation?), and its "
+                    "trainable_variables are what the averages pair with here: set the "
+                    "layers trainable as when the optimizer was built, or pass "
+                    "trainable=[...] with the weights it was built with")
             targets, keys = live, _ema_keys(ckpt, layout, live, use_ema)
         problems = []
         for v, key in zip(targets, keys, strict=True):

@@ -123,3 +123,43 @@ def test_a_tf_keras_model_class_of_its_own_is_refused_then_paired_by_trainable(t
         assert sorted(z.files) == sorted(truth)
         for name, value in truth.items():
             assert z[name].tobytes() == value.tobytes(), name
+
+
+def test_apply_keras_ema_to_a_model_frozen_for_evaluation(keras, tmp_path):
+    """model.trainable=False (as set for evaluation): refused saying so, not "build it";
+    trainable= states the weights and is followed whatever the live flags
+    (review-11-attack-r9 F9)."""
+
+    class ZNet(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.zeta = keras.layers.Dense(4, name="zeta")
+            self.alpha = keras.layers.Dense(4, name="alpha")
+
+        def call(self, x):
+            return self.alpha(self.zeta(x))
+
+    def build():
+        m = ZNet()
+        m(np.zeros((1, 4), "f4"))
+        return m
+
+    keras.utils.set_random_seed(3)
+    model = build()
+    opt = keras.optimizers.SGD(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    rng = np.random.RandomState(1)
+    for _ in range(3):
+        model.train_on_batch(rng.randn(8, 4).astype("f4"), rng.randn(8, 4).astype("f4"))
+    # keyed without the model's own name (z_net, then z_net_1 for the second instance)
+    truth = {v.path.split("/", 1)[1]: a.numpy() for v, a in zip(
+        opt._trainable_variables, opt._model_variables_moving_average, strict=True)}
+    model.save_weights(str(tmp_path / "m.weights.h5"))
+    frozen = build()
+    frozen.trainable = False
+    with pytest.raises(ckpt_tools.EmaError, match="none of the model's 4 weights is trainable"):
+        ckpt_tools.apply_keras_ema(frozen, tmp_path / "m.weights.h5", use_ema=True)
+    ckpt_tools.apply_keras_ema(frozen, tmp_path / "m.weights.h5", use_ema=True,
+                               trainable=[v.path for v in model.trainable_variables])
+    for v in frozen.weights:
+        assert v.numpy().tobytes() == truth[v.path.split("/", 1)[1]].tobytes(), v.path
