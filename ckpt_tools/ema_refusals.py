@@ -421,6 +421,11 @@ def missing_message(m: EmaMap) -> str:
     shadow = f"{m.missing[0]}/{m.ema_name}"
     none = set(m.averaged) <= set(m.missing)  # not one shadow stored
     renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
+    other = next((h for h in m.hints if h.startswith("another EMA object averaged")), None)
+    if other and not set(m.averaged) <= set(m.missing):
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+                f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
+                + "; ".join(m.hints))
     if none and renamed:  # the shadows are there, under another name: nothing else to say
         return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
                 f"(e.g. {shadow!r} is not in the checkpoint); {renamed}")

@@ -436,6 +436,16 @@ def ema_map(
                   if source == "meta" else set())
     unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys]
     hints = missing_hints(variables, name, detected, missing, unsaved)
+    lacking = set(missing)
+    elsewhere = {v.ema_of: k for k, v in variables.items()
+                 if v.role == R.EMA and v.ema_of in lacking}
+    if elsewhere:
+        # their averages are stored, under another EMA object's name: saying they were left
+        # out of ema.apply() (and steering to raw values) would be false
+        t, k = next(iter(elsewhere.items()))
+        hints.insert(0, f"another EMA object averaged {len(elsewhere)} of them ({t} has "
+                        f"{k}): one --ema-name takes one object's averages, so --allow-missing "
+                        "would restore these raw although an average of theirs is stored")
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "

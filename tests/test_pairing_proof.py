@@ -290,3 +290,25 @@ def test_a_scoped_shadow_named_like_another_variable_is_never_read_by_name(tf, t
         assert "model/W" not in got or not same_bits(got["model/W"], truth)
     else:
         _refused_everywhere(prefix, tmp_path, "may average W or model/W")
+
+
+def test_an_average_under_another_ema_name_is_not_called_missing(tf, tmp_path):
+    """W averaged by an EMA named wavg, b by a default-named one: --ema-name wavg leaves b
+    without a wavg average, and the refusal says b's average is stored under the other name
+    instead of that b was left out of ema.apply() (review-11-attack-r9 F5)."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        w = v1.get_variable("W", [3], initializer=v1.zeros_initializer())
+        b = v1.get_variable("b", [2], initializer=v1.zeros_initializer())
+        update = tf.group(tf.train.ExponentialMovingAverage(0.5, name="wavg").apply([w]),
+                          tf.train.ExponentialMovingAverage(0.7).apply([b]))
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run([v1.assign_add(w, tf.ones([3])), v1.assign_add(b, tf.ones([2]))])
+            sess.run(update)
+            prefix = v1.train.Saver().save(sess, str(tmp_path / "model.ckpt"))
+    result = runner.invoke(app, ["export", prefix, "--ema-name", "wavg", "--out",
+                                 str(tmp_path / "w.npz")])
+    assert result.exit_code == 6, result.output
+    assert "b has b/ExponentialMovingAverage" in result.output, result.output
+    assert "left out of its var_list" not in result.output, result.output
