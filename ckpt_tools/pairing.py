@@ -16,7 +16,7 @@ tie-broken by key order or by a guessed order. The caller may *state* the order 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
@@ -219,50 +219,25 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike) -> list[s
     """
     parent, local = _tree(objects)
     kids = objects.children
-    node_of = {k: n for n, k in objects.node_keys.items() if n in parent}
 
     def sig(node: int) -> tuple:
         return tuple(sorted((n, c in objects.node_keys) for n, c in kids.get(node, [])))
 
-    def chain(node: int) -> list[int]:
-        out = [node]
-        while out[-1] in parent:
-            out.append(parent[out[-1]])
-        return out[::-1]
-
     def modular(node: int) -> bool:
         return node not in objects.node_keys and not _is_list(kids.get(node, []))
 
-    chains = {k: chain(n) for k, n in node_of.items() if k in set(variables)}
     found: list[str] = []
-    keys = sorted(chains)
-    for i, x in enumerate(keys):
-        for y in keys[i + 1:]:
-            if not alike(x, y):
-                continue
-            cx, cy = chains[x], chains[y]
-            d = 0
-            while d < min(len(cx), len(cy)) and cx[d] == cy[d]:
-                d += 1
-            if d == 0 or d >= min(len(cx), len(cy)):
-                continue  # different roots (refused elsewhere) or one inside the other
-            lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
-            firsts = set()
-            if _is_list(kids.get(lca, [])):
-                firsts.add(int(nx) < int(ny))
-                if _list_or_dict(kids[lca]):
-                    firsts.add(nx < ny)
-            else:
-                firsts.add(nx < ny)
-            if len(firsts) > 1:
-                found.append(_path(cx[:d], local))
-            for x_first in firsts:
-                early, late = (cx, cy) if x_first else (cy, cx)
-                late_sigs = {sig(n) for n in late[d:-1] if modular(n)}
-                found.extend(_path(early[:j + 1], local) for j in range(d, len(early) - 1)
-                             if modular(early[j]) and sig(early[j]) not in late_sigs)
-            if found:
-                return list(dict.fromkeys(found))
+    for _x, _y, cx, cy, d, firsts in _diverging_pairs(objects, parent, local, variables,
+                                                      alike):
+        if len(firsts) > 1:
+            found.append(_path(cx[:d], local))
+        for x_first in firsts:
+            early, late = (cx, cy) if x_first else (cy, cx)
+            late_sigs = {sig(n) for n in late[d:-1] if modular(n)}
+            found.extend(_path(early[:j + 1], local) for j in range(d, len(early) - 1)
+                         if modular(early[j]) and sig(early[j]) not in late_sigs)
+        if found:
+            return list(dict.fromkeys(found))
     return []
 
 
@@ -277,9 +252,22 @@ def open_dicts(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
     whose children are a list's is a list or a dict keyed ``"0"``… (sorted as strings from
     eleven entries on)."""
     parent, local = _tree(objects)
-    kids = objects.children
-    node_of = {k: n for n, k in objects.node_keys.items() if n in parent}
     tracked = variable_orders(objects)["tracked"][0]
+    found = [_path(cx[:d], local) for x, y, cx, _cy, d, readings in _diverging_pairs(
+        objects, parent, local, [v for v in variables if v in tracked], alike)
+        if readings != {tracked[x] < tracked[y]}]
+    return list(dict.fromkeys(found))
+
+
+def _diverging_pairs(objects: ObjectGraph, parent: dict[int, int], local: dict[int, str],
+                     variables: list[str], alike) -> Iterator[tuple]:
+    """For each two of ``variables`` that are ``alike`` and part below a common object other
+    than the root: ``(x, y, chain of x, chain of y, depth they part at, readings)``, chains
+    being node paths from the root and ``readings`` the orders (``x`` first: True/False) the
+    common object allows: by index for a list, also as strings for a list that may be a dict
+    keyed ``"0"``…, else by name. ``x`` sorts before ``y``."""
+    kids = objects.children
+    wanted = set(variables)
 
     def chain(node: int) -> list[int]:
         out = [node]
@@ -287,8 +275,7 @@ def open_dicts(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
             out.append(parent[out[-1]])
         return out[::-1]
 
-    chains = {k: chain(n) for k, n in node_of.items() if k in set(variables) and k in tracked}
-    found: list[str] = []
+    chains = {k: chain(n) for n, k in objects.node_keys.items() if n in parent and k in wanted}
     keys = sorted(chains)
     for i, x in enumerate(keys):
         for y in keys[i + 1:]:
@@ -299,16 +286,14 @@ def open_dicts(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
             while d < min(len(cx), len(cy)) and cx[d] == cy[d]:
                 d += 1
             if d == 0 or d >= min(len(cx), len(cy)):
-                continue
+                continue  # different roots (refused elsewhere) or one inside the other
             lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
             if _is_list(kids.get(lca, [])):
                 readings = {int(nx) < int(ny)} | (
                     {nx < ny} if _list_or_dict(kids[lca]) else set())
             else:
                 readings = {nx < ny}
-            if readings != {tracked[x] < tracked[y]}:
-                found.append(_path(cx[:d], local))
-    return list(dict.fromkeys(found))
+            yield x, y, cx, cy, d, readings
 
 
 def _path(chain: list[int], local: dict[int, str]) -> str:
