@@ -185,6 +185,21 @@ def run_generator(script: str, out: Path, tail: int = 3000) -> dict[str, np.ndar
         return {k: z[k] for k in z.files}
 
 
+def run_script(script: str, out: Path) -> dict[str, np.ndarray]:
+    """Runs a Python ``script`` (real TF/Keras, truth recorded at save time) with ``out`` as
+    its argument and this checkout importable; returns the ``truth.npz`` it writes there.
+    Fails the test with the script's stderr."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(FIXTURES.parent))
+    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(out / "truth.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
 def one_line_error(result, code: int, *words: str) -> None:
     """Asserts a CliRunner ``result`` exited ``code`` with exactly one ``error:`` line on stderr,
     no traceback, and every one of ``words`` in that line."""

@@ -9,18 +9,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from helpers import FIXTURES, run_cli
+from helpers import FIXTURES, run_cli, run_script
 
 pytest.importorskip("tf_keras")
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = r'''
 import sys
 import numpy as np
@@ -72,12 +66,7 @@ np.savez(out + "/truth.npz", **arrays)
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tfk")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return out, {k: z[k] for k in z.files}
+    return out, run_script(SCRIPT, out)
 
 
 @pytest.mark.parametrize("name", ["t.keras", "t.h5"])

@@ -9,18 +9,11 @@ tf_keras/TensorFlow in a subprocess."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import run_cli, run_script
 
 pytest.importorskip("tf_keras")
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = r'''
 import sys
 import numpy as np
@@ -66,12 +59,7 @@ np.savez(out + "/truth.npz", **arrays)
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tracked_dict")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out)], capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return out, {k: z[k] for k in z.files}
+    return out, run_script(SCRIPT, out)
 
 
 def test_tracked_over_a_dict_of_layers_is_refused(made, tmp_path):
