@@ -332,17 +332,24 @@ def test_custom_layer_state_is_refused_naming_the_layer(made, name, extra, tmp_p
     assert not (tmp_path / "w.npz").exists()
 
 
+def _export_stated(made, name: str, case: str, extra, tmp_path) -> dict:
+    """export with --trainable set to Keras' own [v.path for v in model.trainable_variables]
+    of ``case`` (recorded by the generator): exit 0, the exported arrays."""
+    out, _, paths = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths[case]),
+                            "--out", str(target), *extra])
+    assert code == 0, err
+    return _exported(target)
+
+
 @pytest.mark.parametrize(("name", "extra"), STATE)
 def test_custom_layer_state_pairs_by_live_trainable_paths(made, name, extra, tmp_path):
     """Keras' own ``[v.path for v in model.trainable_variables]`` (``sc/w1``, ``sc/w2``, names
     the file does not record) stands for ``sc``'s first saved variables, trainable first: each
     average lands on its weight and the running statistic keeps its raw value, bit for bit."""
-    out, truth, paths = made
-    target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths["state"]),
-                            "--out", str(target), *extra])
-    assert code == 0, err
-    got = _exported(target)
+    _, truth, paths = made
+    got = _export_stated(made, name, "state", extra, tmp_path)
     saved = {"sc/0": "sc/w1", "sc/1": "sc/w2", "sc/2": "sc/run"}
     assert set(got) == {"h/kernel", "h/bias", "o/kernel", "o/bias", *saved}
     for key, value in got.items():
@@ -373,12 +380,8 @@ def test_own_weight_beside_sublayers_pairs_by_keras_own_paths(made, name, extra,
     Keras' printed ``[v.path for v in model.trainable_variables]`` (``net/blk/gamma`` first)
     names the block's first saved variable, not the block's sublayers; every average is
     exported on its weight, bit for bit."""
-    out, truth, paths = made
-    target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths["scale"]),
-                            "--out", str(target), *extra])
-    assert code == 0, err
-    got = _exported(target)
+    _, truth, paths = made
+    got = _export_stated(made, name, "scale", extra, tmp_path)
     assert len(got) == len(paths["scale"]), sorted(got)
     want = sorted(truth[f"scale:{p}"].tobytes() for p in paths["scale"])
     assert sorted(v.tobytes() for v in got.values()) == want
