@@ -35,12 +35,12 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     proven = {n for n in candidates if n == R.DEFAULT_EMA_NAME}
     others = candidates - proven
     meta = ckpt.meta
-    default_stored = any(R.split_key(k)[1].startswith(R.DEFAULT_EMA_NAME)
-                         for k in ckpt.keys())
     # the collection proves some EMA ran: the one other name is its only where no
-    # default-named average (which would explain the collection) is stored
-    if len(others) == 1 and not default_stored and meta is not None and meta.collections.get(
-            "moving_average_variables"):
+    # default-named average (which would explain the collection) is stored; the keys are
+    # scanned only when that decides
+    if len(others) == 1 and meta is not None and meta.collections.get(
+            "moving_average_variables") and not any(
+            R.split_key(k)[1].startswith(R.DEFAULT_EMA_NAME) for k in ckpt.keys()):
         proven |= others
     return proven
 
