@@ -9,7 +9,6 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import (
-    UNPROVEN_NAME,
     UnprovenPairingError,
     contradiction_message,
     exact_names,
@@ -121,9 +120,10 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         elif len(cands) > 1:
             several[target] = sorted(cands)
     if several:
-        message, option = several_message(ckpt, variables, suffix, holder, several, ema_name)
+        message, option, unproven = several_message(ckpt, variables, suffix, holder, several,
+                                                    ema_name)
         undecided = {t: tuple(c) for t, c in several.items()}
-        if UNPROVEN_NAME in message:  # not proven averages at all: open on both sides
+        if unproven:  # not proven averages at all: open on both sides
             undecided.update({c: (t,) for t, cs in several.items() for c in cs})
         raise UnprovenPairingError(message, option, undecided)
     keras = getattr(ckpt.reader, "keras", None) is not None

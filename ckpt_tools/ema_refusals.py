@@ -278,14 +278,11 @@ def contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str
             f"training graph's")
 
 
-# What the refusals of names that nothing proves an EMA's say (choose_averages reads it).
-UNPROVEN_NAME = "is an ExponentialMovingAverage's name"
-
-
 def several_message(ckpt, variables, suffix, holder, several,
-                    ema_name) -> tuple[str, str | None]:
+                    ema_name) -> tuple[str, str | None, bool]:
     """Returns (the refusal for variables with several averages, the option that decides:
-    ``"--ema-name"``, or None where no EMA name tells the averages apart)."""
+    ``"--ema-name"``, or None where no EMA name tells the averages apart, whether some of the
+    averages' names are not proven an EMA's at all: their pairing is then open too)."""
 
     def show(key: str) -> str:
         v = variables.get(key)
@@ -338,7 +335,7 @@ def several_message(ckpt, variables, suffix, holder, several,
                 "discriminator left unsaved); no --ema-name decides: save every averaged "
                 "variable (tf.train.Checkpoint(generator=G, discriminator=D, ema=[...])), name "
                 "the variables apart, or name the EMA objects "
-                "(tf.train.ExponentialMovingAverage(decay, name='fast'))", None)
+                "(tf.train.ExponentialMovingAverage(decay, name='fast'))", None, False)
     if options is holders and len({suffix_base(n) for n in names}) == 1:
         # One EMA name under several attributes: two EMA objects of that name, or one EMA
         # object's averages of same-named variables split over attributes with only one of
@@ -355,7 +352,7 @@ def several_message(ckpt, variables, suffix, holder, several,
                 + " (Python: ema_name=...) to use that object's averages; otherwise save "
                 "every averaged variable, or name the EMA objects "
                 "(tf.train.ExponentialMovingAverage(decay, name='fast')) when training",
-                "--ema-name")
+                "--ema-name", False)
     from .ema_proof import proven_ema_names  # it builds on this module
 
     # the names --ema-name takes here: those given to EMA objects (ema_999), else TF's
@@ -372,7 +369,7 @@ def several_message(ckpt, variables, suffix, holder, several,
                 + (f"{', '.join(proven)} {'is' if len(proven) == 1 else 'are'} TF's default "
                    "EMA name(s), while " if proven else "")
                 + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} "
-                f"{UNPROVEN_NAME}: optimizers store their slots the same way "
+                "is an ExponentialMovingAverage's name: optimizers store their slots the same way "
                 "(AdamOptimizer(name='Opt') writes W/Opt and W/Opt_1, BERT's optimizer "
                 "W/adam_m and W/adam_v); "
                 + ("pass " + " or ".join(f"--ema-name {n}" for n in proven[:3])
@@ -380,14 +377,14 @@ def several_message(ckpt, variables, suffix, holder, several,
                    else "pass ")
                 + " or ".join(f"--ema-name {n}" for n in unproven[:4])
                 + " only if that is the name you gave an ExponentialMovingAverage (Python: "
-                "ema_name=...)", "--ema-name")
+                "ema_name=...)", "--ema-name", True)
     return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
             f"checkpoint holds several ExponentialMovingAverage objects and does not record "
             f"which one to evaluate with: {examples}{more}; EMA names found: "
             f"{', '.join(names)}{stated}; pass "
             + " or ".join(f"--ema-name {n}" for n in options[:4])
             + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}",
-            "--ema-name")
+            "--ema-name", False)
 
 
 def missing_hints(variables, name: str, detected: list[str], missing: list[str],
