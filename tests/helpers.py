@@ -185,6 +185,14 @@ def run_generator(script: str, out: Path, tail: int = 3000) -> dict[str, np.ndar
         return {k: z[k] for k in z.files}
 
 
+def assert_npz_holds(path, truth: dict[str, np.ndarray]) -> None:
+    """The ``.npz`` at ``path`` holds exactly ``truth``'s names, each bit for bit."""
+    with np.load(path) as z:
+        assert sorted(z.files) == sorted(truth)
+        for name, value in truth.items():
+            assert z[name].tobytes() == value.tobytes(), name
+
+
 def run_script(script: str, out: Path) -> dict[str, np.ndarray]:
     """Runs a Python ``script`` (real TF/Keras, truth recorded at save time) with ``out`` as
     its argument and this checkout importable; returns the ``truth.npz`` it writes there.

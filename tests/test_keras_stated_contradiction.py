@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import assert_npz_holds, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +56,7 @@ def test_trainable_agreeing_with_the_file_pairs_bit_for_bit(branches, stated, tm
     out = tmp_path / "w.npz"
     code, _, err = run_cli(["export", str(path), "--use-ema", *stated, "--out", str(out)])
     assert code == 0, err
-    with np.load(out) as z:
-        assert sorted(z.files) == sorted(truth)
-        for name, value in truth.items():
-            assert z[name].tobytes() == value.tobytes(), name
+    assert_npz_holds(out, truth)
 
 
 @pytest.fixture(scope="module")

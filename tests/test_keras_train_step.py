@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import assert_npz_holds, run_cli
 
 import ckpt_tools
 
@@ -34,10 +34,7 @@ def _refused_then_stated(path, truth: dict, out) -> None:
     assert not out.exists()
     code, _, err = run_cli(["export", str(path), "--trainable", "head,body", "--out", str(out)])
     assert code == 0, err
-    with np.load(out) as z:
-        assert sorted(z.files) == sorted(truth)
-        for name, value in truth.items():
-            assert z[name].tobytes() == value.tobytes(), name
+    assert_npz_holds(out, truth)
 
 
 @pytest.fixture(scope="module")
