@@ -25,7 +25,9 @@ from .ema_refusals import (
     missing_message,
     refuse_orphans,
     require_keras,
+    suffix_base,
 )
+from .ema_several import join_maps, split_ema_names
 from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
 from .object_roles import pair_object_shadows
@@ -288,7 +290,10 @@ def ema_map(
         ema_name (`str`, *optional*): the name of the ``ExponentialMovingAverage`` object whose
             averages to use (``avg``, ``ExponentialMovingAverage_1``…: the last part of the
             average's name); default: detected. Required when a variable has averages of
-            several EMA objects (otherwise :class:`EmaError` names them).
+            several EMA objects (otherwise :class:`EmaError` names them). Several names,
+            comma-separated (``"wavg,ExponentialMovingAverage"``), take the averages of EMA
+            objects that averaged different variables; a variable two of them averaged is
+            refused.
         use_meta (`bool`, defaults to `True`): follow the ``.meta`` graph's collections, exactly
             like ``variables_to_restore()``; otherwise (or with no ``.meta``) infer from keys.
         non_averaged (`"keep"` or `"drop"`): map variables without an average to themselves,
@@ -335,7 +340,20 @@ def ema_map(
         raise ValueError("non_averaged and slots must be 'keep' or 'drop'")
     if style is not None and style not in R.EMA_STYLES:
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
+    names = split_ema_names(ema_name)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
+    if len(names) > 1:  # EMA objects that averaged different variables: each one's map, joined
+        try:
+            maps = [ema_map(ckpt, ema_name=n, use_meta=use_meta, non_averaged=KEEP, slots=slots,
+                            include=include, exclude=exclude, strip_scope=strip_scope,
+                            add_scope=add_scope, style=style, apply_order=apply_order)
+                    for n in names]
+        finally:
+            if not isinstance(checkpoint, Checkpoint):
+                ckpt.close()
+        return join_maps(ckpt.path, names, maps, keep_raw=non_averaged == KEEP,
+                         allow_missing=allow_missing)
+    ema_name = names[0] if names else None
     try:
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
@@ -443,9 +461,11 @@ def ema_map(
         # their averages are stored, under another EMA object's name: saying they were left
         # out of ema.apply() (and steering to raw values) would be false
         t, k = next(iter(elsewhere.items()))
+        other = suffix_base(suffix.get(k) or k.rpartition("/")[2])
         hints.insert(0, f"another EMA object averaged {len(elsewhere)} of them ({t} has "
-                        f"{k}): one --ema-name takes one object's averages, so --allow-missing "
-                        "would restore these raw although an average of theirs is stored")
+                        f"{k}): --ema-name {name},{other} takes both objects' averages, "
+                        "while --allow-missing would restore these raw although an average of "
+                        "theirs is stored")
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "
@@ -474,9 +494,12 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
     if apply_order is None or ckpt.objects is None:
         return {}
     proven = pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
-    stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
-                                 container=ema_name)
-    return {s: v for s, v in stated.pairs.items() if s not in proven.pairs}
+    found: dict[str, str] = {}
+    for name in split_ema_names(ema_name) or [None]:
+        stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
+                                     container=name)
+        found.update((s, v) for s, v in stated.pairs.items() if s not in proven.pairs)
+    return found
 
 
 def _paired_variables(ckpt: Checkpoint, apply_order: str | None,

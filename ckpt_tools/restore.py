@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
+from .ema_several import split_ema_names
 from .emamap import KEEP, ema_map
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
 from .live_pairing import key_variables, live_order
@@ -252,7 +253,11 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     else:
         averaged_keys = {_graph_key(v)[0] for v in _flatten(
             tf.compat.v1.trainable_variables() + tf.compat.v1.moving_average_variables())}
-        name = ema_name or "ExponentialMovingAverage"
+        names = split_ema_names(ema_name)
+        if len(names) > 1:
+            raise OptionError(f"ema_name={ema_name!r}: which variables each of several EMA "
+                              "objects averaged is read from the checkpoint; pass checkpoint=")
+        name = names[0] if names else "ExponentialMovingAverage"
         sources = {k: (f"{k}/{name}" if k in averaged_keys else k) for k in groups}
     # In a graph imported from the training .meta the shadows are variables too, and each
     # restores from its own key, which is also its model variable's source: the model variable

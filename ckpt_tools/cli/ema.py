@@ -50,7 +50,9 @@ EmaNameOpt = Annotated[str | None, typer.Option(
     "--ema-name", metavar="NAME",
     help="Which EMA object's averages to use, by the last part of their name "
     "(ExponentialMovingAverage, avg, ExponentialMovingAverage_1, ...); default: detected; "
-    "required when a variable has averages of several EMA objects.")]
+    "required when a variable has averages of several EMA objects. Several, comma-separated "
+    "(wavg,ExponentialMovingAverage), take the averages of EMA objects that averaged "
+    "different variables.")]
 NoMetaOpt = Annotated[bool, typer.Option(
     "--no-meta", help="Ignore the .meta graph and infer the map from checkpoint keys.")]
 StripOpt = Annotated[str | None, typer.Option(

@@ -1,0 +1,126 @@
+"""The averages of several EMA objects taken together (``--ema-name a,b``).
+
+TensorFlow's ``variables_to_restore()`` belongs to one ``ExponentialMovingAverage`` object. A
+trainer whose EMA objects averaged *different* variables (``ema_w.apply([W])`` and
+``ema_b.apply([b])``) restores with the union of their maps, and so does this module: each
+name's map is built exactly as for a single ``--ema-name`` (so every pairing in it is proven
+the same way), then the maps are joined. A variable that two of the named objects averaged is
+refused: which of its averages to use is the caller's choice, not the file's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from .ema_refusals import UnprovenPairingError
+from .errors import EmaError, OptionError
+
+__all__ = ["split_ema_names", "join_maps"]
+
+
+def split_ema_names(ema_name: str | Iterable[str] | None) -> list[str]:
+    """Returns the EMA names one ``ema_name`` states: one name, several separated by commas
+    (TensorFlow names never hold a comma), or a list of them.
+
+    Raises:
+        OptionError: an empty name (``"a,,b"``) or a name given twice.
+
+    Example:
+        >>> split_ema_names("wavg, ExponentialMovingAverage")
+        ['wavg', 'ExponentialMovingAverage']
+        >>> split_ema_names(None)
+        []
+    """
+    if ema_name is None:
+        return []
+    parts = ema_name.split(",") if isinstance(ema_name, str) else list(ema_name)
+    names = [str(p).strip() for p in parts]
+    if any(not n for n in names):
+        raise OptionError(f"--ema-name {ema_name!r}: an empty EMA name (names are separated by "
+                         "commas: --ema-name wavg,ExponentialMovingAverage)")
+    if len(set(names)) != len(names):
+        raise OptionError(f"--ema-name {ema_name!r} names an EMA object twice")
+    return names
+
+
+def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool,
+              allow_missing: bool):
+    """Joins one :class:`~ckpt_tools.emamap.EmaMap` per EMA name into one.
+
+    Args:
+        path: the checkpoint, for messages.
+        names: the EMA names, in the order given.
+        maps: ``ema_map(ckpt, ema_name=name, non_averaged="keep", allow_missing=False, ...)``
+            for each name (the caller's other options the same in each).
+        keep_raw: map the variables no named object averaged to themselves (else leave them
+            out, ``non_averaged="drop"``).
+        allow_missing: restore raw values where no named object stored an average.
+
+    Returns:
+        `EmaMap`: each variable restored from the one named object's average that covers it.
+
+    Raises:
+        UnprovenPairingError: a variable has averages of two of the named objects (exit 6).
+        EmaError: a named object contributes no average (exit 6).
+    """
+    order: list[str] = []
+    chosen: dict[str, tuple[str, str, str]] = {}  # target -> (source, shown target, name)
+    plain: dict[str, tuple[str, str]] = {}  # target -> (source, shown target)
+    for name, m in zip(names, maps, strict=True):
+        lacking = set(m.missing)
+        took = 0
+        for src, tgt in m.pairs:
+            if tgt not in chosen and tgt not in plain:
+                order.append(tgt)
+            if src != tgt and tgt not in lacking:
+                if tgt in chosen and chosen[tgt][0] != src:
+                    other_src, _, other = chosen[tgt]
+                    raise UnprovenPairingError(
+                        f"{path}: {m.shown(tgt)} has averages of two of the EMA objects named: "
+                        f"{m.shown(other_src)} ({other}) and {m.shown(src)} ({name}); pass "
+                        "only the one whose averages you want for it to --ema-name "
+                        "(Python: ema_name=)", "--ema-name", {tgt: (other_src, src)})
+                chosen[tgt] = (src, m.mapping[src], name)
+                took += 1
+            else:
+                plain.setdefault(tgt, (src, m.mapping[src]))
+        if not took:
+            raise EmaError(f"{path}: --ema-name {name} takes no average here (Python: "
+                           f"ema_name=); the averages it holds are kept under "
+                           f"{', '.join(n for n in names if n != name) or 'other names'}")
+    missing = {t for m in maps for t in m.missing} - set(chosen)
+    unaveraged = {t for m in maps for t in m.unaveraged} - set(chosen)
+    mapping: dict[str, str] = {}
+    pairs, averaged, raw = [], [], []
+    dropped = {t for m in maps for t in m.dropped}
+    # A shadow another name's map keeps as a plain variable of the graph (TF maps the graph's
+    # other variables to themselves) is a source here, as in TF's union of the two maps.
+    sources = {src for src, _, _ in chosen.values()}
+    for tgt in order:
+        if tgt in sources:
+            continue
+        if tgt in chosen:
+            src, shown, _ = chosen[tgt]
+            averaged.append(tgt)
+        else:
+            src, shown = plain[tgt]
+            if tgt in missing and allow_missing:
+                src = tgt
+            if src == tgt and not keep_raw:
+                dropped.add(tgt)
+                continue
+            (averaged if src != tgt else raw).append(tgt)
+        mapping[src] = shown
+        pairs.append((src, tgt))
+    first = maps[0]
+    names_joined = ",".join(names)
+    lacking = [] if allow_missing else [t for t in order if t in missing]
+    hints = (f"the EMA objects named ({names_joined}) stored no average of "
+             f"{len(lacking)} variable(s); --allow-missing restores these raw",) if lacking else ()
+    return type(first)(
+        checkpoint=first.checkpoint, ema_name=names_joined, mapping=mapping,
+        averaged=tuple(averaged), raw=tuple(raw), missing=tuple(lacking),
+        unaveraged=tuple(t for t in order if t in unaveraged), not_saved=first.not_saved,
+        dropped=tuple(sorted(dropped - set(t for _, t in pairs))), debias=first.debias,
+        loss_averages=first.loss_averages, source=first.source, file_style=first.file_style,
+        pairs=tuple(pairs), hints=hints, names=first.names)
