@@ -85,7 +85,7 @@ def read_ours_stream(prefix: str) -> tuple[int, int]:
     with open_checkpoint(prefix, meta=False) as ckpt:
         def one(name: str) -> tuple[int, int]:
             total = acc = 0
-            for part in ckpt.chunks(name, 1 << 20):
+            for part in ckpt.chunks(name):  # CHUNK_BYTES, as stats and diff read
                 acc ^= touch(part)
                 total += part.nbytes
             return total, acc

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checkpoint import Checkpoint, open_checkpoint
+from .checkpoint import CHUNK_BYTES, Checkpoint, open_checkpoint
 from .emamap import UnprovenPairingError, proven_pairs
 from .errors import CheckpointError, EmaError
 from .formats.dtypes import numpy_dtype
@@ -214,7 +214,6 @@ def _streamable(ea, eb) -> bool:
         return False
 
 
-_PART_BYTES = 4 << 20  # bytes per streamed part of each side
 
 
 def _stream_pair(ca: Checkpoint, cb: Checkpoint, name: str, other: str, ea, eb,
@@ -222,7 +221,7 @@ def _stream_pair(ca: Checkpoint, cb: Checkpoint, name: str, other: str, ea, eb,
     """One pass over both tensors: each part CRC-checked as it is consumed, bit-identical
     parts skipped, the differences of the others accumulated."""
     acc = L2Accumulator(ea.dtype_name.startswith("complex"))
-    for a, b in zip(ca.chunks(name, _PART_BYTES), cb.chunks(other, _PART_BYTES), strict=True):
+    for a, b in zip(ca.chunks(name, CHUNK_BYTES), cb.chunks(other, CHUNK_BYTES), strict=True):
         for start in range(0, a.size, CHUNK):
             acc.add(a[start : start + CHUNK], b[start : start + CHUNK])
         tick(a.nbytes + b.nbytes)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checkpoint import Checkpoint, Variable
+from .checkpoint import CHUNK_BYTES, Checkpoint, Variable
 from .emamap import decide_pairing
 from .errors import CheckpointError
 from .formats.dtypes import numpy_dtype
@@ -177,22 +177,22 @@ def _tensor_pass(ckpt: Checkpoint, name: str, role: str, ema_of: str | None,
 
     def pairs() -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         if raw is None:
-            for part in ckpt.chunks(name, _PART_BYTES):
+            for part in ckpt.chunks(name, CHUNK_BYTES):
                 tick(part.nbytes)
                 yield part, None
             return
         try:
             # The raw variable first: it was read just before (its own record, verified
             # there), so a remote shard still holds it; then the shadow, in storage order.
-            partner = ckpt.chunks(raw, _PART_BYTES, verify=False)
-            for ref, part in zip(partner, ckpt.chunks(name, _PART_BYTES), strict=True):
+            partner = ckpt.chunks(raw, CHUNK_BYTES, verify=False)
+            for ref, part in zip(partner, ckpt.chunks(name, CHUNK_BYTES), strict=True):
                 tick(part.nbytes)
                 yield part, ref
         except ValueError:  # zip: the partner's chunks do not line up (cannot happen for
             raise CheckpointError(f"{ckpt.path}: {raw} and {name} differ in size") from None
 
     def again() -> Iterator[np.ndarray]:  # the histogram's pass: bytes already verified
-        return ckpt.chunks(name, _PART_BYTES, verify=False)
+        return ckpt.chunks(name, CHUNK_BYTES, verify=False)
 
     dtype = numpy_dtype(entry.dtype)
     with np.errstate(all="ignore"):
@@ -201,7 +201,6 @@ def _tensor_pass(ckpt: Checkpoint, name: str, role: str, ema_of: str | None,
     return stats, drift.result()[1] if drift is not None else None
 
 
-_PART_BYTES = 4 << 20  # bytes per streamed part (CRC'd, then consumed from cache)
 
 
 def _drift_partner(ckpt: Checkpoint, role: str, ema_of: str | None, entry) -> str | None:
