@@ -23,6 +23,7 @@ from .formats._io import (
     state_entries,
 )
 from .formats._record import Frozen, replace
+from .formats.keras.sharded import MAP_SUFFIX, refuse_sharded, shard_map_of
 from .formats.savedmodel import (
     SAVED_MODEL_FILES,
     saved_model_file,
@@ -223,7 +224,9 @@ def locate(path: str | os.PathLike) -> Location:
         CheckpointNotFoundError: if nothing checkpoint-like is there.
         CorruptCheckpointError: if the path is a file that is not a checkpoint.
         UnsupportedFormatError: a URL spelled so that it names no one location (see
-            :func:`~ckpt_tools.formats._io.canonical_location`).
+            :func:`~ckpt_tools.formats._io.canonical_location`); Keras' sharded weights (a
+            ``*.weights.json`` map, or one of its shards: see
+            :mod:`~ckpt_tools.formats.keras.sharded`).
     """
     path = canonical_location(path)
     if is_url(path):
@@ -276,7 +279,13 @@ def locate(path: str | os.PathLike) -> Location:
         # Keras runs keep no state file: take the newest .keras (it records the optimizer
         # config, so use_ema is known rather than inferred), else the newest .h5.
         h5 = [f for f in names if f.endswith((".h5", ".hdf5"))]
+        maps = [f for f in names if f.endswith(MAP_SUFFIX)]
+        if maps and h5:  # Keras' sharded weights: a shard is never a whole checkpoint
+            h5 = [f for f in h5 if shard_map_of(os.path.join(path, f)) is None]
         keras = [f for f in names if f.endswith(".keras")] or h5
+        if not keras:
+            for f in sorted(maps):
+                refuse_sharded(os.path.join(path, f))
         if keras:
             newest = max(keras, key=lambda f: (os.path.getmtime(os.path.join(path, f)), f))
             found = locate(os.path.join(path, newest))
@@ -310,6 +319,7 @@ def locate(path: str | os.PathLike) -> Location:
     if os.path.isfile(path):
         from .formats.keras.h5_files import sniff  # cheap: no h5py import
 
+        refuse_sharded(path)
         kind = sniff(path)  # "h5" (HDF5 signature) or "keras" (zip with Keras members)
         if kind:
             return Location(path, kind, None)

@@ -358,6 +358,18 @@ class H5Reader:
                                   index=int(key) if key.isdigit() else None, section=section)
 
         f.visititems(visit)
+        for owner in owners:
+            # Keras writes vars/0..n-1; a group starting later is one shard of a sharded save
+            # whose map is not beside it: its numbering belongs to the whole model.
+            numbers = sorted(int(k) for k in f[f"{owner}/vars"] if k.isdigit())
+            if numbers and numbers != list(range(len(numbers))):
+                raise UnsupportedFormatError(
+                    f"{self.path}: {owner or 'the model'} holds vars/{numbers[0]} to "
+                    f"vars/{numbers[-1]} but not vars/0 to vars/{len(numbers) - 1}, as one shard "
+                    "of Keras' sharded weights (save_weights(..., max_shard_size=...)) does; "
+                    "its variables are numbered as in the whole model, so it cannot be read "
+                    "alone: read the weights through Keras (model.load_weights of the "
+                    "*.weights.json map) and save_weights them to one file")
         return entries if owners else None
 
     def _add(self, entries, group, wname: str, h5path: str, **extra) -> None:
