@@ -129,7 +129,61 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
             pairs.append((v, keys[0]))
             taken[keys[0]] = v
             found.add(id(v))
+    if isinstance(model_or_variables, (list, tuple)) and ckpt.objects is not None and pairs:
+        refuse_rivals(ckpt, [k for _, k in pairs])
     return pairs, problems
+
+
+def refuse_rivals(ckpt: Checkpoint, keys: list[str]) -> None:
+    """Refuses pairing a list of variables by name in an object-based checkpoint where
+    another top-level object holds weights of the same shapes and dtypes.
+
+    The names a TF2 checkpoint records are generated per process (Keras' ``dense``,
+    ``dense_1``, TF's ``Variable``): a process that builds only a GAN's generator names its
+    variables as the discriminator, built first in training, was named, so the names match the
+    discriminator's weights while the generator's fit as well. Only the object's structure
+    tells them apart.
+
+    Raises:
+        EmaError: naming the objects and the way that decides (pass the object).
+    """
+    from .pairing import root_child
+
+    weights: dict[str, list] = {}
+    kind: dict[str, tuple] = {}
+    for v in ckpt.variables():
+        kind[v.name] = (tuple(v.shape), v.dtype)
+        if v.role in (R.WEIGHT, R.BN_STAT):
+            weights.setdefault(root_child(v.name), []).append(kind[v.name])
+    holders = {root_child(k) for k in keys}
+    if len(holders) != 1:
+        return
+    (mine,) = holders
+    wanted = [kind[k] for k in keys if k in kind]
+    rivals = sorted(r for r, sig in weights.items() if r != mine and _holds(sig, wanted))
+    if rivals:
+        raise EmaError(
+            f"{ckpt.path}: the variables' names match weights of {mine!r}, but "
+            f"{', '.join(repr(r) for r in rivals)} also holds weights of their shapes and the "
+            "names TensorFlow and Keras record are generated per process (a process that "
+            "builds only one of two equal models names it as the first one built in training "
+            "was named), so names do not tell which object's they are; pass the object "
+            "instead of a list, under the attribute it was saved as: apply_ema("
+            "tf.train.Checkpoint(NAME=model), path), NAME one of the checkpoint's top-level "
+            f"names: {', '.join(sorted(_top_level(ckpt)))}")
+
+
+def _top_level(ckpt: Checkpoint) -> set[str]:
+    from .pairing import root_child
+
+    return {root_child(k) for k in ckpt.keys() if "/" in k}
+
+
+def _holds(have: list, wanted: list) -> bool:
+    """Whether the multiset ``have`` contains the multiset ``wanted``."""
+    from collections import Counter
+
+    return not Counter(wanted) - Counter(have)
 
 
 def _via_optimizer(ckpt: Checkpoint) -> bool:

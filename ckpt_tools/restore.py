@@ -304,7 +304,10 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         `RestoreResult` (variable key -> source key).
 
     Raises:
-        EmaError: variables not found, without an average, or with a different shape/dtype.
+        EmaError: variables not found, without an average, or with a different shape/dtype;
+            a list of variables whose names match one saved object's weights while another
+            saved object holds weights of their shapes (names are generated per process:
+            pass the object, ``tf.train.Checkpoint(g=model)``).
         OptionError: a Keras file with ``map_options`` other than ``use_ema``/``trainable``
             (``apply_order``, ``ema_name``...) or ``allow_missing``: they cannot apply there.
 
