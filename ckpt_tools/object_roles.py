@@ -265,10 +265,22 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
     for k, f in full_of.items():
         if not optimizer_owned(k):
             model.setdefault(f, []).append(k)
+    listed = _recorded_averages(objects)
     placed = _tf_keras_positions(full_of, entries, objects)
     out: dict[str, RoleInfo] = {}
     for k, f in full_of.items():
         m = _TF_KERAS_VAR.match(f)
+        # In its optimizer's _model_variables_moving_average: an average, named after its
+        # variable with or without the optimizer's name (a LossScaleOptimizer builds the one
+        # it wraps outside that name scope: average/dense/kernel).
+        fitting = [v for name in _averaged_names(f) for v in model.get(name, ())
+                   if entries[v].shape == entries[k].shape] if k in listed else []
+        if fitting:
+            one = fitting[0] if len(fitting) == 1 else (
+                placed[k] if placed.get(k) in fitting else None)
+            out[k] = RoleInfo(EMA, ema_of=one, ema_style="keras",
+                              candidates=() if one else tuple(sorted(fitting)))
+            continue
         if not m or not optimizer_owned(k):
             continue
         fitting = [v for v in model.get(m.group(3), ()) if entries[v].shape == entries[k].shape]
@@ -281,6 +293,26 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
                               candidates=() if one else tuple(sorted(fitting)))
         else:
             out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=one)
+    return out
+
+
+def _recorded_averages(objects: ObjectGraph) -> set[str]:
+    """Keys of the variables a tf_keras optimizer records in its
+    ``_model_variables_moving_average`` list (its ``use_ema=True`` averages), whatever their
+    names."""
+    keys = objects.node_keys
+    return {keys[c] for kids in objects.children.values() for name, node in kids
+            if name == "_model_variables_moving_average"
+            for _n, c in objects.children.get(node, []) if c in keys}
+
+
+def _averaged_names(full: str) -> list[str]:
+    """The variable names a tf_keras average's name may carry: ``Adam/average/<name>``, or
+    ``average/<name>`` where a LossScaleOptimizer built the optimizer it wraps."""
+    out = [full[len("average/"):]] if full.startswith("average/") else []
+    _opt, _, rest = full.partition("/")
+    if rest.startswith("average/"):
+        out.append(rest[len("average/"):])
     return out
 
 
@@ -312,11 +344,14 @@ def _tf_keras_positions(full_of: dict[str, str], entries,
         return name, entries[key].dtype, entries[key].shape
 
     by_group: dict[tuple, list[str]] = {}
+    model = set(full_of.values())
     for k in averages:
-        m = _TF_KERAS_VAR.match(full_of.get(k, ""))
-        if m is None or k not in entries:
+        names = _averaged_names(full_of.get(k, ""))
+        if len(names) > 1:  # both readings name a stored variable: positions prove nothing
+            names = [n for n in names if n in model]
+        if len(names) != 1 or k not in entries:
             return {}  # not the tf_keras layout: positions prove nothing
-        by_group.setdefault(group(k, m.group(3)), []).append(k)
+        by_group.setdefault(group(k, names[0]), []).append(k)
     weights: dict[tuple, list[tuple[tuple[int, ...], str]]] = {}
     for k, f in full_of.items():
         chain = _LAYER_CHAIN.fullmatch(objects.paths.get(k, ""))

@@ -166,7 +166,10 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
 
 # -- Keras 3 ---------------------------------------------------------------------------------
 _BUILTIN_MODULES = ("keras.optimizers", "keras.src.optimizers", "tf_keras.optimizers",
-                    "tf_keras.src.optimizers")
+                    "tf_keras.src.optimizers", "tf_keras.src.mixed_precision.loss_scale_optimizer",
+                    "tf_keras.mixed_precision")
+# LossScaleOptimizer (Keras 3) and tf_keras' LossScaleOptimizerV3, as config.json names them
+_LOSS_SCALE = ("loss_scale_optimizer", "loss_scale_optimizer_v3")
 
 
 def custom_optimizer(serialized: dict) -> str:
@@ -271,7 +274,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     if owner == _INNER:
         lay.notes.append("LossScaleOptimizer (mixed precision): the wrapped "
                          f"{owner_names.get(_INNER) or 'optimizer'}'s variables are used")
-        if lay.optimizer == "loss_scale_optimizer":
+        if lay.optimizer in _LOSS_SCALE:
             inner = (lay.optimizer_config or {}).get("inner_optimizer") or {}
             lay.optimizer = to_snake_case(inner.get("class_name", "")) or None
             lay.optimizer_config = inner.get("config") if lay.optimizer else None

@@ -39,14 +39,25 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
                 lay.paths[key] = key.removeprefix("model_weights/")
     stated = _legacy_stated(lay, trainable) if trainable is not None else None
     opt_cfg = ((config or {}).get("training_config") or {}).get("optimizer_config") or {}
+    wrapped = _wrapped(opt_cfg)
+    if wrapped is not None:
+        lay.notes.append(f"{opt_cfg['class_name']} (mixed precision) wraps the optimizer: "
+                         "its config and variables are used")
+    v3 = opt_cfg.get("class_name") == "LossScaleOptimizerV3"  # tf_keras' new optimizers
+    opt_cfg = wrapped or opt_cfg
     if opt_cfg.get("class_name"):
         lay.optimizer = to_snake_case(opt_cfg["class_name"])
         lay.optimizer_config = opt_cfg.get("config") or {}
+    # Read as average/<weight> only where the wrapped optimizer's config says use_ema=True:
+    # the name alone could be a slot's a custom optimizer calls "average".
+    bare = wrapped is not None and v3 and (lay.optimizer_config or {}).get(
+        "use_ema") is True and _bare_names((lay.optimizer_config or {}).get("name"), [
+            entries[k].extra["weight_name"] for k in lay.optimizer_vars])
     seen: dict[tuple[str, str], int] = {}  # (slot, weight name) -> optimizer variables so far
     for key in lay.optimizer_vars:
         name = entries[key].extra["weight_name"]
         lay.paths[key] = name
-        rest = name.split("/", 1)[1] if "/" in name else name
+        rest = name if bare or "/" not in name else name.split("/", 1)[1]
         if rest in _ITER:
             lay.iteration = key
             continue
@@ -87,13 +98,39 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
                            f"{len(lay.averages)} EMA copies of which {n} match the stated "
                            f"names; state every weight the optimizer was built with, in "
                            f"model.trainable_variables order")
-    if lay.averages:
+    if lay.averages and bare:
+        lay.use_ema, lay.ema_evidence = True, (
+            "training_config: LossScaleOptimizerV3's inner_optimizer use_ema=True; optimizer "
+            "variable names (average/*)")
+    elif lay.averages:
         lay.use_ema, lay.ema_evidence = True, "optimizer variable names (*_average)"
     else:
         lay.use_ema = bool((lay.optimizer_config or {}).get("use_ema"))
         lay.ema_evidence = "optimizer variable names (no *_average)"
     lay.order = list(entries)
     return lay
+
+
+_LOSS_SCALE = frozenset({"LossScaleOptimizer", "LossScaleOptimizerV3"})
+
+
+def _wrapped(opt_cfg: dict) -> dict | None:
+    """The serialized optimizer a tf_keras LossScaleOptimizer (mixed precision) wraps
+    (training_config's ``optimizer_config.config.inner_optimizer``), or ``None``."""
+    inner = (opt_cfg.get("config") or {}).get("inner_optimizer")
+    if opt_cfg.get("class_name") in _LOSS_SCALE and isinstance(inner, dict):
+        return inner
+    return None
+
+
+def _bare_names(name: str | None, names: list[str]) -> bool:
+    """Whether the wrapped optimizer's variables are named without its name: a tf_keras
+    LossScaleOptimizerV3 builds the optimizer it wraps outside that optimizer's name scope
+    (``average/dense/kernel``, ``m/dense/kernel``, not ``Adam/average/dense/kernel``). True
+    only when the config names the wrapped optimizer and none of its variables (but
+    ``iteration``) carries that name first."""
+    named = [n for n in names if n.rsplit("/", 1)[-1] not in _ITER]
+    return bool(name) and bool(named) and not any(n.startswith(f"{name}/") for n in named)
 
 
 def _legacy_stated(lay: KerasLayout, names: Sequence[str]) -> list[str]:
