@@ -68,7 +68,12 @@ def require_keras(ckpt: Checkpoint) -> None:
             undecided = {v.name: tuple(v.ema_candidates) for v in ckpt.variables()
                          if v.role == R.EMA and not v.ema_of and v.ema_candidates}
             raise UnprovenPairingError(str(exc), option, undecided) from None
+        if layout.copies_unpaired and "--trainable" in str(exc):
+            # use_ema=True and copies stored, none placed (no layout fits the weights as the
+            # file records them): open, and --trainable decides, not "no shadow"
+            raise UnprovenPairingError(str(exc), "--trainable") from None
         raise
+
 
 
 def file_style(ckpt: Checkpoint) -> str:

@@ -108,13 +108,16 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     refuse_apply_order(ckpt, apply_order)
     variables = list(ckpt.variables() if variables is None else variables)
     layout = getattr(ckpt.reader, "keras", None)
-    if layout is not None and layout.use_ema is None:
-        # a bare .weights.h5 that cannot tell use_ema: no average is listed, yet every
-        # command that pairs refuses; say so, with the option that decides (--use-ema)
+    if layout is not None and (layout.use_ema is None or layout.copies_unpaired):
+        # a bare .weights.h5 that cannot tell use_ema, or copies no layout places: no
+        # average is listed, yet every command that pairs refuses; say so, with the option
+        # that decides (--use-ema, --trainable)
         try:
             require_keras(ckpt)
         except UnprovenPairingError as exc:
             return variables, exc
+        except EmaError:  # copies no option pairs: nothing is shown paired either
+            return variables, None
     if not any(v.role == R.EMA for v in variables):
         return variables, None  # no average: no pairing to show (nor to refuse)
     try:

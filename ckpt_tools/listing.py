@@ -323,7 +323,8 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
         from .emamap import refuse_apply_order
 
         refuse_apply_order(ckpt, decide["apply_order"])
-    undecided = getattr(getattr(ckpt.reader, "keras", None), "use_ema", False) is None
+    layout = getattr(ckpt.reader, "keras", None)
+    undecided = layout is not None and (layout.use_ema is None or layout.copies_unpaired)
     if not undecided and not any(v.role == "ema" for v in variables):
         return variables, None  # no average to pair: emamap is not even imported
     from .emamap import decide_pairing

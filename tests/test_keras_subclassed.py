@@ -67,7 +67,9 @@ def test_attribute_batch_normalization_statistics_are_bn_stat(made, tmp_path):
     assert sum(role == "weight" for _, role in listed.values()) == 8
     code, _, err = run_cli(["export", str(out / "subbn.keras"), "--out",
                             str(tmp_path / "x.npz")])
-    assert code == 6 and "8 weights" in err and "nor a subset" not in err, err
+    # online+bn and target+tbn have equal shapes: several sets of weights fit the copies
+    assert code == 6 and "several pairings" in err and "--trainable" in err, err
+    assert "nor a subset" not in err and "None" not in err, err
     got = _export(out / "subbn.keras", tmp_path, "--trainable", ",".join(paths["subbn"]))
     for name in ("dense/kernel", "dense/bias", "batch_normalization/gamma",
                  "batch_normalization/beta"):

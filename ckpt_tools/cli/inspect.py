@@ -189,6 +189,11 @@ def _print_table(out: Output, listing: Listing) -> None:
         out.summary(f"EMA: cannot tell whether the optimizer variables hold EMA copies of the "
                  f"{listing.expected} {what} (the layout fits use_ema=True and use_ema=False): "
                  "pass --use-ema or --no-use-ema")
+    elif listing.unproven and not listing.with_shadow:
+        # use_ema=True, the copies stored and none placed: "none has a shadow" would be false
+        out.summary(f"EMA: the file does not prove the pairing of the optimizer's EMA copies "
+                    f"with the {listing.expected} {what}: pass {listing.decides} to decide "
+                    "('ckpt export' says why)")
     elif listing.with_shadow:
         out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
                  "'ckpt restore-ema' to evaluate with them)")

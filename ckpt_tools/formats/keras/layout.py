@@ -120,6 +120,13 @@ class KerasLayout:
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
 
+    @property
+    def copies_unpaired(self) -> bool:
+        """The optimizer ran with ``use_ema=True`` and holds variables past
+        iteration/learning_rate, none placed as an EMA copy (no layout fits the weights)."""
+        return bool(self.use_ema and not self.averages and not self.attached
+                    and self.optimizer_vars[self.ema_offset:])
+
 
 def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = None,
             owner_names: dict[str, str] | None = None, *, read=None,

@@ -14,6 +14,8 @@ import math
 import re
 from collections import Counter
 
+from .bag_fit import fit_runs, open_candidates, runs_of
+
 Spec = tuple[tuple[int, ...], int]  # (shape, TensorFlow dtype enum)
 FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
 _INT32 = 3  # DataType DT_INT32: Adafactor's placeholders for variables of rank < 2
@@ -130,9 +132,11 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         return
     cands = _candidates(lay)
     now = tuple(i for i, k in enumerate(tkeys) if lay.trainable.get(k))
+    open_targets: dict[int, list[tuple[int, ...]]] = {}
     hyps, truncated, swapped = _hypotheses(cands, rest, tkeys, tspecs, bag_of, now,
-                                           subsets=not bag_of and not stated,
-                                           layers=None if stated else layers)
+                                           subsets=not stated,
+                                           layers=None if stated else layers,
+                                           open_targets=open_targets)
     lay.frozen_unproven = swapped
     pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
     if use_ema is not None:
@@ -177,7 +181,8 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         chosen = [(h, _pairing(h, keys[off:], rest, tkeys, tspecs, bag_of))]
     placed: set[str] = set()
     if chosen:
-        (hyp, names), pick = _choose(chosen, lay, complete=not truncated, swapped=swapped)
+        (hyp, names), pick = _choose(chosen, lay, complete=not truncated, swapped=swapped,
+                                     sampled=bool(open_targets))
         # Which weights were frozen is known only when every fitting pairing agrees on it
         # (otherwise hyp is merely the first candidate: saying "frozen" would be a guess).
         known = (all(h[1] == hyp[1] for h, _ in chosen)
@@ -194,7 +199,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                 f"{len(kept)} weights of layers frozen after the optimizer was built "
                 f"(trainable=False in config.json, e.g. {lay.paths.get(kept[0], kept[0])}) "
                 "keep their EMA copies: the optimizer holds one per weight it was built with")
-        if lay.use_ema and hyp[0][0] and bag_groups:
+        if known and lay.use_ema and hyp[0][0] and bag_groups:
             pick = _settle_sublayers(pick, keys[off:], [tkeys[i] for i in hyp[1]], entries,
                                      bag_of, bag_groups, lay)
         for key, (target, name) in pick.items():
@@ -203,6 +208,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
             (lay.averages if name == "average" else lay.slots)[key] = target
             lay.var_names[key] = name
             placed.add(key)
+        open_candidates(lay, keys[off:], tkeys, [h for h, _ in chosen], open_targets)
     elif lay.use_ema and stated:
         lay.notes.append(f"the {len(tkeys)} weights stated with --trainable do not fit the "
                          f"{len(rest)} {lay.optimizer or 'optimizer'} variables after "
@@ -221,11 +227,11 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     elif lay.use_ema and bag_of:
         # subsets are not tried where sublayers' order is unknown: "nor a subset" would be
         # false (a subclassed model with a frozen sublayer has one that fits)
-        lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
-                         "file, and which of them were frozen when it was built is not "
-                         "recorded for sublayers whose order the file does not record: EMA "
-                         "copies cannot be paired here; pass --trainable with the weights the "
-                         "optimizer was built with (Python: apply_keras_ema(model, path))")
+        lay.notes.append(f"the optimizer variables fit no set of the {len(tkeys)} weights of "
+                         "the file in any order of the sublayers whose order it does not "
+                         "record (or too many to try): EMA copies cannot be paired here; pass "
+                         "--trainable with the weights the optimizer was built with (Python: "
+                         "apply_keras_ema(model, path))")
     elif lay.use_ema and _lora_factors(rest, tspecs):
         # Keras saves a LoRA layer's kernel merged with a @ b, never the factors the
         # optimizer averaged: no --trainable can fit (config.json, where present, says so)
@@ -292,8 +298,8 @@ def _settle_sublayers(pick, okeys, sub_keys, entries, bag_of, bag_groups, lay):
 
 
 def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
-                subsets: bool, layers: list[list[int]] | None = None
-                ) -> tuple[list, bool, bool]:
+                subsets: bool, layers: list[list[int]] | None = None,
+                open_targets: dict | None = None) -> tuple[list, bool, bool]:
     """Every (setting, subset of ``tkeys``) that writes exactly ``rest``.
 
     The optimizer holds one variable per block for each weight that was trainable when it was
@@ -306,8 +312,11 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
     ``.weights.h5`` does not record). Where the weights trainable at save fit and some
     weights are frozen, every other set of whole ``layers`` with the same shapes fits as well
     (the flags may have changed since the optimizer was built: gradual unfreezing), and is
-    returned too. Returns the hypotheses, whether more subsets fit than were enumerated
-    (``_SUBSETS``) and whether other sets of layers fit beside the flags at save."""
+    returned too. Where sublayers' order is unrecorded (``bag_of``), the subsets are those
+    :func:`~.bag_fit.fit_runs` finds: pairings that together show every weight each copy
+    may take (``open_targets``: number of copies -> each use_ema copy's possible weights).
+    Returns the hypotheses, whether more subsets fit than were enumerated (``_SUBSETS``) and
+    whether other sets of layers fit beside the flags at save."""
     out, truncated, swapped = [], False, False
     every = tuple(range(len(tspecs)))
     for c in cands:
@@ -339,6 +348,13 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
             continue
         sub = [rest[first[j]] for j in range(n)]
         if not _matches(_expand(*c, sub), rest, [str(j) for j in range(n)], sub, {}):
+            continue
+        if bag_of:
+            fit = fit_runs(sub, tspecs, runs_of(tkeys, bag_of))
+            if fit is not None:
+                if c[0] and open_targets is not None:
+                    open_targets[n] = fit[0]
+                out += [((c[0], c[1], c[2]), w) for w in fit[1]]
             continue
         embs = _embeddings(sub, tspecs, limit=_SUBSETS)
         truncated |= len(embs) >= _SUBSETS
@@ -439,14 +455,15 @@ def _pairing(h, okeys, rest, tkeys, tspecs, bag_of) -> tuple[dict, dict]:
     return pick, names
 
 
-def _choose(chosen, lay, *, complete: bool, swapped: bool = False):
+def _choose(chosen, lay, *, complete: bool, swapped: bool = False, sampled: bool = False):
     """One of several hypotheses with the same ``use_ema``: the only pairing, or, when every
     fitting one was enumerated (``complete``), the first if all pair the averages alike (they
     differ in slots only); otherwise averages that differ are left unpaired. Values never
     decide: a frozen copy tracking its layer (a momentum encoder, BYOL/MoCo/DQN target) sits
     nearer the optimizer's average than the layer it averages (review 11-attack-r3).
     ``swapped``: the pairings are config.json's trainable set and other sets of layers of the
-    same shapes (the refusal says the flags are those at save time)."""
+    same shapes (the refusal says the flags are those at save time). ``sampled``: the
+    pairings are a sample of those that fit (:func:`~.bag_fit.fit_runs`), not a count."""
     pairings = [p for _, (p, _) in chosen]
     if all(p == pairings[0] for p in pairings):
         return (chosen[0][0], chosen[0][1][1]), pairings[0]
@@ -460,7 +477,7 @@ def _choose(chosen, lay, *, complete: bool, swapped: bool = False):
         t, name = pairings[0][key]
         merged[key] = (t if len(targets) == 1 else None, name)
     cands = sorted({str(p[k][0]) for p in pairings for k in p if merged[k][0] is None
-                    and p[k][1] == "average"})
+                    and p[k][1] == "average" and p[k][0] is not None})
     if swapped:
         # The first pairing is config.json's flags at save: its layers, as --trainable takes
         # them, are the answer when the model was recompiled after its flags last changed.
@@ -483,7 +500,8 @@ def _choose(chosen, lay, *, complete: bool, swapped: bool = False):
             + " (Python: apply_keras_ema(model, path, "
             "trainable=[v.path for v in model.trainable_variables]) as when it was built)")
         return (chosen[0][0], {}), merged
-    lay.notes.append(f"{len(pairings)} pairings of EMA copies with weights fit the file "
+    lay.notes.append(f"{'several' if sampled else len(pairings)} pairings of EMA copies with "
+                     "weights fit the file "
                      f"(candidate weights: {', '.join(cands[:6])}); "
                      + ("this model's config.json does not record which layers were frozen"
                         if lay.optimizer_config is not None else
