@@ -104,9 +104,13 @@ def _fit(sub, tspecs, runs, per_copy):
                     if b > a:
                         chunks.append((u, a, b))
     targets: list[dict[int, tuple]] = [{} for _ in range(n)]  # weight -> (u, a, b, p)
+    placed: set[tuple[int, int]] = set()  # (bag run, copy): its places do not vary
     for u, a, b in chunks:
         kind, idx = runs[u]
         for i in range(a, b):
+            if kind == "bag" and (u, i) in placed:
+                continue
+            placed.add((u, i))
             for p in _places(sub, tspecs, idx, kind, a, b, i, tick):
                 targets[i].setdefault(idx[p], (u, a, b, p))
     witnesses: list[tuple[int, ...]] = []
