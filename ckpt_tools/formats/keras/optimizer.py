@@ -336,9 +336,11 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
         if not subsets:
             continue
         dummy = ((1, 1), 1)
-        n = next((n for n in range(1, len(tspecs)) if len(_expand(*c, [dummy] * n))
-                  == len(rest)), None)
-        if n is None:
+        # the count of variables is affine in the number of weights: solve for it
+        f0 = len(_expand(*c, []))
+        slope = len(_expand(*c, [dummy])) - f0
+        n, r = divmod(len(rest) - f0, slope) if slope > 0 else (0, 1)
+        if r or not 1 <= n < len(tspecs):
             continue
         first: dict[int, int] = {}
         for i, (_, j, _, ref) in enumerate(_expand(*c, [dummy] * n)):
