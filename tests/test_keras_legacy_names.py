@@ -97,3 +97,18 @@ def test_list_marks_and_counts_the_candidates_the_names_allow():
         summary = next(line for line in (text + err).splitlines() if "does not prove" in line)
         assert "pairing of 8 weight(s) and 4 average(s) (marked '?'" in summary, summary
         assert (f"{hidden} of them not shown" in summary) == (hidden is not None), summary
+
+
+def test_evidence_names_its_source():
+    """ema_evidence.source: a legacy .h5's optimizer weight names are "names"; a --use-ema
+    agreeing with the use_ema a .keras config.json records leaves it "config"
+    (review-11-user-r9 F10)."""
+    code, text, err = run_cli(["list", str(FIXTURES / "keras_legacy_h5" / "model.h5"),
+                               "--json"])
+    assert code == 0, err
+    assert json.loads(text)["ema_evidence"]["source"] == "names"
+    for extra in ([], ["--use-ema"]):
+        code, text, err = run_cli(["list", str(FIXTURES / "keras_ema" / "model.keras"),
+                                   "--json", *extra])
+        assert code == 0, err
+        assert json.loads(text)["ema_evidence"]["source"] == "config", (extra, text)

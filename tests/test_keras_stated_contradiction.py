@@ -109,7 +109,8 @@ def test_a_trainable_the_file_proves_anyway_is_not_called_a_statement(branches, 
     code, text, err = run_cli(["export", str(path), "--use-ema", "--trainable",
                                "right,right2,left,out", "--out", str(tmp_path / "w.npz"),
                                "--json"])
-    assert code == 0 and "stated" not in err and "stated_trainable" not in json.loads(text)
+    assert code == 0 and "stated --trainable" not in err  # (--use-ema is noted: a statement)
+    assert "stated_trainable" not in json.loads(text)
 
 
 def test_keras_ema_values_takes_the_trainable_statement_without_tensorflow(frozen_left):
@@ -126,3 +127,32 @@ def test_keras_ema_values_takes_the_trainable_statement_without_tensorflow(froze
     assert sorted(got) == ["out/bias", "out/kernel", "right/bias", "right/kernel"]
     for name, value in got.items():
         assert value.tobytes() == truth[name].tobytes(), name
+
+
+def test_restore_ema_marks_the_stated_trainable_and_use_ema(branches, tmp_path):
+    """restore-ema on a Keras file says, like export, what rests on the caller's statements:
+    --trainable moving the file's order, and --use-ema where the file records no use_ema
+    (review-11-user-r9 F1, F2); the written file holds the averages of the pairing stated."""
+    import json
+
+    path, _ = branches
+    code, text, err = run_cli(["restore-ema", str(path), "--use-ema", "--trainable",
+                               "left,right,right2,out", "--out", str(tmp_path / "r"),
+                               "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert "paired only because you stated --trainable" in err, err
+    assert "only because you stated --use-ema" in " ".join(err.split()), err
+    assert len(doc["stated_trainable"]["pairs"]) == 6 and doc["stated_use_ema"] is True, doc
+
+
+def test_export_marks_a_stated_use_ema(branches, tmp_path):
+    import json
+
+    path, truth = branches
+    out = tmp_path / "w.npz"
+    code, text, err = run_cli(["export", str(path), "--use-ema", "--out", str(out), "--json"])
+    assert code == 0, err
+    assert "only because you stated --use-ema" in " ".join(err.split()), err
+    assert json.loads(text)["stated_use_ema"] is True
+    assert_npz_holds(out, truth)

@@ -225,17 +225,25 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                       ema_name: str | None = None) -> dict:
     """Says on stderr when some pairing rests only on the stated ``--apply-order`` (the file
     cannot check how ``ema.apply()`` was called, so a wrong statement gives wrong averages) or,
-    in a Keras file, on the stated ``--trainable``.
+    in a Keras file, on the stated ``--trainable`` or ``--use-ema``.
 
     Returns:
-        `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable}}}`` and/or
-        ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` for the command's ``--json``
-        document, or ``{}`` when nothing rests on a statement.
+        `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable}}}``,
+        ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
+        ``{"stated_use_ema": true}`` for the command's ``--json`` document, or ``{}`` when
+        nothing rests on a statement.
     """
     from ..emamap import stated_pairings
 
     found: dict = {}
     layout = getattr(ckpt.reader, "keras", None)
+    if layout is not None and layout.ema_source == "stated" and layout.use_ema \
+            and layout.averages and None not in layout.averages.values():  # else refused
+        out.note("note: the optimizer variables are read as EMA copies only because you stated "
+                 "--use-ema; the file does not record use_ema, and gradient accumulators or "
+                 "momentum buffers sit in the same places: if the optimizer ran with "
+                 "use_ema=False these 'averages' are such buffers", always=True)
+        found["stated_use_ema"] = True
     by_trainable = dict(getattr(layout, "stated_pairs", None) or {})
     if by_trainable:
         n = len(by_trainable)
@@ -436,10 +444,12 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
             out.prose(f"dry run: would write {target} with {len(pairs)} weights set to their "
                       "EMA values", "dim")
         return
+    stated = note_stated_order(out, ckpt, None)
     result = bake_keras_ema(ckpt, target, overwrite=force)
     out.wrote(result.path)
     if json_out:
-        out.json({"output": result.path, "replaced": result.replaced, "bytes": result.nbytes})
+        out.json({"output": result.path, "replaced": result.replaced, "bytes": result.nbytes,
+                  **stated})
     elif not quiet:
         out.prose(f"wrote {result.path} ({human_bytes(result.nbytes)} of averages): "
                   f"{len(result.replaced)} weights now hold their EMA values; load it with "

@@ -55,8 +55,8 @@ def export_command(
         "another format is refused).")] = None,
     to: ToOpt = None,
     ema: Annotated[bool | None, typer.Option(
-        "--ema/--raw", help="Export averaged (default when the checkpoint has EMA shadows) or "
-        "raw weights.", show_default=False)] = None,
+        "--ema/--raw", help="Export the EMA averages (the default) or the raw weights; a "
+        "checkpoint without averages is exit 6 unless --raw.", show_default=False)] = None,
     grep: GrepOpt = None,
     regex: RegexOpt = None,
     exclude: Annotated[list[str] | None, typer.Option(

@@ -50,7 +50,8 @@ class KerasLayout:
         use_ema: whether the optimizer kept EMA copies (``None``: the file cannot tell).
         ema_evidence: where ``use_ema`` (and the pairing) came from, in words.
         ema_source: ``"config"`` (``config.json``), ``"layout"`` (the optimizer variables'
-            count, shapes and dtypes) or ``"stated"`` (the caller's ``use_ema``).
+            count, shapes and dtypes), ``"names"`` (a legacy ``.h5``'s optimizer weight names)
+            or ``"stated"`` (the caller's ``use_ema``, where the file records none).
         averages: EMA copy key -> model weight key (``None`` where it cannot be paired).
         frozen: weights of layers the config marks ``trainable=False`` (the state when the file
             was saved): the optimizer still holds copies of those frozen after it was built.
@@ -100,7 +101,7 @@ class KerasLayout:
     ema_offset: int = 0
     use_ema: bool | None = None
     ema_evidence: str = ""
-    ema_source: str = ""  # "config", "layout" or "stated"
+    ema_source: str = ""  # "config", "layout", "names" (a legacy .h5) or "stated"
     averages: dict[str, str | None] = field(default_factory=dict)
     frozen: list[str] = field(default_factory=list)
     slots: dict[str, str | None] = field(default_factory=dict)

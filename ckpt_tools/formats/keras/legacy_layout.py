@@ -98,6 +98,7 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
                            f"{len(lay.averages)} EMA copies of which {n} match the stated "
                            f"names; state every weight the optimizer was built with, in "
                            f"model.trainable_variables order")
+    lay.ema_source = "names"  # a legacy .h5 records each optimizer weight's name
     if lay.averages and bare:
         lay.use_ema, lay.ema_evidence = True, (
             "training_config: LossScaleOptimizerV3's inner_optimizer use_ema=True; optimizer "

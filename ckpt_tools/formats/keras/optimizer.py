@@ -139,8 +139,8 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                                            open_targets=open_targets)
     lay.frozen_unproven = swapped
     pairings = [_pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
-    if use_ema is not None:
-        lay.use_ema, lay.ema_source = use_ema, "stated"
+    if use_ema is not None and "use_ema" not in (cfg or {}):  # a recorded one is checked
+        lay.use_ema, lay.ema_source = use_ema, "stated"            # against it, not replaced
         lay.ema_evidence = (f"stated by the caller ({'--use-ema' if use_ema else '--no-use-ema'}; "
                              f"Python: use_ema={use_ema})")
     elif cfg is not None:

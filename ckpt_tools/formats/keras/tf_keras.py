@@ -120,7 +120,7 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
     lay.ema_offset = off
     cfg = lay.optimizer_config or {}
     rest = keys[off:]
-    if stated is not None:
+    if stated is not None and "use_ema" not in cfg:  # a recorded one is checked, not replaced
         use_ema, lay.ema_source = stated, "stated"
         lay.ema_evidence = (f"stated by the caller ({'--use-ema' if stated else '--no-use-ema'}; "
                              f"Python: use_ema={stated})")
