@@ -377,10 +377,10 @@ def restore_ema_command(
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
         require_averaged(ckpt, options, filtered(grep, regex, include, exclude), exclude)
-        stated = note_stated_order(out, ckpt, apply_order, ema_name)
         if dry_run:
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, dry_run=True,
                                overwrite=force, slots=slots, **options)
+            stated = note_stated_order(out, ckpt, apply_order, ema_name)
             warn_unaveraged(out, result.ema_map)
             if json_out:
                 out.json({**result.to_dict(), **stated})
@@ -397,6 +397,7 @@ def restore_ema_command(
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, overwrite=force,
                                verify=not no_verify, slots=slots, progress=bar.advance,
                                **options)
+        stated = note_stated_order(out, ckpt, apply_order, ema_name)  # after: see export
     out.wrote(result.output)
     warn_unaveraged(out, result.ema_map)
     for w in result.warnings:
@@ -444,8 +445,8 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
             out.prose(f"dry run: would write {target} with {len(pairs)} weights set to their "
                       "EMA values", "dim")
         return
-    stated = note_stated_order(out, ckpt, None)
     result = bake_keras_ema(ckpt, target, overwrite=force)
+    stated = note_stated_order(out, ckpt, None)
     out.wrote(result.path)
     if json_out:
         out.json({"output": result.path, "replaced": result.replaced, "bytes": result.nbytes,

@@ -107,7 +107,6 @@ def export_command(
                          trainable=trainable_names(trainable)) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
-        stated = note_stated_order(out, ckpt, apply_order, ema_name) if ema is not False else {}
         total = sum(e.nbytes for e in ckpt.entries().values())
         with out.progress("exporting", total) as bar, _selection(ckpt, names, exclude):
             result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,
@@ -116,6 +115,9 @@ def export_command(
                                     ema_name=ema_name, allow_missing=allow_missing,
                                     apply_order=check_apply_order(apply_order),
                                     use_meta=not no_meta)
+        # after the export: a refusal stays one line, without notes about statements
+        stated = (note_stated_order(out, ckpt, apply_order, ema_name) if result.averaged
+                  else {})
     out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)
