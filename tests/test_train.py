@@ -457,6 +457,17 @@ def test_keras_restore_ema_writes_a_keras_file_that_evaluates_as_ema(keras_run, 
     original, restored = evaluate(src), evaluate(str(out))
     assert restored.raw_accuracy == original.ema_accuracy
     assert restored.global_step == original.global_step
+    # the output directory resolves to the file, as every other command resolves it
+    # (review-11-user-r9 F3)
+    assert evaluate(str(tmp_path / "baked")).raw_accuracy == original.ema_accuracy
+
+
+def test_eval_of_nothing_is_not_found(tmp_path):
+    from ckpt_tools.cli import app
+
+    result = CliRunner().invoke(app, ["eval", str(tmp_path)])
+    assert result.exit_code == 3, result.output
+    assert "holds no checkpoint" in result.output and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("name", ["model.keras", "ckpt-20.keras"])

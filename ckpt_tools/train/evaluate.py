@@ -29,7 +29,14 @@ import ckpt_tools
 
 from . import data as data_lib
 from . import model
-from .common import ModelMismatchError, TrainError, cause_line, first_line, step_of
+from .common import (
+    ModelMismatchError,
+    NoCheckpointError,
+    TrainError,
+    cause_line,
+    first_line,
+    step_of,
+)
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 Predict = Callable[[np.ndarray], np.ndarray]  # normalised images -> logits
@@ -66,7 +73,7 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
     """
     if path.endswith((".weights.h5", ".keras")):
         if not os.path.isfile(path):
-            raise TrainError(f"{path}: no such file")
+            raise NoCheckpointError(f"{path}: no such file")
         return path, "keras"
     if os.path.isdir(path):
         latest = tf.train.latest_checkpoint(path)
@@ -75,10 +82,22 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
 
             latest = latest_weights(path)
         if latest is None:
-            raise TrainError(f"{path}: no checkpoint found in this directory")
+            # Not the trainer's own run directory (restore-ema's model_ema/model.keras): the
+            # file every other ckpt command resolves the directory to.
+            from ..errors import CheckpointError
+            from ..locate import locate
+
+            try:
+                found = locate(path).prefix
+            except CheckpointError:
+                found = ""
+            if found.endswith((".weights.h5", ".keras")):
+                latest = found
+        if latest is None:
+            raise NoCheckpointError(f"{path}: no checkpoint found in this directory")
         return resolve_checkpoint(latest)
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
-        raise TrainError(f"{path}: no such checkpoint prefix, Keras file or directory")
+        raise NoCheckpointError(f"{path}: no such checkpoint prefix, Keras file or directory")
     try:
         keys = {name for name, _ in tf.train.list_variables(path)}
     except (tf.errors.OpError, ValueError):
