@@ -192,8 +192,12 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "the EMA objects (ExponentialMovingAverage(decay, name='fast')) when training"
               if owners else
               "the stated --apply-order does not give one pairing that fits the dtypes and "
-              "shapes (it contradicts them or leaves several); give the variables unique names "
-              "(tf.Variable(..., name=...)) when training" if apply_order else
+              "shapes (it contradicts them or leaves several: the checkpoint does not record "
+              "which variables are trainable, so a non-trainable one of the same name and "
+              "shape, such as a running statistic, stays a candidate); in Python, pass the live "
+              "module: apply_ema(module, path, apply_order='trainable') reads its own "
+              "trainable_variables; or give the variables unique names (tf.Variable(..., "
+              "name=...)) when training" if apply_order else
               "only if you know how ema.apply() was called: if it got "
               "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
               "got them in the order they were tracked, as Keras' model.trainable_variables "
