@@ -245,8 +245,11 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             raise OutputError(f"{ckpt.path}: no weights to export")
         bad = [(name, src) for name, src in plan.items() if not member_name_ok(name, fmt)]
         if bad:  # every bad name at once: the user fixes them in one run, not one per run
-            check_member_name(*bad[0], fmt=fmt, hint=member_hint,
-                              others=[name for name, _ in bad[1:]])
+            try:
+                check_member_name(*bad[0], fmt=fmt, hint=member_hint,
+                                  others=[name for name, _ in bad[1:]])
+            except OutputError as exc:  # name the files: which input, which output
+                raise OutputError(f"{ckpt.path} -> {os.fspath(out_path)}: {exc}") from None
         for src in plan.values():
             entry = ckpt.entry(src)
             if entry.slices:

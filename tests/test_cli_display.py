@@ -564,11 +564,14 @@ def test_did_you_mean_can_be_typed_back_in_the_shell(tmp_path):
 
     name = "t\x1b]0;PWNED\x07x"
     write_bundle(tmp_path / "m", {name: np.arange(3, dtype=np.float32),
+                                  "u\x1b[31mred": np.ones(2, np.float32),
                                   "a b/c d": np.zeros(1, np.float32)})
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("CKPT_DEBUG", None)
     ckpt = f'"{sys.executable}" -m ckpt_tools'
-    for wrong in ("t\\x1b]0;PWNED\\x07x", "a b/c_d"):
+    # what 'ckpt list' shows, pasted back (review-11-user-r9 F7: a '[' made it a glob without
+    # any suggestion), and a near miss
+    for wrong in ("t\\x1b]0;PWNED\\x07x", "u\\x1b[31mred", "a b/c_d"):
         proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "show", str(tmp_path / "m"),
                                wrong], capture_output=True, text=True, env=env, timeout=120)
         assert proc.returncode == 3, proc.stderr

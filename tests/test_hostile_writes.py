@@ -396,6 +396,7 @@ def test_tensor_names_are_checked_before_becoming_member_names(run, tmp_path, to
     out = tmp_path / f"w.{to}"
     r = _cli("export", str(run), "--out", str(out), "--rename", rule)
     assert r.returncode == 7 and message in r.stderr and "--rename" in r.stderr, r.stderr
+    assert str(out) in r.stderr, r.stderr  # the line names the file (review-11-user-r9 F7)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 

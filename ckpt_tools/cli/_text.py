@@ -39,6 +39,22 @@ def clean(text: object) -> str:
     return _DATA.sub(_escape_char, s)
 
 
+_ESCAPED = LazyPattern(r"\\(?:x[0-9a-f]{2}|u[0-9a-f]{4}|[ntr\\])")
+_UNNAMED = {v: k for k, v in _NAMED.items()}
+
+
+def unclean(text: str) -> str:
+    """Returns the name :func:`clean` shows as ``text`` (its inverse): what a user pasting a
+    name from ``ckpt list`` meant.
+
+    Example:
+        >>> unclean(clean("t\\x1bx\\n")) == "t\\x1bx\\n"
+        True
+    """
+    return _ESCAPED.sub(lambda m: _UNNAMED.get(m.group(0)) or chr(int(m.group(0)[2:], 16)),
+                        text)
+
+
 def clean_message(text: object) -> str:
     """Returns a message (notes, errors, titles, sentences) with control characters escaped;
     backslashes stay as they are, since messages quote names with ``repr`` (which doubles

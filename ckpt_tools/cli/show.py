@@ -193,7 +193,7 @@ def show_command(
                                  param_hint="NAME")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
                          trainable=trainable_names(trainable)) as ckpt:
-        keys = select_keys(ckpt, names) if names else []
+        keys = _selected(ckpt, names) if names else []
         if regex:
             picked = NameFilter(None, regex).keys(ckpt)
             if not picked:
@@ -349,3 +349,24 @@ def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
             _num(s.std), bad, _histogram(s.histogram, terminal),
             "" if r.drift is None else f"{r.drift:.3g}",
             (flags, style)]
+
+
+def _selected(ckpt, names: list[str]) -> list[str]:
+    """:func:`select_keys`, saying so when a name not found is one ``ckpt list`` showed
+    escaped (a control character as ``\\x1b``, a backslash doubled) and pasted back."""
+    from ..checkpoint import shell_word
+    from ._text import unclean
+
+    try:
+        return select_keys(ckpt, names)
+    except VariableNotFoundError:
+        known = set(ckpt.keys()) | {v.path for v in ckpt.variables() if v.path}
+        meant = [(n, unclean(n)) for n in names if n not in known and unclean(n) in known]
+        if not meant:
+            raise
+        typed, name = meant[0]
+        raise VariableNotFoundError(
+            f"{ckpt.path}: no variable named {typed!r} ('ckpt list' shows control characters "
+            f"and backslashes escaped); did you mean {shell_word(name)}?"
+        ) from None
+
