@@ -129,48 +129,52 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
             pairs.append((v, keys[0]))
             taken[keys[0]] = v
             found.add(id(v))
-    if isinstance(model_or_variables, (list, tuple)) and ckpt.objects is not None and pairs:
+    if isinstance(model_or_variables, (list, tuple)) and ckpt.objects is not None and pairs \
+            and not problems:  # (those are refused first, each named)
         refuse_rivals(ckpt, [k for _, k in pairs])
     return pairs, problems
 
 
 def refuse_rivals(ckpt: Checkpoint, keys: list[str]) -> None:
-    """Refuses pairing a list of variables by name in an object-based checkpoint where
-    another top-level object holds weights of the same shapes and dtypes.
+    """Refuses pairing a list of variables by name in an object-based checkpoint where other
+    weights than those the names match hold the same shapes and dtypes.
 
     The names a TF2 checkpoint records are generated per process (Keras' ``dense``,
     ``dense_1``, TF's ``Variable``): a process that builds only a GAN's generator names its
     variables as the discriminator, built first in training, was named, so the names match the
-    discriminator's weights while the generator's fit as well. Only the object's structure
-    tells them apart.
+    discriminator's weights while the generator's fit as well, wherever the two models sit in
+    the checkpoint (two attributes, one module's two attributes, a list). Only the object's
+    structure tells them apart.
 
     Raises:
-        EmaError: naming the objects and the way that decides (pass the object).
+        EmaError: naming where the other weights are and the way that decides (the object).
     """
-    from .pairing import root_child
+    from collections import Counter
 
-    weights: dict[str, list] = {}
-    kind: dict[str, tuple] = {}
-    for v in ckpt.variables():
-        kind[v.name] = (tuple(v.shape), v.dtype)
-        if v.role in (R.WEIGHT, R.BN_STAT):
-            weights.setdefault(root_child(v.name), []).append(kind[v.name])
-    holders = {root_child(k) for k in keys}
-    if len(holders) != 1:
+    matched = set(keys)
+    kind = {v.name: (tuple(v.shape), v.dtype) for v in ckpt.variables()
+            if v.role in (R.WEIGHT, R.BN_STAT)}
+    wanted = Counter(kind[k] for k in keys if k in kind)
+    others = Counter(kind[k] for k in kind if k not in matched)
+    if not wanted or wanted - others:
         return
-    (mine,) = holders
-    wanted = [kind[k] for k in keys if k in kind]
-    rivals = sorted(r for r, sig in weights.items() if r != mine and _holds(sig, wanted))
-    if rivals:
-        raise EmaError(
-            f"{ckpt.path}: the variables' names match weights of {mine!r}, but "
-            f"{', '.join(repr(r) for r in rivals)} also holds weights of their shapes and the "
-            "names TensorFlow and Keras record are generated per process (a process that "
-            "builds only one of two equal models names it as the first one built in training "
-            "was named), so names do not tell which object's they are; pass the object "
-            "instead of a list, under the attribute it was saved as: apply_ema("
-            "tf.train.Checkpoint(NAME=model), path), NAME one of the checkpoint's top-level "
-            f"names: {', '.join(sorted(_top_level(ckpt)))}")
+    where = sorted({_holder(ckpt, k) for k in kind if k not in matched and kind[k] in wanted})
+    raise EmaError(
+        f"{ckpt.path}: the variables' names match {len(matched)} saved weight(s), but "
+        f"{', '.join(repr(w) for w in where[:3])}{' ...' if len(where) > 3 else ''} hold "
+        "other weights of the same shapes, and the names TensorFlow and Keras record are "
+        "generated per process (a process that builds only one of two equal models names it "
+        "as the first one built in training was named), so names do not tell which weights "
+        "are these variables'; pass the object instead of a list, placed as it was saved, "
+        "so object paths decide: apply_ema(tf.train.Checkpoint(NAME=model), path) with NAME "
+        f"one of the checkpoint's top-level names ({', '.join(sorted(_top_level(ckpt)))}), "
+        "or, for a model saved inside another object, that object rebuilt around it")
+
+
+def _holder(ckpt: Checkpoint, key: str) -> str:
+    """The object path of ``key``'s owner (``models/1/layer_with_weights-0``)."""
+    path = ckpt.path_of(key) or key.split("/.ATTRIBUTES/", 1)[0]
+    return path.rpartition("/")[0] or path
 
 
 def _top_level(ckpt: Checkpoint) -> set[str]:
