@@ -14,6 +14,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import EmaError
 from .formats.objgraph import readable_name
+from .keras_graph import keras_holders, keras_trainable_text
 from .pairing import (
     list_or_dict_paths,
     open_containers,
@@ -207,6 +208,10 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "statement, so a wrong one gives wrong averages; for any other order no option "
               "can tell: give the variables unique names (tf.Variable(..., name=...)) when "
               "training")
+    keras = (keras_holders(ckpt.objects, candidates)
+             if apply_order in (None, "trainable") and ckpt.objects is not None else [])
+    if keras:  # a tf.Module's order through Keras objects is not in the file
+        decide = keras_trainable_text(keras, stated=apply_order is not None)
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 
 from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
+from .keras_graph import child_position, keras_holders, tf_keras_models
 
 # "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
 # in order, dict keys sorted as strings, sub-modules after the module's own variables).
@@ -118,6 +119,7 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
     """
     kids = objects.children
     keys = objects.node_keys
+    models = tf_keras_models(objects)
 
     def tracked() -> dict[str, int]:
         # Keras' trainable_variables: a layer's own variables first, in the order it tracked
@@ -125,21 +127,29 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
         # _trainable_variables + _non_trainable_variables, then each of _layers; tf_keras
         # alike) - not the order the attributes were assigned, which puts a sublayer made
         # in __init__ before a weight made in build() (a ConvNeXt layer-scale gamma).
+        # A tf_keras functional model lists its layers' variables before its own
+        # (Model.trainable_weights), its layers in model.layers order (layer-N).
         order: dict[str, int] = {}
         seen = {0}
-        stack = [0]
+        stack: list[tuple[int, str | None]] = [(0, None)]
         while stack:
-            node = stack.pop()
-            subs = []
+            node, key = stack.pop()
+            if key is not None:
+                order.setdefault(key, len(order))
+                continue
+            own, subs = [], []
             for _, child in kids.get(node, []):
                 if child in seen:
                     continue
                 seen.add(child)
-                if child in keys:
-                    order.setdefault(keys[child], len(order))
-                else:
-                    subs.append(child)
-            stack.extend(reversed(subs))
+                (own if child in keys else subs).append(child)
+            todo = [(c, None) for c in subs]
+            if node in models:
+                todo += [(c, keys[c]) for c in own]
+            else:
+                for c in own:
+                    order.setdefault(keys[c], len(order))
+            stack.extend(reversed(todo))
         return order
 
     def module_flatten(inline_dicts: bool, as_dict: frozenset[int]) -> dict[str, int]:
@@ -276,6 +286,7 @@ def _diverging_pairs(objects: ObjectGraph, parent: dict[int, int], local: dict[i
         return out[::-1]
 
     chains = {k: chain(n) for n, k in objects.node_keys.items() if n in parent and k in wanted}
+    models = tf_keras_models(objects)
     keys = sorted(chains)
     for i, x in enumerate(keys):
         for y in keys[i + 1:]:
@@ -288,7 +299,9 @@ def _diverging_pairs(objects: ObjectGraph, parent: dict[int, int], local: dict[i
             if d == 0 or d >= min(len(cx), len(cy)):
                 continue  # different roots (refused elsewhere) or one inside the other
             lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
-            if _is_list(kids.get(lca, [])):
+            if lca in models:  # a tf_keras model's layers: model.layers order, recorded
+                readings = {child_position(objects, lca, nx) < child_position(objects, lca, ny)}
+            elif _is_list(kids.get(lca, [])):
                 readings = {int(nx) < int(ny)} | (
                     {nx < ny} if _list_or_dict(kids[lca]) else set())
             else:
@@ -437,6 +450,15 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             # objects were created or passed to apply(), so no stated order decides between
             # them; only a unique dtype/shape fit is proven.
             _pair_unique_fits(result, shadows, variables, fits)
+            continue
+        if apply_order == "trainable" and keras_holders(objects, variables):
+            # tf.Module.trainable_variables walks a Keras object's Python attributes (a
+            # tf_keras functional model's _output_layers first), which the file does not
+            # record: no order is read from it (a live object's own order, given as keys,
+            # is not "trainable" and is used below).
+            for s in shadows:
+                result.ambiguous[s] = tuple(sorted(v for v in variables if fits(s, v))) or (
+                    tuple(sorted(variables)))
             continue
         if orders is None:
             orders = {"given": [given]} if given is not None else variable_orders(objects)

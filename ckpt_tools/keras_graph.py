@@ -1,0 +1,133 @@
+"""Keras objects recognised in a TF2 object graph, and what they mean for a stated order.
+
+A checkpoint's object graph records no types, but Keras writes some of its objects in shapes
+no ``tf.Module``, dict or list takes:
+
+- a tf_keras functional or ``Sequential`` model lists each layer as ``layer-N`` (every
+  layer, by its index in ``model.layers``) and, for a layer holding weights, also as
+  ``layer_with_weights-M``: two children naming one object, numbered in one order;
+- a Keras 3 model or layer keeps its internals under ``_functional``, ``_operations``,
+  ``_layers``.
+
+``tf.Module.trainable_variables`` of a module holding such an object walks the object's
+Python attributes sorted by name, Keras' internal ones included (a tf_keras functional
+model's ``_output_layers`` come before its other layers), an order the file does not record:
+``--apply-order trainable`` cannot be read from the graph there. Keras' own
+``model.trainable_variables`` of a tf_keras functional model is its layers' order, which the
+graph records (``layer-0``, ``layer-1``… in that order), then the model's own weights.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .formats.objgraph import ObjectGraph
+
+_LAYER = re.compile(r"^layer(?:_with_weights)?-(\d+)$")
+_KERAS3 = frozenset({"_functional", "_operations", "_layers"})
+
+
+def tf_keras_models(objects: ObjectGraph) -> set[int]:
+    """Nodes that are tf_keras functional or ``Sequential`` models: a child ``layer-N``, and
+    each ``layer_with_weights-M`` child an object also listed as some ``layer-N`` in the same
+    order (``layer_with_weights-0`` the first layer with weights…). Returns node ids."""
+    out: set[int] = set()
+    for node, kids in objects.children.items():
+        plain = [c for n, c in kids if n.startswith("layer-") and _LAYER.match(n)]
+        weighted = sorted((int(m.group(1)), c) for n, c in kids
+                          if n.startswith("layer_with_weights-") and (m := _LAYER.match(n)))
+        if not plain:
+            continue
+        by_layer = sorted((int(_LAYER.match(n).group(1)), c) for n, c in kids
+                          if n.startswith("layer-") and _LAYER.match(n))
+        with_weights = [c for _, c in by_layer if c in {w for _, w in weighted}]
+        if [c for _, c in weighted] == with_weights:
+            out.add(node)
+    return out
+
+
+def keras_nodes(objects: ObjectGraph) -> set[int]:
+    """Nodes the graph shows to be Keras objects: tf_keras functional models
+    (:func:`tf_keras_models`) and Keras 3 objects (children ``_functional``, ``_operations``
+    or ``_layers``). Returns node ids."""
+    out = tf_keras_models(objects)
+    out.update(node for node, kids in objects.children.items()
+               if any(n in _KERAS3 for n, _ in kids))
+    return out
+
+
+def keras_holders(objects: ObjectGraph, variables) -> list[str]:
+    """Object paths (``model/net``) of the Keras objects (:func:`keras_nodes`) that hold any
+    of ``variables`` (checkpoint keys), outermost first; empty when none does.
+
+    Under ``--apply-order trainable`` such a variable's place in
+    ``tf.Module.trainable_variables`` depends on the Keras object's Python attributes, which
+    the file does not record."""
+    keras = keras_nodes(objects)
+    if not keras:
+        return []
+    wanted = set(variables)
+    parent: dict[int, int] = {}
+    local: dict[int, str] = {}
+    queue, seen = [0], {0}
+    while queue:  # shortest path from the root, as TensorFlow names keys
+        node = queue.pop(0)
+        for name, child in objects.children.get(node, []):
+            if child not in seen:
+                seen.add(child)
+                parent[child], local[child] = node, name
+                queue.append(child)
+
+    def path(node: int) -> str:
+        parts = []
+        while node in parent:
+            parts.append(local[node])
+            node = parent[node]
+        return "/".join(reversed(parts))
+
+    found: list[tuple[int, str]] = []
+    for node, key in objects.node_keys.items():
+        if key not in wanted:
+            continue
+        chain = []
+        while node in parent:
+            node = parent[node]
+            chain.append(node)
+        outer = [n for n in reversed(chain) if n in keras]
+        if outer:
+            found.append((outer[0], path(outer[0])))
+    return sorted({p for _, p in found}, key=lambda p: (p.count("/"), p))
+
+
+def child_position(objects: ObjectGraph, node: int, name: str) -> int:
+    """Where the child ``name`` of ``node`` stands among its children, in the order the graph
+    records them (a tf_keras model's layers in ``model.layers`` order); -1 when absent."""
+    for i, (n, _c) in enumerate(objects.children.get(node, [])):
+        if n == name:
+            return i
+    return -1
+
+
+def keras_trainable_text(holders: list[str], stated: bool = True) -> str:
+    """Why ``--apply-order trainable`` decides nothing for variables in the Keras objects at
+    ``holders`` (object paths from :func:`keras_holders`), and what does; the tail of a
+    refusal (``stated``: the caller gave ``trainable``; else no order was given). Returns the
+    text."""
+    shown = ", ".join(p or "the checkpoint's root" for p in holders[:3])
+    more = " ..." if len(holders) > 3 else ""
+    head = ("--apply-order trainable cannot be read from the file here" if stated else
+            "only if you know how ema.apply() was called (the file cannot check it, so a "
+            "wrong statement gives wrong averages): if it got Keras' "
+            "model.trainable_variables of the model, pass --apply-order tracked (Python: "
+            "apply_order='tracked'); if it got a tf.Module's trainable_variables, "
+            "--apply-order trainable cannot be read from the file")
+    tail = ("if ema.apply() got Keras' model.trainable_variables, pass --apply-order tracked; "
+            "if it got a tf.Module's trainable_variables, " if stated else "so ")
+    return (f"{head}: the variables lie in Keras objects ({shown}{more}: tf_keras "
+            "layer-N/layer_with_weights-N or Keras 3 _layers/_functional children), and "
+            "module.trainable_variables of a tf.Module visits a Keras object through its "
+            "Python attributes, Keras' internal ones included (a tf_keras functional model's "
+            "_output_layers before its other layers), which the checkpoint does not record; "
+            f"{tail}in Python pass the live module: apply_ema(module, path, "
+            "apply_order='trainable') reads the order from its own trainable_variables; or "
+            "give the layers unique names when training")
