@@ -1,7 +1,9 @@
 """Keras in, Keras out: a Keras weight file whose model weights hold their EMA values.
 
 ``ckpt restore-ema`` on a ``.keras``, ``.weights.h5`` or legacy Keras ``.h5`` writes a file of the
-same kind that ``model.load_weights`` (or ``keras.models.load_model`` for a ``.keras``) reads:
+same kind that ``model.load_weights`` (or ``keras.models.load_model`` for a ``.keras``) reads
+(an unzipped model directory, ``model.save(dir, zipped=False)``, gives the ``.keras`` archive of
+the same members, which ``load_model`` reads as it reads the directory):
 the HDF5 weights are copied byte for byte, then each trainable weight's dataset is overwritten
 with its average (same shape and dtype, so the stored bytes of the average are written as they
 are). Everything else (optimizer variables, BatchNormalization statistics, a ``.keras``
@@ -52,8 +54,26 @@ class KerasBakeResult:
     nbytes: int
 
 
+def _model_dir(ckpt: Checkpoint) -> str | None:
+    """The unzipped Keras model directory ``ckpt`` was read from, else ``None``."""
+    return getattr(ckpt.reader, "model_dir", None)
+
+
+def _dir_name(directory: str) -> tuple[str, str]:
+    """``(parent, name)`` of a directory as typed (``run/m`` -> ``("run", "m")``; ``.`` is
+    resolved, so that nothing defaults into the directory itself)."""
+    norm = os.path.normpath(directory)
+    if os.path.basename(norm) in (".", "..", ""):
+        norm = os.path.abspath(norm)
+    return os.path.dirname(norm), os.path.basename(norm)
+
+
 def keras_output_name(ckpt: Checkpoint) -> str:
-    """The default output file name: the input's name (same kind of Keras file)."""
+    """The default output file name: the input's name (same kind of Keras file); for an
+    unzipped model directory ``run/m``, the archive ``m.keras``."""
+    directory = _model_dir(ckpt)
+    if directory is not None:
+        return _dir_name(directory)[1] + ".keras"
     return os.path.basename(ckpt.path)
 
 
@@ -71,6 +91,10 @@ def keras_default_out(ckpt: Checkpoint) -> str:
 
     if is_url(ckpt.path):
         raise OutputError(f"{ckpt.path}: a remote input has no default output; give --out")
+    directory = _model_dir(ckpt)
+    if directory is not None:  # run/m/ (model.save(dir, zipped=False)) -> run/m_ema/m.keras
+        parent, name = _dir_name(directory)
+        return os.path.join(parent, f"{name}_ema")
     base = os.path.basename(ckpt.path)
     stem = next((base[:-len(s)] for s in KERAS_SUFFIXES if base.endswith(s) and base != s),
                 base)
@@ -116,7 +140,9 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False
 
     Args:
         ckpt: an open Keras checkpoint (``.keras``, ``.weights.h5`` or Keras ``.h5``).
-        out_path: output file; it keeps the input's kind (a ``.keras`` archive stays one).
+        out_path: output file; it keeps the input's kind (a ``.keras`` archive stays one; an
+            unzipped model directory's is a ``.keras`` archive of its members when
+            ``out_path`` ends in ``.keras``, else its ``model.weights.h5``).
             Missing parent directories are created (and removed again if the write fails).
         overwrite: replace an existing output file (never an input file).
 
@@ -138,6 +164,8 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False
     with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
         if ckpt.format == "keras":
             nbytes = _write_archive(ckpt, replaced, tmp, out_path)
+        elif _model_dir(ckpt) is not None and out_path.endswith(".keras"):
+            nbytes = _write_dir_archive(ckpt, replaced, tmp, out_path)
         else:
             copy_file(ckpt.path, tmp, out_path)
             nbytes = _overwrite(ckpt, replaced, tmp)
@@ -179,6 +207,35 @@ def _write_archive(ckpt: Checkpoint, replaced: dict[str, str], tmp: str, shown: 
                     else:
                         with zin.open(info) as src, zout.open(info, "w") as dst:
                             shutil.copyfileobj(src, dst, 1 << 20)
+    finally:
+        release(held)
+        remove_quietly(weights_tmp)
+    return nbytes
+
+
+def _write_dir_archive(ckpt: Checkpoint, replaced: dict[str, str], tmp: str, shown: str) -> int:
+    """A ``.keras`` zip of an unzipped model directory, as Keras zips a model: its
+    ``metadata.json``, ``config.json``, ``model.weights.h5`` with the averages, and every file
+    under ``assets/``."""
+    directory = _model_dir(ckpt)
+    weights_tmp = tmp + ".weights.h5"  # beside the temporary: removed with it
+    held = None
+    try:
+        with os_errors(shown, "writing"):
+            copy_file(ckpt.path, weights_tmp, shown)
+            held = hold(weights_tmp)  # a concurrent writer's sweep leaves it alone
+            nbytes = _overwrite(ckpt, replaced, weights_tmp)
+            with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as zout:
+                for name in ("metadata.json", "config.json"):
+                    if os.path.isfile(os.path.join(directory, name)):
+                        zout.write(os.path.join(directory, name), name)
+                zout.write(weights_tmp, _WEIGHTS_MEMBER)
+                assets = os.path.join(directory, "assets")
+                for root, dirs, files in os.walk(assets):
+                    dirs.sort()
+                    for f in sorted(files):
+                        full = os.path.join(root, f)
+                        zout.write(full, os.path.relpath(full, directory).replace(os.sep, "/"))
     finally:
         release(held)
         remove_quietly(weights_tmp)

@@ -314,8 +314,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                            + (f"; also {'; '.join(problems[1:])}" if problems[1:] else ""))
         if load_weights and layout.kind == "legacy":
             _load_legacy_weights(model, ckpt, layout)
-        elif load_weights:
-            model.load_weights(path)
+        elif load_weights:  # the file located (a directory names none Keras loads)
+            model.load_weights(ckpt.path)
         for v, key in zip(targets, keys, strict=True):
             v.assign(np.array(ckpt.tensor(key)))
     return [_path(v) for v in targets]

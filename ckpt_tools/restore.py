@@ -16,6 +16,7 @@ from .ema_several import split_ema_names
 from .emamap import KEEP, ema_map
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
 from .live_pairing import key_variables, live_order
+from .locate import locate
 
 
 def _tf():
@@ -288,7 +289,8 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     ``tf.train.Checkpoint`` names them; the object may be the checkpoint's root or one of its
     children (``tf.train.Checkpoint(model=model)``). Given a list of variables, they are paired
     by name (the ``full_name`` TF2 records, or the key of a name-based TF1 checkpoint). Keras
-    ``.keras``/``.weights.h5`` files saved with ``use_ema=True`` are delegated to
+    ``.keras``/``.weights.h5`` files saved with ``use_ema=True`` (or a path that resolves to one:
+    a run directory, an unzipped model directory) are delegated to
     :func:`ckpt_tools.keras_ema.apply_keras_ema`.
 
     Args:
@@ -315,7 +317,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         >>> ckpt_tools.apply_ema(model, "train_tf2/")  # doctest: +SKIP
     """
     path = os.fspath(checkpoint) if not isinstance(checkpoint, Checkpoint) else None
-    if path and path.endswith((".keras", ".h5")):
+    if path and locate(path).format in ("keras", "h5"):  # a run directory of one too
         from .keras_ema import apply_keras_ema
 
         keras = {k: map_options.pop(k) for k in ("use_ema", "trainable") if k in map_options}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
 import struct
 import zipfile
@@ -38,17 +39,19 @@ from .._io import close_map, map_file
 from ..entry import TensorEntry
 from .h5_files import (
     CONFIG_MEMBER,
+    METADATA_MEMBER,
+    WEIGHTS_MEMBER,
     ZIP_ERRORS,
     ZIP_SIGNATURE,
     Window,
     attr_list,
     has_attr_list,
     json_attr,
+    model_dir_of,
     parse_json_object,
+    read_model_dir,
 )
 
-_WEIGHTS_MEMBER = "model.weights.h5"  # saving_lib._VARS_FNAME_H5
-_METADATA_MEMBER = "metadata.json"
 _ZIP_LOCAL_HEADER = 30
 _SUFFIX_RE = re.compile(r":\d+$")
 # Compressed data may expand to at most BASE + RATIO x its compressed size: an archive member
@@ -69,7 +72,11 @@ class H5Reader:
     Attributes:
         format: ``"h5"`` or ``"keras"``.
         kind: ``"keras3"`` (``vars`` groups) or ``"legacy"`` (``layer_names`` attributes).
-        config: the model config (``config.json`` of a ``.keras``; for a legacy full-model
+        model_dir: the unzipped Keras model directory (``model.save(dir, zipped=False)``)
+            whose ``model.weights.h5`` this is, read with its ``config.json`` and
+            ``metadata.json`` as a ``.keras`` archive is; else ``None``.
+        config: the model config (``config.json`` of a ``.keras`` or model directory; for a
+            legacy full-model
             ``.h5`` ``{"model_config": ..., "training_config": ...}``), or ``None``.
         keras: the :class:`~ckpt_tools.formats.keras.layout.KerasLayout` (what each key is).
 
@@ -95,6 +102,7 @@ class H5Reader:
         self._zip = self._fileobj = self._zip_window = None
         self._buf, self._base, self._end = b"", 0, 0
         self._archive = b""  # the archive's own mapping, once a member replaces _buf
+        self.model_dir: str | None = None
         try:
             self._buf = map_file(path)
         except FileNotFoundError:
@@ -116,6 +124,9 @@ class H5Reader:
                 entries, self.kind = self._scan()
                 if self.kind == "legacy" and self.config is None:
                     self.config = self._legacy_config()
+                elif self.format == "h5" and model_dir_of(path):
+                    self.model_dir = model_dir_of(path)
+                    self.config, self.metadata = read_model_dir(self.model_dir)
             except (OSError, RuntimeError, KeyError, UnicodeDecodeError) as exc:
                 # h5py's errors for damaged metadata (visititems, attributes, object headers)
                 raise CorruptCheckpointError(f"cannot read HDF5 metadata: {exc}",
@@ -132,16 +143,18 @@ class H5Reader:
     def _analyze(self, use_ema: bool | None, trainable=None):
         from . import layout as keras_layout
         from . import tf_keras
+        from .stated import check_stated_use_ema
 
         try:
-            legacy = self.format == "keras" and tf_keras.is_tf_keras(self.metadata)
+            legacy = self.metadata is not None and tf_keras.is_tf_keras(self.metadata)
             layout = keras_layout.analyze(self._scanned, self.kind, self.config,
                                           self._owner_names, read=self._read_scanned,
                                           use_ema=use_ema, tf_keras=legacy,
                                           trainable=trainable)
             if legacy:
                 tf_keras.adjust(layout, self._scanned, use_ema, trainable)
-            self._check_stated_use_ema(layout, use_ema)
+            check_stated_use_ema(layout, use_ema, "config.json" if self.has_config_json
+                                 else "the file's training config")
             return layout
         except (EmaError, VariableNotFoundError) as exc:  # a --trainable that contradicts
             # config.json or names no weight: name the file
@@ -151,38 +164,13 @@ class H5Reader:
                 raise
             # A JSON object of the wrong shape ({"compile_config": [1]}...).
             raise CorruptCheckpointError(
-                f"{CONFIG_MEMBER if self.format == 'keras' else 'model config'} does not "
+                f"{CONFIG_MEMBER if self.has_config_json else 'model config'} does not "
                 f"describe a Keras model ({type(exc).__name__}: {exc})", path=self.path) from None
 
-    def _check_stated_use_ema(self, layout, use_ema: bool | None) -> None:
-        """Refuses a ``--use-ema``/``--no-use-ema`` that contradicts the optimizer config the
-        file records (config.json of a ``.keras``, a legacy ``.h5``'s training config).
-
-        Raises:
-            EmaError: the statement differs from the recorded ``use_ema`` (a tf_keras legacy
-                optimizer has none: it counts as ``use_ema=False``).
-        """
-        cfg = layout.optimizer_config
-        if use_ema is None or cfg is None:
-            return
-        from .tf_keras import is_legacy, legacy_name
-
-        legacy_opt = layout.tf_keras and is_legacy(layout)
-        if "use_ema" not in cfg and not legacy_opt:
-            return
-        recorded = bool(cfg.get("use_ema")) and not legacy_opt
-        if recorded == use_ema:
-            return
-        where = "config.json" if self.format == "keras" else "the file's training config"
-        what = (f"{legacy_name(layout)}, a legacy optimizer without use_ema"
-                if legacy_opt else
-                f"its {layout.optimizer or 'optimizer'} with use_ema={recorded}")
-        # keras.io's GAN: the averages are in optimizers the model keeps, not the compiled one
-        kept = next((n for n in layout.notes if n.startswith("the model keeps")), None)
-        raise EmaError(
-            f"--{'' if use_ema else 'no-'}use-ema contradicts {where}, which records {what}; "
-            f"omit --{'' if use_ema else 'no-'}use-ema (the file records it)"
-            + (f"; {kept}" if kept else ""))
+    @property
+    def has_config_json(self) -> bool:
+        """Whether :attr:`config` is a Keras 3 ``config.json`` (of an archive or directory)."""
+        return self.format == "keras" or self.model_dir is not None
 
     def restate_use_ema(self, use_ema: bool | None, *, trainable=None) -> None:
         """Re-derives :attr:`keras` with the optimizer's ``use_ema`` stated by the caller
@@ -212,37 +200,37 @@ class H5Reader:
             if CONFIG_MEMBER in names:
                 self.config = parse_json_object(self._member(CONFIG_MEMBER), CONFIG_MEMBER,
                                                 self.path)
-            if _METADATA_MEMBER in names:
-                self.metadata = parse_json_object(self._member(_METADATA_MEMBER),
-                                                  _METADATA_MEMBER, self.path)
+            if METADATA_MEMBER in names:
+                self.metadata = parse_json_object(self._member(METADATA_MEMBER),
+                                                  METADATA_MEMBER, self.path)
         except ZIP_ERRORS as exc:
             raise CorruptCheckpointError(f"not a readable .keras archive: {exc}",
                                          path=self.path) from None
-        if _WEIGHTS_MEMBER not in names:
+        if WEIGHTS_MEMBER not in names:
             other = sorted(n for n in names if n.startswith("model.weights"))
             raise UnsupportedFormatError(
-                f"{self.path}: .keras archive has no {_WEIGHTS_MEMBER} (expected HDF5 weights; "
+                f"{self.path}: .keras archive has no {WEIGHTS_MEMBER} (expected HDF5 weights; "
                 f"found {', '.join(other) or 'no weights'})")
-        info = self._zip.getinfo(_WEIGHTS_MEMBER)
+        info = self._zip.getinfo(WEIGHTS_MEMBER)
         if info.compress_type == zipfile.ZIP_STORED:
             # Keras stores members uncompressed: map the member's bytes in place.
             header = bytes(self._buf[info.header_offset : info.header_offset + _ZIP_LOCAL_HEADER])
             if len(header) < _ZIP_LOCAL_HEADER or header[:4] != ZIP_SIGNATURE:
-                raise CorruptCheckpointError(f"bad zip header for {_WEIGHTS_MEMBER}",
+                raise CorruptCheckpointError(f"bad zip header for {WEIGHTS_MEMBER}",
                                              path=self.path, offset=info.header_offset)
             name_len, extra_len = struct.unpack("<HH", header[26:30])
             self._base = info.header_offset + _ZIP_LOCAL_HEADER + name_len + extra_len
             if self._base + info.file_size > len(self._buf):
-                raise CorruptCheckpointError(f"{_WEIGHTS_MEMBER} runs past the end of the file",
+                raise CorruptCheckpointError(f"{WEIGHTS_MEMBER} runs past the end of the file",
                                              path=self.path, offset=self._base)
             self._end = self._base + info.file_size
             view = memoryview(self._buf)[self._base : self._end]
             self._fileobj = Window(view)
         else:  # a re-zipped archive: decompress the member into memory (never to disk)
             try:
-                data = self._member(_WEIGHTS_MEMBER)
+                data = self._member(WEIGHTS_MEMBER)
             except ZIP_ERRORS as exc:
-                raise CorruptCheckpointError(f"cannot decompress {_WEIGHTS_MEMBER}: {exc}",
+                raise CorruptCheckpointError(f"cannot decompress {WEIGHTS_MEMBER}: {exc}",
                                              path=self.path) from None
             self._archive = self._buf
             self._buf, self._base, self._end = data, 0, len(data)
@@ -482,8 +470,12 @@ class H5Reader:
         return arr
 
     def files(self) -> list[str]:
-        """Returns the one file (``.h5`` or ``.keras`` archive)."""
-        return [self.path]
+        """Returns the file (``.h5`` or ``.keras`` archive), and for a model directory's
+        weights the ``config.json`` and ``metadata.json`` read beside it."""
+        if self.model_dir is None:
+            return [self.path]
+        return [self.path] + [f for f in (os.path.join(self.model_dir, n) for n in (
+            CONFIG_MEMBER, METADATA_MEMBER)) if os.path.lexists(f)]
 
     def close(self) -> None:
         h5 = getattr(self, "_h5", None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import lzma
+import os
 import struct
 import zipfile
 import zlib
@@ -14,12 +15,15 @@ import zlib
 import numpy as np
 
 from ...errors import CheckpointError, CorruptCheckpointError
-from .._io import open_binary
+from .._io import is_url, open_binary
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
 _HDF5_BASES = (0, 512, 1024, 2048)  # where HDF5 looks for its superblock (after a user block)
 CONFIG_MEMBER = "config.json"
+WEIGHTS_MEMBER = "model.weights.h5"  # saving_lib._VARS_FNAME_H5
+METADATA_MEMBER = "metadata.json"
+_MAX_CONFIG_BYTES = 256 << 20  # a config.json beside the weights is read whole; Keras' are KBs
 # What a damaged or hostile zip makes zipfile raise besides BadZipFile.
 ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError,
               NotImplementedError, struct.error, OSError, lzma.LZMAError)
@@ -155,3 +159,47 @@ def json_attr(value):
         return parse_json_object(value, "attribute", "")
     except CorruptCheckpointError:
         return None
+
+
+def model_dir_of(path: str) -> str | None:
+    """Returns the unzipped Keras model directory whose weights ``path`` is, else ``None``.
+
+    Keras 3's ``model.save(dir, zipped=False)`` writes ``config.json``, ``metadata.json`` and
+    ``model.weights.h5`` (and ``assets/``) into ``dir``, and ``keras.models.load_model`` reads
+    any directory holding ``config.json`` so: the weights file is that model's, exactly as the
+    ``model.weights.h5`` member of a ``.keras`` archive is. Local paths only (a URL's directory
+    is not listed).
+    """
+    if is_url(path) or os.path.basename(path) != WEIGHTS_MEMBER:
+        return None
+    directory = os.path.dirname(path) or "."
+    return directory if os.path.isfile(os.path.join(directory, CONFIG_MEMBER)) else None
+
+
+def read_model_dir(directory: str) -> tuple[dict, dict | None]:
+    """Reads an unzipped Keras model directory's ``config.json`` and ``metadata.json``.
+
+    Returns:
+        ``(config, metadata)``; ``metadata`` is ``None`` when the file is absent.
+
+    Raises:
+        CorruptCheckpointError: naming the file, if one is not a JSON object of bounded depth
+            and size, or cannot be read.
+    """
+    found: list[dict | None] = []
+    for name in (CONFIG_MEMBER, METADATA_MEMBER):
+        path = os.path.join(directory, name)
+        if name == METADATA_MEMBER and not os.path.lexists(path):
+            found.append(None)
+            continue
+        try:
+            with open_binary(path) as f:
+                raw = f.read(_MAX_CONFIG_BYTES + 1)
+        except OSError as exc:
+            raise CorruptCheckpointError(f"cannot read: {exc.strerror or exc}",
+                                         path=path) from None
+        if len(raw) > _MAX_CONFIG_BYTES:
+            raise CorruptCheckpointError(
+                f"larger than {_MAX_CONFIG_BYTES} bytes: not a Keras {name}", path=path)
+        found.append(parse_json_object(raw, name, path))
+    return found[0], found[1]

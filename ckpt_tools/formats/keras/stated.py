@@ -258,3 +258,34 @@ def _check_prefix(lay: KerasLayout, keys: list[str]) -> None:
                 f"{len(got)} of {layer!r} the optimizer was built with are {want}; state them so "
                 f"(or name them by their live paths, [v.path for v in "
                 f"model.trainable_variables]), or use apply_keras_ema(model, path)")
+
+
+def check_stated_use_ema(layout: KerasLayout, use_ema: bool | None, where: str) -> None:
+    """Refuses a ``--use-ema``/``--no-use-ema`` that contradicts the optimizer config the
+    file records (``where``: config.json of a ``.keras`` or model directory, a legacy ``.h5``'s
+    training config).
+
+    Raises:
+        EmaError: the statement differs from the recorded ``use_ema`` (a tf_keras legacy
+            optimizer has none: it counts as ``use_ema=False``).
+    """
+    cfg = layout.optimizer_config
+    if use_ema is None or cfg is None:
+        return
+    from .tf_keras import is_legacy, legacy_name
+
+    legacy_opt = layout.tf_keras and is_legacy(layout)
+    if "use_ema" not in cfg and not legacy_opt:
+        return
+    recorded = bool(cfg.get("use_ema")) and not legacy_opt
+    if recorded == use_ema:
+        return
+    what = (f"{legacy_name(layout)}, a legacy optimizer without use_ema"
+            if legacy_opt else
+            f"its {layout.optimizer or 'optimizer'} with use_ema={recorded}")
+    # keras.io's GAN: the averages are in optimizers the model keeps, not the compiled one
+    kept = next((n for n in layout.notes if n.startswith("the model keeps")), None)
+    raise EmaError(
+        f"--{'' if use_ema else 'no-'}use-ema contradicts {where}, which records {what}; "
+        f"omit --{'' if use_ema else 'no-'}use-ema (the file records it)"
+        + (f"; {kept}" if kept else ""))
