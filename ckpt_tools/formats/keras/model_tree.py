@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from .layout import KerasLayout
 
 _BN = frozenset({"batch_normalization", "sync_batch_normalization"})
+# gamma if config.json says scale, beta if center (LayerNormalization: rms_scaling, gamma only)
+_SCALED = frozenset({"layer_normalization", "group_normalization"})
 # Variable names per layer class (snake_case), in vars/<i> order; None: non-trainable names.
 _VAR_NAMES = {
     **{c: ("kernel", "bias") for c in (
@@ -28,7 +30,7 @@ _VAR_NAMES = {
     "separable_conv1d": ("depthwise_kernel", "pointwise_kernel", "bias"),
     "separable_conv2d": ("depthwise_kernel", "pointwise_kernel", "bias"),
     "embedding": ("embeddings",),
-    "layer_normalization": ("gamma", "beta"),
+    "layer_normalization": ("gamma", "beta"),  # scale/center may drop either: _SCALED
     "group_normalization": ("gamma", "beta"),
     "p_re_lu": ("alpha",),
 }
@@ -270,23 +272,47 @@ def flatten_tree(node: Node, out: list[tuple[str, list[str]]],
             flatten_tree(child, out, groups)
 
 
-def _var_names(node: Node, n: int) -> list[tuple[str | None, bool]]:
+def _var_names(node: Node, n: int, float_first: bool = True
+               ) -> list[tuple[str | None, bool]]:
+    """The names (``None``: not proven, shown by index) and trainability of a layer's ``n``
+    variables in vars/<i> order. A flag that drops a variable (``scale``/``center``,
+    ``use_bias``) is taken from config.json only; without it a name is given only where the
+    count leaves no choice (one variable of a LayerNormalization is gamma or beta; a quantized
+    layer, ``float_first`` false or more variables than its names, writes its scales after
+    the bias where there is one and in its place where not)."""
     cfg = node.cfg or {}
+    lead = _lead(cfg, node.cls == "layer_normalization") if node.cfg else None
     if node.cls in _BN:
-        if node.cfg:
-            lead = (["gamma"] if cfg.get("scale", True) else []) + (
-                ["beta"] if cfg.get("center", True) else [])
-        else:  # 3 variables: gamma or beta (scale/center off), which is unknown here
+        if lead is None or len(lead) + 2 != n:  # 3 variables: gamma or beta, unknown here
             lead = {4: ["gamma", "beta"], 3: [None]}.get(n, [None] * max(n - 2, 0))
         out = [(v, True) for v in lead] + [("moving_mean", False), ("moving_variance", False)]
         return (out + [(None, True)] * n)[:n]
     if node.cls in _FROZEN_CLASSES:
         return [(v, False) for v in _FROZEN_CLASSES[node.cls][:n]] + [(None, False)] * (
             n - len(_FROZEN_CLASSES[node.cls]))
+    if node.cls in _SCALED:
+        if lead is None or len(lead) != n:  # not recorded: only both name themselves
+            lead = ["gamma", "beta"] if n == 2 else []
+        return [(v, True) for v in lead] + [(None, True)] * (n - len(lead))
     names = list(_VAR_NAMES.get(node.cls, _CELL_NAMES.get(node.cls, ())))
-    if names and cfg.get("use_bias") is False and "bias" in names:
+    if "bias" in names and (cfg.get("use_bias") is False or node.cls == "einsum_dense"
+                            and "bias_axes" in cfg and cfg["bias_axes"] is None):
         names.remove("bias")
+    elif "bias" in names and not node.cfg and (n > len(names) or not float_first):
+        names = names[:names.index("bias")]
     return [(v, True) for v in names[:n]] + [(None, True)] * (n - len(names))
+
+
+def _lead(cfg: dict, rms: bool) -> list[str | None] | None:
+    """``gamma``/``beta`` as config.json's ``scale``/``center`` create them (with
+    LayerNormalization's ``rms_scaling``, gamma only), or ``None`` where a flag is not a
+    boolean."""
+    scale, center = cfg.get("scale", True), cfg.get("center", True)
+    rms_scaling = cfg.get("rms_scaling", False) if rms else False
+    if not all(isinstance(f, bool) for f in (scale, center, rms_scaling)):
+        return None
+    return (["gamma"] if scale or rms_scaling else []) + (
+        ["beta"] if center and not rms_scaling else [])
 
 
 def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str]) -> None:
@@ -294,7 +320,9 @@ def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str]) -> None:
     # A subclassed model's own weights (self.add_weight in the model): Keras' path is
     # <model name>/<variable name> (net/mix); the file records the name only, not "mix".
     own = chain or ([node.name] if not node.path and node.name else [])
-    for key, (var, trainable) in zip(node.keys, _var_names(node, len(node.keys)), strict=False):
+    named = _var_names(node, len(node.keys), not node.keys or model[node.keys[0]].dtype_name
+                       in FLOATS)
+    for key, (var, trainable) in zip(node.keys, named, strict=False):
         e = model[key]
         # Named entries (TextVectorization's tf_idf ``idf_weights``) are constants a layer's
         # save_own_variables writes, not variables: the optimizer never sees them.
