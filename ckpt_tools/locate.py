@@ -282,6 +282,8 @@ def locate(path: str | os.PathLike) -> Location:
         maps = [f for f in names if f.endswith(MAP_SUFFIX)]
         if maps and h5:  # Keras' sharded weights: a shard is never a whole checkpoint
             h5 = [f for f in h5 if shard_map_of(os.path.join(path, f)) is None]
+        if "config.json" in names and "model.weights.h5" in h5:
+            h5 = ["model.weights.h5"]  # model.save(dir, zipped=False): what load_model reads
         keras = [f for f in names if f.endswith(".keras")] or h5
         if not keras:
             for f in sorted(maps):

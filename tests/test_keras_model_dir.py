@@ -123,3 +123,16 @@ def test_a_model_class_of_its_own_is_refused_as_its_keras_file_is(keras, tf, tmp
         assert code == 0, err
         assert_npz_holds(out, truth)
         out.unlink()
+
+
+def test_the_directory_resolves_to_its_model_weights_as_load_model_does(plain, tmp_path):
+    import shutil
+
+    out, _, truth = plain
+    model_dir = tmp_path / "unz"
+    shutil.copytree(out / "unz", model_dir)
+    (model_dir / "zz_newer.weights.h5").write_bytes(b"not the model's weights")
+    npz = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(model_dir), "--out", str(npz)])
+    assert code == 0 and "zz_newer" not in err, err
+    assert_npz_holds(npz, truth)
