@@ -505,6 +505,17 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
     return found
 
 
+def read_alike(ckpt: Checkpoint, pairs: dict[str, str]) -> list[str]:
+    """For ``--apply-order trainable`` pairs (from :func:`stated_pairings`): the object paths
+    of containers read as one type with others holding the same children, on which the
+    pairing also rests (:func:`~ckpt_tools.pairing.containers_read_alike`); empty if none."""
+    from .pairing import containers_read_alike
+
+    if not pairs or ckpt.objects is None:
+        return []
+    return containers_read_alike(ckpt.objects, ckpt.entries(), sorted(set(pairs.values())))
+
+
 def _paired_variables(ckpt: Checkpoint, apply_order: str | None,
                       ema_name: str | None = None) -> dict:
     """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it

@@ -28,15 +28,16 @@ _KERAS3 = frozenset({"_functional", "_operations", "_layers"})
 
 
 def tf_keras_models(objects: ObjectGraph) -> set[int]:
-    """Nodes that are tf_keras functional or ``Sequential`` models: a child ``layer-N``, and
-    each ``layer_with_weights-M`` child an object also listed as some ``layer-N`` in the same
-    order (``layer_with_weights-0`` the first layer with weights…). Returns node ids."""
+    """Nodes that are tf_keras functional or ``Sequential`` models: children ``layer-N`` and
+    ``layer_with_weights-M``, each of the latter an object also listed as some ``layer-N``, in
+    the same order (``layer_with_weights-0`` the first layer with weights…). Returns node
+    ids."""
     out: set[int] = set()
     for node, kids in objects.children.items():
         plain = [c for n, c in kids if n.startswith("layer-") and _LAYER.match(n)]
         weighted = sorted((int(m.group(1)), c) for n, c in kids
                           if n.startswith("layer_with_weights-") and (m := _LAYER.match(n)))
-        if not plain:
+        if not plain or not weighted:  # no layer with weights: no variable to order
             continue
         by_layer = sorted((int(_LAYER.match(n).group(1)), c) for n, c in kids
                           if n.startswith("layer-") and _LAYER.match(n))

@@ -214,7 +214,8 @@ def _tree(objects: ObjectGraph) -> tuple[dict[int, int], dict[int, str]]:
     return parent, name
 
 
-def open_containers(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
+def open_containers(objects: ObjectGraph, variables: list[str], alike,
+                    strict: bool = False) -> list[str]:
     """Object paths of the containers whose type decides, under ``"trainable"``, which of two
     variables ``alike`` (same dtype and shape) comes first; empty when every reading agrees.
 
@@ -225,7 +226,8 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike) -> list[s
     (``{"b": v, "c": {"x": v}}`` beside ``w``: ``b, x, w`` as dicts, ``w, b, x`` as
     modules). Containers with the same children (names, and which are variables) are read
     alike (the blocks of one list); a node whose children are a list's, or a dict's keyed
-    ``"0"``… (visited sorted as strings from eleven on), is never a module.
+    ``"0"``… (visited sorted as strings from eleven on), is never a module. With ``strict``,
+    containers with the same children are not read alike (see :func:`containers_read_alike`).
     """
     parent, local = _tree(objects)
     kids = objects.children
@@ -245,10 +247,30 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike) -> list[s
             early, late = (cx, cy) if x_first else (cy, cx)
             late_sigs = {sig(n) for n in late[d:-1] if modular(n)}
             found.extend(_path(early[:j + 1], local) for j in range(d, len(early) - 1)
-                         if modular(early[j]) and sig(early[j]) not in late_sigs)
+                         if modular(early[j]) and (strict or sig(early[j]) not in late_sigs))
         if found:
             return list(dict.fromkeys(found))
     return []
+
+
+def containers_read_alike(objects: ObjectGraph, entries, variables) -> list[str]:
+    """Object paths of the containers that ``"trainable"`` orders ``variables`` (checkpoint
+    keys it paired) by reading as one type with a container holding the same children (the
+    blocks of one list: all tf.Modules or all dicts); empty when no pairing rests on that.
+
+    The file records no types: a list mixing a tf.Module and a dict with the same children
+    (``[Block(), {"w": v, "b": v}]``) writes the same graph, and ``trainable_variables``
+    flattens the dict before the module's variables, so such a pairing is the caller's
+    reading, worth saying."""
+    full = objects.full_names
+
+    def alike(a: str, b: str) -> bool:
+        return (full.get(a) == full.get(b) and entries[a].dtype == entries[b].dtype
+                and entries[a].shape == entries[b].shape)
+
+    loose = set(open_containers(objects, variables, alike))
+    return [p for p in open_containers(objects, variables, alike, strict=True)
+            if p not in loose]
 
 
 def open_dicts(objects: ObjectGraph, variables: list[str], alike) -> list[str]:

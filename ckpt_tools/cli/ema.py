@@ -228,12 +228,13 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
     in a Keras file, on the stated ``--trainable`` or ``--use-ema``.
 
     Returns:
-        `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable}}}``,
+        `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable},
+        "read_alike": [container paths read as one type]}}``,
         ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
         ``{"stated_use_ema": true}`` for the command's ``--json`` document, or ``{}`` when
         nothing rests on a statement.
     """
-    from ..emamap import stated_pairings
+    from ..emamap import read_alike, stated_pairings
 
     found: dict = {}
     layout = getattr(ckpt.reader, "keras", None)
@@ -260,7 +261,19 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
              f"--apply-order {apply_order}; the checkpoint does not record how ema.apply() was "
              f"called, so this is your statement, not a proof: if apply() got another order "
              f"these averages are on the wrong variables", always=True)
-    return {**found, "stated_apply_order": {"order": apply_order, "pairs": pairs}}
+    alike = read_alike(ckpt, pairs) if apply_order == "trainable" else []
+    if alike:
+        out.note(f"note: --apply-order trainable here also reads {', '.join(alike[:3])}"
+                 f"{' ...' if len(alike) > 3 else ''} and the containers beside it holding the "
+                 "same children as one type (all tf.Modules or all dicts); the checkpoint "
+                 "records no types, and a list or module mixing a tf.Module and a dict with "
+                 "the same children ([Block(), {'w': v, 'b': v}]) writes the same checkpoint "
+                 "while trainable_variables flattens the dict first: if yours does, these "
+                 "averages are on the wrong variables; in Python, apply_ema(module, path, "
+                 "apply_order='trainable') with the live module reads its real order",
+                 always=True)
+    return {**found, "stated_apply_order": {"order": apply_order, "pairs": pairs,
+                                            "read_alike": alike}}
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
