@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .errors import EmaError, OutputError
+from .errors import EmaError, OptionError, OutputError
 from .formats._io import remove_quietly
 from .formats._write import (
     Inputs,
@@ -108,11 +108,37 @@ def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> st
     Raises:
         OutputError: ``--out`` is empty, or ``name`` is not a plain file name (no ``/``,
             ``..``, NUL, control characters).
+        OptionError: ``out`` names a Keras file of another kind than the input (the output
+            is the input's kind: a ``.keras`` archive named ``.weights.h5`` opens nowhere), or
+            a file of another format (``.npz``: ``ckpt export`` writes those).
     """
     check_out_value(out, directory=True)
+    base = os.path.basename(ckpt.path)
+    kind = next((s for s in KERAS_SUFFIXES if base.endswith(s)), None)
+    fits = {".keras": (".keras",), ".weights.h5": (".weights.h5",)}.get(
+        kind, (".h5", ".hdf5"))  # a legacy .h5 (or a file named otherwise: HDF5 either way)
+    if ckpt.reader.format == "keras":
+        fits = (".keras",)
     if name is None and out.endswith(KERAS_SUFFIXES):
+        if not out.endswith(fits) or (fits != (".weights.h5",) and out.endswith(".weights.h5")):
+            # the content follows the input's kind: a .keras archive named .weights.h5 is a
+            # file no Keras loader opens
+            raise OptionError(
+                f"--out {out}: the averages of {base} are written as the same kind of file "
+                f"(a {'.keras archive' if fits == ('.keras',) else fits[0] + ' HDF5 file'}), "
+                f"so name it *{fits[0]}; for an HDF5 file Keras' load_weights reads from any "
+                "input: --format h5")
         return out
+    if name is not None and out.endswith(KERAS_SUFFIXES):
+        raise OptionError(f"--name {name} names the file inside the --out directory, but "
+                          f"--out {out} already names the file: give one of them")
+    if name is None and out.endswith(_OTHER_FILES):
+        raise OptionError(f"--out {out}: restore-ema writes a Keras file (or a directory for "
+                          "it); ckpt export writes .npz and .safetensors files")
     return os.path.join(out, check_file_name(name or keras_output_name(ckpt)))
+
+
+_OTHER_FILES = (".npz", ".safetensors", ".index", ".meta", ".pb", ".json")
 
 
 def check_keras_output(ckpt: Checkpoint, target: str, overwrite: bool) -> Inputs:

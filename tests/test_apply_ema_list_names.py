@@ -2,10 +2,10 @@
 Keras and TensorFlow generate per process: a GAN trained with its discriminator built first and
 evaluated in a process that builds only the generator names the generator's variables as the
 discriminator's were named (review-11-attack-r10 F3: every generator weight got the
-discriminator's average, no error). Where another top-level object holds weights of the same
-shapes (two attributes, one module's two attributes, a list of models: review-11-attack-r10
-F3 and its nested re-check), a list is refused and the object form decides. Made here by Keras 3 and TensorFlow; the
-truth is ``ema.average(v)`` read at save time."""
+discriminator's average, no error). Where other weights of the same shapes are saved (two
+attributes, one module's two attributes, a list of models: review-11-attack-r10 F3 and its
+nested re-check), a list is refused and the object form decides. Made here by Keras 3 and
+TensorFlow; the truth is ``ema.average(v)`` read at save time."""
 
 from __future__ import annotations
 

@@ -44,9 +44,12 @@ def test_names_keep_the_layers_apart():
 def test_stated_trainable_gives_the_truth(tmp_path):
     truth = np.load(TRUTH)
     out = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", str(H5), "--trainable", ",".join(STATED),
-                            "--out", str(out)])
+    code, text, err = run_cli(["export", str(H5), "--trainable", ",".join(STATED),
+                               "--out", str(out), "--json"])
     assert code == 0, err
+    # repeated layer names leave the pairing to the statement: said so (review-11-user-r9 F20)
+    assert "paired only because you stated --trainable" in err, err
+    assert len(json.loads(text)["stated_trainable"]["pairs"]) == len(STATED), text
     got = np.load(out)
     for key in truth.files:
         kind, _, h5key = key.partition(":")

@@ -56,3 +56,32 @@ def test_restore_ema_of_a_tensorflow_checkpoint_still_needs_out():
                  ["restore-ema", str(EMA / "model.keras"), "--format", "h5"]):
         code, _, err = run_cli(args)
         assert code == 2 and "--out" in err and "required" in err, (args, err)
+
+
+@pytest.mark.parametrize(("src", "args", "words"), [
+    # the output is the input's kind: a .keras archive named .weights.h5 opens nowhere
+    ("model.keras", ["--out", "{d}/x.weights.h5"], "name it *.keras"),
+    ("model.weights.h5", ["--use-ema", "--out", "{d}/x.keras"], "name it *.weights.h5"),
+    ("model.keras", ["--out", "{d}/x.npz"], "ckpt export writes .npz"),
+    ("model.keras", ["--format", "v2", "--out", "{d}/v2"], "no Keras or TensorFlow loader"),
+    ("model.keras", ["--grep", "hidden/*", "--out", "{d}/g"], "do not apply to a Keras output"),
+    ("model.keras", ["--exclude", "hidden/*", "--out", "{d}/g"], "do not apply"),
+    ("model.keras", ["--slots", "drop", "--out", "{d}/g"], "do not apply"),
+    ("model.keras", ["--ema-name", "avg", "--out", "{d}/g"], "do not apply"),
+    ("model.keras", ["--name", "foo", "--out", "{d}/y.keras"], "already names the file"),
+])
+def test_restore_ema_of_a_keras_file_refuses_what_it_would_ignore(tmp_path, src, args, words):
+    """Options a Keras output cannot honour, and --out names of another kind, are exit 2,
+    never silently dropped (review-11-user-r9 F15, F16, F31); nothing is written."""
+    code, _, err = run_cli(["restore-ema", str(EMA / src),
+                            *[a.format(d=tmp_path / "o") for a in args]])
+    assert code == 2, err
+    assert words in " ".join(err.split()), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_restore_ema_json_of_a_keras_file_says_its_format(tmp_path):
+    code, out, err = run_cli(["restore-ema", str(EMA / "model.keras"), "--out",
+                              str(tmp_path / "x.keras"), "--json"])
+    assert code == 0, err
+    assert json.loads(out)["format"] == "keras"

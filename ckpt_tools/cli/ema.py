@@ -384,7 +384,24 @@ def restore_ema_command(
                 check_out_format(out_dir, fmt)
             except OutputError as exc:  # the options disagree: a usage error (exit 2)
                 raise typer.BadParameter(str(exc), param_hint="--out") from None
+        if keras_in and fmt == "v2":
+            raise typer.BadParameter(
+                "a Keras file's averages go into a Keras file (--format keras, the default) or "
+                "an .h5 Keras' load_weights reads (--format h5): a TensorFlow bundle of its keys "
+                "(layers/dense/vars/0) is something no Keras or TensorFlow loader maps onto a "
+                "model", param_hint="--format")
         if fmt == "keras":
+            unused = [o for o, given in (
+                ("--grep/--regex/--include", bool(grep or regex or include)),
+                ("--exclude", bool(exclude)), ("--slots", slots != KEEP),
+                ("--strip-scope", strip_scope is not None), ("--add-scope", add_scope is not None),
+                ("--ema-name", ema_name is not None), ("--no-meta", no_meta),
+                ("--allow-missing", allow_missing)) if given]
+            if unused:  # never silently ignored: the whole file is written, every average in
+                raise typer.BadParameter(
+                    f"{', '.join(unused)} do not apply to a Keras output, which is the whole "
+                    "model with every EMA copy in place of its weight; ckpt export --grep/"
+                    "--exclude writes a subset of the weights", param_hint=unused[0])
             _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out, quiet)
             return
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
@@ -462,8 +479,8 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
     stated = note_stated_order(out, ckpt, None)
     out.wrote(result.path)
     if json_out:
-        out.json({"output": result.path, "replaced": result.replaced, "bytes": result.nbytes,
-                  **stated})
+        out.json({"output": result.path, "format": "keras", "replaced": result.replaced,
+                  "bytes": result.nbytes, **stated})
     elif not quiet:
         out.prose(f"wrote {result.path} ({human_bytes(result.nbytes)} of averages): "
                   f"{len(result.replaced)} weights now hold their EMA values; load it with "

@@ -74,6 +74,8 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
             seen[(slot, wname)] = k + 1
             mine = [w for w in stated if entries[w].extra["weight_name"] == wname]
             target = mine[k] if k < len(mine) else None
+            if target is not None and len(cands) > 1 and slot == "average":
+                lay.stated_pairs[key] = target  # the names leave several: the caller decided
             if target is not None and entries[target].shape != entries[key].shape:
                 raise EmaError(f"--trainable: {target} (shape {list(entries[target].shape)}) "
                                f"cannot be the weight of {name} (shape "
