@@ -522,11 +522,15 @@ def exact_names(names: set[str]) -> set[str]:
         ['ema_999', 'ema_9999']
         >>> exact_names({"ExponentialMovingAverage", "ExponentialMovingAverage_1"})
         set()
+        >>> exact_names({"ExponentialMovingAverage_5", "ExponentialMovingAverage_6"})
+        set()
     """
     out = set()
     for n in names:
         m = re.fullmatch(r"(.+)_\d+", n)
-        if m and m.group(1) in names:
+        if m and (m.group(1) in names or m.group(1) == "ExponentialMovingAverage"):
+            # TF's default name with a number is its counter, whatever else is recorded: in
+            # TF2 the counter runs over the whole process, so the plain name may be absent
             continue
         if any(re.fullmatch(re.escape(n) + r"_\d+", o) for o in names):
             continue

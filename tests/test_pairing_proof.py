@@ -135,13 +135,18 @@ def _check_ema_saver_in_imported_graph(tf, prefix: str, truth: dict, named=True)
                     assert same_bits(sess.run(by_name[var]), value), (suffix, var)
 
 
-def test_tf2_named_variable_with_two_lists_of_averages(tf, tmp_path):
+@pytest.mark.parametrize("earlier", [0, 2])
+def test_tf2_named_variable_with_two_lists_of_averages(tf, tmp_path, earlier):
     class M(tf.Module):
         def __init__(self):
             super().__init__()
             self.w = tf.Variable(tf.zeros([3]), name="w")
             self.b = tf.Variable(tf.ones([2]), name="b")
 
+    for _ in range(earlier):  # averages of same-named variables made earlier in the process:
+        # TF's counter then starts past 0 and no average is named plain ExponentialMovingAverage
+        tf.train.ExponentialMovingAverage(0.5).apply([tf.Variable(tf.zeros([1]), name="w"),
+                                                      tf.Variable(tf.zeros([1]), name="b")])
     m = M()
     fast, slow = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
     for i in range(3):
