@@ -143,9 +143,11 @@ class H5Reader:
     def _analyze(self, use_ema: bool | None, trainable=None):
         from . import layout as keras_layout
         from . import tf_keras
-        from .stated import check_stated_use_ema
+        from .stated import check_stated_model_name, check_stated_use_ema
 
         try:
+            if trainable:  # paths printed in another process name other layers
+                check_stated_model_name(self.config, trainable)
             legacy = self.metadata is not None and tf_keras.is_tf_keras(self.metadata)
             layout = keras_layout.analyze(self._scanned, self.kind, self.config,
                                           self._owner_names, read=self._read_scanned,

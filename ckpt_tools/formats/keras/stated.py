@@ -84,6 +84,35 @@ def check_proven(lay: KerasLayout, proven: dict[str, str | None]) -> None:
                 "model.trainable_variables order")
 
 
+def check_stated_model_name(config: dict | None, names: Sequence[str]) -> None:
+    """Refuses stated paths printed in another process than the one that saved the file.
+
+    ``[v.path for v in model.trainable_variables]`` starts with the model's name, and Keras
+    numbers automatic names per process: a model built after another in training is
+    ``sequential_1`` with layers ``dense_1``..., the same code in a fresh evaluation process
+    gives ``sequential`` with ``dense``..., so the stated ``dense_1`` is another layer of the
+    file. Where config.json records the model's name and a stated path starts with the same
+    automatic name under another number, the names are shifted.
+
+    Raises:
+        EmaError: naming both model names and what to state instead.
+    """
+    cfg = config.get("config") if isinstance(config, dict) else None
+    model = cfg.get("name") if isinstance(cfg, dict) else None
+    if not isinstance(model, str) or not model:
+        return
+    base = re.sub(r"_\d+$", "", model)
+    for name in names:
+        first = name.split("/", 1)[0] if "/" in name else None
+        if first and first != model and re.sub(r"_\d+$", "", first) == base:
+            raise EmaError(
+                f"--trainable {name!r} starts with the model name {first!r}, but the file's "
+                f"model is {model!r}: these paths were printed in another process, where Keras "
+                f"numbers its automatic names (dense, dense_1, ...) differently, so they may name "
+                f"other layers of this file; state the names 'ckpt list' shows for the file, or "
+                f"print them in the process that saved it")
+
+
 def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
     """Model weight keys for the caller's names, in the order given.
 
