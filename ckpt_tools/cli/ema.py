@@ -276,6 +276,18 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                                             "read_alike": alike}}
 
 
+def note_swapped(out: Output, ckpt) -> None:
+    """Says, for a Keras 3 file whose EMA copies were used, the one case the file cannot
+    show: saved after ``SwapEMAWeights(swap_on_epoch=True)``, its weights already are the
+    averages (and its EMA copies the raw weights), so ``--raw`` gives the averages."""
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None or layout.tf_keras or not layout.use_ema or not layout.averages:
+        return
+    out.note("note: if this file was saved by ModelCheckpoint after SwapEMAWeights("
+             "swap_on_epoch=True), its weights are the averages and its EMA copies the raw "
+             "weights, which the file cannot show: then use --raw")
+
+
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
     warning = m.unaveraged_warning()
     if warning:
@@ -477,6 +489,7 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
         return
     result = bake_keras_ema(ckpt, target, overwrite=force)
     stated = note_stated_order(out, ckpt, None)
+    note_swapped(out, ckpt)
     out.wrote(result.path)
     if json_out:
         out.json({"output": result.path, "format": "keras", "replaced": result.replaced,

@@ -37,7 +37,14 @@ from ._common import (
     trainable_names,
 )
 from ._output import Output, human_bytes
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order, note_stated_order
+from .ema import (
+    ApplyOrderOpt,
+    EmaNameOpt,
+    NoMetaOpt,
+    check_apply_order,
+    note_stated_order,
+    note_swapped,
+)
 
 FORMATS = ("npz", "safetensors", "h5")
 
@@ -118,6 +125,8 @@ def export_command(
         # after the export: a refusal stays one line, without notes about statements
         stated = (note_stated_order(out, ckpt, apply_order, ema_name) if result.averaged
                   else {})
+        if result.averaged:
+            note_swapped(out, ckpt)
     out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)
