@@ -152,8 +152,15 @@ def refuse_rivals(ckpt: Checkpoint, keys: list[str]) -> None:
     from collections import Counter
 
     matched = set(keys)
-    kind = {v.name: (tuple(v.shape), v.dtype) for v in ckpt.variables()
-            if v.role in (R.WEIGHT, R.BN_STAT)}
+    full = ckpt.objects.full_names if ckpt.objects is not None else {}
+
+    def own_name(key: str) -> str:  # kernel, bias, gamma: the part no counter shifts
+        return (full.get(key) or key).split(":")[0].rpartition("/")[2]
+
+    # Only what a shifted name could mean instead: a weight of the same role, shape, dtype and
+    # own name (dense_1/kernel for dense/kernel; never a BatchNorm statistic for its gamma).
+    kind = {v.name: (tuple(v.shape), v.dtype, v.role, own_name(v.name))
+            for v in ckpt.variables() if v.role in (R.WEIGHT, R.BN_STAT)}
     wanted = Counter(kind[k] for k in keys if k in kind)
     others = Counter(kind[k] for k in kind if k not in matched)
     if not wanted or wanted - others:
