@@ -57,6 +57,22 @@ def keras_nodes(objects: ObjectGraph) -> set[int]:
     return out
 
 
+def shortest_tree(objects: ObjectGraph) -> tuple[dict[int, int], dict[int, str]]:
+    """Returns each node's parent and local name on its shortest path from the root, the
+    path TensorFlow names keys by (breadth first)."""
+    parent: dict[int, int] = {}
+    name: dict[int, str] = {}
+    queue, seen = [0], {0}
+    while queue:
+        node = queue.pop(0)
+        for local, child in objects.children.get(node, []):
+            if child not in seen:
+                seen.add(child)
+                parent[child], name[child] = node, local
+                queue.append(child)
+    return parent, name
+
+
 def keras_holders(objects: ObjectGraph, variables) -> list[str]:
     """Object paths (``model/net``) of the Keras objects (:func:`keras_nodes`) that hold any
     of ``variables`` (checkpoint keys), outermost first; empty when none does.
@@ -68,16 +84,7 @@ def keras_holders(objects: ObjectGraph, variables) -> list[str]:
     if not keras:
         return []
     wanted = set(variables)
-    parent: dict[int, int] = {}
-    local: dict[int, str] = {}
-    queue, seen = [0], {0}
-    while queue:  # shortest path from the root, as TensorFlow names keys
-        node = queue.pop(0)
-        for name, child in objects.children.get(node, []):
-            if child not in seen:
-                seen.add(child)
-                parent[child], local[child] = node, name
-                queue.append(child)
+    parent, local = shortest_tree(objects)
 
     def path(node: int) -> str:
         parts = []

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 
 from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
-from .keras_graph import child_position, keras_holders, tf_keras_models
+from .keras_graph import child_position, keras_holders, shortest_tree, tf_keras_models
 
 # "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
 # in order, dict keys sorted as strings, sub-modules after the module's own variables).
@@ -199,21 +199,6 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
     return {"trainable": trainable + unknown, "tracked": [tracked()]}
 
 
-def _tree(objects: ObjectGraph) -> tuple[dict[int, int], dict[int, str]]:
-    """Each node's parent and local name on its shortest path from the root (TF's keys)."""
-    parent: dict[int, int] = {}
-    name: dict[int, str] = {}
-    queue, seen = [0], {0}
-    while queue:
-        node = queue.pop(0)
-        for local, child in objects.children.get(node, []):
-            if child not in seen:
-                seen.add(child)
-                parent[child], name[child] = node, local
-                queue.append(child)
-    return parent, name
-
-
 def open_containers(objects: ObjectGraph, variables: list[str], alike,
                     strict: bool = False) -> list[str]:
     """Object paths of the containers whose type decides, under ``"trainable"``, which of two
@@ -229,7 +214,7 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
     ``"0"``… (visited sorted as strings from eleven on), is never a module. With ``strict``,
     containers with the same children are not read alike (see :func:`containers_read_alike`).
     """
-    parent, local = _tree(objects)
+    parent, local = shortest_tree(objects)
     kids = objects.children
 
     def sig(node: int) -> tuple:
@@ -283,7 +268,7 @@ def open_dicts(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
     self.alpha`` write the same graph and train ``alpha, zeta`` and ``zeta, alpha``. A node
     whose children are a list's is a list or a dict keyed ``"0"``… (sorted as strings from
     eleven entries on)."""
-    parent, local = _tree(objects)
+    parent, local = shortest_tree(objects)
     tracked = variable_orders(objects)["tracked"][0]
     found = [_path(cx[:d], local) for x, y, cx, _cy, d, readings in _diverging_pairs(
         objects, parent, local, [v for v in variables if v in tracked], alike)
