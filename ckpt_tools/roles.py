@@ -54,6 +54,10 @@ OPTIMIZER_PATH = LazyPattern(r"(^|/)\.?optimizer[^/]*(/|$)", re.IGNORECASE)
 _HYPERPARAMETERS = frozenset({"learning_rate", "lr", "momentum_value", "decay"})
 _FLOAT = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
                     "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz"})
+# Quantized weights (Keras' model.quantize("int8"/"int4"): an int8 kernel beside its float
+# kernel_scale); other integers are counters, seeds and lookup state.
+_QUANTIZED = frozenset({"int8", "uint8", "int4", "uint4"})
+_QUANTIZED_NAMES = frozenset({"kernel", "embeddings"})
 
 
 class RoleInfo(Frozen):
@@ -330,7 +334,8 @@ def classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_m
         return _PLAIN[OTHER]
     if has_meta and key in meta_vars:
         return _PLAIN[OTHER]
-    return _PLAIN[WEIGHT if entry.dtype_name in _FLOAT else OTHER]
+    return _PLAIN[WEIGHT if entry.dtype_name in _FLOAT or (
+        entry.dtype_name in _QUANTIZED and last.lstrip("_") in _QUANTIZED_NAMES) else OTHER]
 
 
 # One shared RoleInfo per role that refers to no other key (RoleInfo is frozen): most keys
@@ -462,7 +467,8 @@ def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, Role
                 # of model.weights
                 out[key] = RoleInfo(OTHER)
             else:
-                out[key] = RoleInfo(WEIGHT if entry.dtype_name in _FLOAT else OTHER)
+                out[key] = RoleInfo(WEIGHT if entry.dtype_name in _FLOAT
+                                    or entry.dtype_name in _QUANTIZED else OTHER)
         else:  # learning_rate, variables of nested optimizers
             out[key] = RoleInfo(OTHER)
     return out
