@@ -285,8 +285,8 @@ def _check_prefix(lay: KerasLayout, keys: list[str]) -> None:
                 f"a layer's trainable variables first, in trainable_variables order, and its "
                 f"non-trainable ones (running statistics, state) after them, so the "
                 f"{len(got)} of {layer!r} the optimizer was built with are {want}; state them so "
-                f"(or name them by their live paths, [v.path for v in "
-                f"model.trainable_variables]), or use apply_keras_ema(model, path)")
+                f"(the file does not record the names a custom layer gives its variables, so a "
+                f"live path's name is read as its place), or use apply_keras_ema(model, path)")
 
 
 def check_stated_use_ema(layout: KerasLayout, use_ema: bool | None, where: str) -> None:
