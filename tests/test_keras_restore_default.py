@@ -95,6 +95,9 @@ def test_keras_outputs_of_averages_mention_the_swapped_case(tmp_path):
                  ["restore-ema", str(EMA / "model.keras"), "--out", str(tmp_path / "r.keras")]):
         code, _, err = run_cli(argv)
         assert code == 0 and "SwapEMAWeights" in err and "--raw" in err, err
+        # equal-shaped weights (biases, BatchNorm gamma/beta): paired in fit()'s order, which
+        # a custom loop may not have followed (review-11-attack-r10 F9)
+        assert "the order fit() builds the optimizer in" in " ".join(err.split()), err
         code, _, err = run_cli([*argv, "-q", "--force"])
         assert code == 0 and "SwapEMAWeights" not in err, err
     code, _, err = run_cli(["export", str(FIXTURES / "linear_v2"), "--out",

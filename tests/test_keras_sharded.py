@@ -98,6 +98,9 @@ def test_the_way_out_the_refusal_gives_yields_the_averages(keras, sharded, tmp_p
     out = tmp_path / "w.npz"
     result = runner.invoke(app, ["export", str(whole), "--use-ema", "--out", str(out)])
     assert result.exit_code == 0, result.output
+    # every weight's shape is its own: no pairing rests on fit()'s order, and none is noted
+    text = " ".join(result.output.split())
+    assert "SwapEMAWeights" in text and "fit() builds" not in text, result.output
     with np.load(out) as z:
         got = {name: z[name] for name in z.files}
     assert len(got) == len(truth)

@@ -277,15 +277,27 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
 
 
 def note_swapped(out: Output, ckpt) -> None:
-    """Says, for a Keras 3 file whose EMA copies were used, the one case the file cannot
-    show: saved after ``SwapEMAWeights(swap_on_epoch=True)``, its weights already are the
-    averages (and its EMA copies the raw weights), so ``--raw`` gives the averages."""
+    """Says, for a Keras file whose EMA copies were used, what the file cannot show: saved
+    after ``SwapEMAWeights(swap_on_epoch=True)`` (Keras 3), its weights already are the
+    averages, so ``--raw`` gives them; and, where weights of one shape and dtype share their
+    copies' places, that the copies are paired in the order ``fit()`` builds the optimizer, which
+    a custom training loop may not have followed (``--trainable`` states it)."""
     layout = getattr(ckpt.reader, "keras", None)
-    if layout is None or layout.tf_keras or not layout.use_ema or not layout.averages:
+    if layout is None or not layout.use_ema or not layout.averages:
         return
-    out.note("note: if this file was saved by ModelCheckpoint after SwapEMAWeights("
-             "swap_on_epoch=True), its weights are the averages and its EMA copies the raw "
-             "weights, which the file cannot show: then use --raw")
+    entries = ckpt.entries()
+    kinds = [(tuple(entries[w].shape), entries[w].dtype) for a, w in layout.averages.items()
+             if w is not None and w in entries and a not in layout.stated_pairs]
+    by_order = len(kinds) != len(set(kinds))  # equal-shaped weights: their order pairs them
+    if by_order:
+        out.note("note: EMA copies of weights of equal shapes are paired in the order fit() "
+                 "builds the optimizer in (model.trainable_variables); a custom training loop "
+                 "whose first apply_gradients() listed them otherwise pairs them otherwise, "
+                 "which the file cannot show: then state that order with --trainable")
+    if not layout.tf_keras:
+        out.note("note: if this file was saved by ModelCheckpoint after SwapEMAWeights("
+                 "swap_on_epoch=True), its weights are the averages and its EMA copies the raw "
+                 "weights, which the file cannot show: then use --raw")
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
