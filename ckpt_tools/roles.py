@@ -189,8 +189,23 @@ def _scope_readings(entries, roles: dict[str, RoleInfo],
             if len(proven) == 1:
                 out[key] = RoleInfo(EMA, ema_of=proven[0], ema_style="tf1")
                 continue
+            if own in proven and _only_shadow_of(key, own, meta):
+                # own was averaged, so the graph holds its shadow, and no graph variable but
+                # this one can be it (W and a tower_0/W, both averaged outside any scope)
+                out[key] = RoleInfo(EMA, ema_of=own, ema_style="tf1")
+                continue
         out[key] = RoleInfo(EMA, ema_style="tf1", candidates=tuple(sorted(every)))
     return out
+
+
+def _only_shadow_of(key: str, own: str, meta: MetaGraph) -> bool:
+    """Whether ``key`` is the only variable of the ``.meta``'s graph that can be ``own``'s
+    average under ``key``'s EMA name: named ``[<scope>/]<own>/<name>[_N]``."""
+    base = re.sub(r"_\d+$", "", key.rpartition("/")[2])
+    fits = [g for g in (v.checkpoint_key for v in meta.variables.values())
+            if re.sub(r"_\d+$", "", g.rpartition("/")[2]) == base
+            and (g.rpartition("/")[0] == own or g.rpartition("/")[0].endswith("/" + own))]
+    return fits == [key]
 
 
 def _scoped_shadows(entries, roles: dict[str, RoleInfo], names: set[str],
