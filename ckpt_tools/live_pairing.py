@@ -190,13 +190,6 @@ def _top_level(ckpt: Checkpoint) -> set[str]:
     return {root_child(k) for k in ckpt.keys() if "/" in k}
 
 
-def _holds(have: list, wanted: list) -> bool:
-    """Whether the multiset ``have`` contains the multiset ``wanted``."""
-    from collections import Counter
-
-    return not Counter(wanted) - Counter(have)
-
-
 def _via_optimizer(ckpt: Checkpoint) -> bool:
     """Whether model weights may be keyed through a Keras 3 optimizer's lists
     (``optimizer/_trainable_variables/N``), where a live model's object paths are not keys."""

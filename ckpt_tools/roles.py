@@ -201,9 +201,9 @@ def _scope_readings(entries, roles: dict[str, RoleInfo],
 def _only_shadow_of(key: str, own: str, meta: MetaGraph) -> bool:
     """Whether ``key`` is the only variable of the ``.meta``'s graph that can be ``own``'s
     average under ``key``'s EMA name: named ``[<scope>/]<own>/<name>[_N]``."""
-    base = re.sub(r"_\d+$", "", key.rpartition("/")[2])
+    base = _UNIQUIFIED.sub("", key.rpartition("/")[2])
     fits = [g for g in (v.checkpoint_key for v in meta.variables.values())
-            if re.sub(r"_\d+$", "", g.rpartition("/")[2]) == base
+            if _UNIQUIFIED.sub("", g.rpartition("/")[2]) == base
             and (g.rpartition("/")[0] == own or g.rpartition("/")[0].endswith("/" + own))]
     return fits == [key]
 
