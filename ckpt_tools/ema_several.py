@@ -67,12 +67,12 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
     chosen: dict[str, tuple[str, str, str]] = {}  # target -> (source, shown target, name)
     plain: dict[str, tuple[str, str]] = {}  # target -> (source, shown target)
     for name, m in zip(names, maps, strict=True):
-        lacking = set(m.missing)
+        unstored = set(m.missing)  # sources this name's map names but does not hold
         took = 0
         for src, tgt in m.pairs:
             if tgt not in chosen and tgt not in plain:
                 order.append(tgt)
-            if src != tgt and tgt not in lacking:
+            if src != tgt and tgt not in unstored:
                 if tgt in chosen and chosen[tgt][0] != src:
                     other_src, _, other = chosen[tgt]
                     raise UnprovenPairingError(

@@ -114,13 +114,12 @@ def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> st
     """
     check_out_value(out, directory=True)
     base = os.path.basename(ckpt.path)
-    kind = next((s for s in KERAS_SUFFIXES if base.endswith(s)), None)
     fits = {".keras": (".keras",), ".weights.h5": (".weights.h5",)}.get(
-        kind, (".h5", ".hdf5"))  # a legacy .h5 (or a file named otherwise: HDF5 either way)
+        _suffix(base), (".h5", ".hdf5"))  # a legacy .h5 (or named otherwise: HDF5 either way)
     if ckpt.reader.format == "keras":
         fits = (".keras",)
     if name is None and out.endswith(KERAS_SUFFIXES):
-        if not out.endswith(fits) or (fits != (".weights.h5",) and out.endswith(".weights.h5")):
+        if _suffix(out) not in fits:
             # the content follows the input's kind: a .keras archive named .weights.h5 is a
             # file no Keras loader opens
             raise OptionError(
@@ -139,6 +138,11 @@ def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> st
 
 
 _OTHER_FILES = (".npz", ".safetensors", ".index", ".meta", ".pb", ".json")
+
+
+def _suffix(name: str) -> str | None:
+    """The Keras suffix ``name`` ends with, the longest first (``.weights.h5``, not ``.h5``)."""
+    return next((s for s in KERAS_SUFFIXES if name.endswith(s)), None)
 
 
 def check_keras_output(ckpt: Checkpoint, target: str, overwrite: bool) -> Inputs:
