@@ -157,6 +157,15 @@ def train_ema(tf, variables, *emas, averaged=None, steps: int = 3) -> None:
             ema.apply(averaged)
 
 
+def keras_averages(optimizer) -> dict[str, np.ndarray]:
+    """The truth a Keras 3 ``use_ema=True`` optimizer records at save time: each weight's
+    path -> its EMA copy (``_model_variables_moving_average`` in ``_trainable_variables``'
+    order, the order the optimizer was built in)."""
+    return {v.path: a.numpy() for v, a in zip(optimizer._trainable_variables,
+                                               optimizer._model_variables_moving_average,
+                                               strict=True)}
+
+
 def run_cli(args: list[str]) -> tuple[int, str, str]:
     """Returns (exit code, stdout, stderr) of ``ckpt <args>`` run in-process."""
     from typer.testing import CliRunner

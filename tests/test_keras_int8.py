@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import keras_averages, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +25,7 @@ def quantized(keras, tf, tmp_path_factory):
     y = np.random.RandomState(1).rand(32, 4).astype("float32")
     m.fit(x, y, verbose=0, epochs=2)
     m.train_on_batch(x, y)
-    averages = {v.path: a.numpy() for v, a in zip(opt._trainable_variables,
-                                                   opt._model_variables_moving_average,
-                                                   strict=True)}
+    averages = keras_averages(opt)
     kernels = {v.path: v.numpy() for v in m.weights if v.dtype == "int8"}
     assert len(kernels) == 2
     d = tmp_path_factory.mktemp("int8")

@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import assert_npz_holds, run_cli
+from helpers import assert_npz_holds, keras_averages, run_cli
 
 import ckpt_tools
-
-
-def _truth(opt) -> dict[str, np.ndarray]:
-    return {v.path: a.numpy() for v, a in zip(
-        opt._trainable_variables, opt._model_variables_moving_average, strict=True)}
 
 
 def _holds(model, truth: dict[str, np.ndarray], what) -> None:
@@ -43,7 +38,7 @@ def plain(keras, tmp_path_factory):
     x = np.random.RandomState(0).rand(32, 4).astype("float32")
     for _ in range(3):
         model.train_on_batch(x, x[:, :3])
-    truth = _truth(model.optimizer)
+    truth = keras_averages(model.optimizer)
     model.save(str(out / "unz"), zipped=False)
     (out / "run").mkdir()
     model.save(str(out / "run" / "m.keras"))
@@ -111,7 +106,7 @@ def test_a_model_class_of_its_own_is_refused_as_its_keras_file_is(keras, tf, tmp
     rng = np.random.RandomState(0)
     model.fit(rng.randn(32, 4).astype("f4"), rng.randn(32, 4).astype("f4"), epochs=2,
               batch_size=16, verbose=0)
-    truth = _truth(model.optimizer)
+    truth = keras_averages(model.optimizer)
     model.save(str(tmp_path / "unz"), zipped=False)
     for path in (tmp_path / "unz", tmp_path / "unz" / "model.weights.h5"):
         out = tmp_path / "w.npz"

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import keras_averages, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,7 @@ def norms(keras, tmp_path_factory):
     x, y = rng.rand(16, 8).astype("float32"), rng.rand(16, 3).astype("float32")
     for _ in range(3):
         model.train_on_batch(x, y)
-    truth = {v.path: a.numpy() for v, a in zip(
-        opt._trainable_variables, opt._model_variables_moving_average, strict=True)}
+    truth = keras_averages(opt)
     out = tmp_path_factory.mktemp("norms")
     model.save(str(out / "m.keras"))
     model.save(str(out / "unz"), zipped=False)

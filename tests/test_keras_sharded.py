@@ -12,6 +12,7 @@ import shutil
 import h5py
 import numpy as np
 import pytest
+from helpers import keras_averages
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
@@ -40,9 +41,7 @@ def sharded(keras, tmp_path_factory):
     model.fit(x, x[:, :8], epochs=2, batch_size=8, verbose=0)
     model.train_on_batch(x[:8], x[:8, :8])  # fit() ends by copying the averages in: train past it
     opt = model.optimizer
-    truth = {v.path: a.numpy() for v, a in zip(opt._trainable_variables,
-                                                opt._model_variables_moving_average,
-                                                strict=True)}
+    truth = keras_averages(opt)
     directory = tmp_path_factory.mktemp("sharded")
     model.save_weights(str(directory / "model.weights.json"), max_shard_size=2.5e-6)
     return directory, truth

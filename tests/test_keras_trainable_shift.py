@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import keras_averages, run_cli
 
 
 def _build(keras):
@@ -31,9 +31,7 @@ def shifted(keras, tmp_path_factory):
     x = np.random.RandomState(0).rand(16, 4).astype("float32")
     m.fit(x, x, verbose=0, epochs=2)
     m.train_on_batch(x, x)
-    truth = {v.path: a.numpy() for v, a in zip(opt._trainable_variables,
-                                                opt._model_variables_moving_average,
-                                                strict=True)}
+    truth = keras_averages(opt)
     d = tmp_path_factory.mktemp("shift")
     m.save(str(d / "m.keras"))
     keras.backend.clear_session()  # the evaluation process: names counted afresh
