@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import error_line, run_cli, run_script
 
 pytest.importorskip("tf_keras")
 
@@ -107,25 +107,19 @@ def made(tmp_path_factory):
     return out, run_script(SCRIPT, out)
 
 
-def _error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    return lines[0]
-
-
 def test_trainable_through_a_keras_model_in_a_module_is_refused(made, tmp_path):
     out, _ = made
     target = tmp_path / "w.npz"
     code, _, err = run_cli(["export", str(out / "holder"), "--apply-order", "trainable",
                             "--out", str(target)])
     assert code == 6, err
-    line = _error_line(err)
+    line = error_line(err)
     assert str(out / "holder") in line and "model/net" in line, line
     assert "_output_layers" in line and "apply_order='trainable'" in line, line
     assert not target.exists()
     code, _, err = run_cli(["map", str(out / "holder")])
     assert code == 6, err
-    line = _error_line(err)  # no longer offers --apply-order trainable as a way out
+    line = error_line(err)  # no longer offers --apply-order trainable as a way out
     assert "pass --apply-order trainable" not in line and "apply_order='trainable'" in line
 
 
@@ -155,4 +149,4 @@ def test_tracked_is_the_tf_keras_layers_order(made, tmp_path, kind):
     code, _, err = run_cli(["export", str(out / kind), "--apply-order", "trainable", "--out",
                             str(tmp_path / "t.npz")])
     assert code == 6, err
-    assert "pass --apply-order tracked" in _error_line(err)
+    assert "pass --apply-order tracked" in error_line(err)
