@@ -120,6 +120,7 @@ class KerasLayout:
     custom_optimizer: str = ""
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
+    loss_scaled: bool = False  # a LossScaleOptimizer wraps the optimizer (mixed_float16)
 
     @property
     def copies_unpaired(self) -> bool:
@@ -280,6 +281,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     owner = _INNER if any(e.extra.get("owner") == _INNER for e in entries.values()) \
         else "optimizer"
     if owner == _INNER:
+        lay.loss_scaled = True
         lay.notes.append("LossScaleOptimizer (mixed precision): the wrapped "
                          f"{owner_names.get(_INNER) or 'optimizer'}'s variables are used")
         if lay.optimizer in _LOSS_SCALE:

@@ -14,11 +14,11 @@ import math
 import re
 from collections import Counter
 
+from . import adafactor
 from .bag_fit import fit_runs, open_candidates, runs_of
 
 Spec = tuple[tuple[int, ...], int]  # (shape, TensorFlow dtype enum)
 FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
-_INT32 = 3  # DataType DT_INT32: Adafactor's placeholders for variables of rank < 2
 
 # Optimizer slots written after the EMA copies, per class (Keras 3.15 build() methods), as
 # variants of groups: ("b", name) one per trainable variable, ("i", names) interleaved per
@@ -35,7 +35,7 @@ _SLOTS = {
     "ftrl": lambda c: [("i", ("accumulator", "linear"))],
     "lamb": lambda c: [("i", ("momentum", "velocity"))],
     "lion": lambda c: [("b", ("momentum",))],
-    "adafactor": lambda c: [("f", ("r", "c", "velocity"))],
+    "adafactor": lambda c: [(adafactor.TRACKED, ("r", "c", "velocity"))],
     "rm_sprop": lambda c: [("b", ("velocity",))] + (
         [("b", ("momentum",))] if c.get("momentum") else []) + (
         [("b", ("average_gradient",))] if c.get("centered") else []),
@@ -335,33 +335,50 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
             continue
         if not subsets:
             continue
-        dummy = ((1, 1), 1)
-        # the count of variables is affine in the number of weights: solve for it
-        f0 = len(_expand(*c, []))
-        slope = len(_expand(*c, [dummy])) - f0
-        n, r = divmod(len(rest) - f0, slope) if slope > 0 else (0, 1)
-        if r or not 1 <= n < len(tspecs):
-            continue
-        first: dict[int, int] = {}
-        for i, (_, j, _, ref) in enumerate(_expand(*c, [dummy] * n)):
-            if ref and j is not None:
-                first.setdefault(j, i)
-        if len(first) != n:
-            continue
-        sub = [rest[first[j]] for j in range(n)]
-        if not _matches(_expand(*c, sub), rest, [str(j) for j in range(n)], sub, {}):
-            continue
-        if bag_of:
-            fit = fit_runs(sub, tspecs, runs_of(tkeys, bag_of))
-            if fit is not None:
-                if c[0] and open_targets is not None:
-                    open_targets[n] = fit[0]
-                out += [((c[0], c[1], c[2]), w) for w in fit[1]]
-            continue
-        embs = _embeddings(sub, tspecs, limit=_SUBSETS)
-        truncated |= len(embs) >= _SUBSETS
-        out += [((c[0], c[1], c[2]), emb) for emb in embs]
+        subs, more = _weight_specs(c, rest, len(tspecs))
+        truncated |= more
+        for sub in subs:
+            n = len(sub)
+            if not _matches(_expand(*c, sub), rest, [str(j) for j in range(n)], sub, {}):
+                continue
+            found, more = _subset_hypotheses(c, sub, tspecs, tkeys, bag_of, open_targets)
+            out += found
+            truncated |= more
     return out, truncated, swapped
+
+
+def _weight_specs(c, rest, limit: int) -> tuple[list[list[Spec]], bool]:
+    """The specs of every set of fewer than ``limit`` weights setting ``c`` may have been
+    built with to write ``rest`` (each to be checked), and whether more were left out."""
+    if any(kind == adafactor.UNTRACKED for kind, _ in c[2]):  # not affine in the weights
+        return adafactor.weight_specs(int(c[0]) + int(c[1]), rest, limit)
+    dummy = ((1, 1), 1)
+    # the count of variables is affine in the number of weights: solve for it
+    f0 = len(_expand(*c, []))
+    slope = len(_expand(*c, [dummy])) - f0
+    n, r = divmod(len(rest) - f0, slope) if slope > 0 else (0, 1)
+    if r or not 1 <= n < limit:
+        return [], False
+    first: dict[int, int] = {}
+    for i, (_, j, _, ref) in enumerate(_expand(*c, [dummy] * n)):
+        if ref and j is not None:
+            first.setdefault(j, i)
+    return ([[rest[first[j]] for j in range(n)]] if len(first) == n else []), False
+
+
+def _subset_hypotheses(c, sub, tspecs, tkeys, bag_of, open_targets) -> tuple[list, bool]:
+    """The hypotheses ``(setting, weight indexes)`` placing weights of specs ``sub`` among
+    ``tspecs``, and whether more fit than were enumerated."""
+    setting = (c[0], c[1], c[2])
+    if bag_of:
+        fit = fit_runs(sub, tspecs, runs_of(tkeys, bag_of))
+        if fit is None:
+            return [], False
+        if c[0] and open_targets is not None:
+            open_targets[len(sub)] = fit[0]
+        return [(setting, w) for w in fit[1]], False
+    embs = _embeddings(sub, tspecs, limit=_SUBSETS)
+    return [(setting, emb) for emb in embs], len(embs) >= _SUBSETS
 
 
 def layer_sets(sub: list, specs: list, layers: list[list[int]],
@@ -425,12 +442,16 @@ def _candidates(lay) -> list[tuple[bool, bool, list | None]]:
     """(use_ema, gradient accumulation, slot groups) settings that may have written the file."""
     cfg, slot_fn = lay.optimizer_config, _SLOTS.get(lay.optimizer or "")
     if cfg is not None:
-        return [(bool(cfg.get("use_ema")), bool(cfg.get("gradient_accumulation_steps")),
-                 slot_fn(cfg) if slot_fn else None)]
-    if slot_fn:
-        return [(e, ga, slot_fn(v)) for e in (False, True) for ga in (False, True)
-                for v in _VARIANTS]
-    return []
+        out = [(bool(cfg.get("use_ema")), bool(cfg.get("gradient_accumulation_steps")),
+                slot_fn(cfg) if slot_fn else None)]
+    elif slot_fn:
+        out = [(e, ga, slot_fn(v)) for e in (False, True) for ga in (False, True)
+               for v in _VARIANTS]
+    else:
+        out = []
+    if lay.loss_scaled:  # built inside LossScaleOptimizer.build: see adafactor's docstring
+        out += [(e, ga, g) for e, ga, groups in out if (g := adafactor.untracked(groups))]
+    return out
 
 
 def _fits(cands, rest, tkeys, tspecs, bag_of):
@@ -604,14 +625,8 @@ def _expand(use_ema, ga, groups, tspecs) -> list[tuple[Spec, int | None, str, bo
             out += [(s, j, names[0], True) for j, s in enumerate(tspecs)]
         elif kind == "i":
             out += [(s, j, n, True) for j, s in enumerate(tspecs) for n in names]
-        elif kind == "f":  # Adafactor: factored r, c (placeholders below rank 2), then v
-            for j, (shape, dt) in enumerate(tspecs):
-                if len(shape) < 2:
-                    out += [(((), _INT32), j, names[0], False), (((), _INT32), j, names[1], False)]
-                else:
-                    out += [((shape[:-1], dt), j, names[0], False),
-                            ((shape[:-2] + shape[-1:], dt), j, names[1], False)]
-                out.append(((shape, dt), j, names[2], True))
+        elif kind in (adafactor.TRACKED, adafactor.UNTRACKED):  # r, c, v per weight
+            out += [x for j, s in enumerate(tspecs) for x in adafactor.expand(kind, names, j, s)]
         else:
             out.append((((), tspecs[0][1] if tspecs else 1), None, names[0], False))
     return out

@@ -1,0 +1,82 @@
+"""Keras 3 ``Adafactor(use_ema=True)`` under a ``LossScaleOptimizer`` (``mixed_float16``, or
+wrapped explicitly), ``.keras`` and bare ``.weights.h5`` (``fixtures/make_keras_adafactor_lso.py``,
+truth read from the wrapped optimizer at save time): its build stores no placeholders for the
+weights of rank < 2, which plain Adafactor stores as int32 scalars. The averages are paired
+bit for bit where the file (or ``--use-ema``/``--trainable``) proves them, never otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_generator
+
+pytest.importorskip("keras")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
+    out = tmp_path_factory.mktemp("keras_adafactor_lso")
+    return out, run_generator("make_keras_adafactor_lso.py", out)
+
+
+def _export(path: Path, out: Path, *extra: str) -> tuple[int, str, dict[str, np.ndarray]]:
+    code, _, err = run_cli(["export", str(path), "--out", str(out), *extra])
+    if code != 0:
+        return code, err, {}
+    with np.load(out) as z:  # a .keras names them under the model (sequential_3/a/kernel)
+        return code, err, {"/".join(k.split("/")[-2:]): z[k] for k in z.files}
+
+
+def _assert_averages(got: dict[str, np.ndarray], truth: dict, case: str) -> None:
+    ema = {k.split(":", 2)[2]: v for k, v in truth.items() if k.startswith(f"{case}:ema:")}
+    assert ema and set(ema) <= set(got), (sorted(got), sorted(ema))
+    for path, value in ema.items():
+        assert got[path].tobytes() == value.tobytes(), (case, path)
+
+
+def test_the_wrapped_optimizer_stores_no_placeholders(made):
+    _, truth = made
+    assert int(truth["plain:placeholders"]) > 0
+    assert int(truth["mixed:placeholders"]) == int(truth["lso:placeholders"]) == 0
+
+
+@pytest.mark.parametrize("case", ["mixed", "lso", "plain", "frozen"])
+def test_keras_archive_pairs_adafactor_averages(made, case, tmp_path):
+    out, truth = made
+    code, err, got = _export(out / f"{case}.keras", tmp_path / "e.npz")
+    assert code == 0, err
+    _assert_averages(got, truth, case)
+    if case == "frozen":  # b was frozen before compile: no average, its raw weights
+        assert "frozen:ema:b/kernel" not in truth
+        code, _, raw = _export(out / f"{case}.keras", tmp_path / "r.npz", "--raw")
+        assert code == 0 and got["b/kernel"].tobytes() == raw["b/kernel"].tobytes()
+
+
+@pytest.mark.parametrize("case", ["mixed", "lso"])
+def test_weights_h5_pairs_once_use_ema_is_stated(made, case, tmp_path):
+    out, truth = made
+    path = out / f"{case}.weights.h5"
+    code, err, _ = _export(path, tmp_path / "a.npz")
+    assert code == 6 and "--use-ema or --no-use-ema" in err, err
+    code, err, got = _export(path, tmp_path / "b.npz", "--use-ema")
+    assert code == 0, err
+    _assert_averages(got, truth, case)
+    code, err, got = _export(path, tmp_path / "c.npz", "--use-ema", "--trainable", "a,bn,b,c")
+    assert code == 0, err
+    _assert_averages(got, truth, case)
+    code, err, _ = _export(path, tmp_path / "d.npz", "--use-ema", "--trainable", "a,bn,c")
+    assert code == 6 and "do not fit" in err, err
+
+
+def test_weights_h5_with_a_frozen_layer_needs_trainable(made, tmp_path):
+    out, truth = made
+    path = out / "frozen.weights.h5"
+    code, err, _ = _export(path, tmp_path / "a.npz", "--use-ema")
+    assert code == 6 and "--trainable" in err, err
+    code, err, got = _export(path, tmp_path / "b.npz", "--use-ema", "--trainable", "a,bn,c")
+    assert code == 0, err
+    _assert_averages(got, truth, "frozen")
+    code, _, raw = _export(path, tmp_path / "r.npz", "--raw")
+    assert code == 0 and got["b/kernel"].tobytes() == raw["b/kernel"].tobytes()
