@@ -118,12 +118,28 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
         ckpt.entry(name)  # unknown names fail now, not on a worker thread
     tick = ByteCounter(progress, sum(_nbytes(ckpt.entry(k)) for k in keys))
 
+    # Over a URL, the shards learn the reads to come: an EMA shadow reads its variable again
+    # (for the drift), the histogram reads each tensor twice; kept until then, not fetched
+    # twice however the worker threads interleave.
+    ckpt.plan_reads([read for name in keys for read in _reads(ckpt, name, variables.get(name),
+                                                              histogram)])
+
     def one(name: str) -> StatsRecord:  # raises (with strict) when this item's turn comes
         return _record(ckpt, name, variables.get(name), drift_threshold, strict, tick,
                        histogram)
 
     yield from ordered_map(one, keys, workers=workers,  # small tensors share a hand-off
                            cost=lambda name: _nbytes(ckpt.entry(name)))
+
+
+def _reads(ckpt: Checkpoint, name: str, var, histogram: bool) -> list[str]:
+    """The tensors :func:`_record` reads for ``name``, in its order."""
+    entry = ckpt.entry(name)
+    if entry.dtype_name == "string":
+        return [name]
+    raw = _drift_partner(ckpt, var.role if var else "other", var.ema_of if var else None,
+                         entry)
+    return ([raw] if raw else []) + [name] * (1 + histogram)
 
 
 def _nbytes(entry) -> int:

@@ -104,6 +104,40 @@ def test_kept_tensors_never_push_the_budget_over(store):
     assert all(f.held <= ra.WINDOW for f in files)
 
 
+def _fetched_spans(store) -> list[tuple[int, int]]:
+    return [span for _, spans in store.fetched for span in spans]
+
+
+def test_a_tensor_planned_twice_is_fetched_once(store):
+    """``stats`` reads an EMA shadow's variable again for its drift; with two worker threads
+    the file hands out more than its kept share (``WINDOW``) in between, which threw the
+    variable away and fetched it again (a flaky byte count in test_remote_stats.py). A plan
+    naming a tensor twice keeps it until its second read, then lets it go."""
+    extents = [(i * 100, i * 100 + 100) for i in range(30)]
+    f = remote.RemoteFile("s3://b/p.data-00000-of-00001", 3000, extents, store)
+    order = [extents[0]] + extents[1:25] + [extents[0]]  # 2,400 bytes in between
+    f.plan(order)
+    for span in order:
+        assert len(f.read_range(*span)) == 100
+    assert sum(e - s for s, e in _fetched_spans(store)) == 2500  # nothing fetched twice
+    assert f.held <= ra.WINDOW  # the pin is gone after the last planned read
+    assert ra.BUDGET.peak <= ra.READ_AHEAD_BUDGET
+
+
+def test_planned_rereads_still_fit_the_budget(store):
+    """Pinned tensors are shed last, but shed: a plan naming every tensor twice (a histogram
+    of each) never holds more than the budget; what did not fit is fetched again."""
+    extents = [(i * 500, i * 500 + 500) for i in range(40)]  # 20,000 bytes
+    f = remote.RemoteFile("s3://b/q.data-00000-of-00001", 20_000, extents, store)
+    order = extents + extents
+    f.plan(order)
+    for span in order:
+        assert len(f.read_range(*span)) == 500
+    assert ra.BUDGET.peak <= ra.READ_AHEAD_BUDGET
+    f.close()
+    assert ra.BUDGET.held == 0
+
+
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1:1/x", "FTP://user@127.0.0.1/run/"])
 def test_host_protocols_are_refused_without_a_traceback(url):
     result = CliRunner().invoke(app, ["list", url])

@@ -90,10 +90,12 @@ class Budget:
         an even share down to it, largest first, then the least recently read; never ``f``'s
         own window. Returns whether they fit."""
         with self.lock:
-            for g in list(self._files.values()):
-                if self.held + nbytes <= self.limit():
-                    return True
-                g._shed_kept(self.held + nbytes - self.limit())
+            # Tensors a plan reads again (pinned) go last: fetching one again costs a request.
+            for pinned in (False, True):
+                for g in list(self._files.values()):
+                    if self.held + nbytes <= self.limit():
+                        return True
+                    g._shed_kept(self.held + nbytes - self.limit(), pinned=pinned)
             # Windows over an even share first (taken while fewer files were reading), down to
             # it, largest first; then the least recently read files' windows. Always from the
             # far end: what that file would read last.
@@ -184,9 +186,12 @@ class RemoteFile:
         self._kept_bytes = 0
         self._seen: set[int] = set()  # extents handed out at least once
         # A read plan (plan()): the tensors a command will read, in its order; reading one
-        # fetches the following ones, however they lie in the shard.
+        # fetches the following ones, however they lie in the shard. ``_due`` counts the
+        # planned reads still to come of each tensor: one read again later is kept (pinned)
+        # until then, whatever else is handed out in between.
         self._plan: list[tuple[int, int]] = []
         self._plan_at: dict[tuple[int, int], int] = {}
+        self._due: dict[tuple[int, int], int] = {}
         self._end = -1  # where the previous read ended, for read-ahead without extents
         self._buffer: tuple[int, bytes] = (0, b"")
         # Worker threads (stats, diff) read one shard at once: one of them fetches a window
@@ -224,10 +229,20 @@ class RemoteFile:
         """Notes the tensors (``(start, end)`` extents) a command is about to read, in the
         order it will: each read of one of them fetches the next ones too, up to the file's
         window, in as few requests as their layout allows (``export`` reads the weights or
-        their averages only, in the graph's order, never the storage order alone)."""
+        their averages only, in the graph's order, never the storage order alone). A tensor
+        named more than once is kept after each read until its last (``stats`` reads an EMA
+        shadow's variable again for its drift), shed only when the budget has nothing else
+        to give: several threads may hand out other tensors in between, more than the
+        recently-read tensors a file keeps otherwise."""
         with self._lock:
-            self._plan = [span for span in dict.fromkeys(spans) if span in self._order]
+            known = [span for span in spans if span in self._order]
+            self._plan = list(dict.fromkeys(known))
             self._plan_at = {span: k for k, span in enumerate(self._plan)}
+            due: dict[tuple[int, int], int] = {}
+            for span in known:
+                due[span] = due.get(span, 0) + 1
+            with BUDGET.lock:  # other files' make_room reads it
+                self._due = due
 
     def drop(self) -> None:
         """Forgets the read-ahead and kept tensors (fetched again if asked for)."""
@@ -260,10 +275,13 @@ class RemoteFile:
         self._ahead_bytes += delta
         BUDGET.changed(self, delta)
 
-    def _shed_kept(self, need: int) -> None:
+    def _shed_kept(self, need: int, pinned: bool = True) -> None:
+        """Frees at least ``need`` bytes of kept tensors, oldest first, those a plan reads
+        again last (and only with ``pinned``)."""
         freed = 0
-        for span in list(self._kept):
-            if freed >= need:
+        due = self._due
+        for span in sorted(self._kept, key=lambda span: span in due):  # stable: oldest first
+            if freed >= need or (not pinned and span in due):
                 break
             freed += len(self._kept.pop(span))
         self._kept_bytes -= freed
@@ -291,13 +309,15 @@ class RemoteFile:
         if old is not None:
             self._kept_bytes -= len(old)
             BUDGET.changed(self, -len(old))
-        if len(data) > WINDOW or not BUDGET.make_room(self, len(data), windows=False):
+        pinned = span in self._due
+        if (len(data) > WINDOW and not pinned) or not BUDGET.make_room(self, len(data),
+                                                                          windows=False):
             return
         self._kept[span] = data
         self._kept_bytes += len(data)
         BUDGET.changed(self, len(data))
-        if self._kept_bytes > WINDOW:
-            self._shed_kept(self._kept_bytes - WINDOW)
+        if self._kept_bytes > WINDOW:  # the cap applies to what no plan reads again
+            self._shed_kept(self._kept_bytes - WINDOW, pinned=False)
 
     # -- reading -----------------------------------------------------------------------------
     def read_range(self, start: int, end: int) -> bytes:
@@ -320,6 +340,12 @@ class RemoteFile:
                 data = self._fetch(i, span)
             self._seen.add(i)
             with BUDGET.lock:
+                left = self._due.get(span)
+                if left is not None:  # one planned read done
+                    if left > 1:
+                        self._due[span] = left - 1
+                    else:
+                        del self._due[span]
                 self._keep(span, data)
             return data
 
