@@ -208,6 +208,8 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "statement, so a wrong one gives wrong averages; for any other order no option "
               "can tell: give the variables unique names (tf.Variable(..., name=...)) when "
               "training")
+    if apply_order is not None and not owners and len(candidates) > len(unpaired):
+        decide = _partial_group(len(unpaired), len(candidates))
     keras = (keras_holders(ckpt.objects, candidates)
              if apply_order in (None, "trainable") and ckpt.objects is not None else [])
     if keras:  # a tf.Module's order through Keras objects is not in the file
@@ -215,6 +217,22 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
+
+
+def _partial_group(averages: int, variables: int) -> str:
+    """Why a stated ``--apply-order`` places no average of a group of ``variables``
+    same-named variables of which only ``averages`` have one saved (review F23)."""
+    return (f"the averages cover only part of the group: the stated order (--apply-order; "
+            f"Python: apply_order=) places {variables} variables of that name, dtype and "
+            f"shape, the checkpoint holds averages of {averages}, so the order cannot place "
+            "them: ema.apply() got only "
+            "some of them (an EMA of a sub-module, such as ema.apply(model.head."
+            "trainable_variables), or a non-trainable one of that shape, such as a running "
+            "statistic, left out: the checkpoint does not record which variables are "
+            "trainable), and which ones is not recorded; in Python, pass the live module: "
+            "apply_ema(module, path, apply_order='trainable') reads its own "
+            "trainable_variables (it decides where apply() got exactly those); or give the "
+            "variables unique names (tf.Variable(..., name=...)) when training")
 
 
 def _several_objects(unpaired) -> list[str]:

@@ -484,7 +484,10 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                 complete = len(seq) == len(variables) or (
                     held is not None and all(v in held for v in variables))
                 if distinct_idx and complete:
-                    found.update(_injections(shadows, seq, fits))
+                    # The order places every variable of the group: averages of only some of
+                    # them (an EMA of a sub-module) say nothing of which (review F23).
+                    found.update(_injections(shadows, seq, fits) if len(seq) == len(shadows)
+                                 else ())
                 else:  # creation order unknown: any fitting variable is possible
                     found.add(())
         if (apply_order == "trainable" and () not in found

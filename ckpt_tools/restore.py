@@ -89,7 +89,7 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
         elif key in missing and key in frozen and key in ckpt:
             raw[key] = key
         elif key in missing:
-            problems.append(f"{key} (no shadow {key}/{m.ema_name})")
+            problems.append(_no_average(ckpt, key, m.ema_name))
         elif key in ckpt:
             raw[key] = key
         else:
@@ -99,11 +99,25 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
     return averaged, raw, problems
 
 
+def _no_average(ckpt: Checkpoint, key: str, ema_name: str) -> str:
+    """A problem line for ``key``, which has no average, in the file's own terms: a TF1 Saver
+    names the shadow after its variable; a TF2 checkpoint holds what was saved of
+    ``ema.average(v)``."""
+    if ckpt.objects is None:
+        return f"{key} (no shadow {key}/{ema_name})"
+    return (f"{key.removesuffix('/.ATTRIBUTES/VARIABLE_VALUE')} (no average: its "
+            "ema.average(v) is not saved)")
+
+
 def _advice(problems: list[str]) -> str:
     """What decides, for the problems :func:`_plan` found."""
     if any("(no shadow " in p for p in problems):
         return ("; pass allow_missing=True to restore their raw values, or var_list= without "
                 "them")
+    if any("(no average: " in p for p in problems):
+        return ("; pass allow_missing=True to restore their raw values, or save every "
+                "averaged variable's ema.average(v) (tf.train.Checkpoint(model=model, "
+                "ema=[ema.average(v) for v in variables]))")
     if any("(not in the checkpoint)" in p for p in problems):
         return "; pass var_list= with the variables the checkpoint holds"
     return ""
