@@ -1,8 +1,9 @@
 """Keras 3 ``Adafactor(use_ema=True)`` under a ``LossScaleOptimizer`` (``mixed_float16``, or
 wrapped explicitly), ``.keras`` and bare ``.weights.h5`` (``fixtures/make_keras_adafactor_lso.py``,
 truth read from the wrapped optimizer at save time): its build stores no placeholders for the
-weights of rank < 2, which plain Adafactor stores as int32 scalars. The averages are paired
-bit for bit where the file (or ``--use-ema``/``--trainable``) proves them, never otherwise."""
+weights of rank < 2, which plain Adafactor stores as int32 scalars (nor Nadam's ``u_product``).
+The averages are paired bit for bit where the file (or ``--use-ema``/``--trainable``) proves
+them, never otherwise."""
 
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ def test_the_wrapped_optimizer_stores_no_placeholders(made):
     _, truth = made
     assert int(truth["plain:placeholders"]) > 0
     assert int(truth["mixed:placeholders"]) == int(truth["lso:placeholders"]) == 0
+    assert int(truth["nadam:scalars"]) == 2  # no u_product: only iteration, learning_rate
 
 
-@pytest.mark.parametrize("case", ["mixed", "lso", "plain", "frozen"])
+@pytest.mark.parametrize("case", ["mixed", "lso", "plain", "frozen", "nadam"])
 def test_keras_archive_pairs_adafactor_averages(made, case, tmp_path):
     out, truth = made
     code, err, got = _export(out / f"{case}.keras", tmp_path / "e.npz")
@@ -54,7 +56,7 @@ def test_keras_archive_pairs_adafactor_averages(made, case, tmp_path):
         assert code == 0 and got["b/kernel"].tobytes() == raw["b/kernel"].tobytes()
 
 
-@pytest.mark.parametrize("case", ["mixed", "lso"])
+@pytest.mark.parametrize("case", ["mixed", "lso", "nadam"])
 def test_weights_h5_pairs_once_use_ema_is_stated(made, case, tmp_path):
     out, truth = made
     path = out / f"{case}.weights.h5"

@@ -14,7 +14,7 @@ import math
 import re
 from collections import Counter
 
-from . import adafactor
+from . import untracked
 from .bag_fit import fit_runs, open_candidates, runs_of
 
 Spec = tuple[tuple[int, ...], int]  # (shape, TensorFlow dtype enum)
@@ -35,7 +35,7 @@ _SLOTS = {
     "ftrl": lambda c: [("i", ("accumulator", "linear"))],
     "lamb": lambda c: [("i", ("momentum", "velocity"))],
     "lion": lambda c: [("b", ("momentum",))],
-    "adafactor": lambda c: [(adafactor.TRACKED, ("r", "c", "velocity"))],
+    "adafactor": lambda c: [(untracked.TRACKED, ("r", "c", "velocity"))],
     "rm_sprop": lambda c: [("b", ("velocity",))] + (
         [("b", ("momentum",))] if c.get("momentum") else []) + (
         [("b", ("average_gradient",))] if c.get("centered") else []),
@@ -350,8 +350,8 @@ def _hypotheses(cands, rest, tkeys, tspecs, bag_of, now: tuple[int, ...], *,
 def _weight_specs(c, rest, limit: int) -> tuple[list[list[Spec]], bool]:
     """The specs of every set of fewer than ``limit`` weights setting ``c`` may have been
     built with to write ``rest`` (each to be checked), and whether more were left out."""
-    if any(kind == adafactor.UNTRACKED for kind, _ in c[2]):  # not affine in the weights
-        return adafactor.weight_specs(int(c[0]) + int(c[1]), rest, limit)
+    if any(kind == untracked.UNTRACKED for kind, _ in c[2]):  # not affine in the weights
+        return untracked.weight_specs(int(c[0]) + int(c[1]), rest, limit)
     dummy = ((1, 1), 1)
     # the count of variables is affine in the number of weights: solve for it
     f0 = len(_expand(*c, []))
@@ -449,8 +449,8 @@ def _candidates(lay) -> list[tuple[bool, bool, list | None]]:
                for v in _VARIANTS]
     else:
         out = []
-    if lay.loss_scaled:  # built inside LossScaleOptimizer.build: see adafactor's docstring
-        out += [(e, ga, g) for e, ga, groups in out if (g := adafactor.untracked(groups))]
+    if lay.loss_scaled:  # built inside LossScaleOptimizer.build: see untracked's docstring
+        out += [(e, ga, g) for e, ga, groups in out if (g := untracked.as_loss_scaled(groups))]
     return out
 
 
@@ -625,8 +625,8 @@ def _expand(use_ema, ga, groups, tspecs) -> list[tuple[Spec, int | None, str, bo
             out += [(s, j, names[0], True) for j, s in enumerate(tspecs)]
         elif kind == "i":
             out += [(s, j, n, True) for j, s in enumerate(tspecs) for n in names]
-        elif kind in (adafactor.TRACKED, adafactor.UNTRACKED):  # r, c, v per weight
-            out += [x for j, s in enumerate(tspecs) for x in adafactor.expand(kind, names, j, s)]
+        elif kind in (untracked.TRACKED, untracked.UNTRACKED):  # r, c, v per weight
+            out += [x for j, s in enumerate(tspecs) for x in untracked.expand(kind, names, j, s)]
         else:
             out.append((((), tspecs[0][1] if tspecs else 1), None, names[0], False))
     return out

@@ -1,14 +1,17 @@
-"""Keras 3 ``Adafactor``'s variables, with and without its placeholders for rank < 2 weights.
+"""Keras 3 optimizer variables made outside ``add_variable``, which a ``LossScaleOptimizer``
+leaves out of the file: Adafactor's placeholders for rank < 2 weights, Nadam's ``u_product``.
 
 ``Adafactor.build`` (Keras 3.15) gives each trainable weight a factored ``r`` and ``c`` and a
 ``velocity``; for a weight of rank < 2, ``r`` and ``c`` are placeholder scalars
-``backend.Variable(0)`` (int32) made outside ``add_variable``, which the optimizer tracks only
-through automatic attribute tracking of its ``_r``/``_c`` lists. ``LossScaleOptimizer.build``
-(``mixed_float16``) builds the wrapped optimizer under ``no_automatic_dependency_tracking``, so
-there the placeholders are not tracked and the file holds none: such a weight has only its
-``velocity``. The two layouts never fit the same file (the placeholders are int32 scalars, which
-no other Adafactor variable is) unless no weight has rank < 2, and then they are the same, so
-trying both where a LossScaleOptimizer wraps the optimizer proves as much as trying one.
+``backend.Variable(0)`` (int32). ``Nadam.build`` makes its ``u_product`` scalar (after the
+slots) as ``backend.Variable(1.0)``. The optimizer tracks such variables only through automatic
+attribute tracking; ``LossScaleOptimizer.build`` (``mixed_float16``) builds the wrapped
+optimizer under ``no_automatic_dependency_tracking``, so there they are not tracked and the
+file holds none. The layouts with and without them never fit the same file (Adafactor's
+placeholders are int32 scalars, which no other Adafactor variable is, unless no weight has
+rank < 2 and the layouts are the same; Nadam's count of variables is two per weight plus the
+blocks, odd by one with ``u_product``), so trying both where a LossScaleOptimizer wraps the
+optimizer proves as much as trying one.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ TRACKED, UNTRACKED = "f", "fu"  # slot-group kinds: placeholders stored / not st
 _PARSES = 64  # readings of an untracked layout enumerated; beyond, nothing is paired
 
 
-def untracked(groups: list | None) -> list | None:
-    """``groups`` (an optimizer's slot groups) with Adafactor's placeholders left out, or
-    ``None`` when they hold no Adafactor group."""
-    if not groups or not any(kind == TRACKED for kind, _ in groups):
+def as_loss_scaled(groups: list | None) -> list | None:
+    """``groups`` (an optimizer's slot groups) as a LossScaleOptimizer's build leaves them:
+    Adafactor's placeholders and Nadam's ``u_product`` (an ``"s"`` scalar group) left out;
+    ``None`` when they hold neither."""
+    if not groups or not any(kind in (TRACKED, "s") for kind, _ in groups):
         return None
-    return [(UNTRACKED if kind == TRACKED else kind, names) for kind, names in groups]
+    return [(UNTRACKED if kind == TRACKED else kind, names) for kind, names in groups
+            if kind != "s"]
 
 
 def expand(kind: str, names: tuple, j: int, var: Spec) -> list[tuple[Spec, int, str, bool]]:
