@@ -223,8 +223,8 @@ def _partial_group(averages: int, variables: int) -> str:
     """Why a stated ``--apply-order`` places no average of a group of ``variables``
     same-named variables of which only ``averages`` have one saved (review F23)."""
     return (f"the averages cover only part of the group: the stated order (--apply-order; "
-            f"Python: apply_order=) places {variables} variables of that name, dtype and "
-            f"shape, the checkpoint holds averages of {averages}, so the order cannot place "
+            f"Python: apply_order=) places the {variables} variables of that name, the "
+            f"checkpoint holds averages of only {averages} of them, so the order cannot place "
             "them: ema.apply() got only "
             "some of them (an EMA of a sub-module, such as ema.apply(model.head."
             "trainable_variables), or a non-trainable one of that shape, such as a running "

@@ -72,7 +72,7 @@ def test_stated_order_refuses_averages_of_part_of_the_group(saved, order, missin
     text = " ".join(err.split())
     assert code == 6, text
     assert "the averages cover only part of the group" in text, text
-    assert "places 4 variables" in text and "averages of 2" in text, text
+    assert "places the 4 variables" in text and "averages of only 2 of them" in text, text
     assert "have no average" not in text, text  # head/b has one: the order left it out
     assert not out.exists()
     code, _, err = run_cli(["map", prefixes["head"], "--apply-order", order])
