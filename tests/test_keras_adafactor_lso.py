@@ -82,3 +82,26 @@ def test_weights_h5_with_a_frozen_layer_needs_trainable(made, tmp_path):
     _assert_averages(got, truth, "frozen")
     code, _, raw = _export(path, tmp_path / "r.npz", "--raw")
     assert code == 0 and got["b/kernel"].tobytes() == raw["b/kernel"].tobytes()
+
+
+@pytest.mark.parametrize("case", ["mixed", "nadam"])
+@pytest.mark.parametrize("suffix", [".keras", ".weights.h5"])
+def test_apply_keras_ema_loads_the_wrapped_optimizers_averages(made, case, suffix):
+    import keras
+
+    from ckpt_tools import apply_keras_ema
+
+    out, truth = made
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = keras.Sequential([
+            keras.Input((6,)), keras.layers.Dense(8, name="a"),
+            keras.layers.BatchNormalization(name="bn"), keras.layers.Dense(8, name="b"),
+            keras.layers.Dense(3, name="c", dtype="float32")])
+        apply_keras_ema(model, out / f"{case}{suffix}",
+                        use_ema=True if suffix == ".weights.h5" else None)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    for v in model.trainable_variables:
+        path = v.path.split("/", 1)[1]
+        assert np.asarray(v.numpy()).tobytes() == truth[f"{case}:ema:{path}"].tobytes(), path
