@@ -38,9 +38,18 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
         meta.collections.get("trainable_variables", [])
         + meta.collections.get("moving_average_variables", [])))
     pairs: dict[str, str] = {}
+    graph_weights = set(meta.keys_in("trainable_variables"))
     for op in averaged_ops:
         target = ckey.get(op, op)
-        pairs[chosen.get(target, f"{target}/{name}")] = target
+        source = chosen.get(target, f"{target}/{name}")
+        if source in graph_weights and target not in chosen:
+            # W/ema, trained by the graph, is no average of W (ema.apply() never makes a
+            # trainable shadow): --ema-name ema beside an EMA named ema/slow
+            raise EmaError(f"{ckpt.path}: {source} is a variable the graph trains (its "
+                           f".meta says), not {target}'s average: --ema-name {name} names no "
+                           "EMA object of this checkpoint; 'ckpt list' shows the averages it "
+                           "holds")
+        pairs[source] = target
     averaged_set = set(averaged_ops)
     for op in meta.collections.get("variables", []):
         key = ckey.get(op, op)

@@ -377,10 +377,9 @@ def ema_map(
                 ambiguous_message(ckpt, variables, unpaired, apply_order),
                 "--apply-order" if tf2 and not apply_order and not spans else None,
                 {v.name: tuple(v.ema_candidates) for v in unpaired})
-        # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do.
-        detected = ckpt.ema_names() or sorted({
-            k.rpartition("/")[2] for k, v in variables.items()
-            if v.role == R.EMA and v.ema_of and v.ema_style == "tf1"})
+        # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do;
+        # so do they for a name of several parts (W/ema/slow proven W's by the .meta).
+        detected = proven_names(variables, ckpt.ema_names())
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
         suffix = recorded_suffixes(ckpt, variables)
         chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
@@ -481,6 +480,22 @@ def ema_map(
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
         source=source, file_style=speaks, pairs=tuple(kept), hints=tuple(hints),
         names={k: v.path for k, v in variables.items() if v.path})
+
+
+def proven_names(variables, by_keys: list[str]) -> list[str]:
+    """The EMA names to speak of, most used first: ``by_keys`` (:meth:`Checkpoint.ema_names`)
+    unless the proven TF1 shadows use none of them (an EMA name of several parts, whose last
+    part alone the keys show); then the names the proven shadows carry after their variable's
+    key, or their last part where a scope hides the variable's key."""
+    shown: dict[str, int] = {}
+    for k, v in variables.items():
+        if v.role == R.EMA and v.ema_of and v.ema_style == "tf1":
+            part = (k[len(v.ema_of) + 1:] if k.startswith(v.ema_of + "/")
+                    else k.rpartition("/")[2])
+            shown[part] = shown.get(part, 0) + 1
+    if by_keys and (not shown or by_keys[0] in shown):
+        return by_keys
+    return sorted(shown, key=lambda n: (-shown[n], n != R.DEFAULT_EMA_NAME, n))
 
 
 def stated_pairings(ckpt: Checkpoint, apply_order: str | None,

@@ -161,6 +161,10 @@ def classify(
     out.update(_scoped_shadows(entries, out, names, meta))
     out.update(_scoped_part_shadows(entries, out, meta))
     out.update(_scope_readings(entries, out, meta))
+    if meta is not None:
+        from .meta_shadows import slashed_name_shadows  # it builds on this module
+
+        out.update(slashed_name_shadows(entries, out, meta))
     return out
 
 
