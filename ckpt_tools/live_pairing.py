@@ -13,7 +13,6 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import EmaError
-from .pairing import LiveOrder
 
 
 def _escape(name: str) -> str:
@@ -257,21 +256,3 @@ def _keras3_average_owners(ckpt: Checkpoint) -> dict[str, list[str]]:
             continue
         out.setdefault(avg.split("/", 1)[1][: -len("_average")], []).append(var.name)
     return out
-
-
-def live_order(model_or_variables, pairs: list) -> str | LiveOrder:
-    """What ``apply_order="trainable"`` means for this live object: the checkpoint keys of its
-    own ``trainable_variables``, in that order. The object's real types (tf.Module or dict,
-    list or dict keyed ``"0"``…) settle the order the object graph leaves open; a list of
-    variables has no such order of its own, so ``"trainable"`` is kept (decided from the file
-    or refused).
-
-    Returns:
-        `LiveOrder` (its non-trainable variables' keys are ``held`` but not in the order) or
-        ``"trainable"``.
-    """
-    live = getattr(model_or_variables, "trainable_variables", None)
-    if isinstance(model_or_variables, (list, tuple)) or live is None:
-        return "trainable"
-    key_of = {id(v): k for v, k in pairs}
-    return LiveOrder([key_of[id(v)] for v in live if id(v) in key_of], held=key_of.values())

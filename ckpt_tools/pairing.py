@@ -358,6 +358,8 @@ class LiveOrder(tuple):
     """A live object's ``trainable_variables`` as checkpoint keys, in order, with ``held``: the
     keys of every variable the object holds. A held variable missing from the order is one the
     object proves non-trainable, so ``ema.apply(obj.trainable_variables)`` did not average it.
+    ``stated`` (one of :data:`APPLY_ORDERS`, or None): the order read from the file for groups
+    of variables the object does not hold.
 
     Example:
         >>> sorted(LiveOrder(["model/a", "model/c"], held={"model/a", "model/b"}).held)
@@ -365,18 +367,21 @@ class LiveOrder(tuple):
     """
 
     held: frozenset[str]
+    stated: str | None
 
-    def __new__(cls, keys, held=()) -> LiveOrder:
+    def __new__(cls, keys, held=(), stated: str | None = None) -> LiveOrder:
         self = super().__new__(cls, keys)
         self.held = frozenset(held) | frozenset(keys)
+        self.stated = stated
         return self
 
     def __eq__(self, other) -> bool:
         return (isinstance(other, tuple) and tuple.__eq__(self, other)
-                and getattr(other, "held", None) == self.held)
+                and getattr(other, "held", None) == self.held
+                and getattr(other, "stated", None) == self.stated)
 
     def __hash__(self) -> int:
-        return hash((tuple(self), self.held))
+        return hash((tuple(self), self.held, self.stated))
 
 
 def pair_by_names(entries, objects: ObjectGraph, names: set[str],
@@ -450,6 +455,12 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             # fits one variable of its group (dtype and shape) is proven.
             _pair_unique_fits(result, shadows, variables, fits)
             continue
+        # A live order covers the groups its objects hold; the others are read from the file.
+        stated = apply_order if held is None or any(v in held for v in variables) else (
+            getattr(apply_order, "stated", None))
+        if stated is None:
+            _pair_unique_fits(result, shadows, variables, fits)
+            continue
         if len({root_child(v) for v in variables}) > 1:
             # Same-named variables under different children of the root (two models both
             # called "net", a GAN's G and D): the object graph lists the root's children by
@@ -458,7 +469,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             # them; only a unique dtype/shape fit is proven.
             _pair_unique_fits(result, shadows, variables, fits)
             continue
-        if apply_order == "trainable" and keras_holders(objects, variables):
+        if stated == "trainable" and keras_holders(objects, variables):
             # tf.Module.trainable_variables walks a Keras object's Python attributes (a
             # tf_keras functional model's _output_layers first), which the file does not
             # record: no order is read from it (a live object's own order, given as keys,
@@ -467,9 +478,10 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                 result.ambiguous[s] = tuple(sorted(v for v in variables if fits(s, v))) or (
                     tuple(sorted(variables)))
             continue
-        if orders is None:
-            orders = {"given": [given]} if given is not None else variable_orders(objects)
-        chosen = ("given",) if given is not None else (apply_order,)
+        chosen = (stated,) if isinstance(stated, str) else ("given",)
+        if orders is None or chosen[0] not in orders:
+            orders = {"given": [given]} if given is not None else {}
+            orders.update(variable_orders(objects) if isinstance(stated, str) else {})
         if container is not None and len(shadows) > len(variables):
             mine = [s for s in shadows if root_child(s) == container]
             if mine and len(mine) < len(shadows):
@@ -490,10 +502,10 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                                  else ())
                 else:  # creation order unknown: any fitting variable is possible
                     found.add(())
-        if (apply_order == "trainable" and () not in found
+        if (stated == "trainable" and () not in found
                 and open_containers(objects, variables, lambda a, b: fits(a, b))):
             found.add(())  # the order rests on container types the file does not record
-        if (apply_order == "tracked" and () not in found
+        if (stated == "tracked" and () not in found
                 and open_dicts(objects, variables, lambda a, b: fits(a, b))):
             found.add(())  # a dict (sorted by key) or a layer (assignment order)?
         found_list = sorted(found)

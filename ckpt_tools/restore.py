@@ -15,7 +15,8 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .ema_several import split_ema_names
 from .emamap import KEEP, ema_map
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
-from .live_pairing import key_variables, live_order
+from .live_order import live_order
+from .live_pairing import key_variables
 from .locate import locate
 
 
@@ -312,9 +313,11 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         checkpoint: checkpoint path or open :class:`Checkpoint`.
         allow_missing: assign raw values where no average exists instead of raising.
         map_options: as for :func:`ckpt_tools.ema_map`; with ``apply_order="trainable"`` and
-            an object, or ``"tracked"`` and a Keras model, its own ``trainable_variables``
-            give the order (its dicts, lists and sub-modules are known here, where the file
-            records no types).
+            an object, its own ``trainable_variables`` give the order (or, for a wrapper such
+            as ``tf.train.Checkpoint(model=m)``, those of ``m``); with ``"tracked"``, Keras'
+            ``trainable_variables`` of the Keras models it is or holds (their dicts, lists,
+            sub-modules and sublayers re-assigned in ``build()`` are known here, where the
+            file records no types): see :func:`ckpt_tools.live_order.live_order`.
 
     Returns:
         `RestoreResult` (variable key -> source key).
@@ -349,11 +352,12 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     try:
         pairs, problems = key_variables(model_or_variables, ckpt)
         order = map_options.get("apply_order")
-        if order == "trainable" or (order == "tracked" and callable(
-                getattr(model_or_variables, "_flatten_layers", None))):
-            # a Keras model's own trainable_variables are the tracked order, dicts included
+        if order in ("trainable", "tracked"):
+            # the live objects' own trainable_variables (a Keras model's are the tracked
+            # order, dicts and sublayers re-assigned in build() included), also inside a
+            # tf.train.Checkpoint(model=m) or a tf.Module: the file records no types
             map_options = {**map_options,
-                           "apply_order": live_order(model_or_variables, pairs)}
+                           "apply_order": live_order(model_or_variables, pairs, order)}
         frozen = frozenset(k for v, k in pairs if getattr(v, "trainable", True) is False)
         averaged, raw, more = _plan(ckpt, [k for _, k in pairs],
                                     {**map_options, "allow_missing": allow_missing}, frozen)

@@ -1,0 +1,92 @@
+"""The order ``ema.apply()`` got a live object's variables in, read from the object itself.
+
+``apply_order`` states which order ``ExponentialMovingAverage.apply()`` received same-named
+variables in. The checkpoint records no types, so what that order is for a ``tf.Module``
+holding Keras objects, or a tf_keras layer that re-assigned a sublayer in ``build()`` (Keras
+then tracks it last while the object graph keeps its first place), cannot be read from the
+file. Given the live object, :func:`live_order` reads it from the objects' own
+``trainable_variables``, also where the object is a wrapper (``tf.train.Checkpoint(model=m)``)
+around the ones that have them.
+"""
+
+from __future__ import annotations
+
+from .pairing import LiveOrder
+
+_MAX_DEPTH = 32  # wrappers nest a few levels at most; never walk a cycle
+
+
+def _children(obj) -> list:
+    """The live object's trackable children, in the order it lists them."""
+    try:
+        return list(obj._trackable_children("checkpoint").values())
+    except (AttributeError, TypeError):
+        return [ref.ref for ref in getattr(obj, "_checkpoint_dependencies", [])]
+
+
+def _is_keras(obj) -> bool:
+    """Whether ``obj`` is a Keras layer or model (tf_keras or Keras 3): its own
+    ``trainable_variables`` are Keras' tracked order."""
+    return callable(getattr(obj, "_flatten_layers", None))
+
+
+def _sources(obj, stated: str) -> list:
+    """The objects whose own ``trainable_variables`` give the stated order: ``obj`` itself
+    where it has them (``"trainable"``) or is a Keras object (``"tracked"``); else those of
+    its trackable children, outermost first (the model of ``tf.train.Checkpoint(model=m)``,
+    the Keras models a ``tf.Module`` holds). Returns them in the object's order."""
+    found: list = []
+    seen: set[int] = set()
+
+    def walk(node, depth: int) -> None:
+        if id(node) in seen or depth > _MAX_DEPTH:
+            return
+        seen.add(id(node))
+        own = getattr(node, "trainable_variables", None) if not _is_variable(node) else None
+        if own is not None and (_is_keras(node) if stated == "tracked" else True):
+            found.append(node)
+            return
+        for child in _children(node):
+            walk(child, depth + 1)
+
+    walk(obj, 0)
+    return found
+
+
+def _is_variable(obj) -> bool:
+    import tensorflow as tf  # apply_ema checked it is installed
+
+    return isinstance(obj, tf.Variable) or isinstance(getattr(obj, "value", None), tf.Variable)
+
+
+def live_order(model_or_variables, pairs: list, stated: str = "trainable") -> str | LiveOrder:
+    """What ``apply_order=stated`` means for this live object, as checkpoint keys in order.
+
+    ``"trainable"``: the object's own ``trainable_variables`` (its dicts, lists, sub-modules
+    and Keras objects are known here, where the file records no types); for a wrapper without
+    them (``tf.train.Checkpoint(model=m)``), those of each child that has them. ``"tracked"``:
+    Keras' ``trainable_variables`` of the outermost Keras objects found from the object
+    (itself, or those a wrapper or ``tf.Module`` holds), the order Keras tracked their
+    sublayers in (a sublayer re-assigned in ``build()`` last), which the object graph does
+    not record. Variables outside those objects keep the order read from the file
+    (``LiveOrder.stated``). A list of variables has no order of its own.
+
+    Returns:
+        `LiveOrder` (keys of every variable the sources hold are ``held``; a held one missing
+        from the order is not trainable), or ``stated`` itself where no object gives an order
+        (a list of variables; ``"tracked"`` with no Keras object).
+    """
+    if isinstance(model_or_variables, (list, tuple)):
+        return stated
+    sources = _sources(model_or_variables, stated)
+    if not sources:
+        return stated
+    key_of = {id(v): k for v, k in pairs}
+    order: list[str] = []
+    held: list[str] = []
+    for src in sources:
+        order.extend(key_of[id(v)] for v in src.trainable_variables if id(v) in key_of)
+        held.extend(key_of[id(v)] for v in getattr(src, "variables", ()) if id(v) in key_of)
+    if sources == [model_or_variables]:  # all it holds: a held one not in the order is frozen
+        held = list(key_of.values())
+    return LiveOrder(list(dict.fromkeys(order)), held=held, stated=stated)
