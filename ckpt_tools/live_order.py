@@ -53,6 +53,16 @@ def _sources(obj, stated: str) -> list:
     return found
 
 
+def _listed(obj, name: str) -> list:
+    """``obj.<name>`` as a list: a property, or a method (a legacy optimizer's
+    ``variables()``); empty where it is neither."""
+    found = getattr(obj, name, None)
+    try:
+        return list(found() if callable(found) else found or ())
+    except TypeError:
+        return []
+
+
 def _is_variable(obj) -> bool:
     import tensorflow as tf  # apply_ema checked it is installed
 
@@ -85,8 +95,8 @@ def live_order(model_or_variables, pairs: list, stated: str = "trainable") -> st
     order: list[str] = []
     held: list[str] = []
     for src in sources:
-        order.extend(key_of[id(v)] for v in src.trainable_variables if id(v) in key_of)
-        held.extend(key_of[id(v)] for v in getattr(src, "variables", ()) if id(v) in key_of)
+        order.extend(key_of[id(v)] for v in _listed(src, "trainable_variables") if id(v) in key_of)
+        held.extend(key_of[id(v)] for v in _listed(src, "variables") if id(v) in key_of)
     if sources == [model_or_variables]:  # all it holds: a held one not in the order is frozen
         held = list(key_of.values())
     return LiveOrder(list(dict.fromkeys(order)), held=held, stated=stated)
