@@ -15,6 +15,7 @@ from .checkpoint import Checkpoint
 from .errors import EmaError
 from .formats.objgraph import readable_name
 from .keras_graph import keras_holders, keras_trainable_text
+from .keras_reassign import layer_order_text, tracked_in_layers
 from .pairing import (
     list_or_dict_paths,
     open_containers,
@@ -208,12 +209,18 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "statement, so a wrong one gives wrong averages; for any other order no option "
               "can tell: give the variables unique names (tf.Variable(..., name=...)) when "
               "training")
-    if apply_order is not None and not owners and len(candidates) > len(unpaired):
+    partial = apply_order is not None and not owners and len(candidates) > len(unpaired)
+    if partial:
         decide = _partial_group(len(unpaired), len(candidates))
     keras = (keras_holders(ckpt.objects, candidates)
              if apply_order in (None, "trainable") and ckpt.objects is not None else [])
+    alike = _alike(ckpt)
     if keras:  # a tf.Module's order through Keras objects is not in the file
-        decide = keras_trainable_text(keras, stated=apply_order is not None)
+        decide = keras_trainable_text(keras, stated=apply_order is not None, tracked=not (
+            tracked_in_layers(ckpt.objects, sorted(candidates), alike)))
+    if ckpt.objects is not None:  # nor Keras' order of a layer's re-assignable sublayers
+        decide = layer_order_text(ckpt.objects, sorted(candidates), alike, apply_order, decide,
+                                  keep=bool(either or holders or dicts or owners or partial))
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
@@ -233,6 +240,13 @@ def _partial_group(averages: int, variables: int) -> str:
             "apply_ema(module, path, apply_order='trainable') reads its own "
             "trainable_variables (it decides where apply() got exactly those); or give the "
             "variables unique names (tf.Variable(..., name=...)) when training")
+
+
+def _alike(ckpt: Checkpoint):
+    """Whether two keys of ``ckpt`` hold one dtype and shape (a same-named pair's rivals)."""
+    entries = ckpt.entries()
+    return lambda a, b: (entries[a].dtype, entries[a].shape) == (entries[b].dtype,
+                                                                 entries[b].shape)
 
 
 def _several_objects(unpaired) -> list[str]:

@@ -116,21 +116,24 @@ def child_position(objects: ObjectGraph, node: int, name: str) -> int:
     return -1
 
 
-def keras_trainable_text(holders: list[str], stated: bool = True) -> str:
+def keras_trainable_text(holders: list[str], stated: bool = True,
+                         tracked: bool = True) -> str:
     """Why ``--apply-order trainable`` decides nothing for variables in the Keras objects at
     ``holders`` (object paths from :func:`keras_holders`), and what does; the tail of a
-    refusal (``stated``: the caller gave ``trainable``; else no order was given). Returns the
-    text."""
+    refusal (``stated``: the caller gave ``trainable``; else no order was given; ``tracked``:
+    whether ``--apply-order tracked`` may be offered, i.e. the file records Keras' order).
+    Returns the text."""
     shown = ", ".join(p or "the checkpoint's root" for p in holders[:3])
     more = " ..." if len(holders) > 3 else ""
-    head = ("--apply-order trainable cannot be read from the file here" if stated else
+    head = ("--apply-order trainable cannot be read from the file here" if stated or not
+            tracked else
             "only if you know how ema.apply() was called (the file cannot check it, so a "
             "wrong statement gives wrong averages): if it got Keras' "
             "model.trainable_variables of the model, pass --apply-order tracked (Python: "
             "apply_order='tracked'); if it got a tf.Module's trainable_variables, "
             "--apply-order trainable cannot be read from the file")
     tail = ("if ema.apply() got Keras' model.trainable_variables, pass --apply-order tracked; "
-            "if it got a tf.Module's trainable_variables, " if stated else "so ")
+            "if it got a tf.Module's trainable_variables, " if stated and tracked else "so ")
     return (f"{head}: the variables lie in Keras objects ({shown}{more}: tf_keras "
             "layer-N/layer_with_weights-N or Keras 3 _layers/_functional children), and "
             "module.trainable_variables of a tf.Module visits a Keras object through its "

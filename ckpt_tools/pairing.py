@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
 from .keras_graph import child_position, keras_holders, shortest_tree, tf_keras_models
+from .keras_reassign import layer_orders_open
 
 # "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
 # in order, dict keys sorted as strings, sub-modules after the module's own variables).
@@ -508,6 +509,9 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         if (stated == "tracked" and () not in found
                 and open_dicts(objects, variables, lambda a, b: fits(a, b))):
             found.add(())  # a dict (sorted by key) or a layer (assignment order)?
+        if (isinstance(stated, str) and () not in found
+                and layer_orders_open(objects, variables, fits, stated)):
+            found.add(())  # Keras tracks a re-assigned sublayer last; a tf.Module sorts
         found_list = sorted(found)
         if len(found_list) == 1 and found_list[0]:
             result.pairs.update(zip(shadows, found_list[0], strict=True))

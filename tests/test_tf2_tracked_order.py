@@ -65,8 +65,10 @@ def test_tracked_is_keras_order_own_weights_before_sublayers(tmp_path):
     """A ConvNeXt-style Keras 3 block: a ``LayerNormalization`` and a ``Dense`` assigned in
     ``__init__``, a layer-scale ``gamma`` made in ``build()``. Keras lists the block's own
     ``gamma`` before its sublayers' weights (not in attribute order), and
-    ``ema.apply(model.trainable_variables)`` got that order: ``--apply-order tracked`` and
-    ``apply_ema(..., apply_order="tracked")`` pair every average bit for bit."""
+    ``ema.apply(model.trainable_variables)`` got that order: ``apply_ema(..., apply_order=
+    "tracked")`` with the live model (also as ``tf.train.Checkpoint(model=model)``) pairs
+    every average bit for bit; ``--apply-order tracked`` is refused, as the file cannot show
+    a sublayer re-assigned in ``build()``."""
     keras = pytest.importorskip("keras")
 
     class Block(keras.layers.Layer):
@@ -105,18 +107,19 @@ def test_tracked_is_keras_order_own_weights_before_sublayers(tmp_path):
     d = tmp_path / "ck"
     tf.train.Checkpoint(model=model, ema=[ema.average(v) for v in tv]).write(str(d / "ckpt"))
     want = {id(v): ema.average(v).numpy() for v in tv}
-    live = Net()
-    live(x)
     import ckpt_tools
 
-    ckpt_tools.apply_ema(live, d, apply_order="tracked")
-    for saved, got in zip(tv, live.trainable_variables, strict=True):
-        assert got.numpy().tobytes() == want[id(saved)].tobytes(), got.path
+    for wrap in (False, True):
+        live = Net()
+        live(x)
+        ckpt_tools.apply_ema(tf.train.Checkpoint(model=live) if wrap else live, d,
+                             apply_order="tracked")
+        for saved, got in zip(tv, live.trainable_variables, strict=True):
+            assert got.numpy().tobytes() == want[id(saved)].tobytes(), (wrap, got.path)
+    # The file cannot show whether a block re-assigned a sublayer in build() (Keras 3 then
+    # tracks it last too): the command line refuses and names the live-model way.
     target = tmp_path / "w.npz"
     code, _, err = run_cli(["export", str(d), "--apply-order", "tracked", "--out", str(target)])
-    assert code == 0, err
-    with np.load(target) as z:
-        got = sorted(z[k].tobytes() for k in z.files)
-    assert got == sorted(a.tobytes() for a in want.values())
-    with np.load(target) as z:
-        assert z["model/b1/gamma"].tobytes() == want[id(tv[0])].tobytes()
+    assert code == 6, err
+    assert "re-assigned in build()" in err and "apply_order=" in err, err
+    assert not target.exists()

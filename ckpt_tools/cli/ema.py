@@ -74,7 +74,8 @@ ApplyOrderOpt = Annotated[str | None, typer.Option(
     "tf.Module's trainable_variables) or 'tracked' (Keras' trainable_variables: each "
     "object's own variables, then its sub-objects', each in the order their attributes "
     "were assigned, which the checkpoint records; not creation order); without it they are "
-    "refused.")]
+    "refused, and so are Keras layers' same-named sublayers under either (a sublayer "
+    "re-assigned in build() is tracked last; the file cannot show it).")]
 
 
 def check_apply_order(apply_order: str | None) -> str | None:
@@ -229,12 +230,14 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
 
     Returns:
         `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable},
-        "read_alike": [container paths read as one type]}}``,
+        "read_alike": [container paths read as one type], "keras_layers": [object paths
+        read as Keras layers whose sublayers were not re-assigned]}}``,
         ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
         ``{"stated_use_ema": true}`` for the command's ``--json`` document, or ``{}`` when
         nothing rests on a statement.
     """
     from ..emamap import read_alike, stated_pairings
+    from ..keras_reassign import reassign_note
 
     found: dict = {}
     layout = getattr(ckpt.reader, "keras", None)
@@ -272,8 +275,11 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                  "averages are on the wrong variables; in Python, apply_ema(module, path, "
                  "apply_order='trainable') with the live module reads its real order",
                  always=True)
+    text, layers = reassign_note(ckpt.objects, ckpt.entries(), pairs, apply_order)
+    if text:  # a Keras layer's tracking (re-assignment in build()) is not in the file
+        out.note(text, always=True)
     return {**found, "stated_apply_order": {"order": apply_order, "pairs": pairs,
-                                            "read_alike": alike}}
+                                            "read_alike": alike, "keras_layers": layers}}
 
 
 def note_swapped(out: Output, ckpt) -> None:
