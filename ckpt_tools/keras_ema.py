@@ -22,6 +22,7 @@ from .errors import EmaError, OptionError, VariableNotFoundError
 from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
 from .formats.keras.optimizer import custom_note
 from .formats.keras.stated import stated_keys
+from .formats.keras.stated_names import by_position
 from .formats.keras.tf_keras import is_legacy, legacy_name
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
@@ -230,10 +231,13 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             so weights without an average (BatchNormalization statistics, frozen layers) come
             from the same file.
         trainable (*optional*): the weights the optimizer was built with, in
-            ``model.trainable_variables`` order at that time: variable paths (``[v.path for v
-            in model.trainable_variables]`` with the layers trainable as then) or names as
-            ``--trainable`` takes them. Each of ``model.weights`` then gets the average of its
-            own position in the file, whatever the live model's flags.
+            ``model.trainable_variables`` order at that time: the model's variables
+            (``model.trainable_variables`` with the layers trainable as then: matched by their
+            position in ``model.weights`` where the file records that order, never by the
+            names Keras numbers per process), variable paths or names as ``--trainable`` takes
+            them (numbered layer names refused where the file does not prove them). Each of
+            ``model.weights`` then gets the average of its own position in the file, whatever
+            the live model's flags.
 
     Returns:
         `list[str]`: paths of the variables that now hold EMA values, in order.
@@ -270,8 +274,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                 "optimizer was built")
         stated = trainable is not None
         if stated:
-            ckpt.reader.restate_use_ema(use_ema, trainable=[
-                v if isinstance(v, str) else _path(v) for v in trainable])
+            ckpt.reader.restate_use_ema(use_ema, trainable=_stated(ckpt, layout, every,
+                                                                   list(trainable)))
             layout = ckpt.reader.keras
             require_keras_pairing(ckpt)  # the statement must pair every average
         elif layout.frozen_unproven:
@@ -319,6 +323,19 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         for v, key in zip(targets, keys, strict=True):
             v.assign(np.array(ckpt.tensor(key)))
     return [_path(v) for v in targets]
+
+
+def _stated(ckpt: Checkpoint, layout: KerasLayout, every: list, trainable: list) -> list[str]:
+    """``trainable=`` as ``--trainable`` names: the model's own variables (not their paths)
+    by their position in ``model.weights`` where the file proves it (the file's keys, which no
+    process numbered), each other item by its path."""
+    at = {id(v): i for i, v in enumerate(every)}
+    if trainable and all(not isinstance(v, str) and id(v) in at for v in trainable):
+        keys = by_position(layout, [tuple(int(d) for d in v.shape) for v in every],
+                           [at[id(v)] for v in trainable], lambda k: ckpt.entry(k).shape)
+        if keys is not None:
+            return keys
+    return [v if isinstance(v, str) else _path(v) for v in trainable]
 
 
 def _own_train_step(model) -> str:

@@ -1,10 +1,12 @@
 """``--trainable`` printed as the help says (``[v.path for v in model.trainable_variables]``) in
-a fresh evaluation process names layers by Keras' per-process counters: a model built after
-another in training is ``sequential_1`` with ``dense_1..3``, the same code in a fresh process
-``sequential`` with ``dense..dense_2``, so the stated ``dense_1`` is another layer of the file
-(review-11-attack-r10 F15: each average one layer off, exit 0). Where config.json records the
-model's name, such paths are refused; the file's own names give the truth, read from the
-optimizer at save time."""
+another process than the one that saved the file names layers by Keras' per-process counters:
+a notebook that made another model (or a stray Dense) first saves ``dense_1..3`` where a fresh
+process names the same layers ``dense..dense_2``, so a stated ``dense_1`` is another layer of
+the file (review-11-attack-r10 F15: each average one layer off, exit 0), on ``.keras`` and bare
+``.weights.h5`` alike. Such names are refused wherever the file does not prove both processes
+numbered alike and another numbering would select layers of the same shapes; the file's keys
+(numbered by the file) and ``trainable=model.trainable_variables`` (by position) give the
+truth, read from the optimizer at save time, bit for bit."""
 
 from __future__ import annotations
 
@@ -12,51 +14,174 @@ import numpy as np
 import pytest
 from helpers import keras_averages, run_cli
 
+EXTS = [".keras", ".weights.h5"]
 
-def _build(keras):
+
+def _build(keras, frozen: int = 0):
     layers = keras.layers
     m = keras.Sequential([keras.Input((4,)), layers.Dense(4), layers.Dense(4), layers.Dense(4)])
-    m.layers[0].trainable = False
+    m.layers[frozen].trainable = False
     return m
 
 
-@pytest.fixture(scope="module")
-def shifted(keras, tmp_path_factory):
+def _train(keras, d, before, frozen: int = 0):
+    """Saves ``d/m.keras`` and ``d/m.weights.h5`` of a model trained after ``before()`` (what
+    the notebook made first); returns the truth and the raw weights by file key order."""
     keras.backend.clear_session()
     keras.utils.set_random_seed(0)
-    keras.Sequential([keras.Input((4,)), keras.layers.Dense(4)])  # built first in training
-    m = _build(keras)
+    before()
+    m = _build(keras, frozen)
     opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5)
     m.compile(opt, "mse")
     x = np.random.RandomState(0).rand(16, 4).astype("float32")
     m.fit(x, x, verbose=0, epochs=2)
     m.train_on_batch(x, x)
     truth = keras_averages(opt)
-    d = tmp_path_factory.mktemp("shift")
+    raw = [w.numpy() for w in m.weights]
     m.save(str(d / "m.keras"))
-    keras.backend.clear_session()  # the evaluation process: names counted afresh
-    printed = [v.path for v in _build(keras).trainable_variables]
-    return d / "m.keras", truth, printed
+    m.save_weights(str(d / "m.weights.h5"))
+    return truth, raw
 
 
-def test_paths_printed_in_another_process_are_refused(shifted, tmp_path):
-    path, _, printed = shifted
-    assert printed[0].startswith("sequential/")  # the file's model is sequential_1
-    code, _, err = run_cli(["export", str(path), "--trainable", ",".join(printed), "--out",
-                            str(tmp_path / "w.npz")])
-    assert code == 6, err
-    assert "'sequential_1'" in err and "another process" in " ".join(err.split()), err
-    assert not (tmp_path / "w.npz").exists()
+def _printed(keras, before=lambda: None, frozen: int = 0) -> list[str]:
+    """``[v.path for v in model.trainable_variables]`` in a fresh process after ``before()``."""
+    keras.backend.clear_session()
+    before()
+    return [v.path for v in _build(keras, frozen).trainable_variables]
 
 
-def test_the_files_own_names_give_the_truth(shifted, tmp_path):
-    path, truth, _ = shifted
+@pytest.fixture(scope="module")
+def shifted(keras, tmp_path_factory):
+    """Training made another Sequential first: sequential_1 with dense_1..3."""
+    d = tmp_path_factory.mktemp("shift")
+    truth, raw = _train(keras, d, lambda: keras.Sequential([keras.Input((4,)),
+                                                            keras.layers.Dense(4)]))
+    return d, truth, raw, _printed(keras)
+
+
+@pytest.fixture(scope="module")
+def stray(keras, tmp_path_factory):
+    """Training made a stray Dense first: the model is sequential in both processes, its layers
+    dense_1..3 in training and dense..dense_2 in a fresh one."""
+    d = tmp_path_factory.mktemp("stray")
+    truth, raw = _train(keras, d, lambda: keras.layers.Dense(4))
+    return d, truth, raw, _printed(keras)
+
+
+@pytest.fixture(scope="module")
+def fresh(keras, tmp_path_factory):
+    """Training in a fresh process, the last layer frozen (dense, dense_1 trained)."""
+    d = tmp_path_factory.mktemp("fresh")
+    truth, raw = _train(keras, d, lambda: None, frozen=2)
+    return d, truth, raw
+
+
+def _export(path, tmp_path, stated: list[str]):
     out = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(path), "--trainable", ",".join(truth), "--out",
-                            str(out)])
+    extra = ["--use-ema"] if path.name.endswith(".weights.h5") else []
+    code, _, err = run_cli(["export", str(path), *extra, "--trainable", ",".join(stated),
+                            "--out", str(out)])
+    got = None
+    if out.exists():
+        with np.load(out) as z:
+            got = [z[k] for k in z.files]
+        out.unlink()
+    return code, err, got
+
+
+def _assert_truth(got, truth, raw, averaged: list[int]):
+    """``got`` in model.weights order: the averages where ``averaged``, raw elsewhere."""
+    want = list(raw)
+    for i, value in zip(averaged, truth.values(), strict=True):
+        want[i] = value
+    assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+
+
+def _refused(code, err, got, *words):
+    text = " ".join(err.split())
+    assert code == 6 and got is None, err
+    assert len(err.strip().splitlines()) == 1 and "m." in text, err
+    assert all(w in text for w in words), err
+
+
+def _keys(layers: list[str]) -> list[str]:
+    return [f"layers/{name}/vars/{i}" for name in layers for i in (0, 1)]
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_paths_printed_in_another_process_are_refused(shifted, ext, tmp_path):
+    d, _, _, printed = shifted
+    assert printed[0].startswith("sequential/")  # the file's model is sequential_1
+    _refused(*_export(d / f"m{ext}", tmp_path, printed), "'sequential_1'", "another process",
+             "ckpt list --json")
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_the_files_own_names_are_refused_its_keys_give_the_truth(shifted, ext, tmp_path):
+    """The names the file records (dense_2, dense_3) may as well come from a process that
+    numbered its layers otherwise: refused. Its keys are numbered by the file itself."""
+    d, truth, raw, _ = shifted
+    _refused(*_export(d / f"m{ext}", tmp_path, list(truth)), "dense_1, dense_2, dense_3",
+             "fresh process")
+    code, err, got = _export(d / f"m{ext}", tmp_path, _keys(["dense_1", "dense_2"]))
     assert code == 0, err
-    with np.load(out) as z:
-        for key, value in truth.items():
-            name = key.split("/", 1)[1]
-            got = z[key] if key in z.files else z[name]
-            assert got.tobytes() == value.tobytes(), key
+    _assert_truth(got, truth, raw, [2, 3, 4, 5])
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_shifted_layer_counters_are_refused(stray, ext, tmp_path, keras):
+    """Same model name, layers counted from another number: refused, CLI and Python (model
+    untouched); the variables themselves (trainable=model.trainable_variables) are matched by
+    position: the truth."""
+    from ckpt_tools import EmaError, apply_keras_ema
+
+    d, truth, raw, printed = stray
+    assert printed[0] == "sequential/dense_1/kernel" and list(truth)[0].endswith("dense_2/kernel")
+    _refused(*_export(d / f"m{ext}", tmp_path, printed), "dense_1, dense_2, dense_3",
+             "trainable=model.trainable_variables")
+    keras.backend.clear_session()
+    m = _build(keras)
+    before = [w.numpy().tobytes() for w in m.weights]
+    kw = {"use_ema": True} if ext == ".weights.h5" else {}
+    with pytest.raises(EmaError, match="numbers per process"):
+        apply_keras_ema(m, d / f"m{ext}", trainable=[v.path for v in m.trainable_variables],
+                        **kw)
+    assert [w.numpy().tobytes() for w in m.weights] == before
+    apply_keras_ema(m, d / f"m{ext}", trainable=m.trainable_variables, **kw)
+    _assert_truth([w.numpy() for w in m.weights], truth, raw, [2, 3, 4, 5])
+
+
+@pytest.mark.parametrize("ext", EXTS)
+def test_names_printed_after_a_stray_layer_are_refused(fresh, ext, tmp_path, keras):
+    """A fresh training file; the names printed in a process that made a stray Dense first
+    (dense_1, dense_2 for the trained dense, dense_1) fit the file's other layers: refused.
+    Printed in a fresh process they are the file's: Keras' own averages, bit for bit."""
+    d, truth, raw = fresh
+    shifted = _printed(keras, lambda: keras.layers.Dense(4), frozen=2)
+    assert shifted[0] == "sequential/dense_1/kernel", shifted
+    _refused(*_export(d / f"m{ext}", tmp_path, shifted), "'dense', is not stated")
+    code, err, got = _export(d / f"m{ext}", tmp_path, _printed(keras, frozen=2))
+    assert code == 0, err
+    _assert_truth(got, truth, raw, [0, 1, 2, 3])
+
+
+def test_numbered_names_no_other_layers_could_fit_are_accepted(keras, tmp_path):
+    """The stray-Dense notebook again, but layers of different widths: under any other
+    numbering the stated layers' shapes would not fit the averages, so the file's own names
+    (dense_2, dense_3) prove the pairing: Keras' averages, the frozen dense_1 raw."""
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    keras.layers.Dense(4)
+    layers = keras.layers
+    m = keras.Sequential([keras.Input((4,)), layers.Dense(3), layers.Dense(5), layers.Dense(4)])
+    m.layers[0].trainable = False
+    opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5)
+    m.compile(opt, "mse")
+    x = np.random.RandomState(0).rand(16, 4).astype("float32")
+    m.fit(x, x, verbose=0, epochs=2)
+    truth, raw = keras_averages(opt), [w.numpy() for w in m.weights]
+    assert list(truth)[0] == "sequential/dense_2/kernel"
+    m.save_weights(str(tmp_path / "m.weights.h5"))
+    code, err, got = _export(tmp_path / "m.weights.h5", tmp_path, list(truth))
+    assert code == 0, err
+    _assert_truth(got, truth, raw, [2, 3, 4, 5])

@@ -70,8 +70,10 @@ TrainableOpt = Annotated[str | None, typer.Option(
     "the optimizer was built with, in "
     "model.trainable_variables order, comma-separated as 'ckpt list' names them (a layer name "
     "stands for its weights), or @FILE with one per line. Decides what a bare .weights.h5 "
-    "does not record: frozen layers, the order of a subclassed model's sublayers. Print it "
-    "in Python: [v.path for v in model.trainable_variables].")]
+    "does not record: frozen layers, the order of a subclassed model's sublayers. Layer "
+    "names Keras numbers per process (dense_1) are refused where the file does not prove the "
+    "process that printed them numbered them alike; the keys 'ckpt list --json' shows "
+    "(layers/dense/vars/0) never depend on it.")]
 SLOTS = ("keep", "drop")
 
 

@@ -86,6 +86,7 @@ class KerasLayout:
             the caller's ``trainable`` (the file alone leaves them open or pairs otherwise).
         tree: a Keras 3 file's model as a tree of layers (``model_tree.Node``; ``None`` for
             legacy and tf_keras files), for :func:`~.load_order.legacy_h5_groups`.
+        shapes: model weight key -> (shape, dtype name), where ``tree`` is set.
     """
 
     kind: str
@@ -121,6 +122,7 @@ class KerasLayout:
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
     loss_scaled: bool = False  # a LossScaleOptimizer wraps the optimizer (mixed_float16)
+    shapes: dict[str, tuple] = field(default_factory=dict)
 
     @property
     def copies_unpaired(self) -> bool:
@@ -271,6 +273,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     if not tf_keras:  # tf_keras names its nested models' weights its own way (tf_keras.py)
         distinct_paths(lay, model)
         lay.tree = root
+        lay.shapes = {k: (tuple(e.shape), e.dtype_name) for k, e in model.items()}
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
     module = (((config or {}).get("compile_config") or {}).get("optimizer") or {})
     if isinstance(module, dict):

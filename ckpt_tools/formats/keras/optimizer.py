@@ -505,11 +505,16 @@ def _choose(chosen, lay, *, complete: bool, swapped: bool = False, sampled: bool
         # The first pairing is config.json's flags at save: its layers, as --trainable takes
         # them, are the answer when the model was recompiled after its flags last changed.
         layers: list[str] = []
-        for target, name in pairings[0].values():
-            if name == "average" and target is not None:
-                layer = lay.paths.get(target, target).rsplit("/", 1)[0]
-                if layer not in layers:
-                    layers.append(layer)
+        saved = [t for t, n in pairings[0].values() if n == "average" and t is not None]
+        for target in saved:
+            layer = lay.paths.get(target, target).rsplit("/", 1)[0]
+            if layer not in layers:
+                layers.append(layer)
+        from .stated_names import numbered_alike
+
+        stated = ",".join(layers) if numbered_alike(lay, layers, saved) else (
+            "with their keys as 'ckpt list --json' shows them: this file's layer names carry "
+            "counters another process numbers otherwise")
         lay.notes.append(
             f"{len(pairings)} sets of layers fit the EMA copies' shapes (candidate weights: "
             f"{', '.join(cands[:6])}" + (" ..." if len(cands) > 6 else "") + "): config.json "
@@ -518,10 +523,10 @@ def _choose(chosen, lay, *, complete: bool, swapped: bool = False, sampled: bool
             "it does not prove which weights the averages belong to: pass --trainable with the "
             "weights the optimizer was built with"
             + (f" (if the model was compiled after its trainable flags last changed, as the "
-               f"fine-tuning recipe recompiles, those at save: --trainable {','.join(layers)})"
+               f"fine-tuning recipe recompiles, those at save: --trainable {stated})"
                if layers else "")
             + " (Python: apply_keras_ema(model, path, "
-            "trainable=[v.path for v in model.trainable_variables]) as when it was built)")
+            "trainable=model.trainable_variables) as when it was built)")
         return (chosen[0][0], {}), merged
     lay.notes.append(f"{'several' if sampled else len(pairings)} pairings of EMA copies with "
                      "weights fit the file "

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 
 from ...errors import EmaError, VariableNotFoundError
 from .model_tree import ORDERS
+from .stated_names import check_numbering
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,21 +85,23 @@ def check_proven(lay: KerasLayout, proven: dict[str, str | None]) -> None:
                 "model.trainable_variables order")
 
 
-def check_stated_model_name(config: dict | None, names: Sequence[str]) -> None:
+def check_stated_model_name(config: dict | None, names: Sequence[str],
+                            recorded: str | None = None) -> None:
     """Refuses stated paths printed in another process than the one that saved the file.
 
     ``[v.path for v in model.trainable_variables]`` starts with the model's name, and Keras
     numbers automatic names per process: a model built after another in training is
     ``sequential_1`` with layers ``dense_1``..., the same code in a fresh evaluation process
     gives ``sequential`` with ``dense``..., so the stated ``dense_1`` is another layer of the
-    file. Where config.json records the model's name and a stated path starts with the same
+    file. Where config.json (or, for a bare ``.weights.h5``, the name the file records for the
+    model: ``recorded``) gives the model's name and a stated path starts with the same
     automatic name under another number, the names are shifted.
 
     Raises:
         EmaError: naming both model names and what to state instead.
     """
     cfg = config.get("config") if isinstance(config, dict) else None
-    model = cfg.get("name") if isinstance(cfg, dict) else None
+    model = cfg.get("name") if isinstance(cfg, dict) else recorded
     if not isinstance(model, str) or not model:
         return
     base = re.sub(r"_\d+$", "", model)
@@ -109,8 +112,11 @@ def check_stated_model_name(config: dict | None, names: Sequence[str]) -> None:
                 f"--trainable {name!r} starts with the model name {first!r}, but the file's "
                 f"model is {model!r}: these paths were printed in another process, where Keras "
                 f"numbers its automatic names (dense, dense_1, ...) differently, so they may name "
-                f"other layers of this file; state the names 'ckpt list' shows for the file, or "
-                f"print them in the process that saved it")
+                f"other layers of this file; state the file's keys as 'ckpt list --json' shows "
+                f"them (layers/.../vars/0: numbered by the file, not by a process), or in Python "
+                f"pass the variables, not their paths: apply_keras_ema(model, path, "
+                f"trainable=model.trainable_variables), as when the optimizer was built "
+                f"(matched by position, not by name)")
 
 
 def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
@@ -210,6 +216,7 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
         return next((s for s in spellings(head) if _positional(lay, s)), "")
 
     next_own: dict[str, int] = {}
+    used: list[tuple[str, list[str]]] = []  # names that are not keys, with what they selected
     for raw in names:
         name = raw.strip().strip("/")
         if not name:
@@ -248,7 +255,10 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                 "earlier name already stated")
         keys += hit
         last_layer = layer
+        if name not in lay.model:
+            used.append((name, hit))
     _check_prefix(lay, keys)
+    check_numbering(lay, used, keys)
     return keys
 
 
