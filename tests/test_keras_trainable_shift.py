@@ -185,3 +185,27 @@ def test_numbered_names_no_other_layers_could_fit_are_accepted(keras, tmp_path):
     code, err, got = _export(tmp_path / "m.weights.h5", tmp_path, list(truth))
     assert code == 0, err
     _assert_truth(got, truth, raw, [2, 3, 4, 5])
+
+
+def test_a_file_without_layer_names_is_checked_by_its_own_numbering(fresh, keras, tmp_path):
+    """A Keras that wrote no name attributes records no layer names: ckpt shows saving_lib's
+    (layers/dense_1: dense_1), numbered per container, which names printed after a stray
+    Dense (dense_1, dense_2 for the trained dense, dense_1) match one layer off: refused.
+    The file is the fresh fixture's with its name attributes removed."""
+    import shutil
+
+    import h5py
+
+    d, truth, raw = fresh
+    path = tmp_path / "m.weights.h5"
+    shutil.copy(d / "m.weights.h5", path)
+    with h5py.File(path, "a") as f:
+        groups = []
+        f.visititems(lambda _, o: groups.append(o) if "name" in o.attrs else None)
+        for o in groups:
+            del o.attrs["name"]
+    shifted = _printed(keras, lambda: keras.layers.Dense(4), frozen=2)
+    _refused(*_export(path, tmp_path, shifted), "'dense', is not stated")
+    code, err, got = _export(path, tmp_path, _printed(keras, frozen=2))
+    assert code == 0, err
+    _assert_truth(got, truth, raw, [0, 1, 2, 3])

@@ -45,10 +45,20 @@ def _layers(node: Node, chain: tuple[Node, ...] = ()) -> Iterator[tuple[Node, tu
         yield from _layers(child, chain + (child,))
 
 
+def _label(node: Node) -> str | None:
+    """The name ``ckpt`` shows ``node`` by: the one the file records, or where it records none
+    (Keras before name attributes), saving_lib's ``layers/dense_1``, numbered per container
+    and class, which a process's names match only where it numbered them alike."""
+    if node.name:
+        return node.name
+    last = node.path.rsplit("/", 1)[-1]
+    return last if node.cls and re.fullmatch(re.escape(node.cls) + r"(_\d+)?", last) else None
+
+
 def _stem(node: Node, known: set[str]) -> str | None:
     """The class stem of ``node``'s name where Keras numbered it (``dense`` for ``dense_3``
     of a Dense); ``None`` for a name the model's code gave, or none recorded."""
-    name = node.name
+    name = _label(node)
     if not name:
         return None
     stem = re.sub(r"_\d+$", "", name)
@@ -80,10 +90,10 @@ def check_numbering(lay: KerasLayout, used: Sequence[tuple[str, list[str]]],
     known = set(_KNOWN) | {n.cls for n, _ in nodes if n.cls}
     count: dict[str | None, int] = {}
     for n, _ in nodes:
-        count[n.name] = count.get(n.name, 0) + 1
+        count[_label(n)] = count.get(_label(n), 0) + 1
     # Keras gives each name once per process: a name the file repeats (LSTM's own
     # "lstm_cell") was given by code, not numbered.
-    stem = {id(n): _stem(n, known) if count[n.name] == 1 else None for n, _ in nodes}
+    stem = {id(n): _stem(n, known) if count[_label(n)] == 1 else None for n, _ in nodes}
     by_stem: dict[str, list[Node]] = {}
     for n, _ in nodes:
         if stem[id(n)]:
@@ -96,7 +106,7 @@ def check_numbering(lay: KerasLayout, used: Sequence[tuple[str, list[str]]],
             owner, chain = holder.get(k, (None, ()))
             for n in (*chain, owner) if owner else ():
                 s = stem[id(n)]
-                if s and n.name in segments and s not in checked:
+                if s and _label(n) in segments and s not in checked:
                     checked.add(s)
                     _check_stem(lay, name, s, by_stem[s], keys)
 
@@ -106,8 +116,8 @@ def _check_stem(lay: KerasLayout, name: str, s: str, group: list[Node],
     """Refuses where the stated layers of stem ``s`` could be others of ``group`` under
     another process's numbering: each other numbering that keeps the statement's shapes and
     dtypes (so fits the averages as well) is a rival."""
-    group = sorted(group, key=lambda n: _number(n.name or ""))
-    names = [n.name or "" for n in group]
+    group = sorted(group, key=lambda n: _number(_label(n) or ""))
+    names = [_label(n) or "" for n in group]
     fresh = names == [s] + [f"{s}_{i}" for i in range(1, len(names))]
     stated = set(keys)
 
