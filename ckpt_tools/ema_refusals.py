@@ -487,15 +487,15 @@ def missing_message(m: EmaMap) -> str:
     elif m.file_style == "keras":
         cause = ("the optimizer does not average these weights: it was not built with them "
                  "(frozen when it was built, or another model's weights, such as a target "
-                 "network); pass allow_missing=True (--allow-missing) to restore their raw "
+                 "network); pass --allow-missing (allow_missing=True) to restore their raw "
                  "values")
     elif m.file_style == "tf2":
         cause = ("these variables were probably created after ema.apply(), left out of its "
-                 "var_list, or their ema.average(v) was not saved; pass allow_missing=True "
-                 "(--allow-missing) to restore their raw values")
+                 "var_list, or their ema.average(v) was not saved; pass --allow-missing "
+                 "(allow_missing=True) to restore their raw values")
     else:
         cause = ("these variables were probably created after ema.apply() or left out of its "
-                 "var_list; pass allow_missing=True (--allow-missing) to restore their raw values")
+                 "var_list; pass --allow-missing (allow_missing=True) to restore their raw values")
     hint = ("; " + "; ".join(m.hints)) if m.hints else ""
     if none:
         hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "

@@ -254,10 +254,19 @@ class EmaMap(Frozen):
                 f"{', '.join(self.shown(k) for k in keys[:5])}"
                 + (" ..." if len(keys) > 5 else ""))
 
-    def require_complete(self) -> EmaMap:
-        """Returns self, or raises :class:`EmaError` explaining which shadows are missing."""
-        if self.missing:
-            raise EmaError(missing_message(self))
+    def require_complete(self, left_out=()) -> EmaMap:
+        """Returns self, or raises :class:`EmaError` explaining which shadows are missing.
+
+        ``left_out``: target keys the caller's filters leave out (never exported nor
+        restored), whose missing average cannot matter; the refusal names only the others.
+        """
+        skip = set(left_out) & set(self.missing)
+        if len(skip) < len(self.missing):
+            kept = self if not skip else EmaMap(**{
+                **{f: getattr(self, f) for f in self._fields},
+                "missing": tuple(t for t in self.missing if t not in skip),
+                "averaged": tuple(t for t in self.averaged if t not in skip)})
+            raise EmaError(missing_message(kept))
         return self
 
 

@@ -121,7 +121,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     warnings: list[str] = []
     sources: dict[str, str] = {}
     if use_ema:
-        m = ema_map(ckpt, non_averaged="keep", **map_options).require_complete()
+        m = ema_map(ckpt, non_averaged="keep", **map_options)
         sources = {t: s for s, t in m.pairs}
         if not has_ema:
             warnings.append("the checkpoint has no averages: exporting RAW weights "
@@ -139,13 +139,20 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     plan: dict[str, str] = {}
     first: dict[str, tuple[str, str]] = {}  # exported name -> (key, name before --rename)
     averaged = []
+
+    def left_out(key: str) -> bool:  # a filter naming the shadow selects its weight
+        names = {_clean_name(key, variables.get(key)), key}
+        if include and not any(match_any(n, include) for n in {*names, sources.get(key, key)}):
+            return True
+        return any(match_any(n, exclude) for n in names)
+
+    if use_ema:  # a weight the filters leave out is not exported: its average cannot matter
+        m.require_complete(left_out=[t for t in m.missing if left_out(t)])
     for key in weights:
         name = _clean_name(key, variables[key])
         before = name
         src = sources.get(key, key)
-        # A filter naming the shadow selects the weight it averages.
-        if (include and not any(match_any(n, include) for n in {name, key, src})) or (
-                match_any(name, exclude) or match_any(key, exclude)):
+        if left_out(key):
             continue
         for old, new in rules:
             if name.startswith(old):

@@ -140,3 +140,58 @@ def test_averages_saved_without_their_model_are_refused_saying_so(tf, tmp_path):
         assert "does not store" in result.stderr and "tf.train.Checkpoint(model=" in \
             result.stderr, result.stderr
     assert not (tmp_path / "w.npz").exists() and not (tmp_path / "baked").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["export", "--exclude", "model/head"], ["export", "--exclude", "model/he*"],
+    ["export", "--grep", "model/body"], ["map", "--exclude", "model/head"]])
+def test_tf2_weight_a_filter_leaves_out_needs_no_average(tf2_subset, args, tmp_path):
+    """A weight ``--grep``/``--exclude`` leaves out is not exported: its missing average is
+    no reason to refuse, as ``restore-ema --grep`` already agreed (F2)."""
+    d, body_avg, _ = tf2_subset
+    out = tmp_path / "w.npz"
+    tail = ["--out", str(out)] if args[0] == "export" else ["--json"]
+    result = runner.invoke(app, [args[0], str(d), *args[1:], *tail])
+    assert result.exit_code == 0, result.output
+    if args[0] == "map":
+        assert "model/head" not in result.stdout, result.stdout
+        return
+    with np.load(out) as z:
+        assert sorted(z.files) == ["model/body"], z.files
+        assert z["model/body"].tobytes() == body_avg.tobytes()
+
+
+@pytest.mark.parametrize("args", [
+    ["export", "--grep", "model/head"], ["export", "--exclude", "model/body"],
+    ["map", "--exclude", "model/body"]])
+def test_tf2_filter_never_hides_a_missing_average_it_keeps(tf2_subset, args, tmp_path):
+    d, _, _ = tf2_subset
+    tail = ["--out", str(tmp_path / "w.npz")] if args[0] == "export" else []
+    result = runner.invoke(app, [args[0], str(d), *args[1:], *tail])
+    assert result.exit_code == 6, result.output
+    assert "1 weight(s)" in result.stderr and "model/head" in result.stderr, result.stderr
+    assert "pass --allow-missing (allow_missing=True)" in result.stderr, result.stderr
+    assert not (tmp_path / "w.npz").exists()
+
+
+def test_api_export_filters_leave_out_a_weight_without_average(tf2_subset, tmp_path):
+    d, body_avg, _ = tf2_subset
+    with pytest.raises(EmaError, match="model/head"):
+        ckpt_tools.export_weights(d, tmp_path / "a.npz", include=["model/head"])
+    result = ckpt_tools.export_weights(d, tmp_path / "b.npz", exclude=["model/head"])
+    assert result.averaged == ("model/body",) and list(result.tensors) == ["model/body"]
+
+
+@pytest.mark.parametrize("meta", [[], ["--no-meta"]])
+def test_tf1_filters_apply_before_the_missing_refusal(tf1_subset, meta, tmp_path):
+    out = tmp_path / "w.npz"
+    left = runner.invoke(app, ["export", str(tf1_subset), "--out", str(out), "--exclude", "b",
+                               *meta])
+    assert left.exit_code == 0, left.output
+    with np.load(out) as z:
+        assert z.files == ["W"], z.files
+    kept = runner.invoke(app, ["export", str(tf1_subset), "--out", str(tmp_path / "b.npz"),
+                               "--grep", "b", *meta])
+    assert kept.exit_code == 6 and "b" in kept.stderr, kept.output
+    mapped = runner.invoke(app, ["map", str(tf1_subset), "--exclude", "b", *meta])
+    assert mapped.exit_code == 0, mapped.output

@@ -193,6 +193,17 @@ def require_selection(ckpt: Checkpoint, names: NameFilter,
     raise no_selection(ckpt.path, names, exclude)
 
 
+def exclude_globs(ckpt: Checkpoint, exclude: list[str] | None) -> list[str] | None:
+    """``--exclude`` for library ``exclude=`` arguments (globs on checkpoint keys): the globs
+    given, plus the keys whose display name (``model/f8``, the object path ``ckpt list``
+    shows) matches one, so a pattern leaves out what it names in every command."""
+    if not exclude:
+        return exclude
+    shown = display_names(ckpt)
+    return [*exclude, *(_glob_escape(k) for k, n in shown.items() if n != k and any(
+        fnmatch.fnmatchcase(n, g) for g in exclude))]
+
+
 # Characters that make a --grep pattern look like a regular expression ('.*Momentum').
 _REGEX_LOOK = re.compile(r"\.\*|\.\+|\\|\^|\$|\(|\||\{")
 

@@ -31,6 +31,7 @@ from ._common import (
     choice,
     complete_from,
     display_names,
+    exclude_globs,
     no_selection,
     pick_format,
     require_selection,
@@ -120,7 +121,8 @@ def map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex, in
     names = NameFilter([*(grep or []), *(include or [])], regex)
     require_selection(ckpt, names, exclude)
     return {"ema_name": ema_name, "use_meta": not no_meta, "strip_scope": strip_scope,
-            "add_scope": add_scope, "include": names.as_globs(ckpt), "exclude": exclude,
+            "add_scope": add_scope, "include": names.as_globs(ckpt),
+            "exclude": exclude_globs(ckpt, exclude),
             "allow_missing": allow_missing, "apply_order": check_apply_order(apply_order)}
 
 
@@ -176,6 +178,11 @@ def map_command(
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
                     style=style, **options)
         require_mapped(ckpt, m, filtered(grep, regex, include, exclude), exclude)
+        if m.missing and (options["include"] is not None or options["exclude"]):
+            # said of the whole file (others may have averages the filters leave out),
+            # naming only the weights the filters keep
+            whole = ema_map(ckpt, style=style, **{**options, "include": None, "exclude": None})
+            whole.require_complete(left_out=set(whole.missing) - set(m.missing))
         names = display_names(ckpt)
         note_stated_order(out, ckpt, apply_order, ema_name)
     warn_unaveraged(out, m)
