@@ -21,7 +21,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError, OptionError, VariableNotFoundError
 from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
 from .formats.keras.optimizer import custom_note
-from .formats.keras.stated import stated_keys
+from .formats.keras.stated import LoopOrder, stated_keys
 from .formats.keras.stated_names import by_position
 from .formats.keras.tf_keras import is_legacy, legacy_name
 
@@ -149,7 +149,7 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
-                     trainable=None) -> dict[str, np.ndarray]:
+                     trainable=None, loop_order: bool = False) -> dict[str, np.ndarray]:
     """Returns the EMA copies of a Keras file, keyed by the model weight they average.
 
     TensorFlow-free. Only trainable weights have copies (BatchNormalization moving statistics
@@ -163,6 +163,9 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
             ``model.trainable_variables`` order, as for :func:`open_checkpoint`
             (``--trainable``): decides what the file does not record, without TensorFlow.
             Ignored when ``checkpoint`` is already open (pass it to ``open_checkpoint``).
+        loop_order (`bool`, *optional*, defaults to `False`): ``trainable`` is in a custom
+            training loop's order (its first ``apply_gradients()``), which may differ from
+            the model's (``--loop-order``).
 
     Returns:
         `dict[str, np.ndarray]`: model weight key (``layers/dense/vars/0``; ``ckpt list
@@ -178,7 +181,7 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
         (4, 8)
     """
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(
-        checkpoint, use_ema=use_ema, trainable=trainable)
+        checkpoint, use_ema=use_ema, trainable=_named(trainable, loop_order))
     try:
         layout = _layout(ckpt)
         if use_ema is not None and ckpt is checkpoint:
@@ -189,6 +192,15 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
     finally:
         if ckpt is not checkpoint:
             ckpt.close()
+
+
+def _named(trainable, loop_order: bool):
+    """``trainable`` as names (a variable by its path), a custom loop's order with
+    ``loop_order`` (:class:`~.formats.keras.stated.LoopOrder`)."""
+    if trainable is None:
+        return None
+    names = [v if isinstance(v, str) else _path(v) for v in trainable]
+    return LoopOrder(names) if loop_order else names
 
 
 def _path(variable) -> str:
@@ -203,7 +215,8 @@ def _dtype_name(dtype) -> str:
 
 
 def apply_keras_ema(model, path, *, use_ema: bool | None = None,
-                    load_weights: bool = True, trainable=None) -> list[str]:
+                    load_weights: bool = True, trainable=None,
+                    loop_order: bool = False) -> list[str]:
     """Loads a Keras file's optimizer EMA copies into ``model``'s trainable variables.
 
     The model must be built with the architecture that wrote ``path``. For a ``.keras`` of a
@@ -238,6 +251,10 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             them (numbered layer names refused where the file does not prove them). Each of
             ``model.weights`` then gets the average of its own position in the file, whatever
             the live model's flags.
+        loop_order (`bool`, *optional*, defaults to `False`): ``trainable`` lists the
+            variables in a custom training loop's order (the one its first
+            ``apply_gradients()`` got), which may differ from the model's; refused otherwise
+            where a ``.keras`` records the model's (``--loop-order``).
 
     Returns:
         `list[str]`: paths of the variables that now hold EMA values, in order.
@@ -274,8 +291,9 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                 "optimizer was built")
         stated = trainable is not None
         if stated:
-            ckpt.reader.restate_use_ema(use_ema, trainable=_stated(ckpt, layout, every,
-                                                                   list(trainable)))
+            names = _stated(ckpt, layout, every, list(trainable))
+            ckpt.reader.restate_use_ema(use_ema, trainable=LoopOrder(names) if loop_order
+                                        else names)
             layout = ckpt.reader.keras
             require_keras_pairing(ckpt)  # the statement must pair every average
         elif layout.frozen_unproven:

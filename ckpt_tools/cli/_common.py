@@ -74,17 +74,26 @@ TrainableOpt = Annotated[str | None, typer.Option(
     "names Keras numbers per process (dense_1) are refused where the file does not prove the "
     "process that printed them numbered them alike; the keys 'ckpt list --json' shows "
     "(layers/dense/vars/0) never depend on it.")]
+LoopOrderOpt = Annotated[bool, typer.Option(
+    "--loop-order",
+    help="The --trainable order is a custom training loop's (the order its first "
+    "apply_gradients() listed the variables in), which may differ from the model's; without "
+    "it an order other than the model's is refused where config.json records the model's.")]
 SLOTS = ("keep", "drop")
 
 
-def trainable_names(value: str | None) -> list[str] | None:
+def trainable_names(value: str | None, loop_order: bool = False) -> list[str] | None:
     """The names of ``--trainable``: comma-separated, or ``@FILE`` (one per line, ``#``
-    comments).
+    comments); a :class:`~ckpt_tools.formats.keras.stated.LoopOrder` with ``--loop-order``.
 
     Raises:
-        typer.BadParameter: ``@FILE`` cannot be read, or no name is given (exit 2).
+        typer.BadParameter: ``@FILE`` cannot be read, no name is given, or ``--loop-order``
+            comes without ``--trainable`` (exit 2).
     """
     if value is None:
+        if loop_order:
+            raise typer.BadParameter("states the order of --trainable: give --trainable "
+                                     "NAMES too", param_hint="--loop-order")
         return None
     if value.startswith("@"):
         try:
@@ -99,6 +108,10 @@ def trainable_names(value: str | None) -> list[str] | None:
     names = [n for n in names if n]
     if not names:
         raise typer.BadParameter("no weight named", param_hint="--trainable")
+    if loop_order:
+        from ..formats.keras.stated import LoopOrder
+
+        return LoopOrder(names)
     return names
 
 

@@ -20,6 +20,7 @@ from ._common import (
     PATH_HELP,
     GrepOpt,
     JsonOpt,
+    LoopOrderOpt,
     NameFilter,
     QuietOpt,
     RegexOpt,
@@ -59,6 +60,7 @@ def diff_command(
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
+    loop_order: LoopOrderOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -80,7 +82,7 @@ def diff_command(
         raise typer.BadParameter("--apply-order decides which average goes with which "
                                  "variable; it applies only with --ema", param_hint="--apply-order")
     with open_checkpoint(resolve(out, a), use_ema=use_ema,
-                         trainable=trainable_names(trainable)) as ca:
+                         trainable=trainable_names(trainable, loop_order)) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
         if ema:

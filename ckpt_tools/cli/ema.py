@@ -20,6 +20,7 @@ from ._common import (
     SLOTS,
     GrepOpt,
     JsonOpt,
+    LoopOrderOpt,
     NameFilter,
     PathArg,
     QuietOpt,
@@ -155,6 +156,7 @@ def map_command(
     apply_order: ApplyOrderOpt = None,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
+    loop_order: LoopOrderOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -172,7 +174,7 @@ def map_command(
     choice(slots, SLOTS, "--slots")
     choice(style, ("tf1", "object", "keras", "slot"), "--style")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order)) as ckpt:
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
@@ -264,6 +266,13 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                  "it was built with others these averages are on the wrong weights",
                  always=True)
         found["stated_trainable"] = {"pairs": by_trainable}
+        moved = getattr(layout, "stated_reordered", None)
+        if moved:
+            a, b = (layout.paths.get(k, k) for k in moved)
+            out.note(f"note: --trainable states {a} before {b}, unlike the model's order "
+                     "(which fit() builds the optimizer in): paired in the custom training "
+                     "loop's order you stated (--loop-order)", always=True)
+            found["stated_trainable"]["reordered"] = [a, b]
     pairs = stated_pairings(ckpt, check_apply_order(apply_order), ema_name)
     if not pairs:
         return found
@@ -289,28 +298,38 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                                             "read_alike": alike, "keras_layers": layers}}
 
 
-def note_swapped(out: Output, ckpt) -> None:
+def note_swapped(out: Output, ckpt) -> dict:
     """Says, for a Keras file whose EMA copies were used, what the file cannot show: saved
     after ``SwapEMAWeights(swap_on_epoch=True)`` (Keras 3), its weights already are the
     averages, so ``--raw`` gives them; and, where weights of one shape and dtype share their
     copies' places, that the copies are paired in the order ``fit()`` builds the optimizer, which
-    a custom training loop may not have followed (``--trainable`` states it)."""
+    a custom training loop may not have followed (``--trainable`` states it).
+
+    Returns:
+        `dict`: ``{"assumed": [...]}`` (what the pairing assumes: ``"fit_order"``,
+        ``"not_swapped"``) for the command's ``--json`` document, or ``{}``.
+    """
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None or not layout.use_ema or not layout.averages:
-        return
+        return {}
+    assumed = []
     entries = ckpt.entries()
     kinds = [(tuple(entries[w].shape), entries[w].dtype) for a, w in layout.averages.items()
              if w is not None and w in entries and a not in layout.stated_pairs]
     by_order = len(kinds) != len(set(kinds))  # equal-shaped weights: their order pairs them
-    if by_order:
+    if by_order:  # shown with -q too: wrong if the assumption is, and nothing else tells
         out.note("note: EMA copies of weights of equal shapes are paired in the order fit() "
                  "builds the optimizer in (model.trainable_variables); a custom training loop "
                  "whose first apply_gradients() listed them otherwise pairs them otherwise, "
-                 "which the file cannot show: then state that order with --trainable")
+                 "which the file cannot show: then state that order with --trainable NAMES "
+                 "--loop-order", always=True)
+        assumed.append("fit_order")
     if not layout.tf_keras:
         out.note("note: if this file was saved by ModelCheckpoint after SwapEMAWeights("
                  "swap_on_epoch=True), its weights are the averages and its EMA copies the raw "
                  "weights, which the file cannot show: then use --raw")
+        assumed.append("not_swapped")
+    return {"assumed": assumed} if assumed else {}
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
@@ -384,6 +403,7 @@ def restore_ema_command(
     apply_order: ApplyOrderOpt = None,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
+    loop_order: LoopOrderOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -408,7 +428,7 @@ def restore_ema_command(
     if out_dir is not None:
         check_output_parent(out_dir, "creating the output directory")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order)) as ckpt:
         refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
         keras_in = getattr(ckpt.reader, "keras", None) is not None
         fmt = fmt or ("keras" if keras_in else "v2")
@@ -514,7 +534,7 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
         return
     result = bake_keras_ema(ckpt, target, overwrite=force)
     stated = note_stated_order(out, ckpt, None)
-    note_swapped(out, ckpt)
+    stated = {**stated, **note_swapped(out, ckpt)}
     out.wrote(result.path)
     if json_out:
         out.json({"output": result.path, "format": "keras", "replaced": result.replaced,

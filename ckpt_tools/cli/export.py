@@ -19,6 +19,7 @@ from ..errors import OutputError
 from ._common import (
     GrepOpt,
     JsonOpt,
+    LoopOrderOpt,
     NameFilter,
     PathArg,
     QuietOpt,
@@ -85,6 +86,7 @@ def export_command(
                      ] = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
+    loop_order: LoopOrderOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -111,7 +113,7 @@ def export_command(
         raise typer.BadParameter(str(exc), param_hint="--rename") from None
     check_output_parent(out_path, "writing the output file")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order)) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())
@@ -126,7 +128,7 @@ def export_command(
         stated = (note_stated_order(out, ckpt, apply_order, ema_name) if result.averaged
                   else {})
         if result.averaged:
-            note_swapped(out, ckpt)
+            stated = {**stated, **note_swapped(out, ckpt)}
     out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)

@@ -21,6 +21,7 @@ from ..roles import ROLES
 from ._common import (
     GrepOpt,
     JsonOpt,
+    LoopOrderOpt,
     NameFilter,
     PathArg,
     QuietOpt,
@@ -60,6 +61,7 @@ def list_command(
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
+    loop_order: LoopOrderOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -84,7 +86,7 @@ def list_command(
             return
         listing = list_variables(resolve(out, path), roles=role, collections=collection,
                                  match=match if match.active else None, sort=sort,
-                                 use_ema=use_ema, trainable=trainable_names(trainable),
+                                 use_ema=use_ema, trainable=trainable_names(trainable, loop_order),
                                  ema_name=ema_name, use_meta=not no_meta,
                                  apply_order=apply_order)
     except OptionError:  # an option that cannot apply to this file: its own message (exit 2)
@@ -97,7 +99,7 @@ def list_command(
     stated = {}
     if apply_order is not None or trainable:
         with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                             trainable=trainable_names(trainable)) as ckpt:
+                             trainable=trainable_names(trainable, loop_order)) as ckpt:
             stated = note_stated_order(out, ckpt, apply_order, ema_name)
     if json_out:
         out.json({**listing.to_dict(), **stated})

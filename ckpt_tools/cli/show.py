@@ -25,6 +25,7 @@ from ..tensor_stats import TensorStats, json_float
 from ._common import (
     GrepOpt,
     JsonOpt,
+    LoopOrderOpt,
     NameFilter,
     PathArg,
     QuietOpt,
@@ -177,6 +178,7 @@ def show_command(
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
+    loop_order: LoopOrderOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -192,7 +194,7 @@ def show_command(
         raise typer.BadParameter("name at least one tensor (NAME or --regex RE)",
                                  param_hint="NAME")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order)) as ckpt:
         keys = _selected(ckpt, names) if names else []
         if regex:
             picked = NameFilter(None, regex).keys(ckpt)
@@ -254,6 +256,7 @@ def stats_command(
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
+    loop_order: LoopOrderOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -272,7 +275,7 @@ def stats_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order)) as ckpt:
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]

@@ -84,6 +84,10 @@ class KerasLayout:
             its variables is not known (a subclass may create variables of its own first).
         stated_pairs: EMA copy key -> model weight key for the pairings that rest only on
             the caller's ``trainable`` (the file alone leaves them open or pairs otherwise).
+        loop_order: ``trainable`` was stated as a custom loop's order
+            (:class:`~.stated.LoopOrder`), which may differ from the model's.
+        stated_reordered: the first two stated weights (keys) in another order than the
+            model's, where ``trainable`` states a custom loop's order; else ``None``.
         tree: a Keras 3 file's model as a tree of layers (``model_tree.Node``; ``None`` for
             legacy and tf_keras files), for :func:`~.load_order.legacy_h5_groups`.
         shapes: model weight key -> (shape, dtype name), where ``tree`` is set.
@@ -118,6 +122,8 @@ class KerasLayout:
     optimizer_module: str = ""
     attached: dict[str, str] = field(default_factory=dict)
     stated_pairs: dict[str, str] = field(default_factory=dict)
+    loop_order: bool = False
+    stated_reordered: tuple[str, str] | None = None
     custom_optimizer: str = ""
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
@@ -320,6 +326,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
         return lay
     found = None
     if trainable:
+        lay.loop_order = bool(getattr(trainable, "loop_order", False))
         keys = stated_keys(lay, trainable, {k for k, _ in trained})
         found = _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras)
         if lay.flags and lay.ordered:

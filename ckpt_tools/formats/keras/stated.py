@@ -16,6 +16,22 @@ from ...errors import EmaError, VariableNotFoundError
 from .model_tree import ORDERS
 from .stated_names import check_numbering
 
+
+class LoopOrder(list):
+    """``trainable`` names in a custom training loop's order: the one its first
+    ``apply_gradients()`` listed the variables in (``--loop-order``). Only such a statement
+    may order the weights otherwise than the model (``fit()`` builds the optimizer in model
+    order): a plain list in another order is refused where config.json records the model's,
+    as it is more often a slip than a loop.
+
+    Example:
+        >>> LoopOrder(["d3", "d2", "d1"]).loop_order
+        True
+    """
+
+    loop_order = True
+
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .layout import KerasLayout
@@ -24,13 +40,16 @@ if TYPE_CHECKING:
 def check_stated(lay: KerasLayout, keys: list[str], possible: list[str],
                   proven: list[str] | None) -> None:
     """Refuses a ``--trainable`` that contradicts what a Sequential/Functional config.json
-    records: the order of ``model.weights`` (Keras builds ``trainable_variables`` in it) and,
-    where the file proves them (``proven``: the weights its averages pair with, one set of
-    layers fitting), the weights the optimizer was built with. Where several sets of layers
-    fit (flags changed since the optimizer was built), the caller's set decides.
+    records: where the file proves them (``proven``: the weights its averages pair with, one
+    set of layers fitting), the weights the optimizer was built with. Where several sets of
+    layers fit (flags changed since the optimizer was built), the caller's set decides. An
+    order other than the model's (``fit()`` builds in ``model.weights`` order) is taken only
+    as a custom loop's, stated with :class:`LoopOrder` (``lay.loop_order``);
+    ``lay.stated_reordered`` then holds its first pair out of model order.
 
     Raises:
-        EmaError: the stated order or set differs from the file's (exit 6, naming both).
+        EmaError: the stated set differs from the one the file proves, or the order from the
+            model's without ``lay.loop_order`` (exit 6, naming both).
     """
 
     def show(ks):
@@ -42,13 +61,19 @@ def check_stated(lay: KerasLayout, keys: list[str], possible: list[str],
         first.setdefault(lay.unordered.get(k, (None,))[0], i)
     pos = {k: first[b] if (b := lay.unordered.get(k, (None,))[0]) is not None else i
            for i, k in enumerate(lay.model)}
-    for a, b in zip(keys, keys[1:], strict=False):
-        if pos[a] > pos[b]:
-            raise EmaError(
-                f"--trainable contradicts config.json: it states {show([a])} before "
-                f"{show([b])}, but the model's weights (and so its trainable_variables) come "
-                "in the other order; omit --trainable (the .keras records it) or state them "
-                "in model order")
+    # Another order than the model's is a custom loop's when stated as one (LoopOrder): its
+    # first apply_gradients() built the optimizer in the order it listed the variables, which
+    # config.json cannot show (fit() follows the model); unmarked, more often a slip.
+    moved = next(((a, b) for a, b in zip(keys, keys[1:], strict=False) if pos[a] > pos[b]),
+                 None)
+    if moved and not lay.loop_order:
+        raise EmaError(
+            f"--trainable contradicts config.json: it states {show([moved[0]])} before "
+            f"{show([moved[1]])}, but the model's weights (and so its trainable_variables, "
+            "which fit() builds the optimizer in) come in the other order; state them in model "
+            "order, or, if a custom training loop's first apply_gradients() listed them in "
+            "yours, add --loop-order (Python: loop_order=True)")
+    lay.stated_reordered = moved
     if proven is None or set(keys) == set(proven):
         return
     now = [k for k in possible if lay.trainable.get(k)]
@@ -66,13 +91,17 @@ def check_proven(lay: KerasLayout, proven: dict[str, str | None]) -> None:
     """Refuses a ``--trainable`` whose pairing differs from one the file proves by itself
     (``proven``: EMA copy key -> weight key found without the statement; a bare
     ``.weights.h5`` lists a Functional model's layers in Keras' order, so no config.json is
-    needed to prove it). Nothing is checked where the file alone leaves a copy unpaired.
+    needed to prove it). Nothing is checked where the file alone leaves a copy unpaired, nor
+    where a :class:`LoopOrder` pairs the same weights in another order (a custom loop's,
+    which the file pairs in fit()'s order only by assumption).
 
     Raises:
         EmaError: naming an EMA copy the statement moves, and both weights (exit 6).
     """
     if not proven or None in proven.values():
         return
+    if lay.loop_order and set(lay.averages.values()) - {None} == set(proven.values()):
+        return  # the same weights in a custom loop's order, stated as one
     for avg, weight in proven.items():
         stated = lay.averages.get(avg, weight)
         if stated != weight:
