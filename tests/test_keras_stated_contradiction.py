@@ -156,3 +156,17 @@ def test_export_marks_a_stated_use_ema(branches, tmp_path):
     assert "only because you stated --use-ema" in " ".join(err.split()), err
     assert json.loads(text)["stated_use_ema"] is True
     assert_npz_holds(out, truth)
+
+
+@pytest.mark.parametrize("json_out", [[], ["--json"]])
+def test_list_marks_a_stated_use_ema(branches, json_out):
+    """``list --use-ema`` says, as map and export do, that the copies are EMA copies only by
+    the statement (review-11-user-r10 F11); ``--json`` carries ``stated_use_ema``."""
+    import json
+
+    path, _ = branches
+    code, text, err = run_cli(["list", str(path), "--use-ema", *json_out])
+    assert code == 0, err
+    assert "only because you stated --use-ema" in " ".join(err.split()), err
+    if json_out:
+        assert json.loads(text)["stated_use_ema"] is True

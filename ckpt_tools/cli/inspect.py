@@ -97,7 +97,7 @@ def list_command(
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match)
     stated = {}
-    if apply_order is not None or trainable:
+    if apply_order is not None or trainable or use_ema:  # as map and export say them
         with open_checkpoint(resolve(out, path), use_ema=use_ema,
                              trainable=trainable_names(trainable, loop_order)) as ckpt:
             stated = note_stated_order(out, ckpt, apply_order, ema_name)
