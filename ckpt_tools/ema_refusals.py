@@ -124,13 +124,11 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
     more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
     if all(v.ema_style == "keras" for v in unpaired):
         # tf_keras model.save_weights() (TF format): Adam/average/<variable name>
-        return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer cannot be "
-                f"paired from what the checkpoint records: it names each after its variable, "
-                f"several weights share that name, dtype and shape, and which of them it "
-                f"averaged is not recorded (layers frozen when it was built have no average; "
-                f"the TF format keeps no trainable flags): {examples}{more}; give the layers "
-                f"distinct names (tf_keras.layers.Dense(..., name=...)) when training, or "
-                f"save a .keras (model.save('x.keras') records which layers were frozen)")
+        from .tfk_order import refusal_text
+
+        return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer "
+                + refusal_text(ckpt.objects, variables, unpaired, apply_order,
+                               examples + more))
     if spans:
         return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
                 f"checkpoint records: same-named variables of different objects "

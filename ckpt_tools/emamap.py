@@ -32,6 +32,7 @@ from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
 from .object_roles import pair_object_shadows
 from .pairing import root_child
+from .tfk_order import order_pairs as tf_keras_order_pairs
 
 KEEP, DROP = "keep", "drop"
 
@@ -521,7 +522,8 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
     if apply_order is None or ckpt.objects is None:
         return {}
     proven = pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
-    found: dict[str, str] = {}
+    found = tf_keras_order_pairs(ckpt.objects, {v.name: v for v in ckpt.variables()},
+                                 apply_order)
     for name in split_ema_names(ema_name) or [None]:
         stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
                                      container=name)
@@ -548,6 +550,8 @@ def _paired_variables(ckpt: Checkpoint, apply_order: str | None,
     variables = {v.name: v for v in ckpt.variables()}
     if apply_order is None or ckpt.objects is None:
         return variables
+    for key, of in tf_keras_order_pairs(ckpt.objects, variables, apply_order).items():
+        variables[key] = replace(variables[key], ema_of=of, ema_candidates=())
     pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
                                     container=ema_name)
     for key, v in list(variables.items()):

@@ -18,6 +18,7 @@ from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequire
 from .live_order import live_order
 from .live_pairing import key_variables
 from .locate import locate
+from .tfk_order import has_open_averages
 
 
 def _tf():
@@ -352,6 +353,11 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     try:
         pairs, problems = key_variables(model_or_variables, ckpt)
         order = map_options.get("apply_order")
+        if order is None and callable(getattr(model_or_variables, "_flatten_layers", None)) \
+                and has_open_averages(ckpt):
+            # a tf_keras optimizer averaged the model's trainable_variables in their order:
+            # the live model's own order places averages of same-named weights
+            order = "tracked"
         if order in ("trainable", "tracked"):
             # the live objects' own trainable_variables (a Keras model's are the tracked
             # order, dicts and sublayers re-assigned in build() included), also inside a

@@ -247,6 +247,8 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
     """
     from ..emamap import read_alike, stated_pairings
     from ..keras_reassign import reassign_note
+    from ..tfk_order import recorded_averages
+    from ..tfk_order import stated_note as tf_keras_stated_note
 
     found: dict = {}
     layout = getattr(ckpt.reader, "keras", None)
@@ -276,10 +278,13 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
     pairs = stated_pairings(ckpt, check_apply_order(apply_order), ema_name)
     if not pairs:
         return found
-    out.note(f"note: {len(pairs)} average(s) are paired only because you stated "
-             f"--apply-order {apply_order}; the checkpoint does not record how ema.apply() was "
-             f"called, so this is your statement, not a proof: if apply() got another order "
-             f"these averages are on the wrong variables", always=True)
+    if set(pairs) <= set(recorded_averages(ckpt.objects)):  # a tf_keras optimizer's
+        out.note(tf_keras_stated_note(len(pairs)), always=True)
+    else:
+        out.note(f"note: {len(pairs)} average(s) are paired only because you stated "
+                 f"--apply-order {apply_order}; the checkpoint does not record how ema.apply() "
+                 f"was called, so this is your statement, not a proof: if apply() got another "
+                 f"order these averages are on the wrong variables", always=True)
     alike = read_alike(ckpt, pairs) if apply_order == "trainable" else []
     if alike:
         out.note(f"note: --apply-order trainable here also reads {', '.join(alike[:3])}"
