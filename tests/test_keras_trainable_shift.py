@@ -209,3 +209,34 @@ def test_a_file_without_layer_names_is_checked_by_its_own_numbering(fresh, keras
     code, err, got = _export(path, tmp_path, _printed(keras, frozen=2))
     assert code == 0, err
     _assert_truth(got, truth, raw, [0, 1, 2, 3])
+
+
+def test_a_sub_model_built_first_is_not_a_shifted_model_name(keras, tmp_path):
+    """A sub-model built before the model holding it is ``sequential`` inside ``sequential_1``:
+    Keras' own paths start with the sub-model's name, a layer of the file, not a shifted model
+    name. The .keras (config.json's flags agree) gives Keras' averages; the bare file, where
+    nothing proves the numbering, is refused by it, and its keys give the truth."""
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    layers = keras.layers
+    base = keras.Sequential([keras.Input((4,)), layers.Dense(4), layers.Dense(4)])
+    m = keras.Sequential([keras.Input((4,)), base, layers.Dense(4)])
+    base.layers[0].trainable = False
+    opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5)
+    m.compile(opt, "mse")
+    x = np.random.RandomState(0).rand(16, 4).astype("float32")
+    m.fit(x, x, verbose=0, epochs=2)
+    truth, raw = keras_averages(opt), [w.numpy() for w in m.weights]
+    printed = [v.path for v in m.trainable_variables]
+    assert printed[0] == "sequential/dense_1/kernel" and m.name == "sequential_1", printed
+    m.save(str(tmp_path / "m.keras"))
+    m.save_weights(str(tmp_path / "m.weights.h5"))
+    code, err, got = _export(tmp_path / "m.keras", tmp_path, printed)
+    assert code == 0, err
+    _assert_truth(got, truth, raw, [2, 3, 4, 5])
+    _refused(*_export(tmp_path / "m.weights.h5", tmp_path, printed), "'dense', is not stated")
+    keys = ["layers/sequential/layers/dense_1/vars/0", "layers/sequential/layers/dense_1/vars/1",
+            "layers/dense/vars/0", "layers/dense/vars/1"]
+    code, err, got = _export(tmp_path / "m.weights.h5", tmp_path, keys)
+    assert code == 0, err
+    _assert_truth(got, truth, raw, [2, 3, 4, 5])

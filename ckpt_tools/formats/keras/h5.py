@@ -147,7 +147,9 @@ class H5Reader:
 
         try:
             if trainable:  # paths printed in another process name other layers
-                check_stated_model_name(self.config, trainable, self._owner_names.get(""))
+                names = self._owner_names
+                check_stated_model_name(self.config, trainable, names.get(""),
+                                        [n for o, n in names.items() if o])
             legacy = self.metadata is not None and tf_keras.is_tf_keras(self.metadata)
             layout = keras_layout.analyze(self._scanned, self.kind, self.config,
                                           self._owner_names, read=self._read_scanned,

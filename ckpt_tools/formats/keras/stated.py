@@ -10,7 +10,7 @@ statement that contradicts a Sequential/Functional config.json.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from ...errors import EmaError, VariableNotFoundError
 from .model_tree import ORDERS
@@ -115,7 +115,7 @@ def check_proven(lay: KerasLayout, proven: dict[str, str | None]) -> None:
 
 
 def check_stated_model_name(config: dict | None, names: Sequence[str],
-                            recorded: str | None = None) -> None:
+                            recorded: str | None = None, layers: Collection[str] = ()) -> None:
     """Refuses stated paths printed in another process than the one that saved the file.
 
     ``[v.path for v in model.trainable_variables]`` starts with the model's name, and Keras
@@ -124,7 +124,9 @@ def check_stated_model_name(config: dict | None, names: Sequence[str],
     gives ``sequential`` with ``dense``..., so the stated ``dense_1`` is another layer of the
     file. Where config.json (or, for a bare ``.weights.h5``, the name the file records for the
     model: ``recorded``) gives the model's name and a stated path starts with the same
-    automatic name under another number, the names are shifted.
+    automatic name under another number, the names are shifted, unless that name is one of
+    the file's layers (``layers``, or a nested model config.json lists: a sub-model built
+    before the model holding it is ``sequential`` inside ``sequential_1``).
 
     Raises:
         EmaError: naming both model names and what to state instead.
@@ -134,9 +136,11 @@ def check_stated_model_name(config: dict | None, names: Sequence[str],
     if not isinstance(model, str) or not model:
         return
     base = re.sub(r"_\d+$", "", model)
+    inner = set(layers) | set(_config_names(cfg))
     for name in names:
         first = name.split("/", 1)[0] if "/" in name else None
-        if first and first != model and re.sub(r"_\d+$", "", first) == base:
+        if first and first != model and first not in inner \
+                and re.sub(r"_\d+$", "", first) == base:
             raise EmaError(
                 f"--trainable {name!r} starts with the model name {first!r}, but the file's "
                 f"model is {model!r}: these paths were printed in another process, where Keras "
@@ -146,6 +150,16 @@ def check_stated_model_name(config: dict | None, names: Sequence[str],
                 f"pass the variables, not their paths: apply_keras_ema(model, path, "
                 f"trainable=model.trainable_variables), as when the optimizer was built "
                 f"(matched by position, not by name)")
+
+
+def _config_names(cfg) -> Iterator[str]:
+    """The names of the layers a model's config lists, nested models' layers included."""
+    for layer in (cfg.get("layers") if isinstance(cfg, dict) else None) or []:
+        sub = layer.get("config") if isinstance(layer, dict) else None
+        if isinstance(sub, dict):
+            if isinstance(sub.get("name"), str):
+                yield sub["name"]
+            yield from _config_names(sub)
 
 
 def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
