@@ -32,6 +32,7 @@ from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
 from .object_roles import pair_object_shadows
 from .pairing import root_child
+from .raw_reasons import expected_raw
 from .tfk_order import order_pairs as tf_keras_order_pairs
 
 KEEP, DROP = "keep", "drop"
@@ -202,11 +203,13 @@ class EmaMap(Frozen):
     # key -> the name `ckpt list` shows (TF2 object path), so messages name variables alike;
     # neither compared nor in repr.
     names: dict[str, str]
+    # unaveraged key -> why the file expects it raw (raw_reasons.FROZEN...); not compared
+    expected_raw: dict[str, str]
     _fields = ("checkpoint", "ema_name", "mapping", "averaged", "raw", "missing", "unaveraged",
                "not_saved", "dropped", "debias", "loss_averages", "source", "file_style",
-               "pairs", "hints", "names")
-    _compare = _fields[:-1]
-    _repr = _fields[:-3]
+               "pairs", "hints", "names", "expected_raw")
+    _compare = _fields[:-2]
+    _repr = _fields[:-4]
 
     def __init__(self, checkpoint: str, ema_name: str, mapping: dict[str, str],
                  averaged: tuple[str, ...] = (), raw: tuple[str, ...] = (),
@@ -215,13 +218,15 @@ class EmaMap(Frozen):
                  debias: tuple[str, ...] = (), loss_averages: tuple[str, ...] = (),
                  source: str = "keys", file_style: str = "tf1",
                  pairs: tuple[tuple[str, str], ...] = (), hints: tuple[str, ...] = (),
-                 names: dict[str, str] | None = None) -> None:
+                 names: dict[str, str] | None = None,
+                 expected_raw: dict[str, str] | None = None) -> None:
         self.__dict__.update(
             checkpoint=checkpoint, ema_name=ema_name, mapping=mapping, averaged=averaged,
             raw=raw, missing=missing, unaveraged=unaveraged, not_saved=not_saved,
             dropped=dropped, debias=debias, loss_averages=loss_averages, source=source,
             file_style=file_style, pairs=pairs, hints=hints,
-            names={} if names is None else names)
+            names={} if names is None else names,
+            expected_raw={} if expected_raw is None else expected_raw)
 
     def shown(self, key: str) -> str:
         """Returns the name ``ckpt list`` shows for ``key`` (its object path, or the key)."""
@@ -237,13 +242,15 @@ class EmaMap(Frozen):
 
     def unaveraged_warning(self, keys=None) -> str | None:
         """Returns the warning for weights with no average that keep their raw values (those
-        of ``keys`` where given), in the file's style, or None where every weight has one.
+        of ``keys`` where given), in the file's style, or None where every weight has one or
+        the file explains why it has none (:meth:`unaveraged_note`).
 
         Example:
             >>> ema_map("fixtures/linear_v1").unaveraged_warning() is None
             True
         """
-        keys = [k for k in self.unaveraged if keys is None or k in keys]
+        keys = [k for k in self.unaveraged if (keys is None or k in keys)
+                and k not in self.expected_raw]
         if not keys:
             return None
         # Speak the file's style: a Keras optimizer keeps EMA copies, TF2 ema.average(v)s.
@@ -254,6 +261,15 @@ class EmaMap(Frozen):
         return (f"{len(keys)} weight(s) have no {what} and keep their raw values: "
                 f"{', '.join(self.shown(k) for k in keys[:5])}"
                 + (" ..." if len(keys) > 5 else ""))
+
+    def unaveraged_note(self, keys=None) -> str | None:
+        """Returns the note for weights with no average whose raw value the file explains
+        (a ``.keras`` whose config.json records them frozen or non-trainable), those of
+        ``keys`` where given, or None."""
+        from .raw_reasons import expected_raw_note
+
+        return expected_raw_note({k: r for k, r in self.expected_raw.items()
+                                  if keys is None or k in keys}, self.shown)
 
     def require_complete(self, left_out=()) -> EmaMap:
         """Returns self, or raises :class:`EmaError` explaining which shadows are missing.
@@ -489,7 +505,8 @@ def ema_map(
         debias=tuple(k for k, v in variables.items() if v.role == R.EMA_DEBIAS),
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
         source=source, file_style=speaks, pairs=tuple(kept), hints=tuple(hints),
-        names={k: v.path for k, v in variables.items() if v.path})
+        names={k: v.path for k, v in variables.items() if v.path},
+        expected_raw=expected_raw(ckpt, unaveraged))
 
 
 def proven_names(variables, by_keys: list[str]) -> list[str]:

@@ -30,6 +30,7 @@ from .formats._write import (
     member_name_ok,
 )
 from .formats.slices import check_partition
+from .raw_reasons import expected_raw_note
 
 FORMATS = ("npz", "safetensors", "h5")
 def _who_can_hold(dtype: str) -> str:
@@ -66,6 +67,10 @@ class ExportResult:
         averaged: output names that hold EMA values.
         nbytes: tensor bytes written.
         warnings: things the user should know (raw weights exported although EMAs exist…).
+        raw_expected: output name -> why the file expects it raw beside averaged ones
+            (``frozen``, ``non_trainable``: :mod:`ckpt_tools.raw_reasons`), said in ``notes``
+            rather than in ``warnings``.
+        notes: what is as expected but worth saying.
     """
 
     path: str
@@ -74,6 +79,8 @@ class ExportResult:
     averaged: tuple[str, ...]
     nbytes: int
     warnings: list[str] = field(default_factory=list)
+    raw_expected: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The ``ckpt export --json`` document."""
@@ -81,7 +88,8 @@ class ExportResult:
         return {"output": self.path, "format": self.format, "tensors": dict(self.tensors),
                 "averaged": list(self.averaged),
                 "raw": [n for n in self.tensors if n not in done],  # never silently raw
-                "bytes": self.nbytes, "warnings": list(self.warnings)}
+                "raw_expected": dict(self.raw_expected),
+                "bytes": self.nbytes, "warnings": list(self.warnings), "notes": list(self.notes)}
 
 
 def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:
@@ -105,13 +113,15 @@ def _clean_name(key: str, var) -> str:
 
 def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, exclude=None,
                 rename=None, weights_out: dict[str, str] | None = None,
+                expected_out: dict[str, str] | None = None,
                 **map_options) -> tuple[dict[str, str], list[str], list[str]]:
     """Chooses what to export: ({output name: source key}, averaged names, warnings).
 
     ``ema=None`` or ``True`` exports averages and refuses (:class:`EmaError`) a checkpoint
     without them unless ``allow_missing=True``; ``False`` exports raw weights (with a warning if
     averages exist). ``weights_out``, when given, gets output name -> the weight's own key
-    (which differs from the source key where that is its average).
+    (which differs from the source key where that is its average); ``expected_out``, output
+    name -> why the file expects that weight raw (:func:`~ckpt_tools.raw_reasons.expected_raw`).
     """
     variables = {v.name: v for v in ckpt.variables()}
     has_ema = any(v.role == R.EMA for v in variables.values())
@@ -177,6 +187,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             weights_out[name] = key
         if src != key:
             averaged.append(name)
+        elif use_ema and expected_out is not None and key in m.expected_raw:
+            expected_out[name] = m.expected_raw[key]
     if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it
         raw_too = m.unaveraged_warning({k for k, _ in first.values()})
         if raw_too:
@@ -243,9 +255,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         inputs = Inputs(ckpt.input_files())
         check_file_output(out_path, inputs, overwrite)
         weights: dict[str, str] = {}
+        expected: dict[str, str] = {}
         plan, averaged, warnings = plan_export(ckpt, ema=ema, include=include, exclude=exclude,
                                                rename=rename, weights_out=weights,
-                                               **map_options)
+                                               expected_out=expected, **map_options)
         if not plan and (include is not None or exclude):
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
         if not plan:
@@ -280,7 +293,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
             nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
                       WRITERS[fmt](ckpt, plan, tmp, progress))
-        return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings)
+        note = expected_raw_note(expected, str)
+        return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
+                            [note] if note else [])
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()

@@ -341,6 +341,9 @@ def warn_unaveraged(out: Output, m: EmaMap) -> None:
     warning = m.unaveraged_warning()
     if warning:
         out.warning(warning)
+    note = m.unaveraged_note()
+    if note:
+        out.note(f"note: {note}")
 
 
 def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:

@@ -132,6 +132,8 @@ def export_command(
     out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)
+    for n in result.notes:
+        out.note(f"note: {n}")
     if json_out:
         out.json({**result.to_dict(), **stated})
     elif not quiet:

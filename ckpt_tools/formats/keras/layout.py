@@ -55,6 +55,8 @@ class KerasLayout:
         averages: EMA copy key -> model weight key (``None`` where it cannot be paired).
         frozen: weights of layers the config marks ``trainable=False`` (the state when the file
             was saved): the optimizer still holds copies of those frozen after it was built.
+        untrainable: float weights config.json's layer classes create ``trainable=False``
+            (Normalization's ``mean``/``variance``): no optimizer copy is expected.
         slots: optimizer slot key -> model weight key (``None`` where unknown).
         notes: why something could not be worked out.
         ordered: ``model`` is in ``model.weights`` order throughout (no sublayers whose order
@@ -109,6 +111,7 @@ class KerasLayout:
     ema_source: str = ""  # "config", "layout", "names" (a legacy .h5) or "stated"
     averages: dict[str, str | None] = field(default_factory=dict)
     frozen: list[str] = field(default_factory=list)
+    untrainable: list[str] = field(default_factory=list)
     slots: dict[str, str | None] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
     var_names: dict[str, str] = field(default_factory=dict)  # optimizer key -> Keras var name

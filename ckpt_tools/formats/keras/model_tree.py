@@ -332,6 +332,8 @@ def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str]) -> None:
         lay.trainable[key] = could and not node.frozen
         if could and node.frozen:
             lay.frozen.append(key)
+        elif not trainable and not constant and e.dtype_name in FLOATS:
+            lay.untrainable.append(key)
         lay.paths[key] = "/".join(own + [var or str(e.extra.get("index"))])
     for child in node.ordered + node.bag:
         name_vars(child, model, lay, chain)
