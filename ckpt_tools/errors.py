@@ -22,7 +22,7 @@ class ExitCode(IntEnum):
     NOT_FOUND = 3  # no checkpoint at the path, or no such variable
     CORRUPT = 4  # malformed, truncated or failing a checksum
     UNSUPPORTED = 5  # a checkpoint feature or output format we cannot handle
-    EMA = 6  # EMA shadows missing, mismatched, or a pairing that cannot be proven
+    EMA = 6  # EMA shadows missing, mismatched, a pairing (or latest file) not proven
     OUTPUT = 7  # an output path cannot be written (is an input, exists, not writable)
     NEEDS_TENSORFLOW = 8  # the operation needs TensorFlow, which is not installed
     INTERNAL = 70  # a bug: please report it
@@ -130,6 +130,14 @@ class UnsupportedFormatError(CheckpointError):
 
 class EmaError(CheckpointError):
     """EMA shadows are missing or do not match the variables they should replace."""
+
+    exit_code = ExitCode.EMA
+
+
+class AmbiguousCheckpointError(CheckpointError):
+    """A path names several checkpoints and nothing recorded proves which is meant (a run
+    directory without a ``checkpoint`` state file whose file names record no order): exit 6,
+    like a pairing the file cannot prove; the message lists the candidates."""
 
     exit_code = ExitCode.EMA
 

@@ -31,6 +31,7 @@ from .formats.savedmodel import (
     variables_prefix,
 )
 from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
+from .run_latest import pick_latest
 
 STATE_FILE = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20  # a state file lists paths: even 100,000 of them fit
@@ -205,14 +206,16 @@ def _prefix_location(prefix: str, original: str, state: str | None = None) -> Lo
     raise CheckpointNotFoundError(f"{original}: no checkpoint found (no such file or prefix)")
 
 
-def _chosen(found: Location, directory: str, candidates: list[str], picked: str) -> Location:
+def _chosen(found: Location, directory: str, candidates: list[str], picked: str,
+            why: str) -> Location:
+    """``found`` with the note saying which of ``candidates`` was taken, and ``why``."""
     if len(candidates) < 2:
         return found
     others = sorted(c for c in candidates if c != picked)
     more = f" and {len(others) - 3} more" if len(others) > 3 else ""
     return replace(found, choice=(
         f"{directory}: {len(candidates)} candidate checkpoints and no 'checkpoint' state file; "
-        f"using {picked} (last modified"
+        f"using {picked} ({why}"
         f"{', .keras preferred' if picked.endswith('.keras') else ''}; "
         f"not {', '.join(others[:3])}{more}); name a file to choose"))
 
@@ -223,6 +226,9 @@ def locate(path: str | os.PathLike) -> Location:
     Raises:
         CheckpointNotFoundError: if nothing checkpoint-like is there.
         CorruptCheckpointError: if the path is a file that is not a checkpoint.
+        AmbiguousCheckpointError: a directory without a state file holds several
+            checkpoints whose names do not prove which is the latest (see
+            :mod:`~ckpt_tools.run_latest`).
         UnsupportedFormatError: a URL spelled so that it names no one location (see
             :func:`~ckpt_tools.formats._io.canonical_location`); Keras' sharded weights (a
             ``*.weights.json`` map, or one of its shards: see
@@ -260,13 +266,17 @@ def locate(path: str | os.PathLike) -> Location:
         if saved:
             return _saved_model_location(saved)
         state = os.path.join(path, STATE_FILE)
+
+        def mtime(name: str) -> float:
+            return os.path.getmtime(os.path.join(path, name))
+
         if os.path.isfile(state):
             return _prefix_location(read_state_file(path)[-1], path, state)
         indexes = [f for f in os.listdir(path) if f.endswith(".index")]
         if indexes:
-            newest = max(indexes, key=lambda f: (os.path.getmtime(os.path.join(path, f)), f))
+            newest, why = pick_latest(path, indexes, indexes, mtime)
             found = _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
-            return _chosen(found, path, indexes, newest)
+            return _chosen(found, path, indexes, newest, why)
         names = os.listdir(path)
         shards: dict[str, float] = {}  # sharded V1 checkpoints, e.g. an old session bundle
         for f in names:
@@ -275,9 +285,13 @@ def locate(path: str | os.PathLike) -> Location:
                 mtime = os.path.getmtime(os.path.join(path, f))
                 shards[pattern] = max(mtime, shards.get(pattern, mtime))
         if shards:
-            return _prefix_location(os.path.join(path, max(shards, key=shards.get)), path)
-        # Keras runs keep no state file: take the newest .keras (it records the optimizer
-        # config, so use_ema is known rather than inferred), else the newest .h5.
+            newest, why = pick_latest(path, list(shards), list(shards), shards.get)
+            found = _prefix_location(os.path.join(path, newest), path)
+            return _chosen(found, path, list(shards), newest, why)
+        # Keras runs keep no state file: take the latest .keras (it records the optimizer
+        # config, so use_ema is known rather than inferred), else the latest .h5, by the
+        # epoch in the names (ModelCheckpoint("ep{epoch}.keras")), never by mtime where
+        # the names are a numbered series (see run_latest).
         h5 = [f for f in names if f.endswith((".h5", ".hdf5"))]
         maps = [f for f in names if f.endswith(MAP_SUFFIX)]
         if maps and h5:  # Keras' sharded weights: a shard is never a whole checkpoint
@@ -289,10 +303,10 @@ def locate(path: str | os.PathLike) -> Location:
             for f in sorted(maps):
                 refuse_sharded(os.path.join(path, f))
         if keras:
-            newest = max(keras, key=lambda f: (os.path.getmtime(os.path.join(path, f)), f))
-            found = locate(os.path.join(path, newest))
             candidates = sorted(set(keras) | set(h5))
-            return _chosen(found, path, candidates, newest)
+            newest, why = pick_latest(path, keras, candidates, mtime)
+            found = locate(os.path.join(path, newest))
+            return _chosen(found, path, candidates, newest, why)
         raise CheckpointNotFoundError(
             f"{path}: directory holds no checkpoint (no 'checkpoint' state file, no .index, "
             ".keras or .h5 files)")
@@ -380,9 +394,10 @@ def _locate_url(url: str) -> Location:
                                url, state)
         indexes = sorted(n for n in names if n.endswith(".index"))
         if indexes:
-            newest = max(indexes, key=lambda n: (str(names[n].get("LastModified", "")), n))
+            newest, why = pick_latest(url, indexes, indexes,
+                                      lambda n: str(names[n].get("LastModified", "")))
             found = _url_prefix(store, remote.url_join(bare, newest[: -len(".index")]), url)
-            return _chosen(found, url, indexes, newest)
+            return _chosen(found, url, indexes, newest, why)
         if "saved_model.pb" in names or any(n.endswith((".keras", ".h5")) for n in names):
             raise UnsupportedFormatError(
                 f"{url}: only TensorFlow V2 checkpoints (.index + .data) are read from URLs; "

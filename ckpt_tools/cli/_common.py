@@ -36,8 +36,9 @@ def complete_path(incomplete: str) -> list[str]:
     return [p + "/" if os.path.isdir(p) else p for p in found[:200]]
 
 
-PATH_HELP = ("a training directory (uses its 'checkpoint' state file), a prefix such as "
-             "model.ckpt-1000, a .index, .data-*, or .meta file, a V1 file or shard, a "
+PATH_HELP = ("a training directory (uses its 'checkpoint' state file; without one, the "
+             "highest step/epoch its file names record, e.g. ckpt-11, ep12.keras), a prefix "
+             "such as model.ckpt-1000, a .index, .data-*, or .meta file, a V1 file or shard, a "
              "SavedModel directory or its saved_model.pb, or a .keras/.h5 file; or an "
              "s3://, gs://, http(s):// or file:// URL of a V2 checkpoint (pip install "
              "\"ckpt-tools[remote]\").")

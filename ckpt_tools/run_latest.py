@@ -1,0 +1,104 @@
+"""Which checkpoint of a run directory without a ``checkpoint`` state file is the latest.
+
+The names a training loop writes record the step or epoch (``ckpt-11``, ``model.ckpt-1000``,
+Keras' ``ModelCheckpoint("ep{epoch}.keras")`` or ``"ep{epoch:02d}-{val_loss:.2f}.keras"``);
+a file's modification time records only how the directory was copied (``cp``, ``gsutil cp``,
+``rsync`` without ``-t`` give every file the time of its copy). So:
+
+- names that are one pattern differing only in integers (floats such as a loss in the name
+  are not an order) are ordered by the first integer that differs between them, the step or
+  epoch; where that integer does not tell every name apart, the names prove no order;
+- names of which at most one carries a number (``adam.keras``, ``model.keras``) record no
+  order: the last modified is taken, and the caller says so;
+- anything else (a numbered series beside other names, two series, two names carrying one
+  number) is refused: the user names a file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .errors import AmbiguousCheckpointError
+
+_SUFFIXES = (".weights.h5", ".index", ".keras", ".hdf5", ".h5")
+_SHARD = re.compile(r"-\?{5}-of-\d{5}$")  # a sharded V1 checkpoint's pattern
+# A float (a loss or metric formatted into the name, "0.45", "4.50e-01") or an integer.
+_NUMBER = re.compile(r"(\d+\.\d+(?:[eE][-+]?\d+)?)|(\d+)")
+
+BY_NAME = "the highest step/epoch number in the names"
+BY_MTIME = "last modified: the names record no step"
+
+
+def _split(name: str) -> tuple[str, list[int]]:
+    """``(template, integers)`` of a file name: the name without its checkpoint suffix, with
+    floats and integers replaced by placeholders, and the integers in order."""
+    stem = _SHARD.sub("", name)
+    suffix = ""
+    for end in _SUFFIXES:
+        if stem.endswith(end):
+            stem, suffix = stem[: -len(end)], end
+            break
+    ints = [int(m.group(2)) for m in _NUMBER.finditer(stem) if m.group(2)]
+    template = _NUMBER.sub(lambda m: "\0f" if m.group(1) else "\0i", stem)
+    return template + suffix, ints
+
+
+def _by_number(names: list[str]) -> str | None:
+    """The name with the highest step when ``names`` (two or more) are one pattern whose
+    first differing integer tells them all apart; ``None`` when they are not one series.
+
+    Raises:
+        ValueError: one series, but no integer tells every name apart (why, for a message).
+    """
+    split = [_split(n) for n in names]
+    if len({t for t, _ in split}) != 1:
+        return None
+    if not split[0][1]:
+        raise ValueError("they differ only in parts that are not an integer step")
+    columns = list(zip(*(ints for _, ints in split), strict=True))
+    varying = [c for c in columns if len(set(c)) > 1]
+    if not varying:
+        raise ValueError("they carry the same step numbers")
+    first = varying[0]
+    if len(set(first)) != len(first):
+        raise ValueError("the first number that differs does not tell every name apart")
+    return names[first.index(max(first))]
+
+
+def pick_latest(where: str, pool: list[str], candidates: list[str],
+                mtime: Callable[[str], object]) -> tuple[str, str]:
+    """Returns ``(name, why)``: the latest of ``pool`` (the names of one kind a directory
+    without a state file holds) and how it was told, :data:`BY_NAME` or :data:`BY_MTIME`.
+
+    Args:
+        where: the directory or URL, for the message.
+        pool: the names to choose from (two or more for a choice to be made).
+        candidates: every checkpoint-like name there, listed when refusing.
+        mtime: a name's modification time (any orderable value), used only where the names
+            record no step at all.
+
+    Raises:
+        AmbiguousCheckpointError: the names do not prove which is the latest, and
+            modification times are not evidence (a copy resets them).
+    """
+    if len(pool) == 1:
+        return pool[0], BY_MTIME
+    try:
+        picked = _by_number(pool)
+    except ValueError as exc:
+        reason = str(exc)
+    else:
+        if picked is not None:
+            return picked, BY_NAME
+        numbered = [n for n in pool if _split(n)[1]]
+        if len(numbered) < 2:  # no two names carry a number: neither records a step
+            return max(pool, key=lambda n: (mtime(n), n)), BY_MTIME
+        reason = "they are not one numbered series"
+    shown = sorted(candidates)
+    more = f" and {len(shown) - 8} more" if len(shown) > 8 else ""
+    raise AmbiguousCheckpointError(
+        f"{where}: {len(candidates)} candidate checkpoints and no 'checkpoint' state file, "
+        f"and their names do not prove which is the latest ({reason}): "
+        f"{', '.join(shown[:8])}{more}; modification times are not evidence (a copy resets "
+        "them): name the file to read")

@@ -1,0 +1,104 @@
+"""A run directory without a ``checkpoint`` state file resolves by the step or epoch its file
+names record, never by modification time, which only records how the run was copied (``cp``,
+``gsutil cp``, ``rsync`` without ``-t``); names that prove no order are refused (exit 6)
+listing the candidates. Checkpoints made here by TensorFlow and Keras 3; the truth is the
+averages recorded at save time (``ema.average(v)``, ``_model_variables_moving_average``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from helpers import assert_npz_holds, keras_averages, run_cli
+
+
+def _copied(src, dst, order: list[str]) -> None:
+    """Copies ``src``'s files to ``dst`` as a plain copy does: each file's mtime the moment
+    of its copy, files matching ``order`` (name prefixes) last, in that order."""
+    dst.mkdir()
+    files = sorted(src.iterdir(), key=lambda f: [f.name.startswith(p) for p in order])
+    for t, f in enumerate(files):
+        if f.name != "checkpoint":
+            shutil.copyfile(f, dst / f.name)
+            os.utime(dst / f.name, (1_000_000 + t, 1_000_000 + t))
+
+
+@pytest.fixture(scope="module")
+def tf2_run(tf, tmp_path_factory):
+    """ckpt-1..ckpt-11 of a tf.train.Checkpoint saving averages as a dict; truth per step."""
+    out = tmp_path_factory.mktemp("tf2run")
+
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.ones([3]), name="w")
+            self.b = tf.Variable(tf.zeros([2]), name="b")
+
+    m = M()
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    ema.apply(m.trainable_variables)
+    ckpt = tf.train.Checkpoint(model=m, ema={"w": ema.average(m.w), "b": ema.average(m.b)})
+    truth = {}
+    for i in range(1, 12):
+        m.w.assign_add(tf.ones([3]) * i)
+        m.b.assign_add(tf.ones([2]) * i)
+        ema.apply(m.trainable_variables)
+        ckpt.save(str(out / "run" / "ckpt"))
+        truth[i] = {"model/w": ema.average(m.w).numpy(), "model/b": ema.average(m.b).numpy()}
+    return out / "run", truth
+
+
+@pytest.mark.parametrize("last", [["ckpt-9."], ["ckpt-11.", "ckpt-10.", "ckpt-9."]],
+                         ids=["cp", "reversed"])
+def test_a_copied_tf2_run_exports_its_highest_step(tf2_run, tmp_path, last):
+    run, truth = tf2_run
+    _copied(run, tmp_path / "copy", last)  # ckpt-9's files are the newest copies
+    out = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "copy"), "--out", str(out)])
+    assert code == 0, err
+    assert "using ckpt-11.index (the highest step/epoch number in the names" in err, err
+    assert_npz_holds(out, truth[11])
+
+
+def test_names_that_prove_no_order_are_refused(tf, tf2_run, tmp_path):
+    run, truth = tf2_run
+    _copied(run, tmp_path / "copy", ["ckpt-9."])
+    shutil.copyfile(run / "ckpt-3.index", tmp_path / "copy" / "best.index")
+    shutil.copyfile(run / "ckpt-3.data-00000-of-00001",
+                    tmp_path / "copy" / "best.data-00000-of-00001")
+    code, out, err = run_cli(["export", str(tmp_path / "copy"), "--out", str(tmp_path / "x.npz")])
+    assert code == 6 and not (tmp_path / "x.npz").exists(), err
+    assert "do not prove which is the latest" in err and "best.index, ckpt-1.index" in err, err
+    assert "name the file" in err and err.count("\n") == 1, err
+    code, _, err = run_cli(["export", str(tmp_path / "copy" / "ckpt-9"), "--out",
+                            str(tmp_path / "n.npz")])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "n.npz", truth[9])
+
+
+def test_keras_model_checkpoint_epochs_not_mtime(keras, tmp_path):
+    """``ModelCheckpoint("ep{epoch}-{loss:.2f}.keras")``: the epoch decides (ep10 after ep9,
+    whatever the loss), also in a copy made in name order, where ep9 is the newest file."""
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, name="d")])
+    model.compile(keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5), "mse")
+    truth = {}
+
+    class Record(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            truth[epoch + 1] = keras_averages(model.optimizer)
+
+    x = np.random.RandomState(0).rand(8, 4).astype("float32")
+    run = tmp_path / "mc"
+    saver = keras.callbacks.ModelCheckpoint(str(run / "ep{epoch}-{loss:.2f}.keras"))
+    model.fit(x, x[:, :3], epochs=10, batch_size=8, verbose=0, callbacks=[saver, Record()])
+    names = sorted(p.name for p in run.iterdir())
+    assert len(names) == 10 and names[-1].startswith("ep9-"), names
+    _copied(run, tmp_path / "copy", [])  # name order: ep9-… is copied last
+    out = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "copy"), "--out", str(out)])
+    assert code == 0, err
+    assert "using ep10-" in err and "highest step/epoch" in err, err
+    assert_npz_holds(out, truth[10])
