@@ -150,7 +150,9 @@ class H5Reader:
                 names = self._owner_names
                 check_stated_model_name(self.config, trainable, names.get(""),
                                         [n for o, n in names.items() if o])
-            legacy = self.metadata is not None and tf_keras.is_tf_keras(self.metadata)
+            legacy = tf_keras.is_tf_keras(self.metadata) if self.metadata is not None else (
+                self.config is None and self.kind != "legacy"
+                and tf_keras.is_tf_keras_weights(self._scanned))
             layout = keras_layout.analyze(self._scanned, self.kind, self.config,
                                           self._owner_names, read=self._read_scanned,
                                           use_ema=use_ema, tf_keras=legacy,

@@ -605,6 +605,8 @@ def infer_use_ema(layout, entries: dict, trainable: list[Spec]) -> bool | None:
     if not layout.optimizer_vars[layout.ema_offset:]:
         return False
     found = fitting_use_ema(layout, entries, trainable)
+    if layout.tf_keras:  # no config: the live model's weights decide, or nothing does
+        return found.pop() if len(found) == 1 else None
     if len(found) > 1 and layout.use_ema is not None and layout.ema_source == "layout":
         return layout.use_ema
     return found.pop() if len(found) == 1 else None
@@ -615,6 +617,10 @@ def fitting_use_ema(layout, entries: dict, trainable: list[Spec]) -> set[bool]:
     optimizer variables for a model whose ``trainable_variables`` have these specs (empty: no
     known setting fits, e.g. another number of trainable variables)."""
     rest = [spec(entries[k]) for k in layout.optimizer_vars[layout.ema_offset:]]
+    if layout.tf_keras:  # iteration, averages, a built-in's slots: tf_keras.py
+        from .tf_keras import fitting_use_ema as tf_keras_fitting
+
+        return tf_keras_fitting(list(trainable), rest)
     tkeys = [str(i) for i in range(len(trainable))]
     return {c[0] for c in _fits(_candidates(layout), rest, tkeys, list(trainable), {})}
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .optimizer import custom_note
+from .optimizer import custom_note, spec
 
 # Slots tf_keras optimizers create per variable (config -> groups): each group is one loop over
 # the variables in build(), creating its names in turn for each variable. SGD creates "m" even
@@ -38,6 +38,49 @@ def is_tf_keras(metadata: dict | None) -> bool:
     """Returns whether a ``.keras`` archive's ``metadata.json`` names a Keras 2 (tf_keras)."""
     version = str((metadata or {}).get("keras_version", ""))
     return re.match(r"2\.\d", version) is not None
+
+
+def is_tf_keras_weights(entries) -> bool:
+    """Whether a bare ``.weights.h5`` (no config) was written by tf_keras: its compiled
+    metrics' state sits in a top-level ``metrics/<metric>/vars`` group, which Keras 3 never
+    writes, and its optimizer has no ``learning_rate`` variable after ``iteration`` (Keras 3's
+    ``vars/1`` where the rate is a float)."""
+    if not any((e.extra.get("owner") or "").startswith("metrics/") for e in entries.values()):
+        return False
+    opt = sorted((e for e in entries.values() if e.extra.get("owner") == "optimizer"),
+                 key=lambda e: e.extra.get("index") or 0)
+    return not (len(opt) > 1 and opt[1].shape == () and opt[1].dtype_name.startswith("float"))
+
+
+# Settings that change which slots a built-in tf_keras optimizer creates (see _SLOTS)
+_SETTINGS = ({}, {"amsgrad": True}, {"momentum": 0.9}, {"centered": True},
+             {"momentum": 0.9, "centered": True})
+
+
+def layout_use_ema(shapes: list, rest: list) -> bool | None:
+    """``True``/``False`` where exactly one reading of :func:`fitting_use_ema` fits, else
+    ``None``."""
+    found = fitting_use_ema(shapes, rest)
+    return found.pop() if len(found) == 1 else None
+
+
+def fitting_use_ema(shapes: list, rest: list) -> set[bool]:
+    """``use_ema`` from a tf_keras optimizer's variables when no config records it: with
+    averages, ``rest`` (the variables after ``iteration``) is one per weight (``shapes``, in
+    order), then the slots of a built-in optimizer (:data:`_SLOTS`: each group a loop over the
+    weights creating its slots for each in turn, Adam ``m``, ``v``); without, only the slots.
+    ``shapes``/``rest`` are specs (:func:`~.optimizer.spec`). Returns the ``use_ema`` values
+    of the readings that fit (both: e.g. SGD with averages and RMSprop with momentum without;
+    none: a custom optimizer)."""
+    groups = {tuple(len(g) for g in slots(cfg)) for slots in _SLOTS.values()
+              for cfg in _SETTINGS}
+
+    def writes(use_ema: bool, sizes: tuple) -> list:
+        return (list(shapes) if use_ema else []) + [
+            s for g in sizes for s in shapes for _ in range(g)]
+
+    return {u for u in (True, False) for sizes in groups
+            if shapes and writes(u, sizes) == list(rest)}
 
 
 def legacy_name(lay) -> str:
@@ -129,10 +172,17 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
         use_ema, lay.ema_source = bool(cfg.get("use_ema")), "config"
         lay.ema_evidence = "config.json (optimizer use_ema), tf_keras variable layout"
     else:
-        use_ema, lay.ema_source = None, ""
-        lay.ema_evidence = "no optimizer config"
-        lay.notes.append("cannot tell whether the tf_keras optimizer kept EMA copies (no "
-                         "compile config); pass --use-ema or --no-use-ema")
+        now = [spec(entries[k]) for k in lay.model if lay.trainable.get(k)]
+        use_ema = layout_use_ema(now, [spec(entries[k]) for k in rest])
+        lay.ema_source = "layout" if use_ema is not None else ""
+        lay.ema_evidence = ("no optimizer config; tf_keras variable layout (iteration, "
+                            f"{'one average per trainable weight, then ' if use_ema else ''}"
+                            "the slots: the shapes fit no other reading)"
+                            if use_ema is not None else "no optimizer config")
+        if use_ema is None:
+            lay.notes.append("cannot tell whether the tf_keras optimizer kept EMA copies (no "
+                             "compile config, and its variables' shapes fit both): pass "
+                             "--use-ema or --no-use-ema")
     if use_ema and lay.custom_optimizer:
         lay.use_ema = True
         lay.notes.append(custom_note(lay, len(rest)))
