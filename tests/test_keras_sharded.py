@@ -78,6 +78,49 @@ def test_a_shard_away_from_its_map_is_refused_by_its_numbering(sharded, tmp_path
     assert "one shard of Keras' sharded weights" in " ".join(result.output.split())
 
 
+@pytest.fixture(scope="module")
+def cut_after_a_layer(keras, tmp_path_factory):
+    """Shards cut so that a later one continues layer c's group and starts the optimizer at
+    vars/0 (the reviewer's layout: iteration, learning_rate and layer a's two averages)."""
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(32, name="a"),
+                              keras.layers.Dense(32, name="b"), keras.layers.Dense(3, name="c")])
+    model.compile(_optimizer(keras), "mse")
+    x = np.random.RandomState(1).rand(64, 6).astype("float32")
+    model.fit(x, x[:, :3], epochs=2, batch_size=16, verbose=0)
+    directory = tmp_path_factory.mktemp("cut")
+    model.save_weights(str(directory / "model.weights.json"), max_shard_size=4e-6)
+    return directory
+
+
+def test_a_shard_numbered_from_zero_away_from_its_map_is_refused(cut_after_a_layer, tmp_path):
+    """The shard holding optimizer/vars/0.. passes the numbering check; copied away from its
+    map and read with --use-ema it paired layer c with layer a's averages, exit 0
+    (review-11-attack-r10 F1, residual). Only the first shard of a sharded save holds the
+    model's root vars group, which every whole file has; a layer continued from the previous
+    shard has an unnamed vars group. Every shard alone is refused, or holds no averages."""
+    directory = cut_after_a_layer
+    with_zero = [p for p in _shards(directory) if _holds(p, "optimizer/vars/0")]
+    assert with_zero and not _holds(with_zero[0], "vars"), "layout of the shards changed"
+    for i, shard in enumerate(_shards(directory)):
+        alone = tmp_path / f"alone{i}" / "ck.weights.h5"
+        alone.parent.mkdir()
+        shutil.copy(shard, alone)
+        out = tmp_path / f"w{i}.npz"
+        result = runner.invoke(app, ["export", str(alone), "--use-ema", "--out", str(out)])
+        if _holds(shard, "vars"):  # the first: its layers, no averages
+            assert result.exit_code != 0 and not out.exists(), result.output
+            continue
+        assert result.exit_code == 5, (shard.name, result.output)
+        assert "one shard of Keras' sharded weights" in " ".join(result.output.split())
+        assert not out.exists()
+
+
+def _holds(path, name: str) -> bool:
+    with h5py.File(path, "r") as f:
+        return name in f
+
+
 def _vars_groups(path):
     groups = []
     with h5py.File(path, "r") as f:

@@ -51,6 +51,7 @@ from .h5_files import (
     parse_json_object,
     read_model_dir,
 )
+from .sharded import lone_shard_tell
 
 _ZIP_LOCAL_HEADER = 30
 _SUFFIX_RE = re.compile(r":\d+$")
@@ -364,6 +365,14 @@ class H5Reader:
                     "its variables are numbered as in the whole model, so it cannot be read "
                     "alone: read the weights through Keras (model.load_weights of the "
                     "*.weights.json map) and save_weights them to one file")
+        why = lone_shard_tell(owners, set(self._owner_names))
+        if why:
+            raise UnsupportedFormatError(
+                f"{self.path}: looks like one shard of Keras' sharded weights (save_weights("
+                f"..., max_shard_size=...)) read without its *.weights.json map: {why}; read "
+                "alone, its optimizer variables would pair with the wrong layers: read the "
+                "weights through Keras (model.load_weights of the map) and save_weights them "
+                "to one file")
         return entries if owners else None
 
     def _add(self, entries, group, wname: str, h5path: str, **extra) -> None:

@@ -17,7 +17,7 @@ import os
 
 from ...errors import UnsupportedFormatError
 
-__all__ = ["MAP_SUFFIX", "shard_map_of", "refuse_sharded"]
+__all__ = ["MAP_SUFFIX", "lone_shard_tell", "shard_map_of", "refuse_sharded"]
 
 MAP_SUFFIX = ".weights.json"
 _MAX_MAP_BYTES = 64 << 20  # a map lists each layer once: megabytes even for huge models
@@ -85,3 +85,26 @@ def refuse_sharded(path: str) -> None:
                 "(save_weights(..., max_shard_size=...)); read alone, its optimizer variables "
                 "are numbered as in the whole model and would pair with the wrong layers; "
                 + _advice(found))
+
+
+def lone_shard_tell(owners: list[str], named: set[str]) -> str | None:
+    """Returns why a Keras 3 weight file is one shard of a sharded save copied away from its
+    map (a shard numbered from ``vars/0`` passes the numbering check), or None.
+
+    What only shards hold (saving_lib's ``ShardedH5IOStore``): a whole-model file always has
+    the model's own ``vars`` group at its root (``owners`` holds ``""``), and where Keras
+    names the ``vars`` groups it makes (a ``name`` attribute: ``named``) it names all of
+    them; a later shard lacks the root group, and a layer continued from the previous shard
+    gets an unnamed one there.
+
+    Example:
+        >>> lone_shard_tell(["layers/dense_2", "optimizer"], {"optimizer"})
+        "it has no root vars group (the model's own, in every whole weight file)"
+    """
+    if owners and "" not in owners:
+        return "it has no root vars group (the model's own, in every whole weight file)"
+    unnamed = [o for o in owners if o not in named]
+    if named and unnamed:
+        return (f"its {unnamed[0]}/vars has no name attribute, as a layer continued from the "
+                "previous shard has (Keras names every group it makes)")
+    return None
