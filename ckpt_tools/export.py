@@ -30,6 +30,7 @@ from .formats._write import (
     member_name_ok,
 )
 from .formats.slices import check_partition
+from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
 
 FORMATS = ("npz", "safetensors", "h5")
@@ -193,6 +194,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         raw_too = m.unaveraged_warning({k for k, _ in first.values()})
         if raw_too:
             warnings.append(raw_too)
+        # averages of weights the file lacks (not tracked by the object graph): said
+        orphans = {k: n for k, n in orphan_averages(ckpt, variables).items()
+                   if not (include and not match_any(n, include) and not match_any(k, include))
+                   and not (exclude and (match_any(n, exclude) or match_any(k, exclude)))}
+        lacking = orphan_warning(orphans, len(plan))
+        if lacking:
+            warnings.append(lacking)
     return plan, averaged, warnings
 
 
