@@ -135,8 +135,9 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
                 f"({', '.join(a + '/' for a in apart)}) have one dtype and shape, and the "
                 f"checkpoint records neither the order those objects were created in nor the "
                 f"order ema.apply() got them in (the root lists its objects by name), so no "
-                f"--apply-order can tell: {examples}{more}; give the models distinct names "
-                f"(keras.Sequential(..., name=...)) or name the variables when training")
+                f"--apply-order can tell: {examples}{more}; give the variables distinct "
+                f"names when training (tf.Variable(..., name=...); Keras 3 variable paths "
+                f"hold the layers' names, not the model's, so name the layers apart)")
     holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
     owners = _several_objects(unpaired) if apply_order else []
     candidates = {c for v in unpaired for c in v.ema_candidates}

@@ -1,0 +1,31 @@
+"""Same-named variables of two objects of a tf.train.Checkpoint root (a GAN's G and D both
+holding a variable named ``w``) cannot be paired by any --apply-order; the refusal's advice
+must be one that changes the file: distinct variable (or Keras layer) names. It told users to
+give the models distinct names, which does not reach a Keras 3 variable's path
+(review-11-attack-r11 F6). Made by real TensorFlow."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import run_cli
+
+
+@pytest.mark.parametrize("order", [[], ["--apply-order", "trainable"],
+                                   ["--apply-order", "tracked"]])
+def test_two_objects_with_same_named_variables_advise_naming_the_variables(tf, tmp_path,
+                                                                         order):
+    g, d = tf.Module(), tf.Module()
+    g.w = tf.Variable(tf.ones([3]), name="w")
+    d.w = tf.Variable(tf.zeros([3]), name="w")
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    ema.apply([g.w, d.w])
+    g.w.assign_add(tf.ones([3]))
+    ema.apply([g.w, d.w])
+    prefix = tf.train.Checkpoint(g=g, d=d, ema=[ema.average(g.w), ema.average(d.w)]).save(
+        str(tmp_path / "ckpt"))
+    code, _, err = run_cli(["export", prefix, "--out", str(tmp_path / "w.npz"), *order])
+    assert code == 6, err
+    text = " ".join(err.split())
+    assert "distinct names when training" in text and "name the layers apart" in text, text
+    assert "keras.Sequential(" not in text, text
+    assert not (tmp_path / "w.npz").exists()
