@@ -92,7 +92,9 @@ class KerasLayout:
             model's, where ``trainable`` states a custom loop's order; else ``None``.
         tree: a Keras 3 file's model as a tree of layers (``model_tree.Node``; ``None`` for
             legacy and tf_keras files), for :func:`~.load_order.legacy_h5_groups`.
-        shapes: model weight key -> (shape, dtype name), where ``tree`` is set.
+        named: ``tree`` also for a tf_keras ``.keras`` (layer names, for
+            :func:`~.stated_names.check_numbering`); shapes: model weight key -> (shape,
+            dtype name), where ``named`` is set.
     """
 
     kind: str
@@ -131,6 +133,7 @@ class KerasLayout:
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
     loss_scaled: bool = False  # a LossScaleOptimizer wraps the optimizer (mixed_float16)
+    named: Node | None = None
     shapes: dict[str, tuple] = field(default_factory=dict)
 
     @property
@@ -282,7 +285,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     if not tf_keras:  # tf_keras names its nested models' weights its own way (tf_keras.py)
         distinct_paths(lay, model)
         lay.tree = root
-        lay.shapes = {k: (tuple(e.shape), e.dtype_name) for k, e in model.items()}
+    lay.named = root
+    lay.shapes = {k: (tuple(e.shape), e.dtype_name) for k, e in model.items()}
     lay.optimizer, lay.optimizer_config = _optimizer_config(config)
     module = (((config or {}).get("compile_config") or {}).get("optimizer") or {})
     if isinstance(module, dict):

@@ -84,9 +84,9 @@ def check_numbering(lay: KerasLayout, used: Sequence[tuple[str, list[str]]],
         EmaError: naming the stated name, the file's numbering and the way out (the file's
             keys, or ``trainable=model.trainable_variables``, matched by position).
     """
-    if lay.tree is None or not used:
+    if lay.named is None or not used:
         return
-    nodes = list(_layers(lay.tree))
+    nodes = list(_layers(lay.named))
     known = set(_KNOWN) | {n.cls for n, _ in nodes if n.cls}
     count: dict[str | None, int] = {}
     for n, _ in nodes:
