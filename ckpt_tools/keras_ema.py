@@ -59,8 +59,9 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
         return EmaError(f"{name}: {attached}{main}; no ckpt option decides their pairing "
                         "(--trainable and --use-ema state only the compiled optimizer's); "
                         f"{_RAW}")
+    keras2 = layout.tf_keras or layout.kind == "legacy"  # a legacy .h5: tf_keras wrote it
     fix = ("train with an optimizer created with use_ema=True (e.g. "
-           f"{'tf_keras' if layout.tf_keras else 'keras'}.optimizers.SGD(momentum=0.9, "
+           f"{'tf_keras' if keras2 else 'keras'}.optimizers.SGD(momentum=0.9, "
            "use_ema=True)) and save during or after fit()")
     if layout.kind == "legacy" and not layout.optimizer_vars and not any(
             k.startswith("model_weights/") for k in layout.model):
@@ -83,6 +84,12 @@ def _no_copies(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     if layout.tf_keras and is_legacy(layout):
         why = (f"its optimizer is {legacy_name(layout)} (config.json), a legacy optimizer: "
                "it has no use_ema (and a .keras does not save its state)")
+    elif layout.kind == "legacy" and layout.optimizer_config and \
+            "use_ema" not in layout.optimizer_config:
+        # a tf_keras legacy optimizer (or Keras before 2.11) serializes no use_ema at all
+        why = (f"its optimizer is a legacy {layout.optimizer_config.get('name') or 'one'} "
+               "(training_config records no use_ema: tf_keras.optimizers.legacy, or Keras "
+               "before 2.11), which has no use_ema")
     elif not layout.optimizer_vars:
         why = ("it holds no optimizer variables (the model was saved uncompiled, before "
                "its optimizer was built, or with include_optimizer=False)")

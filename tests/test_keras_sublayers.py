@@ -250,6 +250,20 @@ def test_tf_keras_legacy_optimizer_is_refused_with_its_true_cause(made, tmp_path
     assert not (tmp_path / "w.npz").exists()
 
 
+def test_tf_keras_legacy_optimizer_in_a_legacy_h5_is_refused_as_legacy(made, tmp_path):
+    """The same run's legacy .h5 records the optimizer in training_config, without use_ema:
+    it said "the optimizer had use_ema=False" and suggested keras.optimizers
+    (review-11-user-r10 F5)."""
+    out, _, _ = made
+    code, _, err = run_cli(["export", str(out / "tfk_legacy.h5"), "--out",
+                            str(tmp_path / "w.npz")])
+    assert code == 6, err
+    text = " ".join(err.split())
+    assert "legacy Adam" in text and "has no use_ema" in text, text
+    assert "use_ema=False" not in text and "tf_keras.optimizers.SGD(" in text, text
+    assert not (tmp_path / "w.npz").exists()
+
+
 def test_lora_model_is_refused_by_apply_keras_ema_and_the_cli(made, tmp_path):
     """Keras saves a LoRA layer's kernel merged with the raw update: averages of the factors
     on top would count it twice, and the base kernel is not in the file."""
