@@ -97,3 +97,52 @@ def test_apply_keras_ema_with_the_live_model_gives_the_library_averages(made, ca
         out / f"api_error.{case}.txt").read_text()
     for name in WEIGHTS:
         assert truth[f"{case}:api:{name}"].tobytes() == truth[f"{case}:ema:{name}"].tobytes()
+
+
+def _file_names(out: Path, truth, case: str, tmp_path: Path) -> dict[str, str]:
+    """Each weight's name in the file (as ``ckpt list`` shows it) -> its truth name, matched
+    by the raw values the file holds."""
+    target = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(out / f"{case}.e2.weights.h5"), "--raw", "--out",
+                            str(target)])
+    assert code == 0, err
+    head = f"{case}:raw:"
+    raw = {v.tobytes(): k[len(head):] for k, v in truth.items() if k.startswith(head)}
+    with np.load(target) as z:
+        return {name: raw[z[name].tobytes()] for name in z.files}
+
+
+def test_subclassed_model_sublayers_are_refused_naming_what_decides(made, tmp_path):
+    """A subclassed model's file records neither its sublayers' classes nor their order: the
+    weights are named by what the file says (``dense/kernel`` for ``layers/dense``, not a
+    bare ``kernel``), ``use_ema`` is read from the layout in any sublayer order, the averages
+    of the two equal sublayers are refused (exit 6 naming ``--trainable`` and
+    ``apply_keras_ema(model, path)``), and ``--trainable`` in training order gives tf_keras'
+    averages bit for bit."""
+    out, truth = made
+    path = str(out / "sub.e2.weights.h5")
+    names = _file_names(out, truth, "sub", tmp_path)
+    assert "dense/kernel" in names and "kernel" not in names, names
+    target = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", path, "--out", str(target)])
+    assert code == 6 and "--trainable" in err and "apply_keras_ema(model, path)" in err, err
+    assert "use_ema" not in err.split("error:")[1][:200], err  # not "cannot tell use_ema"
+    assert not target.exists()
+    order = sorted(names, key=lambda n: ["z", "a", "out"].index(names[n].split("/")[0]) * 2
+                   + (names[n].endswith("bias")))
+    code, _, err = run_cli(["export", path, "--trainable", ",".join(order), "--out",
+                            str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        assert sorted(z.files) == sorted(names)
+        for name, real in names.items():
+            assert z[name].tobytes() == truth[f"sub:ema:{real}"].tobytes(), name
+
+
+def test_apply_keras_ema_pairs_a_subclassed_models_sublayers(made):
+    """``apply_keras_ema(fresh_model, path)``: the live model's order pairs what the file
+    leaves open, bit for bit."""
+    out, truth = made
+    assert not (out / "api_error.sub.txt").exists(), (out / "api_error.sub.txt").read_text()
+    for name in ("z/kernel", "z/bias", "a/kernel", "a/bias", "out/kernel", "out/bias"):
+        assert truth[f"sub:api:{name}"].tobytes() == truth[f"sub:ema:{name}"].tobytes(), name

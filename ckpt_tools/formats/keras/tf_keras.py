@@ -57,30 +57,33 @@ _SETTINGS = ({}, {"amsgrad": True}, {"momentum": 0.9}, {"centered": True},
              {"momentum": 0.9, "centered": True})
 
 
-def layout_use_ema(shapes: list, rest: list) -> bool | None:
-    """``True``/``False`` where exactly one reading of :func:`fitting_use_ema` fits, else
-    ``None``."""
-    found = fitting_use_ema(shapes, rest)
-    return found.pop() if len(found) == 1 else None
-
-
-def fitting_use_ema(shapes: list, rest: list) -> set[bool]:
+def fitting_use_ema(shapes: list, rest: list, accept=None) -> set[bool]:
     """``use_ema`` from a tf_keras optimizer's variables when no config records it: with
-    averages, ``rest`` (the variables after ``iteration``) is one per weight (``shapes``, in
-    order), then the slots of a built-in optimizer (:data:`_SLOTS`: each group a loop over the
-    weights creating its slots for each in turn, Adam ``m``, ``v``); without, only the slots.
-    ``shapes``/``rest`` are specs (:func:`~.optimizer.spec`). Returns the ``use_ema`` values
-    of the readings that fit (both: e.g. SGD with averages and RMSprop with momentum without;
-    none: a custom optimizer)."""
+    averages, ``rest`` (the variables after ``iteration``) is one per weight (in
+    ``model.trainable_variables`` order), then the slots of a built-in optimizer
+    (:data:`_SLOTS`: each group a loop over the weights creating its slots for each in turn,
+    Adam ``m``, ``v``); without, only the slots. ``shapes``/``rest`` are specs
+    (:func:`~.optimizer.spec`); ``accept(order)`` says whether a sequence of specs is an order
+    the weights may have been trained in (default: ``shapes``' own; a subclassed model's
+    sublayers, whose order the file does not record, allow several). Returns the ``use_ema``
+    values of the readings that fit (both: e.g. SGD with averages and RMSprop with momentum
+    without; none: a custom optimizer, another model)."""
+    n = len(shapes)
+    if accept is None:
+        def accept(order: list) -> bool:
+            return order == list(shapes)
     groups = {tuple(len(g) for g in slots(cfg)) for slots in _SLOTS.values()
               for cfg in _SETTINGS}
-
-    def writes(use_ema: bool, sizes: tuple) -> list:
-        return (list(shapes) if use_ema else []) + [
-            s for g in sizes for s in shapes for _ in range(g)]
-
-    return {u for u in (True, False) for sizes in groups
-            if shapes and writes(u, sizes) == list(rest)}
+    found = set()
+    for use_ema in (True, False):
+        for sizes in groups:
+            g = 1 if use_ema else sizes[0]
+            order = list(rest[: g * n : g])  # the first loop's variables: the weights' order
+            writes = (order if use_ema else []) + [
+                s for size in sizes for s in order for _ in range(size)]
+            if n and writes == list(rest) and accept(order):
+                found.add(use_ema)
+    return found
 
 
 def legacy_name(lay) -> str:
@@ -172,8 +175,11 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
         use_ema, lay.ema_source = bool(cfg.get("use_ema")), "config"
         lay.ema_evidence = "config.json (optimizer use_ema), tf_keras variable layout"
     else:
-        now = [spec(entries[k]) for k in lay.model if lay.trainable.get(k)]
-        use_ema = layout_use_ema(now, [spec(entries[k]) for k in rest])
+        now = [k for k in lay.model if lay.trainable.get(k)]
+        found = fitting_use_ema([spec(entries[k]) for k in now], [spec(entries[k]) for k in rest],
+                                lambda order: bag_targets(lay, entries, now,
+                                                          [s for s, _ in order]) is not None)
+        use_ema = found.pop() if len(found) == 1 else None
         lay.ema_source = "layout" if use_ema is not None else ""
         lay.ema_evidence = ("no optimizer config; tf_keras variable layout (iteration, "
                             f"{'one average per trainable weight, then ' if use_ema else ''}"
@@ -181,8 +187,10 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
                             if use_ema is not None else "no optimizer config")
         if use_ema is None:
             lay.notes.append("cannot tell whether the tf_keras optimizer kept EMA copies (no "
-                             "compile config, and its variables' shapes fit both): pass "
-                             "--use-ema or --no-use-ema")
+                             "compile config, and its variables' shapes fit "
+                             + ("both" if found else "no built-in tf_keras optimizer's layout "
+                                "for the weights the file holds")
+                             + "): pass --use-ema or --no-use-ema")
     if use_ema and lay.custom_optimizer:
         lay.use_ema = True
         lay.notes.append(custom_note(lay, len(rest)))
@@ -361,7 +369,7 @@ def bag_targets(lay, entries, keys: list[str], got: list) -> list[str | None] | 
 
 def _note_unproven(lay, trained: list[str], targets: list[str | None]) -> None:
     """Notes the refusal of the averages ``bag_targets`` could not pair."""
-    open_ = [k for k, t in zip(trained, targets, strict=True) if t is None]
+    open_ = [k for k in trained if k not in set(targets)]  # weights no average is proven of
     if not open_:
         if any(k in lay.unordered for k in trained):
             lay.ema_evidence += "; sublayer order proven by their shapes"
