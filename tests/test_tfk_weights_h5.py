@@ -146,3 +146,29 @@ def test_apply_keras_ema_pairs_a_subclassed_models_sublayers(made):
     assert not (out / "api_error.sub.txt").exists(), (out / "api_error.sub.txt").read_text()
     for name in ("z/kernel", "z/bias", "a/kernel", "a/bias", "out/kernel", "out/bias"):
         assert truth[f"sub:api:{name}"].tobytes() == truth[f"sub:ema:{name}"].tobytes(), name
+
+
+def test_frozen_layer_is_refused_naming_trainable_which_decides(made, tmp_path):
+    """The first ``Dense`` frozen when the optimizer was built: 4 averages, while the file
+    records no trainable flags: exit 6 naming ``--trainable``; ``--use-ema --trainable`` with
+    the weights it was built with gives tf_keras' averages bit for bit and the frozen
+    layer's raw weights; ``apply_keras_ema`` with the live (frozen) model alike."""
+    out, truth = made
+    path = str(out / "frozen.e2.weights.h5")
+    target = tmp_path / "e.npz"
+    for stated in ([], ["--use-ema"]):
+        code, _, err = run_cli(["export", path, "--out", str(target), *stated])
+        assert code == 6 and "--trainable" in err, (stated, err)
+        assert not target.exists()
+    code, _, err = run_cli(["export", path, "--use-ema", "--trainable",
+                            "batch_normalization,dense_1", "--out", str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        for name in WEIGHTS[2:]:
+            assert z[name].tobytes() == truth[f"frozen:ema:{name}"].tobytes(), name
+        for name in WEIGHTS[:2] + STATS:
+            assert z[name].tobytes() == truth[f"frozen:raw:{name}"].tobytes(), name
+    assert not (out / "api_error.frozen.txt").exists(), (
+        out / "api_error.frozen.txt").read_text()
+    for name in WEIGHTS[2:]:
+        assert truth[f"frozen:api:{name}"].tobytes() == truth[f"frozen:ema:{name}"].tobytes()

@@ -189,8 +189,12 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
             lay.notes.append("cannot tell whether the tf_keras optimizer kept EMA copies (no "
                              "compile config, and its variables' shapes fit "
                              + ("both" if found else "no built-in tf_keras optimizer's layout "
-                                "for the weights the file holds")
-                             + "): pass --use-ema or --no-use-ema")
+                                "for all the weights the file holds: layers frozen when it was "
+                                "built have no copies, and the file records no trainable "
+                                "flags")
+                             + "): pass --use-ema or --no-use-ema"
+                             + ("" if found else " (with --use-ema, --trainable naming the "
+                                "weights it was built with, in model order)"))
     if use_ema and lay.custom_optimizer:
         lay.use_ema = True
         lay.notes.append(custom_note(lay, len(rest)))
@@ -279,10 +283,13 @@ def _built_with(lay, entries, rest, use_ema, slot_names, stated=None) -> list[st
     lay.notes.append(
         f"the {len(rest)} tf_keras optimizer variables do not fit one average"
         + (f" and {per} slot(s)" if per else "") + f" per weight it may have been built with "
-        f"({len(now)} trainable at save"
+        f"({len(now)} {'trainable at save' if lay.configured else 'weights in the file'}"
         + (f", {len(every)} with the layers frozen since" if every != now else "")
         + "): EMA copies cannot be paired from the file; apply_keras_ema(model, path) with the "
-        "model's layers trainable as when training ran pairs them")
+        "model's layers trainable as when training ran pairs them"
+        + ("" if lay.configured else "; or pass --trainable with the weights it was built "
+           "with, in model order (this file records no trainable flags: layers frozen then "
+           "have no copies)"))
     return []
 
 
