@@ -149,10 +149,13 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
             "; what decides is the model's trainable order: pass --trainable with the weights "
             "the optimizer was built with, in model.trainable_variables order (Python: "
             "apply_keras_ema(model, path) pairs them with model.trainable_variables)")
+        counts = " or ".join(map(str, layout.copy_counts))
+        what = (f"the EMA copies ({counts} of the optimizer variables: the file does not "
+                "prove how many)" if counts else
+                f"{len(unpaired)} of {len(layout.averages)} EMA copies")
         raise EmaError(
-            f"{ckpt.path}: {len(unpaired)} of {len(layout.averages)} EMA copies cannot be "
-            f"paired with a model weight from the file alone ({shown_names(ckpt, why)})"
-            + tail)
+            f"{ckpt.path}: {what} cannot be paired with a model weight from the file alone "
+            f"({shown_names(ckpt, why)})" + tail)
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None,

@@ -95,6 +95,9 @@ class KerasLayout:
         named: ``tree`` also for a tf_keras ``.keras`` (layer names, for
             :func:`~.stated_names.check_numbering`); shapes: model weight key -> (shape,
             dtype name), where ``named`` is set.
+        copy_counts: the numbers of EMA copies the layouts that fit give, where they differ
+            (a bare ``.weights.h5`` of ``Adam(amsgrad=True)`` with a frozen weight: 3 copies
+            and three slots each, or 4 and two), so ``averages`` holds one of them, unproven.
     """
 
     kind: str
@@ -135,6 +138,7 @@ class KerasLayout:
     loss_scaled: bool = False  # a LossScaleOptimizer wraps the optimizer (mixed_float16)
     named: Node | None = None
     shapes: dict[str, tuple] = field(default_factory=dict)
+    copy_counts: tuple[int, ...] = ()
 
     @property
     def copies_unpaired(self) -> bool:

@@ -528,12 +528,19 @@ def _choose(chosen, lay, *, complete: bool, swapped: bool = False, sampled: bool
             + " (Python: apply_keras_ema(model, path, "
             "trainable=model.trainable_variables) as when it was built)")
         return (chosen[0][0], {}), merged
+    counts = sorted({sum(n == "average" for _, n in p.values()) for p in pairings})
+    if len(counts) > 1:  # how many copies there are is open too: never claim one count
+        lay.copy_counts = tuple(counts)
     lay.notes.append(f"{'several' if sampled else len(pairings)} pairings of EMA copies with "
                      "weights fit the file "
                      f"(candidate weights: {', '.join(cands[:6])}); "
                      + ("this model's config.json does not record which layers were frozen"
                         if lay.optimizer_config is not None else
                         "frozen layers are not recorded in a bare .weights.h5")
+                     + (f", nor how many of the optimizer variables are EMA copies "
+                        f"({' or '.join(map(str, counts))}: settings such as Adam's amsgrad "
+                        "or gradient accumulation add per-weight variables it does not "
+                        "record)" if len(counts) > 1 else "")
                      + _custom_note([lay.paths.get(c, c) for c in cands])
                      + " and values do not decide it: pass --trainable with the weights the "
                      "optimizer was built with (Python: apply_keras_ema(model, path))"
