@@ -102,3 +102,19 @@ def test_keras_model_checkpoint_epochs_not_mtime(keras, tmp_path):
     assert code == 0, err
     assert "using ep10-" in err and "highest step/epoch" in err, err
     assert_npz_holds(out, truth[10])
+
+
+def test_a_copied_run_in_a_bucket_by_its_names(s3, tf2_run, tmp_path):
+    """The same on object storage (``gsutil cp``/``aws s3 cp`` of a run without its state
+    file): ``LastModified`` follows the upload order, ckpt-9's last."""
+    pytest.importorskip("s3fs")
+    from conftest import BUCKET
+
+    run, truth = tf2_run
+    for f in sorted(run.iterdir(), key=lambda f: f.name.startswith("ckpt-9.")):
+        if f.name != "checkpoint":
+            s3["client"].upload_file(str(f), BUCKET, f"copied_run/{f.name}")
+    out = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", f"s3://{BUCKET}/copied_run/", "--out", str(out)])
+    assert code == 0, err
+    assert_npz_holds(out, truth[11])
