@@ -139,6 +139,7 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
                 f"names when training (tf.Variable(..., name=...); Keras 3 variable paths "
                 f"hold the layers' names, not the model's, so name the layers apart)")
     holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    contradicted = bool(holders) and not _a_reading_fits(ckpt, unpaired)
     owners = _several_objects(unpaired) if apply_order else []
     candidates = {c for v in unpaired for c in v.ema_candidates}
     kept_in = {root_child(v.name) for v in unpaired} - {root_child(c) for c in candidates}
@@ -169,6 +170,17 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "or, in Python, pass the live module: apply_ema(module, path, "
               "apply_order='trainable') reads the order from its own trainable_variables"
               if either else
+              "--apply-order trainable does not fit this checkpoint: with the objects "
+              f"holding variables ({', '.join(holders[:3])}"
+              f"{' ...' if len(holders) > 3 else ''}) read all as tf.Modules or all as dicts "
+              "(the file records no types), the order module.trainable_variables gives "
+              "contradicts the averages' dtypes and shapes in the order their names number "
+              "them (_1, _2…: the order ema.apply() got), so apply() most likely got another "
+              "order (such as creation order), which no --apply-order states; give the "
+              "variables unique names (tf.Variable(..., name=...)) when training, or, in "
+              "Python, state the order "
+              "apply() got as checkpoint keys: export_weights(path, out, apply_order=[...]) "
+              "or ema_map(path, apply_order=[...])" if contradicted else
               "--apply-order trainable leaves two orders: objects holding variables ("
               f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
               "tf.Modules, whose variables module.trainable_variables visits after its "
@@ -281,6 +293,23 @@ def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
     holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
                for k in first]
     return list(dict.fromkeys(h for h in holders if h))
+
+
+def _a_reading_fits(ckpt: Checkpoint, unpaired) -> bool:
+    """Whether ``module.trainable_variables`` read with the objects holding variables as
+    tf.Modules, or as dicts (:func:`~ckpt_tools.pairing.variable_orders`), pairs every one of
+    ``unpaired`` consistently with the dtypes and shapes; False where both contradict them (the
+    stated order is wrong, whatever the types)."""
+    from .object_roles import pair_object_shadows
+
+    orders = variable_orders(ckpt.objects)["trainable"]
+    wanted = {v.name for v in unpaired}
+    for order in (orders[0], orders[len(orders) // 2]):
+        keys = sorted(order, key=order.__getitem__)
+        pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, ckpt.ema_names(), keys)
+        if wanted <= set(pairing.pairs):
+            return True
+    return False
 
 
 def _dict_or_layer(ckpt: Checkpoint, unpaired) -> list[str]:

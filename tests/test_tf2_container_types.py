@@ -187,3 +187,40 @@ def test_apply_ema_leaves_out_what_the_live_module_proves_non_trainable(tf, tmp_
     ckpt_tools.apply_ema(live, d, apply_order="trainable")
     for name, value in want.items():
         assert getattr(live, name).numpy().tobytes() == value.tobytes(), name
+
+
+def test_an_order_no_reading_fits_is_refused_as_not_fitting(tf, tmp_path):
+    """``ema.apply()`` got the variables in creation order (``w``, ``b`` of each block, then
+    ``out``), which ``trainable_variables`` gives under no reading of the containers' types:
+    ``--apply-order trainable`` is refused saying it does not fit, not that the types leave
+    two orders (review-11-user-r10 F6); the order the message points to in Python, as
+    checkpoint keys, pairs every average bit for bit with ``ema.average(v)``."""
+
+    class Block(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.random.normal([3, 3]))
+            self.b = tf.Variable(tf.zeros([3]))
+
+    m = tf.Module()
+    m.blocks = [Block() for _ in range(3)]
+    m.out = tf.Variable(tf.random.normal([3, 2]))
+    creation = [x for b in m.blocks for x in (b.w, b.b)] + [m.out]
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    train_ema(tf, creation, ema)
+    d = tmp_path / "ckpt"
+    tf.train.Checkpoint(model=m, ema={str(i): ema.average(v) for i, v in enumerate(creation)}
+                        ).write(str(d / "ckpt"))
+    paths = _paths(tf, m)
+    result = runner.invoke(app, ["export", str(d), "--apply-order", "trainable", "--out",
+                                 str(tmp_path / "w.npz")])
+    assert result.exit_code == 6, result.output
+    flat = " ".join(result.output.split())
+    assert "--apply-order trainable does not fit this checkpoint" in flat, flat
+    assert "leaves two orders" not in flat and "apply_order=[...]" in flat, flat
+    keys = [f"{paths[id(v)]}/.ATTRIBUTES/VARIABLE_VALUE" for v in creation]
+    out = ckpt_tools.export_weights(d, tmp_path / "k.npz", apply_order=keys)
+    assert len(out.averaged) == len(creation)
+    with np.load(tmp_path / "k.npz") as z:
+        for v in creation:
+            assert z[paths[id(v)]].tobytes() == ema.average(v).numpy().tobytes()
