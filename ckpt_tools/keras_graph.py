@@ -20,6 +20,7 @@ graph records (``layer-0``, ``layer-1``… in that order), then the model's own 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from .formats.objgraph import ObjectGraph
 
@@ -71,6 +72,35 @@ def shortest_tree(objects: ObjectGraph) -> tuple[dict[int, int], dict[int, str]]
                 parent[child], name[child] = node, local
                 queue.append(child)
     return parent, name
+
+
+def parting_chains(objects: ObjectGraph, parent: dict[int, int], variables, alike
+                   ) -> Iterator[tuple[str, str, list[int], list[int], int]]:
+    """For each two of ``variables`` (checkpoint keys, ``x`` sorting first) that are
+    ``alike`` and part below a common object: ``(x, y, chain of x, chain of y, depth)``,
+    chains being node paths from the root along ``parent`` (:func:`shortest_tree`) and
+    ``depth`` the number of nodes they share (at least the root; pairs where one chain holds
+    the other are left out)."""
+    def chain(node: int) -> list[int]:
+        out = [node]
+        while out[-1] in parent:
+            out.append(parent[out[-1]])
+        return out[::-1]
+
+    wanted = set(variables)
+    chains = {k: chain(n) for n, k in objects.node_keys.items() if n in parent and k in wanted}
+    keys = sorted(chains)
+    for i, x in enumerate(keys):
+        for y in keys[i + 1:]:
+            if not alike(x, y):
+                continue
+            cx, cy = chains[x], chains[y]
+            d = 0
+            while d < min(len(cx), len(cy)) and cx[d] == cy[d]:
+                d += 1
+            if d == 0 or d >= min(len(cx), len(cy)):
+                continue  # different roots or one inside the other
+            yield x, y, cx, cy, d
 
 
 def keras_holders(objects: ObjectGraph, variables) -> list[str]:

@@ -17,7 +17,7 @@ layer walks that layer's Python attributes sorted by name, Keras' internal lists
 from __future__ import annotations
 
 from .formats.objgraph import ObjectGraph
-from .keras_graph import keras_nodes, shortest_tree, tf_keras_models
+from .keras_graph import keras_nodes, parting_chains, shortest_tree, tf_keras_models
 
 
 def _is_list(children: list[tuple[str, int]]) -> bool:
@@ -31,26 +31,8 @@ def _partings(objects: ObjectGraph, variables, alike):
     object other than the root: ``(x, y, node chain from the root to the object, local name
     of x's branch, of y's)``."""
     parent, local = shortest_tree(objects)
-    wanted = set(variables)
-
-    def chain(node: int) -> list[int]:
-        out = [node]
-        while out[-1] in parent:
-            out.append(parent[out[-1]])
-        return out[::-1]
-
-    chains = {k: chain(n) for n, k in objects.node_keys.items() if n in parent and k in wanted}
-    keys = sorted(chains)
-    for i, x in enumerate(keys):
-        for y in keys[i + 1:]:
-            if not alike(x, y):
-                continue
-            cx, cy = chains[x], chains[y]
-            d = 0
-            while d < min(len(cx), len(cy)) and cx[d] == cy[d]:
-                d += 1
-            if d < 2 or d >= min(len(cx), len(cy)):
-                continue  # apart at the root (refused elsewhere) or one inside the other
+    for x, y, cx, cy, d in parting_chains(objects, parent, variables, alike):
+        if d >= 2:  # apart at the root: refused elsewhere
             yield x, y, cx[:d], local[cx[d]], local[cy[d]]
 
 

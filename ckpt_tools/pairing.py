@@ -20,7 +20,13 @@ from collections.abc import Iterator, Sequence
 
 from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
-from .keras_graph import child_position, keras_holders, shortest_tree, tf_keras_models
+from .keras_graph import (
+    child_position,
+    keras_holders,
+    parting_chains,
+    shortest_tree,
+    tf_keras_models,
+)
 from .keras_reassign import layer_orders_open
 
 # "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
@@ -285,36 +291,16 @@ def _diverging_pairs(objects: ObjectGraph, parent: dict[int, int], local: dict[i
     common object allows: by index for a list, also as strings for a list that may be a dict
     keyed ``"0"``…, else by name. ``x`` sorts before ``y``."""
     kids = objects.children
-    wanted = set(variables)
-
-    def chain(node: int) -> list[int]:
-        out = [node]
-        while out[-1] in parent:
-            out.append(parent[out[-1]])
-        return out[::-1]
-
-    chains = {k: chain(n) for n, k in objects.node_keys.items() if n in parent and k in wanted}
     models = tf_keras_models(objects)
-    keys = sorted(chains)
-    for i, x in enumerate(keys):
-        for y in keys[i + 1:]:
-            if not alike(x, y):
-                continue
-            cx, cy = chains[x], chains[y]
-            d = 0
-            while d < min(len(cx), len(cy)) and cx[d] == cy[d]:
-                d += 1
-            if d == 0 or d >= min(len(cx), len(cy)):
-                continue  # different roots (refused elsewhere) or one inside the other
-            lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
-            if lca in models:  # a tf_keras model's layers: model.layers order, recorded
-                readings = {child_position(objects, lca, nx) < child_position(objects, lca, ny)}
-            elif _is_list(kids.get(lca, [])):
-                readings = {int(nx) < int(ny)} | (
-                    {nx < ny} if _list_or_dict(kids[lca]) else set())
-            else:
-                readings = {nx < ny}
-            yield x, y, cx, cy, d, readings
+    for x, y, cx, cy, d in parting_chains(objects, parent, variables, alike):
+        lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
+        if lca in models:  # a tf_keras model's layers: model.layers order, recorded
+            readings = {child_position(objects, lca, nx) < child_position(objects, lca, ny)}
+        elif _is_list(kids.get(lca, [])):
+            readings = {int(nx) < int(ny)} | ({nx < ny} if _list_or_dict(kids[lca]) else set())
+        else:
+            readings = {nx < ny}
+        yield x, y, cx, cy, d, readings
 
 
 def _path(chain: list[int], local: dict[int, str]) -> str:
