@@ -382,7 +382,8 @@ def restore_ema_command(
         "--format", metavar="keras|v2|h5", autocompletion=complete_from("keras", "v2", "h5"),
         help="'keras' (a Keras file of the input's kind, .keras/.weights.h5/.h5, whose weights "
         "are the averages; the default for Keras input), 'v2' (TensorFlow checkpoint; the "
-        "default otherwise) or 'h5' (Keras-style HDF5 weights by layer name).")
+        "default otherwise, refused for Keras input) or 'h5' (Keras-style HDF5 weights by "
+        "layer name).")
     ] = None,
     to: Annotated[str | None, typer.Option("--to", hidden=True, help="Alias of --format.")
                   ] = None,
