@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import EmaMap, ema_map
 from .formats._io import canonical_location, is_url
+from .orphan_averages import orphan_averages, orphan_warning
 
 FORMATS = ("v2", "h5")
 
@@ -134,12 +135,15 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
 
         r = bake_ema(ckpt, out, name=name, overwrite=overwrite, verify=verify,
                      drop_slots=slots == "drop", progress=progress, **map_options)
+        # averages of weights the input lacks (untracked by the object graph): said
+        lacking = orphan_warning(orphan_averages(ckpt, {v.name: v for v in ckpt.variables()}),
+                                 "the output restores none of those weights")
         return EmaOutput(output=r.saved_model or r.prefix,
                          format="saved_model" if r.saved_model else "v2", dry_run=False,
                          ema_map=r.ema_map,
                          files=list(r.files), replaced=dict(r.replaced), copied=r.copied,
                          dropped=list(r.dropped), averaged=list(r.replaced), nbytes=r.nbytes,
-                         warnings=list(r.warnings))
+                         warnings=list(r.warnings) + ([lacking] if lacking else []))
     finally:
         if owned:
             ckpt.close()

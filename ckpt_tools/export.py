@@ -198,7 +198,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         orphans = {k: n for k, n in orphan_averages(ckpt, variables).items()
                    if not (include and not match_any(n, include) and not match_any(k, include))
                    and not (exclude and (match_any(n, exclude) or match_any(k, exclude)))}
-        lacking = orphan_warning(orphans, len(plan))
+        lacking = orphan_warning(orphans, f"the output holds {len(plan)} weights without "
+                                          "those")
         if lacking:
             warnings.append(lacking)
     return plan, averaged, warnings

@@ -39,15 +39,16 @@ def orphan_averages(ckpt: Checkpoint, variables) -> dict[str, str]:
     return out
 
 
-def orphan_warning(orphans: dict[str, str], exported: int) -> str | None:
-    """The warning for :func:`orphan_averages`' result, or ``None`` when there is none."""
+def orphan_warning(orphans: dict[str, str], result: str) -> str | None:
+    """The warning for :func:`orphan_averages`' result, saying ``result`` (what the output
+    lacks because of them), or ``None`` when there is none."""
     if not orphans:
         return None
     names = sorted(set(orphans.values()))
     shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
     return (f"{len(orphans)} average(s) belong to variables this checkpoint does not store "
-            f"({shown}: the names TensorFlow gave them), so the output holds {exported} "
-            "weights without those: the model's object graph did not track them (a Keras 3 "
-            "model's layers kept in a plain Python list are not tracked); save a checkpoint "
-            "that holds those weights, or read their averages by key "
-            f"({', '.join(sorted(orphans)[:2])}{', ...' if len(orphans) > 2 else ''})")
+            f"({shown}: the names TensorFlow gave them), so {result}: the model's object "
+            "graph did not track them (a Keras 3 model's layers kept in a plain Python list "
+            "are not tracked); save a checkpoint that holds those weights, or read their "
+            f"averages by key ({', '.join(sorted(orphans)[:2])}"
+            f"{', ...' if len(orphans) > 2 else ''})")

@@ -70,3 +70,11 @@ def test_export_says_which_averages_have_no_weight(listed, tmp_path):
     code, _, err = run_cli(["export", str(out), "--out", str(tmp_path / "h.npz"),
                             "--exclude", "net/blk*"])
     assert code == 0 and "does not store" not in err, err
+
+
+def test_restore_ema_says_it_too(listed, tmp_path):
+    out, _ = listed
+    code, _, err = run_cli(["restore-ema", str(out), "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    assert "4 average(s) belong to variables this checkpoint does not store" in err, err
+    assert "net/blk1/kernel" in err and "restores none of those weights" in err, err
