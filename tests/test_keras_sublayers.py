@@ -337,12 +337,14 @@ STATE = [("state.keras", []), ("state.weights.h5", ["--use-ema"])]
 @pytest.mark.parametrize(("name", "extra"), STATE)
 def test_custom_layer_state_is_refused_naming_the_layer(made, name, extra, tmp_path):
     """A custom layer's non-trainable variable between trainable ones: the file does not say
-    which of its indexed variables are trainable, so export refuses (exit 6) and says so."""
+    which of its indexed variables are trainable, nor (its class may override
+    save_own_variables) in which order it stored them, so export refuses (exit 6) and says so."""
     out, _, _ = made
     code, _, err = run_cli(["export", str(out / name), "--out", str(tmp_path / "w.npz"),
                             *extra])
     assert code == 6, err
-    assert "custom layer(s) sc" in err and "sc/0, sc/1" in err, err
+    assert "layer(s) sc of" in err and "sc/0, sc/1" in err, err
+    assert "save_own_variables" in err and "apply_keras_ema(model, path)" in err, err
     assert not (tmp_path / "w.npz").exists()
 
 
@@ -358,12 +360,19 @@ def _export_stated(made, name: str, case: str, extra, tmp_path) -> dict:
 
 
 @pytest.mark.parametrize(("name", "extra"), STATE)
-def test_custom_layer_state_pairs_by_live_trainable_paths(made, name, extra, tmp_path):
+def test_custom_layer_state_pairs_by_stated_file_keys(made, name, extra, tmp_path):
     """Keras' own ``[v.path for v in model.trainable_variables]`` (``sc/w1``, ``sc/w2``, names
-    the file does not record) stands for ``sc``'s first saved variables, trainable first: each
-    average lands on its weight and the running statistic keeps its raw value, bit for bit."""
-    _, truth, paths = made
-    got = _export_stated(made, name, "state", extra, tmp_path)
+    the file does not record) would be read as places (``sc/0``, ``sc/1``), which a custom
+    class's save_own_variables need not keep: refused. The file's own keys, in the order the
+    optimizer got them, pair: each average lands on its weight and the running statistic
+    keeps its raw value, bit for bit."""
+    out, truth, paths = made
+    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths["state"]),
+                            "--out", str(tmp_path / "w.npz"), *extra])
+    assert code == 6 and "stands for variables of layer sc" in err, err
+    assert not (tmp_path / "w.npz").exists()
+    paths = {**paths, "state": ["h/kernel", "h/bias", "sc/0", "sc/1", "o/kernel", "o/bias"]}
+    got = _export_stated((out, truth, paths), name, "state", extra, tmp_path)
     saved = {"sc/0": "sc/w1", "sc/1": "sc/w2", "sc/2": "sc/run"}
     assert set(got) == {"h/kernel", "h/bias", "o/kernel", "o/bias", *saved}
     for key, value in got.items():

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..entry import TensorEntry
+from .custom_order import mark_loose, note_loose_layers
 from .model_tree import Node, build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
 from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
 from .stated import check_proven, check_stated, stated_keys
@@ -98,6 +99,9 @@ class KerasLayout:
         copy_counts: the numbers of EMA copies the layouts that fit give, where they differ
             (a bare ``.weights.h5`` of ``Adam(amsgrad=True)`` with a frozen weight: 3 copies
             and three slots each, or 4 and two), so ``averages`` holds one of them, unproven.
+        loose: weight key -> the class, in words, of a layer not known as Keras' own that
+            holds two or more variables of one shape and dtype: their stored order is not
+            proven (:mod:`~.custom_order`), so they are read as unordered (``unordered``).
     """
 
     kind: str
@@ -139,6 +143,7 @@ class KerasLayout:
     named: Node | None = None
     shapes: dict[str, tuple] = field(default_factory=dict)
     copy_counts: tuple[int, ...] = ()
+    loose: dict[str, str] = field(default_factory=dict)
 
     @property
     def copies_unpaired(self) -> bool:
@@ -261,6 +266,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     owner_names = {o: n for o, n in owner_names.items()
                    if _owner_of(o, lay.attached) is None}
     root = build_tree(model, config, owner_names, lay.notes)
+    lay.loose = mark_loose(root, model, config)
     model_class = custom_model(config) if config else ""
     if model_class and len(root.ordered) > 1 and isinstance((root.cfg or {}).get("layers"),
                                                               list):
@@ -361,6 +367,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             check_proven(lay, found.averages)
         lay.stated_pairs = {a: w for a, w in lay.averages.items()
                             if w is not None and found.averages.get(a) != w}
+    if lay.loose and None in lay.averages.values():
+        note_loose_layers(lay)
     lora = _lora_layers(config)
     if lora and lay.use_ema and (not lay.averages or None in lay.averages.values()):
         # Keras saves a LoRA layer's kernel merged with a_raw @ b_raw and not its factors:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .custom_order import custom_class
 from .optimizer import FLOATS
 
 TYPE_CHECKING = False
@@ -79,6 +80,8 @@ class Node:
     cfg: dict | None = None
     frozen: bool = False
     custom: bool = False  # config.json names a class outside Keras (registered_name)
+    custom_class: str = ""  # that class (custom_order.custom_class)
+    loose: bool = False  # its own variables' stored order is not proven (custom_order)
     ordered: list[Node] = field(default_factory=list)
     bag: list[Node] = field(default_factory=list)
 
@@ -165,6 +168,7 @@ def _order(node: Node, model, notes) -> None:
             # registered one is "package>Class"
             child.custom = hit[1].get("registered_name") not in (None, cls) or not str(
                 hit[1].get("module") or "keras").startswith("keras")
+            child.custom_class = custom_class(hit[1])
             if child.name is None and isinstance(child.cfg.get("name"), str):
                 child.name = child.cfg["name"]  # tf_keras: the layer's name (enc, fc)
         child.frozen = node.frozen or (child.cfg or {}).get("trainable") is False
@@ -251,7 +255,11 @@ def flatten_tree(node: Node, out: list[tuple[str, list[str]]],
     sublayer in their own (known) order: Keras builds ``trainable_variables`` sublayer by
     sublayer, so only the order of these groups is unknown.
     """
-    if node.keys:
+    if node.keys and node.loose:  # stored order not proven: each variable its own part
+        if groups is not None:
+            groups[len(out)] = [[k] for k in node.keys]
+        out.append(("bag", list(node.keys)))
+    elif node.keys:
         out.append(("seq", list(node.keys)))
     if node.bag:
         inner: list[tuple[str, list[str]]] = []

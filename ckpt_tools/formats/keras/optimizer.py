@@ -582,7 +582,9 @@ def _steps(lay, read) -> int | None:
 def _note_open_bag(key, candidates, lay) -> None:
     """Notes that average ``key`` belongs to one of ``candidates`` (equal-shaped sublayers
     whose order the file does not record; values do not decide it)."""
-    if candidates and len(candidates) > 1:
+    from .custom_order import note_loose
+
+    if candidates and len(candidates) > 1 and not note_loose(lay, key, candidates):
         lay.notes.append(f"{key} averages one of {', '.join(candidates)} (sublayers whose "
                          "order the file does not record; values do not decide it): pass "
                          "--trainable with the weights the optimizer was built with (Python: "

@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection, Iterator, Sequence
 
 from ...errors import EmaError, VariableNotFoundError
+from .custom_order import check_stated_loose
 from .model_tree import ORDERS
 from .stated_names import check_numbering
 
@@ -209,6 +210,7 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                 return list(shown[s]), None
             under = [k for k in lay.model if k in possible
                      and lay.paths.get(k, k).startswith(s + "/")]
+            check_stated_loose(lay, name, under)
             if under:
                 _proven_order(name, s, under)
                 return under, s
@@ -282,6 +284,7 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                 # A custom layer's variables: Keras 3 saves a layer's trainable variables
                 # first, in the order trainable_variables lists them, so the n-th name
                 # stated under it is its n-th saved variable.
+                check_stated_loose(lay, name, own)
                 n = next_own.get(head, 0)
                 next_own[head] = n + 1
                 hit = [own[n]] if n < len(own) else []
@@ -331,7 +334,9 @@ def _check_prefix(lay: KerasLayout, keys: list[str]) -> None:
         if m:
             stated.setdefault(m.group(1), []).append(int(m.group(2)))
     for layer, got in stated.items():
-        if got != list(range(len(got))) and _positional(lay, layer):
+        # a layer whose stored order is not proven (custom_order): any order of its first
+        loose = any(lay.paths.get(k, k).startswith(layer + "/") for k in lay.loose)
+        if (sorted(got) if loose else got) != list(range(len(got))) and _positional(lay, layer):
             want = ",".join(f"{layer}/{i}" for i in range(len(got)))
             raise EmaError(
                 f"--trainable states {', '.join(f'{layer}/{i}' for i in got)}, but Keras saves "

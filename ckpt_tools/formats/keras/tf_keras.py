@@ -381,6 +381,10 @@ def _note_unproven(lay, trained: list[str], targets: list[str | None]) -> None:
         if any(k in lay.unordered for k in trained):
             lay.ema_evidence += "; sublayer order proven by their shapes"
         return
+    from .custom_order import note_loose
+
+    if note_loose(lay, "", open_, f"{len(open_)} EMA copies average"):
+        return
     subs = sorted({lay.paths.get(k, k).rsplit("/", 1)[0] for k in open_})
     lay.notes.append(
         f"{len(open_)} EMA copies belong to weights of sublayers of equal shapes ("
