@@ -240,3 +240,49 @@ def test_a_sub_model_built_first_is_not_a_shifted_model_name(keras, tmp_path):
     code, err, got = _export(tmp_path / "m.weights.h5", tmp_path, keys)
     assert code == 0, err
     _assert_truth(got, truth, raw, [2, 3, 4, 5])
+
+
+def test_custom_sublayers_numbered_by_a_stray_one_are_refused(keras, tmp_path):
+    """A subclassed model holding two custom Blocks (a frozen, b trained), the notebook having
+    made a stray Block first: the file names them block_1, block_2 (a class it does not
+    record), a fresh process block, block_1, so its printed net/block_1/w is the file's a.
+    Refused (was: a got b's average, exit 0); the key of b gives Keras' average."""
+    class Block(keras.layers.Layer):
+        def build(self, shape):
+            self.w = self.add_weight(name="w", shape=(4, 4))
+
+        def call(self, x):
+            return x @ self.w
+
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = Block(), Block()
+
+        def call(self, x):
+            return self.b(self.a(x))
+
+    def build():
+        m = Net()
+        m(np.zeros((1, 4), "float32"))
+        m.a.trainable = False
+        return m
+
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    Block()
+    m = build()
+    opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5)
+    m.compile(opt, "mse")
+    x = np.random.RandomState(0).rand(16, 4).astype("float32")
+    m.fit(x, x, verbose=0, epochs=2)
+    m.train_on_batch(x, x)
+    truth, raw = keras_averages(opt), [w.numpy() for w in m.weights]
+    m.save_weights(str(tmp_path / "m.weights.h5"))
+    keras.backend.clear_session()
+    printed = [v.path for v in build().trainable_variables]
+    assert printed == ["net/block_1/w"] and list(truth) == ["net/block_2/w"], printed
+    _refused(*_export(tmp_path / "m.weights.h5", tmp_path, printed), "block_1, block_2")
+    code, err, got = _export(tmp_path / "m.weights.h5", tmp_path, ["b/vars/0"])
+    assert code == 0, err
+    _assert_truth(got, truth, raw, [1])

@@ -35,7 +35,6 @@ _VAR_NAMES = {
     "group_normalization": ("gamma", "beta"),
     "p_re_lu": ("alpha",),
 }
-NAMED_CLASSES = frozenset(_VAR_NAMES)  # snake_case classes whose variable names are known
 # Recurrent cells (the ``cell`` of LSTM/GRU/SimpleRNN/ConvLSTM, which name it themselves):
 # not in ``ORDERS``, since a 3-variable layer of unknown class need not be a cell.
 _CELL_NAMES = {c: ("kernel", "recurrent_kernel", "bias") for c in (

@@ -25,18 +25,11 @@ import re
 from collections.abc import Iterator, Sequence
 
 from ...errors import EmaError
-from .model_tree import NAMED_CLASSES, Node
+from .model_tree import Node
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .layout import KerasLayout
-
-# Classes Keras names by default; a node whose class the file does not record (a sublayer
-# held as an attribute) is read as auto-named where its name's stem is one of them.
-_KNOWN = frozenset({*NAMED_CLASSES, "batch_normalization", "sync_batch_normalization",
-                    "lstm", "gru", "simple_rnn", "multi_head_attention", "sequential",
-                    "functional", "normalization"})
-
 
 def _layers(node: Node, chain: tuple[Node, ...] = ()) -> Iterator[tuple[Node, tuple]]:
     """Every layer below ``node`` with the layers holding it (outermost first)."""
@@ -55,7 +48,7 @@ def _label(node: Node) -> str | None:
     return last if node.cls and re.fullmatch(re.escape(node.cls) + r"(_\d+)?", last) else None
 
 
-def _stem(node: Node, known: set[str]) -> str | None:
+def _stem(node: Node) -> str | None:
     """The class stem of ``node``'s name where Keras numbered it (``dense`` for ``dense_3``
     of a Dense); ``None`` for a name the model's code gave, or none recorded."""
     name = _label(node)
@@ -64,7 +57,10 @@ def _stem(node: Node, known: set[str]) -> str | None:
     stem = re.sub(r"_\d+$", "", name)
     if node.cls:
         return node.cls if stem == node.cls else None
-    return stem if stem in known else None
+    # A sublayer of a class the file does not record (a custom layer held as an attribute,
+    # block_1/block_2): any stem may be its class's; one it shares with no other layer
+    # cannot select another.
+    return stem
 
 
 def _number(name: str) -> int:
@@ -87,13 +83,12 @@ def check_numbering(lay: KerasLayout, used: Sequence[tuple[str, list[str]]],
     if lay.named is None or not used:
         return
     nodes = list(_layers(lay.named))
-    known = set(_KNOWN) | {n.cls for n, _ in nodes if n.cls}
     count: dict[str | None, int] = {}
     for n, _ in nodes:
         count[_label(n)] = count.get(_label(n), 0) + 1
     # Keras gives each name once per process: a name the file repeats (LSTM's own
     # "lstm_cell") was given by code, not numbered.
-    stem = {id(n): _stem(n, known) if count[_label(n)] == 1 else None for n, _ in nodes}
+    stem = {id(n): _stem(n) if count[_label(n)] == 1 else None for n, _ in nodes}
     by_stem: dict[str, list[Node]] = {}
     for n, _ in nodes:
         if stem[id(n)]:
