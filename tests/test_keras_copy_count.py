@@ -1,8 +1,9 @@
 """A bare ``.weights.h5`` does not record Adam's ``amsgrad`` nor a variable frozen inside a
 layer: 3 EMA copies with m, v and vhat (amsgrad, ``ln2.gamma.trainable = False``) are the layout
 of 4 copies with m and v. The refusal must not claim a count the file does not prove (review s10
-F7: it said "4 of 4 EMA copies" where Keras held 3). Made here by Keras 3; the truth is
-``optimizer._model_variables_moving_average`` at save time."""
+F7: it said "4 of 4 EMA copies" where Keras held 3), and a statement of layers, which stands
+for every variable of them, does not decide it: the variables stated one by one do. Made here
+by Keras 3; the truth is ``optimizer._model_variables_moving_average`` at save time."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ def test_amsgrad_refusal_does_not_claim_a_copy_count(keras, tmp_path):
     assert code == 6, err
     assert "4 of 4" not in err and "3 or 4" in err and "amsgrad" in err, err
     assert "--trainable" in err, err
+    # layers stand for all their weights: 4 stated, which plain Adam's layout fits, while a
+    # variable frozen on its own fits with amsgrad: refused, naming the variables to state
+    code, _, err = run_cli(["export", str(path), "--use-ema", "--trainable", "ln1,ln2",
+                            "--out", str(tmp_path / "l.npz")])
+    assert code == 6 and not (tmp_path / "l.npz").exists(), err
+    assert "--trainable names layers (ln1, ln2)" in err and "one by one" in err, err
     # the true statement pairs them bit for bit; the frozen gamma keeps its raw value
     out = tmp_path / "t.npz"
     code, _, err = run_cli(["export", str(path), "--use-ema", "--trainable",

@@ -32,7 +32,7 @@ from ..entry import TensorEntry
 from .custom_order import mark_loose, note_loose_layers
 from .model_tree import Node, build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
 from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
-from .stated import check_proven, check_stated, stated_keys
+from .stated import check_proven, check_stated, refuse_layer_count, stated_keys
 
 __all__ = ["KerasLayout", "Spec", "analyze", "check_stated", "fitting_use_ema",
            "infer_use_ema", "stated_keys", "to_snake_case"]
@@ -344,7 +344,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     found = None
     if trainable:
         lay.loop_order = bool(getattr(trainable, "loop_order", False))
-        keys = stated_keys(lay, trainable, {k for k, _ in trained})
+        by_layer: list[str] = []
+        keys = stated_keys(lay, trainable, {k for k, _ in trained}, by_layer)
         found = _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras)
         if lay.flags and lay.ordered:
             proven = list(found.averages.values()) if found.averages and None not in \
@@ -367,6 +368,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             check_proven(lay, found.averages)
         lay.stated_pairs = {a: w for a, w in lay.averages.items()
                             if w is not None and found.averages.get(a) != w}
+        if config is None and lay.use_ema:
+            refuse_layer_count(lay, found.copy_counts, by_layer)
     if lay.loose and None in lay.averages.values():
         note_loose_layers(lay)
     lora = _lora_layers(config)

@@ -163,8 +163,11 @@ def _config_names(cfg) -> Iterator[str]:
             yield from _config_names(sub)
 
 
-def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> list[str]:
-    """Model weight keys for the caller's names, in the order given.
+def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str],
+                by_layer: list[str] | None = None) -> list[str]:
+    """Model weight keys for the caller's names, in the order given; ``by_layer``, when
+    given, gets the keys a layer's name stood for (every weight of the layer: whether one
+    of its variables was frozen on its own is then the tool's reading, not the statement).
 
     A name is a weight's key or object path as ``ckpt list`` shows it (``dense/kernel``), a
     layer's path (``dense``, ``encoder/block_1``) standing for its weights that can be
@@ -301,11 +304,38 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str]) -> l
                 "earlier name already stated")
         keys += hit
         last_layer = layer
+        if layer is not None and by_layer is not None:
+            by_layer += hit
         if name not in lay.model:
             used.append((name, hit))
     _check_prefix(lay, keys)
     check_numbering(lay, used, keys)
     return keys
+
+
+def refuse_layer_count(lay: KerasLayout, counts: tuple[int, ...], by_layer: list[str]) -> None:
+    """Leaves the EMA copies unpaired (a refusal naming the variables to state) where the
+    file does not prove how many copies it holds (``counts``, e.g. 3 or 4: Adam's amsgrad
+    adds a per-weight variable a bare ``.weights.h5`` does not record) and the caller named
+    layers (``by_layer``: the keys those names stood for): a variable of a stated layer frozen
+    on its own (``ln2.gamma.trainable = False``) fits the file with fewer copies, so the
+    statement does not decide. Stating the variables one by one does."""
+    paired = sum(w is not None for w in lay.averages.values())
+    if not by_layer or not any(c < paired for c in counts):
+        return
+    layers = sorted({lay.paths.get(k, k).rsplit("/", 1)[0] for k in by_layer})
+    lay.averages = dict.fromkeys(lay.averages)
+    lay.stated_pairs = {}
+    lay.copy_counts = counts
+    lay.notes.append(
+        f"--trainable names layers ({', '.join(layers[:4])}{' ...' if len(layers) > 4 else ''})"
+        f", standing for all {len(by_layer)} of their weights, but the file does not prove how "
+        f"many EMA copies it holds ({' or '.join(map(str, counts))}: settings such as Adam's "
+        "amsgrad or gradient accumulation add per-weight variables a bare .weights.h5 does "
+        "not record), so a variable of a stated layer frozen on its own (trainable=False on "
+        "the variable) fits as well: state the variables one by one as "
+        "[v.path for v in model.trainable_variables] prints them (e.g. --trainable "
+        f"{','.join(lay.paths.get(k, k) for k in by_layer[:3])},...)")
 
 
 def _positional(lay: KerasLayout, layer: str) -> list[str]:
