@@ -282,7 +282,14 @@ def test_custom_sublayers_numbered_by_a_stray_one_are_refused(keras, tmp_path):
     keras.backend.clear_session()
     printed = [v.path for v in build().trainable_variables]
     assert printed == ["net/block_1/w"] and list(truth) == ["net/block_2/w"], printed
-    _refused(*_export(tmp_path / "m.weights.h5", tmp_path, printed), "block_1, block_2")
+    _refused(*_export(tmp_path / "m.weights.h5", tmp_path, printed), "block_1, block_2",
+             "apply_keras_ema(model, path) without trainable=")
     code, err, got = _export(tmp_path / "m.weights.h5", tmp_path, ["b/vars/0"])
     assert code == 0, err
     _assert_truth(got, truth, raw, [1])
+    from ckpt_tools import apply_keras_ema
+
+    keras.backend.clear_session()
+    m = build()
+    apply_keras_ema(m, tmp_path / "m.weights.h5", use_ema=True)
+    _assert_truth([w.numpy() for w in m.weights], truth, raw, [1])

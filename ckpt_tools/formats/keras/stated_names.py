@@ -131,10 +131,13 @@ def _check_stem(lay: KerasLayout, name: str, s: str, group: list[Node],
     if not rivals:
         return
     way = (f"state the file's keys as 'ckpt list --json' shows them ("
-           f"{_example(group)}, ...: numbered by the file, not by a process), or in Python "
-           "pass the variables, not their paths: apply_keras_ema(model, path, "
-           "trainable=model.trainable_variables), as when the optimizer was built (matched by "
-           "position, not by name)")
+           f"{_example(group)}, ...: numbered by the file, not by a process)"
+           + (", or in Python pass the variables, not their paths: apply_keras_ema(model, "
+              "path, trainable=model.trainable_variables), as when the optimizer was built "
+              "(matched by position, not by name)" if lay.ordered and lay.tree is not None
+              else ", or in Python apply_keras_ema(model, path) without trainable=, the "
+                   "layers frozen as when the optimizer was built (model.trainable_variables "
+                   "pair by position)"))
     if not fresh:
         raise EmaError(
             f"--trainable {name!r} selects layers by the names Keras numbers per process, and "
