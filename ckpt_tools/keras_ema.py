@@ -24,6 +24,7 @@ from .formats.keras.optimizer import custom_note
 from .formats.keras.stated import LoopOrder, stated_keys
 from .formats.keras.stated_names import by_position
 from .formats.keras.tf_keras import is_legacy, legacy_name
+from .keras_twins import explained_by_twins, refuse_twins
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
 
@@ -123,7 +124,7 @@ def _undecided(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
                     f"Python API); saving with model.save('x.keras') records it; {_RAW}")
 
 
-def require_keras_pairing(ckpt: Checkpoint) -> None:
+def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
     """Checks that a Keras file's EMA copies are all paired with a weight, from proof.
 
     Does nothing for other formats. Used by :func:`ckpt_tools.ema_map` (``map``,
@@ -131,7 +132,9 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
 
     Raises:
         EmaError: the file cannot tell whether it holds EMA copies (``--use-ema`` decides),
-            holds none (the optimizer had ``use_ema=False``), or some copies cannot be paired.
+            holds none (the optimizer had ``use_ema=False``), some copies cannot be paired,
+            or (``twins``) a weight without a copy is bit-identical to one with a copy: tied,
+            or a frozen copy (:mod:`~ckpt_tools.keras_twins`).
     """
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None:
@@ -156,6 +159,8 @@ def require_keras_pairing(ckpt: Checkpoint) -> None:
         raise EmaError(
             f"{ckpt.path}: {what} cannot be paired with a model weight from the file alone "
             f"({shown_names(ckpt, why)})" + tail)
+    if twins:
+        refuse_twins(ckpt)
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
@@ -305,7 +310,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             ckpt.reader.restate_use_ema(use_ema, trainable=LoopOrder(names) if loop_order
                                         else names)
             layout = ckpt.reader.keras
-            require_keras_pairing(ckpt)  # the statement must pair every average
+            require_keras_pairing(ckpt, twins=False)  # the statement must pair every average
         elif layout.frozen_unproven:
             note = next((n for n in layout.notes if "sets of layers fit" in n), "")
             raise EmaError(f"{path}: {shown_names(ckpt, note)}; the live model's flags (those "
@@ -448,6 +453,8 @@ def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list,
     if not layout.averages or any(t is None for t in layout.averages.values()):
         return None, None
     name = ckpt.path  # the whole path: a directory may have led to this file
+    if len(every) != len(layout.model) and explained_by_twins(ckpt, every):
+        return None, None  # a tied variable, listed once: the live model pairs it
     if len(every) != len(layout.model):
         raise EmaError(f"{name} holds {len(layout.model)} model weights but the model has "
                        f"{len(every)}: build the model with the architecture that wrote it")

@@ -1,0 +1,126 @@
+"""Keras 3 weight tying: a custom layer holding another layer's variable
+(``self.tied = emb.embeddings``) makes Keras save it twice (``emb/embeddings`` and
+``zz_tied/0``) while the optimizer keeps one average. Writing the average into one place and
+the raw copy into the other made ``load_weights`` end raw with exit 0 (review F3). The file
+cannot tell that copy from a frozen variable synced equal to a trained one (a target network
+at a sync step), which must keep its raw value, so map/export/restore-ema refuse (exit 6)
+and ``apply_keras_ema(model, path)`` pairs both setups through the live model, ``.keras`` and
+``.weights.h5`` alike. Made here by Keras 3; the truth is the optimizer's averages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import keras_averages, run_cli
+
+import ckpt_tools
+
+
+def _tied(keras):
+    @keras.saving.register_keras_serializable("ckpt_tied_test")
+    class TiedRef(keras.layers.Layer):
+        def __init__(self, emb_layer=None, **kw):
+            super().__init__(**kw)
+            self._emb_layer = emb_layer
+
+        def build(self, shape):
+            self.tied = self._emb_layer.embeddings
+            self.c = self.add_weight(shape=(4,), initializer="ones", name="scale")
+
+        def call(self, h):
+            return keras.ops.matmul(h * self.c, keras.ops.transpose(self.tied))
+
+        def get_config(self):
+            return super().get_config()
+
+    inp = keras.Input((1,), dtype="int32")
+    emb = keras.layers.Embedding(6, 4, name="emb")
+    h = keras.layers.Dense(4, name="mid")(emb(inp))
+    return keras.Model(inp, TiedRef(emb, name="zz_tied")(h))
+
+
+def _target(keras):
+    inp = keras.Input((4,))
+    online = keras.layers.Dense(4, name="online")
+    target = keras.layers.Dense(4, name="target", use_bias=False, trainable=False)
+    return keras.Model(inp, [online(inp), target(inp)])
+
+
+def _train(keras, model, x, y):
+    opt = keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    for _ in range(4):
+        model.train_on_batch(x, y)
+    return opt
+
+
+@pytest.fixture(scope="module")
+def made(keras, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tied")
+    rng = np.random.default_rng(3)
+    keras.utils.set_random_seed(3)
+    tied = _tied(keras)
+    x = rng.integers(0, 6, (16, 1)).astype("int32")
+    y = rng.normal(size=(16, 1, 6)).astype("float32")
+    opt = _train(keras, tied, x, y)
+    truth = {"tied": keras_averages(opt)}
+    raw = {v.path: v.numpy() for v in tied.weights}
+    assert not np.array_equal(raw["emb/embeddings"], truth["tied"]["emb/embeddings"])
+    tied.save(str(out / "tied.keras"))
+    tied.save_weights(str(out / "tied.weights.h5"))
+    keras.utils.set_random_seed(4)
+    two = _target(keras)
+    xs = rng.normal(size=(16, 4)).astype("float32")
+    opt = _train(keras, two, xs, [xs, xs])
+    two.get_layer("target").kernel.assign(two.get_layer("online").kernel)  # a sync
+    truth["target"] = keras_averages(opt)
+    truth["target:raw"] = {v.path: v.numpy() for v in two.weights}
+    two.save(str(out / "target.keras"))
+    two.save_weights(str(out / "target.weights.h5"))
+    return out, truth
+
+
+FILES = [("tied.keras", []), ("tied.weights.h5", ["--use-ema"]),
+         ("target.keras", []), ("target.weights.h5", ["--use-ema"])]
+
+
+@pytest.mark.parametrize(("name", "extra"), FILES)
+def test_a_weight_equal_to_an_averaged_one_is_refused(made, name, extra, tmp_path):
+    out, _ = made
+    pair = "zz_tied/0 = emb/embeddings" if name.startswith("tied") else "target/kernel = " \
+        "online/kernel"
+    for args in (["map", str(out / name)],
+                 ["export", str(out / name), "--out", str(tmp_path / "w.npz")],
+                 ["restore-ema", str(out / name), "--out", str(tmp_path / "r")]):
+        code, _, err = run_cli([*args, *extra])
+        assert code == 6, (args, err)
+        assert pair in err and "weight tying" in err and "frozen copy" in err, err
+        assert "apply_keras_ema(model, path)" in err, err
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("name", "use_ema"), [("tied.keras", None),
+                                               ("tied.weights.h5", True)])
+def test_apply_keras_ema_puts_the_average_into_the_tied_variable(keras, made, name, use_ema):
+    out, truth = made
+    model = _tied(keras)
+    model(np.zeros((1, 1), "int32"))
+    ckpt_tools.apply_keras_ema(model, out / name, use_ema=use_ema)
+    assert len(model.weights) == 4  # the tied variable once
+    for v in model.weights:
+        assert v.numpy().tobytes() == truth["tied"][v.path].tobytes(), v.path
+
+
+@pytest.mark.parametrize(("name", "use_ema"), [("target.keras", None),
+                                               ("target.weights.h5", True)])
+def test_apply_keras_ema_keeps_a_synced_frozen_copy_raw(keras, made, name, use_ema):
+    out, truth = made
+    model = _target(keras)
+    model(np.zeros((1, 4), "float32"))
+    ckpt_tools.apply_keras_ema(model, out / name, use_ema=use_ema)
+    for v in model.weights:
+        want = truth["target"].get(v.path, truth["target:raw"][v.path])
+        assert v.numpy().tobytes() == want.tobytes(), v.path
+    assert not np.array_equal(truth["target"]["online/kernel"],
+                              truth["target:raw"]["target/kernel"])
+
