@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .custom_order import custom_class
 from .optimizer import FLOATS
+from .submodel_order import submodel_units
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,6 +82,7 @@ class Node:
     custom: bool = False  # config.json names a class outside Keras (registered_name)
     custom_class: str = ""  # that class (custom_order.custom_class)
     loose: bool = False  # its own variables' stored order is not proven (custom_order)
+    attrs: bool = False  # holds sublayers as attributes (a subclassed model, a custom layer)
     ordered: list[Node] = field(default_factory=list)
     bag: list[Node] = field(default_factory=list)
 
@@ -116,6 +118,7 @@ def build_tree(model, config, owner_names, notes) -> Node:
             node.cls = re.sub(r"_\d+$", "", rel[len("layers/"):])
         else:
             parent.bag.append(node)
+            parent.attrs = True
             base = rel.rsplit("/", 1)[-1].lstrip("_")
             node.cls = base if base in _VAR_NAMES else (
                 "einsum_dense" if base.endswith("dense") else None)
@@ -260,10 +263,11 @@ def flatten_tree(node: Node, out: list[tuple[str, list[str]]],
         out.append(("bag", list(node.keys)))
     elif node.keys:
         out.append(("seq", list(node.keys)))
-    if node.bag:
+    units = submodel_units(node)  # nested models' layers, where their order proves nothing
+    if node.bag or units is not None:
         inner: list[tuple[str, list[str]]] = []
         parts: list[list[str]] = []
-        for child in node.ordered + node.bag:
+        for child in node.ordered + node.bag if units is None else units:
             mine: list[tuple[str, list[str]]] = []
             flatten_tree(child, mine)
             inner += mine
