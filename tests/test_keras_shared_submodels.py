@@ -116,6 +116,7 @@ def _stated(order: list[str]) -> str:
     return ",".join(p.split("/", 1)[1] if p.startswith("outer/") else p for p in order)
 
 
+NESTED = {"ae": "ae", "outer": "zz, aa"}  # as the file records their names
 SWAPPED = [("ae", "m.keras", []), ("ae", "m.weights.h5", ["--use-ema"]),
            ("outer", "m.keras", []), ("outer", "m.weights.h5", ["--use-ema"])]
 
@@ -127,6 +128,7 @@ def test_nested_order_is_refused_naming_trainable(made, tmp_path, case, file, ex
     code, _, err = run_cli(["export", str(d / file), "--out", str(out), *extra])
     assert code == 6 and "--trainable" in err and not out.exists(), err
     assert "fit()" not in err, err
+    assert f"nested model(s) {NESTED[case]}" in " ".join(err.split()), err
     code, text, err = run_cli(["list", str(d / file), "--json", *extra])
     doc = json.loads(text)
     assert "proven by their shapes" not in doc["ema_evidence"]["detail"], doc["ema_evidence"]

@@ -33,6 +33,7 @@ from .custom_order import mark_loose, note_loose_layers
 from .model_tree import Node, build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
 from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
 from .stated import check_proven, check_stated, refuse_layer_count, stated_keys
+from .submodel_order import note_nested
 
 __all__ = ["KerasLayout", "Spec", "analyze", "check_stated", "fitting_use_ema",
            "infer_use_ema", "stated_keys", "to_snake_case"]
@@ -372,6 +373,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             refuse_layer_count(lay, found.copy_counts, by_layer)
     if lay.loose and None in lay.averages.values():
         note_loose_layers(lay)
+    note_nested(lay, root)
     lora = _lora_layers(config)
     if lora and lay.use_ema and (not lay.averages or None in lay.averages.values()):
         # Keras saves a LoRA layer's kernel merged with a_raw @ b_raw and not its factors:

@@ -70,3 +70,40 @@ def _is_model(node: Node) -> bool:
 
 def _holds(node: Node) -> bool:
     return bool(node.keys) or any(_holds(c) for c in node.ordered + node.bag)
+
+
+def nested_models(node: Node) -> list[tuple[str, list[str]]]:
+    """The nested models (recursively) whose stored order :func:`submodel_units` reads as
+    unknown: (the name the file records for the model, or its path; the model weight keys
+    under it), outermost first."""
+    out: list[tuple[str, list[str]]] = []
+    if submodel_units(node) is not None:
+        for child in node.ordered + node.bag:
+            if _is_model(child) and _holds(child):
+                out.append((child.name or child.path, _keys(child)))
+    for child in node.ordered + node.bag:
+        out += nested_models(child)
+    return out
+
+
+def note_nested(lay, root: Node) -> None:
+    """Notes, for the first EMA copy left unpaired (``lay.averages``), that nested models of
+    a subclassed model may be why: the refusal then names the cause and what decides."""
+    open_ = [a for a, w in lay.averages.items() if w is None]
+    nested = nested_models(root)
+    if not open_ or not nested:
+        return
+    names = ", ".join(n for n, _ in nested[:4]) + (" ..." if len(nested) > 4 else "")
+    lay.notes.append(
+        f"{open_[0]} and the other open copies: the model holds nested model(s) {names} as "
+        "attributes (a subclassed model); Keras saves each layer once, under the attribute "
+        "whose name sorts first, while the optimizer was built in the model's own tracking "
+        "order (the order its __init__ assigned the sublayers), so the order the file stores "
+        "a nested model's layers in does not prove the optimizer's where equal-shaped weights "
+        "could trade places: pass --trainable with every weight the optimizer was built with, "
+        "in model.trainable_variables order ([v.path for v in model.trainable_variables]), "
+        "or apply_keras_ema(model, path) with the live model")
+
+
+def _keys(node: Node) -> list[str]:
+    return list(node.keys) + [k for c in node.ordered + node.bag for k in _keys(c)]
