@@ -220,17 +220,23 @@ def _named_layers(plan: dict[str, str], ckpt: Checkpoint) -> dict[str, list[str]
         # model.layers order (layer_with_weights-N): the order Keras loads an .h5 by.
         return {layer: layers[layer] for layer in sorted(
             layers, key=lambda n: int(numbered[n].group(1)))}
-    # Keras 3 loads an .h5's layers by position too (tf_keras by name with by_name=True):
-    # two layers holding weights of the same names and shapes would load into each other,
-    # and a TensorFlow checkpoint does not record the layers' order in the model.
+    # Keras 3 loads an .h5's layers by position too (tf_keras by name with by_name=True),
+    # checking only each weight's shape: two layers holding weights of the same names and
+    # shapes would load into each other, and a TensorFlow checkpoint does not record the
+    # layers' order in the model. A TF2 checkpoint (of a subclassed Keras model, the usual
+    # case) refuses on shapes alone: a Dense kernel and an Embedding's table alike load
+    # into each other without a word.
+    by_shape = ckpt.objects is not None
     seen: dict[tuple, str] = {}
     for layer, names in layers.items():
-        signature = tuple((n.rpartition("/")[2], tuple(ckpt.entry(plan[n]).shape)) for n in names)
+        signature = tuple((None if by_shape else n.rpartition("/")[2],
+                           tuple(ckpt.entry(plan[n]).shape)) for n in names)
         if signature in seen:
             raise UnsupportedFormatError(
                 f"{ckpt.path}: layers {seen[signature]!r} and {layer!r} hold weights of the same "
-                "names and shapes, and a TensorFlow checkpoint does not record their order in "
-                "the model, by which Keras loads an .h5; export .npz or .safetensors (read by "
-                "name), or restore-ema to a checkpoint, instead")
+                f"{'shapes' if by_shape else 'names and shapes'}, and a TensorFlow checkpoint "
+                "does not record their order in the model, by which Keras loads an .h5 "
+                "(checking shapes only); export .npz or .safetensors (read by name), or "
+                "restore-ema to a checkpoint, instead")
         seen[signature] = layer
     return layers
