@@ -27,14 +27,15 @@ _FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
 
 
 def find_twins(ckpt) -> list[tuple[str, str]]:
-    """``(weight, averaged weight)`` key pairs of a Keras 3 file: a model weight without an
-    EMA copy whose shape, dtype and bytes are those of a weight with one (at most one pair
-    per weight without a copy). Empty for other formats or where nothing is paired.
+    """``(weight, averaged weight)`` key pairs of a Keras 3 file or a legacy ``.h5``: a model
+    weight without an EMA copy whose shape, dtype and bytes are those of a weight with one (at
+    most one pair per weight without a copy). Empty for other formats or where nothing is
+    paired.
 
     Reads the values of those weights only that share a shape and dtype with a paired one.
     """
     lay = getattr(ckpt.reader, "keras", None)
-    if lay is None or lay.kind != "keras3" or not lay.averages:
+    if lay is None or lay.kind not in ("keras3", "legacy") or not lay.averages:
         return []
     averaged = [w for w in lay.averages.values() if w is not None]
     done = set(averaged)

@@ -124,3 +124,54 @@ def test_apply_keras_ema_keeps_a_synced_frozen_copy_raw(keras, made, name, use_e
     assert not np.array_equal(truth["target"]["online/kernel"],
                               truth["target:raw"]["target/kernel"])
 
+
+
+@pytest.fixture(scope="module")
+def tfk_tied_h5(tmp_path_factory):
+    """tf_keras: a custom output layer holding the Embedding's own variable, saved as a
+    legacy .h5 (model.save('m.h5')): the variable is stored under both layers."""
+    tf_keras = pytest.importorskip("tf_keras")
+    import tensorflow as tf
+
+    class TiedOut(tf_keras.layers.Layer):
+        def __init__(self, emb=None, **kw):
+            super().__init__(**kw)
+            object.__setattr__(self, "_emb_ref", emb)
+
+        def build(self, shape):
+            self.w = self._emb_ref.embeddings
+            self.bias = self.add_weight(shape=(4,), initializer="zeros", name="bias")
+
+        def call(self, x):
+            return tf.matmul(x, self.w, transpose_b=True) + self.bias
+
+        def get_config(self):
+            return super().get_config()
+
+    tf.random.set_seed(0)
+    inp = tf_keras.Input((), dtype="int32")
+    emb = tf_keras.layers.Embedding(4, 4, name="emb")
+    h = tf_keras.layers.Dense(4, name="mid")(emb(inp))
+    model = tf_keras.Model(inp, TiedOut(emb, name="tied")(h))
+    model.compile(tf_keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5), "mse")
+    rs = np.random.RandomState(0)
+    x, y = rs.randint(0, 4, (16,)), rs.rand(16, 4).astype("float32")
+    for _ in range(4):
+        model.train_on_batch(x, y)
+    path = tmp_path_factory.mktemp("tfk_tied") / "m.h5"
+    model.save(str(path))
+    return path
+
+
+def test_tf_keras_legacy_h5_tied_weight_is_refused_even_when_stated(tfk_tied_h5, tmp_path):
+    """Following the name refusal's advice with the true --trainable, restore-ema wrote the
+    average under emb and kept tied's raw copy, which tf_keras loads last: raw embeddings,
+    exit 0 (review-11-attack-r12 F3b)."""
+    stated = ("model_weights/emb/emb/embeddings,model_weights/mid/mid/kernel,"
+              "model_weights/mid/mid/bias,model_weights/tied/tied/bias")
+    for args in (["restore-ema", str(tfk_tied_h5), "--out", str(tmp_path / "r.h5")],
+                 ["export", str(tfk_tied_h5), "--out", str(tmp_path / "w.npz")]):
+        code, _, err = run_cli([*args, "--trainable", stated])
+        assert code == 6, (args, err)
+        assert "weight tying" in err and "tied/emb/embeddings" in err, err
+    assert not (tmp_path / "r.h5").exists() and not (tmp_path / "w.npz").exists()
