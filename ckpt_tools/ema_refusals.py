@@ -484,6 +484,12 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
     return hints
 
 
+#: A hint of the map (no message of its own): a Keras checkpoint whose optimizer keeps TF2
+#: slot variables (a tf_keras legacy optimizer) and no averages.
+LEGACY_SLOTS = ("the optimizer keeps TF2 slot variables (.OPTIMIZER_SLOT), as a tf_keras legacy "
+                "optimizer does, which has no use_ema")
+
+
 def missing_message(m: EmaMap) -> str:
     if m.hints and m.hints[0].startswith("no averages kept as"):
         return f"{m.checkpoint}: {m.hints[0]}"
@@ -500,7 +506,12 @@ def missing_message(m: EmaMap) -> str:
     if none and renamed:  # the shadows are there, under another name: nothing else to say
         return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
                 f"(e.g. {shadow!r} is not in the checkpoint); {renamed}")
-    if none and m.file_style == "keras":
+    if none and m.file_style == "keras" and LEGACY_SLOTS in m.hints:
+        cause = ("its optimizer keeps slot variables (.OPTIMIZER_SLOT), as a tf_keras legacy "
+                 "optimizer (tf_keras.optimizers.legacy, or Keras before 2.11) does, which has "
+                 "no use_ema (train with e.g. tf_keras.optimizers.SGD(momentum=0.9, "
+                 "use_ema=True) to keep them)")
+    elif none and m.file_style == "keras":
         cause = ("the optimizer had use_ema=False (train with e.g. "
                  "keras.optimizers.SGD(..., use_ema=True) to keep them)")
     elif none and m.file_style == "tf2":
@@ -524,7 +535,8 @@ def missing_message(m: EmaMap) -> str:
     else:
         cause = ("these variables were probably created after ema.apply() or left out of its "
                  "var_list; pass --allow-missing (allow_missing=True) to restore their raw values")
-    hint = ("; " + "; ".join(m.hints)) if m.hints else ""
+    said = [h for h in m.hints if h != LEGACY_SLOTS]  # the cause says it already
+    hint = ("; " + "; ".join(said)) if said else ""
     if none:
         hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
                  "one file)")

@@ -18,6 +18,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
 from .ema_proof import refuse_unproven_names
 from .ema_refusals import (
+    LEGACY_SLOTS,
     UnprovenPairingError,
     ambiguous_message,
     file_style,
@@ -30,6 +31,7 @@ from .ema_refusals import (
 from .ema_several import join_maps, split_ema_names
 from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
+from .formats.objgraph import SLOT_MARK
 from .object_roles import pair_object_shadows
 from .pairing import root_child
 from .raw_reasons import expected_raw
@@ -482,6 +484,9 @@ def ema_map(
                   if source == "meta" else set())
     unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys]
     hints = missing_hints(variables, name, detected, missing, unsaved)
+    if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
+            and any(SLOT_MARK in k for k in variables):
+        hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema
     lacking = set(missing)
     elsewhere = {v.ema_of: k for k, v in variables.items()
                  if v.role == R.EMA and v.ema_of in lacking}

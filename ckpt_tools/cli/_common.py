@@ -49,7 +49,9 @@ PathArg = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(
-    "--quiet", "-q", help="Print only the data: no titles, summaries or notes.")]
+    "--quiet", "-q", help="Print only the data: no titles, summaries or notes, except the "
+    "notes saying a pairing rests on your statement or on an assumption the file cannot "
+    "check.")]
 WideOpt = Annotated[bool, typer.Option(
     "--wide", "-w", help="Show names whole and every column, whatever the terminal width.")]
 GrepOpt = Annotated[list[str] | None, typer.Option(
