@@ -484,6 +484,11 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
     return hints
 
 
+#: A hint of the map: --allow-missing given where not one average is stored.
+NONE_TO_ALLOW = ("--allow-missing keeps raw values only beside stored averages (a weight "
+                 "ema.apply() left out), and none is stored here")
+
+
 #: A hint of the map (no message of its own): a Keras checkpoint whose optimizer keeps TF2
 #: slot variables (a tf_keras legacy optimizer) and no averages.
 LEGACY_SLOTS = ("the optimizer keeps TF2 slot variables (.OPTIMIZER_SLOT), as a tf_keras legacy "

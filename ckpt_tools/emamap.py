@@ -19,6 +19,7 @@ from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes,
 from .ema_proof import refuse_unproven_names
 from .ema_refusals import (
     LEGACY_SLOTS,
+    NONE_TO_ALLOW,
     UnprovenPairingError,
     ambiguous_message,
     file_style,
@@ -335,7 +336,8 @@ def ema_map(
             whose average's key matches (a filter naming a shadow selects its pair).
         strip_scope / add_scope (`str`): rewrite target keys, e.g. strip ``tower_0/``.
         allow_missing (`bool`): restore raw values where a shadow is missing instead of
-            recording it in :attr:`EmaMap.missing`.
+            recording it in :attr:`EmaMap.missing`, beside stored averages: where not one is
+            stored every weight stays missing (the refusal says to ask for raw weights).
         style (`str`, *optional*): use only averages kept this way (``tf1``, ``object``,
             ``keras``, ``slot``; see :data:`ckpt_tools.roles.EMA_STYLES`) when a checkpoint holds
             several kinds.
@@ -454,6 +456,12 @@ def ema_map(
         missing = [t for s, t in pairs if variables.get(t) is not None
                    and variables[t].role in expected_roles]
 
+    # --allow-missing restores raw values beside stored averages (a weight ema.apply() left
+    # out); with not one stored it would only hand back raw weights: refused, --raw says so.
+    none_stored = bool(allow_missing and missing and all(s == t or s not in variables
+                                                          for s, t in pairs))
+    if none_stored:
+        allow_missing = False
     mapping: dict[str, str] = {}
     kept: list[tuple[str, str]] = []
     averaged, raw, dropped = [], [], []
@@ -484,6 +492,8 @@ def ema_map(
                   if source == "meta" else set())
     unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys]
     hints = missing_hints(variables, name, detected, missing, unsaved)
+    if none_stored:
+        hints.append(NONE_TO_ALLOW)
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
             and any(SLOT_MARK in k for k in variables):
         hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema

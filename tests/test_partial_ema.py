@@ -195,3 +195,19 @@ def test_tf1_filters_apply_before_the_missing_refusal(tf1_subset, meta, tmp_path
     assert kept.exit_code == 6 and "b" in kept.stderr, kept.output
     mapped = runner.invoke(app, ["map", str(tf1_subset), "--exclude", "b", *meta])
     assert mapped.exit_code == 0, mapped.output
+
+
+@pytest.mark.parametrize("command", ["export", "restore-ema", "map"])
+def test_allow_missing_with_not_one_average_stored_is_refused(command, tmp_path):
+    """--allow-missing restores raw values beside stored averages; on a checkpoint that stores
+    none (a Saver that dropped every shadow) it exported only raw weights with exit 0
+    (review-11-user-r11 F10, user-r9 F26): refused, the way the file's family says, naming
+    --raw for raw weights on purpose."""
+    out = tmp_path / ("w.npz" if command == "export" else "r")
+    argv = [command, "fixtures/linear_trainable_only", "--allow-missing"]
+    argv += [] if command == "map" else ["--out", str(out)]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 6, result.output
+    text = " ".join(result.output.split())
+    assert "--allow-missing keeps raw values only beside stored averages" in text, text
+    assert "--raw" in text and not out.exists()
