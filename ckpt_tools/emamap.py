@@ -83,7 +83,8 @@ def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | 
     """
     m = ema_map(checkpoint, ema_name=ema_name, use_meta=use_meta, apply_order=apply_order,
                 non_averaged=DROP, slots=KEEP, allow_missing=True)
-    return {t: s for s, t in m.pairs if s != t}
+    unstored = set(m.missing)  # allow_missing leaves these only where not one is stored
+    return {t: s for s, t in m.pairs if s != t and t not in unstored}
 
 
 def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
