@@ -142,8 +142,9 @@ def stated_note(count: int) -> str:
             "model.trainable_variables, which visits the model's layers in the order their "
             "attributes were first assigned (the order the checkpoint records); the file "
             "cannot check that, so this is your statement, not a proof: a custom training "
-            "loop's own variable list, or a layer re-assigned after __init__ (in build(): "
-            "Keras then visits it last), puts these averages on the wrong weights; in "
+            "loop's own variable list, or a layer attribute assigned twice (in build(), or by "
+            "a subclass's __init__ replacing its parent's layer: Keras then visits it last), "
+            "puts these averages on the wrong weights; in "
             "Python, apply_ema(model, path) with the live model reads its real order")
 
 
@@ -184,13 +185,16 @@ def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
                "(the checkpoint records no types); ") if dicts else (
             "the optimizer's averages of uniquely named weights are recorded in another "
             "order than the checkpoint tracks the layers in, so it was not built in that "
-            "order (a layer re-assigned after __init__, in build(), which Keras then visits "
-            "last, or a custom training loop's own variable list); ")
+            "order (a layer attribute assigned twice, in build() or by a subclass replacing "
+            "its parent's layer, which Keras then visits last, or a custom training loop's "
+            "own variable list); ")
         return head + "--apply-order tracked does not place them: " + why + live
     said = ("--apply-order trainable states a tf.Module's order; a tf_keras optimizer is "
             "built from Keras' model.trainable_variables: " if apply_order == "trainable"
             else "")
     return (head + said + "if fit() built the optimizer (from model.trainable_variables) and "
-            "no layer was re-assigned after __init__, pass --apply-order tracked (a statement "
-            "the file cannot check: Keras visits the layers in the order their attributes "
-            "were first assigned, which the checkpoint records); " + live)
+            "no layer attribute was assigned twice (in build(), or by a subclass's __init__ "
+            "replacing its parent's layer), pass --apply-order tracked (a statement the file "
+            "cannot check: Keras visits the layers in the order their attributes were "
+            "assigned, the last assignment moving a layer last, while the checkpoint records "
+            "the first); " + live)

@@ -83,11 +83,15 @@ def test_refusal_names_the_option_that_decides(made, tmp_path):
     assert path in line and "--apply-order tracked" in line, line
     assert "apply_ema(model, path)" in line and "frozen" not in line, line
     assert "4 average(s)" in line and "(and 1 more)" in line, line
+    # the statement's condition covers a subclass replacing its parent's layer in __init__,
+    # which Keras visits last too (review-11-attack-r13 F1), not only build()
+    assert "no layer attribute was assigned twice" in line, line
+    assert "subclass's __init__ replacing its parent's layer" in line, line
     assert not target.exists()
 
 
 @pytest.mark.parametrize("case,why", [
-    ("rebuilt", "re-assigned"),  # the averages' recorded order contradicts the statement
+    ("rebuilt", "assigned twice"),  # the averages' recorded order contradicts the statement
     ("heads", "may be a dict"),  # Keras visits a dict sorted by key; the graph, as inserted
     ("frozen", "frozen"),  # 4 weights named fc/..., 2 averages: which were frozen?
 ])
