@@ -67,6 +67,8 @@ def h5_layers(plan: dict[str, str], ckpt: Checkpoint,
     layout = getattr(ckpt.reader, "keras", None)
     if layout is not None and layout.tree is not None:
         return _keras3_layers(plan, ckpt, of, layout)
+    if layout is not None and layout.tf_keras and layout.kind == "keras3":
+        _refuse_tf_keras_outside_layers(ckpt, layout, of)
     if ckpt.format in ("keras", "h5"):  # legacy .h5 and tf_keras: the file's own layers
         return _by_prefix(plan)
     if ckpt.objects is not None:
@@ -74,6 +76,26 @@ def h5_layers(plan: dict[str, str], ckpt: Checkpoint,
         if found is not None:
             return found
     return _named_layers(plan, ckpt)
+
+
+def _refuse_tf_keras_outside_layers(ckpt: Checkpoint, layout, of: dict[str, str]) -> None:
+    """Refuses an .h5 of a tf_keras ``.keras``/``.weights.h5`` whose exported weights are not
+    all under ``layers/``: a subclassed model saves its layers by attribute name (not in
+    ``model.layers`` order, by which tf_keras' ``load_weights`` fills an .h5) and its own
+    weights outside any layer; the groups written would not load as this model (a layer-count
+    error by position, nothing at all by name).
+
+    Raises:
+        UnsupportedFormatError: naming a weight outside ``layers/`` (exit 5).
+    """
+    outside = [n for n, key in of.items() if key in set(layout.model)
+               and not key.startswith("layers/")]
+    if outside:
+        raise UnsupportedFormatError(
+            f"{ckpt.path}: {outside[0]!r} is saved outside the model's layers (a subclassed "
+            "tf_keras model keeps its layers by attribute name, not in model.layers order, "
+            "and its own weights outside any layer), and tf_keras' load_weights fills an .h5 "
+            f"layer by layer in model.layers order; {_INSTEAD}")
 
 
 def _by_prefix(plan: dict[str, str]) -> dict[str, list[str]]:
