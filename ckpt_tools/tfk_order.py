@@ -73,7 +73,7 @@ def order_pairs(objects: ObjectGraph | None, variables: dict,
         return _live_pairs(objects, variables, list(apply_order), open_)
     if apply_order != "tracked":
         return {}
-    order = variable_orders(objects)["tracked"][0]
+    order = model_root_order(objects, variable_orders(objects)["tracked"][0])
     groups: dict[frozenset, list[str]] = {}
     for a in recorded_averages(objects):  # list order: the order the optimizer was built in
         if a in open_:
@@ -84,6 +84,8 @@ def order_pairs(objects: ObjectGraph | None, variables: dict,
             continue  # a frozen layer's weights have no average: which ones is not recorded
         if any(p for p in open_dicts(objects, sorted(cands), lambda a, b: True)):
             continue  # a nested dict (sorted by key) or a layer (assignment order)?
+        if own_and_sub_holders(cands):
+            continue  # a nested Model (own weights last) or a Layer (own weights first)?
         out.update(zip(avgs, sorted(cands, key=order.__getitem__), strict=True))
     # Every average, the proven ones too, must then be in that order (a layer re-assigned in
     # build() is averaged last, after a uniquely named layer the graph records after it):
@@ -93,6 +95,36 @@ def order_pairs(objects: ObjectGraph | None, variables: dict,
     if None in places or any(x >= y for x, y in zip(places, places[1:], strict=False)):
         return {}
     return out
+
+
+def _holder(key: str) -> str:
+    """The object path of the object holding variable ``key`` (``""``: the root)."""
+    path = key.split("/.ATTRIBUTES", 1)[0]
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
+def own_and_sub_holders(cands) -> list[str]:
+    """Object paths (never the root) of the objects that hold one of ``cands`` (same-named
+    weight keys) themselves while another sits in one of their sublayers: tf_keras visits a
+    ``Model``'s own weights after its sublayers', a ``Layer``'s before, and the TF format
+    does not record which the object was. Returns them sorted."""
+    holders = {_holder(k) for k in cands}
+    return sorted(h for h in holders if h and any(o.startswith(h + "/") for o in holders))
+
+
+def model_root_order(objects: ObjectGraph | None, order: dict[str, int]) -> dict[str, int]:
+    """``order`` (Keras' tracked order, a layer's own weights first) with the root's own
+    weights moved after all others: the root of a ``model.save_weights`` whose optimizer
+    recorded its averages is a tf_keras ``Model``, whose ``trainable_variables`` list the
+    tracked sublayers' weights first and its own (``add_weight``/``tf.Variable`` attributes
+    on the model) after (a ``tf.train.Checkpoint`` root holds no trainable weight of its
+    own). Returns key -> position."""
+    if objects is None or not recorded_averages(objects):
+        return order
+    keys = objects.node_keys
+    own = {keys[c] for _n, c in objects.children.get(0, []) if c in keys}
+    ranked = sorted(order, key=lambda k: (k in own, order[k]))
+    return {k: i for i, k in enumerate(ranked)}
 
 
 def open_dict_paths(objects: ObjectGraph | None, variables: dict) -> list[str]:
@@ -140,11 +172,11 @@ def stated_note(count: int) -> str:
     return (f"note: {count} average(s) of the tf_keras optimizer are paired only because you "
             "stated --apply-order tracked: that fit() built the optimizer from "
             "model.trainable_variables, which visits the model's layers in the order their "
-            "attributes were first assigned (the order the checkpoint records); the file "
-            "cannot check that, so this is your statement, not a proof: a custom training "
-            "loop's own variable list, or a layer attribute assigned twice (in build(), or by "
-            "a subclass's __init__ replacing its parent's layer: Keras then visits it last), "
-            "puts these averages on the wrong weights; in "
+            "attributes were first assigned (the order the checkpoint records), then the "
+            "model's own weights; the file cannot check that, so this is your statement, "
+            "not a proof: a custom training loop's own variable list, or a layer attribute "
+            "assigned twice (in build(), or by a subclass's __init__ replacing its parent's "
+            "layer: Keras then visits it last), puts these averages on the wrong weights; in "
             "Python, apply_ema(model, path) with the live model reads its real order")
 
 
@@ -180,9 +212,14 @@ def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
         return head + frozen + live + ", with the same layers frozen as in training; or " + keras
     if apply_order == "tracked":
         dicts = open_dict_paths(objects, variables)
-        why = (f"{', '.join(dicts[:3])} may be a dict, whose layers Keras visits sorted by "
-               "key, or a layer, whose attributes it visits in the order they were assigned "
-               "(the checkpoint records no types); ") if dicts else (
+        nested = sorted({h for c in open_averages(objects, variables).values()
+                         for h in own_and_sub_holders(c)})
+        why = (f"{', '.join(nested[:3])} holds such a weight of its own and another in a "
+               "sublayer; tf_keras visits a Model's own weights after its sublayers', a "
+               "Layer's before, and the checkpoint records no types; ") if nested else (
+            f"{', '.join(dicts[:3])} may be a dict, whose layers Keras visits sorted by "
+            "key, or a layer, whose attributes it visits in the order they were assigned "
+            "(the checkpoint records no types); ") if dicts else (
             "the optimizer's averages of uniquely named weights are recorded in another "
             "order than the checkpoint tracks the layers in, so it was not built in that "
             "order (a layer attribute assigned twice, in build() or by a subclass replacing "
