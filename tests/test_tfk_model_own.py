@@ -4,7 +4,11 @@
 first and the model's own after (a ``Layer`` the other way round), so ``--apply-order
 tracked`` must place the root model's own weights last (was: own first, each weight given
 the other's average, exit 0), and refuse where a nested object with own weights may be a
-``Model`` or a ``Layer`` (the TF format records no types). Files and truth from
+``Model`` or a ``Layer`` (the TF format records no types). A tf_keras ``.keras`` /
+``.weights.h5`` of such a model was paired own weights first with no option at all (exit 0,
+swapped): now such a layer's own weights are one more part of its bag of sublayers, refused
+where shapes leave the order open, and the true ``--trainable`` (sublayers, then the
+model's own) is accepted (was: refused as contradicting config.json). Files and truth from
 ``fixtures/make_tfk_model_own.py`` (real tf_keras, averages recorded at save time from
 ``optimizer._model_variables_moving_average``)."""
 
@@ -60,3 +64,33 @@ def test_nested_model_with_own_weights_is_refused(made, tmp_path):
     assert "blk holds such a weight of its own" in lines[0], lines[0]
     assert "apply_ema(model, path)" in lines[0], lines[0]
     assert not target.exists()
+
+
+@pytest.mark.parametrize("name,args", [("own_build.keras", []),
+                                       ("own_build.weights.h5", ["--use-ema"]),
+                                       ("seq.keras", [])])
+def test_keras_file_of_model_with_own_weights_is_refused(made, tmp_path, name, args):
+    """A tf_keras ``.keras``/``.weights.h5`` whose (root or nested) model holds a weight of
+    its own of a sublayer weight's shape: exit 6 naming ``--trainable`` and
+    ``apply_keras_ema(model, path)``, nothing written."""
+    out, _ = made
+    target = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(out / name), *args, "--out", str(target)])
+    assert code == 6, err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "apply_keras_ema(model, path)" in lines[0] and "--trainable" in lines[0], lines[0]
+    assert not target.exists()
+
+
+def test_true_trainable_order_of_model_is_accepted(made, tmp_path):
+    """``--trainable lin/0,0`` (tf_keras' real order: sublayers, then the model's own) gives
+    every weight its own average bit for bit."""
+    out, truth = made
+    target = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(out / "own_build.keras"), "--trainable", "lin/0,0",
+                            "--out", str(target)])
+    assert code == 0, err
+    ema = _truth(truth, "own_build", "ema")
+    assert sorted(ema) == ["0", "lin/0"]
+    assert_npz_holds(target, ema)

@@ -281,7 +281,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                          "in another order than model.weights")
     segments: list[tuple[str, list[str]]] = []
     groups: dict[int, list[list[str]]] = {}
-    flatten_tree(root, segments, groups)
+    flatten_tree(root, segments, groups, tf_keras)
     lay.model = [k for _, keys in segments for k in keys]
     lay.ordered = all(kind == "seq" for kind, _ in segments)
     for seg, (kind, keys) in enumerate(segments):

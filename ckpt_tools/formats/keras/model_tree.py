@@ -250,26 +250,34 @@ def _suffix(node: Node) -> tuple[str, int]:
 
 
 def flatten_tree(node: Node, out: list[tuple[str, list[str]]],
-             groups: dict[int, list[list[str]]] | None = None) -> None:
+                 groups: dict[int, list[list[str]]] | None = None,
+                 tf_keras: bool = False) -> None:
     """Model weight keys in ``model.weights`` order, as ("seq"|"bag", keys) runs.
 
     ``groups`` gets, for each bag whose sublayers hold no bag themselves, the keys of each
     sublayer in their own (known) order: Keras builds ``trainable_variables`` sublayer by
-    sublayer, so only the order of these groups is unknown.
+    sublayer, so only the order of these groups is unknown. ``tf_keras``: a layer holding
+    weights of its own and sublayers with weights may be a tf_keras ``Model`` (which lists
+    its own weights after its sublayers') or a ``Layer`` (before): its own weights are one
+    more part of the bag of its sublayers.
     """
-    if node.keys and node.loose:  # stored order not proven: each variable its own part
+    mixed = tf_keras and bool(node.keys) and any(holds(c) for c in node.ordered + node.bag)
+    if node.keys and node.loose and not mixed:  # stored order not proven: each its own part
         if groups is not None:
             groups[len(out)] = [[k] for k in node.keys]
         out.append(("bag", list(node.keys)))
-    elif node.keys:
+    elif node.keys and not mixed:
         out.append(("seq", list(node.keys)))
     units = submodel_units(node)  # nested models' layers, where their order proves nothing
-    if node.bag or units is not None:
+    if node.bag or units is not None or mixed:
         inner: list[tuple[str, list[str]]] = []
         parts: list[list[str]] = []
+        if mixed:
+            inner.append(("bag" if node.loose else "seq", list(node.keys)))
+            parts.append([] if node.loose else list(node.keys))
         for child in node.ordered + node.bag if units is None else units:
             mine: list[tuple[str, list[str]]] = []
-            flatten_tree(child, mine)
+            flatten_tree(child, mine, tf_keras=tf_keras)
             inner += mine
             if mine:
                 parts.append([k for kind, ks in mine for k in ks] if all(
@@ -281,7 +289,7 @@ def flatten_tree(node: Node, out: list[tuple[str, list[str]]],
             out.append(("bag", keys))
     else:
         for child in node.ordered:
-            flatten_tree(child, out, groups)
+            flatten_tree(child, out, groups, tf_keras)
 
 
 def _var_names(node: Node, n: int, float_first: bool = True

@@ -390,7 +390,8 @@ def _note_unproven(lay, trained: list[str], targets: list[str | None]) -> None:
         f"{len(open_)} EMA copies belong to weights of sublayers of equal shapes ("
         f"{', '.join(subs[:4])}{' ...' if len(subs) > 4 else ''}) whose order the file does "
         "not record (tf_keras trains a layer's sublayers in the order it tracks them: "
-        "attributes as assigned, a list by index, a dict by sorted key; the .keras saves them "
+        "attributes as assigned, a list by index, a dict by sorted key, and a Model's own "
+        "weights after its sublayers', a Layer's before; the .keras saves them "
         "alphabetically or by insertion), so they cannot be paired from it: pass --trainable "
         "with the weights the optimizer was built with, in model.trainable_variables order "
         "(Python: apply_keras_ema(model, path))")
