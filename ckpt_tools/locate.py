@@ -14,7 +14,12 @@ import posixpath
 import re
 from contextlib import contextmanager
 
-from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+from .errors import (
+    AmbiguousCheckpointError,
+    CheckpointNotFoundError,
+    CorruptCheckpointError,
+    UnsupportedFormatError,
+)
 from .formats._io import (
     canonical_location,
     is_url,
@@ -272,12 +277,23 @@ def locate(path: str | os.PathLike) -> Location:
 
         if os.path.isfile(state):
             return _prefix_location(read_state_file(path)[-1], path, state)
-        indexes = [f for f in os.listdir(path) if f.endswith(".index")]
+        names = os.listdir(path)
+        indexes = [f for f in names if f.endswith(".index")]
+        keras_files = [f for f in names if f.endswith((".keras", ".h5", ".hdf5"))]
+        if indexes and keras_files:
+            # a TF series beside Keras files: steps and epochs do not compare, and either
+            # kind may be the one meant (review-11-attack-r13 F2)
+            both = sorted(indexes) + sorted(keras_files)
+            raise AmbiguousCheckpointError(
+                f"{path}: holds TensorFlow checkpoints ({', '.join(sorted(indexes)[:4])}"
+                f"{' ...' if len(indexes) > 4 else ''}) and Keras files ("
+                f"{', '.join(sorted(keras_files)[:4])}{' ...' if len(keras_files) > 4 else ''})"
+                f" and no 'checkpoint' state file: which kind is meant is not recorded "
+                f"({len(both)} candidates): name the file to read")
         if indexes:
             newest, why = pick_latest(path, indexes, indexes, mtime)
             found = _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
             return _chosen(found, path, indexes, newest, why)
-        names = os.listdir(path)
         shards: dict[str, float] = {}  # sharded V1 checkpoints, e.g. an old session bundle
         for f in names:
             pattern = None if _DATA_RE.match(f) else shard_pattern(f)

@@ -118,3 +118,23 @@ def test_a_copied_run_in_a_bucket_by_its_names(s3, tf2_run, tmp_path):
     code, _, err = run_cli(["export", f"s3://{BUCKET}/copied_run/", "--out", str(out)])
     assert code == 0, err
     assert_npz_holds(out, truth[11])
+
+
+def test_a_tf_series_beside_keras_files_is_refused(tmp_path):
+    """ckpt-3, ckpt-12 and two weights.NN.weights.h5 in one directory without a state file:
+    it used ckpt-12 and did not mention the Keras files; steps and epochs do not compare
+    (review-11-attack-r13 F2). Refused (exit 6) naming both kinds."""
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures")
+    run = tmp_path / "run"
+    run.mkdir()
+    for step in (3, 12):
+        for ext in ("index", "data-00000-of-00001"):
+            shutil.copy(os.path.join(fixtures, "linear_v2", f"model.ckpt.{ext}"),
+                        run / f"ckpt-{step}.{ext}")
+    for epoch in (8, 20):
+        shutil.copy(os.path.join(fixtures, "keras_ema", "adam.weights.h5"),
+                    run / f"weights.{epoch:02d}.weights.h5")
+    code, _, err = run_cli(["list", str(run)])
+    assert code == 6, err
+    text = " ".join(err.split())
+    assert "TensorFlow checkpoints" in text and "weights.20.weights.h5" in text, text
