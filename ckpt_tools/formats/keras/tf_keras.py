@@ -265,6 +265,19 @@ def _built_with(lay, entries, rest, use_ema, slot_names, stated=None) -> list[st
                 got == shapes if stated else bag_targets(lay, entries, keys, got) is not None):
             if per is None and every != now:
                 break  # unknown slots: how many averages there are is unknown
+            if per is None and not stated and not only_count(
+                    shapes, [entries[k].shape for k in rest]):
+                # unknown slots: fewer weights with more slots each fit as well
+                lay.notes.append(
+                    f"the {len(rest)} tf_keras optimizer variables do not fit one average and "
+                    f"the same slots for each of the {len(keys)} weights the file holds alone "
+                    "(fewer weights with more slots each fit too, or none reads so), and "
+                    "the file records neither the optimizer's class (its slots per weight) "
+                    "nor which layers were frozen when it was built (or held where it does "
+                    "not save them): pass --trainable with the weights it was built with, in "
+                    "model order, or use apply_keras_ema(model, path) (use_ema=True) with the "
+                    "live model")
+                return []
             if keys is now and every != now and not stated and _other_layers(lay, entries,
                                                                               now, every):
                 return []
@@ -321,6 +334,41 @@ def _other_layers(lay, entries, now: list[str], every: list[str]) -> bool:
 
 
 _PERMUTATIONS = 5040  # sublayer orders tried per container (7 sublayers)
+
+
+#: Slots per weight of the built-in tf_keras optimizers, at most (Adam/AdamW with amsgrad:
+#: m, v, vhat; Adafactor: r, c, v).
+_MOST_SLOTS = 3
+
+
+def only_count(shapes: list, rest: list) -> bool:
+    """Whether the optimizer's variables (``rest``: their shapes, in order) prove they hold one
+    average and the same slots for each of the weights of ``shapes``, where the optimizer's
+    class, and so its slots per weight, is not recorded: tf_keras makes the averages first,
+    then each weight's slots in turn, so the layout must read so, and no fewer weights (layers
+    frozen when it was built, or held where the file does not save them) with more slots each
+    may read so too (2 weights with an average and 3 slots, or 4 with an average and one).
+
+    Example:
+        >>> only_count([(4, 4), (4,)], [(4, 4), (4,), (4, 4), (4,)])
+        True
+    """
+    from collections import Counter
+
+    def fits(first: list) -> bool:
+        n = len(first)
+        if not n or len(rest) % n:
+            return False
+        k = len(rest) // n - 1  # no built-in tf_keras optimizer keeps more than 3 per weight
+        return k <= _MOST_SLOTS and rest[n:] == [s for s in first for _ in range(k)]
+
+    if rest[:len(shapes)] != shapes and Counter(rest[:len(shapes)]) != Counter(shapes):
+        return False
+    if not fits(rest[:len(shapes)]):
+        return False
+    have = Counter(shapes)
+    return not any(fits(rest[:n]) and not Counter(rest[:n]) - have
+                   for n in range(1, len(shapes)))
 
 
 def bag_targets(lay, entries, keys: list[str], got: list) -> list[str | None] | None:
