@@ -112,6 +112,15 @@ def _clean_name(key: str, var) -> str:
     return var.path if var is not None and var.path else key
 
 
+def _filtered_out(names: set[str], include, exclude, also: str | None = None) -> bool:
+    """Whether the name filters leave out what ``names`` name: no ``include`` glob matches one
+    of them (or ``also``: the average whose name selects its weight), or an ``exclude`` glob
+    matches one of them."""
+    if include and not any(match_any(n, include) for n in {*names, *filter(None, [also])}):
+        return True
+    return any(match_any(n, exclude) for n in names)
+
+
 def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, exclude=None,
                 rename=None, weights_out: dict[str, str] | None = None,
                 expected_out: dict[str, str] | None = None,
@@ -152,10 +161,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     averaged = []
 
     def left_out(key: str) -> bool:  # a filter naming the shadow selects its weight
-        names = {_clean_name(key, variables.get(key)), key}
-        if include and not any(match_any(n, include) for n in {*names, sources.get(key, key)}):
-            return True
-        return any(match_any(n, exclude) for n in names)
+        return _filtered_out({_clean_name(key, variables.get(key)), key}, include, exclude,
+                             also=sources.get(key, key))
 
     if use_ema:  # a weight the filters leave out is not exported: its average cannot matter
         m.require_complete(left_out=[t for t in m.missing if left_out(t)])
@@ -196,8 +203,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             warnings.append(raw_too)
         # averages of weights the file lacks (not tracked by the object graph): said
         orphans = {k: n for k, n in orphan_averages(ckpt, variables).items()
-                   if not (include and not match_any(n, include) and not match_any(k, include))
-                   and not (exclude and (match_any(n, exclude) or match_any(k, exclude)))}
+                   if not _filtered_out({n, k}, include, exclude)}
         lacking = orphan_warning(orphans, f"the output holds {len(plan)} weights without "
                                           "those")
         if lacking:
