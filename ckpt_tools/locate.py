@@ -298,8 +298,8 @@ def locate(path: str | os.PathLike) -> Location:
         for f in names:
             pattern = None if _DATA_RE.match(f) else shard_pattern(f)
             if pattern and os.path.isfile(os.path.join(path, f)):
-                mtime = os.path.getmtime(os.path.join(path, f))
-                shards[pattern] = max(mtime, shards.get(pattern, mtime))
+                when = mtime(f)
+                shards[pattern] = max(when, shards.get(pattern, when))
         if shards:
             newest, why = pick_latest(path, list(shards), list(shards), shards.get)
             found = _prefix_location(os.path.join(path, newest), path)
