@@ -25,12 +25,14 @@ def expected_raw(ckpt, keys) -> dict[str, str]:
     Returns:
         `dict[str, str]`: key -> :data:`FROZEN` or :data:`NON_TRAINABLE`; empty for files
         without a Keras ``config.json`` (TF checkpoints, bare ``.weights.h5``) and for weights
-        the caller's ``--trainable`` left out (that is a statement, not the file's record).
+        the caller's ``--trainable`` left out that config.json does not record frozen (that
+        is a statement, not the file's record).
     """
     layout = getattr(getattr(ckpt, "reader", None), "keras", None)
     if layout is None or not layout.configured:
         return {}
-    frozen, fixed = set(layout.frozen), set(getattr(layout, "untrainable", ()))
+    frozen = set(layout.frozen) | set(getattr(layout, "frozen_left_out", ()))
+    fixed = set(getattr(layout, "untrainable", ()))
     found = {}
     for key in keys:
         if layout.trainable.get(key) is not False:

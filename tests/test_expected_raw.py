@@ -73,3 +73,57 @@ def test_a_file_without_config_keeps_the_warning(frozen_norm, tmp_path):
     flat = " ".join(err.split())
     assert f"4 weight(s) {WARNED}" in flat and "as config.json explains" not in flat, err
     assert_npz_holds(out, truth)
+
+
+@pytest.fixture(scope="module")
+def eq_frozen(keras, tmp_path_factory):
+    """Three Dense(4) layers of equal shapes, ``b`` frozen before compile: the file leaves
+    the pairing open (refused), ``--trainable a,c`` decides it; config.json still records
+    ``b`` frozen."""
+    keras.utils.set_random_seed(6)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(16, 4)).astype("float32")
+    y = rng.normal(size=(16, 4)).astype("float32")
+    inp = keras.Input((4,))
+    a, b, c = (keras.layers.Dense(4, name=n) for n in "abc")
+    model = keras.Model(inp, c(b(a(inp))))
+    b.trainable = False
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    for _ in range(3):
+        model.train_on_batch(x, y)
+    d = tmp_path_factory.mktemp("eq_frozen")
+    model.save(str(d / "m.keras"))
+    truth = {v.path: v.numpy() for v in model.weights}
+    truth.update({v.path: opt._model_variables_moving_average[
+        opt._get_variable_index(v)].numpy() for v in model.trainable_variables})
+    return d, truth
+
+
+def test_stated_trainable_keeps_the_config_frozen_note(eq_frozen, tmp_path):
+    """review-11-user-r11 F6: ``--trainable`` leaving out the layers config.json records
+    frozen gives the same note and ``raw_expected`` as a pairing the file proves."""
+    d, truth = eq_frozen
+    out = tmp_path / "w.npz"
+    code, text, err = run_cli(["export", str(d / "m.keras"), "--trainable", "a,c",
+                               "--out", str(out), "--json"])
+    assert code == 0, err
+    flat = " ".join(err.split())
+    assert WARNED not in flat and "warning:" not in flat, err
+    assert "2 in layers it records frozen (trainable: false): b/kernel, b/bias" in flat, err
+    doc = json.loads(text)
+    assert doc["raw_expected"] == {"b/kernel": "frozen", "b/bias": "frozen"}, doc
+    assert doc["warnings"] == [], doc
+    assert_npz_holds(out, truth)
+
+
+def test_stated_trainable_leaving_out_a_trainable_layer_still_warns(eq_frozen, tmp_path):
+    """A weight config.json records trainable that ``--trainable`` leaves out is the
+    caller's statement, not the file's record: it keeps the warning."""
+    d, _ = eq_frozen
+    code, text, err = run_cli(["export", str(d / "m.keras"), "--trainable", "a,b",
+                               "--out", str(tmp_path / "w.npz"), "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["raw_expected"] == {}, doc
+    assert "2 weight(s) " + WARNED in " ".join(err.split()) and "c/kernel" in err, err

@@ -57,6 +57,10 @@ class KerasLayout:
         averages: EMA copy key -> model weight key (``None`` where it cannot be paired).
         frozen: weights of layers the config marks ``trainable=False`` (the state when the file
             was saved): the optimizer still holds copies of those frozen after it was built.
+        frozen_left_out: with a stated ``trainable``: the weights config.json records in
+            frozen layers that the statement leaves out (``frozen`` is then empty, the
+            statement replacing the file's flags): raw, as Keras evaluates them, by the file's
+            own record (:mod:`~ckpt_tools.raw_reasons`).
         untrainable: float weights config.json's layer classes create ``trainable=False``
             (Normalization's ``mean``/``variance``): no optimizer copy is expected.
         slots: optimizer slot key -> model weight key (``None`` where unknown).
@@ -121,6 +125,7 @@ class KerasLayout:
     ema_source: str = ""  # "config", "layout", "names" (a legacy .h5) or "stated"
     averages: dict[str, str | None] = field(default_factory=dict)
     frozen: list[str] = field(default_factory=list)
+    frozen_left_out: list[str] = field(default_factory=list)
     untrainable: list[str] = field(default_factory=list)
     slots: dict[str, str | None] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
@@ -353,6 +358,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                 found.averages.values() else None
             check_stated(lay, keys, [k for k, _ in trained], proven)
         lay.trainable.update({k: k in set(keys) for k in lay.model})
+        lay.frozen_left_out = [k for k in lay.frozen if k not in set(keys)]
         lay.frozen, segments, groups = [], [("seq", keys)], {}
         trained = [(k, 0) for k in keys]
         lay.notes.append(f"the {len(keys)} weights the optimizer was built with, in order, "
