@@ -477,6 +477,9 @@ def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, Role
             out[key] = RoleInfo(STEP)
         elif key in layout.slots:
             out[key] = RoleInfo(OPTIMIZER_SLOT, slot_of=layout.slots[key])
+        elif key in getattr(layout, "loss_scale_state", ()):
+            # a LossScaleOptimizer's own variables (formats.keras.loss_scale): state
+            out[key] = RoleInfo(OPTIMIZER_SLOT)
         elif key in layout.trainable:
             last = layout.paths.get(key, key).rsplit("/", 1)[-1]
             if not layout.trainable[key] and last in _BN_NAMES:

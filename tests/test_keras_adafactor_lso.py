@@ -7,6 +7,7 @@ them, never otherwise."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -105,3 +106,26 @@ def test_apply_keras_ema_loads_the_wrapped_optimizers_averages(made, case, suffi
     for v in model.trainable_variables:
         path = v.path.split("/", 1)[1]
         assert np.asarray(v.numpy()).tobytes() == truth[f"{case}:ema:{path}"].tobytes(), path
+
+
+@pytest.mark.parametrize("case", ["mixed", "nadam"])
+def test_loss_scale_optimizers_own_group_is_optimizer_state(made, case):
+    """review-11-user-r11 F7: ``LossScaleOptimizer.variables`` is its own state followed by
+    the wrapped optimizer's variables, which Keras stores again under ``optimizer/vars/``:
+    ``map`` leaves them out with the slots instead of restoring them into themselves, and
+    ``list`` names them as the wrapped optimizer's under the wrapper."""
+    out, _ = made
+    path = str(out / f"{case}.keras")
+    code, text, err = run_cli(["map", path, "--json"])
+    assert code == 0, err
+    assert not [k for k in json.loads(text) if k.startswith("optimizer/vars/")], text
+    code, text, err = run_cli(["list", path, "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    outer = [v for v in doc["variables"] if v["key"].startswith("optimizer/vars/")]
+    assert outer and {v["role"] for v in outer} == {"optimizer_slot"}, outer
+    assert [v["path"] for v in outer[-2:]] == [
+        f"loss_scale_optimizer/{v['path']}" for v in doc["variables"]
+        if v["key"].startswith("optimizer/inner_optimizer/vars/")][-2:], outer
+    assert any("repeat of the wrapped optimizer's" in n
+               for n in doc["ema_evidence"]["notes"]), doc["ema_evidence"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from ..entry import TensorEntry
 from .custom_order import mark_loose, note_loose_layers
+from .loss_scale import name_repeats, read_outer
 from .model_tree import Node, build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
 from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
 from .stated import check_proven, check_stated, refuse_layer_count, stated_keys
@@ -146,6 +147,10 @@ class KerasLayout:
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
     loss_scaled: bool = False  # a LossScaleOptimizer wraps the optimizer (mixed_float16)
+    # the LossScaleOptimizer's own vars/ (optimizer state: loss_scale.py); ``repeats``:
+    # those of them repeating the wrapped optimizer's -> the wrapped key
+    loss_scale_state: list[str] = field(default_factory=list)
+    repeats: dict[str, str] = field(default_factory=dict)
     named: Node | None = None
     shapes: dict[str, tuple] = field(default_factory=dict)
     copy_counts: tuple[int, ...] = ()
@@ -338,6 +343,11 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             "records it")
     elif lay.other and owner != _INNER:
         lay.notes.append(f"{len(lay.other)} variables of nested optimizers are not interpreted")
+    elif owner == _INNER and not tf_keras:
+        outer = sorted((k for k in lay.other if entries[k].extra.get("owner") == "optimizer"),
+                       key=lambda k: entries[k].extra.get("index") or 0)
+        read_outer(lay, entries, opt, outer, owner_names.get("optimizer")
+                   or "loss_scale_optimizer")
     # Every weight the optimizer may have been built with, in model.weights order: the
     # trainable ones and those of layers frozen since (config.json records trainable as saved).
     frozen = set(lay.frozen)
@@ -398,6 +408,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
         if src or name in ("iteration", "learning_rate"):
             lay.paths[key] = (f"{opt_name}/{lay.paths[src].replace('/', '_')}_{name}" if src
                               else f"{opt_name}/{name}")
+    name_repeats(lay, owner_names.get("optimizer") or "loss_scale_optimizer")
     lay.order = lay.model + opt + lay.other
     return lay
 
