@@ -236,7 +236,26 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
         if owner and out[key].role in (WEIGHT, OTHER) and \
                 f"{owner.group(1)}_iterations{VALUE_SUFFIX}" in entries:
             out[key] = RoleInfo(OPTIMIZER_SLOT)
+        elif out[key].role == WEIGHT and _is_lookup_idf(key, entries):
+            out[key] = RoleInfo(OTHER)
     return out
+
+
+_IDF = "idf_weights" + VALUE_SUFFIX
+
+
+def _is_lookup_idf(key: str, entries) -> bool:
+    """A Keras lookup layer's ``idf_weights`` (``TextVectorization``/``StringLookup`` with
+    ``output_mode="tf_idf"``): a variable Keras creates ``trainable=False``, recognised where
+    the object holding it also holds the layer's adapt state (``num_documents``, or a
+    ``MutableHashTable``'s ``table-keys``), as only ``IndexLookup`` does. Lookup state, not a
+    weight missing an average."""
+    if not key.endswith("/" + _IDF) and key != _IDF:
+        return False
+    owner = key[: -len(_IDF)]
+    return f"{owner}num_documents{VALUE_SUFFIX}" in entries or any(
+        k.startswith(owner) and k.endswith("/.ATTRIBUTES/table-keys") and
+        k.count("/") == owner.count("/") + 2 for k in entries)
 
 
 _KERAS3_OPT_VAR = LazyPattern(r"^((?:[^/]+/)*)_variables/\d+" + re.escape(VALUE_SUFFIX) + "$")
