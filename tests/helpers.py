@@ -202,15 +202,15 @@ def assert_npz_holds(path, truth: dict[str, np.ndarray]) -> None:
             assert z[name].tobytes() == value.tobytes(), name
 
 
-def run_script(script: str, out: Path) -> dict[str, np.ndarray]:
-    """Runs a Python ``script`` (real TF/Keras, truth recorded at save time) with ``out`` as
-    its argument and this checkout importable; returns the ``truth.npz`` it writes there.
-    Fails the test with the script's stderr."""
+def run_script(script: str, out: Path, *args: str) -> dict[str, np.ndarray]:
+    """Runs a Python ``script`` (real TF/Keras, truth recorded at save time) with ``out`` (and
+    ``args``) as its arguments and this checkout importable; returns the ``truth.npz`` it
+    writes there. Fails the test with the script's stderr."""
     import subprocess
     import sys
 
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(FIXTURES.parent))
-    proc = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", script, str(out), *args], capture_output=True,
                           text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with np.load(out / "truth.npz") as z:

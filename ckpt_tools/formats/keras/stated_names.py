@@ -113,6 +113,9 @@ def _check_stem(lay: KerasLayout, name: str, s: str, group: list[Node],
     dtypes (so fits the averages as well) is a rival."""
     group = sorted(group, key=lambda n: _number(_label(n) or ""))
     names = [_label(n) or "" for n in group]
+    if any(not n.name for n in group):
+        _check_walk_labels(lay, name, s, group, names, keys)
+        return
     fresh = names == [s] + [f"{s}_{i}" for i in range(1, len(names))]
     stated = set(keys)
 
@@ -153,6 +156,35 @@ def _check_stem(lay: KerasLayout, name: str, s: str, group: list[Node],
         + (", config.json's trainable flags select other ones" if lay.flags else "")
         + f", and a process that had made another {s} layer first prints {s}_1 for the file's "
         f"{s}, whose weights have the same shapes; {way}")
+
+
+def _check_walk_labels(lay: KerasLayout, name: str, s: str, group: list[Node],
+                       names: list[str], keys: list[str]) -> None:
+    """Refuses names the file did not record but its saving walk made up: a model's layers
+    held in a list (``model.layers``, ``self.blocks``) are saved as ``layers/dense``,
+    ``layers/dense_1``, ... numbered by class in the order the walk reaches them, which is not
+    the order the process created (and numbered) them in, so any two of them may be swapped
+    between the file's names and the ones Keras printed. Accepted only where no stated layer
+    has another in ``group`` of the same weight shapes and dtypes (no other reading fits)."""
+    stated = set(keys)
+
+    def sig(n: Node) -> tuple:
+        return tuple((tuple(lay.shapes.get(k) or ()),) for k in _all_keys(n))
+
+    picked = [n for n in group if any(k in stated for k in _all_keys(n))]
+    rivals = [(a, b) for a in picked for b in group if a is not b and sig(a) == sig(b)]
+    if not rivals:
+        return
+    a, b = rivals[0]
+    raise EmaError(
+        f"--trainable {name!r} selects layers by names the file does not record: "
+        f"{_span(names)} are the names its saver made up for the {s} layers of a list "
+        f"(numbered by class in the order it saved them, not by the layers' names), so "
+        f"the names Keras printed (e.g. [v.path for v in model.trainable_variables]) may "
+        f"call {_label(a)!r} what the file calls {_label(b)!r}, of the same shapes; state the "
+        f"file's keys as 'ckpt list --json' shows them ({_example(group)}, ...), in the "
+        f"order the optimizer was built in, or in Python apply_keras_ema(model, path) with "
+        f"the live model")
 
 
 def _fits(lay: KerasLayout, group: list[Node], keys: list[str], d: int) -> bool:

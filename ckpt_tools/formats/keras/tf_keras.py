@@ -422,6 +422,13 @@ def bag_targets(lay, entries, keys: list[str], got: list) -> list[str | None] | 
     return out
 
 
+def _walk_label(key: str, shown: str) -> bool:
+    """Whether ``key`` is shown by a name the saver made up (``layers/dense_1/vars/0`` shown
+    as ``dense_1/kernel``): a list's layers numbered by class, not the layer's own name."""
+    m = re.search(r"(?:^|/)layers/([^/]+)/vars/\d+$", key)
+    return bool(m) and (shown == m.group(1) or shown.startswith(m.group(1) + "/"))
+
+
 def _note_unproven(lay, trained: list[str], targets: list[str | None]) -> None:
     """Notes the refusal of the averages ``bag_targets`` could not pair."""
     open_ = [k for k in trained if k not in set(targets)]  # weights no average is proven of
@@ -434,6 +441,7 @@ def _note_unproven(lay, trained: list[str], targets: list[str | None]) -> None:
     if note_loose(lay, "", open_, f"{len(open_)} EMA copies average"):
         return
     subs = sorted({lay.paths.get(k, k).rsplit("/", 1)[0] for k in open_})
+    made_up = [k for k in open_ if _walk_label(k, lay.paths.get(k, k))]
     lay.notes.append(
         f"{len(open_)} EMA copies belong to weights of sublayers of equal shapes ("
         f"{', '.join(subs[:4])}{' ...' if len(subs) > 4 else ''}) whose order the file does "
@@ -442,4 +450,7 @@ def _note_unproven(lay, trained: list[str], targets: list[str | None]) -> None:
         "weights after its sublayers', a Layer's before; the .keras saves them "
         "alphabetically or by insertion), so they cannot be paired from it: pass --trainable "
         "with the weights the optimizer was built with, in model.trainable_variables order "
-        "(Python: apply_keras_ema(model, path))")
+        + ("as the file's keys (layers/<layer>/vars/<i>, as 'ckpt list --json' shows them; "
+           "the file names a list's layers by class in the order it saved them, not as Keras "
+           "named them) " if made_up else "")
+        + "(Python: apply_keras_ema(model, path))")
