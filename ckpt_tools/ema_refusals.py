@@ -92,7 +92,16 @@ def file_style(ckpt: Checkpoint) -> str:
     return "tf1"
 
 
-def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str:
+def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
+                      no_order: bool = False) -> str:
+    """Why ``unpaired`` averages (each with its candidates) are refused, and what decides.
+
+    ``no_order``: neither ``--apply-order`` pairs any of them (the caller tried both): where
+    they cover only part of their same-named group the message says no option decides.
+
+    Returns:
+        `str`: the refusal, naming the file.
+    """
     apart = sorted({root_child(c) for v in unpaired for c in v.ema_candidates})
     spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
 
@@ -220,9 +229,10 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
               "statement, so a wrong one gives wrong averages; for any other order no option "
               "can tell: give the variables unique names (tf.Variable(..., name=...)) when "
               "training")
-    partial = apply_order is not None and not owners and len(candidates) > len(unpaired)
+    partial = (apply_order is not None or no_order) and not owners and \
+        len(candidates) > len(unpaired)
     if partial:
-        decide = _partial_group(len(unpaired), len(candidates))
+        decide = _partial_group(len(unpaired), len(candidates), stated=apply_order is not None)
     keras = (keras_holders(ckpt.objects, candidates)
              if apply_order in (None, "trainable") and ckpt.objects is not None else [])
     alike = _alike(ckpt)
@@ -237,20 +247,26 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order) -> str
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
 
 
-def _partial_group(averages: int, variables: int) -> str:
-    """Why a stated ``--apply-order`` places no average of a group of ``variables``
-    same-named variables of which only ``averages`` have one saved (review F23)."""
-    return (f"the averages cover only part of the group: the stated order (--apply-order; "
-            f"Python: apply_order=) places the {variables} variables of that name, the "
-            f"checkpoint holds averages of only {averages} of them, so the order cannot place "
-            "them: ema.apply() got only "
-            "some of them (an EMA of a sub-module, such as ema.apply(model.head."
-            "trainable_variables), or a non-trainable one of that shape, such as a running "
+def _partial_group(averages: int, variables: int, stated: bool = True) -> str:
+    """Why no ``--apply-order`` places an average of a group of ``variables`` same-named
+    variables of which only ``averages`` have one saved (review F23); ``stated``: the caller
+    stated one (else both were tried). No option, nor apply_ema with the live module (its
+    trainable_variables are the whole group), decides this (review-11-user-r11 F5)."""
+    order = ("the stated order (--apply-order; Python: apply_order=) places" if stated else
+             "neither --apply-order (trainable, tracked; Python: apply_order=) pairs them: an "
+             "order places")
+    return (f"the averages cover only part of the group: {order} the {variables} variables "
+            f"of that name, the checkpoint holds averages of only {averages} of them, so the "
+            "order cannot place them: only some averages were saved (tf.train.Checkpoint("
+            "ema_w=ema.average(v)) for some v, or a dict keyed by v.name, which same-named "
+            "variables collapse to one entry), or ema.apply() got only some of them (an EMA "
+            "of a sub-module, or a non-trainable one of that shape, such as a running "
             "statistic, left out: the checkpoint does not record which variables are "
-            "trainable), and which ones is not recorded; in Python, pass the live module: "
-            "apply_ema(module, path, apply_order='trainable') reads its own "
-            "trainable_variables (it decides where apply() got exactly those); or give the "
-            "variables unique names (tf.Variable(..., name=...)) when training")
+            "trainable), and which ones is not recorded; no option decides (nor does "
+            "apply_ema with the live module, whose trainable_variables are the whole "
+            "group): give the variables unique names (tf.Variable(..., name=...)) when "
+            "training, or save every average in apply() order (tf.train.Checkpoint(model=m, "
+            "ema=[ema.average(v) for v in m.trainable_variables]))")
 
 
 def _alike(ckpt: Checkpoint):

@@ -34,7 +34,7 @@ from .errors import EmaError, OptionError
 from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK
 from .object_roles import pair_object_shadows
-from .pairing import root_child
+from .pairing import APPLY_ORDERS, root_child
 from .raw_reasons import expected_raw
 from .tfk_order import order_pairs as tf_keras_order_pairs
 
@@ -404,9 +404,13 @@ def ema_map(
         if unpaired:
             tf2 = any(v.ema_style != "tf1" for v in unpaired)
             spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
+            decides = tf2 and not apply_order and not spans
+            # averages of only part of a same-named group: an order may place none of them
+            part = len({c for v in unpaired for c in v.ema_candidates}) > len(unpaired)
+            no_order = decides and part and not _an_order_pairs(ckpt, unpaired, ema_name)
             raise UnprovenPairingError(
-                ambiguous_message(ckpt, variables, unpaired, apply_order),
-                "--apply-order" if tf2 and not apply_order and not spans else None,
+                ambiguous_message(ckpt, variables, unpaired, apply_order, no_order=no_order),
+                "--apply-order" if decides and not no_order else None,
                 {v.name: tuple(v.ema_candidates) for v in unpaired})
         # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do;
         # so do they for a name of several parts (W/ema/slow proven W's by the .meta).
@@ -573,6 +577,21 @@ def read_alike(ckpt: Checkpoint, pairs: dict[str, str]) -> list[str]:
     if not pairs or ckpt.objects is None:
         return []
     return containers_read_alike(ckpt.objects, ckpt.entries(), sorted(set(pairs.values())))
+
+
+def _an_order_pairs(ckpt: Checkpoint, unpaired, ema_name: str | None) -> bool:
+    """Whether stating an ``apply_order`` (either of :data:`~ckpt_tools.pairing.APPLY_ORDERS`)
+    pairs one of the ``unpaired`` averages: if neither does, ``--apply-order`` is not the
+    option that decides."""
+    keys = {v.name for v in unpaired}
+    for order in APPLY_ORDERS:
+        try:
+            stated = _paired_variables(ckpt, order, ema_name)
+        except EmaError:
+            continue
+        if any(stated[k].ema_of for k in keys if k in stated):
+            return True
+    return False
 
 
 def _paired_variables(ckpt: Checkpoint, apply_order: str | None,

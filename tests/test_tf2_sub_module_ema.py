@@ -9,12 +9,15 @@ TF2 terms by ``apply_ema`` (``ema.average(v)``, not a TF1 shadow name)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import run_cli, train_ema
 
 import ckpt_tools
 from ckpt_tools import EmaError
+from ckpt_tools.ema_refusals import UnprovenPairingError
 
 SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -90,6 +93,27 @@ def test_apply_ema_refuses_averages_of_part_of_the_group(tf, saved, order, allow
                              allow_missing=allow_missing)
     for i, v in enumerate(live.variables):  # nothing assigned
         assert v.numpy().tobytes() == before[v.name + str(i)].tobytes()
+
+
+def test_no_option_is_named_where_no_order_places_part_of_the_group(tf, saved):
+    """review-11-user-r11 F5: without --apply-order, ``list``/``map`` named --apply-order
+    (``ema_unproven.option``), which then refuses; and the refusal sent the Python user to
+    apply_ema with the live module, which refuses the same way. Neither decides: the option
+    is null and the message says so, naming the variables as the way out."""
+    prefixes, _ = saved
+    code, text, err = run_cli(["list", prefixes["head"], "--json"])
+    assert code == 0, err
+    unproven = json.loads(text)["ema_unproven"]
+    assert unproven["option"] is None, unproven
+    reason = " ".join(unproven["reason"].split())
+    assert "cover only part of the group" in reason and "no option decides" in reason
+    assert "unique names" in reason and "pass --apply-order" not in reason, reason
+    code, text, err = run_cli(["list", prefixes["head"]])
+    assert code == 0 and "no option decides" in " ".join(text.split() + err.split())
+    with pytest.raises(UnprovenPairingError) as refusal:
+        ckpt_tools.apply_ema(_net(tf), prefixes["head"], apply_order="trainable")
+    message = " ".join(str(refusal.value).split())
+    assert "no option decides" in message and "pass the live module" not in message, message
 
 
 def test_stated_order_pairs_averages_of_the_whole_group(saved, tmp_path):
