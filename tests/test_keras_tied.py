@@ -175,3 +175,27 @@ def test_tf_keras_legacy_h5_tied_weight_is_refused_even_when_stated(tfk_tied_h5,
         assert code == 6, (args, err)
         assert "weight tying" in err and "tied/emb/embeddings" in err, err
     assert not (tmp_path / "r.h5").exists() and not (tmp_path / "w.npz").exists()
+
+
+def test_spectral_normalization_is_named_by_its_class_not_called_custom(keras, tmp_path):
+    """review-12-attack F5: Keras' own SpectralNormalization keeps its wrapped layer's
+    kernel as its own weight (stored twice, averaged once). The refusal (exit 6, --trainable
+    decides) names the layer's class as config.json records it and says why, instead of
+    calling a built-in layer custom."""
+    keras.utils.set_random_seed(4)
+    inp = keras.Input((4,))
+    h = keras.layers.Dense(4, name="a")(inp)
+    h = keras.layers.SpectralNormalization(keras.layers.Dense(4, name="sn_dense"),
+                                           name="sn")(h)
+    model = keras.Model(inp, keras.layers.Dense(3, name="out")(h))
+    model.compile(keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5), "mse")
+    x = np.random.default_rng(0).random((8, 4)).astype("float32")
+    model.train_on_batch(x, x[:, :3])
+    model.save(str(tmp_path / "m.keras"))
+    code, _, err = run_cli(["export", str(tmp_path / "m.keras"), "--out",
+                            str(tmp_path / "w.npz")])
+    flat = " ".join(err.split())
+    assert code == 6 and "--trainable" in flat, flat
+    assert "custom layer" not in flat and "sn (spectral_normalization)" in flat, flat
+    assert "SpectralNormalization keeps its wrapped layer's kernel" in flat, flat
+    assert not (tmp_path / "w.npz").exists()

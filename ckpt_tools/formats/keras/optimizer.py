@@ -541,22 +541,55 @@ def _choose(chosen, lay, *, complete: bool, swapped: bool = False, sampled: bool
                         f"({' or '.join(map(str, counts))}: settings such as Adam's amsgrad "
                         "or gradient accumulation add per-weight variables it does not "
                         "record)" if len(counts) > 1 else "")
-                     + _custom_note([lay.paths.get(c, c) for c in cands])
+                     + _custom_note(lay, cands)
                      + " and values do not decide it: pass --trainable with the weights the "
                      "optimizer was built with (Python: apply_keras_ema(model, path))"
                      + ("" if lay.optimizer_config is not None else ", or save a .keras"))
     return (chosen[0][0], {}), merged
 
 
-def _custom_note(cands: list[str]) -> str:
-    """Words for candidates a custom layer saves by index (``sc/0``): the file does not say
-    which of them are trainable, only that Keras saves the trainable ones first."""
-    layers = sorted({c.rsplit("/", 1)[0] for c in cands if re.fullmatch(r".+/\d+", c)})
+def _custom_note(lay, cands: list[str]) -> str:
+    """Words for candidates a layer saves by index (``sc/0``): the file does not say which
+    of them are trainable, only that Keras saves the trainable ones first. A layer is called
+    custom only where config.json names a class outside Keras; a Keras one is named by its
+    class (``SpectralNormalization`` keeps its wrapped layer's kernel as its own weight too:
+    one variable stored twice, review-12-attack F5)."""
+    shown = [lay.paths.get(c, c) for c in cands]
+    layers = sorted({c.rsplit("/", 1)[0] for c in shown if re.fullmatch(r".+/\d+", c)})
     if not layers:
         return ""
-    return (f", nor which weights of custom layer(s) {', '.join(layers[:3])} are "
-            "non-trainable (Keras saves a layer's trainable ones first: "
-            f"{layers[0]}/0, {layers[0]}/1, ...)")
+    classes = _layer_classes(lay.tree, {lay.paths.get(c, c).rsplit("/", 1)[0]: c
+                                        for c in cands})
+    custom = [n for n in layers if classes.get(n, (None, True))[1]]
+    words = ", ".join(n if n in custom or not classes.get(n, (None,))[0]
+                      else f"{n} ({classes[n][0]})" for n in layers[:3])
+    tied = any(classes.get(n, ("",))[0] == "spectral_normalization" for n in layers)
+    return (f", nor which weights of {'custom ' if set(custom) == set(layers) else ''}"
+            f"layer(s) {words} are non-trainable (Keras saves a layer's trainable ones "
+            f"first: {layers[0]}/0, {layers[0]}/1, ...)"
+            + ("; Keras' SpectralNormalization keeps its wrapped layer's kernel as its own "
+               "weight too, so that variable is stored twice and averaged once"
+               if tied else ""))
+
+
+def _layer_classes(root, keys: dict[str, str]) -> dict[str, tuple[str | None, bool]]:
+    """Shown layer path -> (snake_case class config.json records, custom) for the layers
+    holding ``keys`` (shown layer path -> one of its weight keys), from the model tree."""
+    found: dict[str, tuple[str | None, bool]] = {}
+    if root is None:
+        return found
+    owner = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for k in node.keys:
+            owner[k] = node
+        stack.extend(node.ordered + node.bag)
+    for shown, key in keys.items():
+        node = owner.get(key)
+        if node is not None:
+            found[shown] = (node.cls, bool(node.custom))
+    return found
 
 
 def _describe(setting) -> str:
