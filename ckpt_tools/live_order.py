@@ -53,6 +53,27 @@ def _sources(obj, stated: str) -> list:
     return found
 
 
+def keras_source(obj):
+    """The one Keras layer or model whose ``trainable_variables`` a tf_keras optimizer built
+    by ``fit()`` averaged: ``obj`` itself where it is one, else the only Keras object a
+    wrapper without variables of its own (``tf.train.Checkpoint(model=m)``) holds outermost.
+
+    Returns:
+        The Keras object, or None where there is none or several (which one the optimizer
+        was built from, and in which order their lists were joined, is not known), or where
+        ``obj`` is a ``tf.Module`` (a custom loop may have built the optimizer from its own
+        ``trainable_variables``, walked in another order than Keras').
+    """
+    if isinstance(obj, (list, tuple)) or _is_variable(obj):
+        return None
+    if _is_keras(obj):
+        return obj
+    if getattr(obj, "trainable_variables", None) is not None:
+        return None
+    found = _sources(obj, "tracked")
+    return found[0] if len(found) == 1 else None
+
+
 def _listed(obj, name: str) -> list:
     """``obj.<name>`` as a list: a property, or a method (a legacy optimizer's
     ``variables()``); empty where it is neither."""

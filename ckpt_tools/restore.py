@@ -15,7 +15,7 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .ema_several import split_ema_names
 from .emamap import KEEP, ema_map
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
-from .live_order import live_order
+from .live_order import keras_source, live_order
 from .live_pairing import key_variables
 from .locate import locate
 from .tfk_order import has_open_averages
@@ -318,7 +318,10 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             as ``tf.train.Checkpoint(model=m)``, those of ``m``); with ``"tracked"``, Keras'
             ``trainable_variables`` of the Keras models it is or holds (their dicts, lists,
             sub-modules and sublayers re-assigned in ``build()`` are known here, where the
-            file records no types): see :func:`ckpt_tools.live_order.live_order`.
+            file records no types): see :func:`ckpt_tools.live_order.live_order`. Without
+            it, a tf_keras optimizer's averages of same-named weights are paired by the
+            Keras model's own order, the model given bare or in ``tf.train.Checkpoint(
+            model=model)`` (:func:`ckpt_tools.live_order.keras_source`).
 
     Returns:
         `RestoreResult` (variable key -> source key).
@@ -353,10 +356,11 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     try:
         pairs, problems = key_variables(model_or_variables, ckpt)
         order = map_options.get("apply_order")
-        if order is None and callable(getattr(model_or_variables, "_flatten_layers", None)) \
-                and has_open_averages(ckpt):
+        if order is None and has_open_averages(ckpt) \
+                and keras_source(model_or_variables) is not None:
             # a tf_keras optimizer averaged the model's trainable_variables in their order:
-            # the live model's own order places averages of same-named weights
+            # the live model's own order (also wrapped: tf.train.Checkpoint(model=m)) places
+            # averages of same-named weights
             order = "tracked"
         if order in ("trainable", "tracked"):
             # the live objects' own trainable_variables (a Keras model's are the tracked

@@ -118,7 +118,9 @@ def model_root_order(objects: ObjectGraph | None, order: dict[str, int]) -> dict
     recorded its averages is a tf_keras ``Model``, whose ``trainable_variables`` list the
     tracked sublayers' weights first and its own (``add_weight``/``tf.Variable`` attributes
     on the model) after (a ``tf.train.Checkpoint`` root holds no trainable weight of its
-    own). Returns key -> position."""
+    own). Variables it holds in a list or dict attribute are not its own here: tf_keras
+    tracks the container as a child, visited where it was assigned, as the graph records.
+    Returns key -> position."""
     if objects is None or not recorded_averages(objects):
         return order
     keys = objects.node_keys
@@ -180,6 +182,33 @@ def stated_note(count: int) -> str:
             "Python, apply_ema(model, path) with the live model reads its real order")
 
 
+_ORDER_WHY = ("the optimizer's averages of uniquely named weights are recorded in another "
+              "order than the checkpoint tracks the layers in, so it was not built in that "
+              "order (a layer attribute assigned twice, in build() or by a subclass "
+              "replacing its parent's layer, which Keras then visits last, or a custom "
+              "training loop's own variable list); ")
+
+
+def tracked_gap(objects: ObjectGraph | None, variables: dict) -> str:
+    """Why ``--apply-order tracked`` leaves some open averages (:func:`open_averages`)
+    unplaced in this file, read before anyone states it. Returns the reason (ending in
+    "; "), or "" where it places every one."""
+    open_ = open_averages(objects, variables)
+    if not open_ or set(open_) <= set(order_pairs(objects, variables, "tracked")):
+        return ""
+    nested = sorted({h for c in open_.values() for h in own_and_sub_holders(c)})
+    if nested:
+        return (f"{', '.join(nested[:3])} holds such a weight of its own and another in a "
+                "sublayer; tf_keras visits a Model's own weights after its sublayers', a "
+                "Layer's before, and the checkpoint records no types; ")
+    dicts = open_dict_paths(objects, variables)
+    if dicts:
+        return (f"{', '.join(dicts[:3])} may be a dict, whose layers Keras visits sorted by "
+                "key, or a layer, whose attributes it visits in the order they were assigned "
+                "(the checkpoint records no types); ")
+    return _ORDER_WHY
+
+
 def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
                  apply_order, examples: str) -> str:
     """Why tf_keras ``use_ema`` averages of same-named weights (``unpaired``: their
@@ -210,25 +239,15 @@ def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
                 "model")
     if partial:  # no order places part of a group
         return head + frozen + live + ", with the same layers frozen as in training; or " + keras
+    why = tracked_gap(objects, variables)
     if apply_order == "tracked":
-        dicts = open_dict_paths(objects, variables)
-        nested = sorted({h for c in open_averages(objects, variables).values()
-                         for h in own_and_sub_holders(c)})
-        why = (f"{', '.join(nested[:3])} holds such a weight of its own and another in a "
-               "sublayer; tf_keras visits a Model's own weights after its sublayers', a "
-               "Layer's before, and the checkpoint records no types; ") if nested else (
-            f"{', '.join(dicts[:3])} may be a dict, whose layers Keras visits sorted by "
-            "key, or a layer, whose attributes it visits in the order they were assigned "
-            "(the checkpoint records no types); ") if dicts else (
-            "the optimizer's averages of uniquely named weights are recorded in another "
-            "order than the checkpoint tracks the layers in, so it was not built in that "
-            "order (a layer attribute assigned twice, in build() or by a subclass replacing "
-            "its parent's layer, which Keras then visits last, or a custom training loop's "
-            "own variable list); ")
-        return head + "--apply-order tracked does not place them: " + why + live
+        return head + "--apply-order tracked does not place them: " + (why or _ORDER_WHY) + live
     said = ("--apply-order trainable states a tf.Module's order; a tf_keras optimizer is "
             "built from Keras' model.trainable_variables: " if apply_order == "trainable"
             else "")
+    if why:  # never advertise an option already known to be refused here
+        return (head + said + "--apply-order tracked would not place them either: " + why
+                + "only the live model decides: " + live)
     return (head + said + "if fit() built the optimizer (from model.trainable_variables) and "
             "no layer attribute was assigned twice (in build(), or by a subclass's __init__ "
             "replacing its parent's layer), pass --apply-order tracked (a statement the file "
