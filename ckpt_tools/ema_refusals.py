@@ -138,6 +138,20 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
         return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer "
                 + refusal_text(ckpt.objects, variables, unpaired, apply_order,
                                examples + more))
+    if spans and all(c.count("/") <= 2 and c.endswith("/.ATTRIBUTES/VARIABLE_VALUE")
+                     for v in unpaired for c in v.ema_candidates):
+        # variables held directly by the root object (a SavedModel of a tf.Module holding
+        # them as attributes): one object's, not different objects' (review-11-attack F8)
+        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+                f"checkpoint records: same-named variables held directly by its root object "
+                f"({', '.join(apart)}) have one dtype and shape, and the checkpoint records "
+                f"neither the root's type nor the order ema.apply() got them in (it lists the "
+                f"root's attributes by name, as tf.Module.trainable_variables visits them, "
+                f"but so does a tf.train.Checkpoint(a=..., b=...), whose arguments say "
+                f"nothing of that order), so no --apply-order can tell: {examples}{more}; give "
+                f"the variables distinct names when training (tf.Variable(..., name=...)), or "
+                f"save tf.train.Checkpoint(model=m, ema=[...]) too, where --apply-order "
+                f"trainable reads the order of m's trainable_variables")
     if spans:
         return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
                 f"checkpoint records: same-named variables of different objects "

@@ -29,3 +29,26 @@ def test_two_objects_with_same_named_variables_advise_naming_the_variables(tf, t
     assert "distinct names when training" in text and "name the layers apart" in text, text
     assert "keras.Sequential(" not in text, text
     assert not (tmp_path / "w.npz").exists()
+
+
+def test_a_savedmodel_roots_own_unnamed_variables_are_not_called_different_objects(
+        tf, tmp_path):
+    """review-11-attack F8: a SavedModel of a tf.Module holding unnamed ``z``, ``y`` as its
+    own attributes: refused (the file does not record the root's type, so the stated order
+    proves nothing), but described as the root's own variables, not as different objects,
+    and without the Keras advice."""
+    m = tf.Module()
+    m.z = tf.Variable(tf.ones([3]))
+    m.y = tf.Variable(tf.ones([3]) * 2)
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    ema.apply([m.y, m.z])
+    m.y.assign_add(tf.ones([3]))
+    ema.apply([m.y, m.z])
+    m.ema_vars = [ema.average(v) for v in m.trainable_variables]
+    tf.saved_model.save(m, str(tmp_path / "sm"))
+    code, _, err = run_cli(["map", str(tmp_path / "sm"), "--apply-order", "trainable"])
+    assert code == 6, err
+    text = " ".join(err.split())
+    assert "held directly by its root object (y, z)" in text, text
+    assert "different objects" not in text and "name the layers apart" not in text, text
+    assert "distinct names when training" in text, text
