@@ -76,7 +76,8 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
                     "object in the checkpoint, so which saved variable each of its variables is "
                     "cannot be told; pass the object the checkpoint was saved from or one of "
                     "its children, or a list of variables to pair them by name "
-                    "(apply_ema(model.variables, path)) where those names are stable")
+                    "(apply_ema(model.variables, path)) where those names are stable"
+                    + _wrapped_root(ckpt, keyed))
     pairs = [(v, k) for k, v in keyed.items() if k in ckpt]
     found = {id(v) for v, _ in pairs}
     taken = {k: v for v, k in pairs}
@@ -193,6 +194,24 @@ def _via_optimizer(ckpt: Checkpoint) -> bool:
     """Whether model weights may be keyed through a Keras 3 optimizer's lists
     (``optimizer/_trainable_variables/N``), where a live model's object paths are not keys."""
     return any("/_trainable_variables/" in k or "/_variables/" in k for k in ckpt.keys())
+
+
+def _wrapped_root(ckpt: Checkpoint, keyed: dict) -> str:
+    """Where the object wraps the checkpoint's root (``tf.train.Checkpoint(model=m)`` given
+    for a ``model.save_weights()`` file, whose root is ``m``): the hint to pass that child
+    bare. Returns "" where not exactly one child of the object has all its variables at
+    the root's paths."""
+    under: dict[str, list[bool]] = {}
+    for k in keyed:
+        if "/" in k:
+            head, rest = k.split("/", 1)
+            under.setdefault(head, []).append(rest in ckpt)
+    inside = [head for head, found in under.items() if all(found)]
+    if len(inside) != 1:
+        return ""
+    return (f"; the object's {inside[0]} has the structure of the checkpoint's root (the file "
+            "was saved from it directly, e.g. by model.save_weights()): pass it bare, "
+            "apply_ema(model, path)")
 
 
 def _root_child(ckpt: Checkpoint, keyed: dict, alias: dict[str, str]) -> str | None:

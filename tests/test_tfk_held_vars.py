@@ -77,6 +77,10 @@ for i, v in enumerate(m.trainable_variables):
     arrays[f"blk:raw:{i}"] = v.numpy()
 m.save_weights(out + "/blk/w")
 tf.train.Checkpoint(model=m, optimizer=opt).write(out + "/blk/ck")
+try:  # the wrapper around the root of a save_weights() file: said, never guessed
+    ckpt_tools.apply_ema(tf.train.Checkpoint(model=blk_model()), out + "/blk/w")
+except Exception as exc:
+    open(f"{out}/blk_wrap_w.err", "w").write(f"{type(exc).__name__}: {exc}")
 for form in ("bare", "wrap", "module"):
     fresh = blk_model()
     obj = fresh if form == "bare" else tf.train.Checkpoint(model=fresh)
@@ -183,6 +187,17 @@ def test_module_wrapper_stays_refused(made):
     err = out / "blk_module.err"
     assert err.exists() and not _part(truth, "blk:module:")
     assert err.read_text().startswith("UnprovenPairingError: "), err.read_text()
+
+
+def test_wrapper_around_a_saved_root_is_told_to_pass_it_bare(made):
+    """``model.save_weights()`` saved the model as the root: a ``tf.train.Checkpoint(model=
+    m)`` around it matches nothing saved; the error says its ``model`` is the root and to
+    pass it bare."""
+    out, _ = made
+    said = (out / "blk_wrap_w.err").read_text()
+    assert said.startswith("EmaError: "), said
+    assert "the object's model has the structure of the checkpoint's root" in said, said
+    assert "pass it bare, apply_ema(model, path)" in said, said
 
 
 @pytest.mark.parametrize("name", ["w", "ck"])
