@@ -103,3 +103,31 @@ def test_keras_outputs_of_averages_mention_the_swapped_case(tmp_path):
     code, _, err = run_cli(["export", str(FIXTURES / "linear_v2"), "--out",
                             str(tmp_path / "t.npz")])
     assert code == 0 and "SwapEMAWeights" not in err, err
+
+
+def test_a_tf_keras_legacy_h5_does_not_mention_swap_ema_weights(tmp_path):
+    """review-11-user-r11 F1: tf_keras has no SwapEMAWeights callback, so its legacy .h5
+    (keras_version 2.x) gets no note about it, and ``assumed`` does not list
+    ``not_swapped``. Made here by tf_keras; the truth is its optimizer's averages."""
+    tf_keras = pytest.importorskip("tf_keras")
+    tf_keras.utils.set_random_seed(2)
+    model = tf_keras.Sequential([tf_keras.layers.Dense(3, input_shape=(4,), name="a"),
+                                 tf_keras.layers.Dense(2, name="b")])
+    opt = tf_keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    x = np.random.default_rng(1).random((8, 4)).astype("float32")
+    for _ in range(3):
+        model.train_on_batch(x, x[:, :2])
+    model.save(str(tmp_path / "m.h5"))
+    truth = {v.name.split(":")[0]: a.numpy() for v, a in zip(
+        model.trainable_variables, opt._model_variables_moving_average, strict=True)}
+    code, out, err = run_cli(["export", str(tmp_path / "m.h5"), "--out",
+                              str(tmp_path / "w.npz"), "--json"])
+    assert code == 0, err
+    assert "SwapEMAWeights" not in err, err
+    assert "not_swapped" not in json.dumps(json.loads(out).get("assumed", [])), out
+    with np.load(tmp_path / "w.npz") as z:
+        got = {k: z[k] for k in z.files}
+    assert sorted(got) == sorted(truth), (sorted(got), sorted(truth))
+    for name, value in truth.items():
+        assert got[name].tobytes() == value.tobytes(), name

@@ -329,7 +329,7 @@ def note_swapped(out: Output, ckpt) -> dict:
                  "which the file cannot show: then state that order with --trainable NAMES "
                  "--loop-order", always=True)
         assumed.append("fit_order")
-    if not layout.tf_keras:
+    if not getattr(ckpt.reader, "by_tf_keras", layout.tf_keras):  # a Keras 3 callback
         out.note("note: if this file was saved by ModelCheckpoint after SwapEMAWeights("
                  "swap_on_epoch=True), its weights are the averages and its EMA copies the raw "
                  "weights, which the file cannot show: then use --raw")

@@ -125,6 +125,9 @@ class H5Reader:
                 entries, self.kind = self._scan()
                 if self.kind == "legacy" and self.config is None:
                     self.config = self._legacy_config()
+                    version = self._h5.attrs.get("keras_version", b"")
+                    self._legacy_version = (version.decode("utf-8", "replace")
+                                            if isinstance(version, bytes) else str(version))
                 elif self.format == "h5" and model_dir_of(path):
                     self.model_dir = model_dir_of(path)
                     self.config, self.metadata = read_model_dir(self.model_dir)
@@ -173,6 +176,14 @@ class H5Reader:
             raise CorruptCheckpointError(
                 f"{CONFIG_MEMBER if self.has_config_json else 'model config'} does not "
                 f"describe a Keras model ({type(exc).__name__}: {exc})", path=self.path) from None
+
+    @property
+    def by_tf_keras(self) -> bool:
+        """Whether tf_keras (Keras 2) wrote the file, as far as it tells: a tf_keras archive
+        or bare ``.weights.h5`` (:attr:`keras` ``.tf_keras``), or a legacy ``.h5`` whose
+        ``keras_version`` attribute is 2.x."""
+        return bool(self.keras.tf_keras) or re.match(
+            r"2\.\d", getattr(self, "_legacy_version", "")) is not None
 
     @property
     def has_config_json(self) -> bool:
