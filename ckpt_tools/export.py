@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
-from .errors import NoSelectionError, OutputError, UnsupportedFormatError
+from .errors import EmaError, NoSelectionError, OutputError, UnsupportedFormatError
 from .export_writers import H5_NATIVE, H5_WIDEN, NPZ_WIDEN, SAFETENSORS_DTYPES, WRITERS, read_order
 from .formats._io import canonical_location, is_url
 from .formats._write import (
@@ -143,9 +143,6 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     if use_ema:
         m = ema_map(ckpt, non_averaged="keep", **map_options)
         sources = {t: s for s, t in m.pairs}
-        if not has_ema:
-            warnings.append("the checkpoint has no averages: exporting RAW weights "
-                            "(--allow-missing)")
     elif has_ema:
         warnings.append("exporting RAW weights although the checkpoint has EMA shadows; the "
                         "averaged weights usually evaluate better (drop --raw to export them)")
@@ -166,6 +163,16 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
 
     if use_ema:  # a weight the filters leave out is not exported: its average cannot matter
         m.require_complete(left_out=[t for t in m.missing if left_out(t)])
+        kept = [k for k in weights if not left_out(k)]
+        if not has_ema and kept:
+            # Not one average stored, and nothing the map calls missing (every weight missing
+            # one is refused above): only state such as batch-norm statistics, which would go
+            # out raw. Never silently raw: refused as restore-ema refuses it.
+            raise EmaError(
+                f"{ckpt.path}: no variable has an EMA shadow: the {len(kept)} tensor(s) to "
+                f"export ({', '.join(_clean_name(k, variables[k]) for k in kept[:4])}"
+                f"{' ...' if len(kept) > 4 else ''}) are {_roles_said(variables, kept)} "
+                "with no average; ckpt export --raw writes their raw values")
     for key in weights:
         name = _clean_name(key, variables[key])
         before = name
@@ -209,6 +216,12 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         if lacking:
             warnings.append(lacking)
     return plan, averaged, warnings
+
+
+def _roles_said(variables, keys: list[str]) -> str:
+    """The roles of ``keys`` in words (``batch-norm statistics``, ``weights``)."""
+    said = {R.BN_STAT: "batch-norm statistics", R.WEIGHT: "weights"}
+    return " and ".join(sorted({said.get(variables[k].role, variables[k].role) for k in keys}))
 
 
 def _creation_order(ckpt: Checkpoint) -> dict[str, int]:
@@ -276,8 +289,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                                                expected_out=expected, **map_options)
         if not plan and (include is not None or exclude):
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
-        if not plan:
-            raise OutputError(f"{ckpt.path}: no weights to export")
+        if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
+            raise OutputError(f"{ckpt.path}: no weights to export: it holds no model weights, "
+                              "only state such as a step counter")
         bad = [(name, src) for name, src in plan.items() if not member_name_ok(name, fmt)]
         if bad:  # every bad name at once: the user fixes them in one run, not one per run
             try:

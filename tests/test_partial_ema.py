@@ -13,7 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from helpers import train_ema
+from helpers import run_cli, train_ema
 from typer.testing import CliRunner
 
 import ckpt_tools
@@ -211,3 +211,36 @@ def test_allow_missing_with_not_one_average_stored_is_refused(command, tmp_path)
     text = " ".join(result.output.split())
     assert "--allow-missing keeps raw values only beside stored averages" in text, text
     assert "--raw" in text and not out.exists()
+
+
+def test_export_of_only_unaveraged_batch_norm_statistics_is_refused(tf, tmp_path):
+    """A checkpoint holding batch-norm statistics and no average at all: export went out
+    raw with a warning naming --allow-missing (not passed); now refused (exit 6) as
+    restore-ema refuses it, and --raw writes the values TensorFlow saved."""
+    m = tf.Module()
+    m.moving_mean = tf.Variable([1.0, 2.0, 3.0], name="bn/moving_mean", trainable=False)
+    m.moving_variance = tf.Variable([4.0, 5.0, 6.0], name="bn/moving_variance",
+                                    trainable=False)
+    prefix = tf.train.Checkpoint(model=m).write(str(tmp_path / "bn" / "ckpt"))
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", prefix, "--out", str(out)])
+    text = " ".join(err.split())
+    assert code == 6 and "no variable has an EMA shadow" in text and "--raw" in text, text
+    assert not out.exists()
+    code, _, err = run_cli(["export", prefix, "--out", str(out), "--raw"])
+    assert code == 0, err
+    with np.load(out) as z:
+        assert z["model/moving_mean"].tobytes() == m.moving_mean.numpy().tobytes()
+        assert z["model/moving_variance"].tobytes() == m.moving_variance.numpy().tobytes()
+
+
+def test_export_of_a_checkpoint_without_weights_says_so(tf, tmp_path):
+    """Only a step counter: nothing to export, said as such (exit 7), with or without --raw;
+    never a 'no averages: exporting RAW weights' warning."""
+    prefix = tf.train.Checkpoint(step=tf.Variable(3, dtype=tf.int64)).write(
+        str(tmp_path / "step" / "ckpt"))
+    for extra in ([], ["--raw"], ["--allow-missing"]):
+        code, _, err = run_cli(["export", prefix, "--out", str(tmp_path / "w.npz"), *extra])
+        text = " ".join(err.split())
+        assert code == 7 and "no weights to export: it holds no model weights" in text, text
+        assert "RAW" not in text, text
