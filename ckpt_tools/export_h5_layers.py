@@ -6,13 +6,17 @@ of ``model.layers``, and each layer's ``weight_names`` with ``layer.trainable_we
 layer.non_trainable_weights`` (a nested model's over all its layers; a layer holding another
 layer, as weight tying does, counts that layer's weights too). The writer follows, from:
 
-- a Keras 3 weight file: the model's layers as the file records them
+- a Keras 3 or tf_keras weight file (``.keras``, ``.weights.h5``): the model's layers as the
+  file records them, a nested model one layer
   (:func:`~ckpt_tools.formats.keras.load_order.legacy_h5_groups`), refused where it cannot
   prove what a layer holds (a custom layer may refer to another layer's weights, which the
   file records once);
+- a legacy ``.h5``: its own layer groups (:func:`~ckpt_tools.export_h5_tfk.legacy_groups`);
 - a TensorFlow checkpoint of a Keras 3 model (``tf.train.Checkpoint(model=...)``): the order
   the object graph records (``model/_operations/<i>``, each layer's own variables and the
   layers it holds);
+- a tf_keras TF-format checkpoint: its ``layer_with_weights-N`` numbers
+  (:func:`~ckpt_tools.export_h5_tfk.numbered_groups`), a nested model one layer;
 - any other TensorFlow checkpoint: layers as named, each layer's weights in Keras' order by
   name, refused where that order or the layers' is not recorded.
 """
@@ -24,26 +28,15 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import UnsupportedFormatError
+from .export_h5_tfk import INSTEAD, INSTEAD_KERAS, legacy_groups, numbered_groups, weight_rank
 from .formats.keras.load_order import frozen_flags_decide, legacy_h5_groups
 from .formats.objgraph import ObjectGraph
 
-# Keras fills a layer's weights from an .h5 by position, in the order the layer creates them;
-# a TensorFlow checkpoint records them by name only (sorted: beta before gamma). This is that
-# order for the names TensorFlow, tf_slim and Keras give weights (Keras 3 objects add a "_").
-_KERAS_WEIGHT_ORDER = {n: i for i, names in enumerate((
-    ("kernel", "weights"), ("depthwise_kernel",), ("pointwise_kernel",), ("recurrent_kernel",),
-    ("embeddings",), ("bias", "biases"), ("gamma",), ("beta",), ("moving_mean",),
-    ("moving_variance",), ("alpha",))) for n in names}
 _LAYER_WITH_WEIGHTS = re.compile(r"layer_with_weights-(\d+)")
-_INSTEAD = "export .npz or .safetensors (read by name) instead"
 # Children of a Keras model node that are not its layers (the model's layers are _operations).
 _NOT_LAYERS = frozenset({"optimizer", "_compiled_trainable_state", "_tracked", "_inbound_nodes",
                          "_outbound_nodes", "_losses", "_losses_override",
                          "call_signature_parameters", "_call_has_context_arg"})
-
-
-def _weight_rank(name: str) -> int | None:
-    return _KERAS_WEIGHT_ORDER.get(name.rpartition("/")[2].removesuffix(":0").lstrip("_"))
 
 
 def h5_layers(plan: dict[str, str], ckpt: Checkpoint,
@@ -59,20 +52,33 @@ def h5_layers(plan: dict[str, str], ckpt: Checkpoint,
     Raises:
         UnsupportedFormatError: the file does not prove what Keras would fill: a Keras 3
             layer of a class that may hold another layer's weights, a subclassed model's
-            layer order; from a TensorFlow checkpoint, a layer holding weights whose order in
-            Keras is not known (custom names), or two layers of the same weight names and
-            shapes whose order in the model is not recorded.
+            layer order, a nested model whose order the frozen flags decide where the file
+            does not record them; from a TensorFlow checkpoint, a layer holding weights whose
+            order in Keras is not known (custom names), or two layers of the same weight names
+            and shapes whose order in the model is not recorded.
     """
     of = {n: (weights or {}).get(n, src) for n, src in plan.items()}
     layout = getattr(ckpt.reader, "keras", None)
     if layout is not None and layout.tree is not None:
-        return _keras3_layers(plan, ckpt, of, layout)
+        return _keras3_layers(plan, ckpt, of, layout, layout.tree)
     if layout is not None and layout.tf_keras and layout.kind == "keras3":
         _refuse_tf_keras_outside_layers(ckpt, layout, of)
-    if ckpt.format in ("keras", "h5"):  # legacy .h5 and tf_keras: the file's own layers
+        if layout.named is not None:  # tf_keras .keras/.weights.h5: its tree, as Keras 3's
+            return _keras3_layers(plan, ckpt, of, layout, layout.named)
+    if layout is not None and layout.kind == "legacy":  # the file's own layer groups
+
+        def owner(key: str) -> tuple[str, int]:
+            extra = ckpt.entry(key).extra
+            group = extra.get("owner") if extra.get("section") == "model" else None
+            return (group or "").removeprefix("model_weights/"), extra.get("index") or 0
+
+        return legacy_groups(ckpt.path, of, owner, layout.model)
+    if ckpt.format in ("keras", "h5"):
         return _by_prefix(plan)
     if ckpt.objects is not None:
         found = _graph_layers(plan, ckpt, of)
+        if found is None:  # tf_keras' TF format: layer_with_weights-N, in model.layers order
+            found = numbered_groups(ckpt.path, of, _spec(ckpt))
         if found is not None:
             return found
     return _named_layers(plan, ckpt)
@@ -95,7 +101,7 @@ def _refuse_tf_keras_outside_layers(ckpt: Checkpoint, layout, of: dict[str, str]
             f"{ckpt.path}: {outside[0]!r} is saved outside the model's layers (a subclassed "
             "tf_keras model keeps its layers by attribute name, not in model.layers order, "
             "and its own weights outside any layer), and tf_keras' load_weights fills an .h5 "
-            f"layer by layer in model.layers order; {_INSTEAD}")
+            f"layer by layer in model.layers order; {INSTEAD}")
 
 
 def _by_prefix(plan: dict[str, str]) -> dict[str, list[str]]:
@@ -109,13 +115,13 @@ def _spec(ckpt: Checkpoint):
     return lambda key: (tuple(ckpt.entry(key).shape), ckpt.entry(key).dtype_name)
 
 
-def _keras3_layers(plan, ckpt, of, layout) -> dict[str, list[str]]:
-    groups, why = legacy_h5_groups(layout.tree, layout.trainable,
+def _keras3_layers(plan, ckpt, of, layout, tree) -> dict[str, list[str]]:
+    groups, why = legacy_h5_groups(tree, layout.trainable,
                                    None if layout.configured else _spec(ckpt))
     if why:
         raise UnsupportedFormatError(
             f"{ckpt.path}: cannot write an .h5 that Keras' load_weights (which fills it by "
-            f"position) loads as this model: {why}; {_INSTEAD}")
+            f"position) loads as this model: {why}; {INSTEAD_KERAS}")
     name_of = {key: n for n, key in of.items()}
     layers = {layer: [name_of[k] for k in keys if k in name_of] for layer, keys in groups}
     layers = {layer: names for layer, names in layers.items() if names}
@@ -124,7 +130,7 @@ def _keras3_layers(plan, ckpt, of, layout) -> dict[str, list[str]]:
     if lost:  # a weight outside the model's layers: where Keras would want it is unknown
         raise UnsupportedFormatError(
             f"{ckpt.path}: {', '.join(repr(n) for n in lost[:3])} belong to no layer of the "
-            f"model, and an .h5 is loaded by position; {_INSTEAD}")
+            f"model, and an .h5 is loaded by position; {INSTEAD}")
     return layers
 
 
@@ -145,7 +151,7 @@ def _weights_of(graph: ObjectGraph, node: int, stack: tuple[int, ...], problems:
     known are added to ``problems``."""
     kids = graph.children.get(node, [])
     own = [(graph.node_keys[c], name) for name, c in kids if c in graph.node_keys]
-    ranks = [_weight_rank(name) for _, name in own]
+    ranks = [weight_rank(name) for _, name in own]
     if len(own) > 1 and (None in ranks or len(set(ranks)) != len(ranks)):
         problems.append(", ".join(repr(name.lstrip("_")) for _, name in own))
         ranks = list(range(len(own)))
@@ -198,7 +204,7 @@ def _graph_layers(plan, ckpt, of) -> dict[str, list[str]] | None:
         raise UnsupportedFormatError(
             f"{ckpt.path}: a layer holds {problems[0]}, whose order in the Keras layer is not "
             "recorded in a TensorFlow checkpoint, and an .h5 is loaded by position within "
-            f"each layer; {_INSTEAD}")
+            f"each layer; {INSTEAD}")
     stat = {v.name for v in ckpt.variables() if v.role == R.BN_STAT}
     name_of = {key: n for n, key in of.items()}
     out: dict[str, list[str]] = {}
@@ -210,7 +216,7 @@ def _graph_layers(plan, ckpt, of) -> dict[str, list[str]] | None:
                 f"{ckpt.path}: which of the layers holding {', '.join(names[:4])}"
                 f"{', ...' if len(names) > 4 else ''} are frozen decides the order Keras' "
                 "load_weights fills them in, and a TensorFlow checkpoint does not record it; "
-                f"{_INSTEAD}")
+                f"{INSTEAD}")
         keys = [k for k, _ in kvs if k in name_of]
         names = [name_of[k] for k in keys if k not in stat] + [name_of[k] for k in keys
                                                                if k in stat]
@@ -228,7 +234,7 @@ def _named_layers(plan: dict[str, str], ckpt: Checkpoint) -> dict[str, list[str]
     for layer, names in layers.items():
         if len(names) < 2:
             continue
-        ranks = [_weight_rank(n) for n in names]
+        ranks = [weight_rank(n) for n in names]
         if None in ranks or len(set(ranks)) != len(ranks):
             raise UnsupportedFormatError(
                 f"{ckpt.path}: layer {layer!r} holds {', '.join(repr(n) for n in names)}, "

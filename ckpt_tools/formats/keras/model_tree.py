@@ -167,9 +167,9 @@ def _order(node: Node, model, notes) -> None:
             cls = hit[1].get("class_name", "")
             child.cls = to_snake_case(_EXPORT_NAMES.get(cls, cls)) or child.cls
             # Keras' own classes have no registered name or their own (Functional); a
-            # registered one is "package>Class"
-            child.custom = hit[1].get("registered_name") not in (None, cls) or not str(
-                hit[1].get("module") or "keras").startswith("keras")
+            # registered one is "package>Class" (tf_keras: its nested Functional's module is
+            # tf_keras.src.engine.functional)
+            child.custom = bool(custom_class(hit[1]))
             child.custom_class = custom_class(hit[1])
             if child.name is None and isinstance(child.cfg.get("name"), str):
                 child.name = child.cfg["name"]  # tf_keras: the layer's name (enc, fc)
