@@ -57,12 +57,14 @@ def made(tmp_path_factory):
         m.save(str(out / f"{kind}.keras"))
         m.save(str(out / f"{kind}.h5"))
         m.save_weights(str(out / f"{kind}_tf" / "w"))
+        tf.train.Checkpoint(model=m, optimizer=opt).write(str(out / f"{kind}_ck" / "ck"))
         m.save_weights(str(out / f"{kind}.weights.h5"))
     return tfk, out, truth
 
 
 @pytest.mark.parametrize("src,extra", [
-    ("nested.keras", []), ("nested.h5", []), ("nested_tf/w", ["--allow-missing"])])
+    ("nested.keras", []), ("nested.h5", []), ("nested_tf/w", ["--allow-missing"]),
+    ("nested_ck/ck", [])])
 @pytest.mark.parametrize("command", ["export", "restore-ema"])
 def test_h5_of_a_nested_tf_keras_model_loads_by_position_bit_for_bit(made, tmp_path, src,
                                                                        extra, command):
