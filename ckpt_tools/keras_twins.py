@@ -32,11 +32,19 @@ def find_twins(ckpt) -> list[tuple[str, str]]:
     most one pair per weight without a copy). Empty for other formats or where nothing is
     paired.
 
-    Reads the values of those weights only that share a shape and dtype with a paired one.
+    Reads the values of those weights only that share a shape and dtype with a paired one,
+    once per layout (kept in its ``twins``: a command asks several times).
     """
     lay = getattr(ckpt.reader, "keras", None)
     if lay is None or lay.kind not in ("keras3", "legacy") or not lay.averages:
         return []
+    if lay.twins is None:
+        lay.twins = _find(ckpt, lay)
+    return list(lay.twins)
+
+
+def _find(ckpt, lay) -> list[tuple[str, str]]:
+    """:func:`find_twins`, computed."""
     averaged = [w for w in lay.averages.values() if w is not None]
     done = set(averaged)
     by_spec: dict[tuple, list[str]] = {}

@@ -150,6 +150,8 @@ class KerasLayout:
     # the LossScaleOptimizer's own vars/ (optimizer state: loss_scale.py); ``repeats``:
     # those of them repeating the wrapped optimizer's -> the wrapped key
     loss_scale_state: list[str] = field(default_factory=list)
+    # keras_twins.find_twins of this layout, once computed (it reads values): None until then
+    twins: list[tuple[str, str]] | None = None
     repeats: dict[str, str] = field(default_factory=dict)
     named: Node | None = None
     shapes: dict[str, tuple] = field(default_factory=dict)
