@@ -219,6 +219,7 @@ class Checkpoint:
         self._variables: list[Variable] | None = None
         self._fragment_alias: dict[str, str] | None = None  # see stored_key()
         self._ema_names: list[str] | None = None  # see ema_names()
+        self._memo: dict = {}  # see memo()
 
     # -- mapping-like access --------------------------------------------------------------
     def keys(self) -> list[str]:
@@ -345,6 +346,18 @@ class Checkpoint:
         if self._ema_names is None:
             self._ema_names = _roles.detect_ema_names(self._reader.entries)
         return list(self._ema_names)
+
+    def memo(self, key, compute):
+        """Returns ``compute()``, computed once per open checkpoint and ``key``: a fact
+        derived from what the file stores (and the roles :meth:`variables` gives) that
+        several steps of one command need, such as the pairs a stated order gives.
+
+        Returns:
+            what ``compute()`` returned the first time (callers must not change it).
+        """
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def _build_variables(self) -> list[Variable]:
         entries = self._reader.entries

@@ -559,8 +559,7 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
     if apply_order is None or ckpt.objects is None:
         return {}
     proven = pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
-    found = tf_keras_order_pairs(ckpt.objects, {v.name: v for v in ckpt.variables()},
-                                 apply_order)
+    found = dict(_tf_keras_order_pairs(ckpt, apply_order))
     for name in split_ema_names(ema_name) or [None]:
         stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
                                      container=name)
@@ -577,6 +576,17 @@ def read_alike(ckpt: Checkpoint, pairs: dict[str, str]) -> list[str]:
     if not pairs or ckpt.objects is None:
         return []
     return containers_read_alike(ckpt.objects, ckpt.entries(), sorted(set(pairs.values())))
+
+
+def _tf_keras_order_pairs(ckpt: Checkpoint, apply_order) -> dict[str, str]:
+    """:func:`~ckpt_tools.tfk_order.order_pairs` of ``ckpt`` under ``apply_order``, computed
+    once per open checkpoint (a command's notes and its map both need it)."""
+    if apply_order is None or ckpt.objects is None:
+        return {}
+    key = ("tf_keras_order_pairs",
+           apply_order if isinstance(apply_order, str) else tuple(apply_order))
+    return ckpt.memo(key, lambda: tf_keras_order_pairs(
+        ckpt.objects, {v.name: v for v in ckpt.variables()}, apply_order))
 
 
 def _an_order_pairs(ckpt: Checkpoint, unpaired, ema_name: str | None) -> bool:
@@ -602,7 +612,7 @@ def _paired_variables(ckpt: Checkpoint, apply_order: str | None,
     variables = {v.name: v for v in ckpt.variables()}
     if apply_order is None or ckpt.objects is None:
         return variables
-    for key, of in tf_keras_order_pairs(ckpt.objects, variables, apply_order).items():
+    for key, of in _tf_keras_order_pairs(ckpt, apply_order).items():
         variables[key] = replace(variables[key], ema_of=of, ema_candidates=())
     pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
                                     container=ema_name)
