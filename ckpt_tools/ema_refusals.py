@@ -264,22 +264,25 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
 def _partial_group(averages: int, variables: int, stated: bool = True) -> str:
     """Why no ``--apply-order`` places an average of a group of ``variables`` same-named
     variables of which only ``averages`` have one saved (review F23); ``stated``: the caller
-    stated one (else both were tried). No option, nor apply_ema with the live module (its
-    trainable_variables are the whole group), decides this (review-11-user-r11 F5)."""
+    stated one (else both were tried). The live module decides only where the others are not
+    trainable (a running statistic); where only some averages were saved, or ``apply()`` got
+    a sub-module's, its trainable_variables are the whole group and nothing decides
+    (review-11-user-r11 F5)."""
     order = ("the stated order (--apply-order; Python: apply_order=) places" if stated else
              "neither --apply-order (trainable, tracked; Python: apply_order=) pairs them: an "
              "order places")
     return (f"the averages cover only part of the group: {order} the {variables} variables "
             f"of that name, the checkpoint holds averages of only {averages} of them, so the "
-            "order cannot place them: only some averages were saved (tf.train.Checkpoint("
-            "ema_w=ema.average(v)) for some v, or a dict keyed by v.name, which same-named "
-            "variables collapse to one entry), or ema.apply() got only some of them (an EMA "
-            "of a sub-module, or a non-trainable one of that shape, such as a running "
-            "statistic, left out: the checkpoint does not record which variables are "
-            "trainable), and which ones is not recorded; no option decides (nor does "
-            "apply_ema with the live module, whose trainable_variables are the whole "
-            "group): give the variables unique names (tf.Variable(..., name=...)) when "
-            "training, or save every average in apply() order (tf.train.Checkpoint(model=m, "
+            "order cannot place them, and which ones is not recorded; if the others are not "
+            "trainable (a running statistic of that shape: the checkpoint does not record "
+            "which variables are trainable), in Python pass the live module: "
+            "apply_ema(module, path, apply_order='trainable') reads its own "
+            "trainable_variables (it decides where apply() got exactly those); if only some "
+            "averages were saved (tf.train.Checkpoint(ema_w=ema.average(v)) for some v, or "
+            "a dict keyed by v.name, which same-named variables collapse to one entry) or "
+            "apply() got a sub-module's variables, no option decides, nor the live module: "
+            "give the variables unique names (tf.Variable(..., name=...)) when training, or "
+            "save every average in apply() order (tf.train.Checkpoint(model=m, "
             "ema=[ema.average(v) for v in m.trainable_variables]))")
 
 
