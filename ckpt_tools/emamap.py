@@ -315,6 +315,7 @@ def ema_map(
     allow_missing: bool = False,
     style: str | None = None,
     apply_order: str | None = None,
+    strict: bool = False,
 ) -> EmaMap:
     """Builds the EMA restore map of a checkpoint, in checkpoint keys.
 
@@ -353,6 +354,10 @@ def ema_map(
             such averages are refused. Or the order itself, as checkpoint keys in the order
             ``apply()`` got their variables (``apply_ema`` passes a live module's
             ``trainable_variables`` so).
+        strict (`bool`, defaults to `False`): refuse a pairing that rests on an assumption
+            the file cannot prove (a Keras file's ``fit()`` build order, or that it was not
+            saved swapped by ``SwapEMAWeights``: :mod:`~ckpt_tools.keras_assumed`), as
+            ``--strict``; otherwise they are assumed.
 
     Returns:
         `EmaMap`.
@@ -360,7 +365,8 @@ def ema_map(
     Raises:
         EmaError: if an average cannot be paired with one variable from what the file records
             (its candidates and the option that decides are named), or a variable has averages
-            of several EMA objects and ``ema_name`` picks none.
+            of several EMA objects and ``ema_name`` picks none, or (``strict``) the pairing
+            rests on an assumption.
         OptionError: ``apply_order`` given for a Keras file, where it cannot apply.
         CheckpointError: if the checkpoint cannot be read. Missing shadows are *reported* in
         ``missing``; call :meth:`EmaMap.require_complete` to turn them into an :class:`EmaError`.
@@ -380,7 +386,8 @@ def ema_map(
         try:
             maps = [ema_map(ckpt, ema_name=n, use_meta=use_meta, non_averaged=KEEP, slots=slots,
                             include=include, exclude=exclude, strip_scope=strip_scope,
-                            add_scope=add_scope, style=style, apply_order=apply_order)
+                            add_scope=add_scope, style=style, apply_order=apply_order,
+                            strict=strict)
                     for n in names]
         finally:
             if not isinstance(checkpoint, Checkpoint):
@@ -392,6 +399,10 @@ def ema_map(
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
             require_keras(ckpt)
+            if strict and getattr(ckpt.reader, "keras", None) is not None:
+                from .keras_assumed import refuse_assumed
+
+                refuse_assumed(ckpt)
         variables = _paired_variables(ckpt, apply_order, ema_name)
         refuse_orphans(ckpt, variables)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of

@@ -33,6 +33,7 @@ from .formats._write import (
     os_errors,
 )
 from .formats.write_locks import hold, release
+from .keras_assumed import refuse_assumed
 from .keras_ema import require_keras_pairing
 
 KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")
@@ -160,8 +161,8 @@ def check_keras_output(ckpt: Checkpoint, target: str, overwrite: bool) -> Inputs
     return inputs
 
 
-def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False
-                   ) -> KerasBakeResult:
+def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
+                   strict: bool = False) -> KerasBakeResult:
     """Writes ``out_path``: a copy of the Keras file ``ckpt`` whose weights are the averages.
 
     The write follows the writer discipline of ``formats/_write.py``: the input (and its
@@ -175,12 +176,15 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False
             ``out_path`` ends in ``.keras``, else its ``model.weights.h5``).
             Missing parent directories are created (and removed again if the write fails).
         overwrite: replace an existing output file (never an input file).
+        strict: refuse a pairing that rests on an assumption the file cannot prove
+            (:mod:`~ckpt_tools.keras_assumed`), as ``--strict``.
 
     Returns:
         `KerasBakeResult`.
 
     Raises:
-        EmaError: the file holds no EMA copies, or their pairing is not proven.
+        EmaError: the file holds no EMA copies, or their pairing is not proven (or, with
+            ``strict``, rests on an assumption).
         OutputError: the output exists, is the input or in its directory, is not a regular
             file, or cannot be written there.
         WriteError: an OS error while writing (disk full…); nothing is left behind.
@@ -189,6 +193,8 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False
     if layout is None:
         raise EmaError(f"{ckpt.path}: not a Keras weight file")
     require_keras_pairing(ckpt)
+    if strict:
+        refuse_assumed(ckpt)
     inputs = check_keras_output(ckpt, out_path, overwrite)
     replaced = {weight: avg for avg, weight in layout.averages.items() if weight is not None}
     with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:

@@ -24,6 +24,7 @@ from .formats.keras.optimizer import custom_note
 from .formats.keras.stated import LoopOrder, stated_keys
 from .formats.keras.stated_names import by_position
 from .formats.keras.tf_keras import is_legacy, legacy_name
+from .keras_assumed import live_assumptions, refuse_assumed
 from .keras_twins import explained_by_twins, refuse_twins
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
@@ -163,8 +164,8 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
         refuse_twins(ckpt)
 
 
-def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
-                     trainable=None, loop_order: bool = False) -> dict[str, np.ndarray]:
+def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
+                     loop_order: bool = False, strict: bool = False) -> dict[str, np.ndarray]:
     """Returns the EMA copies of a Keras file, keyed by the model weight they average.
 
     TensorFlow-free. Only trainable weights have copies (BatchNormalization moving statistics
@@ -181,6 +182,9 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
         loop_order (`bool`, *optional*, defaults to `False`): ``trainable`` is in a custom
             training loop's order (its first ``apply_gradients()``), which may differ from
             the model's (``--loop-order``).
+        strict (`bool`, *optional*, defaults to `False`): refuse a pairing that rests on an
+            assumption the file cannot prove (:mod:`~ckpt_tools.keras_assumed`: ``fit()``'s
+            build order, not saved swapped by ``SwapEMAWeights``), as ``--strict``.
 
     Returns:
         `dict[str, np.ndarray]`: model weight key (``layers/dense/vars/0``; ``ckpt list
@@ -188,7 +192,8 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
 
     Raises:
         EmaError: the file holds no EMA copies, cannot tell whether it does, or some copies
-            cannot be paired with a weight from the file alone (then use :func:`apply_keras_ema`).
+            cannot be paired with a weight from the file alone (then use :func:`apply_keras_ema`),
+            or (``strict``) the pairing rests on an assumption.
 
     Example:
         >>> values = keras_ema_values("fixtures/keras_ema/model.keras")  # doctest: +SKIP
@@ -203,6 +208,8 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None,
             ckpt.reader.restate_use_ema(use_ema)
             layout = ckpt.reader.keras
         require_keras_pairing(ckpt)
+        if strict:
+            refuse_assumed(ckpt)
         return {src: np.asarray(ckpt.tensor(key)) for key, src in layout.averages.items()}
     finally:
         if ckpt is not checkpoint:
@@ -231,7 +238,7 @@ def _dtype_name(dtype) -> str:
 
 def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                     load_weights: bool = True, trainable=None,
-                    loop_order: bool = False) -> list[str]:
+                    loop_order: bool = False, strict: bool = False) -> list[str]:
     """Loads a Keras file's optimizer EMA copies into ``model``'s trainable variables.
 
     The model must be built with the architecture that wrote ``path``. For a ``.keras`` of a
@@ -270,6 +277,12 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             variables in a custom training loop's order (the one its first
             ``apply_gradients()`` got), which may differ from the model's; refused otherwise
             where a ``.keras`` records the model's (``--loop-order``).
+        strict (`bool`, *optional*, defaults to `False`): refuse, before anything is loaded,
+            a pairing that rests on an assumption the file cannot prove
+            (:mod:`~ckpt_tools.keras_assumed`): ``fit()``'s build order for weights of equal
+            shapes (``trainable`` states it), or that the file was not saved swapped by
+            ``SwapEMAWeights(swap_on_epoch=True)`` (then its weights are the averages:
+            ``model.load_weights(path)``).
 
     Returns:
         `list[str]`: paths of the variables that now hold EMA values, in order.
@@ -280,7 +293,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             (state ``use_ema``), the model's layers are frozen differently from a ``.keras``
             config, or the copies' number, shapes or dtypes do not match the model's trainable
             variables (all mismatches are listed, naming both sides), or a ``.keras`` whose
-            flags at save do not prove the pairing and no ``trainable`` is given.
+            flags at save do not prove the pairing and no ``trainable`` is given, or
+            (``strict``) the pairing rests on an assumption.
         VariableNotFoundError: a ``trainable`` name matches no weight of the file.
         OptionError: ``trainable`` given for a legacy ``.h5`` (the live model decides there).
 
@@ -349,6 +363,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             raise EmaError(f"{path}: {len(problems)} of {len(targets)} EMA copies do not match "
                            f"the model's trainable variables (model vs file): {problems[0]}"
                            + (f"; also {'; '.join(problems[1:])}" if problems[1:] else ""))
+        if strict:
+            refuse_assumed(ckpt, live_assumptions(ckpt, targets, stated))
         if load_weights and layout.kind == "legacy":
             _load_legacy_weights(model, ckpt, layout)
         elif load_weights:  # the file located (a directory names none Keras loads)

@@ -56,6 +56,9 @@ class Listing(Record):
         shards: the data files of a V2 checkpoint, in order: ``file`` (base name),
             ``tensors`` (entries or partition slices stored there) and ``bytes`` -- where
             ``Saver(sharded=True)`` put each device's variables (one shard per ps task).
+        assumed: what a Keras file's EMA pairing assumes (``fit_order``, ``not_swapped``:
+            :mod:`~ckpt_tools.keras_assumed`), when asked for; ``--json``'s ``"assumed"``,
+            present only when not empty.
     """
 
     checkpoint: str
@@ -73,9 +76,10 @@ class Listing(Record):
     frozen: frozenset[str]
     saved_model: str | None
     unproven: dict | None
+    assumed: list[str]
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
-               "frozen", "saved_model", "unproven")
+               "frozen", "saved_model", "unproven", "assumed")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -84,7 +88,8 @@ class Listing(Record):
                  with_shadow: int = 0, expected: int = 0,
                  by_key: dict[str, Variable] | None = None, shards: list[dict] | None = None,
                  ema_evidence: dict | None = None, frozen: frozenset[str] = frozenset(),
-                 saved_model: str | None = None, unproven: dict | None = None) -> None:
+                 saved_model: str | None = None, unproven: dict | None = None,
+                 assumed: list[str] | None = None) -> None:
         self.checkpoint = checkpoint
         self.format = format
         self.meta = meta
@@ -100,6 +105,7 @@ class Listing(Record):
         self.frozen = frozen
         self.saved_model = saved_model
         self.unproven = unproven
+        self.assumed = [] if assumed is None else assumed
 
     @property
     def decides(self) -> str | None:
@@ -138,6 +144,7 @@ class Listing(Record):
             "ema_evidence": self.ema_evidence,
             "saved_model": self.saved_model,
             "ema_unproven": self.unproven,
+            **({"assumed": self.assumed} if self.assumed else {}),
         }
 
     def to_json(self, default: Callable | None = None) -> str:
@@ -165,6 +172,7 @@ class Listing(Record):
                        "bytes": nbytes},
             "shards": self.shards, "ema_evidence": self.ema_evidence,
             "saved_model": self.saved_model, "ema_unproven": self.unproven,
+            **({"assumed": self.assumed} if self.assumed else {}),
         }, separators=(",", ":"), ensure_ascii=False, default=default)
         return f'{head[:-1]},"variables":[{rows}],{tail[1:]}'
 
@@ -236,7 +244,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    match: Callable[[str, str | None], bool] | None = None,
                    sort: str = "name", use_ema: bool | None = None,
                    trainable: list[str] | None = None, ema_name: str | None = None,
-                   use_meta: bool = True, apply_order: str | None = None) -> Listing:
+                   use_meta: bool = True, apply_order: str | None = None,
+                   assumptions: bool = False, strict: bool = False) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -255,6 +264,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             :func:`ckpt_tools.ema_map`; each variable's ``ema`` is the average ``ckpt map``
             would use, and where the file does not prove one, ``ema`` is ``None`` and
             ``ema_candidates`` lists the averages (``Listing.unproven`` says why).
+        assumptions: fill ``Listing.assumed`` (reads a Keras file's weights and EMA copies).
+        strict: refuse a Keras pairing that rests on an assumption, as ``--strict``.
 
     Returns:
         `Listing`.
@@ -265,6 +276,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         VariableNotFoundError: a standard collection (``model``, ``local``…) this graph does
             not have (exit 3, like name filters that select nothing), naming those it has.
         CheckpointError: the checkpoint cannot be opened.
+        EmaError: (``strict``) the pairing rests on an assumption
+            (:func:`~ckpt_tools.keras_assumed.refuse_assumed`).
     """
     bad = [r for r in roles or () if r not in ROLES]
     if bad:
@@ -276,8 +289,17 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         ckpt = open_checkpoint(checkpoint, use_ema=use_ema,
                                trainable=trainable) if owned else checkpoint
         try:
-            return _listing(ckpt, roles, collections, match, sort,
-                            dict(ema_name=ema_name, use_meta=use_meta, apply_order=apply_order))
+            listing = _listing(ckpt, roles, collections, match, sort,
+                               dict(ema_name=ema_name, use_meta=use_meta,
+                                    apply_order=apply_order))
+            if (assumptions or strict) and getattr(ckpt.reader, "keras", None) is not None:
+                from .keras_assumed import keras_assumptions, refuse_assumed
+
+                assumed = keras_assumptions(ckpt)
+                if strict:
+                    refuse_assumed(ckpt, assumed)
+                listing.assumed = [a.name for a in assumed]
+            return listing
         finally:
             if owned:
                 ckpt.close()

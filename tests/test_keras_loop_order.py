@@ -101,3 +101,26 @@ def test_loop_order_needs_trainable(looped, tmp_path):
     code, _, err = run_cli(["export", str(path), "--loop-order", "--out",
                             str(tmp_path / "w.npz")])
     assert code == 2 and "--trainable" in err, err
+
+
+def test_strict_refuses_the_fit_order_assumption(looped, tmp_path):
+    path, _ = looped
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(path), "--out", str(out), "--strict"])
+    assert code == 6 and len(err.strip().splitlines()) == 1, err
+    assert str(path) in err and "fit_order" in err and "--loop-order" in err, err
+    assert not out.exists()
+    # stated, the order is no longer assumed; the file's weights are raw (a custom loop
+    # never calls finalize_variable_values), so not being swapped still is
+    code, _, err = run_cli(["export", str(path), "--trainable", LOOP, "--loop-order",
+                            "--out", str(out), "--strict"])
+    assert code == 6 and "fit_order" not in err and "not_swapped" in err, err
+
+
+def test_python_strict_fit_order(keras, looped):
+    from ckpt_tools import EmaError, apply_keras_ema
+
+    path, _ = looped
+    model = keras.models.load_model(str(path))
+    with pytest.raises(EmaError, match="fit_order"):
+        apply_keras_ema(model, str(path), strict=True)

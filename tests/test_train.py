@@ -247,6 +247,20 @@ def test_keras_eval_restores_optimizer_averages(keras_run):
         assert result.raw_accuracy != result.ema_accuracy
 
 
+def test_keras_eval_strict_refuses_what_the_file_cannot_prove(keras_run):
+    """Its checkpoints hold raw weights beside the averages (saved before fit() ends), and
+    BatchNormalization gamma/beta of equal shapes: not swapped and fit()'s order are assumed,
+    which --strict refuses (exit 6) before any evaluation with the averages."""
+    from ckpt_tools import EmaError
+    from ckpt_tools.train.evaluate import evaluate
+
+    with pytest.raises(EmaError, match="fit_order.*not_swapped"):
+        evaluate(keras_run[1], num_examples=10, strict=True)
+    result = _invoke("eval", keras_run[1], "--num-examples", "10", "--strict")
+    assert result.exit_code == 6, result.output
+    assert "not_swapped" in result.stderr and "--raw" in result.stderr, result.stderr
+
+
 # ---- NaN, CLI, errors -----------------------------------------------------------------------
 
 

@@ -82,6 +82,12 @@ LoopOrderOpt = Annotated[bool, typer.Option(
     help="The --trainable order is a custom training loop's (the order its first "
     "apply_gradients() listed the variables in), which may differ from the model's; without "
     "it an order other than the model's is refused where config.json records the model's.")]
+StrictOpt = Annotated[bool, typer.Option(
+    "--strict", help="Refuse (exit 6) a pairing of averages that rests on an assumption the "
+    "file cannot prove (--json lists them as 'assumed'): a Keras file's fit() build order "
+    "for weights of equal shapes (--trainable NAMES [--loop-order] states it), or that it "
+    "was not saved swapped by SwapEMAWeights(swap_on_epoch=True) (--raw reads a swapped "
+    "file).")]
 SLOTS = ("keep", "drop")
 
 

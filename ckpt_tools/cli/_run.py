@@ -123,7 +123,7 @@ def run_list(path: str, json_out: bool, quiet: bool) -> int:
             out.lines(list_names(resolve(out, path), match=None, sort="name", use_ema=None))
             return 0
         out.json_of(list_variables(resolve(out, path), roles=None, collections=None,
-                                   match=None, sort="name", use_ema=None))
+                                   match=None, sort="name", use_ema=None, assumptions=True))
         return 0
     except BrokenPipeError:  # `ckpt list … | head` is not an error
         quiet_stdout()

@@ -24,6 +24,7 @@ from ._common import (
     NameFilter,
     QuietOpt,
     RegexOpt,
+    StrictOpt,
     TrainableOpt,
     UseEmaOpt,
     WideOpt,
@@ -61,6 +62,7 @@ def diff_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    strict: StrictOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -70,7 +72,8 @@ def diff_command(
     With --ema each variable is paired with its average exactly as 'ckpt map' pairs them
     (--ema-name, --apply-order, --no-meta, --use-ema decide as there). Exits 0 whether or not
     the checkpoints differ; 3 when --grep/--regex select no variable; 4 when a tensor cannot be
-    read; 6 for --ema on a checkpoint without EMA shadows, or whose pairing is not proven.
+    read; 6 for --ema on a checkpoint without EMA shadows, or whose pairing is not proven (or,
+    with --strict, rests on an assumption).
     """
     if ema == (b is not None):
         raise typer.BadParameter("give a second checkpoint B, or --ema to compare A with its "
@@ -81,6 +84,9 @@ def diff_command(
     if apply_order is not None and not ema:
         raise typer.BadParameter("--apply-order decides which average goes with which "
                                  "variable; it applies only with --ema", param_hint="--apply-order")
+    if strict and not ema:
+        raise typer.BadParameter("--strict refuses an assumed pairing of averages; it applies "
+                                 "only with --ema", param_hint="--strict")
     with open_checkpoint(resolve(out, a), use_ema=use_ema,
                          trainable=trainable_names(trainable, loop_order)) as ca:
         paths = display_names(ca)
@@ -88,6 +94,10 @@ def diff_command(
         if ema:
             require_selection(ca, names, None)
             pairs = _pairs_of(ca, ema_name, not no_meta, apply_order)
+            if strict and pairs is not None:
+                from ..keras_assumed import refuse_assumed
+
+                refuse_assumed(ca)
             note_stated_order(out, ca, apply_order, ema_name)
         with out.progress("comparing") as bar:  # the total is known once pairs are
             if ema:

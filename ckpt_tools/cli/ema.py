@@ -25,6 +25,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    StrictOpt,
     TrainableOpt,
     UseEmaOpt,
     WideOpt,
@@ -113,7 +114,7 @@ def proven_variables(ckpt, keys, ema_name: str | None, no_meta: bool,
 
 
 def map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex, include, exclude,
-                allow_missing, apply_order=None) -> dict:
+                allow_missing, apply_order=None, strict: bool = False) -> dict:
     """Keyword arguments for :func:`ckpt_tools.ema_map` from the shared EMA options.
 
     Raises:
@@ -124,7 +125,8 @@ def map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex, in
     return {"ema_name": ema_name, "use_meta": not no_meta, "strip_scope": strip_scope,
             "add_scope": add_scope, "include": names.as_globs(ckpt),
             "exclude": exclude_globs(ckpt, exclude),
-            "allow_missing": allow_missing, "apply_order": check_apply_order(apply_order)}
+            "allow_missing": allow_missing, "apply_order": check_apply_order(apply_order),
+            "strict": strict}
 
 
 def map_command(
@@ -157,6 +159,7 @@ def map_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    strict: StrictOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -176,7 +179,7 @@ def map_command(
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
                          trainable=trainable_names(trainable, loop_order)) as ckpt:
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
-                              include, exclude, allow_missing, apply_order)
+                              include, exclude, allow_missing, apply_order, strict)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
                     style=style, **options)
         require_mapped(ckpt, m, filtered(grep, regex, include, exclude), exclude)
@@ -303,38 +306,24 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                                             "read_alike": alike, "keras_layers": layers}}
 
 
-def note_swapped(out: Output, ckpt) -> dict:
-    """Says, for a Keras file whose EMA copies were used, what the file cannot show: saved
-    after ``SwapEMAWeights(swap_on_epoch=True)`` (Keras 3), its weights already are the
-    averages, so ``--raw`` gives them; and, where weights of one shape and dtype share their
-    copies' places, that the copies are paired in the order ``fit()`` builds the optimizer, which
-    a custom training loop may not have followed (``--trainable`` states it).
+def note_assumed(out: Output, ckpt) -> dict:
+    """Says what the pairing of a Keras file's EMA copies assumes, which the file cannot show
+    (:func:`ckpt_tools.keras_assumed.keras_assumptions`): that weights of one shape and dtype
+    got their copies in the order ``fit()`` builds the optimizer in (shown with ``-q`` too:
+    wrong if the assumption is, and nothing else tells), and that the file was not saved
+    after ``SwapEMAWeights(swap_on_epoch=True)`` (not said where each weight equals its copy
+    bit for bit: either reading gives the same values).
 
     Returns:
-        `dict`: ``{"assumed": [...]}`` (what the pairing assumes: ``"fit_order"``,
-        ``"not_swapped"``) for the command's ``--json`` document, or ``{}``.
+        `dict`: ``{"assumed": [...]}`` (``"fit_order"``, ``"not_swapped"``) for the command's
+        ``--json`` document, or ``{}``.
     """
-    layout = getattr(ckpt.reader, "keras", None)
-    if layout is None or not layout.use_ema or not layout.averages:
-        return {}
-    assumed = []
-    entries = ckpt.entries()
-    kinds = [(tuple(entries[w].shape), entries[w].dtype) for a, w in layout.averages.items()
-             if w is not None and w in entries and a not in layout.stated_pairs]
-    by_order = len(kinds) != len(set(kinds))  # equal-shaped weights: their order pairs them
-    if by_order:  # shown with -q too: wrong if the assumption is, and nothing else tells
-        out.note("note: EMA copies of weights of equal shapes are paired in the order fit() "
-                 "builds the optimizer in (model.trainable_variables); a custom training loop "
-                 "whose first apply_gradients() listed them otherwise pairs them otherwise, "
-                 "which the file cannot show: then state that order with --trainable NAMES "
-                 "--loop-order", always=True)
-        assumed.append("fit_order")
-    if not getattr(ckpt.reader, "by_tf_keras", layout.tf_keras):  # a Keras 3 callback
-        out.note("note: if this file was saved by ModelCheckpoint after SwapEMAWeights("
-                 "swap_on_epoch=True), its weights are the averages and its EMA copies the raw "
-                 "weights, which the file cannot show: then use --raw")
-        assumed.append("not_swapped")
-    return {"assumed": assumed} if assumed else {}
+    from ..keras_assumed import keras_assumptions
+
+    assumed = keras_assumptions(ckpt)
+    for a in assumed:
+        out.note(f"note: {a.note}", always=a.name == "fit_order")
+    return {"assumed": [a.name for a in assumed]} if assumed else {}
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
@@ -413,6 +402,7 @@ def restore_ema_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    strict: StrictOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -468,15 +458,16 @@ def restore_ema_command(
                     f"{', '.join(unused)} do not apply to a Keras output, which is the whole "
                     "model with every EMA copy in place of its weight; ckpt export --grep/"
                     "--exclude writes a subset of the weights", param_hint=unused[0])
-            _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out, quiet)
+            _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out, quiet, strict)
             return
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
-                              include, exclude, allow_missing, apply_order)
+                              include, exclude, allow_missing, apply_order, strict)
         require_averaged(ckpt, options, filtered(grep, regex, include, exclude), exclude)
         if dry_run:
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, dry_run=True,
                                overwrite=force, slots=slots, **options)
             stated = note_stated_order(out, ckpt, apply_order, ema_name)
+            stated = {**stated, **note_assumed(out, ckpt)}
             warn_unaveraged(out, result.ema_map)
             if json_out:
                 out.json({**result.to_dict(), **stated})
@@ -494,6 +485,7 @@ def restore_ema_command(
                                verify=not no_verify, slots=slots, progress=bar.advance,
                                **options)
         stated = note_stated_order(out, ckpt, apply_order, ema_name)  # after: see export
+        stated = {**stated, **note_assumed(out, ckpt)}
     out.wrote(result.output)
     warn_unaveraged(out, result.ema_map)
     for w in result.warnings:
@@ -513,9 +505,11 @@ def restore_ema_command(
 
 
 def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, force: bool,
-                   dry_run: bool, json_out: bool, quiet: bool = False) -> None:
+                   dry_run: bool, json_out: bool, quiet: bool = False,
+                   strict: bool = False) -> None:
     """Keras in, Keras out: a file of the input's kind whose weights are the averages."""
     from ..errors import UnsupportedFormatError
+    from ..keras_assumed import refuse_assumed
     from ..keras_bake import (
         bake_keras_ema,
         check_keras_output,
@@ -533,17 +527,20 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
     target = keras_output_path(ckpt, out_dir, name)
     if dry_run:
         require_keras_pairing(ckpt)
+        if strict:
+            refuse_assumed(ckpt)
         check_keras_output(ckpt, target, force)
         pairs = {w: a for a, w in ckpt.reader.keras.averages.items()}
+        assumed = note_assumed(out, ckpt)
         if json_out:
-            out.json({"dry_run": True, "output": target, "map": pairs})
+            out.json({"dry_run": True, "output": target, "map": pairs, **assumed})
         else:
             out.prose(f"dry run: would write {target} with {len(pairs)} weights set to their "
                       "EMA values", "dim")
         return
-    result = bake_keras_ema(ckpt, target, overwrite=force)
+    result = bake_keras_ema(ckpt, target, overwrite=force, strict=strict)
     stated = note_stated_order(out, ckpt, None)
-    stated = {**stated, **note_swapped(out, ckpt)}
+    stated = {**stated, **note_assumed(out, ckpt)}
     out.wrote(result.path)
     if json_out:
         out.json({"output": result.path, "format": "keras", "replaced": result.replaced,

@@ -24,6 +24,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    StrictOpt,
     ToOpt,
     TrainableOpt,
     UseEmaOpt,
@@ -43,8 +44,8 @@ from .ema import (
     EmaNameOpt,
     NoMetaOpt,
     check_apply_order,
+    note_assumed,
     note_stated_order,
-    note_swapped,
 )
 
 FORMATS = ("npz", "safetensors", "h5")
@@ -87,6 +88,7 @@ def export_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    strict: StrictOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -123,12 +125,12 @@ def export_command(
                                     rename=rename, overwrite=force, progress=bar.advance,
                                     ema_name=ema_name, allow_missing=allow_missing,
                                     apply_order=check_apply_order(apply_order),
-                                    use_meta=not no_meta)
+                                    use_meta=not no_meta, strict=strict)
         # after the export: a refusal stays one line, without notes about statements
         stated = (note_stated_order(out, ckpt, apply_order, ema_name) if result.averaged
                   else {})
         if result.averaged:
-            stated = {**stated, **note_swapped(out, ckpt)}
+            stated = {**stated, **note_assumed(out, ckpt)}
     out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)

@@ -26,6 +26,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    StrictOpt,
     TrainableOpt,
     UseEmaOpt,
     WideOpt,
@@ -62,13 +63,16 @@ def list_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    strict: StrictOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """List variables with dtype, shape, size, role, collections and EMA shadow.
 
-    Reads only the checkpoint index (and the .meta graph beside it, if any): no tensor data,
-    no TensorFlow. Names are object paths for TF2/Keras checkpoints; --json adds the raw key.
+    Reads only the checkpoint index (and the .meta graph beside it, if any): no tensor data
+    (but a Keras file's weights and EMA copies with --json or --strict, to tell what its
+    pairing assumes), no TensorFlow. Names are object paths for TF2/Keras checkpoints;
+    --json adds the raw key.
     The EMA column shows the pairing 'ckpt map' proves (--ema-name, --apply-order, --no-meta
     decide as there); an average the file does not pair is 'of ?' with its candidates.
     """
@@ -76,7 +80,8 @@ def list_command(
     match = NameFilter(grep, regex)
     check_apply_order(apply_order)
     try:
-        if quiet and not json_out and not role and not collection and not trainable:
+        if quiet and not json_out and not role and not collection and not trainable \
+                and not strict:
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
             names = list_names(resolve(out, path), match=match if match.active else None,
                                sort=sort, use_ema=use_ema)
@@ -88,7 +93,8 @@ def list_command(
                                  match=match if match.active else None, sort=sort,
                                  use_ema=use_ema, trainable=trainable_names(trainable, loop_order),
                                  ema_name=ema_name, use_meta=not no_meta,
-                                 apply_order=apply_order)
+                                 apply_order=apply_order, assumptions=json_out,
+                                 strict=strict)
     except OptionError:  # an option that cannot apply to this file: its own message (exit 2)
         raise
     except ValueError as exc:

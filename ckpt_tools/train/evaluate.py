@@ -17,6 +17,7 @@ Each API's restore step is one small function (:func:`restore_v1`, :func:`restor
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -106,7 +107,8 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
 
 
 def evaluate(
-    path: str, data_dir: str | None = None, num_examples: int = 0, batch_size: int = 500
+    path: str, data_dir: str | None = None, num_examples: int = 0, batch_size: int = 500,
+    *, strict: bool = False,
 ) -> EvalResult:
     """Accuracy of ``path`` with raw and with EMA weights.
 
@@ -116,12 +118,15 @@ def evaluate(
             synthetic training data was drawn from).
         num_examples: evaluate on the first N test examples; 0 = all.
         batch_size: evaluation batch size.
+        strict: refuse a Keras file whose EMA pairing rests on an assumption
+            (``--strict``: :mod:`ckpt_tools.keras_assumed`).
 
     Returns:
         The result.
 
     Raises:
         TrainError: no checkpoint, no EMA variables in it, or no test data.
+        EmaError: (``strict``) a Keras file's pairing rests on an assumption.
         DataError: ``data_dir`` lacks the CIFAR-10 batches.
     """
     checkpoint, api = resolve_checkpoint(path)
@@ -131,7 +136,8 @@ def evaluate(
         images, labels = images[:num_examples], labels[:num_examples]
     if not len(labels):
         raise TrainError(f"no test examples (is {data_lib.TEST_FILE} in {data_dir}?)")
-    predictor = {"v1": _v1_predictor, "tf2": _tf2_predictor, "keras": _keras_predictor}[api]
+    predictor = {"v1": _v1_predictor, "tf2": _tf2_predictor,
+                 "keras": functools.partial(_keras_predictor, strict=strict)}[api]
     accuracy: dict[bool, float] = {}
     for use_ema in (False, True):
         with predictor(checkpoint, use_ema) as (predict, step):
@@ -234,7 +240,7 @@ def _tf2_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | No
 # ---- keras ----------------------------------------------------------------------------------
 
 
-def restore_keras(net, path: str, use_ema: bool) -> None:
+def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False) -> None:
     """Load a Keras weights file; for EMA, copy the optimizer's ``*_average`` into the weights.
 
     Args:
@@ -242,6 +248,7 @@ def restore_keras(net, path: str, use_ema: bool) -> None:
             file's ``optimizer/vars`` load).
         path: ``.weights.h5`` or ``.keras``.
         use_ema: copy the averages over the trainable variables after loading.
+        strict: refuse a pairing that rests on an assumption (``apply_keras_ema(strict=)``).
 
     Raises:
         TrainError: the file does not match the model, or holds no optimizer averages.
@@ -264,16 +271,18 @@ def restore_keras(net, path: str, use_ema: bool) -> None:
         raise TrainError(f"{path}: {first_line(exc)}") from None
     if use_ema:
         # The file's optimizer averages, paired with the trainable variables by the toolkit.
-        _ema_restore(lambda: ckpt_tools.apply_keras_ema(net, path, load_weights=False), path)
+        _ema_restore(lambda: ckpt_tools.apply_keras_ema(net, path, load_weights=False,
+                                                        strict=strict), path)
 
 
 @contextlib.contextmanager
-def _keras_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | None]]:
+def _keras_predictor(path: str, use_ema: bool, *, strict: bool = False
+                     ) -> Iterator[tuple[Predict, int | None]]:
     from . import keras_fit  # imports keras: only for Keras files
     from .common import TrainConfig
 
     net = keras_fit.compile_model(TrainConfig())
-    restore_keras(net, path, use_ema)
+    restore_keras(net, path, use_ema, strict=strict)
     # A plain call, not predict_on_batch: no per-batch tf.function retracing or numpy warnings.
     yield (lambda x: net(x, training=False).numpy()), int(net.optimizer.iterations.numpy())
 

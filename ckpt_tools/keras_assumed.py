@@ -1,0 +1,159 @@
+"""What a Keras file's EMA pairing takes for granted where the file cannot show it.
+
+Two readings of a Keras 3 ``use_ema=True`` file are assumptions, not proof:
+
+* ``fit_order``: EMA copies of weights of equal shape and dtype are paired in the order
+  ``fit()`` builds the optimizer in (``model.trainable_variables``); a custom training loop whose
+  first ``apply_gradients()`` listed them otherwise built it otherwise. ``--trainable NAMES``
+  (``--loop-order`` for a loop's order) states it.
+* ``not_swapped``: ``ModelCheckpoint`` placed after ``SwapEMAWeights(swap_on_epoch=True)``
+  saves the averages as the model's weights and the raw weights as the EMA copies, which the
+  file cannot show. Where every weight equals its EMA copy bit for bit the question does not
+  arise: ``fit()`` ends with ``optimizer.finalize_variable_values()``, which assigns each
+  average to its weight, and ``SwapEMAWeights``' last epoch assigns each weight (then the
+  average) to its copy, so either reading gives the same values. Otherwise ``--raw`` gives the
+  averages of a swapped file.
+
+:func:`keras_assumptions` lists them (``--json``: ``"assumed"``); :func:`refuse_assumed` is
+``--strict`` (Python ``strict=True``): any of them is exit 6 naming the statement that decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .checkpoint import Checkpoint
+from .errors import EmaError
+
+__all__ = ["Assumption", "keras_assumptions", "live_assumptions", "refuse_assumed"]
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One reading of the file that its pairing takes for granted.
+
+    Attributes:
+        name: ``"fit_order"`` or ``"not_swapped"`` (``--json``'s ``"assumed"``).
+        note: the note the commands print (what is assumed, why, and the way out).
+        what: what is assumed, in a few words (``--strict``'s error).
+        decides: the statement that decides (``--trainable NAMES --loop-order``, ``--raw``).
+    """
+
+    name: str
+    note: str
+    what: str
+    decides: str
+
+
+FIT_ORDER = Assumption(
+    "fit_order",
+    "EMA copies of weights of equal shapes are paired in the order fit() builds the optimizer "
+    "in (model.trainable_variables); a custom training loop whose first apply_gradients() "
+    "listed them otherwise pairs them otherwise, which the file cannot show: then state that "
+    "order with --trainable NAMES --loop-order",
+    "EMA copies of weights of equal shapes are taken in the order fit() builds the optimizer "
+    "in (model.trainable_variables)",
+    "state the order with --trainable NAMES, a custom loop's with --trainable NAMES "
+    "--loop-order (Python: trainable=[...], loop_order=True)")
+NOT_SWAPPED = Assumption(
+    "not_swapped",
+    "if this file was saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True), its "
+    "weights are the averages and its EMA copies the raw weights, which the file cannot show: "
+    "then use --raw",
+    "the file is taken as not saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True) "
+    "(its weights differ from their EMA copies)",
+    "if it was, its weights are the averages: --raw gives them (Python: ema=False, or "
+    "model.load_weights)")
+
+
+def _same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
+    """Whether each weight equals its EMA copy bit for bit (dtype and shape included); stops
+    at the first that differs (a mid-training file: its first weight)."""
+    for avg, weight in pairs.items():
+        a, w = np.asarray(ckpt.tensor(avg)), np.asarray(ckpt.tensor(weight))
+        if a.dtype != w.dtype or a.shape != w.shape or a.tobytes() != w.tobytes():
+            return False
+    return True
+
+
+def _tf_keras(ckpt: Checkpoint) -> bool:
+    """Whether tf_keras (Keras 2) wrote the file: it has no SwapEMAWeights callback."""
+    return bool(getattr(ckpt.reader, "by_tf_keras", ckpt.reader.keras.tf_keras))
+
+
+def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
+    """What the pairing of a Keras file's EMA copies assumes (nothing for other files, or a
+    Keras file whose copies are not used).
+
+    Reads the weights and their copies (until the first pair that differs) to tell whether the
+    swap question arises; the answer is kept on the open checkpoint's layout.
+
+    Returns:
+        `list[Assumption]`: ``FIT_ORDER`` where weights of equal shape and dtype are paired
+        by the optimizer's build order and no ``--trainable`` stated it; ``NOT_SWAPPED`` for a
+        Keras 3 file whose weights differ from their copies. Empty when nothing is assumed,
+        or the file does not pair every copy (then the pairing is refused, not assumed).
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None or not layout.use_ema or not layout.averages:
+        return []
+    pairs = {a: w for a, w in layout.averages.items() if w is not None}
+    if len(pairs) != len(layout.averages):
+        return []
+    assumed = []
+    entries = ckpt.entries()
+    kinds = [(tuple(entries[w].shape), entries[w].dtype) for a, w in pairs.items()
+             if w in entries and a not in layout.stated_pairs]
+    if len(kinds) != len(set(kinds)):  # equal-shaped weights: their order pairs them
+        assumed.append(FIT_ORDER)
+    if not _tf_keras(ckpt):
+        if layout.same_values is None:
+            layout.same_values = _same_values(ckpt, pairs)
+        if not layout.same_values:
+            assumed.append(NOT_SWAPPED)
+    return assumed
+
+
+def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assumption]:
+    """What :func:`~ckpt_tools.apply_keras_ema` assumes: the file's, and ``fit_order`` where it
+    paired the copies with the live model's ``trainable_variables`` (no ``trainable`` stated)
+    among which some share a shape and dtype; ``not_swapped`` too where the file does not pair
+    every copy with a weight of its own (their values cannot be compared).
+
+    Args:
+        ckpt: the open checkpoint.
+        targets: the model variables the copies go into, in the copies' order.
+        stated: the caller stated the order (``trainable=``).
+
+    Returns:
+        `list[Assumption]`, as :func:`keras_assumptions`.
+    """
+    assumed = keras_assumptions(ckpt)
+    layout = ckpt.reader.keras
+    if not _tf_keras(ckpt) and None in layout.averages.values():
+        assumed.append(NOT_SWAPPED)
+    kinds = [(tuple(int(d) for d in v.shape), str(getattr(v.dtype, "name", v.dtype)))
+             for v in targets]
+    if not stated and FIT_ORDER not in assumed and len(kinds) != len(set(kinds)):
+        assumed.insert(0, FIT_ORDER)
+    return assumed
+
+
+def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None) -> None:
+    """``--strict`` (``strict=True``): refuses a pairing that rests on an assumption.
+
+    Args:
+        ckpt: the open checkpoint.
+        assumed: what :func:`keras_assumptions` gave (computed when ``None``).
+
+    Raises:
+        EmaError: (exit 6) one line naming the file, each assumption and what decides it.
+    """
+    assumed = keras_assumptions(ckpt) if assumed is None else assumed
+    if assumed:
+        said = "; ".join(f"{a.name} ({a.what}: {a.decides})" for a in assumed)
+        raise EmaError(f"{ckpt.path}: --strict: the EMA pairing rests on what the file cannot "
+                       f"prove: {said}")
+

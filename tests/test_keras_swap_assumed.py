@@ -1,0 +1,151 @@
+"""Keras 3's own recipe for checkpointing EMA weights, ``fit(callbacks=[SwapEMAWeights(
+swap_on_epoch=True), ModelCheckpoint(...)])``: a mid-training file holds the averages as its
+weights and the raw weights as its EMA copies, which the file cannot show (review r14 F7). Read
+as not swapped it is an assumption: said in a note and in ``--json``'s ``"assumed"``, and
+``--strict`` refuses it (exit 6) naming ``--raw``. Where the weights equal their copies bit for
+bit (the last epoch's file; ``model.save()`` after ``fit()``, whose
+``finalize_variable_values()`` copies the averages into the weights) nothing is assumed.
+
+Made here by Keras 3; the truth is recorded by callbacks around the swap: the optimizer's
+averages (``_model_variables_moving_average``) before ``SwapEMAWeights`` runs, and the model's
+weights right after ``ModelCheckpoint`` saved them. Layers of distinct shapes, so the fit-order
+assumption does not arise (tests/test_keras_loop_order.py has it)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import assert_npz_holds, keras_averages, run_cli
+
+STRICT_COMMANDS = (["list"], ["map"], ["diff", "--ema"])
+
+
+@pytest.fixture(scope="module")
+def swapped(keras, tmp_path_factory):
+    d = tmp_path_factory.mktemp("swapped")
+    keras.utils.set_random_seed(3)
+    inp = keras.Input((4,))
+    out = keras.layers.Dense(2, name="b")(keras.layers.Dense(3, name="a")(inp))
+    model = keras.Model(inp, out)
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(16, 4)).astype("float32"), rng.normal(size=(16, 2)).astype("float32")
+    truth: dict = {}
+
+    class Before(keras.callbacks.Callback):  # runs before SwapEMAWeights' on_epoch_end
+        def on_epoch_end(self, epoch, logs=None):
+            truth["averages", epoch] = keras_averages(opt)
+
+    class Saved(keras.callbacks.Callback):  # runs after ModelCheckpoint: the file's state
+        def on_epoch_end(self, epoch, logs=None):
+            truth["weights", epoch] = {v.path: v.numpy() for v in model.trainable_variables}
+            truth["copies", epoch] = keras_averages(opt)
+
+    model.fit(x, y, epochs=2, batch_size=8, verbose=0, callbacks=[
+        Before(), keras.callbacks.SwapEMAWeights(swap_on_epoch=True),
+        keras.callbacks.ModelCheckpoint(str(d / "e{epoch}.keras")), Saved()])
+    model.save(str(d / "after.keras"))
+    truth["after"] = keras_averages(opt)
+    # what the library did: epoch 1 saved swapped, the last epoch and fit()'s end equal
+    first, last = truth["weights", 0], truth["weights", 1]
+    assert all(first[k].tobytes() == truth["averages", 0][k].tobytes() for k in first)
+    assert all(first[k].tobytes() != truth["copies", 0][k].tobytes() for k in first)
+    assert all(last[k].tobytes() == truth["copies", 1][k].tobytes() for k in last)
+    assert all(v.numpy().tobytes() == truth["after"][v.path].tobytes()
+               for v in model.trainable_variables)
+    return d, truth
+
+
+def test_a_swapped_file_is_an_assumption_in_json(swapped, tmp_path):
+    d, _ = swapped
+    path = str(d / "e1.keras")
+    code, text, err = run_cli(["export", path, "--out", str(tmp_path / "w.npz"), "--json"])
+    assert code == 0, err
+    assert json.loads(text)["assumed"] == ["not_swapped"], text
+    assert "SwapEMAWeights" in err and "--raw" in err, err
+    code, text, err = run_cli(["list", path, "--json"])
+    assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (text, err)
+    code, text, err = run_cli(["restore-ema", path, "--out", str(tmp_path / "ema.keras"),
+                               "--json"])
+    assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (text, err)
+
+
+@pytest.mark.parametrize("command", ["export", "restore-ema"])
+def test_strict_refuses_a_swapped_file_naming_raw(swapped, tmp_path, command):
+    d, _ = swapped
+    path = str(d / "e1.keras")
+    out = tmp_path / ("w.npz" if command == "export" else "ema.keras")
+    code, _, err = run_cli([command, path, "--out", str(out), "--strict"])
+    assert code == 6, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert path in err and "not_swapped" in err and "--raw" in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", STRICT_COMMANDS, ids=lambda a: a[0])
+def test_strict_refuses_a_swapped_file_in_every_pairing_command(swapped, args):
+    d, _ = swapped
+    path = str(d / "e1.keras")
+    code, _, err = run_cli([args[0], path, *args[1:], "--strict"])
+    assert code == 6 and path in err and "not_swapped" in err and "--raw" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_raw_as_strict_says_gives_the_averages(swapped, tmp_path):
+    d, truth = swapped
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(d / "e1.keras"), "--raw", "--strict", "--out",
+                            str(out)])
+    assert code == 0, err
+    assert_npz_holds(out, truth["averages", 0])
+
+
+@pytest.mark.parametrize("name", ["after.keras", "e2.keras"])
+def test_weights_equal_to_their_averages_assume_no_swap(swapped, tmp_path, name):
+    d, truth = swapped
+    path = str(d / name)
+    out = tmp_path / "w.npz"
+    code, text, err = run_cli(["export", path, "--out", str(out), "--json"])
+    assert code == 0, err
+    assert "assumed" not in json.loads(text), text
+    assert "SwapEMAWeights" not in err, err
+    assert_npz_holds(out, truth["after"] if name == "after.keras" else truth["copies", 1])
+    code, text, err = run_cli(["list", path, "--json"])
+    assert code == 0 and "assumed" not in json.loads(text), (text, err)
+
+
+@pytest.mark.parametrize("args", [["export", "--out", "w.npz"],
+                                  ["restore-ema", "--out", "ema.keras"], *STRICT_COMMANDS],
+                         ids=lambda a: a[0])
+def test_strict_passes_a_proven_file(swapped, tmp_path, args):
+    d, _ = swapped
+    rest = [str(tmp_path / a) if a.endswith((".npz", ".keras")) else a for a in args[1:]]
+    code, _, err = run_cli([args[0], str(d / "after.keras"), *rest, "--strict"])
+    assert code == 0, err
+
+
+def test_python_strict(keras, swapped, tmp_path):
+    from ckpt_tools import EmaError, apply_keras_ema, ema_map, export_weights, keras_ema_values
+
+    d, truth = swapped
+    swapped_file, proven = str(d / "e1.keras"), str(d / "after.keras")
+    out = tmp_path / "w.npz"
+    for call in (lambda p: keras_ema_values(p, strict=True),
+                 lambda p: ema_map(p, strict=True),
+                 lambda p: export_weights(p, out, strict=True)):
+        with pytest.raises(EmaError, match="not_swapped"):
+            call(swapped_file)
+        assert not out.exists()
+        call(proven)
+    assert_npz_holds(out, truth["after"])
+    model = keras.models.load_model(proven)
+    with pytest.raises(EmaError, match="not_swapped"):
+        apply_keras_ema(model, swapped_file, strict=True)
+    apply_keras_ema(model, proven, strict=True)
+    for v in model.trainable_variables:
+        assert v.numpy().tobytes() == truth["after"][v.path].tobytes(), v.path
+    values = keras_ema_values(swapped_file)  # without strict: assumed, as before
+    assert len(values) == 4
