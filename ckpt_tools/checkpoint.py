@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterator, Sequence
 
 from . import roles as _roles
-from .errors import CorruptCheckpointError, OptionError, VariableNotFoundError
+from . import tfk_stated as _tfk_stated
+from .errors import CheckpointError, CorruptCheckpointError, OptionError, VariableNotFoundError
 from .formats import open_reader
 from .formats._io import is_url
 from .formats._record import Frozen
@@ -186,13 +187,11 @@ class Checkpoint:
             if (use_ema is not None or trainable) and getattr(self._reader, "keras",
                                                                 None) is not None:
                 self._reader.restate_use_ema(use_ema, trainable=trainable)
-            elif use_ema is not None or trainable:
+            elif use_ema is not None:
                 self._reader.close()
-                given = "--trainable" if trainable else (
-                    "--use-ema" if use_ema else "--no-use-ema")
+                given = "--use-ema" if use_ema else "--no-use-ema"
                 raise OptionError(
-                    f"{location.prefix}: {given} (Python: "
-                    f"{'trainable' if trainable else 'use_ema'}=) decides only for Keras "
+                    f"{location.prefix}: {given} (Python: use_ema=) decides only for Keras "
                     "files (.keras, .weights.h5, .h5), which may not record it; this "
                     "TensorFlow checkpoint's names and object graph record what it would "
                     "state, so it cannot apply: omit it")
@@ -216,6 +215,16 @@ class Checkpoint:
             with errors_in(self.path):
                 raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
+        # A custom loop's order, stated for a tf_keras model's TF-format save (tfk_stated).
+        self.stated_order: list[str] | None = None
+        self.stated_pairs: dict[str, str] = {}
+        if trainable and self._reader.keras is None:
+            try:
+                self.stated_order = _tfk_stated.resolve(self.path, self.objects,
+                                                        self._reader.entries, trainable)
+            except CheckpointError:
+                self._reader.close()
+                raise
         self._variables: list[Variable] | None = None
         self._fragment_alias: dict[str, str] | None = None  # see stored_key()
         self._ema_names: list[str] | None = None  # see ema_names()
@@ -366,6 +375,9 @@ class Checkpoint:
         info = _roles.classify(entries, self.meta, self.objects, keras=self._reader.keras,
                                ema_names=self.ema_names() if plain else None,
                                collections=colls)
+        if self.stated_order is not None and self.objects is not None:
+            self.stated_pairs = _tfk_stated.place(self.path, self.objects, info,
+                                                  self.stated_order)
         # A variable's averages: proven ones (their names say whose) and unpaired ones that
         # name it as a candidate. Only a variable with exactly one, proven, gets ``ema``; with
         # several (two EMA objects, or an average the file cannot pair) which one is its

@@ -37,6 +37,7 @@ from .object_roles import pair_object_shadows
 from .pairing import APPLY_ORDERS, root_child
 from .raw_reasons import expected_raw
 from .tfk_order import order_pairs as tf_keras_order_pairs
+from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
 
@@ -419,8 +420,15 @@ def ema_map(
             # averages of only part of a same-named group: an order may place none of them
             part = len({c for v in unpaired for c in v.ema_candidates}) > len(unpaired)
             no_order = decides and part and not _an_order_pairs(ckpt, unpaired, ema_name)
+            # a tf_keras optimizer's averages: its recorded order places them, stated
+            # (fit(): --apply-order tracked; a custom loop: --trainable --loop-order)
+            tfk = {v.name for v in unpaired} <= set(recorded_averages(ckpt.objects)) and all(
+                sum(u.ema_candidates == v.ema_candidates for u in unpaired)
+                == len(v.ema_candidates) for v in unpaired)  # none frozen: tracked may place
             raise UnprovenPairingError(
                 ambiguous_message(ckpt, variables, unpaired, apply_order, no_order=no_order),
+                "--apply-order tracked or --trainable NAMES --loop-order" if tfk and (
+                    apply_order is None) else
                 "--apply-order" if decides and not no_order else None,
                 {v.name: tuple(v.ema_candidates) for v in unpaired})
         # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do;

@@ -285,7 +285,6 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
         if not optimizer_owned(k):
             model.setdefault(f, []).append(k)
     listed = _recorded_averages(objects)
-    placed = _tf_keras_positions(full_of, entries, objects)
     out: dict[str, RoleInfo] = {}
     for k, f in full_of.items():
         m = _TF_KERAS_VAR.match(f)
@@ -295,8 +294,9 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
         fitting = [v for name in _averaged_names(f) for v in model.get(name, ())
                    if entries[v].shape == entries[k].shape] if k in listed else []
         if fitting:
-            one = fitting[0] if len(fitting) == 1 else (
-                placed[k] if placed.get(k) in fitting else None)
+            # Several same-named weights fit: the optimizer's list order places them only
+            # if fit() built it (ckpt_tools.tfk_order: stated, or read from the live model).
+            one = fitting[0] if len(fitting) == 1 else None
             out[k] = RoleInfo(EMA, ema_of=one, ema_style="keras",
                               candidates=() if one else tuple(sorted(fitting)))
             continue
@@ -305,8 +305,7 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
         fitting = [v for v in model.get(m.group(3), ()) if entries[v].shape == entries[k].shape]
         if not fitting:
             continue
-        one = fitting[0] if len(fitting) == 1 else (
-            placed[k] if placed.get(k) in fitting else None)
+        one = fitting[0] if len(fitting) == 1 else None
         if m.group(2) == "average":
             out[k] = RoleInfo(EMA, ema_of=one, ema_style="keras",
                               candidates=() if one else tuple(sorted(fitting)))
@@ -332,55 +331,4 @@ def _averaged_names(full: str) -> list[str]:
     _opt, _, rest = full.partition("/")
     if rest.startswith("average/"):
         out.append(rest[len("average/"):])
-    return out
-
-
-_LAYER_CHAIN = LazyPattern(r"((?:layer_with_weights-\d+/)+)[^/]+")
-
-
-def _tf_keras_positions(full_of: dict[str, str], entries,
-                        objects: ObjectGraph) -> dict[str, str]:
-    """tf_keras ``model.save_weights()`` in TF format, averages of same-named weights (two
-    nested models both holding a layer ``fc``: ``Adam/average/fc/kernel`` twice): the root
-    is the model, ``optimizer`` its compiled optimizer, which built one average per variable
-    of ``model.trainable_variables``, in that order, as its ``_model_variables_moving_average``
-    list (recorded in order). ``model.trainable_variables`` follows ``model.layers``, as the
-    ``layer_with_weights-N`` numbering does; so among the weights of one name, dtype and shape
-    the k-th average is the k-th weight in that numbering, where the optimizer holds exactly
-    one average per such weight (none frozen: otherwise which were trainable is not
-    recorded). Returns average key -> weight key, only for such groups."""
-    root = dict(objects.children.get(0, []))
-    if "optimizer" not in root or not any(n.startswith("layer_with_weights-") for n in root):
-        return {}
-    keys = objects.node_keys
-    listed = dict(objects.children.get(root["optimizer"], [])).get(
-        "_model_variables_moving_average")
-    if listed is None:
-        return {}
-    averages = [keys[c] for _n, c in _in_order(objects.children.get(listed, [])) if c in keys]
-
-    def group(key: str, name: str) -> tuple:
-        return name, entries[key].dtype, entries[key].shape
-
-    by_group: dict[tuple, list[str]] = {}
-    model = set(full_of.values())
-    for k in averages:
-        names = _averaged_names(full_of.get(k, ""))
-        if len(names) > 1:  # both readings name a stored variable: positions prove nothing
-            names = [n for n in names if n in model]
-        if len(names) != 1 or k not in entries:
-            return {}  # not the tf_keras layout: positions prove nothing
-        by_group.setdefault(group(k, names[0]), []).append(k)
-    weights: dict[tuple, list[tuple[tuple[int, ...], str]]] = {}
-    for k, f in full_of.items():
-        chain = _LAYER_CHAIN.fullmatch(objects.paths.get(k, ""))
-        if chain and k in entries:
-            where = tuple(int(i) for i in re.findall(r"layer_with_weights-(\d+)", chain[1]))
-            weights.setdefault(group(k, f), []).append((where, k))
-    out: dict[str, str] = {}
-    for g, avgs in by_group.items():
-        mine = sorted(weights.get(g, []))
-        if len(avgs) > 1 and len(mine) == len(avgs) and \
-                len({where for where, _ in mine}) == len(mine):
-            out.update(zip(avgs, [k for _, k in mine], strict=True))
     return out

@@ -7,6 +7,7 @@ reader, so what gets restored is exactly what :func:`ckpt_tools.ema_map` reports
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,11 +38,16 @@ class RestoreResult:
         checkpoint: the checkpoint read.
         averaged: variable name -> checkpoint key of the average it received.
         raw: variable name -> checkpoint key of the raw value it received (no average exists).
+        assumed: what the pairing assumed and the file could not show (``"fit_order"``: a
+            tf_keras optimizer's averages of same-named weights placed in the live model's
+            ``trainable_variables`` order, the order ``fit()`` builds it in; a
+            ``UserWarning`` says so). Empty where everything was proven or stated.
     """
 
     checkpoint: str
     averaged: dict[str, str] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)
+    assumed: list[str] = field(default_factory=list)
 
 
 def _graph_key(var) -> tuple[str, object]:
@@ -61,6 +67,27 @@ def _flatten(var_list):
         else:
             out.append(v)
     return out
+
+
+def _stated_checkpoint(ckpt: Checkpoint, pairs: list, trainable) -> Checkpoint:
+    """``ckpt`` opened again with ``trainable`` (live variables, or names as ``ckpt list``
+    shows them) stated as a custom training loop's order (:mod:`ckpt_tools.tfk_stated`).
+
+    Raises:
+        EmaError: a stated variable is not one of the object's saved in the checkpoint.
+    """
+    from .formats.keras.stated import LoopOrder
+
+    key_of = {id(v): k for v, k in pairs}
+    names = []
+    for v in trainable:
+        key = v if isinstance(v, str) else key_of.get(id(v))
+        if key is None:
+            raise EmaError(f"{ckpt.path}: trainable= lists {getattr(v, 'name', v)!r}, which is "
+                           "not one of the object's variables saved in the checkpoint: list "
+                           "the variables the optimizer was built with, as the loop did")
+        names.append(key)
+    return Checkpoint(ckpt.location, trainable=LoopOrder(names))
 
 
 def _open(checkpoint) -> tuple[Checkpoint, bool]:
@@ -313,7 +340,10 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         model_or_variables: an object holding variables, or a list of variables.
         checkpoint: checkpoint path or open :class:`Checkpoint`.
         allow_missing: assign raw values where no average exists instead of raising.
-        map_options: as for :func:`ckpt_tools.ema_map`; with ``apply_order="trainable"`` and
+        map_options: as for :func:`ckpt_tools.ema_map`, and ``trainable`` (a tf_keras
+            model's TF-format save whose optimizer a custom training loop built: the variables
+            its first ``apply_gradients()`` listed, in that order; see
+            :mod:`ckpt_tools.tfk_stated`); with ``apply_order="trainable"`` and
             an object, its own ``trainable_variables`` give the order (or, for a wrapper such
             as ``tf.train.Checkpoint(model=m)``, those of ``m``); with ``"tracked"``, Keras'
             ``trainable_variables`` of the Keras models it is or holds (their dicts, lists,
@@ -341,7 +371,8 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     if path and locate(path).format in ("keras", "h5"):  # a run directory of one too
         from .keras_ema import apply_keras_ema
 
-        keras = {k: map_options.pop(k) for k in ("use_ema", "trainable") if k in map_options}
+        keras = {k: map_options.pop(k) for k in ("use_ema", "trainable", "loop_order")
+                 if k in map_options}
         unused = sorted(map_options) + (["allow_missing"] if allow_missing else [])
         if unused:  # never ignored: they decide TensorFlow checkpoints' pairings only
             raise OptionError(
@@ -352,15 +383,23 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         names = apply_keras_ema(model_or_variables, path, **keras)
         return RestoreResult(path, averaged={n: n for n in names})
     _tf()
+    trainable = map_options.pop("trainable", None)
+    map_options.pop("loop_order", None)  # a variable list is the loop's order itself
     ckpt, owned = _open(checkpoint)
     try:
         pairs, problems = key_variables(model_or_variables, ckpt)
+        if trainable is not None:  # a custom loop's order (tfk_stated): re-read under it
+            stated = _stated_checkpoint(ckpt, pairs, trainable)
+            if owned:
+                ckpt.close()
+            ckpt, owned = stated, True
         order = map_options.get("apply_order")
-        if order is None and has_open_averages(ckpt) \
-                and keras_source(model_or_variables) is not None:
-            # a tf_keras optimizer averaged the model's trainable_variables in their order:
-            # the live model's own order (also wrapped: tf.train.Checkpoint(model=m)) places
-            # averages of same-named weights
+        fit_order = order is None and has_open_averages(ckpt) \
+            and keras_source(model_or_variables) is not None
+        if fit_order:
+            # fit() built the tf_keras optimizer from model.trainable_variables: the live
+            # model's own order (also wrapped: tf.train.Checkpoint(model=m)) places averages
+            # of same-named weights (a custom loop's list may not have: trainable= states it)
             order = "tracked"
         if order in ("trainable", "tracked"):
             # the live objects' own trainable_variables (a Keras model's are the tracked
@@ -395,6 +434,15 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
                            "was saved from (or one of its children), or a list of variables")
         for v, src in assignments:
             v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias
+        if fit_order:
+            result.assumed.append("fit_order")
+            warnings.warn(
+                f"{ckpt.path}: averages of same-named weights were paired in the live model's "
+                "trainable_variables order, the order fit() builds the tf_keras optimizer in; "
+                "the checkpoint cannot show that fit() built it: if a custom training loop "
+                "listed the variables otherwise, pass trainable=<that list> (or "
+                "trainable=model.trainable_variables to state fit()'s order)",
+                UserWarning, stacklevel=2)
         return result
     finally:
         if owned:

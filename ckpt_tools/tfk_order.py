@@ -223,6 +223,10 @@ def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
             f"records only the order it averaged them in: {examples}; ")
     live = ("in Python, pass the live model: apply_ema(model, path) reads the order from its "
             "own trainable_variables")
+    loop = ("; if a custom training loop built it, state the loop's order: --trainable NAMES "
+            "--loop-order, each weight as 'ckpt list' shows it, in the order its first "
+            "apply_gradients() listed them (Python: apply_ema(model, path, "
+            "trainable=that_list))")
     frozen = (f"{sum(len(g) for g in partial)} weight(s) of such names have only "
               f"{sum(groups[g] for g in partial)} average(s): layers frozen when the optimizer "
               "was built have none, and the TF format keeps no trainable flags, so which were "
@@ -241,16 +245,17 @@ def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
         return head + frozen + live + ", with the same layers frozen as in training; or " + keras
     why = tracked_gap(objects, variables)
     if apply_order == "tracked":
-        return head + "--apply-order tracked does not place them: " + (why or _ORDER_WHY) + live
+        return (head + "--apply-order tracked does not place them: " + (why or _ORDER_WHY)
+                + live + loop)
     said = ("--apply-order trainable states a tf.Module's order; a tf_keras optimizer is "
             "built from Keras' model.trainable_variables: " if apply_order == "trainable"
             else "")
     if why:  # never advertise an option already known to be refused here
         return (head + said + "--apply-order tracked would not place them either: " + why
-                + "only the live model decides: " + live)
+                + "the live model decides: " + live + loop)
     return (head + said + "if fit() built the optimizer (from model.trainable_variables) and "
             "no layer attribute was assigned twice (in build(), or by a subclass's __init__ "
             "replacing its parent's layer), pass --apply-order tracked (a statement the file "
             "cannot check: Keras visits the layers in the order their attributes were "
             "assigned, the last assignment moving a layer last, while the checkpoint records "
-            "the first); " + live)
+            "the first); " + live + loop)

@@ -278,6 +278,16 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                      "(which fit() builds the optimizer in): paired in the custom training "
                      "loop's order you stated (--loop-order)", always=True)
             found["stated_trainable"]["reordered"] = [a, b]
+    looped = dict(getattr(ckpt, "stated_pairs", None) or {})
+    if looped:  # a TF-format tf_keras save, --trainable NAMES --loop-order (tfk_stated)
+        n = len(looped)
+        out.note(f"note: {n} average(s) of the tf_keras optimizer are paired only because you "
+                 "stated --trainable ... --loop-order: the file records the order the "
+                 "optimizer averaged the variables in, not which same-named weight each was, so "
+                 "this is your statement of the custom training loop's order, not a proof: if "
+                 "its first apply_gradients() listed them otherwise these averages are on the "
+                 "wrong weights", always=True)
+        found["stated_trainable"] = {"pairs": looped, "loop_order": True}
     pairs = stated_pairings(ckpt, check_apply_order(apply_order), ema_name)
     if not pairs:
         return found
