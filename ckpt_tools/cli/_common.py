@@ -75,13 +75,17 @@ TrainableOpt = Annotated[str | None, typer.Option(
     "stands for its weights), or @FILE with one per line. Decides what a bare .weights.h5 "
     "does not record: frozen layers, the order of a subclassed model's sublayers. Layer "
     "names Keras numbers per process (dense_1) are refused where the file does not prove the "
-    "process that printed them numbered them alike; the keys 'ckpt list --json' shows "
-    "(layers/dense/vars/0) never depend on it.")]
+    "process that printed them numbered them alike, and so are the names a file that records "
+    "none (a tf_keras subclassed model) shows for a list's layers where layers of the same "
+    "shapes could trade places; the keys 'ckpt list --json' shows (layers/dense/vars/0) never "
+    "depend on it. With --loop-order also a tf_keras model's TF-format save_weights(): "
+    "every weight the optimizer was built with, in the loop's order.")]
 LoopOrderOpt = Annotated[bool, typer.Option(
     "--loop-order",
     help="The --trainable order is a custom training loop's (the order its first "
     "apply_gradients() listed the variables in), which may differ from the model's; without "
-    "it an order other than the model's is refused where config.json records the model's.")]
+    "it an order other than the model's is refused where config.json records the model's. "
+    "Required with --trainable on a TensorFlow checkpoint.")]
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="Refuse (exit 6) a pairing of averages that rests on an assumption the "
     "file cannot prove (--json lists them as 'assumed'): a Keras file's fit() build order "
