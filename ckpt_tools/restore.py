@@ -396,6 +396,13 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         order = map_options.get("apply_order")
         fit_order = order is None and has_open_averages(ckpt) \
             and keras_source(model_or_variables) is not None
+        if fit_order and map_options.get("strict"):
+            raise EmaError(
+                f"{ckpt.path}: averages of same-named weights are placed only by the order the "
+                "tf_keras optimizer was built in, which the checkpoint cannot show (strict=True "
+                "refuses assuming fit()'s, the live model's trainable_variables): pass "
+                "trainable=model.trainable_variables to state fit()'s order, or the list a "
+                "custom training loop passed to its first apply_gradients()")
         if fit_order:
             # fit() built the tf_keras optimizer from model.trainable_variables: the live
             # model's own order (also wrapped: tf.train.Checkpoint(model=m)) places averages

@@ -165,3 +165,25 @@ def test_python_live_model_without_a_statement_says_what_it_assumed(made):
     assumed, _, warning = (out / "assumed.txt").read_text().partition("\n")
     assert assumed == "fit_order"
     assert "fit()" in warning and "trainable=" in warning
+
+
+def test_python_strict_refuses_the_assumed_fit_order(made, tf):
+    """strict=True: the live model's order is an assumption here, refused; stating it is not."""
+    import tf_keras
+
+    import ckpt_tools
+
+    out, truth = made
+    layers = tf_keras.layers
+    enc = tf_keras.Sequential([tf_keras.Input((4,)), layers.Dense(4, name="fc")], name="enc")
+    dec = tf_keras.Sequential([tf_keras.Input((4,)), layers.Dense(4, name="fc")], name="dec")
+    inp = tf_keras.Input((4,))
+    model = tf_keras.Model(inp, dec(enc(inp)))
+    before = enc.layers[0].kernel.numpy()
+    with pytest.raises(ckpt_tools.EmaError, match="trainable=model.trainable_variables"):
+        ckpt_tools.apply_ema(model, _prefix(out, "sw"), strict=True)
+    assert enc.layers[0].kernel.numpy().tobytes() == before.tobytes()  # nothing assigned
+    result = ckpt_tools.apply_ema(model, _prefix(out, "sw"), strict=True,
+                                  trainable=dec.trainable_variables + enc.trainable_variables)
+    assert result.assumed == []
+    assert enc.layers[0].kernel.numpy().tobytes() == truth["enc.kernel"].tobytes()
