@@ -179,7 +179,8 @@ class Checkpoint:
     """
 
     def __init__(self, location: Location, *, verify: bool = True, meta: bool = True,
-                 use_ema: bool | None = None, trainable: Sequence[str] | None = None):
+                 use_ema: bool | None = None, trainable: Sequence[str] | None = None,
+                 not_swapped: bool = False):
         self.location = location
         self.path = location.prefix
         with errors_in(location.prefix):
@@ -187,7 +188,13 @@ class Checkpoint:
             if (use_ema is not None or trainable) and getattr(self._reader, "keras",
                                                                 None) is not None:
                 self._reader.restate_use_ema(use_ema, trainable=trainable)
-            elif use_ema is not None:
+            if not_swapped and getattr(self._reader, "keras", None) is None:
+                self._reader.close()
+                raise OptionError(
+                    f"{location.prefix}: --not-swapped (Python: not_swapped=) states that a "
+                    "Keras file was not saved by ModelCheckpoint after SwapEMAWeights("
+                    "swap_on_epoch=True); it does not apply to a TensorFlow checkpoint: omit it")
+            if use_ema is not None and getattr(self._reader, "keras", None) is None:
                 self._reader.close()
                 given = "--use-ema" if use_ema else "--no-use-ema"
                 raise OptionError(
@@ -195,6 +202,9 @@ class Checkpoint:
                     "files (.keras, .weights.h5, .h5), which may not record it; this "
                     "TensorFlow checkpoint's names and object graph record what it would "
                     "state, so it cannot apply: omit it")
+        # The caller's statement that a Keras file was not saved swapped by SwapEMAWeights
+        # (ckpt_tools.keras_assumed: then "not_swapped" is stated, not assumed).
+        self.not_swapped = bool(not_swapped)
         self.format = location.format
         self.meta: MetaGraph | None = None
         self.meta_source: str | None = None  # the file the collections came from
@@ -554,7 +564,8 @@ class Checkpoint:
 
 def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
                     meta: bool = True, use_ema: bool | None = None,
-                    trainable: Sequence[str] | None = None) -> Checkpoint:
+                    trainable: Sequence[str] | None = None,
+                    not_swapped: bool = False) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -574,6 +585,10 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             layer name stands for its weights): what a bare ``.weights.h5`` does not record
             (frozen layers, the order of a subclassed model's sublayers); ``ckpt --trainable``.
             Other formats refuse it (``OptionError``).
+        not_swapped (`bool`, defaults to `False`): Keras files only: state that the file was
+            not saved by ``ModelCheckpoint`` after ``SwapEMAWeights(swap_on_epoch=True)``, so
+            its EMA copies are the averages (``ckpt --not-swapped``; what ``--strict``
+            otherwise refuses as assumed: see :mod:`ckpt_tools.keras_assumed`).
 
     Returns:
         `Checkpoint`: metadata loaded, tensor data read lazily.
@@ -583,7 +598,9 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         CorruptCheckpointError: the files are malformed.
         VariableNotFoundError: a name in ``trainable`` matches no weight, or matches weights
             another name already matched.
-        OptionError: ``use_ema`` or ``trainable`` given for a TensorFlow checkpoint (exit 2).
+        OptionError: ``use_ema``, ``trainable`` (but for a tf_keras model's TF-format save,
+            :mod:`ckpt_tools.tfk_stated`) or ``not_swapped`` given for a TensorFlow
+            checkpoint (exit 2).
         EmaError: ``use_ema`` contradicts the Keras file's config (exit 6).
 
     Example:
@@ -593,4 +610,4 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         ['W/ExponentialMovingAverage', 'b/ExponentialMovingAverage']
     """
     return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema,
-                      trainable=trainable)
+                      trainable=trainable, not_swapped=not_swapped)

@@ -61,11 +61,11 @@ NOT_SWAPPED = Assumption(
     "not_swapped",
     "if this file was saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True), its "
     "weights are the averages and its EMA copies the raw weights, which the file cannot show: "
-    "then use --raw",
+    "then use --raw (--not-swapped states it was not)",
     "the file is taken as not saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True) "
     "(its weights differ from their EMA copies)",
     "if it was, its weights are the averages: --raw gives them (Python: ema=False, or "
-    "model.load_weights)")
+    "model.load_weights); if not, state it: --not-swapped (Python: not_swapped=True)")
 
 
 def _same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
@@ -108,7 +108,7 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
              if w in entries and a not in layout.stated_pairs]
     if len(kinds) != len(set(kinds)):  # equal-shaped weights: their order pairs them
         assumed.append(FIT_ORDER)
-    if not _tf_keras(ckpt):
+    if not _tf_keras(ckpt) and not ckpt.not_swapped:  # stated: --not-swapped
         if layout.same_values is None:
             layout.same_values = _same_values(ckpt, pairs)
         if not layout.same_values:
@@ -132,7 +132,7 @@ def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assu
     """
     assumed = keras_assumptions(ckpt)
     layout = ckpt.reader.keras
-    if not _tf_keras(ckpt) and None in layout.averages.values():
+    if not _tf_keras(ckpt) and not ckpt.not_swapped and None in layout.averages.values():
         assumed.append(NOT_SWAPPED)
     kinds = [(tuple(int(d) for d in v.shape), str(getattr(v.dtype, "name", v.dtype)))
              for v in targets]

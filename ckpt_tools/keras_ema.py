@@ -165,7 +165,8 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
-                     loop_order: bool = False, strict: bool = False) -> dict[str, np.ndarray]:
+                     loop_order: bool = False, strict: bool = False,
+                     not_swapped: bool = False) -> dict[str, np.ndarray]:
     """Returns the EMA copies of a Keras file, keyed by the model weight they average.
 
     TensorFlow-free. Only trainable weights have copies (BatchNormalization moving statistics
@@ -185,6 +186,9 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
         strict (`bool`, *optional*, defaults to `False`): refuse a pairing that rests on an
             assumption the file cannot prove (:mod:`~ckpt_tools.keras_assumed`: ``fit()``'s
             build order, not saved swapped by ``SwapEMAWeights``), as ``--strict``.
+        not_swapped (`bool`, *optional*, defaults to `False`): state that the file was not
+            saved by ``ModelCheckpoint`` after ``SwapEMAWeights(swap_on_epoch=True)``
+            (``--not-swapped``), so ``strict`` does not refuse that reading.
 
     Returns:
         `dict[str, np.ndarray]`: model weight key (``layers/dense/vars/0``; ``ckpt list
@@ -201,7 +205,8 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
         (4, 8)
     """
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(
-        checkpoint, use_ema=use_ema, trainable=_named(trainable, loop_order))
+        checkpoint, use_ema=use_ema, trainable=_named(trainable, loop_order),
+        not_swapped=not_swapped)
     try:
         layout = _layout(ckpt)
         if use_ema is not None and ckpt is checkpoint:
@@ -238,7 +243,8 @@ def _dtype_name(dtype) -> str:
 
 def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                     load_weights: bool = True, trainable=None,
-                    loop_order: bool = False, strict: bool = False) -> list[str]:
+                    loop_order: bool = False, strict: bool = False,
+                    not_swapped: bool = False) -> list[str]:
     """Loads a Keras file's optimizer EMA copies into ``model``'s trainable variables.
 
     The model must be built with the architecture that wrote ``path``. For a ``.keras`` of a
@@ -283,6 +289,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             shapes (``trainable`` states it), or that the file was not saved swapped by
             ``SwapEMAWeights(swap_on_epoch=True)`` (then its weights are the averages:
             ``model.load_weights(path)``).
+        not_swapped (`bool`, *optional*, defaults to `False`): state that the file was not
+            saved swapped so (``--not-swapped``): ``strict`` then does not refuse that reading.
 
     Returns:
         `list[str]`: paths of the variables that now hold EMA values, in order.
@@ -310,7 +318,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         raise EmaError(f"expected a Keras model, got {type(model).__name__}") from None
     path = os.fspath(path)
     _refuse_lora(model, path)
-    with open_checkpoint(path, use_ema=use_ema) as ckpt:
+    with open_checkpoint(path, use_ema=use_ema, not_swapped=not_swapped) as ckpt:
         layout = _layout(ckpt)
         if trainable is not None and layout.kind != "keras3":
             raise OptionError(

@@ -245,7 +245,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    sort: str = "name", use_ema: bool | None = None,
                    trainable: list[str] | None = None, ema_name: str | None = None,
                    use_meta: bool = True, apply_order: str | None = None,
-                   assumptions: bool = False, strict: bool = False) -> Listing:
+                   assumptions: bool = False, strict: bool = False,
+                   not_swapped: bool = False) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -266,6 +267,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             ``ema_candidates`` lists the averages (``Listing.unproven`` says why).
         assumptions: fill ``Listing.assumed`` (reads a Keras file's weights and EMA copies).
         strict: refuse a Keras pairing that rests on an assumption, as ``--strict``.
+        not_swapped: state that a Keras file was not saved swapped by ``SwapEMAWeights``
+            (``--not-swapped``; see :func:`~ckpt_tools.checkpoint.open_checkpoint`).
 
     Returns:
         `Listing`.
@@ -286,8 +289,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         raise ValueError(f"unknown sort order {sort!r}; expected 'name' or 'size'")
     owned = not isinstance(checkpoint, Checkpoint)
     with gc_paused():  # entries, Variables, roles: many small objects, none in a cycle
-        ckpt = open_checkpoint(checkpoint, use_ema=use_ema,
-                               trainable=trainable) if owned else checkpoint
+        ckpt = open_checkpoint(checkpoint, use_ema=use_ema, trainable=trainable,
+                               not_swapped=not_swapped) if owned else checkpoint
         try:
             listing = _listing(ckpt, roles, collections, match, sort,
                                dict(ema_name=ema_name, use_meta=use_meta,

@@ -149,3 +149,68 @@ def test_python_strict(keras, swapped, tmp_path):
         assert v.numpy().tobytes() == truth["after"][v.path].tobytes(), v.path
     values = keras_ema_values(swapped_file)  # without strict: assumed, as before
     assert len(values) == 4
+
+
+@pytest.fixture(scope="module")
+def unswapped(keras, tmp_path_factory):
+    """ModelCheckpoint without SwapEMAWeights: mid-training, the weights are raw and the
+    copies the averages (recorded after ModelCheckpoint saved the epoch's file)."""
+    d = tmp_path_factory.mktemp("unswapped")
+    keras.utils.set_random_seed(4)
+    inp = keras.Input((4,))
+    model = keras.Model(inp, keras.layers.Dense(2, name="b")(keras.layers.Dense(3, name="a")(inp)))
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(16, 4)).astype("float32"), rng.normal(size=(16, 2)).astype("float32")
+    truth: dict = {}
+
+    class Saved(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            truth[epoch] = keras_averages(opt)
+
+    model.fit(x, y, epochs=2, batch_size=8, verbose=0, callbacks=[
+        keras.callbacks.ModelCheckpoint(str(d / "e{epoch}.keras")), Saved()])
+    return d / "e1.keras", truth[0]
+
+
+def test_not_swapped_stated_passes_strict(unswapped, tmp_path):
+    """--not-swapped states what --strict would refuse as assumed; the file's averages, bit
+    for bit, and --json says it was stated, not assumed."""
+    path, averages = unswapped
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(path), "--out", str(out), "--strict"])
+    assert code == 6 and "--not-swapped" in err and not out.exists(), err
+    code, text, err = run_cli(["export", str(path), "--out", str(out), "--strict",
+                               "--not-swapped", "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc.get("stated_not_swapped") is True and "assumed" not in doc, text
+    assert "because you stated --not-swapped" in " ".join(err.split()), err
+    assert_npz_holds(out, averages)
+    for args in (["list", "--json"], ["map"], ["diff", "--ema"]):
+        code, text, err = run_cli([args[0], str(path), *args[1:], "--strict", "--not-swapped"])
+        assert code == 0, (args, err)
+    code, text, err = run_cli(["list", str(path), "--json", "--not-swapped"])
+    assert code == 0 and "assumed" not in json.loads(text), text
+
+
+def test_python_not_swapped(unswapped):
+    from ckpt_tools import EmaError, keras_ema_values, open_checkpoint
+
+    path, averages = unswapped
+    with pytest.raises(EmaError, match="not_swapped=True"):
+        keras_ema_values(path, strict=True)
+    got = keras_ema_values(path, strict=True, not_swapped=True)
+    with open_checkpoint(path) as ckpt:
+        shown = {v.name: v.path for v in ckpt.variables()}
+    assert {shown[k]: v.tobytes() for k, v in got.items()} == {
+        k: v.tobytes() for k, v in averages.items()}
+
+
+def test_not_swapped_on_a_tensorflow_checkpoint_is_a_usage_error():
+    from helpers import FIXTURES
+
+    code, _, err = run_cli(["export", str(FIXTURES / "linear_v2"), "--not-swapped", "--out",
+                            "never.npz"])
+    assert code == 2 and "--not-swapped" in err and "TensorFlow checkpoint" in err, err

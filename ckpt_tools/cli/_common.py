@@ -92,6 +92,10 @@ StrictOpt = Annotated[bool, typer.Option(
     "for weights of equal shapes (--trainable NAMES [--loop-order] states it), or that it "
     "was not saved swapped by SwapEMAWeights(swap_on_epoch=True) (--raw reads a swapped "
     "file).")]
+NotSwappedOpt = Annotated[bool, typer.Option(
+    "--not-swapped", help="Keras files: state that the file was not saved by ModelCheckpoint "
+    "after SwapEMAWeights(swap_on_epoch=True), so its EMA copies are the averages; what "
+    "--strict otherwise refuses as assumed ('not_swapped') where weights and copies differ.")]
 SLOTS = ("keep", "drop")
 
 

@@ -22,6 +22,7 @@ from ._common import (
     JsonOpt,
     LoopOrderOpt,
     NameFilter,
+    NotSwappedOpt,
     QuietOpt,
     RegexOpt,
     StrictOpt,
@@ -63,6 +64,7 @@ def diff_command(
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -88,7 +90,8 @@ def diff_command(
         raise typer.BadParameter("--strict refuses an assumed pairing of averages; it applies "
                                  "only with --ema", param_hint="--strict")
     with open_checkpoint(resolve(out, a), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order)) as ca:
+                         trainable=trainable_names(trainable, loop_order),
+                         not_swapped=not_swapped) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
         if ema:

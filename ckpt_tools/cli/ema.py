@@ -22,6 +22,7 @@ from ._common import (
     JsonOpt,
     LoopOrderOpt,
     NameFilter,
+    NotSwappedOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -160,6 +161,7 @@ def map_command(
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -177,7 +179,8 @@ def map_command(
     choice(slots, SLOTS, "--slots")
     choice(style, ("tf1", "object", "keras", "slot"), "--style")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order),
+                         not_swapped=not_swapped) as ckpt:
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order, strict)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
@@ -245,7 +248,8 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
         "read_alike": [container paths read as one type], "keras_layers": [object paths
         read as Keras layers whose sublayers were not re-assigned]}}``,
         ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
-        ``{"stated_use_ema": true}`` for the command's ``--json`` document, or ``{}`` when
+        ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}`` for the command's
+        ``--json`` document, or ``{}`` when
         nothing rests on a statement.
     """
     from ..emamap import read_alike, stated_pairings
@@ -262,6 +266,13 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                  "momentum buffers sit in the same places: if the optimizer ran with "
                  "use_ema=False these 'averages' are such buffers", always=True)
         found["stated_use_ema"] = True
+    if layout is not None and ckpt.not_swapped and layout.use_ema and layout.averages \
+            and not layout.tf_keras:
+        out.note("note: the EMA copies are read as the averages (not swapped) because you "
+                 "stated --not-swapped; the file cannot show whether ModelCheckpoint saved it "
+                 "after SwapEMAWeights(swap_on_epoch=True): if it did, these are the raw "
+                 "weights (--raw then gives the averages)", always=True)
+        found["stated_not_swapped"] = True
     by_trainable = dict(getattr(layout, "stated_pairs", None) or {})
     if by_trainable:
         n = len(by_trainable)
@@ -413,6 +424,7 @@ def restore_ema_command(
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -437,7 +449,8 @@ def restore_ema_command(
     if out_dir is not None:
         check_output_parent(out_dir, "creating the output directory")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order),
+                         not_swapped=not_swapped) as ckpt:
         refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
         keras_in = getattr(ckpt.reader, "keras", None) is not None
         fmt = fmt or ("keras" if keras_in else "v2")

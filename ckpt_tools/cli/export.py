@@ -21,6 +21,7 @@ from ._common import (
     JsonOpt,
     LoopOrderOpt,
     NameFilter,
+    NotSwappedOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -89,6 +90,7 @@ def export_command(
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -115,7 +117,8 @@ def export_command(
         raise typer.BadParameter(str(exc), param_hint="--rename") from None
     check_output_parent(out_path, "writing the output file")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order),
+                         not_swapped=not_swapped) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())

@@ -23,6 +23,7 @@ from ._common import (
     JsonOpt,
     LoopOrderOpt,
     NameFilter,
+    NotSwappedOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -64,6 +65,7 @@ def list_command(
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -94,7 +96,7 @@ def list_command(
                                  use_ema=use_ema, trainable=trainable_names(trainable, loop_order),
                                  ema_name=ema_name, use_meta=not no_meta,
                                  apply_order=apply_order, assumptions=json_out,
-                                 strict=strict)
+                                 strict=strict, not_swapped=not_swapped)
     except OptionError:  # an option that cannot apply to this file: its own message (exit 2)
         raise
     except ValueError as exc:
@@ -103,9 +105,10 @@ def list_command(
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match)
     stated = {}
-    if apply_order is not None or trainable or use_ema:  # as map and export say them
+    if apply_order is not None or trainable or use_ema or not_swapped:  # as map, export say
         with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                             trainable=trainable_names(trainable, loop_order)) as ckpt:
+                             trainable=trainable_names(trainable, loop_order),
+                         not_swapped=not_swapped) as ckpt:
             stated = note_stated_order(out, ckpt, apply_order, ema_name)
     if json_out:
         out.json({**listing.to_dict(), **stated})

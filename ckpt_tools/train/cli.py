@@ -25,7 +25,7 @@ from typing import Annotated
 import typer
 from typer import _click
 
-from ..cli._common import StrictOpt, check_output_parent, resolve
+from ..cli._common import NotSwappedOpt, StrictOpt, check_output_parent, resolve
 from ..cli._output import Column, Output
 from ..errors import CheckpointError, CheckpointNotFoundError, ExitCode, OutputError
 from . import distributed
@@ -288,6 +288,7 @@ def eval_command(
     num_examples: NumExamplesOpt = 0,
     batch_size: EvalBatchOpt = 500,
     strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -305,7 +306,8 @@ def eval_command(
         quiet_tensorflow()
         from .evaluate import evaluate
 
-        result = evaluate(path, data, num_examples, batch_size, strict=strict)
+        result = evaluate(path, data, num_examples, batch_size, strict=strict,
+                          not_swapped=not_swapped)
     if json_output:
         out.json(result.to_dict())
         return

@@ -108,7 +108,7 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
 
 def evaluate(
     path: str, data_dir: str | None = None, num_examples: int = 0, batch_size: int = 500,
-    *, strict: bool = False,
+    *, strict: bool = False, not_swapped: bool = False,
 ) -> EvalResult:
     """Accuracy of ``path`` with raw and with EMA weights.
 
@@ -120,6 +120,8 @@ def evaluate(
         batch_size: evaluation batch size.
         strict: refuse a Keras file whose EMA pairing rests on an assumption
             (``--strict``: :mod:`ckpt_tools.keras_assumed`).
+        not_swapped: state that a Keras file was not saved swapped by ``SwapEMAWeights``
+            (``--not-swapped``), so ``strict`` does not refuse that reading.
 
     Returns:
         The result.
@@ -137,7 +139,8 @@ def evaluate(
     if not len(labels):
         raise TrainError(f"no test examples (is {data_lib.TEST_FILE} in {data_dir}?)")
     predictor = {"v1": _v1_predictor, "tf2": _tf2_predictor,
-                 "keras": functools.partial(_keras_predictor, strict=strict)}[api]
+                 "keras": functools.partial(_keras_predictor, strict=strict,
+                                            not_swapped=not_swapped)}[api]
     accuracy: dict[bool, float] = {}
     for use_ema in (False, True):
         with predictor(checkpoint, use_ema) as (predict, step):
@@ -240,7 +243,8 @@ def _tf2_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | No
 # ---- keras ----------------------------------------------------------------------------------
 
 
-def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False) -> None:
+def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
+                  not_swapped: bool = False) -> None:
     """Load a Keras weights file; for EMA, copy the optimizer's ``*_average`` into the weights.
 
     Args:
@@ -249,6 +253,7 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False) -> Non
         path: ``.weights.h5`` or ``.keras``.
         use_ema: copy the averages over the trainable variables after loading.
         strict: refuse a pairing that rests on an assumption (``apply_keras_ema(strict=)``).
+        not_swapped: the file was not saved swapped (``apply_keras_ema(not_swapped=)``).
 
     Raises:
         TrainError: the file does not match the model, or holds no optimizer averages.
@@ -272,17 +277,18 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False) -> Non
     if use_ema:
         # The file's optimizer averages, paired with the trainable variables by the toolkit.
         _ema_restore(lambda: ckpt_tools.apply_keras_ema(net, path, load_weights=False,
-                                                        strict=strict), path)
+                                                        strict=strict,
+                                                        not_swapped=not_swapped), path)
 
 
 @contextlib.contextmanager
-def _keras_predictor(path: str, use_ema: bool, *, strict: bool = False
-                     ) -> Iterator[tuple[Predict, int | None]]:
+def _keras_predictor(path: str, use_ema: bool, *, strict: bool = False,
+                     not_swapped: bool = False) -> Iterator[tuple[Predict, int | None]]:
     from . import keras_fit  # imports keras: only for Keras files
     from .common import TrainConfig
 
     net = keras_fit.compile_model(TrainConfig())
-    restore_keras(net, path, use_ema, strict=strict)
+    restore_keras(net, path, use_ema, strict=strict, not_swapped=not_swapped)
     # A plain call, not predict_on_batch: no per-batch tf.function retracing or numpy warnings.
     yield (lambda x: net(x, training=False).numpy()), int(net.optimizer.iterations.numpy())
 
