@@ -20,7 +20,7 @@ import numpy as np
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError, OptionError, VariableNotFoundError
 from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
-from .formats.keras.optimizer import custom_note
+from .formats.keras.optimizer_choice import custom_note
 from .formats.keras.stated import LoopOrder, stated_keys
 from .formats.keras.stated_names import by_position
 from .formats.keras.tf_keras import is_legacy, legacy_name

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .optimizer import FLOATS
+from .optimizer_slots import FLOATS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

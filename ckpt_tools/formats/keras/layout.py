@@ -32,7 +32,8 @@ from ..entry import TensorEntry
 from .custom_order import mark_loose, note_loose_layers
 from .loss_scale import name_repeats, read_outer
 from .model_tree import Node, build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
-from .optimizer import OPTIMIZER_NAMES, Spec, fitting_use_ema, infer_use_ema, plan_optimizer
+from .optimizer import fitting_use_ema, infer_use_ema, plan_optimizer
+from .optimizer_slots import OPTIMIZER_NAMES, Spec
 from .stated import check_proven, check_stated, refuse_layer_count, stated_keys
 from .submodel_order import note_nested
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from ...errors import EmaError, VariableNotFoundError
 from .layout import KerasLayout
 from .model_tree import to_snake_case
-from .optimizer import FLOATS
+from .optimizer_slots import FLOATS
 
 _STATS = frozenset({"moving_mean", "moving_variance"})
 _ITER = frozenset({"iteration", "iter", "iterations"})

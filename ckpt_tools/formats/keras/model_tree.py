@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from .custom_order import custom_class
-from .optimizer import FLOATS
+from .optimizer_slots import FLOATS
 from .submodel_order import submodel_units
 
 TYPE_CHECKING = False

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 
-from .optimizer import custom_note, spec
+from .optimizer_choice import custom_note
+from .optimizer_slots import spec
 
 # Slots tf_keras optimizers create per variable (config -> groups): each group is one loop over
 # the variables in build(), creating its names in turn for each variable. SGD creates "m" even
@@ -309,7 +310,8 @@ def _built_with(lay, entries, rest, use_ema, slot_names, stated=None) -> list[st
 def _other_layers(lay, entries, now: list[str], every: list[str]) -> bool:
     """Whether another set of whole layers than ``now`` (config.json's flags at save) has the
     same shapes, in model order; if so, notes the refusal and sets ``lay.frozen_unproven``."""
-    from .optimizer import layer_sets, spec
+    from .optimizer_fit import layer_sets
+    from .optimizer_slots import spec
 
     owners: dict[str, list[int]] = {}
     for i, k in enumerate(every):
