@@ -15,6 +15,7 @@ import os
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
+from .ema_apply_order import an_order_pairs, paired_variables, refuse_apply_order
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
 from .ema_proof import refuse_unproven_names
 from .ema_refusals import (
@@ -30,43 +31,14 @@ from .ema_refusals import (
     suffix_base,
 )
 from .ema_several import join_maps, split_ema_names
-from .errors import EmaError, OptionError
+from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK
-from .object_roles import pair_object_shadows
-from .pairing import APPLY_ORDERS, root_child
+from .pairing import root_child
 from .raw_reasons import expected_raw
-from .tfk_order import order_pairs as tf_keras_order_pairs
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
-
-
-def refuse_apply_order(ckpt: Checkpoint, apply_order: str | None) -> None:
-    """Refuses ``apply_order`` given for a Keras file or a name-based (TF1) checkpoint, where
-    it cannot apply.
-
-    ``apply_order`` states the order ``ema.apply()`` got a TF2 object checkpoint's variables
-    in. A Keras optimizer averages the model's weights in the model's order, which the file
-    records (or ``trainable=``/``--trainable`` states), so the option would silently change
-    nothing.
-
-    Raises:
-        OptionError: ``apply_order`` is given and ``ckpt`` is a Keras file or has no object
-            graph (exit 2).
-    """
-    if apply_order is not None and getattr(ckpt.reader, "keras", None) is not None:
-        raise OptionError(
-            f"{ckpt.path}: --apply-order (Python: apply_order=) states the order "
-            "ema.apply() got a TF2 checkpoint's variables in; it does not apply to Keras "
-            "files, whose optimizer averages the model's weights in the model's order "
-            "(recorded in the file, or stated with --trainable): omit it")
-    if apply_order is not None and ckpt.objects is None:
-        raise OptionError(
-            f"{ckpt.path}: --apply-order (Python: apply_order=) states the order "
-            "ema.apply() got a TF2 object checkpoint's same-named variables in; this "
-            "checkpoint is name-based (TF1 Saver), where each average is keyed by its "
-            "variable's name, so it would change nothing: omit it")
 
 
 def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | None = None,
@@ -80,7 +52,8 @@ def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | 
     Raises:
         UnprovenPairingError: two or more pairings fit (names the option that decides).
         EmaError: a Keras file that holds no averages.
-        OptionError: ``apply_order`` given for a Keras file (:func:`refuse_apply_order`).
+        OptionError: ``apply_order`` given for a Keras file
+            (:func:`~.ema_apply_order.refuse_apply_order`).
     """
     m = ema_map(checkpoint, ema_name=ema_name, use_meta=use_meta, apply_order=apply_order,
                 non_averaged=DROP, slots=KEEP, allow_missing=True)
@@ -110,7 +83,8 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
         ``ema_of``: their names prove it; only their variable's ``ema`` is open.)
 
     Raises:
-        OptionError: ``apply_order`` given for a Keras file (:func:`refuse_apply_order`).
+        OptionError: ``apply_order`` given for a Keras file
+            (:func:`~.ema_apply_order.refuse_apply_order`).
     """
     refuse_apply_order(ckpt, apply_order)
     variables = list(ckpt.variables() if variables is None else variables)
@@ -404,7 +378,7 @@ def ema_map(
                 from .keras_assumed import refuse_assumed
 
                 refuse_assumed(ckpt)
-        variables = _paired_variables(ckpt, apply_order, ema_name)
+        variables = paired_variables(ckpt, apply_order, ema_name)
         refuse_orphans(ckpt, variables)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
                     and v.ema_candidates and style in (None, v.ema_style)]
@@ -419,7 +393,7 @@ def ema_map(
             decides = tf2 and not apply_order and not spans
             # averages of only part of a same-named group: an order may place none of them
             part = len({c for v in unpaired for c in v.ema_candidates}) > len(unpaired)
-            no_order = decides and part and not _an_order_pairs(ckpt, unpaired, ema_name)
+            no_order = decides and part and not an_order_pairs(ckpt, unpaired, ema_name)
             # a tf_keras optimizer's averages: its recorded order places them, stated
             # (fit(): --apply-order tracked; a custom loop: --trainable --loop-order)
             tfk = {v.name for v in unpaired} <= set(recorded_averages(ckpt.objects)) and all(
@@ -562,92 +536,3 @@ def proven_names(variables, by_keys: list[str]) -> list[str]:
     if by_keys and (not shown or by_keys[0] in shown):
         return by_keys
     return sorted(shown, key=lambda n: (-shown[n], n != R.DEFAULT_EMA_NAME, n))
-
-
-def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
-                    ema_name: str | None = None) -> dict[str, str]:
-    """The pairings that rest only on the caller's ``apply_order`` (averages the file alone
-    cannot place, paired under the stated order; with ``ema_name``, as :func:`ema_map` pairs
-    them for it).
-
-    Returns:
-        `dict[str, str]`: average key -> variable key; empty without ``apply_order``, for
-        non-TF2 checkpoints, or when the file proves every pairing by itself.
-    """
-    refuse_apply_order(ckpt, apply_order)
-    if apply_order is None or ckpt.objects is None:
-        return {}
-    proven = pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
-    found = dict(_tf_keras_order_pairs(ckpt, apply_order))
-    for name in split_ema_names(ema_name) or [None]:
-        stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
-                                     container=name)
-        found.update((s, v) for s, v in stated.pairs.items() if s not in proven.pairs)
-    return found
-
-
-def read_alike(ckpt: Checkpoint, pairs: dict[str, str]) -> list[str]:
-    """For ``--apply-order trainable`` pairs (from :func:`stated_pairings`): the object paths
-    of containers read as one type with others holding the same children, on which the
-    pairing also rests (:func:`~ckpt_tools.pairing.containers_read_alike`); empty if none."""
-    from .pairing import containers_read_alike
-
-    if not pairs or ckpt.objects is None:
-        return []
-    return containers_read_alike(ckpt.objects, ckpt.entries(), sorted(set(pairs.values())))
-
-
-def _tf_keras_order_pairs(ckpt: Checkpoint, apply_order) -> dict[str, str]:
-    """:func:`~ckpt_tools.tfk_order.order_pairs` of ``ckpt`` under ``apply_order``, computed
-    once per open checkpoint (a command's notes and its map both need it)."""
-    if apply_order is None or ckpt.objects is None:
-        return {}
-    key = ("tf_keras_order_pairs",
-           apply_order if isinstance(apply_order, str) else tuple(apply_order))
-    return ckpt.memo(key, lambda: tf_keras_order_pairs(
-        ckpt.objects, {v.name: v for v in ckpt.variables()}, apply_order))
-
-
-def _an_order_pairs(ckpt: Checkpoint, unpaired, ema_name: str | None) -> bool:
-    """Whether stating an ``apply_order`` (either of :data:`~ckpt_tools.pairing.APPLY_ORDERS`)
-    pairs one of the ``unpaired`` averages: if neither does, ``--apply-order`` is not the
-    option that decides."""
-    keys = {v.name for v in unpaired}
-    for order in APPLY_ORDERS:
-        try:
-            stated = _paired_variables(ckpt, order, ema_name)
-        except EmaError:
-            continue
-        if any(stated[k].ema_of for k in keys if k in stated):
-            return True
-    return False
-
-
-def _paired_variables(ckpt: Checkpoint, apply_order: str | None,
-                      ema_name: str | None = None) -> dict:
-    """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it
-    (and, where default-named EMA objects share one counter, under ``ema_name``'s attribute:
-    see ``container`` in :func:`~ckpt_tools.pairing.pair_by_names`)."""
-    variables = {v.name: v for v in ckpt.variables()}
-    if apply_order is None or ckpt.objects is None:
-        return variables
-    for key, of in _tf_keras_order_pairs(ckpt, apply_order).items():
-        variables[key] = replace(variables[key], ema_of=of, ema_candidates=())
-    pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
-                                    container=ema_name)
-    for key, v in list(variables.items()):
-        if v.role == R.EMA and v.ema_style == "object":
-            if key in pairing.set_aside:  # another EMA object's: not the one chosen
-                variables[key] = replace(v, ema_of=None, ema_candidates=())
-            elif key in pairing.pairs:
-                variables[key] = replace(v, ema_of=pairing.pairs[key], ema_candidates=())
-            elif key in pairing.ambiguous:
-                variables[key] = replace(v, ema_of=None,
-                                         ema_candidates=pairing.ambiguous[key])
-    shadow = {v.ema_of: k for k, v in variables.items() if v.role == R.EMA and v.ema_of}
-    for key, v in list(variables.items()):
-        if v.role != R.EMA and v.ema != shadow.get(key):
-            variables[key] = replace(v, ema=shadow.get(key))
-    return variables
-
-

@@ -345,7 +345,7 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
         OptionError: ``apply_order`` given for a Keras file, even one without averages.
     """
     if decide.get("apply_order") is not None:
-        from .emamap import refuse_apply_order
+        from .ema_apply_order import refuse_apply_order
 
         refuse_apply_order(ckpt, decide["apply_order"])
     layout = getattr(ckpt.reader, "keras", None)

@@ -252,7 +252,7 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
         ``--json`` document, or ``{}`` when
         nothing rests on a statement.
     """
-    from ..emamap import read_alike, stated_pairings
+    from ..ema_apply_order import read_alike, stated_pairings
     from ..keras_reassign import reassign_note
     from ..tfk_order import recorded_averages
     from ..tfk_order import stated_note as tf_keras_stated_note
@@ -439,7 +439,7 @@ def restore_ema_command(
     variables to bake (a shadow's name selects its variable); none with a shadow is exit 3.
     """
     from ..bake import check_out_format
-    from ..emamap import refuse_apply_order
+    from ..ema_apply_order import refuse_apply_order
     from ..emaout import FORMATS, write_ema
     from ..errors import OutputError
 

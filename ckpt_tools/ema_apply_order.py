@@ -1,0 +1,129 @@
+"""TF2 EMA pairings that rest on the order ``ema.apply()`` got the variables in
+(``apply_order``, ``--apply-order``): where the option applies, which pairings rest on it alone,
+and the checkpoint's variables re-paired under it. Split out of :mod:`ckpt_tools.emamap`.
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .ema_several import split_ema_names
+from .errors import EmaError, OptionError
+from .formats._record import replace
+from .object_roles import pair_object_shadows
+from .pairing import APPLY_ORDERS
+from .tfk_order import order_pairs as tf_keras_order_pairs
+
+
+def refuse_apply_order(ckpt: Checkpoint, apply_order: str | None) -> None:
+    """Refuses ``apply_order`` given for a Keras file or a name-based (TF1) checkpoint, where
+    it cannot apply.
+
+    ``apply_order`` states the order ``ema.apply()`` got a TF2 object checkpoint's variables
+    in. A Keras optimizer averages the model's weights in the model's order, which the file
+    records (or ``trainable=``/``--trainable`` states), so the option would silently change
+    nothing.
+
+    Raises:
+        OptionError: ``apply_order`` is given and ``ckpt`` is a Keras file or has no object
+            graph (exit 2).
+    """
+    if apply_order is not None and getattr(ckpt.reader, "keras", None) is not None:
+        raise OptionError(
+            f"{ckpt.path}: --apply-order (Python: apply_order=) states the order "
+            "ema.apply() got a TF2 checkpoint's variables in; it does not apply to Keras "
+            "files, whose optimizer averages the model's weights in the model's order "
+            "(recorded in the file, or stated with --trainable): omit it")
+    if apply_order is not None and ckpt.objects is None:
+        raise OptionError(
+            f"{ckpt.path}: --apply-order (Python: apply_order=) states the order "
+            "ema.apply() got a TF2 object checkpoint's same-named variables in; this "
+            "checkpoint is name-based (TF1 Saver), where each average is keyed by its "
+            "variable's name, so it would change nothing: omit it")
+
+
+def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
+                    ema_name: str | None = None) -> dict[str, str]:
+    """The pairings that rest only on the caller's ``apply_order`` (averages the file alone
+    cannot place, paired under the stated order; with ``ema_name``, as
+    :func:`~ckpt_tools.emamap.ema_map` pairs them for it).
+
+    Returns:
+        `dict[str, str]`: average key -> variable key; empty without ``apply_order``, for
+        non-TF2 checkpoints, or when the file proves every pairing by itself.
+    """
+    refuse_apply_order(ckpt, apply_order)
+    if apply_order is None or ckpt.objects is None:
+        return {}
+    proven = pair_object_shadows(ckpt.entries(), ckpt.objects, None, None)
+    found = dict(_tf_keras_order_pairs(ckpt, apply_order))
+    for name in split_ema_names(ema_name) or [None]:
+        stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
+                                     container=name)
+        found.update((s, v) for s, v in stated.pairs.items() if s not in proven.pairs)
+    return found
+
+
+def read_alike(ckpt: Checkpoint, pairs: dict[str, str]) -> list[str]:
+    """For ``--apply-order trainable`` pairs (from :func:`stated_pairings`): the object paths
+    of containers read as one type with others holding the same children, on which the
+    pairing also rests (:func:`~ckpt_tools.pairing.containers_read_alike`); empty if none."""
+    from .pairing import containers_read_alike
+
+    if not pairs or ckpt.objects is None:
+        return []
+    return containers_read_alike(ckpt.objects, ckpt.entries(), sorted(set(pairs.values())))
+
+
+def _tf_keras_order_pairs(ckpt: Checkpoint, apply_order) -> dict[str, str]:
+    """:func:`~ckpt_tools.tfk_order.order_pairs` of ``ckpt`` under ``apply_order``, computed
+    once per open checkpoint (a command's notes and its map both need it)."""
+    if apply_order is None or ckpt.objects is None:
+        return {}
+    key = ("tf_keras_order_pairs",
+           apply_order if isinstance(apply_order, str) else tuple(apply_order))
+    return ckpt.memo(key, lambda: tf_keras_order_pairs(
+        ckpt.objects, {v.name: v for v in ckpt.variables()}, apply_order))
+
+
+def an_order_pairs(ckpt: Checkpoint, unpaired, ema_name: str | None) -> bool:
+    """Whether stating an ``apply_order`` (either of :data:`~ckpt_tools.pairing.APPLY_ORDERS`)
+    pairs one of the ``unpaired`` averages: if neither does, ``--apply-order`` is not the
+    option that decides."""
+    keys = {v.name for v in unpaired}
+    for order in APPLY_ORDERS:
+        try:
+            stated = paired_variables(ckpt, order, ema_name)
+        except EmaError:
+            continue
+        if any(stated[k].ema_of for k in keys if k in stated):
+            return True
+    return False
+
+
+def paired_variables(ckpt: Checkpoint, apply_order: str | None,
+                      ema_name: str | None = None) -> dict:
+    """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it
+    (and, where default-named EMA objects share one counter, under ``ema_name``'s attribute:
+    see ``container`` in :func:`~ckpt_tools.pairing.pair_by_names`)."""
+    variables = {v.name: v for v in ckpt.variables()}
+    if apply_order is None or ckpt.objects is None:
+        return variables
+    for key, of in _tf_keras_order_pairs(ckpt, apply_order).items():
+        variables[key] = replace(variables[key], ema_of=of, ema_candidates=())
+    pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
+                                    container=ema_name)
+    for key, v in list(variables.items()):
+        if v.role == R.EMA and v.ema_style == "object":
+            if key in pairing.set_aside:  # another EMA object's: not the one chosen
+                variables[key] = replace(v, ema_of=None, ema_candidates=())
+            elif key in pairing.pairs:
+                variables[key] = replace(v, ema_of=pairing.pairs[key], ema_candidates=())
+            elif key in pairing.ambiguous:
+                variables[key] = replace(v, ema_of=None,
+                                         ema_candidates=pairing.ambiguous[key])
+    shadow = {v.ema_of: k for k, v in variables.items() if v.role == R.EMA and v.ema_of}
+    for key, v in list(variables.items()):
+        if v.role != R.EMA and v.ema != shadow.get(key):
+            variables[key] = replace(v, ema=shadow.get(key))
+    return variables
