@@ -8,7 +8,6 @@ with their roles and EMA shadows, the ``.meta`` graph and the TF2 object graph.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Sequence
 
 from . import roles as _roles
@@ -16,14 +15,14 @@ from . import tfk_stated as _tfk_stated
 from .errors import CheckpointError, CorruptCheckpointError, OptionError, VariableNotFoundError
 from .formats import open_reader
 from .formats._io import is_url
-from .formats._record import Frozen
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
 from .formats.objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
 from .formats.savedmodel import read_saved_model
-from .lazy_re import LazyPattern
 from .locate import STATE_FILE, Location, errors_in, locate, read_state_file
+from .object_paths import LIST_ITEM, model_side_paths, named_paths
+from .variable import Variable, shell_word
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
@@ -36,133 +35,6 @@ if TYPE_CHECKING:
 # 2 MiB and 57-72 ms in 1 MiB ones (per-chunk Python and thread hand-offs); 8 MiB gains nothing.
 CHUNK_BYTES = 4 << 20
 
-_LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
-
-
-def _model_side_paths(objects, escaped: bool = False) -> dict[str, str]:
-    """Key -> the shortest object path to the variable that passes through no optimizer (an
-    object with ``_trainable_variables``): where a Keras 3 model's weights are keyed by its
-    optimizer's lists, the path through the model itself
-    (``model/_functional/_operations/1/d1/_kernel``)."""
-    kids = objects.children
-    path_of = {0: ""}
-    out: dict[str, str] = {}
-    queue = [0]
-    while queue:
-        node = queue.pop(0)
-        if node and any(n == "_trainable_variables" for n, _ in kids.get(node, [])):
-            continue  # an optimizer: its lists reference the model's variables
-        for name, child in kids.get(node, []):
-            if escaped:  # as checkpoint keys spell each segment (tf.train.Checkpoint's rule)
-                name = name.replace(".", "..").replace("/", ".S")
-            if child not in path_of:
-                path_of[child] = f"{path_of[node]}/{name}" if path_of[node] else name
-                queue.append(child)
-                if child in objects.node_keys:
-                    out.setdefault(objects.node_keys[child], path_of[child])
-    return out
-
-
-class Variable(Frozen):
-    """One stored tensor, as ``ckpt list`` shows it.
-
-    Attributes:
-        name: checkpoint key (what ``tf.train.load_checkpoint(...).get_tensor`` takes).
-        dtype: TensorFlow dtype name (``float32``, ``bfloat16``, ``string``…).
-        shape: full shape (for partitioned variables, of the whole tensor).
-        role: one of :data:`ckpt_tools.roles.ROLES`.
-        collections: graph collections it belongs to (needs a ``.meta``).
-        ema_of: for an EMA shadow, the key of the variable it averages, only where the file
-            proves it; ``None`` for an average it cannot pair (then ``ema_candidates``).
-        ema: for a variable whose one EMA shadow the file proves, the shadow's key. ``None``
-            both when it has no shadow and when which one is its average is not proven
-            (several EMA objects' averages, or averages the file cannot pair: then
-            ``ema_candidates`` lists them; :func:`ckpt_tools.emamap.decide_pairing` applies
-            ``ema_name=``/``apply_order=``). Never a candidate picked as if proven.
-        slot_of: for an optimizer slot, the key of its variable.
-        nbytes: bytes of stored data.
-        partitions: number of stored slices (0 when not partitioned).
-        path: readable object path for TF2 keys (``model/dense/kernel``), else ``None``.
-    """
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    role: str
-    collections: tuple[str, ...] = ()
-    ema_of: str | None = None
-    ema: str | None = None
-    slot_of: str | None = None
-    nbytes: int = 0
-    partitions: int = 0
-    path: str | None = None
-    ema_style: str | None = None  # how the average is kept (roles.EMA_STYLES), on both sides
-    # An average the file cannot pair (ema_of is None): the variables it may belong to; a
-    # variable whose average is not proven (ema is None): the averages it may take.
-    ema_candidates: tuple[str, ...] = ()
-    _fields = ("name", "dtype", "shape", "role", "collections", "ema_of", "ema", "slot_of",
-               "nbytes", "partitions", "path", "ema_style", "ema_candidates")
-
-    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], role: str,
-                 collections: tuple[str, ...] = (), ema_of: str | None = None,
-                 ema: str | None = None, slot_of: str | None = None, nbytes: int = 0,
-                 partitions: int = 0, path: str | None = None, ema_style: str | None = None,
-                 ema_candidates: tuple[str, ...] = ()) -> None:
-        self.__dict__.update(
-            name=name, dtype=dtype, shape=shape, role=role, collections=collections,
-            ema_of=ema_of, ema=ema, slot_of=slot_of, nbytes=nbytes, partitions=partitions,
-            path=path, ema_style=ema_style, ema_candidates=ema_candidates)
-
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    def to_dict(self) -> dict:
-        """Every field (tuples as lists) and ``size``."""
-        d = dict(self.__dict__)
-        d["shape"] = list(self.shape)
-        d["collections"] = list(self.collections)
-        d["ema_candidates"] = list(self.ema_candidates)
-        d["size"] = self.size
-        return d
-
-
-_PLAIN_WORD = LazyPattern(r"[A-Za-z0-9_./:@%+=,-]+")
-
-
-def shell_word(name: str) -> str:
-    """Returns ``name`` as one word a shell (bash, zsh) reads back as exactly ``name``, printable
-    ASCII: as it is when it needs no quoting (``conv1/weights``), in single quotes when it is
-    printable (``'a[/]b'``), else ANSI-C quoted with escapes (``$'t\\x1bx'``), so a suggestion
-    in an error can be typed back even when the name holds control characters."""
-    if _PLAIN_WORD.fullmatch(name):
-        return name
-    if name.isprintable() and "'" not in name and not _INVISIBLE.search(name):
-        return f"'{name}'"
-    out = []
-    for c in name:
-        if c in "\\'":
-            out.append("\\" + c)
-        elif c in _C_ESCAPES:
-            out.append(_C_ESCAPES[c])
-        elif c.isprintable() and (c.isascii() or not _INVISIBLE.match(c)):
-            out.append(c)
-        elif ord(c) < 0x100:
-            out.append(f"\\x{ord(c):02x}")
-        elif ord(c) < 0x10000:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(f"\\U{ord(c):08x}")
-    return "$'" + "".join(out) + "'"
-
-
-_C_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
-# Printable to Python but invisible or reordering on a terminal (bidi marks, zero-width).
-_INVISIBLE = LazyPattern("[\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
 
 class Checkpoint:
     """An open checkpoint: metadata is read up front, tensor data only on request.
@@ -442,7 +314,7 @@ class Checkpoint:
         path = self.objects.paths.get(key) or (readable_name(key) if key != OBJECT_GRAPH_KEY
                                                else None)
         full = self.objects.full_names.get(key)
-        if path and full and _LIST_ITEM.search(path):
+        if path and full and LIST_ITEM.search(path):
             # Keras 3 models are reachable only through list attributes
             # ("optimizer/_trainable_variables/0"): the variable's own name says more, unless
             # another variable has it too (two models named "net": a GAN's generator and
@@ -459,44 +331,17 @@ class Checkpoint:
         if self.objects is None:
             return {}
         return {f"{path}/.ATTRIBUTES/VARIABLE_VALUE": key
-                for key, path in _model_side_paths(self.objects, escaped=True).items()
+                for key, path in model_side_paths(self.objects, escaped=True).items()
                 if path and f"{path}/.ATTRIBUTES/VARIABLE_VALUE" != key}
 
     def _named_paths(self) -> dict[str, str]:
         """Key -> ``<root>/<own name>`` for the list-reachable variables whose own name
         (``net/h/kernel``) another such variable shares: the fewest leading segments of their
         object paths that tell them apart (``gen_opt/net/h/kernel``,
-        ``critic_opt/net/h/kernel``). Computed once."""
-        if self._qualified is not None:
-            return self._qualified
-        groups: dict[str, list[tuple[str, list[str]]]] = {}
-        for key, full in self.objects.full_names.items():
-            path = self.objects.paths.get(key)
-            if path and _LIST_ITEM.search(path):
-                groups.setdefault(full, []).append((key, path.split("/")))
-        self._qualified = {}
-        model_side: dict[str, str] | None = None
-        for full, members in groups.items():
-            if len(members) < 2:
-                continue
-            longest = max(len(parts) for _, parts in members)
-            for n in range(1, longest + 1):
-                heads = ["/".join(parts[:n]) for _, parts in members]
-                if len(set(heads)) == len(heads):
-                    break
-            if any(_LIST_ITEM.search(h) for h in heads):
-                # Only a list position tells them apart (repeated blocks of one model: an
-                # optimizer's _trainable_variables/N): name each by its path through the
-                # model instead, which the object graph records too.
-                if model_side is None:
-                    model_side = _model_side_paths(self.objects)
-                own = [model_side.get(key) for key, _ in members]
-                if all(own) and len(set(own)) == len(own):
-                    self._qualified.update({key: o for (key, _), o
-                                            in zip(members, own, strict=True)})
-                    continue
-            self._qualified.update({key: f"{head}/{full}" for (key, _), head
-                                    in zip(members, heads, strict=True)})
+        ``critic_opt/net/h/kernel``). Computed once
+        (:func:`~ckpt_tools.object_paths.named_paths`)."""
+        if self._qualified is None:
+            self._qualified = named_paths(self.objects)
         return self._qualified
 
     def files(self) -> list[str]:

@@ -357,7 +357,7 @@ def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
 def _selected(ckpt, names: list[str]) -> list[str]:
     """:func:`select_keys`, saying so when a name not found is one ``ckpt list`` showed
     escaped (a control character as ``\\x1b``, a backslash doubled) and pasted back."""
-    from ..checkpoint import shell_word
+    from ..variable import shell_word
     from ._text import unclean
 
     try:

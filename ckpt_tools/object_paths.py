@@ -1,0 +1,71 @@
+"""Readable names of a TF2 object checkpoint's variables where its object paths run through
+list attributes (a Keras 3 model's weights keyed by its optimizer's lists): the path through the
+model itself, or the fewest leading segments that tell same-named variables apart. Split out of
+:mod:`ckpt_tools.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import re
+
+LIST_ITEM = re.compile(r"(^|/)_\w+/\d+(/|$)")
+
+
+def model_side_paths(objects, escaped: bool = False) -> dict[str, str]:
+    """Key -> the shortest object path to the variable that passes through no optimizer (an
+    object with ``_trainable_variables``): where a Keras 3 model's weights are keyed by its
+    optimizer's lists, the path through the model itself
+    (``model/_functional/_operations/1/d1/_kernel``)."""
+    kids = objects.children
+    path_of = {0: ""}
+    out: dict[str, str] = {}
+    queue = [0]
+    while queue:
+        node = queue.pop(0)
+        if node and any(n == "_trainable_variables" for n, _ in kids.get(node, [])):
+            continue  # an optimizer: its lists reference the model's variables
+        for name, child in kids.get(node, []):
+            if escaped:  # as checkpoint keys spell each segment (tf.train.Checkpoint's rule)
+                name = name.replace(".", "..").replace("/", ".S")
+            if child not in path_of:
+                path_of[child] = f"{path_of[node]}/{name}" if path_of[node] else name
+                queue.append(child)
+                if child in objects.node_keys:
+                    out.setdefault(objects.node_keys[child], path_of[child])
+    return out
+
+
+def named_paths(objects) -> dict[str, str]:
+    """Key -> ``<root>/<own name>`` for the list-reachable variables whose own name
+    (``net/h/kernel``) another such variable shares: the fewest leading segments of their
+    object paths that tell them apart (``gen_opt/net/h/kernel``,
+    ``critic_opt/net/h/kernel``), from the TF2 object graph ``objects``."""
+    groups: dict[str, list[tuple[str, list[str]]]] = {}
+    for key, full in objects.full_names.items():
+        path = objects.paths.get(key)
+        if path and LIST_ITEM.search(path):
+            groups.setdefault(full, []).append((key, path.split("/")))
+    qualified: dict[str, str] = {}
+    model_side: dict[str, str] | None = None
+    for full, members in groups.items():
+        if len(members) < 2:
+            continue
+        longest = max(len(parts) for _, parts in members)
+        for n in range(1, longest + 1):
+            heads = ["/".join(parts[:n]) for _, parts in members]
+            if len(set(heads)) == len(heads):
+                break
+        if any(LIST_ITEM.search(h) for h in heads):
+            # Only a list position tells them apart (repeated blocks of one model: an
+            # optimizer's _trainable_variables/N): name each by its path through the
+            # model instead, which the object graph records too.
+            if model_side is None:
+                model_side = model_side_paths(objects)
+            own = [model_side.get(key) for key, _ in members]
+            if all(own) and len(set(own)) == len(own):
+                qualified.update({key: o for (key, _), o
+                                  in zip(members, own, strict=True)})
+                continue
+        qualified.update({key: f"{head}/{full}" for (key, _), head
+                          in zip(members, heads, strict=True)})
+    return qualified
