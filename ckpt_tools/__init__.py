@@ -17,6 +17,7 @@ from importlib import import_module
 
 from .checkpoint import Checkpoint, Variable, open_checkpoint
 from .errors import (
+    AssumptionWarning,
     CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
@@ -105,6 +106,7 @@ __all__ = [
     "export_weights",
     "keras_ema_values",
     "restore_ema",
+    "AssumptionWarning",
     "Checkpoint",
     "CheckpointError",
     "CheckpointNotFoundError",

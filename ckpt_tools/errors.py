@@ -202,3 +202,14 @@ class VariableNotFoundError(CheckpointError, KeyError):
 class NoSelectionError(VariableNotFoundError):
     """The ``include``/``exclude`` name filters leave nothing for the operation to act on
     (exit 3, like a name filter that matches no key)."""
+
+
+class AssumptionWarning(UserWarning):
+    """A pairing of averages was made on an assumption the file cannot prove (a Keras file's
+    ``fit()`` build order for weights of equal shapes, not saved swapped by ``SwapEMAWeights``;
+    a tf_keras TF-format checkpoint's same-named weights in the live model's order): the
+    Python counterpart of the notes ``ckpt`` prints and of ``--json``'s ``"assumed"``. Turn
+    it into an error with ``warnings.simplefilter("error", AssumptionWarning)``, or pass
+    ``strict=True`` (refused before anything is read or assigned); state the assumption
+    (``trainable=``, ``not_swapped=True``) and it is not issued.
+    """

@@ -72,6 +72,10 @@ class ExportResult:
             (``frozen``, ``non_trainable``: :mod:`ckpt_tools.raw_reasons`), said in ``notes``
             rather than in ``warnings``.
         notes: what is as expected but worth saying.
+        assumed: what a Keras file's pairing of the exported averages assumed and the file
+            cannot prove (``fit_order``, ``not_swapped``: :mod:`ckpt_tools.keras_assumed`),
+            also issued as an :class:`~ckpt_tools.errors.AssumptionWarning`; ``--json``
+            carries it as ``"assumed"``.
     """
 
     path: str
@@ -82,6 +86,7 @@ class ExportResult:
     warnings: list[str] = field(default_factory=list)
     raw_expected: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """The ``ckpt export --json`` document."""
@@ -90,7 +95,8 @@ class ExportResult:
                 "averaged": list(self.averaged),
                 "raw": [n for n in self.tensors if n not in done],  # never silently raw
                 "raw_expected": dict(self.raw_expected),
-                "bytes": self.nbytes, "warnings": list(self.warnings), "notes": list(self.notes)}
+                "bytes": self.nbytes, "warnings": list(self.warnings), "notes": list(self.notes),
+                **({"assumed": list(self.assumed)} if self.assumed else {})}
 
 
 def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:
@@ -236,6 +242,18 @@ def _creation_order(ckpt: Checkpoint) -> dict[str, int]:
     return order
 
 
+def _assumed(ckpt: Checkpoint) -> list:
+    """What a Keras file's EMA pairing assumed (:mod:`ckpt_tools.keras_assumed`), issued as an
+    :class:`~ckpt_tools.errors.AssumptionWarning`; nothing for other checkpoints."""
+    if getattr(ckpt.reader, "keras", None) is None:
+        return []
+    from .keras_assumed import keras_assumptions, warn_assumed
+
+    assumed = keras_assumptions(ckpt)
+    warn_assumed(ckpt, assumed, stacklevel=4)
+    return assumed
+
+
 def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None = None,
                    ema: bool | None = None, include: list[str] | None = None,
                    exclude: list[str] | None = None, rename: list[str] | None = None,
@@ -323,8 +341,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
                       WRITERS[fmt](ckpt, plan, tmp, progress))
         note = expected_raw_note(expected, str)
+        assumed = _assumed(ckpt) if averaged else []
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
-                            [note] if note else [])
+                            [note] if note else [], [a.name for a in assumed])
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .errors import EmaError
+from .errors import AssumptionWarning, EmaError
 
-__all__ = ["Assumption", "keras_assumptions", "live_assumptions", "refuse_assumed"]
+__all__ = ["Assumption", "keras_assumptions", "live_assumptions", "refuse_assumed",
+           "warn_assumed"]
 
 
 @dataclass(frozen=True)
@@ -157,3 +158,15 @@ def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None) ->
         raise EmaError(f"{ckpt.path}: --strict: the EMA pairing rests on what the file cannot "
                        f"prove: {said}")
 
+
+
+def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 3) -> None:
+    """The Python API's counterpart of the notes ``ckpt`` prints: one
+    :class:`~ckpt_tools.errors.AssumptionWarning` naming the file and each assumption (its
+    note, with the statement that decides), where ``assumed`` is not empty."""
+    if assumed:
+        import warnings
+
+        warnings.warn(f"{ckpt.path}: the EMA pairing assumes what the file cannot prove: "
+                      + "; ".join(f"{a.name}: {a.note}" for a in assumed),
+                      AssumptionWarning, stacklevel=stacklevel)

@@ -24,7 +24,7 @@ from .formats.keras.optimizer_choice import custom_note
 from .formats.keras.stated import LoopOrder, stated_keys
 from .formats.keras.stated_names import by_position
 from .formats.keras.tf_keras import is_legacy, legacy_name
-from .keras_assumed import live_assumptions, refuse_assumed
+from .keras_assumed import keras_assumptions, live_assumptions, refuse_assumed, warn_assumed
 from .keras_twins import explained_by_twins, refuse_twins
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
@@ -213,9 +213,12 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
             ckpt.reader.restate_use_ema(use_ema)
             layout = ckpt.reader.keras
         require_keras_pairing(ckpt)
+        assumed = keras_assumptions(ckpt)
         if strict:
-            refuse_assumed(ckpt)
-        return {src: np.asarray(ckpt.tensor(key)) for key, src in layout.averages.items()}
+            refuse_assumed(ckpt, assumed)
+        values = {src: np.asarray(ckpt.tensor(key)) for key, src in layout.averages.items()}
+        warn_assumed(ckpt, assumed)
+        return values
     finally:
         if ckpt is not checkpoint:
             ckpt.close()
@@ -371,14 +374,16 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             raise EmaError(f"{path}: {len(problems)} of {len(targets)} EMA copies do not match "
                            f"the model's trainable variables (model vs file): {problems[0]}"
                            + (f"; also {'; '.join(problems[1:])}" if problems[1:] else ""))
+        assumed = live_assumptions(ckpt, targets, stated)
         if strict:
-            refuse_assumed(ckpt, live_assumptions(ckpt, targets, stated))
+            refuse_assumed(ckpt, assumed)
         if load_weights and layout.kind == "legacy":
             _load_legacy_weights(model, ckpt, layout)
         elif load_weights:  # the file located (a directory names none Keras loads)
             model.load_weights(ckpt.path)
         for v, key in zip(targets, keys, strict=True):
             v.assign(np.array(ckpt.tensor(key)))
+        warn_assumed(ckpt, assumed)
     return [_path(v) for v in targets]
 
 

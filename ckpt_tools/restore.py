@@ -15,7 +15,13 @@ import numpy as np
 from .checkpoint import Checkpoint, open_checkpoint
 from .ema_several import split_ema_names
 from .emamap import KEEP, ema_map
-from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
+from .errors import (
+    INSTALL_TENSORFLOW,
+    AssumptionWarning,
+    EmaError,
+    OptionError,
+    TensorFlowRequiredError,
+)
 from .live_order import keras_source, live_order
 from .live_pairing import key_variables
 from .locate import locate
@@ -40,8 +46,9 @@ class RestoreResult:
         raw: variable name -> checkpoint key of the raw value it received (no average exists).
         assumed: what the pairing assumed and the file could not show (``"fit_order"``: a
             tf_keras optimizer's averages of same-named weights placed in the live model's
-            ``trainable_variables`` order, the order ``fit()`` builds it in; a
-            ``UserWarning`` says so). Empty where everything was proven or stated.
+            ``trainable_variables`` order, the order ``fit()`` builds it in; an
+            :class:`~ckpt_tools.errors.AssumptionWarning` says so). Empty where everything was
+            proven or stated.
     """
 
     checkpoint: str
@@ -449,7 +456,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
                 "the checkpoint cannot show that fit() built it: if a custom training loop "
                 "listed the variables otherwise, pass trainable=<that list> (or "
                 "trainable=model.trainable_variables to state fit()'s order)",
-                UserWarning, stacklevel=2)
+                AssumptionWarning, stacklevel=2)
         return result
     finally:
         if owned:

@@ -222,7 +222,9 @@ def refusal_text(objects: ObjectGraph | None, variables: dict, unpaired: list,
             "variable, several weights share that name, dtype and shape, and the optimizer "
             f"records only the order it averaged them in: {examples}; ")
     live = ("in Python, pass the live model: apply_ema(model, path) reads the order from its "
-            "own trainable_variables")
+            "own trainable_variables, fit()'s (and warns that it assumed so: "
+            "trainable=model.trainable_variables states it, trainable=<the loop's list> a "
+            "custom loop's)")
     loop = ("; if a custom training loop built it, state the loop's order: --trainable NAMES "
             "--loop-order, each weight as 'ckpt list' shows it, in the order its first "
             "apply_gradients() listed them (Python: apply_ema(model, path, "

@@ -124,3 +124,49 @@ def test_python_strict_fit_order(keras, looped):
     model = keras.models.load_model(str(path))
     with pytest.raises(EmaError, match="fit_order"):
         apply_keras_ema(model, str(path), strict=True)
+
+
+def test_python_api_warns_what_it_assumed(keras, looped, tmp_path):
+    """apply_keras_ema, keras_ema_values and export_weights pair the copies in fit()'s order
+    as the CLI does, and say so: an AssumptionWarning naming fit_order (review-11-user-r12
+    C1: they were silent), ExportResult.assumed; the loop's order stated: no fit_order."""
+    import warnings
+
+    from ckpt_tools import AssumptionWarning, apply_keras_ema, export_weights, keras_ema_values
+
+    path, truth = looped
+
+    def said(call):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = call()
+        return result, [str(w.message) for w in caught
+                        if issubclass(w.category, AssumptionWarning)]
+
+    model = keras.models.load_model(str(path))
+    _, messages = said(lambda: apply_keras_ema(model, str(path)))
+    assert len(messages) == 1 and "fit_order" in messages[0] and "--loop-order" in messages[0]
+    _, messages = said(lambda: keras_ema_values(str(path)))
+    assert len(messages) == 1 and "fit_order" in messages[0], messages
+    result, messages = said(lambda: export_weights(str(path), tmp_path / "w.npz"))
+    assert "fit_order" in result.assumed and result.to_dict()["assumed"] == result.assumed
+    assert len(messages) == 1 and "fit_order" in messages[0], messages
+    _, messages = said(lambda: apply_keras_ema(model, str(path), trainable=[
+        v for name in ("d3", "d2", "d1") for v in model.get_layer(name).trainable_variables],
+        loop_order=True))
+    assert not any("fit_order" in m for m in messages), messages
+    for v in model.trainable_variables:
+        assert v.numpy().tobytes() == truth[v.path].tobytes(), v.path
+
+
+def test_diff_ema_and_the_cli_say_it_once(looped, tmp_path):
+    """diff --ema said nothing of the assumption (review-11-user-r12 F6); the CLI prints its
+    note, never the library's Python warning line as well."""
+    path, _ = looped
+    code, text, err = run_cli(["diff", str(path), "--ema", "--json"])
+    assert code == 0, err
+    assert "fit_order" in json.loads(text)["assumed"], text
+    assert "fit() builds the optimizer" in " ".join(err.split()), err
+    code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz")])
+    assert code == 0 and "AssumptionWarning" not in err, err
+    assert " ".join(err.split()).count("fit() builds the optimizer") == 1, err

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gc
 import sys
+import warnings
 
+from ..errors import AssumptionWarning
 from ._run import plain_list, run_list
 
 
@@ -16,6 +18,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``ckpt`` console script; exits with the command's exit code."""
     if argv is not None:
         sys.argv[1:] = argv
+    # The library's AssumptionWarning is the Python API's note: the commands print their own
+    # notes (and --json "assumed"), so Python's warning line would only repeat them.
+    warnings.filterwarnings("ignore", category=AssumptionWarning)
     plain = plain_list(sys.argv[1:])
     if plain is not None:
         if argv is None:

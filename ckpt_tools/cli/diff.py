@@ -36,7 +36,14 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, shape_text
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order, note_stated_order
+from .ema import (
+    ApplyOrderOpt,
+    EmaNameOpt,
+    NoMetaOpt,
+    check_apply_order,
+    note_assumed,
+    note_stated_order,
+)
 
 
 def diff_command(
@@ -94,6 +101,7 @@ def diff_command(
                          not_swapped=not_swapped) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
+        assumed: dict = {}
         if ema:
             require_selection(ca, names, None)
             pairs = _pairs_of(ca, ema_name, not no_meta, apply_order)
@@ -102,6 +110,7 @@ def diff_command(
 
                 refuse_assumed(ca)
             note_stated_order(out, ca, apply_order, ema_name)
+            assumed = note_assumed(out, ca) if pairs is not None else {}
         with out.progress("comparing") as bar:  # the total is known once pairs are
             if ema:
                 report = diff_ema(ca, match=match, values=not no_values, progress=bar.update,
@@ -114,7 +123,7 @@ def diff_command(
                     report = diff_checkpoints(ca, cb, match=match, values=not no_values,
                                               progress=bar.update)
     if json_out:
-        out.json(report.to_dict(changed_only=changed_only, paths=paths))
+        out.json({**report.to_dict(changed_only=changed_only, paths=paths), **assumed})
     else:
         _print(out, report, paths, changed_only)
     bad = report.unreadable

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 from dataclasses import asdict
 from enum import Enum
@@ -27,7 +28,13 @@ from typer import _click
 
 from ..cli._common import NotSwappedOpt, StrictOpt, check_output_parent, resolve
 from ..cli._output import Column, Output
-from ..errors import CheckpointError, CheckpointNotFoundError, ExitCode, OutputError
+from ..errors import (
+    AssumptionWarning,
+    CheckpointError,
+    CheckpointNotFoundError,
+    ExitCode,
+    OutputError,
+)
 from . import distributed
 from .common import (
     DEFAULT_EMA_DECAY,
@@ -158,7 +165,9 @@ DataOpt = Annotated[str | None, typer.Option(metavar="DIR", help=_DATA_HELP)]
 StrategyOpt = Annotated[Strategy, typer.Option(help=_STRATEGY_HELP)]
 BenchOpt = Annotated[bool, typer.Option("--benchmark", help=_BENCH_HELP)]
 BenchStepsOpt = Annotated[int, typer.Option(min=5, help="Steps per device count (--benchmark).")]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar, no notes.")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="No progress bar, no notes but those saying the EMA pairing rests on "
+    "an assumption the file cannot check.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the result as JSON on stdout.")]
 NanOpt = Annotated[int | None, typer.Option(hidden=True, help="Poison the inputs of step N.")]
 
@@ -306,8 +315,15 @@ def eval_command(
         quiet_tensorflow()
         from .evaluate import evaluate
 
-        result = evaluate(path, data, num_examples, batch_size, strict=strict,
-                          not_swapped=not_swapped)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", AssumptionWarning)
+            result = evaluate(path, data, num_examples, batch_size, strict=strict,
+                              not_swapped=not_swapped)
+    for w in said:  # what the EMA pairing assumed: a note, as export and restore-ema say it
+        if issubclass(w.category, AssumptionWarning):
+            out.note(f"note: {' '.join(str(w.message).split())}", always=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if json_output:
         out.json(result.to_dict())
         return
