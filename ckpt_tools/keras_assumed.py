@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, EmaError
 
@@ -72,6 +70,8 @@ NOT_SWAPPED = Assumption(
 def _same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
     """Whether each weight equals its EMA copy bit for bit (dtype and shape included); stops
     at the first that differs (a mid-training file: its first weight)."""
+    import numpy as np  # Keras files only: restore-ema of a TF checkpoint needs no NumPy
+
     for avg, weight in pairs.items():
         a, w = np.asarray(ckpt.tensor(avg)), np.asarray(ckpt.tensor(weight))
         if a.dtype != w.dtype or a.shape != w.shape or a.tobytes() != w.tobytes():

@@ -339,6 +339,8 @@ def note_assumed(out: Output, ckpt) -> dict:
         `dict`: ``{"assumed": [...]}`` (``"fit_order"``, ``"not_swapped"``) for the command's
         ``--json`` document, or ``{}``.
     """
+    if getattr(ckpt.reader, "keras", None) is None:
+        return {}  # nothing assumed, and no NumPy for a TensorFlow checkpoint's restore-ema
     from ..keras_assumed import keras_assumptions
 
     assumed = keras_assumptions(ckpt)
