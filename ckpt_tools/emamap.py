@@ -36,6 +36,7 @@ from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK
 from .pairing import root_child
 from .raw_reasons import expected_raw
+from .raw_shadows import refuse_raw_shadows
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
@@ -419,6 +420,8 @@ def ema_map(
         else:
             pairs, missing, not_saved = from_keys(variables, chosen)
             source = "keys"
+        if ckpt.objects is None:  # TF1: a key named as an average may hold the raw weight
+            refuse_raw_shadows(ckpt, pairs)
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()

@@ -166,6 +166,16 @@ def _fields(buf) -> Iterator[tuple[int, int, int | bytes]]:
         raise CorruptCheckpointError("truncated varint") from None
 
 
+def proto_fields(buf) -> Iterator[tuple[int, int, int | bytes]]:
+    """Yields ``(field number, wire type, value)`` of a serialized protobuf message, as
+    :mod:`.meta_saver` reads a ``.meta``'s ``graph_def`` (see ``_fields``).
+
+    Raises:
+        CorruptCheckpointError: truncated data, field number 0 or a group wire type.
+    """
+    return _fields(buf)
+
+
 def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """:func:`bundle_wire.decode_varint`, its errors as this module's."""
     try:

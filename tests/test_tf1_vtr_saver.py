@@ -1,0 +1,94 @@
+"""A TF1 trainer that saves with ``tf.train.Saver(ema.variables_to_restore())`` (the evaluation
+mapping, used by mistake during training) writes the RAW ``w`` under the key
+``w/ExponentialMovingAverage`` and no average at all; ``map`` and ``restore-ema`` called them
+averaged, exit 0, and ``restore_ema`` restored the raw values as averages
+(review-11-attack-r15 F7). The ``.meta``'s save op records which variable each key was
+written from: such keys are refused (exit 6). A checkpoint that saved only the shadows
+(``Saver({"w/ExponentialMovingAverage": ema.average(w)})``) holds real averages and is paired
+as before. Made here by TensorFlow (a subprocess), truth read from the session at save time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+for case in ("vtr", "shadows"):
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        w = tf1.get_variable("w", [3, 3])
+        b = tf1.get_variable("b", [3])
+        x = tf.constant(np.ones((2, 3), "float32"))
+        loss = tf.reduce_sum((tf.matmul(x, w) + b) ** 2)
+        train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([train]):
+            step = ema.apply([w, b])
+        if case == "vtr":
+            saver = tf1.train.Saver(ema.variables_to_restore())
+        else:
+            saver = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in (w, b)})
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(step)
+            os.makedirs(f"{out}/{case}")
+            saver.save(s, f"{out}/{case}/model.ckpt", global_step=gs)
+            truth = {f"{case}:raw:w": s.run(w.read_value()), f"{case}:raw:b": s.run(b.read_value()),
+                     f"{case}:ema:w": s.run(ema.average(w).read_value()),
+                     f"{case}:ema:b": s.run(ema.average(b).read_value())}
+        np.savez(f"{out}/{case}.npz", **truth)
+np.savez(f"{out}/truth.npz", **{k: v for c in ("vtr", "shadows")
+                                for k, v in np.load(f"{out}/{c}.npz").items()})
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_vtr")
+    return out, run_script(SCRIPT, out)
+
+
+@pytest.mark.parametrize("args", [["map"], ["restore-ema", "--out", "OUT"],
+                                  ["export", "--out", "OUT.npz"]], ids=lambda a: a[0])
+def test_raw_values_under_average_names_are_refused(made, tmp_path, args):
+    out, _ = made
+    args = [a.replace("OUT", str(tmp_path / "o")) for a in args]
+    code, _, err = run_cli([args[0], str(out / "vtr"), *args[1:]])
+    assert code == 6, err
+    text = " ".join(err.split())
+    assert len(err.strip().splitlines()) == 1, err
+    assert "w/ExponentialMovingAverage" in text and "variables_to_restore()" in text, err
+    assert not list(tmp_path.iterdir())
+
+
+def test_python_restore_ema_refuses(made):
+    import ckpt_tools
+
+    out, _ = made
+    with pytest.raises(ckpt_tools.EmaError, match="raw values"):
+        ckpt_tools.ema_map(str(out / "vtr"))
+
+
+def test_a_checkpoint_of_the_shadows_alone_is_paired(made):
+    """Only the averages saved (from the shadow variables themselves): real averages, paired."""
+    import ckpt_tools
+
+    out, truth = made
+    m = ckpt_tools.ema_map(str(out / "shadows"))
+    assert m.mapping["w/ExponentialMovingAverage"] == "w", m.mapping
+    with ckpt_tools.open_checkpoint(str(out / "shadows")) as ckpt:
+        for name in ("w", "b"):
+            got = np.asarray(ckpt.tensor(f"{name}/ExponentialMovingAverage"))
+            assert got.tobytes() == truth[f"shadows:ema:{name}"].tobytes(), name
+            assert got.tobytes() != truth[f"shadows:raw:{name}"].tobytes(), name
