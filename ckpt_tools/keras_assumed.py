@@ -11,8 +11,8 @@ Two readings of a Keras 3 ``use_ema=True`` file are assumptions, not proof:
   file cannot show. Where every weight equals its EMA copy bit for bit the question does not
   arise: ``fit()`` ends with ``optimizer.finalize_variable_values()``, which assigns each
   average to its weight, and ``SwapEMAWeights``' last epoch assigns each weight (then the
-  average) to its copy, so either reading gives the same values. Otherwise ``--raw`` gives the
-  averages of a swapped file.
+  average) to its copy, so either reading gives the same values. Otherwise a swapped file's
+  own weights are the averages: it is used as it is (``ckpt export --raw`` writes them).
 
 :func:`keras_assumptions` lists them (``--json``: ``"assumed"``); :func:`refuse_assumed` is
 ``--strict`` (Python ``strict=True``): any of them is exit 6 naming the statement that decides.
@@ -60,11 +60,13 @@ NOT_SWAPPED = Assumption(
     "not_swapped",
     "if this file was saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True), its "
     "weights are the averages and its EMA copies the raw weights, which the file cannot show: "
-    "then use --raw (--not-swapped states it was not)",
+    "then use the file as it is, its own weights are the averages (ckpt export --raw writes "
+    "them); --not-swapped states it was not",
     "the file is taken as not saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True) "
     "(its weights differ from their EMA copies)",
-    "if it was, its weights are the averages: --raw gives them (Python: ema=False, or "
-    "model.load_weights); if not, state it: --not-swapped (Python: not_swapped=True)")
+    "if it was, use the file as it is: its own weights are the averages (ckpt export --raw "
+    "writes them; Python: ema=False, or model.load_weights); if not, state it: --not-swapped "
+    "(Python: not_swapped=True)")
 
 
 def _same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:

@@ -73,6 +73,19 @@ def test_a_swapped_file_is_an_assumption_in_json(swapped, tmp_path):
     assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (text, err)
 
 
+@pytest.mark.parametrize("extra", [[], ["--not-swapped"]], ids=["assumed", "stated"])
+def test_restore_ema_swap_note_names_no_option_it_lacks(swapped, tmp_path, extra):
+    """restore-ema has no --raw: its note says to use the file as it is (or export --raw)."""
+    d, _ = swapped
+    code, _, err = run_cli(["restore-ema", str(d / "e1.keras"), "--out",
+                            str(tmp_path / "ema.keras"), *extra])
+    assert code == 0, err
+    swap = [line for line in err.splitlines() if "SwapEMAWeights" in line]
+    assert len(swap) == 1 and "use the file as it is" in swap[0], err
+    assert "ckpt export --raw" in swap[0] and "use --raw" not in swap[0], err
+    assert "--raw then" not in swap[0], err
+
+
 @pytest.mark.parametrize("command", ["export", "restore-ema"])
 def test_strict_refuses_a_swapped_file_naming_raw(swapped, tmp_path, command):
     d, _ = swapped

@@ -90,8 +90,8 @@ StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="Refuse (exit 6) a pairing of averages that rests on an assumption the "
     "file cannot prove (--json lists them as 'assumed'): a Keras file's fit() build order "
     "for weights of equal shapes (--trainable NAMES [--loop-order] states it), or that it "
-    "was not saved swapped by SwapEMAWeights(swap_on_epoch=True) (--raw reads a swapped "
-    "file).")]
+    "was not saved swapped by SwapEMAWeights(swap_on_epoch=True) (a swapped file's own "
+    "weights are the averages: use it as it is, or ckpt export --raw).")]
 NotSwappedOpt = Annotated[bool, typer.Option(
     "--not-swapped", help="Keras files: state that the file was not saved by ModelCheckpoint "
     "after SwapEMAWeights(swap_on_epoch=True), so its EMA copies are the averages; what "

@@ -271,7 +271,8 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
         out.note("note: the EMA copies are read as the averages (not swapped) because you "
                  "stated --not-swapped; the file cannot show whether ModelCheckpoint saved it "
                  "after SwapEMAWeights(swap_on_epoch=True): if it did, these are the raw "
-                 "weights (--raw then gives the averages)", always=True)
+                 "weights and the file's own weights the averages: use the file as it is "
+                 "(ckpt export --raw writes them)", always=True)
         found["stated_not_swapped"] = True
     by_trainable = dict(getattr(layout, "stated_pairs", None) or {})
     if by_trainable:
