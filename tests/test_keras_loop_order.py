@@ -170,3 +170,41 @@ def test_diff_ema_and_the_cli_say_it_once(looped, tmp_path):
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz")])
     assert code == 0 and "AssumptionWarning" not in err, err
     assert " ".join(err.split()).count("fit() builds the optimizer") == 1, err
+
+
+@pytest.fixture(scope="module")
+def reversed_loop(keras, tmp_path_factory):
+    """A loop listing every variable backwards (biases before kernels): no shape order of
+    fit()'s fits the optimizer's variables, so the pairing is refused, not assumed."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(8)
+    inp = keras.Input((4,))
+    model = keras.Model(inp, keras.layers.Dense(4, name="e2")(keras.layers.Dense(4, name="e1")(
+        inp)))
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    x = tf.random.normal([8, 4], seed=2)
+    backwards = list(reversed(model.trainable_variables))
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, backwards), backwards, strict=True))
+    d = tmp_path_factory.mktemp("reversed")
+    model.save(str(d / "m.keras"))
+    assert [v.path for v in opt._trainable_variables][0] == "e2/bias"
+    return d / "m.keras", keras_averages(opt), [v.path for v in backwards]
+
+
+def test_a_loop_order_no_shape_fits_names_loop_order(reversed_loop, tmp_path):
+    """review-11-user-r12 F7: the refusal names --loop-order, and following it gives the
+    averages bit for bit (one round trip, not two)."""
+    path, truth, order = reversed_loop
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(path), "--out", str(out)])
+    assert code == 6 and len(err.strip().splitlines()) == 1 and not out.exists(), err
+    assert "--trainable NAMES --loop-order" in err, err
+    code, _, err = run_cli(["export", str(path), "--trainable", ",".join(order),
+                            "--loop-order", "--out", str(out)])
+    assert code == 0, err
+    assert_npz_holds(out, truth)

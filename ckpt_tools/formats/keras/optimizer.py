@@ -15,7 +15,14 @@ that fit, and the notes on what stays open, :mod:`.optimizer_choice`.
 from __future__ import annotations
 
 from .bag_fit import open_candidates
-from .optimizer_choice import choose, custom_note, note_open_bag, pairing, settle_sublayers
+from .optimizer_choice import (
+    STATE_WEIGHTS,
+    choose,
+    custom_note,
+    note_open_bag,
+    pairing,
+    settle_sublayers,
+)
 from .optimizer_fit import hypotheses
 from .optimizer_slots import FLOATS, Spec, candidates, fits, matches, spec
 
@@ -178,16 +185,14 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                          "variables are EMA copies"
                          + (" (layers are frozen: which were frozen when it was built is not "
                             "recorded)" if lay.frozen else "")
-                         + ": pass --trainable with the weights the optimizer was built with "
-                         "(Python: apply_keras_ema(model, path))")
+                         + ": " + STATE_WEIGHTS)
     elif lay.use_ema and bag_of:
         # subsets are not tried where sublayers' order is unknown: "nor a subset" would be
         # false (a subclassed model with a frozen sublayer has one that fits)
         lay.notes.append(f"the optimizer variables fit no set of the {len(tkeys)} weights of "
                          "the file in any order of the sublayers whose order it does not "
-                         "record (or too many to try): EMA copies cannot be paired here; pass "
-                         "--trainable with the weights the optimizer was built with (Python: "
-                         "apply_keras_ema(model, path))")
+                         "record (or too many to try): EMA copies cannot be paired here; "
+                         + STATE_WEIGHTS)
     elif lay.use_ema and _lora_factors(rest, tspecs):
         # Keras saves a LoRA layer's kernel merged with a @ b, never the factors the
         # optimizer averaged: no --trainable can fit (config.json, where present, says so)
@@ -199,8 +204,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     elif lay.use_ema:
         lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
                          "file nor a subset of them (frozen or custom layers?): EMA copies "
-                         "cannot be paired here; pass --trainable with the weights the "
-                         "optimizer was built with (Python: apply_keras_ema(model, path))")
+                         "cannot be paired here; " + STATE_WEIGHTS)
     for key in keys[off:]:
         if key not in placed:
             lay.slots[key] = None

@@ -10,8 +10,13 @@ import re
 
 from .optimizer_slots import expand, pair, spec
 
-_PERMUTATIONS = 5040  # sublayer orders tried per bag (7 sublayers)
+#: The way out where the file does not pair the EMA copies: the weights the optimizer was built
+#: with, in its order, which a custom training loop may have set (``--loop-order``).
+STATE_WEIGHTS = ("pass --trainable with the weights the optimizer was built with, in its order "
+                 "(model.trainable_variables for fit(); a custom training loop's: --trainable "
+                 "NAMES --loop-order) (Python: apply_keras_ema(model, path))")
 
+_PERMUTATIONS = 5040  # sublayer orders tried per bag (7 sublayers)
 
 
 def custom_note(lay, count: int) -> str:
@@ -107,8 +112,7 @@ def choose(chosen, lay, *, complete: bool, swapped: bool = False, sampled: bool 
                         "or gradient accumulation add per-weight variables it does not "
                         "record)" if len(counts) > 1 else "")
                      + _custom_note(lay, cands)
-                     + " and values do not decide it: pass --trainable with the weights the "
-                     "optimizer was built with (Python: apply_keras_ema(model, path))"
+                     + " and values do not decide it: " + STATE_WEIGHTS
                      + ("" if lay.optimizer_config is not None else ", or save a .keras"))
     return (chosen[0][0], {}), merged
 
@@ -197,6 +201,5 @@ def note_open_bag(key, candidates, lay) -> None:
 
     if candidates and len(candidates) > 1 and not note_loose(lay, key, candidates):
         lay.notes.append(f"{key} averages one of {', '.join(candidates)} (sublayers whose "
-                         "order the file does not record; values do not decide it): pass "
-                         "--trainable with the weights the optimizer was built with (Python: "
-                         "apply_keras_ema(model, path))")
+                         "order the file does not record; values do not decide it): "
+                         + STATE_WEIGHTS)
