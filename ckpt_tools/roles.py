@@ -48,6 +48,7 @@ _STEP_NAMES = frozenset({"global_step", "beta1_power", "beta2_power", "save_coun
 _BN_NAMES = frozenset({"moving_mean", "moving_variance", "moving_var", "running_mean",
                        "running_var", "moving_stddev"})
 _DEBIAS = frozenset({"biased", "local_step"})
+_DEBIAS_START = ("biased", "local_step")
 # The "_1", "_2" … TensorFlow appends to a taken name (compiled once: it runs per key).
 _UNIQUIFIED = re.compile(r"_\d+$")
 OPTIMIZER_PATH = LazyPattern(r"(^|/)\.?optimizer[^/]*(/|$)", re.IGNORECASE)
@@ -102,13 +103,41 @@ def detect_ema_names(entries: Mapping[str, TensorEntry]) -> list[str]:
         src = entries.get(head)
         if (src is not None and not SLOT_RE.match(last) and last not in _STEP_NAMES
                 and last not in _BN_NAMES and src.dtype == entry.dtype
-                and src.shape == entry.shape and entry.dtype_name in _FLOAT):
+                and src.shape == entry.shape and entry.dtype_name in _FLOAT
+                and not zero_debias_pair(key, entries)):
             counts[_UNIQUIFIED.sub("", last)] += 1
     names = [n for n, _ in counts.most_common()]
     if DEFAULT_EMA_NAME in names:  # prefer TF's default on ties
         names.remove(DEFAULT_EMA_NAME)
         names.insert(0, DEFAULT_EMA_NAME)
     return names
+
+
+def zero_debias_pair(key: str, entries: Mapping[str, TensorEntry]) -> bool:
+    """Returns whether ``key`` is one of the two variables ``assign_moving_average(...,
+    zero_debias=True)`` creates under the average it updates, whatever that average's name
+    (``ExponentialMovingAverage(zero_debias=True, name="dbg")`` gives ``x/dbg/biased`` and
+    ``x/dbg/local_step``; slim's ``batch_norm(zero_debias_moving_mean=True)`` gives
+    ``BatchNorm/moving_mean/biased`` and ``…/local_step``).
+
+    Proven by TensorFlow's layout: ``<h>/biased[_N]`` of ``<h>``'s dtype and shape beside
+    ``<h>/local_step[_N]``, a scalar of that dtype, with ``<h>`` stored. Neither is an average
+    (``biased`` is the undivided accumulator, ``local_step`` its step counter): both are the
+    average's state, which ``variables_to_restore()`` restores as they are.
+    """
+    head, _, last = key.rpartition("/")
+    if not last.startswith(_DEBIAS_START):
+        return False
+    base = _UNIQUIFIED.sub("", last)
+    if not head or base not in _DEBIAS:
+        return False
+    tail = last[len(base):]
+    biased = entries.get(f"{head}/biased{tail}")
+    step = entries.get(f"{head}/local_step{tail}")
+    src = entries.get(head)
+    return (biased is not None and step is not None and src is not None
+            and biased.dtype == src.dtype == step.dtype and biased.shape == src.shape
+            and tuple(step.shape) == () and src.dtype_name in _FLOAT)
 
 
 def _ema_suffix(last: str, ema_names: set[str]) -> bool:
@@ -324,7 +353,8 @@ def classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_m
         # a GRU-D decay, a neural-ODE step); shadows, slots and counters are not trainable.
         return _PLAIN[WEIGHT]
     # Zero-debias helpers live under the average: <x>/<ema>/biased, <x>/<ema>/local_step.
-    if last in _DEBIAS and head and _ema_suffix(split_key(head)[1], loss_names):
+    if head and last.startswith(_DEBIAS_START) and _UNIQUIFIED.sub("", last) in _DEBIAS and (
+            _ema_suffix(split_key(head)[1], loss_names) or zero_debias_pair(key, entries)):
         return _PLAIN[EMA_DEBIAS]
     if last in _STEP_NAMES or path.endswith("optimizer/iter") or key == "global_step":
         return _PLAIN[STEP]
