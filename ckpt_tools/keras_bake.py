@@ -110,24 +110,26 @@ def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> st
         OutputError: ``--out`` is empty, or ``name`` is not a plain file name (no ``/``,
             ``..``, NUL, control characters).
         OptionError: ``out`` names a Keras file of another kind than the input (the output
-            is the input's kind: a ``.keras`` archive named ``.weights.h5`` opens nowhere), or
+            is the input's kind, or a ``.keras`` archive's ``.weights.h5``: a ``.keras``
+            archive named ``.h5`` opens nowhere), or
             a file of another format (``.npz``: ``ckpt export`` writes those).
     """
     check_out_value(out, directory=True)
     base = os.path.basename(ckpt.path)
     fits = {".keras": (".keras",), ".weights.h5": (".weights.h5",)}.get(
         _suffix(base), (".h5", ".hdf5"))  # a legacy .h5 (or named otherwise: HDF5 either way)
-    if ckpt.reader.format == "keras":
-        fits = (".keras",)
+    if ckpt.reader.format == "keras":  # the archive, or its model.weights.h5 alone
+        fits = (".keras", ".weights.h5")
     if name is None and out.endswith(KERAS_SUFFIXES):
         if _suffix(out) not in fits:
-            # the content follows the input's kind: a .keras archive named .weights.h5 is a
-            # file no Keras loader opens
+            # the content follows the input's kind: a .keras archive named .h5 is a file no
+            # Keras loader opens
+            kind = ("a .keras archive, or its weights alone as a .weights.h5"
+                    if fits[0] == ".keras" else f"a {fits[0]} HDF5 file")
             raise OptionError(
                 f"--out {out}: the averages of {base} are written as the same kind of file "
-                f"(a {'.keras archive' if fits == ('.keras',) else fits[0] + ' HDF5 file'}), "
-                f"so name it *{fits[0]}; for an HDF5 file Keras' load_weights reads from any "
-                "input: --format h5")
+                f"({kind}), so name it *{' or *'.join(fits)}; for an HDF5 file Keras' "
+                "load_weights reads from any input: --format h5")
         return out
     if name is not None and out.endswith(KERAS_SUFFIXES):
         raise OptionError(f"--name {name} names the file inside the --out directory, but "
@@ -171,8 +173,9 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
 
     Args:
         ckpt: an open Keras checkpoint (``.keras``, ``.weights.h5`` or Keras ``.h5``).
-        out_path: output file; it keeps the input's kind (a ``.keras`` archive stays one; an
-            unzipped model directory's is a ``.keras`` archive of its members when
+        out_path: output file; it keeps the input's kind (a ``.keras`` archive stays one, or
+            gives its ``model.weights.h5`` alone where ``out_path`` ends in ``.weights.h5``;
+            an unzipped model directory's is a ``.keras`` archive of its members when
             ``out_path`` ends in ``.keras``, else its ``model.weights.h5``).
             Missing parent directories are created (and removed again if the write fails).
         overwrite: replace an existing output file (never an input file).
@@ -198,7 +201,9 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
     inputs = check_keras_output(ckpt, out_path, overwrite)
     replaced = {weight: avg for avg, weight in layout.averages.items() if weight is not None}
     with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
-        if ckpt.format == "keras":
+        if ckpt.format == "keras" and out_path.endswith(".weights.h5"):
+            nbytes = _write_member(ckpt, replaced, tmp, out_path)
+        elif ckpt.format == "keras":
             nbytes = _write_archive(ckpt, replaced, tmp, out_path)
         elif _model_dir(ckpt) is not None and out_path.endswith(".keras"):
             nbytes = _write_dir_archive(ckpt, replaced, tmp, out_path)
@@ -247,6 +252,15 @@ def _write_archive(ckpt: Checkpoint, replaced: dict[str, str], tmp: str, shown: 
         release(held)
         remove_quietly(weights_tmp)
     return nbytes
+
+
+def _write_member(ckpt: Checkpoint, replaced: dict[str, str], tmp: str, shown: str) -> int:
+    """A ``.keras`` archive's ``model.weights.h5`` alone, with the averages: the file
+    ``model.save_weights()`` writes, which ``model.load_weights()`` reads."""
+    with zipfile.ZipFile(ckpt.path) as zin, zin.open(_WEIGHTS_MEMBER) as src, \
+            os_errors(shown, "writing"), open(tmp, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return _overwrite(ckpt, replaced, tmp)
 
 
 def _write_dir_archive(ckpt: Checkpoint, replaced: dict[str, str], tmp: str, shown: str) -> int:

@@ -39,16 +39,34 @@ def test_restore_ema_of_a_keras_file_has_a_default_output(case, tmp_path, monkey
     code, _, err = run_cli(["restore-ema", str(run / f"{case}.keras"), "--force"])
     assert code == 0, err
     assert (run / f"{case}.keras").read_bytes() == before
+    _holds_averages(keras.models.load_model(target, compile=False), case)
+
+
+def _holds_averages(model, case: str) -> None:
+    """The model's trainable variables are the averages Keras recorded at save, bit for bit."""
     doc = json.loads((EMA / "expected.json").read_text())
     with np.load(EMA / "expected.npz") as z:
         truth = {k: z[k] for k in z.files}
-    model = keras.models.load_model(target, compile=False)
     recorded = doc["cases"][case]["trainable_variables"]  # Keras' order at save
     for v, path in zip(model.trainable_variables, recorded, strict=True):
         assert path.endswith(v.path), (path, v.path)  # a Sequential's name may prefix it
         got = np.asarray(v.numpy())  # bfloat16: expected.npz holds its bits
         got = got.view(np.uint16) if got.dtype.name == "bfloat16" else got
         np.testing.assert_array_equal(got, truth[f"{case}:ema/{path}"], err_msg=path)
+
+
+@pytest.mark.parametrize("case", ["model", "adam"])
+def test_restore_ema_of_a_keras_archive_to_weights_h5(case, tmp_path):
+    """review-11-user-r12 F13: --out x.weights.h5 of a .keras gives its weights alone, which
+    Keras 3 load_weights() reads into the model (compiled or not) as the averages."""
+    keras = pytest.importorskip("keras")
+    out = tmp_path / "ema.weights.h5"
+    code, said, err = run_cli(["restore-ema", str(EMA / f"{case}.keras"), "--out", str(out)])
+    assert code == 0 and str(out) in said + err, err
+    for compile_ in (False, True):
+        model = keras.models.load_model(EMA / f"{case}.keras", compile=compile_)
+        model.load_weights(out)
+        _holds_averages(model, case)
 
 
 def test_restore_ema_of_a_tensorflow_checkpoint_still_needs_out():
@@ -59,8 +77,8 @@ def test_restore_ema_of_a_tensorflow_checkpoint_still_needs_out():
 
 
 @pytest.mark.parametrize(("src", "args", "words"), [
-    # the output is the input's kind: a .keras archive named .weights.h5 opens nowhere
-    ("model.keras", ["--out", "{d}/x.weights.h5"], "name it *.keras"),
+    # the output is the input's kind: a .keras archive named .h5 opens nowhere
+    ("model.keras", ["--out", "{d}/x.h5"], "name it *.keras or *.weights.h5"),
     ("model.weights.h5", ["--use-ema", "--out", "{d}/x.keras"], "name it *.weights.h5"),
     ("model.keras", ["--out", "{d}/x.npz"], "ckpt export writes .npz"),
     ("model.keras", ["--format", "v2", "--out", "{d}/v2"], "no Keras or TensorFlow loader"),

@@ -394,7 +394,8 @@ def restore_ema_command(
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="keras|v2|h5", autocompletion=complete_from("keras", "v2", "h5"),
         help="'keras' (a Keras file of the input's kind, .keras/.weights.h5/.h5, whose weights "
-        "are the averages; the default for Keras input), 'v2' (TensorFlow checkpoint; the "
+        "are the averages, or a .keras input's weights alone with --out x.weights.h5; the "
+        "default for Keras input), 'v2' (TensorFlow checkpoint; the "
         "default otherwise, refused for Keras input) or 'h5' (Keras-style HDF5 weights by "
         "layer name).")
     ] = None,
