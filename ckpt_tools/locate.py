@@ -36,7 +36,7 @@ from .formats.savedmodel import (
     variables_prefix,
 )
 from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
-from .run_latest import pick_latest
+from .run_latest import ONLY, later_by_name, pick_latest
 
 STATE_FILE = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20  # a state file lists paths: even 100,000 of them fit
@@ -220,7 +220,7 @@ def _chosen(found: Location, directory: str, candidates: list[str], picked: str,
     more = f" and {len(others) - 3} more" if len(others) > 3 else ""
     return replace(found, choice=(
         f"{directory}: {len(candidates)} candidate checkpoints and no 'checkpoint' state file; "
-        f"using {picked} ({why}"
+        f"using {picked} ({'the only .keras file' if why == ONLY else why}"
         f"{', .keras preferred' if picked.endswith('.keras') else ''}; "
         f"not {', '.join(others[:3])}{more}); name a file to choose"))
 
@@ -321,6 +321,16 @@ def locate(path: str | os.PathLike) -> Location:
         if keras:
             candidates = sorted(set(keras) | set(h5))
             newest, why = pick_latest(path, keras, candidates, mtime)
+            later = later_by_name(newest, h5) if newest.endswith(".keras") else []
+            if later:
+                # ModelCheckpoint switched to save_weights_only mid-run: the .keras is
+                # preferred only where the names do not say it is older (r15 F5)
+                raise AmbiguousCheckpointError(
+                    f"{path}: {newest} is the latest .keras file, but "
+                    f"{', '.join(later[:3])}{' ...' if len(later) > 3 else ''} "
+                    f"{'is' if len(later) == 1 else 'are'} later by the step/epoch in the "
+                    f"names, and no 'checkpoint' state file says which is meant "
+                    f"({len(candidates)} candidates): name the file to read")
             found = locate(os.path.join(path, newest))
             return _chosen(found, path, candidates, newest, why)
         raise CheckpointNotFoundError(

@@ -28,11 +28,18 @@ _NUMBER = re.compile(r"(\d+\.\d+(?:[eE][-+]?\d+)?)|(\d+)")
 
 BY_NAME = "the highest step/epoch number in the names"
 BY_MTIME = "last modified: the names record no step"
+ONLY = "the only file of its kind"
 
 
 def _split(name: str) -> tuple[str, list[int]]:
     """``(template, integers)`` of a file name: the name without its checkpoint suffix, with
     floats and integers replaced by placeholders, and the integers in order."""
+    stem, suffix, ints = _split_suffix(name)
+    return stem + suffix, ints
+
+
+def _split_suffix(name: str) -> tuple[str, str, list[int]]:
+    """``(template, suffix, integers)``: :func:`_split` with the checkpoint suffix apart."""
     stem = _SHARD.sub("", name)
     suffix = ""
     for end in _SUFFIXES:
@@ -41,7 +48,25 @@ def _split(name: str) -> tuple[str, list[int]]:
             break
     ints = [int(m.group(2)) for m in _NUMBER.finditer(stem) if m.group(2)]
     template = _NUMBER.sub(lambda m: "\0f" if m.group(1) else "\0i", stem)
-    return template + suffix, ints
+    return template, suffix, ints
+
+
+def later_by_name(picked: str, others: list[str]) -> list[str]:
+    """Returns the names of ``others`` that their own numbering proves later than ``picked``:
+    the same pattern as ``picked`` but for the checkpoint suffix (``ep03.keras`` and
+    ``ep12.weights.h5``), with a higher first integer that differs (the step or epoch).
+    Names of another pattern, or carrying the same numbers, are not later by their names.
+    """
+    template, _, ints = _split_suffix(picked)
+    later = []
+    for name in others:
+        t, _, n = _split_suffix(name)
+        if t != template or len(n) != len(ints) or not ints:
+            continue
+        differ = [(a, b) for a, b in zip(ints, n, strict=True) if a != b]
+        if differ and differ[0][1] > differ[0][0]:
+            later.append(name)
+    return sorted(later)
 
 
 def _by_number(names: list[str]) -> str | None:
@@ -69,7 +94,8 @@ def _by_number(names: list[str]) -> str | None:
 def pick_latest(where: str, pool: list[str], candidates: list[str],
                 mtime: Callable[[str], object]) -> tuple[str, str]:
     """Returns ``(name, why)``: the latest of ``pool`` (the names of one kind a directory
-    without a state file holds) and how it was told, :data:`BY_NAME` or :data:`BY_MTIME`.
+    without a state file holds) and how it was told, :data:`BY_NAME` or :data:`BY_MTIME`
+    (:data:`ONLY` where ``pool`` holds one name).
 
     Args:
         where: the directory or URL, for the message.
@@ -83,7 +109,7 @@ def pick_latest(where: str, pool: list[str], candidates: list[str],
             modification times are not evidence (a copy resets them).
     """
     if len(pool) == 1:
-        return pool[0], BY_MTIME
+        return pool[0], ONLY
     try:
         picked = _by_number(pool)
     except ValueError as exc:

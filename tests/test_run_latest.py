@@ -138,3 +138,27 @@ def test_a_tf_series_beside_keras_files_is_refused(tmp_path):
     assert code == 6, err
     text = " ".join(err.split())
     assert "TensorFlow checkpoints" in text and "weights.20.weights.h5" in text, text
+
+
+@pytest.mark.parametrize(("keras_name", "picked"), [
+    ("ep03.keras", None), ("ep12.keras", "ep12.keras"), ("ep13.keras", "ep13.keras"),
+    ("model.keras", "model.keras")])
+def test_a_keras_file_older_by_its_name_than_a_weights_file(tmp_path, keras_name, picked):
+    """ep03.keras beside ep12.weights.h5 (ModelCheckpoint switched to save_weights_only
+    mid-run): the .keras was taken, nine epochs older, with a note saying the names record no
+    step (review-11-attack-r15 F5). Refused (exit 6) naming both; a .keras of the same or a
+    later epoch, or one whose name carries no epoch, is still preferred, and said so."""
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "keras_ema")
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(os.path.join(fixtures, "adam.keras"), run / keras_name)
+    shutil.copy(os.path.join(fixtures, "adam.weights.h5"), run / "ep12.weights.h5")
+    code, _, err = run_cli(["list", str(run)])
+    text = " ".join(err.split())
+    if picked is None:
+        assert code == 6, err
+        assert text.startswith("error:") and len(err.strip().splitlines()) == 1, err
+        assert "ep03.keras" in text and "ep12.weights.h5 is later" in text, text
+    else:
+        assert code == 0, err
+        assert f"using {picked} (" in text and "names record no step" not in text, text
