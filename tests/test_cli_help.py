@@ -122,3 +122,12 @@ def test_readme_option_rows_spell_options_as_help_does(command):
             continue
         want = _readme_cell(param)
         assert want in cells, f"README's `ckpt {command}` table should have a row `{want}`"
+
+
+def test_eval_help_says_it_evaluates_the_reference_model_only():
+    """review-11-user-r12 F5: eval evaluates only the model 'ckpt train' builds, and its help
+    names the argument as the usage line does."""
+    flat = _words(_help(["eval"]))
+    assert "Report test accuracy of the reference model 'ckpt train' builds" in flat, flat
+    assert "PATH is a checkpoint of that model only" in flat and "CHECKPOINT" not in flat, flat
+    assert "apply_ema(model, path)" in flat and "--train-dir" not in flat, flat

@@ -79,9 +79,13 @@ TRAIN_HELP = (
 )
 
 EVAL_HELP = (
-    "Report test accuracy with raw weights and with EMA weights, side by side.\n\n"
-    "CHECKPOINT is a v1 or tf2 checkpoint prefix (model.ckpt-1000, ckpt-1000), a Keras "
-    ".weights.h5 / .keras file, or a --train-dir (its latest checkpoint). The API is detected."
+    "Report test accuracy of the reference model 'ckpt train' builds, raw and EMA weights "
+    "side by side.\n\n"
+    "PATH is a checkpoint of that model only (a v1 or tf2 checkpoint prefix: model.ckpt-1000, "
+    "ckpt-1000; a Keras .weights.h5 / .keras file; or a train directory: its latest "
+    "checkpoint); the API is detected. Another model's checkpoint is refused: evaluate your "
+    "own model with your script on the file 'ckpt restore-ema' writes, or in Python after "
+    "ckpt_tools.apply_ema(model, path)."
 )
 
 
@@ -277,7 +281,8 @@ def _print_benchmark(out: Output, api: str, cfg: TrainConfig, steps: int) -> Non
 
 
 CheckpointArg = Annotated[
-    str, typer.Argument(help="Checkpoint prefix, .weights.h5/.keras file, or train directory.",
+    str, typer.Argument(help="A checkpoint of the reference model: prefix, .weights.h5/.keras "
+                        "file, or train directory.",
                         metavar="PATH")
 ]
 EvalDataOpt = Annotated[
@@ -301,7 +306,8 @@ def eval_command(
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Report test accuracy with raw weights and with EMA weights, side by side."""
+    """Report test accuracy of the reference model ``ckpt train`` builds, raw and EMA weights
+    side by side (the command's help: ``EVAL_HELP``)."""
     out = Output(json_mode=json_output, quiet=quiet)
     # The same pick as every other command (and one note when a directory offers several).
     path = resolve(out, checkpoint)
