@@ -92,6 +92,20 @@ def file_style(ckpt: Checkpoint) -> str:
     return "tf1"
 
 
+def _read_list_hint(unpaired) -> str:
+    """For averages saved as one list (``ema=[ema.average(v) for v in ...]``): how TensorFlow
+    itself reads them into the variables a user knows they average, else ``""``."""
+    lists = {m.group(1) for v in unpaired
+             if (m := re.fullmatch(r"([^/.]+)/\d+/\.ATTRIBUTES/VARIABLE_VALUE", v.name))}
+    if len(lists) != 1:
+        return ""
+    attr = lists.pop()
+    return (f"; if you know which variable each entry of the list '{attr}' averages (the list "
+            f"you saved, e.g. [ema.average(v) for v in gen.trainable_variables]), TensorFlow "
+            f"reads them into those variables: tf.train.Checkpoint({attr}=[the same variables, "
+            f"in that order]).read(path).expect_partial(), then save or export the model")
+
+
 def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                       no_order: bool = False) -> str:
     """Why ``unpaired`` averages (each with its candidates) are refused, and what decides.
@@ -105,11 +119,17 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     apart = sorted({root_child(c) for v in unpaired for c in v.ema_candidates})
     spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
 
-    def show(key: str) -> str:
-        if spans:  # same-named models: only the object path tells the candidates apart
-            return key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")
+    def path_of(key: str) -> str:
         v = variables.get(key)
         return v.path if v is not None and v.path else key
+
+    involved = {v.name for v in unpaired} | {c for v in unpaired for c in v.ema_candidates}
+    apart_by_path = len({path_of(k) for k in involved}) == len(involved)
+
+    def show(key: str) -> str:
+        if spans and not apart_by_path:  # same-named models whose paths 'ckpt list' shows
+            return key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")  # alike: keys tell apart
+        return path_of(key)
 
     scoped = [v for v in unpaired if v.ema_style == "tf1"]
     if scoped:  # TF1 ema.apply() under a variable_scope: <scope>/w/ExponentialMovingAverage
@@ -158,9 +178,11 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 f"({', '.join(a + '/' for a in apart)}) have one dtype and shape, and the "
                 f"checkpoint records neither the order those objects were created in nor the "
                 f"order ema.apply() got them in (the root lists its objects by name), so no "
-                f"--apply-order can tell: {examples}{more}; give the variables distinct "
-                f"names when training (tf.Variable(..., name=...); Keras 3 variable paths "
-                f"hold the layers' names, not the model's, so name the layers apart)")
+                f"--apply-order can tell, and no other ckpt option states it (the file "
+                f"gives no proof to check a statement against): {examples}{more}; give the "
+                f"variables distinct names when training (tf.Variable(..., name=...); Keras 3 "
+                f"variable paths hold the layers' names, not the model's, so name the layers "
+                f"apart)" + _read_list_hint(unpaired))
     holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
     contradicted = bool(holders) and not _a_reading_fits(ckpt, unpaired)
     owners = _several_objects(unpaired) if apply_order else []

@@ -52,3 +52,38 @@ def test_a_savedmodel_roots_own_unnamed_variables_are_not_called_different_objec
     assert "held directly by its root object (y, z)" in text, text
     assert "different objects" not in text and "name the layers apart" not in text, text
     assert "distinct names when training" in text, text
+
+
+def test_a_gan_of_same_named_keras_layers_names_them_as_list_does(keras, tf, tmp_path):
+    """review-11-user-r12 F14: generator and discriminator each with a Dense named 'fc', the
+    generator's averages saved as a list. Refused (the file cannot tell whose they are), the
+    candidates named as 'ckpt list' shows them (disc/fc/kernel, not the object-graph key), the
+    refusal saying no ckpt option states it, and its TensorFlow way out giving the averages
+    bit for bit."""
+    def net(name):
+        inp = keras.Input((4,))
+        return keras.Model(inp, keras.layers.Dense(4, name="fc")(inp), name=name)
+
+    g, d = net("gen"), net("disc")
+    live = [v.value for v in d.trainable_variables + g.trainable_variables]
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    ema.apply(live)
+    for v in live:
+        v.assign_add(tf.ones_like(v) * 0.3)
+    ema.apply(live)
+    averages = [ema.average(v.value) for v in g.trainable_variables]
+    truth = [a.numpy() for a in averages]
+    prefix = tf.train.Checkpoint(gen=g, disc=d, ema=averages).save(str(tmp_path / "ckpt"))
+    code, listed, err = run_cli(["list", prefix])
+    assert code == 0 and "disc/fc/kernel" in listed, err
+    code, _, err = run_cli(["export", prefix, "--out", str(tmp_path / "w.npz")])
+    assert code == 6 and not (tmp_path / "w.npz").exists(), err
+    text = " ".join(err.split())
+    assert "ema/0 may average disc/fc/kernel or gen/fc/kernel" in text, text
+    assert "_operations" not in text and "no other ckpt option states it" in text, text
+    assert "tf.train.Checkpoint(ema=[the same variables, in that order]).read(path)" in text
+    g2 = net("gen")  # the way out, as the refusal words it
+    tf.train.Checkpoint(ema=[v.value for v in g2.trainable_variables]).read(
+        prefix).expect_partial()
+    for v, want in zip(g2.trainable_variables, truth, strict=True):
+        assert v.numpy().tobytes() == want.tobytes(), v.path
