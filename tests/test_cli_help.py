@@ -131,3 +131,21 @@ def test_eval_help_says_it_evaluates_the_reference_model_only():
     assert "Report test accuracy of the reference model 'ckpt train' builds" in flat, flat
     assert "PATH is a checkpoint of that model only" in flat and "CHECKPOINT" not in flat, flat
     assert "apply_ema(model, path)" in flat and "--train-dir" not in flat, flat
+
+
+@pytest.mark.parametrize("command", ["list", "map", "restore-ema", "export", "diff"])
+def test_trainable_help_says_the_essentials_first_and_readme_follows(command):
+    """review-11-user-r12 F12: --trainable's help starts with what to pass and stays short;
+    each README row for it is the help itself."""
+    from pathlib import Path
+
+    cmd = GROUP.get_command(None, command)
+    param = next(p for p in cmd.params if "--trainable" in p.opts)
+    assert param.help.startswith("The weights the optimizer was built with, in "
+                                 "model.trainable_variables order: names as 'ckpt list' "
+                                 "shows them"), param.help
+    assert "--loop-order" in param.help and len(param.help) <= 600, len(param.help)
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split(f"#### `ckpt {command}`", 1)[1].split("\n\n", 2)[1]
+    row = re.search(r"^\| `--trainable NAMES` \| (.*) \|$", section, re.M)
+    assert row and _words(row.group(1)) == _words(param.help), command

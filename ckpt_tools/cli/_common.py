@@ -69,17 +69,13 @@ UseEmaOpt = Annotated[bool | None, typer.Option(
     "are. Default: from config.json (.keras) or the optimizer variables.")]
 TrainableOpt = Annotated[str | None, typer.Option(
     "--trainable", metavar="NAMES",
-    help="Keras files (a legacy .h5: full names, where layers repeat names): the weights "
-    "the optimizer was built with, in "
-    "model.trainable_variables order, comma-separated as 'ckpt list' names them (a layer name "
-    "stands for its weights), or @FILE with one per line. Decides what a bare .weights.h5 "
-    "does not record: frozen layers, the order of a subclassed model's sublayers. Layer "
-    "names Keras numbers per process (dense_1) are refused where the file does not prove the "
-    "process that printed them numbered them alike, and so are the names a file that records "
-    "none (a tf_keras subclassed model) shows for a list's layers where layers of the same "
-    "shapes could trade places; the keys 'ckpt list --json' shows (layers/dense/vars/0) never "
-    "depend on it. With --loop-order also a tf_keras model's TF-format save_weights(): "
-    "every weight the optimizer was built with, in the loop's order.")]
+    help="The weights the optimizer was built with, in model.trainable_variables order: "
+    "names as 'ckpt list' shows them, comma-separated (a layer name stands for its weights), "
+    "or @FILE, one per line. For Keras files where the file cannot tell (frozen layers, a "
+    "subclassed model's sublayer order); a custom loop's order needs --loop-order, as does a "
+    "tf_keras TF-format save_weights(). Names the file cannot prove (layer names Keras "
+    "numbers per process, dense_1) are refused as names; the keys 'ckpt list --json' "
+    "shows (layers/dense/vars/0) never are.")]
 LoopOrderOpt = Annotated[bool, typer.Option(
     "--loop-order",
     help="The --trainable order is a custom training loop's (the order its first "
