@@ -94,6 +94,9 @@ def test_fit_order_assumption_is_said_even_with_q_and_in_json(looped, tmp_path):
     assert code == 0, err
     assert "fit_order" in json.loads(text)["assumed"], text
     assert "--loop-order" in " ".join(err.split()), err
+    # review-11-user-r12 F8: the note stderr had is in --json "notes" too
+    notes = json.loads(text)["notes"]
+    assert any("fit() builds the optimizer in" in n and "--loop-order" in n for n in notes), text
 
 
 def test_loop_order_needs_trainable(looped, tmp_path):

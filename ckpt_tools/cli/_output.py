@@ -74,6 +74,7 @@ class Output:
         self.wide = wide
         self._written: str | None = None
         self._stdout_lost = False
+        self.noted: list[str] = []  # each note printed, without its "note: " (--json "notes")
 
     # -- streams ----------------------------------------------------------------------------
     @property
@@ -359,6 +360,7 @@ class Output:
         file a directory led to is said even then); on a terminal it wraps at spaces to the
         terminal's width, never inside a word."""
         if always or not self.quiet:
+            self.noted.append(message.removeprefix("note: "))
             parts = self._wrap_for(clean_message(message), self.stderr)
             self.write_err("".join(self._paint(p, "dim", self.stderr) + "\n" for p in parts))
 

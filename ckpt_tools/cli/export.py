@@ -130,17 +130,20 @@ def export_command(
                                     apply_order=check_apply_order(apply_order),
                                     use_meta=not no_meta, strict=strict)
         # after the export: a refusal stays one line, without notes about statements
+        said = len(out.noted)
         stated = (note_stated_order(out, ckpt, apply_order, ema_name) if result.averaged
                   else {})
         if result.averaged:
             stated = {**stated, **note_assumed(out, ckpt)}
+        pairing_notes = out.noted[said:]  # also in --json "notes": a script reads them there
     out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)
     for n in result.notes:
         out.note(f"note: {n}")
     if json_out:
-        out.json({**result.to_dict(), **stated})
+        doc = result.to_dict()
+        out.json({**doc, "notes": [*doc["notes"], *pairing_notes], **stated})
     elif not quiet:
         out.prose(f"wrote {result.path} ({result.format}, "
                  f"{human_bytes(result.nbytes)}): {len(result.tensors)} weights, "
