@@ -37,6 +37,7 @@ from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import SAVED_MODEL_FILES, VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
+from .h5_out_name import refuse_keras3_weights_name
 
 # What a SavedModel output copies beside its variables/, unchanged, when the input has it.
 # (fingerprint.pb records hashes of the input; TensorFlow reads it only for logging.
@@ -193,7 +194,8 @@ def check_out_format(out: str, fmt: str, writer: str | None = None) -> None:
     ``writer`` names what writes (``average``) where no ``--format`` option exists.
 
     Raises:
-        OutputError: the extension of ``out`` contradicts ``fmt``, naming both.
+        OutputError: the extension of ``out`` contradicts ``fmt``, naming both; an ``h5``
+            output named ``*.weights.h5`` (Keras reads that name as its own layout).
     """
     by = writer or f"--format {fmt}"
 
@@ -206,6 +208,8 @@ def check_out_format(out: str, fmt: str, writer: str | None = None) -> None:
         raise OutputError(f"{out} is named like {part} but {by} writes "
                           f"{'an HDF5 file' if fmt == 'h5' else 'a checkpoint directory'}; "
                           f"{hint}")
+    if fmt == "h5" and not os.path.isdir(out):
+        refuse_keras3_weights_name(out, by)
     if ext is None or os.path.isdir(out) or (fmt == "h5" and ext in (".h5", ".hdf5")):
         return
     if fmt == "h5":

@@ -30,6 +30,7 @@ from .formats._write import (
     member_name_ok,
 )
 from .formats.slices import check_partition
+from .h5_out_name import refuse_keras3_weights_name
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
 
@@ -385,7 +386,9 @@ def output_format(out_path: str, fmt: str | None = None) -> str:
     Raises:
         OutputError: ``fmt`` is unknown; ``fmt`` is None and the extension names no format;
             ``fmt`` contradicts the extension (``--format npz`` with ``x.h5``), naming both; or
-            the name is a Keras archive (``.keras``), which export does not write.
+            the name is a Keras archive (``.keras``), which export does not write, or an
+            ``.h5`` named ``*.weights.h5``, which Keras reads as its own layout
+            (:func:`~ckpt_tools.h5_out_name.refuse_keras3_weights_name`).
     """
     lower = out_path.lower()
     named = next((f for e, f in EXTENSIONS.items() if lower.endswith(e)), None)
@@ -397,6 +400,8 @@ def output_format(out_path: str, fmt: str | None = None) -> str:
         raise OutputError(f"{given}: it is named like {part}, which export does not write; "
                           f"name a .{fmt or 'npz'} file" + ("" if fmt else
                                                           " (or .safetensors, .h5)"))
+    if fmt in (None, "h5"):  # Keras reads x.weights.h5 as another layout than export's
+        refuse_keras3_weights_name(out_path, "export")
     if lower.endswith(".keras"):
         raise OutputError(f"{out_path}: a .keras file is a Keras archive, which export does not "
                           "write; name a .npz, .safetensors or .h5 file (restore-ema writes a "
