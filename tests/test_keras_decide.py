@@ -215,8 +215,8 @@ def test_two_models_of_the_same_name_list_and_export_apart(made, tmp_path):
 
 
 @pytest.mark.parametrize("name,stated,conflict", [
-    ("frozen_l0.keras", "seq/l2,seq/l1", "before"),        # alphabetical-style wrong order
-    ("frozen_after.keras", "seq/l1,seq/l0,seq/l2", "before"),
+    ("frozen_l0.keras", "seq/l2,seq/l1", "model's at name 1"),  # alphabetical-style order
+    ("frozen_after.keras", "seq/l1,seq/l0,seq/l2", "model's at name 1"),
     ("frozen_after.keras", "seq/l1,seq/l2", "trainable at save"),
 ])
 def test_trainable_contradicting_config_json_is_refused(made, tmp_path, name, stated, conflict):

@@ -49,6 +49,9 @@ def test_the_loops_order_without_loop_order_is_refused(looped, tmp_path):
     code, _, err = run_cli(["export", str(path), "--trainable", LOOP, "--out", str(out)])
     assert code == 6 and "--loop-order" in err and "contradicts config.json" in err, err
     assert len(err.strip().splitlines()) == 1 and not out.exists()
+    # review-11-user-r12 F9: where the order differs, said as a position
+    assert ("differs from the model's at name 1: you gave d3/kernel, the model has d1/kernel "
+            "there") in err, err
 
 
 def test_the_loops_order_with_loop_order_gives_the_averages(looped, tmp_path):

@@ -68,12 +68,15 @@ def check_stated(lay: KerasLayout, keys: list[str], possible: list[str],
     moved = next(((a, b) for a, b in zip(keys, keys[1:], strict=False) if pos[a] > pos[b]),
                  None)
     if moved and not lay.loop_order:
+        model_order = sorted(keys, key=pos.__getitem__)  # stable: sublayers in any order
+        at = next(i for i, (k, m) in enumerate(zip(keys, model_order, strict=True)) if k != m)
         raise EmaError(
-            f"--trainable contradicts config.json: it states {show([moved[0]])} before "
-            f"{show([moved[1]])}, but the model's weights (and so its trainable_variables, "
-            "which fit() builds the optimizer in) come in the other order; state them in model "
-            "order, or, if a custom training loop's first apply_gradients() listed them in "
-            "yours, add --loop-order (Python: loop_order=True)")
+            f"--trainable contradicts config.json: the order you gave differs from the "
+            f"model's at name {at + 1}: you gave {show([keys[at]])}, the model has "
+            f"{show([model_order[at]])} there (its weights, and so its trainable_variables, "
+            "which fit() builds the optimizer in, come in the model's order); state them in "
+            "model order, or, if a custom training loop's first apply_gradients() listed them "
+            "in yours, add --loop-order (Python: loop_order=True)")
     lay.stated_reordered = moved
     if proven is None or set(keys) == set(proven):
         return
