@@ -30,6 +30,7 @@ def tfidf_ckpt(tf, keras, tmp_path_factory):
         model.train_on_batch(tf.constant(words), y)
     d = tmp_path_factory.mktemp("tfidf")
     prefix = tf.train.Checkpoint(model=model, optimizer=opt).write(str(d / "ckpt"))
+    model.save(str(d / "m.keras"))  # the same model as a .keras (idf_weights stored by name)
     truth = {v.path: opt._model_variables_moving_average[
         opt._get_variable_index(v)].numpy() for v in model.trainable_variables}
     return prefix, truth
@@ -47,3 +48,21 @@ def test_idf_weights_are_lookup_state_not_a_weight_missing_its_average(tfidf_ckp
     assert code == 0, err
     idf = [v for v in json.loads(text)["variables"] if "idf_weights" in v["key"]]
     assert len(idf) == 1 and idf[0]["role"] == "other", idf
+
+
+def test_a_keras_files_named_lookup_state_is_listed_by_its_name(tfidf_ckpt, tmp_path):
+    """review-11-user-r12 F11: a .keras stores idf_weights under its name, not an index: it
+    is listed as tv/idf_weights, never tv/None, and the averages still export bit for bit."""
+    import os
+
+    prefix, truth = tfidf_ckpt
+    path = os.path.join(os.path.dirname(prefix), "m.keras")
+    code, text, err = run_cli(["list", path, "--json"])
+    assert code == 0, err
+    shown = {v["path"]: v["role"] for v in json.loads(text)["variables"]}
+    assert shown.get("tv/idf_weights") == "other", shown
+    assert not [p for p in shown if p.endswith("/None")], shown
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", path, "--out", str(out)])
+    assert code == 0, err
+    assert_npz_holds(out, truth)

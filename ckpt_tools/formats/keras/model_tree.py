@@ -353,7 +353,9 @@ def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str]) -> None:
             lay.frozen.append(key)
         elif not trainable and not constant and e.dtype_name in FLOATS:
             lay.untrainable.append(key)
-        lay.paths[key] = "/".join(own + [var or str(e.extra.get("index"))])
+        # a named entry shows the name it is stored under (idf_weights), never "None"
+        stored = key.rpartition("/")[2] if constant else str(e.extra.get("index"))
+        lay.paths[key] = "/".join(own + [(not constant and var) or stored])
     for child in node.ordered + node.bag:
         name_vars(child, model, lay, chain)
 
