@@ -24,7 +24,7 @@ from .optimizer_choice import (
     settle_sublayers,
 )
 from .optimizer_fit import hypotheses
-from .optimizer_slots import FLOATS, Spec, candidates, fits, matches, spec
+from .optimizer_slots import FLOATS, Spec, candidates, expand, fits, matches, spec
 
 
 def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
@@ -201,6 +201,19 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                          "a kernel [in, out]: a layer with enable_lora), which the file does not "
                          "hold (Keras saves the kernel merged with them), so no --trainable "
                          "fits; use the run's tf.train.Checkpoint, which keeps the factors")
+    elif lay.use_ema and _no_set_counts(cands, tspecs, len(rest)):
+        # no set of the file's weights gives that many variables: the optimizer was built
+        # with variables the file does not store, which no --trainable (names of the file)
+        # can add (review-11-attack-r15 F2: LoRA of rank = the kernel's dimensions)
+        lay.notes.append(f"the {len(rest)} optimizer variables after iteration/learning_rate "
+                         f"do not fit any set of the {len(tkeys)} weights of the file, in any "
+                         f"layout of {lay.optimizer or 'the optimizer'} with use_ema=True (the "
+                         "count alone rules every set out): it was built with variables the "
+                         "file does not hold (LoRA "
+                         "factors: a layer with enable_lora saves its kernel merged with them; "
+                         "or variables a custom layer does not save), so no --trainable fits; "
+                         "use the run's tf.train.Checkpoint, which keeps every variable the "
+                         "optimizer was built with")
     elif lay.use_ema:
         lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
                          "file nor a subset of them (frozen or custom layers?): EMA copies "
@@ -208,6 +221,23 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     for key in keys[off:]:
         if key not in placed:
             lay.slots[key] = None
+
+
+def _no_set_counts(cands, tspecs: list[Spec], total: int) -> bool:
+    """Whether no ``use_ema=True`` setting of ``cands`` builds ``total`` optimizer variables
+    for any set of the weights ``tspecs`` (their counts per weight, summed over each subset);
+    ``False`` where no such setting is known."""
+    known = [c for c in cands if c[0] and c[2] is not None]
+    for c in known:
+        const = len(expand(*c, []))  # variables of the optimizer, not of a weight
+        if total < const:
+            continue
+        reach = 1  # bit n: some subset of the weights builds n variables
+        for s in tspecs:
+            reach |= reach << (len(expand(*c, [s])) - const)
+        if reach >> (total - const) & 1:
+            return False
+    return bool(known)
 
 
 def _lora_factors(rest: list[Spec], weights: list[Spec]) -> bool:
