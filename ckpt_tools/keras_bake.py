@@ -109,34 +109,39 @@ def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> st
     Raises:
         OutputError: ``--out`` is empty, or ``name`` is not a plain file name (no ``/``,
             ``..``, NUL, control characters).
-        OptionError: ``out`` names a Keras file of another kind than the input (the output
-            is the input's kind, or a ``.keras`` archive's ``.weights.h5``: a ``.keras``
-            archive named ``.h5`` opens nowhere), or
-            a file of another format (``.npz``: ``ckpt export`` writes those).
+        OptionError: ``out`` (or ``name``) names a Keras file of another kind than the
+            input (the output is the input's kind, or a ``.keras`` archive's or model
+            directory's ``.weights.h5``: a ``.keras`` archive named ``.h5`` opens nowhere),
+            ``name`` has no Keras suffix, or ``out`` names a file of another format (``.npz``:
+            ``ckpt export`` writes those).
     """
     check_out_value(out, directory=True)
     base = os.path.basename(ckpt.path)
     fits = {".keras": (".keras",), ".weights.h5": (".weights.h5",)}.get(
         _suffix(base), (".h5", ".hdf5"))  # a legacy .h5 (or named otherwise: HDF5 either way)
-    if ckpt.reader.format == "keras":  # the archive, or its model.weights.h5 alone
-        fits = (".keras", ".weights.h5")
-    if name is None and out.endswith(KERAS_SUFFIXES):
-        if _suffix(out) not in fits:
-            # the content follows the input's kind: a .keras archive named .h5 is a file no
-            # Keras loader opens
-            kind = ("a .keras archive, or its weights alone as a .weights.h5"
-                    if fits[0] == ".keras" else f"a {fits[0]} HDF5 file")
-            raise OptionError(
-                f"--out {out}: the averages of {base} are written as the same kind of file "
-                f"({kind}), so name it *{' or *'.join(fits)}; for an HDF5 file Keras' "
-                "load_weights reads from any input: --format h5")
-        return out
+    if ckpt.reader.format == "keras" or _model_dir(ckpt) is not None:
+        fits = (".keras", ".weights.h5")  # the archive, or its model.weights.h5 alone
     if name is not None and out.endswith(KERAS_SUFFIXES):
         raise OptionError(f"--name {name} names the file inside the --out directory, but "
                           f"--out {out} already names the file: give one of them")
     if name is None and out.endswith(_OTHER_FILES):
         raise OptionError(f"--out {out}: restore-ema writes a Keras file (or a directory for "
                           "it); ckpt export writes .npz and .safetensors files")
+    if name is not None:
+        check_file_name(name)
+    given = ("--name", name) if name is not None else ("--out", out)
+    if given[1].endswith(KERAS_SUFFIXES) or name is not None:
+        if _suffix(given[1]) not in fits:
+            # the content follows the input's kind: a .keras archive named .h5 is a file no
+            # Keras loader opens
+            kind = ("a .keras archive, or its weights alone as a .weights.h5"
+                    if fits[0] == ".keras" else f"a {fits[0]} HDF5 file")
+            raise OptionError(
+                f"{given[0]} {given[1]}: the averages of {base} are written as the same kind "
+                f"of file ({kind}), so name it *{' or *'.join(fits)}; for an HDF5 file Keras' "
+                "load_weights reads from any input: --format h5")
+        if name is None:
+            return out
     return os.path.join(out, check_file_name(name or keras_output_name(ckpt)))
 
 

@@ -76,6 +76,10 @@ def test_restore_ema_writes_a_keras_archive_that_load_model_reads(keras, plain, 
     model = build()
     model.load_weights(str(weights))
     _holds(model, truth, weights)
+    named = tmp_path / "y.keras"  # --out naming the archive: it was refused (exit 2)
+    code, _, err = run_cli(["restore-ema", str(out / "unz"), "--out", str(named)])
+    assert code == 0, err
+    _holds(keras.models.load_model(str(named)), truth, named)
 
 
 def test_apply_ema_delegates_every_path_that_resolves_to_a_keras_file(plain):

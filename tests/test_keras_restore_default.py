@@ -87,6 +87,9 @@ def test_restore_ema_of_a_tensorflow_checkpoint_still_needs_out():
     ("model.keras", ["--slots", "drop", "--out", "{d}/g"], "do not apply"),
     ("model.keras", ["--ema-name", "avg", "--out", "{d}/g"], "do not apply"),
     ("model.keras", ["--name", "foo", "--out", "{d}/y.keras"], "already names the file"),
+    # --name too: a zip named foo.h5 (or foo) opens nowhere
+    ("model.keras", ["--name", "foo.h5", "--out", "{d}"], "--name foo.h5: the averages"),
+    ("model.keras", ["--name", "foo", "--out", "{d}"], "name it *.keras or *.weights.h5"),
 ])
 def test_restore_ema_of_a_keras_file_refuses_what_it_would_ignore(tmp_path, src, args, words):
     """Options a Keras output cannot honour, and --out names of another kind, are exit 2,
