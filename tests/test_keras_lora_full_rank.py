@@ -60,10 +60,14 @@ def made(tmp_path_factory):
     return out, run_script(SCRIPT, out)
 
 
-def test_refusal_names_no_option_that_cannot_decide(made, tmp_path):
+@pytest.mark.parametrize("stated", [[], ["--trainable", "d1/kernel,d1/bias,d2/kernel,d2/bias"],
+                                    ["--trainable", "d2/kernel,d2/bias", "--loop-order"]],
+                         ids=["none", "trainable", "loop-order"])
+def test_refusal_names_no_option_that_cannot_decide(made, tmp_path, stated):
+    """Stating weights (all of them, or a loop's order) cannot fit either: said alike."""
     out, _ = made
-    code, _, err = run_cli(["export", str(out / "lora.weights.h5"), "--use-ema", "--out",
-                            str(tmp_path / "w.npz")])
+    code, _, err = run_cli(["export", str(out / "lora.weights.h5"), "--use-ema", *stated,
+                            "--out", str(tmp_path / "w.npz")])
     assert code == 6, err
     text = " ".join(err.split())
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err

@@ -172,6 +172,10 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
             lay.var_names[key] = name
             placed.add(key)
         open_candidates(lay, keys[off:], tkeys, [h for h, _ in chosen], open_targets)
+    elif lay.use_ema and stated and _no_set_counts(
+            cands, [spec(entries[k]) for k in lay.model if k in entries], len(rest)):
+        # no statement can fit: not even every weight of the file gives that many variables
+        lay.notes.append(_not_held(len(rest), len(lay.model), lay.optimizer))
     elif lay.use_ema and stated:
         lay.notes.append(f"the {len(tkeys)} weights stated with --trainable do not fit the "
                          f"{len(rest)} {lay.optimizer or 'optimizer'} variables after "
@@ -205,15 +209,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         # no set of the file's weights gives that many variables: the optimizer was built
         # with variables the file does not store, which no --trainable (names of the file)
         # can add (review-11-attack-r15 F2: LoRA of rank = the kernel's dimensions)
-        lay.notes.append(f"the {len(rest)} optimizer variables after iteration/learning_rate "
-                         f"do not fit any set of the {len(tkeys)} weights of the file, in any "
-                         f"layout of {lay.optimizer or 'the optimizer'} with use_ema=True (the "
-                         "count alone rules every set out): it was built with variables the "
-                         "file does not hold (LoRA "
-                         "factors: a layer with enable_lora saves its kernel merged with them; "
-                         "or variables a custom layer does not save), so no --trainable fits; "
-                         "use the run's tf.train.Checkpoint, which keeps every variable the "
-                         "optimizer was built with")
+        lay.notes.append(_not_held(len(rest), len(tkeys), lay.optimizer))
     elif lay.use_ema:
         lay.notes.append(f"the optimizer variables do not fit the {len(tkeys)} weights of the "
                          "file nor a subset of them (frozen or custom layers?): EMA copies "
@@ -221,6 +217,17 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     for key in keys[off:]:
         if key not in placed:
             lay.slots[key] = None
+
+
+def _not_held(count: int, weights: int, optimizer: str | None) -> str:
+    """Why no ``--trainable`` fits where :func:`_no_set_counts` rules every set out."""
+    return (f"the {count} optimizer variables after iteration/learning_rate do not fit any set "
+            f"of the {weights} weights of the file, in any layout of "
+            f"{optimizer or 'the optimizer'} with use_ema=True (the count alone rules every set "
+            "out): it was built with variables the file does not hold (LoRA factors: a layer "
+            "with enable_lora saves its kernel merged with them; or variables a custom layer "
+            "does not save), so no --trainable fits; use the run's tf.train.Checkpoint, which "
+            "keeps every variable the optimizer was built with")
 
 
 def _no_set_counts(cands, tspecs: list[Spec], total: int) -> bool:
