@@ -103,11 +103,13 @@ def test_map_is_variables_to_restore(made, case):
     assert code == 0, err
 
 
+@pytest.mark.parametrize("meta", [[], ["--no-meta"]], ids=["meta", "keys"])
 @pytest.mark.parametrize("case", CASES)
-def test_export_is_ema_average_bit_for_bit(made, case, tmp_path):
+def test_export_is_ema_average_bit_for_bit(made, case, tmp_path, meta):
+    """From the .meta's collections and from the keys alone (--no-meta) alike."""
     out, truth, _ = made
     dest = tmp_path / "e.npz"
-    code, _, err = run_cli(["export", str(out / case), "--out", str(dest)])
+    code, _, err = run_cli(["export", str(out / case), *meta, "--out", str(dest)])
     assert code == 0, err
     with np.load(dest) as z:
         got = {k: z[k] for k in z.files}
