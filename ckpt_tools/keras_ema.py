@@ -25,6 +25,7 @@ from .formats.keras.stated import LoopOrder, stated_keys
 from .formats.keras.stated_names import by_position
 from .formats.keras.tf_keras import is_legacy, legacy_name
 from .keras_assumed import keras_assumptions, live_assumptions, refuse_assumed, warn_assumed
+from .keras_order_values import refuse_contradicted_order
 from .keras_twins import explained_by_twins, refuse_twins
 
 __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
@@ -135,7 +136,8 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
         EmaError: the file cannot tell whether it holds EMA copies (``--use-ema`` decides),
             holds none (the optimizer had ``use_ema=False``), some copies cannot be paired,
             or (``twins``) a weight without a copy is bit-identical to one with a copy: tied,
-            or a frozen copy (:mod:`~ckpt_tools.keras_twins`).
+            or a frozen copy (:mod:`~ckpt_tools.keras_twins`), or the copies' values place
+            them in another order than fit()'s (:mod:`~ckpt_tools.keras_order_values`).
     """
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None:
@@ -162,6 +164,7 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
             f"({shown_names(ckpt, why)})" + tail)
     if twins:
         refuse_twins(ckpt)
+    refuse_contradicted_order(ckpt)  # the values say a custom loop built it otherwise
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
@@ -374,6 +377,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             raise EmaError(f"{path}: {len(problems)} of {len(targets)} EMA copies do not match "
                            f"the model's trainable variables (model vs file): {problems[0]}"
                            + (f"; also {'; '.join(problems[1:])}" if problems[1:] else ""))
+        if not stated:  # the copies' values may place them in another order (a custom loop)
+            refuse_contradicted_order(ckpt)
         assumed = live_assumptions(ckpt, targets, stated)
         if strict:
             refuse_assumed(ckpt, assumed)

@@ -43,6 +43,61 @@ def looped(keras, tmp_path_factory):
     return d / "m.keras", truth
 
 
+@pytest.fixture(scope="module")
+def fitted(keras, tmp_path_factory):
+    """The same model, its optimizer built in the model's order (as fit() builds it), by a
+    loop that never finalizes: weights and copies differ, their order is fit()'s, assumed."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(7)
+    inp = keras.Input((4,))
+    h = keras.layers.Dense(4, name="d1")(inp)
+    h = keras.layers.Dense(4, name="d2")(h)
+    model = keras.Model(inp, keras.layers.Dense(4, name="d3")(h))
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    x = tf.random.normal([8, 4], seed=1)
+    for _ in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x) ** 2)
+        listed = model.trainable_variables
+        opt.apply_gradients(zip(tape.gradient(loss, listed), listed, strict=True))
+    d = tmp_path_factory.mktemp("fitted")
+    model.save(str(d / "m.keras"))
+    return d / "m.keras", keras_averages(opt)
+
+
+def test_the_values_refuse_the_unstated_loop_order(keras, looped, tmp_path):
+    """Without a statement the loop's file is refused by its values: each copy sits on the
+    weight the loop averaged, not the one fit()'s order gives it (review-11-attack-r15 F3,
+    user r12 F1/C1: paired in fit()'s order, exit 0); CLI and Python alike."""
+    from ckpt_tools import EmaError, apply_keras_ema, keras_ema_values
+
+    path, _ = looped
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(path), "--out", str(out)])
+    assert code == 6 and not out.exists() and len(err.strip().splitlines()) == 1, err
+    text = " ".join(err.split())
+    assert "nearer" in text and "--loop-order" in text, err
+    with pytest.raises(EmaError, match="--loop-order"):
+        keras_ema_values(str(path))
+    model = keras.models.load_model(str(path))
+    before = [v.numpy() for v in model.trainable_variables]
+    with pytest.raises(EmaError, match="--loop-order"):
+        apply_keras_ema(model, str(path))
+    assert [v.numpy().tobytes() for v in model.trainable_variables] == [
+        b.tobytes() for b in before]
+
+
+def test_the_values_agree_with_fit_order(fitted, tmp_path):
+    """The model's own order: the values agree, the copies pair as fit() built them."""
+    path, truth = fitted
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(path), "--out", str(out)])
+    assert code == 0, err
+    assert_npz_holds(out, truth)
+
+
 def test_the_loops_order_without_loop_order_is_refused(looped, tmp_path):
     path, _ = looped
     out = tmp_path / "w.npz"
@@ -90,8 +145,8 @@ def test_python_loop_order(keras, looped):
         assert v.numpy().tobytes() == truth[v.path].tobytes(), v.path
 
 
-def test_fit_order_assumption_is_said_even_with_q_and_in_json(looped, tmp_path):
-    path, _ = looped
+def test_fit_order_assumption_is_said_even_with_q_and_in_json(fitted, tmp_path):
+    path, _ = fitted
     code, text, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"), "-q",
                                "--json"])
     assert code == 0, err
@@ -109,8 +164,8 @@ def test_loop_order_needs_trainable(looped, tmp_path):
     assert code == 2 and "--trainable" in err, err
 
 
-def test_strict_refuses_the_fit_order_assumption(looped, tmp_path):
-    path, _ = looped
+def test_strict_refuses_the_fit_order_assumption(fitted, looped, tmp_path):
+    path, _ = fitted
     out = tmp_path / "w.npz"
     code, _, err = run_cli(["export", str(path), "--out", str(out), "--strict"])
     assert code == 6 and len(err.strip().splitlines()) == 1, err
@@ -118,21 +173,22 @@ def test_strict_refuses_the_fit_order_assumption(looped, tmp_path):
     assert not out.exists()
     # stated, the order is no longer assumed; the file's weights are raw (a custom loop
     # never calls finalize_variable_values), so not being swapped still is
+    path, _ = looped
     code, _, err = run_cli(["export", str(path), "--trainable", LOOP, "--loop-order",
                             "--out", str(out), "--strict"])
     assert code == 6 and "fit_order" not in err and "not_swapped" in err, err
 
 
-def test_python_strict_fit_order(keras, looped):
+def test_python_strict_fit_order(keras, fitted):
     from ckpt_tools import EmaError, apply_keras_ema
 
-    path, _ = looped
+    path, _ = fitted
     model = keras.models.load_model(str(path))
     with pytest.raises(EmaError, match="fit_order"):
         apply_keras_ema(model, str(path), strict=True)
 
 
-def test_python_api_warns_what_it_assumed(keras, looped, tmp_path):
+def test_python_api_warns_what_it_assumed(keras, fitted, looped, tmp_path):
     """apply_keras_ema, keras_ema_values and export_weights pair the copies in fit()'s order
     as the CLI does, and say so: an AssumptionWarning naming fit_order (review-11-user-r12
     C1: they were silent), ExportResult.assumed; the loop's order stated: no fit_order."""
@@ -140,7 +196,7 @@ def test_python_api_warns_what_it_assumed(keras, looped, tmp_path):
 
     from ckpt_tools import AssumptionWarning, apply_keras_ema, export_weights, keras_ema_values
 
-    path, truth = looped
+    path, _ = fitted
 
     def said(call):
         with warnings.catch_warnings(record=True) as caught:
@@ -157,6 +213,8 @@ def test_python_api_warns_what_it_assumed(keras, looped, tmp_path):
     result, messages = said(lambda: export_weights(str(path), tmp_path / "w.npz"))
     assert "fit_order" in result.assumed and result.to_dict()["assumed"] == result.assumed
     assert len(messages) == 1 and "fit_order" in messages[0], messages
+    path, truth = looped
+    model = keras.models.load_model(str(path))
     _, messages = said(lambda: apply_keras_ema(model, str(path), trainable=[
         v for name in ("d3", "d2", "d1") for v in model.get_layer(name).trainable_variables],
         loop_order=True))
@@ -165,10 +223,10 @@ def test_python_api_warns_what_it_assumed(keras, looped, tmp_path):
         assert v.numpy().tobytes() == truth[v.path].tobytes(), v.path
 
 
-def test_diff_ema_and_the_cli_say_it_once(looped, tmp_path):
+def test_diff_ema_and_the_cli_say_it_once(fitted, tmp_path):
     """diff --ema said nothing of the assumption (review-11-user-r12 F6); the CLI prints its
     note, never the library's Python warning line as well."""
-    path, _ = looped
+    path, _ = fitted
     code, text, err = run_cli(["diff", str(path), "--ema", "--json"])
     assert code == 0, err
     assert "fit_order" in json.loads(text)["assumed"], text
