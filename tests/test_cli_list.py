@@ -373,3 +373,21 @@ def test_stats_histogram_asked_for_is_shown_at_80_columns():
     header = result.stdout.splitlines()[1]
     assert header.split()[0] == "name" and "histogram" in header.split(), result.stdout
     assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout
+
+
+def test_a_list_of_more_than_ten_is_listed_in_counting_order(tf, tmp_path):
+    """review-11-user-r12 F9: a TF2 list's entries come 0, 1, 2 … 10, 11 (the bundle's byte
+    order put vs/10 before vs/2, the very confusion the pairing guards against), in the full
+    listing, --json and the -q fast path alike."""
+    from ckpt_tools.listing import list_names, list_variables
+
+    prefix = tf.train.Checkpoint(vs=[tf.Variable(float(i)) for i in range(12)]).write(
+        str(tmp_path / "ckpt"))
+    want = [f"vs/{i}" for i in range(12)]
+    result = runner.invoke(app, ["list", prefix])
+    assert result.exit_code == 0, result.output
+    rows = [line.split("\t")[0] for line in result.stdout.splitlines()]
+    assert [r for r in rows if r.startswith("vs/")] == want, result.stdout
+    shown = [v.path or v.name for v in list_variables(prefix).variables]
+    assert [n for n in shown if n.startswith("vs/")] == want, shown
+    assert [n for n in list_names(prefix) if n.startswith("vs/")] == want

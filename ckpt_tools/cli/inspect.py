@@ -56,7 +56,8 @@ def list_command(
     regex: RegexOpt = None,
     sort: Annotated[str, typer.Option(
         metavar="name|size", autocompletion=complete_from("name", "size"),
-        help="Sort by 'name' (checkpoint order) or 'size'.")] = "name",
+        help="Sort by 'name' (checkpoint order, numbers in names counted: ema/2 before "
+        "ema/10) or 'size'.")] = "name",
     wide: WideOpt = False,
     ema_name: EmaNameOpt = None,
     apply_order: ApplyOrderOpt = None,
