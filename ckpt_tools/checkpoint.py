@@ -60,12 +60,6 @@ class Checkpoint:
             if (use_ema is not None or trainable) and getattr(self._reader, "keras",
                                                                 None) is not None:
                 self._reader.restate_use_ema(use_ema, trainable=trainable)
-            if not_swapped and getattr(self._reader, "keras", None) is None:
-                self._reader.close()
-                raise OptionError(
-                    f"{location.prefix}: --not-swapped (Python: not_swapped=) states that a "
-                    "Keras file was not saved by ModelCheckpoint after SwapEMAWeights("
-                    "swap_on_epoch=True); it does not apply to a TensorFlow checkpoint: omit it")
             if use_ema is not None and getattr(self._reader, "keras", None) is None:
                 self._reader.close()
                 given = "--use-ema" if use_ema else "--no-use-ema"
@@ -97,6 +91,14 @@ class Checkpoint:
             with errors_in(self.path):
                 raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
+        if not_swapped and self._reader.keras is None and not (
+                self.objects and any(f.endswith("_average")
+                                     for f in self.objects.full_names.values())):
+            self._reader.close()
+            raise OptionError(
+                f"{location.prefix}: --not-swapped (Python: not_swapped=) states that a Keras 3 "
+                "optimizer's EMA copies were not saved swapped by SwapEMAWeights("
+                "swap_on_epoch=True); this TensorFlow checkpoint holds none: omit it")
         # A custom loop's order, stated for a tf_keras model's TF-format save (tfk_stated).
         self.stated_order: list[str] | None = None
         self.stated_pairs: dict[str, str] = {}

@@ -375,7 +375,7 @@ def ema_map(
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
             require_keras(ckpt)
-            if strict and getattr(ckpt.reader, "keras", None) is not None:
+            if strict:  # a Keras file, or a Keras 3 optimizer's copies in a TF checkpoint
                 from .keras_assumed import refuse_assumed
 
                 refuse_assumed(ckpt)

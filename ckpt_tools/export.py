@@ -246,8 +246,6 @@ def _creation_order(ckpt: Checkpoint) -> dict[str, int]:
 def _assumed(ckpt: Checkpoint) -> list:
     """What a Keras file's EMA pairing assumed (:mod:`ckpt_tools.keras_assumed`), issued as an
     :class:`~ckpt_tools.errors.AssumptionWarning`; nothing for other checkpoints."""
-    if getattr(ckpt.reader, "keras", None) is None:
-        return []
     from .keras_assumed import keras_assumptions, warn_assumed
 
     assumed = keras_assumptions(ckpt)

@@ -100,7 +100,9 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         or the file does not pair every copy (then the pairing is refused, not assumed).
     """
     layout = getattr(ckpt.reader, "keras", None)
-    if layout is None or not layout.use_ema or not layout.averages:
+    if layout is None:
+        return _object_assumptions(ckpt)
+    if not layout.use_ema or not layout.averages:
         return []
     pairs = {a: w for a, w in layout.averages.items() if w is not None}
     if len(pairs) != len(layout.averages):
@@ -117,6 +119,32 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         if not layout.same_values:
             assumed.append(NOT_SWAPPED)
     return assumed
+
+
+def object_pairs(ckpt: Checkpoint) -> dict[str, str]:
+    """A Keras 3 optimizer's ``use_ema`` copies saved in a ``tf.train.Checkpoint`` (named
+    ``<variable path>_average``, paired by that path): copy key -> weight key; empty for
+    other checkpoints (tf_keras' ``Adam/average/...`` have no ``SwapEMAWeights``)."""
+    if ckpt.objects is None or getattr(ckpt.reader, "keras", None) is not None:
+        return {}
+    full = ckpt.objects.full_names
+    if not any(f.endswith("_average") for f in full.values()):
+        return {}
+    return {v.name: v.ema_of for v in ckpt.variables()
+            if v.role == "ema" and v.ema_style == "keras" and v.ema_of
+            and full.get(v.name, "").endswith("_average")}
+
+
+def _object_assumptions(ckpt: Checkpoint) -> list[Assumption]:
+    """``not_swapped`` for a Keras 3 optimizer's copies in a ``tf.train.Checkpoint`` whose
+    weights differ from them: ``SwapEMAWeights(swap_on_epoch=True)`` swaps the model's
+    variables and these copies before any callback saves, in every format alike (their
+    paths pair them, so no order is assumed)."""
+    pairs = object_pairs(ckpt)
+    if not pairs or ckpt.not_swapped:
+        return []
+    same = ckpt.memo("keras_same_values", lambda: _same_values(ckpt, pairs))
+    return [] if same else [NOT_SWAPPED]
 
 
 def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assumption]:

@@ -297,7 +297,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             listing = _listing(ckpt, roles, collections, match, sort,
                                dict(ema_name=ema_name, use_meta=use_meta,
                                     apply_order=apply_order))
-            if (assumptions or strict) and getattr(ckpt.reader, "keras", None) is not None:
+            if assumptions or strict:  # Keras files; Keras 3 copies in a TF checkpoint
                 from .keras_assumed import keras_assumptions, refuse_assumed
 
                 assumed = keras_assumptions(ckpt)

@@ -448,6 +448,11 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
                            "was saved from (or one of its children), or a list of variables")
         for v, src in assignments:
             v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias
+        from .keras_assumed import keras_assumptions, warn_assumed
+
+        copies = keras_assumptions(ckpt)  # a Keras 3 optimizer's copies: read as not swapped
+        result.assumed.extend(a.name for a in copies)
+        warn_assumed(ckpt, copies)
         if fit_order:
             result.assumed.append("fit_order")
             warnings.warn(

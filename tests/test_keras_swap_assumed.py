@@ -227,3 +227,72 @@ def test_not_swapped_on_a_tensorflow_checkpoint_is_a_usage_error():
     code, _, err = run_cli(["export", str(FIXTURES / "linear_v2"), "--not-swapped", "--out",
                             "never.npz"])
     assert code == 2 and "--not-swapped" in err and "TensorFlow checkpoint" in err, err
+
+
+@pytest.fixture(scope="module")
+def swapped_tf(keras, tmp_path_factory):
+    """The same recipe, the run saving tf.train.Checkpoint(model=, optimizer=) after the swap
+    (review-11-attack-r16 F3): its Keras 3 copies are paired by their paths, and the swap
+    question is the same as for the .keras."""
+    import tensorflow as tf
+
+    d = tmp_path_factory.mktemp("swapped_tf")
+    keras.utils.set_random_seed(5)
+    inp = keras.Input((4,))
+    model = keras.Model(inp, keras.layers.Dense(2, name="b")(keras.layers.Dense(3, name="a")(inp)))
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(16, 4)).astype("float32"), rng.normal(size=(16, 2)).astype("float32")
+    truth: dict = {}
+
+    class Save(keras.callbacks.Callback):  # after SwapEMAWeights: the model holds averages
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 0:
+                tf.train.Checkpoint(model=model, optimizer=opt).write(str(d / "ckpt"))
+                truth["weights"] = {v.path: v.numpy() for v in model.trainable_variables}
+                truth["copies"] = keras_averages(opt)
+
+    model.fit(x, y, epochs=2, batch_size=8, verbose=0, callbacks=[
+        keras.callbacks.SwapEMAWeights(swap_on_epoch=True), Save()])
+    first = truth["weights"]
+    assert all(first[k].tobytes() != truth["copies"][k].tobytes() for k in first)
+    return str(d / "ckpt"), truth
+
+
+def _values(path) -> list[bytes]:
+    with np.load(path) as z:
+        return sorted(z[k].tobytes() for k in z.files)
+
+
+def test_a_tf_checkpoint_of_keras_copies_assumes_not_swapped(swapped_tf, tmp_path):
+    path, truth = swapped_tf
+    out = tmp_path / "w.npz"
+    code, text, err = run_cli(["export", path, "--out", str(out), "--json"])
+    assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (text, err)
+    assert "SwapEMAWeights" in err, err
+    assert _values(out) == sorted(v.tobytes() for v in truth["copies"].values())  # as said
+    code, _, err = run_cli(["export", path, "--out", str(tmp_path / "s.npz"), "--strict"])
+    assert code == 6 and "not_swapped" in err and "--not-swapped" in err, err
+    assert not (tmp_path / "s.npz").exists()
+    code, _, err = run_cli(["export", path, "--raw", "--strict", "--out", str(tmp_path / "r.npz")])
+    assert code == 0, err  # the file's own weights: the averages of a swapped save
+    assert _values(tmp_path / "r.npz") == sorted(v.tobytes() for v in truth["weights"].values())
+    code, text, err = run_cli(["export", path, "--strict", "--not-swapped", "--json", "--out",
+                               str(tmp_path / "n.npz")])
+    assert code == 0 and json.loads(text).get("stated_not_swapped") is True, (text, err)
+
+
+def test_python_on_a_tf_checkpoint_of_keras_copies(swapped_tf, tmp_path):
+    import warnings
+
+    from ckpt_tools import AssumptionWarning, EmaError, export_weights
+
+    path, _ = swapped_tf
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = export_weights(path, tmp_path / "w.npz")
+    assert result.assumed == ["not_swapped"]
+    assert any(issubclass(w.category, AssumptionWarning) for w in caught)
+    with pytest.raises(EmaError, match="not_swapped"):
+        export_weights(path, tmp_path / "s.npz", strict=True)

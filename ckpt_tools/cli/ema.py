@@ -253,6 +253,7 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
         nothing rests on a statement.
     """
     from ..ema_apply_order import read_alike, stated_pairings
+    from ..keras_assumed import object_pairs
     from ..keras_reassign import reassign_note
     from ..tfk_order import recorded_averages
     from ..tfk_order import stated_note as tf_keras_stated_note
@@ -266,8 +267,8 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                  "momentum buffers sit in the same places: if the optimizer ran with "
                  "use_ema=False these 'averages' are such buffers", always=True)
         found["stated_use_ema"] = True
-    if layout is not None and ckpt.not_swapped and layout.use_ema and layout.averages \
-            and not layout.tf_keras:
+    if ckpt.not_swapped and (layout is not None and layout.use_ema and layout.averages
+                             and not layout.tf_keras or layout is None and object_pairs(ckpt)):
         out.note("note: the EMA copies are read as the averages (not swapped) because you "
                  "stated --not-swapped; the file cannot show whether ModelCheckpoint saved it "
                  "after SwapEMAWeights(swap_on_epoch=True): if it did, these are the raw "
@@ -340,9 +341,7 @@ def note_assumed(out: Output, ckpt) -> dict:
         `dict`: ``{"assumed": [...]}`` (``"fit_order"``, ``"not_swapped"``) for the command's
         ``--json`` document, or ``{}``.
     """
-    if getattr(ckpt.reader, "keras", None) is None:
-        return {}  # nothing assumed, and no NumPy for a TensorFlow checkpoint's restore-ema
-    from ..keras_assumed import keras_assumptions
+    from ..keras_assumed import keras_assumptions  # NumPy only where values are compared
 
     assumed = keras_assumptions(ckpt)
     for a in assumed:
