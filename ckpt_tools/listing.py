@@ -297,7 +297,10 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             listing = _listing(ckpt, roles, collections, match, sort,
                                dict(ema_name=ema_name, use_meta=use_meta,
                                     apply_order=apply_order))
-            if assumptions or strict:  # Keras files; Keras 3 copies in a TF checkpoint
+            copies = ckpt.objects is not None and any(  # a Keras 3 optimizer's, by path
+                f.endswith("_average") for f in ckpt.objects.full_names.values())
+            if (assumptions or strict) and (copies or getattr(ckpt.reader, "keras", None)
+                                            is not None):  # keras_assumed: no import else
                 from .keras_assumed import keras_assumptions, refuse_assumed
 
                 assumed = keras_assumptions(ckpt)
