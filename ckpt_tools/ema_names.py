@@ -128,6 +128,8 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             chosen[target] = picked[0]
         elif len(cands) > 1:
             several[target] = sorted(cands)
+    if not tf2:  # before "pass --ema-name": no name decides a lone average's object
+        refuse_uneven(ckpt, shadows, suffix, chosen, ema_name)
     if several:
         message, option, unproven = several_message(ckpt, variables, suffix, holder, several,
                                                     ema_name)
@@ -149,3 +151,38 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             f"{ckpt.path}: none of its averages is kept under the EMA name {ema_name!r} "
             f"(--ema-name; Python: ema_name=); it holds {kept}")
     return chosen
+
+
+def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[str, str],
+                  chosen: dict[str, str], ema_name: str | None) -> None:
+    """TF1 numbers default-named averages per variable: the first EMA object to average ``v``
+    gets ``v/ExponentialMovingAverage``, a second one ``v/ExponentialMovingAverage_1``. Where
+    the objects averaged different variables (``e1.apply([w])``, ``e2.apply([w, v])``), ``w``
+    has both names and ``v`` only the first, which is the second object's: the name does not
+    tell whose a lone unnumbered average is (review-11-attack-r16 F1), so ``--ema-name``
+    picking it beside numbered siblings elsewhere is refused.
+
+    Raises:
+        UnprovenPairingError: naming the variable, its lone average and the other variable
+            whose numbered average shows a second object (exit 6).
+    """
+    bases = {suffix_base(s) for s in suffix.values() if s != suffix_base(s)}
+    numbered = {t: cs for t, cs in shadows.items()
+                if any(suffix.get(c, "") != suffix_base(suffix.get(c, "")) for c in cs)}
+    lone = [(t, chosen[t]) for t, cs in shadows.items()
+            if t in chosen and len(cs) == 1 and suffix.get(cs[0]) in bases]
+    if not lone or not numbered:
+        return
+    t, c = lone[0]
+    other, others = next(iter(numbered.items()))
+    raise UnprovenPairingError(
+        f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name else "")
+        + f"{c} cannot be said to be one EMA object's average of {t}: TF1 names averages "
+        "per variable (the first EMA object to average a variable "
+        f"gets <var>/{suffix.get(c)}, the next <var>/{suffix.get(c)}_1 ...), and {other} has "
+        f"{', '.join(sorted(others))}, so two default-named objects averaged different "
+        f"variables and {len(lone)} lone average(s) such as {c} may be either's (the keys do "
+        "not record which object wrote them); no option decides: name the EMA objects "
+        "(ExponentialMovingAverage(decay, name='fast')) when training; in the training graph "
+        "each object's ema.average(v) is its own average",
+        None, {c: (t,)})
