@@ -180,14 +180,15 @@ def run_cli(args: list[str]) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, err
 
 
-def run_generator(script: str, out: Path, tail: int = 3000) -> dict[str, np.ndarray]:
+def run_generator(script: str, out: Path, tail: int = 3000, *args: str) -> dict[str, np.ndarray]:
     """Runs the generator ``fixtures/<script>`` (real Keras/TF, truth recorded at save time)
-    into ``out``; returns its ``truth.npz``. Fails the test with the script's stderr."""
+    into ``out`` (with ``args`` after it); returns its ``truth.npz``. Fails the test with the
+    script's stderr."""
     import subprocess
     import sys
 
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, str(FIXTURES / script), str(out)],
+    proc = subprocess.run([sys.executable, str(FIXTURES / script), str(out), *args],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-tail:]
     with np.load(out / "truth.npz") as z:

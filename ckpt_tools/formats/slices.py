@@ -133,7 +133,9 @@ def leaves_gap(shape: tuple[int, ...], slices) -> bool:
     return sum(math.prod(n for _, n in b) for b in boxes) != math.prod(shape)
 
 
-_PART = re.compile(r"part_(\d+)")
+# The part's own segment, cut from its front by as many characters as the slot's variable
+# scope is long (TF1 slot_creator): part_K, art_K ... _K, K (scopes ema_scope, ..., e).
+_PART = re.compile(r"(?:(?<=/)|^)(?:part|art|rt|t|)_?(\d+)(?=/|$)")
 
 
 def fragment_groups(gapped: dict) -> dict[str, tuple[str, ...]]:
@@ -144,7 +146,9 @@ def fragment_groups(gapped: dict) -> dict[str, tuple[str, ...]]:
     under another ``variable_scope`` (``ema.apply()`` inside ``variable_scope("ema_scope")``)
     the cut leaves the part in the key: the shadow of ``net/w`` (parts ``net/w/part_0``,
     ``net/w/part_1``) is saved as ``net/w//w/part_0/avg`` and ``net/w//w/part_1/avg``, each a
-    "partitioned" tensor of the full shape holding only its own slice. TensorFlow restores them
+    "partitioned" tensor of the full shape holding only its own slice. A scope of another
+    length cuts into the part's own name: ``net/w/t_0/avg`` (scope ``ema``), ``net/w/0/avg``
+    (scope ``e``). TensorFlow restores them
     part by part; together they are one tensor.
 
     Args:
