@@ -18,8 +18,9 @@ from helpers import assert_npz_holds, keras_averages, run_cli
 LOOP = "d3,d2,d1"  # the order the loop listed the layers' variables in
 
 
-@pytest.fixture(scope="module")
-def looped(keras, tmp_path_factory):
+def _trained(keras, tmp_path_factory, name: str, listed):
+    """d1 -> d2 -> d3 (Dense(4) each), Adam(use_ema=True) built and stepped by a custom loop
+    from ``listed(model)``; saved as ``<name>/m.keras``. Returns (path, model, truth)."""
     import tensorflow as tf
 
     keras.utils.set_random_seed(7)
@@ -33,38 +34,30 @@ def looped(keras, tmp_path_factory):
     for _ in range(4):
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(model(x) ** 2)
-        head_first = [w for layer in model.layers[1:][::-1] for w in layer.trainable_variables]
-        opt.apply_gradients(zip(tape.gradient(loss, head_first), head_first, strict=True))
-    d = tmp_path_factory.mktemp("looped")
+        variables = listed(model)
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+    d = tmp_path_factory.mktemp(name)
     model.save(str(d / "m.keras"))
     truth = keras_averages(opt)
+    return d / "m.keras", model, truth, opt
+
+
+@pytest.fixture(scope="module")
+def looped(keras, tmp_path_factory):
+    path, model, truth, opt = _trained(keras, tmp_path_factory, "looped", lambda m: [
+        w for layer in m.layers[1:][::-1] for w in layer.trainable_variables])  # head first
     assert [v.path for v in opt._trainable_variables][:2] == ["d3/kernel", "d3/bias"]
     assert not np.array_equal(truth["d1/kernel"], model.get_layer("d1").kernel.numpy())
-    return d / "m.keras", truth
+    return path, truth
 
 
 @pytest.fixture(scope="module")
 def fitted(keras, tmp_path_factory):
     """The same model, its optimizer built in the model's order (as fit() builds it), by a
     loop that never finalizes: weights and copies differ, their order is fit()'s, assumed."""
-    import tensorflow as tf
-
-    keras.utils.set_random_seed(7)
-    inp = keras.Input((4,))
-    h = keras.layers.Dense(4, name="d1")(inp)
-    h = keras.layers.Dense(4, name="d2")(h)
-    model = keras.Model(inp, keras.layers.Dense(4, name="d3")(h))
-    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
-    model.compile(opt, "mse")
-    x = tf.random.normal([8, 4], seed=1)
-    for _ in range(4):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_sum(model(x) ** 2)
-        listed = model.trainable_variables
-        opt.apply_gradients(zip(tape.gradient(loss, listed), listed, strict=True))
-    d = tmp_path_factory.mktemp("fitted")
-    model.save(str(d / "m.keras"))
-    return d / "m.keras", keras_averages(opt)
+    path, _, truth, _ = _trained(keras, tmp_path_factory, "fitted",
+                                 lambda m: m.trainable_variables)
+    return path, truth
 
 
 def test_the_values_refuse_the_unstated_loop_order(keras, looped, tmp_path):
