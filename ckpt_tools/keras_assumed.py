@@ -110,7 +110,8 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     assumed = []
     entries = ckpt.entries()
     kinds = [(tuple(entries[w].shape), entries[w].dtype) for a, w in pairs.items()
-             if w in entries and a not in layout.stated_pairs]
+             if w in entries and a not in layout.stated_pairs
+             and not layout.trainable_stated]  # every weight stated: no order assumed
     if len(kinds) != len(set(kinds)):  # equal-shaped weights: their order pairs them
         assumed.append(FIT_ORDER)
     if not _tf_keras(ckpt) and not ckpt.not_swapped:  # stated: --not-swapped

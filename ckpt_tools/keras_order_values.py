@@ -4,13 +4,14 @@ A Keras optimizer keeps its copies by position, in the order it was built: ``fit
 from ``model.trainable_variables``, a custom training loop from whatever list its first
 ``apply_gradients()`` got. The file records the positions, not the loop, so copies of weights
 of equal shape and dtype are paired in ``fit()``'s order (``keras_assumed``: ``fit_order``).
-Their values can contradict that: an average stays near its own weight (it starts as the
-weight and follows it), and layers initialised apart stay apart. Where each copy of a group
-sits clearly nearest one weight (four times nearer than to any other), those weights are all
-different, and one is not the weight ``fit()``'s order gives it, the copies were built in
-another order: refused (exit 6), naming ``--trainable NAMES --loop-order``. Where the values
-do not single out a weight per copy (layers initialised alike: biases, normalisation scales,
-early in training) they prove nothing either way and the order stays assumed.
+Their values can contradict that: an average starts as its weight and follows it, and layers
+initialised apart stay apart. Where each copy of a group sits clearly nearest one weight
+(four times nearer than to any other, and than to the group's centre, where weights
+initialised alike start), those weights are all different, and one is not the weight
+``fit()``'s order gives it, the copies were built in another order: refused (exit 6), naming
+``--trainable NAMES --loop-order``. Groups of fewer than ``MIN_SIZE`` elements, weights at
+rounding-noise level, and copies that single out no weight prove nothing either way: the
+order stays assumed. A stated ``--trainable`` is the caller's order and is not checked.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from .errors import EmaError
 MARGIN = 4.0
 # Elements compared per tensor: its first ones (layers initialised apart differ everywhere).
 SAMPLE = 1 << 16
+# Fewer elements prove nothing: a scalar or a (1,) bias of one head lands near another's by
+# chance (review-11-attack-r17 F2); nor do weights at rounding-noise level (a conv bias before
+# BatchNormalization gets no gradient: its "distances" are float noise, r17 F1).
+MIN_SIZE = 16
+NOISE_RMS = 1e-4
 
 
 def _sample(ckpt: Checkpoint, key: str):
@@ -46,8 +52,8 @@ def _contradictions(ckpt: Checkpoint) -> list[tuple[str, str, str, float]]:
     import numpy as np
 
     layout = getattr(ckpt.reader, "keras", None)
-    if layout is None or not layout.use_ema or not layout.averages:
-        return []
+    if layout is None or not layout.use_ema or not layout.averages or layout.trainable_stated:
+        return []  # a stated order (--trainable) is the caller's, not checked against values
     entries = ckpt.entries()
     pairs = {a: w for a, w in layout.averages.items()
              if w is not None and w in entries and a not in layout.stated_pairs}
@@ -55,19 +61,25 @@ def _contradictions(ckpt: Checkpoint) -> list[tuple[str, str, str, float]]:
     for a, w in pairs.items():
         groups.setdefault((tuple(entries[w].shape), entries[w].dtype), []).append((a, w))
     found = []
-    for members in groups.values():
-        if len(members) < 2:
+    for (shape, _dtype), members in groups.items():
+        if len(members) < 2 or int(np.prod(shape, dtype=np.int64)) < MIN_SIZE:
             continue
         copies = [_sample(ckpt, a) for a, _ in members]
         weights = [_sample(ckpt, w) for _, w in members]
-        if any(x is None for x in copies + weights):
+        if any(x is None for x in copies + weights) or any(
+                float(np.sqrt(np.mean(w * w))) < NOISE_RMS for w in weights):
             continue
         owner: dict[int, tuple[int, float]] = {}
+        # Weights initialised alike (zeros, ones) drift from one point: a copy lagging near
+        # it is near whichever weight moved least, which proves nothing (r17 F2b). A copy
+        # must also sit MARGIN times nearer its owner than the group's centre.
+        centre = np.mean(weights, axis=0)
         for i, c in enumerate(copies):
             dist = np.array([float(np.linalg.norm(c - w)) for w in weights])
             j = int(dist.argmin())
             rest = np.delete(dist, j)
-            if rest.min() > 0 and dist[j] * MARGIN <= rest.min():
+            if rest.min() > 0 and dist[j] * MARGIN <= min(rest.min(),
+                                                           float(np.linalg.norm(c - centre))):
                 owner[i] = (j, rest.min() / max(dist[j], 1e-300))
         if len({j for j, _ in owner.values()}) != len(owner):
             continue  # several copies near one weight: layers initialised alike, no proof

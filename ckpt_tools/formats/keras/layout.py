@@ -143,6 +143,7 @@ class KerasLayout:
     attached: dict[str, str] = field(default_factory=dict)
     stated_pairs: dict[str, str] = field(default_factory=dict)
     loop_order: bool = False
+    trainable_stated: bool = False  # ``trainable`` given: the build order is the caller's
     stated_reordered: tuple[str, str] | None = None
     custom_optimizer: str = ""
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -364,6 +365,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     found = None
     if trainable:
         lay.loop_order = bool(getattr(trainable, "loop_order", False))
+        lay.trainable_stated = True
         by_layer: list[str] = []
         keys = stated_keys(lay, trainable, {k for k, _ in trained}, by_layer)
         found = _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras)

@@ -129,6 +129,7 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         from .stated import check_stated, stated_keys
 
         lay.loop_order = bool(getattr(trainable, "loop_order", False))
+        lay.trainable_stated = True
         every = [k for k in lay.model if lay.trainable.get(k) or k in set(lay.frozen)]
         stated = stated_keys(lay, trainable, set(every))
         _optimizer(lay, entries, use_ema)  # what the file proves without the statement
