@@ -17,7 +17,6 @@ order stays assumed. A stated ``--trainable`` is the caller's order and is not c
 from __future__ import annotations
 
 from .checkpoint import Checkpoint
-from .errors import EmaError
 
 # A copy belongs to a weight when it is this many times nearer to it than to any other.
 MARGIN = 4.0
@@ -93,19 +92,25 @@ def refuse_contradicted_order(ckpt: Checkpoint) -> None:
     """Refuses a Keras file whose copies' values contradict ``fit()``'s build order.
 
     Raises:
-        EmaError: naming a copy, the weight the order gives it and the one its values place it
-            on, and the statement that decides (``--trainable NAMES --loop-order``).
+        UnprovenPairingError: naming a copy, the weight the order gives it and the one its
+            values place it on, and the statement that decides (``--trainable NAMES
+            --loop-order``); ``list`` shows it in ``ema_unproven`` as the other commands
+            refuse it.
     """
+    from .ema_refusals import UnprovenPairingError
+
     found = contradictions(ckpt)
     if not found:
         return
     layout = ckpt.reader.keras
     a, paired, near, ratio = found[0]
     shown = layout.paths.get
-    raise EmaError(
+    raise UnprovenPairingError(
         f"{ckpt.path}: {len(found)} EMA cop{'y sits' if len(found) == 1 else 'ies sit'} on "
         f"another weight than fit()'s build order pairs them with: the copy paired with "
         f"{shown(paired, paired)} is {ratio:.0f}x nearer {shown(near, near)} (an average "
         "follows its own weight), so the optimizer was built in another order, as a custom "
         "training loop's first apply_gradients() may list the variables: state that order "
-        "with --trainable NAMES --loop-order (Python: trainable=[...], loop_order=True)")
+        "with --trainable NAMES --loop-order (Python: trainable=[...], loop_order=True)",
+        "--trainable NAMES --loop-order",
+        {copy: (paired, near) for copy, paired, near, _r in found})

@@ -72,6 +72,11 @@ def test_the_values_refuse_the_unstated_loop_order(keras, looped, tmp_path):
     assert code == 6 and not out.exists() and len(err.strip().splitlines()) == 1, err
     text = " ".join(err.split())
     assert "nearer" in text and "--loop-order" in text, err
+    # list says it too (review-11-attack-r17 F4: it showed the pairing, ema_unproven null)
+    code, listed, err = run_cli(["list", str(path), "--json"])
+    assert code == 0, err
+    unproven = json.loads(listed)["ema_unproven"]
+    assert unproven and unproven["option"] == "--trainable NAMES --loop-order", unproven
     with pytest.raises(EmaError, match="--loop-order"):
         keras_ema_values(str(path))
     model = keras.models.load_model(str(path))
