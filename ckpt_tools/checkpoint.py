@@ -18,7 +18,13 @@ from .formats._io import is_url
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, read_meta_graph
-from .formats.objgraph import OBJECT_GRAPH_KEY, ObjectGraph, parse_object_graph, readable_name
+from .formats.objgraph import (
+    OBJECT_GRAPH_KEY,
+    ObjectGraph,
+    has_keras3_averages,
+    parse_object_graph,
+    readable_name,
+)
 from .formats.savedmodel import read_saved_model
 from .locate import STATE_FILE, Location, errors_in, locate, read_state_file
 from .object_paths import LIST_ITEM, model_side_paths, named_paths
@@ -91,9 +97,7 @@ class Checkpoint:
             with errors_in(self.path):
                 raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
-        if not_swapped and self._reader.keras is None and not (
-                self.objects and any(f.endswith("_average")
-                                     for f in self.objects.full_names.values())):
+        if not_swapped and self._reader.keras is None and not has_keras3_averages(self.objects):
             self._reader.close()
             raise OptionError(
                 f"{location.prefix}: --not-swapped (Python: not_swapped=) states that a Keras 3 "

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, EmaError
+from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
 
 __all__ = ["Assumption", "keras_assumptions", "live_assumptions", "refuse_assumed",
            "warn_assumed"]
@@ -71,7 +72,13 @@ NOT_SWAPPED = Assumption(
 
 def _same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
     """Whether each weight equals its EMA copy bit for bit (dtype and shape included); stops
-    at the first that differs (a mid-training file: its first weight)."""
+    at the first that differs (a mid-training file: its first weight). Read once per open
+    checkpoint and set of pairs (a stated ``--trainable`` re-pairs them)."""
+    return ckpt.memo(("keras_same_values", frozenset(pairs.items())),
+                     lambda: _compare(ckpt, pairs))
+
+
+def _compare(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
     import numpy as np  # Keras files only: restore-ema of a TF checkpoint needs no NumPy
 
     for avg, weight in pairs.items():
@@ -109,16 +116,13 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         return []
     assumed = []
     entries = ckpt.entries()
-    kinds = [(tuple(entries[w].shape), entries[w].dtype) for a, w in pairs.items()
-             if w in entries and a not in layout.stated_pairs
-             and not layout.trainable_stated]  # every weight stated: no order assumed
+    kinds = [] if layout.trainable_stated else [  # every weight stated: no order assumed
+        (tuple(entries[w].shape), entries[w].dtype) for a, w in pairs.items()
+        if w in entries and a not in layout.stated_pairs]
     if len(kinds) != len(set(kinds)):  # equal-shaped weights: their order pairs them
         assumed.append(FIT_ORDER)
-    if not _tf_keras(ckpt) and not ckpt.not_swapped:  # stated: --not-swapped
-        if layout.same_values is None:
-            layout.same_values = _same_values(ckpt, pairs)
-        if not layout.same_values:
-            assumed.append(NOT_SWAPPED)
+    if not _tf_keras(ckpt) and not ckpt.not_swapped and not _same_values(ckpt, pairs):
+        assumed.append(NOT_SWAPPED)  # (--not-swapped states it)
     return assumed
 
 
@@ -126,14 +130,12 @@ def object_pairs(ckpt: Checkpoint) -> dict[str, str]:
     """A Keras 3 optimizer's ``use_ema`` copies saved in a ``tf.train.Checkpoint`` (named
     ``<variable path>_average``, paired by that path): copy key -> weight key; empty for
     other checkpoints (tf_keras' ``Adam/average/...`` have no ``SwapEMAWeights``)."""
-    if ckpt.objects is None or getattr(ckpt.reader, "keras", None) is not None:
+    if getattr(ckpt.reader, "keras", None) is not None or not has_keras3_averages(ckpt.objects):
         return {}
     full = ckpt.objects.full_names
-    if not any(f.endswith("_average") for f in full.values()):
-        return {}
     return {v.name: v.ema_of for v in ckpt.variables()
             if v.role == "ema" and v.ema_style == "keras" and v.ema_of
-            and full.get(v.name, "").endswith("_average")}
+            and full.get(v.name, "").endswith(KERAS3_AVERAGE)}
 
 
 def _object_assumptions(ckpt: Checkpoint) -> list[Assumption]:
@@ -144,8 +146,7 @@ def _object_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     pairs = object_pairs(ckpt)
     if not pairs or ckpt.not_swapped:
         return []
-    same = ckpt.memo("keras_same_values", lambda: _same_values(ckpt, pairs))
-    return [] if same else [NOT_SWAPPED]
+    return [] if _same_values(ckpt, pairs) else [NOT_SWAPPED]
 
 
 def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assumption]:
@@ -188,7 +189,6 @@ def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None) ->
         said = "; ".join(f"{a.name} ({a.what}: {a.decides})" for a in assumed)
         raise EmaError(f"{ckpt.path}: --strict: the EMA pairing rests on what the file cannot "
                        f"prove: {said}")
-
 
 
 def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 3) -> None:

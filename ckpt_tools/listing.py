@@ -18,6 +18,7 @@ from .errors import VariableNotFoundError
 from .formats._io import gc_paused
 from .formats._record import Record
 from .formats.bundle import data_path
+from .formats.objgraph import has_keras3_averages
 from .roles import ROLES
 
 #: Short names ``--collection`` accepts for the standard graph collections.
@@ -297,10 +298,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             listing = _listing(ckpt, roles, collections, match, sort,
                                dict(ema_name=ema_name, use_meta=use_meta,
                                     apply_order=apply_order))
-            copies = ckpt.objects is not None and any(  # a Keras 3 optimizer's, by path
-                f.endswith("_average") for f in ckpt.objects.full_names.values())
-            if (assumptions or strict) and (copies or getattr(ckpt.reader, "keras", None)
-                                            is not None):  # keras_assumed: no import else
+            if (assumptions or strict) and (has_keras3_averages(ckpt.objects) or getattr(
+                    ckpt.reader, "keras", None) is not None):  # keras_assumed: no import else
                 from .keras_assumed import keras_assumptions, refuse_assumed
 
                 assumed = keras_assumptions(ckpt)

@@ -10,7 +10,13 @@ from __future__ import annotations
 import re
 
 from .formats.entry import TensorEntry
-from .formats.objgraph import SLOT_MARK, VALUE_SUFFIX, ObjectGraph, readable_name
+from .formats.objgraph import (
+    KERAS3_AVERAGE,
+    SLOT_MARK,
+    VALUE_SUFFIX,
+    ObjectGraph,
+    readable_name,
+)
 from .lazy_re import LazyPattern
 from .pairing import ObjectPairing, pair_by_names
 from .roles import (
@@ -203,7 +209,7 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
         elif key in tf_keras:
             out[key] = tf_keras[key]
         elif key in pairs:
-            keras3 = full_of.get(key, "").endswith("_average")
+            keras3 = full_of.get(key, "").endswith(KERAS3_AVERAGE)
             out[key] = RoleInfo(EMA, ema_of=pairs[key], ema_style="keras" if keras3 else "object")
         elif key in pairing.ambiguous:
             out[key] = RoleInfo(EMA, ema_style="object", candidates=pairing.ambiguous[key])

@@ -125,6 +125,18 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
     return out
 
 
+#: The end of the ``full_name`` a Keras 3 optimizer gives a ``use_ema`` copy
+#: (``adam/dense_kernel_average``).
+KERAS3_AVERAGE = "_average"
+
+
+def has_keras3_averages(objects: ObjectGraph | None) -> bool:
+    """Whether the object graph records a Keras 3 optimizer's ``use_ema`` copies (by the
+    ``full_name`` Keras gives them). Reads names only: cheap enough for ``ckpt list``."""
+    return objects is not None and any(f.endswith(KERAS3_AVERAGE)
+                                       for f in objects.full_names.values())
+
+
 def readable_name(key: str) -> str:
     """Strips TF2's ``/.ATTRIBUTES/VARIABLE_VALUE`` suffix from a key (other keys unchanged)."""
     return key[: -len(VALUE_SUFFIX)] if key.endswith(VALUE_SUFFIX) else key

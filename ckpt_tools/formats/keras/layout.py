@@ -159,7 +159,6 @@ class KerasLayout:
     shapes: dict[str, tuple] = field(default_factory=dict)
     copy_counts: tuple[int, ...] = ()
     loose: dict[str, str] = field(default_factory=dict)
-    same_values: bool | None = None  # weights == EMA copies bit for bit (keras_assumed)
 
     @property
     def copies_unpaired(self) -> bool:
