@@ -159,8 +159,8 @@ def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[
     gets ``v/ExponentialMovingAverage``, a second one ``v/ExponentialMovingAverage_1``. Where
     the objects averaged different variables (``e1.apply([w])``, ``e2.apply([w, v])``), ``w``
     has both names and ``v`` only the first, which is the second object's: the name does not
-    tell whose a lone unnumbered average is (review-11-attack-r16 F1), so ``--ema-name``
-    picking it beside numbered siblings elsewhere is refused.
+    tell whose a lone unnumbered average is (review-11-attack-r16 F1), so one beside numbered
+    siblings elsewhere is refused, with or without ``--ema-name``.
 
     Raises:
         UnprovenPairingError: naming the variable, its lone average and the other variable

@@ -168,8 +168,8 @@ def _check_walk_labels(lay: KerasLayout, name: str, s: str, group: list[Node],
     has another in ``group`` of the same weight shapes and dtypes (no other reading fits)."""
     stated = set(keys)
 
-    def sig(n: Node) -> tuple:
-        return tuple((tuple(lay.shapes.get(k) or ()),) for k in _all_keys(n))
+    def sig(n: Node) -> tuple:  # each weight's (shape, dtype), as _fits compares them
+        return tuple(lay.shapes.get(k) for k in _all_keys(n))
 
     picked = [n for n in group if any(k in stated for k in _all_keys(n))]
     rivals = [(a, b) for a in picked for b in group if a is not b and sig(a) == sig(b)]
