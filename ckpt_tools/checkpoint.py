@@ -61,6 +61,9 @@ class Checkpoint:
                  not_swapped: bool = False):
         self.location = location
         self.path = location.prefix
+        # What it was opened with, so that reopened() keeps the caller's choices.
+        self._options = {"verify": verify, "meta": meta, "use_ema": use_ema,
+                         "trainable": trainable, "not_swapped": not_swapped}
         with errors_in(location.prefix):
             self._reader: Reader = open_reader(location.format, location.prefix, verify=verify)
             if (use_ema is not None or trainable) and getattr(self._reader, "keras",
@@ -399,6 +402,25 @@ class Checkpoint:
     def reader(self):
         """The format reader (``BundleReader`` or ``V1Reader``), for low-level access."""
         return self._reader
+
+    def reopened(self, **changes) -> Checkpoint:
+        """The same checkpoint opened again with the options it was opened with, except
+        ``changes`` (e.g. a ``trainable`` statement only known once the file is read).
+
+        Returns:
+            `Checkpoint`: a new open checkpoint; the caller closes it (this one stays open).
+
+        Raises:
+            CheckpointError: as :func:`open_checkpoint`.
+
+        Example:
+            >>> import ckpt_tools
+            >>> with ckpt_tools.open_checkpoint("fixtures/custom_ema_name", meta=False) as c:
+            ...     with c.reopened() as again:
+            ...         again.meta is None
+            True
+        """
+        return Checkpoint(self.location, **{**self._options, **changes})
 
     def close(self) -> None:
         self._reader.close()

@@ -77,8 +77,10 @@ def _flatten(var_list):
 
 
 def _stated_checkpoint(ckpt: Checkpoint, pairs: list, trainable) -> Checkpoint:
-    """``ckpt`` opened again with ``trainable`` (live variables, or names as ``ckpt list``
-    shows them) stated as a custom training loop's order (:mod:`ckpt_tools.tfk_stated`).
+    """``ckpt`` opened again, with the caller's options, and ``trainable`` (live variables,
+    or names as ``ckpt list`` shows them) stated as a custom training loop's order
+    (:mod:`ckpt_tools.tfk_stated`). Opened twice because only the open file pairs the live
+    variables with its keys, which the statement needs.
 
     Raises:
         EmaError: a stated variable is not one of the object's saved in the checkpoint.
@@ -94,7 +96,7 @@ def _stated_checkpoint(ckpt: Checkpoint, pairs: list, trainable) -> Checkpoint:
                            "not one of the object's variables saved in the checkpoint: list "
                            "the variables the optimizer was built with, as the loop did")
         names.append(key)
-    return Checkpoint(ckpt.location, trainable=LoopOrder(names))
+    return ckpt.reopened(trainable=LoopOrder(names))
 
 
 def _open(checkpoint) -> tuple[Checkpoint, bool]:

@@ -69,6 +69,27 @@ for form, path in (("sw", out + "/sw/w"), ("ck", out + "/ck/ck")):
     truth[f"api.{form}.enc.kernel"] = fenc.layers[0].kernel.numpy()
     truth[f"api.{form}.dec.kernel"] = fdec.layers[0].kernel.numpy()
     truth[f"api.{form}.dec.bias"] = fdec.layers[0].bias.numpy()
+# A Checkpoint the caller opened with verify=False keeps it when re-read under trainable=:
+# one byte of an average flipped, its CRC no longer matches (re-opened verifying, it failed).
+import glob, shutil
+shutil.copytree(out + "/sw", out + "/bad")
+with ckpt_tools.open_checkpoint(out + "/bad/w") as c:
+    # the optimizer's first variable after iterations: its first average (built first)
+    avg = c.entries()["optimizer/_variables/1/.ATTRIBUTES/VARIABLE_VALUE"]
+(data,) = glob.glob(out + "/bad/w.data-*")
+with open(data, "r+b") as f:
+    f.seek(avg.offset)
+    byte = f.read(1)
+    f.seek(avg.offset)
+    f.write(bytes([byte[0] ^ 1]))
+fresh, fenc, fdec = build()
+try:
+    ckpt_tools.apply_ema(fresh, ckpt_tools.open_checkpoint(out + "/bad/w", verify=False),
+                         trainable=fdec.trainable_variables + fenc.trainable_variables)
+    kept = "kept"
+except ckpt_tools.CheckpointError as e:
+    kept = str(e)
+open(out + "/verify_kept.txt", "w").write(kept)
 fresh, _, _ = build()
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
@@ -158,6 +179,13 @@ def test_python_loop_list_gives_the_library_averages(made, form):
     for name in ("enc.kernel", "dec.kernel", "dec.bias"):
         assert truth[f"api.{form}.{name}"].tobytes() == truth[name].tobytes(), name
         assert truth[name].tobytes() != truth[f"raw.{name}"].tobytes(), name
+
+
+def test_python_loop_list_keeps_the_callers_checkpoint_options(made):
+    """apply_ema re-reads the file under trainable= with the caller's options (verify=False
+    here, on a file whose average fails its CRC), never the defaults."""
+    out, _ = made
+    assert (out / "verify_kept.txt").read_text() == "kept"
 
 
 def test_python_live_model_without_a_statement_says_what_it_assumed(made):
