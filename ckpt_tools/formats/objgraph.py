@@ -96,6 +96,7 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
                 name = text(child.local_name)
                 path_of[child.node_id] = f"{parent}/{name}" if parent else name
                 queue.append(child.node_id)
+    path_of = _layer_paths(nodes, path_of)
     out = ObjectGraph()
     key_of: dict[int, str] = out.node_keys
     for node_id, node in enumerate(nodes):
@@ -123,6 +124,43 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
                 owner = path_of.get(node_id, "optimizer")
                 out.paths[slot_key] = f"{var_path}/.{owner}/{text(ref.slot_name)}"
     return out
+
+
+#: What a Keras layer (an object with a ``keras_api`` child) tracks only when saved as a
+#: SavedModel (tf_keras ``model.save(..., save_format="tf")``): lists and holders that repeat
+#: its weights (``variables/0``), which its TF-format checkpoint does not have.
+KERAS_SAVEDMODEL_ALIASES = frozenset({
+    "variables", "trainable_variables", "non_trainable_variables", "regularization_losses",
+    "keras_api"})
+
+
+def _layer_paths(nodes, path_of: dict[int, str]) -> dict[int, str]:
+    """``path_of`` with each object a Keras SavedModel reaches through a layer's
+    SavedModel-only aliases (:data:`KERAS_SAVEDMODEL_ALIASES`) given its shortest path
+    without them: the path its TF-format checkpoint shows
+    (``layer_with_weights-0/layer_with_weights-0/kernel``, not the root's ``variables/0``).
+    Objects reachable only through an alias keep theirs; other graphs are returned as given.
+    """
+    from ._protos import text
+
+    def layer(node) -> bool:
+        return any(text(c.local_name) == "keras_api" for c in node.children)
+
+    if not any(layer(n) for n in nodes):
+        return path_of
+    shown: dict[int, str] = {0: ""}
+    queue = deque([0])
+    while queue:
+        node_id = queue.popleft()
+        skip = KERAS_SAVEDMODEL_ALIASES if layer(nodes[node_id]) else ()
+        for child in nodes[node_id].children:
+            name = text(child.local_name)
+            if name in skip or child.node_id in shown:
+                continue
+            parent = shown[node_id]
+            shown[child.node_id] = f"{parent}/{name}" if parent else name
+            queue.append(child.node_id)
+    return {**path_of, **shown}
 
 
 #: The end of the ``full_name`` a Keras 3 optimizer gives a ``use_ema`` copy
