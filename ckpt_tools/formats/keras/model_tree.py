@@ -40,6 +40,8 @@ _VAR_NAMES = {
 # not in ``ORDERS``, since a 3-variable layer of unknown class need not be a cell.
 _CELL_NAMES = {c: ("kernel", "recurrent_kernel", "bias") for c in (
     "lstm_cell", "gru_cell", "simple_rnn_cell", "conv_lstm_cell")}
+# Layers named by default (dense_7) whose variables are a kernel of this rank and a bias.
+_KERNEL_RANK = {"dense": 2, "conv1d": 3, "conv2d": 4, "conv3d": 5}
 _FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
 # config.json records a built-in layer by its exported name; the weights file's
 # layers/<snake_case name> by its class name (Keras 3.15: only this one differs).
@@ -85,6 +87,7 @@ class Node:
     attrs: bool = False  # holds sublayers as attributes (a subclassed model, a custom layer)
     ordered: list[Node] = field(default_factory=list)
     bag: list[Node] = field(default_factory=list)
+    names_from: str | None = None  # cls unknown: the class its default name and shapes fit
 
 
 def build_tree(model, config, owner_names, notes) -> Node:
@@ -126,6 +129,7 @@ def build_tree(model, config, owner_names, notes) -> Node:
                 node.cls = node.name  # LSTM names its cell "lstm_cell" itself
             elif node.cls is None:
                 node.cls = _class_by_name(node, model)
+                node.names_from = None if node.cls else _names_by_name(node, model)
     _order(root, model, notes)
     return root
 
@@ -139,6 +143,21 @@ def _class_by_name(node: Node, model) -> str | None:
     shapes = [tuple(model[k].shape) for k in node.keys]
     if base in _BN and 2 <= len(shapes) <= 4 and len(set(shapes)) == 1 \
             and len(shapes[0]) == 1:
+        return base
+    return None
+
+
+def _names_by_name(node: Node, model) -> str | None:
+    """The class whose variable names a sublayer of unknown class held as an attribute
+    (``self.fc = Dense(16)`` in a custom layer) shows, from the name Keras gives a layer by
+    default (``dense_7``): a Dense's or Conv's one or two floating variables are a kernel of
+    that class's rank and a bias as long as its last axis (``dense_7/kernel``, ``…/bias``).
+    For names only: the class stays unknown to everything else (load order, refusals)."""
+    base = re.sub(r"_\d+$", "", node.name or "")
+    shapes = [tuple(model[k].shape) for k in node.keys]
+    if base in _KERNEL_RANK and len(shapes) in (1, 2) and len(shapes[0]) == _KERNEL_RANK[base] \
+            and shapes[1:] in ([], [shapes[0][-1:]]) \
+            and all(model[k].dtype_name in FLOATS for k in node.keys):
         return base
     return None
 
@@ -314,7 +333,8 @@ def _var_names(node: Node, n: int, float_first: bool = True
         if lead is None or len(lead) != n:  # not recorded: only both name themselves
             lead = ["gamma", "beta"] if n == 2 else []
         return [(v, True) for v in lead] + [(None, True)] * (n - len(lead))
-    names = list(_VAR_NAMES.get(node.cls, _CELL_NAMES.get(node.cls, ())))
+    cls = node.cls or node.names_from
+    names = list(_VAR_NAMES.get(cls, _CELL_NAMES.get(cls, ())))
     if "bias" in names and (cfg.get("use_bias") is False or node.cls == "einsum_dense"
                             and "bias_axes" in cfg and cfg["bias_axes"] is None):
         names.remove("bias")
