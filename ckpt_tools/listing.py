@@ -19,6 +19,7 @@ from .formats._io import gc_paused
 from .formats._record import Record
 from .formats.bundle import data_path
 from .formats.objgraph import has_keras3_averages
+from .lookup_tables import table_totals
 from .roles import ROLES
 
 #: Short names ``--collection`` accepts for the standard graph collections.
@@ -139,9 +140,8 @@ class Listing(Record):
                  "ema_candidates": list(v.ema_candidates)}
                 for v in self.variables
             ],
-            "totals": {"variables": len(self.variables),
-                       "parameters": sum(v.size for v in self.variables),
-                       "bytes": sum(v.nbytes for v in self.variables)},
+            "totals": _totals(self.variables, sum(v.size for v in self.variables),
+                              sum(v.nbytes for v in self.variables)),
             "shards": self.shards,
             "ema_evidence": self.ema_evidence,
             "saved_model": self.saved_model,
@@ -170,13 +170,20 @@ class Listing(Record):
                            "meta": self.meta}, separators=(",", ":"), ensure_ascii=False,
                           default=default)
         tail = json.dumps({
-            "totals": {"variables": len(self.variables), "parameters": parameters,
-                       "bytes": nbytes},
+            "totals": _totals(self.variables, parameters, nbytes),
             "shards": self.shards, "ema_evidence": self.ema_evidence,
             "saved_model": self.saved_model, "ema_unproven": self.unproven,
             **({"assumed": self.assumed} if self.assumed else {}),
         }, separators=(",", ":"), ensure_ascii=False, default=default)
         return f'{head[:-1]},"variables":[{rows}],{tail[1:]}'
+
+
+def _totals(variables: list[Variable], size: int, nbytes: int) -> dict:
+    """``list --json``'s ``totals``: parameters leave out lookup tables' keys and values,
+    counted apart (``tables``, ``table_entries``)."""
+    tables = table_totals(variables)
+    return {"variables": len(variables), "parameters": size - tables.size, "bytes": nbytes,
+            "tables": tables.tables, "table_entries": tables.entries}
 
 
 def _json_rows(variables: list[Variable]) -> tuple[str, int, int]:

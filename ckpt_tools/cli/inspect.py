@@ -17,6 +17,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..errors import OptionError
 from ..listing import Listing, list_names, list_variables, short_collection
+from ..lookup_tables import table_totals
 from ..roles import ROLES
 from ._common import (
     GrepOpt,
@@ -168,8 +169,12 @@ def _print_table(out: Output, listing: Listing) -> None:
     out.table(f"{listing.checkpoint} ({listing.format})", columns, rows)
     shown = listing.variables
     out.summary()
-    out.summary(f"{len(shown)} of {listing.total} variables, {sum(v.size for v in shown):,} "
-             f"parameters, {human_bytes(sum(v.nbytes for v in shown))}")
+    tables = table_totals(shown)  # lookup data, not parameters
+    out.summary(f"{len(shown)} of {listing.total} variables, "
+                f"{sum(v.size for v in shown) - tables.size:,} parameters, "
+                + (f"{tables.tables} lookup table{'s' * (tables.tables != 1)} "
+                   f"({tables.entries:,} entries), " if tables.tables else "")
+                + human_bytes(sum(v.nbytes for v in shown)))
     if len(listing.shards) > 1:  # Saver(sharded=True): one data file per device
         out.summary(f"{len(listing.shards)} data shards: " + ", ".join(
             f"{s['file'].rsplit('.data-', 1)[-1]} {s['tensors']} tensors "
