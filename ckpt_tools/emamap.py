@@ -31,6 +31,7 @@ from .ema_refusals import (
     suffix_base,
 )
 from .ema_several import join_maps, split_ema_names
+from .ema_updates import refuse_slot_sources
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK
@@ -413,6 +414,7 @@ def ema_map(
         suffix = recorded_suffixes(ckpt, variables)
         chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
         refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
+        refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta)
         if (use_meta and style in (None, "tf1") and ckpt.meta is not None
                 and ckpt.meta.collections.get("variables")):
             pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen)

@@ -4,6 +4,10 @@ average under the name ``slow`` wherever the graph also holds a ``W/ema``.
 
 ``ema.apply()`` adds every variable it averages to ``moving_average_variables``, so a
 ``.meta`` whose collection lists ``W`` and not ``W/ema`` proves whose average it is.
+
+Likewise an EMA given a name an optimizer also uses (``name="Momentum"`` beside a
+``MomentumOptimizer``): its shadows read by name as slots (``W/Momentum_1``), and only the
+graph's update ops tell them from the optimizer's (:mod:`.formats.meta_updates`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from collections.abc import Mapping
 
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph
-from .roles import EMA, LOSS_AVERAGE, RoleInfo
+from .formats.meta_updates import read_update_ops
+from .roles import BN_STAT, EMA, LOSS_AVERAGE, OPTIMIZER_SLOT, OTHER, WEIGHT, RoleInfo
 
 
 def slashed_name_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
@@ -45,4 +50,46 @@ def slashed_name_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str,
                   and entries[own].dtype == entry.dtype and entries[own].shape == entry.shape]
         if len(owners) == 1:
             out[key] = RoleInfo(EMA, ema_of=owners[0], ema_style="tf1")
+    return out
+
+
+def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
+                      meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Returns new roles for the keys the ``.meta``'s graph proves are ``ema.apply()``'s
+    shadows (an ``AssignMovingAvg`` op updates them from their variable) where their names
+    read as an optimizer's slots or as nothing: ``W/Momentum_1`` of
+    ``ExponentialMovingAverage(name="Momentum")`` built after a ``MomentumOptimizer``
+    (review-11-attack-r16 F5). A key an optimizer's update op also writes stays as it is.
+
+    The graph is read only where ``moving_average_variables`` lists a stored variable that no
+    average names and a key under it (``W/<x>``, its dtype and shape) reads as a slot or as
+    nothing: otherwise every averaged variable has its shadow already.
+    """
+    if meta is None or not meta.path.endswith(".meta"):
+        return {}
+    linked = {t for ri in roles.values() if ri.role == EMA
+              for t in (ri.ema_of, *ri.candidates) if t}
+    lacking = {t for t in meta.keys_in("moving_average_variables")
+               if t in entries and t not in linked
+               and roles[t].role in (WEIGHT, BN_STAT)}
+    if not lacking or not any(
+            key.rpartition("/")[0] in lacking and ri.role in (OPTIMIZER_SLOT, OTHER)
+            for key, ri in roles.items()):
+        return {}
+    ops = read_update_ops(meta.path)
+    if ops is None:
+        return {}
+
+    def key(op: str) -> str:
+        var = meta.variables.get(op)
+        return var.checkpoint_key if var is not None else op
+
+    out: dict[str, RoleInfo] = {}
+    for shadow_op, (var_op, _scope) in ops.averages.items():
+        shadow, of = key(shadow_op), key(var_op)
+        if (of in lacking and shadow in entries and shadow_op not in ops.slots
+                and roles[shadow].role in (OPTIMIZER_SLOT, OTHER)
+                and entries[shadow].dtype == entries[of].dtype
+                and entries[shadow].shape == entries[of].shape):
+            out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
     return out

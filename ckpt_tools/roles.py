@@ -191,9 +191,10 @@ def classify(
     out.update(_scoped_part_shadows(entries, out, meta))
     out.update(_scope_readings(entries, out, meta))
     if meta is not None:
-        from .meta_shadows import slashed_name_shadows  # it builds on this module
+        from .meta_shadows import slashed_name_shadows, update_op_shadows  # builds on this
 
         out.update(slashed_name_shadows(entries, out, meta))
+        out.update(update_op_shadows(entries, out, meta))
     return out
 
 

@@ -1,0 +1,96 @@
+"""A stated TF1 EMA name that an optimizer also uses (review-11-attack-r16 F5).
+
+``ExponentialMovingAverage(name="Momentum")`` beside a ``MomentumOptimizer`` stores two tensors
+under each weight, ``W/Momentum`` and ``W/Momentum_1``: the average and the momentum buffer, in
+the order the two were built. ``--ema-name Momentum`` is then true of the file and still does
+not say which of the two is the average. The ``.meta``'s update ops do
+(:mod:`.formats.meta_updates`): a key an optimizer's ``Apply*`` op updates is never restored as
+an average, and where the graph is not there (or records no update op of the tensor) names that
+an optimizer also uses are refused when both are stored.
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError, suffix_base
+from .formats.meta_updates import UpdateOps, read_update_ops
+
+
+def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
+    """The ``.meta``'s update ops with their variables as checkpoint keys (read once per
+    open checkpoint), or ``None`` without a ``.meta`` or a graph in it."""
+    path = ckpt.location.meta_path
+    if not path or ckpt.meta is None:
+        return None
+
+    def read() -> UpdateOps | None:
+        ops = read_update_ops(path)
+        if ops is None:
+            return None
+        keys = {op: v.checkpoint_key for op, v in ckpt.meta.variables.items()}
+        return UpdateOps(
+            {keys.get(s, s): (keys.get(v, v), scope) for s, (v, scope) in ops.averages.items()},
+            {keys.get(s, s): (keys.get(v, v), op) for s, (v, op) in ops.slots.items()})
+
+    return ckpt.memo("meta_update_ops", read)
+
+
+def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                        chosen: dict[str, str], use_meta: bool) -> None:
+    """Refuses restoring a TF1 weight ``W`` from ``W/<ema_name>`` (or the average
+    ``chosen`` for it) where that tensor is, or may be, an optimizer's slot:
+
+    - the ``.meta``'s graph shows an optimizer's update op writing it;
+    - or ``W`` also has a ``W/<name>_N`` sibling, one of them reads as an optimizer's slot
+      (its name is an optimizer's), and no update op of the graph proves it ``ema.apply()``'s.
+
+    Args:
+        variables: key -> :class:`~ckpt_tools.checkpoint.Variable`.
+        chosen: weight key -> the average :func:`~ckpt_tools.ema_names.choose_averages` picked.
+        use_meta: ``False`` under ``--no-meta``: the graph is not read.
+
+    Raises:
+        UnprovenPairingError: naming the weight, the tensors and what would decide (exit 6).
+    """
+    if ema_name is None or ckpt.objects is not None:
+        return
+    base = suffix_base(ema_name)
+    siblings: dict[str, list[str]] = {}
+    for key in variables:
+        head, _, last = key.rpartition("/")
+        if head in variables and suffix_base(last) == base:
+            siblings.setdefault(head, []).append(key)
+    if not siblings:
+        return
+    ops = update_ops(ckpt) if use_meta else None
+    for target, keys in siblings.items():
+        source = chosen.get(target) or (f"{target}/{ema_name}"
+                                        if f"{target}/{ema_name}" in variables else None)
+        if source is None:
+            continue
+        proven = ops is not None and ops.averages.get(source, ("",))[0] == target
+        slot = ops.slots.get(source) if ops is not None else None
+        if slot is not None:
+            found = sorted(k for k in keys if ops.averages.get(k, ("",))[0] == target)
+            other = (f"; the graph's AssignMovingAvg ops update {', '.join(found)}: pass "
+                     f"--ema-name {found[0].rpartition('/')[2]} (or omit --ema-name)"
+                     if found else "; no update op of the graph averages it into "
+                     f"{target}/{base}[_N]")
+            raise UnprovenPairingError(
+                f"{ckpt.path}: --ema-name {ema_name}: {source} is an optimizer's slot, not "
+                f"an average of {target}: the .meta's update op {slot[1]} writes it{other}",
+                "--ema-name", {target: tuple(sorted(keys))})
+        slot_named = any(variables[k].role == R.OPTIMIZER_SLOT for k in keys)
+        if len(keys) > 1 and slot_named and not proven:
+            why = ("its graph records no update op of them" if ops is not None else
+                   "--no-meta leaves its graph unread" if not use_meta and ckpt.meta is not None
+                   else "no .meta is beside the checkpoint")
+            raise UnprovenPairingError(
+                f"{ckpt.path}: --ema-name {ema_name}: {target} has "
+                f"{', '.join(sorted(keys))}, and an optimizer keeps its slots under the same "
+                f"names ({R.split_key(keys[0])[1]} is one an optimizer uses; TF numbers the "
+                "later of two _1): the keys do not tell which one ema.apply() wrote; the "
+                f"training graph's .meta does (its update ops), and {why}: put the .meta "
+                "written with the checkpoint beside it",
+                None, {target: tuple(sorted(keys))})
