@@ -58,12 +58,16 @@ class Checkpoint:
 
     def __init__(self, location: Location, *, verify: bool = True, meta: bool = True,
                  use_ema: bool | None = None, trainable: Sequence[str] | None = None,
-                 not_swapped: bool = False):
+                 not_swapped: bool = False, fit_order: bool = False):
         self.location = location
         self.path = location.prefix
+        if fit_order and trainable:
+            raise OptionError(f"{location.prefix}: --fit-order (Python: fit_order=) states "
+                              "fit()'s order, --trainable (trainable=) another: give one")
         # What it was opened with, so that reopened() keeps the caller's choices.
         self._options = {"verify": verify, "meta": meta, "use_ema": use_ema,
-                         "trainable": trainable, "not_swapped": not_swapped}
+                         "trainable": trainable, "not_swapped": not_swapped,
+                         "fit_order": fit_order}
         with errors_in(location.prefix):
             self._reader: Reader = open_reader(location.format, location.prefix, verify=verify)
             if (use_ema is not None or trainable) and getattr(self._reader, "keras",
@@ -80,6 +84,9 @@ class Checkpoint:
         # The caller's statement that a Keras file was not saved swapped by SwapEMAWeights
         # (ckpt_tools.keras_assumed: then "not_swapped" is stated, not assumed).
         self.not_swapped = bool(not_swapped)
+        # The caller's statement that fit() built the optimizer (model.trainable_variables):
+        # then "fit_order" is stated, not assumed, and values do not check it.
+        self.fit_order = bool(fit_order)
         self.format = location.format
         self.meta: MetaGraph | None = None
         self.meta_source: str | None = None  # the file the collections came from
@@ -106,6 +113,12 @@ class Checkpoint:
                 f"{location.prefix}: --not-swapped (Python: not_swapped=) states that a Keras 3 "
                 "optimizer's EMA copies were not saved swapped by SwapEMAWeights("
                 "swap_on_epoch=True); this TensorFlow checkpoint holds none: omit it")
+        if fit_order and self._reader.keras is None:
+            self._reader.close()
+            raise OptionError(
+                f"{location.prefix}: --fit-order (Python: fit_order=) states the order a Keras "
+                "file's EMA copies were built in; this TensorFlow checkpoint records its "
+                "pairing otherwise: omit it")
         # A custom loop's order, stated for a tf_keras model's TF-format save (tfk_stated).
         self.stated_order: list[str] | None = None
         self.stated_pairs: dict[str, str] = {}
@@ -438,7 +451,7 @@ class Checkpoint:
 def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
                     meta: bool = True, use_ema: bool | None = None,
                     trainable: Sequence[str] | None = None,
-                    not_swapped: bool = False) -> Checkpoint:
+                    not_swapped: bool = False, fit_order: bool = False) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -462,6 +475,10 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             not saved by ``ModelCheckpoint`` after ``SwapEMAWeights(swap_on_epoch=True)``, so
             its EMA copies are the averages (``ckpt --not-swapped``; what ``--strict``
             otherwise refuses as assumed: see :mod:`ckpt_tools.keras_assumed`).
+        fit_order (`bool`, defaults to `False`): Keras files only: state that ``fit()``
+            built the optimizer (from ``model.trainable_variables``), so EMA copies of weights
+            of equal shapes pair in the model's order by statement, not assumption
+            (``ckpt --fit-order``); not with ``trainable``.
 
     Returns:
         `Checkpoint`: metadata loaded, tensor data read lazily.
@@ -472,8 +489,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         VariableNotFoundError: a name in ``trainable`` matches no weight, or matches weights
             another name already matched.
         OptionError: ``use_ema``, ``trainable`` (but for a tf_keras model's TF-format save,
-            :mod:`ckpt_tools.tfk_stated`) or ``not_swapped`` given for a TensorFlow
-            checkpoint (exit 2).
+            :mod:`ckpt_tools.tfk_stated`), ``not_swapped`` or ``fit_order`` given for a
+            TensorFlow checkpoint, or ``fit_order`` with ``trainable`` (exit 2).
         EmaError: ``use_ema`` contradicts the Keras file's config (exit 6).
 
     Example:
@@ -483,4 +500,4 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         ['W/ExponentialMovingAverage', 'b/ExponentialMovingAverage']
     """
     return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema,
-                      trainable=trainable, not_swapped=not_swapped)
+                      trainable=trainable, not_swapped=not_swapped, fit_order=fit_order)

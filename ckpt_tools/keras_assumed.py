@@ -4,8 +4,10 @@ Two readings of a Keras 3 ``use_ema=True`` file are assumptions, not proof:
 
 * ``fit_order``: EMA copies of weights of equal shape and dtype are paired in the order
   ``fit()`` builds the optimizer in (``model.trainable_variables``); a custom training loop whose
-  first ``apply_gradients()`` listed them otherwise built it otherwise. ``--trainable NAMES``
-  (``--loop-order`` for a loop's order) states it.
+  first ``apply_gradients()`` listed them otherwise built it otherwise. It is Keras' own
+  reading (``keras.models.load_model`` builds the optimizer from ``model.trainable_variables``
+  and loads the copies by position), so it is the default, flagged. ``--fit-order`` states it;
+  ``--trainable NAMES --loop-order`` states a loop's order.
 * ``not_swapped``: ``ModelCheckpoint`` placed after ``SwapEMAWeights(swap_on_epoch=True)``
   saves the averages as the model's weights and the raw weights as the EMA copies, which the
   file cannot show. Where every weight equals its EMA copy bit for bit the question does not
@@ -20,14 +22,14 @@ Two readings of a Keras 3 ``use_ema=True`` file are assumptions, not proof:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, EmaError
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
 
-__all__ = ["Assumption", "keras_assumptions", "live_assumptions", "refuse_assumed",
-           "warn_assumed"]
+__all__ = ["Assumption", "equal_groups", "fit_order_note", "keras_assumptions",
+           "live_assumptions", "refuse_assumed", "warn_assumed"]
 
 
 @dataclass(frozen=True)
@@ -50,13 +52,14 @@ class Assumption:
 FIT_ORDER = Assumption(
     "fit_order",
     "EMA copies of weights of equal shapes are paired in the order fit() builds the optimizer "
-    "in (model.trainable_variables); a custom training loop whose first apply_gradients() "
-    "listed them otherwise pairs them otherwise, which the file cannot show: then state that "
+    "in (model.trainable_variables), as keras.models.load_model reads them; a custom training "
+    "loop whose first apply_gradients() listed them otherwise pairs them otherwise, which the "
+    "file cannot show: trained by fit(), state it with --fit-order; a custom loop, state its "
     "order with --trainable NAMES --loop-order",
     "EMA copies of weights of equal shapes are taken in the order fit() builds the optimizer "
     "in (model.trainable_variables)",
-    "state the order with --trainable NAMES, a custom loop's with --trainable NAMES "
-    "--loop-order (Python: trainable=[...], loop_order=True)")
+    "trained by fit(): --fit-order; a custom loop: --trainable NAMES --loop-order (Python: "
+    "fit_order=True; trainable=[...], loop_order=True)")
 NOT_SWAPPED = Assumption(
     "not_swapped",
     "if this file was saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True), its "
@@ -102,7 +105,8 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
 
     Returns:
         `list[Assumption]`: ``FIT_ORDER`` where weights of equal shape and dtype are paired
-        by the optimizer's build order and no ``--trainable`` stated it; ``NOT_SWAPPED`` for a
+        by the optimizer's build order and neither ``--trainable`` nor ``--fit-order`` stated
+        it (its note names one such group); ``NOT_SWAPPED`` for a
         Keras 3 file whose weights differ from their copies. Empty when nothing is assumed,
         or the file does not pair every copy (then the pairing is refused, not assumed).
     """
@@ -115,15 +119,69 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     if len(pairs) != len(layout.averages):
         return []
     assumed = []
-    entries = ckpt.entries()
-    kinds = [] if layout.trainable_stated else [  # every weight stated: no order assumed
-        (tuple(entries[w].shape), entries[w].dtype) for a, w in pairs.items()
-        if w in entries and a not in layout.stated_pairs]
-    if len(kinds) != len(set(kinds)):  # equal-shaped weights: their order pairs them
-        assumed.append(FIT_ORDER)
+    groups = [] if layout.trainable_stated or ckpt.fit_order else equal_groups(ckpt)
+    if groups:  # equal-shaped weights: their order pairs them (unless stated)
+        assumed.append(replace(FIT_ORDER, note=_which(ckpt, groups) + FIT_ORDER.note))
     if not _tf_keras(ckpt) and not ckpt.not_swapped and not _same_values(ckpt, pairs):
         assumed.append(NOT_SWAPPED)  # (--not-swapped states it)
     return assumed
+
+
+def equal_groups(ckpt: Checkpoint) -> list[tuple[tuple, str, list[str]]]:
+    """The weights of a Keras file that share a shape and dtype and get their EMA copies by
+    position (``pairs``' weights not paired by a ``--trainable`` statement), in build order.
+
+    Returns:
+        `list` of ``(shape, dtype name, [weight keys])``, one per group of two or more; empty
+        for other files.
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None or not layout.averages:
+        return []
+    entries = ckpt.entries()
+    groups: dict[tuple, list[str]] = {}
+    for a, w in layout.averages.items():
+        if w is not None and w in entries and a not in layout.stated_pairs:
+            e = entries[w]
+            groups.setdefault((tuple(e.shape), e.dtype_name), []).append(w)
+    return [(shape, dtype, ws) for (shape, dtype), ws in groups.items() if len(ws) > 1]
+
+
+def fit_order_note(ckpt: Checkpoint) -> str:
+    """The note for a stated ``--fit-order`` (``fit_order=True``) where it decides a pairing:
+    a Keras ``use_ema`` file with weights of equal shapes paired by position.
+
+    Returns:
+        `str`: the note, or ``""`` where ``--fit-order`` decides nothing.
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    groups = equal_groups(ckpt) if ckpt.fit_order and layout is not None \
+        and layout.use_ema else []
+    if not groups:
+        return ""
+    n = sum(len(ws) for _s, _d, ws in groups)
+    return (f"the EMA copies of {n} weights of equal shapes are paired in fit()'s order "
+            "(model.trainable_variables) because you stated --fit-order; the file cannot show "
+            "it, so this is your statement, not a proof: if a custom loop's first "
+            "apply_gradients() listed them otherwise these averages are on the wrong weights")
+
+
+def _which(ckpt: Checkpoint, groups: list[tuple[tuple, str, list[str]]]) -> str:
+    """The first group of weights that could trade copies, in a few words (bounded: long
+    names cut), for the ``fit_order`` note (review-11-user-r12 F1)."""
+    paths = ckpt.reader.keras.paths
+
+    def name(k: str) -> str:
+        p = paths.get(k, k)
+        return p if len(p) <= 48 else p[:22] + "..." + p[-22:]
+
+    shape, dtype, ws = groups[0]
+    shown = " and ".join(map(name, ws[:2])) + (f" (and {len(ws) - 2} more)" if ws[2:] else "")
+    more = len(groups) - 1
+    dims = "x".join(map(str, shape)) or "scalar"
+    return (f"{shown} ({dims} {dtype}) could trade EMA copies"
+            + (f", and {more} more group{'s' if more > 1 else ''} of weights" if more else "")
+            + ": ")
 
 
 def object_pairs(ckpt: Checkpoint) -> dict[str, str]:
@@ -169,21 +227,28 @@ def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assu
         assumed.append(NOT_SWAPPED)
     kinds = [(tuple(int(d) for d in v.shape), str(getattr(v.dtype, "name", v.dtype)))
              for v in targets]
-    if not stated and FIT_ORDER not in assumed and len(kinds) != len(set(kinds)):
+    if not stated and not ckpt.fit_order and all(a.name != "fit_order" for a in assumed) \
+            and len(kinds) != len(set(kinds)):
         assumed.insert(0, FIT_ORDER)
     return assumed
 
 
-def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None) -> None:
+def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None, *,
+                   keys: list[str] | None = None) -> None:
     """``--strict`` (``strict=True``): refuses a pairing that rests on an assumption.
 
     Args:
         ckpt: the open checkpoint.
         assumed: what :func:`keras_assumptions` gave (computed when ``None``).
+        keys: only where these keys include an average (``show``/``stats``: the selection
+            whose drift the pairing decides); every pairing when ``None``.
 
     Raises:
         EmaError: (exit 6) one line naming the file, each assumption and what decides it.
     """
+    if keys is not None and not set(keys) & {v.name for v in ckpt.variables()
+                                             if v.role == "ema"}:
+        return
     assumed = keras_assumptions(ckpt) if assumed is None else assumed
     if assumed:
         said = "; ".join(f"{a.name} ({a.what}: {a.decides})" for a in assumed)

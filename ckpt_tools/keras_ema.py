@@ -169,7 +169,8 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
                      loop_order: bool = False, strict: bool = False,
-                     not_swapped: bool = False) -> dict[str, np.ndarray]:
+                     not_swapped: bool = False, fit_order: bool = False
+                     ) -> dict[str, np.ndarray]:
     """Returns the EMA copies of a Keras file, keyed by the model weight they average.
 
     TensorFlow-free. Only trainable weights have copies (BatchNormalization moving statistics
@@ -192,6 +193,10 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
         not_swapped (`bool`, *optional*, defaults to `False`): state that the file was not
             saved by ``ModelCheckpoint`` after ``SwapEMAWeights(swap_on_epoch=True)``
             (``--not-swapped``), so ``strict`` does not refuse that reading.
+        fit_order (`bool`, *optional*, defaults to `False`): state that ``fit()`` built the
+            optimizer (``model.trainable_variables``; ``--fit-order``): copies of weights of
+            equal shapes pair in the model's order by statement, not assumption (not with
+            ``trainable``). Ignored when ``checkpoint`` is already open.
 
     Returns:
         `dict[str, np.ndarray]`: model weight key (``layers/dense/vars/0``; ``ckpt list
@@ -209,7 +214,7 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
     """
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(
         checkpoint, use_ema=use_ema, trainable=_named(trainable, loop_order),
-        not_swapped=not_swapped)
+        not_swapped=not_swapped, fit_order=fit_order)
     try:
         layout = _layout(ckpt)
         if use_ema is not None and ckpt is checkpoint:
@@ -250,7 +255,7 @@ def _dtype_name(dtype) -> str:
 def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                     load_weights: bool = True, trainable=None,
                     loop_order: bool = False, strict: bool = False,
-                    not_swapped: bool = False) -> list[str]:
+                    not_swapped: bool = False, fit_order: bool = False) -> list[str]:
     """Loads a Keras file's optimizer EMA copies into ``model``'s trainable variables.
 
     The model must be built with the architecture that wrote ``path``. For a ``.keras`` of a
@@ -297,6 +302,10 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             ``model.load_weights(path)``).
         not_swapped (`bool`, *optional*, defaults to `False`): state that the file was not
             saved swapped so (``--not-swapped``): ``strict`` then does not refuse that reading.
+        fit_order (`bool`, *optional*, defaults to `False`): state that ``fit()`` built the
+            optimizer, from ``model.trainable_variables`` (``--fit-order``): the copies pair
+            with them in that order by statement (not checked against values, not assumed);
+            not with ``trainable``.
 
     Returns:
         `list[str]`: paths of the variables that now hold EMA values, in order.
@@ -310,7 +319,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             flags at save do not prove the pairing and no ``trainable`` is given, or
             (``strict``) the pairing rests on an assumption.
         VariableNotFoundError: a ``trainable`` name matches no weight of the file.
-        OptionError: ``trainable`` given for a legacy ``.h5`` (the live model decides there).
+        OptionError: ``trainable`` given for a legacy ``.h5`` (the live model decides there),
+            or with ``fit_order``.
 
     Example:
         >>> model = build_model()  # the architecture that wrote the file  # doctest: +SKIP
@@ -324,7 +334,11 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         raise EmaError(f"expected a Keras model, got {type(model).__name__}") from None
     path = os.fspath(path)
     _refuse_lora(model, path)
-    with open_checkpoint(path, use_ema=use_ema, not_swapped=not_swapped) as ckpt:
+    if fit_order and (trainable is not None or loop_order):
+        raise OptionError(f"{path}: fit_order=True states fit()'s order "
+                          "(model.trainable_variables), trainable=/loop_order= another: give one")
+    with open_checkpoint(path, use_ema=use_ema, not_swapped=not_swapped,
+                         fit_order=fit_order) as ckpt:
         layout = _layout(ckpt)
         if trainable is not None and layout.kind != "keras3":
             raise OptionError(

@@ -11,7 +11,8 @@ initialised alike start), those weights are all different, and one is not the we
 ``fit()``'s order gives it, the copies were built in another order: refused (exit 6), naming
 ``--trainable NAMES --loop-order``. Groups of fewer than ``MIN_SIZE`` elements, weights at
 rounding-noise level, and copies that single out no weight prove nothing either way: the
-order stays assumed. A stated ``--trainable`` is the caller's order and is not checked.
+order stays assumed. A stated ``--trainable`` or ``--fit-order`` is the caller's order and is
+not checked: a statement wins, values only settle what nothing states.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ def _contradictions(ckpt: Checkpoint) -> list[tuple[str, str, str, float]]:
     import numpy as np
 
     layout = getattr(ckpt.reader, "keras", None)
-    if layout is None or not layout.use_ema or not layout.averages or layout.trainable_stated:
-        return []  # a stated order (--trainable) is the caller's, not checked against values
+    if layout is None or not layout.use_ema or not layout.averages or layout.trainable_stated \
+            or ckpt.fit_order:
+        return []  # a stated order (--trainable, --fit-order) is the caller's: not checked
     entries = ckpt.entries()
     pairs = {a: w for a, w in layout.averages.items()
              if w is not None and w in entries and a not in layout.stated_pairs}
@@ -93,9 +95,9 @@ def refuse_contradicted_order(ckpt: Checkpoint) -> None:
 
     Raises:
         UnprovenPairingError: naming a copy, the weight the order gives it and the one its
-            values place it on, and the statement that decides (``--trainable NAMES
-            --loop-order``); ``list`` shows it in ``ema_unproven`` as the other commands
-            refuse it.
+            values place it on, and the statements that decide (``--trainable NAMES
+            --loop-order``; ``--fit-order`` to insist on fit()'s order, review-11-attack-r17
+            F3); ``list`` shows it in ``ema_unproven`` as the other commands refuse it.
     """
     from .ema_refusals import UnprovenPairingError
 
@@ -111,6 +113,7 @@ def refuse_contradicted_order(ckpt: Checkpoint) -> None:
         f"{shown(paired, paired)} is {ratio:.0f}x nearer {shown(near, near)} (an average "
         "follows its own weight), so the optimizer was built in another order, as a custom "
         "training loop's first apply_gradients() may list the variables: state that order "
-        "with --trainable NAMES --loop-order (Python: trainable=[...], loop_order=True)",
+        "with --trainable NAMES --loop-order (Python: trainable=[...], loop_order=True); if "
+        "fit() trained it, --fit-order (fit_order=True) states so",
         "--trainable NAMES --loop-order",
         {copy: (paired, near) for copy, paired, near, _r in found})

@@ -255,7 +255,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    trainable: list[str] | None = None, ema_name: str | None = None,
                    use_meta: bool = True, apply_order: str | None = None,
                    assumptions: bool = False, strict: bool = False,
-                   not_swapped: bool = False) -> Listing:
+                   not_swapped: bool = False, fit_order: bool = False) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -279,6 +279,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         strict: refuse a Keras pairing that rests on an assumption, as ``--strict``.
         not_swapped: state that a Keras file was not saved swapped by ``SwapEMAWeights``
             (``--not-swapped``; see :func:`~ckpt_tools.checkpoint.open_checkpoint`).
+        fit_order: state that ``fit()`` built a Keras file's optimizer (``--fit-order``).
 
     Returns:
         `Listing`.
@@ -300,7 +301,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
     owned = not isinstance(checkpoint, Checkpoint)
     with gc_paused():  # entries, Variables, roles: many small objects, none in a cycle
         ckpt = open_checkpoint(checkpoint, use_ema=use_ema, trainable=trainable,
-                               not_swapped=not_swapped) if owned else checkpoint
+                               not_swapped=not_swapped, fit_order=fit_order) if owned \
+            else checkpoint
         try:
             listing = _listing(ckpt, roles, collections, match, sort,
                                dict(ema_name=ema_name, use_meta=use_meta,

@@ -380,8 +380,8 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     if path and locate(path).format in ("keras", "h5"):  # a run directory of one too
         from .keras_ema import apply_keras_ema
 
-        keras = {k: map_options.pop(k) for k in ("use_ema", "trainable", "loop_order",
-                                                 "strict", "not_swapped") if k in map_options}
+        keras = {k: map_options.pop(k) for k in ("use_ema", "trainable", "loop_order", "strict",
+                                                 "not_swapped", "fit_order") if k in map_options}
         unused = sorted(map_options) + (["allow_missing"] if allow_missing else [])
         if unused:  # never ignored: they decide TensorFlow checkpoints' pairings only
             raise OptionError(

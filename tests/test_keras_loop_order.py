@@ -312,3 +312,18 @@ def test_small_groups_prove_no_loop(heads, tmp_path):
     assert code == 0, err
     assert "fit_order" not in json.loads(text).get("assumed", []), text
     assert_npz_holds(out, truth)
+
+
+def test_a_complete_loop_statement_assumes_no_fit_order(looped, tmp_path):
+    """review-11-attack-r17 F6: a complete --trainable --loop-order statement keeping d2 in
+    the model's position (d3,d2,d1) reported "assumed": ["fit_order", ...] and --strict
+    --not-swapped refused it; a statement covering every copy assumes no order."""
+    path, truth = looped
+    out = tmp_path / "w.npz"
+    code, text, err = run_cli(["export", str(path), "--trainable", LOOP, "--loop-order",
+                               "--json", "--out", str(out)])
+    assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], text
+    code, _, err = run_cli(["export", str(path), "--trainable", LOOP, "--loop-order",
+                            "--strict", "--not-swapped", "--out", str(out), "--force"])
+    assert code == 0, err
+    assert_npz_holds(out, truth)

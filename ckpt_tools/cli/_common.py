@@ -82,10 +82,15 @@ LoopOrderOpt = Annotated[bool, typer.Option(
     "apply_gradients() listed the variables in), which may differ from the model's; without "
     "it an order other than the model's is refused where config.json records the model's. "
     "Required with --trainable on a TensorFlow checkpoint.")]
+FitOrderOpt = Annotated[bool, typer.Option(
+    "--fit-order", help="Keras files: state that fit() built the optimizer (from "
+    "model.trainable_variables), so EMA copies of weights of equal shapes pair in the "
+    "model's order by your statement, not by assumption; not with --trainable.")]
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", help="Refuse (exit 6) a pairing of averages that rests on an assumption the "
     "file cannot prove (--json lists them as 'assumed'): a Keras file's fit() build order "
-    "for weights of equal shapes (--trainable NAMES [--loop-order] states it), or that it "
+    "for weights of equal shapes (trained by fit(): --fit-order; a custom loop: --trainable "
+    "NAMES --loop-order), or that it "
     "was not saved swapped by SwapEMAWeights(swap_on_epoch=True) (a swapped file's own "
     "weights are the averages: use it as it is, or ckpt export --raw).")]
 NotSwappedOpt = Annotated[bool, typer.Option(
@@ -95,14 +100,19 @@ NotSwappedOpt = Annotated[bool, typer.Option(
 SLOTS = ("keep", "drop")
 
 
-def trainable_names(value: str | None, loop_order: bool = False) -> list[str] | None:
+def trainable_names(value: str | None, loop_order: bool = False,
+                    fit_order: bool = False) -> list[str] | None:
     """The names of ``--trainable``: comma-separated, or ``@FILE`` (one per line, ``#``
     comments); a :class:`~ckpt_tools.formats.keras.stated.LoopOrder` with ``--loop-order``.
 
     Raises:
-        typer.BadParameter: ``@FILE`` cannot be read, no name is given, or ``--loop-order``
-            comes without ``--trainable`` (exit 2).
+        typer.BadParameter: ``@FILE`` cannot be read, no name is given, ``--loop-order``
+            comes without ``--trainable``, or ``--fit-order`` with either (exit 2).
     """
+    if fit_order and (value is not None or loop_order):
+        raise typer.BadParameter(
+            "states fit()'s order (model.trainable_variables); --trainable/--loop-order "
+            "state another: give one", param_hint="--fit-order")
     if value is None:
         if loop_order:
             raise typer.BadParameter("states the order of --trainable: give --trainable "

@@ -18,6 +18,7 @@ from ..diff import NOT_COMPARED, SAME, DiffReport, diff_checkpoints, diff_ema
 from ..errors import CorruptCheckpointError
 from ._common import (
     PATH_HELP,
+    FitOrderOpt,
     GrepOpt,
     JsonOpt,
     LoopOrderOpt,
@@ -70,6 +71,7 @@ def diff_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     json_out: JsonOpt = False,
@@ -97,8 +99,8 @@ def diff_command(
         raise typer.BadParameter("--strict refuses an assumed pairing of averages; it applies "
                                  "only with --ema", param_hint="--strict")
     with open_checkpoint(resolve(out, a), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order),
-                         not_swapped=not_swapped) as ca:
+                         trainable=trainable_names(trainable, loop_order, fit_order),
+                         not_swapped=not_swapped, fit_order=fit_order) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
         assumed: dict = {}

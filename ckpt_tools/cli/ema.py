@@ -18,6 +18,7 @@ from ..checkpoint import open_checkpoint
 from ..formats._io import is_url
 from ._common import (
     SLOTS,
+    FitOrderOpt,
     GrepOpt,
     JsonOpt,
     LoopOrderOpt,
@@ -160,6 +161,7 @@ def map_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     wide: WideOpt = False,
@@ -179,8 +181,8 @@ def map_command(
     choice(slots, SLOTS, "--slots")
     choice(style, ("tf1", "object", "keras", "slot"), "--style")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order),
-                         not_swapped=not_swapped) as ckpt:
+                         trainable=trainable_names(trainable, loop_order, fit_order),
+                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order, strict)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
@@ -248,12 +250,13 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
         "read_alike": [container paths read as one type], "keras_layers": [object paths
         read as Keras layers whose sublayers were not re-assigned]}}``,
         ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
-        ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}`` for the command's
+        ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}``,
+        ``{"stated_fit_order": true}`` for the command's
         ``--json`` document, or ``{}`` when
         nothing rests on a statement.
     """
     from ..ema_apply_order import read_alike, stated_pairings
-    from ..keras_assumed import object_pairs
+    from ..keras_assumed import fit_order_note, object_pairs
     from ..keras_reassign import reassign_note
     from ..tfk_order import recorded_averages
     from ..tfk_order import stated_note as tf_keras_stated_note
@@ -275,6 +278,10 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                  "weights and the file's own weights the averages: use the file as it is "
                  "(ckpt export --raw writes them)", always=True)
         found["stated_not_swapped"] = True
+    said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
+    if said:
+        out.note(f"note: {said}", always=True)
+        found["stated_fit_order"] = True
     by_trainable = dict(getattr(layout, "stated_pairs", None) or {})
     if by_trainable:
         n = len(by_trainable)
@@ -426,6 +433,7 @@ def restore_ema_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     wide: WideOpt = False,
@@ -452,8 +460,8 @@ def restore_ema_command(
     if out_dir is not None:
         check_output_parent(out_dir, "creating the output directory")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order),
-                         not_swapped=not_swapped) as ckpt:
+                         trainable=trainable_names(trainable, loop_order, fit_order),
+                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
         refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
         keras_in = getattr(ckpt.reader, "keras", None) is not None
         fmt = fmt or ("keras" if keras_in else "v2")

@@ -17,6 +17,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..errors import OutputError
 from ._common import (
+    FitOrderOpt,
     GrepOpt,
     JsonOpt,
     LoopOrderOpt,
@@ -89,6 +90,7 @@ def export_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     wide: WideOpt = False,
@@ -117,8 +119,8 @@ def export_command(
         raise typer.BadParameter(str(exc), param_hint="--rename") from None
     check_output_parent(out_path, "writing the output file")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order),
-                         not_swapped=not_swapped) as ckpt:
+                         trainable=trainable_names(trainable, loop_order, fit_order),
+                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())

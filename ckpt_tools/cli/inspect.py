@@ -20,6 +20,7 @@ from ..listing import Listing, list_names, list_variables, short_collection
 from ..lookup_tables import table_totals
 from ..roles import ROLES
 from ._common import (
+    FitOrderOpt,
     GrepOpt,
     JsonOpt,
     LoopOrderOpt,
@@ -66,6 +67,7 @@ def list_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     json_out: JsonOpt = False,
@@ -95,10 +97,11 @@ def list_command(
             return
         listing = list_variables(resolve(out, path), roles=role, collections=collection,
                                  match=match if match.active else None, sort=sort,
-                                 use_ema=use_ema, trainable=trainable_names(trainable, loop_order),
+                                 use_ema=use_ema,
+                                 trainable=trainable_names(trainable, loop_order, fit_order),
                                  ema_name=ema_name, use_meta=not no_meta,
                                  apply_order=apply_order, assumptions=json_out,
-                                 strict=strict, not_swapped=not_swapped)
+                                 strict=strict, not_swapped=not_swapped, fit_order=fit_order)
     except OptionError:  # an option that cannot apply to this file: its own message (exit 2)
         raise
     except ValueError as exc:
@@ -107,10 +110,10 @@ def list_command(
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match)
     stated = {}
-    if apply_order is not None or trainable or use_ema or not_swapped:  # as map, export say
+    if apply_order is not None or trainable or use_ema or not_swapped or fit_order:  # as map
         with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                             trainable=trainable_names(trainable, loop_order),
-                         not_swapped=not_swapped) as ckpt:
+                             trainable=trainable_names(trainable, loop_order, fit_order),
+                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
             stated = note_stated_order(out, ckpt, apply_order, ema_name)
     if json_out:
         out.json({**listing.to_dict(), **stated})

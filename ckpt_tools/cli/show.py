@@ -20,16 +20,20 @@ import typer
 
 from ..checkpoint import Checkpoint, open_checkpoint
 from ..errors import CorruptCheckpointError, VariableNotFoundError
+from ..keras_assumed import refuse_assumed
 from ..stats import StatsRecord, checkpoint_stats, select_keys
 from ..tensor_stats import TensorStats, json_float
 from ._common import (
+    FitOrderOpt,
     GrepOpt,
     JsonOpt,
     LoopOrderOpt,
     NameFilter,
+    NotSwappedOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
+    StrictOpt,
     TrainableOpt,
     UseEmaOpt,
     WideOpt,
@@ -179,6 +183,9 @@ def show_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    fit_order: FitOrderOpt = False,
+    strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -194,7 +201,8 @@ def show_command(
         raise typer.BadParameter("name at least one tensor (NAME or --regex RE)",
                                  param_hint="NAME")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order, fit_order),
+                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
         keys = _selected(ckpt, names) if names else []
         if regex:
             picked = NameFilter(None, regex).keys(ckpt)
@@ -203,6 +211,8 @@ def show_command(
                                             f"{' / '.join(regex)!r}")
             keys += [k for k in picked if k not in keys]
         variables = proven_variables(ckpt, keys, ema_name, no_meta, apply_order)
+        if strict:  # the drift of an EMA copy shown: from the weight paired with it
+            refuse_assumed(ckpt, keys=keys)
         note_stated_order(out, ckpt, apply_order, ema_name)
         shown = display_names(ckpt)
         docs = []
@@ -257,6 +267,9 @@ def stats_command(
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    fit_order: FitOrderOpt = False,
+    strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -275,11 +288,14 @@ def stats_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
-                         trainable=trainable_names(trainable, loop_order)) as ckpt:
+                         trainable=trainable_names(trainable, loop_order, fit_order),
+                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
         variables = proven_variables(ckpt, names, ema_name, no_meta, apply_order)
+        if strict:  # the drift of each EMA copy: from the weight paired with it
+            refuse_assumed(ckpt, keys=names)
         note_stated_order(out, ckpt, apply_order, ema_name)
         entries = ckpt.entries()
         records, rows, errors = [], [], []
