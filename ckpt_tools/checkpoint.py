@@ -117,8 +117,9 @@ class Checkpoint:
             self._reader.close()
             raise OptionError(
                 f"{location.prefix}: --fit-order (Python: fit_order=) states the order a Keras "
-                "file's EMA copies were built in; this TensorFlow checkpoint records its "
-                "pairing otherwise: omit it")
+                "file's (.keras, .weights.h5, .h5) EMA copies were built in; this is a "
+                "TensorFlow checkpoint: omit it (for a tf_keras model's TF-format save, "
+                "--apply-order tracked states fit()'s order)")
         # A custom loop's order, stated for a tf_keras model's TF-format save (tfk_stated).
         self.stated_order: list[str] | None = None
         self.stated_pairs: dict[str, str] = {}

@@ -392,6 +392,10 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         names = apply_keras_ema(model_or_variables, path, **keras)
         return RestoreResult(path, averaged={n: n for n in names})
     _tf()
+    if map_options.pop("fit_order", False):  # never ignored
+        raise OptionError(f"{path or checkpoint.path}: fit_order= states a Keras file's build "
+                          "order; for a TensorFlow checkpoint state fit()'s with "
+                          "trainable=model.trainable_variables (or apply_order='tracked')")
     trainable = map_options.pop("trainable", None)
     map_options.pop("loop_order", None)  # a variable list is the loop's order itself
     ckpt, owned = _open(checkpoint)

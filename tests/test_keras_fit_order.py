@@ -176,4 +176,15 @@ def test_python_fit_order(keras, fitted, looped):
 def test_fit_order_on_a_tensorflow_checkpoint_is_refused(tmp_path):
     code, _, err = run_cli(["export", "fixtures/linear_v2", "--out", str(tmp_path / "x.npz"),
                             "--fit-order"])
-    assert code == 2 and "--fit-order" in err and len(err.strip().splitlines()) == 1, err
+    assert code == 2 and "--fit-order" in err and "--apply-order tracked" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_python_fit_order_on_a_tensorflow_checkpoint_is_refused(tf):
+    """Never ignored: apply_ema(..., fit_order=True) on a TensorFlow checkpoint names what
+    states fit()'s order there."""
+    from ckpt_tools import OptionError, apply_ema
+
+    with pytest.raises(OptionError, match="trainable=model.trainable_variables"):
+        apply_ema([tf.Variable(np.zeros((2, 2), "f4"), name="W")], "fixtures/linear_v2",
+                  fit_order=True)
