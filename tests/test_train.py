@@ -261,6 +261,20 @@ def test_keras_eval_strict_refuses_what_the_file_cannot_prove(keras_run):
     assert "not_swapped" in result.stderr and "--raw" in result.stderr, result.stderr
 
 
+def test_keras_eval_strict_takes_the_statements(keras_run):
+    """--fit-order and --not-swapped state what --strict refuses as assumed: the same
+    pairing, now by statement, so the EMA accuracy is the unstated run's."""
+    from ckpt_tools.train.evaluate import evaluate
+
+    plain = evaluate(keras_run[1], num_examples=50)
+    stated = evaluate(keras_run[1], num_examples=50, strict=True, not_swapped=True,
+                      fit_order=True)
+    assert stated.ema_accuracy == plain.ema_accuracy
+    result = _invoke("eval", keras_run[1], "--num-examples", "10", "--strict",
+                     "--not-swapped", "--fit-order")
+    assert result.exit_code == 0, result.output
+
+
 # ---- NaN, CLI, errors -----------------------------------------------------------------------
 
 

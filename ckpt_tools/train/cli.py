@@ -26,7 +26,13 @@ from typing import Annotated
 import typer
 from typer import _click
 
-from ..cli._common import NotSwappedOpt, StrictOpt, check_output_parent, resolve
+from ..cli._common import (
+    FitOrderOpt,
+    NotSwappedOpt,
+    StrictOpt,
+    check_output_parent,
+    resolve,
+)
 from ..cli._output import Column, Output
 from ..errors import (
     AssumptionWarning,
@@ -303,6 +309,7 @@ def eval_command(
     batch_size: EvalBatchOpt = 500,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    fit_order: FitOrderOpt = False,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -324,7 +331,7 @@ def eval_command(
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always", AssumptionWarning)
             result = evaluate(path, data, num_examples, batch_size, strict=strict,
-                              not_swapped=not_swapped)
+                              not_swapped=not_swapped, fit_order=fit_order)
     for w in said:  # what the EMA pairing assumed: a note, as export and restore-ema say it
         if issubclass(w.category, AssumptionWarning):
             out.note(f"note: {' '.join(str(w.message).split())}", always=True)

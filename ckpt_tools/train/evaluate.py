@@ -108,7 +108,7 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
 
 def evaluate(
     path: str, data_dir: str | None = None, num_examples: int = 0, batch_size: int = 500,
-    *, strict: bool = False, not_swapped: bool = False,
+    *, strict: bool = False, not_swapped: bool = False, fit_order: bool = False,
 ) -> EvalResult:
     """Accuracy of ``path`` with raw and with EMA weights.
 
@@ -122,6 +122,8 @@ def evaluate(
             (``--strict``: :mod:`ckpt_tools.keras_assumed`).
         not_swapped: state that a Keras file was not saved swapped by ``SwapEMAWeights``
             (``--not-swapped``), so ``strict`` does not refuse that reading.
+        fit_order: state that ``fit()`` built a Keras file's optimizer (``--fit-order``), so
+            ``strict`` does not refuse that reading either.
 
     Returns:
         The result.
@@ -140,7 +142,7 @@ def evaluate(
         raise TrainError(f"no test examples (is {data_lib.TEST_FILE} in {data_dir}?)")
     predictor = {"v1": _v1_predictor, "tf2": _tf2_predictor,
                  "keras": functools.partial(_keras_predictor, strict=strict,
-                                            not_swapped=not_swapped)}[api]
+                                            not_swapped=not_swapped, fit_order=fit_order)}[api]
     accuracy: dict[bool, float] = {}
     for use_ema in (False, True):
         with predictor(checkpoint, use_ema) as (predict, step):
@@ -244,7 +246,7 @@ def _tf2_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | No
 
 
 def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
-                  not_swapped: bool = False) -> None:
+                  not_swapped: bool = False, fit_order: bool = False) -> None:
     """Load a Keras weights file; for EMA, copy the optimizer's ``*_average`` into the weights.
 
     Args:
@@ -254,6 +256,7 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
         use_ema: copy the averages over the trainable variables after loading.
         strict: refuse a pairing that rests on an assumption (``apply_keras_ema(strict=)``).
         not_swapped: the file was not saved swapped (``apply_keras_ema(not_swapped=)``).
+        fit_order: ``fit()`` built the optimizer (``apply_keras_ema(fit_order=)``).
 
     Raises:
         TrainError: the file does not match the model, or holds no optimizer averages.
@@ -278,17 +281,20 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
         # The file's optimizer averages, paired with the trainable variables by the toolkit.
         _ema_restore(lambda: ckpt_tools.apply_keras_ema(net, path, load_weights=False,
                                                         strict=strict,
-                                                        not_swapped=not_swapped), path)
+                                                        not_swapped=not_swapped,
+                                                        fit_order=fit_order), path)
 
 
 @contextlib.contextmanager
 def _keras_predictor(path: str, use_ema: bool, *, strict: bool = False,
-                     not_swapped: bool = False) -> Iterator[tuple[Predict, int | None]]:
+                     not_swapped: bool = False, fit_order: bool = False
+                     ) -> Iterator[tuple[Predict, int | None]]:
     from . import keras_fit  # imports keras: only for Keras files
     from .common import TrainConfig
 
     net = keras_fit.compile_model(TrainConfig())
-    restore_keras(net, path, use_ema, strict=strict, not_swapped=not_swapped)
+    restore_keras(net, path, use_ema, strict=strict, not_swapped=not_swapped,
+                  fit_order=fit_order)
     # A plain call, not predict_on_batch: no per-batch tf.function retracing or numpy warnings.
     yield (lambda x: net(x, training=False).numpy()), int(net.optimizer.iterations.numpy())
 
