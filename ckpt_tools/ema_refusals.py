@@ -550,6 +550,14 @@ LEGACY_SLOTS = ("the optimizer keeps TF2 slot variables (.OPTIMIZER_SLOT), as a 
                 "optimizer does, which has no use_ema")
 
 
+#: A hint of the map: a TF2 checkpoint with neither averages nor an optimizer
+#: (``tf.train.Checkpoint(model=m)`` of a model trained in a custom loop): the use_ema copies of
+#: a Keras optimizer are its own variables, saved only with it (review-11-attack-r16 F6).
+NO_OPTIMIZER = ("it holds no optimizer either: a Keras optimizer's use_ema=True copies are "
+                "saved only with the optimizer (tf.train.Checkpoint(model=model, "
+                "optimizer=optimizer))")
+
+
 def missing_message(m: EmaMap) -> str:
     if m.hints and m.hints[0].startswith("no averages kept as"):
         return f"{m.checkpoint}: {m.hints[0]}"

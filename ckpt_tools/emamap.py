@@ -20,6 +20,7 @@ from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes,
 from .ema_proof import refuse_unproven_names
 from .ema_refusals import (
     LEGACY_SLOTS,
+    NO_OPTIMIZER,
     NONE_TO_ALLOW,
     UnprovenPairingError,
     ambiguous_message,
@@ -500,6 +501,10 @@ def ema_map(
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
             and any(SLOT_MARK in k for k in variables):
         hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema
+    if speaks == "tf2" and missing and not any(
+            v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
+            for k, v in variables.items()):
+        hints.append(NO_OPTIMIZER)  # not "use_ema=False": no optimizer was saved at all
     lacking = set(missing)
     elsewhere = {v.ema_of: k for k, v in variables.items()
                  if v.role == R.EMA and v.ema_of in lacking}

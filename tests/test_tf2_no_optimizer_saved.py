@@ -1,0 +1,84 @@
+"""A Keras 3 model trained in a custom loop with ``SGD(use_ema=True)`` and saved as
+``tf.train.Checkpoint(model=m)``: the file holds neither averages nor an optimizer, so the
+refusal names both ways to keep the averages (the optimizer, whose variables the use_ema copies
+are, and ``ema.average(v)``) and never says the optimizer had ``use_ema=False``
+(review-11-attack-r16 F6). A compiled model carries its optimizer (``model.optimizer``) into
+``tf.train.Checkpoint(model=m)``, copies included: exported bit for bit. Truth:
+``optimizer._model_variables_moving_average``, recorded by Keras at save time in a
+subprocess."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import os
+import sys
+
+os.environ["KERAS_BACKEND"] = "tensorflow"
+import keras
+import numpy as np
+import tensorflow as tf
+
+out = sys.argv[1]
+truth = {}
+x = np.linspace(0, 1, 12, dtype="float32").reshape(4, 3)
+y = np.ones((4, 2), "float32")
+
+
+def model():
+    return keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, name="dense")],
+                            name="sequential")
+
+
+def record(case, opt):
+    for var, avg in zip(opt._trainable_variables, opt._model_variables_moving_average):
+        truth[f"{case}:{var.path}"] = avg.numpy()
+
+
+m = model()
+opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5)
+for _ in range(3):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((m(x) - y) ** 2)
+    opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))
+tf.train.Checkpoint(model=m).write(f"{out}/loop_model_only/ckpt")
+record("loop", opt)
+m = model()
+m.compile(keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5), "mse")
+m.fit(x, y, epochs=3, verbose=0)
+tf.train.Checkpoint(model=m).write(f"{out}/compiled_model_only/ckpt")
+record("compiled", m.optimizer)
+np.savez(f"{out}/truth.npz", **truth)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("no_optimizer")
+    return out, run_script(SCRIPT, out)
+
+
+def test_a_checkpoint_without_its_optimizer_names_the_optimizer(made, tmp_path):
+    out, _ = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / "loop_model_only"), "--out", str(target)])
+    assert code == 6 and not target.exists(), err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    text = " ".join(err.split())
+    assert "use_ema=False" not in text, err
+    assert "holds no optimizer" in text and "optimizer=optimizer" in text, err
+    assert "ema.average(v)" in text, err
+
+
+def test_a_compiled_models_checkpoint_carries_its_optimizers_copies(made, tmp_path):
+    out, truth = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / "compiled_model_only"), "--not-swapped",
+                            "--out", str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        for path in ("sequential/dense/kernel", "sequential/dense/bias"):
+            assert z[path].tobytes() == truth[f"compiled:{path}"].tobytes(), path
