@@ -11,10 +11,11 @@ Truth from the real tf_keras in a subprocess: the keys ``tf.train.list_variables
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
-from helpers import assert_npz_holds, run_cli, run_script
+from helpers import assert_npz_holds, run_cli, run_script, set_terminal
 
 pytest.importorskip("tf_keras")
 
@@ -23,7 +24,7 @@ import os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import numpy as np, tensorflow as tf, tf_keras as k
 
-out = sys.argv[1]
+out, alike = sys.argv[1], len(sys.argv) > 2  # alike: enc and dec of one shape
 tf.random.set_seed(0)
 
 
@@ -32,12 +33,13 @@ def sub(name, n_in, n_out):
     return k.Model(i, k.layers.Dense(n_out, name="fc")(i), name=name)
 
 
-enc, dec = sub("enc", 4, 3), sub("dec", 3, 5)  # every weight its own shape
+# every weight its own shape, or (alike) the pairing left open
+enc, dec = (sub("enc", 4, 4), sub("dec", 4, 4)) if alike else (sub("enc", 4, 3), sub("dec", 3, 5))
 i = k.Input((4,))
 m = k.Model(i, dec(enc(i)))
 opt = k.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
 m.compile(opt, "mse")
-x, y = tf.random.normal([16, 4]), tf.random.normal([16, 5])
+x, y = tf.random.normal([16, 4]), tf.random.normal([16, 4 if alike else 5])
 order = dec.trainable_variables + enc.trainable_variables  # a custom loop: dec first
 for _ in range(4):
     with tf.GradientTape() as t:
@@ -45,6 +47,11 @@ for _ in range(4):
     opt.apply_gradients(zip(t.gradient(loss, order), order))
 m.save(out + "/sm", save_format="tf")
 m.save_weights(out + "/ckpt")
+if alike:  # the names only
+    np.savez(out + "/truth.npz", names=[k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE") for k, _
+                                        in tf.train.list_variables(out + "/ckpt")
+                                        if k.startswith("layer_with_weights-")])
+    sys.exit(0)
 by_shape = {tuple(v.shape): v for v in m.trainable_variables}
 assert len(by_shape) == 4
 truth = {}
@@ -93,3 +100,24 @@ def test_export_and_stated_trainable_use_the_layer_paths(saved, tmp_path):
     assert_npz_holds(npz, truth)
     with np.load(npz) as z:
         assert all(not n.startswith("variables/") for n in z.files)
+
+
+def test_at_80_columns_each_name_keeps_its_layer_and_its_last_segment(tmp_path, monkeypatch):
+    """Averages of alike weights left open (their cells say so at length): at 80 columns a
+    weight was shown as ``…/kernel`` or ``layer_with_weights-1/…``, the layer or the variable
+    lost (s11g). Each keeps its head and its last segment, shortened by whole segments."""
+    names = [str(n) for n in run_script(SCRIPT, tmp_path, "alike")["names"]]
+    assert len(names) == 4
+    set_terminal(monkeypatch)
+    code, text, err = run_cli(["list", str(tmp_path / "sm")])
+    assert code == 0, err
+    cells = [line.split("  ", 1)[0] for line in text.splitlines()
+             if line.startswith(("layer_with_weights-", "…"))]
+    assert len(cells) == 4 and any("…" in c for c in cells), text
+    for cell in cells:
+        pattern = "/".join("[^/]+(?:/[^/]+)*" if p == "…" else re.escape(p)
+                           for p in cell.split("/"))
+        (name,) = [n for n in names if re.fullmatch(pattern, n)]
+        head, last = name.split("/")[0], name.split("/")[-1]
+        assert cell.startswith(head + "/") and cell.endswith("/" + last), (cell, text)
+    assert all(len(line) <= 80 for line in text.split("\n\n")[0].splitlines()[1:]), text

@@ -53,8 +53,8 @@ def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], st
 
     Returns:
         The shown texts, in order (:func:`shorten_column`); :func:`shorten_counted` also returns
-        their total loss: 2 for each cut inside a segment, 1 for each row that lost a last
-        segment no other row has (0: every row shows whole segments, and what sets it apart).
+        their total loss: 2 for each cut inside a segment, 1 for each row that lost its last
+        segment (0: every row shows whole segments, its last one among them).
     """
     shown = [escape(t) for t in texts]
     long = [i for i, s in enumerate(shown) if measure(s) > width]
@@ -283,9 +283,10 @@ def _candidates(segments: list[str], raw: str, width: int, escape: Callable[[str
     """Every shortened form of one name that fits, best first: whole segments kept from the
     start and the end and at most two from the middle, valued by the length of what they keep
     divided by the square of how many rows share each segment (a segment every row has tells
-    nothing apart); then cuts by characters, as a last resort. Beside each, its loss: 0, 1 when
-    it leaves out a last segment no other row has (``…/BatchNorm/…``), 2 for a cut by
-    characters."""
+    nothing apart), those keeping the last segment first, then those keeping the one before it
+    (the layer: ``layer_with_weights-1/…/kernel`` before ``…/kernel``); then cuts by
+    characters, as a last resort. Beside each, its loss: 0, 1 when it leaves out the last
+    segment (``…/BatchNorm/…``), 2 for a cut by characters."""
     n = len(segments)
     forms: dict[tuple[int, ...], float] = {}
     if n > 1:
@@ -306,8 +307,12 @@ def _candidates(segments: list[str], raw: str, width: int, escape: Callable[[str
         text = _render(segments, kept)
         size = measure(text)
         if size <= width:
-            loses = kept[-1] != n - 1 and freq[segments[-1]] == 1
-            fitting.append((int(loses), -value, -size, text))
+            # The last segment says which variable it is (kernel or bias), the one before it
+            # whose (the layer): a form without the last is a loss even where other rows
+            # share it; one without the layer's is only less wanted.
+            loses = kept[-1] != n - 1
+            layer = n > 2 and n - 2 not in kept
+            fitting.append((int(loses), layer, -value, -size, text))
     fitting.sort()
     out = {f[-1]: f[0] for f in fitting}
     tokens = _tokens(raw, escape)
