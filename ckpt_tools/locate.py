@@ -36,7 +36,7 @@ from .formats.savedmodel import (
     variables_prefix,
 )
 from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
-from .run_latest import ONLY, later_by_name, pick_latest
+from .run_latest import ONLY, later_by_name, pick_latest, state_file_note
 
 STATE_FILE = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20  # a state file lists paths: even 100,000 of them fit
@@ -170,6 +170,14 @@ def _in_dir(directory: str, name: str) -> str:
     return os.path.join(directory, name)
 
 
+def _keras_in(directory: str) -> list[str]:
+    """The Keras files (``.keras``, ``.h5``) in ``directory`` (none where it cannot be listed)."""
+    try:
+        return [f for f in os.listdir(directory) if f.endswith((".keras", ".h5", ".hdf5"))]
+    except OSError:
+        return []
+
+
 def _exists(prefix: str) -> bool:
     pattern = shard_pattern(prefix)
     if pattern is not None:  # a sharded V1 checkpoint exists where its first shard does
@@ -276,7 +284,11 @@ def locate(path: str | os.PathLike) -> Location:
             return os.path.getmtime(os.path.join(path, name))
 
         if os.path.isfile(state):
-            return _prefix_location(read_state_file(path)[-1], path, state)
+            written = read_state_file_at(state)[-1]
+            found = _prefix_location(_in_dir(path, written), path, state)
+            note = state_file_note(path, state, written, found.prefix,
+                                   os.path.isabs(written) and _exists(written), _keras_in(path))
+            return replace(found, choice=note) if note else found
         names = os.listdir(path)
         indexes = [f for f in names if f.endswith(".index")]
         keras_files = [f for f in names if f.endswith((".keras", ".h5", ".hdf5"))]

@@ -1,4 +1,5 @@
-"""Which checkpoint of a run directory without a ``checkpoint`` state file is the latest.
+"""Which checkpoint of a run directory without a ``checkpoint`` state file is the latest (and
+what to say where one with a state file led elsewhere: :func:`state_file_note`).
 
 The names a training loop writes record the step or epoch (``ckpt-11``, ``model.ckpt-1000``,
 Keras' ``ModelCheckpoint("ep{epoch}.keras")`` or ``"ep{epoch:02d}-{val_loss:.2f}.keras"``);
@@ -16,6 +17,7 @@ a file's modification time records only how the directory was copied (``cp``, ``
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 
@@ -128,3 +130,35 @@ def pick_latest(where: str, pool: list[str], candidates: list[str],
         f"and their names do not prove which is the latest ({reason}): "
         f"{', '.join(shown[:8])}{more}; modification times are not evidence (a copy resets "
         "them): name the file to read")
+
+
+def state_file_note(directory: str, state: str, written: str, used: str, written_exists: bool,
+                    keras_files: list[str]) -> str | None:
+    """What to say (one note) when a run directory's ``checkpoint`` state file led to its
+    checkpoint in a way the user might not expect (review-11-attack-r16 N1).
+
+    Args:
+        directory: the directory as given.
+        state: its state file.
+        written: the latest checkpoint as the state file writes it.
+        used: the prefix read.
+        written_exists: whether ``written``, an absolute path, is a checkpoint too.
+        keras_files: the Keras files (``.keras``, ``.h5``) beside the state file.
+
+    Returns:
+        `str`: the note, or ``None`` where the state file named the one checkpoint read, in
+        ``directory``, and nothing else there was a candidate.
+    """
+    said = []
+    if used != written and written_exists:
+        said.append(f"{state} names {written}, which exists too; using {used}, the copy of "
+                    f"that name beside the state file (name {written} to read that one)")
+    elif used == written and os.path.isabs(written) and os.path.dirname(
+            os.path.abspath(written)) != os.path.abspath(directory):
+        said.append(f"{state} names {written}, outside {directory} (no copy of that name "
+                    "beside it): reading it")
+    if keras_files:
+        shown = ", ".join(sorted(keras_files)[:3]) + (" ..." if len(keras_files) > 3 else "")
+        said.append(f"{directory}: using {used}, which its 'checkpoint' state file names, not "
+                    f"the Keras file(s) beside it ({shown}): name a file to read one")
+    return "; ".join(said) or None
