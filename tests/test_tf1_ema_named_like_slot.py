@@ -70,6 +70,7 @@ def made(tmp_path_factory):
     for case in CASES:  # the same checkpoint without its graph
         shutil.copytree(out / case, out / f"{case}_nometa")
         (out / f"{case}_nometa" / "model.ckpt.meta").unlink()
+        (out / f"{case}_nometa" / "checkpoint").unlink()  # it names the original's path
     return out, truth
 
 
