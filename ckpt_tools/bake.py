@@ -435,6 +435,13 @@ def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str
             replaced[out_key] = src
         else:
             copied += 1
+    for key, src in source_of.items():
+        # a variable not stored whose average is (a Saver of the averages alone, proven by
+        # its .meta): written under the variable's name, as a Saver of the model reads it
+        if src != key and key not in variables and src in variables:
+            out_key = rescope(key, strip, add) if renamed else key
+            nbytes += _copy_tensor(ckpt, writer, src, out_key, verify, progress)
+            replaced[out_key] = src
     return replaced, copied, dropped, nbytes
 
 

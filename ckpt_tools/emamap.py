@@ -38,7 +38,7 @@ from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK
 from .pairing import root_child
 from .raw_reasons import expected_raw
-from .raw_shadows import refuse_raw_shadows
+from .raw_shadows import lone_averages, settle_lone_averages
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
@@ -423,8 +423,8 @@ def ema_map(
         else:
             pairs, missing, not_saved = from_keys(variables, chosen)
             source = "keys"
-        if ckpt.objects is None:  # TF1: a key named as an average may hold the raw weight
-            refuse_raw_shadows(ckpt, pairs)
+        # TF1: an average whose variable is not stored may hold the raw weight
+        pairs = settle_lone_averages(ckpt, pairs, lone_averages(ckpt, variables, chosen))
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()

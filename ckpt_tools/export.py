@@ -158,6 +158,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # use_meta=False calls it something else.
     weights = [k for k, v in variables.items() if v.role in (R.WEIGHT, R.BN_STAT)
                or (sources.get(k, k) != k and v.role != R.EMA)]
+    # a variable not stored whose proven average is (a TF1 Saver of the averages alone)
+    weights += [t for t, s in sources.items() if s != t and t not in variables
+                and s in variables]
     weights.sort(key=lambda k: order.get(k, len(order)))
     rules = parse_rename(rename)
     plan: dict[str, str] = {}
@@ -181,7 +184,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 f"{' ...' if len(kept) > 4 else ''}) are {_roles_said(variables, kept)} "
                 "with no average; ckpt export --raw writes their raw values")
     for key in weights:
-        name = _clean_name(key, variables[key])
+        name = _clean_name(key, variables.get(key))
         before = name
         src = sources.get(key, key)
         if left_out(key):
@@ -201,8 +204,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                        f"--rename rewrites both alike; leave one out (--exclude '{key}')")
             # Named by the weights (never by the average one of them takes its value from).
             raise OutputError(f"two tensors would be exported as {name!r} "
-                              f"({_clean_name(other, variables[other])} and "
-                              f"{_clean_name(key, variables[key])}); {fix}")
+                              f"({_clean_name(other, variables.get(other))} and "
+                              f"{_clean_name(key, variables.get(key))}); {fix}")
         plan[name] = src
         first[name] = (key, before)
         if weights_out is not None:

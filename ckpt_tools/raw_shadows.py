@@ -1,18 +1,25 @@
-"""TF1 keys named as averages that hold their variables' raw values.
+"""TF1 keys named as averages whose variable the checkpoint does not store.
 
-A training script that saves with ``tf.train.Saver(ema.variables_to_restore())`` (the
-evaluation mapping) writes each model variable ``w`` under its average's name,
-``w/ExponentialMovingAverage``, and no average at all. The keys look exactly like a trainer's
-that saved its shadows; only the ``.meta``'s save op tells them apart (see
-:mod:`ckpt_tools.formats.meta_saver`).
+Two ``tf.compat.v1.train.Saver`` layouts hold ``w/ExponentialMovingAverage`` and no ``w``:
+
+* a Saver of the averages alone (``Saver({ema.average_name(v): ema.average(v) ...})``, a
+  serving export): the keys hold the averages;
+* the training graph saved with ``Saver(ema.variables_to_restore())`` (the evaluation mapping,
+  used by mistake during training): TF maps ``average_name(v)`` to ``v`` itself, so the keys
+  hold the variables' RAW values and no average at all.
+
+The keys are alike; only the ``.meta``'s save op tells them apart (see
+:mod:`ckpt_tools.formats.meta_saver`): the first reads each key from the shadow variable, the
+second from the model variable. Without that proof such keys are refused, never paired.
 """
 
 from __future__ import annotations
 
 import re
 
+from . import roles as R
 from .checkpoint import Checkpoint
-from .errors import EmaError
+from .ema_refusals import UnprovenPairingError
 from .formats.meta_saver import saved_sources
 
 
@@ -22,31 +29,66 @@ def _saved_from(sources: list[str] | None, target: str) -> bool:
     return bool(sources) and all(s == target or part.fullmatch(s) for s in sources)
 
 
-def refuse_raw_shadows(ckpt: Checkpoint, pairs) -> None:
-    """Refuses pairs ``(average key, variable key)`` whose average key the ``.meta``'s save op
-    wrote from the variable itself.
+def lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str]) -> dict[str, str]:
+    """Returns average key -> variable key for each TF1 average chosen for a variable the
+    checkpoint does not store (``{}`` for TF2 and Keras files).
+
+    Args:
+        ckpt: the open checkpoint.
+        variables: its variables by key.
+        chosen: variable key -> the average chosen for it
+            (:func:`~ckpt_tools.ema_names.choose_averages`).
+    """
+    if ckpt.objects is not None:
+        return {}
+    stored = ckpt.entries()
+    return {s: t for t, s in chosen.items() if t not in stored and s in variables
+            and variables[s].role == R.EMA and variables[s].ema_style == "tf1"}
+
+
+def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) -> list:
+    """Returns ``pairs`` (``(average key, variable key)``) with the ``lone`` averages (see
+    :func:`lone_averages`) paired where the ``.meta``'s save op proves each was read from the
+    shadow variable itself (a Saver of the averages alone).
 
     Raises:
-        EmaError: naming the keys, what wrote them and what the checkpoint holds (exit 6).
+        UnprovenPairingError: (exit 6, no option decides) the save op wrote some from their
+            variable itself (a Saver of ``ema.variables_to_restore()``: raw values), or
+            nothing proves which Saver wrote them (no ``.meta``, or one that does not record
+            its save op): both Savers write these keys alike.
     """
+    if not lone:
+        return pairs
     meta = ckpt.location.meta_path
-    stored = ckpt.entries()
-    # Where the variable itself is stored beside its average the trainer saved both: only
-    # an average without its variable (what that Saver writes) sends us to the graph.
-    averaged = [(s, t) for s, t in pairs if s != t and t not in stored]
-    if not meta or not averaged:
-        return
-    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(meta))
-    if not sources:
-        return
-    raw = [(s, t) for s, t in averaged if _saved_from(sources.get(s), t)]
+    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(meta)) if meta else None
+    undecided = {s: (t,) for s, t in lone.items()}
+    at = {s: i for i, (s, _) in enumerate(pairs)}  # named as the graph orders them
+    ordered = sorted(lone.items(), key=lambda st: (at.get(st[0], len(at)), st[0]))
+    raw = [(s, t) for s, t in ordered if sources and _saved_from(sources.get(s), t)]
     if raw:
         s, t = raw[0]
-        raise EmaError(
+        raise UnprovenPairingError(
             f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
             f"values, e.g. {s}: the .meta's saver wrote it from {t} itself, as a Saver built "
             "from ema.variables_to_restore() does (it maps each average's name to its "
             "variable), so the checkpoint holds no average of them: that Saver restores the "
             "raw weights it holds into the model (tf.train.load_checkpoint reads them by "
             "these names); to keep the averages, train with a Saver of all variables "
-            "(tf.train.Saver()) and use variables_to_restore() only to evaluate")
+            "(tf.train.Saver()) and use variables_to_restore() only to evaluate", None,
+            undecided)
+    unproven = [(s, t) for s, t in ordered
+                if not (sources and _saved_from(sources.get(s), s))]
+    if unproven:
+        s, t = unproven[0]
+        why = ("it has no .meta" if not meta else
+               "its .meta does not record the save op that wrote them" if not sources else
+               f"its .meta's saver wrote {s} from neither {t} nor a variable named {s}")
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {len(unproven)} key(s) named as averages have no variable stored "
+            f"beside them (e.g. {s}, and no {t}): a Saver of the averages alone "
+            "(Saver({ema.average_name(v): ema.average(v)})) holds averages there, but a "
+            "Saver of ema.variables_to_restore() writes the variables' RAW values under "
+            f"these names, and {why} to tell which wrote them; keep the training .meta "
+            "(model.ckpt.meta, written by saver.save) beside the checkpoint", None, undecided)
+    have = {s for s, _ in pairs}
+    return [*pairs, *((s, t) for s, t in lone.items() if s not in have)]

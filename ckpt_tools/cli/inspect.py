@@ -149,7 +149,7 @@ def _print_table(out: Output, listing: Listing) -> None:
         elif v.ema_of:
             of = listing.by_key.get(v.ema_of)
             target = of.path or of.name if of else v.ema_of
-            ema = (f"of {target}", "dim")
+            ema = (f"of {target}" + ("" if of else " (not stored)"), "dim")
             last_segments.append(cell_len(clean(target.rsplit("/", 1)[-1]))
                                  + (2 if "/" in target else 0))
         elif _open(v):
@@ -202,6 +202,11 @@ def _print_table(out: Output, listing: Listing) -> None:
             out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
                      "shadow")
         return
+    lone = sum(1 for v in listing.by_key.values() if v.ema_of and v.ema_of not in listing.by_key)
+    if lone:  # a TF1 Saver of the averages alone, proven by its .meta
+        out.summary(f"EMA: {lone} average(s) of variables the checkpoint does not store (a "
+                    "Saver of the averages alone): 'ckpt restore-ema' writes them under their "
+                    "variables' names")
     what = "weights and BN statistics" if "bn_stat" in listing.averaged_roles else "weights"
     evidence = listing.ema_evidence or {}
     if evidence.get("use_ema", False) is None and not listing.with_shadow:

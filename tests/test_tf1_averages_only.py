@@ -1,0 +1,201 @@
+"""TF1 checkpoints whose keys are all named as averages (``w/ExponentialMovingAverage``, no
+``w``), made two ways alike in layout:
+
+* ``avg``: a Saver of the averages alone (``Saver({ema.average_name(v): ema.average(v)})``),
+  a serving export: the keys hold the averages;
+* ``vtr``: the training graph saved with ``Saver(ema.variables_to_restore())``: the keys hold
+  the variables' RAW values (review-11-attack-r16 F7).
+
+With the ``.meta`` its save op tells them apart: ``avg`` is paired, exported under the model
+variables' names and baked into a checkpoint a plain ``Saver()`` of the model graph restores;
+``vtr`` is refused by every command and ``list --json`` shows no pairing. Without the
+``.meta`` nothing proves which: every command refuses (exit 6) naming the ``.meta``, never
+exit 0 with the averages dropped. Made here by TensorFlow (a subprocess); the truth is read
+from the session at save time (``ema.average(v)``)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+truth = {}
+for case in ("avg", "vtr"):
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        w = tf1.get_variable("w", [3, 2])
+        b = tf1.get_variable("b", [2])
+        x = tf.constant(np.arange(6, dtype="float32").reshape(2, 3))
+        loss = tf.reduce_sum((tf.matmul(x, w) + b - 1.0) ** 2)
+        train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([train]):
+            step = ema.apply([w, b])
+        if case == "vtr":  # average_name(v) -> v itself (and global_step -> itself)
+            saver = tf1.train.Saver(ema.variables_to_restore())
+        else:  # the same keys, read from the shadows
+            saver = tf1.train.Saver({**{ema.average_name(v): ema.average(v) for v in (w, b)},
+                                     "global_step": gs})
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(step)
+            for meta in (True, False):
+                d = f"{out}/{case}" + ("" if meta else "_nometa")
+                os.makedirs(d)
+                saver.save(s, f"{d}/model.ckpt", write_meta_graph=meta)
+            for v in (w, b):
+                truth[f"{case}:raw:{v.op.name}"] = s.run(v.read_value())
+                truth[f"{case}:ema:{v.op.name}"] = s.run(ema.average(v).read_value())
+np.savez(f"{out}/truth.npz", **truth)
+'''
+
+# Reads the baked checkpoint with a plain Saver of the model graph, and the averages-only
+# checkpoint with ema_saver / restore_ema in the graph imported from its .meta.
+CHECK = r'''
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import ckpt_tools
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out, src, baked = sys.argv[1:4]
+got = {}
+with tf.Graph().as_default():
+    tf1.train.get_or_create_global_step()
+    vs = [tf1.get_variable("w", [3, 2]), tf1.get_variable("b", [2])]
+    with tf1.Session() as s:
+        tf1.train.Saver().restore(s, tf.train.latest_checkpoint(baked))
+        for v in vs:
+            got[f"saver:{v.op.name}"] = s.run(v.read_value())
+for how in ("ema_saver", "restore_ema"):
+    with tf.Graph().as_default():
+        tf1.train.import_meta_graph(f"{src}/model.ckpt.meta")
+        model = {v.op.name: v for v in tf1.global_variables()}
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            if how == "ema_saver":
+                ckpt_tools.ema_saver(checkpoint=src).restore(s, tf.train.latest_checkpoint(src))
+            else:
+                ckpt_tools.restore_ema(s, src)
+            for n in ("w", "b"):
+                got[f"{how}:{n}"] = s.run(model[n].read_value())
+np.savez(f"{out}/truth.npz", **got)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_avg_only")
+    return out, run_script(SCRIPT, out)
+
+
+def _bits(a) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def test_averages_alone_with_meta_map_and_list(made):
+    out, _ = made
+    code, text, err = run_cli(["map", "--json", str(out / "avg")])
+    assert code == 0, err
+    assert json.loads(text) == {"w/ExponentialMovingAverage": "w",
+                                "b/ExponentialMovingAverage": "b",
+                                "global_step": "global_step"}
+    code, text, err = run_cli(["list", "--json", str(out / "avg")])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["ema_unproven"] is None
+    of = {v["key"]: v["ema_of"] for v in doc["variables"]}
+    assert of["w/ExponentialMovingAverage"] == "w" and of["b/ExponentialMovingAverage"] == "b"
+    code, text, err = run_cli(["list", str(out / "avg")])
+    assert code == 0, err
+    assert "of w (not stored)" in text and "does not store" in err, (text, err)
+
+
+def test_averages_alone_export_writes_averages_under_variable_names(made, tmp_path):
+    out, truth = made
+    code, _, err = run_cli(["export", str(out / "avg"), "--out", str(tmp_path / "e.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "e.npz") as z:
+        assert sorted(z.files) == ["b", "w"]
+        for n in ("w", "b"):
+            assert _bits(z[n]) == _bits(truth[f"avg:ema:{n}"]), n
+            assert _bits(z[n]) != _bits(truth[f"avg:raw:{n}"]), n
+
+
+def test_averages_alone_restore_ema_loads_into_the_model_graph(made, tmp_path):
+    """restore-ema writes w, b holding the averages: a plain Saver() of the model graph (w, b,
+    global_step) restores them; ema_saver / restore_ema in the graph imported from the .meta
+    restore the averages into the model variables."""
+    out, truth = made
+    baked = tmp_path / "baked"
+    code, text, err = run_cli(["restore-ema", str(out / "avg"), "--out", str(baked)])
+    assert code == 0, err
+    assert "2 variables now hold their EMA values" in text + err, (text, err)
+    check = tmp_path / "check"
+    check.mkdir()
+    got = run_script(CHECK, check, str(out / "avg"), str(baked))
+    assert sorted(got) == sorted(f"{h}:{n}" for h in ("saver", "ema_saver", "restore_ema")
+                                 for n in ("w", "b"))
+    for key, value in got.items():
+        name = key.split(":")[1]
+        assert _bits(value) == _bits(truth[f"avg:ema:{name}"]), key
+
+
+@pytest.mark.parametrize("case", ["vtr", "avg_nometa", "vtr_nometa"])
+@pytest.mark.parametrize("args", [["map"], ["restore-ema", "--out", "OUT"],
+                                  ["export", "--out", "OUT.npz"]], ids=lambda a: a[0])
+def test_unproven_or_raw_are_refused_by_every_command(made, tmp_path, case, args):
+    out, _ = made
+    args = [a.replace("OUT", str(tmp_path / "o")) for a in args]
+    code, _, err = run_cli([args[0], str(out / case), *args[1:]])
+    assert code == 6, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    text = " ".join(err.split())
+    assert str(out / case) in text and "/ExponentialMovingAverage" in text, err
+    assert "variables_to_restore()" in text, err
+    if case.endswith("nometa"):
+        assert "no .meta" in text and "keep the training .meta" in text, err
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("case", ["vtr", "avg_nometa", "vtr_nometa"])
+def test_list_json_shows_no_pairing_and_the_reason(made, case):
+    out, _ = made
+    code, text, err = run_cli(["map", str(out / case)])
+    reason = err.strip().removeprefix("error: ")
+    code, text, err = run_cli(["list", "--json", str(out / case)])
+    assert code == 0, err
+    doc = json.loads(text)
+    averages = [v for v in doc["variables"] if v["role"] == "ema"]
+    assert len(averages) == 2
+    assert all(v["ema_of"] is None for v in averages), averages
+    assert doc["ema_unproven"] is not None
+    assert " ".join(doc["ema_unproven"]["reason"].split()) == " ".join(reason.split())
+
+
+@pytest.mark.parametrize("case", ["vtr", "avg_nometa"])
+def test_python_api_refuses(made, case):
+    import ckpt_tools
+
+    out, _ = made
+    with pytest.raises(ckpt_tools.EmaError, match="named as averages"):
+        ckpt_tools.ema_map(str(out / case))
+    with pytest.raises(ckpt_tools.EmaError, match="named as averages"):
+        ckpt_tools.export_weights(str(out / case), str(out / f"{case}.npz"))
+    assert not (out / f"{case}.npz").exists()
