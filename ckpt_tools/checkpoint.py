@@ -58,7 +58,8 @@ class Checkpoint:
 
     def __init__(self, location: Location, *, verify: bool = True, meta: bool = True,
                  use_ema: bool | None = None, trainable: Sequence[str] | None = None,
-                 not_swapped: bool = False, fit_order: bool = False):
+                 not_swapped: bool = False, fit_order: bool = False,
+                 averages_only: bool = False):
         self.location = location
         self.path = location.prefix
         if fit_order and trainable:
@@ -120,6 +121,15 @@ class Checkpoint:
                 "file's (.keras, .weights.h5, .h5) EMA copies were built in; this is a "
                 "TensorFlow checkpoint: omit it (for a tf_keras model's TF-format save, "
                 "--apply-order tracked states fit()'s order)")
+        if averages_only and (self.objects is not None or self._reader.keras is not None):
+            self._reader.close()
+            raise OptionError(
+                f"{location.prefix}: --averages-only (Python: averages_only=) states that a TF1 "
+                "Saver's keys named as averages hold averages; this checkpoint records its "
+                "averages' variables (an object graph or a Keras file): omit it")
+        # The caller's statement that TF1 keys named as averages whose variable is not stored
+        # hold averages (a Saver of ema.average(v)), where no .meta records it (raw_shadows).
+        self.averages_only = bool(averages_only)
         # A custom loop's order, stated for a tf_keras model's TF-format save (tfk_stated).
         self.stated_order: list[str] | None = None
         self.stated_pairs: dict[str, str] = {}
@@ -452,7 +462,8 @@ class Checkpoint:
 def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
                     meta: bool = True, use_ema: bool | None = None,
                     trainable: Sequence[str] | None = None,
-                    not_swapped: bool = False, fit_order: bool = False) -> Checkpoint:
+                    not_swapped: bool = False, fit_order: bool = False,
+                    averages_only: bool = False) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -480,6 +491,12 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             built the optimizer (from ``model.trainable_variables``), so EMA copies of weights
             of equal shapes pair in the model's order by statement, not assumption
             (``ckpt --fit-order``); not with ``trainable``.
+        averages_only (`bool`, defaults to `False`): TF1 checkpoints only: state that the
+            keys named as averages whose variable is not stored hold averages (a Saver of
+            ``ema.average(v)``), not the raw values a Saver of
+            ``ema.variables_to_restore()`` writes under those names, where no ``.meta``
+            records which Saver wrote them (``ckpt --averages-only``; a ``.meta`` that records
+            it decides). Other formats refuse it (``OptionError``).
 
     Returns:
         `Checkpoint`: metadata loaded, tensor data read lazily.
@@ -491,7 +508,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             another name already matched.
         OptionError: ``use_ema``, ``trainable`` (but for a tf_keras model's TF-format save,
             :mod:`ckpt_tools.tfk_stated`), ``not_swapped`` or ``fit_order`` given for a
-            TensorFlow checkpoint, or ``fit_order`` with ``trainable`` (exit 2).
+            TensorFlow checkpoint, or ``fit_order`` with ``trainable``, or
+            ``averages_only`` for a TF2 or Keras one (exit 2).
         EmaError: ``use_ema`` contradicts the Keras file's config (exit 6).
 
     Example:
@@ -501,4 +519,5 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         ['W/ExponentialMovingAverage', 'b/ExponentialMovingAverage']
     """
     return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema,
-                      trainable=trainable, not_swapped=not_swapped, fit_order=fit_order)
+                      trainable=trainable, not_swapped=not_swapped, fit_order=fit_order,
+                      averages_only=averages_only)

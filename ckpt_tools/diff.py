@@ -310,6 +310,9 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
     with _opened(target) as ckpt:
         variables = ckpt.variables()
         paired = pairs if pairs is not None else _proven(ckpt, variables)
+        # an average of a variable not stored (a TF1 Saver of the averages alone) has no raw
+        # value to compare with: listed in only_b
+        paired = {k: e for k, e in paired.items() if k in ckpt}
         pairs = [(k, e) for k, e in paired.items() if _keep(k, match) or _keep(e, match)]
         shadows = [v for v in variables if v.role == "ema"]
         if not shadows and not paired:

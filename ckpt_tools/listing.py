@@ -255,7 +255,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    trainable: list[str] | None = None, ema_name: str | None = None,
                    use_meta: bool = True, apply_order: str | None = None,
                    assumptions: bool = False, strict: bool = False,
-                   not_swapped: bool = False, fit_order: bool = False) -> Listing:
+                   not_swapped: bool = False, fit_order: bool = False,
+                   averages_only: bool = False) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -280,6 +281,9 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         not_swapped: state that a Keras file was not saved swapped by ``SwapEMAWeights``
             (``--not-swapped``; see :func:`~ckpt_tools.checkpoint.open_checkpoint`).
         fit_order: state that ``fit()`` built a Keras file's optimizer (``--fit-order``).
+        averages_only: state that a TF1 checkpoint's keys named as averages whose variable
+            is not stored hold averages (``--averages-only``; see
+            :func:`~ckpt_tools.checkpoint.open_checkpoint`).
 
     Returns:
         `Listing`.
@@ -301,7 +305,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
     owned = not isinstance(checkpoint, Checkpoint)
     with gc_paused():  # entries, Variables, roles: many small objects, none in a cycle
         ckpt = open_checkpoint(checkpoint, use_ema=use_ema, trainable=trainable,
-                               not_swapped=not_swapped, fit_order=fit_order) if owned \
+                               not_swapped=not_swapped, fit_order=fit_order,
+                               averages_only=averages_only) if owned \
             else checkpoint
         try:
             listing = _listing(ckpt, roles, collections, match, sort,

@@ -10,7 +10,9 @@ Two ``tf.compat.v1.train.Saver`` layouts hold ``w/ExponentialMovingAverage`` and
 
 The keys are alike; only the ``.meta``'s save op tells them apart (see
 :mod:`ckpt_tools.formats.meta_saver`): the first reads each key from the shadow variable, the
-second from the model variable. Without that proof such keys are refused, never paired.
+second from the model variable. Without that proof such keys are refused, never paired,
+unless the caller states that they hold averages (``--averages-only``) where nothing records
+which Saver wrote them.
 """
 
 from __future__ import annotations
@@ -46,21 +48,35 @@ def lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str]) -> dict[s
             and variables[s].role == R.EMA and variables[s].ema_style == "tf1"}
 
 
+def _sources(ckpt: Checkpoint) -> dict[str, list[str]] | None:
+    """Key -> what the ``.meta``'s save op wrote it from, or ``None`` (no ``.meta``, or one
+    that does not record its save op)."""
+    meta = ckpt.location.meta_path
+    return ckpt.memo("meta_saved_sources", lambda: saved_sources(meta)) if meta else None
+
+
+def _unrecorded(sources, s: str) -> bool:
+    """Whether nothing records what key ``s`` was saved from (what ``--averages-only``
+    may state)."""
+    return not sources or s not in sources
+
+
 def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) -> list:
     """Returns ``pairs`` (``(average key, variable key)``) with the ``lone`` averages (see
     :func:`lone_averages`) paired where the ``.meta``'s save op proves each was read from the
-    shadow variable itself (a Saver of the averages alone).
+    shadow variable itself (a Saver of the averages alone), or, where nothing records it,
+    the caller stated so (``ckpt.averages_only``, ``--averages-only``).
 
     Raises:
-        UnprovenPairingError: (exit 6, no option decides) the save op wrote some from their
-            variable itself (a Saver of ``ema.variables_to_restore()``: raw values), or
+        UnprovenPairingError: (exit 6) the save op wrote some from their variable itself (a
+            Saver of ``ema.variables_to_restore()``: raw values; no option decides), or
             nothing proves which Saver wrote them (no ``.meta``, or one that does not record
-            its save op): both Savers write these keys alike.
+            its save op: ``--averages-only`` decides): both Savers write these keys alike.
     """
     if not lone:
         return pairs
     meta = ckpt.location.meta_path
-    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(meta)) if meta else None
+    sources = _sources(ckpt)
     undecided = {s: (t,) for s, t in lone.items()}
     at = {s: i for i, (s, _) in enumerate(pairs)}  # named as the graph orders them
     ordered = sorted(lone.items(), key=lambda st: (at.get(st[0], len(at)), st[0]))
@@ -71,17 +87,21 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
             f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
             f"values, e.g. {s}: the .meta's saver wrote it from {t} itself, as a Saver built "
             "from ema.variables_to_restore() does (it maps each average's name to its "
-            "variable), so the checkpoint holds no average of them: that Saver restores the "
-            "raw weights it holds into the model (tf.train.load_checkpoint reads them by "
-            "these names); to keep the averages, train with a Saver of all variables "
-            "(tf.train.Saver()) and use variables_to_restore() only to evaluate", None,
-            undecided)
+            "variable), so the checkpoint holds no average of them"
+            + (" (--averages-only cannot state otherwise)" if ckpt.averages_only else "")
+            + ": that Saver restores the raw weights it holds into the model "
+            "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
+            "train with a Saver of all variables (tf.train.Saver()) and use "
+            "variables_to_restore() only to evaluate", None, undecided)
     unproven = [(s, t) for s, t in ordered
-                if not (sources and _saved_from(sources.get(s), s))]
+                if not (sources and _saved_from(sources.get(s), s))
+                and not (ckpt.averages_only and _unrecorded(sources, s))]
     if unproven:
         s, t = unproven[0]
+        stated = _unrecorded(sources, s)
         why = ("it has no .meta" if not meta else
                "its .meta does not record the save op that wrote them" if not sources else
+               f"its .meta's saver did not write {s}" if s not in sources else
                f"its .meta's saver wrote {s} from neither {t} nor a variable named {s}")
         raise UnprovenPairingError(
             f"{ckpt.path}: {len(unproven)} key(s) named as averages have no variable stored "
@@ -89,6 +109,22 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
             "(Saver({ema.average_name(v): ema.average(v)})) holds averages there, but a "
             "Saver of ema.variables_to_restore() writes the variables' RAW values under "
             f"these names, and {why} to tell which wrote them; keep the training .meta "
-            "(model.ckpt.meta, written by saver.save) beside the checkpoint", None, undecided)
+            "(model.ckpt.meta, written by saver.save) beside the checkpoint"
+            + (", or pass --averages-only (Python: open_checkpoint(path, averages_only=True))"
+               " if you know the keys hold averages" if stated else ""),
+            "--averages-only" if stated else None, undecided)
     have = {s for s, _ in pairs}
     return [*pairs, *((s, t) for s, t in lone.items() if s not in have)]
+
+
+def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
+    """Returns average key -> variable key for the TF1 averages whose variable is not stored
+    that are paired only because the caller stated ``averages_only`` (``--averages-only``):
+    no ``.meta`` records which Saver wrote them. ``{}`` without the statement."""
+    if not ckpt.averages_only or ckpt.objects is not None:
+        return {}
+    stored = ckpt.entries()
+    sources = _sources(ckpt)
+    return {v.name: v.ema_of for v in ckpt.variables()
+            if v.role == R.EMA and v.ema_style == "tf1" and v.ema_of
+            and v.ema_of not in stored and _unrecorded(sources, v.name)}

@@ -199,3 +199,71 @@ def test_python_api_refuses(made, case):
     with pytest.raises(ckpt_tools.EmaError, match="named as averages"):
         ckpt_tools.export_weights(str(out / case), str(out / f"{case}.npz"))
     assert not (out / f"{case}.npz").exists()
+
+
+@pytest.mark.parametrize("case", ["avg_nometa", "vtr_nometa"])
+def test_without_meta_list_json_names_averages_only(made, case):
+    out, _ = made
+    code, text, err = run_cli(["list", "--json", str(out / case)])
+    assert code == 0, err
+    unproven = json.loads(text)["ema_unproven"]
+    assert unproven["option"] == "--averages-only"
+    assert "--averages-only" in unproven["reason"] and ".meta" in unproven["reason"]
+
+
+def test_averages_only_stated_pairs_without_meta(made, tmp_path):
+    """--averages-only states what no .meta records: the keys are paired, exported and baked
+    as averages, and a note says the pairing rests on the statement."""
+    import ckpt_tools
+
+    out, truth = made
+    src = str(out / "avg_nometa")
+    code, text, err = run_cli(["map", "--json", "--averages-only", src])
+    assert code == 0, err
+    assert json.loads(text)["w/ExponentialMovingAverage"] == "w"
+    assert "you stated --averages-only" in err, err
+    code, text, err = run_cli(["list", "--json", "--averages-only", src])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["ema_unproven"] is None
+    assert doc["stated_averages_only"]["pairs"] == {"b/ExponentialMovingAverage": "b",
+                                                    "w/ExponentialMovingAverage": "w"}
+    code, _, err = run_cli(["export", "--averages-only", src, "--out", str(tmp_path / "e.npz")])
+    assert code == 0 and "you stated --averages-only" in err, err
+    baked = tmp_path / "baked"
+    code, _, err = run_cli(["restore-ema", "--averages-only", src, "--out", str(baked)])
+    assert code == 0, err
+    with np.load(tmp_path / "e.npz") as z, ckpt_tools.open_checkpoint(str(baked)) as ckpt:
+        for n in ("w", "b"):
+            assert _bits(z[n]) == _bits(truth[f"avg:ema:{n}"]), n
+            assert _bits(ckpt.tensor(n)) == _bits(truth[f"avg:ema:{n}"]), n
+    with ckpt_tools.open_checkpoint(src, averages_only=True) as ckpt:
+        assert ckpt_tools.ema_map(ckpt).mapping["b/ExponentialMovingAverage"] == "b"
+
+
+def test_averages_only_cannot_override_the_meta(made, tmp_path):
+    out, _ = made
+    code, _, err = run_cli(["export", "--averages-only", str(out / "vtr"),
+                            "--out", str(tmp_path / "e.npz")])
+    assert code == 6, err
+    assert "--averages-only cannot state otherwise" in err, err
+    assert not list(tmp_path.iterdir())
+
+
+def test_averages_only_refused_where_it_cannot_apply():
+    from helpers import FIXTURES
+
+    code, _, err = run_cli(["map", "--averages-only", str(FIXTURES / "tf2_object")])
+    assert code == 2, err
+    assert "--averages-only" in err and "omit it" in err, err
+
+
+def test_diff_ema_lists_averages_whose_variable_is_not_stored(made):
+    """Nothing raw to compare them with: each is listed as having no variable, not an error
+    about a variable the checkpoint does not hold."""
+    out, _ = made
+    code, text, err = run_cli(["diff", "--ema", str(out / "avg")])
+    assert code == 0, err
+    rows = [line.split("\t") for line in text.splitlines() if "ExponentialMovingAverage" in line]
+    assert [(r[1], r[2]) for r in rows] == [("b/ExponentialMovingAverage", "no variable"),
+                                            ("w/ExponentialMovingAverage", "no variable")]

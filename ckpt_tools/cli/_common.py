@@ -97,6 +97,10 @@ NotSwappedOpt = Annotated[bool, typer.Option(
     "--not-swapped", help="Keras files: state that the file was not saved by ModelCheckpoint "
     "after SwapEMAWeights(swap_on_epoch=True), so its EMA copies are the averages; what "
     "--strict otherwise refuses as assumed ('not_swapped') where weights and copies differ.")]
+AveragesOnlyOpt = Annotated[bool, typer.Option(
+    "--averages-only", help="TF1 checkpoints without their .meta: state that the keys named as "
+    "averages whose variable is not stored hold averages (a Saver of ema.average(v)), not the "
+    "raw values a Saver of ema.variables_to_restore() writes under those names.")]
 SLOTS = ("keep", "drop")
 
 

@@ -18,6 +18,7 @@ from ..diff import NOT_COMPARED, SAME, DiffReport, diff_checkpoints, diff_ema
 from ..errors import CorruptCheckpointError
 from ._common import (
     PATH_HELP,
+    AveragesOnlyOpt,
     FitOrderOpt,
     GrepOpt,
     JsonOpt,
@@ -74,6 +75,7 @@ def diff_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    averages_only: AveragesOnlyOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -100,7 +102,8 @@ def diff_command(
                                  "only with --ema", param_hint="--strict")
     with open_checkpoint(resolve(out, a), use_ema=use_ema,
                          trainable=trainable_names(trainable, loop_order, fit_order),
-                         not_swapped=not_swapped, fit_order=fit_order) as ca:
+                         not_swapped=not_swapped, fit_order=fit_order,
+                         averages_only=averages_only) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
         assumed: dict = {}

@@ -18,6 +18,7 @@ from ..checkpoint import open_checkpoint
 from ..formats._io import is_url
 from ._common import (
     SLOTS,
+    AveragesOnlyOpt,
     FitOrderOpt,
     GrepOpt,
     JsonOpt,
@@ -164,6 +165,7 @@ def map_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    averages_only: AveragesOnlyOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -182,7 +184,8 @@ def map_command(
     choice(style, ("tf1", "object", "keras", "slot"), "--style")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
                          trainable=trainable_names(trainable, loop_order, fit_order),
-                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
+                         not_swapped=not_swapped, fit_order=fit_order,
+                         averages_only=averages_only) as ckpt:
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order, strict)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,
@@ -251,13 +254,15 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
         read as Keras layers whose sublayers were not re-assigned]}}``,
         ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
         ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}``,
-        ``{"stated_fit_order": true}`` for the command's
+        ``{"stated_fit_order": true}``,
+        ``{"stated_averages_only": {"pairs": {average: variable}}}`` for the command's
         ``--json`` document, or ``{}`` when
         nothing rests on a statement.
     """
     from ..ema_apply_order import read_alike, stated_pairings
     from ..keras_assumed import fit_order_note, object_pairs
     from ..keras_reassign import reassign_note
+    from ..raw_shadows import stated_lone_averages
     from ..tfk_order import recorded_averages
     from ..tfk_order import stated_note as tf_keras_stated_note
 
@@ -282,6 +287,14 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
     if said:
         out.note(f"note: {said}", always=True)
         found["stated_fit_order"] = True
+    lone = stated_lone_averages(ckpt)
+    if lone:  # a TF1 Saver's keys named as averages, their variables not stored
+        out.note(f"note: {len(lone)} key(s) named as averages (e.g. {next(iter(lone))}) are "
+                 "read as the averages of variables the checkpoint does not store only because "
+                 "you stated --averages-only; no .meta records which Saver wrote them: if it "
+                 "was a Saver of ema.variables_to_restore(), they hold the raw weights",
+                 always=True)
+        found["stated_averages_only"] = {"pairs": lone}
     by_trainable = dict(getattr(layout, "stated_pairs", None) or {})
     if by_trainable:
         n = len(by_trainable)
@@ -436,6 +449,7 @@ def restore_ema_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    averages_only: AveragesOnlyOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -461,7 +475,8 @@ def restore_ema_command(
         check_output_parent(out_dir, "creating the output directory")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
                          trainable=trainable_names(trainable, loop_order, fit_order),
-                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
+                         not_swapped=not_swapped, fit_order=fit_order,
+                         averages_only=averages_only) as ckpt:
         refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
         keras_in = getattr(ckpt.reader, "keras", None) is not None
         fmt = fmt or ("keras" if keras_in else "v2")

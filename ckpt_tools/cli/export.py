@@ -17,6 +17,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..errors import OutputError
 from ._common import (
+    AveragesOnlyOpt,
     FitOrderOpt,
     GrepOpt,
     JsonOpt,
@@ -93,6 +94,7 @@ def export_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    averages_only: AveragesOnlyOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -120,7 +122,8 @@ def export_command(
     check_output_parent(out_path, "writing the output file")
     with open_checkpoint(resolve(out, path), use_ema=use_ema,
                          trainable=trainable_names(trainable, loop_order, fit_order),
-                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
+                         not_swapped=not_swapped, fit_order=fit_order,
+                         averages_only=averages_only) as ckpt:
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())

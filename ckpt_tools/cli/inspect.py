@@ -20,6 +20,7 @@ from ..listing import Listing, list_names, list_variables, short_collection
 from ..lookup_tables import table_totals
 from ..roles import ROLES
 from ._common import (
+    AveragesOnlyOpt,
     FitOrderOpt,
     GrepOpt,
     JsonOpt,
@@ -70,6 +71,7 @@ def list_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    averages_only: AveragesOnlyOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -101,7 +103,8 @@ def list_command(
                                  trainable=trainable_names(trainable, loop_order, fit_order),
                                  ema_name=ema_name, use_meta=not no_meta,
                                  apply_order=apply_order, assumptions=json_out,
-                                 strict=strict, not_swapped=not_swapped, fit_order=fit_order)
+                                 strict=strict, not_swapped=not_swapped, fit_order=fit_order,
+                                 averages_only=averages_only)
     except OptionError:  # an option that cannot apply to this file: its own message (exit 2)
         raise
     except ValueError as exc:
@@ -110,10 +113,12 @@ def list_command(
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match)
     stated = {}
-    if apply_order is not None or trainable or use_ema or not_swapped or fit_order:  # as map
+    if apply_order is not None or trainable or use_ema or not_swapped or fit_order \
+            or averages_only:  # as map, export say
         with open_checkpoint(resolve(out, path), use_ema=use_ema,
                              trainable=trainable_names(trainable, loop_order, fit_order),
-                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
+                             not_swapped=not_swapped, fit_order=fit_order,
+                             averages_only=averages_only) as ckpt:
             stated = note_stated_order(out, ckpt, apply_order, ema_name)
     if json_out:
         out.json({**listing.to_dict(), **stated})
