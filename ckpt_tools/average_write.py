@@ -191,8 +191,13 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
 
     newest = ckpts[-1]
     averaged, copied, nbytes, nonfinite = [], [], 0, []
+    stored = newest.entries()
+    # a variable not stored whose proven average is (a TF1 Saver of the averages alone) gets
+    # the averaged average under its own name, as restore-ema writes it
+    lone = [(t, newest.entry(s)) for t, s in source_of.items()
+            if t not in stored and s in to_average]
     with BundleWriter(prefix, shown) as writer:
-        for key, entry in newest.entries().items():
+        for key, entry in [*stored.items(), *lone]:
             src = source_of.get(key, key)
             if src in to_average:
                 acc = np.zeros(entry.shape, np.complex128 if entry.dtype_name in _COMPLEX

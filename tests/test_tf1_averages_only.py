@@ -267,3 +267,22 @@ def test_diff_ema_lists_averages_whose_variable_is_not_stored(made):
     rows = [line.split("\t") for line in text.splitlines() if "ExponentialMovingAverage" in line]
     assert [(r[1], r[2]) for r in rows] == [("b/ExponentialMovingAverage", "no variable"),
                                             ("w/ExponentialMovingAverage", "no variable")]
+
+
+def test_average_ema_bake_writes_the_plain_names(made, tmp_path):
+    """average --ema --bake gives each plain name its averaged average, also where only the
+    average is stored (two copies of one checkpoint: the mean is the value itself)."""
+    import shutil
+
+    import ckpt_tools
+
+    out, truth = made
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(out / "avg", a)
+    shutil.copytree(out / "avg", b)
+    code, _, err = run_cli(["average", str(a), str(b), "--ema", "--bake", "--newest", str(b),
+                            "--out", str(tmp_path / "o")])
+    assert code == 0, err
+    with ckpt_tools.open_checkpoint(str(tmp_path / "o")) as ckpt:
+        for n in ("w", "b"):
+            assert _bits(ckpt.tensor(n)) == _bits(truth[f"avg:ema:{n}"]), n
