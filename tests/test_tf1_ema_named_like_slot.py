@@ -1,11 +1,11 @@
-"""A TF1 ``ExponentialMovingAverage(name="Momentum")`` beside a ``MomentumOptimizer``
-(review-11-attack-r16 F5): TF stores ``w/Momentum`` and ``w/Momentum_1``, the EMA's average and
-the momentum buffer in the order the two were built. ``--ema-name Momentum`` paired the momentum
-buffers as averages (exit 0) and the default refusal said no shadow was saved. With the ``.meta``
-its update ops (``AssignMovingAvg`` vs ``ResourceApplyMomentum``) decide; without it a stated
-name whose ``_N`` sibling is also stored is refused, naming the ``.meta``. Truth:
-``ema.average(v)`` (name and value) and ``opt.get_slot(v, "momentum")``, recorded by TensorFlow at
-save time in a subprocess."""
+"""A TF1 ``ExponentialMovingAverage(name="Momentum")`` beside a ``MomentumOptimizer``, over
+resource and reference variables (review-11-attack-r16 F5): TF stores ``w/Momentum`` and
+``w/Momentum_1``, the EMA's average and the momentum buffer in the order the two were built.
+``--ema-name Momentum`` paired the momentum buffers as averages (exit 0) and the default refusal
+said no shadow was saved. With the ``.meta`` its update ops (``AssignMovingAvg`` vs
+``(Resource)ApplyMomentum``) decide; without it a stated name whose ``_N`` sibling is also stored
+is refused, naming the ``.meta``. Truth: ``ema.average(v)`` (name and value) and
+``opt.get_slot(v, "momentum")``, recorded by TensorFlow at save time in a subprocess."""
 
 from __future__ import annotations
 
@@ -29,14 +29,15 @@ tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
 truth = {}
-for case in ("ema_first", "opt_first"):
+for case in ("ema_first", "opt_first", "ema_first_ref", "opt_first_ref"):
     with tf.Graph().as_default():
-        w = tf1.get_variable("w", [3, 2])
-        b = tf1.get_variable("b", [2])
+        resource = not case.endswith("_ref")  # RefVariables: AssignSub, ApplyMomentum
+        w = tf1.get_variable("w", [3, 2], use_resource=resource)
+        b = tf1.get_variable("b", [2], use_resource=resource)
         loss = tf.reduce_sum(tf.square(w - 1)) + tf.reduce_sum(b * b)
         ema = tf1.train.ExponentialMovingAverage(0.5, name="Momentum")
         opt = tf1.train.MomentumOptimizer(0.1, 0.9)
-        if case == "ema_first":
+        if case.startswith("ema_first"):
             average = ema.apply([w, b])
             with tf.control_dependencies([average]):
                 step = opt.minimize(loss)
@@ -46,7 +47,10 @@ for case in ("ema_first", "opt_first"):
                 step = ema.apply([w, b])
         saver = tf1.train.Saver()
         with tf1.Session() as s:
-            s.run(tf1.global_variables_initializer())
+            # the model's variables first: a reference variable's shadow reads it at init
+            s.run(tf1.variables_initializer([w, b]))
+            s.run(tf1.variables_initializer(
+                [v for v in tf1.global_variables() if v.op.name not in ("w", "b")]))
             for _ in range(3):
                 s.run(step)
             os.makedirs(f"{out}/{case}")
@@ -60,7 +64,7 @@ for case in ("ema_first", "opt_first"):
 np.savez(f"{out}/truth.npz", **truth)
 '''
 
-CASES = ("ema_first", "opt_first")
+CASES = ("ema_first", "opt_first", "ema_first_ref", "opt_first_ref")
 
 
 @pytest.fixture(scope="module")
@@ -114,12 +118,13 @@ def test_python_api_pairs_the_emas_averages(made):
         assert m.mapping == _names(truth, case, "avgname"), case
 
 
-def test_a_stated_name_of_the_optimizers_slot_is_refused(made, tmp_path):
+@pytest.mark.parametrize("case", ["ema_first", "ema_first_ref"])
+def test_a_stated_name_of_the_optimizers_slot_is_refused(made, tmp_path, case):
     out, truth = made
     # EMA built first: its averages are w/Momentum, the optimizer's slots w/Momentum_1
-    slot = next(iter(_names(truth, "ema_first", "slotname"))).rpartition("/")[2]
+    slot = next(iter(_names(truth, case, "slotname"))).rpartition("/")[2]
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / "ema_first"), "--ema-name", slot, "--out",
+    code, _, err = run_cli(["export", str(out / case), "--ema-name", slot, "--out",
                             str(target)])
     assert code == 6 and not target.exists(), err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
