@@ -28,7 +28,7 @@ from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, EmaError
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
 
-__all__ = ["Assumption", "equal_groups", "fit_order_note", "keras_assumptions",
+__all__ = ["LIVE_FIT_ORDER", "Assumption", "equal_groups", "fit_order_note", "keras_assumptions",
            "live_assumptions", "refuse_assumed", "warn_assumed"]
 
 
@@ -72,6 +72,18 @@ NOT_SWAPPED = Assumption(
     "writes them; Python: ema=False, or model.load_weights); if not, state it: --not-swapped "
     "(Python: not_swapped=True)")
 
+# apply_ema of a tf_keras TF-format checkpoint into a live model: its averages of same-named
+# weights placed by the model's trainable_variables (tfk_order), as fit() built them.
+LIVE_FIT_ORDER = Assumption(
+    "fit_order",
+    "averages of same-named weights were paired in the live model's trainable_variables "
+    "order, the order fit() builds the tf_keras optimizer in, which the checkpoint cannot "
+    "show: if a custom training loop listed the variables otherwise, pass trainable=<that "
+    "list> (trainable=model.trainable_variables states fit()'s order)",
+    "averages of same-named weights are placed in the live model's trainable_variables "
+    "order, the order fit() builds the tf_keras optimizer in",
+    "pass trainable=model.trainable_variables to state fit()'s order, or the list a custom "
+    "training loop passed to its first apply_gradients()")
 
 def _same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
     """Whether each weight equals its EMA copy bit for bit (dtype and shape included); stops

@@ -7,7 +7,6 @@ reader, so what gets restored is exactly what :func:`ckpt_tools.ema_map` reports
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,11 +16,11 @@ from .ema_several import split_ema_names
 from .emamap import KEEP, ema_map
 from .errors import (
     INSTALL_TENSORFLOW,
-    AssumptionWarning,
     EmaError,
     OptionError,
     TensorFlowRequiredError,
 )
+from .keras_assumed import LIVE_FIT_ORDER, keras_assumptions, refuse_assumed, warn_assumed
 from .live_order import keras_source, live_order
 from .live_pairing import key_variables
 from .locate import locate
@@ -410,12 +409,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         fit_order = order is None and has_open_averages(ckpt) \
             and keras_source(model_or_variables) is not None
         if fit_order and map_options.get("strict"):
-            raise EmaError(
-                f"{ckpt.path}: averages of same-named weights are placed only by the order the "
-                "tf_keras optimizer was built in, which the checkpoint cannot show (strict=True "
-                "refuses assuming fit()'s, the live model's trainable_variables): pass "
-                "trainable=model.trainable_variables to state fit()'s order, or the list a "
-                "custom training loop passed to its first apply_gradients()")
+            refuse_assumed(ckpt, [LIVE_FIT_ORDER])
         if fit_order:
             # fit() built the tf_keras optimizer from model.trainable_variables: the live
             # model's own order (also wrapped: tf.train.Checkpoint(model=m)) places averages
@@ -454,20 +448,11 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
                            "was saved from (or one of its children), or a list of variables")
         for v, src in assignments:
             v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias
-        from .keras_assumed import keras_assumptions, warn_assumed
-
-        copies = keras_assumptions(ckpt)  # a Keras 3 optimizer's copies: read as not swapped
-        result.assumed.extend(a.name for a in copies)
-        warn_assumed(ckpt, copies)
-        if fit_order:
-            result.assumed.append("fit_order")
-            warnings.warn(
-                f"{ckpt.path}: averages of same-named weights were paired in the live model's "
-                "trainable_variables order, the order fit() builds the tf_keras optimizer in; "
-                "the checkpoint cannot show that fit() built it: if a custom training loop "
-                "listed the variables otherwise, pass trainable=<that list> (or "
-                "trainable=model.trainable_variables to state fit()'s order)",
-                AssumptionWarning, stacklevel=2)
+        # what the pairing assumed: a Keras 3 optimizer's copies read as not swapped, and
+        # tf_keras averages placed in the live model's (fit()'s) order
+        assumed = ([LIVE_FIT_ORDER] if fit_order else []) + keras_assumptions(ckpt)
+        result.assumed.extend(a.name for a in assumed)
+        warn_assumed(ckpt, assumed)
         return result
     finally:
         if owned:
