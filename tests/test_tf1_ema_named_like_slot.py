@@ -148,3 +148,41 @@ def test_without_the_graph_a_name_with_a_sibling_is_refused(made, tmp_path, case
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     text = " ".join(err.split())
     assert ".meta" in text and "Momentum_1" in text and "no EMA shadow" not in text, err
+
+
+API_SCRIPT = r'''
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from ckpt_tools import ema_saver, restore_ema
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out, src, cases = sys.argv[1], sys.argv[2], sys.argv[3:]
+got = {}
+for case in cases:
+    for how in ("ema_saver", "restore_ema"):
+        with tf.Graph().as_default():  # the training graph, imported as the README shows
+            tf1.train.import_meta_graph(f"{src}/{case}/model.ckpt.meta")
+            with tf1.Session() as s:
+                if how == "ema_saver":
+                    ema_saver(checkpoint=f"{src}/{case}").restore(s, f"{src}/{case}/model.ckpt")
+                else:
+                    restore_ema(s, f"{src}/{case}", ema_name="Momentum")
+                for var in tf1.global_variables():
+                    if var.op.name in ("w", "b"):
+                        got[f"{case}:{how}:{var.op.name}"] = s.run(var)
+np.savez(f"{out}/truth.npz", **got)
+'''
+
+
+def test_ema_saver_and_restore_ema_in_the_imported_graph(made, tmp_path):
+    out, truth = made
+    got = run_script(API_SCRIPT, tmp_path, str(out), *CASES)
+    for case in CASES:
+        for how in ("ema_saver", "restore_ema"):
+            for var in ("w", "b"):
+                assert got[f"{case}:{how}:{var}"].tobytes() == \
+                    truth[f"{case}:avg:{var}"].tobytes(), (case, how, var)
