@@ -94,3 +94,45 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                 f"training graph's .meta does (its update ops), and {why}: put the .meta "
                 "written with the checkpoint beside it",
                 None, {target: tuple(sorted(keys))})
+
+
+def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: bool,
+                   chosen: dict[str, str] | None) -> dict[str, str] | None:
+    """The averages of the one EMA object whose update ops' name scope is ``ema_name``
+    (``ExponentialMovingAverage_1`` for the second default-named one), where the ``.meta``'s
+    graph proves whose every TF1 average is and that object averaged every variable any
+    average is of.
+
+    TF1 numbers averages per variable, not per object: after ``e1.apply([w])`` and
+    ``e2.apply([w, v])``, e2's are ``w/ExponentialMovingAverage_1`` and
+    ``v/ExponentialMovingAverage`` (review-11-attack-r16 F1); their ``AssignMovingAvg`` ops
+    share e2's scope. An object that averaged only some of the variables is left to the
+    name-based reading (which refuses where the names leave it open).
+
+    Args:
+        chosen: what the name-based reading picked (``None``: it refused); a reading that
+            gives every averaged variable an average is kept as it is.
+
+    Returns:
+        `dict[str, str]`: variable key -> its average key, or ``None`` where the graph does
+        not prove such an object.
+    """
+    if ema_name is None or not use_meta or ckpt.objects is not None:
+        return None
+    tf1 = {k: v for k, v in variables.items() if v.role == R.EMA and v.ema_style == "tf1"}
+    averaged = {v.ema_of for v in tf1.values()}
+    if not tf1 or None in averaged or (chosen is not None and averaged <= set(chosen)):
+        return None
+    ops = update_ops(ckpt)
+    if ops is None:
+        return None
+    scopes: dict[str, dict[str, str]] = {}
+    for key, v in tf1.items():
+        owner = ops.averages.get(key)
+        if owner is None or owner[0] != v.ema_of:
+            return None  # an average the graph does not show updated from its variable
+        scopes.setdefault(owner[1], {})[v.ema_of] = key
+    named = [s for s in scopes if s.rpartition("/")[2] == ema_name]
+    if len(named) != 1 or set(scopes[named[0]]) != averaged:
+        return None
+    return scopes[named[0]]

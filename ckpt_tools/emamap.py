@@ -32,7 +32,7 @@ from .ema_refusals import (
     suffix_base,
 )
 from .ema_several import join_maps, split_ema_names
-from .ema_updates import refuse_slot_sources
+from .ema_updates import owned_averages, refuse_slot_sources
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK
@@ -413,7 +413,13 @@ def ema_map(
         detected = proven_names(variables, ckpt.ema_names())
         name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
         suffix = recorded_suffixes(ckpt, variables)
-        chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
+        try:
+            chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
+        except UnprovenPairingError:  # the graph's update ops may prove one object's
+            chosen = owned_averages(ckpt, variables, ema_name, use_meta, None)
+            if chosen is None:
+                raise
+        chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
         refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
         refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta)
         if (use_meta and style in (None, "tf1") and ckpt.meta is not None
