@@ -96,6 +96,40 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                 None, {target: tuple(sorted(keys))})
 
 
+def _scopes(ckpt: Checkpoint, variables) -> tuple[dict[str, dict[str, str]], set] | None:
+    """``(EMA name scope -> {variable: its average}, every variable averaged)`` where the
+    ``.meta``'s update ops show every TF1 average updated from its variable; else ``None``."""
+    tf1 = {k: v for k, v in variables.items() if v.role == R.EMA and v.ema_style == "tf1"}
+    averaged = {v.ema_of for v in tf1.values()}
+    if not tf1 or None in averaged:
+        return None
+    ops = update_ops(ckpt)
+    if ops is None:
+        return None
+    scopes: dict[str, dict[str, str]] = {}
+    for key, v in tf1.items():
+        owner = ops.averages.get(key)
+        if owner is None or owner[0] != v.ema_of:
+            return None  # an average the graph does not show updated from its variable
+        scopes.setdefault(owner[1], {})[v.ema_of] = key
+    return scopes, averaged
+
+
+def complete_objects(ckpt: Checkpoint, variables, use_meta: bool) -> list[str]:
+    """The names (last part of the name scope) of the EMA objects the ``.meta``'s update ops
+    show averaged every variable any TF1 average is of: what ``--ema-name`` can take whole
+    (see :func:`owned_averages`)."""
+    if not use_meta or ckpt.objects is not None:
+        return []
+    found = _scopes(ckpt, variables)
+    if found is None:
+        return []
+    scopes, averaged = found
+    names = [s.rpartition("/")[2] for s in scopes]
+    return sorted(n for s, n in zip(scopes, names, strict=True)
+                  if set(scopes[s]) == averaged and names.count(n) == 1)
+
+
 def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: bool,
                    chosen: dict[str, str] | None) -> dict[str, str] | None:
     """The averages of the one EMA object whose update ops' name scope is ``ema_name``
@@ -119,20 +153,28 @@ def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
     """
     if ema_name is None or not use_meta or ckpt.objects is not None:
         return None
-    tf1 = {k: v for k, v in variables.items() if v.role == R.EMA and v.ema_style == "tf1"}
-    averaged = {v.ema_of for v in tf1.values()}
-    if not tf1 or None in averaged or (chosen is not None and averaged <= set(chosen)):
+    if chosen is not None and {v.ema_of for v in variables.values() if v.role == R.EMA
+                               and v.ema_style == "tf1"} <= set(chosen):
         return None
-    ops = update_ops(ckpt)
-    if ops is None:
+    found = _scopes(ckpt, variables)
+    if found is None:
         return None
-    scopes: dict[str, dict[str, str]] = {}
-    for key, v in tf1.items():
-        owner = ops.averages.get(key)
-        if owner is None or owner[0] != v.ema_of:
-            return None  # an average the graph does not show updated from its variable
-        scopes.setdefault(owner[1], {})[v.ema_of] = key
+    scopes, averaged = found
     named = [s for s in scopes if s.rpartition("/")[2] == ema_name]
     if len(named) != 1 or set(scopes[named[0]]) != averaged:
         return None
     return scopes[named[0]]
+
+
+def offer_objects(ckpt: Checkpoint, variables, use_meta: bool,
+                  refusal: UnprovenPairingError) -> UnprovenPairingError:
+    """``refusal``, saying which ``--ema-name`` takes one EMA object's averages whole where
+    the ``.meta``'s update ops prove one (:func:`complete_objects`)."""
+    names = complete_objects(ckpt, variables, use_meta)
+    if not names:
+        return refusal
+    return UnprovenPairingError(
+        f"{refusal} (with this .meta one option does: --ema-name "
+        f"{' or --ema-name '.join(names)} takes the averages of the EMA object that averaged "
+        "every one of these variables, as the graph's update ops show)",
+        "--ema-name", refusal.undecided)

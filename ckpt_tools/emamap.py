@@ -32,7 +32,7 @@ from .ema_refusals import (
     suffix_base,
 )
 from .ema_several import join_maps, split_ema_names
-from .ema_updates import owned_averages, refuse_slot_sources
+from .ema_updates import offer_objects, owned_averages, refuse_slot_sources
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK
@@ -415,10 +415,10 @@ def ema_map(
         suffix = recorded_suffixes(ckpt, variables)
         try:
             chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
-        except UnprovenPairingError:  # the graph's update ops may prove one object's
+        except UnprovenPairingError as exc:  # the graph's update ops may prove one object's
             chosen = owned_averages(ckpt, variables, ema_name, use_meta, None)
             if chosen is None:
-                raise
+                raise offer_objects(ckpt, variables, use_meta, exc) from None
         chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
         refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
         refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta)

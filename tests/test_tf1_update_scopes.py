@@ -96,3 +96,12 @@ def test_what_the_graph_does_not_prove_stays_refused(made, tmp_path, case, where
                             str(target)])
     assert code == 6 and not target.exists(), err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_refusal_offers_the_object_the_graph_proves(made, case):
+    out, _ = made
+    for where, offered in (("", True), ("_nometa", False)):
+        code, _, err = run_cli(["map", str(out / f"{case}{where}")])
+        assert code == 6, err
+        assert (f"--ema-name {E2} takes" in " ".join(err.split())) == offered, err
