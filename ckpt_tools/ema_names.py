@@ -169,8 +169,12 @@ def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[
     bases = {suffix_base(s) for s in suffix.values() if s != suffix_base(s)}
     numbered = {t: cs for t, cs in shadows.items()
                 if any(suffix.get(c, "") != suffix_base(suffix.get(c, "")) for c in cs)}
-    lone = [(t, chosen[t]) for t, cs in shadows.items()
-            if t in chosen and len(cs) == 1 and suffix.get(cs[0]) in bases]
+    # a lone one is open whether it was taken or left for raw under a stated name of its
+    # family (--ema-name ExponentialMovingAverage_1 may be the object that wrote it)
+    family = suffix_base(ema_name) if ema_name is not None else None
+    lone = [(t, cs[0]) for t, cs in shadows.items()
+            if len(cs) == 1 and suffix.get(cs[0]) in bases
+            and (t in chosen or suffix_base(suffix.get(cs[0], "")) == family)]
     if not lone or not numbered:
         return
     t, c = lone[0]
