@@ -153,8 +153,8 @@ def state_file_note(directory: str, state: str, written: str, used: str, written
     if used != written and written_exists:
         said.append(f"{state} names {written}, which exists too; using {used}, the copy of "
                     f"that name beside the state file (name {written} to read that one)")
-    elif used == written and os.path.isabs(written) and os.path.dirname(
-            os.path.abspath(written)) != os.path.abspath(directory):
+    elif used == written and os.path.isabs(written) and os.path.realpath(
+            os.path.dirname(written)) != os.path.realpath(directory):  # not via a symlink
         said.append(f"{state} names {written}, outside {directory} (no copy of that name "
                     "beside it): reading it")
     if keras_files:

@@ -66,3 +66,12 @@ def test_a_state_file_naming_its_own_checkpoint_says_nothing(tmp_path):
         (d / "checkpoint").write_text(f'model_checkpoint_path: "{state}"\n')
         code, _, err = run_cli(["list", str(d)])
         assert code == 0 and "state file" not in err and "names" not in err, err
+
+
+def test_a_directory_reached_through_a_symlink_says_nothing(tmp_path):
+    d = tmp_path / "real"
+    shutil.copytree(FIXTURES / "linear_v2", d)
+    (d / "checkpoint").write_text(f'model_checkpoint_path: "{d}/model.ckpt"\n')
+    (tmp_path / "link").symlink_to(d)
+    code, _, err = run_cli(["list", str(tmp_path / "link")])
+    assert code == 0 and "state file" not in err and "names" not in err, err
