@@ -122,12 +122,9 @@ def complete_objects(ckpt: Checkpoint, variables, use_meta: bool) -> list[str]:
     if not use_meta or ckpt.objects is not None:
         return []
     found = _scopes(ckpt, variables)
-    if found is None:
-        return []
-    scopes, averaged = found
-    names = [s.rpartition("/")[2] for s in scopes]
-    return sorted(n for s, n in zip(scopes, names, strict=True)
-                  if set(scopes[s]) == averaged and names.count(n) == 1)
+    names = {s.rpartition("/")[2] for s in found[0]} if found is not None else set()
+    return sorted(n for n in names
+                  if owned_averages(ckpt, variables, n, use_meta, None) is not None)
 
 
 def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: bool,
@@ -163,7 +160,13 @@ def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
     named = [s for s in scopes if s.rpartition("/")[2] == ema_name]
     if len(named) != 1 or set(scopes[named[0]]) != averaged:
         return None
-    return scopes[named[0]]
+    mine = scopes[named[0]]
+    if any(v.role == R.EMA and v.ema_style == "tf1" and key.rpartition("/")[2] == ema_name
+           and mine[v.ema_of] != key for key, v in variables.items()):
+        # another object's average carries the name as its suffix (the scope's name was
+        # taken, so the scopes and the suffixes count apart): which one is meant is open
+        return None
+    return mine
 
 
 def offer_objects(ckpt: Checkpoint, variables, use_meta: bool,

@@ -28,10 +28,13 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
-NAMES = {"partial": ("w", "v"), "fast_slow_bn": ("fc/w", "bn/moving_mean")}
+NAMES = {"partial": ("w", "v"), "fast_slow_bn": ("fc/w", "bn/moving_mean"),
+         "taken_scope": ("w", "v")}
 truth = {}
-for case in ("partial", "fast_slow_bn"):
+for case in ("partial", "fast_slow_bn", "taken_scope"):
     with tf.Graph().as_default():
+        if case == "taken_scope":  # an op holds the name: e1's scope is ..._1, e2's ..._2
+            tf.constant(0.0, name="ExponentialMovingAverage")
         w = tf1.get_variable(NAMES[case][0], [3, 2])
         v = tf1.get_variable(NAMES[case][1], [2], trainable=case == "partial",
                              initializer=tf1.zeros_initializer())
@@ -39,7 +42,10 @@ for case in ("partial", "fast_slow_bn"):
         e1 = tf1.train.ExponentialMovingAverage(0.5)
         e2 = tf1.train.ExponentialMovingAverage(0.9)
         with tf.control_dependencies([step]):
-            update = tf.group(e1.apply([w]), e2.apply([w, v]))
+            if case == "taken_scope":  # e1 over both, e2 over w (w/ExponentialMovingAverage_1)
+                update = tf.group(e1.apply([w, v]), e2.apply([w]))
+            else:
+                update = tf.group(e1.apply([w]), e2.apply([w, v]))
         saver = tf1.train.Saver()
         with tf1.Session() as s:
             s.run(tf1.global_variables_initializer())
@@ -47,7 +53,7 @@ for case in ("partial", "fast_slow_bn"):
                 s.run(update)
             os.makedirs(f"{out}/{case}")
             saver.save(s, f"{out}/{case}/model.ckpt")
-            for var in (w, v):
+            for var in (w, v) if case != "taken_scope" else ():
                 truth[f"{case}:{var.op.name}"] = s.run(e2.average(var).read_value())
                 truth[f"{case}:name:{var.op.name}"] = np.array(e2.average(var).op.name)
 np.savez(f"{out}/truth.npz", **truth)
@@ -103,3 +109,18 @@ def test_the_refusal_offers_the_object_the_graph_proves(made, case):
         code, _, err = run_cli(["map", str(out / f"{case}{where}")])
         assert code == 6, err
         assert (f"--ema-name {E2} takes" in " ".join(err.split())) == offered, err
+
+
+@pytest.mark.parametrize("name", ["ExponentialMovingAverage_1", "ExponentialMovingAverage_2"])
+def test_a_scope_whose_name_another_objects_averages_carry_is_not_taken(made, tmp_path, name):
+    """An op held the name ``ExponentialMovingAverage``: e1 (over w, v) got the scope
+    ``ExponentialMovingAverage_1`` while e2's average of w is ``w/ExponentialMovingAverage_1``:
+    ``--ema-name ExponentialMovingAverage_1`` names both, and e2 averaged only w."""
+    out, _ = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / "taken_scope"), "--ema-name", name, "--out",
+                            str(target)])
+    assert code == 6 and not target.exists(), err
+    if name.endswith("_1"):  # nor offered by the refusal
+        code, _, err = run_cli(["map", str(out / "taken_scope")])
+        assert code == 6 and "takes the averages of the EMA object" not in err, err
