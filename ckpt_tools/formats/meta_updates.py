@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import CorruptCheckpointError
+from ..errors import CheckpointError, CorruptCheckpointError
 from ._io import close_map, map_file
 from ._record import Frozen
 from .meta import proto_fields
@@ -88,7 +88,7 @@ def read_update_ops(path: str) -> UpdateOps | None:
     """
     try:
         data = map_file(path)
-    except OSError:
+    except (OSError, CheckpointError):  # gone or unreadable since (a URL): nothing proven
         return None
     try:
         graph = None
