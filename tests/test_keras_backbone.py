@@ -132,7 +132,8 @@ def test_equal_sublayers_one_frozen_listed_open(made, name, tmp_path):
     code, got, err = _exported(out / name, tmp_path, *extra, "--trainable", ",".join(stated))
     assert code == 0, err
     shown = {"dense/kernel": "raw:towers/dense/kernel", "dense/bias": "raw:towers/dense/bias",
-             "dense_1/0": "ema:towers/dense_1/kernel", "dense_1/1": "ema:towers/dense_1/bias",
+             "dense_1/kernel": "ema:towers/dense_1/kernel",
+             "dense_1/bias": "ema:towers/dense_1/bias",
              "dense_2/kernel": "ema:towers/dense_2/kernel",
              "dense_2/bias": "ema:towers/dense_2/bias"}
     assert set(got) == set(shown)
