@@ -12,25 +12,23 @@ order the two were built. The keys do not tell which is which; the graph does:
   (``Momentum/update_w/ResourceApplyMomentum``), whose first input is the trained variable and
   whose other variable inputs are its slots.
 
-:func:`read_update_ops` walks ``graph_def`` (parsed only here and in :mod:`.meta_saver`:
-``read_meta_graph`` skips it), following reads (``Identity``, ``ReadVariableOp``) back to the
-variable ops.
+:func:`read_update_ops` walks ``graph_def`` (:mod:`.graph_def`), following reads
+(``Identity``, ``ReadVariableOp``) back to the variable ops.
 """
 
 from __future__ import annotations
 
 import re
 
-from ..errors import CheckpointError, CorruptCheckpointError
-from ._io import close_map, map_file
+from ..errors import CheckpointError
 from ._record import Frozen
-from .meta import proto_fields
+from .graph_def import GraphNode, read_graph, through_reads
 
-_READS = frozenset({"Identity", "ReadVariableOp", "Snapshot"})
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
 _MOVING_AVG = re.compile(r"(?:^|/)AssignMovingAvg(?:_\d+)?$")
 _APPLY = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")
+_NONE = GraphNode("", [], [])
 
 
 class UpdateOps(Frozen):
@@ -53,31 +51,6 @@ class UpdateOps(Frozen):
         self.__dict__.update(averages=averages, slots=slots)
 
 
-def _op(tensor: str) -> str:
-    return tensor.lstrip("^").split(":")[0]
-
-
-def _nodes(graph) -> dict[str, tuple[str, list[str]]]:
-    """``graph_def``'s nodes: name -> ``(op, data inputs)`` (control inputs left out)."""
-    nodes = {}
-    for number, wire, raw in proto_fields(graph):
-        if number != 1 or wire != 2:
-            continue
-        name = op = ""
-        inputs: list[str] = []
-        for n, w, v in proto_fields(raw):
-            if w != 2:
-                continue
-            if n == 1:
-                name = bytes(v).decode("utf-8", "replace")
-            elif n == 2:
-                op = bytes(v).decode("utf-8", "replace")
-            elif n == 3 and not bytes(v).startswith(b"^"):
-                inputs.append(_op(bytes(v).decode("utf-8", "replace")))
-        nodes[name] = (op, inputs)
-    return nodes
-
-
 def read_update_ops(path: str) -> UpdateOps | None:
     """Reads which shadows ``ema.apply()`` updates and which slots optimizers update in the
     ``.meta`` at ``path``.
@@ -87,43 +60,30 @@ def read_update_ops(path: str) -> UpdateOps | None:
         graph-less ``MetaGraphDef``) or cannot be read: then nothing is proven by it.
     """
     try:
-        data = map_file(path)
+        graph = read_graph(path)
     except (OSError, CheckpointError):  # gone or unreadable since (a URL): nothing proven
         return None
-    try:
-        graph = None
-        for number, wire, value in proto_fields(data):
-            if number == 2 and wire == 2:
-                graph = value
-        if graph is None:
-            return None
-        nodes = _nodes(graph)
-    except CorruptCheckpointError:
-        return None  # text format: the collections reader handles it
-    finally:
-        close_map(data)
+    if graph is None:
+        return None
+    nodes = graph.nodes
 
     def variable(name: str) -> str | None:
-        for _ in range(16):  # a read of a read of the variable
-            op, inputs = nodes.get(name, ("", []))
-            if op in _VARIABLE_OPS:
-                return name
-            if op not in _READS or not inputs:
-                return None
-            name = inputs[0]
-        return None
+        """The variable op ``name`` reads (through reads), or ``None``."""
+        name = through_reads(nodes, name)
+        return name if name in nodes and nodes[name].op in _VARIABLE_OPS else None
 
     averages: dict[str, tuple[str, str]] = {}
     slots: dict[str, tuple[str, str]] = {}
-    for name, (op, inputs) in nodes.items():
+    for name, (op, inputs, _strings) in nodes.items():
         if op in _ASSIGN_SUB and len(inputs) == 2:
             scope = name if _MOVING_AVG.search(name) else name.rpartition("/")[0]
             if not _MOVING_AVG.search(scope):
                 continue
             shadow = variable(inputs[0])
-            mul = nodes.get(inputs[1], ("", []))
-            sub = nodes.get(mul[1][0], ("", [])) if mul[0] == "Mul" and mul[1] else ("", [])
-            averaged = variable(sub[1][1]) if sub[0] == "Sub" and len(sub[1]) == 2 else None
+            mul = nodes.get(inputs[1], _NONE)  # decay * (shadow - value)
+            sub = nodes.get(mul.inputs[0], _NONE) if mul.op == "Mul" and mul.inputs else _NONE
+            averaged = variable(sub.inputs[1]) if sub.op == "Sub" and len(sub.inputs) == 2 \
+                else None
             if shadow is not None and averaged is not None and shadow != averaged:
                 averages[shadow] = (averaged, scope.rpartition("/")[0])
         elif _APPLY.match(op) and inputs:

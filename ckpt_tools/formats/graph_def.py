@@ -1,0 +1,112 @@
+"""A TF1 ``.meta``'s ``graph_def`` and ``saver_def``, read only where a question needs them.
+
+``read_meta_graph`` reads the collections and skips the graph, which can be most of the file.
+Two questions need the graph's nodes: which variable a Saver's save op was given under each key
+(:mod:`.meta_saver`) and which variable each update op writes (:mod:`.meta_updates`). Both
+follow a tensor back through reads (``Identity``, ``ReadVariableOp``) to the op it reads.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..errors import CorruptCheckpointError
+from ._io import close_map, map_file
+from .meta import proto_fields
+
+READS = frozenset({"Identity", "ReadVariableOp", "Snapshot"})
+
+
+class GraphNode(NamedTuple):
+    """One ``NodeDef``: its op, its data inputs (op names; control inputs left out) and, for
+    a ``Const``, the strings it holds (a Saver's ``tensor_names``)."""
+
+    op: str
+    inputs: list[str]
+    strings: list[str]
+
+
+class MetaGraph(NamedTuple):
+    """The graph's nodes by name, and the ``SaverDef``'s save tensor (``""``: none)."""
+
+    nodes: dict[str, GraphNode]
+    save_tensor: str
+
+
+def op_name(tensor: str) -> str:
+    """The op a tensor name (``w/read:0``, ``^init``) comes from (``w/read``, ``init``)."""
+    return tensor.lstrip("^").split(":")[0]
+
+
+def _text(raw) -> str:
+    return bytes(raw).decode("utf-8", "replace")
+
+
+def _node(raw) -> tuple[str, GraphNode]:
+    name = op = ""
+    inputs: list[str] = []
+    strings: list[str] = []
+    for number, wire, value in proto_fields(raw):
+        if wire != 2:
+            continue
+        if number == 1:
+            name = _text(value)
+        elif number == 2:
+            op = _text(value)
+        elif number == 3 and not bytes(value[:1]) == b"^":
+            inputs.append(op_name(_text(value)))
+        elif number == 5 and op == "Const":  # attr entry; op (field 2) is written before it
+            key, attr = "", None
+            for n, w, v in proto_fields(value):
+                if w == 2 and n == 1:
+                    key = _text(v)
+                elif w == 2 and n == 2:
+                    attr = v
+            if key == "value" and attr is not None:
+                for n, w, v in proto_fields(attr):
+                    if w == 2 and n == 8:  # AttrValue.tensor: TensorProto
+                        strings = [_text(s) for f, sw, s in proto_fields(v)
+                                   if f == 8 and sw == 2]  # string_val
+    return name, GraphNode(op, inputs, strings)
+
+
+def read_graph(path: str) -> MetaGraph | None:
+    """Reads the nodes of the ``.meta`` at ``path`` and its Saver's save tensor.
+
+    Returns:
+        A :class:`MetaGraph`, or ``None`` where the file records no graph (a text-format or
+        graph-less ``MetaGraphDef``): then nothing is proven by it.
+
+    Raises:
+        CheckpointError: the file cannot be opened or mapped.
+    """
+    data = map_file(path)
+    try:
+        graph = saver = None
+        for number, wire, value in proto_fields(data):
+            if number == 2 and wire == 2:
+                graph = value
+            elif number == 3 and wire == 2:
+                saver = value
+        if graph is None:
+            return None
+        nodes = dict(_node(value) for number, wire, value in proto_fields(graph)
+                     if number == 1 and wire == 2)
+        save_tensor = "" if saver is None else next(
+            (_text(v) for n, w, v in proto_fields(saver) if n == 2 and w == 2), "")
+    except CorruptCheckpointError:
+        return None  # text format: the collections reader handles it; nothing read here
+    finally:
+        close_map(data)
+    return MetaGraph(nodes, save_tensor)
+
+
+def through_reads(nodes: dict[str, GraphNode], name: str) -> str:
+    """The op that ``name`` reads, through reads of reads (at most 16): ``name`` itself
+    where it is not a read."""
+    for _ in range(16):
+        node = nodes.get(name)
+        if node is None or node.op not in READS or not node.inputs:
+            break
+        name = node.inputs[0]
+    return name
