@@ -73,6 +73,18 @@ def test_a_swapped_file_is_an_assumption_in_json(swapped, tmp_path):
     assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (text, err)
 
 
+@pytest.mark.parametrize("args", [["export", "--out", "w.npz"],
+                                  ["restore-ema", "--out", "ema.keras"], ["diff", "--ema"]],
+                         ids=lambda a: a[0])
+def test_quiet_keeps_the_swap_note(swapped, tmp_path, args):
+    """-q keeps the notes on assumptions the file cannot check: without this one a swapped
+    file's raw weights come back with exit 0 and nothing said (review-12-user-r13 F0)."""
+    d, _ = swapped
+    rest = [str(tmp_path / a) if a.endswith((".npz", ".keras")) else a for a in args[1:]]
+    code, _, err = run_cli([args[0], str(d / "e1.keras"), *rest, "-q"])
+    assert code == 0 and "SwapEMAWeights" in err, err
+
+
 @pytest.mark.parametrize("extra", [[], ["--not-swapped"]], ids=["assumed", "stated"])
 def test_restore_ema_swap_note_names_no_option_it_lacks(swapped, tmp_path, extra):
     """restore-ema has no --raw: its note says to use the file as it is (or export --raw)."""

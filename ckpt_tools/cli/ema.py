@@ -352,10 +352,10 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
 def note_assumed(out: Output, ckpt) -> dict:
     """Says what the pairing of a Keras file's EMA copies assumes, which the file cannot show
     (:func:`ckpt_tools.keras_assumed.keras_assumptions`): that weights of one shape and dtype
-    got their copies in the order ``fit()`` builds the optimizer in (shown with ``-q`` too:
-    wrong if the assumption is, and nothing else tells), and that the file was not saved
-    after ``SwapEMAWeights(swap_on_epoch=True)`` (not said where each weight equals its copy
-    bit for bit: either reading gives the same values).
+    got their copies in the order ``fit()`` builds the optimizer in, and that the file was not
+    saved after ``SwapEMAWeights(swap_on_epoch=True)`` (not said where each weight equals its
+    copy bit for bit: either reading gives the same values). Both are shown with ``-q`` too:
+    the values are wrong if the assumption is, and nothing else tells.
 
     Returns:
         `dict`: ``{"assumed": [...]}`` (``"fit_order"``, ``"not_swapped"``) for the command's
@@ -365,7 +365,7 @@ def note_assumed(out: Output, ckpt) -> dict:
 
     assumed = keras_assumptions(ckpt)
     for a in assumed:
-        out.note(f"note: {a.note}", always=a.name == "fit_order")
+        out.note(f"note: {a.note}", always=True)
     return {"assumed": [a.name for a in assumed]} if assumed else {}
 
 
