@@ -35,14 +35,9 @@ from .formats._write import (
 )
 from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
-from .formats.savedmodel import SAVED_MODEL_FILES, VARIABLES_PREFIX
+from .formats.savedmodel import SAVED_MODEL_EXTRAS, SAVED_MODEL_FILES, VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 from .h5_out_name import refuse_keras3_weights_name
-
-# What a SavedModel output copies beside its variables/, unchanged, when the input has it.
-# (fingerprint.pb records hashes of the input; TensorFlow reads it only for logging.
-# keras_metadata.pb is what tf_keras.models.load_model reads the model from.)
-SAVED_MODEL_EXTRAS = ("fingerprint.pb", "keras_metadata.pb", "assets", "assets.extra")
 
 
 @dataclass(frozen=True)

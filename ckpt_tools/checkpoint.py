@@ -25,7 +25,7 @@ from .formats.objgraph import (
     parse_object_graph,
     readable_name,
 )
-from .formats.savedmodel import read_saved_model
+from .formats.savedmodel import read_saved_model, saved_model_extras
 from .locate import STATE_FILE, Location, errors_in, locate, read_state_file
 from .object_paths import LIST_ITEM, model_side_paths, named_paths
 from .variable import Variable, shell_word
@@ -387,8 +387,12 @@ class Checkpoint:
 
     def input_files(self) -> list[str]:
         """Returns every file a command using this checkpoint reads: :meth:`files` plus the
-        ``checkpoint`` state file that led to it (writers refuse to replace any of them)."""
+        ``checkpoint`` state file that led to it and a SavedModel's extras (its assets, which
+        a SavedModel output copies): writers refuse to replace any of them, or to write into
+        a directory holding one."""
         files = self.files()
+        if self.location.saved_model:
+            files += saved_model_extras(self.location.saved_model)
         if self.location.state_file:
             files.append(self.location.state_file)
         return files + self._history_files()

@@ -123,12 +123,15 @@ def test_saved_model_output_refuses_existing_files_and_the_input(tmp_path, capsy
     assert (out / "variables" / "variables.index").read_bytes() == before
     src = tmp_path / "src"
     shutil.copytree(TF1_SM, src)
-    for target in (src, src / "variables"):
+    (src / "assets").mkdir()  # the assets are inputs too: the output copies them
+    (src / "assets" / "vocab.txt").write_text("a\nb\n")
+    for target in (src, src / "variables", src / "assets"):
         code, _, err = run_cli(["restore-ema", str(src), "--out", str(target), "--force"],
                                capsys)
         assert code == ExitCode.OUTPUT, err
     assert (src / "variables" / "variables.index").read_bytes() == \
         (TF1_SM / "variables" / "variables.index").read_bytes()
+    assert sorted(p.name for p in (src / "assets").iterdir()) == ["vocab.txt"]
 
 
 def test_dry_run_names_the_saved_model_directory(tmp_path, capsys):

@@ -22,6 +22,30 @@ from .meta import MetaGraph, meta_graph_from_message, parse_meta_graph
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 VARIABLES_PREFIX = os.path.join("variables", "variables")
+# What a SavedModel output copies beside its variables/, unchanged, when the input has it.
+# (fingerprint.pb records hashes of the input; TensorFlow reads it only for logging.
+# keras_metadata.pb is what tf_keras.models.load_model reads the model from.)
+SAVED_MODEL_EXTRAS = ("fingerprint.pb", "keras_metadata.pb", "assets", "assets.extra")
+_MAX_EXTRA_FILES = 10_000  # listed as inputs; a vocabulary or two in the usual model
+
+
+def saved_model_extras(saved_model: str) -> list[str]:
+    """The files beside ``saved_model`` (a ``saved_model.pb``) that a SavedModel output copies:
+    :data:`SAVED_MODEL_EXTRAS`, the files under its asset directories included (at most
+    10,000; links are listed, not followed). Returns paths; none where there are none."""
+    directory = os.path.dirname(saved_model)
+    found: list[str] = []
+    for extra in SAVED_MODEL_EXTRAS:
+        path = os.path.join(directory, extra)
+        if os.path.isfile(path) or os.path.islink(path):
+            found.append(path)
+        elif os.path.isdir(path):
+            for root, dirs, files in os.walk(path):
+                found += [os.path.join(root, f) for f in files + [
+                    d for d in dirs if os.path.islink(os.path.join(root, d))]]
+                if len(found) > _MAX_EXTRA_FILES:
+                    return found
+    return found
 _MAX_GRAPHS = 1000  # meta graphs in one SavedModel; real ones hold a handful
 
 
