@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 import zipfile
 
@@ -93,7 +94,10 @@ def _write_npz(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> in
 
 
 def _write_safetensors(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
-    header: dict[str, object] = {"__metadata__": {"format": "tf", "source": ckpt.path}}
+    # The checkpoint's name, not its path: the file is made to be shared, and the local
+    # directory layout (user names) should not travel with it.
+    source = os.path.basename(ckpt.path.rstrip("/\\")) or ckpt.path
+    header: dict[str, object] = {"__metadata__": {"format": "tf", "source": source}}
     offset = 0
     for name, src in plan.items():
         entry = ckpt.entry(src)

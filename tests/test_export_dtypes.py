@@ -68,6 +68,8 @@ def test_safetensors_holds_bfloat16_float16_and_float8(ckpt, tmp_path):
     out = tmp_path / "w.safetensors"
     assert _export(ckpt, out).exit_code == 0
     header = json.loads(out.read_bytes()[8: 8 + int.from_bytes(out.read_bytes()[:8], "little")])
+    # the checkpoint's name, never the local path (review-12-attack-r19 F8)
+    assert header["__metadata__"] == {"format": "tf", "source": "model.ckpt"}
     assert {k: v["dtype"] for k, v in header.items() if k != "__metadata__"} == {
         "net/bf16": "BF16", "net/f16": "F16", "net/f8": "F8_E4M3", "net/f8b": "F8_E5M2",
         "net/f32": "F32"}
