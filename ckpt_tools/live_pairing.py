@@ -103,8 +103,9 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
         if id(v) in found:
             continue
         names = [n for n in (getattr(v, "path", None), v.name.split(":")[0]) if n]
+        shown = names[0]  # Keras 3's path (dense_1/kernel), not its bare name (kernel)
         if id(v) in unsaved:
-            problems.append(f"{names[-1]} (its object path {unsaved[id(v)]} is not in the "
+            problems.append(f"{shown} (its object path {unsaved[id(v)]} is not in the "
                             "checkpoint: it was not saved)")
             continue
         keys: list[str] = []
@@ -116,13 +117,13 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
         if len(keys) != 1 and mine and live.get(mine) == 1 and len(flat.get(mine, ())) == 1:
             keys = flat[mine]
         if len(keys) > 1:
-            problems.append(f"{names[-1]} (ambiguous: {', '.join(keys)}; pass the model object "
+            problems.append(f"{shown} (ambiguous: {', '.join(keys)}; pass the model object "
                             "instead of a variable list so object paths decide)")
         elif not keys:
-            problems.append(f"{names[-1]} (no checkpoint key for this variable)")
+            problems.append(f"{shown} (no checkpoint key for this variable)")
         elif keys[0] in taken:  # one saved variable is never restored into two
             other = taken[keys[0]]
-            problems.append(f"{names[-1]} (its name matches {keys[0]}, which "
+            problems.append(f"{shown} (its name matches {keys[0]}, which "
                             f"{getattr(other, 'path', None) or other.name} already restores "
                             "from: the checkpoint holds one of them)")
         else:

@@ -85,3 +85,16 @@ def test_a_list_pairs_by_name_where_no_other_object_fits(tf, keras, tmp_path):
     ckpt_tools.apply_ema(bn, prefix)
     for v, want in zip(bn, truth[2:4], strict=True):
         assert v.numpy().tobytes() == want.tobytes(), v.path
+
+
+def test_a_refused_list_names_each_variable_by_its_path(tf, keras, tmp_path):
+    """Keras 3 names every kernel 'kernel': a refusal names each variable by its path
+    (review-12-attack-r19 F7)."""
+    prefix, _ = _train(tf, keras, tmp_path, with_discriminator=False)
+    keras.backend.clear_session()
+    _net(keras)  # this process numbers the layers on: no saved variable has their names
+    g = _net(keras)
+    with pytest.raises(EmaError, match="no checkpoint key") as raised:
+        ckpt_tools.apply_ema(g.trainable_variables, prefix)
+    for v in g.trainable_variables:
+        assert f"{v.path} (" in str(raised.value), (v.path, str(raised.value))
