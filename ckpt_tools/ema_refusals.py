@@ -12,7 +12,7 @@ import re
 
 from . import roles as R
 from .checkpoint import Checkpoint
-from .errors import EmaError
+from .errors import EmaError, UnprovenPairingError
 from .formats.objgraph import readable_name
 from .keras_graph import keras_holders, keras_trainable_text
 from .keras_reassign import layer_order_text, tracked_in_layers
@@ -29,21 +29,6 @@ if TYPE_CHECKING:
     from .emamap import EmaMap
 
 
-class UnprovenPairingError(EmaError):
-    """The file does not prove which average goes with which variable (exit 6).
-
-    Attributes:
-        option: the command-line option that decides (``--ema-name``, ``--apply-order``,
-            ``--no-meta``, ``--use-ema/--no-use-ema``), or ``None`` when no option can.
-        undecided: key -> candidate keys: a variable and the averages it may take, or an
-            average and the variables it may belong to.
-    """
-
-    def __init__(self, message: str, option: str | None = None,
-                 undecided: dict[str, tuple[str, ...]] | None = None):
-        super().__init__(message)
-        self.option = option
-        self.undecided = dict(undecided or {})
 
 
 def require_keras(ckpt: Checkpoint) -> None:

@@ -134,6 +134,23 @@ class EmaError(CheckpointError):
     exit_code = ExitCode.EMA
 
 
+class UnprovenPairingError(EmaError):
+    """The file does not prove which average goes with which variable (exit 6).
+
+    Attributes:
+        option: the command-line option that decides (``--ema-name``, ``--apply-order``,
+            ``--no-meta``, ``--use-ema/--no-use-ema``), or ``None`` when no option can.
+        undecided: key -> candidate keys: a variable and the averages it may take, or an
+            average and the variables it may belong to.
+    """
+
+    def __init__(self, message: str, option: str | None = None,
+                 undecided: dict[str, tuple[str, ...]] | None = None):
+        super().__init__(message)
+        self.option = option
+        self.undecided = dict(undecided or {})
+
+
 class AmbiguousCheckpointError(CheckpointError):
     """A path names several checkpoints and nothing recorded proves which is meant (a run
     directory without a ``checkpoint`` state file whose file names record no order): exit 6,

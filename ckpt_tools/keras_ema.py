@@ -34,8 +34,9 @@ __all__ = ["apply_keras_ema", "keras_ema_values", "require_keras_pairing"]
 def _layout(ckpt: Checkpoint) -> KerasLayout:
     layout = ckpt.reader.keras
     if layout is None:
-        raise EmaError(f"{ckpt.path}: not a Keras weight file (expected .keras, .weights.h5 or "
-                       f"a Keras .h5; got a {ckpt.format} checkpoint)")
+        raise EmaError(f"{ckpt.path}: not a Keras weight file (.keras, .weights.h5 or a Keras "
+                       f".h5) but a TensorFlow checkpoint ({ckpt.format}): apply its averages "
+                       "with ckpt_tools.apply_ema(model, path)")
     return layout
 
 

@@ -86,3 +86,15 @@ def test_bare_weights_h5_with_a_frozen_copy_exposes_candidates_only(tmp_path):
             if v.role == "ema":
                 cands = {paths[c] for c in v.ema_candidates}
                 assert len(cands) == 2 and cands & set(averaged), cands
+
+
+def test_the_refusal_is_public_and_names_the_deciding_option():
+    """ckpt_tools.UnprovenPairingError (an EmaError) is what ema_map raises where the file
+    does not prove the pairing; its option names what decides."""
+    import ckpt_tools
+
+    assert "UnprovenPairingError" in ckpt_tools.__all__
+    assert issubclass(ckpt_tools.UnprovenPairingError, ckpt_tools.EmaError)
+    with pytest.raises(ckpt_tools.UnprovenPairingError) as raised:
+        ckpt_tools.ema_map(FIXTURES / "custom_ema_name")
+    assert raised.value.option == "--ema-name" and raised.value.exit_code == 6

@@ -75,3 +75,4 @@ def test_quiet_still_names_the_file_a_directory_led_to(capsys):
     code, out, err = run_cli(["list", str(FIXTURES / "keras_ema"), "-q"], capsys)
     assert code == 0 and out
     assert "candidate checkpoints" in err and "using " in err, err
+    assert err.startswith("note: "), err  # like every other stderr line (note/warning/error)

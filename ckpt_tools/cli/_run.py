@@ -86,7 +86,7 @@ def resolve(out: Output, path: str) -> str:
     location = locate(path)
     if not location.choice:
         return path
-    out.note(location.choice, always=True)  # never a silent choice, even with --quiet
+    out.note(f"note: {location.choice}", always=True)  # never silent, even with --quiet
     return location.prefix
 
 
