@@ -203,6 +203,18 @@ def assert_npz_holds(path, truth: dict[str, np.ndarray]) -> None:
             assert z[name].tobytes() == value.tobytes(), name
 
 
+def copies_without_meta(out: Path, cases) -> None:
+    """Copies each ``out/<case>`` run (a TF1 ``model.ckpt`` saved with its graph) to
+    ``out/<case>_nometa`` without the ``.meta``, and without the state file, which names the
+    original's absolute path: the same checkpoint, nothing recording its graph."""
+    import shutil
+
+    for case in cases:
+        shutil.copytree(out / case, out / f"{case}_nometa")
+        (out / f"{case}_nometa" / "model.ckpt.meta").unlink()
+        (out / f"{case}_nometa" / "checkpoint").unlink()
+
+
 def run_script(script: str, out: Path, *args: str) -> dict[str, np.ndarray]:
     """Runs a Python ``script`` (real TF/Keras, truth recorded at save time) with ``out`` (and
     ``args``) as its arguments and this checkout importable; returns the ``truth.npz`` it

@@ -10,11 +10,10 @@ is refused, naming the ``.meta``. Truth: ``ema.average(v)`` (name and value) and
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import copies_without_meta, run_cli, run_script
 
 from ckpt_tools import ema_map
 
@@ -71,10 +70,7 @@ CASES = ("ema_first", "opt_first", "ema_first_ref", "opt_first_ref")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("ema_named_momentum")
     truth = run_script(SCRIPT, out)
-    for case in CASES:  # the same checkpoint without its graph
-        shutil.copytree(out / case, out / f"{case}_nometa")
-        (out / f"{case}_nometa" / "model.ckpt.meta").unlink()
-        (out / f"{case}_nometa" / "checkpoint").unlink()  # it names the original's path
+    copies_without_meta(out, CASES)
     return out, truth
 
 

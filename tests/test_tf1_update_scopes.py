@@ -12,11 +12,10 @@ value), recorded by TensorFlow at save time in a subprocess."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import copies_without_meta, run_cli, run_script
 
 SCRIPT = r'''
 import os
@@ -68,10 +67,7 @@ E2 = "ExponentialMovingAverage_1"
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_scopes")
     truth = run_script(SCRIPT, out)
-    for case in CASES:  # the same checkpoint without its graph
-        shutil.copytree(out / case, out / f"{case}_nometa")
-        (out / f"{case}_nometa" / "model.ckpt.meta").unlink()
-        (out / f"{case}_nometa" / "checkpoint").unlink()  # it names the original's path
+    copies_without_meta(out, CASES)
     return out, truth
 
 
