@@ -39,6 +39,7 @@ from .formats.objgraph import SLOT_MARK
 from .pairing import root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
+from .saved_keys import refuse_renamed_keys
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
@@ -294,6 +295,7 @@ def ema_map(
     style: str | None = None,
     apply_order: str | None = None,
     strict: bool = False,
+    in_graph: bool = False,
 ) -> EmaMap:
     """Builds the EMA restore map of a checkpoint, in checkpoint keys.
 
@@ -336,6 +338,10 @@ def ema_map(
             the file cannot prove (a Keras file's ``fit()`` build order, or that it was not
             saved swapped by ``SwapEMAWeights``: :mod:`~ckpt_tools.keras_assumed`), as
             ``--strict``; otherwise they are assumed.
+        in_graph (`bool`, defaults to `False`): the targets are the variables of the graph
+            (``restore_ema``/``ema_saver``), not checkpoint keys: a TF1 key the ``.meta``'s
+            save op wrote from a variable of another name is refused only where it is an
+            average's key (:func:`~ckpt_tools.saved_keys.refuse_renamed_keys`).
 
     Returns:
         `EmaMap`.
@@ -365,7 +371,7 @@ def ema_map(
             maps = [ema_map(ckpt, ema_name=n, use_meta=use_meta, non_averaged=KEEP, slots=slots,
                             include=include, exclude=exclude, strip_scope=strip_scope,
                             add_scope=add_scope, style=style, apply_order=apply_order,
-                            strict=strict)
+                            strict=strict, in_graph=in_graph)
                     for n in names]
         finally:
             if not isinstance(checkpoint, Checkpoint):
@@ -382,6 +388,8 @@ def ema_map(
 
                 refuse_assumed(ckpt)
         variables = paired_variables(ckpt, apply_order, ema_name)
+        if use_meta and style in (None, "tf1"):  # keys that are not their variables' names
+            refuse_renamed_keys(ckpt, variables, in_graph=in_graph)
         refuse_orphans(ckpt, variables)
         unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
                     and v.ema_candidates and style in (None, v.ema_style)]

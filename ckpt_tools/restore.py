@@ -111,7 +111,7 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
     ``frozen``: keys of variables the live object proves non-trainable; one without an
     average restores its raw value, as TF's ``variables_to_restore()`` maps a variable
     ``ema.apply()`` was not given to itself."""
-    m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, **map_options)
+    m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, in_graph=True, **map_options)
     sources = m.sources()
     missing = set(m.missing)
     averaged, raw, problems = {}, {}, []

@@ -1,0 +1,128 @@
+"""TF1 checkpoint keys that are not the names of the variables saved under them.
+
+A ``tf.compat.v1.train.Saver(var_list=dict)`` saves each variable under the dict's key, which
+need not be the variable's name: ``{"W": V, "V": W}`` (swapped), ``{"gen/W": W}`` (prefixed),
+tf_cnn_benchmarks' tower-0 variables with ``v0/`` stripped, or a swapping Saver
+(``{v.op.name: ema.average(v), ema.average_name(v): v}``, as
+``MovingAverageOptimizer.swapping_saver()`` builds it). Pairing an average with a key by name
+then bakes or exports another variable's value, or the raw one, as the EMA value. The
+``.meta``'s save op records which variable each key holds (:mod:`.formats.meta_saver`);
+:func:`refuse_renamed_keys` refuses wherever it shows a key holding a variable of another name.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError
+from .formats.meta_saver import saved_sources
+
+_PART = re.compile(r"/part_\d+(?=/|$)")
+
+
+def _held(sources: list[str]) -> str | None:
+    """The one variable name a key's sources are (a partitioned variable's parts, or its
+    average's, name one variable), or ``None`` where they name several."""
+    names = {_PART.sub("", s) for s in sources}
+    return names.pop() if len(names) == 1 else None
+
+
+def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
+    """Returns stored key -> the variable its ``.meta``'s save op saved under it, for each key
+    whose variable has another name (``None``: parts of several variables); ``{}`` where the
+    ``.meta`` records no save op (or there is none) or every key is its variable's name.
+
+    A key named as an average that holds its variable, where that variable's own key is not
+    stored (a Saver of ``ema.variables_to_restore()``), is left out: :mod:`.raw_shadows`
+    refuses it with its own reason.
+    """
+    meta = ckpt.location.meta_path
+    if not meta or ckpt.objects is not None:
+        return {}
+    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(meta)) or {}
+    stored = ckpt.entries()
+    out: dict[str, str | None] = {}
+    for key, src in sources.items():
+        held = _held(src)
+        if key not in stored or held == key:
+            continue
+        if held is not None and key.startswith(held + "/") and held not in stored:
+            continue  # variables_to_restore(): raw_shadows explains it
+        out[key] = held
+    return out
+
+
+def _common_prefix(renamed: dict[str, str | None]) -> str | None:
+    """The scope stripped from every renamed key (``v0/``), or ``None``."""
+    prefixes = {h[: -len(k)] if h and h.endswith("/" + k) else None for k, h in renamed.items()}
+    p = prefixes.pop() if len(prefixes) == 1 else None
+    return p or None
+
+
+def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) -> None:
+    """Refuses (exit 6) a TF1 checkpoint whose ``.meta`` save op saved some key from a
+    variable of another name: pairing by key names would give another variable's average, or
+    its raw value, as its EMA value.
+
+    Args:
+        ckpt: the open checkpoint (with its ``.meta``; without one nothing is refused here).
+        variables: its variables by key (roles).
+        in_graph: the targets are the graph's own variables (``restore_ema``/``ema_saver`` in
+            the graph imported from the ``.meta``), not keys: only averages' keys that hold
+            something other than their own shadow matter there.
+
+    Raises:
+        UnprovenPairingError: naming the file, a key and the variable it holds; the option
+            ``--no-meta`` only where every key is its variable's name without one scope
+            (tf_cnn_benchmarks' ``v0/``), which the keys' own names then pair.
+    """
+    renamed = renamed_keys(ckpt)
+    if in_graph:
+        renamed = {k: h for k, h in renamed.items()
+                   if k in variables and variables[k].role == R.EMA}
+    if not renamed:
+        return
+    key, held = next(iter(sorted(renamed.items())))
+    # every average whose key, or its variable's, holds what its name does not: left open
+    holders = {h for h in renamed.values() if h}
+    undecided = {k: (v.ema_of,) for k, v in sorted(variables.items())
+                 if v.role == R.EMA and v.ema_of
+                 and (k in renamed or v.ema_of in renamed or v.ema_of in holders)}
+    undecided = undecided or {k: (h or k,) for k, h in sorted(renamed.items())}
+    n = len(renamed)
+    head = (f"{ckpt.path}: its .meta's save op stored {n} key(s) from variables of other "
+            f"names (e.g. key {key} holds {held or 'parts of several variables'})")
+    as_var = {k for k, h in renamed.items() if h and h.startswith(k + "/")}
+    as_avg = {k for k, h in renamed.items() if h and k.startswith(h + "/")}
+    prefix = _common_prefix(renamed)
+    if as_var and as_var | as_avg == set(renamed):
+        raise UnprovenPairingError(
+            head + ": the keys named as the variables hold their averages"
+            + (" and the keys named as averages hold the raw weights, as a swapping Saver "
+               "({v.op.name: ema.average(v), ema.average_name(v): v}, "
+               "MovingAverageOptimizer.swapping_saver()) writes them" if as_avg else
+               ", as a Saver({v.op.name: ema.average(v)}) writes them")
+            + ": use the keys as stored (ckpt export --raw; in the graph, a plain "
+            "Saver().restore), which give the averages", "--raw", undecided)
+    if as_avg == set(renamed):
+        raise UnprovenPairingError(
+            head + ": the keys named as averages hold their variables' raw values, as a "
+            "Saver built from ema.variables_to_restore() writes them, so the checkpoint "
+            "holds no average of them; train with a Saver of all variables "
+            "(tf.train.Saver()) and use variables_to_restore() only to evaluate",
+            None, undecided)
+    if prefix:
+        raise UnprovenPairingError(
+            head + f": every such key is its variable's name without {prefix!r} (as "
+            "tf_cnn_benchmarks saves tower 0), so the .meta's collections name none of these "
+            "keys; pass --no-meta to pair them by the keys' own names (Python: "
+            "use_meta=False)", "--no-meta", undecided)
+    raise UnprovenPairingError(
+        head + ": a Saver(var_list=dict) whose keys are not its variables' names; pairing "
+        "averages with keys by name would use another variable's average or a raw weight, "
+        "and ckpt does not translate such keys"
+        + ("" if in_graph else ": restore the averages in the graph imported from the .meta "
+           "(ckpt_tools.restore_ema(sess, path)), which pairs the graph's variables"),
+        None, undecided)

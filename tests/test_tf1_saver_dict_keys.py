@@ -1,0 +1,210 @@
+"""TF1 ``Saver(var_list=dict)`` keys that are not the names of the variables saved under them
+(review-12-attack-r19 F3/F6, r18 F3/F10): ``{"W": V, "V": W}`` (swapped), ``{"gen/W": W}``
+(prefixed), tf_cnn_benchmarks' tower 0 saved with ``v0/`` stripped, a swapping Saver
+(``{v.op.name: ema.average(v), ema.average_name(v): v}``), the averages under the variables'
+own names. Pairing by key names baked or
+exported another variable's average, or the raw weights, with exit 0. The ``.meta``'s save op
+records which variable each key holds: such keys are refused (exit 6, one line naming a key
+and what it holds), while ``restore_ema`` in the graph imported from the ``.meta`` (which
+pairs the graph's own variables) stays right. Made here by TensorFlow (a subprocess), truth
+read from the session at save time."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+truth = {}
+CASES = ("swapped", "prefixed", "cnnbench", "swapping", "rawnames")
+for case in CASES:
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        if case == "cnnbench":  # per-tower copies; EMA of tower 0; v0/ stripped from the keys
+            towers = []
+            for t in range(2):
+                with tf1.variable_scope(f"v{t}"):
+                    towers.append((tf1.get_variable("cg/conv0/kernel", [3, 2]),
+                                   tf1.get_variable("cg/conv0/bias", [2])))
+            loss = sum(tf.reduce_sum((k - 1) ** 2) + tf.reduce_sum((b + 1) ** 2)
+                       for k, b in towers)
+            vs = list(towers[0])
+        else:
+            W = tf1.get_variable("W", [3, 2])
+            V = tf1.get_variable("V", [3, 2])
+            loss = tf.reduce_sum(W ** 2) + tf.reduce_sum((V - 1) ** 2)
+            vs = [W, V]
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([train]):
+            step = ema.apply(vs)
+        avg = {ema.average_name(v): ema.average(v) for v in vs}
+        if case == "swapped":
+            d = {"W": V, "V": W, **avg, "global_step": gs}
+        elif case == "prefixed":
+            d = {"gen/W": W, "gen/V": V, **avg, "global_step": gs}
+        elif case == "cnnbench":
+            d = {}
+            for v in tf1.global_variables():
+                n = v.op.name
+                if n.startswith("v0/"):
+                    d[n[3:]] = v
+                elif not n.startswith("v1/"):
+                    d[n] = v
+        elif case == "swapping":  # MovingAverageOptimizer.swapping_saver()
+            d = {}
+            for v in vs:
+                d[v.op.name] = ema.average(v)
+                d[ema.average_name(v)] = v
+        else:
+            d = {v.op.name: ema.average(v) for v in vs}
+        saver = tf1.train.Saver(d)
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(step)
+            os.makedirs(f"{out}/{case}")
+            saver.save(s, f"{out}/{case}/model.ckpt", global_step=gs)
+            for v in vs:
+                truth[f"{case}:ema:{v.op.name}"] = s.run(ema.average(v).read_value())
+                truth[f"{case}:raw:{v.op.name}"] = s.run(v.read_value())
+np.savez(f"{out}/truth.npz", **truth)
+'''
+
+# restore_ema / ema_saver in the graph imported from the training .meta (the README's way)
+IN_GRAPH = r'''
+import json
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import ckpt_tools
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out, case, how = sys.argv[1], sys.argv[2], sys.argv[3]
+prefix = tf.train.latest_checkpoint(f"{out}/{case}")
+got = {}
+with tf.Graph().as_default():
+    tf1.train.import_meta_graph(prefix + ".meta")
+    with tf1.Session() as s:
+        try:
+            if how == "restore_ema":
+                ckpt_tools.restore_ema(s, f"{out}/{case}")
+            else:
+                ckpt_tools.ema_saver(checkpoint=f"{out}/{case}").restore(s, prefix)
+        except ckpt_tools.EmaError as exc:
+            got["error"] = str(exc)
+        else:
+            for v in tf1.global_variables():
+                if v.op.name in ("W", "V", "w", "b"):
+                    got[v.op.name] = s.run(v).tolist()
+json.dump(got, open(f"{out}/{case}.{how}.json", "w"))
+np.savez(f"{out}/truth.npz", **dict(np.load(f"{out}/truth.npz")))
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_saver_dict")
+    return out, run_script(SCRIPT, out)
+
+
+REFUSED = {"swapped": ("key V holds W", "restore_ema"),
+           "prefixed": ("key gen/V holds V",),
+           "cnnbench": ("holds v0/cg/conv0/", "'v0/'", "--no-meta"),
+           "swapping": ("key V holds V/ExponentialMovingAverage", "swapping", "--raw"),
+           "rawnames": ("key V holds V/ExponentialMovingAverage", "hold their averages",
+                        "--raw")}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+@pytest.mark.parametrize("args", [["map"], ["restore-ema", "--out", "OUT"],
+                                  ["export", "--out", "OUT.npz"],
+                                  ["export", "--strict", "--out", "OUT.npz"]],
+                         ids=lambda a: "-".join(a[:2]))
+def test_keys_holding_variables_of_other_names_are_refused(made, tmp_path, case, args):
+    out, _ = made
+    args = [a.replace("OUT", str(tmp_path / "o")) for a in args]
+    code, _, err = run_cli([args[0], str(out / case), *args[1:]])
+    assert code == 6, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert str(out / case) in err and "save op" in err, err
+    for word in REFUSED[case]:
+        assert word in err, (word, err)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("case", ["swapped", "prefixed", "swapping"])
+def test_list_shows_no_pairing_map_refuses(made, case):
+    """``list --json`` agrees with ``map``: no average is shown paired, ema_unproven says why."""
+    out, _ = made
+    code, text, err = run_cli(["list", str(out / case), "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert "save op" in doc["ema_unproven"]["reason"], doc["ema_unproven"]
+    for v in doc["variables"]:
+        assert v["ema"] is None, v
+        if v["role"] == "ema":
+            assert v["ema_of"] is None and v["ema_candidates"], v
+
+
+def test_cnnbench_no_meta_pairs_from_the_keys_bit_for_bit(made, tmp_path):
+    """The refusal's way out (``--no-meta``) gives each tower-0 variable its own average."""
+    out, truth = made
+    code, _, err = run_cli(["export", str(out / "cnnbench"), "--no-meta",
+                            "--out", str(tmp_path / "cb.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "cb.npz") as z:
+        assert sorted(z.files) == ["cg/conv0/bias", "cg/conv0/kernel"], z.files
+        for k in z.files:
+            assert z[k].tobytes() == truth[f"cnnbench:ema:v0/{k}"].tobytes(), k
+            assert z[k].tobytes() != truth[f"cnnbench:raw:v0/{k}"].tobytes(), k
+
+
+def test_swapping_saver_raw_export_gives_the_averages(made, tmp_path):
+    """The swapping Saver's keys named as variables hold the averages (what the refusal says
+    ``--raw`` exports)."""
+    out, truth = made
+    code, _, err = run_cli(["export", str(out / "swapping"), "--raw",
+                            "--out", str(tmp_path / "sw.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "sw.npz") as z:
+        assert sorted(z.files) == ["V", "W"], z.files
+        for k in z.files:
+            assert z[k].tobytes() == truth[f"swapping:ema:{k}"].tobytes(), k
+
+
+@pytest.mark.parametrize("how", ["restore_ema", "ema_saver"])
+@pytest.mark.parametrize("case", ["swapped", "prefixed"])
+def test_python_api_in_the_imported_graph_stays_right(made, case, how):
+    """In the graph imported from the .meta the targets are the graph's variables, whose
+    averages' keys are their shadows' names: each variable gets its own ema.average(v)."""
+    out, truth = made
+    run_script(IN_GRAPH, out, case, how)
+    got = json.loads((out / f"{case}.{how}.json").read_text())
+    assert "error" not in got, got
+    for name in ("W", "V"):
+        want = truth[f"{case}:ema:{name}"]
+        assert np.asarray(got[name], "float32").tobytes() == want.tobytes(), (name, got)
+
+
+def test_python_api_in_the_imported_graph_refuses_a_swapping_saver(made):
+    """There the key named as the average holds the raw weight: refused, never restored."""
+    out, _ = made
+    run_script(IN_GRAPH, out, "swapping", "restore_ema")
+    got = json.loads((out / "swapping.restore_ema.json").read_text())
+    assert "swapping" in got.get("error", ""), got
