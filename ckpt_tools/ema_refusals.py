@@ -543,11 +543,20 @@ NO_OPTIMIZER = ("it holds no optimizer either: a Keras optimizer's use_ema=True 
                 "optimizer=optimizer))")
 
 
+#: Said of a TF1 key an EMA of an optimizer's name may have written (see
+#: :func:`~ckpt_tools.ema_updates.slot_named_hint`).
+SLOT_NAMED = "read as an optimizer's slot"
+
+
 def missing_message(m: EmaMap) -> str:
     if m.hints and m.hints[0].startswith("no averages kept as"):
         return f"{m.checkpoint}: {m.hints[0]}"
     sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
+    slotted = next((h for h in m.hints if SLOT_NAMED in h), None)
+    if slotted:  # the keys may be there, read as slots: "not in the checkpoint" would be false
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average proven under "
+                f"'<name>/{m.ema_name}': {sample}; {slotted}")
     shadow = f"{m.missing[0]}/{m.ema_name}"
     none = set(m.averaged) <= set(m.missing)  # not one shadow stored
     renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)

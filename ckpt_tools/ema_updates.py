@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .checkpoint import Checkpoint
-from .ema_refusals import UnprovenPairingError, suffix_base
+from .ema_refusals import SLOT_NAMED, UnprovenPairingError, suffix_base
 from .formats.meta_updates import UpdateOps, read_update_ops
 
 
@@ -181,3 +181,42 @@ def offer_objects(ckpt: Checkpoint, variables, use_meta: bool,
         f"{' or --ema-name '.join(names)} takes the averages of the EMA object that averaged "
         "every one of these variables, as the graph's update ops show)",
         "--ema-name", refusal.undecided)
+
+
+#: Optimizers that keep ONE slot under their own name (``w/Momentum``): two such keys beside a
+#: weight (``w/Momentum``, ``w/Momentum_1``) mean a second object of that name wrote one.
+_ONE_SLOT = frozenset({"Momentum", "Adagrad", "ProximalAdagrad"})
+
+
+def slot_named_hint(ckpt: Checkpoint, variables, name: str, stated: bool,
+                    missing: list[str]) -> str | None:
+    """A hint of the TF1 map for weights ``missing`` an average under ``name`` where keys an
+    ``ExponentialMovingAverage`` of an optimizer's name would write are stored, read as that
+    optimizer's slots: the stated ``--ema-name Momentum``'s ``w/Momentum``, or, unstated, both
+    ``w/Momentum`` and ``w/Momentum_1``. Without the ``.meta``'s update ops the file cannot tell
+    which (if any) is an average; saying "not in the checkpoint" would be false.
+
+    Returns:
+        `str` (containing :data:`~ckpt_tools.ema_refusals.SLOT_NAMED`), or ``None``.
+    """
+    if ckpt.objects is not None or not missing:
+        return None
+    for t in missing:
+        slots = sorted(k for k, v in variables.items()
+                       if k.rpartition("/")[0] == t and v.role == R.OPTIMIZER_SLOT)
+        if stated and f"{t}/{name}" in slots:
+            return (f"{t}/{name} is stored, {SLOT_NAMED} ({name} is the name an optimizer "
+                    f"gives its slots): the keys do not tell whether an "
+                    f"ExponentialMovingAverage(name={name!r}) wrote it; the training graph's "
+                    ".meta does (its update ops): put the .meta written with the checkpoint "
+                    "beside it")
+        bases = [suffix_base(k.rpartition("/")[2]) for k in slots]
+        twice = sorted(b for b in _ONE_SLOT if bases.count(b) > 1)
+        if not stated and twice:
+            both = [k for k, b in zip(slots, bases, strict=True) if b == twice[0]]
+            return (f"{t} has {', '.join(both)}, "
+                    f"{SLOT_NAMED}s, while a {twice[0]} optimizer keeps one: an "
+                    f"ExponentialMovingAverage(name={twice[0]!r}) wrote one of them, and the "
+                    "keys do not tell which; the training graph's .meta does (its update ops):"
+                    " put the .meta written with the checkpoint beside it")
+    return None

@@ -32,10 +32,11 @@ from .ema_refusals import (
     suffix_base,
 )
 from .ema_several import join_maps, split_ema_names
-from .ema_updates import offer_objects, owned_averages, refuse_slot_sources
+from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slot_named_hint
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK
+from .lone_named import unmarked_lone_averages
 from .pairing import root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
@@ -103,7 +104,8 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
             return variables, exc
         except EmaError:  # copies no option pairs: nothing is shown paired either
             return variables, None
-    if not any(v.role == R.EMA for v in variables):
+    if not any(v.role == R.EMA for v in variables) and not unmarked_lone_averages(
+            ckpt, {v.name: v for v in variables}, {}, ema_name, use_meta):
         return variables, None  # no average: no pairing to show (nor to refuse)
     try:
         pairs = proven_pairs(ckpt, ema_name=ema_name, use_meta=use_meta,
@@ -124,6 +126,9 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
                     # Left open and yet the map is proven: another EMA object's average than
                     # the one --ema-name chose (set aside), which nothing here uses.
                     v = replace(v, ema_candidates=())
+            elif shadow_of.get(v.name, v.name) != v.name:  # an average no name marks
+                v = replace(v, role=R.EMA, ema_of=shadow_of[v.name], ema_style="tf1",
+                            ema=None, ema_candidates=())
             elif v.ema != pairs.get(v.name) or v.ema_candidates:
                 v = replace(v, ema=pairs.get(v.name), ema_candidates=())
             out.append(v)
@@ -430,6 +435,11 @@ def ema_map(
         chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
         refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
         refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta)
+        # averages of variables not stored that no name marks (w/slow, a scope's): proposed
+        unmarked = unmarked_lone_averages(ckpt, variables, chosen, ema_name, use_meta)
+        chosen = {**chosen, **{t: s for s, t in unmarked.items()}}
+        if unmarked and ema_name is None and not detected:  # w/slow: say slow
+            name = next(iter(unmarked)).rpartition("/")[2]
         if (use_meta and style in (None, "tf1") and ckpt.meta is not None
                 and ckpt.meta.collections.get("variables")):
             pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen)
@@ -438,7 +448,9 @@ def ema_map(
             pairs, missing, not_saved = from_keys(variables, chosen)
             source = "keys"
         # TF1: an average whose variable is not stored may hold the raw weight
-        pairs = settle_lone_averages(ckpt, pairs, lone_averages(ckpt, variables, chosen))
+        pairs = [(s, t) for s, t in pairs if not (s == t and s in unmarked)]
+        pairs = settle_lone_averages(ckpt, pairs,
+                                     {**lone_averages(ckpt, variables, chosen), **unmarked})
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()
@@ -510,6 +522,9 @@ def ema_map(
                   if source == "meta" else set())
     unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys]
     hints = missing_hints(variables, name, detected, missing, unsaved)
+    slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
+    if slotted:
+        hints.insert(0, slotted)
     if none_stored:
         hints.append(NONE_TO_ALLOW)
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \

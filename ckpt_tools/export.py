@@ -150,13 +150,17 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     if use_ema:
         m = ema_map(ckpt, non_averaged="keep", **map_options)
         sources = {t: s for s, t in m.pairs}
+        # averages the map proves that no name marks (w/slow under --ema-name slow)
+        has_ema = has_ema or any(s != t for t, s in sources.items())
     elif has_ema:
         warnings.append("exporting RAW weights although the checkpoint has EMA shadows; the "
                         "averaged weights usually evaluate better (drop --raw to export them)")
     order = _creation_order(ckpt)
     # A variable the map gives an average is a weight, even where a .meta ignored by
     # use_meta=False calls it something else.
-    weights = [k for k, v in variables.items() if v.role in (R.WEIGHT, R.BN_STAT)
+    used = {s for t, s in sources.items() if s != t}  # an average no name marks is no weight
+    weights = [k for k, v in variables.items() if (v.role in (R.WEIGHT, R.BN_STAT)
+               and (k not in used or sources.get(k, k) != k))
                or (sources.get(k, k) != k and v.role != R.EMA)]
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)
     weights += [t for t, s in sources.items() if s != t and t not in variables
@@ -180,7 +184,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             # out raw. Never silently raw: refused as restore-ema refuses it.
             raise EmaError(
                 f"{ckpt.path}: no variable has an EMA shadow: the {len(kept)} tensor(s) to "
-                f"export ({', '.join(_clean_name(k, variables[k]) for k in kept[:4])}"
+                f"export ({', '.join(_clean_name(k, variables.get(k)) for k in kept[:4])}"
                 f"{' ...' if len(kept) > 4 else ''}) are {_roles_said(variables, kept)} "
                 "with no average; ckpt export --raw writes their raw values")
     for key in weights:

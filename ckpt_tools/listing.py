@@ -19,6 +19,7 @@ from .formats._io import gc_paused
 from .formats._record import Record
 from .formats.bundle import data_path
 from .formats.objgraph import has_keras3_averages
+from .lone_named import unmarked_lone_averages
 from .lookup_tables import table_totals
 from .roles import ROLES
 
@@ -382,7 +383,10 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
         refuse_apply_order(ckpt, decide["apply_order"])
     layout = getattr(ckpt.reader, "keras", None)
     undecided = layout is not None and (layout.use_ema is None or layout.copies_unpaired)
-    if not undecided and not any(v.role == "ema" for v in variables):
+    if not undecided and not any(v.role == "ema" for v in variables) and not (
+            layout is None and unmarked_lone_averages(
+                ckpt, {v.name: v for v in variables}, {}, decide.get("ema_name"),
+                decide.get("use_meta", True))):
         return variables, None  # no average to pair: emamap is not even imported
     from .emamap import decide_pairing
 

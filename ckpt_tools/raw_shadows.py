@@ -23,6 +23,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .formats.meta_saver import saved_sources
+from .lone_named import proposed_lone_averages
 
 
 def _saved_from(sources: list[str] | None, target: str) -> bool:
@@ -125,6 +126,10 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
         return {}
     stored = ckpt.entries()
     sources = _sources(ckpt)
-    return {v.name: v.ema_of for v in ckpt.variables()
-            if v.role == R.EMA and v.ema_style == "tf1" and v.ema_of
-            and v.ema_of not in stored and _unrecorded(sources, v.name)}
+    found = {v.name: v.ema_of for v in ckpt.variables()
+             if v.role == R.EMA and v.ema_style == "tf1" and v.ema_of
+             and v.ema_of not in stored and _unrecorded(sources, v.name)}
+    # w/slow under a stated --ema-name slow, that no name marks as an average
+    found.update({s: t for s, t in proposed_lone_averages(ckpt).items()
+                  if t not in stored and _unrecorded(sources, s)})
+    return found
