@@ -12,7 +12,13 @@ from collections.abc import Iterator, Sequence
 
 from . import roles as _roles
 from . import tfk_stated as _tfk_stated
-from .errors import CheckpointError, CorruptCheckpointError, OptionError, VariableNotFoundError
+from .errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    EmaError,
+    OptionError,
+    VariableNotFoundError,
+)
 from .formats import open_reader
 from .formats._io import is_url
 from .formats.dtypes import STRING
@@ -121,6 +127,14 @@ class Checkpoint:
                 "file's (.keras, .weights.h5, .h5) EMA copies were built in; this is a "
                 "TensorFlow checkpoint: omit it (for a tf_keras model's TF-format save, "
                 "--apply-order tracked states fit()'s order)")
+        if fit_order and getattr(self._reader.keras, "kind", None) == "legacy":
+            from .formats.keras.legacy_layout import refuse_named_order
+
+            try:  # fit() builds in the model's order: the copies' names may show another
+                refuse_named_order(self._reader.keras, None, "--fit-order (fit_order=)")
+            except EmaError as exc:
+                self._reader.close()
+                raise EmaError(f"{location.prefix}: {exc}") from None
         if averages_only and (self.objects is not None or self._reader.keras is not None):
             self._reader.close()
             raise OptionError(

@@ -145,10 +145,13 @@ def equal_groups(ckpt: Checkpoint) -> list[tuple[tuple, str, list[str]]]:
 
     Returns:
         `list` of ``(shape, dtype name, [weight keys])``, one per group of two or more; empty
-        for other files.
+        for other files and for a legacy ``.h5`` (its copies' names pair them).
     """
     layout = getattr(ckpt.reader, "keras", None)
-    if layout is None or not layout.averages:
+    if layout is None or not layout.averages or layout.kind == "legacy":
+        # A legacy .h5 names each copy after its weight (Adam/average/d1/kernel): a copy is
+        # paired by a name only one weight has, by --trainable where several have it
+        # (stated_pairs), or not at all; never by position (review-12-attack-r18 F2).
         return []
     entries = ckpt.entries()
     groups: dict[tuple, list[str]] = {}

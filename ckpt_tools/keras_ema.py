@@ -25,6 +25,7 @@ from .formats.keras.stated import LoopOrder, stated_keys
 from .formats.keras.stated_names import by_position
 from .formats.keras.tf_keras import is_legacy, legacy_name
 from .keras_assumed import keras_assumptions, live_assumptions, refuse_assumed, warn_assumed
+from .keras_named import by_names, legacy_stated
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import explained_by_twins, refuse_twins
 
@@ -270,7 +271,11 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     ``.weights.h5`` (and subclassed models) **the live model decides**: copies are paired with
     ``model.trainable_variables`` by position, as the Keras optimizer pairs them, and their
     number must fit the file exactly; build the model with its layers trainable as when the
-    optimizer was built. Every shape and dtype is checked. Never imports TensorFlow itself:
+    optimizer was built. A legacy ``.h5`` names each copy after its weight: a name only one
+    weight has pairs it (with the live variable at that weight's position in
+    ``model.weights``), whatever order built the optimizer; ``trainable`` decides where several
+    weights share a name, and is refused where the names contradict it. Every shape and dtype
+    is checked. Never imports TensorFlow itself:
     the model's own backend assigns.
 
     Args:
@@ -320,8 +325,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             flags at save do not prove the pairing and no ``trainable`` is given, or
             (``strict``) the pairing rests on an assumption.
         VariableNotFoundError: a ``trainable`` name matches no weight of the file.
-        OptionError: ``trainable`` given for a legacy ``.h5`` (the live model decides there),
-            or with ``fit_order``.
+        OptionError: ``trainable`` given with ``fit_order``.
 
     Example:
         >>> model = build_model()  # the architecture that wrote the file  # doctest: +SKIP
@@ -341,14 +345,13 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     with open_checkpoint(path, use_ema=use_ema, not_swapped=not_swapped,
                          fit_order=fit_order) as ckpt:
         layout = _layout(ckpt)
-        if trainable is not None and layout.kind != "keras3":
-            raise OptionError(
-                f"{path}: trainable= applies to Keras 3 files (.keras, .weights.h5); for a "
-                "legacy .h5 the model's own trainable_variables are paired with its averages "
-                "by position, as Keras does: omit it and set layer.trainable as when the "
-                "optimizer was built")
         stated = trainable is not None
-        if stated:
+        if stated and layout.kind == "legacy":
+            # the names pair the copies; a statement is checked against them
+            ckpt.reader.restate_use_ema(use_ema, trainable=legacy_stated(
+                layout, every, list(trainable), loop_order))
+            layout = ckpt.reader.keras
+        elif stated:
             names = _stated(ckpt, layout, every, list(trainable))
             ckpt.reader.restate_use_ema(use_ema, trainable=LoopOrder(names) if loop_order
                                         else names)
@@ -360,6 +363,9 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                            "load_model sets are config.json's) do not decide it either")
         targets, keys = (None, None) if use_ema is False else _by_file(ckpt, layout, every,
                                                                         live, stated)
+        if targets is None and use_ema is not False and layout.kind == "legacy":
+            targets, keys = by_names(ckpt, layout, every)
+            stated = stated or targets is not None  # proven by the names, nothing assumed
         if targets is None and stated and use_ema is not False:
             targets, keys = _by_paths(ckpt, layout, every)
         if targets is None:

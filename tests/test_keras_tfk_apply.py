@@ -110,15 +110,17 @@ def test_keras3_legacy_weights_h5_refusal_states_the_true_cause(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_apply_keras_ema_refuses_trainable_for_a_legacy_h5():
-    """trainable= decides only Keras 3 files; on a legacy .h5 it was silently ignored (the
-    live model's order was used whatever it said): refused, naming what decides there."""
-    from ckpt_tools import OptionError, apply_keras_ema
+def test_apply_keras_ema_checks_trainable_for_a_legacy_h5():
+    """trainable= on a legacy .h5 was silently ignored (the live model's order was used
+    whatever it said), then refused; it is now taken as --trainable is (the copies' names
+    decide where one weight has them, the statement where several do: review-12-attack-r18
+    F11), so a statement naming too few weights is refused before the model is touched."""
+    from ckpt_tools import EmaError, apply_keras_ema
 
     class Model:  # never reached: the statement is refused before the model is touched
         trainable_variables: list = []
         weights: list = []
 
-    with pytest.raises(OptionError, match="trainable= applies to Keras 3 files"):
+    with pytest.raises(EmaError, match="names 1 weights, but the file holds 4 EMA copies"):
         apply_keras_ema(Model(), FIXTURES / "tfk_transfer" / "transfer.h5",
                         trainable=["dense_1/dense_1/kernel"])
