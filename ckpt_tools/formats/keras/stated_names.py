@@ -226,7 +226,8 @@ def by_position(lay: KerasLayout, shapes: Sequence[tuple[int, ...]],
     records ``model.weights`` order (a Sequential/Functional model's layers) and every weight's
     shape fits at its position; ``None`` otherwise. Unlike names, positions do not depend on
     the process that numbered the layers. ``entry_shape``: key -> the file's shape."""
-    if lay.kind != "keras3" or not lay.ordered or lay.tree is None \
+    # a tf_keras .keras has no ``tree`` (its names differ) but the same order (``named``)
+    if lay.kind != "keras3" or not lay.ordered or (lay.tree or lay.named) is None \
             or len(shapes) != len(lay.model):
         return None
     if any(tuple(s) != tuple(entry_shape(k)) for s, k in zip(shapes, lay.model, strict=True)):
