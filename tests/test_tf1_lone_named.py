@@ -161,7 +161,10 @@ def test_raw_values_under_the_same_keys_are_refused(made, tmp_path, case, option
         args += ["--out", str(tmp_path / "e.npz")]
     code, _, err = run_cli(args)
     assert code == 6, err
-    assert "raw values" in err and "variables_to_restore" in err, err
+    # the save op wrote each key from its variable: said as raw values, or (the scoped keys,
+    # which name another variable) as keys holding variables of other names
+    assert ("raw values" in err and "variables_to_restore" in err) or (
+        case == "scoped_vtr" and "holds b" in err), err
     assert not list(tmp_path.iterdir())
 
 
