@@ -312,9 +312,10 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         paired = pairs if pairs is not None else _proven(ckpt, variables)
         # an average of a variable not stored (a TF1 Saver of the averages alone) has no raw
         # value to compare with: listed in only_b
+        lone = {e for k, e in paired.items() if k not in ckpt}  # w/slow too: no name marks it
         paired = {k: e for k, e in paired.items() if k in ckpt}
         pairs = [(k, e) for k, e in paired.items() if _keep(k, match) or _keep(e, match)]
-        shadows = [v for v in variables if v.role == "ema"]
+        shadows = [v for v in variables if v.role == "ema" or v.name in lone]
         if not shadows and not paired:
             raise EmaError(f"{ckpt.path}: no EMA shadow in this checkpoint, so there is "
                            "nothing to compare raw weights with (see 'ckpt list --role ema')")

@@ -207,3 +207,13 @@ def test_momentum_named_ema_with_meta(made, tmp_path):
     assert str(truth["mom:key:w"]) == "w/Momentum_1"
     for n in ("w", "b"):
         assert _bits(got[n]) == _bits(truth[f"mom:ema:{n}"]), n
+
+
+@pytest.mark.parametrize("case", ["named", "scoped"])
+def test_diff_ema_lists_them_as_averages_without_a_variable(made, case):
+    """diff --ema said "no EMA shadow in this checkpoint" of averages no name marks."""
+    out, truth = made
+    code, text, err = run_cli(["diff", "--ema", str(out / case)])
+    assert code == 0, err
+    for n in ("w", "b"):
+        assert f"{truth[f'{case}:key:{n}']}\tno variable" in text, text
