@@ -8,7 +8,7 @@ follow a tensor back through reads (``Identity``, ``ReadVariableOp``) to the op 
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections import namedtuple
 
 from ..errors import CorruptCheckpointError
 from ._io import close_map, map_file
@@ -17,20 +17,15 @@ from .meta import proto_fields
 READS = frozenset({"Identity", "ReadVariableOp", "Snapshot"})
 
 
-class GraphNode(NamedTuple):
-    """One ``NodeDef``: its op, its data inputs (op names; control inputs left out) and, for
-    a ``Const``, the strings it holds (a Saver's ``tensor_names``)."""
-
-    op: str
-    inputs: list[str]
-    strings: list[str]
-
-
-class MetaGraph(NamedTuple):
-    """The graph's nodes by name, and the ``SaverDef``'s save tensor (``""``: none)."""
-
-    nodes: dict[str, GraphNode]
-    save_tensor: str
+# collections.namedtuple, not typing.NamedTuple: `ckpt list` imports this module and never
+# typing (tests/test_cli_list.py).
+GraphNode = namedtuple("GraphNode", "op inputs strings")
+GraphNode.__doc__ = """One ``NodeDef``: its op (`str`), its data inputs (`list[str]`: op names;
+control inputs left out) and, for a ``Const``, the strings it holds (`list[str]`: a Saver's
+``tensor_names``)."""
+MetaGraph = namedtuple("MetaGraph", "nodes save_tensor")
+MetaGraph.__doc__ = """The graph's nodes by name (`dict[str, GraphNode]`), and the ``SaverDef``'s
+save tensor (`str`; ``""``: none)."""
 
 
 def op_name(tensor: str) -> str:
