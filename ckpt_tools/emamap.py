@@ -40,7 +40,7 @@ from .lone_named import unmarked_lone_averages
 from .pairing import root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
-from .saved_keys import refuse_renamed_keys
+from .saved_keys import refuse_renamed_keys, translated_pairs
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
@@ -393,64 +393,76 @@ def ema_map(
 
                 refuse_assumed(ckpt)
         variables = paired_variables(ckpt, apply_order, ema_name)
-        if use_meta and style in (None, "tf1"):  # keys that are not their variables' names
-            refuse_renamed_keys(ckpt, variables, in_graph=in_graph)
-        refuse_orphans(ckpt, variables)
-        unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
-                    and v.ema_candidates and style in (None, v.ema_style)]
-        if ema_name is not None and ckpt.objects is not None and ema_name in {
-                root_child(k) for k, v in variables.items() if v.role == R.EMA}:
-            # --ema-name optimizer beside ema=[...]: the other attribute's averages are not
-            # used, so their open pairing is not this map's
-            unpaired = [v for v in unpaired if root_child(v.name) == ema_name]
-        if unpaired:
-            tf2 = any(v.ema_style != "tf1" for v in unpaired)
-            spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
-            decides = tf2 and not apply_order and not spans
-            # averages of only part of a same-named group: an order may place none of them
-            part = len({c for v in unpaired for c in v.ema_candidates}) > len(unpaired)
-            no_order = decides and part and not an_order_pairs(ckpt, unpaired, ema_name)
-            # a tf_keras optimizer's averages: its recorded order places them, stated
-            # (fit(): --apply-order tracked; a custom loop: --trainable --loop-order)
-            tfk = {v.name for v in unpaired} <= set(recorded_averages(ckpt.objects)) and all(
-                sum(u.ema_candidates == v.ema_candidates for u in unpaired)
-                == len(v.ema_candidates) for v in unpaired)  # none frozen: tracked may place
-            raise UnprovenPairingError(
-                ambiguous_message(ckpt, variables, unpaired, apply_order, no_order=no_order),
-                "--apply-order tracked or --trainable NAMES --loop-order" if tfk and (
-                    apply_order is None) else
-                "--apply-order" if decides and not no_order else None,
-                {v.name: tuple(v.ema_candidates) for v in unpaired})
-        # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do;
-        # so do they for a name of several parts (W/ema/slow proven W's by the .meta).
-        detected = proven_names(variables, ckpt.ema_names())
-        name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
-        suffix = recorded_suffixes(ckpt, variables)
-        try:
-            chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
-        except UnprovenPairingError as exc:  # the graph's update ops may prove one object's
-            chosen = owned_averages(ckpt, variables, ema_name, use_meta, None)
-            if chosen is None:
-                raise offer_objects(ckpt, variables, use_meta, exc) from None
-        chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
-        refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
-        refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta)
-        # averages of variables not stored that no name marks (w/slow, a scope's): proposed
-        unmarked = unmarked_lone_averages(ckpt, variables, chosen, ema_name, use_meta)
-        chosen = {**chosen, **{t: s for s, t in unmarked.items()}}
-        if unmarked and ema_name is None and not detected:  # w/slow: say slow
-            name = next(iter(unmarked)).rpartition("/")[2]
-        if (use_meta and style in (None, "tf1") and ckpt.meta is not None
-                and ckpt.meta.collections.get("variables")):
-            pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen)
-            source = "meta"
+        # keys that are not their variables' names: paired through the .meta's save op, or
+        # refused where it cannot be (restore_ema's targets are the graph's own variables)
+        translated = None
+        if use_meta and style in (None, "tf1"):
+            translated = None if in_graph else translated_pairs(ckpt, variables, ema_name)
+            if translated is None:
+                refuse_renamed_keys(ckpt, variables, in_graph=in_graph)
+        if translated is None:
+            refuse_orphans(ckpt, variables)
+            unpaired = [v for v in variables.values() if v.role == R.EMA and not v.ema_of
+                        and v.ema_candidates and style in (None, v.ema_style)]
+            if ema_name is not None and ckpt.objects is not None and ema_name in {
+                    root_child(k) for k, v in variables.items() if v.role == R.EMA}:
+                # --ema-name optimizer beside ema=[...]: the other attribute's averages are not
+                # used, so their open pairing is not this map's
+                unpaired = [v for v in unpaired if root_child(v.name) == ema_name]
+            if unpaired:
+                tf2 = any(v.ema_style != "tf1" for v in unpaired)
+                spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
+                decides = tf2 and not apply_order and not spans
+                # averages of only part of a same-named group: an order may place none of them
+                part = len({c for v in unpaired for c in v.ema_candidates}) > len(unpaired)
+                no_order = decides and part and not an_order_pairs(ckpt, unpaired, ema_name)
+                # a tf_keras optimizer's averages: its recorded order places them, stated
+                # (fit(): --apply-order tracked; a custom loop: --trainable --loop-order)
+                tfk = {v.name for v in unpaired} <= set(recorded_averages(ckpt.objects)) and all(
+                    sum(u.ema_candidates == v.ema_candidates for u in unpaired)
+                    == len(v.ema_candidates) for v in unpaired)  # none frozen: tracked may place
+                raise UnprovenPairingError(
+                    ambiguous_message(ckpt, variables, unpaired, apply_order, no_order=no_order),
+                    "--apply-order tracked or --trainable NAMES --loop-order" if tfk and (
+                        apply_order is None) else
+                    "--apply-order" if decides and not no_order else None,
+                    {v.name: tuple(v.ema_candidates) for v in unpaired})
+            # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do;
+            # so do they for a name of several parts (W/ema/slow proven W's by the .meta).
+            detected = proven_names(variables, ckpt.ema_names())
+            name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
+            suffix = recorded_suffixes(ckpt, variables)
+            try:
+                chosen = choose_averages(ckpt, variables, suffix, ema_name, style)
+            except UnprovenPairingError as exc:  # the graph's update ops may prove one object's
+                chosen = owned_averages(ckpt, variables, ema_name, use_meta, None)
+                if chosen is None:
+                    raise offer_objects(ckpt, variables, use_meta, exc) from None
+            chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
+            refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
+            refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta)
+            # averages of variables not stored that no name marks (w/slow, a scope's): proposed
+            unmarked = unmarked_lone_averages(ckpt, variables, chosen, ema_name, use_meta)
+            chosen = {**chosen, **{t: s for s, t in unmarked.items()}}
+            if unmarked and ema_name is None and not detected:  # w/slow: say slow
+                name = next(iter(unmarked)).rpartition("/")[2]
+            if (use_meta and style in (None, "tf1") and ckpt.meta is not None
+                    and ckpt.meta.collections.get("variables")):
+                pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen)
+                source = "meta"
+            else:
+                pairs, missing, not_saved = from_keys(variables, chosen)
+                source = "keys"
+            # TF1: an average whose variable is not stored may hold the raw weight
+            pairs = [(s, t) for s, t in pairs if not (s == t and s in unmarked)]
+            pairs = settle_lone_averages(ckpt, pairs,
+                                         {**lone_averages(ckpt, variables, chosen), **unmarked})
         else:
-            pairs, missing, not_saved = from_keys(variables, chosen)
-            source = "keys"
-        # TF1: an average whose variable is not stored may hold the raw weight
-        pairs = [(s, t) for s, t in pairs if not (s == t and s in unmarked)]
-        pairs = settle_lone_averages(ckpt, pairs,
-                                     {**lone_averages(ckpt, variables, chosen), **unmarked})
+            pairs, missing, not_saved = translated
+            source = "meta"
+            detected = proven_names(variables, ckpt.ema_names())
+            name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
+            suffix = recorded_suffixes(ckpt, variables)
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()

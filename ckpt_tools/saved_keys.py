@@ -126,3 +126,52 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
         + ("" if in_graph else ": restore the averages in the graph imported from the .meta "
            "(ckpt_tools.restore_ema(sess, path)), which pairs the graph's variables"),
         None, undecided)
+
+
+def translated_pairs(ckpt: Checkpoint, variables,
+                     ema_name: str | None = None) -> tuple[list, list, list] | None:
+    """Pairs the keys of a TF1 ``Saver(var_list=dict)`` whose keys are not its variables'
+    names through the ``.meta``'s save op: the key holding variable ``X`` takes the key holding
+    ``X``'s shadow ``X/<name>`` (TF's ``average_name``), whatever the keys are called.
+    ``ema_name`` (``--ema-name``), where given, must be that one name.
+
+    Returns:
+        ``(pairs, missing, not_saved)`` as :func:`~ckpt_tools.ema_names.from_keys` gives
+        them, in checkpoint keys, or ``None`` where no key is renamed or the save op does not
+        prove every key's variable with one EMA name (:func:`refuse_renamed_keys` refuses).
+    """
+    renamed = renamed_keys(ckpt)
+    if not renamed or any(h is None or h.startswith(k + "/") or k.startswith(h + "/")
+                          for k, h in renamed.items()):
+        return None  # parts of several variables, or averages saved under variables' names
+    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(ckpt.location.meta_path))
+    held: dict[str, str] = {}
+    for key in variables:
+        h = _held(sources.get(key) or [])
+        if h is None:
+            return None  # a key this save op did not write: nothing proves what it holds
+        held[key] = h
+    key_of = {h: k for k, h in held.items()}
+    if len(key_of) != len(held):
+        return None
+    shadow_of: dict[str, str] = {}  # variable key -> its average's key
+    names = set()
+    for s, v in variables.items():
+        if v.role != R.EMA:
+            continue
+        parts = held[s].split("/")
+        owner = next((i for i in range(len(parts) - 1, 0, -1)
+                      if "/".join(parts[:i]) in key_of), None)
+        t = key_of["/".join(parts[:owner])] if owner else None
+        if t is None or variables[t].role == R.EMA or t in shadow_of:
+            return None
+        shadow_of[t] = s
+        names.add("/".join(parts[owner:]))
+    if len(names) != 1 or (ema_name and names != {ema_name}) or any(
+            held[k].endswith("/" + n) for n in names
+            for k, v in variables.items() if v.role != R.EMA):
+        return None  # several EMA names, or a key not named as an average holds one
+    pairs = [(shadow_of.get(k, k), k) for k, v in variables.items()
+             if v.role not in (R.EMA, R.EMA_DEBIAS) and k != "_CHECKPOINTABLE_OBJECT_GRAPH"]
+    missing = [k for k, v in variables.items() if v.role == R.WEIGHT and k not in shadow_of]
+    return pairs, missing, []

@@ -28,7 +28,7 @@ tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
 truth = {}
-CASES = ("swapped", "prefixed", "cnnbench", "swapping", "rawnames")
+CASES = ("swapped", "prefixed", "cnnbench", "swapping", "rawnames", "oddavg")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -68,8 +68,10 @@ for case in CASES:
             for v in vs:
                 d[v.op.name] = ema.average(v)
                 d[ema.average_name(v)] = v
-        else:
+        elif case == "rawnames":
             d = {v.op.name: ema.average(v) for v in vs}
+        else:  # averages under keys not named as averages
+            d = {"W": W, "V": V, "avgW": ema.average(W), "avgV": ema.average(V)}
         saver = tf1.train.Saver(d)
         with tf1.Session() as s:
             s.run(tf1.global_variables_initializer())
@@ -116,6 +118,26 @@ json.dump(got, open(f"{out}/{case}.{how}.json", "w"))
 np.savez(f"{out}/truth.npz", **dict(np.load(f"{out}/truth.npz")))
 '''
 
+# the README's evaluation of restore-ema's output: its own copied .meta's Saver restores it
+EVAL = r'''
+import json
+import sys
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+baked, dump = sys.argv[2], sys.argv[3]
+prefix = tf.train.latest_checkpoint(baked)
+with tf.Graph().as_default():
+    saver = tf1.train.import_meta_graph(prefix + ".meta")
+    with tf1.Session() as s:
+        saver.restore(s, prefix)
+        got = {v.op.name: s.run(v).tolist() for v in tf1.global_variables()
+               if not v.op.name.startswith("v1/")}  # tower 1 is not saved
+json.dump(got, open(dump, "w"))
+'''
+
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
@@ -123,12 +145,16 @@ def made(tmp_path_factory):
     return out, run_script(SCRIPT, out)
 
 
-REFUSED = {"swapped": ("key V holds W", "restore_ema"),
-           "prefixed": ("key gen/V holds V",),
-           "cnnbench": ("holds v0/cg/conv0/", "'v0/'", "--no-meta"),
-           "swapping": ("key V holds V/ExponentialMovingAverage", "swapping", "--raw"),
+REFUSED = {"swapping": ("key V holds V/ExponentialMovingAverage", "swapping", "--raw"),
            "rawnames": ("key V holds V/ExponentialMovingAverage", "hold their averages",
-                        "--raw")}
+                        "--raw"),
+           "oddavg": ("key avgV holds V/ExponentialMovingAverage", "Saver(var_list=dict)")}
+# key -> the variable it holds, as the save op records it: each key pairs with the key
+# holding that variable's average
+TRANSLATED = {
+    "swapped": {"W": "V", "V": "W"},
+    "prefixed": {"gen/W": "W", "gen/V": "V"},
+    "cnnbench": {"cg/conv0/kernel": "v0/cg/conv0/kernel", "cg/conv0/bias": "v0/cg/conv0/bias"}}
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
@@ -148,31 +174,54 @@ def test_keys_holding_variables_of_other_names_are_refused(made, tmp_path, case,
     assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("case", ["swapped", "prefixed", "swapping"])
-def test_list_shows_no_pairing_map_refuses(made, case):
-    """``list --json`` agrees with ``map``: no average is shown paired, ema_unproven says why."""
+@pytest.mark.parametrize("case", sorted(TRANSLATED))
+def test_keys_pair_through_the_save_op(made, case):
+    """``map`` pairs each key with the key holding its variable's average; ``list --json``
+    agrees (``ema``/``ema_of``, nothing unproven)."""
     out, _ = made
+    keys = TRANSLATED[case]
+    code, text, err = run_cli(["map", str(out / case), "--json"])
+    assert code == 0, err
+    mapping = json.loads(text)
+    want = {f"{held.removeprefix('v0/')}/ExponentialMovingAverage" if case == "cnnbench"
+            else f"{held}/ExponentialMovingAverage": key for key, held in keys.items()}
+    assert {s: t for s, t in mapping.items() if s != t} == want, mapping
     code, text, err = run_cli(["list", str(out / case), "--json"])
     assert code == 0, err
     doc = json.loads(text)
-    assert "save op" in doc["ema_unproven"]["reason"], doc["ema_unproven"]
-    for v in doc["variables"]:
-        assert v["ema"] is None, v
-        if v["role"] == "ema":
-            assert v["ema_of"] is None and v["ema_candidates"], v
+    assert doc["ema_unproven"] is None, doc["ema_unproven"]
+    rows = {v["key"]: v for v in doc["variables"]}
+    for s, t in want.items():
+        assert rows[t]["ema"] == s and rows[s]["ema_of"] == t, (rows[t], rows[s])
 
 
-def test_cnnbench_no_meta_pairs_from_the_keys_bit_for_bit(made, tmp_path):
-    """The refusal's way out (``--no-meta``) gives each tower-0 variable its own average."""
+@pytest.mark.parametrize("case", sorted(TRANSLATED))
+def test_restore_ema_output_loaded_by_its_meta_saver_bit_for_bit(made, tmp_path, case):
+    """The baked checkpoint, restored by the Saver of its own copied .meta (the README's way),
+    gives every variable its own ema.average(v)."""
     out, truth = made
-    code, _, err = run_cli(["export", str(out / "cnnbench"), "--no-meta",
-                            "--out", str(tmp_path / "cb.npz")])
+    code, _, err = run_cli(["restore-ema", str(out / case), "--out", str(tmp_path / "b")])
     assert code == 0, err
-    with np.load(tmp_path / "cb.npz") as z:
-        assert sorted(z.files) == ["cg/conv0/bias", "cg/conv0/kernel"], z.files
-        for k in z.files:
-            assert z[k].tobytes() == truth[f"cnnbench:ema:v0/{k}"].tobytes(), k
-            assert z[k].tobytes() != truth[f"cnnbench:raw:v0/{k}"].tobytes(), k
+    (tmp_path / "truth.npz").write_bytes((out / "truth.npz").read_bytes())
+    run_script(EVAL, tmp_path, str(tmp_path / "b"), str(tmp_path / "got.json"))
+    got = json.loads((tmp_path / "got.json").read_text())
+    for held in TRANSLATED[case].values():
+        want = truth[f"{case}:ema:{held}"]
+        assert np.asarray(got[held], "float32").tobytes() == want.tobytes(), held
+        assert want.tobytes() != truth[f"{case}:raw:{held}"].tobytes()
+
+
+@pytest.mark.parametrize("case", sorted(TRANSLATED))
+def test_export_writes_each_key_with_its_variables_average(made, tmp_path, case):
+    """``export`` names weights by checkpoint key: each key's average is that of the variable
+    the key holds; nothing raw, no --allow-missing needed."""
+    out, truth = made
+    code, _, err = run_cli(["export", str(out / case), "--out", str(tmp_path / "e.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "e.npz") as z:
+        assert sorted(z.files) == sorted(TRANSLATED[case]), z.files
+        for key, held in TRANSLATED[case].items():
+            assert z[key].tobytes() == truth[f"{case}:ema:{held}"].tobytes(), key
 
 
 def test_swapping_saver_raw_export_gives_the_averages(made, tmp_path):
