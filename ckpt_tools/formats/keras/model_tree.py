@@ -387,6 +387,15 @@ def distinct_paths(lay: KerasLayout, model) -> None:
     seen: dict[str, list[str]] = {}
     for k in lay.model:
         seen.setdefault(lay.paths[k], []).append(k)
+    # by layer too: one named from config.json (fc/kernel), its namesake the config does not
+    # list by its variables' indices (fc/0) (review-12-attack-r18 F7)
+    layers: dict[str, list[str]] = {}
+    for k in lay.model:
+        if "/" in lay.paths[k]:
+            layers.setdefault(lay.paths[k].rsplit("/", 1)[0], []).append(k)
+    for keys in layers.values():
+        if len({model[k].extra.get("owner") or "" for k in keys}) > 1:
+            seen[f"//{len(seen)}"] = keys
     for keys in seen.values():
         if len(keys) < 2:
             continue
