@@ -137,15 +137,22 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     # Several EMA objects (--ema-name): each average's name proves its variable; only which
     # one the variable takes is open. Otherwise the other side of each candidate is open too.
     both_sides = refusal.option != "--ema-name"
+    # A Keras weight whose own copy the file pairs in every reading (its ema_of) is no
+    # candidate of an open copy of its shape: list shows it paired, as the copy says
+    # (review-12-user-r13 F3).
+    taken = {v.ema_of: v.name for v in variables if layout is not None and v.role == R.EMA
+             and v.ema_of and v.name not in refusal.undecided}
     for key, cands in refusal.undecided.items():
-        marked[key] = tuple(cands)
-    for key, cands in refusal.undecided.items():
-        for cand in cands if both_sides else ():
+        marked[key] = tuple(c for c in cands if c not in taken) or tuple(cands)
+    for key in refusal.undecided:
+        for cand in marked[key] if both_sides else ():
             if cand not in refusal.undecided and key not in marked.setdefault(cand, ()):
                 marked[cand] += (key,)  # every average the variable may take
     out = []
     for v in variables:
-        if v.name in marked:
+        if v.name in taken and v.name not in marked and v.role != R.EMA:
+            v = replace(v, ema=taken[v.name], ema_candidates=())
+        elif v.name in marked:
             v = (replace(v, ema_of=None, ema_candidates=marked[v.name]) if v.role == R.EMA
                  else replace(v, ema=None, ema_candidates=marked[v.name]))
         out.append(v)
