@@ -33,6 +33,7 @@ from .formats.slices import check_partition
 from .h5_out_name import refuse_keras3_weights_name
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
+from .saved_keys import averages_under_variable_names
 
 FORMATS = ("npz", "safetensors", "h5")
 def _who_can_hold(dtype: str) -> str:
@@ -152,6 +153,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         sources = {t: s for s, t in m.pairs}
         # averages the map proves that no name marks (w/slow under --ema-name slow)
         has_ema = has_ema or any(s != t for t, s in sources.items())
+    elif has_ema and averages_under_variable_names(ckpt):
+        k, h = next(iter(sorted(averages_under_variable_names(ckpt).items())))
+        warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "
+                        f"as variables hold their averages (e.g. {k} holds {h})")
     elif has_ema:
         warnings.append("exporting RAW weights although the checkpoint has EMA shadows; the "
                         "averaged weights usually evaluate better (drop --raw to export them)")

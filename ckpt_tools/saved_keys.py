@@ -175,3 +175,11 @@ def translated_pairs(ckpt: Checkpoint, variables,
              if v.role not in (R.EMA, R.EMA_DEBIAS) and k != "_CHECKPOINTABLE_OBJECT_GRAPH"]
     missing = [k for k, v in variables.items() if v.role == R.WEIGHT and k not in shadow_of]
     return pairs, missing, []
+
+
+def averages_under_variable_names(ckpt: Checkpoint) -> dict[str, str]:
+    """Returns key -> the shadow its ``.meta``'s save op saved under it, for each key named as
+    a variable that holds that variable's average (a swapping Saver, or
+    ``Saver({v.op.name: ema.average(v)})``): what ``export --raw`` exports there are the
+    averages. ``{}`` where nothing records it."""
+    return {k: h for k, h in renamed_keys(ckpt).items() if h and h.startswith(k + "/")}
