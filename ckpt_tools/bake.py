@@ -52,6 +52,8 @@ class BakeResult:
         dropped: input keys not written.
         nbytes: tensor bytes written.
         ema_map: the map used.
+        assumed: what the pairing takes for granted that the file cannot prove (a Keras
+            file's ``fit_order``, ``not_swapped``: :mod:`~ckpt_tools.keras_assumed`).
     """
 
     prefix: str
@@ -63,6 +65,7 @@ class BakeResult:
     ema_map: EmaMap
     warnings: list[str] = field(default_factory=list)
     saved_model: str | None = None  # the output SavedModel directory, for a SavedModel input
+    assumed: list[str] = field(default_factory=list)
 
 
 def checkpoint_names(name: str) -> Callable[[str], bool]:
@@ -295,7 +298,10 @@ def bake_ema(
             ``exclude``, ``strip_scope``, ``add_scope``, ``allow_missing``, ``use_meta``).
 
     Returns:
-        `BakeResult`.
+        `BakeResult`. A Keras file (``.keras``, ``.weights.h5``, ``.h5``) gives a Keras file
+        of its kind whose weights are the averages, as ``ckpt restore-ema`` writes it
+        (``out_dir`` is a directory or the file's name); what its pairing assumes is in
+        ``assumed`` and an :class:`~ckpt_tools.errors.AssumptionWarning`.
 
     Raises:
         EmaError: if shadows are missing (unless ``allow_missing``) or do not match their
@@ -314,6 +320,10 @@ def bake_ema(
     out_dir = os.fspath(out_dir)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
+        if getattr(ckpt.reader, "keras", None) is not None:  # Keras in, Keras out
+            from .keras_bake import bake_keras_file
+
+            return bake_keras_file(ckpt, out_dir, name, overwrite, map_options)
         return _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options)
     finally:
         if not isinstance(checkpoint, Checkpoint):

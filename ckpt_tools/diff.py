@@ -81,6 +81,8 @@ class DiffReport:
         only_a: keys only in A (for ``"ema"``: weights without a shadow).
         only_b: keys only in B (for ``"ema"``: shadows whose variable is not stored).
         tensors: one :class:`TensorDiff` per compared pair, sorted by name.
+        assumed: (``"ema"``) what the pairing takes for granted that the file cannot prove
+            (``"fit_order"``, ``"not_swapped"``: :mod:`~ckpt_tools.keras_assumed`).
     """
 
     a: str
@@ -91,6 +93,7 @@ class DiffReport:
     tensors: list[TensorDiff] = field(default_factory=list)
 
     values: bool = True
+    assumed: list[str] = field(default_factory=list)
 
     @property
     def identical(self) -> bool | None:
@@ -309,6 +312,7 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
     """
     with _opened(target) as ckpt:
         variables = ckpt.variables()
+        assumed = [] if pairs is not None else _assumed(ckpt)
         paired = pairs if pairs is not None else _proven(ckpt, variables)
         # an average of a variable not stored (a TF1 Saver of the averages alone) has no raw
         # value to compare with: listed in only_b
@@ -319,7 +323,8 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         if not shadows and not paired:
             raise EmaError(f"{ckpt.path}: no EMA shadow in this checkpoint, so there is "
                            "nothing to compare raw weights with (see 'ckpt list --role ema')")
-        report = DiffReport(a=ckpt.path, b=ckpt.path, mode="ema", values=values)
+        report = DiffReport(a=ckpt.path, b=ckpt.path, mode="ema", values=values,
+                            assumed=[a.name for a in assumed])
         if shadows:
             report.only_a = [v.name for v in variables
                              if v.role == "weight" and v.name not in paired
@@ -329,6 +334,16 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
                          if v.name not in used and v.ema_of not in ckpt and _keep(v.name, match)]
         report.tensors = list(_pairs(ckpt, ckpt, sorted(pairs), values, progress))
     return report
+
+
+def _assumed(ckpt: Checkpoint) -> list:
+    """What the pairing of ``ckpt`` assumes, issued as an
+    :class:`~ckpt_tools.errors.AssumptionWarning` at :func:`diff_ema`'s caller."""
+    from .keras_assumed import keras_assumptions, warn_assumed
+
+    assumed = keras_assumptions(ckpt)
+    warn_assumed(ckpt, assumed, stacklevel=4)
+    return assumed
 
 
 def _proven(ckpt: Checkpoint, variables) -> dict[str, str]:

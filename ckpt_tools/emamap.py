@@ -178,6 +178,9 @@ class EmaMap(Frozen):
         debias: zero-debias helpers (``…/biased``, ``…/local_step``) found.
         loss_averages: averages of loss tensors found (``total_loss/avg``).
         source: ``"meta"`` (from the graph's collections) or ``"keys"`` (inferred).
+        assumed: what the pairing takes for granted that the file cannot prove
+            (``"fit_order"``, ``"not_swapped"``: :mod:`~ckpt_tools.keras_assumed`); empty
+            where the file proves it or you stated it.
     """
 
     checkpoint: str
@@ -193,6 +196,7 @@ class EmaMap(Frozen):
     loss_averages: tuple[str, ...]
     source: str
     file_style: str  # "tf1" (name-based), "tf2" (object graph) or "keras": for messages
+    assumed: tuple[str, ...]
     pairs: tuple[tuple[str, str], ...]  # (source, input target); not in repr
     hints: tuple[str, ...]  # not in repr
     # key -> the name `ckpt list` shows (TF2 object path), so messages name variables alike;
@@ -202,7 +206,7 @@ class EmaMap(Frozen):
     expected_raw: dict[str, str]
     _fields = ("checkpoint", "ema_name", "mapping", "averaged", "raw", "missing", "unaveraged",
                "not_saved", "dropped", "debias", "loss_averages", "source", "file_style",
-               "pairs", "hints", "names", "expected_raw")
+               "assumed", "pairs", "hints", "names", "expected_raw")
     _compare = _fields[:-2]
     _repr = _fields[:-4]
 
@@ -211,7 +215,7 @@ class EmaMap(Frozen):
                  missing: tuple[str, ...] = (), unaveraged: tuple[str, ...] = (),
                  not_saved: tuple[str, ...] = (), dropped: tuple[str, ...] = (),
                  debias: tuple[str, ...] = (), loss_averages: tuple[str, ...] = (),
-                 source: str = "keys", file_style: str = "tf1",
+                 source: str = "keys", file_style: str = "tf1", assumed: tuple[str, ...] = (),
                  pairs: tuple[tuple[str, str], ...] = (), hints: tuple[str, ...] = (),
                  names: dict[str, str] | None = None,
                  expected_raw: dict[str, str] | None = None) -> None:
@@ -219,7 +223,7 @@ class EmaMap(Frozen):
             checkpoint=checkpoint, ema_name=ema_name, mapping=mapping, averaged=averaged,
             raw=raw, missing=missing, unaveraged=unaveraged, not_saved=not_saved,
             dropped=dropped, debias=debias, loss_averages=loss_averages, source=source,
-            file_style=file_style, pairs=pairs, hints=hints,
+            file_style=file_style, assumed=assumed, pairs=pairs, hints=hints,
             names={} if names is None else names,
             expected_raw={} if expected_raw is None else expected_raw)
 
@@ -356,7 +360,8 @@ def ema_map(
             average's key (:func:`~ckpt_tools.saved_keys.refuse_renamed_keys`).
 
     Returns:
-        `EmaMap`.
+        `EmaMap`. Where its pairing rests on an assumption (:attr:`EmaMap.assumed`), an
+        :class:`~ckpt_tools.errors.AssumptionWarning` says so, as ``ckpt map``'s note.
 
     Raises:
         EmaError: if an average cannot be paired with one variable from what the file records
@@ -391,14 +396,17 @@ def ema_map(
         return join_maps(ckpt.path, names, maps, keep_raw=non_averaged == KEEP,
                          allow_missing=allow_missing)
     ema_name = names[0] if names else None
+    assumed: list = []
     try:
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
             require_keras(ckpt)
-            if strict:  # a Keras file, or a Keras 3 optimizer's copies in a TF checkpoint
-                from .keras_assumed import refuse_assumed
+            from .keras_assumed import keras_assumptions, refuse_assumed
 
-                refuse_assumed(ckpt)
+            # a Keras file, or a Keras 3 optimizer's copies in a TF checkpoint
+            assumed = keras_assumptions(ckpt)
+            if strict:
+                refuse_assumed(ckpt, assumed)
         variables = paired_variables(ckpt, apply_order, ema_name)
         # keys that are not their variables' names: paired through the .meta's save op, or
         # refused where it cannot be (restore_ema's targets are the graph's own variables)
@@ -577,7 +585,16 @@ def ema_map(
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
         source=source, file_style=speaks, pairs=tuple(kept), hints=tuple(hints),
         names={k: v.path for k, v in variables.items() if v.path},
-        expected_raw=expected_raw(ckpt, unaveraged))
+        expected_raw=expected_raw(ckpt, unaveraged), assumed=_warned(ckpt, assumed))
+
+
+def _warned(ckpt: Checkpoint, assumed: list) -> tuple[str, ...]:
+    """Issues :class:`~ckpt_tools.errors.AssumptionWarning` for what the map assumes (once
+    per open checkpoint) and returns the names, :attr:`EmaMap.assumed`."""
+    from .keras_assumed import warn_assumed
+
+    warn_assumed(ckpt, assumed, stacklevel=4)
+    return tuple(a.name for a in assumed)
 
 
 def proven_names(variables, by_keys: list[str]) -> list[str]:

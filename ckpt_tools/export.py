@@ -158,8 +158,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "
                         f"as variables hold their averages (e.g. {k} holds {h})")
     elif has_ema:
-        warnings.append("exporting RAW weights although the checkpoint has EMA shadows; the "
-                        "averaged weights usually evaluate better (drop --raw to export them)")
+        from .keras_assumed import raw_warning  # a Keras 3 file: --raw may be the remedy
+
+        warnings.append(raw_warning(ckpt))
     order = _creation_order(ckpt)
     # A variable the map gives an average is a weight, even where a .meta ignored by
     # use_meta=False calls it something else.

@@ -28,8 +28,9 @@ from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, EmaError
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
 
-__all__ = ["LIVE_FIT_ORDER", "Assumption", "equal_groups", "fit_order_note", "keras_assumptions",
-           "live_assumptions", "refuse_assumed", "warn_assumed"]
+__all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "equal_groups", "fit_order_note",
+           "keras_assumptions", "live_assumptions", "raw_warning", "refuse_assumed",
+           "warn_assumed"]
 
 
 @dataclass(frozen=True)
@@ -132,11 +133,60 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         return []
     assumed = []
     groups = [] if layout.trainable_stated or ckpt.fit_order else equal_groups(ckpt)
+    if groups and _same_values(ckpt, pairs) and _distinct(ckpt, groups):
+        # each weight equals the copy fit()'s order gives it and no two of a group are alike
+        # (model.save() after fit(): finalize_variable_values() copied each average into its
+        # own weight): no other order gives these values, so the values prove it
+        groups = []
     if groups:  # equal-shaped weights: their order pairs them (unless stated)
         assumed.append(replace(FIT_ORDER, note=_which(ckpt, groups) + FIT_ORDER.note))
     if not _tf_keras(ckpt) and not ckpt.not_swapped and not _same_values(ckpt, pairs):
         assumed.append(NOT_SWAPPED)  # (--not-swapped states it)
     return assumed
+
+
+def _distinct(ckpt: Checkpoint, groups: list[tuple[tuple, str, list[str]]]) -> bool:
+    """Whether no two weights of any group hold the same bytes (review-12-user-r13 F5)."""
+    import numpy as np
+
+    for _shape, _dtype, ws in groups:
+        seen = {np.asarray(ckpt.tensor(w)).tobytes() for w in ws}
+        if len(seen) != len(ws):
+            return False
+    return True
+
+
+def assumptions_for(ckpt: Checkpoint, keys: list[str] | None = None) -> list[Assumption]:
+    """:func:`keras_assumptions` where the pairing matters to ``keys`` (``show``/``stats``:
+    a selection that includes an average, whose drift the pairing decides); every pairing's
+    when ``None``.
+
+    Returns:
+        `list[Assumption]`, empty where ``keys`` include no average.
+    """
+    if keys is not None and not set(keys) & {v.name for v in ckpt.variables()
+                                             if v.role == "ema"}:
+        return []
+    return keras_assumptions(ckpt)
+
+
+def raw_warning(ckpt: Checkpoint) -> str:
+    """The warning for ``--raw`` (``ema=False``) on a checkpoint with EMA shadows; for a
+    Keras 3 file it names the case where ``--raw`` is the remedy (a file saved after
+    ``SwapEMAWeights(swap_on_epoch=True)`` holds the averages as its weights), which the
+    ``not_swapped`` note sends the user to (review-12-user-r13 F4).
+
+    Returns:
+        `str`: the warning, without ``warning:``.
+    """
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is not None and layout.use_ema and not _tf_keras(ckpt) or \
+            layout is None and object_pairs(ckpt):
+        return ("exporting the file's own weights (--raw), not its EMA copies: right if "
+                "ModelCheckpoint saved it after SwapEMAWeights(swap_on_epoch=True) (its weights "
+                "are then the averages); otherwise drop --raw to export the averages")
+    return ("exporting RAW weights although the checkpoint has EMA shadows; the averaged "
+            "weights usually evaluate better (drop --raw to export them)")
 
 
 def equal_groups(ckpt: Checkpoint) -> list[tuple[tuple, str, list[str]]]:
@@ -261,10 +311,7 @@ def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None, *,
     Raises:
         EmaError: (exit 6) one line naming the file, each assumption and what decides it.
     """
-    if keys is not None and not set(keys) & {v.name for v in ckpt.variables()
-                                             if v.role == "ema"}:
-        return
-    assumed = keras_assumptions(ckpt) if assumed is None else assumed
+    assumed = assumptions_for(ckpt, keys) if assumed is None else assumed
     if assumed:
         said = "; ".join(f"{a.name} ({a.what}: {a.decides})" for a in assumed)
         raise EmaError(f"{ckpt.path}: --strict: the EMA pairing rests on what the file cannot "
@@ -275,7 +322,11 @@ def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 
     """The Python API's counterpart of the notes ``ckpt`` prints: one
     :class:`~ckpt_tools.errors.AssumptionWarning` naming the file and each assumption (its
     note, with the statement that decides), where ``assumed`` is not empty."""
-    if assumed:
+    warned: list[bool] = []
+    if assumed:  # once per open checkpoint (ema_map() inside export_weights() too)
+        ckpt.memo(("assumption_warned", *(a.note for a in assumed)),
+                  lambda: warned.append(True))
+    if warned:
         import warnings
 
         warnings.warn(f"{ckpt.path}: the EMA pairing assumes what the file cannot prove: "

@@ -218,6 +218,48 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
     return KerasBakeResult(out_path, replaced, nbytes)
 
 
+def bake_keras_file(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite: bool,
+                    map_options: dict):
+    """:func:`ckpt_tools.bake_ema` of a Keras file: Keras in, Keras out (issue 11 item 6), as
+    ``ckpt restore-ema`` writes it (never a TF bundle named ``model.keras.index``); what the
+    pairing assumes is issued as an :class:`~ckpt_tools.errors.AssumptionWarning`.
+
+    Args:
+        ckpt: an open Keras checkpoint.
+        out_dir, name: the output, as ``restore-ema``'s ``--out`` and ``--name``
+            (:func:`keras_output_path`).
+        map_options: ``bake_ema``'s; only ``strict`` applies to a Keras file.
+
+    Returns:
+        `BakeResult`: ``prefix`` and ``files`` name the Keras file written; ``assumed``.
+
+    Raises:
+        OptionError: a map option other than ``strict`` (a Keras file's weights are replaced
+            by their EMA copies as a whole).
+        EmaError, OutputError, WriteError: as :func:`bake_keras_ema`.
+    """
+    from .bake import BakeResult
+    from .emamap import ema_map
+    from .keras_assumed import keras_assumptions, warn_assumed
+
+    given = [k for k, v in map_options.items() if v and k != "strict"]
+    if given:
+        raise OptionError(f"{ckpt.path}: {given[0]}= does not apply to a Keras file: every "
+                          "weight with an EMA copy gets it, as ckpt restore-ema writes it")
+    strict = bool(map_options.get("strict"))
+    require_keras_pairing(ckpt)
+    if strict:
+        refuse_assumed(ckpt)
+    assumed = keras_assumptions(ckpt)
+    warn_assumed(ckpt, assumed, stacklevel=4)  # warn_assumed, here, bake_ema, its caller
+    m = ema_map(ckpt, slots="keep", non_averaged="keep")
+    target = keras_output_path(ckpt, out_dir, name)
+    result = bake_keras_ema(ckpt, target, overwrite=overwrite, strict=strict)
+    return BakeResult(prefix=result.path, files=[result.path], replaced=dict(result.replaced),
+                      copied=0, dropped=[], nbytes=result.nbytes, ema_map=m,
+                      assumed=[a.name for a in assumed])
+
+
 def _overwrite(ckpt: Checkpoint, replaced: dict[str, str], h5_path) -> int:
     """Writes each average's stored bytes into its weight's dataset of the HDF5 copy."""
     import h5py

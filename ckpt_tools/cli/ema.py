@@ -198,6 +198,7 @@ def map_command(
             whole.require_complete(left_out=set(whole.missing) - set(m.missing))
         names = display_names(ckpt)
         note_stated_order(out, ckpt, apply_order, ema_name)
+        note_assumed(out, ckpt)  # --json stays the bare mapping: the notes say it
     warn_unaveraged(out, m)
     m.require_complete()
     if json_out:
@@ -275,15 +276,21 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                  "momentum buffers sit in the same places: if the optimizer ran with "
                  "use_ema=False these 'averages' are such buffers", always=True)
         found["stated_use_ema"] = True
-    if ckpt.not_swapped and (layout is not None and layout.use_ema and layout.averages
-                             and not layout.tf_keras or layout is None and object_pairs(ckpt)):
+    swap = ckpt.not_swapped and (layout is not None and layout.use_ema and layout.averages
+                                 and not layout.tf_keras or layout is None and object_pairs(ckpt))
+    said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
+    if swap and said:  # everything stated (review-12-user-r13 F5): one line, not two paragraphs
+        out.note("note: the pairing rests on your statements: --fit-order, --not-swapped",
+                 always=True)
+        found.update(stated_not_swapped=True, stated_fit_order=True)
+        swap = said = ""
+    if swap:
         out.note("note: the EMA copies are read as the averages (not swapped) because you "
                  "stated --not-swapped; the file cannot show whether ModelCheckpoint saved it "
                  "after SwapEMAWeights(swap_on_epoch=True): if it did, these are the raw "
                  "weights and the file's own weights the averages: use the file as it is "
                  "(ckpt export --raw writes them)", always=True)
         found["stated_not_swapped"] = True
-    said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
     if said:
         out.note(f"note: {said}", always=True)
         found["stated_fit_order"] = True
@@ -349,21 +356,22 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
                                             "read_alike": alike, "keras_layers": layers}}
 
 
-def note_assumed(out: Output, ckpt) -> dict:
+def note_assumed(out: Output, ckpt, keys: list[str] | None = None) -> dict:
     """Says what the pairing of a Keras file's EMA copies assumes, which the file cannot show
     (:func:`ckpt_tools.keras_assumed.keras_assumptions`): that weights of one shape and dtype
     got their copies in the order ``fit()`` builds the optimizer in, and that the file was not
     saved after ``SwapEMAWeights(swap_on_epoch=True)`` (not said where each weight equals its
     copy bit for bit: either reading gives the same values). Both are shown with ``-q`` too:
-    the values are wrong if the assumption is, and nothing else tells.
+    the values are wrong if the assumption is, and nothing else tells. ``keys``: only where
+    they include an average (``show``/``stats``: the drift the pairing decides).
 
     Returns:
         `dict`: ``{"assumed": [...]}`` (``"fit_order"``, ``"not_swapped"``) for the command's
         ``--json`` document, or ``{}``.
     """
-    from ..keras_assumed import keras_assumptions  # NumPy only where values are compared
+    from ..keras_assumed import assumptions_for  # NumPy only where values are compared
 
-    assumed = keras_assumptions(ckpt)
+    assumed = assumptions_for(ckpt, keys)
     for a in assumed:
         out.note(f"note: {a.note}", always=True)
     return {"assumed": [a.name for a in assumed]} if assumed else {}

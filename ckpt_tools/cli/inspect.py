@@ -40,7 +40,14 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, cell_len, clean, human_bytes, shape_text
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, check_apply_order, note_stated_order
+from .ema import (
+    ApplyOrderOpt,
+    EmaNameOpt,
+    NoMetaOpt,
+    check_apply_order,
+    note_assumed,
+    note_stated_order,
+)
 
 _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
                "bn_stat": "yellow", "step": "blue", "loss_average": "dim"}
@@ -78,9 +85,8 @@ def list_command(
     """List variables with dtype, shape, size, role, collections and EMA shadow.
 
     Reads only the checkpoint index (and the .meta graph beside it, if any): no tensor data
-    (but a Keras file's weights and EMA copies with --json or --strict, to tell what its
-    pairing assumes), no TensorFlow. Names are object paths for TF2/Keras checkpoints;
-    --json adds the raw key.
+    (but a Keras file's weights and EMA copies, to tell what its pairing assumes), no
+    TensorFlow. Names are object paths for TF2/Keras checkpoints; --json adds the raw key.
     The EMA column shows the pairing 'ckpt map' proves (--ema-name, --apply-order, --no-meta
     decide as there); an average the file does not pair is 'of ?' with its candidates.
     """
@@ -102,7 +108,7 @@ def list_command(
                                  use_ema=use_ema,
                                  trainable=trainable_names(trainable, loop_order, fit_order),
                                  ema_name=ema_name, use_meta=not no_meta,
-                                 apply_order=apply_order, assumptions=json_out,
+                                 apply_order=apply_order, assumptions=True,
                                  strict=strict, not_swapped=not_swapped, fit_order=fit_order,
                                  averages_only=averages_only)
     except OptionError:  # an option that cannot apply to this file: its own message (exit 2)
@@ -113,13 +119,15 @@ def list_command(
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
         raise no_selection(listing.checkpoint, match)
     stated = {}
-    if apply_order is not None or trainable or use_ema or not_swapped or fit_order \
-            or averages_only:  # as map, export say
+    said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
+        or averages_only
+    if said or listing.assumed:  # as map, export say
         with open_checkpoint(resolve(out, path), use_ema=use_ema,
                              trainable=trainable_names(trainable, loop_order, fit_order),
                              not_swapped=not_swapped, fit_order=fit_order,
                              averages_only=averages_only) as ckpt:
-            stated = note_stated_order(out, ckpt, apply_order, ema_name)
+            stated = note_stated_order(out, ckpt, apply_order, ema_name) if said else {}
+            note_assumed(out, ckpt)  # the EMA column shows an assumed pairing
     if json_out:
         out.json({**listing.to_dict(), **stated})
     elif quiet:

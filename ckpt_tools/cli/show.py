@@ -43,7 +43,14 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, shape_text
-from .ema import ApplyOrderOpt, EmaNameOpt, NoMetaOpt, note_stated_order, proven_variables
+from .ema import (
+    ApplyOrderOpt,
+    EmaNameOpt,
+    NoMetaOpt,
+    note_assumed,
+    note_stated_order,
+    proven_variables,
+)
 
 _SPARK = "▁▂▃▄▅▆▇█"
 FullOpt = Annotated[bool, typer.Option("--full", help="Print every value, not a summary.")]
@@ -214,6 +221,7 @@ def show_command(
         if strict:  # the drift of an EMA copy shown: from the weight paired with it
             refuse_assumed(ckpt, keys=keys)
         note_stated_order(out, ckpt, apply_order, ema_name)
+        assumed = note_assumed(out, ckpt, keys)  # the drift shown is from an assumed weight
         shown = display_names(ckpt)
         docs = []
         for key in keys:
@@ -226,7 +234,7 @@ def show_command(
                 continue
             _print_one(out, ckpt, record, value, full, precision, shown)
         if json_out:
-            out.json({"checkpoint": ckpt.path, "tensors": docs})
+            out.json({"checkpoint": ckpt.path, "tensors": docs, **assumed})
 
 
 def _path(shown: dict[str, str], key: str) -> str | None:
@@ -297,6 +305,7 @@ def stats_command(
         if strict:  # the drift of each EMA copy: from the weight paired with it
             refuse_assumed(ckpt, keys=names)
         note_stated_order(out, ckpt, apply_order, ema_name)
+        assumed = note_assumed(out, ckpt, names)  # each copy's drift: from an assumed weight
         entries = ckpt.entries()
         records, rows, errors = [], [], []
         total = sum(entries[k].nbytes for k in names)
@@ -315,7 +324,8 @@ def stats_command(
                     rows.append(_row(record, shown, out.is_terminal,
                                      compact=out.is_terminal and not out.wide))
         if json_out:
-            out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records})
+            out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records,
+                      **assumed})
         else:
             out.table(f"{ckpt.path} ({ckpt.format})", _stats_columns(histogram), rows)
     if errors:

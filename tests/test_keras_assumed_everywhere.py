@@ -1,0 +1,166 @@
+"""Every command and Python function that hands back a Keras file's assumed pairing says so
+(review-12-attack-r18 F1, F8; review-12-user-r13 F1, F4, F5): ``map`` (text and ``--json``),
+``list``, ``show``, ``stats`` print the fit-order note on stderr (``-q`` too); ``ema_map()``,
+``diff_ema()`` and ``bake_ema()`` issue an ``AssumptionWarning`` and carry ``assumed``;
+``bake_ema()`` of a Keras file writes a Keras file. A file saved by ``model.save()`` after
+``fit()`` proves its order by its values: nothing assumed, ``--strict`` passes.
+
+Made here by Keras 3: layers a -> b -> c of equal shapes, initialised alike (so values cannot
+place the copies), trained by a custom loop listing c, b, a (a pairing in fit()'s order is
+then wrong: what the notes must flag); the truth is the optimizer's
+``zip(_trainable_variables, _model_variables_moving_average)`` at save time."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from helpers import keras_averages, run_cli
+
+FIT_NOTE = "fit() builds the optimizer"
+
+
+def _model(keras, init: str | None = "ones"):
+    kw = {"kernel_initializer": init} if init else {}
+    inp = keras.Input((8,))
+    h = keras.layers.Dense(8, name="a", **kw)(inp)
+    h = keras.layers.Dense(8, name="b", **kw)(h)
+    return keras.Model(inp, keras.layers.Dense(8, name="c", **kw)(h))
+
+
+@pytest.fixture(scope="module")
+def looped(keras, tmp_path_factory):
+    """The custom loop's file (c, b, a listed first). Returns (path, truth)."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(5)
+    model = _model(keras)
+    opt = keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.9)
+    model.compile(opt, "mse")
+    listed = [w for n in ("c", "b", "a") for w in model.get_layer(n).trainable_variables]
+    x = tf.random.normal([16, 8], seed=2)
+    for _ in range(20):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum((model(x) - 1.0) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, listed), listed, strict=True))
+    assert [v.path for v in opt._trainable_variables][:2] == ["c/kernel", "c/bias"]
+    path = tmp_path_factory.mktemp("assumed_loop") / "m.keras"
+    model.save(str(path))
+    return path, keras_averages(opt)
+
+
+@pytest.fixture(scope="module")
+def fitted(keras, tmp_path_factory):
+    """fit(), then model.save(): finalize_variable_values() copied each average into its
+    weight. Returns (path, truth)."""
+    keras.utils.set_random_seed(6)
+    model = _model(keras, init=None)
+    opt = keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    rng = np.random.default_rng(0)
+    model.fit(rng.normal(size=(16, 8)).astype("f4"), rng.normal(size=(16, 8)).astype("f4"),
+              epochs=2, batch_size=8, verbose=0)
+    path = tmp_path_factory.mktemp("assumed_fit") / "m.keras"
+    model.save(str(path))
+    truth = keras_averages(opt)
+    assert all(v.numpy().tobytes() == truth[v.path].tobytes()
+               for v in model.trainable_variables)
+    return path, truth
+
+
+def _fit_note(err: str) -> bool:
+    return FIT_NOTE in " ".join(err.split())
+
+
+@pytest.mark.parametrize("quiet", [[], ["-q"]], ids=["plain", "quiet"])
+def test_map_notes_the_assumed_order(looped, quiet):
+    path, truth = looped
+    code, _, err = run_cli(["map", str(path), *quiet])
+    assert code == 0 and _fit_note(err), err
+    code, text, err = run_cli(["map", str(path), "--json", *quiet])
+    assert code == 0 and _fit_note(err), err
+    doc = json.loads(text)  # the bare mapping README documents, unchanged
+    assert doc and all(isinstance(v, str) for v in doc.values()), text
+
+
+@pytest.mark.parametrize("args", [["list"], ["stats"], ["show", "--regex", "vars/2$"]],
+                         ids=lambda a: a[0])
+def test_reports_of_the_pairing_note_it(looped, args):
+    path, _ = looped
+    code, _, err = run_cli([args[0], str(path), *args[1:]])
+    assert code == 0 and _fit_note(err), err
+    if args[0] != "list":
+        code, text, err = run_cli([args[0], str(path), *args[1:], "--json"])
+        assert code == 0 and "fit_order" in json.loads(text)["assumed"], text
+
+
+def test_show_of_a_weight_alone_says_nothing(looped):
+    """A weight's statistics do not depend on the pairing: no note."""
+    path, _ = looped
+    code, _, err = run_cli(["show", str(path), "--regex", "layers/dense/vars/0$"])
+    assert code == 0 and not _fit_note(err), err
+
+
+def test_python_ema_map_and_diff_ema_warn(looped):
+    from ckpt_tools import AssumptionWarning, diff_ema, ema_map
+
+    path, _ = looped
+    with pytest.warns(AssumptionWarning, match="fit_order") as caught:
+        m = ema_map(str(path))
+    assert "fit_order" in m.assumed and len(caught) == 1
+    assert caught[0].filename == __file__  # points at the caller
+    with pytest.warns(AssumptionWarning, match="fit_order"):
+        report = diff_ema(str(path))
+    assert "fit_order" in report.assumed
+
+
+def test_bake_ema_of_a_keras_file_writes_keras(keras, looped, fitted, tmp_path):
+    """Keras in, Keras out (issue 11 item 6): never a TF bundle named m.keras.index."""
+    from ckpt_tools import AssumptionWarning, bake_ema
+
+    path, _ = looped
+    with pytest.warns(AssumptionWarning, match="fit_order"):
+        result = bake_ema(str(path), tmp_path / "loop")
+    assert "fit_order" in result.assumed
+    assert sorted(p.name for p in (tmp_path / "loop").iterdir()) == ["m.keras"]
+    path, truth = fitted
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AssumptionWarning)
+        result = bake_ema(str(path), tmp_path / "fit")
+    assert result.assumed == [] and result.files == [str(tmp_path / "fit" / "m.keras")]
+    model = keras.models.load_model(result.files[0])
+    for v in model.trainable_variables:
+        assert v.numpy().tobytes() == truth[v.path].tobytes(), v.path
+
+
+def test_values_prove_fit_order_after_fit(fitted, tmp_path):
+    """review-12-user-r13 F5 (a): every weight equals its fit()-order copy bit for bit and the
+    equal-shaped weights differ: no other order gives these values; --strict passes."""
+    path, truth = fitted
+    code, text, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"),
+                               "--json", "--strict"])
+    assert code == 0, err
+    assert "assumed" not in json.loads(text) and not _fit_note(err), (text, err)
+    with np.load(tmp_path / "w.npz") as z:
+        assert all(z[k].tobytes() == truth[k].tobytes() for k in truth)
+
+
+def test_everything_stated_is_one_line(looped, tmp_path):
+    """review-12-user-r13 F5 (b): --fit-order --not-swapped: one short note."""
+    path, _ = looped
+    code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"),
+                            "--fit-order", "--not-swapped", "-q"])
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert notes == ["note: the pairing rests on your statements: --fit-order, "
+                     "--not-swapped"], err
+
+
+def test_raw_warning_names_the_swapped_case(looped, tmp_path):
+    """review-12-user-r13 F4: the not_swapped note sends the user to --raw; its warning must
+    not then say to drop it without naming that case."""
+    path, _ = looped
+    code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"), "--raw"])
+    assert code == 0 and "SwapEMAWeights" in err and "otherwise drop --raw" in err, err
