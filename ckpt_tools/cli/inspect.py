@@ -121,13 +121,15 @@ def list_command(
     stated = {}
     said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
         or averages_only
-    if said or listing.assumed:  # as map, export say
+    noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
+    if said or noted:  # as map, export say
         with open_checkpoint(resolve(out, path), use_ema=use_ema,
                              trainable=trainable_names(trainable, loop_order, fit_order),
                              not_swapped=not_swapped, fit_order=fit_order,
                              averages_only=averages_only) as ckpt:
             stated = note_stated_order(out, ckpt, apply_order, ema_name) if said else {}
-            note_assumed(out, ckpt)  # the EMA column shows an assumed pairing
+            if noted:
+                note_assumed(out, ckpt)  # the EMA column shows an assumed pairing
     if json_out:
         out.json({**listing.to_dict(), **stated})
     elif quiet:
