@@ -35,7 +35,7 @@ from .ema_several import join_maps, split_ema_names
 from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slot_named_hint
 from .errors import EmaError
 from .formats._record import Frozen, replace
-from .formats.objgraph import SLOT_MARK
+from .formats.objgraph import SLOT_MARK, has_keras3_averages
 from .lone_named import unmarked_lone_averages
 from .pairing import root_child
 from .raw_reasons import expected_raw
@@ -401,12 +401,14 @@ def ema_map(
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
             require_keras(ckpt)
-            from .keras_assumed import keras_assumptions, refuse_assumed
+            if strict or getattr(ckpt.reader, "keras", None) is not None \
+                    or has_keras3_averages(ckpt.objects):  # keras_assumed: no import else
+                from .keras_assumed import keras_assumptions, refuse_assumed
 
-            # a Keras file, or a Keras 3 optimizer's copies in a TF checkpoint
-            assumed = keras_assumptions(ckpt)
-            if strict:
-                refuse_assumed(ckpt, assumed)
+                # a Keras file, or a Keras 3 optimizer's copies in a TF checkpoint
+                assumed = keras_assumptions(ckpt)
+                if strict:
+                    refuse_assumed(ckpt, assumed)
         variables = paired_variables(ckpt, apply_order, ema_name)
         # keys that are not their variables' names: paired through the .meta's save op, or
         # refused where it cannot be (restore_ema's targets are the graph's own variables)
@@ -591,9 +593,10 @@ def ema_map(
 def _warned(ckpt: Checkpoint, assumed: list) -> tuple[str, ...]:
     """Issues :class:`~ckpt_tools.errors.AssumptionWarning` for what the map assumes (once
     per open checkpoint) and returns the names, :attr:`EmaMap.assumed`."""
-    from .keras_assumed import warn_assumed
+    if assumed:
+        from .keras_assumed import warn_assumed
 
-    warn_assumed(ckpt, assumed, stacklevel=4)
+        warn_assumed(ckpt, assumed, stacklevel=4)
     return tuple(a.name for a in assumed)
 
 
