@@ -38,6 +38,7 @@ from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import SAVED_MODEL_EXTRAS, SAVED_MODEL_FILES, VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 from .h5_out_name import refuse_keras3_weights_name
+from .rescope_clash import refuse_rescope_clash
 
 
 @dataclass(frozen=True)
@@ -339,6 +340,12 @@ def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
     """
     strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
     check_saved_model_options(ckpt, name, drop_slots, strip, add)
+    if strip:  # every tensor is written, shadows and slots too, under its rescoped name
+        kinds = {v.name: v.role for v in ckpt.variables()} if drop_slots else {}
+        refuse_rescope_clash(ckpt.path, ((k, k, rescope(k, strip, add)) for k in ckpt.entries()
+                                         if kinds.get(k) != R.OPTIMIZER_SLOT), strip,
+                             "the output holds every tensor of the checkpoint, so strip a "
+                             "scope that only one of them has")
     m = ema_map(ckpt, slots="keep", non_averaged="keep", **map_options).require_complete()
     source_of = {tgt: src for src, tgt in m.pairs}
     if not any(src != tgt for tgt, src in source_of.items()):

@@ -26,7 +26,10 @@ def role_from_name(key: str) -> str:
 def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
     """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys;
     each averaged variable from its stored average (``chosen``), else from
-    ``<key>/<name>`` (then reported missing).
+    ``<key>/<name>`` (then reported missing). A variable whose ``<key>/<name>`` is another
+    variable's chosen average (``ema.apply([W])`` inside ``variable_scope("s")`` names W's
+    shadow ``s/W/<name>`` beside a variable ``s/W``) has none: reported missing too, paired
+    with itself.
 
     Raises:
         EmaError: if the checkpoint stores an average of a variable the graph does not average
@@ -39,9 +42,16 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
         + meta.collections.get("moving_average_variables", [])))
     pairs: dict[str, str] = {}
     graph_weights = set(meta.keys_in("trainable_variables"))
+    owner = {s: t for t, s in chosen.items()}
+    taken: list[str] = []
     for op in averaged_ops:
         target = ckey.get(op, op)
         source = chosen.get(target, f"{target}/{name}")
+        if owner.get(source, target) != target:
+            # <target>/<name> is another variable's average: ema.apply([W]) inside
+            # variable_scope("s") names W's shadow s/W/<name> (review-12-attack-r19 F1/F2)
+            taken.append(target)
+            continue
         if source in graph_weights and target not in chosen:
             # W/ema, trained by the graph, is no average of W (ema.apply() never makes a
             # trainable shadow): --ema-name ema beside an EMA named ema/slow
@@ -55,13 +65,15 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
         key = ckey.get(op, op)
         if op not in averaged_set and key not in pairs:
             pairs[key] = key
+    for target in taken:  # no shadow of its own: missing, kept raw only by --allow-missing
+        pairs.setdefault(target, target)
     averaged_targets = {t for s, t in pairs.items() if s != t}
     contradicted = {t: s for t, s in chosen.items()
                     if t not in averaged_targets and variables[s].ema_style == "tf1"}
     if contradicted:
         raise UnprovenPairingError(contradiction_message(ckpt, contradicted), "--no-meta",
                                    {t: (s,) for t, s in contradicted.items()})
-    missing = [t for s, t in pairs.items() if s != t and s not in variables]
+    missing = [t for s, t in pairs.items() if s != t and s not in variables] + taken
     not_saved = [t for s, t in pairs.items() if s == t and s not in variables]
     return list(pairs.items()), missing, not_saved
 

@@ -557,17 +557,23 @@ def missing_message(m: EmaMap) -> str:
     if slotted:  # the keys may be there, read as slots: "not in the checkpoint" would be false
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average proven under "
                 f"'<name>/{m.ema_name}': {sample}; {slotted}")
-    shadow = f"{m.missing[0]}/{m.ema_name}"
+    owner = dict(m.pairs)  # <t>/<name> may be stored as another variable's average:
+    taken = {f"{t}/{m.ema_name}": owner[f"{t}/{m.ema_name}"] for t in m.missing
+             if owner.get(f"{t}/{m.ema_name}", t) != t}  # ema.apply() in a variable_scope
+    shadow = next((f"{t}/{m.ema_name}" for t in m.missing if f"{t}/{m.ema_name}" not in taken),
+                  f"{m.missing[0]}/{m.ema_name}")
+    eg = (f"{shadow!r} is {taken[shadow]}'s average, made inside a variable_scope"
+          if shadow in taken else f"e.g. {shadow!r} is not in the checkpoint")
     none = set(m.averaged) <= set(m.missing)  # not one shadow stored
     renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
     other = next((h for h in m.hints if h.startswith("another EMA object averaged")), None)
     if other and not set(m.averaged) <= set(m.missing):
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
-                f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
+                f"'<name>/{m.ema_name}' ({eg}): {sample}; "
                 + "; ".join(m.hints))
     if none and renamed:  # the shadows are there, under another name: nothing else to say
         return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
-                f"(e.g. {shadow!r} is not in the checkpoint); {renamed}")
+                f"({eg}); {renamed}")
     if none and m.file_style == "keras" and LEGACY_SLOTS in m.hints:
         cause = ("its optimizer keeps slot variables (.OPTIMIZER_SLOT), as a tf_keras legacy "
                  "optimizer (tf_keras.optimizers.legacy, or Keras before 2.11) does, which has "
@@ -617,7 +623,7 @@ def missing_message(m: EmaMap) -> str:
                                       if len(m.missing) > 5 else "")
                 + f"; likely cause: {cause}{hint}")
     return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
-            f"'<name>/{m.ema_name}' (e.g. {shadow!r} is not in the checkpoint): {sample}; "
+            f"'<name>/{m.ema_name}' ({eg}): {sample}; "
             f"likely cause: {cause}{hint}")
 
 

@@ -40,6 +40,7 @@ from .lone_named import unmarked_lone_averages
 from .pairing import root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
+from .rescope_clash import refuse_rescope_clash
 from .saved_keys import refuse_renamed_keys, translated_pairs
 from .tfk_order import recorded_averages
 
@@ -545,11 +546,15 @@ def ema_map(
         mapping[src] = rescope(tgt, strip_scope, add_scope)
         kept.append((src, tgt))
         (averaged if src != tgt else raw).append(tgt)
+    refuse_rescope_clash(ckpt.path, ((t if t in missing_set else s, t,  # no average: raw
+                                      rescope(t, strip_scope, add_scope)) for s, t in kept),
+                         strip_scope)
     if allow_missing:
         missing = []
     graph_keys = ({v.checkpoint_key for v in ckpt.meta.variables.values()}
                   if source == "meta" else set())
-    unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys]
+    unsaved = [f"{t}/{name}" for t in missing
+               if f"{t}/{name}" in graph_keys and f"{t}/{name}" not in variables]
     hints = missing_hints(variables, name, detected, missing, unsaved)
     slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
     if slotted:

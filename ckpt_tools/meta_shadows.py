@@ -93,3 +93,35 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
                 and entries[shadow].shape == entries[of].shape):
             out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
     return out
+
+
+def update_op_candidates(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
+                         meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Returns new roles for the TF1 averages the name-based reading left with several
+    candidates where the ``.meta``'s update ops prove which one each averages: the
+    ``AssignMovingAvg`` op that updates the shadow reads exactly one variable, as
+    ``variables_to_restore()`` knows from ``ema.average(v)``. ``ema.apply([W, s/W])`` inside
+    ``variable_scope("s")`` names W's shadow ``s/W/ExponentialMovingAverage`` and s/W's
+    ``s/s/W/ExponentialMovingAverage``: by name either may average either
+    (review-12-attack-r19 F5). The proven variable must be a candidate (stored with the
+    shadow's dtype and shape); a key an optimizer's update op also writes stays open.
+    """
+    open_ = {k: ri for k, ri in roles.items()
+             if ri.role == EMA and ri.ema_style == "tf1" and not ri.ema_of and ri.candidates}
+    if not open_ or meta is None or not meta.path.endswith(".meta"):
+        return {}
+    ops = read_update_ops(meta.path)
+    if ops is None:
+        return {}
+
+    def key(op: str) -> str:
+        var = meta.variables.get(op)
+        return var.checkpoint_key if var is not None else op
+
+    proven = {key(s): (key(v), s) for s, (v, _scope) in ops.averages.items()}
+    out: dict[str, RoleInfo] = {}
+    for shadow, ri in open_.items():
+        of, shadow_op = proven.get(shadow, (None, None))
+        if of in ri.candidates and shadow_op not in ops.slots:
+            out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
+    return out

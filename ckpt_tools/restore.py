@@ -126,7 +126,8 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
         elif key in missing and key in frozen and key in ckpt:
             raw[key] = key
         elif key in missing:
-            problems.append(_no_average(ckpt, key, m.ema_name))
+            problems.append(_no_average(ckpt, key, m.ema_name,
+                                        dict(m.pairs).get(f"{key}/{m.ema_name}")))
         elif key in ckpt:
             raw[key] = key
         else:
@@ -136,10 +137,13 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
     return averaged, raw, problems
 
 
-def _no_average(ckpt: Checkpoint, key: str, ema_name: str) -> str:
+def _no_average(ckpt: Checkpoint, key: str, ema_name: str, owner: str | None = None) -> str:
     """A problem line for ``key``, which has no average, in the file's own terms: a TF1 Saver
-    names the shadow after its variable; a TF2 checkpoint holds what was saved of
-    ``ema.average(v)``."""
+    names the shadow after its variable (``owner``: the variable whose average that name is,
+    when ``ema.apply()`` ran inside a ``variable_scope``); a TF2 checkpoint holds what was
+    saved of ``ema.average(v)``."""
+    if ckpt.objects is None and owner not in (None, key):
+        return f"{key} (no shadow of its own; {key}/{ema_name} is {owner}'s average)"
     if ckpt.objects is None:
         return f"{key} (no shadow {key}/{ema_name})"
     return (f"{key.removesuffix('/.ATTRIBUTES/VARIABLE_VALUE')} (no average: its "

@@ -191,10 +191,15 @@ def classify(
     out.update(_scoped_part_shadows(entries, out, meta))
     out.update(_scope_readings(entries, out, meta))
     if meta is not None:
-        from .meta_shadows import slashed_name_shadows, update_op_shadows  # builds on this
+        from .meta_shadows import (  # builds on this
+            slashed_name_shadows,
+            update_op_candidates,
+            update_op_shadows,
+        )
 
         out.update(slashed_name_shadows(entries, out, meta))
         out.update(update_op_shadows(entries, out, meta))
+        out.update(update_op_candidates(entries, out, meta))
     return out
 
 
