@@ -102,9 +102,11 @@ def test_map_notes_the_assumed_order(looped, quiet):
                          ids=lambda a: a[0])
 def test_reports_of_the_pairing_note_it(looped, args):
     path, _ = looped
-    code, _, err = run_cli([args[0], str(path), *args[1:]])
+    code, text, err = run_cli([args[0], str(path), *args[1:]])
     assert code == 0 and _fit_note(err), err
-    if args[0] != "list":
+    if args[0] == "list":  # the summary under the table too (review-12-user-r13 F1)
+        assert "their pairing assumes fit_order" in " ".join((text + err).split()), err
+    else:
         code, text, err = run_cli([args[0], str(path), *args[1:], "--json"])
         assert code == 0 and "fit_order" in json.loads(text)["assumed"], text
 

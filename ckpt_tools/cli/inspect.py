@@ -236,7 +236,9 @@ def _print_table(out: Output, listing: Listing) -> None:
                     "('ckpt export' says why)")
     elif listing.with_shadow:
         out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
-                 "'ckpt restore-ema' to evaluate with them)")
+                 "'ckpt restore-ema' to evaluate with them)"
+                    + (f"; their pairing assumes {', '.join(listing.assumed)}, which the file "
+                       "cannot prove (see the notes)" if listing.assumed else ""))
     elif listing.expected and not listing.unpaired:
         kept = next((n for n in evidence.get("notes") or []
                      if n.startswith("the model keeps")), None)
