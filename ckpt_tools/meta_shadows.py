@@ -20,6 +20,13 @@ from .formats.meta_updates import read_update_ops
 from .roles import BN_STAT, EMA, LOSS_AVERAGE, OPTIMIZER_SLOT, OTHER, WEIGHT, RoleInfo
 
 
+def _key_of(meta: MetaGraph):
+    """The checkpoint key of a graph op: a variable's own, or the op name."""
+    def key(op: str) -> str:
+        var = meta.variables.get(op)
+        return var.checkpoint_key if var is not None else op
+    return key
+
 def slashed_name_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
                          meta: MetaGraph | None) -> dict[str, RoleInfo]:
     """Returns new roles for the keys that are the average of a variable the ``.meta``'s
@@ -80,9 +87,7 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     if ops is None:
         return {}
 
-    def key(op: str) -> str:
-        var = meta.variables.get(op)
-        return var.checkpoint_key if var is not None else op
+    key = _key_of(meta)
 
     out: dict[str, RoleInfo] = {}
     for shadow_op, (var_op, _scope) in ops.averages.items():
@@ -114,9 +119,7 @@ def update_op_candidates(entries: Mapping[str, TensorEntry], roles: Mapping[str,
     if ops is None:
         return {}
 
-    def key(op: str) -> str:
-        var = meta.variables.get(op)
-        return var.checkpoint_key if var is not None else op
+    key = _key_of(meta)
 
     proven = {key(s): (key(v), s) for s, (v, _scope) in ops.averages.items()}
     out: dict[str, RoleInfo] = {}

@@ -8,6 +8,7 @@ follow a tensor back through reads (``Identity``, ``ReadVariableOp``) to the op 
 
 from __future__ import annotations
 
+import os
 from collections import namedtuple
 
 from ..errors import CorruptCheckpointError
@@ -65,8 +66,15 @@ def _node(raw) -> tuple[str, GraphNode]:
     return name, GraphNode(op, inputs, strings)
 
 
+# The last graphs read, by (path, size, mtime, inode): up to four questions (save op, update
+# ops for roles, for candidates, for slots) ask one .meta, whose graph can be tens of MB.
+_READ: dict[tuple, MetaGraph | None] = {}
+_KEEP = 2
+
+
 def read_graph(path: str) -> MetaGraph | None:
-    """Reads the nodes of the ``.meta`` at ``path`` and its Saver's save tensor.
+    """Reads the nodes of the ``.meta`` at ``path`` and its Saver's save tensor (again only
+    where the file changed since: the last two graphs read are kept).
 
     Returns:
         A :class:`MetaGraph`, or ``None`` where the file records no graph (a text-format or
@@ -75,6 +83,22 @@ def read_graph(path: str) -> MetaGraph | None:
     Raises:
         CheckpointError: the file cannot be opened or mapped.
     """
+    try:
+        st = os.stat(path)
+        stamp: tuple | None = (path, st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:
+        stamp = None  # map_file says why
+    if stamp in _READ:
+        return _READ[stamp]
+    graph = _read_graph(path)
+    if stamp is not None:
+        while len(_READ) >= _KEEP:
+            del _READ[next(iter(_READ))]
+        _READ[stamp] = graph
+    return graph
+
+
+def _read_graph(path: str) -> MetaGraph | None:
     data = map_file(path)
     try:
         graph = saver = None
