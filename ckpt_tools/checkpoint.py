@@ -27,7 +27,7 @@ from .formats.meta import MetaGraph, read_meta_graph
 from .formats.objgraph import (
     OBJECT_GRAPH_KEY,
     ObjectGraph,
-    has_keras3_averages,
+    has_swappable_averages,
     parse_object_graph,
     readable_name,
 )
@@ -114,12 +114,14 @@ class Checkpoint:
             with errors_in(self.path):
                 raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
-        if not_swapped and self._reader.keras is None and not has_keras3_averages(self.objects):
+        if not_swapped and self._reader.keras is None and \
+                not has_swappable_averages(self.objects):
             self._reader.close()
             raise OptionError(
                 f"{location.prefix}: --not-swapped (Python: not_swapped=) states that a Keras 3 "
-                "optimizer's EMA copies were not saved swapped by SwapEMAWeights("
-                "swap_on_epoch=True); this TensorFlow checkpoint holds none: omit it")
+                "optimizer's EMA copies (SwapEMAWeights(swap_on_epoch=True)) or averages kept "
+                "as optimizer slots (an EMA optimizer's swap_weights()) were not saved swapped "
+                "with their variables; this TensorFlow checkpoint holds neither: omit it")
         if fit_order and self._reader.keras is None:
             self._reader.close()
             raise OptionError(
@@ -504,7 +506,10 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         not_swapped (`bool`, defaults to `False`): Keras files only: state that the file was
             not saved by ``ModelCheckpoint`` after ``SwapEMAWeights(swap_on_epoch=True)``, so
             its EMA copies are the averages (``ckpt --not-swapped``; what ``--strict``
-            otherwise refuses as assumed: see :mod:`ckpt_tools.keras_assumed`).
+            otherwise refuses as assumed: see :mod:`ckpt_tools.keras_assumed`); likewise a
+            TF checkpoint of a Keras 3 optimizer's copies or of averages kept as optimizer
+            slots (not saved after an EMA optimizer's ``swap_weights()``:
+            :mod:`ckpt_tools.swap_assumed`); other TF checkpoints refuse it.
         fit_order (`bool`, defaults to `False`): Keras files only: state that ``fit()``
             built the optimizer (from ``model.trainable_variables``), so EMA copies of weights
             of equal shapes pair in the model's order by statement, not assumption

@@ -35,7 +35,7 @@ from .ema_several import join_maps, split_ema_names
 from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slot_named_hint
 from .errors import EmaError
 from .formats._record import Frozen, replace
-from .formats.objgraph import SLOT_MARK, has_keras3_averages
+from .formats.objgraph import SLOT_MARK, has_swappable_averages
 from .lone_named import unmarked_lone_averages
 from .pairing import root_child
 from .raw_reasons import expected_raw
@@ -402,14 +402,16 @@ def ema_map(
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
             require_keras(ckpt)
-            if strict or getattr(ckpt.reader, "keras", None) is not None \
-                    or has_keras3_averages(ckpt.objects):  # keras_assumed: no import else
-                from .keras_assumed import keras_assumptions, refuse_assumed
+        if style in (None, "keras", "slot") and (strict or getattr(
+                ckpt.reader, "keras", None) is not None or has_swappable_averages(ckpt.objects)):
+            from .keras_assumed import keras_assumptions, refuse_assumed
+            from .swap_assumed import of_style
 
-                # a Keras file, or a Keras 3 optimizer's copies in a TF checkpoint
-                assumed = keras_assumptions(ckpt)
-                if strict:
-                    refuse_assumed(ckpt, assumed)
+            # a Keras file, or a Keras 3 optimizer's copies or average slots in a TF
+            # checkpoint (keras_assumed, swap_assumed: no import else)
+            assumed = of_style(keras_assumptions(ckpt), style)
+            if strict:
+                refuse_assumed(ckpt, assumed)
         variables = paired_variables(ckpt, apply_order, ema_name)
         # keys that are not their variables' names: paired through the .meta's save op, or
         # refused where it cannot be (restore_ema's targets are the graph's own variables)

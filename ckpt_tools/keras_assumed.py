@@ -15,6 +15,8 @@ Two readings of a Keras 3 ``use_ema=True`` file are assumptions, not proof:
   average to its weight, and ``SwapEMAWeights``' last epoch assigns each weight (then the
   average) to its copy, so either reading gives the same values. Otherwise a swapped file's
   own weights are the averages: it is used as it is (``ckpt export --raw`` writes them).
+  A TF checkpoint's averages kept as optimizer slots (an EMA optimizer's ``swap_weights()``)
+  raise the same question: :mod:`~ckpt_tools.swap_assumed`.
 
 :func:`keras_assumptions` lists them (``--json``: ``"assumed"``); :func:`refuse_assumed` is
 ``--strict`` (Python ``strict=True``): any of them is exit 6 naming the statement that decides.
@@ -22,32 +24,16 @@ Two readings of a Keras 3 ``use_ema=True`` file are assumptions, not proof:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, EmaError
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
+from .swap_assumed import SLOT_RAW_WARNING, Assumption, same_values, slot_assumptions, slot_pairs
 
 __all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "equal_groups", "fit_order_note",
            "keras_assumptions", "live_assumptions", "raw_warning", "refuse_assumed",
            "warn_assumed"]
-
-
-@dataclass(frozen=True)
-class Assumption:
-    """One reading of the file that its pairing takes for granted.
-
-    Attributes:
-        name: ``"fit_order"`` or ``"not_swapped"`` (``--json``'s ``"assumed"``).
-        note: the note the commands print (what is assumed, why, and the way out).
-        what: what is assumed, in a few words (``--strict``'s error).
-        decides: the statement that decides (``--trainable NAMES --loop-order``, ``--raw``).
-    """
-
-    name: str
-    note: str
-    what: str
-    decides: str
 
 
 FIT_ORDER = Assumption(
@@ -86,32 +72,15 @@ LIVE_FIT_ORDER = Assumption(
     "pass trainable=model.trainable_variables to state fit()'s order, or the list a custom "
     "training loop passed to its first apply_gradients()")
 
-def _same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
-    """Whether each weight equals its EMA copy bit for bit (dtype and shape included); stops
-    at the first that differs (a mid-training file: its first weight). Read once per open
-    checkpoint and set of pairs (a stated ``--trainable`` re-pairs them)."""
-    return ckpt.memo(("keras_same_values", frozenset(pairs.items())),
-                     lambda: _compare(ckpt, pairs))
-
-
-def _compare(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
-    import numpy as np  # Keras files only: restore-ema of a TF checkpoint needs no NumPy
-
-    for avg, weight in pairs.items():
-        a, w = np.asarray(ckpt.tensor(avg)), np.asarray(ckpt.tensor(weight))
-        if a.dtype != w.dtype or a.shape != w.shape or a.tobytes() != w.tobytes():
-            return False
-    return True
-
-
 def _tf_keras(ckpt: Checkpoint) -> bool:
     """Whether tf_keras (Keras 2) wrote the file: it has no SwapEMAWeights callback."""
     return bool(getattr(ckpt.reader, "by_tf_keras", ckpt.reader.keras.tf_keras))
 
 
 def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
-    """What the pairing of a Keras file's EMA copies assumes (nothing for other files, or a
-    Keras file whose copies are not used).
+    """What the pairing of a Keras file's EMA copies assumes (nothing for a Keras file whose
+    copies are not used); for a TF checkpoint, ``not_swapped`` of a Keras 3 optimizer's copies
+    or of averages kept as optimizer slots, nothing for others.
 
     Reads the weights and their copies (until the first pair that differs) to tell whether the
     swap question arises; the answer is kept on the open checkpoint's layout.
@@ -133,14 +102,14 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         return []
     assumed = []
     groups = [] if layout.trainable_stated or ckpt.fit_order else equal_groups(ckpt)
-    if groups and _same_values(ckpt, pairs) and _distinct(ckpt, groups):
+    if groups and same_values(ckpt, pairs) and _distinct(ckpt, groups):
         # each weight equals the copy fit()'s order gives it and no two of a group are alike
         # (model.save() after fit(): finalize_variable_values() copied each average into its
         # own weight): no other order gives these values, so the values prove it
         groups = []
     if groups:  # equal-shaped weights: their order pairs them (unless stated)
         assumed.append(replace(FIT_ORDER, note=_which(ckpt, groups) + FIT_ORDER.note))
-    if not _tf_keras(ckpt) and not ckpt.not_swapped and not _same_values(ckpt, pairs):
+    if not _tf_keras(ckpt) and not ckpt.not_swapped and not same_values(ckpt, pairs):
         assumed.append(NOT_SWAPPED)  # (--not-swapped states it)
     return assumed
 
@@ -180,6 +149,8 @@ def raw_warning(ckpt: Checkpoint) -> str:
         `str`: the warning, without ``warning:``.
     """
     layout = getattr(ckpt.reader, "keras", None)
+    if layout is None and not object_pairs(ckpt) and slot_pairs(ckpt):
+        return SLOT_RAW_WARNING  # an EMA optimizer's swap_weights() before the save
     if layout is not None and layout.use_ema and not _tf_keras(ckpt) or \
             layout is None and object_pairs(ckpt):
         return ("exporting the file's own weights (--raw), not its EMA copies: right if "
@@ -265,11 +236,13 @@ def _object_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     """``not_swapped`` for a Keras 3 optimizer's copies in a ``tf.train.Checkpoint`` whose
     weights differ from them: ``SwapEMAWeights(swap_on_epoch=True)`` swaps the model's
     variables and these copies before any callback saves, in every format alike (their
-    paths pair them, so no order is assumed)."""
+    paths pair them, so no order is assumed); else for averages kept as optimizer slots
+    whose variables differ from them (an EMA optimizer's ``swap_weights()``:
+    :mod:`~ckpt_tools.swap_assumed`)."""
     pairs = object_pairs(ckpt)
-    if not pairs or ckpt.not_swapped:
-        return []
-    return [] if _same_values(ckpt, pairs) else [NOT_SWAPPED]
+    if not pairs:
+        return slot_assumptions(ckpt)
+    return [] if ckpt.not_swapped or same_values(ckpt, pairs) else [NOT_SWAPPED]
 
 
 def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assumption]:

@@ -18,7 +18,7 @@ from .errors import VariableNotFoundError
 from .formats._io import gc_paused
 from .formats._record import Record
 from .formats.bundle import data_path
-from .formats.objgraph import has_keras3_averages
+from .formats.objgraph import has_swappable_averages
 from .lone_named import unmarked_lone_averages
 from .lookup_tables import table_totals
 from .roles import ROLES
@@ -313,7 +313,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             listing = _listing(ckpt, roles, collections, match, sort,
                                dict(ema_name=ema_name, use_meta=use_meta,
                                     apply_order=apply_order))
-            if (assumptions or strict) and (has_keras3_averages(ckpt.objects) or getattr(
+            if (assumptions or strict) and (has_swappable_averages(ckpt.objects) or getattr(
                     ckpt.reader, "keras", None) is not None):  # keras_assumed: no import else
                 from .keras_assumed import keras_assumptions, refuse_assumed
 

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from .formats._record import Frozen
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph
-from .formats.objgraph import (
+from .formats.objgraph import (  # EMA_SLOT_NAMES: TF2 slots that are weight averages
+    EMA_SLOT_NAMES,
     OBJECT_GRAPH_KEY,
     SLOT_MARK,
     VALUE_SUFFIX,
@@ -41,8 +42,6 @@ SLOT_RE = re.compile(
     r"m|v|vhat|momentum|accumulator|gradient_accumulator|gradient_squared_accumulator|"
     r"linear|rms|mg|ms|mom|velocity|delta_accumulator)(_\d+)?$"
 )
-# TF2 slots that are weight averages (TF Addons MovingAverage, Model Garden EMA optimizer).
-EMA_SLOT_NAMES = frozenset({"average", "ema", "moving_average", "swa"})
 _STEP_NAMES = frozenset({"global_step", "beta1_power", "beta2_power", "save_counter", "iter",
                          "iterations", "iteration", "num_updates", "step"})
 _BN_NAMES = frozenset({"moving_mean", "moving_variance", "moving_var", "running_mean",

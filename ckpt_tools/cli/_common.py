@@ -91,12 +91,15 @@ StrictOpt = Annotated[bool, typer.Option(
     "file cannot prove (--json lists them as 'assumed'): a Keras file's fit() build order "
     "for weights of equal shapes (trained by fit(): --fit-order; a custom loop: --trainable "
     "NAMES --loop-order), or that it "
-    "was not saved swapped by SwapEMAWeights(swap_on_epoch=True) (a swapped file's own "
+    "was not saved swapped by SwapEMAWeights(swap_on_epoch=True) or an EMA optimizer's "
+    "swap_weights() (a swapped file's own "
     "weights are the averages: use it as it is, or ckpt export --raw).")]
 NotSwappedOpt = Annotated[bool, typer.Option(
     "--not-swapped", help="Keras files: state that the file was not saved by ModelCheckpoint "
     "after SwapEMAWeights(swap_on_epoch=True), so its EMA copies are the averages; what "
-    "--strict otherwise refuses as assumed ('not_swapped') where weights and copies differ.")]
+    "--strict otherwise refuses as assumed ('not_swapped') where weights and copies differ. "
+    "TF checkpoints of average slots (TF Model Garden, TF Addons): not saved after the EMA "
+    "optimizer's swap_weights().")]
 AveragesOnlyOpt = Annotated[bool, typer.Option(
     "--averages-only", help="TF1 checkpoints without their .meta: state that the keys named as "
     "averages whose variable is not stored hold averages (a Saver of ema.average(v)), not the "

@@ -264,6 +264,7 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
     from ..keras_assumed import fit_order_note, object_pairs
     from ..keras_reassign import reassign_note
     from ..raw_shadows import stated_lone_averages
+    from ..swap_assumed import SLOT_STATED_NOTE, slot_pairs
     from ..tfk_order import recorded_averages
     from ..tfk_order import stated_note as tf_keras_stated_note
 
@@ -278,6 +279,9 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
         found["stated_use_ema"] = True
     swap = ckpt.not_swapped and (layout is not None and layout.use_ema and layout.averages
                                  and not layout.tf_keras or layout is None and object_pairs(ckpt))
+    if ckpt.not_swapped and not swap and layout is None and slot_pairs(ckpt):
+        out.note(f"note: {SLOT_STATED_NOTE}", always=True)  # swap_weights(): average slots
+        found["stated_not_swapped"] = True
     said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
     if swap and said:  # everything stated (review-12-user-r13 F5): one line, not two paragraphs
         out.note("note: the pairing rests on your statements: --fit-order, --not-swapped",

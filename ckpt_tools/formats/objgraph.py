@@ -175,6 +175,26 @@ def has_keras3_averages(objects: ObjectGraph | None) -> bool:
                                        for f in objects.full_names.values())
 
 
+#: TF2 optimizer slots that hold weight averages: TF Model Garden's ``ExponentialMovingAverage``
+#: and TF Addons' ``MovingAverage``/``SWA`` keep ``average``; the others are spellings seen
+#: elsewhere (``ckpt_tools.roles`` reads them as averages).
+EMA_SLOT_NAMES = frozenset({"average", "ema", "moving_average", "swa"})
+
+
+def has_slot_averages(objects: ObjectGraph | None) -> bool:
+    """Whether the object graph records an optimizer slot holding weight averages
+    (:data:`EMA_SLOT_NAMES`), which an EMA optimizer's ``swap_weights()`` swaps with the
+    variables. Reads the slot records only: cheap enough for ``ckpt list``."""
+    return objects is not None and any(s.name in EMA_SLOT_NAMES for s in objects.slots.values())
+
+
+def has_swappable_averages(objects: ObjectGraph | None) -> bool:
+    """Whether the object graph records averages a library can swap with the model's
+    variables before a save: a Keras 3 optimizer's ``use_ema`` copies
+    (``SwapEMAWeights``) or averages kept as optimizer slots (``swap_weights()``)."""
+    return has_keras3_averages(objects) or has_slot_averages(objects)
+
+
 def readable_name(key: str) -> str:
     """Strips TF2's ``/.ATTRIBUTES/VARIABLE_VALUE`` suffix from a key (other keys unchanged)."""
     return key[: -len(VALUE_SUFFIX)] if key.endswith(VALUE_SUFFIX) else key

@@ -1,0 +1,141 @@
+"""Whether averages were saved swapped with their variables, which no checkpoint shows.
+
+A library that lets a run evaluate or export its averages by swapping them into the model
+leaves a checkpoint saved in between holding the averages as the model's variables and the raw
+weights where the averages belong; nothing in the file says so:
+
+* Keras 3: ``ModelCheckpoint`` after ``SwapEMAWeights(swap_on_epoch=True)`` (its copies:
+  :mod:`~ckpt_tools.keras_assumed`);
+* averages kept as an optimizer slot (``…/.OPTIMIZER_SLOT/optimizer/average``): TF Model
+  Garden's ``ExponentialMovingAverage`` optimizer, whose ``swap_weights()`` runs before an eval
+  or export save, and TF Addons' ``MovingAverage``, whose ``swap_weights()`` does the same
+  (both add the average to the variable, then subtract: ``a += b; b = a - b; a -= b``). Its
+  ``AverageModelCheckpoint`` assigns the averages to the variables instead, so each variable
+  equals its slot.
+
+Reading them as not swapped is an assumption (``not_swapped``), said in a note, ``--json``'s
+``"assumed"`` and an :class:`~ckpt_tools.errors.AssumptionWarning`, refused by ``--strict``,
+stated by ``--not-swapped``. Where every variable equals its average bit for bit either reading
+gives the same values, and nothing is assumed.
+
+A TF1 checkpoint of ``MovingAverageOptimizer.swapping_saver()`` without its ``.meta`` is not
+flagged: its keys look like every classic checkpoint's (the README says so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .checkpoint import Checkpoint
+
+__all__ = ["SLOT_NOT_SWAPPED", "SLOT_RAW_WARNING", "SLOT_STATED_NOTE", "Assumption",
+           "of_style", "same_values", "slot_assumptions", "slot_pairs"]
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One reading of the file that its pairing takes for granted.
+
+    Attributes:
+        name: ``"fit_order"`` or ``"not_swapped"`` (``--json``'s ``"assumed"``).
+        note: the note the commands print (what is assumed, why, and the way out).
+        what: what is assumed, in a few words (``--strict``'s error).
+        decides: the statement that decides (``--trainable NAMES --loop-order``, ``--raw``).
+    """
+
+    name: str
+    note: str
+    what: str
+    decides: str
+
+
+SLOT_NOT_SWAPPED = Assumption(
+    "not_swapped",
+    "if this checkpoint was saved after the EMA optimizer's swap_weights() (TF Model Garden's "
+    "ExponentialMovingAverage before an eval or export save, or TF Addons' MovingAverage), "
+    "its variables hold the averages and its average slots the raw weights, which the "
+    "checkpoint cannot show: then use the checkpoint as it is, its own variables are the "
+    "averages (ckpt export --raw writes them); --not-swapped states it was not",
+    "the checkpoint is taken as not saved after the EMA optimizer's swap_weights() (Model "
+    "Garden / TF Addons; its variables differ from their average slots)",
+    "if it was, use it as it is: its own variables are the averages (ckpt export --raw "
+    "writes them; Python: ema=False); if not, state it: --not-swapped (Python: "
+    "not_swapped=True)")
+
+#: ``--raw`` on a checkpoint whose averages are optimizer slots (without ``warning:``).
+SLOT_RAW_WARNING = (
+    "exporting the checkpoint's own variables (--raw), not their average slots: right if it "
+    "was saved after the EMA optimizer's swap_weights() (Model Garden's eval/export; its "
+    "variables are then the averages); otherwise drop --raw to export the averages")
+
+#: The note for a stated ``--not-swapped`` on such a checkpoint (without ``note:``).
+SLOT_STATED_NOTE = (
+    "the average slots are read as the averages (not swapped) because you stated "
+    "--not-swapped; the checkpoint cannot show whether it was saved after the EMA optimizer's "
+    "swap_weights() (Model Garden's eval/export): if it was, these are the raw weights and "
+    "its variables the averages: use the checkpoint as it is (ckpt export --raw writes them)")
+
+
+def same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
+    """Whether each weight equals its average bit for bit (dtype and shape included); stops
+    at the first that differs (a mid-training file: its first weight). Read once per open
+    checkpoint and set of pairs (a stated ``--trainable`` re-pairs them).
+
+    Args:
+        ckpt: the open checkpoint.
+        pairs: average key -> weight key.
+
+    Returns:
+        `bool`: ``True`` where every pair holds the same bytes (also for no pairs).
+    """
+    return ckpt.memo(("same_values", frozenset(pairs.items())),
+                     lambda: _compare(ckpt, pairs))
+
+
+def _compare(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:
+    import numpy as np  # only where a pairing is assumed: restore-ema of TF1 needs no NumPy
+
+    for avg, weight in pairs.items():
+        a, w = np.asarray(ckpt.tensor(avg)), np.asarray(ckpt.tensor(weight))
+        if a.dtype != w.dtype or a.shape != w.shape or a.tobytes() != w.tobytes():
+            return False
+    return True
+
+
+def slot_pairs(ckpt: Checkpoint) -> dict[str, str]:
+    """The averages kept as optimizer slots (``ema_style`` ``"slot"``) that the slot records
+    pair: average key -> variable key; empty for other checkpoints.
+
+    Returns:
+        `dict[str, str]`.
+    """
+    if getattr(ckpt.reader, "keras", None) is not None or ckpt.objects is None:
+        return {}
+    return {v.name: v.ema_of for v in ckpt.variables()
+            if v.role == "ema" and v.ema_style == "slot" and v.ema_of}
+
+
+def slot_assumptions(ckpt: Checkpoint) -> list[Assumption]:
+    """``not_swapped`` for a checkpoint whose average slots differ from their variables
+    (nothing where ``--not-swapped`` stated it, or every variable equals its average).
+
+    Returns:
+        `list[Assumption]`: ``[SLOT_NOT_SWAPPED]`` or ``[]``.
+    """
+    pairs = slot_pairs(ckpt)
+    if not pairs or ckpt.not_swapped or same_values(ckpt, pairs):
+        return []
+    return [SLOT_NOT_SWAPPED]
+
+
+def of_style(assumed: list[Assumption], style: str | None) -> list[Assumption]:
+    """The assumptions of ``assumed`` that concern averages kept the ``style`` way
+    (``ema_map(style=)``): ``"slot"``: the average slots' ``not_swapped``; another style: the
+    rest; ``None``: all.
+
+    Returns:
+        `list[Assumption]`.
+    """
+    if style is None:
+        return assumed
+    return [a for a in assumed if (a == SLOT_NOT_SWAPPED) == (style == "slot")]
