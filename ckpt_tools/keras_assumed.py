@@ -102,27 +102,16 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         return []
     assumed = []
     groups = [] if layout.trainable_stated or ckpt.fit_order else equal_groups(ckpt)
-    if groups and same_values(ckpt, pairs) and _distinct(ckpt, groups):
-        # each weight equals the copy fit()'s order gives it and no two of a group are alike
-        # (model.save() after fit(): finalize_variable_values() copied each average into its
-        # own weight): no other order gives these values, so the values prove it
-        groups = []
+    # Weights equal to their fit()-order copies prove nothing about the order: fit() ends
+    # with finalize_variable_values(model.trainable_variables), which copies the averages
+    # into the weights by that very order, whatever order built the optimizer (a custom
+    # loop's pre-training, then fit(): each weight then holds another's average;
+    # review-12-attack-r21 F3).
     if groups:  # equal-shaped weights: their order pairs them (unless stated)
         assumed.append(replace(FIT_ORDER, note=_which(ckpt, groups) + FIT_ORDER.note))
     if not _tf_keras(ckpt) and not ckpt.not_swapped and not same_values(ckpt, pairs):
         assumed.append(NOT_SWAPPED)  # (--not-swapped states it)
     return assumed
-
-
-def _distinct(ckpt: Checkpoint, groups: list[tuple[tuple, str, list[str]]]) -> bool:
-    """Whether no two weights of any group hold the same bytes (review-12-user-r13 F5)."""
-    import numpy as np
-
-    for _shape, _dtype, ws in groups:
-        seen = {np.asarray(ckpt.tensor(w)).tobytes() for w in ws}
-        if len(seen) != len(ws):
-            return False
-    return True
 
 
 def assumptions_for(ckpt: Checkpoint, keys: list[str] | None = None) -> list[Assumption]:
