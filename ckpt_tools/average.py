@@ -89,6 +89,8 @@ def average_checkpoints(
     apply_order: str | None = None,
     use_meta: bool = True,
     allow_missing: bool = False,
+    strict: bool = False,
+    not_swapped: bool = False,
 ) -> AverageResult:
     """Writes the element-wise average of ``checkpoints`` into ``out_dir``.
 
@@ -120,9 +122,14 @@ def average_checkpoints(
         allow_missing (`bool`, *optional*, defaults to `False`): with ``bake``, a weight
             without a stored shadow keeps its raw value from the newest input (``ckpt map
             --allow-missing``) instead of refusing.
+        strict / not_swapped: with ``bake``, as for :func:`ckpt_tools.ema_map` and
+            :func:`ckpt_tools.open_checkpoint`: refuse a pairing that rests on an assumption
+            the newest input cannot prove (a Keras 3 optimizer's copies or average slots
+            saved swapped: :mod:`~ckpt_tools.keras_assumed`), or state that it was not.
 
     Returns:
-        `AverageResult`.
+        `AverageResult`; what its ``bake`` pairing assumes is in ``assumed`` and an
+        :class:`~ckpt_tools.errors.AssumptionWarning`.
 
     Raises:
         EmaError: the inputs differ in keys, shapes or dtypes (names the variable); an input is
@@ -130,14 +137,14 @@ def average_checkpoints(
             or two inputs record the largest one: pass ``newest``); ``ema`` was asked for and
             the checkpoints have no shadows; or, with ``bake``, a weight has no shadow or which
             shadow is its average is not proven (``UnprovenPairingError``, naming the option
-            that decides).
+            that decides), or (``strict``) the pairing rests on an assumption.
         UnsupportedFormatError: an input is a Keras file; ``name`` with a SavedModel output.
         OutputError: the output location is unsafe or exists.
         TypeError: ``checkpoints`` is one path, not a list of them (for a run directory's
             newest N use :func:`average_run`).
         ValueError: ``newest`` is not one of ``checkpoints``; an unknown ``apply_order``;
-            ``ema_name``, ``apply_order``, ``use_meta=False`` or ``allow_missing`` without
-            ``bake`` (only baking pairs shadows with variables).
+            ``ema_name``, ``apply_order``, ``use_meta=False``, ``allow_missing``, ``strict``
+            or ``not_swapped`` without ``bake`` (only baking pairs shadows with variables).
 
     Example:
         >>> runs = ["run/model.ckpt-1000", "run/model.ckpt-800"]
@@ -153,12 +160,14 @@ def average_checkpoints(
         return _average_paths(checkpoints, out_dir, None, ema=ema, bake=bake, name=name,
                               newest=newest, overwrite=overwrite, progress=progress,
                               ema_name=ema_name, apply_order=apply_order, use_meta=use_meta,
-                              allow_missing=allow_missing)
+                              allow_missing=allow_missing, strict=strict,
+                              not_swapped=not_swapped)
 
 
 def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, name, newest,
                    overwrite, progress, ema_name=None, apply_order=None,
-                   use_meta=True, allow_missing=False) -> AverageResult:
+                   use_meta=True, allow_missing=False, strict=False,
+                   not_swapped=False) -> AverageResult:
     """:func:`average_checkpoints`, with ``state_file`` (the run's state file that chose the
     inputs, or None) counted as an input too: an output never replaces it, and the inputs'
     recorded steps must rise in its order (:func:`_check_save_order`)."""
@@ -170,19 +179,19 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
     if apply_order not in (None, "trainable", "tracked"):
         raise ValueError(f"apply_order must be 'trainable' or 'tracked', got {apply_order!r}")
     pairing = {"ema_name": ema_name, "apply_order": apply_order, "use_meta": use_meta,
-               "allow_missing": allow_missing}
+               "allow_missing": allow_missing, "strict": strict}
     if not bake and (ema_name is not None or apply_order is not None or not use_meta
-                     or allow_missing):
-        raise ValueError("ema_name, apply_order, use_meta and allow_missing decide which shadow "
-                         "--bake writes under each plain name; they need bake=True (--ema "
-                         "--bake)")
+                     or allow_missing or strict or not_swapped):
+        raise ValueError("ema_name, apply_order, use_meta, allow_missing, strict and "
+                         "not_swapped decide which shadow --bake writes under each plain name; "
+                         "they need bake=True (--ema --bake)")
     # Resolved first: resolving a URL starts a fresh remote session, which must be the one
     # that then records the inputs (remote outputs refuse to replace them).
     chosen = None if newest is None else _identity(locate(newest).prefix)
     opened: list[Checkpoint] = []
     try:
         for path in checkpoints:
-            opened.append(open_checkpoint(path))
+            opened.append(open_checkpoint(path, not_swapped=not_swapped))
         _check_formats(opened)
         # Different models first: their steps (global_step vs save_counter) would otherwise
         # be reported as the reason.
@@ -250,7 +259,7 @@ def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
              else os.path.join(run_dir, STATE_FILE))
     defaults = {"ema": False, "bake": False, "name": None, "overwrite": False,
                 "progress": None, "ema_name": None, "apply_order": None, "use_meta": True,
-                "allow_missing": False}
+                "allow_missing": False, "strict": False, "not_swapped": False}
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"average_run() got an unexpected keyword argument {min(unknown)!r}")

@@ -53,6 +53,9 @@ class AverageResult:
         nbytes: tensor bytes written.
         nonfinite: averaged keys whose values hold NaN or Inf (an input held them, or
             ``inf + -inf``: the average is NumPy's, so it is NaN too).
+        assumed: what the ``bake`` pairing takes for granted that the newest input cannot
+            prove (``"not_swapped"``: :mod:`~ckpt_tools.keras_assumed`); in ``to_dict()``
+            only where not empty.
     """
 
     prefix: str
@@ -65,12 +68,14 @@ class AverageResult:
     newest_by: str = ""
     saved_model: str | None = None
     nonfinite: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
                 "newest_by": self.newest_by, "saved_model": self.saved_model,
                 "averaged": self.averaged, "baked": self.baked, "copied": self.copied,
-                "nonfinite": self.nonfinite, "bytes": self.nbytes}
+                "nonfinite": self.nonfinite, "bytes": self.nbytes,
+                **({"assumed": self.assumed} if self.assumed else {})}
 
 
 def check_compatible(ckpts: list[Checkpoint]) -> None:
@@ -92,8 +97,9 @@ def check_compatible(ckpts: list[Checkpoint]) -> None:
 
 
 def plan_average(newest: Checkpoint, ema: bool, bake: bool,
-          pairing: dict | None = None) -> tuple[dict[str, str], set[str]]:
-    """Returns (output key -> the key whose average it holds, keys to average).
+          pairing: dict | None = None) -> tuple[dict[str, str], set[str], list[str]]:
+    """Returns (output key -> the key whose average it holds, keys to average, what the
+    ``bake`` pairing assumes: :attr:`ckpt_tools.emamap.EmaMap.assumed`).
 
     Floating-point tensors are averaged unless :func:`ckpt_tools.roles.proven_training_state`
     proves them step-dependent state, which is copied even when stored as floats: counters
@@ -117,25 +123,26 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
               if v.dtype in _AVERAGED and not R.proven_training_state(k, v.role, newest.meta,
                                                                     newest.objects, powers)}
     if not ema:
-        return {}, floats
+        return {}, floats, []
     shadows = {k for k in floats if variables[k].role == R.EMA}
     if not shadows:
         raise EmaError(f"{newest.path}: has no EMA shadows to average (--ema); average the raw "
                        "weights instead (leave out --ema)")
     if not bake:
-        return {}, shadows
+        return {}, shadows, []
     pairing = pairing or {}
-    # Refuses what the file does not prove, then requires a shadow for every weight; the
-    # pairing itself is the one every command uses.
-    ema_map(newest, non_averaged="keep", **pairing).require_complete()
+    # Refuses what the file does not prove (strict: what it assumes), then requires a shadow
+    # for every weight; the pairing itself is the one every command uses.
+    m = ema_map(newest, non_averaged="keep", **pairing)
+    m.require_complete()
     source_of = proven_pairs(newest, **{k: v for k, v in pairing.items()
-                                        if k != "allow_missing"})
+                                        if k not in ("allow_missing", "strict")})
     unaveraged = sorted(k for k, s in source_of.items() if s not in shadows)
     if unaveraged:  # a pairing onto something that is not an averaged float shadow
         raise EmaError(f"{newest.path}: the average of {unaveraged[0]!r} is "
                        f"{source_of[unaveraged[0]]!r}, which is not a floating-point EMA "
                        "shadow that can be averaged; leave out --bake")
-    return source_of, shadows
+    return source_of, shadows, list(m.assumed)
 
 
 def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
@@ -144,7 +151,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
 
     check_compatible(ckpts)
     newest = ckpts[-1]
-    source_of, to_average = plan_average(newest, ema, bake, pairing)
+    source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model
     # The writer discipline of formats/_write.py, as restore-ema: staged whole beside --out,
@@ -181,7 +188,8 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
                          copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,
                          baked={k: v for k, v in source_of.items() if k in averaged},
-                         saved_model=out_dir if saved_model else None, nonfinite=nonfinite)
+                         saved_model=out_dir if saved_model else None, nonfinite=nonfinite,
+                         assumed=assumed)
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown):

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from ..formats._io import is_url
-from ._common import JsonOpt, QuietOpt, check_output_parent
+from ._common import JsonOpt, NotSwappedOpt, QuietOpt, StrictOpt, check_output_parent
 from ._output import Output, human_bytes
 from .ema import (
     ApplyOrderOpt,
@@ -22,6 +22,7 @@ from .ema import (
     MissingOpt,
     NoMetaOpt,
     check_apply_order,
+    note_assumed,
     note_stated_order,
 )
 
@@ -60,6 +61,8 @@ def average_command(
     apply_order: ApplyOrderOpt = None,
     no_meta: NoMetaOpt = False,
     allow_missing: MissingOpt = False,
+    strict: StrictOpt = False,
+    not_swapped: NotSwappedOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -75,7 +78,9 @@ def average_command(
 
     With --ema --bake each plain name gets the averaged shadow 'ckpt map' pairs it with in the
     newest input (--ema-name, --apply-order, --no-meta decide as there; --allow-missing keeps
-    the newest input's raw value where a weight has no shadow).
+    the newest input's raw value where a weight has no shadow). What that pairing assumes
+    (a Keras 3 optimizer's copies, or average slots, not saved swapped with the weights) is
+    noted, and --json's 'assumed'; --strict refuses it, --not-swapped states it.
     """
     from ..average import average_checkpoints, average_run, checkpoints_of_run
     from ..bake import check_out_format
@@ -88,7 +93,8 @@ def average_command(
     check_apply_order(apply_order)
     for given, option in ((ema_name is not None, "--ema-name"),
                           (apply_order is not None, "--apply-order"), (no_meta, "--no-meta"),
-                          (allow_missing, "--allow-missing")):
+                          (allow_missing, "--allow-missing"), (strict, "--strict"),
+                          (not_swapped, "--not-swapped")):
         if given and not bake:
             raise typer.BadParameter("it decides which averaged shadow --bake writes under each "
                                      "plain name; it needs --ema --bake", param_hint=option)
@@ -109,10 +115,11 @@ def average_command(
         except OutputError as exc:  # the options disagree: a usage error (exit 2)
             raise typer.BadParameter(str(exc), param_hint="--out") from None
         out = Output(json_mode=json_out, quiet=quiet)
-        with open_checkpoint(inputs[-1]) as one:
+        stated: dict = {}
+        with open_checkpoint(inputs[-1], not_swapped=not_swapped) as one:
             total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
             if bake:
-                note_stated_order(out, one, apply_order, ema_name)
+                stated = note_stated_order(out, one, apply_order, ema_name)
         if is_url(out_dir):  # then the upload of the output (about one input's bytes)
             total += total // len(inputs)
         check_output_parent(out_dir, "creating the output directory")
@@ -120,7 +127,8 @@ def average_command(
             try:
                 options = dict(ema=ema, bake=bake, name=name, newest=newest, overwrite=force,
                                progress=bar.advance, ema_name=ema_name, apply_order=apply_order,
-                               use_meta=not no_meta, allow_missing=allow_missing)
+                               use_meta=not no_meta, allow_missing=allow_missing,
+                               strict=strict, not_swapped=not_swapped)
                 # With --last the state file (save order) says which is newest.
                 result = average_run(paths[0], last, out_dir, **options) if last is not None \
                     else average_checkpoints(inputs, out_dir, **options)
@@ -128,13 +136,16 @@ def average_command(
                 if newest is None or isinstance(exc, CheckpointError):
                     raise  # not about --newest (an OptionError has its own exit code)
                 raise typer.BadParameter(str(exc), param_hint="--newest") from None
+        if result.assumed:  # the library warned (AssumptionWarning): the CLI's notes say it
+            with open_checkpoint(result.newest, not_swapped=not_swapped) as newest_ckpt:
+                note_assumed(out, newest_ckpt)
     out.wrote(result.prefix)
     if result.nonfinite:
         shown = ", ".join(result.nonfinite[:5]) + (" ..." if len(result.nonfinite) > 5 else "")
         out.warning(f"{len(result.nonfinite)} averaged tensor(s) hold NaN or Inf (an input "
                     f"held them, or inf + -inf, which averages to NaN as in NumPy): {shown}")
     if json_out:
-        out.json(result.to_dict())
+        out.json({**result.to_dict(), **stated})
         return
     if quiet:
         return
