@@ -111,6 +111,25 @@ def test_reports_of_the_pairing_note_it(looped, args):
         assert code == 0 and "fit_order" in json.loads(text)["assumed"], text
 
 
+@pytest.mark.parametrize("args", [["-q"], ["-q", "--grep", "*"]], ids=["plain", "typer"])
+def test_list_quiet_names_keep_the_notes(looped, capsys, args):
+    """``list -q``'s names-only paths (the typer-free one and the app's) print the names the
+    assumed pairing gives the copies: the notes say so on stderr (review-12-attack-r21 F2)."""
+    from ckpt_tools.cli import main
+
+    path, _ = looped
+    with pytest.raises(SystemExit) as exited:
+        main(["list", str(path), *args])
+    captured = capsys.readouterr()
+    assert exited.value.code == 0, captured.err
+    assert "c/kernel" in captured.out.split() and _fit_note(captured.err), captured
+    with pytest.raises(SystemExit) as exited:
+        main(["list", str(path), *args, "--fit-order", "--not-swapped"])
+    captured = capsys.readouterr()
+    assert exited.value.code == 0 and not _fit_note(captured.err), captured.err
+    assert "rests on your statements" in captured.err, captured.err
+
+
 def test_show_of_a_weight_alone_says_nothing(looped):
     """A weight's statistics do not depend on the pairing: no note."""
     path, _ = looped

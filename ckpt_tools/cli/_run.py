@@ -120,7 +120,11 @@ def run_list(path: str, json_out: bool, quiet: bool) -> int:
         from ..listing import list_names, list_variables
 
         if quiet and not json_out:  # names only: no roles to classify
-            out.lines(list_names(resolve(out, path), match=None, sort="name", use_ema=None))
+            from ..checkpoint import open_checkpoint
+
+            with open_checkpoint(resolve(out, path)) as ckpt:
+                out.lines(list_names(ckpt, match=None, sort="name"))
+                note_quick_assumed(out, ckpt)
             return 0
         out.json_of(list_variables(resolve(out, path), roles=None, collections=None,
                                    match=None, sort="name", use_ema=None, assumptions=True))
@@ -133,3 +137,25 @@ def run_list(path: str, json_out: bool, quiet: bool) -> int:
         if code is None:
             raise
         return code
+
+
+def note_quick_assumed(out: Output, ckpt) -> dict:
+    """``list -q``'s names-only paths: says on stderr (kept with ``-q``) what the pairing
+    the names show assumes, as the table's path does (a Keras file's copies are named after
+    the weights they are paired with: review-12-attack-r21 F2). Only a Keras file or a
+    checkpoint of swappable averages is looked at further: for others the keys-only path
+    stays keys only. No typer import.
+
+    Returns:
+        `dict`: ``{"assumed": [...]}``, or ``{}``.
+    """
+    from ..formats.objgraph import has_swappable_averages
+
+    if getattr(ckpt.reader, "keras", None) is None and not has_swappable_averages(ckpt.objects):
+        return {}
+    from ..keras_assumed import keras_assumptions
+
+    assumed = keras_assumptions(ckpt)
+    for a in assumed:
+        out.note(f"note: {a.note}", always=True)
+    return {"assumed": [a.name for a in assumed]} if assumed else {}

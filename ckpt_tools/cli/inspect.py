@@ -40,6 +40,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, cell_len, clean, human_bytes, shape_text
+from ._run import note_quick_assumed
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -97,11 +98,13 @@ def list_command(
         if quiet and not json_out and not role and not collection and not trainable \
                 and not strict:
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
-            names = list_names(resolve(out, path), match=match if match.active else None,
-                               sort=sort, use_ema=use_ema)
-            if match.active and not names:
-                raise no_selection(path, match)
-            out.lines(names)
+            with open_checkpoint(resolve(out, path), use_ema=use_ema, not_swapped=not_swapped,
+                                 fit_order=fit_order, averages_only=averages_only) as ckpt:
+                names = list_names(ckpt, match=match if match.active else None, sort=sort)
+                if match.active and not names:
+                    raise no_selection(path, match)
+                out.lines(names)
+                _quick_notes(out, ckpt, apply_order, ema_name)
             return
         listing = list_variables(resolve(out, path), roles=role, collections=collection,
                                  match=match if match.active else None, sort=sort,
@@ -141,6 +144,16 @@ def list_command(
 def _open(v) -> bool:
     """Whether ``list`` marks ``v`` '?': no proven pairing, candidates left open."""
     return not v.ema and not v.ema_of and bool(v.ema_candidates)
+
+
+def _quick_notes(out: Output, ckpt, apply_order: str | None, ema_name: str | None) -> None:
+    """``list -q``'s names-only path: the notes the table's path prints where the names
+    show a pairing that rests on a statement or an assumption (a Keras file's copies are
+    named after the weights they are paired with: review-12-attack-r21 F2), on stderr, kept
+    with ``-q``. Only Keras files and checkpoints of swappable averages are looked at further
+    (the keys-only path stays cheap for others)."""
+    note_stated_order(out, ckpt, apply_order, ema_name)
+    note_quick_assumed(out, ckpt)
 
 
 def _print_table(out: Output, listing: Listing) -> None:
