@@ -117,6 +117,7 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
             ``allow_missing``), or a pairing the file
             does not prove (``UnprovenPairingError``, naming the deciding option).
     """
+    newest = newest.with_meta((pairing or {}).get("use_meta", True))  # False: as if none
     variables = {v.name: v for v in newest.variables()}
     powers = R.tf1_adam_powers(variables.values()) if newest.meta is None else frozenset()
     floats = {k for k, v in variables.items()

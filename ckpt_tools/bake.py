@@ -339,6 +339,7 @@ def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
         EmaError, UnsupportedFormatError: as :func:`bake_ema`.
     """
     strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
+    ckpt = ckpt.with_meta(map_options.get("use_meta", True))  # use_meta=False: as if none
     check_saved_model_options(ckpt, name, drop_slots, strip, add)
     if strip:  # every tensor is written, shadows and slots too, under its rescoped name
         kinds = {v.name: v.role for v in ckpt.variables()} if drop_slots else {}
@@ -363,6 +364,7 @@ def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
 
 
 def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options):
+    ckpt = ckpt.with_meta(map_options.get("use_meta", True))  # use_meta=False: as if none
     strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
     sm_dir = saved_model_source(ckpt)
     m, source_of = bake_plan(ckpt, name, drop_slots, map_options)

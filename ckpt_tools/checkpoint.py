@@ -59,6 +59,8 @@ class Checkpoint:
         meta: the :class:`~ckpt_tools.formats.meta.MetaGraph` from the ``.meta`` beside it
             (or, for a TF1 SavedModel, from its ``saved_model.pb``), or ``None``.
         meta_source: the file ``meta`` was read from, or ``None``.
+        meta_unread: the graph file beside it that ``meta=False`` (``--no-meta``) leaves
+            unread, or ``None``: nothing reads it then (see :meth:`with_meta`).
         objects: the TF2 :class:`~ckpt_tools.formats.objgraph.ObjectGraph`, or ``None``.
     """
 
@@ -103,6 +105,8 @@ class Checkpoint:
             self.meta = read_saved_model(location.saved_model).collections_graph()
         if self.meta is not None:
             self.meta_source = location.meta_path or location.saved_model
+        self.meta_unread = None if meta else location.meta_path or location.saved_model
+        self._view_of: Checkpoint | None = None  # see with_meta
         self.objects: ObjectGraph | None = None
         self._qualified: dict[str, str] | None = None  # see _named_paths
         if OBJECT_GRAPH_KEY in self._reader.entries:
@@ -466,8 +470,39 @@ class Checkpoint:
         """
         return Checkpoint(self.location, **{**self._options, **changes})
 
+    @property
+    def meta_file(self) -> str | None:
+        """The ``.meta`` file graph questions (save op, update ops) are asked of: the one
+        :attr:`meta` was read from, ``None`` where there is none or it is left unread."""
+        return self.location.meta_path if self.meta is not None else None
+
+    def with_meta(self, use_meta: bool) -> Checkpoint:
+        """This checkpoint as ``use_meta`` sees it: itself, or (``use_meta=False``, the
+        Python side of ``--no-meta``) a view of it without its graph, exactly as if the
+        ``.meta`` were absent (roles, pairing and refusals alike) while the data are read
+        through this one. The view is made once; closing it closes nothing.
+
+        Returns:
+            `Checkpoint`: ``self`` or its meta-less view (``meta``/``meta_file`` ``None``).
+        """
+        if use_meta or self.meta is None:
+            return self
+        view = self._memo.get("without_meta")
+        if view is None:
+            import copy
+
+            view = copy.copy(self)
+            view.meta = view.meta_source = None
+            view.meta_unread = self.meta_source
+            view._options = {**self._options, "meta": False}
+            view._variables, view._memo, view.stated_pairs = None, {}, {}
+            view._view_of = self
+            self._memo["without_meta"] = view
+        return view
+
     def close(self) -> None:
-        self._reader.close()
+        if self._view_of is None:  # a with_meta() view shares the reader of its checkpoint
+            self._reader.close()
 
     def __enter__(self) -> Checkpoint:
         return self

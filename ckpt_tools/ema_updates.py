@@ -20,7 +20,7 @@ from .formats.meta_updates import UpdateOps, read_update_ops
 def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
     """The ``.meta``'s update ops with their variables as checkpoint keys (read once per
     open checkpoint), or ``None`` without a ``.meta`` or a graph in it."""
-    path = ckpt.location.meta_path
+    path = ckpt.meta_file
     if not path or ckpt.meta is None:
         return None
 
@@ -84,7 +84,8 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
         slot_named = any(variables[k].role == R.OPTIMIZER_SLOT for k in keys)
         if len(keys) > 1 and slot_named and not proven:
             why = ("its graph records no update op of them" if ops is not None else
-                   "--no-meta leaves its graph unread" if not use_meta and ckpt.meta is not None
+                   "--no-meta leaves its graph unread" if ckpt.meta_unread or (
+                       not use_meta and ckpt.meta is not None)
                    else "no .meta is beside the checkpoint")
             raise UnprovenPairingError(
                 f"{ckpt.path}: --ema-name {ema_name}: {target} has "

@@ -93,6 +93,8 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
             (:func:`~.ema_apply_order.refuse_apply_order`).
     """
     refuse_apply_order(ckpt, apply_order)
+    if ckpt.with_meta(use_meta) is not ckpt:  # roles as if no .meta were beside it
+        ckpt, variables = ckpt.with_meta(use_meta), None
     variables = list(ckpt.variables() if variables is None else variables)
     layout = getattr(ckpt.reader, "keras", None)
     if layout is not None and (layout.use_ema is None or layout.copies_unpaired):
@@ -383,7 +385,9 @@ def ema_map(
     if style is not None and style not in R.EMA_STYLES:
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     names = split_ema_names(ema_name)
-    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
+    # use_meta=False: the checkpoint as if no .meta were beside it, for every step below
+    ckpt = checkpoint.with_meta(use_meta) if isinstance(checkpoint, Checkpoint) \
+        else open_checkpoint(checkpoint, meta=use_meta)
     if len(names) > 1:  # EMA objects that averaged different variables: each one's map, joined
         try:
             maps = [ema_map(ckpt, ema_name=n, use_meta=use_meta, non_averaged=KEEP, slots=slots,

@@ -140,7 +140,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     averages exist). ``weights_out``, when given, gets output name -> the weight's own key
     (which differs from the source key where that is its average); ``expected_out``, output
     name -> why the file expects that weight raw (:func:`~ckpt_tools.raw_reasons.expected_raw`).
+    ``use_meta=False`` plans as if no ``.meta`` were beside the checkpoint.
     """
+    ckpt = ckpt.with_meta(map_options.get("use_meta", True))
     variables = {v.name: v for v in ckpt.variables()}
     has_ema = any(v.role == R.EMA for v in variables.values())
     # Never silently raw: without --raw, a checkpoint with no averages is refused with the
@@ -162,8 +164,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
 
         warnings.append(raw_warning(ckpt))
     order = _creation_order(ckpt)
-    # A variable the map gives an average is a weight, even where a .meta ignored by
-    # use_meta=False calls it something else.
+    # A variable the map gives an average is a weight.
     used = {s for t, s in sources.items() if s != t}  # an average no name marks is no weight
     weights = [k for k, v in variables.items() if (v.role in (R.WEIGHT, R.BN_STAT)
                and (k not in used or sources.get(k, k) != k))

@@ -329,7 +329,9 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
 
 def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
              decide: dict | None = None) -> Listing:
-    """:func:`list_variables` on an open checkpoint."""
+    """:func:`list_variables` on an open checkpoint (``use_meta=False`` in ``decide``: as if
+    no ``.meta`` were beside it, roles and collections too)."""
+    ckpt = ckpt.with_meta((decide or {}).get("use_meta", True))
     everything = ckpt.variables()
     everything, unproven = _decided(ckpt, everything, decide or {})
     wanted = _collections(ckpt, collections) if collections else None
@@ -452,7 +454,8 @@ def _ema_evidence(layout) -> dict | None:
 
 def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:
     if ckpt.meta is None:
-        raise ValueError(f"--collection needs a .meta graph, and {ckpt.path} has none")
+        raise ValueError(f"--collection needs a .meta graph, and {ckpt.path} has none"
+                         + (" read (--no-meta)" if ckpt.meta_unread else ""))
     has = ", ".join(sorted(short_collection(c) for c in ckpt.meta.collections))
     wanted = set()
     for name in names:

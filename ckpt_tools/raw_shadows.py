@@ -52,7 +52,7 @@ def lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str]) -> dict[s
 def _sources(ckpt: Checkpoint) -> dict[str, list[str]] | None:
     """Key -> what the ``.meta``'s save op wrote it from, or ``None`` (no ``.meta``, or one
     that does not record its save op)."""
-    meta = ckpt.location.meta_path
+    meta = ckpt.meta_file
     return ckpt.memo("meta_saved_sources", lambda: saved_sources(meta)) if meta else None
 
 
@@ -76,7 +76,7 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
     """
     if not lone:
         return pairs
-    meta = ckpt.location.meta_path
+    meta = ckpt.meta_file
     sources = _sources(ckpt)
     undecided = {s: (t,) for s, t in lone.items()}
     at = {s: i for i, (s, _) in enumerate(pairs)}  # named as the graph orders them
@@ -100,7 +100,8 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
     if unproven:
         s, t = unproven[0]
         stated = _unrecorded(sources, s)
-        why = ("it has no .meta" if not meta else
+        why = ("--no-meta leaves no .meta" if not meta and ckpt.meta_unread else
+               "it has no .meta" if not meta else
                "its .meta does not record the save op that wrote them" if not sources else
                f"its .meta's saver did not write {s}" if s not in sources else
                f"its .meta's saver wrote {s} from neither {t} nor a variable named {s}")

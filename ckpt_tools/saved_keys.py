@@ -38,7 +38,7 @@ def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
     stored (a Saver of ``ema.variables_to_restore()``), is left out: :mod:`.raw_shadows`
     refuses it with its own reason.
     """
-    meta = ckpt.location.meta_path
+    meta = ckpt.meta_file
     if not meta or ckpt.objects is not None:
         return {}
     sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(meta)) or {}
@@ -144,7 +144,7 @@ def translated_pairs(ckpt: Checkpoint, variables,
     if not renamed or any(h is None or h.startswith(k + "/") or k.startswith(h + "/")
                           for k, h in renamed.items()):
         return None  # parts of several variables, or averages saved under variables' names
-    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(ckpt.location.meta_path))
+    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(ckpt.meta_file))
     held: dict[str, str] = {}
     for key in variables:
         h = _held(sources.get(key) or [])

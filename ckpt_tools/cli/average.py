@@ -116,7 +116,7 @@ def average_command(
             raise typer.BadParameter(str(exc), param_hint="--out") from None
         out = Output(json_mode=json_out, quiet=quiet)
         stated: dict = {}
-        with open_checkpoint(inputs[-1], not_swapped=not_swapped) as one:
+        with open_checkpoint(inputs[-1], not_swapped=not_swapped, meta=not no_meta) as one:
             total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
             if bake:
                 stated = note_stated_order(out, one, apply_order, ema_name)

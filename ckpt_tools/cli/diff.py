@@ -100,7 +100,7 @@ def diff_command(
     if strict and not ema:
         raise typer.BadParameter("--strict refuses an assumed pairing of averages; it applies "
                                  "only with --ema", param_hint="--strict")
-    with open_checkpoint(resolve(out, a), use_ema=use_ema,
+    with open_checkpoint(resolve(out, a), use_ema=use_ema, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ca:

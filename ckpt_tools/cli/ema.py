@@ -182,7 +182,7 @@ def map_command(
     choice(non_averaged, (KEEP, DROP), "--non-averaged")
     choice(slots, SLOTS, "--slots")
     choice(style, ("tf1", "object", "keras", "slot"), "--style")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema,
+    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:
@@ -485,7 +485,7 @@ def restore_ema_command(
     slots = DROP if drop_slots else choice(slots, SLOTS, "--slots")
     if out_dir is not None:
         check_output_parent(out_dir, "creating the output directory")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema,
+    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:

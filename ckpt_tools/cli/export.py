@@ -120,7 +120,7 @@ def export_command(
     except OutputError as exc:
         raise typer.BadParameter(str(exc), param_hint="--rename") from None
     check_output_parent(out_path, "writing the output file")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema,
+    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:

@@ -126,7 +126,7 @@ def list_command(
         or averages_only
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
     if said or noted:  # as map, export say
-        with open_checkpoint(resolve(out, path), use_ema=use_ema,
+        with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
                              trainable=trainable_names(trainable, loop_order, fit_order),
                              not_swapped=not_swapped, fit_order=fit_order,
                              averages_only=averages_only) as ckpt:
