@@ -99,7 +99,8 @@ def list_command(
                 and not strict:
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
             with open_checkpoint(resolve(out, path), use_ema=use_ema, not_swapped=not_swapped,
-                                 fit_order=fit_order, averages_only=averages_only) as ckpt:
+                                 fit_order=fit_order, averages_only=averages_only,
+                                 meta=not no_meta) as ckpt:
                 names = list_names(ckpt, match=match if match.active else None, sort=sort)
                 if match.active and not names:
                     raise no_selection(path, match)
