@@ -130,6 +130,24 @@ def test_list_quiet_names_keep_the_notes(looped, capsys, args):
     assert "rests on your statements" in captured.err, captured.err
 
 
+@pytest.mark.parametrize("command", [["export", "--out", "w.npz"], ["list"]],
+                         ids=lambda a: a[0])
+def test_trainable_in_the_models_order_is_said_to_decide(looped, tmp_path, command):
+    """--trainable naming the weights in the model's order moves no copy from fit()'s
+    pairing, yet it is what pairs these equal-shaped copies (wrongly here: the loop listed
+    c, b, a): the note and --json's stated_trainable count all 6 (review-12-attack-r21 F5)."""
+    path, _ = looped
+    args = [command[0], str(path), *[str(tmp_path / a) if a.endswith(".npz") else a
+                                     for a in command[1:]],
+            "--trainable", "a,b,c", "--not-swapped", "--json"]
+    code, text, err = run_cli(args)
+    assert code == 0, err
+    assert "6 EMA copies are paired only because you stated --trainable" in \
+        " ".join(err.split()), err
+    doc = json.loads(text)
+    assert len(doc["stated_trainable"]["pairs"]) == 6 and not doc.get("assumed"), text
+
+
 def test_show_of_a_weight_alone_says_nothing(looped):
     """A weight's statistics do not depend on the pairing: no note."""
     path, _ = looped

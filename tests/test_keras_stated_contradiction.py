@@ -102,15 +102,25 @@ def test_pairings_resting_on_trainable_are_said_to_be_a_statement(frozen_left, t
             assert z[name].tobytes() == value.tobytes(), name
 
 
-def test_a_trainable_the_file_proves_anyway_is_not_called_a_statement(branches, tmp_path):
+def test_a_trainable_in_the_files_order_still_decides_equal_shapes(branches, tmp_path):
+    """A statement that keeps the pairing the file gives without it still decides the copies
+    of equal-shaped weights (left, right, right2: their order is the build order, which the
+    file leaves open and assumes without it): it is said to be the statement, counting those
+    6 copies, not out's (its shape alone pairs them) (review-12-attack-r21 F5)."""
     import json
 
     path, _ = branches
+    code, text, err = run_cli(["export", str(path), "--use-ema", "--out",
+                               str(tmp_path / "a.npz"), "--json"])
+    assert code == 0 and "fit_order" in json.loads(text)["assumed"], text
     code, text, err = run_cli(["export", str(path), "--use-ema", "--trainable",
                                "right,right2,left,out", "--out", str(tmp_path / "w.npz"),
                                "--json"])
-    assert code == 0 and "stated --trainable" not in err  # (--use-ema is noted: a statement)
-    assert "stated_trainable" not in json.loads(text)
+    assert code == 0 and "6 EMA copies are paired only because you stated --trainable" in \
+        " ".join(err.split()), err
+    doc = json.loads(text)
+    assert "fit_order" not in doc.get("assumed", []), text
+    assert len(doc["stated_trainable"]["pairs"]) == 6, text
 
 
 def test_keras_ema_values_takes_the_trainable_statement_without_tensorflow(frozen_left):

@@ -311,8 +311,9 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
         n = len(by_trainable)
         out.note(f"note: {n} EMA cop{'y is' if n == 1 else 'ies are'} paired only because "
                  "you stated --trainable; the file does not record which weights the optimizer was "
-                 "built with (or in which order), so this is your statement, not a proof: if "
-                 "it was built with others these averages are on the wrong weights",
+                 "built with (or in which order: weights of equal shapes get their copies by "
+                 "it), so this is your statement, not a proof: if it was built with others, "
+                 "or in another order, these averages are on the wrong weights",
                  always=True)
         found["stated_trainable"] = {"pairs": by_trainable}
         moved = getattr(layout, "stated_reordered", None)

@@ -35,6 +35,7 @@ from .model_tree import Node, build_tree, distinct_paths, flatten_tree, name_var
 from .optimizer import fitting_use_ema, infer_use_ema, plan_optimizer
 from .optimizer_slots import OPTIMIZER_NAMES, Spec
 from .stated import check_proven, check_stated, refuse_layer_count, stated_keys
+from .stated_pairs import stated_pairs
 from .submodel_order import note_nested
 
 __all__ = ["KerasLayout", "Spec", "analyze", "check_stated", "fitting_use_ema",
@@ -388,8 +389,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             # records no class, so a --trainable moving its pairing is the caller's
             # statement (noted below).
             check_proven(lay, found.averages)
-        lay.stated_pairs = {a: w for a, w in lay.averages.items()
-                            if w is not None and found.averages.get(a) != w}
+        lay.stated_pairs = stated_pairs(lay.averages, found.averages, entries)
         if config is None and lay.use_ema:
             refuse_layer_count(lay, found.copy_counts, by_layer)
     if lay.loose and None in lay.averages.values():

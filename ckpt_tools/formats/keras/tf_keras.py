@@ -143,8 +143,9 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         lay.trainable.update({k: k in set(stated) for k in every})  # as stated, not as saved
     _optimizer(lay, entries, use_ema, stated)
     if stated is not None:
-        lay.stated_pairs = {a: w for a, w in lay.averages.items()
-                            if w is not None and alone.get(a) != w}
+        from .stated_pairs import stated_pairs
+
+        lay.stated_pairs = stated_pairs(lay.averages, alone, entries)
     lay.order = lay.model + lay.optimizer_vars + lay.other
 
 
