@@ -252,6 +252,26 @@ def map_file(path: str):
         os.close(fd)
 
 
+# A remote .meta fetched for its collections (formats.meta), kept for its graph_def
+# (formats.graph_def: the save op, the update ops): one request per open checkpoint, not one
+# per question. Only the last two are kept; a later read_meta_graph of the URL replaces it.
+_KEPT: dict[str, bytes] = {}
+
+
+def keep_fetched(url: str, data) -> None:
+    """Keeps ``data``, just fetched whole from ``url``, for :func:`fetched` (two at most)."""
+    if isinstance(data, bytes):
+        _KEPT.pop(url, None)
+        while len(_KEPT) >= 2:
+            del _KEPT[next(iter(_KEPT))]
+        _KEPT[url] = data
+
+
+def fetched(url: str) -> bytes | None:
+    """The bytes :func:`keep_fetched` kept for ``url``, or ``None``."""
+    return _KEPT.get(url)
+
+
 def release_pages(mm, start: int, length: int) -> None:
     """Drops the pages of ``mm[start:start + length]`` from this process (MADV_DONTNEED on a
     clean, read-only file mapping only unmaps them: the data stays in the page cache)."""

@@ -12,7 +12,7 @@ import os
 from collections import namedtuple
 
 from ..errors import CorruptCheckpointError
-from ._io import close_map, map_file
+from ._io import close_map, fetched, is_url, map_file
 from .meta import proto_fields
 
 READS = frozenset({"Identity", "ReadVariableOp", "Snapshot"})
@@ -99,7 +99,7 @@ def read_graph(path: str) -> MetaGraph | None:
 
 
 def _read_graph(path: str) -> MetaGraph | None:
-    data = map_file(path)
+    data = (is_url(path) and fetched(path)) or map_file(path)
     try:
         graph = saver = None
         for number, wire, value in proto_fields(data):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..errors import CheckpointNotFoundError, CorruptCheckpointError
-from ._io import close_map, gc_paused, map_file
+from ._io import close_map, gc_paused, is_url, keep_fetched, map_file
 from ._record import Frozen, Record
 from ._wire import Cursor
 from .bundle_wire import WireError, decode_varint, to_int64
@@ -394,6 +394,8 @@ def read_meta_graph(path: str) -> MetaGraph:
         raise CheckpointNotFoundError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise CorruptCheckpointError("is a directory, expected a .meta file", path=path) from None
+    if is_url(path):
+        keep_fetched(path, data)  # its graph_def is read from these bytes, not fetched again
     try:
         try:
             with gc_paused():  # one MetaVariable per variable, no cycles
