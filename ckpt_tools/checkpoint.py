@@ -8,6 +8,7 @@ with their roles and EMA shadows, the ``.meta`` graph and the TF2 object graph.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Sequence
 
 from . import roles as _roles
@@ -278,11 +279,28 @@ class Checkpoint:
     def variables(self) -> list[Variable]:
         """Returns a :class:`Variable` for every key, with roles, collections and EMA links.
 
-        Reads only metadata (the index, the ``.meta`` collections, the TF2 object graph).
+        Reads only metadata (the index, the ``.meta`` collections, the TF2 object graph);
+        where the EMA links of a Keras file (or of swappable averages: a Keras 3 optimizer's
+        copies or ``average`` slots in a TF checkpoint) rest on an assumption, a caller
+        outside ``ckpt_tools`` also gets one
+        :class:`~ckpt_tools.errors.AssumptionWarning` per open checkpoint naming it
+        (:mod:`~ckpt_tools.keras_assumed`; the weights and their copies are read to tell).
         """
         if self._variables is None:
             self._variables = self._build_variables()
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.split(".", 1)[0] != "ckpt_tools":  # the commands say it in their notes
+            self._warn_assumed()
         return list(self._variables)
+
+    def _warn_assumed(self) -> None:
+        """:meth:`variables` for a caller of the Python API: the assumptions its EMA links rest
+        on (review-12-attack-r21 F4), once per open checkpoint, as ``ema_map`` warns."""
+        if self._reader.keras is None and not has_swappable_averages(self.objects):
+            return
+        from .keras_assumed import keras_assumptions, warn_assumed
+
+        warn_assumed(self, keras_assumptions(self), stacklevel=4)
 
     def ema_names(self) -> list[str]:
         """Returns :func:`ckpt_tools.roles.detect_ema_names` of the stored keys, computed
