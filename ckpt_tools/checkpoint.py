@@ -157,7 +157,8 @@ class Checkpoint:
         if trainable and self._reader.keras is None:
             try:
                 self.stated_order = _tfk_stated.resolve(self.path, self.objects,
-                                                        self._reader.entries, trainable)
+                                                        self._reader.entries, trainable,
+                                                        self.path_of)
             except CheckpointError:
                 self._reader.close()
                 raise

@@ -16,7 +16,7 @@ proven one, by its unique name, exactly that weight), else the statement is refu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import roles as R
 from .errors import EmaError, OptionError, VariableNotFoundError
@@ -24,8 +24,8 @@ from .formats.objgraph import ObjectGraph
 from .tfk_order import recorded_averages
 
 
-def resolve(path: str, objects: ObjectGraph | None, entries, trainable: Sequence[str]
-            ) -> list[str]:
+def resolve(path: str, objects: ObjectGraph | None, entries, trainable: Sequence[str],
+            shown: Callable[[str], str | None] | None = None) -> list[str]:
     """The stated weights as checkpoint keys, in the stated order.
 
     Args:
@@ -35,6 +35,9 @@ def resolve(path: str, objects: ObjectGraph | None, entries, trainable: Sequence
         trainable: names as ``ckpt list`` shows them (object paths) or checkpoint keys, one
             per weight; a :class:`~ckpt_tools.formats.keras.stated.LoopOrder` (its
             ``loop_order`` says it is a custom loop's list).
+        shown: key -> the name ``ckpt list`` shows for it (:meth:`Checkpoint.path_of`:
+            a Keras 3 model's weights keyed through the optimizer's lists show their own
+            names, ``a/kernel``), accepted too (review-12-attack-r21 N1).
 
     Returns:
         `list[str]`: checkpoint keys.
@@ -60,6 +63,8 @@ def resolve(path: str, objects: ObjectGraph | None, entries, trainable: Sequence
             "--apply-order tracked instead")
     assert objects is not None  # recorded_averages read it
     by_path = {objects.paths.get(k, k): k for k in entries}
+    if shown is not None:  # the names 'ckpt list' shows, where they differ
+        by_path.update({p: k for k in entries for p in [shown(k)] if p and p not in by_path})
     keys: list[str] = []
     for name in trainable:
         key = name if name in entries else by_path.get(name)

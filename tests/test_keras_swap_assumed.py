@@ -308,3 +308,21 @@ def test_python_on_a_tf_checkpoint_of_keras_copies(swapped_tf, tmp_path):
     assert any(issubclass(w.category, AssumptionWarning) for w in caught)
     with pytest.raises(EmaError, match="not_swapped"):
         export_weights(path, tmp_path / "s.npz", strict=True)
+
+
+def test_trainable_takes_the_names_list_shows_on_a_tf_checkpoint(swapped_tf, tmp_path):
+    """A Keras 3 model's weights keyed through the optimizer's lists show their own names in
+    'ckpt list' (a/kernel): --trainable takes those names (review-12-attack-r21 N1); the
+    fit() order (a, b) fits the copies' paths, the other is refused."""
+    path, truth = swapped_tf
+    code, text, _ = run_cli(["list", path, "--json"])
+    shown = [v["path"] for v in json.loads(text)["variables"] if v["role"] == "weight"]
+    assert shown == ["a/kernel", "a/bias", "b/kernel", "b/bias"], shown
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", path, "--trainable", ",".join(shown), "--loop-order",
+                            "--not-swapped", "--out", str(out)])
+    assert code == 0, err
+    assert _values(out) == sorted(v.tobytes() for v in truth["copies"].values())
+    code, _, err = run_cli(["export", path, "--trainable", "b/kernel,b/bias,a/kernel,a/bias",
+                            "--loop-order", "--out", str(tmp_path / "x.npz")])
+    assert code == 6 and "not the loop's order" in err, err
