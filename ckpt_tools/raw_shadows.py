@@ -22,8 +22,8 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
-from .formats.meta_saver import saved_sources
 from .lone_named import proposed_lone_averages
+from .save_op import graph_file, graph_named, why_unwritten, written_sources
 
 
 def _saved_from(sources: list[str] | None, target: str) -> bool:
@@ -51,9 +51,8 @@ def lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str]) -> dict[s
 
 def _sources(ckpt: Checkpoint) -> dict[str, list[str]] | None:
     """Key -> what the ``.meta``'s save op wrote it from, or ``None`` (no ``.meta``, or one
-    that does not record its save op)."""
-    meta = ckpt.meta_file
-    return ckpt.memo("meta_saved_sources", lambda: saved_sources(meta)) if meta else None
+    that does not record the save op that wrote this checkpoint: :mod:`.save_op`)."""
+    return written_sources(ckpt)
 
 
 def _unrecorded(sources, s: str) -> bool:
@@ -76,7 +75,7 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
     """
     if not lone:
         return pairs
-    meta = ckpt.meta_file
+    meta = graph_file(ckpt)
     sources = _sources(ckpt)
     undecided = {s: (t,) for s, t in lone.items()}
     at = {s: i for i, (s, _) in enumerate(pairs)}  # named as the graph orders them
@@ -86,9 +85,9 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
         s, t = raw[0]
         raise UnprovenPairingError(
             f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
-            f"values, e.g. {s}: the .meta's saver wrote it from {t} itself, as a Saver built "
-            "from ema.variables_to_restore() does (it maps each average's name to its "
-            "variable), so the checkpoint holds no average of them"
+            f"values, e.g. {s}: the {graph_named(ckpt)}'s saver wrote it from {t} itself, "
+            "as a Saver built from ema.variables_to_restore() does (it maps each average's "
+            "name to its variable), so the checkpoint holds no average of them"
             + (" (--averages-only cannot state otherwise)" if ckpt.averages_only else "")
             + ": that Saver restores the raw weights it holds into the model "
             "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
@@ -100,11 +99,12 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
     if unproven:
         s, t = unproven[0]
         stated = _unrecorded(sources, s)
+        graph = graph_named(ckpt)
         why = ("--no-meta leaves no .meta" if not meta and ckpt.meta_unread else
                "it has no .meta" if not meta else
-               "its .meta does not record the save op that wrote them" if not sources else
-               f"its .meta's saver did not write {s}" if s not in sources else
-               f"its .meta's saver wrote {s} from neither {t} nor a variable named {s}")
+               f"its {graph} {why_unwritten(ckpt)}" if not sources else
+               f"its {graph}'s saver did not write {s}" if s not in sources else
+               f"its {graph}'s saver wrote {s} from neither {t} nor a variable named {s}")
         raise UnprovenPairingError(
             f"{ckpt.path}: {len(unproven)} key(s) named as averages have no variable stored "
             f"beside them (e.g. {s}, and no {t}): a Saver of the averages alone "

@@ -17,7 +17,7 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
-from .formats.meta_saver import saved_sources
+from .save_op import graph_named, written_sources
 
 _PART = re.compile(r"/part_\d+(?=/|$)")
 
@@ -32,16 +32,14 @@ def _held(sources: list[str]) -> str | None:
 def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
     """Returns stored key -> the variable its ``.meta``'s save op saved under it, for each key
     whose variable has another name (``None``: parts of several variables); ``{}`` where the
-    ``.meta`` records no save op (or there is none) or every key is its variable's name.
+    ``.meta`` (or ``saved_model.pb``) records no save op that wrote this checkpoint
+    (:mod:`.save_op`), or there is none, or every key is its variable's name.
 
     A key named as an average that holds its variable, where that variable's own key is not
     stored (a Saver of ``ema.variables_to_restore()``), is left out: :mod:`.raw_shadows`
     refuses it with its own reason.
     """
-    meta = ckpt.meta_file
-    if not meta or ckpt.objects is not None:
-        return {}
-    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(meta)) or {}
+    sources = written_sources(ckpt) or {}
     stored = ckpt.entries()
     out: dict[str, str | None] = {}
     for key, src in sources.items():
@@ -92,8 +90,8 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
                  and (k in renamed or v.ema_of in renamed or v.ema_of in holders)}
     undecided = undecided or {k: (h or k,) for k, h in sorted(renamed.items())}
     n = len(renamed)
-    head = (f"{ckpt.path}: its .meta's save op stored {n} key(s) from variables of other "
-            f"names (e.g. key {key} holds {held or 'parts of several variables'})")
+    head = (f"{ckpt.path}: its {graph_named(ckpt)}'s save op stored {n} key(s) from variables "
+            f"of other names (e.g. key {key} holds {held or 'parts of several variables'})")
     as_var = {k for k, h in renamed.items() if h and h.startswith(k + "/")}
     as_avg = {k for k, h in renamed.items() if h and k.startswith(h + "/")}
     prefix = _common_prefix(renamed)
@@ -144,7 +142,7 @@ def translated_pairs(ckpt: Checkpoint, variables,
     if not renamed or any(h is None or h.startswith(k + "/") or k.startswith(h + "/")
                           for k, h in renamed.items()):
         return None  # parts of several variables, or averages saved under variables' names
-    sources = ckpt.memo("meta_saved_sources", lambda: saved_sources(ckpt.meta_file))
+    sources = written_sources(ckpt) or {}
     held: dict[str, str] = {}
     for key in variables:
         h = _held(sources.get(key) or [])

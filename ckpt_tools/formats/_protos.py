@@ -93,6 +93,17 @@ _MESSAGES: dict[str, list[tuple[str, int, str, bool]]] = {
                         ("attributes", 2, ".ckpt.SerializedTensor", True),
                         ("slot_variables", 3, ".ckpt.SlotVariableReference", True)],
     "TrackableObjectGraph": [("nodes", 1, ".ckpt.TrackableObject", True)],
+    # A text-format graph's save op (formats/graph_def.py): the nodes' names, ops, inputs and
+    # string constants, re-encoded to the binary layout the graph reader walks.
+    "StringTensor": [("string_val", 8, "bytes", True)],
+    "AttrValue": [("tensor", 8, ".ckpt.StringTensor", False)],
+    "AttrEntry": [("key", 1, "string", False), ("value", 2, ".ckpt.AttrValue", False)],
+    "NodeDef": [("name", 1, "string", False), ("op", 2, "string", False),
+                ("input", 3, "string", True), ("attr", 5, ".ckpt.AttrEntry", True)],
+    "GraphDef": [("node", 1, ".ckpt.NodeDef", True)],
+    "GraphOfMeta": [("graph_def", 2, ".ckpt.GraphDef", False),
+                    ("saver_def", 3, ".ckpt.SaverDef", False)],
+    "GraphsOfSavedModel": [("meta_graphs", 2, ".ckpt.GraphOfMeta", True)],
 }
 
 
@@ -152,3 +163,5 @@ SaverDef = _CLASSES["SaverDef"]
 CollectionEntry = _CLASSES["CollectionEntry"]
 VariableDef = _CLASSES["VariableDef"]
 TrackableObjectGraph = _CLASSES["TrackableObjectGraph"]
+GraphOfMeta = _CLASSES["GraphOfMeta"]
+GraphsOfSavedModel = _CLASSES["GraphsOfSavedModel"]

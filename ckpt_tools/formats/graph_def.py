@@ -1,4 +1,5 @@
-"""A TF1 ``.meta``'s ``graph_def`` and ``saver_def``, read only where a question needs them.
+"""A TF1 ``.meta``'s (or TF1 SavedModel's) ``graph_def`` and ``saver_def``, read only where a
+question needs them (binary or text format).
 
 ``read_meta_graph`` reads the collections and skips the graph, which can be most of the file.
 Two questions need the graph's nodes: which variable a Saver's save op was given under each key
@@ -68,7 +69,7 @@ def _node(raw) -> tuple[str, GraphNode]:
 
 # The last graphs read, by (path, size, mtime, inode): up to four questions (save op, update
 # ops for roles, for candidates, for slots) ask one .meta, whose graph can be tens of MB.
-_READ: dict[tuple, MetaGraph | None] = {}
+_READ: dict[tuple, list[MetaGraph]] = {}
 _KEEP = 2
 
 
@@ -77,8 +78,22 @@ def read_graph(path: str) -> MetaGraph | None:
     where the file changed since: the last two graphs read are kept).
 
     Returns:
-        A :class:`MetaGraph`, or ``None`` where the file records no graph (a text-format or
-        graph-less ``MetaGraphDef``): then nothing is proven by it.
+        A :class:`MetaGraph`, or ``None`` where the file records no graph (a graph-less
+        ``MetaGraphDef``, or text that does not parse): then nothing is proven by it.
+
+    Raises:
+        CheckpointError: the file cannot be opened or mapped.
+    """
+    graphs = read_graphs(path)
+    return graphs[0] if graphs else None
+
+
+def read_graphs(path: str) -> list[MetaGraph]:
+    """Reads each graph of the ``.meta`` (binary or text format) or SavedModel
+    (``saved_model.pb``/``.pbtxt``: one per meta graph) at ``path``, as :func:`read_graph`.
+
+    Returns:
+        `list[MetaGraph]`: one per ``MetaGraphDef`` that records a graph, in file order.
 
     Raises:
         CheckpointError: the file cannot be opened or mapped.
@@ -90,33 +105,64 @@ def read_graph(path: str) -> MetaGraph | None:
         stamp = None  # map_file says why
     if stamp in _READ:
         return _READ[stamp]
-    graph = _read_graph(path)
+    data = (is_url(path) and fetched(path)) or map_file(path)
+    try:
+        saved_model = os.path.basename(path).startswith("saved_model.")
+        try:
+            graphs = _saved_model_graphs(data) if saved_model else [_graph(data)]
+        except CorruptCheckpointError:
+            graphs = _text_graphs(bytes(data), saved_model)
+    finally:
+        close_map(data)
+    graphs = [g for g in graphs if g is not None]
     if stamp is not None:
         while len(_READ) >= _KEEP:
             del _READ[next(iter(_READ))]
-        _READ[stamp] = graph
-    return graph
+        _READ[stamp] = graphs
+    return graphs
 
 
-def _read_graph(path: str) -> MetaGraph | None:
-    data = (is_url(path) and fetched(path)) or map_file(path)
+def _saved_model_graphs(data) -> list[MetaGraph | None]:
+    """The graphs of a binary ``SavedModel`` (field 2: each ``MetaGraphDef``)."""
+    return [_graph(value) for number, wire, value in proto_fields(data)
+            if number == 2 and wire == 2]
+
+
+def _text_graphs(raw: bytes, saved_model: bool) -> list[MetaGraph | None]:
+    """The graphs of a text-format ``.meta`` or ``saved_model.pbtxt``: parsed (nodes' names,
+    ops, inputs and string constants only) and re-encoded to the binary layout."""
+    from google.protobuf import text_format
+
+    from ._protos import GraphOfMeta, GraphsOfSavedModel  # text files only: protobuf on demand
+
+    msg = GraphsOfSavedModel() if saved_model else GraphOfMeta()
     try:
-        graph = saver = None
-        for number, wire, value in proto_fields(data):
-            if number == 2 and wire == 2:
-                graph = value
-            elif number == 3 and wire == 2:
-                saver = value
-        if graph is None:
-            return None
-        nodes = dict(_node(value) for number, wire, value in proto_fields(graph)
-                     if number == 1 and wire == 2)
-        save_tensor = "" if saver is None else next(
-            (_text(v) for n, w, v in proto_fields(saver) if n == 2 and w == 2), "")
-    except CorruptCheckpointError:
-        return None  # text format: the collections reader handles it; nothing read here
-    finally:
-        close_map(data)
+        text_format.Parse(raw.decode("utf-8"), msg, allow_unknown_field=True,
+                          allow_unknown_extension=True)
+    except Exception:  # not text either: the collections reader says why
+        return []
+    metas = list(msg.meta_graphs) if saved_model else [msg]
+    return [_graph(m.SerializeToString()) for m in metas if m.HasField("graph_def")]
+
+
+def _graph(data) -> MetaGraph | None:
+    """The nodes and save tensor of one binary ``MetaGraphDef``, ``None`` without a graph.
+
+    Raises:
+        CorruptCheckpointError: the bytes are not a binary proto (text format).
+    """
+    graph = saver = None
+    for number, wire, value in proto_fields(data):
+        if number == 2 and wire == 2:
+            graph = value
+        elif number == 3 and wire == 2:
+            saver = value
+    if graph is None:
+        return None
+    nodes = dict(_node(value) for number, wire, value in proto_fields(graph)
+                 if number == 1 and wire == 2)
+    save_tensor = "" if saver is None else next(
+        (_text(v) for n, w, v in proto_fields(saver) if n == 2 and w == 2), "")
     return MetaGraph(nodes, save_tensor)
 
 

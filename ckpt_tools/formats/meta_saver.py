@@ -14,7 +14,7 @@ checkpoint) and that op's inputs from ``graph_def`` (:mod:`.graph_def`), followi
 
 from __future__ import annotations
 
-from .graph_def import op_name, read_graph, through_reads
+from .graph_def import MetaGraph, op_name, read_graphs, through_reads
 
 _SAVE_OPS = {"SaveV2": 3, "SaveSlices": 3, "Save": 2}  # op -> index of its first tensor input
 
@@ -25,13 +25,33 @@ def saved_sources(path: str) -> dict[str, list[str]] | None:
 
     Returns:
         `dict[str, list[str]]` (several sources: a partitioned variable's parts), or ``None``
-        where the file does not record it (text format, no ``SaverDef`` or save op).
+        where the file does not record it (no graph, ``SaverDef`` or save op).
 
     Raises:
         CheckpointError: the file cannot be opened or mapped.
     """
-    graph = read_graph(path)
-    scope = op_name(graph.save_tensor).rpartition("/")[0] if graph else ""
+    each = saved_sources_each(path)
+    return each[0] if each else None
+
+
+def saved_sources_each(path: str) -> list[dict[str, list[str]]]:
+    """What :func:`saved_sources` gives, for each meta graph of the ``.meta`` (binary or
+    text) or TF1 SavedModel (``saved_model.pb``) at ``path`` that records its save op.
+
+    Returns:
+        `list[dict[str, list[str]]]`, in file order (empty: none records one). Which of them
+        wrote a checkpoint is the caller's question: the one whose keys are the checkpoint's.
+
+    Raises:
+        CheckpointError: the file cannot be opened or mapped.
+    """
+    return [s for s in map(_sources, read_graphs(path)) if s]
+
+
+def _sources(graph: MetaGraph) -> dict[str, list[str]] | None:
+    """Key -> sources over every save op under the ``SaverDef``'s scope (a sharded Saver has
+    one per device), or ``None``."""
+    scope = op_name(graph.save_tensor).rpartition("/")[0]
     if not scope:
         return None
     nodes = graph.nodes

@@ -1,0 +1,70 @@
+"""The save op that wrote a TF1 checkpoint, as its graph file records it.
+
+A ``.meta`` (or a TF1 SavedModel's ``saved_model.pb``) records one Saver's save op: which
+variable it reads under each key (:mod:`.formats.meta_saver`). That proves what a key holds
+only if that Saver wrote this checkpoint: a graph exported by one Saver (``Saver()``) beside
+a checkpoint written by another (``Saver(ema.variables_to_restore())``) records keys the
+checkpoint lacks. The save op is taken as the writer only where the keys it writes (over
+all its save ops: a sharded Saver has one per device) are exactly the checkpoint's keys;
+otherwise nothing is proven by it, as if it recorded no save op.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .formats.meta_saver import saved_sources_each
+
+
+def graph_file(ckpt: Checkpoint) -> str | None:
+    """The ``.meta`` or ``saved_model.pb`` whose graph is read for this TF1 checkpoint, or
+    ``None`` (none read, or a TF2 checkpoint)."""
+    if ckpt.objects is not None or ckpt.meta is None:
+        return None
+    return ckpt.meta_source
+
+
+def graph_named(ckpt: Checkpoint) -> str:
+    """How a message names the graph file read: ``saved_model.pb`` (a SavedModel's, binary or
+    text) or ``.meta``."""
+    path = graph_file(ckpt) or ""
+    return "saved_model.pb" if "saved_model." in path.replace("\\", "/").rpartition("/")[2] \
+        else ".meta"
+
+
+def _writer(ckpt: Checkpoint) -> tuple[dict[str, list[str]] | None, str]:
+    path = graph_file(ckpt)
+    if not path:
+        return None, ""
+    each = saved_sources_each(path)
+    if not each:
+        return None, "does not record the save op that wrote them"
+    stored = set(ckpt.entries())
+    fits = [s for s in each if set(s) == stored]
+    if fits and all(f == fits[0] for f in fits):
+        return fits[0], ""
+    if fits:
+        return None, "records several save ops that wrote these keys from different variables"
+    extra = sorted(set(each[0]) - stored)
+    lacking = sorted(stored - set(each[0]))
+    return None, ("records a save op that did not write this checkpoint (it writes "
+                  + (f"{extra[0]}, which the checkpoint does not store" if extra else
+                     f"no {lacking[0]}, which the checkpoint stores") + ")")
+
+
+def written_sources(ckpt: Checkpoint) -> dict[str, list[str]] | None:
+    """Key -> the variables (op names) the save op that wrote ``ckpt`` saved under it.
+
+    Returns:
+        `dict[str, list[str]]`, or ``None`` where nothing records it: no graph file read, no
+        save op in it, or none whose keys are exactly the checkpoint's keys.
+
+    Raises:
+        CheckpointError: the graph file cannot be opened or mapped.
+    """
+    return ckpt.memo("meta_saved_sources", lambda: _writer(ckpt))[0]
+
+
+def why_unwritten(ckpt: Checkpoint) -> str:
+    """Why :func:`written_sources` is ``None`` where a graph file is read (``"records a save
+    op that did not write this checkpoint (...)"``), ``""`` otherwise."""
+    return ckpt.memo("meta_saved_sources", lambda: _writer(ckpt))[1]
