@@ -190,3 +190,40 @@ def test_savedmodel_averages_proven_by_its_save_op(made, tmp_path, case):
     for v in ("W", "V"):
         assert got[v].tobytes() == truth[f"{case}:avg:{v}"].tobytes(), v
         assert got[v].tobytes() != truth[f"{case}:raw:{v}"].tobytes(), v
+
+
+IN_GRAPH = r'''
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+import ckpt_tools
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+made, out = sys.argv[2], sys.argv[1]
+refused = {}
+for case in ("sm_swap", "sm_vtr", "vtr_meta_other"):
+    with tf.Graph().as_default(), tf1.Session() as sess:
+        if case.startswith("sm_"):
+            tf1.saved_model.loader.load(sess, ["serve"], f"{made}/{case}")
+            path = f"{made}/{case}"
+        else:
+            path = f"{made}/{case}/model.ckpt"
+            tf1.train.import_meta_graph(path + ".meta")
+        try:
+            ckpt_tools.restore_ema(sess, path)
+            refused[case] = np.array(False)
+        except ckpt_tools.EmaError:
+            refused[case] = np.array(True)
+np.savez(f"{out}/truth.npz", **refused)
+'''
+
+
+def test_restore_ema_in_the_loaded_graph_refuses(made, tmp_path):
+    """restore_ema(sess, path) in the graph loaded from the SavedModel / imported from the
+    other Saver's .meta: refused, never the raw values restored as averages."""
+    out, _ = made
+    refused = run_script(IN_GRAPH, tmp_path, str(out))
+    assert all(bool(v) for v in refused.values()), refused
