@@ -56,14 +56,17 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     if ema_name is None or ckpt.objects is not None:
         return
     base = suffix_base(ema_name)
+    ops = update_ops(ckpt) if use_meta else None
     siblings: dict[str, list[str]] = {}
     for key in variables:
         head, _, last = key.rpartition("/")
-        if head in variables and suffix_base(last) == base:
+        # a head not stored (a Saver of ema.variables_to_restore()): only where the graph
+        # shows an update op writing the key, which then decides
+        if suffix_base(last) == base and (head in variables or (
+                ops is not None and (key in ops.slots or key in ops.averages))):
             siblings.setdefault(head, []).append(key)
     if not siblings:
         return
-    ops = update_ops(ckpt) if use_meta else None
     for target, keys in siblings.items():
         source = chosen.get(target) or (f"{target}/{ema_name}"
                                         if f"{target}/{ema_name}" in variables else None)
