@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import namedtuple
+from collections.abc import Mapping
 
 from ..errors import CorruptCheckpointError
 from ._io import close_map, fetched, is_url, map_file
@@ -65,6 +66,73 @@ def _node(raw) -> tuple[str, GraphNode]:
                         strings = [_text(s) for f, sw, s in proto_fields(v)
                                    if f == 8 and sw == 2]  # string_val
     return name, GraphNode(op, inputs, strings)
+
+
+def _field(raw, at: int, tag: int) -> tuple[str, int] | None:
+    """The length-delimited field ``tag`` starting at byte ``at`` of ``raw``: its text and
+    the offset after it, or ``None`` where another field (or a long varint) is there."""
+    if at >= len(raw) or raw[at] != tag:
+        return None
+    size, shift = 0, 0
+    for i in range(at + 1, min(at + 6, len(raw))):
+        byte = raw[i]
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return _text(raw[i + 1:i + 1 + size]), i + 1 + size
+    return None
+
+
+def _name_of(raw) -> tuple[str, int]:
+    """A ``NodeDef``'s name without decoding the rest (field 1, written first by every
+    serializer) and the offset after it (-1 where the node is laid out otherwise: it is then
+    decoded whole when asked)."""
+    name = _field(raw, 0, 0x0A)
+    return name if name else (_node(raw)[0], -1)
+
+
+class _Nodes(Mapping):
+    """A graph's nodes by name, each decoded on first access; :meth:`op` and :meth:`head`
+    read a node's op and first input alone. The save op and the reads it follows are a few
+    of a large graph's tens of thousands of nodes (``ckpt list`` asks only them)."""
+
+    def __init__(self, raw: dict[str, tuple[memoryview, int]]):
+        self._raw = raw  # name -> (serialized NodeDef, offset after its name)
+        self._decoded: dict[str, GraphNode] = {}
+
+    def head(self, name: str) -> tuple[str, str] | None:
+        """Node ``name``'s op and first data input (``""``: none), or ``None`` (no such
+        node), read from the node's first fields where it is laid out as TF writes it."""
+        found = self._raw.get(name)
+        if found is None:
+            return None
+        raw, at = found
+        op = _field(raw, at, 0x12) if at >= 0 else None
+        first = _field(raw, op[1], 0x1A) if op else None
+        if op and (first is None or not first[0].startswith("^")):
+            return op[0], op_name(first[0]) if first else ""
+        node = self[name]
+        return node.op, node.inputs[0] if node.inputs else ""
+
+    def op(self, name: str) -> str:
+        """The op of node ``name`` (``""``: no such node)."""
+        head = self.head(name)
+        return head[0] if head else ""
+
+    def __getitem__(self, name: str) -> GraphNode:
+        node = self._decoded.get(name)
+        if node is None:
+            node = self._decoded[name] = _node(self._raw[name][0])[1]
+        return node
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._raw
+
+    def __iter__(self):
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
 
 
 # The last graphs read, by (path, size, mtime, inode): up to four questions (save op, update
@@ -159,19 +227,24 @@ def _graph(data) -> MetaGraph | None:
             saver = value
     if graph is None:
         return None
-    nodes = dict(_node(value) for number, wire, value in proto_fields(graph)
-                 if number == 1 and wire == 2)
+    graph = memoryview(bytes(graph))  # one copy, outliving the mapping; nodes view it
+    raw = {}
+    for number, wire, value in proto_fields(graph):
+        if number == 1 and wire == 2:
+            name, after = _name_of(value)
+            raw[name] = (value, after)
+    nodes = _Nodes(raw)
     save_tensor = "" if saver is None else next(
         (_text(v) for n, w, v in proto_fields(saver) if n == 2 and w == 2), "")
     return MetaGraph(nodes, save_tensor)
 
 
-def through_reads(nodes: dict[str, GraphNode], name: str) -> str:
+def through_reads(nodes, name: str) -> str:
     """The op that ``name`` reads, through reads of reads (at most 16): ``name`` itself
-    where it is not a read."""
+    where it is not a read. ``nodes``: a graph's (:class:`MetaGraph`)."""
     for _ in range(16):
-        node = nodes.get(name)
-        if node is None or node.op not in READS or not node.inputs:
+        head = nodes.head(name)
+        if head is None or head[0] not in READS or not head[1]:
             break
-        name = node.inputs[0]
+        name = head[1]
     return name

@@ -56,9 +56,14 @@ def _sources(graph: MetaGraph) -> dict[str, list[str]] | None:
         return None
     nodes = graph.nodes
     out: dict[str, list[str]] = {}
-    for name, node in nodes.items():
-        first = _SAVE_OPS.get(node.op)
-        if first is None or not name.startswith(scope + "/") or len(node.inputs) <= first:
+    for name in nodes:  # the save scope's save ops only: no other node is decoded
+        if not name.startswith(scope + "/"):
+            continue
+        first = _SAVE_OPS.get(nodes.op(name))
+        if first is None:
+            continue
+        node = nodes[name]
+        if len(node.inputs) <= first:
             continue
         keys = nodes[node.inputs[1]].strings if node.inputs[1] in nodes else []
         tensors = node.inputs[first:]
