@@ -128,3 +128,34 @@ def update_op_candidates(entries: Mapping[str, TensorEntry], roles: Mapping[str,
         if of in ri.candidates and shadow_op not in ops.slots:
             out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
     return out
+
+
+def update_op_lone(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
+                   meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Returns new roles for TF1 averages of variables the checkpoint does not store (a Saver
+    of the averages alone) where the ``.meta``'s update ops prove another variable than the
+    name reads: ``ema.apply([W, s/W])`` inside ``variable_scope("s")`` names W's shadow
+    ``s/W/ExponentialMovingAverage``, which by name is ``s/W``'s average
+    (review-12-attack-r20 F2), and ``s/s/W/ExponentialMovingAverage`` (s/W's) no variable's.
+    Read only where such a lone average exists; a key an optimizer's update op also writes
+    is left as it is.
+    """
+    lone = any(ri.role == EMA and ri.ema_style == "tf1" and ri.ema_of
+               and ri.ema_of not in entries for ri in roles.values())
+    if not lone or meta is None or not meta.path.endswith(".meta"):
+        return {}
+    ops = read_update_ops(meta.path)
+    if ops is None:
+        return {}
+    key = _key_of(meta)
+    out: dict[str, RoleInfo] = {}
+    for shadow_op, (var_op, _scope) in ops.averages.items():
+        shadow, of = key(shadow_op), key(var_op)
+        ri = roles.get(shadow)
+        if (ri is None or shadow_op in ops.slots or var_op not in meta.variables
+                or of in entries or (ri.role == EMA and ri.ema_of == of)):
+            continue
+        if (ri.role == EMA and ri.ema_style == "tf1" and ri.ema_of not in entries) \
+                or ri.role in (LOSS_AVERAGE, OTHER):
+            out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
+    return out

@@ -193,12 +193,14 @@ def classify(
         from .meta_shadows import (  # builds on this
             slashed_name_shadows,
             update_op_candidates,
+            update_op_lone,
             update_op_shadows,
         )
 
         out.update(slashed_name_shadows(entries, out, meta))
         out.update(update_op_shadows(entries, out, meta))
         out.update(update_op_candidates(entries, out, meta))
+        out.update(update_op_lone(entries, out, meta))
     return out
 
 
