@@ -267,6 +267,19 @@ def _assumed(ckpt: Checkpoint) -> list:
     return assumed
 
 
+
+def _no_weights(ckpt: Checkpoint, ema: bool | None) -> str:
+    """Why a checkpoint has no model weights to export: only state (a step counter), or, for
+    ``--raw``, only keys named as averages whose variables are not stored (a TF1 Saver of the
+    averages alone, or of ``ema.variables_to_restore()``; review-12-attack-r20 F10)."""
+    named = [v.name for v in ckpt.variables() if v.role == "ema"]
+    if ema is not False or not named:  # None: the default, the averages
+        return "it holds no model weights, only state such as a step counter"
+    return (f"its {len(named)} tensor(s) are keys named as averages (e.g. {named[0]}) with no "
+            "variable stored beside them, and --raw exports model weights only: without "
+            "--raw they export as their variables' averages where the .meta's save op "
+            "proves they hold averages (or --averages-only states it)")
+
 def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None = None,
                    ema: bool | None = None, include: list[str] | None = None,
                    exclude: list[str] | None = None, rename: list[str] | None = None,
@@ -321,8 +334,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         if not plan and (include is not None or exclude):
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
-            raise OutputError(f"{ckpt.path}: no weights to export: it holds no model weights, "
-                              "only state such as a step counter")
+            raise OutputError(f"{ckpt.path}: no weights to export: {_no_weights(ckpt, ema)}")
         bad = [(name, src) for name, src in plan.items() if not member_name_ok(name, fmt)]
         if bad:  # every bad name at once: the user fixes them in one run, not one per run
             try:

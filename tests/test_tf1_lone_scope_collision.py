@@ -93,3 +93,13 @@ def test_without_the_meta_the_names_are_not_taken_unstated(made, tmp_path):
     out, _ = made
     code, _, err = run_cli(["export", str(out / "nometa"), "--out", str(tmp_path / "w.npz")])
     assert code == 6 and "--averages-only" in err, err
+
+
+def test_raw_export_says_the_keys_are_named_as_averages(made, tmp_path):
+    """--raw on a checkpoint of averages alone: exit 7 saying what it holds, never "only
+    state such as a step counter" (review-12-attack-r20 F10)."""
+    out, _ = made
+    code, _, err = run_cli(["export", str(out / "run"), "--raw", "--out",
+                            str(tmp_path / "w.npz")])
+    assert code == 7 and "named as averages" in err and "step counter" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
