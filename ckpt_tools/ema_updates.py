@@ -15,6 +15,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, UnprovenPairingError, suffix_base
 from .formats.meta_updates import UpdateOps, read_update_ops
+from .meta_shadows import op_key
 
 
 def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
@@ -28,10 +29,9 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
         ops = read_update_ops(path)
         if ops is None:
             return None
-        keys = {op: v.checkpoint_key for op, v in ckpt.meta.variables.items()}
-        return UpdateOps(
-            {keys.get(s, s): (keys.get(v, v), scope) for s, (v, scope) in ops.averages.items()},
-            {keys.get(s, s): (keys.get(v, v), op) for s, (v, op) in ops.slots.items()})
+        key = op_key(ckpt.meta)
+        return UpdateOps({key(s): (key(v), scope) for s, (v, scope) in ops.averages.items()},
+                         {key(s): (key(v), op) for s, (v, op) in ops.slots.items()})
 
     return ckpt.memo("meta_update_ops", read)
 

@@ -12,20 +12,31 @@ graph's update ops tell them from the optimizer's (:mod:`.formats.meta_updates`)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph
-from .formats.meta_updates import read_update_ops
+from .formats.meta_updates import UpdateOps, read_update_ops
 from .roles import BN_STAT, EMA, LOSS_AVERAGE, OPTIMIZER_SLOT, OTHER, WEIGHT, RoleInfo
 
 
-def _key_of(meta: MetaGraph):
-    """The checkpoint key of a graph op: a variable's own, or the op name."""
+def op_key(meta: MetaGraph) -> Callable[[str], str]:
+    """Returns the reading of a graph op as a checkpoint key: a variable's own key, or the
+    op name (what a ``.meta``'s update ops name is stored under)."""
     def key(op: str) -> str:
         var = meta.variables.get(op)
         return var.checkpoint_key if var is not None else op
     return key
+
+
+def _update_ops(meta: MetaGraph | None) -> tuple[UpdateOps, Callable[[str], str]] | None:
+    """The ``.meta``'s update ops (op names) and :func:`op_key` over it; ``None`` without a
+    ``.meta`` or a graph in it."""
+    if meta is None or not meta.path.endswith(".meta"):
+        return None
+    ops = read_update_ops(meta.path)
+    return None if ops is None else (ops, op_key(meta))
+
 
 def slashed_name_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
                          meta: MetaGraph | None) -> dict[str, RoleInfo]:
@@ -72,7 +83,7 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     average names and a key under it (``W/<x>``, its dtype and shape) reads as a slot or as
     nothing: otherwise every averaged variable has its shadow already.
     """
-    if meta is None or not meta.path.endswith(".meta"):
+    if meta is None:
         return {}
     linked = {t for ri in roles.values() if ri.role == EMA
               for t in (ri.ema_of, *ri.candidates) if t}
@@ -83,12 +94,10 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
             key.rpartition("/")[0] in lacking and ri.role in (OPTIMIZER_SLOT, OTHER)
             for key, ri in roles.items()):
         return {}
-    ops = read_update_ops(meta.path)
-    if ops is None:
+    read = _update_ops(meta)
+    if read is None:
         return {}
-
-    key = _key_of(meta)
-
+    ops, key = read
     out: dict[str, RoleInfo] = {}
     for shadow_op, (var_op, _scope) in ops.averages.items():
         shadow, of = key(shadow_op), key(var_op)
@@ -113,14 +122,10 @@ def update_op_candidates(entries: Mapping[str, TensorEntry], roles: Mapping[str,
     """
     open_ = {k: ri for k, ri in roles.items()
              if ri.role == EMA and ri.ema_style == "tf1" and not ri.ema_of and ri.candidates}
-    if not open_ or meta is None or not meta.path.endswith(".meta"):
+    read = _update_ops(meta) if open_ else None
+    if read is None:
         return {}
-    ops = read_update_ops(meta.path)
-    if ops is None:
-        return {}
-
-    key = _key_of(meta)
-
+    ops, key = read
     proven = {key(s): (key(v), s) for s, (v, _scope) in ops.averages.items()}
     out: dict[str, RoleInfo] = {}
     for shadow, ri in open_.items():
@@ -142,12 +147,10 @@ def update_op_lone(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleI
     """
     lone = any(ri.role == EMA and ri.ema_style == "tf1" and ri.ema_of
                and ri.ema_of not in entries for ri in roles.values())
-    if not lone or meta is None or not meta.path.endswith(".meta"):
+    read = _update_ops(meta) if lone else None
+    if read is None:
         return {}
-    ops = read_update_ops(meta.path)
-    if ops is None:
-        return {}
-    key = _key_of(meta)
+    ops, key = read
     out: dict[str, RoleInfo] = {}
     for shadow_op, (var_op, _scope) in ops.averages.items():
         shadow, of = key(shadow_op), key(var_op)
