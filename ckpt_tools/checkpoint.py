@@ -77,7 +77,7 @@ class Checkpoint:
         # What it was opened with, so that reopened() keeps the caller's choices.
         self._options = {"verify": verify, "meta": meta, "use_ema": use_ema,
                          "trainable": trainable, "not_swapped": not_swapped,
-                         "fit_order": fit_order}
+                         "fit_order": fit_order, "averages_only": averages_only}
         with errors_in(location.prefix):
             self._reader: Reader = open_reader(location.format, location.prefix, verify=verify)
             if (use_ema is not None or trainable) and getattr(self._reader, "keras",
