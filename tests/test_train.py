@@ -222,7 +222,8 @@ def test_keras_weights_file_holds_raw_weights_and_optimizer_averages(keras_run):
         kernel = f[f"layers/{layers['conv1']}/vars/0"][()]
         average = opt["1"][()]
         assert average.shape == kernel.shape and not np.allclose(average, kernel)
-    assert os.path.exists(os.path.join(str(train_dir), "model.keras"))
+    # one numbered series and nothing else: the directory resolves to its latest (u14 F6)
+    assert sorted(os.listdir(str(train_dir))) == ["ckpt-20.keras", "ckpt-40.keras"]
 
 
 def test_keras_resumes_from_its_keras_checkpoint(keras_run, tmp_path):
@@ -240,11 +241,24 @@ def test_keras_resumes_from_its_keras_checkpoint(keras_run, tmp_path):
 def test_keras_eval_restores_optimizer_averages(keras_run):
     from ckpt_tools.train.evaluate import evaluate
 
-    for path in (str(keras_run[0]), os.path.join(str(keras_run[0]), "model.keras")):
+    for path in (str(keras_run[0]), os.path.join(str(keras_run[0]), "ckpt-40.keras")):
         result = evaluate(path)
         assert result.api == "keras" and result.global_step == 40
         assert result.raw_accuracy > 0.1 and 0.0 <= result.ema_accuracy <= 1.0
         assert result.raw_accuracy != result.ema_accuracy
+
+
+def test_keras_run_directory_is_read_by_every_command(keras_run):
+    """The trainer's own Keras run directory resolves to its latest checkpoint on the command
+    line (``ckpt eval runs/k``, as the README shows), not only through evaluate() (u14 F6)."""
+    import json
+
+    train_dir = str(keras_run[0])
+    result = _ckpt("eval", train_dir, "--json")
+    doc = json.loads(result.stdout)
+    assert doc["global_step"] == 40 and doc["checkpoint"].endswith("ckpt-40.keras"), doc
+    listed = json.loads(_ckpt("list", train_dir, "--json").stdout)
+    assert listed["checkpoint"].endswith("ckpt-40.keras")
 
 
 def test_keras_eval_strict_refuses_what_the_file_cannot_prove(keras_run):
@@ -472,7 +486,7 @@ def test_trained_checkpoints_are_listed_baked_and_evaluate_as_ema(api, v1_run, t
     assert restored.global_step == original.global_step
 
 
-@pytest.mark.parametrize("name", ["model.keras", "ckpt-20.keras", "ckpt-40.keras"])
+@pytest.mark.parametrize("name", ["ckpt-20.keras", "ckpt-40.keras"])
 def test_keras_restore_ema_writes_a_keras_file_that_evaluates_as_ema(keras_run, name, tmp_path):
     """Keras in, Keras out: the baked file's raw weights are the input's averages, for the
     trainer's periodic checkpoints too (train -> restore-ema -> eval, no option needed)."""
@@ -498,7 +512,7 @@ def test_eval_of_nothing_is_not_found(tmp_path):
     assert "holds no checkpoint" in result.output and "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("name", ["model.keras", "ckpt-20.keras"])
+@pytest.mark.parametrize("name", ["ckpt-40.keras", "ckpt-20.keras"])
 def test_keras_file_is_listed_and_exported_with_its_averages(keras_run, name, tmp_path):
     import json
 

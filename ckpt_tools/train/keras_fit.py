@@ -17,8 +17,10 @@ Where the EMA copies end up (checked with Keras 3.15, TF backend):
   (``finalize_variable_values``, before ``on_train_end``). Every file here is written from
   ``on_train_batch_end``, before that, so ``layers/...`` are always the raw weights.
 
-Files: ``<train_dir>/ckpt-<step>.keras`` every ``--save-every`` steps (the newest
-``--max-to-keep`` are kept) and ``<train_dir>/model.keras`` at the last step. Each is a whole
+Files: ``<train_dir>/ckpt-<step>.keras`` every ``--save-every`` steps and at the last step (the
+newest ``--max-to-keep`` are kept), one numbered series and nothing else, so ``ckpt`` resolves
+the directory to the latest by its step (an unnumbered ``model.keras`` beside them would make
+the directory ambiguous: which one is newest is not recorded). Each is a whole
 ``model.save()`` archive, as ``ModelCheckpoint`` writes by default: its ``config.json`` records
 the optimizer's ``use_ema=True``, which a bare ``.weights.h5`` of this optimizer cannot prove
 (averages then momentum look like gradient accumulators then momentum), so ``ckpt export`` and
@@ -62,8 +64,6 @@ from .devices import make_strategy, tf_config_workers, visible_gpus
 from .model import BN_DECAY, BN_EPSILON, CONV_LAYERS
 from .progress import TrainProgress
 from .tf2 import make_dataset
-
-FINAL_MODEL = "model.keras"
 
 
 def build_model(weight_decay: float = 0.0) -> keras.Model:
@@ -178,8 +178,6 @@ class _Checkpointer(keras.callbacks.Callback):
             # Keras' own h5 writer calls np.array(variable), which numpy 2 flags; not ours.
             warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
             self.model.save(path)
-            if self.step >= self.cfg.max_steps:  # before fit() overwrites weights with the EMA
-                self.model.save(os.path.join(self.cfg.train_dir, FINAL_MODEL))
         self.saved = path
         self._prune()
 
