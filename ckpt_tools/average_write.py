@@ -118,7 +118,7 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
             does not prove (``UnprovenPairingError``, naming the deciding option).
     """
     newest = newest.with_meta((pairing or {}).get("use_meta", True))  # False: as if none
-    variables = {v.name: v for v in newest.variables()}
+    variables = {v.name: v for v in newest.variables_unwarned()}
     powers = R.tf1_adam_powers(variables.values()) if newest.meta is None else frozenset()
     floats = {k for k, v in variables.items()
               if v.dtype in _AVERAGED and not R.proven_training_state(k, v.role, newest.meta,

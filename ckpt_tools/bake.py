@@ -342,7 +342,7 @@ def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
     ckpt = ckpt.with_meta(map_options.get("use_meta", True))  # use_meta=False: as if none
     check_saved_model_options(ckpt, name, drop_slots, strip, add)
     if strip:  # every tensor is written, shadows and slots too, under its rescoped name
-        kinds = {v.name: v.role for v in ckpt.variables()} if drop_slots else {}
+        kinds = {v.name: v.role for v in ckpt.variables_unwarned()} if drop_slots else {}
         refuse_rescope_clash(ckpt.path, ((k, k, rescope(k, strip, add)) for k in ckpt.entries()
                                          if kinds.get(k) != R.OPTIMIZER_SLOT), strip,
                              "the output holds every tensor of the checkpoint, so strip a "
@@ -431,7 +431,7 @@ def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str
     Raises:
         CorruptCheckpointError: a checksum mismatch (``verify``), a slice out of range.
     """
-    variables = {v.name: v for v in ckpt.variables()}
+    variables = {v.name: v for v in ckpt.variables_unwarned()}
     replaced, dropped = {}, []
     copied = nbytes = 0
     renamed = bool(strip or add)

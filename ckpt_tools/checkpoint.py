@@ -8,7 +8,6 @@ with their roles and EMA shadows, the ``.meta`` graph and the TF2 object graph.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator, Sequence
 
 from . import roles as _roles
@@ -282,16 +281,21 @@ class Checkpoint:
 
         Reads only metadata (the index, the ``.meta`` collections, the TF2 object graph);
         where the EMA links of a Keras file (or of swappable averages: a Keras 3 optimizer's
-        copies or ``average`` slots in a TF checkpoint) rest on an assumption, a caller
-        outside ``ckpt_tools`` also gets one
-        :class:`~ckpt_tools.errors.AssumptionWarning` per open checkpoint naming it
-        (:mod:`~ckpt_tools.keras_assumed`; the weights and their copies are read to tell).
+        copies or ``average`` slots in a TF checkpoint) rest on an assumption, the caller
+        also gets one :class:`~ckpt_tools.errors.AssumptionWarning` per open checkpoint
+        naming it (:mod:`~ckpt_tools.keras_assumed`; the weights and their copies are read
+        to tell). ``ckpt_tools`` itself reads them with :meth:`variables_unwarned`.
         """
+        variables = self.variables_unwarned()
+        self._warn_assumed()
+        return variables
+
+    def variables_unwarned(self) -> list[Variable]:
+        """:meth:`variables` without the :class:`~ckpt_tools.errors.AssumptionWarning`: for
+        a step of a command or API function that states the assumptions itself (the
+        commands in their notes, the functions in their own warning and ``assumed``)."""
         if self._variables is None:
             self._variables = self._build_variables()
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        if caller.split(".", 1)[0] != "ckpt_tools":  # the commands say it in their notes
-            self._warn_assumed()
         return list(self._variables)
 
     def _warn_assumed(self) -> None:

@@ -311,7 +311,7 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         [('W', 'W/ExponentialMovingAverage'), ('b', 'b/ExponentialMovingAverage')]
     """
     with _opened(target) as ckpt:
-        variables = ckpt.variables()
+        variables = ckpt.variables_unwarned()
         assumed = [] if pairs is not None else _assumed(ckpt)
         paired = pairs if pairs is not None else _proven(ckpt, variables)
         # an average of a variable not stored (a TF1 Saver of the averages alone) has no raw

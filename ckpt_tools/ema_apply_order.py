@@ -83,7 +83,7 @@ def _tf_keras_order_pairs(ckpt: Checkpoint, apply_order) -> dict[str, str]:
     key = ("tf_keras_order_pairs",
            apply_order if isinstance(apply_order, str) else tuple(apply_order))
     return ckpt.memo(key, lambda: tf_keras_order_pairs(
-        ckpt.objects, {v.name: v for v in ckpt.variables()}, apply_order))
+        ckpt.objects, {v.name: v for v in ckpt.variables_unwarned()}, apply_order))
 
 
 def an_order_pairs(ckpt: Checkpoint, unpaired, ema_name: str | None) -> bool:
@@ -106,7 +106,7 @@ def paired_variables(ckpt: Checkpoint, apply_order: str | None,
     """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it
     (and, where default-named EMA objects share one counter, under ``ema_name``'s attribute:
     see ``container`` in :func:`~ckpt_tools.pairing.pair_by_names`)."""
-    variables = {v.name: v for v in ckpt.variables()}
+    variables = {v.name: v for v in ckpt.variables_unwarned()}
     if apply_order is None or ckpt.objects is None:
         return variables
     for key, of in _tf_keras_order_pairs(ckpt, apply_order).items():

@@ -52,7 +52,7 @@ def require_keras(ckpt: Checkpoint) -> None:
             # (the one thing it can decide); other unpairable copies no option decides.
             option = "--trainable" if "--trainable" in str(exc) else None
             # each open average and its candidate weights: list shows '?' on both sides
-            undecided = {v.name: tuple(v.ema_candidates) for v in ckpt.variables()
+            undecided = {v.name: tuple(v.ema_candidates) for v in ckpt.variables_unwarned()
                          if v.role == R.EMA and not v.ema_of and v.ema_candidates}
             raise UnprovenPairingError(str(exc), option, undecided) from None
         if layout.copies_unpaired and "--trainable" in str(exc):

@@ -76,7 +76,7 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
 
     Args:
         ckpt: an open checkpoint.
-        variables: ``ckpt.variables()`` (or the caller's copy of them); default: read here.
+        variables: ``ckpt.variables_unwarned()`` (or the caller's copy of them); default: read here.
         ema_name / use_meta / apply_order: decide as for :func:`ema_map`.
 
     Returns:
@@ -95,7 +95,7 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     refuse_apply_order(ckpt, apply_order)
     if ckpt.with_meta(use_meta) is not ckpt:  # roles as if no .meta were beside it
         ckpt, variables = ckpt.with_meta(use_meta), None
-    variables = list(ckpt.variables() if variables is None else variables)
+    variables = list(ckpt.variables_unwarned() if variables is None else variables)
     layout = getattr(ckpt.reader, "keras", None)
     if layout is not None and (layout.use_ema is None or layout.copies_unpaired):
         # a bare .weights.h5 that cannot tell use_ema, or copies no layout places: no

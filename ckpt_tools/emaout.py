@@ -136,7 +136,8 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         r = bake_ema(ckpt, out, name=name, overwrite=overwrite, verify=verify,
                      drop_slots=slots == "drop", progress=progress, **map_options)
         # averages of weights the input lacks (untracked by the object graph): said
-        lacking = orphan_warning(orphan_averages(ckpt, {v.name: v for v in ckpt.variables()}),
+        named = {v.name: v for v in ckpt.variables_unwarned()}
+        lacking = orphan_warning(orphan_averages(ckpt, named),
                                  "the output restores none of those weights")
         return EmaOutput(output=r.saved_model or r.prefix,
                          format="saved_model" if r.saved_model else "v2", dry_run=False,

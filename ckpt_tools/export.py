@@ -143,7 +143,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     ``use_meta=False`` plans as if no ``.meta`` were beside the checkpoint.
     """
     ckpt = ckpt.with_meta(map_options.get("use_meta", True))
-    variables = {v.name: v for v in ckpt.variables()}
+    variables = {v.name: v for v in ckpt.variables_unwarned()}
     has_ema = any(v.role == R.EMA for v in variables.values())
     # Never silently raw: without --raw, a checkpoint with no averages is refused with the
     # explanation restore-ema gives (--allow-missing exports raw values where none exists).
@@ -272,7 +272,7 @@ def _no_weights(ckpt: Checkpoint, ema: bool | None) -> str:
     """Why a checkpoint has no model weights to export: only state (a step counter), or, for
     ``--raw``, only keys named as averages whose variables are not stored (a TF1 Saver of the
     averages alone, or of ``ema.variables_to_restore()``; review-12-attack-r20 F10)."""
-    named = [v.name for v in ckpt.variables() if v.role == "ema"]
+    named = [v.name for v in ckpt.variables_unwarned() if v.role == "ema"]
     if ema is not False or not named:  # None: the default, the averages
         return "it holds no model weights, only state such as a step counter"
     return (f"its {len(named)} tensor(s) are keys named as averages (e.g. {named[0]}) with no "

@@ -205,7 +205,7 @@ def _graph_layers(plan, ckpt, of) -> dict[str, list[str]] | None:
             f"{ckpt.path}: a layer holds {problems[0]}, whose order in the Keras layer is not "
             "recorded in a TensorFlow checkpoint, and an .h5 is loaded by position within "
             f"each layer; {INSTEAD}")
-    stat = {v.name for v in ckpt.variables() if v.role == R.BN_STAT}
+    stat = {v.name for v in ckpt.variables_unwarned() if v.role == R.BN_STAT}
     name_of = {key: n for n, key in of.items()}
     out: dict[str, list[str]] = {}
     for i, kvs in enumerate(per_layer):

@@ -122,7 +122,7 @@ def assumptions_for(ckpt: Checkpoint, keys: list[str] | None = None) -> list[Ass
     Returns:
         `list[Assumption]`, empty where ``keys`` include no average.
     """
-    if keys is not None and not set(keys) & {v.name for v in ckpt.variables()
+    if keys is not None and not set(keys) & {v.name for v in ckpt.variables_unwarned()
                                              if v.role == "ema"}:
         return []
     return keras_assumptions(ckpt)
@@ -216,7 +216,7 @@ def object_pairs(ckpt: Checkpoint) -> dict[str, str]:
     if getattr(ckpt.reader, "keras", None) is not None or not has_keras3_averages(ckpt.objects):
         return {}
     full = ckpt.objects.full_names
-    return {v.name: v.ema_of for v in ckpt.variables()
+    return {v.name: v.ema_of for v in ckpt.variables_unwarned()
             if v.role == "ema" and v.ema_style == "keras" and v.ema_of
             and full.get(v.name, "").endswith(KERAS3_AVERAGE)}
 

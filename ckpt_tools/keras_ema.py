@@ -44,7 +44,7 @@ def _layout(ckpt: Checkpoint) -> KerasLayout:
 def shown_names(ckpt: Checkpoint, text: str) -> str:
     """``text`` with the file's raw keys (``layers/dense/vars/0``) replaced by the object paths
     every command shows (``hidden/kernel``), so an error names weights as ``list`` does."""
-    paths = {v.name: v.path for v in ckpt.variables() if v.path and v.path != v.name}
+    paths = {v.name: v.path for v in ckpt.variables_unwarned() if v.path and v.path != v.name}
     keys = sorted((k for k in paths if k in text), key=len, reverse=True)
     if not keys:
         return text

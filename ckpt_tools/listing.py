@@ -332,7 +332,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     """:func:`list_variables` on an open checkpoint (``use_meta=False`` in ``decide``: as if
     no ``.meta`` were beside it, roles and collections too)."""
     ckpt = ckpt.with_meta((decide or {}).get("use_meta", True))
-    everything = ckpt.variables()
+    everything = ckpt.variables_unwarned()
     everything, unproven = _decided(ckpt, everything, decide or {})
     wanted = _collections(ckpt, collections) if collections else None
     shown = [v for v in everything

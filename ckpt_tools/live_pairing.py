@@ -161,7 +161,7 @@ def refuse_rivals(ckpt: Checkpoint, keys: list[str]) -> None:
     # Only what a shifted name could mean instead: a weight of the same role, shape, dtype and
     # own name (dense_1/kernel for dense/kernel; never a BatchNorm statistic for its gamma).
     kind = {v.name: (tuple(v.shape), v.dtype, v.role, own_name(v.name))
-            for v in ckpt.variables() if v.role in (R.WEIGHT, R.BN_STAT)}
+            for v in ckpt.variables_unwarned() if v.role in (R.WEIGHT, R.BN_STAT)}
     wanted = Counter(kind[k] for k in keys if k in kind)
     others = Counter(kind[k] for k in kind if k not in matched)
     if not wanted or wanted - others:
@@ -229,7 +229,7 @@ def _root_child(ckpt: Checkpoint, keyed: dict, alias: dict[str, str]) -> str | N
     roots = sorted({k.split("/", 1)[0] for k in [*ckpt.keys(), *alias] if "/" in k})
     # A live object holds model variables: a child whose matching keys are all averages or
     # slots (the ``ema/`` mirror a custom loop saves beside ``model/``) is not what it is.
-    held = {v.name for v in ckpt.variables()
+    held = {v.name for v in ckpt.variables_unwarned()
             if v.role not in (R.EMA, R.EMA_DEBIAS, R.OPTIMIZER_SLOT)}
     counts = {r: sum(alias.get(f"{r}/{k}", f"{r}/{k}") in held for k in keyed) for r in roots}
     fitting = [r for r in roots if counts[r]]
@@ -249,7 +249,7 @@ def _root_child(ckpt: Checkpoint, keyed: dict, alias: dict[str, str]) -> str | N
     mine = {alias.get(f"{best}/{k}", f"{best}/{k}") for k in keyed}
     shapes = {tuple(v.shape) for k, v in keyed.items()
               if f"{best}/{k}" in ckpt and getattr(v, "trainable", False)}
-    rivals = [v.name for v in ckpt.variables()
+    rivals = [v.name for v in ckpt.variables_unwarned()
               if v.role == R.WEIGHT and not v.name.startswith(best + "/")
               and v.name not in mine and tuple(v.shape) in shapes]
     if rivals:
@@ -270,7 +270,7 @@ def _keras3_average_owners(ckpt: Checkpoint) -> dict[str, list[str]]:
     it decides nothing)."""
     out: dict[str, list[str]] = {}
     full = ckpt.objects.full_names
-    for var in ckpt.variables():
+    for var in ckpt.variables_unwarned():
         avg = full.get(var.ema or "")
         if var.ema is None or not avg or not avg.endswith("_average") or "/" not in avg:
             continue

@@ -22,7 +22,7 @@ def orphan_averages(ckpt: Checkpoint, variables) -> dict[str, str]:
 
     Args:
         ckpt: the open checkpoint.
-        variables: its variables by key (``{v.name: v for v in ckpt.variables()}``).
+        variables: its variables by key (``{v.name: v for v in ckpt.variables_unwarned()}``).
     """
     if ckpt.objects is None:
         return {}

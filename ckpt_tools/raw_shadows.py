@@ -127,7 +127,7 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
         return {}
     stored = ckpt.entries()
     sources = _sources(ckpt)
-    found = {v.name: v.ema_of for v in ckpt.variables()
+    found = {v.name: v.ema_of for v in ckpt.variables_unwarned()
              if v.role == R.EMA and v.ema_style == "tf1" and v.ema_of
              and v.ema_of not in stored and _unrecorded(sources, v.name)}
     # w/slow under a stated --ema-name slow, that no name marks as an average

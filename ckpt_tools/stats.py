@@ -253,7 +253,7 @@ def select_keys(ckpt: Checkpoint, patterns: list[str]) -> list[str]:
 
     from .errors import VariableNotFoundError
 
-    by_path = {v.path: v.name for v in ckpt.variables() if v.path}
+    by_path = {v.path: v.name for v in ckpt.variables_unwarned() if v.path}
     out: dict[str, None] = {}
     for pattern in patterns:
         if pattern in ckpt:

@@ -111,7 +111,7 @@ def slot_pairs(ckpt: Checkpoint) -> dict[str, str]:
     """
     if getattr(ckpt.reader, "keras", None) is not None or ckpt.objects is None:
         return {}
-    return {v.name: v.ema_of for v in ckpt.variables()
+    return {v.name: v.ema_of for v in ckpt.variables_unwarned()
             if v.role == "ema" and v.ema_style == "slot" and v.ema_of}
 
 

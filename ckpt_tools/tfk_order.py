@@ -162,7 +162,7 @@ def has_open_averages(ckpt) -> bool:
     an order places, and no ``ema.average(v)`` ones (which a live order would also re-pair)."""
     if ckpt.objects is None or not recorded_averages(ckpt.objects):
         return False
-    variables = {v.name: v for v in ckpt.variables()}
+    variables = {v.name: v for v in ckpt.variables_unwarned()}
     if any(v.role == R.EMA and v.ema_style == "object" for v in variables.values()):
         return False
     return bool(open_averages(ckpt.objects, variables))

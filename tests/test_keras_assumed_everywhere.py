@@ -189,6 +189,24 @@ def test_variables_warns_once_where_ema_of_is_assumed(looped):
         ckpt.variables()
 
 
+def test_variables_unwarned_is_variables_without_the_warning(looped):
+    """The library's own accessor: the same variables, no AssumptionWarning (the commands
+    and API functions say the assumption themselves); variables() still warns after it."""
+    import warnings
+
+    from ckpt_tools import AssumptionWarning, open_checkpoint
+
+    path, _ = looped
+    with open_checkpoint(str(path)) as ckpt:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", AssumptionWarning)
+            quiet = ckpt.variables_unwarned()
+        with pytest.warns(AssumptionWarning, match="fit_order"):
+            loud = ckpt.variables()
+    assert [(v.name, v.role, v.ema_of) for v in quiet] == [
+        (v.name, v.role, v.ema_of) for v in loud]
+
+
 def test_list_json_prints_no_python_warning(looped):
     """The CLI says it in "assumed": no Python warning line on stderr."""
     code, text, err = run_cli(["list", str(looped[0]), "--json"])

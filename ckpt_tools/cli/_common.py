@@ -295,4 +295,4 @@ def display_names(ckpt: Checkpoint) -> dict[str, str]:
 
     Every command shows these; ``--json`` gives the raw key as ``key`` beside it.
     """
-    return {v.name: v.path or v.name for v in ckpt.variables()}
+    return {v.name: v.path or v.name for v in ckpt.variables_unwarned()}

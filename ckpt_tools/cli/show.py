@@ -389,7 +389,7 @@ def _selected(ckpt, names: list[str]) -> list[str]:
     try:
         return select_keys(ckpt, names)
     except VariableNotFoundError:
-        known = set(ckpt.keys()) | {v.path for v in ckpt.variables() if v.path}
+        known = set(ckpt.keys()) | {v.path for v in ckpt.variables_unwarned() if v.path}
         meant = [(n, unclean(n)) for n in names if n not in known and unclean(n) in known]
         if not meant:
             raise
