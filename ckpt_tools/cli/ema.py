@@ -245,120 +245,15 @@ def require_averaged(ckpt, options: dict, names: NameFilter | None, exclude) -> 
 
 def note_stated_order(out: Output, ckpt, apply_order: str | None,
                       ema_name: str | None = None) -> dict:
-    """Says on stderr when some pairing rests only on the stated ``--apply-order`` (the file
-    cannot check how ``ema.apply()`` was called, so a wrong statement gives wrong averages) or,
-    in a Keras file, on the stated ``--trainable`` or ``--use-ema``.
+    """Prints :func:`ckpt_tools.statements.stated_notes` on stderr (with ``-q`` too: the values
+    are wrong if a statement is) and returns its fields for the command's ``--json`` document
+    (``{}`` when nothing rests on a statement)."""
+    from ..statements import stated_notes
 
-    Returns:
-        `dict`: ``{"stated_apply_order": {"order": ..., "pairs": {average: variable},
-        "read_alike": [container paths read as one type], "keras_layers": [object paths
-        read as Keras layers whose sublayers were not re-assigned]}}``,
-        ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
-        ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}``,
-        ``{"stated_fit_order": true}``,
-        ``{"stated_averages_only": {"pairs": {average: variable}}}`` for the command's
-        ``--json`` document, or ``{}`` when
-        nothing rests on a statement.
-    """
-    from ..ema_apply_order import read_alike, stated_pairings
-    from ..keras_assumed import fit_order_note, object_pairs
-    from ..keras_reassign import reassign_note
-    from ..raw_shadows import stated_lone_averages
-    from ..swap_assumed import SLOT_STATED_NOTE, slot_pairs
-    from ..tfk_order import recorded_averages
-    from ..tfk_order import stated_note as tf_keras_stated_note
-
-    found: dict = {}
-    layout = getattr(ckpt.reader, "keras", None)
-    if layout is not None and layout.ema_source == "stated" and layout.use_ema \
-            and layout.averages and None not in layout.averages.values():  # else refused
-        out.note("note: the optimizer variables are read as EMA copies only because you stated "
-                 "--use-ema; the file does not record use_ema, and gradient accumulators or "
-                 "momentum buffers sit in the same places: if the optimizer ran with "
-                 "use_ema=False these 'averages' are such buffers", always=True)
-        found["stated_use_ema"] = True
-    swap = ckpt.not_swapped and (layout is not None and layout.use_ema and layout.averages
-                                 and not layout.tf_keras or layout is None and object_pairs(ckpt))
-    if ckpt.not_swapped and not swap and layout is None and slot_pairs(ckpt):
-        out.note(f"note: {SLOT_STATED_NOTE}", always=True)  # swap_weights(): average slots
-        found["stated_not_swapped"] = True
-    said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
-    if swap and said:  # everything stated (review-12-user-r13 F5): one line, not two paragraphs
-        out.note("note: the pairing rests on your statements: --fit-order, --not-swapped",
-                 always=True)
-        found.update(stated_not_swapped=True, stated_fit_order=True)
-        swap = said = ""
-    if swap:
-        out.note("note: the EMA copies are read as the averages (not swapped) because you "
-                 "stated --not-swapped; the file cannot show whether ModelCheckpoint saved it "
-                 "after SwapEMAWeights(swap_on_epoch=True): if it did, these are the raw "
-                 "weights and the file's own weights the averages: use the file as it is "
-                 "(ckpt export --raw writes them)", always=True)
-        found["stated_not_swapped"] = True
-    if said:
-        out.note(f"note: {said}", always=True)
-        found["stated_fit_order"] = True
-    lone = stated_lone_averages(ckpt)
-    if lone:  # a TF1 Saver's keys named as averages, their variables not stored
-        out.note(f"note: {len(lone)} key(s) named as averages (e.g. {next(iter(lone))}) are "
-                 "read as the averages of variables the checkpoint does not store only because "
-                 "you stated --averages-only; no .meta records which Saver wrote them: if it "
-                 "was a Saver of ema.variables_to_restore(), they hold the raw weights",
-                 always=True)
-        found["stated_averages_only"] = {"pairs": lone}
-    by_trainable = dict(getattr(layout, "stated_pairs", None) or {})
-    if by_trainable:
-        n = len(by_trainable)
-        out.note(f"note: {n} EMA cop{'y is' if n == 1 else 'ies are'} paired only because "
-                 "you stated --trainable; the file does not record which weights the optimizer was "
-                 "built with (or in which order: weights of equal shapes get their copies by "
-                 "it), so this is your statement, not a proof: if it was built with others, "
-                 "or in another order, these averages are on the wrong weights",
-                 always=True)
-        found["stated_trainable"] = {"pairs": by_trainable}
-        moved = getattr(layout, "stated_reordered", None)
-        if moved:
-            a, b = (layout.paths.get(k, k) for k in moved)
-            out.note(f"note: --trainable states {a} before {b}, unlike the model's order "
-                     "(which fit() builds the optimizer in): paired in the custom training "
-                     "loop's order you stated (--loop-order)", always=True)
-            found["stated_trainable"]["reordered"] = [a, b]
-    looped = dict(getattr(ckpt, "stated_pairs", None) or {})
-    if looped:  # a TF-format tf_keras save, --trainable NAMES --loop-order (tfk_stated)
-        n = len(looped)
-        out.note(f"note: {n} average(s) of the tf_keras optimizer are paired only because you "
-                 "stated --trainable ... --loop-order: the file records the order the "
-                 "optimizer averaged the variables in, not which same-named weight each was, so "
-                 "this is your statement of the custom training loop's order, not a proof: if "
-                 "its first apply_gradients() listed them otherwise these averages are on the "
-                 "wrong weights", always=True)
-        found["stated_trainable"] = {"pairs": looped, "loop_order": True}
-    pairs = stated_pairings(ckpt, check_apply_order(apply_order), ema_name)
-    if not pairs:
-        return found
-    if set(pairs) <= set(recorded_averages(ckpt.objects)):  # a tf_keras optimizer's
-        out.note(tf_keras_stated_note(len(pairs)), always=True)
-    else:
-        out.note(f"note: {len(pairs)} average(s) are paired only because you stated "
-                 f"--apply-order {apply_order}; the checkpoint does not record how ema.apply() "
-                 f"was called, so this is your statement, not a proof: if apply() got another "
-                 f"order these averages are on the wrong variables", always=True)
-    alike = read_alike(ckpt, pairs) if apply_order == "trainable" else []
-    if alike:
-        out.note(f"note: --apply-order trainable here also reads {', '.join(alike[:3])}"
-                 f"{' ...' if len(alike) > 3 else ''} and the containers beside it holding the "
-                 "same children as one type (all tf.Modules or all dicts); the checkpoint "
-                 "records no types, and a list or module mixing a tf.Module and a dict with "
-                 "the same children ([Block(), {'w': v, 'b': v}]) writes the same checkpoint "
-                 "while trainable_variables flattens the dict first: if yours does, these "
-                 "averages are on the wrong variables; in Python, apply_ema(module, path, "
-                 "apply_order='trainable') with the live module reads its real order",
-                 always=True)
-    text, layers = reassign_note(ckpt.objects, ckpt.entries(), pairs, apply_order)
-    if text:  # a Keras layer's tracking (re-assignment in build()) is not in the file
-        out.note(text, always=True)
-    return {**found, "stated_apply_order": {"order": apply_order, "pairs": pairs,
-                                            "read_alike": alike, "keras_layers": layers}}
+    notes, found = stated_notes(ckpt, check_apply_order(apply_order), ema_name)
+    for note in notes:
+        out.note(note, always=True)
+    return found
 
 
 def note_assumed(out: Output, ckpt, keys: list[str] | None = None) -> dict:

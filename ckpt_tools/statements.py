@@ -1,0 +1,144 @@
+"""What an EMA pairing rests on that the user stated and the file cannot show.
+
+:func:`stated_notes` gives the notes the commands print (on stderr, with ``-q`` too) and the
+fields of their ``--json`` documents for each statement that decides a pairing:
+``--use-ema``, ``--not-swapped``, ``--fit-order``, ``--averages-only``, ``--trainable``
+(with ``--loop-order``) and ``--apply-order``. Library modules are imported inside the
+function: the CLI imports this module while building every command.
+"""
+
+from __future__ import annotations
+
+
+def stated_notes(ckpt, apply_order: str | None,
+                 ema_name: str | None = None) -> tuple[list[str], dict]:
+    """The statements some pairing of ``ckpt`` rests on alone: the stated ``apply_order`` (the
+    file cannot check how ``ema.apply()`` was called, so a wrong statement gives wrong
+    averages) or, in a Keras file, the stated ``trainable`` or ``use_ema``.
+
+    Args:
+        ckpt: the open checkpoint (opened with the statements: ``use_ema``, ``trainable``…).
+        apply_order: the stated order (``"trainable"``, ``"tracked"``) or ``None``.
+        ema_name: which EMA object's averages, as :func:`~ckpt_tools.emamap.ema_map` takes it.
+
+    Returns:
+        `tuple[list[str], dict]`: the notes, in order, each a line to print as it is; and
+        ``{"stated_apply_order": {"order": ..., "pairs": {average: variable},
+        "read_alike": [container paths read as one type], "keras_layers": [object paths
+        read as Keras layers whose sublayers were not re-assigned]}}``,
+        ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
+        ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}``,
+        ``{"stated_fit_order": true}``,
+        ``{"stated_averages_only": {"pairs": {average: variable}}}`` for the command's
+        ``--json`` document, or ``{}`` when nothing rests on a statement.
+
+    Raises:
+        OptionError: ``apply_order`` given where it cannot apply (a Keras file, a TF1
+            checkpoint; exit 2), as :func:`~ckpt_tools.ema_apply_order.refuse_apply_order`.
+    """
+    from .ema_apply_order import read_alike, refuse_apply_order, stated_pairings
+    from .keras_assumed import fit_order_note, object_pairs
+    from .keras_reassign import reassign_note
+    from .raw_shadows import stated_lone_averages
+    from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
+    from .tfk_order import recorded_averages
+    from .tfk_order import stated_note as tf_keras_stated_note
+
+    refuse_apply_order(ckpt, apply_order)  # before any note: a usage error says it alone
+    notes: list[str] = []
+    found: dict = {}
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is not None and layout.ema_source == "stated" and layout.use_ema \
+            and layout.averages and None not in layout.averages.values():  # else refused
+        notes.append("note: the optimizer variables are read as EMA copies only because you "
+                     "stated --use-ema; the file does not record use_ema, and gradient "
+                     "accumulators or momentum buffers sit in the same places: if the optimizer "
+                     "ran with use_ema=False these 'averages' are such buffers")
+        found["stated_use_ema"] = True
+    swap = ckpt.not_swapped and (layout is not None and layout.use_ema and layout.averages
+                                 and not layout.tf_keras or layout is None and object_pairs(ckpt))
+    if ckpt.not_swapped and not swap and layout is None and slot_pairs(ckpt):
+        notes.append(f"note: {SLOT_STATED_NOTE}")  # swap_weights(): average slots
+        found["stated_not_swapped"] = True
+    said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
+    if swap and said:  # everything stated (review-12-user-r13 F5): one line, not two paragraphs
+        notes.append("note: the pairing rests on your statements: --fit-order, --not-swapped")
+        found.update(stated_not_swapped=True, stated_fit_order=True)
+        swap = said = ""
+    if swap:
+        notes.append("note: the EMA copies are read as the averages (not swapped) because you "
+                     "stated --not-swapped; the file cannot show whether ModelCheckpoint saved "
+                     "it after SwapEMAWeights(swap_on_epoch=True): if it did, these are the raw "
+                     "weights and the file's own weights the averages: use the file as it is "
+                     "(ckpt export --raw writes them)")
+        found["stated_not_swapped"] = True
+    if said:
+        notes.append(f"note: {said}")
+        found["stated_fit_order"] = True
+    lone = stated_lone_averages(ckpt)
+    if lone:  # a TF1 Saver's keys named as averages, their variables not stored
+        notes.append(f"note: {len(lone)} key(s) named as averages (e.g. {next(iter(lone))}) "
+                     "are read as the averages of variables the checkpoint does not store only "
+                     "because you stated --averages-only; no .meta records which Saver wrote "
+                     "them: if it was a Saver of ema.variables_to_restore(), they hold the raw "
+                     "weights")
+        found["stated_averages_only"] = {"pairs": lone}
+    _trainable_notes(ckpt, layout, notes, found)
+    pairs = stated_pairings(ckpt, apply_order, ema_name)
+    if not pairs:
+        return notes, found
+    if set(pairs) <= set(recorded_averages(ckpt.objects)):  # a tf_keras optimizer's
+        notes.append(tf_keras_stated_note(len(pairs)))
+    else:
+        notes.append(f"note: {len(pairs)} average(s) are paired only because you stated "
+                     f"--apply-order {apply_order}; the checkpoint does not record how "
+                     f"ema.apply() was called, so this is your statement, not a proof: if "
+                     f"apply() got another order these averages are on the wrong variables")
+    alike = read_alike(ckpt, pairs) if apply_order == "trainable" else []
+    if alike:
+        notes.append(f"note: --apply-order trainable here also reads {', '.join(alike[:3])}"
+                     f"{' ...' if len(alike) > 3 else ''} and the containers beside it holding "
+                     "the same children as one type (all tf.Modules or all dicts); the "
+                     "checkpoint records no types, and a list or module mixing a tf.Module and "
+                     "a dict with the same children ([Block(), {'w': v, 'b': v}]) writes the "
+                     "same checkpoint while trainable_variables flattens the dict first: if "
+                     "yours does, these averages are on the wrong variables; in Python, "
+                     "apply_ema(module, path, apply_order='trainable') with the live module "
+                     "reads its real order")
+    text, layers = reassign_note(ckpt.objects, ckpt.entries(), pairs, apply_order)
+    if text:  # a Keras layer's tracking (re-assignment in build()) is not in the file
+        notes.append(text)
+    return notes, {**found, "stated_apply_order": {"order": apply_order, "pairs": pairs,
+                                                   "read_alike": alike, "keras_layers": layers}}
+
+
+def _trainable_notes(ckpt, layout, notes: list[str], found: dict) -> None:
+    """:func:`stated_notes` of ``--trainable``: a Keras file's copies paired by the stated
+    weights (and ``--loop-order``), or a TF-format tf_keras save's averages (tfk_stated)."""
+    by_trainable = dict(getattr(layout, "stated_pairs", None) or {})
+    if by_trainable:
+        n = len(by_trainable)
+        notes.append(f"note: {n} EMA cop{'y is' if n == 1 else 'ies are'} paired only because "
+                     "you stated --trainable; the file does not record which weights the "
+                     "optimizer was built with (or in which order: weights of equal shapes get "
+                     "their copies by it), so this is your statement, not a proof: if it was "
+                     "built with others, or in another order, these averages are on the wrong "
+                     "weights")
+        found["stated_trainable"] = {"pairs": by_trainable}
+        moved = getattr(layout, "stated_reordered", None)
+        if moved:
+            a, b = (layout.paths.get(k, k) for k in moved)
+            notes.append(f"note: --trainable states {a} before {b}, unlike the model's order "
+                         "(which fit() builds the optimizer in): paired in the custom training "
+                         "loop's order you stated (--loop-order)")
+            found["stated_trainable"]["reordered"] = [a, b]
+    looped = dict(getattr(ckpt, "stated_pairs", None) or {})
+    if looped:  # a TF-format tf_keras save, --trainable NAMES --loop-order (tfk_stated)
+        n = len(looped)
+        notes.append(f"note: {n} average(s) of the tf_keras optimizer are paired only because "
+                     "you stated --trainable ... --loop-order: the file records the order the "
+                     "optimizer averaged the variables in, not which same-named weight each "
+                     "was, so this is your statement of the custom training loop's order, not a "
+                     "proof: if its first apply_gradients() listed them otherwise these "
+                     "averages are on the wrong weights")
+        found["stated_trainable"] = {"pairs": looped, "loop_order": True}
