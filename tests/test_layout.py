@@ -78,6 +78,18 @@ def test_one_string_codec_and_one_mmap_helper():
             assert 'struct.pack("<Q", n)' not in text, f"{path} re-implements the string codec"
 
 
+@pytest.mark.parametrize("path", [p for p in _modules() if "train" not in p.parts],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_library_reads_variables_unwarned(path):
+    """Checkpoint.variables() warns its caller (AssumptionWarning) wherever an EMA link is
+    assumed; the library's own steps say that in their notes or their own warning, and read
+    the variables with variables_unwarned() (train/ calls Keras optimizers' variables())."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            assert node.func.attr != "variables", (
+                f"{path.name}:{node.lineno} calls .variables(): use .variables_unwarned()")
+
+
 @pytest.mark.parametrize("fmt,path", [
     ("v2", prefix("linear_v2")), ("v1", prefix("linear_v1")),
     ("h5", str(FIXTURES / "keras_ema" / "model.weights.h5")),
