@@ -15,22 +15,19 @@ import os
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
+from .ema_ambiguous import ambiguous_message
 from .ema_apply_order import an_order_pairs, paired_variables, refuse_apply_order
-from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
-from .ema_proof import refuse_unproven_names
-from .ema_refusals import (
+from .ema_missing import (
     LEGACY_SLOTS,
     NO_OPTIMIZER,
     NONE_TO_ALLOW,
-    UnprovenPairingError,
-    ambiguous_message,
-    file_style,
     missing_hints,
     missing_message,
     refuse_orphans,
-    require_keras,
-    suffix_base,
 )
+from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
+from .ema_proof import refuse_unproven_names
+from .ema_refusals import UnprovenPairingError, file_style, require_keras, suffix_base
 from .ema_several import join_maps, split_ema_names
 from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slot_named_hint
 from .errors import EmaError

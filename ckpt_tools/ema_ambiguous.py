@@ -1,0 +1,321 @@
+"""Why averages of same-named variables are refused: the file does not record the order
+``ema.apply()`` got them in (:func:`ambiguous_message`), in the words of what would decide it
+(``--apply-order``, the live module, unique names), for :mod:`ckpt_tools.emamap`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .checkpoint import Checkpoint
+from .keras_graph import keras_holders, keras_trainable_text
+from .keras_reassign import layer_order_text, tracked_in_layers
+from .pairing import (
+    list_or_dict_paths,
+    open_containers,
+    open_dicts,
+    root_child,
+    variable_orders,
+)
+
+
+def _read_list_hint(unpaired) -> str:
+    """For averages saved as one list (``ema=[ema.average(v) for v in ...]``): how TensorFlow
+    itself reads them into the variables a user knows they average, else ``""``."""
+    lists = {m.group(1) for v in unpaired
+             if (m := re.fullmatch(r"([^/.]+)/\d+/\.ATTRIBUTES/VARIABLE_VALUE", v.name))}
+    if len(lists) != 1:
+        return ""
+    attr = lists.pop()
+    return (f"; if you know which variable each entry of the list '{attr}' averages (the list "
+            f"you saved, e.g. [ema.average(v) for v in gen.trainable_variables]), TensorFlow "
+            f"reads them into those variables: tf.train.Checkpoint({attr}=[the same variables, "
+            f"in that order]).read(path).expect_partial(), then save or export the model")
+
+
+def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
+                      no_order: bool = False) -> str:
+    """Why ``unpaired`` averages (each with its candidates) are refused, and what decides.
+
+    ``no_order``: neither ``--apply-order`` pairs any of them (the caller tried both): where
+    they cover only part of their same-named group the message says no option decides.
+
+    Returns:
+        `str`: the refusal, naming the file.
+    """
+    apart = sorted({root_child(c) for v in unpaired for c in v.ema_candidates})
+    spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
+
+    def path_of(key: str) -> str:
+        v = variables.get(key)
+        return v.path if v is not None and v.path else key
+
+    involved = {v.name for v in unpaired} | {c for v in unpaired for c in v.ema_candidates}
+    apart_by_path = len({path_of(k) for k in involved}) == len(involved)
+
+    def show(key: str) -> str:
+        if spans and not apart_by_path:  # same-named models whose paths 'ckpt list' shows
+            return key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")  # alike: keys tell apart
+        return path_of(key)
+
+    scoped = [v for v in unpaired if v.ema_style == "tf1"]
+    if scoped:  # TF1 ema.apply() under a variable_scope: <scope>/w/ExponentialMovingAverage
+        examples = "; ".join(f"{v.name} may average {' or '.join(v.ema_candidates)}"
+                             for v in scoped[:3])
+        more = f" (and {len(scoped) - 3} more)" if len(scoped) > 3 else ""
+        why = ("the training .meta graph beside it would prove it (its "
+               "moving_average_variables collection), but there is none or --no-meta was given"
+               if ckpt.meta is None or not ckpt.meta.collections.get("variables") else
+               "the .meta graph does not settle it (several candidates, or the variable is not "
+               "in its moving_average_variables)")
+        keep = ("; keep the training .meta (model.ckpt.meta) next to the checkpoint"
+                if ckpt.meta is None or not ckpt.meta.collections.get("variables") else "")
+        return (f"{ckpt.path}: {len(scoped)} average(s) are stored under a scope "
+                f"(ema.apply() called inside tf.compat.v1.variable_scope): {examples}{more}; "
+                f"the name alone could also be the average of a tensor or an unsaved variable, "
+                f"and {why}{keep}")
+
+    examples = "; ".join(f"{show(v.name)} may average {' or '.join(map(show, v.ema_candidates))}"
+                         for v in unpaired[:3])
+    more = f" (and {len(unpaired) - 3} more)" if len(unpaired) > 3 else ""
+    if all(v.ema_style == "keras" for v in unpaired):
+        # tf_keras model.save_weights() (TF format): Adam/average/<variable name>
+        from .tfk_order import refusal_text
+
+        return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer "
+                + refusal_text(ckpt.objects, variables, unpaired, apply_order,
+                               examples + more))
+    if spans and all(c.count("/") <= 2 and c.endswith("/.ATTRIBUTES/VARIABLE_VALUE")
+                     for v in unpaired for c in v.ema_candidates):
+        # variables held directly by the root object (a SavedModel of a tf.Module holding
+        # them as attributes): one object's, not different objects' (review-11-attack F8)
+        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+                f"checkpoint records: same-named variables held directly by its root object "
+                f"({', '.join(apart)}) have one dtype and shape, and the checkpoint records "
+                f"neither the root's type nor the order ema.apply() got them in (it lists the "
+                f"root's attributes by name, as tf.Module.trainable_variables visits them, "
+                f"but so does a tf.train.Checkpoint(a=..., b=...), whose arguments say "
+                f"nothing of that order), so no --apply-order can tell: {examples}{more}; give "
+                f"the variables distinct names when training (tf.Variable(..., name=...)), or "
+                f"save tf.train.Checkpoint(model=m, ema=[...]) too, where --apply-order "
+                f"trainable reads the order of m's trainable_variables")
+    if spans:
+        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+                f"checkpoint records: same-named variables of different objects "
+                f"({', '.join(a + '/' for a in apart)}) have one dtype and shape, and the "
+                f"checkpoint records neither the order those objects were created in nor the "
+                f"order ema.apply() got them in (the root lists its objects by name), so no "
+                f"--apply-order can tell, and no other ckpt option states it (the file "
+                f"gives no proof to check a statement against): {examples}{more}; give the "
+                f"variables distinct names when training (tf.Variable(..., name=...); Keras 3 "
+                f"variable paths hold the layers' names, not the model's, so name the layers "
+                f"apart)" + _read_list_hint(unpaired))
+    holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    contradicted = bool(holders) and not _a_reading_fits(ckpt, unpaired)
+    owners = _several_objects(unpaired) if apply_order else []
+    candidates = {c for v in unpaired for c in v.ema_candidates}
+    kept_in = {root_child(v.name) for v in unpaired} - {root_child(c) for c in candidates}
+    if len(kept_in) == 1 and len(unpaired) > len(candidates):
+        # more averages in one attribute than variables they could average: no order of
+        # apply() explains that
+        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
+                f"checkpoint records: they share one name, dtype and shape with only "
+                f"{len(candidates)} stored variable(s) ({examples}{more}), so they are also "
+                "averages of variables the checkpoint does not store (a Keras 3 model's "
+                "layers kept in a Python list or dict are not tracked by tf.train.Checkpoint; "
+                "a model saved only in part) or of several default-named EMA objects saved in "
+                "one list; no --apply-order can pair them: save every averaged variable "
+                "(tf.train.Checkpoint(model=model, ema=[...])), keep each EMA object's "
+                "averages under its own attribute, or give the variables unique names when "
+                "training")
+    either = _list_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
+    dicts = _dict_or_layer(ckpt, unpaired) if apply_order == "tracked" else []
+    decide = ("--apply-order trainable does not prove one order: objects with more than ten "
+              f"children named 0, 1, 2… ({', '.join(either[:3])}"
+              f"{' ...' if len(either) > 3 else ''}) may be lists, which "
+              "module.trainable_variables visits by index, or dicts with keys '0', '1'…, "
+              "which it visits sorted as strings (0, 1, 10, 11, 2…), and a list and a dict "
+              "with digit keys are indistinguishable in the file (both write the same object "
+              "graph); give the variables unique names (tf.Variable(..., name=...)) when "
+              "training, or "
+              "keep such dicts to ten entries or key them by name, "
+              "or, in Python, pass the live module: apply_ema(module, path, "
+              "apply_order='trainable') reads the order from its own trainable_variables"
+              if either else
+              "--apply-order trainable does not fit this checkpoint: with the objects "
+              f"holding variables ({', '.join(holders[:3])}"
+              f"{' ...' if len(holders) > 3 else ''}) read all as tf.Modules or all as dicts "
+              "(the file records no types), the order module.trainable_variables gives "
+              "contradicts the averages' dtypes and shapes in the order their names number "
+              "them (_1, _2…: the order ema.apply() got), so apply() most likely got another "
+              "order (such as creation order), which no --apply-order states; give the "
+              "variables unique names (tf.Variable(..., name=...)) when training, or, in "
+              "Python, state the order "
+              "apply() got as checkpoint keys: export_weights(path, out, apply_order=[...]) "
+              "or ema_map(path, apply_order=[...])" if contradicted else
+              "--apply-order trainable leaves two orders: objects holding variables ("
+              f"{', '.join(holders[:3])}{' ...' if len(holders) > 3 else ''}) may be "
+              "tf.Modules, whose variables module.trainable_variables visits after its "
+              "parent's own, or dicts, which it flattens in place, and a checkpoint records "
+              "no types (both write the same object graph); give the variables unique names "
+              "(tf.Variable(..., name=...)) when training, or, in Python, pass the live "
+              "module: apply_ema(module, path, apply_order='trainable') reads the order "
+              "from its own trainable_variables" if holders else
+              "--apply-order tracked leaves two orders: objects holding layers or variables "
+              f"({', '.join(dicts[:3])}{' ...' if len(dicts) > 3 else ''}) may be dicts, "
+              "whose values Keras' model.trainable_variables visits sorted by key, or layers, "
+              "whose attributes it visits in the order they were assigned, and a checkpoint "
+              "records no types (both write the same object graph); give the layers unique "
+              "names when training, or, in Python, pass the live model: apply_ema(model, "
+              "path, apply_order='tracked') reads the order from its own trainable_variables"
+              if dicts else
+              f"the averages are saved under {', '.join(owners)}, more of them than there "
+              "are variables to average: several EMA objects (default-named ones number "
+              "their averages with one counter, so the stated order fits one object's "
+              f"averages at a time); pass --ema-name {owners[0]} (or another of them) with "
+              "--apply-order to take that object's averages (Python: ema_name=), or name "
+              "the EMA objects (ExponentialMovingAverage(decay, name='fast')) when training"
+              if owners else
+              "the stated --apply-order does not give one pairing that fits the dtypes and "
+              "shapes (it contradicts them or leaves several: the checkpoint does not record "
+              "which variables are trainable, so a non-trainable one of the same name and "
+              "shape, such as a running statistic, stays a candidate); in Python, pass the live "
+              "module: apply_ema(module, path, apply_order='trainable') reads its own "
+              "trainable_variables; or give the variables unique names (tf.Variable(..., "
+              "name=...)) when training" if apply_order else
+              "only if you know how ema.apply() was called: if it got "
+              "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
+              "got them in the order they were tracked, as Keras' model.trainable_variables "
+              "(each object's own variables, then its sub-objects', each in the order their "
+              "attributes were assigned; not creation order), pass "
+              "--apply-order tracked (Python: apply_order=...); the file cannot check that "
+              "statement, so a wrong one gives wrong averages; for any other order no option "
+              "can tell: give the variables unique names (tf.Variable(..., name=...)) when "
+              "training")
+    partial = (apply_order is not None or no_order) and not owners and \
+        len(candidates) > len(unpaired)
+    if partial:
+        decide = _partial_group(len(unpaired), len(candidates), stated=apply_order is not None)
+    keras = (keras_holders(ckpt.objects, candidates)
+             if apply_order in (None, "trainable") and ckpt.objects is not None else [])
+    alike = _alike(ckpt)
+    if keras:  # a tf.Module's order through Keras objects is not in the file
+        decide = keras_trainable_text(keras, stated=apply_order is not None, tracked=not (
+            tracked_in_layers(ckpt.objects, sorted(candidates), alike)))
+    if ckpt.objects is not None:  # nor Keras' order of a layer's re-assignable sublayers
+        decide = layer_order_text(ckpt.objects, sorted(candidates), alike, apply_order, decide,
+                                  keep=bool(either or holders or dicts or owners or partial))
+    return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
+            f"records: several variables share one name, dtype and shape, and the checkpoint "
+            f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
+
+
+def _partial_group(averages: int, variables: int, stated: bool = True) -> str:
+    """Why no ``--apply-order`` places an average of a group of ``variables`` same-named
+    variables of which only ``averages`` have one saved (review F23); ``stated``: the caller
+    stated one (else both were tried). The live module decides only where the others are not
+    trainable (a running statistic); where only some averages were saved, or ``apply()`` got
+    a sub-module's, its trainable_variables are the whole group and nothing decides
+    (review-11-user-r11 F5)."""
+    order = ("the stated order (--apply-order; Python: apply_order=) places" if stated else
+             "neither --apply-order (trainable, tracked; Python: apply_order=) pairs them: an "
+             "order places")
+    return (f"the averages cover only part of the group: {order} the {variables} variables "
+            f"of that name, the checkpoint holds averages of only {averages} of them, so the "
+            "order cannot place them, and which ones is not recorded; if the others are not "
+            "trainable (a running statistic of that shape: the checkpoint does not record "
+            "which variables are trainable), in Python pass the live module: "
+            "apply_ema(module, path, apply_order='trainable') reads its own "
+            "trainable_variables (it decides where apply() got exactly those); if only some "
+            "averages were saved (tf.train.Checkpoint(ema_w=ema.average(v)) for some v, or "
+            "a dict keyed by v.name, which same-named variables collapse to one entry) or "
+            "apply() got a sub-module's variables, no option decides, nor the live module: "
+            "give the variables unique names (tf.Variable(..., name=...)) when training, or "
+            "save every average in apply() order (tf.train.Checkpoint(model=m, "
+            "ema=[ema.average(v) for v in m.trainable_variables]))")
+
+
+def _alike(ckpt: Checkpoint):
+    """Whether two keys of ``ckpt`` hold one dtype and shape (a same-named pair's rivals)."""
+    entries = ckpt.entries()
+    return lambda a, b: (entries[a].dtype, entries[a].shape) == (entries[b].dtype,
+                                                                 entries[b].shape)
+
+
+def _several_objects(unpaired) -> list[str]:
+    """The root attributes holding ``unpaired`` averages when those outnumber the variables
+    they may average (``fast/0…2`` and ``slow/0…2`` for three variables): then they are several
+    EMA objects' averages and no single ``apply()`` order fits them all; empty otherwise."""
+    averages = {v.name for v in unpaired}
+    candidates = {c for v in unpaired for c in v.ema_candidates}
+    owners = sorted({root_child(a) for a in averages} - {root_child(c) for c in candidates})
+    return owners if len(owners) > 1 and len(averages) > len(candidates) else []
+
+
+def _module_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
+    """The objects holding the candidates of ``unpaired`` averages (``model/z_blocks/0``)
+    when the readings of ``module.trainable_variables`` with every node-that-could-be-a-dict
+    read as a dict or as a tf.Module (see :func:`~ckpt_tools.pairing.variable_orders`) order
+    those candidates differently; empty when they agree (the stated order fails for another
+    reason)."""
+    if ckpt.objects is None:
+        return []
+    cands = {c for v in unpaired for c in v.ema_candidates}
+    orders = variable_orders(ckpt.objects)["trainable"]
+    half = len(orders) // 2  # as tf.Modules, then as dicts; lists read as lists first
+    first, second = (sorted((k for k in cands if k in order), key=order.__getitem__)
+                     for order in (orders[0], orders[half]))
+    if first == second:  # the uniform readings agree; a container read apart may not
+        entries = ckpt.entries()
+
+        def alike(a: str, b: str) -> bool:
+            return (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape)
+
+        return open_containers(ckpt.objects, sorted(cands), alike)
+    holders = [k.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE").rpartition("/")[0]
+               for k in first]
+    return list(dict.fromkeys(h for h in holders if h))
+
+
+def _a_reading_fits(ckpt: Checkpoint, unpaired) -> bool:
+    """Whether ``module.trainable_variables`` read with the objects holding variables as
+    tf.Modules, or as dicts (:func:`~ckpt_tools.pairing.variable_orders`), pairs every one of
+    ``unpaired`` consistently with the dtypes and shapes; False where both contradict them (the
+    stated order is wrong, whatever the types)."""
+    from .object_roles import pair_object_shadows
+
+    orders = variable_orders(ckpt.objects)["trainable"]
+    wanted = {v.name for v in unpaired}
+    for order in (orders[0], orders[len(orders) // 2]):
+        keys = sorted(order, key=order.__getitem__)
+        pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, ckpt.ema_names(), keys)
+        if wanted <= set(pairing.pairs):
+            return True
+    return False
+
+
+def _dict_or_layer(ckpt: Checkpoint, unpaired) -> list[str]:
+    """Object paths (``model/heads``) of the nodes above the candidates of ``unpaired`` that
+    Keras orders one way as a dict (sorted keys) and another as a layer (assignment order;
+    see :func:`~ckpt_tools.pairing.open_dicts`)."""
+    if ckpt.objects is None:
+        return []
+    entries = ckpt.entries()
+    cands = sorted({c for v in unpaired for c in v.ema_candidates})
+
+    def alike(a: str, b: str) -> bool:
+        return (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape)
+
+    return open_dicts(ckpt.objects, cands, alike)
+
+
+def _list_or_dict(ckpt: Checkpoint, unpaired) -> list[str]:
+    """Object paths (``model/blocks``) of nodes with more than ten children named ``0``,
+    ``1``… above the candidates of ``unpaired``: a list or a dict with digit keys, which
+    ``module.trainable_variables`` visits in different orders."""
+    if ckpt.objects is None:
+        return []
+    paths = list_or_dict_paths(ckpt.objects)
+    cands = [c.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE") for v in unpaired
+             for c in v.ema_candidates]
+    return [p for p in paths if any(c.startswith(p + "/") for c in cands)]

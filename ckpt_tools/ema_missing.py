@@ -1,0 +1,161 @@
+"""Why an EMA map is refused for averages missing (:func:`missing_message`), the hints the
+map gathers for it (:func:`missing_hints` and the constants), and checkpoints holding
+averages of none of their variables (:func:`refuse_orphans`), for :mod:`ckpt_tools.emamap`.
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .ema_refusals import SLOT_NAMED, suffix_base
+from .errors import EmaError
+from .formats.objgraph import readable_name
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .emamap import EmaMap
+
+
+def missing_hints(variables, name: str, detected: list[str], missing: list[str],
+           unsaved: list[str]) -> list[str]:
+    if not missing:
+        return []
+    hints = []
+    if unsaved:
+        hints.append(f"the .meta graph has {unsaved[0]!r} (and {len(unsaved) - 1} more) but the "
+                     "checkpoint does not: the Saver's var_list left the shadows out"
+                     if len(unsaved) > 1 else
+                     f"the .meta graph has {unsaved[0]!r} but the checkpoint does not: the "
+                     "Saver's var_list left it out")
+    others = [d for d in detected if d != name]
+    if others and suffix_base(others[0]) == R.DEFAULT_EMA_NAME:
+        hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass --ema-name {others[0]} "
+                     f"(ema_name={others[0]!r} in Python)")
+    elif others:  # <weight>/<name> is also how optimizers store slots: not proven an EMA's
+        hints.append(f"the checkpoint also stores tensors as <weight>/{others[0]} (an EMA's "
+                     "averages, or an optimizer's slots: the file does not say): pass "
+                     f"--ema-name {others[0]} only if that is the name you gave an "
+                     "ExponentialMovingAverage")
+    return hints
+
+
+#: A hint of the map: --allow-missing given where not one average is stored.
+NONE_TO_ALLOW = ("--allow-missing keeps raw values only beside stored averages (a weight "
+                 "ema.apply() left out), and none is stored here")
+
+
+#: A hint of the map (no message of its own): a Keras checkpoint whose optimizer keeps TF2
+#: slot variables (a tf_keras legacy optimizer) and no averages.
+LEGACY_SLOTS = ("the optimizer keeps TF2 slot variables (.OPTIMIZER_SLOT), as a tf_keras legacy "
+                "optimizer does, which has no use_ema")
+
+
+#: A hint of the map: a TF2 checkpoint with neither averages nor an optimizer
+#: (``tf.train.Checkpoint(model=m)`` of a model trained in a custom loop): the use_ema copies of
+#: a Keras optimizer are its own variables, saved only with it (review-11-attack-r16 F6).
+NO_OPTIMIZER = ("it holds no optimizer either: a Keras optimizer's use_ema=True copies are "
+                "saved only with the optimizer (tf.train.Checkpoint(model=model, "
+                "optimizer=optimizer))")
+
+
+def missing_message(m: EmaMap) -> str:
+    if m.hints and m.hints[0].startswith("no averages kept as"):
+        return f"{m.checkpoint}: {m.hints[0]}"
+    sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
+        f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
+    slotted = next((h for h in m.hints if SLOT_NAMED in h), None)
+    if slotted:  # the keys may be there, read as slots: "not in the checkpoint" would be false
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average proven under "
+                f"'<name>/{m.ema_name}': {sample}; {slotted}")
+    owner = dict(m.pairs)  # <t>/<name> may be stored as another variable's average:
+    taken = {f"{t}/{m.ema_name}": owner[f"{t}/{m.ema_name}"] for t in m.missing
+             if owner.get(f"{t}/{m.ema_name}", t) != t}  # ema.apply() in a variable_scope
+    shadow = next((f"{t}/{m.ema_name}" for t in m.missing if f"{t}/{m.ema_name}" not in taken),
+                  f"{m.missing[0]}/{m.ema_name}")
+    eg = (f"{shadow!r} is {taken[shadow]}'s average, made inside a variable_scope"
+          if shadow in taken else f"e.g. {shadow!r} is not in the checkpoint")
+    none = set(m.averaged) <= set(m.missing)  # not one shadow stored
+    renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
+    other = next((h for h in m.hints if h.startswith("another EMA object averaged")), None)
+    if other and not set(m.averaged) <= set(m.missing):
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+                f"'<name>/{m.ema_name}' ({eg}): {sample}; "
+                + "; ".join(m.hints))
+    if none and renamed:  # the shadows are there, under another name: nothing else to say
+        return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
+                f"({eg}); {renamed}")
+    if none and m.file_style == "keras" and LEGACY_SLOTS in m.hints:
+        cause = ("its optimizer keeps slot variables (.OPTIMIZER_SLOT), as a tf_keras legacy "
+                 "optimizer (tf_keras.optimizers.legacy, or Keras before 2.11) does, which has "
+                 "no use_ema (train with e.g. tf_keras.optimizers.SGD(momentum=0.9, "
+                 "use_ema=True) to keep them)")
+    elif none and m.file_style == "keras":
+        cause = ("the optimizer had use_ema=False (train with e.g. "
+                 "keras.optimizers.SGD(..., use_ema=True) to keep them)")
+    elif none and m.file_style == "tf2":
+        cause = ("a tf.train.Checkpoint saves only what it is given, "
+                 "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "
+                 "ema=[ema.average(v) for v in model.trainable_variables]), or training never "
+                 "ran ema.apply()")
+    elif none:
+        cause = ("no EMA shadow is stored at all: the Saver probably saved only "
+                 "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "
+                 "Saver() to keep the shadows), or training never ran ema.apply()")
+    elif m.file_style == "keras":
+        cause = ("the optimizer does not average these weights: it was not built with them "
+                 "(frozen when it was built, or another model's weights, such as a target "
+                 "network); pass --allow-missing (allow_missing=True) to restore their raw "
+                 "values")
+    elif m.file_style == "tf2":
+        cause = ("these variables were probably created after ema.apply(), left out of its "
+                 "var_list, or their ema.average(v) was not saved; pass --allow-missing "
+                 "(allow_missing=True) to restore their raw values")
+    else:
+        cause = ("these variables were probably created after ema.apply() or left out of its "
+                 "var_list; pass --allow-missing (allow_missing=True) to restore their raw values")
+    said = [h for h in m.hints if h != LEGACY_SLOTS]  # the cause says it already
+    hint = ("; " + "; ".join(said)) if said else ""
+    if none:
+        hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
+                 "one file)")
+    if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here
+        names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
+        sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
+                                     if len(m.missing) > 5 else "")
+        return (f"{m.checkpoint}: no averages are stored for any of its {len(m.missing)} "
+                f"weight(s): {sample}; likely cause: {cause}{hint}")
+    if m.file_style != "tf1":  # object paths: no "<name>/ExponentialMovingAverage" keys
+        names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
+        what = ("EMA copy in the optimizer (use_ema=True)" if m.file_style == "keras"
+                else "average (ema.average(v)) in the checkpoint")
+        return (f"{m.checkpoint}: {len(m.missing)} weight(s) have no {what} while others do: "
+                + ", ".join(names) + (f" and {len(m.missing) - 5} more"
+                                      if len(m.missing) > 5 else "")
+                + f"; likely cause: {cause}{hint}")
+    return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+            f"'<name>/{m.ema_name}' ({eg}): {sample}; "
+            f"likely cause: {cause}{hint}")
+
+
+def refuse_orphans(ckpt: Checkpoint, variables) -> None:
+    """Refuses a checkpoint that holds averages but none of the variables they average
+    (``tf.train.Checkpoint(ema=[...])`` saved apart from the model): nothing here can be
+    restored from them, and "no weights" or "0 averaged" would hide why.
+
+    Raises:
+        EmaError: naming the averages' recorded variables and what to save instead (exit 6).
+    """
+    if any(v.role in (R.WEIGHT, R.BN_STAT) for v in variables.values()):
+        return
+    orphans = [v for v in variables.values()
+               if v.role == R.EMA and not v.ema_of and not v.ema_candidates]
+    if not orphans:
+        return
+    full = ckpt.objects.full_names if ckpt.objects is not None else {}
+    of = [full.get(v.name, v.name).rpartition("/")[0] or v.name for v in orphans]
+    raise EmaError(
+        f"{ckpt.path}: it holds {len(orphans)} average(s) (ema.average(v)) of variables it "
+        f"does not store ({', '.join(of[:4])}{' ...' if len(of) > 4 else ''}): a "
+        "tf.train.Checkpoint saves only what it is given; save them with the model "
+        "(tf.train.Checkpoint(model=model, ema=[ema.average(v) for v in "
+        "model.trainable_variables])), or read them from a checkpoint that holds both")
