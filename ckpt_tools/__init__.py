@@ -38,7 +38,7 @@ _LAZY = {
     "BakeResult": "bake", "bake_ema": "bake",
     "EmaMap": "emamap", "ema_map": "emamap",
     "ExportResult": "export", "export_weights": "export",
-    "apply_keras_ema": "keras_ema", "keras_ema_values": "keras_ema",
+    "apply_keras_ema": "keras_apply", "keras_ema_values": "keras_ema",
     "RestoreResult": "restore", "apply_ema": "restore", "ema_saver": "restore",
     "restore_ema": "restore",
     "DiffReport": "diff", "TensorDiff": "diff", "diff_checkpoints": "diff", "diff_ema": "diff",
@@ -53,7 +53,8 @@ if TYPE_CHECKING:
     from .diff import DiffReport, TensorDiff, diff_checkpoints, diff_ema
     from .emamap import EmaMap, ema_map
     from .export import ExportResult, export_weights
-    from .keras_ema import apply_keras_ema, keras_ema_values
+    from .keras_apply import apply_keras_ema
+    from .keras_ema import keras_ema_values
     from .restore import RestoreResult, apply_ema, ema_saver, restore_ema
     from .stats import StatsRecord, checkpoint_stats
     from .tensor_stats import TensorStats

@@ -346,7 +346,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     by name (the ``full_name`` TF2 records, or the key of a name-based TF1 checkpoint). Keras
     ``.keras``/``.weights.h5`` files saved with ``use_ema=True`` (or a path that resolves to one:
     a run directory, an unzipped model directory) are delegated to
-    :func:`ckpt_tools.keras_ema.apply_keras_ema`.
+    :func:`ckpt_tools.keras_apply.apply_keras_ema`.
 
     Args:
         model_or_variables: an object holding variables, or a list of variables.
@@ -381,7 +381,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
     """
     path = os.fspath(checkpoint) if not isinstance(checkpoint, Checkpoint) else None
     if path and locate(path).format in ("keras", "h5"):  # a run directory of one too
-        from .keras_ema import apply_keras_ema
+        from .keras_apply import apply_keras_ema
 
         keras = {k: map_options.pop(k) for k in ("use_ema", "trainable", "loop_order", "strict",
                                                  "not_swapped", "fit_order") if k in map_options}

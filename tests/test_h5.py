@@ -24,7 +24,8 @@ from ckpt_tools import (
     open_checkpoint,
 )
 from ckpt_tools.cli import app
-from ckpt_tools.keras_ema import apply_keras_ema, keras_ema_values
+from ckpt_tools.keras_apply import apply_keras_ema
+from ckpt_tools.keras_ema import keras_ema_values
 
 EMA_DIR = FIXTURES / "keras_ema"
 LEGACY_DIR = FIXTURES / "keras_legacy_h5"
