@@ -35,7 +35,7 @@ _LAZY = {
     "stats": (".show", "stats_command", None),
     "diff": (".diff", "diff_command", None),
     "map": (".ema", "map_command", None),
-    "restore-ema": (".ema", "restore_ema_command", None),
+    "restore-ema": (".restore_ema", "restore_ema_command", None),
     "export": (".export", "export_command", None),
     "average": (".average", "average_command", None),
     "train": ("ckpt_tools.train.cli", "train_command", "TRAIN_HELP"),

@@ -1,11 +1,9 @@
-"""``ckpt map`` and ``ckpt restore-ema``: EMA name maps and EMA-baked checkpoints.
+"""``ckpt map``: EMA name maps, and the EMA options and notes the EMA commands share.
 
 Examples::
 
     ckpt map train/ --json                   # {"W/ExponentialMovingAverage": "W", ...}
     ckpt map train/ --ema-name avg --strip-scope tower_0/
-    ckpt restore-ema train/ --out train_ema/ # eval scripts then restore EMA weights as-is
-    ckpt restore-ema train/ --out x/ --dry-run
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..checkpoint import open_checkpoint
-from ..formats._io import is_url
 from ._common import (
     SLOTS,
     AveragesOnlyOpt,
@@ -32,18 +29,16 @@ from ._common import (
     TrainableOpt,
     UseEmaOpt,
     WideOpt,
-    check_output_parent,
     choice,
     complete_from,
     display_names,
     exclude_globs,
     no_selection,
-    pick_format,
     require_selection,
     resolve,
     trainable_names,
 )
-from ._output import Column, Output, human_bytes
+from ._output import Column, Output
 
 if TYPE_CHECKING:
     from ..emamap import EmaMap
@@ -304,207 +299,3 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
              f"(optimizer slots/filters)"
              + (f", {len(m.loss_averages)} loss averages" if m.loss_averages else "")
              + (f", {len(m.debias)} zero-debias helpers" if m.debias else ""))
-
-
-def restore_ema_command(
-    path: PathArg,
-    out_dir: Annotated[str | None, typer.Option(
-        "--out", "-o", metavar="DIR|FILE",
-        help="Output directory for the EMA-baked checkpoint (created if "
-        "missing; never the input's directory), or a .h5 file with --format h5, or a Keras "
-        "file with --format keras; or an s3://bucket/dir/ URL. Required, except for a local "
-        "Keras input: then <stem>_ema/ beside it (model.keras -> model_ema/model.keras).",
-        show_default=False)] = None,
-    name: Annotated[str | None, typer.Option(
-        metavar="NAME",
-        help="Output checkpoint name; default: the input's (model.ckpt-1000).")] = None,
-    fmt: Annotated[str | None, typer.Option(
-        "--format", metavar="keras|v2|h5", autocompletion=complete_from("keras", "v2", "h5"),
-        help="'keras' (a Keras file of the input's kind, .keras/.weights.h5/.h5, whose weights "
-        "are the averages, or a .keras input's weights alone with --out x.weights.h5; the "
-        "default for Keras input), 'v2' (TensorFlow checkpoint; the "
-        "default otherwise, refused for Keras input) or 'h5' (Keras-style HDF5 weights by "
-        "layer name).")
-    ] = None,
-    to: Annotated[str | None, typer.Option("--to", hidden=True, help="Alias of --format.")
-                  ] = None,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Show what would be written; write nothing.")] = False,
-    force: Annotated[bool, typer.Option(
-        "--force", help="Replace existing output files (never input files).")] = False,
-    slots: Annotated[str, typer.Option(
-        "--slots", metavar="keep|drop", autocompletion=complete_from("keep", "drop"),
-        help="Optimizer slots: 'keep' (copied unchanged) or "
-        "'drop' (left out of the output).")] = KEEP,
-    drop_slots: Annotated[bool, typer.Option(
-        "--drop-slots", hidden=True, help="Alias of --slots drop.")] = False,
-    no_verify: Annotated[bool, typer.Option(
-        "--no-verify", help="Skip CRC32C checks while copying (an index entry without a "
-        "CRC32C is still refused, as TensorFlow refuses it).")] = False,
-    ema_name: EmaNameOpt = None,
-    no_meta: NoMetaOpt = False,
-    strip_scope: StripOpt = None,
-    add_scope: AddOpt = None,
-    grep: GrepOpt = None,
-    regex: RegexOpt = None,
-    exclude: ExcludeOpt = None,
-    include: IncludeOpt = None,
-    allow_missing: MissingOpt = False,
-    apply_order: ApplyOrderOpt = None,
-    use_ema: UseEmaOpt = None,
-    trainable: TrainableOpt = None,
-    loop_order: LoopOrderOpt = False,
-    fit_order: FitOrderOpt = False,
-    strict: StrictOpt = False,
-    not_swapped: NotSwappedOpt = False,
-    averages_only: AveragesOnlyOpt = False,
-    wide: WideOpt = False,
-    json_out: JsonOpt = False,
-    quiet: QuietOpt = False,
-) -> None:
-    """Write a checkpoint whose plain variable names hold the EMA (averaged) values.
-
-    Everything else (shadows, slots, global_step, the .meta graph) is copied unchanged and a
-    'checkpoint' state file is written, so an unmodified evaluation script that restores with a
-    plain Saver or tf.train.load_checkpoint evaluates with EMA weights. A SavedModel gives a
-    SavedModel: saved_model.pb (and fingerprint.pb, assets/) copied, the baked weights in
-    --out/variables/, so tf.saved_model.load serves the EMA values. --grep/--regex choose the
-    variables to bake (a shadow's name selects its variable); none with a shadow is exit 3.
-    """
-    from ..bake import check_out_format
-    from ..ema_apply_order import refuse_apply_order
-    from ..emaout import FORMATS, write_ema
-    from ..errors import OutputError
-
-    out = Output(json_mode=json_out, quiet=quiet, wide=wide)
-    fmt = choice(pick_format(fmt, to), (*FORMATS, "keras"), "--format")
-    slots = DROP if drop_slots else choice(slots, SLOTS, "--slots")
-    if out_dir is not None:
-        check_output_parent(out_dir, "creating the output directory")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
-                         trainable=trainable_names(trainable, loop_order, fit_order),
-                         not_swapped=not_swapped, fit_order=fit_order,
-                         averages_only=averages_only) as ckpt:
-        refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
-        keras_in = getattr(ckpt.reader, "keras", None) is not None
-        fmt = fmt or ("keras" if keras_in else "v2")
-        if out_dir is None and not (keras_in and fmt == "keras"):
-            raise typer.BadParameter("required for a TensorFlow checkpoint or a --format "
-                                     f"{fmt} output (only a Keras file in, Keras file out "
-                                     "has a default)", param_hint="--out")
-        if fmt != "keras":
-            try:
-                check_out_format(out_dir, fmt)
-            except OutputError as exc:  # the options disagree: a usage error (exit 2)
-                raise typer.BadParameter(str(exc), param_hint="--out") from None
-        if keras_in and fmt == "v2":
-            raise typer.BadParameter(
-                "a Keras file's averages go into a Keras file (--format keras, the default) or "
-                "an .h5 Keras' load_weights reads (--format h5): a TensorFlow bundle of its keys "
-                "(layers/dense/vars/0) is something no Keras or TensorFlow loader maps onto a "
-                "model", param_hint="--format")
-        if fmt == "keras":
-            unused = [o for o, given in (
-                ("--grep/--regex/--include", bool(grep or regex or include)),
-                ("--exclude", bool(exclude)), ("--slots", slots != KEEP),
-                ("--strip-scope", strip_scope is not None), ("--add-scope", add_scope is not None),
-                ("--ema-name", ema_name is not None), ("--no-meta", no_meta),
-                ("--allow-missing", allow_missing)) if given]
-            if unused:  # never silently ignored: the whole file is written, every average in
-                raise typer.BadParameter(
-                    f"{', '.join(unused)} do not apply to a Keras output, which is the whole "
-                    "model with every EMA copy in place of its weight; ckpt export --grep/"
-                    "--exclude writes a subset of the weights", param_hint=unused[0])
-            _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out, quiet, strict)
-            return
-        options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
-                              include, exclude, allow_missing, apply_order, strict)
-        require_averaged(ckpt, options, filtered(grep, regex, include, exclude), exclude)
-        if dry_run:
-            result = write_ema(ckpt, out_dir, name=name, fmt=fmt, dry_run=True,
-                               overwrite=force, slots=slots, **options)
-            stated = note_stated_order(out, ckpt, apply_order, ema_name)
-            stated = {**stated, **note_assumed(out, ckpt)}
-            warn_unaveraged(out, result.ema_map)
-            if json_out:
-                out.json({**result.to_dict(), **stated})
-            else:
-                print_map(out, result.ema_map, display_names(ckpt))
-                if not quiet:
-                    out.prose(f"dry run: would write {result.output}", "dim")
-            return
-        total = sum(e.stored_bytes for e in ckpt.entries().values())
-        if is_url(out_dir):  # then the upload of the output (about the input's bytes)
-            total *= 2
-        # SIGTERM is Ctrl-C for every command (cli.main): temporary files are removed.
-        with out.progress("baking EMA", total) as bar:
-            result = write_ema(ckpt, out_dir, name=name, fmt=fmt, overwrite=force,
-                               verify=not no_verify, slots=slots, progress=bar.advance,
-                               **options)
-        stated = note_stated_order(out, ckpt, apply_order, ema_name)  # after: see export
-        stated = {**stated, **note_assumed(out, ckpt)}
-    out.wrote(result.output)
-    warn_unaveraged(out, result.ema_map)
-    for w in result.warnings:
-        out.warning(w)
-    if json_out:
-        out.json({**result.to_dict(), **stated})
-    elif not quiet:
-        if result.format == "h5":
-            out.prose(f"wrote {result.output} ({human_bytes(result.nbytes)}): "
-                     f"{len(result.tensors)} weights, {len(result.averaged)} averaged")
-        else:
-            what = "SavedModel " if result.format == "saved_model" else ""
-            out.prose(f"wrote {what}{result.output} ({human_bytes(result.nbytes)}): "
-                     f"{len(result.replaced)} variables now hold their EMA values, "
-                     f"{result.copied} tensors copied unchanged"
-                     + (f", {len(result.dropped)} dropped" if result.dropped else ""))
-
-
-def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, force: bool,
-                   dry_run: bool, json_out: bool, quiet: bool = False,
-                   strict: bool = False) -> None:
-    """Keras in, Keras out: a file of the input's kind whose weights are the averages."""
-    from ..errors import UnsupportedFormatError
-    from ..keras_assumed import refuse_assumed
-    from ..keras_bake import (
-        bake_keras_ema,
-        check_keras_output,
-        keras_default_out,
-        keras_output_path,
-    )
-    from ..keras_ema import require_keras_pairing
-
-    if getattr(ckpt.reader, "keras", None) is None:
-        raise UnsupportedFormatError(f"{ckpt.path}: --format keras needs a Keras input "
-                                     "(.keras, .weights.h5, .h5); use --format v2")
-    if out_dir is None:
-        out_dir = keras_default_out(ckpt)
-        check_output_parent(out_dir, "creating the output directory")
-    target = keras_output_path(ckpt, out_dir, name)
-    if dry_run:
-        require_keras_pairing(ckpt)
-        if strict:
-            refuse_assumed(ckpt)
-        check_keras_output(ckpt, target, force)
-        pairs = {w: a for a, w in ckpt.reader.keras.averages.items()}
-        assumed = note_assumed(out, ckpt)
-        if json_out:
-            out.json({"dry_run": True, "output": target, "map": pairs, **assumed})
-        else:
-            out.prose(f"dry run: would write {target} with {len(pairs)} weights set to their "
-                      "EMA values", "dim")
-        return
-    result = bake_keras_ema(ckpt, target, overwrite=force, strict=strict)
-    stated = note_stated_order(out, ckpt, None)
-    stated = {**stated, **note_assumed(out, ckpt)}
-    out.wrote(result.path)
-    if json_out:
-        out.json({"output": result.path, "format": "keras", "replaced": result.replaced,
-                  "bytes": result.nbytes, **stated})
-    elif not quiet:
-        out.prose(f"wrote {result.path} ({human_bytes(result.nbytes)} of averages): "
-                  f"{len(result.replaced)} weights now hold their EMA values; load it with "
-                  "model.load_weights()" + (" or keras.models.load_model()"
-                                            if result.path.endswith(".keras") else ""))
-
