@@ -46,7 +46,9 @@ FIT_ORDER = Assumption(
     "EMA copies of weights of equal shapes are taken in the order fit() builds the optimizer "
     "in (model.trainable_variables)",
     "trained by fit(): --fit-order; a custom loop: --trainable NAMES --loop-order (Python: "
-    "fit_order=True; trainable=[...], loop_order=True)")
+    "fit_order=True; trainable=[...], loop_order=True)",
+    "assumes the order fit() builds the optimizer in; --fit-order states it, a custom "
+    "loop's order: --trainable NAMES --loop-order")
 NOT_SWAPPED = Assumption(
     "not_swapped",
     "if this file was saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True), its "
@@ -57,7 +59,9 @@ NOT_SWAPPED = Assumption(
     "(its weights differ from their EMA copies)",
     "if it was, use the file as it is: its own weights are the averages (ckpt export --raw "
     "writes them; Python: ema=False, or model.load_weights); if not, state it: --not-swapped "
-    "(Python: not_swapped=True)")
+    "(Python: not_swapped=True)",
+    "assumes the file was not saved after SwapEMAWeights(swap_on_epoch=True) swapped the "
+    "weights; --not-swapped states it; if it was, use the file as it is (ckpt export --raw)")
 
 # apply_ema of a tf_keras TF-format checkpoint into a live model: its averages of same-named
 # weights placed by the model's trainable_variables (tfk_order), as fit() built them.
@@ -108,7 +112,9 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     # loop's pre-training, then fit(): each weight then holds another's average;
     # review-12-attack-r21 F3).
     if groups:  # equal-shaped weights: their order pairs them (unless stated)
-        assumed.append(replace(FIT_ORDER, note=_which(ckpt, groups) + FIT_ORDER.note))
+        which = _which(ckpt, groups)
+        assumed.append(replace(FIT_ORDER, note=which + FIT_ORDER.note,
+                               line=which + FIT_ORDER.line))
     if not _tf_keras(ckpt) and not ckpt.not_swapped and not same_values(ckpt, pairs):
         assumed.append(NOT_SWAPPED)  # (--not-swapped states it)
     return assumed
@@ -291,6 +297,8 @@ def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 
     if warned:
         import warnings
 
-        warnings.warn(f"{ckpt.path}: the EMA pairing assumes what the file cannot prove: "
-                      + "; ".join(f"{a.name}: {a.note}" for a in assumed),
-                      AssumptionWarning, stacklevel=stacklevel)
+        warning = AssumptionWarning(
+            f"{ckpt.path}: the EMA pairing assumes what the file cannot prove: "
+            + "; ".join(f"{a.name}: {a.note}" for a in assumed))
+        warning.notes = [a.short for a in assumed]  # the CLI's short notes (ckpt eval)
+        warnings.warn(warning, stacklevel=stacklevel)

@@ -38,15 +38,25 @@ class Assumption:
 
     Attributes:
         name: ``"fit_order"`` or ``"not_swapped"`` (``--json``'s ``"assumed"``).
-        note: the note the commands print (what is assumed, why, and the way out).
+        note: what is assumed, why, and the way out, in full (the Python
+            :class:`~ckpt_tools.errors.AssumptionWarning`).
         what: what is assumed, in a few words (``--strict``'s error).
         decides: the statement that decides (``--trainable NAMES --loop-order``, ``--raw``).
+        line: the note the commands print, one short line naming the options that decide
+            (the ordinary file raises the question on every command: review-13-user-u14 F7);
+            ``note`` where empty.
     """
 
     name: str
     note: str
     what: str
     decides: str
+    line: str = ""
+
+    @property
+    def short(self) -> str:
+        """The note ``ckpt`` prints (``line``, else ``note``)."""
+        return self.line or self.note
 
 
 SLOT_NOT_SWAPPED = Assumption(
@@ -60,7 +70,10 @@ SLOT_NOT_SWAPPED = Assumption(
     "Garden / TF Addons; its variables differ from their average slots)",
     "if it was, use it as it is: its own variables are the averages (ckpt export --raw "
     "writes them; Python: ema=False); if not, state it: --not-swapped (Python: "
-    "not_swapped=True)")
+    "not_swapped=True)",
+    "assumes the checkpoint was not saved after the EMA optimizer's swap_weights() (Model "
+    "Garden, TF Addons); --not-swapped states it; if it was, use the checkpoint as it is "
+    "(ckpt export --raw)")
 
 #: ``--raw`` on a checkpoint whose averages are optimizer slots (without ``warning:``).
 SLOT_RAW_WARNING = (

@@ -157,5 +157,5 @@ def note_quick_assumed(out: Output, ckpt) -> dict:
 
     assumed = keras_assumptions(ckpt)
     for a in assumed:
-        out.note(f"note: {a.note}", always=True)
+        out.note(f"note: {a.short}", always=True)
     return {"assumed": [a.name for a in assumed]} if assumed else {}

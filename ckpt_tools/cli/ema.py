@@ -268,7 +268,7 @@ def note_assumed(out: Output, ckpt, keys: list[str] | None = None) -> dict:
 
     assumed = assumptions_for(ckpt, keys)
     for a in assumed:
-        out.note(f"note: {a.note}", always=True)
+        out.note(f"note: {a.short}", always=True)
     return {"assumed": [a.name for a in assumed]} if assumed else {}
 
 

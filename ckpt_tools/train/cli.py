@@ -334,7 +334,8 @@ def eval_command(
                               not_swapped=not_swapped, fit_order=fit_order)
     for w in said:  # what the EMA pairing assumed: a note, as export and restore-ema say it
         if issubclass(w.category, AssumptionWarning):
-            out.note(f"note: {' '.join(str(w.message).split())}", always=True)
+            for line in getattr(w.message, "notes", None) or [str(w.message)]:
+                out.note(f"note: {' '.join(line.split())}", always=True)
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if json_output:

@@ -1,0 +1,52 @@
+"""The assumptions a mid-training Keras file's pairing rests on are said on every command (kept
+with ``-q``), so in the ordinary case they are short: one line each on stderr naming the
+options that decide, not paragraphs (review-13-user-u14 F7). ``--json`` still lists them
+under ``"assumed"``; the Python ``AssumptionWarning`` keeps the full explanation."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from helpers import FIXTURES, run_cli
+
+MODEL = FIXTURES / "keras_ema" / "model.keras"  # fit() with use_ema=True, saved mid-training
+
+
+def _notes(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("note: ")]
+
+
+@pytest.mark.parametrize("argv", [["list", "-q"], ["map", "-q"], ["export", "-q"]],
+                         ids=["list", "map", "export"])
+def test_each_assumption_is_one_short_line(argv, tmp_path):
+    extra = ["--out", str(tmp_path / "w.npz")] if argv[0] == "export" else []
+    code, _, err = run_cli([argv[0], str(MODEL), *argv[1:], *extra])
+    assert code == 0, err
+    swap = [n for n in _notes(err) if "SwapEMAWeights" in n]
+    fit = [n for n in _notes(err) if "fit() builds the optimizer" in n]
+    assert len(swap) == 1 and len(fit) == 1, err
+    assert len(swap[0]) <= 180 and "--not-swapped" in swap[0] and "--raw" in swap[0], swap
+    # the fit_order note names the weights that could trade copies, then the options
+    assert len(fit[0]) <= 240, fit
+    assert "--fit-order" in fit[0] and "--trainable NAMES --loop-order" in fit[0], fit
+
+
+def test_json_still_lists_them(tmp_path):
+    code, text, _ = run_cli(["export", str(MODEL), "--out", str(tmp_path / "w.npz"), "--json"])
+    assert code == 0
+    assert json.loads(text)["assumed"] == ["fit_order", "not_swapped"], text
+
+
+def test_the_python_warning_keeps_the_full_explanation():
+    pytest.importorskip("numpy")
+    import ckpt_tools
+    from ckpt_tools.errors import AssumptionWarning
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", AssumptionWarning)
+        ckpt_tools.ema_map(str(MODEL))
+    text = " ".join(str(w.message) for w in said if issubclass(w.category, AssumptionWarning))
+    assert "its EMA copies the raw weights, which the file cannot show" in text, text
+    assert "a custom training loop whose first apply_gradients()" in text, text
