@@ -29,9 +29,11 @@ def test_readme_evaluation_example_runs():
     assert "'W': 'W/ExponentialMovingAverage'" in proc.stdout
 
 
-def _run_in_terminal(argv: list[str], columns: int = 80) -> tuple[int, str]:
-    """Runs ``argv`` with stdout and stderr on one pseudo-terminal ``columns`` wide (no
-    ``COLUMNS``, no colours), and returns its exit code and the text the terminal got."""
+def _run_in_terminal(argv: list[str], columns: int = 80, cwd: Path = ROOT,
+                     env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Runs ``argv`` in ``cwd`` with stdout and stderr on one pseudo-terminal ``columns`` wide
+    (no ``COLUMNS``, no colours; ``env`` added to the environment), and returns its exit code
+    and the text the terminal got."""
     import fcntl
     import os
     import pty
@@ -40,10 +42,12 @@ def _run_in_terminal(argv: list[str], columns: int = 80) -> tuple[int, str]:
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    env_added = env
     env = {k: v for k, v in os.environ.items()
            if k not in ("COLUMNS", "LINES", "TTY_COMPATIBLE")}
     env["NO_COLOR"] = "1"
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env)
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
+                            env={**env, **(env_added or {})})
     os.close(slave)
     chunks = []
     while True:

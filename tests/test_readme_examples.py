@@ -1,0 +1,128 @@
+"""Every README console example whose input is in the repository prints what the README shows
+(review-13-user-u14 F10): each ``$ ckpt ...`` line of a ```` ```console ```` block whose
+checkpoint is under ``fixtures/`` runs through the real CLI on an 80-column pseudo-terminal
+(stdout and stderr together, no colour: what a user sees), and its text and exit code
+(``$ echo $?``) must be the README's.
+
+One normalisation, explicit: a README line that is ``…`` alone (indented or not) stands for
+any number of lines the README leaves out (a long listing); every other line is compared
+exactly. An example with no output lines under it must print nothing. Commands run in a
+scratch directory holding a ``fixtures`` link to the repository's, so outputs (``--out``) are
+written there and printed as the README's relative paths; the examples of one block run in
+order in one directory, as a user would type them.
+
+Examples whose inputs are generated (``/tmp/matrix``, ``/tmp/mx``... by ``fixtures/make_*.py``)
+or are the user's own (``run/``) are not run here.
+
+``python tests/test_readme_examples.py`` prints each example's real output (to update the
+README from, never by hand)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_readme import _run_in_terminal  # noqa: E402
+
+ELIDED = "…"
+
+
+def examples() -> list[tuple[int, list[tuple[int, str, list[str]]]]]:
+    """The README's console blocks: ``(line, [(line, command, shown lines)])``."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    blocks, i = [], 0
+    while i < len(lines):
+        if lines[i].strip() != "```console":
+            i += 1
+            continue
+        start, i = i + 1, i + 1
+        cmds: list[tuple[int, str, list[str]]] = []
+        while i < len(lines) and lines[i].strip() != "```":
+            if lines[i].startswith("$ "):
+                cmds.append((i + 1, lines[i][2:], []))
+            elif cmds:
+                cmds[-1][2].append(lines[i])
+            i += 1
+        blocks.append((start, cmds))
+        i += 1
+    return blocks
+
+
+def runnable(command: str) -> list[str] | None:
+    """The argv of a ``ckpt`` example whose checkpoint is in the repository, else ``None``."""
+    argv = shlex.split(command, comments=True)
+    if len(argv) < 3 or argv[0] != "ckpt" or not argv[2].startswith("fixtures/"):
+        return None
+    if any(a.startswith("/") for a in argv) or not (ROOT / argv[2]).exists():
+        return None
+    return argv
+
+
+def matches(shown: list[str], got: list[str]) -> bool:
+    """``got`` is ``shown``, where a ``…`` line of ``shown`` stands for zero or more lines."""
+    if not shown:
+        return not got
+    if shown[0].strip() == ELIDED:
+        return any(matches(shown[1:], got[k:]) for k in range(len(got) + 1))
+    return bool(got) and got[0] == shown[0] and matches(shown[1:], got[1:])
+
+
+def _run(argv: list[str], cwd: str) -> tuple[int, str]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return _run_in_terminal([sys.executable, "-m", "ckpt_tools", *argv[1:]], cwd=cwd,
+                            env={"PYTHONPATH": path})
+
+
+def results(block: list[tuple[int, str, list[str]]]):
+    """Runs a block's runnable examples in order in one scratch directory: yields
+    ``(line, command, shown, got lines)``; for ``echo $?`` after one, its exit code."""
+    with tempfile.TemporaryDirectory() as d:
+        os.symlink(ROOT / "fixtures", Path(d) / "fixtures")
+        code = None
+        for line, command, shown in block:
+            argv = runnable(command)
+            if argv is not None:
+                code, text = _run(argv, d)
+                yield line, command, shown, text.rstrip("\n").split("\n") if text else []
+            elif command.strip() == "echo $?" and code is not None:
+                yield line, command, shown, [str(code)]
+            else:
+                code = None
+
+
+BLOCKS = [(start, block) for start, block in examples()
+          if any(runnable(c) for _, c, _ in block)]
+
+
+def test_the_readme_has_runnable_examples():
+    assert len([c for _, b in BLOCKS for _, c, _ in b if runnable(c)]) >= 10
+
+
+@pytest.mark.parametrize("block", [b for _, b in BLOCKS], ids=[f"L{s}" for s, _ in BLOCKS])
+def test_readme_console_example_prints_what_the_readme_shows(block):
+    for line, command, shown, got in results(block):
+        assert matches(shown, got), (
+            f"README.md:{line}: $ {command}\n--- README shows:\n" + "\n".join(shown)
+            + "\n--- the command prints:\n" + "\n".join(got))
+
+
+def test_elision_matches_any_number_of_lines_and_nothing_else():
+    assert matches(["a", ELIDED, "d"], ["a", "b", "c", "d"])
+    assert matches(["a", "  " + ELIDED], ["a"])
+    assert not matches(["a", ELIDED, "d"], ["a", "b", "c", "e"])
+    assert not matches([], ["x"]) and not matches(["x"], [])
+
+
+if __name__ == "__main__":
+    for _, block in BLOCKS:
+        for line, command, shown, got in results(block):
+            print(f"=== README.md:{line} {'ok' if matches(shown, got) else 'DIFFERS'}")
+            print(f"$ {command}")
+            print("\n".join(got))
