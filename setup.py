@@ -9,12 +9,14 @@ import sys
 
 from setuptools import Extension, setup
 
-_CWIRE = ("cwire", "cwire_index", "cwire_meta")  # ckpt_tools.cwire's sources
+_CWIRE = ("cwire", "cwire_index", "cwire_meta", "cwire_graph",
+          "cwire_saver")  # ckpt_tools.cwire's sources
 _ARGS = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]
 
 setup(ext_modules=[
     Extension("ckpt_tools.ckernels", ["ckpt_tools/ckernels.c"], optional=True,
               extra_compile_args=_ARGS),
     Extension("ckpt_tools.cwire", [f"ckpt_tools/{f}.c" for f in _CWIRE], optional=True,
-              depends=["ckpt_tools/cwire.h"], extra_compile_args=_ARGS),
+              depends=["ckpt_tools/cwire.h", "ckpt_tools/cwire_graph.h"],
+              extra_compile_args=_ARGS),
 ])

@@ -1,8 +1,10 @@
 /* Optional compiled decoders for what `ckpt list` reads (ckpt_tools.cwire): the .index entries
- * (bundle_block) and the .meta's variable collections (variable_list).
+ * (bundle_block), the .meta's variable collections (variable_list) and the keys its Saver's save
+ * op wrote from which variables (save_sources).
  *
  * An accelerator, never a second parser: it accepts only a strict subset of what the pure-Python
- * path (formats/table.py, formats/bundle_wire.py, formats/bundle.py) accepts - the layout
+ * path (formats/table.py, formats/bundle_wire.py, formats/bundle.py, formats/meta.py,
+ * formats/graph_def.py, formats/meta_saver.py) accepts - the layout
  * TensorFlow writes for almost every tensor - decodes that subset exactly as the Python path
  * does, and answers None for anything else (a non-canonical entry, a slice key, a key that is not
  * UTF-8, anything the Python path would refuse). The caller then runs the Python path over the
@@ -10,9 +12,10 @@
  * come from one place only. Every read is bounds-checked against the block's entry area; the
  * input is an untrusted file.
  *
- * This file is the module; cwire_index.c and cwire_meta.c hold the two decoders, cwire.h what
- * they share. Built by setup.py when a C compiler is there (Extension(optional=True)); without it the Python
- * path does the whole job, with the same results (tests/test_cwire.py holds the two together).
+ * This file is the module; cwire_index.c, cwire_meta.c, cwire_graph.c and cwire_saver.c hold the
+ * decoders, cwire.h what they share. Built by setup.py when a C compiler is there
+ * (Extension(optional=True)); without it the Python path does the whole job, with the same
+ * results (tests/test_cwire.py and tests/test_cwire_graph.py hold the two together).
  */
 #include "cwire.h"
 
@@ -22,6 +25,7 @@ PyObject *cw_name, *cw_dtype, *cw_shape, *cw_shard_id, *cw_offset, *cw_stored_by
 static PyMethodDef methods[] = {
     {"bundle_block", cw_bundle_block, METH_VARARGS, cw_bundle_block_doc},
     {"variable_list", cw_variable_list, METH_VARARGS, cw_variable_list_doc},
+    {"save_sources", cw_save_sources, METH_VARARGS, cw_save_sources_doc},
     {NULL, NULL, 0, NULL},
 };
 

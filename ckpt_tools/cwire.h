@@ -1,5 +1,6 @@
 /* Shared by the sources of ckpt_tools.cwire: cwire.c (the module), cwire_index.c (.index data
- * blocks) and cwire_meta.c (.meta VariableDefs). See cwire.c for what the extension is. */
+ * blocks), cwire_meta.c (.meta VariableDefs), cwire_graph.c and cwire_saver.c (.meta save ops).
+ * See cwire.c for what the extension is. */
 #ifndef CKPT_TOOLS_CWIRE_H
 #define CKPT_TOOLS_CWIRE_H
 
@@ -35,6 +36,7 @@ static inline int cw_varint64(const unsigned char *b, Py_ssize_t *pos, Py_ssize_
 
 PyObject *cw_bundle_block(PyObject *self, PyObject *args);
 PyObject *cw_variable_list(PyObject *self, PyObject *args);
-extern const char cw_bundle_block_doc[], cw_variable_list_doc[];
+PyObject *cw_save_sources(PyObject *self, PyObject *args);
+extern const char cw_bundle_block_doc[], cw_variable_list_doc[], cw_save_sources_doc[];
 
 #endif

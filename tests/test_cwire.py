@@ -34,8 +34,7 @@ METAS = sorted(FIXTURES.rglob("*.meta"))
 @pytest.fixture(scope="module")
 def cwire(tmp_path_factory):
     """``ckpt_tools/cwire*.c`` compiled as setup.py compiles them, imported from a temp dir."""
-    return build_extension("cwire", [ROOT / "ckpt_tools" / f"{f}.c" for f in
-                                     ("cwire", "cwire_index", "cwire_meta")],
+    return build_extension("cwire", sorted((ROOT / "ckpt_tools").glob("cwire*.c")),
                            tmp_path_factory.mktemp("cwire"))
 
 

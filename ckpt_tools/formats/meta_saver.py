@@ -9,12 +9,23 @@ it: the key's tensor is ``w``'s read (``w/Read/ReadVariableOp``), not the shadow
 
 :func:`saved_sources` reads the ``MetaGraphDef``'s ``SaverDef`` (which save op wrote the
 checkpoint) and that op's inputs from ``graph_def`` (:mod:`.graph_def`), following reads
-(``Identity``, ``ReadVariableOp``) back to the variable.
+(``Identity``, ``ReadVariableOp``) back to the variable. ``ckpt_tools.cwire.save_sources``
+(``cwire_graph.c``) does the same walk compiled, without building the graph's node index in
+Python (a large graph's tens of thousands of nodes: most of a ``ckpt list``); it hands back any
+file laid out otherwise than TensorFlow writes it, which this module then reads.
 """
 
 from __future__ import annotations
 
+import os
+
+from ._io import close_map, fetched, is_url, map_file
 from .graph_def import MetaGraph, op_name, read_graphs, through_reads
+
+try:  # the compiled walk (setup.py); without it the Python path reads every file alike
+    from ..cwire import save_sources as _c_save_sources
+except ImportError:  # no compiler at install time, or a source checkout never built
+    _c_save_sources = None
 
 _SAVE_OPS = {"SaveV2": 3, "SaveSlices": 3, "Save": 2}  # op -> index of its first tensor input
 
@@ -45,7 +56,27 @@ def saved_sources_each(path: str) -> list[dict[str, list[str]]]:
     Raises:
         CheckpointError: the file cannot be opened or mapped.
     """
+    if _c_save_sources is not None:
+        found = _compiled(path)
+        if found is not None:
+            return found
     return [s for s in map(_sources, read_graphs(path)) if s]
+
+
+def _compiled(path: str) -> list[dict[str, list[str]]] | None:
+    """:func:`saved_sources_each` by ``cwire.save_sources``, or ``None`` where the Python path
+    reads the file: one it hands back, or a URL whose bytes were not kept (fetched once, by
+    :func:`.graph_def.read_graphs`)."""
+    if is_url(path):
+        data = fetched(path)
+        if not data:  # read_graphs fetches it (`or map_file`, as there)
+            return None
+    else:
+        data = map_file(path)
+    try:
+        return _c_save_sources(data, os.path.basename(path).startswith("saved_model."))
+    finally:
+        close_map(data)
 
 
 def _sources(graph: MetaGraph) -> dict[str, list[str]] | None:
