@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 from .errors import (
     AmbiguousCheckpointError,
+    CheckpointError,
     CheckpointNotFoundError,
     CorruptCheckpointError,
     UnsupportedFormatError,
@@ -216,7 +217,29 @@ def _prefix_location(prefix: str, original: str, state: str | None = None) -> Lo
         raise CheckpointNotFoundError(
             f"{state} names checkpoint {prefix!r}, but neither {prefix}.index nor {prefix} "
             "exists (deleted by max_to_keep, or the directory was moved?)")
-    raise CheckpointNotFoundError(f"{original}: no checkpoint found (no such file or prefix)")
+    meant = [original + s for s in (".keras", ".weights.h5", ".h5", ".hdf5")
+             if os.path.isfile(original + s)]
+    hint = f"; did you mean {meant[0]}?" if meant else ""
+    raise CheckpointNotFoundError(
+        f"{original}: no checkpoint found (no such file or prefix){hint}")
+
+
+def _as_state_file(path: str) -> Location | None:
+    """A ``checkpoint`` state file named itself (``run/checkpoint``): the checkpoint it names,
+    as its directory leads to it (TensorFlow's ``latest_checkpoint(run)``; a URL reads it so
+    too), saying so; None for any other path, or a file so named that is no state file."""
+    if os.path.basename(path) != STATE_FILE or not os.path.isfile(path) or \
+            os.path.isfile(path + ".index") or is_v1_file(path):
+        return None
+    try:
+        read_state_file_at(path)
+    except CheckpointError:
+        return None
+    directory = os.path.dirname(path) or "."
+    found = locate(directory)
+    said = f"{path} is the directory's state file: reading the checkpoint it names, " \
+           f"{found.prefix}"
+    return replace(found, choice=f"{said}; {found.choice}" if found.choice else said)
 
 
 def _chosen(found: Location, directory: str, candidates: list[str], picked: str,
@@ -252,6 +275,9 @@ def locate(path: str | os.PathLike) -> Location:
         return _locate_url(path)
     if _FILE_NAME_RE.search(path) or not os.path.isdir(path):
         require_regular(path)  # a FIFO must fail here, not hang in open() or read as missing
+    state_named = _as_state_file(path)
+    if state_named is not None:
+        return state_named
     if os.path.isdir(path) and not path.endswith(("/", os.sep)) and \
             os.path.isfile(path + ".index"):
         # A directory named like a checkpoint beside its .index (run/model.ckpt-4/ next to

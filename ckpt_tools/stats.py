@@ -267,5 +267,24 @@ def select_keys(ckpt: Checkpoint, patterns: list[str]) -> list[str]:
                 raise VariableNotFoundError(f"{ckpt.path}: no variable matches {pattern!r}")
             out.update(dict.fromkeys(hits))
         else:
-            ckpt.entry(pattern)  # raises VariableNotFoundError with suggestions
+            raise _not_found(ckpt, pattern, by_path)
     return list(out)
+
+
+def _not_found(ckpt: Checkpoint, name: str, by_path: dict[str, str]):
+    """The error for ``name``, stored under no key or object path: the closest of the names
+    ``ckpt list`` shows (object paths where the file has them: a Keras file's
+    ``sequential/dense/bias``, not its key ``layers/dense/vars/1``), else of the keys."""
+    import difflib
+
+    from .errors import VariableNotFoundError
+    from .variable import shell_word
+
+    shown = {**{k: None for k in ckpt.keys() if k not in by_path.values()},
+             **dict.fromkeys(by_path)}
+    close = difflib.get_close_matches(name, list(shown), n=3) or difflib.get_close_matches(
+        name, list(ckpt.keys()), n=3)
+    if not close:  # a layer's weight named without the model's prefix (dense/bias)
+        close = [p for p in shown if p.endswith("/" + name)][:3]
+    hint = f"; did you mean {', '.join(map(shell_word, close))}?" if close else ""
+    return VariableNotFoundError(f"{ckpt.path}: no variable named {name!r}{hint}")

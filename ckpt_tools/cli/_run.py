@@ -79,14 +79,15 @@ def resolve(out: Output, path: str) -> str:
     Raises:
         CheckpointNotFoundError, CorruptCheckpointError: as :func:`open_checkpoint`.
     """
-    from ..locate import locate
+    from ..locate import STATE_FILE, locate
 
-    if not os.path.isdir(path):
+    if not os.path.isdir(path) and os.path.basename(path) != STATE_FILE:
         return path
     location = locate(path)
     if not location.choice:
         return path
-    out.note(f"note: {location.choice}", always=True)  # never silent, even with --quiet
+    if location.choice not in out.noted:  # a command resolving twice says it once
+        out.note(f"note: {location.choice}", always=True)  # never silent, even with --quiet
     return location.prefix
 
 
