@@ -20,6 +20,7 @@ from .formats._write import Inputs, check_file_name, copy_file, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
+from .saved_swaps import shadow_keys
 
 # Floating dtypes that are averaged (accumulated in float64); complex ones are averaged too
 # (in complex128). Everything else is copied from the newest input: copying a float type left
@@ -125,7 +126,9 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
                                                                     newest.objects, powers)}
     if not ema:
         return {}, floats, []
-    shadows = {k for k in floats if variables[k].role == R.EMA}
+    held = shadow_keys(newest, variables) if newest.meta is not None else None
+    shadows = {k for k in floats if variables[k].role == R.EMA} if held is None \
+        else floats & held  # averages under keys no name marks: the save op's word
     if not shadows:
         raise EmaError(f"{newest.path}: has no EMA shadows to average (--ema); average the raw "
                        "weights instead (leave out --ema)")

@@ -38,7 +38,8 @@ from .pairing import root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
 from .rescope_clash import refuse_rescope_clash
-from .saved_keys import refuse_renamed_keys, translated_pairs
+from .saved_keys import refuse_renamed_keys
+from .saved_swaps import pairs_through_save_op, swapped_pairs
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
@@ -104,8 +105,10 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
             return variables, exc
         except EmaError:  # copies no option pairs: nothing is shown paired either
             return variables, None
+    by_key = {v.name: v for v in variables}
     if not any(v.role == R.EMA for v in variables) and not unmarked_lone_averages(
-            ckpt, {v.name: v for v in variables}, {}, ema_name, use_meta):
+            ckpt, by_key, {}, ema_name, use_meta) and not (
+            use_meta and swapped_pairs(ckpt, by_key, ema_name)):  # averages as avgW
         return variables, None  # no average: no pairing to show (nor to refuse)
     try:
         pairs = proven_pairs(ckpt, ema_name=ema_name, use_meta=use_meta,
@@ -118,7 +121,10 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
         shadow_of = {s: t for t, s in pairs.items()}
         out = []
         for v in variables:
-            if v.role == R.EMA:
+            if v.role == R.EMA and pairs.get(v.name, v.name) != v.name:
+                # named as an average, holding the weight (the save op proves: saved_swaps)
+                v = replace(v, role=R.WEIGHT, ema=pairs[v.name], ema_of=None, ema_candidates=())
+            elif v.role == R.EMA:
                 of = shadow_of.get(v.name, v.ema_of)
                 if of != v.ema_of or (of and v.ema_candidates):
                     v = replace(v, ema_of=of, ema_candidates=() if of else v.ema_candidates)
@@ -418,7 +424,7 @@ def ema_map(
         # refused where it cannot be (restore_ema's targets are the graph's own variables)
         translated = None
         if use_meta and style in (None, "tf1"):
-            translated = None if in_graph else translated_pairs(ckpt, variables, ema_name)
+            translated = None if in_graph else pairs_through_save_op(ckpt, variables, ema_name)
             if translated is None:
                 refuse_renamed_keys(ckpt, variables, in_graph=in_graph)
         if translated is None:

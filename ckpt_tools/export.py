@@ -34,6 +34,7 @@ from .h5_out_name import refuse_keras3_weights_name
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
 from .saved_keys import averages_under_variable_names
+from .saved_swaps import raw_holders
 
 FORMATS = ("npz", "safetensors", "h5")
 def _who_can_hold(dtype: str) -> str:
@@ -150,12 +151,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     use_ema = True if ema is None else ema
     warnings: list[str] = []
     sources: dict[str, str] = {}
+    holders = raw_holders(ckpt, variables)  # averages under variables' names: which is raw
     if use_ema:
         m = ema_map(ckpt, non_averaged="keep", **map_options)
         sources = {t: s for s, t in m.pairs}
         # averages the map proves that no name marks (w/slow under --ema-name slow)
         has_ema = has_ema or any(s != t for t, s in sources.items())
-    elif has_ema and averages_under_variable_names(ckpt):
+    elif holders is None and averages_under_variable_names(ckpt):
         k, h = next(iter(sorted(averages_under_variable_names(ckpt).items())))
         warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "
                         f"as variables hold their averages (e.g. {k} holds {h})")
@@ -172,7 +174,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)
     weights += [t for t, s in sources.items() if s != t and t not in variables
                 and s in variables]
+    if holders is not None:  # what each key holds, as the save op proves it
+        weights = list(holders.values())
     weights.sort(key=lambda k: order.get(k, len(order)))
+    held_as = {k: n for n, k in (holders or {}).items()}
     rules = parse_rename(rename)
     plan: dict[str, str] = {}
     first: dict[str, tuple[str, str]] = {}  # exported name -> (key, name before --rename)
@@ -195,7 +200,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 f"{' ...' if len(kept) > 4 else ''}) are {_roles_said(variables, kept)} "
                 "with no average; ckpt export --raw writes their raw values")
     for key in weights:
-        name = _clean_name(key, variables.get(key))
+        name = held_as.get(key) or _clean_name(key, variables.get(key))
         before = name
         src = sources.get(key, key)
         if left_out(key):

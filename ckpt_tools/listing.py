@@ -370,6 +370,17 @@ def natural_key(name: str) -> list:
     return parts
 
 
+def _swapped(ckpt: Checkpoint, variables: list[Variable]) -> bool:
+    """Whether the save op stored averages under keys no name marks (``avgW``: a TF1 Saver
+    of ``{"avgW": ema.average(W)}``, :mod:`.saved_swaps`)."""
+    if ckpt.objects is not None or ckpt.meta is None or not ckpt.meta.collections.get(
+            "moving_average_variables"):  # no ema.apply() in the graph: no save op read
+        return False
+    from .saved_swaps import swapped_pairs
+
+    return swapped_pairs(ckpt, {v.name: v for v in variables}) is not None
+
+
 def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
     """The variables with ``ema``/``ema_of`` as ``ckpt map`` pairs them
     (:func:`ckpt_tools.emamap.decide_pairing`), and ``{"option", "reason"}`` when it refuses.
@@ -388,7 +399,8 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
     if not undecided and not any(v.role == "ema" for v in variables) and not (
             layout is None and unmarked_lone_averages(
                 ckpt, {v.name: v for v in variables}, {}, decide.get("ema_name"),
-                decide.get("use_meta", True))):
+                decide.get("use_meta", True))) and not (
+            layout is None and decide.get("use_meta", True) and _swapped(ckpt, variables)):
         return variables, None  # no average to pair: emamap is not even imported
     from .emamap import decide_pairing
 

@@ -77,6 +77,8 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
             (tf_cnn_benchmarks' ``v0/``), which the keys' own names then pair.
     """
     renamed = renamed_keys(ckpt)
+    swapping = any(h and h.startswith(k + "/") for k, h in renamed.items()) and any(
+        h and k.startswith(h + "/") for k, h in renamed.items())
     if in_graph:
         renamed = {k: h for k, h in renamed.items()
                    if k in variables and variables[k].role == R.EMA}
@@ -95,15 +97,22 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
     as_var = {k for k, h in renamed.items() if h and h.startswith(k + "/")}
     as_avg = {k for k, h in renamed.items() if h and k.startswith(h + "/")}
     prefix = _common_prefix(renamed)
+    if swapping and (in_graph or as_var | as_avg == set(renamed)):
+        raise UnprovenPairingError(
+            head + ": the keys named as the variables hold their averages and the keys named "
+            "as averages hold the raw weights, as a swapping Saver ({v.op.name: "
+            "ema.average(v), ema.average_name(v): v}, MovingAverageOptimizer.swapping_saver()) "
+            "writes them"
+            + (": in the graph the keys are restored by their names, so restore the output of "
+               "ckpt restore-ema (which pairs them through the save op) with the graph's Saver"
+               if in_graph else ", and the save op does not prove every key's variable and "
+               "shadow, so ckpt does not pair them"), None, undecided)
     if as_var and as_var | as_avg == set(renamed):
         raise UnprovenPairingError(
-            head + ": the keys named as the variables hold their averages"
-            + (" and the keys named as averages hold the raw weights, as a swapping Saver "
-               "({v.op.name: ema.average(v), ema.average_name(v): v}, "
-               "MovingAverageOptimizer.swapping_saver()) writes them" if as_avg else
-               ", as a Saver({v.op.name: ema.average(v)}) writes them")
-            + ": use the keys as stored (ckpt export --raw; in the graph, a plain "
-            "Saver().restore), which give the averages", "--raw", undecided)
+            head + ": the keys named as the variables hold their averages, as a "
+            "Saver({v.op.name: ema.average(v)}) writes them: use the keys as stored (ckpt "
+            "export --raw; in the graph, a plain Saver().restore), which give the averages",
+            "--raw", undecided)
     if as_avg == set(renamed):
         raise UnprovenPairingError(
             head + ": the keys named as averages hold their variables' raw values, as a "

@@ -145,10 +145,8 @@ def made(tmp_path_factory):
     return out, run_script(SCRIPT, out)
 
 
-REFUSED = {"swapping": ("key V holds V/ExponentialMovingAverage", "swapping", "--raw"),
-           "rawnames": ("key V holds V/ExponentialMovingAverage", "hold their averages",
-                        "--raw"),
-           "oddavg": ("key avgV holds V/ExponentialMovingAverage", "Saver(var_list=dict)")}
+REFUSED = {"rawnames": ("key V holds V/ExponentialMovingAverage", "hold their averages",
+                        "--raw")}
 # key -> the variable it holds, as the save op records it: each key pairs with the key
 # holding that variable's average
 TRANSLATED = {
@@ -224,18 +222,36 @@ def test_export_writes_each_key_with_its_variables_average(made, tmp_path, case)
             assert z[key].tobytes() == truth[f"{case}:ema:{held}"].tobytes(), key
 
 
-def test_swapping_saver_raw_export_gives_the_averages(made, tmp_path):
-    """The swapping Saver's keys named as variables hold the averages (what the refusal says
-    ``--raw`` exports)."""
+@pytest.mark.parametrize("case", ["swapping", "oddavg"])
+@pytest.mark.parametrize("raw", [False, True], ids=["ema", "raw"])
+def test_averages_under_other_keys_pair_through_the_save_op(made, tmp_path, case, raw):
+    """The swapping Saver's keys named as variables hold the averages, and ``avgW`` holds W's:
+    each variable is exported from the key holding its average, ``--raw`` from the key
+    holding it (review r20 F1; more in tests/test_tf1_swap_some.py)."""
     out, truth = made
-    code, _, err = run_cli(["export", str(out / "swapping"), "--raw",
+    code, _, err = run_cli(["export", str(out / case), *(["--raw"] if raw else []),
                             "--out", str(tmp_path / "sw.npz")])
     assert code == 0, err
-    assert "RAW weights although" not in err and "hold their averages" in err, err
+    assert "hold their averages" not in err, err
     with np.load(tmp_path / "sw.npz") as z:
         assert sorted(z.files) == ["V", "W"], z.files
         for k in z.files:
-            assert z[k].tobytes() == truth[f"swapping:ema:{k}"].tobytes(), k
+            want = truth[f"{case}:{'raw' if raw else 'ema'}:{k}"]
+            assert z[k].tobytes() == want.tobytes(), k
+
+
+def test_rawnames_raw_export_gives_the_averages(made, tmp_path):
+    """Averages alone under the variables' names (no raw stored): what the refusal says
+    ``--raw`` exports are the averages."""
+    out, truth = made
+    code, _, err = run_cli(["export", str(out / "rawnames"), "--raw",
+                            "--out", str(tmp_path / "rn.npz")])
+    assert code == 0, err
+    assert "RAW weights although" not in err and "hold their averages" in err, err
+    with np.load(tmp_path / "rn.npz") as z:
+        assert sorted(z.files) == ["V", "W"], z.files
+        for k in z.files:
+            assert z[k].tobytes() == truth[f"rawnames:ema:{k}"].tobytes(), k
 
 
 @pytest.mark.parametrize("how", ["restore_ema", "ema_saver"])

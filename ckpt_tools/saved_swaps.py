@@ -1,0 +1,154 @@
+"""TF1 keys holding an average under a name that is not an average's, paired through the
+save op.
+
+A swapping Saver (``{v.op.name: ema.average(v), ema.average_name(v): v}``,
+``MovingAverageOptimizer.swapping_saver()``), one that swaps only some variables (the rest
+saved plainly: review r20 F1), or one saving averages under other keys (``{"W": W, "avgW":
+ema.average(W)}``) stores the average of ``W`` under a key that does not say so, and maybe
+``W`` itself under ``W/ExponentialMovingAverage``. The ``.meta``'s save op records which
+variable each key was written from (:mod:`.save_op`), and its update ops which variable each
+shadow averages (``AssignMovingAvg``: :mod:`.formats.meta_updates`; TF's ``<var>/<name>``
+where the graph records none): :func:`swapped_pairs` pairs every key through them, so the
+average of ``W`` comes from whatever key holds ``W``'s shadow, into whatever key holds ``W``.
+Where any key's holder is unproven it pairs nothing (:mod:`.saved_keys` refuses).
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .save_op import graph_file, written_sources
+from .saved_keys import _held, translated_pairs
+
+_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
+
+
+def _averaged(ckpt: Checkpoint) -> dict[str, str]:
+    """Shadow op -> the variable op its ``AssignMovingAvg`` averages, from the ``.meta``'s
+    update ops (``{}`` where it records none)."""
+    def read() -> dict[str, str]:
+        from .formats.meta_updates import read_update_ops
+
+        path = graph_file(ckpt)
+        ops = read_update_ops(path) if path and path.endswith(".meta") else None
+        return {} if ops is None else {s: v for s, (v, _) in ops.averages.items()}
+    return ckpt.memo("saved_swaps_averaged", read)
+
+
+def _holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
+    """Key -> the one variable the save op wrote it from, for every key; ``None`` where the
+    save op is not proven the writer or a key holds several variables' parts."""
+    sources = written_sources(ckpt)
+    if not sources:
+        return None
+    held: dict[str, str] = {}
+    for key in variables:
+        if key == _OBJECT_GRAPH:
+            continue
+        h = _held(sources.get(key) or [])
+        if h is None:
+            return None
+        held[key] = h
+    return held if len(set(held.values())) == len(held) else None
+
+
+def _shadow_owner(held_name: str, averaged: dict[str, str], holder: dict[str, str],
+                  ema_name: str | None) -> str | None:
+    """The variable whose shadow ``held_name`` is: the update ops' word, or TF's
+    ``<var>/<ema_name>`` where they record none (a stored variable's, ``ema_name`` the one EMA
+    name); ``None`` for a model variable."""
+    if held_name in averaged:
+        return averaged[held_name]
+    if averaged or not ema_name:
+        return None
+    head, _, last = held_name.rpartition("/")
+    return head if last == ema_name and head in holder else None
+
+
+def swapped_pairs(ckpt: Checkpoint, variables,
+                  ema_name: str | None = None) -> tuple[list, list, list, dict] | None:
+    """Pairs a TF1 checkpoint whose save op stored some average under a key not named as one
+    (a swapping Saver, whole or partial, or averages under other keys).
+
+    Returns:
+        ``(pairs, missing, not_saved, names)``: ``pairs`` as
+        :func:`~ckpt_tools.ema_names.from_keys` gives them, in checkpoint keys (the key
+        holding each variable takes the key holding its shadow); ``missing``: keys holding a
+        weight no stored shadow averages; ``names``: key -> the variable it holds, for the
+        keys named as that variable's average (what ``export`` calls them). ``None`` where no
+        key holds a shadow under another name, or anything is unproven: a key's variable,
+        a shadow's variable not stored, another EMA name than ``ema_name``.
+    """
+    if ckpt.objects is not None:
+        return None
+    held = _holders(ckpt, variables)
+    if held is None:
+        return None
+    if all(h == k for k, h in held.items()):
+        return None  # every key its variable's name (the common case: no graph walk)
+    holder = {h: k for k, h in held.items()}
+    averaged = _averaged(ckpt)
+    names = {ema_name} if ema_name else set(ckpt.ema_names()) or {R.DEFAULT_EMA_NAME}
+    owner = {k: _shadow_owner(h, averaged, holder, next(iter(names)) if len(names) == 1
+                              else None) for k, h in held.items()}
+    if not any(o and not k.startswith(o + "/") for k, o in owner.items()):
+        return None  # every average under an average's name: the keys' own names pair
+    shadow_of: dict[str, str] = {}  # key holding a variable -> key holding its shadow
+    for k, o in owner.items():
+        if o is None:
+            continue
+        t = holder.get(o)
+        suffix = held[k][len(o) + 1:] if held[k].startswith(o + "/") else None
+        if t is None or owner[t] is not None or t in shadow_of or (
+                ema_name and suffix != ema_name):
+            return None  # a shadow whose variable is not stored, or one of two EMA objects
+        shadow_of[t] = k
+
+    def role(k: str) -> str:  # the role of what the key holds, as its name would say
+        v = variables.get(held[k])
+        return v.role if v is not None else variables[k].role
+
+    plain = [k for k in held if owner[k] is None and role(k) not in (R.EMA, R.EMA_DEBIAS)]
+    if any(owner[k] is None and role(k) == R.EMA for k in held):
+        return None  # an average the update ops do not record: another EMA object's
+    pairs = [(shadow_of.get(k, k), k) for k in plain]
+    missing = [k for k in plain if role(k) == R.WEIGHT and k not in shadow_of]
+    names = {k: held[k] for k in plain if k.startswith(held[k] + "/")}
+    return pairs, missing, [], names
+
+
+def raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
+    """Export name -> the key holding that model weight raw, for ``export --raw`` of a
+    checkpoint :func:`swapped_pairs` pairs (a key named as an average that holds the variable
+    is exported under the variable's name; keys holding averages are not exported); ``None``
+    where it pairs nothing."""
+    found = swapped_pairs(ckpt, variables)
+    if found is None:
+        return None
+    pairs, _, _, names = found
+    out: dict[str, str] = {}
+    for _, t in pairs:
+        v = variables.get(names[t]) if t in names else variables[t]
+        if v is not None and v.role in (R.WEIGHT, R.BN_STAT):
+            out[names.get(t, t)] = t
+    return out
+
+
+def shadow_keys(ckpt: Checkpoint, variables) -> set[str] | None:
+    """The keys holding averages, for a checkpoint :func:`swapped_pairs` pairs (what
+    ``average --ema`` averages: ``W`` of a swapping Saver, not ``W/ExponentialMovingAverage``,
+    which holds ``W`` raw); ``None`` where it pairs nothing (the roles say)."""
+    found = swapped_pairs(ckpt, variables)
+    return None if found is None else {s for s, t in found[0] if s != t}
+
+
+def pairs_through_save_op(ckpt: Checkpoint, variables,
+                          ema_name: str | None = None) -> tuple[list, list, list] | None:
+    """The pairs of a TF1 checkpoint whose keys the save op proves, where the keys' names do
+    not: renamed keys (:func:`~ckpt_tools.saved_keys.translated_pairs`), else averages under
+    keys not named as averages (:func:`swapped_pairs`); ``None`` where neither pairs."""
+    found = translated_pairs(ckpt, variables, ema_name)
+    if found is None:
+        swapped = swapped_pairs(ckpt, variables, ema_name)
+        found = None if swapped is None else swapped[:3]
+    return found

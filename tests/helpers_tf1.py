@@ -1,0 +1,63 @@
+"""TF1 graphs trained with an ``ExponentialMovingAverage`` and saved by a ``Saver`` of the
+test's choosing, built in-process by real TensorFlow (graph mode), with the truth read from
+the session at save time. Shared by the tests of Savers whose keys are not their variables'
+names (tests/test_tf1_swap_some.py, test_tf1_avg_only_saved.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+
+def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
+                steps: int = 3) -> tuple[str, dict[str, np.ndarray]]:
+    """Trains ``W`` [4, 2] (two parts ``W/part_0``, ``W/part_1`` if ``partitioned``), ``V``
+    [3, 2] and ``b`` [2] for ``steps`` steps, each followed by ``ema.apply()`` of all of them
+    (an ``ExponentialMovingAverage(0.5)``), and saves with
+    ``tf.compat.v1.train.Saver(saver_keys(ema, variables, global_step))`` and its ``.meta``
+    to ``directory/model.ckpt-<step>``. ``variables`` are the averaged variables by op name.
+
+    Returns:
+        ``(prefix, truth)``: ``truth["ema:<op name>"]`` is ``sess.run(ema.average(v))`` and
+        ``truth["raw:<op name>"]`` is ``sess.run(v)``, for each averaged variable.
+    """
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        part = tf1.fixed_size_partitioner(2) if partitioned else None
+        W = tf1.get_variable("W", [4, 2], partitioner=part)
+        V = tf1.get_variable("V", [3, 2])
+        b = tf1.get_variable("b", [2])
+        x = tf.constant(np.arange(8, dtype="float32").reshape(2, 4))
+        w = tf.convert_to_tensor(W) if partitioned else W
+        loss = (tf.reduce_sum((tf.matmul(x, w) - 1.0) ** 2) + tf.reduce_sum((V - 1.0) ** 2)
+                + tf.reduce_sum((b + 2.0) ** 2))
+        train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        averaged = [*(list(W) if partitioned else [W]), V, b]
+        with tf.control_dependencies([train]):
+            step = ema.apply(averaged)
+        saver = tf1.train.Saver(saver_keys(ema, {v.op.name: v for v in averaged}, gs))
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            for _ in range(steps):
+                sess.run(step)
+            prefix = saver.save(sess, str(Path(directory) / "model.ckpt"), global_step=gs)
+            truth = {}
+            for v in averaged:
+                truth[f"ema:{v.op.name}"] = sess.run(ema.average(v).read_value())
+                truth[f"raw:{v.op.name}"] = sess.run(v.read_value())
+    return prefix, truth
+
+
+def restored_by_meta(tf, prefix: str) -> dict[str, np.ndarray]:
+    """Every variable of the graph in ``prefix + ".meta"`` as that graph's own Saver restores
+    ``prefix`` (the README's evaluation of a baked checkpoint), by op name."""
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        saver = tf1.train.import_meta_graph(prefix + ".meta")
+        with tf1.Session() as sess:
+            saver.restore(sess, prefix)
+            return {v.op.name: sess.run(v.read_value()) for v in tf1.global_variables()}
