@@ -1,5 +1,5 @@
-"""Every README console example whose input is in the repository prints what the README shows
-(review-13-user-u14 F10): each ``$ ckpt ...`` line of a ```` ```console ```` block whose
+"""Every README (and docs/*.md) console example whose input is in the repository prints what
+it shows (review-13-user-u14 F10): each ``$ ckpt ...`` line of a ```` ```console ```` block whose
 checkpoint is under ``fixtures/`` runs through the real CLI on an 80-column pseudo-terminal
 (stdout and stderr together, no colour: what a user sees), and its text and exit code
 (``$ echo $?``) must be the README's.
@@ -34,9 +34,12 @@ from test_readme import _run_in_terminal  # noqa: E402
 ELIDED = "…"
 
 
-def examples() -> list[tuple[int, list[tuple[int, str, list[str]]]]]:
-    """The README's console blocks: ``(line, [(line, command, shown lines)])``."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def examples(doc: Path = ROOT / "README.md") -> list[tuple[int, list[tuple[int, str, list[str]]]]]:
+    """A document's console blocks: ``(line, [(line, command, shown lines)])``."""
+    lines = doc.read_text().splitlines()
     blocks, i = [], 0
     while i < len(lines):
         if lines[i].strip() != "```console":
@@ -97,7 +100,7 @@ def results(block: list[tuple[int, str, list[str]]]):
                 code = None
 
 
-BLOCKS = [(start, block) for start, block in examples()
+BLOCKS = [(f"{doc.name}:L{start}", block) for doc in DOCS for start, block in examples(doc)
           if any(runnable(c) for _, c, _ in block)]
 
 
@@ -105,11 +108,11 @@ def test_the_readme_has_runnable_examples():
     assert len([c for _, b in BLOCKS for _, c, _ in b if runnable(c)]) >= 10
 
 
-@pytest.mark.parametrize("block", [b for _, b in BLOCKS], ids=[f"L{s}" for s, _ in BLOCKS])
+@pytest.mark.parametrize("block", [b for _, b in BLOCKS], ids=[s for s, _ in BLOCKS])
 def test_readme_console_example_prints_what_the_readme_shows(block):
     for line, command, shown, got in results(block):
         assert matches(shown, got), (
-            f"README.md:{line}: $ {command}\n--- README shows:\n" + "\n".join(shown)
+            f"line {line}: $ {command}\n--- the document shows:\n" + "\n".join(shown)
             + "\n--- the command prints:\n" + "\n".join(got))
 
 
@@ -121,8 +124,8 @@ def test_elision_matches_any_number_of_lines_and_nothing_else():
 
 
 if __name__ == "__main__":
-    for _, block in BLOCKS:
+    for where, block in BLOCKS:
         for line, command, shown, got in results(block):
-            print(f"=== README.md:{line} {'ok' if matches(shown, got) else 'DIFFERS'}")
+            print(f"=== {where.split(':')[0]}:{line} {'ok' if matches(shown, got) else 'DIFFERS'}")
             print(f"$ {command}")
             print("\n".join(got))
