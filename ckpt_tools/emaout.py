@@ -38,6 +38,8 @@ class EmaOutput:
         averaged: names that hold EMA values.
         nbytes: tensor bytes written.
         warnings: things the user should know.
+        notes: what is as expected but worth saying (``h5``: frozen weights kept raw).
+        raw_expected: output name -> why the file expects it raw (``h5``).
     """
 
     output: str
@@ -52,6 +54,8 @@ class EmaOutput:
     averaged: list[str] = field(default_factory=list)
     nbytes: int = 0
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    raw_expected: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The ``ckpt restore-ema --json`` document."""
@@ -60,7 +64,9 @@ class EmaOutput:
                     "map": self.ema_map.to_json()}
         if self.format == "h5":
             return {"output": self.output, "format": "h5", "tensors": self.tensors,
-                    "averaged": list(self.averaged), "bytes": self.nbytes}
+                    "averaged": list(self.averaged), "bytes": self.nbytes,
+                    **({"raw_expected": dict(self.raw_expected), "notes": list(self.notes)}
+                       if self.notes else {})}
         return {"output": self.output, "format": self.format, "files": self.files,
                 "replaced": self.replaced, "copied": self.copied, "dropped": self.dropped,
                 "bytes": self.nbytes}
@@ -130,7 +136,8 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
             return EmaOutput(output=r.path, format="h5", dry_run=False,
                              ema_map=ema_map(ckpt, **map_options), files=[r.path],
                              tensors=dict(r.tensors), averaged=list(r.averaged),
-                             nbytes=r.nbytes, warnings=list(r.warnings))
+                             nbytes=r.nbytes, warnings=list(r.warnings),
+                             notes=list(r.notes), raw_expected=dict(r.raw_expected))
         from .bake import bake_ema
 
         r = bake_ema(ckpt, out, name=name, overwrite=overwrite, verify=verify,

@@ -19,6 +19,7 @@ from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .emamap import ema_map, match_any
 from .errors import EmaError, NoSelectionError, OutputError, UnsupportedFormatError
+from .export_said import no_weights, roles_said
 from .export_writers import H5_NATIVE, H5_WIDEN, NPZ_WIDEN, SAFETENSORS_DTYPES, WRITERS, read_order
 from .formats._io import canonical_location, is_url
 from .formats._write import (
@@ -30,6 +31,7 @@ from .formats._write import (
     member_name_ok,
 )
 from .formats.slices import check_partition
+from .frozen_meta import NOT_TRAINABLE, frozen_variables
 from .h5_out_name import refuse_keras3_weights_name
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
@@ -176,6 +178,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 and s in variables]
     if holders is not None:  # what each key holds, as the save op proves it
         weights = list(holders.values())
+    # frozen model variables the .meta lists outside trainable_variables: never averaged,
+    # restored raw by TF's variables_to_restore(), exported raw with a note (r22 F10)
+    frozen = frozen_variables(ckpt, variables, weights, sources)
+    weights += frozen
     weights.sort(key=lambda k: order.get(k, len(order)))
     held_as = {k: n for n, k in (holders or {}).items()}
     rules = parse_rename(rename)
@@ -197,7 +203,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             raise EmaError(
                 f"{ckpt.path}: no variable has an EMA shadow: the {len(kept)} tensor(s) to "
                 f"export ({', '.join(_clean_name(k, variables.get(k)) for k in kept[:4])}"
-                f"{' ...' if len(kept) > 4 else ''}) are {_roles_said(variables, kept)} "
+                f"{' ...' if len(kept) > 4 else ''}) are {roles_said(variables, kept)} "
                 "with no average; ckpt export --raw writes their raw values")
     for key in weights:
         name = held_as.get(key) or _clean_name(key, variables.get(key))
@@ -230,6 +236,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             averaged.append(name)
         elif use_ema and expected_out is not None and key in m.expected_raw:
             expected_out[name] = m.expected_raw[key]
+        elif use_ema and expected_out is not None and key in frozen:
+            expected_out[name] = NOT_TRAINABLE
     if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it
         raw_too = m.unaveraged_warning({k for k, _ in first.values()})
         if raw_too:
@@ -242,12 +250,6 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         if lacking:
             warnings.append(lacking)
     return plan, averaged, warnings
-
-
-def _roles_said(variables, keys: list[str]) -> str:
-    """The roles of ``keys`` in words (``batch-norm statistics``, ``weights``)."""
-    said = {R.BN_STAT: "batch-norm statistics", R.WEIGHT: "weights"}
-    return " and ".join(sorted({said.get(variables[k].role, variables[k].role) for k in keys}))
 
 
 def _creation_order(ckpt: Checkpoint) -> dict[str, int]:
@@ -271,19 +273,6 @@ def _assumed(ckpt: Checkpoint) -> list:
     warn_assumed(ckpt, assumed, stacklevel=4)
     return assumed
 
-
-
-def _no_weights(ckpt: Checkpoint, ema: bool | None) -> str:
-    """Why a checkpoint has no model weights to export: only state (a step counter), or, for
-    ``--raw``, only keys named as averages whose variables are not stored (a TF1 Saver of the
-    averages alone, or of ``ema.variables_to_restore()``; review-12-attack-r20 F10)."""
-    named = [v.name for v in ckpt.variables_unwarned() if v.role == "ema"]
-    if ema is not False or not named:  # None: the default, the averages
-        return "it holds no model weights, only state such as a step counter"
-    return (f"its {len(named)} tensor(s) are keys named as averages (e.g. {named[0]}) with no "
-            "variable stored beside them, and --raw exports model weights only: without "
-            "--raw they export as their variables' averages where the .meta's save op "
-            "proves they hold averages (or --averages-only states it)")
 
 def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None = None,
                    ema: bool | None = None, include: list[str] | None = None,
@@ -339,7 +328,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         if not plan and (include is not None or exclude):
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
-            raise OutputError(f"{ckpt.path}: no weights to export: {_no_weights(ckpt, ema)}")
+            raise OutputError(f"{ckpt.path}: no weights to export: {no_weights(ckpt, ema)}")
         bad = [(name, src) for name, src in plan.items() if not member_name_ok(name, fmt)]
         if bad:  # every bad name at once: the user fixes them in one run, not one per run
             try:

@@ -44,16 +44,29 @@ def expected_raw(ckpt, keys) -> dict[str, str]:
     return found
 
 
+#: The TF1 ``.meta`` lists it outside ``trainable_variables`` (:mod:`ckpt_tools.frozen_meta`).
+NOT_TRAINABLE_META = "not_trainable"
+
+
 def expected_raw_note(reasons: dict[str, str], shown) -> str | None:
-    """The note for weights :func:`expected_raw` explains (``shown``: key -> display name),
-    or None where there are none."""
+    """The note for weights :func:`expected_raw` (or, for a TF1 ``.meta``,
+    :func:`~ckpt_tools.frozen_meta.frozen_variables`) explains (``shown``: key -> display
+    name), or None where there are none."""
+    frozen = [shown(k) for k, r in reasons.items() if r == NOT_TRAINABLE_META]
+    reasons = {k: r for k, r in reasons.items() if r != NOT_TRAINABLE_META}
+    meta_note = (f"{len(frozen)} frozen weight(s) keep their raw values: the .meta lists them "
+                 "outside trainable_variables (trainable=False), so ema.apply() never averaged "
+                 "them and TF's variables_to_restore() restores them raw: "
+                 f"{', '.join(frozen[:5])}" + (" ..." if len(frozen) > 5 else "")
+                 ) if frozen else None
     if not reasons:
-        return None
+        return meta_note
     parts = []
     for why, said in _SAID.items():
         names = [shown(k) for k, r in reasons.items() if r == why]
         if names:
             parts.append(f"{len(names)} {said}: {', '.join(names[:5])}"
                          + (" ..." if len(names) > 5 else ""))
-    return (f"{len(reasons)} weight(s) have no EMA copy and keep their raw values, as "
+    said = (f"{len(reasons)} weight(s) have no EMA copy and keep their raw values, as "
             f"config.json explains: {'; '.join(parts)}")
+    return said if meta_note is None else f"{said}; {meta_note}"

@@ -201,6 +201,8 @@ def restore_ema_command(
     warn_unaveraged(out, result.ema_map)
     for w in result.warnings:
         out.warning(w)
+    for n in result.notes:
+        out.note(f"note: {n}")
     if json_out:
         out.json({**result.to_dict(), **stated})
     elif not quiet:

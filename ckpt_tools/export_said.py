@@ -1,0 +1,24 @@
+"""What ``ckpt export`` says where it has nothing (or only state) to export."""
+
+from __future__ import annotations
+
+from . import roles as R
+
+
+def roles_said(variables, keys: list[str]) -> str:
+    """The roles of ``keys`` in words (``batch-norm statistics``, ``weights``)."""
+    said = {R.BN_STAT: "batch-norm statistics", R.WEIGHT: "weights"}
+    return " and ".join(sorted({said.get(variables[k].role, variables[k].role) for k in keys}))
+
+
+def no_weights(ckpt, ema: bool | None) -> str:
+    """Why a checkpoint has no model weights to export: only state (a step counter), or, for
+    ``--raw``, only keys named as averages whose variables are not stored (a TF1 Saver of the
+    averages alone, or of ``ema.variables_to_restore()``; review-12-attack-r20 F10)."""
+    named = [v.name for v in ckpt.variables_unwarned() if v.role == "ema"]
+    if ema is not False or not named:  # None: the default, the averages
+        return "it holds no model weights, only state such as a step counter"
+    return (f"its {len(named)} tensor(s) are keys named as averages (e.g. {named[0]}) with no "
+            "variable stored beside them, and --raw exports model weights only: without "
+            "--raw they export as their variables' averages where the .meta's save op "
+            "proves they hold averages (or --averages-only states it)")

@@ -1,0 +1,85 @@
+"""TF1 model variables a ``.meta`` records frozen (``trainable=False``): weights kept raw.
+
+A fine-tuned head on a frozen backbone (``get_variable(..., trainable=False)``, slim's
+``arg_scope(trainable=False)``, a frozen ``batch_norm``'s ``beta``) trains and averages the
+head only: ``ema.apply(tf.trainable_variables())`` never averages the backbone, and TF's own
+``ema.variables_to_restore()`` maps such a variable to itself. It is a model weight all the
+same, which an export must hold (raw), or a by-name load leaves it at its initial value
+(review-13-attack-r22 F10).
+
+The ``.meta`` lists it in ``variables`` (global) and in neither ``trainable_variables`` nor
+``moving_average_variables``, which the classifier reads as ``other``. What else is read that
+way is kept out: an optimizer's slots and an EMA's shadows (stored under their variable's name,
+``<var>/<slot>``, of its shape; written by the graph's update ops), step counters and
+hyperparameters (:func:`~ckpt_tools.roles.proven_training_state`, ``beta1_power_1``).
+Without a ``.meta`` nothing proves a variable frozen: a weight without an average is then
+missing one (refused; ``--allow-missing`` keeps it raw).
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+
+#: :data:`ckpt_tools.raw_reasons` reason: the ``.meta`` lists it outside trainable_variables.
+NOT_TRAINABLE = "not_trainable"  # raw_reasons.NOT_TRAINABLE_META
+
+
+def frozen_variables(ckpt, variables, weights=(), sources=None) -> list[str]:
+    """The keys of ``variables`` (key -> :class:`~ckpt_tools.checkpoint.Variable`) that the
+    checkpoint's ``.meta`` proves frozen model variables, in key order; empty without one.
+    Left out: those in ``weights`` (already exported) and those ``sources`` (target -> the
+    key an EMA map restores it from) gives another value than their own.
+
+    Such a key is a float ``other`` variable of the graph's ``variables`` collection, in
+    neither ``trainable_variables`` nor ``moving_average_variables`` (nor local), whose name is
+    not a step counter or hyperparameter, that no stored variable of its dtype and shape
+    prefixes (a slot or shadow: ``<var>/<name>``) and that no update op of the graph writes as
+    an average or an optimizer's slot. A graph that lists no trainable variable at all proves
+    nothing (every variable would read frozen).
+    """
+    meta = getattr(ckpt, "meta", None)
+    if meta is None or getattr(ckpt, "objects", None) is not None:
+        return []
+    trainable = set(meta.keys_in("trainable_variables"))
+    if not trainable:
+        return []
+    outside = trainable | set(meta.keys_in("moving_average_variables")) | set(
+        meta.keys_in("local_variables"))
+    global_keys = set(meta.keys_in("variables"))
+    found = []
+    taken, sources = set(weights), sources or {}
+    for key, v in variables.items():
+        if (key in taken or sources.get(key, key) != key or v.role != R.OTHER
+                or v.dtype not in R._FLOAT or key not in global_keys
+                or key in outside or R.proven_training_state(key, v.role, meta, None)
+                or R._UNIQUIFIED.sub("", key.rpartition("/")[2]) in R._STATE_NAMES
+                or _under_a_variable(key, v, variables)):
+            continue
+        found.append(key)
+    if found:
+        found = _not_updated(ckpt, found)
+    return sorted(found)
+
+
+def _under_a_variable(key: str, v, variables) -> bool:
+    """Whether a stored variable of ``v``'s dtype and shape prefixes ``key`` (``<var>/...``):
+    the layout of an optimizer's slot or an EMA's shadow, whatever its name."""
+    parts = key.split("/")
+    for i in range(1, len(parts)):
+        head = variables.get("/".join(parts[:i]))
+        if head is not None and head.dtype == v.dtype and tuple(head.shape) == tuple(v.shape):
+            return True
+    return False
+
+
+def _not_updated(ckpt, keys: list[str]) -> list[str]:
+    """``keys`` less those the ``.meta``'s update ops write as an EMA's shadow or an
+    optimizer's slot (:mod:`~ckpt_tools.formats.meta_updates`)."""
+    from .meta_shadows import _update_ops
+
+    read = _update_ops(ckpt.meta)
+    if read is None:
+        return keys
+    ops, key = read
+    written = {key(op) for op in ops.averages} | {key(op) for op in ops.slots}
+    return [k for k in keys if k not in written]
