@@ -177,7 +177,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     weights += [t for t, s in sources.items() if s != t and t not in variables
                 and s in variables]
     if holders is not None:  # what each key holds, as the save op proves it
-        weights = list(holders.values())
+        weights = [*holders.values(), *(t for t, s in sources.items() if t not in variables)]
     # frozen model variables the .meta lists outside trainable_variables: never averaged,
     # restored raw by TF's variables_to_restore(), exported raw with a note (r22 F10)
     frozen = frozen_variables(ckpt, variables, weights, sources)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import roles as R
+from .saved_swaps import averages_alone_said
 
 
 def roles_said(variables, keys: list[str]) -> str:
@@ -16,6 +17,9 @@ def no_weights(ckpt, ema: bool | None) -> str:
     ``--raw``, only keys named as averages whose variables are not stored (a TF1 Saver of the
     averages alone, or of ``ema.variables_to_restore()``; review-12-attack-r20 F10)."""
     named = [v.name for v in ckpt.variables_unwarned() if v.role == "ema"]
+    alone = averages_alone_said(ckpt) if ema is False else ""
+    if alone:  # keys the save op proves hold averages, under names that do not say so
+        return alone
     if ema is not False or not named:  # None: the default, the averages
         return "it holds no model weights, only state such as a step counter"
     return (f"its {len(named)} tensor(s) are keys named as averages (e.g. {named[0]}) with no "

@@ -18,7 +18,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .save_op import graph_file, written_sources
-from .saved_keys import _held, translated_pairs
+from .saved_keys import _PART, _held, translated_pairs
 
 _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -94,14 +94,21 @@ def swapped_pairs(ckpt: Checkpoint, variables,
     if not any(o and not k.startswith(o + "/") for k, o in owner.items()):
         return None  # every average under an average's name: the keys' own names pair
     shadow_of: dict[str, str] = {}  # key holding a variable -> key holding its shadow
+    lone: dict[str, str] = {}  # key holding a shadow -> its variable, which no key holds
     for k, o in owner.items():
         if o is None:
             continue
         t = holder.get(o)
         suffix = held[k][len(o) + 1:] if held[k].startswith(o + "/") else None
-        if t is None or owner[t] is not None or t in shadow_of or (
-                ema_name and suffix != ema_name):
-            return None  # a shadow whose variable is not stored, or one of two EMA objects
+        if ema_name and suffix != ema_name:
+            return None  # another EMA object's average
+        if t is None:  # a Saver of the averages alone: exported under the variable's name
+            if o in variables or _PART.search(o) or o in lone.values():
+                return None  # its name is a key holding something else, or a part's
+            lone[k] = o
+            continue
+        if owner[t] is not None or t in shadow_of:
+            return None
         shadow_of[t] = k
 
     def role(k: str) -> str:  # the role of what the key holds, as its name would say
@@ -111,7 +118,7 @@ def swapped_pairs(ckpt: Checkpoint, variables,
     plain = [k for k in held if owner[k] is None and role(k) not in (R.EMA, R.EMA_DEBIAS)]
     if any(owner[k] is None and role(k) == R.EMA for k in held):
         return None  # an average the update ops do not record: another EMA object's
-    pairs = [(shadow_of.get(k, k), k) for k in plain]
+    pairs = [(shadow_of.get(k, k), k) for k in plain] + list(lone.items())
     missing = [k for k in plain if role(k) == R.WEIGHT and k not in shadow_of]
     names = {k: held[k] for k in plain if k.startswith(held[k] + "/")}
     return pairs, missing, [], names
@@ -128,10 +135,30 @@ def raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     pairs, _, _, names = found
     out: dict[str, str] = {}
     for _, t in pairs:
-        v = variables.get(names[t]) if t in names else variables[t]
+        v = variables.get(names[t]) if t in names else variables.get(t)  # None: not stored
         if v is not None and v.role in (R.WEIGHT, R.BN_STAT):
             out[names.get(t, t)] = t
     return out
+
+
+def averages_alone(ckpt: Checkpoint, variables) -> dict[str, str]:
+    """Key -> the variable whose average it holds, for the keys :func:`swapped_pairs` pairs
+    with a variable no key holds (a Saver of the averages alone under other keys:
+    ``{"ema/" + ema.average_name(v): ema.average(v)}``); ``{}`` where it pairs nothing."""
+    found = swapped_pairs(ckpt, variables)
+    return {} if found is None else {s: t for s, t in found[0] if t not in variables}
+
+
+def averages_alone_said(ckpt: Checkpoint) -> str:
+    """Why ``export --raw`` finds no weight where the save op proves every key holds an
+    average (:func:`averages_alone`), or ``""``."""
+    alone = averages_alone(ckpt, {v.name: v for v in ckpt.variables_unwarned()})
+    if not alone:
+        return ""
+    k, t = next(iter(sorted(alone.items())))
+    return (f"its {len(alone)} tensor(s) hold averages only (the .meta's save op wrote {k} "
+            f"from {t}'s shadow), and --raw exports model weights only: without --raw they "
+            "export as their variables' averages")
 
 
 def shadow_keys(ckpt: Checkpoint, variables) -> set[str] | None:

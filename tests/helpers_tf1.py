@@ -61,3 +61,16 @@ def restored_by_meta(tf, prefix: str) -> dict[str, np.ndarray]:
         with tf1.Session() as sess:
             saver.restore(sess, prefix)
             return {v.op.name: sess.run(v.read_value()) for v in tf1.global_variables()}
+
+
+def restored_by_model_saver(tf, prefix: str) -> dict[str, np.ndarray]:
+    """``W``, ``V``, ``b`` (and the global step) of :func:`tf1_ema_run`'s model graph, built
+    anew without its averages, as a plain ``Saver()`` of it restores ``prefix`` (how an
+    averages-alone checkpoint baked under the variables' names is used), by op name."""
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default():
+        tf1.train.get_or_create_global_step()
+        vs = [tf1.get_variable(n, s) for n, s in (("W", [4, 2]), ("V", [3, 2]), ("b", [2]))]
+        with tf1.Session() as sess:
+            tf1.train.Saver().restore(sess, prefix)
+            return {v.op.name: sess.run(v.read_value()) for v in vs}
