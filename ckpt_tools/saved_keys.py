@@ -97,6 +97,18 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
     as_var = {k for k, h in renamed.items() if h and h.startswith(k + "/")}
     as_avg = {k for k, h in renamed.items() if h and k.startswith(h + "/")}
     prefix = _common_prefix(renamed)
+    parts = sorted(k for k, h in renamed.items() if h and _PART.search(k)
+                   and _PART.sub("", k) == h)  # W/part_0/<ema> holding W/part_0's shadow
+    if parts:
+        raise UnprovenPairingError(
+            f"{ckpt.path}: its {graph_named(ckpt)}'s save op stored the parts of a partitioned "
+            f"variable under one key each (e.g. {parts[0]} holds that part of "
+            f"{renamed[parts[0]]} whole, not as a slice of {renamed[parts[0]]}), as a "
+            "Saver({ema.average_name(p): ema.average(p) for p in parts}) writes them; ckpt does "
+            "not assemble parts saved under separate keys, so it pairs none of them (nor does "
+            "--averages-only); in the graph imported from the .meta, its own Saver "
+            "(import_meta_graph(...).restore) restores them into the shadow variables",
+            None, undecided)
     if swapping and (in_graph or as_var | as_avg == set(renamed)):
         raise UnprovenPairingError(
             head + ": the keys named as the variables hold their averages and the keys named "
