@@ -51,11 +51,15 @@ def _find(ckpt, lay) -> list[tuple[str, str]]:
     for w in averaged:
         e = ckpt.entry(w)
         by_spec.setdefault((tuple(e.shape), e.dtype_name), []).append(w)
-    cache: dict[str, bytes] = {}
+    cache: dict[str, bytes | None] = {}
 
-    def data(key: str) -> bytes:
+    def data(key: str) -> bytes | None:
+        # A tensor holding NaN proves no tie: a diverged run leaves every weight all-NaN, bit
+        # for bit alike (review-13-attack-r23 F8). None never compares equal to bytes.
         if key not in cache:
-            cache[key] = np.ascontiguousarray(ckpt.tensor(key)).tobytes()
+            value = np.ascontiguousarray(ckpt.tensor(key))
+            cache[key] = None if np.isnan(value.astype(np.float32, copy=False)).any() \
+                else value.tobytes()
         return cache[key]
 
     out = []
@@ -64,7 +68,7 @@ def _find(ckpt, lay) -> list[tuple[str, str]]:
         if key in done or e.dtype_name not in _FLOATS:
             continue
         twin = next((w for w in by_spec.get((tuple(e.shape), e.dtype_name), ())
-                     if data(w) == data(key)), None)
+                     if data(key) is not None and data(w) == data(key)), None)
         if twin is not None:
             out.append((key, twin))
     return out

@@ -199,3 +199,28 @@ def test_spectral_normalization_is_named_by_its_class_not_called_custom(keras, t
     assert "custom layer" not in flat and "sn (spectral_normalization)" in flat, flat
     assert "SpectralNormalization keeps its wrapped layer's kernel" in flat, flat
     assert not (tmp_path / "w.npz").exists()
+
+
+def test_a_diverged_run_is_not_read_as_weight_tying(keras, tmp_path):
+    """review-13-attack-r23 F8: a run that diverged leaves every weight and EMA copy all-NaN,
+    bit for bit alike, so BatchNormalization's moving statistics 'equalled' an averaged bias
+    and the file was refused as weight tying. NaN proves no tie: the file pairs as any other,
+    its copies (NaN, as Keras recorded them) exported under their weights."""
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((4,))
+    h = keras.layers.BatchNormalization(name="bn")(keras.layers.Dense(4, name="hidden")(inp))
+    model = keras.Model(inp, keras.layers.Dense(2, name="head")(h))
+    opt = keras.optimizers.SGD(1e30, use_ema=True, ema_momentum=0.5)
+    model.compile(opt, "mse")
+    x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
+    for _ in range(6):
+        model.train_on_batch(x, np.full((16, 2), 1e30, "float32"))
+    truth = keras_averages(opt)
+    assert all(np.isnan(v).all() for v in truth.values())  # diverged, as the test means
+    model.save(str(tmp_path / "d.keras"))
+    code, _, err = run_cli(["export", str(tmp_path / "d.keras"), "--fit-order",
+                            "--not-swapped", "--out", str(tmp_path / "w.npz")])
+    assert code == 0 and "weight tying" not in err, err
+    with np.load(tmp_path / "w.npz") as npz:
+        for path, want in truth.items():
+            assert npz[path].tobytes() == want.tobytes(), path
