@@ -4,9 +4,11 @@
 (``{v.op.name: ema.average(v), ema.average_name(v): v}``), the averages under the variables'
 own names. Pairing by key names baked or
 exported another variable's average, or the raw weights, with exit 0. The ``.meta``'s save op
-records which variable each key holds: such keys are refused (exit 6, one line naming a key
-and what it holds), while ``restore_ema`` in the graph imported from the ``.meta`` (which
-pairs the graph's own variables) stays right. Made here by TensorFlow (a subprocess), truth
+records which variable each key holds: the keys are paired through it (swapped, prefixed,
+cnnbench; since r20 F1 also the swapping Saver and averages under other keys), the averages
+alone under the variables' own names are refused (exit 6, one line naming a key and what it
+holds, and --raw), while ``restore_ema`` in the graph imported from the ``.meta`` (which
+pairs the graph's own variables) stays right or refuses a swap. Made here by TensorFlow (a subprocess), truth
 read from the session at save time."""
 
 from __future__ import annotations
