@@ -8,8 +8,8 @@ records which variable each key holds: the keys are paired through it (swapped, 
 cnnbench; since r20 F1 also the swapping Saver and averages under other keys), the averages
 alone under the variables' own names are refused (exit 6, one line naming a key and what it
 holds, and --raw), while ``restore_ema`` in the graph imported from the ``.meta`` (which
-pairs the graph's own variables) stays right or refuses a swap. Made here by TensorFlow (a subprocess), truth
-read from the session at save time."""
+pairs the graph's own variables) stays right or refuses a swap. Made here by TensorFlow (a
+subprocess), truth read from the session at save time."""
 
 from __future__ import annotations
 
