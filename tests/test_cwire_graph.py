@@ -289,7 +289,9 @@ def test_install_built_the_compiled_walk():
     here = ROOT / "ckpt_tools"
     if not [*here.glob("cwire*.so"), *here.glob("cwire*.pyd")]:
         pytest.skip("this checkout was not built (pip install -e builds the extension)")
-    assert meta_saver._c_save_sources is not None
+    assert meta_saver._c_save_sources is not None, (
+        "ckpt_tools/cwire*.so predates cwire.save_sources: rebuild it "
+        "(python setup.py build_ext --inplace)")
 
 
 def test_a_url_whose_bytes_were_not_kept_is_read_by_python(monkeypatch, cwire):
