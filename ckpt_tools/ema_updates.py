@@ -14,13 +14,14 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, UnprovenPairingError, suffix_base
+from .ema_scopes import scope_averages, scope_offers
 from .formats.meta_updates import UpdateOps, read_update_ops
 from .meta_shadows import op_key
 
 
 def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
-    """The ``.meta``'s update ops with their variables as checkpoint keys (read once per
-    open checkpoint), or ``None`` without a ``.meta`` or a graph in it."""
+    """The ``.meta``'s (or TF1 SavedModel's) update ops with their variables as checkpoint
+    keys (read once per open checkpoint), or ``None`` without such a file or a graph in it."""
     path = ckpt.meta_file
     if not path or ckpt.meta is None:
         return None
@@ -161,6 +162,9 @@ def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
     if found is None:
         return None
     scopes, averaged = found
+    scoped = scope_averages(ckpt, variables, ema_name, use_meta, scopes)
+    if scoped is not None:  # gen/ExponentialMovingAverage: the scope names one object
+        return scoped
     named = [s for s in scopes if s.rpartition("/")[2] == ema_name]
     if len(named) != 1 or set(scopes[named[0]]) != averaged:
         return None
@@ -178,13 +182,19 @@ def offer_objects(ckpt: Checkpoint, variables, use_meta: bool,
     """``refusal``, saying which ``--ema-name`` takes one EMA object's averages whole where
     the ``.meta``'s update ops prove one (:func:`complete_objects`)."""
     names = complete_objects(ckpt, variables, use_meta)
-    if not names:
+    found = _scopes(ckpt, variables) if use_meta and ckpt.objects is None else None
+    scoped = scope_offers(found[0] if found else None, names)
+    if not names and not scoped:
         return refusal
-    return UnprovenPairingError(
-        f"{refusal} (with this .meta one option does: --ema-name "
-        f"{' or --ema-name '.join(names)} takes the averages of the EMA object that averaged "
-        "every one of these variables, as the graph's update ops show)",
-        "--ema-name", refusal.undecided)
+    text = (f" (with this .meta one option does: --ema-name {' or --ema-name '.join(names)} "
+            "takes the averages of the EMA object that averaged every one of these variables, "
+            "as the graph's update ops show)") if names else ""
+    if scoped:
+        text += ("; yet this .meta tells the objects apart: its update ops show EMA objects of "
+                 "one name under different name scopes, and --ema-name "
+                 f"{' or --ema-name '.join(scoped)} takes that object's averages (with "
+                 "--allow-missing, the variables it did not average raw)")
+    return UnprovenPairingError(f"{refusal}{text}", "--ema-name", refusal.undecided)
 
 
 #: Optimizers that keep ONE slot under their own name (``w/Momentum``): two such keys beside a

@@ -28,6 +28,7 @@ from .ema_missing import (
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
 from .ema_proof import refuse_unproven_names
 from .ema_refusals import UnprovenPairingError, file_style, require_keras, suffix_base
+from .ema_scopes import scope_hints
 from .ema_several import join_maps, split_ema_names
 from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slot_named_hint
 from .errors import EmaError
@@ -589,6 +590,8 @@ def ema_map(
                         f"{k}): --ema-name {name},{other} takes both objects' averages, "
                         "while --allow-missing would restore these raw although an average of "
                         "theirs is stored")
+    scoped = scope_hints(ckpt, name, missing) if ema_name and use_meta else None
+    hints = hints if scoped is None else scoped  # --ema-name gen/ExponentialMovingAverage
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "
