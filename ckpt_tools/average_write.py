@@ -186,7 +186,9 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
 
             copy_saved_model_files(saved_model, stage.path, stage.shown)
         else:
-            _copy_meta(newest, prefix, stage.shown)
+            # --no-meta (pairing use_meta=False): the .meta not read is not copied either
+            _copy_meta(newest.with_meta((pairing or {}).get("use_meta", True)), prefix,
+                       stage.shown)
             write_state_file(work, name, stage.shown)  # names the output's own prefix, relative
         stage.publish()
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
@@ -237,7 +239,7 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
 
 def _copy_meta(newest: Checkpoint, prefix: str, shown) -> None:
     meta = newest.location.meta_path
-    if not meta:
+    if not meta or newest.meta_unread:  # a graph not read is not vouched for by a copy
         return
     shown_meta = shown(prefix + ".meta")
     if is_url(meta):  # a remote .meta: fetched whole (graphs are small)

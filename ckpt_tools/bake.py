@@ -406,6 +406,8 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
     warnings = []
     renamed = bool(strip or add)
     meta_src = ckpt.location.meta_path
+    if ckpt.meta_unread:  # --no-meta: as if none were beside it (a graph not read, which may
+        meta_src = None  # be another run's, is not vouched for by being copied)
     if meta_src and renamed:
         warnings.append("keys were re-scoped, so the .meta graph (which uses the old names) "
                         "was not copied")

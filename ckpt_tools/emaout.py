@@ -217,6 +217,8 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     base = check_file_name(ckpt.name if name is None else name)
     data = base + ".data-00000-of-00001"
     meta_src = ckpt.location.meta_path
+    if ckpt.with_meta(map_options.get("use_meta", True)).meta_unread:
+        meta_src = None  # --no-meta: as if none were beside it (see bake._write)
     meta = meta_src is not None and not (strip or add)
     warnings = [] if meta or not meta_src else [
         "keys were re-scoped, so the .meta graph (which uses the old names) was not copied"]
