@@ -22,7 +22,7 @@ from .meta_shadows import op_key
 def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
     """The ``.meta``'s (or TF1 SavedModel's) update ops with their variables as checkpoint
     keys (read once per open checkpoint), or ``None`` without such a file or a graph in it."""
-    path = ckpt.meta_file
+    path = ckpt.meta_source if ckpt.objects is None else None
     if not path or ckpt.meta is None:
         return None
 

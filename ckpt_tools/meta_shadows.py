@@ -12,6 +12,7 @@ graph's update ops tell them from the optimizer's (:mod:`.formats.meta_updates`)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 
 from .formats.entry import TensorEntry
@@ -30,9 +31,10 @@ def op_key(meta: MetaGraph) -> Callable[[str], str]:
 
 
 def _update_ops(meta: MetaGraph | None) -> tuple[UpdateOps, Callable[[str], str]] | None:
-    """The ``.meta``'s update ops (op names) and :func:`op_key` over it; ``None`` without a
-    ``.meta`` or a graph in it."""
-    if meta is None or not meta.path.endswith(".meta"):
+    """The ``.meta``'s (or TF1 SavedModel's ``saved_model.pb``'s) update ops (op names) and
+    :func:`op_key` over it; ``None`` without such a file or a graph in it."""
+    if meta is None or not (meta.path.endswith(".meta") or os.path.basename(
+            meta.path).startswith("saved_model.")):
         return None
     ops = read_update_ops(meta.path)
     return None if ops is None else (ops, op_key(meta))

@@ -1,4 +1,5 @@
-"""Which variable each TF1 update op writes, read from a ``.meta``'s ``graph_def``.
+"""Which variable each TF1 update op writes, read from a ``.meta``'s (or a TF1 SavedModel's)
+``graph_def``.
 
 An ``ExponentialMovingAverage`` and an optimizer may store tensors under the same name:
 ``ExponentialMovingAverage(name="Momentum")`` beside a ``MomentumOptimizer`` gives ``w`` a
@@ -22,7 +23,7 @@ import re
 
 from ..errors import CheckpointError
 from ._record import Frozen
-from .graph_def import GraphNode, read_graph, through_reads
+from .graph_def import GraphNode, MetaGraph, read_graphs, through_reads
 
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
@@ -53,18 +54,37 @@ class UpdateOps(Frozen):
 
 def read_update_ops(path: str) -> UpdateOps | None:
     """Reads which shadows ``ema.apply()`` updates and which slots optimizers update in the
-    ``.meta`` at ``path``.
+    ``.meta`` or TF1 SavedModel (``saved_model.pb``) at ``path``.
+
+    A SavedModel may hold several meta graphs (``train`` and ``serve`` tags) over the same
+    variables: what their update ops say is taken together, and a shadow that two graphs
+    update from different variables (or under different EMA scopes) is proven by neither.
 
     Returns:
         An :class:`UpdateOps`, or ``None`` where the file records no graph (a text-format or
         graph-less ``MetaGraphDef``) or cannot be read: then nothing is proven by it.
     """
     try:
-        graph = read_graph(path)
+        graphs = read_graphs(path)
     except (OSError, CheckpointError):  # gone or unreadable since (a URL): nothing proven
         return None
-    if graph is None:
+    if not graphs:
         return None
+    averages: dict[str, tuple[str, str]] = {}
+    slots: dict[str, tuple[str, str]] = {}
+    differ: set[str] = set()
+    for graph in graphs:
+        each = _graph_updates(graph)
+        for shadow, owner in each.averages.items():
+            if averages.setdefault(shadow, owner) != owner:
+                differ.add(shadow)
+        for slot, trained in each.slots.items():
+            slots.setdefault(slot, trained)
+    return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots)
+
+
+def _graph_updates(graph: MetaGraph) -> UpdateOps:
+    """What one graph's update ops write (see :func:`read_update_ops`)."""
     nodes = graph.nodes
 
     def variable(name: str) -> str | None:
