@@ -44,3 +44,20 @@ def refuse_rescope_clash(path: str, pairs: Iterable[tuple[str, str, str]],
 
 def _shown(src: str, tgt: str) -> str:
     return tgt if src == tgt else f"{src} (the average of {tgt})"
+
+
+def checkpoint_key(graph_key: str, strip_scope: str | None, add_scope: str | None) -> str:
+    """The checkpoint key a graph variable named ``graph_key`` reads under ``strip_scope`` /
+    ``add_scope`` (the inverse of :func:`~ckpt_tools.emamap.rescope`): ``eval/w`` in a graph
+    imported with ``import_meta_graph(..., import_scope="eval")`` reads ``w`` under
+    ``add_scope="eval/"``. A name outside ``add_scope`` is read as it is.
+
+    Example:
+        >>> checkpoint_key("eval/w", None, "eval/")
+        'w'
+        >>> checkpoint_key("w", "tower_0/", None)
+        'tower_0/w'
+    """
+    if add_scope and graph_key.startswith(add_scope):
+        graph_key = graph_key[len(add_scope):]
+    return (strip_scope or "") + graph_key

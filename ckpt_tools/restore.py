@@ -24,6 +24,8 @@ from .keras_assumed import LIVE_FIT_ORDER, keras_assumptions, refuse_assumed, wa
 from .live_order import keras_source, live_order
 from .live_pairing import key_variables
 from .locate import locate
+from .rescope_clash import checkpoint_key
+from .restore_problems import entry_mismatch, no_average_line, restore_advice
 from .tfk_order import has_open_averages
 
 
@@ -113,6 +115,10 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
     ``ema.apply()`` was not given to itself."""
     m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, in_graph=True, **map_options)
     sources = m.sources()
+
+    def own(key: str) -> str:
+        return checkpoint_key(key, map_options.get("strip_scope"), map_options.get("add_scope"))
+
     missing = set(m.missing)
     averaged, raw, problems = {}, {}, []
     for key in dict.fromkeys(keys):
@@ -126,50 +132,15 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
         elif key in missing and key in frozen and key in ckpt:
             raw[key] = key
         elif key in missing:
-            problems.append(_no_average(ckpt, key, m.ema_name,
+            problems.append(no_average_line(ckpt, key, m.ema_name,
                                         dict(m.pairs).get(f"{key}/{m.ema_name}")))
-        elif key in ckpt:
-            raw[key] = key
+        elif own(key) in ckpt:  # a shadow in a graph imported under add_scope: its own key
+            raw[key] = own(key)
         else:
             problems.append(f"{key} (not in the checkpoint)")
     if problems and not averaged and m.missing:
         m.require_complete()  # the "no shadows at all" message explains the likely cause
     return averaged, raw, problems
-
-
-def _no_average(ckpt: Checkpoint, key: str, ema_name: str, owner: str | None = None) -> str:
-    """A problem line for ``key``, which has no average, in the file's own terms: a TF1 Saver
-    names the shadow after its variable (``owner``: the variable whose average that name is,
-    when ``ema.apply()`` ran inside a ``variable_scope``); a TF2 checkpoint holds what was
-    saved of ``ema.average(v)``."""
-    if ckpt.objects is None and owner not in (None, key):
-        return f"{key} (no shadow of its own; {key}/{ema_name} is {owner}'s average)"
-    if ckpt.objects is None:
-        return f"{key} (no shadow {key}/{ema_name})"
-    return (f"{key.removesuffix('/.ATTRIBUTES/VARIABLE_VALUE')} (no average: its "
-            "ema.average(v) is not saved)")
-
-
-def _advice(problems: list[str]) -> str:
-    """What decides, for the problems :func:`_plan` found."""
-    if any("(no shadow " in p for p in problems):
-        return ("; pass allow_missing=True to restore their raw values, or var_list= without "
-                "them")
-    if any("(no average: " in p for p in problems):
-        return ("; pass allow_missing=True to restore their raw values, or save every "
-                "averaged variable's ema.average(v) (tf.train.Checkpoint(model=model, "
-                "ema=[ema.average(v) for v in variables]))")
-    if any("(not in the checkpoint)" in p for p in problems):
-        return "; pass var_list= with the variables the checkpoint holds"
-    return ""
-
-
-def _check(ckpt: Checkpoint, key: str, src: str, shape, dtype_name: str) -> str | None:
-    entry = ckpt.entry(src)
-    if tuple(entry.shape) != tuple(shape) or entry.dtype_name != dtype_name:
-        return (f"{key}: checkpoint {src!r} is {entry.dtype_name}{list(entry.shape)} but the "
-                f"variable is {dtype_name}{list(shape)}")
-    return None
 
 
 def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
@@ -219,7 +190,7 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
             if src is None:
                 continue
             full_shape = info.full_shape if info else var.shape.as_list()
-            bad = _check(ckpt, key, src, full_shape, var.dtype.base_dtype.name)
+            bad = entry_mismatch(ckpt, key, src, full_shape, var.dtype.base_dtype.name)
             if bad:
                 problems.append(bad)
                 continue
@@ -239,7 +210,7 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         if problems:
             raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
-                           + _advice(problems))
+                           + restore_advice(problems))
         if ops:
             sess.run(ops, feed_dict=feed)
         return result
@@ -249,7 +220,8 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
 
 
 def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
-              allow_missing: bool = False, **saver_kwargs):
+              allow_missing: bool = False, strip_scope: str | None = None,
+              add_scope: str | None = None, **saver_kwargs):
     """Returns a ``tf.compat.v1.train.Saver`` that restores EMA values into ``var_list``.
 
     Like ``tf.compat.v1.train.Saver(ema.variables_to_restore())`` but keyed by checkpoint keys,
@@ -266,6 +238,9 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
             ``ExponentialMovingAverage`` when no checkpoint is given.
         allow_missing: (with ``checkpoint``) restore the raw value of variables whose shadow
             is not stored, instead of raising.
+        strip_scope / add_scope: the graph's names are the checkpoint's with ``strip_scope``
+            removed and ``add_scope`` put in front (as :func:`restore_ema`): a graph imported
+            with ``import_meta_graph(meta, import_scope="eval")`` takes ``add_scope="eval/"``.
         **saver_kwargs: passed to ``Saver`` (``max_to_keep``, ``name``…).
 
     Returns:
@@ -287,13 +262,15 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     groups: dict[str, list] = {}
     for v in variables:
         groups.setdefault(_graph_key(v)[0], []).append(v)
+    own = {k: checkpoint_key(k, strip_scope, add_scope) for k in groups}  # its own key
     parts: dict[str, dict[tuple, str]] = {}  # a per-part saved tensor: offset -> stored key
     averaged: dict[str, str] = {}
     if checkpoint is not None:
         ckpt, owned = _open(checkpoint)
         try:
-            averaged, raw, problems = _plan(ckpt, list(groups),
-                                            {"ema_name": ema_name, "allow_missing": allow_missing})
+            averaged, raw, problems = _plan(ckpt, list(groups), {
+                "ema_name": ema_name, "allow_missing": allow_missing,
+                "strip_scope": strip_scope, "add_scope": add_scope})
             for key, entry in ckpt.entries().items():
                 if entry.extra and entry.extra.get("fragments"):
                     parts[key] = {tuple(s for s, _ in t.resolve(entry.shape)): m for t, m in zip(
@@ -304,7 +281,7 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
         if problems:
             raise EmaError(f"{len(problems)} variable(s) cannot be restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
-                           + _advice(problems))
+                           + restore_advice(problems))
         sources = {**raw, **averaged}
     else:
         averaged_keys = {_graph_key(v)[0] for v in _flatten(
@@ -314,12 +291,12 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
             raise OptionError(f"ema_name={ema_name!r}: which variables each of several EMA "
                               "objects averaged is read from the checkpoint; pass checkpoint=")
         name = names[0] if names else "ExponentialMovingAverage"
-        sources = {k: (f"{k}/{name}" if k in averaged_keys else k) for k in groups}
+        sources = {k: (f"{own[k]}/{name}" if k in averaged_keys else own[k]) for k in groups}
     # In a graph imported from the training .meta the shadows are variables too, and each
     # restores from its own key, which is also its model variable's source: the model variable
     # wins, as in variables_to_restore() (a Saver maps each key to one variable).
     mapping: dict[str, object] = {}
-    for k in sorted(groups, key=lambda k: (k not in averaged, sources[k] == k)):
+    for k in sorted(groups, key=lambda k: (k not in averaged, sources[k] == own[k])):
         if sources[k] in parts:  # TF reads each part under its own stored key
             for v in groups[k]:
                 info = _graph_key(v)[1]
@@ -435,7 +412,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             src = averaged.get(key) or raw.get(key)
             if src is None:
                 continue
-            bad = _check(ckpt, key, src, v.shape.as_list(), v.dtype.base_dtype.name
+            bad = entry_mismatch(ckpt, key, src, v.shape.as_list(), v.dtype.base_dtype.name
                          if hasattr(v.dtype, "base_dtype") else str(v.dtype))
             if bad:
                 problems.append(bad)
@@ -445,7 +422,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         if problems:
             raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
-                           + _advice(problems))
+                           + restore_advice(problems))
         if not assignments:  # never return normally having restored nothing
             raise EmaError(f"{ckpt.path}: none of the object's variables was found in the "
                            "checkpoint, so nothing was restored; pass the object the checkpoint "

@@ -1,0 +1,94 @@
+"""``ema_saver(strip_scope=, add_scope=)``: the Saver for a graph whose names are the
+checkpoint's under another scope, as :func:`restore_ema` already takes them -- a graph imported
+with ``import_meta_graph(meta, import_scope="eval")`` (``eval/tower_0/w`` reads
+``tower_0/w/ExponentialMovingAverage``), or one rebuilt without the training scope
+(``w`` reads ``tower_0/w/...``). Every model variable must end up holding its average, never
+a shadow's key mapped onto the shadow variable itself. Truth: ``sess.run(ema.average(v))``
+recorded by TensorFlow at save time, bit for bit."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import run_script
+
+import ckpt_tools
+from ckpt_tools.errors import EmaError
+
+SCRIPT = r'''
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+truth = {}
+with tf.Graph().as_default():
+    gs = tf1.train.get_or_create_global_step()
+    with tf1.variable_scope("tower_0"):
+        w = tf1.get_variable("w", [3], initializer=tf1.ones_initializer())
+        b = tf1.get_variable("b", [2], initializer=tf1.zeros_initializer())
+    loss = tf.reduce_sum(tf.square(w - 3.0)) + tf.reduce_sum(tf.square(b + 1.0))
+    train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+    ema = tf1.train.ExponentialMovingAverage(0.5)
+    with tf.control_dependencies([train]):
+        step = ema.apply([w, b])
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        for _ in range(3):
+            s.run(step)
+        tf1.train.Saver().save(s, f"{out}/model.ckpt")
+        for v in (w, b):
+            truth[v.op.name] = s.run(ema.average(v))
+        truth["global_step"] = s.run(gs)
+np.savez(f"{out}/truth.npz", **truth)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ema_saver_scope")
+    return str(out / "model.ckpt"), run_script(SCRIPT, out)
+
+
+@pytest.mark.parametrize("with_checkpoint", [True, False], ids=["checkpoint", "names"])
+def test_graph_imported_under_a_scope(made, tf, with_checkpoint):
+    prefix, truth = made
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.train.import_meta_graph(prefix + ".meta", import_scope="eval")
+        kw = {"checkpoint": prefix} if with_checkpoint else {}
+        saver = ckpt_tools.ema_saver(add_scope="eval/", **kw)
+        by_name = {v.op.name: v for v in v1.global_variables()}
+        with v1.Session() as sess:
+            saver.restore(sess, prefix)
+            for var, value in truth.items():
+                assert sess.run(by_name[f"eval/{var}"]).tobytes() == value.tobytes(), var
+        if with_checkpoint:  # restore_ema in the same graph: the shadows read their own keys
+            with v1.Session() as sess:
+                ckpt_tools.restore_ema(sess, prefix, add_scope="eval/")
+                for var, value in truth.items():
+                    assert sess.run(by_name[f"eval/{var}"]).tobytes() == value.tobytes(), var
+
+
+def test_graph_rebuilt_without_the_training_scope(made, tf):
+    prefix, truth = made
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        made_vars = {n: v1.get_variable(n, truth[f"tower_0/{n}"].shape) for n in ("w", "b")}
+        for kw in ({"checkpoint": prefix}, {}):
+            saver = ckpt_tools.ema_saver(list(made_vars.values()), strip_scope="tower_0/", **kw)
+            with v1.Session() as sess:
+                saver.restore(sess, prefix)
+                for n, var in made_vars.items():
+                    got = sess.run(var)
+                    assert got.tobytes() == truth[f"tower_0/{n}"].tobytes(), (kw, n)
+
+
+def test_without_the_scope_it_is_refused(made, tf):
+    prefix, _ = made
+    with tf.Graph().as_default():
+        tf.compat.v1.train.import_meta_graph(prefix + ".meta", import_scope="eval")
+        with pytest.raises(EmaError, match="not in the checkpoint"):
+            ckpt_tools.ema_saver(checkpoint=prefix)
