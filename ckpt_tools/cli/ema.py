@@ -53,7 +53,8 @@ EmaNameOpt = Annotated[str | None, typer.Option(
     "(ExponentialMovingAverage, avg, ExponentialMovingAverage_1, ...); default: detected; "
     "required when a variable has averages of several EMA objects. Several, comma-separated "
     "(wavg,ExponentialMovingAverage), take the averages of EMA objects that averaged "
-    "different variables.")]
+    "different variables. TF1 objects of one name under different name scopes: the scope "
+    "their update ops have in the .meta (gen_1/ExponentialMovingAverage).")]
 NoMetaOpt = Annotated[bool, typer.Option(
     "--no-meta", help="Ignore the .meta graph and infer the map from checkpoint keys. Risk: "
     "only the .meta's save op shows a TF1 Saver that stored averages under other keys (a "
