@@ -75,9 +75,9 @@ def _under_a_variable(key: str, v, variables) -> bool:
 def _not_updated(ckpt, keys: list[str]) -> list[str]:
     """``keys`` less those the ``.meta``'s update ops write as an EMA's shadow or an
     optimizer's slot (:mod:`~ckpt_tools.formats.meta_updates`)."""
-    from .meta_shadows import _update_ops
+    from .meta_shadows import update_ops_of
 
-    read = _update_ops(ckpt.meta)
+    read = update_ops_of(ckpt.meta)
     if read is None:
         return keys
     ops, key = read

@@ -30,7 +30,7 @@ def op_key(meta: MetaGraph) -> Callable[[str], str]:
     return key
 
 
-def _update_ops(meta: MetaGraph | None) -> tuple[UpdateOps, Callable[[str], str]] | None:
+def update_ops_of(meta: MetaGraph | None) -> tuple[UpdateOps, Callable[[str], str]] | None:
     """The ``.meta``'s (or TF1 SavedModel's ``saved_model.pb``'s) update ops (op names) and
     :func:`op_key` over it; ``None`` without such a file or a graph in it."""
     if meta is None or not (meta.path.endswith(".meta") or os.path.basename(
@@ -96,7 +96,7 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
             key.rpartition("/")[0] in lacking and ri.role in (OPTIMIZER_SLOT, OTHER)
             for key, ri in roles.items()):
         return {}
-    read = _update_ops(meta)
+    read = update_ops_of(meta)
     if read is None:
         return {}
     ops, key = read
@@ -124,7 +124,7 @@ def update_op_candidates(entries: Mapping[str, TensorEntry], roles: Mapping[str,
     """
     open_ = {k: ri for k, ri in roles.items()
              if ri.role == EMA and ri.ema_style == "tf1" and not ri.ema_of and ri.candidates}
-    read = _update_ops(meta) if open_ else None
+    read = update_ops_of(meta) if open_ else None
     if read is None:
         return {}
     ops, key = read
@@ -149,7 +149,7 @@ def update_op_lone(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleI
     """
     lone = any(ri.role == EMA and ri.ema_style == "tf1" and ri.ema_of
                and ri.ema_of not in entries for ri in roles.values())
-    read = _update_ops(meta) if lone else None
+    read = update_ops_of(meta) if lone else None
     if read is None:
         return {}
     ops, key = read

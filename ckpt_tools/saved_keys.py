@@ -19,13 +19,13 @@ from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .save_op import graph_named, written_sources
 
-_PART = re.compile(r"/part_\d+(?=/|$)")
+PART = re.compile(r"/part_\d+(?=/|$)")
 
 
-def _held(sources: list[str]) -> str | None:
+def held_variable(sources: list[str]) -> str | None:
     """The one variable name a key's sources are (a partitioned variable's parts, or its
     average's, name one variable), or ``None`` where they name several."""
-    names = {_PART.sub("", s) for s in sources}
+    names = {PART.sub("", s) for s in sources}
     return names.pop() if len(names) == 1 else None
 
 
@@ -43,7 +43,7 @@ def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
     stored = ckpt.entries()
     out: dict[str, str | None] = {}
     for key, src in sources.items():
-        held = _held(src)
+        held = held_variable(src)
         if key not in stored or held == key:
             continue
         if held is not None and key.startswith(held + "/") and held not in stored:
@@ -97,8 +97,8 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
     as_var = {k for k, h in renamed.items() if h and h.startswith(k + "/")}
     as_avg = {k for k, h in renamed.items() if h and k.startswith(h + "/")}
     prefix = _common_prefix(renamed)
-    parts = sorted(k for k, h in renamed.items() if h and _PART.search(k)
-                   and _PART.sub("", k) == h)  # W/part_0/<ema> holding W/part_0's shadow
+    parts = sorted(k for k, h in renamed.items() if h and PART.search(k)
+                   and PART.sub("", k) == h)  # W/part_0/<ema> holding W/part_0's shadow
     if parts:
         raise UnprovenPairingError(
             f"{ckpt.path}: its {graph_named(ckpt)}'s save op stored the parts of a partitioned "
@@ -166,7 +166,7 @@ def translated_pairs(ckpt: Checkpoint, variables,
     sources = written_sources(ckpt) or {}
     held: dict[str, str] = {}
     for key in variables:
-        h = _held(sources.get(key) or [])
+        h = held_variable(sources.get(key) or [])
         if h is None:
             return None  # a key this save op did not write: nothing proves what it holds
         held[key] = h

@@ -18,7 +18,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .save_op import graph_file, written_sources
-from .saved_keys import _PART, _held, translated_pairs
+from .saved_keys import PART, held_variable, translated_pairs
 
 _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -45,7 +45,7 @@ def _holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     for key in variables:
         if key == _OBJECT_GRAPH:
             continue
-        h = _held(sources.get(key) or [])
+        h = held_variable(sources.get(key) or [])
         if h is None:
             return None
         held[key] = h
@@ -103,7 +103,7 @@ def swapped_pairs(ckpt: Checkpoint, variables,
         if ema_name and suffix != ema_name:
             return None  # another EMA object's average
         if t is None:  # a Saver of the averages alone: exported under the variable's name
-            if o in variables or _PART.search(o) or o in lone.values():
+            if o in variables or PART.search(o) or o in lone.values():
                 return None  # its name is a key holding something else, or a part's
             lone[k] = o
             continue
