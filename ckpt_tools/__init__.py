@@ -44,6 +44,7 @@ _LAZY = {
     "DiffReport": "diff", "TensorDiff": "diff", "diff_checkpoints": "diff", "diff_ema": "diff",
     "StatsRecord": "stats", "TensorStats": "tensor_stats", "checkpoint_stats": "stats",
     "Problem": "verify", "VerifyReport": "verify", "verify": "verify",
+    "numbered_lists": "pairing",
 }
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from .export import ExportResult, export_weights
     from .keras_apply import apply_keras_ema
     from .keras_ema import keras_ema_values
+    from .pairing import numbered_lists
     from .restore import RestoreResult, apply_ema, ema_saver, restore_ema
     from .stats import StatsRecord, checkpoint_stats
     from .tensor_stats import TensorStats
@@ -107,6 +109,7 @@ __all__ = [
     "ema_saver",
     "export_weights",
     "keras_ema_values",
+    "numbered_lists",
     "restore_ema",
     "AssumptionWarning",
     "Checkpoint",

@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 
 from .checkpoint import Checkpoint
+from .formats._record import replace
 from .keras_graph import keras_holders, keras_trainable_text
 from .keras_reassign import layer_order_text, tracked_in_layers
 from .pairing import (
+    APPLY_ORDERS,
     list_or_dict_paths,
+    lists_stated,
     open_containers,
     open_dicts,
     root_child,
@@ -34,15 +37,23 @@ def _read_list_hint(unpaired) -> str:
 
 
 def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
-                      no_order: bool = False) -> str:
+                      no_order: bool = False, lists: str | None = None) -> str:
     """Why ``unpaired`` averages (each with its candidates) are refused, and what decides.
 
     ``no_order``: neither ``--apply-order`` pairs any of them (the caller tried both): where
     they cover only part of their same-named group the message says no option decides.
+    ``lists``: the statement with ``--numbered-lists`` that pairs them all
+    (:func:`~ckpt_tools.ema_apply_order.lists_decide`), where objects with more than ten
+    children named ``0``… hold them (a list or a dict keyed ``"0"``…: the file cannot tell).
 
     Returns:
         `str`: the refusal, naming the file.
     """
+    from .listing import natural_key
+
+    # in the order a reader counts them (vs/2 before vs/10), candidates alike
+    unpaired = [replace(v, ema_candidates=tuple(sorted(v.ema_candidates, key=natural_key)))
+                for v in sorted(unpaired, key=lambda v: natural_key(v.name))]
     apart = sorted({root_child(c) for v in unpaired for c in v.ema_candidates})
     spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
 
@@ -128,19 +139,31 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 "(tf.train.Checkpoint(model=model, ema=[...])), keep each EMA object's "
                 "averages under its own attribute, or give the variables unique names when "
                 "training")
-    either = _list_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
-    dicts = _dict_or_layer(ckpt, unpaired) if apply_order == "tracked" else []
-    decide = ("--apply-order trainable does not prove one order: objects with more than ten "
-              f"children named 0, 1, 2… ({', '.join(either[:3])}"
+    held = _list_or_dict(ckpt, unpaired) if lists and apply_order is None else []
+    also = " --numbered-lists" if held else ""
+    py = ("numbered_lists('trainable') or numbered_lists('tracked')); --numbered-lists "
+          f"states that {', '.join(held[:3])}{' ...' if len(held) > 3 else ''}, with more "
+          "than ten children named 0, 1, 2…, is a list (self.vs = [...]), not a dict keyed "
+          "'0', '1'… (visited sorted as strings: 0, 1, 10, 2…), which the file cannot tell "
+          "apart" if held else "...)")
+    either = _list_or_dict(ckpt, unpaired) if apply_order in APPLY_ORDERS and not (
+        lists_stated(apply_order)) else []
+    dicts = _dict_or_layer(ckpt, unpaired) if apply_order == "tracked" and not either else []
+    decide = (f"--apply-order {apply_order} does not prove one order: objects with more than "
+              f"ten children named 0, 1, 2… ({', '.join(either[:3])}"
               f"{' ...' if len(either) > 3 else ''}) may be lists, which "
-              "module.trainable_variables visits by index, or dicts with keys '0', '1'…, "
+              f"{_visitor(apply_order)} visits by index, or dicts with keys '0', '1'…, "
               "which it visits sorted as strings (0, 1, 10, 11, 2…), and a list and a dict "
               "with digit keys are indistinguishable in the file (both write the same object "
-              "graph); give the variables unique names (tf.Variable(..., name=...)) when "
+              "graph); "
+              + (f"if they are lists (ema=[...], self.blocks = [...]) state it: {lists} "
+                 f"(Python: apply_order=numbered_lists('{apply_order}')); if they are dicts, "
+                 if lists else "")
+              + "give the variables unique names (tf.Variable(..., name=...)) when "
               "training, or "
               "keep such dicts to ten entries or key them by name, "
               "or, in Python, pass the live module: apply_ema(module, path, "
-              "apply_order='trainable') reads the order from its own trainable_variables"
+              f"apply_order='{apply_order}') reads the order from its own trainable_variables"
               if either else
               "--apply-order trainable does not fit this checkpoint: with the objects "
               f"holding variables ({', '.join(holders[:3])}"
@@ -184,11 +207,13 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
               "trainable_variables; or give the variables unique names (tf.Variable(..., "
               "name=...)) when training" if apply_order else
               "only if you know how ema.apply() was called: if it got "
-              "module.trainable_variables of a tf.Module pass --apply-order trainable, if it "
+              f"module.trainable_variables of a tf.Module pass --apply-order trainable{also}, "
+              "if it "
               "got them in the order they were tracked, as Keras' model.trainable_variables "
               "(each object's own variables, then its sub-objects', each in the order their "
               "attributes were assigned; not creation order), pass "
-              "--apply-order tracked (Python: apply_order=...); the file cannot check that "
+              f"--apply-order tracked{also} (Python: apply_order={py}; the file cannot "
+              "check that "
               "statement, so a wrong one gives wrong averages; for any other order no option "
               "can tell: give the variables unique names (tf.Variable(..., name=...)) when "
               "training")
@@ -208,6 +233,12 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
+
+
+def _visitor(apply_order) -> str:
+    """What reads the stated order: a tf.Module's or Keras' trainable_variables."""
+    return ("module.trainable_variables" if apply_order == "trainable" else
+            "Keras' model.trainable_variables")
 
 
 def _partial_group(averages: int, variables: int, stated: bool = True) -> str:

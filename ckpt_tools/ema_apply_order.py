@@ -101,6 +101,32 @@ def an_order_pairs(ckpt: Checkpoint, unpaired, ema_name: str | None) -> bool:
     return False
 
 
+def lists_decide(ckpt: Checkpoint, unpaired, ema_name: str | None,
+                 prefer: str | None = None) -> str | None:
+    """Where objects with more than ten children named ``0``, ``1``… hold the candidates of
+    ``unpaired`` (a list or a dict keyed ``"0"``…: the file cannot tell): the statement that
+    pairs every one of them read as lists (``--apply-order trainable --numbered-lists``, else
+    the ``tracked`` one; ``prefer``, the order the caller stated, first), or None where
+    neither does."""
+    from .pairing import list_or_dict_paths, numbered_lists
+
+    if ckpt.objects is None:
+        return None
+    paths = list_or_dict_paths(ckpt.objects)
+    cands = [c for v in unpaired for c in v.ema_candidates]
+    if not any(c.startswith(p + "/") for p in paths for c in cands):
+        return None
+    keys = {v.name for v in unpaired}
+    for order in sorted(APPLY_ORDERS, key=lambda o: o != prefer):
+        try:
+            stated = paired_variables(ckpt, numbered_lists(order), ema_name)
+        except EmaError:
+            continue
+        if all(k in stated and stated[k].ema_of for k in keys):
+            return f"--apply-order {order} --numbered-lists"
+    return None
+
+
 def paired_variables(ckpt: Checkpoint, apply_order: str | None,
                       ema_name: str | None = None) -> dict:
     """The checkpoint's variables by key; with ``apply_order``, TF2 averages re-paired under it

@@ -95,8 +95,11 @@ def missing_message(m: EmaMap) -> str:
     elif none and m.file_style == "tf2":
         cause = ("a tf.train.Checkpoint saves only what it is given, "
                  "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "
-                 "ema=[ema.average(v) for v in model.trainable_variables]), or training never "
-                 "ran ema.apply()")
+                 "ema=[ema.average(v) for v in model.trainable_variables]) (with unique "
+                 "variable names, tf.Variable(..., name=...), the averages' names pair them; "
+                 "same-named variables of one shape then need --apply-order trainable, plus "
+                 "--numbered-lists where a list holds more than ten), or training never ran "
+                 "ema.apply()")
     elif none:
         cause = ("no EMA shadow is stored at all: the Saver probably saved only "
                  "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "

@@ -16,7 +16,12 @@ import os
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
 from .ema_ambiguous import ambiguous_message
-from .ema_apply_order import an_order_pairs, paired_variables, refuse_apply_order
+from .ema_apply_order import (
+    an_order_pairs,
+    lists_decide,
+    paired_variables,
+    refuse_apply_order,
+)
 from .ema_missing import (
     LEGACY_SLOTS,
     NO_OPTIMIZER,
@@ -34,8 +39,9 @@ from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slo
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK, has_swappable_averages
+from .listing import natural_key
 from .lone_named import unmarked_lone_averages
-from .pairing import root_child
+from .pairing import lists_stated, root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
 from .rescope_clash import refuse_rescope_clash
@@ -444,17 +450,22 @@ def ema_map(
                 # averages of only part of a same-named group: an order may place none of them
                 part = len({c for v in unpaired for c in v.ema_candidates}) > len(unpaired)
                 no_order = decides and part and not an_order_pairs(ckpt, unpaired, ema_name)
+                # a list or a dict keyed "0"...: the statement naming which, where it decides
+                lists = lists_decide(ckpt, unpaired, ema_name, apply_order) if decides or (
+                    isinstance(apply_order, str) and not lists_stated(apply_order)) else None
                 # a tf_keras optimizer's averages: its recorded order places them, stated
                 # (fit(): --apply-order tracked; a custom loop: --trainable --loop-order)
                 tfk = {v.name for v in unpaired} <= set(recorded_averages(ckpt.objects)) and all(
                     sum(u.ema_candidates == v.ema_candidates for u in unpaired)
                     == len(v.ema_candidates) for v in unpaired)  # none frozen: tracked may place
                 raise UnprovenPairingError(
-                    ambiguous_message(ckpt, variables, unpaired, apply_order, no_order=no_order),
+                    ambiguous_message(ckpt, variables, unpaired, apply_order, no_order=no_order,
+                                      lists=lists),
                     "--apply-order tracked or --trainable NAMES --loop-order" if tfk and (
-                        apply_order is None) else
+                        apply_order is None) else lists if lists else
                     "--apply-order" if decides and not no_order else None,
-                    {v.name: tuple(v.ema_candidates) for v in unpaired})
+                    {v.name: tuple(sorted(v.ema_candidates, key=natural_key))
+                     for v in unpaired})
             # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do;
             # so do they for a name of several parts (W/ema/slow proven W's by the .meta).
             detected = proven_names(variables, ckpt.ema_names())

@@ -35,6 +35,42 @@ from .keras_reassign import layer_orders_open
 # assigned, which the object graph records (Keras' model.trainable_variables). Not creation
 # order: blocks created in one order and assigned in another are tracked in the second.
 APPLY_ORDERS = ("trainable", "tracked")
+
+
+class NumberedLists(str):
+    """An ``apply_order`` (one of :data:`APPLY_ORDERS`) stated together with this: objects whose
+    children are named ``0``, ``1``… are lists (visited by index), not dicts keyed ``"0"``…
+    (visited sorted as strings: ``0, 1, 10, 11, 2``…). The file cannot tell the two apart
+    from eleven entries on; ``--numbered-lists`` states it. Compares equal to the order it
+    wraps, so every check of the order holds; :func:`lists_stated` reads the statement."""
+
+    numbered_lists = True
+
+    def __repr__(self) -> str:
+        return f"numbered_lists({str.__repr__(self)})"
+
+
+def numbered_lists(apply_order: str = "trainable") -> NumberedLists:
+    """``apply_order`` stated with the objects whose children are named ``0``, ``1``… read as
+    lists (:class:`NumberedLists`); pass the result as ``apply_order=`` (Python's spelling of
+    ``--apply-order ORDER --numbered-lists``).
+
+    Example:
+        >>> numbered_lists("trainable") == "trainable"
+        True
+
+    Raises:
+        ValueError: ``apply_order`` is not one of :data:`APPLY_ORDERS`.
+    """
+    if apply_order not in APPLY_ORDERS:
+        raise ValueError(f"apply_order must be one of {', '.join(APPLY_ORDERS)}")
+    return NumberedLists(apply_order)
+
+
+def lists_stated(apply_order) -> bool:
+    """Whether ``apply_order`` (or a live order's ``stated``) states numbered children lists."""
+    return bool(getattr(apply_order, "numbered_lists", False)
+                or getattr(getattr(apply_order, "stated", None), "numbered_lists", False))
 _MAX_PAIRINGS = 64  # beyond this many fitting pairings a group is simply ambiguous
 _NUMBERED = re.compile(r"^(.*)_(\d+)$")
 
@@ -113,7 +149,8 @@ def list_or_dict_paths(objects: ObjectGraph) -> dict[str, int]:
     return out
 
 
-def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
+def variable_orders(objects: ObjectGraph,
+                    lists: bool = False) -> dict[str, list[dict[str, int]]]:
     """Returns, per hypothesis of :data:`APPLY_ORDERS`, the variable orderings it allows, each
     as checkpoint key -> position.
 
@@ -122,7 +159,8 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
     variables), or a list from a dict with digit keys (``"0"``…``"11"``, which
     ``tf.Module`` visits sorted as strings); each such node is read both ways. With more
     than :data:`_MAX_LIST_OR_DICT` of the latter, one ordering is empty: the order is unknown,
-    so nothing is paired by it.
+    so nothing is paired by it. With ``lists`` (stated: :class:`NumberedLists`) such nodes
+    are read as lists only.
     """
     kids = objects.children
     keys = objects.node_keys
@@ -194,7 +232,7 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
             queue[0:0] = subs  # sub-modules right after this module, depth first
         return order
 
-    either = sorted(list_or_dict_paths(objects).values())
+    either = [] if lists else sorted(list_or_dict_paths(objects).values())
     if len(either) > _MAX_LIST_OR_DICT:
         readings = [frozenset()]
         unknown = [{}]
@@ -207,7 +245,7 @@ def variable_orders(objects: ObjectGraph) -> dict[str, list[dict[str, int]]]:
 
 
 def open_containers(objects: ObjectGraph, variables: list[str], alike,
-                    strict: bool = False) -> list[str]:
+                    strict: bool = False, lists: bool = False) -> list[str]:
     """Object paths of the containers whose type decides, under ``"trainable"``, which of two
     variables ``alike`` (same dtype and shape) comes first; empty when every reading agrees.
 
@@ -220,6 +258,7 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
     alike (the blocks of one list); a node whose children are a list's, or a dict's keyed
     ``"0"``… (visited sorted as strings from eleven on), is never a module. With ``strict``,
     containers with the same children are not read alike (see :func:`containers_read_alike`).
+    ``lists``: nodes with children ``0``… are stated lists (:class:`NumberedLists`).
     """
     parent, local = shortest_tree(objects)
     kids = objects.children
@@ -232,7 +271,7 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
 
     found: list[str] = []
     for _x, _y, cx, cy, d, firsts in _diverging_pairs(objects, parent, local, variables,
-                                                      alike):
+                                                      alike, lists):
         if len(firsts) > 1:
             found.append(_path(cx[:d], local))
         for x_first in firsts:
@@ -265,7 +304,8 @@ def containers_read_alike(objects: ObjectGraph, entries, variables) -> list[str]
             if p not in loose]
 
 
-def open_dicts(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
+def open_dicts(objects: ObjectGraph, variables: list[str], alike,
+               lists: bool = False) -> list[str]:
     """Object paths of the nodes whose type decides, under ``"tracked"``, which of two
     variables ``alike`` (same dtype and shape) comes first; empty when every reading agrees.
 
@@ -274,22 +314,23 @@ def open_dicts(objects: ObjectGraph, variables: list[str], alike) -> list[str]:
     order the object graph records for both: ``{"zeta": fc, "alpha": fc}`` and ``self.zeta,
     self.alpha`` write the same graph and train ``alpha, zeta`` and ``zeta, alpha``. A node
     whose children are a list's is a list or a dict keyed ``"0"``… (sorted as strings from
-    eleven entries on)."""
+    eleven entries on; ``lists``: a list, stated by :class:`NumberedLists`)."""
     parent, local = shortest_tree(objects)
     tracked = variable_orders(objects)["tracked"][0]
     found = [_path(cx[:d], local) for x, y, cx, _cy, d, readings in _diverging_pairs(
-        objects, parent, local, [v for v in variables if v in tracked], alike)
+        objects, parent, local, [v for v in variables if v in tracked], alike, lists)
         if readings != {tracked[x] < tracked[y]}]
     return list(dict.fromkeys(found))
 
 
 def _diverging_pairs(objects: ObjectGraph, parent: dict[int, int], local: dict[int, str],
-                     variables: list[str], alike) -> Iterator[tuple]:
+                     variables: list[str], alike, lists: bool = False) -> Iterator[tuple]:
     """For each two of ``variables`` that are ``alike`` and part below a common object other
     than the root: ``(x, y, chain of x, chain of y, depth they part at, readings)``, chains
     being node paths from the root and ``readings`` the orders (``x`` first: True/False) the
     common object allows: by index for a list, also as strings for a list that may be a dict
-    keyed ``"0"``…, else by name. ``x`` sorts before ``y``."""
+    keyed ``"0"``… (unless ``lists`` states it is a list), else by name. ``x`` sorts before
+    ``y``."""
     kids = objects.children
     models = tf_keras_models(objects)
     for x, y, cx, cy, d in parting_chains(objects, parent, variables, alike):
@@ -297,7 +338,8 @@ def _diverging_pairs(objects: ObjectGraph, parent: dict[int, int], local: dict[i
         if lca in models:  # a tf_keras model's layers: model.layers order, recorded
             readings = {child_position(objects, lca, nx) < child_position(objects, lca, ny)}
         elif _is_list(kids.get(lca, [])):
-            readings = {int(nx) < int(ny)} | ({nx < ny} if _list_or_dict(kids[lca]) else set())
+            readings = {int(nx) < int(ny)} | (
+                {nx < ny} if _list_or_dict(kids[lca]) and not lists else set())
         else:
             readings = {nx < ny}
         yield x, y, cx, cy, d, readings
@@ -468,7 +510,8 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         chosen = (stated,) if isinstance(stated, str) else ("given",)
         if orders is None or chosen[0] not in orders:
             orders = {"given": [given]} if given is not None else {}
-            orders.update(variable_orders(objects) if isinstance(stated, str) else {})
+            orders.update(variable_orders(objects, lists_stated(stated))
+                          if isinstance(stated, str) else {})
         if container is not None and len(shadows) > len(variables):
             mine = [s for s in shadows if root_child(s) == container]
             if mine and len(mine) < len(shadows):
@@ -490,10 +533,12 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                 else:  # creation order unknown: any fitting variable is possible
                     found.add(())
         if (stated == "trainable" and () not in found
-                and open_containers(objects, variables, lambda a, b: fits(a, b))):
+                and open_containers(objects, variables, lambda a, b: fits(a, b),
+                                    lists=lists_stated(stated))):
             found.add(())  # the order rests on container types the file does not record
         if (stated == "tracked" and () not in found
-                and open_dicts(objects, variables, lambda a, b: fits(a, b))):
+                and open_dicts(objects, variables, lambda a, b: fits(a, b),
+                               lists=lists_stated(stated))):
             found.add(())  # a dict (sorted by key) or a layer (assignment order)?
         if (isinstance(stated, str) and () not in found
                 and layer_orders_open(objects, variables, fits, stated)):

@@ -24,8 +24,9 @@ def stated_notes(ckpt, apply_order: str | None,
     Returns:
         `tuple[list[str], dict]`: the notes, in order, each a line to print as it is; and
         ``{"stated_apply_order": {"order": ..., "pairs": {average: variable},
-        "read_alike": [container paths read as one type], "keras_layers": [object paths
-        read as Keras layers whose sublayers were not re-assigned]}}``,
+        "numbered_lists": --numbered-lists stated, "read_alike": [container paths read as one
+        type], "keras_layers": [object paths read as Keras layers whose sublayers were not
+        re-assigned]}}``,
         ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
         ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}``,
         ``{"stated_fit_order": true}``,
@@ -39,6 +40,7 @@ def stated_notes(ckpt, apply_order: str | None,
     from .ema_apply_order import read_alike, refuse_apply_order, stated_pairings
     from .keras_assumed import fit_order_note, object_pairs
     from .keras_reassign import reassign_note
+    from .pairing import lists_stated
     from .raw_shadows import stated_lone_averages
     from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
     from .tfk_order import recorded_averages
@@ -87,11 +89,12 @@ def stated_notes(ckpt, apply_order: str | None,
     pairs = stated_pairings(ckpt, apply_order, ema_name)
     if not pairs:
         return notes, found
+    lists = " --numbered-lists" if lists_stated(apply_order) else ""  # as the user stated it
     if set(pairs) <= set(recorded_averages(ckpt.objects)):  # a tf_keras optimizer's
         notes.append(tf_keras_stated_note(len(pairs)))
     else:
         notes.append(f"note: {len(pairs)} average(s) are paired only because you stated "
-                     f"--apply-order {apply_order}; the checkpoint does not record how "
+                     f"--apply-order {apply_order}{lists}; the checkpoint does not record how "
                      f"ema.apply() was called, so this is your statement, not a proof: if "
                      f"apply() got another order these averages are on the wrong variables")
     alike = read_alike(ckpt, pairs) if apply_order == "trainable" else []
@@ -108,7 +111,8 @@ def stated_notes(ckpt, apply_order: str | None,
     text, layers = reassign_note(ckpt.objects, ckpt.entries(), pairs, apply_order)
     if text:  # a Keras layer's tracking (re-assignment in build()) is not in the file
         notes.append(text)
-    return notes, {**found, "stated_apply_order": {"order": apply_order, "pairs": pairs,
+    return notes, {**found, "stated_apply_order": {"order": str(apply_order), "pairs": pairs,
+                                                   "numbered_lists": bool(lists),
                                                    "read_alike": alike, "keras_layers": layers}}
 
 

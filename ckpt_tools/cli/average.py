@@ -21,6 +21,7 @@ from .ema import (
     EmaNameOpt,
     MissingOpt,
     NoMetaOpt,
+    NumberedListsOpt,
     check_apply_order,
     note_assumed,
     note_stated_order,
@@ -59,6 +60,7 @@ def average_command(
         "--force", help="Replace an existing output checkpoint (never an input).")] = False,
     ema_name: EmaNameOpt = None,
     apply_order: ApplyOrderOpt = None,
+    numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     allow_missing: MissingOpt = False,
     strict: StrictOpt = False,
@@ -90,7 +92,7 @@ def average_command(
 
     if bake and not ema:
         raise typer.BadParameter("--bake needs --ema", param_hint="--bake")
-    check_apply_order(apply_order)
+    apply_order = check_apply_order(apply_order, numbered_lists)
     for given, option in ((ema_name is not None, "--ema-name"),
                           (apply_order is not None, "--apply-order"), (no_meta, "--no-meta"),
                           (allow_missing, "--allow-missing"), (strict, "--strict"),

@@ -42,6 +42,7 @@ from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
     NoMetaOpt,
+    NumberedListsOpt,
     check_apply_order,
     note_assumed,
     note_stated_order,
@@ -68,6 +69,7 @@ def diff_command(
     wide: WideOpt = False,
     ema_name: EmaNameOpt = None,
     apply_order: ApplyOrderOpt = None,
+    numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
@@ -93,7 +95,7 @@ def diff_command(
                                  "own EMA shadows (not both)", param_hint="B")
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     names = NameFilter(grep, regex)
-    check_apply_order(apply_order)
+    apply_order = check_apply_order(apply_order, numbered_lists)
     if apply_order is not None and not ema:
         raise typer.BadParameter("--apply-order decides which average goes with which "
                                  "variable; it applies only with --ema", param_hint="--apply-order")

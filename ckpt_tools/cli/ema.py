@@ -83,9 +83,27 @@ ApplyOrderOpt = Annotated[str | None, typer.Option(
     "re-assigned in build() is tracked last; the file cannot show it).")]
 
 
-def check_apply_order(apply_order: str | None) -> str | None:
-    """Returns ``apply_order`` after checking it names a known order (usage error otherwise)."""
-    return choice(apply_order, ("trainable", "tracked"), "--apply-order")
+NumberedListsOpt = Annotated[bool, typer.Option(
+    "--numbered-lists",
+    help="With --apply-order: objects whose children are named 0, 1, 2... are lists "
+    "(visited by index), not dicts keyed '0', '1'... (visited sorted as strings: 0, 1, 10, "
+    "2...); the checkpoint cannot tell them apart from eleven entries on. Your statement: "
+    "the file cannot check it.")]
+
+
+def check_apply_order(apply_order: str | None, numbered_lists: bool = False) -> str | None:
+    """Returns ``apply_order`` after checking it names a known order (usage error otherwise);
+    with ``numbered_lists``, as :func:`ckpt_tools.pairing.numbered_lists` states it."""
+    choice(apply_order, ("trainable", "tracked"), "--apply-order")
+    if numbered_lists and apply_order is None:
+        raise typer.BadParameter(
+            "it states how --apply-order reads objects whose children are named 0, 1, 2...: "
+            "pass it with --apply-order trainable (or tracked)", param_hint="--numbered-lists")
+    if numbered_lists:
+        from ..pairing import numbered_lists as stated
+
+        return stated(apply_order)
+    return apply_order
 
 
 def proven_variables(ckpt, keys, ema_name: str | None, no_meta: bool,
@@ -158,6 +176,7 @@ def map_command(
         "(TF2 ema.average(v)), keras (use_ema=True), slot (an 'average' optimizer slot).")
     ] = None,
     apply_order: ApplyOrderOpt = None,
+    numbered_lists: NumberedListsOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
@@ -175,6 +194,7 @@ def map_command(
     when present), expressed in checkpoint keys, so partitioned variables are right.
     --grep/--regex naming a shadow keep its pair; filters leaving no row are exit 3.
     """
+    apply_order = check_apply_order(apply_order, numbered_lists)
     from ..emamap import ema_map
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)

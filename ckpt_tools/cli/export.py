@@ -46,6 +46,7 @@ from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
     NoMetaOpt,
+    NumberedListsOpt,
     check_apply_order,
     note_assumed,
     note_stated_order,
@@ -86,6 +87,7 @@ def export_command(
         "--allow-missing", help="Export raw values where a shadow is missing instead of failing.")
     ] = False,
     apply_order: ApplyOrderOpt = None,
+    numbered_lists: NumberedListsOpt = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")
                      ] = False,
     use_ema: UseEmaOpt = None,
@@ -105,6 +107,7 @@ def export_command(
     PyTorch/ONNX pick up the weights that evaluate best. --grep/--regex choose weights (a
     shadow's name selects its weight); none left is exit 3.
     """
+    apply_order = check_apply_order(apply_order, numbered_lists)
     from ..export import export_weights, output_format, parse_rename
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)

@@ -45,6 +45,7 @@ from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
     NoMetaOpt,
+    NumberedListsOpt,
     check_apply_order,
     note_assumed,
     note_stated_order,
@@ -72,6 +73,7 @@ def list_command(
     wide: WideOpt = False,
     ema_name: EmaNameOpt = None,
     apply_order: ApplyOrderOpt = None,
+    numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
@@ -93,7 +95,7 @@ def list_command(
     """
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
-    check_apply_order(apply_order)
+    apply_order = check_apply_order(apply_order, numbered_lists)
     try:
         if quiet and not json_out and not role and not collection and not trainable \
                 and not strict:

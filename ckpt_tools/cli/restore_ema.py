@@ -48,6 +48,7 @@ from .ema import (
     IncludeOpt,
     MissingOpt,
     NoMetaOpt,
+    NumberedListsOpt,
     StripOpt,
     check_apply_order,
     filtered,
@@ -105,6 +106,7 @@ def restore_ema_command(
     include: IncludeOpt = None,
     allow_missing: MissingOpt = False,
     apply_order: ApplyOrderOpt = None,
+    numbered_lists: NumberedListsOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
@@ -125,6 +127,7 @@ def restore_ema_command(
     --out/variables/, so tf.saved_model.load serves the EMA values. --grep/--regex choose the
     variables to bake (a shadow's name selects its variable); none with a shadow is exit 3.
     """
+    apply_order = check_apply_order(apply_order, numbered_lists)
     from ..bake import check_out_format
     from ..ema_apply_order import refuse_apply_order
     from ..emaout import FORMATS, write_ema

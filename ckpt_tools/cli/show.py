@@ -47,6 +47,8 @@ from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
     NoMetaOpt,
+    NumberedListsOpt,
+    check_apply_order,
     note_assumed,
     note_stated_order,
     proven_variables,
@@ -186,6 +188,7 @@ def show_command(
     precision: PrecisionOpt = 4,
     ema_name: EmaNameOpt = None,
     apply_order: ApplyOrderOpt = None,
+    numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
@@ -203,6 +206,7 @@ def show_command(
     --apply-order, --no-meta decide as there); exits 6 when a shown average's variable is not
     proven by the file.
     """
+    apply_order = check_apply_order(apply_order, numbered_lists)
     out = Output(json_mode=json_out, quiet=quiet)
     if not names and not regex:
         raise typer.BadParameter("name at least one tensor (NAME or --regex RE)",
@@ -271,6 +275,7 @@ def stats_command(
         "(a second pass over the data, ~3x the time of the rest).")] = False,
     ema_name: EmaNameOpt = None,
     apply_order: ApplyOrderOpt = None,
+    numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
     trainable: TrainableOpt = None,
@@ -291,6 +296,7 @@ def stats_command(
     The histogram column is counted only with --histogram (piped, the column is '-' without
     it, so field numbers do not move).
     """
+    apply_order = check_apply_order(apply_order, numbered_lists)
     if drift != drift:  # NaN passes min=0.0 (every comparison with it is false)
         raise typer.BadParameter(f"{drift} is not a number >= 0", param_hint="--drift")
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
