@@ -87,9 +87,10 @@ def _anchors(markdown: str) -> set[str]:
 def test_readme_is_an_overview_and_its_docs_links_resolve():
     """The reference lives in docs/*.md (review-13-user-u14 F8): README keeps the overview,
     and every link between README.md and docs/ names a file and heading that exist."""
-    assert len(README.splitlines()) < 1600
+    assert len(README.splitlines()) < 1300
     docs = {p.name: p.read_text() for p in (ROOT / "docs").glob("*.md")}
-    assert {"setups.md", "remote.md", "averaging.md", "trainer.md"} <= set(docs), sorted(docs)
+    moved = {"setups.md", "remote.md", "averaging.md", "trainer.md", "benchmarks.md"}
+    assert moved <= set(docs), sorted(docs)
     links = [("README.md", t) for t in re.findall(r"\]\((docs/[^)]+)\)", README)]
     links += [(name, t) for name, text in docs.items()
               for t in re.findall(r"\]\(([^)#:]*\.md(?:#[^)]*)?)\)", text)]
