@@ -73,9 +73,37 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
     if contradicted:
         raise UnprovenPairingError(contradiction_message(ckpt, contradicted), "--no-meta",
                                    {t: (s,) for t, s in contradicted.items()})
+    # neither the variable nor any average of it is stored (tf_cnn_benchmarks' Saver of
+    # tower 0): no shadow is missing, the Saver left it out; not mapped (r22 F2)
+    left_out = [t for s, t in pairs.items() if s != t and s not in variables
+                and unstored(t, variables)]
+    pairs = {s: t for s, t in pairs.items() if t not in left_out}
     missing = [t for s, t in pairs.items() if s != t and s not in variables] + taken
-    not_saved = [t for s, t in pairs.items() if s == t and s not in variables]
+    not_saved = [t for s, t in pairs.items() if s == t and s not in variables] + left_out
     return list(pairs.items()), missing, not_saved
+
+
+def unstored(target: str, variables) -> bool:
+    """Whether the checkpoint stores nothing of the graph variable ``target``: not its key,
+    and no key under its name (``<target>/...``, ``<scope>/<target>/...``: an average of it
+    whose name was not recognised)."""
+    if target in variables:
+        return False
+    inner = "/" + target + "/"
+    return not any(inner in "/" + k for k in variables)
+
+
+def not_saved_note(m) -> str | None:
+    """The note for graph variables an :class:`~ckpt_tools.emamap.EmaMap` leaves out because
+    the checkpoint stores neither them nor an average of them (those the graph averages:
+    the map leaves them out), or None."""
+    left = [k for k in m.not_saved if k not in m.raw and k not in m.dropped]
+    if not left:
+        return None
+    shown = ", ".join(m.shown(k) for k in left[:5]) + (" ..." if len(left) > 5 else "")
+    return (f"{len(left)} variable(s) of the .meta's graph are not in the checkpoint, "
+            "nor any average of them (its Saver saved part of the graph, as tf_cnn_benchmarks "
+            f"saves tower 0 only): left out: {shown}")
 
 
 def from_keys(variables, chosen: dict[str, str]):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from . import roles as R
 from .checkpoint import Checkpoint, open_checkpoint
+from .ema_names import not_saved_note
 from .emamap import ema_map, match_any
 from .errors import EmaError, NoSelectionError, OutputError, UnsupportedFormatError
 from .export_said import no_weights, roles_said
@@ -134,7 +135,7 @@ def _filtered_out(names: set[str], include, exclude, also: str | None = None) ->
 
 def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, exclude=None,
                 rename=None, weights_out: dict[str, str] | None = None,
-                expected_out: dict[str, str] | None = None,
+                expected_out: dict[str, str] | None = None, notes_out: list | None = None,
                 **map_options) -> tuple[dict[str, str], list[str], list[str]]:
     """Chooses what to export: ({output name: source key}, averaged names, warnings).
 
@@ -238,6 +239,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             expected_out[name] = m.expected_raw[key]
         elif use_ema and expected_out is not None and key in frozen:
             expected_out[name] = NOT_TRAINABLE
+    if use_ema and notes_out is not None and not_saved_note(m):
+        notes_out.append(not_saved_note(m))  # graph variables the Saver left out (r22 F2)
     if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it
         raw_too = m.unaveraged_warning({k for k, _ in first.values()})
         if raw_too:
@@ -322,9 +325,11 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         check_file_output(out_path, inputs, overwrite)
         weights: dict[str, str] = {}
         expected: dict[str, str] = {}
+        notes: list[str] = []
         plan, averaged, warnings = plan_export(ckpt, ema=ema, include=include, exclude=exclude,
                                                rename=rename, weights_out=weights,
-                                               expected_out=expected, **map_options)
+                                               expected_out=expected, notes_out=notes,
+                                               **map_options)
         if not plan and (include is not None or exclude):
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
@@ -362,7 +367,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         note = expected_raw_note(expected, str)
         assumed = _assumed(ckpt) if averaged else []
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
-                            [note] if note else [], [a.name for a in assumed])
+                            [note] * bool(note) + notes, [a.name for a in assumed])
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()

@@ -297,12 +297,14 @@ def note_assumed(out: Output, ckpt, keys: list[str] | None = None) -> dict:
 
 
 def warn_unaveraged(out: Output, m: EmaMap) -> None:
+    from ..ema_names import not_saved_note
+
     warning = m.unaveraged_warning()
     if warning:
         out.warning(warning)
-    note = m.unaveraged_note()
-    if note:
-        out.note(f"note: {note}")
+    for note in (m.unaveraged_note(), not_saved_note(m)):
+        if note:
+            out.note(f"note: {note}")
 
 
 def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
