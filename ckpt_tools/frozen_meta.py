@@ -53,7 +53,8 @@ def frozen_variables(ckpt, variables, weights=(), sources=None) -> list[str]:
                 or v.dtype not in R._FLOAT or key not in global_keys
                 or key in outside or R.proven_training_state(key, v.role, meta, None)
                 or R._UNIQUIFIED.sub("", key.rpartition("/")[2]) in R._STATE_NAMES
-                or _under_a_variable(key, v, variables)):
+                or _under_a_variable(key, v, variables)
+                or any(f"{key}/{d}" in variables for d in ("biased", "local_step"))):
             continue
         found.append(key)
     if found:
@@ -74,7 +75,8 @@ def _under_a_variable(key: str, v, variables) -> bool:
 
 def _not_updated(ckpt, keys: list[str]) -> list[str]:
     """``keys`` less those the ``.meta``'s update ops write as an EMA's shadow or an
-    optimizer's slot (:mod:`~ckpt_tools.formats.meta_updates`)."""
+    optimizer's slot (:mod:`~ckpt_tools.formats.meta_updates`), or as any moving average's
+    (an ``AssignSub`` under ``AssignMovingAvg``: a tensor's too, or a zero-debiased one)."""
     from .meta_shadows import update_ops_of
 
     read = update_ops_of(ckpt.meta)
@@ -82,4 +84,22 @@ def _not_updated(ckpt, keys: list[str]) -> list[str]:
         return keys
     ops, key = read
     written = {key(op) for op in ops.averages} | {key(op) for op in ops.slots}
+    written |= {key(op) for op in _moving_average_targets(ckpt.meta.path)}
     return [k for k in keys if k not in written]
+
+
+def _moving_average_targets(path: str) -> set[str]:
+    """The variable ops an ``AssignSub`` of an ``AssignMovingAvg`` scope writes in the
+    ``.meta`` (or SavedModel) at ``path``: every moving average's shadow, whatever it
+    averages."""
+    from .errors import CheckpointError
+    from .formats.graph_def import read_graphs, through_reads
+
+    try:
+        graphs = read_graphs(path)
+    except (OSError, CheckpointError):
+        return set()
+    return {through_reads(g.nodes, node.inputs[0]) for g in graphs
+            for name, node in g.nodes.items()
+            if node.op in ("AssignSub", "AssignSubVariableOp") and node.inputs
+            and "AssignMovingAvg" in name}
