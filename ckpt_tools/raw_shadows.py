@@ -12,7 +12,9 @@ The keys are alike; only the ``.meta``'s save op tells them apart (see
 :mod:`ckpt_tools.formats.meta_saver`): the first reads each key from the shadow variable, the
 second from the model variable. Without that proof such keys are refused, never paired,
 unless the caller states that they hold averages (``--averages-only``) where nothing records
-which Saver wrote them.
+which Saver wrote them, or where an evaluation graph's ``Saver(ema.variables_to_restore())``
+wrote them (no shadow variables, no ``ema.apply()`` in its graph: the keys hold what it
+restored, the averages when it restored a training checkpoint; :func:`evaluation_graph`).
 """
 
 from __future__ import annotations
@@ -61,6 +63,41 @@ def _unrecorded(sources, s: str) -> bool:
     return not sources or s not in sources
 
 
+def evaluation_graph(ckpt: Checkpoint, s: str) -> bool:
+    """Whether the graph whose Saver wrote key ``s`` from its variable holds no shadow
+    variable ``s`` and ran no ``ema.apply()`` (its ``moving_average_variables`` is empty): an
+    evaluation graph's ``Saver(ema.variables_to_restore())``, whose variables hold what that
+    Saver restored (the averages, when it restored a training checkpoint; nothing in the file
+    proves it), unlike a training graph's, whose keys hold the trained raw weights."""
+    meta = ckpt.meta
+    if meta is None or meta.keys_in("moving_average_variables"):
+        return False
+    return s not in meta.variables and \
+        all(v.checkpoint_key != s for v in meta.variables.values())
+
+
+def _statable(ckpt: Checkpoint, sources, s: str, t: str) -> bool:
+    """Whether ``--averages-only`` may state that key ``s`` holds ``t``'s average: nothing
+    records what wrote it, or an evaluation graph's Saver wrote it from ``t``
+    (:func:`evaluation_graph`)."""
+    return _unrecorded(sources, s) or \
+        (_saved_from(sources.get(s), t) and evaluation_graph(ckpt, s))
+
+
+def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPairingError:
+    s, t = found[0]
+    graph = graph_named(ckpt)
+    return UnprovenPairingError(
+        f"{ckpt.path}: {len(found)} key(s) named as averages were written from their "
+        f"variables, e.g. {s} from {t}: the {graph}'s saver is a Saver of "
+        "ema.variables_to_restore() in a graph with no shadow variables and no ema.apply() "
+        "(an evaluation graph re-saving what it restored), so each key holds what that Saver "
+        "restored into the variable before saving: the averages if it restored them from a "
+        "training checkpoint, but the file cannot show that; pass --averages-only (Python: "
+        "open_checkpoint(path, averages_only=True)) if the keys hold averages restored that "
+        "way (then they are paired as the averages)", "--averages-only", undecided)
+
+
 def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) -> list:
     """Returns ``pairs`` (``(average key, variable key)``) with the ``lone`` averages (see
     :func:`lone_averages`) paired where the ``.meta``'s save op proves each was read from the
@@ -81,6 +118,8 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
     at = {s: i for i, (s, _) in enumerate(pairs)}  # named as the graph orders them
     ordered = sorted(lone.items(), key=lambda st: (at.get(st[0], len(at)), st[0]))
     raw = [(s, t) for s, t in ordered if sources and _saved_from(sources.get(s), t)]
+    evaluated = [(s, t) for s, t in raw if evaluation_graph(ckpt, s)]
+    raw = [st for st in raw if st not in evaluated]
     if raw:
         s, t = raw[0]
         raise UnprovenPairingError(
@@ -93,9 +132,11 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
             "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
             "train with a Saver of all variables (tf.train.Saver()) and use "
             "variables_to_restore() only to evaluate", None, undecided)
+    if evaluated and not ckpt.averages_only:
+        raise _evaluation_refusal(ckpt, evaluated, undecided)
     unproven = [(s, t) for s, t in ordered
                 if not (sources and _saved_from(sources.get(s), s))
-                and not (ckpt.averages_only and _unrecorded(sources, s))]
+                and not (ckpt.averages_only and _statable(ckpt, sources, s, t))]
     if unproven:
         s, t = unproven[0]
         stated = _unrecorded(sources, s)
@@ -129,8 +170,8 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
     sources = _sources(ckpt)
     found = {v.name: v.ema_of for v in ckpt.variables_unwarned()
              if v.role == R.EMA and v.ema_style == "tf1" and v.ema_of
-             and v.ema_of not in stored and _unrecorded(sources, v.name)}
+             and v.ema_of not in stored and _statable(ckpt, sources, v.name, v.ema_of)}
     # w/slow under a stated --ema-name slow, that no name marks as an average
     found.update({s: t for s, t in proposed_lone_averages(ckpt).items()
-                  if t not in stored and _unrecorded(sources, s)})
+                  if t not in stored and _statable(ckpt, sources, s, t)})
     return found

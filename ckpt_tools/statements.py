@@ -41,7 +41,7 @@ def stated_notes(ckpt, apply_order: str | None,
     from .keras_assumed import fit_order_note, object_pairs
     from .keras_reassign import reassign_note
     from .pairing import lists_stated
-    from .raw_shadows import stated_lone_averages
+    from .raw_shadows import evaluation_graph, stated_lone_averages
     from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
     from .tfk_order import recorded_averages
     from .tfk_order import stated_note as tf_keras_stated_note
@@ -81,9 +81,13 @@ def stated_notes(ckpt, apply_order: str | None,
     if lone:  # a TF1 Saver's keys named as averages, their variables not stored
         notes.append(f"note: {len(lone)} key(s) named as averages (e.g. {next(iter(lone))}) "
                      "are read as the averages of variables the checkpoint does not store only "
-                     "because you stated --averages-only; no .meta records which Saver wrote "
-                     "them: if it was a Saver of ema.variables_to_restore(), they hold the raw "
-                     "weights")
+                     "because you stated --averages-only; "
+                     + ("an evaluation graph's Saver of ema.variables_to_restore() wrote them "
+                        "from its variables: if those held their raw weights (not the averages "
+                        "it restored), so do these keys"
+                        if any(evaluation_graph(ckpt, s) for s in lone) else
+                        "no .meta records which Saver wrote them: if it was a Saver of "
+                        "ema.variables_to_restore(), they hold the raw weights"))
         found["stated_averages_only"] = {"pairs": lone}
     _trainable_notes(ckpt, layout, notes, found)
     pairs = stated_pairings(ckpt, apply_order, ema_name)
