@@ -58,6 +58,11 @@ NO_OPTIMIZER = ("it holds no optimizer either: a Keras optimizer's use_ema=True 
                 "optimizer=optimizer))")
 
 
+#: A hint of the map (no message of its own): a TF1 SavedModel with no average stored: a serving
+#: export often restored the averages into its variables before saving (review-13 r22 F11).
+SERVING_EXPORT = "a TF1 SavedModel with no average stored"
+
+
 def missing_message(m: EmaMap) -> str:
     if m.hints and m.hints[0].startswith("no averages kept as"):
         return f"{m.checkpoint}: {m.hints[0]}"
@@ -100,6 +105,12 @@ def missing_message(m: EmaMap) -> str:
                  "same-named variables of one shape then need --apply-order trainable, plus "
                  "--numbered-lists where a list holds more than ten), or training never ran "
                  "ema.apply()")
+    elif none and SERVING_EXPORT in m.hints:
+        cause = ("no EMA shadow is stored at all, and a SavedModel holds what its export "
+                 "graph's variables held: a serving export often restores the averages into "
+                 "the model before saving (Saver(ema.variables_to_restore()).restore(...), as "
+                 "inception_saved_model.py does), so these weights may already be the "
+                 "averages; the file cannot show which")
     elif none:
         cause = ("no EMA shadow is stored at all: the Saver probably saved only "
                  "tf.trainable_variables() (build it with tf.compat.v1.global_variables() or "
@@ -116,9 +127,12 @@ def missing_message(m: EmaMap) -> str:
     else:
         cause = ("these variables were probably created after ema.apply() or left out of its "
                  "var_list; pass --allow-missing (allow_missing=True) to restore their raw values")
-    said = [h for h in m.hints if h != LEGACY_SLOTS]  # the cause says it already
+    said = [h for h in m.hints if h not in (LEGACY_SLOTS, SERVING_EXPORT)]  # said in cause
     hint = ("; " + "; ".join(said)) if said else ""
-    if none:
+    if none and SERVING_EXPORT in m.hints:
+        hint += ("; if it was exported that way, its weights are the averages as they are "
+                 "(ckpt export --raw writes them to one file)")
+    elif none:
         hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
                  "one file)")
     if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here

@@ -26,6 +26,7 @@ from .ema_missing import (
     LEGACY_SLOTS,
     NO_OPTIMIZER,
     NONE_TO_ALLOW,
+    SERVING_EXPORT,
     missing_hints,
     missing_message,
     refuse_orphans,
@@ -589,6 +590,9 @@ def ema_map(
             v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
             for k, v in variables.items()):
         hints.append(NO_OPTIMIZER)  # not "use_ema=False": no optimizer was saved at all
+    if speaks == "tf1" and missing and ckpt.location.saved_model \
+            and not any(v.role == R.EMA for v in variables.values()):
+        hints.append(SERVING_EXPORT)  # maybe the averages already (inception_saved_model.py)
     lacking = set(missing)
     elsewhere = {v.ema_of: k for k, v in variables.items()
                  if v.role == R.EMA and v.ema_of in lacking}

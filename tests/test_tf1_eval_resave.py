@@ -142,3 +142,18 @@ def test_training_graph_vtr_stays_refused(made, tmp_path):
     assert code == 0, err
     assert json.loads(text)["ema_unproven"]["option"] is None
 
+
+def test_serving_savedmodel_may_hold_the_averages(made, tmp_path):
+    """r22 F11: the refusal of a SavedModel with no shadow says a serving export may have
+    baked the averages in, rather than blaming the training Saver; --raw gives them."""
+    out, truth = made
+    code, _, err = run_cli(["export", str(out / "sm_inc"), "--out", str(tmp_path / "e.npz")])
+    assert code == 6, err
+    assert "may already be the averages" in err and "ckpt export --raw" in err, err
+    assert "probably saved only" not in err, err
+    code, _, err = run_cli(["export", "--raw", str(out / "sm_inc"),
+                            "--out", str(tmp_path / "e.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "e.npz") as z:
+        for n in ("fc/w", "fc/b"):
+            assert _bits(z[n]) == _bits(truth[f"ema:{n}"]), n
