@@ -22,6 +22,7 @@ from .keras_assumed import live_assumptions, refuse_assumed, warn_assumed
 from .keras_ema import (
     keras_layout,
     no_copies_error,
+    optimizer_named,
     require_keras_pairing,
     shown_names,
     undecided_error,
@@ -371,7 +372,7 @@ def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool |
             raise EmaError(
                 f"{ckpt.path}: its {len(layout.optimizer_vars)} optimizer variables do not fit "
                 f"EMA copies of exactly the model's {len(live)} trainable variables (plus the "
-                f"{layout.optimizer or 'optimizer'}'s own slots): build the model with the "
+                f"{optimizer_named(layout)}'s own slots): build the model with the "
                 "architecture that wrote the file, its layers trainable as when the optimizer "
                 "was built")
     if len(keys) != len(live):

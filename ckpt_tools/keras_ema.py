@@ -18,6 +18,7 @@ import numpy as np
 from .checkpoint import Checkpoint, open_checkpoint
 from .errors import EmaError
 from .formats.keras.layout import KerasLayout
+from .formats.keras.optimizer_slots import shown_name
 from .formats.keras.stated import LoopOrder
 from .formats.keras.tf_keras import is_legacy, legacy_name
 from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
@@ -25,6 +26,12 @@ from .keras_order_values import refuse_contradicted_order
 from .keras_twins import refuse_twins
 
 __all__ = ["keras_ema_values", "require_keras_pairing"]
+
+
+def optimizer_named(layout: KerasLayout) -> str:
+    """The optimizer as a message names it: Keras' class name (``RMSprop``, not its
+    variables' ``rm_sprop``), or ``optimizer`` where the file does not say."""
+    return shown_name(layout.optimizer) or "optimizer"
 
 
 def keras_layout(ckpt: Checkpoint) -> KerasLayout:
@@ -52,7 +59,7 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     attached = next((n for n in layout.notes if n.startswith("the model keeps")), None)
     if attached and not layout.averages:
         main = ("" if not layout.optimizer_vars else
-                f"; its compiled optimizer ({layout.optimizer or 'optimizer'}) holds none")
+                f"; its compiled optimizer ({optimizer_named(layout)}) holds none")
         # refused (exit 6): no option decides the attached optimizers' pairing, say so
         # rather than let --trainable/--use-ema look like the way (they state the compiled
         # optimizer's)
@@ -77,7 +84,7 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
         # use_ema=True, the copies are stored, but no pairing with the weights is proven
         unfit = [n for n in layout.notes if "cannot be paired" in n or "do not fit" in n]
         return EmaError(
-            f"{name}: its {layout.optimizer or 'optimizer'} ran with use_ema=True "
+            f"{name}: its {optimizer_named(layout)} ran with use_ema=True "
             f"({layout.ema_evidence}) but its EMA copies cannot be paired with the model "
             f"weights from the file alone: "
             f"{shown_names(ckpt, '; '.join(unfit)) or 'no known layout fits'}")
@@ -94,14 +101,14 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
         why = ("it holds no optimizer variables (the model was saved uncompiled, before "
                "its optimizer was built, or with include_optimizer=False)")
     elif layout.ema_source == "config" and (layout.optimizer_config or {}).get("use_ema"):
-        why = (f"its {layout.optimizer or 'optimizer'} was configured with use_ema=True, but "
+        why = (f"its {optimizer_named(layout)} was configured with use_ema=True, but "
                f"it was never built, so no averages exist yet ({layout.ema_evidence})")
     elif layout.use_ema is False and layout.ema_source == "config":
-        why = f"its {layout.optimizer or 'optimizer'} was configured with use_ema=False"
+        why = f"its {optimizer_named(layout)} was configured with use_ema=False"
     elif set(layout.optimizer_vars) <= {layout.iteration, layout.learning_rate}:
         # Nothing per weight: whatever use_ema was (a stated --use-ema included), there are
         # no averages to find; "use_ema=False" would be a guess about the file.
-        why = (f"its {layout.optimizer or 'optimizer'} holds only iteration/learning_rate: it "
+        why = (f"its {optimizer_named(layout)} holds only iteration/learning_rate: it "
                "was never built (saved before training)"
                + (", or it keeps no per-weight state (SGD without momentum and "
                   "use_ema=False)" if layout.optimizer in (None, "sgd") else "")

@@ -147,7 +147,10 @@ def fit_columns(columns: Sequence[Column], natural: list[int], width: int, gap: 
             best, i = max(room, default=(0, -1))
             if best <= 0:
                 break
-            step = min(excess, max(1, best - max((r for r, j in room if j != i), default=0)))
+            # never below its floor: another column's negative room (already narrower than
+            # its own floor) is no reason to take more from this one
+            step = min(excess, best,
+                       max(1, best - max((r for r, j in room if j != i and r > 0), default=0)))
             widths[i] -= step
             excess -= step
         return widths, excess

@@ -67,12 +67,17 @@ def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], st
             inner, cut = shorten_counted([texts[i][len(lead):] for i in led],
                                          width - measure(lead), escape, measure)
             cuts += cut
+            targets = [escape(t[len(lead):]) for t in texts
+                       if t.startswith(lead) and len(t) > len(lead)]
             for i, text in zip(led, inner, strict=True):
                 shown[i] = escape(lead) + text
                 # The target's last segment says which variable it is (kernel or bias): left
                 # out, it is a loss even when other rows share it, so width goes here first.
                 last = texts[i].rsplit("/", 1)[-1]
                 cuts += "/" in texts[i][len(lead):] and not text.endswith(escape(last))
+                # so is a target another row's target also reads as (…/kernel for
+                # dense_1/kernel beside dense/kernel): it no longer says which variable
+                cuts += _ambiguous(text, targets)
             long = [i for i in long if i not in set(led)]
     if width <= 1:
         cut = [s if i not in long else ELLIPSIS[:width] for i, s in enumerate(shown)]
@@ -115,6 +120,20 @@ def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], st
         shown[i] = choices[i][pick[i]][0]
         cuts += choices[i][pick[i]][1]
     return shown, cuts + _tell_apart(texts, shown, long, width, escape, measure)
+
+
+def _ambiguous(text: str, targets: Sequence[str]) -> bool:
+    """Whether ``text``, a shown (escaped) name whose ``…`` each stand for whole ``/``
+    segments, reads as more than one of ``targets`` (escaped names); only for up to 500
+    targets (the check is quadratic)."""
+    if ELLIPSIS not in text or len(targets) > 500:
+        return False
+    import re
+
+    pattern = re.compile("".join(
+        "[^/]+(?:/[^/]+)*" if part == ELLIPSIS else re.escape(part)
+        for part in re.split(f"({ELLIPSIS})", text)))
+    return sum(1 for t in targets if pattern.fullmatch(t)) > 1
 
 
 def _tell_apart(texts: Sequence[str], shown: list[str], long: list[int], width: int,

@@ -153,8 +153,8 @@ def export_command(
         doc = result.to_dict()
         out.json({**doc, "notes": [*doc["notes"], *pairing_notes], **stated})
     elif not quiet:
-        out.prose(f"wrote {result.path} ({result.format}, "
-                 f"{human_bytes(result.nbytes)}): {len(result.tensors)} weights, "
+        out.prose(f"wrote {result.path} ({result.format}, "  # the tensors, not the file
+                 f"{human_bytes(result.nbytes)} of weights): {len(result.tensors)} weights, "
                  f"{len(result.averaged)} with EMA values")
 
 

@@ -34,6 +34,7 @@ from ._common import (
     TrainableOpt,
     UseEmaOpt,
     WideOpt,
+    choice,
     complete_from,
     no_selection,
     resolve,
@@ -96,6 +97,11 @@ def list_command(
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
     apply_order = check_apply_order(apply_order, numbered_lists)
+    bad = [r for r in role or () if r not in ROLES]
+    if bad:  # a usage error, before the note on which file a directory led to
+        raise typer.BadParameter(f"unknown role {bad[0]!r}; expected one of: "
+                                 f"{', '.join(ROLES)}", param_hint="--role")
+    choice(sort, ("name", "size"), "--sort")
     try:
         if quiet and not json_out and not role and not collection and not trainable \
                 and not strict:
@@ -159,6 +165,32 @@ def _quick_notes(out: Output, ckpt, apply_order: str | None, ema_name: str | Non
     note_quick_assumed(out, ckpt)
 
 
+def _telling_suffix(listing: Listing):
+    """A function giving, for a name ``list`` shows, its last ``/`` segments that no other
+    shown name ends with (``dense_1/kernel`` beside ``dense/kernel``): what the ema column
+    keeps of an ``of X`` target so that X stays one variable. Counted once, in linear time;
+    above 20,000 variables only the last segment is kept (as before)."""
+    names = [v.path or v.name for v in listing.by_key.values()]
+    if len(names) > 20_000:
+        return lambda name: name.rsplit("/", 1)[-1]
+    counts: dict[str, int] = {}
+    for name in names:
+        parts = name.split("/")
+        for k in range(1, len(parts) + 1):
+            tail = "/".join(parts[-k:])
+            counts[tail] = counts.get(tail, 0) + 1
+
+    def telling(name: str) -> str:
+        parts = name.split("/")
+        for k in range(1, len(parts) + 1):
+            tail = "/".join(parts[-k:])
+            if counts.get(tail, 0) <= 1:
+                return tail
+        return name
+
+    return telling
+
+
 def _print_table(out: Output, listing: Listing) -> None:
     has_meta = listing.meta is not None
     # One column set whatever the checkpoint, so piped field numbers never move (`cut -f7` is
@@ -174,6 +206,7 @@ def _print_table(out: Output, listing: Listing) -> None:
                Column("ema", shrink="middle", min_width=14, floor=10, lead="of ")]
     rows = []
     last_segments = [8]
+    telling = _telling_suffix(listing) if out.is_terminal and not out.wide else None
     for v in listing.variables:
         if v.ema:
             ema = ("✓", "cyan")
@@ -181,12 +214,13 @@ def _print_table(out: Output, listing: Listing) -> None:
             of = listing.by_key.get(v.ema_of)
             target = of.path or of.name if of else v.ema_of
             ema = (f"of {target}" + ("" if of else " (not stored)"), "dim")
-            last_segments.append(cell_len(clean(target.rsplit("/", 1)[-1]))
-                                 + (2 if "/" in target else 0))
+            tail = telling(target) if telling else target.rsplit("/", 1)[-1]
+            last_segments.append(cell_len(clean(tail)) + (2 if tail != target else 0))
         elif _open(v):
+            # the summary below says 'ckpt map' lists them: the cell stays short
             n = len(v.ema_candidates)
-            ema = ((f"of ? ({n} candidate{'s' * (n != 1)}: see 'ckpt map')" if v.role == "ema"
-                    else f"? ({n} average{'s' * (n != 1)}: see 'ckpt map')"), "red")
+            ema = ((f"of ? ({n} candidate{'s' * (n != 1)})" if v.role == "ema"
+                    else f"? ({n} average{'s' * (n != 1)})"), "red")
         elif listing.missing_shadow(v):
             ema = ("missing", "red")
         else:

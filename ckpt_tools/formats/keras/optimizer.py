@@ -24,7 +24,16 @@ from .optimizer_choice import (
     settle_sublayers,
 )
 from .optimizer_fit import hypotheses
-from .optimizer_slots import FLOATS, Spec, candidates, expand, fits, matches, spec
+from .optimizer_slots import (
+    FLOATS,
+    Spec,
+    candidates,
+    expand,
+    fits,
+    matches,
+    shown_name,
+    spec,
+)
 
 
 def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
@@ -111,7 +120,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         lay.ema_evidence = f"config.json (optimizer use_ema={bool(cfg.get('use_ema'))})"
     elif {h[0][0] for h in hyps} in ({True}, {False}):
         lay.use_ema, lay.ema_source = hyps[0][0][0], "layout"
-        lay.ema_evidence = (f"layout of the {len(keys)} {lay.optimizer} variables for "
+        lay.ema_evidence = (f"layout of the {len(keys)} {shown_name(lay.optimizer)} variables for "
                             f"{len(tkeys)} weights")
     else:
         # Both use_ema=True and a use_ema=False layout fit. Values cannot tell them apart in
@@ -121,12 +130,13 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         lay.use_ema = None
         alternatives = sorted({_describe(h[0]) for h in hyps if not h[0][0]})
         lay.notes.append(
-            f"cannot tell whether the {len(rest)} {lay.optimizer or 'unknown optimizer'} "
-            f"variables after iteration/learning_rate include EMA copies ("
+            f"cannot tell whether the {len(rest)} "
+            f"{shown_name(lay.optimizer) or 'unknown optimizer'} variables after "
+            "iteration/learning_rate include EMA copies ("
             + (f"they fit use_ema=True and also use_ema=False with "
                f"{' or '.join(alternatives[:3])} in their place; values cannot tell an "
                "average from such a buffer" if hyps else "no known layout fits")
-            + "); the .keras config.json records use_ema; pass --use-ema or --no-use-ema")
+            + "); pass --use-ema or --no-use-ema")  # (a .keras file would record it)
     if lay.use_ema and lay.custom_optimizer:
         lay.notes.append(custom_note(lay, len(rest)))
         return
@@ -178,13 +188,14 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         lay.notes.append(_not_held(len(rest), len(lay.model), lay.optimizer))
     elif lay.use_ema and stated:
         lay.notes.append(f"the {len(tkeys)} weights stated with --trainable do not fit the "
-                         f"{len(rest)} {lay.optimizer or 'optimizer'} variables after "
+                         f"{len(rest)} {shown_name(lay.optimizer) or 'optimizer'} variables after "
                          "iteration/learning_rate: state every weight the optimizer was built "
                          "with, in model.trainable_variables order (Python: "
                          "apply_keras_ema(model, path))")
     elif lay.use_ema and unknown:
-        lay.notes.append(f"EMA copies cannot be paired: the {lay.optimizer or 'unknown'} "
-                         "optimizer's per-weight variables are not a fixed layout this tool "
+        lay.notes.append("EMA copies cannot be paired: the "
+                         f"{shown_name(lay.optimizer) or 'unknown'} optimizer's per-weight "
+                         "variables are not a fixed layout this tool "
                          f"knows, so the file cannot prove how many of its {len(rest)} "
                          "variables are EMA copies"
                          + (" (layers are frozen: which were frozen when it was built is not "

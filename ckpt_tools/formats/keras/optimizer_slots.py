@@ -39,6 +39,19 @@ _SLOTS = {
         [("b", ("average_gradient",))] if c.get("centered") else []),
 }
 
+# Keras' class names of those snake_case names, for messages (RMSprop, not rm_sprop).
+_CLASS_NAMES = {"sgd": "SGD", "adam": "Adam", "adam_w": "AdamW", "nadam": "Nadam",
+                "adamax": "Adamax", "adagrad": "Adagrad", "adadelta": "Adadelta", "ftrl": "Ftrl",
+                "lamb": "Lamb", "lion": "Lion", "adafactor": "Adafactor", "rm_sprop": "RMSprop",
+                "loss_scale_optimizer": "LossScaleOptimizer", "muon": "Muon"}
+
+
+def shown_name(name: str | None) -> str | None:
+    """The optimizer's Keras class name (``RMSprop``) for a snake_case one (``rm_sprop``, as
+    Keras names its variables' paths); other names as they are."""
+    return _CLASS_NAMES.get(name, name) if name else name
+
+
 # Default names of Keras 3 optimizers (snake_case class names), recognising an optimizer a
 # model keeps as an attribute (the keras.io GAN's d_optimizer/g_optimizer) in a weights file.
 OPTIMIZER_NAMES = frozenset({*_SLOTS, "loss_scale_optimizer", "muon", "base_optimizer",

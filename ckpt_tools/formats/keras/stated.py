@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterator, Sequence
 from ...errors import EmaError, VariableNotFoundError
 from .custom_order import check_stated_loose
 from .model_tree import ORDERS
+from .optimizer_slots import shown_name
 from .stated_names import check_numbering
 
 
@@ -402,7 +403,7 @@ def check_stated_use_ema(layout: KerasLayout, use_ema: bool | None, where: str) 
         return
     what = (f"{legacy_name(layout)}, a legacy optimizer without use_ema"
             if legacy_opt else
-            f"its {layout.optimizer or 'optimizer'} with use_ema={recorded}")
+            f"its {shown_name(layout.optimizer) or 'optimizer'} with use_ema={recorded}")
     # keras.io's GAN: the averages are in optimizers the model keeps, not the compiled one
     kept = next((n for n in layout.notes if n.startswith("the model keeps")), None)
     raise EmaError(
