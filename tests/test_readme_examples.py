@@ -11,11 +11,15 @@ scratch directory holding a ``fixtures`` link to the repository's, so outputs (`
 written there and printed as the README's relative paths; the examples of one block run in
 order in one directory, as a user would type them.
 
-Examples whose inputs are generated (``/tmp/matrix``, ``/tmp/mx``... by ``fixtures/make_*.py``)
-or are the user's own (``run/``) are not run here.
+Examples whose inputs are generated (``/tmp/matrix``, ``/tmp/mx``... by ``fixtures/make_*.py``,
+several minutes) or are the user's own (``run/``) are not run here.
 
 ``python tests/test_readme_examples.py`` prints each example's real output (to update the
-README from, never by hand)."""
+documents from, never by hand); ``--generated`` runs the generated ones instead, after
+``python fixtures/make_matrix_tf.py /tmp/matrix``, ``make_matrix_keras.py --out /tmp/mx``,
+``make_keras_early.py /tmp/ke``, ``make_keras_sublayers.py /tmp/ks``, ``make_keras_decide.py
+/tmp/kd`` and ``make_keras_pairing.py /tmp/kp`` (at those paths: a path's length moves the
+80-column wrapping; remove ``/tmp/ro``, an example's output, first)."""
 
 from __future__ import annotations
 
@@ -123,7 +127,31 @@ def test_elision_matches_any_number_of_lines_and_nothing_else():
     assert not matches([], ["x"]) and not matches(["x"], [])
 
 
+GENERATED = ("/tmp/matrix/", "/tmp/mx/", "/tmp/ke/", "/tmp/ks/", "/tmp/kd/", "/tmp/kp/")
+LINKED = {"tfk_nested.keras": "/tmp/ks/tfk_nested.keras"}  # named bare in docs/setups.md
+
+
+def generated(command: str) -> list[str] | None:
+    """The argv of an example whose input a ``fixtures/make_*.py`` generator writes."""
+    argv = shlex.split(command, comments=True)
+    ok = len(argv) >= 3 and argv[0] == "ckpt" and (argv[2].startswith(GENERATED)
+                                                   or argv[2] in LINKED)
+    return argv if ok else None
+
+
 if __name__ == "__main__":
+    if "--generated" in sys.argv:
+        runnable = generated  # noqa: F811 (results() reads the module's runnable)
+        _symlink = os.symlink
+
+        def _link(src, dst):  # the scratch directory gets the bare-named inputs too
+            _symlink(src, dst)
+            for name, real in LINKED.items():
+                _symlink(real, Path(dst).parent / name)
+
+        os.symlink = _link
+        BLOCKS = [(f"{doc.name}:L{start}", block) for doc in DOCS
+                  for start, block in examples(doc) if any(generated(c) for _, c, _ in block)]
     for where, block in BLOCKS:
         for line, command, shown, got in results(block):
             print(f"=== {where.split(':')[0]}:{line} {'ok' if matches(shown, got) else 'DIFFERS'}")
