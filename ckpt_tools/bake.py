@@ -69,6 +69,19 @@ class BakeResult:
     assumed: list[str] = field(default_factory=list)
 
 
+#: Why ``--slots drop`` writes no ``.meta`` (review-13-attack-r22 F9): the graph's Saver
+#: restores every variable it saved, the dropped slots too, so ``import_meta_graph(...)``
+#: then ``restore()`` of the output would fail on the first missing slot.
+DROPPED_META = ("optimizer slots were dropped, so the .meta graph was not copied: its Saver "
+                "restores the slots too and would fail on the output (keep them with --slots "
+                "keep, or restore the output with a Saver of the model's variables)")
+
+
+def dropped_any(ckpt: Checkpoint, drop_slots: bool) -> bool:
+    """Whether ``write_baked(..., drop_slots)`` leaves any key out (an optimizer slot)."""
+    return drop_slots and any(v.role == R.OPTIMIZER_SLOT for v in ckpt.variables_unwarned())
+
+
 def checkpoint_names(name: str) -> Callable[[str], bool]:
     """Returns a predicate on file names: the files a checkpoint ``name`` written into a
     directory consists of (index, data shards, ``.meta``, the ``checkpoint`` state file)."""
@@ -415,8 +428,10 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         replaced, copied, dropped, nbytes = write_baked(ckpt, writer, source_of, verify,
                                                         drop_slots, progress, strip, add)
         files = []
-        if meta_src and not renamed:  # before the index: a present .index means "complete"
-            files.append(_copy_atomic(meta_src, prefix + ".meta", shown))
+        if meta_src and dropped and not renamed:
+            warnings.append(DROPPED_META)
+        if meta_src and not renamed and not dropped:  # before the index: a present .index
+            files.append(_copy_atomic(meta_src, prefix + ".meta", shown))  # means "complete"
         files += writer.finish()
     if state_file:  # a SavedModel's variables/ has none
         files.append(write_state_file(work, name, shown))

@@ -204,7 +204,7 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     read-ahead window and one part, never the checkpoint; no local disk), then the
     ``.index``, the ``.meta`` and the ``checkpoint`` state file, in that order, under the
     writer lock (:class:`~ckpt_tools.formats.remote_stream.CheckpointStream`)."""
-    from .bake import bake_plan, write_baked
+    from .bake import DROPPED_META, bake_plan, dropped_any, write_baked
     from .formats._io import close_map, map_file
     from .formats._write import check_file_name
     from .formats.bundle_writer import BundleWriter, state_file_text
@@ -222,6 +222,9 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     meta = meta_src is not None and not (strip or add)
     warnings = [] if meta or not meta_src else [
         "keys were re-scoped, so the .meta graph (which uses the old names) was not copied"]
+    if meta and dropped_any(ckpt, drop):
+        meta = False
+        warnings.append(DROPPED_META)
     names = [data, base + ".index", *([base + ".meta"] if meta else []), "checkpoint"]
     with CheckpointStream(directory, names, overwrite=overwrite, progress=progress) as out:
         with BundleWriter(url_join(directory, base), sink=out.sink(data)) as writer:
