@@ -375,7 +375,10 @@ def classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_m
             # The source is not stored: a loss (a tensor, never saved) or an unsaved variable.
             if has_meta and head in meta_vars:
                 return RoleInfo(EMA, ema_of=head, ema_style="tf1")
-            if has_meta or "loss" in head.lower() or last == "avg":
+            if has_meta or "loss" in head.lower() or last == "avg" \
+                    or zero_debias_pair(key + "/biased", entries):
+                # TF zero-debiases only tensors' averages (never a variable's): the
+                # /biased and /local_step beside it prove a tensor's (review-13 r22 F4)
                 return _PLAIN[LOSS_AVERAGE]
             return RoleInfo(EMA, ema_of=head, ema_style="tf1")
     if src is not None and SLOT_RE.match(last):
