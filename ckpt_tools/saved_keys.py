@@ -132,6 +132,14 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
             "holds no average of them; train with a Saver of all variables "
             "(tf.train.Saver()) and use variables_to_restore() only to evaluate",
             None, undecided)
+    if prefix and in_graph:  # use_meta=False alone fails on the graph's other towers (F5)
+        raise UnprovenPairingError(
+            head + f": every such key is its variable's name without {prefix!r} (as "
+            "tf_cnn_benchmarks saves tower 0), which the graph's restore by key cannot follow; "
+            "in this graph pair them by the keys' own names: ckpt_tools.restore_ema(sess, "
+            f"path, use_meta=False, add_scope={prefix!r}, var_list=[v for v in "
+            f"tf.compat.v1.global_variables() if v.op.name.startswith({prefix!r})])",
+            "use_meta=False", undecided)
     if prefix:
         raise UnprovenPairingError(
             head + f": every such key is its variable's name without {prefix!r} (as "
