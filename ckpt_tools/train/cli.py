@@ -28,16 +28,21 @@ from typer import _click
 
 from ..cli._common import (
     FitOrderOpt,
+    LoopOrderOpt,
     NotSwappedOpt,
     StrictOpt,
+    TrainableOpt,
+    UseEmaOpt,
     check_output_parent,
     resolve,
+    trainable_names,
 )
 from ..cli._output import Column, Output
 from ..errors import (
     AssumptionWarning,
     CheckpointError,
     CheckpointNotFoundError,
+    CorruptCheckpointError,
     ExitCode,
     OutputError,
 )
@@ -47,6 +52,7 @@ from .common import (
     DataError,
     ModelMismatchError,
     NoCheckpointError,
+    NotCheckpointError,
     TrainConfig,
     TrainError,
     TrainExistsError,
@@ -91,7 +97,9 @@ EVAL_HELP = (
     "ckpt-1000; a Keras .weights.h5 / .keras file; or a train directory: its latest "
     "checkpoint); the API is detected. Another model's checkpoint is refused: evaluate your "
     "own model with your script on the file 'ckpt restore-ema' writes, or in Python after "
-    "ckpt_tools.apply_ema(model, path)."
+    "ckpt_tools.apply_ema(model, path). A bare .weights.h5 cannot tell whether the optimizer "
+    "ran with use_ema=True: state it with --use-ema, or --no-use-ema to evaluate its raw "
+    "weights alone (restore-ema's own Keras outputs hold the averages as their weights)."
 )
 
 
@@ -129,6 +137,8 @@ def _errors() -> Iterator[None]:
         raise OutputError(str(exc)) from None
     except NoCheckpointError as exc:
         raise CheckpointNotFoundError(str(exc)) from None
+    except NotCheckpointError as exc:
+        raise CorruptCheckpointError(str(exc)) from None
     except TrainError as exc:
         raise RunError(str(exc)) from None
     except Exception as exc:
@@ -310,12 +320,16 @@ def eval_command(
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     fit_order: FitOrderOpt = False,
+    use_ema: UseEmaOpt = None,
+    trainable: TrainableOpt = None,
+    loop_order: LoopOrderOpt = False,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """Report test accuracy of the reference model ``ckpt train`` builds, raw and EMA weights
     side by side (the command's help: ``EVAL_HELP``)."""
     out = Output(json_mode=json_output, quiet=quiet)
+    names = trainable_names(trainable, loop_order, fit_order)
     # The same pick as every other command (and one note when a directory offers several).
     path = resolve(out, checkpoint)
     if not os.path.isdir(path) and not os.path.exists(path) \
@@ -331,7 +345,10 @@ def eval_command(
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always", AssumptionWarning)
             result = evaluate(path, data, num_examples, batch_size, strict=strict,
-                              not_swapped=not_swapped, fit_order=fit_order)
+                              not_swapped=not_swapped, fit_order=fit_order,
+                              use_ema=use_ema,
+                              trainable=None if names is None else list(names),
+                              loop_order=loop_order)
     for w in said:  # what the EMA pairing assumed: a note, as export and restore-ema say it
         if issubclass(w.category, AssumptionWarning):
             for line in getattr(w.message, "notes", None) or [str(w.message)]:
@@ -344,9 +361,13 @@ def eval_command(
     if not quiet:
         out.prose(f"{result.checkpoint}  api={result.api} global_step={result.global_step} "
                   f"test examples={result.num_examples} data={result.data}")
-    out.table(None, [Column("weights"), Column("accuracy", "right")],
-              [["raw", f"{result.raw_accuracy:.4f}"], ["EMA", f"{result.ema_accuracy:.4f}"],
-               ["EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}"]])
+    rows = [["raw", f"{result.raw_accuracy:.4f}"]]
+    if result.ema_accuracy is None:  # --no-use-ema: no averages to evaluate
+        rows.append(["EMA", "- (--no-use-ema: the file holds no averages)"])
+    else:
+        rows += [["EMA", f"{result.ema_accuracy:.4f}"],
+                 ["EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}"]]
+    out.table(None, [Column("weights"), Column("accuracy", "right")], rows)
 
 
 def register(app: typer.Typer) -> None:

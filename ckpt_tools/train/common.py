@@ -41,6 +41,11 @@ class NoCheckpointError(TrainError):
     """``--resume`` into a directory without a checkpoint: exit 3 ("not found") in ``ckpt``."""
 
 
+class NotCheckpointError(TrainError):
+    """``eval``'s path is a file but no checkpoint or Keras file: exit 4 ("malformed"), as
+    ``ckpt list`` says of it."""
+
+
 class NaNLossError(TrainError):
     """The loss (or a variable) became NaN/Inf; no checkpoint was written for that state."""
 

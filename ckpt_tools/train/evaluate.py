@@ -2,7 +2,8 @@
 
 Works on what any of the three trainers wrote; the API is detected from the path:
 
-* ``*.weights.h5`` / ``*.keras``: Keras (raw = the layers, EMA = optimizer ``*_average``).
+* ``*.weights.h5`` / ``*.keras`` / a Keras ``.h5``: Keras (raw = the layers, EMA = optimizer
+  ``*_average``; ``use_ema=False`` stated: raw only, as for restore-ema's own outputs).
 * a TF checkpoint prefix with ``_CHECKPOINTABLE_OBJECT_GRAPH``: tf2 (raw = ``model/``,
   EMA = ``ema/``).
 * any other TF checkpoint prefix: v1 (raw = plain Saver, EMA = a Saver over
@@ -33,7 +34,9 @@ from . import model
 from .common import (
     ModelMismatchError,
     NoCheckpointError,
+    NotCheckpointError,
     TrainError,
+    TrainUsageError,
     cause_line,
     first_line,
     step_of,
@@ -52,7 +55,7 @@ class EvalResult:
     global_step: int | None
     num_examples: int
     raw_accuracy: float  # in [0, 1]
-    ema_accuracy: float  # in [0, 1]
+    ema_accuracy: float | None  # in [0, 1]; None: the optimizer was stated use_ema=False
     data: str  # "synthetic" or the data directory
 
     def to_dict(self) -> dict:
@@ -72,9 +75,11 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
     Raises:
         TrainError: nothing readable at ``path``.
     """
-    if path.endswith((".weights.h5", ".keras")):
+    if path.endswith((".weights.h5", ".keras", ".h5")):
         if not os.path.isfile(path):
             raise NoCheckpointError(f"{path}: no such file")
+        if path.endswith(".h5") and not _is_hdf5(path):
+            raise NotCheckpointError(f"{path}: not an HDF5 file (a Keras .h5 or .weights.h5)")
         return path, "keras"
     if os.path.isdir(path):
         latest = tf.train.latest_checkpoint(path)
@@ -102,13 +107,22 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
     try:
         keys = {name for name, _ in tf.train.list_variables(path)}
     except (tf.errors.OpError, ValueError):
-        raise TrainError(f"{path}: not a TensorFlow checkpoint prefix or Keras file") from None
+        if _is_hdf5(path):  # a Keras .h5 under another name
+            return path, "keras"
+        raise NotCheckpointError(f"{path}: not a TensorFlow checkpoint prefix or Keras file "
+                                 "(.keras, .weights.h5, .h5)") from None
     return path, "tf2" if OBJECT_GRAPH_KEY in keys else "v1"
+
+
+def _is_hdf5(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(8) == b"\x89HDF\r\n\x1a\n"
 
 
 def evaluate(
     path: str, data_dir: str | None = None, num_examples: int = 0, batch_size: int = 500,
     *, strict: bool = False, not_swapped: bool = False, fit_order: bool = False,
+    use_ema: bool | None = None, trainable: list | None = None, loop_order: bool = False,
 ) -> EvalResult:
     """Accuracy of ``path`` with raw and with EMA weights.
 
@@ -124,6 +138,12 @@ def evaluate(
             (``--not-swapped``), so ``strict`` does not refuse that reading.
         fit_order: state that ``fit()`` built a Keras file's optimizer (``--fit-order``), so
             ``strict`` does not refuse that reading either.
+        use_ema: state whether a Keras file's optimizer ran with ``use_ema=True``
+            (``--use-ema/--no-use-ema``, ``apply_keras_ema(use_ema=)``): a bare ``.weights.h5``
+            cannot tell. ``False``: raw accuracy only (``ema_accuracy`` is None).
+        trainable: the weights a Keras file's optimizer was built with
+            (``--trainable``, ``apply_keras_ema(trainable=)``).
+        loop_order: ``trainable`` is a custom loop's order (``--loop-order``).
 
     Returns:
         The result.
@@ -134,6 +154,9 @@ def evaluate(
         DataError: ``data_dir`` lacks the CIFAR-10 batches.
     """
     checkpoint, api = resolve_checkpoint(path)
+    if api != "keras" and (use_ema is not None or trainable is not None or loop_order):
+        raise TrainUsageError(f"--use-ema/--no-use-ema and --trainable state a Keras file's "
+                              f"optimizer; {checkpoint} is a {api} checkpoint")
     dataset = data_lib.load(data_dir)
     images, labels = dataset.test_images, dataset.test_labels
     if num_examples:
@@ -142,12 +165,15 @@ def evaluate(
         raise TrainError(f"no test examples (is {data_lib.TEST_FILE} in {data_dir}?)")
     predictor = {"v1": _v1_predictor, "tf2": _tf2_predictor,
                  "keras": functools.partial(_keras_predictor, strict=strict,
-                                            not_swapped=not_swapped, fit_order=fit_order)}[api]
+                                            not_swapped=not_swapped, fit_order=fit_order,
+                                            stated_ema=use_ema, trainable=trainable,
+                                            loop_order=loop_order)}[api]
     accuracy: dict[bool, float] = {}
-    for use_ema in (False, True):
-        with predictor(checkpoint, use_ema) as (predict, step):
-            accuracy[use_ema] = _accuracy(predict, images, labels, batch_size)
-    raw, ema = accuracy[False], accuracy[True]
+    # use_ema=False stated: the file holds no averages, so only its raw weights are evaluated.
+    for ema_pass in (False,) if use_ema is False else (False, True):
+        with predictor(checkpoint, ema_pass) as (predict, step):
+            accuracy[ema_pass] = _accuracy(predict, images, labels, batch_size)
+    raw, ema = accuracy[False], accuracy.get(True)
     return EvalResult(checkpoint, api, step, len(labels), raw, ema, dataset.source)
 
 
@@ -246,7 +272,9 @@ def _tf2_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | No
 
 
 def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
-                  not_swapped: bool = False, fit_order: bool = False) -> None:
+                  not_swapped: bool = False, fit_order: bool = False,
+                  stated_ema: bool | None = None, trainable: list | None = None,
+                  loop_order: bool = False) -> None:
     """Load a Keras weights file; for EMA, copy the optimizer's ``*_average`` into the weights.
 
     Args:
@@ -257,6 +285,9 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
         strict: refuse a pairing that rests on an assumption (``apply_keras_ema(strict=)``).
         not_swapped: the file was not saved swapped (``apply_keras_ema(not_swapped=)``).
         fit_order: ``fit()`` built the optimizer (``apply_keras_ema(fit_order=)``).
+        stated_ema: ``apply_keras_ema(use_ema=)``: whether the optimizer ran with EMA.
+        trainable: ``apply_keras_ema(trainable=)``: the weights it was built with.
+        loop_order: ``apply_keras_ema(loop_order=)``: ``trainable`` is a custom loop's order.
 
     Raises:
         TrainError: the file does not match the model, or holds no optimizer averages.
@@ -282,19 +313,24 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
         _ema_restore(lambda: ckpt_tools.apply_keras_ema(net, path, load_weights=False,
                                                         strict=strict,
                                                         not_swapped=not_swapped,
-                                                        fit_order=fit_order), path)
+                                                        fit_order=fit_order,
+                                                        use_ema=stated_ema,
+                                                        trainable=trainable,
+                                                        loop_order=loop_order), path)
 
 
 @contextlib.contextmanager
 def _keras_predictor(path: str, use_ema: bool, *, strict: bool = False,
-                     not_swapped: bool = False, fit_order: bool = False
-                     ) -> Iterator[tuple[Predict, int | None]]:
+                     not_swapped: bool = False, fit_order: bool = False,
+                     stated_ema: bool | None = None, trainable: list | None = None,
+                     loop_order: bool = False) -> Iterator[tuple[Predict, int | None]]:
     from . import keras_fit  # imports keras: only for Keras files
     from .common import TrainConfig
 
     net = keras_fit.compile_model(TrainConfig())
     restore_keras(net, path, use_ema, strict=strict, not_swapped=not_swapped,
-                  fit_order=fit_order)
+                  fit_order=fit_order, stated_ema=stated_ema, trainable=trainable,
+                  loop_order=loop_order)
     # A plain call, not predict_on_batch: no per-batch tf.function retracing or numpy warnings.
     yield (lambda x: net(x, training=False).numpy()), int(net.optimizer.iterations.numpy())
 

@@ -1,0 +1,132 @@
+"""``ckpt eval`` closes the loop on restore-ema's Keras outputs (review 13 attack-r23 F4).
+
+The reference model is trained with Keras' own ``fit()`` (``use_ema=True``); at save time a
+callback records Keras' own averages (``optimizer._model_variables_moving_average`` zipped with
+``optimizer._trainable_variables``). ``restore-ema --out x.weights.h5`` (and ``--format h5``)
+must give a file whose raw accuracy under ``ckpt eval`` is the accuracy of those averages.
+A bare ``.weights.h5`` cannot tell use_ema, so eval takes ``--use-ema/--no-use-ema`` (the options
+its refusal names); a file that is neither a checkpoint nor a Keras file is exit 4, not 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+NUM = 200
+
+
+def _ckpt(*args: str):
+    from ckpt_tools.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A ``.keras`` of the reference model saved mid-fit, and Keras' averages at that time."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+
+    from ckpt_tools.train import data as data_lib
+    from ckpt_tools.train import keras_fit
+    from ckpt_tools.train.common import TrainConfig
+
+    out = tmp_path_factory.mktemp("evalk")
+    keras.utils.set_random_seed(1)
+    net = keras_fit.compile_model(TrainConfig(ema_decay=0.9))
+    ds = data_lib.load(None)
+    x = data_lib.normalize(ds.train_images[:96])
+    y = ds.train_labels[:96]
+    truth: dict[str, np.ndarray] = {}
+
+    class Snap(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch != 1:
+                return
+            opt = self.model.optimizer
+            assert opt.use_ema
+            self.model.save(str(out / "m.keras"))
+            for v, a in zip(opt._trainable_variables, opt._model_variables_moving_average,
+                            strict=True):
+                truth[v.path] = np.array(a.numpy())
+
+    net.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[Snap()])
+    assert truth
+    # The accuracy of Keras' averages: the file's raw weights with the averages assigned.
+    ref = keras_fit.compile_model(TrainConfig(ema_decay=0.9))
+    ref.load_weights(str(out / "m.keras"))
+    for v in ref.trainable_variables:
+        v.assign(truth[v.path])
+    images = data_lib.normalize(ds.test_images[:NUM])
+    want = float((np.argmax(ref(images, training=False).numpy(), 1)
+                  == ds.test_labels[:NUM]).mean())
+    return out, truth, want
+
+
+def test_eval_reads_restore_ema_weights_h5_with_the_options_it_names(saved):
+    out, truth, want = saved
+    (out / "o").mkdir(exist_ok=True)
+    dst = out / "o" / "w.weights.h5"
+    r = _ckpt("restore-ema", out / "m.keras", "--out", dst)
+    assert r.exit_code == 0, r.output
+    import h5py
+
+    from ckpt_tools.train import keras_fit
+    from ckpt_tools.train.common import TrainConfig
+
+    net = keras_fit.compile_model(TrainConfig())
+    net.load_weights(str(dst))
+    for v in net.trainable_variables:  # the output's weights are Keras' averages, bit for bit
+        assert np.array_equal(v.numpy(), truth[v.path]), v.path
+    assert h5py.is_hdf5(str(dst))
+    # A bare .weights.h5 cannot tell use_ema: the refusal names options eval takes.
+    plain = _ckpt("eval", dst, "--num-examples", NUM)
+    assert plain.exit_code == 6, plain.output
+    assert "--use-ema" in plain.stderr
+    for stated in ("--use-ema", "--no-use-ema"):
+        r = _ckpt("eval", dst, "--num-examples", NUM, stated, "--json")
+        assert r.exit_code == 0, (stated, r.output)
+        doc = json.loads(r.stdout)
+        assert doc["raw_accuracy"] == want, (stated, doc)
+        if stated == "--use-ema":  # restore-ema kept the copies: EMA of the output = its raw
+            assert doc["ema_accuracy"] == want
+        else:
+            assert doc["ema_accuracy"] is None
+    table = _ckpt("eval", dst, "--num-examples", NUM, "--no-use-ema")
+    assert table.exit_code == 0 and "--no-use-ema" in table.stdout, table.output
+
+
+def test_eval_reads_restore_ema_format_h5(saved):
+    out, truth, want = saved
+    (out / "o2").mkdir(exist_ok=True)
+    dst = out / "o2" / "w.h5"
+    r = _ckpt("restore-ema", out / "m.keras", "--format", "h5", "--out", dst)
+    assert r.exit_code == 0, r.output
+    r = _ckpt("eval", dst, "--num-examples", NUM, "--no-use-ema", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["raw_accuracy"] == want
+
+
+def test_eval_of_a_file_that_is_no_checkpoint_is_exit_4(tmp_path):
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"not a checkpoint at all")
+    r = _ckpt("eval", junk)
+    assert r.exit_code == 4, r.output
+    fake = tmp_path / "fake.h5"
+    fake.write_bytes(b"not hdf5")
+    r = _ckpt("eval", fake)
+    assert r.exit_code == 4, r.output
+
+
+def test_eval_use_ema_is_refused_for_a_tf_checkpoint(tmp_path):
+    import tensorflow as tf
+
+    ckpt = tf.train.Checkpoint(v=tf.Variable(1.0))
+    prefix = ckpt.write(str(tmp_path / "c"))
+    r = _ckpt("eval", prefix, "--use-ema")
+    assert r.exit_code == 2, r.output
