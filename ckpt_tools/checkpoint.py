@@ -33,6 +33,7 @@ from .formats.objgraph import (
 )
 from .formats.savedmodel import read_saved_model, saved_model_extras
 from .locate import STATE_FILE, Location, errors_in, locate, read_state_file
+from .loss_named import stated_loss_named
 from .object_paths import LIST_ITEM, model_side_paths, named_paths
 from .variable import Variable, shell_word
 
@@ -333,6 +334,8 @@ class Checkpoint:
         info = _roles.classify(entries, self.meta, self.objects, keras=self._reader.keras,
                                ema_names=self.ema_names() if plain else None,
                                collections=colls)
+        info.update(stated_loss_named(entries, info, self.meta, self.objects,
+                                      self.averages_only))
         if self.stated_order is not None and self.objects is not None:
             self.stated_pairs = _tfk_stated.place(self.path, self.objects, info,
                                                   self.stated_order)

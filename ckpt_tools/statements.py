@@ -10,6 +10,19 @@ function: the CLI imports this module while building every command.
 from __future__ import annotations
 
 
+def loss_named_said(lone: dict[str, str]) -> str:
+    """What the stated-averages note adds for averages whose names read as a loss's
+    (:mod:`~ckpt_tools.loss_named`)."""
+    from .loss_named import loss_named
+
+    named = loss_named(lone)
+    if not named:
+        return ""
+    return (f"; {len(named)} of them ({', '.join(named[:3])}{' ...' if len(named) > 3 else ''})"
+            " are named after a loss and read as a variable's average too: if one averages "
+            "a loss tensor, leave it out (--exclude)")
+
+
 def stated_notes(ckpt, apply_order: str | None,
                  ema_name: str | None = None) -> tuple[list[str], dict]:
     """The statements some pairing of ``ckpt`` rests on alone: the stated ``apply_order`` (the
@@ -87,7 +100,8 @@ def stated_notes(ckpt, apply_order: str | None,
                         "it restored), so do these keys"
                         if any(evaluation_graph(ckpt, s) for s in lone) else
                         "no .meta records which Saver wrote them: if it was a Saver of "
-                        "ema.variables_to_restore(), they hold the raw weights"))
+                        "ema.variables_to_restore(), they hold the raw weights")
+                     + loss_named_said(lone))
         found["stated_averages_only"] = {"pairs": lone}
     _trainable_notes(ckpt, layout, notes, found)
     pairs = stated_pairings(ckpt, apply_order, ema_name)
