@@ -124,9 +124,11 @@ def missing_message(m: EmaMap) -> str:
         cause = ("these variables were probably created after ema.apply(), left out of its "
                  "var_list, or their ema.average(v) was not saved; pass --allow-missing "
                  "(allow_missing=True) to restore their raw values")
-    else:
-        cause = ("these variables were probably created after ema.apply() or left out of its "
-                 "var_list; pass --allow-missing (allow_missing=True) to restore their raw values")
+    else:  # frozen ones: the .meta proves them (frozen_meta), the names alone cannot
+        cause = ("these variables were probably frozen (trainable=False: "
+                 "ema.apply(tf.trainable_variables()) never averages them, and the training "
+                 ".meta shows which), created after ema.apply() or left out of its var_list; "
+                 "pass --allow-missing (allow_missing=True) to restore their raw values")
     said = [h for h in m.hints if h not in (LEGACY_SLOTS, SERVING_EXPORT)]  # said in cause
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:

@@ -189,6 +189,7 @@ def test_no_meta_refuses_then_allow_missing_agrees(made, tmp_path, case):
     code, _, err = run_cli(["export", str(out / case), "--no-meta", "--out",
                             str(tmp_path / "n.npz")])
     assert code == 6 and "--allow-missing" in err and frozen[0] in err, err
+    assert "frozen (trainable=False" in err, err
     code, _, err = run_cli(["export", str(out / case), "--no-meta", "--allow-missing",
                             "--out", str(tmp_path / "n.npz")])
     assert code == 0, err
