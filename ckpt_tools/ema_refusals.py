@@ -32,6 +32,8 @@ def require_keras(ckpt: Checkpoint) -> None:
     try:
         require_keras_pairing(ckpt)
     except EmaError as exc:
+        if layout.nested:  # a MultiOptimizer's averages: no option decides (nested_optimizers)
+            raise
         if layout.use_ema is None:
             raise UnprovenPairingError(str(exc), "--use-ema/--no-use-ema") from None
         if layout.averages and any(v is None for v in layout.averages.values()):

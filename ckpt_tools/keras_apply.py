@@ -352,6 +352,8 @@ def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool |
         if not layout.averages:
             raise no_copies_error(ckpt, layout)
         keys = list(layout.averages)
+    elif layout.nested:  # a MultiOptimizer's averages: nothing pairs them by position
+        raise no_copies_error(ckpt, layout)
     else:
         specs = [(tuple(int(d) for d in v.shape), _enum(v.dtype)) for v in live]
         decided = use_ema if use_ema is not None else infer_use_ema(

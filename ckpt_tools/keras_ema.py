@@ -54,8 +54,17 @@ def shown_names(ckpt: Checkpoint, text: str) -> str:
     return pattern.sub(lambda m: paths[m.group(1)], text)
 
 
+def nested_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
+    """A MultiOptimizer's inner optimizers may hold EMA copies no option pairs: refused, never
+    read as use_ema=False (:mod:`~ckpt_tools.formats.keras.nested_optimizers`)."""
+    note = next(n for n in layout.notes if n.startswith("the optimizer nests"))
+    return EmaError(f"{ckpt.path}: {note}; {_RAW}")
+
+
 def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     name = ckpt.path  # the whole path: a directory may have led to this file
+    if layout.nested:
+        return nested_error(ckpt, layout)
     attached = next((n for n in layout.notes if n.startswith("the model keeps")), None)
     if attached and not layout.averages:
         main = ("" if not layout.optimizer_vars else
@@ -124,6 +133,8 @@ _RAW = "the raw weights are usable as they are (ckpt export --raw writes them to
 
 
 def undecided_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
+    if layout.nested:
+        return nested_error(ckpt, layout)
     note = next((n for n in layout.notes if n.startswith("cannot tell whether")),
                 "cannot tell whether it holds EMA copies")
     return EmaError(f"{ckpt.path}: {note} (use_ema=True/False in the "

@@ -274,7 +274,12 @@ def _print_table(out: Output, listing: Listing) -> None:
                     "variables' names")
     what = "weights and BN statistics" if "bn_stat" in listing.averaged_roles else "weights"
     evidence = listing.ema_evidence or {}
-    if evidence.get("use_ema", False) is None and not listing.with_shadow:
+    nests = next((n for n in evidence.get("notes") or []
+                  if n.startswith("the optimizer nests")), None)
+    if nests and not listing.with_shadow:
+        # a MultiOptimizer whose inner optimizers may hold averages: never "none has a shadow"
+        out.summary(f"EMA: not paired: {nests.split(':', 1)[0]} ('ckpt export' says why)")
+    elif evidence.get("use_ema", False) is None and not listing.with_shadow:
         # a bare .weights.h5 whose layout fits both: "none has a shadow" would be a guess
         out.summary(f"EMA: cannot tell whether the optimizer variables hold EMA copies of the "
                  f"{listing.expected} {what} (the layout fits use_ema=True and use_ema=False): "

@@ -32,6 +32,7 @@ from ..entry import TensorEntry
 from .custom_order import mark_loose, note_loose_layers
 from .loss_scale import name_repeats, read_outer
 from .model_tree import Node, build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
+from .nested_optimizers import nested_owners, refuse_nested
 from .optimizer import fitting_use_ema, infer_use_ema, plan_optimizer
 from .optimizer_slots import OPTIMIZER_NAMES, Spec
 from .stated import check_proven, check_stated, refuse_layer_count, stated_keys
@@ -160,12 +161,14 @@ class KerasLayout:
     shapes: dict[str, tuple] = field(default_factory=dict)
     copy_counts: tuple[int, ...] = ()
     loose: dict[str, str] = field(default_factory=dict)
+    nested: list[str] = field(default_factory=list)  # nested_optimizers.refuse_nested
 
     @property
     def copies_unpaired(self) -> bool:
         """The optimizer ran with ``use_ema=True`` and holds variables past
         iteration/learning_rate, none placed as an EMA copy (no layout fits the weights)."""
         return bool(self.use_ema and not self.averages and not self.attached
+                    and not self.nested
                     and self.optimizer_vars[self.ema_offset:])
 
 
@@ -346,7 +349,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             "so their variables (EMA copies with use_ema=True) are not paired from it; "
             "save them in a tf.train.Checkpoint (model=..., and each optimizer), which "
             "records it")
-    elif lay.other and owner != _INNER:
+    elif lay.other and owner != _INNER and not nested_owners(entries):
         lay.notes.append(f"{len(lay.other)} variables of nested optimizers are not interpreted")
     elif owner == _INNER and not tf_keras:
         outer = sorted((k for k in lay.other if entries[k].extra.get("owner") == "optimizer"),
@@ -382,6 +385,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
     plan_optimizer(lay, opt, entries, trained, segments, read=read, use_ema=use_ema,
                    bag_groups=groups, stated=bool(trainable),
                    layers=_layers(trained, segments, groups))
+    if not lay.attached and owner != _INNER:
+        refuse_nested(lay, entries)
     if found is not None:
         if config is not None:
             # Only a config.json naming the model's class proves the order (fit()'s
