@@ -53,11 +53,18 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
     bare = wrapped is not None and v3 and (lay.optimizer_config or {}).get(
         "use_ema") is True and _bare_names((lay.optimizer_config or {}).get("name"), [
             entries[k].extra["weight_name"] for k in lay.optimizer_vars])
+    # Keras 3's LossScaleOptimizer (mixed_float16) names the wrapped optimizer's variables
+    # under both names (loss_scale_optimizer/adam/dense_kernel_average): the wrapped one's
+    # name is dropped too, so each copy names its weight as without the wrapper.
+    inner = f"{(lay.optimizer_config or {}).get('name')}/" if wrapped is not None and not v3 \
+        else None
     seen: dict[tuple[str, str], int] = {}  # (slot, weight name) -> optimizer variables so far
     for key in lay.optimizer_vars:
         name = entries[key].extra["weight_name"]
         lay.paths[key] = name
         rest = name if bare or "/" not in name else name.split("/", 1)[1]
+        if inner and rest.startswith(inner) and name != rest:
+            rest = rest[len(inner):]
         if rest in _ITER:
             lay.iteration = key
             continue
