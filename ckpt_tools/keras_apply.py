@@ -374,9 +374,11 @@ def _ema_keys(ckpt: Checkpoint, layout: KerasLayout, live: list, use_ema: bool |
             raise EmaError(
                 f"{ckpt.path}: its {len(layout.optimizer_vars)} optimizer variables do not fit "
                 f"EMA copies of exactly the model's {len(live)} trainable variables (plus the "
-                f"{optimizer_named(layout)}'s own slots): build the model with the "
-                "architecture that wrote the file, its layers trainable as when the optimizer "
-                "was built")
+                f"{optimizer_named(layout)}'s own slots, whose number ckpt does not "
+                "prove for every optimizer class, e.g. Muon's by each weight's rank): if the "
+                "model is the architecture that wrote the file, its layers trainable as when "
+                "the optimizer was built, state it: trainable=model.trainable_variables (the "
+                "weights the optimizer was built with, in that order)")
     if len(keys) != len(live):
         raise EmaError(f"{ckpt.path} holds {len(keys)} EMA copies but the model has {len(live)} "
                        "trainable variables: build the model with the architecture that "
