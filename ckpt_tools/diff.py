@@ -339,9 +339,10 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
 def _assumed(ckpt: Checkpoint) -> list:
     """What the pairing of ``ckpt`` assumes, issued as an
     :class:`~ckpt_tools.errors.AssumptionWarning` at :func:`diff_ema`'s caller."""
-    from .keras_assumed import keras_assumptions, warn_assumed
+    from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
 
     assumed = keras_assumptions(ckpt)
+    refuse_assumed(ckpt, assumed, strict=False)  # not_swapped: never by default
     warn_assumed(ckpt, assumed, stacklevel=4)
     return assumed
 

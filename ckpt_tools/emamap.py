@@ -326,6 +326,7 @@ def ema_map(
     apply_order: str | None = None,
     strict: bool = False,
     in_graph: bool = False,
+    not_swapped: bool = False,
 ) -> EmaMap:
     """Builds the EMA restore map of a checkpoint, in checkpoint keys.
 
@@ -364,10 +365,15 @@ def ema_map(
             such averages are refused. Or the order itself, as checkpoint keys in the order
             ``apply()`` got their variables (``apply_ema`` passes a live module's
             ``trainable_variables`` so).
-        strict (`bool`, defaults to `False`): refuse a pairing that rests on an assumption
-            the file cannot prove (a Keras file's ``fit()`` build order, or that it was not
-            saved swapped by ``SwapEMAWeights``: :mod:`~ckpt_tools.keras_assumed`), as
-            ``--strict``; otherwise they are assumed.
+        strict (`bool`, defaults to `False`): refuse a pairing that rests on a Keras file's
+            ``fit()`` build order too (:mod:`~ckpt_tools.keras_assumed`), as ``--strict``;
+            otherwise it is assumed (and warned).
+        not_swapped (`bool`, defaults to `False`): state that a Keras 3 file (or a checkpoint
+            of ``average`` slots) was not saved swapped (``SwapEMAWeights(swap_on_epoch=True)``
+            before ``ModelCheckpoint``; an EMA optimizer's ``swap_weights()``), as
+            ``--not-swapped``; on an open checkpoint it is stated on it. Without it a file
+            whose weights differ from their averages is refused (exit 6): nothing in it shows
+            which they are; if it was swapped its own weights are the averages.
         in_graph (`bool`, defaults to `False`): the targets are the variables of the graph
             (``restore_ema``/``ema_saver``), not checkpoint keys: a TF1 key the ``.meta``'s
             save op wrote from a variable of another name is refused only where it is an
@@ -382,6 +388,9 @@ def ema_map(
             (its candidates and the option that decides are named), or a variable has averages
             of several EMA objects and ``ema_name`` picks none, or (``strict``) the pairing
             rests on an assumption.
+        UnprovenPairingError: (an :class:`EmaError`) a Keras 3 file's weights (or a
+            checkpoint's variables) differ from their averages and ``not_swapped`` is not
+            stated: option ``--not-swapped``.
         OptionError: ``apply_order`` given for a Keras file, where it cannot apply.
         CheckpointError: if the checkpoint cannot be read. Missing shadows are *reported* in
         ``missing``; call :meth:`EmaMap.require_complete` to turn them into an :class:`EmaError`.
@@ -397,8 +406,12 @@ def ema_map(
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     names = split_ema_names(ema_name)
     # use_meta=False: the checkpoint as if no .meta were beside it, for every step below
+    if not_swapped and isinstance(checkpoint, Checkpoint):
+        checkpoint.not_swapped = True  # the statement, on the caller's open checkpoint
     ckpt = checkpoint.with_meta(use_meta) if isinstance(checkpoint, Checkpoint) \
-        else open_checkpoint(checkpoint, meta=use_meta)
+        else open_checkpoint(checkpoint, meta=use_meta, not_swapped=not_swapped)
+    if not_swapped:
+        ckpt.not_swapped = True  # its meta-less view too
     if len(names) > 1:  # EMA objects that averaged different variables: each one's map, joined
         try:
             maps = [ema_map(ckpt, ema_name=n, use_meta=use_meta, non_averaged=KEEP, slots=slots,
@@ -413,6 +426,7 @@ def ema_map(
                          allow_missing=allow_missing)
     ema_name = names[0] if names else None
     assumed: list = []
+    asked = False
     try:
         refuse_apply_order(ckpt, apply_order)
         if style in (None, "keras"):
@@ -425,8 +439,7 @@ def ema_map(
             # a Keras file, or a Keras 3 optimizer's copies or average slots in a TF
             # checkpoint (keras_assumed, swap_assumed: no import else)
             assumed = of_style(keras_assumptions(ckpt), style)
-            if strict:
-                refuse_assumed(ckpt, assumed)
+            asked = True  # refused below, once the file's own pairing is proven
         variables = paired_variables(ckpt, apply_order, ema_name)
         # keys that are not their variables' names: paired through the .meta's save op, or
         # refused where it cannot be (restore_ema's targets are the graph's own variables)
@@ -503,6 +516,8 @@ def ema_map(
             detected = proven_names(variables, ckpt.ema_names())
             name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
             suffix = recorded_suffixes(ckpt, variables)
+        if asked:  # not_swapped: always refused; fit_order: under strict
+            refuse_assumed(ckpt, assumed, strict=strict)
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()

@@ -186,8 +186,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         if not stated:  # the copies' values may place them in another order (a custom loop)
             refuse_contradicted_order(ckpt)
         assumed = live_assumptions(ckpt, targets, stated)
-        if strict:
-            refuse_assumed(ckpt, assumed)
+        refuse_assumed(ckpt, assumed, strict=strict)  # not_swapped: always
         if load_weights and layout.kind == "legacy":
             _load_legacy_weights(model, ckpt, layout)
         elif load_weights:  # the file located (a directory names none Keras loads)

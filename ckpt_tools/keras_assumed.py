@@ -15,11 +15,15 @@ Two readings of a Keras 3 ``use_ema=True`` file are assumptions, not proof:
   average to its weight, and ``SwapEMAWeights``' last epoch assigns each weight (then the
   average) to its copy, so either reading gives the same values. Otherwise a swapped file's
   own weights are the averages: it is used as it is (``ckpt export --raw`` writes them).
+  Not stated, the question is refused (exit 6) where values are handed back.
   A TF checkpoint's averages kept as optimizer slots (an EMA optimizer's ``swap_weights()``)
   raise the same question: :mod:`~ckpt_tools.swap_assumed`.
 
-:func:`keras_assumptions` lists them (``--json``: ``"assumed"``); :func:`refuse_assumed` is
-``--strict`` (Python ``strict=True``): any of them is exit 6 naming the statement that decides.
+:func:`keras_assumptions` lists them (``--json``: ``"assumed"``); :func:`refuse_assumed` refuses
+``not_swapped`` wherever values or a pairing are handed back (exit 6, naming ``--not-swapped``
+and ``--raw``: Keras documents that callback as the way to checkpoint EMA weights, so the
+question is never answered by default; ``ckpt list`` only shows it), and under ``--strict``
+(Python ``strict=True``) ``fit_order`` too.
 """
 
 from __future__ import annotations
@@ -27,13 +31,20 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .checkpoint import Checkpoint
-from .errors import AssumptionWarning, EmaError
+from .errors import AssumptionWarning, UnprovenPairingError
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
-from .swap_assumed import SLOT_RAW_WARNING, Assumption, same_values, slot_assumptions, slot_pairs
+from .swap_assumed import (
+    SLOT_NOT_SWAPPED,
+    SLOT_RAW_WARNING,
+    Assumption,
+    same_values,
+    slot_assumptions,
+    slot_pairs,
+)
 
 __all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "equal_groups", "fit_order_note",
            "keras_assumptions", "live_assumptions", "raw_warning", "refuse_assumed",
-           "warn_assumed"]
+           "swap_refusal", "warn_assumed"]
 
 
 FIT_ORDER = Assumption(
@@ -266,24 +277,53 @@ def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assu
     return assumed
 
 
+def swap_refusal(ckpt: Checkpoint, assumed: list[Assumption]) -> str:
+    """The one-line refusal of a pairing that rests on ``not_swapped`` (the file's weights
+    differ from their EMA copies, and nothing shows whether it was saved swapped), naming both
+    ways out: ``--not-swapped`` and, if it was swapped, the file's own weights (``--raw``).
+
+    Returns:
+        `str`: the message, naming the file.
+    """
+    if SLOT_NOT_SWAPPED in assumed:
+        return (f"{ckpt.path}: its variables differ from their average slots, and the "
+                "checkpoint cannot show whether it was saved after the EMA optimizer's "
+                "swap_weights() (Model Garden's eval/export, TF Addons' MovingAverage): if not, "
+                "pass --not-swapped (Python: not_swapped=True); if it was, its own variables "
+                "are the averages: use them as they are (ckpt export --raw; Python: ema=False)")
+    return (f"{ckpt.path}: its weights differ from their EMA copies, and the file cannot show "
+            "whether it was saved after SwapEMAWeights(swap_on_epoch=True) swapped them: if "
+            "not (e.g. ModelCheckpoint alone), pass --not-swapped (Python: not_swapped=True); "
+            "if it was, its own weights are the averages: use them as they are (ckpt export "
+            "--raw; Python: ema=False, or model.load_weights)")
+
+
 def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None, *,
-                   keys: list[str] | None = None) -> None:
-    """``--strict`` (``strict=True``): refuses a pairing that rests on an assumption.
+                   keys: list[str] | None = None, strict: bool = True) -> None:
+    """Refuses a pairing that rests on an assumption where values or a pairing are handed
+    back: ``not_swapped`` always (whether the file was saved swapped is never taken by
+    default: review-13-attack-r23 F1), every assumption under ``--strict`` (``strict=True``).
 
     Args:
         ckpt: the open checkpoint.
         assumed: what :func:`keras_assumptions` gave (computed when ``None``).
         keys: only where these keys include an average (``show``/``stats``: the selection
             whose drift the pairing decides); every pairing when ``None``.
+        strict: refuse ``fit_order`` too (``--strict``).
 
     Raises:
-        EmaError: (exit 6) one line naming the file, each assumption and what decides it.
+        UnprovenPairingError: (exit 6) one line naming the file, each assumption and what
+            decides it; ``option`` ``--not-swapped`` where that decides.
     """
     assumed = assumptions_for(ckpt, keys) if assumed is None else assumed
-    if assumed:
+    swap = [a for a in assumed if a.name == "not_swapped"]
+    if swap and (not strict or len(assumed) == len(swap)):
+        raise UnprovenPairingError(swap_refusal(ckpt, swap), option="--not-swapped")
+    if assumed and strict:
         said = "; ".join(f"{a.name} ({a.what}: {a.decides})" for a in assumed)
-        raise EmaError(f"{ckpt.path}: --strict: the EMA pairing rests on what the file cannot "
-                       f"prove: {said}")
+        raise UnprovenPairingError(
+            f"{ckpt.path}: --strict: the EMA pairing rests on what the file cannot prove: "
+            f"{said}", option="--not-swapped" if swap else "--fit-order")
 
 
 def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 3) -> None:

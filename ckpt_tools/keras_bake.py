@@ -201,8 +201,7 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
     if layout is None:
         raise EmaError(f"{ckpt.path}: not a Keras weight file")
     require_keras_pairing(ckpt)
-    if strict:
-        refuse_assumed(ckpt)
+    refuse_assumed(ckpt, strict=strict)  # not_swapped: always
     inputs = check_keras_output(ckpt, out_path, overwrite)
     replaced = {weight: avg for avg, weight in layout.averages.items() if weight is not None}
     with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
@@ -228,7 +227,8 @@ def bake_keras_file(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite:
         ckpt: an open Keras checkpoint.
         out_dir, name: the output, as ``restore-ema``'s ``--out`` and ``--name``
             (:func:`keras_output_path`).
-        map_options: ``bake_ema``'s; only ``strict`` applies to a Keras file.
+        map_options: ``bake_ema``'s; only ``strict`` and ``not_swapped`` apply to a Keras
+            file.
 
     Returns:
         `BakeResult`: ``prefix`` and ``files`` name the Keras file written; ``assumed``.
@@ -242,15 +242,16 @@ def bake_keras_file(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite:
     from .emamap import ema_map
     from .keras_assumed import keras_assumptions, warn_assumed
 
-    given = [k for k, v in map_options.items() if v and k != "strict"]
+    given = [k for k, v in map_options.items() if v and k not in ("strict", "not_swapped")]
+    if map_options.get("not_swapped"):
+        ckpt.not_swapped = True  # the statement (ema_map's not_swapped=)
     if given:
         raise OptionError(f"{ckpt.path}: {given[0]}= does not apply to a Keras file: every "
                           "weight with an EMA copy gets it, as ckpt restore-ema writes it")
     strict = bool(map_options.get("strict"))
     require_keras_pairing(ckpt)
-    if strict:
-        refuse_assumed(ckpt)
     assumed = keras_assumptions(ckpt)
+    refuse_assumed(ckpt, assumed, strict=strict)  # not_swapped: always
     warn_assumed(ckpt, assumed, stacklevel=4)  # warn_assumed, here, bake_ema, its caller
     m = ema_map(ckpt, slots="keep", non_averaged="keep")
     target = keras_output_path(ckpt, out_dir, name)

@@ -238,8 +238,7 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
             layout = ckpt.reader.keras
         require_keras_pairing(ckpt)
         assumed = keras_assumptions(ckpt)
-        if strict:
-            refuse_assumed(ckpt, assumed)
+        refuse_assumed(ckpt, assumed, strict=strict)  # not_swapped: always
         values = {src: np.asarray(ckpt.tensor(key)) for key, src in layout.averages.items()}
         warn_assumed(ckpt, assumed)
         return values

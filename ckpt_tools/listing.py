@@ -315,12 +315,17 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                                     apply_order=apply_order))
             if (assumptions or strict) and (has_swappable_averages(ckpt.objects) or getattr(
                     ckpt.reader, "keras", None) is not None):  # keras_assumed: no import else
-                from .keras_assumed import keras_assumptions, refuse_assumed
+                from .keras_assumed import keras_assumptions, refuse_assumed, swap_refusal
 
                 assumed = keras_assumptions(ckpt)
                 if strict:
                     refuse_assumed(ckpt, assumed)
                 listing.assumed = [a.name for a in assumed]
+                if listing.unproven is None and "not_swapped" in listing.assumed:
+                    # inspection shows the pairing; every command that hands values back
+                    # refuses it until --not-swapped (or --raw) says how the file was saved
+                    listing.unproven = {"option": "--not-swapped",
+                                        "reason": swap_refusal(ckpt, assumed)}
             return listing
         finally:
             if owned:

@@ -427,11 +427,13 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             raise EmaError(f"{ckpt.path}: none of the object's variables was found in the "
                            "checkpoint, so nothing was restored; pass the object the checkpoint "
                            "was saved from (or one of its children), or a list of variables")
+        # what the pairing assumed: tf_keras averages placed in the live model's (fit()'s)
+        # order; a Keras 3 optimizer's copies read as not swapped is refused (before any
+        # assignment), never taken by default
+        assumed = ([LIVE_FIT_ORDER] if fit_order else []) + keras_assumptions(ckpt)
+        refuse_assumed(ckpt, assumed, strict=False)
         for v, src in assignments:
             v.assign(np.array(ckpt.tensor(src), copy=True))  # see restore_ema: never alias
-        # what the pairing assumed: a Keras 3 optimizer's copies read as not swapped, and
-        # tf_keras averages placed in the live model's (fit()'s) order
-        assumed = ([LIVE_FIT_ORDER] if fit_order else []) + keras_assumptions(ckpt)
         result.assumed.extend(a.name for a in assumed)
         warn_assumed(ckpt, assumed)
         return result

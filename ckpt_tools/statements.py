@@ -81,11 +81,9 @@ def stated_notes(ckpt, apply_order: str | None,
         found.update(stated_not_swapped=True, stated_fit_order=True)
         swap = said = ""
     if swap:
-        notes.append("note: the EMA copies are read as the averages (not swapped) because you "
-                     "stated --not-swapped; the file cannot show whether ModelCheckpoint saved "
-                     "it after SwapEMAWeights(swap_on_epoch=True): if it did, these are the raw "
-                     "weights and the file's own weights the averages: use the file as it is "
-                     "(ckpt export --raw writes them)")
+        notes.append("note: EMA copies read as the averages because you stated --not-swapped "
+                     "(not saved after SwapEMAWeights(swap_on_epoch=True)); if it was, use the "
+                     "file as it is (ckpt export --raw)")
         found["stated_not_swapped"] = True
     if said:
         notes.append(f"note: {said}")

@@ -83,10 +83,9 @@ SLOT_RAW_WARNING = (
 
 #: The note for a stated ``--not-swapped`` on such a checkpoint (without ``note:``).
 SLOT_STATED_NOTE = (
-    "the average slots are read as the averages (not swapped) because you stated "
-    "--not-swapped; the checkpoint cannot show whether it was saved after the EMA optimizer's "
-    "swap_weights() (Model Garden's eval/export): if it was, these are the raw weights and "
-    "its variables the averages: use the checkpoint as it is (ckpt export --raw writes them)")
+    "average slots read as the averages because you stated --not-swapped (not saved after "
+    "the EMA optimizer's swap_weights()); if it was, use the checkpoint as it is (ckpt export "
+    "--raw)")
 
 
 def same_values(ckpt: Checkpoint, pairs: dict[str, str]) -> bool:

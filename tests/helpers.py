@@ -20,15 +20,18 @@ TF_CASES = ["linear_v2", "linear_v1", "linear_trainable_only", "towers_bn", "par
 # What a fixture's file cannot tell, stated as the fixture script did it (ckpt refuses, exit 6,
 # without it): tf2_object has two unnamed-scope biases of one name and shape (dense/bias,
 # heads/0/bias) and ran ema.apply(model.trainable_variables); custom_ema_name holds three EMA
-# objects (avg, ExponentialMovingAverage, ExponentialMovingAverage_1) on W and b.
+# objects (avg, ExponentialMovingAverage, ExponentialMovingAverage_1) on W and b;
+# model_garden_slot was saved during training, not after the EMA optimizer's swap_weights()
+# (its variables differ from their average slots: refused unless stated).
 DECIDE = {"tf2_object": {"apply_order": "trainable"},
-          "custom_ema_name": {"ema_name": "ExponentialMovingAverage"}}
+          "custom_ema_name": {"ema_name": "ExponentialMovingAverage"},
+          "model_garden_slot": {"not_swapped": True}}
 
 
 def decide_args(case: str) -> list[str]:
-    """The command-line form of :data:`DECIDE` for ``case``."""
+    """The command-line form of :data:`DECIDE` for ``case`` (a flag for ``True``)."""
     return [a for k, v in DECIDE.get(case, {}).items()
-            for a in ("--" + k.replace("_", "-"), v)]
+            for a in ("--" + k.replace("_", "-"), *(() if v is True else (v,)))]
 
 
 META_CASES = ["linear_v2", "linear_v1", "linear_trainable_only", "towers_bn", "partitioned",

@@ -1,9 +1,9 @@
 """``ckpt average --ema --bake`` of a Keras 3 run's ``tf.train.Checkpoint`` files saved after
 ``SwapEMAWeights(swap_on_epoch=True)`` (review-12-attack-r21 F1): the pairing it bakes reads the
 optimizer's copies as the averages, which the files cannot show (saved swapped, they are the
-raw weights). Said as ``export`` says it: a note on stderr (kept with ``-q``), ``--json``'s
-``"assumed"``; ``--strict`` refuses it (exit 6, nothing written), ``--not-swapped`` states it;
-the Python ``AverageResult.assumed`` too.
+raw weights). Refused as ``export`` refuses it (exit 6, nothing written, kept with ``-q``,
+naming ``--not-swapped`` and ``--raw``: review-13-attack-r23 F1), ``--not-swapped`` states it;
+in Python too.
 
 Made here by Keras 3; the truth is recorded by callbacks around the swap: the optimizer's
 averages before ``SwapEMAWeights`` runs, and the saved weights and copies right after the save."""
@@ -56,14 +56,14 @@ def _average(paths, out, *extra):
                     "--out", str(out), *extra])
 
 
-def test_bake_notes_the_swap_assumption_with_quiet(swapped_run, tmp_path):
+def test_bake_refuses_the_swap_question_with_quiet(swapped_run, tmp_path):
     paths, _ = swapped_run
     code, _, err = _average(paths, tmp_path / "q", "-q")
-    assert code == 0, err
-    assert "SwapEMAWeights" in err and "--not-swapped" in err, err
+    assert code == 6, err
+    assert "SwapEMAWeights" in err and "--not-swapped" in err and "--raw" in err, err
+    assert not (tmp_path / "q").exists() or not any((tmp_path / "q").iterdir())
     code, text, err = _average(paths, tmp_path / "j", "--json")
-    assert code == 0, err
-    assert json.loads(text)["assumed"] == ["not_swapped"], text
+    assert code == 6 and not text, (text, err)
 
 
 def test_bake_strict_refuses_and_writes_nothing(swapped_run, tmp_path):
@@ -92,16 +92,18 @@ def test_swap_options_need_bake(swapped_run, tmp_path, option):
 def test_python_average_says_what_it_assumed(swapped_run, tmp_path):
     import warnings
 
-    from ckpt_tools import AssumptionWarning, EmaError, average_checkpoints
+    from ckpt_tools import AssumptionWarning, EmaError, UnprovenPairingError, average_checkpoints
 
     paths, _ = swapped_run
+    with pytest.raises(UnprovenPairingError, match="not_swapped=True") as refused:
+        average_checkpoints(paths, tmp_path / "p", ema=True, bake=True, newest=paths[1])
+    assert refused.value.option == "--not-swapped"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = average_checkpoints(paths, tmp_path / "p", ema=True, bake=True,
-                                     newest=paths[1])
-    assert result.assumed == ["not_swapped"]
-    assert result.to_dict()["assumed"] == ["not_swapped"]
-    assert any(issubclass(w.category, AssumptionWarning) for w in caught)
+        result = average_checkpoints(paths, tmp_path / "p2", ema=True, bake=True,
+                                     newest=paths[1], not_swapped=True)
+    assert result.assumed == [] and "assumed" not in result.to_dict()
+    assert not any(issubclass(w.category, AssumptionWarning) for w in caught)
     with pytest.raises(EmaError, match="not_swapped"):
         average_checkpoints(paths, tmp_path / "s", ema=True, bake=True, newest=paths[1],
                             strict=True)

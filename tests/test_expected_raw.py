@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 from helpers import assert_npz_holds, run_cli
 
+# The files are saved by train_on_batch() loops, never swapped by SwapEMAWeights: stated
+# (--not-swapped) where the EMA copies are used.
+
 WARNED = "have no EMA copy in the optimizer"
 
 
@@ -45,7 +48,8 @@ def frozen_norm(keras, tmp_path_factory):
 def test_keras_archive_notes_the_weights_its_config_keeps_raw(frozen_norm, tmp_path):
     d, truth = frozen_norm
     out = tmp_path / "w.npz"
-    code, text, err = run_cli(["export", str(d / "m.keras"), "--out", str(out), "--json"])
+    code, text, err = run_cli(["export", str(d / "m.keras"), "--not-swapped", "--out", str(out),
+                               "--json"])
     assert code == 0, err
     flat = " ".join(err.split())
     assert WARNED not in flat and "warning:" not in flat, err
@@ -61,14 +65,15 @@ def test_keras_archive_notes_the_weights_its_config_keeps_raw(frozen_norm, tmp_p
     assert sorted(doc["raw"]) == sorted(doc["raw_expected"]) and doc["notes"], doc
     assert sorted(doc["averaged"]) == ["head/bias", "head/kernel"], doc
     assert_npz_holds(out, truth)
-    code, _, err = run_cli(["map", str(d / "m.keras")])
+    code, _, err = run_cli(["map", str(d / "m.keras"), "--not-swapped"])
     assert code == 0 and WARNED not in err and "as config.json explains" in err, err
 
 
 def test_a_file_without_config_keeps_the_warning(frozen_norm, tmp_path):
     d, truth = frozen_norm
     out = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(d / "m.weights.h5"), "--use-ema", "--out", str(out)])
+    code, _, err = run_cli(["export", str(d / "m.weights.h5"), "--not-swapped", "--use-ema",
+                            "--out", str(out)])
     assert code == 0, err
     flat = " ".join(err.split())
     assert f"4 weight(s) {WARNED}" in flat and "as config.json explains" not in flat, err
@@ -105,7 +110,7 @@ def test_stated_trainable_keeps_the_config_frozen_note(eq_frozen, tmp_path):
     frozen gives the same note and ``raw_expected`` as a pairing the file proves."""
     d, truth = eq_frozen
     out = tmp_path / "w.npz"
-    code, text, err = run_cli(["export", str(d / "m.keras"), "--trainable", "a,c",
+    code, text, err = run_cli(["export", str(d / "m.keras"), "--not-swapped", "--trainable", "a,c",
                                "--out", str(out), "--json"])
     assert code == 0, err
     flat = " ".join(err.split())
@@ -121,7 +126,7 @@ def test_stated_trainable_leaving_out_a_trainable_layer_still_warns(eq_frozen, t
     """A weight config.json records trainable that ``--trainable`` leaves out is the
     caller's statement, not the file's record: it keeps the warning."""
     d, _ = eq_frozen
-    code, text, err = run_cli(["export", str(d / "m.keras"), "--trainable", "a,b",
+    code, text, err = run_cli(["export", str(d / "m.keras"), "--not-swapped", "--trainable", "a,b",
                                "--out", str(tmp_path / "w.npz"), "--json"])
     assert code == 0, err
     doc = json.loads(text)

@@ -164,7 +164,8 @@ def test_exported_h5_loads_in_keras_as_the_averages(trained, tmp_path, case, nam
     nested_fn: a nested Functional model, Keras' own class (review-11-attack-r8 m2). Every
     weight Keras loads is the average Keras kept, bit for bit."""
     h5 = tmp_path / f"{name}.h5"
-    extra = ["--use-ema"] if name.endswith(".weights.h5") else []
+    # saved by a callback during fit(), no SwapEMAWeights: stated
+    extra = ["--not-swapped", *(["--use-ema"] if name.endswith(".weights.h5") else [])]
     code, _, err = run_cli(["export", str(trained / name), "--out", str(h5), *extra])
     assert code == 0, err
     _python(tmp_path, "load", f"{case}={h5}")
@@ -191,7 +192,8 @@ def test_h5_keras_could_fill_otherwise_is_refused(trained, tmp_path, name, words
     would load into each other), and neither a bare .weights.h5 nor a TensorFlow checkpoint
     records it. Refused (exit 5) in one line naming the file, why, and the formats that hold
     it, with no file written; .npz works."""
-    extra = ["--use-ema"] if name.endswith(".weights.h5") else []
+    # saved by a callback during fit(), no SwapEMAWeights: stated
+    extra = ["--not-swapped", *(["--use-ema"] if name.endswith(".weights.h5") else [])]
     out = tmp_path / "w.h5"
     code, _, err = run_cli(["export", str(trained / name), *extra, "--out", str(out)])
     assert code == 5, err
@@ -219,7 +221,8 @@ def test_weights_h5_name_is_refused_naming_the_h5_that_loads(trained, tmp_path, 
     assert f"name it {tmp_path / 'ema.h5'} " in text and "--format keras" in text, text
     assert "Traceback" not in err and not list(tmp_path.iterdir())
     good = tmp_path / "ema.h5"
-    code, _, err = run_cli([cmd[0], str(trained / "siamese_tf"), *cmd[1:], "--out", str(good)])
+    code, _, err = run_cli([cmd[0], str(trained / "siamese_tf"), *cmd[1:], "--not-swapped",
+                            "--out", str(good)])  # saved during fit(), not swapped
     assert code == 0, err
     _python(tmp_path, "load", f"siamese={good}")
     truth = np.load(trained / "siamese.truth.npz")

@@ -213,7 +213,7 @@ def test_keras_ema_values_are_keras_averages(ema_expected):
                        ("adam.keras", "adam")):
         paths = _keras_paths(case)
         values = keras_ema_values(EMA_DIR / name, use_ema=True if name.endswith(".weights.h5")
-                                  else None)
+                                  else None, not_swapped=True)  # saved mid-fit(), unswapped
         assert sorted(paths[k] for k in values) == sorted(doc["cases"][case]["trainable_variables"])
         for key, value in values.items():
             assert _same(value, arrays[f"{case}:ema/{paths[key]}"])
@@ -234,7 +234,8 @@ def test_apply_keras_ema_gives_the_averages_keras_computed(path, case, builders)
     meta = doc["cases"][case]
     model = builders[case]()  # freshly built: random weights, BN statistics at 0 and 1
     bare = path.name.endswith(".weights.h5")  # use_ema is not recorded there: stated
-    names = apply_keras_ema(model, str(path), use_ema=True if bare else None)
+    names = apply_keras_ema(model, str(path), use_ema=True if bare else None,
+                            not_swapped=True)  # saved during fit(), no SwapEMAWeights
     assert names == [v.path for v in model.trainable_variables]
     for v, keras_path in zip(model.trainable_variables, meta["trainable_variables"], strict=True):
         assert _same(v.numpy(), arrays[f"{case}:ema/{keras_path}"]), keras_path
@@ -370,7 +371,7 @@ def test_apply_keras_ema_pairs_what_the_file_alone_cannot(tmp_path):
     fresh = build()
     with pytest.raises(EmaError, match="use_ema=True/False"):
         apply_keras_ema(fresh, tmp_path / "w.weights.h5")
-    apply_keras_ema(fresh, tmp_path / "w.weights.h5", use_ema=True)
+    apply_keras_ema(fresh, tmp_path / "w.weights.h5", use_ema=True, not_swapped=True)
     assert len(fresh.trainable_variables) == len(save.averages) == 10
     for v, avg in zip(fresh.trainable_variables, save.averages, strict=True):
         assert _same(v.numpy(), avg), v.path
@@ -399,14 +400,14 @@ def test_keras_averages_through_map_restore_ema_and_export(name, case, ema_expec
     paths = _keras_paths(case)
     trainable = set(doc["cases"][case]["trainable_variables"])
     result = runner.invoke(app, ["map", str(EMA_DIR / name), "--style", "keras",
-                                 "--non-averaged", "drop", "--json"])
+                                 "--non-averaged", "drop", "--json", "--not-swapped"])
     assert result.exit_code == 0, result.output
     mapping = json.loads(result.stdout)
     assert sorted(paths[t] for t in mapping.values()) == sorted(trainable)
     # restore-ema --format h5: each weight holds the average Keras computed
     out = tmp_path / "w.h5"
     result = runner.invoke(app, ["restore-ema", str(EMA_DIR / name), "--out", str(out),
-                                 "--format", "h5", "--json"])
+                                 "--format", "h5", "--json", "--not-swapped"])
     assert result.exit_code == 0, result.output
     baked = json.loads(result.stdout)
     assert len(baked["averaged"]) == len(trainable)
@@ -425,7 +426,7 @@ def test_keras_averages_through_map_restore_ema_and_export(name, case, ema_expec
                     assert _same(got, arrays[f"{case}:ema/{name_}"]), name_
     # export: the same values, under the weights' Keras paths
     result = runner.invoke(app, ["export", str(EMA_DIR / name), "--out",
-                                 str(tmp_path / "w.safetensors"), "--json"])
+                                 str(tmp_path / "w.safetensors"), "--json", "--not-swapped"])
     assert result.exit_code == 0, result.output
     exported = json.loads(result.stdout)
     assert sorted(exported["averaged"]) == sorted(trainable)

@@ -65,7 +65,7 @@ def test_names_pair_the_wrapped_optimizers_copies(saved):
     dst = out / "o.npz"
     if dst.exists():
         dst.unlink()
-    r = _ckpt("export", out / "m.h5", "--out", dst)
+    r = _ckpt("export", out / "m.h5", "--out", dst, "--not-swapped")  # mid-fit(): unswapped
     assert r.exit_code == 0, r.output
     with np.load(dst) as z:
         for path, want in truth.items():
@@ -78,7 +78,7 @@ def test_trainable_as_list_shows_it_is_accepted(saved):
     if dst.exists():
         dst.unlink()
     names = ",".join(truth)  # hidden/kernel,... : the names `ckpt list` shows
-    r = _ckpt("export", out / "m.h5", "--out", dst, "--trainable", names)
+    r = _ckpt("export", out / "m.h5", "--out", dst, "--trainable", names, "--not-swapped")
     assert r.exit_code == 0, r.output
     with np.load(dst) as z:
         for path, want in truth.items():

@@ -62,11 +62,12 @@ def test_live_model_refusal_names_trainable_and_that_statement_works(saved):
     path, truth = saved
     m = _model(keras)
     try:
-        apply_keras_ema(m, str(path), use_ema=True)
+        apply_keras_ema(m, str(path), use_ema=True, not_swapped=True)  # mid-fit(): unswapped
     except EmaError as exc:  # refused: then it must name the statement that decides
         assert "trainable=model.trainable_variables" in str(exc), str(exc)
         assert "build the model with the architecture" not in str(exc), str(exc)
         m = _model(keras)
-        apply_keras_ema(m, str(path), use_ema=True, trainable=m.trainable_variables)
+        apply_keras_ema(m, str(path), use_ema=True, trainable=m.trainable_variables,
+                        not_swapped=True)
     for v in m.trainable_variables:
         assert v.numpy().tobytes() == truth[v.path].tobytes(), v.path

@@ -53,12 +53,13 @@ def test_a_custom_optimizer_class_in_a_keras_file_is_refused(lookahead, tmp_path
         assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
     with pytest.raises(ckpt_tools.EmaError, match="not a Keras built-in"):
-        ckpt_tools.apply_keras_ema(model, out / "m.keras", load_weights=False)
+        ckpt_tools.apply_keras_ema(model, out / "m.keras", load_weights=False, not_swapped=True)
 
 
 def test_its_tf_checkpoint_pairs_the_copies_by_their_names(lookahead, tmp_path):
     out, _, truth = lookahead
-    code, _, err = run_cli(["export", str(out / "tf"), "--out", str(tmp_path / "w.npz")])
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / "tf"), "--out", str(tmp_path / "w.npz")])
     assert code == 0, err
     with np.load(tmp_path / "w.npz") as z:
         got = {k: z[k] for k in z.files}

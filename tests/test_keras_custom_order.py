@@ -82,7 +82,7 @@ def test_swapped_storage_order_is_refused(made, name, extra, tmp_path):
 def test_trainable_with_file_keys_pairs_bit_for_bit(made, name, extra, tmp_path):
     out, truth = made
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", STATED,
+    code, _, err = run_cli(["export", "--not-swapped", str(out / name), "--trainable", STATED,
                             "--out", str(target), *extra])
     assert code == 0, err
     with np.load(target) as z:
@@ -98,7 +98,7 @@ def test_trainable_by_live_paths_or_layer_is_refused(made, name, extra, tmp_path
     the storage order the file does not prove."""
     out, _ = made
     for stated in ("d,ln,aff/shift,aff/scale", "d,ln,aff"):
-        code, _, err = run_cli(["export", str(out / name), "--trainable", stated,
+        code, _, err = run_cli(["export", "--not-swapped", str(out / name), "--trainable", stated,
                                 "--out", str(tmp_path / "w.npz"), *extra])
         assert code == 6 and "stands for variables of layer aff" in err, err
         assert "aff/0, aff/1" in err, err
@@ -109,7 +109,7 @@ def test_trainable_by_live_paths_or_layer_is_refused(made, name, extra, tmp_path
 def test_restore_ema_with_file_keys_loads_the_averages(keras, made, name, extra, tmp_path):
     out, truth = made
     target = tmp_path / ("r" + name[1:])
-    code, _, err = run_cli(["restore-ema", str(out / name), "--trainable", STATED,
+    code, _, err = run_cli(["restore-ema", "--not-swapped", str(out / name), "--trainable", STATED,
                             "--out", str(target), *extra])
     assert code == 0, err
     model = _model(keras)
@@ -123,7 +123,7 @@ def test_apply_keras_ema_pairs_by_the_live_model(keras, made, name, use_ema):
     out, truth = made
     model = _model(keras)
     model(np.zeros((1, 4), "float32"))
-    ckpt_tools.apply_keras_ema(model, out / name, use_ema=use_ema)
+    ckpt_tools.apply_keras_ema(model, out / name, use_ema=use_ema, not_swapped=True)
     for v in model.weights:
         assert v.numpy().tobytes() == truth[v.path].tobytes(), v.path
 
@@ -173,10 +173,11 @@ def test_tf_keras_archive_is_refused_and_file_keys_pair(tmp_path):
     pytest.importorskip("tf_keras")
     truth = run_script(TFK, tmp_path)
     src, target = str(tmp_path / "tfk.keras"), tmp_path / "w.npz"
-    code, _, err = run_cli(["export", src, "--out", str(target)])
+    code, _, err = run_cli(["export", "--not-swapped", src, "--out", str(target)])
     assert code == 6 and "save_own_variables" in err and "aff/0, aff/1" in err, err
     assert not target.exists()
-    code, _, err = run_cli(["export", src, "--trainable", "d/kernel,d/bias,aff/1,aff/0",
+    code, _, err = run_cli(["export", "--not-swapped",
+                            src, "--trainable", "d/kernel,d/bias,aff/1,aff/0",
                             "--out", str(target)])
     assert code == 0, err
     with np.load(target) as z:

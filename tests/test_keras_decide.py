@@ -45,9 +45,9 @@ def test_frozen_copy_refusals_name_what_decides_and_it_gives_keras_truth(made, t
     averages bit for bit, and the other layer keeps its raw values."""
     out, truth = made
     path = str(out / "frozen_copy.weights.h5")
-    code, _, err = run_cli(["map", path])
+    code, _, err = run_cli(["map", "--not-swapped", path])
     assert code == 6 and "--use-ema or --no-use-ema" in err, err
-    code, _, err = run_cli(["map", path, "--use-ema"])
+    code, _, err = run_cli(["map", "--not-swapped", path, "--use-ema"])
     assert code == 6 and "--trainable" in err and "\n" not in err.strip(), err
     assert "have no optimizer variables" not in err, err  # the frozen set is not known
     code, text, err = run_cli(["list", path, "--use-ema"])
@@ -58,7 +58,7 @@ def test_frozen_copy_refusals_name_what_decides_and_it_gives_keras_truth(made, t
     (tmp_path / "t.txt").write_text("# model.trainable_variables\n" + "\n".join(order) + "\n")
     for stated in (",".join(order), "online", "@" + str(tmp_path / "t.txt")):
         target = tmp_path / "e.npz"
-        code, text, err = run_cli(["export", path, "--out", str(target), "--force",
+        code, text, err = run_cli(["export", "--not-swapped", path, "--out", str(target), "--force",
                                    "--use-ema", "--trainable", stated])
         assert code == 0 and "2 with EMA values" in text, err
         with np.load(target) as z:
@@ -68,7 +68,7 @@ def test_frozen_copy_refusals_name_what_decides_and_it_gives_keras_truth(made, t
         for name in ("target/kernel", "target/bias"):
             assert got[name].tobytes() == truth[f"frozen_copy:raw:{name}"].tobytes(), name
     args = ["--use-ema", "--trainable", "online"]
-    code, text, _ = run_cli(["map", path, "--json", *args])
+    code, text, _ = run_cli(["map", "--not-swapped", path, "--json", *args])
     assert code == 0
     stored = _read(out / "frozen_copy.weights.h5")
     pairs = {t: s for s, t in json.loads(text).items() if s != t}
@@ -77,14 +77,15 @@ def test_frozen_copy_refusals_name_what_decides_and_it_gives_keras_truth(made, t
     listing = json.loads(text)
     emas = {v["path"]: v["ema_of"] for v in listing["variables"] if v["role"] == "ema"}
     assert len(emas) == 2 and listing["ema_evidence"]["source"] == "stated"
-    code, text, err = run_cli(["restore-ema", path, "--out", str(tmp_path / "r.weights.h5"),
+    code, text, err = run_cli(["restore-ema", "--not-swapped",
+                               path, "--out", str(tmp_path / "r.weights.h5"),
                                "--json", *args])
     assert code == 0, err
     baked = _read(Path(json.loads(text)["output"]))
     for key, src in pairs.items():
         assert baked[key].tobytes() == stored[src].tobytes(), key
     # a name that is not in the file: exit 3, naming what is
-    code, _, err = run_cli(["map", path, "--use-ema", "--trainable", "nope"])
+    code, _, err = run_cli(["map", "--not-swapped", path, "--use-ema", "--trainable", "nope"])
     assert code == 3 and "'nope' names no weight" in err and "online/kernel" in err, err
 
 
@@ -106,15 +107,15 @@ def test_apply_keras_ema_refuses_a_model_frozen_differently_from_the_keras_file(
     live.layers[2].trainable = False
     before = [v.numpy().copy() for v in live.weights]
     with pytest.raises(EmaError, match=r"3 sets of layers fit.*at save time.*trainable"):
-        apply_keras_ema(live, out / "frozen_l0.keras")
+        apply_keras_ema(live, out / "frozen_l0.keras", not_swapped=True)
     assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, live.weights, strict=True))
     live = mk.three()
     live.layers[0].trainable = False  # frozen as in training: still no proof
     with pytest.raises(EmaError, match=r"at save time"):
-        apply_keras_ema(live, out / "frozen_l0.keras")
+        apply_keras_ema(live, out / "frozen_l0.keras", not_swapped=True)
     # stated: each layer gets its own average, l0 its raw weights
     got = apply_keras_ema(live, out / "frozen_l0.keras",
-                          trainable=[v.path for v in live.trainable_variables])
+                          trainable=[v.path for v in live.trainable_variables], not_swapped=True)
     assert [p.split("/", 1)[1] for p in got] == ["l1/kernel", "l1/bias", "l2/kernel", "l2/bias"]
     for v in live.weights:
         name = v.path.split("/", 1)[1]
@@ -137,10 +138,10 @@ def test_apply_keras_ema_on_a_bare_weights_file_lets_the_live_model_decide_count
     live = mk.three()  # all 6 trainable; the file holds 4 averages
     with pytest.raises(EmaError, match="do not fit EMA copies of exactly the model's 6|"
                                        "holds 4 EMA copies but the model has 6"):
-        apply_keras_ema(live, out / "frozen_l0.weights.h5", use_ema=True)
+        apply_keras_ema(live, out / "frozen_l0.weights.h5", use_ema=True, not_swapped=True)
     live = mk.three()
     live.layers[0].trainable = False
-    apply_keras_ema(live, out / "frozen_l0.weights.h5", use_ema=True)
+    apply_keras_ema(live, out / "frozen_l0.weights.h5", use_ema=True, not_swapped=True)
     for v in live.trainable_variables:
         name = v.path.split("/", 1)[1]
         assert v.numpy().tobytes() == truth[f"frozen_l0:ema:seq/{name}"].tobytes(), name
@@ -160,7 +161,7 @@ def test_readme_recipe_load_model_then_apply_on_a_layer_frozen_after_training(ma
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = keras.models.load_model(path)
-    got = apply_keras_ema(model, path)
+    got = apply_keras_ema(model, path, not_swapped=True)
     assert len(got) == 6
     for v in model.weights:
         name = "/".join(v.path.split("/")[-2:])  # l1/kernel (load_model names no model)
@@ -173,7 +174,7 @@ def test_two_models_of_the_same_name_pair_through_their_own_optimizer(made):
     (the object graph records optimizer._trainable_variables), bit for bit."""
     out, truth = made
     prefix = out / "same_name" / "ckpt-1"
-    code, text, err = run_cli(["map", str(prefix), "--json"])
+    code, text, err = run_cli(["map", "--not-swapped", str(prefix), "--json"])
     assert code == 0, err
     pairs = {s: t for s, t in json.loads(text).items() if s != t}
     stored = _read(prefix)
@@ -203,7 +204,7 @@ def test_two_models_of_the_same_name_list_and_export_apart(made, tmp_path):
     assert len(rows) == 8 and len(set(rows)) == 8, rows
     assert "gen_opt/net/h/kernel" in rows and "critic_opt/net/h/kernel" in rows, rows
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(prefix), "--out", str(target)])
+    code, _, err = run_cli(["export", "--not-swapped", str(prefix), "--out", str(target)])
     assert code == 0, err
     with np.load(target) as z:
         got = {k: z[k] for k in z.files}
@@ -225,7 +226,7 @@ def test_trainable_contradicting_config_json_is_refused(made, tmp_path, name, st
     --trainable that contradicts them is exit 6 naming the conflict, nothing written."""
     out, _ = made
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", stated,
+    code, _, err = run_cli(["export", "--not-swapped", str(out / name), "--trainable", stated,
                             "--out", str(target)])
     assert code == 6 and "contradicts config.json" in err and conflict in err, err
     assert name in err and len(err.strip().splitlines()) == 1, err
@@ -238,7 +239,7 @@ def test_trainable_agreeing_with_config_json_gives_keras_truth(made, tmp_path, n
     out, truth = made
     case = name.split(".")[0]
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", stated,
+    code, _, err = run_cli(["export", "--not-swapped", str(out / name), "--trainable", stated,
                             "--out", str(target)])
     assert code == 0, err
     with np.load(target) as z:
@@ -256,6 +257,7 @@ def test_frozen_layers_that_could_have_swapped_are_refused_until_stated(made, tm
     written. What the caller states decides (here l1, l2: Keras' truth, tested above)."""
     out, _ = made
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / "frozen_l0.keras"), "--out", str(target)])
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / "frozen_l0.keras"), "--out", str(target)])
     assert code == 6 and "--trainable" in err and "at save time" in err, err
     assert not target.exists()

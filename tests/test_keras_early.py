@@ -26,7 +26,7 @@ def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
 
 
 def _export(path: Path, out: Path, *extra: str) -> tuple[int, str, dict[str, np.ndarray]]:
-    code, text, err = run_cli(["export", str(path), "--out", str(out), *extra])
+    code, text, err = run_cli(["export", "--not-swapped", str(path), "--out", str(out), *extra])
     if code != 0:
         assert not out.exists()
         return code, err, {}
@@ -116,7 +116,7 @@ def test_gradient_accumulators_are_never_taken_for_averages(made, opt, tmp_path)
     from ckpt_tools import EmaError, keras_ema_values
 
     with pytest.raises(EmaError, match="use_ema=True/False"):
-        keras_ema_values(path)
+        keras_ema_values(path, not_swapped=True)
     code, err, _ = _export(path, tmp_path / "s.npz", "--no-use-ema")
     assert code == 6 and "use_ema=False" in err, err
     code, _, got = _export(path, tmp_path / "raw.npz", "--raw")
@@ -151,5 +151,5 @@ def test_use_ema_gives_the_averages_with_and_without_accumulation(made, opt, pre
     assert {v.tobytes() for v in got.values()} == want, case
     from ckpt_tools import keras_ema_values
 
-    values = keras_ema_values(path, use_ema=True)
+    values = keras_ema_values(path, use_ema=True, not_swapped=True)
     assert {np.asarray(v).tobytes() for v in values.values()} == want

@@ -97,20 +97,21 @@ def test_keras_reads_a_loop_file_in_fit_order(keras, looped, tmp_path):
     assert kerass["a/kernel"].tobytes() != truth["a/kernel"].tobytes()
     out = tmp_path / "fit.npz"
     code, text, err = run_cli(["export", str(path), "--out", str(out), "--fit-order",
-                               "--json"])
+                               "--json", "--not-swapped"])  # a custom loop: never swapped
     assert code == 0, err
     assert_npz_holds(out, kerass)
     doc = json.loads(text)
     assert doc.get("stated_fit_order") is True and "fit_order" not in doc.get("assumed", [])
-    assert "because you stated --fit-order" in " ".join(err.split()), err
-    code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "d.npz")])
+    assert "your statements: --fit-order, --not-swapped" in " ".join(err.split()), err
+    code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "d.npz"),
+                            "--not-swapped"])
     assert code == 6 and "--fit-order" in err and "--loop-order" in err, err  # r17 F3
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "s.npz"),
                             "--strict"])
     assert code == 6 and len(err.strip().splitlines()) == 1, err
     out = tmp_path / "loop.npz"
     code, _, err = run_cli(["export", str(path), "--out", str(out), "--trainable", LOOP,
-                            "--loop-order"])
+                            "--loop-order", "--not-swapped"])
     assert code == 0, err
     assert_npz_holds(out, truth)
 
@@ -193,7 +194,7 @@ def test_python_fit_order(keras, fitted, looped):
     m2 = keras.models.load_model(str(path))
     m2.optimizer.finalize_variable_values(m2.trainable_variables)
     model = keras.models.load_model(str(path))
-    apply_keras_ema(model, str(path), fit_order=True)
+    apply_keras_ema(model, str(path), fit_order=True, not_swapped=True)  # a loop: unswapped
     for v, w in zip(model.trainable_variables, m2.trainable_variables, strict=True):
         assert v.numpy().tobytes() == w.numpy().tobytes(), v.path
 

@@ -66,7 +66,8 @@ def made(tmp_path_factory):
 def test_refusal_names_no_option_that_cannot_decide(made, tmp_path, stated):
     """Stating weights (all of them, or a loop's order) cannot fit either: said alike."""
     out, _ = made
-    code, _, err = run_cli(["export", str(out / "lora.weights.h5"), "--use-ema", *stated,
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / "lora.weights.h5"), "--use-ema", *stated,
                             "--out", str(tmp_path / "w.npz")])
     assert code == 6, err
     text = " ".join(err.split())
@@ -81,7 +82,7 @@ def test_the_way_it_names_gives_the_averages(made, tmp_path):
     kernels raw (the optimizer was not built with them), bit for bit."""
     out, truth = made
     dest = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / "tf"), "--out", str(dest)])
+    code, _, err = run_cli(["export", "--not-swapped", str(out / "tf"), "--out", str(dest)])
     assert code == 0, err
     with np.load(dest) as z:
         got = {k: z[k] for k in z.files}

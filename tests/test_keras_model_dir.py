@@ -53,31 +53,32 @@ def test_the_directory_is_read_with_its_config(plain, tmp_path):
         code, listed, err = run_cli(["list", str(path)])
         assert code == 0 and "--use-ema" not in err, err  # config.json records use_ema=True
         npz = tmp_path / f"{path.name}.npz"
-        code, _, err = run_cli(["export", str(path), "--out", str(npz)])
+        code, _, err = run_cli(["export", "--not-swapped", str(path), "--out", str(npz)])
         assert code == 0, err
         assert_npz_holds(npz, truth)
-        code, _, err = run_cli(["export", str(path), "--no-use-ema", "--out",
+        code, _, err = run_cli(["export", "--not-swapped", str(path), "--no-use-ema", "--out",
                                 str(tmp_path / "no.npz")])
         assert code == 6 and "config.json" in err, err  # contradicts what the file records
-        code, mapped, err = run_cli(["map", str(path)])
+        code, mapped, err = run_cli(["map", "--not-swapped", str(path)])
         assert code == 0 and "a/kernel" in mapped, err
 
 
 def test_restore_ema_writes_a_keras_archive_that_load_model_reads(keras, plain, tmp_path):
     out, build, truth = plain
-    code, said, err = run_cli(["restore-ema", str(out / "unz")])
+    code, said, err = run_cli(["restore-ema", "--not-swapped", str(out / "unz")])
     assert code == 0, err
     written = out / "unz_ema" / "unz.keras"
     assert written.is_file() and str(written) in said + err
     _holds(keras.models.load_model(str(written)), truth, written)
     weights = tmp_path / "x.weights.h5"
-    code, _, err = run_cli(["restore-ema", str(out / "unz"), "--out", str(weights)])
+    code, _, err = run_cli(["restore-ema", "--not-swapped",
+                            str(out / "unz"), "--out", str(weights)])
     assert code == 0, err
     model = build()
     model.load_weights(str(weights))
     _holds(model, truth, weights)
     named = tmp_path / "y.keras"  # --out naming the archive: it was refused (exit 2)
-    code, _, err = run_cli(["restore-ema", str(out / "unz"), "--out", str(named)])
+    code, _, err = run_cli(["restore-ema", "--not-swapped", str(out / "unz"), "--out", str(named)])
     assert code == 0, err
     _holds(keras.models.load_model(str(named)), truth, named)
 
@@ -86,7 +87,7 @@ def test_apply_ema_delegates_every_path_that_resolves_to_a_keras_file(plain):
     out, build, truth = plain
     for path in (out / "unz", out / "run", f"{out / 'run'}/", out / "unz" / "model.weights.h5"):
         model = build()
-        ckpt_tools.apply_ema(model, path)
+        ckpt_tools.apply_ema(model, path, not_swapped=True)  # saved mid-fit(), unswapped
         _holds(model, truth, path)
 
 
@@ -114,10 +115,12 @@ def test_a_model_class_of_its_own_is_refused_as_its_keras_file_is(keras, tf, tmp
     model.save(str(tmp_path / "unz"), zipped=False)
     for path in (tmp_path / "unz", tmp_path / "unz" / "model.weights.h5"):
         out = tmp_path / "w.npz"
-        code, _, err = run_cli(["export", str(path), "--use-ema", "--out", str(out)])
+        code, _, err = run_cli(["export", "--not-swapped",
+                                str(path), "--use-ema", "--out", str(out)])
         assert code == 6 and "--trainable" in err, err  # the order is not in the file
         assert not out.exists()
-        code, _, err = run_cli(["export", str(path), "--trainable", "head,body", "--out",
+        code, _, err = run_cli(["export", "--not-swapped",
+                                str(path), "--trainable", "head,body", "--out",
                                 str(out)])
         assert code == 0, err
         assert_npz_holds(out, truth)
@@ -132,6 +135,6 @@ def test_the_directory_resolves_to_its_model_weights_as_load_model_does(plain, t
     shutil.copytree(out / "unz", model_dir)
     (model_dir / "zz_newer.weights.h5").write_bytes(b"not the model's weights")
     npz = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(model_dir), "--out", str(npz)])
+    code, _, err = run_cli(["export", "--not-swapped", str(model_dir), "--out", str(npz)])
     assert code == 0 and "zz_newer" not in err, err
     assert_npz_holds(npz, truth)

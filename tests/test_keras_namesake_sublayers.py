@@ -78,7 +78,7 @@ def test_namesakes_are_named_apart_and_stated_by_where_the_file_keeps_them(made,
     heads = [p.rsplit("/", 1)[0] for p in paths.values()]
     assert sorted(set(heads)) == ["a", "dense"], paths  # not "fc" twice
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / "m.keras"), "--out", str(target),
+    code, _, err = run_cli(["export", "--not-swapped", str(out / "m.keras"), "--out", str(target),
                             "--trainable", "a,dense", "--loop-order"])
     assert code == 0, err
     with np.load(target) as z:

@@ -45,7 +45,8 @@ def norms(keras, tmp_path_factory):
 
 def _exported(path, tmp_path, *extra: str) -> dict[str, np.ndarray]:
     out = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(path), *extra, "--out", str(out), "--force"])
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(path), *extra, "--out", str(out), "--force"])
     assert code == 0, err
     with np.load(out) as z:
         return {k: z[k] for k in z.files}

@@ -34,7 +34,7 @@ def test_use_ema_contradicting_the_recorded_config_is_refused(path, option, reco
 
 def test_use_ema_agreeing_with_the_config_is_accepted(tmp_path):
     code, _, err = run_cli(["export", str(EMA / "model.keras"), "--use-ema", "--out",
-                            str(tmp_path / "w.npz")])
+                            str(tmp_path / "w.npz"), "--not-swapped"])  # mid-fit(), unswapped
     assert code == 0, err
 
 
@@ -167,7 +167,8 @@ def test_apply_order_on_a_name_based_checkpoint_is_a_usage_error(name, tmp_path)
 def test_a_wrong_ema_name_is_reported_as_the_option_not_as_the_file(path, says, tmp_path):
     """The averages are there under another name: the refusal names the option and what the
     file keeps, never a false cause ("use_ema=False", "save the averages")."""
-    code, _, err = run_cli(["export", str(path), "--ema-name", "zzz",
+    stated = ["--not-swapped"] if path.suffix == ".keras" else []  # saved mid-fit()
+    code, _, err = run_cli(["export", str(path), "--ema-name", "zzz", *stated,
                             "--out", str(tmp_path / "w.npz")])
     assert code == 6 and "under the EMA name 'zzz'" in err and says in err, err
     assert "use_ema=False" not in err and "saves only what it is given" not in err, err
@@ -184,4 +185,7 @@ def test_list_json_says_an_undecided_use_ema_is_unproven():
     unproven = json.loads(text)["ema_unproven"]
     assert unproven["option"] == "--use-ema/--no-use-ema" and "--use-ema" in unproven["reason"]
     code, text, _ = run_cli(["list", str(EMA / "adam.weights.h5"), "--json", "--use-ema"])
+    assert code == 0 and json.loads(text)["ema_unproven"]["option"] == "--not-swapped"
+    code, text, _ = run_cli(["list", str(EMA / "adam.weights.h5"), "--json", "--use-ema",
+                             "--not-swapped"])  # saved during fit(), never swapped
     assert code == 0 and json.loads(text)["ema_unproven"] is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,18 +26,18 @@ def test_restore_ema_of_a_keras_file_has_a_default_output(case, tmp_path, monkey
     shutil.copy(EMA / f"{case}.keras", run / f"{case}.keras")
     before = (run / f"{case}.keras").read_bytes()
     monkeypatch.chdir(run)
-    code, out, err = run_cli(["restore-ema", f"{case}.keras", "--dry-run"])
+    code, out, err = run_cli(["restore-ema", "--not-swapped", f"{case}.keras", "--dry-run"])
     assert code == 0 and f"{case}_ema/{case}.keras" in out + err, err
     assert sorted(p.name for p in run.iterdir()) == [f"{case}.keras"]
-    code, _, err = run_cli(["restore-ema", f"{case}.keras"])
+    code, _, err = run_cli(["restore-ema", "--not-swapped", f"{case}.keras"])
     assert code == 0, err
     target = run / f"{case}_ema" / f"{case}.keras"
     assert sorted(p.name for p in run.iterdir()) == [f"{case}.keras", f"{case}_ema"]
     assert sorted(p.name for p in target.parent.iterdir()) == [f"{case}.keras"]
     # a second run: the output exists; --force replaces it, never the input
-    code, _, err = run_cli(["restore-ema", f"{case}.keras"])
+    code, _, err = run_cli(["restore-ema", "--not-swapped", f"{case}.keras"])
     assert code == 7 and "--force" in err, err
-    code, _, err = run_cli(["restore-ema", str(run / f"{case}.keras"), "--force"])
+    code, _, err = run_cli(["restore-ema", "--not-swapped", str(run / f"{case}.keras"), "--force"])
     assert code == 0, err
     assert (run / f"{case}.keras").read_bytes() == before
     _holds_averages(keras.models.load_model(target, compile=False), case)
@@ -61,7 +62,8 @@ def test_restore_ema_of_a_keras_archive_to_weights_h5(case, tmp_path):
     Keras 3 load_weights() reads into the model (compiled or not) as the averages."""
     keras = pytest.importorskip("keras")
     out = tmp_path / "ema.weights.h5"
-    code, said, err = run_cli(["restore-ema", str(EMA / f"{case}.keras"), "--out", str(out)])
+    code, said, err = run_cli(["restore-ema", "--not-swapped",
+                               str(EMA / f"{case}.keras"), "--out", str(out)])
     assert code == 0 and str(out) in said + err, err
     for compile_ in (False, True):
         model = keras.models.load_model(EMA / f"{case}.keras", compile=compile_)
@@ -94,7 +96,7 @@ def test_restore_ema_of_a_tensorflow_checkpoint_still_needs_out():
 def test_restore_ema_of_a_keras_file_refuses_what_it_would_ignore(tmp_path, src, args, words):
     """Options a Keras output cannot honour, and --out names of another kind, are exit 2,
     never silently dropped (review-11-user-r9 F15, F16, F31); nothing is written."""
-    code, _, err = run_cli(["restore-ema", str(EMA / src),
+    code, _, err = run_cli(["restore-ema", "--not-swapped", str(EMA / src),
                             *[a.format(d=tmp_path / "o") for a in args]])
     assert code == 2, err
     assert words in " ".join(err.split()), err
@@ -102,7 +104,7 @@ def test_restore_ema_of_a_keras_file_refuses_what_it_would_ignore(tmp_path, src,
 
 
 def test_restore_ema_json_of_a_keras_file_says_its_format(tmp_path):
-    code, out, err = run_cli(["restore-ema", str(EMA / "model.keras"), "--out",
+    code, out, err = run_cli(["restore-ema", "--not-swapped", str(EMA / "model.keras"), "--out",
                               str(tmp_path / "x.keras"), "--json"])
     assert code == 0, err
     assert json.loads(out)["format"] == "keras"
@@ -110,17 +112,22 @@ def test_restore_ema_json_of_a_keras_file_says_its_format(tmp_path):
 
 def test_keras_outputs_of_averages_mention_the_swapped_case(tmp_path):
     """A file saved after SwapEMAWeights(swap_on_epoch=True) is indistinguishable from an
-    ordinary one (README), so export and restore-ema of a Keras 3 file's averages say it on
-    stderr (review-11-attack-r10 F4, review-11-user-r9 F18), -q too (an assumption the file
-    cannot check: review-12-user-r13 F0); TF files stay quiet."""
+    ordinary one (README), so export and restore-ema of a Keras 3 file's averages refuse it
+    unstated (review-13-attack-r23 F1; before: a note, review-11-attack-r10 F4,
+    review-11-user-r9 F18), -q too, naming --not-swapped and --raw; stated, the note says the
+    swapped case (--raw); TF files stay quiet."""
     for argv in (["export", str(EMA / "model.keras"), "--out", str(tmp_path / "w.npz")],
                  ["restore-ema", str(EMA / "model.keras"), "--out", str(tmp_path / "r.keras")]):
-        code, _, err = run_cli(argv)
+        for quiet in ([], ["-q"]):
+            code, _, err = run_cli([*argv, *quiet])
+            assert code == 6 and "SwapEMAWeights" in err and "--raw" in err, err
+            assert "--not-swapped" in err and not Path(argv[-1]).exists(), err
+        code, _, err = run_cli([*argv, "--not-swapped"])
         assert code == 0 and "SwapEMAWeights" in err and "--raw" in err, err
         # equal-shaped weights (biases, BatchNorm gamma/beta): paired in fit()'s order, which
         # a custom loop may not have followed (review-11-attack-r10 F9)
         assert "the order fit() builds the optimizer in" in " ".join(err.split()), err
-        code, _, err = run_cli([*argv, "-q", "--force"])
+        code, _, err = run_cli([*argv, "-q", "--force", "--not-swapped"])
         assert code == 0 and "SwapEMAWeights" in err, err
     code, _, err = run_cli(["export", str(FIXTURES / "linear_v2"), "--out",
                             str(tmp_path / "t.npz")])

@@ -139,6 +139,9 @@ def test_the_way_out_the_refusal_gives_yields_the_averages(keras, sharded, tmp_p
     model.save_weights(str(whole))
     out = tmp_path / "w.npz"
     result = runner.invoke(app, ["export", str(whole), "--use-ema", "--out", str(out)])
+    assert result.exit_code == 6 and "--not-swapped" in result.output, result.output
+    result = runner.invoke(app, ["export", str(whole), "--use-ema", "--not-swapped", "--out",
+                                 str(out)])  # saved mid-training, never swapped: stated
     assert result.exit_code == 0, result.output
     # every weight's shape is its own: no pairing rests on fit()'s order, and none is noted
     text = " ".join(result.output.split())

@@ -125,7 +125,7 @@ SWAPPED = [("ae", "m.keras", []), ("ae", "m.weights.h5", ["--use-ema"]),
 def test_nested_order_is_refused_naming_trainable(made, tmp_path, case, file, extra):
     d, _, _ = made[case]
     out = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", str(d / file), "--out", str(out), *extra])
+    code, _, err = run_cli(["export", "--not-swapped", str(d / file), "--out", str(out), *extra])
     assert code == 6 and "--trainable" in err and not out.exists(), err
     assert "order fit() builds" not in err, err  # not the fit-order reading: refused
     assert f"nested model(s) {NESTED[case]}" in " ".join(err.split()), err
@@ -137,7 +137,7 @@ def test_nested_order_is_refused_naming_trainable(made, tmp_path, case, file, ex
 
 def test_restore_ema_of_the_shared_layer_is_refused(made, tmp_path):
     d, _, _ = made["outer"]
-    code, _, err = run_cli(["restore-ema", str(d / "m.keras"), "--out",
+    code, _, err = run_cli(["restore-ema", "--not-swapped", str(d / "m.keras"), "--out",
                             str(tmp_path / "r.keras")])
     assert code == 6 and "--trainable" in err, err
 
@@ -146,7 +146,7 @@ def test_restore_ema_of_the_shared_layer_is_refused(made, tmp_path):
 def test_true_trainable_is_accepted(made, tmp_path, case, file, extra):
     d, truth, order = made[case]
     out = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", str(d / file), "--trainable", _stated(order),
+    code, _, err = run_cli(["export", "--not-swapped", str(d / file), "--trainable", _stated(order),
                             "--out", str(out), *extra])
     assert code == 0, err
     with np.load(out) as z:
@@ -163,7 +163,7 @@ def test_apply_keras_ema_with_the_live_model(keras, classes, made, case, file, k
     d, truth, _ = made[case]
     model = classes[case](name=case)
     model(np.zeros((2, 4), "float32"))
-    apply_keras_ema(model, str(d / file), **kw)
+    apply_keras_ema(model, str(d / file), **kw, not_swapped=True)
     for v in model.trainable_variables:
         assert v.numpy().tobytes() == truth[v.path].tobytes(), v.path
 
@@ -172,7 +172,7 @@ def test_apply_keras_ema_with_the_live_model(keras, classes, made, case, file, k
 def test_nested_layers_of_distinct_shapes_are_still_paired(made, tmp_path, file, extra):
     d, truth, _ = made["distinct"]
     out = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", str(d / file), "--out", str(out), *extra])
+    code, _, err = run_cli(["export", "--not-swapped", str(d / file), "--out", str(out), *extra])
     assert code == 0, err
     with np.load(out) as z:
         _matches({k: z[k] for k in z.files}, truth)

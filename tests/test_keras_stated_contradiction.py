@@ -43,7 +43,7 @@ def test_trainable_moving_the_files_order_is_marked_as_the_statement(branches, t
 
     path, _ = branches
     out = tmp_path / "w.npz"
-    code, text, err = run_cli(["export", str(path), "--use-ema", "--trainable",
+    code, text, err = run_cli(["export", "--not-swapped", str(path), "--use-ema", "--trainable",
                                "left,right,right2,out", "--out", str(out), "--json"])
     assert code == 0, err
     assert "paired only because you stated --trainable" in err, err
@@ -54,7 +54,8 @@ def test_trainable_moving_the_files_order_is_marked_as_the_statement(branches, t
 def test_trainable_agreeing_with_the_file_pairs_bit_for_bit(branches, stated, tmp_path):
     path, truth = branches
     out = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(path), "--use-ema", *stated, "--out", str(out)])
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(path), "--use-ema", *stated, "--out", str(out)])
     assert code == 0, err
     assert_npz_holds(out, truth)
 
@@ -89,9 +90,10 @@ def test_pairings_resting_on_trainable_are_said_to_be_a_statement(frozen_left, t
 
     path, truth = frozen_left
     out = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(path), "--use-ema", "--out", str(out)])
+    code, _, err = run_cli(["export", "--not-swapped", str(path), "--use-ema", "--out", str(out)])
     assert code == 6 and "--trainable" in err, err
-    code, text, err = run_cli(["export", str(path), "--use-ema", "--trainable", "right,out",
+    code, text, err = run_cli(["export", "--not-swapped",
+                               str(path), "--use-ema", "--trainable", "right,out",
                                "--out", str(out), "--json"])
     assert code == 0, err
     assert "paired only because you stated --trainable" in err, err
@@ -110,10 +112,10 @@ def test_a_trainable_in_the_files_order_still_decides_equal_shapes(branches, tmp
     import json
 
     path, _ = branches
-    code, text, err = run_cli(["export", str(path), "--use-ema", "--out",
+    code, text, err = run_cli(["export", "--not-swapped", str(path), "--use-ema", "--out",
                                str(tmp_path / "a.npz"), "--json"])
     assert code == 0 and "fit_order" in json.loads(text)["assumed"], text
-    code, text, err = run_cli(["export", str(path), "--use-ema", "--trainable",
+    code, text, err = run_cli(["export", "--not-swapped", str(path), "--use-ema", "--trainable",
                                "right,right2,left,out", "--out", str(tmp_path / "w.npz"),
                                "--json"])
     assert code == 0 and "6 EMA copies are paired only because you stated --trainable" in \
@@ -129,8 +131,9 @@ def test_keras_ema_values_takes_the_trainable_statement_without_tensorflow(froze
 
     path, truth = frozen_left
     with pytest.raises(ckpt_tools.EmaError, match="trainable"):
-        ckpt_tools.keras_ema_values(path, use_ema=True)
-    values = ckpt_tools.keras_ema_values(path, use_ema=True, trainable=["right", "out"])
+        ckpt_tools.keras_ema_values(path, use_ema=True, not_swapped=True)
+    values = ckpt_tools.keras_ema_values(path, use_ema=True, trainable=["right", "out"],
+                                         not_swapped=True)
     with ckpt_tools.open_checkpoint(path, use_ema=True, trainable=["right", "out"]) as ckpt:
         path_of = {v.name: v.path for v in ckpt.variables()}
     got = {path_of[k]: v for k, v in values.items()}
@@ -146,7 +149,8 @@ def test_restore_ema_marks_the_stated_trainable_and_use_ema(branches, tmp_path):
     import json
 
     path, _ = branches
-    code, text, err = run_cli(["restore-ema", str(path), "--use-ema", "--trainable",
+    code, text, err = run_cli(["restore-ema", "--not-swapped",
+                               str(path), "--use-ema", "--trainable",
                                "left,right,right2,out", "--out", str(tmp_path / "r"),
                                "--json"])
     assert code == 0, err
@@ -161,7 +165,8 @@ def test_export_marks_a_stated_use_ema(branches, tmp_path):
 
     path, truth = branches
     out = tmp_path / "w.npz"
-    code, text, err = run_cli(["export", str(path), "--use-ema", "--out", str(out), "--json"])
+    code, text, err = run_cli(["export", "--not-swapped",
+                               str(path), "--use-ema", "--out", str(out), "--json"])
     assert code == 0, err
     assert "only because you stated --use-ema" in " ".join(err.split()), err
     assert json.loads(text)["stated_use_ema"] is True

@@ -33,7 +33,7 @@ def _listed(path: Path) -> dict[str, tuple[str, str]]:
 
 def _export(path: Path, tmp_path: Path, *args: str) -> dict[str, np.ndarray]:
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(path), "--out", str(target), *args])
+    code, _, err = run_cli(["export", "--not-swapped", str(path), "--out", str(target), *args])
     assert code == 0, err
     with np.load(target) as z:
         return {k: z[k] for k in z.files}
@@ -65,7 +65,7 @@ def test_attribute_batch_normalization_statistics_are_bn_stat(made, tmp_path):
     assert listed["bn/vars/2"] == ("batch_normalization/moving_mean", "bn_stat")
     assert listed["bn/vars/3"] == ("batch_normalization/moving_variance", "bn_stat")
     assert sum(role == "weight" for _, role in listed.values()) == 8
-    code, _, err = run_cli(["export", str(out / "subbn.keras"), "--out",
+    code, _, err = run_cli(["export", "--not-swapped", str(out / "subbn.keras"), "--out",
                             str(tmp_path / "x.npz")])
     # online+bn and target+tbn have equal shapes: several sets of weights fit the copies
     assert code == 6 and "several pairings" in err and "--trainable" in err, err
@@ -84,7 +84,8 @@ def test_same_named_sublayers_are_named_by_attribute(made, stated, tmp_path):
     out, truth, _ = made
     listed = _listed(out / "dup.keras")
     assert sorted(n for n, _ in listed.values()) == ["a/0", "a/1", "b/0", "b/1"]
-    code, _, err = run_cli(["export", str(out / "dup.keras"), "--out", str(tmp_path / "x.npz")])
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / "dup.keras"), "--out", str(tmp_path / "x.npz")])
     assert code == 6 and "--trainable" in err and "nor a subset" not in err, err
     got = _export(out / "dup.keras", tmp_path, "--trainable", stated)
     want = {"a/0": "dup_raw:a/kernel", "a/1": "dup_raw:a/bias", "b/0": "dup:b/kernel",
@@ -120,7 +121,7 @@ def test_custom_block_in_tf_checkpoint_exports_and_applies(made, tmp_path):
     from ckpt_tools import apply_ema
 
     model = _subblock_model()
-    result = apply_ema(model, out / "subblock_tf")
+    result = apply_ema(model, out / "subblock_tf", not_swapped=True)  # mid-fit(), unswapped
     assert len(result.averaged) == 6 and not result.raw
     for var in model.trainable_variables:
         assert np.array(var.numpy()).tobytes() == truth[f"subblock:{var.path}"].tobytes(), \
@@ -135,7 +136,7 @@ def test_finetune_recipe_refusal_names_the_trainable_that_fits(made, tmp_path):
     import re
 
     out, truth, paths = made
-    code, _, err = run_cli(["export", str(out / "finetune.keras"), "--out",
+    code, _, err = run_cli(["export", "--not-swapped", str(out / "finetune.keras"), "--out",
                             str(tmp_path / "x.npz")])
     assert code == 6, err
     stated = re.search(r"--trainable (\S+)\)", err)

@@ -69,7 +69,8 @@ def test_builtin_sublayers_pair_in_keras_order(made, name, case, layers, extra, 
     target = tmp_path / "w.npz"
     stated = {"none": [], "layers": ["--trainable", layers],
               "paths": ["--trainable", ",".join(paths[case])]}[how]
-    code, _, err = run_cli(["export", str(out / name), "--out", str(target), *stated,
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / name), "--out", str(target), *stated,
                             *extra])
     assert code == 0, err
     _check_export(target, truth, paths[case], case)
@@ -86,7 +87,8 @@ def test_apply_keras_ema_on_builtin_sublayers(made, name):
     out, truth, paths = made
     case = name.split(".")[0]
     model = keras.models.load_model(out / f"{case}.keras")
-    apply_keras_ema(model, out / name, **({"use_ema": True} if name.endswith(".h5") else {}))
+    apply_keras_ema(model, out / name, **({"use_ema": True} if name.endswith(".h5") else {}),
+                    not_swapped=True)
     # A reloaded Bidirectional's paths lose the wrapper's name: compare in model order.
     assert len(model.trainable_variables) == len(paths[case])
     for var, path in zip(model.trainable_variables, paths[case], strict=True):
@@ -101,7 +103,8 @@ def test_layer_over_sublayers_of_unrecorded_order_is_refused(made, name, case, l
     backward first) would expand in the file's order, swapping the averages: refused."""
     out, _, _ = made
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", layers, "--out",
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / name), "--trainable", layers, "--out",
                             str(target), *extra])
     assert code == 6, err
     assert "[v.path for v in model.trainable_variables]" in err, err
@@ -116,7 +119,8 @@ def test_keras_own_trainable_paths_pair_sublayers_exactly(made, name, case, laye
     ``recurrent_kernel``, which the file names by index) pairs every average bit for bit."""
     out, truth, paths = made
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths[case]),
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / name), "--trainable", ",".join(paths[case]),
                             "--out", str(target), *extra])
     assert code == 0, err
     _check_export(target, truth, paths[case], case)
@@ -144,11 +148,12 @@ def test_tf_keras_frozen_nested_model_is_read_from_config(made, case, trained, f
     for sub in ("enc", "dec"):
         assert f"{sub}/fc/kernel" in text, text
     assert "none of 4 weights" not in text + err and "? (" in text, text
-    code, _, err = run_cli(["export", path, "--out", str(tmp_path / "no.npz")])
+    code, _, err = run_cli(["export", "--not-swapped", path, "--out", str(tmp_path / "no.npz")])
     assert code == 6 and "--trainable" in err and "enc/fc/kernel" in err, err
     for stated in (trained, f"{trained}/fc", f"{trained}/fc/kernel,{trained}/fc/bias"):
         target = tmp_path / f"{stated.replace('/', '_').replace(',', '+')}.npz"
-        code, _, err = run_cli(["export", path, "--trainable", stated, "--out", str(target)])
+        code, _, err = run_cli(["export", "--not-swapped",
+                                path, "--trainable", stated, "--out", str(target)])
         assert code == 0, (stated, err)
         got = _exported(target)
         assert set(got) == {f"{s}/fc/{v}" for s in ("enc", "dec") for v in ("kernel", "bias")}
@@ -167,10 +172,10 @@ def test_name_matching_two_sub_models_is_refused(made, tmp_path):
     out, truth, _ = made
     path = str(out / "tfk_nested.keras")
     for stated in ("fc/kernel,fc/bias", "fc/kernel:0,fc/bias:0", "fc"):
-        code, _, err = run_cli(["map", path, "--trainable", stated, "--json"])
+        code, _, err = run_cli(["map", "--not-swapped", path, "--trainable", stated, "--json"])
         assert code == 6, err
         assert "enc/fc" in err and "dec/fc" in err and path in err, err
-    code, _, err = run_cli(["export", path, "--trainable", "x", "--out",
+    code, _, err = run_cli(["export", "--not-swapped", path, "--trainable", "x", "--out",
                             str(tmp_path / "w.npz")])
     assert code == 3 and err.startswith(f"error: {path}: --trainable 'x'"), err
     # The full keys decide too, and pair enc's (created first) averages.
@@ -178,7 +183,7 @@ def test_name_matching_two_sub_models_is_refused(made, tmp_path):
 
     enc = ["layers/sequential/layers/dense/vars/0", "layers/sequential/layers/dense/vars/1"]
     with open_checkpoint(path, trainable=enc) as ckpt:
-        values = keras_ema_values(ckpt)
+        values = keras_ema_values(ckpt, not_swapped=True)
     assert set(values) == set(enc)
     for key, var in zip(enc, ["kernel", "bias"], strict=True):
         assert values[key].tobytes() == truth[f"tfk_nested:enc/fc/{var}"].tobytes()
@@ -189,7 +194,7 @@ def test_tf_keras_nested_models_export_under_their_own_names(made, tmp_path):
     (they used to collide as ``dense/kernel``, exit 7), each its own average."""
     out, truth, _ = made
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / "tfk_nested_open.keras"), "--out",
+    code, _, err = run_cli(["export", "--not-swapped", str(out / "tfk_nested_open.keras"), "--out",
                             str(target)])
     assert code == 0, err
     got = _exported(target)
@@ -220,7 +225,8 @@ def test_tf_keras_nested_models_in_tf_format_pair_by_the_stated_order(made, tmp_
     raw = _exported(raw)
     raws = {k.split(":raw:")[1]: v for k, v in truth.items()
             if k.startswith("tfk_nested_open:raw:")}
-    code, _, err = run_cli(["export", prefix, "--apply-order", "tracked", "--out", str(got)])
+    code, _, err = run_cli(["export",
+                            prefix, "--apply-order", "tracked", "--out", str(got)])
     assert code == 0 and "paired only because you stated" in err, err
     tracked = _exported(got)
     assert set(tracked) == set(raw) and len(tracked) == 4
@@ -230,7 +236,8 @@ def test_tf_keras_nested_models_in_tf_format_pair_by_the_stated_order(made, tmp_
     # fit()'s order is model.layers' (layer_with_weights-0 first), kernel before bias
     loop = [f"layer_with_weights-{i}/layer_with_weights-0/{w}" for i in (0, 1)
             for w in ("kernel", "bias")]
-    code, _, err = run_cli(["export", prefix, "--trainable", ",".join(loop), "--loop-order",
+    code, _, err = run_cli(["export",
+                            prefix, "--trainable", ",".join(loop), "--loop-order",
                             "--out", str(got), "--force"])
     assert code == 0 and "--loop-order" in err, err
     assert {k: v.tobytes() for k, v in _exported(got).items()} == {
@@ -246,7 +253,8 @@ def test_tf_keras_nested_frozen_in_tf_format_is_refused_in_tf_keras_terms(made, 
     out, _, _ = made
     prefix = str(out / case / "ckpt")
     for extra in ([], ["--apply-order", "trainable"], ["--apply-order", "tracked"]):
-        code, _, err = run_cli(["export", prefix, "--out", str(tmp_path / "w.npz"), *extra])
+        code, _, err = run_cli(["export",
+                                prefix, "--out", str(tmp_path / "w.npz"), *extra])
         assert code == 6, (extra, err)
         assert "tf_keras optimizer" in err and "frozen" in err and ".keras" in err, err
         assert "ema.apply" not in err and "--apply-order" not in err, err
@@ -258,7 +266,7 @@ def test_tf_keras_legacy_optimizer_is_refused_with_its_true_cause(made, tmp_path
     the optimizer is a legacy one (no use_ema), not that the model was saved uncompiled."""
     out, _, _ = made
     path = str(out / "tfk_legacy.keras")
-    code, _, err = run_cli(["export", path, "--out", str(tmp_path / "w.npz")])
+    code, _, err = run_cli(["export", "--not-swapped", path, "--out", str(tmp_path / "w.npz")])
     assert code == 6, err
     assert "tf_keras.optimizers.legacy.Adam" in err and "no use_ema" in err, err
     assert "uncompiled" not in err and "tf_keras.optimizers.SGD(" in err, err
@@ -270,7 +278,7 @@ def test_tf_keras_legacy_optimizer_in_a_legacy_h5_is_refused_as_legacy(made, tmp
     it said "the optimizer had use_ema=False" and suggested keras.optimizers
     (review-11-user-r10 F5)."""
     out, _, _ = made
-    code, _, err = run_cli(["export", str(out / "tfk_legacy.h5"), "--out",
+    code, _, err = run_cli(["export", "--not-swapped", str(out / "tfk_legacy.h5"), "--out",
                             str(tmp_path / "w.npz")])
     assert code == 6, err
     text = " ".join(err.split())
@@ -292,16 +300,17 @@ def test_lora_model_is_refused_by_apply_keras_ema_and_the_cli(made, tmp_path):
     model = keras.models.load_model(path)
     before = [np.array(v.numpy()) for v in model.weights]
     with pytest.raises(EmaError, match="hidden.*LoRA"):
-        apply_keras_ema(model, path)
+        apply_keras_ema(model, path, not_swapped=True)
     assert all(np.array_equal(a, np.array(v.numpy())) for a, v in zip(before, model.weights,
                                                                        strict=True))
-    code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz")])
+    code, _, err = run_cli(["export", "--not-swapped", str(path), "--out", str(tmp_path / "w.npz")])
     assert code == 6, err
     assert "LoRA" in err and "tf.train.Checkpoint" in err, err
     assert "apply_keras_ema(model, path)" not in err, err
     # the bare .weights.h5 of it: the factors' shapes tell no --trainable can fit
     # (review-11-attack-r8 m6)
-    code, _, err = run_cli(["export", str(out / "lora.weights.h5"), "--use-ema", "--out",
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / "lora.weights.h5"), "--use-ema", "--out",
                             str(tmp_path / "w.npz")])
     assert code == 6 and "LoRA factors" in err and "no --trainable fits" in err, err
 
@@ -321,7 +330,8 @@ def test_optimizers_kept_as_model_attributes_are_not_weights(made, name, tmp_pat
     code, listed, err = run_cli(["list", str(out / name)])
     assert code == 0 and "d_optimizer" in listed + err, listed + err
     for extra in ([], ["--use-ema"]):
-        code, _, err = run_cli(["export", str(out / name), "--out", str(tmp_path / "e.npz"),
+        code, _, err = run_cli(["export", "--not-swapped",
+                                str(out / name), "--out", str(tmp_path / "e.npz"),
                                 *extra])
         assert code == 6, err
         assert "d_optimizer (adam" in err and "g_optimizer (adam" in err, err
@@ -338,7 +348,8 @@ def test_optimizers_kept_as_model_attributes_are_not_weights(made, name, tmp_pat
         assert code == 6 and "no ckpt option decides their pairing" in err, (args, err)
     assert not (tmp_path / "r").exists()
     target = tmp_path / "raw.npz"
-    code, _, err = run_cli(["export", str(out / name), "--raw", "--out", str(target)])
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / name), "--raw", "--out", str(target)])
     assert code == 0, err
     with np.load(target) as z:
         assert sorted(z.files) == sorted(paths["gan"])
@@ -355,7 +366,8 @@ def test_custom_layer_state_is_refused_naming_the_layer(made, name, extra, tmp_p
     which of its indexed variables are trainable, nor (its class may override
     save_own_variables) in which order it stored them, so export refuses (exit 6) and says so."""
     out, _, _ = made
-    code, _, err = run_cli(["export", str(out / name), "--out", str(tmp_path / "w.npz"),
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / name), "--out", str(tmp_path / "w.npz"),
                             *extra])
     assert code == 6, err
     assert "layer(s) sc of" in err and "sc/0, sc/1" in err, err
@@ -368,7 +380,8 @@ def _export_stated(made, name: str, case: str, extra, tmp_path) -> dict:
     of ``case`` (recorded by the generator): exit 0, the exported arrays."""
     out, _, paths = made
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths[case]),
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / name), "--trainable", ",".join(paths[case]),
                             "--out", str(target), *extra])
     assert code == 0, err
     return _exported(target)
@@ -382,7 +395,8 @@ def test_custom_layer_state_pairs_by_stated_file_keys(made, name, extra, tmp_pat
     optimizer got them, pair: each average lands on its weight and the running statistic
     keeps its raw value, bit for bit."""
     out, truth, paths = made
-    code, _, err = run_cli(["export", str(out / name), "--trainable", ",".join(paths["state"]),
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(out / name), "--trainable", ",".join(paths["state"]),
                             "--out", str(tmp_path / "w.npz"), *extra])
     assert code == 6 and "stands for variables of layer sc" in err, err
     assert not (tmp_path / "w.npz").exists()
@@ -404,7 +418,7 @@ def test_trainable_skipping_a_custom_layers_saved_variable_is_refused(made, name
     order (trainable first): it would put w2's average on the running statistic. Refused."""
     out, _, _ = made
     stated = "h/kernel,h/bias,sc/0,sc/2,o/kernel,o/bias"
-    code, _, err = run_cli(["export", str(out / name), "--trainable", stated,
+    code, _, err = run_cli(["export", "--not-swapped", str(out / name), "--trainable", stated,
                             "--out", str(tmp_path / "w.npz"), *extra])
     assert code == 6, err
     assert "sc/0,sc/1" in err and "trainable variables first" in err, err

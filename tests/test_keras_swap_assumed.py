@@ -1,9 +1,10 @@
 """Keras 3's own recipe for checkpointing EMA weights, ``fit(callbacks=[SwapEMAWeights(
 swap_on_epoch=True), ModelCheckpoint(...)])``: a mid-training file holds the averages as its
-weights and the raw weights as its EMA copies, which the file cannot show (review r14 F7). Read
-as not swapped it is an assumption: said in a note and in ``--json``'s ``"assumed"``, and
-``--strict`` refuses it (exit 6) naming ``--raw``. Where the weights equal their copies bit for
-bit (the last epoch's file; ``model.save()`` after ``fit()``, whose
+weights and the raw weights as its EMA copies, which the file cannot show (review r14 F7).
+Every command that hands values or a pairing back refuses it (exit 6) naming ``--not-swapped``
+and ``--raw`` (review-13-attack-r23 F1; tests/test_keras_swap_refused.py has the review's
+setup); ``ckpt list`` says it in a note and in ``--json``'s ``"assumed"``. Where the weights
+equal their copies bit for bit (the last epoch's file; ``model.save()`` after ``fit()``, whose
 ``finalize_variable_values()`` copies the averages into the weights) nothing is assumed.
 
 Made here by Keras 3; the truth is recorded by callbacks around the swap: the optimizer's
@@ -59,41 +60,43 @@ def swapped(keras, tmp_path_factory):
     return d, truth
 
 
-def test_a_swapped_file_is_an_assumption_in_json(swapped, tmp_path):
+def test_a_swapped_file_is_refused_and_listed_as_assumed(swapped, tmp_path):
     d, _ = swapped
     path = str(d / "e1.keras")
     code, text, err = run_cli(["export", path, "--out", str(tmp_path / "w.npz"), "--json"])
-    assert code == 0, err
-    assert json.loads(text)["assumed"] == ["not_swapped"], text
-    assert "SwapEMAWeights" in err and "--raw" in err, err
+    assert code == 6 and not text, (text, err)
+    assert "SwapEMAWeights" in err and "--raw" in err and "--not-swapped" in err, err
+    assert not (tmp_path / "w.npz").exists()
     code, text, err = run_cli(["list", path, "--json"])
     assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (text, err)
     code, text, err = run_cli(["restore-ema", path, "--out", str(tmp_path / "ema.keras"),
                                "--json"])
-    assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (text, err)
+    assert code == 6 and "--not-swapped" in err, (text, err)
+    assert not (tmp_path / "ema.keras").exists()
 
 
 @pytest.mark.parametrize("args", [["export", "--out", "w.npz"],
                                   ["restore-ema", "--out", "ema.keras"], ["diff", "--ema"]],
                          ids=lambda a: a[0])
-def test_quiet_keeps_the_swap_note(swapped, tmp_path, args):
-    """-q keeps the notes on assumptions the file cannot check: without this one a swapped
-    file's raw weights come back with exit 0 and nothing said (review-12-user-r13 F0)."""
+def test_quiet_keeps_the_swap_refusal(swapped, tmp_path, args):
+    """-q keeps the refusal: a swapped file's raw weights never come back with exit 0 and
+    nothing said (review-12-user-r13 F0, review-13-attack-r23 F1)."""
     d, _ = swapped
     rest = [str(tmp_path / a) if a.endswith((".npz", ".keras")) else a for a in args[1:]]
     code, _, err = run_cli([args[0], str(d / "e1.keras"), *rest, "-q"])
-    assert code == 0 and "SwapEMAWeights" in err, err
+    assert code == 6 and "SwapEMAWeights" in err, err
 
 
-@pytest.mark.parametrize("extra", [[], ["--not-swapped"]], ids=["assumed", "stated"])
-def test_restore_ema_swap_note_names_no_option_it_lacks(swapped, tmp_path, extra):
-    """restore-ema has no --raw: its note says to use the file as it is (or export --raw)."""
+@pytest.mark.parametrize("extra", [[], ["--not-swapped"]], ids=["refused", "stated"])
+def test_restore_ema_swap_text_names_no_option_it_lacks(swapped, tmp_path, extra):
+    """restore-ema has no --raw: its refusal and its note say to use the file as it is
+    (ckpt export --raw)."""
     d, _ = swapped
     code, _, err = run_cli(["restore-ema", str(d / "e1.keras"), "--out",
                             str(tmp_path / "ema.keras"), *extra])
-    assert code == 0, err
+    assert code == (0 if extra else 6), err
     swap = [line for line in err.splitlines() if "SwapEMAWeights" in line]
-    assert len(swap) == 1 and "use the file as it is" in swap[0], err
+    assert len(swap) == 1, err
     assert "ckpt export --raw" in swap[0] and "use --raw" not in swap[0], err
     assert "--raw then" not in swap[0], err
 
@@ -172,8 +175,9 @@ def test_python_strict(keras, swapped, tmp_path):
     apply_keras_ema(model, proven, strict=True)
     for v in model.trainable_variables:
         assert v.numpy().tobytes() == truth["after"][v.path].tobytes(), v.path
-    values = keras_ema_values(swapped_file)  # without strict: assumed, as before
-    assert len(values) == 4
+    with pytest.raises(EmaError, match="--not-swapped"):  # without strict: refused too
+        keras_ema_values(swapped_file)
+    assert len(keras_ema_values(swapped_file, not_swapped=True)) == 4  # as stated
 
 
 @pytest.fixture(scope="module")
@@ -277,12 +281,16 @@ def _values(path) -> list[bytes]:
         return sorted(z[k].tobytes() for k in z.files)
 
 
-def test_a_tf_checkpoint_of_keras_copies_assumes_not_swapped(swapped_tf, tmp_path):
+def test_a_tf_checkpoint_of_keras_copies_is_refused_unstated(swapped_tf, tmp_path):
     path, truth = swapped_tf
     out = tmp_path / "w.npz"
     code, text, err = run_cli(["export", path, "--out", str(out), "--json"])
+    assert code == 6 and "SwapEMAWeights" in err and "--not-swapped" in err, (text, err)
+    assert not out.exists()
+    code, text, err = run_cli(["list", path, "--json"])
     assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (text, err)
-    assert "SwapEMAWeights" in err, err
+    code, _, err = run_cli(["export", path, "--out", str(out), "--not-swapped"])
+    assert code == 0, err
     assert _values(out) == sorted(v.tobytes() for v in truth["copies"].values())  # as said
     code, _, err = run_cli(["export", path, "--out", str(tmp_path / "s.npz"), "--strict"])
     assert code == 6 and "not_swapped" in err and "--not-swapped" in err, err
@@ -298,14 +306,17 @@ def test_a_tf_checkpoint_of_keras_copies_assumes_not_swapped(swapped_tf, tmp_pat
 def test_python_on_a_tf_checkpoint_of_keras_copies(swapped_tf, tmp_path):
     import warnings
 
-    from ckpt_tools import AssumptionWarning, EmaError, export_weights
+    from ckpt_tools import AssumptionWarning, EmaError, UnprovenPairingError, export_weights
 
     path, _ = swapped_tf
+    with pytest.raises(UnprovenPairingError, match="not_swapped=True") as refused:
+        export_weights(path, tmp_path / "w.npz")
+    assert refused.value.option == "--not-swapped" and not (tmp_path / "w.npz").exists()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = export_weights(path, tmp_path / "w.npz")
-    assert result.assumed == ["not_swapped"]
-    assert any(issubclass(w.category, AssumptionWarning) for w in caught)
+        result = export_weights(path, tmp_path / "w.npz", not_swapped=True)
+    assert result.assumed == []
+    assert not any(issubclass(w.category, AssumptionWarning) for w in caught)
     with pytest.raises(EmaError, match="not_swapped"):
         export_weights(path, tmp_path / "s.npz", strict=True)
 

@@ -105,7 +105,7 @@ def test_apply_keras_ema_puts_the_average_into_the_tied_variable(keras, made, na
     out, truth = made
     model = _tied(keras)
     model(np.zeros((1, 1), "int32"))
-    ckpt_tools.apply_keras_ema(model, out / name, use_ema=use_ema)
+    ckpt_tools.apply_keras_ema(model, out / name, use_ema=use_ema, not_swapped=True)
     assert len(model.weights) == 4  # the tied variable once
     for v in model.weights:
         assert v.numpy().tobytes() == truth["tied"][v.path].tobytes(), v.path
@@ -117,7 +117,7 @@ def test_apply_keras_ema_keeps_a_synced_frozen_copy_raw(keras, made, name, use_e
     out, truth = made
     model = _target(keras)
     model(np.zeros((1, 4), "float32"))
-    ckpt_tools.apply_keras_ema(model, out / name, use_ema=use_ema)
+    ckpt_tools.apply_keras_ema(model, out / name, use_ema=use_ema, not_swapped=True)
     for v in model.weights:
         want = truth["target"].get(v.path, truth["target:raw"][v.path])
         assert v.numpy().tobytes() == want.tobytes(), v.path
@@ -192,7 +192,7 @@ def test_spectral_normalization_is_named_by_its_class_not_called_custom(keras, t
     x = np.random.default_rng(0).random((8, 4)).astype("float32")
     model.train_on_batch(x, x[:, :3])
     model.save(str(tmp_path / "m.keras"))
-    code, _, err = run_cli(["export", str(tmp_path / "m.keras"), "--out",
+    code, _, err = run_cli(["export", "--not-swapped", str(tmp_path / "m.keras"), "--out",
                             str(tmp_path / "w.npz")])
     flat = " ".join(err.split())
     assert code == 6 and "--trainable" in flat, flat

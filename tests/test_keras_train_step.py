@@ -29,10 +29,11 @@ def _head_first(tf, model, data):
 def _refused_then_stated(path, truth: dict, out) -> None:
     """export refuses (exit 6, naming --trainable, nothing written); with the true order
     stated it writes the library's averages bit for bit."""
-    code, _, err = run_cli(["export", str(path), "--out", str(out)])
+    code, _, err = run_cli(["export", "--not-swapped", str(path), "--out", str(out)])
     assert code == 6 and "--trainable" in err, err
     assert not out.exists()
-    code, _, err = run_cli(["export", str(path), "--trainable", "head,body", "--out", str(out)])
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(path), "--trainable", "head,body", "--out", str(out)])
     assert code == 0, err
     assert_npz_holds(out, truth)
 
@@ -80,11 +81,11 @@ def test_a_custom_model_class_keras_file_is_refused_then_paired_by_trainable(fne
 def test_apply_keras_ema_takes_no_live_order_from_a_class_with_its_own_train_step(fnet):
     path, build, truth = fnet
     with pytest.raises(ckpt_tools.EmaError, match="overrides train_step"):
-        ckpt_tools.apply_keras_ema(build(), path)
+        ckpt_tools.apply_keras_ema(build(), path, not_swapped=True)
     for stated in (["head", "body"], ["net/head/kernel", "net/head/bias", "net/body/kernel",
                                       "net/body/bias"]):
         model = build()
-        ckpt_tools.apply_keras_ema(model, path, trainable=stated)
+        ckpt_tools.apply_keras_ema(model, path, trainable=stated, not_swapped=True)
         for v in model.trainable_variables:
             assert v.numpy().tobytes() == truth[v.path].tobytes(), (stated, v.path)
 
@@ -154,8 +155,10 @@ def test_apply_keras_ema_to_a_model_frozen_for_evaluation(keras, tmp_path):
     frozen = build()
     frozen.trainable = False
     with pytest.raises(ckpt_tools.EmaError, match="none of the model's 4 weights is trainable"):
-        ckpt_tools.apply_keras_ema(frozen, tmp_path / "m.weights.h5", use_ema=True)
+        ckpt_tools.apply_keras_ema(frozen, tmp_path / "m.weights.h5", use_ema=True,
+                                   not_swapped=True)
     ckpt_tools.apply_keras_ema(frozen, tmp_path / "m.weights.h5", use_ema=True,
-                               trainable=[v.path for v in model.trainable_variables])
+                               trainable=[v.path for v in model.trainable_variables],
+                                   not_swapped=True)
     for v in frozen.weights:
         assert v.numpy().tobytes() == truth[v.path.split("/", 1)[1]].tobytes(), v.path

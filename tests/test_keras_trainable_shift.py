@@ -79,7 +79,8 @@ def fresh(keras, tmp_path_factory):
 def _export(path, tmp_path, stated: list[str]):
     out = tmp_path / "w.npz"
     extra = ["--use-ema"] if path.name.endswith(".weights.h5") else []
-    code, _, err = run_cli(["export", str(path), *extra, "--trainable", ",".join(stated),
+    code, _, err = run_cli(["export", "--not-swapped",
+                            str(path), *extra, "--trainable", ",".join(stated),
                             "--out", str(out)])
     got = None
     if out.exists():
@@ -145,9 +146,9 @@ def test_shifted_layer_counters_are_refused(stray, ext, tmp_path, keras):
     kw = {"use_ema": True} if ext == ".weights.h5" else {}
     with pytest.raises(EmaError, match="numbers per process"):
         apply_keras_ema(m, d / f"m{ext}", trainable=[v.path for v in m.trainable_variables],
-                        **kw)
+                        **kw, not_swapped=True)
     assert [w.numpy().tobytes() for w in m.weights] == before
-    apply_keras_ema(m, d / f"m{ext}", trainable=m.trainable_variables, **kw)
+    apply_keras_ema(m, d / f"m{ext}", trainable=m.trainable_variables, **kw, not_swapped=True)
     _assert_truth([w.numpy() for w in m.weights], truth, raw, [2, 3, 4, 5])
 
 
@@ -296,5 +297,5 @@ def test_custom_sublayers_numbered_by_a_stray_one_are_refused(keras, tmp_path):
 
     keras.backend.clear_session()
     m = build()
-    apply_keras_ema(m, tmp_path / "m.weights.h5", use_ema=True)
+    apply_keras_ema(m, tmp_path / "m.weights.h5", use_ema=True, not_swapped=True)
     _assert_truth([w.numpy() for w in m.weights], truth, raw, [1])

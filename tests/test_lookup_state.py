@@ -39,7 +39,7 @@ def tfidf_ckpt(tf, keras, tmp_path_factory):
 def test_idf_weights_are_lookup_state_not_a_weight_missing_its_average(tfidf_ckpt, tmp_path):
     prefix, truth = tfidf_ckpt
     out = tmp_path / "w.npz"
-    code, text, err = run_cli(["export", prefix, "--out", str(out), "--json"])
+    code, text, err = run_cli(["export", "--not-swapped", prefix, "--out", str(out), "--json"])
     assert code == 0, err
     assert WARNED not in " ".join(err.split()) and "idf_weights" not in err, err
     assert json.loads(text)["warnings"] == [], text
@@ -63,6 +63,6 @@ def test_a_keras_files_named_lookup_state_is_listed_by_its_name(tfidf_ckpt, tmp_
     assert shown.get("tv/idf_weights") == "other", shown
     assert not [p for p in shown if p.endswith("/None")], shown
     out = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", path, "--out", str(out)])
+    code, _, err = run_cli(["export", "--not-swapped", path, "--out", str(out)])
     assert code == 0, err
     assert_npz_holds(out, truth)

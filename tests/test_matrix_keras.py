@@ -105,7 +105,7 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
     # and an accumulator block before the slots, as grad_accum has.)
     extra = ["--use-ema"] if ext == ".weights.h5" and case not in NO_EMA else []
     if extra:
-        code, _, err = run_cli(["map", str(path), "--json"])
+        code, _, err = run_cli(["map", "--not-swapped", str(path), "--json"])
         if code == 0:
             _, text, _ = run_cli(["list", str(path), "--json"])
             assert json.loads(text)["ema_evidence"]["source"] == "layout", text
@@ -113,10 +113,11 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
         else:
             assert code == 6 and "--use-ema or --no-use-ema" in err, err
             assert "gradient accumulators" in err, err
-    code, text, err = run_cli(["map", str(path), "--json", *extra])
+    code, text, err = run_cli(["map", "--not-swapped", str(path), "--json", *extra])
     if case in NO_EMA:
         assert code == 6 and "use_ema=False" in err, err
-        code, _, err = run_cli(["restore-ema", str(path), "--out", str(tmp_path / "o")])
+        code, _, err = run_cli(["restore-ema", "--not-swapped",
+                                str(path), "--out", str(tmp_path / "o")])
         assert code == 6 and "use_ema=False" in err, err
         return
     if (case, ext) in REFUSED:
@@ -126,19 +127,22 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
         assert "a/kernel" in err and "layers/dense/vars/0" not in err, err
         assert "apply_keras_ema" in err, err
         assert "save a .keras" in err and "--trainable" in err, err
-        code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"),
+        code, _, err = run_cli(["export", "--not-swapped",
+                                str(path), "--out", str(tmp_path / "w.npz"),
                                 *extra])
         assert code == 6 and not (tmp_path / "w.npz").exists(), err
         return
     if (case, ext) in UNDECIDED and code:
         assert code == 6 and "--trainable" in err and "values do not decide" in err, err
-        code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"),
+        code, _, err = run_cli(["export", "--not-swapped",
+                                str(path), "--out", str(tmp_path / "w.npz"),
                                 *extra])
         assert code == 6 and not (tmp_path / "w.npz").exists(), err
         return
     if case in UNPROVABLE:
         assert code == 6 and "apply_keras_ema" in err and "averages one of" in err, err
-        code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz")])
+        code, _, err = run_cli(["export", "--not-swapped",
+                                str(path), "--out", str(tmp_path / "w.npz")])
         assert code == 6 and not (tmp_path / "w.npz").exists(), err
         return
     assert code == 0, err
@@ -158,7 +162,8 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
     names = {v["path"] or v["name"]: v["name"] for v in listing["variables"]}
     for fmt in ("npz", "safetensors"):
         target = tmp_path / f"w.{fmt}"
-        code, text, err = run_cli(["export", str(path), "--out", str(target), "--json",
+        code, text, err = run_cli(["export", "--not-swapped",
+                                   str(path), "--out", str(target), "--json",
                                    *extra])
         assert code == 0, err
         if fmt == "npz":
@@ -173,7 +178,8 @@ def test_every_command_gives_keras_own_averages(matrix, case, ext, tmp_path):
             assert np.array_equal(value.astype(np.float64),
                                   _as_float(want[names[n]], cases[case], names[n])), (fmt, n)
     # restore-ema: Keras in, Keras out, its model weights are the averages
-    code, text, err = run_cli(["restore-ema", str(path), "--out", str(tmp_path / "ema"),
+    code, text, err = run_cli(["restore-ema", "--not-swapped",
+                               str(path), "--out", str(tmp_path / "ema"),
                                "--json", *extra])
     assert code == 0, err
     baked = _read(Path(json.loads(text)["output"]))
@@ -200,13 +206,13 @@ def test_python_api_gives_keras_own_averages(matrix, case, ext):
     stated = True if ext == ".weights.h5" and case not in NO_EMA | {"grad_accum"} else None
     if case in NO_EMA | UNPROVABLE or (case, ext) in REFUSED:
         with pytest.raises(EmaError):
-            keras_ema_values(out / f"{case}{ext}", use_ema=stated)
+            keras_ema_values(out / f"{case}{ext}", use_ema=stated, not_swapped=True)
         return
     if stated:
         with pytest.raises(EmaError, match="use_ema=True/False"):
-            keras_ema_values(out / f"{case}{ext}")
+            keras_ema_values(out / f"{case}{ext}", not_swapped=True)
     try:
-        got = keras_ema_values(out / f"{case}{ext}", use_ema=stated)
+        got = keras_ema_values(out / f"{case}{ext}", use_ema=stated, not_swapped=True)
     except EmaError as exc:  # several subsets fit: values never decide (see UNDECIDED)
         assert (case, ext) in UNDECIDED and "--trainable" in str(exc), exc
         return
@@ -236,11 +242,11 @@ def test_apply_keras_ema_pairs_every_case_with_the_live_model(matrix):
             model = build()
             if case == "no_ema":
                 with pytest.raises(EmaError, match="use_ema=False"):
-                    apply_keras_ema(model, out / f"{case}.weights.h5")
+                    apply_keras_ema(model, out / f"{case}.weights.h5", not_swapped=True)
                 continue
             with pytest.raises(EmaError, match="use_ema=True/False"):
-                apply_keras_ema(model, out / f"{case}.weights.h5")
-            apply_keras_ema(model, out / f"{case}.weights.h5", use_ema=True)
+                apply_keras_ema(model, out / f"{case}.weights.h5", not_swapped=True)
+            apply_keras_ema(model, out / f"{case}.weights.h5", use_ema=True, not_swapped=True)
         finally:
             keras.mixed_precision.set_global_policy("float32")
         index = {w["path"]: i for i, w in enumerate(cases[case]["weights"])}
@@ -258,7 +264,7 @@ def test_use_ema_option_states_what_the_file_cannot(matrix, tmp_path):
     listing = json.loads(text)
     assert code == 0 and listing["ema_evidence"]["source"] == "stated"
     assert not [v for v in listing["variables"] if v["role"] == "ema"]
-    code, _, err = run_cli(["map", str(path), "--no-use-ema"])
+    code, _, err = run_cli(["map", "--not-swapped", str(path), "--no-use-ema"])
     assert code == 6 and "use_ema=False" in err
     code, text, _ = run_cli(["list", str(path), "--json", "--use-ema"])
     assert json.loads(text)["ema_evidence"] == {
@@ -286,7 +292,8 @@ def test_layer_frozen_after_training_keeps_its_average_never_shifted(matrix, cas
     notes = json.loads(text)["ema_evidence"]["notes"]
     assert code == 0 and any("frozen after the optimizer was built" in n for n in notes), notes
     names = {v["path"] or v["name"]: v["name"] for v in json.loads(text)["variables"]}
-    code, text, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"), "--json"])
+    code, text, err = run_cli(["export", "--not-swapped",
+                               str(path), "--out", str(tmp_path / "w.npz"), "--json"])
     assert code == 0, err
     with np.load(tmp_path / "w.npz") as z:
         got = {names[n]: z[n] for n in z.files}
@@ -303,12 +310,13 @@ def test_tf_checkpoint_of_each_setup_pairs_keras_own_averages(matrix, case, tmp_
     out, cases, arrays = matrix
     tf_ckpt = cases[case]["tf_checkpoint"]
     prefix = out / tf_ckpt["prefix"]
-    code, text, err = run_cli(["map", str(prefix), "--json"])
+    code, text, err = run_cli(["map", "--not-swapped", str(prefix), "--json"])
     assert code == 0, err
     want = {tf_ckpt["averages"][str(i)]: key for i, key in enumerate(tf_ckpt["weights"])
             if str(i) in tf_ckpt["averages"]}
     assert {s: t for s, t in json.loads(text).items() if s != t} == want
-    code, text, err = run_cli(["export", str(prefix), "--out", str(tmp_path / "w.npz"),
+    code, text, err = run_cli(["export", "--not-swapped",
+                               str(prefix), "--out", str(tmp_path / "w.npz"),
                                "--json"])
     assert code == 0, err
     source = json.loads(text)["tensors"]

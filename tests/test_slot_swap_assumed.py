@@ -2,9 +2,10 @@
 Garden's ``ExponentialMovingAverage``, TF Addons' ``MovingAverage``) can be saved SWAPPED: both
 libraries' ``swap_weights()`` puts the averages into the model's variables (Model Garden before
 an eval or export save) and the raw weights into the slots, which the checkpoint cannot show.
-Read as not swapped it is an assumption, as for Keras 3 files (tests/test_keras_swap_assumed.py):
-a note (kept with ``-q``), ``--json``'s ``"assumed"``, an ``AssumptionWarning``, a ``--strict``
-refusal naming ``--raw`` and ``--not-swapped``, and ``--not-swapped`` accepted for these files.
+As for Keras 3 files (tests/test_keras_swap_assumed.py), every command and function that hands
+values or a pairing back refuses it (exit 6) naming ``--raw`` and ``--not-swapped``
+(review-13-attack-r23 F1), ``list`` says it (a note kept with ``-q``, ``--json``'s
+``"assumed"``), and ``--not-swapped`` states it for these files.
 Where every variable equals its average bit for bit (TF Addons' ``AverageModelCheckpoint``
 assigns the averages to the variables before saving) nothing is assumed.
 
@@ -125,24 +126,28 @@ def _npz(path, names) -> dict[str, bytes]:
         return {n: z[n].tobytes() for n in names}
 
 
-def test_a_slot_checkpoint_is_an_assumption_and_gives_the_slots(made, tmp_path):
+def test_a_slot_checkpoint_is_refused_unstated_and_gives_the_slots_stated(made, tmp_path):
     d, truth, var_keys = made
     for case in ("plain", "swapped"):
         path, out = str(d / case), tmp_path / f"{case}.npz"
         code, text, err = run_cli(["export", path, "--out", str(out), "--json", "-q"])
-        assert code == 0, err
-        doc = json.loads(text)
-        assert doc["assumed"] == ["not_swapped"], text
+        assert code == 6 and not text and not out.exists(), (text, err)
+        assert len(err.strip().splitlines()) == 1, err
         assert "swap_weights()" in err and "--raw" in err and "--not-swapped" in err, err
+        code, text, err = run_cli(["export", path, "--out", str(out), "--json", "-q",
+                                   "--not-swapped"])
+        assert code == 0 and "assumed" not in json.loads(text), (text, err)
         want = _expected(truth, var_keys, case, "avg")
-        assert _npz(out, want) == want  # the slots, bit for bit: what the reading says
-        for args in (["list", "--json"], ["restore-ema", "--out", str(tmp_path / case),
-                                          "--json"]):
-            code, text, err = run_cli([args[0], path, *args[1:]])
-            assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], (args, err)
-        for args in (["map", "-q"], ["diff", "--ema", "-q"], ["list"]):
+        assert _npz(out, want) == want  # the slots, bit for bit: what the statement says
+        code, text, err = run_cli(["list", path, "--json"])
+        assert code == 0 and json.loads(text)["assumed"] == ["not_swapped"], err
+        assert json.loads(text)["ema_unproven"]["option"] == "--not-swapped", text
+        code, _, err = run_cli(["list", path])
+        assert code == 0 and "swap_weights()" in err, err
+        for args in (["restore-ema", "--out", str(tmp_path / case), "--json"], ["map", "-q"],
+                     ["diff", "--ema", "-q"]):
             code, _, err = run_cli([args[0], path, *args[1:]])
-            assert code == 0 and "swap_weights()" in err, (args, err)
+            assert code == 6 and "swap_weights()" in err and "--not-swapped" in err, (args, err)
 
 
 @pytest.mark.parametrize("args", [["export", "--out", "s.npz"], ["restore-ema", "--out", "r"],
@@ -202,16 +207,25 @@ def test_variables_equal_to_their_averages_assume_nothing(made, tmp_path):
 
 
 def test_python_api(made, tmp_path):
-    from ckpt_tools import AssumptionWarning, EmaError, ema_map, export_weights, open_checkpoint
+    from ckpt_tools import (
+        AssumptionWarning,
+        EmaError,
+        UnprovenPairingError,
+        ema_map,
+        export_weights,
+        open_checkpoint,
+    )
 
     d, truth, var_keys = made
     swapped, equal = str(d / "swapped"), str(d / "equal")
+    with pytest.raises(UnprovenPairingError, match="swap_weights()") as refused:
+        export_weights(swapped, tmp_path / "w.npz")
+    assert refused.value.option == "--not-swapped" and "ema=False" in str(refused.value)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = export_weights(swapped, tmp_path / "w.npz")
-    assert result.assumed == ["not_swapped"]
-    assert any(issubclass(w.category, AssumptionWarning) and "swap_weights()" in str(w.message)
-               for w in caught)
+        result = export_weights(swapped, tmp_path / "w.npz", not_swapped=True)
+    assert result.assumed == []
+    assert not any(issubclass(w.category, AssumptionWarning) for w in caught)
     for call in (lambda p: ema_map(p, strict=True),
                  lambda p: export_weights(p, tmp_path / "s.npz", strict=True)):
         with pytest.raises(EmaError, match="not_swapped=True"):

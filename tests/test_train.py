@@ -239,10 +239,18 @@ def test_keras_resumes_from_its_keras_checkpoint(keras_run, tmp_path):
 
 
 def test_keras_eval_restores_optimizer_averages(keras_run):
+    """The trainer's checkpoints are saved during fit() without SwapEMAWeights: eval is told
+    so (--not-swapped); unsaid, the file cannot show it, and the EMA numbers are refused."""
+    from ckpt_tools import UnprovenPairingError
     from ckpt_tools.train.evaluate import evaluate
 
+    with pytest.raises(UnprovenPairingError, match="--not-swapped") as caught:
+        evaluate(keras_run[1], num_examples=10)
+    assert caught.value.option == "--not-swapped" and "--raw" in str(caught.value)
+    result = _invoke("eval", keras_run[1], "--num-examples", "10")
+    assert result.exit_code == 6 and "--not-swapped" in result.stderr, result.output
     for path in (str(keras_run[0]), os.path.join(str(keras_run[0]), "ckpt-40.keras")):
-        result = evaluate(path)
+        result = evaluate(path, not_swapped=True)
         assert result.api == "keras" and result.global_step == 40
         assert result.raw_accuracy > 0.1 and 0.0 <= result.ema_accuracy <= 1.0
         assert result.raw_accuracy != result.ema_accuracy
@@ -254,7 +262,7 @@ def test_keras_run_directory_is_read_by_every_command(keras_run):
     import json
 
     train_dir = str(keras_run[0])
-    result = _ckpt("eval", train_dir, "--json")
+    result = _ckpt("eval", train_dir, "--json", "--not-swapped")
     doc = json.loads(result.stdout)
     assert doc["global_step"] == 40 and doc["checkpoint"].endswith("ckpt-40.keras"), doc
     listed = json.loads(_ckpt("list", train_dir, "--json").stdout)
@@ -276,11 +284,11 @@ def test_keras_eval_strict_refuses_what_the_file_cannot_prove(keras_run):
 
 
 def test_keras_eval_strict_takes_the_statements(keras_run):
-    """--fit-order and --not-swapped state what --strict refuses as assumed: the same
-    pairing, now by statement, so the EMA accuracy is the unstated run's."""
+    """--fit-order states what --strict refuses as assumed: the same pairing, now by
+    statement, so the EMA accuracy is the one without --strict."""
     from ckpt_tools.train.evaluate import evaluate
 
-    plain = evaluate(keras_run[1], num_examples=50)
+    plain = evaluate(keras_run[1], num_examples=50, not_swapped=True)
     stated = evaluate(keras_run[1], num_examples=50, strict=True, not_swapped=True,
                       fit_order=True)
     assert stated.ema_accuracy == plain.ema_accuracy
@@ -489,14 +497,16 @@ def test_trained_checkpoints_are_listed_baked_and_evaluate_as_ema(api, v1_run, t
 @pytest.mark.parametrize("name", ["ckpt-20.keras", "ckpt-40.keras"])
 def test_keras_restore_ema_writes_a_keras_file_that_evaluates_as_ema(keras_run, name, tmp_path):
     """Keras in, Keras out: the baked file's raw weights are the input's averages, for the
-    trainer's periodic checkpoints too (train -> restore-ema -> eval, no option needed)."""
+    trainer's periodic checkpoints too (train -> restore-ema --not-swapped -> eval: the
+    trainer saves during fit() without SwapEMAWeights, which its files cannot show; the baked
+    file's weights equal their copies, so it needs no statement)."""
     from ckpt_tools.train.evaluate import evaluate
 
     src = os.path.join(str(keras_run[0]), name)
-    _ckpt("restore-ema", src, "--out", str(tmp_path / "baked"))
+    _ckpt("restore-ema", src, "--out", str(tmp_path / "baked"), "--not-swapped")
     out = tmp_path / "baked" / name
     assert out.is_file() and not (tmp_path / "baked" / f"{name}.index").exists()
-    original, restored = evaluate(src), evaluate(str(out))
+    original, restored = evaluate(src, not_swapped=True), evaluate(str(out))
     assert restored.raw_accuracy == original.ema_accuracy
     assert restored.global_step == original.global_step
     # the output directory resolves to the file, as every other command resolves it
@@ -523,8 +533,9 @@ def test_keras_file_is_listed_and_exported_with_its_averages(keras_run, name, tm
     weights = [v for v in variables if v["role"] == "weight"]
     assert len(weights) == len(TRAINABLE) and all(v["ema"] for v in weights)
     out = tmp_path / "w.npz"
-    doc = json.loads(_ckpt("export", model_file, "--out", str(out), "--json").stdout)
-    averages = keras_ema_values(model_file)
+    doc = json.loads(_ckpt("export", model_file, "--out", str(out), "--json",
+                           "--not-swapped").stdout)  # saved during fit(), never swapped
+    averages = keras_ema_values(model_file, not_swapped=True)
     assert len(doc["averaged"]) == len(TRAINABLE)
     with np.load(out) as npz:
         for name in doc["averaged"]:
@@ -547,7 +558,8 @@ def test_keras_periodic_checkpoint_exports_keras_own_averages(keras_run, tmp_pat
     assert int(opt.iterations.numpy()) == 20
     truth = {v.path: a.numpy() for v, a in zip(
         opt._trainable_variables, opt._model_variables_moving_average, strict=True)}
-    doc = json.loads(_ckpt("export", path, "--out", str(tmp_path / "w.npz"), "--json").stdout)
+    doc = json.loads(_ckpt("export", path, "--out", str(tmp_path / "w.npz"), "--json",
+                           "--not-swapped").stdout)  # the trainer never swaps: stated
     assert len(doc["averaged"]) == len(truth) == len(TRAINABLE)
     with np.load(tmp_path / "w.npz") as npz:
         for name, value in truth.items():

@@ -87,19 +87,18 @@ FitOrderOpt = Annotated[bool, typer.Option(
     "model.trainable_variables), so EMA copies of weights of equal shapes pair in the "
     "model's order by your statement, not by assumption; not with --trainable.")]
 StrictOpt = Annotated[bool, typer.Option(
-    "--strict", help="Refuse (exit 6) a pairing of averages that rests on an assumption the "
-    "file cannot prove (--json lists them as 'assumed'): a Keras file's fit() build order "
-    "for weights of equal shapes (trained by fit(): --fit-order; a custom loop: --trainable "
-    "NAMES --loop-order), or that it "
-    "was not saved swapped by SwapEMAWeights(swap_on_epoch=True) or an EMA optimizer's "
-    "swap_weights() (a swapped file's own "
-    "weights are the averages: use it as it is, or ckpt export --raw).")]
+    "--strict", help="Also refuse (exit 6) a Keras file's EMA copies of weights of equal "
+    "shapes paired in fit()'s build order, which the file cannot prove (--json lists it as "
+    "'assumed': fit_order; trained by fit(): --fit-order; a custom loop: --trainable NAMES "
+    "--loop-order). Whether the file was saved swapped is refused without it: see "
+    "--not-swapped.")]
 NotSwappedOpt = Annotated[bool, typer.Option(
-    "--not-swapped", help="Keras files: state that the file was not saved by ModelCheckpoint "
-    "after SwapEMAWeights(swap_on_epoch=True), so its EMA copies are the averages; what "
-    "--strict otherwise refuses as assumed ('not_swapped') where weights and copies differ. "
-    "TF checkpoints of average slots (TF Model Garden, TF Addons): not saved after the EMA "
-    "optimizer's swap_weights().")]
+    "--not-swapped", help="State that the file was not saved swapped (Keras 3: not by "
+    "ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True), e.g. ModelCheckpoint alone; "
+    "TF checkpoints of average slots: not after the EMA optimizer's swap_weights()), so its "
+    "EMA copies are the averages. Where the weights differ from their copies the file cannot "
+    "show it, and without this statement every command that uses the averages refuses "
+    "(exit 6). If it was swapped, its own weights are the averages: use --raw.")]
 AveragesOnlyOpt = Annotated[bool, typer.Option(
     "--averages-only", help="TF1 checkpoints without their .meta: state that the keys named as "
     "averages whose variable is not stored hold averages (a Saver of ema.average(v)), not the "

@@ -80,9 +80,9 @@ def average_command(
 
     With --ema --bake each plain name gets the averaged shadow 'ckpt map' pairs it with in the
     newest input (--ema-name, --apply-order, --no-meta decide as there; --allow-missing keeps
-    the newest input's raw value where a weight has no shadow). What that pairing assumes
-    (a Keras 3 optimizer's copies, or average slots, not saved swapped with the weights) is
-    noted, and --json's 'assumed'; --strict refuses it, --not-swapped states it.
+    the newest input's raw value where a weight has no shadow). Where the newest input's weights
+    differ from its Keras 3 optimizer's copies (or average slots), whether it was saved
+    swapped decides which are the averages: refused (exit 6) unless --not-swapped states it.
     """
     from ..average import average_checkpoints, average_run, checkpoints_of_run
     from ..bake import check_out_format

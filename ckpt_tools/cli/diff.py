@@ -112,10 +112,10 @@ def diff_command(
         if ema:
             require_selection(ca, names, None)
             pairs = _pairs_of(ca, ema_name, not no_meta, apply_order)
-            if strict and pairs is not None:
+            if pairs is not None:  # not_swapped: always; fit_order: --strict
                 from ..keras_assumed import refuse_assumed
 
-                refuse_assumed(ca)
+                refuse_assumed(ca, strict=strict)
             note_stated_order(out, ca, apply_order, ema_name)
             assumed = note_assumed(out, ca) if pairs is not None else {}
         with out.progress("comparing") as bar:  # the total is known once pairs are

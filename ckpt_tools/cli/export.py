@@ -69,7 +69,9 @@ def export_command(
     to: ToOpt = None,
     ema: Annotated[bool | None, typer.Option(
         "--ema/--raw", help="Export the EMA averages (the default) or the raw weights; a "
-        "checkpoint without averages is exit 6 unless --raw.", show_default=False)] = None,
+        "checkpoint without averages is exit 6 unless --raw. A Keras 3 file saved by "
+        "ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True) holds the averages as its "
+        "weights: export it with --raw.", show_default=False)] = None,
     grep: GrepOpt = None,
     regex: RegexOpt = None,
     exclude: Annotated[list[str] | None, typer.Option(

@@ -290,10 +290,14 @@ def _print_table(out: Output, listing: Listing) -> None:
                     f"with the {listing.expected} {what}: pass {listing.decides} to decide "
                     "('ckpt export' says why)")
     elif listing.with_shadow:
-        out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow (use "
-                 "'ckpt restore-ema' to evaluate with them)"
-                    + (f"; their pairing assumes {', '.join(listing.assumed)}, which the file "
-                       "cannot prove (see the notes)" if listing.assumed else ""))
+        swap = "not_swapped" in listing.assumed  # refused by the commands that use them
+        others = [a for a in listing.assumed if a != "not_swapped"]
+        out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow ("
+                    + ("unproven: whether the file was saved swapped decides; --not-swapped "
+                       "or --raw, see the note" if swap else
+                       "use 'ckpt restore-ema' to evaluate with them")
+                    + ")" + (f"; their pairing assumes {', '.join(others)}, which the "
+                             "file cannot prove (see the notes)" if others else ""))
     elif listing.expected and not listing.unpaired:
         kept = next((n for n in evidence.get("notes") or []
                      if n.startswith("the model keeps")), None)

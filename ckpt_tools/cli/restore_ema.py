@@ -243,8 +243,7 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
     target = keras_output_path(ckpt, out_dir, name)
     if dry_run:
         require_keras_pairing(ckpt)
-        if strict:
-            refuse_assumed(ckpt)
+        refuse_assumed(ckpt, strict=strict)  # not_swapped: always
         check_keras_output(ckpt, target, force)
         pairs = {w: a for a, w in ckpt.reader.keras.averages.items()}
         assumed = note_assumed(out, ckpt)

@@ -222,8 +222,9 @@ def show_command(
                                             f"{' / '.join(regex)!r}")
             keys += [k for k in picked if k not in keys]
         variables = proven_variables(ckpt, keys, ema_name, no_meta, apply_order)
-        if strict:  # the drift of an EMA copy shown: from the weight paired with it
-            refuse_assumed(ckpt, keys=keys)
+        # the drift of an EMA copy shown is from the weight paired with it: not_swapped
+        # always refused, fit_order under --strict
+        refuse_assumed(ckpt, keys=keys, strict=strict)
         note_stated_order(out, ckpt, apply_order, ema_name)
         assumed = note_assumed(out, ckpt, keys)  # the drift shown is from an assumed weight
         shown = display_names(ckpt)
@@ -308,8 +309,9 @@ def stats_command(
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
         variables = proven_variables(ckpt, names, ema_name, no_meta, apply_order)
-        if strict:  # the drift of each EMA copy: from the weight paired with it
-            refuse_assumed(ckpt, keys=names)
+        # the drift of an EMA copy shown is from the weight paired with it: not_swapped
+        # always refused, fit_order under --strict
+        refuse_assumed(ckpt, keys=names, strict=strict)
         note_stated_order(out, ckpt, apply_order, ema_name)
         assumed = note_assumed(out, ckpt, names)  # each copy's drift: from an assumed weight
         entries = ckpt.entries()
