@@ -120,10 +120,14 @@ def from_keys(variables, chosen: dict[str, str]):
 def recorded_suffixes(ckpt: Checkpoint, variables) -> dict[str, str]:
     """Average key -> the last part of the name TensorFlow gave it (``ExponentialMovingAverage``,
     ``fast``, ``ExponentialMovingAverage_1``): the key for TF1, the recorded ``full_name`` for
-    TF2 objects."""
+    TF2 objects. A TF1 average stored under its variable's key keeps every part after it:
+    ``ExponentialMovingAverage(name="ema/slow")`` names ``W``'s ``W/ema/slow``, and
+    ``--ema-name ema/slow`` is what picks it (review-13-attack-r22 F8)."""
     full = ckpt.objects.full_names if ckpt.objects is not None else {}
-    return {k: (full.get(k) or k).rpartition("/")[2] for k, v in variables.items()
-            if v.role == R.EMA and v.ema_of}
+    return {k: (k[len(v.ema_of) + 1:] if not full and k.startswith(v.ema_of + "/")
+                and "//" not in k and "part_" not in k[len(v.ema_of):]  # not a part's
+                else (full.get(k) or k).rpartition("/")[2])
+            for k, v in variables.items() if v.role == R.EMA and v.ema_of}
 
 
 def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],

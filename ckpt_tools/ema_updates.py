@@ -127,9 +127,20 @@ def complete_objects(ckpt: Checkpoint, variables, use_meta: bool) -> list[str]:
     if not use_meta or ckpt.objects is not None:
         return []
     found = _scopes(ckpt, variables)
-    names = {s.rpartition("/")[2] for s in found[0]} if found is not None else set()
+    names = {_scope_name(s, avs) for s, avs in found[0].items()} if found is not None else set()
     return sorted(n for n in names
                   if owned_averages(ckpt, variables, n, use_meta, None) is not None)
+
+
+def _scope_name(scope: str, averages: dict[str, str]) -> str:
+    """The ``--ema-name`` of the EMA object whose update ops' name scope is ``scope``
+    (``averages``: variable -> its average): the last part of the scope, or the name of
+    several parts its averages all carry after their variable's key where the scope ends in
+    it (``name="ema/slow"``: ``W/ema/slow``; review-13-attack-r22 F8)."""
+    tails = {k[len(t) + 1:] for t, k in averages.items() if k.startswith(t + "/")}
+    tail = next(iter(tails)) if len(tails) == 1 and len(averages) else ""
+    return tail if "/" in tail and (scope == tail or scope.endswith("/" + tail)) else \
+        scope.rpartition("/")[2]
 
 
 def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: bool,

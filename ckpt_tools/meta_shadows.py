@@ -92,8 +92,11 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     lacking = {t for t in meta.keys_in("moving_average_variables")
                if t in entries and t not in linked
                and roles[t].role in (WEIGHT, BN_STAT)}
+    # under W: W/<x>, or W/<a>/<b> for an EMA name of several parts (name="ema/slow"), which
+    # reads as nothing by name (review-13-attack-r22 F8)
     if not lacking or not any(
-            key.rpartition("/")[0] in lacking and ri.role in (OPTIMIZER_SLOT, OTHER)
+            ri.role in (OPTIMIZER_SLOT, OTHER) and any(
+                key.startswith(t + "/") for t in _heads(key) & lacking)
             for key, ri in roles.items()):
         return {}
     read = update_ops_of(meta)
@@ -109,6 +112,12 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
                 and entries[shadow].shape == entries[of].shape):
             out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
     return out
+
+
+def _heads(key: str) -> set[str]:
+    """The names ``key`` sits under: ``a``, ``a/b`` for ``a/b/c``."""
+    parts = key.split("/")
+    return {"/".join(parts[:i]) for i in range(1, len(parts))}
 
 
 def update_op_candidates(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
