@@ -87,7 +87,8 @@ def test_keras_output_never_replaces_a_device_fifo_or_symlink(keras_dir, tmp_pat
     (d / "link.keras").symlink_to(tmp_path / "elsewhere.keras")
     for name, kind in (("full.keras", "a device"), ("fifo.keras", "a FIFO"),
                        ("link.keras", "a symbolic link")):
-        r = _cli("restore-ema", str(keras_dir / "model.keras"), "--out", str(d / name),
+        r = _cli("restore-ema", "--not-swapped",
+                 str(keras_dir / "model.keras"), "--out", str(d / name),
                  "--force")
         assert r.returncode == 7 and f"is {kind}, not a regular file" in r.stderr, r.stderr
     assert stat.S_ISCHR(os.lstat(d / "full.keras").st_mode)
@@ -99,14 +100,16 @@ def test_keras_output_never_replaces_a_device_fifo_or_symlink(keras_dir, tmp_pat
                                   "x\x1b[2Jy.keras"])
 def test_keras_name_is_a_plain_file_name(keras_dir, tmp_path, name):
     out = tmp_path / "ko"
-    r = _cli("restore-ema", str(keras_dir / "model.keras"), "--out", str(out), "--name", name)
+    r = _cli("restore-ema", "--not-swapped",
+             str(keras_dir / "model.keras"), "--out", str(out), "--name", name)
     assert r.returncode == 7 and "invalid --name" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr  # control characters escaped
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kd"]
 
 
 def test_keras_output_never_goes_into_the_input_directory(keras_dir, tmp_path):
-    r = _cli("restore-ema", str(keras_dir / "model.keras"), "--out", str(keras_dir), "--name",
+    r = _cli("restore-ema", "--not-swapped",
+             str(keras_dir / "model.keras"), "--out", str(keras_dir), "--name",
              "other.keras")
     assert r.returncode == 7 and "holds the input" in r.stderr, r.stderr
     assert sorted(p.name for p in keras_dir.iterdir()) == ["model.keras"]
@@ -114,7 +117,8 @@ def test_keras_output_never_goes_into_the_input_directory(keras_dir, tmp_path):
 
 def test_keras_output_quiet_and_parents_created(keras_dir, tmp_path):
     out = tmp_path / "a" / "b"
-    r = _cli("restore-ema", str(keras_dir / "model.keras"), "--out", str(out), "-q")
+    r = _cli("restore-ema", "--not-swapped",
+             str(keras_dir / "model.keras"), "--out", str(out), "-q")
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""  # -q: nothing but data (and there is none)
     assert (out / "model.keras").is_file()
@@ -125,7 +129,7 @@ def test_keras_output_quiet_and_parents_created(keras_dir, tmp_path):
 def test_keras_two_writers_exactly_one_wins(keras_dir, tmp_path):
     out = tmp_path / "kc" / "o.keras"
     out.parent.mkdir()
-    argv = ["restore-ema", str(keras_dir / "model.keras"), "--out", str(out)]
+    argv = ["restore-ema", "--not-swapped", str(keras_dir / "model.keras"), "--out", str(out)]
     first, what = start_paused(argv, 1, tmp_path / "flag")
     assert what is not None and str(out) in what, what
     second = _cli(*argv)  # publishes while the first waits before its own rename
@@ -139,7 +143,7 @@ def test_keras_two_writers_exactly_one_wins(keras_dir, tmp_path):
 
 def test_keras_sigterm_exits_130_and_removes_its_temporary(keras_dir, tmp_path):
     out = tmp_path / "deep" / "er" / "o.keras"
-    argv = ["restore-ema", str(keras_dir / "model.keras"), "--out", str(out)]
+    argv = ["restore-ema", "--not-swapped", str(keras_dir / "model.keras"), "--out", str(out)]
     proc, what = start_paused(argv, 1, tmp_path / "flag")
     assert what is not None
     proc.send_signal(signal.SIGTERM)
@@ -151,14 +155,15 @@ def test_keras_sigterm_exits_130_and_removes_its_temporary(keras_dir, tmp_path):
 
 def test_keras_disk_full_and_read_only_name_the_output(keras_dir, tmpfs):
     full = tmpfs("20k")
-    r = _cli("restore-ema", str(keras_dir / "model.keras"), "--out", str(full / "k.keras"))
+    r = _cli("restore-ema", "--not-swapped",
+             str(keras_dir / "model.keras"), "--out", str(full / "k.keras"))
     assert r.returncode == 1, r.stderr
     assert r.stderr.strip() == (f"error: {full / 'k.keras'}: No space left on device while "
                                 "writing (nothing was left behind)"), r.stderr
     assert os.listdir(full) == []
     ro = tmpfs("1m", "ro")
     for out in (ro / "k.keras", ro / "sub"):
-        r = _cli("restore-ema", str(keras_dir / "model.keras"), "--out", str(out))
+        r = _cli("restore-ema", "--not-swapped", str(keras_dir / "model.keras"), "--out", str(out))
         assert r.returncode == 7, r.stderr
         assert str(ro) in r.stderr and ".tmp-" not in r.stderr, r.stderr
         assert "Read-only file system" in r.stderr or "not writable" in r.stderr, r.stderr
