@@ -2,9 +2,10 @@
 F7, F9), on a TF1 run trained by real TensorFlow (MomentumOptimizer + ExponentialMovingAverage,
 ``Saver()``), the truth read from the session at save time.
 
-* F7: ``--out run/sub`` (or deeper) inside the input's run directory was written (exit 0): a
-  second checkpoint with its own state file there passes for one of the run's. Refused (exit 7)
-  like ``--out run``; nothing is written.
+* F7: ``--out run/sub`` (or deeper) inside the input's run directory is written: a subdirectory
+  is not the run's own directory, which TensorFlow's ``latest_checkpoint(run)`` and ckpt's
+  run-directory rules read (``--out run`` itself is refused); the run still resolves to its own
+  latest checkpoint, untouched.
 * F9: ``--slots drop`` copied the training ``.meta``, whose Saver restores the dropped slots:
   ``import_meta_graph(meta).restore(output)`` failed (NotFoundError). Now the ``.meta`` is left
   out with a warning; ``--slots keep`` still copies it and it restores the averages."""
@@ -58,14 +59,19 @@ def _files(directory):
     lambda run, prefix: ["restore-ema", prefix, "--out", str(run / "a" / "b")],
     lambda run, prefix: ["average", f"{run}/model.ckpt-2", prefix, "--out", str(run / "avg")],
 ], ids=["restore-ema", "deeper", "average"])
-def test_out_inside_the_input_run_is_refused(made, argv):
+def test_out_inside_the_input_run_is_written_and_the_run_still_reads_as_its_own(made, argv,
+                                                                                 tf):
     out, prefix, _ = made
     run = out / "run"
-    before = _files(run)
+    before = {p: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    latest = tf.train.latest_checkpoint(str(run))
     code, _, err = run_cli(argv(run, prefix))
-    assert code == 7, err
-    assert "holds the input" in err and "run directory" in err, err
-    assert _files(run) == before
+    assert code == 0, err
+    assert {p: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    assert tf.train.latest_checkpoint(str(run)) == latest
+    import ckpt_tools
+    with ckpt_tools.open_checkpoint(str(run)) as ckpt:
+        assert ckpt.path == latest
 
 
 def test_slots_drop_leaves_the_meta_out(made, tmp_path, tf):

@@ -34,28 +34,6 @@ from ._write import (
 from .write_locks import hold, live_stage, release, sweep_stale
 
 
-def refuse_inside_run(inputs: Inputs, out: str) -> None:
-    """Refuses an output directory ``out`` inside a directory that holds an input (at any
-    depth: ``run/sub``, ``run/a/b``): the input's run directory, where a second checkpoint
-    with its own state file would pass for one of the run's (to TensorBoard, to scripts that
-    walk or upload the run) — as ``out`` = that directory itself is refused
-    (review-13-attack-r22 F7).
-
-    Raises:
-        OutputError: naming ``out``, the run directory and its input (exit 7).
-    """
-    real = os.path.realpath(out)
-    parent = os.path.dirname(real)
-    while parent and parent != real:
-        held = inputs.held_by(parent)
-        if held is not None:
-            raise OutputError(
-                f"{out}: is inside {parent}, which holds the input {held} (its run "
-                "directory); refusing to write a checkpoint there, where it would pass for "
-                "one of that run's; choose an --out outside it")
-        real, parent = parent, os.path.dirname(parent)
-
-
 class StagedDir:
     """A checkpoint output directory, staged beside ``out`` and published in one rename.
 
@@ -72,8 +50,7 @@ class StagedDir:
     visible; leaving without publishing (or on an error) removes the stage.
 
     Raises:
-        OutputError: ``out`` is not a directory, holds an input or is inside a directory that
-            does (:func:`refuse_inside_run`), holds a subdirectory (it is
+        OutputError: ``out`` is not a directory, holds an input, holds a subdirectory (it is
             swapped as a whole), has an owned name and not ``overwrite``, or another process is
             writing it; or it cannot be created there.
     """
@@ -102,7 +79,6 @@ class StagedDir:
         """
         out = self.out
         self._inputs.refuse_shadowing(out)
-        refuse_inside_run(self._inputs, out)
         self._refuse_live_stage()
         if not self.existing:
             return
