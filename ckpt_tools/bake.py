@@ -39,6 +39,7 @@ from .formats.savedmodel import SAVED_MODEL_EXTRAS, SAVED_MODEL_FILES, VARIABLES
 from .formats.staged_dir import StagedDir
 from .h5_out_name import refuse_keras3_weights_name
 from .rescope_clash import refuse_rescope_clash
+from .saved_swaps import plain_keys_of
 
 
 @dataclass(frozen=True)
@@ -362,6 +363,13 @@ def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
                              "scope that only one of them has")
     m = ema_map(ckpt, slots="keep", non_averaged="keep", **map_options).require_complete()
     source_of = {tgt: src for src, tgt in m.pairs}
+    # A swapping Saver's key named as the variable holds an average too: the variable's own
+    # (nothing to do) or, crossed, another's; either way it is written with this one's.
+    variables = {v.name: v for v in ckpt.variables_unwarned()}
+    for tgt, own in plain_keys_of(ckpt, variables, map_options.get("ema_name")).items():
+        src = source_of.get(tgt)
+        if src not in (None, own) and own in ckpt.entries() and own not in source_of:
+            source_of[own] = src
     if not any(src != tgt for tgt, src in source_of.items()):
         raise EmaError(f"{ckpt.path}: nothing to bake: no variable has an EMA shadow")
     entries = ckpt.entries()

@@ -124,6 +124,17 @@ def swapped_pairs(ckpt: Checkpoint, variables,
     return pairs, missing, [], names
 
 
+def plain_keys_of(ckpt: Checkpoint, variables, ema_name: str | None = None) -> dict[str, str]:
+    """Key holding a variable raw under its average's name (a swapping Saver's
+    ``W/ExponentialMovingAverage``) -> that variable's own name, a key holding an average, for
+    a checkpoint :func:`swapped_pairs` pairs; ``{}`` otherwise. A bake writes each average
+    under both (a plain ``Saver()`` reads ``W``, the graph's swapping Saver ``W/<ema>``), which
+    a crossed Saver (``{"b": ema.average(c), "c": ema.average(b), ...}``) needs: key ``b``
+    holds ``c``'s average there (review-13-attack-r24 F0)."""
+    found = swapped_pairs(ckpt, variables, ema_name)
+    return {} if found is None else dict(found[3])
+
+
 def raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     """Export name -> the key holding that model weight raw, for ``export --raw`` of a
     checkpoint :func:`swapped_pairs` pairs (a key named as an average that holds the variable
