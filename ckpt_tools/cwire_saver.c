@@ -46,6 +46,7 @@ static int sources(const graph_t *g, span_t save_tensor, PyObject *out)
     if (scope.n <= 1)
         return OK;
     decoded_t node = {{0}}, keys = {{0}}, read = {{0}};
+    const gnode_t *keys_node = NULL; /* the names Const decoded into keys */
     int r = OK;
     for (Py_ssize_t i = 0; i < g->n && r == OK; i++) {
         const gnode_t *nd = &g->nodes[i];
@@ -68,15 +69,21 @@ static int sources(const graph_t *g, span_t save_tensor, PyObject *out)
         const gnode_t *names;
         if ((r = cwg_lookup(g, node.inputs[1], &names)) != OK)
             break;
-        keys.tensor = (span_t){NULL, -1};
-        if (names != NULL && (r = cwg_decode_node(names, &keys)) != OK)
+        /* Save ops share their names Const: it is decoded (and its strings checked, which
+         * walks all of them) once for a run of them, not once each (r24 F3). */
+        if (names == NULL)
+            keys.tensor = (span_t){NULL, -1};
+        else if (names != keys_node && (r = cwg_decode_node(names, &keys)) != OK)
             break;
+        keys_node = names;
         Py_ssize_t n_keys = 0, at = 0;
         uint64_t number;
         int wire;
         span_t s;
-        while (keys.tensor.n >= 0 && next_field(keys.tensor.p, &at, keys.tensor.n, &number,
-                                                &wire, &s) == 1)
+        /* Counting stops one past the save op's inputs: many save ops sharing one names Const
+         * of many strings would otherwise cost their product (review-13-attack-r24 F3). */
+        while (n_keys <= node.n_inputs - first && keys.tensor.n >= 0 &&
+               next_field(keys.tensor.p, &at, keys.tensor.n, &number, &wire, &s) == 1)
             n_keys += number == 8 && wire == 2; /* TensorProto.string_val */
         if (n_keys != node.n_inputs - first)
             continue; /* not the layout a Saver builds: say nothing */

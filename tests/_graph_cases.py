@@ -36,6 +36,9 @@ def _node(name: str | bytes, op: str, *inputs: str | bytes, strings=None, attr_f
     return head + (attrs + body if attr_first else body + attrs) + extra
 
 
+node_def = _node  # the tests' public name for it
+
+
 def _saver_graph(**change) -> list[bytes]:
     """A Saver's graph for variables ``w``, ``b`` (resource, read by ``.../Read/ReadVariableOp``)
     and ``u`` (a ref variable, read by ``u/read``)."""
