@@ -34,7 +34,7 @@ from .formats.objgraph import (
 from .formats.savedmodel import read_saved_model, saved_model_extras
 from .locate import STATE_FILE, Location, errors_in, locate, read_state_file
 from .loss_named import stated_loss_named
-from .object_paths import LIST_ITEM, model_side_paths, named_paths
+from .object_paths import LIST_ITEM, clashing_paths, model_side_paths, named_paths
 from .variable import Variable, shell_word
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -110,6 +110,7 @@ class Checkpoint:
         self._view_of: Checkpoint | None = None  # see with_meta
         self.objects: ObjectGraph | None = None
         self._qualified: dict[str, str] | None = None  # see _named_paths
+        self._clashing: set[str] | None = None  # see path_of
         if OBJECT_GRAPH_KEY in self._reader.entries:
             self.format = "object"
             graph = self._reader.entries[OBJECT_GRAPH_KEY]
@@ -399,6 +400,11 @@ class Checkpoint:
             # another variable has it too (two models named "net": a GAN's generator and
             # critic), where the object path's leading segments tell them apart.
             path = self._named_paths().get(key, full)
+        elif path:
+            if self._clashing is None:
+                self._clashing = clashing_paths(self.objects)
+            if key in self._clashing:  # "a/b" and a -> b: the escaped form tells them apart
+                path = readable_name(key)
         return path
 
     def keys_by_model_path(self) -> dict[str, str]:

@@ -69,3 +69,17 @@ def named_paths(objects) -> dict[str, str]:
         qualified.update({key: f"{head}/{full}" for (key, _), head
                           in zip(members, heads, strict=True)})
     return qualified
+
+
+def clashing_paths(objects) -> set[str]:
+    """Keys whose unescaped object path another key's shares: two objects a ``/`` in an
+    attribute name makes look alike (a dict key ``"a/b"`` beside ``a`` -> ``b``: keys
+    ``net/a.Sb/...`` and ``net/a/b/...``, both path ``net/a/b``). These are shown by their
+    escaped form (the key less its ``/.ATTRIBUTES/VARIABLE_VALUE``) so no two rows look alike."""
+    seen: dict[str, str] = {}
+    out: set[str] = set()
+    for key, path in objects.paths.items():
+        other = seen.setdefault(path, key)
+        if other != key:
+            out.update((other, key))
+    return out
