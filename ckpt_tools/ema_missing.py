@@ -39,6 +39,36 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
     return hints
 
 
+#: How :func:`misfiled_hint` begins.
+MISFILED = "the save op in the "
+
+
+def misfiled_hint(ckpt: Checkpoint, filed: dict[str, str], missing, name: str) -> str | None:
+    """The hint for variables whose ``<key>/<name>`` key the save op wrote from another
+    variable's average (a Saver's dict filing ``ema.average(b)`` under ``c``'s average name),
+    or None: their own average is not stored, so ``--allow-missing`` restores them raw beside
+    the others' averages."""
+    from .save_op import graph_named, written_sources
+
+    sources = written_sources(ckpt) if missing else None
+    if not sources:
+        return None
+    said = []
+    for t in missing:
+        key = f"{t}/{name}"
+        read = sources.get(key, [key])
+        if key in filed and filed[key] != t and read and any(r != key for r in read):
+            said.append(f"key {key!r} from {read[0]} ({filed[key]}'s average)")
+    if not said:
+        return None
+    return (f"{MISFILED}{graph_named(ckpt)} wrote {'; '.join(said[:3])}"
+            f"{' ...' if len(said) > 3 else ''}, and no average of "
+            f"{', '.join(t for t in missing[:5])}: the Saver's var_list filed those averages "
+            "under other variables' names; each average is paired with the variable it was "
+            "read from, and --allow-missing (allow_missing=True) restores the variables with "
+            "none stored raw")
+
+
 #: A hint of the map: --allow-missing given where not one average is stored.
 NONE_TO_ALLOW = ("--allow-missing keeps raw values only beside stored averages (a weight "
                  "ema.apply() left out), and none is stored here")
@@ -82,6 +112,10 @@ def missing_message(m: EmaMap) -> str:
     none = set(m.averaged) <= set(m.missing)  # not one shadow stored
     renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
     other = next((h for h in m.hints if h.startswith("another EMA object averaged")), None)
+    misfiled = next((h for h in m.hints if h.startswith(MISFILED)), None)
+    if misfiled:  # not a variable_scope's, not another EMA object's: the Saver's dict
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
+                f"{sample}; {misfiled}")
     if other and not set(m.averaged) <= set(m.missing):
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
                 f"'<name>/{m.ema_name}' ({eg}): {sample}; "

@@ -27,6 +27,7 @@ from .ema_missing import (
     NO_OPTIMIZER,
     NONE_TO_ALLOW,
     SERVING_EXPORT,
+    misfiled_hint,
     missing_hints,
     missing_message,
     refuse_orphans,
@@ -609,8 +610,13 @@ def ema_map(
             and not any(v.role == R.EMA for v in variables.values()):
         hints.append(SERVING_EXPORT)  # maybe the averages already (inception_saved_model.py)
     lacking = set(missing)
+    filed = {s: t for s, t in pairs if s != t}  # the save op may file t's under another name
     elsewhere = {v.ema_of: k for k, v in variables.items()
-                 if v.role == R.EMA and v.ema_of in lacking}
+                 if v.role == R.EMA and v.ema_of in lacking
+                 and filed.get(k, v.ema_of) == v.ema_of}
+    misfiled = misfiled_hint(ckpt, filed, missing, name)
+    if misfiled:
+        hints.insert(0, misfiled)
     if elsewhere:
         # their averages are stored, under another EMA object's name: saying they were left
         # out of ema.apply() (and steering to raw values) would be false
