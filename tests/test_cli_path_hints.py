@@ -19,8 +19,9 @@ def test_run_directory_note_is_said_once(tmp_path):
     for name in ("ep01.keras", "ep02.keras"):
         shutil.copy(ADAM, tmp_path / name)
     for argv in (["list", str(tmp_path)], ["list", str(tmp_path), "--not-swapped"],
-                 ["map", str(tmp_path)], ["export", str(tmp_path), "--out",
-                                          str(tmp_path.parent / "f3.npz")]):
+                 ["map", str(tmp_path), "--not-swapped"],
+                 ["export", str(tmp_path), "--not-swapped", "--out",
+                  str(tmp_path.parent / "f3.npz")]):
         code, _, err = run_cli(argv)
         assert code == 0, err
         assert err.count("2 candidate checkpoints") == 1, (argv, err)
