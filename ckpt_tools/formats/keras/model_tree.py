@@ -355,8 +355,23 @@ def _lead(cfg: dict, rms: bool) -> list[str | None] | None:
         ["beta"] if center and not rms_scaling else [])
 
 
-def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str]) -> None:
-    chain = prefix + ([node.name] if node.path and node.name else [])
+def _given_name(parent: Node, child: Node) -> str | None:
+    """The name a built-in layer of ``_FIXED_SUBLAYERS`` gives the sublayer ``child`` where the
+    file records none (tf_keras writes no name attribute): its MultiHeadAttention names
+    ``_query_dense`` "query" in its code, as Keras 3 does (``mha/query/kernel``, not
+    ``multi_head_attention/_query_dense/kernel``). Only for a class config.json names and no
+    custom class, and a full name (not a prefix such as Bidirectional's ``forward_``)."""
+    if child.name is not None or parent.cfg is None or parent.custom:
+        return None
+    given = dict(_FIXED_SUBLAYERS.get(parent.cls or "", ())).get(
+        child.path.rsplit("/", 1)[-1].lstrip("_"))
+    return given if given and not given.endswith("_") else None
+
+
+def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str],
+              given: str | None = None) -> None:
+    own_name = node.name or given
+    chain = prefix + ([own_name] if node.path and own_name else [])
     # A subclassed model's own weights (self.add_weight in the model): Keras' path is
     # <model name>/<variable name> (net/mix); the file records the name only, not "mix".
     own = chain or ([node.name] if not node.path and node.name else [])
@@ -377,7 +392,7 @@ def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str]) -> None:
         stored = key.rpartition("/")[2] if constant else str(e.extra.get("index"))
         lay.paths[key] = "/".join(own + [(not constant and var) or stored])
     for child in node.ordered + node.bag:
-        name_vars(child, model, lay, chain)
+        name_vars(child, model, lay, chain, _given_name(node, child))
 
 
 def distinct_paths(lay: KerasLayout, model) -> None:
