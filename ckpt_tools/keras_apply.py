@@ -144,7 +144,9 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             require_keras_pairing(ckpt, twins=False)  # the statement must pair every average
         elif layout.frozen_unproven:
             note = next((n for n in layout.notes if "sets of layers fit" in n), "")
-            raise EmaError(f"{path}: {shown_names(ckpt, note)}; the live model's flags (those "
+            said = shown_names(ckpt, note).replace(  # the API's option, not the CLI's
+                "pass --trainable with the weights", "pass trainable=[...] with the variables")
+            raise EmaError(f"{path}: {said}; the live model's flags (those "
                            "load_model sets are config.json's) do not decide it either")
         targets, keys = (None, None) if use_ema is False else _by_file(ckpt, layout, every,
                                                                         live, stated)
