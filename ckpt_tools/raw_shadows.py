@@ -131,7 +131,8 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
             + ": that Saver restores the raw weights it holds into the model "
             "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
             "train with a Saver of all variables (tf.train.Saver()) and use "
-            "variables_to_restore() only to evaluate", None, undecided)
+            "variables_to_restore() only to evaluate (ckpt export --raw writes the raw "
+            "weights under their variables' names)", None, undecided)
     if evaluated and not ckpt.averages_only:
         raise _evaluation_refusal(ckpt, evaluated, undecided)
     unproven = [(s, t) for s, t in ordered
@@ -175,3 +176,24 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
     found.update({s: t for s, t in proposed_lone_averages(ckpt).items()
                   if t not in stored and _statable(ckpt, sources, s, t)})
     return found
+
+
+def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
+    """Export name -> key, for ``export --raw`` of a training-time
+    ``Saver(ema.variables_to_restore())``: each key named as an average that the save op wrote
+    from its own variable (``W/ExponentialMovingAverage`` from ``W``: raw), where no key holds
+    that variable and the graph is no evaluation graph (whose ``W`` may hold the restored
+    average); ``None`` where none is, or where another key is written from another variable
+    (partitioned parts are not read here; review-13-attack-r24 F4)."""
+    sources = written_sources(ckpt)
+    if not sources:
+        return None
+    out = {}
+    for key, v in variables.items():
+        if (v.role == R.EMA and v.ema_of and sources.get(key) == [v.ema_of]
+                and v.ema_of not in variables and not evaluation_graph(ckpt, key)):
+            out[v.ema_of] = key
+    held = set(out.values())  # every other key written from itself, or nothing is read here
+    if any(k not in held and sources.get(k) != [k] for k in variables):
+        return None
+    return out or None
