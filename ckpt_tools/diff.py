@@ -325,11 +325,11 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
                            "nothing to compare raw weights with (see 'ckpt list --role ema')")
         report = DiffReport(a=ckpt.path, b=ckpt.path, mode="ema", values=values,
                             assumed=[a.name for a in assumed])
+        used = set(paired.values())  # a swapping Saver's W holds the average compared
         if shadows:
             report.only_a = [v.name for v in variables
                              if v.role == "weight" and v.name not in paired
-                             and _keep(v.name, match)]
-        used = set(paired.values())
+                             and v.name not in used and _keep(v.name, match)]
         report.only_b = [v.name for v in shadows
                          if v.name not in used and v.ema_of not in ckpt and _keep(v.name, match)]
         report.tensors = list(_pairs(ckpt, ckpt, sorted(pairs), values, progress))
