@@ -59,7 +59,8 @@ NoMetaOpt = Annotated[bool, typer.Option(
     "--no-meta", help="Ignore the .meta graph and infer the map from checkpoint keys. Risk: "
     "only the .meta's save op shows a TF1 Saver that stored averages under other keys (a "
     "swapping Saver: the variables' names hold the averages and the averages' names the raw "
-    "weights); without it such keys pair by name, raw weights as averages, with no warning.")]
+    "weights); without it such keys pair by name, raw weights (or, for crossed keys, another "
+    "variable's average) as averages, with no warning.")]
 StripOpt = Annotated[str | None, typer.Option(
     "--strip-scope", metavar="PREFIX",
     help="Remove this prefix from target names (e.g. 'tower_0/').")]
