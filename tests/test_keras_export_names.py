@@ -20,8 +20,11 @@ def saved(tmp_path_factory):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64, 8)).astype("float32")
     y = (x[:, 0] > 0).astype("int32")
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(6, activation="relu"),
-                              keras.layers.Dense(2)])
+    # Named as Keras names them in a fresh process: the suite builds other models first,
+    # which shifts the automatic names (dense_10, ...).
+    model = keras.Sequential([keras.Input((8,)),
+                              keras.layers.Dense(6, activation="relu", name="dense"),
+                              keras.layers.Dense(2, name="dense_1")])
     model.compile(optimizer=keras.optimizers.Adam(1e-2, use_ema=True, ema_momentum=0.9),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(x, y, epochs=1, batch_size=16, verbose=0)  # ends by finalize_variable_values()
