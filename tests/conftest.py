@@ -33,6 +33,17 @@ def keras(tf):
     return keras
 
 
+@pytest.fixture(scope="session")
+def cwire(tmp_path_factory):
+    """``ckpt_tools/cwire*.c`` compiled as setup.py compiles them, imported from a temp dir
+    (once for tests/test_cwire.py and tests/test_cwire_graph.py)."""
+    from _corpus import ROOT
+    from helpers import build_extension
+
+    return build_extension("cwire", sorted((ROOT / "ckpt_tools").glob("cwire*.c")),
+                           tmp_path_factory.mktemp("cwire"))
+
+
 @pytest.fixture()
 def fixture_copy(tmp_path):
     """Returns a function copying a fixture case into tmp_path (for tests that modify files)."""

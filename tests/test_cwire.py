@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from _corpus import FIXTURES, ROOT, build_table, bundle_index, entry_proto
-from helpers import build_extension
 
 from ckpt_tools.errors import CheckpointError
 from ckpt_tools.formats import bundle, crc, meta
@@ -29,13 +28,6 @@ from ckpt_tools.formats.table import Table
 
 INDEXES = sorted(FIXTURES.rglob("*.index"))
 METAS = sorted(FIXTURES.rglob("*.meta"))
-
-
-@pytest.fixture(scope="module")
-def cwire(tmp_path_factory):
-    """``ckpt_tools/cwire*.c`` compiled as setup.py compiles them, imported from a temp dir."""
-    return build_extension("cwire", sorted((ROOT / "ckpt_tools").glob("cwire*.c")),
-                           tmp_path_factory.mktemp("cwire"))
 
 
 def _outcome(read):

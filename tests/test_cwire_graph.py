@@ -18,19 +18,12 @@ from pathlib import Path
 import pytest
 from _corpus import FIXTURES, ROOT
 from _graph_cases import BASE_NODES, CASES, SAVED_MODELS, meta_of, node_def
-from helpers import build_extension, run_script
+from helpers import run_script
 
 from ckpt_tools.errors import CheckpointError
 from ckpt_tools.formats import graph_def, meta_saver
 
 GRAPHS = sorted([*FIXTURES.rglob("*.meta"), *FIXTURES.rglob("saved_model.pb*")])
-
-
-@pytest.fixture(scope="module")
-def cwire(tmp_path_factory):
-    """``ckpt_tools/cwire*.c`` compiled as setup.py compiles them, imported from a temp dir."""
-    return build_extension("cwire", sorted((ROOT / "ckpt_tools").glob("cwire*.c")),
-                           tmp_path_factory.mktemp("cwire"))
 
 
 def _outcome(read):
