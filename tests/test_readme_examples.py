@@ -12,14 +12,17 @@ written there and printed as the README's relative paths; the examples of one bl
 order in one directory, as a user would type them.
 
 Examples whose inputs are generated (``/tmp/matrix``, ``/tmp/mx``... by ``fixtures/make_*.py``,
-several minutes) or are the user's own (``run/``) are not run here.
+several minutes) are not run here; every one must follow the ``$ python fixtures/make_*.py DIR``
+line that creates its input, in the same document (checked here, cheaply: a reader copying the
+lines in order gets the input before the command), and a ``$ python -c`` line must run.
 
 ``python tests/test_readme_examples.py`` prints each example's real output (to update the
 documents from, never by hand); ``--generated`` runs the generated ones instead, after
 ``python fixtures/make_matrix_tf.py /tmp/matrix``, ``make_matrix_keras.py --out /tmp/mx``,
 ``make_keras_early.py /tmp/ke``, ``make_keras_sublayers.py /tmp/ks``, ``make_keras_decide.py
-/tmp/kd`` and ``make_keras_pairing.py /tmp/kp`` (at those paths: a path's length moves the
-80-column wrapping; remove ``/tmp/ro``, an example's output, first)."""
+/tmp/kd``, ``make_keras_pairing.py /tmp/kp``, ``make_tf2_digit_dicts.py /tmp/digits``,
+``make_tf1_ema_objects.py /tmp/t1`` and ``make_tfk_same_names.py /tmp/ts`` (at those paths: a
+path's length moves the 80-column wrapping; remove ``/tmp/ro``, an example's output, first)."""
 
 from __future__ import annotations
 
@@ -127,29 +130,64 @@ def test_elision_matches_any_number_of_lines_and_nothing_else():
     assert not matches([], ["x"]) and not matches(["x"], [])
 
 
-GENERATED = ("/tmp/matrix/", "/tmp/mx/", "/tmp/ke/", "/tmp/ks/", "/tmp/kd/", "/tmp/kp/")
-LINKED = {"tfk_nested.keras": "/tmp/ks/tfk_nested.keras"}  # named bare in docs/setups.md
+GENERATED = ("/tmp/matrix/", "/tmp/mx/", "/tmp/ke/", "/tmp/ks/", "/tmp/kd/", "/tmp/kp/",
+             "/tmp/digits/", "/tmp/t1/", "/tmp/ts/")
 
 
 def generated(command: str) -> list[str] | None:
     """The argv of an example whose input a ``fixtures/make_*.py`` generator writes."""
     argv = shlex.split(command, comments=True)
-    ok = len(argv) >= 3 and argv[0] == "ckpt" and (argv[2].startswith(GENERATED)
-                                                   or argv[2] in LINKED)
+    ok = len(argv) >= 3 and argv[0] == "ckpt" and argv[2].startswith(GENERATED)
     return argv if ok else None
+
+
+def _generator_output(argv: list[str]) -> str | None:
+    """The directory a ``python fixtures/make_*.py [--out] DIR`` line writes, else ``None``."""
+    if len(argv) < 3 or argv[0] != "python" or not argv[1].startswith("fixtures/make_"):
+        return None
+    assert (ROOT / argv[1]).is_file(), f"{argv[1]}: no such generator"
+    return argv[argv.index("--out") + 1] if "--out" in argv else argv[2]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.name for d in DOCS])
+def test_every_example_input_exists_or_is_created_before_it(doc):
+    """u15 F5: a reader typing a document's examples in order has each input: in fixtures/,
+    or written by a generator line above it (a /tmp path used before the line that creates it,
+    a bare name the generator writes elsewhere, or a path no generator writes fail here)."""
+    made: list[str] = []
+    for _, block in examples(doc):
+        for line, command, _ in block:
+            argv = shlex.split(command, comments=True)
+            out = _generator_output(argv)
+            if out is not None:
+                made.append(out.rstrip("/") + "/")
+            elif argv[:1] == ["ckpt"] and len(argv) >= 3 and argv[1] != "train":
+                path = argv[2]
+                ok = (path.startswith("fixtures/") and (ROOT / path).exists()) or any(
+                    path.startswith(m) for m in made)
+                assert ok, f"{doc.name}:{line}: $ {command}: no fixture or generator above"
+            elif argv[:1] == ["python"]:
+                assert "#" in command and "your" in command.split("#", 1)[1], (
+                    f"{doc.name}:{line}: $ {command}: neither a fixtures/ generator nor "
+                    "marked '# your ...'")
+
+
+def test_python_c_examples_run():
+    """A ``$ python -c`` example runs as written (u15 F5: one used an undefined ``model``)."""
+    import subprocess
+
+    lines = [(d, ln, c) for d in DOCS for _, b in examples(d) for ln, c, _ in b
+             if c.startswith("python -c ")]
+    for doc, line, command in lines:
+        argv = [sys.executable, *shlex.split(command, comments=True)[1:]]
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert done.returncode == 0, f"{doc.name}:{line}: $ {command}\n{done.stderr}"
 
 
 if __name__ == "__main__":
     if "--generated" in sys.argv:
         runnable = generated  # noqa: F811 (results() reads the module's runnable)
-        _symlink = os.symlink
-
-        def _link(src, dst):  # the scratch directory gets the bare-named inputs too
-            _symlink(src, dst)
-            for name, real in LINKED.items():
-                _symlink(real, Path(dst).parent / name)
-
-        os.symlink = _link
         BLOCKS = [(f"{doc.name}:L{start}", block) for doc in DOCS
                   for start, block in examples(doc) if any(generated(c) for _, c, _ in block)]
     for where, block in BLOCKS:
