@@ -217,11 +217,41 @@ def _prefix_location(prefix: str, original: str, state: str | None = None) -> Lo
         raise CheckpointNotFoundError(
             f"{state} names checkpoint {prefix!r}, but neither {prefix}.index nor {prefix} "
             "exists (deleted by max_to_keep, or the directory was moved?)")
-    meant = [original + s for s in (".keras", ".weights.h5", ".h5", ".hdf5")
-             if os.path.isfile(original + s)]
-    hint = f"; did you mean {meant[0]}?" if meant else ""
     raise CheckpointNotFoundError(
-        f"{original}: no checkpoint found (no such file or prefix){hint}")
+        f"{original}: no checkpoint found (no such file or prefix){_did_you_mean(original)}")
+
+
+_KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")
+
+
+def _did_you_mean(path: str) -> str:
+    """``"; did you mean X?"`` for a missing ``path``: the path with a Keras suffix that exists
+    (``ep02`` for ``ep02.keras``), else the checkpoint in its directory whose name is closest
+    to what was typed (``ep02.kera``, ``model.ckpt-1000``), or the only one it begins (``runs/v``
+    for ``runs/v1``);
+    ``""`` where nothing is close (a suggestion only: nothing is read from it)."""
+    meant = [path + s for s in _KERAS_SUFFIXES if os.path.isfile(path + s)]
+    if meant:
+        return f"; did you mean {meant[0]}?"
+    directory, typed = os.path.split(path)
+    try:
+        with os.scandir(directory or ".") as entries:
+            names = []
+            for n, e in enumerate(entries):
+                if n >= 10000:  # a huge directory: not worth the time for a hint
+                    return ""
+                if e.name.endswith(".index"):
+                    names.append(e.name[: -len(".index")])
+                elif e.name.endswith(_KERAS_SUFFIXES) or e.is_dir():
+                    names.append(e.name)
+    except OSError:
+        return ""
+    import difflib
+
+    longer = [n for n in names if n.startswith(typed)] if typed else []
+    close = longer if len(longer) == 1 else difflib.get_close_matches(typed, names, n=1,
+                                                                      cutoff=0.8)
+    return f"; did you mean {os.path.join(directory, close[0])}?" if close else ""
 
 
 def _as_state_file(path: str) -> Location | None:
@@ -380,7 +410,8 @@ def locate(path: str | os.PathLike) -> Location:
         return _saved_model_location(path)
     if path.endswith(".index"):
         if not os.path.isfile(path):
-            raise CheckpointNotFoundError(f"{path}: no such file")
+            raise CheckpointNotFoundError(
+                f"{path}: no such file{_did_you_mean(path[: -len('.index')])}")
         return _saved_model_around(path[: -len(".index")]) or _prefix_location(
             path[: -len(".index")], path)
     m = _DATA_RE.match(path)

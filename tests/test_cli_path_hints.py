@@ -64,3 +64,18 @@ def test_keras_path_missing_its_suffix_gets_a_hint(tmp_path):
         assert f"did you mean {tmp_path / meant}?" in err, err
     code, _, err = run_cli(["list", str(tmp_path / "nothing")])
     assert code == 3 and "did you mean" not in err, err
+
+
+def test_a_misspelt_path_gets_the_closest_checkpoint_beside_it(tmp_path):
+    """review-13-user-u15 F11: ``ep02.kera`` (a suffix missing a letter), a swapped letter, a
+    step that is not there, a run directory's name cut short: each names the checkpoint meant."""
+    shutil.copy(ADAM, tmp_path / "ep02.keras")
+    shutil.copytree(FIXTURES / "linear_v2", tmp_path / "v2")
+    for typed, meant in (("ep02.kera", "ep02.keras"), ("ep02.kears", "ep02.keras"),
+                         ("v", "v2"), ("v2/model.ckpt-1", "v2/model.ckpt"),
+                         ("v2/model.ckpt-1.index", "v2/model.ckpt")):
+        code, _, err = run_cli(["list", str(tmp_path / typed)])
+        assert code == 3, err
+        assert err.rstrip().endswith(f"did you mean {tmp_path / meant}?"), (typed, err)
+    code, _, err = run_cli(["list", str(tmp_path / "zzz.keras")])
+    assert code == 3 and "did you mean" not in err, err
