@@ -1,14 +1,71 @@
 """TF1 graphs trained with an ``ExponentialMovingAverage`` and saved by a ``Saver`` of the
-test's choosing, built in-process by real TensorFlow (graph mode), with the truth read from
-the session at save time. Shared by the tests of Savers whose keys are not their variables'
-names (tests/test_tf1_swap_some.py, test_tf1_avg_only_saved.py)."""
+test's choosing, built by real TensorFlow (graph mode), with the truth read from the session
+at save time: in-process (:func:`tf1_ema_run`, shared by the tests of Savers whose keys are not
+their variables' names) or by a generator script in a subprocess (:func:`run_tf1_script`, whose
+prelude imports this module, so the scripts share :func:`cnn_towers` and :func:`trained`)."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+# What every TF1 generator script starts with: TF in graph mode, its output folder ``out``
+# (argv[1]) and the ``truth`` it fills; :func:`run_tf1_script` saves ``truth`` after the body.
+PRELUDE = f"""
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from helpers_tf1 import cnn_towers, trained  # noqa: E402
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+truth = {{}}
+"""
+
+
+def run_tf1_script(body: str, out: Path, *args: str) -> dict[str, np.ndarray]:
+    """Runs ``body`` (a TF1 graph-building script) after :data:`PRELUDE` in a subprocess, with
+    ``out`` (and ``args``) as its arguments, and returns the ``truth`` it recorded (saved as
+    ``out/truth.npz`` after the body)."""
+    from helpers import run_script
+
+    script = PRELUDE + textwrap.dedent(body) + '\nnp.savez(f"{out}/truth.npz", **truth)\n'
+    return run_script(script, out, *args)
+
+
+def trained(tf, step, steps: int = 3):
+    """A ``tf.compat.v1.Session`` of the default graph, its variables initialized and ``step``
+    run ``steps`` times (use it as ``with trained(tf, step) as s:``, which closes it)."""
+    sess = tf.compat.v1.Session()
+    sess.run(tf.compat.v1.global_variables_initializer())
+    for _ in range(steps):
+        sess.run(step)
+    return sess
+
+
+def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:
+    """tf_cnn_benchmarks-style replicated towers: ``v<t>/cg/conv0/kernel`` [3, 3] and
+    ``v<t>/cg/conv0/bias`` [3] for each tower ``t``, and the loss over all of them.
+
+    Returns:
+        ``([(kernel, bias) per tower], loss)``.
+    """
+    tf1 = tf.compat.v1
+    made = []
+    for t in range(towers):
+        with tf1.variable_scope(f"v{t}"), tf1.variable_scope("cg"):
+            made.append((tf1.get_variable("conv0/kernel", [3, 3]),
+                         tf1.get_variable("conv0/bias", [3])))
+    loss = sum(tf.reduce_sum(tf.square(tf.matmul(tf.ones([2, 3]), k) + b)) for k, b in made)
+    return made, loss
 
 
 def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
@@ -40,10 +97,7 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
         with tf.control_dependencies([train]):
             step = ema.apply(averaged)
         saver = tf1.train.Saver(saver_keys(ema, {v.op.name: v for v in averaged}, gs))
-        with tf1.Session() as sess:
-            sess.run(tf1.global_variables_initializer())
-            for _ in range(steps):
-                sess.run(step)
+        with trained(tf, step, steps) as sess:
             prefix = saver.save(sess, str(Path(directory) / "model.ckpt"), global_step=gs)
             truth = {}
             for v in averaged:
@@ -52,15 +106,17 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
     return prefix, truth
 
 
-def restored_by_meta(tf, prefix: str) -> dict[str, np.ndarray]:
-    """Every variable of the graph in ``prefix + ".meta"`` as that graph's own Saver restores
+def restored_by_meta(tf, prefix: str, start: str = "") -> dict[str, np.ndarray]:
+    """Every variable of the graph in ``prefix + ".meta"`` (whose op name starts with
+    ``start``: a graph whose Saver leaves some out) as that graph's own Saver restores
     ``prefix`` (the README's evaluation of a baked checkpoint), by op name."""
     tf1 = tf.compat.v1
     with tf.Graph().as_default():
         saver = tf1.train.import_meta_graph(prefix + ".meta")
         with tf1.Session() as sess:
             saver.restore(sess, prefix)
-            return {v.op.name: sess.run(v.read_value()) for v in tf1.global_variables()}
+            return {v.op.name: sess.run(v.read_value()) for v in tf1.global_variables()
+                    if v.op.name.startswith(start)}
 
 
 def restored_by_model_saver(tf, prefix: str) -> dict[str, np.ndarray]:

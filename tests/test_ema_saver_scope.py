@@ -9,21 +9,12 @@ recorded by TensorFlow at save time, bit for bit."""
 from __future__ import annotations
 
 import pytest
-from helpers import run_script
+from helpers_tf1 import run_tf1_script
 
 import ckpt_tools
 from ckpt_tools.errors import EmaError
 
 SCRIPT = r'''
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 with tf.Graph().as_default():
     gs = tf1.train.get_or_create_global_step()
     with tf1.variable_scope("tower_0"):
@@ -34,22 +25,18 @@ with tf.Graph().as_default():
     ema = tf1.train.ExponentialMovingAverage(0.5)
     with tf.control_dependencies([train]):
         step = ema.apply([w, b])
-    with tf1.Session() as s:
-        s.run(tf1.global_variables_initializer())
-        for _ in range(3):
-            s.run(step)
+    with trained(tf, step) as s:
         tf1.train.Saver().save(s, f"{out}/model.ckpt")
         for v in (w, b):
             truth[v.op.name] = s.run(ema.average(v))
         truth["global_step"] = s.run(gs)
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("ema_saver_scope")
-    return str(out / "model.ckpt"), run_script(SCRIPT, out)
+    return str(out / "model.ckpt"), run_tf1_script(SCRIPT, out)
 
 
 @pytest.mark.parametrize("with_checkpoint", [True, False], ids=["checkpoint", "names"])

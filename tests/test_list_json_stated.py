@@ -11,42 +11,30 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 with tf.Graph().as_default():
     made = [tf1.get_variable(n, [3], initializer=tf1.ones_initializer()) for n in ("w", "b")]
     ema = tf1.train.ExponentialMovingAverage(0.5)
     with tf.control_dependencies([v.assign_add(tf.ones([3])) for v in made]):
         update = ema.apply(made)
     alone = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in made})
-    with tf1.Session() as s:
-        s.run(tf1.global_variables_initializer())
-        s.run(update)
+    with trained(tf, update, 1) as s:
         alone.save(s, f"{out}/alone/model.ckpt", write_meta_graph=False)
         tf1.train.Saver().save(s, f"{out}/plain/model.ckpt")
         for v in made:
             truth[ema.average(v).op.name] = np.array(v.op.name)
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("list_stated")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def test_list_json_reports_a_stated_averages_only(made):

@@ -11,21 +11,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 import ckpt_tools
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 with tf.Graph().as_default():
     w = tf1.get_variable("w", [3], initializer=tf1.ones_initializer())
     b = tf1.get_variable("b", [2], initializer=tf1.zeros_initializer())
@@ -34,21 +25,19 @@ with tf.Graph().as_default():
     with tf.control_dependencies([step]):
         update = ema.apply([w, b])
     saver = tf1.train.Saver(max_to_keep=5)
-    with tf1.Session() as s:
-        s.run(tf1.global_variables_initializer())
+    with trained(tf, update, 0) as s:
         for i in range(2):
             s.run(update)
             saver.save(s, f"{out}/run/model.ckpt", global_step=i + 1)
         for v in (w, b):
             truth[v.op.name] = s.run(ema.average(v))
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("no_meta_out")
-    truth = run_script(SCRIPT, out)
+    truth = run_tf1_script(SCRIPT, out)
     return out / "run", truth
 
 

@@ -14,18 +14,10 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 with tf.Graph().as_default():
     step = tf1.train.get_or_create_global_step()
     w = tf1.get_variable("W", [3, 2], initializer=tf1.random_normal_initializer(seed=1))
@@ -37,22 +29,18 @@ with tf.Graph().as_default():
         with tf1.variable_scope("s"):
             update = ema.apply([w, sw])
     saver = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in (w, sw)})
-    with tf1.Session() as s:
-        s.run(tf1.global_variables_initializer())
-        for _ in range(3):
-            s.run(update)
+    with trained(tf, update) as s:
         saver.save(s, out + "/run/model.ckpt")
         for name, v in (("W", w), ("s/W", sw)):
             truth["avg:" + name] = s.run(ema.average(v))
             truth["key:" + name] = np.array(ema.average_name(v))
-np.savez(out + "/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("lone_scope_collision")
-    truth = run_script(SCRIPT, out)
+    truth = run_tf1_script(SCRIPT, out)
     shutil.copytree(out / "run", out / "nometa")
     (out / "nometa" / "model.ckpt.meta").unlink()
     (out / "nometa" / "checkpoint").unlink()

@@ -12,19 +12,10 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 with tf.Graph().as_default():
     gs = tf1.train.get_or_create_global_step()
     w = tf1.get_variable("fc/w", [3, 3])
@@ -36,10 +27,7 @@ with tf.Graph().as_default():
     lema = tf1.train.ExponentialMovingAverage(0.9, zero_debias=True)
     with tf.control_dependencies([train]):
         step = tf.group(ema.apply([w, lv]), lema.apply([loss]))
-    with tf1.Session() as s:
-        s.run(tf1.global_variables_initializer())
-        for _ in range(3):
-            s.run(step)
+    with trained(tf, step) as s:
         averages = {ema.average_name(v): ema.average(v) for v in (w, lv)}
         tensor = lema.average(loss)  # and its zero-debias state
         state = [v for v in tf1.global_variables() if v.op.name.startswith(tensor.op.name)]
@@ -48,14 +36,13 @@ with tf.Graph().as_default():
             s, f"{out}/run/model.ckpt", global_step=gs, write_meta_graph=False)
         for v in (w, lv):
             truth[v.op.name] = s.run(ema.average(v))
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_loss_named")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def test_averages_only_exports_the_loss_named_variable(made, tmp_path):

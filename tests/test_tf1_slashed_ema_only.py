@@ -13,19 +13,10 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import restored_by_meta, run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 for case in ("slow", "two"):
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -41,10 +32,7 @@ for case in ("slow", "two"):
             emas["ema/fast"] = tf1.train.ExponentialMovingAverage(0.3, name="ema/fast")
         with tf.control_dependencies([train]):
             step = tf.group(*[e.apply([w, b]) for e in emas.values()])
-        with tf1.Session() as s:
-            s.run(tf1.global_variables_initializer())
-            for _ in range(3):
-                s.run(step)
+        with trained(tf, step) as s:
             os.makedirs(f"{out}/{case}")
             tf1.train.Saver().save(s, f"{out}/{case}/model.ckpt", global_step=gs)
             for n, e in emas.items():
@@ -52,32 +40,13 @@ for case in ("slow", "two"):
                     truth[f"{case}:{n}:{v.op.name}"] = s.run(e.average(v))
             for v in (w, b):
                 truth[f"{case}:raw:{v.op.name}"] = s.run(v)
-np.savez(f"{out}/truth.npz", **truth)
-'''
-
-# the README's evaluation of restore-ema's output: its own copied .meta's Saver restores it
-EVAL = r'''
-import json
-import sys
-
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-prefix = tf.train.latest_checkpoint(sys.argv[2])
-with tf.Graph().as_default():
-    saver = tf1.train.import_meta_graph(prefix + ".meta")
-    with tf1.Session() as s:
-        saver.restore(s, prefix)
-        got = {v.op.name: s.run(v).tolist() for v in tf1.global_variables()}
-json.dump(got, open(sys.argv[3], "w"))
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_slashed_only")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def _check(path, truth, case, name):
@@ -104,16 +73,14 @@ def test_one_slashed_object_is_paired(made, tmp_path):
         assert json.loads(stdout)["averaged"] == ["fc/w", "fc/b"]
 
 
-def test_restore_ema_output_restores_the_averages(made, tmp_path):
+def test_restore_ema_output_restores_the_averages(made, tmp_path, tf):
+    """The README's evaluation of restore-ema's output: its own copied .meta's Saver."""
     out, truth = made
     code, _, err = run_cli(["restore-ema", str(out / "slow"), "--out", str(tmp_path / "r")])
     assert code == 0, err
-    dump = tmp_path / "got.json"
-    run_script(EVAL + "\nimport numpy as np; np.savez(sys.argv[1] + '/truth.npz')",
-               tmp_path, str(tmp_path / "r"), str(dump))
-    got = json.loads(dump.read_text())
+    got = restored_by_meta(tf, tf.train.latest_checkpoint(str(tmp_path / "r")))
     for k in ("fc/w", "fc/b"):
-        assert np.array_equal(np.array(got[k], np.float32), truth[f"slow:ema/slow:{k}"]), k
+        assert np.array_equal(got[k], truth[f"slow:ema/slow:{k}"]), k
 
 
 def test_two_slashed_objects_refused_naming_the_full_names(made, tmp_path):

@@ -7,29 +7,14 @@ TensorFlow (a subprocess); the truth is ``sess.run(ema.average(v))`` at save tim
 
 from __future__ import annotations
 
-from helpers import run_script
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
 import ckpt_tools
 
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 with tf.Graph().as_default():
     gs = tf1.train.get_or_create_global_step()
-    towers = []
-    for t in range(2):
-        with tf1.variable_scope("v%d" % t), tf1.variable_scope("cg"):
-            towers.append((tf1.get_variable("conv0/kernel", [3, 3]),
-                           tf1.get_variable("conv0/bias", [3])))
-    loss = sum(tf.reduce_sum(tf.square(tf.matmul(tf.ones([2, 3]), k) + b)) for k, b in towers)
+    _, loss = cnn_towers(tf)
     step = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
     ema = tf1.train.ExponentialMovingAverage(0.6, num_updates=gs)
     v0 = [v for v in tf1.trainable_variables() if v.op.name.startswith("v0/")]
@@ -42,10 +27,7 @@ with tf.Graph().as_default():
             keys[n[3:]] = v
         elif not n.startswith("v1/"):
             keys[n] = v
-    with tf1.Session() as s:
-        s.run(tf1.global_variables_initializer())
-        for _ in range(4):
-            s.run(train_op)
+    with trained(tf, train_op, 4) as s:
         prefix = tf1.train.Saver(keys).save(s, f"{out}/run/model.ckpt", global_step=gs)
         for v in v0:
             truth["ema:" + v.op.name] = s.run(ema.average(v).read_value())
@@ -70,12 +52,11 @@ with tf.Graph().as_default(), tf1.Session() as s:  # the call the refusal gives
     model = {v.op.name: v for v in tf1.global_variables()}
     for n in ("v0/cg/conv0/kernel", "v0/cg/conv0/bias"):
         truth["got:" + n] = s.run(model[n].read_value())
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 def test_refusal_gives_the_call_that_restores_the_averages(tmp_path):
-    truth = run_script(SCRIPT, tmp_path)
+    truth = run_tf1_script(SCRIPT, tmp_path)
     call = ("restore_ema(sess, path, use_meta=False, add_scope='v0/', var_list=[v for v in "
             "tf.compat.v1.global_variables() if v.op.name.startswith('v0/')])")
     for how in ("restore_ema", "ema_saver"):
