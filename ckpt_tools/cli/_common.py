@@ -42,16 +42,20 @@ PATH_HELP = ("a training directory (uses its 'checkpoint' state file; without on
              "SavedModel directory or its saved_model.pb, or a .keras/.h5 file; or an "
              "s3://, gs://, http(s):// or file:// URL of a V2 checkpoint (pip install "
              "\"ckpt-tools[remote]\").")
+PATH_SHORT = ("a training directory, a prefix (model.ckpt-1000), a .index/.data/.meta file, "
+              "a SavedModel, a .keras/.h5 file, or an s3://, gs://, http(s):// URL.")
 PathArg = Annotated[
     str,
-    typer.Argument(autocompletion=complete_path, help="Checkpoint: " + PATH_HELP,
+    typer.Argument(autocompletion=complete_path, help="Checkpoint: " + PATH_SHORT,
                    show_default=False, metavar="PATH"),
 ]
+# --help lists these options apart, after the others: they state what a file cannot show, and
+# a refusal names the one to pass (README's option tables give each in full).
+PAIRING = "Pairing statements (a refusal names the one to pass)"
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(
-    "--quiet", "-q", help="Print only the data: no titles, summaries or notes, except the "
-    "notes saying a pairing rests on your statement or on an assumption the file cannot "
-    "check.")]
+    "--quiet", "-q", help="Print only the data: no titles, summaries or notes, except "
+    "those saying a pairing rests on your statement or an assumption.")]
 WideOpt = Annotated[bool, typer.Option(
     "--wide", "-w", help="Show names whole and every column, whatever the terminal width.")]
 GrepOpt = Annotated[list[str] | None, typer.Option(
@@ -62,47 +66,35 @@ RegexOpt = Annotated[list[str] | None, typer.Option(
     help="Only names where this regular expression matches ('Momentum$'; repeatable).")]
 ToOpt = Annotated[str | None, typer.Option("--to", hidden=True, help="Alias of --format.")]
 UseEmaOpt = Annotated[bool | None, typer.Option(
-    "--use-ema/--no-use-ema", show_default=False,
+    "--use-ema/--no-use-ema", show_default=False, rich_help_panel=PAIRING,
     help="Keras files: state whether the optimizer ran with use_ema=True, where the file "
-    "cannot tell: a bare .weights.h5 (ModelCheckpoint(save_weights_only=True)) of nearly "
-    "every optimizer needs it, since gradient accumulators would sit where the averages "
-    "are. Default: from config.json (.keras) or the optimizer variables.")]
+    "cannot tell (a bare .weights.h5). Default: from config.json or the optimizer "
+    "variables.")]
 TrainableOpt = Annotated[str | None, typer.Option(
-    "--trainable", metavar="NAMES",
+    "--trainable", metavar="NAMES", rich_help_panel=PAIRING,
     help="The weights the optimizer was built with, in model.trainable_variables order: "
     "names as 'ckpt list' shows them, comma-separated (a layer name stands for its weights), "
-    "or @FILE, one per line. For Keras files where the file cannot tell (frozen layers, a "
-    "subclassed model's sublayer order); a custom loop's order needs --loop-order, as does a "
-    "tf_keras TF-format save_weights(). Names the file cannot prove (layer names Keras "
-    "numbers per process, dense_1) are refused as names; the keys 'ckpt list --json' "
-    "shows (layers/dense/vars/0) never are.")]
+    "or @FILE; a custom loop's order: add --loop-order.")]
 LoopOrderOpt = Annotated[bool, typer.Option(
-    "--loop-order",
-    help="The --trainable order is a custom training loop's (the order its first "
-    "apply_gradients() listed the variables in), which may differ from the model's; without "
-    "it an order other than the model's is refused where config.json records the model's. "
-    "Required with --trainable on a TensorFlow checkpoint.")]
+    "--loop-order", rich_help_panel=PAIRING,
+    help="The --trainable order is a custom training loop's (its first apply_gradients()), "
+    "not the model's. Required with --trainable on a TensorFlow checkpoint.")]
 FitOrderOpt = Annotated[bool, typer.Option(
-    "--fit-order", help="Keras files: state that fit() built the optimizer (from "
-    "model.trainable_variables), so EMA copies of weights of equal shapes pair in the "
-    "model's order by your statement, not by assumption; not with --trainable.")]
+    "--fit-order", rich_help_panel=PAIRING,
+    help="Keras files: state that fit() built the optimizer, so copies of equal-shaped "
+    "weights pair in the model's order by your statement, not by assumption.")]
 StrictOpt = Annotated[bool, typer.Option(
-    "--strict", help="Also refuse (exit 6) a Keras file's EMA copies of weights of equal "
-    "shapes paired in fit()'s build order, which the file cannot prove (--json lists it as "
-    "'assumed': fit_order; trained by fit(): --fit-order; a custom loop: --trainable NAMES "
-    "--loop-order). Whether the file was saved swapped is refused without it: see "
-    "--not-swapped.")]
+    "--strict", rich_help_panel=PAIRING,
+    help="Also refuse (exit 6) a pairing that rests on an assumption ('assumed' in --json: "
+    "fit_order); --fit-order or --trainable state it.")]
 NotSwappedOpt = Annotated[bool, typer.Option(
-    "--not-swapped", help="State that the file was not saved swapped (Keras 3: not by "
-    "ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True), e.g. ModelCheckpoint alone; "
-    "TF checkpoints of average slots: not after the EMA optimizer's swap_weights()), so its "
-    "EMA copies are the averages. Where the weights differ from their copies the file cannot "
-    "show it, and without this statement every command that uses the averages refuses "
-    "(exit 6). If it was swapped, its own weights are the averages: use --raw.")]
+    "--not-swapped", rich_help_panel=PAIRING,
+    help="State that the file was not saved swapped (after SwapEMAWeights(swap_on_epoch="
+    "True) or swap_weights()), so its EMA copies are the averages; if it was, use --raw.")]
 AveragesOnlyOpt = Annotated[bool, typer.Option(
-    "--averages-only", help="TF1 checkpoints without their .meta: state that the keys named as "
-    "averages whose variable is not stored hold averages (a Saver of ema.average(v)), not the "
-    "raw values a Saver of ema.variables_to_restore() writes under those names.")]
+    "--averages-only", rich_help_panel=PAIRING,
+    help="TF1 without its .meta: state that keys named as averages whose variable is not "
+    "stored hold averages (a Saver of ema.average(v)), not raw values.")]
 SLOTS = ("keep", "drop")
 
 

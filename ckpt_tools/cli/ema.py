@@ -14,6 +14,7 @@ import typer
 
 from ..checkpoint import open_checkpoint
 from ._common import (
+    PAIRING,
     SLOTS,
     AveragesOnlyOpt,
     FitOrderOpt,
@@ -48,19 +49,14 @@ if TYPE_CHECKING:
 KEEP, DROP = "keep", "drop"
 
 EmaNameOpt = Annotated[str | None, typer.Option(
-    "--ema-name", metavar="NAME",
-    help="Which EMA object's averages to use, by the last part of their name "
-    "(ExponentialMovingAverage, avg, ExponentialMovingAverage_1, ...); default: detected; "
-    "required when a variable has averages of several EMA objects. Several, comma-separated "
-    "(wavg,ExponentialMovingAverage), take the averages of EMA objects that averaged "
-    "different variables. TF1 objects of one name under different name scopes: the scope "
-    "their update ops have in the .meta (gen_1/ExponentialMovingAverage).")]
+    "--ema-name", metavar="NAME", rich_help_panel=PAIRING,
+    help="Which EMA object's averages to use, by the last part of their name (avg, "
+    "ExponentialMovingAverage_1; comma-separated for several); default: detected.")]
 NoMetaOpt = Annotated[bool, typer.Option(
-    "--no-meta", help="Ignore the .meta graph and infer the map from checkpoint keys. Risk: "
-    "only the .meta's save op shows a TF1 Saver that stored averages under other keys (a "
-    "swapping Saver: the variables' names hold the averages and the averages' names the raw "
-    "weights); without it such keys pair by name, raw weights (or, for crossed keys, another "
-    "variable's average) as averages, with no warning.")]
+    "--no-meta", rich_help_panel=PAIRING,
+    help="Ignore the .meta graph; pair by checkpoint keys. Risk: a TF1 Saver that stored "
+    "averages under other keys then gives raw weights or another variable's average, "
+    "unwarned.")]
 StripOpt = Annotated[str | None, typer.Option(
     "--strip-scope", metavar="PREFIX",
     help="Remove this prefix from target names (e.g. 'tower_0/').")]
@@ -73,23 +69,17 @@ ExcludeOpt = Annotated[list[str] | None, typer.Option(
 MissingOpt = Annotated[bool, typer.Option(
     "--allow-missing", help="Restore raw values where a shadow is missing instead of failing.")]
 ApplyOrderOpt = Annotated[str | None, typer.Option(
-    "--apply-order", metavar="trainable|tracked",
+    "--apply-order", metavar="trainable|tracked", rich_help_panel=PAIRING,
     autocompletion=complete_from("trainable", "tracked"),
-    help="TF2 averages of variables sharing one name and shape: state the "
-    "order ema.apply() got them in, which the checkpoint does not record: 'trainable' (a "
-    "tf.Module's trainable_variables) or 'tracked' (Keras' trainable_variables: each "
-    "object's own variables, then its sub-objects', each in the order their attributes "
-    "were assigned, which the checkpoint records; not creation order); without it they are "
-    "refused, and so are Keras layers' same-named sublayers under either (a sublayer "
-    "re-assigned in build() is tracked last; the file cannot show it).")]
+    help="TF2 averages of variables sharing a name and shape: the order ema.apply() got "
+    "them in: 'trainable' (a tf.Module's) or 'tracked' (Keras': attribute assignment "
+    "order, not creation order).")]
 
 
 NumberedListsOpt = Annotated[bool, typer.Option(
-    "--numbered-lists",
-    help="With --apply-order: objects whose children are named 0, 1, 2... are lists "
-    "(visited by index), not dicts keyed '0', '1'... (visited sorted as strings: 0, 1, 10, "
-    "2...); the checkpoint cannot tell them apart from eleven entries on. Your statement: "
-    "the file cannot check it.")]
+    "--numbered-lists", rich_help_panel=PAIRING,
+    help="With --apply-order: children named 0, 1, 2... are lists (by index), not dicts "
+    "(0, 1, 10, 2...), which the file cannot tell from 11 entries on.")]
 
 
 def check_apply_order(apply_order: str | None, numbered_lists: bool = False) -> str | None:

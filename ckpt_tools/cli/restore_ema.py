@@ -65,21 +65,17 @@ def restore_ema_command(
     path: PathArg,
     out_dir: Annotated[str | None, typer.Option(
         "--out", "-o", metavar="DIR|FILE",
-        help="Output directory for the EMA-baked checkpoint (created if "
-        "missing; never the input's directory), or a .h5 file with --format h5, or a Keras "
-        "file with --format keras; or an s3://bucket/dir/ URL. Required, except for a local "
-        "Keras input: then <stem>_ema/ beside it (model.keras -> model_ema/model.keras).",
+        help="Output directory (created if missing; never the input's), a file with "
+        "--format h5/keras, or an s3://bucket/dir/ URL. Default for a local Keras input only: "
+        "<stem>_ema/ beside it.",
         show_default=False)] = None,
     name: Annotated[str | None, typer.Option(
         metavar="NAME",
         help="Output checkpoint name; default: the input's (model.ckpt-1000).")] = None,
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="keras|v2|h5", autocompletion=complete_from("keras", "v2", "h5"),
-        help="'keras' (a Keras file of the input's kind, .keras/.weights.h5/.h5, whose weights "
-        "are the averages, or a .keras input's weights alone with --out x.weights.h5; the "
-        "default for Keras input), 'v2' (TensorFlow checkpoint; the "
-        "default otherwise, refused for Keras input) or 'h5' (Keras-style HDF5 weights by "
-        "layer name).")
+        help="'keras' (a Keras file of the input's kind; default for Keras input), 'v2' "
+        "(TensorFlow checkpoint; default otherwise) or 'h5' (HDF5 weights by layer name).")
     ] = None,
     to: Annotated[str | None, typer.Option("--to", hidden=True, help="Alias of --format.")
                   ] = None,
@@ -120,12 +116,9 @@ def restore_ema_command(
 ) -> None:
     """Write a checkpoint whose plain variable names hold the EMA (averaged) values.
 
-    Everything else (shadows, slots, global_step, the .meta graph) is copied unchanged and a
-    'checkpoint' state file is written, so an unmodified evaluation script that restores with a
-    plain Saver or tf.train.load_checkpoint evaluates with EMA weights. A SavedModel gives a
-    SavedModel: saved_model.pb (and fingerprint.pb, assets/) copied, the baked weights in
-    --out/variables/, so tf.saved_model.load serves the EMA values. --grep/--regex choose the
-    variables to bake (a shadow's name selects its variable); none with a shadow is exit 3.
+    Everything else (shadows, slots, global_step, the .meta graph) is copied unchanged, with a
+    'checkpoint' state file, so an unmodified evaluation script evaluates with EMA weights; a
+    SavedModel gives a SavedModel that serves them.
     """
     apply_order = check_apply_order(apply_order, numbered_lists)
     from ..bake import check_out_format
