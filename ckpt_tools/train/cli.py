@@ -153,7 +153,8 @@ _NUM_GPUS_HELP = (
 )
 _EMA_HELP = (
     f"EMA decay. Default: {DEFAULT_EMA_DECAY['v1']} for v1/tf2 (warmed up: the decay is "
-    f"min(decay, (1+step)/(10+step))), {DEFAULT_EMA_DECAY['keras']} for keras (no warm-up)."
+    f"min(decay, (1+step)/(10+step))); for keras, which has no warm-up, "
+    f"min({DEFAULT_EMA_DECAY['keras']}, (1+max_steps)/(10+max_steps))."
 )
 _DATA_HELP = (
     "Directory with the CIFAR-10 binary batches (data_batch_1.bin ...). Default: synthetic."
