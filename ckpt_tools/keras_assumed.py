@@ -341,4 +341,5 @@ def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 
             f"{ckpt.path}: the EMA pairing assumes what the file cannot prove: "
             + "; ".join(f"{a.name}: {a.note}" for a in assumed))
         warning.notes = [a.short for a in assumed]  # the CLI's short notes (ckpt eval)
+        warning.assumed = [a.name for a in assumed]  # and its --json "assumed"
         warnings.warn(warning, stacklevel=stacklevel)

@@ -131,3 +131,34 @@ def test_eval_use_ema_is_refused_for_a_tf_checkpoint(tmp_path):
     prefix = ckpt.write(str(tmp_path / "c"))
     r = _ckpt("eval", prefix, "--use-ema")
     assert r.exit_code == 2, r.output
+
+
+def _pairing_keys(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k == "assumed" or k.startswith("stated_")}
+
+
+def test_eval_json_says_what_the_pairing_assumed_and_was_stated_as_export_does(saved, tmp_path):
+    """review-13-user-u15 F4: ``eval --json`` of a Keras file carries ``"assumed"`` and
+    ``"stated_*"`` with export --json's keys and meaning."""
+    out, truth, want = saved
+    from ckpt_tools.train import keras_fit
+    from ckpt_tools.train.common import TrainConfig
+
+    # Keras' own model has weights of one shape and dtype in different layers (BN gamma and
+    # beta): the file cannot show which copy is whose, so fit()'s order is assumed.
+    net = keras_fit.compile_model(TrainConfig())
+    shapes = [(tuple(v.shape), str(v.dtype)) for v in net.trainable_variables]
+    assert len(set(shapes)) < len(shapes)
+    for stated, assumed in ((["--not-swapped"], ["fit_order"]),
+                            (["--not-swapped", "--fit-order"], None)):
+        r = _ckpt("eval", out / "m.keras", "--num-examples", NUM, "--json", *stated)
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert doc["ema_accuracy"] == want
+        assert doc.get("assumed") == assumed, doc
+        assert doc["stated_not_swapped"] is True
+        assert doc.get("stated_fit_order") is (True if "--fit-order" in stated else None)
+        e = _ckpt("export", out / "m.keras", "--out", tmp_path / "o.npz", "--force", "--json",
+                  *stated)
+        assert e.exit_code == 0, e.output
+        assert _pairing_keys(doc) == _pairing_keys(json.loads(e.stdout))

@@ -350,14 +350,19 @@ def eval_command(
                               use_ema=use_ema,
                               trainable=None if names is None else list(names),
                               loop_order=loop_order)
+    # What a Keras file's EMA pairing rests on, said (and in --json) as export says it: the
+    # statements first, then what was assumed (review-13-user-u15 F4).
+    stated = _stated(out, result, use_ema, names, not_swapped, fit_order)
+    assumed: list[str] = []
     for w in said:  # what the EMA pairing assumed: a note, as export and restore-ema say it
         if issubclass(w.category, AssumptionWarning):
             for line in getattr(w.message, "notes", None) or [str(w.message)]:
                 out.note(f"note: {' '.join(line.split())}", always=True)
+            assumed += [a for a in getattr(w.message, "assumed", ()) if a not in assumed]
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if json_output:
-        out.json(result.to_dict())
+        out.json({**result.to_dict(), **({"assumed": assumed} if assumed else {}), **stated})
         return
     if not quiet:
         out.prose(f"{result.checkpoint}  api={result.api} global_step={result.global_step} "
@@ -369,6 +374,22 @@ def eval_command(
         rows += [["EMA", f"{result.ema_accuracy:.4f}"],
                  ["EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}"]]
     out.table(None, [Column("weights"), Column("accuracy", "right")], rows)
+
+
+def _stated(out: Output, result, use_ema: bool | None, names, not_swapped: bool,
+            fit_order: bool) -> dict:
+    """The notes and ``--json`` fields (``stated_not_swapped``, ``stated_fit_order``,
+    ``stated_use_ema``, ``stated_trainable``) of what a Keras file's EMA pairing rests on
+    because the user stated it, as ``ckpt export`` gives them; ``{}`` when the EMA weights were
+    not evaluated or the file is no Keras file."""
+    if result.api != "keras" or result.ema_accuracy is None:
+        return {}
+    from ..checkpoint import open_checkpoint
+    from ..cli.ema import note_stated_order
+
+    with open_checkpoint(result.checkpoint, use_ema=use_ema, trainable=names,
+                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
+        return note_stated_order(out, ckpt, None)
 
 
 def register(app: typer.Typer) -> None:
