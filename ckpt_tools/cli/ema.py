@@ -124,6 +124,54 @@ def proven_variables(ckpt, keys, ema_name: str | None, no_meta: bool,
     return variables
 
 
+def open_averages(ckpt, keys, ema_name: str | None, no_meta: bool, apply_order: str | None,
+                  strict: bool = False) -> tuple[list, set[str], dict | None]:
+    """As :func:`proven_variables`, without refusing: for ``stats``, whose statistics are the
+    file's own values whatever the pairing (review-13-attack-r23 F6). An average the file does
+    not pair is shown with no variable and no drift, as ``list`` marks it '?'. The drift of
+    the averages it does pair asks what it would ask of a file that pairs them all: whether a
+    Keras file was saved swapped (where its weights differ from their copies).
+
+    Returns:
+        ``(variables, open_keys, unproven)``: the variables as
+        :func:`ckpt_tools.emamap.decide_pairing` gives them; the averages among ``keys`` whose
+        variable the file does not prove; and ``{"option", "reason"}`` (``list --json``'s
+        ``ema_unproven``) when there are any, else ``None``.
+    """
+    from ..emamap import decide_pairing
+
+    variables, refusal = decide_pairing(ckpt, ema_name=ema_name, use_meta=not no_meta,
+                                        apply_order=check_apply_order(apply_order))
+    if refusal is None:
+        return variables, set(), None
+    wanted = set(keys)
+    unpaired = {v.name for v in variables if v.role == "ema" and not v.ema_of
+                and v.name in wanted}
+    if not unpaired:
+        return variables, set(), None
+    if strict:  # --strict: nothing shown rests on what the file does not prove
+        raise refusal
+    _refuse_unstated_swap(ckpt, {v.name: v.ema_of for v in variables
+                                 if v.role == "ema" and v.ema_of and v.name in wanted})
+    return variables, unpaired, {"option": refusal.option, "reason": str(refusal)}
+
+
+def _refuse_unstated_swap(ckpt, pairs: dict[str, str]) -> None:
+    """The SwapEMAWeights question of a Keras 3 file's paired copies, which
+    :func:`~ckpt_tools.keras_assumed.keras_assumptions` asks only where every copy is paired:
+    refused (exit 6, ``--not-swapped``) where a pair differs and nothing states it."""
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None or not layout.use_ema or ckpt.not_swapped or not pairs or \
+            getattr(ckpt.reader, "by_tf_keras", layout.tf_keras):
+        return
+    from ..errors import UnprovenPairingError
+    from ..keras_assumed import NOT_SWAPPED, swap_refusal
+    from ..swap_assumed import same_values
+
+    if not same_values(ckpt, pairs):
+        raise UnprovenPairingError(swap_refusal(ckpt, [NOT_SWAPPED]), option="--not-swapped")
+
+
 def map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex, include, exclude,
                 allow_missing, apply_order=None, strict: bool = False) -> dict:
     """Keyword arguments for :func:`ckpt_tools.ema_map` from the shared EMA options.

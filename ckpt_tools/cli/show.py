@@ -51,6 +51,7 @@ from .ema import (
     check_apply_order,
     note_assumed,
     note_stated_order,
+    open_averages,
     proven_variables,
 )
 
@@ -292,8 +293,9 @@ def stats_command(
 
     A shadow's drift is from the variable 'ckpt map' pairs it with (--ema-name, --apply-order,
     --no-meta decide as there). Exits 3 when --grep/--regex select nothing; 4 if a tensor
-    cannot be read (checksum mismatch, truncated data); 6 when a selected shadow's variable is
-    not proven by the file. NaN/Inf and drift are reported but do not change the exit code.
+    cannot be read (checksum mismatch, truncated data). A shadow whose variable the file does
+    not prove has no drift ('?', as list marks it; a note names the option that decides).
+    NaN/Inf and drift are reported but do not change the exit code.
     The histogram column is counted only with --histogram (piped, the column is '-' without
     it, so field numbers do not move).
     """
@@ -308,12 +310,23 @@ def stats_command(
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k))]
-        variables = proven_variables(ckpt, names, ema_name, no_meta, apply_order)
+        # Statistics are the file's own values: an average the file does not pair is shown
+        # without a variable or drift ('?'), as list marks it, never refused whole (r23 F6).
+        variables, unpaired, unproven = open_averages(ckpt, names, ema_name, no_meta,
+                                                      apply_order, strict)
         # the drift of an EMA copy shown is from the weight paired with it: not_swapped
         # always refused, fit_order under --strict
-        refuse_assumed(ckpt, keys=names, strict=strict)
+        paired = [k for k in names if k not in unpaired]
+        refuse_assumed(ckpt, keys=paired, strict=strict)
         note_stated_order(out, ckpt, apply_order, ema_name)
-        assumed = note_assumed(out, ckpt, names)  # each copy's drift: from an assumed weight
+        assumed = note_assumed(out, ckpt, paired)  # each copy's drift: from an assumed weight
+        if unproven:
+            option = unproven["option"]
+            out.note(f"note: {len(unpaired)} average(s) shown have no drift ('?'): the file "
+                     "does not prove which variable each averages; "
+                     f"{f'pass {option} to decide' if option else 'no option decides'} "
+                     "('ckpt map' lists the candidates)")
+            unproven = {**unproven, "averages": sorted(unpaired)}
         entries = ckpt.entries()
         records, rows, errors = [], [], []
         total = sum(entries[k].nbytes for k in names)
@@ -330,10 +343,11 @@ def stats_command(
                     records.append(record.to_dict(_path(shown, record.name)))
                 else:
                     rows.append(_row(record, shown, out.is_terminal,
-                                     compact=out.is_terminal and not out.wide))
+                                     compact=out.is_terminal and not out.wide,
+                                     unpaired=record.name in unpaired))
         if json_out:
             out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records,
-                      **assumed})
+                      **assumed, **({"ema_unproven": unproven} if unproven else {})})
         else:
             out.table(f"{ckpt.path} ({ckpt.format})", _stats_columns(histogram), rows)
     if errors:
@@ -372,7 +386,7 @@ def _compact(value: float | int | None) -> str:
 
 
 def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
-         compact: bool = False) -> list:
+         compact: bool = False, unpaired: bool = False) -> list:
     flags = ",".join(r.flags)
     style = "red" if r.error or "nan" in r.flags or "inf" in r.flags else "yellow"
     name = shown.get(r.name, r.name)
@@ -384,7 +398,7 @@ def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
     num = _compact if compact else _num
     return [name, r.dtype, shape_text(r.shape), num(s.min), num(s.max), _num(s.mean),
             _num(s.std), bad, _histogram(s.histogram, terminal),
-            "" if r.drift is None else f"{r.drift:.3g}",
+            "?" if unpaired else "" if r.drift is None else f"{r.drift:.3g}",
             (flags, style)]
 
 
