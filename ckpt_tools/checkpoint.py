@@ -121,13 +121,14 @@ class Checkpoint:
                 raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
         if not_swapped and self._reader.keras is None and \
-                not has_swappable_averages(self.objects):
+                not has_swappable_averages(self.objects) and not self._saver_unrecorded():
             self._reader.close()
             raise OptionError(
                 f"{location.prefix}: --not-swapped (Python: not_swapped=) states that a Keras 3 "
                 "optimizer's EMA copies (SwapEMAWeights(swap_on_epoch=True)) or averages kept "
                 "as optimizer slots (an EMA optimizer's swap_weights()) were not saved swapped "
-                "with their variables; this TensorFlow checkpoint holds neither: omit it")
+                "with their variables, or that a TF1 Saver no .meta save op records did not "
+                "swap them; this TensorFlow checkpoint holds none of these: omit it")
         if fit_order and self._reader.keras is None:
             self._reader.close()
             raise OptionError(
@@ -167,6 +168,15 @@ class Checkpoint:
         self._fragment_alias: dict[str, str] | None = None  # see stored_key()
         self._ema_names: list[str] | None = None  # see ema_names()
         self._memo: dict = {}  # see memo()
+
+    def _saver_unrecorded(self) -> bool:
+        """A TF1 checkpoint whose graph file records no save op (``--not-swapped`` states
+        that its keys hold their names' variables: ``saver_not_swapped``)."""
+        if self.objects is not None or self.meta is None:
+            return False
+        from .formats.meta_saver import saved_sources_each
+
+        return not saved_sources_each(self.meta_source)
 
     # -- mapping-like access --------------------------------------------------------------
     def keys(self) -> list[str]:

@@ -47,6 +47,7 @@ from .pairing import lists_stated, root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
 from .rescope_clash import refuse_rescope_clash
+from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op, swapped_pairs
 from .tfk_order import recorded_averages
@@ -433,7 +434,9 @@ def ema_map(
         if style in (None, "keras"):
             require_keras(ckpt)
         if style in (None, "keras", "slot") and (strict or getattr(
-                ckpt.reader, "keras", None) is not None or has_swappable_averages(ckpt.objects)):
+                ckpt.reader, "keras", None) is not None or has_swappable_averages(
+                ckpt.objects)) or style == "tf1" and strict or style in (None, "tf1") and (
+                named_pairs_unproven(ckpt)):  # TF1 without a save op: saver_not_swapped
             from .keras_assumed import keras_assumptions, refuse_assumed
             from .swap_assumed import of_style
 

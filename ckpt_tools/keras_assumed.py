@@ -38,6 +38,7 @@ from .swap_assumed import (
     SLOT_RAW_WARNING,
     Assumption,
     same_values,
+    saver_assumptions,
     slot_assumptions,
     slot_pairs,
 )
@@ -157,6 +158,11 @@ def raw_warning(ckpt: Checkpoint) -> str:
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None and not object_pairs(ckpt) and slot_pairs(ckpt):
         return SLOT_RAW_WARNING  # an EMA optimizer's swap_weights() before the save
+    if layout is None and saver_assumptions(ckpt):  # a .meta without a save op
+        return ("exporting the keys as stored (--raw): right if a swapping Saver wrote the "
+                "checkpoint (its keys named as variables then hold the averages; its graph "
+                "file records no save op to show it); otherwise drop --raw to export the "
+                "averages")
     if layout is not None and layout.use_ema and not _tf_keras(ckpt) or \
             layout is None and object_pairs(ckpt):
         return ("exporting the file's own weights (--raw), not its EMA copies: right if "
@@ -244,7 +250,10 @@ def _object_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     variables and these copies before any callback saves, in every format alike (their
     paths pair them, so no order is assumed); else for averages kept as optimizer slots
     whose variables differ from them (an EMA optimizer's ``swap_weights()``:
-    :mod:`~ckpt_tools.swap_assumed`)."""
+    :mod:`~ckpt_tools.swap_assumed`); for a TF1 checkpoint, ``saver_not_swapped`` where its
+    graph file records no save op (:func:`~ckpt_tools.swap_assumed.saver_assumptions`)."""
+    if ckpt.objects is None:  # TF1: a .meta without a save op pairs by key names
+        return saver_assumptions(ckpt)
     pairs = object_pairs(ckpt)
     if not pairs:
         return slot_assumptions(ckpt)
@@ -323,7 +332,8 @@ def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None, *,
         said = "; ".join(f"{a.name} ({a.what}: {a.decides})" for a in assumed)
         raise UnprovenPairingError(
             f"{ckpt.path}: --strict: the EMA pairing rests on what the file cannot prove: "
-            f"{said}", option="--not-swapped" if swap else "--fit-order")
+            f"{said}", option="--not-swapped" if swap or any(
+                a.name == "saver_not_swapped" for a in assumed) else "--fit-order")
 
 
 def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 3) -> None:

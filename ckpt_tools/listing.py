@@ -314,7 +314,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                                dict(ema_name=ema_name, use_meta=use_meta,
                                     apply_order=apply_order))
             if (assumptions or strict) and (has_swappable_averages(ckpt.objects) or getattr(
-                    ckpt.reader, "keras", None) is not None):  # keras_assumed: no import else
+                    ckpt.reader, "keras", None) is not None or _saver_unrecorded(ckpt)):
+                # keras_assumed: no import else
                 from .keras_assumed import keras_assumptions, refuse_assumed, swap_refusal
 
                 assumed = keras_assumptions(ckpt)
@@ -330,6 +331,14 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         finally:
             if owned:
                 ckpt.close()
+
+
+def _saver_unrecorded(ckpt: Checkpoint) -> bool:
+    """A TF1 checkpoint whose graph file records no save op, its averages paired by the keys'
+    names (:func:`~ckpt_tools.save_op.named_pairs_unproven`: ``saver_not_swapped``)."""
+    from .save_op import named_pairs_unproven
+
+    return bool(named_pairs_unproven(ckpt))
 
 
 def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,

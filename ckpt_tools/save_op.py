@@ -31,13 +31,17 @@ def graph_named(ckpt: Checkpoint) -> str:
         else ".meta"
 
 
+#: :func:`why_unwritten` where the graph file records no save op at all.
+NO_SAVE_OP = "does not record the save op that wrote them"
+
+
 def _writer(ckpt: Checkpoint) -> tuple[dict[str, list[str]] | None, str]:
     path = graph_file(ckpt)
     if not path:
         return None, ""
     each = saved_sources_each(path)
     if not each:
-        return None, "does not record the save op that wrote them"
+        return None, NO_SAVE_OP
     stored = set(ckpt.entries())
     fits = [s for s in each if set(s) == stored]
     if fits and all(f == fits[0] for f in fits):
@@ -68,3 +72,23 @@ def why_unwritten(ckpt: Checkpoint) -> str:
     """Why :func:`written_sources` is ``None`` where a graph file is read (``"records a save
     op that did not write this checkpoint (...)"``), ``""`` otherwise."""
     return ckpt.memo("meta_saved_sources", lambda: _writer(ckpt))[1]
+
+
+def named_pairs_unproven(ckpt: Checkpoint) -> dict[str, str]:
+    """Average key -> variable key, for the stored variables whose stored average the keys'
+    names alone pair where the graph file read records no save op (a ``.meta`` written by
+    ``export_meta_graph()`` without a saver has no ``SaverDef``): a swapping Saver
+    (``{v.op.name: ema.average(v), ema.average_name(v): v}``) would have left each variable's
+    average under its name and the raw weight under the average's, which nothing read can
+    show (:data:`~ckpt_tools.swap_assumed.SAVER_NOT_SWAPPED`; review-13-attack-r24 F0a).
+    The ``.meta``'s update ops do not settle it: they name the variable each shadow
+    *variable* averages, not the variable a key was saved from. ``{}`` where a save op proves
+    the keys, no graph file is read (``--no-meta``: the documented limit), ``--not-swapped``
+    states it, or no stored average's variable is stored."""
+    if ckpt.objects is not None or ckpt.not_swapped or graph_file(ckpt) is None:
+        return {}
+    if written_sources(ckpt) is not None or why_unwritten(ckpt) != NO_SAVE_OP:
+        return {}
+    entries = ckpt.entries()
+    return {v.name: v.ema_of for v in ckpt.variables_unwarned()
+            if v.role == "ema" and v.ema_of and v.ema_of in entries}

@@ -75,6 +75,12 @@ def stated_notes(ckpt, apply_order: str | None,
     if ckpt.not_swapped and not swap and layout is None and slot_pairs(ckpt):
         notes.append(f"note: {SLOT_STATED_NOTE}")  # swap_weights(): average slots
         found["stated_not_swapped"] = True
+    elif ckpt.not_swapped and layout is None and ckpt.objects is None and ckpt.meta is not None:
+        notes.append("note: the keys are read as holding their names' variables because you "
+                     "stated --not-swapped; the graph file records no save op to show it: if "
+                     "a swapping Saver wrote the checkpoint, its keys named as variables are "
+                     "the averages (ckpt export --raw)")  # saver_not_swapped (TF1)
+        found["stated_not_swapped"] = True
     said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
     if swap and said:  # everything stated (review-12-user-r13 F5): one line, not two paragraphs
         notes.append("note: the pairing rests on your statements: --fit-order, --not-swapped")

@@ -19,7 +19,10 @@ stated by ``--not-swapped``. Where every variable equals its average bit for bit
 gives the same values, and nothing is assumed.
 
 A TF1 checkpoint of ``MovingAverageOptimizer.swapping_saver()`` without its ``.meta`` is not
-flagged: its keys look like every classic checkpoint's (the README says so).
+flagged: its keys look like every classic checkpoint's (the README says so). Beside a ``.meta``
+that records no save op (no ``SaverDef``: ``export_meta_graph()`` without a saver) the keys'
+names pair its averages all the same, and that is flagged: ``saver_not_swapped``
+(:func:`saver_assumptions`), refused by ``--strict``, stated by ``--not-swapped``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from .checkpoint import Checkpoint
 
 __all__ = ["SLOT_NOT_SWAPPED", "SLOT_RAW_WARNING", "SLOT_STATED_NOTE", "Assumption",
-           "of_style", "same_values", "slot_assumptions", "slot_pairs"]
+           "of_style", "same_values", "saver_assumptions", "slot_assumptions", "slot_pairs"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class Assumption:
     """One reading of the file that its pairing takes for granted.
 
     Attributes:
-        name: ``"fit_order"`` or ``"not_swapped"`` (``--json``'s ``"assumed"``).
+        name: ``"fit_order"``, ``"not_swapped"`` or ``"saver_not_swapped"`` (``--json``'s
+            ``"assumed"``).
         note: what is assumed, why, and the way out, in full (the Python
             :class:`~ckpt_tools.errors.AssumptionWarning`).
         what: what is assumed, in a few words (``--strict``'s error).
@@ -138,6 +142,43 @@ def slot_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     if not pairs or ckpt.not_swapped or same_values(ckpt, pairs):
         return []
     return [SLOT_NOT_SWAPPED]
+
+
+def saver_assumptions(ckpt: Checkpoint) -> list[Assumption]:
+    """``saver_not_swapped`` for a TF1 checkpoint whose graph file records no save op, where
+    the keys' names pair a stored variable with its stored average that differs from it
+    (:func:`~ckpt_tools.save_op.named_pairs_unproven`): a swapping Saver's keys would pair so
+    too, its raw weights as the averages (review-13-attack-r24 F0a). Nothing where
+    ``--not-swapped`` stated it or every such variable equals its average.
+
+    Returns:
+        `list[Assumption]`: one ``saver_not_swapped`` naming the graph file and a pair, or
+        ``[]``.
+    """
+    from .save_op import graph_named, named_pairs_unproven
+
+    pairs = named_pairs_unproven(ckpt)
+    if not pairs or same_values(ckpt, pairs):
+        return []
+    avg, var = next(iter(sorted(pairs.items())))
+    graph = graph_named(ckpt)
+    return [Assumption(
+        "saver_not_swapped",
+        f"the {graph} records no save op (no SaverDef: export_meta_graph() without a saver), "
+        f"so the averages are paired by the keys' names ({avg} as {var}'s): if a swapping "
+        "Saver ({v.op.name: ema.average(v), ema.average_name(v): v}) wrote the checkpoint, "
+        "each key named as a variable holds its average and each key named as an average the "
+        "raw weight (a crossed Saver: another variable's average), which nothing read can "
+        "show: then use the keys as stored, the keys named as variables are the averages "
+        "(ckpt export --raw writes them); --not-swapped states each key holds its name's "
+        "variable",
+        f"the keys are taken as holding their names' variables (the {graph} records no save "
+        "op that would prove it: no SaverDef)",
+        "a Saver of each variable under its own name: --not-swapped (Python: "
+        "not_swapped=True); a swapping Saver: use the keys as stored (ckpt export --raw)",
+        f"the {graph} records no save op (no SaverDef), so averages pair by key names: if a "
+        "swapping Saver wrote the checkpoint they are the raw weights (its averages: ckpt "
+        "export --raw); --not-swapped states it did not swap")]
 
 
 def of_style(assumed: list[Assumption], style: str | None) -> list[Assumption]:

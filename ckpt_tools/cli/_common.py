@@ -86,11 +86,12 @@ FitOrderOpt = Annotated[bool, typer.Option(
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", rich_help_panel=PAIRING,
     help="Also refuse (exit 6) a pairing that rests on an assumption ('assumed' in --json: "
-    "fit_order); --fit-order or --trainable state it.")]
+    "fit_order, saver_not_swapped); --fit-order, --trainable or --not-swapped state it.")]
 NotSwappedOpt = Annotated[bool, typer.Option(
     "--not-swapped", rich_help_panel=PAIRING,
     help="State that the file was not saved swapped (after SwapEMAWeights(swap_on_epoch="
-    "True) or swap_weights()), so its EMA copies are the averages; if it was, use --raw.")]
+    "True) or swap_weights(); TF1 beside a .meta without a save op: by a swapping Saver), "
+    "so its EMA copies are the averages; if it was, use --raw.")]
 AveragesOnlyOpt = Annotated[bool, typer.Option(
     "--averages-only", rich_help_panel=PAIRING,
     help="TF1 without its .meta: state that keys named as averages whose variable is not "

@@ -151,8 +151,10 @@ def note_quick_assumed(out: Output, ckpt) -> dict:
         `dict`: ``{"assumed": [...]}``, or ``{}``.
     """
     from ..formats.objgraph import has_swappable_averages
+    from ..save_op import named_pairs_unproven
 
-    if getattr(ckpt.reader, "keras", None) is None and not has_swappable_averages(ckpt.objects):
+    if getattr(ckpt.reader, "keras", None) is None and not has_swappable_averages(
+            ckpt.objects) and not named_pairs_unproven(ckpt):  # saver_not_swapped (TF1)
         return {}
     from ..keras_assumed import keras_assumptions
 
