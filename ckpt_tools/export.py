@@ -156,7 +156,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     use_ema = True if ema is None else ema
     warnings: list[str] = []
     sources: dict[str, str] = {}
-    holders = raw_holders(ckpt, variables)  # averages under variables' names: which is raw
+    # averages under variables' names: which is raw
+    holders = raw_holders(ckpt, variables, map_options.get("ema_name"))
     if use_ema:
         m = ema_map(ckpt, non_averaged="keep", **map_options)
         sources = {t: s for s, t in m.pairs}

@@ -109,6 +109,18 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
             "--averages-only); in the graph imported from the .meta, its own Saver "
             "(import_meta_graph(...).restore) restores them into the shadow variables",
             None, undecided)
+    if swapping and not in_graph and as_var | as_avg == set(renamed):
+        from .saved_swaps import swap_objects
+
+        objects = swap_objects(ckpt, variables)
+        if objects:  # review-13-attack-r24 F2
+            raise UnprovenPairingError(
+                head + ": the keys named as the variables hold one EMA object's averages and "
+                "the keys named as averages the raw weights and another's averages, as a "
+                "swapping Saver of one of several EMA objects writes them: the save op and the "
+                "update ops prove each, and --ema-name decides which object's averages to use ("
+                + ", ".join(f"--ema-name {n}" for n in objects) + ")",
+                "--ema-name", undecided)
     if swapping and (in_graph or as_var | as_avg == set(renamed)):
         raise UnprovenPairingError(
             head + ": the keys named as the variables hold their averages and the keys named "
