@@ -36,8 +36,7 @@ from .frozen_meta import NOT_TRAINABLE, frozen_variables
 from .h5_out_name import refuse_keras3_weights_name
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
-from .raw_shadows import restored_raw_holders
-from .save_op import graph_named
+from .raw_shadows import restored_raw_holders, restored_raw_warning
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 
@@ -165,11 +164,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         has_ema = has_ema or any(s != t for t, s in sources.items())
     elif holders is None and restored_raw_holders(ckpt, variables):
         holders = restored_raw_holders(ckpt, variables)  # Saver(variables_to_restore())
-        k, h = next(iter(holders.items()))
-        warnings.append(f"exporting the raw weights under their variables' names: the "
-                        f"{graph_named(ckpt)}'s save op wrote them under their averages' "
-                        f"names (e.g. {h} from {k}), as a training Saver("
-                        "ema.variables_to_restore()) does; no average is stored")
+        warnings.append(restored_raw_warning(ckpt, holders))
     elif holders is None and averages_under_variable_names(ckpt):
         k, h = next(iter(sorted(averages_under_variable_names(ckpt).items())))
         warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "

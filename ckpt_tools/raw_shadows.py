@@ -179,21 +179,45 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
 
 
 def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
-    """Export name -> key, for ``export --raw`` of a training-time
-    ``Saver(ema.variables_to_restore())``: each key named as an average that the save op wrote
-    from its own variable (``W/ExponentialMovingAverage`` from ``W``: raw), where no key holds
-    that variable and the graph is no evaluation graph (whose ``W`` may hold the restored
-    average); ``None`` where none is, or where another key is written from another variable
-    (partitioned parts are not read here; review-13-attack-r24 F4)."""
+    """Export name -> key, for ``export --raw`` of a ``Saver(ema.variables_to_restore())``
+    checkpoint: each key named as an average that the save op wrote from its own variable
+    (``W/ExponentialMovingAverage`` from ``W``), where no key holds that variable, exported
+    under the variable's name: a training graph's raw weight, or what an evaluation graph's
+    ``W`` held when it saved (:func:`evaluation_graph`: the averages, if it restored them;
+    the export's warning says so). A partitioned variable's parts, saved under one key each
+    (``W/part_0/ExponentialMovingAverage`` from ``W/part_0``), export as ``W/part_0``, ...
+    (review-13-attack-r24 F4). ``None`` where none is, or where another key is written from
+    another variable."""
     sources = written_sources(ckpt)
     if not sources:
         return None
     out = {}
-    for key, v in variables.items():
-        if (v.role == R.EMA and v.ema_of and sources.get(key) == [v.ema_of]
-                and v.ema_of not in variables and not evaluation_graph(ckpt, key)):
-            out[v.ema_of] = key
+    for key in variables:
+        src = sources.get(key) or []
+        if len(src) == 1 and key.startswith(src[0] + "/") and src[0] not in variables \
+                and src[0] not in out:
+            out[src[0]] = key
     held = set(out.values())  # every other key written from itself, or nothing is read here
     if any(k not in held and sources.get(k) != [k] for k in variables):
         return None
     return out or None
+
+
+def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
+    """``export --raw``'s warning for what :func:`restored_raw_holders` exports (without
+    ``warning:``)."""
+    k, h = next(iter(holders.items()))
+    graph = graph_named(ckpt)
+    parts = [n for n in holders if re.search(r"/part_\d+$", n)]
+    said = (f"; the parts of a partitioned variable export one each, as stored (e.g. "
+            f"{parts[0]})" if parts else "")
+    if any(evaluation_graph(ckpt, key) for key in holders.values()):
+        return (f"exporting the keys under their variables' names: the {graph}'s save op wrote "
+                f"them from their variables (e.g. {h} from {k}) in an evaluation graph (a "
+                "Saver of ema.variables_to_restore(), no shadow variables), so they hold what "
+                "those variables held when it saved: the averages, if it restored them from a "
+                "training checkpoint (then --averages-only exports them as the averages), which "
+                "the file cannot show" + said)
+    return (f"exporting the raw weights under their variables' names: the {graph}'s save op "
+            f"wrote them under their averages' names (e.g. {h} from {k}), as a training "
+            "Saver(ema.variables_to_restore()) does; no average is stored" + said)
