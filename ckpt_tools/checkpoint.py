@@ -94,6 +94,15 @@ class Checkpoint:
         # The caller's statement that a Keras file was not saved swapped by SwapEMAWeights
         # (ckpt_tools.keras_assumed: then "not_swapped" is stated, not assumed).
         self.not_swapped = bool(not_swapped)
+        # ckpt train's run record beside a Keras file it wrote (and whose bytes are still the
+        # recorded ones) states the same (ckpt_tools.run_record): its path, else None.
+        self.not_swapped_record: str | None = None
+        if not not_swapped and getattr(self._reader, "keras", None) is not None \
+                and not is_url(location.prefix):
+            from .run_record import not_swapped_record
+
+            self.not_swapped_record = not_swapped_record(location.prefix)
+            self.not_swapped = self.not_swapped_record is not None
         # The caller's statement that fit() built the optimizer (model.trainable_variables):
         # then "fit_order" is stated, not assumed, and values do not check it.
         self.fit_order = bool(fit_order)

@@ -41,7 +41,8 @@ def stated_notes(ckpt, apply_order: str | None,
         type], "keras_layers": [object paths read as Keras layers whose sublayers were not
         re-assigned]}}``,
         ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
-        ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}``,
+        ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}`` (with
+        ``"not_swapped_record": path`` where ``ckpt train``'s run record states it),
         ``{"stated_fit_order": true}``,
         ``{"stated_averages_only": {"pairs": {average: variable}}}`` for the command's
         ``--json`` document, or ``{}`` when nothing rests on a statement.
@@ -82,12 +83,19 @@ def stated_notes(ckpt, apply_order: str | None,
                      "the averages (ckpt export --raw)")  # saver_not_swapped (TF1)
         found["stated_not_swapped"] = True
     said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
-    if swap and said:  # everything stated (review-12-user-r13 F5): one line, not two paragraphs
+    record = getattr(ckpt, "not_swapped_record", None) if swap else None
+    if record:  # ckpt train's run record states it for this very file (run_record)
+        found["not_swapped_record"] = record
+    if swap and said and not record:  # all stated (review-12-user-r13 F5): one line, not two
         notes.append("note: the pairing rests on your statements: --fit-order, --not-swapped")
         found.update(stated_not_swapped=True, stated_fit_order=True)
         swap = said = ""
     if swap:
-        notes.append("note: EMA copies read as the averages because you stated --not-swapped "
+        notes.append(f"note: EMA copies read as the averages because not swapped is stated by "
+                     f"ckpt train's run record {record} (it saved this file, bytes unchanged, "
+                     "during fit() without SwapEMAWeights), as --not-swapped states it"
+                     if record else
+                     "note: EMA copies read as the averages because you stated --not-swapped "
                      "(not saved after SwapEMAWeights(swap_on_epoch=True)); if it was, use the "
                      "file as it is (ckpt export --raw)")
         found["stated_not_swapped"] = True

@@ -223,7 +223,9 @@ def test_keras_weights_file_holds_raw_weights_and_optimizer_averages(keras_run):
         average = opt["1"][()]
         assert average.shape == kernel.shape and not np.allclose(average, kernel)
     # one numbered series and nothing else: the directory resolves to its latest (u14 F6)
-    assert sorted(os.listdir(str(train_dir))) == ["ckpt-20.keras", "ckpt-40.keras"]
+    # ... and the run record that says they were not saved swapped (u15 F12)
+    assert sorted(os.listdir(str(train_dir))) == ["ckpt-20.keras", "ckpt-40.keras",
+                                                  "run_record.json"]
 
 
 def test_keras_default_ema_decay_suits_the_run_length(tmp_path):
@@ -251,19 +253,23 @@ def test_keras_resumes_from_its_keras_checkpoint(keras_run, tmp_path):
     assert resumed.checkpoint.endswith("ckpt-44.keras")
 
 
-def test_keras_eval_restores_optimizer_averages(keras_run):
-    """The trainer's checkpoints are saved during fit() without SwapEMAWeights: eval is told
-    so (--not-swapped); unsaid, the file cannot show it, and the EMA numbers are refused."""
+def test_keras_eval_restores_optimizer_averages(keras_run, tmp_path):
+    """The trainer's checkpoints are saved during fit() without SwapEMAWeights: its run record
+    says so (u15 F12), or eval is told (--not-swapped); away from the record, unsaid, the file
+    cannot show it, and the EMA numbers are refused."""
     from ckpt_tools import UnprovenPairingError
     from ckpt_tools.train.evaluate import evaluate
 
+    alone = str(tmp_path / "ckpt-40.keras")
+    shutil.copyfile(keras_run[1], alone)
     with pytest.raises(UnprovenPairingError, match="--not-swapped") as caught:
-        evaluate(keras_run[1], num_examples=10)
+        evaluate(alone, num_examples=10)
     assert caught.value.option == "--not-swapped" and "--raw" in str(caught.value)
-    result = _invoke("eval", keras_run[1], "--num-examples", "10")
+    result = _invoke("eval", alone, "--num-examples", "10")
     assert result.exit_code == 6 and "--not-swapped" in result.stderr, result.output
     for path in (str(keras_run[0]), os.path.join(str(keras_run[0]), "ckpt-40.keras")):
         result = evaluate(path, not_swapped=True)
+        assert result == evaluate(path)  # the run record states it
         assert result.api == "keras" and result.global_step == 40
         assert result.raw_accuracy > 0.1 and 0.0 <= result.ema_accuracy <= 1.0
         assert result.raw_accuracy != result.ema_accuracy
@@ -282,18 +288,24 @@ def test_keras_run_directory_is_read_by_every_command(keras_run):
     assert listed["checkpoint"].endswith("ckpt-40.keras")
 
 
-def test_keras_eval_strict_refuses_what_the_file_cannot_prove(keras_run):
+def test_keras_eval_strict_refuses_what_the_file_cannot_prove(keras_run, tmp_path):
     """Its checkpoints hold raw weights beside the averages (saved before fit() ends), and
     BatchNormalization gamma/beta of equal shapes: not swapped and fit()'s order are assumed,
     which --strict refuses (exit 6) before any evaluation with the averages."""
     from ckpt_tools import EmaError
     from ckpt_tools.train.evaluate import evaluate
 
+    alone = str(tmp_path / "ckpt-40.keras")  # away from the run record (u15 F12)
+    shutil.copyfile(keras_run[1], alone)
     with pytest.raises(EmaError, match="fit_order.*not_swapped"):
-        evaluate(keras_run[1], num_examples=10, strict=True)
-    result = _invoke("eval", keras_run[1], "--num-examples", "10", "--strict")
+        evaluate(alone, num_examples=10, strict=True)
+    result = _invoke("eval", alone, "--num-examples", "10", "--strict")
     assert result.exit_code == 6, result.output
     assert "not_swapped" in result.stderr and "--raw" in result.stderr, result.stderr
+    # beside it, the record states not_swapped; fit()'s order is still refused under --strict
+    result = _invoke("eval", keras_run[1], "--num-examples", "10", "--strict")
+    assert result.exit_code == 6 and "fit_order" in result.stderr, result.output
+    assert "not_swapped" not in result.stderr, result.stderr
 
 
 def test_keras_eval_strict_takes_the_statements(keras_run):

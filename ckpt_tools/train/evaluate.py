@@ -195,8 +195,9 @@ def _ema_restore(restore, path: str) -> None:
         restore()
     except ckpt_tools.CheckpointError as exc:
         if exc.args and isinstance(exc.args[0], str):
-            exc.args = (f"{path}: cannot restore EMA weights: {first_line(exc)}",
-                        *exc.args[1:])
+            said = first_line(exc)  # naming the file once (u15 F12), where it starts with it
+            said = said[len(path) + 2:] if said.startswith(f"{path}: ") else said
+            exc.args = (f"{path}: cannot restore EMA weights: {said}", *exc.args[1:])
         raise
 
 

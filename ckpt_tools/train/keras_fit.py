@@ -18,13 +18,17 @@ Where the EMA copies end up (checked with Keras 3.15, TF backend):
   ``on_train_batch_end``, before that, so ``layers/...`` are always the raw weights.
 
 Files: ``<train_dir>/ckpt-<step>.keras`` every ``--save-every`` steps and at the last step (the
-newest ``--max-to-keep`` are kept), one numbered series and nothing else, so ``ckpt`` resolves
-the directory to the latest by its step (an unnumbered ``model.keras`` beside them would make
-the directory ambiguous: which one is newest is not recorded). Each is a whole
-``model.save()`` archive, as ``ModelCheckpoint`` writes by default: its ``config.json`` records
-the optimizer's ``use_ema=True``, which a bare ``.weights.h5`` of this optimizer cannot prove
-(averages then momentum look like gradient accumulators then momentum), so ``ckpt export`` and
-``ckpt restore-ema`` pair the averages from the file alone. Runs resume from either kind.
+newest ``--max-to-keep`` are kept), one numbered series and no other checkpoint, so ``ckpt``
+resolves the directory to the latest by its step (an unnumbered ``model.keras`` beside them
+would make the directory ambiguous: which one is newest is not recorded), and
+``run_record.json``: after each save, each kept file's size and SHA-256 with the fact no file
+can show, that none was saved swapped by ``SwapEMAWeights`` (:mod:`ckpt_tools.run_record`), so
+``ckpt eval`` and the other commands take it as ``--not-swapped`` for those bytes. Each is a
+whole ``model.save()`` archive, as ``ModelCheckpoint`` writes by default: its ``config.json``
+records the optimizer's ``use_ema=True``, which a bare ``.weights.h5`` of this optimizer cannot
+prove (averages then momentum look like gradient accumulators then momentum), so ``ckpt
+export`` and ``ckpt restore-ema`` pair the averages from the file alone. Runs resume from
+either kind.
 
 h5 listing: ``layers/<group>/vars/<i>``; groups are keyed by class (``conv2d``, ``conv2d_1``,
 ``conv2d_2``, ``batch_normalization``, ``_1``, ``_2``, ``dense``), the Keras layer name is the
@@ -47,6 +51,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from .. import run_record
 from . import data as data_lib
 from .common import (
     NaNLossError,
@@ -180,6 +185,18 @@ class _Checkpointer(keras.callbacks.Callback):
             self.model.save(path)
         self.saved = path
         self._prune()
+        self._record(path)
+
+    def _record(self, path: str) -> None:
+        """Say in the run record (:mod:`ckpt_tools.run_record`) that ``path`` and the kept
+        files were saved here unswapped, so ``ckpt eval`` needs no ``--not-swapped`` (u15 F12).
+        Files of an earlier run (before records) are left out: this process did not see them
+        saved."""
+        kept = {os.path.basename(p) for p in _checkpoints(self.cfg.train_dir)}
+        files = {k: v for k, v in run_record.recorded_files(self.cfg.train_dir).items()
+                 if k in kept}
+        files[os.path.basename(path)] = run_record.file_digest(path)
+        run_record.write_record(self.cfg.train_dir, files)
 
     def _float_variables(self) -> list:
         variables = list(self.model.weights) + list(self.model.optimizer.variables)
