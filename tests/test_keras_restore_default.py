@@ -160,3 +160,22 @@ def test_a_tf_keras_legacy_h5_does_not_mention_swap_ema_weights(tmp_path):
     assert sorted(got) == sorted(truth), (sorted(got), sorted(truth))
     for name, value in truth.items():
         assert got[name].tobytes() == value.tobytes(), name
+
+
+def test_restore_ema_q_without_out_prints_where_it_wrote(tmp_path, monkeypatch):
+    """-q silences the summary, not the one fact the user cannot know: the output's place,
+    which ckpt chose (review-13-user-u15 F7). With --out given, -q prints nothing."""
+    keras = pytest.importorskip("keras")
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(EMA / "adam.keras", run / "adam.keras")
+    monkeypatch.chdir(run)
+    code, out, err = run_cli(["restore-ema", "--not-swapped", "adam.keras", "-q"])
+    assert code == 0, err
+    target = run / "adam_ema" / "adam.keras"
+    assert out.splitlines() == [str(Path("adam_ema") / "adam.keras")], out
+    assert target.is_file() and "wrote" not in out + err
+    _holds_averages(keras.models.load_model(target, compile=False), "adam")
+    code, out, err = run_cli(["restore-ema", "--not-swapped", "adam.keras", "-q",
+                              "--out", str(tmp_path / "o" / "x.keras")])
+    assert code == 0 and out == "", (out, err)

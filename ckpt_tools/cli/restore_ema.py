@@ -230,7 +230,8 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
     if getattr(ckpt.reader, "keras", None) is None:
         raise UnsupportedFormatError(f"{ckpt.path}: --format keras needs a Keras input "
                                      "(.keras, .weights.h5, .h5); use --format v2")
-    if out_dir is None:
+    chosen = out_dir is None  # the output's place is ckpt's choice: said even with -q
+    if chosen:
         out_dir = keras_default_out(ckpt)
         check_output_parent(out_dir, "creating the output directory")
     target = keras_output_path(ckpt, out_dir, name)
@@ -258,4 +259,6 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
                   f"{len(result.replaced)} weights now hold their EMA values; load it with "
                   "model.load_weights()" + (" or keras.models.load_model()"
                                             if result.path.endswith(".keras") else ""))
+    elif chosen:  # -q: the one line of data is where the output went (review-13-user-u15 F7)
+        out.prose(result.path)
 
