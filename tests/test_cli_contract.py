@@ -1,5 +1,5 @@
 """The ``ckpt`` command's contract: output that fits a terminal and a pipe, untrusted text always
-literal and escaped, README exit codes, README option tables, ``--version`` and completion.
+literal and escaped, README exit codes, docs/cli.md option tables, ``--version`` and completion.
 
 Golden checks run every command on the shipped fixtures (made by TensorFlow/Keras) at
 ``COLUMNS=80`` and ``COLUMNS=200`` on a terminal (``TTY_COMPATIBLE=1``) and piped.
@@ -297,7 +297,7 @@ def test_every_readme_exit_code_through_the_real_cli(tmp_path, capsys, fixture_c
     assert "please report it" in got[70][1] and "interrupted" in got[130][1]
 
 
-# -- README option tables match --help -------------------------------------------------------
+# -- docs/cli.md option tables match --help ----------------------------------------------------
 def _help_options(command: str) -> set[str]:
     from typer.main import get_command
 
@@ -314,8 +314,11 @@ def _help_options(command: str) -> set[str]:
     return names
 
 
+CLI_DOC = (ROOT / "docs" / "cli.md").read_text()  # the option tables (u15 F8: from README)
+
+
 def _readme_options(command: str) -> set[str]:
-    section = README.split(f"#### `ckpt {command}`", 1)[1].split("\n\n", 2)[1]
+    section = CLI_DOC.split(f"\n## `ckpt {command}`\n", 1)[1].lstrip("\n").split("\n\n")[0]
     return {m for cell in re.findall(r"^\| `([^`]*)` \|", section, re.M)
             for m in re.findall(r"--[\w-]+", cell)}
 

@@ -96,7 +96,7 @@ def test_help_through_a_pipe_fits_80_columns(command):
 
 
 def _readme_cell(param) -> str:
-    """How the README's option tables write an option: ``--long, -s METAVAR`` or
+    """How docs/cli.md's option tables write an option: ``--long, -s METAVAR`` or
     ``--flag/--no-flag`` (``|`` escaped for Markdown)."""
     longs = [o for o in param.opts if o.startswith("--")]
     shorts = [o for o in param.opts if not o.startswith("--")]
@@ -107,13 +107,20 @@ def _readme_cell(param) -> str:
     return cell.replace("|", "\\|")
 
 
-@pytest.mark.parametrize("command", [c for c in COMMANDS])
-def test_readme_option_rows_spell_options_as_help_does(command):
-    """Each README option row starts with what ``--help`` shows for it (names and metavar)."""
+def _cli_doc_table(command: str) -> str:
+    """The option table of ``ckpt COMMAND`` in docs/cli.md (moved there from the README:
+    review-13-user-u15 F8)."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split(f"#### `ckpt {command}`", 1)[1].split("\n\n", 2)[1]
+    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    return text.split(f"\n## `ckpt {command}`\n", 1)[1].lstrip("\n").split("\n\n")[0]
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS])
+def test_readme_option_rows_spell_options_as_help_does(command):
+    """Each docs/cli.md option row starts with what ``--help`` shows for it (names and
+    metavar)."""
+    section = _cli_doc_table(command)
     cells = re.findall(r"^\| `([^`]*)` \|", section, re.M)
     cmd = GROUP.get_command(None, command)
     for param in cmd.params:
@@ -121,7 +128,7 @@ def test_readme_option_rows_spell_options_as_help_does(command):
                 or param.name == "help":
             continue
         want = _readme_cell(param)
-        assert want in cells, f"README's `ckpt {command}` table should have a row `{want}`"
+        assert want in cells, f"docs/cli.md's `ckpt {command}` table should have a row `{want}`"
 
 
 def test_eval_help_says_it_evaluates_the_reference_model_only():
@@ -136,17 +143,14 @@ def test_eval_help_says_it_evaluates_the_reference_model_only():
 @pytest.mark.parametrize("command", ["list", "map", "restore-ema", "export", "diff"])
 def test_trainable_help_says_the_essentials_first_and_readme_follows(command):
     """review-11-user-r12 F12: --trainable's help starts with what to pass and stays short;
-    each README row for it starts with the help itself, then gives the details (u15 F10)."""
-    from pathlib import Path
-
+    each docs/cli.md row for it starts with the help itself, then gives the details (u15 F10)."""
     cmd = GROUP.get_command(None, command)
     param = next(p for p in cmd.params if "--trainable" in p.opts)
     assert param.help.startswith("The weights the optimizer was built with, in "
                                  "model.trainable_variables order: names as 'ckpt list' "
                                  "shows them"), param.help
     assert "--loop-order" in param.help and len(param.help) <= 300, len(param.help)
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme.split(f"#### `ckpt {command}`", 1)[1].split("\n\n", 2)[1]
+    section = _cli_doc_table(command)
     row = re.search(r"^\| `--trainable NAMES` \| (.*) \|$", section, re.M)
     assert row and _words(row.group(1)).startswith(_words(param.help)), command
 
@@ -154,7 +158,7 @@ def test_trainable_help_says_the_essentials_first_and_readme_follows(command):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_is_short_enough_to_read(command):
     """review-13-user-u15 F10: list/map/export/restore-ema's --help ran to 146-174 lines at 80
-    columns. Each stays under 100: option help is one to three lines (README's option tables
+    columns. Each stays under 100: option help is one to three lines (docs/cli.md's option tables
     give the details), and the options that state a pairing are listed apart, last."""
     text = _help([command])
     assert len(text.splitlines()) < 100, (command, len(text.splitlines()))
