@@ -102,3 +102,19 @@ def test_readme_is_an_overview_and_its_docs_links_resolve():
         assert file.is_file(), (source, target)
         if anchor:
             assert anchor in _anchors(file.read_text()), (source, target)
+
+
+def test_readme_contents_name_every_section_and_links_resolve():
+    """review-13-user-u15 F8: a table of contents at the top names every ``##`` section, and
+    every in-page link of the README goes to a heading it has."""
+    anchors = _anchors(README)
+    contents = README.split("\n## Contents\n", 1)[1].split("\n## ", 1)[0]
+    assert README.index("\n## Contents\n") < README.index("\n## Why\n")
+    sections = [line[3:] for line in README.split("\n## Contents\n", 1)[1].splitlines()
+                if line.startswith("## ")]
+    assert len(sections) > 10, sections
+    for title in sections:
+        anchor = next(iter(_anchors(f"## {title}")))
+        assert f"](#{anchor})" in contents, title
+    for target in re.findall(r"\]\(#([^)]+)\)", README):
+        assert target in anchors, target

@@ -50,7 +50,7 @@ PathArg = Annotated[
                    show_default=False, metavar="PATH"),
 ]
 # --help lists these options apart, after the others: they state what a file cannot show, and
-# a refusal names the one to pass (README's option tables give each in full).
+# a refusal names the one to pass (docs/cli.md's option tables give each in full).
 PAIRING = "Pairing statements (a refusal names the one to pass)"
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
 QuietOpt = Annotated[bool, typer.Option(
