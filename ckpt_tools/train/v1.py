@@ -237,6 +237,11 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
         sess.run(handles.init)
         if latest is not None:
             _restore(handles.saver, sess, latest)
+            # A fresh Saver knows only what it saves: without this the state file would list
+            # the new checkpoints alone and --max-to-keep never prune the earlier ones (u16
+            # F13). MonitoredTrainingSession's SessionManager makes the same call.
+            state = tf.train.get_checkpoint_state(cfg.train_dir)
+            handles.saver.recover_last_checkpoints(list(state.all_model_checkpoint_paths))
         step = int(sess.run(handles.global_step))
         start = step
         saved = latest
