@@ -314,13 +314,11 @@ def _help_options(command: str) -> set[str]:
     return names
 
 
-CLI_DOC = (ROOT / "docs" / "cli.md").read_text()  # the option tables (u15 F8: from README)
-
-
 def _readme_options(command: str) -> set[str]:
-    section = CLI_DOC.split(f"\n## `ckpt {command}`\n", 1)[1].lstrip("\n").split("\n\n")[0]
-    return {m for cell in re.findall(r"^\| `([^`]*)` \|", section, re.M)
-            for m in re.findall(r"--[\w-]+", cell)}
+    """The options docs/cli.md gives ``ckpt COMMAND`` (u15 F8: moved there from README)."""
+    from _cli_doc import cli_doc_rows
+
+    return {m for cell in cli_doc_rows(command) for m in re.findall(r"--[\w-]+", cell)}
 
 
 COMMANDS_WITH_TABLES = ["list", "map", "restore-ema", "export", "verify", "show", "stats",

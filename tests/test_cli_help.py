@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from _cli_doc import cli_doc_rows
 from typer.main import get_command
 from typer.testing import CliRunner
 
@@ -107,21 +108,11 @@ def _readme_cell(param) -> str:
     return cell.replace("|", "\\|")
 
 
-def _cli_doc_table(command: str) -> str:
-    """The option table of ``ckpt COMMAND`` in docs/cli.md (moved there from the README:
-    review-13-user-u15 F8)."""
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
-    return text.split(f"\n## `ckpt {command}`\n", 1)[1].lstrip("\n").split("\n\n")[0]
-
-
 @pytest.mark.parametrize("command", [c for c in COMMANDS])
 def test_readme_option_rows_spell_options_as_help_does(command):
     """Each docs/cli.md option row starts with what ``--help`` shows for it (names and
     metavar)."""
-    section = _cli_doc_table(command)
-    cells = re.findall(r"^\| `([^`]*)` \|", section, re.M)
+    cells = list(cli_doc_rows(command))
     cmd = GROUP.get_command(None, command)
     for param in cmd.params:
         if getattr(param, "hidden", False) or param.param_type_name != "option" \
@@ -150,9 +141,8 @@ def test_trainable_help_says_the_essentials_first_and_readme_follows(command):
                                  "model.trainable_variables order: names as 'ckpt list' "
                                  "shows them"), param.help
     assert "--loop-order" in param.help and len(param.help) <= 300, len(param.help)
-    section = _cli_doc_table(command)
-    row = re.search(r"^\| `--trainable NAMES` \| (.*) \|$", section, re.M)
-    assert row and _words(row.group(1)).startswith(_words(param.help)), command
+    row = cli_doc_rows(command).get("--trainable NAMES")
+    assert row and _words(row).startswith(_words(param.help)), command
 
 
 @pytest.mark.parametrize("command", COMMANDS)
