@@ -43,9 +43,9 @@ from .swap_assumed import (
     slot_pairs,
 )
 
-__all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "equal_groups", "fit_order_note",
-           "keras_assumptions", "live_assumptions", "raw_warning", "refuse_assumed",
-           "swap_refusal", "warn_assumed"]
+__all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "copies_equal", "equal_groups",
+           "fit_order_note", "keras_assumptions", "live_assumptions", "raw_warning",
+           "refuse_assumed", "swap_refusal", "warn_assumed"]
 
 
 FIT_ORDER = Assumption(
@@ -74,6 +74,12 @@ NOT_SWAPPED = Assumption(
     "(Python: not_swapped=True)",
     "assumes the file was not saved after SwapEMAWeights(swap_on_epoch=True) swapped the "
     "weights; --not-swapped states it; if it was, use the file as it is (ckpt export --raw)")
+
+# A Keras 3 optimizer's copies in a tf.train.Checkpoint: model.load_weights cannot read that
+# file (Keras 3 reads .keras/.weights.h5/.weights.json only), tf.train.Checkpoint can (u16 F5).
+_OBJECT_READ = "tf.train.Checkpoint(model=model).restore(path)"
+OBJECT_NOT_SWAPPED = replace(NOT_SWAPPED, decides=NOT_SWAPPED.decides.replace(
+    "model.load_weights", _OBJECT_READ))
 
 # apply_ema of a tf_keras TF-format checkpoint into a live model: its averages of same-named
 # weights placed by the model's trainable_variables (tfk_order), as fit() built them.
@@ -226,7 +232,7 @@ def _which(ckpt: Checkpoint, groups: list[tuple[tuple, str, list[str]]]) -> str:
     shape, dtype, ws = groups[0]
     shown = " and ".join(map(name, ws[:2])) + (f" (and {len(ws) - 2} more)" if ws[2:] else "")
     more = len(groups) - 1
-    dims = "x".join(map(str, shape)) or "scalar"
+    dims = "[" + ",".join(map(str, shape)) + "]"  # a shape as list's column shows it, not a count
     return (f"{shown} ({dims} {dtype}) could trade EMA copies"
             + (f", and {more} more group{'s' if more > 1 else ''} of weights" if more else "")
             + ": ")
@@ -257,7 +263,22 @@ def _object_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     pairs = object_pairs(ckpt)
     if not pairs:
         return slot_assumptions(ckpt)
-    return [] if ckpt.not_swapped or same_values(ckpt, pairs) else [NOT_SWAPPED]
+    return [] if ckpt.not_swapped or same_values(ckpt, pairs) else [OBJECT_NOT_SWAPPED]
+
+
+def copies_equal(ckpt: Checkpoint) -> bool:
+    """Whether every weight of a ``use_ema`` Keras file (or a Keras 3 optimizer's copies, or
+    average slots, in a TF checkpoint) equals its EMA copy bit for bit: saved after fit()
+    copied the averages in, after a swap, or written by restore-ema; either way the file's own
+    weights hold what restore-ema would write (u16 F10). ``False`` where a copy is unpaired."""
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None:
+        pairs = object_pairs(ckpt) or slot_pairs(ckpt)
+    elif not layout.use_ema or not layout.averages or None in layout.averages.values():
+        return False
+    else:
+        pairs = dict(layout.averages)
+    return bool(pairs) and same_values(ckpt, pairs)
 
 
 def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assumption]:
@@ -300,11 +321,13 @@ def swap_refusal(ckpt: Checkpoint, assumed: list[Assumption]) -> str:
                 "swap_weights() (Model Garden's eval/export, TF Addons' MovingAverage): if not, "
                 "pass --not-swapped (Python: not_swapped=True); if it was, its own variables "
                 "are the averages: use them as they are (ckpt export --raw; Python: ema=False)")
+    read = "model.load_weights" if getattr(ckpt.reader, "keras", None) is not None \
+        else _OBJECT_READ  # a tf.train.Checkpoint: Keras 3's load_weights cannot read it
     return (f"{ckpt.path}: its weights differ from their EMA copies, and the file cannot show "
             "whether it was saved after SwapEMAWeights(swap_on_epoch=True) swapped them: if "
             "not (e.g. ModelCheckpoint alone), pass --not-swapped (Python: not_swapped=True); "
             "if it was, its own weights are the averages: use them as they are (ckpt export "
-            "--raw; Python: ema=False, or model.load_weights)")
+            f"--raw; Python: ema=False, or {read})")
 
 
 def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None, *,

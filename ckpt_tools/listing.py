@@ -63,6 +63,8 @@ class Listing(Record):
         assumed: what a Keras file's EMA pairing assumes (``fit_order``, ``not_swapped``:
             :mod:`~ckpt_tools.keras_assumed`), when asked for; ``--json``'s ``"assumed"``,
             present only when not empty.
+        copies_equal: with ``assumed`` asked for, whether every weight equals its Keras EMA
+            copy (or average slot) bit for bit: restore-ema would change nothing.
     """
 
     checkpoint: str
@@ -81,9 +83,10 @@ class Listing(Record):
     saved_model: str | None
     unproven: dict | None
     assumed: list[str]
+    copies_equal: bool
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
-               "frozen", "saved_model", "unproven", "assumed")
+               "frozen", "saved_model", "unproven", "assumed", "copies_equal")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -93,7 +96,7 @@ class Listing(Record):
                  by_key: dict[str, Variable] | None = None, shards: list[dict] | None = None,
                  ema_evidence: dict | None = None, frozen: frozenset[str] = frozenset(),
                  saved_model: str | None = None, unproven: dict | None = None,
-                 assumed: list[str] | None = None) -> None:
+                 assumed: list[str] | None = None, copies_equal: bool = False) -> None:
         self.checkpoint = checkpoint
         self.format = format
         self.meta = meta
@@ -110,6 +113,7 @@ class Listing(Record):
         self.saved_model = saved_model
         self.unproven = unproven
         self.assumed = [] if assumed is None else assumed
+        self.copies_equal = copies_equal
 
     @property
     def decides(self) -> str | None:
@@ -316,12 +320,18 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             if (assumptions or strict) and (has_swappable_averages(ckpt.objects) or getattr(
                     ckpt.reader, "keras", None) is not None or _saver_unrecorded(ckpt)):
                 # keras_assumed: no import else
-                from .keras_assumed import keras_assumptions, refuse_assumed, swap_refusal
+                from .keras_assumed import (
+                    copies_equal,
+                    keras_assumptions,
+                    refuse_assumed,
+                    swap_refusal,
+                )
 
                 assumed = keras_assumptions(ckpt)
                 if strict:
                     refuse_assumed(ckpt, assumed)
                 listing.assumed = [a.name for a in assumed]
+                listing.copies_equal = "not_swapped" not in listing.assumed and copies_equal(ckpt)
                 if listing.unproven is None and "not_swapped" in listing.assumed:
                     # inspection shows the pairing; every command that hands values back
                     # refuses it until --not-swapped (or --raw) says how the file was saved

@@ -128,7 +128,7 @@ def test_fit_order_states_what_strict_refuses(midfit, tmp_path):
     doc = json.loads(text)
     assert doc["assumed"] == ["fit_order"], text
     note = next(n for n in doc["notes"] if "fit() builds the optimizer" in n)
-    assert note.startswith("a/kernel and b/kernel (4x4 float32) could trade EMA copies, and "
+    assert note.startswith("a/kernel and b/kernel ([4,4] float32) could trade EMA copies, and "
                            "1 more group of weights: "), note
     assert "--fit-order" in note and len(note) < 600, note
     code, _, err = run_cli(["export", str(path), "--out", str(out), "--strict", "--force",

@@ -105,9 +105,9 @@ def export_command(
 ) -> None:
     """Export model weights under clean names (no optimizer slots, no step counters).
 
-    Writes the EMA values by default when the checkpoint has shadows, so converters to
-    PyTorch/ONNX pick up the weights that evaluate best. --grep/--regex choose weights (a
-    shadow's name selects its weight); none left is exit 3.
+    Writes the EMA values, so converters to PyTorch/ONNX pick up the weights that evaluate
+    best; a checkpoint without them is refused (exit 6) unless --raw. --grep/--regex choose
+    weights (a shadow's name selects its weight); none left is exit 3.
     """
     apply_order = check_apply_order(apply_order, numbered_lists)
     from ..export import export_weights, output_format, parse_rename

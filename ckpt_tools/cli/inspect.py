@@ -295,6 +295,8 @@ def _print_table(out: Output, listing: Listing) -> None:
         out.summary(f"EMA: {listing.with_shadow} of {listing.expected} {what} have a shadow ("
                     + ("unproven: whether the file was saved swapped decides; --not-swapped "
                        "or --raw, see the note" if swap else
+                       "the weights equal them bit for bit: use the file as it is"
+                       if listing.copies_equal else
                        "use 'ckpt restore-ema' to evaluate with them")
                     + ")" + (f"; their pairing assumes {', '.join(others)}, which the "
                              "file cannot prove (see the notes)" if others else ""))

@@ -118,7 +118,9 @@ def restore_ema_command(
 
     Everything else (shadows, slots, global_step, the .meta graph) is copied unchanged, with a
     'checkpoint' state file, so an unmodified evaluation script evaluates with EMA weights; a
-    SavedModel gives a SavedModel that serves them.
+    SavedModel gives a SavedModel that serves them. Keras in, Keras out: a .keras or
+    .weights.h5 gives one of its kind (--out optional); for one saved during fit() by
+    ModelCheckpoint alone, state --not-swapped (a .weights.h5: --use-ema too).
     """
     apply_order = check_apply_order(apply_order, numbered_lists)
     from ..bake import check_out_format
