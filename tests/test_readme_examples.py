@@ -185,6 +185,40 @@ def test_python_c_examples_run():
         assert done.returncode == 0, f"{doc.name}:{line}: $ {command}\n{done.stderr}"
 
 
+# Appended to README's Keras Python example: each weight of the model it leaves must be what
+# Keras held at save time (fixtures/make_keras_fixtures.py): the trainable ones its averages
+# (``optimizer._model_variables_moving_average``), the others (BN statistics) the raw values.
+_KERAS_EXAMPLE_CHECK = """
+import numpy as np
+truth = np.load("fixtures/keras_ema/expected.npz")
+for w in model.weights:
+    want = truth[("model:ema/" if w.trainable else "model:weight/") + w.path]
+    got = np.asarray(w.numpy())
+    assert got.view(want.dtype).tobytes() == want.tobytes(), w.path
+print("OK", len(model.weights))
+"""
+
+
+def test_readme_keras_python_example_runs_and_gives_the_averages():
+    """u16 F1: README's ``apply_keras_ema`` example named a file saved during fit() without
+    ``not_swapped=True``, so as written it raised UnprovenPairingError on every such file. It
+    now runs on such a fixture (``keras_ema/model.keras``, ModelCheckpoint alone, and its
+    ``.weights.h5``) and leaves the averages Keras held in the model."""
+    import re
+    import subprocess
+
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(),
+                                    re.S) if "apply_keras_ema(" in b]
+    assert len(blocks) == 1, blocks
+    assert "fixtures/keras_ema/model.keras" in blocks[0]
+    done = subprocess.run([sys.executable, "-c", blocks[0] + _KERAS_EXAMPLE_CHECK], cwd=ROOT,
+                          capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                               "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "OK 8" in done.stdout, done.stdout
+
+
 if __name__ == "__main__":
     if "--generated" in sys.argv:
         runnable = generated  # noqa: F811 (results() reads the module's runnable)
