@@ -56,7 +56,7 @@ def read_record(directory: str) -> dict | None:
 
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
         return None
     if not isinstance(doc, dict) or doc.get("written_by") != WRITER or doc.get("version") != 1 \
             or doc.get("swapped") is not False or not isinstance(doc.get("files"), dict):

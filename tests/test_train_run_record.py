@@ -112,7 +112,7 @@ def test_renamed_or_moved_file_is_refused(run, tmp_path):
     _refused(str(alone))
 
 
-@pytest.mark.parametrize("change", ["swapped", "writer", "garbage", "sha"])
+@pytest.mark.parametrize("change", ["swapped", "writer", "garbage", "sha", "nested", "size"])
 def test_other_records_state_nothing(run, tmp_path, change):
     d = _copy(run, tmp_path)
     path = os.path.join(d, RECORD_NAME)
@@ -124,8 +124,11 @@ def test_other_records_state_nothing(run, tmp_path, change):
         doc["written_by"] = "someone"
     elif change == "sha":
         doc["files"]["ckpt-6.keras"]["sha256"] = "0" * 64
+    elif change == "size":
+        doc["files"]["ckpt-6.keras"]["size"] = "many"
     with open(path, "w") as f:
-        f.write("{not json" if change == "garbage" else json.dumps(doc))
+        f.write("{not json" if change == "garbage" else
+                "[" * 200_000 + "]" * 200_000 if change == "nested" else json.dumps(doc))
     _refused(d)
 
 
