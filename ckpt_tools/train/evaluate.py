@@ -104,6 +104,9 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
         return resolve_checkpoint(latest)
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise NoCheckpointError(f"{path}: no such checkpoint prefix, Keras file or directory")
+    prefix = _prefix_of_file(path)
+    if prefix != path:
+        return resolve_checkpoint(prefix)
     try:
         keys = {name for name, _ in tf.train.list_variables(path)}
     except (tf.errors.OpError, ValueError):
@@ -112,6 +115,20 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
         raise NotCheckpointError(f"{path}: not a TensorFlow checkpoint prefix or Keras file "
                                  "(.keras, .weights.h5, .h5)") from None
     return path, "tf2" if OBJECT_GRAPH_KEY in keys else "v1"
+
+
+def _prefix_of_file(path: str) -> str:
+    """The prefix a ``.index``, ``.meta`` or ``.data-*`` file belongs to, as every other
+    command reads it (u16 F7); ``path`` itself otherwise."""
+    if not os.path.isfile(path) or os.path.exists(path + ".index"):
+        return path
+    from ..errors import CheckpointError
+    from ..locate import locate
+
+    try:
+        return locate(path).prefix
+    except CheckpointError:
+        return path
 
 
 def _is_hdf5(path: str) -> bool:
@@ -157,13 +174,20 @@ def evaluate(
     if api != "keras" and (use_ema is not None or trainable is not None or loop_order):
         raise TrainUsageError(f"--use-ema/--no-use-ema and --trainable state a Keras file's "
                               f"optimizer; {checkpoint} is a {api} checkpoint")
+    if api != "keras" and (not_swapped or fit_order):
+        # Refused where they cannot apply (OptionError, exit 2), as export refuses them,
+        # never ignored (u16 F6); a --not-swapped that applies is handed to the EMA restore.
+        with ckpt_tools.open_checkpoint(checkpoint, not_swapped=not_swapped,
+                                        fit_order=fit_order):
+            pass
     dataset = data_lib.load(data_dir)
     images, labels = dataset.test_images, dataset.test_labels
     if num_examples:
         images, labels = images[:num_examples], labels[:num_examples]
     if not len(labels):
         raise TrainError(f"no test examples (is {data_lib.TEST_FILE} in {data_dir}?)")
-    predictor = {"v1": _v1_predictor, "tf2": _tf2_predictor,
+    predictor = {"v1": functools.partial(_v1_predictor, not_swapped=not_swapped),
+                 "tf2": functools.partial(_tf2_predictor, not_swapped=not_swapped),
                  "keras": functools.partial(_keras_predictor, strict=strict,
                                             not_swapped=not_swapped, fit_order=fit_order,
                                             stated_ema=use_ema, trainable=trainable,
@@ -201,7 +225,13 @@ def _ema_restore(restore, path: str) -> None:
         raise
 
 
-def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
+def _stated(not_swapped: bool) -> dict:
+    """The map option ``--not-swapped`` gives a TensorFlow checkpoint's EMA restore."""
+    return {"not_swapped": True} if not_swapped else {}
+
+
+def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool, *,
+               not_swapped: bool = False) -> None:
     """Restore the eval graph's variables from a v1 checkpoint.
 
     Args:
@@ -209,6 +239,7 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
         path: checkpoint prefix.
         use_ema: map every trainable and moving-average variable (BN statistics) to its
             ``<name>/ExponentialMovingAverage`` shadow instead of its own value.
+        not_swapped: ``--not-swapped``, where it applies (``restore_ema(not_swapped=)``).
 
     Raises:
         TrainError: a needed key is missing.
@@ -216,7 +247,7 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
     if use_ema:
         # The toolkit's own restore: checkpoint-key map, so it is also right for partitioned
         # variables and graphs that already hold shadow ops (where TF's map is off by "_1").
-        _ema_restore(lambda: ckpt_tools.restore_ema(sess, path), path)
+        _ema_restore(lambda: ckpt_tools.restore_ema(sess, path, **_stated(not_swapped)), path)
         return
     try:
         tf.compat.v1.train.Saver(tf.compat.v1.global_variables()).restore(sess, path)
@@ -226,20 +257,22 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool) -> None:
 
 
 @contextlib.contextmanager
-def _v1_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | None]]:
+def _v1_predictor(path: str, use_ema: bool, *,
+                  not_swapped: bool = False) -> Iterator[tuple[Predict, int | None]]:
     # A fresh graph per restore, as a separate evaluation job would build it.
     with tf.Graph().as_default() as graph:
         inputs = tf.compat.v1.placeholder(tf.float32, [None, 32, 32, 3], "images")
         logits = model.v1_inference(inputs, is_training=False)
         with tf.compat.v1.Session(graph=graph) as sess:
-            restore_v1(sess, path, use_ema)
+            restore_v1(sess, path, use_ema, not_swapped=not_swapped)
             yield (lambda x: sess.run(logits, {inputs: x})), _load_step(path, "global_step")
 
 
 # ---- tf2 ------------------------------------------------------------------------------------
 
 
-def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool) -> None:
+def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool, *,
+                not_swapped: bool = False) -> None:
     """Load a tf2 checkpoint's ``model/`` (raw) or ``ema/`` (EMA) values into ``net``.
 
     ``ema/`` mirrors ``model/`` path for path, so the EMA restore is the same object graph
@@ -250,7 +283,7 @@ def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool) -> None:
     """
     if use_ema:
         # Pairs each model variable with its saved ema.average(v) through the object graph.
-        _ema_restore(lambda: ckpt_tools.apply_ema(net, path), path)
+        _ema_restore(lambda: ckpt_tools.apply_ema(net, path, **_stated(not_swapped)), path)
         return
     root = "model"
     status = tf.train.Checkpoint(**{root: net}).read(path)
@@ -262,9 +295,10 @@ def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool) -> None:
 
 
 @contextlib.contextmanager
-def _tf2_predictor(path: str, use_ema: bool) -> Iterator[tuple[Predict, int | None]]:
+def _tf2_predictor(path: str, use_ema: bool, *,
+                   not_swapped: bool = False) -> Iterator[tuple[Predict, int | None]]:
     net = model.Tf2Model()
-    restore_tf2(net, path, use_ema)
+    restore_tf2(net, path, use_ema, not_swapped=not_swapped)
     forward = tf.function(lambda x: net(x, training=False))
     yield (lambda x: forward(x).numpy()), _load_step(path, "step/.ATTRIBUTES/VARIABLE_VALUE")
 
