@@ -41,6 +41,7 @@ from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slo
 from .errors import EmaError
 from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK, has_swappable_averages
+from .graph_saved import graph_holders
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
 from .pairing import lists_stated, root_child
@@ -220,11 +221,14 @@ class EmaMap(Frozen):
     names: dict[str, str]
     # unaveraged key -> why the file expects it raw (raw_reasons.FROZEN...); not compared
     expected_raw: dict[str, str]
+    # in_graph: key -> the variable the save op wrote under it, where the keys are not their
+    # variables' names and are paired through it (graph_saved); not compared
+    held: dict[str, str]
     _fields = ("checkpoint", "ema_name", "mapping", "averaged", "raw", "missing", "unaveraged",
                "not_saved", "dropped", "debias", "loss_averages", "source", "file_style",
-               "assumed", "pairs", "hints", "names", "expected_raw")
-    _compare = _fields[:-2]
-    _repr = _fields[:-4]
+               "assumed", "pairs", "hints", "names", "expected_raw", "held")
+    _compare = _fields[:-3]
+    _repr = _fields[:-5]
 
     def __init__(self, checkpoint: str, ema_name: str, mapping: dict[str, str],
                  averaged: tuple[str, ...] = (), raw: tuple[str, ...] = (),
@@ -234,14 +238,16 @@ class EmaMap(Frozen):
                  source: str = "keys", file_style: str = "tf1", assumed: tuple[str, ...] = (),
                  pairs: tuple[tuple[str, str], ...] = (), hints: tuple[str, ...] = (),
                  names: dict[str, str] | None = None,
-                 expected_raw: dict[str, str] | None = None) -> None:
+                 expected_raw: dict[str, str] | None = None,
+                 held: dict[str, str] | None = None) -> None:
         self.__dict__.update(
             checkpoint=checkpoint, ema_name=ema_name, mapping=mapping, averaged=averaged,
             raw=raw, missing=missing, unaveraged=unaveraged, not_saved=not_saved,
             dropped=dropped, debias=debias, loss_averages=loss_averages, source=source,
             file_style=file_style, assumed=assumed, pairs=pairs, hints=hints,
             names={} if names is None else names,
-            expected_raw={} if expected_raw is None else expected_raw)
+            expected_raw={} if expected_raw is None else expected_raw,
+            held={} if held is None else held)
 
     def shown(self, key: str) -> str:
         """Returns the name ``ckpt list`` shows for ``key`` (its object path, or the key)."""
@@ -446,11 +452,15 @@ def ema_map(
             asked = True  # refused below, once the file's own pairing is proven
         variables = paired_variables(ckpt, apply_order, ema_name)
         # keys that are not their variables' names: paired through the .meta's save op, or
-        # refused where it cannot be (restore_ema's targets are the graph's own variables)
-        translated = None
+        # refused where it cannot be (restore_ema's targets are the graph's own variables,
+        # which the keys' variables are: graph_saved)
+        translated = held = None
         if use_meta and style in (None, "tf1"):
-            translated = None if in_graph else pairs_through_save_op(ckpt, variables, ema_name)
+            held = graph_holders(ckpt, variables) if in_graph else {}
+            translated = None if held is None else pairs_through_save_op(ckpt, variables,
+                                                                          ema_name)
             if translated is None:
+                held = None
                 refuse_renamed_keys(ckpt, variables, in_graph=in_graph)
         if translated is None:
             refuse_orphans(ckpt, variables)
@@ -643,7 +653,8 @@ def ema_map(
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
         source=source, file_style=speaks, pairs=tuple(kept), hints=tuple(hints),
         names={k: v.path for k, v in variables.items() if v.path},
-        expected_raw=expected_raw(ckpt, unaveraged), assumed=_warned(ckpt, assumed))
+        expected_raw=expected_raw(ckpt, unaveraged), assumed=_warned(ckpt, assumed),
+        held=held or {})
 
 
 def _warned(ckpt: Checkpoint, assumed: list) -> tuple[str, ...]:

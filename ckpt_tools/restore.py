@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
+from .ema_missing import MISFILED
 from .ema_several import split_ema_names
-from .emamap import KEEP, ema_map
+from .emamap import KEEP, ema_map, rescope
 from .errors import (
     INSTALL_TENSORFLOW,
     EmaError,
     OptionError,
     TensorFlowRequiredError,
 )
+from .graph_saved import plan_in_graph
 from .keras_assumed import LIVE_FIT_ORDER, keras_assumptions, refuse_assumed, warn_assumed
 from .live_order import keras_source, live_order
 from .live_pairing import key_variables
@@ -119,6 +121,17 @@ def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
     def own(key: str) -> str:
         return checkpoint_key(key, map_options.get("strip_scope"), map_options.get("add_scope"))
 
+    if m.held:  # keys the save op wrote from variables of other names: through it
+        averaged, raw, lacking, problems = plan_in_graph(ckpt, m, keys, own, lambda k: rescope(
+            k, map_options.get("strip_scope"), map_options.get("add_scope")), frozen)
+        pairs = dict(m.pairs)
+        lines = [no_average_line(ckpt, k, m.ema_name, pairs.get(f"{k}/{m.ema_name}"))
+                 for k in lacking]
+        misfiled = [h for h in m.hints if h.startswith(MISFILED)]
+        if lines and misfiled:  # what the save op shows, as the CLI says it (r24 F0b)
+            lines[-1] = lines[-1][:-1] + "; " + misfiled[0].replace(
+                "--allow-missing (allow_missing=True)", "allow_missing=True") + ")"
+        return averaged, raw, problems + lines
     missing = set(m.missing)
     averaged, raw, problems = {}, {}, []
     for key in dict.fromkeys(keys):

@@ -28,7 +28,7 @@ def restore_advice(problems: list[str]) -> str:
         return ("; pass allow_missing=True to restore their raw values, or save every "
                 "averaged variable's ema.average(v) (tf.train.Checkpoint(model=model, "
                 "ema=[ema.average(v) for v in variables]))")
-    if any("(not in the checkpoint)" in p for p in problems):
+    if any("(not in the checkpoint" in p for p in problems):
         return "; pass var_list= with the variables the checkpoint holds"
     return ""
 

@@ -52,7 +52,7 @@ def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
     return out
 
 
-def _common_prefix(renamed: dict[str, str | None]) -> str | None:
+def stripped_prefix(renamed: dict[str, str | None]) -> str | None:
     """The scope stripped from every renamed key (``v0/``), or ``None``."""
     prefixes = {h[: -len(k)] if h and h.endswith("/" + k) else None for k, h in renamed.items()}
     p = prefixes.pop() if len(prefixes) == 1 else None
@@ -96,7 +96,7 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
             f"of other names (e.g. key {key} holds {held or 'parts of several variables'})")
     as_var = {k for k, h in renamed.items() if h and h.startswith(k + "/")}
     as_avg = {k for k, h in renamed.items() if h and k.startswith(h + "/")}
-    prefix = _common_prefix(renamed)
+    prefix = stripped_prefix(renamed)
     parts = sorted(k for k, h in renamed.items() if h and PART.search(k)
                    and PART.sub("", k) == h)  # W/part_0/<ema> holding W/part_0's shadow
     if parts:

@@ -54,7 +54,7 @@ def _whole(averaged: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
     return {s: v for s, v in whole.items() if v is not None and s not in averaged}
 
 
-def _holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
+def key_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     """Key -> the one variable the save op wrote it from, for every key; ``None`` where the
     save op is not proven the writer or a key holds several variables' parts."""
     sources = written_sources(ckpt)
@@ -120,7 +120,7 @@ def swap_objects(ckpt: Checkpoint, variables) -> list[str]:
     them, else the shadows' suffixes; ``[]`` where there are not several or one fails."""
     if ckpt.objects is not None:
         return []
-    held = _holders(ckpt, variables)
+    held = key_holders(ckpt, variables)
     if held is None:
         return []
     holder = {h: k for k, h in held.items()}
@@ -148,7 +148,7 @@ def swapped_pairs(ckpt: Checkpoint, variables,
     """
     if ckpt.objects is not None:
         return None
-    held = _holders(ckpt, variables)
+    held = key_holders(ckpt, variables)
     if held is None:
         return None
     if all(h == k for k, h in held.items()):
