@@ -62,6 +62,16 @@ def frozen_variables(ckpt, variables, weights=(), sources=None) -> list[str]:
     return sorted(found)
 
 
+def listed_frozen(ckpt, variables) -> frozenset[str]:
+    """The keys ``ckpt list`` shows as frozen weights (role ``weight``, no shadow expected,
+    like a Keras file's frozen layers): :func:`frozen_variables` of ``variables`` (a list of
+    :class:`~ckpt_tools.checkpoint.Variable`), which export writes raw; empty without a
+    ``.meta``."""
+    if getattr(ckpt, "meta", None) is None or getattr(ckpt, "objects", None) is not None:
+        return frozenset()
+    return frozenset(frozen_variables(ckpt, {v.name: v for v in variables}))
+
+
 def _under_a_variable(key: str, v, variables) -> bool:
     """Whether a stored variable of ``v``'s dtype and shape prefixes ``key`` (``<var>/...``):
     the layout of an optimizer's slot or an EMA's shadow, whatever its name."""

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from .checkpoint import Checkpoint, Variable, open_checkpoint
 from .errors import VariableNotFoundError
 from .formats._io import gc_paused
-from .formats._record import Record
+from .formats._record import Record, replace
 from .formats.bundle import data_path
 from .formats.objgraph import has_swappable_averages
+from .frozen_meta import listed_frozen
 from .lone_named import unmarked_lone_averages
 from .lookup_tables import table_totals
 from .roles import ROLES
@@ -54,7 +55,9 @@ class Listing(Record):
         ema_evidence: Keras files: how ``use_ema`` and the pairing were established
             (``use_ema``, ``source``: config/layout/values/stated, ``detail``, ``notes``);
             ``None`` for other formats.
-        frozen: Keras weights the optimizer never saw (frozen layers): no shadow expected.
+        frozen: Keras weights the optimizer never saw (frozen layers), and TF1 variables the
+            ``.meta`` proves frozen (``trainable=False``, listed as ``weight``): no shadow
+            expected.
         with_shadow / expected: of all variables in ``averaged_roles``, how many have a
             shadow, and how many there are.
         shards: the data files of a V2 checkpoint, in order: ``file`` (base name),
@@ -358,6 +361,10 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     ckpt = ckpt.with_meta((decide or {}).get("use_meta", True))
     everything = ckpt.variables_unwarned()
     everything, unproven = _decided(ckpt, everything, decide or {})
+    meta_frozen = listed_frozen(ckpt, everything)
+    if meta_frozen:  # model weights, as export writes them (raw): no shadow expected
+        everything = [replace(v, role="weight") if v.name in meta_frozen else v
+                      for v in everything]
     wanted = _collections(ckpt, collections) if collections else None
     shown = [v for v in everything
              if (not roles or v.role in roles)
@@ -371,6 +378,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     averaged_roles = ("weight", "bn_stat") if bn else ("weight",)
     layout = getattr(ckpt.reader, "keras", None)
     frozen = frozenset(k for k, t in (layout.trainable.items() if layout else ()) if not t)
+    frozen |= meta_frozen
     expected = [v for v in everything if v.role in averaged_roles and v.name not in frozen]
     return Listing(
         checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.meta_source,

@@ -196,3 +196,24 @@ def test_no_meta_refuses_then_allow_missing_agrees(made, tmp_path, case):
     got = _read(tmp_path / "n.npz", "npz")
     # without the .meta the custom-named loss averages read as weights too (F4, not here)
     _same({k: got[k] for k in want if k in got}, want)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_list_shows_frozen_weights_as_weights(made, case):
+    """`list` showed them as role `other` although export writes them as model weights
+    (review-13-attack-r22 F10, s13g): now `weight`, like a Keras file's frozen layers, with no
+    shadow expected (never `missing`); the roles of everything else are unchanged."""
+    out, truth = made
+    want, frozen = _truth(truth, case)
+    code, stdout, err = run_cli(["list", str(out / case), "--json"])
+    assert code == 0, err
+    role = {v["name"]: v["role"] for v in json.loads(stdout)["variables"]}
+    assert {role[n] for n in frozen} == {"weight"}, role
+    assert all(role[n] != "other" for n in want), role
+    code, stdout, err = run_cli(["list", str(out / case), "--role", "other", "--json"])
+    assert not set(frozen) & {v["name"] for v in json.loads(stdout)["variables"]}
+    code, stdout, err = run_cli(["list", str(out / case), "--wide"])
+    assert code == 0, err
+    rows = [line for line in stdout.splitlines() if line.split() and line.split()[0] in frozen]
+    assert len(rows) == len(frozen) and not any("missing" in r for r in rows), stdout
+    assert "missing" not in stdout, stdout
