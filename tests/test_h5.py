@@ -122,7 +122,18 @@ def test_values_and_paths_match_keras(name, case, exact, ema_expected):
             assert (list(v.shape), v.dtype) == (o["shape"], o["dtype"])
             assert _same(ckpt.tensor(v.name), arrays[f"{case}:optimizer/{o['path']}"])
             if exact and ckpt.reader.keras.use_ema is not None:
-                assert v.path == o["path"]
+                # Keras' own name, except for the variables of weights that share a shape
+                # with another averaged weight: only the assumed fit() order names those,
+                # so they keep their stored key (review-13-user-u15 F6)
+                assert v.path == o["path"] or v.path is None and _by_order(ckpt, v), v
+
+
+def _by_order(ckpt, v) -> bool:
+    """Whether ``v`` (an optimizer variable) is of a weight paired by the build order alone."""
+    lay = ckpt.reader.keras
+    weight = (lay.averages | lay.slots).get(v.name)
+    shape = ckpt.entry(weight).shape
+    return sum(ckpt.entry(w).shape == shape for w in lay.averages.values() if w) > 1
 
 
 def test_contiguous_tensors_are_read_in_place():
@@ -178,8 +189,12 @@ def test_optimizer_slots_point_at_their_weights():
     by_name = {v["name"]: v for v in listing["variables"]}
     slots = [v for v in listing["variables"] if v["role"] == "optimizer_slot"]
     assert len(slots) == 12  # Adam: momentum and velocity for each of 6 trainable weights
+    shapes = [tuple(by_name[v["slot_of"]]["shape"]) for v in slots]
     for v in slots:
         weight = by_name[v["slot_of"]]["path"]
+        if shapes.count(tuple(v["shape"])) > 2:  # momentum+velocity of a group: stored key
+            assert v["path"] is None, v  # only the assumed fit() order would name it (u15 F6)
+            continue
         assert v["path"].rsplit("_", 1)[0] == "adam/" + weight.replace("/", "_")
     assert not any(v["name"] == "optimizer/vars/1" and v["role"] != "ema" for v in slots)
 

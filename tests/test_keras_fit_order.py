@@ -152,9 +152,14 @@ def test_stats_and_show_take_strict(midfit, looped):
     path, _ = midfit
     code, _, err = run_cli(["stats", str(path), "--strict"])
     assert code == 6 and "fit_order" in err, err
-    code, _, err = run_cli(["show", str(path), "--regex", "a_kernel_average$", "--strict"])
+    # a's kernel copy: its stored key (only the assumed order would name it: u15 F6)
+    rows = json.loads(run_cli(["list", str(path), "--json", "--not-swapped"])[1])["variables"]
+    path_of = {v["key"]: v["path"] or v["key"] for v in rows}
+    copy = next(v["key"] for v in rows if v["role"] == "ema"
+                and path_of[v["ema_of"]].endswith("a/kernel"))
+    code, _, err = run_cli(["show", str(path), copy, "--strict"])
     assert code == 6 and "fit_order" in err and len(err.strip().splitlines()) == 1, err
-    code, text, err = run_cli(["show", str(path), "--regex", "a_kernel_average$", "--strict",
+    code, text, err = run_cli(["show", str(path), copy, "--strict",
                                "--fit-order", "--not-swapped", "--json"])
     assert code == 0, err
     assert json.loads(text)["tensors"][0]["drift"] is not None, text

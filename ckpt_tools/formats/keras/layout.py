@@ -36,7 +36,7 @@ from .nested_optimizers import nested_owners, refuse_nested
 from .optimizer import fitting_use_ema, infer_use_ema, plan_optimizer
 from .optimizer_slots import OPTIMIZER_NAMES, Spec
 from .stated import check_proven, check_stated, refuse_layer_count, stated_keys
-from .stated_pairs import stated_pairs
+from .stated_pairs import paired_by_order, stated_pairs
 from .submodel_order import note_nested
 
 __all__ = ["KerasLayout", "Spec", "analyze", "check_stated", "fitting_use_ema",
@@ -413,8 +413,11 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             "apply_ema), which keeps the base kernel and the factors"]
     opt_name = (owner_names.get(owner) or (lay.optimizer_config or {}).get("name")
                 or "optimizer")
+    by_order = paired_by_order(lay, entries)
     for key, name in lay.var_names.items():
         src = (lay.averages | lay.slots).get(key)
+        if src in by_order:  # stored key: Keras' name would follow the assumed order (u15 F6)
+            continue
         if src or name in ("iteration", "learning_rate"):
             lay.paths[key] = (f"{opt_name}/{lay.paths[src].replace('/', '_')}_{name}" if src
                               else f"{opt_name}/{name}")

@@ -34,3 +34,18 @@ def stated_pairs(averages: dict[str, str | None], alone: dict[str, str | None],
     paired = {a: w for a, w in averages.items() if w is not None}
     shared = Counter(kind(w) for w in paired.values())
     return {a: w for a, w in paired.items() if alone.get(a) != w or shared[kind(w)] > 1}
+
+
+def paired_by_order(lay, entries) -> set[str]:
+    """The weights whose optimizer variables only the build order places: those of a shape and
+    dtype another weight with an EMA copy shares, where no ``--trainable`` stated the order.
+    Their copies keep the name the file stores (``optimizer/vars/4``): the name Keras gives
+    them in memory (``adam/d2_kernel_average``) would be derived from the order that
+    ``fit_order`` assumes, and read as proven."""
+    if not lay.use_ema or lay.trainable_stated:
+        return set()
+    groups: dict[tuple, list[str]] = {}
+    for w in lay.averages.values():
+        if w is not None and w in entries:
+            groups.setdefault((tuple(entries[w].shape), entries[w].dtype_name), []).append(w)
+    return {w for ws in groups.values() if len(ws) > 1 for w in ws}
