@@ -224,7 +224,8 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     keras = (keras_holders(ckpt.objects, candidates)
              if apply_order in (None, "trainable") and ckpt.objects is not None else [])
     alike = _alike(ckpt)
-    if keras:  # a tf.Module's order through Keras objects is not in the file
+    if keras and not partial:  # a tf.Module's order through Keras objects is not in the file
+        # (part of a group averaged: no order places them, as list says; u16 F16)
         decide = keras_trainable_text(keras, stated=apply_order is not None, tracked=not (
             tracked_in_layers(ckpt.objects, sorted(candidates), alike)))
     if ckpt.objects is not None:  # nor Keras' order of a layer's re-assignable sublayers

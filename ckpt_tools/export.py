@@ -327,7 +327,6 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
     try:
         inputs = Inputs(ckpt.input_files())
-        check_file_output(out_path, inputs, overwrite)
         weights: dict[str, str] = {}
         expected: dict[str, str] = {}
         notes: list[str] = []
@@ -339,6 +338,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
             raise OutputError(f"{ckpt.path}: no weights to export: {no_weights(ckpt, ema)}")
+        # after the pairing: its refusal (exit 6) says more than "--out exists" (u16 F3)
+        check_file_output(out_path, inputs, overwrite)
         bad = [(name, src) for name, src in plan.items() if not member_name_ok(name, fmt)]
         if bad:  # every bad name at once: the user fixes them in one run, not one per run
             try:

@@ -87,3 +87,47 @@ def test_restore_ema_help_describes_keras_in_keras_out():
     text = _flat_help("restore-ema")
     head = text.split("Arguments:")[0]
     assert "Keras in, Keras out" in head and "--not-swapped" in head, head
+
+
+def test_export_refusal_comes_before_out_exists(tmp_path):
+    """F3: an existing --out was reported (exit 7) before the EMA refusal (exit 6), so adding
+    --force only led to a second, different error: the refusal comes first."""
+    out = tmp_path / "k3.npz"
+    out.write_bytes(b"old")
+    code, _, err = run_cli(["export", str(MIDFIT), "--out", str(out)])
+    assert code == 6 and "--not-swapped" in err and "already exists" not in err, err
+    code, _, err = run_cli(["export", str(MIDFIT), "--not-swapped", "--out", str(out)])
+    assert code == 7 and "already exists" in err, err
+    assert out.read_bytes() == b"old"
+
+
+def test_part_of_a_keras_group_averaged_export_says_no_option_decides(tmp_path):
+    """F16: Keras 3 model with two nested blocks each holding Dense(name="fc"), a custom loop's
+    tf.train.ExponentialMovingAverage, averages saved as a dict keyed by v.path (the two
+    fc/kernel keys collapse: one block's averages saved). list said "no option decides";
+    export's refusal sent the user to --apply-order tracked, which then refused too."""
+    import pytest
+
+    tf = pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+
+    def block(name):
+        i = keras.Input((4,))
+        return keras.Model(i, keras.layers.Dense(4, name="fc")(i), name=name)
+
+    i = keras.Input((3,))
+    o = keras.layers.Dense(2, name="head")(block("b2")(block("b1")(keras.layers.Dense(
+        4, name="stem")(i))))
+    model = keras.Model(i, o)
+    ema = tf.train.ExponentialMovingAverage(0.9)
+    ema.apply([v.value for v in model.trainable_variables])
+    tf.train.Checkpoint(model=model, ema={v.path: ema.average(v.value)
+                                          for v in model.trainable_variables}).write(
+        str(tmp_path / "run" / "ckpt-1"))
+    code, _, err = run_cli(["list", str(tmp_path / "run")])
+    assert code == 0 and "no option decides" in err, err
+    out = str(tmp_path / "a.npz")
+    for stated in ([], ["--apply-order", "tracked"]):
+        code, _, err = run_cli(["export", str(tmp_path / "run"), "--out", out, *stated])
+        assert code == 6, err
+        assert "no option decides" in err and "pass --apply-order tracked" not in err, err
