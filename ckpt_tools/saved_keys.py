@@ -29,6 +29,17 @@ def held_variable(sources: list[str]) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
+def held_variables(ckpt: Checkpoint) -> dict[str, str | None] | None:
+    """Key -> :func:`held_variable` of what the save op that wrote ``ckpt`` saved under it,
+    for every key it wrote; ``None`` where :func:`~ckpt_tools.save_op.written_sources` is.
+    Computed once per open checkpoint (callers must not change it): every reader of the save
+    op's keys (:func:`renamed_keys`, :func:`translated_pairs`, :mod:`.saved_swaps`) takes it."""
+    def held() -> dict[str, str | None] | None:
+        sources = written_sources(ckpt)
+        return None if sources is None else {k: held_variable(s) for k, s in sources.items()}
+    return ckpt.memo("saved_keys_held", held)
+
+
 def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
     """Returns stored key -> the variable its ``.meta``'s save op saved under it, for each key
     whose variable has another name (``None``: parts of several variables); ``{}`` where the
@@ -37,19 +48,20 @@ def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
 
     A key named as an average that holds its variable, where that variable's own key is not
     stored (a Saver of ``ema.variables_to_restore()``), is left out: :mod:`.raw_shadows`
-    refuses it with its own reason.
+    refuses it with its own reason. Computed once per open checkpoint (callers must not
+    change it).
     """
-    sources = written_sources(ckpt) or {}
-    stored = ckpt.entries()
-    out: dict[str, str | None] = {}
-    for key, src in sources.items():
-        held = held_variable(src)
-        if key not in stored or held == key:
-            continue
-        if held is not None and key.startswith(held + "/") and held not in stored:
-            continue  # variables_to_restore(): raw_shadows explains it
-        out[key] = held
-    return out
+    def renamed() -> dict[str, str | None]:
+        stored = ckpt.entries()
+        out: dict[str, str | None] = {}
+        for key, held in (held_variables(ckpt) or {}).items():
+            if key not in stored or held == key:
+                continue
+            if held is not None and key.startswith(held + "/") and held not in stored:
+                continue  # variables_to_restore(): raw_shadows explains it
+            out[key] = held
+        return out
+    return ckpt.memo("saved_keys_renamed", renamed)
 
 
 def stripped_prefix(renamed: dict[str, str | None]) -> str | None:
@@ -183,10 +195,10 @@ def translated_pairs(ckpt: Checkpoint, variables,
     if not renamed or any(h is None or h.startswith(k + "/") or k.startswith(h + "/")
                           for k, h in renamed.items()):
         return None  # parts of several variables, or averages saved under variables' names
-    sources = written_sources(ckpt) or {}
+    held_of = held_variables(ckpt) or {}
     held: dict[str, str] = {}
     for key in variables:
-        h = held_variable(sources.get(key) or [])
+        h = held_of.get(key)
         if h is None:
             return None  # a key this save op did not write: nothing proves what it holds
         held[key] = h

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from . import roles as R
 from .checkpoint import Checkpoint
-from .save_op import graph_file, written_sources
-from .saved_keys import PART, held_variable, translated_pairs
+from .save_op import graph_file
+from .saved_keys import PART, held_variables, translated_pairs
 
 _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -57,14 +57,14 @@ def _whole(averaged: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
 def key_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     """Key -> the one variable the save op wrote it from, for every key; ``None`` where the
     save op is not proven the writer or a key holds several variables' parts."""
-    sources = written_sources(ckpt)
-    if not sources:
+    held_of = held_variables(ckpt)
+    if not held_of:
         return None
     held: dict[str, str] = {}
     for key in variables:
         if key == _OBJECT_GRAPH:
             continue
-        h = held_variable(sources.get(key) or [])
+        h = held_of.get(key)
         if h is None:
             return None
         held[key] = h
@@ -134,6 +134,25 @@ def swap_objects(ckpt: Checkpoint, variables) -> list[str]:
 
 def swapped_pairs(ckpt: Checkpoint, variables,
                   ema_name: str | None = None) -> tuple[list, list, list, dict] | None:
+    """:func:`_swapped_pairs`, computed once per open checkpoint and ``ema_name`` for the
+    same ``variables`` (the same :class:`~ckpt_tools.variable.Variable` records under the same
+    keys: most callers of one command pass the checkpoint's own); each caller gets its own
+    lists and dict."""
+    memo = ckpt.memo("saved_swaps_pairs", dict)
+    items = list(variables.items())
+    last = memo.get(ema_name)
+    if last is None or len(last[0]) != len(items) or not all(
+            k == k2 and v is v2 for (k, v), (k2, v2) in zip(items, last[0], strict=True)):
+        last = memo[ema_name] = (items, _swapped_pairs(ckpt, variables, ema_name))
+    found = last[1]
+    if found is None:
+        return None
+    pairs, missing, not_saved, names = found
+    return list(pairs), list(missing), list(not_saved), dict(names)
+
+
+def _swapped_pairs(ckpt: Checkpoint, variables,
+                   ema_name: str | None) -> tuple[list, list, list, dict] | None:
     """Pairs a TF1 checkpoint whose save op stored some average under a key not named as one
     (a swapping Saver, whole or partial, or averages under other keys).
 
