@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .checkpoint import Checkpoint
-from .save_op import graph_file
+from .meta_shadows import update_ops_of
 from .saved_keys import PART, held_variables, translated_pairs
 
 _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -26,16 +26,12 @@ _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 def _averaged(ckpt: Checkpoint) -> dict[str, tuple[str, str]]:
     """Shadow op -> ``(the variable op its AssignMovingAvg averages, that op's EMA name
     scope)``, from the ``.meta``'s (or TF1 SavedModel's) update ops (``{}`` where it records
-    none)."""
+    none), read as every reader of them does (:func:`~ckpt_tools.meta_shadows.update_ops_of`):
+    its ``ckpt.meta.path`` is the file :func:`~ckpt_tools.save_op.graph_file` reads the save
+    op from (both the file the graph was read from; ``None`` in a ``--no-meta`` view)."""
     def read() -> dict[str, tuple[str, str]]:
-        import os
-
-        from .formats.meta_updates import read_update_ops
-
-        path = graph_file(ckpt)
-        ops = read_update_ops(path) if path and (path.endswith(".meta") or os.path.basename(
-            path).startswith("saved_model.")) else None
-        found = {} if ops is None else dict(ops.averages)
+        ops = update_ops_of(ckpt.meta)
+        found = {} if ops is None else dict(ops[0].averages)
         return {**_whole(found), **found}
     return ckpt.memo("saved_swaps_averaged", read)
 

@@ -9,20 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
-for case in ("builder", "simple"):
+for case in ("builder", "simple", "swap"):
     with tf.Graph().as_default():
         x = tf1.placeholder(tf.float32, [None, 4], name="x")
         k1 = tf1.get_variable("model/dense/kernel", [4, 4], initializer=tf1.ones_initializer())
@@ -33,22 +24,25 @@ for case in ("builder", "simple"):
                         tf1.assign_add(k2, 2 * tf.ones([4, 4])))
         with tf.control_dependencies([step]), tf1.variable_scope("model"):
             update = ema.apply([k1, k2])
-        with tf1.Session() as s:
-            s.run(tf1.global_variables_initializer())
-            for _ in range(3):
-                s.run(update)
+        with trained(tf, update) as s:
             for k in (k1, k2):
                 truth[f"{case}:{k.op.name}"] = s.run(ema.average(k))
+                truth[f"{case}:raw:{k.op.name}"] = s.run(k)
                 truth[f"{case}:shadow:{k.op.name}"] = np.array(ema.average(k).op.name)
             d = f"{out}/{case}"
             if case == "simple":
                 tf1.saved_model.simple_save(s, d, {"x": x}, {"y": y})
                 continue
+            # "swap": a swapping Saver (MovingAverageOptimizer.swapping_saver()'s keys); key
+            # dense/kernel holds model/dense/kernel/ExponentialMovingAverage, which by name is
+            # model/dense/kernel's average: only the update ops say it is dense/kernel's
+            saver = tf1.train.Saver({**{k.op.name: ema.average(k) for k in (k1, k2)},
+                                     **{ema.average_name(k): k for k in (k1, k2)}}) \
+                if case == "swap" else None
             b = tf1.saved_model.Builder(d)
-            b.add_meta_graph_and_variables(s, ["train"])
+            b.add_meta_graph_and_variables(s, ["train"], saver=saver)
             b.add_meta_graph(["serve"])
             b.save()
-np.savez(f"{out}/truth.npz", **truth)
 '''
 VARS = ("model/dense/kernel", "dense/kernel")
 
@@ -56,7 +50,7 @@ VARS = ("model/dense/kernel", "dense/kernel")
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_sm_updates")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 @pytest.mark.parametrize("case", ["builder", "simple"])
@@ -86,3 +80,28 @@ def test_without_the_graph_it_stays_refused(made, tmp_path):
     code, _, err = run_cli(["export", str(out / "builder"), "--no-meta", "--out",
                             str(tmp_path / "w.npz")])
     assert code == 6 and not (tmp_path / "w.npz").exists(), err
+
+
+
+@pytest.mark.xfail(strict=True, reason="not fixed (s14e): the train graph's swapping save op and "
+                   "the serve graph's plain one disagree, so written_sources() is None and the "
+                   "keys' names pair: the raw values export as averages, exit 0")
+@pytest.mark.parametrize("raw", [False, True], ids=["ema", "raw"])
+def test_a_swapping_saver_beside_a_plain_one_never_exports_raw_as_averages(made, tmp_path, raw):
+    """Builder(saver=swapping Saver) for the ``train`` graph and a plain Saver for ``serve``:
+    the two save ops of saved_model.pb store the same keys from different variables (key
+    model/dense/kernel/ExponentialMovingAverage holds dense/kernel raw in the one that wrote
+    the variables). Each variable's own average (--raw: its raw value), bit for bit, or a
+    refusal (exit 6): never the other save op's reading."""
+    out, truth = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / "swap"), *(["--raw"] if raw else []),
+                            "--out", str(target)])
+    assert code in (0, 6), err
+    if code == 6:
+        return
+    with np.load(target) as z:
+        assert sorted(z.files) == sorted(VARS)
+        for var in VARS:
+            want = truth[f"swap:{'raw:' if raw else ''}{var}"]
+            assert z[var].tobytes() == want.tobytes(), var
