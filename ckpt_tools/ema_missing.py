@@ -10,6 +10,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, suffix_base
 from .errors import EmaError
 from .formats.objgraph import readable_name
+from .slashed_stated import SLASHED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,6 +114,10 @@ def missing_message(m: EmaMap) -> str:
     renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
     other = next((h for h in m.hints if h.startswith("another EMA object averaged")), None)
     misfiled = next((h for h in m.hints if h.startswith(MISFILED)), None)
+    slashed = next((h for h in m.hints if h.startswith(SLASHED)), None)
+    if slashed:  # W/ema/slow, no .meta: the averages may be there, under a slashed name
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+                f"'<name>/{m.ema_name}': {sample}; {slashed}")
     if misfiled:  # not a variable_scope's, not another EMA object's: the Saver's dict
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
                 f"{sample}; {misfiled}")

@@ -51,6 +51,7 @@ from .rescope_clash import refuse_rescope_clash
 from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op, swapped_pairs
+from .slashed_stated import slashed_hint, stated_slashed_shadows
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
@@ -450,7 +451,8 @@ def ema_map(
             # checkpoint (keras_assumed, swap_assumed: no import else)
             assumed = of_style(keras_assumptions(ckpt), style)
             asked = True  # refused below, once the file's own pairing is proven
-        variables = paired_variables(ckpt, apply_order, ema_name)
+        variables = stated_slashed_shadows(ckpt, paired_variables(ckpt, apply_order, ema_name),
+                                           ema_name)  # --ema-name ema/slow, no .meta
         # keys that are not their variables' names: paired through the .meta's save op, or
         # refused where it cannot be (restore_ema's targets are the graph's own variables,
         # which the keys' variables are: graph_saved)
@@ -607,6 +609,9 @@ def ema_map(
     unsaved = [f"{t}/{name}" for t in missing
                if f"{t}/{name}" in graph_keys and f"{t}/{name}" not in variables]
     hints = missing_hints(variables, name, detected, missing, unsaved)
+    slashed = slashed_hint(ckpt, variables, missing)
+    if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
+        hints.insert(0, slashed)
     slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
     if slotted:
         hints.insert(0, slotted)

@@ -39,6 +39,7 @@ from .raw_reasons import expected_raw_note
 from .raw_shadows import restored_raw_holders, restored_raw_warning
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
+from .slashed_stated import stated_slashed_shadows
 
 FORMATS = ("npz", "safetensors", "h5")
 def _who_can_hold(dtype: str) -> str:
@@ -148,7 +149,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     ``use_meta=False`` plans as if no ``.meta`` were beside the checkpoint.
     """
     ckpt = ckpt.with_meta(map_options.get("use_meta", True))
-    variables = {v.name: v for v in ckpt.variables_unwarned()}
+    variables = stated_slashed_shadows(ckpt, {v.name: v for v in ckpt.variables_unwarned()},
+                                       map_options.get("ema_name"))  # --ema-name ema/slow
     has_ema = any(v.role == R.EMA for v in variables.values())
     # Never silently raw: without --raw, a checkpoint with no averages is refused with the
     # explanation restore-ema gives (--allow-missing exports raw values where none exists).

@@ -1,0 +1,82 @@
+"""TF1 averages of an ``ExponentialMovingAverage`` named with a slash (``name="ema/slow"``:
+shadows ``W/ema/slow``) read without a ``.meta`` (``--no-meta``, or none beside the checkpoint).
+
+With the ``.meta`` its update ops prove them (:mod:`.meta_shadows`). Without it the keys alone
+look like a weight ``W/ema/slow`` under an unstored ``W/ema``: every command said "no EMA shadow
+is stored at all" and named ``--raw`` (s13g, review-13-attack-r22 F8). An EMA name of several
+parts is never guessed from the keys: ``--ema-name ema/slow`` states it
+(:func:`stated_slashed_shadows` then pairs ``<v>/ema/slow`` with a stored ``<v>`` of its dtype
+and shape), and without it the refusal names that option (:func:`slashed_hint`).
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .formats._record import replace
+
+#: How :func:`slashed_hint` begins.
+SLASHED = "keys such as "
+
+
+def _shadow_of(key: str, v, variables, name: str) -> str | None:
+    """The stored variable ``key`` sits under as ``<var>/<name>`` with its dtype and shape
+    (``key`` read as a weight or other), or ``None``."""
+    if not key.endswith("/" + name) or v.role not in (R.WEIGHT, R.OTHER):
+        return None
+    head = key[: -len(name) - 1]
+    h = variables.get(head)
+    if (h is None or h.role not in (R.WEIGHT, R.BN_STAT) or h.dtype != v.dtype
+            or tuple(h.shape) != tuple(v.shape) or v.dtype not in R._FLOAT):
+        return None
+    return head
+
+
+def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
+    """``variables`` with each ``<v>/<ema_name>`` read as ``v``'s average, where ``ema_name``
+    (stated: ``--ema-name``) has several parts and no ``.meta`` is read (a TF1 checkpoint);
+    unchanged otherwise."""
+    if (not ema_name or "/" not in ema_name or "," in ema_name or ckpt.objects is not None
+            or ckpt.meta is not None):
+        return variables
+    found = {k: h for k, v in variables.items()
+             if (h := _shadow_of(k, v, variables, ema_name)) is not None}
+    if not found:
+        return variables
+    # another such object's averages beside them (ema/fast beside the stated ema/slow): read
+    # as averages too, set aside by the name stated, never as weights missing one
+    parent = ema_name.rpartition("/")[0]
+    others = {k: h for k, v in variables.items() if k not in found and f"/{parent}/" in k
+              and (h := _shadow_of(k, v, variables, parent + "/" + k.rpartition("/")[2]))}
+    out = dict(variables)
+    for k, h in {**others, **found}.items():
+        out[k] = replace(variables[k], role=R.EMA, ema_of=h, ema_style="tf1", ema=None,
+                         ema_candidates=())
+    for k, h in found.items():
+        out[h] = replace(out[h], ema=k)
+    return out
+
+
+def slashed_hint(ckpt, variables: dict, missing) -> str | None:
+    """Where weights lack an average and keys ``<w>/<a>/<b>`` of their dtype and shape sit
+    under them with ``<w>/<a>`` not stored (no ``.meta`` read): the hint naming
+    ``--ema-name <a>/<b>``, or ``None``."""
+    if ckpt.objects is not None or ckpt.meta is not None:
+        return None
+    lacking = set(missing)
+    names: dict[str, str] = {}  # the name after the weight's key -> a key under it
+    for t in missing:
+        for k, v in variables.items():
+            rest = k[len(t) + 1:] if k.startswith(t + "/") else ""
+            if "/" not in rest or f"{t}/{rest.split('/')[0]}" in variables:
+                continue
+            if k in lacking and _shadow_of(k, v, variables, rest) == t:
+                names.setdefault(rest, k)
+    if not names:
+        return None
+    n = sorted(names)
+    return (f"{SLASHED}{names[n[0]]} may hold the averages of an ExponentialMovingAverage "
+            f"named with a slash ({', '.join(map(repr, n))}), which the keys alone do not "
+            f"prove: keep the training .meta beside the checkpoint, or pass --ema-name "
+            f"{n[0]} (ema_name={n[0]!r} in Python)"
+            + (f" or --ema-name {n[1]}" if len(n) > 1 else "")
+            + " if that is the name you gave it")
