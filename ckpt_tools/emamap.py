@@ -44,6 +44,7 @@ from .formats.objgraph import SLOT_MARK, has_swappable_averages
 from .graph_saved import graph_holders
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
+from .loss_named import loss_named_missing_hint
 from .pairing import lists_stated, root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
@@ -612,6 +613,9 @@ def ema_map(
     slashed = slashed_hint(ckpt, variables, missing)
     if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
         hints.insert(0, slashed)
+    loss_said = loss_named_missing_hint(ckpt, variables, missing)
+    if loss_said:  # total_loss/lossavg without the .meta: maybe a tensor's average
+        hints.append(loss_said)
     slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
     if slotted:
         hints.insert(0, slotted)

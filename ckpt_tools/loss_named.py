@@ -36,3 +36,20 @@ def stated_loss_named(entries, info: dict, meta, objects, averages_only: bool) -
 def loss_named(keys) -> list[str]:
     """The keys of ``keys`` whose head names a loss (said in the stated-averages note)."""
     return [k for k in keys if "loss" in k.rpartition("/")[0].lower()]
+
+
+def loss_named_missing_hint(ckpt, variables, missing) -> str | None:
+    """Without a ``.meta``: the hint for weights "missing" an average whose head names a loss
+    and is not stored (``total_loss/lossavg``: a loss tensor's average under a custom EMA name
+    reads by its key as a weight), or ``None``. ``--allow-missing`` would export it raw as a
+    weight; ``--exclude`` leaves it out."""
+    if ckpt.objects is not None or ckpt.meta is not None:
+        return None
+    found = [k for k in loss_named(missing) if k.rpartition("/")[0] not in variables]
+    if not found:
+        return None
+    return (f"{', '.join(found[:3])}{' ...' if len(found) > 3 else ''} may be a loss tensor's "
+            "average under a custom EMA name (ema.apply([loss])), which the keys alone cannot "
+            "tell from a weight (the training .meta can): keep the .meta beside the checkpoint, "
+            f"or pass --exclude '{found[0]}' to leave it out (--allow-missing would export it "
+            "raw, as a weight)")

@@ -393,6 +393,9 @@ def classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_m
         return _PLAIN[OTHER]
     if has_meta and key in meta_vars:
         return _PLAIN[OTHER]
+    if last and zero_debias_pair(key + "/biased", entries):
+        # a custom-named zero-debiased average (name="dbg"): TF debiases tensors' only
+        return _PLAIN[LOSS_AVERAGE]
     return _PLAIN[WEIGHT if entry.dtype_name in _FLOAT or (
         entry.dtype_name in _QUANTIZED and last.lstrip("_") in _QUANTIZED_NAMES) else OTHER]
 
