@@ -74,7 +74,10 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
         # optimizer's)
         return EmaError(f"{name}: {attached}{main}; no ckpt option decides their pairing "
                         "(--trainable and --use-ema state only the compiled optimizer's); "
-                        f"{_RAW}")
+                        f"{_RAW}; to save the averages as the weights, call each optimizer's "
+                        "finalize_variable_values(<the variables it trains>) before "
+                        "model.save() in the training process (Keras copies its averages into "
+                        "them), then use --raw")
     keras2 = layout.tf_keras or layout.kind == "legacy"  # a legacy .h5: tf_keras wrote it
     fix = ("train with an optimizer created with use_ema=True (e.g. "
            f"{'tf_keras' if keras2 else 'keras'}.optimizers.SGD(momentum=0.9, "
