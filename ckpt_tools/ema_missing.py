@@ -37,6 +37,16 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
                      "averages, or an optimizer's slots: the file does not say): pass "
                      f"--ema-name {others[0]} only if that is the name you gave an "
                      "ExponentialMovingAverage")
+    # W/SGDM beside W: named like an EMA's average, shown a slot by the .meta's update ops
+    # (meta_shadows.update_op_slots; review-14-attack-r25 F0)
+    lacking = set(missing)
+    slots = [k for k, v in variables.items() if v.role == R.OPTIMIZER_SLOT
+             and v.slot_of in lacking and not R.SLOT_RE.match(k.rpartition("/")[2])]
+    if slots:
+        more = f" (and {len(slots) - 1} more)" if len(slots) > 1 else ""
+        hints.append(f"{slots[0]}{more} is named like an average, but the .meta's update ops "
+                     "show it is an optimizer's slot (an input of its Apply op), not an "
+                     "average")
     return hints
 
 

@@ -7,9 +7,10 @@ a name; an optimizer stores its slots the same way, ``<weight>/<optimizer name>`
 loop's accumulators ``W/accum``). So a name other than TF's default is an EMA's only when:
 
 - the caller says so (``--ema-name``);
-- or a TF1 ``.meta`` records a ``moving_average_variables`` collection (which
-  ``ema.apply()`` fills, and no optimizer does), no default-named average is stored, and that
-  name is the only candidate.
+- or a TF1 ``.meta``'s ``moving_average_variables`` collection (which ``ema.apply()`` fills
+  with the variables it averages, and no optimizer does; a slim batch norm adds its moving
+  statistics) lists every variable stored with a tensor under that name, no default-named
+  average is stored, and that name is the only candidate.
 """
 
 from __future__ import annotations
@@ -35,14 +36,34 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     proven = {n for n in candidates if n == R.DEFAULT_EMA_NAME}
     others = candidates - proven
     meta = ckpt.meta
-    # the collection proves some EMA ran: the one other name is its only where no
-    # default-named average (which would explain the collection) is stored; the keys are
-    # scanned only when that decides
+    # the collection lists the variables ema.apply() averaged (and a slim batch norm's
+    # moving statistics, review-14-attack-r25 F0): the one other name is an EMA's only where
+    # no default-named average (which would explain the collection) is stored and every
+    # variable stored with a tensor under that name is listed; the keys are scanned only
+    # when that decides
     if len(others) == 1 and meta is not None and meta.collections.get(
-            "moving_average_variables") and not any(
-            R.split_key(k)[1].startswith(R.DEFAULT_EMA_NAME) for k in ckpt.keys()):
-        proven |= others
+            "moving_average_variables"):
+        (name,) = others
+        keys = set(ckpt.keys())
+        heads = {head for head, last in map(R.split_key, keys)
+                 if head in keys and suffix_base(last) == name}
+        if heads and heads <= set(meta.keys_in("moving_average_variables")) and not any(
+                R.split_key(k)[1].startswith(R.DEFAULT_EMA_NAME) for k in keys):
+            proven |= others
     return proven
+
+
+def without_slot_names(variables, names: list[str]) -> list[str]:
+    """``names`` (EMA names read from the keys) without those that only optimizer slots
+    carry: ``SGDM`` of ``W/SGDM``, a ``MomentumOptimizer(name="SGDM")``'s buffer that the
+    ``.meta``'s update ops show (:func:`~ckpt_tools.meta_shadows.update_op_slots`;
+    review-14-attack-r25 F0)."""
+    slots = {suffix_base(k.rpartition("/")[2]) for k, v in variables.items()
+             if v.role == R.OPTIMIZER_SLOT and v.slot_of}
+    if not slots:
+        return names
+    used = {suffix_base(k.rpartition("/")[2]) for k, v in variables.items() if v.role == R.EMA}
+    return [n for n in names if n not in slots or n in used]
 
 
 def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
@@ -76,10 +97,15 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
     sample = ", ".join(shown(avg) for (avg,) in list(open_.values())[:3])
     more = f" and {len(open_) - 3} more" if len(open_) > 3 else ""
     meta = ckpt.meta
+    listed = set(meta.keys_in("moving_average_variables")) if meta is not None else set()
     why = ("; the .meta beside it records no moving_average_variables collection, which "
            "ema.apply() always fills, so these are most likely optimizer slots"
-           if meta is not None and not meta.collections.get("moving_average_variables")
-           else "")
+           if meta is not None and not listed else
+           "; the .meta's moving_average_variables, which lists every variable ema.apply() "
+           f"averaged, does not list {next(w for w in open_ if w not in listed)} "
+           "(what it lists is a batch norm's moving statistics or another EMA's), so these "
+           "are most likely optimizer slots"
+           if meta is not None and not set(open_) <= listed else "")
     names_text = " or ".join(repr(n) for n in unproven)
     raise UnprovenPairingError(
         f"{ckpt.path}: {len(open_)} weight(s) would be restored from tensors named "

@@ -33,7 +33,7 @@ from .ema_missing import (
     refuse_orphans,
 )
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
-from .ema_proof import refuse_unproven_names
+from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style, require_keras, suffix_base
 from .ema_scopes import scope_hints
 from .ema_several import join_maps, split_ema_names
@@ -682,6 +682,7 @@ def proven_names(variables, by_keys: list[str]) -> list[str]:
     part alone the keys show); then the names the proven shadows carry after their variable's
     key, or their last part where a scope hides the variable's key."""
     shown: dict[str, int] = {}
+    by_keys = without_slot_names(variables, by_keys)  # W/SGDM: the graph shows a slot
     for k, v in variables.items():
         if v.role == R.EMA and v.ema_of and v.ema_style == "tf1":
             part = (k[len(v.ema_of) + 1:] if k.startswith(v.ema_of + "/")

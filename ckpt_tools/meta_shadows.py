@@ -13,12 +13,24 @@ graph's update ops tell them from the optimizer's (:mod:`.formats.meta_updates`)
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph
 from .formats.meta_updates import UpdateOps, read_update_ops
-from .roles import BN_STAT, EMA, LOSS_AVERAGE, OPTIMIZER_SLOT, OTHER, WEIGHT, RoleInfo
+from .roles import (
+    BN_STAT,
+    DEFAULT_EMA_NAME,
+    EMA,
+    LOSS_AVERAGE,
+    OPTIMIZER_SLOT,
+    OTHER,
+    WEIGHT,
+    RoleInfo,
+)
+
+_NUMBERED = re.compile(r"_\d+$")  # the _N TF appends to a taken name
 
 
 def op_key(meta: MetaGraph) -> Callable[[str], str]:
@@ -173,3 +185,24 @@ def update_op_lone(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleI
                 or ri.role in (LOSS_AVERAGE, OTHER):
             out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
     return out
+
+
+def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
+                    meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Returns new roles for the keys read by name as TF1 averages (``W/SGDM`` beside ``W``)
+    that the ``.meta``'s graph shows are an optimizer's slots: an input of its ``Apply*`` op
+    (``SGDM/update_W/ResourceApplyMomentum``) and updated by no ``AssignMovingAvg`` op.
+    ``MomentumOptimizer(name="SGDM")`` stores its buffer as ``W/SGDM``, just as
+    ``ExponentialMovingAverage(name="SGDM")`` would (review-14-attack-r25 F0). Read only where
+    such an average carries a name other than TF's default.
+    """
+    named = [k for k, ri in roles.items() if ri.role == EMA and ri.ema_style == "tf1"
+             and _NUMBERED.sub("", k.rpartition("/")[2]) != DEFAULT_EMA_NAME]
+    read = update_ops_of(meta) if named else None
+    if read is None:
+        return {}
+    ops, key = read
+    averages = {key(s) for s in ops.averages}
+    slots = {key(s): key(t) for s, (t, _op) in ops.slots.items()}
+    return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) for k in named
+            if k in slots and k not in averages}

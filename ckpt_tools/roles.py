@@ -195,12 +195,14 @@ def classify(
             update_op_candidates,
             update_op_lone,
             update_op_shadows,
+            update_op_slots,
         )
 
         out.update(slashed_name_shadows(entries, out, meta))
         out.update(update_op_shadows(entries, out, meta))
         out.update(update_op_candidates(entries, out, meta))
         out.update(update_op_lone(entries, out, meta))
+        out.update(update_op_slots(entries, out, meta))
     return out
 
 
