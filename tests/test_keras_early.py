@@ -26,7 +26,8 @@ def made(tmp_path_factory) -> tuple[Path, dict[str, np.ndarray]]:
 
 
 def _export(path: Path, out: Path, *extra: str) -> tuple[int, str, dict[str, np.ndarray]]:
-    code, text, err = run_cli(["export", "--not-swapped", str(path), "--out", str(out), *extra])
+    stated = [] if "--raw" in extra else ["--not-swapped"]  # together: exit 2 (u16 F2)
+    code, text, err = run_cli(["export", *stated, str(path), "--out", str(out), *extra])
     if code != 0:
         assert not out.exists()
         return code, err, {}

@@ -30,6 +30,7 @@ def _exported(made, name: str, tmp_path: Path, *extra: str) -> tuple[int, dict, 
     # saved during training, never swapped: stated for Keras 3 files (a tf_keras TF-format
     # checkpoint has no SwapEMAWeights: --not-swapped is a usage error there)
     stated = [] if name.startswith("tfk_") and name.endswith("/ckpt") else ["--not-swapped"]
+    stated = [] if "--raw" in extra else stated  # --raw --not-swapped: exit 2 (u16 F2)
     code, _, err = run_cli(["export", *stated, str(out / name), "--out", str(target),
                             "--force", *extra])
     if code:

@@ -348,8 +348,7 @@ def test_optimizers_kept_as_model_attributes_are_not_weights(made, name, tmp_pat
         assert code == 6 and "no ckpt option decides their pairing" in err, (args, err)
     assert not (tmp_path / "r").exists()
     target = tmp_path / "raw.npz"
-    code, _, err = run_cli(["export", "--not-swapped",
-                            str(out / name), "--raw", "--out", str(target)])
+    code, _, err = run_cli(["export", str(out / name), "--raw", "--out", str(target)])
     assert code == 0, err
     with np.load(target) as z:
         assert sorted(z.files) == sorted(paths["gan"])

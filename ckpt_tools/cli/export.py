@@ -113,6 +113,11 @@ def export_command(
     from ..export import export_weights, output_format, parse_rename
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
+    if not_swapped and ema is False:  # u16 F2: contradictory, never silently one of them
+        raise typer.BadParameter(
+            "states that the file's EMA copies are the averages, and --raw exports the file's "
+            "own weights, which that does not change: give one (--not-swapped for the "
+            "averages, --raw alone for the weights)", param_hint="--not-swapped")
     if not out_path:  # exit 7, as in restore-ema and average (README: output refused)
         raise OutputError("--out is empty: give a file name")
     fmt = choice(pick_format(fmt, to), FORMATS, "--format")
