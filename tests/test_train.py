@@ -333,7 +333,8 @@ def test_nan_loss_exits_1_and_keeps_last_good_checkpoint(api, tmp_path):
     result = _invoke(*args)
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: loss is nan at step 5"), result.stderr
+    want = f"error: {train_dir}: loss is nan at step 5"  # names the run (u16 F12)
+    assert len(lines) == 1 and lines[0].startswith(want), result.stderr
     assert "Traceback" not in result.output
     names = sorted(os.listdir(train_dir))
     assert not any("-5" in n or "-6" in n for n in names), names

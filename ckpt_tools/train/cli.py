@@ -59,6 +59,7 @@ from .common import (
     TrainUsageError,
     first_line,
     load_trainer,
+    remove_if_empty,
 )
 from .data import resolve_data_dir
 from .devices import quiet_tensorflow
@@ -263,7 +264,13 @@ def train_command(
                 return
         else:
             quiet_tensorflow(verbose)
-            result = load_trainer(api.value)(cfg)
+            created = not os.path.lexists(train_dir)
+            try:
+                result = load_trainer(api.value)(cfg)
+            except TrainError:
+                if created:  # this run made it and (NaN at the first steps) wrote nothing
+                    remove_if_empty(train_dir)
+                raise
     if result.checkpoint:  # saved: a summary that cannot be printed is only a warning
         out.wrote(result.checkpoint)
     if json_output:

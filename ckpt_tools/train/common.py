@@ -6,6 +6,7 @@ Importing this module (or anything the CLI imports at start-up) must never impor
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -197,13 +198,14 @@ def save_due(cfg: TrainConfig, step: int) -> bool:
     return cfg.save_checkpoints and (step % cfg.save_every == 0 or step >= cfg.max_steps)
 
 
-def nan_error(problem: str, step: int, saved: str | None) -> NaNLossError:
+def nan_error(problem: str, step: int, saved: str | None, train_dir: str) -> NaNLossError:
     """The error for a non-finite loss (``problem="loss is nan"``) or non-finite variables.
 
     Args:
         problem: what is not finite, e.g. ``"loss is nan"``.
         step: the global step it happened at.
         saved: the last checkpoint written (left untouched), or None.
+        train_dir: the run's ``--train-dir``, which the message names first (u16 F12).
 
     Returns:
         The error to raise.
@@ -212,7 +214,13 @@ def nan_error(problem: str, step: int, saved: str | None) -> NaNLossError:
         what = f"{problem} at step {step}: training stopped"
     else:
         what = f"{problem} at step {step}: not saved, training stopped"
-    return NaNLossError(f"{what}; last good checkpoint: {saved or 'none'}")
+    return NaNLossError(f"{train_dir}: {what}; last good checkpoint: {saved or 'none'}")
+
+
+def remove_if_empty(directory: str) -> None:
+    """Remove a ``--train-dir`` a failed run created, where it wrote nothing (u16 F12)."""
+    with contextlib.suppress(OSError):  # not empty, or gone: leave it as it is
+        os.rmdir(directory)
 
 
 def median_rate(examples: int, durations: list[float]) -> float:

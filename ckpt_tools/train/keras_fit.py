@@ -168,7 +168,8 @@ class _Checkpointer(keras.callbacks.Callback):
         self.step = int(self.model.optimizer.iterations.numpy())
         self.loss = float((logs or {}).get("loss", np.nan))  # running mean over this fit()
         if not np.isfinite(self.loss):
-            self._stop(nan_error(f"loss is {self.loss}", self.step, self.saved))
+            self._stop(nan_error(f"loss is {self.loss}", self.step, self.saved,
+                                 self.cfg.train_dir))
             return
         self.bar.update(
             self.step, self.loss, self.global_batch / self.durations[-1], self.durations[-1]
@@ -176,7 +177,8 @@ class _Checkpointer(keras.callbacks.Callback):
         if not save_due(self.cfg, self.step):
             return
         if not all(np.isfinite(v.numpy()).all() for v in self._float_variables()):
-            self._stop(nan_error("variables hold NaN/Inf", self.step, self.saved))
+            self._stop(nan_error("variables hold NaN/Inf", self.step, self.saved,
+                                 self.cfg.train_dir))
             return
         path = os.path.join(self.cfg.train_dir, f"ckpt-{self.step}.keras")
         with warnings.catch_warnings():

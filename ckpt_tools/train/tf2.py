@@ -236,11 +236,11 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
             durations.append(time.perf_counter() - t0)
             current += 1
             if not np.isfinite(loss_value):
-                raise nan_error(f"loss is {loss_value}", current, saved)
+                raise nan_error(f"loss is {loss_value}", current, saved, cfg.train_dir)
             bar.update(current, loss_value, global_batch / durations[-1], durations[-1])
             if save_due(cfg, current):
                 if not _all_finite(ckpt_variables(net, optimizer, shadows, losses)):
-                    raise nan_error("variables hold NaN/Inf", current, saved)
+                    raise nan_error("variables hold NaN/Inf", current, saved, cfg.train_dir)
                 # Every worker must save (the save may run collectives); only the chief's
                 # copy is kept in --train-dir.
                 path = manager.save(checkpoint_number=current)

@@ -261,13 +261,13 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
                 durations.append(time.perf_counter() - t0)
                 step += 1
                 if not np.isfinite(loss_value):
-                    raise nan_error(f"loss is {loss_value}", step, saved)
+                    raise nan_error(f"loss is {loss_value}", step, saved, cfg.train_dir)
                 bar.update(step, float(loss_value), global_batch / durations[-1], durations[-1])
                 if save_due(cfg, step):
                     # A finite loss can still come with NaN weights (the update after it):
                     # never write those.
                     if not sess.run(handles.all_finite):
-                        raise nan_error("variables hold NaN/Inf", step, saved)
+                        raise nan_error("variables hold NaN/Inf", step, saved, cfg.train_dir)
                     saved = handles.saver.save(sess, prefix, global_step=step)
     if cfg.save_checkpoints and saved is None:
         raise TrainError(f"no checkpoint was written to {cfg.train_dir}")

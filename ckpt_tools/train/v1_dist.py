@@ -338,7 +338,7 @@ def run_worker(cfg: TrainConfig, cluster: ClusterConfig) -> TrainResult:
                     durations.append(time.perf_counter() - t0)
                     step = max(step, int(seen) + 1)  # read with the step, maybe before its update
                     if not np.isfinite(loss_value):
-                        raise nan_error(f"loss is {loss_value}", step, None)
+                        raise nan_error(f"loss is {loss_value}", step, None, cfg.train_dir)
                     bar.update(step, loss_value, cfg.batch_size / durations[-1], durations[-1])
         # Only now (after the chief's last save): let the ps tasks go.
         config = worker_session_config(cluster)
