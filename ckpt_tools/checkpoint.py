@@ -363,7 +363,7 @@ class Checkpoint:
         # name it as a candidate. Only a variable with exactly one, proven, gets ``ema``; with
         # several (two EMA objects, or an average the file cannot pair) which one is its
         # average is not proven here: ``ema`` stays None and ``ema_candidates`` lists them
-        # (``ckpt_tools.emamap.decide_pairing`` applies what --ema-name... decide).
+        # (``ckpt_tools.ema_decide.decide_pairing`` applies what --ema-name... decide).
         averages: dict[str, list[str]] = {}
         unproven: set[str] = set()
         for key, ri in info.items():

@@ -29,17 +29,15 @@ from .ema_missing import (
     SERVING_EXPORT,
     misfiled_hint,
     missing_hints,
-    missing_message,
     refuse_orphans,
 )
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
 from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style, require_keras, suffix_base
+from .ema_result import EmaMap
 from .ema_scopes import scope_hints
 from .ema_several import join_maps, split_ema_names
 from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slot_named_hint
-from .errors import EmaError
-from .formats._record import Frozen, replace
 from .formats.objgraph import SLOT_MARK, has_swappable_averages
 from .graph_saved import graph_holders
 from .listing import natural_key
@@ -51,7 +49,7 @@ from .raw_shadows import lone_averages, settle_lone_averages
 from .rescope_clash import refuse_rescope_clash
 from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
-from .saved_swaps import pairs_through_save_op, swapped_pairs
+from .saved_swaps import pairs_through_save_op
 from .slashed_stated import slashed_hint, stated_slashed_shadows
 from .tfk_order import recorded_averages
 
@@ -78,236 +76,7 @@ def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | 
     return {t: s for s, t in m.pairs if s != t and t not in unstored}
 
 
-def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
-                   ema_name: str | None = None, use_meta: bool = True,
-                   apply_order: str | None = None) -> tuple[list, UnprovenPairingError | None]:
-    """Every variable with ``ema``/``ema_of`` as :func:`proven_pairs` (``ckpt map``) pairs
-    them, for commands that show or use a pairing without refusing outright (list, stats,
-    show).
-
-    Args:
-        ckpt: an open checkpoint.
-        variables: ``ckpt.variables_unwarned()`` (or the caller's copy of them); default: read here.
-        ema_name / use_meta / apply_order: decide as for :func:`ema_map`.
-
-    Returns:
-        ``(variables, refusal)``. Where the pairing is proven, ``refusal`` is ``None`` and each
-        variable's ``ema`` is the average ``ckpt map`` uses (``None`` if it uses none), each
-        average's ``ema_of`` its variable. Where it is not, ``refusal`` is the
-        :class:`UnprovenPairingError` ``ckpt map`` raises, and every variable and average it
-        leaves open has ``ema``/``ema_of`` ``None`` and ``ema_candidates`` set: no pairing the
-        file does not prove is ever present. (Averages of several EMA objects keep their
-        ``ema_of``: their names prove it; only their variable's ``ema`` is open.)
-
-    Raises:
-        OptionError: ``apply_order`` given for a Keras file
-            (:func:`~.ema_apply_order.refuse_apply_order`).
-    """
-    refuse_apply_order(ckpt, apply_order)
-    if ckpt.with_meta(use_meta) is not ckpt:  # roles as if no .meta were beside it
-        ckpt, variables = ckpt.with_meta(use_meta), None
-    variables = list(ckpt.variables_unwarned() if variables is None else variables)
-    layout = getattr(ckpt.reader, "keras", None)
-    if layout is not None and (layout.use_ema is None or layout.copies_unpaired):
-        # a bare .weights.h5 that cannot tell use_ema, or copies no layout places: no
-        # average is listed, yet every command that pairs refuses; say so, with the option
-        # that decides (--use-ema, --trainable)
-        try:
-            require_keras(ckpt)
-        except UnprovenPairingError as exc:
-            return variables, exc
-        except EmaError:  # copies no option pairs: nothing is shown paired either
-            return variables, None
-    by_key = {v.name: v for v in variables}
-    if not any(v.role == R.EMA for v in variables) and not unmarked_lone_averages(
-            ckpt, by_key, {}, ema_name, use_meta) and not (
-            use_meta and swapped_pairs(ckpt, by_key, ema_name)):  # averages as avgW
-        return variables, None  # no average: no pairing to show (nor to refuse)
-    try:
-        pairs = proven_pairs(ckpt, ema_name=ema_name, use_meta=use_meta,
-                             apply_order=apply_order)
-    except UnprovenPairingError as exc:
-        refusal = exc
-    except EmaError:  # a Keras file without averages: nothing to pair
-        return variables, None
-    else:
-        shadow_of = {s: t for t, s in pairs.items()}
-        out = []
-        for v in variables:
-            if v.role == R.EMA and pairs.get(v.name, v.name) != v.name:
-                # named as an average, holding the weight (the save op proves: saved_swaps)
-                v = replace(v, role=R.WEIGHT, ema=pairs[v.name], ema_of=None, ema_candidates=())
-            elif v.role == R.EMA:
-                of = shadow_of.get(v.name, v.ema_of)
-                if of != v.ema_of or (of and v.ema_candidates):
-                    v = replace(v, ema_of=of, ema_candidates=() if of else v.ema_candidates)
-                elif not of and v.ema_candidates:
-                    # Left open and yet the map is proven: another EMA object's average than
-                    # the one --ema-name chose (set aside), which nothing here uses.
-                    v = replace(v, ema_candidates=())
-            elif shadow_of.get(v.name, v.name) != v.name:  # an average no name marks
-                v = replace(v, role=R.EMA, ema_of=shadow_of[v.name], ema_style="tf1",
-                            ema=None, ema_candidates=())
-            elif v.ema != pairs.get(v.name) or v.ema_candidates:
-                v = replace(v, ema=pairs.get(v.name), ema_candidates=())
-            out.append(v)
-        return out, None
-    marked: dict[str, tuple[str, ...]] = {}
-    # Several EMA objects (--ema-name): each average's name proves its variable; only which
-    # one the variable takes is open. Otherwise the other side of each candidate is open too.
-    both_sides = refusal.option != "--ema-name"
-    # A Keras weight whose own copy the file pairs in every reading (its ema_of) is no
-    # candidate of an open copy of its shape: list shows it paired, as the copy says
-    # (review-12-user-r13 F3).
-    taken = {v.ema_of: v.name for v in variables if layout is not None and v.role == R.EMA
-             and v.ema_of and v.name not in refusal.undecided}
-    for key, cands in refusal.undecided.items():
-        marked[key] = tuple(c for c in cands if c not in taken) or tuple(cands)
-    for key in refusal.undecided:
-        for cand in marked[key] if both_sides else ():
-            if cand not in refusal.undecided and key not in marked.setdefault(cand, ()):
-                marked[cand] += (key,)  # every average the variable may take
-    out = []
-    for v in variables:
-        if v.name in taken and v.name not in marked and v.role != R.EMA:
-            v = replace(v, ema=taken[v.name], ema_candidates=())
-        elif v.name in marked:
-            v = (replace(v, ema_of=None, ema_candidates=marked[v.name]) if v.role == R.EMA
-                 else replace(v, ema=None, ema_candidates=marked[v.name]))
-        out.append(v)
-    return out, refusal
-
-
 _KERAS3_ITERATIONS = "_iterations/.ATTRIBUTES/VARIABLE_VALUE"
-
-
-class EmaMap(Frozen):
-    """A restore map in checkpoint keys, with what was (not) averaged.
-
-    Attributes:
-        mapping: source key in the checkpoint -> target variable key (like the dict
-            ``variables_to_restore()`` returns, with names instead of variables).
-        ema_name: the EMA suffix used (``ExponentialMovingAverage``, ``avg``…).
-        averaged: targets that receive an average.
-        raw: targets restored from their own (raw) value.
-        missing: targets that should receive an average whose shadow is not stored.
-        unaveraged: weights with no shadow while others have one (keys-only inference).
-        not_saved: raw targets the graph has but the checkpoint does not store.
-        dropped: checkpoint keys deliberately left out (optimizer slots, filters).
-        debias: zero-debias helpers (``…/biased``, ``…/local_step``) found.
-        loss_averages: averages of loss tensors found (``total_loss/avg``).
-        source: ``"meta"`` (from the graph's collections) or ``"keys"`` (inferred).
-        assumed: what the pairing takes for granted that the file cannot prove
-            (``"fit_order"``, ``"not_swapped"``: :mod:`~ckpt_tools.keras_assumed`); empty
-            where the file proves it or you stated it.
-    """
-
-    checkpoint: str
-    ema_name: str
-    mapping: dict[str, str]
-    averaged: tuple[str, ...]
-    raw: tuple[str, ...]
-    missing: tuple[str, ...]
-    unaveraged: tuple[str, ...]
-    not_saved: tuple[str, ...]
-    dropped: tuple[str, ...]
-    debias: tuple[str, ...]
-    loss_averages: tuple[str, ...]
-    source: str
-    file_style: str  # "tf1" (name-based), "tf2" (object graph) or "keras": for messages
-    assumed: tuple[str, ...]
-    pairs: tuple[tuple[str, str], ...]  # (source, input target); not in repr
-    hints: tuple[str, ...]  # not in repr
-    # key -> the name `ckpt list` shows (TF2 object path), so messages name variables alike;
-    # neither compared nor in repr.
-    names: dict[str, str]
-    # unaveraged key -> why the file expects it raw (raw_reasons.FROZEN...); not compared
-    expected_raw: dict[str, str]
-    # in_graph: key -> the variable the save op wrote under it, where the keys are not their
-    # variables' names and are paired through it (graph_saved); not compared
-    held: dict[str, str]
-    _fields = ("checkpoint", "ema_name", "mapping", "averaged", "raw", "missing", "unaveraged",
-               "not_saved", "dropped", "debias", "loss_averages", "source", "file_style",
-               "assumed", "pairs", "hints", "names", "expected_raw", "held")
-    _compare = _fields[:-3]
-    _repr = _fields[:-5]
-
-    def __init__(self, checkpoint: str, ema_name: str, mapping: dict[str, str],
-                 averaged: tuple[str, ...] = (), raw: tuple[str, ...] = (),
-                 missing: tuple[str, ...] = (), unaveraged: tuple[str, ...] = (),
-                 not_saved: tuple[str, ...] = (), dropped: tuple[str, ...] = (),
-                 debias: tuple[str, ...] = (), loss_averages: tuple[str, ...] = (),
-                 source: str = "keys", file_style: str = "tf1", assumed: tuple[str, ...] = (),
-                 pairs: tuple[tuple[str, str], ...] = (), hints: tuple[str, ...] = (),
-                 names: dict[str, str] | None = None,
-                 expected_raw: dict[str, str] | None = None,
-                 held: dict[str, str] | None = None) -> None:
-        self.__dict__.update(
-            checkpoint=checkpoint, ema_name=ema_name, mapping=mapping, averaged=averaged,
-            raw=raw, missing=missing, unaveraged=unaveraged, not_saved=not_saved,
-            dropped=dropped, debias=debias, loss_averages=loss_averages, source=source,
-            file_style=file_style, assumed=assumed, pairs=pairs, hints=hints,
-            names={} if names is None else names,
-            expected_raw={} if expected_raw is None else expected_raw,
-            held={} if held is None else held)
-
-    def shown(self, key: str) -> str:
-        """Returns the name ``ckpt list`` shows for ``key`` (its object path, or the key)."""
-        return self.names.get(key) or key
-
-    def to_json(self) -> dict[str, str]:
-        """Returns ``{"ema_key": "target_key", …}``, the ``ckpt map --json`` document."""
-        return dict(self.mapping)
-
-    def sources(self) -> dict[str, str]:
-        """Returns target key -> source key (the inverse of :attr:`mapping`)."""
-        return {t: s for s, t in self.mapping.items()}
-
-    def unaveraged_warning(self, keys=None) -> str | None:
-        """Returns the warning for weights with no average that keep their raw values (those
-        of ``keys`` where given), in the file's style, or None where every weight has one or
-        the file explains why it has none (:meth:`unaveraged_note`).
-
-        Example:
-            >>> ema_map("fixtures/linear_v1").unaveraged_warning() is None
-            True
-        """
-        keys = [k for k in self.unaveraged if (keys is None or k in keys)
-                and k not in self.expected_raw]
-        if not keys:
-            return None
-        # Speak the file's style: a Keras optimizer keeps EMA copies, TF2 ema.average(v)s.
-        what = {"keras": "EMA copy in the optimizer (use_ema=True: it was not built with "
-                         "them)",
-                "tf2": "average (ema.average(v)) in the checkpoint"}.get(
-            self.file_style, f"'{self.ema_name}' shadow")
-        return (f"{len(keys)} weight(s) have no {what} and keep their raw values: "
-                f"{', '.join(self.shown(k) for k in keys[:5])}"
-                + (" ..." if len(keys) > 5 else ""))
-
-    def unaveraged_note(self, keys=None) -> str | None:
-        """Returns the note for weights with no average whose raw value the file explains
-        (a ``.keras`` whose config.json records them frozen or non-trainable), those of
-        ``keys`` where given, or None."""
-        from .raw_reasons import expected_raw_note
-
-        return expected_raw_note({k: r for k, r in self.expected_raw.items()
-                                  if keys is None or k in keys}, self.shown)
-
-    def require_complete(self, left_out=()) -> EmaMap:
-        """Returns self, or raises :class:`EmaError` explaining which shadows are missing.
-
-        ``left_out``: target keys the caller's filters leave out (never exported nor
-        restored), whose missing average cannot matter; the refusal names only the others.
-        """
-        skip = set(left_out) & set(self.missing)
-        if len(skip) < len(self.missing):
-            kept = self if not skip else EmaMap(**{
-                **{f: getattr(self, f) for f in self._fields},
-                "missing": tuple(t for t in self.missing if t not in skip),
-                "averaged": tuple(t for t in self.averaged if t not in skip)})
-            raise EmaError(missing_message(kept))
-        return self
 
 
 def match_any(name: str, patterns: list[str] | None) -> bool:

@@ -415,7 +415,7 @@ def _swapped(ckpt: Checkpoint, variables: list[Variable]) -> bool:
 
 def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
     """The variables with ``ema``/``ema_of`` as ``ckpt map`` pairs them
-    (:func:`ckpt_tools.emamap.decide_pairing`), and ``{"option", "reason"}`` when it refuses.
+    (:func:`ckpt_tools.ema_decide.decide_pairing`), and ``{"option", "reason"}`` when it refuses.
 
     emamap is imported here, for checkpoints holding averages (or a stated order) only.
 
@@ -434,7 +434,7 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
                 decide.get("use_meta", True))) and not (
             layout is None and decide.get("use_meta", True) and _swapped(ckpt, variables)):
         return variables, None  # no average to pair: emamap is not even imported
-    from .emamap import decide_pairing
+    from .ema_decide import decide_pairing
 
     decided, refusal = decide_pairing(ckpt, variables, **decide)
     if refusal is None:

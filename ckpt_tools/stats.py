@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .checkpoint import CHUNK_BYTES, Checkpoint, Variable
-from .emamap import decide_pairing
+from .ema_decide import decide_pairing
 from .errors import CheckpointError
 from .formats.dtypes import numpy_dtype
 from .kernels import L2Accumulator
@@ -89,7 +89,7 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
             one call at a time).
         workers (`int`, *optional*): threads (1 = everything on the calling thread).
         variables (`list[Variable]`, *optional*): the variables with the pairing to report,
-            as :func:`ckpt_tools.emamap.decide_pairing` gives them (the CLI passes those its
+            as :func:`ckpt_tools.ema_decide.decide_pairing` gives them (the CLI passes those its
             ``--ema-name``/``--apply-order``/``--no-meta`` decide); default: that function's
             pairing without options. An average whose pairing the file does not prove has
             no ``ema_of`` and no drift.

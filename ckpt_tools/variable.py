@@ -23,7 +23,7 @@ class Variable(Frozen):
         ema: for a variable whose one EMA shadow the file proves, the shadow's key. ``None``
             both when it has no shadow and when which one is its average is not proven
             (several EMA objects' averages, or averages the file cannot pair: then
-            ``ema_candidates`` lists them; :func:`ckpt_tools.emamap.decide_pairing` applies
+            ``ema_candidates`` lists them; :func:`ckpt_tools.ema_decide.decide_pairing` applies
             ``ema_name=``/``apply_order=``). Never a candidate picked as if proven.
         slot_of: for an optimizer slot, the key of its variable.
         nbytes: bytes of stored data.

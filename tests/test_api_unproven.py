@@ -1,6 +1,6 @@
 """The Python API never hands back a pairing the file does not prove: ``open_checkpoint(p)
 .variables()`` leaves ``ema`` / ``ema_of`` ``None`` where two or more pairings fit and lists
-``ema_candidates`` instead (on both sides); ``emamap.decide_pairing`` with the deciding
+``ema_candidates`` instead (on both sides); ``ema_decide.decide_pairing`` with the deciding
 argument then gives the pairing the library recorded at save time."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 from helpers import FIXTURES, run_generator, tf2_unnamed_list_run
 
 from ckpt_tools import open_checkpoint
-from ckpt_tools.emamap import UnprovenPairingError, decide_pairing
+from ckpt_tools.ema_decide import decide_pairing
+from ckpt_tools.emamap import UnprovenPairingError
 
 
 def test_several_ema_objects_leave_the_variables_average_open():

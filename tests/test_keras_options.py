@@ -101,7 +101,8 @@ def test_apply_order_on_a_keras_file_is_a_usage_error(path, tmp_path):
     assert not list(tmp_path.iterdir())
     from ckpt_tools import ema_map, export_weights
     from ckpt_tools.ema_apply_order import stated_pairings
-    from ckpt_tools.emamap import decide_pairing, proven_pairs
+    from ckpt_tools.ema_decide import decide_pairing
+    from ckpt_tools.emamap import proven_pairs
     from ckpt_tools.listing import list_variables
 
     for call in (lambda: ema_map(path, apply_order="tracked"),

@@ -238,7 +238,8 @@ def test_python_api_pairs_as_map_does_by_default():
     the order TensorFlow used gives the averages it recorded."""
     from ckpt_tools import open_checkpoint
     from ckpt_tools.diff import diff_ema
-    from ckpt_tools.emamap import UnprovenPairingError, decide_pairing, proven_pairs
+    from ckpt_tools.ema_decide import decide_pairing
+    from ckpt_tools.emamap import UnprovenPairingError, proven_pairs
     from ckpt_tools.stats import checkpoint_stats
 
     path = str(FIXTURES / "tf2_object")

@@ -107,13 +107,13 @@ def proven_variables(ckpt, keys, ema_name: str | None, no_meta: bool,
         keys: the keys the command reports on.
 
     Returns:
-        `list[Variable]`: as :func:`ckpt_tools.emamap.decide_pairing` gives them.
+        `list[Variable]`: as :func:`ckpt_tools.ema_decide.decide_pairing` gives them.
 
     Raises:
         UnprovenPairingError: one of ``keys`` is an average whose variable the file does not
             prove (exit 6, the message names the option that decides, as ``ckpt map``'s).
     """
-    from ..emamap import decide_pairing
+    from ..ema_decide import decide_pairing
 
     variables, refusal = decide_pairing(ckpt, ema_name=ema_name, use_meta=not no_meta,
                                         apply_order=check_apply_order(apply_order))
@@ -134,11 +134,11 @@ def open_averages(ckpt, keys, ema_name: str | None, no_meta: bool, apply_order: 
 
     Returns:
         ``(variables, open_keys, unproven)``: the variables as
-        :func:`ckpt_tools.emamap.decide_pairing` gives them; the averages among ``keys`` whose
+        :func:`ckpt_tools.ema_decide.decide_pairing` gives them; the averages among ``keys`` whose
         variable the file does not prove; and ``{"option", "reason"}`` (``list --json``'s
         ``ema_unproven``) when there are any, else ``None``.
     """
-    from ..emamap import decide_pairing
+    from ..ema_decide import decide_pairing
 
     variables, refusal = decide_pairing(ckpt, ema_name=ema_name, use_meta=not no_meta,
                                         apply_order=check_apply_order(apply_order))
