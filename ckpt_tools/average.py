@@ -411,7 +411,7 @@ def _check_local_out(out_dir: str, ckpts: list[Checkpoint], extra, name: str | N
     Raises:
         OutputError: as :class:`~ckpt_tools.formats.staged_dir.StagedDir`.
     """
-    from .bake import checkpoint_names
+    from .bake_outputs import checkpoint_names
 
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     owned = checkpoint_names(name) if name else (lambda _name: False)

@@ -151,7 +151,7 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
 
 def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
              pairing=None, extra=()) -> AverageResult:
-    from .bake import checkpoint_names, saved_model_stage
+    from .bake_outputs import checkpoint_names, saved_model_stage
 
     check_compatible(ckpts)
     newest = ckpts[-1]
@@ -182,7 +182,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         averaged, copied, nbytes, nonfinite = _write_average(ckpts, prefix, source_of,
                                                              to_average, progress, stage.shown)
         if saved_model:
-            from .bake import copy_saved_model_files
+            from .bake_outputs import copy_saved_model_files
 
             copy_saved_model_files(saved_model, stage.path, stage.shown)
         else:

@@ -79,7 +79,7 @@ def output_path(ckpt: Checkpoint, out: str, name: str | None, fmt: str) -> str:
     Raises:
         OutputError: ``name`` is not a plain file name (no ``/``, ``..``, NUL).
     """
-    from .bake import restore_output_path
+    from .bake_outputs import restore_output_path
 
     return restore_output_path(ckpt, out, name, fmt)
 
@@ -190,7 +190,7 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
 def _streams(ckpt: Checkpoint, directory: str) -> bool:
     """Whether the output can be streamed into ``directory`` (S3) with nothing staged
     locally: a V2 checkpoint input (a SavedModel output is staged: several files)."""
-    from .bake import saved_model_source
+    from .bake_outputs import saved_model_source
     from .formats.remote_stream import can_stream
 
     return ckpt.reader.format == "v2" and not saved_model_source(ckpt) and \
@@ -247,7 +247,7 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
 
 
 def _plan(ckpt, out, name, fmt, overwrite, slots, map_options) -> EmaOutput:
-    from .bake import (
+    from .bake_outputs import (
         check_h5_output,
         check_saved_model_options,
         plan_outputs,

@@ -392,7 +392,7 @@ def test_average_peak_memory_does_not_grow_with_the_inputs(tmp_path):
 def test_another_users_out_is_refused_when_not_root(towers, tmp_path, monkeypatch):
     """Replacing an existing --out as a whole would make it the caller's: refused for a
     directory (or a kept file) of another user unless running as root, before staging."""
-    from ckpt_tools.bake import checkpoint_names
+    from ckpt_tools.bake_outputs import checkpoint_names
     from ckpt_tools.errors import OutputError
     from ckpt_tools.formats._write import Inputs
     from ckpt_tools.formats.staged_dir import StagedDir

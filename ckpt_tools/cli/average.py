@@ -85,7 +85,7 @@ def average_command(
     swapped decides which are the averages: refused (exit 6) unless --not-swapped states it.
     """
     from ..average import average_checkpoints, average_run, checkpoints_of_run
-    from ..bake import check_out_format
+    from ..bake_outputs import check_out_format
     from ..checkpoint import open_checkpoint
     from ..errors import CheckpointError, OutputError
     from ..formats._io import one_remote_session

@@ -123,7 +123,7 @@ def restore_ema_command(
     ModelCheckpoint alone, state --not-swapped (a .weights.h5: --use-ema too).
     """
     apply_order = check_apply_order(apply_order, numbered_lists)
-    from ..bake import check_out_format
+    from ..bake_outputs import check_out_format
     from ..ema_apply_order import refuse_apply_order
     from ..emaout import FORMATS, write_ema
     from ..errors import OutputError
