@@ -21,6 +21,7 @@ from .ema_names import not_saved_note
 from .emamap import ema_map, match_any
 from .errors import EmaError, NoSelectionError, OutputError
 from .export_format import check_dtypes, output_format
+from .export_record import checkpoint_record
 from .export_said import no_weights, roles_said
 from .export_writers import H5_WIDEN, NPZ_WIDEN, WRITERS, read_order
 from .formats._io import canonical_location, is_url
@@ -345,9 +346,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         # refuses an .h5 whose layers, or a layer's weights, Keras would fill otherwise
         order = read_order(plan, fmt, ckpt, weights)
         ckpt.plan_reads(order)
+        record = checkpoint_record(ckpt, plan, averaged)  # EMA or raw, said in the file
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
             nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
-                      WRITERS[fmt](ckpt, plan, tmp, progress))
+                      WRITERS[fmt](ckpt, plan, tmp, progress, record))
         note = expected_raw_note(expected, str)
         assumed = _assumed(ckpt) if averaged else []
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,

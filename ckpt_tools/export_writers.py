@@ -19,6 +19,7 @@ import numpy as np
 from .checkpoint import Checkpoint
 from .errors import OutputError
 from .export_h5_layers import h5_layers
+from .export_record import npz_comment, safetensors_metadata
 from .formats.dtypes import numpy_dtype
 
 SAFETENSORS_DTYPES = {
@@ -62,7 +63,8 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> dict:
     return header
 
 
-def _write_npz(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
+def _write_npz(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress,
+               record: dict | None = None) -> int:
     total = 0
     widened: dict[str, str] = {}
     # ZIP_STORED + one member at a time, each written chunk by chunk (np.savez would hold
@@ -88,16 +90,18 @@ def _write_npz(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> in
                     total += part.nbytes
                     if progress:
                         progress(part.nbytes)
-        zf.comment = json.dumps({"ckpt_tools": {"widened": widened}} if widened else {
-            "ckpt_tools": {}}, separators=(",", ":")).encode("utf-8")[:65535]
+        # EMA or raw values (ckpt_tools.export_record), and the dtypes widened
+        zf.comment = npz_comment(record or {}, widened)
     return total
 
 
-def _write_safetensors(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress) -> int:
+def _write_safetensors(ckpt: Checkpoint, plan: dict[str, str], tmp: str, progress,
+                       record: dict | None = None) -> int:
     # The checkpoint's name, not its path: the file is made to be shared, and the local
     # directory layout (user names) should not travel with it.
     source = os.path.basename(ckpt.path.rstrip("/\\")) or ckpt.path
-    header: dict[str, object] = {"__metadata__": {"format": "tf", "source": source}}
+    header: dict[str, object] = {"__metadata__": {"format": "tf", "source": source,
+                                                  **safetensors_metadata(record or {})}}
     offset = 0
     for name, src in plan.items():
         entry = ckpt.entry(src)

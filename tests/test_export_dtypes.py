@@ -56,7 +56,8 @@ def test_npz_widens_exactly_and_says_so(ckpt, tmp_path):
         assert got[name].dtype == kept, name
         assert np.array_equal(got[name], value.astype(np.float32)), name
     comment = json.loads(zipfile.ZipFile(out).comment)
-    assert comment == {"ckpt_tools": {"widened": {"net/bf16": "bfloat16",
+    assert comment == {"ckpt_tools": {"values": "raw",  # --raw (export_record)
+                                      "widened": {"net/bf16": "bfloat16",
                                                   "net/f8": "float8_e4m3fn",
                                                   "net/f8b": "float8_e5m2"}}}
 
@@ -69,7 +70,7 @@ def test_safetensors_holds_bfloat16_float16_and_float8(ckpt, tmp_path):
     assert _export(ckpt, out).exit_code == 0
     header = json.loads(out.read_bytes()[8: 8 + int.from_bytes(out.read_bytes()[:8], "little")])
     # the checkpoint's name, never the local path (review-12-attack-r19 F8)
-    assert header["__metadata__"] == {"format": "tf", "source": "model.ckpt"}
+    assert header["__metadata__"] == {"format": "tf", "source": "model.ckpt", "values": "raw"}
     assert {k: v["dtype"] for k, v in header.items() if k != "__metadata__"} == {
         "net/bf16": "BF16", "net/f16": "F16", "net/f8": "F8_E4M3", "net/f8b": "F8_E5M2",
         "net/f32": "F32"}
