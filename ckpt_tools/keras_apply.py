@@ -28,6 +28,7 @@ from .keras_ema import (
     undecided_error,
     var_path,
 )
+from .keras_layout_values import refuse_unproven_layout
 from .keras_named import by_names, legacy_stated
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import explained_by_twins
@@ -185,6 +186,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             raise EmaError(f"{path}: {len(problems)} of {len(targets)} EMA copies do not match "
                            f"the model's trainable variables (model vs file): {problems[0]}"
                            + (f"; also {'; '.join(problems[1:])}" if problems[1:] else ""))
+        # the values must prove a bare .weights.h5's copies averages (a custom optimizer's slot)
+        refuse_unproven_layout(ckpt, {k: layout.averages.get(k) for k in keys})
         if not stated:  # the copies' values may place them in another order (a custom loop)
             refuse_contradicted_order(ckpt)
         assumed = live_assumptions(ckpt, targets, stated)

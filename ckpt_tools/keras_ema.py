@@ -22,6 +22,7 @@ from .formats.keras.optimizer_slots import shown_name
 from .formats.keras.stated import LoopOrder
 from .formats.keras.tf_keras import is_legacy, legacy_name
 from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
+from .keras_layout_values import refuse_unproven_layout
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import refuse_twins
 
@@ -153,6 +154,8 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
     Raises:
         EmaError: the file cannot tell whether it holds EMA copies (``--use-ema`` decides),
             holds none (the optimizer had ``use_ema=False``), some copies cannot be paired,
+            a bare ``.weights.h5`` whose copies' values do not prove the layout inferred from
+            the optimizer's name (:mod:`~ckpt_tools.keras_layout_values`),
             or (``twins``) a weight without a copy is bit-identical to one with a copy: tied,
             or a frozen copy (:mod:`~ckpt_tools.keras_twins`), or the copies' values place
             them in another order than fit()'s (:mod:`~ckpt_tools.keras_order_values`).
@@ -180,6 +183,7 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
         raise EmaError(
             f"{ckpt.path}: {what} cannot be paired with a model weight from the file alone "
             f"({shown_names(ckpt, why)})" + tail)
+    refuse_unproven_layout(ckpt)  # a bare .weights.h5: values prove the inferred layout
     if twins:
         refuse_twins(ckpt)
     refuse_contradicted_order(ckpt)  # the values say a custom loop built it otherwise

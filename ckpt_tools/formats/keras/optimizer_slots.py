@@ -33,6 +33,8 @@ _SLOTS = {
     "ftrl": lambda c: [("i", ("accumulator", "linear"))],
     "lamb": lambda c: [("i", ("momentum", "velocity"))],
     "lion": lambda c: [("b", ("momentum",))],
+    # super().build() first, then add_optimizer_variables(var_list, ["momentum", "velocity"])
+    "schedule_free_adam_w": lambda c: [("i", ("momentum", "velocity"))],
     "adafactor": lambda c: [(untracked.TRACKED, ("r", "c", "velocity"))],
     "rm_sprop": lambda c: [("b", ("velocity",))] + (
         [("b", ("momentum",))] if c.get("momentum") else []) + (
@@ -43,7 +45,8 @@ _SLOTS = {
 _CLASS_NAMES = {"sgd": "SGD", "adam": "Adam", "adam_w": "AdamW", "nadam": "Nadam",
                 "adamax": "Adamax", "adagrad": "Adagrad", "adadelta": "Adadelta", "ftrl": "Ftrl",
                 "lamb": "Lamb", "lion": "Lion", "adafactor": "Adafactor", "rm_sprop": "RMSprop",
-                "loss_scale_optimizer": "LossScaleOptimizer", "muon": "Muon"}
+                "loss_scale_optimizer": "LossScaleOptimizer", "muon": "Muon",
+                "schedule_free_adam_w": "ScheduleFreeAdamW"}
 
 
 def shown_name(name: str | None) -> str | None:
