@@ -96,7 +96,8 @@ def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], st
     segments = {i: [escape(s) for s in texts[i].split("/")] for i in long}
     freq = Counter(s for i in long for s in set(segments[i]))
     few = len(long) <= _MANY
-    choices = {i: _candidates(segments[i], texts[i], width, escape, measure, freq, few)
+    choices = {i: _candidates(segments[i], texts[i], width, escape, measure, freq, few,
+                              shared=len(long) > 1 and freq[segments[i][-1]] == len(long))
                for i in long}
     fixed = Counter(shown[i] for i in range(len(shown)) if i not in long and i not in free)
     pick = dict.fromkeys(long, 0)
@@ -298,14 +299,18 @@ def _render(segments: list[str], kept: tuple[int, ...]) -> str:
 
 def _candidates(segments: list[str], raw: str, width: int, escape: Callable[[str], str],
                 measure: Callable[[str], int], freq: Counter,
-                few: bool) -> list[tuple[str, int]]:
+                few: bool, shared: bool = False) -> list[tuple[str, int]]:
     """Every shortened form of one name that fits, best first: whole segments kept from the
     start and the end and at most two from the middle, valued by the length of what they keep
     divided by the square of how many rows share each segment (a segment every row has tells
     nothing apart), those keeping the last segment first, then those keeping the one before it
     (the layer: ``layer_with_weights-1/…/kernel`` before ``…/kernel``); then cuts by
     characters, as a last resort. Beside each, its loss: 0, 1 when it leaves out the last
-    segment (``…/BatchNorm/…``), 2 for a cut by characters."""
+    segment (``…/BatchNorm/…``), 2 for a cut by characters. ``shared``: every name shortened
+    ends with this one's last segment (``…/ExponentialMovingAverage``), which then tells
+    nothing apart: the segment before it says which variable, and a form without that one
+    is the loss (``conv1/BatchNorm/moving_variance/…``, never ``…/BatchNorm/…/Exponential
+    MovingAverage``: u16 F15); the shared last is kept where both fit."""
     n = len(segments)
     forms: dict[tuple[int, ...], float] = {}
     if n > 1:
@@ -329,9 +334,10 @@ def _candidates(segments: list[str], raw: str, width: int, escape: Callable[[str
             # The last segment says which variable it is (kernel or bias), the one before it
             # whose (the layer): a form without the last is a loss even where other rows
             # share it; one without the layer's is only less wanted.
-            loses = kept[-1] != n - 1
-            layer = n > 2 and n - 2 not in kept
-            fitting.append((int(loses), layer, -value, -size, text))
+            key = n - 2 if shared and n > 2 else n - 1  # the segment saying which variable
+            loses = key not in kept
+            layer = key > 0 and key - 1 not in kept
+            fitting.append((int(loses), kept[-1] != n - 1, layer, -value, -size, text))
     fitting.sort()
     out = {f[-1]: f[0] for f in fitting}
     tokens = _tokens(raw, escape)
