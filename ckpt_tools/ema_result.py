@@ -106,7 +106,8 @@ class EmaMap(Frozen):
             return None
         # Speak the file's style: a Keras optimizer keeps EMA copies, TF2 ema.average(v)s.
         what = {"keras": "EMA copy in the optimizer (use_ema=True: it was not built with "
-                         "them)",
+                         "them, or keeps none of them, as of a float8 layer's scales and "
+                         "amax histories)",
                 "tf2": "average (ema.average(v)) in the checkpoint"}.get(
             self.file_style, f"'{self.ema_name}' shadow")
         return (f"{len(keys)} weight(s) have no {what} and keep their raw values: "

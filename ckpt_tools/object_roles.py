@@ -233,7 +233,12 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
     for key, entry in entries.items():
         # Scalars owned by an optimizer object (momentum, decay, beta_1…) are hyperparameters.
         path = objects.paths.get(key, readable_name(key))
-        if out[key].role == WEIGHT and entry.shape == () and OPTIMIZER_PATH.search(path):
+        # Not the variables a Keras 3 optimizer was built with (``optimizer/
+        # _trainable_variables/<i>``): model weights, reached only through it where the
+        # checkpoint holds no layer path (a float8 layer's inputs_scale, review-14-attack-r26
+        # F1), which export must write.
+        if out[key].role == WEIGHT and entry.shape == () and OPTIMIZER_PATH.search(path) \
+                and not _BUILT_WITH.search(path):
             out[key] = RoleInfo(OTHER)
         # A Keras 3 optimizer's own variables (``<opt>/_variables/<i>`` beside
         # ``<opt>/_iterations``) are its state, never model weights, whatever their names
@@ -247,6 +252,7 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
     return out
 
 
+_BUILT_WITH = re.compile(r"(^|/)_trainable_variables/\d+$")
 _IDF = "idf_weights" + VALUE_SUFFIX
 
 

@@ -52,7 +52,8 @@ def test_keras_options_on_a_tensorflow_checkpoint_are_a_usage_error(option, tmp_
 
 
 @pytest.mark.parametrize(("style", "said"), [
-    ("keras", "no EMA copy in the optimizer (use_ema=True: it was not built with them)"),
+    ("keras", "no EMA copy in the optimizer (use_ema=True: it was not built with them, "
+              "or keeps none of them"),
     ("tf2", "no average (ema.average(v)) in the checkpoint"),
     ("tf1", "no 'ExponentialMovingAverage' shadow"),
 ])
