@@ -179,13 +179,17 @@ class Checkpoint:
         self._memo: dict = {}  # see memo()
 
     def _saver_unrecorded(self) -> bool:
-        """A TF1 checkpoint whose graph file records no save op (``--not-swapped`` states
-        that its keys hold their names' variables: ``saver_not_swapped``)."""
+        """A TF1 checkpoint whose graph file records no save op, or several that write its
+        keys from different variables (``--not-swapped`` states that its keys hold their
+        names' variables: ``saver_not_swapped``; :func:`~ckpt_tools.save_op.crossed_keys`)."""
         if self.objects is not None or self.meta is None:
             return False
         from .formats.meta_saver import saved_sources_each
 
-        return not saved_sources_each(self.meta_source)
+        each = saved_sources_each(self.meta_source)
+        stored = set(self._reader.entries)
+        fits = [s for s in each if set(s) == stored]
+        return not each or any(f != fits[0] for f in fits)
 
     # -- mapping-like access --------------------------------------------------------------
     def keys(self) -> list[str]:

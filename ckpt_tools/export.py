@@ -40,6 +40,7 @@ from .raw_shadows import restored_raw_holders, restored_raw_warning
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
+from .swap_assumed import refuse_crossed_raw
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         sources = {t: s for s, t in m.pairs}
         # averages the map proves that no name marks (w/slow under --ema-name slow)
         has_ema = has_ema or any(s != t for t, s in sources.items())
+    elif refuse_crossed_raw(ckpt):  # never reached: it raises where the save ops disagree
+        pass
     elif holders is None and restored_raw_holders(ckpt, variables):
         holders = restored_raw_holders(ckpt, variables)  # Saver(variables_to_restore())
         warnings.append(restored_raw_warning(ckpt, holders))

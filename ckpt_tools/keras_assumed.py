@@ -315,6 +315,9 @@ def swap_refusal(ckpt: Checkpoint, assumed: list[Assumption]) -> str:
     Returns:
         `str`: the message, naming the file.
     """
+    refused = [a for a in assumed if a.refused]  # crossed TF1 save ops (saver_not_swapped)
+    if refused:
+        return f"{ckpt.path}: {refused[0].note}"
     if SLOT_NOT_SWAPPED in assumed:
         return (f"{ckpt.path}: its variables differ from their average slots, and the "
                 "checkpoint cannot show whether it was saved after the EMA optimizer's "
@@ -348,7 +351,7 @@ def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None, *,
             decides it; ``option`` ``--not-swapped`` where that decides.
     """
     assumed = assumptions_for(ckpt, keys) if assumed is None else assumed
-    swap = [a for a in assumed if a.name == "not_swapped"]
+    swap = [a for a in assumed if a.name == "not_swapped" or a.refused]
     if swap and (not strict or len(assumed) == len(swap)):
         raise UnprovenPairingError(swap_refusal(ckpt, swap), option="--not-swapped")
     if assumed and strict:

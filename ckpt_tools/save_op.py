@@ -33,6 +33,9 @@ def graph_named(ckpt: Checkpoint) -> str:
 
 #: :func:`why_unwritten` where the graph file records no save op at all.
 NO_SAVE_OP = "does not record the save op that wrote them"
+#: :func:`why_unwritten` where several save ops write exactly the checkpoint's keys, from
+#: different variables (:func:`crossed_keys`).
+CROSSED = "records several save ops that wrote these keys from different variables"
 
 
 def _writer(ckpt: Checkpoint) -> tuple[dict[str, list[str]] | None, str]:
@@ -47,7 +50,7 @@ def _writer(ckpt: Checkpoint) -> tuple[dict[str, list[str]] | None, str]:
     if fits and all(f == fits[0] for f in fits):
         return fits[0], ""
     if fits:
-        return None, "records several save ops that wrote these keys from different variables"
+        return None, CROSSED
     extra = sorted(set(each[0]) - stored)
     lacking = sorted(stored - set(each[0]))
     return None, ("records a save op that did not write this checkpoint (it writes "
@@ -74,6 +77,25 @@ def why_unwritten(ckpt: Checkpoint) -> str:
     return ckpt.memo("meta_saved_sources", lambda: _writer(ckpt))[1]
 
 
+def crossed_keys(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | None:
+    """``(key, its sources in one save op, in another)`` for the first key two save ops of
+    the graph file read write from different variables, where several save ops write exactly
+    the checkpoint's keys (:data:`CROSSED`): a TF1 SavedModel's ``Builder`` writes the
+    variables with the Saver of ``add_meta_graph_and_variables(saver=...)`` (a swapping Saver)
+    and records another Saver for each ``add_meta_graph()`` graph; nothing in the file says
+    which of them wrote the variables. ``None`` otherwise."""
+    path = graph_file(ckpt)
+    if not path or why_unwritten(ckpt) != CROSSED:
+        return None
+    stored = set(ckpt.entries())
+    fits = [s for s in saved_sources_each(path) if set(s) == stored]
+    for key in sorted(stored):
+        other = next((f[key] for f in fits[1:] if f[key] != fits[0][key]), None)
+        if other is not None:
+            return key, fits[0][key], other
+    return None
+
+
 def named_pairs_unproven(ckpt: Checkpoint) -> dict[str, str]:
     """Average key -> variable key, for the stored variables whose stored average the keys'
     names alone pair where the graph file read records no save op (a ``.meta`` written by
@@ -81,13 +103,15 @@ def named_pairs_unproven(ckpt: Checkpoint) -> dict[str, str]:
     (``{v.op.name: ema.average(v), ema.average_name(v): v}``) would have left each variable's
     average under its name and the raw weight under the average's, which nothing read can
     show (:data:`~ckpt_tools.swap_assumed.SAVER_NOT_SWAPPED`; review-13-attack-r24 F0a).
+    Also where several save ops write the keys from different variables (:func:`crossed_keys`:
+    a swapping Saver beside a plain one; the pairing is then refused, not assumed).
     The ``.meta``'s update ops do not settle it: they name the variable each shadow
     *variable* averages, not the variable a key was saved from. ``{}`` where a save op proves
     the keys, no graph file is read (``--no-meta``: the documented limit), ``--not-swapped``
     states it, or no stored average's variable is stored."""
     if ckpt.objects is not None or ckpt.not_swapped or graph_file(ckpt) is None:
         return {}
-    if written_sources(ckpt) is not None or why_unwritten(ckpt) != NO_SAVE_OP:
+    if written_sources(ckpt) is not None or why_unwritten(ckpt) not in (NO_SAVE_OP, CROSSED):
         return {}
     entries = ckpt.entries()
     return {v.name: v.ema_of for v in ckpt.variables_unwarned()

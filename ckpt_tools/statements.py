@@ -77,10 +77,17 @@ def stated_notes(ckpt, apply_order: str | None,
         notes.append(f"note: {SLOT_STATED_NOTE}")  # swap_weights(): average slots
         found["stated_not_swapped"] = True
     elif ckpt.not_swapped and layout is None and ckpt.objects is None and ckpt.meta is not None:
+        from .save_op import crossed_keys
+
+        crossed = crossed_keys(ckpt)  # a swapping Saver's graph beside a plain Saver's
         notes.append("note: the keys are read as holding their names' variables because you "
-                     "stated --not-swapped; the graph file records no save op to show it: if "
-                     "a swapping Saver wrote the checkpoint, its keys named as variables are "
-                     "the averages (ckpt export --raw)")  # saver_not_swapped (TF1)
+                     "stated --not-swapped; "
+                     + (f"the graph file's save ops disagree about what they hold (e.g. "
+                        f"{crossed[0]}) and nothing records which wrote them" if crossed else
+                        "the graph file records no save op to show it")
+                     + ": if a swapping Saver wrote the checkpoint, its keys named as "
+                     "variables are the averages (ckpt export --raw"
+                     + (" --no-meta)" if crossed else ")"))  # saver_not_swapped (TF1)
         found["stated_not_swapped"] = True
     said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
     record = getattr(ckpt, "not_swapped_record", None) if swap else None

@@ -49,6 +49,8 @@ class Assumption:
         line: the note the commands print, one short line naming the options that decide
             (the ordinary file raises the question on every command: review-13-user-u14 F7);
             ``note`` where empty.
+        refused: refused wherever values or a pairing are handed back, as ``not_swapped``
+            is, not only under ``--strict`` (``note`` is then the refusal, without the path).
     """
 
     name: str
@@ -56,6 +58,7 @@ class Assumption:
     what: str
     decides: str
     line: str = ""
+    refused: bool = False
 
     @property
     def short(self) -> str:
@@ -155,13 +158,16 @@ def saver_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         `list[Assumption]`: one ``saver_not_swapped`` naming the graph file and a pair, or
         ``[]``.
     """
-    from .save_op import graph_named, named_pairs_unproven
+    from .save_op import crossed_keys, graph_named, named_pairs_unproven
 
     pairs = named_pairs_unproven(ckpt)
     if not pairs or same_values(ckpt, pairs):
         return []
     avg, var = next(iter(sorted(pairs.items())))
     graph = graph_named(ckpt)
+    crossed = crossed_keys(ckpt)
+    if crossed:
+        return [_crossed(graph, *crossed)]
     return [Assumption(
         "saver_not_swapped",
         f"the {graph} records no save op (no SaverDef: export_meta_graph() without a saver), "
@@ -179,6 +185,63 @@ def saver_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         f"the {graph} records no save op (no SaverDef), so averages pair by key names: if a "
         "swapping Saver wrote the checkpoint they are the raw weights (its averages: ckpt "
         "export --raw); --not-swapped states it did not swap")]
+
+
+def _crossed_said(graph: str, key: str, one: list[str], other: list[str]) -> str:
+    """What the graph file's save ops disagree about (:func:`_crossed`), in a message."""
+    return (f"its {graph} records save ops that wrote these keys from different variables "
+            f"(key {key} from {', '.join(one)} in one graph, from {', '.join(other)} in "
+            "another: a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): v}, "
+            "beside a Saver of each variable under its own name, e.g. "
+            "Builder.add_meta_graph_and_variables(saver=...) then add_meta_graph()), and "
+            "nothing in the file records which of them wrote the variables")
+
+
+def _crossed(graph: str, key: str, one: list[str], other: list[str]) -> Assumption:
+    """``saver_not_swapped``, refused: the graph file's save ops disagree about what ``key``
+    holds (a TF1 SavedModel's swapping Saver of ``add_meta_graph_and_variables(saver=)`` beside
+    another graph's plain Saver), and nothing records which one wrote the variables."""
+    said = _crossed_said(graph, key, one, other)
+    return Assumption(
+        "saver_not_swapped",
+        f"{said}: if a Saver of each variable under its own name wrote them, pass "
+        "--not-swapped (Python: not_swapped=True); if the swapping one did, each key named as "
+        "a variable holds its average and each key named as an average the raw weight: use the "
+        "keys as stored (ckpt export --raw --no-meta)",
+        f"the keys are taken as holding their names' variables ({said})",
+        "a Saver of each variable under its own name: --not-swapped (Python: "
+        "not_swapped=True); a swapping Saver: use the keys as stored (ckpt export --raw "
+        "--no-meta)",
+        f"the {graph}'s save ops disagree about what the keys hold (e.g. {key}); "
+        "--not-swapped states each key holds its name's variable", refused=True)
+
+
+def refuse_crossed_raw(ckpt: Checkpoint) -> bool:
+    """Refuses ``export --raw`` (``ema=False``) where the graph file's save ops disagree about
+    what the keys hold (:func:`_crossed`): the keys named as variables are the raw weights if a
+    Saver of each variable under its own name wrote them, the averages if the swapping one did.
+
+    Returns:
+        `bool`: ``False`` (nothing refused).
+
+    Raises:
+        UnprovenPairingError: (exit 6) naming ``--no-meta`` (the keys as stored, whichever
+            wrote them) and ``--not-swapped`` (without ``--raw``).
+    """
+    from .save_op import crossed_keys, graph_named
+
+    crossed = crossed_keys(ckpt)
+    if not crossed or not any(a.refused for a in saver_assumptions(ckpt)):
+        return False
+    from .errors import UnprovenPairingError
+
+    said = _crossed_said(graph_named(ckpt), *crossed)
+    raise UnprovenPairingError(
+        f"{ckpt.path}: {said}: --raw exports the keys named as variables, which hold the raw "
+        "weights if a Saver of each variable under its own name wrote them and the averages if "
+        "the swapping one did; to export those keys as stored whichever it was, pass --no-meta "
+        "with --raw; if the plain Saver wrote them, export the averages with --not-swapped "
+        "instead (without --raw)", option="--no-meta")
 
 
 def of_style(assumed: list[Assumption], style: str | None) -> list[Assumption]:
