@@ -108,6 +108,9 @@ def test_eval_reads_restore_ema_format_h5(saved):
     r = _ckpt("restore-ema", out / "m.keras", "--format", "h5", "--out", dst,
               "--not-swapped")  # saved during fit(), never swapped
     assert r.exit_code == 0, r.output
+    # a weights-only .h5 holds no averages: the refusal names eval's way out (r26 F2)
+    r = _ckpt("eval", dst, "--num-examples", NUM)
+    assert r.exit_code == 6 and "ckpt eval --no-use-ema" in r.stderr, r.output
     r = _ckpt("eval", dst, "--num-examples", NUM, "--no-use-ema", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["raw_accuracy"] == want

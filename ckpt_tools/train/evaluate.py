@@ -345,13 +345,21 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
         raise TrainError(f"{path}: {first_line(exc)}") from None
     if use_ema:
         # The file's optimizer averages, paired with the trainable variables by the toolkit.
-        _ema_restore(lambda: ckpt_tools.apply_keras_ema(net, path, load_weights=False,
-                                                        strict=strict,
-                                                        not_swapped=not_swapped,
-                                                        fit_order=fit_order,
-                                                        use_ema=stated_ema,
-                                                        trainable=trainable,
-                                                        loop_order=loop_order), path)
+        try:
+            _ema_restore(lambda: ckpt_tools.apply_keras_ema(net, path, load_weights=False,
+                                                            strict=strict,
+                                                            not_swapped=not_swapped,
+                                                            fit_order=fit_order,
+                                                            use_ema=stated_ema,
+                                                            trainable=trainable,
+                                                            loop_order=loop_order), path)
+        except ckpt_tools.EmaError as exc:
+            if stated_ema is None and exc.args and "holds no optimizer EMA copies" in str(
+                    exc.args[0]):  # eval's own way out (restore-ema's --format h5 output)
+                exc.args = (f"{exc.args[0]}; to evaluate its weights as they are (an EMA bake "
+                            "such as restore-ema's output holds the averages as its weights): "
+                            "ckpt eval --no-use-ema", *exc.args[1:])
+            raise
 
 
 @contextlib.contextmanager
