@@ -202,7 +202,11 @@ def _swapped_pairs(ckpt: Checkpoint, variables,
         return None  # an average the update ops do not record: another EMA object's
     pairs = [(shadow_of.get(k, k), k) for k in plain] + list(lone.items())
     missing = [k for k in plain if role(k) == R.WEIGHT and k not in shadow_of]
-    names = {k: held[k] for k in plain if k.startswith(held[k] + "/")}
+    # named as its variable's average: TF's <var>/<name>, or the shadow's own name where
+    # ema.apply() ran under a scope (s/W/ExponentialMovingAverage holding W: its update op
+    # averages W), never a name another key holding a variable has (s14k)
+    names = {k: held[k] for k in plain if k.startswith(held[k] + "/") or (
+        averaged.get(k, ("",))[0] == held[k] and held[k] not in plain)}
     return pairs, missing, [], names
 
 
