@@ -210,8 +210,10 @@ def _prefix_location(prefix: str, original: str, state: str | None = None) -> Lo
             raise CorruptCheckpointError(
                 f"names checkpoint {prefix!r}, which is not a TensorFlow checkpoint (no "
                 f"{os.path.basename(prefix)}.index beside it, not a V1 table)", path=state)
-        raise CorruptCheckpointError(
-            "not a TensorFlow checkpoint (expected a .index file, a V1 checkpoint table, a "
+        raise CorruptCheckpointError(  # named as Keras weights: say what it is not (r26 F5)
+            "not an HDF5 file (a Keras .weights.h5/.h5 is one), nor a TensorFlow checkpoint "
+            "table: damaged, truncated or not a weight file" if prefix.endswith((".h5", ".hdf5"))
+            else "not a TensorFlow checkpoint (expected a .index file, a V1 checkpoint table, a "
             ".meta graph or a training directory)", path=original)
     if state:
         raise CheckpointNotFoundError(

@@ -147,6 +147,9 @@ def bad_inputs(corpus, tmp_path_factory) -> dict[str, Bad]:
     txt.write_text("hello, I am not a checkpoint\n" * 10)
     add("text_file", ["list", txt], txt, CORRUPT, "notes.txt", "not a TensorFlow checkpoint")
     add("text_file_verify", ["verify", txt], txt, CORRUPT, "notes.txt")
+    h5 = root / "text.weights.h5"  # named as Keras weights: the error says HDF5 (r26 F5)
+    h5.write_text("hello\n")
+    add("text_weights_h5", ["list", h5], h5, CORRUPT, "text.weights.h5", "not an HDF5 file")
     try:
         import h5py
         import numpy as np
@@ -224,8 +227,8 @@ CASES = [
     "flipped_data_stats", "flipped_data_verify", "flipped_index", "wrong_magic",
     "missing_shard_show", "missing_shard_verify", "empty_index", "empty_file", "empty_dir",
     "state_file_missing_prefix", "state_file_bad_escape", "meta_not_metagraph", "png_file",
-    "text_file", "text_file_verify", "hdf5_not_keras", "hdf5_damaged", "absurd_shape",
-    "absurd_offset", "absurd_string_count", "absurd_partitioned", "absurd_verify",
+    "text_file", "text_file_verify", "text_weights_h5", "hdf5_not_keras", "hdf5_damaged",
+    "absurd_shape", "absurd_offset", "absurd_string_count", "absurd_partitioned", "absurd_verify",
     "slice_outside_tensor", "unknown_dtype", "object_graph_not_string", "v1_fill_bomb",
     "v1_tensor_content_size", "v1_odd_complex",
 ]
