@@ -25,8 +25,8 @@ _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slo
 def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     """The names among ``candidates`` (EMA names without TF's ``_N``) that the file proves are
     an ``ExponentialMovingAverage``'s: TF's default, and where a ``.meta`` records
-    ``moving_average_variables`` and no default-named average is stored, the one candidate
-    (two leave both open).
+    ``moving_average_variables`` listing every variable a tensor under it is stored for, and
+    no default-named average is stored, the one candidate (two leave both open).
 
     Example:
         >>> sorted(proven_ema_names(open_checkpoint("fixtures/linear_v2"),
@@ -44,11 +44,15 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     if len(others) == 1 and meta is not None and meta.collections.get(
             "moving_average_variables"):
         (name,) = others
-        keys = set(ckpt.keys())
-        heads = {head for head, last in map(R.split_key, keys)
-                 if head in keys and suffix_base(last) == name}
-        if heads and heads <= set(meta.keys_in("moving_average_variables")) and not any(
-                R.split_key(k)[1].startswith(R.DEFAULT_EMA_NAME) for k in keys):
+        # the variables the averages under that name are of (or may be: candidates)
+        targets = set()
+        for v in ckpt.variables_unwarned():
+            if v.role == R.EMA and v.ema_style == "tf1" and (
+                    suffix_base(v.name.rpartition("/")[2]) == name
+                    or v.name.endswith("/" + name)):  # W/ema/slow: name="ema/slow"
+                targets.update((v.ema_of,) if v.ema_of else v.ema_candidates)
+        if targets and targets <= set(meta.keys_in("moving_average_variables")) and not any(
+                R.split_key(k)[1].startswith(R.DEFAULT_EMA_NAME) for k in ckpt.keys()):
             proven |= others
     return proven
 

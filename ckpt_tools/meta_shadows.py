@@ -190,11 +190,18 @@ def update_op_lone(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleI
 def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
                     meta: MetaGraph | None) -> dict[str, RoleInfo]:
     """Returns new roles for the keys read by name as TF1 averages (``W/SGDM`` beside ``W``)
-    that the ``.meta``'s graph shows are an optimizer's slots: an input of its ``Apply*`` op
-    (``SGDM/update_W/ResourceApplyMomentum``) and updated by no ``AssignMovingAvg`` op.
-    ``MomentumOptimizer(name="SGDM")`` stores its buffer as ``W/SGDM``, just as
-    ``ExponentialMovingAverage(name="SGDM")`` would (review-14-attack-r25 F0). Read only where
-    such an average carries a name other than TF's default.
+    that the ``.meta``'s graph shows are no average, read as the optimizer's slots they are
+    named like; each is updated by no ``AssignMovingAvg`` op, and:
+
+    - an optimizer's ``Apply*`` op takes it as a slot (``SGDM/update_W/ResourceApplyMomentum``):
+      ``MomentumOptimizer(name="SGDM")`` stores its buffer as ``W/SGDM``, just as
+      ``ExponentialMovingAverage(name="SGDM")`` would (review-14-attack-r25 F0);
+    - or an ``AssignMovingAvg`` op updates another tensor of the same variable
+      (``W/ExponentialMovingAverage``) from it: ``ema.apply()`` updates every shadow it makes
+      that way, and this graph's are recognised, so ``W/adam_m`` (BERT's optimizer, updated
+      by plain assigns) is none (F1).
+
+    Read only where such an average carries a name other than TF's default.
     """
     named = [k for k, ri in roles.items() if ri.role == EMA and ri.ema_style == "tf1"
              and _NUMBERED.sub("", k.rpartition("/")[2]) != DEFAULT_EMA_NAME]
@@ -202,7 +209,17 @@ def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, Role
     if read is None:
         return {}
     ops, key = read
-    averages = {key(s) for s in ops.averages}
+    averages = {key(s): key(v) for s, (v, _scope) in ops.averages.items()}
+    averaged = set(averages.values())
     slots = {key(s): key(t) for s, (t, _op) in ops.slots.items()}
-    return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) for k in named
-            if k in slots and k not in averages}
+    graph = {v.checkpoint_key for v in meta.variables.values()}
+    out: dict[str, RoleInfo] = {}
+    for k in named:
+        head = k.rpartition("/")[0]
+        if k in averages:
+            continue
+        if k in slots:
+            out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k])
+        elif head in averaged and head in entries and k in graph:
+            out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=head)
+    return out
