@@ -271,12 +271,15 @@ def _built_with(lay, entries, rest, use_ema, slot_names, stated=None) -> list[st
             if per is None and not stated and not only_count(
                     shapes, [entries[k].shape for k in rest]):
                 # unknown slots: fewer weights with more slots each fit as well
+                named = (lay.optimizer_config or {}).get("name")  # a .keras names the class
                 lay.notes.append(
                     f"the {len(rest)} tf_keras optimizer variables do not fit one average and "
                     f"the same slots for each of the {len(keys)} weights the file holds alone "
                     "(fewer weights with more slots each fit too, or none reads so), and "
-                    "the file records neither the optimizer's class (its slots per weight) "
-                    "nor which layers were frozen when it was built (or held where it does "
+                    + (f"ckpt does not know the slots per weight of its {named} (config.json)"
+                       ", nor does the file record" if named else "the file records neither "
+                       "the optimizer's class (its slots per weight) nor")
+                    + " which layers were frozen when it was built (or held where it does "
                     "not save them): pass --trainable with the weights it was built with, in "
                     "model order, or use apply_keras_ema(model, path) (use_ema=True) with the "
                     "live model")
