@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .checkpoint import Checkpoint
-from .ema_refusals import UnprovenPairingError, suffix_base
+from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
 
@@ -88,11 +88,19 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
         return
     used = {w: a for w, a in chosen.items()
             if variables.get(a) is not None and variables[a].ema_style in _NAMED}
-    names = {suffix_base(suffix.get(a, "")) for a in used.values()} - {""}
+    recorded = {suffix.get(a, "") for a in used.values()} - {""}
+    # a name given with digits (name="ema_999") is no "ema" plus TF's _N (review-14-attack-r25
+    # F2): only where no other recorded name explains the number
+    given = exact_names(recorded)
+
+    def base(n: str) -> str:
+        return n if n in given else suffix_base(n)
+
+    names = {base(n) for n in recorded}
     unproven = sorted(names - proven_ema_names(ckpt, names))
     if not unproven:
         return
-    open_ = {w: (a,) for w, a in used.items() if suffix_base(suffix.get(a, "")) in unproven}
+    open_ = {w: (a,) for w, a in used.items() if base(suffix.get(a, "")) in unproven}
 
     def shown(key: str) -> str:
         v = variables.get(key)
@@ -111,12 +119,16 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
            "are most likely optimizer slots"
            if meta is not None and not set(open_) <= listed else "")
     names_text = " or ".join(repr(n) for n in unproven)
+    others = ("a training loop may keep other tensors of each variable under its name "
+              "the same way (accumulators tf.Variable(..., name='w/accum'))"
+              if ckpt.objects is not None else  # a TF2 checkpoint records its slots (F3)
+              "optimizers store their slots the same way (MomentumOptimizer(name='Mom') "
+              "writes W/Mom, BERT's optimizer W/adam_m)")
     raise UnprovenPairingError(
         f"{ckpt.path}: {len(open_)} weight(s) would be restored from tensors named "
         f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}), and nothing recorded "
         f"says {names_text} is an "
-        "ExponentialMovingAverage's name: optimizers store their slots the same way "
-        "(MomentumOptimizer(name='Mom') writes W/Mom, BERT's optimizer W/adam_m), and TF "
+        f"ExponentialMovingAverage's name: {others}, and TF "
         f"names averages <weight>/ExponentialMovingAverage unless given another name{why}; "
         f"only if {names_text} is the name you gave your ExponentialMovingAverage, pass "
         f"--ema-name {unproven[0]} (Python: ema_name=...)",

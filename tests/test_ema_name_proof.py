@@ -150,3 +150,34 @@ def test_a_tf2_loops_accumulators_are_not_averages(tf, tmp_path):
     code, _, err = run_cli(["export", str(tmp_path / "ck"), "--out", str(tmp_path / "w.npz")])
     assert code == 6 and "'accum' is an ExponentialMovingAverage's name" in err, err
     assert not (tmp_path / "w.npz").exists()
+
+
+def test_a_tf2_ema_name_ending_in_digits_is_named_whole(tf, tmp_path):
+    """name="ema_31" (a name no other test gives: TF2 counts names per process) is no "ema"
+    plus TF's _N: the refusal names ema_31 and speaks of a TF2
+    checkpoint, not of TF1 optimizer slots (review-14-attack-r25 F2, F3)."""
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.ones([3, 3]), name="w")
+            self.b = tf.Variable(tf.zeros([3]), name="b")
+
+    m = M()
+    ema = tf.train.ExponentialMovingAverage(0.5, name="ema_31")
+    ema.apply(m.trainable_variables)
+    for i in range(3):
+        m.w.assign_add(tf.fill([3, 3], 1.0 + i))
+        m.b.assign_sub(tf.fill([3], 2.0 + i))
+        ema.apply(m.trainable_variables)
+    tf.train.Checkpoint(model=m, ema=[ema.average(v) for v in m.trainable_variables]).write(
+        str(tmp_path / "ck" / "ckpt"))
+    code, _, err = run_cli(["export", str(tmp_path / "ck"), "--out", str(tmp_path / "w.npz")])
+    assert code == 6 and "'ema_31' is an ExponentialMovingAverage's name" in err, err
+    assert "--ema-name ema_31 " in err and "<weight>/ema " not in err, err
+    assert "MomentumOptimizer" not in err and "BERT" not in err, err
+    code, _, err = run_cli(["export", str(tmp_path / "ck"), "--ema-name", "ema_31", "--out",
+                            str(tmp_path / "w.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "w.npz") as z:
+        assert z["model/w"].tobytes() == ema.average(m.w).numpy().tobytes()
+        assert z["model/b"].tobytes() == ema.average(m.b).numpy().tobytes()
