@@ -166,6 +166,12 @@ def _trainable_notes(ckpt, layout, notes: list[str], found: dict) -> None:
                      "built with others, or in another order, these averages are on the wrong "
                      "weights")
         found["stated_trainable"] = {"pairs": by_trainable}
+        from .formats.keras.stated_flags import note as stated_flags_note
+
+        flags = stated_flags_note(layout)
+        if flags:  # config.json's flags say the other way round (r26 F4)
+            notes.append(flags)
+            found["stated_trainable"]["contradicts_config"] = list(layout.stated_flags)
         moved = getattr(layout, "stated_reordered", None)
         if moved:
             a, b = (layout.paths.get(k, k) for k in moved)

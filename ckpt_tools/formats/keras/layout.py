@@ -36,6 +36,7 @@ from .nested_optimizers import nested_owners, refuse_nested
 from .optimizer import fitting_use_ema, infer_use_ema, plan_optimizer
 from .optimizer_slots import OPTIMIZER_NAMES, Spec
 from .stated import check_proven, check_stated, refuse_layer_count, stated_keys
+from .stated_flags import contradicted
 from .stated_pairs import paired_by_order, stated_pairs
 from .submodel_order import note_nested
 
@@ -146,6 +147,7 @@ class KerasLayout:
     stated_pairs: dict[str, str] = field(default_factory=dict)
     loop_order: bool = False
     trainable_stated: bool = False  # ``trainable`` given: the build order is the caller's
+    stated_flags: tuple[str, str] | None = None  # stated_flags.contradicted, for a note
     stated_reordered: tuple[str, str] | None = None
     custom_optimizer: str = ""
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -376,6 +378,7 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             proven = list(found.averages.values()) if found.averages and None not in \
                 found.averages.values() else None
             check_stated(lay, keys, [k for k, _ in trained], proven)
+        lay.stated_flags = contradicted(lay, keys, entries)
         lay.trainable.update({k: k in set(keys) for k in lay.model})
         lay.frozen_left_out = [k for k in lay.frozen if k not in set(keys)]
         lay.frozen, segments, groups = [], [("seq", keys)], {}

@@ -127,6 +127,7 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
     stated = None
     if trainable:
         from .stated import check_stated, stated_keys
+        from .stated_flags import contradicted
 
         lay.loop_order = bool(getattr(trainable, "loop_order", False))
         lay.trainable_stated = True
@@ -140,6 +141,7 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         lay.notes = [n for n in lay.notes if "tf_keras optimizer variables" not in n
                      and "sets of layers fit" not in n]
         lay.frozen_unproven = False
+        lay.stated_flags = contradicted(lay, stated, entries)
         lay.trainable.update({k: k in set(stated) for k in every})  # as stated, not as saved
     _optimizer(lay, entries, use_ema, stated)
     if stated is not None:
