@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from .emamap import EmaMap
 
 
+#: The hint that the ``.meta`` lists every variable missing an average as trainable.
+LISTED_TRAINABLE = "the .meta lists them in trainable_variables"
+
+
 def missing_hints(variables, name: str, detected: list[str], missing: list[str],
            unsaved: list[str]) -> list[str]:
     if not missing:
@@ -37,6 +41,10 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
                      "averages, or an optimizer's slots: the file does not say): pass "
                      f"--ema-name {others[0]} only if that is the name you gave an "
                      "ExponentialMovingAverage")
+    if all("trainable_variables" in variables[t].collections
+           and "moving_average_variables" not in variables[t].collections
+           for t in missing if t in variables) and any(t in variables for t in missing):
+        hints.append(LISTED_TRAINABLE)  # not frozen: the .meta says (review-14-attack-r25 F4b)
     # W/SGDM beside W: named like an EMA's average, shown a slot by the .meta's update ops
     # (meta_shadows.update_op_slots; review-14-attack-r25 F0)
     lacking = set(missing)
@@ -173,12 +181,18 @@ def missing_message(m: EmaMap) -> str:
         cause = ("these variables were probably created after ema.apply(), left out of its "
                  "var_list, or their ema.average(v) was not saved; pass --allow-missing "
                  "(allow_missing=True) to restore their raw values")
+    elif LISTED_TRAINABLE in m.hints:  # the .meta rules frozen out
+        cause = ("these variables were left out of ema.apply()'s var_list (an EMA over part "
+                 f"of the model) or created after it: {LISTED_TRAINABLE}, so they were not "
+                 "frozen; pass --allow-missing (allow_missing=True) to restore their raw "
+                 "values")
     else:  # frozen ones: the .meta proves them (frozen_meta), the names alone cannot
         cause = ("these variables were probably frozen (trainable=False: "
                  "ema.apply(tf.trainable_variables()) never averages them, and the training "
                  ".meta shows which), created after ema.apply() or left out of its var_list; "
                  "pass --allow-missing (allow_missing=True) to restore their raw values")
-    said = [h for h in m.hints if h not in (LEGACY_SLOTS, SERVING_EXPORT)]  # said in cause
+    said = [h for h in m.hints  # said in cause
+            if h not in (LEGACY_SLOTS, SERVING_EXPORT, LISTED_TRAINABLE)]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:
         hint += ("; if it was exported that way, its weights are the averages as they are "
