@@ -173,7 +173,7 @@ def test_restore_ema_to_a_url_uploads_data_before_index_and_state(s3, case, tmp_
     puts = [line.split("PUT ", 1)[1].split(" ", 1)[0].rsplit("/", 1)[1]
             for line in s3["requests"].since(start) if "PUT " in line]
     assert puts[0] == ".ckpt-write.lock", puts  # the writer's lock first (If-None-Match)
-    puts = puts[1:]
+    puts = [p for p in puts[1:] if p != ".ckpt-write.lock"]  # a slow run renews its lock
     kinds = ["data" if ".data-" in p else p.rsplit(".", 1)[-1] for p in puts]
     assert kinds == sorted(kinds, key=["data", "index", "meta", "checkpoint"].index), puts
     assert kinds[-1] == "checkpoint" and "index" in kinds and "data" in kinds
