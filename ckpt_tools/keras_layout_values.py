@@ -9,25 +9,37 @@ where the averages would be, with the same shapes (review-14-attack-r26 F0). No 
 (``--use-ema``, ``--trainable``) says where the copies sit: those state whether there are
 copies and which weights they average, not the slot layout.
 
-So the values are checked, whatever was stated: an average starts as its weight and follows it
-(Keras assigns the weight at the first step, then ``m * average + (1 - m) * weight``), while a
-momentum or gradient slot is on the gradients' scale. Over all paired weights that have other
-optimizer variables of their shape, those must sit ``MARGIN`` times farther from the weights
-than the copies (``WIDE`` times for a class whose slots ckpt does not know: Muon, a custom or
-renamed one). Otherwise the layout is not proven and the file is refused (exit 6): the copies
-are not where a built-in puts them, or another slot follows the weights as closely (a
-Lookahead's slow weights), and no option decides it. Where the copies are the only variables
-of their shapes past iteration/learning_rate, there is no other reading to rule out.
+So the inferred layout is checked, whatever was stated. An average starts as its weight and
+follows it; a momentum or gradient slot is on the gradients' scale; but closeness to the
+weights does not prove an average either way: a Lookahead's slow weights sit nearer them than
+an EMA that lags (review-14-attack-r27 F1), and a zero-initialised model's lagging averages sit
+as far from them as Adam's slots (F5). Hence, where other optimizer variables have the copies'
+shapes:
+- a class that is not a Keras built-in: its build() order is unknown, refused;
+- a count that fits only with gradient accumulators read in: they must not follow the weights
+  (``TRACKS``), or a custom slot created before the averages gives the same count, refused;
+- Muon (a built-in whose slots ckpt does not model, averages first): the others must sit
+  ``WIDE`` times farther from the weights than the copies;
+- a built-in's own layout, exact count: refused only where another slot sits ``MARGIN`` times
+  nearer the weights than the copies (a slot of a custom class named like the built-in).
+A refusal is exit 6 naming no option (none decides the layout). Where the copies are the only
+variables of their shapes past iteration/learning_rate, there is no other reading to rule out.
 """
 
 from __future__ import annotations
 
-# Every other optimizer variable of a weight's shape is this many times farther from it than
-# its copy (root of sums of squares over all weights): a built-in's layout, MARGIN; a class
-# whose slots ckpt does not know, WIDE.
+# Distances are roots of sums of squares over all weights. A built-in's exact layout is refused
+# where another variable sits MARGIN x nearer the weights than the copies; Muon's needs the
+# others WIDE x farther.
 MARGIN = 2 ** 0.5
 WIDE = 4.0
+# Keras built-ins whose slots ckpt does not model, which build() their averages first.
+AVERAGES_FIRST = frozenset({"muon"})
 SAMPLE = 1 << 16
+# Gradient accumulators read off the count must sit at least this fraction of the weights'
+# norm from them: accumulated gradients are on the gradients' scale (all zero after an update
+# step), an average or a Lookahead's slow weights follow the weights.
+TRACKS = 0.9
 
 
 def inferred(layout) -> bool:
@@ -75,6 +87,7 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
               if k not in pairs and k in entries]
     near = far = 0.0
     compared = 0
+    rivalled: set[str] = set()
     for copy in pairs:
         c = flat(copy)
         rivals = [o for o in others if spec(o) == spec(copy) and flat(o) is not None]
@@ -89,33 +102,75 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
         x = flat(min(same, key=lambda k: float(np.sum((c - flat(k)) ** 2))))
         if x.shape != c.shape:
             continue
+        rivalled.update(rivals)
         near += float(np.sum((c - x) ** 2))
         far += min(float(np.sum((flat(o) - x) ** 2)) for o in rivals)
         compared += 1
     if not compared:
         return None  # one variable per weight past iteration/learning_rate: no other reading
-    # A built-in's layout that fits the count and shapes exactly needs only to be the nearer
-    # reading; a class whose slots ckpt does not know (Muon, a renamed or custom one) a wide
-    # margin: the values alone decide there.
-    known = layout.tf_keras or any(c[2] is not None for c in candidates(layout))
-    margin = MARGIN if known else WIDE
     if not (np.isfinite(near) and np.isfinite(far)):
         return "the weights or optimizer variables hold NaN or inf"
-    if far >= (margin ** 2) * near and far > 0.0:
+    known = layout.tf_keras or any(c[2] is not None for c in candidates(layout))
+    if not known and (layout.optimizer or "") not in AVERAGES_FIRST:
+        # A class of its own: where it creates its per-weight variables is not recorded, and
+        # no value check can tell: a Lookahead's slow weights follow the weights more closely
+        # than a lagging EMA (review-14-attack-r27 F1).
+        return (f"the optimizer ({layout.optimizer or 'unnamed'}) is not a Keras built-in, "
+                f"and {len(rivalled)} other variables of it past iteration/learning_rate have the "
+                "copies' shapes: which of them are the averages is its build() order, which the "
+                "file does not record, and values cannot tell an average from another slot "
+                "that follows the weights (a Lookahead's slow weights sit nearer the weights "
+                "than a lagging EMA)")
+    if layout.ga_inferred:
+        acc = [k for k, n in layout.var_names.items() if n == "gradient_accumulator"]
+        dist = _distance(acc, weights, flat, spec)
+        if dist is None or dist < TRACKS:
+            return ("the count fits use_ema=True with gradient accumulation only by reading "
+                    "a block of per-weight variables as gradient accumulators, and "
+                    + ("those cannot be read" if dist is None else
+                       f"they follow the weights ({dist:.2f}x the weights' norm from them; "
+                       f"accumulated gradients sit at least {TRACKS}x, all zero after an "
+                       "update step)")
+                    + ": a custom optimizer with a slot of its own created before the "
+                    "averages gives the same count (a Lookahead's slow weights then read as "
+                    "the averages, its averages as the accumulators)")
+    if not known:  # Muon: a built-in whose slots ckpt does not model, averages first
+        if far >= (WIDE ** 2) * near and far > 0.0:
+            return None
+        return (f"other optimizer variables of the weights' shapes sit only "
+                f"{(far / near) ** 0.5 if near else 0.0:.1f}x farther from the weights than "
+                f"they do (at least {WIDE:.1f}x needed for an optimizer class ckpt does not "
+                f"model, {layout.optimizer})")
+    # A built-in's layout that fits the count exactly, no block inferred beyond its own: the
+    # values refuse it only where another slot follows the weights clearly more closely than
+    # the copies (a slot created before the averages). Weights that start at zero with an EMA
+    # that lags (0.99, 0.999) leave every variable about as far: nothing contradicts the
+    # layout there (review-14-attack-r27 F5).
+    if far * MARGIN ** 2 >= near:
         return None
-    if far == 0.0:
-        return ("other optimizer variables of the weights' shapes equal the weights, as they "
-                "do: the values prove nothing")
-    ratio = (far / near) ** 0.5
-    if far < near:
-        return (f"other optimizer variables of the weights' shapes sit {1 / max(ratio, 1e-9):.0f}x "
-                "nearer the weights than they do (an average starts as its weight and follows "
-                "it): they are another slot, and the averages sit elsewhere")
-    return (f"other optimizer variables of the weights' shapes sit only {ratio:.1f}x farther "
-            f"from the weights than they do (at least {margin:.1f}x needed"
-            + ("" if known else f" for an optimizer class ckpt does not know, "
-               f"{layout.optimizer or 'unnamed'}") + "), so the values do not single them out "
-            "as the averages")
+    return (f"other optimizer variables of the weights' shapes sit "
+            f"{(near / far) ** 0.5 if far else float('inf'):.0f}x nearer the weights than they "
+            "do (an average starts as its weight and follows it): another slot sits where "
+            "the built-in keeps its averages")
+
+
+def _distance(keys, weights, flat, spec) -> float | None:
+    """How far ``keys`` sit from the weights of their shapes nearest them, as a fraction of
+    those weights' norm (roots of sums of squares); ``None`` where one has no such weight."""
+    import numpy as np
+
+    near = norm = 0.0
+    for k in keys:
+        a = flat(k)
+        same = [w for w in weights if spec(w) == spec(k) and flat(w) is not None]
+        if a is None or not same:
+            return None
+        x = flat(min(same, key=lambda w: float(np.sum((a - flat(w)) ** 2))))
+        near += float(np.sum((a - x) ** 2))
+        norm += float(np.sum(x ** 2))
+    if not keys:
+        return None
+    return (near / norm) ** 0.5 if norm > 0.0 else float("inf")
 
 
 def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) -> None:

@@ -150,6 +150,8 @@ class KerasLayout:
     stated_flags: tuple[str, str] | None = None  # stated_flags.contradicted, for a note
     stated_reordered: tuple[str, str] | None = None
     custom_optimizer: str = ""
+    # no config.json: the layout read gradient accumulators off the count (keras_layout_values)
+    ga_inferred: bool = False
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
     loss_scaled: bool = False  # a LossScaleOptimizer wraps the optimizer (mixed_float16)

@@ -153,6 +153,8 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         h = ((True, False, []), tuple(range(len(tkeys))))
         chosen = [(h, pairing(h, keys[off:], rest, tkeys, tspecs, bag_of))]
     placed: set[str] = set()
+    # no built-in layout without gradient accumulators fits: the count alone says they are
+    lay.ga_inferred = cfg is None and bool(chosen) and all(h[0][1] for h, _ in chosen)
     if chosen:
         (hyp, names), pick = choose(chosen, lay, complete=not truncated, swapped=swapped,
                                      sampled=bool(open_targets))

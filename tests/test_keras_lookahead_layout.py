@@ -1,0 +1,139 @@
+"""A bare ``.weights.h5`` records the optimizer only by its name: where its EMA copies sit is
+inferred. A Lookahead-style Adam subclass creating its slow weights before ``super().build()``
+put them where the averages would be, and their values (nearer the weights than a lagging
+EMA; at a sync step equal to them) passed the value check: exported as the EMA values, exit 0
+(review-14-attack-r27 F1). A class of its own, or a count read as gradient accumulators that
+follow the weights (the Lookahead's averages), is refused (exit 6). The built-in Adam of a
+zero-initialised linear model, whose lagging averages sit as far from the weights as every
+slot, is exported exactly (r27 F5).
+Keras 3 generates the files here; truth recorded from the optimizer at save time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from helpers import run_cli
+
+_GEN = textwrap.dedent('''
+    import os, sys; os.environ["KERAS_BACKEND"] = "tensorflow"
+    import numpy as np, keras
+    out, case = sys.argv[1], sys.argv[2]
+
+    class LookAdam(keras.optimizers.Adam):  # Lookahead: slow weights synced every 5 steps
+        def build(self, var_list):
+            if self.built: return
+            self.slow = self.add_optimizer_variables(var_list, "slow")
+            for s, v in zip(self.slow, var_list): s.assign(v)
+            super().build(var_list)
+        def update_step(self, g, v, lr):
+            super().update_step(g, v, lr)
+            s = self.slow[self._get_variable_index(v)]
+            sync = keras.ops.cast(keras.ops.equal((self.iterations + 1) % 5, 0), v.dtype)
+            new_s = s + sync * 0.5 * (v - s)
+            self.assign(s, new_s); self.assign(v, sync * new_s + (1 - sync) * v)
+
+    def run(case, opt, linear):
+        inp = keras.Input((6,), name="features")
+        if linear:
+            y = keras.layers.Dense(3, name="head", kernel_initializer="zeros")(inp)
+        else:
+            x = keras.layers.Dense(8, name="hidden", activation="tanh")(inp)
+            y = keras.layers.Dense(3, name="head")(keras.layers.Dense(8, name="mid",
+                                                                       activation="tanh")(x))
+        m = keras.Model(inp, y, name="net")
+        m.compile(opt, "mse")
+        rng = np.random.default_rng(5); X = rng.normal(size=(64, 6)).astype("float32")
+        Y = (X[:, :3] * 2 + 1 if linear else rng.normal(size=(64, 3))).astype("float32")
+        last = 3 if case == "look_own" else 4  # 32 steps: between syncs; 40: at a sync step
+
+        class Snap(keras.callbacks.Callback):  # before fit() ends (it writes the averages in)
+            def on_epoch_end(self, ep, logs=None):
+                if ep != last: return
+                o = self.model.optimizer
+                np.savez(f"{out}/{case}_truth.npz", **{v.path: a.numpy() for v, a in
+                         zip(o._trainable_variables, o._model_variables_moving_average)})
+                self.model.save_weights(f"{out}/{case}.weights.h5")
+        m.fit(X, Y, epochs=last + 1, batch_size=8, verbose=0, callbacks=[Snap()])
+
+    keras.utils.set_random_seed(3)
+    run(case, {
+        "look_named": lambda: LookAdam(0.02, use_ema=True, ema_momentum=0.99, name="adam"),
+        "look_own": lambda: LookAdam(0.02, use_ema=True, ema_momentum=0.99),
+        "lin99": lambda: keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.99),
+        "lin999": lambda: keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.999),
+    }[case](), case.startswith("lin"))
+''')
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lookahead")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+    for case in ("look_named", "look_own", "lin99", "lin999"):  # one process each, as a run
+        proc = subprocess.run([sys.executable, "-c", _GEN, str(out), case],
+                              capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def _truth(files, case):
+    with np.load(files / f"{case}_truth.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_lookahead_named_like_the_builtin_refused_without_a_statement(files, tmp_path):
+    out = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(files / "look_named.weights.h5"), "--not-swapped",
+                            "--out", str(out)])
+    assert code == 6, err
+    assert "gradient accumulators" in err and "follow the weights" in err, err
+    assert not out.exists()
+    code, _, err = run_cli(["export", str(files / "look_named.weights.h5"), "--use-ema",
+                            "--not-swapped", "--trainable", "hidden,mid,head", "--strict",
+                            "--out", str(out)])
+    assert code == 6 and not out.exists(), err
+
+
+def test_lookahead_of_its_own_name_refused_whatever_is_stated(files, tmp_path):
+    out = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(files / "look_own.weights.h5"), "--use-ema",
+                            "--not-swapped", "--trainable", "hidden,mid,head", "--strict",
+                            "--out", str(out)])
+    assert code == 6, err
+    assert "(look_adam) is not a Keras built-in" in err and "--raw" in err, err
+    assert not out.exists()
+
+
+def test_lookahead_python_statement_refused(files):
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    import keras
+
+    from ckpt_tools import EmaError, apply_keras_ema
+
+    inp = keras.Input((6,), name="features")
+    x = keras.layers.Dense(8, name="hidden", activation="tanh")(inp)
+    x = keras.layers.Dense(8, name="mid", activation="tanh")(x)
+    m = keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
+    for case in ("look_own", "look_named"):
+        with pytest.raises(EmaError, match="do not prove them averages"):
+            apply_keras_ema(m, str(files / f"{case}.weights.h5"), use_ema=True,
+                            not_swapped=True, trainable=m.trainable_variables)
+
+
+@pytest.mark.parametrize("case", ["lin99", "lin999"])
+def test_zero_initialised_builtin_adam_exports_its_averages(files, tmp_path, case):
+    out = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(files / f"{case}.weights.h5"), "--use-ema",
+                            "--not-swapped", "--out", str(out)])
+    assert code == 0, err
+    truth = _truth(files, case)
+    with np.load(out) as z:
+        assert sorted(z.files) == sorted(truth)
+        for k in truth:
+            assert z[k].tobytes() == truth[k].tobytes(), k
