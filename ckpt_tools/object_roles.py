@@ -55,6 +55,13 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
     keras3 = _keras3_pairs(full, entries, "average")
     keras3.update(_keras3_scoped_pairs(objects, full, entries, "average"))
     clash = _keras3_clashes(full, keras3, "average")
+    # A Keras 3 optimizer keeps its use_ema copies in _model_variables_moving_average, which
+    # the object graph records; a variable merely named <path>_average (a subclass' own
+    # add_optimizer_variables(var_list, "average"), say gradient averages) is not one
+    # (review-14-attack-r27 F3).
+    listed = _recorded_averages(objects)
+    keras3 = {k: v for k, v in keras3.items() if k in listed}
+    clash = {k: v for k, v in clash.items() if k in listed}
     rest = {k: e for k, e in entries.items() if k not in keras3 and k not in clash}
     found = pair_by_names(rest, objects, names, apply_order, container)
     return ObjectPairing(pairs={**keras3, **found.pairs},
@@ -318,7 +325,10 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
         if not fitting:
             continue
         one = fitting[0] if len(fitting) == 1 else None
-        if m.group(2) == "average":
+        if m.group(2) == "average" and (k in listed or not owners):
+            # use_ema=True keeps them in _model_variables_moving_average; one merely named
+            # Adam/average/<w> beside an optimizer object that lists none is a subclass' own
+            # variable (gradient averages: review-14-attack-r27 F3)
             out[k] = RoleInfo(EMA, ema_of=one, ema_style="keras",
                               candidates=() if one else tuple(sorted(fitting)))
         else:
