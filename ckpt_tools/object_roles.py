@@ -113,6 +113,18 @@ def _keras3_scoped_pairs(objects: ObjectGraph, full: dict[str, str], entries,
             src = by_flat.get(last[: -len(suffix) - 1])
             if src is not None and src != k and entries[src].shape == entries[k].shape:
                 out[k] = src
+        listed = [keys[c] for _n, c in _in_order(objects.children.get(
+            named.get("_model_variables_moving_average", -1), [])) if c in keys]
+        if (listed and len(listed) == len(held) == len(set(held)) == len(set(listed))
+                and all(k in entries for k in listed)
+                and all(entries[a].shape == entries[v].shape
+                        and entries[a].dtype == entries[v].dtype
+                        for a, v in zip(listed, held, strict=True))):
+            # Keras builds _model_variables_moving_average[i] for _trainable_variables[i]:
+            # both lists recorded in order prove each pair, whatever the names (two weight
+            # paths flattening to one average name: review-14-attack-r27 F6)
+            out.update(zip(listed, held, strict=True))
+            continue
         averages = [i for i, k in enumerate(mine) if "/" in full.get(k, "")
                     and split_key(full[k])[1].endswith("_" + suffix)]
         if (averages and len(averages) == len(held) and len(held) == len(set(held))
