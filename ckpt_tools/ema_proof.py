@@ -7,10 +7,13 @@ a name; an optimizer stores its slots the same way, ``<weight>/<optimizer name>`
 loop's accumulators ``W/accum``). So a name other than TF's default is an EMA's only when:
 
 - the caller says so (``--ema-name``);
-- or a TF1 ``.meta``'s ``moving_average_variables`` collection (which ``ema.apply()`` fills
-  with the variables it averages, and no optimizer does; a slim batch norm adds its moving
-  statistics) lists every variable stored with a tensor under that name, no default-named
-  average is stored, and that name is the only candidate.
+- or a TF1 ``.meta``'s graph shows ``ema.apply()``'s update ops writing every tensor stored
+  under that name: an ``AssignMovingAvg`` op updates each shadow ``W/<name>`` from ``W``
+  (:mod:`~ckpt_tools.formats.meta_updates`). ``moving_average_variables`` lists the variables
+  an EMA averaged, never its name: with the Saver built before ``ema.apply()`` (the averages
+  not saved), the optimizer's slots ``W/MyMomentum`` beside them are listed variables' tensors
+  all the same (review-14-attack-r27 F2); and update ops the graph hides (inside a ``tf.cond``'s
+  function bodies) prove nothing.
 """
 
 from __future__ import annotations
@@ -18,15 +21,15 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
+from .meta_shadows import update_ops_of
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
 
 
 def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     """The names among ``candidates`` (EMA names without TF's ``_N``) that the file proves are
-    an ``ExponentialMovingAverage``'s: TF's default, and where a ``.meta`` records
-    ``moving_average_variables`` listing every variable a tensor under it is stored for, and
-    no default-named average is stored, the one candidate (two leave both open).
+    an ``ExponentialMovingAverage``'s: TF's default, and each other name every tensor stored
+    under which a ``.meta``'s ``AssignMovingAvg`` update ops write (see the module docstring).
 
     Example:
         >>> sorted(proven_ema_names(open_checkpoint("fixtures/linear_v2"),
@@ -35,26 +38,30 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     """
     proven = {n for n in candidates if n == R.DEFAULT_EMA_NAME}
     others = candidates - proven
-    meta = ckpt.meta
-    # the collection lists the variables ema.apply() averaged (and a slim batch norm's
-    # moving statistics, review-14-attack-r25 F0): the one other name is an EMA's only where
-    # no default-named average (which would explain the collection) is stored and every
-    # variable stored with a tensor under that name is listed; the keys are scanned only
-    # when that decides
-    if len(others) == 1 and meta is not None and meta.collections.get(
-            "moving_average_variables"):
-        (name,) = others
-        # the variables the averages under that name are of (or may be: candidates)
-        targets = set()
-        for v in ckpt.variables_unwarned():
-            if v.role == R.EMA and v.ema_style == "tf1" and (
-                    suffix_base(v.name.rpartition("/")[2]) == name
-                    or v.name.endswith("/" + name)):  # W/ema/slow: name="ema/slow"
-                targets.update((v.ema_of,) if v.ema_of else v.ema_candidates)
-        if targets and targets <= set(meta.keys_in("moving_average_variables")) and not any(
-                R.split_key(k)[1].startswith(R.DEFAULT_EMA_NAME) for k in ckpt.keys()):
-            proven |= others
+    read = update_ops_of(ckpt.meta) if others else None
+    if read is None:  # no .meta, or no graph in it: nothing shows an EMA's update ops
+        return proven
+    ops, key = read
+    shadows = {key(s) for s in ops.averages if s not in ops.slots}
+    for name in others:
+        # the tensors read as averages under that name (W/ema/slow: name="ema/slow")
+        under = [v for v in ckpt.variables_unwarned()
+                 if v.role == R.EMA and v.ema_style == "tf1" and (
+                     suffix_base(v.name.rpartition("/")[2]) == name
+                     or v.name.endswith("/" + name))]
+        if under and all(_written(ckpt, v, shadows) for v in under):
+            proven.add(name)
     return proven
+
+
+def _written(ckpt: Checkpoint, v, shadows: set[str]) -> bool:
+    """Whether the update ops write the stored average ``v``: its key, or each of the keys its
+    parts are stored under (a partitioned shadow is listed as one ``net/w/part_*/avg``)."""
+    if v.name in shadows:
+        return True
+    extra = ckpt.entry(v.name).extra if v.partitions else None
+    parts = extra.get("fragments") if extra else None
+    return bool(parts) and all(p in shadows for p in parts)
 
 
 def without_slot_names(variables, names: list[str]) -> list[str]:

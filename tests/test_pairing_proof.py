@@ -85,9 +85,11 @@ def test_tf1_two_ema_objects_are_refused_until_one_is_named(tf, tmp_path, names,
     if names == (None, None):
         assert suffixes == ["ExponentialMovingAverage", "ExponentialMovingAverage_1"]
     # two default-named EMAs are proven EMAs; names given to them are not (optimizers store
-    # slots as <weight>/<name> too), so they are offered as the caller's statement
+    # slots as <weight>/<name> too), so they are offered as the caller's statement, unless the
+    # .meta's AssignMovingAvg ops prove them (review-14-attack-r27 F2)
     _refused_everywhere(prefix, tmp_path, "more than one average" if names == (None, None)
-                        else "only if that is the name you gave an ExponentialMovingAverage",
+                        or meta else
+                        "only if that is the name you gave an ExponentialMovingAverage",
                         "--ema-name", *[f"--ema-name {s}" for s in suffixes])
     with pytest.raises(EmaError, match="ema_name"):
         ckpt_tools.ema_map(prefix)
@@ -98,8 +100,9 @@ def test_tf1_two_ema_objects_are_refused_until_one_is_named(tf, tmp_path, names,
         # name slots, so those stay open until --ema-name states them
         row = listing[f"w/{suffix}"]
         assert row["role"] == "ema", row
-        assert row["ema_of"] == ("w" if names == (None, None) else None), row
-        assert names == (None, None) or row["ema_candidates"] == ["w"], row
+        proven = names == (None, None) or meta  # or by the .meta's AssignMovingAvg ops
+        assert row["ema_of"] == ("w" if proven else None), row
+        assert proven or row["ema_candidates"] == ["w"], row
     for suffix, want in truth.items():
         got = _exported(prefix, tmp_path, "--ema-name", suffix)
         assert set(got) == {"w", "b"}
