@@ -20,8 +20,11 @@ shapes:
   (``TRACKS``), or a custom slot created before the averages gives the same count, refused;
 - Muon (a built-in whose slots ckpt does not model, averages first): the others must sit
   ``WIDE`` times farther from the weights than the copies;
-- a built-in's own layout, exact count: refused only where another slot sits ``MARGIN`` times
-  nearer the weights than the copies (a slot of a custom class named like the built-in).
+- a count that fits only with a hyperparameter's slots (amsgrad, momentum, centered): the
+  others must sit ``MARGIN`` times farther from the weights than the copies;
+- a built-in's default layout, exact count: refused only where another slot sits ``MARGIN``
+  times nearer the weights than the copies (a slot of a custom class named like the
+  built-in).
 A refusal is exit 6 naming no option (none decides the layout). Where the copies are the only
 variables of their shapes past iteration/learning_rate, there is no other reading to rule out.
 """
@@ -141,6 +144,16 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
                 f"{(far / near) ** 0.5 if near else 0.0:.1f}x farther from the weights than "
                 f"they do (at least {WIDE:.1f}x needed for an optimizer class ckpt does not "
                 f"model, {layout.optimizer})")
+    if layout.variant_inferred and not (far >= MARGIN ** 2 * near and far > 0.0):
+        # the count fits only with a hyperparameter's slots (amsgrad, momentum) the file does
+        # not record: the copies must then be the nearer reading (a gradient accumulator
+        # block read as the averages under a false use_ema sits as far as every slot)
+        return (f"the count fits the built-in only with slots of a hyperparameter the file "
+                f"does not record (amsgrad, momentum, centered), and other optimizer "
+                f"variables of the weights' shapes sit only "
+                f"{(far / near) ** 0.5 if near else 0.0:.1f}x farther from the weights than "
+                f"they do (at least {MARGIN:.1f}x needed), so the values do not single them "
+                "out as the averages")
     # A built-in's layout that fits the count exactly, no block inferred beyond its own: the
     # values refuse it only where another slot follows the weights clearly more closely than
     # the copies (a slot created before the averages). Weights that start at zero with an EMA

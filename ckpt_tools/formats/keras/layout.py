@@ -152,6 +152,7 @@ class KerasLayout:
     custom_optimizer: str = ""
     # no config.json: the layout read gradient accumulators off the count (keras_layout_values)
     ga_inferred: bool = False
+    variant_inferred: bool = False  # likewise a hyperparameter's slots (amsgrad, momentum)
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
     loss_scaled: bool = False  # a LossScaleOptimizer wraps the optimizer (mixed_float16)

@@ -28,6 +28,7 @@ from .optimizer_slots import (
     FLOATS,
     Spec,
     candidates,
+    default_groups,
     expand,
     fits,
     matches,
@@ -155,6 +156,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     placed: set[str] = set()
     # no built-in layout without gradient accumulators fits: the count alone says they are
     lay.ga_inferred = cfg is None and bool(chosen) and all(h[0][1] for h, _ in chosen)
+    # nor one with the class' default slots: a hyperparameter's block was read off the count
+    lay.variant_inferred = cfg is None and bool(chosen) and all(
+        h[0][2] not in default_groups(lay) for h, _ in chosen)
     if chosen:
         (hyp, names), pick = choose(chosen, lay, complete=not truncated, swapped=swapped,
                                      sampled=bool(open_targets))

@@ -87,6 +87,17 @@ def candidates(lay) -> list[tuple[bool, bool, list | None]]:
     return out
 
 
+def default_groups(lay) -> list:
+    """The slot groups of the optimizer's class with its default hyperparameters (as built
+    alone or inside a LossScaleOptimizer): where a bare file's fit needs others (amsgrad's
+    velocity_hat, SGD's momentum, RMSprop's centred average), those were read off the count."""
+    slot_fn = _SLOTS.get(lay.optimizer or "")
+    if slot_fn is None:
+        return []
+    groups = slot_fn({})
+    return [groups, untracked.as_loss_scaled(groups)]
+
+
 def fits(cands, rest, tkeys, tspecs, bag_of):
     return [c for c in cands if c[2] is not None
             and matches(expand(*c, tspecs), rest, tkeys, tspecs, bag_of)]
