@@ -64,6 +64,29 @@ def _written(ckpt: Checkpoint, v, shadows: set[str]) -> bool:
     return bool(parts) and all(p in shadows for p in parts)
 
 
+def elsewhere_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],
+                   suffix: dict[str, str]) -> str:
+    """The hint of a map under ``--ema-name name`` for the variables it lacks whose tensors
+    under another name (``elsewhere``: variable -> that tensor's key) read as averages.
+    ``--ema-name name,other`` is offered only where the file proves ``other`` an EMA's name
+    (:func:`proven_ema_names`): ``W/SGDM`` of a ``MomentumOptimizer(name="SGDM")`` applied
+    inside a ``tf.cond`` (no update op in sight) reads as an average too, and taking it would
+    hand back momentum buffers as averages (review-14-attack-r27 F8)."""
+    t, k = next(iter(elsewhere.items()))
+    other = suffix_base(suffix.get(k) or k.rpartition("/")[2])
+    if other in proven_ema_names(ckpt, {other}):
+        # their averages are stored, under another EMA object's name: saying they were left
+        # out of ema.apply() (and steering to raw values) would be false
+        return (f"another EMA object averaged {len(elsewhere)} of them ({t} has {k}): "
+                f"--ema-name {name},{other} takes both objects' averages, while "
+                "--allow-missing would restore these raw although an average of theirs is "
+                "stored")
+    return (f"{len(elsewhere)} of them have a tensor named like another EMA's average ({t} "
+            f"has {k}), but nothing recorded says {other!r} is an ExponentialMovingAverage's "
+            f"name (an optimizer stores its slots so): --ema-name {name},{other} only if it is "
+            "the name you gave another ExponentialMovingAverage")
+
+
 def without_slot_names(variables, names: list[str]) -> list[str]:
     """``names`` (EMA names read from the keys) without those that only optimizer slots
     carry: ``SGDM`` of ``W/SGDM``, a ``MomentumOptimizer(name="SGDM")``'s buffer that the

@@ -32,8 +32,8 @@ from .ema_missing import (
     refuse_orphans,
 )
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
-from .ema_proof import refuse_unproven_names, without_slot_names
-from .ema_refusals import UnprovenPairingError, file_style, require_keras, suffix_base
+from .ema_proof import elsewhere_hint, refuse_unproven_names, without_slot_names
+from .ema_refusals import UnprovenPairingError, file_style, require_keras
 from .ema_result import EmaMap
 from .ema_scopes import scope_hints
 from .ema_several import join_maps, split_ema_names
@@ -408,15 +408,8 @@ def ema_map(
     misfiled = misfiled_hint(ckpt, filed, missing, name)
     if misfiled:
         hints.insert(0, misfiled)
-    if elsewhere:
-        # their averages are stored, under another EMA object's name: saying they were left
-        # out of ema.apply() (and steering to raw values) would be false
-        t, k = next(iter(elsewhere.items()))
-        other = suffix_base(suffix.get(k) or k.rpartition("/")[2])
-        hints.insert(0, f"another EMA object averaged {len(elsewhere)} of them ({t} has "
-                        f"{k}): --ema-name {name},{other} takes both objects' averages, "
-                        "while --allow-missing would restore these raw although an average of "
-                        "theirs is stored")
+    if elsewhere:  # stored under another name: not 'left out of ema.apply()'
+        hints.insert(0, elsewhere_hint(ckpt, name, elsewhere, suffix))
     scoped = scope_hints(ckpt, name, missing) if ema_name and use_meta else None
     hints = hints if scoped is None else scoped  # --ema-name gen/ExponentialMovingAverage
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})

@@ -7,7 +7,8 @@ remains under ``W/<name>`` is the optimizer's slot (a hand-written optimizer's `
 every weight into ``moving_average_variables`` all the same, which made the slot's name look
 like the EMA's: ``export``/``restore-ema`` exit 0 (also ``--strict``) with momentum buffers as
 averages, where the EMA's (or the optimizer's) update ops run inside a ``tf.cond`` (control flow
-v2: their ops live in function bodies). Made by real TensorFlow in a
+v2: their ops live in function bodies). And a ``--ema-name ema`` refusal must not offer
+``--ema-name ema,SGDM`` for a name nothing proves an EMA's (F8). Made by real TensorFlow in a
 subprocess; truth ``ema.average(v)`` and every variable's value at save time.
 """
 
@@ -136,3 +137,24 @@ def test_a_named_ema_whose_update_ops_are_hidden_asks_for_its_name(tmp_path):
     with np.load(tmp_path / "y.npz") as z:
         for k in ("W", "b", "V"):
             assert z[k].tobytes() == truth["avg:" + k].tobytes(), k
+
+
+@pytest.mark.parametrize("where", ["none", "opt"])
+def test_head_ema_refusal_offers_no_unproven_name(where, tmp_path):
+    """``ExponentialMovingAverage(name="ema")`` over the head only beside
+    ``MomentumOptimizer(name="SGDM")``: ``--ema-name ema`` lacks W and b, whose ``W/SGDM`` is
+    the momentum buffer; the refusal must not offer ``--ema-name ema,SGDM`` as taking another
+    EMA's averages (F8), and ``--allow-missing`` is exact."""
+    truth = run_tf1_script(SCRIPT, tmp_path, "sgdm", where, "late", "ema", "head")
+    code, _, err = run_cli(["export", str(tmp_path), "--ema-name", "ema",
+                            "--out", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    assert "takes both objects' averages" not in err, err
+    assert "--allow-missing" in err, err
+    code, _, err = run_cli(["export", str(tmp_path), "--ema-name", "ema", "--allow-missing",
+                            "--out", str(tmp_path / "y.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "y.npz") as z:
+        assert z["V"].tobytes() == truth["avg:V"].tobytes()
+        for k in ("W", "b"):
+            assert z[k].tobytes() == truth["raw:" + k].tobytes(), k
