@@ -9,6 +9,7 @@ Name filters that select nothing exit 3 in every command."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -36,17 +37,30 @@ CASES = [("custom_ema_name", "--ema-name", "avg"),
 
 
 # A shadow each case leaves open without the option (key, as `ckpt show` takes it). For
-# custom_ema_name, W/avg's name is not TF's default: beside default-named averages nothing
-# proves 'avg' is an EMA's rather than an optimizer's slot, so stats and show need the option
-# there too.
+# custom_ema_name (without its .meta), W/avg's name is not TF's default: beside default-named
+# averages nothing proves 'avg' is an EMA's rather than an optimizer's slot, so stats and show
+# need the option there too.
 OPEN_SHADOW = {"custom_ema_name": "W/avg", "tf2_object": "ema/dense/bias",
                "contradicting_meta": "b/ExponentialMovingAverage"}
 SHADOWS_PROVEN: set[str] = set()
 
 
+@pytest.fixture(scope="module")
+def custom_without_meta(tmp_path_factory):
+    """custom_ema_name without its .meta, whose AssignMovingAvg ops prove W/avg an average
+    (review-14-attack-r27 F2): without it nothing does."""
+    out = tmp_path_factory.mktemp("custom_ema_name")
+    for f in (FIXTURES / "custom_ema_name").glob("*"):
+        if f.suffix != ".meta":
+            shutil.copy(f, out / f.name)
+    return str(out)
+
+
 def _path(case: str, request) -> str:
     if case == "contradicting_meta":
         return request.getfixturevalue("contradicting_meta")[0]
+    if case == "custom_ema_name":
+        return request.getfixturevalue("custom_without_meta")
     return str(FIXTURES / case)
 
 
