@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from helpers_tf1_saver import swapping_keys, tf1_two_var_ema
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
@@ -15,22 +16,8 @@ runner = CliRunner()
 
 
 def test_diff_ema_of_a_swapping_saver_lists_no_weight_without_a_shadow(tf, tmp_path):
-    v1 = tf.compat.v1
-    with tf.Graph().as_default():
-        w = v1.get_variable("W", [2, 3], initializer=v1.zeros_initializer())
-        b = v1.get_variable("b", [3], initializer=v1.ones_initializer())
-        ema = v1.train.ExponentialMovingAverage(0.5)
-        update = ema.apply([w, b])
-        step = tf.group(v1.assign_add(w, tf.ones([2, 3]) * 2.0), v1.assign_add(b, tf.ones([3])))
-        saver = v1.train.Saver({**{v.op.name: ema.average(v) for v in (w, b)},
-                                **{ema.average_name(v): v for v in (w, b)}})
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            for _ in range(3):
-                sess.run(step)
-                sess.run(update)
-            delta = float(np.max(np.abs(sess.run(w) - sess.run(ema.average(w)))))
-            prefix = saver.save(sess, str(tmp_path / "model.ckpt"))
+    prefix, raw, avg = tf1_two_var_ema(tf, tmp_path / "model.ckpt", swapping_keys)
+    delta = float(np.max(np.abs(raw["W"] - avg["W"])))
     result = runner.invoke(app, ["diff", prefix, "--ema", "--json"])
     assert result.exit_code in (0, 1), result.output
     report = json.loads(result.output)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 from helpers import same_bits
+from helpers_tf1_saver import tf1_two_var_ema
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
@@ -16,22 +17,11 @@ runner = CliRunner()
 
 
 def _misfiled(tf, tmp_path):
-    v1 = tf.compat.v1
-    with tf.Graph().as_default():
-        b = v1.get_variable("b", [3], initializer=v1.zeros_initializer())
-        c = v1.get_variable("c", [3], initializer=v1.ones_initializer())
-        ema = v1.train.ExponentialMovingAverage(0.5)
-        update = ema.apply([b, c])
-        step = tf.group(v1.assign_add(b, tf.ones([3]) * 2.0), v1.assign_add(c, tf.ones([3])))
-        saver = v1.train.Saver({"b": b, "c": c, ema.average_name(c): ema.average(b)})
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            for _ in range(3):
-                sess.run(step)
-                sess.run(update)
-            truth = {"b": sess.run(ema.average(b)), "c": sess.run(c),
-                     "raw_b": sess.run(b), "avg_c": sess.run(ema.average(c))}
-            prefix = saver.save(sess, str(tmp_path / "model.ckpt"))
+    prefix, raw, avg = tf1_two_var_ema(
+        tf, tmp_path / "model.ckpt",
+        lambda ema, vs: {"b": vs[0], "c": vs[1], ema.average_name(vs[1]): ema.average(vs[0])},
+        names=("b", "c"), shapes=([3], [3]))
+    truth = {"b": avg["b"], "c": raw["c"], "raw_b": raw["b"], "avg_c": avg["c"]}
     return prefix, truth
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from helpers import same_bits
+from helpers_tf1_saver import tf1_two_var_ema
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
@@ -14,22 +15,12 @@ runner = CliRunner()
 
 
 def test_no_meta_help_names_the_crossed_keys_risk_that_export_shows(tf, tmp_path):
-    v1 = tf.compat.v1
-    with tf.Graph().as_default():
-        b = v1.get_variable("b", [3], initializer=v1.zeros_initializer())
-        c = v1.get_variable("c", [3], initializer=v1.ones_initializer())
-        ema = v1.train.ExponentialMovingAverage(0.5)
-        update = ema.apply([b, c])
-        step = tf.group(v1.assign_add(b, tf.ones([3]) * 2.0), v1.assign_add(c, tf.ones([3])))
-        saver = v1.train.Saver({"b": b, "c": c, ema.average_name(b): ema.average(c),
-                                ema.average_name(c): ema.average(b)})
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            for _ in range(3):
-                sess.run(step)
-                sess.run(update)
-            avg_c = sess.run(ema.average(c))
-            prefix = saver.save(sess, str(tmp_path / "model.ckpt"))
+    prefix, _, avg = tf1_two_var_ema(
+        tf, tmp_path / "model.ckpt",
+        lambda ema, vs: {"b": vs[0], "c": vs[1], ema.average_name(vs[0]): ema.average(vs[1]),
+                         ema.average_name(vs[1]): ema.average(vs[0])},
+        names=("b", "c"), shapes=([3], [3]))
+    avg_c = avg["c"]
     out = tmp_path / "w.npz"
     result = runner.invoke(app, ["export", prefix, "--out", str(out), "--no-meta"])
     assert result.exit_code == 0, result.output

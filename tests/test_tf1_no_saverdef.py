@@ -13,29 +13,7 @@ import json
 import numpy as np
 import pytest
 from helpers import run_cli, same_bits
-
-
-def _run(tf, directory, swapping: bool):
-    v1 = tf.compat.v1
-    with tf.Graph().as_default():
-        w = v1.get_variable("W", [2, 3], initializer=v1.zeros_initializer())
-        b = v1.get_variable("b", [3], initializer=v1.ones_initializer())
-        ema = v1.train.ExponentialMovingAverage(0.5)
-        update = ema.apply([w, b])
-        step = tf.group(v1.assign_add(w, tf.ones([2, 3]) * 2.0), v1.assign_add(b, tf.ones([3])))
-        keys = ({v.op.name: ema.average(v) for v in (w, b)}
-                | {ema.average_name(v): v for v in (w, b)}) if swapping else None
-        saver = v1.train.Saver(keys)
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            for _ in range(3):
-                sess.run(step)
-                sess.run(update)
-            raw = {"W": sess.run(w), "b": sess.run(b)}
-            avg = {"W": sess.run(ema.average(w)), "b": sess.run(ema.average(b))}
-            prefix = saver.save(sess, str(directory / "model.ckpt"), write_meta_graph=False)
-        v1.train.export_meta_graph(prefix + ".meta")  # no saver: no SaverDef
-    return prefix, raw, avg
+from helpers_tf1_saver import swapping_keys, tf1_two_var_ema
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +23,9 @@ def runs(tf, tmp_path_factory):
     made = {}
     for name in ("swap", "plain"):
         d = tmp_path_factory.mktemp(name)
-        made[name] = _run(tf, d, name == "swap")
+        made[name] = tf1_two_var_ema(tf, d / "model.ckpt",
+                                     swapping_keys if name == "swap" else None,
+                                     saver_def=False)
         m = meta_graph_pb2.MetaGraphDef()
         m.ParseFromString(open(made[name][0] + ".meta", "rb").read())
         assert not m.HasField("saver_def")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 from helpers import same_bits
+from helpers_tf1_saver import tf1_two_var_ema
 from typer.testing import CliRunner
 
 from ckpt_tools.cli import app
@@ -15,22 +16,8 @@ runner = CliRunner()
 
 
 def test_raw_export_of_a_training_variables_to_restore_saver(tf, tmp_path):
-    v1 = tf.compat.v1
-    with tf.Graph().as_default():
-        w = v1.get_variable("W", [2, 3], initializer=v1.zeros_initializer())
-        b = v1.get_variable("b", [3], initializer=v1.ones_initializer())
-        ema = v1.train.ExponentialMovingAverage(0.5)
-        update = ema.apply([w, b])
-        step = tf.group(v1.assign_add(w, tf.ones([2, 3]) * 2.0), v1.assign_add(b, tf.ones([3])))
-        saver = v1.train.Saver(ema.variables_to_restore())
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            for _ in range(3):
-                sess.run(step)
-                sess.run(update)
-            truth = {"W": sess.run(w), "b": sess.run(b)}
-            avg = {"W": sess.run(ema.average(w)), "b": sess.run(ema.average(b))}
-            prefix = saver.save(sess, str(tmp_path / "model.ckpt"))
+    prefix, truth, avg = tf1_two_var_ema(tf, tmp_path / "model.ckpt",
+                                         lambda ema, vs: ema.variables_to_restore())
     assert "W" not in tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
     result = runner.invoke(app, ["export", prefix, "--out", str(tmp_path / "a.npz")])
     assert result.exit_code == 6, result.output  # no average stored: refused, --raw named

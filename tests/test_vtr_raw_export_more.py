@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from helpers import run_cli, same_bits
 from helpers_tf1 import tf1_ema_run
+from helpers_tf1_saver import tf1_two_var_ema
 
 
 def _npz(path):
@@ -33,23 +34,11 @@ def test_raw_export_of_a_partitioned_training_vtr_saver(tf, tmp_path):
 
 def test_raw_export_of_an_evaluation_graph_resave(tf, tmp_path):
     v1 = tf.compat.v1
-    with tf.Graph().as_default():  # training: a plain Saver of the variables and shadows
-        w = v1.get_variable("W", [2, 3], initializer=v1.zeros_initializer())
-        b = v1.get_variable("b", [3], initializer=v1.ones_initializer())
-        ema = v1.train.ExponentialMovingAverage(0.5)
-        update = ema.apply([w, b])
-        step = tf.group(v1.assign_add(w, tf.ones([2, 3]) * 2.0), v1.assign_add(b, tf.ones([3])))
-        with v1.Session() as sess:
-            sess.run(v1.global_variables_initializer())
-            for _ in range(3):
-                sess.run(step)
-                sess.run(update)
-            raw = {"W": sess.run(w), "b": sess.run(b)}
-            avg = {"W": sess.run(ema.average(w)), "b": sess.run(ema.average(b))}
-            train = v1.train.Saver().save(sess, str(tmp_path / "train" / "model.ckpt"))
+    # training: a plain Saver of the variables and shadows
+    train, raw, avg = tf1_two_var_ema(tf, tmp_path / "train" / "model.ckpt")
     with tf.Graph().as_default():  # evaluation: restore the averages into W, b; re-save
-        w = v1.get_variable("W", [2, 3])
-        b = v1.get_variable("b", [3])
+        v1.get_variable("W", [2, 3])
+        v1.get_variable("b", [3])
         saver = v1.train.Saver(v1.train.ExponentialMovingAverage(0.5).variables_to_restore())
         with v1.Session() as sess:
             saver.restore(sess, train)
