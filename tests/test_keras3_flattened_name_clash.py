@@ -9,19 +9,12 @@ order. Keras 3 generates the file here; truth recorded from the optimizer at sav
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 from helpers import run_cli
+from helpers_keras import run_keras
 
-_GEN = textwrap.dedent('''
-    import os, sys; os.environ["KERAS_BACKEND"] = "tensorflow"
-    import numpy as np, keras, tensorflow as tf
-    out = sys.argv[1]; keras.utils.set_random_seed(3)
+_GEN = '''
     class Block(keras.layers.Layer):
         def __init__(self, **kw):
             super().__init__(**kw)
@@ -31,28 +24,19 @@ _GEN = textwrap.dedent('''
     x = Block(name="block")(keras.layers.Dense(6, name="block_dense", activation="tanh")(inp))
     m = keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
     m.compile(keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5), "mse")
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(16, 6)).astype("float32"); Y = rng.normal(size=(16, 3)).astype("float32")
-    class Snap(keras.callbacks.Callback):
-        def on_epoch_end(self, ep, logs=None):
-            if ep != 1: return
-            o = self.model.optimizer
-            np.savez(f"{out}/truth.npz", **{f"{i}|" + v.path: a.numpy() for i, (v, a) in
-                     enumerate(zip(o._trainable_variables, o._model_variables_moving_average))})
-            tf.train.Checkpoint(model=self.model, optimizer=o).write(f"{out}/tf/ckpt")
-    m.fit(X, Y, epochs=2, batch_size=4, verbose=0, callbacks=[Snap()])
-''')
+    def snap(model):
+        o = model.optimizer
+        truth.update({f"{i}|" + v.path: a.numpy() for i, (v, a) in
+                      enumerate(zip(o._trainable_variables, o._model_variables_moving_average))})
+        tf.train.Checkpoint(model=model, optimizer=o).write(f"{out}/tf/ckpt")
+    fit_snapped(keras, m, snap)
+'''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("flat_clash")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", _GEN, str(out)], capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return out / "tf" / "ckpt", {k: z[k] for k in z.files}
+    return out / "tf" / "ckpt", run_keras(_GEN, out)
 
 
 @pytest.mark.parametrize("stated", [[], ["--trainable", "block_dense/kernel,block_dense/bias,"

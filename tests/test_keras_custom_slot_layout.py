@@ -9,19 +9,14 @@ optimizer at save time (Keras 3 and tf_keras generated here).
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 from helpers import run_cli
+from helpers_keras import KERAS3, TF_KERAS, dense_net, run_keras
 
-_KERAS3 = textwrap.dedent('''
-    import os, sys; os.environ["KERAS_BACKEND"] = "tensorflow"
-    import numpy as np, keras
-    out, name = sys.argv[1], sys.argv[2]
-    keras.utils.set_random_seed(3)
+_KERAS3 = '''
+    name = sys.argv[2]
     class PreSGD(keras.optimizers.Optimizer):
         def build(self, var_list):
             if self.built: return
@@ -30,30 +25,20 @@ _KERAS3 = textwrap.dedent('''
         def update_step(self, g, v, lr):
             p = self.prev[self._get_variable_index(v)]
             self.assign(p, 0.5 * p + g); self.assign_sub(v, keras.ops.multiply(lr, p))
-    inp = keras.Input((6,), name="features")
-    x = keras.layers.Dense(8, name="hidden", activation="tanh")(inp)
-    x = keras.layers.Dense(8, name="mid", activation="tanh")(x)
-    m = keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
+    m = dense_net(keras, "hidden", "mid")
     opt = (keras.optimizers.SGD(0.05, momentum=0.5, use_ema=True, ema_momentum=0.5)
            if name == "builtin" else
            PreSGD(learning_rate=0.05, use_ema=True, ema_momentum=0.5, name=name))
     m.compile(opt, "mse")
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(16, 6)).astype("float32"); Y = rng.normal(size=(16, 3)).astype("float32")
-    class Snap(keras.callbacks.Callback):
-        def on_epoch_end(self, ep, logs=None):
-            if ep != 1: return
-            o = self.model.optimizer
-            np.savez(f"{out}/truth.npz", **{v.path: a.numpy() for v, a in
-                     zip(o._trainable_variables, o._model_variables_moving_average)})
-            self.model.save_weights(f"{out}/m.weights.h5")
-    m.fit(X, Y, epochs=2, batch_size=4, verbose=0, callbacks=[Snap()])
-''')
+    def snap(model):
+        o = model.optimizer
+        truth.update({v.path: a.numpy() for v, a in
+                      zip(o._trainable_variables, o._model_variables_moving_average)})
+        model.save_weights(f"{out}/m.weights.h5")
+    fit_snapped(keras, m, snap)
+'''
 
-_TF_KERAS = textwrap.dedent('''
-    import os, sys
-    import numpy as np, tf_keras as K
-    out = sys.argv[1]; K.utils.set_random_seed(3)
+_TF_KERAS = '''
     class PreSGD(K.optimizers.Optimizer):
         def __init__(self, learning_rate=0.05, name="PreSGD", **kw):
             super().__init__(name=name, **kw)
@@ -65,33 +50,21 @@ _TF_KERAS = textwrap.dedent('''
         def update_step(self, g, v):
             p = self.prev[self._index_dict[self._var_key(v)]]
             p.assign(0.5 * p + g); v.assign_sub(self.learning_rate * p)
-    inp = K.Input((6,), name="features")
-    x = K.layers.Dense(8, name="hidden", activation="tanh")(inp)
-    x = K.layers.Dense(8, name="mid", activation="tanh")(x)
-    m = K.Model(inp, K.layers.Dense(3, name="head")(x), name="net")
+    m = dense_net(K, "hidden", "mid")
     m.compile(PreSGD(0.05, use_ema=True, ema_momentum=0.5), "mse")
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(16, 6)).astype("float32"); Y = rng.normal(size=(16, 3)).astype("float32")
-    class Snap(K.callbacks.Callback):
-        def on_epoch_end(self, ep, logs=None):
-            if ep != 1: return
-            o = self.model.optimizer
-            np.savez(f"{out}/truth.npz", **{v.name.split(":")[0]:
-                     o._model_variables_moving_average[o._index_dict[o._var_key(v)]].numpy()
-                     for v in self.model.trainable_variables})
-            self.model.save_weights(f"{out}/m.weights.h5")
-    m.fit(X, Y, epochs=2, batch_size=4, verbose=0, callbacks=[Snap()])
-''')
+    def snap(model):
+        o = model.optimizer
+        truth.update({v.name.split(":")[0]:
+                      o._model_variables_moving_average[o._index_dict[o._var_key(v)]].numpy()
+                      for v in model.trainable_variables})
+        model.save_weights(f"{out}/m.weights.h5")
+    fit_snapped(K, m, snap)
+'''
 
 
-def _make(tmp_path_factory, script: str, *args: str):
+def _make(tmp_path_factory, script: str, *args: str, prelude: str = KERAS3):
     out = tmp_path_factory.mktemp("custom_slot")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", script, str(out), *args],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return out / "m.weights.h5", {k: z[k] for k in z.files}
+    return out / "m.weights.h5", run_keras(script, out, *args, prelude=prelude)
 
 
 @pytest.fixture(scope="module", params=["pre_sgd", "sgd", "builtin"])
@@ -133,10 +106,7 @@ def test_keras3_python_statement_refused(keras3):
     from ckpt_tools import EmaError, apply_keras_ema
 
     name, path, truth = keras3
-    inp = keras.Input((6,), name="features")
-    x = keras.layers.Dense(8, name="hidden", activation="tanh")(inp)
-    x = keras.layers.Dense(8, name="mid", activation="tanh")(x)
-    m = keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
+    m = dense_net(keras, "hidden", "mid")
     if name == "builtin":
         apply_keras_ema(m, str(path), use_ema=True, not_swapped=True,
                         trainable=m.trainable_variables)
@@ -150,7 +120,7 @@ def test_keras3_python_statement_refused(keras3):
 
 def test_tf_keras_custom_slot_first_refused_with_use_ema(tmp_path_factory, tmp_path):
     pytest.importorskip("tf_keras")
-    path, _truth = _make(tmp_path_factory, _TF_KERAS)
+    path, _truth = _make(tmp_path_factory, _TF_KERAS, prelude=TF_KERAS)
     out = tmp_path / "x.npz"
     code, _, err = run_cli(["export", str(path), "--use-ema", "--out", str(out)])
     assert code == 6, err

@@ -8,53 +8,37 @@ the float8 state raw (Keras keeps no average of it). Truth recorded at save time
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 from helpers import run_cli
+from helpers_keras import run_keras
 
-_SCRIPT = textwrap.dedent('''
-    import os, sys; os.environ["KERAS_BACKEND"] = "tensorflow"
-    import numpy as np, keras, tensorflow as tf
-    out = sys.argv[1]; keras.utils.set_random_seed(3)
+_SCRIPT = '''
     inp = keras.Input((6,), name="features")
     x = keras.layers.Dense(8, name="hidden")(inp)
     x = keras.layers.Dense(8, name="mid")(keras.ops.relu(x))
     m = keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
     m.quantize("float8")
     m.compile(keras.optimizers.Adam(0.01, use_ema=True, ema_momentum=0.8), "mse")
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(16, 6)).astype("float32"); Y = rng.normal(size=(16, 3)).astype("float32")
-    class Snap(keras.callbacks.Callback):
-        def on_epoch_end(self, ep, logs=None):
-            if ep != 1: return
-            o = self.model.optimizer
-            t = {"ema|" + v.path: np.asarray(a.numpy()) for v, a in
-                 zip(o._trainable_variables, o._model_variables_moving_average) if a is not None}
-            t.update({"raw|" + v.path: np.asarray(v.numpy()) for v in self.model.weights})
-            np.savez(f"{out}/truth.npz", **t)
-            tf.train.Checkpoint(model=self.model, optimizer=o).write(f"{out}/tf/ckpt")
+    def snap(model):
+        o = model.optimizer
+        truth.update({"ema|" + v.path: np.asarray(a.numpy()) for v, a in
+                      zip(o._trainable_variables, o._model_variables_moving_average)
+                      if a is not None})
+        truth.update({"raw|" + v.path: np.asarray(v.numpy()) for v in model.weights})
+        tf.train.Checkpoint(model=model, optimizer=o).write(f"{out}/tf/ckpt")
     try:
-        m.fit(X, Y, epochs=2, batch_size=4, verbose=0, callbacks=[Snap()])
+        fit_snapped(keras, m, snap)
     except Exception:  # Keras' end-of-fit EMA finalize fails on float8's None averages
         pass
-    assert os.path.exists(f"{out}/truth.npz")
-''')
+    assert truth
+'''
 
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     out = tmp_path_factory.mktemp("float8_tf")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(out)], capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return out / "tf", {k: z[k] for k in z.files}
+    return out / "tf", run_keras(_SCRIPT, out)
 
 
 @pytest.mark.parametrize("mode", [["--not-swapped"], ["--raw"]])

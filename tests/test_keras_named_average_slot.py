@@ -10,20 +10,13 @@ the files here; truth recorded from the optimizer at save time.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 from helpers import run_cli
+from helpers_keras import TF_KERAS, run_keras
 
-_KERAS3 = textwrap.dedent('''
-    import os, sys; os.environ["KERAS_BACKEND"] = "tensorflow"
-    import numpy as np, keras, tensorflow as tf
-    out, ema = sys.argv[1], sys.argv[2] == "ema"
-    keras.utils.set_random_seed(3)
+_KERAS3 = '''
+    ema = sys.argv[2] == "ema"
     class AvgGradSGD(keras.optimizers.SGD):
         def build(self, var_list):
             if self.built: return
@@ -33,29 +26,19 @@ _KERAS3 = textwrap.dedent('''
             a = self.gavg[self._get_variable_index(v)]
             self.assign(a, 0.9 * a + 0.1 * g)
             self.assign_sub(v, keras.ops.multiply(lr, a))
-    inp = keras.Input((6,), name="features")
-    x = keras.layers.Dense(8, name="hidden", activation="tanh")(inp)
-    m = keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
+    m = dense_net(keras, "hidden")
     m.compile(AvgGradSGD(0.05, use_ema=ema, ema_momentum=0.5), "mse")
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(16, 6)).astype("float32"); Y = rng.normal(size=(16, 3)).astype("float32")
-    class Snap(keras.callbacks.Callback):
-        def on_epoch_end(self, ep, logs=None):
-            if ep != 1: return
-            o = self.model.optimizer
-            truth = {"gavg|" + v.path: a.numpy() for v, a in zip(o._trainable_variables, o.gavg)}
-            if ema:
-                truth.update({"ema|" + v.path: a.numpy() for v, a in
-                              zip(o._trainable_variables, o._model_variables_moving_average)})
-            np.savez(f"{out}/truth.npz", **truth)
-            tf.train.Checkpoint(model=self.model, optimizer=o).write(f"{out}/tf/ckpt")
-    m.fit(X, Y, epochs=2, batch_size=4, verbose=0, callbacks=[Snap()])
-''')
+    def snap(model):
+        o = model.optimizer
+        truth.update({"gavg|" + v.path: a.numpy() for v, a in zip(o._trainable_variables, o.gavg)})
+        if ema:
+            truth.update({"ema|" + v.path: a.numpy() for v, a in
+                          zip(o._trainable_variables, o._model_variables_moving_average)})
+        tf.train.Checkpoint(model=model, optimizer=o).write(f"{out}/tf/ckpt")
+    fit_snapped(keras, m, snap)
+'''
 
-_TF_KERAS = textwrap.dedent('''
-    import os, sys; os.environ["TF_USE_LEGACY_KERAS"] = "1"
-    import numpy as np, tensorflow as tf, tf_keras as K
-    out = sys.argv[1]; tf.random.set_seed(3)
+_TF_KERAS = '''
     class AvgGradSGD(K.optimizers.SGD):
         def build(self, var_list):
             super().build(var_list)
@@ -65,28 +48,19 @@ _TF_KERAS = textwrap.dedent('''
         def update_step(self, g, v):
             a = self.gavg[self._index_dict[self._var_key(v)]]
             a.assign(0.9 * a + 0.1 * g); v.assign_sub(self.learning_rate * a)
-    inp = K.Input((6,), name="features")
-    x = K.layers.Dense(8, name="hidden", activation="tanh")(inp)
-    m = K.Model(inp, K.layers.Dense(3, name="head")(x), name="net")
+    m = dense_net(K, "hidden")
     m.compile(AvgGradSGD(learning_rate=0.05), "mse")
-    rng = np.random.default_rng(5)
-    X = rng.normal(size=(16, 6)).astype("float32"); Y = rng.normal(size=(16, 3)).astype("float32")
-    m.fit(X, Y, epochs=2, batch_size=4, verbose=0)
+    fit_snapped(K, m)
     o = m.optimizer
-    np.savez(f"{out}/truth.npz", **{"gavg|" + v.name: v.numpy() for v in o.gavg})
+    truth.update({"gavg|" + v.name: v.numpy() for v in o.gavg})
     m.save_weights(f"{out}/tf/ckpt")
     tf.train.Checkpoint(model=m, optimizer=o).write(f"{out}/ck/ckpt")
-''')
+'''
 
 
-def _make(tmp_path_factory, script: str, *args: str):
+def _make(tmp_path_factory, script: str, *args: str, **prelude):
     out = tmp_path_factory.mktemp("named_average")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", script, str(out), *args],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return out, {k: z[k] for k in z.files}
+    return out, run_keras(script, out, *args, **prelude)
 
 
 @pytest.fixture(scope="module", params=["noema", "ema"])
@@ -114,7 +88,7 @@ def test_keras3_gradient_averages_are_not_ema_copies(keras3, tmp_path):
 
 def test_tf_keras_gradient_averages_are_not_ema_copies(tmp_path_factory, tmp_path):
     pytest.importorskip("tf_keras")
-    out, _truth = _make(tmp_path_factory, _TF_KERAS)
+    out, _truth = _make(tmp_path_factory, _TF_KERAS, prelude=TF_KERAS)
     for sub in ("tf", "ck"):
         dest = tmp_path / f"{sub}.npz"
         code, _, err = run_cli(["export", str(out / sub / "ckpt"), "--out", str(dest)])

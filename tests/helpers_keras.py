@@ -1,0 +1,71 @@
+"""Tiny Keras models fitted by real Keras 3 or tf_keras in a subprocess, with the truth recorded
+from the optimizer at save time: the prelude (:data:`KERAS3`, :data:`TF_KERAS`), the model
+(:func:`dense_net`) and the fit (:func:`fit_snapped`) that the generator scripts of the Keras
+tests shared inline. :func:`run_keras` runs a script's body after its prelude and returns the
+``truth`` it filled. Importing this module imports neither Keras nor TensorFlow."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+_HERE = str(Path(__file__).resolve().parent)
+
+# What every Keras 3 generator script starts with: the TensorFlow backend, its output folder
+# ``out`` (argv[1]), seeded Keras and the ``truth`` it fills (saved after the body).
+KERAS3 = f"""
+import os, sys; os.environ["KERAS_BACKEND"] = "tensorflow"
+import numpy as np, keras, tensorflow as tf
+sys.path.insert(0, {_HERE!r})
+from helpers_keras import dense_net, fit_snapped  # noqa: E402
+out = sys.argv[1]; keras.utils.set_random_seed(3)
+truth = {{}}
+"""
+
+# The same for tf_keras (Keras 2), imported as ``K``.
+TF_KERAS = f"""
+import os, sys; os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np, tensorflow as tf, tf_keras as K
+sys.path.insert(0, {_HERE!r})
+from helpers_keras import dense_net, fit_snapped  # noqa: E402
+out = sys.argv[1]; K.utils.set_random_seed(3)
+truth = {{}}
+"""
+
+
+def run_keras(body: str, out: Path, *args: str, prelude: str = KERAS3) -> dict[str, np.ndarray]:
+    """Runs ``body`` after ``prelude`` in a subprocess with ``out`` (and ``args``) as its
+    arguments; returns the ``truth`` it filled (saved as ``out/truth.npz`` after the body)."""
+    from helpers import run_script
+
+    script = prelude + textwrap.dedent(body) + '\nnp.savez(f"{out}/truth.npz", **truth)\n'
+    return run_script(script, out, *args)
+
+
+def dense_net(keras, *hidden: str, activation: str | None = "tanh"):
+    """``keras.Model`` "net": an Input "features" (6), a ``Dense(8, activation)`` named after
+    each of ``hidden`` in turn, and a ``Dense(3)`` "head" (``keras`` is Keras 3 or tf_keras)."""
+    inp = keras.Input((6,), name="features")
+    x = inp
+    for name in hidden:
+        x = keras.layers.Dense(8, name=name, activation=activation)(x)
+    return keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
+
+
+def fit_snapped(keras, model, snap=None, epochs: int = 2) -> None:
+    """Fits the compiled ``model`` for ``epochs`` epochs (batches of 4) to 16 samples of 6
+    features and 3 targets drawn from ``np.random.default_rng(5)``, calling ``snap(model)`` at
+    the end of the last epoch: before Keras' end-of-fit work (a use_ema optimizer's swap of
+    the averages into the weights), where the optimizer still holds what training left."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(16, 6)).astype("float32")
+    y = rng.normal(size=(16, 3)).astype("float32")
+
+    class Snap(keras.callbacks.Callback):
+        def on_epoch_end(self, ep, logs=None):
+            if ep == epochs - 1 and snap is not None:
+                snap(self.model)
+
+    model.fit(x, y, epochs=epochs, batch_size=4, verbose=0, callbacks=[Snap()])
