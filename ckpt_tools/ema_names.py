@@ -163,7 +163,10 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         if ema_name is not None:
             base = [c for c in cands if suffix_base(suffix.get(c, "")) == ema_name]
             if tf2:  # the _N is a process-wide counter: only the name= given tells objects
-                picked = [c for c in cands if holder.get(c) == ema_name] or base
+                # or the name exactly: name='ema_2' writes Variable/ema_2, then ema_2_1...
+                # (review-14-attack-r25 F2b)
+                picked = [c for c in cands if holder.get(c) == ema_name] or base or [
+                    c for c in cands if suffix.get(c) == ema_name]
                 if len(picked) != 1 and ema_name in given:  # name='ema_999', not a counter
                     picked = [c for c in cands if suffix.get(c) == ema_name]
             else:  # TF1: average_name() semantics, <var>/<ema_name> exactly

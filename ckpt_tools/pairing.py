@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
+from .container_groups import regroup_container
 from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
 from .keras_graph import (
@@ -457,6 +458,8 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             base = last if last in names else _NUMBERED.match(last).group(1)
             groups.setdefault((head, base), []).append((idx, k))
             shadow_keys.add(k)
+    if container is not None and apply_order is not None:
+        regroup_container(groups, full, container)  # name="ema" beside "ema_1": F2c
     by_name: dict[str, list[str]] = {}
     for k, f in full.items():
         if k not in shadow_keys:
