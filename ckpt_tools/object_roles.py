@@ -15,6 +15,7 @@ from .formats.objgraph import (
     SLOT_MARK,
     VALUE_SUFFIX,
     ObjectGraph,
+    optimizer_owned_keys,
     readable_name,
 )
 from .lazy_re import LazyPattern
@@ -249,6 +250,7 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
         else:
             out[key] = classify_one(key, entry, entries, names, names | {"avg"}, {}, set(),
                                      False, plain)
+    owned = optimizer_owned_keys(objects)
     for key, entry in entries.items():
         # Scalars owned by an optimizer object (momentum, decay, beta_1…) are hyperparameters.
         path = objects.paths.get(key, readable_name(key))
@@ -258,6 +260,10 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
         # F1), which export must write.
         if out[key].role == WEIGHT and entry.shape == () and OPTIMIZER_PATH.search(path) \
                 and not _BUILT_WITH.search(path):
+            out[key] = RoleInfo(OTHER)
+        # Held by an optimizer object under any attribute name (opt=, a LossScaleOptimizer's
+        # dynamic_scale: review-14-attack-r28 F5): its state, never a model weight.
+        if out[key].role == WEIGHT and key in owned:
             out[key] = RoleInfo(OTHER)
         # A Keras 3 optimizer's own variables (``<opt>/_variables/<i>`` beside
         # ``<opt>/_iterations``) are its state, never model weights, whatever their names

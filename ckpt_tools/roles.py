@@ -19,6 +19,7 @@ from .formats.objgraph import (  # EMA_SLOT_NAMES: TF2 slots that are weight ave
     SLOT_MARK,
     VALUE_SUFFIX,
     ObjectGraph,
+    optimizer_owned_keys,
     readable_name,
 )
 from .lazy_re import LazyPattern
@@ -482,7 +483,8 @@ def proven_training_state(key: str, role: str, meta: MetaGraph | None,
             return True
     if objects is not None and (key in objects.paths or key.endswith(VALUE_SUFFIX)):
         path = objects.paths.get(key) or readable_name(key)
-        return bool(OPTIMIZER_PATH.search(path)) or path in _ROOT_COUNTERS
+        return bool(OPTIMIZER_PATH.search(path)) or path in _ROOT_COUNTERS or \
+            key in optimizer_owned_keys(objects)
     if meta is None:
         return objects is None and key in adam_powers
     if key not in {v.checkpoint_key for v in meta.variables.values()}:

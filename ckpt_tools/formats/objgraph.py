@@ -62,6 +62,40 @@ class ObjectGraph(Record):
         self.node_keys = {} if node_keys is None else node_keys
 
 
+#: Children only an optimizer object tracks: a Keras 3 / tf_keras optimizer's step counter, a
+#: LossScaleOptimizer's wrapped optimizer, a ``use_ema=True`` optimizer's list of copies.
+_OPTIMIZER_MARKS = frozenset({"_iterations", "inner_optimizer", "_model_variables_moving_average"})
+#: What an optimizer tracks that is not its own: the model variables it was built with.
+_BORROWED = frozenset({"_trainable_variables"})
+
+
+def optimizer_owned_keys(objects: ObjectGraph) -> frozenset[str]:
+    """Keys of the variables an optimizer object holds (its step counter, learning rate, a
+    LossScaleOptimizer's ``dynamic_scale`` and ``step_counter``, its slots and copies),
+    found by what the object tracks, whatever attribute it is saved under (``opt=``,
+    ``g_opt=``): never a model weight. Excludes ``_trainable_variables`` (the model's
+    variables it references). Cached on ``objects``."""
+    cached = objects.__dict__.get("_optimizer_owned")
+    if cached is not None:
+        return cached
+    kids = objects.children
+    # Breadth-first from the root, as TensorFlow names keys: a variable belongs to the
+    # object its shortest path runs through (a model weight an optimizer also references
+    # stays the model's).
+    under = {0: False}
+    queue = deque([0])
+    while queue:
+        node = queue.popleft()
+        mine = under[node] or any(name in _OPTIMIZER_MARKS for name, _ in kids.get(node, ()))
+        for name, child in kids.get(node, ()):
+            if child not in under:
+                under[child] = mine and name not in _BORROWED
+                queue.append(child)
+    out = frozenset(k for n, k in objects.node_keys.items() if under.get(n))
+    objects.__dict__["_optimizer_owned"] = out
+    return out
+
+
 def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph:
     """Parses a serialized ``TrackableObjectGraph``.
 
