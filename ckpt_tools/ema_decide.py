@@ -71,7 +71,12 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
         shadow_of = {s: t for t, s in pairs.items()}
         out = []
         for v in variables:
-            if v.role == R.EMA and pairs.get(v.name, v.name) != v.name:
+            if v.role == R.EMA and v.ema_of and pairs.get(v.ema_of) == v.name and (
+                    pairs.get(v.name, v.name) != v.name):
+                # an average that is averaged in turn (ema2.apply([ema.average(W)])): W's
+                # average still, with its own (review-14-attack-r25 F4c)
+                v = replace(v, ema=pairs[v.name], ema_candidates=())
+            elif v.role == R.EMA and pairs.get(v.name, v.name) != v.name:
                 # named as an average, holding the weight (the save op proves: saved_swaps)
                 v = replace(v, role=R.WEIGHT, ema=pairs[v.name], ema_of=None, ema_candidates=())
             elif v.role == R.EMA:
