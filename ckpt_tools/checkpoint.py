@@ -97,15 +97,23 @@ class Checkpoint:
         # ckpt train's run record beside a Keras file it wrote (and whose bytes are still the
         # recorded ones) states the same (ckpt_tools.run_record): its path, else None.
         self.not_swapped_record: str | None = None
-        if not not_swapped and getattr(self._reader, "keras", None) is not None \
+        # ... and, where it records "fit_order": true, that fit()'s order built the optimizer
+        self.fit_order_record: str | None = None
+        vouched = None
+        if not (not_swapped and fit_order) and getattr(self._reader, "keras", None) is not None \
                 and not is_url(location.prefix):
-            from .run_record import not_swapped_record
+            from .run_record import vouching_record
 
-            self.not_swapped_record = not_swapped_record(location.prefix)
-            self.not_swapped = self.not_swapped_record is not None
+            vouched = vouching_record(location.prefix)
+        if vouched and not not_swapped:
+            self.not_swapped_record = vouched[0]
+            self.not_swapped = True
         # The caller's statement that fit() built the optimizer (model.trainable_variables):
         # then "fit_order" is stated, not assumed, and values do not check it.
         self.fit_order = bool(fit_order)
+        if vouched and vouched[1]["fit_order"] and not fit_order and not trainable:
+            self.fit_order_record = vouched[0]
+            self.fit_order = True
         self.format = location.format
         self.meta: MetaGraph | None = None
         self.meta_source: str | None = None  # the file the collections came from

@@ -230,3 +230,12 @@ class AssumptionWarning(UserWarning):
     ``strict=True`` (refused before anything is read or assigned); state the assumption
     (``trainable=``, ``not_swapped=True``) and it is not issued.
     """
+
+
+class RecordedStatementWarning(UserWarning):
+    """A Keras file's EMA pairing rests on what ``ckpt train``'s ``run_record.json`` beside it
+    states for these very bytes (not saved swapped; its optimizer built in ``fit()``'s order),
+    not on the caller's ``not_swapped=``/``fit_order=``: the Python counterpart of the note
+    ``ckpt`` prints (and of ``--json``'s ``"not_swapped_record"``/``"fit_order_record"``).
+    ``stated`` lists the statements (``"not_swapped"``, ``"fit_order"``), ``record`` the file.
+    """

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .checkpoint import Checkpoint
-from .errors import AssumptionWarning, UnprovenPairingError
+from .errors import AssumptionWarning, RecordedStatementWarning, UnprovenPairingError
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
 from .swap_assumed import (
     SLOT_NOT_SWAPPED,
@@ -214,6 +214,12 @@ def fit_order_note(ckpt: Checkpoint) -> str:
     if not groups:
         return ""
     n = sum(len(ws) for _s, _d, ws in groups)
+    record = getattr(ckpt, "fit_order_record", None)
+    if record:  # ckpt train built its optimizer with model.trainable_variables (run_record)
+        return (f"the EMA copies of {n} weights of equal shapes are paired in fit()'s order "
+                f"(model.trainable_variables) because ckpt train's run record {record} states "
+                "it (it built this file's optimizer so, bytes unchanged), as --fit-order "
+                "states it")
     return (f"the EMA copies of {n} weights of equal shapes are paired in fit()'s order "
             "(model.trainable_variables) because you stated --fit-order; the file cannot show "
             "it, so this is your statement, not a proof: if a custom loop's first "
@@ -365,7 +371,10 @@ def refuse_assumed(ckpt: Checkpoint, assumed: list[Assumption] | None = None, *,
 def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 3) -> None:
     """The Python API's counterpart of the notes ``ckpt`` prints: one
     :class:`~ckpt_tools.errors.AssumptionWarning` naming the file and each assumption (its
-    note, with the statement that decides), where ``assumed`` is not empty."""
+    note, with the statement that decides), where ``assumed`` is not empty; one
+    :class:`~ckpt_tools.errors.RecordedStatementWarning` where ``ckpt train``'s run record
+    stated what the pairing rests on."""
+    _warn_recorded(ckpt, stacklevel + 1)
     warned: list[bool] = []
     if assumed:  # once per open checkpoint (ema_map() inside export_weights() too)
         ckpt.memo(("assumption_warned", *(a.note for a in assumed)),
@@ -379,3 +388,33 @@ def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 
         warning.notes = [a.short for a in assumed]  # the CLI's short notes (ckpt eval)
         warning.assumed = [a.name for a in assumed]  # and its --json "assumed"
         warnings.warn(warning, stacklevel=stacklevel)
+
+
+def _warn_recorded(ckpt: Checkpoint, stacklevel: int) -> None:
+    """Warns, once per open checkpoint, where the EMA copies' pairing rests on ckpt train's
+    run record (:mod:`~ckpt_tools.run_record`) rather than on the caller: the notes the CLI
+    prints for it, which a Python caller would otherwise never see."""
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is None or not layout.use_ema or not layout.averages or layout.tf_keras:
+        return
+    said = (["not_swapped"] if getattr(ckpt, "not_swapped_record", None) else []) + (
+        ["fit_order"] if getattr(ckpt, "fit_order_record", None) and fit_order_note(ckpt)
+        else [])
+    first: list[bool] = []
+    if said:
+        ckpt.memo(("record_warned",), lambda: first.append(True))
+    if not first:
+        return
+    import warnings
+
+    record = ckpt.not_swapped_record or ckpt.fit_order_record
+    what = {"not_swapped": "not saved swapped by SwapEMAWeights (as not_swapped=True states "
+                           "it): its EMA copies are read as the averages",
+            "fit_order": "its optimizer built with model.trainable_variables (as "
+                         "fit_order=True states it): copies of weights of equal shapes are "
+                         "paired in that order"}
+    warning = RecordedStatementWarning(
+        f"{ckpt.path}: the EMA pairing rests on ckpt train's run record {record}, which states "
+        f"for this file (bytes unchanged): " + "; ".join(what[s] for s in said))
+    warning.stated, warning.record = said, record
+    warnings.warn(warning, stacklevel=stacklevel)

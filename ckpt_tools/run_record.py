@@ -7,13 +7,15 @@ A Keras 3 file whose weights differ from their EMA copies is refused (exit 6) un
 ``<train dir>/run_record.json``, rewritten atomically after each save::
 
     {"written_by": "ckpt train", "version": 1, "api": "keras", "swapped": false,
-     "files": {"ckpt-100.keras": {"size": 123456, "sha256": "..."}}}
+     "fit_order": true, "files": {"ckpt-100.keras": {"size": 123456, "sha256": "..."}}}
 
 :func:`not_swapped_record` reads it as the statement ``--not-swapped`` for exactly the files
 it names, in its own directory, whose bytes still have the recorded size and SHA-256: a file
 renamed, replaced or copied over (another run's checkpoint under the same name) inherits
 nothing and is refused as before. Anything else (no record, another program's, malformed,
-too large) is no statement.
+too large) is no statement. ``"fit_order": true`` (the trainer builds its optimizer with
+``model.trainable_variables``, fit()'s order) is read the same way as ``--fit-order``
+(:func:`vouching_record`); a record without it states only ``not_swapped``.
 """
 
 from __future__ import annotations
@@ -75,8 +77,10 @@ def write_record(directory: str, files: dict[str, dict], api: str = "keras") -> 
 
     path = os.path.join(directory, RECORD_NAME)
     doc = {"written_by": WRITER, "version": 1, "api": api, "swapped": False,
+           "fit_order": True,
            "note": "each file was saved by ckpt train during fit(), never swapped by "
-                   "SwapEMAWeights: its EMA copies are the averages",
+                   "SwapEMAWeights: its EMA copies are the averages; its optimizer was built "
+                   "with model.trainable_variables (fit()'s order)",
            "files": dict(sorted(files.items()))}
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
@@ -103,6 +107,13 @@ def not_swapped_record(path: str) -> str | None:
     Returns:
         `str | None`: the record's path.
     """
+    found = vouching_record(path)
+    return found[0] if found else None
+
+
+def vouching_record(path: str) -> tuple[str, dict] | None:
+    """The run record that vouches for ``path`` (named in it, bytes unchanged) and what it
+    states: ``{"not_swapped": True, "fit_order": bool}``; ``None`` where none does."""
     if "://" in path or not os.path.isfile(path):
         return None
     directory = os.path.dirname(path) or "."
@@ -118,4 +129,4 @@ def not_swapped_record(path: str) -> str | None:
             return None
     except OSError:
         return None
-    return record
+    return record, {"not_swapped": True, "fit_order": doc.get("fit_order") is True}

@@ -93,7 +93,10 @@ def stated_notes(ckpt, apply_order: str | None,
     record = getattr(ckpt, "not_swapped_record", None) if swap else None
     if record:  # ckpt train's run record states it for this very file (run_record)
         found["not_swapped_record"] = record
-    if swap and said and not record:  # all stated (review-12-user-r13 F5): one line, not two
+    if getattr(ckpt, "fit_order_record", None) and said:  # the run record states fit_order
+        found["fit_order_record"] = ckpt.fit_order_record
+    if swap and said and not record and not getattr(ckpt, "fit_order_record", None):
+        # all stated by the user (review-12-user-r13 F5): one line, not two
         notes.append("note: the pairing rests on your statements: --fit-order, --not-swapped")
         found.update(stated_not_swapped=True, stated_fit_order=True)
         swap = said = ""

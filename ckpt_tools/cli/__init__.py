@@ -10,7 +10,7 @@ import gc
 import sys
 import warnings
 
-from ..errors import AssumptionWarning
+from ..errors import AssumptionWarning, RecordedStatementWarning
 from ._run import plain_list, run_list
 
 
@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     # The library's AssumptionWarning is the Python API's note: the commands print their own
     # notes (and --json "assumed"), so Python's warning line would only repeat them.
     warnings.filterwarnings("ignore", category=AssumptionWarning)
+    warnings.filterwarnings("ignore", category=RecordedStatementWarning)  # its notes say it
     plain = plain_list(sys.argv[1:])
     if plain is not None:
         if argv is None:

@@ -19,7 +19,7 @@ import typer
 from typer import _click
 from typer.core import TyperCommand, TyperGroup
 
-from ..errors import AssumptionWarning, ExitCode
+from ..errors import AssumptionWarning, ExitCode, RecordedStatementWarning
 from ._output import Output, clean_message
 from ._run import EXIT_INTERRUPTED
 from ._run import quiet_stdout as _quiet_stdout
@@ -295,7 +295,7 @@ def _warnings_to_output() -> Iterator[None]:
     previous = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:
-        if issubclass(category, AssumptionWarning):
+        if issubclass(category, (AssumptionWarning, RecordedStatementWarning)):
             return  # the Python API's note: the command prints its own (and --json "assumed")
         Output().warning(f"{category.__name__}: {' '.join(str(message).split())}")
 

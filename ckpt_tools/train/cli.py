@@ -45,6 +45,7 @@ from ..errors import (
     CorruptCheckpointError,
     ExitCode,
     OutputError,
+    RecordedStatementWarning,
 )
 from . import distributed
 from .common import (
@@ -366,7 +367,7 @@ def eval_command(
             for line in getattr(w.message, "notes", None) or [str(w.message)]:
                 out.note(f"note: {' '.join(line.split())}", always=True)
             assumed += [a for a in getattr(w.message, "assumed", ()) if a not in assumed]
-        else:
+        elif not issubclass(w.category, RecordedStatementWarning):  # _stated's note says it
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if json_output:
         out.json({**result.to_dict(), **({"assumed": assumed} if assumed else {}), **stated})
