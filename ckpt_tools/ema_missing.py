@@ -107,6 +107,37 @@ NO_OPTIMIZER = ("it holds no optimizer either: a Keras optimizer's use_ema=True 
                 "optimizer=optimizer))")
 
 
+#: A hint of the map (no message of its own): a Keras 3 ``MultiOptimizer`` in a
+#: ``tf.train.Checkpoint``, whose inner optimizers (where any ``use_ema`` copies live) the
+#: object graph records as an empty ``_inner_optimizers``: not "use_ema=False"
+#: (review-14-attack-r27 F7).
+UNSAVED_INNER = "a MultiOptimizer whose inner optimizers are not saved"
+
+
+def unsaved_inner_optimizers(objects) -> bool:
+    """Whether the object graph records an optimizer's ``_inner_optimizers`` (a Keras 3
+    ``MultiOptimizer``) with no variable under it: its inner optimizers, and any copies they
+    kept, are not in the file."""
+    if objects is None:
+        return False
+    kids = objects.children
+    for node_kids in kids.values():
+        for name, node in node_kids:
+            if name != "_inner_optimizers":
+                continue
+            todo, seen = [node], {node}
+            while todo:
+                n = todo.pop()
+                if n in objects.node_keys:
+                    return False
+                for _name, c in kids.get(n, ()):
+                    if c not in seen:
+                        seen.add(c)
+                        todo.append(c)
+            return True
+    return False
+
+
 #: A hint of the map (no message of its own): a TF1 SavedModel with no average stored: a serving
 #: export often restored the averages into its variables before saving (review-13 r22 F11).
 SERVING_EXPORT = "a TF1 SavedModel with no average stored"
@@ -151,6 +182,13 @@ def missing_message(m: EmaMap) -> str:
                  "optimizer (tf_keras.optimizers.legacy, or Keras before 2.11) does, which has "
                  "no use_ema (train with e.g. tf_keras.optimizers.SGD(momentum=0.9, "
                  "use_ema=True) to keep them)")
+    elif none and UNSAVED_INNER in m.hints:
+        cause = ("the optimizer is a Keras MultiOptimizer, and a tf.train.Checkpoint does not "
+                 "save its inner optimizers (the object graph records an empty "
+                 "_inner_optimizers): their variables, and any use_ema=True copies, are not "
+                 "in this file, so it cannot show whether they averaged; in Python, the live "
+                 "model's optimizer holds them: for each inner optimizer o, "
+                 "zip(o._trainable_variables, o._model_variables_moving_average)")
     elif none and m.file_style == "keras":
         cause = ("the optimizer had use_ema=False (train with e.g. "
                  "keras.optimizers.SGD(..., use_ema=True) to keep them)")
@@ -192,7 +230,7 @@ def missing_message(m: EmaMap) -> str:
                  ".meta shows which), created after ema.apply() or left out of its var_list; "
                  "pass --allow-missing (allow_missing=True) to restore their raw values")
     said = [h for h in m.hints  # said in cause
-            if h not in (LEGACY_SLOTS, SERVING_EXPORT, LISTED_TRAINABLE)]
+            if h not in (LEGACY_SLOTS, SERVING_EXPORT, LISTED_TRAINABLE, UNSAVED_INNER)]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:
         hint += ("; if it was exported that way, its weights are the averages as they are "

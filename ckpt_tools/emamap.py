@@ -27,9 +27,11 @@ from .ema_missing import (
     NO_OPTIMIZER,
     NONE_TO_ALLOW,
     SERVING_EXPORT,
+    UNSAVED_INNER,
     misfiled_hint,
     missing_hints,
     refuse_orphans,
+    unsaved_inner_optimizers,
 )
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
 from .ema_proof import elsewhere_hint, refuse_unproven_names, without_slot_names
@@ -397,6 +399,8 @@ def ema_map(
             v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
             for k, v in variables.items()):
         hints.append(NO_OPTIMIZER)  # not "use_ema=False": no optimizer was saved at all
+    if speaks == "keras" and missing and unsaved_inner_optimizers(ckpt.objects):
+        hints.append(UNSAVED_INNER)  # not "use_ema=False": the MultiOptimizer's inner ones
     if speaks == "tf1" and missing and ckpt.location.saved_model \
             and not any(v.role == R.EMA for v in variables.values()):
         hints.append(SERVING_EXPORT)  # maybe the averages already (inception_saved_model.py)
