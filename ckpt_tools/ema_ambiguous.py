@@ -116,11 +116,14 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 f"({', '.join(a + '/' for a in apart)}) have one dtype and shape, and the "
                 f"checkpoint records neither the order those objects were created in nor the "
                 f"order ema.apply() got them in (the root lists its objects by name), so no "
-                f"--apply-order can tell, and no other ckpt option states it (the file "
-                f"gives no proof to check a statement against): {examples}{more}; give the "
-                f"variables distinct names when training (tf.Variable(..., name=...); Keras 3 "
-                f"variable paths hold the layers' names, not the model's, so name the layers "
-                f"apart)" + _read_list_hint(unpaired))
+                f"order alone can tell (the file gives no proof to check a statement "
+                f"against): {examples}{more}; if ema.apply() got one of these objects' "
+                f"variables only, in its trainable_variables order, state it: --apply-order "
+                f"trainable:{apart[-1]} (ema.apply({apart[-1]}.trainable_variables); Python: "
+                f"apply_order='trainable:{apart[-1]}'), your statement, not a proof; or give "
+                f"the variables distinct names when training (tf.Variable(..., name=...); "
+                f"Keras 3 variable paths hold the layers' names, not the model's, so name the "
+                f"layers apart)" + _read_list_hint(unpaired))
     holders = _module_or_dict(ckpt, unpaired) if apply_order == "trainable" else []
     contradicted = bool(holders) and not _a_reading_fits(ckpt, unpaired)
     owners = _several_objects(unpaired) if apply_order else []

@@ -29,6 +29,7 @@ from .keras_graph import (
     tf_keras_models,
 )
 from .keras_reassign import layer_orders_open
+from .scoped_order import parse_order, within_of
 
 # "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
 # in order, dict keys sorted as strings, sub-modules after the module's own variables).
@@ -439,6 +440,8 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
     Returns:
         :class:`ObjectPairing`.
     """
+    apply_order = parse_order(apply_order)
+    within = within_of(apply_order)  # trainable:generator, F5
     given = None if apply_order is None or isinstance(apply_order, str) else {
         k: i for i, k in enumerate(apply_order)}
     held = getattr(apply_order, "held", None)  # a LiveOrder: the others are not trainable
@@ -473,6 +476,8 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
     orders = None
     for (head, _base), members in groups.items():
         variables = by_name.get(head, [])
+        if within is not None and any(root_child(v) == within for v in variables):
+            variables = [v for v in variables if root_child(v) == within]  # the statement
         if not variables:
             continue  # a tensor's average (a loss), or the variable was not saved
         members.sort()
