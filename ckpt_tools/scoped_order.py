@@ -24,6 +24,11 @@ class ScopedOrder(str):
     def __repr__(self) -> str:
         return f"{str.__str__(self)}:{self.within}"
 
+    __str__ = __repr__  # messages name the statement as given: --apply-order trainable:g
+
+    def __format__(self, spec: str) -> str:
+        return format(repr(self), spec)
+
 
 def parse_order(apply_order):
     """``"trainable:generator"`` -> :class:`ScopedOrder`; anything else as it is.

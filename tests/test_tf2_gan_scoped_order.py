@@ -56,7 +56,7 @@ def test_stated_attribute_pairs_the_generators_averages(gan, tmp_path):
     result = runner.invoke(app, ["export", str(d), "--apply-order", "trainable:generator",
                                  "--allow-missing", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "paired only because you stated --apply-order" in result.output
+    assert "paired only because you stated --apply-order trainable:generator" in result.output
     with np.load(out) as z:
         for i in range(2):
             assert z[f"generator/layers/{i}"].tobytes() == avg[i].tobytes(), i
