@@ -138,9 +138,10 @@ def unsaved_inner_optimizers(objects) -> bool:
     return False
 
 
-#: A hint of the map (no message of its own): a TF1 SavedModel with no average stored: a serving
-#: export often restored the averages into its variables before saving (review-13 r22 F11).
-SERVING_EXPORT = "a TF1 SavedModel with no average stored"
+#: A hint of the map (no message of its own): a SavedModel with no average stored: a serving
+#: export often restored the averages into its variables before saving (review-13 r22 F11;
+#: a TF2 one: review-14-attack-r25 F4a).
+SERVING_EXPORT = "a SavedModel with no average stored"
 
 
 def missing_message(m: EmaMap) -> str:
@@ -192,6 +193,12 @@ def missing_message(m: EmaMap) -> str:
     elif none and m.file_style == "keras":
         cause = ("the optimizer had use_ema=False (train with e.g. "
                  "keras.optimizers.SGD(..., use_ema=True) to keep them)")
+    elif none and SERVING_EXPORT in m.hints and m.file_style == "tf2":
+        cause = ("a SavedModel holds what its objects' variables held when "
+                 "tf.saved_model.save() ran, and a serving export often "
+                 "assigns the averages to the model's variables first (v.assign(ema.average(v)) "
+                 "for each, or a tf.train.Checkpoint restore of the averages), so these weights "
+                 "may already be the averages; the file cannot show which")
     elif none and m.file_style == "tf2":
         cause = ("a tf.train.Checkpoint saves only what it is given, "
                  "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "

@@ -395,15 +395,16 @@ def ema_map(
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
             and any(SLOT_MARK in k for k in variables):
         hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema
-    if speaks == "tf2" and missing and not any(
+    if speaks == "tf2" and missing and not ckpt.location.saved_model and not any(
             v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
             for k, v in variables.items()):
         hints.append(NO_OPTIMIZER)  # not "use_ema=False": no optimizer was saved at all
     if speaks == "keras" and missing and unsaved_inner_optimizers(ckpt.objects):
         hints.append(UNSAVED_INNER)  # not "use_ema=False": the MultiOptimizer's inner ones
-    if speaks == "tf1" and missing and ckpt.location.saved_model \
+    if speaks in ("tf1", "tf2") and missing and ckpt.location.saved_model \
             and not any(v.role == R.EMA for v in variables.values()):
-        hints.append(SERVING_EXPORT)  # maybe the averages already (inception_saved_model.py)
+        # maybe the averages already (inception_saved_model.py; TF2: review-14-attack-r25 F4a)
+        hints.append(SERVING_EXPORT)
     lacking = set(missing)
     filed = {s: t for s, t in pairs if s != t}  # the save op may file t's under another name
     elsewhere = {v.ema_of: k for k, v in variables.items()

@@ -45,3 +45,31 @@ def test_bn_statistics_without_any_average_are_not_counted_as_weights(tf, tmp_pa
     code, _, err = run_cli(["map", str(tmp_path / "sm")], capsys)
     assert code == 6 and f"any of its {trainable} weight(s)" in err, err
     assert "moving_mean" not in err
+
+
+def test_tf2_savedmodel_without_averages_tells_the_serving_story(tf, tmp_path, capsys):
+    """A TF2 SavedModel of a module whose EMA was not saved with it: the likely story is a
+    serving export (averages assigned before saving, ``--raw``), not "a tf.train.Checkpoint
+    saves only what it is given" (review-14-attack-r25 F4a)."""
+
+    class Net(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.ones([3, 3]), name="w")
+            self.b = tf.Variable(tf.zeros([3]), name="b")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 3])])
+        def __call__(self, x):
+            return x @ self.w + self.b
+
+    net = Net()
+    tf.train.ExponentialMovingAverage(0.9).apply(net.trainable_variables)
+    tf.saved_model.save(net, str(tmp_path / "sm"))
+    for cmd in (["export", str(tmp_path / "sm"), "--out", str(tmp_path / "x.npz")],
+                ["restore-ema", str(tmp_path / "sm"), "-o", str(tmp_path / "re")]):
+        code, _, err = run_cli(cmd, capsys)
+        assert code == 6, err
+        assert "tf.saved_model.save()" in err and "may already be the averages" in err, err
+        assert "ckpt export --raw" in err, err
+        assert "tf.train.Checkpoint saves only what it is given" not in err, err
+        assert "optimizer=optimizer" not in err, err  # a checkpoint's advice, not a SavedModel's
