@@ -60,7 +60,10 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
     for name in split_ema_names(ema_name) or [None]:
         stated = pair_object_shadows(ckpt.entries(), ckpt.objects, None, apply_order,
                                      container=name)
-        found.update((s, v) for s, v in stated.pairs.items() if s not in proven.pairs)
+        # an attribute chosen (--ema-name fast): only its averages rest on the statement
+        mine = name is not None and any(s.split("/", 1)[0] == name for s in stated.pairs)
+        found.update((s, v) for s, v in stated.pairs.items() if s not in proven.pairs
+                     and (not mine or s.split("/", 1)[0] == name))
     return found
 
 

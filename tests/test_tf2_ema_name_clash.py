@@ -11,6 +11,8 @@ unreachable. Checkpoints are made here by real TensorFlow; truth is ``ema.averag
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from helpers import train_ema
 from typer.testing import CliRunner
@@ -70,8 +72,10 @@ def test_objects_named_ema_and_ema_1_are_each_reachable(tf, tmp_path):
     for ema, attr in ((fast, "fast"), (slow, "slow")):
         truth = [ema.average(v).numpy() for v in m.vs]
         out = tmp_path / f"{attr}.npz"
-        result = _export(d, out, "--ema-name", attr)
+        result = _export(d, out, "--ema-name", attr, "--json")
         assert result.exit_code == 0, result.output
+        stated = json.loads(result.stdout)["stated_apply_order"]["pairs"]  # this object's
+        assert sorted(stated) == [f"{attr}/{i}/.ATTRIBUTES/VARIABLE_VALUE" for i in (0, 1)]
         with np.load(out) as z:
             for i, t in enumerate(truth):
                 assert z[f"model/vs/{i}"].tobytes() == t.tobytes(), (attr, i)
