@@ -22,6 +22,7 @@ from .formats.objgraph import has_swappable_averages
 from .frozen_meta import listed_frozen
 from .lone_named import unmarked_lone_averages
 from .lookup_tables import table_totals
+from .raw_reasons import expected_raw
 from .roles import ROLES
 
 #: Short names ``--collection`` accepts for the standard graph collections.
@@ -58,6 +59,9 @@ class Listing(Record):
         frozen: Keras weights the optimizer never saw (frozen layers), and TF1 variables the
             ``.meta`` proves frozen (``trainable=False``, listed as ``weight``): no shadow
             expected.
+        raw_expected: those of ``frozen`` whose raw value a ``.keras``'s config.json explains
+            (key -> reason, :func:`~ckpt_tools.raw_reasons.expected_raw`), which ``export``
+            notes in the same words ``list`` does.
         with_shadow / expected: of all variables in ``averaged_roles``, how many have a
             shadow, and how many there are.
         shards: the data files of a V2 checkpoint, in order: ``file`` (base name),
@@ -87,9 +91,10 @@ class Listing(Record):
     unproven: dict | None
     assumed: list[str]
     copies_equal: bool
+    raw_expected: dict[str, str]
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
-               "frozen", "saved_model", "unproven", "assumed", "copies_equal")
+               "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -99,7 +104,8 @@ class Listing(Record):
                  by_key: dict[str, Variable] | None = None, shards: list[dict] | None = None,
                  ema_evidence: dict | None = None, frozen: frozenset[str] = frozenset(),
                  saved_model: str | None = None, unproven: dict | None = None,
-                 assumed: list[str] | None = None, copies_equal: bool = False) -> None:
+                 assumed: list[str] | None = None, copies_equal: bool = False,
+                 raw_expected: dict[str, str] | None = None) -> None:
         self.checkpoint = checkpoint
         self.format = format
         self.meta = meta
@@ -117,6 +123,7 @@ class Listing(Record):
         self.unproven = unproven
         self.assumed = [] if assumed is None else assumed
         self.copies_equal = copies_equal
+        self.raw_expected = {} if raw_expected is None else raw_expected
 
     @property
     def decides(self) -> str | None:
@@ -387,7 +394,8 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         any_ema=any(v.role == "ema" for v in everything),
         with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
         by_key={v.name: v for v in everything}, shards=data_shards(ckpt),
-        ema_evidence=_ema_evidence(layout), frozen=frozen, unproven=unproven)
+        ema_evidence=_ema_evidence(layout), frozen=frozen, unproven=unproven,
+        raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]))
 
 
 _DIGITS = re.compile(r"(\d+)")

@@ -13,9 +13,14 @@ from __future__ import annotations
 FROZEN = "frozen"
 #: The weight's layer class creates it ``trainable=False`` (as config.json records the layer).
 NON_TRAINABLE = "non_trainable"
+#: A float8 layer's scale or amax history: updated by ``overwrite_with_gradient``, so Keras'
+#: optimizer keeps no EMA copy of it (config.json records the layer's float8 dtype policy).
+FLOAT8_STATE = "float8_state"
 
 _SAID = {FROZEN: "in layers it records frozen (trainable: false)",
-         NON_TRAINABLE: "created with trainable=False by their layer's class"}
+         NON_TRAINABLE: "created with trainable=False by their layer's class",
+         FLOAT8_STATE: "float8 scales and amax histories, which Keras' optimizer keeps no EMA "
+                       "copy of (overwrite_with_gradient)"}
 
 
 def expected_raw(ckpt, keys) -> dict[str, str]:
@@ -33,6 +38,7 @@ def expected_raw(ckpt, keys) -> dict[str, str]:
         return {}
     frozen = set(layout.frozen) | set(getattr(layout, "frozen_left_out", ()))
     fixed = set(getattr(layout, "untrainable", ()))
+    float8 = set(getattr(layout, "float8_state", ()))
     found = {}
     for key in keys:
         if layout.trainable.get(key) is not False:
@@ -41,6 +47,8 @@ def expected_raw(ckpt, keys) -> dict[str, str]:
             found[key] = FROZEN
         elif key in fixed:
             found[key] = NON_TRAINABLE
+        elif key in float8:
+            found[key] = FLOAT8_STATE
     return found
 
 

@@ -307,3 +307,8 @@ def _print_table(out: Output, listing: Listing) -> None:
         # does not pair: "none has a shadow" alone would say there are none
         out.summary(f"EMA: none of {listing.expected} {what} has a shadow"
                     + (f" the file proves: {kept.split(':', 1)[0]}" if kept else ""))
+    if listing.raw_expected and listing.with_shadow:  # the weights export notes, in its words
+        from ..raw_reasons import expected_raw_note
+
+        out.summary("EMA: " + expected_raw_note(
+            listing.raw_expected, lambda k: getattr(listing.by_key.get(k), "path", None) or k))

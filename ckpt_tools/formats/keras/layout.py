@@ -68,6 +68,8 @@ class KerasLayout:
             own record (:mod:`~ckpt_tools.raw_reasons`).
         untrainable: float weights config.json's layer classes create ``trainable=False``
             (Normalization's ``mean``/``variance``): no optimizer copy is expected.
+        float8_state: a float8 layer's scales and amax histories (config.json's dtype
+            policy): trainable, but no optimizer slot or copy (``overwrite_with_gradient``).
         slots: optimizer slot key -> model weight key (``None`` where unknown).
         notes: why something could not be worked out.
         ordered: ``model`` is in ``model.weights`` order throughout (no sublayers whose order
@@ -132,6 +134,7 @@ class KerasLayout:
     frozen: list[str] = field(default_factory=list)
     frozen_left_out: list[str] = field(default_factory=list)
     untrainable: list[str] = field(default_factory=list)
+    float8_state: list[str] = field(default_factory=list)  # model_tree.FLOAT8_STATE
     slots: dict[str, str | None] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
     var_names: dict[str, str] = field(default_factory=dict)  # optimizer key -> Keras var name

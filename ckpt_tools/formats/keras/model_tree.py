@@ -43,6 +43,11 @@ _CELL_NAMES = {c: ("kernel", "recurrent_kernel", "bias") for c in (
 # Layers named by default (dense_7) whose variables are a kernel of this rank and a bias.
 _KERNEL_RANK = {"dense": 2, "conv1d": 3, "conv2d": 4, "conv3d": 5}
 _FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
+# A float8-quantized Dense/EinsumDense (model.quantize("float8")) writes these after its
+# kernel and bias (Keras 3.15 Dense.save_own_variables): trainable, but updated by
+# overwrite_with_gradient, so its optimizer keeps no slot and no EMA copy of them.
+FLOAT8_STATE = ("inputs_scale", "inputs_amax_history", "kernel_scale", "kernel_amax_history",
+                "outputs_grad_scale", "outputs_grad_amax_history")
 # config.json records a built-in layer by its exported name; the weights file's
 # layers/<snake_case name> by its class name (Keras 3.15: only this one differs).
 _EXPORT_NAMES = {"GroupQueryAttention": "GroupedQueryAttention"}
@@ -338,9 +343,22 @@ def _var_names(node: Node, n: int, float_first: bool = True
     if "bias" in names and (cfg.get("use_bias") is False or node.cls == "einsum_dense"
                             and "bias_axes" in cfg and cfg["bias_axes"] is None):
         names.remove("bias")
+    if node.cfg and node.cls in ("dense", "einsum_dense") and _float8(cfg) \
+            and n == len(names) + len(FLOAT8_STATE):  # no optimizer variables: not trainable
+        return [(v, True) for v in names] + [(v, False) for v in FLOAT8_STATE]
     elif "bias" in names and not node.cfg and (n > len(names) or not float_first):
         names = names[:names.index("bias")]
     return [(v, True) for v in names[:n]] + [(None, True)] * (n - len(names))
+
+
+def _float8(cfg: dict) -> bool:
+    """Whether config.json records the layer quantized to float8 (its dtype policy)."""
+    policy = cfg.get("dtype")
+    if isinstance(policy, dict):
+        inner = policy.get("config") if isinstance(policy.get("config"), dict) else {}
+        return policy.get("class_name") == "QuantizedFloat8DTypePolicy" \
+            or inner.get("mode") == "float8"
+    return isinstance(policy, str) and policy.startswith("float8_from_")
 
 
 def _lead(cfg: dict, rms: bool) -> list[str | None] | None:
@@ -387,7 +405,7 @@ def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str],
         if could and node.frozen:
             lay.frozen.append(key)
         elif not trainable and not constant and e.dtype_name in FLOATS:
-            lay.untrainable.append(key)
+            (lay.float8_state if var in FLOAT8_STATE else lay.untrainable).append(key)
         # a named entry shows the name it is stored under (idf_weights), never "None"
         stored = key.rpartition("/")[2] if constant else str(e.extra.get("index"))
         lay.paths[key] = "/".join(own + [(not constant and var) or stored])
