@@ -41,10 +41,10 @@ from .run_latest import ONLY, later_by_name, pick_latest, state_file_note
 
 STATE_FILE = "checkpoint"
 _MAX_STATE_BYTES = 16 << 20  # a state file lists paths: even 100,000 of them fit
-_DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
+DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
 # Names that are files by contract: a FIFO, device, socket or directory under one is refused.
 # (".data-00000-of-00001" and V1 shards "model.ckpt-00000-of-00002" end alike).
-_FILE_NAME_RE = re.compile(r"(\.(index|meta|keras|h5|hdf5|pb|pbtxt)|-\d{5}-of-\d{5})$")
+FILE_NAME_RE = re.compile(r"(\.(index|meta|keras|h5|hdf5|pb|pbtxt)|-\d{5}-of-\d{5})$")
 
 
 class Location(Frozen):
@@ -93,9 +93,11 @@ def read_state_file(directory: str) -> list[str]:
         CheckpointNotFoundError: if there is no state file.
         CorruptCheckpointError: if it names no checkpoint.
     """
-    if is_url(directory):  # names resolved inside the URL directory (see _state_target)
+    if is_url(directory):  # names resolved inside the URL directory (see locate_url.state_target)
+        from .locate_url import state_target
+
         directory = directory.rstrip("/")
-        return [_state_target(directory, p)
+        return [state_target(directory, p)
                 for p in read_state_file_at(directory + "/" + STATE_FILE)]
     return [_in_dir(directory, p) for p in read_state_file_at(os.path.join(directory, STATE_FILE))]
 
@@ -124,9 +126,11 @@ def read_state_order(directory: str) -> tuple[list[str], str]:
         CorruptCheckpointError: if it names no checkpoint.
     """
     if is_url(directory):
+        from .locate_url import state_target
+
         directory = directory.rstrip("/")
         latest, every = _parse_state_file(directory + "/" + STATE_FILE)
-        return [_state_target(directory, p) for p in every], _state_target(directory, latest)
+        return [state_target(directory, p) for p in every], state_target(directory, latest)
     latest, every = _parse_state_file(os.path.join(directory, STATE_FILE))
     return [_in_dir(directory, p) for p in every], _in_dir(directory, latest)
 
@@ -274,7 +278,7 @@ def _as_state_file(path: str) -> Location | None:
     return replace(found, choice=f"{said}; {found.choice}" if found.choice else said)
 
 
-def _chosen(found: Location, directory: str, candidates: list[str], picked: str,
+def chosen(found: Location, directory: str, candidates: list[str], picked: str,
             why: str) -> Location:
     """``found`` with the note saying which of ``candidates`` was taken, and ``why``."""
     if len(candidates) < 2:
@@ -304,8 +308,10 @@ def locate(path: str | os.PathLike) -> Location:
     """
     path = canonical_location(path)
     if is_url(path):
-        return _locate_url(path)
-    if _FILE_NAME_RE.search(path) or not os.path.isdir(path):
+        from .locate_url import locate_url
+
+        return locate_url(path)
+    if FILE_NAME_RE.search(path) or not os.path.isdir(path):
         require_regular(path)  # a FIFO must fail here, not hang in open() or read as missing
     state_named = _as_state_file(path)
     if state_named is not None:
@@ -363,17 +369,17 @@ def locate(path: str | os.PathLike) -> Location:
         if indexes:
             newest, why = pick_latest(path, indexes, indexes, mtime)
             found = _prefix_location(os.path.join(path, newest[: -len(".index")]), path)
-            return _chosen(found, path, indexes, newest, why)
+            return chosen(found, path, indexes, newest, why)
         shards: dict[str, float] = {}  # sharded V1 checkpoints, e.g. an old session bundle
         for f in names:
-            pattern = None if _DATA_RE.match(f) else shard_pattern(f)
+            pattern = None if DATA_RE.match(f) else shard_pattern(f)
             if pattern and os.path.isfile(os.path.join(path, f)):
                 when = mtime(f)
                 shards[pattern] = max(when, shards.get(pattern, when))
         if shards:
             newest, why = pick_latest(path, list(shards), list(shards), shards.get)
             found = _prefix_location(os.path.join(path, newest), path)
-            return _chosen(found, path, list(shards), newest, why)
+            return chosen(found, path, list(shards), newest, why)
         # Keras runs keep no state file: take the latest .keras (it records the optimizer
         # config, so use_ema is known rather than inferred), else the latest .h5, by the
         # epoch in the names (ModelCheckpoint("ep{epoch}.keras")), never by mtime where
@@ -402,7 +408,7 @@ def locate(path: str | os.PathLike) -> Location:
                     f"names, and no 'checkpoint' state file says which is meant "
                     f"({len(candidates)} candidates): name the file to read")
             found = locate(os.path.join(path, newest))
-            return _chosen(found, path, candidates, newest, why)
+            return chosen(found, path, candidates, newest, why)
         raise CheckpointNotFoundError(
             f"{path}: directory holds no checkpoint (no 'checkpoint' state file, no .index, "
             ".keras or .h5 files)")
@@ -416,7 +422,7 @@ def locate(path: str | os.PathLike) -> Location:
                 f"{path}: no such file{_did_you_mean(path[: -len('.index')])}")
         return _saved_model_around(path[: -len(".index")]) or _prefix_location(
             path[: -len(".index")], path)
-    m = _DATA_RE.match(path)
+    m = DATA_RE.match(path)
     if m:
         if not os.path.isfile(path):
             raise CheckpointNotFoundError(f"{path}: no such file")
@@ -454,156 +460,6 @@ def _saved_model_around(prefix: str) -> Location | None:
         else os.path.dirname(os.path.abspath(head or "."))
     saved = saved_model_file(top)
     return _saved_model_location(saved) if saved else None
-
-
-def _locate_url(url: str) -> Location:
-    """Resolves a URL to a V2 checkpoint with at most two directory listings (one when the URL
-    names a directory with its trailing ``/``, a prefix or a file): whether the index, shards
-    and ``.meta`` exist, and the shard sizes, all come from the listing, so ``ckpt list`` then
-    costs the state file, the index and the ``.meta`` (four requests in all on S3, whatever
-    the checkpoint's size; five for a run directory named without its ``/``, whose parent is
-    listed first to tell it from a checkpoint prefix of that name).
-
-    Raises:
-        CheckpointNotFoundError: nothing checkpoint-like at ``url``.
-        UnsupportedFormatError: a V1, SavedModel or Keras checkpoint (read those locally).
-        RemoteAccessError: forbidden, or the network failed.
-    """
-    from .formats import remote
-
-    store = remote.begin()  # a fresh session: no listing cached by an earlier command
-    bare = url.rstrip("/")
-    named_file = _FILE_NAME_RE.search(bare) or os.path.basename(bare) == STATE_FILE
-    if not named_file and store.is_http(bare):
-        return _locate_http(store, url)
-    # As locally: a prefix beside its .index is that checkpoint even where a same-named
-    # "directory" exists (run/model.ckpt-5/ made by another tool); the parent's listing,
-    # which reading the prefix needs anyway, says so. A trailing '/' names the directory.
-    in_bucket = "/" in bare.split("://", 1)[-1]
-    if not named_file and not url.endswith("/") and in_bucket and \
-            store.size(bare + ".index") is not None:
-        return _url_prefix(store, bare, url)
-    if not named_file and (url.endswith("/") or store.is_dir(bare)):
-        names = store.listing(bare)
-        if STATE_FILE in names:
-            state = remote.url_join(bare, STATE_FILE)
-            return _url_prefix(store, _state_target(bare, read_state_file_at(state)[-1]),
-                               url, state)
-        indexes = sorted(n for n in names if n.endswith(".index"))
-        if indexes:
-            newest, why = pick_latest(url, indexes, indexes,
-                                      lambda n: str(names[n].get("LastModified", "")))
-            found = _url_prefix(store, remote.url_join(bare, newest[: -len(".index")]), url)
-            return _chosen(found, url, indexes, newest, why)
-        if "saved_model.pb" in names or any(n.endswith((".keras", ".h5")) for n in names):
-            raise UnsupportedFormatError(
-                f"{url}: only TensorFlow V2 checkpoints (.index + .data) are read from URLs; "
-                "copy SavedModels and Keras files locally")
-        raise CheckpointNotFoundError(
-            f"{url}: no checkpoint there (no 'checkpoint' state file, no .index)")
-    if os.path.basename(bare) == STATE_FILE:
-        return _url_prefix(store, _state_target(remote.url_parent(bare),
-                                                read_state_file_at(bare)[-1]), url, bare)
-    m = _DATA_RE.match(bare)
-    prefix = m.group(1) if m else bare
-    for suffix in (".index", ".meta"):
-        if bare.endswith(suffix):
-            prefix = bare[: -len(suffix)]
-    return _url_prefix(store, prefix, url)
-
-
-def _locate_http(store, url: str) -> Location:
-    """Resolves an ``http(s)://`` URL that names no file: a run directory with a
-    ``checkpoint`` state file or, not ending in ``/`` and failing that, a checkpoint prefix
-    (its ``.index`` exists). No listing (a web server gives none with sizes): each object is
-    asked for by name, the state file first, so that either form costs at most four
-    requests for ``ckpt list`` (a prefix: a 404, the index, the .meta, an object graph).
-    An HTML page answering for a file is its absence (see ``remote_http.is_html_page``), and
-    a "state file" that does not parse beside a prefix's ``.index`` leaves the prefix.
-
-    Raises:
-        CheckpointNotFoundError: neither is there.
-    """
-    from .formats import remote
-
-    bare = url.rstrip("/")
-    state = remote.url_join(bare, STATE_FILE)
-    if store.size(state) is not None:
-        try:
-            entries = read_state_file_at(state)
-        except CorruptCheckpointError:
-            # Without the slash the URL may be a prefix, and what answered for the state
-            # file a server's page for any path (a web app's fallback): the prefix's .index
-            # decides; a URL ending in '/' names the run directory, whose state file is bad.
-            if url.endswith("/") or store.size(bare + ".index") is None:
-                raise
-            return _url_prefix(store, bare, url)
-        return _url_prefix(store, _state_target(bare, entries[-1]), url, state)
-    if not url.endswith("/") and store.size(bare + ".index") is not None:
-        return _url_prefix(store, bare, url)
-    tried = state if url.endswith("/") else f"{state}, no {bare}.index"
-    raise CheckpointNotFoundError(
-        f"{url}: not found (no {tried}; an http(s):// directory cannot be listed, so a run "
-        "directory needs its 'checkpoint' state file, or give the checkpoint prefix URL)")
-
-
-def _state_target(directory: str, name: str) -> str:
-    """The URL of the checkpoint a remote state file in URL ``directory`` names: a relative
-    name inside ``directory``; a URL or an absolute local path (the training machine's, or
-    another bucket's after a copy) by its base name in ``directory`` when that checkpoint is
-    there; a URL in the same bucket as written.
-
-    A state file in a bucket is not trusted to send reads elsewhere: a name outside the
-    bucket (another bucket or host, ``file://``, a local path) is refused unless its base name
-    exists in ``directory``; a relative name with a ``..`` segment is refused (a store keeps it
-    as part of the key, so readers disagree on what it names).
-
-    Raises:
-        UnsupportedFormatError: the name points outside the state file's bucket.
-    """
-    from .formats import remote
-
-    state = directory + "/" + STATE_FILE
-    if is_url(name) or os.path.isabs(name):
-        target = remote.normalize(name) if is_url(name) else name
-        if is_url(name) and remote.same_bucket(target, directory):
-            return target
-    else:
-        if ".." in name.split("/"):
-            # Object stores keep '..' as part of a key (TensorFlow's file systems join the
-            # strings), so whether it means a parent folder is up to the reader: refused, as
-            # in URLs, rather than read from a place another tool would not read.
-            raise UnsupportedFormatError(
-                f"{state}: names checkpoint {name!r}, whose '..' an object store keeps as part "
-                "of the key; open the checkpoint by its URL instead")
-        target = remote.normalize(directory + "/" + name)
-        if remote.same_bucket(target, directory):
-            return target
-    local = directory + "/" + posixpath.basename(name.rstrip("/"))
-    if remote.session().size(local + ".index") is not None:
-        return local  # a copied run: its state file still names where it was written
-    raise UnsupportedFormatError(
-        f"{state}: names checkpoint {name!r}, outside {remote.bucket_of(directory)}; a "
-        "remote state file may only name checkpoints in its own bucket (refusing to read "
-        "elsewhere); open the checkpoint by its URL instead")
-
-
-def _url_prefix(store, prefix: str, original: str, state: str | None = None) -> Location:
-    from .formats import remote
-
-    if store.size(prefix + ".index") is not None:
-        meta = prefix + ".meta"
-        return Location(prefix, "v2", meta if store.size(meta) is not None else None, state)
-    if store.size(prefix) is not None or store.info(prefix + "-00000-of-00001") is not None:
-        raise UnsupportedFormatError(
-            f"{original}: only TensorFlow V2 checkpoints (.index + .data) are read from URLs; "
-            "copy V1 checkpoints locally")
-    if state:
-        raise CheckpointNotFoundError(
-            f"{state} names checkpoint {prefix!r}, but {prefix}.index does not exist")
-    if not store.is_dir(remote.url_parent(prefix)):
-        raise CheckpointNotFoundError(f"{original}: not found")
-    raise CheckpointNotFoundError(f"{original}: no checkpoint found (no {prefix}.index)")
 
 
 def _saved_model_location(saved_model: str) -> Location:
