@@ -34,6 +34,7 @@ from .formats._write import (
 )
 from .formats.slices import check_partition
 from .frozen_meta import NOT_TRAINABLE, frozen_variables
+from .object_paths import positional_names_note
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
 from .raw_shadows import restored_raw_holders, restored_raw_warning
@@ -316,6 +317,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                                                rename=rename, weights_out=weights,
                                                expected_out=expected, notes_out=notes,
                                                **map_options)
+        positional = positional_names_note(ckpt.objects, plan, weights)
+        if positional:  # two towers' proj/kernel: named by position, no layer name recorded
+            notes.append(positional)
         if not plan and (include is not None or exclude):
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export

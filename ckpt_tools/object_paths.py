@@ -83,3 +83,24 @@ def clashing_paths(objects) -> set[str]:
         if other != key:
             out.update((other, key))
     return out
+
+
+def positional_names_note(objects, plan: dict[str, str], weights: dict[str, str]) -> str:
+    """The note an export gives where weights go out under their object path through the
+    model (``model/_operations/2/_operations/1/_kernel``) because their own names repeat (two
+    towers of one factory: both ``proj/kernel``): a ``tf.train.Checkpoint`` records no layer
+    name (``tower_a``) that tells them apart, so none is made up (review-14-attack-r27 F9).
+    ``plan``: output name -> source key; ``weights``: output name -> the weight's key. Empty
+    where no exported name is such a path."""
+    if objects is None:
+        return ""
+    own = {name: objects.full_names.get(weights.get(name, ""), "") for name in plan}
+    repeated = [n for n, f in own.items() if f and LIST_ITEM.search(n)
+                and sum(1 for g in own.values() if g == f) > 1]
+    if not repeated:
+        return ""
+    eg = repeated[0]
+    return (f"{len(repeated)} weights are named by their object path through the model "
+            f"(e.g. {eg}): their own names repeat ({own[eg]}), and a tf.train.Checkpoint "
+            "records no layer names to tell them apart; the .keras or .weights.h5 of the run "
+            "names them by layer, or --rename 'old_prefix=new_prefix' names them here")
