@@ -187,8 +187,10 @@ def missing_message(m: EmaMap) -> str:
         cause = ("the optimizer is a Keras MultiOptimizer, and a tf.train.Checkpoint does not "
                  "save its inner optimizers (the object graph records an empty "
                  "_inner_optimizers): their variables, and any use_ema=True copies, are not "
-                 "in this file, so it cannot show whether they averaged; in Python, the live "
-                 "model's optimizer holds them: for each inner optimizer o, "
+                 "in this file, so it cannot show whether they averaged; saved with it "
+                 "(tf.train.Checkpoint(model=model, optimizer=optimizer, "
+                 "inner=list(optimizer.optimizers))) their lists pair them; in Python, the "
+                 "live model's optimizer holds them: for each inner optimizer o, "
                  "zip(o._trainable_variables, o._model_variables_moving_average)")
     elif none and m.file_style == "keras":
         cause = ("the optimizer had use_ema=False (train with e.g. "
