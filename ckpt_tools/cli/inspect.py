@@ -155,6 +155,32 @@ def _open(v) -> bool:
     return not v.ema and not v.ema_of and bool(v.ema_candidates)
 
 
+def _by_index(out: Output, listing) -> None:
+    """Says why some Keras layers' weights are named by index (``aa/0``) beside others named
+    as Keras names them (``zz/kernel``): the file records neither their class nor their
+    variables' names (review-14-attack-r26 F6), so the index is all it proves."""
+    if listing.ema_evidence is None:  # not a Keras file (a TF2 list's vs/0 is its name)
+        return
+    layers: list[str] = []
+    named = False
+    for v in listing.by_key.values():
+        if v.role not in ("weight", "bn_stat") or not v.path or v.path == v.name \
+                or "/" not in v.path:
+            continue
+        layer, _, last = v.path.rpartition("/")
+        if last.isdigit():
+            if layer not in layers:
+                layers.append(layer)
+        else:
+            named = True
+    if layers and named:
+        out.summary(f"{', '.join(layers[:4])}{' ...' if len(layers) > 4 else ''}: weights "
+                    f"named by index ({layers[0]}/0 is its vars/0): the file records neither "
+                    "these layers' class nor their variables' names (a subclassed model's "
+                    "attributes), so Keras' own names (v.path: .../kernel) cannot be given; "
+                    "export writes these names", "dim")
+
+
 def _quick_notes(out: Output, ckpt, apply_order: str | None, ema_name: str | None) -> None:
     """``list -q``'s names-only path: the notes the table's path prints where the names
     show a pairing that rests on a statement or an assumption (a Keras file's copies are
@@ -249,6 +275,7 @@ def _print_table(out: Output, listing: Listing) -> None:
             f"{human_bytes(s['bytes'])}" for s in listing.shards))
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
         out.summary("names are object paths; --json gives the checkpoint keys", "dim")
+        _by_index(out, listing)
     open_rows = [v for v in listing.by_key.values() if _open(v)]
     if open_rows:
         # the rows marked '?' above, counted by the same test (not every variable with
