@@ -23,7 +23,6 @@ from contextlib import contextmanager
 
 from ..errors import (
     CheckpointNotFoundError,
-    CorruptCheckpointError,
     RemoteAccessError,
     UnsupportedFormatError,
 )
@@ -34,14 +33,22 @@ from .remote_errors import (
     PACKAGES,
     S3_PROTOCOLS,
     deadline,
-    error_code,
     fsspec_module,
     max_whole,
     s3_options,
     timeouts,
     translate,
 )
+from .remote_fetch import WholeFetches
 from .remote_readahead import RemoteFile, return_freed_buffers
+from .remote_urls import (  # noqa: F401 (imported from here: remote.normalize, ...)
+    bucket_of,
+    is_url_like,
+    normalize,
+    same_bucket,
+    url_join,
+    url_parent,
+)
 
 #: The piece size big reads are split into so that they come down over several connections
 #: at once, and how many are in flight. Read-ahead (its windows and their byte budget) is in
@@ -49,7 +56,7 @@ from .remote_readahead import RemoteFile, return_freed_buffers
 PIECE = 8 << 20
 MAX_IN_FLIGHT = 16
 
-class Session:
+class Session(WholeFetches):
     """One command's view of remote storage: a fresh filesystem per URL protocol (so nothing
     is served from a listing cached by an earlier command), directory listings cached for the
     command's duration, and a count of the requests made (for tests and benchmarks).
@@ -273,78 +280,6 @@ class Session:
             f = self._files[url] = RemoteFile(url, size, extents, self)
         return f
 
-    def fetch(self, url: str, limit: int | None = None) -> bytes:
-        """Returns the whole object ``url`` (one request), refusing one over ``limit`` bytes
-        (default: :data:`MAX_STATE` for a ``checkpoint`` state file, :func:`max_whole` for
-        anything else), by its listed size before any request, and by reading at most
-        ``limit + 1`` bytes. On S3 the read is pinned to the listed ETag.
-
-        Raises:
-            CheckpointNotFoundError: no such object.
-            CorruptCheckpointError: a state file over its limit (as locally).
-            UnsupportedFormatError: another object over its limit.
-            RemoteAccessError: forbidden, network failure, or the object changed since it
-                was listed.
-        """
-        state = url.rstrip("/").rsplit("/", 1)[-1] == "checkpoint"
-        if limit is None:
-            limit = MAX_STATE if state else max_whole()
-        fs, path = self.fs(url)
-        self.note_input(url)
-        if self.is_http(url):
-            return self._fetch_http(fs, url.rstrip("/"), limit, state)
-        listed = self.size(url) if url.rstrip("/").rsplit("/", 1)[0] in self._listings \
-            else None
-        self._too_big(url, listed, limit, state)
-        self.requests += 1
-        if remote_s3.is_s3(fs):
-            wait = deadline(min(listed if listed is not None else limit, limit))
-            with translate(url, wait):
-                # Listed: the whole object, pinned to the listed ETag. Not listed: at most
-                # limit + 1 bytes (an empty object has no byte 0 to range over: 416).
-                try:
-                    data = remote_s3.get(fs, path, [None if listed is not None
-                                                    else (0, limit + 1)],
-                                         self.etag(url), wait)[0]
-                except OSError as exc:
-                    if listed is None and error_code(exc) == "InvalidRange":
-                        data = b""
-                    else:
-                        raise
-        else:
-            data = self.call(fs, url, "cat_file", path, start=0, end=limit + 1,
-                              nbytes=limit)
-        if listed is not None and len(data) != listed:
-            raise RemoteAccessError(
-                f"{url}: changed while it was being read ({len(data)} bytes, listed with "
-                f"{listed}); retry when the writer is done")
-        self._too_big(url, len(data), limit, state)
-        return data
-
-    def _fetch_http(self, fs, url: str, limit: int, state: bool) -> bytes:
-        info = self._http_info(url)  # usually the GET that also fetched the body
-        if info is None:
-            raise CheckpointNotFoundError(f"{url}: not found")
-        self._too_big(url, info["size"], limit, state)
-        data = self._bodies.get(url) if self.keep_bodies else self._bodies.pop(url, None)
-        if data is None:  # probed by HEAD, or read before: fetched again, same version
-            data = self.ranges(url, [(0, info["size"])])[0] if info["size"] else b""
-            if self.keep_bodies:
-                self._bodies[url] = data
-        self._too_big(url, len(data), limit, state)
-        return data
-
-    @staticmethod
-    def _too_big(url: str, size: int | None, limit: int, state: bool) -> None:
-        if size is None or size <= limit:
-            return
-        if state:
-            raise CorruptCheckpointError(f"checkpoint state file is larger than {limit} bytes",
-                                         path=url)
-        raise UnsupportedFormatError(
-            f"{url}: larger than the {limit} bytes read whole from a URL (refusing to "
-            "download it into memory; copy it locally, or raise CKPT_REMOTE_MAX_BYTES)")
-
     def ranges(self, url: str, spans: list[tuple[int, int]]) -> list[bytes]:
         """Returns the bytes of each ``(start, end)`` span of object ``url``, fetched
         concurrently (spans over :data:`PIECE` bytes are split, then joined back); on S3
@@ -466,43 +401,6 @@ def one_session() -> Iterator[Session]:
             store._bodies.clear()
             for f in store._files.values():
                 f.drop()
-
-
-def normalize(url: str) -> str:
-    """Returns ``url`` in one spelling per object: protocol lower-cased, ``//`` and ``.``
-    segments collapsed, no trailing slash (so two spellings of one input compare equal)."""
-    protocol, _, rest = url.partition("://")
-    if not rest:
-        return url
-    path = posixpath.normpath("/" + rest.lstrip("/")).lstrip("/")
-    protocol = protocol.lower()
-    return {"s3a": "s3", "s3n": "s3", "gcs": "gs"}.get(protocol, protocol) + "://" + path
-
-
-def bucket_of(url: str) -> str:
-    """Returns ``protocol://bucket`` of ``url`` (its first path segment: the S3/GCS bucket,
-    or the host of other protocols)."""
-    protocol, _, rest = normalize(url).partition("://")
-    return protocol + "://" + rest.split("/", 1)[0]
-
-
-def same_bucket(url: str, other: str) -> bool:
-    """Returns whether URLs ``url`` and ``other`` are in one bucket (same protocol too)."""
-    return is_url_like(url) and bucket_of(url) == bucket_of(other)
-
-
-def is_url_like(text: str) -> bool:
-    return "://" in text
-
-
-def url_join(directory: str, name: str) -> str:
-    """Returns ``directory/name`` for a URL directory (no ``os.path`` on URLs)."""
-    return directory.rstrip("/") + "/" + name
-
-
-def url_parent(url: str) -> str:
-    """Returns the URL of the directory holding ``url``."""
-    return url.rstrip("/").rsplit("/", 1)[0]
 
 
 # Writers (they use the session and URL helpers above).
