@@ -10,7 +10,6 @@ shard of a sharded V1 checkpoint (or its ``-?????-of-N`` pattern), a SavedModel 
 from __future__ import annotations
 
 import os
-import posixpath
 import re
 from contextlib import contextmanager
 
@@ -24,9 +23,7 @@ from .errors import (
 from .formats._io import (
     canonical_location,
     is_url,
-    open_binary,
     require_regular,
-    state_entries,
 )
 from .formats._record import Frozen, replace
 from .formats.keras.sharded import MAP_SUFFIX, refuse_sharded, shard_map_of
@@ -38,9 +35,15 @@ from .formats.savedmodel import (
 )
 from .formats.v1 import find_shards, is_v1_file, shard_base, shard_pattern
 from .run_latest import ONLY, later_by_name, pick_latest, state_file_note
+from .state_file import (  # noqa: F401 (imported from here too: locate.STATE_FILE, ...)
+    STATE_FILE,
+    in_dir,
+    prefix_exists,
+    read_state_file,
+    read_state_file_at,
+    read_state_order,
+)
 
-STATE_FILE = "checkpoint"
-_MAX_STATE_BYTES = 16 << 20  # a state file lists paths: even 100,000 of them fit
 DATA_RE = re.compile(r"^(.*)\.data-\d{5}-of-\d{5}$")
 # Names that are files by contract: a FIFO, device, socket or directory under one is refused.
 # (".data-00000-of-00001" and V1 shards "model.ckpt-00000-of-00002" end alike).
@@ -86,109 +89,12 @@ def errors_in(path: str):
         raise UnsupportedFormatError(f"{path}: {exc}") from exc
 
 
-def read_state_file(directory: str) -> list[str]:
-    """Returns the checkpoint prefixes listed in ``directory/checkpoint``, latest last.
-
-    Raises:
-        CheckpointNotFoundError: if there is no state file.
-        CorruptCheckpointError: if it names no checkpoint.
-    """
-    if is_url(directory):  # names resolved inside the URL directory (see locate_url.state_target)
-        from .locate_url import state_target
-
-        directory = directory.rstrip("/")
-        return [state_target(directory, p)
-                for p in read_state_file_at(directory + "/" + STATE_FILE)]
-    return [_in_dir(directory, p) for p in read_state_file_at(os.path.join(directory, STATE_FILE))]
-
-
-def read_state_file_at(path: str) -> list[str]:
-    """Returns the checkpoint names a state file lists, as written (latest last).
-
-    Raises:
-        CheckpointNotFoundError: if there is no state file.
-        CorruptCheckpointError: if it names no checkpoint.
-    """
-    latest, every = _parse_state_file(path)
-    if latest in every:
-        every.remove(latest)
-    return every + [latest]
-
-
-def read_state_order(directory: str) -> tuple[list[str], str]:
-    """Returns ``(all_model_checkpoint_paths as listed, model_checkpoint_path)`` of
-    ``directory/checkpoint``, resolved as :func:`read_state_file` resolves them. After a
-    rollback (``tf.train.update_checkpoint_state(d, "model.ckpt-3", [... "model.ckpt-5"])``)
-    the latest is not the last one listed.
-
-    Raises:
-        CheckpointNotFoundError: if there is no state file.
-        CorruptCheckpointError: if it names no checkpoint.
-    """
-    if is_url(directory):
-        from .locate_url import state_target
-
-        directory = directory.rstrip("/")
-        latest, every = _parse_state_file(directory + "/" + STATE_FILE)
-        return [state_target(directory, p) for p in every], state_target(directory, latest)
-    latest, every = _parse_state_file(os.path.join(directory, STATE_FILE))
-    return [_in_dir(directory, p) for p in every], _in_dir(directory, latest)
-
-
-def _parse_state_file(path: str) -> tuple[str, list[str]]:
-    """``(model_checkpoint_path, all_model_checkpoint_paths)`` as written in state file
-    ``path``."""
-    with open_binary(path) as f:  # regular files only, and a bounded read
-        raw = f.read(_MAX_STATE_BYTES + 1)
-    if len(raw) > _MAX_STATE_BYTES:
-        raise CorruptCheckpointError(
-            f"checkpoint state file is larger than {_MAX_STATE_BYTES} bytes", path=path)
-    latest, every = None, []
-    for field, value in state_entries(raw):
-        if field == "model_checkpoint_path":
-            latest = value
-        else:
-            every.append(value)
-    if latest is None:
-        raise CorruptCheckpointError("checkpoint state file has no model_checkpoint_path",
-                                     path=path)
-    return latest, every
-
-
-def _in_dir(directory: str, name: str) -> str:
-    if is_url(name):
-        # A run trained on gs:// or s3:// and copied down (gsutil cp -r) keeps URLs in its
-        # state file: the copy beside the state file is the one meant, as for absolute paths.
-        local = os.path.join(directory, posixpath.basename(name.rstrip("/")))
-        return local if _exists(local) else name
-    if os.path.isabs(name):
-        # Checkpoints copied from another machine or directory keep absolute paths in their
-        # state file: the copy beside the state file is the one meant, even when the original
-        # still exists (reading that would show, average or --force-replace another run).
-        local = os.path.join(directory, os.path.basename(name))
-        if os.path.dirname(name) != os.path.abspath(directory) and _exists(local) and \
-                os.path.realpath(local) != os.path.realpath(name):
-            return local
-        if not _exists(name) and _exists(local):
-            return local
-        return name
-    return os.path.join(directory, name)
-
-
 def _keras_in(directory: str) -> list[str]:
     """The Keras files (``.keras``, ``.h5``) in ``directory`` (none where it cannot be listed)."""
     try:
         return [f for f in os.listdir(directory) if f.endswith((".keras", ".h5", ".hdf5"))]
     except OSError:
         return []
-
-
-def _exists(prefix: str) -> bool:
-    pattern = shard_pattern(prefix)
-    if pattern is not None:  # a sharded V1 checkpoint exists where its first shard does
-        return os.path.exists(pattern.replace("?????", "00000"))
-    return (os.path.isfile(prefix + ".index") or os.path.isfile(prefix)
-            or find_shards(prefix) is not None)
 
 
 def _prefix_location(prefix: str, original: str, state: str | None = None) -> Location:
@@ -349,9 +255,10 @@ def locate(path: str | os.PathLike) -> Location:
 
         if os.path.isfile(state):
             written = read_state_file_at(state)[-1]
-            found = _prefix_location(_in_dir(path, written), path, state)
+            found = _prefix_location(in_dir(path, written), path, state)
             note = state_file_note(path, state, written, found.prefix,
-                                   os.path.isabs(written) and _exists(written), _keras_in(path))
+                                   os.path.isabs(written) and prefix_exists(written),
+                                   _keras_in(path))
             return replace(found, choice=note) if note else found
         names = os.listdir(path)
         indexes = [f for f in names if f.endswith(".index")]
@@ -431,7 +338,7 @@ def locate(path: str | os.PathLike) -> Location:
         if not os.path.isfile(path):
             raise CheckpointNotFoundError(f"{path}: no such file")
         prefix = path[: -len(".meta")]
-        if not _exists(prefix):
+        if not prefix_exists(prefix):
             raise CheckpointNotFoundError(
                 f"{path}: no checkpoint beside this graph (expected {prefix}.index or {prefix})")
         return _prefix_location(prefix, path)
