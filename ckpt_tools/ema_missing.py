@@ -53,8 +53,9 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
     if slots:
         more = f" (and {len(slots) - 1} more)" if len(slots) > 1 else ""
         hints.append(f"{slots[0]}{more} is named like an average, but the .meta's update ops "
-                     "show it is none (an optimizer's Apply op updates it, or no "
-                     "AssignMovingAvg op does): it is taken for an optimizer's slot")
+                     "show it is none (an optimizer's Apply op updates it, no "
+                     "AssignMovingAvg op does, or one averages another variable into it): "
+                     "it is taken for an optimizer's slot")
     return hints
 
 

@@ -9,11 +9,13 @@ loop's accumulators ``W/accum``). So a name other than TF's default is an EMA's 
 - the caller says so (``--ema-name``);
 - or a TF1 ``.meta``'s graph shows ``ema.apply()``'s update ops writing every tensor stored
   under that name: an ``AssignMovingAvg`` op updates each shadow ``W/<name>`` from ``W``
-  (:mod:`~ckpt_tools.formats.meta_updates`). ``moving_average_variables`` lists the variables
-  an EMA averaged, never its name: with the Saver built before ``ema.apply()`` (the averages
-  not saved), the optimizer's slots ``W/MyMomentum`` beside them are listed variables' tensors
-  all the same (review-14-attack-r27 F2); and update ops the graph hides (inside a ``tf.cond``'s
-  function bodies) prove nothing.
+  itself (:mod:`~ckpt_tools.formats.meta_updates`), not from another variable (a momentum
+  slot averaging a gradient accumulator ``W/accum``; review-14-attack-r28 F3).
+  ``moving_average_variables`` lists the variables an EMA averaged, never its name: with the
+  Saver built before ``ema.apply()`` (the averages not saved), the optimizer's slots
+  ``W/MyMomentum`` beside them are listed variables' tensors all the same
+  (review-14-attack-r27 F2); and update ops the graph hides (inside a ``tf.cond``'s function
+  bodies) prove nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     if read is None:  # no .meta, or no graph in it: nothing shows an EMA's update ops
         return proven
     ops, key = read
-    shadows = {key(s) for s in ops.averages if s not in ops.slots}
+    # stored shadow -> the variable its AssignMovingAvg op averages (an optimizer's slot that
+    # an Apply op also writes proves nothing)
+    shadows = {key(s): key(v) for s, (v, _scope) in ops.averages.items() if s not in ops.slots}
     for name in others:
         # the tensors read as averages under that name (W/ema/slow: name="ema/slow")
         under = [v for v in ckpt.variables_unwarned()
@@ -54,14 +58,20 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     return proven
 
 
-def _written(ckpt: Checkpoint, v, shadows: set[str]) -> bool:
-    """Whether the update ops write the stored average ``v``: its key, or each of the keys its
-    parts are stored under (a partitioned shadow is listed as one ``net/w/part_*/avg``)."""
+def _written(ckpt: Checkpoint, v, shadows: dict[str, str]) -> bool:
+    """Whether the update ops average the weight ``v`` is paired with (``v.ema_of``) into the
+    stored average ``v``: its key, or each of the keys its parts are stored under (a
+    partitioned shadow is listed as one ``net/w/part_*/avg``). An ``AssignMovingAvg`` op
+    averaging another variable proves nothing: a momentum slot ``W/MyMomentum`` kept by
+    ``assign_moving_average(m, accum.read_value())`` averages the gradient accumulator
+    ``W/accum``, not ``W`` (review-14-attack-r28 F3)."""
+    if v.ema_of is None:  # paired with no weight: nothing to check the op against
+        return False
     if v.name in shadows:
-        return True
+        return shadows[v.name] == v.ema_of
     extra = ckpt.entry(v.name).extra if v.partitions else None
     parts = extra.get("fragments") if extra else None
-    return bool(parts) and all(p in shadows for p in parts)
+    return bool(parts) and all(shadows.get(p) == v.ema_of for p in parts)
 
 
 def elsewhere_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],

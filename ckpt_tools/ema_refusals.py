@@ -167,15 +167,13 @@ def several_message(ckpt, variables, suffix, holder, several,
                         and n not in unproven)
         return (f"{ckpt.path}: {len(several)} variable(s) have more than one tensor stored "
                 f"as <weight>/<name>: {examples}{more}; "
-                + (f"{', '.join(proven)} {'is' if len(proven) == 1 else 'are'} TF's default "
-                   "EMA name(s), while " if proven else "")
+                + (f"{_proven_why(proven)}, while " if proven else "")
                 + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} "
                 "is an ExponentialMovingAverage's name: optimizers store their slots the same way "
                 "(AdamOptimizer(name='Opt') writes W/Opt and W/Opt_1, BERT's optimizer "
                 "W/adam_m and W/adam_v); "
                 + ("pass " + " or ".join(f"--ema-name {n}" for n in proven[:3])
-                   + " to use the averages under TF's default name(s), or " if proven
-                   else "pass ")
+                   + " to use those averages, or " if proven else "pass ")
                 + " or ".join(f"--ema-name {n}" for n in unproven[:4])
                 + " only if that is the name you gave an ExponentialMovingAverage (Python: "
                 "ema_name=...)", "--ema-name", True)
@@ -186,6 +184,20 @@ def several_message(ckpt, variables, suffix, holder, several,
             + " or ".join(f"--ema-name {n}" for n in options[:4])
             + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}",
             "--ema-name", False)
+
+def _proven_why(proven: list[str]) -> str:
+    """Why each of ``proven`` (names :func:`~ckpt_tools.ema_proof.proven_ema_names` proves) is
+    an EMA's: TF's default name, or the ``.meta``'s update ops averaging each weight into its
+    tensor under that name (review-14-attack-r28 F3: not every proven name is TF's)."""
+    default = [n for n in proven if suffix_base(n) == R.DEFAULT_EMA_NAME]
+    named = [n for n in proven if n not in default]
+    said = [f"{', '.join(default)} {'is' if len(default) == 1 else 'are'} TF's default EMA "
+            "name"] if default else []
+    if named:
+        said.append(f"the .meta's AssignMovingAvg ops average each weight into its tensor "
+                    f"under {', '.join(named)}")
+    return " and ".join(said)
+
 
 def exact_names(names: set[str]) -> set[str]:
     """The recorded EMA names that are a ``name=`` given to one EMA object, not TF's ``_N``

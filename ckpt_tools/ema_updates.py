@@ -75,6 +75,16 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
             continue
         proven = ops is not None and ops.averages.get(source, ("",))[0] == target
         slot = ops.slots.get(source) if ops is not None else None
+        other = ops.averages.get(source, ("",))[0] if ops is not None else ""
+        if other and other != target:
+            # an AssignMovingAvg op averages another variable into it: a momentum slot kept
+            # in EMA form from the gradient accumulator W/accum (review-14-attack-r28 F3)
+            raise UnprovenPairingError(
+                f"{ckpt.path}: --ema-name {ema_name}: {source} is no average of {target}: "
+                f"the .meta's update op {ops.averages[source][1]}/AssignMovingAvg averages {other} "
+                f"into it (an optimizer keeping a slot by assign_moving_average, not "
+                f"ema.apply()); nothing under {ema_name} holds {target}'s average",
+                "--ema-name", {target: tuple(sorted(keys))})
         if slot is not None:
             found = sorted(k for k in keys if ops.averages.get(k, ("",))[0] == target)
             other = (f"; the graph's AssignMovingAvg ops update {', '.join(found)}: pass "
@@ -197,9 +207,12 @@ def offer_objects(ckpt: Checkpoint, variables, use_meta: bool,
     scoped = scope_offers(found[0] if found else None, names)
     if not names and not scoped:
         return refusal
-    text = (f" (with this .meta one option does: --ema-name {' or --ema-name '.join(names)} "
-            "takes the averages of the EMA object that averaged every one of these variables, "
-            "as the graph's update ops show)") if names else ""
+    text = (f" (with this .meta --ema-name {names[0]} decides: it takes the averages of the "
+            "EMA object that averaged every one of these variables, as the graph's update ops "
+            "show)" if len(names) == 1 else
+            f" (with this .meta each of --ema-name {', --ema-name '.join(names)} decides: "
+            "each takes the averages of the EMA object of that name, which averaged every one "
+            "of these variables, as the graph's update ops show)" if names else "")
     if scoped:
         text += ("; yet this .meta tells the objects apart: its update ops show EMA objects of "
                  "one name under different name scopes, and --ema-name "

@@ -126,6 +126,13 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     return out
 
 
+def _averages_head(head: str, averaged: str) -> bool:
+    """Whether an ``AssignMovingAvg`` op averaging ``averaged`` into ``<head>/<name>`` is
+    ``ema.apply()``'s update of ``head``'s shadow: it averages ``head`` itself, or (applied
+    under ``variable_scope("s")``, the shadow ``s/W/<name>``) the variable ``head`` ends with."""
+    return head == averaged or head.endswith("/" + averaged)
+
+
 def _heads(key: str) -> set[str]:
     """The names ``key`` sits under: ``a``, ``a/b`` for ``a/b/c``."""
     parts = key.split("/")
@@ -191,15 +198,19 @@ def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, Role
                     meta: MetaGraph | None) -> dict[str, RoleInfo]:
     """Returns new roles for the keys read by name as TF1 averages (``W/SGDM`` beside ``W``)
     that the ``.meta``'s graph shows are no average, read as the optimizer's slots they are
-    named like; each is updated by no ``AssignMovingAvg`` op, and:
+    named like; no ``AssignMovingAvg`` op averages ``W`` into it, and:
 
-    - an optimizer's ``Apply*`` op takes it as a slot (``SGDM/update_W/ResourceApplyMomentum``):
+    - an optimizer's ``Apply*`` op (and no ``AssignMovingAvg`` op) takes it as a slot
+      (``SGDM/update_W/ResourceApplyMomentum``):
       ``MomentumOptimizer(name="SGDM")`` stores its buffer as ``W/SGDM``, just as
       ``ExponentialMovingAverage(name="SGDM")`` would (review-14-attack-r25 F0);
     - or an ``AssignMovingAvg`` op updates another tensor of the same variable
       (``W/ExponentialMovingAverage``) from it: ``ema.apply()`` updates every shadow it makes
       that way, and this graph's are recognised, so ``W/adam_m`` (BERT's optimizer, updated
-      by plain assigns) is none (F1).
+      by plain assigns) is none (F1);
+    - or an ``AssignMovingAvg`` op writes it averaging another variable than ``W``: a momentum
+      slot ``W/MyMomentum`` kept by ``assign_moving_average(m, accum.read_value())`` from a
+      gradient accumulator ``W/accum`` (review-14-attack-r28 F3).
 
     Read only where such an average carries a name other than TF's default.
     """
@@ -217,6 +228,10 @@ def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, Role
     for k in named:
         head = k.rpartition("/")[0]
         if k in averages:
+            if head in entries and not _averages_head(head, averages[k]):
+                # updated in EMA form from another variable (a momentum slot averaging the
+                # gradient accumulator W/accum): no average of W (review-14-attack-r28 F3)
+                out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=head)
             continue
         if k in slots:
             out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k])

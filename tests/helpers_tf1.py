@@ -69,16 +69,26 @@ def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:
 
 
 def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
-                steps: int = 3) -> tuple[str, dict[str, np.ndarray]]:
+                steps: int = 3, momentum: str | None = None,
+                ema: bool = True) -> tuple[str, dict[str, np.ndarray]]:
     """Trains ``W`` [4, 2] (two parts ``W/part_0``, ``W/part_1`` if ``partitioned``), ``V``
     [3, 2] and ``b`` [2] for ``steps`` steps, each followed by ``ema.apply()`` of all of them
-    (an ``ExponentialMovingAverage(0.5)``), and saves with
+    (an ``ExponentialMovingAverage(0.5)``; none unless ``ema``: then ``saver_keys`` gets
+    ``None`` for it), and saves with
     ``tf.compat.v1.train.Saver(saver_keys(ema, variables, global_step))`` and its ``.meta``
     to ``directory/model.ckpt-<step>``. ``variables`` are the averaged variables by op name.
 
+    Args:
+        momentum: instead of plain gradient descent, a hand-written momentum optimizer of
+            that name over gradients accumulated in variables ``<v>/accum``: it keeps its
+            momentum in EMA form, ``assign_moving_average(m, accum.read_value(), 0.9)`` under
+            its name scope (slot ``<v>/<momentum>``, as Adam's first moment), whose
+            ``AssignMovingAvg`` ops average the accumulators, not the weights.
+
     Returns:
         ``(prefix, truth)``: ``truth["ema:<op name>"]`` is ``sess.run(ema.average(v))`` and
-        ``truth["raw:<op name>"]`` is ``sess.run(v)``, for each averaged variable.
+        ``truth["raw:<op name>"]`` is ``sess.run(v)``, for each averaged variable (and, with
+        ``momentum``, for each slot and accumulator).
     """
     tf1 = tf.compat.v1
     with tf.Graph().as_default():
@@ -91,19 +101,52 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
         w = tf.convert_to_tensor(W) if partitioned else W
         loss = (tf.reduce_sum((tf.matmul(x, w) - 1.0) ** 2) + tf.reduce_sum((V - 1.0) ** 2)
                 + tf.reduce_sum((b + 2.0) ** 2))
-        train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
-        ema = tf1.train.ExponentialMovingAverage(0.5)
         averaged = [*(list(W) if partitioned else [W]), V, b]
-        with tf.control_dependencies([train]):
-            step = ema.apply(averaged)
-        saver = tf1.train.Saver(saver_keys(ema, {v.op.name: v for v in averaged}, gs))
+        if momentum is None:
+            train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
+            kept = []
+        else:
+            train, kept = _momentum_form(tf, momentum, loss, averaged, gs)
+        ema_ = tf1.train.ExponentialMovingAverage(0.5) if ema else None
+        step = train
+        if ema_ is not None:
+            with tf.control_dependencies([train]):
+                step = ema_.apply(averaged)
+        saver = tf1.train.Saver(saver_keys(ema_, {v.op.name: v for v in averaged}, gs))
         with trained(tf, step, steps) as sess:
             prefix = saver.save(sess, str(Path(directory) / "model.ckpt"), global_step=gs)
             truth = {}
             for v in averaged:
-                truth[f"ema:{v.op.name}"] = sess.run(ema.average(v).read_value())
+                if ema_ is not None:
+                    truth[f"ema:{v.op.name}"] = sess.run(ema_.average(v).read_value())
+                truth[f"raw:{v.op.name}"] = sess.run(v.read_value())
+            for v in kept:
                 truth[f"raw:{v.op.name}"] = sess.run(v.read_value())
     return prefix, truth
+
+
+def _momentum_form(tf, name: str, loss, variables: list, gs) -> tuple[object, list]:
+    """The step of :func:`tf1_ema_run`'s ``momentum`` optimizer and the variables it keeps
+    (accumulators and slots)."""
+    from tensorflow.python.training import moving_averages
+
+    tf1 = tf.compat.v1
+    zeros = tf1.zeros_initializer()
+    accs = [tf1.get_variable(f"{v.op.name}/accum", v.shape, initializer=zeros, trainable=False)
+            for v in variables]
+    slots = [tf1.get_variable(f"{v.op.name}/{name}", v.shape, initializer=zeros,
+                              trainable=False) for v in variables]
+    grads = tf.gradients(loss, variables)
+    with tf.control_dependencies([a.assign_add(g) for a, g in zip(accs, grads, strict=True)]):
+        updates = []
+        with tf.name_scope(name):
+            for a, m, v in zip(accs, slots, variables, strict=True):
+                m_t = moving_averages.assign_moving_average(m, a.read_value(), 0.9,
+                                                            zero_debias=False)
+                with tf.control_dependencies([m_t]):
+                    updates.append(v.assign_sub(0.01 * m.read_value()))
+        with tf.control_dependencies(updates):
+            return gs.assign_add(1), [*accs, *slots]
 
 
 def restored_by_meta(tf, prefix: str, start: str = "") -> dict[str, np.ndarray]:

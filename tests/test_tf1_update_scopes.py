@@ -104,7 +104,7 @@ def test_the_refusal_offers_the_object_the_graph_proves(made, case):
     for where, offered in (("", True), ("_nometa", False)):
         code, _, err = run_cli(["map", str(out / f"{case}{where}")])
         assert code == 6, err
-        assert (f"--ema-name {E2} takes" in " ".join(err.split())) == offered, err
+        assert (f"--ema-name {E2} decides" in " ".join(err.split())) == offered, err
 
 
 @pytest.mark.parametrize("name", ["ExponentialMovingAverage_1", "ExponentialMovingAverage_2"])
