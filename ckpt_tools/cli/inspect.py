@@ -157,28 +157,15 @@ def _open(v) -> bool:
 
 def _by_index(out: Output, listing) -> None:
     """Says why some Keras layers' weights are named by index (``aa/0``) beside others named
-    as Keras names them (``zz/kernel``): the file records neither their class nor their
-    variables' names (review-14-attack-r26 F6), so the index is all it proves."""
+    as Keras names them (``zz/kernel``) (:mod:`~ckpt_tools.keras_index_names`)."""
     if listing.ema_evidence is None:  # not a Keras file (a TF2 list's vs/0 is its name)
         return
-    layers: list[str] = []
-    named = False
-    for v in listing.by_key.values():
-        if v.role not in ("weight", "bn_stat") or not v.path or v.path == v.name \
-                or "/" not in v.path:
-            continue
-        layer, _, last = v.path.rpartition("/")
-        if last.isdigit():
-            if layer not in layers:
-                layers.append(layer)
-        else:
-            named = True
-    if layers and named:
-        out.summary(f"{', '.join(layers[:4])}{' ...' if len(layers) > 4 else ''}: weights "
-                    f"named by index ({layers[0]}/0 is its vars/0): the file records neither "
-                    "these layers' class nor their variables' names (a subclassed model's "
-                    "attributes), so Keras' own names (v.path: .../kernel) cannot be given; "
-                    "export writes these names", "dim")
+    from ..keras_index_names import index_named_layers, index_named_note
+
+    layers = index_named_layers(v.path for v in listing.by_key.values()
+                                if v.role in ("weight", "bn_stat") and v.path != v.name)
+    if layers:
+        out.summary(index_named_note(layers), "dim")
 
 
 def _quick_notes(out: Output, ckpt, apply_order: str | None, ema_name: str | None) -> None:
