@@ -27,6 +27,7 @@ from ._common import (
     LoopOrderOpt,
     NameFilter,
     NotSwappedOpt,
+    OptimizerOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -77,6 +78,7 @@ def list_command(
     numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     fit_order: FitOrderOpt = False,
@@ -106,9 +108,9 @@ def list_command(
         if quiet and not json_out and not role and not collection and not trainable \
                 and not strict:
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
-            with open_checkpoint(resolve(out, path), use_ema=use_ema, not_swapped=not_swapped,
-                                 fit_order=fit_order, averages_only=averages_only,
-                                 meta=not no_meta) as ckpt:
+            with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,
+                                 not_swapped=not_swapped, fit_order=fit_order,
+                                 averages_only=averages_only, meta=not no_meta) as ckpt:
                 names = list_names(ckpt, match=match if match.active else None, sort=sort)
                 if match.active and not names:
                     raise no_selection(path, match)
@@ -117,7 +119,7 @@ def list_command(
             return
         listing = list_variables(resolve(out, path), roles=role, collections=collection,
                                  match=match if match.active else None, sort=sort,
-                                 use_ema=use_ema,
+                                 use_ema=use_ema, optimizer=optimizer,
                                  trainable=trainable_names(trainable, loop_order, fit_order),
                                  ema_name=ema_name, use_meta=not no_meta,
                                  apply_order=apply_order, assumptions=True,
@@ -135,7 +137,8 @@ def list_command(
         or averages_only
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
     if said or noted:  # as map, export say
-        with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
+        with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,
+                             meta=not no_meta,
                              trainable=trainable_names(trainable, loop_order, fit_order),
                              not_swapped=not_swapped, fit_order=fit_order,
                              averages_only=averages_only) as ckpt:
