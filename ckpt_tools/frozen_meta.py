@@ -33,8 +33,9 @@ def frozen_variables(ckpt, variables, weights=(), sources=None) -> list[str]:
     Such a key is a float ``other`` variable of the graph's ``variables`` collection, in
     neither ``trainable_variables`` nor ``moving_average_variables`` (nor local), whose name is
     not a step counter or hyperparameter, that no stored variable of its dtype and shape
-    prefixes (a slot or shadow: ``<var>/<name>``) and that no update op of the graph writes as
-    an average or an optimizer's slot. A graph that lists no trainable variable at all proves
+    prefixes (a slot or shadow: ``<var>/<name>``), that is no zero-debiased average's
+    ``biased``/``local_step`` and that no update op of the graph writes as an average or an
+    optimizer's slot. A graph that lists no trainable variable at all proves
     nothing (every variable would read frozen).
     """
     meta = getattr(ckpt, "meta", None)
@@ -53,7 +54,7 @@ def frozen_variables(ckpt, variables, weights=(), sources=None) -> list[str]:
                 or v.dtype not in R._FLOAT or key not in global_keys
                 or key in outside or R.proven_training_state(key, v.role, meta, None)
                 or R._UNIQUIFIED.sub("", key.rpartition("/")[2]) in R._STATE_NAMES
-                or _under_a_variable(key, v, variables)
+                or _under_a_variable(key, v, variables) or _debias_state(key, variables)
                 or any(f"{key}/{d}" in variables for d in ("biased", "local_step"))):
             continue
         found.append(key)
@@ -81,6 +82,25 @@ def _under_a_variable(key: str, v, variables) -> bool:
         if head is not None and head.dtype == v.dtype and tuple(head.shape) == tuple(v.shape):
             return True
     return False
+
+
+def _debias_state(key: str, variables) -> bool:
+    """Whether ``key`` is the ``biased`` or ``local_step`` of a zero-debiased moving average
+    (``assign_moving_average(..., zero_debias=True)``; tf_slim's
+    ``batch_norm(zero_debias_moving_mean=True)``): ``<h>/biased[_N]`` beside
+    ``<h>/local_step[_N]``, a scalar of its dtype, as TF's ``_zero_debias`` makes them. ``<h>``
+    is the average's name under the variable scope it was updated in, so it need not be stored
+    (``bn/bn/moving_mean/local_step`` of ``bn/moving_mean``): the average's bookkeeping, never
+    a model weight (review-14-attack-r28 F6)."""
+    head, _, last = key.rpartition("/")
+    base = R._UNIQUIFIED.sub("", last)
+    if not head or base not in R._DEBIAS:
+        return False
+    tail = last[len(base):]
+    biased = variables.get(f"{head}/biased{tail}")
+    step = variables.get(f"{head}/local_step{tail}")
+    return (biased is not None and step is not None and biased.dtype == step.dtype
+            and tuple(step.shape) == ())
 
 
 def _not_updated(ckpt, keys: list[str]) -> list[str]:

@@ -69,8 +69,8 @@ def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:
 
 
 def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
-                steps: int = 3, momentum: str | None = None,
-                ema: bool = True) -> tuple[str, dict[str, np.ndarray]]:
+                steps: int = 3, momentum: str | None = None, ema: bool = True,
+                debiased: bool = False) -> tuple[str, dict[str, np.ndarray]]:
     """Trains ``W`` [4, 2] (two parts ``W/part_0``, ``W/part_1`` if ``partitioned``), ``V``
     [3, 2] and ``b`` [2] for ``steps`` steps, each followed by ``ema.apply()`` of all of them
     (an ``ExponentialMovingAverage(0.5)``; none unless ``ema``: then ``saver_keys`` gets
@@ -84,6 +84,10 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
             momentum in EMA form, ``assign_moving_average(m, accum.read_value(), 0.9)`` under
             its name scope (slot ``<v>/<momentum>``, as Adam's first moment), whose
             ``AssignMovingAvg`` ops average the accumulators, not the weights.
+        debiased: also keep ``bn/moving_mean`` [2], a moving mean of ``x @ W``'s columns
+            updated each step by ``assign_moving_average(..., zero_debias=True)`` inside
+            ``variable_scope("bn")``, as tf_slim's ``batch_norm(zero_debias_moving_mean=True)``
+            does: its bookkeeping is ``bn/bn/moving_mean/biased`` and ``.../local_step``.
 
     Returns:
         ``(prefix, truth)``: ``truth["ema:<op name>"]`` is ``sess.run(ema.average(v))`` and
@@ -107,6 +111,15 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
             kept = []
         else:
             train, kept = _momentum_form(tf, momentum, loss, averaged, gs)
+        if debiased:
+            from tensorflow.python.training import moving_averages
+
+            with tf1.variable_scope("bn"):
+                mean = tf1.get_variable("moving_mean", [2], trainable=False,
+                                        initializer=tf1.zeros_initializer())
+                kept = [*kept, mean]
+                train = tf.group(train, moving_averages.assign_moving_average(
+                    mean, tf.reduce_mean(tf.matmul(x, w), 0), 0.9, zero_debias=True))
         ema_ = tf1.train.ExponentialMovingAverage(0.5) if ema else None
         step = train
         if ema_ is not None:
