@@ -164,9 +164,11 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             base = [c for c in cands if suffix_base(suffix.get(c, "")) == ema_name]
             if tf2:  # the _N is a process-wide counter: only the name= given tells objects
                 # or the name exactly: name='ema_2' writes Variable/ema_2, then ema_2_1...
-                # (review-14-attack-r25 F2b)
+                # (review-14-attack-r25 F2b); never TF's default name with its counter
+                # (ExponentialMovingAverage_4): nobody gives that name, TF numbers it
                 picked = [c for c in cands if holder.get(c) == ema_name] or base or [
-                    c for c in cands if suffix.get(c) == ema_name]
+                    c for c in cands if suffix.get(c) == ema_name
+                    and suffix_base(ema_name) != R.DEFAULT_EMA_NAME]
                 if len(picked) != 1 and ema_name in given:  # name='ema_999', not a counter
                     picked = [c for c in cands if suffix.get(c) == ema_name]
             else:  # TF1: average_name() semantics, <var>/<ema_name> exactly
