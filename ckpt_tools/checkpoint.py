@@ -68,7 +68,7 @@ class Checkpoint:
     def __init__(self, location: Location, *, verify: bool = True, meta: bool = True,
                  use_ema: bool | None = None, trainable: Sequence[str] | None = None,
                  not_swapped: bool = False, fit_order: bool = False,
-                 averages_only: bool = False):
+                 averages_only: bool = False, optimizer: str | None = None):
         self.location = location
         self.path = location.prefix
         if fit_order and trainable:
@@ -77,12 +77,23 @@ class Checkpoint:
         # What it was opened with, so that reopened() keeps the caller's choices.
         self._options = {"verify": verify, "meta": meta, "use_ema": use_ema,
                          "trainable": trainable, "not_swapped": not_swapped,
-                         "fit_order": fit_order, "averages_only": averages_only}
+                         "fit_order": fit_order, "averages_only": averages_only,
+                         "optimizer": optimizer}
+        from .formats.keras.stated_optimizer import parse as parse_optimizer
+
+        stated_optimizer = parse_optimizer(optimizer)  # OptionError (exit 2) if not valid
         with errors_in(location.prefix):
             self._reader: Reader = open_reader(location.format, location.prefix, verify=verify)
-            if (use_ema is not None or trainable) and getattr(self._reader, "keras",
-                                                                None) is not None:
-                self._reader.restate_use_ema(use_ema, trainable=trainable)
+            if (use_ema is not None or trainable or stated_optimizer) and getattr(
+                    self._reader, "keras", None) is not None:
+                self._reader.restate_use_ema(use_ema, trainable=trainable,
+                                             optimizer=stated_optimizer)
+            if stated_optimizer and getattr(self._reader, "keras", None) is None:
+                self._reader.close()
+                raise OptionError(
+                    f"{location.prefix}: --optimizer (Python: optimizer=) decides only for a "
+                    "bare Keras .weights.h5, which records the optimizer only by its name; "
+                    "this TensorFlow checkpoint records its variables by name: omit it")
             if use_ema is not None and getattr(self._reader, "keras", None) is None:
                 self._reader.close()
                 given = "--use-ema" if use_ema else "--no-use-ema"
@@ -581,7 +592,7 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
                     meta: bool = True, use_ema: bool | None = None,
                     trainable: Sequence[str] | None = None,
                     not_swapped: bool = False, fit_order: bool = False,
-                    averages_only: bool = False) -> Checkpoint:
+                    averages_only: bool = False, optimizer: str | None = None) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -619,6 +630,12 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             records which Saver wrote them (``ckpt --averages-only``; a ``.meta`` that records
             it decides). Other formats refuse it (``OptionError``).
 
+        optimizer (`str`, *optional*): a bare Keras 3 ``.weights.h5`` only: state the
+            optimizer's Keras built-in class and the options on that add variables,
+            ``"CLASS[:OPTION[,OPTION]]"`` (``"adam:amsgrad"``, ``"sgd:momentum"``,
+            ``"adam:gradient_accumulation"``; ``ckpt --optimizer``), which the file records
+            only by the optimizer's name; its layout is then that class' build order.
+
     Returns:
         `Checkpoint`: metadata loaded, tensor data read lazily.
 
@@ -641,4 +658,4 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
     """
     return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema,
                       trainable=trainable, not_swapped=not_swapped, fit_order=fit_order,
-                      averages_only=averages_only)
+                      averages_only=averages_only, optimizer=optimizer)

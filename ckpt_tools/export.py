@@ -358,6 +358,11 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
                       WRITERS[fmt](ckpt, plan, tmp, progress, record))
         note = expected_raw_note(expected, str)
+        if getattr(ckpt.reader, "keras", None) is not None:  # aa/0 beside zz/kernel (r26 F6)
+            from .keras_index_names import index_named_layers, index_named_note
+
+            layers = index_named_layers(plan)
+            notes = notes + ([index_named_note(layers)] if layers else [])
         assumed = _assumed(ckpt) if averaged else []
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
                             [note] * bool(note) + notes, [a.name for a in assumed])

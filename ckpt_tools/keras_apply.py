@@ -43,7 +43,8 @@ def _dtype_name(dtype) -> str:
 def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                     load_weights: bool = True, trainable=None,
                     loop_order: bool = False, strict: bool = False,
-                    not_swapped: bool = False, fit_order: bool = False) -> list[str]:
+                    not_swapped: bool = False, fit_order: bool = False,
+                    optimizer: str | None = None) -> list[str]:
     """Loads a Keras file's optimizer EMA copies into ``model``'s trainable variables.
 
     The model must be built with the architecture that wrote ``path``. For a ``.keras`` of a
@@ -98,6 +99,9 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             optimizer, from ``model.trainable_variables`` (``--fit-order``): the copies pair
             with them in that order by statement (not checked against values, not assumed);
             not with ``trainable``.
+        optimizer (`str`, *optional*): a bare ``.weights.h5``: the optimizer's Keras
+            built-in class and its variable-making options, ``"adam:amsgrad"`` (as
+            :func:`~ckpt_tools.open_checkpoint`'s ``optimizer``).
 
     Returns:
         `list[str]`: paths of the variables that now hold EMA values, in order.
@@ -129,7 +133,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
         raise OptionError(f"{path}: fit_order=True states fit()'s order "
                           "(model.trainable_variables), trainable=/loop_order= another: give one")
     with open_checkpoint(path, use_ema=use_ema, not_swapped=not_swapped,
-                         fit_order=fit_order) as ckpt:
+                         fit_order=fit_order, optimizer=optimizer) as ckpt:
         layout = keras_layout(ckpt)
         stated = trainable is not None
         if stated and layout.kind == "legacy":

@@ -191,8 +191,8 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
                      loop_order: bool = False, strict: bool = False,
-                     not_swapped: bool = False, fit_order: bool = False
-                     ) -> dict[str, np.ndarray]:
+                     not_swapped: bool = False, fit_order: bool = False,
+                     optimizer: str | None = None) -> dict[str, np.ndarray]:
     """Returns the EMA copies of a Keras file, keyed by the model weight they average.
 
     TensorFlow-free. Only trainable weights have copies (BatchNormalization moving statistics
@@ -237,7 +237,7 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
     """
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(
         checkpoint, use_ema=use_ema, trainable=_named(trainable, loop_order),
-        not_swapped=not_swapped, fit_order=fit_order)
+        not_swapped=not_swapped, fit_order=fit_order, optimizer=optimizer)
     try:
         layout = keras_layout(ckpt)
         if use_ema is not None and ckpt is checkpoint:

@@ -70,7 +70,8 @@ def unproven_layout(ckpt, averages: dict[str, str | None] | None = None) -> str 
 def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
     import numpy as np
 
-    from .formats.keras.optimizer_slots import candidates
+    from .formats.keras.optimizer_slots import candidates, shown_name
+    from .formats.keras.stated_optimizer import GA
 
     entries = ckpt.entries()
     cache: dict = {}
@@ -85,6 +86,19 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
     def spec(k):
         return tuple(entries[k].shape), entries[k].dtype
 
+    if (layout.stated_optimizer is None and not layout.default_fit and not layout.tf_keras
+            and any(c[2] is not None for c in candidates(layout))):
+        # A built-in's name, but its default layout with use_ema does not fit: the count
+        # fits only with slots of an option the file does not record (SGD momentum, amsgrad,
+        # gradient accumulation), or a custom class named like it with a slot of its own
+        # created before the averages (a Lookahead's slow weights: review-14-attack-r28 F1).
+        # Values cannot tell them apart: the optimizer must be stated.
+        return (f"the count fits {shown_name(layout.optimizer)} with use_ema=True only with "
+                "slots its default build does not make ("
+                + (" or ".join(layout.readings) if layout.readings else "none ckpt knows")
+                + "), which the file does not record; a custom optimizer named like it that "
+                "creates a slot of its own before the averages (a Lookahead's slow weights) "
+                "gives the same count, and values cannot tell an average from such a slot")
     weights = [k for k in layout.model if k in entries]
     others = [k for k in layout.optimizer_vars[layout.ema_offset:]
               if k not in pairs and k in entries]
@@ -124,19 +138,15 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
                 "file does not record, and values cannot tell an average from another slot "
                 "that follows the weights (a Lookahead's slow weights sit nearer the weights "
                 "than a lagging EMA)")
-    if layout.ga_inferred:
+    stated = layout.stated_optimizer
+    if layout.ga_inferred or stated is not None and GA in stated[1]:
         acc = [k for k, n in layout.var_names.items() if n == "gradient_accumulator"]
         dist = _distance(acc, weights, flat, spec)
-        if dist is None or dist < TRACKS:
-            return ("the count fits use_ema=True with gradient accumulation only by reading "
-                    "a block of per-weight variables as gradient accumulators, and "
-                    + ("those cannot be read" if dist is None else
-                       f"they follow the weights ({dist:.2f}x the weights' norm from them; "
-                       f"accumulated gradients sit at least {TRACKS}x, all zero after an "
-                       "update step)")
-                    + ": a custom optimizer with a slot of its own created before the "
-                    "averages gives the same count (a Lookahead's slow weights then read as "
-                    "the averages, its averages as the accumulators)")
+        if dist is not None and dist < TRACKS:  # may only refuse: never proves the reading
+            return ("the block read as gradient accumulators follows the weights "
+                    f"({dist:.2f}x the weights' norm from them; accumulated gradients sit at "
+                    f"least {TRACKS}x, all zero after an update step): another slot (a "
+                    "Lookahead's slow weights) or the averages sit there")
     if not known:  # Muon: a built-in whose slots ckpt does not model, averages first
         if far >= (WIDE ** 2) * near and far > 0.0:
             return None
@@ -144,16 +154,6 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
                 f"{(far / near) ** 0.5 if near else 0.0:.1f}x farther from the weights than "
                 f"they do (at least {WIDE:.1f}x needed for an optimizer class ckpt does not "
                 f"model, {layout.optimizer})")
-    if layout.variant_inferred and not (far >= MARGIN ** 2 * near and far > 0.0):
-        # the count fits only with a hyperparameter's slots (amsgrad, momentum) the file does
-        # not record: the copies must then be the nearer reading (a gradient accumulator
-        # block read as the averages under a false use_ema sits as far as every slot)
-        return (f"the count fits the built-in only with slots of a hyperparameter the file "
-                f"does not record (amsgrad, momentum, centered), and other optimizer "
-                f"variables of the weights' shapes sit only "
-                f"{(far / near) ** 0.5 if near else 0.0:.1f}x farther from the weights than "
-                f"they do (at least {MARGIN:.1f}x needed), so the values do not single them "
-                "out as the averages")
     # A built-in's layout that fits the count exactly, no block inferred beyond its own: the
     # values refuse it only where another slot follows the weights clearly more closely than
     # the copies (a slot created before the averages). Weights that start at zero with an EMA
@@ -161,9 +161,10 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
     # layout there (review-14-attack-r27 F5).
     if far * MARGIN ** 2 >= near:
         return None
-    return (f"other optimizer variables of the weights' shapes sit "
-            f"{(near / far) ** 0.5 if far else float('inf'):.0f}x nearer the weights than they "
-            "do (an average starts as its weight and follows it): another slot sits where "
+    return ("other optimizer variables of the weights' shapes "
+            + (f"sit {(near / far) ** 0.5:.0f}x nearer the weights than they do" if far else
+               "equal the weights exactly, nearer than they do")
+            + " (an average starts as its weight and follows it): another slot sits where "
             "the built-in keeps its averages")
 
 
@@ -194,19 +195,36 @@ def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) 
         return
     from .errors import UnprovenPairingError
     from .formats.keras.optimizer_slots import shown_name
+    from .formats.keras.stated_optimizer import shown
 
     layout = ckpt.reader.keras
-    name = shown_name(layout.optimizer) or "no name"
+    stated = layout.stated_optimizer
+    name = shown_name(layout.named_optimizer if stated else layout.optimizer) or "no name"
+    option = None if stated is not None else "--optimizer"
+    if stated is not None:
+        decides = (f"the pairing rests on your statement --optimizer {shown(stated)}, and "
+                   "the values contradict it: if the run's optimizer was another Keras "
+                   "built-in or had other options, state those")
+    elif layout.readings and not layout.default_fit and not layout.tf_keras:
+        said = " or ".join(f"--optimizer {r}" for r in layout.readings)
+        decides = (f"what decides is the optimizer the run used: {said} (Python: "
+                   f"optimizer=\"{layout.readings[0]}\"), if it was that Keras built-in with "
+                   "exactly those options on (others default); a custom class decides nothing")
+    else:
+        option = None
+        decides = ("if the run's optimizer was a Keras built-in under another name (name=), "
+                   "state its class: --optimizer CLASS[:OPTIONS] (Python: optimizer=); for a "
+                   "custom class no option decides where the copies sit")
     raise UnprovenPairingError(
         f"{ckpt.path}: the optimizer variables read as EMA copies sit where a Keras built-in "
         f"optimizer keeps them, but a bare .weights.h5 records the optimizer only by its name "
-        f"({name}), and a custom one may create slots of its own before Keras' EMA copies; "
-        f"their values do not prove them averages: {why}; no "
-        "option decides where the copies sit (--use-ema and --trainable state neither): save "
-        "a tf.train.Checkpoint(model=model, optimizer=optimizer) or model.save('x.keras'), "
+        f"({name}) and its variables by position, and a custom one may create slots of its "
+        f"own before Keras' EMA copies; their values do not prove them averages: {why}; "
+        f"{decides} (--use-ema and --trainable state neither); or save a "
+        "tf.train.Checkpoint(model=model, optimizer=optimizer) or model.save('x.keras'), "
         "which record it; the raw weights are usable as they are (ckpt export --raw writes "
         "them to one file)",
-        None, {k: (v,) if v else () for k, v in (averages or layout.averages).items()})
+        option, {k: (v,) if v else () for k, v in (averages or layout.averages).items()})
 
 
 __all__ = ["inferred", "refuse_unproven_layout", "unproven_layout"]

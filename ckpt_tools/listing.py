@@ -271,7 +271,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    use_meta: bool = True, apply_order: str | None = None,
                    assumptions: bool = False, strict: bool = False,
                    not_swapped: bool = False, fit_order: bool = False,
-                   averages_only: bool = False) -> Listing:
+                   averages_only: bool = False, optimizer: str | None = None) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -299,6 +299,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         averages_only: state that a TF1 checkpoint's keys named as averages whose variable
             is not stored hold averages (``--averages-only``; see
             :func:`~ckpt_tools.checkpoint.open_checkpoint`).
+        optimizer: a bare Keras ``.weights.h5``'s optimizer class and options
+            (``--optimizer``; see :func:`~ckpt_tools.checkpoint.open_checkpoint`).
 
     Returns:
         `Listing`.
@@ -321,7 +323,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
     with gc_paused():  # entries, Variables, roles: many small objects, none in a cycle
         ckpt = open_checkpoint(checkpoint, use_ema=use_ema, trainable=trainable,
                                not_swapped=not_swapped, fit_order=fit_order,
-                               averages_only=averages_only) if owned \
+                               averages_only=averages_only, optimizer=optimizer) if owned \
             else checkpoint
         try:
             listing = _listing(ckpt, roles, collections, match, sort,

@@ -41,7 +41,8 @@ def stated_notes(ckpt, apply_order: str | None,
         type], "keras_layers": [object paths read as Keras layers whose sublayers were not
         re-assigned]}}``,
         ``{"stated_trainable": {"pairs": {EMA copy: weight}}}`` and/or
-        ``{"stated_use_ema": true}``, ``{"stated_not_swapped": true}`` (with
+        ``{"stated_use_ema": true}``, ``{"stated_optimizer": "adam:amsgrad"}``,
+        ``{"stated_not_swapped": true}`` (with
         ``"not_swapped_record": path`` where ``ckpt train``'s run record states it),
         ``{"stated_fit_order": true}``,
         ``{"stated_averages_only": {"pairs": {average: variable}}}`` for the command's
@@ -71,6 +72,17 @@ def stated_notes(ckpt, apply_order: str | None,
                      "accumulators or momentum buffers sit in the same places: if the optimizer "
                      "ran with use_ema=False these 'averages' are such buffers")
         found["stated_use_ema"] = True
+    if layout is not None and layout.stated_optimizer is not None and layout.use_ema \
+            and layout.averages and None not in layout.averages.values():
+        from .formats.keras.stated_optimizer import shown
+
+        said_opt = shown(layout.stated_optimizer)
+        notes.append(f"note: the pairing rests on your statements: --optimizer {said_opt} (the "
+                     "file records the optimizer only by its name, "
+                     f"{layout.named_optimizer or 'none'}, and its variables by position: if "
+                     "the run's optimizer was another class or had other options on, these "
+                     "'averages' are other slots)")
+        found["stated_optimizer"] = said_opt
     swap = ckpt.not_swapped and (layout is not None and layout.use_ema and layout.averages
                                  and not layout.tf_keras or layout is None and object_pairs(ckpt))
     if ckpt.not_swapped and not swap and layout is None and slot_pairs(ckpt):

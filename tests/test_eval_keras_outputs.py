@@ -88,8 +88,12 @@ def test_eval_reads_restore_ema_weights_h5_with_the_options_it_names(saved):
     plain = _ckpt("eval", dst, "--num-examples", NUM)
     assert plain.exit_code == 6, plain.output
     assert "--use-ema" in plain.stderr
+    # the trainer's SGD(momentum=0.9): a bare file records the optimizer only by its name
+    said = _ckpt("eval", dst, "--num-examples", NUM, "--use-ema")
+    assert said.exit_code == 6 and "--optimizer sgd:momentum" in said.stderr, said.output
     for stated in ("--use-ema", "--no-use-ema"):
-        r = _ckpt("eval", dst, "--num-examples", NUM, stated, "--json")
+        r = _ckpt("eval", dst, "--num-examples", NUM, stated, "--optimizer", "sgd:momentum",
+                  "--json")
         assert r.exit_code == 0, (stated, r.output)
         doc = json.loads(r.stdout)
         assert doc["raw_accuracy"] == want, (stated, doc)

@@ -161,8 +161,10 @@ def _list_json(path: Path, *extra: str) -> dict:
 def test_list_json_links_ema_copies_to_their_weights(path, case):
     doc, arrays = _expected(path.parent)
     meta = doc["cases"][case]
-    # a bare .weights.h5 does not record use_ema: stated
-    listing = _list_json(path, *(["--use-ema"] if path.name.endswith(".weights.h5") else []))
+    # a bare .weights.h5 does not record use_ema, nor the "model" case's SGD momentum: stated
+    bare = path.name.endswith(".weights.h5")
+    listing = _list_json(path, *(["--use-ema"] if bare else []),
+                         *(["--optimizer", "sgd:momentum"] if bare and case == "model" else []))
     by_name = {v["name"]: v for v in listing["variables"]}
     paths = _keras_paths(case) if path.parent == EMA_DIR else {k: v["path"] for k, v in
                                                              by_name.items()}
@@ -227,8 +229,10 @@ def test_keras_ema_values_are_keras_averages(ema_expected):
     for name, case in (("model.keras", "model"), ("model.weights.h5", "model"),
                        ("adam.keras", "adam")):
         paths = _keras_paths(case)
-        values = keras_ema_values(EMA_DIR / name, use_ema=True if name.endswith(".weights.h5")
-                                  else None, not_swapped=True)  # saved mid-fit(), unswapped
+        bare = name.endswith(".weights.h5")  # SGD(momentum): stated where not recorded
+        values = keras_ema_values(EMA_DIR / name, use_ema=True if bare else None,
+                                  not_swapped=True,  # saved mid-fit(), unswapped
+                                  optimizer="sgd:momentum" if bare else None)
         assert sorted(paths[k] for k in values) == sorted(doc["cases"][case]["trainable_variables"])
         for key, value in values.items():
             assert _same(value, arrays[f"{case}:ema/{paths[key]}"])
@@ -250,7 +254,8 @@ def test_apply_keras_ema_gives_the_averages_keras_computed(path, case, builders)
     model = builders[case]()  # freshly built: random weights, BN statistics at 0 and 1
     bare = path.name.endswith(".weights.h5")  # use_ema is not recorded there: stated
     names = apply_keras_ema(model, str(path), use_ema=True if bare else None,
-                            not_swapped=True)  # saved during fit(), no SwapEMAWeights
+                            not_swapped=True,  # saved during fit(), no SwapEMAWeights
+                            optimizer="sgd:momentum" if bare and case == "model" else None)
     assert names == [v.path for v in model.trainable_variables]
     for v, keras_path in zip(model.trainable_variables, meta["trainable_variables"], strict=True):
         assert _same(v.numpy(), arrays[f"{case}:ema/{keras_path}"]), keras_path

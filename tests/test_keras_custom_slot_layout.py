@@ -75,8 +75,15 @@ def keras3(request, tmp_path_factory):
 def test_keras3_custom_slot_first_refused_whatever_is_stated(keras3, tmp_path):
     name, path, truth = keras3
     out = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", str(path), "--use-ema", "--not-swapped", "--trainable",
-                            "hidden,mid,head", "--out", str(out)])
+    args = ["export", str(path), "--use-ema", "--not-swapped", "--trainable",
+            "hidden,mid,head", "--out", str(out)]
+    code, _, err = run_cli(args)
+    assert code == 6 and not out.exists(), err  # SGD(momentum): the option is not recorded
+    assert "do not prove them averages" in err, err
+    assert ("nearer the weights" in err if name == "pre_sgd" else
+            "--optimizer sgd:momentum" in err), err
+    # stated (falsely, for the custom class): the values contradict it, refused
+    code, _, err = run_cli([*args, "--optimizer", "sgd:momentum"])
     if name != "builtin":
         assert code == 6, err
         assert "do not prove them averages" in err and "nearer the weights" in err, err
@@ -108,14 +115,18 @@ def test_keras3_python_statement_refused(keras3):
     name, path, truth = keras3
     m = dense_net(keras, "hidden", "mid")
     if name == "builtin":
+        with pytest.raises(EmaError, match="sgd:momentum"):  # not recorded: stated below
+            apply_keras_ema(m, str(path), use_ema=True, not_swapped=True,
+                            trainable=m.trainable_variables)
         apply_keras_ema(m, str(path), use_ema=True, not_swapped=True,
-                        trainable=m.trainable_variables)
+                        trainable=m.trainable_variables, optimizer="sgd:momentum")
         for v in m.trainable_variables:
             assert v.numpy().tobytes() == truth[v.path].tobytes(), v.path
         return
-    with pytest.raises(EmaError, match="do not prove them averages"):
-        apply_keras_ema(m, str(path), use_ema=True, not_swapped=True,
-                        trainable=m.trainable_variables)
+    for stated in (None, "sgd:momentum"):
+        with pytest.raises(EmaError, match="do not prove them averages"):
+            apply_keras_ema(m, str(path), use_ema=True, not_swapped=True,
+                            trainable=m.trainable_variables, optimizer=stated)
 
 
 def test_tf_keras_custom_slot_first_refused_with_use_ema(tmp_path_factory, tmp_path):

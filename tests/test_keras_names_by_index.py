@@ -1,8 +1,8 @@
 """A Keras 3 subclassed model whose equal Dense sublayers the ``.keras`` stores two ways
 (review-14-attack-r26 F6): ``zz``/``mm`` in the ``layers`` list (class recorded: ``zz/kernel``),
 ``aa``/``bb``/``head`` by attribute name (class and variable names not recorded: ``aa/0``).
-The file proves no more than the index, so the names stay; ``list`` now says why, naming the
-layers shown by index, instead of mixing the two styles without a word.
+The file proves no more than the index, so the names stay; ``list`` and ``export`` now say
+why, naming the layers shown by index, instead of mixing the two styles without a word.
 
 The truth: Keras 3 itself (``v.path`` of each weight at save time; the file's HDF5 groups).
 """
@@ -56,4 +56,14 @@ def test_list_says_why_some_weights_are_named_by_index(same, capsys):
     assert "zz/kernel" in said and "aa/0" in said, said  # what the file proves, as before
     line = next(x for x in said.splitlines() if "named by index" in x)
     assert line.startswith("aa, bb, head:"), line
-    assert "records neither these layers' class nor their variables' names" in line, line
+    assert "does not record these layers' variable names" in line, line
+
+
+def test_export_says_it_too(same, capsys, tmp_path):
+    path, _ = same
+    npz = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", path, "--raw", "--out", str(npz)], capsys)
+    assert code == 0, err
+    assert "aa, bb, head: weights named by index" in err, err
+    with np.load(npz) as got:
+        assert {"zz/kernel", "aa/0", "head/1"} <= set(got.files), got.files

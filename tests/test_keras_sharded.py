@@ -138,9 +138,11 @@ def test_the_way_out_the_refusal_gives_yields_the_averages(keras, sharded, tmp_p
     whole = tmp_path / "model.weights.h5"
     model.save_weights(str(whole))
     out = tmp_path / "w.npz"
-    result = runner.invoke(app, ["export", str(whole), "--use-ema", "--out", str(out)])
+    # SGD(momentum): a bare file records neither use_ema nor momentum: both stated
+    stated = ["--use-ema", "--optimizer", "sgd:momentum"]
+    result = runner.invoke(app, ["export", str(whole), *stated, "--out", str(out)])
     assert result.exit_code == 6 and "--not-swapped" in result.output, result.output
-    result = runner.invoke(app, ["export", str(whole), "--use-ema", "--not-swapped", "--out",
+    result = runner.invoke(app, ["export", str(whole), *stated, "--not-swapped", "--out",
                                  str(out)])  # saved mid-training, never swapped: stated
     assert result.exit_code == 0, result.output
     # every weight's shape is its own: no pairing rests on fit()'s order, and none is noted

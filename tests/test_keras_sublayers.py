@@ -356,7 +356,8 @@ def test_optimizers_kept_as_model_attributes_are_not_weights(made, name, tmp_pat
             assert z[key].tobytes() == truth[f"gan_raw:{key}"].tobytes(), key
 
 
-STATE = [("state.keras", []), ("state.weights.h5", ["--use-ema"])]
+STATE = [("state.keras", []),
+         ("state.weights.h5", ["--use-ema", "--optimizer", "sgd:momentum"])]  # bare: stated
 
 
 @pytest.mark.parametrize(("name", "extra"), STATE)

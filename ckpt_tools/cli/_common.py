@@ -70,6 +70,10 @@ UseEmaOpt = Annotated[bool | None, typer.Option(
     help="Keras files: state whether the optimizer ran with use_ema=True, where the file "
     "cannot tell (a bare .weights.h5). Default: from config.json or the optimizer "
     "variables.")]
+OptimizerOpt = Annotated[str | None, typer.Option(
+    "--optimizer", metavar="CLASS[:OPTIONS]", rich_help_panel=PAIRING,
+    help="Bare Keras .weights.h5: the optimizer's built-in class and options that add "
+    "variables (sgd:momentum), which the file records only by name.")]
 TrainableOpt = Annotated[str | None, typer.Option(
     "--trainable", metavar="NAMES", rich_help_panel=PAIRING,
     help="The weights the optimizer was built with, in model.trainable_variables order: "

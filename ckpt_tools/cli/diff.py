@@ -25,6 +25,7 @@ from ._common import (
     LoopOrderOpt,
     NameFilter,
     NotSwappedOpt,
+    OptimizerOpt,
     QuietOpt,
     RegexOpt,
     StrictOpt,
@@ -72,6 +73,7 @@ def diff_command(
     numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     fit_order: FitOrderOpt = False,
@@ -102,7 +104,7 @@ def diff_command(
     if strict and not ema:
         raise typer.BadParameter("--strict refuses an assumed pairing of averages; it applies "
                                  "only with --ema", param_hint="--strict")
-    with open_checkpoint(resolve(out, a), use_ema=use_ema, meta=not no_meta,
+    with open_checkpoint(resolve(out, a), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ca:

@@ -23,6 +23,7 @@ from ._common import (
     LoopOrderOpt,
     NameFilter,
     NotSwappedOpt,
+    OptimizerOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -228,6 +229,7 @@ def map_command(
     apply_order: ApplyOrderOpt = None,
     numbered_lists: NumberedListsOpt = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     fit_order: FitOrderOpt = False,
@@ -251,7 +253,7 @@ def map_command(
     choice(non_averaged, (KEEP, DROP), "--non-averaged")
     choice(slots, SLOTS, "--slots")
     choice(style, ("tf1", "object", "keras", "slot"), "--style")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
+    with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:

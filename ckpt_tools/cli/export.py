@@ -24,6 +24,7 @@ from ._common import (
     LoopOrderOpt,
     NameFilter,
     NotSwappedOpt,
+    OptimizerOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -93,6 +94,7 @@ def export_command(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")
                      ] = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     fit_order: FitOrderOpt = False,
@@ -131,7 +133,7 @@ def export_command(
     except OutputError as exc:
         raise typer.BadParameter(str(exc), param_hint="--rename") from None
     check_output_parent(out_path, "writing the output file")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
+    with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:

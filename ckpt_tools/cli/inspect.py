@@ -27,6 +27,7 @@ from ._common import (
     LoopOrderOpt,
     NameFilter,
     NotSwappedOpt,
+    OptimizerOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -77,6 +78,7 @@ def list_command(
     numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     fit_order: FitOrderOpt = False,
@@ -106,9 +108,9 @@ def list_command(
         if quiet and not json_out and not role and not collection and not trainable \
                 and not strict:
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
-            with open_checkpoint(resolve(out, path), use_ema=use_ema, not_swapped=not_swapped,
-                                 fit_order=fit_order, averages_only=averages_only,
-                                 meta=not no_meta) as ckpt:
+            with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,
+                                 not_swapped=not_swapped, fit_order=fit_order,
+                                 averages_only=averages_only, meta=not no_meta) as ckpt:
                 names = list_names(ckpt, match=match if match.active else None, sort=sort)
                 if match.active and not names:
                     raise no_selection(path, match)
@@ -117,7 +119,7 @@ def list_command(
             return
         listing = list_variables(resolve(out, path), roles=role, collections=collection,
                                  match=match if match.active else None, sort=sort,
-                                 use_ema=use_ema,
+                                 use_ema=use_ema, optimizer=optimizer,
                                  trainable=trainable_names(trainable, loop_order, fit_order),
                                  ema_name=ema_name, use_meta=not no_meta,
                                  apply_order=apply_order, assumptions=True,
@@ -135,7 +137,8 @@ def list_command(
         or averages_only
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
     if said or noted:  # as map, export say
-        with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
+        with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,
+                             meta=not no_meta,
                              trainable=trainable_names(trainable, loop_order, fit_order),
                              not_swapped=not_swapped, fit_order=fit_order,
                              averages_only=averages_only) as ckpt:
@@ -157,28 +160,15 @@ def _open(v) -> bool:
 
 def _by_index(out: Output, listing) -> None:
     """Says why some Keras layers' weights are named by index (``aa/0``) beside others named
-    as Keras names them (``zz/kernel``): the file records neither their class nor their
-    variables' names (review-14-attack-r26 F6), so the index is all it proves."""
+    as Keras names them (``zz/kernel``) (:mod:`~ckpt_tools.keras_index_names`)."""
     if listing.ema_evidence is None:  # not a Keras file (a TF2 list's vs/0 is its name)
         return
-    layers: list[str] = []
-    named = False
-    for v in listing.by_key.values():
-        if v.role not in ("weight", "bn_stat") or not v.path or v.path == v.name \
-                or "/" not in v.path:
-            continue
-        layer, _, last = v.path.rpartition("/")
-        if last.isdigit():
-            if layer not in layers:
-                layers.append(layer)
-        else:
-            named = True
-    if layers and named:
-        out.summary(f"{', '.join(layers[:4])}{' ...' if len(layers) > 4 else ''}: weights "
-                    f"named by index ({layers[0]}/0 is its vars/0): the file records neither "
-                    "these layers' class nor their variables' names (a subclassed model's "
-                    "attributes), so Keras' own names (v.path: .../kernel) cannot be given; "
-                    "export writes these names", "dim")
+    from ..keras_index_names import index_named_layers, index_named_note
+
+    layers = index_named_layers(v.path for v in listing.by_key.values()
+                                if v.role in ("weight", "bn_stat") and v.path != v.name)
+    if layers:
+        out.summary(index_named_note(layers), "dim")
 
 
 def _quick_notes(out: Output, ckpt, apply_order: str | None, ema_name: str | None) -> None:

@@ -22,6 +22,7 @@ from ._common import (
     JsonOpt,
     LoopOrderOpt,
     NotSwappedOpt,
+    OptimizerOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -104,6 +105,7 @@ def restore_ema_command(
     apply_order: ApplyOrderOpt = None,
     numbered_lists: NumberedListsOpt = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     fit_order: FitOrderOpt = False,
@@ -133,7 +135,7 @@ def restore_ema_command(
     slots = DROP if drop_slots else choice(slots, SLOTS, "--slots")
     if out_dir is not None:
         check_output_parent(out_dir, "creating the output directory")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
+    with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:

@@ -30,6 +30,7 @@ from ._common import (
     LoopOrderOpt,
     NameFilter,
     NotSwappedOpt,
+    OptimizerOpt,
     PathArg,
     QuietOpt,
     RegexOpt,
@@ -192,6 +193,7 @@ def show_command(
     numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     fit_order: FitOrderOpt = False,
@@ -212,7 +214,7 @@ def show_command(
     if not names and not regex:
         raise typer.BadParameter("name at least one tensor (NAME or --regex RE)",
                                  param_hint="NAME")
-    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
+    with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order) as ckpt:
         keys = _selected(ckpt, names) if names else []
@@ -280,6 +282,7 @@ def stats_command(
     numbered_lists: NumberedListsOpt = False,
     no_meta: NoMetaOpt = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     fit_order: FitOrderOpt = False,
@@ -304,7 +307,7 @@ def stats_command(
         raise typer.BadParameter(f"{drift} is not a number >= 0", param_hint="--drift")
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
-    with open_checkpoint(resolve(out, path), use_ema=use_ema, meta=not no_meta,
+    with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order) as ckpt:
         require_selection(ckpt, match, None)

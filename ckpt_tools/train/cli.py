@@ -30,6 +30,7 @@ from ..cli._common import (
     FitOrderOpt,
     LoopOrderOpt,
     NotSwappedOpt,
+    OptimizerOpt,
     StrictOpt,
     TrainableOpt,
     UseEmaOpt,
@@ -330,6 +331,7 @@ def eval_command(
     not_swapped: NotSwappedOpt = False,
     fit_order: FitOrderOpt = False,
     use_ema: UseEmaOpt = None,
+    optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
     json_output: JsonOpt = False,
@@ -355,7 +357,7 @@ def eval_command(
             warnings.simplefilter("always", AssumptionWarning)
             result = evaluate(path, data, num_examples, batch_size, strict=strict,
                               not_swapped=not_swapped, fit_order=fit_order,
-                              use_ema=use_ema,
+                              use_ema=use_ema, optimizer=optimizer,
                               trainable=None if names is None else list(names),
                               loop_order=loop_order)
     # What a Keras file's EMA pairing rests on, said (and in --json) as export says it: the

@@ -140,6 +140,7 @@ def evaluate(
     path: str, data_dir: str | None = None, num_examples: int = 0, batch_size: int = 500,
     *, strict: bool = False, not_swapped: bool = False, fit_order: bool = False,
     use_ema: bool | None = None, trainable: list | None = None, loop_order: bool = False,
+    optimizer: str | None = None,
 ) -> EvalResult:
     """Accuracy of ``path`` with raw and with EMA weights.
 
@@ -161,6 +162,8 @@ def evaluate(
         trainable: the weights a Keras file's optimizer was built with
             (``--trainable``, ``apply_keras_ema(trainable=)``).
         loop_order: ``trainable`` is a custom loop's order (``--loop-order``).
+        optimizer: a bare ``.weights.h5``'s optimizer class and options (``--optimizer``,
+            ``apply_keras_ema(optimizer=)``).
 
     Returns:
         The result.
@@ -171,7 +174,8 @@ def evaluate(
         DataError: ``data_dir`` lacks the CIFAR-10 batches.
     """
     checkpoint, api = resolve_checkpoint(path)
-    if api != "keras" and (use_ema is not None or trainable is not None or loop_order):
+    if api != "keras" and (use_ema is not None or trainable is not None or loop_order
+                           or optimizer is not None):
         raise TrainUsageError(f"--use-ema/--no-use-ema and --trainable state a Keras file's "
                               f"optimizer; {checkpoint} is a {api} checkpoint")
     if api != "keras" and (not_swapped or fit_order):
@@ -191,7 +195,7 @@ def evaluate(
                  "keras": functools.partial(_keras_predictor, strict=strict,
                                             not_swapped=not_swapped, fit_order=fit_order,
                                             stated_ema=use_ema, trainable=trainable,
-                                            loop_order=loop_order)}[api]
+                                            loop_order=loop_order, optimizer=optimizer)}[api]
     accuracy: dict[bool, float] = {}
     # use_ema=False stated: the file holds no averages, so only its raw weights are evaluated.
     for ema_pass in (False,) if use_ema is False else (False, True):
@@ -309,7 +313,7 @@ def _tf2_predictor(path: str, use_ema: bool, *,
 def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
                   not_swapped: bool = False, fit_order: bool = False,
                   stated_ema: bool | None = None, trainable: list | None = None,
-                  loop_order: bool = False) -> None:
+                  loop_order: bool = False, optimizer: str | None = None) -> None:
     """Load a Keras weights file; for EMA, copy the optimizer's ``*_average`` into the weights.
 
     Args:
@@ -352,7 +356,8 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
                                                             fit_order=fit_order,
                                                             use_ema=stated_ema,
                                                             trainable=trainable,
-                                                            loop_order=loop_order), path)
+                                                            loop_order=loop_order,
+                                                            optimizer=optimizer), path)
         except ckpt_tools.EmaError as exc:
             if stated_ema is None and exc.args and "holds no optimizer EMA copies" in str(
                     exc.args[0]):  # eval's own way out (restore-ema's --format h5 output)
@@ -366,14 +371,15 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
 def _keras_predictor(path: str, use_ema: bool, *, strict: bool = False,
                      not_swapped: bool = False, fit_order: bool = False,
                      stated_ema: bool | None = None, trainable: list | None = None,
-                     loop_order: bool = False) -> Iterator[tuple[Predict, int | None]]:
+                     loop_order: bool = False, optimizer: str | None = None
+                     ) -> Iterator[tuple[Predict, int | None]]:
     from . import keras_fit  # imports keras: only for Keras files
     from .common import TrainConfig
 
     net = keras_fit.compile_model(TrainConfig())
     restore_keras(net, path, use_ema, strict=strict, not_swapped=not_swapped,
                   fit_order=fit_order, stated_ema=stated_ema, trainable=trainable,
-                  loop_order=loop_order)
+                  loop_order=loop_order, optimizer=optimizer)
     # A plain call, not predict_on_batch: no per-batch tf.function retracing or numpy warnings.
     yield (lambda x: net(x, training=False).numpy()), int(net.optimizer.iterations.numpy())
 

@@ -144,7 +144,7 @@ class H5Reader:
         for key, entry in self.entries.items():
             entry.extra["path"] = self.keras.paths.get(key)
 
-    def _analyze(self, use_ema: bool | None, trainable=None):
+    def _analyze(self, use_ema: bool | None, trainable=None, optimizer=None):
         from . import layout as keras_layout
         from . import tf_keras
         from .stated import check_stated_model_name, check_stated_use_ema
@@ -160,7 +160,7 @@ class H5Reader:
             layout = keras_layout.analyze(self._scanned, self.kind, self.config,
                                           self._owner_names, read=self._read_scanned,
                                           use_ema=use_ema, tf_keras=legacy,
-                                          trainable=trainable)
+                                          trainable=trainable, optimizer=optimizer)
             if legacy:
                 tf_keras.adjust(layout, self._scanned, use_ema, trainable)
             check_stated_use_ema(layout, use_ema, "config.json" if self.has_config_json
@@ -190,7 +190,8 @@ class H5Reader:
         """Whether :attr:`config` is a Keras 3 ``config.json`` (of an archive or directory)."""
         return self.format == "keras" or self.model_dir is not None
 
-    def restate_use_ema(self, use_ema: bool | None, *, trainable=None) -> None:
+    def restate_use_ema(self, use_ema: bool | None, *, trainable=None,
+                        optimizer=None) -> None:
         """Re-derives :attr:`keras` with the optimizer's ``use_ema`` stated by the caller
         (``ckpt ... --use-ema``; ``None`` infers it again) and, optionally, the weights the
         optimizer was built with (``--trainable``, see :func:`~.layout.analyze`).
@@ -200,7 +201,10 @@ class H5Reader:
             VariableNotFoundError: a ``trainable`` name matches no weight (or one already
                 matched).
         """
-        self.keras = self._analyze(use_ema, trainable)
+        if optimizer is not None:  # --optimizer: kept for later restatements
+            self.stated_optimizer = optimizer
+        self.keras = self._analyze(use_ema, trainable,
+                                   getattr(self, "stated_optimizer", None))
         for key, entry in self.entries.items():
             entry.extra["path"] = self.keras.paths.get(key)
 

@@ -156,6 +156,12 @@ class KerasLayout:
     # no config.json: the layout read gradient accumulators off the count (keras_layout_values)
     ga_inferred: bool = False
     variant_inferred: bool = False  # likewise a hyperparameter's slots (amsgrad, momentum)
+    # no config.json: a use_ema=True setting with the class' default slots fits the count
+    default_fit: bool = False
+    readings: tuple[str, ...] = ()  # --optimizer statements of the use_ema settings that fit
+    # --optimizer (stated_optimizer.parse): (class, options); the name the file records
+    stated_optimizer: tuple | None = None
+    named_optimizer: str | None = None
     candidates: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tree: Node | None = None
     loss_scaled: bool = False  # a LossScaleOptimizer wraps the optimizer (mixed_float16)
@@ -183,7 +189,7 @@ class KerasLayout:
 def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = None,
             owner_names: dict[str, str] | None = None, *, read=None,
             use_ema: bool | None = None, tf_keras: bool = False,
-            trainable: Sequence[str] | None = None) -> KerasLayout:
+            trainable: Sequence[str] | None = None, optimizer=None) -> KerasLayout:
     """Works out what each key of a Keras weight file is (metadata only, no tensor data).
 
     Args:
@@ -204,6 +210,8 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
             ``model.trainable_variables`` order (object paths as ``paths`` gives them, or a
             prefix/segment naming a layer for all its weights). Replaces what the file
             records or leaves open (frozen layers, sublayer order).
+        optimizer: the caller's statement of the optimizer's class and slot-making options
+            (:func:`~.stated_optimizer.parse`), for a bare ``.weights.h5``.
 
     Raises:
         VariableNotFoundError: a ``trainable`` name matches no weight, or one already matched.
@@ -215,12 +223,15 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
         from .legacy_layout import analyze_legacy
 
         lay = analyze_legacy(entries, config, trainable)
+        if optimizer is not None:
+            lay.notes.append("--optimizer is not used for a legacy .h5: its optimizer "
+                             "variables are named")
         if use_ema is not None and use_ema != lay.use_ema:
             lay.notes.append(f"use_ema={use_ema} was stated, but the optimizer variable names "
                              f"say use_ema={lay.use_ema}")
         return lay
     return _analyze_keras3(entries, config, owner_names or {}, read, use_ema, tf_keras,
-                           trainable)
+                           trainable, optimizer)
 
 
 # -- Keras 3 ---------------------------------------------------------------------------------
@@ -284,7 +295,7 @@ _INNER = "optimizer/inner_optimizer"  # LossScaleOptimizer (mixed_float16) wraps
 
 
 def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
-                    trainable=None) -> KerasLayout:
+                    trainable=None, optimizer=None) -> KerasLayout:
     lay = KerasLayout("keras3")
     lay.attached = _attached_optimizers(entries, owner_names)
     model = {k: e for k, e in entries.items() if e.extra.get("section") == "model"
@@ -343,6 +354,10 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             lay.optimizer_config = inner.get("config") if lay.optimizer else None
     if lay.optimizer is None and owner_names.get(owner):
         lay.optimizer = re.sub(r"_\d+$", "", owner_names[owner])
+    if optimizer is not None:
+        from .stated_optimizer import apply as apply_stated
+
+        apply_stated(lay, optimizer, tf_keras)
     opt = sorted((k for k, e in entries.items() if e.extra.get("owner") == owner),
                  key=lambda k: entries[k].extra.get("index") or 0)
     lay.optimizer_vars = opt
@@ -379,7 +394,8 @@ def _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
         lay.trainable_stated = True
         by_layer: list[str] = []
         keys = stated_keys(lay, trainable, {k for k, _ in trained}, by_layer)
-        found = _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras)
+        found = _analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
+                                optimizer=optimizer)
         if lay.flags and lay.ordered:
             proven = list(found.averages.values()) if found.averages and None not in \
                 found.averages.values() else None

@@ -32,6 +32,7 @@ from .optimizer_slots import (
     expand,
     fits,
     matches,
+    reading,
     shown_name,
     spec,
 )
@@ -111,6 +112,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                                            layers=None if stated else layers,
                                            open_targets=open_targets)
     lay.frozen_unproven = swapped
+    if lay.stated_optimizer is not None and cfg is None and not any(
+            use_ema is None or h[0][0] == use_ema for h in hyps):
+        _refuse_stated(lay, cands, use_ema, [tspecs[i] for i in now] or tspecs, off, len(keys))
     pairings = [pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
     if use_ema is not None and "use_ema" not in (cfg or {}):  # a recorded one is checked
         lay.use_ema, lay.ema_source = use_ema, "stated"            # against it, not replaced
@@ -159,6 +163,9 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     # nor one with the class' default slots: a hyperparameter's block was read off the count
     lay.variant_inferred = cfg is None and bool(chosen) and all(
         h[0][2] not in default_groups(lay) for h, _ in chosen)
+    lay.default_fit = cfg is None and any(
+        h[0][0] and not h[0][1] and h[0][2] in default_groups(lay) for h, _ in chosen)
+    lay.readings = tuple(sorted({r for h, _ in chosen if (r := reading(lay, h[0]))}))
     if chosen:
         (hyp, names), pick = choose(chosen, lay, complete=not truncated, swapped=swapped,
                                      sampled=bool(open_targets))
@@ -206,7 +213,11 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                          "variables are EMA copies"
                          + (" (layers are frozen: which were frozen when it was built is not "
                             "recorded)" if lay.frozen else "")
-                         + ": " + STATE_WEIGHTS)
+                         + ": " + ("" if cfg is not None or lay.optimizer == "muon" else
+                                   "if it was a Keras built-in under another name (name=), "
+                                   "state its class: --optimizer CLASS[:OPTIONS] (Python: "
+                                   "optimizer=); otherwise ")
+                         + STATE_WEIGHTS)
     elif lay.use_ema and bag_of:
         # subsets are not tried where sublayers' order is unknown: "nor a subset" would be
         # false (a subclassed model with a frozen sublayer has one that fits)
@@ -234,6 +245,23 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
     for key in keys[off:]:
         if key not in placed:
             lay.slots[key] = None
+
+
+def _refuse_stated(lay, cands, use_ema, tspecs, off: int, count: int) -> None:
+    """``--optimizer`` states a class and options whose layout fits no set of the weights:
+    exit 6, saying how many variables it gives and how many the file holds."""
+    from ...errors import UnprovenPairingError
+    from .stated_optimizer import shown
+
+    ema = [True, False] if use_ema is None else [use_ema]
+    gives = sorted({off + len(expand(*c, tspecs)) for c in cands if c[0] in ema})
+    raise UnprovenPairingError(
+        f"--optimizer {shown(lay.stated_optimizer)} was stated: that class with those options "
+        f"(others default){'' if use_ema is None else f' and use_ema={use_ema}'} gives "
+        f"{' or '.join(map(str, gives))} optimizer variables for the {len(tspecs)} trainable "
+        f"weights (and no set of them, as frozen layers leave, gives {count}), the file has "
+        f"{count}: "
+        "state the class and options the run used (a custom optimizer: no option decides)")
 
 
 def _not_held(count: int, weights: int, optimizer: str | None) -> str:

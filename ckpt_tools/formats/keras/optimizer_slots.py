@@ -74,7 +74,13 @@ def spec(entry) -> Spec:
 def candidates(lay) -> list[tuple[bool, bool, list | None]]:
     """(use_ema, gradient accumulation, slot groups) settings that may have written the file."""
     cfg, slot_fn = lay.optimizer_config, _SLOTS.get(lay.optimizer or "")
-    if cfg is not None:
+    stated = getattr(lay, "stated_optimizer", None)
+    if cfg is None and stated is not None:  # --optimizer: the class and its options, exactly
+        from .stated_optimizer import GA, config
+
+        fn = _SLOTS[stated[0]]
+        out = [(e, GA in stated[1], fn(config(stated))) for e in (False, True)]
+    elif cfg is not None:
         out = [(bool(cfg.get("use_ema")), bool(cfg.get("gradient_accumulation_steps")),
                 slot_fn(cfg) if slot_fn else None)]
     elif slot_fn:
@@ -96,6 +102,20 @@ def default_groups(lay) -> list:
         return []
     groups = slot_fn({})
     return [groups, untracked.as_loss_scaled(groups)]
+
+
+def reading(lay, setting) -> str | None:
+    """The ``--optimizer`` statement (``sgd:momentum``) of a use_ema setting that fits a bare
+    file's count, or ``None`` where none of the tried hyperparameters gives its slots."""
+    _ema, ga, groups = setting
+    slot_fn = _SLOTS.get(lay.optimizer or "")
+    if slot_fn is None:
+        return None
+    for v in _VARIANTS:
+        if groups in (slot_fn(v), untracked.as_loss_scaled(slot_fn(v))):
+            opts = sorted(v) + (["gradient_accumulation"] if ga else [])
+            return shown_name(lay.optimizer).lower() + (":" + ",".join(opts) if opts else "")
+    return None
 
 
 def fits(cands, rest, tkeys, tspecs, bag_of):
