@@ -225,11 +225,49 @@ def require_selection(ckpt: Checkpoint, names: NameFilter,
     if not names.active and not exclude:
         return
     shown = display_names(ckpt)
+    unused = unmatched_excludes(ckpt, exclude)
+    if unused:  # a typo'd --exclude would leave in what the user meant to leave out
+        from ..errors import VariableNotFoundError
+
+        raise VariableNotFoundError(
+            f"{ckpt.path}: {' '.join(f'--exclude {g!r}' for g in unused)} "
+            f"match{'es' if len(unused) == 1 else ''} no variable, so "
+            f"{'it leaves' if len(unused) == 1 else 'they leave'} nothing out"
+            f"{_whole_name_hint(_names(ckpt), unused, '--exclude')}")
     kept = [k for k in names.keys(ckpt) if not any(
         fnmatch.fnmatchcase(n, g) for g in exclude or () for n in {k, shown.get(k, k)})]
     if kept:
         return
-    raise no_selection(ckpt.path, names, exclude)
+    raise no_selection(ckpt.path, names, exclude, shown=_names(ckpt))
+
+
+def unmatched_excludes(ckpt: Checkpoint, exclude: list[str] | None) -> list[str]:
+    """The ``--exclude`` globs that match no name a command filters on: no key, no display
+    name, no variable an average is (or may be) of (a TF1 Saver of the averages alone stores
+    no key under the variable's name), and no TF2 variable name an average records (the
+    average of a weight the object graph does not store)."""
+    if not exclude:
+        return []
+    names = set()
+    for v in ckpt.variables_unwarned():
+        names.update(filter(None, (v.name, v.path, v.ema_of, *v.ema_candidates)))
+    for full in (ckpt.objects.full_names.values() if ckpt.objects is not None else ()):
+        names.update((full, full.rpartition("/")[0]))
+    return [g for g in exclude if not any(fnmatch.fnmatchcase(n, g) for n in names)]
+
+
+def _names(ckpt: Checkpoint) -> set[str]:
+    """Every key and display name: what ``--grep`` and ``--exclude`` match."""
+    return {n for v in ckpt.variables_unwarned() for n in (v.name, v.path) if n}
+
+
+def _whole_name_hint(shown, globs: list[str], option: str) -> str:
+    """``; did you mean --grep '*fc1*'? (a glob matches the whole name)`` where a glob
+    without a wildcard would match as ``*GLOB*``: a bare word is what a new user types."""
+    for g in globs:
+        if not re.search(r"[*?\[]", g) and any(g in n for n in shown):
+            return f"; did you mean {option} '*{g}*'? (a glob matches the whole name)"
+    return ""
 
 
 def exclude_globs(ckpt: Checkpoint, exclude: list[str] | None) -> list[str] | None:
@@ -248,11 +286,13 @@ _REGEX_LOOK = re.compile(r"\.\*|\.\+|\\|\^|\$|\(|\||\{")
 
 
 def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None,
-                 what: str = "variable"):
+                 what: str = "variable", shown=()):
     """Returns the exit-3 error every command gives when the name filters select nothing:
     ``<path>: the name filters select no variable (--grep '...')``, adding that ``--grep`` is
     a glob when a pattern looks like a regular expression. ``what`` names what the command
-    acts on when the filters match keys but none of those (``variable with an EMA shadow``)."""
+    acts on when the filters match keys but none of those (``variable with an EMA shadow``).
+    ``shown``: the names the filters were matched against, for the hint that a ``--grep``
+    word matches the whole name."""
     from ..errors import VariableNotFoundError
 
     given = [f"--grep {g!r}" for g in names.globs] + \
@@ -260,6 +300,8 @@ def no_selection(path: str, names: NameFilter, exclude: list[str] | None = None,
         [f"--exclude {g!r}" for g in exclude or ()]
     hint = ("; --grep takes a shell glob ('conv*/weights'), --regex a regular expression"
             if any(_REGEX_LOOK.search(g) for g in names.globs) else "")
+    if not hint and not exclude:
+        hint = _whole_name_hint(shown, names.globs, "--grep")
     return VariableNotFoundError(f"{path}: the name filters select no {what} "
                                  f"({' '.join(given)}){hint}")
 

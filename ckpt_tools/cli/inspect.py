@@ -113,7 +113,7 @@ def list_command(
                                  averages_only=averages_only, meta=not no_meta) as ckpt:
                 names = list_names(ckpt, match=match if match.active else None, sort=sort)
                 if match.active and not names:
-                    raise no_selection(path, match)
+                    raise no_selection(path, match, shown=list_names(ckpt))
                 out.lines(names)
                 _quick_notes(out, ckpt, apply_order, ema_name)
             return
@@ -131,7 +131,8 @@ def list_command(
         hint = {"role": "--role", "sort": "--sort"}.get(str(exc).split()[1], "--collection")
         raise typer.BadParameter(str(exc), param_hint=hint) from None
     if match.active and not any(match(v.name, v.path) for v in listing.by_key.values()):
-        raise no_selection(listing.checkpoint, match)
+        raise no_selection(listing.checkpoint, match, shown={
+            n for v in listing.by_key.values() for n in (v.name, v.path) if n})
     stated = {}
     said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
         or averages_only
