@@ -18,6 +18,7 @@ from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
 from .formats.keras.optimizer_choice import custom_note
 from .formats.keras.stated import LoopOrder, stated_keys
 from .formats.keras.stated_names import by_position
+from .formats.keras.tfk_stated_optimizer import unstated_error
 from .keras_assumed import live_assumptions, refuse_assumed, warn_assumed
 from .keras_ema import (
     keras_layout,
@@ -190,6 +191,9 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             raise EmaError(f"{path}: {len(problems)} of {len(targets)} EMA copies do not match "
                            f"the model's trainable variables (model vs file): {problems[0]}"
                            + (f"; also {'; '.join(problems[1:])}" if problems[1:] else ""))
+        if layout.tf_keras and layout.stated_optimizer is None and \
+                layout.optimizer_config is None:  # a bare tf_keras file: --optimizer decides
+            raise unstated_error(path, layout)
         # the values must prove a bare .weights.h5's copies averages (a custom optimizer's slot)
         refuse_unproven_layout(ckpt, {k: layout.averages.get(k) for k in keys})
         if not stated:  # the copies' values may place them in another order (a custom loop)

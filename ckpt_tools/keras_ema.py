@@ -21,6 +21,7 @@ from .formats.keras.layout import KerasLayout
 from .formats.keras.optimizer_slots import shown_name
 from .formats.keras.stated import LoopOrder
 from .formats.keras.tf_keras import is_legacy, legacy_name
+from .formats.keras.tfk_stated_optimizer import refuse_unstated
 from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
 from .keras_layout_values import refuse_unproven_layout
 from .keras_order_values import refuse_contradicted_order
@@ -165,6 +166,7 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
         return
     if layout.use_ema is None:
         raise undecided_error(ckpt, layout)
+    refuse_unstated(ckpt)  # a bare tf_keras .weights.h5: --optimizer states its class
     if not layout.averages:
         raise no_copies_error(ckpt, layout)
     unpaired = [k for k, v in layout.averages.items() if v is None]

@@ -78,8 +78,10 @@ def stated_notes(ckpt, apply_order: str | None,
 
         said_opt = shown(layout.stated_optimizer)
         notes.append(f"note: the pairing rests on your statements: --optimizer {said_opt} (the "
-                     "file records the optimizer only by its name, "
-                     f"{layout.named_optimizer or 'none'}, and its variables by position: if "
+                     + ("tf_keras file records no optimizer name, only " if layout.tf_keras
+                        else "file records the optimizer only by its name, "
+                        f"{layout.named_optimizer or 'none'}, and ")
+                     + "its variables by position: if "
                      "the run's optimizer was another class or had other options on, these "
                      "'averages' are other slots)")
         found["stated_optimizer"] = said_opt

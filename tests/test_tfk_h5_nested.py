@@ -100,7 +100,8 @@ def test_h5_groups_are_tf_keras_own(made, tmp_path):
 
 
 @pytest.mark.parametrize("src,extra,written", [
-    ("equal_tf/w", [], "w"), ("equal.weights.h5", ["--use-ema"], "equal.weights.h5")])
+    ("equal_tf/w", [], "w"),
+    ("equal.weights.h5", ["--use-ema", "--optimizer", "adam"], "equal.weights.h5")])
 def test_h5_of_a_nested_model_whose_order_is_not_recorded_is_refused(made, tmp_path, src,
                                                                        extra, written):
     """Which of ``d``, ``e`` is frozen decides the order tf_keras fills ``base`` in, and

@@ -67,7 +67,8 @@ def test_nested_model_with_own_weights_is_refused(made, tmp_path):
 
 
 @pytest.mark.parametrize("name,args", [("own_build.keras", []),
-                                       ("own_build.weights.h5", ["--use-ema"]),
+                                       ("own_build.weights.h5",
+                                        ["--use-ema", "--optimizer", "adam"]),
                                        ("seq.keras", [])])
 def test_keras_file_of_model_with_own_weights_is_refused(made, tmp_path, name, args):
     """A tf_keras ``.keras``/``.weights.h5`` whose (root or nested) model holds a weight of

@@ -72,7 +72,8 @@ def made(request, tmp_path_factory):
 
 def _export(path, tmp_path, stated: str):
     out = tmp_path / "w.npz"
-    extra = ["--use-ema"] if path.name.endswith(".weights.h5") else []
+    extra = ["--use-ema", "--optimizer", "sgd:momentum"] if path.name.endswith(
+        ".weights.h5") else []
     code, _, err = run_cli(["export", str(path), *extra, "--trainable", stated,
                             "--out", str(out)])
     got = None

@@ -35,7 +35,8 @@ def test_list_names_weights_by_layer_and_metrics_as_other(made):
     """``list --json``: every weight under its layer, metric state ``other``, each average
     paired with its weight, ``use_ema`` read from the tf_keras layout."""
     out, _ = made
-    code, text, err = run_cli(["list", str(out / "adam.e2.weights.h5"), "--json"])
+    code, text, err = run_cli(["list", str(out / "adam.e2.weights.h5"), "--json",
+                               "--optimizer", "adam"])
     assert code == 0, err
     doc = json.loads(text)
     by_path = {v["path"]: v for v in doc["variables"]}
@@ -53,12 +54,17 @@ def test_list_names_weights_by_layer_and_metrics_as_other(made):
 
 @pytest.mark.parametrize("stated", [[], ["--use-ema"]])
 def test_export_gives_the_library_averages(made, stated, tmp_path):
-    """``export``: the six averages tf_keras kept, bit for bit, the BatchNorm statistics raw,
-    no metric state; nothing needs stating (``--use-ema`` agrees)."""
+    """``export --optimizer adam``: the six averages tf_keras kept, bit for bit, the
+    BatchNorm statistics raw, no metric state (``--use-ema`` agrees); the file records no
+    optimizer name, so without ``--optimizer`` exit 6 naming it
+    (``tests/test_tfk_stated_optimizer.py``)."""
     out, truth = made
     target = tmp_path / "e.npz"
     code, _, err = run_cli(["export", str(out / "adam.e2.weights.h5"), "--out", str(target),
                             *stated])
+    assert code == 6 and "--optimizer" in err and not target.exists(), err
+    code, _, err = run_cli(["export", str(out / "adam.e2.weights.h5"), "--out", str(target),
+                            "--optimizer", "adam", *stated])
     assert code == 0, err
     with np.load(target) as z:
         assert sorted(z.files) == sorted(WEIGHTS + STATS)
@@ -79,6 +85,9 @@ def test_layout_both_settings_write_is_refused_naming_use_ema(made, tmp_path):
     assert code == 6 and "--use-ema" in err and path in err, err
     assert not target.exists()
     code, _, err = run_cli(["export", path, "--use-ema", "--out", str(target)])
+    assert code == 6 and "--optimizer" in err and not target.exists(), err
+    code, _, err = run_cli(["export", path, "--use-ema", "--optimizer", "sgd", "--out",
+                            str(target)])
     assert code == 0, err
     assert "only because you stated --use-ema" in err, err
     with np.load(target) as z:
@@ -124,14 +133,14 @@ def test_subclassed_model_sublayers_are_refused_naming_what_decides(made, tmp_pa
     names = _file_names(out, truth, "sub", tmp_path)
     assert "dense/kernel" in names and "kernel" not in names, names
     target = tmp_path / "e.npz"
-    code, _, err = run_cli(["export", path, "--out", str(target)])
+    code, _, err = run_cli(["export", path, "--optimizer", "adam", "--out", str(target)])
     assert code == 6 and "--trainable" in err and "apply_keras_ema(model, path)" in err, err
     assert "use_ema" not in err.split("error:")[1][:200], err  # not "cannot tell use_ema"
     assert not target.exists()
     order = sorted(names, key=lambda n: ["z", "a", "out"].index(names[n].split("/")[0]) * 2
                    + (names[n].endswith("bias")))
-    code, _, err = run_cli(["export", path, "--trainable", ",".join(order), "--out",
-                            str(target)])
+    code, _, err = run_cli(["export", path, "--trainable", ",".join(order), "--optimizer",
+                            "adam", "--out", str(target)])
     assert code == 0, err
     with np.load(target) as z:
         assert sorted(z.files) == sorted(names)
@@ -157,11 +166,13 @@ def test_frozen_layer_is_refused_naming_trainable_which_decides(made, tmp_path):
     path = str(out / "frozen.e2.weights.h5")
     target = tmp_path / "e.npz"
     for stated in ([], ["--use-ema"]):
-        code, _, err = run_cli(["export", path, "--out", str(target), *stated])
+        code, _, err = run_cli(["export", path, "--out", str(target), "--optimizer", "adam",
+                                *stated])
         assert code == 6 and "--trainable" in err, (stated, err)
         assert not target.exists()
     code, _, err = run_cli(["export", path, "--use-ema", "--trainable",
-                            "batch_normalization,dense_1", "--out", str(target)])
+                            "batch_normalization,dense_1", "--optimizer", "adam", "--out",
+                            str(target)])
     assert code == 0, err
     with np.load(target) as z:
         for name in WEIGHTS[2:]:

@@ -55,8 +55,9 @@ def made(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["frozen.weights.h5", "unsaved.weights.h5"])
 def test_an_unproven_count_of_averages_is_refused(made, tmp_path, name):
-    for argv in (["export", str(made / name), "--use-ema", "--out", str(tmp_path / "w.npz")],
-                 ["restore-ema", str(made / name), "--use-ema", "--out",
+    stated = ["--use-ema", "--optimizer", "sgd:momentum"]  # the run's optimizer, as it was
+    for argv in (["export", str(made / name), *stated, "--out", str(tmp_path / "w.npz")],
+                 ["restore-ema", str(made / name), *stated, "--out",
                   str(tmp_path / "r.weights.h5")]):
         code, _, err = run_cli(argv)
         assert code == 6, (argv, err)

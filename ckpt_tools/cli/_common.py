@@ -73,7 +73,8 @@ UseEmaOpt = Annotated[bool | None, typer.Option(
 OptimizerOpt = Annotated[str | None, typer.Option(
     "--optimizer", metavar="CLASS[:OPTIONS]", rich_help_panel=PAIRING,
     help="Bare Keras .weights.h5: the optimizer's built-in class and options that add "
-    "variables (sgd:momentum), which the file records only by name.")]
+    "variables (sgd:momentum), which the file records only by name (tf_keras: not at "
+    "all).")]
 TrainableOpt = Annotated[str | None, typer.Option(
     "--trainable", metavar="NAMES", rich_help_panel=PAIRING,
     help="The weights the optimizer was built with, in model.trainable_variables order: "

@@ -31,6 +31,7 @@ from ...errors import (
     CheckpointNotFoundError,
     CorruptCheckpointError,
     EmaError,
+    UnprovenPairingError,
     UnsupportedFormatError,
     VariableNotFoundError,
 )
@@ -168,6 +169,9 @@ class H5Reader:
             return layout
         except (EmaError, VariableNotFoundError) as exc:  # a --trainable that contradicts
             # config.json or names no weight: name the file
+            if isinstance(exc, UnprovenPairingError):  # keep the option that decides
+                raise UnprovenPairingError(f"{self.path}: {exc}", exc.option,
+                                           exc.undecided) from None
             raise type(exc)(f"{self.path}: {exc}") from None
         except (AttributeError, TypeError, RecursionError) as exc:
             if self.config is None:

@@ -359,7 +359,9 @@ def fitting_use_ema(layout, entries: dict, trainable: list[Spec]) -> set[bool]:
     rest = [spec(entries[k]) for k in layout.optimizer_vars[layout.ema_offset:]]
     if layout.tf_keras:  # iteration, averages, a built-in's slots: tf_keras.py
         from .tf_keras import fitting_use_ema as tf_keras_fitting
+        from .tfk_stated_optimizer import sizes
 
-        return tf_keras_fitting(list(trainable), rest)
+        return tf_keras_fitting(list(trainable), rest, only=sizes(
+            layout.stated_optimizer if layout.optimizer_config is None else None))
     tkeys = [str(i) for i in range(len(trainable))]
     return {c[0] for c in fits(candidates(layout), rest, tkeys, list(trainable), {})}

@@ -20,6 +20,15 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "adamax": (), "adagrad": (), "adadelta": (), "ftrl": (), "lamb": (), "lion": (),
     "adafactor": (), "rm_sprop": ("momentum", "centered"), "schedule_free_adam_w": (),
 }
+# tf_keras (Keras 2) built-ins a bare tf_keras .weights.h5 may be stated as (tf_keras.py
+# _SLOTS): the options that change their slots (tf_keras SGD makes "m" with or without
+# momentum; no gradient accumulation).
+TF_KERAS: dict[str, tuple[str, ...]] = {
+    "adam": ("amsgrad",), "adam_w": ("amsgrad",), "nadam": (), "adamax": (),
+    "sgd": ("momentum",), "lion": (), "adagrad": (), "ftrl": (), "adadelta": (),
+    "rm_sprop": ("momentum", "centered"),
+}
+TF_KERAS_SLOTS = {"rm_sprop": "rmsprop"}  # tf_keras.py's _SLOTS key
 _ALIASES = {"adamw": "adam_w", "rmsprop": "rm_sprop", "schedulefreeadamw": "schedule_free_adam_w"}
 GA = "gradient_accumulation"
 
@@ -83,9 +92,25 @@ def apply(lay, stated: tuple[str, frozenset[str]], tf_keras: bool) -> None:
     records the optimizer (config.json) decides itself: a statement that agrees is noted,
     one that contradicts it is refused (``EmaError``, exit 6). tf_keras files: not read
     through this statement (noted)."""
-    if tf_keras:
-        lay.notes.append(f"--optimizer {shown(stated)} is not used for a tf_keras file: "
-                         "its layout is read from its own variables")
+    if tf_keras and lay.optimizer_config is not None:
+        lay.notes.append(f"--optimizer {shown(stated)} is not used for a tf_keras .keras "
+                         "archive: its config.json records the optimizer")
+        return
+    if tf_keras:  # a bare tf_keras .weights.h5 records no optimizer name at all
+        cls, opts = stated
+        if cls not in TF_KERAS or GA in opts:
+            raise OptionError(
+                f"--optimizer {shown(stated)} (Python: optimizer=): the file is a tf_keras "
+                "(Keras 2) .weights.h5, and "
+                + (f"{shown(stated).split(':')[0]} is not a tf_keras built-in whose slots ckpt "
+                   "knows" if cls not in TF_KERAS else "tf_keras has no gradient accumulation")
+                + "; valid: " + ", ".join(
+                    k.replace("_", "") + (
+                        f" (options: {', '.join(TF_KERAS[k])})" if TF_KERAS[k] else "")
+                    for k in TF_KERAS))
+        lay.named_optimizer = None
+        lay.optimizer = TF_KERAS_SLOTS.get(cls, cls)
+        lay.stated_optimizer = stated
         return
     cfg = lay.optimizer_config
     if cfg is not None or lay.custom_optimizer:
@@ -104,4 +129,4 @@ def apply(lay, stated: tuple[str, frozenset[str]], tf_keras: bool) -> None:
     lay.stated_optimizer = stated
 
 
-__all__ = ["GA", "OPTIONS", "apply", "config", "parse", "recorded", "shown"]
+__all__ = ["GA", "OPTIONS", "TF_KERAS", "apply", "config", "parse", "recorded", "shown"]

@@ -15,6 +15,9 @@ import re
 
 from .optimizer_choice import custom_note
 from .optimizer_slots import spec
+from .stated_optimizer import config
+from .tfk_stated_optimizer import refuse_count
+from .tfk_stated_optimizer import sizes as stated_sizes
 
 # Slots tf_keras optimizers create per variable (config -> groups): each group is one loop over
 # the variables in build(), creating its names in turn for each variable. SGD creates "m" even
@@ -33,6 +36,11 @@ _SLOTS = {
     "rmsprop": lambda c: [["velocity"]] + ([["momentum"]] if c.get("momentum") else []) + (
         [["average_gradient"]] if c.get("centered") else []),
 }
+
+
+def slot_groups(cls: str, cfg: dict) -> list[list[str]]:
+    """The slot groups (:data:`_SLOTS`) the tf_keras built-in ``cls`` makes with ``cfg``."""
+    return _SLOTS[cls](cfg)
 
 
 def is_tf_keras(metadata: dict | None) -> bool:
@@ -58,12 +66,13 @@ _SETTINGS = ({}, {"amsgrad": True}, {"momentum": 0.9}, {"centered": True},
              {"momentum": 0.9, "centered": True})
 
 
-def fitting_use_ema(shapes: list, rest: list, accept=None) -> set[bool]:
+def fitting_use_ema(shapes: list, rest: list, accept=None, only=None) -> set[bool]:
     """``use_ema`` from a tf_keras optimizer's variables when no config records it: with
     averages, ``rest`` (the variables after ``iteration``) is one per weight (in
     ``model.trainable_variables`` order), then the slots of a built-in optimizer
     (:data:`_SLOTS`: each group a loop over the weights creating its slots for each in turn,
-    Adam ``m``, ``v``); without, only the slots. ``shapes``/``rest`` are specs
+    Adam ``m``, ``v``; ``only``: the groups' sizes of a stated class); without, only the
+    slots. ``shapes``/``rest`` are specs
     (:func:`~.optimizer.spec`); ``accept(order)`` says whether a sequence of specs is an order
     the weights may have been trained in (default: ``shapes``' own; a subclassed model's
     sublayers, whose order the file does not record, allow several). Returns the ``use_ema``
@@ -73,8 +82,8 @@ def fitting_use_ema(shapes: list, rest: list, accept=None) -> set[bool]:
     if accept is None:
         def accept(order: list) -> bool:
             return order == list(shapes)
-    groups = {tuple(len(g) for g in slots(cfg)) for slots in _SLOTS.values()
-              for cfg in _SETTINGS}
+    groups = only or {tuple(len(g) for g in slots(cfg)) for slots in _SLOTS.values()
+                      for cfg in _SETTINGS}
     found = set()
     for use_ema in (True, False):
         for sizes in groups:
@@ -172,6 +181,7 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
     lay.ema_offset = off
     cfg = lay.optimizer_config or {}
     rest = keys[off:]
+    stated_opt = lay.stated_optimizer if lay.optimizer_config is None else None
     if stated is not None and "use_ema" not in cfg:  # a recorded one is checked, not replaced
         use_ema, lay.ema_source = stated, "stated"
         lay.ema_evidence = (f"stated by the caller ({'--use-ema' if stated else '--no-use-ema'}; "
@@ -183,7 +193,8 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
         now = [k for k in lay.model if lay.trainable.get(k)]
         found = fitting_use_ema([spec(entries[k]) for k in now], [spec(entries[k]) for k in rest],
                                 lambda order: bag_targets(lay, entries, now,
-                                                          [s for s, _ in order]) is not None)
+                                                          [s for s, _ in order]) is not None,
+                                only=stated_sizes(stated_opt))
         use_ema = found.pop() if len(found) == 1 else None
         lay.ema_source = "layout" if use_ema is not None else ""
         lay.ema_evidence = ("no optimizer config; tf_keras variable layout (iteration, "
@@ -204,8 +215,17 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
         lay.use_ema = True
         lay.notes.append(custom_note(lay, len(rest)))
         return
-    slot_names = _SLOTS[lay.optimizer](cfg) if lay.optimizer in _SLOTS else None
+    slot_names = _SLOTS[lay.optimizer](config(stated_opt) if stated_opt else cfg) \
+        if lay.optimizer in _SLOTS else None
     trained = _built_with(lay, entries, rest, use_ema, slot_names, trainable)
+    per = sum(map(len, slot_names or []))
+    held = len([k for k in lay.model if lay.trainable.get(k)])
+    fewer = not trainable and not len(rest) % (1 + per) and len(rest) // (1 + per) < held
+    if use_ema and stated_opt and not fewer and (
+            not trained or len(rest) != len(trained) * (1 + per)):
+        # a stated class: its layout decides the count (unless it fits fewer weights than
+        # the file holds: layers frozen when it was built, which --trainable states)
+        refuse_count(lay, len(rest), len(trainable or trained) or held, per)
     if use_ema and lay.frozen_unproven:  # averages first, one per weight trainable at save
         lay.averages = dict.fromkeys(rest[:len([k for k in lay.model
                                                 if lay.trainable.get(k)])])
@@ -233,6 +253,8 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
     shapes = [entries[k].shape for k in (averages or trained)]
     named = slot_names is not None and len(slots) == len(order) and all(
         entries[key].shape == shapes[i] for key, (i, _) in zip(slots, order, strict=True))
+    if use_ema and stated_opt and averages and not named:
+        refuse_count(lay, len(rest), n, per)  # the count fits, the shapes do not
     for key, (i, name) in zip(slots, order if named else [], strict=False):
         if targets[i] is not None:
             lay.slots[key] = targets[i]
