@@ -10,7 +10,12 @@ loop's accumulators ``W/accum``). So a name other than TF's default is an EMA's 
 - or a TF1 ``.meta``'s graph shows ``ema.apply()``'s update ops writing every tensor stored
   under that name: an ``AssignMovingAvg`` op updates each shadow ``W/<name>`` from ``W``
   itself (:mod:`~ckpt_tools.formats.meta_updates`), not from another variable (a momentum
-  slot averaging a gradient accumulator ``W/accum``; review-14-attack-r28 F3).
+  slot averaging a gradient accumulator ``W/accum``; review-14-attack-r28 F3), in the name
+  scope ``apply()`` opens, ``<outer>/<name>/AssignMovingAvg[_N]``, grouped by a ``NoOp`` of
+  the scope's name, and the graph's ``moving_average_variables`` (which ``apply()`` fills)
+  lists ``W``. ``moving_averages.assign_moving_average(W/slow, W, decay)`` written by hand
+  (a Lookahead's slow weights, an SWA running mean) is none of that: its slow weights are the
+  raw weights at a sync step (review-15-attack-r29 F1, F2).
   ``moving_average_variables`` lists the variables an EMA averaged, never its name: with the
   Saver built before ``ema.apply()`` (the averages not saved), the optimizer's slots
   ``W/MyMomentum`` beside them are listed variables' tensors all the same
@@ -44,10 +49,15 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     if read is None:  # no .meta, or no graph in it: nothing shows an EMA's update ops
         return proven
     ops, key = read
-    # stored shadow -> the variable its AssignMovingAvg op averages (an optimizer's slot that
-    # an Apply op also writes proves nothing)
-    shadows = {key(s): key(v) for s, (v, _scope) in ops.averages.items() if s not in ops.slots}
+    # the variables ema.apply() averaged: it adds each to this collection
+    listed = set(ckpt.meta.keys_in("moving_average_variables"))
     for name in others:
+        # stored shadow -> the variable its AssignMovingAvg op averages, where the op is
+        # ema.apply()'s of an EMA object of that name (an optimizer's slot that an Apply op
+        # also writes proves nothing)
+        shadows = {key(s): key(v) for s, (v, scope) in ops.averages.items()
+                   if s not in ops.slots and scope in ops.grouped and key(v) in listed
+                   and scope_named(scope, name)}
         # the tensors read as averages under that name (W/ema/slow: name="ema/slow")
         under = [v for v in ckpt.variables_unwarned()
                  if v.role == R.EMA and v.ema_style == "tf1" and (
@@ -56,6 +66,30 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
         if under and all(_written(ckpt, v, shadows) for v in under):
             proven.add(name)
     return proven
+
+
+def unsaved_averages(ckpt: Checkpoint, weights: set[str]) -> list[str]:
+    """The keys of the averages of ``weights`` that a ``.meta``'s graph shows
+    ``ExponentialMovingAverage.apply()`` writing (in its grouped name scope, of variables
+    ``moving_average_variables`` lists) and the checkpoint does not store."""
+    read = update_ops_of(ckpt.meta) if weights else None
+    if read is None:
+        return []
+    ops, key = read
+    listed = set(ckpt.meta.keys_in("moving_average_variables"))
+    stored = {v.name for v in ckpt.variables_unwarned()}
+    return sorted({key(s) for s, (v, scope) in ops.averages.items()
+                   if scope in ops.grouped and key(v) in weights and key(v) in listed
+                   and key(s) not in stored and s not in ops.slots})
+
+
+def scope_named(scope: str, name: str) -> bool:
+    """Whether ``scope`` is the name scope ``ExponentialMovingAverage(name=name).apply()``
+    opens: ``name``, ``name_N`` (TF made it unique in the graph), under any outer scope
+    (``train/ema``); never the graph's root, where a hand-written ``assign_moving_average``
+    puts its ``AssignMovingAvg`` ops."""
+    return bool(scope) and any(s == name or s.endswith("/" + name)
+                               for s in (scope, suffix_base(scope)))
 
 
 def _written(ckpt: Checkpoint, v, shadows: dict[str, str]) -> bool:
@@ -159,6 +193,19 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
            "are most likely optimizer slots"
            if meta is not None and not set(open_) <= listed else "")
     names_text = " or ".join(repr(n) for n in unproven)
+    unsaved = unsaved_averages(ckpt, set(open_))
+    if unsaved:  # a real ema.apply() whose averages the Saver left out (review-15-attack-r29 F1)
+        raise UnprovenPairingError(
+            f"{ckpt.path}: the averages were not saved: the .meta's graph shows "
+            "ExponentialMovingAverage.apply() writing "
+            f"{', '.join(unsaved[:3])}{' ...' if len(unsaved) > 3 else ''}, which the "
+            "checkpoint does not store (a Saver built before ema.apply() leaves them out); "
+            f"the tensors named <weight>/{' or <weight>/'.join(unproven)} ({sample}{more}) "
+            "are no average ema.apply() wrote (no AssignMovingAvg op of its name scope "
+            "updates them), so nothing here holds the EMA values: ckpt export --raw writes "
+            f"the raw weights, and --ema-name {unproven[0]} takes those tensors only if they "
+            "are what you want (Python: ema_name=...)",
+            "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
     others = ("a training loop may keep other tensors of each variable under its name "
               "the same way (accumulators tf.Variable(..., name='w/accum'))"
               if ckpt.objects is not None else  # a TF2 checkpoint records its slots (F3)

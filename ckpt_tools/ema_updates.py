@@ -32,7 +32,8 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
             return None
         key = op_key(ckpt.meta)
         return UpdateOps({key(s): (key(v), scope) for s, (v, scope) in ops.averages.items()},
-                         {key(s): (key(v), op) for s, (v, op) in ops.slots.items()})
+                         {key(s): (key(v), op) for s, (v, op) in ops.slots.items()},
+                         ops.grouped)
 
     return ckpt.memo("meta_update_ops", read)
 
@@ -137,7 +138,11 @@ def complete_objects(ckpt: Checkpoint, variables, use_meta: bool) -> list[str]:
     if not use_meta or ckpt.objects is not None:
         return []
     found = _scopes(ckpt, variables)
-    names = {_scope_name(s, avs) for s, avs in found[0].items()} if found is not None else set()
+    grouped = update_ops(ckpt).grouped if found is not None else frozenset()
+    # only ema.apply()'s scopes (a NoOp of their name groups them): a hand-written
+    # assign_moving_average's ops at the graph's root name no EMA object (review-15-attack-r29 F2)
+    names = {_scope_name(s, avs) for s, avs in found[0].items() if s in grouped} \
+        if found is not None else set()
     return sorted(n for n in names
                   if owned_averages(ckpt, variables, n, use_meta, None) is not None)
 

@@ -70,7 +70,8 @@ def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:
 
 def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
                 steps: int = 3, momentum: str | None = None, ema: bool = True,
-                debiased: bool = False) -> tuple[str, dict[str, np.ndarray]]:
+                debiased: bool = False, slow: str | None = None,
+                swa: bool = False) -> tuple[str, dict[str, np.ndarray]]:
     """Trains ``W`` [4, 2] (two parts ``W/part_0``, ``W/part_1`` if ``partitioned``), ``V``
     [3, 2] and ``b`` [2] for ``steps`` steps, each followed by ``ema.apply()`` of all of them
     (an ``ExponentialMovingAverage(0.5)``; none unless ``ema``: then ``saver_keys`` gets
@@ -88,11 +89,18 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
             updated each step by ``assign_moving_average(..., zero_debias=True)`` inside
             ``variable_scope("bn")``, as tf_slim's ``batch_norm(zero_debias_moving_mean=True)``
             does: its bookkeeping is ``bn/bn/moving_mean/biased`` and ``.../local_step``.
+        slow: also keep ``<v>/<slow>`` for each variable by a hand-written
+            ``moving_averages.assign_moving_average(<v>/<slow>, v, decay, zero_debias=False)``
+            at the graph's root (no ExponentialMovingAverage's scope), after each training
+            step and before ``ema.apply()``: a Lookahead written branch-free (sync every 3
+            steps: decay 0.5 on a sync step and ``v <- <v>/<slow>`` then, 1.0 otherwise; saved
+            after step 3 its slow weights ARE the raw weights), or with ``swa`` an SWA running
+            mean (decay ``n / (n + 1)``).
 
     Returns:
         ``(prefix, truth)``: ``truth["ema:<op name>"]`` is ``sess.run(ema.average(v))`` and
         ``truth["raw:<op name>"]`` is ``sess.run(v)``, for each averaged variable (and, with
-        ``momentum``, for each slot and accumulator).
+        ``momentum``, for each slot and accumulator; with ``slow``, each ``<v>/<slow>``).
     """
     tf1 = tf.compat.v1
     with tf.Graph().as_default():
@@ -120,6 +128,9 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
                 kept = [*kept, mean]
                 train = tf.group(train, moving_averages.assign_moving_average(
                     mean, tf.reduce_mean(tf.matmul(x, w), 0), 0.9, zero_debias=True))
+        if slow is not None:
+            train, more = _hand_averages(tf, slow, swa, averaged, train, gs)
+            kept = [*kept, *more]
         ema_ = tf1.train.ExponentialMovingAverage(0.5) if ema else None
         step = train
         if ema_ is not None:
@@ -160,6 +171,26 @@ def _momentum_form(tf, name: str, loss, variables: list, gs) -> tuple[object, li
                     updates.append(v.assign_sub(0.01 * m.read_value()))
         with tf.control_dependencies(updates):
             return gs.assign_add(1), [*accs, *slots]
+
+
+def _hand_averages(tf, name: str, swa: bool, variables: list, train, gs) -> tuple[object, list]:
+    """The step and the variables of :func:`tf1_ema_run`'s ``slow`` averages."""
+    from tensorflow.python.training import moving_averages
+
+    tf1 = tf.compat.v1
+    made = [tf1.get_variable(f"{v.op.name}/{name}", v.shape, trainable=False,
+                             initializer=tf1.zeros_initializer()) for v in variables]
+    with tf.control_dependencies([train]):
+        n = tf.cast(gs, tf.float32)
+        sync = tf.equal(gs % 3, 0)
+        decay = n / (n + 1.0) if swa else tf.where(sync, 0.5, 1.0)
+        ups = [moving_averages.assign_moving_average(s, v, decay, zero_debias=False)
+               for s, v in zip(made, variables, strict=True)]
+    if swa:
+        return tf.group(*ups), made
+    with tf.control_dependencies(ups):
+        return tf.group(*[v.assign(tf.where(sync, s.read_value(), v.read_value()))
+                          for s, v in zip(made, variables, strict=True)]), made
 
 
 def restored_by_meta(tf, prefix: str, start: str = "") -> dict[str, np.ndarray]:

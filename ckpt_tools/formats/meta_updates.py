@@ -9,6 +9,9 @@ order the two were built. The keys do not tell which is which; the graph does:
 - ``ema.apply()`` updates each shadow with ``<scope>/AssignMovingAvg[_N]`` (an ``AssignSub`` or
   ``AssignSubVariableOp`` whose first input is the shadow), the difference it subtracts being
   ``AssignMovingAvg/sub_1 = shadow - value``, where ``value`` reads the averaged variable;
+- and groups them in a ``NoOp`` named that scope (``control_flow_ops.group(*updates,
+  name=scope)``), which a hand-written ``assign_moving_average`` (a Lookahead's slow weights,
+  an SWA running mean) has not;
 - an optimizer updates its slots in ``Apply*``/``ResourceApply*`` ops
   (``Momentum/update_w/ResourceApplyMomentum``), whose first input is the trained variable and
   whose other variable inputs are its slots.
@@ -41,15 +44,19 @@ class UpdateOps(Frozen):
             the scope of one ``ema.apply()``, as TF made it unique in the graph).
         slots: slot -> ``(trained variable, update op)`` for each variable input but the first
             of an optimizer's ``Apply*`` op.
+        grouped: the scopes of ``averages`` that a ``NoOp`` of the scope's own name groups,
+            as ``ExponentialMovingAverage.apply()`` does (``ema`` for ``ema/AssignMovingAvg``).
     """
 
     averages: dict[str, tuple[str, str]]
     slots: dict[str, tuple[str, str]]
-    _fields = ("averages", "slots")
+    grouped: frozenset[str]
+    _fields = ("averages", "slots", "grouped")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
-                 slots: dict[str, tuple[str, str]]) -> None:
-        self.__dict__.update(averages=averages, slots=slots)
+                 slots: dict[str, tuple[str, str]],
+                 grouped: frozenset[str] = frozenset()) -> None:
+        self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped))
 
 
 def read_update_ops(path: str) -> UpdateOps | None:
@@ -73,14 +80,16 @@ def read_update_ops(path: str) -> UpdateOps | None:
     averages: dict[str, tuple[str, str]] = {}
     slots: dict[str, tuple[str, str]] = {}
     differ: set[str] = set()
+    grouped: set[str] = set()
     for graph in graphs:
         each = _graph_updates(graph)
+        grouped |= each.grouped
         for shadow, owner in each.averages.items():
             if averages.setdefault(shadow, owner) != owner:
                 differ.add(shadow)
         for slot, trained in each.slots.items():
             slots.setdefault(slot, trained)
-    return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots)
+    return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots, grouped)
 
 
 def _graph_updates(graph: MetaGraph) -> UpdateOps:
@@ -112,4 +121,6 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
                 slot = variable(tensor)
                 if trained is not None and slot is not None and slot != trained:
                     slots.setdefault(slot, (trained, name))
-    return UpdateOps(averages, slots)
+    grouped = {scope for _v, scope in averages.values()
+               if scope and nodes.get(scope, _NONE).op == "NoOp"}
+    return UpdateOps(averages, slots, frozenset(grouped))
