@@ -358,6 +358,14 @@ class Checkpoint:
             self._ema_names = _roles.detect_ema_names(self._reader.entries)
         return list(self._ema_names)
 
+    def aliases(self) -> dict[str, str]:
+        """Returns the keys that store a variable a second time -> the key shown for it (a
+        Keras 3 ``model.export()``'s ``variables/N``: :mod:`ckpt_tools.saved_aliases`); they
+        are left out of :meth:`variables`, so each weight is listed and exported once."""
+        from .saved_aliases import saved_aliases
+
+        return self.memo("aliases", lambda: saved_aliases(self.objects, self._reader.entries))
+
     def memo(self, key, compute):
         """Returns ``compute()``, computed once per open checkpoint and ``key``: a fact
         derived from what the file stores (and the roles :meth:`variables` gives) that
@@ -402,7 +410,10 @@ class Checkpoint:
         # One Variable per tensor (3,000 in a large listing): loop invariants hoisted, dtype
         # names looked up once per dtype, fields passed by position.
         v2, objects, dtype_names = self.format == "v2", self.objects, {}
+        aliases = self.aliases()
         for key, entry in entries.items():
+            if key in aliases:  # a second copy of a variable listed under its own key
+                continue
             ri = info[key]
             dtype = dtype_names.get(entry.dtype)
             if dtype is None:

@@ -483,7 +483,9 @@ def list_names(checkpoint: str | os.PathLike | Checkpoint, *,
         ckpt = open_checkpoint(checkpoint, use_ema=use_ema) if owned else checkpoint
         try:
             path_of = ckpt.path_of
-            shown = [(key, path_of(key, entry), entry) for key, entry in ckpt.entries().items()]
+            aliases = ckpt.aliases()  # a second copy of a variable: shown once
+            shown = [(key, path_of(key, entry), entry) for key, entry in ckpt.entries().items()
+                     if key not in aliases]
             if match is not None:
                 shown = [s for s in shown if match(s[0], s[1])]
             if sort == "size":  # stable, like list_variables: ties keep checkpoint order

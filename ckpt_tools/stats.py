@@ -113,7 +113,7 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
     if variables is None:
         variables = decide_pairing(ckpt)[0]
     variables = {v.name: v for v in variables}
-    keys = ckpt.keys() if names is None else list(names)
+    keys = [k for k in ckpt.keys() if k not in ckpt.aliases()] if names is None else list(names)
     for name in keys:
         ckpt.entry(name)  # unknown names fail now, not on a worker thread
     tick = ByteCounter(progress, sum(_nbytes(ckpt.entry(k)) for k in keys))

@@ -202,7 +202,7 @@ class NameFilter:
     def keys(self, ckpt: Checkpoint) -> list[str]:
         """The checkpoint keys this filter keeps."""
         names = display_names(ckpt)
-        return [k for k in ckpt.keys() if self(k, names.get(k))]
+        return [k for k in ckpt.keys() if self(k, names.get(k)) and k not in ckpt.aliases()]
 
     def as_globs(self, ckpt: Checkpoint) -> list[str] | None:
         """The kept keys as exact-match globs, for library ``include=`` arguments (``None``

@@ -312,7 +312,7 @@ def stats_command(
                          not_swapped=not_swapped, fit_order=fit_order) as ckpt:
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
-        names = [k for k in ckpt.keys() if match(k, shown.get(k))]
+        names = [k for k in ckpt.keys() if match(k, shown.get(k)) and k not in ckpt.aliases()]
         # Statistics are the file's own values: an average the file does not pair is shown
         # without a variable or drift ('?'), as list marks it, never refused whole (r23 F6).
         variables, unpaired, unproven = open_averages(ckpt, names, ema_name, no_meta,

@@ -1,0 +1,48 @@
+"""Keys of a Keras 3 ``model.export()`` SavedModel that store a variable a second time.
+
+Keras' export archive tracks the model's variables twice: under ``_all_variables/N`` (what the
+serving functions capture) and under ``variables/N`` (``trainable_variables/N``,
+``non_trainable_variables/N``: what ``ExportArchive.track`` lists). TensorFlow saves each list
+entry as its own object, so the checkpoint holds every weight under two keys, and a listing or an
+export showed each twice, one copy under a name that says nothing (``variables/0``).
+
+A ``variables/N`` key is taken as a second copy of an ``_all_variables/M`` key only where the
+file shows it: both entries record the same variable name (``full_name``, the Keras path), no
+other ``_all_variables`` entry records that name, and dtype, shape, size and the stored bytes'
+checksum are equal. Anything else stays a variable of its own, as before.
+"""
+
+from __future__ import annotations
+
+_LISTS = ("variables", "trainable_variables", "non_trainable_variables")
+
+
+def saved_aliases(objects, entries) -> dict[str, str]:
+    """Returns ``{second key: the _all_variables key it repeats}`` for a Keras 3 export
+    archive's checkpoint (``{}`` for any other)."""
+    if objects is None:
+        return {}
+    root = dict(objects.children.get(0, ()))
+    if "_all_variables" not in root or not any(name in root for name in _LISTS):
+        return {}
+    by_name: dict[str, list[str]] = {}
+    for _, node in objects.children.get(root["_all_variables"], ()):
+        key = objects.node_keys.get(node)
+        if key is not None and objects.full_names.get(key):
+            by_name.setdefault(objects.full_names[key], []).append(key)
+    out: dict[str, str] = {}
+    for name in _LISTS:
+        for _, node in objects.children.get(root.get(name, -1), ()):
+            key = objects.node_keys.get(node)
+            kept = by_name.get(objects.full_names.get(key or "", ""), ())
+            if key is None or len(kept) != 1 or kept[0] == key:
+                continue
+            if _same_bytes(entries.get(key), entries.get(kept[0])):
+                out[key] = kept[0]
+    return out
+
+
+def _same_bytes(a, b) -> bool:
+    return (a is not None and b is not None and not a.slices and not b.slices
+            and a.crc32c is not None and a.crc32c == b.crc32c and a.dtype == b.dtype
+            and a.shape == b.shape and a.stored_bytes == b.stored_bytes)
