@@ -251,8 +251,7 @@ def slot_named_hint(ckpt: Checkpoint, variables, name: str, stated: bool,
             return (f"{t}/{name} is stored, {SLOT_NAMED} ({name} is the name an optimizer "
                     f"gives its slots): the keys do not tell whether an "
                     f"ExponentialMovingAverage(name={name!r}) wrote it; the training graph's "
-                    ".meta does (its update ops): put the .meta written with the checkpoint "
-                    "beside it")
+                    f".meta does (its update ops){_graph_unread(ckpt)}")
         bases = [suffix_base(k.rpartition("/")[2]) for k in slots]
         twice = sorted(b for b in _ONE_SLOT if bases.count(b) > 1)
         if not stated and twice:
@@ -260,6 +259,19 @@ def slot_named_hint(ckpt: Checkpoint, variables, name: str, stated: bool,
             return (f"{t} has {', '.join(both)}, "
                     f"{SLOT_NAMED}s, while a {twice[0]} optimizer keeps one: an "
                     f"ExponentialMovingAverage(name={twice[0]!r}) wrote one of them, and the "
-                    "keys do not tell which; the training graph's .meta does (its update ops):"
-                    " put the .meta written with the checkpoint beside it")
+                    "keys do not tell which; the training graph's .meta does (its update ops)"
+                    f"{_graph_unread(ckpt)}")
     return None
+
+
+def _graph_unread(ckpt: Checkpoint) -> str:
+    """Why the ``.meta``'s update ops did not decide, for :func:`slot_named_hint`: a ``.meta``
+    beside the checkpoint and read records none of these tensors' (an update run inside a
+    ``tf.cond`` lives in a function body the graph does not show; review-15-attack-r29 F4)."""
+    if ckpt.meta_unread:
+        return ", which --no-meta leaves unread"
+    if update_ops(ckpt) is not None:
+        return (", yet the .meta beside it, read, shows no AssignMovingAvg op writing any of them "
+                "(updates run inside a tf.cond live in function bodies its graph does not "
+                "show)")
+    return ": put the .meta written with the checkpoint beside it"

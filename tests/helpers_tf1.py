@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+E = "ExponentialMovingAverage"
+
 # What every TF1 generator script starts with: TF in graph mode, its output folder ``out``
 # (argv[1]) and the ``truth`` it fills; :func:`run_tf1_script` saves ``truth`` after the body.
 PRELUDE = f"""
@@ -70,8 +72,8 @@ def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:
 
 def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
                 steps: int = 3, momentum: str | None = None, ema: bool = True,
-                debiased: bool = False, slow: str | None = None,
-                swa: bool = False) -> tuple[str, dict[str, np.ndarray]]:
+                debiased: bool = False, slow: str | None = None, swa: bool = False,
+                momentum_cond: bool = False) -> tuple[str, dict[str, np.ndarray]]:
     """Trains ``W`` [4, 2] (two parts ``W/part_0``, ``W/part_1`` if ``partitioned``), ``V``
     [3, 2] and ``b`` [2] for ``steps`` steps, each followed by ``ema.apply()`` of all of them
     (an ``ExponentialMovingAverage(0.5)``; none unless ``ema``: then ``saver_keys`` gets
@@ -96,6 +98,10 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
             steps: decay 0.5 on a sync step and ``v <- <v>/<slow>`` then, 1.0 otherwise; saved
             after step 3 its slow weights ARE the raw weights), or with ``swa`` an SWA running
             mean (decay ``n / (n + 1)``).
+        momentum_cond: train with ``MomentumOptimizer(0.01, 0.9)`` (slots ``<v>/Momentum``)
+            and average with ``ExponentialMovingAverage(0.5, name="Momentum")`` (averages
+            ``<v>/Momentum_1``) whose ``apply()`` runs inside a ``tf.cond``: its update ops
+            live in a function body the ``.meta``'s graph does not show.
 
     Returns:
         ``(prefix, truth)``: ``truth["ema:<op name>"]`` is ``sess.run(ema.average(v))`` and
@@ -114,7 +120,10 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
         loss = (tf.reduce_sum((tf.matmul(x, w) - 1.0) ** 2) + tf.reduce_sum((V - 1.0) ** 2)
                 + tf.reduce_sum((b + 2.0) ** 2))
         averaged = [*(list(W) if partitioned else [W]), V, b]
-        if momentum is None:
+        if momentum_cond:
+            train = tf1.train.MomentumOptimizer(0.01, 0.9).minimize(loss, global_step=gs)
+            kept = []
+        elif momentum is None:
             train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
             kept = []
         else:
@@ -131,9 +140,13 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
         if slow is not None:
             train, more = _hand_averages(tf, slow, swa, averaged, train, gs)
             kept = [*kept, *more]
-        ema_ = tf1.train.ExponentialMovingAverage(0.5) if ema else None
+        ema_ = tf1.train.ExponentialMovingAverage(
+            0.5, name="Momentum" if momentum_cond else E) if ema else None
         step = train
-        if ema_ is not None:
+        if ema_ is not None and momentum_cond:
+            with tf.control_dependencies([train]):
+                step = tf.cond(tf.equal(gs % 1, 0), lambda: ema_.apply(averaged), tf.no_op)
+        elif ema_ is not None:
             with tf.control_dependencies([train]):
                 step = ema_.apply(averaged)
         saver = tf1.train.Saver(saver_keys(ema_, {v.op.name: v for v in averaged}, gs))

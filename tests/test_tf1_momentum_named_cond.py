@@ -1,0 +1,29 @@
+"""TF1 with its ``.meta``: ``ExponentialMovingAverage(name="Momentum")`` beside a
+``MomentumOptimizer`` (slots ``W/Momentum``, averages ``W/Momentum_1``), the EMA's ``apply()``
+run inside a ``tf.cond``: its update ops live in a function body the ``.meta``'s graph does not
+show, so nothing tells which tensor is the average and ``export`` refuses (exit 6). Before the
+fix the refusal told the user to "put the .meta written with the checkpoint beside it" although
+that ``.meta`` is beside it and was read (review-15-attack-r29 F4).
+
+Truth: ``sess.run(ema.average(v))`` at save time (:func:`tf1_ema_run`)."""
+
+from __future__ import annotations
+
+from helpers import run_cli
+from helpers_tf1 import tf1_ema_run
+
+
+def test_refusal_says_the_meta_beside_it_was_read(tf, tmp_path):
+    prefix, truth = tf1_ema_run(tf, tmp_path / "run", lambda e, vs, gs: None,
+                                momentum_cond=True)
+    assert "ema:W" in truth
+    code, _, err = run_cli(["export", str(tmp_path / "run"), "--out", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    assert "W/Momentum_1" in err, err
+    assert "put the .meta written with the checkpoint beside it" not in err, err
+    assert "the .meta beside it, read, shows no AssignMovingAvg op" in err, err
+    code, _, err = run_cli(["export", str(tmp_path / "run"), "--no-meta",
+                            "--out", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    assert "--no-meta leaves unread" in err, err
+    assert not (tmp_path / "x.npz").exists()
