@@ -118,7 +118,8 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
         why = (f"its {optimizer_named(layout)} was configured with use_ema=True, but "
                f"it was never built, so no averages exist yet ({layout.ema_evidence})")
     elif layout.use_ema is False and layout.ema_source == "config":
-        why = f"its {optimizer_named(layout)} was configured with use_ema=False"
+        why = f"its {optimizer_named(layout)} was configured with use_ema=False" + (
+            f" ({layout.ema_evidence})" if layout.kind == "legacy" else "")  # training_config
     elif set(layout.optimizer_vars) <= {layout.iteration, layout.learning_rate}:
         # Nothing per weight: whatever use_ema was (a stated --use-ema included), there are
         # no averages to find; "use_ema=False" would be a guess about the file.

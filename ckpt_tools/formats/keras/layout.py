@@ -227,8 +227,9 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
             lay.notes.append("--optimizer is not used for a legacy .h5: its optimizer "
                              "variables are named")
         if use_ema is not None and use_ema != lay.use_ema:
-            lay.notes.append(f"use_ema={use_ema} was stated, but the optimizer variable names "
-                             f"say use_ema={lay.use_ema}")
+            said = "training_config says" if lay.ema_source == "config" else \
+                "the optimizer variable names say"
+            lay.notes.append(f"use_ema={use_ema} was stated, but {said} use_ema={lay.use_ema}")
         return lay
     return _analyze_keras3(entries, config, owner_names or {}, read, use_ema, tf_keras,
                            trainable, optimizer)
