@@ -21,7 +21,7 @@ from .ema_names import not_saved_note
 from .emamap import ema_map, match_any
 from .errors import EmaError, NoSelectionError, OutputError
 from .export_format import check_dtypes, output_format
-from .export_record import checkpoint_record
+from .export_record import checkpoint_record, swapped_in
 from .export_said import no_weights, roles_said
 from .export_writers import H5_WIDEN, NPZ_WIDEN, WRITERS, read_order
 from .formats._io import canonical_location, is_url
@@ -63,6 +63,10 @@ class ExportResult:
             cannot prove (``fit_order``, ``not_swapped``: :mod:`ckpt_tools.keras_assumed`),
             also issued as an :class:`~ckpt_tools.errors.AssumptionWarning`; ``--json``
             carries it as ``"assumed"``.
+        stored: for ``--raw`` (``ema=False``) where the file cannot show that its own weights
+            are not the averages, how they would be
+            (:func:`~ckpt_tools.export_record.swapped_in`); ``--json`` carries it as
+            ``"stored"`` and the file's record says ``"values": "stored"``.
     """
 
     path: str
@@ -74,6 +78,7 @@ class ExportResult:
     raw_expected: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
+    stored: str | None = None
 
     def to_dict(self) -> dict:
         """The ``ckpt export --json`` document."""
@@ -83,7 +88,8 @@ class ExportResult:
                 "raw": [n for n in self.tensors if n not in done],  # never silently raw
                 "raw_expected": dict(self.raw_expected),
                 "bytes": self.nbytes, "warnings": list(self.warnings), "notes": list(self.notes),
-                **({"assumed": list(self.assumed)} if self.assumed else {})}
+                **({"assumed": list(self.assumed)} if self.assumed else {}),
+                **({"stored": self.stored} if self.stored else {})}
 
 
 def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:
@@ -353,7 +359,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         # refuses an .h5 whose layers, or a layer's weights, Keras would fill otherwise
         order = read_order(plan, fmt, ckpt, weights)
         ckpt.plan_reads(order)
-        record = checkpoint_record(ckpt, plan, averaged)  # EMA or raw, said in the file
+        record = checkpoint_record(ckpt, plan, averaged, raw=ema is False)  # said in the file
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
             nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
                       WRITERS[fmt](ckpt, plan, tmp, progress, record))
@@ -364,8 +370,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             layers = index_named_layers(plan)
             notes = notes + ([index_named_note(layers)] if layers else [])
         assumed = _assumed(ckpt) if averaged else []
+        stored = swapped_in(ckpt) if ema is False and not averaged else None
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
-                            [note] * bool(note) + notes, [a.name for a in assumed])
+                            [note] * bool(note) + notes, [a.name for a in assumed], stored)
     finally:
         if not isinstance(checkpoint, Checkpoint):
             ckpt.close()

@@ -5,8 +5,10 @@ colleague whether it holds the averages (the default) or the weights as saved (`
 The record, in each format's own metadata slot, which every reader of the arrays ignores:
 
 * ``"values"``: ``"ema"`` (every tensor holds its EMA value), ``"raw"`` (none does: ``--raw``,
-  or ``--allow-missing`` where no average exists) or ``"mixed"`` (some written raw beside the
-  averages, e.g. batch-norm statistics no optimizer averages);
+  or ``--allow-missing`` where no average exists), ``"stored"`` (``--raw`` on a file whose own
+  weights are the averages if it was saved with its EMA swapped in, which it cannot show:
+  :func:`swapped_in`) or ``"mixed"`` (some written raw beside the averages, e.g. batch-norm
+  statistics no optimizer averages);
 * ``"raw"``: with ``"mixed"``, the names written raw;
 * ``"stated"`` / ``"assumed"``: what the EMA pairing rests on (``not_swapped``, ``fit_order``:
   :mod:`ckpt_tools.keras_assumed`), where anything does.
@@ -57,11 +59,36 @@ def safetensors_metadata(record: dict) -> dict[str, str]:
             for k, v in record.items()}
 
 
-def checkpoint_record(ckpt, plan: dict[str, str], averaged) -> dict:
+def swapped_in(ckpt) -> str | None:
+    """How the weights a ``--raw`` export writes would be the averages, where the file cannot
+    show whether they are (``None`` where it shows they are the raw weights, or has no EMA):
+    a Keras 3 file with EMA copies (or that may have them) saved after
+    ``SwapEMAWeights(swap_on_epoch=True)``, an EMA optimizer's ``swap_weights()`` before the
+    save, a TF1 Saver no graph file records that may have swapped."""
+    from .keras_assumed import _tf_keras, object_pairs
+    from .swap_assumed import saver_assumptions, slot_pairs
+
+    layout = getattr(ckpt.reader, "keras", None)
+    if layout is not None:
+        return (None if layout.use_ema is False or _tf_keras(ckpt) else
+                "the averages if ModelCheckpoint saved it after SwapEMAWeights")
+    if object_pairs(ckpt):
+        return "the averages if it was saved after SwapEMAWeights"
+    if slot_pairs(ckpt):
+        return "the averages if the EMA optimizer's swap_weights() ran before the save"
+    if saver_assumptions(ckpt):
+        return "the averages if a swapping Saver wrote it"
+    return None
+
+
+def checkpoint_record(ckpt, plan: dict[str, str], averaged, raw: bool = False) -> dict:
     """:func:`values_record` of an export of ``ckpt``, with the statements its EMA pairing
-    took (``--not-swapped``, the trainer's run record, ``--fit-order``) and what it assumed."""
+    took (``--not-swapped``, the trainer's run record, ``--fit-order``) and what it assumed;
+    ``raw``: a ``--raw`` export, whose values are ``"stored"`` where :func:`swapped_in`."""
     from .keras_assumed import keras_assumptions
 
+    if raw and not averaged and swapped_in(ckpt):
+        return {"values": "stored"}
     if not averaged:
         return values_record(plan, averaged)
     stated = [name for name in ("not_swapped", "fit_order") if getattr(ckpt, name, False)]

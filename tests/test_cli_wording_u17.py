@@ -43,3 +43,37 @@ def test_grep_word_hints_the_glob_matches_the_whole_name(quiet):
     assert "did you mean --grep '*weights*'? (a glob matches the whole name)" in err, err
     code, _, err = run_cli(["list", TOWERS, "--grep", "zzz", *quiet])
     assert code == 3 and "did you mean" not in err, err
+
+
+def test_raw_export_of_a_keras_ema_file_says_the_weights_are_as_stored(tmp_path):
+    """F3: the README's way to get a SwapEMAWeights file's averages (``--raw``) said "0 with
+    EMA values" and recorded ``"values": "raw"``; the file cannot show which its weights are:
+    "as stored", naming when they are the averages. A file without EMA stays "raw"."""
+    import json
+    import zipfile
+
+    import numpy as np
+
+    truth = np.load(FIXTURES / "keras_ema" / "expected.npz")
+    out = tmp_path / "w.npz"
+    code, stdout, err = run_cli(["export", str(FIXTURES / "keras_ema" / "model.keras"), "--raw",
+                                 "--out", str(out)])
+    assert code == 0, err
+    assert "8 weights as stored (the averages if ModelCheckpoint saved it after " \
+        "SwapEMAWeights)" in stdout and "0 with EMA values" not in stdout, stdout
+    record = json.loads(zipfile.ZipFile(out).comment)["ckpt_tools"]
+    assert record["values"] == "stored" and "raw" not in record, record
+    with np.load(out) as z:  # the file's own weights, bit for bit
+        for name in z.files:
+            want = truth[f"model:weight/{name}"]
+            if want.dtype == np.uint16:  # bfloat16, recorded as its bits; npz widens it
+                want = (want.astype(np.uint32) << 16).view(np.float32)
+            assert z[name].tobytes() == want.tobytes(), name
+    code, stdout, err = run_cli(["export", str(FIXTURES / "keras_ema" / "model.keras"), "--raw",
+                                 "--json", "--out", str(tmp_path / "j.npz")])
+    assert code == 0 and json.loads(stdout)["stored"].startswith("the averages if"), stdout
+    code, stdout, err = run_cli(["export", str(FIXTURES / "keras_ema" / "no_ema.keras"), "--raw",
+                                 "--out", str(tmp_path / "n.npz")])
+    assert code == 0 and "0 with EMA values" in stdout, stdout
+    assert json.loads(zipfile.ZipFile(tmp_path / "n.npz").comment)["ckpt_tools"]["values"] \
+        == "raw"

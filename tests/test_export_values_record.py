@@ -77,7 +77,7 @@ def test_raw_export_says_raw(tmp_path):
     assert _safetensors_record(raw)["format"] == "tf"  # what converters check stays
 
 
-@pytest.mark.parametrize("flag,values", [("--raw", "raw"), ("--not-swapped", "mixed")])
+@pytest.mark.parametrize("flag,values", [("--raw", "stored"), ("--not-swapped", "mixed")])
 def test_npz_raw_and_ema_differ(flag, values, tmp_path):
     out = tmp_path / "w.npz"
     _ckpt("export", KERAS, flag, "--out", out)

@@ -164,8 +164,9 @@ def export_command(
         out.json({**doc, "notes": [*doc["notes"], *pairing_notes], **stated})
     elif not quiet:
         out.prose(f"wrote {result.path} ({result.format}, "  # the tensors, not the file
-                 f"{human_bytes(result.nbytes)} of weights): {len(result.tensors)} weights, "
-                 f"{len(result.averaged)} with EMA values")
+                 f"{human_bytes(result.nbytes)} of weights): {len(result.tensors)} weights"
+                 + (f" as stored ({result.stored})" if result.stored else
+                    f", {len(result.averaged)} with EMA values"))
 
 
 @contextmanager
