@@ -18,24 +18,26 @@ shapes:
 - a class that is not a Keras built-in: its build() order is unknown, refused;
 - a count that fits only with gradient accumulators read in: they must not follow the weights
   (``TRACKS``), or a custom slot created before the averages gives the same count, refused;
-- Muon (a built-in whose slots ckpt does not model, averages first): the others must sit
-  ``WIDE`` times farther from the weights than the copies;
+- Muon (a built-in whose slots ckpt does not model, averages first): read so only where
+  ``--optimizer muon`` states it (a custom class named ``muon`` with a Lookahead's slow weights
+  created first sits nearer the weights than Muon's averages: review-15-attack-r30 F1); the
+  statement proves only that the first block, one per weight it was built with, is the
+  averages: the count cannot be checked, Muon's slots depend on each weight's rank;
 - a count that fits only with a hyperparameter's slots (amsgrad, momentum, centered): the
   others must sit ``MARGIN`` times farther from the weights than the copies;
 - a built-in's default layout, exact count: refused only where another slot sits ``MARGIN``
   times nearer the weights than the copies (a slot of a custom class named like the
   built-in).
-A refusal is exit 6 naming no option (none decides the layout). Where the copies are the only
-variables of their shapes past iteration/learning_rate, there is no other reading to rule out.
+A refusal is exit 6 naming ``--optimizer`` where a statement decides, else no option. Where
+the copies are the only variables of their shapes past iteration/learning_rate, there is no
+other reading to rule out.
 """
 
 from __future__ import annotations
 
 # Distances are roots of sums of squares over all weights. A built-in's exact layout is refused
-# where another variable sits MARGIN x nearer the weights than the copies; Muon's needs the
-# others WIDE x farther.
+# where another variable sits MARGIN x nearer the weights than the copies.
 MARGIN = 2 ** 0.5
-WIDE = 4.0
 # Keras built-ins whose slots ckpt does not model, which build() their averages first.
 AVERAGES_FIRST = frozenset({"muon"})
 SAMPLE = 1 << 16
@@ -99,6 +101,15 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
                 + "), which the file does not record; a custom optimizer named like it that "
                 "creates a slot of its own before the averages (a Lookahead's slow weights) "
                 "gives the same count, and values cannot tell an average from such a slot")
+    muon = (layout.optimizer or "") in AVERAGES_FIRST
+    if muon and layout.stated_optimizer is None:
+        # Values may only refuse, never prove: a Lookahead subclass of Muon named "muon" keeps
+        # its slow weights first, nearer the weights than Muon's averages (r30 F1).
+        return ("the name muon is Keras' built-in Muon's default, but a custom optimizer "
+                "named muon that creates a slot of its own before the averages (a "
+                "Lookahead's slow weights) gives the same layout; ckpt does not model Muon's "
+                "slots, so the count cannot tell them apart, and values cannot tell an "
+                "average from such a slot")
     weights = [k for k in layout.model if k in entries]
     others = [k for k in layout.optimizer_vars[layout.ema_offset:]
               if k not in pairs and k in entries]
@@ -127,8 +138,8 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
         return None  # one variable per weight past iteration/learning_rate: no other reading
     if not (np.isfinite(near) and np.isfinite(far)):
         return "the weights or optimizer variables hold NaN or inf"
-    known = layout.tf_keras or any(c[2] is not None for c in candidates(layout))
-    if not known and (layout.optimizer or "") not in AVERAGES_FIRST:
+    known = layout.tf_keras or muon or any(c[2] is not None for c in candidates(layout))
+    if not known:
         # A class of its own: where it creates its per-weight variables is not recorded, and
         # no value check can tell: a Lookahead's slow weights follow the weights more closely
         # than a lagging EMA (review-14-attack-r27 F1).
@@ -147,13 +158,6 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
                     f"({dist:.2f}x the weights' norm from them; accumulated gradients sit at "
                     f"least {TRACKS}x, all zero after an update step): another slot (a "
                     "Lookahead's slow weights) or the averages sit there")
-    if not known:  # Muon: a built-in whose slots ckpt does not model, averages first
-        if far >= (WIDE ** 2) * near and far > 0.0:
-            return None
-        return (f"other optimizer variables of the weights' shapes sit only "
-                f"{(far / near) ** 0.5 if near else 0.0:.1f}x farther from the weights than "
-                f"they do (at least {WIDE:.1f}x needed for an optimizer class ckpt does not "
-                f"model, {layout.optimizer})")
     # A built-in's layout that fits the count exactly, no block inferred beyond its own: the
     # values refuse it only where another slot follows the weights clearly more closely than
     # the copies (a slot created before the averages). Weights that start at zero with an EMA
@@ -205,6 +209,11 @@ def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) 
         decides = (f"the pairing rests on your statement --optimizer {shown(stated)}, and "
                    "the values contradict it: if the run's optimizer was another Keras "
                    "built-in or had other options, state those")
+    elif (layout.optimizer or "") in AVERAGES_FIRST:
+        decides = ("what decides is the optimizer the run used: --optimizer muon (Python: "
+                   "optimizer=\"muon\"), if it was Keras' built-in Muon (its averages come "
+                   "first, one per weight it was built with: --trainable; ckpt does not model "
+                   "Muon's slots, so the count proves no more); a custom class decides nothing")
     elif layout.readings and not layout.default_fit and not layout.tf_keras:
         said = " or ".join(f"--optimizer {r}" for r in layout.readings)
         decides = (f"what decides is the optimizer the run used: {said} (Python: "

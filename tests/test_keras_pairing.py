@@ -203,7 +203,7 @@ def test_muon_count_of_averages_is_never_guessed(made, case, tmp_path):
     """Muon keeps one or two slots per weight (by rank): the count of its variables cannot prove
     how many are averages. A bare .weights.h5 (and a .keras with a frozen layer) is refused
     naming --trainable, never a momentum buffer written as an average; --trainable gives Keras'
-    own averages, the frozen layer raw."""
+    own averages, the frozen layer raw (a bare file: with --optimizer muon)."""
     out, truth = made
     if f"{case}:raw:seq/a/kernel" not in truth:
         pytest.skip("this Keras has no keras.optimizers.Muon")
@@ -214,9 +214,15 @@ def test_muon_count_of_averages_is_never_guessed(made, case, tmp_path):
         assert code == 6 and "--trainable" in err and "muon" in err.lower(), (ext, err)
         assert "do not fit the 6" not in err, err
     stated = "seq/a,seq/c" if frozen else "seq/a,seq/b,seq/c"
+    # a bare .weights.h5 is read as Muon only where --optimizer muon states it: a custom class
+    # named "muon" may keep a slot of its own first (review-15-attack-r30 F1)
+    code, _, err = _exported(made, f"{case}.weights.h5", tmp_path, "--use-ema",
+                             "--trainable", stated)
+    assert code == 6 and "--optimizer muon" in err, err
     for ext in (".weights.h5", ".keras"):
         code, got, err = _exported(made, f"{case}{ext}", tmp_path, "--use-ema",
-                                   "--trainable", stated)
+                                   "--trainable", stated,
+                                   *(["--optimizer", "muon"] if ext == ".weights.h5" else []))
         assert code == 0, (ext, err)
         assert len(got) == 6, got
         for name, value in got.items():

@@ -112,7 +112,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                                            layers=None if stated else layers,
                                            open_targets=open_targets)
     lay.frozen_unproven = swapped
-    if lay.stated_optimizer is not None and cfg is None and not any(
+    if lay.stated_optimizer is not None and cfg is None and cands and not any(
             use_ema is None or h[0][0] == use_ema for h in hyps):
         _refuse_stated(lay, cands, use_ema, [tspecs[i] for i in now] or tspecs, off, len(keys))
     pairings = [pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
@@ -213,7 +213,10 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                          "variables are EMA copies"
                          + (" (layers are frozen: which were frozen when it was built is not "
                             "recorded)" if lay.frozen else "")
-                         + ": " + ("" if cfg is not None or lay.optimizer == "muon" else
+                         + ": " + ("" if cfg is not None or lay.stated_optimizer else
+                                   "if it was Keras' built-in Muon, state it: --optimizer "
+                                   "muon (Python: optimizer=\"muon\"), and "
+                                   if lay.optimizer == "muon" else
                                    "if it was a Keras built-in under another name (name=), "
                                    "state its class: --optimizer CLASS[:OPTIONS] (Python: "
                                    "optimizer=); otherwise ")

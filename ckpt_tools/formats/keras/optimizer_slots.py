@@ -78,8 +78,8 @@ def candidates(lay) -> list[tuple[bool, bool, list | None]]:
     if cfg is None and stated is not None:  # --optimizer: the class and its options, exactly
         from .stated_optimizer import GA, config
 
-        fn = _SLOTS[stated[0]]
-        out = [(e, GA in stated[1], fn(config(stated))) for e in (False, True)]
+        fn = _SLOTS.get(stated[0])  # None: Muon, whose slots ckpt does not model
+        out = [(e, GA in stated[1], fn(config(stated))) for e in (False, True)] if fn else []
     elif cfg is not None:
         out = [(bool(cfg.get("use_ema")), bool(cfg.get("gradient_accumulation_steps")),
                 slot_fn(cfg) if slot_fn else None)]

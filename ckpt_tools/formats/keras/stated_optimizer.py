@@ -19,6 +19,10 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "sgd": ("momentum",), "adam": ("amsgrad",), "adam_w": ("amsgrad",), "nadam": (),
     "adamax": (), "adagrad": (), "adadelta": (), "ftrl": (), "lamb": (), "lion": (),
     "adafactor": (), "rm_sprop": ("momentum", "centered"), "schedule_free_adam_w": (),
+    # Muon: ckpt does not model its slots (one or two per weight, by rank and exclusions);
+    # stated, its averages are read as the first block, one per weight it was built with
+    # (--trainable), which is all the statement proves (keras_layout_values).
+    "muon": (),
 }
 # tf_keras (Keras 2) built-ins a bare tf_keras .weights.h5 may be stated as (tf_keras.py
 # _SLOTS): the options that change their slots (tf_keras SGD makes "m" with or without
