@@ -42,6 +42,7 @@ from .ema_several import join_maps, split_ema_names
 from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slot_named_hint
 from .formats.objgraph import SLOT_MARK, has_swappable_averages
 from .graph_saved import graph_holders
+from .keras_unstepped import refuse_unstepped_tf2
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
 from .loss_named import loss_named_missing_hint
@@ -304,6 +305,7 @@ def ema_map(
             detected = proven_names(variables, ckpt.ema_names())
             name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)
             suffix = recorded_suffixes(ckpt, variables)
+        refuse_unstepped_tf2(ckpt, variables, pairs)  # Keras 3 copies before the first step
         if asked:  # not_swapped: always refused; fit_order: under strict
             refuse_assumed(ckpt, assumed, strict=strict)
     finally:

@@ -33,6 +33,7 @@ from .keras_layout_values import refuse_unproven_layout
 from .keras_named import by_names, legacy_stated
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import explained_by_twins
+from .keras_unstepped import refuse_unstepped
 
 __all__ = ["apply_keras_ema"]
 
@@ -195,6 +196,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
                 layout.optimizer_config is None:  # a bare tf_keras file: --optimizer decides
             raise unstated_error(path, layout)
         # the values must prove a bare .weights.h5's copies averages (a custom optimizer's slot)
+        refuse_unstepped(ckpt, {k: layout.averages.get(k) for k in keys})  # iteration 0
         refuse_unproven_layout(ckpt, {k: layout.averages.get(k) for k in keys})
         if not stated:  # the copies' values may place them in another order (a custom loop)
             refuse_contradicted_order(ckpt)

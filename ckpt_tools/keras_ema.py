@@ -26,6 +26,7 @@ from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
 from .keras_layout_values import refuse_unproven_layout
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import refuse_twins
+from .keras_unstepped import refuse_unstepped
 
 __all__ = ["keras_ema_values", "require_keras_pairing"]
 
@@ -186,6 +187,7 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
         raise EmaError(
             f"{ckpt.path}: {what} cannot be paired with a model weight from the file alone "
             f"({shown_names(ckpt, why)})" + tail)
+    refuse_unstepped(ckpt)  # iteration 0: Keras' initial copies, no averages yet
     refuse_unproven_layout(ckpt)  # a bare .weights.h5: values prove the inferred layout
     if twins:
         refuse_twins(ckpt)
