@@ -92,9 +92,28 @@ def errors_in(path: str):
 def _keras_in(directory: str) -> list[str]:
     """The Keras files (``.keras``, ``.h5``) in ``directory`` (none where it cannot be listed)."""
     try:
-        return [f for f in os.listdir(directory) if f.endswith((".keras", ".h5", ".hdf5"))]
+        return [f for f in _candidate_names(directory) if f.endswith((".keras", ".h5", ".hdf5"))]
     except OSError:
         return []
+
+
+_FILE_SUFFIXES = (".index", ".keras", ".h5", ".hdf5")
+
+
+def _candidate_names(directory: str) -> list[str]:
+    """``os.listdir(directory)`` less the directories named like a checkpoint file that are
+    none: Keras' own config directory (``~/.keras``) always, and any other (``backup.keras/``)
+    where a file of those kinds is there to read. Taken as a candidate, such a directory made
+    the whole directory unreadable (exit 4); alone, it is still refused as a directory."""
+    names = os.listdir(directory)
+    dirs = {f for f in names if f.endswith(_FILE_SUFFIXES)
+            and os.path.isdir(os.path.join(directory, f))}
+    if not dirs:
+        return names
+    names = [f for f in names if f not in dirs or f not in _FILE_SUFFIXES]  # .keras: no stem
+    if any(f.endswith(_FILE_SUFFIXES) and f not in dirs for f in names):
+        names = [f for f in names if f not in dirs]
+    return names
 
 
 def _prefix_location(prefix: str, original: str, state: str | None = None) -> Location:
@@ -260,7 +279,7 @@ def locate(path: str | os.PathLike) -> Location:
                                    os.path.isabs(written) and prefix_exists(written),
                                    _keras_in(path))
             return replace(found, choice=note) if note else found
-        names = os.listdir(path)
+        names = _candidate_names(path)
         indexes = [f for f in names if f.endswith(".index")]
         keras_files = [f for f in names if f.endswith((".keras", ".h5", ".hdf5"))]
         if indexes and keras_files:

@@ -77,3 +77,27 @@ def test_raw_export_of_a_keras_ema_file_says_the_weights_are_as_stored(tmp_path)
     assert code == 0 and "0 with EMA values" in stdout, stdout
     assert json.loads(zipfile.ZipFile(tmp_path / "n.npz").comment)["ckpt_tools"]["values"] \
         == "raw"
+
+
+def test_directories_named_like_keras_files_are_no_candidates(tmp_path):
+    """F7: ``~/.keras`` (Keras' config directory) made a home directory exit 4, and a
+    ``backup.keras/`` folder beside a readable ``ep01.keras`` made the run directory exit 4."""
+    import os
+    import shutil
+
+    home = tmp_path / "home"
+    (home / ".keras").mkdir(parents=True)
+    (home / ".keras" / "keras.json").write_text("{}")
+    code, _, err = run_cli(["list", str(home)])
+    assert code == 3 and "holds no checkpoint" in err, err
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(FIXTURES / "keras_ema" / "model.keras", run / "ep01.keras")
+    for name in ("backup.keras", ".keras"):
+        (run / name).mkdir()
+        os.utime(run / name, (4e9, 4e9))  # newer than the file: it used to be picked
+    code, out, err = run_cli(["list", str(run), "--json"])
+    assert code == 0, err
+    assert "backup.keras" not in err and "not .keras" not in err, err
+    code, expected, _ = run_cli(["list", str(run / "ep01.keras"), "--json"])
+    assert out.replace("run/ep01.keras", "") == expected.replace("run/ep01.keras", "")
