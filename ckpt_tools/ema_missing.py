@@ -21,11 +21,22 @@ if TYPE_CHECKING:
 LISTED_TRAINABLE = "the .meta lists them in trainable_variables"
 
 
+#: How the hint of a partitioned variable's average stored for some parts begins.
+PARTIAL = "its average is stored for only some of its parts: "
+
+
 def missing_hints(variables, name: str, detected: list[str], missing: list[str],
-           unsaved: list[str]) -> list[str]:
+           unsaved: list[str], partial: dict[str, str] | None = None) -> list[str]:
     if not missing:
         return []
     hints = []
+    if partial:  # ema.apply() over some parts of a partitioned variable (review-15-attack-r29 F3)
+        k, what = next(iter(partial.items()))
+        hints.append(f"{PARTIAL}{k} holds {what}, as ema.apply() over a var_list that left "
+                     "the other parts out stores it; no whole average of it exists, and "
+                     "--allow-missing restores it raw, its averaged parts included"
+                     + (f" (and {len(partial) - 1} more variable(s) so)" if len(partial) > 1
+                        else ""))
     if unsaved:
         hints.append(f"the .meta graph has {unsaved[0]!r} (and {len(unsaved) - 1} more) but the "
                      "checkpoint does not: the Saver's var_list left the shadows out"
@@ -150,6 +161,11 @@ def missing_message(m: EmaMap) -> str:
         return f"{m.checkpoint}: {m.hints[0]}"
     sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
+    part = next((h for h in m.hints if h.startswith(PARTIAL)), None)
+    if part:  # the key is stored, in part: "not in the checkpoint" would be false
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no whole EMA shadow under "
+                f"'<name>/{m.ema_name}': {sample}; {part}; pass --allow-missing "
+                "(allow_missing=True) to restore them raw, or export --raw")
     slotted = next((h for h in m.hints if SLOT_NAMED in h), None)
     if slotted:  # the keys may be there, read as slots: "not in the checkpoint" would be false
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average proven under "

@@ -380,9 +380,11 @@ def ema_map(
         missing = []
     graph_keys = ({v.checkpoint_key for v in ckpt.meta.variables.values()}
                   if source == "meta" else set())
-    unsaved = [f"{t}/{name}" for t in missing
-               if f"{t}/{name}" in graph_keys and f"{t}/{name}" not in variables]
-    hints = missing_hints(variables, name, detected, missing, unsaved)
+    partial = getattr(ckpt.reader, "partial", {})  # an average of some parts of t (F3)
+    unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys
+               and f"{t}/{name}" not in variables and f"{t}/{name}" not in partial]
+    hints = missing_hints(variables, name, detected, missing, unsaved,
+                          {k: partial[k] for t in missing if (k := f"{t}/{name}") in partial})
     slashed = slashed_hint(ckpt, variables, missing)
     if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
         hints.insert(0, slashed)

@@ -73,7 +73,8 @@ def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:
 def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
                 steps: int = 3, momentum: str | None = None, ema: bool = True,
                 debiased: bool = False, slow: str | None = None, swa: bool = False,
-                momentum_cond: bool = False) -> tuple[str, dict[str, np.ndarray]]:
+                momentum_cond: bool = False,
+                skip_part: bool = False) -> tuple[str, dict[str, np.ndarray]]:
     """Trains ``W`` [4, 2] (two parts ``W/part_0``, ``W/part_1`` if ``partitioned``), ``V``
     [3, 2] and ``b`` [2] for ``steps`` steps, each followed by ``ema.apply()`` of all of them
     (an ``ExponentialMovingAverage(0.5)``; none unless ``ema``: then ``saver_keys`` gets
@@ -102,6 +103,9 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
             and average with ``ExponentialMovingAverage(0.5, name="Momentum")`` (averages
             ``<v>/Momentum_1``) whose ``apply()`` runs inside a ``tf.cond``: its update ops
             live in a function body the ``.meta``'s graph does not show.
+        skip_part: with ``partitioned``, ``ema.apply()`` leaves out ``W/part_1`` (a filter
+            over the trainable variables): TF saves ``W/ExponentialMovingAverage`` with one of
+            two slices (``truth["raw:W/part_1"]`` then has no ``ema:`` twin).
 
     Returns:
         ``(prefix, truth)``: ``truth["ema:<op name>"]`` is ``sess.run(ema.average(v))`` and
@@ -148,13 +152,14 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
                 step = tf.cond(tf.equal(gs % 1, 0), lambda: ema_.apply(averaged), tf.no_op)
         elif ema_ is not None:
             with tf.control_dependencies([train]):
-                step = ema_.apply(averaged)
+                step = ema_.apply([v for v in averaged
+                                   if not (skip_part and v.op.name == "W/part_1")])
         saver = tf1.train.Saver(saver_keys(ema_, {v.op.name: v for v in averaged}, gs))
         with trained(tf, step, steps) as sess:
             prefix = saver.save(sess, str(Path(directory) / "model.ckpt"), global_step=gs)
             truth = {}
             for v in averaged:
-                if ema_ is not None:
+                if ema_ is not None and ema_.average(v) is not None:
                     truth[f"ema:{v.op.name}"] = sess.run(ema_.average(v).read_value())
                 truth[f"raw:{v.op.name}"] = sess.run(v.read_value())
             for v in kept:

@@ -36,6 +36,7 @@ from .bundle_read import (  # noqa: F401 (NO_CRC: imported from here, as before)
 )
 from .bundle_wire import WireError, decode_entry, decode_header
 from .entry import TensorEntry, bundle_entry
+from .partial_parts import averaged_parts
 from .slices import TensorSlice, check_partition, decode_key, fragment_groups, leaves_gap
 from .table import Table
 
@@ -70,6 +71,9 @@ class BundleReader(TensorReads):
     """
 
     format = "v2"
+    #: key -> what is stored of it, for the averages of some parts of a partitioned variable
+    #: (:mod:`.partial_parts`), which are not in :attr:`entries`
+    partial: dict[str, str] = {}
     keras = None  # TensorFlow bundles keep EMA facts in the .meta and object graph
 
     def __init__(self, prefix: str, *, verify: bool = True):
@@ -165,21 +169,19 @@ class BundleReader(TensorReads):
                 f"{self.index_path}: bundle needs reader version {min_consumer}, "
                 f"this reader supports {_MAX_BUNDLE_VERSION}")
 
-    def _merge_fragments(self, gapped: dict[str, tuple[TensorEntry, Exception]]) -> None:
+    def _merge_fragments(self, gapped: dict[str, tuple[TensorEntry, Exception]]) -> dict:
         """Reads each :func:`~.slices.fragment_groups` group (the parts of one tensor that TF1
         saved under one name per part) as one partitioned entry named after the group
         (``net/w//w/part_*/avg``); ``extra["fragments"]`` keeps the stored keys, in slice order,
         so writers can store them as TensorFlow did.
 
-        Raises:
-            CorruptCheckpointError: a gapped entry (``gapped``: name -> (entry, the error
-                naming its gap)) that no group fills.
+        Returns:
+            the gapped entries (``gapped``: name -> (entry, the error naming its gap)) that no
+            group fills, for :func:`~.partial_parts.averaged_parts` (which refuses the others).
         """
         groups = fragment_groups({n: e for n, (e, _) in gapped.items()})
         grouped = {m for members in groups.values() for m in members}
-        for name, (_, exc) in gapped.items():
-            if name not in grouped:
-                raise CorruptCheckpointError(str(exc), path=self.index_path)
+        alone = {n: g for n, g in gapped.items() if n not in grouped}
         group_of = {m: g for g, members in groups.items() for m in members}
         merged: dict[str, TensorEntry] = {}
         for name, entry in self.entries.items():
@@ -202,6 +204,7 @@ class BundleReader(TensorReads):
             whole.extra["fragments"] = members
             merged[group] = whole
         self.entries = merged
+        return alone
 
     def _check_extents(self, shard: int | None = None, size: int | None = None) -> None:
         """Refuses entries whose bytes pass the end of their data shard (one ``stat`` per shard;
@@ -237,6 +240,7 @@ class BundleReader(TensorReads):
         """Refuses shapes that claim more elements than the stored bytes hold, and partitions
         whose slices do not tile the tensor: nothing is ever allocated from a shape alone."""
         gapped: dict[str, tuple[TensorEntry, Exception]] = {}
+        partial: dict[str, tuple[TensorEntry, Exception]] = {}
         items: dict[int, int] = {}  # dtype -> itemsize, looked up once per dtype
         prod = math.prod
         for entry in self.entries.values():
@@ -253,7 +257,12 @@ class BundleReader(TensorReads):
                     boxes = check_partition(entry.name, entry.shape, entry.slices)
                 except CorruptCheckpointError as exc:
                     # One part of a tensor saved under one key per part leaves a gap that
-                    # another fills (_merge_fragments); anything else is corrupt.
+                    # another fills (_merge_fragments), an average of some parts of a
+                    # partitioned variable one its parts fill (partial_parts); anything else
+                    # is corrupt.
+                    if len(entry.slices) > 1 and leaves_gap(entry.shape, entry.slices):
+                        partial[entry.name] = (entry, exc)
+                        continue
                     if len(entry.slices) != 1 or not leaves_gap(entry.shape, entry.slices):
                         raise CorruptCheckpointError(str(exc), path=self.index_path) from None
                     gapped[entry.name] = (entry, exc)
@@ -273,7 +282,12 @@ class BundleReader(TensorReads):
             else:
                 self._check_size(entry, entry.shape, "")
         if gapped:
-            self._merge_fragments(gapped)
+            partial.update(self._merge_fragments(gapped))
+        if partial:  # set apart: no whole tensor to read (review-15-attack-r29 F3)
+            self.partial = averaged_parts(self.entries, partial, self.index_path)
+            for name in self.partial:
+                for tslice in self.entries.pop(name).slices:
+                    self._slice_entries.pop((name, tslice), None)
 
     def _check_size(self, entry: TensorEntry, shape: tuple[int, ...], what: str) -> None:
         count = math.prod(shape)
