@@ -265,6 +265,15 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         files = []
         if meta_src and dropped and not renamed:
             warnings.append(DROPPED_META)
+        partial = getattr(ckpt.reader, "partial", {})  # no whole tensor to copy (r29 F3)
+        if partial:
+            k, what = next(iter(partial.items()))
+            warnings.append(
+                f"{k} ({what}: an average of only some parts) was not written"
+                + (f", nor {len(partial) - 1} more so" if len(partial) > 1 else "")
+                + (", so the .meta graph was not copied: its Saver restores it and would fail "
+                   "on the output" if meta_src and not renamed and not dropped else ""))
+            dropped = [*dropped, *partial]
         if meta_src and not renamed and not dropped:  # before the index: a present .index
             files.append(copy_atomic(meta_src, prefix + ".meta", shown))  # means "complete"
         files += writer.finish()

@@ -40,3 +40,21 @@ def test_partly_averaged_partitioned_variable_opens(tf, tmp_path):
         assert got["W"].tobytes() == raw_w.tobytes()
         for n in ("V", "b"):
             assert got[n].tobytes() == truth[f"raw:{n}"].tobytes(), n
+
+
+def test_restore_ema_says_the_partial_average_is_not_written(tf, tmp_path):
+    run = tmp_path / "run"
+    _, truth = tf1_ema_run(tf, run, lambda e, vs, gs: None, partitioned=True, skip_part=True)
+    code, _, err = run_cli(["restore-ema", str(run), "--allow-missing",
+                            "--out", str(tmp_path / "re")])
+    assert code == 0, err
+    assert "W/ExponentialMovingAverage" in err and "was not written" in err, err
+    assert not list((tmp_path / "re").glob("*.meta"))  # its Saver would miss the key
+    code, _, err = run_cli(["export", str(tmp_path / "re"), "--raw",
+                            "--out", str(tmp_path / "r.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "r.npz") as got:
+        assert got["W"].tobytes() == np.concatenate(
+            [truth["raw:W/part_0"], truth["raw:W/part_1"]]).tobytes()
+        for n in ("V", "b"):
+            assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n
