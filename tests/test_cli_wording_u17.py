@@ -101,3 +101,31 @@ def test_directories_named_like_keras_files_are_no_candidates(tmp_path):
     assert "backup.keras" not in err and "not .keras" not in err, err
     code, expected, _ = run_cli(["list", str(run / "ep01.keras"), "--json"])
     assert out.replace("run/ep01.keras", "") == expected.replace("run/ep01.keras", "")
+
+
+def _slim_names() -> list[str]:
+    return [f"resnet_v1_50/block{b}/unit_{u}/bottleneck_v1/conv{c}/{leaf}/"
+            "ExponentialMovingAverage" for b in (1, 2) for u in (1, 2) for c in (1, 2)
+            for leaf in ("weights", "BatchNorm/beta")]
+
+
+@pytest.mark.parametrize("width", [40, 34])
+def test_tf_slim_names_are_shortened_by_whole_segments_where_they_fit(width):
+    """F1 (and review-14 u16 F15): block1/unit_1/…/conv1/weights tells a TF-slim name apart
+    in 33 columns, but the names were cut inside segments (``resnet_v1_…k1/…_1/…v1/we…ts``)
+    because no form kept four segments from the middle."""
+    from ckpt_tools.cli._shorten import ELLIPSIS, shorten_column
+
+    names = _slim_names()
+    shown = shorten_column(names, width, lambda t: t, len)
+    assert len(set(shown)) == len(names), shown
+    for name, text in zip(names, shown, strict=True):
+        assert len(text) <= width, text
+        parts = text.split("/")
+        assert all(p == ELLIPSIS or p in name.split("/") for p in parts), text  # whole ones
+        assert name.split("/")[-2] in parts, text  # which variable: weights or beta
+    targets = shorten_column(["of " + n.rsplit("/", 1)[0] for n in names], 38, lambda t: t,
+                             len, lead="of ")
+    for name, text in zip(names, targets, strict=True):
+        assert text.endswith("/" + name.split("/")[-2]), text
+        assert all(p == ELLIPSIS or p in name.split("/") for p in text[3:].split("/")), text

@@ -96,8 +96,13 @@ def shorten_counted(texts: Sequence[str], width: int, escape: Callable[[str], st
     segments = {i: [escape(s) for s in texts[i].split("/")] for i in long}
     freq = Counter(s for i in long for s in set(segments[i]))
     few = len(long) <= _MANY
+    rows_with: dict[str, set[int]] = {}
+    for i in long if few else ():
+        for seg in segments[i]:
+            rows_with.setdefault(seg, set()).add(i)
     choices = {i: _candidates(segments[i], texts[i], width, escape, measure, freq, few,
-                              shared=len(long) > 1 and freq[segments[i][-1]] == len(long))
+                              shared=len(long) > 1 and freq[segments[i][-1]] == len(long),
+                              rows_with=rows_with, rows=len(long))
                for i in long}
     fixed = Counter(shown[i] for i in range(len(shown)) if i not in long and i not in free)
     pick = dict.fromkeys(long, 0)
@@ -299,7 +304,9 @@ def _render(segments: list[str], kept: tuple[int, ...]) -> str:
 
 def _candidates(segments: list[str], raw: str, width: int, escape: Callable[[str], str],
                 measure: Callable[[str], int], freq: Counter,
-                few: bool, shared: bool = False) -> list[tuple[str, int]]:
+                few: bool, shared: bool = False,
+                rows_with: dict[str, set[int]] | None = None,
+                rows: int = 0) -> list[tuple[str, int]]:
     """Every shortened form of one name that fits, best first: whole segments kept from the
     start and the end and at most two from the middle, valued by the length of what they keep
     divided by the square of how many rows share each segment (a segment every row has tells
@@ -326,6 +333,35 @@ def _candidates(segments: list[str], raw: str, width: int, escape: Callable[[str
                     if kept and len(kept) < n:
                         forms[kept] = sum((len(segments[k]) + 1) / freq[segments[k]] ** 2
                                           for k in kept)
+    if few and n > 2 and rows_with:
+        # The segments that tell this row from the others, wherever they are: four in
+        # block1/unit_1/…/conv1/weights of a TF-slim name, more than the middles above hold.
+        # Greedily, each the one that leaves the fewest other rows sharing what is kept; each
+        # prefix of that order is a form, with and without the last segment.
+        key = n - 2 if shared else n - 1
+        alike = set(rows_with[segments[key]])
+        order: list[int] = []
+        rest = [k for k in range(n) if k != key]
+
+        def left(k: int) -> int:  # rows that still share what is kept, with segment k
+            with_k = rows_with[segments[k]]
+            return len(with_k) if len(alike) == rows else len(alike & with_k)  # all: no &
+
+        while len(alike) > 1 and rest:
+            counts = {k: left(k) for k in rest}
+            best = min(rest, key=lambda k: (counts[k], len(segments[k])))
+            if counts[best] == len(alike):
+                break  # nothing left tells them apart by whole segments
+            alike &= rows_with[segments[best]]
+            order.append(best)
+            rest.remove(best)
+        tops = [{*order[:count], key} for count in range(len(order) + 1)]
+        tops += [{*order, key, k} for k in rest]  # and one more (conv1/BatchNorm/beta)
+        for top in tops:
+            for kept in (tuple(sorted(top)), tuple(sorted(top | {n - 1}))):
+                if len(kept) < n and kept not in forms:
+                    forms[kept] = sum((len(segments[k]) + 1) / freq[segments[k]] ** 2
+                                      for k in kept)
     fitting = []
     for kept, value in forms.items():
         text = _render(segments, kept)
