@@ -155,6 +155,15 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
 
     check_compatible(ckpts)
     newest = ckpts[-1]
+    for c in ckpts:  # no whole tensor to average or copy (review-15-attack-r29 F3)
+        k, what = next(iter(getattr(c.reader, "partial", {}).items()), (None, ""))
+        if k is not None:
+            raise UnsupportedFormatError(
+                f"{c.path}: {k} holds {what}, an average of only some parts of a partitioned "
+                "variable (ema.apply() over a var_list that left the others out): there is no "
+                "whole tensor to average or copy, and leaving it out would break the .meta's "
+                "Saver; average cannot write it (restore-ema and export read this checkpoint "
+                "with --allow-missing or --raw)")
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model

@@ -58,3 +58,14 @@ def test_restore_ema_says_the_partial_average_is_not_written(tf, tmp_path):
             [truth["raw:W/part_0"], truth["raw:W/part_1"]]).tobytes()
         for n in ("V", "b"):
             assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n
+
+
+def test_average_refuses_rather_than_drop_the_partial_average(tf, tmp_path):
+    for step, run in ((3, tmp_path / "a"), (4, tmp_path / "b")):
+        tf1_ema_run(tf, run, lambda e, vs, gs: None, partitioned=True, skip_part=True,
+                    steps=step)
+    code, _, err = run_cli(["average", str(tmp_path / "a"), str(tmp_path / "b"),
+                            "--out", str(tmp_path / "av")])
+    assert code == 5, err
+    assert "W/ExponentialMovingAverage" in err and "only some parts" in err, err
+    assert not (tmp_path / "av").exists()
