@@ -52,6 +52,16 @@ _KERAS3 = '''
                               zip(o._trainable_variables, o._model_variables_moving_average)})
             model.save(f"{out}/{case}.h5")
         fit_snapped(keras, m, snap)
+    # a custom loop, the optimizer set on the uncompiled model: no training_config at all
+    m = dense_net(keras, "hidden")
+    opt = GradInCopies(0.05, use_ema=True, ema_momentum=0.5)
+    x = np.random.default_rng(5).normal(size=(16, 6)).astype("float32")
+    for _ in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((m(x) - x[:, :3]) ** 2)
+        opt.apply(tape.gradient(loss, m.trainable_variables), m.trainable_variables)
+    m.optimizer = opt
+    m.save(f"{out}/uncompiled.h5")
 '''
 
 _TF_KERAS = '''
@@ -84,6 +94,16 @@ _TF_KERAS = '''
                               zip(model.trainable_variables, o._model_variables_moving_average)})
             model.save(f"{out}/{case}.h5")
         fit_snapped(K, m, snap)
+    m = dense_net(K, "hidden")
+    opt = GradInCopies(learning_rate=0.05, use_ema=True, ema_momentum=0.5)
+    x = np.random.default_rng(5).normal(size=(16, 6)).astype("float32")
+    for _ in range(4):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((m(x) - x[:, :3]) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables),
+                                m.trainable_variables))
+    m.optimizer = opt
+    m.save(f"{out}/uncompiled.h5")
 '''
 
 
@@ -137,6 +157,16 @@ def test_custom_class_use_ema_true_refused(made, tmp_path):
     code, _, err = _export(out / "ema.h5", dest)
     assert code == 6, err  # was 0: the gradient averages in the copies written as the weights
     assert "not a Keras built-in" in err and "no option decides" in err, err
+    assert not dest.exists()
+
+
+def test_no_training_config_refused(made, tmp_path):
+    """Saved with an optimizer but never compiled: the class and use_ema are unrecorded."""
+    kind, out, truth = made
+    dest = tmp_path / "x.npz"
+    code, _, err = _export(out / "uncompiled.h5", dest)
+    assert code == 6, err  # was 0: the gradient averages in the copies written as the weights
+    assert "no training_config records" in err and "no option decides" in err, err
     assert not dest.exists()
 
 

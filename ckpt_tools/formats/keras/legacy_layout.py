@@ -110,7 +110,11 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
                            f"model.trainable_variables order")
         refuse_named_order(lay, stated, "--trainable")
     lay.ema_source = "names"  # a legacy .h5 records each optimizer weight's name
-    if recorded:
+    if recorded == "unrecorded":
+        lay.use_ema, lay.ema_evidence = True, (
+            "optimizer variable names (*_average) only: no training_config records the "
+            "optimizer's class or use_ema")
+    elif recorded:
         lay.use_ema, lay.ema_evidence = recorded == "custom", _said(outer, wrapped, lay)
         lay.ema_source = "config"
     elif lay.averages and bare:
@@ -198,7 +202,8 @@ def _recorded_ema(lay: KerasLayout, outer: dict, wrapped: dict | None) -> str:
     "average" was exported as the EMA.)"""
     use_ema = (lay.optimizer_config or {}).get("use_ema")
     custom = legacy_custom_optimizer(outer, wrapped)
-    if not lay.averages or not (use_ema is False or (use_ema is True and custom)):
+    unrecorded = not outer.get("class_name")  # optimizer weights saved, the model uncompiled
+    if not lay.averages or not (unrecorded or use_ema is False or (use_ema is True and custom)):
         return ""
     named = list(lay.averages)
     for key in named:
@@ -206,17 +211,21 @@ def _recorded_ema(lay: KerasLayout, outer: dict, wrapped: dict | None) -> str:
         lay.stated_pairs.pop(key, None)
         lay.candidates.pop(key, None)
     lay.notes[:] = [n for n in lay.notes if not n.startswith(tuple(k + " " for k in named))]
-    if use_ema is False:
+    if use_ema is False and not unrecorded:
         return "off"
+    what = ("no training_config records the optimizer's class or use_ema (the model was saved "
+            "with an optimizer but never compiled)" if unrecorded else
+            f"the optimizer is {custom}, not a Keras built-in (training_config)")
     lay.notes.append(
-        f"the optimizer is {custom}, not a Keras built-in (training_config), and a subclass "
-        f"may keep per-weight variables of its own named as Keras names its EMA copies "
-        f"({lay.paths.get(named[0], named[0])}: e.g. a running average of the gradients), so "
-        f"which of its {len(named)} variables so named are the copies is not recorded and "
-        "they cannot be paired from this file (no option decides it: --use-ema and "
-        "--trainable state neither); a tf.train.Checkpoint(model=model, "
-        "optimizer=optimizer) of the run lists the copies in its object graph")
-    return "custom"
+        f"{what}, and a subclass may keep per-weight variables of its own named as Keras "
+        f"names its EMA copies ({lay.paths.get(named[0], named[0])}: e.g. a running average "
+        f"of the gradients), so which of its {len(named)} variables so named are the copies "
+        "is not recorded and they cannot be paired from this file (no option decides it: "
+        "--use-ema and --trainable state neither); a tf.train.Checkpoint(model=model, "
+        "optimizer=optimizer) of the run lists the copies in its object graph"
+        + ("; model.compile(optimizer) before model.save() records its class and use_ema"
+           if unrecorded else ""))
+    return "unrecorded" if unrecorded else "custom"
 
 
 def _said(outer: dict, wrapped: dict | None, lay: KerasLayout) -> str:
