@@ -129,3 +129,12 @@ def test_tf_slim_names_are_shortened_by_whole_segments_where_they_fit(width):
     for name, text in zip(names, targets, strict=True):
         assert text.endswith("/" + name.split("/")[-2]), text
         assert all(p == ELLIPSIS or p in name.split("/") for p in text[3:].split("/")), text
+
+
+def test_stats_flagged_with_nothing_flagged_says_so():
+    """F5: ``stats --flagged`` printed a bare header: "all clean" read as "nothing read"."""
+    code, out, err = run_cli(["stats", TOWERS, "--flagged"])
+    assert code == 0, err
+    assert "no tensor flagged (" in err and " checked: no NaN/Inf" in err, err
+    code, out, err = run_cli(["stats", str(FIXTURES / "linear_v2"), "--flagged"])
+    assert code == 0 and "drift" in out and "no tensor flagged" not in err, err

@@ -353,6 +353,9 @@ def stats_command(
                       **assumed, **({"ema_unproven": unproven} if unproven else {})})
         else:
             out.table(f"{ckpt.path} ({ckpt.format})", _stats_columns(histogram), rows)
+            if flagged and not rows:  # "all clean", never a bare header that reads as nothing read
+                out.note(f"no tensor flagged ({len(names)} checked: no NaN/Inf, no drift above "
+                         f"{drift:g}, no read error)")
     if errors:
         raise CorruptCheckpointError(f"{len(errors)} tensor(s) could not be read; first: "
                                      f"{errors[0]}")
