@@ -106,6 +106,10 @@ def _locate_http(store, url: str) -> Location:
         return _url_prefix(store, state_target(bare, entries[-1]), url, state)
     if not url.endswith("/") and store.size(bare + ".index") is not None:
         return _url_prefix(store, bare, url)
+    if store.size(remote.url_join(bare, "saved_model.pb")) is not None:  # docs: exit 5
+        raise UnsupportedFormatError(
+            f"{url}: a SavedModel; only TensorFlow V2 checkpoints (.index + .data) are read "
+            "from URLs: copy SavedModels locally")
     tried = state if url.endswith("/") else f"{state}, no {bare}.index"
     raise CheckpointNotFoundError(
         f"{url}: not found (no {tried}; an http(s):// directory cannot be listed, so a run "
@@ -160,6 +164,10 @@ def _url_prefix(store, prefix: str, original: str, state: str | None = None) -> 
         meta = prefix + ".meta"
         return Location(prefix, "v2", meta if store.size(meta) is not None else None, state)
     if store.size(prefix) is not None or store.info(prefix + "-00000-of-00001") is not None:
+        if prefix.endswith((".keras", ".h5", ".hdf5")):  # never a "V1 checkpoint" (u17 F13)
+            raise UnsupportedFormatError(
+                f"{original}: Keras files are not read from URLs, only TensorFlow V2 "
+                "checkpoints (.index + .data): download it and give the local path")
         raise UnsupportedFormatError(
             f"{original}: only TensorFlow V2 checkpoints (.index + .data) are read from URLs; "
             "copy V1 checkpoints locally")

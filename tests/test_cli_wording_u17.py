@@ -138,3 +138,17 @@ def test_stats_flagged_with_nothing_flagged_says_so():
     assert "no tensor flagged (" in err and " checked: no NaN/Inf" in err, err
     code, out, err = run_cli(["stats", str(FIXTURES / "linear_v2"), "--flagged"])
     assert code == 0 and "drift" in out and "no tensor flagged" not in err, err
+
+
+def test_keras_file_and_savedmodel_urls_say_what_they_are(http):
+    """F13: an http(s):// .keras was called a "V1 checkpoint" and a SavedModel directory was
+    "not found" (exit 3) where docs/remote.md says exit 5 (copy it locally)."""
+    pytest.importorskip("aiohttp")
+    pytest.importorskip("fsspec")
+    for name in ("keras_ema/model.keras", "keras_ema/model.weights.h5"):
+        code, _, err = run_cli(["list", f"{http.url}/{name}"])
+        assert code == 5, err
+        assert "Keras files are not read from URLs" in err and "V1" not in err, err
+    for form in ("{}/", "{}"):
+        code, _, err = run_cli(["list", form.format(f"{http.url}/savedmodel_keras")])
+        assert code == 5 and "a SavedModel" in err and "copy SavedModels locally" in err, err
