@@ -152,3 +152,11 @@ def test_keras_file_and_savedmodel_urls_say_what_they_are(http):
     for form in ("{}/", "{}"):
         code, _, err = run_cli(["list", form.format(f"{http.url}/savedmodel_keras")])
         assert code == 5 and "a SavedModel" in err and "copy SavedModels locally" in err, err
+
+
+def test_export_out_dash_is_a_usage_error(tmp_path, monkeypatch):
+    """F8: ``--out -`` wrote a file named '-' (conventionally stdout)."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli(["export", TOWERS, "--out", "-", "--format", "npz"])
+    assert code == 2 and "not stdout" in err, err
+    assert not (tmp_path / "-").exists()

@@ -123,6 +123,9 @@ def export_command(
             "averages, --raw alone for the weights)", param_hint="--not-swapped")
     if not out_path:  # exit 7, as in restore-ema and average (README: output refused)
         raise OutputError("--out is empty: give a file name")
+    if out_path == "-":  # conventionally stdout, which a binary archive is not written to
+        raise typer.BadParameter("'-' would be a file named '-', not stdout: give a file name "
+                                 "(./- for that file)", param_hint="--out")
     fmt = choice(pick_format(fmt, to), FORMATS, "--format")
     try:
         fmt = output_format(out_path, fmt)
