@@ -86,10 +86,12 @@ def unsaved_averages(ckpt: Checkpoint, weights: set[str]) -> list[str]:
 def scope_named(scope: str, name: str) -> bool:
     """Whether ``scope`` is the name scope ``ExponentialMovingAverage(name=name).apply()``
     opens: ``name``, ``name_N`` (TF made it unique in the graph), under any outer scope
-    (``train/ema``); never the graph's root, where a hand-written ``assign_moving_average``
-    puts its ``AssignMovingAvg`` ops."""
-    return bool(scope) and any(s == name or s.endswith("/" + name)
-                               for s in (scope, suffix_base(scope)))
+    (``train/ema``), or ``Momentum`` for the averages ``W/Momentum_1`` (TF numbers a shadow
+    per variable: a ``MomentumOptimizer`` took ``W/Momentum``); never the graph's root, where
+    a hand-written ``assign_moving_average`` puts its ``AssignMovingAvg`` ops."""
+    return bool(scope) and any(s == n or s.endswith("/" + n)
+                               for s in (scope, suffix_base(scope))
+                               for n in (name, suffix_base(name)))
 
 
 def _written(ckpt: Checkpoint, v, shadows: dict[str, str]) -> bool:

@@ -73,7 +73,7 @@ def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:
 def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
                 steps: int = 3, momentum: str | None = None, ema: bool = True,
                 debiased: bool = False, slow: str | None = None, swa: bool = False,
-                momentum_cond: bool = False,
+                momentum_cond: str | None = None,
                 skip_part: bool = False) -> tuple[str, dict[str, np.ndarray]]:
     """Trains ``W`` [4, 2] (two parts ``W/part_0``, ``W/part_1`` if ``partitioned``), ``V``
     [3, 2] and ``b`` [2] for ``steps`` steps, each followed by ``ema.apply()`` of all of them
@@ -101,8 +101,10 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
             mean (decay ``n / (n + 1)``).
         momentum_cond: train with ``MomentumOptimizer(0.01, 0.9)`` (slots ``<v>/Momentum``)
             and average with ``ExponentialMovingAverage(0.5, name="Momentum")`` (averages
-            ``<v>/Momentum_1``) whose ``apply()`` runs inside a ``tf.cond``: its update ops
-            live in a function body the ``.meta``'s graph does not show.
+            ``<v>/Momentum_1``), one of them run inside a ``tf.cond`` (``"ema"``: its
+            ``apply()``; ``"optimizer"``: its ``apply_gradients()``, so the EMA's scope is
+            ``Momentum`` while its averages are ``<v>/Momentum_1``): that one's update ops live
+            in a function body the ``.meta``'s graph does not show.
         skip_part: with ``partitioned``, ``ema.apply()`` leaves out ``W/part_1`` (a filter
             over the trainable variables): TF saves ``W/ExponentialMovingAverage`` with one of
             two slices (``truth["raw:W/part_1"]`` then has no ``ema:`` twin).
@@ -125,7 +127,12 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
                 + tf.reduce_sum((b + 2.0) ** 2))
         averaged = [*(list(W) if partitioned else [W]), V, b]
         if momentum_cond:
-            train = tf1.train.MomentumOptimizer(0.01, 0.9).minimize(loss, global_step=gs)
+            opt = tf1.train.MomentumOptimizer(0.01, 0.9)
+            gv = opt.compute_gradients(loss, averaged)
+            train = tf.cond(tf.equal(gs % 1, 0), lambda: opt.apply_gradients(gv), tf.no_op) \
+                if momentum_cond == "optimizer" else opt.apply_gradients(gv)
+            with tf.control_dependencies([train]):
+                train = gs.assign_add(1)
             kept = []
         elif momentum is None:
             train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
@@ -147,7 +154,7 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
         ema_ = tf1.train.ExponentialMovingAverage(
             0.5, name="Momentum" if momentum_cond else E) if ema else None
         step = train
-        if ema_ is not None and momentum_cond:
+        if ema_ is not None and momentum_cond == "ema":
             with tf.control_dependencies([train]):
                 step = tf.cond(tf.equal(gs % 1, 0), lambda: ema_.apply(averaged), tf.no_op)
         elif ema_ is not None:

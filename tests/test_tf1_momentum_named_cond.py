@@ -15,7 +15,7 @@ from helpers_tf1 import tf1_ema_run
 
 def test_refusal_says_the_meta_beside_it_was_read(tf, tmp_path):
     prefix, truth = tf1_ema_run(tf, tmp_path / "run", lambda e, vs, gs: None,
-                                momentum_cond=True)
+                                momentum_cond="ema")
     assert "ema:W" in truth
     code, _, err = run_cli(["export", str(tmp_path / "run"), "--out", str(tmp_path / "x.npz")])
     assert code == 6, err
@@ -27,3 +27,19 @@ def test_refusal_says_the_meta_beside_it_was_read(tf, tmp_path):
     assert code == 6, err
     assert "--no-meta leaves unread" in err, err
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_ema_named_like_the_optimizer_beside_its_cond_exports_the_averages(tf, tmp_path):
+    """The optimizer's update in the tf.cond, the EMA's outside: the EMA's scope is
+    ``Momentum`` (its NoOp too), its averages ``W/Momentum_1``; the .meta proves them."""
+    import numpy as np
+
+    _, truth = tf1_ema_run(tf, tmp_path / "run", lambda e, vs, gs: None,
+                           momentum_cond="optimizer")
+    code, _, err = run_cli(["export", str(tmp_path / "run"), "--strict",
+                            "--out", str(tmp_path / "x.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "x.npz") as got:
+        for n in ("W", "V", "b"):
+            assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n
+            assert got[n].tobytes() != truth[f"raw:{n}"].tobytes(), n
