@@ -81,7 +81,9 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
                         "finalize_variable_values(<the variables it trains>) before "
                         "model.save() in the training process (Keras copies its averages into "
                         "them), then use --raw")
-    keras2 = layout.tf_keras or layout.kind == "legacy"  # a legacy .h5: tf_keras wrote it
+    # a legacy .h5: its keras_version says which Keras wrote it (Keras 3 writes one too)
+    keras2 = layout.tf_keras or (layout.kind == "legacy" and getattr(
+        ckpt.reader, "by_tf_keras", True))
     fix = ("train with an optimizer created with use_ema=True (e.g. "
            f"{'tf_keras' if keras2 else 'keras'}.optimizers.SGD(momentum=0.9, "
            "use_ema=True)) and save during or after fit()")

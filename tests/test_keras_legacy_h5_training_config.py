@@ -134,6 +134,8 @@ def test_use_ema_false_recorded_no_copies(made, tmp_path):
     code, _, err = _export(out / "noema.h5", dest)
     assert code == 6, err  # was 0: the gradient averages written as the weights
     assert "use_ema=False" in err and "training_config" in err, err
+    # the way to keep averages names the Keras that wrote the file
+    assert ("tf_keras.optimizers" in err) == (kind == "tf_keras"), err
     assert not dest.exists()
     code, text, err = run_cli(["list", str(out / "noema.h5"), "--json"])
     assert code == 0, err
