@@ -16,18 +16,19 @@ an EMA that lags (review-14-attack-r27 F1), and a zero-initialised model's laggi
 as far from them as Adam's slots (F5). Hence, where other optimizer variables have the copies'
 shapes:
 - a class that is not a Keras built-in: its build() order is unknown, refused;
-- a count that fits only with gradient accumulators read in: they must not follow the weights
-  (``TRACKS``), or a custom slot created before the averages gives the same count, refused;
+- a count that fits only with gradient accumulators or a hyperparameter's slots read in: a
+  custom slot created before the averages gives the same count: refused unless
+  ``--optimizer`` states the class and options. How near the accumulators sit decides
+  nothing: an L2-dominated accumulator follows its weight, a lagging average sits as far
+  (review-15-attack-r30 F4, F4b);
 - Muon (a built-in whose slots ckpt does not model, averages first): read so only where
   ``--optimizer muon`` states it (a custom class named ``muon`` with a Lookahead's slow weights
   created first sits nearer the weights than Muon's averages: review-15-attack-r30 F1); the
   statement proves only that the first block, one per weight it was built with, is the
   averages: the count cannot be checked, Muon's slots depend on each weight's rank;
-- a count that fits only with a hyperparameter's slots (amsgrad, momentum, centered): the
-  others must sit ``MARGIN`` times farther from the weights than the copies;
-- a built-in's default layout, exact count: refused only where another slot sits ``MARGIN``
-  times nearer the weights than the copies (a slot of a custom class named like the
-  built-in).
+- a built-in's default layout or a stated one, exact count: refused only where another slot
+  sits ``MARGIN`` times nearer the weights than the copies (a slot of a custom class named
+  like the built-in; values may only refuse, never prove).
 A refusal is exit 6 naming ``--optimizer`` where a statement decides, else no option. Where
 the copies are the only variables of their shapes past iteration/learning_rate, there is no
 other reading to rule out.
@@ -41,10 +42,6 @@ MARGIN = 2 ** 0.5
 # Keras built-ins whose slots ckpt does not model, which build() their averages first.
 AVERAGES_FIRST = frozenset({"muon"})
 SAMPLE = 1 << 16
-# Gradient accumulators read off the count must sit at least this fraction of the weights'
-# norm from them: accumulated gradients are on the gradients' scale (all zero after an update
-# step), an average or a Lookahead's slow weights follow the weights.
-TRACKS = 0.9
 
 
 def inferred(layout) -> bool:
@@ -73,7 +70,6 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
     import numpy as np
 
     from .formats.keras.optimizer_slots import candidates, shown_name
-    from .formats.keras.stated_optimizer import GA
 
     entries = ckpt.entries()
     cache: dict = {}
@@ -149,15 +145,6 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
                 "file does not record, and values cannot tell an average from another slot "
                 "that follows the weights (a Lookahead's slow weights sit nearer the weights "
                 "than a lagging EMA)")
-    stated = layout.stated_optimizer
-    if layout.ga_inferred or stated is not None and GA in stated[1]:
-        acc = [k for k, n in layout.var_names.items() if n == "gradient_accumulator"]
-        dist = _distance(acc, weights, flat, spec)
-        if dist is not None and dist < TRACKS:  # may only refuse: never proves the reading
-            return ("the block read as gradient accumulators follows the weights "
-                    f"({dist:.2f}x the weights' norm from them; accumulated gradients sit at "
-                    f"least {TRACKS}x, all zero after an update step): another slot (a "
-                    "Lookahead's slow weights) or the averages sit there")
     # A built-in's layout that fits the count exactly, no block inferred beyond its own: the
     # values refuse it only where another slot follows the weights clearly more closely than
     # the copies (a slot created before the averages). Weights that start at zero with an EMA
@@ -170,25 +157,6 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
                "equal the weights exactly, nearer than they do")
             + " (an average starts as its weight and follows it): another slot sits where "
             "the built-in keeps its averages")
-
-
-def _distance(keys, weights, flat, spec) -> float | None:
-    """How far ``keys`` sit from the weights of their shapes nearest them, as a fraction of
-    those weights' norm (roots of sums of squares); ``None`` where one has no such weight."""
-    import numpy as np
-
-    near = norm = 0.0
-    for k in keys:
-        a = flat(k)
-        same = [w for w in weights if spec(w) == spec(k) and flat(w) is not None]
-        if a is None or not same:
-            return None
-        x = flat(min(same, key=lambda w: float(np.sum((a - flat(w)) ** 2))))
-        near += float(np.sum((a - x) ** 2))
-        norm += float(np.sum(x ** 2))
-    if not keys:
-        return None
-    return (near / norm) ** 0.5 if norm > 0.0 else float("inf")
 
 
 def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) -> None:
