@@ -5,6 +5,7 @@ averages come first. A bare file records the optimizer only by its name, so a Lo
 subclass of Muon named ``"muon"`` (slow weights created before ``super().build()``) has its
 slow weights where Muon's averages sit, nearer the weights than them: values may only refuse,
 never prove (review-15-attack-r30 F1). Stated, the built-in Muon under another name pairs (F3).
+A stated class whose count fits but whose shapes do not follow its build order says so (F5).
 
 Keras 3 generates the files here; truth recorded from the optimizer at save time
 (``_model_variables_moving_average``).
@@ -25,10 +26,9 @@ _GEN = textwrap.dedent('''
     import os, sys; os.environ["KERAS_BACKEND"] = "tensorflow"
     import numpy as np, keras
     out = sys.argv[1]
-    if not hasattr(keras.optimizers, "Muon"):
-        sys.exit(0)
 
-    class LookMuon(keras.optimizers.Muon):  # Lookahead: slow weights first, synced every 5
+    def look(base):  # Lookahead: slow weights first, synced every 5
+      class Look(base):
         def build(self, var_list):
             if self.built: return
             self.slow = self.add_optimizer_variables(var_list, "slow")
@@ -41,6 +41,7 @@ _GEN = textwrap.dedent('''
             new = s + 0.5 * (v - s)
             self.assign(s, sync * new + (1 - sync) * s)
             self.assign(v, sync * new + (1 - sync) * v)
+      return Look
 
     def run(case, opt):
         keras.utils.set_random_seed(3)
@@ -61,7 +62,12 @@ _GEN = textwrap.dedent('''
                 self.model.save_weights(f"{out}/{case}.weights.h5")
         m.fit(X, Y, epochs=2, batch_size=4, verbose=0, callbacks=[Snap()])
 
-    run("look_muon", LookMuon(0.02, use_ema=True, ema_momentum=0.99, name="muon"))
+    run("look_adam", look(keras.optimizers.Adam)(0.01, use_ema=True, ema_momentum=0.99,
+                                                  name="adam"))
+    if not hasattr(keras.optimizers, "Muon"):
+        sys.exit(0)
+    run("look_muon", look(keras.optimizers.Muon)(0.02, use_ema=True, ema_momentum=0.99,
+                                                 name="muon"))
     run("g_opt", keras.optimizers.Muon(0.02, use_ema=True, ema_momentum=0.8, name="g_opt"))
 ''')
 
@@ -75,9 +81,17 @@ def files(tmp_path_factory):
     proc = subprocess.run([sys.executable, "-c", _GEN, str(out)], capture_output=True,
                           text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    if not (out / "g_opt.weights.h5").exists():
-        pytest.skip("this Keras has no keras.optimizers.Muon")
     return out
+
+
+def test_stated_count_fits_but_order_does_not(files):
+    """F5: a Lookahead Adam named "adam" stated as adam:amsgrad: same count (1+1+4N), other
+    shapes order: the refusal says the order, not a count the file visibly has."""
+    code, err, out = _export(files, "look_adam", "--use-ema", "--not-swapped", "--optimizer",
+                             "adam:amsgrad")
+    assert code == 6 and not out.exists(), err
+    assert "as many as the file has" in err and "build order" in err, err
+    assert "no set of them" not in err, err
 
 
 def _export(files, case, *args):
@@ -99,8 +113,14 @@ def _model():
     return keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
 
 
+def _muon(files):
+    if not (files / "g_opt.weights.h5").exists():
+        pytest.skip("this Keras has no keras.optimizers.Muon")
+
+
 def test_lookahead_muon_named_muon_refused_naming_the_statement(files):
     """F1: every true statement, --strict too: refused (exit 6) naming --optimizer muon."""
+    _muon(files)
     code, err, out = _export(files, "look_muon", *_STATED, "--strict")
     assert code == 6 and not out.exists(), err
     assert "--optimizer muon" in err and "Lookahead" in err, err
@@ -109,6 +129,7 @@ def test_lookahead_muon_named_muon_refused_naming_the_statement(files):
 def test_lookahead_muon_python_refused(files):
     from ckpt_tools import UnprovenPairingError, apply_keras_ema
 
+    _muon(files)
     m = _model()
     with pytest.raises(UnprovenPairingError) as exc:
         apply_keras_ema(m, str(files / "look_muon.weights.h5"), use_ema=True,
@@ -119,6 +140,7 @@ def test_lookahead_muon_python_refused(files):
 def test_builtin_muon_under_another_name_pairs_when_stated(files):
     """F3: Muon(name="g_opt"): --optimizer muon is a valid statement, and with --trainable it
     gives Keras' own averages bit for bit (CLI and Python)."""
+    _muon(files)
     code, err, out = _export(files, "g_opt", *_STATED, "--optimizer", "muon")
     assert code == 0, err
     with np.load(files / "g_opt_truth.npz") as t, np.load(out) as z:

@@ -258,13 +258,19 @@ def _refuse_stated(lay, cands, use_ema, tspecs, off: int, count: int) -> None:
 
     ema = [True, False] if use_ema is None else [use_ema]
     gives = sorted({off + len(expand(*c, tspecs)) for c in cands if c[0] in ema})
+    said = (f"--optimizer {shown(lay.stated_optimizer)} was stated: that class with those "
+            f"options (others default){'' if use_ema is None else f' and use_ema={use_ema}'} ")
+    if count in gives:  # the count fits: the shapes do not follow its build order (r30 F5)
+        why = (f"gives {count} optimizer variables for the {len(tspecs)} trainable weights, as "
+               "many as the file has, but the file's shapes are not in that class' build "
+               "order")
+    else:
+        why = (f"gives {' or '.join(map(str, gives))} optimizer variables for the "
+               f"{len(tspecs)} trainable weights (and no set of them, as frozen layers leave, "
+               f"gives {count}), the file has {count}")
     raise UnprovenPairingError(
-        f"--optimizer {shown(lay.stated_optimizer)} was stated: that class with those options "
-        f"(others default){'' if use_ema is None else f' and use_ema={use_ema}'} gives "
-        f"{' or '.join(map(str, gives))} optimizer variables for the {len(tspecs)} trainable "
-        f"weights (and no set of them, as frozen layers leave, gives {count}), the file has "
-        f"{count}: "
-        "state the class and options the run used (a custom optimizer: no option decides)")
+        said + why + ": state the class and options the run used (a custom optimizer: no "
+        "option decides)")
 
 
 def _not_held(count: int, weights: int, optimizer: str | None) -> str:
