@@ -177,6 +177,17 @@ def several_message(ckpt, variables, suffix, holder, several,
                 + " or ".join(f"--ema-name {n}" for n in unproven[:4])
                 + " only if that is the name you gave an ExponentialMovingAverage (Python: "
                 "ema_name=...)", "--ema-name", True)
+    if options is holders and all(getattr(variables.get(c), "ema_style", None) == "keras"
+                                  for c in cands):
+        # Keras optimizers' use_ema copies (two training phases, one model): speak of them,
+        # not of ExponentialMovingAverage objects (review-15-attack-r30 F6)
+        return (f"{ckpt.path}: {len(several)} variable(s) have more than one average: "
+                f"{len(holders)} Keras optimizers with use_ema=True ({', '.join(holders)}) "
+                f"keep EMA copies of the same weights, and the checkpoint does not record "
+                f"which to evaluate with: {examples}{more}{stated}; pass "
+                + " or ".join(f"--ema-name {n}" for n in options[:4])
+                + " (Python: ema_name=...) to say which optimizer's copies to use (its "
+                "attribute in the tf.train.Checkpoint)", "--ema-name", False)
     return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
             f"checkpoint holds several ExponentialMovingAverage objects and does not record "
             f"which one to evaluate with: {examples}{more}; EMA names found: "
