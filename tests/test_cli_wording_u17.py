@@ -160,3 +160,19 @@ def test_export_out_dash_is_a_usage_error(tmp_path, monkeypatch):
     code, _, err = run_cli(["export", TOWERS, "--out", "-", "--format", "npz"])
     assert code == 2 and "not stdout" in err, err
     assert not (tmp_path / "-").exists()
+
+
+def test_show_values_fit_the_terminal(monkeypatch):
+    """F2: ``show`` printed values up to 100 columns wide on an 80-column terminal, so a
+    matrix's rows wrapped into each other; piped, the lines stay as NumPy makes them."""
+    from helpers import set_terminal
+
+    set_terminal(monkeypatch, 60)
+    keras = str(FIXTURES / "keras_ema" / "no_ema.keras")
+    code, out, err = run_cli(["show", keras, "hidden/kernel", "--full"])  # [4,8]
+    assert code == 0, err
+    values = out[out.index("[["):].splitlines()
+    assert max(map(len, values)) <= 60, max(values, key=len)
+    set_terminal(monkeypatch, 60, tty=False)
+    code, piped, err = run_cli(["show", keras, "hidden/kernel", "--full"])
+    assert code == 0 and max(map(len, piped.splitlines())) > 60, err

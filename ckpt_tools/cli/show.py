@@ -101,13 +101,14 @@ def _stats_lines(s: TensorStats, precision: int) -> list[str]:
     return lines
 
 
-def format_values(array: np.ndarray, *, full: bool, precision: int) -> str:
+def format_values(array: np.ndarray, *, full: bool, precision: int, width: int = 100) -> str:
     """Returns NumPy-style text for ``array``, summarised with ``...`` unless ``full``.
 
     Args:
         array (`np.ndarray`): any tensor (bfloat16/float8 print as float32).
         full (`bool`): print every element.
         precision (`int`): digits after the decimal point.
+        width (`int`): the longest line (a terminal's width: rows never wrap into each other).
 
     Returns:
         `str`: the text, without a trailing newline.
@@ -122,7 +123,7 @@ def format_values(array: np.ndarray, *, full: bool, precision: int) -> str:
     formatter = None if full or array.dtype.kind != "O" else {"object": _short_string}
     return np.array2string(array, precision=precision, separator=", ",
                            threshold=sys.maxsize if full else 200, edgeitems=3,
-                           max_line_width=100, formatter=formatter)
+                           max_line_width=width, formatter=formatter)
 
 
 #: Longer string values are shortened (unless ``--full``) to this many bytes and their length.
@@ -261,7 +262,8 @@ def _print_one(out: Output, ckpt: Checkpoint, record: StatsRecord, value: np.nda
         if record.drift is not None:
             of = record.ema_of or ""
             out.line(f"  EMA drift from {shown.get(of, of)}: {record.drift:.4g}")
-    out.block(format_values(value, full=full, precision=precision))
+    out.block(format_values(value, full=full, precision=precision,  # fits the terminal
+                            width=out.width if out.is_terminal and not out.wide else 100))
     out.line("")
 
 
