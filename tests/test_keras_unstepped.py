@@ -86,3 +86,42 @@ def test_python_refused(files):
     m = keras.Model(inp, keras.layers.Dense(3, name="head")(x), name="net")
     with pytest.raises(EmaError, match="has taken no step"):
         apply_keras_ema(m, str(files / "step0.keras"), not_swapped=True)
+
+
+_TFK = textwrap.dedent('''
+    import os, sys; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import numpy as np, tf_keras as K
+    out = sys.argv[1]
+    for case, moved in (("same", False), ("moved", True)):
+        K.utils.set_random_seed(3)
+        inp = K.Input((6,)); x = K.layers.Dense(8, name="hidden", activation="tanh")(inp)
+        m = K.Model(inp, K.layers.Dense(3, name="head")(x), name="net")
+        m.compile(K.optimizers.Adam(0.01, use_ema=True), "mse")
+        m.optimizer.build(m.trainable_variables)  # copies created as the weights are now
+        if moved:  # weights changed after the build (a resume flow loading a checkpoint)
+            for v in m.trainable_variables: v.assign(v + 1.0)
+        o = m.optimizer
+        assert int(o.iterations.numpy()) == 0
+        np.savez(f"{out}/{case}_truth.npz", **{v.name.split(":")[0]: v.numpy()
+                                               for v in m.trainable_variables})
+        m.save(f"{out}/{case}.keras")
+''')
+
+
+def test_tf_keras_iteration_zero(tmp_path):
+    """tf_keras creates each copy as its weight (initial_value=var): at iteration 0 copies
+    that still equal their weights export as those weights; copies the weights moved away
+    from after the build are refused like Keras 3's."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, "-c", _TFK, str(tmp_path)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "moved.keras"), "--out", str(out)])
+    assert code == 6 and not out.exists() and "has taken no step" in err, err
+    code, _, err = run_cli(["export", str(tmp_path / "same.keras"), "--out", str(out)])
+    assert code == 0, err
+    with np.load(tmp_path / "same_truth.npz") as t, np.load(out) as z:
+        assert sorted(z.files) == sorted(t.files)
+        for k in t.files:
+            assert z[k].tobytes() == t[k].tobytes(), k
