@@ -65,12 +65,12 @@ def swapped_in(ckpt) -> str | None:
     a Keras 3 file with EMA copies (or that may have them) saved after
     ``SwapEMAWeights(swap_on_epoch=True)``, an EMA optimizer's ``swap_weights()`` before the
     save, a TF1 Saver no graph file records that may have swapped."""
-    from .keras_assumed import _tf_keras, object_pairs
+    from .keras_assumed import by_tf_keras, object_pairs
     from .swap_assumed import saver_assumptions, slot_pairs
 
     layout = getattr(ckpt.reader, "keras", None)
     if layout is not None:
-        return (None if layout.use_ema is False or _tf_keras(ckpt) else
+        return (None if layout.use_ema is False or by_tf_keras(ckpt) else
                 "the averages if ModelCheckpoint saved it after SwapEMAWeights")
     if object_pairs(ckpt):
         return "the averages if it was saved after SwapEMAWeights"

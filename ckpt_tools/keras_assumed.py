@@ -43,7 +43,8 @@ from .swap_assumed import (
     slot_pairs,
 )
 
-__all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "copies_equal", "equal_groups",
+__all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "by_tf_keras", "copies_equal",
+           "equal_groups",
            "fit_order_note", "keras_assumptions", "live_assumptions", "raw_warning",
            "refuse_assumed", "swap_refusal", "warn_assumed"]
 
@@ -94,7 +95,7 @@ LIVE_FIT_ORDER = Assumption(
     "pass trainable=model.trainable_variables to state fit()'s order, or the list a custom "
     "training loop passed to its first apply_gradients()")
 
-def _tf_keras(ckpt: Checkpoint) -> bool:
+def by_tf_keras(ckpt: Checkpoint) -> bool:
     """Whether tf_keras (Keras 2) wrote the file: it has no SwapEMAWeights callback."""
     return bool(getattr(ckpt.reader, "by_tf_keras", ckpt.reader.keras.tf_keras))
 
@@ -133,7 +134,7 @@ def keras_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         which = _which(ckpt, groups)
         assumed.append(replace(FIT_ORDER, note=which + FIT_ORDER.note,
                                line=which + FIT_ORDER.line))
-    if not _tf_keras(ckpt) and not ckpt.not_swapped and not same_values(ckpt, pairs):
+    if not by_tf_keras(ckpt) and not ckpt.not_swapped and not same_values(ckpt, pairs):
         assumed.append(NOT_SWAPPED)  # (--not-swapped states it)
     return assumed
 
@@ -169,7 +170,7 @@ def raw_warning(ckpt: Checkpoint) -> str:
                 "checkpoint (its keys named as variables then hold the averages; its graph "
                 "file records no save op to show it); otherwise drop --raw to export the "
                 "averages")
-    if layout is not None and layout.use_ema and not _tf_keras(ckpt) or \
+    if layout is not None and layout.use_ema and not by_tf_keras(ckpt) or \
             layout is None and object_pairs(ckpt):
         return ("exporting the file's own weights (--raw), not its EMA copies: right if "
                 "ModelCheckpoint saved it after SwapEMAWeights(swap_on_epoch=True) (its weights "
@@ -303,7 +304,7 @@ def live_assumptions(ckpt: Checkpoint, targets: list, stated: bool) -> list[Assu
     """
     assumed = keras_assumptions(ckpt)
     layout = ckpt.reader.keras
-    if not _tf_keras(ckpt) and not ckpt.not_swapped and None in layout.averages.values():
+    if not by_tf_keras(ckpt) and not ckpt.not_swapped and None in layout.averages.values():
         assumed.append(NOT_SWAPPED)
     kinds = [(tuple(int(d) for d in v.shape), str(getattr(v.dtype, "name", v.dtype)))
              for v in targets]
