@@ -176,3 +176,27 @@ def test_show_values_fit_the_terminal(monkeypatch):
     set_terminal(monkeypatch, 60, tty=False)
     code, piped, err = run_cli(["show", keras, "hidden/kernel", "--full"])
     assert code == 0 and max(map(len, piped.splitlines())) > 60, err
+
+
+def test_verify_problem_lines_wrap_on_a_terminal(monkeypatch, tmp_path):
+    """F8: verify's problem lines (150 characters) were not wrapped at 80 columns, while the
+    error line below them was; piped, each stays one line (for grep)."""
+    import shutil
+
+    from helpers import set_terminal
+
+    copy = tmp_path / "towers"
+    shutil.copytree(TOWERS, copy)
+    data = next(copy.glob("model.ckpt-30.data-*"))
+    raw = bytearray(data.read_bytes())
+    raw[64] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    set_terminal(monkeypatch, 80)
+    code, out, err = run_cli(["verify", str(copy)])
+    assert code == 4 and "✗" in out, (out, err)
+    # a word longer than the line (the temporary path) is never cut
+    assert all(len(line) <= 80 or " " not in line.strip() for line in out.splitlines()), out
+    set_terminal(monkeypatch, 80, tty=False)
+    code, piped, err = run_cli(["verify", str(copy)])
+    problems = [line for line in piped.splitlines() if line.startswith("✗")]
+    assert code == 4 and problems and max(map(len, problems)) > 80, piped

@@ -35,7 +35,7 @@ def verify_command(path: PathArg, json_out: JsonOpt = False, quiet: QuietOpt = F
 
 def _print(out: Output, report: VerifyReport) -> None:
     for problem in report.problems:
-        out.line(("✗", "red"), f" {problem}", message=True)
+        out.prose(f"✗ {problem}", "red")  # wrapped on a terminal; piped, one line each
     size = human_bytes(report.bytes) if report.format == "v2" else "values"
     if report.ok:
         if not out.quiet:
