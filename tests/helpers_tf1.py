@@ -73,8 +73,8 @@ def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:
 def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool = False,
                 steps: int = 3, momentum: str | None = None, ema: bool = True,
                 debiased: bool = False, slow: str | None = None, swa: bool = False,
-                momentum_cond: str | None = None,
-                skip_part: bool = False) -> tuple[str, dict[str, np.ndarray]]:
+                momentum_cond: str | None = None, skip_part: bool = False,
+                idiom: bool = False) -> tuple[str, dict[str, np.ndarray]]:
     """Trains ``W`` [4, 2] (two parts ``W/part_0``, ``W/part_1`` if ``partitioned``), ``V``
     [3, 2] and ``b`` [2] for ``steps`` steps, each followed by ``ema.apply()`` of all of them
     (an ``ExponentialMovingAverage(0.5)``; none unless ``ema``: then ``saver_keys`` gets
@@ -149,7 +149,7 @@ def tf1_ema_run(tf, directory: Path, saver_keys: Callable, *, partitioned: bool 
                 train = tf.group(train, moving_averages.assign_moving_average(
                     mean, tf.reduce_mean(tf.matmul(x, w), 0), 0.9, zero_debias=True))
         if slow is not None:
-            train, more = _hand_averages(tf, slow, swa, averaged, train, gs)
+            train, more = _hand_averages(tf, slow, swa, averaged, train, gs, idiom)
             kept = [*kept, *more]
         ema_ = tf1.train.ExponentialMovingAverage(
             0.5, name="Momentum" if momentum_cond else E) if ema else None
@@ -198,8 +198,12 @@ def _momentum_form(tf, name: str, loss, variables: list, gs) -> tuple[object, li
             return gs.assign_add(1), [*accs, *slots]
 
 
-def _hand_averages(tf, name: str, swa: bool, variables: list, train, gs) -> tuple[object, list]:
-    """The step and the variables of :func:`tf1_ema_run`'s ``slow`` averages."""
+def _hand_averages(tf, name: str, swa: bool, variables: list, train, gs,
+                   idiom: bool = False) -> tuple[object, list]:
+    """The step and the variables of :func:`tf1_ema_run`'s ``slow`` averages; with ``idiom``
+    written in ``ExponentialMovingAverage.apply()``'s own idiom (review-15-attack-r31 F1): in
+    ``tf.name_scope(name)``, grouped by a ``NoOp`` of the scope's name, each variable added to
+    ``moving_average_variables`` - only the decay is not apply()'s."""
     from tensorflow.python.training import moving_averages
 
     tf1 = tf.compat.v1
@@ -209,8 +213,16 @@ def _hand_averages(tf, name: str, swa: bool, variables: list, train, gs) -> tupl
         n = tf.cast(gs, tf.float32)
         sync = tf.equal(gs % 3, 0)
         decay = n / (n + 1.0) if swa else tf.where(sync, 0.5, 1.0)
-        ups = [moving_averages.assign_moving_average(s, v, decay, zero_debias=False)
-               for s, v in zip(made, variables, strict=True)]
+        if idiom:
+            with tf.name_scope(name) as scope:
+                ups = [moving_averages.assign_moving_average(s, v, decay, zero_debias=False)
+                       for s, v in zip(made, variables, strict=True)]
+                for v in variables:
+                    tf1.add_to_collection(tf1.GraphKeys.MOVING_AVERAGE_VARIABLES, v)
+                ups = [tf.group(*ups, name=scope)]
+        else:
+            ups = [moving_averages.assign_moving_average(s, v, decay, zero_debias=False)
+                   for s, v in zip(made, variables, strict=True)]
     if swa:
         return tf.group(*ups), made
     with tf.control_dependencies(ups):

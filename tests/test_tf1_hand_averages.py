@@ -39,12 +39,15 @@ def made(tmp_path_factory, tf):
     cases = {"look": dict(ema=False, slow="slow", keys=late),
              "early": dict(ema=True, slow="slow", keys=_without_averages(tf)),
              "swa_only": dict(ema=False, slow="swa", swa=True, keys=late),
-             "swa": dict(ema=True, slow="swa", swa=True, keys=late)}
+             "swa": dict(ema=True, slow="swa", swa=True, keys=late),
+             # in apply()'s idiom (name scope, NoOp, collection): only the decay differs
+             "idiom": dict(ema=False, slow="slow", idiom=True, keys=late),
+             "idiom_early": dict(ema=True, slow="slow", idiom=True, keys=_without_averages(tf))}
     return out, {c: tf1_ema_run(tf, out / c, kw.pop("keys"), **kw)[1]
                  for c, kw in cases.items()}
 
 
-@pytest.mark.parametrize("case", ["look", "early", "swa_only"])
+@pytest.mark.parametrize("case", ["look", "early", "swa_only", "idiom", "idiom_early"])
 def test_hand_kept_averages_are_no_ema(made, tmp_path, case):
     out, truths = made
     run, truth = out / case, truths[case]
@@ -59,7 +62,7 @@ def test_hand_kept_averages_are_no_ema(made, tmp_path, case):
         assert code == 6, (args, code, err)
         assert "--ema-name" in err, err
         assert not (tmp_path / "x.npz").exists() and not (tmp_path / "re").exists()
-        if case == "early":
+        if case in ("early", "idiom_early"):
             assert "averages were not saved" in err and "W/ExponentialMovingAverage" in err
             assert "--raw" in err, err
     with pytest.raises(ckpt_tools.UnprovenPairingError):

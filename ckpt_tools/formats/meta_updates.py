@@ -103,6 +103,7 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
 
     averages: dict[str, tuple[str, str]] = {}
     slots: dict[str, tuple[str, str]] = {}
+    other_decay: set[str] = set()  # scopes with an update whose decay is not apply()'s
     for name, (op, inputs, _strings) in nodes.items():
         if op in _ASSIGN_SUB and len(inputs) == 2:
             scope = name if _MOVING_AVG.search(name) else name.rpartition("/")[0]
@@ -115,6 +116,8 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
                 else None
             if shadow is not None and averaged is not None and shadow != averaged:
                 averages[shadow] = (averaged, scope.rpartition("/")[0])
+                if not _apply_decay(nodes, mul, scope.rpartition("/")[0]):
+                    other_decay.add(scope.rpartition("/")[0])
         elif _APPLY.match(op) and inputs:
             trained = variable(inputs[0])
             for tensor in inputs[1:]:
@@ -122,5 +125,30 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
                 if trained is not None and slot is not None and slot != trained:
                     slots.setdefault(slot, (trained, name))
     grouped = {scope for _v, scope in averages.values()
-               if scope and nodes.get(scope, _NONE).op == "NoOp"}
+               if scope and nodes.get(scope, _NONE).op == "NoOp" and scope not in other_decay}
     return UpdateOps(averages, slots, frozenset(grouped))
+
+
+def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:
+    """Whether an ``AssignMovingAvg`` update's decay is the one
+    ``ExponentialMovingAverage.apply()`` gives it: ``1 - <scope>/decay`` (the constant its
+    ``decay`` becomes, cast to the variable's dtype where it differs), or ``1 -
+    <scope>/Minimum(<scope>/decay, (1 + n) / (10 + n))`` with ``num_updates``. A running
+    mean kept by hand with ``assign_moving_average`` in the same name-scope-and-group idiom
+    (a Lookahead's slow weights, decay 0.5 on sync steps and 1 otherwise; an SWA mean,
+    n / (n + 1)) gets its decay from elsewhere (review-15-attack-r31 F1). A decay given as a
+    tensor of the user's own is not recognised either: that EMA's name is then not proven by
+    the graph (``--ema-name`` states it)."""
+    def node(name: str) -> GraphNode:
+        return nodes.get(name.lstrip("^").split(":")[0], _NONE)
+
+    decay = node(mul.inputs[1]) if mul.op == "Mul" and len(mul.inputs) == 2 else _NONE
+    if decay.op == "Cast" and decay.inputs:
+        decay = node(decay.inputs[0])
+    if decay.op != "Sub" or len(decay.inputs) != 2:
+        return False
+    source = decay.inputs[1].lstrip("^").split(":")[0]
+    if source == scope + "/Minimum" and node(source).op == "Minimum":
+        source = next((i.split(":")[0] for i in node(source).inputs
+                       if i.split(":")[0] == scope + "/decay"), "")
+    return source == scope + "/decay" and node(source).op == "Const"
