@@ -158,6 +158,7 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     several: dict[str, list[str]] = {}
     given = exact_names({suffix.get(c, "") for cs in shadows.values() for c in cs} - {""}) \
         if ema_name is not None and tf2 else set()  # only an --ema-name in TF2 reads it
+    both: dict[str, tuple[list[str], list[str]]] = {}  # target -> (by attribute, by name)
     for target, cands in shadows.items():
         picked = cands
         if ema_name is not None:
@@ -166,9 +167,15 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                 # or the name exactly: name='ema_2' writes Variable/ema_2, then ema_2_1...
                 # (review-14-attack-r25 F2b); never TF's default name with its counter
                 # (ExponentialMovingAverage_4): nobody gives that name, TF numbers it
-                picked = [c for c in cands if holder.get(c) == ema_name] or base or [
-                    c for c in cands if suffix.get(c) == ema_name
-                    and suffix_base(ema_name) != R.DEFAULT_EMA_NAME]
+                by_attr = [c for c in cands if holder.get(c) == ema_name]
+                by_name = base or [c for c in cands if suffix.get(c) == ema_name
+                                   and suffix_base(ema_name) != R.DEFAULT_EMA_NAME]
+                if by_attr and by_name and set(by_attr) != set(by_name):
+                    # the attribute 'ema' holds one object's averages, the object named
+                    # 'ema' saved its own elsewhere (review-15-attack-r31 F3b)
+                    both[target] = (by_attr, by_name)
+                    continue
+                picked = by_attr or by_name
                 if len(picked) != 1 and ema_name in given:  # name='ema_999', not a counter
                     picked = [c for c in cands if suffix.get(c) == ema_name]
             else:  # TF1: average_name() semantics, <var>/<ema_name> exactly
@@ -177,6 +184,8 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             chosen[target] = picked[0]
         elif len(cands) > 1:
             several[target] = sorted(cands)
+    if both:
+        _refuse_both(ckpt, ema_name, both, suffix, holder)
     if not tf2:  # before "pass --ema-name": no name decides a lone average's object
         refuse_uneven(ckpt, shadows, suffix, chosen, ema_name)
     if several:
@@ -239,3 +248,24 @@ def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[
         "(ExponentialMovingAverage(decay, name='fast')) when training; in the training graph "
         "each object's ema.average(v) is its own average",
         None, {c: (t,)})
+
+
+def _refuse_both(ckpt: Checkpoint, ema_name: str, both: dict, suffix: dict[str, str],
+                 holder: dict[str, str]) -> None:
+    """Refuses an ``--ema-name`` that is both the attribute one EMA object's averages were
+    saved under and the name of another EMA object: either reading is the caller's, and
+    taking one silently hands back the other object's averages."""
+    attr_names = sorted({suffix_base(suffix.get(c, "")) for a, _ in both.values() for c in a}
+                        - {""})
+    name_attrs = sorted({holder.get(c, "") for _, n in both.values() for c in n} - {""})
+    ways = [f"--ema-name {a} for the object named {ema_name!r}" for a in name_attrs[:1]] + [
+        f"--ema-name {n} for the one saved under {ema_name!r}" for n in attr_names[:1]
+        if n != ema_name]
+    raise UnprovenPairingError(
+        f"{ckpt.path}: --ema-name {ema_name} reads two ways here: {ema_name!r} is the "
+        f"attribute of the tf.train.Checkpoint holding the averages of the EMA object named "
+        f"{', '.join(attr_names) or '?'}, and the name of another EMA object, whose averages "
+        f"were saved under {', '.join(name_attrs) or '?'}; "
+        + (f"pass {' or '.join(ways)}" if ways else "no --ema-name value tells them apart"),
+        "--ema-name" if ways else None,
+        {t: tuple(a + n) for t, (a, n) in both.items()})

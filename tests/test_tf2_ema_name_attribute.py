@@ -1,0 +1,69 @@
+"""TF2: ``--ema-name`` reads as the attribute an EMA's averages were saved under, or as an
+EMA object's name. Where one value is both, for two different objects (review-15-attack-r31
+F3b: ``fast = EMA(name="ema_fast")`` saved as ``ema=[...]``, ``slow = EMA(name="ema")`` saved
+as ``ema_slow=[...]``), ``--ema-name ema`` took the attribute silently and exported ``fast``'s
+averages to the user who named ``slow``. It is refused, naming the values that each pick one
+object. Checkpoints are made here by real TensorFlow; truth is ``ema.average(v)``."""
+
+from __future__ import annotations
+
+import numpy as np
+from typer.testing import CliRunner
+
+from ckpt_tools import UnprovenPairingError, export_weights
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+
+
+def _made(tf, d):
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w0 = tf.Variable(tf.random.stateless_normal([6, 4], [1, 2]), name="w0")
+            self.w1 = tf.Variable(tf.zeros([4]), name="w1")
+
+    m = M()
+    x = tf.random.stateless_normal([8, 6], [3, 4])
+    tv = list(m.trainable_variables)
+    fast = tf.train.ExponentialMovingAverage(0.5, name="ema_fast")
+    slow = tf.train.ExponentialMovingAverage(0.99, name="ema")
+    for _ in range(5):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean((x @ m.w0 + m.w1 - 1.0) ** 2)
+        for v, g in zip(tv, t.gradient(loss, tv), strict=True):
+            v.assign_sub(0.1 * g)
+        fast.apply(tv)
+        slow.apply(tv)
+    truth = {e: {f"model/{v.name.split(':')[0]}": ema.average(v).numpy() for v in tv}
+             for e, ema in (("fast", fast), ("slow", slow))}
+    tf.train.Checkpoint(model=m, ema=[fast.average(v) for v in tv],
+                        ema_slow=[slow.average(v) for v in tv]).write(str(d / "ckpt"))
+    return truth
+
+
+def test_ema_name_that_is_an_attribute_and_another_objects_name(tf, tmp_path):
+    truth = _made(tf, tmp_path / "ck")
+    out = tmp_path / "x.npz"
+    result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--ema-name", "ema",
+                                 "--strict", "--out", str(out)])
+    assert result.exit_code == 6, result.output
+    said = " ".join(result.output.split())
+    assert "reads two ways" in said and "--ema-name ema_slow" in said, said
+    assert "--ema-name ema_fast" in said, said
+    assert not out.exists()
+    try:
+        export_weights(str(tmp_path / "ck"), str(out), ema_name="ema", strict=True)
+    except UnprovenPairingError as e:
+        assert e.option == "--ema-name"
+    else:
+        raise AssertionError("export_weights took one reading of ema_name='ema'")
+    for value, which in (("ema_slow", "slow"), ("ema_fast", "fast")):
+        result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--ema-name", value,
+                                     "--strict", "--out", str(out), "--force"])
+        assert result.exit_code == 0, result.output
+        with np.load(out) as z:
+            for k, want in truth[which].items():
+                assert z[k].tobytes() == want.tobytes(), (value, k)
+                other = truth["fast" if which == "slow" else "slow"][k]
+                assert z[k].tobytes() != other.tobytes() or not other.any(), (value, k)
