@@ -168,8 +168,14 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                 # (review-14-attack-r25 F2b); never TF's default name with its counter
                 # (ExponentialMovingAverage_4): nobody gives that name, TF numbers it
                 by_attr = [c for c in cands if holder.get(c) == ema_name]
-                by_name = base or [c for c in cands if suffix.get(c) == ema_name
-                                   and suffix_base(ema_name) != R.DEFAULT_EMA_NAME]
+                exact = [c for c in cands if suffix.get(c) == ema_name
+                         and suffix_base(ema_name) != R.DEFAULT_EMA_NAME]
+                if base and exact and set(base) != set(exact):
+                    # two objects both named 'ema_1' write w/ema_1 and w/ema_1_1: the
+                    # name fits both (review-15-attack-r31 F3)
+                    several[target] = sorted(cands)
+                    continue
+                by_name = base or exact
                 if by_attr and by_name and set(by_attr) != set(by_name):
                     # the attribute 'ema' holds one object's averages, the object named
                     # 'ema' saved its own elsewhere (review-15-attack-r31 F3b)

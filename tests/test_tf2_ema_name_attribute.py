@@ -67,3 +67,34 @@ def test_ema_name_that_is_an_attribute_and_another_objects_name(tf, tmp_path):
                 assert z[k].tobytes() == want.tobytes(), (value, k)
                 other = truth["fast" if which == "slow" else "slow"][k]
                 assert z[k].tobytes() != other.tobytes() or not other.any(), (value, k)
+
+
+def test_ema_name_two_objects_both_named_with_digits(tf, tmp_path):
+    """Two objects both named ``ema_1`` write ``w0/ema_1`` and ``w0/ema_1_1``: the name fits
+    both (review-15-attack-r31 F3); each attribute picks one."""
+
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w0 = tf.Variable(tf.random.stateless_normal([6, 4], [1, 2]), name="w0")
+
+    m = M()
+    x, y = (tf.train.ExponentialMovingAverage(d, name="ema_1") for d in (0.5, 0.99))
+    for i in range(4):
+        m.w0.assign_add(tf.ones([6, 4]) * (i + 1.0))
+        x.apply([m.w0])
+        y.apply([m.w0])
+    assert [x.average(m.w0).name, y.average(m.w0).name] == ["w0/ema_1:0", "w0/ema_1_1:0"]
+    tf.train.Checkpoint(model=m, x=[x.average(m.w0)], y=[y.average(m.w0)]).write(
+        str(tmp_path / "ck" / "ckpt"))
+    out = tmp_path / "x.npz"
+    result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--ema-name", "ema_1",
+                                 "--strict", "--out", str(out)])
+    assert result.exit_code == 6, result.output
+    assert not out.exists()
+    for attr, ema in (("x", x), ("y", y)):
+        result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--ema-name", attr,
+                                     "--out", str(out), "--force"])
+        assert result.exit_code == 0, result.output
+        with np.load(out) as z:
+            assert z["model/w0"].tobytes() == ema.average(m.w0).numpy().tobytes(), attr
