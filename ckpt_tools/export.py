@@ -246,7 +246,28 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                                           "those")
         if lacking:
             warnings.append(lacking)
+    left = tensor_averages_left_out(variables) if include is None else None
+    if left:
+        warnings.append(left)
     return plan, averaged, warnings
+
+
+def tensor_averages_left_out(variables: dict) -> str | None:
+    """A warning for averages of tensors that are not variables, yet not scalars either: a loss
+    average is a scalar, while a hand-written batch norm's running statistics
+    (``ema.apply([batch_mean, batch_var])``, review-15-attack-r31 F9) are the model's inference
+    state. Neither has a variable to be exported under, so both are left out; the second must
+    not be left out without a word. ``None`` where there are none."""
+    left = sorted(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE and v.shape)
+    if not left:
+        return None
+    shown = ", ".join(f"{k} {list(variables[k].shape)}" for k in left[:3])
+    more = f" (and {len(left) - 3} more)" if len(left) > 3 else ""
+    return (f"left out {len(left)} averages of tensors that are not variables and not scalar "
+            f"losses: {shown}{more}; such averages are often batch-norm statistics kept by "
+            "ema.apply([mean, variance]), which a model needs at inference: the output has "
+            "no variable to hold them, so take them from the checkpoint itself ('ckpt show "
+            "NAME', or restore-ema, which keeps them)")
 
 
 def _creation_order(ckpt: Checkpoint) -> dict[str, int]:
