@@ -48,16 +48,11 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     read = update_ops_of(ckpt.meta) if others else None
     if read is None:  # no .meta, or no graph in it: nothing shows an EMA's update ops
         return proven
-    ops, key = read
-    # the variables ema.apply() averaged: it adds each to this collection
-    listed = set(ckpt.meta.keys_in("moving_average_variables"))
+    updates = _apply_updates(ckpt, *read)
     for name in others:
         # stored shadow -> the variable its AssignMovingAvg op averages, where the op is
-        # ema.apply()'s of an EMA object of that name (an optimizer's slot that an Apply op
-        # also writes proves nothing)
-        shadows = {key(s): key(v) for s, (v, scope) in ops.averages.items()
-                   if s not in ops.slots and scope in ops.grouped and key(v) in listed
-                   and scope_named(scope, name)}
+        # ema.apply()'s of an EMA object of that name
+        shadows = {s: v for s, v, scope in updates if scope_named(scope, name)}
         # the tensors read as averages under that name (W/ema/slow: name="ema/slow")
         under = [v for v in ckpt.variables_unwarned()
                  if v.role == R.EMA and v.ema_style == "tf1" and (
@@ -75,12 +70,19 @@ def unsaved_averages(ckpt: Checkpoint, weights: set[str]) -> list[str]:
     read = update_ops_of(ckpt.meta) if weights else None
     if read is None:
         return []
-    ops, key = read
-    listed = set(ckpt.meta.keys_in("moving_average_variables"))
     stored = {v.name for v in ckpt.variables_unwarned()}
-    return sorted({key(s) for s, (v, scope) in ops.averages.items()
-                   if scope in ops.grouped and key(v) in weights and key(v) in listed
-                   and key(s) not in stored and s not in ops.slots})
+    return sorted({s for s, v, _scope in _apply_updates(ckpt, *read)
+                   if v in weights and s not in stored})
+
+
+def _apply_updates(ckpt: Checkpoint, ops, key) -> list[tuple[str, str, str]]:
+    """``(shadow key, averaged variable key, EMA name scope)`` of each update
+    ``ExponentialMovingAverage.apply()`` itself made in the ``.meta``'s graph: its grouped
+    scope and decay (``ops.grouped``), of a variable ``moving_average_variables`` lists (apply()
+    adds each it averages), on a shadow no optimizer's ``Apply`` op also writes (a slot)."""
+    listed = set(ckpt.meta.keys_in("moving_average_variables"))
+    return [(key(s), key(v), scope) for s, (v, scope) in ops.averages.items()
+            if s not in ops.slots and scope in ops.grouped and key(v) in listed]
 
 
 def scope_named(scope: str, name: str) -> bool:
