@@ -150,7 +150,8 @@ def state_file_note(directory: str, state: str, written: str, used: str, written
         ``directory``, and nothing else there was a candidate.
     """
     said = []
-    if used != written and written_exists:
+    same = os.path.realpath(used) == os.path.realpath(written)  # named as the user typed it
+    if used != written and written_exists and not same:
         said.append(f"{state} names {written}, which exists too; using {used}, the copy of "
                     f"that name beside the state file (name {written} to read that one)")
     elif used == written and os.path.isabs(written) and os.path.realpath(

@@ -96,6 +96,10 @@ def in_dir(directory: str, name: str) -> str:
         # state file: the copy beside the state file is the one meant, even when the original
         # still exists (reading that would show, average or --force-replace another run).
         local = os.path.join(directory, os.path.basename(name))
+        if os.path.dirname(name) == os.path.abspath(directory):
+            # The same file, named as the user typed the directory (titles, errors and
+            # notes then show the path the user gave, not the one the run recorded).
+            return local
         if os.path.dirname(name) != os.path.abspath(directory) and prefix_exists(local) and \
                 os.path.realpath(local) != os.path.realpath(name):
             return local

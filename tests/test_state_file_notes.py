@@ -75,3 +75,17 @@ def test_a_directory_reached_through_a_symlink_says_nothing(tmp_path):
     (tmp_path / "link").symlink_to(d)
     code, _, err = run_cli(["list", str(tmp_path / "link")])
     assert code == 0 and "state file" not in err and "names" not in err, err
+
+
+def test_an_absolute_path_to_the_checkpoint_beside_it_is_shown_as_typed(tmp_path, monkeypatch):
+    # saver.save(sess, os.path.join(abs_dir, "model.ckpt")) records absolute paths: the title
+    # and errors name the checkpoint as the user typed its directory (review-15-user-u17 F6).
+    d = _run(tmp_path, "r5", "towers_bn", "")
+    (d / "checkpoint").write_text(f'model_checkpoint_path: "{d}/model.ckpt"\n')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["list", "r5"])
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("r5/model.ckpt"), out
+    assert str(tmp_path) not in out + err, out + err
+    code, _, err = run_cli(["show", "r5", "no/such/name"])
+    assert code != 0 and "r5/model.ckpt" in err and str(tmp_path) not in err, err
