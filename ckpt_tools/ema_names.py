@@ -126,8 +126,17 @@ def recorded_suffixes(ckpt: Checkpoint, variables) -> dict[str, str]:
     full = ckpt.objects.full_names if ckpt.objects is not None else {}
     return {k: (k[len(v.ema_of) + 1:] if not full and k.startswith(v.ema_of + "/")
                 and "//" not in k and "part_" not in k[len(v.ema_of):]  # not a part's
-                else (full.get(k) or k).rpartition("/")[2])
+                else _after(full.get(k) or k, full.get(v.ema_of)))
             for k, v in variables.items() if v.role == R.EMA and v.ema_of}
+
+
+def _after(name: str, of: str | None) -> str:
+    """The EMA name in a TF2 average's recorded ``name``: all of it after its variable's
+    recorded name ``of`` where it has a slash (``w0/ema/fast`` of ``w0``: ``ema/fast``,
+    review-15-attack-r31 F8), else its last part."""
+    last = name.rpartition("/")[2]
+    rest = name[len(of) + 1:] if of and name.startswith(of + "/") else last
+    return rest if "/" in rest else last
 
 
 def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],

@@ -19,6 +19,7 @@ from .formats.objgraph import (
     readable_name,
 )
 from .lazy_re import LazyPattern
+from .object_slashed import slashed_ema_names
 from .pairing import ObjectPairing, pair_by_names
 from .roles import (
     DEFAULT_EMA_NAME,
@@ -52,7 +53,7 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
     firsts: dict[str, TensorEntry] = {}
     for k, f in full.items():
         firsts.setdefault(f, entries[k])
-    names |= set(detect_ema_names(firsts))
+    names |= set(detect_ema_names(firsts)) | slashed_ema_names(firsts)  # ema/fast: r31 F8
     keras3 = _keras3_pairs(full, entries, "average")
     keras3.update(_keras3_scoped_pairs(objects, full, entries, "average"))
     clash = _keras3_clashes(full, keras3, "average")

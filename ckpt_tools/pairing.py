@@ -29,6 +29,7 @@ from .keras_graph import (
     tf_keras_models,
 )
 from .keras_reassign import layer_orders_open
+from .object_slashed import split_slashed
 from .scoped_order import parse_order, within_of
 
 # "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
@@ -454,8 +455,10 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
     # objects' averages of same-named variables are ordered each among their own.
     groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
     shadow_keys = set()
+    stored = set(full.values())
     for k, f in full.items():
-        head, _, last = f.rpartition("/")
+        # name="ema/fast": w0/ema/fast is w0's, not a w0/ema's (review-15-attack-r31 F8)
+        head, last = split_slashed(f, names, stored) or f.rpartition("/")[::2]
         idx = _shadow_index(last, names) if head else None
         if idx is not None:
             base = last if last in names else _NUMBERED.match(last).group(1)
