@@ -3,10 +3,11 @@
 Converters to PyTorch/ONNX read one flat file of weights; handing them the *averaged* weights
 is what keeps the accuracy the EMA bought (EfficientNet lost ~3 points top-1 this way). Only
 model weights are written (trainable variables and batch-norm statistics): no optimizer slots,
-step counters, loss averages or shadow keys. Files are written tensor by tensor to a temporary
-name, then renamed into place, under the writer discipline of ``formats/_write.py`` (inputs are
-never replaced, only regular files are, tensor names are checked before becoming member names,
-OS errors name the output).
+step counters, loss averages or shadow keys (averages of non-scalar tensors, a hand-made batch
+norm's statistics, only with ``tensor_averages=True``). Files are written tensor by tensor to a
+temporary name, then renamed into place, under the writer discipline of ``formats/_write.py``
+(inputs are never replaced, only regular files are, tensor names are checked before becoming
+member names, OS errors name the output).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
 from .swap_assumed import refuse_crossed_raw
+from .tensor_averages import OPTION, add_tensor_averages
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def _filtered_out(names: set[str], include, exclude, also: str | None = None) ->
 
 
 def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, exclude=None,
-                rename=None, weights_out: dict[str, str] | None = None,
+                rename=None, tensor_averages: bool = False,
+                weights_out: dict[str, str] | None = None,
                 expected_out: dict[str, str] | None = None, notes_out: list | None = None,
                 **map_options) -> tuple[dict[str, str], list[str], list[str]]:
     """Chooses what to export: ({output name: source key}, averaged names, warnings).
@@ -132,6 +135,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     (which differs from the source key where that is its average); ``expected_out``, output
     name -> why the file expects that weight raw (:func:`~ckpt_tools.raw_reasons.expected_raw`).
     ``use_meta=False`` plans as if no ``.meta`` were beside the checkpoint.
+    ``tensor_averages=True`` also exports the averages of non-scalar tensors that are not
+    variables (:mod:`ckpt_tools.tensor_averages`) under their own keys, as averaged values.
     """
     ckpt = ckpt.with_meta(map_options.get("use_meta", True))
     variables = stated_slashed_shadows(ckpt, {v.name: v for v in ckpt.variables_unwarned()},
@@ -206,10 +211,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         src = sources.get(key, key)
         if left_out(key):
             continue
-        for old, new in rules:
-            if name.startswith(old):
-                name = new + name[len(old):]
-                break
+        name = _renamed(name, rules)
         if name in plan:
             other, other_before = first[name]
             if other_before != before:  # --rename mapped two names onto one
@@ -246,28 +248,20 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                                           "those")
         if lacking:
             warnings.append(lacking)
-    left = tensor_averages_left_out(variables) if include is None else None
+    left = add_tensor_averages(variables, plan, averaged, tensor_averages,
+                               lambda k: _filtered_out({k}, include, exclude),
+                               lambda k: _renamed(k, rules))
     if left:
         warnings.append(left)
     return plan, averaged, warnings
 
 
-def tensor_averages_left_out(variables: dict) -> str | None:
-    """A warning for averages of tensors that are not variables, yet not scalars either: a loss
-    average is a scalar, while a hand-written batch norm's running statistics
-    (``ema.apply([batch_mean, batch_var])``, review-15-attack-r31 F9) are the model's inference
-    state. Neither has a variable to be exported under, so both are left out; the second must
-    not be left out without a word. ``None`` where there are none."""
-    left = sorted(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE and v.shape)
-    if not left:
-        return None
-    shown = ", ".join(f"{k} {list(variables[k].shape)}" for k in left[:3])
-    more = f" (and {len(left) - 3} more)" if len(left) > 3 else ""
-    return (f"left out {len(left)} averages of tensors that are not variables and not scalar "
-            f"losses: {shown}{more}; such averages are often batch-norm statistics kept by "
-            "ema.apply([mean, variance]), which a model needs at inference: the output has "
-            "no variable to hold them, so take them from the checkpoint itself ('ckpt show "
-            "NAME', or restore-ema, which keeps them)")
+def _renamed(name: str, rules: list[tuple[str, str]]) -> str:
+    """``name`` under the first ``--rename`` rule whose prefix it has."""
+    for old, new in rules:
+        if name.startswith(old):
+            return new + name[len(old):]
+    return name
 
 
 def _creation_order(ckpt: Checkpoint) -> dict[str, int]:
@@ -295,7 +289,8 @@ def _assumed(ckpt: Checkpoint) -> list:
 def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None = None,
                    ema: bool | None = None, include: list[str] | None = None,
                    exclude: list[str] | None = None, rename: list[str] | None = None,
-                   overwrite: bool = False, progress: Callable[[int], None] | None = None,
+                   tensor_averages: bool = False, overwrite: bool = False,
+                   progress: Callable[[int], None] | None = None,
                    member_hint: str | None = None, **map_options) -> ExportResult:
     """Writes model weights (EMA values by default) to one ``.npz``/safetensors/HDF5 file.
 
@@ -308,6 +303,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         include / exclude: globs on output names or checkpoint keys; ``include`` also keeps
             a weight whose exported average's key matches.
         rename: prefix rules ``"old/=new/"`` applied to output names (first match wins).
+        tensor_averages: also write the averages of non-scalar tensors that are not variables
+            (``tensor_average``: a hand-made batch norm's running statistics) under their keys;
+            otherwise they are left out with a warning naming ``--tensor-averages``.
         overwrite: replace an existing output file.
         progress: called with bytes written.
         member_hint: the advice given when tensor names cannot be member names (what the
@@ -342,13 +340,20 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         notes: list[str] = []
         plan, averaged, warnings = plan_export(ckpt, ema=ema, include=include, exclude=exclude,
                                                rename=rename, weights_out=weights,
+                                               tensor_averages=tensor_averages,
                                                expected_out=expected, notes_out=notes,
                                                **map_options)
         positional = positional_names_note(ckpt.objects, plan, weights)
         if positional:  # two towers' proj/kernel: named by position, no layer name recorded
             notes.append(positional)
         if not plan and (include is not None or exclude):
-            raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to export")
+            hint = (f"; they select averages of tensors, which {OPTION} exports" if any(
+                OPTION in w for w in warnings) else "")
+            raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to "
+                                   f"export{hint}")
+        if fmt == "h5" and set(averaged) - set(weights):
+            raise OutputError(f"{ckpt.path}: Keras' HDF5 weights layout has no layer to hold "
+                              f"averages of tensors ({OPTION}): write .npz or .safetensors")
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
             raise OutputError(f"{ckpt.path}: no weights to export: {no_weights(ckpt, ema)}")
         # after the pairing: its refusal (exit 6) says more than "--out exists" (u16 F3)

@@ -79,7 +79,7 @@ def unmarked_lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str],
             if last == ema_name and head and head not in stored and head not in chosen \
                     and key not in taken and key not in out and head not in out.values() \
                     and (graph is None or head in graph) \
-                    and variables[key].role not in (R.EMA, R.LOSS_AVERAGE) \
+                    and variables[key].role not in (R.EMA, R.LOSS_AVERAGE, R.TENSOR_AVERAGE) \
                     and _floating(variables, key):
                 out[key] = head
     ckpt.memo(_PROPOSED, dict).update(out)  # for the note on what rests on a statement

@@ -26,8 +26,8 @@ def stated_loss_named(entries, info: dict, meta, objects, averages_only: bool) -
     out = {}
     for key, ri in info.items():
         head, _, last = key.rpartition("/")
-        if (ri.role != R.LOSS_AVERAGE or not head or head in entries or last == "avg"
-                or R.zero_debias_pair(f"{key}/biased", entries)):
+        if (ri.role not in (R.LOSS_AVERAGE, R.TENSOR_AVERAGE) or not head or head in entries
+                or last == "avg" or R.zero_debias_pair(f"{key}/biased", entries)):
             continue
         out[key] = R.RoleInfo(R.EMA, ema_of=head, ema_style="tf1")
     return out

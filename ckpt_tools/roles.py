@@ -1,4 +1,4 @@
-"""Classify checkpoint keys: weight, EMA shadow, optimizer slot, BN statistic, step, loss average.
+"""Classify checkpoint keys: weight, EMA shadow, optimizer slot, BN statistic, step, averages.
 
 Names are the main evidence, since a bare ``.index`` is all many users have; a ``.meta`` graph
 (collections) and a TF2 object graph (slot pairing) refine the answer when present.
@@ -31,8 +31,11 @@ OPTIMIZER_SLOT = "optimizer_slot"
 BN_STAT = "bn_stat"
 STEP = "step"
 LOSS_AVERAGE = "loss_average"
+# an average of a non-scalar tensor that is no variable (batch-norm statistics of tf.nn.moments)
+TENSOR_AVERAGE = "tensor_average"
 OTHER = "other"
-ROLES = (WEIGHT, EMA, EMA_DEBIAS, OPTIMIZER_SLOT, BN_STAT, STEP, LOSS_AVERAGE, OTHER)
+ROLES = (WEIGHT, EMA, EMA_DEBIAS, OPTIMIZER_SLOT, BN_STAT, STEP, LOSS_AVERAGE, TENSOR_AVERAGE,
+         OTHER)
 EMA_STYLES = ("tf1", "object", "keras", "slot")
 
 DEFAULT_EMA_NAME = "ExponentialMovingAverage"
@@ -204,6 +207,9 @@ def classify(
         out.update(update_op_candidates(entries, out, meta))
         out.update(update_op_lone(entries, out, meta))
         out.update(update_op_slots(entries, out, meta))
+    from .tensor_averages import tensor_averages  # builds on this
+
+    out.update(tensor_averages(entries, out))
     return out
 
 
@@ -406,7 +412,7 @@ def classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_m
 # One shared RoleInfo per role that refers to no other key (RoleInfo is frozen): most keys
 # of a large checkpoint get one of these, and building 3,000 of them was ~1 ms of a listing.
 _PLAIN = {role: RoleInfo(role)
-          for role in (BN_STAT, EMA_DEBIAS, LOSS_AVERAGE, OTHER, STEP, WEIGHT)}
+          for role in (BN_STAT, EMA_DEBIAS, LOSS_AVERAGE, OTHER, STEP, TENSOR_AVERAGE, WEIGHT)}
 
 
 # What a checkpoint root records as its own counters (tf.train.Checkpoint's save_counter, a

@@ -331,7 +331,7 @@ at ckpt export x --out y --format s
     lines = proc.stdout.splitlines()
     assert lines[0] == "bn_stat", proc.stderr
     assert lines[1].split() == ["weight", "ema", "ema_debias", "optimizer_slot", "bn_stat",
-                                "step", "loss_average", "other"]
+                                "step", "loss_average", "tensor_average", "other"]
     assert lines[2].split() == ["keras", "v2", "h5"]
     assert lines[3] == "keep" and lines[4] == "safetensors"
 

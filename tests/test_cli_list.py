@@ -34,7 +34,7 @@ def test_json_contract(case):
     for v in doc["variables"]:
         assert {"name", "dtype", "shape", "role", "collections", "ema_of", "ema"} <= set(v)
         assert v["role"] in {"weight", "ema", "ema_debias", "optimizer_slot", "bn_stat", "step",
-                             "loss_average", "other"}
+                             "loss_average", "tensor_average", "other"}
 
 
 @pytest.mark.parametrize("case", [c for c in TF_CASES if expected(c).get("ema_of")])

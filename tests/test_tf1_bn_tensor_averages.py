@@ -1,47 +1,120 @@
-"""TF1's hand-made batch norm (``ema.apply([batch_mean, batch_var])``, the widely copied
-pattern) keeps the model's inference statistics as averages of tensors, not variables
-(``bn/moments/Squeeze/ExponentialMovingAverage``). Export has no variable to write them under
-and leaves them out, as it leaves out scalar loss averages; it said nothing, so the exported
-weights silently lacked them (review-15-attack-r31 F9). Now export warns, naming them; scalar
-loss averages (``total_loss/avg``) still go without a word. Made here by real TensorFlow."""
+"""TF1's hand-made batch norm (the widely copied pattern: ``bm, bv = tf.nn.moments(h, [0])``,
+``ema.apply([bm, bv])`` in the training branch of a ``tf.cond`` whose inference branch reads
+``ema.average(bm)``, ``ema.average(bv)``) keeps the model's inference statistics as averages of
+tensors, not variables (``bn/bn/moments/Squeeze/ExponentialMovingAverage``). They were listed as
+``loss_average`` and left out of every export without a word (review-15-attack-r31 F9).
+
+Now ``list`` reads them as ``tensor_average`` (a scalar loss's average stays ``loss_average``);
+``export`` leaves them out with a warning naming ``--tensor-averages``, which writes them under
+their own keys (bit for bit what ``ema.average`` read at save time). Made here by real TensorFlow.
+"""
 
 from __future__ import annotations
 
-from helpers import run_cli
+import json
+
+import numpy as np
+import pytest
+from helpers import assert_npz_holds, run_cli
+
+MEAN = "bn/bn/moments/Squeeze/ExponentialMovingAverage"
+VAR = "bn/bn/moments/Squeeze_1/ExponentialMovingAverage"
 
 
-def _made(tf, d) -> None:
+@pytest.fixture(scope="module")
+def made(tf, tmp_path_factory):
+    """The run and its truth: weight name -> EMA value, shadow key -> BN statistic, read by
+    ``ema.average`` at save time; plus the scalar loss average's key."""
+    d = tmp_path_factory.mktemp("tf1_bn_tensor_averages")
     tf1 = tf.compat.v1
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         x = tf.random.normal([8, 6], seed=1)
+        training = tf1.placeholder_with_default(True, [], name="is_training")
         w = tf1.get_variable("fc/W", [6, 4])
         h = tf.matmul(x, w)
         with tf1.variable_scope("bn"):
+            beta = tf1.get_variable("beta", [4], initializer=tf1.zeros_initializer())
+            gamma = tf1.get_variable("gamma", [4], initializer=tf1.ones_initializer())
             bm, bv = tf.nn.moments(h, [0], name="moments")
-            up = tf1.train.ExponentialMovingAverage(0.5).apply([bm, bv])
-            with tf.control_dependencies([up]):
-                h = tf.nn.batch_normalization(h, bm, bv, None, None, 1e-3)
-        loss = tf.reduce_mean((h - 1.0) ** 2)
+            bn_ema = tf1.train.ExponentialMovingAverage(0.5)
+
+            def update():
+                with tf.control_dependencies([bn_ema.apply([bm, bv])]):
+                    return tf.identity(bm), tf.identity(bv)
+
+            mean, var = tf.cond(training, update,
+                                lambda: (bn_ema.average(bm), bn_ema.average(bv)))
+            h = tf.nn.batch_normalization(h, mean, var, beta, gamma, 1e-3)
+        loss = tf.reduce_mean((h - 1.0) ** 2, name="loss")
         avg = tf1.train.ExponentialMovingAverage(0.9, name="avg")
         train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5)
         with tf.control_dependencies([train, avg.apply([loss])]):
-            step = tf1.train.ExponentialMovingAverage(0.5).apply(tf1.trainable_variables())
+            step = ema.apply(tf1.trainable_variables())
         saver = tf1.train.Saver()
         with tf1.Session() as s:
             s.run(tf1.global_variables_initializer())
             for _ in range(3):
                 s.run(step)
+            truth = {v.op.name: s.run(ema.average(v)) for v in tf1.trainable_variables()}
+            stats = {bn_ema.average(t).op.name: s.run(bn_ema.average(t)) for t in (bm, bv)}
             saver.save(s, str(d / "model.ckpt"), global_step=gs)
+        loss_avg = avg.average(loss).op.name
+    assert sorted(stats) == [MEAN, VAR]  # the names TF gave them
+    return d, truth, stats, loss_avg
 
 
-def test_export_names_batch_norm_averages_it_leaves_out(tf, tmp_path):
-    _made(tf, tmp_path / "run")
+def test_list_reads_batch_norm_averages_as_tensor_averages(made):
+    d, _, _, loss_avg = made
+    code, out, err = run_cli(["list", str(d), "--json"])
+    assert code == 0, err
+    role = {v["name"]: v["role"] for v in json.loads(out)["variables"]}
+    assert role[MEAN] == role[VAR] == "tensor_average", role  # were loss_average
+    assert role[loss_avg] == "loss_average", role  # a scalar loss's average stays one
+
+
+def test_export_leaves_them_out_naming_the_option(made, tmp_path):
+    d, _, _, loss_avg = made
     for extra in ([], ["--raw"]):
         out = tmp_path / f"x{len(extra)}.npz"
-        code, _, err = run_cli(["export", str(tmp_path / "run"), "--out", str(out), *extra])
+        code, _, err = run_cli(["export", str(d), "--out", str(out), *extra])
         assert code == 0, err
         said = " ".join(err.split())
-        assert "left out 2 averages of tensors" in said, said
-        assert "moments" in said and "batch-norm" in said, said
-        assert "avg" not in said.split("left out", 1)[1].split(";")[0], said  # the loss's
+        assert "left out 2 averages of tensors" in said and "batch-norm" in said, said
+        assert MEAN in said and VAR in said and "--tensor-averages" in said, said
+        assert loss_avg not in said, said
+        with np.load(out) as z:
+            assert not any("moments" in n for n in z.files), z.files
+
+
+def test_tensor_averages_exports_them_under_their_keys(made, tmp_path):
+    d, truth, stats, loss_avg = made
+    out = tmp_path / "ema.npz"
+    code, stdout, err = run_cli(["export", str(d), "--out", str(out), "--tensor-averages",
+                                 "--json"])
+    assert code == 0, err
+    assert "left out" not in err, err
+    assert_npz_holds(out, {**truth, **stats})  # bit for bit; the scalar loss's stays out
+    doc = json.loads(stdout)
+    assert doc["raw"] == [] and sorted(doc["tensors"]) == sorted({**truth, **stats})
+
+
+def test_grep_selects_them_with_the_option(made, tmp_path):
+    d, _, stats, _ = made
+    code, _, err = run_cli(["export", str(d), "--out", str(tmp_path / "a.npz"),
+                            "--grep", "*moments*"])
+    assert code == 3, err
+    assert "--tensor-averages" in " ".join(err.split()), err
+    out = tmp_path / "b.npz"
+    code, _, err = run_cli(["export", str(d), "--out", str(out), "--grep", "*moments*",
+                            "--tensor-averages"])
+    assert code == 0, err
+    assert_npz_holds(out, stats)
+
+
+def test_h5_refuses_them(made, tmp_path):
+    d, _, _, _ = made
+    out = tmp_path / "w.h5"
+    code, _, err = run_cli(["export", str(d), "--out", str(out), "--tensor-averages"])
+    assert code == 7 and "--tensor-averages" in err and not out.exists(), err

@@ -84,6 +84,11 @@ def export_command(
         "--rename", metavar="OLD=NEW",
         help="Prefix rule 'old/=new/' for output names (repeatable; first wins).")
     ] = None,
+    tensor_averages: Annotated[bool, typer.Option(
+        "--tensor-averages", help="Also export the averages of tensors that are not variables "
+        "and not scalar losses (role tensor_average: a hand-made TF1 batch norm's "
+        "ema.apply([mean, variance]) running statistics), under their checkpoint keys; not "
+        "with .h5.")] = False,
     ema_name: EmaNameOpt = None,
     no_meta: NoMetaOpt = False,
     allow_missing: Annotated[bool, typer.Option(
@@ -147,6 +152,7 @@ def export_command(
             result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,
                                     include=names.as_globs(ckpt), exclude=exclude,
                                     rename=rename, overwrite=force, progress=bar.advance,
+                                    tensor_averages=tensor_averages,
                                     ema_name=ema_name, allow_missing=allow_missing,
                                     apply_order=check_apply_order(apply_order),
                                     use_meta=not no_meta, strict=strict)
@@ -179,5 +185,6 @@ def _selection(ckpt, names: NameFilter, exclude: list[str] | None):
 
     try:
         yield
-    except NoSelectionError:
-        raise no_selection(ckpt.path, names, exclude, "weight to export") from None
+    except NoSelectionError as exc:  # keeping the hint at --tensor-averages
+        err = no_selection(ckpt.path, names, exclude, "weight to export")
+        raise type(err)(f"{err}{str(exc).partition('weight to export')[2]}") from None

@@ -54,7 +54,8 @@ from .ema import (
 )
 
 _ROLE_STYLE = {"weight": "green", "ema": "cyan", "optimizer_slot": "magenta",
-               "bn_stat": "yellow", "step": "blue", "loss_average": "dim"}
+               "bn_stat": "yellow", "step": "blue", "loss_average": "dim",
+               "tensor_average": "yellow"}
 
 
 def list_command(

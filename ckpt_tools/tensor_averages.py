@@ -1,0 +1,70 @@
+"""Averages of tensors that are not variables and not scalar losses (``tensor_average``).
+
+The hand-made TF1 batch norm copied into many repositories keeps the model's inference
+statistics as an ``ExponentialMovingAverage`` of the batch moments::
+
+    bm, bv = tf.nn.moments(h, [0]); bn_ema.apply([bm, bv])   # inference: bn_ema.average(bm)
+
+Their shadows (``bn/moments/Squeeze/ExponentialMovingAverage``) have no stored variable, as a
+loss average (``total_loss/avg``) has none; but a loss is a scalar, and these are not: they
+were listed as loss averages and silently left out of every export (review-15-attack-r31 F9).
+A non-scalar average of a tensor is read as ``tensor_average``; ``ckpt export
+--tensor-averages`` writes them under their own key (there is no variable to name them after),
+and an export that leaves them out says so, naming that option.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import roles as R
+from .errors import OutputError
+
+OPTION = "--tensor-averages"
+
+
+def tensor_averages(entries: Mapping, roles: Mapping) -> dict:
+    """New roles (key -> :class:`~ckpt_tools.roles.RoleInfo`): each average of a tensor
+    (``loss_average`` by the name and ``.meta`` reading) that is not a scalar is a
+    ``tensor_average``."""
+    info = R.RoleInfo(R.TENSOR_AVERAGE)
+    return {k: info for k, ri in roles.items()
+            if ri.role == R.LOSS_AVERAGE and tuple(entries[k].shape)}
+
+
+def add_tensor_averages(variables: Mapping, plan: dict, averaged: list, export: bool,
+                        left_out, renamed) -> str | None:
+    """Adds to an export's ``plan`` (output name -> key) and ``averaged`` (output names) each
+    ``tensor_average`` of ``variables`` the name filters keep (``left_out(key)`` false),
+    under its key as ``renamed(key)`` gives it, where ``export``; otherwise returns the
+    warning naming those it leaves out (``None`` where there are none).
+
+    Raises:
+        OutputError: ``renamed`` gives one an output name already in ``plan``.
+    """
+    chosen = sorted(k for k, v in variables.items()
+                    if v.role == R.TENSOR_AVERAGE and not left_out(k))
+    if not export:
+        return tensor_averages_left_out(variables, chosen)
+    for key in chosen:
+        name = renamed(key)
+        if name in plan:
+            raise OutputError(f"two tensors would be exported as {name!r} ({plan[name]} and "
+                              f"{key}); adjust --rename")
+        plan[name] = key
+        averaged.append(name)  # EMA values: none of them is raw
+    return None
+
+
+def tensor_averages_left_out(variables: Mapping, keys: list[str]) -> str | None:
+    """The warning of an export that leaves out the averages of tensors ``keys`` (a
+    hand-written batch norm's running statistics are the model's inference state: never left
+    out without a word); ``None`` where there are none."""
+    if not keys:
+        return None
+    shown = ", ".join(f"{k} {list(variables[k].shape)}" for k in keys[:3])
+    more = f" (and {len(keys) - 3} more)" if len(keys) > 3 else ""
+    return (f"left out {len(keys)} averages of tensors that are not variables and not scalar "
+            f"losses: {shown}{more}; such averages are often batch-norm statistics kept by "
+            "ema.apply([mean, variance]), which a model needs at inference: "
+            f"{OPTION} exports them under these names")
