@@ -48,8 +48,28 @@ def proven_ema_names(ckpt: Checkpoint, candidates: set[str]) -> set[str]:
     read = update_ops_of(ckpt.meta) if others else None
     if read is None:  # no .meta, or no graph in it: nothing shows an EMA's update ops
         return proven
-    updates = _apply_updates(ckpt, *read)
-    for name in others:
+    return proven | _written_names(ckpt, others, _apply_updates(ckpt, *read))
+
+
+def other_decay_names(ckpt: Checkpoint, names: set[str]) -> set[str]:
+    """The names among ``names`` that the ``.meta``'s update ops would prove an
+    ``ExponentialMovingAverage``'s but for their decay, which is none ``apply()`` makes itself
+    (:func:`~ckpt_tools.formats.meta_updates.read_update_ops`' ``other_decay``): a decay tensor
+    given to the EMA, or a Lookahead's or SWA's ``assign_moving_average`` in ``apply()``'s
+    idiom; the graph does not tell which (review-15-attack-r31 F10)."""
+    read = update_ops_of(ckpt.meta) if names else None
+    if read is None or not read[0].other_decay:
+        return set()
+    ops, key = read
+    return _written_names(ckpt, names, _apply_updates(ckpt, ops, key, ops.other_decay))
+
+
+def _written_names(ckpt: Checkpoint, names: set[str],
+                   updates: list[tuple[str, str, str]]) -> set[str]:
+    """The names among ``names`` each tensor stored under which ``updates`` (see
+    :func:`_apply_updates`) write from its own variable, in a name scope of that name."""
+    proven = set()
+    for name in names:
         # stored shadow -> the variable its AssignMovingAvg op averages, where the op is
         # ema.apply()'s of an EMA object of that name
         shadows = {s: v for s, v, scope in updates if scope_named(scope, name)}
@@ -75,14 +95,17 @@ def unsaved_averages(ckpt: Checkpoint, weights: set[str]) -> list[str]:
                    if v in weights and s not in stored})
 
 
-def _apply_updates(ckpt: Checkpoint, ops, key) -> list[tuple[str, str, str]]:
+def _apply_updates(ckpt: Checkpoint, ops, key,
+                   scopes: frozenset[str] | None = None) -> list[tuple[str, str, str]]:
     """``(shadow key, averaged variable key, EMA name scope)`` of each update
     ``ExponentialMovingAverage.apply()`` itself made in the ``.meta``'s graph: its grouped
-    scope and decay (``ops.grouped``), of a variable ``moving_average_variables`` lists (apply()
-    adds each it averages), on a shadow no optimizer's ``Apply`` op also writes (a slot)."""
+    scope and decay (``ops.grouped``, or the ``scopes`` given), of a variable
+    ``moving_average_variables`` lists (apply() adds each it averages), on a shadow no
+    optimizer's ``Apply`` op also writes (a slot)."""
     listed = set(ckpt.meta.keys_in("moving_average_variables"))
+    scopes = ops.grouped if scopes is None else scopes
     return [(key(s), key(v), scope) for s, (v, scope) in ops.averages.items()
-            if s not in ops.slots and scope in ops.grouped and key(v) in listed]
+            if s not in ops.slots and scope in scopes and key(v) in listed]
 
 
 def scope_named(scope: str, name: str) -> bool:
@@ -210,6 +233,30 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
             f"the raw weights, and --ema-name {unproven[0]} takes those tensors only if they "
             "are what you want (Python: ema_name=...)",
             "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
+    undecided = other_decay_names(ckpt, set(unproven))
+    if undecided == set(unproven):  # apply()'s form, all but its decay (review-15-attack-r31 F10)
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {len(open_)} weight(s) would be restored from tensors named "
+            f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}): the .meta's graph "
+            "shows them updated in ExponentialMovingAverage.apply()'s form (AssignMovingAvg "
+            "ops averaging each one's variable into it, grouped by a NoOp of their name scope, "
+            "the variables in moving_average_variables), but their decay is not one apply() "
+            "builds itself (it does from a float or a variable decay, and with num_updates): "
+            "apply() passes a decay tensor it is given through as it is, and a Lookahead's "
+            "or SWA's assign_moving_average written in apply()'s idiom looks the same (its "
+            "slow weights are the raw weights at a sync step), so the graph does not prove "
+            f"{names_text} an ExponentialMovingAverage's name; only if {names_text} is the "
+            "name you gave your ExponentialMovingAverage (with a decay tensor), pass "
+            f"--ema-name {unproven[0]} (Python: ema_name=...)",
+            "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
+    said = "nothing recorded says"
+    if meta is not None and listed and not why and not _updated(ckpt, set(open_.values())):
+        # ema.apply() inside a control-flow-v2 tf.cond: its ops are in the graph's function
+        # library, which is not read (review-15-attack-r31 F7)
+        said = "nothing this tool reads says"
+        why = ("; the .meta's moving_average_variables lists these variables, yet its graph "
+               "shows no AssignMovingAvg op writing any of these tensors (an ema.apply() run "
+               "inside a tf.cond keeps its update ops in function bodies, which are not read)")
     others = ("a training loop may keep other tensors of each variable under its name "
               "the same way (accumulators tf.Variable(..., name='w/accum'))"
               if ckpt.objects is not None else  # a TF2 checkpoint records its slots (F3)
@@ -217,10 +264,18 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
               "writes W/Mom, BERT's optimizer W/adam_m)")
     raise UnprovenPairingError(
         f"{ckpt.path}: {len(open_)} weight(s) would be restored from tensors named "
-        f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}), and nothing recorded "
-        f"says {names_text} is an "
+        f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}), and {said} "
+        f"{names_text} is an "
         f"ExponentialMovingAverage's name: {others}, and TF "
         f"names averages <weight>/ExponentialMovingAverage unless given another name{why}; "
         f"only if {names_text} is the name you gave your ExponentialMovingAverage, pass "
         f"--ema-name {unproven[0]} (Python: ema_name=...)",
         "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
+
+
+def _updated(ckpt: Checkpoint, averages: set[str]) -> bool:
+    """Whether the ``.meta``'s graph shows an ``AssignMovingAvg`` op or an optimizer's
+    ``Apply`` op writing any of ``averages`` (keys); ``True`` where it shows no graph."""
+    read = update_ops_of(ckpt.meta)
+    return read is None or any(read[1](s) in averages
+                               for s in (*read[0].averages, *read[0].slots))

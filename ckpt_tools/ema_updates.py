@@ -218,6 +218,13 @@ def offer_objects(ckpt: Checkpoint, variables, use_meta: bool,
             f" (with this .meta each of --ema-name {', --ema-name '.join(names)} decides: "
             "each takes the averages of the EMA object of that name, which averaged every one "
             "of these variables, as the graph's update ops show)" if names else "")
+    twice = sorted(n for n in names if n != suffix_base(n) and suffix_base(n) in names)
+    if twice:  # two objects given one name: TF numbers the later apply()'s (r31 F7)
+        first = suffix_base(twice[0])
+        text += (f"; if you gave two objects the name {first!r}, TF named the scope and the "
+                 f"averages of the second one to run apply() {twice[0]}: --ema-name {first} "
+                 f"takes the first one's, which TF's own variables_to_restore() (average_name "
+                 f"{first}) restores for either object")
     if scoped:
         text += ("; yet this .meta tells the objects apart: its update ops show EMA objects of "
                  "one name under different name scopes, and --ema-name "

@@ -26,11 +26,12 @@ import re
 
 from ..errors import CheckpointError
 from ._record import Frozen
-from .graph_def import GraphNode, MetaGraph, read_graphs, through_reads
+from .graph_def import GraphNode, MetaGraph, op_name, read_graphs, through_reads
 
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
 _MOVING_AVG = re.compile(r"(?:^|/)AssignMovingAvg(?:_\d+)?$")
+_SWITCHES = frozenset({"Switch", "RefSwitch"})  # a control-flow-v1 cond's branch inputs
 _APPLY = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")
 _NONE = GraphNode("", [], [])
 
@@ -45,18 +46,26 @@ class UpdateOps(Frozen):
         slots: slot -> ``(trained variable, update op)`` for each variable input but the first
             of an optimizer's ``Apply*`` op.
         grouped: the scopes of ``averages`` that a ``NoOp`` of the scope's own name groups,
-            as ``ExponentialMovingAverage.apply()`` does (``ema`` for ``ema/AssignMovingAvg``).
+            as ``ExponentialMovingAverage.apply()`` does (``ema`` for ``ema/AssignMovingAvg``),
+            and whose decay is one ``apply()`` makes itself (:func:`_apply_decay`).
+        other_decay: the scopes so grouped whose decay is not: a decay tensor of the user's
+            (``ExponentialMovingAverage(tf.minimum(0.999, ...))``), or a Lookahead's or SWA's
+            hand-written ``assign_moving_average`` in ``apply()``'s idiom; the graph does not
+            tell which.
     """
 
     averages: dict[str, tuple[str, str]]
     slots: dict[str, tuple[str, str]]
     grouped: frozenset[str]
-    _fields = ("averages", "slots", "grouped")
+    other_decay: frozenset[str]
+    _fields = ("averages", "slots", "grouped", "other_decay")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
-                 grouped: frozenset[str] = frozenset()) -> None:
-        self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped))
+                 grouped: frozenset[str] = frozenset(),
+                 other_decay: frozenset[str] = frozenset()) -> None:
+        self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
+                             other_decay=frozenset(other_decay))
 
 
 def read_update_ops(path: str) -> UpdateOps | None:
@@ -81,15 +90,18 @@ def read_update_ops(path: str) -> UpdateOps | None:
     slots: dict[str, tuple[str, str]] = {}
     differ: set[str] = set()
     grouped: set[str] = set()
+    other_decay: set[str] = set()
     for graph in graphs:
         each = _graph_updates(graph)
         grouped |= each.grouped
+        other_decay |= each.other_decay
         for shadow, owner in each.averages.items():
             if averages.setdefault(shadow, owner) != owner:
                 differ.add(shadow)
         for slot, trained in each.slots.items():
             slots.setdefault(slot, trained)
-    return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots, grouped)
+    return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots, grouped,
+                     other_decay)
 
 
 def _graph_updates(graph: MetaGraph) -> UpdateOps:
@@ -97,8 +109,15 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
     nodes = graph.nodes
 
     def variable(name: str) -> str | None:
-        """The variable op ``name`` reads (through reads), or ``None``."""
-        name = through_reads(nodes, name)
+        """The variable op ``name`` reads (through reads, and through the ``Switch`` a
+        control-flow-v1 ``tf.cond`` passes it into a branch by: ``apply()`` run in the
+        cond's branch is ``apply()`` all the same), or ``None``."""
+        for _ in range(8):
+            name = through_reads(nodes, op_name(name))
+            head = nodes.head(name)
+            if head is None or head[0] not in _SWITCHES or not head[1]:
+                break
+            name = head[1]
         return name if name in nodes and nodes[name].op in _VARIABLE_OPS else None
 
     averages: dict[str, tuple[str, str]] = {}
@@ -109,15 +128,16 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
             scope = name if _MOVING_AVG.search(name) else name.rpartition("/")[0]
             if not _MOVING_AVG.search(scope):
                 continue
+            owner = scope.rpartition("/")[0]  # the EMA's name scope (ema of ema/AssignMovingAvg)
             shadow = variable(inputs[0])
             mul = nodes.get(inputs[1], _NONE)  # decay * (shadow - value)
             sub = nodes.get(mul.inputs[0], _NONE) if mul.op == "Mul" and mul.inputs else _NONE
             averaged = variable(sub.inputs[1]) if sub.op == "Sub" and len(sub.inputs) == 2 \
                 else None
             if shadow is not None and averaged is not None and shadow != averaged:
-                averages[shadow] = (averaged, scope.rpartition("/")[0])
-                if not _apply_decay(nodes, mul, scope.rpartition("/")[0]):
-                    other_decay.add(scope.rpartition("/")[0])
+                averages[shadow] = (averaged, owner)
+                if not _apply_decay(nodes, mul, owner):
+                    other_decay.add(owner)
         elif _APPLY.match(op) and inputs:
             trained = variable(inputs[0])
             for tensor in inputs[1:]:
@@ -125,30 +145,39 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
                 if trained is not None and slot is not None and slot != trained:
                     slots.setdefault(slot, (trained, name))
     grouped = {scope for _v, scope in averages.values()
-               if scope and nodes.get(scope, _NONE).op == "NoOp" and scope not in other_decay}
-    return UpdateOps(averages, slots, frozenset(grouped))
+               if scope and nodes.get(scope, _NONE).op == "NoOp"}
+    return UpdateOps(averages, slots, frozenset(grouped - other_decay),
+                     frozenset(grouped & other_decay))
 
 
 def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:
     """Whether an ``AssignMovingAvg`` update's decay is the one
-    ``ExponentialMovingAverage.apply()`` gives it: ``1 - <scope>/decay`` (the constant its
-    ``decay`` becomes, cast to the variable's dtype where it differs), or ``1 -
-    <scope>/Minimum(<scope>/decay, (1 + n) / (10 + n))`` with ``num_updates``. A running
-    mean kept by hand with ``assign_moving_average`` in the same name-scope-and-group idiom
-    (a Lookahead's slow weights, decay 0.5 on sync steps and 1 otherwise; an SWA mean,
-    n / (n + 1)) gets its decay from elsewhere (review-15-attack-r31 F1). A decay given as a
-    tensor of the user's own is not recognised either: that EMA's name is then not proven by
-    the graph (``--ema-name`` states it)."""
+    ``ExponentialMovingAverage.apply()`` gives it: ``1 - <scope>/decay`` (the constant a
+    float ``decay`` becomes, cast to the variable's dtype where it differs), ``1 -
+    <scope>/ReadVariableOp`` (a resource variable given as ``decay``, read in the scope), or
+    with ``num_updates`` ``1 - <scope>/Minimum(decay, (1 + n) / (10 + n))``, the ratio built
+    in the scope from ``<scope>/num_updates`` (whatever ``decay`` is). A running mean kept by
+    hand with ``assign_moving_average`` in the same name-scope-and-group idiom (a Lookahead's
+    slow weights, decay 0.5 on sync steps and 1 otherwise; an SWA mean, n / (n + 1)) gets its
+    decay from elsewhere (review-15-attack-r31 F1). So does an EMA given a decay tensor
+    without ``num_updates`` (``apply()`` passes it through as it is): the graph does not tell
+    it from a Lookahead's, and ``--ema-name`` states it (review-15-attack-r31 F10)."""
     def node(name: str) -> GraphNode:
-        return nodes.get(name.lstrip("^").split(":")[0], _NONE)
+        return nodes.get(op_name(name), _NONE)
 
     decay = node(mul.inputs[1]) if mul.op == "Mul" and len(mul.inputs) == 2 else _NONE
     if decay.op == "Cast" and decay.inputs:
         decay = node(decay.inputs[0])
     if decay.op != "Sub" or len(decay.inputs) != 2:
         return False
-    source = decay.inputs[1].lstrip("^").split(":")[0]
+    source = op_name(decay.inputs[1])
     if source == scope + "/Minimum" and node(source).op == "Minimum":
-        source = next((i.split(":")[0] for i in node(source).inputs
-                       if i.split(":")[0] == scope + "/decay"), "")
+        # minimum(decay, (1 + n) / (10 + n)), the ratio of num_updates built in the scope:
+        # apply()'s own, whatever decay it was given
+        return scope + "/truediv" in map(op_name, node(source).inputs) and all(
+            scope + "/num_updates" in map(op_name, node(f"{scope}/{a}").inputs)
+            for a in ("add", "add_1"))
+    if source == scope + "/ReadVariableOp" and node(source).op == "ReadVariableOp":
+        # a resource variable given as decay, read where apply() converts it, in its scope
+        return bool(node(source).inputs) and node(node(source).inputs[0]).op == "VarHandleOp"
     return source == scope + "/decay" and node(source).op == "Const"
