@@ -25,6 +25,7 @@ from .formats._write import Inputs
 from .formats.staged_dir import StagedDir
 from .formats.write_locks import local_stage
 from .locate import STATE_FILE, locate, read_state_order
+from .scoped_order import parse_order
 
 ProgressFn = Callable[[int], None]
 
@@ -176,8 +177,7 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
     out_dir = canonical_location(out_dir)  # file:// -> local, s3a:// -> s3://, once
     if bake and not ema:
         raise ValueError("bake=True needs ema=True")
-    if apply_order not in (None, "trainable", "tracked"):
-        raise ValueError(f"apply_order must be 'trainable' or 'tracked', got {apply_order!r}")
+    apply_order = parse_order(apply_order, keys=False)  # the CLI's check (r31 F5)
     pairing = {"ema_name": ema_name, "apply_order": apply_order, "use_meta": use_meta,
                "allow_missing": allow_missing, "strict": strict}
     if not bake and (ema_name is not None or apply_order is not None or not use_meta

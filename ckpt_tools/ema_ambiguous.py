@@ -20,6 +20,7 @@ from .pairing import (
     root_child,
     variable_orders,
 )
+from .scoped_order import scope_hint, within_of
 
 
 def _read_list_hint(unpaired) -> str:
@@ -120,7 +121,9 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 f"against): {examples}{more}; if ema.apply() got one of these objects' "
                 f"variables only, in its trainable_variables order, state it: --apply-order "
                 f"trainable:{apart[-1]} (ema.apply({apart[-1]}.trainable_variables); Python: "
-                f"apply_order='trainable:{apart[-1]}'), your statement, not a proof; or give "
+                f"apply_order='trainable:{apart[-1]}'); if it got several, one after another, "
+                f"name them in that order: --apply-order trainable:{','.join(apart)}; "
+                f"your statement, not a proof; or give "
                 f"the variables distinct names when training (tf.Variable(..., name=...); "
                 f"Keras 3 variable paths hold the layers' names, not the model's, so name the "
                 f"layers apart)" + _read_list_hint(unpaired))
@@ -129,6 +132,15 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     owners = _several_objects(unpaired) if apply_order else []
     candidates = {c for v in unpaired for c in v.ema_candidates}
     kept_in = {root_child(v.name) for v in unpaired} - {root_child(c) for c in candidates}
+    if len(kept_in) == 1 and len(unpaired) > len(candidates) and within_of(apply_order):
+        return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired under "
+                f"--apply-order {apply_order}: they share one name, dtype and shape with only "
+                f"{len(candidates)} variable(s) of the object(s) it names ({examples}{more}), "
+                "so ema.apply() got more variables than those: if it got several objects' "
+                "variables one after another (ema.apply(g.trainable_variables + "
+                "d.trainable_variables)), name every object in that order: --apply-order "
+                "trainable:generator,discriminator (Python: apply_order='trainable:generator,"
+                "discriminator'), your statement, not a proof (review-15-attack-r31 F4)")
     if len(kept_in) == 1 and len(unpaired) > len(candidates):
         # more averages in one attribute than variables they could average: no order of
         # apply() explains that
@@ -222,8 +234,12 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
               "training")
     partial = (apply_order is not None or no_order) and not owners and \
         len(candidates) > len(unpaired)
+    hint = "" if within_of(apply_order) else scope_hint(candidates)  # r31 F4: by its path
     if partial:
-        decide = _partial_group(len(unpaired), len(candidates), stated=apply_order is not None)
+        decide = _partial_group(len(unpaired), len(candidates), stated=apply_order is not None,
+                                hint=hint)
+    else:
+        decide += hint
     keras = (keras_holders(ckpt.objects, candidates)
              if apply_order in (None, "trainable") and ckpt.objects is not None else [])
     alike = _alike(ckpt)
@@ -245,16 +261,17 @@ def _visitor(apply_order) -> str:
             "Keras' model.trainable_variables")
 
 
-def _partial_group(averages: int, variables: int, stated: bool = True) -> str:
+def _partial_group(averages: int, variables: int, stated: bool = True, hint: str = "") -> str:
     """Why no ``--apply-order`` places an average of a group of ``variables`` same-named
     variables of which only ``averages`` have one saved (review F23); ``stated``: the caller
     stated one (else both were tried). The live module decides only where the others are not
     trainable (a running statistic); where only some averages were saved, or ``apply()`` got
     a sub-module's, its trainable_variables are the whole group and nothing decides
-    (review-11-user-r11 F5)."""
+    (review-11-user-r11 F5) but the sub-module's path (``hint``: :func:`scope_hint`, r31 F4)."""
     order = ("the stated order (--apply-order; Python: apply_order=) places" if stated else
              "neither --apply-order (trainable, tracked; Python: apply_order=) pairs them: an "
              "order places")
+    sub = "" if hint else " or apply() got a sub-module's variables"  # else: its path decides
     return (f"the averages cover only part of the group: {order} the {variables} variables "
             f"of that name, the checkpoint holds averages of only {averages} of them, so the "
             "order cannot place them, and which ones is not recorded; if the others are not "
@@ -263,11 +280,11 @@ def _partial_group(averages: int, variables: int, stated: bool = True) -> str:
             "apply_ema(module, path, apply_order='trainable') reads its own "
             "trainable_variables (it decides where apply() got exactly those); if only some "
             "averages were saved (tf.train.Checkpoint(ema_w=ema.average(v)) for some v, or "
-            "a dict keyed by v.name, which same-named variables collapse to one entry) or "
-            "apply() got a sub-module's variables, no option decides, nor the live module: "
+            f"a dict keyed by v.name, which same-named variables collapse to one entry){sub}, "
+            "no option decides, nor the live module: "
             "give the variables unique names (tf.Variable(..., name=...)) when training, or "
             "save every average in apply() order (tf.train.Checkpoint(model=m, "
-            "ema=[ema.average(v) for v in m.trainable_variables]))")
+            "ema=[ema.average(v) for v in m.trainable_variables]))" + hint)
 
 
 def _alike(ckpt: Checkpoint):

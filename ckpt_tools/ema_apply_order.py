@@ -12,6 +12,7 @@ from .errors import EmaError, OptionError
 from .formats._record import replace
 from .object_roles import pair_object_shadows
 from .pairing import APPLY_ORDERS
+from .scoped_order import within_of
 from .tfk_order import order_pairs as tf_keras_order_pairs
 
 
@@ -120,7 +121,8 @@ def lists_decide(ckpt: Checkpoint, unpaired, ema_name: str | None,
     if not any(c.startswith(p + "/") for p in paths for c in cands):
         return None
     keys = {v.name for v in unpaired}
-    for order in sorted(APPLY_ORDERS, key=lambda o: o != prefer):
+    scoped = [prefer] if within_of(prefer) else []  # trainable:model/generator (r31 F6)
+    for order in scoped + sorted(APPLY_ORDERS, key=lambda o: o != prefer):
         try:
             stated = paired_variables(ckpt, numbered_lists(order), ema_name)
         except EmaError:

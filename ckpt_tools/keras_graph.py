@@ -172,3 +172,11 @@ def keras_trainable_text(holders: list[str], stated: bool = True,
             f"{tail}in Python pass the live module: apply_ema(module, path, "
             "apply_order='trainable') reads the order from its own trainable_variables; or "
             "give the layers unique names when training")
+
+
+def attribute_names(children: list[tuple[str, int]]) -> bool:
+    """Whether every child name could be an object's attribute (a Python identifier): a node
+    with a child named ``10`` or ``a-b`` is a dict (``{"10": v, "9": v}``), never a
+    ``tf.Module`` or a layer (review-15-attack-r31 F6). Only ``setattr(m, "10", v)`` defeats
+    this."""
+    return all(name.isidentifier() for name, _ in children)

@@ -17,7 +17,13 @@ layer walks that layer's Python attributes sorted by name, Keras' internal lists
 from __future__ import annotations
 
 from .formats.objgraph import ObjectGraph
-from .keras_graph import keras_nodes, parting_chains, shortest_tree, tf_keras_models
+from .keras_graph import (
+    attribute_names,
+    keras_nodes,
+    parting_chains,
+    shortest_tree,
+    tf_keras_models,
+)
 
 
 def _is_list(children: list[tuple[str, int]]) -> bool:
@@ -160,7 +166,8 @@ def reassignable(objects: ObjectGraph, variables, alike) -> list[str]:
     found = []
     for _x, _y, chain, _nx, _ny in _partings(objects, variables, alike):
         lca = chain[-1]
-        if lca in models or _is_list(kids.get(lca, [])):
+        if (lca in models or _is_list(kids.get(lca, []))
+                or not attribute_names(kids.get(lca, []))):  # a dict {"10": v}: no attributes
             continue
         found.append(_path(chain, objects))
     return list(dict.fromkeys(found))

@@ -22,6 +22,7 @@ from .container_groups import regroup_container
 from .formats._record import Frozen
 from .formats.objgraph import SLOT_MARK, ObjectGraph
 from .keras_graph import (
+    attribute_names,
     child_position,
     keras_holders,
     parting_chains,
@@ -30,14 +31,8 @@ from .keras_graph import (
 )
 from .keras_reassign import layer_orders_open
 from .object_slashed import split_slashed
-from .scoped_order import parse_order, within_of
-
-# "trainable": tf.Module.trainable_variables / .variables (attributes sorted by name, list items
-# in order, dict keys sorted as strings, sub-modules after the module's own variables).
-# "tracked": the order the variables were tracked, i.e. the order their attributes were
-# assigned, which the object graph records (Keras' model.trainable_variables). Not creation
-# order: blocks created in one order and assigned in another are tracked in the second.
-APPLY_ORDERS = ("trainable", "tracked")
+from .pairing_fits import MAX_PAIRINGS, injections, pair_unique_fits
+from .scoped_order import APPLY_ORDERS, ScopedOrder, keys_under, parse_order, scope_nodes
 
 
 class NumberedLists(str):
@@ -53,28 +48,32 @@ class NumberedLists(str):
         return f"numbered_lists({str.__repr__(self)})"
 
 
-def numbered_lists(apply_order: str = "trainable") -> NumberedLists:
+def numbered_lists(apply_order: str = "trainable") -> NumberedLists | ScopedOrder:
     """``apply_order`` stated with the objects whose children are named ``0``, ``1``… read as
     lists (:class:`NumberedLists`); pass the result as ``apply_order=`` (Python's spelling of
-    ``--apply-order ORDER --numbered-lists``).
+    ``--apply-order ORDER --numbered-lists``; ``ORDER:PATH`` too, review-15-attack-r31 F6).
 
     Example:
         >>> numbered_lists("trainable") == "trainable"
         True
+        >>> numbered_lists("trainable:generator").numbered_lists
+        True
 
     Raises:
-        ValueError: ``apply_order`` is not one of :data:`APPLY_ORDERS`.
+        ValueError: ``apply_order`` is not one of :data:`APPLY_ORDERS`, nor ``ORDER:PATH``.
     """
-    if apply_order not in APPLY_ORDERS:
+    parsed = parse_order(apply_order, keys=False)
+    if isinstance(parsed, ScopedOrder):
+        return ScopedOrder(str.__str__(parsed), parsed.within, numbered_lists=True)
+    if parsed is None:
         raise ValueError(f"apply_order must be one of {', '.join(APPLY_ORDERS)}")
-    return NumberedLists(apply_order)
+    return NumberedLists(parsed)
 
 
 def lists_stated(apply_order) -> bool:
     """Whether ``apply_order`` (or a live order's ``stated``) states numbered children lists."""
     return bool(getattr(apply_order, "numbered_lists", False)
                 or getattr(getattr(apply_order, "stated", None), "numbered_lists", False))
-_MAX_PAIRINGS = 64  # beyond this many fitting pairings a group is simply ambiguous
 _NUMBERED = re.compile(r"^(.*)_(\d+)$")
 
 
@@ -152,8 +151,8 @@ def list_or_dict_paths(objects: ObjectGraph) -> dict[str, int]:
     return out
 
 
-def variable_orders(objects: ObjectGraph,
-                    lists: bool = False) -> dict[str, list[dict[str, int]]]:
+def variable_orders(objects: ObjectGraph, lists: bool = False,
+                    starts: tuple[int, ...] | None = None) -> dict[str, list[dict[str, int]]]:
     """Returns, per hypothesis of :data:`APPLY_ORDERS`, the variable orderings it allows, each
     as checkpoint key -> position.
 
@@ -163,8 +162,10 @@ def variable_orders(objects: ObjectGraph,
     ``tf.Module`` visits sorted as strings); each such node is read both ways. With more
     than :data:`_MAX_LIST_OR_DICT` of the latter, one ordering is empty: the order is unknown,
     so nothing is paired by it. With ``lists`` (stated: :class:`NumberedLists`) such nodes
-    are read as lists only.
+    are read as lists only. ``starts``: the objects whose variables ``apply()`` got, in that
+    order (``--apply-order trainable:g,d``): each one's order, concatenated; default the root.
     """
+    starts = (0,) if starts is None else starts
     kids = objects.children
     keys = objects.node_keys
     models = tf_keras_models(objects)
@@ -178,8 +179,8 @@ def variable_orders(objects: ObjectGraph,
         # A tf_keras functional model lists its layers' variables before its own
         # (Model.trainable_weights), its layers in model.layers order (layer-N).
         order: dict[str, int] = {}
-        seen = {0}
-        stack: list[tuple[int, str | None]] = [(0, None)]
+        seen = set(starts)
+        stack: list[tuple[int, str | None]] = [(s, None) for s in reversed(starts)]
         while stack:
             node, key = stack.pop()
             if key is not None:
@@ -217,22 +218,26 @@ def variable_orders(objects: ObjectGraph,
                 by = (lambda nc: nc[0]) if node in as_dict else (lambda nc: int(nc[0]))
                 for _, c in sorted(kids[node], key=by):
                     inline(c, subs, depth + 1)
-            elif depth < 64 and inline_dicts and leafy(node):
+            elif depth < 64 and (inline_dicts or not attribute_names(kids.get(node, []))) and (
+                    leafy(node)):  # children no module attribute could be named: a dict
                 for _, c in sorted(kids[node]):
                     inline(c, subs, depth + 1)
             else:
                 subs.append(node)
 
-        queue = [0]
-        while queue:
-            node = queue.pop(0)
-            if node in visited:
-                continue
-            visited.add(node)
-            subs: list[int] = []
-            for _, child in sorted(kids.get(node, [])):
-                inline(child, subs)
-            queue[0:0] = subs  # sub-modules right after this module, depth first
+        for start in starts:  # each object's trainable_variables, concatenated
+            queue: list[int] = [start] if start == 0 else []  # the root: a module
+            if start:
+                inline(start, queue)  # a variable, a list or dict of them, or a module
+            while queue:
+                node = queue.pop(0)
+                if node in visited:
+                    continue
+                visited.add(node)
+                subs: list[int] = []
+                for _, child in sorted(kids.get(node, [])):
+                    inline(child, subs)
+                queue[0:0] = subs  # sub-modules right after this module, depth first
         return order
 
     either = [] if lists else sorted(list_or_dict_paths(objects).values())
@@ -270,7 +275,8 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
         return tuple(sorted((n, c in objects.node_keys) for n, c in kids.get(node, [])))
 
     def modular(node: int) -> bool:
-        return node not in objects.node_keys and not _is_list(kids.get(node, []))
+        return (node not in objects.node_keys and not _is_list(kids.get(node, []))
+                and attribute_names(kids.get(node, [])))
 
     found: list[str] = []
     for _x, _y, cx, cy, d, firsts in _diverging_pairs(objects, parent, local, variables,
@@ -352,40 +358,6 @@ def _path(chain: list[int], local: dict[int, str]) -> str:
     return "/".join(local[n] for n in chain if n in local)
 
 
-def _pair_unique_fits(result: ObjectPairing, shadows: list[str], variables: list[str],
-                      fits) -> None:
-    """Records in ``result`` each shadow that ``fits`` exactly one of ``variables`` (dtype and
-    shape) as proven, and each that fits several as ambiguous with its candidates; returns
-    nothing (``result`` is filled in place)."""
-    for s in shadows:
-        fitting = sorted(v for v in variables if fits(s, v))
-        if len(fitting) == 1:
-            result.pairs[s] = fitting[0]
-        elif fitting:
-            result.ambiguous[s] = tuple(fitting)
-
-
-def _injections(shadows: list[str], seq: list[str], fits) -> list[tuple[str, ...]]:
-    """Order-preserving assignments of ``shadows`` to distinct members of ``seq`` where every
-    pair ``fits``; at most ``_MAX_PAIRINGS + 1`` of them."""
-    out: list[tuple[str, ...]] = []
-
-    def walk(i: int, start: int, acc: list[str]) -> None:
-        if len(out) > _MAX_PAIRINGS:
-            return
-        if i == len(shadows):
-            out.append(tuple(acc))
-            return
-        for j in range(start, len(seq) - (len(shadows) - i) + 1):
-            if fits(shadows[i], seq[j]):
-                acc.append(seq[j])
-                walk(i + 1, j + 1, acc)
-                acc.pop()
-
-    walk(0, 0, [])
-    return out
-
-
 class LiveOrder(tuple):
     """A live object's ``trainable_variables`` as checkpoint keys, in order, with ``held``: the
     keys of every variable the object holds. A held variable missing from the order is one the
@@ -442,7 +414,8 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         :class:`ObjectPairing`.
     """
     apply_order = parse_order(apply_order)
-    within = within_of(apply_order)  # trainable:generator, F5
+    scope = scope_nodes(objects, apply_order)  # trainable:model/generator (r25 F5, r31 F4)
+    under = None if scope is None else keys_under(objects, scope)
     given = None if apply_order is None or isinstance(apply_order, str) else {
         k: i for i, k in enumerate(apply_order)}
     held = getattr(apply_order, "held", None)  # a LiveOrder: the others are not trainable
@@ -479,8 +452,9 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
     orders = None
     for (head, _base), members in groups.items():
         variables = by_name.get(head, [])
-        if within is not None and any(root_child(v) == within for v in variables):
-            variables = [v for v in variables if root_child(v) == within]  # the statement
+        scoped = under is not None and any(v in under for v in variables)
+        if scoped:
+            variables = [v for v in variables if v in under]  # the statement
         if not variables:
             continue  # a tensor's average (a loss), or the variable was not saved
         members.sort()
@@ -493,21 +467,21 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         if apply_order is None:
             # The order apply() got the variables in is not in the file: only a shadow that
             # fits one variable of its group (dtype and shape) is proven.
-            _pair_unique_fits(result, shadows, variables, fits)
+            pair_unique_fits(result, shadows, variables, fits)
             continue
         # A live order covers the groups its objects hold; the others are read from the file.
         stated = apply_order if held is None or any(v in held for v in variables) else (
             getattr(apply_order, "stated", None))
         if stated is None:
-            _pair_unique_fits(result, shadows, variables, fits)
+            pair_unique_fits(result, shadows, variables, fits)
             continue
-        if len({root_child(v) for v in variables}) > 1:
+        if not scoped and len({root_child(v) for v in variables}) > 1:
             # Same-named variables under different children of the root (two models both
             # called "net", a GAN's G and D): the object graph lists the root's children by
             # attribute name (tf.train.Checkpoint sorts its arguments), not in the order the
             # objects were created or passed to apply(), so no stated order decides between
             # them; only a unique dtype/shape fit is proven.
-            _pair_unique_fits(result, shadows, variables, fits)
+            pair_unique_fits(result, shadows, variables, fits)
             continue
         if stated == "trainable" and keras_holders(objects, variables):
             # tf.Module.trainable_variables walks a Keras object's Python attributes (a
@@ -521,7 +495,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
         chosen = (stated,) if isinstance(stated, str) else ("given",)
         if orders is None or chosen[0] not in orders:
             orders = {"given": [given]} if given is not None else {}
-            orders.update(variable_orders(objects, lists_stated(stated))
+            orders.update(variable_orders(objects, lists_stated(stated), scope)
                           if isinstance(stated, str) else {})
         if container is not None and len(shadows) > len(variables):
             mine = [s for s in shadows if root_child(s) == container]
@@ -539,7 +513,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                 if distinct_idx and complete:
                     # The order places every variable of the group: averages of only some of
                     # them (an EMA of a sub-module) say nothing of which (review F23).
-                    found.update(_injections(shadows, seq, fits) if len(seq) == len(shadows)
+                    found.update(injections(shadows, seq, fits) if len(seq) == len(shadows)
                                  else ())
                 else:  # creation order unknown: any fitting variable is possible
                     found.add(())
@@ -568,7 +542,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             continue
         for i, s in enumerate(shadows):
             fitting = {v for v in variables if fits(s, v)}
-            if () in found or not found_list or len(found_list) > _MAX_PAIRINGS:
+            if () in found or not found_list or len(found_list) > MAX_PAIRINGS:
                 cands = fitting
             else:
                 cands = {p[i] for p in found_list}

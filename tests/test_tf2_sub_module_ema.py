@@ -114,9 +114,24 @@ def test_no_option_is_named_where_no_order_places_part_of_the_group(tf, saved):
         ckpt_tools.apply_ema(_net(tf), prefixes["head"], apply_order="trainable")
     message = " ".join(str(refusal.value).split())
     # the live module decides only where the others are not trainable: said as such
-    assert "apply() got a sub-module's variables, no option decides, nor the live module" \
-        in message, message
+    assert "collapse to one entry), no option decides, nor the live module" in message, message
     assert "if the others are not trainable" in message, message
+    # a sub-module's averages: its object path decides (review-15-attack-r31 F4)
+    assert "--apply-order trainable:model/head" in message, message
+
+
+def test_sub_module_path_pairs_its_averages(saved, tmp_path):
+    """review-15-attack-r31 F4: ``ema.apply(m.head.trainable_variables)`` stated by the object
+    path ``--apply-order trainable:model/head``: the head gets ``ema.average(v)``, the body
+    its raw values, bit for bit."""
+    prefixes, truth = saved
+    out = tmp_path / "head.npz"
+    code, _, err = run_cli(["export", prefixes["head"], "--apply-order", "trainable:model/head",
+                            "--allow-missing", "--out", str(out)])
+    assert code == 0, err
+    with np.load(out) as z:
+        for path in ("body/w", "body/b", "head/w", "head/b"):
+            assert z[f"model/{path}"].tobytes() == truth[f"head:{path}"].tobytes(), path
 
 
 def test_stated_order_pairs_averages_of_the_whole_group(saved, tmp_path):

@@ -74,7 +74,7 @@ ApplyOrderOpt = Annotated[str | None, typer.Option(
     autocompletion=complete_from("trainable", "tracked"),
     help="TF2 averages of variables sharing a name and shape: the order ema.apply() got "
     "them in: 'trainable' (a tf.Module's) or 'tracked' (Keras': attribute assignment "
-    "order, not creation order); ORDER:ATTR: only that root attribute's variables.")]
+    "order, not creation order); ORDER:PATH: that object's only (several: a,b).")]
 
 
 NumberedListsOpt = Annotated[bool, typer.Option(
@@ -86,17 +86,15 @@ NumberedListsOpt = Annotated[bool, typer.Option(
 def check_apply_order(apply_order: str | None, numbered_lists: bool = False) -> str | None:
     """Returns ``apply_order`` after checking it names a known order (usage error otherwise);
     with ``numbered_lists``, as :func:`ckpt_tools.pairing.numbered_lists` states it."""
-    if apply_order is not None and ":" in apply_order:  # trainable:generator (F5)
+    if apply_order is not None and ":" in apply_order:  # trainable:model/generator (F4, F5)
+        from ..pairing import numbered_lists as stated
         from ..scoped_order import parse_order
 
         try:
-            scoped = parse_order(apply_order)
+            scoped = parse_order(apply_order, keys=False)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--apply-order") from None
-        choice(str.__str__(scoped), ("trainable", "tracked"), "--apply-order")
-        if numbered_lists:
-            raise typer.BadParameter("not with ORDER:ATTRIBUTE", param_hint="--numbered-lists")
-        return scoped
+        return stated(scoped) if numbered_lists else scoped  # r31 F6
     choice(apply_order, ("trainable", "tracked"), "--apply-order")
     if numbered_lists and apply_order is None:
         raise typer.BadParameter(
