@@ -161,10 +161,11 @@ def scope_hint(keys) -> str:
     paths = scope_paths(keys)
     if not paths:
         return ""
-    one, both = paths[-1], ",".join(paths)
+    # Placeholders, never one of the paths: the file does not say which object (or which
+    # order) apply() got, and a sorted example would be a guess a user could copy.
     return (f"; if ema.apply() got one of these objects' trainable variables (a GAN's "
-            f"generator) state its object path ({', '.join(paths)}): --apply-order "
-            f"trainable:{one}, or several, "
-            f"concatenated in the order apply() got them (ema.apply(a.trainable_variables + "
-            f"b.trainable_variables)): --apply-order trainable:{both} (Python: "
-            f"apply_order='trainable:{both}'); your statement, not a proof")
+            f"generator) state its object path: --apply-order trainable:PATH, PATH one of "
+            f"{', '.join(paths)}, or several, concatenated in the order apply() got them "
+            f"(ema.apply(a.trainable_variables + b.trainable_variables)): --apply-order "
+            f"trainable:PATH1,PATH2 (the names above are sorted, not that order; Python: "
+            f"apply_order='trainable:PATH'); your statement, not a proof")

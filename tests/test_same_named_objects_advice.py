@@ -81,7 +81,7 @@ def test_a_gan_of_same_named_keras_layers_names_them_as_list_does(keras, tf, tmp
     text = " ".join(err.split())
     assert "ema/0 may average disc/fc/kernel or gen/fc/kernel" in text, text
     assert "_operations" not in text and "no order alone can tell" in text, text
-    assert "--apply-order trainable:gen " in text, text
+    assert "--apply-order trainable:PATH, PATH one of disc, gen " in text, text
     assert "tf.train.Checkpoint(ema=[the same variables, in that order]).read(path)" in text
     g2 = net("gen")  # the way out, as the refusal words it
     tf.train.Checkpoint(ema=[v.value for v in g2.trainable_variables]).read(
