@@ -97,6 +97,22 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
             "use_ema was; to keep them, train with use_ema=True and save the model with its "
             "optimizer: model.save('x.keras') (tf_keras: also model.save('x.h5')); "
             f"{_RAW}")
+    if layout.kind == "legacy" and not layout.optimizer_vars and (
+            layout.optimizer_config is None or layout.optimizer_config.get("use_ema") is True):
+        # neither training_config nor optimizer weights: model.save("x.h5",
+        # include_optimizer=False) of a use_ema run says nothing of use_ema (r31 F7)
+        return EmaError(
+            f"{name} holds no optimizer EMA copies: saved with include_optimizer=False (or "
+            "before compile()), it records "
+            + ("neither the optimizer's variables nor its training_config"
+               if layout.optimizer_config is None else
+               f"its {optimizer_named(layout)} (use_ema=True) but none of its variables, not "
+               "even the iteration count")
+            + ", so whatever use_ema was, the averages were not saved; saved after fit() "
+            "returned, its weights already are the averages where use_ema=True (fit() copies "
+            "them in when it ends), saved during fit() they are the raw ones; to keep the "
+            "copies, save with the optimizer (include_optimizer=True, the default, or "
+            f"model.save('x.keras')); {_RAW}")
     if layout.use_ema and layout.optimizer_vars:
         # use_ema=True, the copies are stored, but no pairing with the weights is proven
         unfit = [n for n in layout.notes if "cannot be paired" in n or "do not fit" in n]

@@ -129,6 +129,8 @@ def test_nested_order_is_refused_naming_trainable(made, tmp_path, case, file, ex
     assert code == 6 and "--trainable" in err and not out.exists(), err
     assert "order fit() builds" not in err, err  # not the fit-order reading: refused
     assert f"nested model(s) {NESTED[case]}" in " ".join(err.split()), err
+    # the names --trainable takes here: the file's keys, not Keras' per-process paths (r31 F7)
+    assert "each by its key as 'ckpt list --json' shows it" in " ".join(err.split()), err
     code, text, err = run_cli(["list", str(d / file), "--json", *extra])
     doc = json.loads(text)
     assert "proven by their shapes" not in doc["ema_evidence"]["detail"], doc["ema_evidence"]

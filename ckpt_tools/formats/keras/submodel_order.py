@@ -101,7 +101,10 @@ def note_nested(lay, root: Node) -> None:
         "order (the order its __init__ assigned the sublayers), so the order the file stores "
         "a nested model's layers in does not prove the optimizer's where equal-shaped weights "
         "could trade places: pass --trainable with every weight the optimizer was built with, "
-        "in model.trainable_variables order ([v.path for v in model.trainable_variables]), "
+        "in model.trainable_variables order, each by its key as 'ckpt list --json' shows it "
+        f"(\"name\": {nested[0][0]}/layers/<layer>/vars/<i>; the paths Keras prints, "
+        "[v.path for v in "
+        "model.trainable_variables], carry layer names Keras numbers per process), "
         "or apply_keras_ema(model, path) with the live model")
 
 
