@@ -3,22 +3,25 @@
 A checkpoint is found from whatever path the user typed by :func:`ckpt_tools.locate.locate`;
 this module reads it: its entries, tensors (mapped and streamed, CRC-checked), variables
 with their roles and EMA shadows, the ``.meta`` graph and the TF2 object graph.
+
+Its parts live beside it: ``checkpoint_tensors`` (stored keys and tensors, the base class),
+``checkpoint_variables`` (the variable list), ``checkpoint_statements`` (refusals of
+statements the file cannot bear) and ``checkpoint_files`` (the run history beside it).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from . import roles as _roles
 from . import tfk_stated as _tfk_stated
-from .errors import (
-    CheckpointError,
-    CorruptCheckpointError,
-    EmaError,
-    OptionError,
-    VariableNotFoundError,
-)
+from .checkpoint_files import history_files
+from .checkpoint_statements import refuse_tf_statements, refuse_unfit_statements
+from .checkpoint_tensors import CHUNK_BYTES as CHUNK_BYTES  # re-exported: stats, diff
+from .checkpoint_tensors import StoredTensors
+from .checkpoint_variables import build_variables
+from .errors import CheckpointError, CorruptCheckpointError, OptionError
 from .formats import open_reader
 from .formats._io import is_url
 from .formats.dtypes import STRING
@@ -32,24 +35,16 @@ from .formats.objgraph import (
     readable_name,
 )
 from .formats.savedmodel import read_saved_model, saved_model_extras
-from .locate import STATE_FILE, Location, errors_in, locate, read_state_file
-from .loss_named import stated_loss_named
+from .locate import Location, errors_in, locate
 from .object_paths import LIST_ITEM, clashing_paths, model_side_paths, named_paths
-from .variable import Variable, shell_word
+from .variable import Variable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
-    import numpy as np
-
     from .formats import Reader
 
-# One streamed chunk: CRC-checked, then consumed while it is still in cache. On the 2-core
-# bench machine a verified read of 1 GiB (bench/run.py) takes 51 ms in 4 MiB chunks, 54 ms in
-# 2 MiB and 57-72 ms in 1 MiB ones (per-chunk Python and thread hand-offs); 8 MiB gains nothing.
-CHUNK_BYTES = 4 << 20
 
-
-class Checkpoint:
+class Checkpoint(StoredTensors):
     """An open checkpoint: metadata is read up front, tensor data only on request.
 
     Use :func:`open_checkpoint` to create one. Usable as a context manager.
@@ -88,20 +83,12 @@ class Checkpoint:
                     self._reader, "keras", None) is not None:
                 self._reader.restate_use_ema(use_ema, trainable=trainable,
                                              optimizer=stated_optimizer)
-            if stated_optimizer and getattr(self._reader, "keras", None) is None:
+            try:
+                refuse_tf_statements(location.prefix, getattr(self._reader, "keras", None),
+                                     use_ema=use_ema, stated_optimizer=stated_optimizer)
+            except CheckpointError:
                 self._reader.close()
-                raise OptionError(
-                    f"{location.prefix}: --optimizer (Python: optimizer=) decides only for a "
-                    "bare Keras .weights.h5, which records the optimizer only by its name; "
-                    "this TensorFlow checkpoint records its variables by name: omit it")
-            if use_ema is not None and getattr(self._reader, "keras", None) is None:
-                self._reader.close()
-                given = "--use-ema" if use_ema else "--no-use-ema"
-                raise OptionError(
-                    f"{location.prefix}: {given} (Python: use_ema=) decides only for Keras "
-                    "files (.keras, .weights.h5, .h5), which may not record it; this "
-                    "TensorFlow checkpoint's names and object graph record what it would "
-                    "state, so it cannot apply: omit it")
+                raise
         # The caller's statement that a Keras file was not saved swapped by SwapEMAWeights
         # (ckpt_tools.keras_assumed: then "not_swapped" is stated, not assumed).
         self.not_swapped = bool(not_swapped)
@@ -148,36 +135,13 @@ class Checkpoint:
             with errors_in(self.path):
                 raw = self._reader.read(OBJECT_GRAPH_KEY)
             self.objects = parse_object_graph(bytes(raw.reshape(-1)[0]), self.path)
-        if not_swapped and self._reader.keras is None and \
-                not has_swappable_averages(self.objects) and not self._saver_unrecorded():
+        try:
+            refuse_unfit_statements(location.prefix, self._reader, self.objects, self.meta_source,
+                                    not_swapped=not_swapped, fit_order=fit_order,
+                                    averages_only=averages_only)
+        except CheckpointError:
             self._reader.close()
-            raise OptionError(
-                f"{location.prefix}: --not-swapped (Python: not_swapped=) states that a Keras 3 "
-                "optimizer's EMA copies (SwapEMAWeights(swap_on_epoch=True)) or averages kept "
-                "as optimizer slots (an EMA optimizer's swap_weights()) were not saved swapped "
-                "with their variables, or that a TF1 Saver no .meta save op records did not "
-                "swap them; this TensorFlow checkpoint holds none of these: omit it")
-        if fit_order and self._reader.keras is None:
-            self._reader.close()
-            raise OptionError(
-                f"{location.prefix}: --fit-order (Python: fit_order=) states the order a Keras "
-                "file's (.keras, .weights.h5, .h5) EMA copies were built in; this is a "
-                "TensorFlow checkpoint: omit it (for a tf_keras model's TF-format save, "
-                "--apply-order tracked states fit()'s order)")
-        if fit_order and getattr(self._reader.keras, "kind", None) == "legacy":
-            from .formats.keras.legacy_layout import refuse_named_order
-
-            try:  # fit() builds in the model's order: the copies' names may show another
-                refuse_named_order(self._reader.keras, None, "--fit-order (fit_order=)")
-            except EmaError as exc:
-                self._reader.close()
-                raise EmaError(f"{location.prefix}: {exc}") from None
-        if averages_only and (self.objects is not None or self._reader.keras is not None):
-            self._reader.close()
-            raise OptionError(
-                f"{location.prefix}: --averages-only (Python: averages_only=) states that a TF1 "
-                "Saver's keys named as averages hold averages; this checkpoint records its "
-                "averages' variables (an object graph or a Keras file): omit it")
+            raise
         # The caller's statement that TF1 keys named as averages whose variable is not stored
         # hold averages (a Saver of ema.average(v)), where no .meta records it (raw_shadows).
         self.averages_only = bool(averages_only)
@@ -196,128 +160,6 @@ class Checkpoint:
         self._fragment_alias: dict[str, str] | None = None  # see stored_key()
         self._ema_names: list[str] | None = None  # see ema_names()
         self._memo: dict = {}  # see memo()
-
-    def _saver_unrecorded(self) -> bool:
-        """A TF1 checkpoint whose graph file records no save op, or several that write its
-        keys from different variables (``--not-swapped`` states that its keys hold their
-        names' variables: ``saver_not_swapped``; :func:`~ckpt_tools.save_op.crossed_keys`)."""
-        if self.objects is not None or self.meta is None:
-            return False
-        from .formats.meta_saver import saved_sources_each
-
-        each = saved_sources_each(self.meta_source)
-        stored = set(self._reader.entries)
-        fits = [s for s in each if set(s) == stored]
-        return not each or any(f != fits[0] for f in fits)
-
-    # -- mapping-like access --------------------------------------------------------------
-    def keys(self) -> list[str]:
-        """Returns every stored key in storage order: sorted for TensorFlow checkpoints, save
-        order for Keras files (slices of partitioned variables are hidden)."""
-        return list(self._reader.entries)
-
-    def entries(self) -> dict[str, TensorEntry]:
-        """Returns checkpoint key -> :class:`~ckpt_tools.formats.entry.TensorEntry`
-        (storage details)."""
-        return self._reader.entries
-
-    def stored_key(self, key: str) -> str:
-        """Returns the key under which ``key`` (a key TensorFlow saved, or a graph variable's
-        checkpoint key) is read: the group's key for one part of a tensor TF1 saved under one
-        key per part (``net/w//w/part_0/avg`` -> ``net/w//w/part_*/avg``, see
-        :func:`~ckpt_tools.formats.slices.fragment_groups`), else ``key`` itself."""
-        alias = self._fragment_alias
-        if alias is None:
-            alias = self._fragment_alias = {
-                m: k for k, e in self._reader.entries.items()
-                if e.extra and e.extra.get("fragments") for m in e.extra["fragments"]}
-        return alias.get(key, key)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._reader.entries
-
-    def __len__(self) -> int:
-        return len(self._reader.entries)
-
-    def __iter__(self):
-        return iter(self._reader.entries)
-
-    def entry(self, name: str) -> TensorEntry:
-        try:
-            return self._reader.entries[name]
-        except KeyError:
-            raise self._missing(name) from None
-
-    def _missing(self, name: str) -> VariableNotFoundError:
-        import difflib
-
-        close = difflib.get_close_matches(name, self._reader.entries, n=3)
-        hint = f"; did you mean {', '.join(map(shell_word, close))}?" if close else ""
-        return VariableNotFoundError(f"{self.path}: no variable named {name!r}{hint}")
-
-    def tensor(self, name: str) -> np.ndarray:
-        """Returns the value stored under ``name`` as a NumPy array.
-
-        Numeric tensors are read-only views over the memory-mapped data file (copy them to
-        modify); strings come back as an ``object`` array of ``bytes``, like TensorFlow's.
-
-        Raises:
-            VariableNotFoundError: if ``name`` is not stored.
-            CorruptCheckpointError: if the data fails its checksum or lies outside the file.
-
-        Example:
-            >>> with open_checkpoint("fixtures/linear_v2") as ckpt:  # doctest: +SKIP
-            ...     ckpt.tensor("W/ExponentialMovingAverage")
-            array([0.0998], dtype=float32)
-        """
-        if name not in self._reader.entries:
-            raise self._missing(name)
-        with errors_in(self.path):
-            return self._reader.read(name)
-
-    def plan_reads(self, names: list[str]) -> None:
-        """Announces the tensors about to be read, in the order they will be: a checkpoint
-        behind a URL then fetches the next ones ahead of each read, in a few large range
-        requests instead of one per tensor. A no-op for local files and other formats.
-
-        Raises:
-            CheckpointNotFoundError: a data shard of a remote checkpoint is missing.
-        """
-        plan_reads = getattr(self._reader, "plan_reads", None)
-        if plan_reads is not None and is_url(self.location.prefix):
-            with errors_in(self.path):
-                plan_reads(list(names))
-
-    def chunks(self, name: str, max_bytes: int = CHUNK_BYTES, *, verify: bool | None = None,
-               release: bool = False) -> Iterator[np.ndarray]:
-        """Yields the flat values of ``name`` in chunks of at most ``max_bytes`` (one element
-        at least), for one streaming pass over a tensor of any size.
-
-        For TensorFlow bundles the chunks are read-only views of the mapped data file, each
-        CRC-checked just before it is yielded (the consumer then reads it from cache) and the
-        checksum verdict comes with the last one; other formats read the tensor whole and
-        slice it. Do not act on what was computed from the chunks until the iterator is done.
-        ``verify=False`` skips the CRC (for a second pass over bytes already checked);
-        ``None`` follows ``open_checkpoint(verify=...)``. ``release=True`` unmaps each chunk
-        of a TensorFlow bundle once the next is asked for, so resident memory stays at one
-        chunk (for writers that stream a whole checkpoint).
-
-        Raises:
-            VariableNotFoundError: if ``name`` is not stored.
-            CorruptCheckpointError: if the data fails its checksum (at the end) or lies outside
-                the file.
-        """
-        if name not in self._reader.entries:
-            raise self._missing(name)
-        with errors_in(self.path):
-            iter_chunks = getattr(self._reader, "iter_chunks", None)
-            stream = (iter_chunks(name, max_bytes, verify, release) if iter_chunks is not None
-                      else None)
-            if stream is None:
-                flat = self._reader.read(name).reshape(-1)
-                step = max(1, max_bytes // max(flat.dtype.itemsize, 1))
-                stream = (flat[i : i + step] for i in range(0, flat.size, step))
-            yield from stream
 
     # -- listing ---------------------------------------------------------------------------
     def variables(self) -> list[Variable]:
@@ -339,7 +181,10 @@ class Checkpoint:
         a step of a command or API function that states the assumptions itself (the
         commands in their notes, the functions in their own warning and ``assumed``)."""
         if self._variables is None:
-            self._variables = self._build_variables()
+            variables, stated_pairs = build_variables(self)
+            if stated_pairs is not None:
+                self.stated_pairs = stated_pairs
+            self._variables = variables
         return list(self._variables)
 
     def _warn_assumed(self) -> None:
@@ -377,61 +222,6 @@ class Checkpoint:
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
-
-    def _build_variables(self) -> list[Variable]:
-        entries = self._reader.entries
-        colls = self.meta.collections_by_key() if self.meta else {}
-        plain = self._reader.keras is None and not (self.objects and self.objects.full_names)
-        info = _roles.classify(entries, self.meta, self.objects, keras=self._reader.keras,
-                               ema_names=self.ema_names() if plain else None,
-                               collections=colls)
-        info.update(stated_loss_named(entries, info, self.meta, self.objects,
-                                      self.averages_only))
-        if self.stated_order is not None and self.objects is not None:
-            self.stated_pairs = _tfk_stated.place(self.path, self.objects, info,
-                                                  self.stated_order)
-        # A variable's averages: proven ones (their names say whose) and unpaired ones that
-        # name it as a candidate. Only a variable with exactly one, proven, gets ``ema``; with
-        # several (two EMA objects, or an average the file cannot pair) which one is its
-        # average is not proven here: ``ema`` stays None and ``ema_candidates`` lists them
-        # (``ckpt_tools.ema_decide.decide_pairing`` applies what --ema-name... decide).
-        averages: dict[str, list[str]] = {}
-        unproven: set[str] = set()
-        for key, ri in info.items():
-            if ri.role != _roles.EMA:
-                continue
-            if ri.ema_of:
-                averages.setdefault(ri.ema_of, []).append(key)
-            for cand in ri.candidates if not ri.ema_of else ():
-                averages.setdefault(cand, []).append(key)
-                unproven.add(cand)
-        shadow_of = {k: a[0] for k, a in averages.items() if len(a) == 1 and k not in unproven}
-        out = []
-        # One Variable per tensor (3,000 in a large listing): loop invariants hoisted, dtype
-        # names looked up once per dtype, fields passed by position.
-        v2, objects, dtype_names = self.format == "v2", self.objects, {}
-        aliases = self.aliases()
-        for key, entry in entries.items():
-            if key in aliases:  # a second copy of a variable listed under its own key
-                continue
-            ri = info[key]
-            dtype = dtype_names.get(entry.dtype)
-            if dtype is None:
-                dtype = dtype_names[entry.dtype] = entry.dtype_name
-            if objects is None:  # path_of without the call: readers that know a path
-                path = entry.extra.get("path") if entry.extra else None
-            else:
-                path = self.path_of(key, entry)
-            parts = len(entry.slices)
-            shadow = shadow_of.get(key)
-            open_averages = () if ri.role == _roles.EMA or shadow is not None else tuple(
-                sorted(averages.get(key, ())))
-            out.append(Variable(
-                key, dtype, entry.shape, ri.role, tuple(colls.get(key, ())), ri.ema_of, shadow,
-                ri.slot_of, entry.nbytes, parts if v2 or parts > 1 else 0, path,
-                ri.ema_style or (info[shadow].ema_style if shadow is not None else None),
-                ri.candidates if ri.role == _roles.EMA else open_averages))
-        return out
 
     def path_of(self, key: str, entry: TensorEntry | None = None) -> str | None:
         """Returns the readable object path :class:`Variable` shows for ``key`` (TF2 object
@@ -500,31 +290,7 @@ class Checkpoint:
             files += saved_model_extras(self.location.saved_model)
         if self.location.state_file:
             files.append(self.location.state_file)
-        return files + self._history_files()
-
-    def _history_files(self) -> list[str]:
-        """The run's history beside this checkpoint: the ``checkpoint`` state file in its
-        directory (read or not) and the files of every checkpoint that state file lists. A
-        writer's ``--force`` must not replace them either (``export --out`` onto a sibling
-        checkpoint's ``.index`` would destroy it)."""
-        import glob
-
-        index = next((f for f in self._reader.files() if f.endswith(".index")), None)
-        if index is None or is_url(index):
-            return []
-        directory = os.path.dirname(index) or "."
-        state = os.path.join(directory, STATE_FILE)
-        if not os.path.isfile(state):
-            return []
-        found = [state]
-        try:
-            listed = read_state_file(directory)
-        except (CorruptCheckpointError, FileNotFoundError, OSError):
-            return found
-        for prefix in listed[-1000:]:
-            found += [prefix + ".index", prefix + ".meta"]
-            found += glob.glob(glob.escape(prefix) + ".data-*")
-        return found
+        return files + history_files(self._reader.files())
 
     @property
     def name(self) -> str:

@@ -1,0 +1,79 @@
+"""The :class:`~ckpt_tools.variable.Variable` list of an open checkpoint: each stored key
+with its role, collections, object path and EMA links (what ``Checkpoint.variables()`` gives).
+"""
+
+from __future__ import annotations
+
+from . import roles as _roles
+from . import tfk_stated as _tfk_stated
+from .loss_named import stated_loss_named
+from .variable import Variable
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+
+
+def build_variables(ckpt: Checkpoint) -> tuple[list[Variable], dict[str, str] | None]:
+    """Classifies the roles of ``ckpt``'s keys and links each variable to its average.
+
+    Reads metadata only. A tf_keras save with a stated order (``ckpt.stated_order``) also
+    places the stated pairs.
+
+    Returns:
+        the variables in storage order (aliases left out), and the pairs the stated order
+        gives (:func:`~ckpt_tools.tfk_stated.place`), or ``None`` where no order is stated.
+    """
+    entries = ckpt.reader.entries
+    colls = ckpt.meta.collections_by_key() if ckpt.meta else {}
+    plain = ckpt.reader.keras is None and not (ckpt.objects and ckpt.objects.full_names)
+    info = _roles.classify(entries, ckpt.meta, ckpt.objects, keras=ckpt.reader.keras,
+                           ema_names=ckpt.ema_names() if plain else None,
+                           collections=colls)
+    info.update(stated_loss_named(entries, info, ckpt.meta, ckpt.objects,
+                                  ckpt.averages_only))
+    stated_pairs = None
+    if ckpt.stated_order is not None and ckpt.objects is not None:
+        stated_pairs = _tfk_stated.place(ckpt.path, ckpt.objects, info, ckpt.stated_order)
+    # A variable's averages: proven ones (their names say whose) and unpaired ones that
+    # name it as a candidate. Only a variable with exactly one, proven, gets ``ema``; with
+    # several (two EMA objects, or an average the file cannot pair) which one is its
+    # average is not proven here: ``ema`` stays None and ``ema_candidates`` lists them
+    # (``ckpt_tools.ema_decide.decide_pairing`` applies what --ema-name... decide).
+    averages: dict[str, list[str]] = {}
+    unproven: set[str] = set()
+    for key, ri in info.items():
+        if ri.role != _roles.EMA:
+            continue
+        if ri.ema_of:
+            averages.setdefault(ri.ema_of, []).append(key)
+        for cand in ri.candidates if not ri.ema_of else ():
+            averages.setdefault(cand, []).append(key)
+            unproven.add(cand)
+    shadow_of = {k: a[0] for k, a in averages.items() if len(a) == 1 and k not in unproven}
+    out = []
+    # One Variable per tensor (3,000 in a large listing): loop invariants hoisted, dtype
+    # names looked up once per dtype, fields passed by position.
+    v2, objects, dtype_names = ckpt.format == "v2", ckpt.objects, {}
+    aliases = ckpt.aliases()
+    for key, entry in entries.items():
+        if key in aliases:  # a second copy of a variable listed under its own key
+            continue
+        ri = info[key]
+        dtype = dtype_names.get(entry.dtype)
+        if dtype is None:
+            dtype = dtype_names[entry.dtype] = entry.dtype_name
+        if objects is None:  # path_of without the call: readers that know a path
+            path = entry.extra.get("path") if entry.extra else None
+        else:
+            path = ckpt.path_of(key, entry)
+        parts = len(entry.slices)
+        shadow = shadow_of.get(key)
+        open_averages = () if ri.role == _roles.EMA or shadow is not None else tuple(
+            sorted(averages.get(key, ())))
+        out.append(Variable(
+            key, dtype, entry.shape, ri.role, tuple(colls.get(key, ())), ri.ema_of, shadow,
+            ri.slot_of, entry.nbytes, parts if v2 or parts > 1 else 0, path,
+            ri.ema_style or (info[shadow].ema_style if shadow is not None else None),
+            ri.candidates if ri.role == _roles.EMA else open_averages))
+    return out, stated_pairs
