@@ -16,7 +16,7 @@ import re
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
-from .errors import EmaError
+from .errors import EmaError, UnprovenPairingError
 from .formats.keras.layout import KerasLayout
 from .formats.keras.optimizer_slots import shown_name
 from .formats.keras.stated import LoopOrder
@@ -116,11 +116,14 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     if layout.use_ema and layout.optimizer_vars:
         # use_ema=True, the copies are stored, but no pairing with the weights is proven
         unfit = [n for n in layout.notes if "cannot be paired" in n or "do not fit" in n]
-        return EmaError(
+        # a class of the user's: --optimizer states the built-in whose build order it follows
+        custom = bool(layout.custom_optimizer) and layout.stated_optimizer is None
+        return (UnprovenPairingError if custom else EmaError)(
             f"{name}: its {optimizer_named(layout)} ran with use_ema=True "
             f"({layout.ema_evidence}) but its EMA copies cannot be paired with the model "
             f"weights from the file alone: "
-            f"{shown_names(ckpt, '; '.join(unfit)) or 'no known layout fits'}")
+            f"{shown_names(ckpt, '; '.join(unfit)) or 'no known layout fits'}",
+            *(("--optimizer",) if custom else ()))
     if layout.tf_keras and is_legacy(layout):
         why = (f"its optimizer is {legacy_name(layout)} (config.json), a legacy optimizer: "
                "it has no use_ema (and a .keras does not save its state)")

@@ -46,9 +46,11 @@ SAMPLE = 1 << 16
 
 def inferred(layout) -> bool:
     """The slot layout is inferred from the optimizer's name, not recorded: a Keras 3 or
-    tf_keras bare ``.weights.h5`` (no config.json, no optimizer weight names)."""
-    return (layout is not None and layout.kind == "keras3" and layout.optimizer_config is None
-            and bool(layout.use_ema))
+    tf_keras bare ``.weights.h5`` (no config.json, no optimizer weight names), or stated
+    (``--optimizer``: a bare file's class, or the build order of a custom class a
+    ``.keras`` records)."""
+    return (layout is not None and layout.kind == "keras3" and bool(layout.use_ema)
+            and (layout.optimizer_config is None or layout.stated_optimizer is not None))
 
 
 def unproven_layout(ckpt, averages: dict[str, str | None] | None = None) -> str | None:

@@ -78,7 +78,10 @@ def stated_notes(ckpt, apply_order: str | None,
 
         said_opt = shown(layout.stated_optimizer)
         notes.append(f"note: the pairing rests on your statements: --optimizer {said_opt} (the "
-                     + ("tf_keras file records no optimizer name, only " if layout.tf_keras
+                     + (f"file records the optimizer as {layout.named_optimizer}, a "
+                        "class of your own whose build order it does not record, and "
+                        if layout.optimizer_config is not None else
+                        "tf_keras file records no optimizer name, only " if layout.tf_keras
                         else "file records the optimizer only by its name, "
                         f"{layout.named_optimizer or 'none'}, and ")
                      + "its variables by position: if "

@@ -136,7 +136,7 @@ def list_command(
             n for v in listing.by_key.values() for n in (v.name, v.path) if n})
     stated = {}
     said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
-        or averages_only
+        or averages_only or optimizer
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
     if said or noted:  # as map, export say
         with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,

@@ -160,7 +160,8 @@ class H5Reader:
                 and tf_keras.is_tf_keras_weights(self._scanned))
             layout = keras_layout.analyze(self._scanned, self.kind, self.config,
                                           self._owner_names, read=self._read_scanned,
-                                          use_ema=use_ema, tf_keras=legacy,
+                                          use_ema=use_ema, tf_keras=legacy or (
+                                              self.kind == "legacy" and self.by_version_2),
                                           trainable=trainable, optimizer=optimizer)
             if legacy:
                 tf_keras.adjust(layout, self._scanned, use_ema, trainable)
@@ -186,8 +187,12 @@ class H5Reader:
         """Whether tf_keras (Keras 2) wrote the file, as far as it tells: a tf_keras archive
         or bare ``.weights.h5`` (:attr:`keras` ``.tf_keras``), or a legacy ``.h5`` whose
         ``keras_version`` attribute is 2.x."""
-        return bool(self.keras.tf_keras) or re.match(
-            r"2\.\d", getattr(self, "_legacy_version", "")) is not None
+        return bool(self.keras.tf_keras) or self.by_version_2
+
+    @property
+    def by_version_2(self) -> bool:
+        """Whether a legacy ``.h5``'s ``keras_version`` attribute is 2.x (tf_keras wrote it)."""
+        return re.match(r"2\.\d", getattr(self, "_legacy_version", "")) is not None
 
     @property
     def has_config_json(self) -> bool:

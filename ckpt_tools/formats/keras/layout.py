@@ -222,10 +222,7 @@ def analyze(entries: dict[str, TensorEntry], kind: str, config: dict | None = No
     if kind == "legacy":
         from .legacy_layout import analyze_legacy
 
-        lay = analyze_legacy(entries, config, trainable)
-        if optimizer is not None:
-            lay.notes.append("--optimizer is not used for a legacy .h5: its optimizer "
-                             "variables are named")
+        lay = analyze_legacy(entries, config, trainable, optimizer, tf_keras)
         if use_ema is not None and use_ema != lay.use_ema:
             said = "training_config says" if lay.ema_source == "config" else \
                 "the optimizer variable names say"

@@ -17,7 +17,10 @@ _ITER = frozenset({"iteration", "iter", "iterations"})
 _LR = frozenset({"learning_rate", "lr"})
 
 
-def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
+def analyze_legacy(entries, config, trainable=None, optimizer=None,
+                   tf_keras: bool = False) -> KerasLayout:
+    """``optimizer``: the caller's ``--optimizer`` statement (:mod:`.legacy_stated`);
+    ``tf_keras``: tf_keras wrote the file (its ``keras_version`` is 2.x)."""
     lay = KerasLayout("legacy")
     lay.model = [k for k, e in entries.items() if e.extra.get("section") == "model"]
     lay.optimizer_vars = [k for k, e in entries.items() if e.extra.get("section") == "optimizer"]
@@ -46,7 +49,8 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
     v3 = opt_cfg.get("class_name") == "LossScaleOptimizerV3"  # tf_keras' new optimizers
     opt_cfg = wrapped or opt_cfg
     if opt_cfg.get("class_name"):
-        lay.optimizer = to_snake_case(opt_cfg["class_name"])
+        # registered classes are recorded with their package (my>MyAdam): not my_my_adam
+        lay.optimizer = to_snake_case(str(opt_cfg["class_name"]).rsplit(">", 1)[-1])
         lay.optimizer_config = opt_cfg.get("config") or {}
     # Read as average/<weight> only where the wrapped optimizer's config says use_ema=True:
     # the name alone could be a slot's a custom optimizer calls "average".
@@ -100,7 +104,7 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
                 f"built with, in model.trainable_variables order, as full names like these "
                 f"(`ckpt list` shows them all)")
         (lay.averages if slot == "average" else lay.slots)[key] = target
-    recorded = _recorded_ema(lay, outer, wrapped)
+    recorded = _recorded_ema(lay, outer, wrapped, entries, optimizer, tf_keras)
     if stated is not None:
         n = sum(1 for v in lay.averages.values() if v is not None)
         if lay.averages and (n != len(lay.averages) or len(stated) != len(lay.averages)):
@@ -115,7 +119,8 @@ def analyze_legacy(entries, config, trainable=None) -> KerasLayout:
             "optimizer variable names (*_average) only: no training_config records the "
             "optimizer's class or use_ema")
     elif recorded:
-        lay.use_ema, lay.ema_evidence = recorded == "custom", _said(outer, wrapped, lay)
+        lay.use_ema, lay.ema_evidence = recorded in ("custom", "stated"), _said(outer, wrapped,
+                                                                                 lay)
         lay.ema_source = "config"
     elif lay.averages and bare:
         lay.use_ema, lay.ema_evidence = True, (
@@ -192,7 +197,8 @@ def legacy_custom_optimizer(outer: dict, wrapped: dict | None) -> str:
     return "" if cls.removeprefix("Custom>") in _BUILTINS else cls
 
 
-def _recorded_ema(lay: KerasLayout, outer: dict, wrapped: dict | None) -> str:
+def _recorded_ema(lay: KerasLayout, outer: dict, wrapped: dict | None, entries=None,
+                  optimizer=None, tf_keras: bool = False) -> str:
     """Reads the optimizer variables named as EMA copies (``*_average``, ``average/*``) by
     what training_config records: with ``use_ema=False`` they are the optimizer's own slots
     (``"off"``); with ``use_ema=True`` and a class that is not a Keras built-in, which of them
@@ -203,8 +209,17 @@ def _recorded_ema(lay: KerasLayout, outer: dict, wrapped: dict | None) -> str:
     use_ema = (lay.optimizer_config or {}).get("use_ema")
     custom = legacy_custom_optimizer(outer, wrapped)
     unrecorded = not outer.get("class_name")  # optimizer weights saved, the model uncompiled
+    if optimizer is not None and not custom and outer.get("class_name"):
+        from .legacy_stated import check_builtin
+
+        check_builtin(lay, optimizer)
     if not lay.averages or not (unrecorded or use_ema is False or (use_ema is True and custom)):
         return ""
+    if optimizer is not None and use_ema is True and custom and not unrecorded:
+        from .legacy_stated import check_custom  # the statement gives the build order
+
+        check_custom(lay, entries, optimizer, custom, tf_keras)
+        return "stated"
     named = list(lay.averages)
     for key in named:
         lay.slots[key] = lay.averages.pop(key)
@@ -213,6 +228,7 @@ def _recorded_ema(lay: KerasLayout, outer: dict, wrapped: dict | None) -> str:
     lay.notes[:] = [n for n in lay.notes if not n.startswith(tuple(k + " " for k in named))]
     if use_ema is False and not unrecorded:
         return "off"
+    lay.custom_optimizer = "" if unrecorded else custom  # --optimizer decides (keras_ema)
     what = ("no training_config records the optimizer's class or use_ema (the model was saved "
             "with an optimizer but never compiled)" if unrecorded else
             f"the optimizer is {custom}, not a Keras built-in (training_config)")
@@ -220,8 +236,14 @@ def _recorded_ema(lay: KerasLayout, outer: dict, wrapped: dict | None) -> str:
         f"{what}, and a subclass may keep per-weight variables of its own named as Keras "
         f"names its EMA copies ({lay.paths.get(named[0], named[0])}: e.g. a running average "
         f"of the gradients), so which of its {len(named)} variables so named are the copies "
-        "is not recorded and they cannot be paired from this file (no option decides it: "
-        "--use-ema and --trainable state neither); a tf.train.Checkpoint(model=model, "
+        "is not recorded and they cannot be paired from this file ("
+        + ("no option decides it: " if unrecorded else "") + "--use-ema and "
+        "--trainable state neither)"
+        + ("" if unrecorded else "; if the class is a Keras built-in in "
+           "all but name (a subclass adding no variables and keeping the built-in's "
+           "updates: a get_config, a schedule), state that built-in: --optimizer "
+           "CLASS[:OPTIONS] (Python: optimizer=\"adam\")")
+        + "; a tf.train.Checkpoint(model=model, "
         "optimizer=optimizer) of the run lists the copies in its object graph"
         + ("; model.compile(optimizer) before model.save() records its class and use_ema"
            if unrecorded else ""))

@@ -112,9 +112,11 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                                            layers=None if stated else layers,
                                            open_targets=open_targets)
     lay.frozen_unproven = swapped
-    if lay.stated_optimizer is not None and cfg is None and cands and not any(
-            use_ema is None or h[0][0] == use_ema for h in hyps):
-        _refuse_stated(lay, cands, use_ema, [tspecs[i] for i in now] or tspecs, off, len(keys))
+    said_ema = use_ema if cfg is None or "use_ema" not in cfg else bool(cfg["use_ema"])
+    if lay.stated_optimizer is not None and cands and not any(
+            said_ema is None or h[0][0] == said_ema for h in hyps):
+        _refuse_stated(lay, cands, said_ema, [tspecs[i] for i in now] or tspecs, off,
+                       len(keys))
     pairings = [pairing(h, keys[off:], rest, tkeys, tspecs, bag_of) for h in hyps]
     if use_ema is not None and "use_ema" not in (cfg or {}):  # a recorded one is checked
         lay.use_ema, lay.ema_source = use_ema, "stated"            # against it, not replaced
@@ -142,7 +144,7 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                f"{' or '.join(alternatives[:3])} in their place; values cannot tell an "
                "average from such a buffer" if hyps else "no known layout fits")
             + "); pass --use-ema or --no-use-ema")  # (a .keras file would record it)
-    if lay.use_ema and lay.custom_optimizer:
+    if lay.use_ema and lay.custom_optimizer and lay.stated_optimizer is None:
         lay.notes.append(custom_note(lay, len(rest)))
         return
     chosen = [(h, p) for h, p in zip(hyps, pairings, strict=True) if h[0][0] == lay.use_ema]
@@ -371,6 +373,6 @@ def fitting_use_ema(layout, entries: dict, trainable: list[Spec]) -> set[bool]:
         from .tfk_stated_optimizer import sizes
 
         return tf_keras_fitting(list(trainable), rest, only=sizes(
-            layout.stated_optimizer if layout.optimizer_config is None else None))
+            layout.stated_optimizer))  # set only where it decides (stated_optimizer.apply)
     tkeys = [str(i) for i in range(len(trainable))]
     return {c[0] for c in fits(candidates(layout), rest, tkeys, list(trainable), {})}

@@ -24,8 +24,11 @@ def custom_note(lay, count: int) -> str:
     return (f"the optimizer is {lay.custom_optimizer}, not a Keras built-in (config.json), "
             "and a subclass may create variables of its own before Keras' EMA copies (a "
             f"Lookahead's slow weights), so which of its {count} variables are the copies is "
-            "not recorded and they cannot be paired from this file (no --trainable decides "
-            "it); save a tf.train.Checkpoint(model=model, optimizer=optimizer), whose "
+            "not recorded and they cannot be paired from this file (--trainable decides "
+            "nothing); if the class is a Keras built-in in all but name (a subclass adding "
+            "no variables and keeping the built-in's updates: a get_config, a schedule), "
+            "state that built-in: --optimizer CLASS[:OPTIONS] (Python: optimizer=\"adam\"); "
+            "or save a tf.train.Checkpoint(model=model, optimizer=optimizer), whose "
             "variable names carry the weights' paths")
 
 

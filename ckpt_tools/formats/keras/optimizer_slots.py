@@ -49,6 +49,13 @@ _CLASS_NAMES = {"sgd": "SGD", "adam": "Adam", "adam_w": "AdamW", "nadam": "Nadam
                 "schedule_free_adam_w": "ScheduleFreeAdamW"}
 
 
+def slot_groups(cls: str, cfg: dict) -> list | None:
+    """The slot groups the Keras 3 built-in ``cls`` makes with ``cfg`` (as :func:`expand`
+    takes them), or ``None`` for a class whose slots ckpt does not model (Muon)."""
+    fn = _SLOTS.get(cls)
+    return fn(cfg) if fn else None
+
+
 def shown_name(name: str | None) -> str | None:
     """The optimizer's Keras class name (``RMSprop``) for a snake_case one (``rm_sprop``, as
     Keras names its variables' paths); other names as they are."""
@@ -75,7 +82,7 @@ def candidates(lay) -> list[tuple[bool, bool, list | None]]:
     """(use_ema, gradient accumulation, slot groups) settings that may have written the file."""
     cfg, slot_fn = lay.optimizer_config, _SLOTS.get(lay.optimizer or "")
     stated = getattr(lay, "stated_optimizer", None)
-    if cfg is None and stated is not None:  # --optimizer: the class and its options, exactly
+    if stated is not None:  # --optimizer (a bare file or a custom class): exactly that
         from .stated_optimizer import GA, config
 
         fn = _SLOTS.get(stated[0])  # None: Muon, whose slots ckpt does not model

@@ -93,36 +93,34 @@ def apply(lay, stated: tuple[str, frozenset[str]], tf_keras: bool) -> None:
 
     A bare ``.weights.h5``: the optimizer is read as the stated class with the stated options
     (``lay.stated_optimizer``; the file's name kept in ``lay.named_optimizer``). A file that
-    records the optimizer (config.json) decides itself: a statement that agrees is noted,
-    one that contradicts it is refused (``EmaError``, exit 6). tf_keras files: not read
-    through this statement (noted)."""
-    if tf_keras and lay.optimizer_config is not None:
-        lay.notes.append(f"--optimizer {shown(stated)} is not used for a tf_keras .keras "
-                         "archive: its config.json records the optimizer")
-        return
-    if tf_keras:  # a bare tf_keras .weights.h5 records no optimizer name at all
-        cls, opts = stated
-        if cls not in TF_KERAS or GA in opts:
-            raise OptionError(
-                f"--optimizer {shown(stated)} (Python: optimizer=): the file is a tf_keras "
-                "(Keras 2) .weights.h5, and "
-                + (f"{shown(stated).split(':')[0]} is not a tf_keras built-in whose slots ckpt "
-                   "knows" if cls not in TF_KERAS else "tf_keras has no gradient accumulation")
-                + "; valid: " + ", ".join(
-                    k.replace("_", "") + (
-                        f" (options: {', '.join(TF_KERAS[k])})" if TF_KERAS[k] else "")
-                    for k in TF_KERAS))
+    records the optimizer (config.json) decides itself where it records a Keras built-in: a
+    statement that agrees is noted, one that contradicts it is refused (``EmaError``, exit
+    6). Where it records a class of the user's (``my>MyAdam``), the statement says the class
+    is that built-in in all but name: its variables are read in the built-in's build order
+    (count and shapes must match exactly, as for a bare file), unless the options its config
+    records contradict the statement (``UnprovenPairingError``, exit 6). tf_keras files are
+    held to tf_keras' layout of the class (:mod:`.tf_keras`)."""
+    cfg = lay.optimizer_config
+    if tf_keras and cfg is None:  # a bare tf_keras .weights.h5 records no optimizer name
+        _tf_keras_class(stated, "a tf_keras (Keras 2) .weights.h5")
         lay.named_optimizer = None
-        lay.optimizer = TF_KERAS_SLOTS.get(cls, cls)
+        lay.optimizer = TF_KERAS_SLOTS.get(stated[0], stated[0])
         lay.stated_optimizer = stated
         return
-    cfg = lay.optimizer_config
-    if cfg is not None or lay.custom_optimizer:
+    if lay.custom_optimizer:  # a class of the user's: the statement gives its build order
+        if tf_keras:
+            _tf_keras_class(stated, "a tf_keras .keras archive")
+        _refuse_contradicted(lay, stated, cfg or {})
+        lay.named_optimizer = lay.custom_optimizer
+        lay.optimizer = TF_KERAS_SLOTS.get(stated[0], stated[0]) if tf_keras else stated[0]
+        lay.stated_optimizer = stated
+        return
+    if cfg is not None:
         mine = (lay.optimizer or "", recorded(lay.optimizer or "", cfg or {}))
-        if lay.custom_optimizer or mine != stated:
+        if mine != stated:
             from ...errors import EmaError
 
-            said = lay.custom_optimizer or shown(mine)
+            said = shown(mine)
             raise EmaError(f"--optimizer {shown(stated)} was stated, but config.json records "
                            f"the optimizer as {said}: omit --optimizer (the file records it)")
         lay.notes.append(f"--optimizer {shown(stated)} agrees with config.json, which records "
@@ -133,4 +131,49 @@ def apply(lay, stated: tuple[str, frozenset[str]], tf_keras: bool) -> None:
     lay.stated_optimizer = stated
 
 
-__all__ = ["GA", "OPTIONS", "TF_KERAS", "apply", "config", "parse", "recorded", "shown"]
+def _tf_keras_class(stated: tuple[str, frozenset[str]], what: str) -> None:
+    """Refuses (exit 2) a stated class tf_keras does not have (or gradient accumulation)."""
+    cls, opts = stated
+    if cls not in TF_KERAS or GA in opts:
+        raise OptionError(
+            f"--optimizer {shown(stated)} (Python: optimizer=): the file is {what}, and "
+            + (f"{shown(stated).split(':')[0]} is not a tf_keras built-in whose slots ckpt "
+               "knows" if cls not in TF_KERAS else "tf_keras has no gradient accumulation")
+            + "; valid: " + ", ".join(
+                k.replace("_", "") + (
+                    f" (options: {', '.join(TF_KERAS[k])})" if TF_KERAS[k] else "")
+                for k in TF_KERAS))
+
+
+def contradicted(stated: tuple[str, frozenset[str]], cfg: dict) -> str:
+    """The stated options a custom class' recorded config contradicts (``"amsgrad=off"``
+    where ``--optimizer adam:amsgrad`` is stated and the config records ``amsgrad: false``),
+    or ``""``. Only options the config records are compared: a Lookahead-Adam's count equals
+    Adam's with amsgrad, so what the class recorded holds the statement to its word."""
+    cls, opts = stated
+    said = {o: bool(cfg[o]) for o in OPTIONS.get(cls, ()) if o in cfg}
+    if "gradient_accumulation_steps" in cfg:
+        said[GA] = bool(cfg["gradient_accumulation_steps"])
+    off = [f"{o}={'on' if on else 'off'}" for o, on in sorted(said.items())
+           if on != (o in opts)]
+    # a subclass of the stated built-in records its options (Adam's amsgrad); a config
+    # without them is another class' (a Lookahead-SGD stated as adam)
+    off += [f"no {o} (the stated class' own option)" for o in OPTIONS.get(cls, ())
+            if o not in cfg]
+    return ", ".join(off)
+
+
+def _refuse_contradicted(lay, stated: tuple[str, frozenset[str]], cfg: dict) -> None:
+    """Refuses (exit 6, naming ``--optimizer``) a statement :func:`contradicted` rules out."""
+    from ...errors import UnprovenPairingError
+
+    off = contradicted(stated, cfg)
+    if off:
+        raise UnprovenPairingError(
+            f"--optimizer {shown(stated)} was stated, but the config.json config of "
+            f"{lay.custom_optimizer} has {off}: state the options the run used "
+            "(--optimizer CLASS[:OPTIONS])", "--optimizer")
+
+
+__all__ = ["GA", "OPTIONS", "TF_KERAS", "apply", "config", "contradicted", "parse", "recorded",
+           "shown"]

@@ -182,7 +182,7 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
     lay.ema_offset = off
     cfg = lay.optimizer_config or {}
     rest = keys[off:]
-    stated_opt = lay.stated_optimizer if lay.optimizer_config is None else None
+    stated_opt = lay.stated_optimizer  # a bare file's, or a custom class' build order
     if stated is not None and "use_ema" not in cfg:  # a recorded one is checked, not replaced
         use_ema, lay.ema_source = stated, "stated"
         lay.ema_evidence = (f"stated by the caller ({'--use-ema' if stated else '--no-use-ema'}; "
@@ -212,7 +212,7 @@ def _optimizer(lay, entries, stated: bool | None, trainable: list[str] | None = 
                              + "): pass --use-ema or --no-use-ema"
                              + ("" if found else " (with --use-ema, --trainable naming the "
                                 "weights it was built with, in model order)"))
-    if use_ema and lay.custom_optimizer:
+    if use_ema and lay.custom_optimizer and stated_opt is None:
         lay.use_ema = True
         lay.notes.append(custom_note(lay, len(rest)))
         return
