@@ -53,7 +53,7 @@ def frozen_variables(ckpt, variables, weights=(), sources=None) -> list[str]:
         if (key in taken or sources.get(key, key) != key or v.role != R.OTHER
                 or v.dtype not in R._FLOAT or key not in global_keys
                 or key in outside or R.proven_training_state(key, v.role, meta, None)
-                or R._UNIQUIFIED.sub("", key.rpartition("/")[2]) in R._STATE_NAMES
+                or R.UNIQUIFIED.sub("", key.rpartition("/")[2]) in R._STATE_NAMES
                 or _under_a_variable(key, v, variables) or _debias_state(key, variables)
                 or any(f"{key}/{d}" in variables for d in ("biased", "local_step"))):
             continue
@@ -93,7 +93,7 @@ def _debias_state(key: str, variables) -> bool:
     (``bn/bn/moving_mean/local_step`` of ``bn/moving_mean``): the average's bookkeeping, never
     a model weight (review-14-attack-r28 F6)."""
     head, _, last = key.rpartition("/")
-    base = R._UNIQUIFIED.sub("", last)
+    base = R.UNIQUIFIED.sub("", last)
     if not head or base not in R._DEBIAS:
         return False
     tail = last[len(base):]

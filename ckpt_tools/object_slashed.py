@@ -50,7 +50,7 @@ def slashed_ema_names(firsts: Mapping[str, TensorEntry]) -> set[str]:
         if (src.dtype == entry.dtype and src.shape == entry.shape
                 and entry.dtype_name in R._FLOAT and not R.SLOT_RE.match(last)
                 and last not in R._STEP_NAMES and last not in R._BN_NAMES
-                and R._UNIQUIFIED.sub("", last) != R.DEFAULT_EMA_NAME):
+                and R.UNIQUIFIED.sub("", last) != R.DEFAULT_EMA_NAME):
             # not w/ExponentialMovingAverage: TF's default name under an unsaved variable
             # w (a GAN's discriminator left out), beside a stored variable of w's scope
             name = full[len(head) + 1:]

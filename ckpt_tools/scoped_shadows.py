@@ -1,0 +1,155 @@
+"""TF1 averages made by ``ema.apply()`` under a ``variable_scope``, whose key's head is no
+stored variable (or names another one too): paired where the ``.meta`` proves whose they are,
+else left as averages with candidates. :func:`~ckpt_tools.roles.classify` applies these.
+"""
+
+from __future__ import annotations
+
+from .formats.meta import MetaGraph
+from .roles import (  # this module builds on roles (imported by roles.classify when run)
+    BN_STAT,
+    EMA,
+    LOSS_AVERAGE,
+    UNIQUIFIED,
+    WEIGHT,
+    RoleInfo,
+    ema_suffix,
+    split_key,
+)
+
+
+def scope_readings(entries, roles: dict[str, RoleInfo],
+                    meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """A shadow ``model/W/ExponentialMovingAverage`` read by name as ``model/W``'s is also
+    ``W``'s average made under ``variable_scope("model")`` where ``W`` is stored too (same
+    dtype and shape): the name does not tell. A ``.meta`` whose ``moving_average_variables``
+    holds exactly one of them proves it; otherwise the average is left with both candidates.
+    """
+    out: dict[str, RoleInfo] = {}
+    averaged = set(meta.keys_in("moving_average_variables")) if meta else None
+    for key, ri in roles.items():
+        if ri.role != EMA or ri.ema_style != "tf1" or not ri.ema_of:
+            continue
+        own, entry = ri.ema_of, entries[key]
+        parts = own.split("/")
+        others = ["/".join(parts[i:]) for i in range(1, len(parts))]
+        others = [q for q in others if q in entries and roles[q].role in (WEIGHT, BN_STAT)
+                  and entries[q].dtype == entry.dtype and entries[q].shape == entry.shape]
+        if not others:
+            continue
+        every = (own, *others)
+        if averaged:
+            proven = [c for c in every if c in averaged]
+            if len(proven) == 1:
+                out[key] = RoleInfo(EMA, ema_of=proven[0], ema_style="tf1")
+                continue
+            if own in proven and _only_shadow_of(key, own, meta):
+                # own was averaged, so the graph holds its shadow, and no graph variable but
+                # this one can be it (W and a tower_0/W, both averaged outside any scope)
+                out[key] = RoleInfo(EMA, ema_of=own, ema_style="tf1")
+                continue
+        out[key] = RoleInfo(EMA, ema_style="tf1", candidates=tuple(sorted(every)))
+    return out
+
+
+def _only_shadow_of(key: str, own: str, meta: MetaGraph) -> bool:
+    """Whether ``key`` is the only variable of the ``.meta``'s graph that can be ``own``'s
+    average under ``key``'s EMA name: named ``[<scope>/]<own>/<name>[_N]``."""
+    base = UNIQUIFIED.sub("", key.rpartition("/")[2])
+    fits = [g for g in (v.checkpoint_key for v in meta.variables.values())
+            if UNIQUIFIED.sub("", g.rpartition("/")[2]) == base
+            and (g.rpartition("/")[0] == own or g.rpartition("/")[0].endswith("/" + own))]
+    return fits == [key]
+
+
+def scoped_shadows(entries, roles: dict[str, RoleInfo], names: set[str],
+                    meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Averages made by ``ema.apply()`` under a ``variable_scope``: TF1 names the shadow of
+    ``w`` ``<scope>/w/ExponentialMovingAverage``, whose head is no stored variable.
+
+    Such a key is ``w``'s average when the ``.meta`` proves it: ``w`` is in
+    ``moving_average_variables`` (``apply()`` ran on it, so its shadow is a global variable
+    whose name ends in ``w/<ema name>``), the key is a global variable of the graph, and it is
+    the only stored candidate on both sides. Otherwise (no ``.meta``, or several variables
+    whose names the head ends with) it is an average with candidates and no link: it might also
+    average a tensor or an unsaved variable named like its head.
+    """
+    out: dict[str, RoleInfo] = {}
+    averaged = set(meta.keys_in("moving_average_variables")) if meta else set()
+    graph_vars = {v.checkpoint_key for v in meta.variables.values()} if meta else set()
+    found: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for key, info in roles.items():
+        head, _, last = key.rpartition("/")  # split_key, inline: once per key
+        if (info.role not in (LOSS_AVERAGE, EMA) or (info.role == EMA and info.ema_of in entries)
+                or head in entries or head in graph_vars):
+            continue
+        # A custom EMA name (name="avg") is not detected from the keys when every average
+        # sits under a scope: the .meta names it (a graph variable <scope>/<w>/<name> of an
+        # averaged w), and only then is it taken up here.
+        if not ema_suffix(last, names) and not (
+                key in graph_vars and any(head.endswith("/" + a) for a in averaged)):
+            continue
+        entry = entries[key]
+        cands = tuple(sorted(
+            v for v in entries if head.endswith("/" + v) and roles[v].role in (WEIGHT, BN_STAT)
+            and entries[v].dtype == entry.dtype and entries[v].shape == entry.shape))
+        if cands:
+            found.setdefault(cands[0], []).append((key, cands))
+    for first, shadows in found.items():
+        for key, cands in shadows:
+            proven = (len(cands) == 1 and len(shadows) == 1 and first in averaged
+                      and key in graph_vars
+                      and not any(split_key(k)[0] == first and roles[k].role == EMA
+                                  for k in entries))
+            out[key] = (RoleInfo(EMA, ema_of=first, ema_style="tf1") if proven else
+                        RoleInfo(EMA, ema_style="tf1", candidates=cands))
+    return out
+
+
+def scoped_part_shadows(entries, roles: dict[str, RoleInfo],
+                         meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """The shadow of a partitioned variable averaged under a ``variable_scope``, which TF1 saves
+    as one key per part (``net/w//w/part_0/avg``, ``net/w//w/part_1/avg``) and the reader reads
+    as one tensor (``extra["fragments"]``, see :func:`~.formats.slices.fragment_groups`).
+
+    Its variable is proven by the ``.meta`` alone: each part's shadow is a graph variable
+    ``<scope>/<part>/<name>`` saved under that part's key, for a part of a variable in
+    ``moving_average_variables`` at the same offset, and TensorFlow's slot naming
+    (``<full name>/`` + the shadow's name cut at the part name's length + 1) gives exactly that
+    key; all parts must name one stored variable of the same dtype and shape. Otherwise (no
+    ``.meta``) it is an average whose candidates are the stored variables partitioned the same.
+    """
+    out: dict[str, RoleInfo] = {}
+    merged = {k: e for k, e in entries.items() if e.extra and e.extra.get("fragments")}
+    if not merged:
+        return out
+    parts_of: dict[str, list] = {}  # checkpoint key -> graph variables saved under it
+    averaged: list = []
+    if meta is not None:
+        for var in meta.variables.values():
+            parts_of.setdefault(var.checkpoint_key, []).append(var)
+        averaged = [meta.variables[op] for op in meta.collections.get(
+            "moving_average_variables", ()) if op in meta.variables
+            and meta.variables[op].partition is not None]
+    shadowed = {r.ema_of for r in roles.values() if r.role == EMA and r.ema_of}
+    for key, entry in merged.items():
+        last = split_key(key)[1]
+        targets: set[str] = set()
+        for member, tslice in zip(entry.extra["fragments"], entry.slices, strict=True):
+            offset = tuple(s for s, _ in tslice.resolve(entry.shape))
+            found = {part.checkpoint_key for shadow in parts_of.get(member, ())
+                     for part in averaged
+                     if shadow.name.endswith("/" + part.name + "/" + last)
+                     and part.partition.full_name + "/" + shadow.name[len(part.name) + 1:]
+                     == member and tuple(part.partition.var_offset) == offset}
+            targets |= found if len(found) == 1 else {"", " "}  # none or several: unproven
+        target = next(iter(targets)) if len(targets) == 1 else None
+        same = tuple(sorted(
+            k for k, e in entries.items() if k != key and e.slices and k not in merged
+            and e.dtype == entry.dtype and e.shape == entry.shape
+            and set(e.slices) == set(entry.slices) and roles[k].role in (WEIGHT, BN_STAT)))
+        if target in same and target not in shadowed:
+            out[key] = RoleInfo(EMA, ema_of=target, ema_style="tf1")
+        elif same:
+            out[key] = RoleInfo(EMA, ema_style="tf1", candidates=same)
+    return out
