@@ -170,6 +170,7 @@ def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) 
     from .errors import UnprovenPairingError
     from .formats.keras.optimizer_slots import shown_name
     from .formats.keras.stated_optimizer import shown
+    from .formats.keras.tfk_stated_optimizer import RECORDED_SAVES
 
     layout = ckpt.reader.keras
     stated = layout.stated_optimizer
@@ -199,10 +200,7 @@ def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) 
         f"optimizer keeps them, but a bare .weights.h5 records the optimizer only by its name "
         f"({name}) and its variables by position, and a custom one may create slots of its "
         f"own before Keras' EMA copies; their values do not prove them averages: {why}; "
-        f"{decides} (--use-ema and --trainable state neither); or save a "
-        "tf.train.Checkpoint(model=model, optimizer=optimizer) or model.save('x.keras'), "
-        "which record it; the raw weights are usable as they are (ckpt export --raw writes "
-        "them to one file)",
+        f"{decides} (--use-ema and --trainable state neither); {RECORDED_SAVES}",
         option, {k: (v,) if v else () for k, v in (averages or layout.averages).items()})
 
 

@@ -13,15 +13,29 @@ shapes); anything else is exit 6 naming ``--optimizer``.
 
 from __future__ import annotations
 
-# tf_keras classes as --optimizer takes them (stated_optimizer.TF_KERAS), for the messages
-CLASSES = ("adam, adamw, nadam, adamax, sgd, lion, adagrad, ftrl, adadelta, rmsprop "
-           "(options: adam/adamw amsgrad, sgd momentum, rmsprop momentum, centered)")
+# The way out every refusal of an unproven Keras optimizer layout ends with: the saves that
+# record the layout, and the raw weights (keras_layout_values.refuse_unproven_layout too).
+RECORDED_SAVES = ("or save a tf.train.Checkpoint(model=model, optimizer=optimizer) or "
+                  "model.save('x.keras'), which record it; the raw weights are usable as they "
+                  "are (ckpt export --raw writes them to one file)")
 
 WHY = ("a tf_keras .weights.h5 records no optimizer name (only iteration and its variables by "
        "position), and the count alone cannot tell a built-in from a custom class that creates "
        "slots of its own before super().build() (a Lookahead-SGD's 1+3N variables are "
        "Adam with use_ema's 1+N+2N; a Lookahead-Adam's slow weights sit where Adam keeps its "
        "averages), nor can their values")
+
+
+def classes() -> str:
+    """The tf_keras classes ``--optimizer`` takes and their options, for the messages, from
+    :data:`~.stated_optimizer.TF_KERAS` (each a class of :mod:`.tf_keras`' slot table)."""
+    from .stated_optimizer import TF_KERAS
+
+    def shown(cls: str) -> str:
+        return cls.replace("_", "")
+
+    return (", ".join(map(shown, TF_KERAS)) + " (options: " + ", ".join(
+        f"{shown(c)} {', '.join(opts)}" for c, opts in TF_KERAS.items() if opts) + ")")
 
 
 def unstated(layout) -> bool:
@@ -38,12 +52,10 @@ def unstated_error(path: str, layout):
     return UnprovenPairingError(
         f"{path}: the optimizer variables read as EMA copies are not proven averages: {WHY}; "
         "what decides is the optimizer the run used: state it with --optimizer "
-        f"CLASS[:OPTIONS] (Python: optimizer=\"adam\"; tf_keras classes: {CLASSES}), if it "
-        "was that tf_keras built-in with exactly those options on (others default); a custom "
-        "class decides nothing (--use-ema, --trainable, --not-swapped and --strict state "
-        "neither); or save model.save('x.keras') or a tf.train.Checkpoint(model=model, "
-        "optimizer=optimizer), which record it; the raw weights are usable as they are (ckpt "
-        "export --raw writes them to one file)",
+        f"CLASS[:OPTIONS] (Python: optimizer=\"adam\"; tf_keras classes: {classes()}), if "
+        "it was that tf_keras built-in with exactly those options on (others default); a "
+        "custom class decides nothing (--use-ema, --trainable, --not-swapped and --strict "
+        f"state neither); {RECORDED_SAVES}",
         "--optimizer", {k: (v,) if v else () for k, v in layout.averages.items()})
 
 
@@ -92,5 +104,5 @@ def refuse_count(lay, rest: int, weights: int, per: int, why: str = "") -> None:
         "--optimizer")
 
 
-__all__ = ["CLASSES", "refuse_count", "refuse_unstated", "sizes", "unstated",
+__all__ = ["RECORDED_SAVES", "classes", "refuse_count", "refuse_unstated", "sizes", "unstated",
            "unstated_error"]
