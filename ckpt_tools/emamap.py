@@ -22,30 +22,19 @@ from .ema_apply_order import (
     paired_variables,
     refuse_apply_order,
 )
-from .ema_missing import (
-    LEGACY_SLOTS,
-    NO_OPTIMIZER,
-    NONE_TO_ALLOW,
-    SERVING_EXPORT,
-    UNSAVED_INNER,
-    misfiled_hint,
-    missing_hints,
-    refuse_orphans,
-    unsaved_inner_optimizers,
-)
+from .ema_missing import refuse_orphans
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
-from .ema_proof import elsewhere_hint, refuse_unproven_names, without_slot_names
+from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style, require_keras
 from .ema_result import EmaMap
-from .ema_scopes import scope_hints
 from .ema_several import join_maps, split_ema_names
-from .ema_updates import offer_objects, owned_averages, refuse_slot_sources, slot_named_hint
-from .formats.objgraph import SLOT_MARK, has_swappable_averages
+from .ema_updates import offer_objects, owned_averages, refuse_slot_sources
+from .emamap_hints import map_hints
+from .formats.objgraph import has_swappable_averages
 from .graph_saved import graph_holders
 from .keras_unstepped import refuse_unstepped_tf2
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
-from .loss_named import loss_named_missing_hint
 from .pairing import lists_stated, root_child
 from .raw_reasons import expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
@@ -53,7 +42,7 @@ from .rescope_clash import refuse_rescope_clash
 from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
-from .slashed_stated import slashed_hint, stated_slashed_shadows
+from .slashed_stated import stated_slashed_shadows
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
@@ -378,53 +367,9 @@ def ema_map(
                          strip_scope)
     if allow_missing:
         missing = []
-    graph_keys = ({v.checkpoint_key for v in ckpt.meta.variables.values()}
-                  if source == "meta" else set())
-    partial = getattr(ckpt.reader, "partial", {})  # an average of some parts of t (F3)
-    unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys
-               and f"{t}/{name}" not in variables and f"{t}/{name}" not in partial]
-    hints = missing_hints(variables, name, detected, missing, unsaved,
-                          {k: partial[k] for t in missing if (k := f"{t}/{name}") in partial})
-    slashed = slashed_hint(ckpt, variables, missing)
-    if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
-        hints.insert(0, slashed)
-    loss_said = loss_named_missing_hint(ckpt, variables, missing)
-    if loss_said:  # total_loss/lossavg without the .meta: maybe a tensor's average
-        hints.append(loss_said)
-    slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
-    if slotted:
-        hints.insert(0, slotted)
-    if none_stored:
-        hints.append(NONE_TO_ALLOW)
-    if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
-            and any(SLOT_MARK in k for k in variables):
-        hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema
-    if speaks == "tf2" and missing and not ckpt.location.saved_model and not any(
-            v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
-            for k, v in variables.items()):
-        hints.append(NO_OPTIMIZER)  # not "use_ema=False": no optimizer was saved at all
-    if speaks == "keras" and missing and unsaved_inner_optimizers(ckpt.objects):
-        hints.append(UNSAVED_INNER)  # not "use_ema=False": the MultiOptimizer's inner ones
-    if speaks in ("tf1", "tf2") and missing and ckpt.location.saved_model \
-            and not any(v.role == R.EMA for v in variables.values()):
-        # maybe the averages already (inception_saved_model.py; TF2: review-14-attack-r25 F4a)
-        hints.append(SERVING_EXPORT)
-    lacking = set(missing)
-    filed = {s: t for s, t in pairs if s != t}  # the save op may file t's under another name
-    elsewhere = {v.ema_of: k for k, v in variables.items()
-                 if v.role == R.EMA and v.ema_of in lacking
-                 and filed.get(k, v.ema_of) == v.ema_of}
-    misfiled = misfiled_hint(ckpt, filed, missing, name)
-    if misfiled:
-        hints.insert(0, misfiled)
-    if elsewhere:  # stored under another name: not 'left out of ema.apply()'
-        hints.insert(0, elsewhere_hint(ckpt, name, elsewhere, suffix))
-    scoped = scope_hints(ckpt, name, missing) if ema_name and use_meta else None
-    hints = hints if scoped is None else scoped  # --ema-name gen/ExponentialMovingAverage
-    kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
-    if style is not None and missing and style not in kinds and kinds:
-        hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "
-                        f"{', '.join(kinds)} (drop --style, or pass --style {kinds[0]})")
+    hints = map_hints(ckpt, variables, pairs, missing, source=source, name=name,
+                      detected=detected, suffix=suffix, ema_name=ema_name, use_meta=use_meta,
+                      style=style, speaks=speaks, none_stored=none_stored)
     return EmaMap(
         checkpoint=ckpt.path, ema_name=name, mapping=mapping, averaged=tuple(averaged),
         raw=tuple(raw), missing=tuple(t for t in missing if t not in set(dropped)),

@@ -1,0 +1,95 @@
+"""The hints an :class:`~ckpt_tools.ema_result.EmaMap` gives with its missing averages: why
+each may be missing (stored under another name, under a scope, a loss's, a slot's, never
+saved) and which option or output decides. :func:`~ckpt_tools.emamap.ema_map` calls it last.
+"""
+
+from __future__ import annotations
+
+from . import roles as R
+from .ema_missing import (
+    LEGACY_SLOTS,
+    NO_OPTIMIZER,
+    NONE_TO_ALLOW,
+    SERVING_EXPORT,
+    UNSAVED_INNER,
+    misfiled_hint,
+    missing_hints,
+    unsaved_inner_optimizers,
+)
+from .ema_proof import elsewhere_hint
+from .ema_scopes import scope_hints
+from .ema_updates import slot_named_hint
+from .formats.objgraph import SLOT_MARK
+from .loss_named import loss_named_missing_hint
+from .slashed_stated import slashed_hint
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+
+
+def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
+              missing: list[str], *, source: str, name: str, detected: list[str],
+              suffix, ema_name: str | None, use_meta: bool, style: str | None, speaks: str,
+              none_stored: bool) -> list[str]:
+    """Returns the hints for ``missing`` (the targets left without an average, after
+    ``allow_missing``), most telling first.
+
+    Args:
+        variables: key -> :class:`~ckpt_tools.variable.Variable`, as the map read them.
+        pairs: every (average or raw key, target) pair the map found, kept or not.
+        source: ``"meta"`` or ``"keys"``: what the pairs came from.
+        name / detected / suffix: the EMA name spoken of, the names the keys show, and
+            :func:`~ckpt_tools.ema_names.recorded_suffixes`.
+        ema_name / use_meta / style: as given to :func:`~ckpt_tools.emamap.ema_map`.
+        speaks: :func:`~ckpt_tools.ema_refusals.file_style`'s answer (or ``"keras"``).
+        none_stored: ``allow_missing`` was refused because not one average is stored.
+    """
+    graph_keys = ({v.checkpoint_key for v in ckpt.meta.variables.values()}
+                  if source == "meta" else set())
+    partial = getattr(ckpt.reader, "partial", {})  # an average of some parts of t (F3)
+    unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys
+               and f"{t}/{name}" not in variables and f"{t}/{name}" not in partial]
+    hints = missing_hints(variables, name, detected, missing, unsaved,
+                          {k: partial[k] for t in missing if (k := f"{t}/{name}") in partial})
+    slashed = slashed_hint(ckpt, variables, missing)
+    if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
+        hints.insert(0, slashed)
+    loss_said = loss_named_missing_hint(ckpt, variables, missing)
+    if loss_said:  # total_loss/lossavg without the .meta: maybe a tensor's average
+        hints.append(loss_said)
+    slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
+    if slotted:
+        hints.insert(0, slotted)
+    if none_stored:
+        hints.append(NONE_TO_ALLOW)
+    if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
+            and any(SLOT_MARK in k for k in variables):
+        hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema
+    if speaks == "tf2" and missing and not ckpt.location.saved_model and not any(
+            v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
+            for k, v in variables.items()):
+        hints.append(NO_OPTIMIZER)  # not "use_ema=False": no optimizer was saved at all
+    if speaks == "keras" and missing and unsaved_inner_optimizers(ckpt.objects):
+        hints.append(UNSAVED_INNER)  # not "use_ema=False": the MultiOptimizer's inner ones
+    if speaks in ("tf1", "tf2") and missing and ckpt.location.saved_model \
+            and not any(v.role == R.EMA for v in variables.values()):
+        # maybe the averages already (inception_saved_model.py; TF2: review-14-attack-r25 F4a)
+        hints.append(SERVING_EXPORT)
+    lacking = set(missing)
+    filed = {s: t for s, t in pairs if s != t}  # the save op may file t's under another name
+    elsewhere = {v.ema_of: k for k, v in variables.items()
+                 if v.role == R.EMA and v.ema_of in lacking
+                 and filed.get(k, v.ema_of) == v.ema_of}
+    misfiled = misfiled_hint(ckpt, filed, missing, name)
+    if misfiled:
+        hints.insert(0, misfiled)
+    if elsewhere:  # stored under another name: not 'left out of ema.apply()'
+        hints.insert(0, elsewhere_hint(ckpt, name, elsewhere, suffix))
+    scoped = scope_hints(ckpt, name, missing) if ema_name and use_meta else None
+    hints = hints if scoped is None else scoped  # --ema-name gen/ExponentialMovingAverage
+    kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
+    if style is not None and missing and style not in kinds and kinds:
+        hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "
+                        f"{', '.join(kinds)} (drop --style, or pass --style {kinds[0]})")
+    return hints
