@@ -34,7 +34,7 @@ def graph_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
 
 
 def plan_in_graph(ckpt: Checkpoint, m, keys: list[str], own, rescope, frozen=frozenset()):
-    """:func:`ckpt_tools.restore._plan` for a map whose keys the save op translates
+    """:func:`ckpt_tools.restore_plan.plan_sources` for a map whose keys the save op translates
     (``m.held``): (averaged {graph key: source key}, raw {graph key: source key}, missing
     graph keys, problems). ``own``: graph key -> the variable's name as the save op read it;
     ``rescope``: that name -> graph key."""

@@ -12,22 +12,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
-from .ema_missing import MISFILED
 from .ema_several import split_ema_names
-from .emamap import KEEP, ema_map, rescope
 from .errors import (
     INSTALL_TENSORFLOW,
     EmaError,
     OptionError,
     TensorFlowRequiredError,
 )
-from .graph_saved import plan_in_graph
 from .keras_assumed import LIVE_FIT_ORDER, keras_assumptions, refuse_assumed, warn_assumed
 from .live_order import keras_source, live_order
 from .live_pairing import key_variables
 from .locate import locate
 from .rescope_clash import checkpoint_key
-from .restore_problems import entry_mismatch, no_average_line, restore_advice
+from .restore_plan import flatten_variables, graph_key, plan_sources
+from .restore_problems import entry_mismatch, restore_advice
 from .tfk_order import has_open_averages
 
 
@@ -60,25 +58,6 @@ class RestoreResult:
     assumed: list[str] = field(default_factory=list)
 
 
-def _graph_key(var) -> tuple[str, object]:
-    """Returns (checkpoint key, SaveSliceInfo or None) of a graph variable."""
-    info = getattr(var, "_save_slice_info", None)
-    name = var.op.name if hasattr(var, "op") else var.name.split(":")[0]
-    return (info.full_name if info else name), info
-
-
-def _flatten(var_list):
-    out = []
-    for v in var_list:
-        if hasattr(v, "_get_variable_list"):  # PartitionedVariable
-            out.extend(v._get_variable_list())
-        elif isinstance(v, (list, tuple)):
-            out.extend(v)
-        else:
-            out.append(v)
-    return out
-
-
 def _stated_checkpoint(ckpt: Checkpoint, pairs: list, trainable) -> Checkpoint:
     """``ckpt`` opened again, with the caller's options, and ``trainable`` (live variables,
     or names as ``ckpt list`` shows them) stated as a custom training loop's order
@@ -106,54 +85,6 @@ def _open(checkpoint) -> tuple[Checkpoint, bool]:
     if isinstance(checkpoint, Checkpoint):
         return checkpoint, False
     return open_checkpoint(checkpoint), True
-
-
-def _plan(ckpt: Checkpoint, keys: list[str], map_options: dict,
-          frozen: frozenset[str] = frozenset()) -> tuple[dict, dict, list]:
-    """Pairs each target key with its source: (averaged {key: src}, raw {key: src}, problems).
-
-    ``frozen``: keys of variables the live object proves non-trainable; one without an
-    average restores its raw value, as TF's ``variables_to_restore()`` maps a variable
-    ``ema.apply()`` was not given to itself."""
-    m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, in_graph=True, **map_options)
-    sources = m.sources()
-
-    def own(key: str) -> str:
-        return checkpoint_key(key, map_options.get("strip_scope"), map_options.get("add_scope"))
-
-    if m.held:  # keys the save op wrote from variables of other names: through it
-        averaged, raw, lacking, problems = plan_in_graph(ckpt, m, keys, own, lambda k: rescope(
-            k, map_options.get("strip_scope"), map_options.get("add_scope")), frozen)
-        pairs = dict(m.pairs)
-        lines = [no_average_line(ckpt, k, m.ema_name, pairs.get(f"{k}/{m.ema_name}"))
-                 for k in lacking]
-        misfiled = [h for h in m.hints if h.startswith(MISFILED)]
-        if lines and misfiled:  # what the save op shows, as the CLI says it (r24 F0b)
-            lines[-1] = lines[-1][:-1] + "; " + misfiled[0].replace(
-                "--allow-missing (allow_missing=True)", "allow_missing=True") + ")"
-        return averaged, raw, problems + lines
-    missing = set(m.missing)
-    averaged, raw, problems = {}, {}, []
-    for key in dict.fromkeys(keys):
-        src = sources.get(key)
-        if src is None and ckpt.stored_key(key) != key:  # one part of a per-part saved tensor
-            src = ckpt.stored_key(key)
-            raw[key] = src
-            continue
-        if src is not None and src != key and key not in missing:
-            averaged[key] = src
-        elif key in missing and key in frozen and key in ckpt:
-            raw[key] = key
-        elif key in missing:
-            problems.append(no_average_line(ckpt, key, m.ema_name,
-                                        dict(m.pairs).get(f"{key}/{m.ema_name}")))
-        elif own(key) in ckpt:  # a shadow in a graph imported under add_scope: its own key
-            raw[key] = own(key)
-        else:
-            problems.append(f"{key} (not in the checkpoint)")
-    if problems and not averaged and m.missing:
-        m.require_complete()  # the "no shadows at all" message explains the likely cause
-    return averaged, raw, problems
 
 
 def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
@@ -192,9 +123,9 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         graph = sess.graph
         if var_list is None:
             var_list = graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
-        variables = _flatten(var_list)
-        keyed = [(v, *_graph_key(v)) for v in variables]
-        averaged, raw, problems = _plan(ckpt, [k for _, k, _ in keyed],
+        variables = flatten_variables(var_list)
+        keyed = [(v, *graph_key(v)) for v in variables]
+        averaged, raw, problems = plan_sources(ckpt, [k for _, k, _ in keyed],
                                         {**map_options, "allow_missing": allow_missing})
         feed, ops, result = {}, [], RestoreResult(ckpt.path)
         values: dict[str, object] = {}
@@ -271,17 +202,17 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     tf = _tf()
     if var_list is None:
         var_list = tf.compat.v1.global_variables()
-    variables = _flatten(var_list)
+    variables = flatten_variables(var_list)
     groups: dict[str, list] = {}
     for v in variables:
-        groups.setdefault(_graph_key(v)[0], []).append(v)
+        groups.setdefault(graph_key(v)[0], []).append(v)
     own = {k: checkpoint_key(k, strip_scope, add_scope) for k in groups}  # its own key
     parts: dict[str, dict[tuple, str]] = {}  # a per-part saved tensor: offset -> stored key
     averaged: dict[str, str] = {}
     if checkpoint is not None:
         ckpt, owned = _open(checkpoint)
         try:
-            averaged, raw, problems = _plan(ckpt, list(groups), {
+            averaged, raw, problems = plan_sources(ckpt, list(groups), {
                 "ema_name": ema_name, "allow_missing": allow_missing,
                 "strip_scope": strip_scope, "add_scope": add_scope})
             for key, entry in ckpt.entries().items():
@@ -297,7 +228,7 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
                            + restore_advice(problems))
         sources = {**raw, **averaged}
     else:
-        averaged_keys = {_graph_key(v)[0] for v in _flatten(
+        averaged_keys = {graph_key(v)[0] for v in flatten_variables(
             tf.compat.v1.trainable_variables() + tf.compat.v1.moving_average_variables())}
         names = split_ema_names(ema_name)
         if len(names) > 1:
@@ -312,7 +243,7 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     for k in sorted(groups, key=lambda k: (k not in averaged, sources[k] == own[k])):
         if sources[k] in parts:  # TF reads each part under its own stored key
             for v in groups[k]:
-                info = _graph_key(v)[1]
+                info = graph_key(v)[1]
                 member = parts[sources[k]].get(tuple(info.var_offset) if info else None)
                 if member is None:
                     raise EmaError(f"{k}: its parts do not match the parts stored under "
@@ -321,7 +252,7 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
             continue
         if sources[k] not in mapping:
             vs = groups[k]
-            mapping[sources[k]] = vs[0] if len(vs) == 1 and not _graph_key(vs[0])[1] else vs
+            mapping[sources[k]] = vs[0] if len(vs) == 1 and not graph_key(vs[0])[1] else vs
     return tf.compat.v1.train.Saver(mapping, **saver_kwargs)
 
 
@@ -416,7 +347,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             map_options = {**map_options,
                            "apply_order": live_order(model_or_variables, pairs, order)}
         frozen = frozenset(k for v, k in pairs if getattr(v, "trainable", True) is False)
-        averaged, raw, more = _plan(ckpt, [k for _, k in pairs],
+        averaged, raw, more = plan_sources(ckpt, [k for _, k in pairs],
                                     {**map_options, "allow_missing": allow_missing}, frozen)
         problems += more
         result = RestoreResult(ckpt.path)

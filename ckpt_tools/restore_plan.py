@@ -1,0 +1,82 @@
+"""Which checkpoint key each live TensorFlow variable restores from: its average (as
+:func:`~ckpt_tools.emamap.ema_map` pairs it), its raw value where no average is expected, or
+a problem line the restore refuses with. No TensorFlow import: variables are duck-typed.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .ema_missing import MISFILED
+from .emamap import KEEP, ema_map, rescope
+from .graph_saved import plan_in_graph
+from .rescope_clash import checkpoint_key
+from .restore_problems import no_average_line
+
+
+def graph_key(var) -> tuple[str, object]:
+    """Returns (checkpoint key, SaveSliceInfo or None) of a graph variable."""
+    info = getattr(var, "_save_slice_info", None)
+    name = var.op.name if hasattr(var, "op") else var.name.split(":")[0]
+    return (info.full_name if info else name), info
+
+
+def flatten_variables(var_list) -> list:
+    """Returns ``var_list`` with each ``PartitionedVariable`` (and each list or tuple in it)
+    replaced by its parts, in order."""
+    out = []
+    for v in var_list:
+        if hasattr(v, "_get_variable_list"):  # PartitionedVariable
+            out.extend(v._get_variable_list())
+        elif isinstance(v, (list, tuple)):
+            out.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+def plan_sources(ckpt: Checkpoint, keys: list[str], map_options: dict,
+                 frozen: frozenset[str] = frozenset()) -> tuple[dict, dict, list]:
+    """Pairs each target key with its source: (averaged {key: src}, raw {key: src}, problems).
+
+    ``frozen``: keys of variables the live object proves non-trainable; one without an
+    average restores its raw value, as TF's ``variables_to_restore()`` maps a variable
+    ``ema.apply()`` was not given to itself."""
+    m = ema_map(ckpt, slots=KEEP, non_averaged=KEEP, in_graph=True, **map_options)
+    sources = m.sources()
+
+    def own(key: str) -> str:
+        return checkpoint_key(key, map_options.get("strip_scope"), map_options.get("add_scope"))
+
+    if m.held:  # keys the save op wrote from variables of other names: through it
+        averaged, raw, lacking, problems = plan_in_graph(ckpt, m, keys, own, lambda k: rescope(
+            k, map_options.get("strip_scope"), map_options.get("add_scope")), frozen)
+        pairs = dict(m.pairs)
+        lines = [no_average_line(ckpt, k, m.ema_name, pairs.get(f"{k}/{m.ema_name}"))
+                 for k in lacking]
+        misfiled = [h for h in m.hints if h.startswith(MISFILED)]
+        if lines and misfiled:  # what the save op shows, as the CLI says it (r24 F0b)
+            lines[-1] = lines[-1][:-1] + "; " + misfiled[0].replace(
+                "--allow-missing (allow_missing=True)", "allow_missing=True") + ")"
+        return averaged, raw, problems + lines
+    missing = set(m.missing)
+    averaged, raw, problems = {}, {}, []
+    for key in dict.fromkeys(keys):
+        src = sources.get(key)
+        if src is None and ckpt.stored_key(key) != key:  # one part of a per-part saved tensor
+            src = ckpt.stored_key(key)
+            raw[key] = src
+            continue
+        if src is not None and src != key and key not in missing:
+            averaged[key] = src
+        elif key in missing and key in frozen and key in ckpt:
+            raw[key] = key
+        elif key in missing:
+            problems.append(no_average_line(ckpt, key, m.ema_name,
+                                        dict(m.pairs).get(f"{key}/{m.ema_name}")))
+        elif own(key) in ckpt:  # a shadow in a graph imported under add_scope: its own key
+            raw[key] = own(key)
+        else:
+            problems.append(f"{key} (not in the checkpoint)")
+    if problems and not averaged and m.missing:
+        m.require_complete()  # the "no shadows at all" message explains the likely cause
+    return averaged, raw, problems
