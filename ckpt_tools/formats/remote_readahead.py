@@ -17,6 +17,7 @@ import threading
 from collections import OrderedDict
 
 from ..errors import CheckpointNotFoundError
+from .remote_malloc import return_freed_buffers  # also re-exported: remote.py
 
 #: Most bytes one file reads ahead at once, and the piece big tensors are split into.
 WINDOW = 32 << 20
@@ -123,36 +124,6 @@ class Budget:
 
 #: The process's one budget (sessions come and go per command; memory is the process's).
 BUDGET = Budget()
-
-_MMAP_THRESHOLD = 1 << 20
-_malloc_tuned = False
-
-
-def return_freed_buffers() -> None:
-    """Makes glibc's malloc serve every buffer of 1 MiB or more by its own mapping, returned
-    to the system when freed (once per process, when the first remote file is opened).
-
-    Windows and tensors come and go in sizes up to tens of MiB, allocated on the storage
-    library's I/O thread and freed on the reader's. glibc's default raises its mapping
-    threshold to the largest buffer freed so far (up to 32 MiB), after which such buffers come
-    from heaps that freeing does not shrink: ``ckpt average`` of two 300 MB checkpoints from S3
-    held 451 MB at peak, 337 MB with a fixed threshold. No-op off glibc."""
-    global _malloc_tuned
-    if _malloc_tuned:
-        return
-    _malloc_tuned = True
-    try:
-        import ctypes
-        import ctypes.util
-
-        name = ctypes.util.find_library("c")
-        libc = ctypes.CDLL(name) if name else None
-        mallopt = getattr(libc, "mallopt", None)
-        if mallopt is not None:
-            mallopt(-3, _MMAP_THRESHOLD)  # M_MMAP_THRESHOLD (also stops its raising)
-    except (OSError, AttributeError, ValueError):  # not glibc, no libc: left as it is
-        pass
-
 
 class RemoteFile:
     """A data shard behind a URL, read by byte ranges: ``len()`` and :meth:`read_range`
