@@ -153,15 +153,17 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
 def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:
     """Whether an ``AssignMovingAvg`` update's decay is the one
     ``ExponentialMovingAverage.apply()`` gives it: ``1 - <scope>/decay`` (the constant a
-    float ``decay`` becomes, cast to the variable's dtype where it differs), ``1 -
-    <scope>/ReadVariableOp`` (a resource variable given as ``decay``, read in the scope), or
-    with ``num_updates`` ``1 - <scope>/Minimum(decay, (1 + n) / (10 + n))``, the ratio built
-    in the scope from ``<scope>/num_updates`` (whatever ``decay`` is). A running mean kept by
-    hand with ``assign_moving_average`` in the same name-scope-and-group idiom (a Lookahead's
-    slow weights, decay 0.5 on sync steps and 1 otherwise; an SWA mean, n / (n + 1)) gets its
-    decay from elsewhere (review-15-attack-r31 F1). So does an EMA given a decay tensor
-    without ``num_updates`` (``apply()`` passes it through as it is): the graph does not tell
-    it from a Lookahead's, and ``--ema-name`` states it (review-15-attack-r31 F10)."""
+    float ``decay`` becomes, cast to the variable's dtype where it differs), or with
+    ``num_updates`` ``1 - <scope>/Minimum(decay, (1 + n) / (10 + n))``, the ratio built in the
+    scope from ``<scope>/num_updates`` (whatever ``decay`` is). A running mean kept by hand
+    with ``assign_moving_average`` in the same name-scope-and-group idiom (a Lookahead's slow
+    weights, decay 0.5 on sync steps and 1 otherwise; an SWA mean, n / (n + 1)) gets its decay
+    from elsewhere (review-15-attack-r31 F1). So does an EMA given a decay tensor without
+    ``num_updates`` (``apply()`` passes it through as it is): the graph does not tell it from
+    a Lookahead's, and ``--ema-name`` states it (review-15-attack-r31 F10). A resource
+    variable given as ``decay`` is read in the scope (``<scope>/ReadVariableOp``) exactly as
+    a Lookahead reads its changing decay variable once in its scope (``d = alpha.value()``):
+    not proven either (review-16-attack-r33 F2)."""
     def node(name: str) -> GraphNode:
         return nodes.get(op_name(name), _NONE)
 
@@ -177,7 +179,4 @@ def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> boo
         return scope + "/truediv" in map(op_name, node(source).inputs) and all(
             scope + "/num_updates" in map(op_name, node(f"{scope}/{a}").inputs)
             for a in ("add", "add_1"))
-    if source == scope + "/ReadVariableOp" and node(source).op == "ReadVariableOp":
-        # a resource variable given as decay, read where apply() converts it, in its scope
-        return bool(node(source).inputs) and node(node(source).inputs[0]).op == "VarHandleOp"
     return source == scope + "/decay" and node(source).op == "Const"
