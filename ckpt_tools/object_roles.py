@@ -19,6 +19,7 @@ from .formats.objgraph import (
     readable_name,
 )
 from .lazy_re import LazyPattern
+from .object_held import model_held
 from .object_slashed import slashed_ema_names
 from .pairing import ObjectPairing, pair_by_names
 from .roles import (
@@ -29,6 +30,7 @@ from .roles import (
     OPTIMIZER_SLOT,
     OTHER,
     STEP,
+    UNIQUIFIED,
     WEIGHT,
     RoleInfo,
     classify_one,
@@ -65,7 +67,12 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
     keras3 = {k: v for k, v in keras3.items() if k in listed}
     clash = {k: v for k, v in clash.items() if k in listed}
     rest = {k: e for k, e in entries.items() if k not in keras3 and k not in clash}
-    found = pair_by_names(rest, objects, names, apply_order, container)
+    # block/w/proj/kernel tracked through the model beside block/w: the model's variable,
+    # not block/w's average under an unrecorded name (review-16-attack-r33 F1, F10)
+    stated = set(ema_names or ())
+    held = {k for k, (_v, name) in model_held(rest, objects).items()
+            if UNIQUIFIED.sub("", name) not in stated and name not in stated}
+    found = pair_by_names(rest, objects, names, apply_order, container, not_shadows=held)
     return ObjectPairing(pairs={**keras3, **found.pairs},
                          ambiguous={**clash, **found.ambiguous}, set_aside=found.set_aside)
 
@@ -216,6 +223,7 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
         if full and SLOT_MARK not in key and key not in pairs and key not in pairing.ambiguous:
             by_name.setdefault(full, entry)
     names = set(detect_ema_names(by_name)) | {DEFAULT_EMA_NAME}
+    held = model_held(entries, objects)
     plain = ObjectGraph(paths=objects.paths, slots=objects.slots)
     tf_keras = _tf_keras_optimizer_vars(full_of, entries, objects)
     out = {}
@@ -242,6 +250,8 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
         elif full and SLOT_MARK not in key:
             ri = classify_one(full, entry, by_name, names, names | {"avg"}, {}, set(), False,
                                None)
+            if ri.role == EMA and key in held:  # the model's own variable (r33 F1, F10)
+                ri = RoleInfo(WEIGHT)
             # A name-based link would point at a name, not a key: keep only the role. An
             # average of a tensor (a loss: a scalar) is a loss average; one of a variable
             # the checkpoint does not store (saved apart from its model) stays an average,

@@ -145,7 +145,7 @@ class LiveOrder(tuple):
 
 def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                   apply_order: str | Sequence[str] | None = None,
-                  container: str | None = None) -> ObjectPairing:
+                  container: str | None = None, not_shadows=frozenset()) -> ObjectPairing:
     """Pairs TF2 averages with their variables through the recorded names and the object graph.
 
     Args:
@@ -164,6 +164,8 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
             then holds more averages than variables and no single order fits; the chosen
             attribute's averages alone are one object's, in its ``apply()`` order. Used only
             for such groups; the other attributes' averages there are ``set_aside``.
+        not_shadows: keys never read as averages (the model's own variables named like
+            one: :func:`ckpt_tools.object_held.model_held`).
 
     Returns:
         :class:`ObjectPairing`.
@@ -187,7 +189,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
     for k, f in full.items():
         # name="ema/fast": w0/ema/fast is w0's, not a w0/ema's (review-15-attack-r31 F8)
         head, last = split_slashed(f, names, stored) or f.rpartition("/")[::2]
-        idx = _shadow_index(last, names) if head else None
+        idx = _shadow_index(last, names) if head and k not in not_shadows else None
         if idx is not None:
             base = last if last in names else _NUMBERED.match(last).group(1)
             groups.setdefault((head, base), []).append((idx, k))
