@@ -23,7 +23,7 @@ from .bake_outputs import (
     saved_model_source,
     stage_output,
 )
-from .checkpoint import Checkpoint, open_checkpoint
+from .checkpoint import Checkpoint
 from .emamap import EmaMap, ema_map, rescope
 from .errors import EmaError
 from .formats import dtypes
@@ -38,6 +38,7 @@ from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .rescope_clash import refuse_rescope_clash
 from .saved_swaps import plain_keys_of
+from .stated_open import opened_stated, take_statements
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def bake_ema(
         drop_slots: leave optimizer slots out of the output.
         progress: called with the number of bytes copied, as copying proceeds.
         **map_options: passed to :func:`ckpt_tools.ema_map` (``ema_name``, ``include``,
-            ``exclude``, ``strip_scope``, ``add_scope``, ``allow_missing``, ``use_meta``).
+            ``exclude``, ``strip_scope``, ``add_scope``, ``allow_missing``, ``use_meta``;
+            the file statements ``use_ema``, ``optimizer``, ``trainable``...).
 
     Returns:
         `BakeResult`. A Keras file (``.keras``, ``.weights.h5``, ``.h5``) gives a Keras file
@@ -160,16 +162,13 @@ def bake_ema(
         BakeResult(prefix='train_ema/model.ckpt-1000', ...)
     """
     out_dir = os.fspath(out_dir)
-    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
-    try:
+    # the file statements (use_ema=, optimizer=, trainable=...): the checkpoint opened with them
+    with opened_stated(checkpoint, take_statements(map_options)) as ckpt:
         if getattr(ckpt.reader, "keras", None) is not None:  # Keras in, Keras out
             from .keras_bake import bake_keras_file
 
             return bake_keras_file(ckpt, out_dir, name, overwrite, map_options)
         return _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options)
-    finally:
-        if not isinstance(checkpoint, Checkpoint):
-            ckpt.close()
 
 
 def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,

@@ -20,6 +20,7 @@ from .errors import CheckpointError, EmaError
 from .formats.dtypes import numpy_dtype
 from .kernels import L2Accumulator
 from .parallel import ordered_map
+from .stated_open import opened_stated, refuse_unknown
 from .stats import ByteCounter
 from .tensor_stats import CHUNK, json_float, relative_l2
 
@@ -279,7 +280,7 @@ def diff_checkpoints(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | C
 def diff_ema(target: str | os.PathLike | Checkpoint, *,
              match: Callable[[str], bool] | None = None, values: bool = True,
              progress: Callable[[int, int], None] | None = None,
-             pairs: dict[str, str] | None = None) -> DiffReport:
+             pairs: dict[str, str] | None = None, **statements) -> DiffReport:
     """Compares every variable with its EMA shadow in one checkpoint.
 
     Args:
@@ -293,6 +294,8 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
             ``ckpt map`` proves with the caller's options (the CLI passes
             :func:`ckpt_tools.emamap.proven_pairs` with ``--ema-name``...); default: that
             pairing without options.
+        **statements: the file statements (``use_ema``, ``trainable``…: ``ckpt diff --ema
+            --use-ema``…), as :mod:`~ckpt_tools.stated_open` takes them.
 
     Returns:
         `DiffReport` with mode ``"ema"``: ``tensors`` pairs raw (A) with shadow (B),
@@ -310,7 +313,8 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         >>> [(t.name, t.other) for t in r.tensors]  # doctest: +SKIP
         [('W', 'W/ExponentialMovingAverage'), ('b', 'b/ExponentialMovingAverage')]
     """
-    with _opened(target) as ckpt:
+    refuse_unknown("diff_ema", statements)
+    with opened_stated(target, statements) as ckpt:
         variables = ckpt.variables_unwarned()
         assumed = [] if pairs is not None else _assumed(ckpt)
         paired = pairs if pairs is not None else _proven(ckpt, variables)

@@ -14,7 +14,7 @@ import fnmatch
 import os
 
 from . import roles as R
-from .checkpoint import Checkpoint, open_checkpoint
+from .checkpoint import Checkpoint
 from .ema_ambiguous import ambiguous_message
 from .ema_apply_order import (
     an_order_pairs,
@@ -43,15 +43,18 @@ from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
 from .slashed_stated import stated_slashed_shadows
+from .stated_open import opened_stated, refuse_unknown
 from .tfk_order import recorded_averages
 
 KEEP, DROP = "keep", "drop"
 
 
 def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | None = None,
-                 use_meta: bool = True, apply_order: str | None = None) -> dict[str, str]:
+                 use_meta: bool = True, apply_order: str | None = None,
+                 **statements) -> dict[str, str]:
     """The one pairing decision every command uses: variable key -> the key of the average
-    to use for it, exactly as :func:`ema_map` (``ckpt map``) pairs them.
+    to use for it, exactly as :func:`ema_map` (``ckpt map``) pairs them (``statements``:
+    ``ema_map``'s, ``use_ema=``...).
 
     Returns:
         `dict[str, str]`: only variables whose stored average is proven (others are absent).
@@ -63,7 +66,7 @@ def proven_pairs(checkpoint: str | os.PathLike | Checkpoint, *, ema_name: str | 
             (:func:`~.ema_apply_order.refuse_apply_order`).
     """
     m = ema_map(checkpoint, ema_name=ema_name, use_meta=use_meta, apply_order=apply_order,
-                non_averaged=DROP, slots=KEEP, allow_missing=True)
+                non_averaged=DROP, slots=KEEP, allow_missing=True, **statements)
     unstored = set(m.missing)  # allow_missing leaves these only where not one is stored
     return {t: s for s, t in m.pairs if s != t and t not in unstored}
 
@@ -98,6 +101,7 @@ def ema_map(
     strict: bool = False,
     in_graph: bool = False,
     not_swapped: bool = False,
+    **statements,
 ) -> EmaMap:
     """Builds the EMA restore map of a checkpoint, in checkpoint keys.
 
@@ -149,6 +153,8 @@ def ema_map(
             (``restore_ema``/``ema_saver``), not checkpoint keys: a TF1 key the ``.meta``'s
             save op wrote from a variable of another name is refused only where it is an
             average's key (:func:`~ckpt_tools.saved_keys.refuse_renamed_keys`).
+        **statements: ``use_ema``, ``optimizer``, ``trainable``, ``loop_order``,
+            ``fit_order``, ``averages_only``, as :mod:`~ckpt_tools.stated_open` takes them.
 
     Returns:
         `EmaMap`. Where its pairing rests on an assumption (:attr:`EmaMap.assumed`), an
@@ -176,11 +182,12 @@ def ema_map(
     if style is not None and style not in R.EMA_STYLES:
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     names = split_ema_names(ema_name)
-    # use_meta=False: the checkpoint as if no .meta were beside it, for every step below
-    if not_swapped and isinstance(checkpoint, Checkpoint):
-        checkpoint.not_swapped = True  # the statement, on the caller's open checkpoint
-    ckpt = checkpoint.with_meta(use_meta) if isinstance(checkpoint, Checkpoint) \
-        else open_checkpoint(checkpoint, meta=use_meta, not_swapped=not_swapped)
+    refuse_unknown("ema_map", statements)
+    # use_meta=False: the checkpoint as if no .meta were beside it, for every step below;
+    # not_swapped on an open checkpoint: stated on the caller's (stated_open)
+    opened = opened_stated(checkpoint, {**statements, "not_swapped": not_swapped},
+                           meta=use_meta)
+    ckpt = opened.__enter__().with_meta(use_meta)
     if not_swapped:
         ckpt.not_swapped = True  # its meta-less view too
     if len(names) > 1:  # EMA objects that averaged different variables: each one's map, joined
@@ -191,8 +198,7 @@ def ema_map(
                             strict=strict, in_graph=in_graph)
                     for n in names]
         finally:
-            if not isinstance(checkpoint, Checkpoint):
-                ckpt.close()
+            opened.__exit__()
         return join_maps(ckpt.path, names, maps, keep_raw=non_averaged == KEEP,
                          allow_missing=allow_missing)
     ema_name = names[0] if names else None
@@ -298,8 +304,7 @@ def ema_map(
         if asked:  # not_swapped: always refused; fit_order: under strict
             refuse_assumed(ckpt, assumed, strict=strict)
     finally:
-        if not isinstance(checkpoint, Checkpoint):
-            ckpt.close()
+        opened.__exit__()
 
     speaks = file_style(ckpt)
     if speaks == "tf2" and {v.ema_style for v in variables.values()

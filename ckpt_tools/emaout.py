@@ -12,10 +12,11 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .checkpoint import Checkpoint, open_checkpoint
+from .checkpoint import Checkpoint
 from .emamap import EmaMap, ema_map
 from .formats._io import canonical_location, is_url
 from .orphan_averages import orphan_averages, orphan_warning
+from .stated_open import opened_stated, take_statements
 
 FORMATS = ("v2", "h5")
 
@@ -101,7 +102,8 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         verify: check CRC32C while copying.
         slots: ``"keep"`` or ``"drop"`` optimizer slots (``v2``).
         progress: called with bytes written.
-        **map_options: passed to :func:`ckpt_tools.ema_map`.
+        **map_options: passed to :func:`ckpt_tools.ema_map` (the file statements
+            ``use_ema``, ``optimizer``, ``trainable``... open the checkpoint).
 
     Returns:
         `EmaOutput`.
@@ -120,8 +122,8 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         raise ValueError(f"slots must be 'keep' or 'drop', not {slots!r}")
     if out is not None:  # file:// -> local, s3a:// -> s3://: checked where it is written
         out = canonical_location(out)
-    owned = not isinstance(checkpoint, Checkpoint)
-    ckpt = open_checkpoint(checkpoint) if owned else checkpoint
+    opened = opened_stated(checkpoint, take_statements(map_options))  # use_ema=... (CLI's)
+    ckpt = opened.__enter__()
     try:
         if dry_run:
             return _plan(ckpt, out, name, fmt, overwrite, slots, map_options)
@@ -153,8 +155,7 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
                          dropped=list(r.dropped), averaged=list(r.replaced), nbytes=r.nbytes,
                          warnings=list(r.warnings) + ([lacking] if lacking else []))
     finally:
-        if owned:
-            ckpt.close()
+        opened.__exit__()
 
 
 def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,

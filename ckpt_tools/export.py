@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import roles as R
-from .checkpoint import Checkpoint, open_checkpoint
+from .checkpoint import Checkpoint
 from .ema_names import not_saved_note
 from .emamap import ema_map, match_any
 from .errors import EmaError, NoSelectionError, OutputError
@@ -42,6 +42,7 @@ from .raw_shadows import restored_raw_holders, restored_raw_warning
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
+from .stated_open import opened_stated, take_statements
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import OPTION, add_tensor_averages
 
@@ -310,7 +311,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         progress: called with bytes written.
         member_hint: the advice given when tensor names cannot be member names (what the
             caller's options allow); by default export's ``--rename``/``--exclude``.
-        **map_options: passed to :func:`ckpt_tools.ema_map` (``ema_name``, ``use_meta``…).
+        **map_options: passed to :func:`ckpt_tools.ema_map` (``ema_name``, ``use_meta``…,
+            and the file statements ``use_ema``, ``optimizer``, ``trainable``…).
 
     Returns:
         `ExportResult`.
@@ -332,7 +334,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         return _export_to_url(checkpoint, out_path, fmt=fmt, ema=ema, include=include,
                               exclude=exclude, rename=rename, overwrite=overwrite,
                               progress=progress, **map_options)
-    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
+    opened = opened_stated(checkpoint, take_statements(map_options))  # use_ema=... (CLI's)
+    ckpt = opened.__enter__()
     try:
         inputs = Inputs(ckpt.input_files())
         weights: dict[str, str] = {}
@@ -400,8 +403,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
                             [note] * bool(note) + notes, [a.name for a in assumed], stored)
     finally:
-        if not isinstance(checkpoint, Checkpoint):
-            ckpt.close()
+        opened.__exit__()
 
 
 def _export_to_url(checkpoint, url: str, *, overwrite: bool, **options) -> ExportResult:

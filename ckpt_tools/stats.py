@@ -18,6 +18,7 @@ from .errors import CheckpointError
 from .formats.dtypes import numpy_dtype
 from .kernels import L2Accumulator
 from .parallel import ordered_map
+from .stated_open import opened_stated, refuse_unknown
 from .tensor_stats import (
     BINS,
     TensorStats,
@@ -64,12 +65,12 @@ class StatsRecord:
                 "drift": json_float(self.drift), "flags": list(self.flags), "error": self.error}
 
 
-def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
+def checkpoint_stats(ckpt: Checkpoint | str, names: list[str] | None = None, *,
                      drift_threshold: float = 0.5, strict: bool = False,
                      progress: Callable[[int, int], None] | None = None,
                      workers: int | None = None,
                      variables: list[Variable] | None = None,
-                     histogram: bool = False) -> Iterator[StatsRecord]:
+                     histogram: bool = False, **statements) -> Iterator[StatsRecord]:
     """Yields a :class:`StatsRecord` per tensor, in order, streaming each tensor once.
 
     Each tensor is read in one pass of chunks (CRC-checked as they are consumed, statistics
@@ -78,7 +79,7 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
     a time, so memory stays at a few chunks per thread.
 
     Args:
-        ckpt (`Checkpoint`): an open checkpoint.
+        ckpt (`Checkpoint` or `str`): an open checkpoint, or a path (open while iterating).
         names (`list[str]`, *optional*): keys to summarise (default: all, in key order).
         drift_threshold (`float`, *optional*, defaults to `0.5`): flag EMA shadows whose
             relative L2 distance from their raw variable exceeds this.
@@ -97,6 +98,8 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
             histogram (:attr:`TensorStats.histogram`, otherwise ``None``). Its bins depend
             on the range, so it takes a second pass over every tensor with finite values,
             about five times the cost of the verified read itself: off unless asked for.
+        **statements: the file statements (``use_ema``, ``trainable``…: ``ckpt stats
+            --use-ema``…), as :mod:`~ckpt_tools.stated_open` takes them.
 
     Returns:
         `Iterator[StatsRecord]`.
@@ -110,6 +113,13 @@ def checkpoint_stats(ckpt: Checkpoint, names: list[str] | None = None, *,
         ...     [r.name for r in checkpoint_stats(ckpt) if "drift" in r.flags]
         []
     """
+    refuse_unknown("checkpoint_stats", statements)
+    with opened_stated(ckpt, statements) as ckpt:
+        yield from _stats(ckpt, names, drift_threshold, strict, progress, workers, variables,
+                          histogram)
+
+
+def _stats(ckpt, names, drift_threshold, strict, progress, workers, variables, histogram):
     if variables is None:
         variables = decide_pairing(ckpt)[0]
     variables = {v.name: v for v in variables}
@@ -236,7 +246,7 @@ def select_keys(ckpt: Checkpoint, patterns: list[str]) -> list[str]:
     (``conv*/weights``) matched against keys and object paths.
 
     Args:
-        ckpt (`Checkpoint`): an open checkpoint.
+        ckpt (`Checkpoint` or `str`): an open checkpoint, or a path (open while iterating).
         patterns (`list[str]`): names or globs.
 
     Returns:
