@@ -276,7 +276,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                     found.add(())
         if (stated == "trainable" and () not in found
                 and open_containers(objects, variables, lambda a, b: fits(a, b),
-                                    lists=lists_stated(stated))):
+                                    lists=lists_stated(stated), starts=scope)):
             found.add(())  # the order rests on container types the file does not record
         if (stated == "tracked" and () not in found
                 and open_dicts(objects, variables, lambda a, b: fits(a, b),

@@ -154,7 +154,8 @@ def variable_orders(objects: ObjectGraph, lists: bool = False,
 
 
 def open_containers(objects: ObjectGraph, variables: list[str], alike,
-                    strict: bool = False, lists: bool = False) -> list[str]:
+                    strict: bool = False, lists: bool = False,
+                    starts: tuple[int, ...] | None = None) -> list[str]:
     """Object paths of the containers whose type decides, under ``"trainable"``, which of two
     variables ``alike`` (same dtype and shape) comes first; empty when every reading agrees.
 
@@ -168,7 +169,10 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
     ``"0"``… (visited sorted as strings from eleven on), is never a module. With ``strict``,
     containers with the same children are not read alike (see :func:`containers_read_alike`).
     ``lists``: nodes with children ``0``… are stated lists
-    (:class:`~ckpt_tools.pairing.NumberedLists`).
+    (:class:`~ckpt_tools.pairing.NumberedLists`). ``starts``: the objects a statement
+    ``trainable:PATH1,PATH2`` names (:func:`variable_orders`): two variables parting above
+    them are ordered by the statement (PATH1's first), not by any container's type (a tied
+    variable two of them share, reached through the other one's path: review-16-attack-r33 F3).
     """
     parent, local = shortest_tree(objects)
     kids = objects.children
@@ -183,6 +187,9 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
     found: list[str] = []
     for _x, _y, cx, cy, d, firsts in _diverging_pairs(objects, parent, local, variables,
                                                       alike, lists):
+        if starts and not set(cx[:d]) & set(starts) and set(cx) & set(starts) and (
+                set(cy) & set(starts)):
+            continue  # each under a stated object, parting above: the statement orders them
         if len(firsts) > 1:
             found.append(_path(cx[:d], local))
         for x_first in firsts:
