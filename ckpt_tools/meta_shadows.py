@@ -228,7 +228,9 @@ def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, Role
     for k in named:
         head = k.rpartition("/")[0]
         if k in averages:
-            if head in entries and not _averages_head(head, averages[k]):
+            of = roles[k].ema_of  # W for W/ema/fast of name="ema/fast" (r33 F7)
+            if head in entries and not _averages_head(head, averages[k]) \
+                    and not (of and of != head and _averages_head(of, averages[k])):
                 # updated in EMA form from another variable (a momentum slot averaging the
                 # gradient accumulator W/accum): no average of W (review-14-attack-r28 F3)
                 out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=head)

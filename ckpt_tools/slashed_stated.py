@@ -21,8 +21,17 @@ SLASHED = "keys such as "
 
 def _shadow_of(key: str, v, variables, name: str) -> str | None:
     """The stored variable ``key`` sits under as ``<var>/<name>`` with its dtype and shape
-    (``key`` read as a weight or other), or ``None``."""
-    if not key.endswith("/" + name) or v.role not in (R.WEIGHT, R.OTHER):
+    (``key`` read as a weight or other, or by its last part as the average of the stored
+    ``<var>/<first part>``: ``w0/ema/fast`` beside an EMA named ``ema``'s ``w0/ema``,
+    review-16-attack-r33 F7), or ``None``."""
+    if not key.endswith("/" + name):
+        return None
+    if v.role == R.EMA:  # by name an average of an average: the statement reads it anew
+        under = key.rpartition("/")[0]
+        if v.ema_style != "tf1" or (v.ema_of or "") != under and (
+                v.ema_of or under not in v.ema_candidates):
+            return None
+    elif v.role not in (R.WEIGHT, R.OTHER):
         return None
     head = key[: -len(name) - 1]
     h = variables.get(head)
@@ -57,6 +66,9 @@ def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
                          ema_candidates=())
     for k, h in found.items():
         out[h] = replace(out[h], ema=k)
+        under = out.get(k.rpartition("/")[0])
+        if under is not None and under.ema == k:  # no average of w0/ema, set aside
+            out[under.name] = replace(under, ema=None)
     return out
 
 
