@@ -159,7 +159,17 @@ def several_message(ckpt, variables, suffix, holder, several,
     # the names --ema-name takes here: those given to EMA objects (ema_999), else TF's
     # names without the _N it appends
     bases = set(options) if options is not names else {suffix_base(n) for n in names}
+    # the attributes pick; the names say what the tensors may be (a Keras optimizer's
+    # use_ema copies are proven by its own records, whatever their names)
+    base = {c: suffix_base(suffix.get(c, c)) for c in cands
+            if getattr(variables.get(c), "ema_style", None) != "keras"}
+    if options is holders:
+        bases = set(base.values())
     unproven = sorted(bases - proven_ema_names(ckpt, bases)) if ema_name is None else []
+    if unproven and options is holders:
+        return _unproven_holders(ckpt, several, examples, more, unproven, bases, holders,
+                                 {c: holder[c] for c in cands if c in holder},
+                                 base)
     if unproven and options is not holders:
         # <weight>/<name> is also how optimizers store slots: say which names nothing proves
         # to be an EMA's, and offer them only as the caller's statement.
@@ -195,6 +205,34 @@ def several_message(ckpt, variables, suffix, holder, several,
             + " or ".join(f"--ema-name {n}" for n in options[:4])
             + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}",
             "--ema-name", False)
+
+def _unproven_holders(ckpt, several, examples, more, unproven, bases, holders, holder,
+                      base) -> tuple[str, str, bool]:
+    """The refusal where averages of several attributes sit under a variable and some of
+    them carry a name nothing proves an EMA's (a TF2 gradient accumulator ``w0/accum/grad``
+    saved as ``accum=[...]`` beside ``ema=[...]``: review-16-attack-r33 F8): the attributes
+    whose tensors carry a proven name are offered as such, the others only as the caller's
+    statement, never as "several ExponentialMovingAverage objects"."""
+    names_of: dict[str, set[str]] = {}
+    for c, h in holder.items():
+        if c in base:
+            names_of.setdefault(h, set()).add(base[c])
+    doubtful = [h for h in holders if names_of.get(h, set()) & set(unproven)]
+    sure = [h for h in holders if h not in doubtful]
+    proven = sorted(bases - set(unproven))
+    return (f"{ckpt.path}: {len(several)} variable(s) have more than one tensor stored as "
+            f"<weight>/<name>: {examples}{more}; "
+            + (f"{_proven_why(proven)}, while " if proven else "")
+            + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} is an "
+            "ExponentialMovingAverage's name: a TF2 checkpoint records no EMA's name, and "
+            "other per-weight state (gradient accumulators, optimizer slots) is named the same "
+            "way; "
+            + ("pass " + " or ".join(f"--ema-name {h}" for h in sure[:3])
+               + " to use the averages saved under it, or " if sure else "pass ")
+            + " or ".join(f"--ema-name {h}" for h in doubtful[:4])
+            + f" only if {' or '.join(repr(n) for n in unproven)} is the name you gave an "
+            "ExponentialMovingAverage (Python: ema_name=...)", "--ema-name", True)
+
 
 def _proven_why(proven: list[str]) -> str:
     """Why each of ``proven`` (names :func:`~ckpt_tools.ema_proof.proven_ema_names` proves) is
