@@ -105,6 +105,36 @@ def an_order_pairs(ckpt: Checkpoint, unpaired, ema_name: str | None) -> bool:
     return False
 
 
+def a_path_decides(ckpt: Checkpoint, unpaired, ema_name: str | None) -> str | None:
+    """Where the ``unpaired`` averages were saved as a list (``ema=[ema.average(v) for v in
+    g.trainable_variables]``: entries in ``apply()``'s order; a dict keyed by name may have
+    collapsed same-named ones, which no order places) and their candidates lie under several
+    objects holding more variables than there are averages (a GAN's generator and
+    discriminator): the statement ``--apply-order ORDER:PATH`` that pairs every one of them
+    with PATH one of those objects (``"--apply-order trainable:PATH"``), or None where no
+    single object's order does (review-16-attack-r33 F9: ``list`` said no option decides)."""
+    import re
+
+    from .scoped_order import ScopedOrder, scope_paths
+
+    keys = {v.name for v in unpaired}
+    cands = {c for v in unpaired for c in v.ema_candidates}
+    listed = re.compile(r"[^/]+/\d+/\.ATTRIBUTES/VARIABLE_VALUE")
+    if ckpt.objects is None or len(cands) <= len(keys) or len(
+            {k.split("/", 1)[0] for k in keys}) != 1 or not all(listed.fullmatch(k)
+                                                               for k in keys):
+        return None
+    for order in APPLY_ORDERS:
+        for path in scope_paths(cands):
+            try:
+                stated = paired_variables(ckpt, ScopedOrder(order, path), ema_name)
+            except (EmaError, OptionError, ValueError):
+                continue
+            if all(k in stated and stated[k].ema_of for k in keys):
+                return f"--apply-order {order}:PATH"
+    return None
+
+
 def lists_decide(ckpt: Checkpoint, unpaired, ema_name: str | None,
                  prefer: str | None = None) -> str | None:
     """Where objects with more than ten children named ``0``, ``1``… hold the candidates of

@@ -17,6 +17,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_ambiguous import ambiguous_message
 from .ema_apply_order import (
+    a_path_decides,
     an_order_pairs,
     lists_decide,
     paired_variables,
@@ -261,7 +262,8 @@ def ema_map(
                                       lists=lists),
                     "--apply-order tracked or --trainable NAMES --loop-order" if tfk and (
                         apply_order is None) else lists if lists else
-                    "--apply-order" if decides and not no_order else None,
+                    "--apply-order" if decides and not no_order else None if apply_order
+                    else a_path_decides(ckpt, unpaired, ema_name),  # trainable:PATH (r33 F9)
                     {v.name: tuple(sorted(v.ema_candidates, key=natural_key))
                      for v in unpaired})
             # Under a variable_scope no <w>/<name> key shows the EMA name: the proven shadows do;

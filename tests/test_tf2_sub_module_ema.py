@@ -98,18 +98,20 @@ def test_apply_ema_refuses_averages_of_part_of_the_group(tf, saved, order, allow
 def test_no_option_is_named_where_no_order_places_part_of_the_group(tf, saved):
     """review-11-user-r11 F5: without --apply-order, ``list``/``map`` named --apply-order
     (``ema_unproven.option``), which then refuses; and the refusal sent the Python user to
-    apply_ema with the live module, which refuses the same way. Neither decides: the option
-    is null and the message says so, naming the variables as the way out."""
+    apply_ema with the live module, which refuses the same way. Neither order decides, nor
+    the live module; the head's object path does (``trainable:model/head``, below), so
+    ``list`` names that statement (review-16-attack-r33 F9), not "no option decides"."""
     prefixes, _ = saved
     code, text, err = run_cli(["list", prefixes["head"], "--json"])
     assert code == 0, err
     unproven = json.loads(text)["ema_unproven"]
-    assert unproven["option"] is None, unproven
+    assert unproven["option"] == "--apply-order trainable:PATH", unproven
     reason = " ".join(unproven["reason"].split())
     assert "cover only part of the group" in reason and "no option decides" in reason
     assert "unique names" in reason and "pass --apply-order" not in reason, reason
     code, text, err = run_cli(["list", prefixes["head"]])
-    assert code == 0 and "no option decides" in " ".join(text.split() + err.split())
+    said = " ".join(text.split() + err.split())
+    assert code == 0 and "pass --apply-order trainable:PATH to decide" in said, said
     with pytest.raises(UnprovenPairingError) as refusal:
         ckpt_tools.apply_ema(_net(tf), prefixes["head"], apply_order="trainable")
     message = " ".join(str(refusal.value).split())
