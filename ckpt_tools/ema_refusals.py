@@ -34,6 +34,8 @@ def require_keras(ckpt: Checkpoint) -> None:
     except EmaError as exc:
         if layout.nested:  # a MultiOptimizer's averages: no option decides (nested_optimizers)
             raise
+        if getattr(exc, "option", None) == "--optimizer":  # a class of the user's: it decides
+            raise  # (its refusal also says --trainable states nothing: review-16-attack-r33 F5)
         if layout.use_ema is None:
             raise UnprovenPairingError(str(exc), "--use-ema/--no-use-ema") from None
         if layout.averages and any(v is None for v in layout.averages.values()):

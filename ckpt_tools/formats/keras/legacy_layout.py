@@ -235,8 +235,9 @@ def _recorded_ema(lay: KerasLayout, outer: dict, wrapped: dict | None, entries=N
     lay.notes.append(
         f"{what}, and a subclass may keep per-weight variables of its own named as Keras "
         f"names its EMA copies ({lay.paths.get(named[0], named[0])}: e.g. a running average "
-        f"of the gradients), so which of its {len(named)} variables so named are the copies "
-        "is not recorded and they cannot be paired from this file ("
+        f"of the gradients) or update Keras' copies otherwise, so whether its {len(named)} "
+        "variables so named hold the weights' averages is not recorded (one per weight does "
+        "not tell) and they cannot be paired from this file ("
         + ("no option decides it: " if unrecorded else "") + "--use-ema and "
         "--trainable state neither)"
         + ("" if unrecorded else "; if the class is a Keras built-in in "
@@ -290,11 +291,16 @@ def _legacy_stated(lay: KerasLayout, names: Sequence[str]) -> list[str]:
         name = raw.removesuffix(":0").strip("/")
         hits = [k for k in lay.model if k == name or k == "model_weights/" + name
                 or lay.paths.get(k) == name]  # or the name `ckpt list` shows (a/kernel)
+        layer = [k for k in lay.model if (lay.paths.get(k) or "").startswith(name + "/")]
+        if not hits and layer and not set(layer) & set(out):
+            out.extend(layer)  # a layer's name stands for its weights (--trainable d1,d2)
+            continue
         if len(hits) != 1 or hits[0] in out:
             raise VariableNotFoundError(
                 f"--trainable {raw!r} names no weight of the file"
                 + (" not already named" if hits else "")
-                + f"; give full names as `ckpt list` shows them ({', '.join(lay.model[:4])}"
+                + "; give names as `ckpt list` shows them, or a layer's name for its weights ("
+                + ", ".join(lay.paths.get(k) or k for k in lay.model[:4])
                 + (" ..." if len(lay.model) > 4 else "") + ")")
         out.append(hits[0])
     return out
