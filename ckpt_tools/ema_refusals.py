@@ -231,9 +231,14 @@ def _unproven_holders(ckpt, several, examples, more, unproven, bases, holders, h
             "way; "
             + ("pass " + " or ".join(f"--ema-name {h}" for h in sure[:3])
                + " to use the averages saved under it, or " if sure else "pass ")
-            + " or ".join(f"--ema-name {h}" for h in doubtful[:4])
-            + f" only if {' or '.join(repr(n) for n in unproven)} is the name you gave an "
-            "ExponentialMovingAverage (Python: ema_name=...)", "--ema-name", True)
+            + (f"--ema-name {doubtful[0]} only if "
+               f"{' or '.join(repr(n) for n in sorted(names_of.get(doubtful[0], ())))} is "
+               if len(doubtful) == 1 else " or ".join(
+                   f"--ema-name {h} (its tensors named "
+                   f"{' or '.join(repr(n) for n in sorted(names_of.get(h, ())))})"
+                   for h in doubtful[:4]) + " only if that is ")
+            + "the name you gave an ExponentialMovingAverage (Python: ema_name=...)",
+            "--ema-name", True)
 
 
 def _proven_why(proven: list[str]) -> str:

@@ -26,6 +26,12 @@ def _stored_head(full: str, stored: Mapping[str, TensorEntry]) -> str | None:
     """The longest stored name ``full`` extends by two parts or more (``w0`` of
     ``w0/ema/fast``), where the name one part short of ``full`` is not stored; or ``None``."""
     head = full.rpartition("/")[0]
+    if head in stored and full in stored:
+        # w0/ema/fast beside w0/ema and w0: EMA objects named "ema" and "ema/fast" (each an
+        # average of w0), or an average "fast" of w0/ema: read as the former, whose refusal
+        # names both objects (review-16-attack-r33 F6)
+        up = head.rpartition("/")[0]
+        return up if up in stored and _alike(stored[up], stored[head], stored[full]) else None
     if not head or head in stored:
         return None  # w0/fast: one part, read as ever (roles.detect_ema_names)
     while "/" in head:
@@ -33,6 +39,10 @@ def _stored_head(full: str, stored: Mapping[str, TensorEntry]) -> str | None:
         if head in stored:
             return head
     return None
+
+
+def _alike(*entries: TensorEntry) -> bool:
+    return all(e.dtype == entries[0].dtype and e.shape == entries[0].shape for e in entries)
 
 
 def slashed_ema_names(firsts: Mapping[str, TensorEntry]) -> set[str]:
@@ -63,8 +73,9 @@ def split_slashed(full: str, names, stored) -> tuple[str, str] | None:
     """``(variable name, EMA name with its _N)`` of an average ``full`` recorded under one of
     ``names`` that has a slash (``w0/ema/fast_1`` -> ``("w0", "ema/fast_1")``) where that
     variable name is in ``stored`` and ``full``'s own head is not; else ``None``."""
-    if full.rpartition("/")[0] in stored:
-        return None
+    parent = full.rpartition("/")[0]
+    if parent in stored and parent.rpartition("/")[0] not in stored:
+        return None  # w0/fast under a stored w0 (but w0/ema/fast beside w0/ema and w0: F6)
     m = _NUMBERED.match(full)
     for name in sorted((n for n in names if "/" in n), key=len, reverse=True):
         for body, tail in ((full, ""), (m.group(1), "_" + m.group(2)) if m else (None, None)):

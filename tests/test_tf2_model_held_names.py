@@ -108,15 +108,15 @@ def test_model_held_average_of_a_stated_name(tf, tmp_path):
             self.w1 = tf.Variable(tf.zeros([2]), name="w1")
 
     m = M()
-    ema = tf.train.ExponentialMovingAverage(0.5, name="fast")
+    ema = tf.train.ExponentialMovingAverage(0.5, name="r33fast")
     for s in range(3):
         for v in (m.w0, m.w1):
             v.assign_add(tf.ones_like(v) * (s + 1))
         ema.apply([m.w0, m.w1])
     m.avgs = [ema.average(m.w0), ema.average(m.w1)]
-    assert m.avgs[0].name == "w0/fast:0"
+    assert m.avgs[0].name == "w0/r33fast:0"
     d, out = tmp_path / "ck", tmp_path / "x.npz"
     tf.train.Checkpoint(model=m).write(str(d / "ckpt"))
-    result = _export(d, out, "--ema-name", "fast")
+    result = _export(d, out, "--ema-name", "r33fast")
     assert result.exit_code == 0, result.output
     _same(out, {"model/w0": m.avgs[0].numpy(), "model/w1": m.avgs[1].numpy()})
