@@ -21,6 +21,7 @@ from .ema_scopes import scope_hints
 from .ema_updates import slot_named_hint
 from .formats.objgraph import SLOT_MARK
 from .loss_named import loss_named_missing_hint
+from .object_held import held_hint
 from .slashed_stated import slashed_hint
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -55,6 +56,9 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     slashed = slashed_hint(ckpt, variables, missing)
     if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
         hints.insert(0, slashed)
+    held = held_hint(ckpt, variables, missing)
+    if held:  # w0/fast tracked by the model: read as its weight, unless stated (r33 F1)
+        hints.append(held)
     loss_said = loss_named_missing_hint(ckpt, variables, missing)
     if loss_said:  # total_loss/lossavg without the .meta: maybe a tensor's average
         hints.append(loss_said)

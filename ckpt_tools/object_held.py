@@ -80,3 +80,29 @@ def stated_held_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
                          ema_candidates=())
         out[v] = replace(out[v], ema=k)
     return out
+
+
+def held_hint(ckpt, variables: dict, missing) -> str | None:
+    """Where weights lack an average and a variable :func:`model_held` reads as the model's
+    own is named like one of theirs (a module keeping its EMA's averages inside itself, or a
+    sub-module named like a weight): the hint saying so and naming ``--ema-name`` only as the
+    user's statement; else ``None``."""
+    if ckpt.objects is None or not missing:
+        return None
+    lacking = set(missing)
+    found = [(k, v, name) for k, (v, name) in sorted(model_held(ckpt.entries(),
+                                                                ckpt.objects).items())
+             if v in lacking and getattr(variables.get(k), "role", None) == R.WEIGHT]
+    if not found:
+        return None
+
+    def show(key: str) -> str:
+        return getattr(variables.get(key), "path", None) or key
+
+    k, v, name = found[0]
+    base = R.UNIQUIFIED.sub("", name)
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return (f"{show(k)}{more} is named like {show(v)}'s average under an EMA named {base!r} "
+            f"({ckpt.objects.full_names[k]}), but the model tracks it as its own variable, so "
+            f"it is read as a weight: pass --ema-name {base} (ema_name={base!r} in Python) only "
+            "if that is the name you gave an ExponentialMovingAverage")

@@ -117,6 +117,13 @@ def test_model_held_average_of_a_stated_name(tf, tmp_path):
     assert m.avgs[0].name == "w0/r33fast:0"
     d, out = tmp_path / "ck", tmp_path / "x.npz"
     tf.train.Checkpoint(model=m).write(str(d / "ckpt"))
+    # unstated: the model's variables, no averages; the refusal names the statement hedged
+    result = _export(d, out)
+    assert result.exit_code != 0, result.output
+    said = " ".join(result.stderr.split())
+    assert "pass --ema-name r33fast (ema_name='r33fast' in Python) only if that is the name " \
+        "you gave an ExponentialMovingAverage" in said, said
+    assert not out.exists()
     result = _export(d, out, "--ema-name", "r33fast")
     assert result.exit_code == 0, result.output
     _same(out, {"model/w0": m.avgs[0].numpy(), "model/w1": m.avgs[1].numpy()})
