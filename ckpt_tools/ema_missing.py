@@ -26,7 +26,11 @@ PARTIAL = "its average is stored for only some of its parts: "
 
 
 def missing_hints(variables, name: str, detected: list[str], missing: list[str],
-           unsaved: list[str], partial: dict[str, str] | None = None) -> list[str]:
+           unsaved: list[str], partial: dict[str, str] | None = None,
+           meta_read: bool = False) -> list[str]:
+    """The hints for ``missing`` that the variables' roles give; ``meta_read``: the pairs
+    came from a ``.meta``'s update ops (only then can a slot be said to be shown one by
+    them: a TF2 checkpoint has no ``.meta``)."""
     if not missing:
         return []
     hints = []
@@ -61,7 +65,7 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
     lacking = set(missing)
     slots = [k for k, v in variables.items() if v.role == R.OPTIMIZER_SLOT
              and v.slot_of in lacking and not R.SLOT_RE.match(k.rpartition("/")[2])]
-    if slots:
+    if slots and meta_read:
         more = f" (and {len(slots) - 1} more)" if len(slots) > 1 else ""
         hints.append(f"{slots[0]}{more} is named like an average, but the .meta's update ops "
                      "show it is none (an optimizer's Apply op updates it, no "

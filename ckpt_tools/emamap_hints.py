@@ -52,7 +52,8 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     unsaved = [f"{t}/{name}" for t in missing if f"{t}/{name}" in graph_keys
                and f"{t}/{name}" not in variables and f"{t}/{name}" not in partial]
     hints = missing_hints(variables, name, detected, missing, unsaved,
-                          {k: partial[k] for t in missing if (k := f"{t}/{name}") in partial})
+                          {k: partial[k] for t in missing if (k := f"{t}/{name}") in partial},
+                          meta_read=source == "meta")
     slashed = slashed_hint(ckpt, variables, missing)
     if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
         hints.insert(0, slashed)

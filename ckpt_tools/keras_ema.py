@@ -91,7 +91,7 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
             k.startswith("model_weights/") for k in layout.model):
         # layer_names at the root: save_weights() wrote it, whatever the optimizer did
         return EmaError(
-            f"{name} holds no optimizer EMA copies: it is a weights-only HDF5 file "
+            f"{name}: it holds no optimizer EMA copies: it is a weights-only HDF5 file "
             "(model.save_weights('x.h5'): layer_names at its root), which stores the layer "
             "weights and never the optimizer's state, so it cannot hold averages whatever "
             "use_ema was; to keep them, train with use_ema=True and save the model with its "
@@ -102,7 +102,7 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
         # neither training_config nor optimizer weights: model.save("x.h5",
         # include_optimizer=False) of a use_ema run says nothing of use_ema (r31 F7)
         return EmaError(
-            f"{name} holds no optimizer EMA copies: saved with include_optimizer=False (or "
+            f"{name}: it holds no optimizer EMA copies: saved with include_optimizer=False (or "
             "before compile()), it records "
             + ("neither the optimizer's variables nor its training_config"
                if layout.optimizer_config is None else
@@ -153,7 +153,7 @@ def no_copies_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
     else:
         why = (f"the optimizer had use_ema=False "
                f"({layout.ema_evidence or 'no *_average optimizer variables'})")
-    return EmaError(f"{name} holds no optimizer EMA copies: {why}; {fix}; {_RAW}")
+    return EmaError(f"{name}: it holds no optimizer EMA copies: {why}; {fix}; {_RAW}")
 
 
 # Keras refusals name the way out that needs no averages, as the TF1/TF2 ones do.

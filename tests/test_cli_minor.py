@@ -82,4 +82,4 @@ def test_usage_lines_and_empty_out_agree_across_commands(capsys, tmp_path):
 def test_an_error_about_the_file_a_directory_led_to_names_its_directory(capsys):
     code, _, err = run_cli(["map", str(FIXTURES / "keras_ema"), "-q"], capsys)
     assert code == 6
-    assert f"error: {FIXTURES / 'keras_ema' / 'no_ema.keras'} holds no" in err, err
+    assert f"error: {FIXTURES / 'keras_ema' / 'no_ema.keras'}: it holds no" in err, err

@@ -266,7 +266,7 @@ def test_apply_keras_ema_gives_the_averages_keras_computed(path, case, builders)
 
 
 def test_apply_keras_ema_without_copies_explains(builders):
-    with pytest.raises(EmaError, match=r"no_ema\.keras holds no optimizer EMA copies: .*"
+    with pytest.raises(EmaError, match=r"no_ema\.keras: it holds no optimizer EMA copies: .*"
                                        r"use_ema=False; train with .*use_ema=True"):
         apply_keras_ema(builders["model"](), EMA_DIR / "no_ema.keras")
     with pytest.raises(EmaError, match="holds no optimizer EMA copies"):

@@ -96,7 +96,7 @@ NotSwappedOpt = Annotated[bool, typer.Option(
     "--not-swapped", rich_help_panel=PAIRING,
     help="State that the file was not saved swapped (after SwapEMAWeights(swap_on_epoch="
     "True) or swap_weights(); TF1 beside a .meta without a save op: by a swapping Saver), "
-    "so its EMA copies are the averages; if it was, use --raw.")]
+    "so its EMA copies are the averages (if it was: ckpt export --raw).")]
 AveragesOnlyOpt = Annotated[bool, typer.Option(
     "--averages-only", rich_help_panel=PAIRING,
     help="TF1 without its .meta: state that keys named as averages whose variable is not "
