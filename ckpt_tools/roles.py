@@ -215,8 +215,9 @@ def classify(
         out.update(update_op_candidates(entries, out, meta))
         out.update(update_op_lone(entries, out, meta))
         out.update(update_op_slots(entries, out, meta))
-    from .tensor_averages import tensor_averages  # builds on this
+    from .tensor_averages import tensor_averages, updated_tensor_averages  # builds on this
 
+    out.update(updated_tensor_averages(entries, out, meta))
     out.update(tensor_averages(entries, out))
     return out
 

@@ -7,6 +7,12 @@ tensors, not variables (``bn/bn/moments/Squeeze/ExponentialMovingAverage``). The
 Now ``list`` reads them as ``tensor_average`` (a scalar loss's average stays ``loss_average``);
 ``export`` leaves them out with a warning naming ``--tensor-averages``, which writes them under
 their own keys (bit for bit what ``ema.average`` read at save time). Made here by real TensorFlow.
+
+The same with the batch norm's EMA given a name (``ExponentialMovingAverage(0.5,
+name="bn_ema")``, one EMA for the weights and one for the statistics): its statistics
+``bn/bn/moments/Squeeze/bn_ema`` were listed and exported as frozen weights; the ``.meta``'s
+``AssignMovingAvg`` ops, in the ``tf.cond``'s branch function, show ``bn_ema.apply()`` writing
+them from the moments (review-16-attack-r33 F4).
 """
 
 from __future__ import annotations
@@ -17,14 +23,13 @@ import numpy as np
 import pytest
 from helpers import assert_npz_holds, run_cli
 
-MEAN = "bn/bn/moments/Squeeze/ExponentialMovingAverage"
-VAR = "bn/bn/moments/Squeeze_1/ExponentialMovingAverage"
 
-
-@pytest.fixture(scope="module")
-def made(tf, tmp_path_factory):
+@pytest.fixture(scope="module", params=["ExponentialMovingAverage", "bn_ema"])
+def made(tf, tmp_path_factory, request):
     """The run and its truth: weight name -> EMA value, shadow key -> BN statistic, read by
-    ``ema.average`` at save time; plus the scalar loss average's key."""
+    ``ema.average`` at save time; plus the scalar loss average's key. The BN EMA's name is
+    the param."""
+    name = request.param
     d = tmp_path_factory.mktemp("tf1_bn_tensor_averages")
     tf1 = tf.compat.v1
     with tf.Graph().as_default():
@@ -37,7 +42,7 @@ def made(tf, tmp_path_factory):
             beta = tf1.get_variable("beta", [4], initializer=tf1.zeros_initializer())
             gamma = tf1.get_variable("gamma", [4], initializer=tf1.ones_initializer())
             bm, bv = tf.nn.moments(h, [0], name="moments")
-            bn_ema = tf1.train.ExponentialMovingAverage(0.5)
+            bn_ema = tf1.train.ExponentialMovingAverage(0.5, name=name)
 
             def update():
                 with tf.control_dependencies([bn_ema.apply([bm, bv])]):
@@ -61,28 +66,31 @@ def made(tf, tmp_path_factory):
             stats = {bn_ema.average(t).op.name: s.run(bn_ema.average(t)) for t in (bm, bv)}
             saver.save(s, str(d / "model.ckpt"), global_step=gs)
         loss_avg = avg.average(loss).op.name
-    assert sorted(stats) == [MEAN, VAR]  # the names TF gave them
+    assert sorted(stats) == [f"bn/bn/moments/Squeeze/{name}",
+                             f"bn/bn/moments/Squeeze_1/{name}"]  # the names TF gave them
     return d, truth, stats, loss_avg
 
 
 def test_list_reads_batch_norm_averages_as_tensor_averages(made):
-    d, _, _, loss_avg = made
+    d, _, stats, loss_avg = made
     code, out, err = run_cli(["list", str(d), "--json"])
     assert code == 0, err
     role = {v["name"]: v["role"] for v in json.loads(out)["variables"]}
-    assert role[MEAN] == role[VAR] == "tensor_average", role  # were loss_average
+    mean, var = sorted(stats)
+    assert role[mean] == role[var] == "tensor_average", role  # loss_average; bn_ema: weight
     assert role[loss_avg] == "loss_average", role  # a scalar loss's average stays one
 
 
 def test_export_leaves_them_out_naming_the_option(made, tmp_path):
-    d, _, _, loss_avg = made
+    d, _, stats, loss_avg = made
+    mean, var = sorted(stats)
     for extra in ([], ["--raw"]):
         out = tmp_path / f"x{len(extra)}.npz"
         code, _, err = run_cli(["export", str(d), "--out", str(out), *extra])
         assert code == 0, err
         said = " ".join(err.split())
         assert "left out 2 averages of tensors" in said and "batch-norm" in said, said
-        assert MEAN in said and VAR in said and "--tensor-averages" in said, said
+        assert mean in said and var in said and "--tensor-averages" in said, said
         assert loss_avg not in said, said
         with np.load(out) as z:
             assert not any("moments" in n for n in z.files), z.files

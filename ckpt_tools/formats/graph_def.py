@@ -248,3 +248,83 @@ def through_reads(nodes, name: str) -> str:
             break
         name = head[1]
     return name
+
+
+# A control-flow-v2 tf.cond: its branches are functions of the graph's library, called with
+# the cond's inputs after the predicate (ema.apply() in a branch keeps its ops there)
+_IF_OPS = frozenset({"If", "StatelessIf"})
+Branch = namedtuple("Branch", "outer args nodes")
+Branch.__doc__ = """One branch function of a ``tf.cond`` (control flow v2) in a ``.meta``'s
+graph: the graph's op names the cond passes in (`list[str]`, one per argument), the function's
+argument names (`list[str]`) and its nodes by name (`dict[str, GraphNode]`; inputs are the
+function's own node or argument names)."""
+
+
+def read_branches(path: str) -> list[Branch]:
+    """The branch functions of each ``If``/``StatelessIf`` op in the graph of the binary
+    ``.meta`` at ``path`` (see :class:`Branch`); ``[]`` where there are none or the file is
+    not a binary ``MetaGraphDef``.
+
+    Raises:
+        CheckpointError: the file cannot be opened or mapped.
+    """
+    data = (is_url(path) and fetched(path)) or map_file(path)
+    try:
+        graph = next((v for n, w, v in proto_fields(data) if n == 2 and w == 2), None)
+        if graph is None:
+            return []
+        functions: dict[str, tuple[list[str], dict[str, GraphNode]]] = {}
+        calls: list[tuple[list[str], list[str]]] = []
+        for number, wire, value in proto_fields(graph):
+            if number == 2 and wire == 2:  # the FunctionDefLibrary
+                for n, w, f in proto_fields(value):
+                    if n == 1 and w == 2:
+                        name, args, nodes = _function(f)
+                        functions[name] = (args, nodes)
+            elif number == 1 and wire == 2:
+                _name, after = _name_of(value)
+                op = _field(value, after, 0x12) if after >= 0 else None
+                if (op[0] if op else _node(value)[1].op) in _IF_OPS:
+                    calls.append((_node(value)[1].inputs[1:], _branch_names(value)))
+    except CorruptCheckpointError:  # text format: not read
+        return []
+    finally:
+        close_map(data)
+    return [Branch(outer, *functions[f]) for outer, names in calls for f in names
+            if f in functions and len(functions[f][0]) == len(outer)]
+
+
+def _function(raw) -> tuple[str, list[str], dict[str, GraphNode]]:
+    """A ``FunctionDef``'s name, argument names and nodes by name."""
+    name, args, nodes = "", [], {}
+    for number, wire, value in proto_fields(raw):
+        if number == 1 and wire == 2:  # its OpDef signature
+            for n, w, v in proto_fields(value):
+                if n == 1 and w == 2:
+                    name = _text(v)
+                elif n == 2 and w == 2:  # an input ArgDef
+                    args.append(next((_text(x) for a, b, x in proto_fields(v)
+                                      if a == 1 and b == 2), ""))
+        elif number == 3 and wire == 2:
+            key, node = _node(value)
+            nodes[key] = node
+    return name, args, nodes
+
+
+def _branch_names(raw) -> list[str]:
+    """The function names of an ``If`` node's ``then_branch`` and ``else_branch`` attrs."""
+    names = []
+    for number, wire, value in proto_fields(raw):
+        if number != 5 or wire != 2:
+            continue
+        key, attr = "", None
+        for n, w, v in proto_fields(value):
+            if w == 2 and n == 1:
+                key = _text(v)
+            elif w == 2 and n == 2:
+                attr = v
+        if key in ("then_branch", "else_branch") and attr is not None:
+            for n, w, v in proto_fields(attr):
+                if n == 10 and w == 2:  # AttrValue.func: NameAttrList
+                    names += [_text(x) for a, b, x in proto_fields(v) if a == 1 and b == 2]
+    return names

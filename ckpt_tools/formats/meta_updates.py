@@ -26,7 +26,14 @@ import re
 
 from ..errors import CheckpointError
 from ._record import Frozen
-from .graph_def import GraphNode, MetaGraph, op_name, read_graphs, through_reads
+from .graph_def import (
+    GraphNode,
+    MetaGraph,
+    op_name,
+    read_branches,
+    read_graphs,
+    through_reads,
+)
 
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
@@ -180,3 +187,65 @@ def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> boo
             scope + "/num_updates" in map(op_name, node(f"{scope}/{a}").inputs)
             for a in ("add", "add_1"))
     return source == scope + "/decay" and node(source).op == "Const"
+
+
+def tensor_average_updates(path: str) -> dict[str, tuple[str, str]]:
+    """Shadow variable op -> ``(averaged op, EMA name scope)`` for each ``AssignMovingAvg``
+    update in ``ExponentialMovingAverage.apply()``'s form (grouped by a ``NoOp`` of its
+    scope's name) that averages a tensor no variable holds (``bn_ema.apply([mean,
+    variance])`` of ``tf.nn.moments``: a hand-made batch norm's statistics), in the ``.meta``'s
+    graph at ``path`` or in a control-flow-v2 ``tf.cond``'s branch functions, whose arguments
+    are read as the ops the cond passes in (review-16-attack-r33 F4). ``{}`` where the file
+    shows none or cannot be read."""
+    try:
+        graphs = read_graphs(path)
+        branches = read_branches(path) if graphs else []
+    except (OSError, CheckpointError):
+        return {}
+    if not graphs:
+        return {}
+    main = graphs[0].nodes  # the .meta's graph, whose tf.cond ops call the branches
+
+    def outer(name: str) -> tuple[str, bool]:
+        """The main graph's op ``name`` reads, and whether it is a variable op."""
+        name = through_reads(main, op_name(name))
+        return name, main.op(name) in _VARIABLE_OPS
+
+    out: dict[str, tuple[str, str]] = {}
+    calls = [(main, op_name)] + [(b.nodes, dict(zip(b.args, b.outer, strict=True)).get)
+                                 for b in branches]  # read_branches: as many of each
+    for nodes, arg in calls:
+        for shadow, value, scope in _tensor_updates(nodes, arg):
+            if shadow is None or value is None:
+                continue
+            (s, s_var), (v, v_var) = outer(shadow), outer(value)
+            if s_var and not v_var and v in main:
+                out[s] = (v, scope)
+    return out
+
+
+def _tensor_updates(nodes, arg):
+    """``(shadow, value, scope)`` of each ``AssignMovingAvg`` update grouped by a ``NoOp`` of
+    its scope in ``nodes`` (a graph's or a function's), ``shadow`` and ``value`` the inputs
+    read (through reads) as ``arg`` gives them: a name of the graph, or ``None``."""
+    def read(name: str) -> str:
+        for _ in range(8):
+            node = nodes.get(op_name(name))
+            if node is None or node.op not in ("Identity", "ReadVariableOp") or not node.inputs:
+                break
+            name = node.inputs[0]
+        return op_name(name)
+
+    for name, node in nodes.items():
+        if node.op not in _ASSIGN_SUB or len(node.inputs) != 2:
+            continue
+        at = name if _MOVING_AVG.search(name) else name.rpartition("/")[0]
+        if not _MOVING_AVG.search(at):
+            continue
+        scope = at.rpartition("/")[0]
+        mul = nodes.get(op_name(node.inputs[1]), _NONE)
+        sub = nodes.get(op_name(mul.inputs[0]), _NONE) if mul.op == "Mul" and mul.inputs \
+            else _NONE
+        if sub.op != "Sub" or len(sub.inputs) != 2 or nodes.get(scope, _NONE).op != "NoOp":
+            continue
+        yield arg(read(node.inputs[0])), arg(read(sub.inputs[1])), scope
