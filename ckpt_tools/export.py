@@ -23,6 +23,7 @@ from .emamap import ema_map, match_any
 from .errors import EmaError, NoSelectionError, OutputError
 from .export_format import check_dtypes, output_format
 from .export_record import checkpoint_record, swapped_in
+from .export_rename import Renamer
 from .export_said import no_weights, roles_said
 from .export_writers import H5_WIDEN, NPZ_WIDEN, WRITERS, read_order
 from .formats._io import canonical_location, is_url
@@ -93,21 +94,6 @@ class ExportResult:
                 "bytes": self.nbytes, "warnings": list(self.warnings), "notes": list(self.notes),
                 **({"assumed": list(self.assumed)} if self.assumed else {}),
                 **({"stored": self.stored} if self.stored else {})}
-
-
-def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:
-    """Parses ``--rename 'old/=new/'`` prefix rules.
-
-    Raises:
-        OutputError: for a rule without ``=``.
-    """
-    out = []
-    for rule in rules or ():
-        if "=" not in rule:
-            raise OutputError(f"invalid --rename rule {rule!r}: expected 'old_prefix=new_prefix'")
-        old, new = rule.split("=", 1)
-        out.append((old, new))
-    return out
 
 
 def _clean_name(key: str, var) -> str:
@@ -185,7 +171,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     weights += frozen
     weights.sort(key=lambda k: order.get(k, len(order)))
     held_as = {k: n for n, k in (holders or {}).items()}
-    rules = parse_rename(rename)
+    renamed = Renamer(rename)
     plan: dict[str, str] = {}
     first: dict[str, tuple[str, str]] = {}  # exported name -> (key, name before --rename)
     averaged = []
@@ -212,7 +198,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         src = sources.get(key, key)
         if left_out(key):
             continue
-        name = _renamed(name, rules)
+        name = renamed(name)
         if name in plan:
             other, other_before = first[name]
             if other_before != before:  # --rename mapped two names onto one
@@ -251,18 +237,11 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             warnings.append(lacking)
     left = add_tensor_averages(variables, plan, averaged, tensor_averages,
                                lambda k: _filtered_out({k}, include, exclude),
-                               lambda k: _renamed(k, rules))
+                               renamed)
     if left:
         warnings.append(left)
+    renamed.check(ckpt.path)
     return plan, averaged, warnings
-
-
-def _renamed(name: str, rules: list[tuple[str, str]]) -> str:
-    """``name`` under the first ``--rename`` rule whose prefix it has."""
-    for old, new in rules:
-        if name.startswith(old):
-            return new + name[len(old):]
-    return name
 
 
 def _creation_order(ckpt: Checkpoint) -> dict[str, int]:

@@ -7,7 +7,7 @@ import json
 import h5py
 import numpy as np
 import pytest
-from helpers import FIXTURES, decide_args, expected, expected_values
+from helpers import FIXTURES, decide_args, expected, expected_values, run_cli
 from typer.testing import CliRunner
 
 from ckpt_tools import open_checkpoint
@@ -129,3 +129,22 @@ def test_dry_run_h5_names_the_file_it_would_write(tmp_path):
     result = runner.invoke(app, ["restore-ema", str(FIXTURES / "partitioned"), "--out", str(out),
                                  "--format", "h5", "--json"])
     assert json.loads(result.stdout)["output"] == str(out / "model.ckpt.h5")
+
+
+def test_a_rename_rule_that_renames_nothing_is_refused(tmp_path):
+    """review-16-user-u18 F6: a typo'd ``--rename`` prefix, or a rule an earlier one shadows,
+    left the names unchanged with exit 0 (a converter loading by name then fails far from the
+    cause); like an ``--exclude`` that matches nothing, it is exit 3 naming the rule, and
+    nothing is written."""
+    out = tmp_path / "w.npz"
+    src = str(FIXTURES / "linear_v2")
+    code, _, err = run_cli(["export", src, "--out", str(out), "--rename", "nothere/=x/"])
+    assert code == 3 and "--rename 'nothere/=x/' renamed no exported name" in err, err
+    assert len(err.strip().splitlines()) == 1 and not out.exists(), err
+    code, _, err = run_cli(["export", src, "--out", str(out), "--rename", "=net/",
+                            "--rename", "W=V"])
+    assert code == 3 and "--rename 'W=V'" in err and "'=net/'" not in err, err
+    code, _, err = run_cli(["export", src, "--out", str(out), "--rename", "W=V"])
+    assert code == 0, err
+    with np.load(out) as z:
+        assert "V" in z.files and "W" not in z.files, z.files

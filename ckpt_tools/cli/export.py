@@ -117,8 +117,9 @@ def export_command(
     weights (a shadow's name selects its weight); none left is exit 3.
     """
     apply_order = check_apply_order(apply_order, numbered_lists)
-    from ..export import export_weights, parse_rename
+    from ..export import export_weights
     from ..export_format import output_format
+    from ..export_rename import parse_rename
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     if not_swapped and ema is False:  # u16 F2: contradictory, never silently one of them
