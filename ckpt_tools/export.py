@@ -20,7 +20,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_names import not_saved_note
 from .emamap import ema_map, match_any
-from .errors import EmaError, NoSelectionError, OutputError
+from .errors import EmaError, NoSelectionError, OutputError, UnsupportedFormatError
 from .export_format import check_dtypes, output_format
 from .export_record import checkpoint_record, swapped_in
 from .export_rename import Renamer
@@ -334,8 +334,11 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             raise NoSelectionError(f"{ckpt.path}: the name filters select no weight to "
                                    f"export{hint}")
         if fmt == "h5" and set(averaged) - set(weights):
-            raise OutputError(f"{ckpt.path}: Keras' HDF5 weights layout has no layer to hold "
-                              f"averages of tensors ({OPTION}): write .npz or .safetensors")
+            # the format cannot hold them (exit 5, as for a dtype it cannot hold), not an
+            # output refused (review-16-attack-r32 F8)
+            raise UnsupportedFormatError(
+                f"{ckpt.path}: Keras' HDF5 weights layout has no layer to hold "
+                f"averages of tensors ({OPTION}): write .npz or .safetensors")
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
             raise OutputError(f"{ckpt.path}: no weights to export: {no_weights(ckpt, ema)}")
         # after the pairing: its refusal (exit 6) says more than "--out exists" (u16 F3)
