@@ -96,3 +96,19 @@ def test_checkpoint_outputs_named_like_files_are_usage_errors(run, tmp_path, cmd
     code, _, err = run_cli(argv)
     _one_error(code, err, 2, out)
     assert not (tmp_path / out).exists()
+
+
+def test_a_restored_file_beside_its_input_says_why_it_is_refused(tmp_path):
+    """review-16-attack-r32 F13: ``restore-ema model.keras --out model_ema.keras`` beside the
+    input was refused (exit 7) without a reason; it names it and the way out."""
+    import shutil
+
+    from helpers import FIXTURES, run_cli
+
+    src = tmp_path / "run" / "model.keras"
+    src.parent.mkdir()
+    shutil.copy(FIXTURES / "keras_ema" / "adam.keras", src)
+    out = tmp_path / "run" / "model_ema.keras"
+    code, _, err = run_cli(["restore-ema", str(src), "--out", str(out), "--not-swapped"])
+    assert code == 7 and "two candidate checkpoints" in err and "choose another --out" in err, err
+    assert not out.exists()

@@ -96,7 +96,10 @@ class Inputs:
         held = self.held_by(os.path.dirname(physical(target)))
         if held is not None:
             raise OutputError(f"{target}: its directory holds the input {held}; refusing to "
-                              f"write a {what} there; choose another --out")
+                              f"write a {what} there (the directory would then hold two "
+                              "candidate checkpoints, and whatever is given that directory, "
+                              "ckpt itself or an evaluation script taking the latest, could "
+                              "read the wrong one); choose another --out, e.g. a new directory")
 
 
 # A sharded V1 checkpoint's shard suffix (model.ckpt-4-00000-of-00002).
