@@ -178,9 +178,7 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
               + "give the variables unique names (tf.Variable(..., name=...)) when "
               "training, or "
               "keep such dicts to ten entries or key them by name, "
-              "or, in Python, pass the live module: apply_ema(module, path, "
-              f"apply_order='{apply_order}') reads the order from its own trainable_variables"
-              if either else
+              + _live_way(apply_order) if either else
               "--apply-order trainable does not fit this checkpoint: with the objects "
               f"holding variables ({', '.join(holders[:3])}"
               f"{' ...' if len(holders) > 3 else ''}) read all as tf.Modules or all as dicts "
@@ -254,6 +252,20 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the checkpoint "
             f"records: several variables share one name, dtype and shape, and the checkpoint "
             f"does not record the order ema.apply() got them in: {examples}{more}; {decide}")
+
+
+def _live_way(apply_order) -> str:
+    """The Python call that reads a digit-keyed container's order from the live objects: for
+    ``trainable:PATH``, the objects passed as saved, PATH naming one inside them (r33 F11)."""
+    within = within_of(apply_order)
+    if not within:
+        return ("or, in Python, pass the live module: apply_ema(module, path, "
+                f"apply_order='{apply_order}') reads the order from its own trainable_variables")
+    top = within[0].split("/")[0]
+    return ("or, in Python, pass the live objects placed as saved: apply_ema(tf.train."
+            f"Checkpoint({top}=...), path, apply_order='{apply_order}'), the checkpoint's root "
+            f"rebuilt as saved (or the object saved as {top} itself), reads the order from "
+            f"the trainable_variables of the live object at {', '.join(within)}")
 
 
 def _visitor(apply_order) -> str:

@@ -20,7 +20,7 @@ from .errors import (
     TensorFlowRequiredError,
 )
 from .keras_assumed import LIVE_FIT_ORDER, keras_assumptions, refuse_assumed, warn_assumed
-from .live_order import keras_source, live_order
+from .live_order import keras_source, live_order, scoped_live_order
 from .live_pairing import key_variables
 from .locate import locate
 from .rescope_clash import checkpoint_key
@@ -285,6 +285,8 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             it, a tf_keras optimizer's averages of same-named weights are paired by the
             Keras model's own order, the model given bare or in ``tf.train.Checkpoint(
             model=model)`` (:func:`ckpt_tools.live_order.keras_source`).
+            With ``apply_order="trainable:PATH"``, those of the live object at ``PATH``
+            (:func:`ckpt_tools.live_order.scoped_live_order`).
 
     Returns:
         `RestoreResult` (variable key -> source key).
@@ -340,7 +342,10 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
             # model's own order (also wrapped: tf.train.Checkpoint(model=m)) places averages
             # of same-named weights (a custom loop's list may not have: trainable= states it)
             order = "tracked"
-        if order in ("trainable", "tracked"):
+        live = scoped_live_order(model_or_variables, pairs, order)
+        if live is not None:  # trainable:model/generator: that live object's own order (r33 F11)
+            map_options = {**map_options, "apply_order": live}
+        elif order in ("trainable", "tracked"):
             # the live objects' own trainable_variables (a Keras model's are the tracked
             # order, dicts and sublayers re-assigned in build() included), also inside a
             # tf.train.Checkpoint(model=m) or a tf.Module: the file records no types
