@@ -10,6 +10,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, suffix_base
 from .errors import EmaError
 from .formats.objgraph import readable_name
+from .object_held import HELD_TWIN
 from .slashed_stated import SLASHED
 
 TYPE_CHECKING = False
@@ -186,6 +187,10 @@ def missing_message(m: EmaMap) -> str:
     other = next((h for h in m.hints if h.startswith("another EMA object averaged")), None)
     misfiled = next((h for h in m.hints if h.startswith(MISFILED)), None)
     slashed = next((h for h in m.hints if h.startswith(SLASHED)), None)
+    twin = next((h for h in m.hints if h.startswith(HELD_TWIN)), None)
+    if twin:  # m.fast/0 beside a default average of w0: not "created after ema.apply()"
+        return (f"{m.checkpoint}: {len(m.missing)} weight(s) have no average (ema.average(v)) "
+                f"in the checkpoint while others do: {sample}; {twin}")
     if slashed:  # W/ema/slow, no .meta: the averages may be there, under a slashed name
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
                 f"'<name>/{m.ema_name}': {sample}; {slashed}")

@@ -185,6 +185,10 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                     several[target] = sorted(cands)
                     continue
                 by_name = base or exact
+                if len(by_attr) > 1 and len(by_name) == 1 and set(by_name) < set(by_attr):
+                    # one list holds both objects' averages (ema=[slow...] + [fast...]):
+                    # the attribute names no one object, the name does (r33 F14)
+                    by_attr = []
                 if by_attr and by_name and set(by_attr) != set(by_name):
                     # the attribute 'ema' holds one object's averages, the object named
                     # 'ema' saved its own elsewhere (review-15-attack-r31 F3b)

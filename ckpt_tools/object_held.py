@@ -13,7 +13,9 @@ as every variable it could average (``model/gate/proj/kernel`` beside ``model/w`
 reached through ``model``), it is read as what the graph shows, a model variable, unless the
 user states the name (``--ema-name proj/kernel``, :func:`stated_held_shadows`). Averages kept
 apart from the model (``tf.train.Checkpoint(model=m, ema=[...])``, the way a TF2 EMA's
-averages are saved) stay candidates, as before.
+averages are saved) stay candidates, as before, and so do those in a list or dict every element
+of which is named like a stored weight's average (``m.avg = [ema.average(v) ...]``, both
+objects' averages in one list: review-16-attack-r33 F12, F14; r34 F1).
 """
 
 from __future__ import annotations
@@ -30,6 +32,45 @@ def _root(key: str) -> str:
     return key.split("/", 1)[0]
 
 
+def _averages_kept(objects: ObjectGraph, full: dict[str, str],
+                   entries: Mapping[str, TensorEntry]) -> set[str]:
+    """Keys every parent of which is a list or dict (children numbered ``0..n-1`` or named as
+    no Python attribute can be, ``w0:0``) ALL of whose elements are stored variables named
+    ``<v>/<x>`` (``v`` stored alike): an averages container (``m.avg = [ema.average(v) ...]``,
+    ``ema=[slow...] + [fast...]``), not a module's own variables (review-16-attack-r33 F12,
+    F14; r34 F1)."""
+    by_name: dict[str, list[str]] = {}
+    for k, f in full.items():
+        by_name.setdefault(f, []).append(k)
+
+    def twin(key: str | None) -> bool:
+        f = full.get(key or "")
+        if f is None or entries[key].dtype_name not in R._FLOAT:
+            return False
+        head = f
+        while "/" in head:
+            head = head.rpartition("/")[0]
+            if any(v != key and entries[v].dtype == entries[key].dtype
+                   and entries[v].shape == entries[key].shape for v in by_name.get(head, ())):
+                return True
+        return False
+
+    parents: dict[int, list[int]] = {}
+    for node, kids in objects.children.items():
+        for _local, kid in kids:
+            parents.setdefault(kid, []).append(node)
+    keys = objects.node_keys
+    kept: set[str] = set()
+    for node, key in keys.items():
+        if key not in full or not parents.get(node):
+            continue
+        if all(objects.children[p] and all(not local.isidentifier() and twin(keys.get(kid))
+                                           for local, kid in objects.children[p])
+               for p in parents[node]):
+            kept.add(key)
+    return kept
+
+
 def model_held(entries: Mapping[str, TensorEntry],
                objects: ObjectGraph) -> dict[str, tuple[str, str]]:
     """Keys whose recorded name reads ``<v>/<name>`` (``v`` a stored variable of the key's
@@ -42,8 +83,11 @@ def model_held(entries: Mapping[str, TensorEntry],
     by_name: dict[str, list[str]] = {}
     for k, f in full.items():
         by_name.setdefault(f, []).append(k)
+    kept = _averages_kept(objects, full, entries)
     out: dict[str, tuple[str, str]] = {}
     for k, f in full.items():
+        if k in kept:
+            continue
         entry = entries[k]
         last = f.rpartition("/")[2]
         if (entry.dtype_name not in R._FLOAT or R.SLOT_RE.match(last)
@@ -82,23 +126,46 @@ def stated_held_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
     return out
 
 
+#: Starts the hint for a model-tracked twin of a weight that has an average (r34 F1).
+HELD_TWIN = "a variable the model tracks is named like another weight's average: "
+
+
 def held_hint(ckpt, variables: dict, missing) -> str | None:
     """Where weights lack an average and a variable :func:`model_held` reads as the model's
-    own is named like one of theirs (a module keeping its EMA's averages inside itself, or a
+    own is named like one of theirs (a module keeping its EMA's averages inside it, or a
     sub-module named like a weight): the hint saying so and naming ``--ema-name`` only as the
-    user's statement; else ``None``."""
+    user's statement. Where that variable itself lacks one while the weight it is named
+    after has an average (a second EMA's averages kept on the model beside the default
+    one's, review-16-attack-r34 F1): the :data:`HELD_TWIN` hint naming both EMA names,
+    never the false "created after ema.apply()". Else ``None``."""
     if ckpt.objects is None or not missing:
         return None
     lacking = set(missing)
-    found = [(k, v, name) for k, (v, name) in sorted(model_held(ckpt.entries(),
-                                                                ckpt.objects).items())
-             if v in lacking and getattr(variables.get(k), "role", None) == R.WEIGHT]
-    if not found:
-        return None
+    held = sorted(model_held(ckpt.entries(), ckpt.objects).items())
+    weight = {k for k, _ in held if getattr(variables.get(k), "role", None) == R.WEIGHT}
 
     def show(key: str) -> str:
         return getattr(variables.get(key), "path", None) or key
 
+    twins = [(k, v, name) for k, (v, name) in held if k in weight and k in lacking
+             and v and v not in lacking and getattr(variables.get(v), "ema", None)]
+    if twins:
+        k, v, name = twins[0]
+        base = R.UNIQUIFIED.sub("", name)
+        avg = variables[v].ema
+        have = R.UNIQUIFIED.sub("", ckpt.objects.full_names.get(avg, "").rpartition("/")[2])
+        more = f" (and {len(twins) - 1} more)" if len(twins) > 1 else ""
+        return (f"{HELD_TWIN}{show(k)} ({ckpt.objects.full_names[k]}){more} is named like "
+                f"{show(v)}'s average under an EMA named {base!r}, while {show(v)} has an "
+                f"average under {have!r} ({show(avg)}): nothing recorded tells a module's "
+                "variable from a second EMA's average kept on the model; pass --ema-name "
+                f"{base} (ema_name={base!r} in Python) if that is the name you gave an "
+                f"ExponentialMovingAverage, or --ema-name {have} for the {have!r} averages, "
+                f"with --allow-missing to restore {show(k)} raw only if it is the model's "
+                "own variable")
+    found = [(k, v, name) for k, (v, name) in held if v in lacking and k in weight]
+    if not found:
+        return None
     k, v, name = found[0]
     base = R.UNIQUIFIED.sub("", name)
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""

@@ -98,8 +98,10 @@ def test_model_variable_under_a_weight_name_with_a_real_ema(tf, tmp_path):
 
 
 def test_model_held_average_of_a_stated_name(tf, tmp_path):
-    """A module keeping its own EMA's averages (name "fast") inside itself: read as the
-    model's variables unless --ema-name fast states the name; then as the averages."""
+    """A module keeping its own EMA's averages (name "fast") as named attributes of its own:
+    read as the model's variables unless --ema-name fast states the name; then as the
+    averages. (Kept in a list, m.avgs = [...], they are an averages container:
+    tests/test_tf2_kept_averages.py.)"""
 
     class M(tf.Module):
         def __init__(self):
@@ -113,8 +115,8 @@ def test_model_held_average_of_a_stated_name(tf, tmp_path):
         for v in (m.w0, m.w1):
             v.assign_add(tf.ones_like(v) * (s + 1))
         ema.apply([m.w0, m.w1])
-    m.avgs = [ema.average(m.w0), ema.average(m.w1)]
-    assert m.avgs[0].name == "w0/r33fast:0"
+    m.a0, m.a1 = ema.average(m.w0), ema.average(m.w1)
+    assert m.a0.name == "w0/r33fast:0"
     d, out = tmp_path / "ck", tmp_path / "x.npz"
     tf.train.Checkpoint(model=m).write(str(d / "ckpt"))
     # unstated: the model's variables, no averages; the refusal names the statement hedged
@@ -126,4 +128,4 @@ def test_model_held_average_of_a_stated_name(tf, tmp_path):
     assert not out.exists()
     result = _export(d, out, "--ema-name", "r33fast")
     assert result.exit_code == 0, result.output
-    _same(out, {"model/w0": m.avgs[0].numpy(), "model/w1": m.avgs[1].numpy()})
+    _same(out, {"model/w0": m.a0.numpy(), "model/w1": m.a1.numpy()})
