@@ -40,6 +40,7 @@ from .object_paths import positional_names_note
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
 from .raw_shadows import restored_raw_holders, restored_raw_warning
+from .raw_unproven import unproven_averages, unproven_warning
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
@@ -160,6 +161,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     weights = [k for k, v in variables.items() if (v.role in (R.WEIGHT, R.BN_STAT)
                and (k not in used or sources.get(k, k) != k))
                or (sources.get(k, k) != k and v.role != R.EMA)]
+    if not use_ema:  # as stored: never drop a variable only a name of the user's calls an
+        # average (it may be the model's own: review-16-attack-r33 F10, r34 F1, F2)
+        unproven = [k for k in unproven_averages(ckpt, variables) if k not in weights]
+        weights += unproven
+        if unproven:
+            warnings.append(unproven_warning(
+                [_clean_name(k, variables.get(k)) for k in unproven]))
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)
     weights += [t for t, s in sources.items() if s != t and t not in variables
                 and s in variables]

@@ -32,7 +32,7 @@ def _root(key: str) -> str:
     return key.split("/", 1)[0]
 
 
-def _averages_kept(objects: ObjectGraph, full: dict[str, str],
+def averages_kept(objects: ObjectGraph, full: dict[str, str],
                    entries: Mapping[str, TensorEntry]) -> set[str]:
     """Keys every parent of which is a list or dict (children numbered ``0..n-1`` or named as
     no Python attribute can be, ``w0:0``) ALL of whose elements are stored variables named
@@ -83,7 +83,7 @@ def model_held(entries: Mapping[str, TensorEntry],
     by_name: dict[str, list[str]] = {}
     for k, f in full.items():
         by_name.setdefault(f, []).append(k)
-    kept = _averages_kept(objects, full, entries)
+    kept = averages_kept(objects, full, entries)
     out: dict[str, tuple[str, str]] = {}
     for k, f in full.items():
         if k in kept:
