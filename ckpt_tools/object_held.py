@@ -75,15 +75,19 @@ def model_held(entries: Mapping[str, TensorEntry],
                objects: ObjectGraph) -> dict[str, tuple[str, str]]:
     """Keys whose recorded name reads ``<v>/<name>`` (``v`` a stored variable of the key's
     float dtype and shape, ``name`` not TF's default EMA name nor a slot's, step counter's or
-    batch norm statistic's) where every key of ``v``'s name that fits sits under the same
-    child of the root as the key itself: key -> (``v``'s key or ``""`` where several fit,
-    ``name``)."""
+    batch norm statistic's) where a key of ``v``'s name that fits sits in the same model as
+    the key: under the same child of the root (two towers of one class, ``enc/w`` and
+    ``enc/gate/kernel`` beside ``dec/w``: review-16-attack-r34 F3), or on the root itself,
+    the model being the root (``tf.train.Checkpoint(block)``, ``Checkpoint(root=block)``:
+    ``w`` beside ``gate/proj/kernel``, r34 F2): key -> (``v``'s key or ``""`` where several
+    fit, ``name``)."""
     full = {k: objects.full_names[k] for k in entries
             if k in objects.full_names and SLOT_MARK not in k}
     by_name: dict[str, list[str]] = {}
     for k, f in full.items():
         by_name.setdefault(f, []).append(k)
     kept = averages_kept(objects, full, entries)
+    on_root = {objects.node_keys.get(kid) for _local, kid in objects.children.get(0, ())}
     out: dict[str, tuple[str, str]] = {}
     for k, f in full.items():
         if k in kept:
@@ -103,7 +107,7 @@ def model_held(entries: Mapping[str, TensorEntry],
             continue
         fitting = [v for v in by_name[head] if v != k and entries[v].dtype == entry.dtype
                    and entries[v].shape == entry.shape]
-        if fitting and all(_root(v) == _root(k) for v in fitting):
+        if any(_root(v) == _root(k) or v in on_root for v in fitting):
             out[k] = (fitting[0] if len(fitting) == 1 else "", f[len(head) + 1:])
     return out
 
