@@ -139,9 +139,10 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 f"{len(candidates)} variable(s) of the object(s) it names ({examples}{more}), "
                 "so ema.apply() got more variables than those: if it got several objects' "
                 "variables one after another (ema.apply(g.trainable_variables + "
-                "d.trainable_variables)), name every object in that order: --apply-order "
-                "trainable:generator,discriminator (Python: apply_order='trainable:generator,"
-                "discriminator'), your statement, not a proof (review-15-attack-r31 F4)")
+                "d.trainable_variables)), name every object in the order apply() got them: "
+                "--apply-order trainable:PATH1,PATH2 (Python: apply_order='trainable:PATH1,"
+                "PATH2'; which order is yours to say: the file does not record it), your "
+                "statement, not a proof (review-15-attack-r31 F4, review-16-attack-r34 F5)")
     if len(kept_in) == 1 and len(unpaired) > len(candidates):
         # more averages in one attribute than variables they could average: no order of
         # apply() explains that

@@ -121,7 +121,8 @@ def scope_nodes(objects, apply_order) -> tuple[int, ...] | None:
                     f"--apply-order {said} (Python: apply_order='{said}'): {where} has no "
                     f"object named '{part}'; it holds: {', '.join(sorted(kids)) or 'nothing'} "
                     "(give the path of the object whose trainable variables ema.apply() got, "
-                    "as 'ckpt list' names it: trainable:model/generator)")
+                    "as 'ckpt list' names it, e.g. trainable:<attribute>/<attribute>: "
+                    "which object is yours to say, the file does not record it)")
             node = kids[part]
             walked.append(part)
         nodes.append(node)

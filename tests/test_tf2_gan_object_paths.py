@@ -103,7 +103,7 @@ def test_both_nets_averaged_stated_as_a_list_of_paths(tf, tmp_path):
     assert code == 0, err
     _exact(arrays, truth)
     code, err, _ = _export(prefix, tmp_path, "--apply-order", "trainable:model/generator")
-    assert code == 6 and "name every object in that order" in err, err
+    assert code == 6 and "name every object in the order apply() got them" in err, err
 
 
 def test_numbered_lists_with_an_object_path(tf, tmp_path):
@@ -162,3 +162,17 @@ def test_average_checkpoints_takes_the_statement(tf, tmp_path):
         with pytest.raises(ValueError, match="apply_order"):
             ckpt_tools.average_checkpoints(prefixes, str(tmp_path / "bad"), ema=True,
                                            bake=True, apply_order=bad)
+
+
+def test_refusals_offer_no_object_or_order_as_the_answer(tf, tmp_path):
+    """review-16-attack-r34 F5: the exit-2 message for a path the checkpoint lacks ended with
+    'trainable:model/generator', and the refusal after one object of a GAN whose EMA got both
+    offered 'trainable:generator,discriminator': fixed examples read as the answer (one of
+    them the wrong object, the other the wrong order)."""
+    (prefix,), _ = _save(tf, tmp_path / "n", "nested")
+    code, err, _ = _export(prefix, tmp_path, "--apply-order", "trainable:PATH")
+    assert code == 2 and "trainable:model/generator" not in err, err
+    (prefix,), _ = _save(tf, tmp_path / "t", "top", both=True)
+    code, err, _ = _export(prefix, tmp_path, "--apply-order", "trainable:generator")
+    assert code == 6 and "trainable:PATH1,PATH2" in err, err
+    assert "trainable:generator,discriminator" not in err, err
