@@ -276,7 +276,7 @@ def _assumed(ckpt: Checkpoint) -> list:
 
 def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None = None,
                    ema: bool | None = None, include: list[str] | None = None,
-                   exclude: list[str] | None = None, rename: list[str] | None = None,
+                   exclude: list[str] | None = None, rename: list[str] | str | None = None,
                    tensor_averages: bool = False, overwrite: bool = False,
                    progress: Callable[[int], None] | None = None,
                    member_hint: str | None = None, **map_options) -> ExportResult:
@@ -315,6 +315,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     Example:
         >>> export_weights("train/", "model_ema.safetensors")  # doctest: +SKIP
     """
+    # one glob given as a string is one glob, never its characters ('*' would match all)
+    include = [include] if isinstance(include, str) else include
+    exclude = [exclude] if isinstance(exclude, str) else exclude
     out_path = canonical_location(out_path)  # checked and written in one spelling
     fmt = output_format(out_path, fmt)
     if is_url(out_path):

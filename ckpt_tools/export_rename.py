@@ -9,8 +9,8 @@ from __future__ import annotations
 from .errors import OutputError, VariableNotFoundError
 
 
-def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:
-    """Parses ``--rename 'old/=new/'`` prefix rules.
+def parse_rename(rules: list[str] | str | None) -> list[tuple[str, str]]:
+    """Parses ``--rename 'old/=new/'`` prefix rules (one rule may be given as a string).
 
     Returns:
         `list[tuple[str, str]]`: ``(old_prefix, new_prefix)`` in the order given.
@@ -22,6 +22,8 @@ def parse_rename(rules: list[str] | None) -> list[tuple[str, str]]:
         >>> parse_rename(["model/=net/"])
         [('model/', 'net/')]
     """
+    if isinstance(rules, str):  # rename="a/=b/": one rule, never its characters (r34 F11)
+        rules = [rules]
     out = []
     for rule in rules or ():
         if "=" not in rule:
@@ -41,7 +43,7 @@ class Renamer:
         >>> r.check("ckpt")
     """
 
-    def __init__(self, rules: list[str] | None):
+    def __init__(self, rules: list[str] | str | None):
         self.rules = parse_rename(rules)
         self.used: set[int] = set()
 

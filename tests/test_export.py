@@ -148,3 +148,23 @@ def test_a_rename_rule_that_renames_nothing_is_refused(tmp_path):
     assert code == 0, err
     with np.load(out) as z:
         assert "V" in z.files and "W" not in z.files, z.files
+
+
+def test_python_rename_takes_one_rule_as_a_string(tmp_path):
+    """review-16-attack-r34 F11: ``export_weights(rename="W=V")`` read the string as a list of
+    one-character rules."""
+    out = tmp_path / "w.npz"
+    export_weights(FIXTURES / "linear_v2", out, rename="W=V")
+    with np.load(out) as z:
+        assert "V" in z.files and "W" not in z.files, z.files
+        truth = expected_values("linear_v2")["W/ExponentialMovingAverage"]
+        assert z["V"].tobytes() == truth.tobytes()
+
+
+def test_python_globs_given_as_strings_are_one_glob(tmp_path):
+    """``export_weights(exclude="b*")`` read the string as the globs 'b' and '*', and '*'
+    left out every weight."""
+    out = tmp_path / "w.npz"
+    export_weights(FIXTURES / "linear_v2", out, exclude="b*")
+    with np.load(out) as z:
+        assert z.files == ["W"], z.files
