@@ -468,3 +468,18 @@ def test_a_directory_of_keras_files_opens_its_newest_keras_archive(tmp_path):
     shutil.copy(EMA_DIR / "model.weights.h5", empty / "a.weights.h5")
     with open_checkpoint(empty) as ckpt:
         assert ckpt.path.endswith("a.weights.h5")
+
+
+def test_optimizer_stated_in_keras_keyword_form(tmp_path):
+    """review-16-attack-r34 F9: ``--optimizer SGD:momentum=0.9`` (Keras' own spelling) was
+    refused ("momentum=0.9 is not an option"); it states what ``sgd:momentum`` states, and
+    ``momentum=0`` states no momentum (then the file's count does not fit: refused)."""
+    path = EMA_DIR / "model.weights.h5"
+    said = _list_json(path, "--use-ema", "--optimizer", "sgd:momentum")
+    keyword = _list_json(path, "--use-ema", "--optimizer", "SGD:momentum=0.9")
+    pairs = {v["name"]: v["ema_of"] for v in said["variables"] if v["role"] == "ema"}
+    assert pairs and pairs == {v["name"]: v["ema_of"] for v in keyword["variables"]
+                               if v["role"] == "ema"}
+    result = runner.invoke(app, ["export", str(path), "--use-ema", "--optimizer",
+                                 "sgd:momentum=0", "--out", str(tmp_path / "x.npz")])
+    assert result.exit_code == 6, result.output

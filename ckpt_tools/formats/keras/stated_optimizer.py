@@ -37,6 +37,22 @@ _ALIASES = {"adamw": "adam_w", "rmsprop": "rm_sprop", "schedulefreeadamw": "sche
 GA = "gradient_accumulation"
 
 
+def _option(text: str) -> str | None:
+    """One option as stated, in ckpt's spelling or Keras' own keyword form:
+    ``amsgrad``, ``amsgrad=True`` -> ``"amsgrad"``; ``amsgrad=False``, ``momentum=0`` -> None
+    (the option is off: it adds no variables); ``gradient_accumulation_steps=4`` ->
+    ``"gradient_accumulation"`` (review-16-attack-r34 F9)."""
+    name, eq, value = text.strip().lower().partition("=")
+    name = name.strip()
+    if name == "gradient_accumulation_steps":
+        name = GA
+        if eq and value.strip() in ("none", "0", "1", ""):
+            return None
+    elif eq and value.strip() in ("false", "0", "0.0", "none", ""):
+        return None
+    return name or None
+
+
 def parse(text: str | None) -> tuple[str, frozenset[str]] | None:
     """``"adam:amsgrad"`` -> ``("adam", {"amsgrad"})``; ``None`` -> ``None``.
 
@@ -58,7 +74,7 @@ def parse(text: str | None) -> tuple[str, frozenset[str]] | None:
             f"--optimizer {text!r} (Python: optimizer=): {cls!r} is not a Keras built-in "
             "whose slots ckpt knows; valid classes: "
             + ", ".join(shown_name(k).lower() for k in OPTIONS))
-    options = frozenset(o.strip().lower() for o in opts.split(",") if o.strip())
+    options = frozenset(filter(None, (_option(o) for o in opts.split(","))))
     valid = (*OPTIONS[key], GA)
     bad = sorted(options - set(valid))
     if bad:
