@@ -174,6 +174,17 @@ def keras_trainable_text(holders: list[str], stated: bool = True,
             "give the layers unique names when training")
 
 
+def is_list(children: list[tuple[str, int]]) -> bool:
+    """Children named ``0``…``n-1``: a list (by index, also for Keras) or a dict.
+
+    Example:
+        >>> is_list([("1", 5), ("0", 4)]), is_list([("a", 4)])
+        (True, False)
+    """
+    return bool(children) and sorted(n for n, _ in children) == sorted(
+        str(i) for i in range(len(children)))
+
+
 def attribute_names(children: list[tuple[str, int]]) -> bool:
     """Whether every child name could be an object's attribute (a Python identifier): a node
     with a child named ``10`` or ``a-b`` is a dict (``{"10": v, "9": v}``), never a

@@ -19,17 +19,12 @@ from __future__ import annotations
 from .formats.objgraph import ObjectGraph
 from .keras_graph import (
     attribute_names,
+    is_list,
     keras_nodes,
     parting_chains,
     shortest_tree,
     tf_keras_models,
 )
-
-
-def _is_list(children: list[tuple[str, int]]) -> bool:
-    """Children named ``0``…``n-1``: a list (by index, also for Keras) or a dict."""
-    return bool(children) and sorted(n for n, _ in children) == sorted(
-        str(i) for i in range(len(children)))
 
 
 def _partings(objects: ObjectGraph, variables, alike):
@@ -67,7 +62,7 @@ def tracked_in_layers(objects: ObjectGraph, variables, alike) -> list[str]:
     found = []
     for x, y, chain, _nx, _ny in _partings(objects, variables, alike):
         lca = chain[-1]
-        if (lca in models or _is_list(kids.get(lca, []))
+        if (lca in models or is_list(kids.get(lca, []))
                 or not (any(n in models for n in chain[:-1]) or _keras_named(objects, x, y))):
             continue
         found.append(_path(chain, objects))
@@ -87,7 +82,7 @@ def trainable_through_layers(objects: ObjectGraph, variables, alike) -> list[str
     found = []
     for x, y, chain, _nx, _ny in _partings(objects, variables, alike):
         lca = chain[-1]
-        if (any(n in keras for n in chain) or _is_list(kids.get(lca, []))
+        if (any(n in keras for n in chain) or is_list(kids.get(lca, []))
                 or not _keras_named(objects, x, y)):
             continue
         found.append(_path(chain, objects))
@@ -166,7 +161,7 @@ def reassignable(objects: ObjectGraph, variables, alike) -> list[str]:
     found = []
     for _x, _y, chain, _nx, _ny in _partings(objects, variables, alike):
         lca = chain[-1]
-        if (lca in models or _is_list(kids.get(lca, []))
+        if (lca in models or is_list(kids.get(lca, []))
                 or not attribute_names(kids.get(lca, []))):  # a dict {"10": v}: no attributes
             continue
         found.append(_path(chain, objects))

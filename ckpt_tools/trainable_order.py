@@ -11,16 +11,11 @@ from .formats.objgraph import ObjectGraph
 from .keras_graph import (
     attribute_names,
     child_position,
+    is_list,
     parting_chains,
     shortest_tree,
     tf_keras_models,
 )
-
-
-def _is_list(children: list[tuple[str, int]]) -> bool:
-    return bool(children) and sorted(n for n, _ in children) == sorted(
-        str(i) for i in range(len(children)))
-
 
 _MAX_LIST_OR_DICT = 6  # nodes read both ways; beyond that the trainable order is unknown
 
@@ -29,7 +24,7 @@ def _list_or_dict(children: list[tuple[str, int]]) -> bool:
     """Children named ``0``…``n-1`` with ``n > 10``: a tracked list (``tf.Module`` visits it by
     index) or a dict with those keys (visited sorted as strings: ``0, 1, 10, 11, 2``…). Both
     write the same object graph, and the two orders differ only from eleven entries on."""
-    return len(children) > 10 and _is_list(children)
+    return len(children) > 10 and is_list(children)
 
 
 def list_or_dict_paths(objects: ObjectGraph) -> dict[str, int]:
@@ -108,13 +103,13 @@ def variable_orders(objects: ObjectGraph, lists: bool = False,
 
         def leafy(node: int) -> bool:  # holds only variables (maybe through lists)
             ch = kids.get(node, [])
-            return bool(ch) and all(c in keys or (_is_list(kids.get(c, [])) and leafy(c))
+            return bool(ch) and all(c in keys or (is_list(kids.get(c, [])) and leafy(c))
                                     for _, c in ch)
 
         def inline(node: int, subs: list[int], depth: int = 0) -> None:
             if node in keys:
                 order.setdefault(keys[node], len(order))
-            elif depth < 64 and _is_list(kids.get(node, [])):
+            elif depth < 64 and is_list(kids.get(node, [])):
                 # A list by index; read as a dict with digit keys, sorted as strings.
                 by = (lambda nc: nc[0]) if node in as_dict else (lambda nc: int(nc[0]))
                 for _, c in sorted(kids[node], key=by):
@@ -181,7 +176,7 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
         return tuple(sorted((n, c in objects.node_keys) for n, c in kids.get(node, [])))
 
     def modular(node: int) -> bool:
-        return (node not in objects.node_keys and not _is_list(kids.get(node, []))
+        return (node not in objects.node_keys and not is_list(kids.get(node, []))
                 and attribute_names(kids.get(node, [])))
 
     found: list[str] = []
@@ -255,7 +250,7 @@ def _diverging_pairs(objects: ObjectGraph, parent: dict[int, int], local: dict[i
         lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
         if lca in models:  # a tf_keras model's layers: model.layers order, recorded
             readings = {child_position(objects, lca, nx) < child_position(objects, lca, ny)}
-        elif _is_list(kids.get(lca, [])):
+        elif is_list(kids.get(lca, [])):
             readings = {int(nx) < int(ny)} | (
                 {nx < ny} if _list_or_dict(kids[lca]) and not lists else set())
         else:

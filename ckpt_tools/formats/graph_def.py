@@ -54,12 +54,7 @@ def _node(raw) -> tuple[str, GraphNode]:
         elif number == 3 and not bytes(value[:1]) == b"^":
             inputs.append(op_name(_text(value)))
         elif number == 5 and op == "Const":  # attr entry; op (field 2) is written before it
-            key, attr = "", None
-            for n, w, v in proto_fields(value):
-                if w == 2 and n == 1:
-                    key = _text(v)
-                elif w == 2 and n == 2:
-                    attr = v
+            key, attr = _attr_entry(value)
             if key == "value" and attr is not None:
                 for n, w, v in proto_fields(attr):
                     if w == 2 and n == 8:  # AttrValue.tensor: TensorProto
@@ -311,18 +306,25 @@ def _function(raw) -> tuple[str, list[str], dict[str, GraphNode]]:
     return name, args, nodes
 
 
+def _attr_entry(raw) -> tuple[str, object]:
+    """One entry of a NodeDef's ``attr`` map (field 5): its key (field 1) and its AttrValue
+    bytes (field 2, ``None`` where absent)."""
+    key, attr = "", None
+    for n, w, v in proto_fields(raw):
+        if w == 2 and n == 1:
+            key = _text(v)
+        elif w == 2 and n == 2:
+            attr = v
+    return key, attr
+
+
 def _branch_names(raw) -> list[str]:
     """The function names of an ``If`` node's ``then_branch`` and ``else_branch`` attrs."""
     names = []
     for number, wire, value in proto_fields(raw):
         if number != 5 or wire != 2:
             continue
-        key, attr = "", None
-        for n, w, v in proto_fields(value):
-            if w == 2 and n == 1:
-                key = _text(v)
-            elif w == 2 and n == 2:
-                attr = v
+        key, attr = _attr_entry(value)
         if key in ("then_branch", "else_branch") and attr is not None:
             for n, w, v in proto_fields(attr):
                 if n == 10 and w == 2:  # AttrValue.func: NameAttrList
