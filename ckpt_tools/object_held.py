@@ -32,6 +32,22 @@ def _root(key: str) -> str:
     return key.split("/", 1)[0]
 
 
+def averaged_variables(full: dict[str, str]) -> set[str]:
+    """Keys whose own average under TF's default name is stored (``<name>/
+    ExponentialMovingAverage``, ``_N`` aside): ``ema.apply()`` got them, so they are
+    variables, never another variable's average, whatever their name reads like (trainable
+    deltas ``k0/delta`` beside a frozen ``k0``: review-16-attack-r35 F0, F0b, F3).
+
+    Example:
+        >>> sorted(averaged_variables({"a": "k", "b": "k/delta",
+        ...                            "c": "k/delta/ExponentialMovingAverage"}))
+        ['b']
+    """
+    heads = {f.rpartition("/")[0] for f in full.values()
+             if "/" in f and R.UNIQUIFIED.sub("", f.rpartition("/")[2]) == R.DEFAULT_EMA_NAME}
+    return {k for k, f in full.items() if f in heads}
+
+
 def averages_kept(objects: ObjectGraph, full: dict[str, str],
                    entries: Mapping[str, TensorEntry]) -> set[str]:
     """Keys every parent of which is a list or dict (children numbered ``0..n-1`` or named as
@@ -43,9 +59,11 @@ def averages_kept(objects: ObjectGraph, full: dict[str, str],
     for k, f in full.items():
         by_name.setdefault(f, []).append(k)
 
+    averaged = averaged_variables(full)
+
     def twin(key: str | None) -> bool:
         f = full.get(key or "")
-        if f is None or entries[key].dtype_name not in R._FLOAT:
+        if f is None or key in averaged or entries[key].dtype_name not in R._FLOAT:
             return False
         head = f
         while "/" in head:
@@ -87,6 +105,7 @@ def model_held(entries: Mapping[str, TensorEntry],
     for k, f in full.items():
         by_name.setdefault(f, []).append(k)
     kept = averages_kept(objects, full, entries)
+    averaged = averaged_variables(full)
     on_root = {objects.node_keys.get(kid) for _local, kid in objects.children.get(0, ())}
     out: dict[str, tuple[str, str]] = {}
     for k, f in full.items():
@@ -107,7 +126,7 @@ def model_held(entries: Mapping[str, TensorEntry],
             continue
         fitting = [v for v in by_name[head] if v != k and entries[v].dtype == entry.dtype
                    and entries[v].shape == entry.shape]
-        if any(_root(v) == _root(k) or v in on_root for v in fitting):
+        if k in averaged or any(_root(v) == _root(k) or v in on_root for v in fitting):
             out[k] = (fitting[0] if len(fitting) == 1 else "", f[len(head) + 1:])
     return out
 
@@ -119,8 +138,12 @@ def stated_held_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
     for any EMA name a TF2 file does not record; unchanged otherwise."""
     if not ema_name or "," in ema_name or ckpt.objects is None:
         return variables
+    # never a variable whose own default-named average is stored: the file disproves it
+    averaged = averaged_variables({k: f for k, f in ckpt.objects.full_names.items()
+                                   if SLOT_MARK not in k})
     found = {k: v for k, (v, name) in model_held(ckpt.entries(), ckpt.objects).items()
-             if v and ema_name in (name, R.UNIQUIFIED.sub("", name)) and v in variables
+             if v and k not in averaged and ema_name in (name, R.UNIQUIFIED.sub("", name))
+             and v in variables
              and k in variables and variables[k].role == R.WEIGHT}
     out = dict(variables)
     for k, v in found.items():
