@@ -161,13 +161,14 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     weights = [k for k, v in variables.items() if (v.role in (R.WEIGHT, R.BN_STAT)
                and (k not in used or sources.get(k, k) != k))
                or (sources.get(k, k) != k and v.role != R.EMA)]
-    if not use_ema:  # as stored: never drop a variable only a name of the user's calls an
-        # average (it may be the model's own: review-16-attack-r33 F10, r34 F1, F2)
-        unproven = [k for k in unproven_averages(ckpt, variables) if k not in weights]
-        weights += unproven
-        if unproven:
-            warnings.append(unproven_warning(
-                [_clean_name(k, variables.get(k)) for k in unproven]))
+    # Never drop a variable only a name of the user's calls an average and no pairing uses
+    # (it may be the model's own: review-16-attack-r33 F10, r34 F1, F2; beside a default
+    # EMA's averages, pruning masks kept in a list on the model: r35 F1): written as stored.
+    unproven = [k for k in unproven_averages(ckpt, variables)
+                if k not in weights and k not in used]
+    weights += unproven
+    if unproven:
+        warnings.append(unproven_warning([_clean_name(k, variables.get(k)) for k in unproven]))
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)
     weights += [t for t, s in sources.items() if s != t and t not in variables
                 and s in variables]

@@ -93,3 +93,32 @@ def test_raw_keeps_per_weight_tensors_kept_in_a_list_on_the_model(tmp_path):
         assert sorted(z.files) == sorted(truth), z.files
         for k, v in truth.items():
             assert z[k].tobytes() == v.tobytes(), k
+
+
+def test_export_keeps_masks_beside_a_default_ema(tmp_path):
+    """review-16-attack-r35 F1: the same masks beside a real default EMA: the refusal's
+    ``--ema-name ema`` wrote the averages and dropped the masks, exit 0, no word."""
+    tf = pytest.importorskip("tensorflow")
+    m = tf.Module()
+    m.w0 = tf.Variable(tf.random.stateless_normal([3, 3], [1, 2]), name="w0")
+    m.w1 = tf.Variable(tf.random.stateless_normal([3], [3, 4]), name="w1")
+    m.masks = [tf.Variable(tf.cast(tf.abs(v) > 0.5, tf.float32), name=v.name[:-2] + "/mask")
+               for v in (m.w0, m.w1)]
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    for _ in range(3):
+        for v in (m.w0, m.w1):
+            v.assign_add(tf.ones_like(v))
+        ema.apply([m.w0, m.w1])
+    tf.train.Checkpoint(model=m, ema=[ema.average(v) for v in (m.w0, m.w1)]).write(
+        str(tmp_path / "ckpt"))
+    truth = {"model/w0": ema.average(m.w0).numpy(), "model/w1": ema.average(m.w1).numpy(),
+             "model/masks/0": m.masks[0].numpy(), "model/masks/1": m.masks[1].numpy()}
+    out = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "ckpt"), "--strict", "--ema-name", "ema",
+                            "--out", str(out)])
+    assert code == 0, err
+    assert "may be model weights or averages" in " ".join(err.split()), err
+    with np.load(out) as z:
+        assert sorted(z.files) == sorted(truth), z.files
+        for k, v in truth.items():
+            assert z[k].tobytes() == v.tobytes(), k
