@@ -11,6 +11,7 @@ around the ones that have them.
 
 from __future__ import annotations
 
+from .live_pairing import escape_local_name, object_keys, trackable_children
 from .pairing import LiveOrder
 
 _MAX_DEPTH = 32  # wrappers nest a few levels at most; never walk a cycle
@@ -123,11 +124,6 @@ def live_order(model_or_variables, pairs: list, stated: str = "trainable") -> st
     return LiveOrder(list(dict.fromkeys(order)), held=held, stated=stated)
 
 
-def _escape(name: str) -> str:
-    # TensorFlow's trackable.escape_local_name, as checkpoint keys spell a path's parts
-    return name.replace(".", "..").replace("/", ".S")
-
-
 def _node_paths(obj) -> dict[str, object]:
     """Escaped object path (as checkpoint keys spell it, "" for ``obj``) -> live object, for
     every object reachable from ``obj``; an object reached by two paths is found at both."""
@@ -136,12 +132,8 @@ def _node_paths(obj) -> dict[str, object]:
     queue = [(obj, "")]
     while queue:
         node, path = queue.pop(0)
-        try:
-            children = node._trackable_children("checkpoint")
-        except (AttributeError, TypeError):
-            children = {r.name: r.ref for r in getattr(node, "_checkpoint_dependencies", [])}
-        for name, child in children.items():
-            child_path = f"{path}/{_escape(name)}" if path else _escape(name)
+        for name, child in trackable_children(node).items():
+            child_path = f"{path}/{escape_local_name(name)}" if path else escape_local_name(name)
             out.setdefault(child_path, child)
             if id(child) not in seen and not _is_variable(child):
                 seen.add(id(child))
@@ -153,8 +145,6 @@ def _placed_at(obj, pairs: list) -> str | None:
     """Where ``obj`` sits in the checkpoint: "" where it is the root, ``model`` where it is
     the root's child of that name (``apply_ema(gan, ...)`` for ``Checkpoint(model=gan)``).
     None where its variables' keys do not all say one place."""
-    from .live_pairing import object_keys
-
     rel = {id(v): k for k, v in object_keys(obj).items()}
     places = set()
     for v, key in pairs:
@@ -200,7 +190,7 @@ def scoped_live_order(obj, pairs: list, apply_order) -> LiveOrder | None:
     order: list[str] = []
     held: list[str] = []
     for path in scoped.within:
-        spelled = "/".join(_escape(p) for p in path.split("/"))
+        spelled = "/".join(escape_local_name(p) for p in path.split("/"))
         if at and spelled != at and not spelled.startswith(at + "/"):
             return None
         node = nodes.get(spelled[len(at):].lstrip("/") if at else spelled)

@@ -15,9 +15,23 @@ from .checkpoint import Checkpoint
 from .errors import EmaError
 
 
-def _escape(name: str) -> str:
-    # TensorFlow's trackable.escape_local_name: "." -> "..", "/" -> ".S"
+def escape_local_name(name: str) -> str:
+    """TensorFlow's ``trackable.escape_local_name``: an attribute name as checkpoint keys spell
+    a path's part (``"."`` -> ``".."``, ``"/"`` -> ``".S"``).
+
+    Example:
+        >>> escape_local_name("a/b.c")
+        'a.Sb..c'
+    """
     return name.replace(".", "..").replace("/", ".S")
+
+
+def trackable_children(obj) -> dict[str, object]:
+    """The objects ``obj`` tracks for a checkpoint, by local name (empty for a leaf)."""
+    try:
+        return obj._trackable_children("checkpoint")
+    except (AttributeError, TypeError):
+        return {ref.name: ref.ref for ref in getattr(obj, "_checkpoint_dependencies", [])}
 
 
 def object_keys(root) -> dict[str, object]:
@@ -32,15 +46,11 @@ def object_keys(root) -> dict[str, object]:
     queue = [(root, "")]
     while queue:
         obj, path = queue.pop(0)
-        try:
-            children = obj._trackable_children("checkpoint")
-        except (AttributeError, TypeError):
-            children = {ref.name: ref.ref for ref in getattr(obj, "_checkpoint_dependencies", [])}
-        for name, child in children.items():
+        for name, child in trackable_children(obj).items():
             if id(child) in seen:
                 continue
             seen.add(id(child))
-            child_path = f"{path}/{_escape(name)}" if path else _escape(name)
+            child_path = f"{path}/{escape_local_name(name)}" if path else escape_local_name(name)
             # A Keras 3 variable is not a tf.Variable but saves as one (its value is).
             if isinstance(child, tf.Variable) or isinstance(getattr(child, "value", None),
                                                              tf.Variable):

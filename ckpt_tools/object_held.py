@@ -49,7 +49,8 @@ def averaged_variables(full: dict[str, str]) -> set[str]:
 
 
 def averages_kept(objects: ObjectGraph, full: dict[str, str],
-                   entries: Mapping[str, TensorEntry]) -> set[str]:
+                   entries: Mapping[str, TensorEntry],
+                   averaged: set[str] | None = None) -> set[str]:
     """Keys every parent of which is a list or dict (children numbered ``0..n-1`` or named as
     no Python attribute can be, ``w0:0``) ALL of whose elements are stored variables named
     ``<v>/<x>`` (``v`` stored alike): an averages container (``m.avg = [ema.average(v) ...]``,
@@ -59,7 +60,8 @@ def averages_kept(objects: ObjectGraph, full: dict[str, str],
     for k, f in full.items():
         by_name.setdefault(f, []).append(k)
 
-    averaged = averaged_variables(full)
+    if averaged is None:  # model_held passes the set it computed too
+        averaged = averaged_variables(full)
 
     def twin(key: str | None) -> bool:
         f = full.get(key or "")
@@ -104,8 +106,8 @@ def model_held(entries: Mapping[str, TensorEntry],
     by_name: dict[str, list[str]] = {}
     for k, f in full.items():
         by_name.setdefault(f, []).append(k)
-    kept = averages_kept(objects, full, entries)
     averaged = averaged_variables(full)
+    kept = averages_kept(objects, full, entries, averaged)
     on_root = {objects.node_keys.get(kid) for _local, kid in objects.children.get(0, ())}
     out: dict[str, tuple[str, str]] = {}
     for k, f in full.items():

@@ -12,6 +12,7 @@ from . import roles as R
 from .ema_refusals import suffix_base
 from .formats.objgraph import SLOT_MARK
 from .object_held import averages_kept
+from .pairing import root_child
 
 
 def unproven_averages(ckpt, variables) -> list[str]:
@@ -38,7 +39,7 @@ def unproven_averages(ckpt, variables) -> list[str]:
         if v.role != R.EMA or not name:
             continue
         candidates = [v.ema_of] if v.ema_of else list(v.ema_candidates)
-        if k in kept and all(_root(c) != _root(k) for c in candidates):
+        if k in kept and all(root_child(c) != root_child(k) for c in candidates):
             continue
         heads = [full.get(h) for h in candidates]
         if not heads or not all(h and name.startswith(h + "/") for h in heads):
@@ -48,10 +49,6 @@ def unproven_averages(ckpt, variables) -> list[str]:
                for h in heads):
             out.append(k)
     return out
-
-
-def _root(key: str) -> str:
-    return key.split("/", 1)[0]
 
 
 def unproven_warning(shown: list[str]) -> str:
