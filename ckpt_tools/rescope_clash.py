@@ -3,13 +3,18 @@
 ``--strip-scope s/`` on a checkpoint holding both ``W`` and ``s/W`` gives both the name ``W``:
 whichever a consumer takes last wins, so the map, a baked checkpoint and the Python API refuse
 instead (review-12-attack-r19 F4), naming the file, the two keys and the option.
+
+A ``--strip-scope`` that begins no name strips nothing: the output names are the input's, the
+``.meta`` is dropped as if keys had been re-scoped, and the user who typed ``nett/`` for
+``net/`` learns it only when a Saver of the stripped names fails. It is refused (exit 3), as
+an ``--exclude`` or ``--rename`` that matches nothing is (review-16-user-u18 F5).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import EmaError
+from .errors import EmaError, VariableNotFoundError
 
 _REMEDY = ("leave one out with --exclude (exclude=) or strip a scope that only one of them "
            "has")
@@ -29,17 +34,25 @@ def refuse_rescope_clash(path: str, pairs: Iterable[tuple[str, str, str]],
 
     Raises:
         EmaError: naming the two inputs, the output name and ``--strip-scope`` (exit 6).
+        VariableNotFoundError: no target begins with ``strip_scope`` (exit 3).
     """
     if not strip_scope:
         return
     seen: dict[str, tuple[str, str]] = {}
+    stripped = False
     for src, tgt, out in pairs:
+        stripped = stripped or tgt.startswith(strip_scope)
         first = seen.setdefault(out, (src, tgt))
         if first[1] != tgt:
             a, b = (_shown(*first), _shown(src, tgt))
             raise EmaError(
                 f"{path}: --strip-scope {strip_scope} (Python: strip_scope=) makes {a} and "
                 f"{b} restore into one variable, {out}: {remedy}")
+    if seen and not stripped:
+        raise VariableNotFoundError(
+            f"{path}: --strip-scope {strip_scope!r} (Python: strip_scope=) matched nothing: no "
+            "name begins with it, so nothing would be re-scoped; 'ckpt map' shows the names "
+            "(right of each line) a prefix is stripped from")
 
 
 def _shown(src: str, tgt: str) -> str:
