@@ -25,7 +25,7 @@ from .live_pairing import key_variables
 from .locate import locate
 from .rescope_clash import checkpoint_key
 from .restore_plan import flatten_variables, graph_key, plan_sources
-from .restore_problems import entry_mismatch, restore_advice
+from .restore_problems import NO_VARIABLES, entry_mismatch, keras_pointer, restore_advice
 from .tfk_order import has_open_averages
 
 
@@ -124,6 +124,8 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         if var_list is None:
             var_list = graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
         variables = flatten_variables(var_list)
+        if not variables:
+            raise EmaError(f"{ckpt.path}: {NO_VARIABLES}")
         keyed = [(v, *graph_key(v)) for v in variables]
         averaged, raw, problems = plan_sources(ckpt, [k for _, k, _ in keyed],
                                         {**map_options, "allow_missing": allow_missing})
@@ -154,7 +156,7 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         if problems:
             raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
-                           + restore_advice(problems))
+                           + restore_advice(problems, ckpt) + keras_pointer(ckpt))
         if ops:
             sess.run(ops, feed_dict=feed)
         return result
@@ -203,6 +205,8 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     if var_list is None:
         var_list = tf.compat.v1.global_variables()
     variables = flatten_variables(var_list)
+    if not variables:
+        raise EmaError(NO_VARIABLES)
     groups: dict[str, list] = {}
     for v in variables:
         groups.setdefault(graph_key(v)[0], []).append(v)
@@ -219,13 +223,14 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
                 if entry.extra and entry.extra.get("fragments"):
                     parts[key] = {tuple(s for s, _ in t.resolve(entry.shape)): m for t, m in zip(
                         entry.slices, entry.extra["fragments"], strict=True)}
+            if problems:
+                raise EmaError(f"{len(problems)} variable(s) cannot be restored: "
+                               + "; ".join(problems[:8])
+                               + (" ..." if len(problems) > 8 else "")
+                               + restore_advice(problems, ckpt))
         finally:
             if owned:
                 ckpt.close()
-        if problems:
-            raise EmaError(f"{len(problems)} variable(s) cannot be restored: "
-                           + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
-                           + restore_advice(problems))
         sources = {**raw, **averaged}
     else:
         averaged_keys = {graph_key(v)[0] for v in flatten_variables(

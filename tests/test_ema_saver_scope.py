@@ -9,6 +9,7 @@ recorded by TensorFlow at save time, bit for bit."""
 from __future__ import annotations
 
 import pytest
+from helpers import FIXTURES
 from helpers_tf1 import run_tf1_script
 
 import ckpt_tools
@@ -79,3 +80,54 @@ def test_without_the_scope_it_is_refused(made, tf):
         tf.compat.v1.train.import_meta_graph(prefix + ".meta", import_scope="eval")
         with pytest.raises(EmaError, match="not in the checkpoint"):
             ckpt_tools.ema_saver(checkpoint=prefix)
+
+
+def test_refusal_names_the_scope_of_an_imported_graph(made, tf):
+    """Imported under ``import_scope="m"`` without ``add_scope``: every variable is ``m/`` + a
+    stored key, so the refusal names ``add_scope="m/"`` (review-16-attack-r32 F5), and the
+    option it names restores the averages."""
+    prefix, truth = made
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.train.import_meta_graph(prefix + ".meta", import_scope="m")
+        with pytest.raises(EmaError, match='pass add_scope="m/"'):
+            ckpt_tools.ema_saver(checkpoint=prefix)
+        with v1.Session() as sess, pytest.raises(EmaError, match='pass add_scope="m/"'):
+            ckpt_tools.restore_ema(sess, prefix)
+
+
+def test_refusal_names_the_scope_a_rebuilt_graph_lacks(made, tf):
+    """A graph rebuilt without the training scope ``tower_0``: ``strip_scope="tower_0/"``."""
+    prefix, truth = made
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        w = v1.get_variable("w", [3])
+        v1.get_variable("b", [2])
+        with pytest.raises(EmaError, match='pass strip_scope="tower_0/"'):
+            ckpt_tools.ema_saver(checkpoint=prefix)
+        saver = ckpt_tools.ema_saver(checkpoint=prefix, strip_scope="tower_0/")
+        with v1.Session() as sess:
+            saver.restore(sess, prefix)
+            assert sess.run(w).tobytes() == truth["tower_0/w"].tobytes()
+
+
+def test_a_graph_without_variables_is_refused(made, tf):
+    """Before the model is built nothing can be restored: say so, never return an empty
+    result as if the averages were in (review-16-attack-r32 F6)."""
+    prefix, _ = made
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        with v1.Session() as sess, pytest.raises(EmaError, match="no variables to restore"):
+            ckpt_tools.restore_ema(sess, prefix)
+        with pytest.raises(EmaError, match="no variables to restore"):
+            ckpt_tools.ema_saver(checkpoint=prefix)
+
+
+def test_a_keras_file_in_a_graph_points_at_apply_ema(tf):
+    """A Keras weights file restored into a TF1 graph: the refusal says where it goes."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.get_variable("hid/kernel", [4, 5])
+        with v1.Session() as sess, pytest.raises(EmaError, match=r"apply_ema\(model, path\)"):
+            ckpt_tools.restore_ema(sess, str(FIXTURES / "keras_ema" / "model.keras"),
+                                   not_swapped=True)
