@@ -46,6 +46,11 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
     taken: list[str] = []
     for op in averaged_ops:
         target = ckey.get(op, op)
+        if target in owner and target not in chosen and target not in graph_weights:
+            # itself the chosen average of another variable: another EMA object averaged it
+            # (fast.apply([ema.average(w)]) puts w/ema in moving_average_variables), which
+            # does not make it a variable wanting an average under this name (r33 F13)
+            continue
         source = chosen.get(target, f"{target}/{name}")
         if owner.get(source, target) != target:
             # <target>/<name> is another variable's average: ema.apply([W]) inside

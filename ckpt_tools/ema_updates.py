@@ -77,6 +77,10 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
         proven = ops is not None and ops.averages.get(source, ("",))[0] == target
         slot = ops.slots.get(source) if ops is not None else None
         other = ops.averages.get(source, ("",))[0] if ops is not None else ""
+        if other and other != target and chosen.get(other) == source:
+            # the average taken for the variable the graph averages into it (an EMA named
+            # ema/fast writes W/ema/fast beside W/ema): no tensor of W/ema's (r34 F8)
+            continue
         if other and other != target:
             # an AssignMovingAvg op averages another variable into it: a momentum slot kept
             # in EMA form from the gradient accumulator W/accum (review-14-attack-r28 F3)

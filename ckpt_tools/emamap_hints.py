@@ -22,7 +22,7 @@ from .ema_updates import slot_named_hint
 from .formats.objgraph import SLOT_MARK
 from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
-from .slashed_stated import slashed_hint
+from .slashed_stated import slashed_hint, stacked_hint
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
@@ -54,7 +54,8 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     hints = missing_hints(variables, name, detected, missing, unsaved,
                           {k: partial[k] for t in missing if (k := f"{t}/{name}") in partial},
                           meta_read=source == "meta")
-    slashed = slashed_hint(ckpt, variables, missing)
+    slashed = slashed_hint(ckpt, variables, missing) or stacked_hint(
+        ckpt, variables, missing, ema_name)
     if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
         hints.insert(0, slashed)
     held = held_hint(ckpt, variables, missing)

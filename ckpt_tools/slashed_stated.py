@@ -96,3 +96,32 @@ def slashed_hint(ckpt, variables: dict, missing) -> str | None:
             f"{n[0]} (ema_name={n[0]!r} in Python)"
             + (f" or --ema-name {n[1]}" if len(n) > 1 else "")
             + " if that is the name you gave it")
+
+
+def stacked_hint(ckpt, variables: dict, missing, ema_name: str | None) -> str | None:
+    """Where weights lack an average under a stated one-part ``ema_name`` (``fast``) and keys
+    ``<w>/<a>/<ema_name>`` of their dtype and shape sit under a stored ``<w>/<a>`` (no
+    ``.meta`` read): TF1 names both an EMA named ``<a>/<ema_name>``'s average of ``w`` and an
+    EMA named ``ema_name``'s average of ``<w>/<a>`` (an EMA of another EMA's averages) so, and
+    the keys do not tell which (review-16-attack-r34 F8). The hint (beginning as
+    :func:`slashed_hint`'s) naming ``--ema-name <a>/<ema_name>``, or ``None``."""
+    if (not ema_name or "/" in ema_name or "," in ema_name or ckpt.objects is not None
+            or ckpt.meta is not None):
+        return None
+    for t in missing:
+        w = variables.get(t)
+        for k, v in variables.items():
+            under = k[: -len(ema_name) - 1]
+            if (w is None or not k.startswith(t + "/") or not k.endswith("/" + ema_name)
+                    or under.count("/") != t.count("/") + 1 or under not in variables
+                    or v.dtype != w.dtype or tuple(v.shape) != tuple(w.shape)):
+                continue
+            a = under.rpartition("/")[2]
+            return (f"{SLASHED}{k} are stored, which an ExponentialMovingAverage named "
+                    f"{ema_name!r} writes as its average of {under} (an EMA of another EMA's "
+                    f"averages: it averaged no weight) and one named '{a}/{ema_name}' as its "
+                    f"average of {t}: the keys alone do not tell which; keep the training .meta "
+                    f"beside the checkpoint (its update ops do), or pass --ema-name "
+                    f"{a}/{ema_name} (ema_name='{a}/{ema_name}' in Python) if that is the name "
+                    "you gave it")
+    return None
