@@ -97,6 +97,7 @@ class EmaMap(Frozen):
         the file explains why it has none (:meth:`unaveraged_note`).
 
         Example:
+            >>> from ckpt_tools import ema_map
             >>> ema_map("fixtures/linear_v1").unaveraged_warning() is None
             True
         """

@@ -174,7 +174,7 @@ def ema_map(
         ``missing``; call :meth:`EmaMap.require_complete` to turn them into an :class:`EmaError`.
 
     Example:
-        >>> m = ema_map("fixtures/linear_v2")  # doctest: +SKIP
+        >>> m = ema_map("fixtures/linear_v2")
         >>> m.mapping
         {'W/ExponentialMovingAverage': 'W', 'b/ExponentialMovingAverage': 'b'}
     """

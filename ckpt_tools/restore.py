@@ -199,7 +199,7 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
 
     Example:
         >>> saver = ckpt_tools.ema_saver(checkpoint="train/")  # doctest: +SKIP
-        >>> saver.restore(sess, tf.train.latest_checkpoint("train/"))
+        >>> saver.restore(sess, tf.train.latest_checkpoint("train/"))  # doctest: +SKIP
     """
     tf = _tf()
     if var_list is None:

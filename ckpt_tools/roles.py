@@ -383,7 +383,8 @@ def classify_keras(entries: Mapping[str, TensorEntry], layout) -> dict[str, Role
     the remaining optimizer variables ``optimizer_slot``.
 
     Example:
-        >>> ckpt = open_checkpoint("fixtures/keras_ema/model.keras")  # doctest: +SKIP
+        >>> from ckpt_tools import open_checkpoint
+        >>> ckpt = open_checkpoint("fixtures/keras_ema/model.keras")
         >>> classify_keras(ckpt.entries(), ckpt.reader.keras)["optimizer/vars/2"].ema_of
         'layers/dense/vars/0'
     """

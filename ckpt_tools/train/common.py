@@ -173,7 +173,7 @@ def first_line(exc: BaseException) -> str:
 
 
 def cause_line(exc: BaseException) -> str:
-    """The cause of a TensorFlow error on one line: what follows ``Original error:`` in a
+    r"""The cause of a TensorFlow error on one line: what follows ``Original error:`` in a
     failed ``Saver.restore`` (``Key conv1/w not found in checkpoint``), else the first line;
     graph-node annotations (``[[{{node save/RestoreV2}}]]``) are left out.
 

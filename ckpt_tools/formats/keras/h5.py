@@ -88,7 +88,7 @@ class H5Reader:
         UnsupportedFormatError: if it holds no Keras weights (or keeps them in ``.npz``).
 
     Example:
-        >>> r = H5Reader("fixtures/keras_ema/model.weights.h5")  # doctest: +SKIP
+        >>> r = H5Reader("fixtures/keras_ema/model.weights.h5")
         >>> r.read("layers/dense/vars/0").shape
         (4, 8)
     """
