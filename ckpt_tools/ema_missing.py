@@ -160,6 +160,10 @@ def unsaved_inner_optimizers(objects) -> bool:
 #: a TF2 one: review-14-attack-r25 F4a).
 SERVING_EXPORT = "a SavedModel with no average stored"
 
+#: With :data:`SERVING_EXPORT`: the SavedModel is a Keras 3 ``model.export()`` archive, whose
+#: weights after ``fit()`` with ``use_ema=True`` are the averages (review-16-attack-r32 F11).
+KERAS_EXPORT = "a Keras model.export() archive"
+
 
 def missing_message(m: EmaMap) -> str:
     if m.hints and m.hints[0].startswith("no averages kept as"):
@@ -227,6 +231,10 @@ def missing_message(m: EmaMap) -> str:
                  "assigns the averages to the model's variables first (v.assign(ema.average(v)) "
                  "for each, or a tf.train.Checkpoint restore of the averages), so these weights "
                  "may already be the averages; the file cannot show which")
+        if KERAS_EXPORT in m.hints:  # Keras' fit() ends by copying the averages in
+            cause += ("; this is a Keras model.export() archive: exported after fit() with an "
+                      "optimizer of use_ema=True, its weights are the averages, since fit() "
+                      "copies them into the weights when it ends")
     elif none and m.file_style == "tf2":
         cause = ("a tf.train.Checkpoint saves only what it is given, "
                  "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "
@@ -265,7 +273,8 @@ def missing_message(m: EmaMap) -> str:
                  ".meta shows which), created after ema.apply() or left out of its var_list; "
                  "pass --allow-missing (allow_missing=True) to restore their raw values")
     said = [h for h in m.hints  # said in cause
-            if h not in (LEGACY_SLOTS, SERVING_EXPORT, LISTED_TRAINABLE, UNSAVED_INNER)]
+            if h not in (LEGACY_SLOTS, SERVING_EXPORT, KERAS_EXPORT, LISTED_TRAINABLE,
+                         UNSAVED_INNER)]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:
         hint += ("; if it was exported that way, its weights are the averages as they are "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_missing import (
+    KERAS_EXPORT,
     LEGACY_SLOTS,
     NO_OPTIMIZER,
     NONE_TO_ALLOW,
@@ -22,6 +23,7 @@ from .ema_updates import slot_named_hint
 from .formats.objgraph import SLOT_MARK
 from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
+from .saved_aliases import export_archive
 from .slashed_stated import slashed_hint, stacked_hint
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -82,6 +84,8 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
             and not any(v.role == R.EMA for v in variables.values()):
         # maybe the averages already (inception_saved_model.py; TF2: review-14-attack-r25 F4a)
         hints.append(SERVING_EXPORT)
+        if export_archive(ckpt.objects):
+            hints.append(KERAS_EXPORT)
     lacking = set(missing)
     filed = {s: t for s, t in pairs if s != t}  # the save op may file t's under another name
     elsewhere = {v.ema_of: k for k, v in variables.items()

@@ -17,14 +17,21 @@ from __future__ import annotations
 _LISTS = ("variables", "trainable_variables", "non_trainable_variables")
 
 
+def export_archive(objects) -> bool:
+    """Whether a SavedModel's object graph is a Keras 3 ``model.export()`` archive (its root
+    tracks ``_all_variables`` and ``variables``/``trainable_variables``...)."""
+    if objects is None:
+        return False
+    root = dict(objects.children.get(0, ()))
+    return "_all_variables" in root and any(name in root for name in _LISTS)
+
+
 def saved_aliases(objects, entries) -> dict[str, str]:
     """Returns ``{second key: the _all_variables key it repeats}`` for a Keras 3 export
     archive's checkpoint (``{}`` for any other)."""
-    if objects is None:
+    if not export_archive(objects):
         return {}
     root = dict(objects.children.get(0, ()))
-    if "_all_variables" not in root or not any(name in root for name in _LISTS):
-        return {}
     by_name: dict[str, list[str]] = {}
     for _, node in objects.children.get(root["_all_variables"], ()):
         key = objects.node_keys.get(node)

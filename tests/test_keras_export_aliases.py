@@ -24,11 +24,14 @@ def exported(keras, tmp_path_factory):
     model.fit(np.ones((8, 4)), np.ones((8, 2)), epochs=1, verbose=0)
     out = tmp_path_factory.mktemp("export") / "sm"
     model.export(str(out), verbose=False)
-    return out, {w.path: w.numpy() for w in model.weights}
+    averages = {v.path: a.numpy() for v, a in zip(
+        model.trainable_variables, model.optimizer._model_variables_moving_average,
+        strict=True)}
+    return out, {w.path: w.numpy() for w in model.weights}, averages
 
 
 def test_each_weight_is_listed_and_exported_once(exported, tmp_path):
-    out, truth = exported
+    out, truth, _ = exported
     code, stdout, err = run_cli(["list", str(out), "--role", "weight", "--json"])
     assert code == 0, err
     assert sorted(v["path"] for v in json.loads(stdout)["variables"]) == sorted(truth)
@@ -50,7 +53,7 @@ def test_each_weight_is_listed_and_exported_once(exported, tmp_path):
 
 
 def test_a_copy_whose_bytes_differ_stays_a_variable(exported):
-    out, _ = exported
+    out, _, _ = exported
     with open_checkpoint(out) as ckpt:
         entries = dict(ckpt.entries())
         aliases = saved_aliases(ckpt.objects, entries)
@@ -58,3 +61,19 @@ def test_a_copy_whose_bytes_differ_stays_a_variable(exported):
         key = next(iter(aliases))
         entries[key] = replace(entries[key], crc32c=entries[key].crc32c ^ 1)
         assert key not in saved_aliases(ckpt.objects, entries)
+
+
+def test_the_refusal_says_a_keras_export_after_fit_holds_the_averages(exported, tmp_path):
+    """fit() ends by copying the use_ema=True averages into the weights (Keras'
+    finalize_variable_values), so a model.export() after fit() holds them: the refusal says so
+    in Keras' terms, not only the TF2 serving-export guess (review-16-attack-r32 F11), and
+    --raw writes exactly the averages Keras kept."""
+    out, _, averages = exported
+    code, _, err = run_cli(["export", str(out), "--out", str(tmp_path / "x.npz")])
+    assert code == 6 and "Keras model.export() archive" in err and "fit()" in err, err
+    npz = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(out), "--raw", "--out", str(npz)])
+    assert code == 0, err
+    with np.load(npz) as z:
+        for name, value in averages.items():
+            assert z[name].tobytes() == value.tobytes(), name
