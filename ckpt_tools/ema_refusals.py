@@ -177,18 +177,12 @@ def several_message(ckpt, variables, suffix, holder, several,
         # to be an EMA's, and offer them only as the caller's statement.
         proven = sorted(n for n in options if suffix_base(n) not in unproven
                         and n not in unproven)
-        return (f"{ckpt.path}: {len(several)} variable(s) have more than one tensor stored "
-                f"as <weight>/<name>: {examples}{more}; "
-                + (f"{_proven_why(proven)}, while " if proven else "")
-                + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} "
-                "is an ExponentialMovingAverage's name: optimizers store their slots the same way "
-                "(AdamOptimizer(name='Opt') writes W/Opt and W/Opt_1, BERT's optimizer "
-                "W/adam_m and W/adam_v); "
-                + ("pass " + " or ".join(f"--ema-name {n}" for n in proven[:3])
-                   + " to use those averages, or " if proven else "pass ")
-                + " or ".join(f"--ema-name {n}" for n in unproven[:4])
-                + " only if that is the name you gave an ExponentialMovingAverage (Python: "
-                "ema_name=...)", "--ema-name", True)
+        return _unproven_names(
+            ckpt, several, examples, more, proven, unproven,
+            "optimizers store their slots the same way (AdamOptimizer(name='Opt') writes "
+            "W/Opt and W/Opt_1, BERT's optimizer W/adam_m and W/adam_v)",
+            proven, "those averages",
+            " or ".join(f"--ema-name {n}" for n in unproven[:4]) + " only if that is ")
     if options is holders and all(getattr(variables.get(c), "ema_style", None) == "keras"
                                   for c in cands):
         # Keras optimizers' use_ema copies (two training phases, one model): speak of them,
@@ -222,21 +216,34 @@ def _unproven_holders(ckpt, several, examples, more, unproven, bases, holders, h
     doubtful = [h for h in holders if names_of.get(h, set()) & set(unproven)]
     sure = [h for h in holders if h not in doubtful]
     proven = sorted(bases - set(unproven))
+    return _unproven_names(
+        ckpt, several, examples, more, proven, unproven,
+        "a TF2 checkpoint records no EMA's name, and other per-weight state (gradient "
+        "accumulators, optimizer slots) is named the same way",
+        sure, "the averages saved under it",
+        f"--ema-name {doubtful[0]} only if "
+        f"{' or '.join(repr(n) for n in sorted(names_of.get(doubtful[0], ())))} is "
+        if len(doubtful) == 1 else " or ".join(
+            f"--ema-name {h} (its tensors named "
+            f"{' or '.join(repr(n) for n in sorted(names_of.get(h, ())))})"
+            for h in doubtful[:4]) + " only if that is ")
+
+
+def _unproven_names(ckpt, several, examples, more, proven, unproven, alike: str,
+                    sure: list[str], use: str, doubtful: str) -> tuple[str, str, bool]:
+    """The refusal where a variable has several ``<weight>/<name>`` tensors and nothing
+    recorded proves some of those names an EMA's, for TF1 (names) and TF2 (attributes) alike:
+    ``alike`` says what else is stored that way, ``sure`` are the ``--ema-name`` values
+    offered as proven (to use ``use``), ``doubtful`` offers the others, ending so that "the
+    name you gave an ExponentialMovingAverage" follows it as the caller's statement."""
     return (f"{ckpt.path}: {len(several)} variable(s) have more than one tensor stored as "
             f"<weight>/<name>: {examples}{more}; "
             + (f"{_proven_why(proven)}, while " if proven else "")
             + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} is an "
-            "ExponentialMovingAverage's name: a TF2 checkpoint records no EMA's name, and "
-            "other per-weight state (gradient accumulators, optimizer slots) is named the same "
-            "way; "
-            + ("pass " + " or ".join(f"--ema-name {h}" for h in sure[:3])
-               + " to use the averages saved under it, or " if sure else "pass ")
-            + (f"--ema-name {doubtful[0]} only if "
-               f"{' or '.join(repr(n) for n in sorted(names_of.get(doubtful[0], ())))} is "
-               if len(doubtful) == 1 else " or ".join(
-                   f"--ema-name {h} (its tensors named "
-                   f"{' or '.join(repr(n) for n in sorted(names_of.get(h, ())))})"
-                   for h in doubtful[:4]) + " only if that is ")
+            f"ExponentialMovingAverage's name: {alike}; "
+            + ("pass " + " or ".join(f"--ema-name {n}" for n in sure[:3])
+               + f" to use {use}, or " if sure else "pass ")
+            + doubtful
             + "the name you gave an ExponentialMovingAverage (Python: ema_name=...)",
             "--ema-name", True)
 
