@@ -188,7 +188,7 @@ def legacy_custom_optimizer(outer: dict, wrapped: dict | None) -> str:
         ''
     """
     if wrapped is not None:
-        from .layout import custom_optimizer  # serialized with its module: Keras' own test
+        from .keras3_layout import custom_optimizer  # serialized with its module: Keras' own test
 
         if "module" in wrapped or "registered_name" in wrapped:
             return custom_optimizer(wrapped)
