@@ -1,6 +1,7 @@
 """Safe first access to Keras files: telling an HDF5 file from a Keras zip archive, a
-read-only window over a stored zip member, Keras' split list attributes, and JSON configs of
-bounded depth. No h5py import here (``sniff`` runs for every path a user types)."""
+read-only window over a stored zip member, Keras' split list attributes, JSON configs of
+bounded depth, and how far compressed data may expand. No h5py import here (``sniff`` runs
+for every path a user types)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ _MAX_CONFIG_BYTES = 256 << 20  # a config.json beside the weights is read whole;
 ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, OverflowError,
               NotImplementedError, struct.error, OSError, lzma.LZMAError)
 _MAX_JSON_DEPTH = 200  # Keras configs nest a few dozen levels; json itself fails near 1000
+# Compressed data may expand to at most BASE + RATIO x its compressed size: an archive member
+# relative to the archive (a deflate bomb is refused from its declared size, before anything is
+# decompressed), a chunked HDF5 dataset relative to its stored bytes. Keras itself writes
+# neither compressed members nor compressed datasets, so honest files stay far below this.
+EXPAND_BASE, EXPAND_RATIO = 8 << 20, 16
 
 
 def sniff(path: str) -> str | None:
