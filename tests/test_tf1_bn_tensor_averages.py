@@ -12,7 +12,9 @@ The same with the batch norm's EMA given a name (``ExponentialMovingAverage(0.5,
 name="bn_ema")``, one EMA for the weights and one for the statistics): its statistics
 ``bn/bn/moments/Squeeze/bn_ema`` were listed and exported as frozen weights; the ``.meta``'s
 ``AssignMovingAvg`` ops, in the ``tf.cond``'s branch function, show ``bn_ema.apply()`` writing
-them from the moments (review-16-attack-r33 F4).
+them from the moments (review-16-attack-r33 F4). Under control flow v1 (TF1 graph mode's
+default) the update ops sit in the main graph and read the moments through the cond's
+``Switch``: they were still listed as weights (review-16-attack-r34 F13).
 """
 
 from __future__ import annotations
@@ -24,14 +26,23 @@ import pytest
 from helpers import assert_npz_holds, run_cli
 
 
-@pytest.fixture(scope="module", params=["ExponentialMovingAverage", "bn_ema"])
+@pytest.fixture(scope="module", params=["ExponentialMovingAverage", "bn_ema", "bn_ema:v1"])
 def made(tf, tmp_path_factory, request):
     """The run and its truth: weight name -> EMA value, shadow key -> BN statistic, read by
     ``ema.average`` at save time; plus the scalar loss average's key. The BN EMA's name is
-    the param."""
-    name = request.param
+    the param (``:v1``: the graph built with control flow v1's ``tf.cond``)."""
+    name, _, flow = request.param.partition(":")
     d = tmp_path_factory.mktemp("tf1_bn_tensor_averages")
     tf1 = tf.compat.v1
+    if flow:
+        tf1.disable_control_flow_v2()  # process-wide: enabled again below
+    try:
+        return _made(tf, tf1, d, name, flow)
+    finally:
+        tf1.enable_control_flow_v2()
+
+
+def _made(tf, tf1, d, name, flow):
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         x = tf.random.normal([8, 6], seed=1)
@@ -66,6 +77,9 @@ def made(tf, tmp_path_factory, request):
             stats = {bn_ema.average(t).op.name: s.run(bn_ema.average(t)) for t in (bm, bv)}
             saver.save(s, str(d / "model.ckpt"), global_step=gs)
         loss_avg = avg.average(loss).op.name
+        ops = {o.type for o in tf1.get_default_graph().get_operations()}
+        assert ("Switch" in ops) == bool(flow) and ("If" in ops or "StatelessIf" in ops) != bool(
+            flow), sorted(ops)
     assert sorted(stats) == [f"bn/bn/moments/Squeeze/{name}",
                              f"bn/bn/moments/Squeeze_1/{name}"]  # the names TF gave them
     return d, truth, stats, loss_avg

@@ -207,8 +207,16 @@ def tensor_average_updates(path: str) -> dict[str, tuple[str, str]]:
     main = graphs[0].nodes  # the .meta's graph, whose tf.cond ops call the branches
 
     def outer(name: str) -> tuple[str, bool]:
-        """The main graph's op ``name`` reads, and whether it is a variable op."""
-        name = through_reads(main, op_name(name))
+        """The main graph's op ``name`` reads (through the ``Switch`` a control-flow-v1
+        ``tf.cond`` passes it into a branch by, as :func:`_graph_updates` reads variables:
+        review-16-attack-r34 F13), and whether it is a variable op."""
+        name = op_name(name)
+        for _ in range(8):
+            name = through_reads(main, name)
+            head = main.head(name)
+            if head is None or head[0] not in _SWITCHES or not head[1]:
+                break
+            name = head[1]
         return name, main.op(name) in _VARIABLE_OPS
 
     out: dict[str, tuple[str, str]] = {}
