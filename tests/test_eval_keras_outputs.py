@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -84,12 +85,29 @@ def test_eval_reads_restore_ema_weights_h5_with_the_options_it_names(saved):
     for v in net.trainable_variables:  # the output's weights are Keras' averages, bit for bit
         assert np.array_equal(v.numpy(), truth[v.path]), v.path
     assert h5py.is_hdf5(str(dst))
-    # A bare .weights.h5 cannot tell use_ema: the refusal names options eval takes.
-    plain = _ckpt("eval", dst, "--num-examples", NUM)
+    # restore-ema's own output evaluates without a statement: its weights are the averages
+    # (review-16-attack-r32 F4), and the report says so (never "holds no averages")
+    plain = _ckpt("eval", dst, "--num-examples", NUM, "--json")
+    assert plain.exit_code == 0, plain.output
+    doc = json.loads(plain.stdout)
+    assert doc["raw_accuracy"] == want and doc["ema_accuracy"] == want, doc
+    assert doc["weights_are_averages"] is True
+    table = _ckpt("eval", dst, "--num-examples", NUM)
+    assert table.exit_code == 0 and "its weights are the averages" in table.stdout, table.output
+    table = _ckpt("eval", dst, "--num-examples", NUM, "--no-use-ema")
+    assert table.exit_code == 0 and "holds no averages" not in table.stdout, table.output
+    assert "its weights are the averages" in table.stdout
+    # Without restore-ema's mark (as any Keras save leaves it), a bare .weights.h5 cannot
+    # tell use_ema: the refusal names options eval takes.
+    resaved = out / "o" / "resaved.weights.h5"
+    shutil.copyfile(dst, resaved)
+    with h5py.File(resaved, "r+") as f:
+        del f.attrs["ckpt_tools"]
+    plain = _ckpt("eval", resaved, "--num-examples", NUM)
     assert plain.exit_code == 6, plain.output
     assert "--use-ema" in plain.stderr
     # the trainer's SGD(momentum=0.9): a bare file records the optimizer only by its name
-    said = _ckpt("eval", dst, "--num-examples", NUM, "--use-ema")
+    said = _ckpt("eval", resaved, "--num-examples", NUM, "--use-ema")
     assert said.exit_code == 6 and "--optimizer sgd:momentum" in said.stderr, said.output
     for stated in ("--use-ema", "--no-use-ema"):
         r = _ckpt("eval", dst, "--num-examples", NUM, stated, "--optimizer", "sgd:momentum",
@@ -101,7 +119,7 @@ def test_eval_reads_restore_ema_weights_h5_with_the_options_it_names(saved):
             assert doc["ema_accuracy"] == want
         else:
             assert doc["ema_accuracy"] is None
-    table = _ckpt("eval", dst, "--num-examples", NUM, "--no-use-ema")
+    table = _ckpt("eval", resaved, "--num-examples", NUM, "--no-use-ema")
     assert table.exit_code == 0 and "--no-use-ema" in table.stdout, table.output
 
 

@@ -102,7 +102,8 @@ EVAL_HELP = (
     "own model with your script on the file 'ckpt restore-ema' writes, or in Python after "
     "ckpt_tools.apply_ema(model, path). A bare .weights.h5 cannot tell whether the optimizer "
     "ran with use_ema=True: state it with --use-ema, or --no-use-ema to evaluate its raw "
-    "weights alone (restore-ema's own Keras outputs hold the averages as their weights)."
+    "weights alone. A file 'ckpt restore-ema' wrote records that its weights are the "
+    "averages: evaluated as it is, with no statement (EMA = raw)."
 )
 
 
@@ -362,7 +363,9 @@ def eval_command(
                               loop_order=loop_order)
     # What a Keras file's EMA pairing rests on, said (and in --json) as export says it: the
     # statements first, then what was assumed (review-13-user-u15 F4).
-    stated = _stated(out, result, use_ema, names, not_swapped, fit_order)
+    # restore-ema's output with nothing stated: no EMA pairing was read (evaluate)
+    stated = {} if result.weights_are_averages and use_ema is None and names is None and \
+        optimizer is None else _stated(out, result, use_ema, names, not_swapped, fit_order)
     assumed: list[str] = []
     for w in said:  # what the EMA pairing assumed: a note, as export and restore-ema say it
         if issubclass(w.category, AssumptionWarning):
@@ -378,8 +381,14 @@ def eval_command(
         out.prose(f"{result.checkpoint}  api={result.api} global_step={result.global_step} "
                   f"test examples={result.num_examples} data={result.data}")
     rows = [["raw", f"{result.raw_accuracy:.4f}"]]
-    if result.ema_accuracy is None:  # --no-use-ema: no averages to evaluate
+    if result.ema_accuracy is None and result.weights_are_averages:
+        rows.append(["EMA", "- (--no-use-ema stated; ckpt restore-ema wrote this file: its "
+                            "weights are the averages)"])
+    elif result.ema_accuracy is None:  # --no-use-ema: no averages to evaluate
         rows.append(["EMA", "- (--no-use-ema: the file holds no averages)"])
+    elif result.weights_are_averages and result.ema_accuracy == result.raw_accuracy:
+        rows.append(["EMA", f"{result.ema_accuracy:.4f} (= raw: ckpt restore-ema wrote this "
+                            "file, its weights are the averages)"])
     else:
         rows += [["EMA", f"{result.ema_accuracy:.4f}"],
                  ["EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}"]]

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 import ckpt_tools
+from ckpt_tools.restored_mark import weights_are_averages
 
 from . import data as data_lib
 from . import model
@@ -57,6 +58,9 @@ class EvalResult:
     raw_accuracy: float  # in [0, 1]
     ema_accuracy: float | None  # in [0, 1]; None: the optimizer was stated use_ema=False
     data: str  # "synthetic" or the data directory
+    # A Keras file ckpt restore-ema wrote (restored_mark): its weights are the averages, so
+    # with no statement its raw accuracy is also its EMA accuracy (review-16-attack-r32 F4).
+    weights_are_averages: bool = False
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -197,12 +201,18 @@ def evaluate(
                                             stated_ema=use_ema, trainable=trainable,
                                             loop_order=loop_order, optimizer=optimizer)}[api]
     accuracy: dict[bool, float] = {}
+    averaged = api == "keras" and weights_are_averages(checkpoint)
+    # restore-ema's output, nothing stated: its weights are the averages, evaluated as they are
+    # (its optimizer's EMA copies, kept, equal them), never a refusal asking for --use-ema.
+    said = use_ema is not None or trainable is not None or optimizer is not None
     # use_ema=False stated: the file holds no averages, so only its raw weights are evaluated.
-    for ema_pass in (False,) if use_ema is False else (False, True):
+    for ema_pass in (False,) if use_ema is False or (averaged and not said) else (False, True):
         with predictor(checkpoint, ema_pass) as (predict, step):
             accuracy[ema_pass] = _accuracy(predict, images, labels, batch_size)
     raw, ema = accuracy[False], accuracy.get(True)
-    return EvalResult(checkpoint, api, step, len(labels), raw, ema, dataset.source)
+    if averaged and not said:
+        ema = raw
+    return EvalResult(checkpoint, api, step, len(labels), raw, ema, dataset.source, averaged)
 
 
 def _accuracy(predict: Predict, images: np.ndarray, labels: np.ndarray, batch_size: int) -> float:
