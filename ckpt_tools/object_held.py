@@ -25,112 +25,21 @@ from collections.abc import Mapping
 from . import roles as R
 from .formats._record import replace
 from .formats.entry import TensorEntry
-from .formats.objgraph import SLOT_MARK, ObjectGraph
-
-
-def _root(key: str) -> str:
-    return key.split("/", 1)[0]
-
-
-def averaged_variables(full: dict[str, str]) -> set[str]:
-    """Keys whose own average under TF's default name is stored (``<name>/
-    ExponentialMovingAverage``, ``_N`` aside): ``ema.apply()`` got them, so they are
-    variables, never another variable's average, whatever their name reads like (trainable
-    deltas ``k0/delta`` beside a frozen ``k0``: review-16-attack-r35 F0, F0b, F3).
-
-    Example:
-        >>> sorted(averaged_variables({"a": "k", "b": "k/delta",
-        ...                            "c": "k/delta/ExponentialMovingAverage"}))
-        ['b']
-    """
-    heads = {f.rpartition("/")[0] for f in full.values()
-             if "/" in f and R.UNIQUIFIED.sub("", f.rpartition("/")[2]) == R.DEFAULT_EMA_NAME}
-    return {k for k, f in full.items() if f in heads}
-
-
-def averages_kept(objects: ObjectGraph, full: dict[str, str],
-                   entries: Mapping[str, TensorEntry],
-                   averaged: set[str] | None = None) -> set[str]:
-    """Keys every parent of which is a list or dict (children numbered ``0..n-1`` or named as
-    no Python attribute can be, ``w0:0``) ALL of whose elements are stored variables named
-    ``<v>/<x>`` (``v`` stored alike): an averages container (``m.avg = [ema.average(v) ...]``,
-    ``ema=[slow...] + [fast...]``), not a module's own variables (review-16-attack-r33 F12,
-    F14; r34 F1)."""
-    by_name: dict[str, list[str]] = {}
-    for k, f in full.items():
-        by_name.setdefault(f, []).append(k)
-
-    if averaged is None:  # model_held passes the set it computed too
-        averaged = averaged_variables(full)
-
-    def twin(key: str | None) -> bool:
-        f = full.get(key or "")
-        if f is None or key in averaged or entries[key].dtype_name not in R._FLOAT:
-            return False
-        head = f
-        while "/" in head:
-            head = head.rpartition("/")[0]
-            if any(v != key and entries[v].dtype == entries[key].dtype
-                   and entries[v].shape == entries[key].shape for v in by_name.get(head, ())):
-                return True
-        return False
-
-    parents: dict[int, list[int]] = {}
-    for node, kids in objects.children.items():
-        for _local, kid in kids:
-            parents.setdefault(kid, []).append(node)
-    keys = objects.node_keys
-    kept: set[str] = set()
-    for node, key in keys.items():
-        if key not in full or not parents.get(node):
-            continue
-        if all(objects.children[p] and all(not local.isidentifier() and twin(keys.get(kid))
-                                           for local, kid in objects.children[p])
-               for p in parents[node]):
-            kept.add(key)
-    return kept
+from .formats.objgraph import ObjectGraph
+from .tf2_twins import AVERAGE_IF_STATED, VARIABLE, ckpt_twins, twins
 
 
 def model_held(entries: Mapping[str, TensorEntry],
                objects: ObjectGraph) -> dict[str, tuple[str, str]]:
-    """Keys whose recorded name reads ``<v>/<name>`` (``v`` a stored variable of the key's
-    float dtype and shape, ``name`` not TF's default EMA name nor a slot's, step counter's or
-    batch norm statistic's) where a key of ``v``'s name that fits sits in the same model as
-    the key: under the same child of the root (two towers of one class, ``enc/w`` and
-    ``enc/gate/kernel`` beside ``dec/w``: review-16-attack-r34 F3), or on the root itself,
-    the model being the root (``tf.train.Checkpoint(block)``, ``Checkpoint(root=block)``:
-    ``w`` beside ``gate/proj/kernel``, r34 F2): key -> (``v``'s key or ``""`` where several
+    """Keys whose recorded name reads ``<v>/<name>`` that :func:`~ckpt_tools.tf2_twins.twins`
+    reads as a variable (its own default-named average stored) or as the model's own unless
+    stated (a key of ``v``'s name that fits sits in the same model: under the same child of
+    the root, two towers of one class, ``enc/w`` and ``enc/gate/kernel`` beside ``dec/w``:
+    review-16-attack-r34 F3; or on the root itself, the model being the root,
+    ``tf.train.Checkpoint(block)``: r34 F2): key -> (``v``'s key or ``""`` where several
     fit, ``name``)."""
-    full = {k: objects.full_names[k] for k in entries
-            if k in objects.full_names and SLOT_MARK not in k}
-    by_name: dict[str, list[str]] = {}
-    for k, f in full.items():
-        by_name.setdefault(f, []).append(k)
-    averaged = averaged_variables(full)
-    kept = averages_kept(objects, full, entries, averaged)
-    on_root = {objects.node_keys.get(kid) for _local, kid in objects.children.get(0, ())}
-    out: dict[str, tuple[str, str]] = {}
-    for k, f in full.items():
-        if k in kept:
-            continue
-        entry = entries[k]
-        last = f.rpartition("/")[2]
-        if (entry.dtype_name not in R._FLOAT or R.SLOT_RE.match(last)
-                or last in R._STEP_NAMES or last in R._BN_NAMES
-                or R.UNIQUIFIED.sub("", last) in (R.DEFAULT_EMA_NAME, "biased", "local_step")):
-            continue
-        head = f
-        while "/" in head:
-            head = head.rpartition("/")[0]
-            if head in by_name:
-                break
-        else:
-            continue
-        fitting = [v for v in by_name[head] if v != k and entries[v].dtype == entry.dtype
-                   and entries[v].shape == entry.shape]
-        if k in averaged or any(_root(v) == _root(k) or v in on_root for v in fitting):
-            out[k] = (fitting[0] if len(fitting) == 1 else "", f[len(head) + 1:])
-    return out
+    return {k: (t.head, t.x) for k, t in twins(entries, objects).items()
+            if t.outcome in (VARIABLE, AVERAGE_IF_STATED)}
 
 
 def stated_held_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
@@ -141,11 +50,9 @@ def stated_held_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
     if not ema_name or "," in ema_name or ckpt.objects is None:
         return variables
     # never a variable whose own default-named average is stored: the file disproves it
-    averaged = averaged_variables({k: f for k, f in ckpt.objects.full_names.items()
-                                   if SLOT_MARK not in k})
-    found = {k: v for k, (v, name) in model_held(ckpt.entries(), ckpt.objects).items()
-             if v and k not in averaged and ema_name in (name, R.UNIQUIFIED.sub("", name))
-             and v in variables
+    found = {k: t.head for k, t in ckpt_twins(ckpt).items()
+             if t.outcome == AVERAGE_IF_STATED and t.head and t.named(ema_name)
+             and t.head in variables
              and k in variables and variables[k].role == R.WEIGHT}
     out = dict(variables)
     for k, v in found.items():
@@ -170,7 +77,8 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
     if ckpt.objects is None or not missing:
         return None
     lacking = set(missing)
-    held = sorted(model_held(ckpt.entries(), ckpt.objects).items())
+    held = sorted((k, (t.head, t.x)) for k, t in ckpt_twins(ckpt).items()
+                  if t.outcome in (VARIABLE, AVERAGE_IF_STATED))
     weight = {k for k, _ in held if getattr(variables.get(k), "role", None) == R.WEIGHT}
 
     def show(key: str) -> str:

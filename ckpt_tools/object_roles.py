@@ -19,7 +19,6 @@ from .formats.objgraph import (
     readable_name,
 )
 from .lazy_re import LazyPattern
-from .object_held import model_held
 from .object_slashed import slashed_ema_names
 from .pairing import ObjectPairing, pair_by_names
 from .roles import (
@@ -30,13 +29,13 @@ from .roles import (
     OPTIMIZER_SLOT,
     OTHER,
     STEP,
-    UNIQUIFIED,
     WEIGHT,
     RoleInfo,
     classify_one,
     detect_ema_names,
     split_key,
 )
+from .tf2_twins import AVERAGE_IF_STATED, VARIABLE, twins
 
 
 def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
@@ -70,8 +69,9 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
     # block/w/proj/kernel tracked through the model beside block/w: the model's variable,
     # not block/w's average under an unrecorded name (review-16-attack-r33 F1, F10)
     stated = set(ema_names or ())
-    held = {k for k, (_v, name) in model_held(rest, objects).items()
-            if UNIQUIFIED.sub("", name) not in stated and name not in stated}
+    held = {k for k, t in twins(entries, objects).items()
+            if k in rest and t.outcome in (VARIABLE, AVERAGE_IF_STATED)
+            and not any(t.named(n) for n in stated)}
     found = pair_by_names(rest, objects, names, apply_order, container, not_shadows=held)
     return ObjectPairing(pairs={**keras3, **found.pairs},
                          ambiguous={**clash, **found.ambiguous}, set_aside=found.set_aside)
@@ -223,7 +223,8 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
         if full and SLOT_MARK not in key and key not in pairs and key not in pairing.ambiguous:
             by_name.setdefault(full, entry)
     names = set(detect_ema_names(by_name)) | {DEFAULT_EMA_NAME}
-    held = model_held(entries, objects)
+    held = {k for k, t in twins(entries, objects).items()
+            if t.outcome in (VARIABLE, AVERAGE_IF_STATED)}
     plain = ObjectGraph(paths=objects.paths, slots=objects.slots)
     tf_keras = _tf_keras_optimizer_vars(full_of, entries, objects)
     out = {}

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_refusals import suffix_base
-from .formats.objgraph import SLOT_MARK
-from .object_held import averages_kept
-from .pairing import root_child
+from .tf2_twins import CONTAINER, ckpt_twins, root_child
 
 
 def unproven_averages(ckpt, variables) -> list[str]:
@@ -26,20 +24,20 @@ def unproven_averages(ckpt, variables) -> list[str]:
     full = ckpt.objects.full_names if ckpt.objects is not None else {}
     if not full:
         return []
-    entries = ckpt.entries()
     # A list or dict of nothing else saved apart from the model (Checkpoint(model=m,
     # ema=[...])) is how TF2 averages are saved; one kept ON the model may as well be the
     # model's own (pruning masks m.masks = [w0/mask ...]: review-16-attack-r34 F1), so only
     # the former stays out.
-    kept = averages_kept(ckpt.objects, {k: f for k, f in full.items()
-                                        if k in entries and SLOT_MARK not in k}, entries)
+    read = ckpt_twins(ckpt)
     out = []
     for k, v in variables.items():
         name = full.get(k)
         if v.role != R.EMA or not name:
             continue
         candidates = [v.ema_of] if v.ema_of else list(v.ema_candidates)
-        if k in kept and all(root_child(c) != root_child(k) for c in candidates):
+        twin = read.get(k)
+        if twin is not None and twin.evidence == CONTAINER and all(
+                root_child(c) != root_child(k) for c in candidates):
             continue
         heads = [full.get(h) for h in candidates]
         if not heads or not all(h and name.startswith(h + "/") for h in heads):

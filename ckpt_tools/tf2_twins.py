@@ -1,0 +1,208 @@
+"""One reading, per TF2 checkpoint, of every variable whose recorded name reads ``<v>/<x>``:
+is it a variable or an average? (review-16-attack-r33, r34, r35; the policy of note16).
+
+TensorFlow names a TF2 average ``<v>/<EMA name>`` and records only its default EMA name
+(``<v>/ExponentialMovingAverage``, ``_N`` where taken). A stored ``<v>/<x>`` with another
+``x`` (``v`` a stored variable of its float dtype and shape, ``x`` not TF's default nor a
+slot's, step counter's or batch norm statistic's name) may be the model's own variable (a
+sub-module named like a weight: ``block/w/proj/kernel``; trainable deltas ``k0/delta``;
+pruning masks ``w0/mask``) or an average of an EMA the user named (``w0/fast``). Nothing in
+the file tells them apart but where the object graph keeps it. :func:`twins` reads every such
+key once (cached on the object graph) into a :class:`Twin`: the fitting ``v`` keys
+(``heads``), ``x``, the evidence and ONE outcome. Every consumer reads the outcome:
+:func:`~ckpt_tools.object_roles.pair_object_shadows` (never a shadow unless stated),
+:func:`~ckpt_tools.object_roles.classify_objects`,
+:func:`~ckpt_tools.object_held.stated_held_shadows`, :func:`~ckpt_tools.object_held.held_hint`
+and :func:`~ckpt_tools.raw_unproven.unproven_averages` (what ``export`` writes as stored).
+
+Decision table, first row that applies:
+
+==========================================  ==================  ======================
+evidence                                    example             outcome
+==========================================  ==================  ======================
+:data:`OWN_AVERAGE`: the key's own          ``k0/delta`` beside :data:`VARIABLE`: never
+``<name>/ExponentialMovingAverage`` is      ``k0/delta/Expo…``  an average, whatever
+stored (``ema.apply()`` got it)                                 ``--ema-name`` says
+:data:`CONTAINER`: every parent is a list   ``ema=[...]``,      :data:`CANDIDATE`
+or dict ALL of whose elements are such      ``m.avg=[...]``     (paired by name; a
+twins (``apart``: no fitting ``v`` under                        raw export leaves out
+the key's child of the root)                                    those kept apart)
+:data:`SAME_MODEL`: a fitting ``v`` under   ``enc/gate/kernel`` :data:`AVERAGE_IF_STATED`:
+the key's child of the root, or on the      beside ``enc/w``;   a weight unless
+root (the model being the root)             ``Checkpoint(m)``   ``--ema-name x``
+:data:`APART`: fitting ``v`` only under     ``Checkpoint(       :data:`CANDIDATE`
+other children of the root                  model=m, a=w_avg)``
+==========================================  ==================  ======================
+
+A :data:`CANDIDATE` or a stated :data:`AVERAGE_IF_STATED` is an average only as far as
+nothing but a name of the user's proves it: a raw export writes those no pairing uses as
+stored, with a warning (:mod:`~ckpt_tools.raw_unproven`), unless kept in a container apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import roles as R
+from .formats._record import Frozen
+from .formats.entry import TensorEntry
+from .formats.objgraph import SLOT_MARK, ObjectGraph
+
+#: Outcomes.
+VARIABLE = "variable"
+AVERAGE_IF_STATED = "average-if-stated"
+CANDIDATE = "candidate"
+#: Evidence.
+OWN_AVERAGE = "own default-named average stored"
+CONTAINER = "list or dict of only twins"
+SAME_MODEL = "same model as a fitting variable"
+APART = "saved apart from every fitting variable"
+
+
+class Twin(Frozen):
+    """The reading of one key named ``<v>/<x>``: ``heads`` (the fitting ``v`` keys, sorted as
+    stored), ``x`` (the name after ``v``'s, ``_N`` kept), ``evidence``, ``outcome`` and, for
+    a :data:`CONTAINER`, whether it is kept ``apart`` from every fitting ``v``'s model."""
+
+    _fields = ("key", "heads", "x", "evidence", "outcome", "apart")
+
+    def __init__(self, key: str, heads: tuple[str, ...], x: str, evidence: str,
+                 outcome: str, apart: bool = False) -> None:
+        self.__dict__.update(key=key, heads=heads, x=x, evidence=evidence, outcome=outcome,
+                             apart=apart)
+
+    @property
+    def head(self) -> str:
+        """The one fitting ``v``, or ``""`` where none or several fit."""
+        return self.heads[0] if len(self.heads) == 1 else ""
+
+    def named(self, ema_name: str) -> bool:
+        """Whether ``x`` is ``ema_name`` (``_N`` aside)."""
+        return ema_name in (self.x, R.UNIQUIFIED.sub("", self.x))
+
+
+def root_child(key: str) -> str:
+    """The child of the checkpoint's root that an object-graph key lies under."""
+    return key.split("/", 1)[0]
+
+
+def averaged_variables(full: dict[str, str]) -> set[str]:
+    """Keys whose own average under TF's default name is stored (``<name>/
+    ExponentialMovingAverage``, ``_N`` aside): ``ema.apply()`` got them, so they are
+    variables, never another variable's average, whatever their name reads like (trainable
+    deltas ``k0/delta`` beside a frozen ``k0``: review-16-attack-r35 F0, F0b, F3).
+
+    Example:
+        >>> sorted(averaged_variables({"a": "k", "b": "k/delta",
+        ...                            "c": "k/delta/ExponentialMovingAverage"}))
+        ['b']
+    """
+    heads = {f.rpartition("/")[0] for f in full.values()
+             if "/" in f and R.UNIQUIFIED.sub("", f.rpartition("/")[2]) == R.DEFAULT_EMA_NAME}
+    return {k for k, f in full.items() if f in heads}
+
+
+def _fits(entries, a: str, b: str) -> bool:
+    return entries[a].dtype == entries[b].dtype and entries[a].shape == entries[b].shape
+
+
+def _container_heads(key: str, full, by_name, entries, averaged) -> tuple[str, ...] | None:
+    """The fitting ``v`` keys of ``key`` read as a twin of any stored name it extends (the
+    nearest that has one), or ``None``: not a twin."""
+    f = full.get(key or "")
+    if f is None or key in averaged or entries[key].dtype_name not in R._FLOAT:
+        return None
+    head = f
+    while "/" in head:
+        head = head.rpartition("/")[0]
+        fit = tuple(v for v in by_name.get(head, ()) if v != key and _fits(entries, v, key))
+        if fit:
+            return fit
+    return None
+
+
+def averages_kept(objects: ObjectGraph, full: dict[str, str],
+                  entries: Mapping[str, TensorEntry],
+                  averaged: set[str] | None = None) -> dict[str, tuple[str, ...]]:
+    """Keys every parent of which is a list or dict (children numbered ``0..n-1`` or named as
+    no Python attribute can be, ``w0:0``) ALL of whose elements are stored variables named
+    ``<v>/<x>`` (``v`` stored alike): an averages container (``m.avg = [ema.average(v) ...]``,
+    ``ema=[slow...] + [fast...]``), not a module's own variables (review-16-attack-r33 F12,
+    F14; r34 F1): key -> its fitting ``v`` keys."""
+    by_name: dict[str, list[str]] = {}
+    for k, f in full.items():
+        by_name.setdefault(f, []).append(k)
+    if averaged is None:
+        averaged = averaged_variables(full)
+    parents: dict[int, list[int]] = {}
+    for node, kids in objects.children.items():
+        for _local, kid in kids:
+            parents.setdefault(kid, []).append(node)
+    keys = objects.node_keys
+    kept: dict[str, tuple[str, ...]] = {}
+    for node, key in keys.items():
+        if key not in full or not parents.get(node):
+            continue
+        if all(objects.children[p] and all(
+                not local.isidentifier()
+                and _container_heads(keys.get(kid), full, by_name, entries, averaged)
+                for local, kid in objects.children[p]) for p in parents[node]):
+            kept[key] = _container_heads(key, full, by_name, entries, averaged) or ()
+    return kept
+
+
+def _read(entries, objects: ObjectGraph) -> dict[str, Twin]:
+    full = {k: objects.full_names[k] for k in entries
+            if k in objects.full_names and SLOT_MARK not in k}
+    by_name: dict[str, list[str]] = {}
+    for k, f in full.items():
+        by_name.setdefault(f, []).append(k)
+    averaged = averaged_variables(full)
+    kept = averages_kept(objects, full, entries, averaged)
+    on_root = {objects.node_keys.get(kid) for _local, kid in objects.children.get(0, ())}
+    out: dict[str, Twin] = {}
+    for k, f in full.items():
+        if k in kept:
+            heads = kept[k]
+            name = full[heads[0]] if heads else ""
+            out[k] = Twin(k, heads, f[len(name) + 1:] if name else "", CONTAINER, CANDIDATE,
+                          apart=all(root_child(v) != root_child(k) for v in heads))
+            continue
+        entry = entries[k]
+        last = f.rpartition("/")[2]
+        if (entry.dtype_name not in R._FLOAT or R.SLOT_RE.match(last)
+                or last in R._STEP_NAMES or last in R._BN_NAMES
+                or R.UNIQUIFIED.sub("", last) in (R.DEFAULT_EMA_NAME, "biased", "local_step")):
+            continue
+        head = f
+        while "/" in head:
+            head = head.rpartition("/")[0]
+            if head in by_name:
+                break
+        else:
+            continue
+        fitting = tuple(v for v in by_name[head] if v != k and _fits(entries, v, k))
+        x = f[len(head) + 1:]
+        if k in averaged:
+            out[k] = Twin(k, fitting, x, OWN_AVERAGE, VARIABLE)
+        elif any(root_child(v) == root_child(k) or v in on_root for v in fitting):
+            out[k] = Twin(k, fitting, x, SAME_MODEL, AVERAGE_IF_STATED)
+        elif fitting:
+            out[k] = Twin(k, fitting, x, APART, CANDIDATE)
+    return out
+
+
+def twins(entries: Mapping[str, TensorEntry], objects: ObjectGraph) -> dict[str, Twin]:
+    """Every key of ``entries`` whose recorded name reads ``<v>/<x>`` -> its :class:`Twin`
+    (see the module's decision table); computed once per ``entries`` and object graph."""
+    cached = objects.__dict__.get("_twins")
+    if cached is not None and cached[0] is entries:
+        return cached[1]
+    out = _read(entries, objects)
+    objects.__dict__["_twins"] = (entries, out)
+    return out
+
+
+def ckpt_twins(ckpt) -> dict[str, Twin]:
+    """:func:`twins` of a checkpoint (empty without an object graph)."""
+    return {} if ckpt.objects is None else twins(ckpt.entries(), ckpt.objects)
