@@ -48,6 +48,16 @@ _FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
 # overwrite_with_gradient, so its optimizer keeps no slot and no EMA copy of them.
 FLOAT8_STATE = ("inputs_scale", "inputs_amax_history", "kernel_scale", "kernel_amax_history",
                 "outputs_grad_scale", "outputs_grad_amax_history")
+# An int8/int4-quantized layer (model.quantize("int8"), QuantizedDTypePolicy / Int4DTypePolicy in
+# config.json) saves these in vars/<i> order (Keras 3.15 variable_serialization_spec), every one
+# created trainable=False but the bias: fine-tuning it trains the biases only. int4's last two
+# (``*_zero``, ``g_idx``) exist only for sub-channel quantization ("int4/128").
+_INT_QUANTIZED = {
+    **{c: ("kernel", "bias", "kernel_scale", "kernel_zero", "g_idx")
+       for c in ("dense", "einsum_dense")},
+    "embedding": ("embeddings", "embeddings_scale", "embeddings_zero", "g_idx"),
+}
+_INT_NAMES = frozenset(v for names in _INT_QUANTIZED.values() for v in names) - {"bias"}
 # config.json records a built-in layer by its exported name; the weights file's
 # layers/<snake_case name> by its class name (Keras 3.15: only this one differs).
 _EXPORT_NAMES = {"GroupQueryAttention": "GroupedQueryAttention"}
@@ -346,9 +356,38 @@ def _var_names(node: Node, n: int, float_first: bool = True
     if node.cfg and node.cls in ("dense", "einsum_dense") and _float8(cfg) \
             and n == len(names) + len(FLOAT8_STATE):  # no optimizer variables: not trainable
         return [(v, True) for v in names] + [(v, False) for v in FLOAT8_STATE]
-    elif "bias" in names and not node.cfg and (n > len(names) or not float_first):
+    quantized = _int_quantized(node, cfg, "bias" in names, n)
+    if quantized is not None:
+        return quantized
+    if "bias" in names and not node.cfg and (n > len(names) or not float_first):
         names = names[:names.index("bias")]
     return [(v, True) for v in names[:n]] + [(None, True)] * (n - len(names))
+
+
+def _int_quantized(node: Node, cfg: dict, bias: bool, n: int
+                   ) -> list[tuple[str | None, bool]] | None:
+    """The names and trainability of an int8/int4-quantized built-in layer's ``n`` variables
+    (config.json's dtype policy says the mode), or ``None`` where it is not one or ``n`` fits
+    no form of it (a LoRA-enabled layer's own variables are merged away on save: left to the
+    general reading, which refuses what it cannot prove)."""
+    spec = _INT_QUANTIZED.get(node.cls or "") if node.cfg else None
+    policy = cfg.get("dtype")
+    mode = ""
+    if isinstance(policy, dict) and isinstance(policy.get("config"), dict):
+        mode = str(policy["config"].get("mode") or "")
+    elif isinstance(policy, str):
+        mode = policy.partition("_from_")[0]
+    mode = mode.partition("/")[0]
+    if spec is None or mode not in ("int8", "int4") or cfg.get("lora_rank"):
+        return None
+    names = [v for v in spec if bias or v != "bias"]
+    base = names[: len(names) - 2]  # int8 stops here; int4 may add *_zero and g_idx
+    if mode == "int8" and n != len(base) or mode == "int4" and not len(base) <= n <= len(names):
+        return None
+    out = [(v, v == "bias") for v in base]
+    extra = names[len(base):]
+    return out + ([(v, False) for v in extra] if n == len(names) else [(None, False)] * (
+        n - len(base)))
 
 
 def _float8(cfg: dict) -> bool:
@@ -404,8 +443,10 @@ def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str],
         lay.trainable[key] = could and not node.frozen
         if could and node.frozen:
             lay.frozen.append(key)
-        elif not trainable and not constant and e.dtype_name in FLOATS:
-            (lay.float8_state if var in FLOAT8_STATE else lay.untrainable).append(key)
+        elif not trainable and not constant and (e.dtype_name in FLOATS or var in _INT_NAMES):
+            # an int8 layer's kernel_scale is no float8 state, though named like one
+            (lay.float8_state if var in FLOAT8_STATE and _float8(node.cfg or {})
+             else lay.untrainable).append(key)
         # a named entry shows the name it is stored under (idf_weights), never "None"
         stored = key.rpartition("/")[2] if constant else str(e.extra.get("index"))
         lay.paths[key] = "/".join(own + [(not constant and var) or stored])
