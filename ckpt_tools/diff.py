@@ -280,7 +280,9 @@ def diff_checkpoints(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | C
 def diff_ema(target: str | os.PathLike | Checkpoint, *,
              match: Callable[[str], bool] | None = None, values: bool = True,
              progress: Callable[[int, int], None] | None = None,
-             pairs: dict[str, str] | None = None, **statements) -> DiffReport:
+             pairs: dict[str, str] | None = None, ema_name: str | None = None,
+             use_meta: bool = True, apply_order: str | None = None, strict: bool = False,
+             **statements) -> DiffReport:
     """Compares every variable with its EMA shadow in one checkpoint.
 
     Args:
@@ -293,7 +295,10 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         pairs (`dict[str, str]`, *optional*): variable key -> average key, the pairing
             ``ckpt map`` proves with the caller's options (the CLI passes
             :func:`ckpt_tools.emamap.proven_pairs` with ``--ema-name``...); default: that
-            pairing without options.
+            pairing with ``ema_name``, ``use_meta`` and ``apply_order`` (``ckpt diff --ema``'s
+            ``--ema-name``, ``--no-meta``, ``--apply-order``).
+        strict (`bool`, *optional*): refuse a pairing that rests on an assumption the file
+            cannot prove, as ``--strict`` (:mod:`~ckpt_tools.keras_assumed`).
         **statements: the file statements (``use_ema``, ``trainable``…: ``ckpt diff --ema
             --use-ema``…), as :mod:`~ckpt_tools.stated_open` takes them.
 
@@ -305,8 +310,9 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
     Raises:
         CheckpointNotFoundError, CorruptCheckpointError: if the checkpoint cannot be opened.
         EmaError: the checkpoint holds no EMA shadow (there is nothing to compare).
-        UnprovenPairingError: without ``pairs``, the file does not prove which average goes
-            with which variable (as :func:`ckpt_tools.ema_map` refuses).
+        UnprovenPairingError: without ``pairs``, as ``ckpt diff --ema`` refuses: the file
+            does not prove the pairing (:func:`ckpt_tools.ema_map`), or it assumes what no
+            statement said (``not_swapped``; with ``strict``, anything).
 
     Example:
         >>> r = diff_ema("fixtures/linear_v2")  # doctest: +SKIP
@@ -316,8 +322,10 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
     refuse_unknown("diff_ema", statements)
     with opened_stated(target, statements) as ckpt:
         variables = ckpt.variables_unwarned()
-        assumed = [] if pairs is not None else _assumed(ckpt)
-        paired = pairs if pairs is not None else _proven(ckpt, variables)
+        # The CLI's order (review-16-attack-r34 F10): the pairing, then what it assumes.
+        paired = pairs if pairs is not None else _proven(
+            ckpt, variables, ema_name=ema_name, use_meta=use_meta, apply_order=apply_order)
+        assumed = [] if pairs is not None else _assumed(ckpt, strict)
         # an average of a variable not stored (a TF1 Saver of the averages alone) has no raw
         # value to compare with: listed in only_b
         lone = {e for k, e in paired.items() if k not in ckpt}  # w/slow too: no name marks it
@@ -340,26 +348,26 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
     return report
 
 
-def _assumed(ckpt: Checkpoint) -> list:
+def _assumed(ckpt: Checkpoint, strict: bool = False) -> list:
     """What the pairing of ``ckpt`` assumes, issued as an
     :class:`~ckpt_tools.errors.AssumptionWarning` at :func:`diff_ema`'s caller."""
     from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
 
     assumed = keras_assumptions(ckpt)
-    refuse_assumed(ckpt, assumed, strict=False)  # not_swapped: never by default
+    refuse_assumed(ckpt, assumed, strict=strict)  # not_swapped: never by default
     warn_assumed(ckpt, assumed, stacklevel=4)
     return assumed
 
 
-def _proven(ckpt: Checkpoint, variables) -> dict[str, str]:
-    """The pairing ``ckpt map`` proves (variable key -> average key); a Keras file without
-    averages has none to prove (its variables hold no shadow either).
+def _proven(ckpt: Checkpoint, variables, **options) -> dict[str, str]:
+    """The pairing ``ckpt map`` proves with ``options`` (variable key -> average key); a
+    Keras file without averages has none to prove (its variables hold no shadow either).
 
     Raises:
         UnprovenPairingError: the file does not prove it.
     """
     try:
-        return proven_pairs(ckpt)
+        return proven_pairs(ckpt, **options)
     except UnprovenPairingError:
         raise
     except EmaError:

@@ -122,8 +122,10 @@ def diff_command(
             assumed = note_assumed(out, ca) if pairs is not None else {}
         with out.progress("comparing") as bar:  # the total is known once pairs are
             if ema:
+                # pairs None (no averages): diff_ema's own reading, with the same options
                 report = diff_ema(ca, match=match, values=not no_values, progress=bar.update,
-                                  pairs=pairs)
+                                  pairs=pairs, ema_name=ema_name, use_meta=not no_meta,
+                                  apply_order=apply_order, strict=strict)
             else:
                 with open_checkpoint(resolve(out, b)) as cb:
                     if not names.keys(ca):
