@@ -84,6 +84,8 @@ def check_compatible(ckpts: list[Checkpoint]) -> None:
     want = newest.entries()
     for ckpt in ckpts[:-1]:
         have = ckpt.entries()
+        _refuse_without_averages(ckpt, newest, sorted(set(want) - set(have)))
+        _refuse_without_averages(newest, ckpt, sorted(set(have) - set(want)))
         for key in sorted(set(want) ^ set(have)):
             where = ckpt.path if key in want else newest.path
             raise EmaError(f"{where}: has no variable {key!r}, which "
@@ -95,6 +97,22 @@ def check_compatible(ckpts: list[Checkpoint]) -> None:
                 raise EmaError(
                     f"{ckpt.path}: variable {key!r} is {other.dtype_name}{list(other.shape)} "
                     f"but {entry.dtype_name}{list(entry.shape)} in {newest.path}")
+
+
+def _refuse_without_averages(ckpt: Checkpoint, other: Checkpoint, missing: list[str]) -> None:
+    """An input that lacks only averages another holds (a run's first checkpoints, saved
+    before the EMA was kept) is said to be that, not another model (review-16-attack-r32
+    F12): leaving it out is the remedy, never averaging raw weights in for its averages."""
+    if not missing:
+        return
+    averages = {v.name for v in other.variables_unwarned() if v.role == "ema"}
+    if not all(k in averages for k in missing):
+        return
+    held = sum(1 for k in averages if k in ckpt.entries())
+    raise EmaError(f"{ckpt.path}: holds {'none' if not held else f'only {held}'} of the "
+                   f"{len(averages)} EMA average(s) {other.path} holds (no {missing[0]!r}"
+                   f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''}): saved "
+                   "before the averages were kept? leave it out of the checkpoints to average")
 
 
 def plan_average(newest: Checkpoint, ema: bool, bake: bool,
