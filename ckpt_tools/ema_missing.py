@@ -10,7 +10,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, suffix_base
 from .errors import EmaError
 from .formats.objgraph import readable_name
-from .object_held import HELD_TWIN
+from .object_held import HELD_OWN, HELD_TWIN
 from .slashed_stated import SLASHED
 
 TYPE_CHECKING = False
@@ -282,6 +282,14 @@ def missing_message(m: EmaMap) -> str:
     elif none:
         hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
                  "one file)")
+    own = next((h for h in m.hints if HELD_OWN in h), None)
+    if none and own and m.file_style == "tf2":  # enc.w_avg = fast.average(enc.w): r35 F2
+        names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
+        sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"
+                                     if len(m.missing) > 5 else "")
+        return (f"{m.checkpoint}: no average is proven for any of its {len(m.missing)} "
+                f"weight(s): {sample}; {own}; if they are the model's own variables, the raw "
+                "weights are usable as they are (ckpt export --raw writes them to one file)")
     if none and m.file_style != "tf1":  # no "<name>/ExponentialMovingAverage" talk here
         names = [m.names.get(t) or readable_name(t) for t in m.missing[:5]]
         sample = ", ".join(names) + (f" and {len(m.missing) - 5} more"

@@ -221,7 +221,7 @@ def ema_map(
             assumed = of_style(keras_assumptions(ckpt), style)
             asked = True  # refused below, once the file's own pairing is proven
         variables = stated_slashed_shadows(ckpt, paired_variables(ckpt, apply_order, ema_name),
-                                           ema_name)  # --ema-name ema/slow, no .meta
+                                           ema_name, apply_order)  # --ema-name ema/slow
         # keys that are not their variables' names: paired through the .meta's save op, or
         # refused where it cannot be (restore_ema's targets are the graph's own variables,
         # which the keys' variables are: graph_saved)

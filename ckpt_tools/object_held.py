@@ -42,28 +42,52 @@ def model_held(entries: Mapping[str, TensorEntry],
             if t.outcome in (VARIABLE, AVERAGE_IF_STATED)}
 
 
-def stated_held_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
+def stated_held_shadows(ckpt, variables: dict, ema_name: str | None,
+                        apply_order=None) -> dict:
     """``variables`` (key -> :class:`~ckpt_tools.variable.Variable`) with each variable
     :func:`model_held` reads as a model's own (``<v>/<ema_name>``, ``_N`` aside) read as
     ``v``'s average where ``ema_name`` is stated (``--ema-name``): the user's statement, as
-    for any EMA name a TF2 file does not record; unchanged otherwise."""
+    for any EMA name a TF2 file does not record; unchanged otherwise. Where several ``v``
+    fit (two towers of one class each keeping its averages as attributes, ``enc.w_avg``:
+    review-16-attack-r35 F2), they are paired as the same averages in a list would be:
+    under ``apply_order`` (:func:`~ckpt_tools.pairing.pair_by_names`), else left with their
+    candidates (the refusal asks for the order)."""
     if not ema_name or "," in ema_name or ckpt.objects is None:
         return variables
     # never a variable whose own default-named average is stored: the file disproves it
-    found = {k: t.head for k, t in ckpt_twins(ckpt).items()
-             if t.outcome == AVERAGE_IF_STATED and t.head and t.named(ema_name)
-             and t.head in variables
+    read = ckpt_twins(ckpt)
+    found = {k: t.heads for k, t in read.items()
+             if t.outcome == AVERAGE_IF_STATED and t.heads and t.named(ema_name)
+             and all(h in variables for h in t.heads)
              and k in variables and variables[k].role == R.WEIGHT}
+    if not found:
+        return variables
+    pairing = None
+    if any(len(heads) > 1 for heads in found.values()):
+        from .object_roles import pair_object_shadows  # it builds on this module's twins
+
+        pairing = pair_object_shadows(ckpt.entries(), ckpt.objects, [ema_name], apply_order)
     out = dict(variables)
-    for k, v in found.items():
-        out[k] = replace(variables[k], role=R.EMA, ema_of=v, ema_style="object", ema=None,
+    for k, heads in found.items():
+        of = heads[0] if len(heads) == 1 else pairing.pairs.get(k)
+        if of is None:
+            cands = tuple(sorted(pairing.ambiguous.get(k) or heads))
+            out[k] = replace(variables[k], role=R.EMA, ema_of=None, ema_style="object",
+                             ema=None, ema_candidates=cands)
+            continue
+        out[k] = replace(variables[k], role=R.EMA, ema_of=of, ema_style="object", ema=None,
                          ema_candidates=())
-        out[v] = replace(out[v], ema=k)
+        out[of] = replace(out[of], ema=k)
     return out
 
 
 #: Starts the hint for a model-tracked twin of a weight that has an average (r34 F1).
 HELD_TWIN = "a variable the model tracks is named like another weight's average: "
+
+
+#: In the hint for a variable read as the model's own though named like an average: the
+#: refusal then says no average is proven, never "no averages are stored" (r35 F2).
+HELD_OWN = " the model tracks it as its own variable"
 
 
 def held_hint(ckpt, variables: dict, missing) -> str | None:
@@ -100,13 +124,20 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
                 f"ExponentialMovingAverage, or --ema-name {have} for the {have!r} averages, "
                 f"with --allow-missing to restore {show(k)} raw only if it is the model's "
                 "own variable")
-    found = [(k, v, name) for k, (v, name) in held if v in lacking and k in weight]
+    read = ckpt_twins(ckpt)
+    # several fitting v (two towers of one class, each keeping its averages as attributes:
+    # review-16-attack-r35 F2): named like the average of one of them
+    found = [(k, v, name) for k, (v, name) in held if k in weight and (
+        v in lacking if v else len(read[k].heads) > 1
+        and any(h in lacking for h in read[k].heads))]
     if not found:
         return None
     k, v, name = found[0]
     base = R.UNIQUIFIED.sub("", name)
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-    return (f"{show(k)}{more} is named like {show(v)}'s average under an EMA named {base!r} "
-            f"({ckpt.objects.full_names[k]}), but the model tracks it as its own variable, so "
-            f"it is read as a weight: pass --ema-name {base} (ema_name={base!r} in Python) only "
-            "if that is the name you gave an ExponentialMovingAverage")
+    whose = f"{show(v)}'s average" if v else (
+        "the average of one of " + ", ".join(show(h) for h in read[k].heads))
+    return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
+            f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, so it is read as a weight: pass "
+            f"--ema-name {base} (ema_name={base!r} in Python) only if that is the name you "
+            "gave an ExponentialMovingAverage")

@@ -41,13 +41,14 @@ def _shadow_of(key: str, v, variables, name: str) -> str | None:
     return head
 
 
-def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None) -> dict:
+def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None,
+                           apply_order=None) -> dict:
     """``variables`` with each ``<v>/<ema_name>`` read as ``v``'s average, where ``ema_name``
     (stated: ``--ema-name``) has several parts and no ``.meta`` is read (a TF1 checkpoint);
     unchanged otherwise. In a TF2 checkpoint, the model's own variables named like an
     average under ``ema_name`` (:func:`~ckpt_tools.object_held.stated_held_shadows`)."""
     if ckpt.objects is not None:
-        return stated_held_shadows(ckpt, variables, ema_name)
+        return stated_held_shadows(ckpt, variables, ema_name, apply_order)
     if (not ema_name or "/" not in ema_name or "," in ema_name or ckpt.objects is not None
             or ckpt.meta is not None):
         return variables
