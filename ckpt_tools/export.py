@@ -40,7 +40,13 @@ from .object_paths import positional_names_note
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
 from .raw_shadows import restored_raw_holders, restored_raw_warning
-from .raw_unproven import unproven_averages, unproven_warning
+from .raw_unproven import (
+    apart_note,
+    held_twins,
+    unproven_apart,
+    unproven_averages,
+    unproven_warning,
+)
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
@@ -152,9 +158,16 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "
                         f"as variables hold their averages (e.g. {k} holds {h})")
     elif has_ema:
-        from .keras_assumed import raw_warning  # a Keras 3 file: --raw may be the remedy
+        # only unproven names in a list saved apart (masks=[...], no EMA): left out, named,
+        # and no "has EMA shadows" claim (review-16-attack-r35 F5)
+        apart = unproven_apart(ckpt, variables)
+        if apart:
+            warnings.append(apart_note(ckpt, apart, [_clean_name(k, variables.get(k))
+                                                     for k in apart]))
+        if set(apart) != {k for k, v in variables.items() if v.role == R.EMA}:
+            from .keras_assumed import raw_warning  # a Keras 3 file: --raw may be the remedy
 
-        warnings.append(raw_warning(ckpt))
+            warnings.append(raw_warning(ckpt))
     order = _creation_order(ckpt)
     # A variable the map gives an average is a weight.
     used = {s for t, s in sources.items() if s != t}  # an average no name marks is no weight
@@ -167,6 +180,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     unproven = [k for k in unproven_averages(ckpt, variables)
                 if k not in weights and k not in used]
     weights += unproven
+    if not use_ema:  # held <v>/<x> attributes and dict values, written as weights (r35 F4)
+        unproven += [k for k in held_twins(ckpt, variables) if k in weights and k not in unproven]
     if unproven:
         warnings.append(unproven_warning([_clean_name(k, variables.get(k)) for k in unproven]))
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)

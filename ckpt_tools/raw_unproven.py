@@ -10,7 +10,38 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_refusals import suffix_base
-from .tf2_twins import CONTAINER, ckpt_twins, root_child
+from .tf2_twins import AVERAGE_IF_STATED, CONTAINER, ckpt_twins, root_child
+
+
+def _unproven(ckpt, variables) -> tuple[list[str], list[str]]:
+    """(written, left out): the keys :func:`unproven_averages` and :func:`unproven_apart`
+    return."""
+    full = ckpt.objects.full_names if ckpt.objects is not None else {}
+    if not full:
+        return [], []
+    # A list or dict of nothing else saved apart from the model (Checkpoint(model=m,
+    # ema=[...])) is how TF2 averages are saved; one kept ON the model may as well be the
+    # model's own (pruning masks m.masks = [w0/mask ...]: review-16-attack-r34 F1), so only
+    # the former stays out.
+    read = ckpt_twins(ckpt)
+    out: list[str] = []
+    apart: list[str] = []
+    for k, v in variables.items():
+        name = full.get(k)
+        if v.role != R.EMA or not name:
+            continue
+        candidates = [v.ema_of] if v.ema_of else list(v.ema_candidates)
+        twin = read.get(k)
+        kept = twin is not None and twin.evidence == CONTAINER and all(
+            root_child(c) != root_child(k) for c in candidates)
+        heads = [full.get(h) for h in candidates]
+        if not heads or not all(h and name.startswith(h + "/") for h in heads):
+            continue  # not the <variable>/<x> reading (a Keras optimizer's copy, say)
+        if all(suffix_base(name[len(h) + 1:].rpartition("/")[2]) != R.DEFAULT_EMA_NAME
+               and suffix_base(name[len(h) + 1:].partition("/")[0]) != R.DEFAULT_EMA_NAME
+               for h in heads):
+            (apart if kept else out).append(k)
+    return out, apart
 
 
 def unproven_averages(ckpt, variables) -> list[str]:
@@ -19,34 +50,26 @@ def unproven_averages(ckpt, variables) -> list[str]:
     A key qualifies where it has the ``ema`` role, its recorded name is ``<head>/<x>`` for
     every variable it may average (``ema_of`` or its candidates), and no such ``x`` is
     ``ExponentialMovingAverage`` (or ``..._N``): an average of TF's default name is proven
-    and stays out of a raw export.
+    and stays out of a raw export. Not those in a container saved apart
+    (:func:`unproven_apart`).
     """
-    full = ckpt.objects.full_names if ckpt.objects is not None else {}
-    if not full:
-        return []
-    # A list or dict of nothing else saved apart from the model (Checkpoint(model=m,
-    # ema=[...])) is how TF2 averages are saved; one kept ON the model may as well be the
-    # model's own (pruning masks m.masks = [w0/mask ...]: review-16-attack-r34 F1), so only
-    # the former stays out.
-    read = ckpt_twins(ckpt)
-    out = []
-    for k, v in variables.items():
-        name = full.get(k)
-        if v.role != R.EMA or not name:
-            continue
-        candidates = [v.ema_of] if v.ema_of else list(v.ema_candidates)
-        twin = read.get(k)
-        if twin is not None and twin.evidence == CONTAINER and all(
-                root_child(c) != root_child(k) for c in candidates):
-            continue
-        heads = [full.get(h) for h in candidates]
-        if not heads or not all(h and name.startswith(h + "/") for h in heads):
-            continue  # not the <variable>/<x> reading (a Keras optimizer's copy, say)
-        if all(suffix_base(name[len(h) + 1:].rpartition("/")[2]) != R.DEFAULT_EMA_NAME
-               and suffix_base(name[len(h) + 1:].partition("/")[0]) != R.DEFAULT_EMA_NAME
-               for h in heads):
-            out.append(k)
-    return out
+    return _unproven(ckpt, variables)[0]
+
+
+def unproven_apart(ckpt, variables) -> list[str]:
+    """The keys read as averages only by a non-default name, kept in a list or dict saved
+    apart from the model (``Checkpoint(model=m, masks=[...])``): a raw export leaves them out,
+    as an EMA's averages are saved so, and names them (review-16-attack-r35 F5)."""
+    return _unproven(ckpt, variables)[1]
+
+
+def held_twins(ckpt, variables) -> list[str]:
+    """Keys read as weights that :mod:`~ckpt_tools.tf2_twins` reads as the model's own unless
+    an EMA name is stated (``enc.w_avg = fast.average(enc.w)``, a dict of a named EMA's
+    averages on the model): written as weights, they may as well be averages
+    (review-16-attack-r35 F4)."""
+    return sorted(k for k, t in ckpt_twins(ckpt).items() if t.outcome == AVERAGE_IF_STATED
+                  and getattr(variables.get(k), "role", None) == R.WEIGHT)
 
 
 def unproven_warning(shown: list[str]) -> str:
@@ -57,3 +80,17 @@ def unproven_warning(shown: list[str]) -> str:
             "their names read both ways and TensorFlow records no EMA name but its default; "
             "if they are averages, leave them out with --exclude (or export the averages with "
             "--ema-name NAME)")
+
+
+def apart_note(ckpt, keys: list[str], shown: list[str]) -> str:
+    """The note ``export --raw`` gives for the keys :func:`unproven_apart` it left out
+    (``shown``: as the export names them)."""
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    read = ckpt_twins(ckpt)
+    said = " or ".join(repr(n) for n in sorted({suffix_base(read[k].x) for k in keys
+                                                if k in read and read[k].x}))
+    return (f"left out {len(shown)} tensor(s) saved apart from the model that only their names "
+            f"read as averages of an ExponentialMovingAverage named {said} "
+            f"({', '.join(shown[:3])}{more}): TensorFlow records no EMA name but its default, "
+            "so nothing proves them averages, and --raw writes a model's weights only; if "
+            "they are tensors of your own (masks, deltas), ckpt show prints them")
