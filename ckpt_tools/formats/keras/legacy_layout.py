@@ -40,7 +40,7 @@ def analyze_legacy(entries, config, trainable=None, optimizer=None,
         if len(keys) > 1:  # say which layer (base/dense/kernel): list, map, export keep apart
             for key in keys:
                 lay.paths[key] = key.removeprefix("model_weights/")
-    stated = _legacy_stated(lay, trainable) if trainable is not None else None
+    stated = _legacy_stated(lay, trainable, config) if trainable is not None else None
     opt_cfg = ((config or {}).get("training_config") or {}).get("optimizer_config") or {}
     outer, wrapped = opt_cfg, _wrapped(opt_cfg)
     if wrapped is not None:
@@ -278,17 +278,26 @@ def _bare_names(name: str | None, names: list[str]) -> bool:
     return bool(name) and bool(named) and not any(n.startswith(f"{name}/") for n in named)
 
 
-def _legacy_stated(lay: KerasLayout, names: Sequence[str]) -> list[str]:
+def _legacy_stated(lay: KerasLayout, names: Sequence[str], config=None) -> list[str]:
     """The model weight keys a legacy ``--trainable`` names, in its order: each a full key
-    (``model_weights/base/dense/kernel``), one without ``model_weights/``, or the path
-    ``ckpt list`` shows (``dense/kernel``, where one weight has it; ``:0`` allowed).
+    (``model_weights/base/dense/kernel``), one without ``model_weights/``, the path
+    ``ckpt list`` shows (``dense/kernel``, where one weight has it; ``:0`` allowed), a
+    layer's name for its weights, or a nested model's name for its trainable weights
+    (:func:`.legacy_nested.nested_trainable`).
 
     Raises:
         VariableNotFoundError: a name matches no weight, or one already named.
+        UnprovenPairingError: a nested model's trainable weights are not recorded.
     """
+    from .legacy_nested import nested_trainable
+
     out: list[str] = []
     for raw in names:
         name = raw.removesuffix(":0").strip("/")
+        nested = nested_trainable(lay, config, name)
+        if nested is not None and not set(nested) & set(out):
+            out.extend(nested)
+            continue
         hits = [k for k in lay.model if k == name or k == "model_weights/" + name
                 or lay.paths.get(k) == name]  # or the name `ckpt list` shows (a/kernel)
         layer = [k for k in lay.model if (lay.paths.get(k) or "").startswith(name + "/")]
