@@ -40,13 +40,7 @@ from .object_paths import positional_names_note
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
 from .raw_shadows import restored_raw_holders, restored_raw_warning
-from .raw_unproven import (
-    apart_note,
-    held_twins,
-    unproven_apart,
-    unproven_averages,
-    unproven_warning,
-)
+from .raw_unproven import held_twins, raw_warnings, unproven_averages, unproven_warning
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
@@ -157,17 +151,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         k, h = next(iter(sorted(averages_under_variable_names(ckpt).items())))
         warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "
                         f"as variables hold their averages (e.g. {k} holds {h})")
-    elif has_ema:
-        # only unproven names in a list saved apart (masks=[...], no EMA): left out, named,
-        # and no "has EMA shadows" claim (review-16-attack-r35 F5)
-        apart = unproven_apart(ckpt, variables)
-        if apart:
-            warnings.append(apart_note(ckpt, apart, [_clean_name(k, variables.get(k))
-                                                     for k in apart]))
-        if set(apart) != {k for k, v in variables.items() if v.role == R.EMA}:
-            from .keras_assumed import raw_warning  # a Keras 3 file: --raw may be the remedy
-
-            warnings.append(raw_warning(ckpt))
+    elif has_ema:  # masks=[...] apart, no EMA: named, no "has EMA shadows" (r35 F5)
+        warnings += raw_warnings(ckpt, variables, _clean_name)
     order = _creation_order(ckpt)
     # A variable the map gives an average is a weight.
     used = {s for t, s in sources.items() if s != t}  # an average no name marks is no weight

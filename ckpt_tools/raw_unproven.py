@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_refusals import suffix_base
-from .tf2_twins import AVERAGE_IF_STATED, CONTAINER, ckpt_twins, root_child
+from .pairing import root_child
+from .tf2_twins import AVERAGE_IF_STATED, CONTAINER, ckpt_twins
 
 
 def _unproven(ckpt, variables) -> tuple[list[str], list[str]]:
@@ -80,6 +81,20 @@ def unproven_warning(shown: list[str]) -> str:
             "their names read both ways and TensorFlow records no EMA name but its default; "
             "if they are averages, leave them out with --exclude (or export the averages with "
             "--ema-name NAME)")
+
+
+def raw_warnings(ckpt, variables, show) -> list[str]:
+    """What ``export --raw`` says of a checkpoint with averages: the note for the tensors
+    :func:`unproven_apart` leaves out (``show``: key, variable -> the name exported), and the
+    usual warning, unless those are all its averages (``masks=[...]``, no EMA: never "the
+    checkpoint has EMA shadows", review-16-attack-r35 F5)."""
+    apart = unproven_apart(ckpt, variables)
+    out = [apart_note(ckpt, apart, [show(k, variables.get(k)) for k in apart])] if apart else []
+    if set(apart) != {k for k, v in variables.items() if v.role == R.EMA}:
+        from .keras_assumed import raw_warning  # a Keras 3 file: --raw may be the remedy
+
+        out.append(raw_warning(ckpt))
+    return out
 
 
 def apart_note(ckpt, keys: list[str], shown: list[str]) -> str:

@@ -47,6 +47,7 @@ from . import roles as R
 from .formats._record import Frozen
 from .formats.entry import TensorEntry
 from .formats.objgraph import SLOT_MARK, ObjectGraph
+from .pairing import root_child
 
 #: Outcomes.
 VARIABLE = "variable"
@@ -79,11 +80,6 @@ class Twin(Frozen):
     def named(self, ema_name: str) -> bool:
         """Whether ``x`` is ``ema_name`` (``_N`` aside)."""
         return ema_name in (self.x, R.UNIQUIFIED.sub("", self.x))
-
-
-def root_child(key: str) -> str:
-    """The child of the checkpoint's root that an object-graph key lies under."""
-    return key.split("/", 1)[0]
 
 
 def averaged_variables(full: dict[str, str]) -> set[str]:
