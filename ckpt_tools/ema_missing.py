@@ -155,6 +155,13 @@ def unsaved_inner_optimizers(objects) -> bool:
     return False
 
 
+#: A hint of the map (no message of its own): a Keras optimizer beside weights no Keras model
+#: or layer holds (a ``tf.Module``'s own ``tf.Variable``s, README's TF2 custom loop): its
+#: averages may as well have been a ``tf.train.ExponentialMovingAverage``'s, not saved, as
+#: ``use_ema=False`` copies never made (review-16-user-u18 F1).
+MODULE_WEIGHTS = "weights a tf.Module holds, not a Keras model"
+
+
 #: A hint of the map (no message of its own): a SavedModel with no average stored: a serving
 #: export often restored the averages into its variables before saving (review-13 r22 F11;
 #: a TF2 one: review-14-attack-r25 F4a).
@@ -163,6 +170,14 @@ SERVING_EXPORT = "a SavedModel with no average stored"
 #: With :data:`SERVING_EXPORT`: the SavedModel is a Keras 3 ``model.export()`` archive, whose
 #: weights after ``fit()`` with ``use_ema=True`` are the averages (review-16-attack-r32 F11).
 KERAS_EXPORT = "a Keras model.export() archive"
+
+
+_TF2_UNSAVED = (
+    "a tf.train.Checkpoint saves only what it is given, so save the averages with the model, "
+    "e.g. tf.train.Checkpoint(model=model, ema=[ema.average(v) for v in "
+    "model.trainable_variables]) (with unique variable names, tf.Variable(..., name=...), the "
+    "averages' names pair them; same-named variables of one shape then need --apply-order "
+    "trainable, plus --numbered-lists where a list holds more than ten)")
 
 
 def missing_message(m: EmaMap) -> str:
@@ -222,6 +237,11 @@ def missing_message(m: EmaMap) -> str:
                  "inner=list(optimizer.optimizers))) their lists pair them; in Python, the "
                  "live model's optimizer holds them: for each inner optimizer o, "
                  "zip(o._trainable_variables, o._model_variables_moving_average)")
+    elif none and m.file_style == "keras" and MODULE_WEIGHTS in m.hints:
+        cause = ("the weights are a tf.Module's (no Keras model holds them), so either "
+                 "EMA may have been meant: if a tf.train.ExponentialMovingAverage averaged "
+                 f"them, {_TF2_UNSAVED}; if the Keras optimizer was to keep them, it had "
+                 "use_ema=False (train with e.g. keras.optimizers.SGD(..., use_ema=True))")
     elif none and m.file_style == "keras":
         cause = ("the optimizer had use_ema=False (train with e.g. "
                  "keras.optimizers.SGD(..., use_ema=True) to keep them)")
@@ -236,13 +256,7 @@ def missing_message(m: EmaMap) -> str:
                       "optimizer of use_ema=True, its weights are the averages, since fit() "
                       "copies them into the weights when it ends")
     elif none and m.file_style == "tf2":
-        cause = ("a tf.train.Checkpoint saves only what it is given, "
-                 "so save the averages with the model, e.g. tf.train.Checkpoint(model=model, "
-                 "ema=[ema.average(v) for v in model.trainable_variables]) (with unique "
-                 "variable names, tf.Variable(..., name=...), the averages' names pair them; "
-                 "same-named variables of one shape then need --apply-order trainable, plus "
-                 "--numbered-lists where a list holds more than ten), or training never ran "
-                 "ema.apply()")
+        cause = _TF2_UNSAVED + ", or training never ran ema.apply()"
     elif none and SERVING_EXPORT in m.hints:
         cause = ("no EMA shadow is stored at all, and a SavedModel holds what its export "
                  "graph's variables held: a serving export often restores the averages into "
@@ -274,7 +288,7 @@ def missing_message(m: EmaMap) -> str:
                  "pass --allow-missing (allow_missing=True) to restore their raw values")
     said = [h for h in m.hints  # said in cause
             if h not in (LEGACY_SLOTS, SERVING_EXPORT, KERAS_EXPORT, LISTED_TRAINABLE,
-                         UNSAVED_INNER)]
+                         UNSAVED_INNER, MODULE_WEIGHTS)]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:
         hint += ("; if it was exported that way, its weights are the averages as they are "

@@ -9,6 +9,7 @@ from . import roles as R
 from .ema_missing import (
     KERAS_EXPORT,
     LEGACY_SLOTS,
+    MODULE_WEIGHTS,
     NO_OPTIMIZER,
     NONE_TO_ALLOW,
     SERVING_EXPORT,
@@ -21,6 +22,7 @@ from .ema_proof import elsewhere_hint
 from .ema_scopes import scope_hints
 from .ema_updates import slot_named_hint
 from .formats.objgraph import SLOT_MARK
+from .keras_graph import under_keras
 from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
 from .saved_aliases import export_archive
@@ -78,6 +80,10 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
             v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
             for k, v in variables.items()):
         hints.append(NO_OPTIMIZER)  # not "use_ema=False": no optimizer was saved at all
+    if speaks == "keras" and missing and not ckpt.location.saved_model \
+            and ckpt.objects is not None and ckpt.objects.node_keys \
+            and not under_keras(ckpt.objects, missing):
+        hints.append(MODULE_WEIGHTS)  # a tf.Module's: a tf.train EMA is as likely (u18 F1)
     if speaks == "keras" and missing and unsaved_inner_optimizers(ckpt.objects):
         hints.append(UNSAVED_INNER)  # not "use_ema=False": the MultiOptimizer's inner ones
     if speaks in ("tf1", "tf2") and missing and ckpt.location.saved_model \

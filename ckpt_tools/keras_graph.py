@@ -58,6 +58,22 @@ def keras_nodes(objects: ObjectGraph) -> set[int]:
     return out
 
 
+def under_keras(objects: ObjectGraph, keys) -> bool:
+    """Whether any of ``keys`` (variable keys) is held by an object the graph shows to be a
+    Keras model or layer (:func:`keras_nodes`), at any depth below it. A Keras optimizer is
+    none: the model weights it was built with (``_trainable_variables``) are only borrowed.
+    False for a ``tf.Module`` (or dict, list) holding its own ``tf.Variable``s."""
+    todo = list(keras_nodes(objects))
+    seen = set(todo)
+    while todo:
+        for _, child in objects.children.get(todo.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    wanted = set(keys)
+    return any(objects.node_keys.get(n) in wanted for n in seen)
+
+
 def shortest_tree(objects: ObjectGraph) -> tuple[dict[int, int], dict[int, str]]:
     """Returns each node's parent and local name on its shortest path from the root, the
     path TensorFlow names keys by (breadth first)."""
