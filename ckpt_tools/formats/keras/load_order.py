@@ -55,8 +55,10 @@ def _unproven(node: Node, named: bool) -> str | None:
     where = node.name or node.path
     if named or holds(node):
         if node.custom or node.cls not in BUILTIN_LAYERS | CONTAINERS:
-            return (f"layer {where!r} is of a class ({node.cls or 'unknown'}) outside Keras, "
-                    "which may hold a reference to another layer's weights (weight tying) "
+            return (f"layer {where!r} is of a class ({node.cls}) outside Keras" if node.cls
+                    else f"layer {where!r} is of a class the file does not record (perhaps "
+                    "one outside Keras)") + (
+                    ", which may hold a reference to another layer's weights (weight tying) "
                     "that the file records only once, so what Keras fills for it is not in "
                     "the file")
     if not holds(node):

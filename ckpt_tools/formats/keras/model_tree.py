@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .custom_order import custom_class
 from .optimizer_slots import FLOATS
 from .submodel_order import submodel_units
+from .wrapped import wrapped_config
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -184,7 +185,20 @@ def _first_offset(node: Node, model) -> float:
     return min(offs, default=float("inf"))
 
 
+def _wrapped_classes(node: Node) -> None:
+    """The class of each layer a built-in wrapper holds (:mod:`.wrapped`): r32 F14."""
+    for child in node.ordered + node.bag if not node.custom else ():
+        said = wrapped_config(node.cls, node.cfg, child.path.rsplit("/", 1)[-1])
+        if said is not None:
+            cls = said["class_name"]
+            child.cls = to_snake_case(_EXPORT_NAMES.get(cls, cls))
+            child.cfg = said["config"] if isinstance(said.get("config"), dict) else {}
+            child.custom_class = custom_class(said)
+            child.custom = bool(child.custom_class)
+
+
 def _order(node: Node, model, notes) -> None:
+    _wrapped_classes(node)
     layer_cfgs = (node.cfg or {}).get("layers") if isinstance(node.cfg, dict) else None
     by_name: dict[str, tuple[int, dict]] = {}
     if isinstance(layer_cfgs, list):
