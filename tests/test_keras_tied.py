@@ -224,3 +224,20 @@ def test_a_diverged_run_is_not_read_as_weight_tying(keras, tmp_path):
     with np.load(tmp_path / "w.npz") as npz:
         for path, want in truth.items():
             assert npz[path].tobytes() == want.tobytes(), path
+
+
+@pytest.mark.parametrize(("name", "extra"), FILES[:2])
+def test_the_true_trainable_skipping_the_tied_copy_is_refused_as_tying(made, name, extra,
+                                                                       tmp_path):
+    """review-16-attack-r32 F10: the optimizer lists the tied variable once, so the true
+    --trainable skips zz_tied/0; it was refused blaming the order ("Keras saves a layer's
+    trainable variables first"), now the values show the tie."""
+    out, _ = made
+    code, _, err = run_cli(["restore-ema", str(out / name), "--out", str(tmp_path / "r"),
+                            "--not-swapped", "--trainable",
+                            "emb/embeddings,mid/kernel,mid/bias,zz_tied/1", *extra])
+    assert code == 6, err
+    assert "without zz_tied/0, which holds exactly the values of emb/embeddings" in err, err
+    assert "weight tying" in err and "apply_keras_ema(model, path)" in err, err
+    assert "trainable variables first" not in err, err
+    assert not (tmp_path / "r").exists()

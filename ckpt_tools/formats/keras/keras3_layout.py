@@ -200,7 +200,7 @@ def analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
         lay.loop_order = bool(getattr(trainable, "loop_order", False))
         lay.trainable_stated = True
         by_layer: list[str] = []
-        keys = stated_keys(lay, trainable, {k for k, _ in trained}, by_layer)
+        keys = stated_keys(lay, trainable, {k for k, _ in trained}, by_layer, read)
         found = analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
                                optimizer=optimizer)
         if lay.flags and lay.ordered:

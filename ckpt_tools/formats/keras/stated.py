@@ -17,6 +17,7 @@ from .custom_order import check_stated_loose
 from .model_tree import ORDERS
 from .optimizer_slots import shown_name
 from .stated_names import check_numbering
+from .stated_tied import refuse_tied
 
 
 class LoopOrder(list):
@@ -168,7 +169,7 @@ def _config_names(cfg) -> Iterator[str]:
 
 
 def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str],
-                by_layer: list[str] | None = None) -> list[str]:
+                by_layer: list[str] | None = None, read=None) -> list[str]:
     """Model weight keys for the caller's names, in the order given; ``by_layer``, when
     given, gets the keys a layer's name stood for (every weight of the layer: whether one
     of its variables was frozen on its own is then the tool's reading, not the statement).
@@ -312,7 +313,7 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str],
             by_layer += hit
         if name not in lay.model:
             used.append((name, hit))
-    _check_prefix(lay, keys)
+    _check_prefix(lay, keys, read)
     check_numbering(lay, used, keys)
     return keys
 
@@ -352,7 +353,7 @@ def _positional(lay: KerasLayout, layer: str) -> list[str]:
     return sorted(own, key=lambda k: int(lay.paths.get(k, k).rsplit("/", 1)[1]))
 
 
-def _check_prefix(lay: KerasLayout, keys: list[str]) -> None:
+def _check_prefix(lay: KerasLayout, keys: list[str], read=None) -> None:
     """Refuses a statement that names a layer's variables saved by index other than as its
     first ones in order: Keras saves a layer's trainable variables before its non-trainable
     ones (``_trainable_variables + _non_trainable_variables``), so the weights of one layer an
@@ -371,6 +372,7 @@ def _check_prefix(lay: KerasLayout, keys: list[str]) -> None:
         # a layer whose stored order is not proven (custom_order): any order of its first
         loose = any(lay.paths.get(k, k).startswith(layer + "/") for k in lay.loose)
         if (sorted(got) if loose else got) != list(range(len(got))) and _positional(lay, layer):
+            refuse_tied(lay.paths, layer, _positional(lay, layer), got, keys, read)
             want = ",".join(f"{layer}/{i}" for i in range(len(got)))
             raise EmaError(
                 f"--trainable states {', '.join(f'{layer}/{i}' for i in got)}, but Keras saves "
