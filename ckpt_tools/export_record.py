@@ -66,12 +66,16 @@ def swapped_in(ckpt) -> str | None:
     ``SwapEMAWeights(swap_on_epoch=True)``, an EMA optimizer's ``swap_weights()`` before the
     save, a TF1 Saver no graph file records that may have swapped."""
     from .keras_assumed import by_tf_keras, object_pairs
+    from .keras_copies_equal import weights_are_copies
     from .swap_assumed import saver_assumptions, slot_pairs
 
     layout = getattr(ckpt.reader, "keras", None)
     if layout is not None:
-        return (None if layout.use_ema is False or by_tf_keras(ckpt) else
-                "the averages if ModelCheckpoint saved it after SwapEMAWeights")
+        if layout.use_ema is False or by_tf_keras(ckpt):
+            return None
+        if weights_are_copies(ckpt, layout):  # every copy is a weight: as after fit()
+            return "the averages if it was saved after fit() ended or after SwapEMAWeights"
+        return "the averages if ModelCheckpoint saved it after SwapEMAWeights"
     if object_pairs(ckpt):
         return "the averages if it was saved after SwapEMAWeights"
     if slot_pairs(ckpt):

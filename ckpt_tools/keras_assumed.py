@@ -33,6 +33,7 @@ from dataclasses import replace
 from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, RecordedStatementWarning, UnprovenPairingError
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
+from .keras_copies_equal import weights_are_copies
 from .swap_assumed import (
     SLOT_NOT_SWAPPED,
     SLOT_RAW_WARNING,
@@ -170,6 +171,12 @@ def raw_warning(ckpt: Checkpoint) -> str:
                 "checkpoint (its keys named as variables then hold the averages; its graph "
                 "file records no save op to show it); otherwise drop --raw to export the "
                 "averages")
+    if layout is not None and layout.use_ema and not by_tf_keras(ckpt) \
+            and weights_are_copies(ckpt, layout):  # u18 F3: the refusal's own --raw hint
+        return ("exporting the file's own weights (--raw), not its EMA copies: every EMA copy "
+                "equals one of them bit for bit, as after fit() ends (it copies the averages "
+                "into the weights), so they are the averages if it was saved then "
+                "(model.save() after fit()) or after SwapEMAWeights(swap_on_epoch=True)")
     if layout is not None and layout.use_ema and not by_tf_keras(ckpt) or \
             layout is None and object_pairs(ckpt):
         return ("exporting the file's own weights (--raw), not its EMA copies: right if "

@@ -23,6 +23,7 @@ from .formats.keras.stated import LoopOrder
 from .formats.keras.tf_keras import is_legacy, legacy_name
 from .formats.keras.tfk_stated_optimizer import refuse_unstated
 from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
+from .keras_copies_equal import AFTER_FIT_HINT, weights_are_copies
 from .keras_layout_values import refuse_unproven_layout
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import refuse_twins
@@ -207,38 +208,13 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
                 f"{len(unpaired)} of {len(layout.averages)} EMA copies")
         raise EmaError(
             f"{ckpt.path}: {what} cannot be paired with a model weight from the file alone "
-            f"({shown_names(ckpt, why)})" + tail + _weights_are_copies(ckpt, layout))
+            f"({shown_names(ckpt, why)})" + tail
+            + (AFTER_FIT_HINT if weights_are_copies(ckpt, layout) else ""))
     refuse_unstepped(ckpt)  # iteration 0: Keras' initial copies, no averages yet
     refuse_unproven_layout(ckpt)  # a bare .weights.h5: values prove the inferred layout
     if twins:
         refuse_twins(ckpt)
     refuse_contradicted_order(ckpt)  # the values say a custom loop built it otherwise
-
-
-def _weights_are_copies(ckpt: Checkpoint, layout: KerasLayout) -> str:
-    """A hint for a refusal: where every EMA copy equals a distinct weight of the file bit for
-    bit, as after ``fit()`` ends (it copies the averages into the weights), the weights may be
-    used as they are (review-15-user-u17 F9); ``""`` otherwise. Values only hint: the pairing
-    stays refused."""
-    from collections import Counter
-
-    def bits(key):
-        a = np.asarray(ckpt.tensor(key))
-        return str(a.dtype), a.shape, a.tobytes()
-
-    copies = list(layout.averages)
-    if not copies:
-        return ""
-    weights = Counter(bits(k) for k in layout.model if k in ckpt)
-    for key in copies:
-        b = bits(key)
-        if not weights[b]:
-            return ""
-        weights[b] -= 1
-    return ("; every EMA copy equals a weight of the file bit for bit, as after fit() ends "
-            "(it copies the averages into the weights): if it was saved then (model.save() "
-            "after fit()), its weights are the averages: ckpt export --raw writes them as "
-            "they are")
 
 
 def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
