@@ -59,6 +59,8 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
         return
     base = suffix_base(ema_name)
     ops = update_ops(ckpt) if use_meta else None
+    if ops is not None:
+        refuse_stacked_sources(ckpt, variables, ema_name, chosen, ops)
     siblings: dict[str, list[str]] = {}
     for key in variables:
         head, _, last = key.rpartition("/")
@@ -114,6 +116,37 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                 f"training graph's .meta does (its update ops), and {why}: put the .meta "
                 "written with the checkpoint beside it",
                 None, {target: tuple(sorted(keys))})
+
+
+def refuse_stacked_sources(ckpt: Checkpoint, variables, ema_name: str,
+                           chosen: dict[str, str], ops: UpdateOps) -> None:
+    """Refuses restoring ``W`` from an average the ``.meta``'s update ops show taken of
+    another average of ``W``: ``fast.apply([ema.average(w0)])`` writes ``w0/ema/fast``, the
+    key an EMA named ``ema/fast`` would write for ``w0``, so ``--ema-name ema/fast`` read it
+    as ``w0``'s (``chosen``, or ``<W>/<ema_name>``); it is ``fast``'s average of ``w0/ema``
+    (an EMA of an EMA), and no object of that name averaged ``w0``. The refusal was
+    "probably frozen" and ``--allow-missing`` then wrote ``fast``'s values as ``w0``'s
+    average (s17b, review-16-attack-r33 F13).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming what the graph shows.
+    """
+    named = {t: f"{t}/{ema_name}" for t in variables if f"{t}/{ema_name}" in variables}
+    for target, source in {**named, **chosen}.items():
+        other, scope = ops.averages.get(source, ("", ""))
+        first, first_scope = ops.averages.get(other, ("", ""))
+        if not other or other == target or chosen.get(other) == source or first != target:
+            continue
+        first_name = _scope_name(first_scope, {target: other})
+        raise UnprovenPairingError(
+            f"{ckpt.path}: --ema-name {ema_name}: {source} is no average of {target}: the "
+            f".meta's update ops show the EMA of name scope '{scope}' averaging {other} into "
+            f"it, and {other} is itself the average of {target} kept by the EMA of name scope "
+            f"'{first_scope}' (an EMA of another EMA's averages: {scope}.apply() was given "
+            f"{first_name}.average({target})); no EMA object named {ema_name} averaged "
+            f"{target}: --ema-name {first_name} takes the averages of {target} the graph "
+            f"shows ('ckpt list' shows what each key averages)",
+            "--ema-name", {target: (source,)})
 
 
 def _scopes(ckpt: Checkpoint, variables) -> tuple[dict[str, dict[str, str]], set] | None:

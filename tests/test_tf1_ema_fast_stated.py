@@ -9,7 +9,10 @@ another EMA's averages) so.
   is stored at all"; now the refusal names both readings and ``--ema-name ema/fast``.
 - An EMA ``fast`` over an EMA ``ema``'s averages (review-16-attack-r33 F13): ``--ema-name ema``
   was refused demanding ``w0/ema/ema`` (``fast.apply()`` put ``w0/ema`` in
-  ``moving_average_variables``); now it gives ``ema``'s averages.
+  ``moving_average_variables``); now it gives ``ema``'s averages. With the ``.meta``,
+  ``--ema-name ema/fast`` (no object of that name) was refused as "probably frozen", and its
+  ``--allow-missing`` wrote ``fast``'s averages of ``w0/ema`` as ``w0``'s (exit 0); now it is
+  refused with or without ``--allow-missing``, saying what the update ops show.
 
 Truth: ``sess.run(ema.average(v))`` at save time, bit for bit."""
 
@@ -118,3 +121,17 @@ def test_ema_of_ema_fast_is_no_weights_average(made, tmp_path):
     for meta in ([], ["--no-meta"]):
         code, err, out = _export(run, tmp_path, "--ema-name", "fast", *meta)
         assert code == 6 and not out.exists(), (meta, err)
+
+
+def test_ema_of_ema_stated_as_ema_slash_fast_says_what_the_graph_shows(made, tmp_path):
+    """With the ``.meta``: ``w0/ema/fast`` is ``fast``'s average of ``w0/ema``, not an
+    ``ema/fast`` object's of ``w0``; never written as ``w0``'s average (s17b, not done)."""
+    run, _ = made["stacked"]
+    for more in ([], ["--allow-missing"]):
+        code, err, out = _export(run, tmp_path, "--ema-name", "ema/fast", *more)
+        said = " ".join(err.split())
+        assert code == 6 and not out.exists(), (more, err)
+        assert "probably frozen" not in said and "--allow-missing" not in said, said
+        assert "is no average of w" in said, said
+        assert any(f"averaging {w}/ema into it" in said for w in ("w0", "w1")), said
+        assert "name scope 'fast'" in said and "--ema-name ema takes" in said, said
