@@ -37,7 +37,7 @@ from .keras_unstepped import refuse_unstepped_tf2
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
 from .pairing import lists_stated, root_child
-from .raw_reasons import expected_raw
+from .raw_reasons import NOT_FLOAT, expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
 from .rescope_clash import refuse_rescope_clash
 from .save_op import named_pairs_unproven
@@ -330,9 +330,10 @@ def ema_map(
             # variables_to_restore() looks for its average and fails, and evaluating it raw
             # beside averaged ones is not what was asked: missing (--allow-missing keeps it
             # raw). A Keras optimizer's unaveraged weights are those it was not built with
-            # (frozen, a target network): raw is what Keras evaluates them with.
-            missing = [*missing, *unaveraged]
-            unaveraged = []
+            # (frozen, a target network): raw is what Keras evaluates them with. An integer
+            # weight (a hand-quantized w_q) never has one: apply() takes float variables only.
+            missing = [*missing, *(t for t in unaveraged if variables[t].dtype in R._FLOAT)]
+            unaveraged = [t for t in unaveraged if variables[t].dtype not in R._FLOAT]
     elif source == "keys" and not missing:
         # Not one average stored: every weight misses one (BN statistics count only when
         # some have shadows, as in `ckpt list`'s "none of N weights has a shadow").
@@ -385,7 +386,9 @@ def ema_map(
         loss_averages=tuple(k for k, v in variables.items() if v.role == R.LOSS_AVERAGE),
         source=source, file_style=speaks, pairs=tuple(kept), hints=tuple(hints),
         names={k: v.path for k, v in variables.items() if v.path},
-        expected_raw=expected_raw(ckpt, unaveraged), assumed=_warned(ckpt, assumed),
+        expected_raw={**expected_raw(ckpt, unaveraged), **{
+            t: NOT_FLOAT for t in unaveraged if speaks != "keras"
+            and variables[t].dtype not in R._FLOAT}}, assumed=_warned(ckpt, assumed),
         held=held or {})
 
 

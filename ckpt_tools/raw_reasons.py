@@ -54,6 +54,9 @@ def expected_raw(ckpt, keys) -> dict[str, str]:
 
 #: The TF1 ``.meta`` lists it outside ``trainable_variables`` (:mod:`ckpt_tools.frozen_meta`).
 NOT_TRAINABLE_META = "not_trainable"
+#: An integer weight of a TensorFlow checkpoint (a hand-quantized ``w_q``): TF's
+#: ``ExponentialMovingAverage.apply()`` takes float variables only, so none has an average.
+NOT_FLOAT = "not_float"
 
 
 def expected_raw_note(reasons: dict[str, str], shown) -> str | None:
@@ -61,12 +64,18 @@ def expected_raw_note(reasons: dict[str, str], shown) -> str | None:
     :func:`~ckpt_tools.frozen_meta.frozen_variables`) explains (``shown``: key -> display
     name), or None where there are none."""
     frozen = [shown(k) for k, r in reasons.items() if r == NOT_TRAINABLE_META]
-    reasons = {k: r for k, r in reasons.items() if r != NOT_TRAINABLE_META}
+    ints = [shown(k) for k, r in reasons.items() if r == NOT_FLOAT]
+    reasons = {k: r for k, r in reasons.items() if r not in (NOT_TRAINABLE_META, NOT_FLOAT)}
     meta_note = (f"{len(frozen)} frozen weight(s) keep their raw values: the .meta lists them "
                  "outside trainable_variables (trainable=False), so ema.apply() never averaged "
                  "them and TF's variables_to_restore() restores them raw: "
                  f"{', '.join(frozen[:5])}" + (" ..." if len(frozen) > 5 else "")
                  ) if frozen else None
+    if ints:
+        int_note = (f"{len(ints)} integer weight(s) keep their raw values: "
+                    "ExponentialMovingAverage.apply() averages float variables only: "
+                    f"{', '.join(ints[:5])}" + (" ..." if len(ints) > 5 else ""))
+        meta_note = int_note if meta_note is None else f"{meta_note}; {int_note}"
     if not reasons:
         return meta_note
     parts = []

@@ -59,12 +59,10 @@ _HYPERPARAMETERS = frozenset({"learning_rate", "lr", "momentum_value", "decay"})
 _FLOAT = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
                     "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz"})
 # Quantized weights (Keras' model.quantize("int8"/"int4"): an int8 kernel beside its float
-# kernel_scale); other 8-bit integers are counters, seeds and lookup state. A 4-bit integer is
-# never one of those (TensorFlow keeps no counter or table in int4): a quantized weight
-# whatever its name (a w_q left out of export without a word: review-16-attack-r32 F3).
+# kernel_scale; a hand-quantized w_q), whatever their name: TensorFlow keeps its counters,
+# seeds and lookup state in 32/64-bit integers or strings, never in 8 or 4 bits, and a w_q
+# read as "other" was left out of export without a word (review-16-attack-r32 F3).
 _QUANTIZED = frozenset({"int8", "uint8", "int4", "uint4"})
-_QUANTIZED_NAMES = frozenset({"kernel", "embeddings"})
-_INT4 = frozenset({"int4", "uint4"})
 
 
 class RoleInfo(Frozen):
@@ -280,8 +278,8 @@ def classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_m
     if last and zero_debias_pair(key + "/biased", entries):
         # a custom-named zero-debiased average (name="dbg"): TF debiases tensors' only
         return _PLAIN[LOSS_AVERAGE]
-    return _PLAIN[WEIGHT if entry.dtype_name in _FLOAT or entry.dtype_name in _INT4 or (
-        entry.dtype_name in _QUANTIZED and last.lstrip("_") in _QUANTIZED_NAMES) else OTHER]
+    return _PLAIN[WEIGHT if entry.dtype_name in _FLOAT or entry.dtype_name in _QUANTIZED
+                  else OTHER]
 
 
 # One shared RoleInfo per role that refers to no other key (RoleInfo is frozen): most keys
