@@ -112,7 +112,7 @@ class KerasLayout:
     frozen: list[str] = field(default_factory=list)
     frozen_left_out: list[str] = field(default_factory=list)
     untrainable: list[str] = field(default_factory=list)
-    float8_state: list[str] = field(default_factory=list)  # model_tree.FLOAT8_STATE
+    float8_state: list[str] = field(default_factory=list)  # quantized.FLOAT8_STATE
     slots: dict[str, str | None] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
     var_names: dict[str, str] = field(default_factory=dict)  # optimizer key -> Keras var name

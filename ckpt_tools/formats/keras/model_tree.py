@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .custom_order import custom_class
 from .optimizer_slots import FLOATS
+from .quantized import FLOAT8_STATE, INT_NAMES, float8, int_quantized
 from .submodel_order import submodel_units
 from .wrapped import wrapped_config
 
@@ -44,21 +45,6 @@ _CELL_NAMES = {c: ("kernel", "recurrent_kernel", "bias") for c in (
 # Layers named by default (dense_7) whose variables are a kernel of this rank and a bias.
 _KERNEL_RANK = {"dense": 2, "conv1d": 3, "conv2d": 4, "conv3d": 5}
 _FROZEN_CLASSES = {"normalization": ("mean", "variance", "count")}
-# A float8-quantized Dense/EinsumDense (model.quantize("float8")) writes these after its
-# kernel and bias (Keras 3.15 Dense.save_own_variables): trainable, but updated by
-# overwrite_with_gradient, so its optimizer keeps no slot and no EMA copy of them.
-FLOAT8_STATE = ("inputs_scale", "inputs_amax_history", "kernel_scale", "kernel_amax_history",
-                "outputs_grad_scale", "outputs_grad_amax_history")
-# An int8/int4-quantized layer (model.quantize("int8"), QuantizedDTypePolicy / Int4DTypePolicy in
-# config.json) saves these in vars/<i> order (Keras 3.15 variable_serialization_spec), every one
-# created trainable=False but the bias: fine-tuning it trains the biases only. int4's last two
-# (``*_zero``, ``g_idx``) exist only for sub-channel quantization ("int4/128").
-_INT_QUANTIZED = {
-    **{c: ("kernel", "bias", "kernel_scale", "kernel_zero", "g_idx")
-       for c in ("dense", "einsum_dense")},
-    "embedding": ("embeddings", "embeddings_scale", "embeddings_zero", "g_idx"),
-}
-_INT_NAMES = frozenset(v for names in _INT_QUANTIZED.values() for v in names) - {"bias"}
 # config.json records a built-in layer by its exported name; the weights file's
 # layers/<snake_case name> by its class name (Keras 3.15: only this one differs).
 _EXPORT_NAMES = {"GroupQueryAttention": "GroupedQueryAttention"}
@@ -367,51 +353,15 @@ def _var_names(node: Node, n: int, float_first: bool = True
     if "bias" in names and (cfg.get("use_bias") is False or node.cls == "einsum_dense"
                             and "bias_axes" in cfg and cfg["bias_axes"] is None):
         names.remove("bias")
-    if node.cfg and node.cls in ("dense", "einsum_dense") and _float8(cfg) \
+    if node.cfg and node.cls in ("dense", "einsum_dense") and float8(cfg) \
             and n == len(names) + len(FLOAT8_STATE):  # no optimizer variables: not trainable
         return [(v, True) for v in names] + [(v, False) for v in FLOAT8_STATE]
-    quantized = _int_quantized(node, cfg, "bias" in names, n)
+    quantized = int_quantized(node.cls, node.cfg, "bias" in names, n)
     if quantized is not None:
         return quantized
     if "bias" in names and not node.cfg and (n > len(names) or not float_first):
         names = names[:names.index("bias")]
     return [(v, True) for v in names[:n]] + [(None, True)] * (n - len(names))
-
-
-def _int_quantized(node: Node, cfg: dict, bias: bool, n: int
-                   ) -> list[tuple[str | None, bool]] | None:
-    """The names and trainability of an int8/int4-quantized built-in layer's ``n`` variables
-    (config.json's dtype policy says the mode), or ``None`` where it is not one or ``n`` fits
-    no form of it (a LoRA-enabled layer's own variables are merged away on save: left to the
-    general reading, which refuses what it cannot prove)."""
-    spec = _INT_QUANTIZED.get(node.cls or "") if node.cfg else None
-    policy = cfg.get("dtype")
-    mode = ""
-    if isinstance(policy, dict) and isinstance(policy.get("config"), dict):
-        mode = str(policy["config"].get("mode") or "")
-    elif isinstance(policy, str):
-        mode = policy.partition("_from_")[0]
-    mode = mode.partition("/")[0]
-    if spec is None or mode not in ("int8", "int4") or cfg.get("lora_rank"):
-        return None
-    names = [v for v in spec if bias or v != "bias"]
-    base = names[: len(names) - 2]  # int8 stops here; int4 may add *_zero and g_idx
-    if mode == "int8" and n != len(base) or mode == "int4" and not len(base) <= n <= len(names):
-        return None
-    out = [(v, v == "bias") for v in base]
-    extra = names[len(base):]
-    return out + ([(v, False) for v in extra] if n == len(names) else [(None, False)] * (
-        n - len(base)))
-
-
-def _float8(cfg: dict) -> bool:
-    """Whether config.json records the layer quantized to float8 (its dtype policy)."""
-    policy = cfg.get("dtype")
-    if isinstance(policy, dict):
-        inner = policy.get("config") if isinstance(policy.get("config"), dict) else {}
-        return policy.get("class_name") == "QuantizedFloat8DTypePolicy" \
-            or inner.get("mode") == "float8"
-    return isinstance(policy, str) and policy.startswith("float8_from_")
 
 
 def _lead(cfg: dict, rms: bool) -> list[str | None] | None:
@@ -457,9 +407,9 @@ def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str],
         lay.trainable[key] = could and not node.frozen
         if could and node.frozen:
             lay.frozen.append(key)
-        elif not trainable and not constant and (e.dtype_name in FLOATS or var in _INT_NAMES):
+        elif not trainable and not constant and (e.dtype_name in FLOATS or var in INT_NAMES):
             # an int8 layer's kernel_scale is no float8 state, though named like one
-            (lay.float8_state if var in FLOAT8_STATE and _float8(node.cfg or {})
+            (lay.float8_state if var in FLOAT8_STATE and float8(node.cfg or {})
              else lay.untrainable).append(key)
         # a named entry shows the name it is stored under (idf_weights), never "None"
         stored = key.rpartition("/")[2] if constant else str(e.extra.get("index"))
