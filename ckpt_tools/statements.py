@@ -23,6 +23,32 @@ def loss_named_said(lone: dict[str, str]) -> str:
             "a loss tensor, leave it out (--exclude)")
 
 
+def moments_named_said(lone: dict[str, str]) -> str:
+    """What the stated-averages note adds for averages of keys named after
+    ``tf.nn.moments``' outputs (``bn/bn/moments/Squeeze``, ``.../Squeeze_1``: a hand-made
+    batch norm's mean and variance, ``ema.apply([mean, var])``): with the ``.meta`` its update
+    ops show them averages of tensors, kept under their own keys (``--tensor-averages``);
+    ``--averages-only`` without it writes them under the name without the EMA's, which no
+    variable of the graph has (review-16-attack-r33 F4, second part).
+
+    Example:
+        >>> moments_named_said({"bn/bn/moments/Squeeze/ema": "bn/bn/moments/Squeeze"})[:39]
+        '; 1 of them (bn/bn/moments/Squeeze/ema)'
+    """
+    import re
+
+    named = [a for a, t in lone.items() if re.search(r"(^|/)moments/Squeeze(_\d+)?$", t)]
+    if not named:
+        return ""
+    return (f"; {len(named)} of them ({', '.join(named[:3])}{' ...' if len(named) > 3 else ''})"
+            " are named after tf.nn.moments' outputs: if they average a hand-made batch "
+            "norm's mean and variance (ema.apply([mean, var])), they are averages of tensors, "
+            "not of variables: with the training .meta beside the checkpoint its update ops "
+            "show that, and export keeps them under their own keys (--tensor-averages); here "
+            "they are written under the name without the EMA's, which no variable of such a "
+            "graph has")
+
+
 def stated_notes(ckpt, apply_order: str | None,
                  ema_name: str | None = None) -> tuple[list[str], dict]:
     """The statements some pairing of ``ckpt`` rests on alone: the stated ``apply_order`` (the
@@ -140,7 +166,7 @@ def stated_notes(ckpt, apply_order: str | None,
                         if any(evaluation_graph(ckpt, s) for s in lone) else
                         "no .meta records which Saver wrote them: if it was a Saver of "
                         "ema.variables_to_restore(), they hold the raw weights")
-                     + loss_named_said(lone))
+                     + loss_named_said(lone) + moments_named_said(lone))
         found["stated_averages_only"] = {"pairs": lone}
     _trainable_notes(ckpt, layout, notes, found)
     pairs = stated_pairings(ckpt, apply_order, ema_name)
