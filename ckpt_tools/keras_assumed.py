@@ -338,8 +338,19 @@ def swap_refusal(ckpt: Checkpoint, assumed: list[Assumption]) -> str:
                 "swap_weights() (Model Garden's eval/export, TF Addons' MovingAverage): if not, "
                 "pass --not-swapped (Python: not_swapped=True); if it was, its own variables "
                 "are the averages: use them as they are (ckpt export --raw; Python: ema=False)")
-    read = "model.load_weights" if getattr(ckpt.reader, "keras", None) is not None \
+    layout = getattr(ckpt.reader, "keras", None)
+    read = "model.load_weights" if layout is not None \
         else _OBJECT_READ  # a tf.train.Checkpoint: Keras 3's load_weights cannot read it
+    if layout is not None and None in layout.averages.values() \
+            and weights_are_copies(ckpt, layout):  # not compared, and equal: u18 F2
+        return (f"{ckpt.path}: the file does not pair its EMA copies with its weights (each "
+                "copy equals one of its weights bit for bit, as after fit() ends, which copies "
+                "the averages into the weights), so it cannot show whether it was saved after "
+                "SwapEMAWeights(swap_on_epoch=True) swapped them: if not (e.g. ModelCheckpoint "
+                "alone), pass --not-swapped (Python: not_swapped=True); if it was, or if it "
+                "was saved after fit() ended (model.save() after fit()), its own weights are "
+                "the averages: use them as they are (ckpt export --raw; Python: ema=False, or "
+                f"{read})")
     return (f"{ckpt.path}: its weights differ from their EMA copies, and the file cannot show "
             "whether it was saved after SwapEMAWeights(swap_on_epoch=True) swapped them: if "
             "not (e.g. ModelCheckpoint alone), pass --not-swapped (Python: not_swapped=True); "

@@ -62,3 +62,23 @@ def test_raw_after_fit_says_the_case_the_refusal_hinted(saved, tmp_path):
     with np.load(out) as got:  # the file's weights are the averages, bit for bit
         written = sorted(got[k].tobytes() for k in got.files)
     assert written == sorted(a.tobytes() for a in averages)
+
+
+def test_python_live_model_refusal_states_no_false_difference(saved):
+    """F2: ``apply_keras_ema(load_model(p), p)`` on the same file said "its weights differ from
+    their EMA copies" (each equals one bit for bit): the refusal now says the file does not
+    pair them, and ``not_swapped=True`` gives the averages exactly."""
+    import keras
+
+    from ckpt_tools import UnprovenPairingError, apply_keras_ema
+
+    path, averages = saved
+    model = keras.models.load_model(path)
+    with pytest.raises(UnprovenPairingError) as refused:
+        apply_keras_ema(model, path)
+    said = str(refused.value)
+    assert "differ" not in said and "not_swapped=True" in said, said
+    assert "model.save() after fit()" in said, said
+    apply_keras_ema(model, path, not_swapped=True)
+    got = [np.asarray(v.numpy()).tobytes() for v in model.trainable_variables]
+    assert got == [a.tobytes() for a in averages]
