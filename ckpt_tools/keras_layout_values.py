@@ -176,6 +176,7 @@ def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) 
     stated = layout.stated_optimizer
     name = shown_name(layout.named_optimizer if stated else layout.optimizer) or "no name"
     option = None if stated is not None else "--optimizer"
+    saves = RECORDED_SAVES  # .keras and tf.train.Checkpoint record a built-in's class
     if stated is not None:
         decides = (f"the pairing rests on your statement --optimizer {shown(stated)}, and "
                    "the values contradict it: if the run's optimizer was another Keras "
@@ -195,12 +196,16 @@ def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) 
         decides = ("if the run's optimizer was a Keras built-in under another name (name=), "
                    "state its class: --optimizer CLASS[:OPTIONS] (Python: optimizer=); for a "
                    "custom class no option decides where the copies sit")
+        saves = ("or save a tf.train.Checkpoint(model=model, optimizer=optimizer), whose "
+                 "variable names carry the weights' paths (a .keras records a custom class by "
+                 "its name only); the raw weights are usable as they are (ckpt export --raw "
+                 "writes them to one file)")
     raise UnprovenPairingError(
         f"{ckpt.path}: the optimizer variables read as EMA copies sit where a Keras built-in "
         f"optimizer keeps them, but a bare .weights.h5 records the optimizer only by its name "
         f"({name}) and its variables by position, and a custom one may create slots of its "
         f"own before Keras' EMA copies; their values do not prove them averages: {why}; "
-        f"{decides} (--use-ema and --trainable state neither); {RECORDED_SAVES}",
+        f"{decides} (--use-ema and --trainable state neither); {saves}",
         option, {k: (v,) if v else () for k, v in (averages or layout.averages).items()})
 
 

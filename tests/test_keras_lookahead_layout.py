@@ -164,3 +164,20 @@ def test_count_read_with_an_unrecorded_hyperparameter_needs_a_statement(files, t
                             "--not-swapped", "--out", str(out)])
     assert code == 6 and "was stated" in err, err
     assert not out.exists()
+
+
+def test_custom_class_refusals_offer_only_what_can_work(files, tmp_path):
+    """review-16-user-u18 F4: for an optimizer class of its own the first refusal said
+    "otherwise pass --trainable", which the next refusal said decides nothing, and that one
+    offered model.save('x.keras'), whose custom class records nothing more; both now name the
+    one save that records the copies' weights: a tf.train.Checkpoint."""
+    out = tmp_path / "x.npz"
+    path = str(files / "look_own.weights.h5")
+    code, _, first = run_cli(["export", path, "--use-ema", "--not-swapped", "--out", str(out)])
+    assert code == 6 and "otherwise pass --trainable" not in first, first
+    assert "tf.train.Checkpoint(model=model, optimizer=optimizer)" in first, first
+    code, _, second = run_cli(["export", path, "--use-ema", "--not-swapped", "--trainable",
+                               "hidden,mid,head", "--out", str(out)])
+    assert code == 6 and "model.save('x.keras')" not in second, second
+    assert "tf.train.Checkpoint(model=model, optimizer=optimizer)" in second, second
+    assert not out.exists()

@@ -221,8 +221,12 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
                                    if lay.optimizer == "muon" else
                                    "if it was a Keras built-in under another name (name=), "
                                    "state its class: --optimizer CLASS[:OPTIONS] (Python: "
-                                   "optimizer=); otherwise ")
-                         + STATE_WEIGHTS)
+                                   "optimizer=); for a class of its own no option decides "
+                                   "where its copies sit (--trainable neither): save a "
+                                   "tf.train.Checkpoint(model=model, optimizer=optimizer), "
+                                   "whose variable names carry the weights' paths")
+                         + ("" if cfg is None and not lay.stated_optimizer
+                            and lay.optimizer != "muon" else STATE_WEIGHTS))
     elif lay.use_ema and bag_of:
         # subsets are not tried where sublayers' order is unknown: "nor a subset" would be
         # false (a subclassed model with a frozen sublayer has one that fits)

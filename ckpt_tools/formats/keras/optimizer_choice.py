@@ -27,7 +27,8 @@ def custom_note(lay, count: int) -> str:
             "not recorded and they cannot be paired from this file (--trainable decides "
             "nothing); if the class is a Keras built-in in all but name (a subclass adding "
             "no variables and keeping the built-in's updates: a get_config, a schedule), "
-            "state that built-in: --optimizer CLASS[:OPTIONS] (Python: optimizer=\"adam\"); "
+            "state that built-in: --optimizer CLASS[:OPTIONS] (Python: "
+            "optimizer=\"CLASS[:OPTIONS]\"); "
             "or save a tf.train.Checkpoint(model=model, optimizer=optimizer), whose "
             "variable names carry the weights' paths")
 
