@@ -28,6 +28,7 @@ question is never answered by default; ``ckpt list`` only shows it), and under `
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from .checkpoint import Checkpoint
@@ -403,10 +404,22 @@ def warn_assumed(ckpt: Checkpoint, assumed: list[Assumption], stacklevel: int = 
 
         warning = AssumptionWarning(
             f"{ckpt.path}: the EMA pairing assumes what the file cannot prove: "
-            + "; ".join(f"{a.name}: {a.note}" for a in assumed))
+            + "; ".join(f"{a.name}: {a.note}{python_said(a)}" for a in assumed))
         warning.notes = [a.short for a in assumed]  # the CLI's short notes (ckpt eval)
         warning.assumed = [a.name for a in assumed]  # and its --json "assumed"
         warnings.warn(warning, stacklevel=stacklevel)
+
+
+def python_said(a: Assumption) -> str:
+    """The Python keywords that state ``a`` (from its ``decides``), as a suffix for the
+    Python warning, whose ``note`` names the CLI's options (review-16-user-u18 F9).
+
+    Example:
+        >>> python_said(FIT_ORDER)
+        ' (in Python: fit_order=True; trainable=[...], loop_order=True)'
+    """
+    said = re.findall(r"\(Python: ([^()]*)\)", a.decides)
+    return f" (in Python: {'; '.join(said)})" if said else ""
 
 
 def _warn_recorded(ckpt: Checkpoint, stacklevel: int) -> None:

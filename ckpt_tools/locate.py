@@ -231,6 +231,8 @@ def locate(path: str | os.PathLike) -> Location:
             ``*.weights.json`` map, or one of its shards: see
             :mod:`~ckpt_tools.formats.keras.sharded`).
     """
+    if not os.fspath(path):  # shown as nothing before the colon (u18 F9)
+        raise CheckpointNotFoundError(f"{os.fspath(path)!r}: an empty path names no checkpoint")
     path = canonical_location(path)
     if is_url(path):
         from .locate_url import locate_url

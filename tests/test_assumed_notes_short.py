@@ -65,6 +65,8 @@ def test_the_python_warning_keeps_the_full_explanation():
         ckpt_tools.ema_map(str(MODEL), not_swapped=True)
     text = " ".join(str(w.message) for w in said if issubclass(w.category, AssumptionWarning))
     assert "a custom training loop whose first apply_gradients()" in text, text
+    # a Python caller is told the keywords, not only the CLI's options (review-16-user-u18 F9)
+    assert "(in Python: fit_order=True; trainable=[...], loop_order=True)" in text, text
     with ckpt_tools.open_checkpoint(str(MODEL)) as ckpt, warnings.catch_warnings(record=True) \
             as said:
         warnings.simplefilter("always", AssumptionWarning)

@@ -499,3 +499,15 @@ def test_a_real_terminal_is_detected_and_its_width_used(tmp_path):
     lines = text.splitlines()
     assert proc.returncode == 0 and any(ELLIPSIS in line for line in lines), text
     assert all(cell_len(line) <= 80 for line in lines if "  " in line), text
+
+
+@pytest.mark.parametrize("command", [["list"], ["export", "--out", "x.npz"]])
+def test_an_empty_path_is_named_in_the_error(command, tmp_path, monkeypatch):
+    """``ckpt list ''`` said ``error: : no checkpoint found`` (review-16-user-u18 F9): the
+    empty name is shown quoted, exit 3, nothing written."""
+    from helpers import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli([command[0], "", *command[1:]])
+    assert code == 3 and "'': an empty path names no checkpoint" in err, err
+    assert not any(tmp_path.iterdir())
