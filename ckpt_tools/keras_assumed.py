@@ -34,6 +34,13 @@ from dataclasses import replace
 from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, RecordedStatementWarning, UnprovenPairingError
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
+from .keras_assumption_texts import (
+    FIT_ORDER,
+    LIVE_FIT_ORDER,
+    NOT_SWAPPED,
+    OBJECT_NOT_SWAPPED,
+    OBJECT_READ,
+)
 from .keras_copies_equal import weights_are_copies
 from .swap_assumed import (
     SLOT_NOT_SWAPPED,
@@ -50,52 +57,6 @@ __all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "by_tf_keras", "co
            "fit_order_note", "keras_assumptions", "live_assumptions", "raw_warning",
            "refuse_assumed", "swap_refusal", "warn_assumed"]
 
-
-FIT_ORDER = Assumption(
-    "fit_order",
-    "EMA copies of weights of equal shapes are paired in the order fit() builds the optimizer "
-    "in (model.trainable_variables), as keras.models.load_model reads them; a custom training "
-    "loop whose first apply_gradients() listed them otherwise pairs them otherwise, which the "
-    "file cannot show: trained by fit(), state it with --fit-order; a custom loop, state its "
-    "order with --trainable NAMES --loop-order",
-    "EMA copies of weights of equal shapes are taken in the order fit() builds the optimizer "
-    "in (model.trainable_variables)",
-    "trained by fit(): --fit-order; a custom loop: --trainable NAMES --loop-order (Python: "
-    "fit_order=True; trainable=[...], loop_order=True)",
-    "assumes the order fit() builds the optimizer in; --fit-order states it, a custom "
-    "loop's order: --trainable NAMES --loop-order")
-NOT_SWAPPED = Assumption(
-    "not_swapped",
-    "if this file was saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True), its "
-    "weights are the averages and its EMA copies the raw weights, which the file cannot show: "
-    "then use the file as it is, its own weights are the averages (ckpt export --raw writes "
-    "them); --not-swapped states it was not",
-    "the file is taken as not saved by ModelCheckpoint after SwapEMAWeights(swap_on_epoch=True) "
-    "(its weights differ from their EMA copies)",
-    "if it was, use the file as it is: its own weights are the averages (ckpt export --raw "
-    "writes them; Python: ema=False, or model.load_weights); if not, state it: --not-swapped "
-    "(Python: not_swapped=True)",
-    "assumes the file was not saved after SwapEMAWeights(swap_on_epoch=True) swapped the "
-    "weights; --not-swapped states it; if it was, use the file as it is (ckpt export --raw)")
-
-# A Keras 3 optimizer's copies in a tf.train.Checkpoint: model.load_weights cannot read that
-# file (Keras 3 reads .keras/.weights.h5/.weights.json only), tf.train.Checkpoint can (u16 F5).
-_OBJECT_READ = "tf.train.Checkpoint(model=model).restore(path)"
-OBJECT_NOT_SWAPPED = replace(NOT_SWAPPED, decides=NOT_SWAPPED.decides.replace(
-    "model.load_weights", _OBJECT_READ))
-
-# apply_ema of a tf_keras TF-format checkpoint into a live model: its averages of same-named
-# weights placed by the model's trainable_variables (tfk_order), as fit() built them.
-LIVE_FIT_ORDER = Assumption(
-    "fit_order",
-    "averages of same-named weights were paired in the live model's trainable_variables "
-    "order, the order fit() builds the tf_keras optimizer in, which the checkpoint cannot "
-    "show: if a custom training loop listed the variables otherwise, pass trainable=<that "
-    "list> (trainable=model.trainable_variables states fit()'s order)",
-    "averages of same-named weights are placed in the live model's trainable_variables "
-    "order, the order fit() builds the tf_keras optimizer in",
-    "pass trainable=model.trainable_variables to state fit()'s order, or the list a custom "
-    "training loop passed to its first apply_gradients()")
 
 def by_tf_keras(ckpt: Checkpoint) -> bool:
     """Whether tf_keras (Keras 2) wrote the file: it has no SwapEMAWeights callback."""
@@ -341,7 +302,7 @@ def swap_refusal(ckpt: Checkpoint, assumed: list[Assumption]) -> str:
                 "are the averages: use them as they are (ckpt export --raw; Python: ema=False)")
     layout = getattr(ckpt.reader, "keras", None)
     read = "model.load_weights" if layout is not None \
-        else _OBJECT_READ  # a tf.train.Checkpoint: Keras 3's load_weights cannot read it
+        else OBJECT_READ  # a tf.train.Checkpoint: Keras 3's load_weights cannot read it
     if layout is not None and None in layout.averages.values() \
             and weights_are_copies(ckpt, layout):  # not compared, and equal: u18 F2
         return (f"{ckpt.path}: the file does not pair its EMA copies with its weights (each "

@@ -19,7 +19,8 @@ from .errors import (
     OptionError,
     TensorFlowRequiredError,
 )
-from .keras_assumed import LIVE_FIT_ORDER, keras_assumptions, refuse_assumed, warn_assumed
+from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
+from .keras_assumption_texts import LIVE_FIT_ORDER
 from .live_order import keras_source, live_order, scoped_live_order
 from .live_pairing import key_variables
 from .locate import locate

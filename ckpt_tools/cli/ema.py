@@ -175,7 +175,8 @@ def _refuse_unstated_swap(ckpt, pairs: dict[str, str]) -> None:
             getattr(ckpt.reader, "by_tf_keras", layout.tf_keras):
         return
     from ..errors import UnprovenPairingError
-    from ..keras_assumed import NOT_SWAPPED, swap_refusal
+    from ..keras_assumed import swap_refusal
+    from ..keras_assumption_texts import NOT_SWAPPED
     from ..swap_assumed import same_values
 
     if not same_values(ckpt, pairs):
