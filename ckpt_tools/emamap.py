@@ -36,6 +36,7 @@ from .graph_saved import graph_holders
 from .keras_unstepped import refuse_unstepped_tf2
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
+from .object_held import off_default
 from .pairing import lists_stated, root_child
 from .raw_reasons import NOT_FLOAT, expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
@@ -242,6 +243,7 @@ def ema_map(
                 # --ema-name optimizer beside ema=[...]: the other attribute's averages are not
                 # used, so their open pairing is not this map's
                 unpaired = [v for v in unpaired if root_child(v.name) == ema_name]
+            unpaired = off_default(ckpt, unpaired, ema_name)  # m.masks=[...]: r37 F6
             if unpaired:
                 tf2 = any(v.ema_style != "tf1" for v in unpaired)
                 spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)

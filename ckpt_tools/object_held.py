@@ -26,7 +26,7 @@ from . import roles as R
 from .formats._record import replace
 from .formats.entry import TensorEntry
 from .formats.objgraph import ObjectGraph
-from .tf2_twins import AVERAGE_IF_STATED, VARIABLE, ckpt_twins, twins
+from .tf2_twins import AVERAGE_IF_STATED, CANDIDATE, CONTAINER, VARIABLE, ckpt_twins, twins
 
 
 def model_held(entries: Mapping[str, TensorEntry],
@@ -141,3 +141,34 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
             f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, so it is read as a weight: pass "
             f"--ema-name {base} (ema_name={base!r} in Python) only if that is the name you "
             "gave an ExponentialMovingAverage")
+
+
+def off_default(ckpt, unpaired: list, ema_name: str | None = None) -> list:
+    """The ``unpaired`` averages (variables with candidates, no proven pairing) less those only
+    a name of the user's reads as averages, which stay out of the default-named EMA's pairing:
+    a :data:`~ckpt_tools.tf2_twins.CONTAINER` kept on the model (a list or dict every element
+    of which is named ``<v>/<x>``) whose ``x`` is neither TF's default EMA name nor stated
+    (``ema_name``), beside default-named averages of the same variables
+    (``<v>/ExponentialMovingAverage``). Unnamed variables (``Variable``) with pruning masks
+    ``m.masks = [Variable/mask ...]`` and one default EMA were refused as four averages of
+    "several default-named EMA objects", and every true ``--apply-order`` too
+    (review-17-attack-r37 F6): the masks are candidates of an EMA named ``x`` only where that
+    name is stated; else an export writes them as stored, with the warning ``--raw`` gives
+    (:func:`~ckpt_tools.raw_unproven.unproven_averages`), and ``apply_ema`` restores them
+    raw."""
+    if ckpt.objects is None or not unpaired:
+        return unpaired
+    full = ckpt.objects.full_names
+    defaults = {f.rpartition("/")[0] for f in full.values() if "/" in f
+                and R.UNIQUIFIED.sub("", f.rpartition("/")[2]) == R.DEFAULT_EMA_NAME}
+    if not defaults:
+        return unpaired
+    read = ckpt_twins(ckpt)
+
+    def aside(t) -> bool:
+        return (t is not None and t.outcome == CANDIDATE and t.evidence == CONTAINER
+                and not t.apart and bool(t.heads) and full.get(t.heads[0]) in defaults
+                and R.UNIQUIFIED.sub("", t.x) != R.DEFAULT_EMA_NAME
+                and not (ema_name and t.named(ema_name)))
+
+    return [v for v in unpaired if not aside(read.get(v.name))]
