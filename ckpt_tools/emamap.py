@@ -40,7 +40,7 @@ from .object_held import off_default
 from .pairing import lists_stated, root_child
 from .raw_reasons import NOT_FLOAT, expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
-from .rescope_clash import refuse_rescope_clash
+from .rescope_clash import refuse_rescope_clash, scope_prefix
 from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
@@ -81,8 +81,8 @@ def match_any(name: str, patterns: list[str] | None) -> bool:
 
 
 def rescope(key: str, strip_scope: str | None, add_scope: str | None) -> str:
-    if strip_scope and key.startswith(strip_scope):
-        key = key[len(strip_scope):]
+    if strip_scope and key.startswith(scope_prefix(strip_scope)):
+        key = key[len(scope_prefix(strip_scope)):]
     return (add_scope or "") + key
 
 

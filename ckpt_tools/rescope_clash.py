@@ -8,6 +8,11 @@ A ``--strip-scope`` that begins no name strips nothing: the output names are the
 ``.meta`` is dropped as if keys had been re-scoped, and the user who typed ``nett/`` for
 ``net/`` learns it only when a Saver of the stripped names fails. It is refused (exit 3), as
 an ``--exclude`` or ``--rename`` that matches nothing is (review-16-user-u18 F5).
+
+A prefix is a scope: ``w0`` is read as ``w0/`` (:func:`scope_prefix`), so it never cuts a name
+in half (``w0`` -> ``0``) nor leaves one starting with ``/``; a variable named as the scope
+itself (``w0`` under ``--strip-scope w0``) would be left with the empty name, which no graph has
+and a bundle cannot hold: refused (exit 3), naming it (review-17-attack-r36 F5).
 """
 
 from __future__ import annotations
@@ -34,10 +39,21 @@ def refuse_rescope_clash(path: str, pairs: Iterable[tuple[str, str, str]],
 
     Raises:
         EmaError: naming the two inputs, the output name and ``--strip-scope`` (exit 6).
-        VariableNotFoundError: no target begins with ``strip_scope`` (exit 3).
+        VariableNotFoundError: no target begins with ``strip_scope``, or a target is the
+            scope's own name (exit 3).
     """
     if not strip_scope:
         return
+    said = strip_scope if strip_scope.endswith("/") else (
+        f"{strip_scope} (read as the scope {strip_scope}/)")
+    strip_scope = scope_prefix(strip_scope)
+    pairs = list(pairs)
+    own = strip_scope[:-1]
+    if any(tgt == own for _, tgt, _ in pairs):
+        raise VariableNotFoundError(
+            f"{path}: --strip-scope {said} (Python: strip_scope=) would leave {own} "
+            f"with an empty name: {own} is the scope's own name, not a name inside it; strip "
+            f"a scope that {own} is inside ('ckpt map' shows the names)")
     seen: dict[str, tuple[str, str]] = {}
     stripped = False
     for src, tgt, out in pairs:
@@ -55,6 +71,16 @@ def refuse_rescope_clash(path: str, pairs: Iterable[tuple[str, str, str]],
             "(right of each line) a prefix is stripped from")
 
 
+def scope_prefix(strip_scope: str) -> str:
+    """``strip_scope`` as the scope it names: ending in ``/``.
+
+    Example:
+        >>> scope_prefix("tower_0"), scope_prefix("tower_0/")
+        ('tower_0/', 'tower_0/')
+    """
+    return strip_scope if strip_scope.endswith("/") else strip_scope + "/"
+
+
 def _shown(src: str, tgt: str) -> str:
     return tgt if src == tgt else f"{src} (the average of {tgt})"
 
@@ -68,9 +94,9 @@ def checkpoint_key(graph_key: str, strip_scope: str | None, add_scope: str | Non
     Example:
         >>> checkpoint_key("eval/w", None, "eval/")
         'w'
-        >>> checkpoint_key("w", "tower_0/", None)
-        'tower_0/w'
+        >>> checkpoint_key("w", "tower_0/", None), checkpoint_key("w", "tower_0", None)
+        ('tower_0/w', 'tower_0/w')
     """
     if add_scope and graph_key.startswith(add_scope):
         graph_key = graph_key[len(add_scope):]
-    return (strip_scope or "") + graph_key
+    return (scope_prefix(strip_scope) if strip_scope else "") + graph_key
