@@ -29,6 +29,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
 from .meta_shadows import update_ops_of
+from .object_slashed import own_head_readings
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
 
@@ -270,10 +271,28 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
         f"<weight>/{' or <weight>/'.join(unproven)} ({sample}{more}), and {said} "
         f"{names_text} is an "
         f"ExponentialMovingAverage's name: {others}, and TF "
-        f"names averages <weight>/ExponentialMovingAverage unless given another name{why}; "
-        f"only if {names_text} is the name you gave your ExponentialMovingAverage, pass "
-        f"--ema-name {unproven[0]} (Python: ema_name=...)",
+        f"names averages <weight>/ExponentialMovingAverage unless given another name{why}"
+        + _only_if(ckpt, variables, unproven, [a for (a,) in open_.values()], shown),
         "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
+
+
+def _only_if(ckpt: Checkpoint, variables, unproven: list[str], averages, shown) -> str:
+    """The refusal's closing offer: each name with its own "only if"; where an average also
+    reads as a weight's own under its last part (``dense/kernel/delta/fast``: the delta's
+    under ``fast``, or the kernel's under ``delta/fast``), both readings named
+    (review-17-attack-r37 F1, F3)."""
+    two = own_head_readings(ckpt, variables, averages)
+    names = list(dict.fromkeys([*(suffix_base(x) for _, _, x, _ in two), *unproven]))
+    said = "".join(f"; {shown(a)} reads two ways: {shown(h)}'s average under an EMA named "
+                   f"{suffix_base(x)!r}, or {shown(variables[a].ema_of)}'s under one named "
+                   f"{r2!r}" for a, h, x, r2 in two[:1])
+    if len(names) == 1:
+        return (f"{said}; only if {names[0]!r} is the name you gave your "
+                f"ExponentialMovingAverage, pass --ema-name {names[0]} (Python: ema_name=...)")
+    return (f"{said}; pass " + ", ".join(
+        f"--ema-name {n} only if {n!r} is the name you gave your ExponentialMovingAverage"
+        if i == 0 else f"--ema-name {n} only if {n!r} is" for i, n in enumerate(names))
+        + " (Python: ema_name=...)")
 
 
 def _updated(ckpt: Checkpoint, averages: set[str]) -> bool:

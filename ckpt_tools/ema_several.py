@@ -66,6 +66,7 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
     order: list[str] = []
     chosen: dict[str, tuple[str, str, str]] = {}  # target -> (source, shown target, name)
     plain: dict[str, tuple[str, str]] = {}  # target -> (source, shown target)
+    used: dict[str, tuple[str, str]] = {}  # source -> (target, name)
     for name, m in zip(names, maps, strict=True):
         unstored = set(m.missing)  # sources this name's map names but does not hold
         took = 0
@@ -80,6 +81,19 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
                         f"{m.shown(other_src)} ({other}) and {m.shown(src)} ({name}); pass "
                         "only the one whose averages you want for it to --ema-name "
                         "(Python: ema_name=)", "--ema-name", {tgt: (other_src, src)})
+                if used.get(src, (tgt,))[0] != tgt:
+                    # one tensor read two ways by two of the names: dense/kernel/delta/fast
+                    # is the delta's average under 'fast' or the kernel's under 'delta/fast'
+                    # (review-17-attack-r37 F1)
+                    other_tgt, other = used[src]
+                    raise UnprovenPairingError(
+                        f"{path}: {m.shown(src)} reads as {m.shown(other_tgt)}'s average under "
+                        f"--ema-name {other} and as {m.shown(tgt)}'s under --ema-name {name}: "
+                        "the names do not tell which; pass --ema-name "
+                        f"{other} only if {other!r} is the name you gave your "
+                        f"ExponentialMovingAverage, --ema-name {name} only if {name!r} is "
+                        "(Python: ema_name=)", "--ema-name", {src: (other_tgt, tgt)})
+                used[src] = (tgt, name)
                 chosen[tgt] = (src, m.mapping[src], name)
                 took += 1
             else:
