@@ -66,13 +66,15 @@ def plan_sources(ckpt: Checkpoint, keys: list[str], map_options: dict,
             src = ckpt.stored_key(key)
             raw[key] = src
             continue
-        if src is not None and src != key and key not in missing:
+        # missing and pairs name checkpoint keys: eval/w (add_scope="eval/") is w's
+        lacks = own(key) in missing
+        if src is not None and src != key and not lacks:
             averaged[key] = src
-        elif key in missing and key in frozen and key in ckpt:
-            raw[key] = key
-        elif key in missing:
-            problems.append(no_average_line(ckpt, key, m.ema_name,
-                                        dict(m.pairs).get(f"{key}/{m.ema_name}")))
+        elif lacks and key in frozen and own(key) in ckpt:
+            raw[key] = own(key)
+        elif lacks:
+            problems.append(no_average_line(ckpt, own(key), m.ema_name,
+                                            dict(m.pairs).get(f"{own(key)}/{m.ema_name}")))
         elif own(key) in ckpt:  # a shadow in a graph imported under add_scope: its own key
             raw[key] = own(key)
         else:
