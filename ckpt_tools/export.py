@@ -40,7 +40,14 @@ from .object_paths import positional_names_note
 from .orphan_averages import orphan_averages, orphan_warning
 from .raw_reasons import expected_raw_note
 from .raw_shadows import restored_raw_holders, restored_raw_warning
-from .raw_unproven import held_twins, raw_warnings, unproven_averages, unproven_warning
+from .raw_unproven import (
+    apart_note,
+    held_twins,
+    raw_warnings,
+    unproven_apart,
+    unproven_averages,
+    unproven_warning,
+)
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
@@ -165,6 +172,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     unproven = [k for k in unproven_averages(ckpt, variables)
                 if k not in weights and k not in used]
     weights += unproven
+    left = [k for k in unproven_apart(ckpt, variables) if k not in used] if use_ema else []
+    if left:  # a list saved apart that no pairing uses: named, as --raw names it (r37 F5)
+        warnings.append(apart_note(ckpt, left, [_clean_name(k, variables.get(k)) for k in left]))
     if not use_ema:  # held <v>/<x> attributes and dict values, written as weights (r35 F4)
         unproven += [k for k in held_twins(ckpt, variables) if k in weights and k not in unproven]
     if unproven:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_refusals import suffix_base
-from .pairing import root_child
-from .tf2_twins import AVERAGE_IF_STATED, CONTAINER, ckpt_twins
+from .tf2_twins import AVERAGE_IF_STATED, CONTAINER, ckpt_twins, together
 
 
 def _unproven(ckpt, variables) -> tuple[list[str], list[str]]:
@@ -33,8 +32,8 @@ def _unproven(ckpt, variables) -> tuple[list[str], list[str]]:
             continue
         candidates = [v.ema_of] if v.ema_of else list(v.ema_candidates)
         twin = read.get(k)
-        kept = twin is not None and twin.evidence == CONTAINER and all(
-            root_child(c) != root_child(k) for c in candidates)
+        kept = twin is not None and twin.evidence == CONTAINER and not any(
+            together(ckpt.objects, c, k) for c in candidates)
         heads = [full.get(h) for h in candidates]
         if not heads or not all(h and name.startswith(h + "/") for h in heads):
             continue  # not the <variable>/<x> reading (a Keras optimizer's copy, say)
@@ -88,9 +87,9 @@ def raw_warnings(ckpt, variables, show) -> list[str]:
     :func:`unproven_apart` leaves out (``show``: key, variable -> the name exported), and the
     usual warning, unless those are all its averages (``masks=[...]``, no EMA: never "the
     checkpoint has EMA shadows", review-16-attack-r35 F5)."""
-    apart = unproven_apart(ckpt, variables)
+    written, apart = _unproven(ckpt, variables)
     out = [apart_note(ckpt, apart, [show(k, variables.get(k)) for k in apart])] if apart else []
-    if set(apart) != {k for k, v in variables.items() if v.role == R.EMA}:
+    if not {k for k, v in variables.items() if v.role == R.EMA} <= {*written, *apart}:
         from .keras_assumed import raw_warning  # a Keras 3 file: --raw may be the remedy
 
         out.append(raw_warning(ckpt))
@@ -98,8 +97,9 @@ def raw_warnings(ckpt, variables, show) -> list[str]:
 
 
 def apart_note(ckpt, keys: list[str], shown: list[str]) -> str:
-    """The note ``export --raw`` gives for the keys :func:`unproven_apart` it left out
-    (``shown``: as the export names them)."""
+    """The note ``export`` gives for the keys :func:`unproven_apart` it left out (``shown``:
+    as the export names them): ``--raw``, and an EMA export whose pairing uses none of them
+    (review-17-attack-r37 F5)."""
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
     read = ckpt_twins(ckpt)
     said = " or ".join(repr(n) for n in sorted({suffix_base(read[k].x) for k in keys
@@ -107,5 +107,5 @@ def apart_note(ckpt, keys: list[str], shown: list[str]) -> str:
     return (f"left out {len(shown)} tensor(s) saved apart from the model that only their names "
             f"read as averages of an ExponentialMovingAverage named {said} "
             f"({', '.join(shown[:3])}{more}): TensorFlow records no EMA name but its default, "
-            "so nothing proves them averages, and --raw writes a model's weights only; if "
+            "so nothing proves them averages, and export writes a model's weights only; if "
             "they are tensors of your own (masks, deltas), ckpt show prints them")

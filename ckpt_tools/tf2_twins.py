@@ -147,6 +147,41 @@ def averages_kept(objects: ObjectGraph, full: dict[str, str],
     return kept
 
 
+def reach(objects: ObjectGraph) -> dict[str, frozenset[str]]:
+    """Key -> the children of the root through which the object graph reaches it, by EVERY
+    path: a checkpoint stores each variable under one key, the first path found breadth-first,
+    so a model's weight a Keras 3 optimizer also tracks is stored as
+    ``optimizer/_trainable_variables/0`` while the model reaches it too (review-17-attack-r37
+    F2, F4); the key alone would put it outside its model."""
+    out: dict[str, set[str]] = {}
+    for local, top in objects.children.get(0, ()):
+        seen, todo = {top}, [top]
+        while todo:
+            node = todo.pop()
+            key = objects.node_keys.get(node)
+            if key is not None:
+                out.setdefault(key, set()).add(local)
+            for _name, kid in objects.children.get(node, ()):
+                if kid not in seen and kid != 0:
+                    seen.add(kid)
+                    todo.append(kid)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def together(objects: ObjectGraph, a: str, b: str) -> bool:
+    """Whether the keys ``a`` (a variable) and ``b`` lie in one model: one child of the root
+    reaches both (:func:`reach`), or ``a`` sits on the root itself, the model being the root,
+    so that every list on it may be its own (``Checkpoint(root=m)`` writes ``m.masks`` as it
+    writes ``masks=[...]`` beside it: review-17-attack-r37 F5)."""
+    cached = objects.__dict__.get("_reach")
+    if cached is None:
+        on_root = frozenset(objects.node_keys.get(kid) for _l, kid in objects.children.get(0, ()))
+        cached = objects.__dict__["_reach"] = (reach(objects), on_root)
+    paths, on_root = cached
+    return a in on_root or bool(paths.get(a, frozenset({root_child(a)}))
+                                & paths.get(b, frozenset({root_child(b)})))
+
+
 def _read(entries, objects: ObjectGraph) -> dict[str, Twin]:
     full = {k: objects.full_names[k] for k in entries
             if k in objects.full_names and SLOT_MARK not in k}
@@ -155,14 +190,13 @@ def _read(entries, objects: ObjectGraph) -> dict[str, Twin]:
         by_name.setdefault(f, []).append(k)
     averaged = averaged_variables(full)
     kept = averages_kept(objects, full, entries, averaged)
-    on_root = {objects.node_keys.get(kid) for _local, kid in objects.children.get(0, ())}
     out: dict[str, Twin] = {}
     for k, f in full.items():
         if k in kept:
             heads = kept[k]
             name = full[heads[0]] if heads else ""
             out[k] = Twin(k, heads, f[len(name) + 1:] if name else "", CONTAINER, CANDIDATE,
-                          apart=all(root_child(v) != root_child(k) for v in heads))
+                          apart=not any(together(objects, v, k) for v in heads))
             continue
         entry = entries[k]
         last = f.rpartition("/")[2]
@@ -181,7 +215,7 @@ def _read(entries, objects: ObjectGraph) -> dict[str, Twin]:
         x = f[len(head) + 1:]
         if k in averaged:
             out[k] = Twin(k, fitting, x, OWN_AVERAGE, VARIABLE)
-        elif any(root_child(v) == root_child(k) or v in on_root for v in fitting):
+        elif any(together(objects, v, k) for v in fitting):
             out[k] = Twin(k, fitting, x, SAME_MODEL, AVERAGE_IF_STATED)
         elif fitting:
             out[k] = Twin(k, fitting, x, APART, CANDIDATE)

@@ -73,3 +73,32 @@ def test_raw_names_tensors_left_out_apart(tmp_path):
         assert sorted(z.files) == sorted(truth), z.files
         for k, v in truth.items():
             assert z[k].tobytes() == v.tobytes(), k
+
+
+def test_an_ema_export_names_tensors_left_out_apart(tmp_path):
+    """The same list apart beside a default EMA: the EMA export, whose pairing uses none of
+    them, names them as --raw does (review-17-attack-r37 F5, its MINOR part)."""
+    tf = pytest.importorskip("tensorflow")
+    m = tf.Module()
+    m.w0 = tf.Variable(tf.random.stateless_normal([3, 3], [1, 2]), name="w0")
+    m.w1 = tf.Variable(tf.random.stateless_normal([3], [3, 4]), name="w1")
+    masks = [tf.Variable(tf.cast(tf.abs(v) > 0.5, tf.float32), name=v.name[:-2] + "/mask")
+             for v in (m.w0, m.w1)]
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    for step in range(3):
+        for v in (m.w0, m.w1):
+            v.assign_add(tf.fill(v.shape, float(step + 1)))
+        ema.apply([m.w0, m.w1])
+    tf.train.Checkpoint(model=m, masks=masks,
+                        ema=[ema.average(v) for v in (m.w0, m.w1)]).write(str(tmp_path / "c"))
+    truth = {"model/w0": ema.average(m.w0).numpy(), "model/w1": ema.average(m.w1).numpy()}
+    out = tmp_path / "ema.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "c"), "--ema-name", "ema", "--strict",
+                            "--out", str(out)])
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert "left out 2 tensor(s)" in said and "masks/0" in said and "masks/1" in said, said
+    with np.load(out) as z:
+        assert sorted(z.files) == sorted(truth), z.files
+        for k, v in truth.items():
+            assert z[k].tobytes() == v.tobytes(), k
