@@ -1,0 +1,51 @@
+"""TF2 EMA of an EMA, the first named (review-17-attack-r37 F7): ``fast`` over the weights,
+a default-named EMA over ``fast``'s averages, writes ``net/w/fast`` and
+``net/w/fast/ExponentialMovingAverage``, the names trainable deltas with their own averages
+have (r35 F0). The true ``--ema-name fast`` was refused as "none of its averages is kept under
+'fast'", whose way out led back to the first refusal. It is now refused naming both readings,
+with a way out that works (``--raw`` writes ``fast``'s averages under their own keys).
+Checkpoints are made here by real TensorFlow; truth recorded at save time."""
+
+from __future__ import annotations
+
+import numpy as np
+from typer.testing import CliRunner
+
+from ckpt_tools.cli import app
+
+runner = CliRunner()
+
+
+def test_stated_name_of_an_ema_averaged_again(tf, tmp_path):
+    m = tf.Module()
+    with tf.name_scope("net"):
+        m.w = tf.Variable(tf.random.stateless_normal([3, 3], [1, 2]), name="w")
+        m.b = tf.Variable(tf.random.stateless_normal([3], [1, 3]), name="b")
+    tv = [m.w, m.b]
+    fast = tf.train.ExponentialMovingAverage(0.5, name="s17gf7")
+    slow = tf.train.ExponentialMovingAverage(0.9)
+    for i in range(3):
+        for j, v in enumerate(tv):
+            v.assign_add(tf.ones_like(v) * (j + 1) * (i + 1))
+        fast.apply(tv)
+        slow.apply([fast.average(v) for v in tv])
+    a = [fast.average(v) for v in tv]
+    assert a[0].name == "net/w/s17gf7:0"
+    assert slow.average(a[0]).name.startswith("net/w/s17gf7/ExponentialMovingAverage")
+    d, out = tmp_path / "ck", tmp_path / "x.npz"
+    tf.train.Checkpoint(model=m, ema=a, ema2=[slow.average(x) for x in a]).write(
+        str(d / "ckpt"))
+    result = runner.invoke(app, ["export", str(d), "--strict", "--out", str(out),
+                                 "--ema-name", "s17gf7"])
+    assert result.exit_code == 6, result.output
+    said = " ".join(result.output.split())
+    assert "none of its averages is kept" not in said, said
+    assert "reads two ways" in said and "an EMA of an EMA" in said, said
+    assert "(a trainable delta)" in said and "--raw" in said, said
+    assert not out.exists()
+    result = runner.invoke(app, ["export", str(d), "--raw", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    with np.load(out) as z:  # the way out it names: fast's averages under their own keys
+        assert z["ema/0"].tobytes() == a[0].numpy().tobytes()
+        assert z["ema/1"].tobytes() == a[1].numpy().tobytes()
+        assert z["model/w"].tobytes() == m.w.numpy().tobytes()
