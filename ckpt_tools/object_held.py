@@ -26,7 +26,15 @@ from . import roles as R
 from .formats._record import replace
 from .formats.entry import TensorEntry
 from .formats.objgraph import ObjectGraph
-from .tf2_twins import AVERAGE_IF_STATED, CANDIDATE, CONTAINER, VARIABLE, ckpt_twins, twins
+from .tf2_twins import (
+    AVERAGE_IF_STATED,
+    CANDIDATE,
+    CONTAINER,
+    OWN_AVERAGE,
+    VARIABLE,
+    ckpt_twins,
+    twins,
+)
 
 
 def model_held(entries: Mapping[str, TensorEntry],
@@ -114,7 +122,10 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
         k, v, name = twins[0]
         base = R.UNIQUIFIED.sub("", name)
         avg = variables[v].ema
-        have = R.UNIQUIFIED.sub("", ckpt.objects.full_names.get(avg, "").rpartition("/")[2])
+        af, vf = ckpt.objects.full_names.get(avg, ""), ckpt.objects.full_names.get(v, "")
+        # the EMA name after v's own: 'delta/fast' of dense/kernel/delta/fast (r37 F1)
+        have = R.UNIQUIFIED.sub("", af[len(vf) + 1:] if vf and af.startswith(vf + "/")
+                                else af.rpartition("/")[2])
         more = f" (and {len(twins) - 1} more)" if len(twins) > 1 else ""
         return (f"{HELD_TWIN}{show(k)} ({ckpt.objects.full_names[k]}){more} is named like "
                 f"{show(v)}'s average under an EMA named {base!r}, while {show(v)} has an "
@@ -137,6 +148,13 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     whose = f"{show(v)}'s average" if v else (
         "the average of one of " + ", ".join(show(h) for h in read[k].heads))
+    if read[k].evidence == OWN_AVERAGE:  # not "tracked by the model": r37 F7
+        return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
+                f"({ckpt.objects.full_names[k]}), but its own default-named average is "
+                "stored, so it is read as a variable: a variable of yours (a trainable "
+                f"delta), or {whose} under {base!r} averaged again by a default-named "
+                "ExponentialMovingAverage (an EMA of an EMA), which the file does not tell "
+                f"apart (--ema-name {base} is refused so; --raw writes {show(k)} as stored)")
     return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
             f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, so it is read as a weight: pass "
             f"--ema-name {base} (ema_name={base!r} in Python) only if that is the name you "

@@ -74,6 +74,10 @@ def test_named_ema_over_a_delta_of_a_frozen_kernel(tf, tmp_path):
     result = _export(d, out, "--ema-name", "s17gfast", "--allow-missing")
     assert result.exit_code == 0, result.output
     _check(out, truth)
+    # the other reading stated: the kernel's average is under 'delta/s17gfast', not 'fast'
+    result = _export(d, out, "--ema-name", "delta/s17gfast")
+    assert result.exit_code == 6, result.output
+    assert "average under 'delta/s17gfast'" in _said(result), _said(result)
     # both readings stated at once, or only the attribute: refused, never the delta's
     # average written into the kernel
     for name in ("s17gfast,delta/s17gfast", "ema"):
