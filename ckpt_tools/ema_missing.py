@@ -10,7 +10,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, suffix_base
 from .errors import EmaError
 from .formats.objgraph import readable_name
-from .object_held import HELD_OWN, HELD_TWIN
+from .object_held import EMA_OF_EMA, HELD_OWN, HELD_TWIN
 from .slashed_stated import SLASHED
 
 TYPE_CHECKING = False
@@ -272,6 +272,11 @@ def missing_message(m: EmaMap) -> str:
                  "(frozen when it was built, or another model's weights, such as a target "
                  "network); pass --allow-missing (allow_missing=True) to restore their raw "
                  "values")
+    elif m.file_style == "tf2" and any(EMA_OF_EMA in h for h in m.hints):
+        cause = ("no average of theirs is proven: tensors named like their averages under "
+                 "another name have default-named averages of their own (below); pass "
+                 "--allow-missing (allow_missing=True) to restore their raw values only if "
+                 "those tensors are variables of yours, not these weights' averages")
     elif m.file_style == "tf2":
         cause = ("these variables were probably created after ema.apply(), left out of its "
                  "var_list, or their ema.average(v) was not saved; pass --allow-missing "

@@ -93,6 +93,11 @@ def stated_held_shadows(ckpt, variables: dict, ema_name: str | None,
 HELD_TWIN = "a variable the model tracks is named like another weight's average: "
 
 
+#: In the hint for a variable whose own default-named average is stored, named like a
+#: weight's average under another name (r37 F7): the weights' averages may be there.
+EMA_OF_EMA = "ExponentialMovingAverage (an EMA of an EMA)"
+
+
 #: In the hint for a variable read as the model's own though named like an average: the
 #: refusal then says no average is proven, never "no averages are stored" (r35 F2).
 HELD_OWN = " the model tracks it as its own variable"
@@ -153,7 +158,7 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
                 f"({ckpt.objects.full_names[k]}), but its own default-named average is "
                 "stored, so it is read as a variable: a variable of yours (a trainable "
                 f"delta), or {whose} under {base!r} averaged again by a default-named "
-                "ExponentialMovingAverage (an EMA of an EMA), which the file does not tell "
+                f"{EMA_OF_EMA}, which the file does not tell "
                 f"apart (--ema-name {base} is refused so; --raw writes {show(k)} as stored)")
     return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
             f"({ckpt.objects.full_names[k]}), but{HELD_OWN}, so it is read as a weight: pass "

@@ -40,6 +40,8 @@ def test_stated_name_of_an_ema_averaged_again(tf, tmp_path):
     said = " ".join(result.output.split())  # ema/0 is saved apart, not tracked by the model
     assert "the model tracks it as its own variable" not in said, said
     assert "(an EMA of an EMA)" in said, said
+    assert "created after ema.apply()" not in said, said  # their averages may be stored
+    assert "raw values only if those tensors are variables of yours" in said, said
     result = runner.invoke(app, ["export", str(d), "--strict", "--out", str(out),
                                  "--ema-name", "s17gf7"])
     assert result.exit_code == 6, result.output
