@@ -138,7 +138,8 @@ def stated_own_heads(ckpt, variables: dict, ema_name: str | None) -> dict:
             raise UnprovenPairingError(
                 f"{ckpt.path}: {show(k)} ({f}) reads two ways: {show(head)}'s average under "
                 f"an EMA named {base!r}, or {show(of)}'s under one named {r2!r}; "
-                f"--ema-name {ema_name} tells neither: pass --ema-name {base} only if "
+                f"--ema-name {ema_name} " + ("names both" if stated(r2) else "tells neither")
+                + f": pass --ema-name {base} only if "
                 f"{base!r} is the name you gave your ExponentialMovingAverage, --ema-name "
                 f"{r2} only if {r2!r} is (Python: ema_name=...)",
                 "--ema-name", {k: (head, of)})

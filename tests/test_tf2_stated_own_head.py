@@ -84,6 +84,7 @@ def test_named_ema_over_a_delta_of_a_frozen_kernel(tf, tmp_path):
         result = _export(d, out, "--ema-name", name, "--allow-missing")
         assert result.exit_code == 6, (name, result.output)
         assert "--ema-name delta/s17gfast only if 'delta/s17gfast' is" in _said(result), name
+        assert ("names both" if "," in name else "tells neither") in _said(result), name
 
 
 def test_named_ema_over_a_sub_module_named_like_a_weight(tf, tmp_path):
