@@ -24,6 +24,9 @@ LISTED_TRAINABLE = "the .meta lists them in trainable_variables"
 
 #: How the hint of a partitioned variable's average stored for some parts begins.
 PARTIAL = "its average is stored for only some of its parts: "
+#: A hint of emamap_hints.map_hints: the key is stored, and the graph's update op averages
+#: a tensor into it (r36 F7)
+TENSOR_SOURCED = "the graph averages no variable into it: "
 
 
 def missing_hints(variables, name: str, detected: list[str], missing: list[str],
@@ -185,6 +188,11 @@ def missing_message(m: EmaMap) -> str:
         return f"{m.checkpoint}: {m.hints[0]}"
     sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
+    sourced = next((h for h in m.hints if h.startswith(TENSOR_SOURCED)), None)
+    if sourced:  # W/<name> is stored: "not in the checkpoint" would be false
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
+                f"{sample}; {sourced[len(TENSOR_SOURCED):]}; pass --allow-missing "
+                "(allow_missing=True) to restore them raw, or --exclude them")
     part = next((h for h in m.hints if h.startswith(PARTIAL)), None)
     if part:  # the key is stored, in part: "not in the checkpoint" would be false
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no whole EMA shadow under "

@@ -23,13 +23,15 @@ def role_from_name(key: str) -> str:
     return R.OPTIMIZER_SLOT if R.SLOT_RE.match(last) and "/" in key else R.OTHER
 
 
-def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
+def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str],
+              no_averages=frozenset()):
     """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys;
     each averaged variable from its stored average (``chosen``), else from
     ``<key>/<name>`` (then reported missing). A variable whose ``<key>/<name>`` is another
     variable's chosen average (``ema.apply([W])`` inside ``variable_scope("s")`` names W's
     shadow ``s/W/<name>`` beside a variable ``s/W``) has none: reported missing too, paired
-    with itself.
+    with itself. So does a variable whose average would be one of ``no_averages``, keys the
+    graph's update ops show written from something else (a gradient's moment: r36 F7).
 
     Raises:
         EmaError: if the checkpoint stores an average of a variable the graph does not average
@@ -52,6 +54,9 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
             # does not make it a variable wanting an average under this name (r33 F13)
             continue
         source = chosen.get(target, f"{target}/{name}")
+        if source in no_averages:
+            taken.append(target)
+            continue
         if owner.get(source, target) != target:
             # <target>/<name> is another variable's average: ema.apply([W]) inside
             # variable_scope("s") names W's shadow s/W/<name> (review-12-attack-r19 F1/F2)
@@ -73,8 +78,8 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str]):
     for target in taken:  # no shadow of its own: missing, kept raw only by --allow-missing
         pairs.setdefault(target, target)
     averaged_targets = {t for s, t in pairs.items() if s != t}
-    contradicted = {t: s for t, s in chosen.items()
-                    if t not in averaged_targets and variables[s].ema_style == "tf1"}
+    contradicted = {t: s for t, s in chosen.items() if t not in averaged_targets
+                    and s not in no_averages and variables[s].ema_style == "tf1"}
     if contradicted:
         raise UnprovenPairingError(contradiction_message(ckpt, contradicted), "--no-meta",
                                    {t: (s,) for t, s in contradicted.items()})

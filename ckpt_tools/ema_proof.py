@@ -255,12 +255,13 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
             "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
     said = "nothing recorded says"
     if meta is not None and listed and not why and not _updated(ckpt, set(open_.values())):
-        # ema.apply() inside a control-flow-v2 tf.cond: its ops are in the graph's function
-        # library, which is not read (review-15-attack-r31 F7)
+        # ema.apply() inside a tf.while_loop or a nested control-flow-v2 tf.cond: its ops are
+        # in functions not read (a cond's own branches are: review-17-attack-r36 F10)
         said = "nothing this tool reads says"
         why = ("; the .meta's moving_average_variables lists these variables, yet its graph "
                "shows no AssignMovingAvg op writing any of these tensors (an ema.apply() run "
-               "inside a tf.cond keeps its update ops in function bodies, which are not read)")
+               "inside a tf.while_loop or a nested tf.cond keeps its update ops in function "
+               "bodies, which are not read)")
     others = ("a training loop may keep other tensors of each variable under its name "
               "the same way (accumulators tf.Variable(..., name='w/accum'))"
               if ckpt.objects is not None else  # a TF2 checkpoint records its slots (F3)

@@ -33,7 +33,7 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
         key = op_key(ckpt.meta)
         return UpdateOps({key(s): (key(v), scope) for s, (v, scope) in ops.averages.items()},
                          {key(s): (key(v), op) for s, (v, op) in ops.slots.items()},
-                         ops.grouped)
+                         ops.grouped, tensors={key(s): t for s, t in ops.tensors.items()})
 
     return ckpt.memo("meta_update_ops", read)
 
@@ -86,9 +86,10 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
         if other and other != target:
             # an AssignMovingAvg op averages another variable into it: a momentum slot kept
             # in EMA form from the gradient accumulator W/accum (review-14-attack-r28 F3)
+            at = ops.averages[source][1]
             raise UnprovenPairingError(
                 f"{ckpt.path}: --ema-name {ema_name}: {source} is no average of {target}: "
-                f"the .meta's update op {ops.averages[source][1]}/AssignMovingAvg averages {other} "
+                f"the .meta's update op {at + '/' if at else ''}AssignMovingAvg averages {other} "
                 f"into it (an optimizer keeping a slot by assign_moving_average, not "
                 f"ema.apply()); nothing under {ema_name} holds {target}'s average",
                 "--ema-name", {target: tuple(sorted(keys))})
@@ -116,6 +117,54 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                 f"training graph's .meta does (its update ops), and {why}: put the .meta "
                 "written with the checkpoint beside it",
                 None, {target: tuple(sorted(keys))})
+
+
+def tensor_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                   chosen: dict[str, str], use_meta: bool) -> dict[str, tuple[str, str, str]]:
+    """TF1 weights ``W`` whose average read by name (``chosen`` for it, or ``W/<ema_name>``)
+    the ``.meta``'s ``AssignMovingAvg`` op writes from a tensor no variable holds: a first
+    moment of ``W``'s gradient kept by ``assign_moving_average(m, grad, ...)`` under
+    ``W/ExponentialMovingAverage`` was exported as ``W``'s average with no statement, exit 0
+    under ``--strict`` (review-17-attack-r36 F7); ``ema.average(W)`` is ``None`` there. The
+    keys alone cannot tell (``--no-meta``).
+
+    Returns:
+        weight key -> ``(that key, the tensor averaged, the update op's name scope)``.
+    """
+    if not use_meta or ckpt.objects is not None:
+        return {}
+    ops = update_ops(ckpt)
+    if ops is None or not ops.tensors:
+        return {}
+    named = {t: f"{t}/{ema_name}" for t in variables
+             if ema_name and f"{t}/{ema_name}" in variables}
+    return {t: (s, *ops.tensors[s]) for t, s in {**named, **chosen}.items()
+            if s in ops.tensors and t in variables}
+
+
+def tensor_source_text(found: dict[str, tuple[str, str, str]]) -> str:
+    """What the graph shows of :func:`tensor_sources`' first weight, for a refusal."""
+    target, (source, tensor, scope) = next(iter(sorted(found.items())))
+    return (f"{source} is no average of {target}: the .meta's update op "
+            f"{scope + '/' if scope else ''}AssignMovingAvg averages the tensor {tensor} into "
+            f"it, which no variable holds (a gradient's moment kept by assign_moving_average, "
+            f"not ema.apply({target})), so no ExponentialMovingAverage averaged {target}")
+
+
+def refuse_tensor_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                          chosen: dict[str, str], use_meta: bool) -> None:
+    """Refuses :func:`tensor_sources` where the graph's collections cannot report the weight
+    missing its average instead.
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the tensor the graph averages.
+    """
+    found = tensor_sources(ckpt, variables, ema_name, chosen, use_meta)
+    if found:
+        said = f"--ema-name {ema_name}: " if ema_name else ""
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {said}{tensor_source_text(found)}; nothing stored holds its "
+            "average", "--ema-name", {t: (s,) for t, (s, _x, _y) in found.items()})
 
 
 def refuse_stacked_sources(ckpt: Checkpoint, variables, ema_name: str,
@@ -311,11 +360,11 @@ def slot_named_hint(ckpt: Checkpoint, variables, name: str, stated: bool,
 def _graph_unread(ckpt: Checkpoint) -> str:
     """Why the ``.meta``'s update ops did not decide, for :func:`slot_named_hint`: a ``.meta``
     beside the checkpoint and read records none of these tensors' (an update run inside a
-    ``tf.cond`` lives in a function body the graph does not show; review-15-attack-r29 F4)."""
+    ``tf.while_loop`` lives in a function body not read; review-15-attack-r29 F4)."""
     if ckpt.meta_unread:
         return ", which --no-meta leaves unread"
     if update_ops(ckpt) is not None:
         return (", yet the .meta beside it, read, shows no AssignMovingAvg op writing any of them "
-                "(updates run inside a tf.cond live in function bodies its graph does not "
-                "show)")
+                "(updates run inside a tf.while_loop or a nested tf.cond live in function "
+                "bodies not read)")
     return ": put the .meta written with the checkpoint beside it"

@@ -29,7 +29,13 @@ from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style, require_keras
 from .ema_result import EmaMap
 from .ema_several import join_maps, split_ema_names
-from .ema_updates import offer_objects, owned_averages, refuse_slot_sources
+from .ema_updates import (
+    offer_objects,
+    owned_averages,
+    refuse_slot_sources,
+    refuse_tensor_sources,
+    tensor_sources,
+)
 from .emamap_hints import map_hints
 from .formats.objgraph import has_swappable_averages
 from .graph_saved import graph_holders
@@ -289,9 +295,13 @@ def ema_map(
                 name = next(iter(unmarked)).rpartition("/")[2]
             if (use_meta and style in (None, "tf1") and ckpt.meta is not None
                     and ckpt.meta.collections.get("variables")):
-                pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen)
+                # a gradient's moment under W/<name>: W missing its average (r36 F7)
+                no_avg = {s for s, _t, _o in tensor_sources(ckpt, variables, ema_name, chosen,
+                                                            use_meta).values()}
+                pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen, no_avg)
                 source = "meta"
             else:
+                refuse_tensor_sources(ckpt, variables, ema_name, chosen, use_meta)
                 pairs, missing, not_saved = from_keys(variables, chosen)
                 source = "keys"
             # TF1: an average whose variable is not stored may hold the raw weight

@@ -13,6 +13,7 @@ from .ema_missing import (
     NO_OPTIMIZER,
     NONE_TO_ALLOW,
     SERVING_EXPORT,
+    TENSOR_SOURCED,
     UNSAVED_INNER,
     misfiled_hint,
     missing_hints,
@@ -20,7 +21,7 @@ from .ema_missing import (
 )
 from .ema_proof import elsewhere_hint
 from .ema_scopes import scope_hints
-from .ema_updates import slot_named_hint
+from .ema_updates import slot_named_hint, tensor_source_text, tensor_sources
 from .formats.objgraph import SLOT_MARK
 from .keras_graph import under_keras
 from .loss_named import loss_named_missing_hint
@@ -71,6 +72,10 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
     if slotted:
         hints.insert(0, slotted)
+    sourced = {t: found for t, found in tensor_sources(
+        ckpt, variables, name, {}, use_meta and source == "meta").items() if t in missing}
+    if sourced:  # W/<name> stored, a gradient's moment (r36 F7)
+        hints.insert(0, TENSOR_SOURCED + tensor_source_text(sourced))
     if none_stored:
         hints.append(NONE_TO_ALLOW)
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \

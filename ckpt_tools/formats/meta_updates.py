@@ -27,6 +27,7 @@ import re
 from ..errors import CheckpointError
 from ._record import Frozen
 from .graph_def import (
+    READS,
     GraphNode,
     MetaGraph,
     op_name,
@@ -59,20 +60,26 @@ class UpdateOps(Frozen):
             (``ExponentialMovingAverage(tf.minimum(0.999, ...))``), or a Lookahead's or SWA's
             hand-written ``assign_moving_average`` in ``apply()``'s idiom; the graph does not
             tell which.
+        tensors: shadow -> ``(averaged op, EMA name scope)`` where an ``AssignMovingAvg`` op
+            averages a tensor no variable holds into it (a gradient's moment kept by
+            ``assign_moving_average(m, grad, ...)``): no variable's average
+            (review-17-attack-r36 F7).
     """
 
     averages: dict[str, tuple[str, str]]
     slots: dict[str, tuple[str, str]]
     grouped: frozenset[str]
     other_decay: frozenset[str]
-    _fields = ("averages", "slots", "grouped", "other_decay")
+    tensors: dict[str, tuple[str, str]]
+    _fields = ("averages", "slots", "grouped", "other_decay", "tensors")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
                  grouped: frozenset[str] = frozenset(),
-                 other_decay: frozenset[str] = frozenset()) -> None:
+                 other_decay: frozenset[str] = frozenset(),
+                 tensors: dict[str, tuple[str, str]] | None = None) -> None:
         self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
-                             other_decay=frozenset(other_decay))
+                             other_decay=frozenset(other_decay), tensors=dict(tensors or {}))
 
 
 def read_update_ops(path: str) -> UpdateOps | None:
@@ -98,8 +105,13 @@ def read_update_ops(path: str) -> UpdateOps | None:
     differ: set[str] = set()
     grouped: set[str] = set()
     other_decay: set[str] = set()
+    tensors: dict[str, tuple[str, str]] = {}
+    try:  # the .meta's v2 conds (a SavedModel's graphs are read without them)
+        branches = read_branches(path) if len(graphs) == 1 and path.endswith(".meta") else []
+    except (OSError, CheckpointError):
+        branches = []
     for graph in graphs:
-        each = _graph_updates(graph)
+        each = _graph_updates(graph, branches if graph is graphs[0] else ())
         grouped |= each.grouped
         other_decay |= each.other_decay
         for shadow, owner in each.averages.items():
@@ -107,12 +119,18 @@ def read_update_ops(path: str) -> UpdateOps | None:
                 differ.add(shadow)
         for slot, trained in each.slots.items():
             slots.setdefault(slot, trained)
+        for shadow, owner in each.tensors.items():
+            tensors.setdefault(shadow, owner)
     return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots, grouped,
-                     other_decay)
+                     other_decay, {k: v for k, v in tensors.items() if k not in averages})
 
 
-def _graph_updates(graph: MetaGraph) -> UpdateOps:
-    """What one graph's update ops write (see :func:`read_update_ops`)."""
+def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
+    """What one graph's update ops write (see :func:`read_update_ops`), with those in the
+    branch functions of its control-flow-v2 ``tf.cond`` ops (``branches``: :class:`Branch`
+    of :func:`.graph_def.read_branches`), whose arguments are read as the graph's ops the
+    cond passes in: an ``assign_moving_average`` run in a v2 cond's branch writes its shadow
+    all the same (review-17-attack-r36 F10)."""
     nodes = graph.nodes
 
     def variable(name: str) -> str | None:
@@ -127,9 +145,40 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
             name = head[1]
         return name if name in nodes and nodes[name].op in _VARIABLE_OPS else None
 
+    found = _updates(nodes, variable)
+    for branch in branches:
+        outer = dict(zip(branch.args, branch.outer, strict=True))
+
+        def inner(name: str, fn=branch.nodes, outer=outer) -> str | None:
+            """The graph's variable op a function's tensor ``name`` reads, through the
+            function's reads to its argument."""
+            for _ in range(8):
+                node = fn.get(op_name(name))
+                if node is None or node.op not in READS or not node.inputs:
+                    break
+                name = node.inputs[0]
+            name = op_name(name)
+            return variable(outer[name]) if name in outer else None
+
+        each = _updates(branch.nodes, inner)
+        for shadow, owner in each.averages.items():
+            found.averages.setdefault(shadow, owner)
+        for slot, trained in each.slots.items():
+            found.slots.setdefault(slot, trained)
+        for shadow, owner in each.tensors.items():
+            found.tensors.setdefault(shadow, owner)
+        found = UpdateOps(found.averages, found.slots, found.grouped | each.grouped,
+                          found.other_decay | each.other_decay, found.tensors)
+    return found
+
+
+def _updates(nodes, variable) -> UpdateOps:
+    """The update ops among ``nodes`` (a graph's or a function's), ``variable`` reading a
+    tensor name back to the graph's variable op (``None``: none)."""
     averages: dict[str, tuple[str, str]] = {}
     slots: dict[str, tuple[str, str]] = {}
     other_decay: set[str] = set()  # scopes with an update whose decay is not apply()'s
+    tensors: dict[str, tuple[str, str]] = {}
     for name, (op, inputs, _strings) in nodes.items():
         if op in _ASSIGN_SUB and len(inputs) == 2:
             scope = name if _MOVING_AVG.search(name) else name.rpartition("/")[0]
@@ -137,14 +186,18 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
                 continue
             owner = scope.rpartition("/")[0]  # the EMA's name scope (ema of ema/AssignMovingAvg)
             shadow = variable(inputs[0])
-            mul = nodes.get(inputs[1], _NONE)  # decay * (shadow - value)
-            sub = nodes.get(mul.inputs[0], _NONE) if mul.op == "Mul" and mul.inputs else _NONE
+            mul = nodes.get(op_name(inputs[1]), _NONE)  # decay * (shadow - value)
+            sub = nodes.get(op_name(mul.inputs[0]), _NONE) if mul.op == "Mul" and mul.inputs \
+                else _NONE
             averaged = variable(sub.inputs[1]) if sub.op == "Sub" and len(sub.inputs) == 2 \
                 else None
             if shadow is not None and averaged is not None and shadow != averaged:
                 averages[shadow] = (averaged, owner)
                 if not _apply_decay(nodes, mul, owner):
                     other_decay.add(owner)
+            elif shadow is not None and averaged is None and sub.op == "Sub" \
+                    and len(sub.inputs) == 2:
+                tensors[shadow] = (op_name(sub.inputs[1]), owner)
         elif _APPLY.match(op) and inputs:
             trained = variable(inputs[0])
             for tensor in inputs[1:]:
@@ -154,7 +207,7 @@ def _graph_updates(graph: MetaGraph) -> UpdateOps:
     grouped = {scope for _v, scope in averages.values()
                if scope and nodes.get(scope, _NONE).op == "NoOp"}
     return UpdateOps(averages, slots, frozenset(grouped - other_decay),
-                     frozenset(grouped & other_decay))
+                     frozenset(grouped & other_decay), tensors)
 
 
 def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:
