@@ -51,6 +51,7 @@ from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
 from .slashed_stated import stated_slashed_shadows
+from .stacked_unread import refuse_stacked_unread
 from .stated_open import opened_stated, refuse_unknown
 from .tfk_order import recorded_averages
 
@@ -288,6 +289,7 @@ def ema_map(
             chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
             refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
             refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta)
+            refuse_stacked_unread(ckpt, variables, ema_name, chosen, use_meta)
             # averages of variables not stored that no name marks (w/slow, a scope's): proposed
             unmarked = unmarked_lone_averages(ckpt, variables, chosen, ema_name, use_meta)
             chosen = {**chosen, **{t: s for s, t in unmarked.items()}}

@@ -1,0 +1,74 @@
+"""TF1 ``--ema-name ema/fast --no-meta`` where ``w0/ema/fast`` sits beside ``w0/ema``
+(review-17-attack-r36 F2, CRITICAL with ``--no-meta``).
+
+EMA ``ema`` over ``w0``, ``w1``; an EMA named ``fast`` over ``ema.average(w0)`` (it writes
+``w0/ema/fast``); an EMA named ``ema/fast`` over ``w1`` only. ``ema/fast`` is a true name, yet it
+averaged no ``w0``: ``--ema-name ema/fast --no-meta`` wrote ``fast``'s average of ``w0/ema`` as
+``w0`` (exit 0, ``--strict``). The keys fit both readings; the ``.meta`` beside the checkpoint
+tells them apart, and with it the export is refused as an EMA of an EMA (c9cc526).
+
+Made by real TensorFlow in a subprocess; truth ``sess.run(o.average(v))`` at save time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+
+SCRIPT = r'''
+E = tf1.train.ExponentialMovingAverage
+w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]))
+w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
+step = tf1.assign_add(w0, tf.ones([3, 2]) * 0.7), tf1.assign_add(w1, tf.ones([2]) * 1.3)
+slow = E(0.9, name="ema")
+with tf.control_dependencies(step):
+    u1 = slow.apply([w0, w1])
+fast = E(0.5, name="fast")
+ef = E(0.3, name="ema/fast")
+with tf.control_dependencies([u1]):
+    upd = tf.group(fast.apply([slow.average(w0)]), ef.apply([w1]))
+saver = tf1.train.Saver()
+with trained(tf, upd) as s:
+    truth["raw:w0"] = s.run(w0)
+    truth["fast_of_ema:w0"] = s.run(fast.average(slow.average(w0)))
+    truth["ema/fast:w1"] = s.run(ef.average(w1))
+    truth["ema:w0"] = s.run(slow.average(w0))
+    truth["ema:w1"] = s.run(slow.average(w1))
+    assert ef.average(w0) is None
+    saver.save(s, f"{out}/model.ckpt")
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_stacked_no_meta")
+    return out, run_tf1_script(SCRIPT, out)
+
+
+@pytest.mark.parametrize("extra", [[], ["--allow-missing"]])
+def test_stated_slashed_name_under_no_meta_is_refused(made, tmp_path, extra):
+    out, truth = made
+    assert not np.array_equal(truth["fast_of_ema:w0"], truth["raw:w0"])
+    dest = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out), "--strict", "--ema-name", "ema/fast",
+                            "--no-meta", *extra, "--out", str(dest)])
+    assert code == 6, err
+    assert "w0/ema/fast" in err and "drop --no-meta" in err, err
+    assert not dest.exists()
+    code, _, err = run_cli(["restore-ema", str(out), "--ema-name", "ema/fast", "--no-meta",
+                            *extra, "--out", str(tmp_path / "re")])
+    assert code == 6, err
+    assert not (tmp_path / "re").exists()
+
+
+def test_ema_under_no_meta_is_still_exact(made, tmp_path):
+    out, truth = made
+    dest = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out), "--strict", "--ema-name", "ema", "--no-meta",
+                            "--out", str(dest)])
+    assert code == 0, err
+    with np.load(dest) as got:
+        for n in ("w0", "w1"):
+            assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n
