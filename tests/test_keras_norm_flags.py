@@ -88,7 +88,9 @@ def test_a_quantized_dense_without_bias_names_no_bias(keras, tmp_path):
     assert "nb/kernel_scale" in written and "nb/bias" not in written
     model.save(str(tmp_path / "q.keras"))
     model.save_weights(str(tmp_path / "q.weights.h5"))
-    for name, biased in (("q.keras", {"wb/bias"}), ("q.weights.h5", set())):
+    # a bare .weights.h5 too: the int8 kernel saved first and the count prove the layout
+    # (kernel, bias, kernel_scale: odd), review-17-attack-r36 F1
+    for name, biased in (("q.keras", {"wb/bias"}), ("q.weights.h5", {"wb/bias"})):
         code, listed, err = run_cli(["list", str(tmp_path / name), "--json"])
         assert code == 0, err
         paths = {v["path"].split("/", 1)[1] if name.endswith(".keras") else v["path"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .custom_order import custom_class
 from .optimizer_slots import FLOATS
-from .quantized import FLOAT8_STATE, INT_NAMES, float8, int_quantized
+from .quantized import FLOAT8_STATE, INT_NAMES, bare_quantized, float8, int_quantized
 from .submodel_order import submodel_units
 from .wrapped import wrapped_config
 
@@ -326,14 +326,14 @@ def flatten_tree(node: Node, out: list[tuple[str, list[str]]],
             flatten_tree(child, out, groups, tf_keras)
 
 
-def _var_names(node: Node, n: int, float_first: bool = True
+def _var_names(node: Node, n: int, first_dtype: str | None = None
                ) -> list[tuple[str | None, bool]]:
     """The names (``None``: not proven, shown by index) and trainability of a layer's ``n``
     variables in vars/<i> order. A flag that drops a variable (``scale``/``center``,
     ``use_bias``) is taken from config.json only; without it a name is given only where the
     count leaves no choice (one variable of a LayerNormalization is gamma or beta; a quantized
-    layer, ``float_first`` false or more variables than its names, writes its scales after
-    the bias where there is one and in its place where not)."""
+    layer, ``first_dtype`` (vars/0's) not a float or more variables than its names, as
+    :func:`~.quantized.bare_quantized` reads it)."""
     cfg = node.cfg or {}
     lead = _lead(cfg, node.cls == "layer_normalization") if node.cfg else None
     if node.cls in _BN:
@@ -356,9 +356,11 @@ def _var_names(node: Node, n: int, float_first: bool = True
     if node.cfg and node.cls in ("dense", "einsum_dense") and float8(cfg) \
             and n == len(names) + len(FLOAT8_STATE):  # no optimizer variables: not trainable
         return [(v, True) for v in names] + [(v, False) for v in FLOAT8_STATE]
-    quantized = int_quantized(node.cls, node.cfg, "bias" in names, n)
+    quantized = int_quantized(node.cls, node.cfg, "bias" in names, n) if node.cfg else \
+        bare_quantized(node.cls, first_dtype, n)
     if quantized is not None:
         return quantized
+    float_first = first_dtype is None or first_dtype in FLOATS
     if "bias" in names and not node.cfg and (n > len(names) or not float_first):
         names = names[:names.index("bias")]
     return [(v, True) for v in names[:n]] + [(None, True)] * (n - len(names))
@@ -396,8 +398,8 @@ def name_vars(node: Node, model, lay: KerasLayout, prefix: list[str],
     # A subclassed model's own weights (self.add_weight in the model): Keras' path is
     # <model name>/<variable name> (net/mix); the file records the name only, not "mix".
     own = chain or ([node.name] if not node.path and node.name else [])
-    named = _var_names(node, len(node.keys), not node.keys or model[node.keys[0]].dtype_name
-                       in FLOATS)
+    named = _var_names(node, len(node.keys), model[node.keys[0]].dtype_name if node.keys
+                       else None)
     for key, (var, trainable) in zip(node.keys, named, strict=False):
         e = model[key]
         # Named entries (TextVectorization's tf_idf ``idf_weights``) are constants a layer's

@@ -9,6 +9,7 @@ import math
 import re
 
 from .optimizer_slots import expand, pair, spec
+from .quantized import INT_QUANTIZED
 
 #: The way out where the file does not pair the EMA copies: the weights the optimizer was built
 #: with, in its order, which a custom training loop may have set (``--loop-order``).
@@ -137,9 +138,14 @@ def _custom_note(lay, cands: list[str]) -> str:
     words = ", ".join(n if n in custom or not classes.get(n, (None,))[0]
                       else f"{n} ({classes[n][0]})" for n in layers[:3])
     tied = any(classes.get(n, ("",))[0] == "spectral_normalization" for n in layers)
+    # a built-in Dense/EinsumDense saved by index is quantized (r36 F1, F8): its mode's order
+    rule = (f"Keras saves a layer's trainable ones first: {layers[0]}/0, {layers[0]}/1, ..."
+            if not any(classes.get(n, (None,))[0] in INT_QUANTIZED for n in layers) else
+            "a quantized layer saves them in its mode's order, which a bare .weights.h5 does "
+            "not record: GPTQ/AWQ the bias, quantized_kernel, kernel_scale, g_idx, int8 the "
+            "kernel, bias, kernel_scale; only the bias is trainable")
     return (f", nor which weights of {'custom ' if set(custom) == set(layers) else ''}"
-            f"layer(s) {words} are non-trainable (Keras saves a layer's trainable ones "
-            f"first: {layers[0]}/0, {layers[0]}/1, ...)"
+            f"layer(s) {words} are non-trainable ({rule})"
             + ("; Keras' SpectralNormalization keeps its wrapped layer's kernel as its own "
                "weight too, so that variable is stored twice and averaged once"
                if tied else ""))

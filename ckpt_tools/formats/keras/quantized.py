@@ -5,6 +5,8 @@ order and which of them it trains (Keras 3.15's ``variable_serialization_spec`` 
 
 from __future__ import annotations
 
+from .optimizer_slots import FLOATS
+
 # A float8-quantized Dense/EinsumDense (model.quantize("float8")) writes these after its
 # kernel and bias (Keras 3.15 Dense.save_own_variables): trainable, but updated by
 # overwrite_with_gradient, so its optimizer keeps no slot and no EMA copy of them.
@@ -47,6 +49,45 @@ def int_quantized(cls: str | None, cfg: dict | None, bias: bool, n: int
     extra = names[len(base):]
     return out + ([(v, False) for v in extra] if n == len(names) else [(None, False)] * (
         n - len(base)))
+
+
+def bare_quantized(cls: str | None, first_dtype: str | None, n: int
+                   ) -> list[tuple[str | None, bool]] | None:
+    """The names and trainability of a Dense/EinsumDense/Embedding's ``n`` variables where
+    no config.json records the layer (a bare ``.weights.h5``, a subclassed model's
+    attribute), or ``None`` where the layer is not proven quantized.
+
+    An int8 vars/0 is the int8/int4 kernel (``embeddings``): every float layout starts with a
+    float, and GPTQ/AWQ with the float bias or their uint8 ``quantized_kernel``. Its count then
+    proves the rest (review-17-attack-r36 F1): int8 saves kernel, [bias,] kernel_scale; int4
+    also kernel_zero and g_idx, both or neither, so an odd count has the bias. A float vars/0
+    of a Dense beside more variables than kernel and bias is a float8 kernel only where the
+    count is float8's (its six scales and histories); otherwise it may be GPTQ's bias
+    (``bias, quantized_kernel, kernel_scale, g_idx``), so nothing is named
+    (``[(None, True)] * n``: by index, F8).
+
+    Example:
+        >>> bare_quantized("dense", "int8", 3)
+        [('kernel', False), ('bias', True), ('kernel_scale', False)]
+        >>> bare_quantized("dense", "float32", 4)
+        [(None, True), (None, True), (None, True), (None, True)]
+        >>> bare_quantized("dense", "float32", 2) is None
+        True
+    """
+    spec = INT_QUANTIZED.get(cls or "")
+    if spec is None:
+        return None
+    if first_dtype == "int8":
+        bias = "bias" in spec and n % 2 == 1
+        names = [v for v in spec if bias or v != "bias"]
+        if n not in (len(names) - 2, len(names)):
+            return None
+        return [(v, v == "bias") for v in names[:n]]
+    if cls == "embedding" or n <= 2 and first_dtype in FLOATS:
+        return None
+    if first_dtype in FLOATS and n - len(FLOAT8_STATE) in (1, 2):  # float8: kernel first
+        return None
+    return [(None, True)] * n
 
 
 def float8(cfg: dict) -> bool:

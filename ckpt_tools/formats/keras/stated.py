@@ -17,6 +17,7 @@ from .custom_order import check_stated_loose
 from .model_tree import ORDERS
 from .optimizer_slots import shown_name
 from .stated_names import check_numbering
+from .stated_quantized import not_float_first, refuse_live_name
 from .stated_tied import refuse_tied
 
 
@@ -282,6 +283,7 @@ def stated_keys(lay: KerasLayout, names: Sequence[str], possible: set[str],
             head, var = name.rsplit("/", 1)
             own = _positional(lay, layer_of(head))
             layer = None
+            refuse_live_name(lay, name, head, own)
             # A built-in layer's variables saved by index (a subclassed model's
             # BatchNormalization: bn/0..3): Keras' fixed order of them names var.
             at = {order.index(var) for order in ORDERS if len(order) == len(own)
@@ -369,6 +371,10 @@ def _check_prefix(lay: KerasLayout, keys: list[str], read=None) -> None:
         if m:
             stated.setdefault(m.group(1), []).append(int(m.group(2)))
     for layer, got in stated.items():
+        if not_float_first(lay, _positional(lay, layer)):
+            # vars/0 no float (an int8 kernel): not Layer's trainable-first order but a
+            # quantized class's own (kernel, bias, kernel_scale): taken as said (r36 F1)
+            continue
         # a layer whose stored order is not proven (custom_order): any order of its first
         loose = any(lay.paths.get(k, k).startswith(layer + "/") for k in lay.loose)
         if (sorted(got) if loose else got) != list(range(len(got))) and _positional(lay, layer):
