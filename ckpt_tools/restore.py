@@ -173,8 +173,11 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
 
     Like ``tf.compat.v1.train.Saver(ema.variables_to_restore())`` but keyed by checkpoint keys,
     so partitioned variables restore. With ``checkpoint``, the map comes from what is stored:
-    variables that are not averaged (global step, optimizer slots, the shadows themselves)
-    restore their raw value; a variable that should have a shadow (trainable or in
+    variables that are not averaged (global step, optimizer slots) restore their raw value,
+    and so do the shadows themselves in a graph that has them (one imported from the training
+    ``.meta``), except a shadow whose key its model variable restores from: a Saver maps each
+    key to one variable, so, as in ``variables_to_restore()``, that shadow is left out of the
+    Saver and stays uninitialized (its value is then the model variable's); a variable that should have a shadow (trainable or in
     ``moving_average_variables``) but has none stored is refused unless ``allow_missing``
     (as :func:`restore_ema`). Without ``checkpoint`` the map follows TF's naming.
 
