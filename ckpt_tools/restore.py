@@ -177,7 +177,7 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     and so do the shadows themselves in a graph that has them (one imported from the training
     ``.meta``), except a shadow whose key its model variable restores from: a Saver maps each
     key to one variable, so, as in ``variables_to_restore()``, that shadow is left out of the
-    Saver and stays uninitialized (its value is then the model variable's); a variable that should have a shadow (trainable or in
+    Saver and stays uninitialized; a variable that should have a shadow (trainable or in
     ``moving_average_variables``) but has none stored is refused unless ``allow_missing``
     (as :func:`restore_ema`). Without ``checkpoint`` the map follows TF's naming.
 
