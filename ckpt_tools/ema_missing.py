@@ -190,9 +190,11 @@ def missing_message(m: EmaMap) -> str:
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
     sourced = next((h for h in m.hints if h.startswith(TENSOR_SOURCED)), None)
     if sourced:  # W/<name> is stored: "not in the checkpoint" would be false
+        way = ("" if set(m.averaged) <= set(m.missing) else  # none: raw weights only
+               "; pass --allow-missing (allow_missing=True) to restore them raw, or --exclude "
+               "them")
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
-                f"{sample}; {sourced[len(TENSOR_SOURCED):]}; pass --allow-missing "
-                "(allow_missing=True) to restore them raw, or --exclude them")
+                f"{sample}; {sourced[len(TENSOR_SOURCED):]}{way}")
     part = next((h for h in m.hints if h.startswith(PARTIAL)), None)
     if part:  # the key is stored, in part: "not in the checkpoint" would be false
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no whole EMA shadow under "

@@ -39,7 +39,8 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
 
 
 def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
-                        chosen: dict[str, str], use_meta: bool) -> None:
+                        chosen: dict[str, str], use_meta: bool,
+                        keep_missing: bool = False) -> None:
     """Refuses restoring a TF1 weight ``W`` from ``W/<ema_name>`` (or the average
     ``chosen`` for it) where that tensor is, or may be, an optimizer's slot:
 
@@ -51,6 +52,9 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
         variables: key -> :class:`~ckpt_tools.checkpoint.Variable`.
         chosen: weight key -> the average :func:`~ckpt_tools.ema_names.choose_averages` picked.
         use_meta: ``False`` under ``--no-meta``: the graph is not read.
+        keep_missing: the map reports a weight whose key :func:`stacked_sources` shows
+            another average's average as missing its average (the graph's collections
+            pair it), rather than refusing here.
 
     Raises:
         UnprovenPairingError: naming the weight, the tensors and what would decide (exit 6).
@@ -59,7 +63,8 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
         return
     base = suffix_base(ema_name)
     ops = update_ops(ckpt) if use_meta else None
-    if ops is not None:
+    stacked = stacked_sources(ckpt, variables, ema_name, chosen, ops)
+    if ops is not None and not keep_missing:
         refuse_stacked_sources(ckpt, variables, ema_name, chosen, ops)
     siblings: dict[str, list[str]] = {}
     for key in variables:
@@ -72,6 +77,8 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     if not siblings:
         return
     for target, keys in siblings.items():
+        if target in stacked:  # missing its average: the map says so (keep_missing)
+            continue
         source = chosen.get(target) or (f"{target}/{ema_name}"
                                         if f"{target}/{ema_name}" in variables else None)
         if source is None:
@@ -167,35 +174,54 @@ def refuse_tensor_sources(ckpt: Checkpoint, variables, ema_name: str | None,
             "average", "--ema-name", {t: (s,) for t, (s, _x, _y) in found.items()})
 
 
-def refuse_stacked_sources(ckpt: Checkpoint, variables, ema_name: str,
-                           chosen: dict[str, str], ops: UpdateOps) -> None:
-    """Refuses restoring ``W`` from an average the ``.meta``'s update ops show taken of
-    another average of ``W``: ``fast.apply([ema.average(w0)])`` writes ``w0/ema/fast``, the
-    key an EMA named ``ema/fast`` would write for ``w0``, so ``--ema-name ema/fast`` read it
-    as ``w0``'s (``chosen``, or ``<W>/<ema_name>``); it is ``fast``'s average of ``w0/ema``
-    (an EMA of an EMA), and no object of that name averaged ``w0``. The refusal was
-    "probably frozen" and ``--allow-missing`` then wrote ``fast``'s values as ``w0``'s
-    average (s17b, review-16-attack-r33 F13).
+def stacked_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                    chosen: dict[str, str], ops: UpdateOps | None) -> dict[str, str]:
+    """Weights ``W`` read from an average the ``.meta``'s update ops show taken of another
+    average of ``W``: ``fast.apply([ema.average(w0)])`` writes ``w0/ema/fast``, the key an
+    EMA named ``ema/fast`` would write for ``w0``, so ``--ema-name ema/fast`` read it as
+    ``w0``'s (``chosen``, or ``<W>/<ema_name>``); it is ``fast``'s average of ``w0/ema`` (an
+    EMA of an EMA), and no object of that name averaged ``w0`` (s17b, review-16-attack-r33
+    F13). ``ema/fast``'s averages of other variables stay its own: ``W`` has none, as
+    ``ema/fast.average(W)`` is ``None`` (``--allow-missing`` keeps it raw: r36 F0, F2).
 
-    Raises:
-        UnprovenPairingError: (exit 6, ``--ema-name``) naming what the graph shows.
+    Returns:
+        weight key -> what the graph shows, for a refusal (``{}`` without ``ops``).
     """
+    if ema_name is None or ops is None:
+        return {}
     named = {t: f"{t}/{ema_name}" for t in variables if f"{t}/{ema_name}" in variables}
+    found: dict[str, str] = {}
     for target, source in {**named, **chosen}.items():
         other, scope = ops.averages.get(source, ("", ""))
         first, first_scope = ops.averages.get(other, ("", ""))
         if not other or other == target or chosen.get(other) == source or first != target:
             continue
         first_name = _scope_name(first_scope, {target: other})
-        raise UnprovenPairingError(
-            f"{ckpt.path}: --ema-name {ema_name}: {source} is no average of {target}: the "
-            f".meta's update ops show the EMA of name scope '{scope}' averaging {other} into "
-            f"it, and {other} is itself the average of {target} kept by the EMA of name scope "
-            f"'{first_scope}' (an EMA of another EMA's averages: {scope}.apply() was given "
-            f"{first_name}.average({target})); no EMA object named {ema_name} averaged "
+        made = f"{scope}.apply()" if scope else "an assign_moving_average"
+        found[target] = (
+            f"{source} is no average of {target}: the .meta's update ops show "
+            f"{'the EMA of name scope ' + repr(scope) if scope else 'an update op'} averaging "
+            f"{other} into it, and {other} is itself the average of {target} kept by the EMA "
+            f"of name scope '{first_scope}' (an EMA of another EMA's averages: {made} was "
+            f"given {first_name}.average({target})); no EMA object named {ema_name} averaged "
             f"{target}: --ema-name {first_name} takes the averages of {target} the graph "
-            f"shows ('ckpt list' shows what each key averages)",
-            "--ema-name", {target: (source,)})
+            f"shows ('ckpt list' shows what each key averages)")
+    return found
+
+
+def refuse_stacked_sources(ckpt: Checkpoint, variables, ema_name: str,
+                           chosen: dict[str, str], ops: UpdateOps) -> None:
+    """Refuses :func:`stacked_sources` where the graph's collections cannot report the
+    weight missing its average instead.
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming what the graph shows.
+    """
+    found = stacked_sources(ckpt, variables, ema_name, chosen, ops)
+    for target, text in sorted(found.items())[:1]:
+        raise UnprovenPairingError(f"{ckpt.path}: --ema-name {ema_name}: {text}",
+                                   "--ema-name", {target: (chosen.get(target) or
+                                                           f"{target}/{ema_name}",)})
 
 
 def _scopes(ckpt: Checkpoint, variables) -> tuple[dict[str, dict[str, str]], set] | None:

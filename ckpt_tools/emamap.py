@@ -34,7 +34,9 @@ from .ema_updates import (
     owned_averages,
     refuse_slot_sources,
     refuse_tensor_sources,
+    stacked_sources,
     tensor_sources,
+    update_ops,
 )
 from .emamap_hints import map_hints
 from .formats.objgraph import has_swappable_averages
@@ -288,18 +290,22 @@ def ema_map(
                     raise offer_objects(ckpt, variables, use_meta, exc) from None
             chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
             refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
-            refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta)
+            graph_pairs = bool(use_meta and style in (None, "tf1") and ckpt.meta is not None
+                               and ckpt.meta.collections.get("variables"))
+            refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta, graph_pairs)
             refuse_stacked_unread(ckpt, variables, ema_name, chosen, use_meta)
             # averages of variables not stored that no name marks (w/slow, a scope's): proposed
             unmarked = unmarked_lone_averages(ckpt, variables, chosen, ema_name, use_meta)
             chosen = {**chosen, **{t: s for s, t in unmarked.items()}}
             if unmarked and ema_name is None and not detected:  # w/slow: say slow
                 name = next(iter(unmarked)).rpartition("/")[2]
-            if (use_meta and style in (None, "tf1") and ckpt.meta is not None
-                    and ckpt.meta.collections.get("variables")):
-                # a gradient's moment under W/<name>: W missing its average (r36 F7)
+            if graph_pairs:
+                # a gradient's moment or an EMA of an EMA under W/<name>: W missing its
+                # average (r36 F7, F0, F2)
                 no_avg = {s for s, _t, _o in tensor_sources(ckpt, variables, ema_name, chosen,
-                                                            use_meta).values()}
+                                                            use_meta).values()} | {
+                    chosen.get(t) or f"{t}/{ema_name}" for t in stacked_sources(
+                        ckpt, variables, ema_name, chosen, update_ops(ckpt))}
                 pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen, no_avg)
                 source = "meta"
             else:

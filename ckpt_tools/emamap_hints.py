@@ -21,7 +21,13 @@ from .ema_missing import (
 )
 from .ema_proof import elsewhere_hint
 from .ema_scopes import scope_hints
-from .ema_updates import slot_named_hint, tensor_source_text, tensor_sources
+from .ema_updates import (
+    slot_named_hint,
+    stacked_sources,
+    tensor_source_text,
+    tensor_sources,
+    update_ops,
+)
 from .formats.objgraph import SLOT_MARK
 from .keras_graph import under_keras
 from .loss_named import loss_named_missing_hint
@@ -72,10 +78,6 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
     if slotted:
         hints.insert(0, slotted)
-    sourced = {t: found for t, found in tensor_sources(
-        ckpt, variables, name, {}, use_meta and source == "meta").items() if t in missing}
-    if sourced:  # W/<name> stored, a gradient's moment (r36 F7)
-        hints.insert(0, TENSOR_SOURCED + tensor_source_text(sourced))
     if none_stored:
         hints.append(NONE_TO_ALLOW)
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
@@ -109,6 +111,15 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         hints.insert(0, elsewhere_hint(ckpt, name, elsewhere, suffix))
     scoped = scope_hints(ckpt, name, missing) if ema_name and use_meta else None
     hints = hints if scoped is None else scoped  # --ema-name gen/ExponentialMovingAverage
+    sourced = {t: found for t, found in tensor_sources(
+        ckpt, variables, name, {}, use_meta and source == "meta").items() if t in missing}
+    if sourced:  # W/<name> stored, a gradient's moment (r36 F7)
+        hints.insert(0, TENSOR_SOURCED + tensor_source_text(sourced))
+    stacked = {t: text for t, text in stacked_sources(
+        ckpt, variables, ema_name, {}, update_ops(ckpt) if use_meta and source == "meta"
+        else None).items() if t in missing}
+    if stacked:  # W/a/b stored, b's average of W/a (r36 F0, F2)
+        hints.insert(0, TENSOR_SOURCED + stacked[min(stacked)])
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "

@@ -1,5 +1,5 @@
-"""TF1 ``--ema-name ema/fast --no-meta`` where ``w0/ema/fast`` sits beside ``w0/ema``
-(review-17-attack-r36 F2, CRITICAL with ``--no-meta``).
+"""TF1 ``--ema-name ema/fast`` (with and without ``--no-meta``) where ``w0/ema/fast`` sits
+beside ``w0/ema`` (review-17-attack-r36 F2, CRITICAL with ``--no-meta``).
 
 EMA ``ema`` over ``w0``, ``w1``; an EMA named ``fast`` over ``ema.average(w0)`` (it writes
 ``w0/ema/fast``); an EMA named ``ema/fast`` over ``w1`` only. ``ema/fast`` is a true name, yet it
@@ -72,3 +72,24 @@ def test_ema_under_no_meta_is_still_exact(made, tmp_path):
     with np.load(dest) as got:
         for n in ("w0", "w1"):
             assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n
+
+
+def test_with_the_meta_the_true_slashed_name_takes_its_objects_averages(made, tmp_path):
+    """With the ``.meta`` (review-17-attack-r36 F2 (2), F0): ``ema/fast`` averaged ``w1`` only;
+    ``w0/ema/fast`` is ``fast``'s average of ``w0/ema``. ``--ema-name ema/fast`` says ``w0`` has
+    no average of that object, and ``--allow-missing`` keeps ``w0`` raw (``ef.average(w0)`` is
+    ``None``); both were refused with no way out."""
+    out, truth = made
+    dest = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out), "--strict", "--ema-name", "ema/fast",
+                            "--out", str(dest)])
+    assert code == 6 and not dest.exists(), err
+    said = " ".join(err.split())
+    assert "w0/ema/fast is no average of w0" in said and "--allow-missing" in said, said
+    code, _, err = run_cli(["export", str(out), "--strict", "--ema-name", "ema/fast",
+                            "--allow-missing", "--out", str(dest)])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert sorted(got.files) == ["w0", "w1"]
+        assert got["w0"].tobytes() == truth["raw:w0"].tobytes()
+        assert got["w1"].tobytes() == truth["ema/fast:w1"].tobytes()
