@@ -295,6 +295,7 @@ def test_every_readme_exit_code_through_the_real_cli(tmp_path, capsys, fixture_c
     assert "Not a directory" in got[1][1]
     assert "pip install tensorflow-cpu" in got[8][1] and "pip install -e '.[tf]'" in got[8][1]
     assert "please report it" in got[70][1] and "interrupted" in got[130][1]
+    assert "'ckpt --debug <command> ...'" in got[70][1]  # not after it (r36 F5)
 
 
 # -- docs/cli.md option tables match --help ----------------------------------------------------

@@ -49,8 +49,9 @@ def report(exc: BaseException) -> int | None:
         message = f"{exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
         code = EXIT_OS_ERROR
     elif isinstance(exc, Exception):  # a bug: say so plainly, traceback behind --debug
-        message = (f"internal error: {type(exc).__name__}: {exc} (please report it; --debug "
-                   "shows the traceback)")
+        # --debug is ckpt's own option, before the command (review-17-attack-r36 F5)
+        message = (f"internal error: {type(exc).__name__}: {exc} (please report it; 'ckpt "
+                   "--debug <command> ...' or CKPT_DEBUG=1 shows the traceback)")
         code = EXIT_INTERNAL
     else:
         return None
