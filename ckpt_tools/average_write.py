@@ -143,7 +143,11 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
               if v.dtype in _AVERAGED and not R.proven_training_state(k, v.role, newest.meta,
                                                                     newest.objects, powers)}
     if not ema:
-        return {}, floats, []
+        # A Keras 3 model.export()'s second copy of a weight (variables/N beside
+        # _all_variables/M, listed once) is a variable of its own, the one its serving
+        # functions read: averaged as the first is, never copied from the newest
+        # (review-17-user-u19 F0).
+        return {}, floats | {a for a, k in newest.aliases().items() if k in floats}, []
     held = shadow_keys(newest, variables) if newest.meta is not None else None
     shadows = {k for k in floats if variables[k].role == R.EMA} if held is None \
         else floats & held  # averages under keys no name marks: the save op's word

@@ -77,3 +77,35 @@ def test_the_refusal_says_a_keras_export_after_fit_holds_the_averages(exported, 
     with np.load(npz) as z:
         for name, value in averages.items():
             assert z[name].tobytes() == value.tobytes(), name
+
+
+def test_average_of_exports_averages_what_serving_reads(keras, tf, tmp_path):
+    """``ckpt average`` of two ``model.export()`` SavedModels: the serving functions read the
+    ``variables/N`` copies, which were copied from the newest export while only the
+    ``_all_variables`` keys were averaged, exit 0 (review-17-user-u19 F0). Every copy now
+    holds the mean; truth: the model's weights at each export."""
+    keras.utils.set_random_seed(0)
+    x = np.random.RandomState(0).rand(32, 6).astype("float32")
+    y = (x.sum(1) > 3).astype("int32")
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, name="fc1"),
+                              keras.layers.Dense(2, name="head")])
+    model.compile(keras.optimizers.SGD(0.1),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    weights = []
+    for i in range(2):
+        model.fit(x, y, epochs=1, verbose=0)
+        model.export(str(tmp_path / str(i)), verbose=False)
+        weights.append({tuple(w.shape): w.numpy().astype(np.float64) for w in model.weights})
+    mean = {s: ((weights[0][s] + weights[1][s]) / 2).astype(np.float32) for s in weights[0]}
+    out = tmp_path / "avg"
+    code, _, err = run_cli(["average", str(tmp_path / "0"), str(tmp_path / "1"),
+                            "--newest", str(tmp_path / "1"), "--out", str(out)])
+    assert code == 0, err
+    loaded = tf.saved_model.load(str(out))
+    served = loaded.signatures["serving_default"]
+    for v in [*loaded.variables, *loaded._all_variables]:
+        assert v.numpy().tobytes() == mean[tuple(v.shape)].tobytes(), v.name
+    h = x @ mean[(6, 4)] + mean[(4,)]
+    logits = h @ mean[(4, 2)] + mean[(2,)]
+    got = next(iter(served(tf.constant(x)).values())).numpy()
+    np.testing.assert_allclose(got, logits, rtol=1e-5, atol=1e-5)
