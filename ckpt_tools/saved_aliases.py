@@ -1,10 +1,12 @@
 """Keys of a Keras 3 ``model.export()`` SavedModel that store a variable a second time.
 
-Keras' export archive tracks the model's variables twice: under ``_all_variables/N`` (what the
-serving functions capture) and under ``variables/N`` (``trainable_variables/N``,
-``non_trainable_variables/N``: what ``ExportArchive.track`` lists). TensorFlow saves each list
-entry as its own object, so the checkpoint holds every weight under two keys, and a listing or an
-export showed each twice, one copy under a name that says nothing (``variables/0``).
+Keras' export archive tracks the model's variables twice: under ``_all_variables/N`` and under
+``variables/N`` (``trainable_variables/N``, ``non_trainable_variables/N``: what
+``ExportArchive.track`` lists, and what the serving functions read; Keras 3.15, TF 2.21).
+TensorFlow saves each list entry as its own object, so the checkpoint holds every weight under two
+keys, and a listing or an export showed each twice, one copy under a name that says nothing
+(``variables/0``). Listings show each once; whatever WRITES a checkpoint (``ckpt average``) must
+write both, as two variables (review-17-user-u19 F0).
 
 A ``variables/N`` key is taken as a second copy of an ``_all_variables/M`` key only where the
 file shows it: both entries record the same variable name (``full_name``, the Keras path), no
