@@ -429,7 +429,7 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
 
     Example:
         >>> import ckpt_tools
-        >>> with ckpt_tools.open_checkpoint("fixtures/linear_v2") as ckpt:  # doctest: +SKIP
+        >>> with ckpt_tools.open_checkpoint("fixtures/linear_v2") as ckpt:
         ...     [v.name for v in ckpt.variables() if v.role == "ema"]
         ['W/ExponentialMovingAverage', 'b/ExponentialMovingAverage']
     """

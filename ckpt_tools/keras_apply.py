@@ -121,7 +121,7 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
 
     Example:
         >>> model = build_model()  # the architecture that wrote the file  # doctest: +SKIP
-        >>> apply_keras_ema(model, "run/ckpt-epoch3.keras")  # doctest: +SKIP
+        >>> apply_keras_ema(model, "run/ckpt-epoch3.keras", not_swapped=True)  # doctest: +SKIP
         ['dense/kernel', 'dense/bias', ...]
     """
     try:

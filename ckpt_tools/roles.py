@@ -98,7 +98,8 @@ def detect_ema_names(entries: Mapping[str, TensorEntry]) -> list[str]:
     (default name or ``name='avg'``) writes.
 
     Example:
-        >>> detect_ema_names(open_checkpoint("fixtures/linear_v2").entries())  # doctest: +SKIP
+        >>> from ckpt_tools import open_checkpoint
+        >>> detect_ema_names(open_checkpoint("fixtures/linear_v2").entries())
         ['ExponentialMovingAverage']
     """
     counts: Counter[str] = Counter()

@@ -109,9 +109,10 @@ def checkpoint_stats(ckpt: Checkpoint | str, names: list[str] | None = None, *,
         CheckpointError: with ``strict``, if a tensor cannot be read.
 
     Example:
-        >>> with open_checkpoint("fixtures/linear_v2") as ckpt:  # doctest: +SKIP
+        >>> from ckpt_tools import open_checkpoint
+        >>> with open_checkpoint("fixtures/linear_v2") as ckpt:
         ...     [r.name for r in checkpoint_stats(ckpt) if "drift" in r.flags]
-        []
+        ['W/ExponentialMovingAverage']
     """
     refuse_unknown("checkpoint_stats", statements)
     with opened_stated(ckpt, statements) as ckpt:

@@ -42,7 +42,7 @@ def sniff(path: str) -> str | None:
     Reads at most a few header bytes (and a zip's directory); does not import h5py.
 
     Example:
-        >>> sniff("fixtures/keras_ema/model.keras")  # doctest: +SKIP
+        >>> sniff("fixtures/keras_ema/model.keras")
         'keras'
     """
     try:
