@@ -24,13 +24,14 @@ def role_from_name(key: str) -> str:
 
 
 def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str],
-              no_averages=frozenset()):
+              no_averages=None):
     """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys;
     each averaged variable from its stored average (``chosen``), else from
     ``<key>/<name>`` (then reported missing). A variable whose ``<key>/<name>`` is another
     variable's chosen average (``ema.apply([W])`` inside ``variable_scope("s")`` names W's
     shadow ``s/W/<name>`` beside a variable ``s/W``) has none: reported missing too, paired
-    with itself. So does a variable whose average would be one of ``no_averages``, keys the
+    with itself. So does a variable whose average would be its key's in ``no_averages``
+    (variable -> key), keys the
     graph's update ops show written from something else (a gradient's moment: r36 F7).
 
     Raises:
@@ -54,7 +55,7 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str],
             # does not make it a variable wanting an average under this name (r33 F13)
             continue
         source = chosen.get(target, f"{target}/{name}")
-        if source in no_averages:
+        if no_averages and no_averages.get(target) == source:
             taken.append(target)
             continue
         if owner.get(source, target) != target:
@@ -79,7 +80,7 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str],
         pairs.setdefault(target, target)
     averaged_targets = {t for s, t in pairs.items() if s != t}
     contradicted = {t: s for t, s in chosen.items() if t not in averaged_targets
-                    and s not in no_averages and variables[s].ema_style == "tf1"}
+                    and (no_averages or {}).get(t) != s and variables[s].ema_style == "tf1"}
     if contradicted:
         raise UnprovenPairingError(contradiction_message(ckpt, contradicted), "--no-meta",
                                    {t: (s,) for t, s in contradicted.items()})

@@ -29,13 +29,12 @@ from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style, require_keras
 from .ema_result import EmaMap
 from .ema_several import join_maps, split_ema_names
+from .ema_sources import foreign_sources, refuse_tensor_sources, tensor_sources
 from .ema_updates import (
     offer_objects,
     owned_averages,
     refuse_slot_sources,
-    refuse_tensor_sources,
     stacked_sources,
-    tensor_sources,
     update_ops,
 )
 from .emamap_hints import map_hints
@@ -302,10 +301,12 @@ def ema_map(
             if graph_pairs:
                 # a gradient's moment or an EMA of an EMA under W/<name>: W missing its
                 # average (r36 F7, F0, F2)
-                no_avg = {s for s, _t, _o in tensor_sources(ckpt, variables, ema_name, chosen,
-                                                            use_meta).values()} | {
-                    chosen.get(t) or f"{t}/{ema_name}" for t in stacked_sources(
-                        ckpt, variables, ema_name, chosen, update_ops(ckpt))}
+                no_avg = {t: s for t, (s, _x, _o) in tensor_sources(
+                    ckpt, variables, ema_name, chosen, use_meta).items()}
+                ops = update_ops(ckpt)
+                no_avg.update({t: chosen.get(t) or f"{t}/{ema_name}" for t in [
+                    *stacked_sources(ckpt, variables, ema_name, chosen, ops),
+                    *foreign_sources(variables, ema_name, chosen, ops)]})
                 pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen, no_avg)
                 source = "meta"
             else:

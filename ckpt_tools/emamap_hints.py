@@ -21,13 +21,8 @@ from .ema_missing import (
 )
 from .ema_proof import elsewhere_hint
 from .ema_scopes import scope_hints
-from .ema_updates import (
-    slot_named_hint,
-    stacked_sources,
-    tensor_source_text,
-    tensor_sources,
-    update_ops,
-)
+from .ema_sources import foreign_sources, tensor_source_text, tensor_sources
+from .ema_updates import slot_named_hint, stacked_sources, update_ops
 from .formats.objgraph import SLOT_MARK
 from .keras_graph import under_keras
 from .loss_named import loss_named_missing_hint
@@ -120,6 +115,16 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         else None).items() if t in missing}
     if stacked:  # W/a/b stored, b's average of W/a (r36 F0, F2)
         hints.insert(0, TENSOR_SOURCED + stacked[min(stacked)])
+    ops = update_ops(ckpt) if use_meta and source == "meta" and ema_name else None
+    foreign = sorted(t for t in foreign_sources(variables, ema_name, {}, ops) if t in missing)
+    if foreign and not stacked:  # W/<name>: another object's average of another variable (r36 F9)
+        shadow = f"{foreign[0]}/{ema_name}"
+        other, scope = ops.averages[shadow]
+        hints.insert(0, TENSOR_SOURCED + (
+            f"{shadow} is no average of {foreign[0]}: the .meta's update op "
+            f"{scope}/AssignMovingAvg averages {other} into it (the EMA of name scope "
+            f"'{scope}' averaging {other}), so nothing under {ema_name} holds "
+            f"{foreign[0]}'s average"))
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "

@@ -1,0 +1,80 @@
+"""TF1 keys named like a weight's average that the ``.meta``'s update ops show written from
+something else (review-17-attack-r36 F7, F9): a tensor no variable holds (a gradient's moment
+kept by ``assign_moving_average``), or another variable averaged by another EMA object
+(object ``slow/ema``'s ``w0/slow/ema`` beside a variable ``w0/slow``). The weight has no
+average under that name: the map reports it missing (``--allow-missing`` keeps it raw) or,
+where the graph's collections do not pair it, refuses.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError
+from .ema_updates import update_ops
+from .formats.meta_updates import UpdateOps
+
+
+def tensor_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                   chosen: dict[str, str], use_meta: bool) -> dict[str, tuple[str, str, str]]:
+    """TF1 weights ``W`` whose average read by name (``chosen`` for it, or ``W/<ema_name>``)
+    the ``.meta``'s ``AssignMovingAvg`` op writes from a tensor no variable holds: a first
+    moment of ``W``'s gradient kept by ``assign_moving_average(m, grad, ...)`` under
+    ``W/ExponentialMovingAverage`` was exported as ``W``'s average with no statement, exit 0
+    under ``--strict`` (review-17-attack-r36 F7); ``ema.average(W)`` is ``None`` there. The
+    keys alone cannot tell (``--no-meta``).
+
+    Returns:
+        weight key -> ``(that key, the tensor averaged, the update op's name scope)``.
+    """
+    if not use_meta or ckpt.objects is not None:
+        return {}
+    ops = update_ops(ckpt)
+    if ops is None or not ops.tensors:
+        return {}
+    named = {t: f"{t}/{ema_name}" for t in variables
+             if ema_name and f"{t}/{ema_name}" in variables}
+    return {t: (s, *ops.tensors[s]) for t, s in {**named, **chosen}.items()
+            if s in ops.tensors and t in variables}
+
+
+def tensor_source_text(found: dict[str, tuple[str, str, str]]) -> str:
+    """What the graph shows of :func:`tensor_sources`' first weight, for a refusal."""
+    target, (source, tensor, scope) = next(iter(sorted(found.items())))
+    return (f"{source} is no average of {target}: the .meta's update op "
+            f"{scope + '/' if scope else ''}AssignMovingAvg averages the tensor {tensor} into "
+            f"it, which no variable holds (a gradient's moment kept by assign_moving_average, "
+            f"not ema.apply({target})), so no ExponentialMovingAverage averaged {target}")
+
+
+def foreign_sources(variables, ema_name: str | None, chosen: dict[str, str],
+                    ops: UpdateOps | None) -> list[str]:
+    """Variables ``W`` whose ``W/<ema_name>`` another EMA object's ``apply()`` wrote from
+    another variable (object ``slow/ema``'s average of ``w0``, ``w0/slow/ema``, beside a
+    variable ``w0/slow``): ``W`` has no average of its own under that name; read by name it
+    was given ``w0``'s (review-17-attack-r36 F9)."""
+    if ema_name is None or ops is None:
+        return []
+    found = []
+    for target in variables:
+        source = f"{target}/{ema_name}"
+        other, scope = ops.averages.get(source, ("", ""))
+        if other and other != target and chosen.get(target) != source \
+                and scope in ops.grouped and chosen.get(other) != source:
+            found.append(target)
+    return found
+
+
+def refuse_tensor_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                          chosen: dict[str, str], use_meta: bool) -> None:
+    """Refuses :func:`tensor_sources` where the graph's collections cannot report the weight
+    missing its average instead.
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the tensor the graph averages.
+    """
+    found = tensor_sources(ckpt, variables, ema_name, chosen, use_meta)
+    if found:
+        said = f"--ema-name {ema_name}: " if ema_name else ""
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {said}{tensor_source_text(found)}; nothing stored holds its "
+            "average", "--ema-name", {t: (s,) for t, (s, _x, _y) in found.items()})
