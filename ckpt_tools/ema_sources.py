@@ -78,3 +78,19 @@ def refuse_tensor_sources(ckpt: Checkpoint, variables, ema_name: str | None,
         raise UnprovenPairingError(
             f"{ckpt.path}: {said}{tensor_source_text(found)}; nothing stored holds its "
             "average", "--ema-name", {t: (s,) for t, (s, _x, _y) in found.items()})
+
+
+def trained_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                    chosen: dict[str, str], ops: UpdateOps | None) -> list[str]:
+    """Variables ``W`` whose ``W/<ema_name>`` is a variable the graph trains (a hand-made
+    buffer ``w1/ema``), where the ``.meta``'s update ops prove an EMA object of that name
+    (``ema.apply()``'s grouped scope ``ema``): ``W`` has no average of that object's, so the
+    true ``--ema-name ema`` is no longer refused as naming no EMA object
+    (review-17-attack-r36 F3)."""
+    if ema_name is None or ops is None or ckpt.meta is None:
+        return []
+    if not any(s == ema_name or s.endswith("/" + ema_name) for s in ops.grouped):
+        return []
+    trained = set(ckpt.meta.keys_in("trainable_variables"))
+    return [t for t in variables if f"{t}/{ema_name}" in trained and t not in chosen
+            and f"{t}/{ema_name}" not in ops.averages]

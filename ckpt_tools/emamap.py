@@ -29,7 +29,12 @@ from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style, require_keras
 from .ema_result import EmaMap
 from .ema_several import join_maps, split_ema_names
-from .ema_sources import foreign_sources, refuse_tensor_sources, tensor_sources
+from .ema_sources import (
+    foreign_sources,
+    refuse_tensor_sources,
+    tensor_sources,
+    trained_sources,
+)
 from .ema_updates import (
     offer_objects,
     owned_averages,
@@ -306,7 +311,8 @@ def ema_map(
                 ops = update_ops(ckpt)
                 no_avg.update({t: chosen.get(t) or f"{t}/{ema_name}" for t in [
                     *stacked_sources(ckpt, variables, ema_name, chosen, ops),
-                    *foreign_sources(variables, ema_name, chosen, ops)]})
+                    *foreign_sources(variables, ema_name, chosen, ops),
+                    *trained_sources(ckpt, variables, ema_name, chosen, ops)]})
                 pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen, no_avg)
                 source = "meta"
             else:

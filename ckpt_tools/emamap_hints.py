@@ -21,7 +21,12 @@ from .ema_missing import (
 )
 from .ema_proof import elsewhere_hint
 from .ema_scopes import scope_hints
-from .ema_sources import foreign_sources, tensor_source_text, tensor_sources
+from .ema_sources import (
+    foreign_sources,
+    tensor_source_text,
+    tensor_sources,
+    trained_sources,
+)
 from .ema_updates import slot_named_hint, stacked_sources, update_ops
 from .formats.objgraph import SLOT_MARK
 from .keras_graph import under_keras
@@ -117,6 +122,13 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         hints.insert(0, TENSOR_SOURCED + stacked[min(stacked)])
     ops = update_ops(ckpt) if use_meta and source == "meta" and ema_name else None
     foreign = sorted(t for t in foreign_sources(variables, ema_name, {}, ops) if t in missing)
+    trained = sorted(t for t in trained_sources(ckpt, variables, ema_name, {}, ops)
+                     if t in missing)
+    if trained and not stacked and not foreign:  # w1/ema a trained buffer (r36 F3)
+        hints.insert(0, TENSOR_SOURCED + (
+            f"{trained[0]}/{ema_name} is a variable the graph trains (its .meta says), not "
+            f"{trained[0]}'s average, while the graph's update ops show an EMA object "
+            f"{ema_name!r} averaging others"))
     if foreign and not stacked:  # W/<name>: another object's average of another variable (r36 F9)
         shadow = f"{foreign[0]}/{ema_name}"
         other, scope = ops.averages[shadow]
