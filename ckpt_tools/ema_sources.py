@@ -58,7 +58,8 @@ def foreign_sources(variables, ema_name: str | None, chosen: dict[str, str],
     for target in variables:
         source = f"{target}/{ema_name}"
         other, scope = ops.averages.get(source, ("", ""))
-        if other and other != target and chosen.get(target) != source \
+        own = ops.averages.get(chosen.get(target, ""), ("",))[0] == target  # proven its own
+        if other and other != target and chosen.get(target) != source and not own \
                 and scope in ops.grouped and chosen.get(other) != source:
             found.append(target)
     return found
@@ -94,3 +95,26 @@ def trained_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     trained = set(ckpt.meta.keys_in("trainable_variables"))
     return [t for t in variables if f"{t}/{ema_name}" in trained and t not in chosen
             and f"{t}/{ema_name}" not in ops.averages]
+
+
+def renumbered_averages(ckpt: Checkpoint, variables, ema_name: str | None,
+                        chosen: dict[str, str], use_meta: bool) -> dict[str, str]:
+    """``chosen``, with each weight whose ``W/<ema_name>`` is another EMA's average of an
+    average (:func:`~ckpt_tools.ema_updates.stacked_sources`) given the key the ``.meta``'s
+    update ops show the object of name scope ``ema_name`` writing from ``W``: with ``fast``
+    over ``ema.average(w0)`` applied before object ``ema/fast``, TF names ``fast``'s average
+    ``w0/ema/fast`` and ``ema/fast``'s ``w0/ema/fast_1`` (review-17-attack-r36 F11)."""
+    from .ema_updates import stacked_sources
+
+    ops = update_ops(ckpt) if use_meta and ema_name and ckpt.objects is None else None
+    stacked = stacked_sources(ckpt, variables, ema_name, chosen, ops)
+    if not stacked:
+        return chosen
+    out = dict(chosen)
+    for target in stacked:
+        keys = [k for k, (v, scope) in ops.averages.items()
+                if v == target and scope == ema_name and scope in ops.grouped
+                and k in variables]
+        if len(keys) == 1:
+            out[target] = keys[0]
+    return out

@@ -32,6 +32,7 @@ from .ema_several import join_maps, split_ema_names
 from .ema_sources import (
     foreign_sources,
     refuse_tensor_sources,
+    renumbered_averages,
     tensor_sources,
     trained_sources,
 )
@@ -293,6 +294,7 @@ def ema_map(
                 if chosen is None:
                     raise offer_objects(ckpt, variables, use_meta, exc) from None
             chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
+            chosen = renumbered_averages(ckpt, variables, ema_name, chosen, use_meta)
             refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
             graph_pairs = bool(use_meta and style in (None, "tf1") and ckpt.meta is not None
                                and ckpt.meta.collections.get("variables"))
