@@ -53,6 +53,14 @@ def check_saved_model_options(ckpt: Checkpoint, name, drop_slots, strip, add) ->
     Raises:
         UnsupportedFormatError: naming the option.
     """
+    if (strip or add) and ckpt.objects is not None and not saved_model_source(ckpt):
+        # A TF2 checkpoint's object graph names every key it restores: re-scoped keys are read
+        # by nothing, and tf.train.Checkpoint.read of the output fails (review-17-attack-r38 F7)
+        raise UnsupportedFormatError(
+            f"{ckpt.path}: --strip-scope/--add-scope (strip_scope/add_scope) cannot apply to a "
+            "TF2 checkpoint output, whose object graph names every key under its stored "
+            "name; leave it out (tf.train.Checkpoint restores by object, whatever the scope), "
+            "or write weights with --format h5 or ckpt export --rename")
     if not saved_model_source(ckpt):
         return
     # A SavedModel's graph restores every variable by its stored key from variables/variables:

@@ -75,3 +75,28 @@ def test_ema_saver_reads_the_scope_without_its_slash(made, tf):
             saver.restore(sess, ckpt)
             for n, var in made_vars.items():
                 assert sess.run(var).tobytes() == truth[f"tower_0/{n}"].tobytes(), n
+
+
+def test_restore_ema_of_a_tf2_checkpoint_refuses_a_scope(tmp_path, tf):
+    """A TF2 checkpoint's object graph names every key it restores: restore-ema wrote the keys
+    re-scoped under the old object graph, exit 0, and tf.train.Checkpoint.read of the output
+    failed (review-17-attack-r38 F7). Refused (exit 5), nothing written."""
+    net = tf.Module()
+    net.u = tf.Variable(tf.ones([2]), name="u")
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    ema.apply([net.u])
+    tf.train.Checkpoint(net=net, ema=[ema.average(net.u)]).write(str(tmp_path / "in" / "ckpt"))
+    for option in (["--strip-scope", "net/"], ["--add-scope", "eval/"]):
+        out = tmp_path / "out"
+        code, _, err = run_cli(["restore-ema", str(tmp_path / "in" / "ckpt"), "--out", str(out),
+                                *option])
+        assert code == 5 and "TF2 checkpoint output" in err, err
+        assert not out.exists()
+    code, _, err = run_cli(["restore-ema", str(tmp_path / "in" / "ckpt"), "--out",
+                            str(tmp_path / "ok")])
+    assert code == 0, err
+    restored = tf.Module()
+    restored.u = tf.Variable(tf.zeros([2]), name="u")
+    tf.train.Checkpoint(net=restored).read(tf.train.latest_checkpoint(str(tmp_path / "ok")))\
+        .expect_partial()
+    assert restored.u.numpy().tobytes() == ema.average(net.u).numpy().tobytes()
