@@ -35,7 +35,7 @@ from .roles import (
     detect_ema_names,
     split_key,
 )
-from .tf2_twins import AVERAGE_IF_STATED, VARIABLE, twins
+from .tf2_twins import AVERAGE_IF_STATED, SELF_NAMED_AVERAGE, VARIABLE, twins
 
 
 def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
@@ -71,7 +71,7 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
     stated = set(ema_names or ())
     held = {k for k, t in twins(entries, objects).items()
             if k in rest and t.outcome in (VARIABLE, AVERAGE_IF_STATED)
-            and not any(t.named(n) for n in stated)}
+            and (t.evidence == SELF_NAMED_AVERAGE or not any(t.named(n) for n in stated))}
     found = pair_by_names(rest, objects, names, apply_order, container, not_shadows=held)
     return ObjectPairing(pairs={**keras3, **found.pairs},
                          ambiguous={**clash, **found.ambiguous}, set_aside=found.set_aside)

@@ -20,6 +20,10 @@ Decision table, first row that applies:
 ==========================================  ==================  ======================
 evidence                                    example             outcome
 ==========================================  ==================  ======================
+:data:`SELF_NAMED_AVERAGE`: the key         ``dense/kernel/     :data:`VARIABLE`: never
+``<w>/<N>``'s own average under ``N``       fast`` beside       ``<w>``'s average,
+(``<w>/<N>/<N>``) is stored, and one        ``…/fast/fast``     whatever ``--ema-name``
+model holds it with a fitting ``<w>``       (also TF's default) says (r38 F2, F4)
 :data:`OWN_AVERAGE`: the key's own          ``k0/delta`` beside :data:`VARIABLE`: never
 ``<name>/ExponentialMovingAverage`` is      ``k0/delta/Expo…``  an average, whatever
 stored (``ema.apply()`` got it)                                 ``--ema-name`` says
@@ -58,6 +62,7 @@ OWN_AVERAGE = "own default-named average stored"
 CONTAINER = "list or dict of only twins"
 SAME_MODEL = "same model as a fitting variable"
 APART = "saved apart from every fitting variable"
+SELF_NAMED_AVERAGE = "own average under its own last name stored, same model"
 
 
 class Twin(Frozen):
@@ -182,6 +187,31 @@ def together(objects: ObjectGraph, a: str, b: str) -> bool:
                                 & paths.get(b, frozenset({root_child(b)})))
 
 
+def _self_named(key: str, f: str, by_name, named_under, entries,
+                objects: ObjectGraph) -> Twin | None:
+    """The :data:`SELF_NAMED_AVERAGE` reading of ``key`` (recorded name ``<w>/<N>``), or
+    ``None``: its own average under the EMA name ``N`` would read it as (``<w>/<N>/<N>``,
+    ``_N`` aside) is stored and one model holds it with a fitting ``<w>``. ``<w>/<N>`` can be
+    ``<w>``'s average only under an EMA named ``N``, which then averaged ``<w>/<N>`` too: a
+    variable of the model's (a delta ``dense/kernel/fast`` beside a frozen ``dense/kernel``),
+    whatever ``--ema-name`` says (review-17-attack-r38 F2, F4). Saved apart from ``<w>`` (an
+    EMA of an EMA looks the same) it is left to the other rows."""
+    if "/" not in f or entries[key].dtype_name not in R._FLOAT:
+        return None
+    n = R.UNIQUIFIED.sub("", f.rpartition("/")[2])
+    if n not in named_under.get(f, ()):
+        return None
+    head = f
+    while "/" in head:
+        head = head.rpartition("/")[0]
+        fitting = tuple(v for v in by_name.get(head, ()) if v != key and _fits(entries, v, key))
+        if fitting:
+            if any(together(objects, v, key) for v in fitting):
+                return Twin(key, fitting, f[len(head) + 1:], SELF_NAMED_AVERAGE, VARIABLE)
+            return None
+    return None
+
+
 def _read(entries, objects: ObjectGraph) -> dict[str, Twin]:
     full = {k: objects.full_names[k] for k in entries
             if k in objects.full_names and SLOT_MARK not in k}
@@ -190,6 +220,11 @@ def _read(entries, objects: ObjectGraph) -> dict[str, Twin]:
         by_name.setdefault(f, []).append(k)
     averaged = averaged_variables(full)
     kept = averages_kept(objects, full, entries, averaged)
+    named_under: dict[str, set[str]] = {}
+    for f in full.values():
+        if "/" in f:
+            parent, _, last = f.rpartition("/")
+            named_under.setdefault(parent, set()).add(R.UNIQUIFIED.sub("", last))
     out: dict[str, Twin] = {}
     for k, f in full.items():
         if k in kept:
@@ -200,6 +235,10 @@ def _read(entries, objects: ObjectGraph) -> dict[str, Twin]:
             continue
         entry = entries[k]
         last = f.rpartition("/")[2]
+        own = _self_named(k, f, by_name, named_under, entries, objects)
+        if own is not None:
+            out[k] = own
+            continue
         if (entry.dtype_name not in R._FLOAT or R.SLOT_RE.match(last)
                 or last in R._STEP_NAMES or last in R._BN_NAMES
                 or R.UNIQUIFIED.sub("", last) in (R.DEFAULT_EMA_NAME, "biased", "local_step")):
