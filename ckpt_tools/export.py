@@ -177,6 +177,14 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(apart_note(ckpt, left, [_clean_name(k, variables.get(k)) for k in left]))
     if not use_ema:  # held <v>/<x> attributes and dict values, written as weights (r35 F4)
         unproven += [k for k in held_twins(ckpt, variables) if k in weights and k not in unproven]
+        # an "average" that is averaged in turn (TF1 w0/fast beside w0/fast/fast, no .meta): a
+        # variable with its own average as much as an EMA of an average; never dropped by
+        # --raw, which the refusal offers for it (review-17-attack-r38 F10)
+        twice = sorted({v.ema_of for v in variables.values() if v.role == R.EMA and v.ema_of
+                        and getattr(variables.get(v.ema_of), "role", None) == R.EMA}
+                       - set(weights))
+        weights += twice
+        unproven += twice
     if unproven:
         warnings.append(unproven_warning([_clean_name(k, variables.get(k)) for k in unproven]))
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)

@@ -121,3 +121,18 @@ def test_ema_saver_in_a_hand_built_graph(made, tf, scope):
             for graph, want in ((f"{pre}w0", "raw:w0"), (f"{pre}w0/{name}", f"ema:w0/{name}"),
                                 (f"{pre}w1", "ema:w1")):
                 assert sess.run(by_name[graph]).tobytes() == truth[want].tobytes(), graph
+
+
+def test_raw_the_refusal_offers_keeps_the_delta(made, tmp_path):
+    """The refusal names --raw; under its second reading w0/<N> is a trained model weight, so
+    --raw writes it as stored with the "may be model weights or averages" warning instead of
+    dropping it, exit 0 (review-17-attack-r38 F10)."""
+    out, name, truth = made
+    dest = tmp_path / "raw.npz"
+    code, _, err = _export(out / "nm" / "model.ckpt", dest, "--raw")
+    assert code == 0, err
+    assert f"w0/{name}" in err and "may be model weights or averages" in " ".join(err.split())
+    with np.load(dest) as z:
+        got = {k: z[k] for k in z.files}
+    for key in ("w0", f"w0/{name}", "w1"):
+        assert got[key].tobytes() == truth[f"raw:{key}"].tobytes(), key
