@@ -10,6 +10,7 @@ follow a tensor back through reads (``Identity``, ``ReadVariableOp``) to the op 
 from __future__ import annotations
 
 import os
+import re
 from collections import namedtuple
 from collections.abc import Mapping
 
@@ -245,20 +246,31 @@ def through_reads(nodes, name: str) -> str:
     return name
 
 
-# A control-flow-v2 tf.cond: its branches are functions of the graph's library, called with
-# the cond's inputs after the predicate (ema.apply() in a branch keeps its ops there)
-_IF_OPS = frozenset({"If", "StatelessIf"})
+# Ops that call functions of the graph's library, and where the called function's arguments
+# start among their inputs: a v2 tf.cond (If) or tf.switch_case (Case) after the predicate or
+# index, a tf.for (For) after start, limit and delta; a tf.while_loop's body and cond (While)
+# and a tf.function called in the graph (PartitionedCall) take them all (ema.apply() or an
+# assign_moving_average run in any of them keeps its ops there). Any other op with a function
+# attr (or a node whose op is a library function) is read where it passes as many inputs as
+# the function takes.
+_CALL_ARGS = {"If": 1, "StatelessIf": 1, "Case": 1, "StatelessCase": 1, "For": 3,
+              "While": 0, "StatelessWhile": 0, "PartitionedCall": 0,
+              "StatefulPartitionedCall": 0}
+_MAX_CALLS = 4096  # functions read at most, each once per way of calling it
 Branch = namedtuple("Branch", "outer args nodes")
-Branch.__doc__ = """One branch function of a ``tf.cond`` (control flow v2) in a ``.meta``'s
-graph: the graph's op names the cond passes in (`list[str]`, one per argument), the function's
-argument names (`list[str]`) and its nodes by name (`dict[str, GraphNode]`; inputs are the
-function's own node or argument names)."""
+Branch.__doc__ = """One function of a ``.meta``'s graph's library as an op calls it (a
+control-flow-v2 ``tf.cond``, ``tf.switch_case`` or ``tf.while_loop``, a ``tf.function``, and
+those nested in them): the graph's op names passed in (`list[str]`, one per argument; ``""``
+where an argument is no op of the graph's, such as a tensor made inside the calling function),
+the function's argument names (`list[str]`) and its nodes by name (`dict[str, GraphNode]`;
+inputs are the function's own node or argument names)."""
 
 
 def read_branches(path: str) -> list[Branch]:
-    """The branch functions of each ``If``/``StatelessIf`` op in the graph of the binary
-    ``.meta`` at ``path`` (see :class:`Branch`); ``[]`` where there are none or the file is
-    not a binary ``MetaGraphDef``.
+    """The functions the ops of the graph of the binary ``.meta`` at ``path`` call, and those
+    the functions' ops call in turn, each with the graph's ops passed in (see :class:`Branch`;
+    once per distinct such list); ``[]`` where there are none or the file is not a binary
+    ``MetaGraphDef``.
 
     Raises:
         CheckpointError: the file cannot be opened or mapped.
@@ -268,30 +280,70 @@ def read_branches(path: str) -> list[Branch]:
         graph = next((v for n, w, v in proto_fields(data) if n == 2 and w == 2), None)
         if graph is None:
             return []
-        functions: dict[str, tuple[list[str], dict[str, GraphNode]]] = {}
-        calls: list[tuple[list[str], list[str]]] = []
+        functions: dict[str, tuple[list[str], dict[str, GraphNode], list]] = {}
+        raw_nodes = []
         for number, wire, value in proto_fields(graph):
             if number == 2 and wire == 2:  # the FunctionDefLibrary
                 for n, w, f in proto_fields(value):
                     if n == 1 and w == 2:
-                        name, args, nodes = _function(f)
-                        functions[name] = (args, nodes)
+                        name, args, nodes, calls = _function(f)
+                        functions[name] = (args, nodes, calls)
             elif number == 1 and wire == 2:
-                _name, after = _name_of(value)
-                op = _field(value, after, 0x12) if after >= 0 else None
-                if (op[0] if op else _node(value)[1].op) in _IF_OPS:
-                    calls.append((_node(value)[1].inputs[1:], _branch_names(value)))
+                raw_nodes.append(value)
+        # the library is written after the nodes: a graph without one calls nothing, and only
+        # a node whose bytes hold a function's name can call one (decoded: those alone)
+        named = re.compile(b"|".join(re.escape(f.encode()) for f in functions if f))
+        calls = [_call(raw) for raw in raw_nodes if named.search(raw)] if functions else []
     except CorruptCheckpointError:  # text format: not read
         return []
     finally:
         close_map(data)
-    return [Branch(outer, *functions[f]) for outer, names in calls for f in names
-            if f in functions and len(functions[f][0]) == len(outer)]
+    out: list[Branch] = []
+    seen: set[tuple] = set()
+    todo = [(op, inputs, names, None) for op, inputs, names in calls if names or op in functions]
+    while todo and len(out) < _MAX_CALLS:
+        op, inputs, names, caller = todo.pop()
+        for name in [*names, op] if op in functions else names:
+            if name not in functions:
+                continue
+            args, nodes, inner = functions[name]
+            passed = inputs[_CALL_ARGS.get(op, 0):]
+            if len(passed) != len(args):
+                continue
+            outer = [_outer(caller, x) for x in passed]
+            if (name, tuple(outer)) in seen:
+                continue
+            seen.add((name, tuple(outer)))
+            branch = Branch(outer, args, nodes)
+            out.append(branch)
+            todo += [(o, i, n, branch) for o, i, n in inner if n or o in functions]
+    return out
 
 
-def _function(raw) -> tuple[str, list[str], dict[str, GraphNode]]:
-    """A ``FunctionDef``'s name, argument names and nodes by name."""
-    name, args, nodes = "", [], {}
+def _outer(caller: Branch | None, name: str) -> str:
+    """The graph's op that ``name`` (an input of a call in ``caller``'s function; ``None``: in
+    the graph) is, read through the function's reads back to an argument; ``""``: none."""
+    if caller is None:
+        return name
+    for _ in range(16):
+        node = caller.nodes.get(name)
+        if node is None or node.op not in READS or not node.inputs:
+            break
+        name = node.inputs[0]
+    args = dict(zip(caller.args, caller.outer, strict=True))
+    return args.get(name, "")
+
+
+def _call(raw) -> tuple[str, list[str], list[str]]:
+    """A ``NodeDef``'s op, data inputs (op names) and the functions its attrs name."""
+    _name, node = _node(raw)
+    return node.op, node.inputs, _called(raw)
+
+
+def _function(raw) -> tuple[str, list[str], dict[str, GraphNode], list]:
+    """A ``FunctionDef``'s name, argument names, nodes by name and calls (:func:`_call` of
+    each node that names a function or whose op may be one)."""
+    name, args, nodes, calls = "", [], {}, []
     for number, wire, value in proto_fields(raw):
         if number == 1 and wire == 2:  # its OpDef signature
             for n, w, v in proto_fields(value):
@@ -303,7 +355,8 @@ def _function(raw) -> tuple[str, list[str], dict[str, GraphNode]]:
         elif number == 3 and wire == 2:
             key, node = _node(value)
             nodes[key] = node
-    return name, args, nodes
+            calls.append((node.op, node.inputs, _called(value)))
+    return name, args, nodes, calls
 
 
 def _attr_entry(raw) -> tuple[str, object]:
@@ -318,15 +371,18 @@ def _attr_entry(raw) -> tuple[str, object]:
     return key, attr
 
 
-def _branch_names(raw) -> list[str]:
-    """The function names of an ``If`` node's ``then_branch`` and ``else_branch`` attrs."""
+def _called(raw) -> list[str]:
+    """The function names a ``NodeDef``'s attrs hold: each attr of type ``func``
+    (``then_branch``, ``body``, ``f``) or ``list(func)`` (``branches``)."""
     names = []
     for number, wire, value in proto_fields(raw):
         if number != 5 or wire != 2:
             continue
-        key, attr = _attr_entry(value)
-        if key in ("then_branch", "else_branch") and attr is not None:
-            for n, w, v in proto_fields(attr):
-                if n == 10 and w == 2:  # AttrValue.func: NameAttrList
-                    names += [_text(x) for a, b, x in proto_fields(v) if a == 1 and b == 2]
+        _key, attr = _attr_entry(value)
+        for n, w, v in proto_fields(attr) if attr is not None else ():
+            if n == 10 and w == 2:  # AttrValue.func: NameAttrList
+                names += [_text(x) for a, b, x in proto_fields(v) if a == 1 and b == 2]
+            elif n == 1 and w == 2:  # AttrValue.list: ListValue, its func (field 9)
+                names += [_text(x) for f, fw, y in proto_fields(v) if f == 9 and fw == 2
+                          for a, b, x in proto_fields(y) if a == 1 and b == 2]
     return names
