@@ -42,10 +42,10 @@ from .raw_reasons import expected_raw_note
 from .raw_shadows import restored_raw_holders, restored_raw_warning
 from .raw_unproven import (
     apart_note,
+    averaged_averages,
     held_twins,
     raw_warnings,
-    unproven_apart,
-    unproven_averages,
+    unproven_keys,
     unproven_warning,
 )
 from .saved_keys import averages_under_variable_names
@@ -137,6 +137,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     variables = stated_slashed_shadows(ckpt, {v.name: v for v in ckpt.variables_unwarned()},
                                        map_options.get("ema_name"))  # --ema-name ema/slow
     has_ema = any(v.role == R.EMA for v in variables.values())
+    found = unproven_keys(ckpt, variables)  # (written as stored, left out apart): read once
     # Never silently raw: without --raw, a checkpoint with no averages is refused with the
     # explanation restore-ema gives (--allow-missing exports raw values where none exists).
     use_ema = True if ema is None else ema
@@ -159,7 +160,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "
                         f"as variables hold their averages (e.g. {k} holds {h})")
     elif has_ema:  # masks=[...] apart, no EMA: named, no "has EMA shadows" (r35 F5)
-        warnings += raw_warnings(ckpt, variables, _clean_name)
+        warnings += raw_warnings(ckpt, variables, _clean_name, found)
     order = _creation_order(ckpt)
     # A variable the map gives an average is a weight.
     used = {s for t, s in sources.items() if s != t}  # an average no name marks is no weight
@@ -169,20 +170,14 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # Never drop a variable only a name of the user's calls an average and no pairing uses
     # (it may be the model's own: review-16-attack-r33 F10, r34 F1, F2; beside a default
     # EMA's averages, pruning masks kept in a list on the model: r35 F1): written as stored.
-    unproven = [k for k in unproven_averages(ckpt, variables)
-                if k not in weights and k not in used]
+    unproven = [k for k in found[0] if k not in weights and k not in used]
     weights += unproven
-    left = [k for k in unproven_apart(ckpt, variables) if k not in used] if use_ema else []
+    left = [k for k in found[1] if k not in used] if use_ema else []
     if left:  # a list saved apart that no pairing uses: named, as --raw names it (r37 F5)
         warnings.append(apart_note(ckpt, left, [_clean_name(k, variables.get(k)) for k in left]))
     if not use_ema:  # held <v>/<x> attributes and dict values, written as weights (r35 F4)
         unproven += [k for k in held_twins(ckpt, variables) if k in weights and k not in unproven]
-        # an "average" that is averaged in turn (TF1 w0/fast beside w0/fast/fast, no .meta): a
-        # variable with its own average as much as an EMA of an average; never dropped by
-        # --raw, which the refusal offers for it (review-17-attack-r38 F10)
-        twice = sorted({v.ema_of for v in variables.values() if v.role == R.EMA and v.ema_of
-                        and getattr(variables.get(v.ema_of), "role", None) == R.EMA}
-                       - set(weights))
+        twice = averaged_averages(variables, weights)  # never dropped by --raw (r38 F10)
         weights += twice
         unproven += twice
     if unproven:

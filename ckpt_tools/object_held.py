@@ -177,7 +177,7 @@ def off_default(ckpt, unpaired: list, ema_name: str | None = None) -> list:
     "several default-named EMA objects", and every true ``--apply-order`` too
     (review-17-attack-r37 F6): the masks are candidates of an EMA named ``x`` only where that
     name is stated; else an export writes them as stored, with the warning ``--raw`` gives
-    (:func:`~ckpt_tools.raw_unproven.unproven_averages`), and ``apply_ema`` restores them
+    (:func:`~ckpt_tools.raw_unproven.unproven_keys`), and ``apply_ema`` restores them
     raw."""
     if ckpt.objects is None or not unpaired:
         return unpaired

@@ -13,9 +13,18 @@ from .ema_refusals import suffix_base
 from .tf2_twins import AVERAGE_IF_STATED, CONTAINER, ckpt_twins, together
 
 
-def _unproven(ckpt, variables) -> tuple[list[str], list[str]]:
-    """(written, left out): the keys :func:`unproven_averages` and :func:`unproven_apart`
-    return."""
+def unproven_keys(ckpt, variables) -> tuple[list[str], list[str]]:
+    """Returns ``(written, apart)``: the keys of TF2 variables read as averages only by a
+    non-default name.
+
+    A key qualifies where it has the ``ema`` role, its recorded name is ``<head>/<x>`` for
+    every variable it may average (``ema_of`` or its candidates), and no such ``x`` is
+    ``ExponentialMovingAverage`` (or ``..._N``): an average of TF's default name is proven
+    and stays out of a raw export. ``apart``: those kept in a list or dict saved apart from
+    the model (``Checkpoint(model=m, masks=[...])``), which an export leaves out, as an EMA's
+    averages are saved so, and names (review-16-attack-r35 F5); ``written``: the others,
+    which an export writes as stored with :func:`unproven_warning`.
+    """
     full = ckpt.objects.full_names if ckpt.objects is not None else {}
     if not full:
         return [], []
@@ -44,23 +53,14 @@ def _unproven(ckpt, variables) -> tuple[list[str], list[str]]:
     return out, apart
 
 
-def unproven_averages(ckpt, variables) -> list[str]:
-    """Returns the keys of TF2 variables read as averages only by a non-default name.
-
-    A key qualifies where it has the ``ema`` role, its recorded name is ``<head>/<x>`` for
-    every variable it may average (``ema_of`` or its candidates), and no such ``x`` is
-    ``ExponentialMovingAverage`` (or ``..._N``): an average of TF's default name is proven
-    and stays out of a raw export. Not those in a container saved apart
-    (:func:`unproven_apart`).
-    """
-    return _unproven(ckpt, variables)[0]
-
-
-def unproven_apart(ckpt, variables) -> list[str]:
-    """The keys read as averages only by a non-default name, kept in a list or dict saved
-    apart from the model (``Checkpoint(model=m, masks=[...])``): a raw export leaves them out,
-    as an EMA's averages are saved so, and names them (review-16-attack-r35 F5)."""
-    return _unproven(ckpt, variables)[1]
+def averaged_averages(variables, weights) -> list[str]:
+    """Keys read as averages that are averaged in turn and not among ``weights`` (TF1
+    ``w0/fast`` beside ``w0/fast/fast`` without the ``.meta``): a variable with its own
+    average as much as an EMA of an average, which ``--raw``, offered by the refusal for it,
+    must never drop (review-17-attack-r38 F10)."""
+    return sorted({v.ema_of for v in variables.values() if v.role == R.EMA and v.ema_of
+                   and getattr(variables.get(v.ema_of), "role", None) == R.EMA}
+                  - set(weights))
 
 
 def held_twins(ckpt, variables) -> list[str]:
@@ -73,7 +73,8 @@ def held_twins(ckpt, variables) -> list[str]:
 
 
 def unproven_warning(shown: list[str]) -> str:
-    """The warning ``export --raw`` gives for :func:`unproven_averages` it wrote."""
+    """The warning ``export`` gives for the tensors it wrote as stored that may be averages
+    (:func:`unproven_keys`' ``written``, :func:`held_twins`, :func:`averaged_averages`)."""
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
     return (f"{len(shown)} tensor(s) written as stored may be model weights or averages of an "
             f"ExponentialMovingAverage given a name of your own ({', '.join(shown[:3])}{more}): "
@@ -82,12 +83,13 @@ def unproven_warning(shown: list[str]) -> str:
             "--ema-name NAME)")
 
 
-def raw_warnings(ckpt, variables, show) -> list[str]:
+def raw_warnings(ckpt, variables, show, found: tuple[list[str], list[str]]) -> list[str]:
     """What ``export --raw`` says of a checkpoint with averages: the note for the tensors
-    :func:`unproven_apart` leaves out (``show``: key, variable -> the name exported), and the
-    usual warning, unless those are all its averages (``masks=[...]``, no EMA: never "the
-    checkpoint has EMA shadows", review-16-attack-r35 F5)."""
-    written, apart = _unproven(ckpt, variables)
+    :func:`unproven_keys` leaves out (``found``: its answer; ``show``: key, variable -> the
+    name exported), and the usual warning, unless those are all its averages
+    (``masks=[...]``, no EMA: never "the checkpoint has EMA shadows", review-16-attack-r35
+    F5)."""
+    written, apart = found
     out = [apart_note(ckpt, apart, [show(k, variables.get(k)) for k in apart])] if apart else []
     if not {k for k, v in variables.items() if v.role == R.EMA} <= {*written, *apart}:
         from .keras_assumed import raw_warning  # a Keras 3 file: --raw may be the remedy
@@ -97,7 +99,7 @@ def raw_warnings(ckpt, variables, show) -> list[str]:
 
 
 def apart_note(ckpt, keys: list[str], shown: list[str]) -> str:
-    """The note ``export`` gives for the keys :func:`unproven_apart` it left out (``shown``:
+    """The note ``export`` gives for the keys :func:`unproven_keys` leaves out (``shown``:
     as the export names them): ``--raw``, and an EMA export whose pairing uses none of them
     (review-17-attack-r37 F5)."""
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""

@@ -13,7 +13,7 @@ key once (cached on the object graph) into a :class:`Twin`: the fitting ``v`` ke
 :func:`~ckpt_tools.object_roles.pair_object_shadows` (never a shadow unless stated),
 :func:`~ckpt_tools.object_roles.classify_objects`,
 :func:`~ckpt_tools.object_held.stated_held_shadows`, :func:`~ckpt_tools.object_held.held_hint`
-and :func:`~ckpt_tools.raw_unproven.unproven_averages` (what ``export`` writes as stored).
+and :func:`~ckpt_tools.raw_unproven.unproven_keys` (what ``export`` writes as stored).
 
 Decision table, first row that applies:
 
@@ -107,34 +107,37 @@ def _fits(entries, a: str, b: str) -> bool:
     return entries[a].dtype == entries[b].dtype and entries[a].shape == entries[b].shape
 
 
+def _nearest_fitting(key: str, f: str, by_name, entries) -> tuple[str, tuple[str, ...]]:
+    """``(head, fitting keys)`` for the nearest stored name ``head`` that ``key``'s recorded
+    name ``f`` extends and under which a key of its dtype and shape is stored, or ``("", ())``
+    where none is."""
+    head = f
+    while "/" in head:
+        head = head.rpartition("/")[0]
+        fit = tuple(v for v in by_name.get(head, ()) if v != key and _fits(entries, v, key))
+        if fit:
+            return head, fit
+    return "", ()
+
+
 def _container_heads(key: str, full, by_name, entries, averaged) -> tuple[str, ...] | None:
     """The fitting ``v`` keys of ``key`` read as a twin of any stored name it extends (the
     nearest that has one), or ``None``: not a twin."""
     f = full.get(key or "")
     if f is None or key in averaged or entries[key].dtype_name not in R._FLOAT:
         return None
-    head = f
-    while "/" in head:
-        head = head.rpartition("/")[0]
-        fit = tuple(v for v in by_name.get(head, ()) if v != key and _fits(entries, v, key))
-        if fit:
-            return fit
-    return None
+    return _nearest_fitting(key, f, by_name, entries)[1] or None
 
 
 def averages_kept(objects: ObjectGraph, full: dict[str, str],
-                  entries: Mapping[str, TensorEntry],
-                  averaged: set[str] | None = None) -> dict[str, tuple[str, ...]]:
+                  entries: Mapping[str, TensorEntry], averaged: set[str],
+                  by_name: Mapping[str, list[str]]) -> dict[str, tuple[str, ...]]:
     """Keys every parent of which is a list or dict (children numbered ``0..n-1`` or named as
     no Python attribute can be, ``w0:0``) ALL of whose elements are stored variables named
     ``<v>/<x>`` (``v`` stored alike): an averages container (``m.avg = [ema.average(v) ...]``,
     ``ema=[slow...] + [fast...]``), not a module's own variables (review-16-attack-r33 F12,
-    F14; r34 F1): key -> its fitting ``v`` keys."""
-    by_name: dict[str, list[str]] = {}
-    for k, f in full.items():
-        by_name.setdefault(f, []).append(k)
-    if averaged is None:
-        averaged = averaged_variables(full)
+    F14; r34 F1): key -> its fitting ``v`` keys (``averaged``: :func:`averaged_variables`;
+    ``by_name``: recorded name -> its keys)."""
     parents: dict[int, list[int]] = {}
     for node, kids in objects.children.items():
         for _local, kid in kids:
@@ -201,14 +204,9 @@ def _self_named(key: str, f: str, by_name, named_under, entries,
     n = R.UNIQUIFIED.sub("", f.rpartition("/")[2])
     if n not in named_under.get(f, ()):
         return None
-    head = f
-    while "/" in head:
-        head = head.rpartition("/")[0]
-        fitting = tuple(v for v in by_name.get(head, ()) if v != key and _fits(entries, v, key))
-        if fitting:
-            if any(together(objects, v, key) for v in fitting):
-                return Twin(key, fitting, f[len(head) + 1:], SELF_NAMED_AVERAGE, VARIABLE)
-            return None
+    head, fitting = _nearest_fitting(key, f, by_name, entries)
+    if any(together(objects, v, key) for v in fitting):
+        return Twin(key, fitting, f[len(head) + 1:], SELF_NAMED_AVERAGE, VARIABLE)
     return None
 
 
@@ -219,7 +217,7 @@ def _read(entries, objects: ObjectGraph) -> dict[str, Twin]:
     for k, f in full.items():
         by_name.setdefault(f, []).append(k)
     averaged = averaged_variables(full)
-    kept = averages_kept(objects, full, entries, averaged)
+    kept = averages_kept(objects, full, entries, averaged, by_name)
     named_under: dict[str, set[str]] = {}
     for f in full.values():
         if "/" in f:
