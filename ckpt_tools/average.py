@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+from .average_order import check_save_order, identity, order_inputs
 from .average_write import AverageResult, check_compatible, write_average
 from .checkpoint import Checkpoint, open_checkpoint
-from .errors import CheckpointNotFoundError, EmaError, UnsupportedFormatError
+from .errors import CheckpointNotFoundError, UnsupportedFormatError
 from .formats._io import canonical_location, is_url, one_remote_session
 from .formats._write import Inputs
 from .formats.staged_dir import StagedDir
@@ -28,12 +29,6 @@ from .locate import STATE_FILE, locate, read_state_order
 from .scoped_order import parse_order
 
 ProgressFn = Callable[[int], None]
-
-# Where the step that tells which input is newest is recorded, in order of preference.
-_STEP_KEYS = ("global_step", "global_step/.ATTRIBUTES/VARIABLE_VALUE",
-              "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
-_STEP_DTYPES = {"int32", "int64", "uint32", "uint64", "int16", "int8", "uint8", "uint16"}
-
 
 def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
     """Returns the ``last`` newest checkpoint prefixes of a run directory, oldest first.
@@ -171,7 +166,7 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
                    not_swapped=False) -> AverageResult:
     """:func:`average_checkpoints`, with ``state_file`` (the run's state file that chose the
     inputs, or None) counted as an input too: an output never replaces it, and the inputs'
-    recorded steps must rise in its order (:func:`_check_save_order`)."""
+    recorded steps must rise in its order (:func:`~ckpt_tools.average_order.check_save_order`)."""
     if len(checkpoints) < 2:
         raise ValueError("averaging needs at least two checkpoints")
     out_dir = canonical_location(out_dir)  # file:// -> local, s3a:// -> s3://, once
@@ -187,7 +182,7 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
                          "they need bake=True (--ema --bake)")
     # Resolved first: resolving a URL starts a fresh remote session, which must be the one
     # that then records the inputs (remote outputs refuse to replace them).
-    chosen = None if newest is None else _identity(locate(newest).prefix)
+    chosen = None if newest is None else identity(locate(newest).prefix)
     opened: list[Checkpoint] = []
     try:
         for path in checkpoints:
@@ -196,7 +191,7 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
         # Different models first: their steps (global_step vs save_counter) would otherwise
         # be reported as the reason.
         check_compatible(opened)
-        if chosen is not None and not any(_identity(c.location.prefix) == chosen
+        if chosen is not None and not any(identity(c.location.prefix) == chosen
                                           for c in opened):
             raise ValueError(f"--newest {os.fspath(newest)!r} is not one of the checkpoints "
                              "being averaged")
@@ -210,18 +205,18 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
             with remote.reserved(out_dir, overwrite=overwrite):
                 _note_remote_inputs(opened, extra)
                 remote.check_new(out_dir, [STATE_FILE], overwrite=True)
-                _check_save_order(opened, state_file)
-                ordered, why = _order_inputs(opened, chosen)
+                check_save_order(opened, state_file)
+                ordered, why = order_inputs(opened, chosen)
                 return _average_to_url(ordered, why, out_dir, ema, bake, name, overwrite,
                                        progress, pairing, extra)
-        known = [c for c in opened if _identity(c.location.prefix) == chosen]
+        known = [c for c in opened if identity(c.location.prefix) == chosen]
         if name is None and known and not known[0].location.saved_model:
             out_name = known[0].name
         else:
             out_name = None if opened[-1].location.saved_model else name
         _check_local_out(out_dir, opened, extra, out_name, overwrite)
-        _check_save_order(opened, state_file)
-        ordered, why = _order_inputs(opened, chosen)
+        check_save_order(opened, state_file)
+        ordered, why = order_inputs(opened, chosen)
         return write_average(ordered, why, out_dir, ema, bake, name, overwrite, progress,
                              pairing, extra)
     finally:
@@ -266,101 +261,6 @@ def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
     result = _average_paths(inputs, out_dir, state, newest=chosen or inputs[-1],
                             **{**defaults, **options})
     return result if chosen else dataclasses.replace(result, newest_by="the state file")
-
-
-def _identity(prefix: str) -> str:
-    return prefix.rstrip("/") if is_url(prefix) else os.path.realpath(prefix)
-
-
-def _recorded_step(ckpt: Checkpoint, key: str) -> int | None:
-    """The integer scalar ``key`` holds in ``ckpt``, or ``None`` (absent, or not one)."""
-    entry = ckpt.entries().get(key)
-    if entry is None or entry.shape not in ((), (1,)) or entry.dtype_name not in _STEP_DTYPES:
-        return None
-    return int(ckpt.tensor(key).reshape(-1)[0])
-
-
-def _check_save_order(ckpts: list[Checkpoint], state_file: str | None) -> None:
-    """Refuses inputs chosen by ``state_file`` (``--last``) whose recorded steps do not rise
-    in its order: the file was edited or rolled back out of save order, so "the N newest it
-    lists" and its latest are not the newest by step.
-
-    Raises:
-        EmaError: two inputs in the wrong order (names both, their steps, the state file's
-            latest and ``--newest``, which decides).
-    """
-    if state_file is None:
-        return
-    seen: set[str] = set()
-    for c in ckpts:
-        if _identity(c.location.prefix) in seen:
-            raise EmaError(f"{state_file}: lists {c.path} twice (edited?), so which are the "
-                           "newest cannot be told from it: pass the checkpoints to average "
-                           "explicitly")
-        seen.add(_identity(c.location.prefix))
-    latest = ckpts[-1].path  # checkpoints_of_run lists up to its latest, which comes last
-    for key in _STEP_KEYS:
-        steps = [_recorded_step(c, key) for c in ckpts]
-        if any(s is None for s in steps):
-            continue
-        for (a, sa), (b, sb) in zip(zip(ckpts, steps, strict=True),
-                                    zip(ckpts[1:], steps[1:], strict=True), strict=False):
-            if sb <= sa:
-                label = key.split("/", 1)[0]
-                # TensorFlow writes such a list itself when a run restored from an older
-                # checkpoint saves again (ckpt-1, 2, 3, 5, 4): the largest step is then the
-                # abandoned branch's, so the advice names the latest and --newest.
-                raise EmaError(
-                    f"{state_file}: lists {a.path} ({label} {sa}) before {b.path} ({label} "
-                    f"{sb}), not in save order (edited, or a run restored from an older "
-                    "checkpoint saved again), so which are the newest cannot be told from it; "
-                    f"its latest is {latest} (what tf.train.latest_checkpoint restores): pass "
-                    f"the checkpoints to average explicitly with --newest {latest} (newest= "
-                    "in Python), or another --newest (without it the largest step decides, "
-                    "which may be a rolled-back run's)")
-        return
-
-
-def _order_inputs(ckpts: list[Checkpoint], chosen: str | None) -> tuple[list[Checkpoint], str]:
-    """Returns ``ckpts`` with the newest one last, and why it is the newest.
-
-    The newest is the input whose resolved prefix is ``chosen`` when given (``--newest``),
-    else the input recording the largest ``global_step`` (TF2 object checkpoints without
-    one: ``save_counter``); the inputs are then sorted by that step.
-
-    Raises:
-        EmaError: an input is given twice, no step counter is recorded in every input, or the
-            largest is recorded by more than one input (names ``--newest``).
-    """
-    seen: dict[str, str] = {}
-    for ckpt in ckpts:
-        ident = _identity(ckpt.location.prefix)
-        if ident in seen:
-            also = f" (also as {seen[ident]})" if seen[ident] != ckpt.path else ""
-            raise EmaError(f"{ckpt.path}: given twice{also}; averaging would count it twice; "
-                           "give each checkpoint once")
-        seen[ident] = ckpt.path
-    if chosen is not None:
-        last = [c for c in ckpts if _identity(c.location.prefix) == chosen]
-        return [c for c in ckpts if c is not last[0]] + last, "--newest"
-    for key in _STEP_KEYS:
-        steps = [_recorded_step(c, key) for c in ckpts]
-        if any(s is None for s in steps):
-            continue
-        label = key.split("/", 1)[0]
-        top = max(steps)
-        tied = [c.path for c, s in zip(ckpts, steps, strict=True) if s == top]
-        if len(tied) > 1:
-            raise EmaError(
-                f"{tied[0]}: records {label} {top}, as {tied[1]} does: which checkpoint is the "
-                "newest (the one integers, strings and the step are copied from) cannot be "
-                "told; pass --newest CKPT (newest= in Python)")
-        order = sorted(range(len(ckpts)), key=lambda i: steps[i])
-        return [ckpts[i] for i in order], f"{label} {top}"
-    raise EmaError(
-        f"{ckpts[-1].path}: not every input records a global_step or save_counter, so which "
-        "checkpoint is the newest (the one integers, strings and the step are copied from) "
-        "cannot be told; pass --newest CKPT (newest= in Python), or average RUN_DIR --last N")
 
 
 def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name, overwrite,
