@@ -27,6 +27,12 @@ def _ckpt(*args: str):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
+def _ckpt_env(env: dict[str, str], *args: str):
+    from ckpt_tools.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     """A ``.keras`` of the reference model saved mid-fit, and Keras' averages at that time."""
@@ -92,11 +98,23 @@ def test_eval_reads_restore_ema_weights_h5_with_the_options_it_names(saved):
     doc = json.loads(plain.stdout)
     assert doc["raw_accuracy"] == want and doc["ema_accuracy"] == want, doc
     assert doc["weights_are_averages"] is True
-    table = _ckpt("eval", dst, "--num-examples", NUM)
-    assert table.exit_code == 0 and "its weights are the averages" in table.stdout, table.output
+    # the table keeps its rows (EMA = raw, EMA - raw +0.0000) at 80 and 60 columns; why EMA
+    # equals raw is a note under it, never a cell spanning the terminal (review-17-user-u19 F11)
+    for columns in (80, 60):
+        table = _ckpt_env({"COLUMNS": str(columns), "TTY_COMPATIBLE": "1", "NO_COLOR": "1"},
+                          "eval", dst, "--num-examples", NUM)
+        assert table.exit_code == 0, table.output
+        lines = table.stdout.splitlines()
+        assert all(len(line) <= columns for line in lines), table.stdout
+        rows = [line.split() for line in lines]
+        assert ["raw", f"{want:.4f}"] in rows and ["EMA", f"{want:.4f}"] in rows, table.stdout
+        assert ["EMA", "-", "raw", "+0.0000"] in rows, table.stdout
+        assert "ckpt restore-ema wrote this file, its weights are the averages" in " ".join(
+            table.stdout.split()), table.stdout
+        assert max(len(line) for line in lines[lines.index("") - 3:lines.index("")]) <= 20
     table = _ckpt("eval", dst, "--num-examples", NUM, "--no-use-ema")
-    assert table.exit_code == 0 and "holds no averages" not in table.stdout, table.output
-    assert "its weights are the averages" in table.stdout
+    assert table.exit_code == 0 and "holds no averages" not in table.output, table.output
+    assert "its weights are the averages" in table.output
     # Without restore-ema's mark (as any Keras save leaves it), a bare .weights.h5 cannot
     # tell use_ema: the refusal names options eval takes.
     resaved = out / "o" / "resaved.weights.h5"
@@ -120,7 +138,7 @@ def test_eval_reads_restore_ema_weights_h5_with_the_options_it_names(saved):
         else:
             assert doc["ema_accuracy"] is None
     table = _ckpt("eval", resaved, "--num-examples", NUM, "--no-use-ema")
-    assert table.exit_code == 0 and "--no-use-ema" in table.stdout, table.output
+    assert table.exit_code == 0 and "--no-use-ema" in table.output, table.output
 
 
 def test_eval_reads_restore_ema_format_h5(saved):

@@ -381,18 +381,21 @@ def eval_command(
         out.prose(f"{result.checkpoint}  api={result.api} global_step={result.global_step} "
                   f"test examples={result.num_examples} data={result.data}")
     rows = [["raw", f"{result.raw_accuracy:.4f}"]]
-    if result.ema_accuracy is None and result.weights_are_averages:
-        rows.append(["EMA", "- (--no-use-ema stated; ckpt restore-ema wrote this file: its "
-                            "weights are the averages)"])
-    elif result.ema_accuracy is None:  # --no-use-ema: no averages to evaluate
-        rows.append(["EMA", "- (--no-use-ema: the file holds no averages)"])
-    elif result.weights_are_averages and result.ema_accuracy == result.raw_accuracy:
-        rows.append(["EMA", f"{result.ema_accuracy:.4f} (= raw: ckpt restore-ema wrote this "
-                            "file, its weights are the averages)"])
+    said = ""  # why a row reads as it does: a note under the table, never in a cell (u19 F11)
+    if result.ema_accuracy is None:  # --no-use-ema: no averages evaluated
+        rows.append(["EMA", "-"])
+        said = ("EMA: not evaluated (--no-use-ema stated); ckpt restore-ema wrote this file: its "
+                "weights are the averages" if result.weights_are_averages else
+                "EMA: not evaluated (--no-use-ema: the file holds no averages)")
     else:
         rows += [["EMA", f"{result.ema_accuracy:.4f}"],
                  ["EMA - raw", f"{result.ema_accuracy - result.raw_accuracy:+.4f}"]]
+        if result.weights_are_averages and result.ema_accuracy == result.raw_accuracy:
+            said = "EMA = raw: ckpt restore-ema wrote this file, its weights are the averages"
     out.table(None, [Column("weights"), Column("accuracy", "right")], rows)
+    if said and not quiet:
+        out.summary()
+        out.summary(said)
 
 
 def _stated(out: Output, result, use_ema: bool | None, names, not_swapped: bool,
