@@ -170,20 +170,23 @@ def off_default(ckpt, unpaired: list, ema_name: str | None = None) -> list:
     """The ``unpaired`` averages (variables with candidates, no proven pairing) less those only
     a name of the user's reads as averages, which stay out of the default-named EMA's pairing:
     a :data:`~ckpt_tools.tf2_twins.CONTAINER` kept on the model (a list or dict every element
-    of which is named ``<v>/<x>``) whose ``x`` is neither TF's default EMA name nor stated
-    (``ema_name``), beside default-named averages of the same variables
-    (``<v>/ExponentialMovingAverage``). Unnamed variables (``Variable``) with pruning masks
-    ``m.masks = [Variable/mask ...]`` and one default EMA were refused as four averages of
-    "several default-named EMA objects", and every true ``--apply-order`` too
-    (review-17-attack-r37 F6): the masks are candidates of an EMA named ``x`` only where that
-    name is stated; else an export writes them as stored, with the warning ``--raw`` gives
+    of which is named ``<v>/<x>``) whose ``x`` is neither TF's default EMA name nor the stated
+    one (``ema_name``), beside averages of the same variables under the stated name (``<v>/
+    fast``; without one, under TF's default, ``<v>/ExponentialMovingAverage``). Unnamed
+    variables (``Variable``) with pruning masks ``m.masks = [Variable/mask ...]`` and one
+    default EMA were refused as four averages of "several default-named EMA objects", and
+    every true ``--apply-order`` too (review-17-attack-r37 F6); with an EMA named ``fast``
+    the true ``--ema-name fast --apply-order trainable`` was refused so (r38 F8): the masks
+    are candidates of an EMA named ``x`` only where that name is stated; else an export
+    writes them as stored, with the warning ``--raw`` gives
     (:func:`~ckpt_tools.raw_unproven.unproven_keys`), and ``apply_ema`` restores them
     raw."""
     if ckpt.objects is None or not unpaired:
         return unpaired
     full = ckpt.objects.full_names
-    defaults = {f.rpartition("/")[0] for f in full.values() if "/" in f
-                and R.UNIQUIFIED.sub("", f.rpartition("/")[2]) == R.DEFAULT_EMA_NAME}
+    chosen = ema_name or R.DEFAULT_EMA_NAME  # the one EMA name the pairing is for
+    defaults = {f[:-len(chosen) - 1] for f in map(_unnumbered, full.values())
+                if f.endswith("/" + chosen)}
     if not defaults:
         return unpaired
     read = ckpt_twins(ckpt)
@@ -191,7 +194,10 @@ def off_default(ckpt, unpaired: list, ema_name: str | None = None) -> list:
     def aside(t) -> bool:
         return (t is not None and t.outcome == CANDIDATE and t.evidence == CONTAINER
                 and not t.apart and bool(t.heads) and full.get(t.heads[0]) in defaults
-                and R.UNIQUIFIED.sub("", t.x) != R.DEFAULT_EMA_NAME
-                and not (ema_name and t.named(ema_name)))
+                and not t.named(chosen) and not t.named(R.DEFAULT_EMA_NAME))
 
     return [v for v in unpaired if not aside(read.get(v.name))]
+
+
+def _unnumbered(name: str) -> str:
+    return R.UNIQUIFIED.sub("", name)
