@@ -11,31 +11,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checkpoint import Checkpoint, open_checkpoint
-from .ema_several import split_ema_names
-from .errors import (
-    INSTALL_TENSORFLOW,
-    EmaError,
-    OptionError,
-    TensorFlowRequiredError,
-)
+from .checkpoint import Checkpoint
+from .errors import EmaError, OptionError
 from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
 from .keras_assumption_texts import LIVE_FIT_ORDER
 from .live_order import keras_source, live_order, scoped_live_order
 from .live_pairing import key_variables
 from .locate import locate
-from .rescope_clash import checkpoint_key
 from .restore_plan import flatten_variables, graph_key, plan_sources
 from .restore_problems import NO_VARIABLES, entry_mismatch, keras_pointer, restore_advice
+from .restore_saver import ema_saver, opened, tensorflow
 from .tfk_order import has_open_averages
 
-
-def _tf():
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise TensorFlowRequiredError(f"this needs TensorFlow: {INSTALL_TENSORFLOW}") from None
-    return tf
+__all__ = ["RestoreResult", "apply_ema", "ema_saver", "restore_ema"]
 
 
 @dataclass(frozen=True)
@@ -82,12 +70,6 @@ def _stated_checkpoint(ckpt: Checkpoint, pairs: list, trainable) -> Checkpoint:
     return ckpt.reopened(trainable=LoopOrder(names))
 
 
-def _open(checkpoint) -> tuple[Checkpoint, bool]:
-    if isinstance(checkpoint, Checkpoint):
-        return checkpoint, False
-    return open_checkpoint(checkpoint), True
-
-
 def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
                 **map_options) -> RestoreResult:
     """Restores EMA values into the variables of ``sess.graph`` (TF1 / graph mode).
@@ -118,8 +100,8 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         ...     tf.compat.v1.train.import_meta_graph("train/model.ckpt-1000.meta")
         ...     ckpt_tools.restore_ema(sess, "train/")
     """
-    tf = _tf()
-    ckpt, owned = _open(checkpoint)
+    tf = tensorflow()
+    ckpt, owned = opened(checkpoint)
     try:
         graph = sess.graph
         if var_list is None:
@@ -164,105 +146,6 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
     finally:
         if owned:
             ckpt.close()
-
-
-def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
-              allow_missing: bool = False, strip_scope: str | None = None,
-              add_scope: str | None = None, **saver_kwargs):
-    """Returns a ``tf.compat.v1.train.Saver`` that restores EMA values into ``var_list``.
-
-    Like ``tf.compat.v1.train.Saver(ema.variables_to_restore())`` but keyed by checkpoint keys,
-    so partitioned variables restore. With ``checkpoint``, the map comes from what is stored:
-    variables that are not averaged (global step, optimizer slots) restore their raw value,
-    and so do the shadows themselves in a graph that has them (one imported from the training
-    ``.meta``), except a shadow whose key its model variable restores from: a Saver maps each
-    key to one variable, so, as in ``variables_to_restore()``, that shadow is left out of the
-    Saver and stays uninitialized; a variable that should have a shadow (trainable or in
-    ``moving_average_variables``) but has none stored is refused unless ``allow_missing``
-    (as :func:`restore_ema`). Without ``checkpoint`` the map follows TF's naming.
-
-    Args:
-        var_list: variables; default: global variables of the default graph.
-        checkpoint: optional checkpoint to build the map from.
-        ema_name: EMA suffix; default: detected from the checkpoint (TF's default name first),
-            ``ExponentialMovingAverage`` when no checkpoint is given.
-        allow_missing: (with ``checkpoint``) restore the raw value of variables whose shadow
-            is not stored, instead of raising.
-        strip_scope / add_scope: the graph's names are the checkpoint's with ``strip_scope``
-            removed and ``add_scope`` put in front (as :func:`restore_ema`): a graph imported
-            with ``import_meta_graph(meta, import_scope="eval")`` takes ``add_scope="eval/"``.
-        **saver_kwargs: passed to ``Saver`` (``max_to_keep``, ``name``…).
-
-    Returns:
-        `tf.compat.v1.train.Saver`.
-
-    Raises:
-        EmaError: (with ``checkpoint``) variables not in the checkpoint, or without a stored
-            shadow and not ``allow_missing`` (the message names ``allow_missing=True`` and
-            ``var_list``).
-
-    Example:
-        >>> saver = ckpt_tools.ema_saver(checkpoint="train/")  # doctest: +SKIP
-        >>> saver.restore(sess, tf.train.latest_checkpoint("train/"))  # doctest: +SKIP
-    """
-    tf = _tf()
-    if var_list is None:
-        var_list = tf.compat.v1.global_variables()
-    variables = flatten_variables(var_list)
-    if not variables:
-        raise EmaError(NO_VARIABLES)
-    groups: dict[str, list] = {}
-    for v in variables:
-        groups.setdefault(graph_key(v)[0], []).append(v)
-    own = {k: checkpoint_key(k, strip_scope, add_scope) for k in groups}  # its own key
-    parts: dict[str, dict[tuple, str]] = {}  # a per-part saved tensor: offset -> stored key
-    averaged: dict[str, str] = {}
-    if checkpoint is not None:
-        ckpt, owned = _open(checkpoint)
-        try:
-            averaged, raw, problems = plan_sources(ckpt, list(groups), {
-                "ema_name": ema_name, "allow_missing": allow_missing,
-                "strip_scope": strip_scope, "add_scope": add_scope})
-            for key, entry in ckpt.entries().items():
-                if entry.extra and entry.extra.get("fragments"):
-                    parts[key] = {tuple(s for s, _ in t.resolve(entry.shape)): m for t, m in zip(
-                        entry.slices, entry.extra["fragments"], strict=True)}
-            if problems:
-                raise EmaError(f"{len(problems)} variable(s) cannot be restored: "
-                               + "; ".join(problems[:8])
-                               + (" ..." if len(problems) > 8 else "")
-                               + restore_advice(problems, ckpt))
-        finally:
-            if owned:
-                ckpt.close()
-        sources = {**raw, **averaged}
-    else:
-        averaged_keys = {graph_key(v)[0] for v in flatten_variables(
-            tf.compat.v1.trainable_variables() + tf.compat.v1.moving_average_variables())}
-        names = split_ema_names(ema_name)
-        if len(names) > 1:
-            raise OptionError(f"ema_name={ema_name!r}: which variables each of several EMA "
-                              "objects averaged is read from the checkpoint; pass checkpoint=")
-        name = names[0] if names else "ExponentialMovingAverage"
-        sources = {k: (f"{own[k]}/{name}" if k in averaged_keys else own[k]) for k in groups}
-    # In a graph imported from the training .meta the shadows are variables too, and each
-    # restores from its own key, which is also its model variable's source: the model variable
-    # wins, as in variables_to_restore() (a Saver maps each key to one variable).
-    mapping: dict[str, object] = {}
-    for k in sorted(groups, key=lambda k: (k not in averaged, sources[k] == own[k])):
-        if sources[k] in parts:  # TF reads each part under its own stored key
-            for v in groups[k]:
-                info = graph_key(v)[1]
-                member = parts[sources[k]].get(tuple(info.var_offset) if info else None)
-                if member is None:
-                    raise EmaError(f"{k}: its parts do not match the parts stored under "
-                                   f"{sources[k]!r}; pass var_list= without it")
-                mapping.setdefault(member, [v])  # a list: TF restores it by its slice
-            continue
-        if sources[k] not in mapping:
-            vs = groups[k]
-            mapping[sources[k]] = vs[0] if len(vs) == 1 and not graph_key(vs[0])[1] else vs
-    return tf.compat.v1.train.Saver(mapping, **saver_kwargs)
 
 
 def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
@@ -326,14 +209,14 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
                 "trainable= state what the file leaves open): omit them")
         names = apply_keras_ema(model_or_variables, path, **keras)
         return RestoreResult(path, averaged={n: n for n in names})
-    _tf()
+    tensorflow()
     if map_options.pop("fit_order", False):  # never ignored
         raise OptionError(f"{path or checkpoint.path}: fit_order= states a Keras file's build "
                           "order; for a TensorFlow checkpoint state fit()'s with "
                           "trainable=model.trainable_variables (or apply_order='tracked')")
     trainable = map_options.pop("trainable", None)
     map_options.pop("loop_order", None)  # a variable list is the loop's order itself
-    ckpt, owned = _open(checkpoint)
+    ckpt, owned = opened(checkpoint)
     try:
         pairs, problems = key_variables(model_or_variables, ckpt)
         if trainable is not None:  # a custom loop's order (tfk_stated): re-read under it

@@ -1,0 +1,163 @@
+"""``ema_saver``: a ``tf.compat.v1.train.Saver`` that restores EMA values into a graph's
+variables (split out of :mod:`ckpt_tools.restore`, which re-exports it)."""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint, open_checkpoint
+from .ema_several import split_ema_names
+from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
+from .live_save_ops import contradicted, mark_own_saver, save_op_writers
+from .rescope_clash import checkpoint_key
+from .restore_plan import flatten_variables, graph_key, plan_sources
+from .restore_problems import NO_VARIABLES, restore_advice
+
+
+def tensorflow():
+    """TensorFlow, imported here (never at import time), or TensorFlowRequiredError."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise TensorFlowRequiredError(f"this needs TensorFlow: {INSTALL_TENSORFLOW}") from None
+    return tf
+
+
+def opened(checkpoint) -> tuple[Checkpoint, bool]:
+    """``checkpoint`` open, and whether the caller opened it (and closes it)."""
+    if isinstance(checkpoint, Checkpoint):
+        return checkpoint, False
+    return open_checkpoint(checkpoint), True
+
+
+def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
+              allow_missing: bool = False, strip_scope: str | None = None,
+              add_scope: str | None = None, **saver_kwargs):
+    """Returns a ``tf.compat.v1.train.Saver`` that restores EMA values into ``var_list``.
+
+    Like ``tf.compat.v1.train.Saver(ema.variables_to_restore())`` but keyed by checkpoint keys,
+    so partitioned variables restore. With ``checkpoint``, the map comes from what is stored:
+    variables that are not averaged (global step, optimizer slots) restore their raw value,
+    and so do the shadows themselves in a graph that has them (one imported from the training
+    ``.meta``), except a shadow whose key its model variable restores from: a Saver maps each
+    key to one variable, so, as in ``variables_to_restore()``, that shadow is left out of the
+    Saver and stays uninitialized; a variable that should have a shadow (trainable or in
+    ``moving_average_variables``) but has none stored is refused unless ``allow_missing``
+    (as :func:`restore_ema`).
+
+    Without ``checkpoint`` the map follows TF's naming: each trainable (or
+    ``moving_average_variables``) variable ``W`` from the key ``W/<ema_name>``, every other
+    variable from its own name. One thing is checked: a save op in the graph (one imported
+    from the training ``.meta``) that wrote one of those keys from another variable than
+    that naming says (a swapping Saver's writes ``W/ExponentialMovingAverage`` from ``W``,
+    and so does a ``Saver(ema.variables_to_restore())``) is refused, naming ``checkpoint=``.
+    Nothing else: not whether the checkpoint holds those keys (TF's ``restore`` fails on a
+    missing one), nor what they hold where no save op in the graph shows it (a checkpoint
+    of a swapping Saver restored into a graph rebuilt by code gets its raw weights as the
+    averages). Pass ``checkpoint`` for a map read from what is stored.
+
+    Args:
+        var_list: variables; default: global variables of the default graph.
+        checkpoint: optional checkpoint to build the map from.
+        ema_name: EMA suffix; default: detected from the checkpoint (TF's default name first),
+            ``ExponentialMovingAverage`` when no checkpoint is given.
+        allow_missing: (with ``checkpoint``) restore the raw value of variables whose shadow
+            is not stored, instead of raising.
+        strip_scope / add_scope: the graph's names are the checkpoint's with ``strip_scope``
+            removed and ``add_scope`` put in front (as :func:`restore_ema`): a graph imported
+            with ``import_meta_graph(meta, import_scope="eval")`` takes ``add_scope="eval/"``.
+        **saver_kwargs: passed to ``Saver`` (``max_to_keep``, ``name``…).
+
+    Returns:
+        `tf.compat.v1.train.Saver`.
+
+    Raises:
+        EmaError: (with ``checkpoint``) variables not in the checkpoint, or without a stored
+            shadow and not ``allow_missing`` (the message names the checkpoint,
+            ``allow_missing=True`` and ``var_list``, or the scope option that restores them);
+            (without it) a save op of the graph contradicting TF's naming.
+
+    Example:
+        >>> saver = ckpt_tools.ema_saver(checkpoint="train/")  # doctest: +SKIP
+        >>> saver.restore(sess, tf.train.latest_checkpoint("train/"))  # doctest: +SKIP
+    """
+    tf = tensorflow()
+    if var_list is None:
+        var_list = tf.compat.v1.global_variables()
+    variables = flatten_variables(var_list)
+    if not variables:
+        raise EmaError(NO_VARIABLES)
+    groups: dict[str, list] = {}
+    for v in variables:
+        groups.setdefault(graph_key(v)[0], []).append(v)
+    own = {k: checkpoint_key(k, strip_scope, add_scope) for k in groups}  # its own key
+    parts: dict[str, dict[tuple, str]] = {}  # a per-part saved tensor: offset -> stored key
+    averaged: dict[str, str] = {}
+    name = ema_name or "ExponentialMovingAverage"
+    if checkpoint is not None:
+        ckpt, owned = opened(checkpoint)
+        try:
+            averaged, raw, problems = plan_sources(ckpt, list(groups), {
+                "ema_name": ema_name, "allow_missing": allow_missing,
+                "strip_scope": strip_scope, "add_scope": add_scope})
+            for key, entry in ckpt.entries().items():
+                if entry.extra and entry.extra.get("fragments"):
+                    parts[key] = {tuple(s for s, _ in t.resolve(entry.shape)): m for t, m in zip(
+                        entry.slices, entry.extra["fragments"], strict=True)}
+            if problems:
+                raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) cannot be restored: "
+                               + "; ".join(problems[:8])
+                               + (" ..." if len(problems) > 8 else "")
+                               + restore_advice(problems, ckpt))
+        finally:
+            if owned:
+                ckpt.close()
+        sources = {**raw, **averaged}
+    else:
+        averaged_keys = {graph_key(v)[0] for v in flatten_variables(
+            tf.compat.v1.trainable_variables() + tf.compat.v1.moving_average_variables())}
+        names = split_ema_names(ema_name)
+        if len(names) > 1:
+            raise OptionError(f"ema_name={ema_name!r}: which variables each of several EMA "
+                              "objects averaged is read from the checkpoint; pass checkpoint=")
+        name = names[0] if names else "ExponentialMovingAverage"
+        sources = {k: (f"{own[k]}/{name}" if k in averaged_keys else own[k]) for k in groups}
+    # In a graph imported from the training .meta the shadows are variables too, and each
+    # restores from its own key, which is also its model variable's source: the model variable
+    # wins, as in variables_to_restore() (a Saver maps each key to one variable).
+    mapping: dict[str, object] = {}
+    used: dict[str, tuple[list, bool]] = {}  # key -> (its variables, an average's key)
+    for k in sorted(groups, key=lambda k: (k not in averaged, sources[k] == own[k])):
+        if sources[k] in parts:  # TF reads each part under its own stored key
+            for v in groups[k]:
+                info = graph_key(v)[1]
+                member = parts[sources[k]].get(tuple(info.var_offset) if info else None)
+                if member is None:
+                    raise EmaError(f"{k}: its parts do not match the parts stored under "
+                                   f"{sources[k]!r}; pass var_list= without it")
+                mapping.setdefault(member, [v])  # a list: TF restores it by its slice
+            continue
+        if sources[k] not in mapping:
+            vs = groups[k]
+            mapping[sources[k]] = vs[0] if len(vs) == 1 and not graph_key(vs[0])[1] else vs
+            used[sources[k]] = (vs, sources[k] != own[k])
+    graph = getattr(variables[0], "graph", None) or tf.compat.v1.get_default_graph()
+    if checkpoint is None:
+        _refuse_contradicted(graph, used, name)
+    saver = tf.compat.v1.train.Saver(mapping, **saver_kwargs)
+    if saver.saver_def is not None:
+        mark_own_saver(graph, saver)
+    return saver
+
+
+def _refuse_contradicted(graph, used: dict, ema_name: str) -> None:
+    """Refuses TF's naming where a save op of ``graph`` (one imported from a training
+    ``.meta``) wrote a key from another variable than that naming says (review-17-user-u19
+    F9: a swapping Saver's graph restored the raw weights as the averages)."""
+    lines = contradicted(save_op_writers(graph), used, ema_name)
+    if lines:
+        raise EmaError(
+            "ema_saver() without checkpoint= restores each variable from the key TF's naming "
+            "gives it, but a save op in this graph wrote those keys from other variables: "
+            + "; ".join(lines[:4]) + (" ..." if len(lines) > 4 else "")
+            + "; pass checkpoint= (the map is then read from what the checkpoint stores, "
+            "through the save op of its .meta). A Saver(ema.variables_to_restore()) built in "
+            "this graph writes such keys too: checkpoint= is the way all the same")

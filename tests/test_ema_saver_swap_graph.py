@@ -1,0 +1,91 @@
+"""``ema_saver()`` WITHOUT ``checkpoint=`` in the graph imported from a swapping Saver's ``.meta``
+(``Saver({v.op.name: ema.average(v), ema.average_name(v): v})``): TF's naming restores the key
+``W/ExponentialMovingAverage`` into ``W``, and that key holds ``W``'s raw value; it restored
+the raw weights as the averages with no word (review-17-user-u19 F9). The graph holds the save
+op that wrote the key from ``W`` itself: refused, naming ``checkpoint=``, with which every
+average is restored. A plain Saver's graph (keys written from the variables TF's naming says)
+and a second ``ema_saver()`` in the same graph are not refused. Truth: ``sess.run`` of each
+``ema.average(v)`` and ``v`` at save time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers_tf1 import run_tf1_script
+
+import ckpt_tools
+from ckpt_tools.errors import EmaError
+
+SCRIPT = r'''
+case = sys.argv[2]
+with tf.Graph().as_default():
+    gs = tf1.train.get_or_create_global_step()
+    with tf1.variable_scope("net"):
+        w = tf1.get_variable("w", [3, 2])
+        b = tf1.get_variable("b", [2], initializer=tf1.zeros_initializer())
+    loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([4, 3]), w) + b - 1.0))
+    train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+    ema = tf1.train.ExponentialMovingAverage(0.5)
+    with tf.control_dependencies([train]):
+        step = ema.apply(tf1.trainable_variables())
+    tv = tf1.trainable_variables()
+    if case == "swap":
+        keys = {v.op.name: ema.average(v) for v in tv}
+        keys.update({ema.average_name(v): v for v in tv})
+        keys["global_step"] = gs
+        saver = tf1.train.Saver(keys)
+    else:
+        saver = tf1.train.Saver()
+    with trained(tf, step) as s:
+        saver.save(s, f"{out}/model.ckpt")
+        for v in tv:
+            truth["avg:" + v.op.name] = s.run(ema.average(v))
+            truth["raw:" + v.op.name] = s.run(v)
+'''
+
+
+@pytest.fixture(scope="module", params=["swap", "plain"])
+def made(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(f"ema_saver_{request.param}_graph")
+    return request.param, str(out / "model.ckpt"), run_tf1_script(SCRIPT, out, request.param)
+
+
+def _restored(tf, prefix, **kw):
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.train.import_meta_graph(prefix + ".meta")
+        saver = ckpt_tools.ema_saver(**kw)
+        with v1.Session() as sess:
+            saver.restore(sess, prefix)
+            by_name = {v.op.name: v for v in v1.global_variables()}
+            return {n: sess.run(by_name[n]) for n in ("net/w", "net/b")}
+
+
+def test_without_checkpoint_a_contradicting_save_op_is_refused(made, tf):
+    case, prefix, truth = made
+    if case == "plain":
+        got = _restored(tf, prefix)  # TF's naming holds: nothing to refuse
+    else:
+        with pytest.raises(EmaError, match=r"save/SaveV2 writes net/w/ExponentialMovingAverage "
+                                           r"\(net/w's average by TF's naming\) from net/w;.*"
+                                           "pass checkpoint="):
+            _restored(tf, prefix)
+        got = _restored(tf, prefix, checkpoint=prefix)  # the way the refusal names
+    for n, value in got.items():
+        assert np.array_equal(value, truth["avg:" + n]), n
+        assert not np.array_equal(value, truth["raw:" + n]), n
+
+
+def test_a_second_ema_saver_in_the_graph_is_not_a_contradiction(made, tf):
+    case, prefix, truth = made
+    if case == "swap":
+        pytest.skip("the swap graph is refused without checkpoint=")
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.train.import_meta_graph(prefix + ".meta")
+        ckpt_tools.ema_saver()  # its save op writes net/w/ExponentialMovingAverage from net/w
+        saver = ckpt_tools.ema_saver()
+        with v1.Session() as sess:
+            saver.restore(sess, prefix)
+            by_name = {v.op.name: v for v in v1.global_variables()}
+            assert np.array_equal(sess.run(by_name["net/w"]), truth["avg:net/w"])
