@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from .checkpoint import Checkpoint
 from .emamap import EmaMap, ema_map
 from .formats._io import canonical_location, is_url
-from .orphan_averages import orphan_averages, orphan_warning
+from .orphan_averages import orphan_warnings
 from .stated_open import opened_stated, take_statements
 
 FORMATS = ("v2", "h5")
@@ -146,14 +146,13 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
                      drop_slots=slots == "drop", progress=progress, **map_options)
         # averages of weights the input lacks (untracked by the object graph): said
         named = {v.name: v for v in ckpt.variables_unwarned()}
-        lacking = orphan_warning(orphan_averages(ckpt, named),
-                                 "the output restores none of those weights")
+        lacking = orphan_warnings(ckpt, named, "the output restores none of those weights")
         return EmaOutput(output=r.saved_model or r.prefix,
                          format="saved_model" if r.saved_model else "v2", dry_run=False,
                          ema_map=r.ema_map,
                          files=list(r.files), replaced=dict(r.replaced), copied=r.copied,
                          dropped=list(r.dropped), averaged=list(r.replaced), nbytes=r.nbytes,
-                         warnings=list(r.warnings) + ([lacking] if lacking else []))
+                         warnings=list(r.warnings) + lacking)
     finally:
         opened.__exit__()
 

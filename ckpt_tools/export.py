@@ -37,11 +37,12 @@ from .formats._write import (
 from .formats.slices import check_partition
 from .frozen_meta import NOT_TRAINABLE, frozen_variables
 from .object_paths import positional_names_note
-from .orphan_averages import orphan_averages, orphan_warning
+from .orphan_averages import orphan_warnings
 from .raw_reasons import expected_raw_note
 from .raw_shadows import restored_raw_holders, restored_raw_warning
 from .raw_unproven import (
     apart_note,
+    averaged_again,
     averaged_averages,
     held_twins,
     raw_warnings,
@@ -181,7 +182,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         weights += twice
         unproven += twice
     if unproven:
-        warnings.append(unproven_warning([_clean_name(k, variables.get(k)) for k in unproven]))
+        again = averaged_again(ckpt, unproven)  # an EMA of an EMA? (r37 F7)
+        warnings.append(unproven_warning([_clean_name(k, variables.get(k)) for k in unproven],
+                                         [_clean_name(k, variables.get(k)) for k in again]))
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)
     weights += [t for t, s in sources.items() if s != t and t not in variables
                 and s in variables]
@@ -251,12 +254,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         if raw_too:
             warnings.append(raw_too)
         # averages of weights the file lacks (not tracked by the object graph): said
-        orphans = {k: n for k, n in orphan_averages(ckpt, variables).items()
-                   if not _filtered_out({n, k}, include, exclude)}
-        lacking = orphan_warning(orphans, f"the output holds {len(plan)} weights without "
-                                          "those")
-        if lacking:
-            warnings.append(lacking)
+        warnings += orphan_warnings(ckpt, variables, f"the output holds {len(plan)} weights "
+                                    "without those", lambda k, n: not _filtered_out(
+                                        {n, k}, include, exclude))
     left = add_tensor_averages(variables, plan, averaged, tensor_averages,
                                lambda k: _filtered_out({k}, include, exclude),
                                renamed)

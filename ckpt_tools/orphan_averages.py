@@ -52,3 +52,33 @@ def orphan_warning(orphans: dict[str, str], result: str) -> str | None:
             "are not tracked); save a checkpoint that holds those weights, or read their "
             f"averages by key ({', '.join(sorted(orphans)[:2])}"
             f"{', ...' if len(orphans) > 2 else ''})")
+
+
+def orphan_warnings(ckpt: Checkpoint, variables, result: str, keep=None) -> list[str]:
+    """The warnings for :func:`orphan_averages` (those ``keep(key, name)`` keeps, all without
+    it), saying ``result`` (what the output lacks because of them). An average whose
+    variable's name is that of a tensor the checkpoint stores as an average is no average of
+    a variable the checkpoint lacks: an EMA applied to another EMA's averages
+    (``ema2.apply([ema.average(v) ...])`` writes ``net/w/ExponentialMovingAverage/
+    ExponentialMovingAverage`` beside ``net/w/ExponentialMovingAverage``), said so
+    (review-17-attack-r37 F7)."""
+    found = {k: n for k, n in orphan_averages(ckpt, variables).items()
+             if keep is None or keep(k, n)}
+    full = ckpt.objects.full_names if ckpt.objects is not None else {}
+    averages = {full[k]: k for k, v in variables.items() if k in full and v.role == R.EMA}
+    twice = {k: n for k, n in found.items() if n in averages}
+    out = [orphan_warning({k: n for k, n in found.items() if k not in twice}, result)]
+    if twice:
+        names = sorted(set(twice.values()))
+        shown = ", ".join(f"{n} ({_path(averages[n])})" for n in names[:4]) + (
+            f" and {len(names) - 4} more" if len(names) > 4 else "")
+        out.append(f"{len(twice)} average(s) are averages of tensors this checkpoint stores as "
+                   f"averages ({shown}): an ExponentialMovingAverage applied to another's "
+                   "averages (an EMA of an EMA, as ema2.apply([ema.average(v) ...]) writes), "
+                   "no weight's own average, so no weight takes them; read them by key "
+                   f"({', '.join(sorted(twice)[:2])}{', ...' if len(twice) > 2 else ''})")
+    return [w for w in out if w]
+
+
+def _path(key: str) -> str:
+    return key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")

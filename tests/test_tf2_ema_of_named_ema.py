@@ -3,7 +3,8 @@ a default-named EMA over ``fast``'s averages, writes ``net/w/fast`` and
 ``net/w/fast/ExponentialMovingAverage``, the names trainable deltas with their own averages
 have (r35 F0). The true ``--ema-name fast`` was refused as "none of its averages is kept under
 'fast'", whose way out led back to the first refusal. It is now refused naming both readings,
-with a way out that works (``--raw`` writes ``fast``'s averages under their own keys).
+with a way out that works (``--raw`` writes ``fast``'s averages under their own keys, with
+the "may be model weights or averages" warning).
 Checkpoints are made here by real TensorFlow; truth recorded at save time."""
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ def test_stated_name_of_an_ema_averaged_again(tf, tmp_path):
     assert not out.exists()
     result = runner.invoke(app, ["export", str(d), "--raw", "--out", str(out)])
     assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())  # fast's averages written as weights: said (s18b)
+    assert "may be model weights or averages" in said and "(ema/0, ema/1)" in said, said
+    assert "an EMA of an EMA" in said and "--ema-name NAME" not in said, said
     with np.load(out) as z:  # the way out it names: fast's averages under their own keys
         assert z["ema/0"].tobytes() == a[0].numpy().tobytes()
         assert z["ema/1"].tobytes() == a[1].numpy().tobytes()
