@@ -60,7 +60,8 @@ def check_saved_model_options(ckpt: Checkpoint, name, drop_slots, strip, add) ->
             f"{ckpt.path}: --strip-scope/--add-scope (strip_scope/add_scope) cannot apply to a "
             "TF2 checkpoint output, whose object graph names every key under its stored "
             "name; leave it out (tf.train.Checkpoint restores by object, whatever the scope), "
-            "or write weights with --format h5 or ckpt export --rename")
+            "or name the weights ckpt export writes with --rename (--format h5 keeps the "
+            "object paths, so it is refused there too)")
     if not saved_model_source(ckpt):
         return
     # A SavedModel's graph restores every variable by its stored key from variables/variables:
@@ -72,7 +73,8 @@ def check_saved_model_options(ckpt: Checkpoint, name, drop_slots, strip, add) ->
         raise UnsupportedFormatError(
             f"{ckpt.location.saved_model}: {why} cannot apply to a SavedModel output, whose "
             "graph loads every variable under its stored name from variables/variables; "
-            "leave it out, or write weights with --format h5 or ckpt export")
+            "leave it out, or write weights with "
+            + ("ckpt export --rename" if strip or add else "--format h5 or ckpt export"))
 
 
 def _saved_model_names(fname: str) -> bool:

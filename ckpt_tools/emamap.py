@@ -53,7 +53,7 @@ from .object_held import off_default
 from .pairing import lists_stated, root_child
 from .raw_reasons import NOT_FLOAT, expected_raw
 from .raw_shadows import lone_averages, settle_lone_averages
-from .rescope_clash import refuse_rescope_clash, scope_prefix
+from .rescope_clash import refuse_object_rescope, refuse_rescope_clash, scope_prefix
 from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
@@ -185,6 +185,7 @@ def ema_map(
             checkpoint's variables) differ from their averages and ``not_swapped`` is not
             stated: option ``--not-swapped``.
         OptionError: ``apply_order`` given for a Keras file, where it cannot apply.
+        UnsupportedFormatError: ``strip_scope``/``add_scope`` for a TF2 checkpoint (exit 5).
         CheckpointError: if the checkpoint cannot be read. Missing shadows are *reported* in
         ``missing``; call :meth:`EmaMap.require_complete` to turn them into an :class:`EmaError`.
 
@@ -222,6 +223,7 @@ def ema_map(
     asked = False
     try:
         refuse_apply_order(ckpt, apply_order)
+        refuse_object_rescope(ckpt, strip_scope, add_scope)  # r38 F7: map too
         if style in (None, "keras"):
             require_keras(ckpt)
         if style in (None, "keras", "slot") and (strict or getattr(

@@ -13,13 +13,19 @@ A prefix is a scope: ``w0`` is read as ``w0/`` (:func:`scope_prefix`), so it nev
 in half (``w0`` -> ``0``) nor leaves one starting with ``/``; a variable named as the scope
 itself (``w0`` under ``--strip-scope w0``) would be left with the empty name, which no graph has
 and a bundle cannot hold: refused (exit 3), naming it (review-17-attack-r36 F5).
+
+A TF2 object-graph checkpoint's keys are object paths its graph names
+(``model/w/.ATTRIBUTES/VARIABLE_VALUE``): re-scoped, they are read by nothing, and the
+variable ``model`` under ``--strip-scope model`` became ``.ATTRIBUTES/VARIABLE_VALUE``;
+``restore-ema`` refuses there (exit 5), and so do ``map`` and ``ema_map``
+(:func:`refuse_object_rescope`, review-17-attack-r38 F7).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import EmaError, VariableNotFoundError
+from .errors import EmaError, UnsupportedFormatError, VariableNotFoundError
 
 _REMEDY = ("leave one out with --exclude (exclude=) or strip a scope that only one of them "
            "has")
@@ -100,3 +106,20 @@ def checkpoint_key(graph_key: str, strip_scope: str | None, add_scope: str | Non
     if add_scope and graph_key.startswith(add_scope):
         graph_key = graph_key[len(add_scope):]
     return (scope_prefix(strip_scope) if strip_scope else "") + graph_key
+
+
+def refuse_object_rescope(ckpt, strip_scope: str | None, add_scope: str | None) -> None:
+    """Refuses ``strip_scope``/``add_scope`` for a checkpoint with an object graph (TF2,
+    a SavedModel's variables): its keys are object paths the graph names, which no re-scoped
+    name restores (``tf.train.Checkpoint`` restores by object whatever the scope).
+
+    Raises:
+        UnsupportedFormatError: either is given and ``ckpt`` has an object graph (exit 5).
+    """
+    if (strip_scope or add_scope) and getattr(ckpt, "objects", None) is not None:
+        raise UnsupportedFormatError(
+            f"{ckpt.path}: --strip-scope/--add-scope (strip_scope/add_scope) cannot apply to a "
+            "TF2 checkpoint, whose keys are the object paths its object graph names "
+            "(model/w/.ATTRIBUTES/VARIABLE_VALUE): re-scoped, they are read by nothing; leave "
+            "it out (tf.train.Checkpoint restores by object, whatever the scope), or name the "
+            "exported weights with ckpt export --rename")

@@ -100,3 +100,30 @@ def test_restore_ema_of_a_tf2_checkpoint_refuses_a_scope(tmp_path, tf):
     tf.train.Checkpoint(net=restored).read(tf.train.latest_checkpoint(str(tmp_path / "ok")))\
         .expect_partial()
     assert restored.u.numpy().tobytes() == ema.average(net.u).numpy().tobytes()
+
+
+def test_map_and_ema_map_of_a_tf2_checkpoint_refuse_a_scope(tmp_path, tf):
+    """``map --strip-scope model`` of a TF2 checkpoint showed ``ema/0 -> .ATTRIBUTES/
+    VARIABLE_VALUE`` (the variable ``model`` left with no name), exit 0, and
+    ``restore-ema --format h5 --strip-scope`` ignored the option, exit 0, while
+    ``restore-ema`` refuses it (review-17-attack-r38 F7 remnant): refused alike (exit 5)."""
+    v = tf.Variable([1.0, 2.0], name="w")
+    net = tf.Module()
+    net.u = tf.Variable([3.0], name="model/u")
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    ema.apply([v, net.u])
+    path = str(tmp_path / "in" / "ckpt")
+    tf.train.Checkpoint(model=v, net=net, ema=[ema.average(v), ema.average(net.u)]).write(path)
+    for option in (["--strip-scope", "model"], ["--strip-scope", "net/"],
+                   ["--add-scope", "eval/"]):
+        code, out, err = run_cli(["map", path, *option])
+        assert code == 5 and "TF2 checkpoint" in err, (option, out, err)
+        assert ".ATTRIBUTES" not in out, out
+        h5 = tmp_path / "x.h5"
+        code, _, err = run_cli(["restore-ema", path, "--format", "h5", "--out", str(h5),
+                                *option])
+        assert code == 5 and not h5.exists(), err
+    with pytest.raises(ckpt_tools.UnsupportedFormatError, match="TF2 checkpoint"):
+        ckpt_tools.ema_map(path, strip_scope="model")
+    code, out, err = run_cli(["map", path])
+    assert code == 0 and "ema/1\tnet/u" in out, (out, err)
