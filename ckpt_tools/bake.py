@@ -101,7 +101,7 @@ def bake_ema_h5(ckpt: Checkpoint, out: str, *, name: str | None = None,
     created = make_parents(os.path.dirname(physical(target)))  # umask modes
     try:
         return export_weights(ckpt, target, fmt="h5", ema=True, overwrite=overwrite,
-                              progress=progress, member_hint=(
+                              progress=progress, mark_averages=True, member_hint=(
                                   "; leave it out with --exclude, or write --format v2 "
                                   "(which keeps every name)"), **map_options)
     except BaseException:

@@ -49,6 +49,7 @@ from .raw_unproven import (
     unproven_keys,
     unproven_warning,
 )
+from .restored_mark import mark_file, marked_raw_warnings, read_as_marked
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
@@ -293,7 +294,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                    exclude: list[str] | None = None, rename: list[str] | str | None = None,
                    tensor_averages: bool = False, overwrite: bool = False,
                    progress: Callable[[int], None] | None = None,
-                   member_hint: str | None = None, **map_options) -> ExportResult:
+                   member_hint: str | None = None, mark_averages: bool = False,
+                   **map_options) -> ExportResult:
     """Writes model weights (EMA values by default) to one ``.npz``/safetensors/HDF5 file.
 
     Args:
@@ -312,6 +314,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         progress: called with bytes written.
         member_hint: the advice given when tensor names cannot be member names (what the
             caller's options allow); by default export's ``--rename``/``--exclude``.
+        mark_averages: ``restore-ema --format h5``: record in the ``.h5`` that its weights
+            are the averages (:mod:`~ckpt_tools.restored_mark`), where some are and none
+            is left raw by ``allow_missing``.
         **map_options: passed to :func:`ckpt_tools.ema_map` (``ema_name``, ``use_meta``…,
             and the file statements ``use_ema``, ``optimizer``, ``trainable``…).
 
@@ -337,10 +342,13 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     if is_url(out_path):
         return _export_to_url(checkpoint, out_path, fmt=fmt, ema=ema, include=include,
                               exclude=exclude, rename=rename, overwrite=overwrite,
-                              progress=progress, **map_options)
+                              progress=progress, mark_averages=mark_averages,
+                              **map_options)
     opened = opened_stated(checkpoint, take_statements(map_options))  # use_ema=... (CLI's)
     ckpt = opened.__enter__()
     try:
+        if ema is None and read_as_marked(ckpt):  # restore-ema's output (u19 F10): as stored
+            ema = False
         inputs = Inputs(ckpt.input_files())
         weights: dict[str, str] = {}
         expected: dict[str, str] = {}
@@ -350,6 +358,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                                                tensor_averages=tensor_averages,
                                                expected_out=expected, notes_out=notes,
                                                **map_options)
+        warnings = marked_raw_warnings(ckpt, warnings) if ema is False else warnings
         positional = positional_names_note(ckpt.objects, plan, weights)
         if positional:  # two towers' proj/kernel: named by position, no layer name recorded
             notes.append(positional)
@@ -399,6 +408,9 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
             nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
                       WRITERS[fmt](ckpt, plan, tmp, progress, record))
+            if fmt == "h5" and mark_averages and averaged and not map_options.get(
+                    "allow_missing"):
+                mark_file(tmp)
         note = expected_raw_note(expected, str)
         if getattr(ckpt.reader, "keras", None) is not None:  # aa/0 beside zz/kernel (r26 F6)
             from .keras_index_names import index_named_layers, index_named_note

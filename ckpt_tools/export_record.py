@@ -7,7 +7,9 @@ The record, in each format's own metadata slot, which every reader of the arrays
 * ``"values"``: ``"ema"`` (every tensor holds its EMA value), ``"raw"`` (none does: ``--raw``,
   or ``--allow-missing`` where no average exists), ``"stored"`` (``--raw`` on a file whose own
   weights are the averages if it was saved with its EMA swapped in, which it cannot show:
-  :func:`swapped_in`) or ``"mixed"`` (some written raw beside the averages, e.g. batch-norm
+  :func:`swapped_in`; with ``"weights_are_averages": true`` where ``ckpt restore-ema``
+  wrote the file, whose weights then are the averages: :mod:`ckpt_tools.restored_mark`) or
+  ``"mixed"`` (some written raw beside the averages, e.g. batch-norm
   statistics no optimizer averages);
 * ``"raw"``: with ``"mixed"``, the names written raw;
 * ``"stated"`` / ``"assumed"``: what the EMA pairing rests on (``not_swapped``, ``fit_order``:
@@ -67,9 +69,12 @@ def swapped_in(ckpt) -> str | None:
     save, a TF1 Saver no graph file records that may have swapped."""
     from .keras_assumed import by_tf_keras, object_pairs
     from .keras_copies_equal import weights_are_copies
+    from .restored_mark import MARKED, checkpoint_marked
     from .swap_assumed import saver_assumptions, slot_pairs
 
     layout = getattr(ckpt.reader, "keras", None)
+    if layout is not None and checkpoint_marked(ckpt):  # they are (review-17-user-u19 F10)
+        return MARKED
     if layout is not None:
         if layout.use_ema is False or by_tf_keras(ckpt):
             return None
@@ -92,7 +97,10 @@ def checkpoint_record(ckpt, plan: dict[str, str], averaged, raw: bool = False) -
     from .keras_assumed import keras_assumptions
 
     if raw and not averaged and swapped_in(ckpt):
-        return {"values": "stored"}
+        from .restored_mark import MARKED
+
+        return {"values": "stored", **({"weights_are_averages": True}
+                                       if swapped_in(ckpt) == MARKED else {})}
     if not averaged:
         return values_record(plan, averaged)
     stated = [name for name in ("not_swapped", "fit_order") if getattr(ckpt, name, False)]

@@ -148,12 +148,24 @@ def test_eval_reads_restore_ema_format_h5(saved):
     r = _ckpt("restore-ema", out / "m.keras", "--format", "h5", "--out", dst,
               "--not-swapped")  # saved during fit(), never swapped
     assert r.exit_code == 0, r.output
-    # a weights-only .h5 holds no averages: the refusal names eval's way out (r26 F2)
-    r = _ckpt("eval", dst, "--num-examples", NUM)
-    assert r.exit_code == 6 and "ckpt eval --no-use-ema" in r.stderr, r.output
+    # restore-ema marks its weights-only .h5 too: evaluated as it is, EMA = raw (u19 F10)
+    r = _ckpt("eval", dst, "--num-examples", NUM, "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["raw_accuracy"] == want == doc["ema_accuracy"] and doc["weights_are_averages"]
     r = _ckpt("eval", dst, "--num-examples", NUM, "--no-use-ema", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["raw_accuracy"] == want
+    # without the mark, a weights-only .h5 holds no averages: the refusal names eval's way
+    # out (r26 F2)
+    import h5py
+
+    unmarked = out / "o2" / "unmarked.h5"
+    shutil.copyfile(dst, unmarked)
+    with h5py.File(unmarked, "r+") as f:
+        del f.attrs["ckpt_tools"]
+    r = _ckpt("eval", unmarked, "--num-examples", NUM)
+    assert r.exit_code == 6 and "ckpt eval --no-use-ema" in r.stderr, r.output
 
 
 def test_eval_of_a_file_that_is_no_checkpoint_is_exit_4(tmp_path):
