@@ -31,9 +31,10 @@ from __future__ import annotations
 import re
 
 from .custom_order import mark_loose, note_loose_layers
+from .layer_names import distinct_paths, name_vars
 from .layout import KerasLayout
 from .loss_scale import name_repeats, read_outer
-from .model_tree import build_tree, distinct_paths, flatten_tree, name_vars, to_snake_case
+from .model_tree import build_tree, flatten_tree, to_snake_case
 from .nested_optimizers import nested_owners, refuse_nested
 from .optimizer import plan_optimizer
 from .optimizer_slots import OPTIMIZER_NAMES

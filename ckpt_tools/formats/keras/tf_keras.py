@@ -131,7 +131,7 @@ def adjust(lay, entries, use_ema: bool | None = None, trainable=None) -> None:
         name = lay.paths.get(key, "").rsplit("/", 1)[-1]
         if layer and "/" not in lay.paths.get(key, ""):
             lay.paths[key] = f"{layer}/{name}"
-    from .model_tree import distinct_paths
+    from .layer_names import distinct_paths
 
     distinct_paths(lay, entries)  # sublayers the file names alike (att/0): by attribute
     stated = None
