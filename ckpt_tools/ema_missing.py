@@ -283,8 +283,8 @@ def missing_message(m: EmaMap) -> str:
                  "network); pass --allow-missing (allow_missing=True) to restore their raw "
                  "values")
     elif m.file_style == "tf2" and any(EMA_OF_EMA in h for h in m.hints):
-        cause = ("no average of theirs is proven: tensors named like their averages under "
-                 "another name have default-named averages of their own (below); pass "
+        cause = ("no average of theirs is proven: tensors named like their averages have "
+                 "averages of their own stored (below); pass "
                  "--allow-missing (allow_missing=True) to restore their raw values only if "
                  "those tensors are variables of yours, not these weights' averages")
     elif m.file_style == "tf2":

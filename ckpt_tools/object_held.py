@@ -31,6 +31,7 @@ from .tf2_twins import (
     CANDIDATE,
     CONTAINER,
     OWN_AVERAGE,
+    SELF_NAMED_AVERAGE,
     VARIABLE,
     ckpt_twins,
     twins,
@@ -153,11 +154,14 @@ def held_hint(ckpt, variables: dict, missing) -> str | None:
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     whose = f"{show(v)}'s average" if v else (
         "the average of one of " + ", ".join(show(h) for h in read[k].heads))
-    if read[k].evidence == OWN_AVERAGE:  # not "tracked by the model": r37 F7
+    if read[k].evidence in (OWN_AVERAGE, SELF_NAMED_AVERAGE):  # not "tracked": r37 F7
+        # <w>/<N> beside <w>/<N>/<N> (TF's default name too: both EMAs default-named, s18b)
+        again = ("default-named" if read[k].evidence == OWN_AVERAGE
+                 or base == R.DEFAULT_EMA_NAME else f"{base!r}-named")
         return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "
-                f"({ckpt.objects.full_names[k]}), but its own default-named average is "
+                f"({ckpt.objects.full_names[k]}), but its own {again} average is "
                 "stored, so it is read as a variable: a variable of yours (a trainable "
-                f"delta), or {whose} under {base!r} averaged again by a default-named "
+                f"delta), or {whose} under {base!r} averaged again by a {again} "
                 f"{EMA_OF_EMA}, which the file does not tell "
                 f"apart (--ema-name {base} is refused so; --raw writes {show(k)} as stored)")
     return (f"{show(k)}{more} is named like {whose} under an EMA named {base!r} "

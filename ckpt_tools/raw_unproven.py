@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_refusals import suffix_base
-from .tf2_twins import AVERAGE_IF_STATED, CONTAINER, OWN_AVERAGE, ckpt_twins, together
+from .tf2_twins import (
+    AVERAGE_IF_STATED,
+    CONTAINER,
+    OWN_AVERAGE,
+    SELF_NAMED_AVERAGE,
+    ckpt_twins,
+    together,
+)
 
 
 def unproven_keys(ckpt, variables) -> tuple[list[str], list[str]]:
@@ -67,8 +74,8 @@ def held_twins(ckpt, variables) -> list[str]:
     """Keys read as weights that :mod:`~ckpt_tools.tf2_twins` reads as the model's own unless
     an EMA name is stated (``enc.w_avg = fast.average(enc.w)``, a dict of a named EMA's
     averages on the model): written as weights, they may as well be averages
-    (review-16-attack-r35 F4); and those it reads as variables because their own
-    default-named average is stored (:func:`averaged_again`)."""
+    (review-16-attack-r35 F4); and those it reads as variables because their own average is
+    stored (:func:`averaged_again`)."""
     weights = [k for k, v in variables.items() if v.role == R.WEIGHT]
     return sorted({k for k in weights if getattr(ckpt_twins(ckpt).get(k), "outcome", None)
                    == AVERAGE_IF_STATED} | set(averaged_again(ckpt, weights)))
@@ -76,35 +83,37 @@ def held_twins(ckpt, variables) -> list[str]:
 
 def averaged_again(ckpt, keys) -> list[str]:
     """Those of ``keys`` that :mod:`~ckpt_tools.tf2_twins` reads as variables because their
-    own default-named average is stored (:data:`~ckpt_tools.tf2_twins.OWN_AVERAGE`) beside a
+    own average is stored (:data:`~ckpt_tools.tf2_twins.OWN_AVERAGE`: default-named;
+    :data:`~ckpt_tools.tf2_twins.SELF_NAMED_AVERAGE`: under their own last name) beside a
     stored variable they fit: a trainable delta ``k0/delta`` as much as an average
     ``net/w/fast`` of an EMA named ``fast`` averaged again by a default-named one
-    (review-17-attack-r37 F7), which no ``--ema-name`` reads as averages."""
+    (review-17-attack-r37 F7), or ``net/w/ExponentialMovingAverage`` averaged again by a
+    second default-named EMA, both on the model; no ``--ema-name`` reads them as averages."""
     read = ckpt_twins(ckpt)
-    return [k for k in keys if k in read and read[k].evidence == OWN_AVERAGE
-            and read[k].heads]
+    return [k for k in keys if k in read and read[k].heads
+            and read[k].evidence in (OWN_AVERAGE, SELF_NAMED_AVERAGE)]
 
 
 def unproven_warning(shown: list[str], again: list[str] = ()) -> str:
     """The warning ``export`` gives for the tensors it wrote as stored that may be averages
     (:func:`unproven_keys`' ``written``, :func:`held_twins`, :func:`averaged_averages`);
-    ``again``: those of ``shown`` whose own default-named average is stored
-    (:func:`averaged_again`)."""
+    ``again``: those of ``shown`` whose own average is stored (:func:`averaged_again`)."""
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    every = len(again) == len(shown)
     twice = ""
     if again:
         also = f" and {len(again) - 2} more" if len(again) > 2 else ""
-        which = "each" if len(again) == len(shown) else f"{', '.join(again[:2])}{also}"
-        twice = (f"; {which} also has its own default-named average stored, as both a "
-                 "variable of yours (a trainable delta) and an average under a name of yours "
-                 "averaged again by a default-named ExponentialMovingAverage (an EMA of an "
-                 "EMA) would, so no --ema-name reads them as averages")
+        which = "each" if every else f"{', '.join(again[:2])}{also}"
+        twice = (f"; {which} also has its own average stored, as both a variable of yours "
+                 "(a trainable delta) and a weight's average averaged again by a second "
+                 "ExponentialMovingAverage (an EMA of an EMA) would, so no --ema-name reads "
+                 "them as averages")
     return (f"{len(shown)} tensor(s) written as stored may be model weights or averages of an "
-            f"ExponentialMovingAverage given a name of your own ({', '.join(shown[:3])}{more}): "
-            "their names read both ways and TensorFlow records no EMA name but its default"
-            f"{twice}; if they are averages, leave them out with --exclude"
-            + ("" if len(again) == len(shown) else
-               " (or export the averages with --ema-name NAME)"))
+            f"ExponentialMovingAverage{'' if every else ' given a name of your own'} "
+            f"({', '.join(shown[:3])}{more}): their names read both ways"
+            + ("" if every else " and TensorFlow records no EMA name but its default")
+            + f"{twice}; if they are averages, leave them out with --exclude"
+            + ("" if every else " (or export the averages with --ema-name NAME)"))
 
 
 def raw_warnings(ckpt, variables, show, found: tuple[list[str], list[str]]) -> list[str]:

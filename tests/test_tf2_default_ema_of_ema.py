@@ -69,3 +69,44 @@ def test_restore_ema_says_so_too(saved, tmp_path):
     code, _, err = run_cli(["restore-ema", str(d), "--out", str(tmp_path / "r")])
     assert code == 0, err
     _said(err, stored)
+
+
+def test_both_lists_on_the_model_refused_naming_both_readings(tf, tmp_path):
+    """The same two default-named EMAs with both lists ON the model (``m.ema``, ``m.ema2``):
+    ``net/w/ExponentialMovingAverage`` beside its own average ``.../ExponentialMovingAverage``
+    in one model reads as a variable (a delta named so, r38 F2), and the refusal offered
+    ``--ema-name ExponentialMovingAverage`` "only if that is the name you gave", which gave
+    the same refusal (a loop), said "created after ema.apply()", and ``--raw`` wrote the
+    first EMA's averages with no warning. It now names both readings, offers no statement
+    it refuses, and ``--raw`` warns."""
+    m = tf.Module()
+    with tf.name_scope("net"):
+        m.w = tf.Variable(tf.random.stateless_normal([3, 3], [1, 2]), name="w")
+        m.b = tf.Variable(tf.random.stateless_normal([3], [1, 3]), name="b")
+    tv = [m.b, m.w]
+    ema1 = tf.train.ExponentialMovingAverage(0.5)
+    ema2 = tf.train.ExponentialMovingAverage(0.9)
+    for i in range(3):
+        for j, v in enumerate(tv):
+            v.assign_add(tf.ones_like(v) * (j + 1) * (i + 1))
+        ema1.apply(tv)
+        ema2.apply([ema1.average(v) for v in tv])
+    a = [ema1.average(v) for v in tv]
+    m.ema, m.ema2 = a, [ema2.average(x) for x in a]
+    tf.train.Checkpoint(model=m).write(str(tmp_path / "in" / "ckpt"))
+    d, out = tmp_path / "in", tmp_path / "x.npz"
+    for extra in ([], ["--ema-name", "ExponentialMovingAverage"]):
+        code, _, err = run_cli(["export", str(d), "--out", str(out), *extra])
+        said = " ".join(err.split())
+        assert code == 6 and not out.exists(), err
+        assert "(an EMA of an EMA)" in said and "(a trainable delta)" in said, said
+        assert "created after ema.apply()" not in said, said
+        assert "ema_name='ExponentialMovingAverage'" not in said, said  # no loop
+        assert "--ema-name ExponentialMovingAverage is refused" in said, said
+    code, _, err = run_cli(["export", str(d), "--raw", "--out", str(out)])
+    said = " ".join(err.split())
+    assert code == 0, err
+    assert "may be model weights or averages" in said and "model/ema/0" in said, said
+    with np.load(out) as z:  # the first EMA's averages, as stored
+        assert z["model/ema/0"].tobytes() == a[0].numpy().tobytes()
+        assert z["model/w"].tobytes() == m.w.numpy().tobytes()
