@@ -12,7 +12,13 @@ def no_average_line(ckpt: Checkpoint, key: str, ema_name: str, owner: str | None
     """A problem line for ``key``, which has no average, in the file's own terms: a TF1 Saver
     names the shadow after its variable (``owner``: the variable whose average that name is,
     when ``ema.apply()`` ran inside a ``variable_scope``); a TF2 checkpoint holds what was
-    saved of ``ema.average(v)``."""
+    saved of ``ema.average(v)``. ``owner`` the name itself: the map restores it as a variable
+    of its own, proven no average of ``key`` (a gradient's moment kept under it,
+    review-17-attack-r38's MINOR: it read "w0/ExponentialMovingAverage is
+    w0/ExponentialMovingAverage's average")."""
+    if ckpt.objects is None and owner == f"{key}/{ema_name}":
+        return (f"{key} (no shadow of its own; {key}/{ema_name} is no average of {key}: it "
+                "restores as a variable of its own)")
     if ckpt.objects is None and owner not in (None, key):
         return f"{key} (no shadow of its own; {key}/{ema_name} is {owner}'s average)"
     if ckpt.objects is None:

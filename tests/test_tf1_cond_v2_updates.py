@@ -25,6 +25,9 @@ import pytest
 from helpers import run_cli
 from helpers_tf1 import run_tf1_script
 
+import ckpt_tools
+from ckpt_tools.errors import EmaError
+
 SCRIPT = r'''
 from tensorflow.python.training import moving_averages
 
@@ -139,3 +142,28 @@ def test_gradient_moment_named_like_an_average_is_no_average(made, tmp_path, cas
     with np.load(dest) as got:
         assert got["w0"].tobytes() == truth["raw:w0"].tobytes()
         assert got["w1"].tobytes() == truth["ema:w1"].tobytes()
+
+
+def test_gradient_moment_refusal_of_the_graph_helpers_says_what_it_is(made, tf):
+    """``ema_saver``/``restore_ema`` in the graph imported from the ``.meta`` refuse ``w0``
+    saying its ``w0/ExponentialMovingAverage`` is no average of it (it read "... is
+    w0/ExponentialMovingAverage's average": review-17-attack-r38's MINOR), and
+    ``allow_missing=True`` restores ``w0`` raw, ``w1`` its average."""
+    out, truths = made
+    truth, prefix = truths["grad"], str(out / "grad" / "model.ckpt")
+    v1 = tf.compat.v1
+    said = ("w0 (no shadow of its own; w0/ExponentialMovingAverage is no average of w0: it "
+            "restores as a variable of its own)")
+    with tf.Graph().as_default():
+        v1.train.import_meta_graph(prefix + ".meta")
+        with pytest.raises(EmaError) as refused:
+            ckpt_tools.ema_saver(checkpoint=prefix)
+        assert said in str(refused.value) and "allow_missing=True" in str(refused.value)
+        with v1.Session() as sess:
+            with pytest.raises(EmaError) as refused:
+                ckpt_tools.restore_ema(sess, prefix)
+            assert said in str(refused.value)
+            ckpt_tools.restore_ema(sess, prefix, allow_missing=True)
+            got = {v.op.name: sess.run(v) for v in v1.global_variables()}
+    assert got["w0"].tobytes() == truth["raw:w0"].tobytes()
+    assert got["w1"].tobytes() == truth["ema:w1"].tobytes()
