@@ -167,11 +167,24 @@ def several_message(ckpt, variables, suffix, holder, several,
             if getattr(variables.get(c), "ema_style", None) != "keras"}
     if options is holders:
         bases = set(base.values())
-    unproven = sorted(bases - proven_ema_names(ckpt, bases)) if ema_name is None else []
+    # --ema-name fast beside 'ema' and 'ema/fast': fast over ema's averages? (r37 F7 note)
+    nested = sorted(n for n in bases if ema_name and n.endswith("/" + ema_name)
+                    and n[:-len(ema_name) - 1] in bases)
+    unproven = sorted(bases - proven_ema_names(ckpt, bases)) if (
+        ema_name is None or nested) else []
     if unproven and options is holders:
-        return _unproven_holders(ckpt, several, examples, more, unproven, bases, holders,
+        said = _unproven_holders(ckpt, several, examples, more, unproven, bases, holders,
                                  {c: holder[c] for c in cands if c in holder},
                                  base)
+        if nested:
+            n = nested[0]
+            said = (said[0] + f"; --ema-name {ema_name} does not pick one: TensorFlow names "
+                    f"the averages of an EMA named {ema_name!r} applied to the averages of "
+                    f"one named {n[:-len(ema_name) - 1]!r} (an EMA of an EMA) <weight>/{n}, "
+                    f"as it names those of an EMA named {n!r} applied to the weights, and the "
+                    "file does not tell them apart; an EMA of an EMA's averages are no "
+                    "weight's", *said[1:])
+        return said
     if unproven and options is not holders:
         # <weight>/<name> is also how optimizers store slots: say which names nothing proves
         # to be an EMA's, and offer them only as the caller's statement.

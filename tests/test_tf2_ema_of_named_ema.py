@@ -60,3 +60,40 @@ def test_stated_name_of_an_ema_averaged_again(tf, tmp_path):
         assert z["ema/0"].tobytes() == a[0].numpy().tobytes()
         assert z["ema/1"].tobytes() == a[1].numpy().tobytes()
         assert z["model/w"].tobytes() == m.w.numpy().tobytes()
+
+
+def test_stated_name_of_an_ema_over_a_named_emas_averages(tf, tmp_path):
+    """``ema`` (named "ema") over the weights and ``fast`` over ema's averages write
+    ``net/w/ema`` and ``net/w/ema/fast``, the names an EMA named "ema/fast" over the weights
+    writes too (review-17-attack-r37 F7 note). The true ``--ema-name fast`` was refused
+    "several ExponentialMovingAverage objects ... pass --ema-name ema or --ema-name ema2 to
+    say which EMA object's averages to use", unhedged, and ``--ema-name ema2`` then wrote
+    fast's averages OF ema's averages as the weights' averages. Refused naming the EMA of an
+    EMA, ``ema2`` offered only as the user's statement."""
+    m = tf.Module()
+    with tf.name_scope("net"):
+        m.w = tf.Variable(tf.random.stateless_normal([3, 3], [1, 2]), name="w")
+        m.b = tf.Variable(tf.random.stateless_normal([3], [1, 3]), name="b")
+    tv = [m.w, m.b]
+    first = tf.train.ExponentialMovingAverage(0.5, name="ema")
+    fast = tf.train.ExponentialMovingAverage(0.9, name="fast")
+    for i in range(3):
+        for j, v in enumerate(tv):
+            v.assign_add(tf.ones_like(v) * (j + 1) * (i + 1))
+        first.apply(tv)
+        fast.apply([first.average(v) for v in tv])
+    a = [first.average(v) for v in tv]
+    assert fast.average(a[0]).name.startswith(a[0].name[:-2] + "/fast")
+    d, out = tmp_path / "ck", tmp_path / "x.npz"
+    tf.train.Checkpoint(model=m, ema=a, ema2=[fast.average(x) for x in a]).write(
+        str(d / "ckpt"))
+    result = runner.invoke(app, ["export", str(d), "--ema-name", "fast", "--out", str(out)])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 6 and not out.exists(), result.output
+    assert "(an EMA of an EMA)" in said and "--ema-name fast does not pick one" in said, said
+    assert "to say which EMA object's averages to use" not in said, said
+    assert "--ema-name ema2 (its tensors named 'ema/fast') only if" in said, said
+    result = runner.invoke(app, ["export", str(d), "--ema-name", "ema", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    with np.load(out) as z:  # the first EMA's averages, the answer the refusal leaves
+        assert z["model/w"].tobytes() == a[0].numpy().tobytes()
