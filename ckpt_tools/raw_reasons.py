@@ -16,6 +16,10 @@ NON_TRAINABLE = "non_trainable"
 #: A float8 layer's scale or amax history: updated by ``overwrite_with_gradient``, so Keras'
 #: optimizer keeps no EMA copy of it (config.json records the layer's float8 dtype policy).
 FLOAT8_STATE = "float8_state"
+#: An int8/int4-quantized layer's kernel or scale in a file without config.json (a bare
+#: ``.weights.h5``): the layer's int8 ``vars/0`` proves the layout, whose class creates them
+#: ``trainable=False`` (only the bias trains).
+QUANTIZED = "quantized"
 
 _SAID = {FROZEN: "in layers it records frozen (trainable: false)",
          NON_TRAINABLE: "created with trainable=False by their layer's class",
@@ -29,12 +33,15 @@ def expected_raw(ckpt, keys) -> dict[str, str]:
 
     Returns:
         `dict[str, str]`: key -> :data:`FROZEN` or :data:`NON_TRAINABLE`; empty for files
-        without a Keras ``config.json`` (TF checkpoints, bare ``.weights.h5``) and for weights
+        without a Keras ``config.json`` (TF checkpoints, bare ``.weights.h5``: but for an
+        int8/int4-quantized layer's kernel and scales there, :data:`QUANTIZED`) and for weights
         the caller's ``--trainable`` left out that config.json does not record frozen (that
         is a statement, not the file's record).
     """
     layout = getattr(getattr(ckpt, "reader", None), "keras", None)
-    if layout is None or not layout.configured:
+    if layout is not None and not layout.configured:  # a bare .weights.h5 (s17j)
+        return _bare_quantized(layout, keys)
+    if layout is None:
         return {}
     frozen = set(layout.frozen) | set(getattr(layout, "frozen_left_out", ()))
     fixed = set(getattr(layout, "untrainable", ()))
@@ -52,6 +59,17 @@ def expected_raw(ckpt, keys) -> dict[str, str]:
     return found
 
 
+def _bare_quantized(layout, keys) -> dict[str, str]:
+    """The weights of ``keys`` of int8/int4-quantized layers no config.json records, which
+    the layer's int8 ``vars/0`` proves (:func:`~ckpt_tools.formats.keras.quantized.
+    bare_quantized`): its kernel and scales, created ``trainable=False``."""
+    from .formats.keras.quantized import INT_NAMES
+
+    return {k: QUANTIZED for k in keys if layout.trainable.get(k) is False
+            and k in set(layout.untrainable)
+            and layout.paths.get(k, "").rpartition("/")[2] in INT_NAMES}
+
+
 #: The TF1 ``.meta`` lists it outside ``trainable_variables`` (:mod:`ckpt_tools.frozen_meta`).
 NOT_TRAINABLE_META = "not_trainable"
 #: An integer weight of a TensorFlow checkpoint (a hand-quantized ``w_q``): TF's
@@ -63,6 +81,16 @@ def expected_raw_note(reasons: dict[str, str], shown) -> str | None:
     """The note for weights :func:`expected_raw` (or, for a TF1 ``.meta``,
     :func:`~ckpt_tools.frozen_meta.frozen_variables`) explains (``shown``: key -> display
     name), or None where there are none."""
+    quantized = [shown(k) for k, r in reasons.items() if r == QUANTIZED]
+    if quantized:  # a bare .weights.h5's (expected_raw): no config.json reason beside them
+        quantized_note = (
+            f"{len(quantized)} weight(s) have no EMA copy and keep their raw values: "
+            "int8/int4-quantized layers' kernels and scales (the layer's int8 kernel shows it "
+            "quantized; Keras creates them trainable=False, only the bias trains): "
+            f"{', '.join(quantized[:5])}" + (" ..." if len(quantized) > 5 else ""))
+        reasons = {k: r for k, r in reasons.items() if r != QUANTIZED}
+        rest = expected_raw_note(reasons, shown)
+        return quantized_note if rest is None else f"{quantized_note}; {rest}"
     frozen = [shown(k) for k, r in reasons.items() if r == NOT_TRAINABLE_META]
     ints = [shown(k) for k, r in reasons.items() if r == NOT_FLOAT]
     reasons = {k: r for k, r in reasons.items() if r not in (NOT_TRAINABLE_META, NOT_FLOAT)}
