@@ -241,3 +241,22 @@ def test_the_true_trainable_skipping_the_tied_copy_is_refused_as_tying(made, nam
     assert "weight tying" in err and "apply_keras_ema(model, path)" in err, err
     assert "trainable variables first" not in err, err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("stated", ["emb/embeddings,mid/kernel,mid/bias,zz_tied/0,zz_tied/1",
+                                    "emb,mid,zz_tied"])
+def test_a_tied_weight_stated_twice_is_refused_naming_the_tie(made, stated, tmp_path):
+    """s17d's leftover of review-16-attack-r32 F10: stating the tied variable under both
+    layers (one weight too many for the optimizer, which lists it once) was refused as a count
+    that does not fit, asking for 'every weight the optimizer was built with' without naming
+    the tie the values show; never a pairing, and no statement offered as the answer."""
+    out, _ = made
+    code, _, err = run_cli(["export", str(out / "tied.weights.h5"), "--out",
+                            str(tmp_path / "w.npz"), "--not-swapped", "--use-ema",
+                            "--trainable", stated])
+    flat = " ".join(err.split())
+    assert code == 6, err
+    assert "zz_tied/0 holds exactly the values of emb/embeddings, both stated" in flat, err
+    assert "weight tying" in flat and "frozen copy" in flat, err
+    assert "apply_keras_ema(model, path)" in flat, err
+    assert not (tmp_path / "w.npz").exists()

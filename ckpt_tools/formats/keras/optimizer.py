@@ -36,6 +36,7 @@ from .optimizer_slots import (
     shown_name,
     spec,
 )
+from .stated_tied import stated_twice
 
 
 def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
@@ -202,11 +203,14 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
         # no statement can fit: not even every weight of the file gives that many variables
         lay.notes.append(_not_held(len(rest), len(lay.model), lay.optimizer))
     elif lay.use_ema and stated:
+        tied = stated_twice(lay.paths, tkeys, read)  # one variable stated twice (s17d)
         lay.notes.append(f"the {len(tkeys)} weights stated with --trainable do not fit the "
                          f"{len(rest)} {shown_name(lay.optimizer) or 'optimizer'} variables after "
-                         "iteration/learning_rate: state every weight the optimizer was built "
+                         "iteration/learning_rate" + (f"{tied}: apply_keras_ema(model, path) "
+                                                      "with the live model" if tied else
+                         ": state every weight the optimizer was built "
                          "with, in model.trainable_variables order (Python: "
-                         "apply_keras_ema(model, path))")
+                         "apply_keras_ema(model, path))"))
     elif lay.use_ema and unknown:
         lay.notes.append("EMA copies cannot be paired: the "
                          f"{shown_name(lay.optimizer) or 'unknown'} optimizer's per-weight "

@@ -6,6 +6,8 @@ layers (``embedding/0`` and ``tied_out/0``), and the optimizer lists it once, so
 ``--trainable embedding/0,...,tied_out/1`` skips ``tied_out/0``. That was refused as if the
 order were wrong ("Keras saves a layer's trainable variables first"); the values show the tie,
 as they do once the pairing is read (:mod:`ckpt_tools.keras_twins`), so the refusal says so.
+Stated under both layers (``--trainable emb,...,tied_out``), one weight too many for the
+optimizer, the count's refusal names the tie too (:func:`stated_twice`).
 """
 
 from __future__ import annotations
@@ -60,3 +62,26 @@ def refuse_tied(paths: Mapping[str, str], layer: str, own: list[str], got: list[
             "the optimizer lists it once, its average belongs in both places), or a frozen "
             "copy equal to it; the file does not record which, so nothing is decided: "
             "apply_keras_ema(model, path) with the live model")
+
+
+def stated_twice(paths: Mapping[str, str], keys: list[str], read: Callable | None) -> str:
+    """The sentence naming two weights of ``keys`` (a ``--trainable`` that fits no layout)
+    that hold exactly the same values, as a tied variable saved under two layers does
+    (``--trainable emb,...,tied_out`` states it twice: one too many for the optimizer); ``""``
+    where ``read`` is ``None`` or none do (a constant, such as a zero bias, proves nothing)."""
+    if read is None:
+        return ""
+    seen: dict[tuple, str] = {}
+    for key in keys:
+        v = np.ascontiguousarray(read(key))
+        if v.dtype.kind != "f" or v.size < 2 or np.isnan(v).any() or (v == v.flat[0]).all():
+            continue
+        found = seen.setdefault((v.shape, v.dtype.str, v.tobytes()), key)
+        if found != key:
+            k, w = paths.get(key, key), paths.get(found, found)
+            return (f"; {k} holds exactly the values of {w}, both stated: either {w} itself, "
+                    "saved twice because two layers hold it (weight tying, e.g. self.tied = "
+                    "emb.embeddings: the optimizer lists it once, its average belongs in both "
+                    "places), or a frozen copy equal to it; the file does not record which, so "
+                    "nothing is decided")
+    return ""
