@@ -175,8 +175,8 @@ def off_default(ckpt, unpaired: list, ema_name: str | None = None) -> list:
     a name of the user's reads as averages, which stay out of the default-named EMA's pairing:
     a :data:`~ckpt_tools.tf2_twins.CONTAINER` kept on the model (a list or dict every element
     of which is named ``<v>/<x>``) whose ``x`` is neither TF's default EMA name nor the stated
-    one (``ema_name``), beside averages of the same variables under the stated name (``<v>/
-    fast``; without one, under TF's default, ``<v>/ExponentialMovingAverage``). Unnamed
+    one (``ema_name``), beside averages of the same variables under either (``<v>/fast``,
+    ``<v>/ExponentialMovingAverage``; ``--ema-name model``, an attribute, adds none). Unnamed
     variables (``Variable``) with pruning masks ``m.masks = [Variable/mask ...]`` and one
     default EMA were refused as four averages of "several default-named EMA objects", and
     every true ``--apply-order`` too (review-17-attack-r37 F6); with an EMA named ``fast``
@@ -188,9 +188,11 @@ def off_default(ckpt, unpaired: list, ema_name: str | None = None) -> list:
     if ckpt.objects is None or not unpaired:
         return unpaired
     full = ckpt.objects.full_names
-    chosen = ema_name or R.DEFAULT_EMA_NAME  # the one EMA name the pairing is for
-    defaults = {f[:-len(chosen) - 1] for f in map(_unnumbered, full.values())
-                if f.endswith("/" + chosen)}
+    # the EMA names the pairing is for: TF's default, and the stated one (which may name the
+    # attribute the averages are kept under, --ema-name model: then only the default's)
+    chosen = {R.DEFAULT_EMA_NAME, *([ema_name] if ema_name else [])}
+    defaults = {f[:-len(n) - 1] for f in map(_unnumbered, full.values()) for n in chosen
+                if f.endswith("/" + n)}
     if not defaults:
         return unpaired
     read = ckpt_twins(ckpt)
@@ -198,7 +200,7 @@ def off_default(ckpt, unpaired: list, ema_name: str | None = None) -> list:
     def aside(t) -> bool:
         return (t is not None and t.outcome == CANDIDATE and t.evidence == CONTAINER
                 and not t.apart and bool(t.heads) and full.get(t.heads[0]) in defaults
-                and not t.named(chosen) and not t.named(R.DEFAULT_EMA_NAME))
+                and not any(t.named(n) for n in chosen))
 
     return [v for v in unpaired if not aside(read.get(v.name))]
 

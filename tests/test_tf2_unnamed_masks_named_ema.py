@@ -92,3 +92,28 @@ def test_apply_ema_with_the_live_module(saved):
            "model/masks/1": m.masks[1]}
     for k, want in truth.items():
         assert got[k].numpy().tobytes() == want.tobytes(), k
+
+
+def test_default_ema_on_the_model_with_its_attribute_stated(tmp_path):
+    """The default-named form with the averages ON the model (``m.ema``): ``--ema-name model``
+    (the attribute the refusal names, r37 F6's fix) stays right beside the stated-name rule."""
+    tf = pytest.importorskip("tensorflow")
+    m = _net(tf)
+    tv = list(m.trainable_variables)
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    for _ in range(3):
+        for j, v in enumerate(tv):
+            v.assign_add(tf.ones_like(v) * (j + 1))
+        ema.apply(tv)
+    m.ema = [ema.average(v) for v in tv]
+    tf.train.Checkpoint(model=m).write(str(tmp_path / "in" / "ckpt"))
+    truth = {"model/w": ema.average(m.w).numpy(), "model/b": ema.average(m.b).numpy(),
+             "model/masks/0": m.masks[0].numpy(), "model/masks/1": m.masks[1].numpy()}
+    out = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "in"), "--ema-name", "model",
+                            "--apply-order", "trainable", "--strict", "--out", str(out)])
+    assert code == 0, err
+    with np.load(out) as z:
+        assert sorted(z.files) == sorted(truth), z.files
+        for k, want in truth.items():
+            assert z[k].tobytes() == want.tobytes(), k
