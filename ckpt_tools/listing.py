@@ -171,7 +171,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         any_ema=any(v.role == "ema" for v in everything),
         with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
         by_key={v.name: v for v in everything}, shards=data_shards(ckpt),
-        ema_evidence=_ema_evidence(layout), frozen=frozen, unproven=unproven,
+        ema_evidence=_ema_evidence(layout, ckpt), frozen=frozen, unproven=unproven,
         raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]))
 
 
@@ -273,14 +273,18 @@ def list_names(checkpoint: str | os.PathLike | Checkpoint, *,
                 ckpt.close()
 
 
-def _ema_evidence(layout) -> dict | None:
+def _ema_evidence(layout, ckpt) -> dict | None:
     """``source`` is ``config`` (config.json), ``layout`` (the optimizer variables' shapes)
     or ``stated`` (``--use-ema``/``--no-use-ema``); ``notes`` say what could not be worked
-    out. Values never decide."""
+    out; ``weights_are_averages``: ``True`` where ``ckpt restore-ema`` wrote the file
+    (:mod:`~ckpt_tools.restored_mark`, review-17-user-u19 F10). Values never decide."""
     if layout is None:
         return None
+    from .restored_mark import checkpoint_marked
+
     return {"use_ema": layout.use_ema, "source": layout.ema_source or None,
-            "detail": layout.ema_evidence, "notes": list(layout.notes)}
+            "detail": layout.ema_evidence, "notes": list(layout.notes),
+            **({"weights_are_averages": True} if checkpoint_marked(ckpt) else {})}
 
 
 def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:

@@ -80,6 +80,8 @@ def test_list_and_export_read_restore_emas_mark(baked, kind):
     assert listed.exit_code == 0, listed.output
     assert SAID in _words(listed.output), listed.output
     assert "--use-ema" not in listed.output, listed.output
+    doc = json.loads(_ckpt("list", path, "--json").stdout)
+    assert doc["ema_evidence"]["weights_are_averages"] is True, doc["ema_evidence"]
     for extra in ([], ["--raw"]):
         npz = out / f"{kind}{len(extra)}.npz"
         r = _ckpt("export", path, "--out", npz, "--json", *extra)
@@ -114,5 +116,7 @@ def test_a_keras_save_drops_the_claim(baked, tmp_path, kind):
     for args in (["list", path], ["export", path, "--out", tmp_path / "x.npz"]):
         r = _ckpt(*args)
         assert SAID not in _words(r.output), (args, r.output)
+    evidence = json.loads(_ckpt("list", path, "--json").stdout)["ema_evidence"]
+    assert "weights_are_averages" not in evidence, evidence
     if kind == "weights.h5":  # its layout fits use_ema=True and False: asked, as any other
         assert r.exit_code == 6 and "--use-ema" in r.output, r.output

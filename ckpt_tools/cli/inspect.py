@@ -18,7 +18,7 @@ from ..checkpoint import open_checkpoint
 from ..errors import OptionError
 from ..listing import Listing, list_names, list_variables, short_collection
 from ..lookup_tables import table_totals
-from ..restored_mark import MARKED, weights_are_averages
+from ..restored_mark import MARKED
 from ..roles import ROLES
 from ._common import (
     AveragesOnlyOpt,
@@ -296,8 +296,7 @@ def _print_table(out: Output, listing: Listing) -> None:
     evidence = listing.ema_evidence or {}
     nests = next((n for n in evidence.get("notes") or []
                   if n.startswith("the optimizer nests")), None)
-    if not out.json_mode and not listing.with_shadow and listing.format in ("keras", "h5") and \
-            weights_are_averages(listing.checkpoint):  # the mark restore-ema leaves (u19 F10)
+    if evidence.get("weights_are_averages") and not listing.with_shadow:  # u19 F10
         out.summary(f"EMA: {MARKED} (export and eval use them as they are)")
     elif nests and not listing.with_shadow:
         # a MultiOptimizer whose inner optimizers may hold averages: never "none has a shadow"
