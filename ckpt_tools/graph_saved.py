@@ -61,5 +61,5 @@ def plan_in_graph(ckpt: Checkpoint, m, keys: list[str], own, rescope, frozen=fro
             out_raw[key] = stored
         else:
             problems.append(f"{key} (not in the checkpoint: its save op wrote no key "
-                            "from it)")
+                            f"from a variable named {name})")
     return out_avg, out_raw, missing, problems

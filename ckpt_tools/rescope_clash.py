@@ -123,3 +123,25 @@ def refuse_object_rescope(ckpt, strip_scope: str | None, add_scope: str | None) 
             "(model/w/.ATTRIBUTES/VARIABLE_VALUE): re-scoped, they are read by nothing; leave "
             "it out (tf.train.Checkpoint restores by object, whatever the scope), or name the "
             "exported weights with ckpt export --rename")
+
+
+def stored_checkpoint_key(graph_key: str, strip_scope: str | None, add_scope: str | None,
+                          stored) -> str:
+    """:func:`checkpoint_key`, except that a name stored as it is, outside ``strip_scope``,
+    where the name inside it is not stored, is read as it is: a graph rebuilt without the
+    training scope ``net/`` still has the top-level ``global_step``, stored as
+    ``global_step``, which ``ckpt map --strip-scope net/`` maps to itself
+    (review-17-user-u19 F12). ``stored``: the checkpoint's keys (anything ``in`` tests).
+
+    Example:
+        >>> stored_checkpoint_key("global_step", "net/", None, {"net/w", "global_step"})
+        'global_step'
+        >>> stored_checkpoint_key("w", "net/", None, {"net/w", "global_step"})
+        'net/w'
+    """
+    key = checkpoint_key(graph_key, strip_scope, add_scope)
+    if strip_scope and key not in stored:
+        bare = key[len(scope_prefix(strip_scope)):]
+        if bare in stored and not bare.startswith(scope_prefix(strip_scope)):
+            return bare
+    return key

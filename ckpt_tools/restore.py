@@ -18,7 +18,7 @@ from .keras_assumption_texts import LIVE_FIT_ORDER
 from .live_order import keras_source, live_order, scoped_live_order
 from .live_pairing import key_variables
 from .locate import locate
-from .restore_plan import flatten_variables, graph_key, plan_sources
+from .restore_plan import flatten_variables, graph_key, plan_sources, scope_check
 from .restore_problems import NO_VARIABLES, entry_mismatch, keras_pointer, restore_advice
 from .restore_saver import ema_saver, opened, tensorflow
 from .tfk_order import has_open_averages
@@ -110,8 +110,8 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         if not variables:
             raise EmaError(f"{ckpt.path}: {NO_VARIABLES}")
         keyed = [(v, *graph_key(v)) for v in variables]
-        averaged, raw, problems = plan_sources(ckpt, [k for _, k, _ in keyed],
-                                        {**map_options, "allow_missing": allow_missing})
+        options = {**map_options, "allow_missing": allow_missing}
+        averaged, raw, problems = plan_sources(ckpt, [k for _, k, _ in keyed], options)
         feed, ops, result = {}, [], RestoreResult(ckpt.path)
         values: dict[str, object] = {}
         for var, key, info in keyed:
@@ -139,7 +139,9 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         if problems:
             raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
-                           + restore_advice(problems, ckpt) + keras_pointer(ckpt))
+                           + restore_advice(problems, ckpt, scope_check(
+                               ckpt, [k for _, k, _ in keyed], options))
+                           + keras_pointer(ckpt))
         if ops:
             sess.run(ops, feed_dict=feed)
         return result

@@ -8,8 +8,9 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 from .ema_missing import MISFILED
 from .emamap import KEEP, ema_map, rescope
+from .errors import CheckpointError
 from .graph_saved import plan_in_graph
-from .rescope_clash import checkpoint_key
+from .rescope_clash import stored_checkpoint_key
 from .restore_problems import no_average_line
 
 
@@ -34,6 +35,20 @@ def flatten_variables(var_list) -> list:
     return out
 
 
+def scope_check(ckpt: Checkpoint, keys: list[str], map_options: dict):
+    """What makes a scope hint true: ``works(strip_scope, add_scope)`` is whether every one of
+    ``keys`` restores (:func:`plan_sources` finds no problem) under those options in place of
+    the caller's, their other options kept (review-17-user-u19 F3: a hint is given only
+    where following it literally restores every variable)."""
+    def works(strip_scope: str | None, add_scope: str | None) -> bool:
+        options = {**map_options, "strip_scope": strip_scope, "add_scope": add_scope}
+        try:
+            return not plan_sources(ckpt, keys, options)[2]
+        except CheckpointError:  # refused under them too
+            return False
+    return works
+
+
 def plan_sources(ckpt: Checkpoint, keys: list[str], map_options: dict,
                  frozen: frozenset[str] = frozenset()) -> tuple[dict, dict, list]:
     """Pairs each target key with its source: (averaged {key: src}, raw {key: src}, problems).
@@ -45,7 +60,8 @@ def plan_sources(ckpt: Checkpoint, keys: list[str], map_options: dict,
     sources = m.sources()
 
     def own(key: str) -> str:
-        return checkpoint_key(key, map_options.get("strip_scope"), map_options.get("add_scope"))
+        return stored_checkpoint_key(key, map_options.get("strip_scope"),
+                                     map_options.get("add_scope"), ckpt)
 
     if m.held:  # keys the save op wrote from variables of other names: through it
         averaged, raw, lacking, problems = plan_in_graph(ckpt, m, keys, own, lambda k: rescope(

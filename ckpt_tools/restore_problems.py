@@ -3,9 +3,10 @@ per variable, in the file's own terms, and what decides."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from .checkpoint import Checkpoint
+from .rescope_clash import stored_checkpoint_key
 
 
 def no_average_line(ckpt: Checkpoint, key: str, ema_name: str, owner: str | None = None) -> str:
@@ -27,35 +28,74 @@ def no_average_line(ckpt: Checkpoint, key: str, ema_name: str, owner: str | None
             "ema.average(v) is not saved)")
 
 
-def scope_advice(ckpt: Checkpoint | Collection[str], keys: list[str]) -> str | None:
-    """``add_scope="P/"`` where every key in ``keys`` (graph names the checkpoint lacks) is
-    ``P/`` + a stored key (a graph imported with ``import_meta_graph(meta,
-    import_scope="P")``), ``strip_scope="P/"`` where ``P/`` + each is stored (a graph rebuilt
-    without the training scope); else ``None``. A hint naming the option, never applied: the
-    user says which scope their graph has.
+def scope_advice(ckpt: Checkpoint | Collection[str], keys: list[str],
+                 works: Callable[[str | None, str | None], bool] | None = None) -> str | None:
+    """The scope options that make each of ``keys`` (graph names the checkpoint lacks) a
+    stored name: ``add_scope="P/"`` where each is ``P/`` + one, ``P/`` of any depth (a graph
+    imported with ``import_meta_graph(meta, import_scope="eval/m")``, or under a
+    ``name_scope``); ``strip_scope="P/"`` where ``P/`` + each is one (a graph rebuilt without
+    the training scope; a top-level name stored as it is counts, as
+    :func:`~ckpt_tools.rescope_clash.stored_checkpoint_key` reads it); both, where the graph
+    was rebuilt under another scope in place of the training one. Stored names: the
+    checkpoint's keys and the variables its save op wrote (a ``Saver(var_list=dict)``'s keys
+    are not their names). ``works(strip_scope, add_scope)`` (:func:`~ckpt_tools.restore_plan.
+    scope_check`) is asked before options are named: a hint is given only where following it
+    restores every variable (review-17-user-u19 F3). ``None`` where none fits. A hint naming
+    the options, never applied: the user says which scope their graph has.
 
     Example:
         >>> scope_advice({"w", "b"}, ["m/w", "m/b"])
         'add_scope="m/"'
+        >>> scope_advice({"w", "b"}, ["eval/m/w", "eval/m/b"])
+        'add_scope="eval/m/"'
         >>> scope_advice({"tower_0/w", "tower_0/b"}, ["w", "b"])
         'strip_scope="tower_0/"'
+        >>> scope_advice({"net/w", "net/b", "global_step"}, ["model/w", "model/b"])
+        'strip_scope="net/", add_scope="model/"'
     """
     if not keys:
         return None
-    heads = {k.partition("/")[0] for k in keys}
-    if len(heads) == 1 and all("/" in k for k in keys):
-        head = heads.pop() + "/"
-        if all(k[len(head):] in ckpt for k in keys):
-            return f"add_scope={head!r}".replace("'", '"')
-    for head in sorted({k.partition("/")[0] + "/" for k in ckpt if "/" in k}):
-        if all(head + k in ckpt for k in keys):
-            return f"strip_scope={head!r}".replace("'", '"')
+    names = _stored_names(ckpt)
+    first = keys[0]
+    heads = [first[:i + 1] for i, c in enumerate(first) if c == "/"]
+    for add in [""] + [h for h in heads if all(k.startswith(h) for k in keys)]:
+        rest = [k[len(add):] for k in keys]
+        strips = sorted({n[:-len(rest[0])] for n in names if n.endswith("/" + rest[0])},
+                        key=lambda s: (len(s), s))
+        for strip in ([""] if add else []) + strips:
+            if all(stored_checkpoint_key(r, strip or None, None, names) in names for r in rest) \
+                    and (works is None or works(strip or None, add or None)):
+                return ", ".join(f'{o}="{v}"' for o, v in (("strip_scope", strip),
+                                                            ("add_scope", add)) if v)
     return None
 
 
-def restore_advice(problems: list[str], ckpt: Checkpoint | None = None) -> str:
+def _stored_names(ckpt: Checkpoint | Collection[str]) -> set[str]:
+    names = set(ckpt)
+    if isinstance(ckpt, Checkpoint):
+        from .save_op import written_sources
+
+        for sources in (written_sources(ckpt) or {}).values():
+            names.update(sources)
+    return names
+
+
+def _when(scope: str) -> str:
+    """When the scope options ``scope`` (:func:`scope_advice`) are the graph's."""
+    opts = dict(o.split("=") for o in scope.split(", "))
+    strip, add = opts.get("strip_scope"), opts.get("add_scope")
+    if strip and add:
+        return f"if the graph was rebuilt under {add[1:-1]} in place of {strip[1:-1]}"
+    if strip:
+        return "if the graph was rebuilt without it"
+    return "if the graph was imported (or built) under it"
+
+
+def restore_advice(problems: list[str], ckpt: Checkpoint | None = None,
+                   works: Callable[[str | None, str | None], bool] | None = None) -> str:
     """What decides, for the problems :func:`_plan` found (``ckpt``: the checkpoint, to name
-    a scope that would make the graph's names its keys)."""
+    scope options that would make the graph's names its keys; ``works``: whether they
+    restore every variable, see :func:`scope_advice`)."""
     if any("(no shadow " in p for p in problems):
         return ("; pass allow_missing=True to restore their raw values, or var_list= without "
                 "them")
@@ -64,13 +104,11 @@ def restore_advice(problems: list[str], ckpt: Checkpoint | None = None) -> str:
                 "averaged variable's ema.average(v) (tf.train.Checkpoint(model=model, "
                 "ema=[ema.average(v) for v in variables]))")
     absent = [p.partition(" (not in the checkpoint")[0] for p in problems
-              if " (not in the checkpoint)" in p]
-    scope = scope_advice(ckpt, absent) if ckpt is not None and len(absent) == len(problems) \
-        else None
+              if " (not in the checkpoint" in p]
+    scope = scope_advice(ckpt, absent, works) if ckpt is not None \
+        and len(absent) == len(problems) else None
     if scope:
-        return (f"; every one is stored under another scope: pass {scope} if the graph was "
-                "imported or rebuilt under it, or var_list= with the variables the checkpoint "
-                "holds")
+        return f"; every one is stored under another scope: pass {scope} {_when(scope)}"
     if any("(not in the checkpoint" in p for p in problems):
         return "; pass var_list= with the variables the checkpoint holds"
     return ""

@@ -7,8 +7,8 @@ from .checkpoint import Checkpoint, open_checkpoint
 from .ema_several import split_ema_names
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
 from .live_save_ops import contradicted, mark_own_saver, save_op_writers
-from .rescope_clash import checkpoint_key
-from .restore_plan import flatten_variables, graph_key, plan_sources
+from .rescope_clash import checkpoint_key, stored_checkpoint_key
+from .restore_plan import flatten_variables, graph_key, plan_sources, scope_check
 from .restore_problems import NO_VARIABLES, restore_advice
 
 
@@ -95,9 +95,10 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     if checkpoint is not None:
         ckpt, owned = opened(checkpoint)
         try:
-            averaged, raw, problems = plan_sources(ckpt, list(groups), {
-                "ema_name": ema_name, "allow_missing": allow_missing,
-                "strip_scope": strip_scope, "add_scope": add_scope})
+            options = {"ema_name": ema_name, "allow_missing": allow_missing,
+                       "strip_scope": strip_scope, "add_scope": add_scope}
+            averaged, raw, problems = plan_sources(ckpt, list(groups), options)
+            own = {k: stored_checkpoint_key(k, strip_scope, add_scope, ckpt) for k in groups}
             for key, entry in ckpt.entries().items():
                 if entry.extra and entry.extra.get("fragments"):
                     parts[key] = {tuple(s for s, _ in t.resolve(entry.shape)): m for t, m in zip(
@@ -106,7 +107,8 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
                 raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) cannot be restored: "
                                + "; ".join(problems[:8])
                                + (" ..." if len(problems) > 8 else "")
-                               + restore_advice(problems, ckpt))
+                               + restore_advice(problems, ckpt, scope_check(
+                                   ckpt, list(groups), options)))
         finally:
             if owned:
                 ckpt.close()
