@@ -118,17 +118,19 @@ def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                 "--ema-name", {target: tuple(sorted(keys))})
         slot_named = any(variables[k].role == R.OPTIMIZER_SLOT for k in keys)
         if len(keys) > 1 and slot_named and not proven:
-            why = ("its graph records no update op of them" if ops is not None else
+            why = ("the .meta beside it, read, records no update op of them (updated by "
+                   "another graph's ops, or not by assign_moving_average): --raw exports "
+                   "them as stored" if ops is not None else
                    "--no-meta leaves its graph unread" if ckpt.meta_unread or (
                        not use_meta and ckpt.meta is not None)
                    else "no .meta is beside the checkpoint")
+            put = "" if ops is not None else ": put the .meta written with the checkpoint beside it"
             raise UnprovenPairingError(
                 f"{ckpt.path}: --ema-name {ema_name}: {target} has "
                 f"{', '.join(sorted(keys))}, and an optimizer keeps its slots under the same "
                 f"names ({R.split_key(keys[0])[1]} is one an optimizer uses; TF numbers the "
                 "later of two _1): the keys do not tell which one ema.apply() wrote; the "
-                f"training graph's .meta does (its update ops), and {why}: put the .meta "
-                "written with the checkpoint beside it",
+                f"training graph's .meta does (its update ops), and {why}{put}",
                 None, {target: tuple(sorted(keys))})
 
 
@@ -343,12 +345,13 @@ def slot_named_hint(ckpt: Checkpoint, variables, name: str, stated: bool,
 
 def _graph_unread(ckpt: Checkpoint) -> str:
     """Why the ``.meta``'s update ops did not decide, for :func:`slot_named_hint`: a ``.meta``
-    beside the checkpoint and read records none of these tensors' (an update run inside a
-    ``tf.while_loop`` lives in a function body not read; review-15-attack-r29 F4)."""
+    beside the checkpoint and read records none of these tensors' (review-15-attack-r29 F4;
+    its cond and while bodies, v1 and v2, and its functions are read: review-18-attack-r39
+    F5)."""
     if ckpt.meta_unread:
         return ", which --no-meta leaves unread"
     if update_ops(ckpt) is not None:
         return (", yet the .meta beside it, read, shows no AssignMovingAvg op writing any of them "
-                "(updates run inside a tf.while_loop or a nested tf.cond live in function "
-                "bodies not read)")
+                "(the averages were updated by ops of another graph than this .meta's, or "
+                "not by assign_moving_average)")
     return ": put the .meta written with the checkpoint beside it"

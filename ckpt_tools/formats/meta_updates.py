@@ -39,7 +39,9 @@ from .graph_def import (
 _VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
 _MOVING_AVG = re.compile(r"(?:^|/)AssignMovingAvg(?:_\d+)?$")
-_SWITCHES = frozenset({"Switch", "RefSwitch"})  # a control-flow-v1 cond's branch inputs
+# a control-flow-v1 tf.cond's branch inputs (Switch) and a v1 tf.while_loop's frame inputs
+# (Enter: apply() run in the loop's body reads its variables through them; review-18-attack-r39 F1)
+_SWITCHES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
 _APPLY = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")
 _NONE = GraphNode("", [], [])
 
@@ -133,19 +135,26 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
     all the same (review-17-attack-r36 F10)."""
     nodes = graph.nodes
 
-    def variable(name: str) -> str | None:
-        """The variable op ``name`` reads (through reads, and through the ``Switch`` a
-        control-flow-v1 ``tf.cond`` passes it into a branch by: ``apply()`` run in the
-        cond's branch is ``apply()`` all the same), or ``None``."""
+    def source(name: str) -> str:
+        """The op ``name`` reads, through reads and through the ``Switch`` a control-flow-v1
+        ``tf.cond`` passes it into a branch by, or the ``Enter`` a v1 ``tf.while_loop`` passes
+        it into the loop's frame by: ``apply()`` run in the cond's branch or the loop's body
+        is ``apply()`` all the same."""
         for _ in range(8):
             name = through_reads(nodes, op_name(name))
             head = nodes.head(name)
             if head is None or head[0] not in _SWITCHES or not head[1]:
                 break
             name = head[1]
+        return name
+
+    def variable(name: str) -> str | None:
+        """The variable op ``name`` reads (:func:`source`), or ``None``."""
+        name = source(name)
         return name if name in nodes and nodes[name].op in _VARIABLE_OPS else None
 
     found = _updates(nodes, variable)
+    found.tensors.update({k: (source(v), s) for k, (v, s) in found.tensors.items()})
     for branch in branches:
         outer = dict(zip(branch.args, branch.outer, strict=True))
 
