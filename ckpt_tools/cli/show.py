@@ -11,8 +11,6 @@ Examples::
 
 from __future__ import annotations
 
-import math
-import sys
 from typing import Annotated
 
 import numpy as np
@@ -22,7 +20,6 @@ from ..checkpoint import Checkpoint, open_checkpoint
 from ..errors import CorruptCheckpointError, VariableNotFoundError
 from ..keras_assumed import refuse_assumed
 from ..stats import StatsRecord, checkpoint_stats, select_keys
-from ..tensor_stats import TensorStats, json_float
 from ._common import (
     FitOrderOpt,
     GrepOpt,
@@ -55,130 +52,11 @@ from .ema import (
     open_averages,
     proven_variables,
 )
+from .values_text import format_values, num_text, sparkline, stats_lines, values_json
 
-_SPARK = "▁▂▃▄▅▆▇█"
 FullOpt = Annotated[bool, typer.Option("--full", help="Print every value, not a summary.")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=20,
                                            help="Digits after the decimal point.")]
-
-
-def sparkline(counts: tuple[int, ...] | list[int]) -> str:
-    """Renders histogram counts as unicode bars (``▁▃█▂``); empty bins print as spaces.
-
-    Example:
-        >>> sparkline([0, 1, 4, 2])
-        ' ▂█▄'
-    """
-    top = max(counts, default=0)
-    if top <= 0:
-        return ""
-    return "".join(" " if c == 0 else _SPARK[min(len(_SPARK) - 1, (c * len(_SPARK) - 1) // top)]
-                   for c in counts)
-
-
-def _num(value: float | int | None, precision: int = 4) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if not math.isfinite(value):
-        return str(value)
-    return f"{value:.{precision}g}"
-
-
-def _stats_lines(s: TensorStats, precision: int) -> list[str]:
-    if s.kind == "string":
-        return [f"count {s.count:,}  byte length min {_num(s.min)}  max {_num(s.max)}  "
-                f"mean {_num(s.mean, precision)}"]
-    lines = [f"count {s.count:,}  min {_num(s.min, precision)}  max {_num(s.max, precision)}  "
-             f"mean {_num(s.mean, precision)}  std {_num(s.std, precision)}  "
-             f"L2 {_num(s.l2, precision)}",
-             f"NaN {s.nan:,}  Inf {s.inf:,}  zero fraction "
-             f"{'-' if s.zero_fraction is None else f'{s.zero_fraction:.3f}'}"]
-    if s.histogram:
-        lines.append(f"histogram [{_num(s.min, 3)}, {_num(s.max, 3)}] "
-                     f"{sparkline(s.histogram)}")
-    return lines
-
-
-def format_values(array: np.ndarray, *, full: bool, precision: int, width: int = 100) -> str:
-    """Returns NumPy-style text for ``array``, summarised with ``...`` unless ``full``.
-
-    Args:
-        array (`np.ndarray`): any tensor (bfloat16/float8 print as float32).
-        full (`bool`): print every element.
-        precision (`int`): digits after the decimal point.
-        width (`int`): the longest line (a terminal's width: rows never wrap into each other).
-
-    Returns:
-        `str`: the text, without a trailing newline.
-
-    Example:
-        >>> format_values(np.arange(3.0), full=False, precision=2)
-        '[0., 1., 2.]'
-    """
-    if array.dtype.kind == "V":  # ml_dtypes (bfloat16, float8): print as float32
-        array = array.astype(np.float32)
-    # Strings are summarised too: a long one shows its first bytes and its length.
-    formatter = None if full or array.dtype.kind != "O" else {"object": _short_string}
-    return np.array2string(array, precision=precision, separator=", ",
-                           threshold=sys.maxsize if full else 200, edgeitems=3,
-                           max_line_width=width, formatter=formatter)
-
-
-#: Longer string values are shortened (unless ``--full``) to this many bytes and their length.
-STRING_HEAD = 64
-
-
-def _short_string(value) -> str:
-    if isinstance(value, (bytes, str)) and len(value) > STRING_HEAD:
-        unit = "bytes" if isinstance(value, bytes) else "characters"
-        return f"{value[:STRING_HEAD]!r}...({len(value)} {unit})"
-    return repr(value)
-
-
-#: Above this many elements ``--json`` gives only the first values, unless ``--full``.
-JSON_MAX_VALUES = 1000
-
-
-def values_json(array: np.ndarray, *, full: bool) -> dict:
-    """Returns JSON-ready values: nested lists, strings decoded, NaN/Inf as strings.
-
-    Args:
-        array (`np.ndarray`): the tensor (complex values become ``[real, imag]`` pairs).
-        full (`bool`): include every value even above :data:`JSON_MAX_VALUES`.
-
-    Returns:
-        `dict`: ``{"values": [...], "truncated": false}``, or for large tensors
-        ``{"values": null, "truncated": true, "head": [first values, flattened]}``.
-
-    Example:
-        >>> values_json(np.array([1.0, np.nan]), full=False)
-        {'values': [1.0, 'nan'], 'truncated': False}
-    """
-    truncated = not full and array.size > JSON_MAX_VALUES
-    flat = array.reshape(-1)[:JSON_MAX_VALUES] if truncated else array
-    if flat.dtype.kind in "OSU":
-        data = np.vectorize(_text, otypes=[object])(flat).tolist() if flat.size else flat.tolist()
-    else:
-        if flat.dtype.kind == "V":
-            flat = flat.astype(np.float32)
-        if flat.dtype.kind == "c":
-            flat = np.stack([flat.real, flat.imag], axis=-1)
-        data = _clean(flat.tolist())
-    if truncated:
-        return {"values": None, "truncated": True, "head": data}
-    return {"values": data, "truncated": False}
-
-
-def _text(value) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
-
-
-def _clean(data):
-    if isinstance(data, list):
-        return [_clean(x) for x in data]
-    return json_float(data)
 
 
 def show_command(
@@ -257,7 +135,7 @@ def _print_one(out: Output, ckpt: Checkpoint, record: StatsRecord, value: np.nda
     out.line((shown.get(record.name, record.name), "bold"),
              f"  {entry.dtype_name} {shape_text(entry.shape)}  ", (record.role, "dim"))
     if not out.quiet:
-        for line in _stats_lines(record.stats, precision):
+        for line in stats_lines(record.stats, precision):
             out.line("  " + line)
         if record.drift is not None:
             of = record.ema_of or ""
@@ -390,7 +268,7 @@ def _compact(value: float | int | None) -> str:
     ``9.223e+18`` (piped output and ``--wide`` keep them exact)."""
     if isinstance(value, int) and abs(value) >= 10**9:
         return f"{value:.4g}"
-    return _num(value)
+    return num_text(value)
 
 
 def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
@@ -403,9 +281,9 @@ def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
                 (flags, style)]
     s = r.stats
     bad = f"{s.nan}/{s.inf}" if s.nan or s.inf else ""
-    num = _compact if compact else _num
-    return [name, r.dtype, shape_text(r.shape), num(s.min), num(s.max), _num(s.mean),
-            _num(s.std), bad, _histogram(s.histogram, terminal),
+    num = _compact if compact else num_text
+    return [name, r.dtype, shape_text(r.shape), num(s.min), num(s.max), num_text(s.mean),
+            num_text(s.std), bad, _histogram(s.histogram, terminal),
             "?" if unpaired else "" if r.drift is None else f"{r.drift:.3g}",
             (flags, style)]
 
