@@ -113,7 +113,8 @@ def read_update_ops(path: str) -> UpdateOps | None:
     except (OSError, CheckpointError):
         branches = []
     for graph in graphs:
-        each = _graph_updates(graph, branches if graph is graphs[0] else ())
+        each = _unframed(graph.nodes, _graph_updates(graph, branches if graph is graphs[0]
+                                                     else ()))
         grouped |= each.grouped
         other_decay |= each.other_decay
         for shadow, owner in each.averages.items():
@@ -125,6 +126,29 @@ def read_update_ops(path: str) -> UpdateOps | None:
             tensors.setdefault(shadow, owner)
     return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots, grouped,
                      other_decay, {k: v for k, v in tensors.items() if k not in averages})
+
+
+def _unframed(nodes, found: UpdateOps) -> UpdateOps:
+    """``found`` with each EMA name scope read without the name scopes of the control-flow-v1
+    contexts it runs in: ``apply()`` in a v1 ``tf.cond``'s branch or ``tf.while_loop``'s body
+    runs under ``cond/`` or ``while/`` (``cond/ema/fast`` for the object named ``ema/fast``),
+    a context being a scope with the ``<ctx>/pred_id`` of a v1 cond or the ``<ctx>/LoopCond``
+    of a v1 while (review-18-attack-r39 F3). A scope outside such a context stays as it is; a
+    context's own root reads as the graph's root ("")."""
+    def unframed(scope: str) -> str:
+        parts, at = [], ""
+        for part in scope.split("/") if scope else ():
+            at = f"{at}/{part}" if at else part
+            if nodes.op(f"{at}/pred_id") != "Identity" and nodes.op(f"{at}/LoopCond") \
+                    != "LoopCond":
+                parts.append(part)
+        return "/".join(parts)  # "": a context's root, as the graph's root
+
+    return UpdateOps(**{**found.__dict__,
+                        "averages": {k: (v, unframed(s)) for k, (v, s) in found.averages.items()},
+                        "grouped": frozenset(map(unframed, found.grouped)),
+                        "other_decay": frozenset(map(unframed, found.other_decay)),
+                        "tensors": {k: (v, unframed(s)) for k, (v, s) in found.tensors.items()}})
 
 
 def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
