@@ -190,7 +190,8 @@ def missing_message(m: EmaMap) -> str:
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
     sourced = next((h for h in m.hints if h.startswith(TENSOR_SOURCED)), None)
     if sourced:  # W/<name> is stored: "not in the checkpoint" would be false
-        way = ("" if set(m.averaged) <= set(m.missing) else  # none: raw weights only
+        way = ("; no weight has a proven average here: export --raw writes the raw weights"
+               if set(m.averaged) <= set(m.missing) else  # none: raw weights only (r38 F9)
                "; pass --allow-missing (allow_missing=True) to restore them raw, or --exclude "
                "them")
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "

@@ -46,6 +46,45 @@ def tensor_source_text(found: dict[str, tuple[str, str, str]]) -> str:
             f"not ema.apply({target})), so no ExponentialMovingAverage averaged {target}")
 
 
+def written_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                    chosen: dict[str, str], use_meta: bool) -> dict[str, tuple[str, str, str]]:
+    """TF1 weights ``W`` whose average read by name (``chosen`` for it, or ``W/<ema_name>``)
+    the ``.meta``'s graph shows written by an op that is no ``AssignMovingAvg`` update (its
+    ``writers``, :class:`~ckpt_tools.formats.meta_updates.UpdateOps`): a moment kept by a
+    plain ``tf1.assign(m, 0.9 * m + 0.1 * grad)`` under ``W/ExponentialMovingAverage`` was
+    exported as ``W``'s average, exit 0 under ``--strict`` (review-17-attack-r38 F9). With the
+    graph read, a key is ``W``'s average only where nothing but ``ema.apply()``'s update op
+    writes it; a key nothing writes (an eval graph's ``.meta``) keeps the name's reading.
+
+    Returns:
+        weight key -> ``(that key, the op writing it, the op's type)``.
+    """
+    if not use_meta or ckpt.objects is not None:
+        return {}
+    ops = update_ops(ckpt)
+    if ops is None or not ops.writers:
+        return {}
+    named = {t: f"{t}/{ema_name}" for t in variables
+             if ema_name and f"{t}/{ema_name}" in variables}
+    trained = set(ckpt.meta.keys_in("trainable_variables")) if ckpt.meta else set()
+    # a variable the graph trains is no shadow at all: the collections say so (r36 F3)
+    return {t: (s, *ops.writers[s]) for t, s in {**named, **chosen}.items()
+            if s in ops.writers and t in variables and s != t and s not in trained}
+
+
+def written_source_text(ckpt: Checkpoint, found: dict[str, tuple[str, str, str]]) -> str:
+    """What the graph shows of :func:`written_sources`' first weight, for a refusal."""
+    target, (source, op, kind) = next(iter(sorted(found.items())))
+    ops = update_ops(ckpt)
+    besides = " (besides an AssignMovingAvg op averaging it)" if ops is not None and \
+        ops.averages.get(source, ("",))[0] == target else ""
+    what = f"the op {op}" if op.rpartition("/")[2] == kind else f"the {kind} op {op}"
+    return (f"{source} is no proven average of {target}: the .meta's graph shows {what} "
+            f"writing it{besides}, which is not ema.apply()'s update (an "
+            f"AssignMovingAvg op averaging {target} into it, and nothing else writing it): a "
+            f"tensor kept by hand under the key ema.apply() would give {target}'s average")
+
+
 def foreign_sources(variables, ema_name: str | None, chosen: dict[str, str],
                     ops: UpdateOps | None) -> list[str]:
     """Variables ``W`` whose ``W/<ema_name>`` another EMA object's ``apply()`` wrote from

@@ -33,7 +33,8 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
         key = op_key(ckpt.meta)
         return UpdateOps({key(s): (key(v), scope) for s, (v, scope) in ops.averages.items()},
                          {key(s): (key(v), op) for s, (v, op) in ops.slots.items()},
-                         ops.grouped, tensors={key(s): t for s, t in ops.tensors.items()})
+                         ops.grouped, tensors={key(s): t for s, t in ops.tensors.items()},
+                         writers={key(s): w for s, w in ops.writers.items()})
 
     return ckpt.memo("meta_update_ops", read)
 

@@ -35,6 +35,7 @@ from .ema_sources import (
     renumbered_averages,
     tensor_sources,
     trained_sources,
+    written_sources,
 )
 from .ema_updates import (
     offer_objects,
@@ -310,8 +311,9 @@ def ema_map(
             if graph_pairs:
                 # a gradient's moment or an EMA of an EMA under W/<name>: W missing its
                 # average (r36 F7, F0, F2)
-                no_avg = {t: s for t, (s, _x, _o) in tensor_sources(
-                    ckpt, variables, ema_name, chosen, use_meta).items()}
+                no_avg = {t: s for t, (s, _x, _o) in [*tensor_sources(
+                    ckpt, variables, name, chosen, use_meta).items(), *written_sources(
+                    ckpt, variables, name, chosen, use_meta).items()]}
                 ops = update_ops(ckpt)
                 no_avg.update({t: chosen.get(t) or f"{t}/{ema_name}" for t in [
                     *stacked_sources(ckpt, variables, ema_name, chosen, ops),
@@ -322,7 +324,9 @@ def ema_map(
             else:
                 refuse_tensor_sources(ckpt, variables, ema_name, chosen, use_meta)
                 pairs, missing, not_saved = from_keys(variables, chosen)
-                source = "keys"
+                source = "keys"  # a key written by hand (r38 F9): its weight missing
+                missing += [t for t, (s, _o, _k) in written_sources(
+                    ckpt, variables, ema_name, chosen, use_meta).items() if chosen.get(t) == s]
             # TF1: an average whose variable is not stored may hold the raw weight
             pairs = [(s, t) for s, t in pairs if not (s == t and s in unmarked)]
             pairs = settle_lone_averages(ckpt, pairs,

@@ -26,6 +26,8 @@ from .ema_sources import (
     tensor_source_text,
     tensor_sources,
     trained_sources,
+    written_source_text,
+    written_sources,
 )
 from .ema_updates import slot_named_hint, stacked_sources, update_ops
 from .formats.objgraph import SLOT_MARK
@@ -115,6 +117,10 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         ckpt, variables, name, {}, use_meta and source == "meta").items() if t in missing}
     if sourced:  # W/<name> stored, a gradient's moment (r36 F7)
         hints.insert(0, TENSOR_SOURCED + tensor_source_text(sourced))
+    written = {t: found for t, found in written_sources(
+        ckpt, variables, name, {}, use_meta).items() if t in missing}
+    if written and not sourced:  # W/<name> stored, written by hand (r38 F9)
+        hints.insert(0, TENSOR_SOURCED + written_source_text(ckpt, written))
     stacked = {t: text for t, text in stacked_sources(
         ckpt, variables, ema_name, {}, update_ops(ckpt) if use_meta and source == "meta"
         else None).items() if t in missing}

@@ -240,3 +240,26 @@ def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, Role
         elif head in averaged and head in entries and k in graph:
             out[k] = RoleInfo(OPTIMIZER_SLOT, slot_of=head)
     return out
+
+
+def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
+                      meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Returns new roles for the keys read by name as a TF1 average that the ``.meta``'s graph
+    shows written by an op other than ``ema.apply()``'s ``AssignMovingAvg`` update (its
+    ``writers``: a hand ``tf1.assign(m, 0.9 * m + 0.1 * grad)``, an ``assign_add``, an
+    optimizer's ``Apply*``; review-17-attack-r38 F9) or averaging a tensor no variable holds
+    into it (a gradient's moment kept by ``assign_moving_average``: r36 F7): no proven average
+    of any variable, so ``ckpt list`` no longer shows it as one; an optimizer's slot is read as
+    its slot, anything else as ``other``. A key nothing in the graph writes (an eval graph's
+    ``.meta``) keeps the name's reading."""
+    trained = set(meta.keys_in("trainable_variables")) if meta is not None else set()
+    named = [k for k, ri in roles.items() if ri.role == EMA and ri.ema_style == "tf1"
+             and (ri.ema_of or ri.candidates) and k not in trained]  # trained: a weight
+    read = update_ops_of(meta) if named else None
+    if read is None:
+        return {}
+    ops, key = read
+    slots = {key(s): key(t) for s, (t, _op) in ops.slots.items()}
+    written = {key(s) for s in (*ops.writers, *ops.tensors)}
+    return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) if k in slots else RoleInfo(OTHER)
+            for k in named if k in written}

@@ -210,6 +210,7 @@ def classify(
             update_op_lone,
             update_op_shadows,
             update_op_slots,
+            update_op_written,
         )
 
         out.update(slashed_name_shadows(entries, out, meta))
@@ -217,6 +218,7 @@ def classify(
         out.update(update_op_candidates(entries, out, meta))
         out.update(update_op_lone(entries, out, meta))
         out.update(update_op_slots(entries, out, meta))
+        out.update(update_op_written(entries, out, meta))
     from .tensor_averages import tensor_averages, updated_tensor_averages  # builds on this
 
     out.update(updated_tensor_averages(entries, out, meta))

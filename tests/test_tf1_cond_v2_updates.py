@@ -20,6 +20,8 @@ value at save time.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import run_cli
@@ -136,6 +138,9 @@ def test_gradient_moment_named_like_an_average_is_no_average(made, tmp_path, cas
     assert not dest.exists()
     code, text, err = run_cli(["map", str(run), *stated])
     assert code == 6, (text, err)
+    code, text, err = run_cli(["list", str(run), "--json"])  # no average of w0 (r38 F9)
+    row = next(v for v in json.loads(text)["variables"] if v["key"] == key)
+    assert row["role"] != "ema" and not row["ema_of"], row
     code, _, err = run_cli(["export", str(run), "--strict", *stated, "--allow-missing",
                             "--out", str(dest)])
     assert code == 0, err

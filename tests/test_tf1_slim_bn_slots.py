@@ -124,11 +124,12 @@ def test_restore_ema_in_the_imported_graph_refuses(made, tf):
 
 def test_a_hand_written_momentum_beside_batch_norm_is_not_proven_an_average(tmp_path):
     """No Apply op shows the slots, and the collection lists the batch-norm statistics only:
-    the name stays unproven (the caller's statement), never the collection's."""
+    never the collection's; the graph's plain assigns writing them prove them no average
+    (review-17-attack-r38 F9), stated or not."""
     run_tf1_script(SCRIPT, tmp_path, "SGDM", "assign")
-    for extra in ([], ["--allow-missing"]):
+    for extra in ([], ["--allow-missing"], ["--ema-name", "SGDM"]):
         code, _, err = run_cli(["export", str(tmp_path), "--out", str(tmp_path / "x.npz"),
                                 *extra])
         assert code == 6, err
-        assert "does not list fc1/" in err and "--ema-name SGDM" in err, err
+        assert "/SGDM is no proven average of fc1/" in err and "--raw" in err, err
     assert not (tmp_path / "x.npz").exists()

@@ -162,11 +162,7 @@ def read_graphs(path: str) -> list[MetaGraph]:
     Raises:
         CheckpointError: the file cannot be opened or mapped.
     """
-    try:
-        st = os.stat(path)
-        stamp: tuple | None = (path, st.st_size, st.st_mtime_ns, st.st_ino)
-    except OSError:
-        stamp = None  # map_file says why
+    stamp = file_stamp(path)
     if stamp in _READ:
         return _READ[stamp]
     data = (is_url(path) and fetched(path)) or map_file(path)
@@ -179,11 +175,28 @@ def read_graphs(path: str) -> list[MetaGraph]:
     finally:
         close_map(data)
     graphs = [g for g in graphs if g is not None]
-    if stamp is not None:
-        while len(_READ) >= _KEEP:
-            del _READ[next(iter(_READ))]
-        _READ[stamp] = graphs
+    keep(_READ, stamp, graphs)
     return graphs
+
+
+def file_stamp(path: str) -> tuple | None:
+    """``(path, size, mtime, inode)`` of the file at ``path``, what a reading of it is kept
+    by; ``None`` where it cannot be stated (then nothing is kept)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None  # map_file says why
+    return (path, st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def keep(cache: dict, stamp: tuple | None, value) -> None:
+    """Keeps ``value`` in ``cache`` under ``stamp`` (:func:`file_stamp`), the last
+    :data:`_KEEP` readings only."""
+    if stamp is None:
+        return
+    while len(cache) >= _KEEP:
+        del cache[next(iter(cache))]
+    cache[stamp] = value
 
 
 def _saved_model_graphs(data) -> list[MetaGraph | None]:
@@ -275,6 +288,18 @@ def read_branches(path: str) -> list[Branch]:
     Raises:
         CheckpointError: the file cannot be opened or mapped.
     """
+    stamp = file_stamp(path)
+    if stamp in _BRANCHES:  # read once per file: read_update_ops and tensor_average_updates
+        return _BRANCHES[stamp]
+    out = _read_branches(path)
+    keep(_BRANCHES, stamp, out)
+    return out
+
+
+_BRANCHES: dict[tuple, list[Branch]] = {}
+
+
+def _read_branches(path: str) -> list[Branch]:
     data = (is_url(path) and fetched(path)) or map_file(path)
     try:
         graph = next((v for n, w, v in proto_fields(data) if n == 2 and w == 2), None)

@@ -30,6 +30,8 @@ from .graph_def import (
     READS,
     GraphNode,
     MetaGraph,
+    file_stamp,
+    keep,
     op_name,
     read_branches,
     read_graphs,
@@ -43,6 +45,11 @@ _MOVING_AVG = re.compile(r"(?:^|/)AssignMovingAvg(?:_\d+)?$")
 # (Enter: apply() run in the loop's body reads its variables through them; review-18-attack-r39 F1)
 _SWITCHES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
 _APPLY = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")
+# every other op that writes the variable its first input is (or reads)
+_WRITES = re.compile(r"^(?:Assign(?:Add|Sub)?(?:VariableOp)?|(?:Resource)?StridedSliceAssign"
+                     r"|(?:Resource)?Scatter(?:Nd)?(?:Update|Add|Sub|Mul|Div|Min|Max))$")
+_RESTORES = frozenset({"RestoreV2", "Restore", "RestoreSlice"})
+_SAVE_SCOPE = re.compile(r"^(?:.*/)?save(?:_\d+)?/")
 _NONE = GraphNode("", [], [])
 
 
@@ -66,6 +73,14 @@ class UpdateOps(Frozen):
             averages a tensor no variable holds into it (a gradient's moment kept by
             ``assign_moving_average(m, grad, ...)``): no variable's average
             (review-17-attack-r36 F7).
+        writers: variable -> ``(op, its type)``: the first op found writing it that is no
+            ``AssignMovingAvg`` update above (an ``Assign``, ``AssignAdd``, ``Scatter*``,
+            an optimizer's ``Apply*``, in the graph or in a function it calls), its own
+            initializer (``<var>/Assign``, ``<var>/Initializer/...``) and a Saver's restore
+            (a value from ``RestoreV2``, ops in a ``save/`` scope) left out. A shadow so
+            written is no proven average of anything: ``tf1.assign(m, 0.9 * m + 0.1 * g)``
+            under ``w0/ExponentialMovingAverage`` keeps a gradient's moment as ``apply()``'s
+            key would (review-17-attack-r38 F9).
     """
 
     averages: dict[str, tuple[str, str]]
@@ -73,15 +88,18 @@ class UpdateOps(Frozen):
     grouped: frozenset[str]
     other_decay: frozenset[str]
     tensors: dict[str, tuple[str, str]]
-    _fields = ("averages", "slots", "grouped", "other_decay", "tensors")
+    writers: dict[str, tuple[str, str]]
+    _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
                  grouped: frozenset[str] = frozenset(),
                  other_decay: frozenset[str] = frozenset(),
-                 tensors: dict[str, tuple[str, str]] | None = None) -> None:
+                 tensors: dict[str, tuple[str, str]] | None = None,
+                 writers: dict[str, tuple[str, str]] | None = None) -> None:
         self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
-                             other_decay=frozenset(other_decay), tensors=dict(tensors or {}))
+                             other_decay=frozenset(other_decay), tensors=dict(tensors or {}),
+                             writers=dict(writers or {}))
 
 
 def read_update_ops(path: str) -> UpdateOps | None:
@@ -96,6 +114,18 @@ def read_update_ops(path: str) -> UpdateOps | None:
         An :class:`UpdateOps`, or ``None`` where the file records no graph (a text-format or
         graph-less ``MetaGraphDef``) or cannot be read: then nothing is proven by it.
     """
+    stamp = file_stamp(path)
+    if stamp in _READ:  # read once per file: roles, pairing and refusals each ask it
+        return _READ[stamp]
+    found = _read_update_ops(path)
+    keep(_READ, stamp, found)
+    return found
+
+
+_READ: dict[tuple, UpdateOps | None] = {}
+
+
+def _read_update_ops(path: str) -> UpdateOps | None:
     try:
         graphs = read_graphs(path)
     except (OSError, CheckpointError):  # gone or unreadable since (a URL): nothing proven
@@ -108,6 +138,7 @@ def read_update_ops(path: str) -> UpdateOps | None:
     grouped: set[str] = set()
     other_decay: set[str] = set()
     tensors: dict[str, tuple[str, str]] = {}
+    writers: dict[str, tuple[str, str]] = {}
     try:  # the .meta's v2 conds (a SavedModel's graphs are read without them)
         branches = read_branches(path) if len(graphs) == 1 and path.endswith(".meta") else []
     except (OSError, CheckpointError):
@@ -124,8 +155,11 @@ def read_update_ops(path: str) -> UpdateOps | None:
             slots.setdefault(slot, trained)
         for shadow, owner in each.tensors.items():
             tensors.setdefault(shadow, owner)
+        for written, op in each.writers.items():
+            writers.setdefault(written, op)
     return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots, grouped,
-                     other_decay, {k: v for k, v in tensors.items() if k not in averages})
+                     other_decay, {k: v for k, v in tensors.items() if k not in averages},
+                     writers)
 
 
 def _unframed(nodes, found: UpdateOps) -> UpdateOps:
@@ -200,8 +234,10 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
             found.slots.setdefault(slot, trained)
         for shadow, owner in each.tensors.items():
             found.tensors.setdefault(shadow, owner)
+        for written, op in each.writers.items():
+            found.writers.setdefault(written, op)
         found = UpdateOps(found.averages, found.slots, found.grouped | each.grouped,
-                          found.other_decay | each.other_decay, found.tensors)
+                          found.other_decay | each.other_decay, found.tensors, found.writers)
     return found
 
 
@@ -212,7 +248,13 @@ def _updates(nodes, variable) -> UpdateOps:
     slots: dict[str, tuple[str, str]] = {}
     other_decay: set[str] = set()  # scopes with an update whose decay is not apply()'s
     tensors: dict[str, tuple[str, str]] = {}
+    proven: set[str] = set()  # the AssignMovingAvg ops read above
+    writes: list[tuple[str, str, str]] = []  # (variable, op, type) of every other write
     for name, (op, inputs, _strings) in nodes.items():
+        if inputs and (_WRITES.match(op) or _APPLY.match(op)):
+            written = variable(inputs[0])
+            if written is not None and not _initial_or_restored(nodes, name, inputs, written):
+                writes.append((written, name, op))
         if op in _ASSIGN_SUB and len(inputs) == 2:
             scope = name if _MOVING_AVG.search(name) else name.rpartition("/")[0]
             if not _MOVING_AVG.search(scope):
@@ -226,21 +268,44 @@ def _updates(nodes, variable) -> UpdateOps:
                 else None
             if shadow is not None and averaged is not None and shadow != averaged:
                 averages[shadow] = (averaged, owner)
+                proven.add(name)
                 if not _apply_decay(nodes, mul, owner):
                     other_decay.add(owner)
             elif shadow is not None and averaged is None and sub.op == "Sub" \
                     and len(sub.inputs) == 2:
                 tensors[shadow] = (op_name(sub.inputs[1]), owner)
+                proven.add(name)
         elif _APPLY.match(op) and inputs:
             trained = variable(inputs[0])
             for tensor in inputs[1:]:
                 slot = variable(tensor)
                 if trained is not None and slot is not None and slot != trained:
                     slots.setdefault(slot, (trained, name))
+                    writes.append((slot, name, op))
     grouped = {scope for _v, scope in averages.values()
                if scope and nodes.get(scope, _NONE).op == "NoOp"}
+    writers: dict[str, tuple[str, str]] = {}
+    for written, name, op in sorted(writes):
+        if name not in proven:
+            writers.setdefault(written, (name, op))
     return UpdateOps(averages, slots, frozenset(grouped - other_decay),
-                     frozenset(grouped & other_decay), tensors)
+                     frozenset(grouped & other_decay), tensors, writers)
+
+
+def _initial_or_restored(nodes, name: str, inputs: list[str], written: str) -> bool:
+    """Whether the write ``name`` (its data ``inputs``) of variable op ``written`` is the
+    variable's own initializer (``<var>/Assign``, or an op under ``<var>/Initializer``) or a
+    Saver's restore (in a ``save``/``save_N`` scope, or a value read from a restore op)."""
+    if name == written + "/Assign" or name.startswith(written + "/Initializer/") \
+            or _SAVE_SCOPE.match(name):
+        return True
+    value = op_name(inputs[1]) if len(inputs) > 1 else ""
+    for _ in range(8):
+        node = nodes.get(value)
+        if node is None or node.op not in READS or not node.inputs:
+            break
+        value = op_name(node.inputs[0])
+    return nodes.get(value, _NONE).op in _RESTORES
 
 
 def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:

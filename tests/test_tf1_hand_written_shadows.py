@@ -1,0 +1,169 @@
+"""TF1 with its ``.meta``: a key is ``W``'s average only where the graph's update op proves it
+(review-17-attack-r38 F9, CRITICAL).
+
+A gradient's moment (or a running mean of another variable) kept by a plain
+``tf1.assign(m, 0.9 * m + 0.1 * src)`` as ``w0/ExponentialMovingAverage`` beside a default EMA
+over ``w1`` only was exported as ``w0``'s average, exit 0 under ``--strict``: only
+``assign_moving_average``'s ``AssignMovingAvg`` was recognised, and every other writer passed.
+Now the ``.meta``'s graph records every op writing each variable (its initializer and the
+Saver's restore left out); a shadow any op but ``ema.apply()``'s ``AssignMovingAvg`` from ``W``
+writes is no proven average of ``W``: ``W`` is missing its average (``--allow-missing`` writes
+it raw), whoever wrote it (a hand assign, ``assign_add``, in a ``tf.cond`` or a
+``tf.while_loop``). ``ema.apply()`` itself (ref and resource variables, in a ``tf.cond``) still
+pairs, and a ``.meta`` whose graph writes nothing (an eval graph) keeps the name's reading.
+
+Made by real TensorFlow in a subprocess; truth ``sess.run(ema.average(v))`` and every
+variable's value at save time.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+
+import ckpt_tools
+
+SCRIPT = r'''
+case = sys.argv[2]
+E = tf1.train.ExponentialMovingAverage
+res = not case.startswith("ref")
+w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]), use_resource=res)
+w1 = tf1.get_variable("w1", initializer=tf.zeros([2]), use_resource=res)
+step = tf1.assign_add(w0, tf.ones([3, 2]) * 0.7), tf1.assign_add(w1, tf.ones([2]) * 1.3)
+ema = E(0.9)
+flag = tf1.placeholder_with_default(True, [])
+if case.endswith("apply"):  # ema.apply() of both: proven
+    with tf.control_dependencies(step):
+        if case.startswith("cond"):
+            upd = tf.cond(flag, lambda: ema.apply([w0, w1]), lambda: tf.no_op())
+        else:
+            upd = ema.apply([w0, w1])
+elif case == "eval":  # an eval graph: the variables, nothing writing them
+    with tf1.variable_scope("w0"):
+        tf1.get_variable(ema.name, initializer=tf.ones([3, 2]) * 3, trainable=False)
+    with tf1.variable_scope("w1"):
+        tf1.get_variable(ema.name, initializer=tf.ones([2]) * 5, trainable=False)
+    upd = tf.no_op()
+else:
+    with tf1.variable_scope("w0"):
+        m = tf1.get_variable(ema.name, initializer=tf.zeros([3, 2]), trainable=False)
+        acc = tf1.get_variable("accum", initializer=tf.zeros([3, 2]), trainable=False) \
+            if case == "acc" else None
+    loss = tf.reduce_sum(tf.square(w0)) + tf.reduce_sum(tf.square(w1))
+    g0 = tf.gradients(loss, [w0])[0]
+    src = {"acc": acc, "self": w0}.get(case.split("_")[0], g0)
+    with tf.control_dependencies(step):
+        a_upd = tf1.assign_add(acc, tf.ones([3, 2]) * 0.3) if acc is not None else tf.no_op()
+    with tf.control_dependencies([a_upd]):
+        if case.endswith("add"):
+            mk = lambda: tf1.assign_add(m, 0.1 * src)
+        else:
+            mk = lambda: tf1.assign(m, 0.9 * m + 0.1 * src)
+        if case.startswith("cond"):
+            u = tf.cond(flag, mk, lambda: tf.identity(m))
+        elif case.startswith("while"):
+            def body(i):
+                with tf.control_dependencies([mk()]):
+                    return [i + 1]
+            u = tf.while_loop(lambda i: i < 1, body, [tf.constant(0)])
+        else:
+            u = mk()
+        upd = u if case.endswith("alone") else tf.group(ema.apply([w1]), u)
+saver = tf1.train.Saver()
+with tf1.Session() as s:
+    s.run(tf1.variables_initializer([w0, w1]))  # a ref shadow's initializer reads them
+    s.run(tf1.global_variables_initializer())
+    for _ in range(3):
+        s.run(upd)
+    for v in (w0, w1):
+        if ema.average(v) is not None:
+            truth[f"ema:{v.op.name}"] = s.run(ema.average(v))
+    for v in tf1.global_variables():
+        truth[f"raw:{v.op.name}"] = s.run(v)
+    saver.save(s, f"{out}/model.ckpt")
+'''
+
+WRITTEN = ("grad", "acc", "self", "grad_add", "cond_grad", "while_grad")
+PROVEN = ("apply", "ref_apply", "cond_apply")
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_hand_written")
+    return out, {c: run_tf1_script(SCRIPT, out / c, c)
+                 for c in (*WRITTEN, *PROVEN, "eval", "self_alone")}
+
+
+@pytest.mark.parametrize("case", WRITTEN)
+def test_a_shadow_written_by_hand_is_no_average(made, tmp_path, case):
+    out, truths = made
+    truth, run, dest = truths[case], out / case, tmp_path / "x.npz"
+    key = "w0/ExponentialMovingAverage"
+    assert "ema:w0" not in truth and "ema:w1" in truth  # TF: ema.average(w0) is None
+    assert truth[f"raw:{key}"].tobytes() != truth["raw:w0"].tobytes()
+    for stated in ([], ["--ema-name", "ExponentialMovingAverage"]):
+        if case == "acc" and not stated:
+            continue  # w0/accum beside it: the name is asked for first
+        code, _, err = run_cli(["export", str(run), "--strict", *stated, "--out", str(dest)])
+        assert code == 6, (stated, err)
+        assert f"{key} is no proven average of w0" in err and "not ema.apply()'s update" in err
+        assert "--allow-missing" in err and "--no-meta" not in err, err
+        assert not dest.exists()
+        code, text, err = run_cli(["map", str(run), *stated])
+        assert code == 6, (text, err)
+        code, _, err = run_cli(["restore-ema", str(run), *stated, "--out", str(tmp_path / "r")])
+        assert code == 6, err
+        code, _, err = run_cli(["export", str(run), "--strict", *stated, "--allow-missing",
+                                "--out", str(dest)])
+        assert code == 0, err
+        with np.load(dest) as got:
+            assert got["w0"].tobytes() == truth["raw:w0"].tobytes()
+            assert got["w1"].tobytes() == truth["ema:w1"].tobytes()
+        dest.unlink()
+    _list_shows_no_average(run, key)
+    m = ckpt_tools.ema_map(str(run), ema_name="ExponentialMovingAverage")
+    assert m.missing == ("w0",) and m.mapping.get(key) != "w0", m
+
+
+def test_no_weight_with_a_proven_average_names_raw(made, tmp_path):
+    """A hand-written running mean of ``w0`` and no EMA at all: ``--allow-missing`` has no
+    average to keep beside the raw weights, so the refusal names ``--raw``, which is true."""
+    out, truths = made
+    truth, run, dest = truths["self_alone"], out / "self_alone", tmp_path / "x.npz"
+    assert not any(k.startswith("ema:") for k in truth)
+    code, _, err = run_cli(["export", str(run), "--strict", "--out", str(dest)])
+    assert code == 6, err
+    assert "no proven average of w0" in err and "--raw" in err and "--no-meta" not in err, err
+    code, _, err = run_cli(["export", str(run), "--raw", "--out", str(dest)])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert got["w0"].tobytes() == truth["raw:w0"].tobytes()
+
+
+def _list_shows_no_average(run, key):
+    """``ckpt list`` shows ``key`` as no average (r36: "list still shows F7's key as W's
+    average")."""
+    code, text, err = run_cli(["list", str(run), "--json"])
+    assert code == 0, err
+    row = next(v for v in json.loads(text)["variables"] if v["key"] == key)
+    assert row["role"] != "ema" and not row["ema_of"], row
+
+
+@pytest.mark.parametrize("case", [*PROVEN, "eval"])
+def test_ema_apply_and_an_unwritten_shadow_still_pair(made, tmp_path, case):
+    out, truths = made
+    truth, dest = truths[case], tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / case), "--strict", "--out", str(dest)])
+    assert code == 0, err
+    code, text, err = run_cli(["list", str(out / case), "--json"])
+    rows = {v["key"]: v for v in json.loads(text)["variables"]}
+    assert rows["w0/ExponentialMovingAverage"]["ema_of"] == "w0", rows
+    with np.load(dest) as got:
+        for n in ("w0", "w1"):
+            want = truth.get(f"ema:{n}", truth[f"raw:{n}/ExponentialMovingAverage"])
+            assert got[n].tobytes() == want.tobytes(), n
+            assert got[n].tobytes() != truth[f"raw:{n}"].tobytes(), n
