@@ -126,6 +126,17 @@ def several_message(ckpt, variables, suffix, holder, several,
                   "averages under its own attribute (tf.train.Checkpoint(fast=[...], slow=[...]))")
     else:
         options, decide = names, ""
+        from .ema_updates import update_ops  # it builds on this module
+
+        if ckpt.objects is None and any(n != suffix_base(n) for n in names) and (
+                ckpt.meta_unread or update_ops(ckpt) is None):
+            # TF1 numbers per variable: e1.apply([w0]); e2.apply([w1, w0]); e1.apply([w1])
+            # gives the same keys with the objects crossed, which only the .meta's update
+            # ops tell (ema_crossed; review-18-attack-r39 F2)
+            decide = ("; this takes the _N of TF1's names to count EMA objects, as they do "
+                      "only where the objects averaged every variable in the same order (TF1 "
+                      "numbers averages per variable; the training graph's .meta shows the "
+                      "order)")
     if len(options) < max(len(cs) for cs in several.values()):
         # Every average has the same attribute and EMA name: no --ema-name picks one (it
         # would loop back here). One EMA object also gives two averages here when it averaged

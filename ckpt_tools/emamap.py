@@ -23,6 +23,7 @@ from .ema_apply_order import (
     paired_variables,
     refuse_apply_order,
 )
+from .ema_crossed import refuse_crossed
 from .ema_missing import refuse_orphans
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
 from .ema_proof import refuse_unproven_names, without_slot_names
@@ -295,7 +296,12 @@ def ema_map(
             except UnprovenPairingError as exc:  # the graph's update ops may prove one object's
                 chosen = owned_averages(ckpt, variables, ema_name, use_meta, None)
                 if chosen is None:
+                    if exc.option == "--ema-name":  # never offer a crossed name (r39 F2)
+                        refuse_crossed(ckpt, None, use_meta)
                     raise offer_objects(ckpt, variables, use_meta, exc) from None
+            else:  # read by the names: a crossed name's keys are two objects' (r39 F2)
+                if ema_name is not None:
+                    refuse_crossed(ckpt, ema_name, use_meta)
             chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
             chosen = renumbered_averages(ckpt, variables, ema_name, chosen, use_meta)
             refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)

@@ -44,6 +44,29 @@ for case, second in (("partial", "wv"), ("full", "wv")):
             for tag, e, vs in (("e1", e1, first), ("e2", e2, [w, v])):
                 for var in vs:
                     truth[f"{case}:{tag}:{var.op.name}"] = s.run(e.average(var).read_value())
+with tf.Graph().as_default():  # crossed: a.apply([w]); b.apply([v, w]); a.apply([v])
+    w = tf1.get_variable("w", [3])
+    v = tf1.get_variable("v", [2])
+    step = tf.group(w.assign_add(tf.ones([3])), v.assign_add(2 * tf.ones([2])))
+    a = tf1.train.ExponentialMovingAverage(0.5)
+    b = tf1.train.ExponentialMovingAverage(0.9)
+    with tf.control_dependencies([step]):
+        u1 = a.apply([w])
+    with tf.control_dependencies([u1]):
+        u2 = b.apply([v, w])
+    with tf.control_dependencies([u2]):
+        update = tf.group(a.apply([v]))
+    saver = tf1.train.Saver()
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        for _ in range(3):
+            s.run(update)
+        os.makedirs(f"{out}/crossed")
+        saver.save(s, f"{out}/crossed/model.ckpt")
+        for tag, e in (("e1", a), ("e2", b)):
+            for var in (w, v):
+                truth[f"crossed:{tag}:{var.op.name}"] = s.run(e.average(var).read_value())
+                truth[f"crossed:{tag}:{var.op.name}:name"] = np.array(e.average(var).op.name)
 np.savez(f"{out}/truth.npz", **truth)
 '''
 
@@ -77,3 +100,33 @@ def test_objects_over_the_same_variables_are_picked_by_name(made, tmp_path, name
     with np.load(target) as z:
         for var in ("w", "v"):
             assert z[var].tobytes() == truth[f"full:{tag}:{var}"].tobytes(), var
+
+
+@pytest.mark.parametrize("command", ["export", "map"])
+@pytest.mark.parametrize("extra", [[], ["--ema-name", "ExponentialMovingAverage"],
+                                   ["--ema-name", "ExponentialMovingAverage_1"]])
+def test_objects_applied_in_crossed_order_are_refused(made, tmp_path, command, extra):
+    """a.apply([w]); b.apply([v, w]); a.apply([v]): w/ExponentialMovingAverage is a's and
+    v/ExponentialMovingAverage b's; --ema-name ExponentialMovingAverage took one of each, exit 0
+    (review-18-attack-r39 F2). The .meta shows b's apply() writing both levels."""
+    out, truth = made
+    assert str(truth["crossed:e1:w:name"]) == "w/ExponentialMovingAverage"
+    assert str(truth["crossed:e2:v:name"]) == "v/ExponentialMovingAverage"
+    target = tmp_path / "w.npz"
+    args = ["--out", str(target)] if command == "export" else []
+    code, _, err = run_cli([command, str(out / "crossed"), *extra, *args])
+    assert code == 6 and not target.exists(), err
+    text = " ".join(err.split())
+    assert "are not each one EMA object's" in text, err
+    assert "'ExponentialMovingAverage_1' writes v/ExponentialMovingAverage, " \
+        "w/ExponentialMovingAverage_1" in text, err
+    assert "pass --ema-name" not in text and "--raw" in text, err
+
+
+def test_without_the_meta_the_offer_says_it_assumes_one_order(made, tmp_path):
+    out, _ = made
+    code, _, err = run_cli(["export", str(out / "crossed"), "--no-meta", "--out",
+                            str(tmp_path / "w.npz")])
+    assert code == 6, err
+    assert "only where the objects averaged every variable in the same order" in \
+        " ".join(err.split()), err

@@ -1,0 +1,92 @@
+"""TF1 EMA objects of one name applied in crossed order (review-18-attack-r39 F2).
+
+TF1 names an average after its variable and the EMA's name, made unique per variable: the
+first object to average ``w`` writes ``w/ExponentialMovingAverage``, the next
+``w/ExponentialMovingAverage_1``. So ``_N`` says which object came n-th *for that variable*.
+With ``a.apply([w0])``, ``b.apply([w1, w0])``, ``a.apply([w1])`` every variable has both
+names, as when both objects averaged both in the same order, but ``w0/ExponentialMovingAverage``
+is ``a``'s and ``w1/ExponentialMovingAverage`` ``b``'s: ``--ema-name ExponentialMovingAverage``
+would mix the two objects. The ``.meta`` shows it: one ``apply()`` scope
+(``ExponentialMovingAverage_1``, ``b``'s) writes keys of two suffix levels
+(``w1/ExponentialMovingAverage`` and ``w0/ExponentialMovingAverage_1``).
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError, suffix_base
+from .ema_updates import update_ops
+
+
+def _written(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
+    """apply() scope -> {average key: its variable key} of the ``.meta``'s update ops, for
+    averages named ``<variable>/<name>``."""
+    if not use_meta or ckpt.objects is not None:
+        return {}
+    ops = update_ops(ckpt)
+    if ops is None:
+        return {}
+    by_scope: dict[str, dict[str, str]] = {}
+    for key, (var, scope) in ops.averages.items():
+        if key.startswith(var + "/"):
+            by_scope.setdefault(scope, {})[key] = var
+    return by_scope
+
+
+def crossed_names(ckpt: Checkpoint, use_meta: bool) -> tuple[set[str], dict]:
+    """``(names, scopes)``: the average names (``ExponentialMovingAverage``,
+    ``ExponentialMovingAverage_1``) of each name family that some ``apply()`` scope of the
+    ``.meta`` writes under two suffix levels, so that no name of the family is one object's;
+    and every scope writing averages of those families (scope -> {average: variable})."""
+    written = _written(ckpt, use_meta)
+    # each variable's averages of a family in TF's order (w0/ema/fast_1 is the first of
+    # w0's where w0/ema/fast is fast's average of w0/ema: no rank of w0's; r36 F11)
+    order: dict[tuple[str, str], list[str]] = {}
+    for keys in written.values():
+        for key, var in keys.items():
+            name = key[len(var) + 1:]
+            order.setdefault((var, suffix_base(name)), []).append(key)
+    rank = {k: i for ks in order.values()
+            for i, k in enumerate(sorted(ks, key=lambda k: (len(k), k)))}
+    names: set[str] = set()
+    for keys in written.values():
+        ranks: dict[str, set[int]] = {}
+        for key, var in keys.items():
+            ranks.setdefault(suffix_base(key[len(var) + 1:]), set()).add(rank[key])
+        names |= {k[len(v) + 1:] for k, v in keys.items()
+                  if len(ranks[suffix_base(k[len(v) + 1:])]) > 1}
+    families = {suffix_base(n) for n in names}
+    scopes = {s: keys for s, keys in written.items()
+              if any(suffix_base(k[len(v) + 1:]) in families for k, v in keys.items())}
+    return names, scopes
+
+
+def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> None:
+    """Refuses reading ``--ema-name`` (or, ``None``, offering one) where the ``.meta``'s update
+    ops show the stated name's family (any, unstated) written in crossed order.
+
+    Raises:
+        UnprovenPairingError: naming which apply() scope writes which averages (exit 6).
+    """
+    names, scopes = crossed_names(ckpt, use_meta)
+    if not names or (ema_name is not None
+                     and suffix_base(ema_name) not in {suffix_base(n) for n in names}):
+        return
+    base = sorted(names)[0]
+    shows = "; ".join(f"apply() scope {s!r} writes {', '.join(sorted(keys))}"
+                      for s, keys in sorted(scopes.items()))
+    undecided: dict[str, list[str]] = {}
+    for keys in scopes.values():
+        for key, var in keys.items():
+            undecided.setdefault(var, []).append(key)
+    raise UnprovenPairingError(
+        f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
+        + f"the averages named {', '.join(sorted(names))} are not each one EMA object's: TF1 "
+        f"numbers averages per variable (<var>/{base} for the first object to average it, "
+        f"<var>/{base}_1 for the next), and the .meta's update ops show one apply() writing "
+        f"averages of both levels ({shows}), so the objects averaged the variables in "
+        f"different orders and each of --ema-name {' or '.join(sorted(names))} would take "
+        "two objects' averages; no --ema-name picks one object here: --raw exports the raw "
+        "weights instead (name the EMA objects, ExponentialMovingAverage(decay, "
+        "name='fast'), when training)",
+        None, {v: tuple(sorted(ks)) for v, ks in undecided.items()})
