@@ -50,7 +50,7 @@ def updated_tensor_averages(entries: Mapping, roles: Mapping, meta) -> dict:
             and "/" in k and k not in kept and k.rpartition("/")[0] not in entries]
     if not keys:
         return {}
-    from .formats.meta_updates import tensor_average_updates  # reads the graph: only here
+    from .formats.meta_tensor_updates import tensor_average_updates  # reads the graph: only here
 
     updates = tensor_average_updates(meta.path)
     out = {}

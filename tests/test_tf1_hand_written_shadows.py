@@ -9,8 +9,10 @@ Now the ``.meta``'s graph records every op writing each variable (its initialize
 Saver's restore left out); a shadow any op but ``ema.apply()``'s ``AssignMovingAvg`` from ``W``
 writes is no proven average of ``W``: ``W`` is missing its average (``--allow-missing`` writes
 it raw), whoever wrote it (a hand assign, ``assign_add``, in a ``tf.cond`` or a
-``tf.while_loop``). ``ema.apply()`` itself (ref and resource variables, in a ``tf.cond``) still
-pairs, and a ``.meta`` whose graph writes nothing (an eval graph) keeps the name's reading.
+``tf.while_loop``, control flow v2 or v1).
+``ema.apply()`` itself (ref and resource variables, in a ``tf.cond``, in a v1
+``tf.while_loop``) still pairs, and a ``.meta`` whose graph writes nothing (an eval graph)
+keeps the name's reading.
 
 Made by real TensorFlow in a subprocess; truth ``sess.run(ema.average(v))`` and every
 variable's value at save time.
@@ -29,6 +31,8 @@ import ckpt_tools
 
 SCRIPT = r'''
 case = sys.argv[2]
+if "v1" in case:  # control flow v1: Switch/Enter ops in the graph, no functions
+    tf1.disable_control_flow_v2()
 E = tf1.train.ExponentialMovingAverage
 res = not case.startswith("ref")
 w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]), use_resource=res)
@@ -40,6 +44,11 @@ if case.endswith("apply"):  # ema.apply() of both: proven
     with tf.control_dependencies(step):
         if case.startswith("cond"):
             upd = tf.cond(flag, lambda: ema.apply([w0, w1]), lambda: tf.no_op())
+        elif case.startswith("while"):
+            def body(i):
+                with tf.control_dependencies([ema.apply([w0, w1])]):
+                    return [i + 1]
+            upd = tf.while_loop(lambda i: i < 1, body, [tf.constant(0)])
         else:
             upd = ema.apply([w0, w1])
 elif case == "eval":  # an eval graph: the variables, nothing writing them
@@ -87,8 +96,8 @@ with tf1.Session() as s:
     saver.save(s, f"{out}/model.ckpt")
 '''
 
-WRITTEN = ("grad", "acc", "self", "grad_add", "cond_grad", "while_grad")
-PROVEN = ("apply", "ref_apply", "cond_apply")
+WRITTEN = ("grad", "acc", "self", "grad_add", "cond_grad", "while_grad", "while_v1_grad")
+PROVEN = ("apply", "ref_apply", "cond_apply", "while_v1_apply")
 
 
 @pytest.fixture(scope="module")

@@ -38,19 +38,19 @@ from .graph_def import (
     through_reads,
 )
 
-_VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
-_ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
-_MOVING_AVG = re.compile(r"(?:^|/)AssignMovingAvg(?:_\d+)?$")
+VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
+MOVING_AVG = re.compile(r"(?:^|/)AssignMovingAvg(?:_\d+)?$")
 # a control-flow-v1 tf.cond's branch inputs (Switch) and a v1 tf.while_loop's frame inputs
 # (Enter: apply() run in the loop's body reads its variables through them; review-18-attack-r39 F1)
-_SWITCHES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
+SWITCHES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
 _APPLY = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")
 # every other op that writes the variable its first input is (or reads)
 _WRITES = re.compile(r"^(?:Assign(?:Add|Sub)?(?:VariableOp)?|(?:Resource)?StridedSliceAssign"
                      r"|(?:Resource)?Scatter(?:Nd)?(?:Update|Add|Sub|Mul|Div|Min|Max))$")
 _RESTORES = frozenset({"RestoreV2", "Restore", "RestoreSlice"})
 _SAVE_SCOPE = re.compile(r"^(?:.*/)?save(?:_\d+)?/")
-_NONE = GraphNode("", [], [])
+NO_NODE = GraphNode("", [], [])
 
 
 class UpdateOps(Frozen):
@@ -201,7 +201,7 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
         for _ in range(8):
             name = through_reads(nodes, op_name(name))
             head = nodes.head(name)
-            if head is None or head[0] not in _SWITCHES or not head[1]:
+            if head is None or head[0] not in SWITCHES or not head[1]:
                 break
             name = head[1]
         return name
@@ -209,7 +209,7 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
     def variable(name: str) -> str | None:
         """The variable op ``name`` reads (:func:`source`), or ``None``."""
         name = source(name)
-        return name if name in nodes and nodes[name].op in _VARIABLE_OPS else None
+        return name if name in nodes and nodes[name].op in VARIABLE_OPS else None
 
     found = _updates(nodes, variable)
     found.tensors.update({k: (source(v), s) for k, (v, s) in found.tensors.items()})
@@ -255,15 +255,15 @@ def _updates(nodes, variable) -> UpdateOps:
             written = variable(inputs[0])
             if written is not None and not _initial_or_restored(nodes, name, inputs, written):
                 writes.append((written, name, op))
-        if op in _ASSIGN_SUB and len(inputs) == 2:
-            scope = name if _MOVING_AVG.search(name) else name.rpartition("/")[0]
-            if not _MOVING_AVG.search(scope):
+        if op in ASSIGN_SUB and len(inputs) == 2:
+            scope = name if MOVING_AVG.search(name) else name.rpartition("/")[0]
+            if not MOVING_AVG.search(scope):
                 continue
             owner = scope.rpartition("/")[0]  # the EMA's name scope (ema of ema/AssignMovingAvg)
             shadow = variable(inputs[0])
-            mul = nodes.get(op_name(inputs[1]), _NONE)  # decay * (shadow - value)
-            sub = nodes.get(op_name(mul.inputs[0]), _NONE) if mul.op == "Mul" and mul.inputs \
-                else _NONE
+            mul = nodes.get(op_name(inputs[1]), NO_NODE)  # decay * (shadow - value)
+            sub = nodes.get(op_name(mul.inputs[0]), NO_NODE) if mul.op == "Mul" and mul.inputs \
+                else NO_NODE
             averaged = variable(sub.inputs[1]) if sub.op == "Sub" and len(sub.inputs) == 2 \
                 else None
             if shadow is not None and averaged is not None and shadow != averaged:
@@ -283,7 +283,7 @@ def _updates(nodes, variable) -> UpdateOps:
                     slots.setdefault(slot, (trained, name))
                     writes.append((slot, name, op))
     grouped = {scope for _v, scope in averages.values()
-               if scope and nodes.get(scope, _NONE).op == "NoOp"}
+               if scope and nodes.get(scope, NO_NODE).op == "NoOp"}
     writers: dict[str, tuple[str, str]] = {}
     for written, name, op in sorted(writes):
         if name not in proven:
@@ -305,7 +305,7 @@ def _initial_or_restored(nodes, name: str, inputs: list[str], written: str) -> b
         if node is None or node.op not in READS or not node.inputs:
             break
         value = op_name(node.inputs[0])
-    return nodes.get(value, _NONE).op in _RESTORES
+    return nodes.get(value, NO_NODE).op in _RESTORES
 
 
 def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:
@@ -323,9 +323,9 @@ def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> boo
     a Lookahead reads its changing decay variable once in its scope (``d = alpha.value()``):
     not proven either (review-16-attack-r33 F2)."""
     def node(name: str) -> GraphNode:
-        return nodes.get(op_name(name), _NONE)
+        return nodes.get(op_name(name), NO_NODE)
 
-    decay = node(mul.inputs[1]) if mul.op == "Mul" and len(mul.inputs) == 2 else _NONE
+    decay = node(mul.inputs[1]) if mul.op == "Mul" and len(mul.inputs) == 2 else NO_NODE
     if decay.op == "Cast" and decay.inputs:
         decay = node(decay.inputs[0])
     if decay.op != "Sub" or len(decay.inputs) != 2:
@@ -338,73 +338,3 @@ def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> boo
             scope + "/num_updates" in map(op_name, node(f"{scope}/{a}").inputs)
             for a in ("add", "add_1"))
     return source == scope + "/decay" and node(source).op == "Const"
-
-
-def tensor_average_updates(path: str) -> dict[str, tuple[str, str]]:
-    """Shadow variable op -> ``(averaged op, EMA name scope)`` for each ``AssignMovingAvg``
-    update in ``ExponentialMovingAverage.apply()``'s form (grouped by a ``NoOp`` of its
-    scope's name) that averages a tensor no variable holds (``bn_ema.apply([mean,
-    variance])`` of ``tf.nn.moments``: a hand-made batch norm's statistics), in the ``.meta``'s
-    graph at ``path`` or in a control-flow-v2 ``tf.cond``'s branch functions, whose arguments
-    are read as the ops the cond passes in (review-16-attack-r33 F4). ``{}`` where the file
-    shows none or cannot be read."""
-    try:
-        graphs = read_graphs(path)
-        branches = read_branches(path) if graphs else []
-    except (OSError, CheckpointError):
-        return {}
-    if not graphs:
-        return {}
-    main = graphs[0].nodes  # the .meta's graph, whose tf.cond ops call the branches
-
-    def outer(name: str) -> tuple[str, bool]:
-        """The main graph's op ``name`` reads (through the ``Switch`` a control-flow-v1
-        ``tf.cond`` passes it into a branch by, as :func:`_graph_updates` reads variables:
-        review-16-attack-r34 F13), and whether it is a variable op."""
-        name = op_name(name)
-        for _ in range(8):
-            name = through_reads(main, name)
-            head = main.head(name)
-            if head is None or head[0] not in _SWITCHES or not head[1]:
-                break
-            name = head[1]
-        return name, main.op(name) in _VARIABLE_OPS
-
-    out: dict[str, tuple[str, str]] = {}
-    calls = [(main, op_name)] + [(b.nodes, dict(zip(b.args, b.outer, strict=True)).get)
-                                 for b in branches]  # read_branches: as many of each
-    for nodes, arg in calls:
-        for shadow, value, scope in _tensor_updates(nodes, arg):
-            if shadow is None or value is None:
-                continue
-            (s, s_var), (v, v_var) = outer(shadow), outer(value)
-            if s_var and not v_var and v in main:
-                out[s] = (v, scope)
-    return out
-
-
-def _tensor_updates(nodes, arg):
-    """``(shadow, value, scope)`` of each ``AssignMovingAvg`` update grouped by a ``NoOp`` of
-    its scope in ``nodes`` (a graph's or a function's), ``shadow`` and ``value`` the inputs
-    read (through reads) as ``arg`` gives them: a name of the graph, or ``None``."""
-    def read(name: str) -> str:
-        for _ in range(8):
-            node = nodes.get(op_name(name))
-            if node is None or node.op not in ("Identity", "ReadVariableOp") or not node.inputs:
-                break
-            name = node.inputs[0]
-        return op_name(name)
-
-    for name, node in nodes.items():
-        if node.op not in _ASSIGN_SUB or len(node.inputs) != 2:
-            continue
-        at = name if _MOVING_AVG.search(name) else name.rpartition("/")[0]
-        if not _MOVING_AVG.search(at):
-            continue
-        scope = at.rpartition("/")[0]
-        mul = nodes.get(op_name(node.inputs[1]), _NONE)
-        sub = nodes.get(op_name(mul.inputs[0]), _NONE) if mul.op == "Mul" and mul.inputs \
-            else _NONE
-        if sub.op != "Sub" or len(sub.inputs) != 2 or nodes.get(scope, _NONE).op != "NoOp":
-            continue
-        yield arg(read(node.inputs[0])), arg(read(sub.inputs[1])), scope
