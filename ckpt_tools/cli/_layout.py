@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..formats._record import Frozen, replace
 from ._shorten import shorten_counted
-from ._text import cell_len, clean
+from ._text import cell_len, clean, shorten_end
 
 
 class Column(Frozen):
@@ -180,3 +180,71 @@ def fit_columns(columns: Sequence[Column], natural: list[int], width: int, gap: 
         if not hideable:
             return shown, shrink(hard)[0]
         shown.remove(max(hideable, key=lambda i: columns[i].hide))
+
+
+class FittedTable(Frozen):
+    """How a table fits the terminal: the columns shown (indices into ``columns``, which
+    :func:`terminal_columns` may have replaced), their widths, each row's cell texts (escaped,
+    shortened to fit) and the note naming hidden columns (``None``: none hidden)."""
+
+    columns: Sequence[Column]
+    raw: list[list[tuple[str, str | None]]]
+    shown: list[int]
+    widths: list[int]
+    text: list[list[str]]
+    hidden_note: str | None
+    _fields = ("columns", "raw", "shown", "widths", "text", "hidden_note")
+
+    def __init__(self, columns, raw, shown, widths, text, hidden_note) -> None:
+        self.__dict__.update(columns=columns, raw=raw, shown=shown, widths=widths, text=text,
+                             hidden_note=hidden_note)
+
+
+def fit_table(columns: Sequence[Column], raw: list[list[tuple[str, str | None]]], width: int,
+              gap: int, wide: bool) -> FittedTable:
+    """Fits a table of ``raw`` cells (``(text, style)``) to ``width`` terminal columns with
+    ``gap`` blanks between columns: low-priority columns are hidden before names lose
+    characters, names are shortened in the middle at ``/`` boundaries, lists at the end;
+    ``wide`` keeps every column and cell whole.
+
+    Returns:
+        A :class:`FittedTable`.
+    """
+    if not all(col.terminal for col in columns):
+        columns, raw = terminal_columns(columns, raw)
+    hidden_note = None
+    shown_text = [[clean(text) for text, _ in row] for row in raw]
+    widths = [max([cell_len(col.name)] + [cell_len(r[i]) for r in shown_text])
+              for i, col in enumerate(columns)]
+    shown = list(range(len(columns)))
+    if not wide:
+        empty = frozenset(i for i in range(len(columns))
+                          if raw and all(not r[i] for r in shown_text))
+        natural = widths
+        for extra in range(len(columns)):  # hide low-priority columns before losing names
+            shown, widths = fit_columns(columns, natural, width, gap, empty,
+                                        extra)
+            names = NameColumns(columns, shown, widths, raw)
+            names.balance()
+            if not names.loss() or len(shown) == len(fit_columns(
+                    columns, natural, width, gap, empty, extra + 1)[0]):
+                break
+        hidden = [columns[i].name for i in range(len(columns))
+                  if i not in shown and i not in empty]
+        blank = [columns[i].name for i in range(len(columns)) if i not in shown and i in empty]
+        if hidden or blank:  # said after the table, below what it is about
+            hidden_note = (f"hidden at {width} columns: "
+                      + "; ".join(([", ".join(hidden)] if hidden else [])
+                                  + ([f"{', '.join(blank)} (empty)"] if blank else []))
+                      + " (--wide shows them)")
+        for i in shown:
+            col, w = columns[i], widths[i]
+            if not col.shrink or all(cell_len(r[i]) <= w for r in shown_text):
+                continue
+            if col.shrink == "middle":
+                short = names.shorten(i, w)[0]
+            else:
+                short = [shorten_end(r[i][0], w) for r in raw]
+            for r, text in zip(shown_text, short, strict=True):
+                r[i] = text
+    return FittedTable(columns, raw, shown, widths, shown_text, hidden_note)

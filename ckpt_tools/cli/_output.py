@@ -26,8 +26,8 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CheckpointError, ExitCode, redact
-from ._layout import Column, NameColumns, fit_columns, terminal_columns
-from ._text import CONTROL, cell_len, clean, clean_message, is_tty, json_escape, shorten_end
+from ._layout import Column, fit_table
+from ._text import CONTROL, cell_len, clean, clean_message, is_tty, json_escape
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
@@ -284,43 +284,10 @@ class Output:
             if lines or table:
                 self._write(self.stdout, "\n".join(lines + table) + "\n")
             return
-        if not all(col.terminal for col in columns):
-            columns, raw = terminal_columns(columns, raw)
-        hidden_note = None
-        shown_text = [[clean(text) for text, _ in row] for row in raw]
-        widths = [max([cell_len(col.name)] + [cell_len(r[i]) for r in shown_text])
-                  for i, col in enumerate(columns)]
-        shown = list(range(len(columns)))
-        if not self.wide:
-            empty = frozenset(i for i in range(len(columns))
-                              if rows and all(not r[i] for r in shown_text))
-            natural = widths
-            for extra in range(len(columns)):  # hide low-priority columns before losing names
-                shown, widths = fit_columns(columns, natural, self.width, len(self.GAP), empty,
-                                            extra)
-                names = NameColumns(columns, shown, widths, raw)
-                names.balance()
-                if not names.loss() or len(shown) == len(fit_columns(
-                        columns, natural, self.width, len(self.GAP), empty, extra + 1)[0]):
-                    break
-            hidden = [columns[i].name for i in range(len(columns))
-                      if i not in shown and i not in empty]
-            blank = [columns[i].name for i in range(len(columns)) if i not in shown and i in empty]
-            if hidden or blank:  # said after the table, below what it is about
-                hidden_note = (f"hidden at {self.width} columns: "
-                          + "; ".join(([", ".join(hidden)] if hidden else [])
-                                      + ([f"{', '.join(blank)} (empty)"] if blank else []))
-                          + " (--wide shows them)")
-            for i in shown:
-                col, w = columns[i], widths[i]
-                if not col.shrink or all(cell_len(r[i]) <= w for r in shown_text):
-                    continue
-                if col.shrink == "middle":
-                    short = names.shorten(i, w)[0]
-                else:
-                    short = [shorten_end(r[i][0], w) for r in raw]
-                for r, text in zip(shown_text, short, strict=True):
-                    r[i] = text
+        fitted = fit_table(columns, raw, self.width, len(self.GAP), self.wide)
+        columns, raw, shown, widths, shown_text = (
+            fitted.columns, fitted.raw, fitted.shown, fitted.widths, fitted.text)
+        hidden_note = fitted.hidden_note
         header = [(columns[i].name, "bold") for i in shown]
         for n_row, row in enumerate([None, *shown_text]):
             parts = []
