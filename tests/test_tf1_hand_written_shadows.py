@@ -21,6 +21,7 @@ variable's value at save time.
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -96,6 +97,7 @@ with tf1.Session() as s:
     saver.save(s, f"{out}/model.ckpt")
 '''
 
+E = "ExponentialMovingAverage"
 WRITTEN = ("grad", "acc", "self", "grad_add", "cond_grad", "while_grad", "while_v1_grad")
 PROVEN = ("apply", "ref_apply", "cond_apply", "while_v1_apply")
 
@@ -176,3 +178,36 @@ def test_ema_apply_and_an_unwritten_shadow_still_pair(made, tmp_path, case):
             want = truth.get(f"ema:{n}", truth[f"raw:{n}/ExponentialMovingAverage"])
             assert got[n].tobytes() == want.tobytes(), n
             assert got[n].tobytes() != truth[f"raw:{n}"].tobytes(), n
+
+
+@pytest.mark.parametrize("source", ["itself", "w0"])
+def test_a_broadcast_of_the_shadow_itself_still_pairs(made, tmp_path, tf, source):
+    """Horovod's ``broadcast_global_variables()`` assigns every global variable, the averages
+    too, its own value broadcast from rank 0: ``AssignVariableOp(v, HorovodBroadcast(v))``; that
+    write is no new value of the shadow. Horovod is not installed here: the ``.meta`` of the real
+    ``ema.apply()`` graph gets the nodes it adds (as it builds them); the values are TF's. A
+    broadcast of ``w0`` written into ``w0``'s shadow is a hand write like any other."""
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    out, truths = made
+    truth, run, dest = truths["apply"], tmp_path / "hvd", tmp_path / "x.npz"
+    shutil.copytree(out / "apply", run)
+    path = run / "model.ckpt.meta"
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.ParseFromString(path.read_bytes())
+    for i, v in enumerate(["w0", "w1", f"w0/{E}", f"w1/{E}"]):
+        read = meta.graph_def.node.add(name=f"HorovodBroadcast_read_{i}", op="ReadVariableOp",
+                                       input=[v if source == "itself" else "w0"])
+        sent = meta.graph_def.node.add(name=f"HorovodBroadcast_{i}", op="HorovodBroadcast",
+                                       input=[read.name])
+        meta.graph_def.node.add(name=f"AssignVariableOp_hvd_{i}", op="AssignVariableOp",
+                                input=[v, sent.name])
+    path.write_bytes(meta.SerializeToString())
+    code, _, err = run_cli(["export", str(run), "--strict", "--out", str(dest)])
+    if source == "w0":
+        assert code == 6 and f"w0/{E} is no proven average of w0" in err, err
+        return
+    assert code == 0, err
+    with np.load(dest) as got:
+        for n in ("w0", "w1"):
+            assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n

@@ -49,6 +49,7 @@ _APPLY = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")
 _WRITES = re.compile(r"^(?:Assign(?:Add|Sub)?(?:VariableOp)?|(?:Resource)?StridedSliceAssign"
                      r"|(?:Resource)?Scatter(?:Nd)?(?:Update|Add|Sub|Mul|Div|Min|Max))$")
 _RESTORES = frozenset({"RestoreV2", "Restore", "RestoreSlice"})
+_BROADCAST = re.compile(r"Broadcast|Bcast")  # HorovodBroadcast, NcclBroadcast, CollectiveBcast*
 _SAVE_SCOPE = re.compile(r"^(?:.*/)?save(?:_\d+)?/")
 NO_NODE = GraphNode("", [], [])
 
@@ -253,7 +254,8 @@ def _updates(nodes, variable) -> UpdateOps:
     for name, (op, inputs, _strings) in nodes.items():
         if inputs and (_WRITES.match(op) or _APPLY.match(op)):
             written = variable(inputs[0])
-            if written is not None and not _initial_or_restored(nodes, name, inputs, written):
+            if written is not None and not _initial_or_restored(nodes, name, inputs, written,
+                                                                variable):
                 writes.append((written, name, op))
         if op in ASSIGN_SUB and len(inputs) == 2:
             scope = name if MOVING_AVG.search(name) else name.rpartition("/")[0]
@@ -292,10 +294,14 @@ def _updates(nodes, variable) -> UpdateOps:
                      frozenset(grouped & other_decay), tensors, writers)
 
 
-def _initial_or_restored(nodes, name: str, inputs: list[str], written: str) -> bool:
+def _initial_or_restored(nodes, name: str, inputs: list[str], written: str,
+                         variable) -> bool:
     """Whether the write ``name`` (its data ``inputs``) of variable op ``written`` is the
-    variable's own initializer (``<var>/Assign``, or an op under ``<var>/Initializer``) or a
-    Saver's restore (in a ``save``/``save_N`` scope, or a value read from a restore op)."""
+    variable's own initializer (``<var>/Assign``, or an op under ``<var>/Initializer``), a
+    Saver's restore (in a ``save``/``save_N`` scope, or a value read from a restore op) or the
+    variable's own value broadcast from another worker (Horovod's
+    ``broadcast_global_variables()`` assigns every global variable, the averages too,
+    ``HorovodBroadcast(v)``); ``variable`` reads a tensor back to its variable op."""
     if name == written + "/Assign" or name.startswith(written + "/Initializer/") \
             or _SAVE_SCOPE.match(name):
         return True
@@ -305,7 +311,10 @@ def _initial_or_restored(nodes, name: str, inputs: list[str], written: str) -> b
         if node is None or node.op not in READS or not node.inputs:
             break
         value = op_name(node.inputs[0])
-    return nodes.get(value, NO_NODE).op in _RESTORES
+    node = nodes.get(value, NO_NODE)
+    if _BROADCAST.search(node.op) and node.inputs:
+        return variable(node.inputs[0]) == written  # a copy of itself: no new value
+    return node.op in _RESTORES
 
 
 def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> bool:
