@@ -79,10 +79,14 @@ def written_source_text(ckpt: Checkpoint, found: dict[str, tuple[str, str, str]]
     besides = " (besides an AssignMovingAvg op averaging it)" if ops is not None and \
         ops.averages.get(source, ("",))[0] == target else ""
     what = f"the op {op}" if op.rpartition("/")[2] == kind else f"the {kind} op {op}"
+    # the key names the EMA whose apply() would write it: W/adam_m is no default EMA's key
+    name = source[len(target) + 1:] if source.startswith(target + "/") else ""
+    key = (f"{source}, the key an ExponentialMovingAverage named {name!r} would give "
+           f"{target}'s average" if name else f"{source}, a key named like an average")
     return (f"{source} is no proven average of {target}: the .meta's graph shows {what} "
             f"writing it{besides}, which is not ema.apply()'s update (an "
             f"AssignMovingAvg op averaging {target} into it, and nothing else writing it): a "
-            f"tensor kept by hand under the key ema.apply() would give {target}'s average")
+            f"tensor kept by hand under {key}")
 
 
 def foreign_sources(variables, ema_name: str | None, chosen: dict[str, str],
