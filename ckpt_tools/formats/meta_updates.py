@@ -41,6 +41,9 @@ from .graph_def import (
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
 MOVING_AVG = re.compile(r"(?:^|/)AssignMovingAvg(?:_\d+)?$")
+# tf.distribute's strategy.extended.update runs apply()'s update once per device under
+# <scope>/AssignMovingAvg/update_<N>/ (MirroredStrategy in a TF1 graph; review-18-attack-r39 F9)
+_PER_DEVICE = re.compile(r"/update_\d+$")
 # a control-flow-v1 tf.cond's branch inputs (Switch) and a v1 tf.while_loop's frame inputs
 # (Enter: apply() run in the loop's body reads its variables through them; review-18-attack-r39 F1)
 SWITCHES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
@@ -259,6 +262,8 @@ def _updates(nodes, variable) -> UpdateOps:
                 writes.append((written, name, op))
         if op in ASSIGN_SUB and len(inputs) == 2:
             scope = name if MOVING_AVG.search(name) else name.rpartition("/")[0]
+            scope = _PER_DEVICE.sub("", scope) if MOVING_AVG.search(
+                _PER_DEVICE.sub("", scope)) else scope
             if not MOVING_AVG.search(scope):
                 continue
             owner = scope.rpartition("/")[0]  # the EMA's name scope (ema of ema/AssignMovingAvg)
