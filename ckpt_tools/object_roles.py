@@ -20,6 +20,7 @@ from .formats.objgraph import (
 )
 from .lazy_re import LazyPattern
 from .object_slashed import slashed_ema_names
+from .orphan_averages import default_named, unstated_orphans
 from .pairing import ObjectPairing, pair_by_names
 from .roles import (
     DEFAULT_EMA_NAME,
@@ -72,6 +73,7 @@ def pair_object_shadows(entries, objects: ObjectGraph, ema_names=None,
     held = {k for k, t in twins(entries, objects).items()
             if k in rest and t.outcome in (VARIABLE, AVERAGE_IF_STATED)
             and (t.evidence == SELF_NAMED_AVERAGE or not any(t.named(n) for n in stated))}
+    held |= unstated_orphans(rest, full, names, stated)  # attn/out/kernel: r39 F8
     found = pair_by_names(rest, objects, names, apply_order, container, not_shadows=held)
     return ObjectPairing(pairs={**keras3, **found.pairs},
                          ambiguous={**clash, **found.ambiguous}, set_aside=found.set_aside)
@@ -252,6 +254,11 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
             ri = classify_one(full, entry, by_name, names, names | {"avg"}, {}, set(), False,
                                None)
             if ri.role == EMA and key in held:  # the model's own variable (r33 F1, F10)
+                ri = RoleInfo(WEIGHT)
+            elif ri.role == EMA and entry.shape and not default_named(full, by_name):
+                # <x>/<name> with no <x> stored, <name> inferred from another pair
+                # (attn/query beside attn/query/kernel): never an average of an unstored
+                # variable unless stated (review-18-attack-r39 F8; stated_orphans)
                 ri = RoleInfo(WEIGHT)
             # A name-based link would point at a name, not a key: keep only the role. An
             # average of a tensor (a loss: a scalar) is a loss average; one of a variable

@@ -11,7 +11,12 @@ stored, so an export holds fewer weights than the model has: callers say so, nam
 from __future__ import annotations
 
 from . import roles as R
-from .checkpoint import Checkpoint
+from .formats._record import replace
+from .object_slashed import split_slashed
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
 
 
 def orphan_averages(ckpt: Checkpoint, variables) -> dict[str, str]:
@@ -82,3 +87,94 @@ def orphan_warnings(ckpt: Checkpoint, variables, result: str, keep=None) -> list
 
 def _path(key: str) -> str:
     return key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def default_named(full_name: str, stored) -> bool:
+    """Whether ``full_name`` (a TF2 variable's recorded name) may be read as an average of a
+    variable the checkpoint does not store (``stored``: recorded names present) by its name
+    alone: its last part is TF's default EMA name (``ExponentialMovingAverage[_N]``), or its
+    head is stored. TF2 records no other EMA name: one read off another pair (``attn/query``
+    beside ``attn/query/kernel`` reads ``kernel`` as one) proves nothing of ``attn/out/
+    kernel``, the model's own weight (review-18-attack-r39 F8); only a stated name does
+    (:func:`stated_orphans`).
+
+    Example:
+        >>> default_named("net/blk0/kernel/ExponentialMovingAverage_1", {})
+        True
+        >>> default_named("attn/out/kernel", {"attn/query": 1, "attn/query/kernel": 2})
+        False
+    """
+    head, _, last = full_name.rpartition("/")
+    return bool(head) and (head in stored or R.UNIQUIFIED.sub("", last) == R.DEFAULT_EMA_NAME)
+
+
+def unstated_orphans(keys, full: dict[str, str], names, stated) -> set[str]:
+    """Those of ``keys`` (TF2 keys; ``full``: key -> recorded name) that no EMA name but one
+    read off another pair reads as an average, and then of a variable the checkpoint does
+    not store: ``attn/out/kernel`` where ``attn/query`` beside ``attn/query/kernel`` makes
+    ``kernel`` read as an EMA name (``names``: those recognised) and no ``attn/out`` is
+    stored (review-18-attack-r39 F8). The pairing keeps them as variables, so their own
+    averages (``attn/out/kernel/ExponentialMovingAverage``) pair with them; ``stated``: the
+    names the user states (``--ema-name``), which read them as averages still.
+
+    Example:
+        >>> full = {"q": "attn/query", "k": "attn/query/kernel", "o": "attn/out/kernel"}
+        >>> sorted(unstated_orphans(["k", "o"], full, {"kernel"}, ()))
+        ['o']
+        >>> unstated_orphans(["o"], full, {"kernel"}, ["kernel"])
+        set()
+    """
+    stored = set(full.values())
+    said = {R.UNIQUIFIED.sub("", n) for n in stated or ()}
+    out = set()
+    for k in keys:
+        f = full.get(k) or ""
+        head, _, last = f.rpartition("/")
+        base = R.UNIQUIFIED.sub("", last)
+        if (head and head not in stored and base != R.DEFAULT_EMA_NAME and base not in said
+                and last not in said and split_slashed(f, names, stored) is None):
+            out.add(k)
+    return out
+
+
+def read_alike(ckpt: Checkpoint, variables: dict, ema_name: str | None = None) -> list[str]:
+    """Keys of TF2 weights recorded as ``<x>/<name>`` with no ``<x>`` stored, where another
+    pair reads ``name`` (``_N`` aside) as an EMA name (``w/fast`` beside ``w``) and it is not
+    TF's default: the ones :func:`default_named` keeps as weights (review-18-attack-r39 F8),
+    which may as well be averages of variables the checkpoint does not store (only
+    ``ema_name``'s where given; never one whose own average is paired with it).
+    ``export --raw`` writes them with its warning that they may be either."""
+    if ckpt.objects is None:
+        return []
+    full = ckpt.objects.full_names
+    found = [k for k, v in variables.items() if v.role == R.WEIGHT and k in full
+             and not v.ema and tuple(v.shape) and v.dtype in R._FLOAT and "/" in full[k]
+             and (ema_name is None or ema_name == full[k].rpartition("/")[2]
+                  or ema_name == R.UNIQUIFIED.sub("", full[k].rpartition("/")[2]))]
+    if not found:
+        return []
+    firsts: dict = {}
+    entries = ckpt.entries()
+    for k, f in full.items():
+        if k in entries:
+            firsts.setdefault(f, entries[k])
+    names = set(R.detect_ema_names(firsts)) - {R.DEFAULT_EMA_NAME}
+    return [k for k in found if full[k].rpartition("/")[0] not in firsts
+            and R.UNIQUIFIED.sub("", full[k].rpartition("/")[2]) in names]
+
+
+def stated_orphans(ckpt: Checkpoint, variables: dict, ema_name: str | None) -> dict:
+    """``variables`` (key -> :class:`~ckpt_tools.variable.Variable`) with each weight
+    :func:`read_alike` finds under ``ema_name`` read as an average of a variable the
+    checkpoint does not store, where the user states that name (``--ema-name``): a Keras 3
+    model's layers in a plain list, averaged by an EMA named ``fast``. Unchanged otherwise."""
+    if not ema_name or "," in ema_name or "/" in ema_name:
+        return variables
+    found = read_alike(ckpt, variables, R.UNIQUIFIED.sub("", ema_name))
+    if not found:
+        return variables
+    out = dict(variables)
+    for k in found:
+        out[k] = replace(variables[k], role=R.EMA, ema_of=None, ema_style="object",
+                         ema=None, ema_candidates=())
+    return out

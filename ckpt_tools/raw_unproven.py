@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_refusals import suffix_base
+from .orphan_averages import read_alike
 from .tf2_twins import (
     AVERAGE_IF_STATED,
     CONTAINER,
@@ -78,7 +79,8 @@ def held_twins(ckpt, variables) -> list[str]:
     stored (:func:`averaged_again`)."""
     weights = [k for k, v in variables.items() if v.role == R.WEIGHT]
     return sorted({k for k in weights if getattr(ckpt_twins(ckpt).get(k), "outcome", None)
-                   == AVERAGE_IF_STATED} | set(averaged_again(ckpt, weights)))
+                   == AVERAGE_IF_STATED} | set(averaged_again(ckpt, weights))
+                  | set(read_alike(ckpt, variables)))  # no <x> stored: r39 F8
 
 
 def averaged_again(ckpt, keys) -> list[str]:

@@ -15,6 +15,7 @@ from . import roles as R
 from .formats._record import replace
 from .object_held import stated_held_shadows
 from .object_slashed import stated_own_heads
+from .orphan_averages import stated_orphans
 from .stated_own_average import refuse_own_average_stated
 
 #: How :func:`slashed_hint` begins.
@@ -52,6 +53,7 @@ def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None,
     if ckpt.objects is not None:  # <a>/<b>/<x> of a weight <a>/<b> under a stated x: F1
         refuse_own_average_stated(ckpt, variables, ema_name)  # an EMA of an EMA? F7
         variables = stated_own_heads(ckpt, variables, ema_name)
+        variables = stated_orphans(ckpt, variables, ema_name)  # r39 F8: said, never read
         return stated_held_shadows(ckpt, variables, ema_name, apply_order)
     if (not ema_name or "/" not in ema_name or "," in ema_name or ckpt.objects is not None
             or ckpt.meta is not None):
