@@ -8,7 +8,10 @@ names, as when both objects averaged both in the same order, but ``w0/Exponentia
 is ``a``'s and ``w1/ExponentialMovingAverage`` ``b``'s: ``--ema-name ExponentialMovingAverage``
 would mix the two objects. The ``.meta`` shows it: one ``apply()`` scope
 (``ExponentialMovingAverage_1``, ``b``'s) writes keys of two suffix levels
-(``w1/ExponentialMovingAverage`` and ``w0/ExponentialMovingAverage_1``).
+(``w1/ExponentialMovingAverage`` and ``w0/ExponentialMovingAverage_1``). Where each apply()
+gets one variable, each scope writes one level, and several scopes writing one level prove no
+object (:func:`split_names`); the decays the scopes use are not read: equal decays would not
+tell two objects apart either.
 """
 
 from __future__ import annotations
@@ -61,6 +64,34 @@ def crossed_names(ckpt: Checkpoint, use_meta: bool) -> tuple[set[str], dict]:
     return names, scopes
 
 
+def split_names(ckpt: Checkpoint, use_meta: bool) -> tuple[set[str], set[str], dict]:
+    """``(names, proven, scopes)``: of each name family with averages of two levels or more
+    (``w/ExponentialMovingAverage``, ``w/ExponentialMovingAverage_1``), the names of a level
+    whose keys several ``apply()`` scopes write, each one level only: ``a.apply([w0])``,
+    ``b.apply([w1])``, ``b.apply([w0])``, ``a.apply([w1])`` give every variable both names,
+    each scope one key, and ``w0/ExponentialMovingAverage`` is ``a``'s while
+    ``w1/ExponentialMovingAverage`` is ``b``'s (review-18-attack-r39 F2, after b2fcd92). The
+    keys and scopes are those of one object applied twice beside another, so such a level is
+    not proven one object's; a level one scope writes whole is (one ``apply()``, one object):
+    ``proven``. ``scopes``: scope -> {average: variable} of the families of ``names``."""
+    written = _written(ckpt, use_meta)
+    levels: dict[str, dict[str, set[str]]] = {}  # family -> name -> scopes writing it
+    for scope, keys in written.items():
+        for key, var in keys.items():
+            name = key[len(var) + 1:]
+            levels.setdefault(suffix_base(name), {}).setdefault(name, set()).add(scope)
+    names: set[str] = set()
+    proven: set[str] = set()
+    for family in levels.values():
+        if len(family) > 1:
+            names |= {n for n, s in family.items() if len(s) > 1}
+            proven |= {n for n, s in family.items() if len(s) == 1}
+    families = {suffix_base(n) for n in names}
+    scopes = {s: {k: v for k, v in keys.items() if suffix_base(k[len(v) + 1:]) in families}
+              for s, keys in written.items()}
+    return names, proven if names else set(), {s: k for s, k in scopes.items() if k}
+
+
 def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> None:
     """Refuses reading ``--ema-name`` (or, ``None``, offering one) where the ``.meta``'s update
     ops show the stated name's family (any, unstated) written in crossed order.
@@ -69,7 +100,10 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
         UnprovenPairingError: naming which apply() scope writes which averages (exit 6).
     """
     names, scopes = crossed_names(ckpt, use_meta)
-    if not names or (ema_name is not None
+    if not names:
+        _refuse_split(ckpt, ema_name, use_meta)
+        return
+    if (ema_name is not None
                      and suffix_base(ema_name) not in {suffix_base(n) for n in names}):
         return
     base = sorted(names)[0]
@@ -89,4 +123,34 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
         "two objects' averages; no --ema-name picks one object here: --raw exports the raw "
         "weights instead (name the EMA objects, ExponentialMovingAverage(decay, "
         "name='fast'), when training)",
+        None, {v: tuple(sorted(ks)) for v, ks in undecided.items()})
+
+
+def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> None:
+    """Refuses reading ``--ema-name`` (or, ``None``, offering every name) where a name of its
+    family is one of :func:`split_names`: written by several apply() scopes, it may be two
+    objects' averages."""
+    names, proven, scopes = split_names(ckpt, use_meta)
+    if not names or (ema_name is not None and ema_name not in names):
+        return
+    shows = "; ".join(f"apply() scope {s!r} writes {', '.join(sorted(keys))}"
+                      for s, keys in sorted(scopes.items()))
+    both = " or ".join(sorted(names))
+    offer = (f"--ema-name {' or '.join(sorted(proven))} is one apply()'s, so one object's; "
+             if proven else "")
+    undecided: dict[str, list[str]] = {}
+    for keys in scopes.values():
+        for key, var in keys.items():
+            if key[len(var) + 1:] in names:
+                undecided.setdefault(var, []).append(key)
+    raise UnprovenPairingError(
+        f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
+        + f"the averages named {both} are not proven each one EMA object's: TF1 numbers "
+        f"averages per variable (the first object to average a variable gives it the "
+        f"unnumbered name, the next _1), and the .meta's update ops show several apply() "
+        f"scopes writing them ({shows}); two objects applied to the variables in different "
+        f"orders (a.apply([w0]), b.apply([w1]), b.apply([w0]), a.apply([w1])) give these "
+        f"keys and scopes as one object applied twice does, so --ema-name {both} may take "
+        f"two objects' averages; {offer}--raw exports the raw weights instead (name the EMA "
+        "objects, ExponentialMovingAverage(decay, name='fast'), when training)",
         None, {v: tuple(sorted(ks)) for v, ks in undecided.items()})

@@ -67,6 +67,33 @@ with tf.Graph().as_default():  # crossed: a.apply([w]); b.apply([v, w]); a.apply
             for var in (w, v):
                 truth[f"crossed:{tag}:{var.op.name}"] = s.run(e.average(var).read_value())
                 truth[f"crossed:{tag}:{var.op.name}:name"] = np.array(e.average(var).op.name)
+# each apply() one variable (r39 F2 after b2fcd92): cross4 a([w]); b([v]); b([w]); a([v]);
+# twice: a([w]); a([v]) (one object applied twice); twice_b: twice, then b([w, v])
+for case, applies in (("cross4", "a:w b:v b:w a:v"), ("twice", "a:w a:v"),
+                      ("twice_b", "a:w a:v b:wv")):
+    with tf.Graph().as_default():
+        w = tf1.get_variable("w", [3])
+        v = tf1.get_variable("v", [2])
+        update = tf.group(w.assign_add(tf.ones([3])), v.assign_add(2 * tf.ones([2])))
+        objs = {"a": tf1.train.ExponentialMovingAverage(0.5),
+                "b": tf1.train.ExponentialMovingAverage(0.9)}
+        for each in applies.split():
+            tag, names = each.split(":")
+            with tf.control_dependencies([update]):
+                update = objs[tag].apply([{"w": w, "v": v}[n] for n in names])
+        saver = tf1.train.Saver()
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(update)
+            os.makedirs(f"{out}/{case}")
+            saver.save(s, f"{out}/{case}/model.ckpt")
+            for tag, e in objs.items():
+                for var in (w, v):
+                    if e.average(var) is not None:
+                        truth[f"{case}:{tag}:{var.op.name}"] = s.run(e.average(var).read_value())
+                        truth[f"{case}:{tag}:{var.op.name}:name"] = np.array(
+                            e.average(var).op.name)
 np.savez(f"{out}/truth.npz", **truth)
 '''
 
@@ -130,3 +157,46 @@ def test_without_the_meta_the_offer_says_it_assumes_one_order(made, tmp_path):
     assert code == 6, err
     assert "only where the objects averaged every variable in the same order" in \
         " ".join(err.split()), err
+
+
+@pytest.mark.parametrize("case,extra", [
+    ("cross4", []), ("cross4", ["--ema-name", "ExponentialMovingAverage"]),
+    ("cross4", ["--ema-name", "ExponentialMovingAverage_1"]),
+    ("twice_b", ["--ema-name", "ExponentialMovingAverage"])])
+def test_levels_several_applies_write_are_refused(made, tmp_path, case, extra):
+    """a.apply([w]); b.apply([v]); b.apply([w]); a.apply([v]): each apply() writes one key,
+    w/ExponentialMovingAverage a's and v/ExponentialMovingAverage b's; --ema-name
+    ExponentialMovingAverage (or _1) took one of each, exit 0 (review-18-attack-r39 F2 after
+    b2fcd92). Two scopes writing one level may be two objects: refused, as where one object is
+    applied twice beside another (twice_b: the same keys and scopes as a third object)."""
+    out, truth = made
+    if case == "cross4":  # TF's names: each name one key of a's and one of b's
+        assert str(truth["cross4:a:w:name"]) == "w/ExponentialMovingAverage"
+        assert str(truth["cross4:b:v:name"]) == "v/ExponentialMovingAverage"
+    target = tmp_path / "w.npz"
+    for command in ("export", "map"):
+        args = ["--out", str(target)] if command == "export" else []
+        code, _, err = run_cli([command, str(out / case), *extra, *args])
+        assert code == 6 and not target.exists(), err
+        text = " ".join(err.split())
+        assert "are not proven each one EMA object's" in text and "--raw" in text, err
+        assert "pass --ema-name" not in text, err
+        if case == "twice_b":  # b's one apply() writes every _1 key
+            assert "--ema-name ExponentialMovingAverage_1 is one apply()'s" in text, err
+
+
+@pytest.mark.parametrize("case,name,tag", [("twice", None, "a"),
+                                           ("twice", "ExponentialMovingAverage", "a"),
+                                           ("twice_b", "ExponentialMovingAverage_1", "b")])
+def test_a_level_one_object_writes_is_picked(made, tmp_path, case, name, tag):
+    """One object applied twice (two scopes, one level), or a level one apply() writes whole:
+    one object's averages, bit for bit."""
+    out, truth = made
+    target = tmp_path / "w.npz"
+    stated = ["--ema-name", name] if name else []
+    code, _, err = run_cli(["export", str(out / case), *stated, "--strict", "--out",
+                            str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        for var in ("w", "v"):
+            assert z[var].tobytes() == truth[f"{case}:{tag}:{var}"].tobytes(), var
