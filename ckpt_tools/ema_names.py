@@ -89,7 +89,9 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str],
     left_out = [t for s, t in pairs.items() if s != t and s not in variables
                 and unstored(t, variables)]
     pairs = {s: t for s, t in pairs.items() if t not in left_out}
-    missing = [t for s, t in pairs.items() if s != t and s not in variables] + taken
+    # a partitioned variable's parts are one key (w0/part_0, w0/part_1 both w0): once (r39 F7)
+    missing = list(dict.fromkeys(
+        [t for s, t in pairs.items() if s != t and s not in variables] + taken))
     not_saved = [t for s, t in pairs.items() if s == t and s not in variables] + left_out
     return list(pairs.items()), missing, not_saved
 
