@@ -280,7 +280,8 @@ inputs are the function's own node or argument names)."""
 
 
 def read_branches(path: str) -> list[Branch]:
-    """The functions the ops of the graph of the binary ``.meta`` at ``path`` call, and those
+    """The functions the ops of the graph of the binary ``.meta`` (or one-graph
+    ``saved_model.pb``) at ``path`` call, and those
     the functions' ops call in turn, each with the graph's ops passed in (see :class:`Branch`;
     once per distinct such list); ``[]`` where there are none or the file is not a binary
     ``MetaGraphDef``.
@@ -302,7 +303,11 @@ _BRANCHES: dict[tuple, list[Branch]] = {}
 def _read_branches(path: str) -> list[Branch]:
     data = (is_url(path) and fetched(path)) or map_file(path)
     try:
-        graph = next((v for n, w, v in proto_fields(data) if n == 2 and w == 2), None)
+        metas = [data]  # a SavedModel's field 2 is each MetaGraphDef: its one graph's (r39 F6)
+        if os.path.basename(path).startswith("saved_model."):
+            metas = [v for n, w, v in proto_fields(data) if n == 2 and w == 2]
+        graph = next((v for n, w, v in proto_fields(metas[0]) if n == 2 and w == 2),
+                     None) if len(metas) == 1 else None
         if graph is None:
             return []
         functions: dict[str, tuple[list[str], dict[str, GraphNode], list]] = {}

@@ -143,8 +143,9 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     other_decay: set[str] = set()
     tensors: dict[str, tuple[str, str]] = {}
     writers: dict[str, tuple[str, str]] = {}
-    try:  # the .meta's v2 conds (a SavedModel's graphs are read without them)
-        branches = read_branches(path) if len(graphs) == 1 and path.endswith(".meta") else []
+    try:  # the v2 conds of the .meta or one-graph saved_model.pb (review-18-attack-r39 F6)
+        branches = read_branches(path) if len(graphs) == 1 and path.endswith(
+            (".meta", "saved_model.pb")) else []
     except (OSError, CheckpointError):
         branches = []
     for graph in graphs:
