@@ -1,11 +1,13 @@
-"""TF1 SavedModel (``tf1.saved_model.Builder`` of the training graph): the update ops in its
-control-flow-v2 functions are read as a binary ``.meta``'s are (review-18-attack-r39 F6).
+"""TF1 SavedModel (``tf1.saved_model.Builder`` of the training graph, ``saved_model.pb`` or
+``.pbtxt``) and a text-format ``.meta`` (``Saver.export_meta_graph(as_text=True)``): the update
+ops in their control-flow-v2 functions are read as a binary ``.meta``'s are
+(review-18-attack-r39 F6).
 
 A first moment of ``w0``'s gradient kept as ``w0/ExponentialMovingAverage`` by
 ``assign_moving_average`` inside a v2 ``tf.cond`` beside a real EMA over ``w1`` was exported as
 ``w0``'s average, exit 0 under ``--strict``: ``read_branches`` read a ``.meta`` only, and a
-``saved_model.pb``'s field 2 is a ``MetaGraphDef``, not its ``GraphDef``. ``ema.apply()`` in
-the same cond stays proven.
+``saved_model.pb``'s field 2 is a ``MetaGraphDef``, not its ``GraphDef``; a text-format file's
+library was not read at all. ``ema.apply()`` in the same cond stays proven.
 
 Made by real TensorFlow in a subprocess; truth read at save time.
 """
@@ -47,9 +49,13 @@ for v in (w0, w1):
     truth[f"raw:{v.op.name}"] = s.run(v)
     if ema.average(v) is not None:
         truth[f"ema:{v.op.name}"] = s.run(ema.average(v))
-b = tf1.saved_model.Builder(f"{out}/sm")
-b.add_meta_graph_and_variables(s, ["train"])
-b.save()
+for d, as_text in (("sm", False), ("smtxt", True)):
+    b = tf1.saved_model.Builder(f"{out}/{d}")
+    b.add_meta_graph_and_variables(s, ["train"])
+    b.save(as_text=as_text)
+saver = tf1.train.Saver()
+saver.save(s, f"{out}/txt/model.ckpt", write_meta_graph=False)
+saver.export_meta_graph(f"{out}/txt/model.ckpt.meta", as_text=True)
 '''
 
 
@@ -59,26 +65,29 @@ def made(tmp_path_factory):
     return out, {c: run_tf1_script(SCRIPT, out / c, c) for c in ("moment", "apply")}
 
 
-def test_a_moment_kept_in_a_savedmodels_cond_is_no_average(made, tmp_path):
+FORMS = {"sm": "sm", "smtxt": "smtxt", "txt": "txt/model.ckpt"}
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_a_moment_kept_in_a_savedmodels_cond_is_no_average(made, tmp_path, form):
     out, truths = made
-    dest = tmp_path / "w.npz"
+    dest, run = tmp_path / "w.npz", out / "moment" / FORMS[form]
     assert "ema:w0" not in truths["moment"]  # TF: ema.average(w0) is None
-    code, _, err = run_cli(["export", str(out / "moment" / "sm"), "--strict", "--out",
-                            str(dest)])
+    code, _, err = run_cli(["export", str(run), "--strict", "--out", str(dest)])
     assert code == 6 and not dest.exists(), err
     assert "w0/ExponentialMovingAverage is no average of w0" in err, err
-    code, _, err = run_cli(["export", str(out / "moment" / "sm"), "--allow-missing", "--out",
-                            str(dest)])
+    code, _, err = run_cli(["export", str(run), "--allow-missing", "--out", str(dest)])
     assert code == 0, err
     with np.load(dest) as z:
         assert z["w0"].tobytes() == truths["moment"]["raw:w0"].tobytes()
         assert z["w1"].tobytes() == truths["moment"]["ema:w1"].tobytes()
 
 
-def test_apply_in_a_savedmodels_cond_is_proven(made, tmp_path):
+@pytest.mark.parametrize("form", FORMS)
+def test_apply_in_a_savedmodels_cond_is_proven(made, tmp_path, form):
     out, truths = made
     dest = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / "apply" / "sm"), "--strict", "--out",
+    code, _, err = run_cli(["export", str(out / "apply" / FORMS[form]), "--strict", "--out",
                             str(dest)])
     assert code == 0, err
     with np.load(dest) as z:

@@ -95,12 +95,23 @@ _MESSAGES: dict[str, list[tuple[str, int, str, bool]]] = {
     "TrackableObjectGraph": [("nodes", 1, ".ckpt.TrackableObject", True)],
     # A text-format graph's save op (formats/graph_def.py): the nodes' names, ops, inputs and
     # string constants, re-encoded to the binary layout the graph reader walks.
+    # and its function library (the functions its If/Case/While/call ops name: r39 F6)
     "StringTensor": [("string_val", 8, "bytes", True)],
-    "AttrValue": [("tensor", 8, ".ckpt.StringTensor", False)],
+    "NameAttrList": [("name", 1, "string", False)],
+    "ListValue": [("func", 9, ".ckpt.NameAttrList", True)],
+    "AttrValue": [("list", 1, ".ckpt.ListValue", False),
+                  ("tensor", 8, ".ckpt.StringTensor", False),
+                  ("func", 10, ".ckpt.NameAttrList", False)],
     "AttrEntry": [("key", 1, "string", False), ("value", 2, ".ckpt.AttrValue", False)],
     "NodeDef": [("name", 1, "string", False), ("op", 2, "string", False),
                 ("input", 3, "string", True), ("attr", 5, ".ckpt.AttrEntry", True)],
-    "GraphDef": [("node", 1, ".ckpt.NodeDef", True)],
+    "ArgDef": [("name", 1, "string", False)],
+    "OpDef": [("name", 1, "string", False), ("input_arg", 2, ".ckpt.ArgDef", True)],
+    "FunctionDef": [("signature", 1, ".ckpt.OpDef", False),
+                    ("node_def", 3, ".ckpt.NodeDef", True)],
+    "FunctionDefLibrary": [("function", 1, ".ckpt.FunctionDef", True)],
+    "GraphDef": [("node", 1, ".ckpt.NodeDef", True),
+                 ("library", 2, ".ckpt.FunctionDefLibrary", False)],
     "GraphOfMeta": [("graph_def", 2, ".ckpt.GraphDef", False),
                     ("saver_def", 3, ".ckpt.SaverDef", False)],
     "GraphsOfSavedModel": [("meta_graphs", 2, ".ckpt.GraphOfMeta", True)],
@@ -165,3 +176,18 @@ VariableDef = _CLASSES["VariableDef"]
 TrackableObjectGraph = _CLASSES["TrackableObjectGraph"]
 GraphOfMeta = _CLASSES["GraphOfMeta"]
 GraphsOfSavedModel = _CLASSES["GraphsOfSavedModel"]
+
+
+def text_graphs_binary(raw: bytes, saved_model: bool) -> bytes:
+    """A text-format ``.meta`` or ``saved_model.pbtxt`` re-encoded to the binary layout, with
+    its graphs' nodes (names, ops, inputs, string constants, the functions their attrs name),
+    function libraries and save op only (``b""`` where it is not text either)."""
+    from google.protobuf import text_format
+
+    msg = GraphsOfSavedModel() if saved_model else GraphOfMeta()
+    try:
+        text_format.Parse(raw.decode("utf-8"), msg, allow_unknown_field=True,
+                          allow_unknown_extension=True)
+    except Exception:  # not text either: the collections reader says why
+        return b""
+    return msg.SerializeToString()

@@ -208,18 +208,10 @@ def _saved_model_graphs(data) -> list[MetaGraph | None]:
 def _text_graphs(raw: bytes, saved_model: bool) -> list[MetaGraph | None]:
     """The graphs of a text-format ``.meta`` or ``saved_model.pbtxt``: parsed (nodes' names,
     ops, inputs and string constants only) and re-encoded to the binary layout."""
-    from google.protobuf import text_format
+    from ._protos import text_graphs_binary  # text files only: protobuf on demand
 
-    from ._protos import GraphOfMeta, GraphsOfSavedModel  # text files only: protobuf on demand
-
-    msg = GraphsOfSavedModel() if saved_model else GraphOfMeta()
-    try:
-        text_format.Parse(raw.decode("utf-8"), msg, allow_unknown_field=True,
-                          allow_unknown_extension=True)
-    except Exception:  # not text either: the collections reader says why
-        return []
-    metas = list(msg.meta_graphs) if saved_model else [msg]
-    return [_graph(m.SerializeToString()) for m in metas if m.HasField("graph_def")]
+    data = text_graphs_binary(raw, saved_model)
+    return _saved_model_graphs(data) if saved_model else [_graph(data)]
 
 
 def _graph(data) -> MetaGraph | None:
@@ -302,30 +294,15 @@ _BRANCHES: dict[tuple, list[Branch]] = {}
 
 def _read_branches(path: str) -> list[Branch]:
     data = (is_url(path) and fetched(path)) or map_file(path)
+    saved_model = os.path.basename(path).startswith("saved_model.")
     try:
-        metas = [data]  # a SavedModel's field 2 is each MetaGraphDef: its one graph's (r39 F6)
-        if os.path.basename(path).startswith("saved_model."):
-            metas = [v for n, w, v in proto_fields(data) if n == 2 and w == 2]
-        graph = next((v for n, w, v in proto_fields(metas[0]) if n == 2 and w == 2),
-                     None) if len(metas) == 1 else None
-        if graph is None:
-            return []
-        functions: dict[str, tuple[list[str], dict[str, GraphNode], list]] = {}
-        raw_nodes = []
-        for number, wire, value in proto_fields(graph):
-            if number == 2 and wire == 2:  # the FunctionDefLibrary
-                for n, w, f in proto_fields(value):
-                    if n == 1 and w == 2:
-                        name, args, nodes, calls = _function(f)
-                        functions[name] = (args, nodes, calls)
-            elif number == 1 and wire == 2:
-                raw_nodes.append(value)
-        # the library is written after the nodes: a graph without one calls nothing, and only
-        # a node whose bytes hold a function's name can call one (decoded: those alone)
-        named = re.compile(b"|".join(re.escape(f.encode()) for f in functions if f))
-        calls = [_call(raw) for raw in raw_nodes if named.search(raw)] if functions else []
-    except CorruptCheckpointError:  # text format: not read
-        return []
+        try:
+            functions, calls = _library(data, saved_model)
+        except CorruptCheckpointError:  # text format: parsed, re-encoded (r39 F6)
+            from ._protos import text_graphs_binary  # text files only: protobuf on demand
+
+            functions, calls = _library(text_graphs_binary(bytes(data), saved_model),
+                                        saved_model)
     finally:
         close_map(data)
     out: list[Branch] = []
@@ -348,6 +325,30 @@ def _read_branches(path: str) -> list[Branch]:
             out.append(branch)
             todo += [(o, i, n, branch) for o, i, n in inner if n or o in functions]
     return out
+
+
+def _library(data, saved_model: bool) -> tuple[dict, list]:
+    """The functions of the one graph of a binary ``.meta`` (or ``saved_model.pb`` of one meta
+    graph) by name, and the calls of the graph's nodes that may call them."""
+    metas = [data]  # a SavedModel's field 2 is each MetaGraphDef: its one graph's (r39 F6)
+    if saved_model:
+        metas = [v for n, w, v in proto_fields(data) if n == 2 and w == 2]
+    graph = next((v for n, w, v in proto_fields(metas[0]) if n == 2 and w == 2),
+                 None) if len(metas) == 1 else None
+    functions: dict[str, tuple[list[str], dict[str, GraphNode], list]] = {}
+    raw_nodes = []
+    for number, wire, value in proto_fields(graph) if graph is not None else ():
+        if number == 2 and wire == 2:  # the FunctionDefLibrary
+            for n, w, f in proto_fields(value):
+                if n == 1 and w == 2:
+                    name, args, nodes, calls = _function(f)
+                    functions[name] = (args, nodes, calls)
+        elif number == 1 and wire == 2:
+            raw_nodes.append(value)
+    # the library is written after the nodes: a graph without one calls nothing, and only
+    # a node whose bytes hold a function's name can call one (decoded: those alone)
+    named = re.compile(b"|".join(re.escape(f.encode()) for f in functions if f))
+    return functions, [_call(raw) for raw in raw_nodes if named.search(raw)] if functions else []
 
 
 def _outer(caller: Branch | None, name: str) -> str:

@@ -145,7 +145,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     writers: dict[str, tuple[str, str]] = {}
     try:  # the v2 conds of the .meta or one-graph saved_model.pb (review-18-attack-r39 F6)
         branches = read_branches(path) if len(graphs) == 1 and path.endswith(
-            (".meta", "saved_model.pb")) else []
+            (".meta", "saved_model.pb", "saved_model.pbtxt")) else []
     except (OSError, CheckpointError):
         branches = []
     for graph in graphs:
