@@ -49,7 +49,12 @@ from .raw_unproven import (
     unproven_keys,
     unproven_warning,
 )
-from .restored_mark import mark_file, marked_raw_warnings, read_as_marked
+from .restored_mark import (
+    mark_file,
+    marked_raw_warnings,
+    read_as_marked,
+    refuse_marked_assumed,
+)
 from .saved_keys import averages_under_variable_names
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
@@ -279,6 +284,12 @@ def _creation_order(ckpt: Checkpoint) -> dict[str, int]:
     return order
 
 
+def _assumed_quietly(ckpt: Checkpoint) -> list:
+    from .keras_assumed import keras_assumptions
+
+    return keras_assumptions(ckpt)
+
+
 def _assumed(ckpt: Checkpoint) -> list:
     """What a Keras file's EMA pairing assumed (:mod:`ckpt_tools.keras_assumed`), issued as an
     :class:`~ckpt_tools.errors.AssumptionWarning`; nothing for other checkpoints."""
@@ -347,8 +358,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     opened = opened_stated(checkpoint, take_statements(map_options))  # use_ema=... (CLI's)
     ckpt = opened.__enter__()
     try:
+        marked_note = None
         if ema is None and read_as_marked(ckpt):  # restore-ema's output (u19 F10): as stored
             ema = False
+            marked_note = refuse_marked_assumed(ckpt, bool(map_options.get("strict")))
         inputs = Inputs(ckpt.input_files())
         weights: dict[str, str] = {}
         expected: dict[str, str] = {}
@@ -359,6 +372,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                                                expected_out=expected, notes_out=notes,
                                                **map_options)
         warnings = marked_raw_warnings(ckpt, warnings) if ema is False else warnings
+        notes += [marked_note] if marked_note else []
         positional = positional_names_note(ckpt.objects, plan, weights)
         if positional:  # two towers' proj/kernel: named by position, no layer name recorded
             notes.append(positional)
@@ -410,7 +424,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                       WRITERS[fmt](ckpt, plan, tmp, progress, record))
             if fmt == "h5" and mark_averages and averaged and not map_options.get(
                     "allow_missing"):
-                mark_file(tmp)
+                mark_file(tmp, [a.name for a in _assumed_quietly(ckpt)])  # r40 F1
         note = expected_raw_note(expected, str)
         if getattr(ckpt.reader, "keras", None) is not None:  # aa/0 beside zz/kernel (r26 F6)
             from .keras_index_names import index_named_layers, index_named_note

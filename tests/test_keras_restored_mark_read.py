@@ -42,7 +42,8 @@ def baked(tmp_path_factory):
     keras.utils.set_random_seed(3)
     model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="relu",
                                                                     name="mid"),
-                              keras.layers.Dense(3, name="out")])
+                              keras.layers.Dense(3, name="out")],
+                             name="sequential")  # not sequential_N after other tests
     model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9, use_ema=True,
                                                  ema_momentum=0.9),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))

@@ -298,6 +298,9 @@ def _print_table(out: Output, listing: Listing) -> None:
                   if n.startswith("the optimizer nests")), None)
     if evidence.get("weights_are_averages") and not listing.with_shadow:  # u19 F10
         out.summary(f"EMA: {MARKED} (export and eval use them as they are)")
+        for note in evidence.get("notes") or []:
+            if note.startswith("ckpt restore-ema paired"):  # what it assumed (r40 F1)
+                out.note(note)
     elif nests and not listing.with_shadow:
         # a MultiOptimizer whose inner optimizers may hold averages: never "none has a shadow"
         out.summary(f"EMA: not paired: {nests.split(':', 1)[0]} ('ckpt export' says why)")
