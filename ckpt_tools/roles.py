@@ -212,6 +212,7 @@ def classify(
             update_op_slots,
             update_op_written,
         )
+        from .meta_unwritten import unwritten_variables  # builds on this
 
         out.update(slashed_name_shadows(entries, out, meta))
         out.update(update_op_shadows(entries, out, meta))
@@ -219,6 +220,7 @@ def classify(
         out.update(update_op_lone(entries, out, meta))
         out.update(update_op_slots(entries, out, meta))
         out.update(update_op_written(entries, out, meta))
+        out.update(unwritten_variables(entries, out, meta))  # r39 F8: attn/mask
     from .tensor_averages import tensor_averages, updated_tensor_averages  # builds on this
 
     out.update(updated_tensor_averages(entries, out, meta))
