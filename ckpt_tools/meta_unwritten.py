@@ -19,11 +19,12 @@ from . import roles as R
 
 
 def unwritten_variables(entries: Mapping, roles: Mapping, meta) -> dict:
-    """New roles: :data:`~ckpt_tools.roles.WEIGHT` for each key read by its name alone as a
-    loss's or tensor's average (no stored head) or as a slot of a variable averaged elsewhere
-    (``<w>/mask``, its last part no optimizer slot's name), that the ``.meta`` lists as a
-    variable outside ``trainable_variables`` and that no op of a graph with ``ema.apply()``
-    updates writes."""
+    """New roles: :data:`~ckpt_tools.roles.WEIGHT` (``other`` where no stored variable is
+    its head, which :mod:`~ckpt_tools.frozen_meta` then reads as frozen) for each key read by
+    its name alone as a loss's or tensor's average (no stored head) or as a slot of a
+    variable averaged elsewhere (``<w>/mask``, its last part no optimizer slot's name), that
+    the ``.meta`` lists as a variable outside ``trainable_variables`` and that no op of a
+    graph with ``ema.apply()`` updates writes."""
     if meta is None:
         return {}
     from .meta_shadows import update_ops_of  # reads the graph: only here
@@ -43,4 +44,7 @@ def unwritten_variables(entries: Mapping, roles: Mapping, meta) -> dict:
     if not ops.averages:  # no ema.apply() update here (an eval graph): nothing is shown
         return {}
     written = {key(s) for s in (*ops.averages, *ops.slots, *ops.writers, *ops.tensors)}
-    return {k: R.RoleInfo(R.WEIGHT) for k in keys if k not in written}
+    # One no stored variable prefixes (attn/mask) is read as the .meta's other globals are,
+    # so frozen_meta shows it a frozen weight (no shadow expected) and export notes it raw.
+    return {k: R.RoleInfo(R.WEIGHT if k.rpartition("/")[0] in entries else R.OTHER)
+            for k in keys if k not in written}
