@@ -161,3 +161,33 @@ def renumbered_averages(ckpt: Checkpoint, variables, ema_name: str | None,
         if len(keys) == 1:
             out[target] = keys[0]
     return out
+
+
+def refuse_other_averaged(ckpt: Checkpoint, variables, chosen: dict[str, str],
+                          use_meta: bool) -> None:
+    """Refuses pairing a TF1 weight ``W`` with the key read as its average where the
+    ``.meta``'s update ops show a hand-written ``assign_moving_average`` (no ``apply()``
+    group) averaging another variable into that key: ``w0/ExponentialMovingAverage`` kept as
+    the running mean of a slot ``w0/accum``, with no name stated, was exported as ``w0``'s
+    average, exit 0 under ``--strict`` (a stated ``--ema-name`` was refused already:
+    :func:`~ckpt_tools.ema_updates.refuse_slot_sources`).
+
+    Raises:
+        UnprovenPairingError: naming the key and the variable averaged into it (exit 6).
+    """
+    if not use_meta or ckpt.objects is not None:
+        return
+    ops = update_ops(ckpt)
+    if ops is None:
+        return
+    for target, source in sorted(chosen.items()):
+        other, scope = ops.averages.get(source, ("", ""))
+        if other and other != target and target in variables and scope not in ops.grouped \
+                and chosen.get(other) != source:
+            raise UnprovenPairingError(
+                f"{ckpt.path}: {source} is no average of {target}: the .meta's update op "
+                f"{scope + '/' if scope else ''}AssignMovingAvg averages {other} into it (a "
+                f"running mean of another variable kept by assign_moving_average, not "
+                f"ema.apply({target})), so nothing "
+                f"stored holds {target}'s average; --raw exports the raw weights",
+                None, {target: (source,)})

@@ -32,6 +32,7 @@ from .ema_result import EmaMap
 from .ema_several import join_maps, split_ema_names
 from .ema_sources import (
     foreign_sources,
+    refuse_other_averaged,
     refuse_tensor_sources,
     renumbered_averages,
     tensor_sources,
@@ -308,6 +309,8 @@ def ema_map(
             graph_pairs = bool(use_meta and style in (None, "tf1") and ckpt.meta is not None
                                and ckpt.meta.collections.get("variables"))
             refuse_slot_sources(ckpt, variables, ema_name, chosen, use_meta, graph_pairs)
+            if ema_name is None:  # w0/ExponentialMovingAverage, a slot's running mean
+                refuse_other_averaged(ckpt, variables, chosen, use_meta)
             refuse_stacked_unread(ckpt, variables, ema_name, chosen, use_meta)
             # averages of variables not stored that no name marks (w/slow, a scope's): proposed
             unmarked = unmarked_lone_averages(ckpt, variables, chosen, ema_name, use_meta)
