@@ -54,48 +54,27 @@ def written_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     plain ``tf1.assign(m, 0.9 * m + 0.1 * grad)`` under ``W/ExponentialMovingAverage`` was
     exported as ``W``'s average, exit 0 under ``--strict`` (review-17-attack-r38 F9). With the
     graph read, a key is ``W``'s average only where nothing but ``ema.apply()``'s update op
-    writes it. A key nothing writes keeps the name's reading only in a graph that runs no
-    ``ema.apply()`` at all (an eval graph's ``.meta``); where the graph's ``AssignMovingAvg``
-    updates average other variables but never ``W``, a key none of them writes was kept from
-    outside the graph (``Variable.load()`` of a gradient's moment), no ``apply()`` of ``W``
-    (review-18-attack-r41 F1): it is returned with an empty op.
+    writes it; a key nothing writes (an eval graph's ``.meta``) keeps the name's reading.
 
     Returns:
-        weight key -> ``(that key, the op writing it, the op's type)``; ``("", "")`` for the op
-        where nothing in a graph running ``ema.apply()`` writes the key.
+        weight key -> ``(that key, the op writing it, the op's type)``.
     """
     if not use_meta or ckpt.objects is not None:
         return {}
     ops = update_ops(ckpt)
-    if ops is None or not (ops.writers or ops.averages):
+    if ops is None or not ops.writers:
         return {}
     named = {t: f"{t}/{ema_name}" for t in variables
              if ema_name and f"{t}/{ema_name}" in variables}
     trained = set(ckpt.meta.keys_in("trainable_variables")) if ckpt.meta else set()
     # a variable the graph trains is no shadow at all: the collections say so (r36 F3)
-    found = {t: (s, *ops.writers[s]) for t, s in {**named, **chosen}.items()
-             if s in ops.writers and t in variables and s != t and s not in trained}
-    if ops.averages:  # the graph runs ema.apply(): its updates say which weights it averages
-        averaged = {v for v, _scope in ops.averages.values()}
-        # only keys that are the graph's own variables' keys: a Saver that renamed them (tower
-        # 0 saved without 'v0/') is read through its save op elsewhere, never by this rule
-        own = {v.checkpoint_key for v in ckpt.meta.variables.values()} if ckpt.meta else set()
-        found.update({t: (s, "", "") for t, s in {**named, **chosen}.items()
-                      if t not in found and t in own and s in own and s != t
-                      and s not in trained and t not in averaged and s not in ops.averages
-                      and s not in ops.tensors and s not in ops.slots})
-    return found
+    return {t: (s, *ops.writers[s]) for t, s in {**named, **chosen}.items()
+            if s in ops.writers and t in variables and s != t and s not in trained}
 
 
 def written_source_text(ckpt: Checkpoint, found: dict[str, tuple[str, str, str]]) -> str:
     """What the graph shows of :func:`written_sources`' first weight, for a refusal."""
     target, (source, op, kind) = next(iter(sorted(found.items())))
-    if not op:  # nothing in the graph writes it, though the graph runs ema.apply() (r41 F1)
-        return (f"{source} is no proven average of {target}: the .meta's graph runs "
-                f"ema.apply() (its AssignMovingAvg ops update other averages), but no op of it "
-                f"writes {source}: a tensor kept from outside the graph (Variable.load()) "
-                f"under the key ema.apply() would give {target}'s average, not an average "
-                f"ema.apply() kept")
     ops = update_ops(ckpt)
     besides = " (besides an AssignMovingAvg op averaging it)" if ops is not None and \
         ops.averages.get(source, ("",))[0] == target else ""
