@@ -69,11 +69,11 @@ def swapped_in(ckpt) -> str | None:
     save, a TF1 Saver no graph file records that may have swapped."""
     from .keras_assumed import by_tf_keras, object_pairs
     from .keras_copies_equal import weights_are_copies
-    from .restored_mark import MARKED, checkpoint_marked
+    from .restored_mark import MARKED, checkpoint_mark
     from .swap_assumed import saver_assumptions, slot_pairs
 
     layout = getattr(ckpt.reader, "keras", None)
-    if layout is not None and checkpoint_marked(ckpt):  # they are (review-17-user-u19 F10)
+    if layout is not None and checkpoint_mark(ckpt) is not None:  # they are (u19 F10)
         return MARKED
     if layout is not None:
         if layout.use_ema is False or by_tf_keras(ckpt):

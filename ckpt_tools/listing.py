@@ -280,14 +280,14 @@ def _ema_evidence(layout, ckpt) -> dict | None:
     (:mod:`~ckpt_tools.restored_mark`, review-17-user-u19 F10). Values never decide."""
     if layout is None:
         return None
-    from .restored_mark import checkpoint_marked, refuse_marked_assumed
+    from .restored_mark import checkpoint_mark, refuse_marked_assumed
 
-    marked = checkpoint_marked(ckpt)
-    assumed = refuse_marked_assumed(ckpt, strict=False) if marked else None
+    mark = checkpoint_mark(ckpt)  # the file read once per open checkpoint
+    assumed = refuse_marked_assumed(mark, ckpt.path, strict=False)
     return {"use_ema": layout.use_ema, "source": layout.ema_source or None,
             "detail": layout.ema_evidence, "notes": list(layout.notes) + (
                 [assumed] if assumed else []),
-            **({"weights_are_averages": True} if marked else {})}
+            **({"weights_are_averages": True} if mark is not None else {})}
 
 
 def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:

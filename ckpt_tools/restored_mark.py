@@ -9,7 +9,7 @@ which Keras' loaders ignore and any Keras save replaces (``save_weights`` trunca
 a file trained further and saved again no longer carries it. ``restore-ema --format h5``
 marks its legacy weights-only ``.h5`` the same way where every weight it wrote raw is one the
 file expects raw (review-17-user-u19 F10). ``eval``, ``list`` and ``export`` read the mark
-(:func:`checkpoint_marked`).
+once per command (:func:`read_mark`, :func:`checkpoint_mark`).
 
 Where restore-ema's pairing rested on an assumption nobody stated (``fit_order``: it printed a
 note, ``--strict`` would have refused), the mark records it (``"assumed"``): the output's
@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from dataclasses import dataclass
 
 MARK_ATTR = "ckpt_tools"
 _MARK = {"written_by": "ckpt restore-ema", "weights": "averages"}
@@ -57,7 +58,33 @@ def _mark(h5file) -> dict | None:
     return None
 
 
-def _read_mark(path: str) -> dict | None:
+@dataclass(frozen=True)
+class Mark:
+    """What restore-ema's mark in a Keras file says (:func:`read_mark`): its weights are the
+    averages, and its pairing assumed ``assumed`` unstated.
+
+    Attributes:
+        assumed: the names of what the pairing assumed (``("fit_order",)``); empty where
+            nothing was. An entry that is not a string reads ``unknown``: the claim is never
+            taken as cleaner than written.
+    """
+
+    assumed: tuple[str, ...] = ()
+
+
+def _said(said: dict) -> Mark:
+    assumed = said.get("assumed") or []
+    return Mark(tuple(a if isinstance(a, str) else "unknown" for a in
+                      (assumed if isinstance(assumed, list) else [assumed])))
+
+
+def read_mark(path: str) -> Mark | None:
+    """Reads, once, the mark :func:`mark_averages` leaves in the Keras file ``path``
+    (``.weights.h5``, ``.h5``, ``.keras`` or a model directory).
+
+    Returns:
+        `Mark`, or ``None`` where the file carries none or cannot be read.
+    """
     import h5py
 
     try:
@@ -66,30 +93,16 @@ def _read_mark(path: str) -> dict | None:
         if zipfile.is_zipfile(path):
             with zipfile.ZipFile(path) as z, z.open(_MEMBER) as member, \
                     h5py.File(member, "r") as f:
-                return _mark(f)
-        with h5py.File(path, "r") as f:
-            return _mark(f)
+                said = _mark(f)
+        else:
+            with h5py.File(path, "r") as f:
+                said = _mark(f)
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return None
+    return None if said is None else _said(said)
 
 
-def weights_are_averages(path: str) -> bool:
-    """Whether the Keras file ``path`` (``.weights.h5``, ``.h5`` or ``.keras``) carries the
-    mark :func:`mark_averages` leaves; ``False`` for anything unreadable."""
-    return _read_mark(path) is not None
-
-
-def marked_assumptions(path: str) -> list[str]:
-    """What restore-ema's pairing assumed unstated when it wrote the marked file ``path``
-    (``["fit_order"]``); empty where nothing was, or the file is not marked. An entry that is
-    not a string is shown as ``unknown``: the claim is never taken as cleaner than written."""
-    said = _read_mark(path) or {}
-    assumed = said.get("assumed") or []
-    return [a if isinstance(a, str) else "unknown" for a in
-            (assumed if isinstance(assumed, list) else [assumed])]
-
-
-def assumed_note(path: str, assumed: list[str]) -> str:
+def assumed_note(path: str, assumed: tuple[str, ...]) -> str:
     """What ``list``/``export``/``eval`` say of a marked file whose pairing assumed
     ``assumed``."""
     return (f"ckpt restore-ema paired the averages in {path} on what its input could not prove "
@@ -98,47 +111,50 @@ def assumed_note(path: str, assumed: list[str]) -> str:
             "(--fit-order, --trainable) and write it again")
 
 
-def refuse_marked_assumed(ckpt, strict: bool) -> str | None:
-    """Refuses (``strict``) a marked file whose pairing assumed what its input could not
-    prove; else returns the note to print (``None`` where nothing was assumed).
+def refuse_marked_assumed(mark: Mark | None, path: str, strict: bool) -> str | None:
+    """Refuses (``strict``) the file ``path`` whose ``mark`` says its pairing assumed what its
+    input could not prove; else returns the note to print (``None`` where nothing was
+    assumed, or the file is not marked).
 
     Raises:
         UnprovenPairingError: (exit 6) under ``strict``, naming the assumption.
     """
-    if not checkpoint_marked(ckpt):
-        return None
-    path = str(getattr(ckpt.reader, "model_dir", None) or ckpt.path)
-    assumed = marked_assumptions(path)
-    if not assumed:
+    if mark is None or not mark.assumed:
         return None
     if strict:
         from .errors import UnprovenPairingError
 
-        raise UnprovenPairingError(f"{ckpt.path}: --strict: {assumed_note(ckpt.path, assumed)}",
+        raise UnprovenPairingError(f"{path}: --strict: {assumed_note(path, mark.assumed)}",
                                    option="--fit-order")
-    return assumed_note(ckpt.path, assumed)
+    return assumed_note(path, mark.assumed)
 
 
-def checkpoint_marked(ckpt) -> bool:
-    """Whether the open checkpoint ``ckpt`` is a local Keras file carrying the mark: its
-    weights are the averages, as :func:`weights_are_averages`; ``False`` for any other."""
+def checkpoint_mark(ckpt) -> Mark | None:
+    """The mark of the open checkpoint ``ckpt``, where it is a local Keras file carrying one
+    (:func:`read_mark`); ``None`` for any other. The file is read once per open checkpoint:
+    ``list``, ``export`` and their records all ask.
+
+    Returns:
+        `Mark` or ``None``.
+    """
     from .formats._io import is_url
 
     if getattr(ckpt.reader, "keras", None) is None or is_url(str(ckpt.path)):
-        return False
-    return weights_are_averages(str(getattr(ckpt.reader, "model_dir", None) or ckpt.path))
+        return None
+    return ckpt.memo("restored_mark", lambda: read_mark(
+        str(getattr(ckpt.reader, "model_dir", None) or ckpt.path)))
 
 
 def read_as_marked(ckpt) -> bool:
     """Whether ``ckpt`` is read as its mark says, its weights the averages: it carries the mark
-    (:func:`checkpoint_marked`) and no statement (``use_ema``, ``optimizer``, ``trainable``,
+    (:func:`checkpoint_mark`) and no statement (``use_ema``, ``optimizer``, ``trainable``,
     ``not_swapped``, ``fit_order``) asks for its optimizer's EMA copies, which are taken as
     said (``ckpt eval`` reads it the same way)."""
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None or layout.ema_source == "stated" or layout.stated_optimizer is not None \
             or layout.trainable_stated or ckpt.not_swapped or ckpt.fit_order:
         return False
-    return checkpoint_marked(ckpt)
+    return checkpoint_mark(ckpt) is not None
 
 
 def marked_raw_warnings(ckpt, warnings: list[str]) -> list[str]:
@@ -146,7 +162,7 @@ def marked_raw_warnings(ckpt, warnings: list[str]) -> list[str]:
     would be the averages (``right if ModelCheckpoint saved it after SwapEMAWeights``), where
     the mark says they are; ``export`` then writes them as the averages, never as a
     ``--use-ema`` question (review-17-user-u19 F10)."""
-    if not checkpoint_marked(ckpt):
+    if checkpoint_mark(ckpt) is None:
         return warnings
     from .keras_assumed import raw_warning
 

@@ -77,3 +77,38 @@ def test_an_assumed_pairing_stays_assumed_in_the_marked_output(reversed_loop, fo
     plain = _ckpt("export", target, "--out", npz)  # without --strict: written, with the note
     assert plain.exit_code == 0 and npz.exists(), plain.output
     assert "fit_order" in plain.output, plain.output
+
+
+def test_eval_strict_refuses_the_marked_output_and_each_command_reads_the_mark_once(
+        reversed_loop, monkeypatch):
+    """``eval --strict`` refuses the marked file as ``export --strict`` does; ``list``,
+    ``export`` and ``eval`` open the file for its mark once per command (a ``.keras``'s member
+    is unzipped each time it is read)."""
+    from ckpt_tools import restored_mark
+
+    out, _ = reversed_loop
+    target = out / "once" / "ema.weights.h5"
+    made = _ckpt("restore-ema", out / "m.keras", "--out", target, "--not-swapped")
+    assert made.exit_code == 0, made.output
+    reads = []
+
+    def counted(path):
+        reads.append(path)
+        return read(path)
+
+    read = restored_mark.read_mark
+    monkeypatch.setattr(restored_mark, "read_mark", counted)
+    import ckpt_tools.train.evaluate as evaluate
+
+    monkeypatch.setattr(evaluate, "read_mark", counted)
+    refused = _ckpt("eval", target, "--strict", "--num-examples", 8)
+    assert refused.exit_code == 6, refused.output
+    assert "fit_order" in refused.output, refused.output
+    assert len(reads) == 1, reads
+    for code, args in ((0, ["list", target, "--json"]),
+                       (0, ["export", target, "--out", out / "once" / "e.npz"]),
+                       (6, ["export", target, "--out", out / "once" / "s.npz", "--strict"])):
+        reads.clear()
+        done = _ckpt(*args)
+        assert done.exit_code == code and "fit_order" in done.output, done.output
+        assert len(reads) == 1, (args, reads)

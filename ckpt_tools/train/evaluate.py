@@ -28,8 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 import ckpt_tools
-from ckpt_tools.errors import UnprovenPairingError
-from ckpt_tools.restored_mark import assumed_note, marked_assumptions, weights_are_averages
+from ckpt_tools.restored_mark import read_mark, refuse_marked_assumed
 
 from . import data as data_lib
 from . import model
@@ -202,10 +201,10 @@ def evaluate(
                                             stated_ema=use_ema, trainable=trainable,
                                             loop_order=loop_order, optimizer=optimizer)}[api]
     accuracy: dict[bool, float] = {}
-    averaged = api == "keras" and weights_are_averages(checkpoint)
-    if averaged and strict and marked_assumptions(checkpoint):  # r40 F1: as export --strict
-        raise UnprovenPairingError(f"{checkpoint}: --strict: " + assumed_note(
-            checkpoint, marked_assumptions(checkpoint)), option="--fit-order")
+    mark = read_mark(checkpoint) if api == "keras" else None  # the file read once
+    averaged = mark is not None
+    if strict:  # r40 F1: refused as export --strict refuses it
+        refuse_marked_assumed(mark, checkpoint, strict=True)
     # restore-ema's output, nothing stated: its weights are the averages, evaluated as they are
     # (its optimizer's EMA copies, kept, equal them), never a refusal asking for --use-ema.
     said = use_ema is not None or trainable is not None or optimizer is not None
