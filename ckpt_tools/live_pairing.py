@@ -146,7 +146,7 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
     return pairs, problems
 
 
-def refuse_rivals(ckpt: Checkpoint, keys: list[str]) -> None:
+def refuse_rivals(ckpt: Checkpoint, keys: list[str], instead: str = "a list") -> None:
     """Refuses pairing a list of variables by name in an object-based checkpoint where other
     weights than those the names match hold the same shapes and dtypes.
 
@@ -156,6 +156,9 @@ def refuse_rivals(ckpt: Checkpoint, keys: list[str]) -> None:
     discriminator's weights while the generator's fit as well, wherever the two models sit in
     the checkpoint (two attributes, one module's two attributes, a list). Only the object's
     structure tells them apart.
+
+    ``instead``: what was given in place of the object (a list; a graph's variables, paired
+    by name by :func:`~ckpt_tools.restore_plan.recorded_keys`).
 
     Raises:
         EmaError: naming where the other weights are and the way that decides (the object).
@@ -183,7 +186,7 @@ def refuse_rivals(ckpt: Checkpoint, keys: list[str]) -> None:
         "other weights of the same shapes, and the names TensorFlow and Keras record are "
         "generated per process (a process that builds only one of two equal models names it "
         "as the first one built in training was named), so names do not tell which weights "
-        "are these variables'; pass the object instead of a list, placed as it was saved, "
+        f"are these variables'; pass the object instead of {instead}, placed as it was saved, "
         "so object paths decide: apply_ema(tf.train.Checkpoint(NAME=model), path) with NAME "
         f"one of the checkpoint's top-level names ({', '.join(sorted(_top_level(ckpt)))}), "
         "or, for a model saved inside another object, that object rebuilt around it")

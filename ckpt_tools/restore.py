@@ -18,7 +18,7 @@ from .keras_assumption_texts import LIVE_FIT_ORDER
 from .live_order import keras_source, live_order, scoped_live_order
 from .live_pairing import key_variables
 from .locate import locate
-from .restore_plan import flatten_variables, graph_key, plan_sources, scope_check
+from .restore_plan import flatten_variables, graph_key, plan_sources, recorded_keys, scope_check
 from .restore_problems import NO_VARIABLES, entry_mismatch, keras_pointer, restore_advice
 from .restore_saver import ema_saver, opened, tensorflow
 from .tfk_order import has_open_averages
@@ -76,7 +76,9 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
 
     Works on a fresh graph from ``tf.compat.v1.train.import_meta_graph`` or one rebuilt by
     model code, partitioned variables included, without adding ops to the graph (the
-    variables' initializers are fed), so finalized graphs work too.
+    variables' initializers are fed), so finalized graphs work too. From an object-based (TF2)
+    checkpoint, each variable restores from the one saved variable recorded under its name
+    (:func:`~ckpt_tools.restore_plan.recorded_keys`), as TF's own ``Saver`` falls back to.
 
     Args:
         sess: a ``tf.compat.v1.Session``.
@@ -91,7 +93,8 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         `RestoreResult`.
 
     Raises:
-        EmaError: naming every variable that has no shadow, is not in the checkpoint, or whose
+        EmaError: naming every variable that has no shadow, is not in the checkpoint (of a TF2
+            checkpoint: whose name no saved variable, or several, recorded), or whose
             shape/dtype differs.
         TensorFlowRequiredError: if TensorFlow is not installed.
 
@@ -110,8 +113,13 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
         if not variables:
             raise EmaError(f"{ckpt.path}: {NO_VARIABLES}")
         keyed = [(v, *graph_key(v)) for v in variables]
+        named: list[str] = []
+        if ckpt.objects is not None:  # a TF2 checkpoint: by the names it records (r40 F7)
+            to_key, named = recorded_keys(ckpt, [k for _, k, _ in keyed])
+            keyed = [(v, to_key[k], info) for v, k, info in keyed if k in to_key]
         options = {**map_options, "allow_missing": allow_missing}
         averaged, raw, problems = plan_sources(ckpt, [k for _, k, _ in keyed], options)
+        problems[:0] = named
         feed, ops, result = {}, [], RestoreResult(ckpt.path)
         values: dict[str, object] = {}
         for var, key, info in keyed:

@@ -8,10 +8,11 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 from .ema_missing import MISFILED
 from .emamap import KEEP, ema_map, rescope
-from .errors import CheckpointError
+from .errors import CheckpointError, EmaError
 from .graph_saved import plan_in_graph
+from .live_pairing import refuse_rivals
 from .rescope_clash import stored_checkpoint_key
-from .restore_problems import no_average_line
+from .restore_problems import NAMED_BY_NONE, NAMED_BY_SEVERAL, no_average_line, recorded_names
 
 
 def graph_key(var) -> tuple[str, object]:
@@ -33,6 +34,52 @@ def flatten_variables(var_list) -> list:
         else:
             out.append(v)
     return out
+
+
+def recorded_keys(ckpt: Checkpoint, names: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Pairs a graph's variables with an object-based (TF2) checkpoint's keys by the names
+    TensorFlow recorded for the saved variables (their ``full_name``, the name TF's own v1
+    ``Saver`` falls back to for such a file): graph name -> key of the one saved variable
+    recorded under it, as :func:`~ckpt_tools.live_pairing.key_variables` pairs a list of TF2
+    variables (review-18-attack-r40 F7: every graph name read as "not in the checkpoint").
+
+    Returns:
+        (graph name -> checkpoint key, problem lines): a name no saved variable records, or
+        that several record (TF2 names are not unique: unnamed variables are all
+        ``Variable``; TF's ``Saver`` takes one of them, we take none).
+
+    Raises:
+        EmaError: no name is recorded for exactly one saved variable (unnamed TF2 variables,
+            all ``Variable``: a ``var_list=`` cannot help); the names match weights while
+            other saved weights have their shapes (names are generated per process:
+            :func:`~ckpt_tools.live_pairing.refuse_rivals`).
+    """
+    by_name: dict[str, list[str]] = {}
+    for key, full in ckpt.objects.full_names.items():
+        by_name.setdefault(full, []).append(key)
+    keys, problems = {}, []
+    for name in dict.fromkeys(names):
+        found = by_name.get(name, [])
+        if len(found) == 1:
+            keys[name] = found[0]
+        elif found:
+            problems.append(f"{name} ({NAMED_BY_SEVERAL} {len(found)} saved variables: "
+                            f"{', '.join(found[:3])}{' ...' if len(found) > 3 else ''})")
+        else:
+            problems.append(f"{name} ({NAMED_BY_NONE})")
+    if names and not keys:  # var_list= cannot help: say what does
+        raise EmaError(
+            f"{ckpt.path}: no saved variable of this object-based (tf.train.Checkpoint) "
+            "checkpoint was recorded under the name of exactly one of the graph's variables ("
+            + "; ".join(problems[:4]) + (" ..." if len(problems) > 4 else "") + "), and a "
+            "graph's variable restores only from the one saved variable recorded under its "
+            f"name{recorded_names(ckpt)}: restore into the model built in TF2 with "
+            "ckpt_tools.apply_ema(model, path), whose object paths decide, or name the graph's "
+            "variables as the saved ones were named")
+    if keys and not problems:  # (those are refused first, each named)
+        refuse_rivals(ckpt, list(keys.values()),
+                      instead="a graph's variables (the model built in TF2, eagerly)")
+    return keys, problems
 
 
 def scope_check(ckpt: Checkpoint, keys: list[str], map_options: dict):

@@ -91,11 +91,44 @@ def _when(scope: str) -> str:
     return "if the graph was imported (or built) under it"
 
 
+#: Problem lines of a graph name paired with an object-based checkpoint's keys by the names
+#: TensorFlow recorded (:func:`~ckpt_tools.restore_plan.recorded_keys`).
+NAMED_BY_NONE = "no saved variable was recorded under this name"
+NAMED_BY_SEVERAL = "the name recorded for"
+
+
 def restore_advice(problems: list[str], ckpt: Checkpoint | None = None,
                    works: Callable[[str | None, str | None], bool] | None = None) -> str:
     """What decides, for the problems :func:`_plan` found (``ckpt``: the checkpoint, to name
     scope options that would make the graph's names its keys; ``works``: whether they
     restore every variable, see :func:`scope_advice`)."""
+    named = [p for p in problems if f"({NAMED_BY_NONE})" in p or f"({NAMED_BY_SEVERAL} " in p]
+    if named:  # what a graph's names can and cannot restore from a TF2 checkpoint (r40 F7)
+        rest = _advice([p for p in problems if p not in named], ckpt, works)
+        return (f"{rest}; the checkpoint is object-based (tf.train.Checkpoint): a graph's "
+                "variable restores from the one saved variable recorded under its name"
+                f"{recorded_names(ckpt)}; pass var_list= without the variables named above, or "
+                "restore into the model built in TF2 with ckpt_tools.apply_ema(model, path), "
+                "whose object paths decide")
+    return _advice(problems, ckpt, works)
+
+
+def recorded_names(ckpt: Checkpoint | None) -> str:
+    """`` (it records NAMES)``: the names an object-based checkpoint records for its saved
+    variables other than slots, each once, the first few; ``""`` without any."""
+    objects = getattr(ckpt, "objects", None)
+    if objects is None:
+        return ""
+    names = sorted({n for k, n in objects.full_names.items() if "/.OPTIMIZER_SLOT/" not in k})
+    if not names:
+        return ""
+    return f" (it records {', '.join(names[:6])}{' ...' if len(names) > 6 else ''})"
+
+
+def _advice(problems: list[str], ckpt: Checkpoint | None,
+            works: Callable[[str | None, str | None], bool] | None) -> str:
+    if not problems:
+        return ""
     if any("(no shadow " in p for p in problems):
         return ("; pass allow_missing=True to restore their raw values, or var_list= without "
                 "them")

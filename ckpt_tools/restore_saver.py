@@ -8,7 +8,7 @@ from .ema_several import split_ema_names
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
 from .live_save_ops import contradicted, mark_own_saver, save_op_writers
 from .rescope_clash import checkpoint_key, stored_checkpoint_key
-from .restore_plan import flatten_variables, graph_key, plan_sources, scope_check
+from .restore_plan import flatten_variables, graph_key, plan_sources, recorded_keys, scope_check
 from .restore_problems import NO_VARIABLES, restore_advice
 
 
@@ -41,7 +41,8 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
     key to one variable, so, as in ``variables_to_restore()``, that shadow is left out of the
     Saver and stays uninitialized; a variable that should have a shadow (trainable or in
     ``moving_average_variables``) but has none stored is refused unless ``allow_missing``
-    (as :func:`restore_ema`).
+    (as :func:`restore_ema`). From an object-based (TF2) checkpoint, each variable restores
+    from the one saved variable recorded under its name, as in :func:`restore_ema`.
 
     Without ``checkpoint`` the map follows TF's naming: each trainable (or
     ``moving_average_variables``) variable ``W`` from the key ``W/<ema_name>``, every other
@@ -97,7 +98,12 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
         try:
             options = {"ema_name": ema_name, "allow_missing": allow_missing,
                        "strip_scope": strip_scope, "add_scope": add_scope}
+            named: list[str] = []
+            if ckpt.objects is not None:  # a TF2 checkpoint: by the names it records (r40 F7)
+                to_key, named = recorded_keys(ckpt, list(groups))
+                groups = {to_key[k]: vs for k, vs in groups.items() if k in to_key}
             averaged, raw, problems = plan_sources(ckpt, list(groups), options)
+            problems[:0] = named
             own = {k: stored_checkpoint_key(k, strip_scope, add_scope, ckpt) for k in groups}
             for key, entry in ckpt.entries().items():
                 if entry.extra and entry.extra.get("fragments"):
