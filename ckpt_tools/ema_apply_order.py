@@ -135,6 +135,66 @@ def a_path_decides(ckpt: Checkpoint, unpaired, ema_name: str | None) -> str | No
     return None
 
 
+def optimizer_decides(ckpt: Checkpoint, unpaired, ema_name: str | None) -> str | None:
+    """Where every candidate of the ``unpaired`` averages is a variable a Keras optimizer lists
+    in its ``_trainable_variables`` (the variables it was built with, recorded in order: the
+    ``var_list`` of the loop's first ``opt.apply_gradients(zip(grads,
+    model.trainable_variables))``): that optimizer's object path, where the statement
+    ``--apply-order trainable:PATH`` pairs every one of them, else None. A Keras 3
+    subclassed model names its variables like itself (``net/kernel``), and keeps blocks held
+    in a Python list out of ``tf.train.Checkpoint``'s object graph: the optimizer's list is
+    then the one recorded order of them (review-18-user-u20 F4). Like every stated order it
+    is the caller's word (``ema.apply()`` got that same list), not a proof."""
+    from .keras_graph import shortest_tree
+    from .scoped_order import ScopedOrder
+
+    if ckpt.objects is None:
+        return None
+    objects = ckpt.objects
+    cands = {c for v in unpaired for c in v.ema_candidates}
+    keys = {v.name for v in unpaired}
+    parent, local = shortest_tree(objects)
+    for node, kids in sorted(objects.children.items()):
+        names = dict(kids)
+        if "_iterations" not in names or "_trainable_variables" not in names:
+            continue  # an optimizer tracks its step counter and the variables it was built with
+        held = {objects.node_keys.get(c) for _, c in objects.children.get(
+            names["_trainable_variables"], [])}
+        if not cands <= held or node not in parent:
+            continue
+        parts, at = [], node
+        while at in parent:
+            parts.append(local[at])
+            at = parent[at]
+        path = "/".join(reversed(parts))
+        try:
+            stated = paired_variables(ckpt, ScopedOrder("trainable", path), ema_name)
+        except (EmaError, OptionError, ValueError):
+            continue
+        if all(k in stated and stated[k].ema_of for k in keys):
+            return path
+    return None
+
+
+def optimizer_text(path: str, apply_order) -> str:
+    """What decides averages whose candidates the Keras optimizer at ``path`` lists in its
+    ``_trainable_variables`` (:func:`optimizer_decides`): the statement that ``ema.apply()``
+    got that list; ``apply_order``, a plain order the caller stated that did not pair them.
+
+    Returns:
+        `str`: the refusal's closing clause."""
+    stated = (f"--apply-order {apply_order} gives no one pairing of them (a Keras 3 model's "
+              "object graph need not show the order Keras visits its layers in: layers kept "
+              "in a Python list are not in it at all); " if apply_order else "")
+    return (stated + f"the Keras optimizer saved as '{path}' records, in order, the "
+            "variables it was built with (its _trainable_variables: the list the first "
+            "opt.apply_gradients(zip(grads, model.trainable_variables)) got); if ema.apply() "
+            "got that same list (ema.apply(model.trainable_variables) in that loop), state "
+            f"it: --apply-order trainable:{path} (Python: apply_order='trainable:{path}'); "
+            "your statement, not a proof: the file cannot check it, so a wrong one gives "
+            "wrong averages; for any other order no option can tell")
+
+
 def lists_decide(ckpt: Checkpoint, unpaired, ema_name: str | None,
                  prefer: str | None = None) -> str | None:
     """Where objects with more than ten children named ``0``, ``1``… hold the candidates of

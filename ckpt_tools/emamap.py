@@ -20,6 +20,7 @@ from .ema_apply_order import (
     a_path_decides,
     an_order_pairs,
     lists_decide,
+    optimizer_decides,
     paired_variables,
     refuse_apply_order,
 )
@@ -60,6 +61,7 @@ from .rescope_clash import refuse_object_rescope, refuse_rescope_clash, scope_pr
 from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
+from .scoped_order import within_of
 from .slashed_stated import stated_slashed_shadows
 from .stacked_unread import refuse_stacked_unread
 from .stated_open import opened_stated, refuse_unknown
@@ -278,11 +280,15 @@ def ema_map(
                 tfk = {v.name for v in unpaired} <= set(recorded_averages(ckpt.objects)) and all(
                     sum(u.ema_candidates == v.ema_candidates for u in unpaired)
                     == len(v.ema_candidates) for v in unpaired)  # none frozen: tracked may place
+                # a Keras optimizer's _trainable_variables: the one recorded order (u20 F4)
+                opt = None if within_of(apply_order) else optimizer_decides(
+                    ckpt, unpaired, ema_name)
                 raise UnprovenPairingError(
                     ambiguous_message(ckpt, variables, unpaired, apply_order, no_order=no_order,
-                                      lists=lists),
+                                      lists=lists, optimizer=opt),
                     "--apply-order tracked or --trainable NAMES --loop-order" if tfk and (
-                        apply_order is None) else lists if lists else
+                        apply_order is None) else f"--apply-order trainable:{opt}" if opt
+                    else lists if lists else
                     "--apply-order" if decides and not no_order else None if apply_order
                     else a_path_decides(ckpt, unpaired, ema_name),  # trainable:PATH (r33 F9)
                     {v.name: tuple(sorted(v.ema_candidates, key=natural_key))

@@ -74,19 +74,35 @@ def under_keras(objects: ObjectGraph, keys) -> bool:
     return any(objects.node_keys.get(n) in wanted for n in seen)
 
 
-def shortest_tree(objects: ObjectGraph) -> tuple[dict[int, int], dict[int, str]]:
+def shortest_tree(objects: ObjectGraph, starts: tuple[int, ...] | None = None
+                  ) -> tuple[dict[int, int], dict[int, str]]:
     """Returns each node's parent and local name on its shortest path from the root, the
-    path TensorFlow names keys by (breadth first)."""
+    path TensorFlow names keys by (breadth first). With ``starts`` (the objects a statement
+    ``trainable:PATH`` names), what they hold is reached through them, as the stated order
+    walks it: a model weight a Keras optimizer also lists in its ``_trainable_variables`` is
+    on ``optimizer/_trainable_variables/N`` for ``trainable:optimizer``, not on its shorter
+    path through the model (review-18-user-u20 F4)."""
     parent: dict[int, int] = {}
     name: dict[int, str] = {}
-    queue, seen = [0], {0}
-    while queue:
-        node = queue.pop(0)
-        for local, child in objects.children.get(node, []):
-            if child not in seen:
-                seen.add(child)
-                parent[child], name[child] = node, local
-                queue.append(child)
+
+    def walk(queue: list[int], seen: set[int]) -> None:
+        while queue:
+            node = queue.pop(0)
+            for local, child in objects.children.get(node, []):
+                if child not in seen:
+                    seen.add(child)
+                    parent[child], name[child] = node, local
+                    queue.append(child)
+
+    walk([0], {0})
+    if starts:
+        above = {0}
+        for s in starts:  # the starts' own paths stay as they are
+            node = s
+            while node in parent:
+                above.add(node)
+                node = parent[node]
+        walk(list(starts), above | set(starts))
     return parent, name
 
 

@@ -27,17 +27,38 @@ def _list_or_dict(children: list[tuple[str, int]]) -> bool:
     return len(children) > 10 and is_list(children)
 
 
+#: What a Keras optimizer keeps in Python lists by its own code (Keras 3 ``BaseOptimizer``:
+#: ``self._variables = []``, ``self._trainable_variables = []``), never a dict keyed "0"…
+_OPTIMIZER_LISTS = frozenset({"_trainable_variables", "_variables"})
+
+
+def optimizer_lists(objects: ObjectGraph) -> frozenset[int]:
+    """Nodes the graph shows to be a Keras optimizer's own lists (:data:`_OPTIMIZER_LISTS`):
+    children of an object tracking both ``_iterations`` and ``_trainable_variables``. Their
+    entries are visited by index whatever their number, so they are no list-or-dict
+    question (a model of eleven variables or more trained by ``opt.apply_gradients``:
+    review-18-user-u20 F4). Returns node ids."""
+    out = set()
+    for kids in objects.children.values():
+        names = {n for n, _ in kids}
+        if "_iterations" in names and "_trainable_variables" in names:
+            out.update(c for n, c in kids if n in _OPTIMIZER_LISTS)
+    return frozenset(out)
+
+
 def list_or_dict_paths(objects: ObjectGraph) -> dict[str, int]:
     """Object paths (``model/blocks``) of the nodes that may be a list or a dict with digit
     keys (see :func:`_list_or_dict`), each with its node id; the shortest path from the root,
-    as TensorFlow names keys."""
+    as TensorFlow names keys. A Keras optimizer's own lists (:func:`optimizer_lists`) are
+    lists."""
     kids = objects.children
+    known = optimizer_lists(objects)
     out: dict[str, int] = {}
     path_of = {0: ""}
     queue = [0]
     while queue:
         node = queue.pop(0)
-        if _list_or_dict(kids.get(node, [])):
+        if _list_or_dict(kids.get(node, [])) and node not in known:
             out[path_of[node]] = node
         for name, child in kids.get(node, []):
             if child not in path_of:
@@ -169,7 +190,7 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
     them are ordered by the statement (PATH1's first), not by any container's type (a tied
     variable two of them share, reached through the other one's path: review-16-attack-r33 F3).
     """
-    parent, local = shortest_tree(objects)
+    parent, local = shortest_tree(objects, starts)
     kids = objects.children
 
     def sig(node: int) -> tuple:
@@ -246,13 +267,14 @@ def _diverging_pairs(objects: ObjectGraph, parent: dict[int, int], local: dict[i
     ``y``."""
     kids = objects.children
     models = tf_keras_models(objects)
+    known = optimizer_lists(objects)
     for x, y, cx, cy, d in parting_chains(objects, parent, variables, alike):
         lca, nx, ny = cx[d - 1], local[cx[d]], local[cy[d]]
         if lca in models:  # a tf_keras model's layers: model.layers order, recorded
             readings = {child_position(objects, lca, nx) < child_position(objects, lca, ny)}
         elif is_list(kids.get(lca, [])):
-            readings = {int(nx) < int(ny)} | (
-                {nx < ny} if _list_or_dict(kids[lca]) and not lists else set())
+            readings = {int(nx) < int(ny)} | ({nx < ny} if _list_or_dict(kids[lca]) and not (
+                lists or lca in known) else set())
         else:
             readings = {nx < ny}
         yield x, y, cx, cy, d, readings
