@@ -22,8 +22,12 @@ from .ema_updates import update_ops
 
 
 def _written(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
-    """apply() scope -> {average key: its variable key} of the ``.meta``'s update ops, for
-    averages named ``<variable>/<name>``."""
+    """apply() -> {average key: its variable key} of the ``.meta``'s update ops, for averages
+    named ``<variable>/<name>``; each ``apply()`` told by its scope with the control-flow-v1
+    context and the function it runs in (``cond/ExponentialMovingAverage``,
+    ``ExponentialMovingAverage in cond_true_12``): read without them, an ``apply()`` in a
+    ``tf.cond``, ``tf.while_loop`` or ``tf.function`` has the scope of one in the graph, and
+    two objects' averages read as one ``apply()``'s (review-18-attack-r41 F3, F4)."""
     if not use_meta or ckpt.objects is not None:
         return {}
     ops = update_ops(ckpt)
@@ -32,7 +36,7 @@ def _written(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
     by_scope: dict[str, dict[str, str]] = {}
     for key, (var, scope) in ops.averages.items():
         if key.startswith(var + "/"):
-            by_scope.setdefault(scope, {})[key] = var
+            by_scope.setdefault(ops.applies.get(key, scope), {})[key] = var
     return by_scope
 
 

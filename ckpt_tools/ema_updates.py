@@ -34,7 +34,8 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
         return UpdateOps({key(s): (key(v), scope) for s, (v, scope) in ops.averages.items()},
                          {key(s): (key(v), op) for s, (v, op) in ops.slots.items()},
                          ops.grouped, tensors={key(s): t for s, t in ops.tensors.items()},
-                         writers={key(s): w for s, w in ops.writers.items()})
+                         writers={key(s): w for s, w in ops.writers.items()},
+                         applies={key(s): a for s, a in ops.applies.items()})
 
     return ckpt.memo("meta_update_ops", read)
 
@@ -187,7 +188,8 @@ def refuse_stacked_sources(ckpt: Checkpoint, variables, ema_name: str,
 
 def _scopes(ckpt: Checkpoint, variables) -> tuple[dict[str, dict[str, str]], set] | None:
     """``(EMA name scope -> {variable: its average}, every variable averaged)`` where the
-    ``.meta``'s update ops show every TF1 average updated from its variable; else ``None``."""
+    ``.meta``'s update ops show every TF1 average updated from its variable and each scope
+    one ``apply()``'s; else ``None``."""
     tf1 = {k: v for k, v in variables.items() if v.role == R.EMA and v.ema_style == "tf1"}
     averaged = {v.ema_of for v in tf1.values()}
     if not tf1 or None in averaged:
@@ -196,28 +198,48 @@ def _scopes(ckpt: Checkpoint, variables) -> tuple[dict[str, dict[str, str]], set
     if ops is None:
         return None
     scopes: dict[str, dict[str, str]] = {}
+    applies: dict[str, set[str]] = {}
     for key, v in tf1.items():
         owner = ops.averages.get(key)
         if owner is None or owner[0] != v.ema_of:
             return None  # an average the graph does not show updated from its variable
         scopes.setdefault(owner[1], {})[v.ema_of] = key
+        applies.setdefault(owner[1], set()).add(ops.applies.get(key, owner[1]))
+    if any(len(a) > 1 for a in applies.values()):
+        # apply() calls of one scope but for a tf.cond/while context or a tf.function (whose
+        # scopes restart): maybe two objects, so no scope names one (review-18-attack-r41 F3)
+        return None
     return scopes, averaged
 
 
 def complete_objects(ckpt: Checkpoint, variables, use_meta: bool) -> list[str]:
-    """The names (last part of the name scope) of the EMA objects the ``.meta``'s update ops
-    show averaged every variable any TF1 average is of: what ``--ema-name`` can take whole
-    (see :func:`owned_averages`)."""
+    """The ``--ema-name`` of each EMA object the ``.meta``'s update ops show averaged every
+    variable any TF1 average is of (see :func:`owned_averages`): the last part of its name
+    scope, or, where that is not the name its averages carry and they all carry one no other
+    object's carry, that name (a.apply() twice, then b.apply(): b's scope is
+    ``ExponentialMovingAverage_2``, its averages ``<W>/ExponentialMovingAverage_1``, which
+    ``--ema-name`` reads; review-18-attack-r41 F5)."""
     if not use_meta or ckpt.objects is not None:
         return []
     found = _scopes(ckpt, variables)
-    grouped = update_ops(ckpt).grouped if found is not None else frozenset()
+    if found is None:
+        return []
+    grouped = update_ops(ckpt).grouped
+    stored = {(v.ema_of, key) for key, v in variables.items()
+              if v.role == R.EMA and v.ema_style == "tf1"}
+    names: set[str] = set()
     # only ema.apply()'s scopes (a NoOp of their name groups them): a hand-written
     # assign_moving_average's ops at the graph's root name no EMA object (review-15-attack-r29 F2)
-    names = {_scope_name(s, avs) for s, avs in found[0].items() if s in grouped} \
-        if found is not None else set()
-    return sorted(n for n in names
-                  if owned_averages(ckpt, variables, n, use_meta, None) is not None)
+    for scope, avs in found[0].items():
+        name = _scope_name(scope, avs)
+        if scope not in grouped or owned_averages(ckpt, variables, name, use_meta,
+                                                  None) is None:
+            continue
+        tails = {k[len(t) + 1:] if k.startswith(t + "/") else "" for t, k in avs.items()}
+        tail = next(iter(tails)) if len(tails) == 1 else ""
+        names.add(tail if tail and all(avs.get(t) == k for t, k in stored
+                                       if k == f"{t}/{tail}") else name)
+    return sorted(names)
 
 
 def _scope_name(scope: str, averages: dict[str, str]) -> str:

@@ -262,13 +262,13 @@ _CALL_ARGS = {"If": 1, "StatelessIf": 1, "Case": 1, "StatelessCase": 1, "For": 3
               "While": 0, "StatelessWhile": 0, "PartitionedCall": 0,
               "StatefulPartitionedCall": 0}
 _MAX_CALLS = 4096  # functions read at most, each once per way of calling it
-Branch = namedtuple("Branch", "outer args nodes")
+Branch = namedtuple("Branch", "outer args nodes name", defaults=("",))
 Branch.__doc__ = """One function of a ``.meta``'s graph's library as an op calls it (a
 control-flow-v2 ``tf.cond``, ``tf.switch_case`` or ``tf.while_loop``, a ``tf.function``, and
 those nested in them): the graph's op names passed in (`list[str]`, one per argument; ``""``
 where an argument is no op of the graph's, such as a tensor made inside the calling function),
 the function's argument names (`list[str]`) and its nodes by name (`dict[str, GraphNode]`;
-inputs are the function's own node or argument names)."""
+inputs are the function's own node or argument names) and its name (``cond_true_12``)."""
 
 
 def read_branches(path: str) -> list[Branch]:
@@ -321,7 +321,7 @@ def _read_branches(path: str) -> list[Branch]:
             if (name, tuple(outer)) in seen:
                 continue
             seen.add((name, tuple(outer)))
-            branch = Branch(outer, args, nodes)
+            branch = Branch(outer, args, nodes, name)
             out.append(branch)
             todo += [(o, i, n, branch) for o, i, n in inner if n or o in functions]
     return out

@@ -85,6 +85,11 @@ class UpdateOps(Frozen):
             written is no proven average of anything: ``tf1.assign(m, 0.9 * m + 0.1 * g)``
             under ``w0/ExponentialMovingAverage`` keeps a gradient's moment as ``apply()``'s
             key would (review-17-attack-r38 F9).
+        applies: shadow -> the ``apply()`` that writes it, told apart from every other one:
+            its name scope as the graph names it, the scopes of the control-flow-v1 contexts
+            it runs in kept (``cond/ExponentialMovingAverage``), and the function it is in
+            (``ExponentialMovingAverage in cond_true_12``), whose graph restarts the scopes;
+            ``averages`` drops both, as an EMA's name reads them (review-18-attack-r41 F3).
     """
 
     averages: dict[str, tuple[str, str]]
@@ -93,17 +98,19 @@ class UpdateOps(Frozen):
     other_decay: frozenset[str]
     tensors: dict[str, tuple[str, str]]
     writers: dict[str, tuple[str, str]]
-    _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers")
+    applies: dict[str, str]
+    _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers", "applies")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
                  grouped: frozenset[str] = frozenset(),
                  other_decay: frozenset[str] = frozenset(),
                  tensors: dict[str, tuple[str, str]] | None = None,
-                 writers: dict[str, tuple[str, str]] | None = None) -> None:
+                 writers: dict[str, tuple[str, str]] | None = None,
+                 applies: dict[str, str] | None = None) -> None:
         self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
                              other_decay=frozenset(other_decay), tensors=dict(tensors or {}),
-                             writers=dict(writers or {}))
+                             writers=dict(writers or {}), applies=dict(applies or {}))
 
 
 def read_update_ops(path: str) -> UpdateOps | None:
@@ -143,6 +150,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     other_decay: set[str] = set()
     tensors: dict[str, tuple[str, str]] = {}
     writers: dict[str, tuple[str, str]] = {}
+    applies: dict[str, str] = {}
     try:  # the v2 conds of the .meta or one-graph saved_model.pb (review-18-attack-r39 F6)
         branches = read_branches(path) if len(graphs) == 1 and path.endswith(
             (".meta", "saved_model.pb", "saved_model.pbtxt")) else []
@@ -162,9 +170,12 @@ def _read_update_ops(path: str) -> UpdateOps | None:
             tensors.setdefault(shadow, owner)
         for written, op in each.writers.items():
             writers.setdefault(written, op)
-    return UpdateOps({k: v for k, v in averages.items() if k not in differ}, slots, grouped,
-                     other_decay, {k: v for k, v in tensors.items() if k not in averages},
-                     writers)
+        for shadow, applied in each.applies.items():
+            applies.setdefault(shadow, applied)
+    kept = {k: v for k, v in averages.items() if k not in differ}
+    return UpdateOps(kept, slots, grouped, other_decay,
+                     {k: v for k, v in tensors.items() if k not in averages}, writers,
+                     {k: v for k, v in applies.items() if k in kept})
 
 
 def _unframed(nodes, found: UpdateOps) -> UpdateOps:
@@ -232,8 +243,10 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
             name = op_name(name)
             return variable(outer[name]) if name in outer else None
 
-        each = _updates(branch.nodes, inner)
+        each = _updates(branch.nodes, inner, branch.name)
         for shadow, owner in each.averages.items():
+            if shadow not in found.averages:
+                found.applies[shadow] = each.applies[shadow]
             found.averages.setdefault(shadow, owner)
         for slot, trained in each.slots.items():
             found.slots.setdefault(slot, trained)
@@ -242,17 +255,19 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
         for written, op in each.writers.items():
             found.writers.setdefault(written, op)
         found = UpdateOps(found.averages, found.slots, found.grouped | each.grouped,
-                          found.other_decay | each.other_decay, found.tensors, found.writers)
+                          found.other_decay | each.other_decay, found.tensors, found.writers,
+                          found.applies)
     return found
 
 
-def _updates(nodes, variable) -> UpdateOps:
-    """The update ops among ``nodes`` (a graph's or a function's), ``variable`` reading a
-    tensor name back to the graph's variable op (``None``: none)."""
+def _updates(nodes, variable, function: str = "") -> UpdateOps:
+    """The update ops among ``nodes`` (a graph's, or the ``function`` so named's), ``variable``
+    reading a tensor name back to the graph's variable op (``None``: none)."""
     averages: dict[str, tuple[str, str]] = {}
     slots: dict[str, tuple[str, str]] = {}
     other_decay: set[str] = set()  # scopes with an update whose decay is not apply()'s
     tensors: dict[str, tuple[str, str]] = {}
+    applies: dict[str, str] = {}
     proven: set[str] = set()  # the AssignMovingAvg ops read above
     writes: list[tuple[str, str, str]] = []  # (variable, op, type) of every other write
     for name, (op, inputs, _strings) in nodes.items():
@@ -276,6 +291,8 @@ def _updates(nodes, variable) -> UpdateOps:
                 else None
             if shadow is not None and averaged is not None and shadow != averaged:
                 averages[shadow] = (averaged, owner)
+                # a function's scopes restart: its ExponentialMovingAverage is not the graph's
+                applies[shadow] = f"{owner} in {function}" if function else owner
                 proven.add(name)
                 if not _apply_decay(nodes, mul, owner):
                     other_decay.add(owner)
@@ -297,7 +314,7 @@ def _updates(nodes, variable) -> UpdateOps:
         if name not in proven:
             writers.setdefault(written, (name, op))
     return UpdateOps(averages, slots, frozenset(grouped - other_decay),
-                     frozenset(grouped & other_decay), tensors, writers)
+                     frozenset(grouped & other_decay), tensors, writers, applies)
 
 
 def _initial_or_restored(nodes, name: str, inputs: list[str], written: str,

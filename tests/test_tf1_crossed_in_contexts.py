@@ -1,0 +1,153 @@
+"""Two default-named TF1 ``ExponentialMovingAverage`` objects, one ``apply()`` run inside a
+control-flow-v1 ``tf.cond`` or ``tf.while_loop`` (``disable_control_flow_v2()``), a v2
+``tf.cond`` or a ``tf.function`` called in the graph (review-18-attack-r41 F3, F4, F5).
+
+The ``.meta`` tells which ``apply()`` writes which average by its update ops' name scope
+(:mod:`ckpt_tools.ema_crossed`); read without the cond/while context's scope and the function it
+runs in (a function's graph restarts the scopes), an ``apply()`` there had the scope of another
+object's ``apply()`` in the graph, so the two objects read as one ``apply()``:
+
+- F3 (CRITICAL): ``a.apply([w0])`` in the context, ``b.apply([w1])``, ``b.apply([w0])``,
+  ``a.apply([w1])``: ``w0/ExponentialMovingAverage`` is a's, ``w1/ExponentialMovingAverage``
+  b's, and the refusal offered ``--ema-name ExponentialMovingAverage`` as one ``apply()``'s,
+  which exported one average of each object, exit 0. Refused under every name now.
+- F4 (MAJOR): ``a.apply([w0, w1])``, ``b.apply([w0, w1])`` in the context (not crossed) were
+  refused under every name; each name takes its object's averages, bit for bit.
+- F5 (MINOR): ``a.apply()`` twice, then ``b.apply()``: the refusal offered b's scope
+  ``ExponentialMovingAverage_2`` as a name; it offers the name b's averages carry.
+
+Made by real TensorFlow in a subprocess; truth ``ema.average(v)`` (value and name) at save time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import run_cli
+from helpers_tf1 import E, run_tf1_script
+
+SCRIPT = r'''
+def in_context(ctx, make):
+    """make() (an op) run in the graph, or in a cond's branch, a while's body or a function."""
+    if ctx == "graph":
+        return make()
+    if ctx in ("v1cond", "v2cond"):
+        def yes():
+            with tf.control_dependencies([make()]):
+                return tf.constant(1)
+        return tf.cond(tf.constant(True), yes, lambda: tf.constant(0))
+    if ctx == "v1while":
+        def body(i):
+            with tf.control_dependencies([make()]):
+                return [i + 1]
+        return tf.while_loop(lambda i: i < 1, body, [tf.constant(0)])[0]
+
+    @tf.function
+    def fn():
+        make()
+        return tf.constant(1)
+    return fn()
+
+
+CONTEXTS = ("v1cond", "v1while", "v2cond", "fn")
+CASES = {**{f"crossed_{c}": f"a:w0@{c} b:w1 b:w0 a:w1" for c in CONTEXTS},
+         **{f"apart_{c}": f"a:w0w1 b:w0w1@{c}" for c in CONTEXTS},
+         "twice": "a:w0w1 a:w0w1 b:w0w1"}
+for case, applies in CASES.items():
+    if "_v1" in case:
+        tf1.disable_control_flow_v2()
+    else:
+        tf1.enable_control_flow_v2()
+    with tf.Graph().as_default():
+        w0 = tf1.get_variable("w0", initializer=tf.ones([3]))
+        w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
+        update = tf.group(w0.assign_add(tf.ones([3])), w1.assign_add(2 * tf.ones([2])))
+        objs = {"a": tf1.train.ExponentialMovingAverage(0.5),
+                "b": tf1.train.ExponentialMovingAverage(0.9)}
+        for each in applies.split():
+            each, _, ctx = each.partition("@")
+            tag, names = each.split(":")
+            vs = [{"w0": w0, "w1": w1}[n] for n in ("w0", "w1") if n in names]
+            with tf.control_dependencies([update]):
+                update = in_context(ctx or "graph", lambda e=objs[tag], vs=vs: e.apply(vs))
+        saver = tf1.train.Saver()
+        with trained(tf, update) as s:
+            os.makedirs(f"{out}/{case}")
+            saver.save(s, f"{out}/{case}/model.ckpt")
+            for tag, e in objs.items():
+                for var in (w0, w1):
+                    truth[f"{case}:{tag}:{var.op.name}"] = s.run(e.average(var))
+                    truth[f"{case}:{tag}:{var.op.name}:name"] = np.array(e.average(var).op.name)
+'''
+
+CONTEXTS = ("v1cond", "v1while", "v2cond", "fn")
+# how the refusal names the context's apply(): v1 scopes keep the cond's/while's, a function's
+# apply() is named with the function (cond_true_N, __inference_fn_N)
+SHOWN = {"v1cond": f"'cond/{E}'", "v1while": f"'while/{E}'", "v2cond": f"'{E} in cond_true_",
+         "fn": f"'{E} in __inference_fn_"}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("crossed_in_contexts")
+    return out, run_tf1_script(SCRIPT, out)
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+@pytest.mark.parametrize("extra", [[], ["--ema-name", E], ["--ema-name", f"{E}_1"],
+                                   ["--ema-name", f"{E}_2"]])
+def test_objects_crossed_with_an_apply_in_a_context_are_refused(made, tmp_path, ctx, extra):
+    """a.apply([w0]) in the context; b.apply([w1]); b.apply([w0]); a.apply([w1]): each name
+    is one key of a's and one of b's (TF's names at save time), so no name is one object's."""
+    out, truth = made
+    case = f"crossed_{ctx}"
+    assert str(truth[f"{case}:a:w0:name"]) == f"w0/{E}"
+    assert str(truth[f"{case}:b:w1:name"]) == f"w1/{E}"
+    assert str(truth[f"{case}:b:w0:name"]) == f"w0/{E}_1"
+    assert str(truth[f"{case}:a:w1:name"]) == f"w1/{E}_1"
+    target = tmp_path / "w.npz"
+    for command in ("export", "map"):
+        args = ["--out", str(target)] if command == "export" else []
+        code, _, err = run_cli([command, str(out / case), *extra, *args])
+        assert code == 6 and not target.exists(), err
+        text = " ".join(err.split())
+        assert len(err.strip().splitlines()) == 1, err
+        assert "are not proven each one EMA object's" in text and "--raw" in text, err
+        assert "is one apply()'s" not in text and "pass --ema-name" not in text, err
+        assert SHOWN[ctx] in text, err
+
+
+@pytest.mark.parametrize("ctx", CONTEXTS)
+@pytest.mark.parametrize("name,tag", [(E, "a"), (f"{E}_1", "b")])
+def test_objects_apart_with_an_apply_in_a_context_are_picked_by_name(made, tmp_path, ctx,
+                                                                      name, tag):
+    """a.apply([w0, w1]); b.apply([w0, w1]) in the context: each name one object's, bit for
+    bit (refused under every name before)."""
+    out, truth = made
+    case = f"apart_{ctx}"
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / case), "--ema-name", name, "--strict",
+                            "--out", str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        for var in ("w0", "w1"):
+            assert str(truth[f"{case}:{tag}:{var}:name"]) == f"{var}/{name}"
+            assert z[var].tobytes() == truth[f"{case}:{tag}:{var}"].tobytes(), var
+
+
+def test_the_offer_names_the_averages_name_not_the_apply_scope(made, tmp_path):
+    """a.apply() twice, then b.apply(): b's scope is ExponentialMovingAverage_2 and its
+    averages are named _1; the refusal offers the name the keys carry, which takes b's."""
+    out, truth = made
+    code, _, err = run_cli(["map", str(out / "twice")])
+    text = " ".join(err.split())
+    assert code == 6, err
+    assert f"--ema-name {E}_2" not in text, err
+    assert f"--ema-name {E}_1 decides" in text, err
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / "twice"), "--ema-name", f"{E}_1", "--strict",
+                            "--out", str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        for var in ("w0", "w1"):
+            assert z[var].tobytes() == truth[f"twice:b:{var}"].tobytes(), var
