@@ -95,7 +95,9 @@ def bake_ema_h5(ckpt: Checkpoint, out: str, *, name: str | None = None,
             :func:`~ckpt_tools.export.export_weights`.
     """
     from .export import export_weights
+    from .restored_mark import refuse_restored
 
+    refuse_restored(ckpt)  # restore-ema's own Keras output (review-18-attack-r40 F5)
     target = restore_output_path(ckpt, out, name, "h5")
     check_h5_output(ckpt, target, overwrite)
     created = make_parents(os.path.dirname(physical(target)))  # umask modes

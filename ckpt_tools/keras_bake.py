@@ -35,7 +35,7 @@ from .formats._write import (
 from .formats.write_locks import hold, release
 from .keras_assumed import keras_assumptions, refuse_assumed
 from .keras_ema import require_keras_pairing
-from .restored_mark import mark_averages
+from .restored_mark import mark_averages, refuse_restored
 
 KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")
 _WEIGHTS_MEMBER = "model.weights.h5"
@@ -201,6 +201,7 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None:
         raise EmaError(f"{ckpt.path}: not a Keras weight file")
+    refuse_restored(ckpt)  # restore-ema's own output: its weights are the averages (r40 F5)
     require_keras_pairing(ckpt)
     assumed = keras_assumptions(ckpt)
     refuse_assumed(ckpt, assumed, strict=strict)  # not_swapped: always
@@ -254,6 +255,7 @@ def bake_keras_file(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite:
         raise OptionError(f"{ckpt.path}: {given[0]}= does not apply to a Keras file: every "
                           "weight with an EMA copy gets it, as ckpt restore-ema writes it")
     strict = bool(map_options.get("strict"))
+    refuse_restored(ckpt)  # restore-ema's own output (r40 F5)
     require_keras_pairing(ckpt)
     assumed = keras_assumptions(ckpt)
     refuse_assumed(ckpt, assumed, strict=strict)  # not_swapped: always

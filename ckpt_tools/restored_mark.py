@@ -171,3 +171,41 @@ def marked_raw_warnings(ckpt, warnings: list[str]) -> list[str]:
 
 #: What ``list`` and ``export`` say of a marked file.
 MARKED = "ckpt restore-ema wrote this file: its weights are the averages"
+
+#: The statements that read a marked file's EMA copies instead (:func:`read_as_marked`).
+_COPIES = "stating --not-swapped (a .weights.h5: --use-ema too)"
+
+
+def refuse_restored(ckpt) -> None:
+    """Refuses ``restore-ema`` of a file restore-ema wrote, read as its mark says
+    (:func:`read_as_marked`): its weights already ARE the averages, so writing them again
+    proves nothing, and the pairing of the EMA copies it kept (a ``.weights.h5``'s layout
+    question, a swap) would be asked of a file that needs none (review-18-attack-r40 F5). A
+    statement that asks for the copies (``--not-swapped``, ``--use-ema``, ``--fit-order``…)
+    reads them as ``export`` does.
+
+    Raises:
+        EmaError: (exit 6) one line naming the file, what the mark says and what to do.
+    """
+    if not read_as_marked(ckpt):
+        return
+    from .errors import EmaError
+
+    mark = checkpoint_mark(ckpt)
+    assumed = f"; {assumed_note(ckpt.path, mark.assumed)}" if mark and mark.assumed else ""
+    raise EmaError(f"{ckpt.path}: {MARKED} already, so restore-ema has nothing to restore: "
+                   "use it as it is (model.load_weights; ckpt export writes its weights as "
+                   f"stored); where it kept EMA copies, {_COPIES} restores them again"
+                   f"{assumed}")
+
+
+def marked_map_note(ckpt) -> str | None:
+    """What ``ckpt map`` says of a file restore-ema wrote (:func:`checkpoint_mark`): its
+    weights are the averages already, whatever the map of its EMA copies shows, and what its
+    pairing assumed (review-18-attack-r40 F5); ``None`` for any other file."""
+    mark = checkpoint_mark(ckpt)
+    if mark is None:
+        return None
+    assumed = f"; {assumed_note(ckpt.path, mark.assumed)}" if mark.assumed else ""
+    return (f"{ckpt.path}: {MARKED} already (restoring it again is not needed: use it as it "
+            f"is; export and eval do){assumed}")

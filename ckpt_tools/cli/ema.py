@@ -247,6 +247,7 @@ def map_command(
     """
     apply_order = check_apply_order(apply_order, numbered_lists)
     from ..emamap import ema_map
+    from ..restored_mark import marked_map_note
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     choice(non_averaged, (KEEP, DROP), "--non-averaged")
@@ -256,6 +257,9 @@ def map_command(
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:
+        marked = marked_map_note(ckpt)
+        if marked:  # restore-ema's output: said before its copies' map or refusal (r40 F5)
+            out.note(f"note: {marked}", always=True)
         options = map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex,
                               include, exclude, allow_missing, apply_order, strict)
         m = ema_map(ckpt, slots=KEEP if keep_slots else slots, non_averaged=non_averaged,

@@ -14,6 +14,7 @@ import typer
 
 from ..checkpoint import open_checkpoint
 from ..formats._io import is_url
+from ..restored_mark import refuse_restored
 from ._common import (
     SLOTS,
     AveragesOnlyOpt,
@@ -140,6 +141,7 @@ def restore_ema_command(
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:
         refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
+        refuse_restored(ckpt)  # its weights are the averages already (r40 F5)
         keras_in = getattr(ckpt.reader, "keras", None) is not None
         fmt = fmt or ("keras" if keras_in else "v2")
         if out_dir is None and not (keras_in and fmt == "keras"):
