@@ -35,6 +35,7 @@ from .roles import (
     classify_one,
     detect_ema_names,
     split_key,
+    zero_debias_pair,
 )
 from .tf2_twins import AVERAGE_IF_STATED, SELF_NAMED_AVERAGE, VARIABLE, twins
 
@@ -255,10 +256,14 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
                                None)
             if ri.role == EMA and key in held:  # the model's own variable (r33 F1, F10)
                 ri = RoleInfo(WEIGHT)
-            elif ri.role == EMA and entry.shape and not default_named(full, by_name):
+            elif ri.role in (EMA, LOSS_AVERAGE) and not default_named(full, by_name) and \
+                    not zero_debias_pair(f"{full}/biased", by_name):
                 # <x>/<name> with no <x> stored, <name> inferred from another pair
-                # (attn/query beside attn/query/kernel): never an average of an unstored
-                # variable unless stated (review-18-attack-r39 F8; stated_orphans)
+                # (attn/query beside attn/query/kernel) or read as a loss's ('avg'): never
+                # an average of an unstored variable unless stated (review-18-attack-r39 F8;
+                # stated_orphans), nor of a tensor, which TF2 never averages (apply() takes
+                # variables only when eager) unless its zero-debias helpers say so: a
+                # module's scalar loss/avg is its own variable (s19g)
                 ri = RoleInfo(WEIGHT)
             # A name-based link would point at a name, not a key: keep only the role. An
             # average of a tensor (a loss: a scalar) is a loss average; one of a variable

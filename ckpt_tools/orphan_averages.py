@@ -142,15 +142,19 @@ def read_alike(ckpt: Checkpoint, variables: dict, ema_name: str | None = None) -
     pair reads ``name`` (``_N`` aside) as an EMA name (``w/fast`` beside ``w``) and it is not
     TF's default: the ones :func:`default_named` keeps as weights (review-18-attack-r39 F8),
     which may as well be averages of variables the checkpoint does not store (only
-    ``ema_name``'s where given; never one whose own average is paired with it).
+    ``ema_name``'s where given; never one whose own average is paired with it, nor one the
+    object graph holds as its module's own variable: :func:`module_own`). Scalars too: TF2
+    averages no tensor, so a scalar ``<x>/<name>`` is a variable's or its average.
     ``export --raw`` writes them with its warning that they may be either."""
     if ckpt.objects is None:
         return []
     full = ckpt.objects.full_names
-    found = [k for k, v in variables.items() if v.role == R.WEIGHT and k in full
-             and not v.ema and tuple(v.shape) and v.dtype in R._FLOAT and "/" in full[k]
+    weights = [k for k, v in variables.items() if v.role == R.WEIGHT]
+    found = [k for k in weights if k in full and not variables[k].ema
+             and variables[k].dtype in R._FLOAT and "/" in full[k]
              and (ema_name is None or ema_name == full[k].rpartition("/")[2]
-                  or ema_name == R.UNIQUIFIED.sub("", full[k].rpartition("/")[2]))]
+                  or ema_name == R.UNIQUIFIED.sub("", full[k].rpartition("/")[2]))
+             and not module_own(ckpt.objects, k, weights)]
     if not found:
         return []
     firsts: dict = {}
@@ -161,6 +165,36 @@ def read_alike(ckpt: Checkpoint, variables: dict, ema_name: str | None = None) -
     names = set(R.detect_ema_names(firsts)) - {R.DEFAULT_EMA_NAME}
     return [k for k in found if full[k].rpartition("/")[0] not in firsts
             and R.UNIQUIFIED.sub("", full[k].rpartition("/")[2]) in names]
+
+
+def module_own(objects, key: str, weights) -> bool:
+    """Whether the TF2 object graph ``objects`` holds ``key`` (recorded as ``<x>/<name>``) as
+    its module's own variable, never an average of a variable ``<x>`` the checkpoint does not
+    store, whatever EMA name ``<name>`` is: the graph holds it at the path its name gives
+    (``loss/avg`` as attribute ``avg`` of the object ``loss``), or beside another of
+    ``weights`` (keys read as weights) recorded under the same ``<x>/`` (a ``tf.Module`` ``net``
+    holding ``net/w`` and ``net/fast``: ``net`` is the module's name scope). TF names an
+    average ``<variable's name>/<EMA name>`` and the user attaches it where they like (a list
+    ``ema/0``), so a stated ``--ema-name fast`` reads such a key as an average only without
+    this evidence (s19g, after review-18-attack-r39 F8).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> g = NS(paths={"a": "net/fast", "b": "net/w", "c": "ema/2"},
+        ...        full_names={"a": "net/fast", "b": "net/w", "c": "b/kernel/fast"})
+        >>> module_own(g, "a", ["a", "b"]), module_own(g, "c", ["b", "c"])
+        (True, False)
+    """
+    path = objects.paths.get(key) or ""
+    head = (objects.full_names.get(key) or "").rpartition("/")[0]
+    if not path or not head:
+        return False
+    full = objects.full_names[key]
+    if path == full or path.endswith(f"/{full}"):
+        return True
+    parent = path.rpartition("/")[0]
+    return any(k != key and (objects.paths.get(k) or "").rpartition("/")[0] == parent
+               and (objects.full_names.get(k) or "").startswith(f"{head}/") for k in weights)
 
 
 def stated_orphans(ckpt: Checkpoint, variables: dict, ema_name: str | None) -> dict:
