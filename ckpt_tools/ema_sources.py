@@ -9,7 +9,7 @@ where the graph's collections do not pair it, refuses.
 from __future__ import annotations
 
 from .checkpoint import Checkpoint
-from .ema_refusals import UnprovenPairingError
+from .ema_refusals import UnprovenPairingError, unwritten_message
 from .ema_updates import update_ops
 from .formats.meta_updates import UpdateOps
 
@@ -70,6 +70,65 @@ def written_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     # a variable the graph trains is no shadow at all: the collections say so (r36 F3)
     return {t: (s, *ops.writers[s]) for t, s in {**named, **chosen}.items()
             if s in ops.writers and t in variables and s != t and s not in trained}
+
+
+def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                      chosen: dict[str, str], use_meta: bool) -> dict[str, str]:
+    """TF1 weights ``W`` the ``.meta``'s graph trains whose average read by name (``chosen``
+    for it, or ``W/<ema_name>``) no op of the graph writes, where the graph runs
+    ``ema.apply()`` (its ``AssignMovingAvg`` updates are read) and none of them averages ``W``:
+    ``w0/ExponentialMovingAverage`` kept as ``w0``'s gradient moment from Python
+    (``Variable.load()`` runs the variable's own initializer, so no writer is seen) beside a
+    default EMA over ``w1`` was exported as ``w0``'s average, exit 0 under ``--strict``
+    (review-18-attack-r41 F1). The graph cannot tell that key from a real average stored
+    beside a ``.meta`` of another graph (``ema_refusals.contradiction_message``'s shape), so
+    the caller refuses both ways open: ``--no-meta`` (the checkpoint's names) or
+    ``--allow-missing`` (``W`` raw, as ``ema.average(W)`` is ``None`` in this graph).
+
+    Only keys that are the graph's own variables' keys: a Saver that renamed them
+    (tf_cnn_benchmarks' tower 0 saved without ``v0/``) is read through its save op. A graph
+    that runs no ``apply()`` (an eval graph's ``.meta``) keeps the name's reading, as
+    ``variables_to_restore()`` does; a weight the graph neither trains nor averages is the
+    contradiction refusal's (:func:`~ckpt_tools.ema_names.from_meta`).
+
+    Returns:
+        weight key -> the key read as its average.
+    """
+    if not use_meta or ckpt.objects is not None or ckpt.meta is None:
+        return {}
+    ops = update_ops(ckpt)
+    if ops is None or not ops.averages:  # no ema.apply() in the graph: names are read
+        return {}
+    meta = ckpt.meta
+    named = {t: f"{t}/{ema_name}" for t in variables
+             if ema_name and f"{t}/{ema_name}" in variables}
+    trained = set(meta.keys_in("trainable_variables"))
+    paired = trained | set(meta.keys_in("moving_average_variables"))
+    averaged = {v for v, _scope in ops.averages.values()}
+    own = {v.checkpoint_key for v in meta.variables.values()}
+    # every other reading is another rule's: a writer (written_sources), a tensor's average
+    # (tensor_sources), an optimizer's slot (refuse_slot_sources), a trained buffer
+    seen = {*ops.averages, *ops.writers, *ops.tensors, *ops.slots, *trained}
+    return {t: s for t, s in {**named, **chosen}.items()
+            if t in variables and s in variables and s != t and t in own and s in own
+            and t in paired and t not in averaged and s not in seen}
+
+
+def refuse_unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
+                             chosen: dict[str, str], use_meta: bool,
+                             allow_missing: bool) -> dict[str, str]:
+    """:func:`unwritten_sources`, refused unless ``allow_missing`` states that the weights have
+    no average (they are then returned, to be reported missing and kept raw).
+
+    Raises:
+        UnprovenPairingError: (exit 6) naming ``--no-meta`` and ``--allow-missing``.
+    """
+    found = unwritten_sources(ckpt, variables, ema_name, chosen, use_meta)
+    if found and not allow_missing:
+        raise UnprovenPairingError(unwritten_message(ckpt, found),
+                                   "--no-meta or --allow-missing",
+                                   {t: (s,) for t, s in found.items()})
+    return found
 
 
 def written_source_text(ckpt: Checkpoint, found: dict[str, tuple[str, str, str]]) -> str:

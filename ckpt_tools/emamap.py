@@ -35,6 +35,7 @@ from .ema_sources import (
     foreign_sources,
     refuse_other_averaged,
     refuse_tensor_sources,
+    refuse_unwritten_sources,
     renumbered_averages,
     tensor_sources,
     trained_sources,
@@ -330,6 +331,9 @@ def ema_map(
                     ckpt, variables, name, chosen, use_meta).items(), *written_sources(
                     ckpt, variables, name, chosen, use_meta).items()]}
                 ops = update_ops(ckpt)
+                # a key nothing writes beside apply()'s updates of others: refused (r41 F1)
+                no_avg.update(refuse_unwritten_sources(ckpt, variables, name, chosen,
+                                                       use_meta, allow_missing))
                 no_avg.update({t: chosen.get(t) or f"{t}/{ema_name}" for t in [
                     *stacked_sources(ckpt, variables, ema_name, chosen, ops),
                     *foreign_sources(variables, ema_name, chosen, ops),
