@@ -147,15 +147,19 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
 
 
 def refuse_rivals(ckpt: Checkpoint, keys: list[str], instead: str = "a list") -> None:
-    """Refuses pairing a list of variables by name in an object-based checkpoint where other
-    weights than those the names match hold the same shapes and dtypes.
+    """Refuses pairing variables by name in an object-based checkpoint where the names cannot
+    tell which saved weights are theirs.
 
     The names a TF2 checkpoint records are generated per process (Keras' ``dense``,
     ``dense_1``, TF's ``Variable``): a process that builds only a GAN's generator names its
-    variables as the discriminator, built first in training, was named, so the names match the
-    discriminator's weights while the generator's fit as well, wherever the two models sit in
-    the checkpoint (two attributes, one module's two attributes, a list). Only the object's
-    structure tells them apart.
+    variables as the discriminator, built first in training, was named; one that builds a
+    model without the head built before it in training names every layer as the layer before
+    it was named; one that builds two equal models in the other order names each as the other
+    was named. Only the object's structure tells them apart. Refused where a matched weight
+    has a saved lookalike (same shape, dtype, role and own name, ``_N`` aside) that no name
+    matched (review-19-attack-r42 F5: one is enough, the names may be shifted), or where
+    matched lookalikes sit under different top-level objects under names that differ only by
+    a ``_N`` uniquifier (F1: two models built in the other order).
 
     ``instead``: what was given in place of the object (a list; a graph's variables, paired
     by name by :func:`~ckpt_tools.restore_plan.recorded_keys`).
@@ -163,33 +167,74 @@ def refuse_rivals(ckpt: Checkpoint, keys: list[str], instead: str = "a list") ->
     Raises:
         EmaError: naming where the other weights are and the way that decides (the object).
     """
-    from collections import Counter
-
     matched = set(keys)
+    kind = lookalike_kinds(ckpt)
+    wanted = {kind[k] for k in matched if k in kind}
+    rivals = [k for k in kind if k not in matched and kind[k] in wanted]
+    if rivals:
+        where = sorted({_holder(ckpt, k) for k in rivals})
+        why = (f"{', '.join(repr(w) for w in where[:3])}{' ...' if len(where) > 3 else ''} "
+               "hold other weights of the same shapes, and the names TensorFlow and Keras "
+               "record are generated per process (a process that builds only one of two equal "
+               "models, or a model without a layer built before it in training, names its "
+               "layers as others were named)")
+    else:
+        crossed = _crossed(ckpt, [k for k in matched if k in kind], kind)
+        if not crossed:
+            return
+        why = (f"{_holder(ckpt, crossed[0])!r} and {_holder(ckpt, crossed[1])!r} sit under "
+               "different top-level objects with names that differ only by the counter "
+               "TensorFlow and Keras add per process "
+               "(a process that builds the two models in the other order names each as the "
+               "other was named)")
+    raise EmaError(
+        f"{ckpt.path}: the variables' names match {len(matched)} saved weight(s), but {why}, "
+        f"so names do not tell which weights are these variables'; pass the object instead "
+        f"of {instead}, placed as it was saved, so object paths decide: "
+        "apply_ema(tf.train.Checkpoint(NAME=model), path) with NAME one of the checkpoint's "
+        f"top-level names ({', '.join(sorted(_top_level(ckpt)))}), or, for a model saved "
+        "inside another object, that object rebuilt around it")
+
+
+def uncounted(name: str) -> str:
+    """``name`` with the ``_N`` counter TensorFlow and Keras add per process taken off each
+    part (``sequential_1/dense_2/kernel`` -> ``sequential/dense/kernel``).
+
+    Example:
+        >>> uncounted("sequential_1/dense_2/kernel_1")
+        'sequential/dense/kernel'
+    """
+    return "/".join(R.UNIQUIFIED.sub("", part) for part in name.split("/"))
+
+
+def lookalike_kinds(ckpt: Checkpoint) -> dict[str, tuple]:
+    """Checkpoint key -> (shape, dtype, role, own name) of each saved weight or BatchNorm
+    statistic: what a shifted name could mean instead (``dense_1/kernel`` for
+    ``dense/kernel``; never a BatchNorm statistic for its gamma). The own name is the last
+    part of the recorded name, its ``_N`` counter aside (``w_1`` for ``w``)."""
     full = ckpt.objects.full_names if ckpt.objects is not None else {}
 
-    def own_name(key: str) -> str:  # kernel, bias, gamma: the part no counter shifts
-        return (full.get(key) or key).split(":")[0].rpartition("/")[2]
+    def own_name(key: str) -> str:
+        return uncounted((full.get(key) or key).split(":")[0].rpartition("/")[2])
 
-    # Only what a shifted name could mean instead: a weight of the same role, shape, dtype and
-    # own name (dense_1/kernel for dense/kernel; never a BatchNorm statistic for its gamma).
-    kind = {v.name: (tuple(v.shape), v.dtype, v.role, own_name(v.name))
+    return {v.name: (tuple(v.shape), v.dtype, v.role, own_name(v.name))
             for v in ckpt.variables_unwarned() if v.role in (R.WEIGHT, R.BN_STAT)}
-    wanted = Counter(kind[k] for k in keys if k in kind)
-    others = Counter(kind[k] for k in kind if k not in matched)
-    if not wanted or wanted - others:
-        return
-    where = sorted({_holder(ckpt, k) for k in kind if k not in matched and kind[k] in wanted})
-    raise EmaError(
-        f"{ckpt.path}: the variables' names match {len(matched)} saved weight(s), but "
-        f"{', '.join(repr(w) for w in where[:3])}{' ...' if len(where) > 3 else ''} hold "
-        "other weights of the same shapes, and the names TensorFlow and Keras record are "
-        "generated per process (a process that builds only one of two equal models names it "
-        "as the first one built in training was named), so names do not tell which weights "
-        f"are these variables'; pass the object instead of {instead}, placed as it was saved, "
-        "so object paths decide: apply_ema(tf.train.Checkpoint(NAME=model), path) with NAME "
-        f"one of the checkpoint's top-level names ({', '.join(sorted(_top_level(ckpt)))}), "
-        "or, for a model saved inside another object, that object rebuilt around it")
+
+
+def _crossed(ckpt: Checkpoint, keys: list[str], kind: dict[str, tuple]) -> tuple[str, str] | None:
+    """Two of ``keys`` (matched by name) of one kind under different top-level objects whose
+    recorded names differ only by ``_N`` counters (``enc``'s ``dense/kernel`` and ``dec``'s
+    ``dense_1/kernel``): each name could be the other's in a process that built them in the
+    other order. Names that differ otherwise (``enc/kernel``, ``dec/kernel``) are stable."""
+    full = ckpt.objects.full_names if ckpt.objects is not None else {}
+    seen: dict[tuple, tuple[str, str]] = {}
+    for key in sorted(keys):
+        top = (ckpt.path_of(key) or key).split("/", 1)[0]
+        group = (kind[key], uncounted(full.get(key) or key))
+        first = seen.setdefault(group, (top, key))
+        if first[0] != top:
+            return first[1], key
+    return None
 
 
 def _holder(ckpt: Checkpoint, key: str) -> str:

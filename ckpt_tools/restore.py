@@ -18,7 +18,14 @@ from .keras_assumption_texts import LIVE_FIT_ORDER
 from .live_order import keras_source, live_order, scoped_live_order
 from .live_pairing import key_variables
 from .locate import locate
-from .restore_plan import flatten_variables, graph_key, plan_sources, recorded_keys, scope_check
+from .restore_plan import (
+    flatten_variables,
+    graph_key,
+    graph_named,
+    plan_sources,
+    recorded_keys,
+    scope_check,
+)
 from .restore_problems import NO_VARIABLES, entry_mismatch, keras_pointer, restore_advice
 from .restore_saver import ema_saver, opened, tensorflow
 from .tfk_order import has_open_averages
@@ -114,12 +121,15 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
             raise EmaError(f"{ckpt.path}: {NO_VARIABLES}")
         keyed = [(v, *graph_key(v)) for v in variables]
         named: list[str] = []
-        if ckpt.objects is not None:  # a TF2 checkpoint: by the names it records (r40 F7)
-            to_key, named = recorded_keys(ckpt, [k for _, k, _ in keyed])
-            keyed = [(v, to_key[k], info) for v, k, info in keyed if k in to_key]
         options = {**map_options, "allow_missing": allow_missing}
+        if ckpt.objects is not None:  # a TF2 checkpoint: by the names it records (r40 F7)
+            to_key, named = recorded_keys(ckpt, [k for _, k, _ in keyed],
+                                          options.pop("strip_scope", None),
+                                          options.pop("add_scope", None))
+            keyed = [(v, to_key[k], info) for v, k, info in keyed if k in to_key]
         averaged, raw, problems = plan_sources(ckpt, [k for _, k, _ in keyed], options)
-        problems[:0] = named
+        if ckpt.objects is not None:
+            problems = named + graph_named(problems, to_key)
         feed, ops, result = {}, [], RestoreResult(ckpt.path)
         values: dict[str, object] = {}
         for var, key, info in keyed:
@@ -127,7 +137,8 @@ def restore_ema(sess, checkpoint, var_list=None, *, allow_missing: bool = False,
             if src is None:
                 continue
             full_shape = info.full_shape if info else var.shape.as_list()
-            bad = entry_mismatch(ckpt, key, src, full_shape, var.dtype.base_dtype.name)
+            # named as the graph names it: an object key is not what the user built (F7)
+            bad = entry_mismatch(ckpt, var.op.name, src, full_shape, var.dtype.base_dtype.name)
             if bad:
                 problems.append(bad)
                 continue

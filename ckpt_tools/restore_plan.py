@@ -12,7 +12,13 @@ from .errors import CheckpointError, EmaError
 from .graph_saved import plan_in_graph
 from .live_pairing import refuse_rivals
 from .rescope_clash import stored_checkpoint_key
-from .restore_problems import NAMED_BY_NONE, NAMED_BY_SEVERAL, no_average_line, recorded_names
+from .restore_problems import (
+    NAMED_BY_NONE,
+    NAMED_BY_SEVERAL,
+    no_average_line,
+    recorded_names,
+    scope_advice,
+)
 
 
 def graph_key(var) -> tuple[str, object]:
@@ -36,12 +42,16 @@ def flatten_variables(var_list) -> list:
     return out
 
 
-def recorded_keys(ckpt: Checkpoint, names: list[str]) -> tuple[dict[str, str], list[str]]:
+def recorded_keys(ckpt: Checkpoint, names: list[str], strip_scope: str | None = None,
+                  add_scope: str | None = None) -> tuple[dict[str, str], list[str]]:
     """Pairs a graph's variables with an object-based (TF2) checkpoint's keys by the names
     TensorFlow recorded for the saved variables (their ``full_name``, the name TF's own v1
     ``Saver`` falls back to for such a file): graph name -> key of the one saved variable
     recorded under it, as :func:`~ckpt_tools.live_pairing.key_variables` pairs a list of TF2
     variables (review-18-attack-r40 F7: every graph name read as "not in the checkpoint").
+    ``strip_scope`` / ``add_scope`` apply to the graph's names as to a TF1 checkpoint's keys
+    (a graph imported with ``import_meta_graph(meta, import_scope="eval")`` takes
+    ``add_scope="eval/"``: review-19-attack-r42 F2).
 
     Returns:
         (graph name -> checkpoint key, problem lines): a name no saved variable records, or
@@ -51,15 +61,15 @@ def recorded_keys(ckpt: Checkpoint, names: list[str]) -> tuple[dict[str, str], l
     Raises:
         EmaError: no name is recorded for exactly one saved variable (unnamed TF2 variables,
             all ``Variable``: a ``var_list=`` cannot help); the names match weights while
-            other saved weights have their shapes (names are generated per process:
-            :func:`~ckpt_tools.live_pairing.refuse_rivals`).
+            other saved weights look like them, or two equal models' weights
+            (:func:`~ckpt_tools.live_pairing.refuse_rivals`: names are generated per process).
     """
     by_name: dict[str, list[str]] = {}
     for key, full in ckpt.objects.full_names.items():
         by_name.setdefault(full, []).append(key)
-    keys, problems = {}, []
+    keys, problems, unnamed = {}, [], []
     for name in dict.fromkeys(names):
-        found = by_name.get(name, [])
+        found = by_name.get(stored_checkpoint_key(name, strip_scope, add_scope, by_name), [])
         if len(found) == 1:
             keys[name] = found[0]
         elif found:
@@ -67,19 +77,41 @@ def recorded_keys(ckpt: Checkpoint, names: list[str]) -> tuple[dict[str, str], l
                             f"{', '.join(found[:3])}{' ...' if len(found) > 3 else ''})")
         else:
             problems.append(f"{name} ({NAMED_BY_NONE})")
+            unnamed.append(name)
     if names and not keys:  # var_list= cannot help: say what does
+        scope = scope_advice(set(by_name), unnamed) if len(unnamed) == len(problems) else None
+        hint = f"every one is recorded under another scope: pass {scope}, or " if scope else ""
+        if (strip_scope or add_scope) and unnamed and all(n in by_name for n in unnamed):
+            hint = "every one is recorded as the graph names it: leave out the scope options, or "
         raise EmaError(
             f"{ckpt.path}: no saved variable of this object-based (tf.train.Checkpoint) "
             "checkpoint was recorded under the name of exactly one of the graph's variables ("
             + "; ".join(problems[:4]) + (" ..." if len(problems) > 4 else "") + "), and a "
             "graph's variable restores only from the one saved variable recorded under its "
-            f"name{recorded_names(ckpt)}: restore into the model built in TF2 with "
-            "ckpt_tools.apply_ema(model, path), whose object paths decide, or name the graph's "
-            "variables as the saved ones were named")
-    if keys and not problems:  # (those are refused first, each named)
+            f"name{recorded_names(ckpt)}: "
+            + hint
+            + "restore into the model built in TF2 with ckpt_tools.apply_ema(model, path), "
+            "whose object paths decide, or name the graph's variables as the saved ones were "
+            "named")
+    if keys:  # also with problems: a graph weight left unmatched may be a shifted name (F5)
         refuse_rivals(ckpt, list(keys.values()),
                       instead="a graph's variables (the model built in TF2, eagerly)")
     return keys, problems
+
+
+def graph_named(problems: list[str], to_key: dict[str, str]) -> list[str]:
+    """``problems`` (:func:`plan_sources`'s lines, which lead with an object path such as
+    ``model/layer_with_weights-0/kernel``) led by the graph's name of each variable, the
+    path kept in brackets (review-19-attack-r42 F7: the user had to map object paths back to
+    the names they built)."""
+    by_path = {key.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE"): name
+               for name, key in to_key.items()}
+    out = []
+    for line in problems:
+        path, sep, rest = line.partition(" (")
+        name = by_path.get(path)
+        out.append(f"{name} (saved as {path}; {rest}" if name and sep else line)
+    return out
 
 
 def scope_check(ckpt: Checkpoint, keys: list[str], map_options: dict):

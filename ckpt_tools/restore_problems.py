@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
+from . import roles as R
 from .checkpoint import Checkpoint
 from .rescope_clash import stored_checkpoint_key
 
@@ -103,26 +104,59 @@ def restore_advice(problems: list[str], ckpt: Checkpoint | None = None,
     scope options that would make the graph's names its keys; ``works``: whether they
     restore every variable, see :func:`scope_advice`)."""
     named = [p for p in problems if f"({NAMED_BY_NONE})" in p or f"({NAMED_BY_SEVERAL} " in p]
-    if named:  # what a graph's names can and cannot restore from a TF2 checkpoint (r40 F7)
-        rest = _advice([p for p in problems if p not in named], ckpt, works)
-        return (f"{rest}; the checkpoint is object-based (tf.train.Checkpoint): a graph's "
-                "variable restores from the one saved variable recorded under its name"
-                f"{recorded_names(ckpt)}; pass var_list= without the variables named above, or "
-                "restore into the model built in TF2 with ckpt_tools.apply_ema(model, path), "
-                "whose object paths decide")
-    return _advice(problems, ckpt, works)
+    if not named:
+        return _advice(problems, ckpt, works)
+    # what a graph's names can and cannot restore from a TF2 checkpoint (r40 F7)
+    rest = _advice([p for p in problems if p not in named], ckpt, works)
+    names = [p.partition(" (")[0] for p in named]
+    head = (f"{rest}; the checkpoint is object-based (tf.train.Checkpoint): a graph's "
+            "variable restores from the one saved variable recorded under its name"
+            f"{recorded_names(ckpt)}; ")
+    tf2 = ("restore into the model built in TF2 with ckpt_tools.apply_ema(model, path) "
+           "(or apply_ema(tf.train.Checkpoint(NAME=model), path), placed as it was saved), "
+           "whose object paths decide")
+    weights = _weight_like(ckpt, names)
+    if weights:  # a weight left out may be a shifted name: no subset is safe (r42 F5)
+        return (head + f"{', '.join(weights[:3])}{' ...' if len(weights) > 3 else ''} "
+                "look like the saved weights, whose names TensorFlow and Keras generate per "
+                "process (a layer built before the model shifts them), so leaving them out "
+                f"could pair the others with other layers' values: {tf2}, or name the graph's "
+                "variables as the saved ones were named")
+    unseen = names[sum(problems.index(p) < 8 for p in named):]  # the error shows 8 (r42 F3)
+    listed = "those named above" + (f" and {', '.join(unseen)}" if unseen else "")
+    return (head + f"pass var_list= without the {len(names)} variable(s) it records under "
+            f"no name or several ({listed}), or {tf2}")
+
+
+def _weight_like(ckpt: Checkpoint | None, names: list[str]) -> list[str]:
+    """Those of ``names`` (graph variables no saved variable's name pairs) whose own name, its
+    ``_N`` counter aside, is a saved weight's (``kernel``, ``gamma``): the weights of a model
+    whose names were shifted, never an optimizer's slots or step."""
+    if ckpt is None or ckpt.objects is None:
+        return []
+    from .live_pairing import lookalike_kinds, uncounted
+
+    own = {kind[3] for kind in lookalike_kinds(ckpt).values()}
+    return [n for n in names if uncounted(n.rpartition("/")[2]) in own]
 
 
 def recorded_names(ckpt: Checkpoint | None) -> str:
     """`` (it records NAMES)``: the names an object-based checkpoint records for its saved
-    variables other than slots, each once, the first few; ``""`` without any."""
+    variables, each once, the first few: its weights' first (what a graph's variables are
+    named after), never slots or averages (review-19-attack-r42 F3: a tf_keras optimizer's
+    ``Adam/m/dense/kernel`` were shown in place of the model's); ``""`` without any."""
     objects = getattr(ckpt, "objects", None)
     if objects is None:
         return ""
-    names = sorted({n for k, n in objects.full_names.items() if "/.OPTIMIZER_SLOT/" not in k})
+    rank = {R.WEIGHT: 0, R.BN_STAT: 0, R.STEP: 1}
+    names = sorted({(rank.get(v.role, 2), objects.full_names[v.name])
+                    for v in ckpt.variables_unwarned()
+                    if v.name in objects.full_names and "/.OPTIMIZER_SLOT/" not in v.name
+                    and v.role not in (R.OPTIMIZER_SLOT, R.EMA, R.EMA_DEBIAS)})
     if not names:
         return ""
-    return f" (it records {', '.join(names[:6])}{' ...' if len(names) > 6 else ''})"
+    shown = [n for _, n in names[:6]]
+    return f" (it records {', '.join(shown)}{' ...' if len(names) > 6 else ''})"
 
 
 def _advice(problems: list[str], ckpt: Checkpoint | None,
@@ -132,7 +166,7 @@ def _advice(problems: list[str], ckpt: Checkpoint | None,
     if any("(no shadow " in p for p in problems):
         return ("; pass allow_missing=True to restore their raw values, or var_list= without "
                 "them")
-    if any("(no average: " in p for p in problems):
+    if any("(no average: " in p or "; no average: " in p for p in problems):
         return ("; pass allow_missing=True to restore their raw values, or save every "
                 "averaged variable's ema.average(v) (tf.train.Checkpoint(model=model, "
                 "ema=[ema.average(v) for v in variables]))")

@@ -8,7 +8,14 @@ from .ema_several import split_ema_names
 from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
 from .live_save_ops import contradicted, mark_own_saver, save_op_writers
 from .rescope_clash import checkpoint_key, stored_checkpoint_key
-from .restore_plan import flatten_variables, graph_key, plan_sources, recorded_keys, scope_check
+from .restore_plan import (
+    flatten_variables,
+    graph_key,
+    graph_named,
+    plan_sources,
+    recorded_keys,
+    scope_check,
+)
 from .restore_problems import NO_VARIABLES, restore_advice
 
 
@@ -100,11 +107,15 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
                        "strip_scope": strip_scope, "add_scope": add_scope}
             named: list[str] = []
             if ckpt.objects is not None:  # a TF2 checkpoint: by the names it records (r40 F7)
-                to_key, named = recorded_keys(ckpt, list(groups))
+                # the scope options apply to the graph's names, as restore_ema's (r42 F4)
+                to_key, named = recorded_keys(ckpt, list(groups), strip_scope, add_scope)
                 groups = {to_key[k]: vs for k, vs in groups.items() if k in to_key}
+                options.update(strip_scope=None, add_scope=None)  # keys are the file's now
             averaged, raw, problems = plan_sources(ckpt, list(groups), options)
-            problems[:0] = named
-            own = {k: stored_checkpoint_key(k, strip_scope, add_scope, ckpt) for k in groups}
+            if ckpt.objects is not None:
+                problems = named + graph_named(problems, to_key)
+            own = {k: stored_checkpoint_key(k, options["strip_scope"], options["add_scope"],
+                                            ckpt) for k in groups}
             for key, entry in ckpt.entries().items():
                 if entry.extra and entry.extra.get("fragments"):
                     parts[key] = {tuple(s for s, _ in t.resolve(entry.shape)): m for t, m in zip(
