@@ -11,6 +11,7 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, unwritten_message
 from .ema_updates import update_ops
+from .formats.meta_copies import FEED
 from .formats.meta_updates import UpdateOps
 
 
@@ -135,9 +136,16 @@ def written_source_text(ckpt: Checkpoint, found: dict[str, tuple[str, str, str]]
     """What the graph shows of :func:`written_sources`' first weight, for a refusal."""
     target, (source, op, kind) = next(iter(sorted(found.items())))
     ops = update_ops(ckpt)
+    what = f"the op {op}" if op.rpartition("/")[2] == kind else f"the {kind} op {op}"
+    copied = copied_value(ops, target, source)
+    if copied:  # a copy the graph cannot prove an average or not: the name decides (r41 F2)
+        return (f"{source} is no proven average of {target}: the .meta's graph shows {what} "
+                f"writing it {copied}, and no AssignMovingAvg op of "
+                f"ema.apply() averaging {target} into it, so the graph does not prove what it "
+                f"holds; --no-meta (use_meta=False) reads the key by its name, as {target}'s "
+                "average: that option decides")
     besides = " (besides an AssignMovingAvg op averaging it)" if ops is not None and \
         ops.averages.get(source, ("",))[0] == target else ""
-    what = f"the op {op}" if op.rpartition("/")[2] == kind else f"the {kind} op {op}"
     # the key names the EMA whose apply() would write it: W/adam_m is no default EMA's key
     name = source[len(target) + 1:] if source.startswith(target + "/") else ""
     key = (f"{source}, the key an ExponentialMovingAverage named {name!r} would give "
@@ -146,6 +154,33 @@ def written_source_text(ckpt: Checkpoint, found: dict[str, tuple[str, str, str]]
             f"writing it{besides}, which is not ema.apply()'s update (an "
             f"AssignMovingAvg op averaging {target} into it, and nothing else writing it): a "
             f"tensor kept by hand under {key}")
+
+
+def copied_value(ops: UpdateOps | None, target: str, source: str) -> str:
+    """What every write of ``source`` (``target``'s average read by name) the ``.meta``'s graph
+    shows copies into it, where each is a copy the graph cannot prove an average or not: of
+    ``target``'s value, of its own, of a backup variable only given those, or fed from outside
+    (a ``Placeholder`` or ``Const``: a warm start's); ``""`` where a write computes its value
+    (a tensor kept by hand) or copies another variable. Such copies into ``apply()``'s own
+    shadow of ``target`` are no writers at all (:mod:`.formats.meta_copies`); elsewhere the
+    keys' names decide (``--no-meta``; review-18-attack-r41 F2)."""
+    found = ops.copies.get(source, ()) if ops is not None else ()
+
+    def only_copied(key: str) -> bool:
+        """Whether ``key``'s writers are all copies (no write computing its value)."""
+        return ops.writers.get(key, ("",))[0] in {o for o, _t, _s in ops.copies.get(key, ())}
+
+    def plain(value: str) -> bool:
+        return value in (FEED, target, source) or only_copied(value) and all(
+            s in (target, source) for _o, _t, s in ops.copies[value])
+
+    if not found or not only_copied(source) or not all(plain(s) for _o, _t, s in found):
+        return ""
+    values = sorted({"a value fed from outside the graph (a Placeholder or Const, as a warm "
+                     "start assigns)" if s == FEED else f"{target}'s value" if s == target
+                     else f"the backup {s} of {target} or of itself" for _o, _t, s in found
+                     if s != source})
+    return " and ".join(values) or "its own value"
 
 
 def foreign_sources(variables, ema_name: str | None, chosen: dict[str, str],

@@ -15,6 +15,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, UnprovenPairingError, suffix_base
 from .ema_scopes import scope_averages, scope_offers
+from .formats.meta_copies import FEED
 from .formats.meta_updates import UpdateOps, read_update_ops
 from .meta_shadows import op_key
 
@@ -35,7 +36,10 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
                          {key(s): (key(v), op) for s, (v, op) in ops.slots.items()},
                          ops.grouped, tensors={key(s): t for s, t in ops.tensors.items()},
                          writers={key(s): w for s, w in ops.writers.items()},
-                         applies={key(s): a for s, a in ops.applies.items()})
+                         applies={key(s): a for s, a in ops.applies.items()},
+                         copies={key(s): tuple((o, t, src if src == FEED else key(src))
+                                               for o, t, src in found)
+                                 for s, found in ops.copies.items()})
 
     return ckpt.memo("meta_update_ops", read)
 

@@ -17,8 +17,20 @@ def no_average_line(ckpt: Checkpoint, key: str, ema_name: str, owner: str | None
     saved of ``ema.average(v)``. ``owner`` the name itself: the map restores it as a variable
     of its own, proven no average of ``key`` (a gradient's moment kept under it,
     review-17-attack-r38's MINOR: it read "w0/ExponentialMovingAverage is
-    w0/ExponentialMovingAverage's average")."""
+    w0/ExponentialMovingAverage's average"). Where the ``.meta``'s graph only copies a value
+    into it that it cannot prove an average or not (a warm start's fed value, a copy of
+    ``key``), the line says so and names ``use_meta=False``, which reads it by its name
+    (review-18-attack-r41 F2)."""
     if ckpt.objects is None and owner == f"{key}/{ema_name}":
+        from .ema_sources import copied_value  # reads the .meta's graph: only here
+        from .ema_updates import update_ops
+
+        copied = copied_value(update_ops(ckpt), key, owner)
+        if copied:
+            return (f"{key} (no shadow of its own; {owner} is no proven average of {key}: the "
+                    f".meta's graph shows it written {copied}, and no ema.apply() update "
+                    f"averaging {key} into it; use_meta=False reads it by its name, as {key}'s "
+                    "average)")
         return (f"{key} (no shadow of its own; {key}/{ema_name} is no average of {key}: it "
                 "restores as a variable of its own)")
     if ckpt.objects is None and owner not in (None, key):

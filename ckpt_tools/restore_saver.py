@@ -37,7 +37,7 @@ def opened(checkpoint) -> tuple[Checkpoint, bool]:
 
 def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
               allow_missing: bool = False, strip_scope: str | None = None,
-              add_scope: str | None = None, **saver_kwargs):
+              add_scope: str | None = None, use_meta: bool = True, **saver_kwargs):
     """Returns a ``tf.compat.v1.train.Saver`` that restores EMA values into ``var_list``.
 
     Like ``tf.compat.v1.train.Saver(ema.variables_to_restore())`` but keyed by checkpoint keys,
@@ -72,6 +72,10 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
         strip_scope / add_scope: the graph's names are the checkpoint's with ``strip_scope``
             removed and ``add_scope`` put in front (as :func:`restore_ema`): a graph imported
             with ``import_meta_graph(meta, import_scope="eval")`` takes ``add_scope="eval/"``.
+        use_meta: (with ``checkpoint``) ``False`` pairs by the checkpoint's keys alone, never
+            reading its ``.meta`` (``--no-meta``, as :func:`restore_ema`): where the graph
+            shows a write it cannot prove an average (a warm start's fed value into a key no
+            ``ema.apply()`` update averages into), the names decide (review-18-attack-r41 F2).
         **saver_kwargs: passed to ``Saver`` (``max_to_keep``, ``name``…).
 
     Returns:
@@ -104,7 +108,8 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
         ckpt, owned = opened(checkpoint)
         try:
             options = {"ema_name": ema_name, "allow_missing": allow_missing,
-                       "strip_scope": strip_scope, "add_scope": add_scope}
+                       "strip_scope": strip_scope, "add_scope": add_scope,
+                       "use_meta": use_meta}
             named: list[str] = []
             if ckpt.objects is not None:  # a TF2 checkpoint: by the names it records (r40 F7)
                 # the scope options apply to the graph's names, as restore_ema's (r42 F4)

@@ -37,6 +37,7 @@ from .graph_def import (
     read_graphs,
     through_reads,
 )
+from .meta_copies import copy_source, settle_copies
 
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
@@ -84,12 +85,18 @@ class UpdateOps(Frozen):
             (a value from ``RestoreV2``, ops in a ``save/`` scope) left out. A shadow so
             written is no proven average of anything: ``tf1.assign(m, 0.9 * m + 0.1 * g)``
             under ``w0/ExponentialMovingAverage`` keeps a gradient's moment as ``apply()``'s
-            key would (review-17-attack-r38 F9).
+            key would (review-17-attack-r38 F9). A plain assign copying a value into a
+            shadow an ``AssignMovingAvg`` update averages ``W`` into (``W``'s, its own, a
+            backup's of those, a fed one) is no writer (:mod:`.meta_copies`).
         applies: shadow -> the ``apply()`` that writes it, told apart from every other one:
             its name scope as the graph names it, the scopes of the control-flow-v1 contexts
             it runs in kept (``cond/ExponentialMovingAverage``), and the function it is in
             (``ExponentialMovingAverage in cond_true_12``), whose graph restarts the scopes;
             ``averages`` drops both, as an EMA's name reads them (review-18-attack-r41 F3).
+        copies: variable -> the ``(op, type, source)`` of each write copying a value into it
+            (``source``: the variable op read, or :data:`.meta_copies.FEED`) that is not so
+            accepted: the graph does not prove what the value is; the keys' names decide
+            (review-18-attack-r41 F2).
     """
 
     averages: dict[str, tuple[str, str]]
@@ -99,7 +106,9 @@ class UpdateOps(Frozen):
     tensors: dict[str, tuple[str, str]]
     writers: dict[str, tuple[str, str]]
     applies: dict[str, str]
-    _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers", "applies")
+    copies: dict[str, tuple[tuple[str, str, str], ...]]
+    _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers", "applies",
+               "copies")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
@@ -107,10 +116,12 @@ class UpdateOps(Frozen):
                  other_decay: frozenset[str] = frozenset(),
                  tensors: dict[str, tuple[str, str]] | None = None,
                  writers: dict[str, tuple[str, str]] | None = None,
-                 applies: dict[str, str] | None = None) -> None:
+                 applies: dict[str, str] | None = None,
+                 copies: dict[str, tuple[tuple[str, str, str], ...]] | None = None) -> None:
         self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
                              other_decay=frozenset(other_decay), tensors=dict(tensors or {}),
-                             writers=dict(writers or {}), applies=dict(applies or {}))
+                             writers=dict(writers or {}), applies=dict(applies or {}),
+                             copies=dict(copies or {}))
 
 
 def read_update_ops(path: str) -> UpdateOps | None:
@@ -151,6 +162,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     tensors: dict[str, tuple[str, str]] = {}
     writers: dict[str, tuple[str, str]] = {}
     applies: dict[str, str] = {}
+    copies: dict[str, list[tuple[str, str, str]]] = {}
     try:  # the v2 conds of the .meta or one-graph saved_model.pb (review-18-attack-r39 F6)
         branches = read_branches(path) if len(graphs) == 1 and path.endswith(
             (".meta", "saved_model.pb", "saved_model.pbtxt")) else []
@@ -172,10 +184,15 @@ def _read_update_ops(path: str) -> UpdateOps | None:
             writers.setdefault(written, op)
         for shadow, applied in each.applies.items():
             applies.setdefault(shadow, applied)
+        for written, found in each.copies.items():
+            copies.setdefault(written, []).extend(found)
     kept = {k: v for k, v in averages.items() if k not in differ}
+    # a copy of W's (or the shadow's own) value into apply()'s shadow of W, or a warm start's
+    # fed value, leaves it ema.average(W) (review-18-attack-r41 F2): read against every graph
+    writers, unproven = settle_copies(kept, writers, copies)
     return UpdateOps(kept, slots, grouped, other_decay,
                      {k: v for k, v in tensors.items() if k not in averages}, writers,
-                     {k: v for k, v in applies.items() if k in kept})
+                     {k: v for k, v in applies.items() if k in kept}, unproven)
 
 
 def _unframed(nodes, found: UpdateOps) -> UpdateOps:
@@ -254,9 +271,11 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
             found.tensors.setdefault(shadow, owner)
         for written, op in each.writers.items():
             found.writers.setdefault(written, op)
+        for written, copied in each.copies.items():
+            found.copies[written] = found.copies.get(written, ()) + copied
         found = UpdateOps(found.averages, found.slots, found.grouped | each.grouped,
                           found.other_decay | each.other_decay, found.tensors, found.writers,
-                          found.applies)
+                          found.applies, found.copies)
     return found
 
 
@@ -270,12 +289,17 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
     applies: dict[str, str] = {}
     proven: set[str] = set()  # the AssignMovingAvg ops read above
     writes: list[tuple[str, str, str]] = []  # (variable, op, type) of every other write
+    copies: dict[str, tuple[tuple[str, str, str], ...]] = {}  # writes copying a value
     for name, (op, inputs, _strings) in nodes.items():
         if inputs and (_WRITES.match(op) or _APPLY.match(op)):
             written = variable(inputs[0])
             if written is not None and not _initial_or_restored(nodes, name, inputs, written,
                                                                 variable):
-                writes.append((written, name, op))
+                copied = copy_source(nodes, op, inputs, variable)
+                if copied is None:
+                    writes.append((written, name, op))
+                else:  # read once every graph's updates are known (settle_copies)
+                    copies[written] = (*copies.get(written, ()), (name, op, copied))
         if op in ASSIGN_SUB and len(inputs) == 2:
             scope = name if MOVING_AVG.search(name) else name.rpartition("/")[0]
             scope = _PER_DEVICE.sub("", scope) if MOVING_AVG.search(
@@ -314,7 +338,7 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
         if name not in proven:
             writers.setdefault(written, (name, op))
     return UpdateOps(averages, slots, frozenset(grouped - other_decay),
-                     frozenset(grouped & other_decay), tensors, writers, applies)
+                     frozenset(grouped & other_decay), tensors, writers, applies, copies)
 
 
 def _initial_or_restored(nodes, name: str, inputs: list[str], written: str,
