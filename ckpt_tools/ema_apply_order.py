@@ -190,9 +190,19 @@ def optimizer_text(path: str, apply_order) -> str:
             "variables it was built with (its _trainable_variables: the list the first "
             "opt.apply_gradients(zip(grads, model.trainable_variables)) got); if ema.apply() "
             "got that same list (ema.apply(model.trainable_variables) in that loop), state "
-            f"it: --apply-order trainable:{path} (Python: apply_order='trainable:{path}'); "
+            f"it: --apply-order trainable:{path} (Python: apply_order='trainable:{path}', "
+            f"{_python_objects(path)}); "
             "your statement, not a proof: the file cannot check it, so a wrong one gives "
             "wrong averages; for any other order no option can tell")
+
+
+def _python_objects(path: str) -> str:
+    """What ``apply_ema`` is given for ``trainable:<path>``: the optimizer the checkpoint keys
+    the model's weights through, built first (review-19-user-u21 F2: the model alone reaches
+    no layer kept in a Python list)."""
+    where = (f"apply_ema(tf.train.Checkpoint(model=model, {path}=opt), path, ...)"
+             if path.isidentifier() else f"the model and the optimizer placed as saved ({path})")
+    return f"with opt.build(model.trainable_variables) first and {where}"
 
 
 def lists_decide(ckpt: Checkpoint, unpaired, ema_name: str | None,

@@ -105,6 +105,14 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
     problems = []
     flat = _keras3_average_owners(ckpt) if ckpt.objects is not None else {}
     todo = variables or [v for k, v in keyed.items()]
+    walked = None if isinstance(model_or_variables, (list, tuple)) else {
+        id(v) for v in keyed.values()}
+    # Keras tracks layers kept in a Python list that TF's object graph does not (a Keras 3
+    # model's blocks, reached only through a built optimizer's list): a trainable variable the
+    # walk missed is still one the caller gave, never silently left as it is (u21 F1).
+    if walked is not None:
+        listed = {id(v) for v in todo}
+        todo += [v for v in keras_trainable(model_or_variables) if id(v) not in listed]
     live: dict[str, int] = {}  # a flattened path two live variables share decides nothing
     for v in todo:
         if getattr(v, "path", None):
@@ -129,6 +137,8 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
         if len(keys) > 1:
             problems.append(f"{shown} (ambiguous: {', '.join(keys)}; pass the model object "
                             "instead of a variable list so object paths decide)")
+        elif not keys and walked is not None and id(v) not in walked and _via_optimizer(ckpt):
+            problems.append(f"{shown} ({UNREACHED})")
         elif not keys:
             problems.append(f"{shown} (no checkpoint key for this variable)")
         elif keys[0] in taken:  # one saved variable is never restored into two
@@ -144,6 +154,55 @@ def key_variables(model_or_variables, ckpt: Checkpoint) -> tuple[list, list[str]
             and not problems:  # (those are refused first, each named)
         refuse_rivals(ckpt, [k for _, k in pairs])
     return pairs, problems
+
+
+#: Why a live Keras variable the object graph does not reach has no key (u21 F1, F2).
+UNREACHED = "not reached by the object's paths"
+
+
+def keras_trainable(root) -> list:
+    """The ``trainable_variables`` of the outermost Keras layers or models ``root`` is or
+    holds (through trackable children, as ``tf.train.Checkpoint(model=m)`` holds ``m``), in
+    Keras' order, each once: Keras tracks layers kept in Python lists that the object graph
+    does not record. Returns [] where it holds none."""
+    out: list = []
+    seen: set[int] = set()
+    queue = [root]
+    while queue:
+        obj = queue.pop(0)
+        if id(obj) in seen or len(seen) > 100_000:
+            continue
+        seen.add(id(obj))
+        if callable(getattr(obj, "_flatten_layers", None)):  # a Keras layer or model
+            for v in getattr(obj, "trainable_variables", None) or ():
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+            continue
+        queue += list(trackable_children(obj).values())
+    return out
+
+
+def optimizer_advice(ckpt: Checkpoint, problems: list[str]) -> str:
+    """What restores variables the object's paths do not reach (problems ending in
+    :data:`UNREACHED`) where the checkpoint keys them through a Keras optimizer's list:
+    that optimizer, built with the variables it trained, passed under its saved name.
+    Returns ``""`` where no such problem is listed."""
+    if not any(p.endswith(f"({UNREACHED})") for p in problems):
+        return ""
+    opts = sorted({k.split("/_trainable_variables/", 1)[0] for k in ckpt.keys()
+                   if "/_trainable_variables/" in k})
+    name = opts[0] if len(opts) == 1 else "NAME"
+    held = f" ({', '.join(opts)})" if len(opts) > 1 else ""
+    return ("; Keras keeps them in layers the object graph does not record (e.g. held in a "
+            "Python list), so the checkpoint stores them only through its optimizer's list "
+            f"({name}/_trainable_variables/N): build the optimizer saved as {name!r}{held} with "
+            "the variables "
+            "it trained, in the order its first apply_gradients() got them (e.g. "
+            "opt.build(model.trainable_variables)), and pass it beside the model under their "
+            f"saved names: apply_ema(tf.train.Checkpoint(model=model, {name}=opt), path"
+            f"[, apply_order='trainable:{name}']); or write a restorable copy with ckpt "
+            "restore-ema / ckpt export")
 
 
 def refuse_rivals(ckpt: Checkpoint, keys: list[str], instead: str = "a list") -> None:

@@ -16,7 +16,7 @@ from .errors import EmaError, OptionError
 from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
 from .keras_assumption_texts import LIVE_FIT_ORDER
 from .live_order import keras_source, live_order, scoped_live_order
-from .live_pairing import key_variables
+from .live_pairing import key_variables, optimizer_advice
 from .locate import locate
 from .restore_plan import (
     flatten_variables,
@@ -205,7 +205,9 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         `RestoreResult` (variable key -> source key).
 
     Raises:
-        EmaError: variables not found, without an average, or with a different shape/dtype;
+        EmaError: variables not found, without an average, or with a different shape/dtype
+            (a Keras model's trainable variables its object paths do not reach included:
+            layers kept in a Python list, stored only through an optimizer not built);
             a list of variables whose names match one saved object's weights while another
             saved object holds weights of their shapes (names are generated per process:
             pass the object, ``tf.train.Checkpoint(g=model)``).
@@ -284,7 +286,7 @@ def apply_ema(model_or_variables, checkpoint, *, allow_missing: bool = False,
         if problems:
             raise EmaError(f"{ckpt.path}: {len(problems)} variable(s) could not be restored: "
                            + "; ".join(problems[:8]) + (" ..." if len(problems) > 8 else "")
-                           + restore_advice(problems))
+                           + restore_advice(problems) + optimizer_advice(ckpt, problems))
         if not assignments:  # never return normally having restored nothing
             raise EmaError(f"{ckpt.path}: none of the object's variables was found in the "
                            "checkpoint, so nothing was restored; pass the object the checkpoint "
