@@ -32,14 +32,19 @@ def orphan_averages(ckpt: Checkpoint, variables) -> dict[str, str]:
     if ckpt.objects is None:
         return {}
     full = ckpt.objects.full_names
-    stored = {full[k] for k, v in variables.items() if k in full and v.role != R.EMA}
+    stored: dict[str, set] = {}  # recorded name -> the (shape, dtype) stored under it
+    for k, v in variables.items():
+        if k in full and v.role != R.EMA:
+            stored.setdefault(full[k], set()).add((tuple(v.shape), v.dtype))
     out = {}
     for key, v in variables.items():
         name = full.get(key) or ""
         if v.role != R.EMA or v.ema_of or v.ema_candidates or "/" not in name:
             continue
         base = name.rpartition("/")[0]
-        if base not in stored:
+        # a stored variable of that name but another shape is not it: Keras 3 names every
+        # variable of a subclassed model like the model (net/kernel), stored or not (u21 F5)
+        if (tuple(v.shape), v.dtype) not in stored.get(base, ()):
             out[key] = base
     return out
 
