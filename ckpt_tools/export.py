@@ -194,7 +194,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
             raise OutputError(f"{ckpt.path}: no weights to export: {no_weights(ckpt, ema)}")
         # after the pairing: its refusal (exit 6) says more than "--out exists" (u16 F3)
-        check_file_output(out_path, inputs, overwrite)
+        check_file_output(out_path, inputs, overwrite, create_parents=True)
         bad = [(name, src) for name, src in plan.items() if not member_name_ok(name, fmt)]
         if bad:  # every bad name at once: the user fixes them in one run, not one per run
             try:
@@ -223,7 +223,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         order = read_order(plan, fmt, ckpt, weights)
         ckpt.plan_reads(order)
         record = checkpoint_record(ckpt, plan, averaged, raw=ema is False)  # said in the file
-        with atomic_file(out_path, inputs, overwrite=overwrite) as tmp:
+        with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
             nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
                       WRITERS[fmt](ckpt, plan, tmp, progress, record))
             if fmt == "h5" and mark_averages and averaged and not map_options.get(
