@@ -16,28 +16,83 @@ tell two objects apart either.
 
 from __future__ import annotations
 
+import re
+
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
-from .ema_updates import update_ops
+from .ema_updates import part_update_ops, update_ops
 
 
 def _written(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
-    """apply() -> {average key: its variable key} of the ``.meta``'s update ops, for averages
-    named ``<variable>/<name>``; each ``apply()`` told by its scope with the control-flow-v1
+    """apply() -> {average: its variable} of the ``.meta``'s update ops, for averages named
+    ``<variable>/<name>``; each ``apply()`` told by its scope with the control-flow-v1
     context and the function it runs in (``cond/ExponentialMovingAverage``,
     ``ExponentialMovingAverage in cond_true_12``): read without them, an ``apply()`` in a
     ``tf.cond``, ``tf.while_loop`` or ``tf.function`` has the scope of one in the graph, and
-    two objects' averages read as one ``apply()``'s (review-18-attack-r41 F3, F4)."""
+    two objects' averages read as one ``apply()``'s (review-18-attack-r41 F3, F4). Averages
+    and variables are the graph's op names: TF numbers a partitioned variable's averages per
+    part (``w/part_0/ExponentialMovingAverage_1``), which the checkpoint stores as slices of
+    one key, so the rules below read each part (review-19-attack-r43 F1)."""
     if not use_meta or ckpt.objects is not None:
         return {}
-    ops = update_ops(ckpt)
-    if ops is None:
+    found = part_update_ops(ckpt)
+    if found is None:
         return {}
+    ops = found[0]
     by_scope: dict[str, dict[str, str]] = {}
-    for key, (var, scope) in ops.averages.items():
-        if key.startswith(var + "/"):
-            by_scope.setdefault(ops.applies.get(key, scope), {})[key] = var
+    for shadow, (var, scope) in ops.averages.items():
+        if shadow.startswith(var + "/"):
+            by_scope.setdefault(ops.applies.get(shadow, scope), {})[shadow] = var
     return by_scope
+
+
+def _undecided(ckpt: Checkpoint, pairs) -> dict[str, tuple[str, ...]]:
+    """variable key -> its candidate average keys, of ``(average, variable)`` op names."""
+    found = part_update_ops(ckpt)
+    key = found[1] if found is not None else str
+    undecided: dict[str, set[str]] = {}
+    for shadow, var in pairs:
+        undecided.setdefault(key(var), set()).add(key(shadow))
+    return {v: tuple(sorted(ks)) for v, ks in undecided.items()}
+
+
+def _refuse_unread(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> None:
+    """Refuses the names of an EMA name family the checkpoint stores at two levels or more
+    (``w/ExponentialMovingAverage``, ``w/ExponentialMovingAverage_1``) where the ``.meta``'s
+    update ops were not read whole (more function calls than are read): an ``apply()`` not
+    read may cross the objects, so no name of the family is proven one object's, and the
+    reading offers none (review-19-attack-r43 F3).
+
+    Raises:
+        UnprovenPairingError: naming the file and ``--no-meta`` (exit 6).
+    """
+    ops = update_ops(ckpt) if use_meta and ckpt.objects is None else None
+    if ops is None or ops.whole:
+        return
+    variables = {v.checkpoint_key for v in ckpt.meta.variables.values()}
+    families = {suffix_base(ema_name)} if ema_name is not None else {
+        suffix_base(k[len(v) + 1:]) for k, (v, _s) in ops.averages.items()
+        if k.startswith(v + "/")}
+    levels: dict[str, dict[str, list[str]]] = {}  # family -> name -> variables
+    for key in variables:
+        for family in families:
+            head, _, name = key.rpartition("/" + family)
+            if head in variables and re.fullmatch(r"(?:_\d+)?", name):
+                levels.setdefault(family, {}).setdefault(family + name, []).append(head)
+    split = {f: names for f, names in levels.items() if len(names) > 1}
+    if not split:
+        return
+    family, names = sorted(split.items())[0]
+    raise UnprovenPairingError(
+        f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
+        + f"the averages named {', '.join(sorted(names))} are not proven each one EMA "
+        f"object's: TF1 numbers averages per variable, so two objects applied in different "
+        f"orders give one name two objects' averages, and the .meta's graph calls more "
+        f"functions (tf.cond, tf.function) than are read, so its update ops do not show "
+        f"which apply() wrote each; --no-meta reads the names as the checkpoint gives them, "
+        f"--raw exports the raw weights instead",
+        "--no-meta", {v: tuple(sorted(f"{v}/{n}" for n in names if v in names[n]))
+                      for v in sorted({v for vs in names.values() for v in vs})})
 
 
 def crossed_names(ckpt: Checkpoint, use_meta: bool) -> tuple[set[str], dict]:
@@ -103,6 +158,7 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
     Raises:
         UnprovenPairingError: naming which apply() scope writes which averages (exit 6).
     """
+    _refuse_unread(ckpt, ema_name, use_meta)
     names, scopes = crossed_names(ckpt, use_meta)
     if not names:
         _refuse_split(ckpt, ema_name, use_meta)
@@ -113,10 +169,7 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
     base = sorted(names)[0]
     shows = "; ".join(f"apply() scope {s!r} writes {', '.join(sorted(keys))}"
                       for s, keys in sorted(scopes.items()))
-    undecided: dict[str, list[str]] = {}
-    for keys in scopes.values():
-        for key, var in keys.items():
-            undecided.setdefault(var, []).append(key)
+    undecided = _undecided(ckpt, [p for keys in scopes.values() for p in keys.items()])
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
         + f"the averages named {', '.join(sorted(names))} are not each one EMA object's: TF1 "
@@ -127,7 +180,7 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
         "two objects' averages; no --ema-name picks one object here: --raw exports the raw "
         "weights instead (name the EMA objects, ExponentialMovingAverage(decay, "
         "name='fast'), when training)",
-        None, {v: tuple(sorted(ks)) for v, ks in undecided.items()})
+        None, undecided)
 
 
 def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> None:
@@ -142,11 +195,8 @@ def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> Non
     both = " or ".join(sorted(names))
     offer = (f"--ema-name {' or '.join(sorted(proven))} is one apply()'s, so one object's; "
              if proven else "")
-    undecided: dict[str, list[str]] = {}
-    for keys in scopes.values():
-        for key, var in keys.items():
-            if key[len(var) + 1:] in names:
-                undecided.setdefault(var, []).append(key)
+    undecided = _undecided(ckpt, [(k, v) for keys in scopes.values() for k, v in keys.items()
+                                  if k[len(v) + 1:] in names])
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
         + f"the averages named {both} are not proven each one EMA object's: TF1 numbers "
@@ -157,4 +207,4 @@ def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> Non
         f"keys and scopes as one object applied twice does, so --ema-name {both} may take "
         f"two objects' averages; {offer}--raw exports the raw weights instead (name the EMA "
         "objects, ExponentialMovingAverage(decay, name='fast'), when training)",
-        None, {v: tuple(sorted(ks)) for v, ks in undecided.items()})
+        None, undecided)

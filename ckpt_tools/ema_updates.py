@@ -11,6 +11,8 @@ an optimizer also uses are refused when both are stored.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, UnprovenPairingError, suffix_base
@@ -39,9 +41,38 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
                          applies={key(s): a for s, a in ops.applies.items()},
                          copies={key(s): tuple((o, t, src if src == FEED else key(src))
                                                for o, t, src in found)
-                                 for s, found in ops.copies.items()})
+                                 for s, found in ops.copies.items()},
+                         whole=ops.whole)
 
     return ckpt.memo("meta_update_ops", read)
+
+
+def part_update_ops(ckpt: Checkpoint) -> tuple[UpdateOps, Callable[[str], str]] | None:
+    """The ``.meta``'s update ops as :func:`update_ops` reads them but with the graph's op
+    names, one shadow per part of a partitioned variable (``w/part_0/ExponentialMovingAverage``
+    and ``w/part_1/ExponentialMovingAverage`` both stored under the key
+    ``w/ExponentialMovingAverage``; TF numbers the averages per part), and the reading of an
+    op name as its checkpoint key; ``None`` as for :func:`update_ops`."""
+    path = ckpt.meta_source if ckpt.objects is None else None
+    if not path or ckpt.meta is None:
+        return None
+    ops = read_update_ops(path)
+    return None if ops is None else (ops, op_key(ckpt.meta))
+
+
+def mixed_keys(ckpt: Checkpoint) -> set[str]:
+    """The average keys whose parts (a partitioned variable's) the ``.meta``'s update ops show
+    written by different ``apply()`` calls: TF stores the parts' shadows as one key whatever
+    object wrote each, so such a key may hold two objects' averages (review-19-attack-r43
+    F1)."""
+    found = part_update_ops(ckpt)
+    if found is None:
+        return set()
+    ops, key = found
+    writers: dict[str, set[str]] = {}
+    for shadow, (_var, scope) in ops.averages.items():
+        writers.setdefault(key(shadow), set()).add(ops.applies.get(shadow, scope))
+    return {k for k, each in writers.items() if len(each) > 1}
 
 
 def refuse_slot_sources(ckpt: Checkpoint, variables, ema_name: str | None,
@@ -199,7 +230,9 @@ def _scopes(ckpt: Checkpoint, variables) -> tuple[dict[str, dict[str, str]], set
     if not tf1 or None in averaged:
         return None
     ops = update_ops(ckpt)
-    if ops is None:
+    if ops is None or not ops.whole or mixed_keys(ckpt) & set(tf1):
+        # an apply() left unread, or a key whose parts two apply() calls wrote: no scope is
+        # proven one object's (review-19-attack-r43 F1, F3)
         return None
     scopes: dict[str, dict[str, str]] = {}
     applies: dict[str, set[str]] = {}

@@ -262,21 +262,28 @@ _CALL_ARGS = {"If": 1, "StatelessIf": 1, "Case": 1, "StatelessCase": 1, "For": 3
               "While": 0, "StatelessWhile": 0, "PartitionedCall": 0,
               "StatefulPartitionedCall": 0}
 _MAX_CALLS = 4096  # functions read at most, each once per way of calling it
-Branch = namedtuple("Branch", "outer args nodes name", defaults=("",))
+Branch = namedtuple("Branch", "outer args nodes name graph", defaults=("", 0))
 Branch.__doc__ = """One function of a ``.meta``'s graph's library as an op calls it (a
 control-flow-v2 ``tf.cond``, ``tf.switch_case`` or ``tf.while_loop``, a ``tf.function``, and
 those nested in them): the graph's op names passed in (`list[str]`, one per argument; ``""``
 where an argument is no op of the graph's, such as a tensor made inside the calling function),
 the function's argument names (`list[str]`) and its nodes by name (`dict[str, GraphNode]`;
-inputs are the function's own node or argument names) and its name (``cond_true_12``)."""
+inputs are the function's own node or argument names), its name (``cond_true_12``) and the
+graph whose op calls it (`int`: its place in :func:`read_graphs`' list, a SavedModel's meta
+graphs each having their own library)."""
+Library = namedtuple("Library", "branches whole")
+Library.__doc__ = """What :func:`read_branches` read: the :class:`Branch` list and whether it
+is every call of the file's graphs (``False`` where more than :data:`_MAX_CALLS` were met and
+the rest left unread: then an ``apply()`` may run in a function not read)."""
 
 
-def read_branches(path: str) -> list[Branch]:
-    """The functions the ops of the graph of the binary ``.meta`` (or one-graph
-    ``saved_model.pb``) at ``path`` call, and those
-    the functions' ops call in turn, each with the graph's ops passed in (see :class:`Branch`;
-    once per distinct such list); ``[]`` where there are none or the file is not a binary
-    ``MetaGraphDef``.
+def read_branches(path: str) -> Library:
+    """The functions the ops of each graph of the binary or text ``.meta`` (or
+    ``saved_model.pb``/``.pbtxt``, each meta graph's with its own library) at ``path`` call,
+    and those the functions' ops call in turn, each with the graph's ops passed in (see
+    :class:`Branch`; once per distinct such list); no branches where there are none or the
+    file is not a ``MetaGraphDef``. At most :data:`_MAX_CALLS` are read (bounded time and
+    memory); ``whole`` says whether that was all (review-19-attack-r43 F3).
 
     Raises:
         CheckpointError: the file cannot be opened or mapped.
@@ -289,27 +296,32 @@ def read_branches(path: str) -> list[Branch]:
     return out
 
 
-_BRANCHES: dict[tuple, list[Branch]] = {}
+_BRANCHES: dict[tuple, Library] = {}
 
 
-def _read_branches(path: str) -> list[Branch]:
+def _read_branches(path: str) -> Library:
     data = (is_url(path) and fetched(path)) or map_file(path)
     saved_model = os.path.basename(path).startswith("saved_model.")
     try:
         try:
-            functions, calls = _library(data, saved_model)
+            graphs = _library(data, saved_model)
         except CorruptCheckpointError:  # text format: parsed, re-encoded (r39 F6)
             from ._protos import text_graphs_binary  # text files only: protobuf on demand
 
-            functions, calls = _library(text_graphs_binary(bytes(data), saved_model),
-                                        saved_model)
+            graphs = _library(text_graphs_binary(bytes(data), saved_model), saved_model)
     finally:
         close_map(data)
     out: list[Branch] = []
     seen: set[tuple] = set()
-    todo = [(op, inputs, names, None) for op, inputs, names in calls if names or op in functions]
-    while todo and len(out) < _MAX_CALLS:
-        op, inputs, names, caller = todo.pop()
+    # every meta graph's own library: a SavedModel's train and serve graphs each have one
+    # (review-19-attack-r43 F2)
+    todo = [(op, inputs, names, None, at) for at, (functions, calls) in enumerate(graphs)
+            for op, inputs, names in calls if names or op in functions]
+    while todo:
+        if len(out) >= _MAX_CALLS:
+            return Library(out, False)  # the rest unread: said, never a partial proof
+        op, inputs, names, caller, at = todo.pop()
+        functions = graphs[at][0]
         for name in [*names, op] if op in functions else names:
             if name not in functions:
                 continue
@@ -318,26 +330,36 @@ def _read_branches(path: str) -> list[Branch]:
             if len(passed) != len(args):
                 continue
             outer = [_outer(caller, x) for x in passed]
-            if (name, tuple(outer)) in seen:
+            if (at, name, tuple(outer)) in seen:
                 continue
-            seen.add((name, tuple(outer)))
-            branch = Branch(outer, args, nodes, name)
+            seen.add((at, name, tuple(outer)))
+            branch = Branch(outer, args, nodes, name, at)
             out.append(branch)
-            todo += [(o, i, n, branch) for o, i, n in inner if n or o in functions]
+            todo += [(o, i, n, branch, at) for o, i, n in inner if n or o in functions]
+    return Library(out, True)
+
+
+def _library(data, saved_model: bool) -> list[tuple[dict, list]]:
+    """Of each graph of a binary ``.meta`` (or of each meta graph of a ``saved_model.pb``,
+    those without a graph left out, as :func:`read_graphs` does): its functions by name, and
+    the calls of the graph's nodes that may call them."""
+    metas = [data]  # a SavedModel's field 2 is each MetaGraphDef (r39 F6)
+    if saved_model:
+        metas = [v for n, w, v in proto_fields(data) if n == 2 and w == 2]
+    out = []
+    for meta in metas:
+        graph = next((v for n, w, v in proto_fields(meta) if n == 2 and w == 2), None)
+        if graph is not None:
+            out.append(_graph_library(graph))
     return out
 
 
-def _library(data, saved_model: bool) -> tuple[dict, list]:
-    """The functions of the one graph of a binary ``.meta`` (or ``saved_model.pb`` of one meta
-    graph) by name, and the calls of the graph's nodes that may call them."""
-    metas = [data]  # a SavedModel's field 2 is each MetaGraphDef: its one graph's (r39 F6)
-    if saved_model:
-        metas = [v for n, w, v in proto_fields(data) if n == 2 and w == 2]
-    graph = next((v for n, w, v in proto_fields(metas[0]) if n == 2 and w == 2),
-                 None) if len(metas) == 1 else None
+def _graph_library(graph) -> tuple[dict, list]:
+    """The functions of one ``GraphDef`` by name, and the calls of its nodes that may call
+    them."""
     functions: dict[str, tuple[list[str], dict[str, GraphNode], list]] = {}
     raw_nodes = []
-    for number, wire, value in proto_fields(graph) if graph is not None else ():
+    for number, wire, value in proto_fields(graph):
         if number == 2 and wire == 2:  # the FunctionDefLibrary
             for n, w, f in proto_fields(value):
                 if n == 1 and w == 2:

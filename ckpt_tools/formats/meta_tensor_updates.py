@@ -19,7 +19,7 @@ def tensor_average_updates(path: str) -> dict[str, tuple[str, str]]:
     shows none or cannot be read."""
     try:
         graphs = read_graphs(path)
-        branches = read_branches(path) if graphs else []
+        branches = [b for b in read_branches(path).branches if b.graph == 0] if graphs else []
     except (OSError, CheckpointError):
         return {}
     if not graphs:

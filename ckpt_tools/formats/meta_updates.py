@@ -97,6 +97,10 @@ class UpdateOps(Frozen):
             (``source``: the variable op read, or :data:`.meta_copies.FEED`) that is not so
             accepted: the graph does not prove what the value is; the keys' names decide
             (review-18-attack-r41 F2).
+        whole: whether every function the graphs call was read (``False``: more calls than
+            :func:`.graph_def.read_branches` reads, or a library that could not be read): an
+            ``apply()`` may then run unseen, so the reading proves what it shows and no
+            absence, such as no other ``apply()`` writing a key (review-19-attack-r43 F3).
     """
 
     averages: dict[str, tuple[str, str]]
@@ -107,8 +111,9 @@ class UpdateOps(Frozen):
     writers: dict[str, tuple[str, str]]
     applies: dict[str, str]
     copies: dict[str, tuple[tuple[str, str, str], ...]]
+    whole: bool
     _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers", "applies",
-               "copies")
+               "copies", "whole")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
@@ -117,11 +122,12 @@ class UpdateOps(Frozen):
                  tensors: dict[str, tuple[str, str]] | None = None,
                  writers: dict[str, tuple[str, str]] | None = None,
                  applies: dict[str, str] | None = None,
-                 copies: dict[str, tuple[tuple[str, str, str], ...]] | None = None) -> None:
+                 copies: dict[str, tuple[tuple[str, str, str], ...]] | None = None,
+                 whole: bool = True) -> None:
         self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
                              other_decay=frozenset(other_decay), tensors=dict(tensors or {}),
                              writers=dict(writers or {}), applies=dict(applies or {}),
-                             copies=dict(copies or {}))
+                             copies=dict(copies or {}), whole=whole)
 
 
 def read_update_ops(path: str) -> UpdateOps | None:
@@ -163,14 +169,21 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     writers: dict[str, tuple[str, str]] = {}
     applies: dict[str, str] = {}
     copies: dict[str, list[tuple[str, str, str]]] = {}
-    try:  # the v2 conds of the .meta or one-graph saved_model.pb (review-18-attack-r39 F6)
-        branches = read_branches(path) if len(graphs) == 1 and path.endswith(
-            (".meta", "saved_model.pb", "saved_model.pbtxt")) else []
+    # the functions (v2 conds, tf.functions) of the .meta's graph or of each of a
+    # SavedModel's meta graphs (review-18-attack-r39 F6, review-19-attack-r43 F2); where they
+    # cannot all be read the reading is not whole, and proves no absence (r43 F3)
+    whole = True
+    try:
+        library = read_branches(path) if path.endswith(
+            (".meta", "saved_model.pb", "saved_model.pbtxt")) else None
     except (OSError, CheckpointError):
-        branches = []
-    for graph in graphs:
-        each = _unframed(graph.nodes, _graph_updates(graph, branches if graph is graphs[0]
-                                                     else ()))
+        library = None
+        whole = False
+    branches = library.branches if library is not None else []
+    whole = whole and (library is None or library.whole)
+    for at, graph in enumerate(graphs):
+        each = _unframed(graph.nodes, _graph_updates(graph, [b for b in branches
+                                                             if b.graph == at]))
         grouped |= each.grouped
         other_decay |= each.other_decay
         for shadow, owner in each.averages.items():
@@ -192,7 +205,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     writers, unproven = settle_copies(kept, writers, copies)
     return UpdateOps(kept, slots, grouped, other_decay,
                      {k: v for k, v in tensors.items() if k not in averages}, writers,
-                     {k: v for k, v in applies.items() if k in kept}, unproven)
+                     {k: v for k, v in applies.items() if k in kept}, unproven, whole)
 
 
 def _unframed(nodes, found: UpdateOps) -> UpdateOps:
