@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from .checkpoint import Checkpoint
-from .ema_apply_order import optimizer_text
+from .ema_apply_order import optimizer_text, optimizers_disagree_text
 from .formats._record import replace
 from .keras_graph import keras_holders, keras_trainable_text
 from .keras_reassign import layer_order_text, tracked_in_layers
@@ -40,7 +40,7 @@ def _read_list_hint(unpaired) -> str:
 
 def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                       no_order: bool = False, lists: str | None = None,
-                      optimizer: str | None = None) -> str:
+                      optimizer: str | None = None, disagree: tuple[str, ...] = ()) -> str:
     """Why ``unpaired`` averages (each with its candidates) are refused, and what decides.
 
     ``no_order``: neither ``--apply-order`` pairs any of them (the caller tried both): where
@@ -49,7 +49,9 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
     (:func:`~ckpt_tools.ema_apply_order.lists_decide`), where objects with more than ten
     children named ``0``… hold them (a list or a dict keyed ``"0"``…: the file cannot tell).
     ``optimizer``: the path of the Keras optimizer whose ``_trainable_variables`` order pairs
-    them all, stated (:func:`~ckpt_tools.ema_apply_order.optimizer_decides`).
+    them all, stated (:func:`~ckpt_tools.ema_apply_order.optimizer_decides`); ``disagree``:
+    the paths of Keras optimizers that each list them all, in orders that pair them
+    differently (none is offered).
 
     Returns:
         `str`: the refusal, naming the file.
@@ -115,12 +117,13 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                 f"the variables distinct names when training (tf.Variable(..., name=...)), or "
                 f"save tf.train.Checkpoint(model=m, ema=[...]) too, where --apply-order "
                 f"trainable reads the order of m's trainable_variables")
-    if optimizer is not None:  # its recorded order decides, stated (review-18-user-u20 F4)
+    if optimizer is not None or disagree:  # its recorded order decides, stated (u20 F4)
         return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
                 "checkpoint records: several variables share one name, dtype and shape (a "
                 "Keras 3 model names its variables like itself, net/kernel), and the "
                 f"checkpoint does not record the order ema.apply() got them in: "
-                f"{examples}{more}; " + optimizer_text(optimizer, apply_order))
+                f"{examples}{more}; " + (optimizer_text(optimizer, apply_order) if optimizer
+                                         else optimizers_disagree_text(disagree, apply_order)))
     if spans:
         return (f"{ckpt.path}: {len(unpaired)} average(s) cannot be paired from what the "
                 f"checkpoint records: same-named variables of different objects "

@@ -135,25 +135,34 @@ def a_path_decides(ckpt: Checkpoint, unpaired, ema_name: str | None) -> str | No
     return None
 
 
-def optimizer_decides(ckpt: Checkpoint, unpaired, ema_name: str | None) -> str | None:
+def optimizer_decides(ckpt: Checkpoint, unpaired, ema_name: str | None
+                      ) -> tuple[str | None, tuple[str, ...]]:
     """Where every candidate of the ``unpaired`` averages is a variable a Keras optimizer lists
-    in its ``_trainable_variables`` (the variables it was built with, recorded in order: the
-    ``var_list`` of the loop's first ``opt.apply_gradients(zip(grads,
-    model.trainable_variables))``): that optimizer's object path, where the statement
-    ``--apply-order trainable:PATH`` pairs every one of them, else None. A Keras 3
-    subclassed model names its variables like itself (``net/kernel``), and keeps blocks held
-    in a Python list out of ``tf.train.Checkpoint``'s object graph: the optimizer's list is
-    then the one recorded order of them (review-18-user-u20 F4). Like every stated order it
-    is the caller's word (``ema.apply()`` got that same list), not a proof."""
+    in its ``_trainable_variables`` (the variables it was built with, recorded in order: its
+    ``var_list`` at build, whatever list the loop's first ``opt.apply_gradients()`` got): that
+    optimizer's object path, where the statement ``--apply-order trainable:PATH`` pairs every
+    one of them. A Keras 3 subclassed model names its variables like itself
+    (``net/kernel``), and keeps blocks held in a Python list out of ``tf.train.Checkpoint``'s
+    object graph: the optimizer's list is then the one recorded order of them
+    (review-18-user-u20 F4). Like every stated order it is the caller's word
+    (``ema.apply()`` got that same list), not a proof. Where several saved optimizers list
+    every candidate and their orders pair them differently (a warm-up SGD built on
+    ``model.trainable_variables``, then Adam on body + head), the file shows there is no one
+    recorded order: none is offered (review-19-attack-r44 F5).
+
+    Returns:
+        `tuple`: the path to offer (or None) and the paths of the optimizers whose recorded
+        orders disagree (empty unless they do)."""
     from .keras_graph import shortest_tree
     from .scoped_order import ScopedOrder
 
     if ckpt.objects is None:
-        return None
+        return None, ()
     objects = ckpt.objects
     cands = {c for v in unpaired for c in v.ema_candidates}
     keys = {v.name for v in unpaired}
     parent, local = shortest_tree(objects)
+    found: dict[str, tuple | None] = {}  # path -> the pairing its order gives (None: none)
     for node, kids in sorted(objects.children.items()):
         names = dict(kids)
         if "_iterations" not in names or "_trainable_variables" not in names:
@@ -170,30 +179,58 @@ def optimizer_decides(ckpt: Checkpoint, unpaired, ema_name: str | None) -> str |
         try:
             stated = paired_variables(ckpt, ScopedOrder("trainable", path), ema_name)
         except (EmaError, OptionError, ValueError):
+            found[path] = None
             continue
-        if all(k in stated and stated[k].ema_of for k in keys):
-            return path
-    return None
+        found[path] = tuple(sorted((k, stated[k].ema_of) for k in keys if k in stated)) if all(
+            k in stated and stated[k].ema_of for k in keys) else None
+    readings = set(found.values())
+    if len(readings) > 1 and readings - {None}:
+        return None, tuple(found)
+    return next((p for p, r in found.items() if r is not None), None), ()
 
 
 def optimizer_text(path: str, apply_order) -> str:
     """What decides averages whose candidates the Keras optimizer at ``path`` lists in its
     ``_trainable_variables`` (:func:`optimizer_decides`): the statement that ``ema.apply()``
-    got that list; ``apply_order``, a plain order the caller stated that did not pair them.
+    got that very list; ``apply_order``, a plain order the caller stated that did not pair
+    them. The optimizer's list is its ``var_list`` at build, not necessarily
+    ``model.trainable_variables`` (a hand-built body + head is another order), so the text
+    claims no more (review-19-attack-r44 F2).
 
     Returns:
         `str`: the refusal's closing clause."""
-    stated = (f"--apply-order {apply_order} gives no one pairing of them (a Keras 3 model's "
-              "object graph need not show the order Keras visits its layers in: layers kept "
-              "in a Python list are not in it at all); " if apply_order else "")
-    return (stated + f"the Keras optimizer saved as '{path}' records, in order, the "
-            "variables it was built with (its _trainable_variables: the list the first "
-            "opt.apply_gradients(zip(grads, model.trainable_variables)) got); if ema.apply() "
-            "got that same list (ema.apply(model.trainable_variables) in that loop), state "
-            f"it: --apply-order trainable:{path} (Python: apply_order='trainable:{path}', "
-            f"{_python_objects(path)}); "
-            "your statement, not a proof: the file cannot check it, so a wrong one gives "
-            "wrong averages; for any other order no option can tell")
+    return (_stated_text(apply_order) + f"the Keras optimizer saved as '{path}' records the "
+            "order it was built with (its var_list at build: the list its first "
+            "apply_gradients() got, which is model.trainable_variables only if the loop "
+            "passed that; a hand-built var_list such as body + head is another order); it "
+            "pairs correctly only if ema.apply() got the same list, in the same order: if so, "
+            f"state it: --apply-order trainable:{path} (Python: apply_order='trainable:{path}', "
+            f"{_python_objects(path)}); your statement, not a proof: the file cannot check "
+            "it, and a wrong one puts every average on another variable; for any other order "
+            "no option can tell")
+
+
+def optimizers_disagree_text(paths, apply_order) -> str:
+    """The refusal's closing clause where the Keras optimizers at ``paths`` each list every
+    candidate in their ``_trainable_variables`` but pair them differently
+    (:func:`optimizer_decides`): the file shows their orders differ, so none is offered.
+
+    Returns:
+        `str`: the refusal's closing clause."""
+    named = " and ".join(f"'{p}'" for p in paths)
+    return (_stated_text(apply_order) + f"the Keras optimizers saved as {named} record "
+            "different orders (each its var_list at build), and the file does not say which "
+            "list, if either, ema.apply() got: no option is offered; only if you know "
+            "ema.apply() got the very list, in the same order, that one of them was built "
+            f"with, --apply-order trainable:PATH ({', '.join(paths)}) states it: your "
+            "statement, not a proof, and a wrong one puts every average on another variable")
+
+
+def _stated_text(apply_order) -> str:
+    """Why a plain ``apply_order`` the caller stated did not pair them (empty if none)."""
+    return (f"--apply-order {apply_order} gives no one pairing of them (a Keras 3 model's "
+            "object graph need not show the order Keras visits its layers in: layers kept "
+            "in a Python list are not in it at all); " if apply_order else "")
 
 
 def _python_objects(path: str) -> str:

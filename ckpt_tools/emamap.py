@@ -282,14 +282,15 @@ def ema_map(
                     sum(u.ema_candidates == v.ema_candidates for u in unpaired)
                     == len(v.ema_candidates) for v in unpaired)  # none frozen: tracked may place
                 # a Keras optimizer's _trainable_variables: the one recorded order (u20 F4)
-                opt = None if within_of(apply_order) else optimizer_decides(
+                # (several that disagree: none offered, r44 F5)
+                opt, split = (None, ()) if within_of(apply_order) else optimizer_decides(
                     ckpt, unpaired, ema_name)
                 raise UnprovenPairingError(
                     ambiguous_message(ckpt, variables, unpaired, apply_order, no_order=no_order,
-                                      lists=lists, optimizer=opt),
+                                      lists=lists, optimizer=opt, disagree=split),
                     "--apply-order tracked or --trainable NAMES --loop-order" if tfk and (
                         apply_order is None) else f"--apply-order trainable:{opt}" if opt
-                    else lists if lists else
+                    else None if split else lists if lists else
                     "--apply-order" if decides and not no_order else None if apply_order
                     else a_path_decides(ckpt, unpaired, ema_name),  # trainable:PATH (r33 F9)
                     {v.name: tuple(sorted(v.ema_candidates, key=natural_key))

@@ -20,7 +20,7 @@ from .formats.objgraph import (
 )
 from .lazy_re import LazyPattern
 from .object_slashed import slashed_ema_names
-from .orphan_averages import default_named, unstated_orphans
+from .orphan_averages import default_named, module_own, unstated_orphans
 from .pairing import ObjectPairing, pair_by_names
 from .roles import (
     DEFAULT_EMA_NAME,
@@ -244,6 +244,7 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
     held = {k for k, t in twins(entries, objects).items()
             if t.outcome in (VARIABLE, AVERAGE_IF_STATED)}
     plain = ObjectGraph(paths=objects.paths, slots=objects.slots)
+    own = [k for k in objects.paths if k not in pairs and k not in pairing.ambiguous]
     tf_keras = _tf_keras_optimizer_vars(full_of, entries, objects)
     out = {}
     for key, entry in entries.items():
@@ -276,14 +277,16 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
                 # shape: the average of an unstored variable of that name (a Keras 3 list's
                 # layer), never a weight missing its own (review-19-user-u21 F5)
                 ri = RoleInfo(EMA)
-            elif ri.role in (EMA, LOSS_AVERAGE) and not default_named(full, by_name) and \
-                    not zero_debias_pair(f"{full}/biased", by_name):
+            elif ri.role in (EMA, LOSS_AVERAGE) and not default_named(full, by_name) and (
+                    entry.shape or (not zero_debias_pair(f"{full}/biased", by_name)
+                                    and module_own(objects, key, own, names | {"avg"}))):
                 # <x>/<name> with no <x> stored, <name> inferred from another pair
-                # (attn/query beside attn/query/kernel) or read as a loss's ('avg'): never
-                # an average of an unstored variable unless stated (review-18-attack-r39 F8;
-                # stated_orphans), nor of a tensor, which TF2 never averages (apply() takes
-                # variables only when eager) unless its zero-debias helpers say so: a
-                # module's scalar loss/avg is its own variable (s19g)
+                # (attn/query beside attn/query/kernel): never an average of an unstored
+                # variable unless stated (review-18-attack-r39 F8; stated_orphans). A scalar
+                # may be a tensor's average (a graph-mode tf.compat.v1.train.Checkpoint
+                # saves CIFAR-10's loss average 'loss/avg': review-19-attack-r44 F3), so
+                # only where the object graph holds it as its module's own variable (a
+                # tf.Module's loss/avg: s19g) and no zero-debias helpers say otherwise
                 ri = RoleInfo(WEIGHT)
             # A name-based link would point at a name, not a key: keep only the role. An
             # average of a tensor (a loss: a scalar) is a loss average; one of a variable
