@@ -278,7 +278,8 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
                 # layer), never a weight missing its own (review-19-user-u21 F5)
                 ri = RoleInfo(EMA)
             elif ri.role in (EMA, LOSS_AVERAGE) and not default_named(full, by_name) and (
-                    entry.shape or (not zero_debias_pair(f"{full}/biased", by_name)
+                    entry.shape or (full.rpartition("/")[2] != "avg"
+                                    and not zero_debias_pair(f"{full}/biased", by_name)
                                     and module_own(objects, key, own, names | {"avg"}))):
                 # <x>/<name> with no <x> stored, <name> inferred from another pair
                 # (attn/query beside attn/query/kernel): never an average of an unstored
@@ -286,7 +287,11 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
                 # may be a tensor's average (a graph-mode tf.compat.v1.train.Checkpoint
                 # saves CIFAR-10's loss average 'loss/avg': review-19-attack-r44 F3), so
                 # only where the object graph holds it as its module's own variable (a
-                # tf.Module's loss/avg: s19g) and no zero-debias helpers say otherwise
+                # module's scalar buffer: s19g) and no zero-debias helpers say otherwise. A
+                # scalar '<x>/avg' stays a loss average (README's roles table) even held by a
+                # module: a TF2 loop keeps its loss averages so (ckpt train --api tf2's
+                # losses/cross_entropy/avg), and a weight's reading made restore-ema refuse
+                # the whole checkpoint as "weights with no average"
                 ri = RoleInfo(WEIGHT)
             # A name-based link would point at a name, not a key: keep only the role. An
             # average of a tensor (a loss: a scalar) is a loss average; one of a variable
