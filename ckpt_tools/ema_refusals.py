@@ -82,16 +82,16 @@ def contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str
 
 
 def unwritten_message(ckpt: Checkpoint, found: dict[str, str]) -> str:
-    """The refusal of :func:`~ckpt_tools.ema_sources.unwritten_sources`' keys: the graph runs
-    ``ema.apply()`` over other weights and nothing in it writes them, so either the ``.meta``
+    """The refusal of :func:`~ckpt_tools.ema_sources.unwritten_sources`' keys: the graph trains
+    the weights (or runs ``ema.apply()``) and nothing in it writes the keys, so either the ``.meta``
     is another graph's (as in :func:`contradiction_message`) or the keys were kept from
     outside the graph; the options that decide: ``--no-meta``, ``--allow-missing``."""
     sample = "; ".join(f"{s} for {t}" for t, s in sorted(found.items())[:3])
     more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
     meta = ckpt.meta.path if ckpt.meta is not None else ".meta"
     return (f"{ckpt.path}: the checkpoint stores {len(found)} key(s) named as averages of "
-            f"variable(s) that the graph in {meta} trains but does not average (its "
-            f"ema.apply() updates, AssignMovingAvg ops, average other variables) and that no "
+            f"variable(s) that the graph in {meta} trains but does not average into them (no "
+            f"ema.apply() update, AssignMovingAvg op, of that graph writes them) and that no "
             f"op of the graph writes: {sample}{more}; either the .meta is from another graph "
             f"(another run, or a different var_list) or the keys hold tensors kept from "
             f"outside the graph (Variable.load() of a gradient's moment) under the names "

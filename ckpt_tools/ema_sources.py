@@ -13,6 +13,7 @@ from .ema_refusals import UnprovenPairingError, unwritten_message
 from .ema_updates import update_ops
 from .formats.meta_copies import FEED
 from .formats.meta_updates import UpdateOps
+from .saved_keys import held_variables
 
 
 def tensor_sources(ckpt: Checkpoint, variables, ema_name: str | None,
@@ -75,22 +76,26 @@ def written_sources(ckpt: Checkpoint, variables, ema_name: str | None,
 
 def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                       chosen: dict[str, str], use_meta: bool) -> dict[str, str]:
-    """TF1 weights ``W`` the ``.meta``'s graph trains whose average read by name (``chosen``
-    for it, or ``W/<ema_name>``) no op of the graph writes, where the graph runs
-    ``ema.apply()`` (its ``AssignMovingAvg`` updates are read) and none of them averages ``W``:
-    ``w0/ExponentialMovingAverage`` kept as ``w0``'s gradient moment from Python
-    (``Variable.load()`` runs the variable's own initializer, so no writer is seen) beside a
-    default EMA over ``w1`` was exported as ``w0``'s average, exit 0 under ``--strict``
-    (review-18-attack-r41 F1). The graph cannot tell that key from a real average stored
-    beside a ``.meta`` of another graph (``ema_refusals.contradiction_message``'s shape), so
-    the caller refuses both ways open: ``--no-meta`` (the checkpoint's names) or
+    """TF1 weights ``W`` the ``.meta``'s graph trains or keeps for averaging whose average
+    read by name (``chosen`` for it, or ``W/<ema_name>``) no op of the graph writes, where
+    the graph is a training graph: an op writes ``W`` (an optimizer's ``Apply*``, an assign)
+    or it runs ``ema.apply()`` (``AssignMovingAvg`` updates, of variables or tensors). Such a
+    key is no value this graph's ``apply()`` produced: ``w0/ExponentialMovingAverage`` kept as
+    ``w0``'s gradient moment from Python (``Variable.load()`` runs the variable's own
+    initializer, so no writer is seen) beside a default EMA over ``w1`` was exported as
+    ``w0``'s average, exit 0 under ``--strict`` (review-18-attack-r41 F1); so it was beside
+    another object's ``apply()`` of ``w0`` (``fast``, in a scope or not: review-19-attack-r45
+    F1), beside no EMA at all or one of loss tensors only (F4), beside a multi-graph
+    SavedModel's ``apply()`` in a function not read (F3), and with a ``.meta`` whose graph
+    lacks the key (F5). The graph cannot tell that key from a real average stored beside a
+    ``.meta`` of another graph (``ema_refusals.contradiction_message``'s shape), so the
+    caller refuses both ways open: ``--no-meta`` (the checkpoint's names) or
     ``--allow-missing`` (``W`` raw, as ``ema.average(W)`` is ``None`` in this graph).
 
-    Only keys that are the graph's own variables' keys: a Saver that renamed them
-    (tf_cnn_benchmarks' tower 0 saved without ``v0/``) is read through its save op. A graph
-    that runs no ``apply()`` (an eval graph's ``.meta``) keeps the name's reading, as
-    ``variables_to_restore()`` does; a weight the graph neither trains nor averages is the
-    contradiction refusal's (:func:`~ckpt_tools.ema_names.from_meta`).
+    An eval graph's ``.meta`` (nothing writes ``W``, no ``apply()``) keeps the name's reading,
+    as ``variables_to_restore()`` does; a weight the graph neither trains nor averages is the
+    contradiction refusal's (:func:`~ckpt_tools.ema_names.from_meta`); a Saver that renamed
+    the keys is read through its save op (:func:`translated_unwritten`).
 
     Returns:
         weight key -> the key read as its average.
@@ -98,33 +103,75 @@ def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     if not use_meta or ckpt.objects is not None or ckpt.meta is None:
         return {}
     ops = update_ops(ckpt)
-    if ops is None or not ops.averages:  # no ema.apply() in the graph: names are read
+    if ops is None:
         return {}
+    applies = bool(ops.averages or ops.tensors)
     meta = ckpt.meta
     named = {t: f"{t}/{ema_name}" for t in variables
              if ema_name and f"{t}/{ema_name}" in variables}
     trained = set(meta.keys_in("trainable_variables"))
     paired = trained | set(meta.keys_in("moving_average_variables"))
-    averaged = {v for v, _scope in ops.averages.values()}
     own = {v.checkpoint_key for v in meta.variables.values()}
     # every other reading is another rule's: a writer (written_sources), a tensor's average
-    # (tensor_sources), an optimizer's slot (refuse_slot_sources), a trained buffer
+    # (tensor_sources), an optimizer's slot (refuse_slot_sources), a trained buffer; a key
+    # the graph does not hold at all is no proof either (the .meta is another graph's: F5)
     seen = {*ops.averages, *ops.writers, *ops.tensors, *ops.slots, *trained}
+    # an apply() of the key's own name averaging W (a partitioned W's per-part keys are read
+    # apart): the key's reading is that object's; another object's apply() of W is not (F1)
+    named_by = {(v, scope.rpartition("/")[2]) for v, scope in ops.averages.values()}
     return {t: s for t, s in {**named, **chosen}.items()
-            if t in variables and s in variables and s != t and t in own and s in own
-            and t in paired and t not in averaged and s not in seen}
+            if t in variables and s in variables and s != t and t in own and t in paired
+            and s not in seen and (applies or t in ops.writers)
+            and (t, s.rpartition("/")[2]) not in named_by}
+
+
+def translated_unwritten(ckpt: Checkpoint, pairs, use_meta: bool) -> dict[str, str]:
+    """:func:`unwritten_sources`' rule for a TF1 ``Saver(var_list=dict)`` whose keys are not
+    its variables' names (``{"net/" + v.op.name: v}``), paired through the save op by
+    :func:`~ckpt_tools.saved_keys.translated_pairs`: each pair is read as the graph's
+    variables the save op saved under its keys, and where the graph trains the weight or runs
+    ``ema.apply()``, a key is its average only where an ``AssignMovingAvg`` update of the
+    graph averages the weight into it; a moment kept from Python or written by a hand assign
+    under ``net/w0/ExponentialMovingAverage`` was exported as ``net/w0``'s average, exit 0
+    (review-19-attack-r45 F2). An eval graph's ``.meta`` keeps the names' reading.
+
+    Args:
+        pairs: ``(average key, weight key)`` pairs in checkpoint keys.
+
+    Returns:
+        weight key -> the key read as its average that the graph does not prove.
+    """
+    if not use_meta or ckpt.objects is not None or ckpt.meta is None:
+        return {}
+    ops = update_ops(ckpt)
+    held = held_variables(ckpt)
+    if ops is None or not held:
+        return {}
+    applies = bool(ops.averages or ops.tensors)
+    found = {}
+    for s, t in pairs:
+        # a weight not stored (a Saver of the averages alone) is named as the graph's variable
+        hs, ht = held.get(s), held.get(t, t)
+        if s == t or (hs in ops.averages and ops.averages[hs][0] == ht):
+            continue  # proven by the graph's apply() (or no average at all)
+        if applies or ht in ops.writers or hs in ops.writers or hs in ops.slots:
+            found[t] = s
+    return found
 
 
 def refuse_unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                              chosen: dict[str, str], use_meta: bool,
-                             allow_missing: bool) -> dict[str, str]:
-    """:func:`unwritten_sources`, refused unless ``allow_missing`` states that the weights have
-    no average (they are then returned, to be reported missing and kept raw).
+                             allow_missing: bool,
+                             found: dict[str, str] | None = None) -> dict[str, str]:
+    """:func:`unwritten_sources` (or ``found``, :func:`translated_unwritten`'s), refused unless
+    ``allow_missing`` states that the weights have no average (they are then returned, to be
+    reported missing and kept raw).
 
     Raises:
         UnprovenPairingError: (exit 6) naming ``--no-meta`` and ``--allow-missing``.
     """
-    found = unwritten_sources(ckpt, variables, ema_name, chosen, use_meta)
+    if found is None:
+        found = unwritten_sources(ckpt, variables, ema_name, chosen, use_meta)
     if found and not allow_missing:
         raise UnprovenPairingError(unwritten_message(ckpt, found),
                                    "--no-meta or --allow-missing",

@@ -39,6 +39,7 @@ from .ema_sources import (
     renumbered_averages,
     tensor_sources,
     trained_sources,
+    translated_unwritten,
     written_sources,
 )
 from .ema_updates import (
@@ -353,6 +354,12 @@ def ema_map(
                                          {**lone_averages(ckpt, variables, chosen), **unmarked})
         else:
             pairs, missing, not_saved = translated
+            # a renamed Saver's keys: the graph's rules through its save op (r45 F2)
+            unproven = refuse_unwritten_sources(ckpt, variables, ema_name, {}, use_meta,
+                                                allow_missing,
+                                                translated_unwritten(ckpt, pairs, use_meta))
+            pairs = [(t, t) if unproven.get(t) == s else (s, t) for s, t in pairs]
+            missing = [*missing, *(t for t in unproven if t not in missing)]
             source = "meta"
             detected = proven_names(variables, ckpt.ema_names())
             name = ema_name or (detected[0] if detected else R.DEFAULT_EMA_NAME)

@@ -251,11 +251,12 @@ def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     into it (a gradient's moment kept by ``assign_moving_average``: r36 F7): no proven average
     of any variable, so ``ckpt list`` no longer shows it as one; an optimizer's slot is read as
     its slot, anything else as ``other``. A key nothing in the graph writes keeps the name's
-    reading where the graph runs no ``ema.apply()`` (an eval graph's ``.meta``) or its
-    ``AssignMovingAvg`` updates average the key's weight; beside updates that never average a
-    weight the graph trains, it is ``other`` too: ``w0/ExponentialMovingAverage`` kept from
-    Python (``Variable.load()``) beside an EMA over ``w1`` (review-18-attack-r41 F1; the map
-    refuses it naming ``--no-meta`` and ``--allow-missing``: ``ema_sources.unwritten_sources``).
+    reading where the graph runs no ``ema.apply()`` and writes not the key's weight (an eval
+    graph's ``.meta``); in a training graph it is ``other`` too: ``w0/ExponentialMovingAverage``
+    kept from Python (``Variable.load()``) beside an EMA over ``w1``, another object's
+    ``apply()`` of ``w0`` or no EMA at all (review-18-attack-r41 F1, review-19-attack-r45 F1,
+    F4; the map refuses it naming ``--no-meta`` and ``--allow-missing``:
+    ``ema_sources.unwritten_sources``).
     A weight the graph neither trains nor averages is left to the map's refusal of a ``.meta``
     from another graph (``ema_refusals.contradiction_message``), which ``list`` shows open."""
     trained = set(meta.keys_in("trainable_variables")) if meta is not None else set()
@@ -267,12 +268,17 @@ def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     ops, key = read
     slots = {key(s): key(t) for s, (t, _op) in ops.slots.items()}
     written = {key(s) for s in (*ops.writers, *ops.tensors)}
-    if ops.averages:  # the graph runs ema.apply(): its updates say which weights it averages
-        kept = {key(s) for s in ops.averages}
-        averaged = {key(v) for v, _scope in ops.averages.values()}
-        own = {v.checkpoint_key for v in meta.variables.values()}  # not a renamed Saver's keys
-        paired = trained | set(meta.keys_in("moving_average_variables"))
-        written |= {k for k in named if k not in kept and k in own and roles[k].ema_of in own
-                    and roles[k].ema_of in paired and roles[k].ema_of not in averaged}
+    # a training graph (it runs ema.apply() or writes the weight): a key no update of it
+    # writes is no average it made (r41 F1, r45 F1/F4/F5); an eval graph keeps the name
+    applies = bool(ops.averages or ops.tensors)
+    trains = {key(v) for v in ops.writers}
+    kept = {key(s) for s in (*ops.averages, *ops.slots)}
+    own = {v.checkpoint_key for v in meta.variables.values()}  # not a renamed Saver's keys
+    paired = trained | set(meta.keys_in("moving_average_variables"))
+    # W averaged by an apply() of the key's own name: that object's (another object's is not)
+    named_by = {(key(v), scope.rpartition("/")[2]) for v, scope in ops.averages.values()}
+    written |= {k for k in named if k not in kept and roles[k].ema_of in own
+                and roles[k].ema_of in paired and (applies or roles[k].ema_of in trains)
+                and (roles[k].ema_of, k.rpartition("/")[2]) not in named_by}
     return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) if k in slots else RoleInfo(OTHER)
             for k in named if k in written}

@@ -38,7 +38,9 @@ E = tf1.train.ExponentialMovingAverage
 res = not case.startswith("ref")
 w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]), use_resource=res)
 w1 = tf1.get_variable("w1", initializer=tf.zeros([2]), use_resource=res)
-step = tf1.assign_add(w0, tf.ones([3, 2]) * 0.7), tf1.assign_add(w1, tf.ones([2]) * 1.3)
+# an eval graph writes no weight (review-19-attack-r45 F4: a graph training w0 is refused)
+step = () if case == "eval" else (tf1.assign_add(w0, tf.ones([3, 2]) * 0.7),
+                                  tf1.assign_add(w1, tf.ones([2]) * 1.3))
 ema = E(0.9)
 flag = tf1.placeholder_with_default(True, [])
 if case.endswith("apply"):  # ema.apply() of both: proven
