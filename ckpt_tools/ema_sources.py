@@ -12,7 +12,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, unwritten_message
 from .ema_updates import update_ops
 from .formats.meta_copies import FEED
-from .formats.meta_updates import UpdateOps
+from .formats.meta_updates import UpdateOps, averaged_under
 from .saved_keys import held_variables
 
 
@@ -118,11 +118,11 @@ def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     seen = {*ops.averages, *ops.writers, *ops.tensors, *ops.slots, *trained}
     # an apply() of the key's own name averaging W (a partitioned W's per-part keys are read
     # apart): the key's reading is that object's; another object's apply() of W is not (F1)
-    named_by = {(v, scope.rpartition("/")[2]) for v, scope in ops.averages.values()}
+    named_by = set(ops.averages.values())  # the whole EMA name counts (r46 F2)
     return {t: s for t, s in {**named, **chosen}.items()
             if t in variables and s in variables and s != t and t in own and t in paired
             and s not in seen and (applies or t in ops.writers)
-            and (t, s.rpartition("/")[2]) not in named_by}
+            and not averaged_under(t, s, named_by)}
 
 
 def translated_unwritten(ckpt: Checkpoint, pairs, use_meta: bool) -> dict[str, str]:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph
-from .formats.meta_updates import UpdateOps, read_update_ops
+from .formats.meta_updates import UpdateOps, averaged_under, read_update_ops
 from .roles import (
     BN_STAT,
     DEFAULT_EMA_NAME,
@@ -276,9 +276,9 @@ def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     own = {v.checkpoint_key for v in meta.variables.values()}  # not a renamed Saver's keys
     paired = trained | set(meta.keys_in("moving_average_variables"))
     # W averaged by an apply() of the key's own name: that object's (another object's is not)
-    named_by = {(key(v), scope.rpartition("/")[2]) for v, scope in ops.averages.values()}
+    named_by = {(key(v), scope) for v, scope in ops.averages.values()}  # whole name: r46 F2
     written |= {k for k in named if k not in kept and roles[k].ema_of in own
                 and roles[k].ema_of in paired and (applies or roles[k].ema_of in trains)
-                and (roles[k].ema_of, k.rpartition("/")[2]) not in named_by}
+                and not averaged_under(roles[k].ema_of, k, named_by)}
     return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) if k in slots else RoleInfo(OTHER)
             for k in named if k in written}

@@ -62,6 +62,9 @@ def build(kind, where):
     with tf.control_dependencies([train]):
         if kind == "twoema":
             upd = tf.group(fast.apply([w0, w1]), ema.apply([w1]))
+        elif kind == "slashname":  # an EMA name holding '/': keys w*/fast/ExponentialMovingAverage
+            slash = tf1.train.ExponentialMovingAverage(0.5, name="fast/" + E)
+            upd = tf.group(slash.apply([w0, w1]), ema.apply([w1]))
         elif kind == "scoped":
             with tf1.variable_scope("aux"):
                 u = fast.apply([w0])
@@ -134,7 +137,7 @@ with tf.Graph().as_default():
 '''
 
 KINDS = ("twoema", "scoped", "noapply", "renamed", "renamed_ph", "sm2cond", "onlyw0", "legit",
-         "legit_renamed", "twolegit")
+         "legit_renamed", "twolegit", "slashname")
 KEY = "w0/ExponentialMovingAverage"
 
 # refused: (folder, options stating the EMA name, the prefix of a renamed Saver's keys)
@@ -146,6 +149,9 @@ REFUSED = {
     "F3": ("sm2cond/sm", [], ""),
     "F4": ("noapply", [], ""),
     "F5": ("foreign", [], ""),
+    # review-19-attack-r46 F2: the object named 'fast/ExponentialMovingAverage' averages w0;
+    # its last name part proved nothing of the hand-kept w0/ExponentialMovingAverage
+    "r46_F2": ("slashname", ["--ema-name", "ExponentialMovingAverage"], ""),
 }
 
 

@@ -130,6 +130,44 @@ class UpdateOps(Frozen):
                              copies=dict(copies or {}), whole=whole)
 
 
+def averaged_under(weight: str, key: str, applies) -> bool:
+    """Whether one of ``applies`` (``(weight, apply() scope)`` pairs, in checkpoint keys)
+    averages ``weight`` under the EMA name ``key`` carries as its average.
+
+    The whole name counts, never its last part: an EMA named ``fast/ExponentialMovingAverage``
+    (scope ``fast/ExponentialMovingAverage``, shadows ``w/fast/ExponentialMovingAverage``)
+    proves nothing of a ``w/ExponentialMovingAverage`` (review-19-attack-r46 F2). A scope
+    holding '/' is split into the variable scope apply() ran under and the EMA name
+    (``ema/avg``: shadows ``ema/w/avg``); a partitioned variable's part group
+    (``net/w//w/part_*/avg``: TF cut the part names under a scope) keeps the last-part reading.
+
+    Returns:
+        `bool`: True where such an apply() is recorded.
+
+    Example:
+        >>> E = "ExponentialMovingAverage"
+        >>> fast = {("w", f"fast/{E}")}
+        >>> averaged_under("w", f"w/{E}", {("w", E)}), averaged_under("w", f"w/{E}", fast)
+        (True, False)
+        >>> averaged_under("w", "ema/w/avg", {("w", "ema/avg")})
+        True
+    """
+    last = key.rpartition("/")[2]
+    for averaged, scope in applies:
+        if averaged != weight:
+            continue
+        if "/" not in scope:
+            if last == scope:
+                return True
+            continue
+        parts = scope.split("/")
+        if any(key == "/".join([*parts[:i], weight, *parts[i:]]) for i in range(len(parts))):
+            return True
+        if ("//" in key or "/part_" in key) and last == parts[-1]:
+            return True  # a part group's key, its part names cut under a scope: last part
+    return False
+
+
 def read_update_ops(path: str) -> UpdateOps | None:
     """Reads which shadows ``ema.apply()`` updates and which slots optimizers update in the
     ``.meta`` or TF1 SavedModel (``saved_model.pb``) at ``path``.
