@@ -166,21 +166,51 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
     if (ema_name is not None
                      and suffix_base(ema_name) not in {suffix_base(n) for n in names}):
         return
-    base = sorted(names)[0]
+    if ema_name is not None and ema_name not in names and _one_apply(ckpt, ema_name, use_meta):
+        return  # a name no crossing apply() writes and one apply() writes whole (r43 F6)
+    base = suffix_base(sorted(names)[0])
     shows = "; ".join(f"apply() scope {s!r} writes {', '.join(sorted(keys))}"
                       for s, keys in sorted(scopes.items()))
     undecided = _undecided(ckpt, [p for keys in scopes.values() for p in keys.items()])
+    whole = sorted(n for n in {k[len(v) + 1:] for keys in scopes.values() for k, v in keys.items()}
+                   - names if _one_apply(ckpt, n, use_meta))
+    offer = (f"--ema-name {' or '.join(whole)} is one apply()'s whole, so one object's; "
+             if whole else "no --ema-name picks one object here: ")
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
+        + (f"the averages named {ema_name} are not proven one apply()'s, and "
+           if ema_name is not None and ema_name not in names else "")
         + f"the averages named {', '.join(sorted(names))} are not each one EMA object's: TF1 "
         f"numbers averages per variable (<var>/{base} for the first object to average it, "
         f"<var>/{base}_1 for the next), and the .meta's update ops show one apply() writing "
         f"averages of both levels ({shows}), so the objects averaged the variables in "
         f"different orders and each of --ema-name {' or '.join(sorted(names))} would take "
-        "two objects' averages; no --ema-name picks one object here: --raw exports the raw "
+        f"two objects' averages; {offer}--raw exports the raw "
         "weights instead (name the EMA objects, ExponentialMovingAverage(decay, "
         "name='fast'), when training)",
         None, undecided)
+
+
+def _one_apply(ckpt: Checkpoint, ema_name: str, use_meta: bool) -> bool:
+    """Whether one ``apply()`` of the ``.meta`` writes every stored ``<variable>/<ema_name>``
+    (each part of a partitioned one): one ``apply()`` is one object, so the name takes its
+    averages whatever other objects of the name family crossed (``a.apply([w0, w1])``,
+    ``b.apply([w0])``, ``c.apply([w0, w1])``: ``ExponentialMovingAverage`` is a's whole while
+    c writes ``w0/..._2`` and ``w1/..._1``; review-19-attack-r43 F6)."""
+    found = part_update_ops(ckpt)
+    if found is None:
+        return False
+    writers: set[str] = set()
+    written: set[str] = set()
+    for label, keys in _written(ckpt, use_meta).items():
+        for shadow, var in keys.items():
+            if shadow[len(var) + 1:] == ema_name:
+                writers.add(label)
+                written.add(found[1](shadow))
+    stored = set(ckpt.keys())
+    named = {k for k in stored if k.endswith("/" + ema_name)
+             and k[:-len(ema_name) - 1] in stored}
+    return len(writers) == 1 and bool(named) and named <= written
 
 
 def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, UnprovenPairingError, suffix_base
-from .ema_scopes import scope_averages, scope_offers
+from .ema_scopes import Applies, apply_averages, named_apply, scope_averages, scope_offers
 from .formats.meta_copies import FEED
 from .formats.meta_updates import UpdateOps, read_update_ops
 from .meta_shadows import op_key
@@ -221,32 +221,32 @@ def refuse_stacked_sources(ckpt: Checkpoint, variables, ema_name: str,
                                                            f"{target}/{ema_name}",)})
 
 
+def _applies(ckpt: Checkpoint, variables) -> Applies | None:
+    """:func:`~ckpt_tools.ema_scopes.apply_averages` of the ``.meta``'s update ops."""
+    ops = update_ops(ckpt)
+    return apply_averages(ops, mixed_keys(ckpt) if ops is not None else set(), variables)
+
+
 def _scopes(ckpt: Checkpoint, variables) -> tuple[dict[str, dict[str, str]], set] | None:
     """``(EMA name scope -> {variable: its average}, every variable averaged)`` where the
     ``.meta``'s update ops show every TF1 average updated from its variable and each scope
     one ``apply()``'s; else ``None``."""
-    tf1 = {k: v for k, v in variables.items() if v.role == R.EMA and v.ema_style == "tf1"}
-    averaged = {v.ema_of for v in tf1.values()}
-    if not tf1 or None in averaged:
+    found = _applies(ckpt, variables)
+    if found is None:
         return None
-    ops = update_ops(ckpt)
-    if ops is None or not ops.whole or mixed_keys(ckpt) & set(tf1):
-        # an apply() left unread, or a key whose parts two apply() calls wrote: no scope is
-        # proven one object's (review-19-attack-r43 F1, F3)
-        return None
-    scopes: dict[str, dict[str, str]] = {}
-    applies: dict[str, set[str]] = {}
-    for key, v in tf1.items():
-        owner = ops.averages.get(key)
-        if owner is None or owner[0] != v.ema_of:
-            return None  # an average the graph does not show updated from its variable
-        scopes.setdefault(owner[1], {})[v.ema_of] = key
-        applies.setdefault(owner[1], set()).add(ops.applies.get(key, owner[1]))
-    if any(len(a) > 1 for a in applies.values()):
+    applies, scope_of, averaged = found
+    scopes = {scope_of[label]: avs for label, avs in applies.items()}
+    if len(scopes) < len(applies):
         # apply() calls of one scope but for a tf.cond/while context or a tf.function (whose
         # scopes restart): maybe two objects, so no scope names one (review-18-attack-r41 F3)
         return None
     return scopes, averaged
+
+
+def _named_apply(ckpt: Checkpoint, variables, ema_name: str) -> dict[str, str] | None:
+    """:func:`~ckpt_tools.ema_scopes.named_apply` of the ``.meta``'s update ops."""
+    found = _applies(ckpt, variables)
+    return None if found is None else named_apply(found, update_ops(ckpt).grouped, ema_name)
 
 
 def complete_objects(ckpt: Checkpoint, variables, use_meta: bool) -> list[str]:
@@ -259,8 +259,11 @@ def complete_objects(ckpt: Checkpoint, variables, use_meta: bool) -> list[str]:
     if not use_meta or ckpt.objects is not None:
         return []
     found = _scopes(ckpt, variables)
-    if found is None:
-        return []
+    if found is None:  # apply() calls sharing a scope: each name one apply() writes (r43 F7)
+        applies = _applies(ckpt, variables)
+        return sorted({k[len(t) + 1:] for avs in (applies[0].values() if applies else ())
+                       for t, k in avs.items() if k.startswith(t + "/")
+                       and _named_apply(ckpt, variables, k[len(t) + 1:]) == avs})
     grouped = update_ops(ckpt).grouped
     stored = {(v.ema_of, key) for key, v in variables.items()
               if v.role == R.EMA and v.ema_style == "tf1"}
@@ -317,18 +320,22 @@ def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
                                and v.ema_style == "tf1"} <= set(chosen):
         return None
     found = _scopes(ckpt, variables)
-    if found is None:
-        return None
+    if found is None:  # apply() calls sharing a scope: the one writing the name (r43 F7)
+        return _named_apply(ckpt, variables, ema_name)
     scopes, averaged = found
     scoped = scope_averages(ckpt, variables, ema_name, use_meta, scopes)
     if scoped is not None:  # gen/ExponentialMovingAverage: the scope names one object
         return scoped
-    named = [s for s in scopes if s.rpartition("/")[2] == ema_name]
+    # the root scope of that very name before one under a variable_scope (x/ExponentialMoving
+    # Average, whose averages x/<W>/... --ema-name x/ExponentialMovingAverage takes; r43 F4)
+    named = [s for s in scopes if s == ema_name] or [
+        s for s in scopes if s.rpartition("/")[2] == ema_name]
     if len(named) != 1 or set(scopes[named[0]]) != averaged:
         return None
     mine = scopes[named[0]]
-    if any(v.role == R.EMA and v.ema_style == "tf1" and key.rpartition("/")[2] == ema_name
-           and mine[v.ema_of] != key for key, v in variables.items()):
+    if any(v.role == R.EMA and v.ema_style == "tf1" and mine[v.ema_of] != key and (
+            key == f"{v.ema_of}/{ema_name}" if named[0] == ema_name
+            else key.rpartition("/")[2] == ema_name) for key, v in variables.items()):
         # another object's average carries the name as its suffix (the scope's name was
         # taken, so the scopes and the suffixes count apart): which one is meant is open
         return None
