@@ -32,6 +32,12 @@ def build_variables(ckpt: Checkpoint) -> tuple[list[Variable], dict[str, str] | 
                            collections=colls)
     info.update(stated_loss_named(entries, info, ckpt.meta, ckpt.objects,
                                   ckpt.averages_only))
+    if ckpt.meta is not None and ckpt.objects is None:
+        # a renaming Saver's keys shown with their graph variables' collections (r45 F6);
+        # the roles above read the graph's own keys only
+        from .saved_keys import renamed_collections  # builds on checkpoint
+
+        colls = {**colls, **renamed_collections(ckpt, colls)}
     stated_pairs = None
     if ckpt.stated_order is not None and ckpt.objects is not None:
         stated_pairs = _tfk_stated.place(ckpt.path, ckpt.objects, info, ckpt.stated_order)

@@ -81,17 +81,29 @@ def contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str
             f"training graph's")
 
 
-def unwritten_message(ckpt: Checkpoint, found: dict[str, str]) -> str:
+def unwritten_message(ckpt: Checkpoint, found: dict[str, str],
+                      unlisted: tuple[str, ...] = ()) -> str:
     """The refusal of :func:`~ckpt_tools.ema_sources.unwritten_sources`' keys: the graph trains
     the weights (or runs ``ema.apply()``) and nothing in it writes the keys, so either the ``.meta``
     is another graph's (as in :func:`contradiction_message`) or the keys were kept from
-    outside the graph; the options that decide: ``--no-meta``, ``--allow-missing``."""
+    outside the graph; the options that decide: ``--no-meta``, ``--allow-missing``.
+    ``unlisted``: those of the weights in neither ``trainable_variables`` nor
+    ``moving_average_variables`` (frozen, or trained by hand: review-19-attack-r45 F8), which
+    the graph does not average at all.
+
+    Returns:
+        the one-line refusal."""
     sample = "; ".join(f"{s} for {t}" for t, s in sorted(found.items())[:3])
     more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
     meta = ckpt.meta.path if ckpt.meta is not None else ".meta"
+    shown = ", ".join(unlisted[:3]) + (" ..." if len(unlisted) > 3 else "")
+    what = (f"the training graph in {meta} does not average ({shown}: in neither its "
+            f"trainable_variables nor its moving_average_variables; no ema.apply() update, "
+            f"AssignMovingAvg op, of that graph writes the keys)" if unlisted else
+            f"the graph in {meta} trains but does not average into them (no ema.apply() "
+            f"update, AssignMovingAvg op, of that graph writes them)")
     return (f"{ckpt.path}: the checkpoint stores {len(found)} key(s) named as averages of "
-            f"variable(s) that the graph in {meta} trains but does not average into them (no "
-            f"ema.apply() update, AssignMovingAvg op, of that graph writes them) and that no "
+            f"variable(s) that {what} and that no "
             f"op of the graph writes: {sample}{more}; either the .meta is from another graph "
             f"(another run, or a different var_list) or the keys hold tensors kept from "
             f"outside the graph (Variable.load() of a gradient's moment) under the names "

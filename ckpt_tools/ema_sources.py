@@ -92,10 +92,17 @@ def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     caller refuses both ways open: ``--no-meta`` (the checkpoint's names) or
     ``--allow-missing`` (``W`` raw, as ``ema.average(W)`` is ``None`` in this graph).
 
+    So is a weight the graph neither trains nor averages (frozen, or not trainable and trained
+    by hand with ``w0.assign_sub(...)``) where an op of the graph trains some variable and the
+    graph holds the key as its own variable that nothing writes: the graph made that variable
+    outside ``apply()``, so the contradiction refusal's "the .meta is another graph's" and its
+    one way out, ``--no-meta`` (the kept tensor as the average), did not fit; TF's answer,
+    ``--allow-missing`` (``W`` raw), was refused (review-19-attack-r45 F8). A graph that writes
+    no variable or lacks the key keeps that refusal (:func:`~ckpt_tools.ema_names.from_meta`).
+
     An eval graph's ``.meta`` (nothing writes ``W``, no ``apply()``) keeps the name's reading,
-    as ``variables_to_restore()`` does; a weight the graph neither trains nor averages is the
-    contradiction refusal's (:func:`~ckpt_tools.ema_names.from_meta`); a Saver that renamed
-    the keys is read through its save op (:func:`translated_unwritten`).
+    as ``variables_to_restore()`` does; a Saver that renamed the keys is read through its save
+    op (:func:`translated_unwritten`).
 
     Returns:
         weight key -> the key read as its average.
@@ -119,10 +126,28 @@ def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     # an apply() of the key's own name averaging W (a partitioned W's per-part keys are read
     # apart): the key's reading is that object's; another object's apply() of W is not (F1)
     named_by = set(ops.averages.values())  # the whole EMA name counts (r46 F2)
+    # a weight in neither collection: the graph's own key nothing writes, in a graph some op
+    # of which trains a variable (F8); without both, a .meta from another graph's refusal
+    trains = bool(ops.writers)
     return {t: s for t, s in {**named, **chosen}.items()
-            if t in variables and s in variables and s != t and t in own and t in paired
-            and s not in seen and (applies or t in ops.writers)
-            and not averaged_under(t, s, named_by)}
+            if t in variables and s in variables and s != t and t in own
+            and s not in seen and not averaged_under(t, s, named_by)
+            and (t in paired and (applies or t in ops.writers)
+                 or t not in paired and trains and s in own)}
+
+
+def unlisted_weights(ckpt: Checkpoint, found: dict[str, str]) -> tuple[str, ...]:
+    """The weights of :func:`unwritten_sources`' ``found`` in neither of the graph's
+    ``trainable_variables`` and ``moving_average_variables`` (r45 F8), for the refusal's
+    wording.
+
+    Returns:
+        those weight keys, sorted."""
+    meta = ckpt.meta
+    if meta is None:
+        return ()
+    paired = {*meta.keys_in("trainable_variables"), *meta.keys_in("moving_average_variables")}
+    return tuple(sorted(t for t in found if t not in paired))
 
 
 def translated_unwritten(ckpt: Checkpoint, pairs, use_meta: bool) -> dict[str, str]:
@@ -170,10 +195,12 @@ def refuse_unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     Raises:
         UnprovenPairingError: (exit 6) naming ``--no-meta`` and ``--allow-missing``.
     """
+    unlisted: tuple[str, ...] = ()
     if found is None:
         found = unwritten_sources(ckpt, variables, ema_name, chosen, use_meta)
+        unlisted = unlisted_weights(ckpt, found)
     if found and not allow_missing:
-        raise UnprovenPairingError(unwritten_message(ckpt, found),
+        raise UnprovenPairingError(unwritten_message(ckpt, found, unlisted),
                                    "--no-meta or --allow-missing",
                                    {t: (s,) for t, s in found.items()})
     return found

@@ -334,13 +334,16 @@ def ema_map(
                     ckpt, variables, name, chosen, use_meta).items()]}
                 ops = update_ops(ckpt)
                 # a key nothing writes beside apply()'s updates of others: refused (r41 F1)
-                no_avg.update(refuse_unwritten_sources(ckpt, variables, name, chosen,
-                                                       use_meta, allow_missing))
+                unwritten = refuse_unwritten_sources(ckpt, variables, name, chosen,
+                                                     use_meta, allow_missing)
+                no_avg.update(unwritten)
                 no_avg.update({t: chosen.get(t) or f"{t}/{ema_name}" for t in [
                     *stacked_sources(ckpt, variables, ema_name, chosen, ops),
                     *foreign_sources(variables, ema_name, chosen, ops),
                     *trained_sources(ckpt, variables, ema_name, chosen, ops)]})
                 pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen, no_avg)
+                # a weight the graph does not average at all (r45 F8): stated missing too
+                missing += [t for t in unwritten if t not in missing]
                 source = "meta"
             else:
                 refuse_tensor_sources(ckpt, variables, ema_name, chosen, use_meta)

@@ -73,6 +73,29 @@ def listed_frozen(ckpt, variables) -> frozenset[str]:
     return frozenset(frozen_variables(ckpt, {v.name: v for v in variables}))
 
 
+def renamed_frozen(ckpt, variables) -> frozenset[str]:
+    """The weights (of ``variables``, a list of :class:`~ckpt_tools.checkpoint.Variable`)
+    stored under keys a ``Saver(var_list=dict)`` renamed (``{"net/" + v.op.name: v}``) whose
+    graph variable the ``.meta`` lists in ``variables`` and in neither
+    ``trainable_variables`` nor ``moving_average_variables``: frozen, as :func:`listed_frozen`
+    reads a plain Saver's, their collections read through the save op
+    (:func:`~ckpt_tools.saved_keys.renamed_collections`); export keeps them raw so too
+    (:func:`~ckpt_tools.saved_keys.translated_pairs`; review-19-attack-r45 F6).
+
+    Returns:
+        their keys; empty without a ``.meta`` listing trainable variables."""
+    meta = getattr(ckpt, "meta", None)
+    if meta is None or getattr(ckpt, "objects", None) is not None \
+            or not meta.collections.get("trainable_variables"):
+        return frozenset()
+    from .saved_keys import renamed_keys  # builds on checkpoint
+
+    renamed = renamed_keys(ckpt)
+    listed = {"trainable_variables", "moving_average_variables"}
+    return frozenset(v.name for v in variables if v.role == R.WEIGHT and v.name in renamed
+                     and "variables" in v.collections and not listed & set(v.collections))
+
+
 def _under_a_variable(key: str, v, variables) -> bool:
     """Whether a stored variable of ``v``'s dtype and shape prefixes ``key`` (``<var>/...``):
     the layout of an optimizer's slot or an EMA's shadow, whatever its name."""

@@ -18,7 +18,7 @@ from .formats._io import gc_paused
 from .formats._record import replace
 from .formats.bundle import data_path
 from .formats.objgraph import has_swappable_averages
-from .frozen_meta import listed_frozen
+from .frozen_meta import listed_frozen, renamed_frozen
 from .listing_record import Listing
 from .lone_named import unmarked_lone_averages
 from .raw_reasons import expected_raw
@@ -145,7 +145,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     ckpt = ckpt.with_meta((decide or {}).get("use_meta", True))
     everything = ckpt.variables_unwarned()
     everything, unproven = _decided(ckpt, everything, decide or {})
-    meta_frozen = listed_frozen(ckpt, everything)
+    meta_frozen = listed_frozen(ckpt, everything) | renamed_frozen(ckpt, everything)
     if meta_frozen:  # model weights, as export writes them (raw): no shadow expected
         everything = [replace(v, role="weight") if v.name in meta_frozen else v
                       for v in everything]

@@ -256,9 +256,10 @@ def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     kept from Python (``Variable.load()``) beside an EMA over ``w1``, another object's
     ``apply()`` of ``w0`` or no EMA at all (review-18-attack-r41 F1, review-19-attack-r45 F1,
     F4; the map refuses it naming ``--no-meta`` and ``--allow-missing``:
-    ``ema_sources.unwritten_sources``).
-    A weight the graph neither trains nor averages is left to the map's refusal of a ``.meta``
-    from another graph (``ema_refusals.contradiction_message``), which ``list`` shows open."""
+    ``ema_sources.unwritten_sources``); so is the graph's own key of a weight it neither trains
+    nor averages (frozen, or trained by hand) where an op of it trains a variable (r45 F8).
+    Elsewhere such a weight is left to the map's refusal of a ``.meta`` from another graph
+    (``ema_refusals.contradiction_message``), which ``list`` shows open."""
     trained = set(meta.keys_in("trainable_variables")) if meta is not None else set()
     named = [k for k, ri in roles.items() if ri.role == EMA and ri.ema_style == "tf1"
              and (ri.ema_of or ri.candidates) and k not in trained]  # trained: a weight
@@ -278,7 +279,8 @@ def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     # W averaged by an apply() of the key's own name: that object's (another object's is not)
     named_by = {(key(v), scope) for v, scope in ops.averages.values()}  # whole name: r46 F2
     written |= {k for k in named if k not in kept and roles[k].ema_of in own
-                and roles[k].ema_of in paired and (applies or roles[k].ema_of in trains)
+                and (roles[k].ema_of in paired and (applies or roles[k].ema_of in trains)
+                     or roles[k].ema_of not in paired and bool(trains) and k in own)
                 and not averaged_under(roles[k].ema_of, k, named_by)}
     return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) if k in slots else RoleInfo(OTHER)
             for k in named if k in written}

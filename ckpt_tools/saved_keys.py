@@ -17,6 +17,7 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
+from .errors import CheckpointError
 from .save_op import graph_named, written_sources
 
 PART = re.compile(r"/part_\d+(?=/|$)")
@@ -62,6 +63,26 @@ def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
             out[key] = held
         return out
     return ckpt.memo("saved_keys_renamed", renamed)
+
+
+def renamed_collections(ckpt: Checkpoint, colls: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The ``.meta``'s collections of the keys a ``Saver(var_list=dict)`` renamed
+    (``{"net/" + v.op.name: v}``), read through its save op: stored key -> the collections
+    of the graph variable saved under it (``colls``: ``meta.collections_by_key()``), for
+    what ``ckpt list`` shows and what it expects a shadow of (review-19-attack-r45 F6). The
+    save op is read only where some stored key is no key of the graph's collections.
+
+    Returns:
+        `dict[str, list[str]]`; empty without a ``.meta`` or a renaming save op.
+    """
+    if ckpt.meta is None or ckpt.objects is not None or all(k in colls for k in ckpt.entries()):
+        return {}
+    try:
+        renamed = renamed_keys(ckpt)
+    except (OSError, CheckpointError):  # what is shown only: the commands that pair say why
+        return {}
+    return {k: colls[h] for k, h in renamed.items() if h is not None and h in colls
+            and k not in colls}
 
 
 def stripped_prefix(renamed: dict[str, str | None]) -> str | None:
@@ -224,7 +245,17 @@ def translated_pairs(ckpt: Checkpoint, variables,
         return None  # several EMA names, or a key not named as an average holds one
     pairs = [(shadow_of.get(k, k), k) for k, v in variables.items()
              if v.role not in (R.EMA, R.EMA_DEBIAS) and k != "_CHECKPOINTABLE_OBJECT_GRAPH"]
-    missing = [k for k, v in variables.items() if v.role == R.WEIGHT and k not in shadow_of]
+    # the .meta's collections read through the save op, as from_meta reads them for a plain
+    # Saver: a graph variable in neither trainable_variables nor moving_average_variables
+    # (frozen) has no shadow to expect; it was asked for one (review-19-attack-r45 F6)
+    meta = ckpt.meta
+    frozen: set[str] = set()
+    if meta is not None and meta.collections.get("trainable_variables"):
+        listed = {*meta.keys_in("trainable_variables"),
+                  *meta.keys_in("moving_average_variables")}
+        frozen = set(meta.keys_in("variables")) - listed
+    missing = [k for k, v in variables.items() if v.role == R.WEIGHT and k not in shadow_of
+               and held[k] not in frozen]
     return pairs, missing, []
 
 

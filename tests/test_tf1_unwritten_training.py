@@ -9,8 +9,11 @@ exported as ``w0``'s average, exit 0 under ``--strict``, where another EMA objec
 graph is a two-tag SavedModel whose ``apply()`` sits in a v2 ``tf.cond`` (F3), the graph runs
 no ``apply()`` at all (F4) or the ``.meta`` is another graph's, lacking the key (F5). Now:
 exit 6 naming ``--no-meta`` and ``--allow-missing``; ``--allow-missing`` keeps ``w0`` raw.
-Legit graphs (apply() over every weight, a renamed Saver of them, an eval graph's ``.meta``
-from ``variables_to_restore()``, two objects stated by name) keep exporting the averages.
+So with ``w0`` not trainable, trained by hand (``w0.assign_sub``): the contradiction refusal
+offered ``--no-meta`` alone (the moment as the average) and refused ``--allow-missing`` (F8).
+Legit graphs (apply() over every weight, a renamed Saver of them beside a frozen ``w9/keep``
+it once asked a shadow of (F6), an eval graph's ``.meta`` from ``variables_to_restore()``,
+two objects stated by name) keep exporting the averages.
 
 Made by real TensorFlow in a subprocess; truth from the session at save time.
 """
@@ -26,6 +29,7 @@ from helpers_tf1 import run_tf1_script
 
 import ckpt_tools
 from ckpt_tools.errors import EmaError
+from ckpt_tools.listing import list_variables
 
 SCRIPT = r'''
 import shutil
@@ -33,8 +37,8 @@ import shutil
 E = "ExponentialMovingAverage"
 
 
-def base():
-    w0 = tf1.get_variable("w0", initializer=tf.ones([4, 2]))
+def base(trainable=True):
+    w0 = tf1.get_variable("w0", initializer=tf.ones([4, 2]), trainable=trainable)
     w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
     loss = tf.reduce_sum(tf.square(w0 - 1.5)) + tf.reduce_sum(tf.square(w1 + 2.0))
     return w0, w1, loss
@@ -50,13 +54,17 @@ def moment(name="w0/" + E, shape=(4, 2)):
 def build(kind, where):
     """One graph: trains w0, w1 (GD); kind says what averages and what keeps w0/EMA."""
     os.makedirs(where, exist_ok=True)
-    w0, w1, loss = base()
-    legit = kind in ("legit", "legit_renamed", "twolegit")
+    w0, w1, loss = base(trainable=kind != "nttrained")
+    legit = kind in ("legit", "legit_renamed", "twolegit", "taken_after")
     mom = None if legit else moment()
+    if kind == "legit_renamed":  # frozen: no shadow to expect (F6)
+        moment("w9/keep")
     ph = tf1.placeholder(tf.float32, [4, 2])
     setm = mom.assign(ph) if kind == "renamed_ph" else None  # a writer in the graph
     g0 = tf.gradients(loss, [w0])[0]
     train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    if kind == "nttrained":  # w0 in no collection but global, trained by hand (F8)
+        train = tf.group(train, w0.assign_sub(0.1 * g0))
     ema = tf1.train.ExponentialMovingAverage(0.9)
     fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
     with tf.control_dependencies([train]):
@@ -79,6 +87,8 @@ def build(kind, where):
             upd = ema.apply([w0, w1])
         else:
             upd = ema.apply([w1])
+    if kind == "taken_after":  # made after apply(): TF names it w0/ExponentialMovingAverage_1
+        mom = tf1.Variable(tf.zeros([4, 2]), trainable=False, name="w0/" + E)
     renamed = kind in ("renamed", "renamed_ph", "legit_renamed")
     saver = tf1.train.Saver({"net/" + v.op.name: v for v in tf1.global_variables()}
                             if renamed else None)
@@ -92,7 +102,7 @@ def build(kind, where):
             m = 0.9 * m + 0.1 * g
             if kind == "renamed_ph":
                 s.run(setm, {ph: m})
-            elif not legit:
+            elif mom is not None:
                 mom.load(m, s)
         for v in (w0, w1):
             if ema.average(v) is not None:
@@ -137,7 +147,7 @@ with tf.Graph().as_default():
 '''
 
 KINDS = ("twoema", "scoped", "noapply", "renamed", "renamed_ph", "sm2cond", "onlyw0", "legit",
-         "legit_renamed", "twolegit", "slashname")
+         "legit_renamed", "twolegit", "slashname", "nttrained", "taken_after")
 KEY = "w0/ExponentialMovingAverage"
 
 # refused: (folder, options stating the EMA name, the prefix of a renamed Saver's keys)
@@ -152,6 +162,9 @@ REFUSED = {
     # review-19-attack-r46 F2: the object named 'fast/ExponentialMovingAverage' averages w0;
     # its last name part proved nothing of the hand-kept w0/ExponentialMovingAverage
     "r46_F2": ("slashname", ["--ema-name", "ExponentialMovingAverage"], ""),
+    # w0 neither trainable nor averaged, trained by hand: was the contradiction refusal's,
+    # --no-meta only, --allow-missing refused (review-19-attack-r45 F8)
+    "F8": ("nttrained", [], ""),
 }
 
 
@@ -216,6 +229,9 @@ def test_a_training_graph_without_apply_lists_the_key_as_no_average(made):
     ("evalmeta", [], "", "ema"),
     ("twolegit", ["--ema-name", "fast"], "", "fast"),
     ("twolegit", ["--ema-name", "ExponentialMovingAverage"], "", "ema"),
+    # a hand variable named like w0's average after apply() (TF: ..._1): r45 F7
+    ("taken_after", [], "", "ema"),
+    ("taken_after", ["--ema-name", "ExponentialMovingAverage"], "", "ema"),
 ])
 def test_legit_graphs_keep_exporting_the_averages(made, folder, stated, prefix, average,
                                                   tmp_path):
@@ -225,3 +241,18 @@ def test_legit_graphs_keep_exporting_the_averages(made, folder, stated, prefix, 
     for w in ("w0", "w1"):
         assert got[prefix + w].tobytes() == truth[f"{average}:{w}"].tobytes(), w
         assert got[prefix + w].tobytes() != truth[f"raw:{w}"].tobytes(), w
+    if folder == "legit_renamed":  # frozen, kept raw (F6)
+        assert got["net/w9/keep"].tobytes() == truth["raw:w9/keep"].tobytes()
+
+
+def test_a_renamed_savers_keys_list_the_graphs_collections(made):
+    """review-19-attack-r45 F6: the .meta's collections through the save op; the frozen
+    net/w9/keep expects no shadow."""
+    code, text, err = run_cli(["list", str(made / "legit_renamed"), "--json"])
+    assert code == 0, err
+    doc = json.loads(text)
+    colls = {v["name"]: set(v["collections"]) for v in doc["variables"]}
+    assert {"trainable_variables", "moving_average_variables"} <= colls["net/w0"], colls
+    assert colls["net/w9/keep"] == {"variables"}, colls
+    listing = list_variables(str(made / "legit_renamed"))
+    assert "net/w9/keep" in listing.frozen and listing.expected == listing.with_shadow == 2
