@@ -351,7 +351,8 @@ def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str 
         for sub, tslice, key in parts:
             path = data_path(reader.prefix, sub.shard_id, reader.num_shards)
             writer.add_stream(key, sub.dtype, sub.shape, path, sub.offset, sub.stored_bytes,
-                              sub.crc32c, slice_of=tslice, verify=verify, progress=progress)
+                              sub.crc32c, slice_of=tslice, verify=verify, progress=progress,
+                              source=src)
             total += sub.stored_bytes
         return total
     array = ckpt.tensor(src)

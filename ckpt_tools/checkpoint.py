@@ -377,7 +377,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             file, a V1 checkpoint file or shard, a SavedModel (or TF Serving model) directory
             or its ``saved_model.pb``, or a Keras ``.keras``/``.h5`` file.
         verify (`bool`, *optional*, defaults to `True`): check CRC32C of index blocks and of each
-            tensor read.
+            tensor read (a ``.keras`` archive: its weights member's zip CRC-32, before the
+            first value is read).
         meta (`bool`, *optional*, defaults to `True`): read the ``.meta`` graph beside the
             checkpoint, when there is one, for collection membership.
         use_ema (`bool`, *optional*): Keras files only: state whether the optimizer ran with

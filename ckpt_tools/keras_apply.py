@@ -137,6 +137,8 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
     with open_checkpoint(path, use_ema=use_ema, not_swapped=not_swapped,
                          fit_order=fit_order, optimizer=optimizer) as ckpt:
         layout = keras_layout(ckpt)
+        # a damaged archive: exit 4 here, not Keras' BadZipFile from load_weights below
+        ckpt.reader.check_member()
         stated = trainable is not None
         if stated and layout.kind == "legacy":
             # the names pair the copies; a statement is checked against them

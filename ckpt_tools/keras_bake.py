@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import shutil
 import zipfile
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from .checkpoint import Checkpoint
-from .errors import EmaError, OptionError, OutputError
+from .errors import CorruptCheckpointError, EmaError, OptionError, OutputError
 from .formats._io import remove_quietly
 from .formats._write import (
     Inputs,
@@ -39,6 +40,9 @@ from .restored_mark import mark_averages, refuse_restored
 
 KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")
 _WEIGHTS_MEMBER = "model.weights.h5"
+# What zipfile raises reading a damaged member (a CRC-32 mismatch, bad deflate data, a short
+# member); never raised by writing, so a disk error stays an OS error.
+_ZIP_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError)
 
 
 @dataclass(frozen=True)
@@ -196,11 +200,14 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
             ``strict``, rests on an assumption).
         OutputError: the output exists, is the input or in its directory, is not a regular
             file, or cannot be written there.
+        CorruptCheckpointError: a ``.keras`` archive's member fails its CRC-32 (or cannot be
+            read); nothing is left behind.
         WriteError: an OS error while writing (disk full…); nothing is left behind.
     """
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None:
         raise EmaError(f"{ckpt.path}: not a Keras weight file")
+    ckpt.reader.check_member()  # a damaged archive is exit 4 before any question on pairing
     refuse_restored(ckpt)  # restore-ema's own output: its weights are the averages (r40 F5)
     require_keras_pairing(ckpt)
     assumed = keras_assumptions(ckpt)
@@ -211,10 +218,13 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
     inputs = check_keras_output(ckpt, out_path, overwrite)
     replaced = {weight: avg for avg, weight in layout.averages.items() if weight is not None}
     with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
-        if ckpt.format == "keras" and out_path.endswith(".weights.h5"):
-            nbytes = _write_member(ckpt, replaced, tmp, out_path, mark)
-        elif ckpt.format == "keras":
-            nbytes = _write_archive(ckpt, replaced, tmp, out_path, mark)
+        if ckpt.format == "keras":
+            try:
+                nbytes = (_write_member if out_path.endswith(".weights.h5") else
+                          _write_archive)(ckpt, replaced, tmp, out_path, mark)
+            except _ZIP_READ_ERRORS as exc:  # another member (an asset) fails its CRC-32
+                raise CorruptCheckpointError(f"cannot read the archive: {exc}",
+                                             path=ckpt.path) from None
         elif _model_dir(ckpt) is not None and out_path.endswith(".keras"):
             nbytes = _write_dir_archive(ckpt, replaced, tmp, out_path, mark)
         else:

@@ -59,10 +59,11 @@ class VerifyReport:
     Attributes:
         path: the checkpoint prefix (V2) or file (V1, Keras HDF5 / ``.keras``).
         format: ``"v2"``, ``"v1"``, ``"h5"`` or ``"keras"`` (the last three have no
-            per-tensor checksums: every value is decoded instead).
+            per-tensor checksums: every value is decoded instead; a ``.keras`` archive's
+            weights member is checked against its zip CRC-32 first).
         files: files examined.
         tensors: stored tensors (or slices) whose data was checked.
-        bytes: bytes of tensor data checksummed.
+        bytes: bytes of tensor data checksummed (for ``.keras``: of the weights member).
         problems: everything found wrong, in file order.
         unreferenced: data file -> bytes that no index entry points at (informational;
             TensorFlow never leaves gaps, so a non-zero value hints at a foreign writer).
@@ -129,7 +130,7 @@ def verify(target: str | os.PathLike | Checkpoint, *,
     report = VerifyReport(path=loc.prefix, format=loc.format)
     if loc.format == "v2":
         verify_v2(loc.prefix, report, progress)
-    elif loc.format != "v1":  # Keras HDF5 / .keras: no checksums, decode every value
+    elif loc.format != "v1":  # Keras: the archive member's CRC-32 (.keras), then every value
         _read_all(loc, report, progress)
     else:
         _verify_v1(loc, report, progress)
@@ -148,7 +149,7 @@ def verify(target: str | os.PathLike | Checkpoint, *,
     return report
 
 
-# -- V1 and formats without checksums ------------------------------------------------------
+# -- V1 and Keras: no per-tensor checksums ---------------------------------------------------
 def _verify_v1(loc: Location, report: VerifyReport, progress: ProgressFn | None) -> None:
     for path in shard_files(loc.prefix):  # every shard of a sharded V1 checkpoint
         report.files.append(path)
@@ -163,7 +164,9 @@ def _verify_v1(loc: Location, report: VerifyReport, progress: ProgressFn | None)
 
 
 def _read_all(loc: Location, report: VerifyReport, progress: ProgressFn | None) -> None:
-    """Decodes every tensor (V1 and HDF5 store no per-tensor checksums)."""
+    """Decodes every tensor (V1 and HDF5 store no per-tensor checksums), after checking a
+    ``.keras`` archive's weights member against its zip CRC-32: a mismatch is one problem,
+    which every value of the member would repeat."""
     if not report.files:
         report.files.append(loc.prefix)
     try:
@@ -175,6 +178,12 @@ def _read_all(loc: Location, report: VerifyReport, progress: ProgressFn | None) 
         if loc.format == "keras" and ckpt.reader.config is None:
             # Keras refuses such an archive; the weights themselves are read as stored.
             report.add(loc.prefix, None, "no config.json in the archive: Keras cannot load it")
+        if loc.format in ("h5", "keras"):
+            try:
+                report.bytes += ckpt.reader.check_member()
+            except CheckpointError as exc:
+                report.add_error(exc, loc.prefix)
+                return
         names = ckpt.keys()
         for i, name in enumerate(names):
             try:

@@ -453,3 +453,28 @@ def start_paused_writer(argv: list[str], flag: Path, tmpdir: Path, *, wrap: tupl
         assert time.monotonic() < deadline
         time.sleep(0.05)
     return proc
+
+
+def flip_in_keras_member(src: Path, dst: Path, key: str) -> bytes:
+    """Writes ``dst``: the ``.keras`` archive ``src`` with one bit flipped in the stored bytes
+    of dataset ``key`` inside its (uncompressed, as Keras writes it) ``model.weights.h5``, the
+    zip directory's CRC-32 left as it was; returns the damaged member's bytes (which zipfile
+    refuses to return)."""
+    import io
+    import struct
+    import zipfile
+
+    import h5py
+
+    with zipfile.ZipFile(src) as z:
+        info = z.getinfo("model.weights.h5")
+        assert info.compress_type == zipfile.ZIP_STORED
+        with h5py.File(io.BytesIO(z.read(info)), "r") as f:
+            offset = f[key].id.get_offset()
+    raw = bytearray(Path(src).read_bytes())
+    name_len, extra_len = struct.unpack("<HH", raw[info.header_offset + 26:
+                                                   info.header_offset + 30])
+    start = info.header_offset + 30 + name_len + extra_len
+    raw[start + offset + 1] ^= 0x40
+    Path(dst).write_bytes(bytes(raw))
+    return bytes(raw[start : start + info.file_size])

@@ -95,6 +95,28 @@ def test_refuses_to_write_into_the_input_directory(fixture_copy):
     assert _digest(d) == before
 
 
+def test_a_corrupt_average_is_named_as_export_names_it(fixture_copy, tmp_path):
+    """restore-ema's checksum error names the key whose bytes failed (the average it copies,
+    not the variable it writes) with both CRCs, the line export gives (review-20-user-u22 F1)."""
+    from helpers import one_line_error
+
+    d = fixture_copy("linear_v2")  # TF wrote it: W, b and their ExponentialMovingAverage
+    with open_checkpoint(d) as ckpt:
+        at = ckpt.entry("W/ExponentialMovingAverage").offset
+    data = d / "model.ckpt.data-00000-of-00001"
+    raw = bytearray(data.read_bytes())
+    raw[at] ^= 0x10
+    data.write_bytes(bytes(raw))
+    said = []
+    for command, out in (("restore-ema", tmp_path / "o"), ("export", tmp_path / "x.npz")):
+        result = runner.invoke(app, [command, str(d), "--out", str(out)])
+        one_line_error(result, 4, "tensor 'W/ExponentialMovingAverage' (stored 0x",
+                       ", computed 0x", "the data file is corrupt")
+        said.append(result.stderr)
+        assert not out.exists()
+    assert said[0] == said[1]
+
+
 def test_refuses_to_overwrite_unless_forced(tmp_path):
     out = tmp_path / "o"
     bake_ema(FIXTURES / "linear_v2", out)

@@ -168,6 +168,26 @@ def test_eval_reads_restore_ema_format_h5(saved):
     assert r.exit_code == 6 and "ckpt eval --no-use-ema" in r.stderr, r.output
 
 
+def test_a_damaged_keras_archive_is_exit_4_in_eval_and_restore_ema(saved, tmp_path):
+    """One bit of an EMA copy flipped in the stored model.weights.h5, its zip CRC-32 kept:
+    Keras' load_weights raises BadZipFile, which eval says as exit 4 naming the file, and
+    restore-ema refuses it so too, never an internal error (review-20-user-u22 F6)."""
+    from helpers import flip_in_keras_member, one_line_error
+
+    from ckpt_tools import open_checkpoint
+
+    out, _, _ = saved
+    with open_checkpoint(out / "m.keras", not_swapped=True) as ckpt:
+        key = next(v.name for v in ckpt.variables() if v.role == "ema")
+    bad = tmp_path / "bad.keras"
+    flip_in_keras_member(out / "m.keras", bad, key)
+    for args in (["eval", bad, "--num-examples", NUM, "--not-swapped"],
+                 ["eval", bad, "--num-examples", NUM, "--no-use-ema"],
+                 ["restore-ema", bad, "--not-swapped", "--out", tmp_path / "o" / "m.keras"]):
+        one_line_error(_ckpt(*args), 4, str(bad), "CRC-32", "model.weights.h5")
+    assert not (tmp_path / "o").exists()
+
+
 def test_eval_of_a_file_that_is_no_checkpoint_is_exit_4(tmp_path):
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"not a checkpoint at all")

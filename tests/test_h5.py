@@ -413,6 +413,65 @@ def test_recompressed_keras_archive_reads_the_same(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["z.keras"]  # nothing extracted
 
 
+def test_a_flipped_bit_in_a_stored_keras_member_is_exit_4_everywhere(ema_expected, tmp_path):
+    """Keras stores model.weights.h5 uncompressed and this reader maps it in place: the zip's
+    CRC-32 is what tells a flipped bit, as Keras' load_model (zipfile) refuses it. Every reader
+    of values refuses the damaged copy, exit 4, one line naming file and member; the intact
+    archive stays exit 0 and bit-exact (review-20-user-u22 F5, F6)."""
+    import io
+    import zipfile
+
+    from helpers import flip_in_keras_member, run_cli
+
+    _, arrays = ema_expected
+    src = tmp_path / "ok.keras"
+    src.write_bytes((EMA_DIR / "model.keras").read_bytes())
+    with open_checkpoint(src) as ckpt:  # the EMA copy of hidden/kernel, as Keras named it
+        key = next(v.name for v in ckpt.variables() if v.path == "sgd/hidden_kernel_average")
+        weight = next(v.name for v in ckpt.variables() if v.path == "hidden/kernel")
+    bad = tmp_path / "bad ü.keras"
+    damaged = flip_in_keras_member(src, bad, key)
+    truth = arrays["model:ema/hidden/kernel"]  # Keras' average at save time
+    with zipfile.ZipFile(bad) as z, pytest.raises(zipfile.BadZipFile, match="CRC-32"):
+        z.read("model.weights.h5")  # what Keras' load_model runs into
+    with h5py.File(io.BytesIO(damaged), "r") as f:
+        assert not _same(f[key][()], truth)  # read unchecked, the average is wrong
+    member = "model.weights.h5: CRC-32 mismatch"
+    code, out, err = run_cli(["verify", str(bad)])
+    assert code == 4 and out.count(member) == 1 and str(bad) in out, (out, err)
+    code, out, err = run_cli(["verify", "--json", str(bad)])
+    doc = json.loads(out)
+    assert code == 4 and not doc["ok"] and len(doc["problems"]) == 1, out
+    outs = tmp_path / "out"
+    for args in (["export", bad, "--not-swapped", "--out", outs / "x.npz"],
+                 ["export", bad, "--not-swapped", "--json", "--out", outs / "x.safetensors"],
+                 ["restore-ema", bad, "--not-swapped", "--out", outs / "m.keras"],
+                 ["restore-ema", bad, "--not-swapped", "--out", outs / "m.weights.h5"],
+                 ["restore-ema", bad, "--not-swapped", "--format", "h5", "--out",
+                  outs / "m.h5"],
+                 ["show", bad, key], ["diff", bad, src], ["diff", "--ema", bad, "--not-swapped"],
+                 ["list", bad, "--not-swapped"], ["stats", bad, "--not-swapped"]):
+        code, out, err = run_cli([str(a) for a in args])
+        lines = [line for line in err.splitlines() if line.startswith("error:")]
+        assert code == 4 and len(lines) == 1, (args, code, out, err)
+        assert str(bad) in lines[0] and member in lines[0], (args, lines)
+        assert not outs.exists() or not any(outs.iterdir()), args  # nothing left behind
+    with pytest.raises(CorruptCheckpointError, match=member):
+        keras_ema_values(bad, not_swapped=True)
+    # the intact archive: the member's CRC-32 checked, the averages Keras' own
+    code, out, err = run_cli(["verify", "--json", str(src)])
+    with zipfile.ZipFile(src) as z:
+        size = z.getinfo("model.weights.h5").file_size
+    assert code == 0 and json.loads(out)["bytes"] == size, (out, err)
+    values = keras_ema_values(src, not_swapped=True)  # weight key -> its average
+    assert _same(values[weight], truth)
+    code, out, err = run_cli(["export", str(src), "--not-swapped", "--out",
+                              str(tmp_path / "ok.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "ok.npz") as npz:
+        assert _same(npz["hidden/kernel"], truth)
+
+
 # -- the Keras use_ema style through map, restore-ema and export ------------------------------
 @pytest.mark.parametrize("name,case", [("model.keras", "model"), ("adam.keras", "adam")])
 def test_keras_averages_through_map_restore_ema_and_export(name, case, ema_expected, tmp_path):

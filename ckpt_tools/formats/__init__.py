@@ -45,7 +45,7 @@ def _v1(path: str, verify: bool) -> Reader:
 def _keras(path: str, verify: bool) -> Reader:
     from .keras.h5 import H5Reader  # h5py is imported only when a Keras file is opened
 
-    return H5Reader(path)
+    return H5Reader(path, verify=verify)
 
 
 # Format name (as :func:`ckpt_tools.locate.locate` reports it) -> reader factory.

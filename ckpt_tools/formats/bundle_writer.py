@@ -170,8 +170,10 @@ class BundleWriter(SourceCopies):
 
     def add_stream(self, name: str, dtype: int, shape, src_path: str, offset: int, size: int,
                    crc32c: int | None, *, slice_of: TensorSlice | None = None,
-                   verify: bool = True, progress=None) -> None:
+                   verify: bool = True, progress=None, source: str | None = None) -> None:
         """Copies ``size`` bytes of ``src_path`` from ``offset`` in chunks (bounded memory).
+        ``source`` is the key those bytes are stored under in ``src_path`` (``name`` where
+        not given): the one a checksum error names, as ``ckpt verify`` does.
 
         Raises:
             CorruptCheckpointError: if ``verify`` and the bytes fail the stored CRC.
@@ -189,8 +191,11 @@ class BundleWriter(SourceCopies):
                                       progress)
         actual = crc.mask(running)
         if verify and crc32c is not None and actual != crc32c:
-            raise CorruptCheckpointError(f"checksum mismatch for tensor {name!r}",
-                                         path=src_path, offset=offset)
+            # the key read, not the one written (another variable's, for an average)
+            raise CorruptCheckpointError(
+                f"checksum mismatch for tensor {source or name!r} (stored 0x{crc32c:08x}, "
+                f"computed 0x{actual:08x}): the data file is corrupt", path=src_path,
+                offset=offset)
         self._entry(key, dtype, shape, size, crc32c if crc32c is not None else actual)
 
     def _sync_behind(self, nbytes: int) -> None:

@@ -21,6 +21,8 @@ import contextlib
 import functools
 import os
 import warnings
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
@@ -342,7 +344,8 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
         loop_order: ``apply_keras_ema(loop_order=)``: ``trainable`` is a custom loop's order.
 
     Raises:
-        TrainError: the file does not match the model, or holds no optimizer averages.
+        TrainError: the file does not match the model, or holds no optimizer averages
+            (NotCheckpointError: a damaged ``.keras`` archive).
     """
     try:
         # Keras warns for each layer it skips before it raises on one it cannot fill: held
@@ -360,6 +363,8 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
             f"'ckpt train' builds); Keras: {cause_line(exc)}") from None
     except OSError as exc:
         raise TrainError(f"{path}: {first_line(exc)}") from None
+    except (zipfile.BadZipFile, zlib.error) as exc:  # a member fails its CRC-32: exit 4
+        raise NotCheckpointError(f"{path}: {first_line(exc)}: the archive is corrupt") from None
     if use_ema:
         # The file's optimizer averages, paired with the trainable variables by the toolkit.
         try:

@@ -46,6 +46,8 @@ import glob
 import os
 import time
 import warnings
+import zipfile
+import zlib
 
 import keras
 import numpy as np
@@ -55,6 +57,7 @@ from .. import run_record
 from . import data as data_lib
 from .common import (
     NaNLossError,
+    NotCheckpointError,
     TrainConfig,
     TrainError,
     TrainResult,
@@ -261,6 +264,9 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
             net.load_weights(latest)
         except (ValueError, OSError) as exc:
             raise TrainError(f"cannot resume from {latest}: {first_line(exc)}") from None
+        except (zipfile.BadZipFile, zlib.error) as exc:  # a damaged .keras: exit 4
+            raise NotCheckpointError(f"cannot resume from {latest}: {first_line(exc)}: the "
+                                     "archive is corrupt") from None
     start = int(net.optimizer.iterations.numpy())
     if start >= cfg.max_steps:
         return TrainResult(latest, start, 0, None, 0.0, replicas)

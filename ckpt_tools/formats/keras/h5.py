@@ -51,6 +51,7 @@ from .h5_files import (
     ZIP_ERRORS,
     ZIP_SIGNATURE,
     Window,
+    check_stored_crc,
     json_attr,
     model_dir_of,
     parse_json_object,
@@ -66,6 +67,9 @@ class H5Reader:
 
     Args:
         path (`str`): a ``.h5``/``.weights.h5`` HDF5 file or a ``.keras`` archive.
+        verify (`bool`, *optional*, defaults to `True`): check a ``.keras`` archive's weights
+            member against its zip CRC-32 before the first value is read
+            (:meth:`check_member`); a bare HDF5 file records no checksum.
 
     Attributes:
         format: ``"h5"`` or ``"keras"``.
@@ -80,7 +84,8 @@ class H5Reader:
 
     Raises:
         CheckpointNotFoundError: if the file does not exist.
-        CorruptCheckpointError: if it is not a readable HDF5 file or zip archive.
+        CorruptCheckpointError: if it is not a readable HDF5 file or zip archive (or its
+            weights member fails its CRC-32 where they cannot be parsed).
         UnsupportedFormatError: if it holds no Keras weights (or keeps them in ``.npz``).
 
     Example:
@@ -89,10 +94,15 @@ class H5Reader:
         (4, 8)
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, *, verify: bool = True):
         import h5py  # deferred: only Keras files need it
 
-
+        self._verify = verify
+        # A stored member's (start, size, zip CRC-32) in the archive's mapping, checked once
+        # before its first value is read; then _checked holds the bytes checked, or the
+        # message every later read raises again.
+        self._stored_crc: tuple[int, int, int] | None = None
+        self._checked: int | str | None = None
         self.prefix = self.path = path
         self.config: dict | None = None
         self._owner_names: dict[str, str] = {}
@@ -111,7 +121,10 @@ class H5Reader:
             source = self._open_archive() if self.format == "keras" else path
             self._h5 = h5py.File(source, "r")
         except OSError as exc:
-            self.close()
+            try:
+                self._blame_crc()
+            finally:
+                self.close()
             raise CorruptCheckpointError(f"cannot read HDF5 data: {exc}", path=path) from None
         except BaseException:
             self.close()
@@ -132,6 +145,7 @@ class H5Reader:
                     self.config, self.metadata = read_model_dir(self.model_dir)
             except (OSError, RuntimeError, KeyError, UnicodeDecodeError) as exc:
                 # h5py's errors for damaged metadata (visititems, attributes, object headers)
+                self._blame_crc()
                 raise CorruptCheckpointError(f"cannot read HDF5 metadata: {exc}",
                                              path=path) from exc
             self._scanned = entries
@@ -255,6 +269,7 @@ class H5Reader:
             self._end = self._base + info.file_size
             view = memoryview(self._buf)[self._base : self._end]
             self._fileobj = Window(view)
+            self._stored_crc = (self._base, info.file_size, info.CRC)
         else:  # a re-zipped archive: decompress the member into memory (never to disk)
             try:
                 data = self._member(WEIGHTS_MEMBER)
@@ -263,6 +278,7 @@ class H5Reader:
                                              path=self.path) from None
             self._archive = self._buf
             self._buf, self._base, self._end = data, 0, len(data)
+            self._checked = len(data)  # zipfile checked its CRC-32 reading it to the end
             self._fileobj = io.BytesIO(self._buf)
         return self._fileobj
 
@@ -288,6 +304,36 @@ class H5Reader:
                                          path=self.path)
         return data
 
+    def check_member(self) -> int:
+        """Checks a ``.keras`` archive's ``model.weights.h5`` against the CRC-32 its zip
+        directory records, once (memoised): Keras stores it uncompressed and this reader maps
+        its bytes in place, so nothing else would notice a flipped bit that ``load_model``
+        refuses. Every value read (:meth:`read`, and the layout's own reads) checks it first;
+        reading metadata only (``ckpt list`` of a file whose layout needs no value) does not
+        pay the one pass over the member.
+
+        Returns:
+            the bytes the CRC-32 covered (0 for a bare HDF5 file, which records no checksum,
+            or a stored member read with ``verify=False``).
+
+        Raises:
+            CorruptCheckpointError: naming the file and the member, on a mismatch (again on
+                every later call).
+        """
+        if self._checked is None and self._stored_crc is not None and self._verify:
+            try:
+                self._checked = check_stored_crc(self._buf, *self._stored_crc, WEIGHTS_MEMBER)
+            except CorruptCheckpointError as exc:
+                self._checked = str(exc)
+        if isinstance(self._checked, str):  # a new error each time: callers append to one
+            raise CorruptCheckpointError(self._checked, path=self.path)
+        return self._checked or 0
+
+    def _blame_crc(self) -> None:
+        """Where h5py cannot parse a stored member: a CRC-32 mismatch is the cause to name."""
+        if self._verify and self._zip is not None:
+            self.check_member()
+
     def _legacy_config(self) -> dict | None:
         found = {k: json_attr(self._h5.attrs[k]) for k in ("model_config", "training_config")
                  if k in self._h5.attrs}
@@ -299,11 +345,14 @@ class H5Reader:
 
         Raises:
             KeyError: if ``name`` is not stored.
-            CorruptCheckpointError: if the data lies outside the file.
+            CorruptCheckpointError: if the data lies outside the file, or a ``.keras``
+                archive's weights member fails its CRC-32.
         """
         return self._read_entry(name, self.entries[name])
 
     def _read_entry(self, name: str, entry: TensorEntry) -> np.ndarray:
+        if self._verify:  # no value from a member whose bytes fail the archive's CRC-32
+            self.check_member()
         dt = (dtypes.numpy_dtype(entry.dtype) if np.dtype(entry.extra["npdtype"]).kind == "V"
               else np.dtype(entry.extra["npdtype"]))
         offset = entry.extra["file_offset"]

@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 
 from ...errors import CheckpointError, CorruptCheckpointError
-from .._io import is_url, open_binary
+from .._io import is_url, open_binary, release_pages
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
@@ -34,6 +34,7 @@ _MAX_JSON_DEPTH = 200  # Keras configs nest a few dozen levels; json itself fail
 # decompressed), a chunked HDF5 dataset relative to its stored bytes. Keras itself writes
 # neither compressed members nor compressed datasets, so honest files stay far below this.
 EXPAND_BASE, EXPAND_RATIO = 8 << 20, 16
+_CRC_CHUNK = 16 << 20  # CRC-32 of a stored member: one pass, a chunk of the mapping at a time
 
 
 def sniff(path: str) -> str | None:
@@ -94,6 +95,32 @@ class Window(io.RawIOBase):
         b[: len(chunk)] = chunk
         self._pos += len(chunk)
         return len(chunk)
+
+
+def check_stored_crc(mapping, start: int, size: int, stored: int, member: str) -> int:
+    """Checks the CRC-32 the zip directory records for a stored (uncompressed) member against
+    its bytes ``mapping[start:start + size]``, as ``zipfile`` does when it reads a member to
+    its end (and so Keras' ``load_model``): in one streaming pass, each chunk's pages dropped
+    from the process once summed, so resident memory stays at one chunk for any member size.
+
+    Returns:
+        the number of bytes checked (``size``).
+
+    Raises:
+        CorruptCheckpointError: naming ``member`` (the caller adds the file), on a mismatch.
+    """
+    crc = 0
+    with memoryview(mapping) as whole:
+        for at in range(start, start + size, _CRC_CHUNK):
+            n = min(_CRC_CHUNK, start + size - at)
+            with whole[at : at + n] as chunk:  # released: the map can close
+                crc = zlib.crc32(chunk, crc)
+            release_pages(mapping, at, n)
+    if crc != stored:
+        raise CorruptCheckpointError(
+            f"archive member {member}: CRC-32 mismatch (stored 0x{stored:08x}, computed "
+            f"0x{crc:08x}): the archive is corrupt")
+    return size
 
 
 def attr_list(group, name: str) -> list[str]:
