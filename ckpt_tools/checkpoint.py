@@ -116,7 +116,13 @@ class Checkpoint(StoredTensors):
         self.meta: MetaGraph | None = None
         self.meta_source: str | None = None  # the file the collections came from
         if meta and location.meta_path:
-            self.meta = read_meta_graph(location.meta_path)
+            try:
+                self.meta = read_meta_graph(location.meta_path)
+            except CorruptCheckpointError as e:  # name the way past it (review-20-user-u22 F8)
+                e.args = (f"{e}; the checkpoint's tensors do not need it: pass --no-meta "
+                          "(Python: use_meta=False; open_checkpoint: meta=False) to read "
+                          "them without it, pairing by key names",)
+                raise
         elif meta and location.saved_model:
             self.meta = read_saved_model(location.saved_model).collections_graph()
         if self.meta is not None:

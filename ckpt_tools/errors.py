@@ -142,13 +142,18 @@ class UnprovenPairingError(EmaError):
             ``--no-meta``, ``--use-ema/--no-use-ema``), or ``None`` when no option can.
         undecided: key -> candidate keys: a variable and the averages it may take, or an
             average and the variables it may belong to.
+        raw: keys named as averages that the file proves hold their variables' raw values
+            (a Saver of ``ema.variables_to_restore()``): no pairing is open for them, and
+            ``ckpt list`` says so rather than "the file does not prove the pairing".
     """
 
     def __init__(self, message: str, option: str | None = None,
-                 undecided: dict[str, tuple[str, ...]] | None = None):
+                 undecided: dict[str, tuple[str, ...]] | None = None,
+                 raw: tuple[str, ...] = ()):
         super().__init__(message)
         self.option = option
         self.undecided = dict(undecided or {})
+        self.raw = tuple(raw)
 
 
 class AmbiguousCheckpointError(CheckpointError):

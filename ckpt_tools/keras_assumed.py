@@ -127,12 +127,11 @@ def raw_warning(ckpt: Checkpoint) -> str:
     """
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None and not object_pairs(ckpt) and slot_pairs(ckpt):
-        return SLOT_RAW_WARNING  # an EMA optimizer's swap_weights() before the save
+        return SLOT_RAW_WARNING + _otherwise(ckpt)  # an EMA optimizer's swap_weights()
     if layout is None and saver_assumptions(ckpt):  # a .meta without a save op
         return ("exporting the keys as stored (--raw): right if a swapping Saver wrote the "
                 "checkpoint (its keys named as variables then hold the averages; its graph "
-                "file records no save op to show it); otherwise drop --raw to export the "
-                "averages")
+                "file records no save op to show it); " + _otherwise(ckpt))
     if layout is not None and layout.use_ema and not by_tf_keras(ckpt) \
             and weights_are_copies(ckpt, layout):  # u18 F3: the refusal's own --raw hint
         return ("exporting the file's own weights (--raw), not its EMA copies: every EMA copy "
@@ -143,9 +142,23 @@ def raw_warning(ckpt: Checkpoint) -> str:
             layout is None and object_pairs(ckpt):
         return ("exporting the file's own weights (--raw), not its EMA copies: right if "
                 "ModelCheckpoint saved it after SwapEMAWeights(swap_on_epoch=True) (its weights "
-                "are then the averages); otherwise drop --raw to export the averages")
+                "are then the averages); " + _otherwise(ckpt))
     return ("exporting RAW weights although the checkpoint has EMA shadows; the averaged "
             "weights usually evaluate better (drop --raw to export them)")
+
+
+def _otherwise(ckpt: Checkpoint) -> str:
+    """The way to the averages that ``--raw``'s warning names: dropping ``--raw`` where that
+    exports them, ``--not-swapped`` where the export without ``--raw`` is refused (the
+    ``not_swapped`` question, which :func:`refuse_assumed` never answers by default: dropping
+    ``--raw`` alone is exit 6 there; review-20-user-u22 F3).
+
+    Returns:
+        `str`: the advice, starting with ``otherwise``.
+    """
+    if any(a.name == "not_swapped" or a.refused for a in keras_assumptions(ckpt)):
+        return "otherwise pass --not-swapped instead of --raw to export the averages"
+    return "otherwise drop --raw to export the averages"
 
 
 def equal_groups(ckpt: Checkpoint) -> list[tuple[tuple, str, list[str]]]:

@@ -24,7 +24,7 @@ from .formats.keras.tf_keras import is_legacy, legacy_name
 from .formats.keras.tfk_stated_optimizer import refuse_unstated
 from .keras_assumed import keras_assumptions, refuse_assumed, warn_assumed
 from .keras_copies_equal import AFTER_FIT_HINT, weights_are_copies
-from .keras_layout_values import refuse_unproven_layout
+from .keras_layout_values import optimizer_needed, refuse_unproven_layout
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import refuse_twins
 from .keras_unstepped import refuse_unstepped
@@ -209,6 +209,7 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
         raise EmaError(
             f"{ckpt.path}: {what} cannot be paired with a model weight from the file alone "
             f"({shown_names(ckpt, why)})" + tail
+            + optimizer_needed(layout)  # the count decides it too: name both at once (u22 F7)
             + (AFTER_FIT_HINT if weights_are_copies(ckpt, layout) else ""))
     refuse_unstepped(ckpt)  # iteration 0: Keras' initial copies, no averages yet
     refuse_unproven_layout(ckpt)  # a bare .weights.h5: values prove the inferred layout

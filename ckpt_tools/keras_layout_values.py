@@ -53,6 +53,42 @@ def inferred(layout) -> bool:
             and (layout.optimizer_config is None or layout.stated_optimizer is not None))
 
 
+def count_unstated(layout) -> bool:
+    """Whether a bare file's count of optimizer variables fits its built-in's name only with
+    slots its default build does not make (SGD momentum, amsgrad, gradient accumulation), so
+    ``--optimizer`` must state the class and options whatever the values say (the first
+    refusal of :func:`unproven_layout`); decided by the count alone, so a refusal raised
+    before the values are read can name it too (review-20-user-u22 F7).
+
+    Returns:
+        `bool`: ``True`` where ``--optimizer`` is needed and not given.
+    """
+    from .formats.keras.optimizer_slots import candidates
+
+    return (inferred(layout) and layout.stated_optimizer is None and not layout.default_fit
+            and not layout.tf_keras and any(c[2] is not None for c in candidates(layout)))
+
+
+def optimizer_needed(layout) -> str:
+    """The ``--optimizer`` statement a refusal names beside another one it makes (``--trainable``)
+    where :func:`count_unstated`: one line, ``""`` where the count needs no statement.
+
+    Returns:
+        `str`: ``"; ..."`` naming the readings the count fits, or ``""``.
+    """
+    if not count_unstated(layout):
+        return ""
+    from .formats.keras.optimizer_slots import shown_name
+
+    said = " or ".join(f"--optimizer {r}" for r in layout.readings) \
+        or "--optimizer CLASS[:OPTIONS]"
+    python = f"optimizer=\"{layout.readings[0]}\"" if layout.readings else "optimizer="
+    return (f"; and state the optimizer too: the count of its variables fits "
+            f"{shown_name(layout.optimizer)} with use_ema=True only with slots its default build "
+            f"does not make, which a bare .weights.h5 does not record: {said} (Python: "
+            f"{python}), if it was that Keras built-in with exactly those options on")
+
+
 def unproven_layout(ckpt, averages: dict[str, str | None] | None = None) -> str | None:
     """Why the values do not prove the EMA copies are averages, or ``None`` where they do
     (or the layout is recorded). ``averages``: the copies (keys; a dict's weights are not
@@ -86,8 +122,7 @@ def _unproven(ckpt, layout, pairs: dict[str, str | None]) -> str | None:
     def spec(k):
         return tuple(entries[k].shape), entries[k].dtype
 
-    if (layout.stated_optimizer is None and not layout.default_fit and not layout.tf_keras
-            and any(c[2] is not None for c in candidates(layout))):
+    if count_unstated(layout):
         # A built-in's name, but its default layout with use_ema does not fit: the count
         # fits only with slots of an option the file does not record (SGD momentum, amsgrad,
         # gradient accumulation), or a custom class named like it with a slot of its own
@@ -209,4 +244,5 @@ def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) 
         option, {k: (v,) if v else () for k, v in (averages or layout.averages).items()})
 
 
-__all__ = ["inferred", "refuse_unproven_layout", "unproven_layout"]
+__all__ = ["count_unstated", "inferred", "optimizer_needed", "refuse_unproven_layout",
+           "unproven_layout"]

@@ -144,7 +144,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     no ``.meta`` were beside it, roles and collections too)."""
     ckpt = ckpt.with_meta((decide or {}).get("use_meta", True))
     everything = ckpt.variables_unwarned()
-    everything, unproven = _decided(ckpt, everything, decide or {})
+    everything, unproven, raw_named = _decided(ckpt, everything, decide or {})
     meta_frozen = listed_frozen(ckpt, everything) | renamed_frozen(ckpt, everything)
     if meta_frozen:  # model weights, as export writes them (raw): no shadow expected
         everything = [replace(v, role="weight") if v.name in meta_frozen else v
@@ -172,7 +172,8 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
         by_key={v.name: v for v in everything}, shards=data_shards(ckpt),
         ema_evidence=_ema_evidence(layout, ckpt), frozen=frozen, unproven=unproven,
-        raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]))
+        raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]),
+        raw_named=raw_named)
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -200,7 +201,9 @@ def _swapped(ckpt: Checkpoint, variables: list[Variable]) -> bool:
 
 def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
     """The variables with ``ema``/``ema_of`` as ``ckpt map`` pairs them
-    (:func:`ckpt_tools.ema_decide.decide_pairing`), and ``{"option", "reason"}`` when it refuses.
+    (:func:`ckpt_tools.ema_decide.decide_pairing`), ``{"option", "reason"}`` when it refuses,
+    and the keys its refusal proves hold raw values under average names (``raw``: no pairing
+    open for them; review-20-user-u22 F2).
 
     emamap is imported here, for checkpoints holding averages (or a stated order) only.
 
@@ -218,13 +221,14 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
                 ckpt, {v.name: v for v in variables}, {}, decide.get("ema_name"),
                 decide.get("use_meta", True))) and not (
             layout is None and decide.get("use_meta", True) and _swapped(ckpt, variables)):
-        return variables, None  # no average to pair: emamap is not even imported
+        return variables, None, frozenset()  # no average to pair: emamap is not imported
     from .ema_decide import decide_pairing
 
     decided, refusal = decide_pairing(ckpt, variables, **decide)
     if refusal is None:
-        return decided, None
-    return decided, {"option": refusal.option, "reason": str(refusal)}
+        return decided, None, frozenset()
+    return (decided, {"option": refusal.option, "reason": str(refusal)},
+            frozenset(refusal.raw))
 
 
 def list_names(checkpoint: str | os.PathLike | Checkpoint, *,

@@ -65,9 +65,11 @@ class Listing(Record):
     assumed: list[str]
     copies_equal: bool
     raw_expected: dict[str, str]
+    raw_named: frozenset[str]
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
-               "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected")
+               "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
+               "raw_named")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -78,7 +80,8 @@ class Listing(Record):
                  ema_evidence: dict | None = None, frozen: frozenset[str] = frozenset(),
                  saved_model: str | None = None, unproven: dict | None = None,
                  assumed: list[str] | None = None, copies_equal: bool = False,
-                 raw_expected: dict[str, str] | None = None) -> None:
+                 raw_expected: dict[str, str] | None = None,
+                 raw_named: frozenset[str] = frozenset()) -> None:
         self.checkpoint = checkpoint
         self.format = format
         self.meta = meta
@@ -97,6 +100,7 @@ class Listing(Record):
         self.assumed = [] if assumed is None else assumed
         self.copies_equal = copies_equal
         self.raw_expected = {} if raw_expected is None else raw_expected
+        self.raw_named = raw_named
 
     @property
     def decides(self) -> str | None:

@@ -132,7 +132,8 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
             "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
             "train with a Saver of all variables (tf.train.Saver()) and use "
             "variables_to_restore() only to evaluate (ckpt export --raw writes the raw "
-            "weights under their variables' names)", None, undecided)
+            "weights under their variables' names)", None, undecided,
+            raw=tuple(s for s, _ in raw))
     if evaluated and not ckpt.averages_only:
         raise _evaluation_refusal(ckpt, evaluated, undecided)
     unproven = [(s, t) for s, t in ordered

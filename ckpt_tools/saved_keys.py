@@ -176,7 +176,7 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
             "Saver built from ema.variables_to_restore() writes them, so the checkpoint "
             "holds no average of them; train with a Saver of all variables "
             "(tf.train.Saver()) and use variables_to_restore() only to evaluate",
-            None, undecided)
+            None, undecided, raw=tuple(sorted(as_avg)))
     if prefix and in_graph:  # use_meta=False alone fails on the graph's other towers (F5)
         raise UnprovenPairingError(
             head + f": every such key is its variable's name without {prefix!r} (as "

@@ -82,11 +82,12 @@ SLOT_NOT_SWAPPED = Assumption(
     "Garden, TF Addons); --not-swapped states it; if it was, use the checkpoint as it is "
     "(ckpt export --raw)")
 
-#: ``--raw`` on a checkpoint whose averages are optimizer slots (without ``warning:``).
+#: ``--raw`` on a checkpoint whose averages are optimizer slots (without ``warning:``, and
+#: without the way to the averages, which depends on the file: ``keras_assumed.raw_warning``).
 SLOT_RAW_WARNING = (
     "exporting the checkpoint's own variables (--raw), not their average slots: right if it "
     "was saved after the EMA optimizer's swap_weights() (Model Garden's eval/export; its "
-    "variables are then the averages); otherwise drop --raw to export the averages")
+    "variables are then the averages); ")
 
 #: The note for a stated ``--not-swapped`` on such a checkpoint (without ``note:``).
 SLOT_STATED_NOTE = (

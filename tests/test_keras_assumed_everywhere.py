@@ -315,7 +315,11 @@ def test_everything_stated_is_one_line(looped, tmp_path):
 
 def test_raw_warning_names_the_swapped_case(looped, tmp_path):
     """review-12-user-r13 F4: the not_swapped note sends the user to --raw; its warning must
-    not then say to drop it without naming that case."""
+    not then say to drop it without naming that case. review-20-user-u22 F3: dropping --raw
+    alone is refused here (the not_swapped question), so it names --not-swapped instead."""
     path, _ = looped
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "w.npz"), "--raw"])
-    assert code == 0 and "SwapEMAWeights" in err and "otherwise drop --raw" in err, err
+    assert code == 0 and "SwapEMAWeights" in err, err
+    assert "otherwise pass --not-swapped instead of --raw" in err and "drop --raw" not in err
+    code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "v.npz")])
+    assert code == 6 and "--not-swapped" in err, err  # what dropping --raw alone gives

@@ -48,7 +48,7 @@ _GEN = textwrap.dedent('''
             super().update_step(g, v, lr)
             self.assign(self.wcopy[self._get_variable_index(v)], v)
 
-    def run(case, opt, linear):
+    def run(case, opt, linear, frozen=False):
         keras.utils.set_random_seed(3)
         inp = keras.Input((6,), name="features")
         if linear:
@@ -58,6 +58,8 @@ _GEN = textwrap.dedent('''
             y = keras.layers.Dense(3, name="head")(keras.layers.Dense(8, name="mid",
                                                                        activation="tanh")(x))
         m = keras.Model(inp, y, name="net")
+        if frozen:  # mid/bias has hidden/bias' shape: which weights have copies is open
+            m.get_layer("mid").trainable = False
         m.compile(opt, "mse")
         rng = np.random.default_rng(5); X = rng.normal(size=(64, 6)).astype("float32")
         Y = (X[:, :3] * 2 + 1 if linear else rng.normal(size=(64, 3))).astype("float32")
@@ -85,6 +87,8 @@ _GEN = textwrap.dedent('''
             ("copy_sgd", lambda: CopySGD(0.05, use_ema=True, ema_momentum=0.99, name="sgd"),
              False)]:
         run(case, opt(), linear)
+    run("sgdm_frozen", O.SGD(0.05, momentum=0.9, use_ema=True, ema_momentum=0.99), False,
+        frozen=True)
 ''')
 
 
@@ -166,6 +170,24 @@ def test_unrecorded_option_refused_unstated_exact_stated(files, case, stated):
                                 "--not-swapped", "--strict", "--fit-order")
     assert code == 0, err
     _exact(files, case, out)
+
+
+def test_frozen_layer_and_unrecorded_option_named_in_one_refusal(files):
+    """review-20-user-u22 F7: SGD(momentum=0.9, use_ema) with a frozen layer: the first
+    refusal named only --trainable, the next only --optimizer (three runs); the count alone
+    shows the optimizer must be stated, so the first names both, and both stated give the
+    averages exactly."""
+    code, _, err, out = _export(files, "sgdm_frozen", "--use-ema", "--not-swapped")
+    assert code == 6 and not out.exists(), err
+    said = " ".join(err.split())
+    assert "pass --trainable" in said and "--optimizer sgd:momentum" in said, said
+    code, _, err, out = _export(files, "sgdm_frozen", "--use-ema", "--not-swapped",
+                                "--optimizer", "sgd:momentum", "--trainable", "hidden,head")
+    assert code == 0, err
+    with np.load(files / "sgdm_frozen_truth.npz") as t, np.load(out) as z:
+        assert sorted(t.files) == ["head/bias", "head/kernel", "hidden/bias", "hidden/kernel"]
+        for k in t.files:  # the frozen mid's raw weights are exported too: not compared
+            assert z[k].tobytes() == t[k].tobytes(), k
 
 
 def test_python_optimizer_statement(files):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, expected_values, same_bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -253,7 +254,8 @@ def test_shared_variable_defs_decode_to_the_same_variable():
 @pytest.mark.parametrize("where", ["collection", "end"])
 def test_truncated_meta_file_is_one_line_exit_4(tmp_path, where):
     """``ckpt list`` on a checkpoint whose .meta is cut short: exit 4 (corrupt), one line
-    naming the .meta, the file untouched."""
+    naming the .meta and the way past it, ``--no-meta`` (review-20-user-u22 F8), the file
+    untouched; following it exports the averages TensorFlow computed at save time."""
     import shutil
 
     src = FIXTURES / "linear_v1"
@@ -271,7 +273,17 @@ def test_truncated_meta_file_is_one_line_exit_4(tmp_path, where):
     assert proc.returncode == 4, proc.stderr
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and str(meta) in proc.stderr, proc.stderr
+    assert "pass --no-meta" in proc.stderr, proc.stderr
     assert meta.read_bytes() == before
+    out = tmp_path / "ema.npz"
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "export", str(dst), "--no-meta",
+                           "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    truth = expected_values("linear_v1")  # TensorFlow's values at save time
+    with np.load(out) as got:
+        assert sorted(got.files) == ["W", "b"], got.files
+        for name in got.files:
+            assert same_bits(got[name], truth[f"{name}/ExponentialMovingAverage"]), name
 
 
 @pytest.mark.parametrize("raw", [

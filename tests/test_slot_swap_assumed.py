@@ -172,6 +172,8 @@ def test_raw_gives_the_swapped_variables_the_averages(made, tmp_path):
                             str(out)])
     assert code == 0, err
     assert "swap_weights()" in err, err  # the --raw warning names the case it is right for
+    # dropping --raw alone is refused (exit 6, above): name what decides (u22 F3)
+    assert "otherwise pass --not-swapped instead of --raw" in err, err
     want = _expected(truth, var_keys, "swapped", "var")
     assert _npz(out, want) == want
 

@@ -92,3 +92,18 @@ def test_a_checkpoint_of_the_shadows_alone_is_paired(made):
             got = np.asarray(ckpt.tensor(f"{name}/ExponentialMovingAverage"))
             assert got.tobytes() == truth[f"shadows:ema:{name}"].tobytes(), name
             assert got.tobytes() != truth[f"shadows:raw:{name}"].tobytes(), name
+
+
+def test_list_says_the_keys_hold_raw_values(made):
+    """review-20-user-u22 F2: ``list`` marked the keys '?' and said "no option decides ('ckpt
+    map' lists the candidates)", where map refuses with the real reason (raw values under
+    average names, which ``list --json``'s ``ema_unproven.reason`` has): the table and summary
+    now say what map's refusal proves."""
+    out, _ = made
+    code, text, err = run_cli(["list", str(out / "vtr")])
+    said = " ".join((text + err).split())
+    assert code == 0, said
+    rows = {line.split("\t")[0]: line.split("\t")[-1] for line in text.splitlines()}
+    assert rows["w/ExponentialMovingAverage"] == rows["b/ExponentialMovingAverage"] == "raw value"
+    assert "2 key(s) named as averages hold their variables' raw values" in said, said
+    assert "lists the candidates" not in said and "does not prove" not in said, said

@@ -235,6 +235,8 @@ def _print_table(out: Output, listing: Listing) -> None:
             ema = (f"of {target}" + ("" if of else " (not stored)"), "dim")
             tail = telling(target) if telling else target.rsplit("/", 1)[-1]
             last_segments.append(cell_len(clean(tail)) + (2 if tail != target else 0))
+        elif _open(v) and v.name in listing.raw_named:
+            ema = ("raw value", "red")  # map's refusal proves it: no pairing is open (u22 F2)
         elif _open(v):
             # the summary below says 'ckpt map' lists them: the cell stays short
             n = len(v.ema_candidates)
@@ -269,20 +271,30 @@ def _print_table(out: Output, listing: Listing) -> None:
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
         out.summary("names are object paths; --json gives the checkpoint keys", "dim")
         _by_index(out, listing)
-    open_rows = [v for v in listing.by_key.values() if _open(v)]
-    if open_rows:
+    raw = listing.raw_named  # keys map's refusal proves hold raw values: none is open
+    raw_rows = [v for v in listing.by_key.values() if _open(v) and v.name in raw]
+    if raw_rows:  # what map's refusal says of them, not an undecided pairing (u22 F2)
+        hidden = len(raw_rows) - sum(1 for v in shown if _open(v) and v.name in raw)
+        out.summary(f"EMA: {len(raw_rows)} key(s) named as averages hold their variables' raw "
+                    "values (marked 'raw value'"
+                    f"{f'; {hidden} of them not shown here' if hidden else ''}), as a Saver "
+                    "built from ema.variables_to_restore() writes them: the checkpoint holds "
+                    "no average of them ('ckpt map' says why)")
+    open_rows = [v for v in listing.by_key.values() if _open(v) and v.name not in raw]
+    if open_rows or raw_rows:
         # the rows marked '?' above, counted by the same test (not every variable with
         # candidates: a proven ✓ or "of X" row is not open); a filter may hide some
         averages = sum(1 for v in open_rows if v.role == "ema")
         parts = [f"{len(open_rows) - averages} weight(s)" if len(open_rows) > averages else "",
                  f"{averages} average(s)" if averages else ""]
-        hidden = len(open_rows) - sum(1 for v in shown if _open(v))
+        hidden = len(open_rows) - sum(1 for v in shown if _open(v) and v.name not in raw)
         option = listing.decides
         decide = f"pass {option} to decide" if option else "no option decides"
-        out.summary(f"EMA: the file does not prove the pairing of "
-                    f"{' and '.join(p for p in parts if p)} (marked '?'"
-                    f"{f'; {hidden} of them not shown here' if hidden else ''}): "
-                    f"{decide} ('ckpt map' lists the candidates)")
+        if open_rows:
+            out.summary(f"EMA: the file does not prove the pairing of "
+                        f"{' and '.join(p for p in parts if p)} (marked '?'"
+                        f"{f'; {hidden} of them not shown here' if hidden else ''}): "
+                        f"{decide} ('ckpt map' lists the candidates)")
         if listing.with_shadow:
             out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
                      "shadow")

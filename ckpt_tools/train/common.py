@@ -65,6 +65,26 @@ class ModelMismatchError(TrainError):
     it was not written by ``ckpt train`` (exit 3 in ``ckpt``, like an unknown variable)."""
 
 
+def not_reference(path: str, api: str, detail: str = "") -> ModelMismatchError:
+    """``eval``'s refusal of another model's checkpoint: one line for every API, in our words
+    (no TensorFlow or Keras text, which names the reference model's layers as if the file
+    were broken), with the way ``ckpt eval --help`` gives (review-20-user-u22 F4).
+
+    Args:
+        path: the checkpoint as eval read it.
+        api: ``v1``, ``tf2`` or ``keras``: the trainer whose model eval built.
+        detail: what the file lacks, where known (``the file has no variable conv1/weights``).
+
+    Returns:
+        `ModelMismatchError` (exit 3), to raise.
+    """
+    return ModelMismatchError(
+        f"{path}: not a checkpoint of the reference model 'ckpt eval' evaluates (the one "
+        f"'ckpt train --api {api}' builds{f'; {detail}' if detail else ''}): ckpt eval "
+        "evaluates only that model; for your own, run your evaluation on the file 'ckpt "
+        "restore-ema PATH --out DIR' writes (Python: ckpt_tools.apply_ema(model, path))")
+
+
 class DataError(TrainError):
     """The data directory is missing or does not hold CIFAR-10 binary batches."""
 

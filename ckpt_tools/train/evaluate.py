@@ -35,13 +35,12 @@ from ckpt_tools.restored_mark import read_mark, refuse_marked_assumed
 from . import data as data_lib
 from . import model
 from .common import (
-    ModelMismatchError,
     NoCheckpointError,
     NotCheckpointError,
     TrainError,
     TrainUsageError,
-    cause_line,
     first_line,
+    not_reference,
     step_of,
 )
 
@@ -270,9 +269,27 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool, *,
         return
     try:
         tf.compat.v1.train.Saver(tf.compat.v1.global_variables()).restore(sess, path)
-    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as exc:
-        raise ModelMismatchError(f"{path}: cannot restore raw weights (not a checkpoint of "
-                                 f"the reference model?): {cause_line(exc)}") from None
+    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError):
+        raise not_reference(path, "v1", _unmatched(path, tf.compat.v1.global_variables())) \
+            from None
+
+
+def _unmatched(path: str, variables) -> str:
+    """The first of the graph's ``variables`` the checkpoint lacks or holds in another shape,
+    in a few words, read with ckpt_tools (not TensorFlow's message); ``""`` where none is
+    (the restore failed otherwise) or the file cannot be read here."""
+    try:
+        with ckpt_tools.open_checkpoint(path, meta=False) as ckpt:
+            entries = ckpt.entries()
+    except ckpt_tools.CheckpointError:
+        return ""
+    for v in variables:
+        name, shape = v.op.name, list(v.shape.as_list())
+        if name not in entries:
+            return f"the file has no variable {name}"
+        if list(entries[name].shape) != shape:
+            return f"its {name} is {list(entries[name].shape)}, the model's {shape}"
+    return ""
 
 
 @contextlib.contextmanager
@@ -308,9 +325,9 @@ def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool, *,
     status = tf.train.Checkpoint(**{root: net}).read(path)
     try:
         status.assert_existing_objects_matched()
-    except AssertionError as exc:
-        raise ModelMismatchError(f"{path}: {root}/ does not hold every model variable "
-                                 f"({cause_line(exc)})") from None
+    except AssertionError:
+        raise not_reference(path, "tf2", f"{root}/ does not hold every model variable") \
+            from None
 
 
 @contextlib.contextmanager
@@ -355,12 +372,10 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
             net.load_weights(path)
         for w in said:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    except ValueError as exc:
-        # Keras names its own layer (conv1) where the file holds another model: say what
-        # eval evaluates first, then Keras' reason.
-        raise ModelMismatchError(
-            f"{path}: not a checkpoint of the reference model 'ckpt eval' evaluates (the one "
-            f"'ckpt train' builds); Keras: {cause_line(exc)}") from None
+    except ValueError:
+        # Keras names its own layer (the reference model's conv1) where the file holds
+        # another model, which reads as if the file were broken: eval's words only (u22 F4)
+        raise not_reference(path, "keras") from None
     except OSError as exc:
         raise TrainError(f"{path}: {first_line(exc)}") from None
     except (zipfile.BadZipFile, zlib.error) as exc:  # a member fails its CRC-32: exit 4
