@@ -99,7 +99,10 @@ def test_tf1_table_header_lines_up_with_its_cells(tmp_path, capsys, monkeypatch)
     assert len(marks) == 4, out
     for line in marks:
         assert line[at:at + 1] in ("✓", "o"), (at, line, out)
-    assert all(len(line) <= 80 for line in lines), out
+    # the checkpoint's path is printed whole on its own line (copied from there, never folded),
+    # so it alone may pass 80 columns: pytest-xdist's tmp paths are long
+    path = str(tmp_path / "model.ckpt-1")
+    assert all(len(line) <= 80 for line in lines if line != path), out
 
 
 def test_open_pairing_cell_is_whole(capsys, monkeypatch, tmp_path):

@@ -15,7 +15,7 @@ def test_readme_opens_with_the_two_setup_commands():
     first = re.search(r"```bash\n(.*?)```", README, re.S).group(1).strip().splitlines()
     assert first[0] == "pip install -e . && ckpt list fixtures/towers_bn"
     assert first[1].startswith('pip install -e ".[test]" "tensorflow-cpu==')
-    assert first[1].endswith("&& python -m pytest -q")
+    assert first[1].endswith("&& python -m pytest -q -n auto --maxprocesses 4 --dist loadfile")
     ci = (ROOT / ".ci" / "run").read_text()
     assert first[1] in ci
 
