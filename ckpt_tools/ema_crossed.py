@@ -196,21 +196,32 @@ def _one_apply(ckpt: Checkpoint, ema_name: str, use_meta: bool) -> bool:
     (each part of a partitioned one): one ``apply()`` is one object, so the name takes its
     averages whatever other objects of the name family crossed (``a.apply([w0, w1])``,
     ``b.apply([w0])``, ``c.apply([w0, w1])``: ``ExponentialMovingAverage`` is a's whole while
-    c writes ``w0/..._2`` and ``w1/..._1``; review-19-attack-r43 F6)."""
+    c writes ``w0/..._2`` and ``w1/..._1``; review-19-attack-r43 F6). That ``apply()`` must
+    also have averaged every variable holding an average of the name's family: the reading
+    fills a variable lacking ``<v>/<ema_name>`` from its family's other keys, another
+    object's (``a.apply([w0])``, ``EMA(name="ExponentialMovingAverage_1").apply([w0, w1])``:
+    ``--ema-name ExponentialMovingAverage`` took that object's ``w1/..._1``;
+    review-20-attack-r48 F1)."""
     found = part_update_ops(ckpt)
     if found is None:
         return False
     writers: set[str] = set()
     written: set[str] = set()
+    family: set[str] = set()  # variables (each part) holding an average of the name's family
+    mine: dict[str, set[str]] = {}  # apply() -> variables (each part) it averaged
     for label, keys in _written(ckpt, use_meta).items():
         for shadow, var in keys.items():
+            if suffix_base(shadow[len(var) + 1:]) == suffix_base(ema_name):
+                family.add(var)
+                mine.setdefault(label, set()).add(var)
             if shadow[len(var) + 1:] == ema_name:
                 writers.add(label)
                 written.add(found[1](shadow))
     stored = set(ckpt.keys())
     named = {k for k in stored if k.endswith("/" + ema_name)
              and k[:-len(ema_name) - 1] in stored}
-    return len(writers) == 1 and bool(named) and named <= written
+    return (len(writers) == 1 and bool(named) and named <= written
+            and mine[next(iter(writers))] == family)
 
 
 def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> None:
