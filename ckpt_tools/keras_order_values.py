@@ -5,10 +5,11 @@ from ``model.trainable_variables``, a custom training loop from whatever list it
 ``apply_gradients()`` got. The file records the positions, not the loop, so copies of weights
 of equal shape and dtype are paired in ``fit()``'s order (``keras_assumed``: ``fit_order``).
 Their values can contradict that: an average starts as its weight and follows it, and layers
-initialised apart stay apart. Where each copy of a group sits clearly nearest one weight
-(four times nearer than to any other, and than to the group's centre, where weights
-initialised alike start), those weights are all different, and one is not the weight
-``fit()``'s order gives it, the copies were built in another order: refused (exit 6), naming
+initialised apart stay apart. Where copies of a group each sit clearly nearest one weight
+(four times nearer than to any other), those weights are all different, and one is not the
+weight ``fit()``'s order gives it while also four times nearer it than the group's centre
+(where weights initialised alike start) or than that weight's own copy by ``fit()``'s order
+(review-20-attack-r47 F2), the copies were built in another order: refused (exit 6), naming
 ``--trainable NAMES --loop-order``. Groups of fewer than ``MIN_SIZE`` elements, weights at
 rounding-noise level, and copies that single out no weight prove nothing either way: the
 order stays assumed. A stated ``--trainable`` or ``--fit-order`` is the caller's order and is
@@ -70,24 +71,52 @@ def _contradictions(ckpt: Checkpoint) -> list[tuple[str, str, str, float]]:
         if any(x is None for x in copies + weights) or any(
                 float(np.sqrt(np.mean(w * w))) < NOISE_RMS for w in weights):
             continue
-        owner: dict[int, tuple[int, float]] = {}
-        # Weights initialised alike (zeros, ones) drift from one point: a copy lagging near
-        # it is near whichever weight moved least, which proves nothing (r17 F2b). A copy
-        # must also sit MARGIN times nearer its owner than the group's centre.
-        centre = np.mean(weights, axis=0)
-        for i, c in enumerate(copies):
-            dist = np.array([float(np.linalg.norm(c - w)) for w in weights])
-            j = int(dist.argmin())
-            rest = np.delete(dist, j)
-            if rest.min() > 0 and dist[j] * MARGIN <= min(rest.min(),
-                                                           float(np.linalg.norm(c - centre))):
-                owner[i] = (j, rest.min() / max(dist[j], 1e-300))
-        if len({j for j, _ in owner.values()}) != len(owner):
-            continue  # several copies near one weight: layers initialised alike, no proof
-        for i, (j, ratio) in owner.items():
-            if j != i:
-                found.append((members[i][0], members[i][1], members[j][1], ratio))
+        found.extend(_misplaced(members, copies, weights))
     return found
+
+
+def _misplaced(members: list[tuple[str, str]], copies: list, weights: list,
+               ) -> list[tuple[str, str, str, float]]:
+    """The copies of one same-shape group that sit on another weight than their own.
+
+    A copy singles out the weight it is ``MARGIN`` times nearer than any other. It contradicts
+    ``fit()``'s order (the i-th copy pairs with the i-th weight) where either rule holds:
+
+    - centre: it is also ``MARGIN`` times nearer that weight than the group's centre;
+    - pairwise: the copy ``fit()``'s order gives that weight is itself ``MARGIN`` times
+      farther from it. A copy of a weight initialised alike (zero biases) lagging near their
+      common start sits near whichever weight moved least, but so does that weight's own copy
+      (r17 F2b): no proof. Averages of weights initialised apart follow their own weights and
+      leave the others' copies far (review-20-attack-r47 F2: three Dense(32) kernels with
+      ``ema_momentum=0.99`` sit 5-6x nearer their own weights for hundreds of steps while the
+      centre, ~5 from each weight, singled out none).
+
+    Several copies singling out one weight prove nothing (layers initialised alike).
+
+    Returns:
+        ``(copy key, weight paired by fit order, weight it sits on, how many times nearer
+        than to any other weight)`` for each contradicting copy; empty where none.
+    """
+    import numpy as np
+
+    dist = np.array([[float(np.linalg.norm(c - w)) for w in weights] for c in copies])
+    centre = np.mean(weights, axis=0)
+    singled: dict[int, tuple[int, float]] = {}
+    for i in range(len(copies)):
+        j = int(dist[i].argmin())
+        rest = np.delete(dist[i], j)
+        if rest.min() > 0 and dist[i, j] * MARGIN <= rest.min():
+            singled[i] = (j, rest.min() / max(dist[i, j], 1e-300))
+    by_centre = {i: (j, r) for i, (j, r) in singled.items()
+                 if dist[i, j] * MARGIN <= float(np.linalg.norm(copies[i] - centre))}
+    found: dict[int, tuple[int, float]] = {}
+    if len({j for j, _ in by_centre.values()}) == len(by_centre):
+        found.update((i, (j, r)) for i, (j, r) in by_centre.items() if j != i)
+    if len({j for j, _ in singled.values()}) == len(singled):
+        found.update((i, (j, r)) for i, (j, r) in singled.items()
+                     if j != i and dist[i, j] * MARGIN <= dist[j, j])
+    return [(members[i][0], members[i][1], members[j][1], ratio)
+            for i, (j, ratio) in sorted(found.items())]
 
 
 def refuse_contradicted_order(ckpt: Checkpoint) -> None:

@@ -102,6 +102,40 @@ for tag, lib in (("tfk", tf_keras), ("k3", keras)):
                                            and "EMA" in str(w.message))
         for v in fresh.weights:
             truth[f"api.{tag}.{case}.{path(v)}"] = v.numpy()
+# review-20-attack-r47 F2: a loop listing b before a, Keras' default ema_momentum (0.99), 50
+# steps of Dense(16): each kernel's copy sits 5x nearer its own weight, but not 4x nearer it
+# than the group's centre. Saved as .keras (copies by position) and .h5 (copies by name).
+xs = rs.randn(64, 16).astype("float32")
+for tag, lib in (("tfk", tf_keras), ("k3", keras)):
+    tf.random.set_seed(1)
+    keras.utils.set_random_seed(1)
+    inp = lib.Input((16,))
+    h = inp
+    for n in "abc":
+        h = lib.layers.Dense(16, name=n)(h)
+    m = lib.Model(inp, lib.layers.Dense(1, name="out")(h))
+    opt = lib.optimizers.Adam(0.02, use_ema=True)
+    m.compile(opt, "mse")
+    tv = m.trainable_variables
+    loop = tv[2:4] + tv[0:2] + tv[4:]  # b, a, c, out: the loop's own list
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((m(xb) - yb) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, loop), loop))
+
+    for i in range(50):
+        xb = xs[i % 8 * 8:i % 8 * 8 + 8]
+        step(xb, xb.sum(1, keepdims=True))
+    for v in tv:
+        if tag == "tfk":
+            avg = opt._model_variables_moving_average[opt._index_dict[opt._var_key(v)]]
+        else:
+            avg = opt._model_variables_moving_average[opt._get_variable_index(v)]
+        truth[f"slow.{tag}.{path(v)}"] = avg.numpy()
+    m.save(f"{out}/{tag}_slow.keras")
+    m.save(f"{out}/{tag}_slow.h5")
 with open(f"{out}/said.json", "w") as f:
     json.dump(said, f)
 np.savez(f"{out}/truth.npz", **truth)
@@ -194,3 +228,28 @@ def test_apply_keras_ema_refuses_fit_order_the_names_contradict(made, tag, case)
     _, _, said = made
     assert said[f"{tag}.{case}"].startswith("EmaError") \
         and "contradicts the file" in said[f"{tag}.{case}"], said
+
+
+@pytest.mark.parametrize("tag", ["tfk", "k3"])
+def test_a_loops_order_slow_averages_show_is_refused(made, tag, tmp_path):
+    """review-20-attack-r47 F2: the .keras of a loop that listed b before a, default
+    ema_momentum, was exported exit 0 with a's and b's averages traded (fit()'s order assumed,
+    a note only): the copies sat 5x nearer their own weights, yet no copy sat 4x nearer one
+    than the group's centre. Now refused naming the loop's order, which stated gives the
+    averages; the .h5 of the same run pairs them by name."""
+    out, truth, _ = made
+    slow = [f"{n}/{w}" for n in ("a", "b", "c", "out") for w in ("kernel", "bias")]
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / f"{tag}_slow.keras"), "--out", str(target),
+                            *SWAP[tag]])
+    text = " ".join(err.split())
+    assert code == 6 and not target.exists() and len(err.strip().splitlines()) == 1, err
+    assert "nearer b/kernel" in text and "--trainable NAMES --loop-order" in text, err
+    for name, args in ((f"{tag}_slow.keras", ["--trainable", "b,a,c,out", "--loop-order"]),
+                       (f"{tag}_slow.h5", [])):
+        code, _, err = run_cli(["export", str(out / name), "--out", str(target), "--force",
+                                *SWAP[tag], *args])
+        assert code == 0, err
+        with np.load(target) as got:
+            for p in slow:
+                assert np.array_equal(got[p], truth[f"slow.{tag}.{p}"]), (name, p)
