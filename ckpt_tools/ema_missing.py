@@ -10,6 +10,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, suffix_base
 from .errors import EmaError
 from .formats.objgraph import readable_name
+from .keras_detached import DETACHED
 from .object_held import EMA_OF_EMA, HELD_OWN, HELD_TWIN
 from .slashed_stated import SLASHED
 
@@ -184,7 +185,7 @@ _TF2_UNSAVED = (
 
 
 def missing_message(m: EmaMap) -> str:
-    if m.hints and m.hints[0].startswith("no averages kept as"):
+    if m.hints and m.hints[0].startswith(("no averages kept as", DETACHED)):
         return f"{m.checkpoint}: {m.hints[0]}"
     sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")

@@ -31,6 +31,7 @@ from .ema_sources import (
 )
 from .ema_updates import slot_named_hint, stacked_sources, update_ops
 from .formats.objgraph import SLOT_MARK
+from .keras_detached import detached_hint
 from .keras_graph import under_keras
 from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
@@ -85,6 +86,10 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \
             and any(SLOT_MARK in k for k in variables):
         hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema
+    detached = detached_hint(ckpt, variables, missing) if speaks in ("tf2", "keras") \
+        else None
+    if detached:  # Keras 3 averages saved without their optimizer (r47 F3)
+        hints.insert(0, detached)
     if speaks == "tf2" and missing and not ckpt.location.saved_model and not any(
             v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
             for k, v in variables.items()):
