@@ -54,7 +54,9 @@ def analyze_legacy(entries, config, trainable=None, optimizer=None,
         lay.optimizer_config = opt_cfg.get("config") or {}
     # Read as average/<weight> only where the wrapped optimizer's config says use_ema=True:
     # the name alone could be a slot's a custom optimizer calls "average".
-    bare = wrapped is not None and v3 and (lay.optimizer_config or {}).get(
+    # A tf_keras optimizer built by an explicit optimizer.build(var_list) outside its name
+    # scope names them so too (average/b/kernel: review-20-attack-r47 F4).
+    bare = (v3 if wrapped is not None else tf_keras) and (lay.optimizer_config or {}).get(
         "use_ema") is True and _bare_names((lay.optimizer_config or {}).get("name"), [
             entries[k].extra["weight_name"] for k in lay.optimizer_vars])
     # Keras 3's LossScaleOptimizer (mixed_float16) names the wrapped optimizer's variables
@@ -123,9 +125,9 @@ def analyze_legacy(entries, config, trainable=None, optimizer=None,
                                                                                  lay)
         lay.ema_source = "config"
     elif lay.averages and bare:
+        which = "LossScaleOptimizerV3's inner_optimizer" if v3 else "the optimizer's config"
         lay.use_ema, lay.ema_evidence = True, (
-            "training_config: LossScaleOptimizerV3's inner_optimizer use_ema=True; optimizer "
-            "variable names (average/*)")
+            f"training_config: {which} use_ema=True; optimizer variable names (average/*)")
     elif lay.averages:
         lay.use_ema, lay.ema_evidence = True, "optimizer variable names (*_average)"
     else:
