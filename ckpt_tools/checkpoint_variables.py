@@ -34,9 +34,11 @@ def build_variables(ckpt: Checkpoint) -> tuple[list[Variable], dict[str, str] | 
                                   ckpt.averages_only))
     if ckpt.meta is not None and ckpt.objects is None:
         # a renaming Saver's keys shown with their graph variables' collections (r45 F6);
-        # the roles above read the graph's own keys only
-        from .saved_keys import renamed_collections  # builds on checkpoint
+        # a key naming another graph variable than the one written into it takes the
+        # written one's role too (r49 F2), the other roles above read the graph's own keys
+        from .saved_keys import held_roles, renamed_collections  # builds on checkpoint
 
+        info.update(held_roles(ckpt, info, colls))
         colls = {**colls, **renamed_collections(ckpt, colls)}
     stated_pairs = None
     if ckpt.stated_order is not None and ckpt.objects is not None:

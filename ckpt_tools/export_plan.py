@@ -122,6 +122,15 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 and s in variables]
     if holders is not None:  # what each key holds, as the save op proves it
         weights = [*holders.values(), *(t for t, s in sources.items() if t not in variables)]
+        # never a proven average dropped unsaid (review-20-attack-r49 F2)
+        dropped = sorted(t for t, s in sources.items() if s != t and t not in weights)
+        if dropped:
+            raise EmaError(
+                f"{ckpt.path}: the .meta's save op pairs {len(dropped)} stored weight(s) with "
+                f"an average ({', '.join(dropped[:4])}{' ...' if len(dropped) > 4 else ''}) "
+                "but does not prove them model weights, so they would be left out of the "
+                "export (refused rather than written without them); ckpt restore-ema "
+                "writes every key")
     # frozen model variables the .meta lists outside trainable_variables: never averaged,
     # restored raw by TF's variables_to_restore(), exported raw with a note (r22 F10)
     frozen = frozen_variables(ckpt, variables, weights, sources)

@@ -81,8 +81,69 @@ def renamed_collections(ckpt: Checkpoint, colls: dict[str, list[str]]) -> dict[s
         renamed = renamed_keys(ckpt)
     except (OSError, CheckpointError):  # what is shown only: the commands that pair say why
         return {}
-    return {k: colls[h] for k, h in renamed.items() if h is not None and h in colls
-            and k not in colls}
+    found = {k: colls[h] for k, h in renamed.items() if h is not None and h in colls
+             and k not in colls}
+    # a key naming another graph variable shows the written one's (r49 F2)
+    return {**found, **{k: colls.get(h, []) for k, h in written_over(ckpt).items()}}
+
+
+def written_over(ckpt: Checkpoint) -> dict[str, str]:
+    """Stored key -> the variable a ``Saver(var_list=dict)`` wrote into it, for each key that
+    is the name of another graph variable while the written one is stored under no key of
+    its own name (a student ``net/w0`` saved as ``w0`` beside a frozen teacher ``w0``): what
+    the graph says of the key's name is the other's, never the written one's
+    (review-20-attack-r49 F2). A swapping Saver's keys (each variable stored, under another's
+    name) are paired through the save op (:mod:`.saved_swaps`) and are not listed. The save
+    op is read only where some stored key is no variable of the graph, as
+    :func:`renamed_collections` reads it; computed once per open checkpoint.
+
+    Returns:
+        `dict[str, str]`; empty without a ``.meta`` or such a key.
+    """
+    def over() -> dict[str, str]:
+        stored = ckpt.entries()
+        if ckpt.meta is None or ckpt.objects is not None:
+            return {}
+        graph = {v.checkpoint_key for v in ckpt.meta.variables.values()}
+        if all(k in graph for k in stored):
+            return {}
+        try:
+            renamed = renamed_keys(ckpt)
+        except (OSError, CheckpointError):  # the commands that pair say why
+            return {}
+        return {k: h for k, h in renamed.items()
+                if h is not None and k in graph and h not in stored}
+    return ckpt.memo("saved_keys_written_over", over)
+
+
+def held_roles(ckpt: Checkpoint, info: dict, colls: dict[str, list[str]]) -> dict:
+    """The roles of the :func:`written_over` keys, read as the variable the save op wrote
+    into them (its name, its collections ``colls[held]``), not as the graph variable of
+    the key's name, which :func:`~ckpt_tools.roles.classify` read into ``info`` (key ->
+    :class:`~ckpt_tools.roles.RoleInfo`): a student's weight saved under a frozen teacher's
+    name is a weight, not ``other`` (review-20-attack-r49 F2). Only plain roles (weight,
+    batch-norm statistic, other, step) are re-read.
+
+    Returns:
+        key -> its :class:`~ckpt_tools.roles.RoleInfo`, for the keys whose role changes.
+    """
+    over = written_over(ckpt)
+    if not over:
+        return {}
+    stored = ckpt.entries()
+    meta_vars = {v.checkpoint_key for v in ckpt.meta.variables.values()}
+    names = set(ckpt.ema_names()) | {R.DEFAULT_EMA_NAME}
+    plain = (R.WEIGHT, R.BN_STAT, R.OTHER, R.STEP)
+    out = {}
+    for k, h in over.items():
+        ri = info.get(k)
+        if ri is None or ri.role not in plain or ri.ema_of or ri.slot_of or ri.candidates:
+            continue
+        held = R.classify_one(h, stored[k], stored, names, names | {"avg"}, colls, meta_vars,
+                              True, None)
+        if held.role in plain and not (held.ema_of or held.slot_of) and held.role != ri.role:
+            out[k] = held
+    return out
 
 
 def stripped_prefix(renamed: dict[str, str | None]) -> str | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .meta_shadows import update_ops_of
-from .saved_keys import PART, held_variables, translated_pairs
+from .saved_keys import PART, held_variables, translated_pairs, written_over
 
 _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 
@@ -193,8 +193,10 @@ def _swapped_pairs(ckpt: Checkpoint, variables,
             return None
         shadow_of[t] = k
 
+    over = written_over(ckpt)  # keys whose role was read as the variable written (r49 F2)
+
     def role(k: str) -> str:  # the role of what the key holds, as its name would say
-        v = variables.get(held[k])
+        v = variables.get(held[k]) if k not in over and held[k] not in over else None
         return v.role if v is not None else variables[k].role
 
     plain = [k for k in held if owner[k] is None and role(k) not in (R.EMA, R.EMA_DEBIAS)]

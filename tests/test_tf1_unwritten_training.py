@@ -122,9 +122,40 @@ def build(kind, where):
     np.savez(f"{where}/truth.npz", **truth)
 
 
+def build_teacher(kind, where):
+    """A frozen teacher w0 (teacher: w1 too) at the graph's root, a student net/w0, net/w1
+    trained and averaged, saved under the student's standalone names (w0, w0/EMA, ...):
+    keys w0 (w1) name the TEACHER's variables in the .meta (review-20-attack-r49 F2)."""
+    os.makedirs(where, exist_ok=True)
+    both = kind == "teacher"
+    teach = [tf1.get_variable(n, initializer=tf.fill(s, 5.0), trainable=False)
+             for n, s in (("w0", [4, 2]), ("w1", [2]))[:2 if both else 1]]
+    with tf1.variable_scope("net"):
+        w0, w1, loss = base()
+    loss = loss + tf.reduce_sum(tf.square(w0 - teach[0])) * 0.01
+    train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+    ema = tf1.train.ExponentialMovingAverage(0.9)
+    with tf.control_dependencies([train]):
+        upd = ema.apply([w0, w1])
+    keys = {v.op.name[len("net/"):]: v for v in (w0, w1, ema.average(w0), ema.average(w1))}
+    if both:
+        keys.update({"teacher/" + v.op.name: v for v in teach})
+    truth = {}
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        for _ in range(4):
+            s.run(upd)
+        for v in (w0, w1):
+            truth[f"ema:{v.op.name}"] = s.run(ema.average(v))
+        for v in tf1.global_variables():
+            truth[f"raw:{v.op.name}"] = s.run(v)
+        tf1.train.Saver(keys).save(s, f"{where}/model.ckpt")
+    np.savez(f"{where}/truth.npz", **truth)
+
+
 for kind in sys.argv[2].split(","):
     with tf.Graph().as_default():
-        build(kind, f"{out}/{kind}")
+        (build_teacher if kind.startswith("teacher") else build)(kind, f"{out}/{kind}")
 # F5: the checkpoint of the graph keeping the moment, beside the .meta of the same model code
 # without the moment variable
 shutil.copytree(f"{out}/onlyw0", f"{out}/foreign")
@@ -147,7 +178,8 @@ with tf.Graph().as_default():
 '''
 
 KINDS = ("twoema", "scoped", "noapply", "renamed", "renamed_ph", "sm2cond", "onlyw0", "legit",
-         "legit_renamed", "twolegit", "slashname", "nttrained", "taken_after")
+         "legit_renamed", "twolegit", "slashname", "nttrained", "taken_after", "teacher",
+         "teacher_one")
 KEY = "w0/ExponentialMovingAverage"
 
 # refused: (folder, options stating the EMA name, the prefix of a renamed Saver's keys)
@@ -256,3 +288,33 @@ def test_a_renamed_savers_keys_list_the_graphs_collections(made):
     assert colls["net/w9/keep"] == {"variables"}, colls
     listing = list_variables(str(made / "legit_renamed"))
     assert "net/w9/keep" in listing.frozen and listing.expected == listing.with_shadow == 2
+
+
+@pytest.mark.parametrize("folder", ["teacher", "teacher_one"])
+def test_a_students_keys_named_as_a_frozen_teachers_export_the_students_averages(
+        made, folder, tmp_path):
+    """review-20-attack-r49 F2 (CRITICAL): a frozen teacher w0 (w1) at the graph's root, the
+    student net/* saved as w0, w0/ExponentialMovingAverage, ...: export --strict wrote the
+    teacher alone (teacher_one: w1 alone), exit 0, reading key w0 as the teacher's graph
+    variable (role other), not net/w0, which the save op wrote under it."""
+    run = made / folder
+    truth = _truth(run)
+    code, err, got = _export(run, tmp_path / "x.npz")
+    assert code == 0, err
+    teacher = {f"teacher/w{i}" for i in range(2)} if folder == "teacher" else set()
+    assert set(got) == {"w0", "w1"} | teacher, sorted(got)
+    for w in ("w0", "w1"):
+        assert got[w].tobytes() == truth[f"ema:net/{w}"].tobytes(), w
+        assert got[w].tobytes() != truth[f"raw:net/{w}"].tobytes(), w
+    for t in teacher:
+        assert got[t].tobytes() == truth[f"raw:{t[len('teacher/'):]}"].tobytes(), t
+    code, err, got = _export(run, tmp_path / "x.npz", "--raw")
+    assert code == 0, err
+    assert {w: got[w].tobytes() for w in ("w0", "w1")} == {
+        w: truth[f"raw:net/{w}"].tobytes() for w in ("w0", "w1")}
+    # list: key w0 shows net/w0's collections and role, not the teacher's
+    code, text, err = run_cli(["list", str(run), "--json"])
+    assert code == 0, err
+    rows = {v["name"]: v for v in json.loads(text)["variables"]}
+    assert rows["w0"]["role"] == "weight", rows["w0"]
+    assert "trainable_variables" in rows["w0"]["collections"], rows["w0"]
