@@ -249,3 +249,56 @@ def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> Non
         f"two objects' averages; {offer}--raw exports the raw weights instead (name the EMA "
         "objects, ExponentialMovingAverage(decay, name='fast'), when training)",
         None, undecided)
+
+
+def refuse_mixed_writers(ckpt: Checkpoint, chosen: dict[str, str], ema_name: str | None,
+                         use_meta: bool) -> None:
+    """Refuses the averages a stated ``--ema-name`` reads (``chosen``: variable key -> average
+    key) where the ``.meta``'s update ops show them written by several ``apply()`` calls and
+    either one of those keys is not ``<variable>/<ema_name>`` (another object's ``_N`` twin)
+    or two of those ``apply()`` calls averaged one variable (one object averages a variable
+    once, so they are two objects): a stated ``fast`` read ``w1/fast_1``, the only average of
+    ``w1``, written by an object named ``fast_1`` (review-20-attack-r48 F5, F1). Names of
+    several parts (a scope, ``gen/ExponentialMovingAverage``, or several objects) are read
+    by their scopes and left to those rules.
+
+    Raises:
+        UnprovenPairingError: naming the keys and the ``apply()`` calls writing them (exit 6).
+    """
+    if (ema_name is None or "/" in ema_name or "," in ema_name or not use_meta
+            or ckpt.objects is not None):
+        return
+    found = part_update_ops(ckpt)
+    if found is None:
+        return
+    ops, key = found
+    writers: dict[str, set[str]] = {}  # average key -> apply() calls writing it (each part)
+    averaged: dict[str, set[str]] = {}  # apply() -> the variables (each part) it averaged
+    for shadow, (var, scope) in ops.averages.items():
+        label = ops.applies.get(shadow, scope)
+        writers.setdefault(key(shadow), set()).add(label)
+        averaged.setdefault(label, set()).add(var)
+    taken = {t: s for t, s in chosen.items() if s in writers}
+    labels = sorted(set().union(*(writers[s] for s in taken.values())))
+    if len(labels) < 2:
+        return
+    odd = sorted(s for t, s in taken.items() if s != f"{t}/{ema_name}")
+    shared = [(x, y) for i, x in enumerate(labels) for y in labels[i + 1:]
+              if averaged[x] & averaged[y]]
+    if not odd and not shared:
+        return  # e.g. one object applied to w0, then to w1: each key carries the name
+    shows = "; ".join(f"{s} by apply() {', '.join(repr(w) for w in sorted(writers[s]))}"
+                      for s in sorted(taken.values()))
+    why = (f"{', '.join(odd)} {'is' if len(odd) == 1 else 'are'} not named <var>/{ema_name}, "
+           f"so another object's (TF1 names the average of the first object named {ema_name} "
+           f"to average a variable <var>/{ema_name})" if odd else
+           f"apply() {shared[0][0]!r} and {shared[0][1]!r} both averaged a variable, so they "
+           "are two objects")
+    raise UnprovenPairingError(
+        f"{ckpt.path}: --ema-name {ema_name}: the averages it reads are not proven one EMA "
+        f"object's: the .meta's update ops show them written by several apply() calls "
+        f"({shows}) and {why}; --raw exports the "
+        "raw weights instead (give each EMA object a name no other object's averages "
+        "carry when training: not fast beside fast_1)",
+        None, {t: (s,) for t, s in sorted(taken.items())})
+

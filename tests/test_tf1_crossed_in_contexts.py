@@ -61,7 +61,9 @@ CASES = {**{f"crossed_{c}": f"a:w0@{c} b:w1 b:w0 a:w1" for c in CONTEXTS},
          "scoped": "a:w0w1@vs_x b:w0w1",
          # one object's name written whole by an apply() that averaged only w0, beside an
          # object named like the family's next level (review-20-attack-r48 F1)
-         "f1_graph": "a:w0 n:w0w1", "f1_fn": "a:w0@fn n:w0w1", "f1_fast": "f:w0 g:w0w1"}
+         "f1_graph": "a:w0 n:w0w1", "f1_fn": "a:w0@fn n:w0w1", "f1_fast": "f:w0 g:w0w1",
+         # a variable's only average another object's <v>/X_1, no crossing (r48 F5)
+         "f5_fast": "g:w1 f:w0 a:w0", "f5_e": "n:w1 a:w0 f:w0",}
 for case, applies in CASES.items():
     if "_v1" in case:
         tf1.disable_control_flow_v2()
@@ -76,7 +78,9 @@ for case, applies in CASES.items():
                 "c": tf1.train.ExponentialMovingAverage(0.7),
                 "n": tf1.train.ExponentialMovingAverage(0.3, name="ExponentialMovingAverage_1"),
                 "f": tf1.train.ExponentialMovingAverage(0.55, name="fast"),
-                "g": tf1.train.ExponentialMovingAverage(0.65, name="fast_1")}
+                "g": tf1.train.ExponentialMovingAverage(0.65, name="fast_1"),
+                "p": tf1.train.ExponentialMovingAverage(0.15, name="fast"),
+                "q": tf1.train.ExponentialMovingAverage(0.25, name="fast")}
         for each in applies.split():
             each, _, ctx = each.partition("@")
             tag, names = each.split(":")
@@ -258,3 +262,33 @@ def test_a_name_one_apply_writes_whole_without_every_variable_is_refused(made, t
                          and got["w1"].tobytes() != truth[f"{case}:{other}:w1"].tobytes()), err
     code, _, err = run_cli(["map", str(out / case)])
     assert code == 6 and f"--ema-name {name} is one" not in " ".join(err.split()), err
+
+
+def _not_mixed(truth, case, got, tags):
+    """Whether ``got`` (an export, or ``None`` where refused) is no mix: each of w0 and w1
+    one object's ema.average(v) or neither's, and the averages taken all one object's."""
+    if got is None:
+        return True
+    owners = {v: {t for t in tags if f"{case}:{t}:{v}" in truth
+                  and got[v].tobytes() == truth[f"{case}:{t}:{v}"].tobytes()}
+              for v in ("w0", "w1")}
+    taken = [o for o in owners.values() if o]
+    return not taken or bool(set.intersection(*taken))
+
+
+@pytest.mark.parametrize("case,name,mine,other", [("f5_fast", "fast", "f", "g"),
+                                                  ("f5_e", E, "a", "n")])
+def test_another_objects_numbered_twin_is_never_a_stated_names_average(made, tmp_path, case,
+                                                                      name, mine, other):
+    """EMA(name="fast_1").apply([w1]), EMA(name="fast").apply([w0]), then a default object
+    over w0: w1's only average, w1/fast_1, is the fast_1 object's, yet --ema-name fast took
+    it, exit 0 --strict (review-20-attack-r48 F5). Refused (or w1 left raw) now."""
+    out, truth = made
+    assert str(truth[f"{case}:{mine}:w0:name"]) == f"w0/{name}"
+    assert f"{case}:{mine}:w1" not in truth
+    assert str(truth[f"{case}:{other}:w1:name"]) == f"w1/{name}_1"
+    code, err, _ = _export(out, case, tmp_path, "--ema-name", name)
+    assert code == 6, err
+    code, err, got = _export(out, case, tmp_path, "--ema-name", name, "--allow-missing")
+    assert _not_mixed(truth, case, got, "abcfgnpq"), err
+
