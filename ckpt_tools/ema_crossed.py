@@ -165,6 +165,8 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
         return
     if (ema_name is not None
                      and suffix_base(ema_name) not in {suffix_base(n) for n in names}):
+        # its own family split is refused whatever other family is crossed (r48 F4)
+        _refuse_split(ckpt, ema_name, use_meta)
         return
     if ema_name is not None and ema_name not in names and _one_apply(ckpt, ema_name, use_meta):
         return  # a name no crossing apply() writes and one apply() writes whole (r43 F6)
@@ -231,6 +233,12 @@ def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> Non
     names, proven, scopes = split_names(ckpt, use_meta)
     if not names or (ema_name is not None and ema_name not in names):
         return
+    if ema_name is not None:  # say the stated name's family only, not another's (r48 F4)
+        base = suffix_base(ema_name)
+        names = {n for n in names if suffix_base(n) == base}
+        proven = {n for n in proven if suffix_base(n) == base}
+        scopes = {s: mine for s, keys in scopes.items() if (mine := {
+            k: v for k, v in keys.items() if suffix_base(k[len(v) + 1:]) == base})}
     shows = "; ".join(f"apply() scope {s!r} writes {', '.join(sorted(keys))}"
                       for s, keys in sorted(scopes.items()))
     both = " or ".join(sorted(names))

@@ -63,7 +63,9 @@ CASES = {**{f"crossed_{c}": f"a:w0@{c} b:w1 b:w0 a:w1" for c in CONTEXTS},
          # object named like the family's next level (review-20-attack-r48 F1)
          "f1_graph": "a:w0 n:w0w1", "f1_fn": "a:w0@fn n:w0w1", "f1_fast": "f:w0 g:w0w1",
          # a variable's only average another object's <v>/X_1, no crossing (r48 F5)
-         "f5_fast": "g:w1 f:w0 a:w0", "f5_e": "n:w1 a:w0 f:w0",}
+         "f5_fast": "g:w1 f:w0 a:w0", "f5_e": "n:w1 a:w0 f:w0",
+         # a split family beside a crossed one of another name (r48 F4)
+         "f4_e": "f:w0 g:w0w1 a:w0 b:w1 b:w0 a:w1", "f4_fast": "a:w0 b:w0w1 p:w0 q:w1 q:w0 p:w1"}
 for case, applies in CASES.items():
     if "_v1" in case:
         tf1.disable_control_flow_v2()
@@ -292,3 +294,18 @@ def test_another_objects_numbered_twin_is_never_a_stated_names_average(made, tmp
     code, err, got = _export(out, case, tmp_path, "--ema-name", name, "--allow-missing")
     assert _not_mixed(truth, case, got, "abcfgnpq"), err
 
+
+@pytest.mark.parametrize("case,names", [("f4_e", [E, f"{E}_1"]), ("f4_fast", ["fast", "fast_1"])])
+def test_a_split_name_beside_another_crossed_family_is_refused(made, tmp_path, case, names):
+    """a.apply([w0]); b.apply([w1]); b.apply([w0]); a.apply([w1]) (each name a key of a and
+    one of b) beside objects named fast and fast_1 crossing (or two objects named fast so
+    applied beside e1/e2): the split rule was skipped because another family was crossed, and
+    --ema-name exported one average of each object, exit 0 --strict (review-20-attack-r48 F4)."""
+    out, truth = made
+    one, two = ("a", "b") if case == "f4_e" else ("p", "q")
+    assert str(truth[f"{case}:{one}:w0:name"]) == f"w0/{names[0]}"
+    assert str(truth[f"{case}:{two}:w1:name"]) == f"w1/{names[0]}"
+    for name in names:
+        for more in ([], ["--allow-missing"]):
+            code, err, got = _export(out, case, tmp_path, "--ema-name", name, *more)
+            assert code == 6 and _not_mixed(truth, case, got, "abcfgnpq"), (name, more, err)
