@@ -20,7 +20,7 @@ import re
 
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
-from .ema_updates import part_update_ops, update_ops
+from .ema_updates import mixed_keys, part_update_ops, update_ops
 
 
 def _written(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
@@ -310,3 +310,24 @@ def refuse_mixed_writers(ckpt: Checkpoint, chosen: dict[str, str], ema_name: str
         "carry when training: not fast beside fast_1)",
         None, {t: (s,) for t, s in sorted(taken.items())})
 
+
+def refuse_mixed_parts(ckpt: Checkpoint, chosen: dict[str, str], use_meta: bool) -> None:
+    """Refuses the averages read (``chosen``: variable key -> average key), stated name or
+    not, where the ``.meta``'s update ops show one key's parts written by several ``apply()``
+    calls: TF stores a partitioned variable's averages as one key whatever object wrote each
+    part, so ``a.apply([w/part_0])`` then ``b.apply([w/part_0, w/part_1])`` leaves
+    ``w/ExponentialMovingAverage`` a's part_0 beside b's part_1 (review-20-attack-r48 F3).
+
+    Raises:
+        UnprovenPairingError: naming the key (exit 6).
+    """
+    if not use_meta or ckpt.objects is not None:
+        return
+    mixed = sorted((t, s) for t, s in chosen.items() if s in mixed_keys(ckpt))
+    for target, key in mixed[:1]:
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {key} is not proven one EMA object's average of {target}: TF stores "
+            f"a partitioned variable's averages as one key, and the .meta's update ops show "
+            f"its parts written by different apply() calls, so it may hold two objects' "
+            f"averages; --raw exports the raw weights instead",
+            None, {t: (s,) for t, s in mixed})

@@ -24,7 +24,7 @@ from .ema_apply_order import (
     paired_variables,
     refuse_apply_order,
 )
-from .ema_crossed import refuse_crossed, refuse_mixed_writers
+from .ema_crossed import refuse_crossed, refuse_mixed_parts, refuse_mixed_writers
 from .ema_missing import refuse_orphans
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes, role_from_name
 from .ema_proof import refuse_unproven_names, without_slot_names
@@ -316,6 +316,7 @@ def ema_map(
             chosen = renumbered_averages(ckpt, variables, ema_name, chosen, use_meta)
             # each key read by the one object's apply(), never another's _N twin (r48 F5)
             refuse_mixed_writers(ckpt, chosen, ema_name, use_meta)
+            refuse_mixed_parts(ckpt, chosen, use_meta)  # one key, two objects' parts (r48 F3)
             refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
             graph_pairs = bool(use_meta and style in (None, "tf1") and ckpt.meta is not None
                                and ckpt.meta.collections.get("variables"))

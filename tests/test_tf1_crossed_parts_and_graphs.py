@@ -55,7 +55,9 @@ def record(case, objs, allv, s):
 tf1.enable_control_flow_v2()
 # F1: w [4, 2] in two parts (p0, p1) and v [3]
 PARTS = {"pvv": "a:p0 b:v b:p1,p0 a:p1,v", "pr": "b:p1 a:p0,p1,v b:p0,v",
-         "ps": "a:p0 b:p1 b:p0 a:p1 a:v b:v", "pok": "a:p0,p1,v b:p0,p1,v"}
+         "ps": "a:p0 b:p1 b:p0 a:p1 a:v b:v", "pok": "a:p0,p1,v b:p0,p1,v",
+         # one object over one part only, the other over all (review-20-attack-r48 F3)
+         "pa1": "a:p0 b:p0,p1,v", "pa4": "b:p1 a:p0,p1,v"}
 for case, spec in PARTS.items():
     with tf.Graph().as_default():
         w = tf1.get_variable("w", [4, 2], initializer=tf1.ones_initializer(),
@@ -230,3 +232,29 @@ def test_functions_left_unread_then_no_meta_reads_the_names(made, tmp_path, few_
     with np.load(target) as z:
         for var in ("w0", "w1"):
             assert z[var].tobytes() == truth[f"manyok:a:{var}"].tobytes(), var
+
+
+@pytest.mark.parametrize("case", ["pa1", "pa4"])
+def test_a_key_of_two_objects_parts_is_refused_unstated(made, tmp_path, case):
+    """a.apply([w/part_0]), then b.apply([w/part_0, w/part_1, v]) (or b over part_1, then a
+    over all): w/ExponentialMovingAverage holds a's part_0 and b's part_1 (TF's names at
+    save time), and export with no --ema-name exported it as w's average, exit 0 --strict
+    (review-20-attack-r48 F3). Refused now."""
+    out, truth = made
+    one, two = "a", "b"  # pa4: b.apply([w/part_1]), then a.apply([w/part_0, w/part_1, v])
+    assert str(truth[f"{case}:{one}:p0:name"]) == f"w/part_0/{E}"
+    assert str(truth[f"{case}:{two}:p1:name"]) == f"w/part_1/{E}"
+    assert f"{case}:{one}:p1" not in truth or f"{case}:{two}:p0" not in truth
+    target = tmp_path / "w.npz"
+    for extra in (["--strict"], ["--allow-missing"]):
+        code, _, err = run_cli(["export", str(out / case), *extra, "--out", str(target)])
+        if code == 0:  # then w is one object's average of both parts, or raw
+            with np.load(target) as z:
+                got = z["w"]
+            target.unlink()
+            assert not (got[:2].tobytes() == truth[f"{case}:{one}:p0"].tobytes()
+                        and got[2:].tobytes() == truth[f"{case}:{two}:p1"].tobytes()), extra
+        else:
+            assert code == 6 and not target.exists(), err
+    code, _, err = run_cli(["export", str(out / case), "--strict", "--out", str(target)])
+    assert code == 6 and "w/ExponentialMovingAverage" in err, err
