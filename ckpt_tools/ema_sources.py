@@ -97,8 +97,10 @@ def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     graph holds the key as its own variable that nothing writes: the graph made that variable
     outside ``apply()``, so the contradiction refusal's "the .meta is another graph's" and its
     one way out, ``--no-meta`` (the kept tensor as the average), did not fit; TF's answer,
-    ``--allow-missing`` (``W`` raw), was refused (review-19-attack-r45 F8). A graph that writes
-    no variable or lacks the key keeps that refusal (:func:`~ckpt_tools.ema_names.from_meta`).
+    ``--allow-missing`` (``W`` raw), was refused (review-19-attack-r45 F8); so where the kept
+    key is in no collection but its save op saved it (review-20-attack-r49 F1). A graph that
+    writes no variable or lacks the key keeps that refusal
+    (:func:`~ckpt_tools.ema_names.from_meta`).
 
     An eval graph's ``.meta`` (nothing writes ``W``, no ``apply()``) keeps the name's reading,
     as ``variables_to_restore()`` does; a Saver that renamed the keys is read through its save
@@ -133,7 +135,15 @@ def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
             if t in variables and s in variables and s != t and t in own
             and s not in seen and not averaged_under(t, s, named_by)
             and (t in paired and (applies or t in ops.writers)
-                 or t not in paired and trains and s in own)}
+                 or t not in paired and trains and _graph_holds(ckpt, s, own))}
+
+
+def _graph_holds(ckpt: Checkpoint, key: str, own: set[str]) -> bool:
+    """Whether the ``.meta``'s graph holds ``key`` as a variable of its own: one of its
+    collections' (``own``), or one in no collection (``collections=[]``, saved by an explicit
+    ``var_list``) that its save op, proven the writer of ``ckpt``, saved under that very key
+    (review-20-attack-r49 F1); a ``.meta`` of another graph's save op proves nothing."""
+    return key in own or (held_variables(ckpt) or {}).get(key) == key
 
 
 def unlisted_weights(ckpt: Checkpoint, found: dict[str, str]) -> tuple[str, ...]:

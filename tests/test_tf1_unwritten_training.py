@@ -44,26 +44,27 @@ def base(trainable=True):
     return w0, w1, loss
 
 
-def moment(name="w0/" + E, shape=(4, 2)):
+def moment(name="w0/" + E, shape=(4, 2), collections=None):
     scope, leaf = name.rsplit("/", 1)
     with tf1.variable_scope(scope):
         return tf1.get_variable(leaf, shape=list(shape), trainable=False,
-                                initializer=tf1.zeros_initializer())
+                                initializer=tf1.zeros_initializer(), collections=collections)
 
 
 def build(kind, where):
     """One graph: trains w0, w1 (GD); kind says what averages and what keeps w0/EMA."""
     os.makedirs(where, exist_ok=True)
-    w0, w1, loss = base(trainable=kind != "nttrained")
+    hand = kind in ("nttrained", "nt_nocoll")  # w0 not trainable, trained by hand
+    w0, w1, loss = base(trainable=not hand)
     legit = kind in ("legit", "legit_renamed", "twolegit", "taken_after")
-    mom = None if legit else moment()
+    mom = None if legit else moment(collections=[] if kind == "nt_nocoll" else None)
     if kind == "legit_renamed":  # frozen: no shadow to expect (F6)
         moment("w9/keep")
     ph = tf1.placeholder(tf.float32, [4, 2])
     setm = mom.assign(ph) if kind == "renamed_ph" else None  # a writer in the graph
     g0 = tf.gradients(loss, [w0])[0]
     train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
-    if kind == "nttrained":  # w0 in no collection but global, trained by hand (F8)
+    if hand:  # w0 in no collection but global, trained by hand (F8)
         train = tf.group(train, w0.assign_sub(0.1 * g0))
     ema = tf1.train.ExponentialMovingAverage(0.9)
     fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
@@ -92,9 +93,13 @@ def build(kind, where):
     renamed = kind in ("renamed", "renamed_ph", "legit_renamed")
     saver = tf1.train.Saver({"net/" + v.op.name: v for v in tf1.global_variables()}
                             if renamed else None)
+    if kind == "nt_nocoll":  # the kept tensor in no collection, saved by var_list (r49 F1)
+        saver = tf1.train.Saver(tf1.global_variables() + [mom])
     truth = {}
     with tf1.Session() as s:
         s.run(tf1.global_variables_initializer())
+        if kind == "nt_nocoll":
+            s.run(mom.initializer)
         m = np.zeros([4, 2], np.float32)
         for _ in range(4):
             g = s.run(g0)
@@ -110,7 +115,7 @@ def build(kind, where):
             if kind == "twolegit":
                 truth[f"fast:{v.op.name}"] = s.run(fast.average(v))
         truth["none:w0"] = np.asarray(ema.average(w0) is None)
-        for v in tf1.global_variables():
+        for v in [*tf1.global_variables(), *([mom] if kind == "nt_nocoll" else [])]:
             truth[f"raw:{v.op.name}"] = s.run(v)
         if kind == "sm2cond":  # two tags: only the first graph's library would be read
             b = tf1.saved_model.Builder(os.path.join(where, "sm"))
@@ -179,7 +184,7 @@ with tf.Graph().as_default():
 
 KINDS = ("twoema", "scoped", "noapply", "renamed", "renamed_ph", "sm2cond", "onlyw0", "legit",
          "legit_renamed", "twolegit", "slashname", "nttrained", "taken_after", "teacher",
-         "teacher_one")
+         "teacher_one", "nt_nocoll")
 KEY = "w0/ExponentialMovingAverage"
 
 # refused: (folder, options stating the EMA name, the prefix of a renamed Saver's keys)
@@ -197,6 +202,9 @@ REFUSED = {
     # w0 neither trainable nor averaged, trained by hand: was the contradiction refusal's,
     # --no-meta only, --allow-missing refused (review-19-attack-r45 F8)
     "F8": ("nttrained", [], ""),
+    # so with the kept w0/ExponentialMovingAverage in no collection (collections=[]) saved by
+    # an explicit var_list: the graph holds it all the same (review-20-attack-r49 F1)
+    "r49_F1": ("nt_nocoll", [], ""),
 }
 
 
