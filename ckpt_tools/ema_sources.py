@@ -12,7 +12,8 @@ from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, unwritten_message
 from .ema_updates import update_ops
 from .formats.meta_copies import FEED
-from .formats.meta_updates import UpdateOps, averaged_under
+from .formats.meta_updates import UpdateOps
+from .meta_shadows import unmade_by_training
 from .saved_keys import held_variables
 
 
@@ -130,12 +131,12 @@ def unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
     named_by = set(ops.averages.values())  # the whole EMA name counts (r46 F2)
     # a weight in neither collection: the graph's own key nothing writes, in a graph some op
     # of which trains a variable (F8); without both, a .meta from another graph's refusal
-    trains = bool(ops.writers)
+    # (the rule list shares: meta_shadows.unmade_by_training)
     return {t: s for t, s in {**named, **chosen}.items()
-            if t in variables and s in variables and s != t and t in own
-            and s not in seen and not averaged_under(t, s, named_by)
-            and (t in paired and (applies or t in ops.writers)
-                 or t not in paired and trains and _graph_holds(ckpt, s, own))}
+            if t in variables and s in variables and s != t and s not in seen
+            and unmade_by_training(t, s, own=own, paired=paired, applies=applies,
+                                   writers=ops.writers, named_by=named_by,
+                                   holds=lambda key: _graph_holds(ckpt, key, own))}
 
 
 def _graph_holds(ckpt: Checkpoint, key: str, own: set[str]) -> bool:

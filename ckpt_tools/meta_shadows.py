@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph
@@ -278,9 +278,51 @@ def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     paired = trained | set(meta.keys_in("moving_average_variables"))
     # W averaged by an apply() of the key's own name: that object's (another object's is not)
     named_by = {(key(v), scope) for v, scope in ops.averages.values()}  # whole name: r46 F2
-    written |= {k for k in named if k not in kept and roles[k].ema_of in own
-                and (roles[k].ema_of in paired and (applies or roles[k].ema_of in trains)
-                     or roles[k].ema_of not in paired and bool(trains) and k in own)
-                and not averaged_under(roles[k].ema_of, k, named_by)}
+    written |= {k for k in named if k not in kept and unmade_by_training(
+        roles[k].ema_of, k, own=own, paired=paired, applies=applies, writers=trains,
+        named_by=named_by)}
     return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) if k in slots else RoleInfo(OTHER)
             for k in named if k in written}
+
+
+def unmade_by_training(weight: str | None, key: str, *, own: Collection[str],
+                       paired: Collection[str], applies: bool, writers: Collection[str],
+                       named_by: Collection[tuple[str, str]],
+                       holds: Callable[[str], bool] | None = None) -> bool:
+    """The one TF1 rule of a key read by name as ``weight``'s average that no op of the
+    ``.meta``'s graph writes (the callers check that, each in its own keys): whether it is no
+    average that graph made, so no proof of one. Used by
+    :func:`~ckpt_tools.ema_sources.unwritten_sources` (the map refuses it, naming
+    ``--no-meta`` and ``--allow-missing``) and :func:`update_op_written` (``list`` shows it as
+    ``other``), which must agree.
+
+    It is where ``weight`` is the graph's own variable (``own``: not a renamed Saver's key)
+    and either the graph trains or averages it (``paired``: ``trainable_variables`` or
+    ``moving_average_variables``) while it runs ``ema.apply()`` (``applies``) or some op
+    writes ``weight`` (``writers``, in the caller's keys): ``w0/ExponentialMovingAverage``
+    kept from Python beside an EMA over ``w1``, another object's ``apply()`` of ``w0``, no EMA
+    at all (review-18-attack-r41 F1, review-19-attack-r45 F1, F4, F5); or the graph neither
+    trains nor averages it while some op trains a variable and the key is the graph's own
+    variable too (frozen, or trained by hand: r45 F8). An ``apply()`` of the key's own EMA name
+    averaging ``weight`` (``named_by``, ``(weight, apply() scope)`` pairs) makes it that
+    object's average (:func:`~ckpt_tools.formats.meta_updates.averaged_under`). An eval graph
+    (no ``apply()``, no writer of ``weight``) keeps the name's reading. ``holds`` says whether
+    the graph holds the key as its own variable (default: the key is in ``own``; the map also
+    reads the save op: review-20-attack-r49 F1).
+
+    Returns:
+        `bool`: True where the key is no average of ``weight`` the graph made.
+
+    Example:
+        >>> E = "w0/ExponentialMovingAverage"
+        >>> rule = dict(own={"w0", "w1"}, paired={"w0", "w1"}, named_by={("w1", E[3:])})
+        >>> unmade_by_training("w0", E, applies=True, writers=(), **rule)
+        True
+        >>> unmade_by_training("w0", E, applies=False, writers=(), **rule)  # an eval graph
+        False
+    """
+    held = own.__contains__ if holds is None else holds
+    # averaged_under before holds: the map's holds reads the save op only where it must
+    return (weight in own and not averaged_under(weight, key, named_by)
+            and (weight in paired and (applies or weight in writers)
+                 or weight not in paired and bool(writers) and held(key)))
