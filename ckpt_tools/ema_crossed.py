@@ -168,14 +168,23 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
         # its own family split is refused whatever other family is crossed (r48 F4)
         _refuse_split(ckpt, ema_name, use_meta)
         return
-    if ema_name is not None and ema_name not in names and _one_apply(ckpt, ema_name, use_meta):
-        return  # a name no crossing apply() writes and one apply() writes whole (r43 F6)
+    if ema_name is not None and _one_apply(ckpt, ema_name, use_meta):
+        # a name one apply() writes whole, having averaged every variable of the family: one
+        # object's, even where that apply() wrote two levels (fast_1 beside fast; r43 F6,
+        # r48 F2)
+        return
     base = suffix_base(sorted(names)[0])
     shows = "; ".join(f"apply() scope {s!r} writes {', '.join(sorted(keys))}"
                       for s, keys in sorted(scopes.items()))
     undecided = _undecided(ckpt, [p for keys in scopes.values() for p in keys.items()])
     whole = sorted(n for n in {k[len(v) + 1:] for keys in scopes.values() for k, v in keys.items()}
-                   - names if _one_apply(ckpt, n, use_meta))
+                   if _one_apply(ckpt, n, use_meta))
+    if not names - set(whole):  # each crossing name one apply()'s whole: pick one (r48 F2)
+        raise UnprovenPairingError(
+            f"{ckpt.path}: the averages are several EMA objects' (the .meta's update ops show "
+            f"{shows}); --ema-name {' or '.join(whole)} is one apply()'s whole, so one "
+            "object's; --raw exports the raw weights instead", None, undecided)
+    names = names - set(whole)
     offer = (f"--ema-name {' or '.join(whole)} is one apply()'s whole, so one object's; "
              if whole else "no --ema-name picks one object here: ")
     raise UnprovenPairingError(
