@@ -36,7 +36,9 @@ from .formats._write import (
 from .formats.bundle import data_path
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
+from .raw_shadows import raw_named_keys, raw_named_warning
 from .rescope_clash import refuse_rescope_clash
+from .save_op import graph_named
 from .saved_swaps import plain_keys_of
 from .stated_open import opened_stated, take_statements
 
@@ -217,6 +219,15 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
     strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
     sm_dir = saved_model_source(ckpt)
     m, source_of = bake_plan(ckpt, name, drop_slots, map_options)
+    raw = raw_left_out(ckpt, source_of) if sm_dir else {}
+    if raw:  # left out, saved_model.pb's Saver would fail to restore them; kept, launder them
+        k, t = next(iter(raw.items()))
+        raise EmaError(f"{ckpt.path}: {len(raw)} key(s) named as averages hold their "
+                       f"variables' raw values, e.g. {k} (written from {t} by the "
+                       "saved_model.pb's saver), and a SavedModel output must keep every key "
+                       "its Saver restores: restore the averages into a checkpoint instead "
+                       "(the checkpoint's prefix as input is refused the same way; export them "
+                       "with ckpt export)")
     # The whole checkpoint is staged in a hidden sibling directory and published with one
     # rename (see formats/_write.py): readers see the old complete --out or the new one.
     with stage_output(ckpt, out_dir, name, overwrite) as stage:
@@ -260,11 +271,16 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
     if meta_src and renamed:
         warnings.append("keys were re-scoped, so the .meta graph (which uses the old names) "
                         "was not copied")
+    raw = raw_left_out(ckpt, source_of)
     with BundleWriter(prefix, shown) as writer:
         replaced, copied, dropped, nbytes = write_baked(ckpt, writer, source_of, verify,
-                                                        drop_slots, progress, strip, add)
+                                                        drop_slots, progress, strip, add,
+                                                        leave_out=raw)
         files = []
-        if meta_src and dropped and not renamed:
+        if raw:
+            warnings.append(raw_named_warning(raw, graph_named(ckpt),
+                                              bool(meta_src and not renamed)))
+        if meta_src and set(dropped) - set(raw) and not renamed:
             warnings.append(DROPPED_META)
         partial = getattr(ckpt.reader, "partial", {})  # no whole tensor to copy (r29 F3)
         if partial:
@@ -284,11 +300,25 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
 
 
+def raw_left_out(ckpt: Checkpoint, source_of: dict[str, str]) -> dict[str, str]:
+    """Returns the keys a bake leaves out (key -> the variable whose raw value it holds):
+    those named as averages that the save op proves hold their variables' RAW values
+    (:func:`~ckpt_tools.raw_shadows.raw_named_keys`), e.g. a training
+    ``Saver(ema.variables_to_restore())``'s keys beside a second EMA object's averages
+    restored with ``--ema-name``. Copied beside the restored variables, without the ``.meta``
+    whose save op proves what they hold, they would be read as averages
+    (review-20-attack-r50 F8)."""
+    used = {k for t, s in source_of.items() if s != t for k in (t, s)}  # t: s = t copies
+    return {k: t for k, t in raw_named_keys(ckpt).items() if k not in used}
+
+
 def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str],
-                verify: bool, drop_slots: bool, progress, strip=None, add=None):
+                verify: bool, drop_slots: bool, progress, strip=None, add=None, *,
+                leave_out=()):
     """Adds every tensor of the baked checkpoint to ``writer``, in the input's key order:
     the value of ``source_of[key]`` (its shadow) under each key, stored bytes copied as they
-    are. Returns ``(replaced, copied, dropped, nbytes)`` (see :class:`BakeResult`).
+    are; the keys of ``leave_out`` (:func:`raw_left_out`) are not written. Returns
+    ``(replaced, copied, dropped, nbytes)`` (see :class:`BakeResult`).
 
     Raises:
         CorruptCheckpointError: a checksum mismatch (``verify``), a slice out of range.
@@ -298,7 +328,7 @@ def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str
     copied = nbytes = 0
     renamed = bool(strip or add)
     for key in ckpt.entries():
-        if drop_slots and variables[key].role == R.OPTIMIZER_SLOT:
+        if key in leave_out or (drop_slots and variables[key].role == R.OPTIMIZER_SLOT):
             dropped.append(key)
             continue
         src = source_of.get(key, key)

@@ -204,12 +204,14 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     read-ahead window and one part, never the checkpoint; no local disk), then the
     ``.index``, the ``.meta`` and the ``checkpoint`` state file, in that order, under the
     writer lock (:class:`~ckpt_tools.formats.remote_stream.CheckpointStream`)."""
-    from .bake import DROPPED_META, bake_plan, dropped_any, write_baked
+    from .bake import DROPPED_META, bake_plan, dropped_any, raw_left_out, write_baked
     from .formats._io import close_map, map_file
     from .formats._write import check_file_name
     from .formats.bundle_writer import BundleWriter, state_file_text
     from .formats.remote import url_join
     from .formats.remote_stream import CheckpointStream
+    from .raw_shadows import raw_named_warning
+    from .save_op import graph_named
 
     drop = slots == "drop"
     m, source_of = bake_plan(ckpt, name, drop, map_options)
@@ -222,6 +224,10 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     meta = meta_src is not None and not (strip or add)
     warnings = [] if meta or not meta_src else [
         "keys were re-scoped, so the .meta graph (which uses the old names) was not copied"]
+    raw = raw_left_out(ckpt.with_meta(map_options.get("use_meta", True)), source_of)
+    if raw:  # not written (review-20-attack-r50 F8), nor the .meta whose Saver restores them
+        warnings.append(raw_named_warning(raw, graph_named(ckpt), meta))
+        meta = False
     if meta and dropped_any(ckpt, drop):
         meta = False
         warnings.append(DROPPED_META)
@@ -229,7 +235,8 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     with CheckpointStream(directory, names, overwrite=overwrite, progress=progress) as out:
         with BundleWriter(url_join(directory, base), sink=out.sink(data)) as writer:
             replaced, copied, dropped, nbytes = write_baked(ckpt, writer, source_of, verify,
-                                                            drop, progress, strip, add)
+                                                            drop, progress, strip, add,
+                                                            leave_out=raw)
             index = writer.finish_stream()
         out.done(data)
         out.put(base + ".index", index)

@@ -179,6 +179,42 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
     return found
 
 
+def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
+    """Returns key -> the variable whose RAW value it holds, for each key named under its
+    variable as an average is (``w/ExponentialMovingAverage``, a partition's
+    ``w/part_0/ExponentialMovingAverage``) that the ``.meta``'s save op wrote from that
+    variable (or its parts) in a training graph: a training ``Saver(
+    ema.variables_to_restore())`` does, whatever other averages the file holds (a second
+    EMA object's keys beside them). ``{}`` where nothing records the save op, for TF2 and
+    Keras files, and for an evaluation graph's Saver (:func:`evaluation_graph`: its keys may
+    hold averages it restored; ``--averages-only`` decides there)."""
+    if ckpt.objects is not None:
+        return {}
+    sources = written_sources(ckpt)
+    if not sources:
+        return {}
+    out = {}
+    for key, src in sources.items():
+        parent = key.rpartition("/")[0]
+        # key not among its sources: a part saved under its own key (w/part_0) is itself
+        if parent and key not in src and _saved_from(src, parent) \
+                and not evaluation_graph(ckpt, key):
+            out[key] = parent
+    return out
+
+
+def raw_named_warning(keys: dict[str, str], graph: str, meta: bool) -> str:
+    """restore-ema's warning (without ``warning:``) for the :func:`raw_named_keys` ``keys``
+    it left out of its output; ``meta``: a ``.meta`` graph was beside the input."""
+    k, t = next(iter(keys.items()))
+    return (f"{len(keys)} key(s) named as averages hold their variables' raw values and were "
+            f"not written, e.g. {k}: the {graph}'s saver wrote it from {t} itself, as a "
+            "training Saver(ema.variables_to_restore()) does; beside the restored variables "
+            "nothing would tell them from averages"
+            + (", so the .meta graph was not copied either: its Saver restores them and "
+               "would fail on the output" if meta else ""))
+
+
 def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     """Export name -> key, for ``export --raw`` of a ``Saver(ema.variables_to_restore())``
     checkpoint: each key named as an average that the save op wrote from its own variable

@@ -9,6 +9,8 @@ as before. Made here by TensorFlow (a subprocess), truth read from the session a
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import run_cli, run_script
@@ -23,7 +25,8 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
-for case in ("vtr", "shadows"):
+CASES = ("vtr", "shadows", "twoema")
+for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         w = tf1.get_variable("w", [3, 3])
@@ -34,7 +37,11 @@ for case in ("vtr", "shadows"):
         ema = tf1.train.ExponentialMovingAverage(0.5)
         with tf.control_dependencies([train]):
             step = ema.apply([w, b])
-        if case == "vtr":
+        if case == "twoema":  # a second EMA object beside the training vtr Saver
+            slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+            with tf.control_dependencies([step]):
+                step = slow.apply([w, b])
+        if case in ("vtr", "twoema"):
             saver = tf1.train.Saver(ema.variables_to_restore())
         else:
             saver = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in (w, b)})
@@ -47,8 +54,11 @@ for case in ("vtr", "shadows"):
             truth = {f"{case}:raw:w": s.run(w.read_value()), f"{case}:raw:b": s.run(b.read_value()),
                      f"{case}:ema:w": s.run(ema.average(w).read_value()),
                      f"{case}:ema:b": s.run(ema.average(b).read_value())}
+            if case == "twoema":
+                truth.update({f"{case}:slow:w": s.run(slow.average(w).read_value()),
+                              f"{case}:slow:b": s.run(slow.average(b).read_value())})
         np.savez(f"{out}/{case}.npz", **truth)
-np.savez(f"{out}/truth.npz", **{k: v for c in ("vtr", "shadows")
+np.savez(f"{out}/truth.npz", **{k: v for c in CASES
                                 for k, v in np.load(f"{out}/{c}.npz").items()})
 '''
 
@@ -107,3 +117,37 @@ def test_list_says_the_keys_hold_raw_values(made):
     assert rows["w/ExponentialMovingAverage"] == rows["b/ExponentialMovingAverage"] == "raw value"
     assert "2 key(s) named as averages hold their variables' raw values" in said, said
     assert "lists the candidates" not in said and "does not prove" not in said, said
+
+
+def test_restore_ema_leaves_out_the_raw_keys_of_a_training_vtr_saver(made, tmp_path):
+    """review-20-attack-r50 F8: a training Saver(ema.variables_to_restore()) beside a second
+    EMA object 'slow'. ``restore-ema --ema-name slow`` copied the raw-valued
+    ``w/ExponentialMovingAverage`` keys and the .meta beside the restored variables, where the
+    proof that they hold raw values was lost: ``export``/``restore-ema --ema-name
+    ExponentialMovingAverage`` of the output gave the RAW weights as "EMA values", exit 0.
+    They are now left out of the output (said in its warning and --json's ``dropped``)."""
+    import ckpt_tools
+
+    out, truth = made
+    o = tmp_path / "o"
+    code, text, err = run_cli(["restore-ema", str(out / "twoema"), "--ema-name", "slow",
+                               "--out", str(o), "--json"])
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert "2 key(s) named as averages hold their variables' raw values and were not " \
+           "written" in said, said
+    assert sorted(json.loads(text)["dropped"]) == ["b/ExponentialMovingAverage",
+                                                   "w/ExponentialMovingAverage"], text
+    assert not list(o.glob("*.meta"))  # its Saver restores the keys left out
+    with ckpt_tools.open_checkpoint(str(o)) as ckpt:
+        assert not any(k.endswith("/ExponentialMovingAverage") for k in ckpt.entries())
+        for name in ("w", "b"):
+            got = np.asarray(ckpt.tensor(name))
+            assert got.tobytes() == truth[f"twoema:slow:{name}"].tobytes(), name
+    for args in (["export", str(o), "--ema-name", "ExponentialMovingAverage", "--out",
+                  str(tmp_path / "x.npz")],
+                 ["restore-ema", str(o), "--ema-name", "ExponentialMovingAverage", "--out",
+                  str(tmp_path / "x")]):
+        code, _, err = run_cli(args)
+        assert code == 6, err
+    assert not (tmp_path / "x.npz").exists() and not (tmp_path / "x").exists()
