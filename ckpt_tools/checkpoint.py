@@ -26,7 +26,7 @@ from .formats import open_reader
 from .formats._io import is_url
 from .formats.dtypes import STRING
 from .formats.entry import TensorEntry
-from .formats.meta import MetaGraph, read_meta_graph
+from .formats.meta import MetaGraph, meta_decode_error, read_meta_graph
 from .formats.objgraph import (
     OBJECT_GRAPH_KEY,
     ObjectGraph,
@@ -119,10 +119,7 @@ class Checkpoint(StoredTensors):
             try:
                 self.meta = read_meta_graph(location.meta_path)
             except CorruptCheckpointError as e:  # name the way past it (review-20-user-u22 F8)
-                e.args = (f"{e}; the checkpoint's tensors do not need it: pass --no-meta "
-                          "(Python: use_meta=False; open_checkpoint: meta=False) to read "
-                          "them without it, pairing by key names",)
-                raise
+                raise meta_decode_error(location.meta_path, e)  # noqa: B904 (the same error)
         elif meta and location.saved_model:
             self.meta = read_saved_model(location.saved_model).collections_graph()
         if self.meta is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shutil
 import zipfile
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +32,7 @@ from .formats._write import (
     copy_file,
     os_errors,
 )
+from .formats.keras.h5_files import ZIP_READ_ERRORS
 from .formats.write_locks import hold, release
 from .keras_assumed import keras_assumptions, refuse_assumed
 from .keras_ema import require_keras_pairing
@@ -40,9 +40,6 @@ from .restored_mark import mark_averages, refuse_restored
 
 KERAS_SUFFIXES = (".keras", ".weights.h5", ".h5", ".hdf5")
 _WEIGHTS_MEMBER = "model.weights.h5"
-# What zipfile raises reading a damaged member (a CRC-32 mismatch, bad deflate data, a short
-# member); never raised by writing, so a disk error stays an OS error.
-_ZIP_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError)
 
 
 @dataclass(frozen=True)
@@ -222,7 +219,7 @@ def bake_keras_ema(ckpt: Checkpoint, out_path: str, *, overwrite: bool = False,
             try:
                 nbytes = (_write_member if out_path.endswith(".weights.h5") else
                           _write_archive)(ckpt, replaced, tmp, out_path, mark)
-            except _ZIP_READ_ERRORS as exc:  # another member (an asset) fails its CRC-32
+            except ZIP_READ_ERRORS as exc:  # another member (an asset) fails its CRC-32
                 raise CorruptCheckpointError(f"cannot read the archive: {exc}",
                                              path=ckpt.path) from None
         elif _model_dir(ckpt) is not None and out_path.endswith(".keras"):

@@ -87,6 +87,8 @@ def read_mark(path: str) -> Mark | None:
     """
     import h5py
 
+    from .formats.keras.h5_files import ZIP_READ_ERRORS  # numpy: Keras files only
+
     try:
         if os.path.isdir(path):  # a model directory (model.save(dir, zipped=False))
             path = os.path.join(path, _MEMBER)
@@ -97,7 +99,7 @@ def read_mark(path: str) -> Mark | None:
         else:
             with h5py.File(path, "r") as f:
                 said = _mark(f)
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+    except (OSError, KeyError, ValueError, *ZIP_READ_ERRORS):  # another command says why
         return None
     return None if said is None else _said(said)
 

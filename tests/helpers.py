@@ -478,3 +478,28 @@ def flip_in_keras_member(src: Path, dst: Path, key: str) -> bytes:
     raw[start + offset + 1] ^= 0x40
     Path(dst).write_bytes(bytes(raw))
     return bytes(raw[start : start + info.file_size])
+
+
+def damage_keras_header(src: Path, dst: Path, member: str, *, flag: int = 0,
+                        local_name: bytes | None = None) -> None:
+    """Writes ``dst``: the zip archive ``src`` with general-purpose ``flag`` bits (low byte:
+    0x01 encrypted, 0x20 patched data, 0x40 strong encryption) set on ``member`` in both its
+    central directory entry and its local header, or its local header's name replaced by
+    ``local_name`` (same length); every other byte, CRC-32s included, as it was."""
+    import struct
+    import zipfile
+
+    raw = bytearray(Path(src).read_bytes())
+    with zipfile.ZipFile(src) as z:
+        local = z.getinfo(member).header_offset
+        at = z.start_dir
+    while raw[at:at + 4] == b"PK\x01\x02":  # central directory entries
+        name_len, extra_len, comment_len = struct.unpack("<HHH", raw[at + 28:at + 34])
+        if raw[at + 46:at + 46 + name_len] == member.encode():
+            raw[at + 8] |= flag
+        at += 46 + name_len + extra_len + comment_len
+    raw[local + 6] |= flag
+    if local_name is not None:
+        assert len(local_name) == len(member.encode())
+        raw[local + 30:local + 30 + len(local_name)] = local_name
+    Path(dst).write_bytes(bytes(raw))

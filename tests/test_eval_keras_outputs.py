@@ -190,6 +190,26 @@ def test_a_damaged_keras_archive_is_exit_4_in_eval_and_restore_ema(saved, tmp_pa
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("flag,local_name,said", [
+    (0x01, None, "is encrypted (zip flag bit 0)"),
+    (0, b"xodel.weights.h5", "differ: the archive is corrupt"),
+], ids=["encrypted", "local-name"])
+def test_a_member_zipfile_refuses_is_exit_4_in_eval(saved, tmp_path, flag, local_name, said):
+    """The fit()-saved model file with model.weights.h5's zip header patched (an encrypted
+    flag; a local header naming another file), its bytes and CRC-32 intact: Keras'
+    load_weights raises RuntimeError / BadZipFile, which eval says as exit 4, one line naming
+    the file and the member, with and without the averages (review-20-attack-r50 F5, F1)."""
+    from helpers import damage_keras_header, one_line_error
+
+    out, _, _ = saved
+    bad = tmp_path / "bad.keras"
+    damage_keras_header(out / "m.keras", bad, "model.weights.h5", flag=flag,
+                        local_name=local_name)
+    for args in (["eval", bad, "--num-examples", NUM, "--not-swapped"],
+                 ["eval", bad, "--num-examples", NUM, "--no-use-ema"]):
+        one_line_error(_ckpt(*args), 4, f"{bad}: archive member model.weights.h5", said)
+
+
 def test_eval_of_a_file_that_is_no_checkpoint_is_exit_4(tmp_path):
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"not a checkpoint at all")

@@ -286,6 +286,33 @@ def test_truncated_meta_file_is_one_line_exit_4(tmp_path, where):
             assert same_bits(got[name], truth[f"{name}/ExponentialMovingAverage"]), name
 
 
+@pytest.mark.parametrize("fill", [b"\x00", b"\xff"])
+def test_a_meta_damaged_inside_a_graph_node_names_the_meta_and_no_meta(tmp_path, fill):
+    """Bytes of the save op's tensor_names node damaged inside the .meta (the node's length
+    intact: it is decoded only when a command asks for it): every command that reads the graph
+    says exit 4, one line naming the .meta and --no-meta, as for a truncated file
+    (review-20-attack-r50 F4)."""
+    import shutil
+
+    from helpers import run_cli
+
+    dst = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "linear_v1", dst)
+    meta = next(dst.glob("*.meta"))
+    data = bytearray(meta.read_bytes())
+    name = b"save/save/tensor_names"
+    at = data.index(bytes([0x0A, len(name)]) + name) + len(name) + 20  # inside the node
+    data[at:at + 12] = fill * 12
+    meta.write_bytes(bytes(data))
+    for args in (["list", dst], ["map", dst], ["export", dst, "--out", tmp_path / "o.npz"],
+                 ["stats", dst], ["diff", "--ema", dst]):
+        code, out, err = run_cli([str(a) for a in args])
+        lines = [line for line in err.splitlines() if line.startswith("error:")]
+        assert code == 4 and len(lines) == 1, (args, code, out, err)
+        assert f"{meta}: " in lines[0] and "pass --no-meta" in lines[0], (args, lines)
+    assert not (tmp_path / "o.npz").exists()
+
+
 @pytest.mark.parametrize("raw", [
     b"\x0a\x03a:0\x38\x81\x00",  # trainable as a padded two-byte varint (1)
     b"\x0a\x03a:0\x38\x80\x00",  # a padded zero

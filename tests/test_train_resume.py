@@ -67,6 +67,16 @@ def test_keras_resume_prunes_the_earlier_files(tmp_path):
     latest = train_dir / "ckpt-8.keras"
     with open_checkpoint(latest) as ckpt:
         key = ckpt.keys()[0]
+    # the encrypted flag on its weights (bytes and CRC-32 kept): Keras' zipfile raises
+    # RuntimeError; exit 4 naming file and member (review-20-attack-r50 F5)
+    from helpers import damage_keras_header
+
+    intact = latest.read_bytes()
+    damage_keras_header(latest, latest, "model.weights.h5", flag=0x01)
+    result = _ckpt("train", "--api", "keras", "--train-dir", train_dir, "--max-steps", 10,
+                   "--batch-size", 8, "--save-every", 2, "--ema-decay", "0.9", "-q", "--resume")
+    one_line_error(result, 4, f"{latest}: archive member model.weights.h5 is encrypted")
+    latest.write_bytes(intact)
     flip_in_keras_member(latest, latest, key)
     result = _ckpt("train", "--api", "keras", "--train-dir", train_dir, "--max-steps", 10,
                    "--batch-size", 8, "--save-every", 2, "--ema-decay", "0.9", "-q", "--resume")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ..errors import CorruptCheckpointError
 from ._io import close_map, fetched, is_url, map_file
-from .meta import proto_fields
+from .meta import meta_decode_error, proto_fields
 
 READS = frozenset({"Identity", "ReadVariableOp", "Snapshot"})
 
@@ -92,9 +92,10 @@ class _Nodes(Mapping):
     read a node's op and first input alone. The save op and the reads it follows are a few
     of a large graph's tens of thousands of nodes (``ckpt list`` asks only them)."""
 
-    def __init__(self, raw: dict[str, tuple[memoryview, int]]):
+    def __init__(self, raw: dict[str, tuple[memoryview, int]], path: str):
         self._raw = raw  # name -> (serialized NodeDef, offset after its name)
         self._decoded: dict[str, GraphNode] = {}
+        self._path = path  # a node decoded late still names its file (review-20-attack-r50 F4)
 
     def head(self, name: str) -> tuple[str, str] | None:
         """Node ``name``'s op and first data input (``""``: none), or ``None`` (no such
@@ -118,7 +119,10 @@ class _Nodes(Mapping):
     def __getitem__(self, name: str) -> GraphNode:
         node = self._decoded.get(name)
         if node is None:
-            node = self._decoded[name] = _node(self._raw[name][0])[1]
+            try:
+                node = self._decoded[name] = _node(self._raw[name][0])[1]
+            except CorruptCheckpointError as exc:
+                raise meta_decode_error(self._path, exc) from None
         return node
 
     def __contains__(self, name: object) -> bool:
@@ -169,9 +173,9 @@ def read_graphs(path: str) -> list[MetaGraph]:
     try:
         saved_model = os.path.basename(path).startswith("saved_model.")
         try:
-            graphs = _saved_model_graphs(data) if saved_model else [_graph(data)]
+            graphs = _saved_model_graphs(data, path) if saved_model else [_graph(data, path)]
         except CorruptCheckpointError:
-            graphs = _text_graphs(bytes(data), saved_model)
+            graphs = _text_graphs(bytes(data), saved_model, path)
     finally:
         close_map(data)
     graphs = [g for g in graphs if g is not None]
@@ -199,22 +203,22 @@ def keep(cache: dict, stamp: tuple | None, value) -> None:
     cache[stamp] = value
 
 
-def _saved_model_graphs(data) -> list[MetaGraph | None]:
+def _saved_model_graphs(data, path: str) -> list[MetaGraph | None]:
     """The graphs of a binary ``SavedModel`` (field 2: each ``MetaGraphDef``)."""
-    return [_graph(value) for number, wire, value in proto_fields(data)
+    return [_graph(value, path) for number, wire, value in proto_fields(data)
             if number == 2 and wire == 2]
 
 
-def _text_graphs(raw: bytes, saved_model: bool) -> list[MetaGraph | None]:
+def _text_graphs(raw: bytes, saved_model: bool, path: str) -> list[MetaGraph | None]:
     """The graphs of a text-format ``.meta`` or ``saved_model.pbtxt``: parsed (nodes' names,
     ops, inputs and string constants only) and re-encoded to the binary layout."""
     from ._protos import text_graphs_binary  # text files only: protobuf on demand
 
     data = text_graphs_binary(raw, saved_model)
-    return _saved_model_graphs(data) if saved_model else [_graph(data)]
+    return _saved_model_graphs(data, path) if saved_model else [_graph(data, path)]
 
 
-def _graph(data) -> MetaGraph | None:
+def _graph(data, path: str) -> MetaGraph | None:
     """The nodes and save tensor of one binary ``MetaGraphDef``, ``None`` without a graph.
 
     Raises:
@@ -234,7 +238,7 @@ def _graph(data) -> MetaGraph | None:
         if number == 1 and wire == 2:
             name, after = _name_of(value)
             raw[name] = (value, after)
-    nodes = _Nodes(raw)
+    nodes = _Nodes(raw, path)
     save_tensor = "" if saver is None else next(
         (_text(v) for n, w, v in proto_fields(saver) if n == 2 and w == 2), "")
     return MetaGraph(nodes, save_tensor)

@@ -279,6 +279,27 @@ def _add_collection(graph: MetaGraph, raw: bytes,
         graph.collections[key] = [f"<{len(v)} bytes>" for v in kinds[2]]
 
 
+# What every decode error of a .meta (or SavedModel graph) adds: the tensors do not need the
+# file, so the user can read them without it (review-20-user-u22 F8, review-20-attack-r50 F4).
+NO_META_HINT = ("the checkpoint's tensors do not need it: pass --no-meta (Python: "
+                "use_meta=False; open_checkpoint: meta=False) to read them without it, pairing "
+                "by key names")
+
+
+def meta_decode_error(path: str, exc: CorruptCheckpointError) -> CorruptCheckpointError:
+    """The one-line error for a decode error ``exc`` met in the graph file ``path``.
+
+    Returns:
+        ``exc`` itself (its ``path``/``offset`` kept), its message naming ``path`` (unless
+        it already does) and the way past it, :data:`NO_META_HINT`.
+    """
+    said = str(exc)
+    if path not in said:
+        said = f"{path}: {said}"
+    exc.args = (f"{said}; {NO_META_HINT}",)
+    return exc
+
+
 def read_meta_graph(path: str) -> MetaGraph:
     """Reads the collections and saver settings of a ``.meta`` file.
 

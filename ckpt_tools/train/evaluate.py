@@ -21,8 +21,6 @@ import contextlib
 import functools
 import os
 import warnings
-import zipfile
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
@@ -30,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 import ckpt_tools
+from ckpt_tools.formats.keras.h5_files import ZIP_READ_ERRORS, check_archive_file
 from ckpt_tools.restored_mark import read_mark, refuse_marked_assumed
 
 from . import data as data_lib
@@ -364,6 +363,9 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
         TrainError: the file does not match the model, or holds no optimizer averages
             (NotCheckpointError: a damaged ``.keras`` archive).
     """
+    # a member Keras' zipfile would refuse (encrypted, flag bit 5/6, a local header naming
+    # another file): our one line, exit 4, before Keras reads it (review-20-attack-r50 F5, F1)
+    check_archive_file(path)
     try:
         # Keras warns for each layer it skips before it raises on one it cannot fill: held
         # back, so a file of another model is one error line, and said only if it loads.
@@ -378,8 +380,9 @@ def restore_keras(net, path: str, use_ema: bool, *, strict: bool = False,
         raise not_reference(path, "keras") from None
     except OSError as exc:
         raise TrainError(f"{path}: {first_line(exc)}") from None
-    except (zipfile.BadZipFile, zlib.error) as exc:  # a member fails its CRC-32: exit 4
-        raise NotCheckpointError(f"{path}: {first_line(exc)}: the archive is corrupt") from None
+    except ZIP_READ_ERRORS as exc:  # a member fails its CRC-32: exit 4
+        said = first_line(exc).rstrip(".")  # zipfile ends some messages with a period
+        raise NotCheckpointError(f"{path}: {said}: the archive is corrupt") from None
     if use_ema:
         # The file's optimizer averages, paired with the trainable variables by the toolkit.
         try:

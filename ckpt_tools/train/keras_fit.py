@@ -46,14 +46,13 @@ import glob
 import os
 import time
 import warnings
-import zipfile
-import zlib
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from .. import run_record
+from ..formats.keras.h5_files import ZIP_READ_ERRORS, check_archive_file
 from . import data as data_lib
 from .common import (
     NaNLossError,
@@ -260,13 +259,15 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
     with strategy.scope():
         net = compile_model(cfg)
     if latest is not None:
+        check_archive_file(latest)  # a member zipfile refuses: exit 4 (review-20-attack-r50 F5)
         try:
             net.load_weights(latest)
         except (ValueError, OSError) as exc:
             raise TrainError(f"cannot resume from {latest}: {first_line(exc)}") from None
-        except (zipfile.BadZipFile, zlib.error) as exc:  # a damaged .keras: exit 4
-            raise NotCheckpointError(f"cannot resume from {latest}: {first_line(exc)}: the "
-                                     "archive is corrupt") from None
+        except ZIP_READ_ERRORS as exc:  # a damaged .keras: exit 4
+            said = first_line(exc).rstrip(".")  # zipfile ends some messages with a period
+            raise NotCheckpointError(f"cannot resume from {latest}: {said}: the archive is "
+                                     "corrupt") from None
     start = int(net.optimizer.iterations.numpy())
     if start >= cfg.max_steps:
         return TrainResult(latest, start, 0, None, 0.0, replicas)

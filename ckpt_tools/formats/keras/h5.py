@@ -51,6 +51,7 @@ from .h5_files import (
     ZIP_ERRORS,
     ZIP_SIGNATURE,
     Window,
+    check_archive,
     check_stored_crc,
     json_attr,
     model_dir_of,
@@ -239,6 +240,7 @@ class H5Reader:
             # opening its name again.
             self._zip_window = Window(memoryview(self._buf))
             self._zip = zipfile.ZipFile(self._zip_window)
+            check_archive(self._zip, self.path)  # every member as zipfile would open it
             names = set(self._zip.namelist())
             if CONFIG_MEMBER in names:
                 self.config = parse_json_object(self._member(CONFIG_MEMBER), CONFIG_MEMBER,
