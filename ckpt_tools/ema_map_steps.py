@@ -40,7 +40,7 @@ from .listing import natural_key
 from .lone_named import unmarked_lone_averages
 from .object_held import off_default
 from .pairing import lists_stated, root_child
-from .raw_shadows import lone_averages, settle_lone_averages
+from .raw_shadows import lone_averages, refuse_raw_paired, settle_lone_averages
 from .scoped_order import within_of
 from .stacked_unread import refuse_stacked_unread
 from .tfk_order import recorded_averages
@@ -213,6 +213,7 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
     pairs = [(s, t) for s, t in pairs if not (s == t and s in unmarked)]
     pairs = settle_lone_averages(ckpt, pairs,
                                  {**lone_averages(ckpt, variables, chosen), **unmarked})
+    refuse_raw_paired(ckpt, pairs)  # a partition's, a never-averaged one's (r50 F3)
     return Pairing(pairs, missing, not_saved, source, name, detected, suffix)
 
 

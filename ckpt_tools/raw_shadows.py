@@ -98,6 +98,54 @@ def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPai
         "way (then they are paired as the averages)", "--averages-only", undecided)
 
 
+def raw_refusal(ckpt: Checkpoint, raw: list, undecided) -> UnprovenPairingError:
+    """Returns the refusal (exit 6, no option decides) for keys named as averages that the
+    save op wrote from their variables: ``raw`` ``(key, variable)`` pairs, first the one the
+    message names; every other :func:`raw_named_keys` key is counted and carried too (a
+    never-averaged variable's, a partition's: review-20-attack-r50 F3)."""
+    s, t = raw[0]
+    raw = [*raw, *((k, v) for k, v in raw_named_keys(ckpt).items()
+                   if k not in {k2 for k2, _ in raw})]
+    return UnprovenPairingError(
+        f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
+        f"values, e.g. {s}: the {graph_named(ckpt)}'s saver wrote it from {t} itself, "
+        "as a Saver built from ema.variables_to_restore() does (it maps each average's "
+        "name to its variable), so the checkpoint holds no average of them"
+        + (" (--averages-only cannot state otherwise)" if ckpt.averages_only else "")
+        + ": that Saver restores the raw weights it holds into the model "
+        "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
+        "train with a Saver of all variables (tf.train.Saver()) and use "
+        "variables_to_restore() only to evaluate (ckpt export --raw writes the raw "
+        "weights under their variables' names)", None, undecided,
+        raw=tuple(s for s, _ in raw))
+
+
+def refuse_raw_paired(ckpt: Checkpoint, pairs: list) -> None:
+    """Refuses a TF1 pairing (``(average key, variable key)`` pairs) that would read a key
+    the save op proves holds its variable's RAW value (:func:`raw_named_keys`) as an
+    average, or leave out the variable whose raw value only such a key holds (not stored,
+    restored from no other average): a training ``Saver(ema.variables_to_restore())`` of a
+    partitioned variable (``w/part_0/ExponentialMovingAverage`` from ``w/part_0``) or of one
+    never averaged (``c/ExponentialMovingAverage`` from ``c``), which the lone-average proof
+    (:func:`settle_lone_averages`) does not see (review-20-attack-r50 F3).
+
+    Raises:
+        UnprovenPairingError: (exit 6, no option decides) as :func:`raw_refusal`.
+    """
+    held = raw_named_keys(ckpt)
+    if not held:
+        return
+    stored = ckpt.entries()
+    restored = {t for s, t in pairs if s != t and s in stored}
+    averages = {s for s, t in pairs if s != t}
+    whole = re.compile(r"/part_\d+$")
+    bad = [(k, t) for k, t in held.items() if k in averages or (
+        t not in stored and whole.sub("", t) not in stored and t not in restored
+        and whole.sub("", t) not in restored)]
+    if bad:
+        raise raw_refusal(ckpt, bad, {k: (t,) for k, t in bad})
+
+
 def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) -> list:
     """Returns ``pairs`` (``(average key, variable key)``) with the ``lone`` averages (see
     :func:`lone_averages`) paired where the ``.meta``'s save op proves each was read from the
@@ -121,19 +169,7 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
     evaluated = [(s, t) for s, t in raw if evaluation_graph(ckpt, s)]
     raw = [st for st in raw if st not in evaluated]
     if raw:
-        s, t = raw[0]
-        raise UnprovenPairingError(
-            f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
-            f"values, e.g. {s}: the {graph_named(ckpt)}'s saver wrote it from {t} itself, "
-            "as a Saver built from ema.variables_to_restore() does (it maps each average's "
-            "name to its variable), so the checkpoint holds no average of them"
-            + (" (--averages-only cannot state otherwise)" if ckpt.averages_only else "")
-            + ": that Saver restores the raw weights it holds into the model "
-            "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
-            "train with a Saver of all variables (tf.train.Saver()) and use "
-            "variables_to_restore() only to evaluate (ckpt export --raw writes the raw "
-            "weights under their variables' names)", None, undecided,
-            raw=tuple(s for s, _ in raw))
+        raise raw_refusal(ckpt, raw, undecided)
     if evaluated and not ckpt.averages_only:
         raise _evaluation_refusal(ckpt, evaluated, undecided)
     unproven = [(s, t) for s, t in ordered

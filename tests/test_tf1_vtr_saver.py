@@ -25,23 +25,25 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
-CASES = ("vtr", "shadows", "twoema")
+CASES = ("vtr", "shadows", "twoema", "part")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
-        w = tf1.get_variable("w", [3, 3])
+        w = tf1.get_variable("w", [4, 3], partitioner=tf1.fixed_size_partitioner(2)) \
+            if case == "part" else tf1.get_variable("w", [3, 3])
         b = tf1.get_variable("b", [3])
-        x = tf.constant(np.ones((2, 3), "float32"))
+        x = tf.constant(np.ones((2, 4 if case == "part" else 3), "float32"))
         loss = tf.reduce_sum((tf.matmul(x, w) + b) ** 2)
         train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
         ema = tf1.train.ExponentialMovingAverage(0.5)
         with tf.control_dependencies([train]):
-            step = ema.apply([w, b])
+            # part: w's partitions averaged, b trained but never averaged
+            step = ema.apply(list(w) if case == "part" else [w, b])
         if case == "twoema":  # a second EMA object beside the training vtr Saver
             slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
             with tf.control_dependencies([step]):
                 step = slow.apply([w, b])
-        if case in ("vtr", "twoema"):
+        if case in ("vtr", "twoema", "part"):
             saver = tf1.train.Saver(ema.variables_to_restore())
         else:
             saver = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in (w, b)})
@@ -51,9 +53,11 @@ for case in CASES:
                 s.run(step)
             os.makedirs(f"{out}/{case}")
             saver.save(s, f"{out}/{case}/model.ckpt", global_step=gs)
-            truth = {f"{case}:raw:w": s.run(w.read_value()), f"{case}:raw:b": s.run(b.read_value()),
-                     f"{case}:ema:w": s.run(ema.average(w).read_value()),
-                     f"{case}:ema:b": s.run(ema.average(b).read_value())}
+            truth = {f"{case}:raw:w": s.run(tf.convert_to_tensor(w)),
+                     f"{case}:raw:b": s.run(b.read_value())}
+            if case != "part":
+                truth.update({f"{case}:ema:w": s.run(ema.average(w).read_value()),
+                              f"{case}:ema:b": s.run(ema.average(b).read_value())})
             if case == "twoema":
                 truth.update({f"{case}:slow:w": s.run(slow.average(w).read_value()),
                               f"{case}:slow:b": s.run(slow.average(b).read_value())})
@@ -151,3 +155,29 @@ def test_restore_ema_leaves_out_the_raw_keys_of_a_training_vtr_saver(made, tmp_p
         code, _, err = run_cli(args)
         assert code == 6, err
     assert not (tmp_path / "x.npz").exists() and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("args", [["map"], ["map", "--allow-missing"],
+                                  ["restore-ema", "--allow-missing", "--out", "OUT"],
+                                  ["export", "--allow-missing", "--out", "OUT.npz"]],
+                         ids=lambda a: "-".join(a[:2]))
+def test_partitioned_and_never_averaged_raw_keys_are_refused(made, tmp_path, args):
+    """review-20-attack-r50 F3: a training Saver(ema.variables_to_restore()) of a partitioned
+    ``w`` (its parts averaged) and a ``b`` never averaged writes ``w/part_N/
+    ExponentialMovingAverage`` from ``w/part_N`` and ``b/ExponentialMovingAverage`` from ``b``:
+    raw values, no average at all. ``--allow-missing`` paired b's raw key as "averaged" and
+    left ``w`` out, exit 0; every key is now refused as the raw values the save op proves."""
+    out, truth = made
+    import ckpt_tools
+
+    with ckpt_tools.open_checkpoint(str(out / "part")) as ckpt:  # what the file holds: raw
+        got = np.asarray(ckpt.tensor("b/ExponentialMovingAverage"))
+        assert got.tobytes() == truth["part:raw:b"].tobytes()
+        assert not any(k in ckpt.entries() for k in ("w", "b"))
+    args = [a.replace("OUT", str(tmp_path / "o")) for a in args]
+    code, _, err = run_cli([args[0], str(out / "part"), *args[1:]])
+    assert code == 6, err
+    text = " ".join(err.split())
+    assert len(err.strip().splitlines()) == 1, err
+    assert "3 key(s) named as averages hold their variables' raw values" in text, text
+    assert not list(tmp_path.iterdir())
