@@ -8,8 +8,6 @@ then the file style the map speaks and the weights left unaveraged (:func:`spoke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_ambiguous import ambiguous_message
@@ -36,6 +34,7 @@ from .ema_updates import (
     stacked_sources,
     update_ops,
 )
+from .formats._record import Record
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
 from .object_held import off_default
@@ -49,18 +48,22 @@ from .variable import Variable
 _KERAS3_ITERATIONS = "_iterations/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-@dataclass
-class Pairing:
+class Pairing(Record):
     """What :func:`pair_by_names` or :func:`pair_through_save_op` proved, for the map and its
-    hints."""
+    hints. A :class:`Record`, not a dataclass: ``ckpt list`` imports this module, and
+    ``dataclasses`` would cost every list process ~10 ms (see ``formats/_record.py``)."""
 
-    pairs: list[tuple[str, str]]  # (average key, or the weight's own for raw; weight key)
-    missing: list[str]  # weights whose average is missing
-    not_saved: list[str]  # graph variables the checkpoint does not store
-    source: str  # "meta" (the .meta's collections / save op) or "keys" (names alone)
-    name: str  # the EMA name the map speaks of (EmaMap.ema_name)
-    detected: list[str]  # proven_names' names, most used first
-    suffix: dict[str, str]  # recorded_suffixes: the EMA names the file records per weight
+    _fields = ("pairs", "missing", "not_saved", "source", "name", "detected", "suffix")
+
+    def __init__(self, pairs: list[tuple[str, str]], missing: list[str], not_saved: list[str],
+                 source: str, name: str, detected: list[str], suffix: dict[str, str]) -> None:
+        self.pairs = pairs  # (average key, or the weight's own for raw; weight key)
+        self.missing = missing  # weights whose average is missing
+        self.not_saved = not_saved  # graph variables the checkpoint does not store
+        self.source = source  # "meta" (the .meta's collections / save op) or "keys" (names)
+        self.name = name  # the EMA name the map speaks of (EmaMap.ema_name)
+        self.detected = detected  # proven_names' names, most used first
+        self.suffix = suffix  # recorded_suffixes: the EMA names the file records per weight
 
 
 def proven_names(variables: dict[str, Variable], by_keys: list[str]) -> list[str]:
