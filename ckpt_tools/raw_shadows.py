@@ -231,11 +231,19 @@ def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
         return {}
     out = {}
     for key, src in sources.items():
-        parent = key.rpartition("/")[0]
-        # key not among its sources: a part saved under its own key (w/part_0) is itself
-        if parent and key not in src and _saved_from(src, parent) \
-                and not evaluation_graph(ckpt, key):
-            out[key] = parent
+        # key not among its sources: a part saved under its own key (w/part_0) is itself.
+        # Every '/' of the key is tried as the variable's end, longest first: an EMA name may
+        # hold slashes (ExponentialMovingAverage(name="ema/fast") saves w/ema/fast), and the
+        # last part alone would miss it (review-20-attack-r52 F3-F5)
+        if key in src:
+            continue
+        parts = key.split("/")
+        for cut in range(len(parts) - 1, 0, -1):
+            parent = "/".join(parts[:cut])
+            if _saved_from(src, parent):
+                if not evaluation_graph(ckpt, key):
+                    out[key] = parent
+                break
     return out
 
 

@@ -25,7 +25,7 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
-CASES = ("vtr", "shadows", "twoema", "part")
+CASES = ("vtr", "shadows", "twoema", "part", "slash")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -35,7 +35,9 @@ for case in CASES:
         x = tf.constant(np.ones((2, 4 if case == "part" else 3), "float32"))
         loss = tf.reduce_sum((tf.matmul(x, w) + b) ** 2)
         train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
-        ema = tf1.train.ExponentialMovingAverage(0.5)
+        # slash: an EMA name with a slash (docs/setups.md), its keys w/ema/fast
+        ema = tf1.train.ExponentialMovingAverage(
+            0.5, name="ema/fast" if case == "slash" else "ExponentialMovingAverage")
         with tf.control_dependencies([train]):
             # part: w's partitions averaged, b trained but never averaged
             step = ema.apply(list(w) if case == "part" else [w, b])
@@ -43,7 +45,7 @@ for case in CASES:
             slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
             with tf.control_dependencies([step]):
                 step = slow.apply([w, b])
-        if case in ("vtr", "twoema", "part"):
+        if case in ("vtr", "twoema", "part", "slash"):
             saver = tf1.train.Saver(ema.variables_to_restore())
         else:
             saver = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in (w, b)})
@@ -181,3 +183,21 @@ def test_partitioned_and_never_averaged_raw_keys_are_refused(made, tmp_path, arg
     assert len(err.strip().splitlines()) == 1, err
     assert "3 key(s) named as averages hold their variables' raw values" in text, text
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("args", [["map", "--ema-name", "ema/fast"],
+                                  ["export", "--ema-name", "ema/fast", "--strict", "--out", "X"],
+                                  ["export", "--allow-missing", "--out", "X"],
+                                  ["restore-ema", "--ema-name", "ema/fast", "--out", "X"]])
+def test_raw_keys_under_an_ema_name_with_a_slash_are_refused(made, tmp_path, args):
+    """review-20-attack-r52 F5/F4: ExponentialMovingAverage(name="ema/fast") and a training
+    Saver(ema.variables_to_restore()): its keys w/ema/fast, b/ema/fast hold the RAW values.
+    The raw-key proof took the key's last '/' as the variable's end (w/ema), so
+    ``--ema-name ema/fast --strict`` exported the raw weights as averages, exit 0."""
+    out, _ = made
+    dst = tmp_path / ("x.npz" if args[0] == "export" else "x")
+    args = [str(dst) if a == "X" else a for a in args]
+    code, _, err = run_cli([args[0], str(out / "slash"), *args[1:]])
+    assert code == 6, err
+    assert "hold their variables' raw values" in " ".join(err.split()), err
+    assert not dst.exists()
