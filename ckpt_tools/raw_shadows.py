@@ -104,8 +104,8 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided) -> UnprovenPairingError:
     message names; every other :func:`raw_named_keys` key is counted and carried too (a
     never-averaged variable's, a partition's: review-20-attack-r50 F3)."""
     s, t = raw[0]
-    raw = [*raw, *((k, v) for k, v in raw_named_keys(ckpt).items()
-                   if k not in {k2 for k2, _ in raw})]
+    named = {k for k, _ in raw}  # once, not per key of raw_named_keys
+    raw = [*raw, *((k, v) for k, v in raw_named_keys(ckpt).items() if k not in named)]
     return UnprovenPairingError(
         f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
         f"values, e.g. {s}: the {graph_named(ckpt)}'s saver wrote it from {t} itself, "
