@@ -229,20 +229,43 @@ def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
     sources = written_sources(ckpt)
     if not sources:
         return {}
+    return {k: v for k, v in written_from_own(sources, sources, whole=True).items()
+            if not evaluation_graph(ckpt, k)}
+
+
+def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool) -> dict[str, str]:
+    """Key -> the variable the save op wrote it from, for each of ``keys`` written from the
+    variable its name sits under (``w/ExponentialMovingAverage`` from ``w``): the one reader
+    of "which key holds its own variable's raw value?" for :func:`raw_named_keys` and
+    :func:`restored_raw_holders`, whose differences are the arguments and what they do with
+    the answer (note20 "Second read").
+
+    Every '/' of the key is tried as the variable's end, longest first: an EMA name may hold
+    slashes (``ExponentialMovingAverage(name="ema/fast")`` saves ``w/ema/fast``), and the last
+    part alone would miss it (review-20-attack-r52 F3-F5). A key among its own sources (a
+    part saved under its own key, ``w/part_0``) is itself, never another's.
+
+    Args:
+        sources: :func:`~ckpt_tools.save_op.written_sources`' answer (key -> sources).
+        keys: the keys to read, in the order the answer keeps.
+        whole: `True`: a prefix written from all its partitions (``w/part_0``, ``w/part_1``
+            under ``w/...``) counts as written from ``w`` (:func:`raw_named_keys`); `False`:
+            only a key written from exactly one variable, that prefix itself
+            (:func:`restored_raw_holders`, which exports partitions apart).
+
+    Returns:
+        `dict` key -> variable (op name), for the keys so written.
+    """
     out = {}
-    for key, src in sources.items():
-        # key not among its sources: a part saved under its own key (w/part_0) is itself.
-        # Every '/' of the key is tried as the variable's end, longest first: an EMA name may
-        # hold slashes (ExponentialMovingAverage(name="ema/fast") saves w/ema/fast), and the
-        # last part alone would miss it (review-20-attack-r52 F3-F5)
+    for key in keys:
+        src = sources.get(key) or []
         if key in src:
             continue
         parts = key.split("/")
         for cut in range(len(parts) - 1, 0, -1):
             parent = "/".join(parts[:cut])
-            if _saved_from(src, parent):
-                if not evaluation_graph(ckpt, key):
-                    out[key] = parent
+            if _saved_from(src, parent) if whole else src == [parent]:
+                out[key] = parent
                 break
     return out
 
@@ -273,11 +296,9 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     if not sources:
         return None
     out = {}
-    for key in variables:
-        src = sources.get(key) or []
-        if len(src) == 1 and key.startswith(src[0] + "/") and src[0] not in variables \
-                and src[0] not in out:
-            out[src[0]] = key
+    for key, var in written_from_own(sources, variables, whole=False).items():
+        if var not in variables and var not in out:
+            out[var] = key
     held = set(out.values())  # every other key written from itself, or nothing is read here
     if any(k not in held and sources.get(k) != [k] for k in variables):
         return None
