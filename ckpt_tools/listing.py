@@ -144,8 +144,10 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     no ``.meta`` were beside it, roles and collections too)."""
     ckpt = ckpt.with_meta((decide or {}).get("use_meta", True))
     everything = ckpt.variables_unwarned()
-    everything, unproven, raw_named = _decided(ckpt, everything, decide or {})
-    meta_frozen = listed_frozen(ckpt, everything) | renamed_frozen(ckpt, everything)
+    everything, unproven, refused_raw = _decided(ckpt, everything, decide or {})
+    everything, raw_named = _raw_marked(ckpt, everything, refused_raw)
+    meta_frozen = (listed_frozen(ckpt, everything) | renamed_frozen(ckpt, everything)) \
+        - raw_named.keys()
     if meta_frozen:  # model weights, as export writes them (raw): no shadow expected
         everything = [replace(v, role="weight") if v.name in meta_frozen else v
                       for v in everything]
@@ -188,6 +190,37 @@ def natural_key(name: str) -> list:
     return parts
 
 
+def _raw_marked(ckpt: Checkpoint, variables: list[Variable],
+                refused: frozenset[str]) -> tuple[list[Variable], dict[str, str | None]]:
+    """Returns the variables with every key named as an average that holds a variable's RAW
+    value shown as such, and key -> that variable (``None`` where only map's refusal names
+    the key): the keys map's refusal names (``refused``) and every key the ``.meta``'s save
+    op proves (:func:`~ckpt_tools.raw_shadows.raw_named_keys`, the reader map, export and
+    restore-ema use), whatever ``--ema-name`` states or whichever refusal map raises: a
+    training ``Saver(ema.variables_to_restore())`` beside a second EMA object was listed as
+    averages "of w (not stored)" (review-20-attack-r50 F2), renamed or partitioned as
+    ``tensor_average`` (F6). Each is role ``ema`` (its name's) with no ``ema_of``, ``ema``
+    or candidates: no average of anything. A key listed as a weight (a swapping Saver's
+    ``W/ExponentialMovingAverage``, which holds ``W`` and takes ``W``'s average) keeps its
+    row: it is shown as what it holds."""
+    held: dict[str, str | None] = {}
+    if ckpt.objects is None and ckpt.meta is not None:
+        from .raw_shadows import raw_named_keys
+
+        held.update(raw_named_keys(ckpt))
+    by_key = {v.name: v for v in variables}
+    for k in refused:
+        v = by_key.get(k)
+        held.setdefault(k, v.ema_candidates[0] if v is not None and len(
+            v.ema_candidates) == 1 else None)
+    held = {k: t for k, t in held.items() if k in by_key and by_key[k].role != "weight"}
+    if not held:
+        return variables, {}
+    return [replace(v, role="ema", ema_of=None, ema=None, ema_candidates=())
+            if v.name in held else replace(v, ema=None) if v.ema in held else v
+            for v in variables], held
+
+
 def _swapped(ckpt: Checkpoint, variables: list[Variable]) -> bool:
     """Whether the save op stored averages under keys no name marks (``avgW``: a TF1 Saver
     of ``{"avgW": ema.average(W)}``, :mod:`.saved_swaps`)."""
@@ -203,7 +236,8 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
     """The variables with ``ema``/``ema_of`` as ``ckpt map`` pairs them
     (:func:`ckpt_tools.ema_decide.decide_pairing`), ``{"option", "reason"}`` when it refuses,
     and the keys its refusal proves hold raw values under average names (``raw``: no pairing
-    open for them; review-20-user-u22 F2).
+    open for them; review-20-user-u22 F2; :func:`_raw_marked` adds those the save op
+    proves whichever refusal is raised).
 
     emamap is imported here, for checkpoints holding averages (or a stated order) only.
 

@@ -45,6 +45,11 @@ class Listing(Record):
             present only when not empty.
         copies_equal: with ``assumed`` asked for, whether every weight equals its Keras EMA
             copy (or average slot) bit for bit: restore-ema would change nothing.
+        raw_named: TF1 keys named as averages that hold a variable's RAW value (a training
+            ``Saver(ema.variables_to_restore())``: the ``.meta``'s save op wrote them from
+            the variable) -> that variable (``None`` where only map's refusal names it);
+            listed as role ``ema`` with no ``ema_of``, ``ema`` or candidates, marked
+            ``raw value``; ``--json``'s ``"raw_named"``.
     """
 
     checkpoint: str
@@ -65,7 +70,7 @@ class Listing(Record):
     assumed: list[str]
     copies_equal: bool
     raw_expected: dict[str, str]
-    raw_named: frozenset[str]
+    raw_named: dict[str, str | None]
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
@@ -81,7 +86,7 @@ class Listing(Record):
                  saved_model: str | None = None, unproven: dict | None = None,
                  assumed: list[str] | None = None, copies_equal: bool = False,
                  raw_expected: dict[str, str] | None = None,
-                 raw_named: frozenset[str] = frozenset()) -> None:
+                 raw_named: dict[str, str | None] | None = None) -> None:
         self.checkpoint = checkpoint
         self.format = format
         self.meta = meta
@@ -100,7 +105,7 @@ class Listing(Record):
         self.assumed = [] if assumed is None else assumed
         self.copies_equal = copies_equal
         self.raw_expected = {} if raw_expected is None else raw_expected
-        self.raw_named = raw_named
+        self.raw_named = {} if raw_named is None else raw_named
 
     @property
     def decides(self) -> str | None:
@@ -138,6 +143,7 @@ class Listing(Record):
             "ema_evidence": self.ema_evidence,
             "saved_model": self.saved_model,
             "ema_unproven": self.unproven,
+            "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
         }
 
@@ -165,6 +171,7 @@ class Listing(Record):
             "totals": _totals(self.variables, parameters, nbytes),
             "shards": self.shards, "ema_evidence": self.ema_evidence,
             "saved_model": self.saved_model, "ema_unproven": self.unproven,
+            "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
         }, separators=(",", ":"), ensure_ascii=False, default=default)
         return f'{head[:-1]},"variables":[{rows}],{tail[1:]}'

@@ -221,19 +221,24 @@ def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
     ``w/part_0/ExponentialMovingAverage``) that the ``.meta``'s save op wrote from that
     variable (or its parts) in a training graph: a training ``Saver(
     ema.variables_to_restore())`` does, whatever other averages the file holds (a second
-    EMA object's keys beside them). ``{}`` where nothing records the save op, for TF2 and
-    Keras files, and for an evaluation graph's Saver (:func:`evaluation_graph`: its keys may
-    hold averages it restored; ``--averages-only`` decides there)."""
+    EMA object's keys beside them), also renamed (``Saver({"model/" + k: v for k, v in
+    ema.variables_to_restore().items()})``: ``model/w/ExponentialMovingAverage`` from ``w``
+    holds ``model/w``, the variable as that Saver names it; review-20-attack-r50 F6).
+    ``{}`` where nothing records the save op, for TF2 and Keras files, and for an
+    evaluation graph's Saver (:func:`evaluation_graph`: its keys may hold averages it
+    restored; ``--averages-only`` decides there)."""
     if ckpt.objects is not None:
         return {}
     sources = written_sources(ckpt)
     if not sources:
         return {}
-    return {k: v for k, v in written_from_own(sources, sources, whole=True).items()
+    return {k: v for k, v in written_from_own(sources, sources, whole=True,
+                                              renamed=True).items()
             if not evaluation_graph(ckpt, k)}
 
 
-def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool) -> dict[str, str]:
+def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
+                     renamed: bool = False) -> dict[str, str]:
     """Key -> the variable the save op wrote it from, for each of ``keys`` written from the
     variable its name sits under (``w/ExponentialMovingAverage`` from ``w``): the one reader
     of "which key holds its own variable's raw value?" for :func:`raw_named_keys` and
@@ -252,9 +257,12 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool) -> dic
             under ``w/...``) counts as written from ``w`` (:func:`raw_named_keys`); `False`:
             only a key written from exactly one variable, that prefix itself
             (:func:`restored_raw_holders`, which exports partitions apart).
+        renamed: also try every '/' as the variable's start, for a prefix a renaming Saver
+            put before its name (``model/w/ExponentialMovingAverage`` from ``w``); the answer
+            is then the variable as the Saver names it (``model/w``: :func:`raw_named_keys`).
 
     Returns:
-        `dict` key -> variable (op name), for the keys so written.
+        `dict` key -> variable (op name, or its renamed key), for the keys so written.
     """
     out = {}
     for key in keys:
@@ -262,11 +270,12 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool) -> dic
         if key in src:
             continue
         parts = key.split("/")
-        for cut in range(len(parts) - 1, 0, -1):
-            parent = "/".join(parts[:cut])
-            if _saved_from(src, parent) if whole else src == [parent]:
-                out[key] = parent
-                break
+        held = next(("/".join(parts[:cut]) for start in range(len(parts) - 1 if renamed else 1)
+                     for cut in range(len(parts) - 1, start, -1)
+                     if (_saved_from(src, "/".join(parts[start:cut])) if whole
+                         else src == ["/".join(parts[start:cut])])), None)
+        if held is not None:
+            out[key] = held
     return out
 
 

@@ -25,7 +25,7 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
-CASES = ("vtr", "shadows", "twoema", "part", "slash")
+CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -47,6 +47,9 @@ for case in CASES:
                 step = slow.apply([w, b])
         if case in ("vtr", "twoema", "part", "slash"):
             saver = tf1.train.Saver(ema.variables_to_restore())
+        elif case == "ren":  # the training vtr Saver under renamed keys (model/w/Exponential...)
+            saver = tf1.train.Saver({"model/" + k: v
+                                     for k, v in ema.variables_to_restore().items()})
         else:
             saver = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in (w, b)})
         with tf1.Session() as s:
@@ -201,3 +204,54 @@ def test_raw_keys_under_an_ema_name_with_a_slash_are_refused(made, tmp_path, arg
     assert code == 6, err
     assert "hold their variables' raw values" in " ".join(err.split()), err
     assert not dst.exists()
+
+
+#: (case, --ema-name): a second EMA object (r50 F2), the partitioned and never-averaged keys
+#: (r50 F3's file) and a renaming Saver (r50 F6)
+RAW_LISTED = [("twoema", None), ("twoema", "slow"), ("twoema", "ExponentialMovingAverage"),
+              ("part", None), ("ren", None)]
+
+
+@pytest.mark.parametrize("case,name", RAW_LISTED, ids=lambda x: str(x))
+def test_list_marks_every_raw_key_whatever_the_ema_name(made, case, name):
+    """review-20-attack-r50 F2, F6, F7: ``list`` marked the raw-valued keys 'raw value' only
+    under the --ema-name whose refusal names them: with none or ``--ema-name slow`` they were
+    averages "of w (not stored)" of "a Saver of the averages alone" (plus a Keras line about
+    "0 weights"); partitioned or renamed they were ``tensor_average``; ``--json`` had no
+    field for them. Each key the save op wrote from its variable is now marked, in the table
+    and in ``--json``'s ``raw_named``, never an average of anything; the truth of what each
+    key holds is the session's at save time."""
+    import ckpt_tools
+
+    out, truth = made
+    prefix = "model/" if case == "ren" else ""
+    raw = {"twoema": ["w", "b"], "ren": ["w", "b"],
+           "part": ["w/part_0", "w/part_1", "b"]}[case]
+    raw = {f"{prefix}{v}/ExponentialMovingAverage": prefix + v for v in raw}
+    with ckpt_tools.open_checkpoint(str(out / case)) as ckpt:  # what the keys hold: raw
+        for v in ("w", "b"):
+            key = f"{prefix}{v}/ExponentialMovingAverage"
+            if key in raw:
+                got = np.asarray(ckpt.tensor(key)).tobytes()
+                assert got == truth[f"{case}:raw:{v}"].tobytes(), key
+    stated = ["--ema-name", name] if name else []
+    code, text, err = run_cli(["list", str(out / case), "-w", *stated])
+    said = " ".join((text + err).split())
+    assert code == 0, said
+    rows = {line.split("\t")[0]: line.split("\t") for line in text.splitlines()}
+    for key in raw:
+        assert rows[key][-1] == "raw value" and rows[key][4] == "ema", rows[key]
+    assert f"{len(raw)} key(s) named as averages hold their variables' raw values" in said
+    assert "a Saver of the averages alone" not in said and "0 weights" not in said, said
+    if case == "twoema":  # the second object's keys: real averages of unstored variables
+        for v in ("w", "b"):
+            assert rows[f"{v}/slow"][-1] == f"of {v} (not stored)", rows
+        assert ("pass --ema-name" in said) == (name is None), said
+    code, text, err = run_cli(["list", str(out / case), "--json", *stated])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["raw_named"] == raw, doc["raw_named"]
+    for v in doc["variables"]:
+        if v["name"] in raw:
+            assert v["role"] == "ema" and v["ema_of"] is None and v["ema_candidates"] == [], v
+        assert v["ema"] not in raw, v

@@ -227,7 +227,9 @@ def _print_table(out: Output, listing: Listing) -> None:
     last_segments = [8]
     telling = _telling_suffix(listing) if out.is_terminal and not out.wide else None
     for v in listing.variables:
-        if v.ema:
+        if v.name in listing.raw_named:
+            ema = ("raw value", "red")  # the save op proves it: no average (u22 F2, r50 F2)
+        elif v.ema:
             ema = ("✓", "cyan")
         elif v.ema_of:
             of = listing.by_key.get(v.ema_of)
@@ -235,8 +237,6 @@ def _print_table(out: Output, listing: Listing) -> None:
             ema = (f"of {target}" + ("" if of else " (not stored)"), "dim")
             tail = telling(target) if telling else target.rsplit("/", 1)[-1]
             last_segments.append(cell_len(clean(tail)) + (2 if tail != target else 0))
-        elif _open(v) and v.name in listing.raw_named:
-            ema = ("raw value", "red")  # map's refusal proves it: no pairing is open (u22 F2)
         elif _open(v):
             # the summary below says 'ckpt map' lists them: the cell stays short
             n = len(v.ema_candidates)
@@ -271,10 +271,11 @@ def _print_table(out: Output, listing: Listing) -> None:
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
         out.summary("names are object paths; --json gives the checkpoint keys", "dim")
         _by_index(out, listing)
-    raw = listing.raw_named  # keys map's refusal proves hold raw values: none is open
-    raw_rows = [v for v in listing.by_key.values() if _open(v) and v.name in raw]
+    raw = listing.raw_named  # keys the save op proves hold raw values: none is an average
+    raw_rows = [v for v in listing.by_key.values() if v.name in raw]
+    lone = sum(1 for v in listing.by_key.values() if v.ema_of and v.ema_of not in listing.by_key)
     if raw_rows:  # what map's refusal says of them, not an undecided pairing (u22 F2)
-        hidden = len(raw_rows) - sum(1 for v in shown if _open(v) and v.name in raw)
+        hidden = len(raw_rows) - sum(1 for v in shown if v.name in raw)
         out.summary(f"EMA: {len(raw_rows)} key(s) named as averages hold their variables' raw "
                     "values (marked 'raw value'"
                     f"{f'; {hidden} of them not shown here' if hidden else ''}), as a Saver "
@@ -295,11 +296,16 @@ def _print_table(out: Output, listing: Listing) -> None:
                         f"{' and '.join(p for p in parts if p)} (marked '?'"
                         f"{f'; {hidden} of them not shown here' if hidden else ''}): "
                         f"{decide} ('ckpt map' lists the candidates)")
+        elif option:  # another refusal beside the raw keys: two EMA objects (r50 F2)
+            out.summary(f"EMA: the file does not prove which averages to use: pass {option} "
+                        "to decide ('ckpt map' says why)")
+        if lone and not listing.unproven:  # another object's averages (no Saver of them alone)
+            out.summary(f"EMA: {lone} average(s) of variables the checkpoint does not store: "
+                        "'ckpt restore-ema' writes them under their variables' names")
         if listing.with_shadow:
             out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
                      "shadow")
         return
-    lone = sum(1 for v in listing.by_key.values() if v.ema_of and v.ema_of not in listing.by_key)
     if lone:  # a TF1 Saver of the averages alone, proven by its .meta
         out.summary(f"EMA: {lone} average(s) of variables the checkpoint does not store (a "
                     "Saver of the averages alone): 'ckpt restore-ema' writes them under their "
