@@ -364,13 +364,14 @@ def locate(path: str | os.PathLike) -> Location:
                 f"{path}: no checkpoint beside this graph (expected {prefix}.index or {prefix})")
         return _prefix_location(prefix, path)
     if os.path.isfile(path):
-        from .formats.keras.h5_files import sniff  # cheap: no h5py import
+        from .formats.keras.h5_files import check_unzipped_start, sniff  # no h5py import
 
         refuse_sharded(path)
         kind = sniff(path)  # "h5" (HDF5 signature) or "keras" (zip with Keras members)
         if kind:
             return Location(path, kind, None)
         if path.endswith(".keras"):  # say what is wrong with it, not "not a checkpoint"
+            check_unzipped_start(path)  # a zip after a stub: that reason (review-21-attack-r54 F3)
             raise CorruptCheckpointError(
                 "not a readable .keras archive: the zip is truncated or damaged (no central "
                 "directory), or holds neither config.json nor model.weights.h5", path=path)

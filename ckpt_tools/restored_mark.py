@@ -44,8 +44,8 @@ def mark_file(path: str, assumed=()) -> None:
         mark_averages(f, assumed)
 
 
-def _mark(h5file) -> dict | None:
-    raw = h5file.attrs.get(MARK_ATTR)
+def _mark(attrs) -> dict | None:
+    raw = attrs.get(MARK_ATTR)
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", "replace")
     try:
@@ -78,29 +78,43 @@ def _said(said: dict) -> Mark:
                       (assumed if isinstance(assumed, list) else [assumed])))
 
 
-def read_mark(path: str) -> Mark | None:
-    """Reads, once, the mark :func:`mark_averages` leaves in the Keras file ``path``
-    (``.weights.h5``, ``.h5``, ``.keras`` or a model directory).
+def read_mark(source) -> Mark | None:
+    """Reads, once, the mark :func:`mark_averages` leaves in a Keras file.
+
+    Args:
+        source: the open reader of the file (``H5Reader``): the mark is read from the HDF5
+            its values come from, so one reading decides both (review-21-attack-r54 F1); or
+            the path of a ``.weights.h5``, ``.h5``, ``.keras`` or model directory, read as
+            that reader reads it (a zip archive where the file starts with a zip header, else
+            HDF5).
 
     Returns:
         `Mark`, or ``None`` where the file carries none or cannot be read.
     """
     import h5py
 
-    from .formats.keras.h5_files import ZIP_READ_ERRORS  # numpy: Keras files only
+    from .errors import CheckpointError
+    from .formats._io import open_binary
+    from .formats.keras.h5_files import ZIP_READ_ERRORS, ZIP_SIGNATURE  # numpy: Keras only
 
     try:
-        if os.path.isdir(path):  # a model directory (model.save(dir, zipped=False))
-            path = os.path.join(path, _MEMBER)
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as z, z.open(_MEMBER) as member, \
-                    h5py.File(member, "r") as f:
-                said = _mark(f)
+        if not isinstance(source, (str, os.PathLike)):
+            said = _mark(source.root_attrs)
         else:
-            with h5py.File(path, "r") as f:
-                said = _mark(f)
-    except (OSError, KeyError, ValueError, *ZIP_READ_ERRORS):  # another command says why
-        return None
+            path = os.fspath(source)
+            if os.path.isdir(path):  # a model directory (model.save(dir, zipped=False))
+                path = os.path.join(path, _MEMBER)
+            with open_binary(path) as f:
+                zipped = f.read(4) == ZIP_SIGNATURE
+            if zipped:
+                with zipfile.ZipFile(path) as z, z.open(_MEMBER) as member, \
+                        h5py.File(member, "r") as f:
+                    said = _mark(f.attrs)
+            else:
+                with h5py.File(path, "r") as f:
+                    said = _mark(f.attrs)
+    except (OSError, KeyError, ValueError, CheckpointError, *ZIP_READ_ERRORS):
+        return None  # another command says why
     return None if said is None else _said(said)
 
 
@@ -133,7 +147,8 @@ def refuse_marked_assumed(mark: Mark | None, path: str, strict: bool) -> str | N
 
 def checkpoint_mark(ckpt) -> Mark | None:
     """The mark of the open checkpoint ``ckpt``, where it is a local Keras file carrying one
-    (:func:`read_mark`); ``None`` for any other. The file is read once per open checkpoint:
+    (:func:`read_mark` of its reader: the HDF5 its values come from); ``None`` for any other.
+    The file is read once per open checkpoint:
     ``list``, ``export`` and their records all ask.
 
     Returns:
@@ -143,8 +158,7 @@ def checkpoint_mark(ckpt) -> Mark | None:
 
     if getattr(ckpt.reader, "keras", None) is None or is_url(str(ckpt.path)):
         return None
-    return ckpt.memo("restored_mark", lambda: read_mark(
-        str(getattr(ckpt.reader, "model_dir", None) or ckpt.path)))
+    return ckpt.memo("restored_mark", lambda: read_mark(ckpt.reader))  # what its values are
 
 
 def read_as_marked(ckpt) -> bool:

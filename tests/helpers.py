@@ -503,3 +503,74 @@ def damage_keras_header(src: Path, dst: Path, member: str, *, flag: int = 0,
         assert len(local_name) == len(member.encode())
         raw[local + 30:local + 30 + len(local_name)] = local_name
     Path(dst).write_bytes(bytes(raw))
+
+
+def zip_moved(data: bytes, shift: int) -> bytes:
+    """Returns the zip archive ``data`` as it reads placed ``shift`` bytes into a file: its
+    central directory's local-header offsets and the end record's directory offset moved."""
+    import struct
+
+    raw = bytearray(data)
+    end = raw.rfind(b"PK\x05\x06")
+    count, _, at = struct.unpack("<HII", raw[end + 10:end + 20])
+    struct.pack_into("<I", raw, end + 16, at + shift)
+    for _ in range(count):
+        name_len, extra_len, comment_len = struct.unpack("<HHH", raw[at + 28:at + 34])
+        struct.pack_into("<I", raw, at + 42, struct.unpack("<I", raw[at + 42:at + 46])[0] + shift)
+        at += 46 + name_len + extra_len + comment_len
+    return bytes(raw)
+
+
+def hdf5_then_zip(archive: Path, appended: bytes, dst: Path) -> None:
+    """Writes ``dst``: the ``model.weights.h5`` of the Keras archive ``archive`` (an HDF5 file,
+    at byte 0) with the zip archive ``appended`` after it: both an HDF5 file and a zip."""
+    import zipfile
+
+    with zipfile.ZipFile(archive) as z:
+        weights = z.read("model.weights.h5")
+    Path(dst).write_bytes(weights + zip_moved(appended, len(weights)))
+
+
+def zip_in_user_block(archive: Path, inside: bytes, dst: Path) -> None:
+    """Writes ``dst``: an HDF5 file holding a copy (h5py) of the Keras archive ``archive``'s
+    ``model.weights.h5``, behind a user block (64 KiB, or the power of two ``inside`` fits in)
+    that holds the zip ``inside`` at byte 0: h5py finds its superblock after the block, and
+    zipfile the zip where its end record lies within the file's last 64 KiB."""
+    import io
+    import zipfile
+
+    import h5py
+
+    block = max(1 << 16, 1 << len(inside).bit_length())
+    with zipfile.ZipFile(archive) as z, h5py.File(io.BytesIO(z.read("model.weights.h5")),
+                                                  "r") as src, \
+            h5py.File(dst, "w", userblock_size=block) as f:
+        for key, value in src.attrs.items():
+            f.attrs[key] = value
+        for name in src:
+            src.copy(src[name], f, name=name)
+    with open(dst, "r+b") as f:
+        f.write(inside)
+
+
+def patch_keras_sizes(src: Path, dst: Path, member: str, *, central_stored: int = 0,
+                      local_size: int = 0) -> None:
+    """Writes ``dst``: the zip archive ``src`` with ``member``'s stored size in the central
+    directory changed by ``central_stored`` bytes and its size in the local header by
+    ``local_size``; its data and CRC-32 as they were."""
+    import struct
+    import zipfile
+
+    raw = bytearray(Path(src).read_bytes())
+    with zipfile.ZipFile(src) as z:
+        local = z.getinfo(member).header_offset
+        at = z.start_dir
+    while raw[at:at + 4] == b"PK\x01\x02":
+        name_len, extra_len, comment_len = struct.unpack("<HHH", raw[at + 28:at + 34])
+        if raw[at + 46:at + 46 + name_len] == member.encode():
+            struct.pack_into("<I", raw, at + 20,
+                             struct.unpack("<I", raw[at + 20:at + 24])[0] + central_stored)
+        at += 46 + name_len + extra_len + comment_len
+    struct.pack_into("<I", raw, local + 22,
+                     struct.unpack("<I", raw[local + 22:local + 26])[0] + local_size)
+    Path(dst).write_bytes(bytes(raw))

@@ -210,6 +210,30 @@ def test_a_member_zipfile_refuses_is_exit_4_in_eval(saved, tmp_path, flag, local
         one_line_error(_ckpt(*args), 4, f"{bad}: archive member model.weights.h5", said)
 
 
+@pytest.mark.parametrize("how,said", [
+    ("hdf5-then-zip", "is both an HDF5 file (superblock at byte 0) and a zip archive"),
+    ("stored-size", "archive member model.weights.h5 is stored uncompressed"),
+])
+def test_a_file_keras_reads_two_ways_is_exit_4_in_eval(saved, tmp_path, how, said):
+    """The fit()-saved model file made both an HDF5 file and a zip (its model.weights.h5 at
+    byte 0 with the archive after it; zipfile finds the archive's end record, h5py the
+    weights), or with its weights' stored size lowered: eval refuses it as every command does,
+    exit 4, one line naming the file, before reading restore-ema's mark from either reading
+    (review-21-attack-r54 F1, F2)."""
+    from helpers import hdf5_then_zip, one_line_error, patch_keras_sizes
+
+    out, _, _ = saved
+    src = out / "m.keras"
+    bad = tmp_path / "bad.keras"
+    if how == "hdf5-then-zip":
+        hdf5_then_zip(src, src.read_bytes(), bad)
+    else:
+        patch_keras_sizes(src, bad, "model.weights.h5", central_stored=-100)
+    for args in (["eval", bad, "--num-examples", NUM, "--not-swapped"],
+                 ["eval", bad, "--num-examples", NUM, "--no-use-ema"]):
+        one_line_error(_ckpt(*args), 4, f"{bad}: {said}")
+
+
 def test_eval_of_a_file_that_is_no_checkpoint_is_exit_4(tmp_path):
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"not a checkpoint at all")

@@ -78,10 +78,13 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
 
     Raises:
         TrainError: nothing readable at ``path``.
+        CorruptCheckpointError: (exit 4) a Keras file that Keras would read two ways (an
+            HDF5 file and a zip archive) or one whose archive zipfile refuses.
     """
     if path.endswith((".weights.h5", ".keras", ".h5")):
         if not os.path.isfile(path):
             raise NoCheckpointError(f"{path}: no such file")
+        check_archive_file(path)  # a zip too (an HDF5 after a user block): the reason (r54 F1)
         if path.endswith(".h5") and not _is_hdf5(path):
             raise NotCheckpointError(f"{path}: not an HDF5 file (a Keras .h5 or .weights.h5)")
         return path, "keras"

@@ -26,7 +26,6 @@ import io
 import math
 import os
 import re
-import struct
 import zipfile
 
 import numpy as np
@@ -52,15 +51,15 @@ from .h5_files import (
     ZIP_SIGNATURE,
     Window,
     check_archive,
+    check_one_reading,
     check_stored_crc,
     json_attr,
     model_dir_of,
     parse_json_object,
     read_model_dir,
+    stored_start,
 )
 from .h5_scan import H5Scan
-
-_ZIP_LOCAL_HEADER = 30
 
 
 class H5Reader:
@@ -119,7 +118,7 @@ class H5Reader:
         self.format = "keras" if bytes(self._buf[:4]) == ZIP_SIGNATURE else "h5"
         self._end = len(self._buf)
         try:
-            source = self._open_archive() if self.format == "keras" else path
+            source = self._open_archive() if self.format == "keras" else self._one_reading()
             self._h5 = h5py.File(source, "r")
         except OSError as exc:
             try:
@@ -241,6 +240,8 @@ class H5Reader:
             self._zip_window = Window(memoryview(self._buf))
             self._zip = zipfile.ZipFile(self._zip_window)
             check_archive(self._zip, self.path)  # every member as zipfile would open it
+            # an HDF5 file too: Keras reads it as the one its name says (r54 F1)
+            check_one_reading(self._zip_window, self.path, len(self._buf), self._zip)
             names = set(self._zip.namelist())
             if CONFIG_MEMBER in names:
                 self.config = parse_json_object(self._member(CONFIG_MEMBER), CONFIG_MEMBER,
@@ -258,13 +259,9 @@ class H5Reader:
                 f"found {', '.join(other) or 'no weights'})")
         info = self._zip.getinfo(WEIGHTS_MEMBER)
         if info.compress_type == zipfile.ZIP_STORED:
-            # Keras stores members uncompressed: map the member's bytes in place.
-            header = bytes(self._buf[info.header_offset : info.header_offset + _ZIP_LOCAL_HEADER])
-            if len(header) < _ZIP_LOCAL_HEADER or header[:4] != ZIP_SIGNATURE:
-                raise CorruptCheckpointError(f"bad zip header for {WEIGHTS_MEMBER}",
-                                             path=self.path, offset=info.header_offset)
-            name_len, extra_len = struct.unpack("<HH", header[26:30])
-            self._base = info.header_offset + _ZIP_LOCAL_HEADER + name_len + extra_len
+            # Keras stores members uncompressed: map the member's bytes in place (check_archive
+            # read its local header, and found its stored size to be its size).
+            self._base = stored_start(self._zip_window, info)
             if self._base + info.file_size > len(self._buf):
                 raise CorruptCheckpointError(f"{WEIGHTS_MEMBER} runs past the end of the file",
                                              path=self.path, offset=self._base)
@@ -283,6 +280,13 @@ class H5Reader:
             self._checked = len(data)  # zipfile checked its CRC-32 reading it to the end
             self._fileobj = io.BytesIO(self._buf)
         return self._fileobj
+
+    def _one_reading(self) -> str:
+        """Returns the path of the HDF5 file to open, after refusing one that is a zip archive
+        too (:func:`~.h5_files.check_one_reading`)."""
+        with memoryview(self._buf) as view:
+            check_one_reading(Window(view), self.path, len(view))
+        return self.path
 
     def _member(self, name: str) -> bytes:
         """Returns one archive member's bytes, refusing more than the archive can reasonably
@@ -330,6 +334,13 @@ class H5Reader:
         if isinstance(self._checked, str):  # a new error each time: callers append to one
             raise CorruptCheckpointError(self._checked, path=self.path)
         return self._checked or 0
+
+    @property
+    def root_attrs(self):
+        """The attributes of the HDF5 root this reader reads the values from (a ``.keras``
+        archive's ``model.weights.h5``): where restore-ema's mark is read, so that one reading
+        decides both (:func:`ckpt_tools.restored_mark.read_mark`)."""
+        return self._h5.attrs
 
     def _blame_crc(self) -> None:
         """Where h5py cannot parse a stored member: a CRC-32 mismatch is the cause to name."""

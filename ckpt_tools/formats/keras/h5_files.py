@@ -21,6 +21,9 @@ from .._io import is_url, open_binary, release_pages
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
 _HDF5_BASES = (0, 512, 1024, 2048)  # where HDF5 looks for its superblock (after a user block)
+_ZIP_LOCAL_HEADER = 30  # a zip local file header's fixed part, before its name and extra field
+_ZIP64_SIZE = 0xFFFFFFFF  # a local header size held in its zip64 extra field instead
+_DATA_DESCRIPTOR = 0x08  # flag bit 3: the local header's CRC-32 and sizes follow the data
 CONFIG_MEMBER = "config.json"
 WEIGHTS_MEMBER = "model.weights.h5"  # saving_lib._VARS_FNAME_H5
 METADATA_MEMBER = "metadata.json"
@@ -83,8 +86,9 @@ def check_archive(zf: zipfile.ZipFile, path: str) -> None:
     """Refuses an archive with a member ``zipfile`` (so Keras' ``load_model``) would refuse
     to open, checked on every member before any is read: an encrypted member, one with flag
     bit 5 or 6, or one whose local header is missing or names another file than the central
-    directory. Members read in place (the mapped weights) would otherwise pass unchecked
-    (review-20-attack-r50 F5, F1). Opening a member reads its local header only.
+    directory; and a member whose recorded sizes disagree (:func:`_sizes_problem`). Members
+    read in place (the mapped weights) would otherwise pass unchecked (review-20-attack-r50
+    F5, F1; review-21-attack-r54 F2). Opening a member reads its local header only.
 
     Raises:
         CorruptCheckpointError: (exit 4) naming ``path`` and the member.
@@ -97,25 +101,134 @@ def check_archive(zf: zipfile.ZipFile, path: str) -> None:
                     "supported (Keras cannot load them either)", path=path)
         try:
             zf.open(info).close()  # zipfile checks the local header's magic and name
+            sizes = _sizes_problem(zf.fp, info)
         except ZIP_ERRORS as exc:
             said = str(exc).rstrip(".")
             raise CorruptCheckpointError(f"archive member {info.filename}: {said}: the archive "
                                          "is corrupt", path=path) from None
+        if sizes:
+            raise CorruptCheckpointError(f"archive member {info.filename} {sizes}: the "
+                                         "archive is corrupt", path=path)
+
+
+def _local_header(fp, info: zipfile.ZipInfo) -> bytes:
+    """The fixed part of ``info``'s local file header in the archive file ``fp``."""
+    fp.seek(info.header_offset)
+    head = fp.read(_ZIP_LOCAL_HEADER)
+    if len(head) < _ZIP_LOCAL_HEADER or head[:4] != ZIP_SIGNATURE:
+        raise zipfile.BadZipFile("bad local file header")
+    return head
+
+
+def _sizes_problem(fp, info: zipfile.ZipInfo) -> str | None:
+    """What is wrong with the sizes a member records, or ``None``: a stored member whose
+    stored size is not its size (zipfile, so Keras, reads the stored size and fails its CRC-32
+    where this reader maps the size: review-21-attack-r54 F2), or a local header whose sizes
+    disagree with the central directory's (flag bit 3: they follow the data, unchecked)."""
+    if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+        return (f"is stored uncompressed but its zip directory records {info.compress_size} "
+                f"bytes stored for {info.file_size} bytes")
+    head = _local_header(fp, info)
+    if struct.unpack("<H", head[6:8])[0] & _DATA_DESCRIPTOR:
+        return None
+    local = struct.unpack("<II", head[18:26])
+    for said, central, what in zip(local, (info.compress_size, info.file_size),
+                                   ("stored size", "size"), strict=True):
+        if said not in (central, _ZIP64_SIZE):
+            return (f"has a local header giving its {what} as {said} bytes where the zip "
+                    f"directory gives {central}")
+    return None
+
+
+def stored_start(fp, info: zipfile.ZipInfo) -> int | None:
+    """Where the bytes of the stored (uncompressed) member ``info`` begin in the archive file
+    ``fp``, after its local header; ``None`` for a compressed member.
+
+    Raises:
+        zipfile.BadZipFile: no local file header where the zip directory says.
+    """
+    if info.compress_type != zipfile.ZIP_STORED:
+        return None
+    name_len, extra_len = struct.unpack("<HH", _local_header(fp, info)[26:30])
+    return info.header_offset + _ZIP_LOCAL_HEADER + name_len + extra_len
+
+
+def hdf5_superblock(f, size: int) -> int | None:
+    """Where HDF5 (h5py, so Keras' ``load_weights``) finds the superblock of the file ``f`` of
+    ``size`` bytes: the first of byte 0 and every power of two from 512 on (after a user block)
+    that holds its signature; ``None`` where none does."""
+    base = 0
+    while base + len(HDF5_SIGNATURE) <= size:
+        f.seek(base)
+        if f.read(len(HDF5_SIGNATURE)) == HDF5_SIGNATURE:
+            return base
+        base = base * 2 or 512
+    return None
+
+
+def check_one_reading(f, path: str, size: int, zf: zipfile.ZipFile | None = None) -> None:
+    """Refuses a file that Keras reads two ways, by its name (review-21-attack-r54 F1, F3):
+    one that is both an HDF5 file and a zip archive (``load_weights`` reads the HDF5,
+    ``load_model`` the zip: two sets of weights, and restore-ema's mark could come from the
+    other one), unless the HDF5 that h5py finds is the zip's own stored ``model.weights.h5``
+    (the same bytes); and a zip archive that does not start at byte 0 (bytes before its first
+    member: zipfile reads past them, this reader does not).
+
+    Args:
+        f: the file, seekable; ``size``: its size in bytes.
+        zf: the zip archive ``f`` starts with, already open; else ``f`` is opened as one here
+            (a file that zipfile will not open, or that holds no member, is no zip archive).
+
+    Raises:
+        CorruptCheckpointError: (exit 4) one line naming ``path``.
+    """
+    at = hdf5_superblock(f, size)
+    if zf is None:
+        try:
+            f.seek(0)
+            with zipfile.ZipFile(f) as opened:
+                members = len(opened.infolist())
+        except ZIP_ERRORS:
+            members = 0
+        if not members:
+            return
+        if at is None:
+            raise CorruptCheckpointError(
+                "holds a zip archive that does not start at byte 0 (bytes before its first "
+                "member: a self-extracting stub?); Keras' zipfile reads past them, ckpt does "
+                "not: remove them (zip -J) and try again", path=path)
+        own = None
+    else:
+        members = len(zf.infolist())
+        if at is None or not members:
+            return
+        own = (stored_start(f, zf.getinfo(WEIGHTS_MEMBER)) if WEIGHTS_MEMBER in
+               zf.namelist() else None)
+    if at != own:  # the zip's own stored weights are the same bytes, read one way
+        raise CorruptCheckpointError(
+            f"is both an HDF5 file (superblock at byte {at}) and a zip archive ({members} "
+            "members): Keras reads the HDF5 with load_weights and the zip with load_model, by "
+            "the file's name, so which weights it holds depends on its name; refusing the "
+            "ambiguous file", path=path)
 
 
 def check_archive_file(path: str) -> None:
-    """:func:`check_archive` of the file at ``path`` where it is a zip archive (a ``.keras``);
-    nothing for any other file (an HDF5 ``.weights.h5``, a missing file: its reader says why).
+    """:func:`check_archive` of the file at ``path`` where it is a zip archive (a ``.keras``),
+    and :func:`check_one_reading` of any file; nothing else for any other file (an HDF5
+    ``.weights.h5``, a missing file: its reader says why).
 
     Raises:
-        CorruptCheckpointError: (exit 4) naming ``path`` and the member.
+        CorruptCheckpointError: (exit 4) naming ``path`` (and the member).
     """
     try:
         f = open_binary(path)
     except (OSError, CheckpointError):
         return  # cannot be opened: the reader that opens it next says why
     with f:
+        size = f.seek(0, io.SEEK_END)
+        f.seek(0)
         if f.read(4) != ZIP_SIGNATURE:
+            check_one_reading(f, path, size)  # an HDF5 file holding a zip, a zip after a stub
             return
         f.seek(0)
         try:
@@ -125,6 +238,24 @@ def check_archive_file(path: str) -> None:
                 f"not a readable .keras archive: {str(exc).rstrip('.')}", path=path) from None
         with zf:
             check_archive(zf, path)
+            check_one_reading(f, path, size, zf)
+
+
+def check_unzipped_start(path: str) -> None:
+    """:func:`check_one_reading` of the file at ``path`` where it does not start with a zip
+    header (what ``sniff`` found neither HDF5 nor a Keras archive in may hold a zip after a
+    stub: that is the reason to give); nothing for any other file.
+
+    Raises:
+        CorruptCheckpointError: (exit 4) naming ``path``.
+    """
+    try:
+        f = open_binary(path)
+    except (OSError, CheckpointError):
+        return
+    with f:
+        if f.read(4) != ZIP_SIGNATURE:
+            check_one_reading(f, path, f.seek(0, io.SEEK_END))
 
 
 class Window(io.RawIOBase):

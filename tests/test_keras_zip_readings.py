@@ -1,0 +1,169 @@
+"""A Keras file that Keras reads two ways, or whose zip records disagree with each other, is
+refused by every command, exit 4, one line naming the file (review-21-attack-r54 F1, F2, F3).
+
+Each hostile file is built from the committed Keras 3 archive (``fixtures/keras_ema/
+model.keras``: real Keras, ``SGD(use_ema=True)``, written by ``fixtures/make_keras_fixtures.py``,
+which recorded Keras' own averages) and from ``ckpt restore-ema``'s output of it (the averages
+as its weights, marked so). Keras picks the reading by the file's name: ``load_model(.keras)``
+reads the zip (zipfile finds its end record anywhere in the last 64 KiB), ``load_weights
+(.weights.h5)`` the HDF5 (h5py finds the superblock at byte 0 or at 512, 1024, 2048…).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import struct
+import zipfile
+
+import h5py
+import numpy as np
+import pytest
+from helpers import (
+    FIXTURES,
+    hdf5_then_zip,
+    patch_keras_sizes,
+    run_cli,
+    zip_in_user_block,
+)
+
+from ckpt_tools import CorruptCheckpointError, open_checkpoint
+from ckpt_tools.keras_ema import keras_ema_values
+from ckpt_tools.restored_mark import read_mark
+
+SRC = FIXTURES / "keras_ema" / "model.keras"
+WEIGHTS = "model.weights.h5"
+BOTH = "is both an HDF5 file"
+
+
+@pytest.fixture(scope="module")
+def marked(tmp_path_factory) -> bytes:
+    """restore-ema's ``.keras`` of the fixture: Keras' averages as its weights, marked so."""
+    out = tmp_path_factory.mktemp("r54") / "re.keras"
+    code, _, err = run_cli(["restore-ema", str(SRC), "--not-swapped", "--out", str(out)])
+    assert code == 0, err
+    assert read_mark(str(out)) is not None
+    return out.read_bytes()
+
+
+def _hdf5_first(dst, marked):
+    hdf5_then_zip(SRC, marked, dst)
+    with zipfile.ZipFile(dst) as z, h5py.File(dst, "r") as f, \
+            h5py.File(io.BytesIO(z.read(WEIGHTS)), "r") as inside:
+        assert "ckpt_tools" in inside.attrs and "ckpt_tools" not in f.attrs  # two readings
+
+
+def _zip_first(dst, marked):
+    zip_in_user_block(SRC, marked, dst)
+    with zipfile.ZipFile(dst) as z, h5py.File(dst, "r") as f, \
+            h5py.File(io.BytesIO(z.read(WEIGHTS)), "r") as inside:
+        assert f.userblock_size == 1 << 16 and "ckpt_tools" in inside.attrs
+        assert "ckpt_tools" not in f.attrs
+
+
+def _short_stored(dst, marked):
+    patch_keras_sizes(SRC, dst, WEIGHTS, central_stored=-100)
+    with zipfile.ZipFile(dst) as z, pytest.raises(zipfile.BadZipFile, match="CRC-32"):
+        z.read(WEIGHTS)  # what Keras' load_model runs into
+
+
+def _local_size(dst, marked):
+    patch_keras_sizes(SRC, dst, WEIGHTS, local_size=1)
+    with zipfile.ZipFile(dst) as z:  # zipfile reads the central sizes; other unzippers not
+        assert z.read(WEIGHTS) == zipfile.ZipFile(SRC).read(WEIGHTS)
+
+
+def _stub(dst, marked):
+    dst.write_bytes(b"#!/bin/sh\nexit 0\n" + b"\0" * 100 + SRC.read_bytes())
+    with zipfile.ZipFile(dst) as z:  # zipfile (Keras) reads past the stub
+        assert z.read(WEIGHTS) == zipfile.ZipFile(SRC).read(WEIGHTS)
+
+
+@pytest.mark.parametrize("build,name,said", [
+    (_hdf5_first, "p.keras", BOTH + " (superblock at byte 0) and a zip archive (3 members)"),
+    (_hdf5_first, "p.weights.h5", BOTH + " (superblock at byte 0)"),
+    (_zip_first, "p.weights.h5", BOTH + " (superblock at byte 65536) and a zip archive"),
+    (_zip_first, "p.keras", BOTH + " (superblock at byte 65536)"),
+    (_short_stored, "p.keras", "archive member model.weights.h5 is stored uncompressed but its "
+     "zip directory records"),
+    (_local_size, "p.keras", "archive member model.weights.h5 has a local header giving its "
+     "size as"),
+    (_stub, "p.keras", "holds a zip archive that does not start at byte 0 (bytes before its "
+     "first member"),
+], ids=["hdf5-then-zip", "hdf5-then-zip-h5", "zip-in-user-block", "zip-in-user-block-keras",
+        "stored-size", "local-size", "stub"])
+def test_every_command_refuses_the_file_exit_4(build, name, said, marked, tmp_path):
+    """F1: raw weights at byte 0 and restore-ema's marked averages in the zip (or the other
+    way round) were exported "as the averages", exit 0. F2: a stored member whose stored size
+    is not its size verified ok where Keras refuses. F3: the reason, not "no central
+    directory". Every command: exit 4, one error line naming the file, nothing written, the
+    input unchanged; the Python API raises CorruptCheckpointError."""
+    bad = tmp_path / name
+    build(bad, marked)
+    before = hashlib.sha256(bad.read_bytes()).hexdigest()
+    with open_checkpoint(SRC) as ckpt:
+        key = ckpt.keys()[0]
+    outs = tmp_path / "out"
+    for args in (["list", bad], ["map", bad], ["verify", bad], ["show", bad, key],
+                 ["stats", bad], ["diff", "--ema", bad, "--not-swapped"], ["diff", bad, SRC],
+                 ["export", bad, "--not-swapped", "--out", outs / "x.npz"],
+                 ["export", bad, "--raw", "--out", outs / "r.npz"],
+                 ["export", bad, "--use-ema", "--not-swapped", "--out", outs / "u.npz"],
+                 ["restore-ema", bad, "--not-swapped", "--out", outs / "m.keras"],
+                 ["restore-ema", bad, "--not-swapped", "--use-ema", "--out",
+                  outs / "m.weights.h5"]):
+        code, out, err = run_cli([str(a) for a in args])
+        lines = [line for line in err.splitlines() if line.startswith("error:")]
+        assert code == 4 and len(lines) == 1, (args, code, out, err)
+        assert f"{bad}: {said}" in lines[0] + out, (args, out, lines)  # verify lists it
+        assert not outs.exists() or not any(outs.iterdir()), args  # nothing left behind
+    with pytest.raises(CorruptCheckpointError, match=said.split(" (")[0]):
+        keras_ema_values(bad, not_swapped=True)
+    assert hashlib.sha256(bad.read_bytes()).hexdigest() == before
+
+
+def test_an_archive_whose_weights_start_where_hdf5_looks_reads_as_before(tmp_path):
+    """The fixture's members zipped again with model.weights.h5's bytes starting at a power of
+    two (an extra field pads its local header):
+    h5py opens the archive itself as an HDF5 file, and finds the same bytes as zipfile's
+    member. One reading, so no refusal: the averages Keras recorded, bit for bit."""
+    doc_arrays = np.load(FIXTURES / "keras_ema" / "expected.npz")
+    truth = doc_arrays["model:ema/hidden/kernel"]
+    aligned = tmp_path / "a.keras"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(SRC) as zin, zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            out = zipfile.ZipInfo(info.filename, info.date_time)
+            if info.filename == WEIGHTS:
+                start = 1 << (buf.tell() + 34 + len(WEIGHTS)).bit_length()  # HDF5 looks there
+                pad = start - (buf.tell() + 30 + len(WEIGHTS))
+                out.extra = struct.pack("<HH", 0xCAFE, pad - 4) + b"\0" * (pad - 4)
+            zout.writestr(out, zin.read(info))
+    aligned.write_bytes(buf.getvalue())
+    with zipfile.ZipFile(aligned) as z, h5py.File(aligned, "r") as f:
+        assert f.userblock_size == start and z.read(WEIGHTS) == zipfile.ZipFile(SRC).read(WEIGHTS)
+    code, out, err = run_cli(["export", str(aligned), "--not-swapped", "--out",
+                              str(tmp_path / "a.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "a.npz") as npz:
+        assert npz["hidden/kernel"].tobytes() == truth.tobytes()
+    code, out, err = run_cli(["verify", str(aligned)])
+    assert code == 0, (out, err)
+
+
+def test_the_mark_comes_from_the_hdf5_the_values_come_from(marked, tmp_path, monkeypatch):
+    """Were the ambiguity let through (its check patched away here), restore-ema's mark would
+    still be read from the HDF5 whose values are read: the raw weights at byte 0 carry none,
+    the zip appended after them is not asked (review-21-attack-r54 F1)."""
+    from ckpt_tools.formats.keras import h5 as h5_reader
+    from ckpt_tools.restored_mark import checkpoint_mark
+
+    monkeypatch.setattr(h5_reader, "check_one_reading", lambda *args: None)
+    bad = tmp_path / "p.keras"
+    hdf5_then_zip(SRC, marked, bad)
+    with open_checkpoint(bad) as ckpt:
+        assert ckpt.format == "h5" and checkpoint_mark(ckpt) is None
+    marked_file = tmp_path / "re.keras"
+    marked_file.write_bytes(marked)
+    with open_checkpoint(marked_file) as ckpt:  # restore-ema's own output: read as marked
+        assert ckpt.format == "keras" and checkpoint_mark(ckpt) is not None
