@@ -200,8 +200,10 @@ def refuse_unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                              allow_missing: bool,
                              found: dict[str, str] | None = None) -> dict[str, str]:
     """:func:`unwritten_sources` (or ``found``, :func:`translated_unwritten`'s), refused unless
-    ``allow_missing`` states that the weights have no average (they are then returned, to be
-    reported missing and kept raw).
+    ``allow_missing`` states that the weights have no average (they are then returned and
+    kept raw: :attr:`~ckpt_tools.EmaMap.raw` lists them, and, as for every weight
+    ``allow_missing`` restores raw, :attr:`~ckpt_tools.EmaMap.missing` does not;
+    review-20-attack-r49 F3).
 
     Raises:
         UnprovenPairingError: (exit 6) naming ``--no-meta`` and ``--allow-missing``.

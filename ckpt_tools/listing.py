@@ -146,6 +146,8 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     everything = ckpt.variables_unwarned()
     everything, unproven, refused_raw = _decided(ckpt, everything, decide or {})
     everything, raw_named = _raw_marked(ckpt, everything, refused_raw)
+    if (decide or {}).get("use_meta", True):
+        everything = _renamed_unwritten(ckpt, everything)
     meta_frozen = (listed_frozen(ckpt, everything) | renamed_frozen(ckpt, everything)) \
         - raw_named.keys()
     if meta_frozen:  # model weights, as export writes them (raw): no shadow expected
@@ -219,6 +221,29 @@ def _raw_marked(ckpt: Checkpoint, variables: list[Variable],
     return [replace(v, role="ema", ema_of=None, ema=None, ema_candidates=())
             if v.name in held else replace(v, ema=None) if v.ema in held else v
             for v in variables], held
+
+
+def _renamed_unwritten(ckpt: Checkpoint, variables: list[Variable]) -> list[Variable]:
+    """The variables with each key a renaming Saver (``{"net/" + v.op.name: v}``) stored
+    under an average's name that the graph does not prove its weight's average
+    (:func:`~ckpt_tools.ema_sources.translated_unwritten`, the reading map refuses) shown as
+    ``other``, as a plain Saver's key is (:func:`~ckpt_tools.meta_shadows.update_op_written`):
+    a moment kept beside a weight trained by hand was listed "ema of net/w0" beside a weight
+    row expecting no shadow (review-20-attack-r49 F4)."""
+    if ckpt.objects is not None or ckpt.meta is None:
+        return variables
+    from .saved_keys import renamed_keys
+
+    if not renamed_keys(ckpt):
+        return variables
+    from .ema_sources import translated_unwritten
+
+    pairs = [(v.name, v.ema_of) for v in variables if v.role == "ema" and v.ema_of]
+    unproven = set(translated_unwritten(ckpt, pairs, True).values())
+    if not unproven:
+        return variables
+    return [replace(v, role="other", ema_of=None, ema_style=None) if v.name in unproven
+            else replace(v, ema=None) if v.ema in unproven else v for v in variables]
 
 
 def _swapped(ckpt: Checkpoint, variables: list[Variable]) -> bool:

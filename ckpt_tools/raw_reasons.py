@@ -94,9 +94,11 @@ def expected_raw_note(reasons: dict[str, str], shown) -> str | None:
     frozen = [shown(k) for k, r in reasons.items() if r == NOT_TRAINABLE_META]
     ints = [shown(k) for k, r in reasons.items() if r == NOT_FLOAT]
     reasons = {k: r for k, r in reasons.items() if r not in (NOT_TRAINABLE_META, NOT_FLOAT)}
-    meta_note = (f"{len(frozen)} frozen weight(s) keep their raw values: the .meta lists them "
-                 "outside trainable_variables (trainable=False), so ema.apply() never averaged "
-                 "them and TF's variables_to_restore() restores them raw: "
+    # by what the graph shows: not trainable, never averaged; "frozen" was said of a weight
+    # the user trains by hand (w0.assign_sub) too (review-20-attack-r49 F3)
+    meta_note = (f"{len(frozen)} weight(s) keep their raw values: the .meta lists them outside "
+                 "trainable_variables (trainable=False) and no ema.apply() of the graph "
+                 "averages them, so TF's variables_to_restore() restores them raw: "
                  f"{', '.join(frozen[:5])}" + (" ..." if len(frozen) > 5 else "")
                  ) if frozen else None
     if ints:

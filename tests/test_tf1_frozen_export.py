@@ -159,7 +159,8 @@ def test_export_holds_frozen_weights_raw(made, tmp_path, case, fmt):
     assert sorted(doc["raw_expected"]) == sorted(frozen)
     assert set(doc["raw_expected"].values()) == {"not_trainable"}
     assert set(frozen) <= set(doc["raw"]) and not set(frozen) & set(doc["averaged"])
-    assert any("frozen" in n and frozen[0] in n for n in doc["notes"]), doc["notes"]
+    assert any("outside trainable_variables" in n and frozen[0] in n
+               for n in doc["notes"]), doc["notes"]
     assert doc["warnings"] == []
 
 

@@ -54,7 +54,7 @@ def moment(name="w0/" + E, shape=(4, 2), collections=None):
 def build(kind, where):
     """One graph: trains w0, w1 (GD); kind says what averages and what keeps w0/EMA."""
     os.makedirs(where, exist_ok=True)
-    hand = kind in ("nttrained", "nt_nocoll")  # w0 not trainable, trained by hand
+    hand = kind in ("nttrained", "nt_nocoll", "nt_renamed")  # w0 not trainable, hand-trained
     w0, w1, loss = base(trainable=not hand)
     legit = kind in ("legit", "legit_renamed", "twolegit", "taken_after")
     mom = None if legit else moment(collections=[] if kind == "nt_nocoll" else None)
@@ -90,7 +90,7 @@ def build(kind, where):
             upd = ema.apply([w1])
     if kind == "taken_after":  # made after apply(): TF names it w0/ExponentialMovingAverage_1
         mom = tf1.Variable(tf.zeros([4, 2]), trainable=False, name="w0/" + E)
-    renamed = kind in ("renamed", "renamed_ph", "legit_renamed")
+    renamed = kind in ("renamed", "renamed_ph", "legit_renamed", "nt_renamed")
     saver = tf1.train.Saver({"net/" + v.op.name: v for v in tf1.global_variables()}
                             if renamed else None)
     if kind == "nt_nocoll":  # the kept tensor in no collection, saved by var_list (r49 F1)
@@ -184,7 +184,7 @@ with tf.Graph().as_default():
 
 KINDS = ("twoema", "scoped", "noapply", "renamed", "renamed_ph", "sm2cond", "onlyw0", "legit",
          "legit_renamed", "twolegit", "slashname", "nttrained", "taken_after", "teacher",
-         "teacher_one", "nt_nocoll")
+         "teacher_one", "nt_nocoll", "nt_renamed")
 KEY = "w0/ExponentialMovingAverage"
 
 # refused: (folder, options stating the EMA name, the prefix of a renamed Saver's keys)
@@ -205,6 +205,8 @@ REFUSED = {
     # so with the kept w0/ExponentialMovingAverage in no collection (collections=[]) saved by
     # an explicit var_list: the graph holds it all the same (review-20-attack-r49 F1)
     "r49_F1": ("nt_nocoll", [], ""),
+    # so under a renaming Saver ({"net/" + v.op.name: v}): review-20-attack-r49 F4
+    "r49_F4": ("nt_renamed", [], "net/"),
 }
 
 
@@ -326,3 +328,27 @@ def test_a_students_keys_named_as_a_frozen_teachers_export_the_students_averages
     rows = {v["name"]: v for v in json.loads(text)["variables"]}
     assert rows["w0"]["role"] == "weight", rows["w0"]
     assert "trainable_variables" in rows["w0"]["collections"], rows["w0"]
+
+
+@pytest.mark.parametrize("folder,prefix", [("nttrained", ""), ("nt_renamed", "net/"),
+                                           ("renamed", "net/")])
+def test_list_shows_the_refused_key_as_no_average(made, folder, prefix, tmp_path):
+    """review-20-attack-r49 F4: under a renaming Saver the kept moment was listed "ema of
+    net/w0" (the plain Saver's list: other) while map refuses that pairing; F3: the
+    --allow-missing export called the weight trained by hand (w0.assign_sub) "frozen"."""
+    truth = _truth(made / folder)
+    assert bool(truth["none:w0"])  # TF: ema.average(w0) is None
+    code, text, err = run_cli(["list", str(made / folder), "--json"])
+    assert code == 0, err
+    rows = {v["name"]: v for v in json.loads(text)["variables"]}
+    kept = rows[prefix + KEY]
+    assert kept["role"] != "ema" and kept["ema_of"] is None, kept
+    assert rows[prefix + "w0"]["ema"] is None, rows[prefix + "w0"]
+    assert rows[prefix + "w1"]["ema"] == prefix + "w1/ExponentialMovingAverage", rows
+    if folder != "nttrained":
+        return
+    code, err, got = _export(made / folder, tmp_path / "x.npz", "--allow-missing")
+    assert code == 0, err
+    assert got["w0"].tobytes() == truth["raw:w0"].tobytes()
+    said = " ".join(err.split())
+    assert "frozen" not in said and "outside trainable_variables" in said, said
