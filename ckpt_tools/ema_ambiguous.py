@@ -10,7 +10,6 @@ import re
 from .checkpoint import Checkpoint
 from .ema_apply_order import optimizer_text, optimizers_disagree_text
 from .formats._record import replace
-from .keras_detached import detached_refusal, holds_no_optimizer
 from .keras_graph import keras_holders, keras_trainable_text
 from .keras_reassign import layer_order_text, tracked_in_layers
 from .pairing import (
@@ -101,11 +100,9 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
         # tf_keras model.save_weights() (TF format): Adam/average/<variable name>
         from .tfk_order import refusal_text
 
-        head = f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer "
-        if ckpt.objects is not None and holds_no_optimizer(variables, ckpt.objects):
-            return head + detached_refusal(examples + more)  # saved as a list (r51 F4)
-        return head + refusal_text(ckpt.objects, variables, unpaired, apply_order,
-                                   examples + more)
+        return (f"{ckpt.path}: {len(unpaired)} average(s) of the tf_keras optimizer "
+                + refusal_text(ckpt.objects, variables, unpaired, apply_order,
+                               examples + more))
     if spans and all(c.count("/") <= 2 and c.endswith("/.ATTRIBUTES/VARIABLE_VALUE")
                      for v in unpaired for c in v.ema_candidates):
         # variables held directly by the root object (a SavedModel of a tf.Module holding

@@ -18,7 +18,6 @@ from .formats.objgraph import (
     optimizer_owned_keys,
     readable_name,
 )
-from .keras_detached import holds_no_optimizer, tf_keras_detached
 from .lazy_re import LazyPattern
 from .object_slashed import slashed_ema_names
 from .orphan_averages import default_named, module_own, unstated_orphans
@@ -375,8 +374,6 @@ def _tf_keras_optimizer_vars(full_of: dict[str, str], entries,
         if not optimizer_owned(k):
             model.setdefault(f, []).append(k)
     listed = _recorded_averages(objects)
-    if holds_no_optimizer(entries, objects):  # copies saved beside the model (r51 F4)
-        return tf_keras_detached(full_of, entries, objects)
     out: dict[str, RoleInfo] = {}
     for k, f in full_of.items():
         m = _TF_KERAS_VAR.match(f)
