@@ -15,6 +15,7 @@ from .ema_refusals import (
     several_message,
     suffix_base,
 )
+from .ema_updates import update_ops
 from .errors import EmaError
 
 
@@ -181,6 +182,7 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
     given = exact_names({suffix.get(c, "") for cs in shadows.values() for c in cs} - {""}) \
         if ema_name is not None and tf2 else set()  # only an --ema-name in TF2 reads it
     both: dict[str, tuple[list[str], list[str]]] = {}  # target -> (by attribute, by name)
+    twins: dict[str, list[str]] = {}  # TF1: target -> its W/<ema_name>_N, no one's proven
     for target, cands in shadows.items():
         picked = cands
         if ema_name is not None:
@@ -211,13 +213,18 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                 if len(picked) != 1 and ema_name in given:  # name='ema_999', not a counter
                     picked = [c for c in cands if suffix.get(c) == ema_name]
             else:  # TF1: average_name() semantics, <var>/<ema_name> exactly
-                picked = [c for c in cands if suffix.get(c) == ema_name] or base
+                picked = ([c for c in cands if suffix.get(c) == ema_name]
+                          or _named_twins(ckpt, target, base, ema_name))
+                if base and not picked:
+                    twins[target] = base
         if len(picked) == 1:
             chosen[target] = picked[0]
         elif len(cands) > 1:
             several[target] = sorted(cands)
     if both:
         _refuse_both(ckpt, ema_name, both, suffix, holder)
+    if twins:
+        _refuse_twins(ckpt, ema_name, twins, suffix)
     if not tf2:  # before "pass --ema-name": no name decides a lone average's object
         refuse_uneven(ckpt, shadows, suffix, chosen, ema_name)
     if several:
@@ -241,6 +248,52 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             f"{ckpt.path}: none of its averages is kept under the EMA name {ema_name!r} "
             f"(--ema-name; Python: ema_name=); it holds {kept}")
     return chosen
+
+
+def _named_twins(ckpt: Checkpoint, target: str, keys: list[str], ema_name: str) -> list[str]:
+    """The TF1 ``keys`` (``target``'s ``W/<ema_name>_N``, TF's uniquified twin of the stated
+    name) that the ``.meta``'s update ops show one ``apply()`` writing whose name scope is
+    ``ema_name``, or its own twin (``Momentum_1``) where something else took ``W/<ema_name>``
+    (a ``MomentumOptimizer``'s slot ``W/Momentum``, whose scope ``Momentum`` it took too):
+    the stated object's, uniquified. Any other ``_N`` key is another object's (``name=
+    "fast_1"``, nothing named ``W/fast``), not the stated one's: a stated ``fast`` took an
+    object named ``fast_1``, exit 0 (review-20-attack-r52 F2)."""
+    ops = update_ops(ckpt) if keys else None
+    if ops is None:
+        return []
+    own = f"{target}/{ema_name}"
+    taken = own in ckpt.entries() or (ckpt.meta is not None and own in ckpt.meta.variables)
+    found = []
+    for k in keys:
+        scope = ops.averages.get(k, ("", ""))[1]
+        last = scope if "/" in ema_name else scope.rpartition("/")[2]
+        named = scope == ema_name or scope.endswith("/" + ema_name)  # in an outer scope
+        if scope in ops.grouped and (named or taken and suffix_base(last) == ema_name):
+            found.append(k)
+    return found
+
+
+def _refuse_twins(ckpt: Checkpoint, ema_name: str, twins: dict[str, list[str]],
+                  suffix: dict[str, str]) -> None:
+    """Refuses a stated TF1 ``--ema-name fast`` where a variable's only average of that family
+    is TF's uniquified twin ``W/fast_1`` that no ``apply()`` named ``fast`` is shown writing
+    (:func:`_named_twins`): an object named ``fast_1``, or a second ``fast``, wrote it, and
+    taking it answered the stated name with another object's averages, exit 0
+    (review-20-attack-r52 F2).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the EMA names the file keeps.
+    """
+    t, keys = next(iter(twins.items()))
+    names = sorted({s for s in suffix.values() if s})
+    raise UnprovenPairingError(
+        f"{ckpt.path}: --ema-name {ema_name}: no average is named <variable>/{ema_name} for "
+        f"{len(twins)} variable(s) ({t} has {', '.join(keys)}); TF names averages "
+        f"<variable>/<EMA name> and gives {suffix.get(keys[0])} to an object named so or to a "
+        f"second object named {ema_name}, and nothing recorded shows an apply() named "
+        f"{ema_name} writing it; the EMA names kept here are {', '.join(names)}: pass the one "
+        "you gave your ExponentialMovingAverage",
+        "--ema-name", {k: tuple(v) for k, v in twins.items()})
 
 
 def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[str, str],

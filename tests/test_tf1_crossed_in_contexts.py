@@ -65,7 +65,9 @@ CASES = {**{f"crossed_{c}": f"a:w0@{c} b:w1 b:w0 a:w1" for c in CONTEXTS},
          # a variable's only average another object's <v>/X_1, no crossing (r48 F5)
          "f5_fast": "g:w1 f:w0 a:w0", "f5_e": "n:w1 a:w0 f:w0",
          # a split family beside a crossed one of another name (r48 F4)
-         "f4_e": "f:w0 g:w0w1 a:w0 b:w1 b:w0 a:w1", "f4_fast": "a:w0 b:w0w1 p:w0 q:w1 q:w0 p:w1"}
+         "f4_e": "f:w0 g:w0w1 a:w0 b:w1 b:w0 a:w1", "f4_fast": "a:w0 b:w0w1 p:w0 q:w1 q:w0 p:w1",
+         # no object of the stated name, only one named like its twin (r52 F2)
+         "r52_g": "g:w0w1", "r52_ag": "a:w0 g:w1", "r52_n": "n:w0w1"}
 for case, applies in CASES.items():
     if "_v1" in case:
         tf1.disable_control_flow_v2()
@@ -328,3 +330,29 @@ def test_the_numbered_objects_own_name_is_taken(made, tmp_path, case, name, tag)
     text = " ".join(err.split())
     assert code == 6 and f"--ema-name {name} is one apply()'s whole" in text, err
     assert "would take two objects' averages" not in text, err
+
+
+@pytest.mark.parametrize("case,name,tag", [("r52_g", "fast", "g"), ("r52_ag", "fast", "g"),
+                                           ("r52_n", E, "n")])
+def test_a_stated_name_never_takes_an_object_named_like_its_twin(made, tmp_path, case, name,
+                                                                 tag):
+    """Only EMA(name="fast_1") (alone, or beside a default object over w0; or one named
+    ExponentialMovingAverage_1): no object named fast exists, yet --ema-name fast --strict
+    exported fast_1's averages, exit 0 (review-20-attack-r52 F2). Refused now, naming the
+    names the file keeps; the object's own name takes its averages bit for bit."""
+    out, truth = made
+    assert str(truth[f"{case}:{tag}:w1:name"]) == f"w1/{name}_1"
+    for more in ([], ["--allow-missing"]):
+        code, err, got = _export(out, case, tmp_path, "--ema-name", name, *more)
+        text = " ".join(err.split())
+        assert code == 6 and got is None, (more, err)
+        assert f"no average is named <variable>/{name} " in text, err
+        assert f"kept here are {'ExponentialMovingAverage, ' if case == 'r52_ag' else ''}" \
+               f"{name}_1:" in text, err
+    code, _, err = run_cli(["map", str(out / case), "--ema-name", name])
+    assert code == 6, err
+    code, err, got = _export(out, case, tmp_path, "--ema-name", f"{name}_1", "--allow-missing")
+    assert code == 0, err
+    assert got["w1"].tobytes() == truth[f"{case}:{tag}:w1"].tobytes()
+    assert got["w0"].tobytes() == truth[f"{case}:{tag}:w0"].tobytes() if case != "r52_ag" \
+        else got["w0"].tobytes() != truth[f"{case}:a:w0"].tobytes()
