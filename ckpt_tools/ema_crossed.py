@@ -334,9 +334,28 @@ def refuse_mixed_parts(ckpt: Checkpoint, chosen: dict[str, str], use_meta: bool)
         return
     mixed = sorted((t, s) for t, s in chosen.items() if s in mixed_keys(ckpt))
     for target, key in mixed[:1]:
+        # One object applied twice (a.apply([w/part_0]); a.apply([w/part_1])) makes the same
+        # graph as two objects, one call each: nothing recorded tells them apart, so the
+        # user's word decides (--no-meta reads the key by its name) where no part shows two
+        # objects, i.e. none has averages from two apply() calls (review-20-attack-r52 F1)
+        one = not _averaged_twice(ckpt)
         raise UnprovenPairingError(
             f"{ckpt.path}: {key} is not proven one EMA object's average of {target}: TF stores "
             f"a partitioned variable's averages as one key, and the .meta's update ops show "
             f"its parts written by different apply() calls, so it may hold two objects' "
-            f"averages; --raw exports the raw weights instead",
-            None, {t: (s,) for t, s in mixed})
+            f"averages" + ("; --no-meta reads it by its name, right only where one EMA object "
+                           "made those apply() calls (the graph does not record which object "
+                           "made each)" if one else " (a part averaged twice shows two "
+                                                    "objects)")
+            + "; --raw exports the raw weights instead",
+            "--no-meta" if one else None, {t: (s,) for t, s in mixed})
+
+
+def _averaged_twice(ckpt: Checkpoint) -> bool:
+    """Whether the ``.meta``'s update ops average one variable (or part) into two shadows,
+    which one object never does: its second ``apply()`` of a variable reuses the shadow."""
+    found = part_update_ops(ckpt)
+    if found is None:
+        return False
+    averaged = [var for var, _scope in found[0].averages.values()]
+    return len(averaged) != len(set(averaged))
