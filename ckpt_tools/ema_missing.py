@@ -211,6 +211,8 @@ def missing_message(m: EmaMap) -> str:
              if owner.get(f"{t}/{m.ema_name}", t) != t}  # ema.apply() in a variable_scope
     shadow = next((f"{t}/{m.ema_name}" for t in m.missing if f"{t}/{m.ema_name}" not in taken),
                   f"{m.missing[0]}/{m.ema_name}")
+    held = m.file_style == "tf2" and any(  # Checkpoint(e1=[...]): the attribute's name
+        s != t and s.split("/", 1)[0] == m.ema_name for s, t in m.pairs)
     eg = (f"{shadow!r} is {taken[shadow]}'s average, made inside a variable_scope"
           if shadow in taken else f"e.g. {shadow!r} is not in the checkpoint")
     none = set(m.averaged) <= set(m.missing)  # not one shadow stored
@@ -229,9 +231,10 @@ def missing_message(m: EmaMap) -> str:
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
                 f"{sample}; {misfiled}")
     if other and not set(m.averaged) <= set(m.missing):
+        under = (f"the attribute {m.ema_name}" if held else  # TF2's e1/N, not W/e1
+                 f"'<name>/{m.ema_name}' ({eg})")
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
-                f"'<name>/{m.ema_name}' ({eg}): {sample}; "
-                + "; ".join(m.hints))
+                f"{under}: {sample}; " + "; ".join(m.hints))
     if none and renamed:  # the shadows are there, under another name: nothing else to say
         return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
                 f"({eg}); {renamed}")

@@ -137,14 +137,20 @@ def _written(ckpt: Checkpoint, v, shadows: dict[str, str]) -> bool:
 
 
 def elsewhere_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],
-                   suffix: dict[str, str]) -> str:
+                   suffix: dict[str, str], variables=None) -> str:
     """The hint of a map under ``--ema-name name`` for the variables it lacks whose tensors
     under another name (``elsewhere``: variable -> that tensor's key) read as averages.
     ``--ema-name name,other`` is offered only where the file proves ``other`` an EMA's name
     (:func:`proven_ema_names`): ``W/SGDM`` of a ``MomentumOptimizer(name="SGDM")`` applied
     inside a ``tf.cond`` (no update op in sight) reads as an average too, and taking it would
-    hand back momentum buffers as averages (review-14-attack-r27 F8)."""
+    hand back momentum buffers as averages (review-14-attack-r27 F8). ``name`` an attribute
+    of a TF2 checkpoint (``Checkpoint(e1=[...], e2=[...])``, ``variables`` given): see
+    :func:`_attribute_hint`."""
     t, k = next(iter(elsewhere.items()))
+    if variables is not None and ckpt.objects is not None and k.split("/", 1)[0] != name \
+            and any(v.role == R.EMA and key.split("/", 1)[0] == name
+                    for key, v in variables.items()):
+        return _attribute_hint(name, elsewhere, variables)
     other = suffix_base(suffix.get(k) or k.rpartition("/")[2])
     if other in proven_ema_names(ckpt, {other}):
         # their averages are stored, under another EMA object's name: saying they were left
@@ -157,6 +163,34 @@ def elsewhere_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],
             f"has {k}), but nothing recorded says {other!r} is an ExponentialMovingAverage's "
             f"name (an optimizer stores its slots so): --ema-name {name},{other} only if it is "
             "the name you gave another ExponentialMovingAverage")
+
+
+def _attribute_hint(name: str, elsewhere: dict[str, str], variables) -> str:
+    """:func:`elsewhere_hint` where ``--ema-name name`` picked a TF2 checkpoint's attribute:
+    the other object is the attribute its averages lie under, and ``--ema-name name,other``
+    is offered only where no variable has averages under both (else that form is refused
+    too). Two default-named objects under ``e1``, ``e2`` offered ``e1,ExponentialMovingAverage``
+    (the averages' recorded name), itself refused (review-20-attack-r47 F1)."""
+    t, k = next(iter(elsewhere.items()))
+    other = k.split("/", 1)[0]
+
+    def shown(key: str) -> str:
+        v = variables.get(key)
+        return v.path if v is not None and v.path else key
+
+    under: dict[str, set[str]] = {}
+    for key, v in variables.items():
+        if v.role == R.EMA and v.ema_of:
+            under.setdefault(v.ema_of, set()).add(key.split("/", 1)[0])
+    both = sorted(shown(w) for w, held in under.items() if {name, other} <= held)
+    said = (f"another EMA object averaged {len(elsewhere)} of them ({shown(t)} has "
+            f"{shown(k)}, under the attribute {other})")
+    if both:  # --ema-name name,other: one variable with two objects' averages (refused)
+        return (f"{said}, and {other} also averages {', '.join(both[:3])}, which {name} "
+                f"averages, so no one map takes both; --allow-missing restores these raw "
+                f"although an average of theirs is stored")
+    return (f"{said}: --ema-name {name},{other} takes both objects' averages, while "
+            "--allow-missing would restore these raw although an average of theirs is stored")
 
 
 def without_slot_names(variables, names: list[str]) -> list[str]:

@@ -115,7 +115,7 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     if misfiled:
         hints.insert(0, misfiled)
     if elsewhere:  # stored under another name: not 'left out of ema.apply()'
-        hints.insert(0, elsewhere_hint(ckpt, name, elsewhere, suffix))
+        hints.insert(0, elsewhere_hint(ckpt, name, elsewhere, suffix, variables))
     scoped = scope_hints(ckpt, name, missing) if ema_name and use_meta else None
     hints = hints if scoped is None else scoped  # --ema-name gen/ExponentialMovingAverage
     sourced = {t: found for t, found in tensor_sources(
