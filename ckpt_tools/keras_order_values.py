@@ -7,9 +7,12 @@ of equal shape and dtype are paired in ``fit()``'s order (``keras_assumed``: ``f
 Their values can contradict that: an average starts as its weight and follows it, and layers
 initialised apart stay apart. Where copies of a group each sit clearly nearest one weight
 (four times nearer than to any other), those weights are all different, and one is not the
-weight ``fit()``'s order gives it while also four times nearer it than the group's centre
-(where weights initialised alike start) or than that weight's own copy by ``fit()``'s order
-(review-20-attack-r47 F2), the copies were built in another order: refused (exit 6), naming
+weight ``fit()``'s order gives it while also four times nearer it than to the group's centre
+and to that weight's own copy (where copies of weights initialised alike lag,
+review-20-attack-r51 F2), or than that weight's own copy is (review-20-attack-r47 F2), or where
+swapping two copies cuts their summed distance to the weights threefold while each sits nearer
+the other's weight than its own (review-20-attack-r51 F3: a third weight near them hides the
+first test), the copies were built in another order: refused (exit 6), naming
 ``--trainable NAMES --loop-order``. Groups of fewer than ``MIN_SIZE`` elements, weights at
 rounding-noise level, and copies that single out no weight prove nothing either way: the
 order stays assumed. A stated ``--trainable`` or ``--fit-order`` is the caller's order and is
@@ -22,6 +25,12 @@ from .checkpoint import Checkpoint
 
 # A copy belongs to a weight when it is this many times nearer to it than to any other.
 MARGIN = 4.0
+# Two copies were built in each other's place when swapping them cuts their summed distance
+# to the weights this many times, each nearer the other's weight than its own. Both must
+# point at the other: no fit() file screened showed that at any batch end (review-20-attack-r51
+# F3; fit() Dense/LayerNorm/BatchNorm MLPs), while loops that swapped two Dense(32) layers
+# show 3.4x after 20 steps of ema_momentum=0.99 (review-20-attack-r47 F2).
+SWAP_MARGIN = 3.0
 # Elements compared per tensor: its first ones (layers initialised apart differ everywhere).
 SAMPLE = 1 << 16
 # Fewer elements prove nothing: a scalar or a (1,) bias of one head lands near another's by
@@ -80,43 +89,63 @@ def _misplaced(members: list[tuple[str, str]], copies: list, weights: list,
     """The copies of one same-shape group that sit on another weight than their own.
 
     A copy singles out the weight it is ``MARGIN`` times nearer than any other. It contradicts
-    ``fit()``'s order (the i-th copy pairs with the i-th weight) where either rule holds:
+    ``fit()``'s order (the i-th copy pairs with the i-th weight) where any rule holds:
 
-    - centre: it is also ``MARGIN`` times nearer that weight than the group's centre;
+    - centre: it is also ``MARGIN`` times nearer that weight than the group's centre and
+      than that weight's own copy by ``fit()``'s order. Copies of weights initialised alike
+      (zero biases) lag near their common start, so near each other and near whichever
+      weight moved least (r17 F2b): no proof. The centre stands for that start only where
+      the group's weights started alike; LayerNormalization's gammas (ones) beside zero
+      biases pull it away, so the copies are compared with each other too
+      (review-20-attack-r51 F2);
     - pairwise: the copy ``fit()``'s order gives that weight is itself ``MARGIN`` times
-      farther from it. A copy of a weight initialised alike (zero biases) lagging near their
-      common start sits near whichever weight moved least, but so does that weight's own copy
-      (r17 F2b): no proof. Averages of weights initialised apart follow their own weights and
-      leave the others' copies far (review-20-attack-r47 F2: three Dense(32) kernels with
+      farther from it (review-20-attack-r47 F2: three Dense(32) kernels with
       ``ema_momentum=0.99`` sit 5-6x nearer their own weights for hundreds of steps while the
       centre, ~5 from each weight, singled out none).
 
-    Several copies singling out one weight prove nothing (layers initialised alike).
+    Several copies singling out one weight prove nothing (layers initialised alike). Besides,
+    two copies contradict it where swapping them cuts their summed distance to the weights
+    ``SWAP_MARGIN``-fold while each is nearer the other's weight than its own: a
+    transposition, which a third weight near them cannot mask as it masks "nearer than any
+    other" (review-20-attack-r51 F3). Copies lagging near a common start give no such margin:
+    each is about as far from the other's weight as from its own.
 
     Returns:
         ``(copy key, weight paired by fit order, weight it sits on, how many times nearer
-        than to any other weight)`` for each contradicting copy; empty where none.
+        that weight than its own; inf where it equals it)`` for each contradicting copy, the
+        most telling first; empty where none.
     """
     import numpy as np
 
     dist = np.array([[float(np.linalg.norm(c - w)) for w in weights] for c in copies])
     centre = np.mean(weights, axis=0)
-    singled: dict[int, tuple[int, float]] = {}
+    singled: dict[int, int] = {}
     for i in range(len(copies)):
         j = int(dist[i].argmin())
         rest = np.delete(dist[i], j)
         if rest.min() > 0 and dist[i, j] * MARGIN <= rest.min():
-            singled[i] = (j, rest.min() / max(dist[i, j], 1e-300))
-    by_centre = {i: (j, r) for i, (j, r) in singled.items()
-                 if dist[i, j] * MARGIN <= float(np.linalg.norm(copies[i] - centre))}
-    found: dict[int, tuple[int, float]] = {}
-    if len({j for j, _ in by_centre.values()}) == len(by_centre):
-        found.update((i, (j, r)) for i, (j, r) in by_centre.items() if j != i)
-    if len({j for j, _ in singled.values()}) == len(singled):
-        found.update((i, (j, r)) for i, (j, r) in singled.items()
+            singled[i] = j
+    by_centre = {i: j for i, j in singled.items()
+                 if dist[i, j] * MARGIN <= min(float(np.linalg.norm(copies[i] - centre)),
+                                               float(np.linalg.norm(copies[i] - copies[j])))}
+    found: dict[int, int] = {}
+    if len(set(by_centre.values())) == len(by_centre):
+        found.update((i, j) for i, j in by_centre.items() if j != i)
+    if len(set(singled.values())) == len(singled):
+        found.update((i, j) for i, j in singled.items()
                      if j != i and dist[i, j] * MARGIN <= dist[j, j])
-    return [(members[i][0], members[i][1], members[j][1], ratio)
-            for i, (j, ratio) in sorted(found.items())]
+    for i in range(len(copies)):
+        for j in range(i + 1, len(copies)):
+            if (dist[i, j] + dist[j, i]) * SWAP_MARGIN <= dist[i, i] + dist[j, j] \
+                    and dist[i, j] < dist[i, i] and dist[j, i] < dist[j, j]:
+                found.setdefault(i, j)
+                found.setdefault(j, i)
+
+    def nearer(i: int, j: int) -> float:
+        return dist[i, i] / dist[i, j] if dist[i, j] > 0 else float("inf")
+
+    return sorted(((members[i][0], members[i][1], members[j][1], nearer(i, j))
+                   for i, j in found.items()), key=lambda f: -f[3])
 
 
 def refuse_contradicted_order(ckpt: Checkpoint) -> None:
@@ -134,15 +163,20 @@ def refuse_contradicted_order(ckpt: Checkpoint) -> None:
     if not found:
         return
     layout = ckpt.reader.keras
-    a, paired, near, ratio = found[0]
-    shown = layout.paths.get
+    _copy, paired, near, ratio = found[0]
+    paired, near = layout.paths.get(paired, paired), layout.paths.get(near, near)
+    # a copy equal to another weight (saved right after an ema_overwrite_frequency step) has
+    # no ratio to print (review-20-attack-r51 F1: it printed a 305-digit number)
+    where = (f"equals {near}" if ratio == float("inf") else
+             f"is {ratio:.{1 if ratio < 10 else 0}f}x nearer {near} than {paired}"
+             if ratio < 1e6 else f"is {ratio:.0e}x nearer {near} than {paired}")
     raise UnprovenPairingError(
         f"{ckpt.path}: {len(found)} EMA cop{'y sits' if len(found) == 1 else 'ies sit'} on "
         f"another weight than fit()'s build order pairs them with: the copy paired with "
-        f"{shown(paired, paired)} is {ratio:.0f}x nearer {shown(near, near)} (an average "
-        "follows its own weight), so the optimizer was built in another order, as a custom "
-        "training loop's first apply_gradients() may list the variables: state that order "
-        "with --trainable NAMES --loop-order (Python: trainable=[...], loop_order=True); if "
-        "fit() trained it, --fit-order (fit_order=True) states so",
+        f"{paired} {where} (an average follows its own weight), so the optimizer was built "
+        "in another order, as a custom training loop's first apply_gradients() may list the "
+        "variables: state that order with --trainable NAMES --loop-order (Python: "
+        "trainable=[...], loop_order=True); if fit() trained it, --fit-order (fit_order=True) "
+        "states so",
         "--trainable NAMES --loop-order",
         {copy: (paired, near) for copy, paired, near, _r in found})

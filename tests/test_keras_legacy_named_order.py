@@ -19,6 +19,7 @@ Truth is recorded at save time from the real optimizers
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -139,6 +140,46 @@ for tag, lib in (("tfk", tf_keras), ("k3", keras)):
         truth[f"slow.{tag}.{path(v)}"] = avg.numpy()
     m.save(f"{out}/{tag}_slow.keras")
     m.save(f"{out}/{tag}_slow.h5")
+# review-20-attack-r51 F3: a loop that swapped only a's and b's kernels, ema_momentum 0.9,
+# Adam(0.1), 20 steps: each swapped copy sits 3-5x nearer the other's kernel, but only 3-4x
+# nearer it than c's, so no copy was "4x nearer one weight than any other" (exit 0, traded).
+# F1: a loop listing b before a, saved right after an ema_overwrite_frequency step: a copy
+# equals another weight.
+for tag, lib, case in (("tfk", tf_keras, "kswap"), ("k3", keras, "kswap"),
+                       ("k3", keras, "over")):
+    tf.random.set_seed(0)
+    lib.utils.set_random_seed(0)
+    inp = lib.Input((16,))
+    h = inp
+    for n in "abc":
+        h = lib.layers.Dense(16, name=n)(h)
+    m = lib.Model(inp, lib.layers.Dense(1, name="out")(h))
+    if case == "kswap":
+        opt = lib.optimizers.Adam(0.1, use_ema=True, ema_momentum=0.9)
+    else:
+        opt = lib.optimizers.Adam(0.01, use_ema=True, ema_overwrite_frequency=10)
+    m.compile(opt, "mse")
+    tv = m.trainable_variables
+    loop = ([tv[2], tv[1], tv[0], tv[3]] if case == "kswap" else tv[2:4] + tv[0:2]) + tv[4:]
+    opt.build(loop)
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((m(xb) - yb) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, loop), loop))
+
+    xs = np.random.RandomState(0).randn(64, 16).astype("float32")
+    for i in range(20 if case == "kswap" else 50):
+        xb = xs[i % 8 * 8:i % 8 * 8 + 8]
+        step(xb, xb.sum(1, keepdims=True))
+    for v in tv:
+        if tag == "tfk":
+            avg = opt._model_variables_moving_average[opt._index_dict[opt._var_key(v)]]
+        else:
+            avg = opt._model_variables_moving_average[opt._get_variable_index(v)]
+        truth[f"{case}.{tag}.{path(v)}"] = avg.numpy()
+    m.save(f"{out}/{tag}_{case}.keras")
 with open(f"{out}/said.json", "w") as f:
     json.dump(said, f)
 np.savez(f"{out}/truth.npz", **truth)
@@ -257,3 +298,29 @@ def test_a_loops_order_slow_averages_show_is_refused(made, tag, tmp_path):
         with np.load(target) as got:
             for p in slow:
                 assert np.array_equal(got[p], truth[f"slow.{tag}.{p}"]), (name, p)
+
+
+@pytest.mark.parametrize(("tag", "case", "loop", "said"), [
+    ("tfk", "kswap", "b/kernel,a/bias,a/kernel,b/bias,c,out", "x nearer b/kernel than a/kernel"),
+    ("k3", "kswap", "b/kernel,a/bias,a/kernel,b/bias,c,out", "x nearer b/kernel than a/kernel"),
+    ("k3", "over", "b,a,c,out", "equals b/kernel")])
+def test_copies_that_trade_places_are_refused(made, tag, case, loop, said, tmp_path):
+    """review-20-attack-r51 F3: two copies each nearer the other's weight, trading them cuts
+    their summed distance 3x, while a third kernel (c) of the shape kept either from being 4x
+    nearer one weight than any other: exported exit 0 with a's and b's kernels' averages
+    traded. Now refused; the loop's order stated gives every average. F1: a copy equal to a
+    weight is said so (it printed a 305-digit ratio)."""
+    out, truth, _ = made
+    target = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(out / f"{tag}_{case}.keras"), "--out", str(target),
+                            *SWAP[tag]])
+    text = " ".join(err.split())
+    assert code == 6 and not target.exists() and len(err.strip().splitlines()) == 1, err
+    assert said in text and "--trainable NAMES --loop-order" in text, err
+    assert not re.search(r"\d{7}", text.replace(str(out), "")), err  # no 305-digit ratio
+    code, _, err = run_cli(["export", str(out / f"{tag}_{case}.keras"), "--out", str(target),
+                            *SWAP[tag], "--trainable", loop, "--loop-order"])
+    assert code == 0, err
+    with np.load(target) as got:
+        for p in [f"{n}/{w}" for n in ("a", "b", "c", "out") for w in ("kernel", "bias")]:
+            assert np.array_equal(got[p], truth[f"{case}.{tag}.{p}"]), p

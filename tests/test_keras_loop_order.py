@@ -319,6 +319,51 @@ def test_small_groups_prove_no_loop(heads, tmp_path):
     assert_npz_holds(out, truth)
 
 
+@pytest.fixture(scope="module")
+def layer_norm_fit(keras, tmp_path_factory):
+    """fit() of Dense(16) -> LayerNormalization -> relu, four times, SGD(0.1, use_ema=True,
+    ema_momentum=0.9), saved mid-epoch after steps 7 and 8 (ModelCheckpoint(save_freq=...)):
+    the (16,) group holds zero-initialised biases and betas beside ones-initialised gammas,
+    whose pull on the group's centre made a lagging l1/bias copy near ln1/beta read as a
+    custom loop's ("4x nearer ln1/beta", review-20-attack-r51 F2). Returns
+    [(path, truth)]."""
+    layers = keras.layers
+    keras.utils.set_random_seed(1)
+    inp = keras.Input((16,))
+    h = inp
+    for i in range(4):
+        h = layers.Dense(16, name=f"l{i}")(h)
+        h = layers.Activation("relu")(layers.LayerNormalization(name=f"ln{i}")(h))
+    model = keras.Model(inp, layers.Dense(1, name="out")(h))
+    opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9)
+    model.compile(opt, "mse")
+    rs = np.random.RandomState(1)
+    x, y = rs.randn(128, 16).astype("f4"), rs.randn(128, 1).astype("f4")
+    d = tmp_path_factory.mktemp("layer_norm_fit")
+    saved = []
+
+    class Save(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            step = int(opt.iterations.numpy())
+            if step in (7, 8):
+                model.save(str(d / f"s{step}.keras"))
+                saved.append((d / f"s{step}.keras", keras_averages(opt)))
+
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[Save()])
+    return saved
+
+
+def test_a_layer_norm_fit_proves_no_loop(layer_norm_fit, tmp_path):
+    """review-20-attack-r51 F2: copies of weights initialised alike are compared with each
+    other, not only with a centre that unlike weights (gammas) pull away: no refusal."""
+    assert len(layer_norm_fit) == 2
+    for path, truth in layer_norm_fit:
+        out = tmp_path / f"{path.stem}.npz"
+        code, _, err = run_cli(["export", "--not-swapped", str(path), "--out", str(out)])
+        assert code == 0, err
+        assert_npz_holds(out, truth)
+
+
 def test_a_complete_loop_statement_assumes_no_fit_order(looped, tmp_path):
     """review-11-attack-r17 F6: a complete --trainable --loop-order statement keeping d2 in
     the model's position (d3,d2,d1) reported "assumed": ["fit_order", ...] and --strict
