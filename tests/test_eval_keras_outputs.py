@@ -234,6 +234,32 @@ def test_a_file_keras_reads_two_ways_is_exit_4_in_eval(saved, tmp_path, how, sai
         one_line_error(_ckpt(*args), 4, f"{bad}: {said}")
 
 
+def test_eval_reads_a_weights_file_after_a_user_block(saved, tmp_path):
+    """The fit()-saved model's weights copied (h5py) behind a 4096-byte HDF5 user block, as
+    Keras' load_weights reads them: eval reads them as it reads the archive, not "not an HDF5
+    file" (review-21-attack-r54 F7)."""
+    import io
+    import zipfile
+
+    import h5py
+
+    out, _, _ = saved
+    path = tmp_path / "u.weights.h5"
+    with zipfile.ZipFile(out / "m.keras") as z, \
+            h5py.File(io.BytesIO(z.read("model.weights.h5")), "r") as src, \
+            h5py.File(path, "w", userblock_size=4096) as f:
+        for key, value in src.attrs.items():
+            f.attrs[key] = value
+        for name in src:
+            src.copy(src[name], f, name=name)
+    docs = []
+    for target in (path, out / "m.keras"):  # the raw weights, as Keras' load_weights reads
+        r = _ckpt("eval", target, "--num-examples", NUM, "--json", "--no-use-ema")
+        assert r.exit_code == 0, r.output
+        docs.append(json.loads(r.stdout))
+    assert docs[0]["raw_accuracy"] == docs[1]["raw_accuracy"]
+
+
 def test_eval_of_a_file_that_is_no_checkpoint_is_exit_4(tmp_path):
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"not a checkpoint at all")

@@ -28,7 +28,11 @@ import numpy as np
 import tensorflow as tf
 
 import ckpt_tools
-from ckpt_tools.formats.keras.h5_files import ZIP_READ_ERRORS, check_archive_file
+from ckpt_tools.formats.keras.h5_files import (
+    ZIP_READ_ERRORS,
+    check_archive_file,
+    hdf5_superblock,
+)
 from ckpt_tools.restored_mark import read_mark, refuse_marked_assumed
 
 from . import data as data_lib
@@ -139,8 +143,8 @@ def _prefix_of_file(path: str) -> str:
 
 
 def _is_hdf5(path: str) -> bool:
-    with open(path, "rb") as f:
-        return f.read(8) == b"\x89HDF\r\n\x1a\n"
+    with open(path, "rb") as f:  # at byte 0 or after a user block, as h5py finds it
+        return hdf5_superblock(f, f.seek(0, os.SEEK_END)) is not None
 
 
 def evaluate(
