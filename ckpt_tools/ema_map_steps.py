@@ -143,9 +143,12 @@ def refuse_unpaired(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: 
 
 
 def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: str | None,
-                  use_meta: bool, style: str | None, allow_missing: bool) -> Pairing:
+                  use_meta: bool, style: str | None, allow_missing: bool,
+                  left_out=None) -> Pairing:
     """Pairs each weight with the average its name (or the graph's update ops) proves, by the
     ``.meta``'s collections where it has them (source ``meta``), else by the keys alone.
+    ``left_out(average key, weight key)``: whether the map's filters leave a pair out; a key
+    the save op proves raw is then not refused for it (review-20-attack-r50 F9).
 
     Returns:
         `Pairing`.
@@ -215,8 +218,9 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
     # TF1: an average whose variable is not stored may hold the raw weight
     pairs = [(s, t) for s, t in pairs if not (s == t and s in unmarked)]
     pairs = settle_lone_averages(ckpt, pairs,
-                                 {**lone_averages(ckpt, variables, chosen), **unmarked})
-    refuse_raw_paired(ckpt, pairs)  # a partition's, a never-averaged one's (r50 F3)
+                                 {**lone_averages(ckpt, variables, chosen), **unmarked},
+                                 left_out)
+    refuse_raw_paired(ckpt, pairs, left_out)  # a partition's, a never-averaged one's (r50 F3)
     return Pairing(pairs, missing, not_saved, source, name, detected, suffix)
 
 

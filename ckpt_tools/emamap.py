@@ -229,7 +229,8 @@ def ema_map(
         if translated is None:
             refuse_orphans(ckpt, variables)
             refuse_unpaired(ckpt, variables, ema_name, apply_order, style)
-            paired = pair_by_names(ckpt, variables, ema_name, use_meta, style, allow_missing)
+            paired = pair_by_names(ckpt, variables, ema_name, use_meta, style, allow_missing,
+                                   lambda s, t: left_out(s, t, include, exclude))
         else:  # a renamed Saver's keys: the graph's rules through its save op (r45 F2)
             paired = pair_through_save_op(ckpt, variables, translated, ema_name, use_meta,
                                           allow_missing)
@@ -278,6 +279,15 @@ def ema_map(
         held=held or {})
 
 
+def left_out(src: str, tgt: str, include: list[str] | None,
+             exclude: list[str] | None) -> bool:
+    """Whether the ``include``/``exclude`` globs leave the pair ``(src, tgt)`` out of a map. A
+    filter naming the shadow selects its pair, as it does the shadow's row in `list`."""
+    selected = not include or match_any(tgt, include) or (
+        src != tgt and match_any(src, include))
+    return not selected or match_any(tgt, exclude)
+
+
 def selected_pairs(variables, pairs: list[tuple[str, str]], missing_set: set[str], *,
                    allow_missing: bool, non_averaged: str, slots: str,
                    include: list[str] | None, exclude: list[str] | None,
@@ -298,9 +308,7 @@ def selected_pairs(variables, pairs: list[tuple[str, str]], missing_set: set[str
     averaged, raw, dropped = [], [], []
     for src, tgt in pairs:
         role = variables[tgt].role if tgt in variables else role_from_name(tgt)
-        # A filter naming the shadow selects its pair, as it does the shadow's row in `list`.
-        selected = not include or match_any(tgt, include) or (
-            src != tgt and match_any(src, include))
+        out = left_out(src, tgt, include, exclude)
         if src != tgt and tgt in missing_set and allow_missing:
             src = tgt
         keep = True
@@ -308,7 +316,7 @@ def selected_pairs(variables, pairs: list[tuple[str, str]], missing_set: set[str
             keep = False
         if role == R.OPTIMIZER_SLOT and slots == DROP:
             keep = False
-        if not selected or match_any(tgt, exclude):
+        if out:
             keep = False
         if not keep:
             dropped.append(tgt)

@@ -5,6 +5,8 @@ collections; the writers read the tensors."""
 
 from __future__ import annotations
 
+import glob
+
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_names import not_saved_note
@@ -14,7 +16,7 @@ from .export_rename import Renamer
 from .export_said import roles_said
 from .frozen_meta import NOT_TRAINABLE, frozen_variables
 from .orphan_averages import orphan_warnings
-from .raw_shadows import restored_raw_holders, restored_raw_warning
+from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
 from .raw_unproven import (
     apart_note,
     averaged_again,
@@ -79,7 +81,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # averages under variables' names: which is raw
     holders = raw_holders(ckpt, variables, map_options.get("ema_name"))
     if use_ema:
-        m = ema_map(ckpt, non_averaged="keep", **map_options)
+        # keys the save op proves hold a variable's raw value, the filters leaving that
+        # variable out (Saver(ema.variables_to_restore([w])): --exclude w): out of the map
+        # too, so the others' averages are exported (review-20-attack-r50 F9)
+        unused = [glob.escape(t) for k, t in raw_named_keys(ckpt).items()
+                  if _filtered_out({t}, include, exclude, also=k)] if include or exclude else []
+        m = ema_map(ckpt, non_averaged="keep", **map_options,
+                    **({"exclude": unused} if unused else {}))
         sources = {t: s for s, t in m.pairs}
         # averages the map proves that no name marks (w/slow under --ema-name slow)
         has_ema = has_ema or any(s != t for t, s in sources.items())

@@ -98,14 +98,27 @@ def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPai
         "way (then they are paired as the averages)", "--averages-only", undecided)
 
 
-def raw_refusal(ckpt: Checkpoint, raw: list, undecided) -> UnprovenPairingError:
-    """Returns the refusal (exit 6, no option decides) for keys named as averages that the
-    save op wrote from their variables: ``raw`` ``(key, variable)`` pairs, first the one the
-    message names; every other :func:`raw_named_keys` key is counted and carried too (a
-    never-averaged variable's, a partition's: review-20-attack-r50 F3)."""
+def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
+                pairs: list | None = None) -> UnprovenPairingError:
+    """Returns the refusal (exit 6) for keys named as averages that the save op wrote from
+    their variables: ``raw`` ``(key, variable)`` pairs, first the one the message names;
+    every other :func:`raw_named_keys` key is counted and carried too (a never-averaged
+    variable's, a partition's: review-20-attack-r50 F3). Where ``pairs`` (the map's
+    ``(source, target)``) hold averages of other variables (a ``Saver(ema.
+    variables_to_restore([w]))`` over a subset), ``--exclude`` decides: leaving those
+    variables out exports the others' averages (review-20-attack-r50 F9); else no option."""
     s, t = raw[0]
     named = {k for k, _ in raw}  # once, not per key of raw_named_keys
     raw = [*raw, *((k, v) for k, v in raw_named_keys(ckpt).items() if k not in named)]
+    keys = {k for k, _ in raw}
+    held = sorted({v for _, v in raw})
+    whole = {re.sub(r"/part_\d+$", "", v) for v in held}  # a partition's: its variable's
+    others = sorted({b for a, b in pairs or () if a != b and a not in keys
+                     and re.sub(r"/part_\d+$", "", b) not in whole})
+    exclude = (f"; --exclude {' --exclude '.join(repr(v) for v in held[:3])}"
+               f"{' ...' if len(held) > 3 else ''} (Python: exclude=[...]) leaves "
+               f"{'them' if len(held) > 1 else 'it'} out and exports the other "
+               f"{len(others)} variable(s)' averages") if others else ""
     return UnprovenPairingError(
         f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
         f"values, e.g. {s}: the {graph_named(ckpt)}'s saver wrote it from {t} itself, "
@@ -116,11 +129,11 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided) -> UnprovenPairingError:
         "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
         "train with a Saver of all variables (tf.train.Saver()) and use "
         "variables_to_restore() only to evaluate (ckpt export --raw writes the raw "
-        "weights under their variables' names)", None, undecided,
-        raw=tuple(s for s, _ in raw))
+        "weights under their variables' names)" + exclude,
+        "--exclude" if others else None, undecided, raw=tuple(s for s, _ in raw))
 
 
-def refuse_raw_paired(ckpt: Checkpoint, pairs: list) -> None:
+def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:
     """Refuses a TF1 pairing (``(average key, variable key)`` pairs) that would read a key
     the save op proves holds its variable's RAW value (:func:`raw_named_keys`) as an
     average, or leave out the variable whose raw value only such a key holds (not stored,
@@ -129,10 +142,14 @@ def refuse_raw_paired(ckpt: Checkpoint, pairs: list) -> None:
     never averaged (``c/ExponentialMovingAverage`` from ``c``), which the lone-average proof
     (:func:`settle_lone_averages`) does not see (review-20-attack-r50 F3).
 
+    ``left_out(key, variable)``: whether the caller's filters leave that pair out (never
+    exported nor restored: its raw value cannot be taken for an average).
+
     Raises:
-        UnprovenPairingError: (exit 6, no option decides) as :func:`raw_refusal`.
+        UnprovenPairingError: (exit 6) as :func:`raw_refusal`.
     """
-    held = raw_named_keys(ckpt)
+    held = {k: t for k, t in raw_named_keys(ckpt).items()
+            if left_out is None or not left_out(k, t)}
     if not held:
         return
     stored = ckpt.entries()
@@ -143,20 +160,24 @@ def refuse_raw_paired(ckpt: Checkpoint, pairs: list) -> None:
         t not in stored and whole.sub("", t) not in stored and t not in restored
         and whole.sub("", t) not in restored)]
     if bad:
-        raise raw_refusal(ckpt, bad, {k: (t,) for k, t in bad})
+        raise raw_refusal(ckpt, bad, {k: (t,) for k, t in bad}, pairs)
 
 
-def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) -> list:
+def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
+                         left_out=None) -> list:
     """Returns ``pairs`` (``(average key, variable key)``) with the ``lone`` averages (see
     :func:`lone_averages`) paired where the ``.meta``'s save op proves each was read from the
     shadow variable itself (a Saver of the averages alone), or, where nothing records it,
     the caller stated so (``ckpt.averages_only``, ``--averages-only``).
+    ``left_out(key, variable)``: as for :func:`refuse_raw_paired`; such a pair the save op
+    proves raw is not refused (the caller's filters drop it).
 
     Raises:
         UnprovenPairingError: (exit 6) the save op wrote some from their variable itself (a
-            Saver of ``ema.variables_to_restore()``: raw values; no option decides), or
-            nothing proves which Saver wrote them (no ``.meta``, or one that does not record
-            its save op: ``--averages-only`` decides): both Savers write these keys alike.
+            Saver of ``ema.variables_to_restore()``: raw values; ``--exclude`` decides where
+            others are averaged, :func:`raw_refusal`), or nothing proves which Saver wrote
+            them (no ``.meta``, or one that does not record its save op: ``--averages-only``
+            decides): both Savers write these keys alike.
     """
     if not lone:
         return pairs
@@ -168,8 +189,12 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str]) ->
     raw = [(s, t) for s, t in ordered if sources and _saved_from(sources.get(s), t)]
     evaluated = [(s, t) for s, t in raw if evaluation_graph(ckpt, s)]
     raw = [st for st in raw if st not in evaluated]
+    # a pair the caller's filters leave out (--exclude w): kept for them to drop and count
+    unused = {st for st in raw if left_out is not None and left_out(*st)}
+    ordered = [st for st in ordered if st not in unused]
+    raw = [st for st in raw if st not in unused]
     if raw:
-        raise raw_refusal(ckpt, raw, undecided)
+        raise raw_refusal(ckpt, raw, undecided, pairs)
     if evaluated and not ckpt.averages_only:
         raise _evaluation_refusal(ckpt, evaluated, undecided)
     unproven = [(s, t) for s, t in ordered

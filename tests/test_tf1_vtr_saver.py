@@ -25,7 +25,7 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
-CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren")
+CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -50,6 +50,8 @@ for case in CASES:
         elif case == "ren":  # the training vtr Saver under renamed keys (model/w/Exponential...)
             saver = tf1.train.Saver({"model/" + k: v
                                      for k, v in ema.variables_to_restore().items()})
+        elif case == "subset":  # w's key holds raw w; b and b's average under their names
+            saver = tf1.train.Saver(ema.variables_to_restore([w]))
         else:
             saver = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in (w, b)})
         with tf1.Session() as s:
@@ -255,3 +257,42 @@ def test_list_marks_every_raw_key_whatever_the_ema_name(made, case, name):
         if v["name"] in raw:
             assert v["role"] == "ema" and v["ema_of"] is None and v["ema_candidates"] == [], v
         assert v["ema"] not in raw, v
+
+
+@pytest.mark.parametrize("args", [["export", "--exclude", "w", "--out", "X.npz"],
+                                  ["export", "-g", "b", "--out", "X.npz"],
+                                  ["restore-ema", "--exclude", "w", "--out", "X"],
+                                  ["restore-ema", "-g", "b", "--out", "X"]],
+                         ids=lambda a: "-".join(a[:2]))
+def test_a_subset_vtr_savers_other_averages_are_exported_without_it(made, tmp_path, args):
+    """review-20-attack-r50 F9: a training Saver(ema.variables_to_restore([w])) writes raw w
+    under w/ExponentialMovingAverage, and b and b's real average under their own names. No
+    option exported b's average: every one (--allow-missing, -g, --exclude) hit the raw-key
+    refusal. The refusal now names --exclude, and leaving w out exports b's average bit for
+    bit; --allow-missing (which would read w's key as raw or drop w) stays refused."""
+    import ckpt_tools
+
+    out, truth = made
+    with ckpt_tools.open_checkpoint(str(out / "subset")) as ckpt:  # what the file holds
+        assert np.asarray(ckpt.tensor("w/ExponentialMovingAverage")).tobytes() == truth[
+            "subset:raw:w"].tobytes() and "w" not in ckpt.entries()
+        assert np.asarray(ckpt.tensor("b/ExponentialMovingAverage")).tobytes() == truth[
+            "subset:ema:b"].tobytes()
+    for extra in ([], ["--allow-missing"]):
+        code, _, err = run_cli(["export", str(out / "subset"), *extra,
+                                "--out", str(tmp_path / "n.npz")])
+        text = " ".join(err.split())
+        assert code == 6 and "--exclude 'w'" in text, err
+        assert "hold their variables' raw values" in text, err
+    dst = tmp_path / ("x.npz" if args[0] == "export" else "x")
+    code, _, err = run_cli([args[0], str(out / "subset"),
+                            *[str(dst) if a.startswith("X") else a for a in args[1:]]])
+    assert code == 0, err
+    with ckpt_tools.open_checkpoint(str(dst)) if args[0] == "restore-ema" else \
+            np.load(dst) as got:
+        b = np.asarray(got.tensor("b") if args[0] == "restore-ema" else got["b"])
+        assert b.tobytes() == truth["subset:ema:b"].tobytes()
+        names = got.entries() if args[0] == "restore-ema" else got.files
+        assert "w" not in names and "w/ExponentialMovingAverage" not in names, names
+    code, _, err = run_cli(["export", str(out / "vtr"), "--out", str(tmp_path / "v.npz")])
+    assert code == 6 and "--exclude" not in err, err  # nothing else averaged: no option
