@@ -72,12 +72,28 @@ def _dir_name(directory: str) -> tuple[str, str]:
 
 
 def keras_output_name(ckpt: Checkpoint) -> str:
-    """The default output file name: the input's name (same kind of Keras file); for an
-    unzipped model directory ``run/m``, the archive ``m.keras``."""
+    """The default output file name: the input's name (same kind of Keras file; an HDF5 file
+    named ``x.keras``: ``x.weights.h5`` or ``x.h5``); for an unzipped model directory
+    ``run/m``, the archive ``m.keras``."""
     directory = _model_dir(ckpt)
     if directory is not None:
         return _dir_name(directory)[1] + ".keras"
-    return os.path.basename(ckpt.path)
+    base = os.path.basename(ckpt.path)
+    if _hdf5_named_keras(ckpt):  # named as what it is: Keras cannot load it as a .keras
+        return base[: -len(".keras")] + _hdf5_suffixes(ckpt)[0]
+    return base
+
+
+def _hdf5_named_keras(ckpt: Checkpoint) -> bool:
+    """Whether the input is an HDF5 file named ``.keras`` (a ``model.weights.h5`` renamed):
+    Keras' ``load_model`` cannot read it, nor a copy of it so named (review-21-attack-r54 F4)."""
+    return ckpt.reader.format == "h5" and _suffix(os.path.basename(ckpt.path)) == ".keras"
+
+
+def _hdf5_suffixes(ckpt: Checkpoint) -> tuple[str, ...]:
+    """The names Keras reads an HDF5 input's kind of weights file by: ``.weights.h5`` (Keras 3
+    ``vars`` groups), else ``.h5`` (legacy ``layer_names``)."""
+    return (".weights.h5",) if ckpt.reader.kind == "keras3" else (".h5", ".hdf5")
 
 
 def keras_default_out(ckpt: Checkpoint) -> str:
@@ -113,7 +129,8 @@ def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> st
             ``..``, NUL, control characters).
         OptionError: ``out`` (or ``name``) names a Keras file of another kind than the
             input (the output is the input's kind, or a ``.keras`` archive's or model
-            directory's ``.weights.h5``: a ``.keras`` archive named ``.h5`` opens nowhere),
+            directory's ``.weights.h5``: a ``.keras`` archive named ``.h5`` opens nowhere; an
+            HDF5 file named ``.keras`` is the ``.weights.h5`` or ``.h5`` it holds),
             ``name`` has no Keras suffix, or ``out`` names a file of another format (``.npz``:
             ``ckpt export`` writes those).
     """
@@ -123,6 +140,8 @@ def keras_output_path(ckpt: Checkpoint, out: str, name: str | None = None) -> st
         _suffix(base), (".h5", ".hdf5"))  # a legacy .h5 (or named otherwise: HDF5 either way)
     if ckpt.reader.format == "keras" or _model_dir(ckpt) is not None:
         fits = (".keras", ".weights.h5")  # the archive, or its model.weights.h5 alone
+    elif _hdf5_named_keras(ckpt):  # an HDF5 file, whatever its name says
+        fits = _hdf5_suffixes(ckpt)
     if name is not None and out.endswith(KERAS_SUFFIXES):
         raise OptionError(f"--name {name} names the file inside the --out directory, but "
                           f"--out {out} already names the file: give one of them")

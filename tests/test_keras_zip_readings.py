@@ -186,3 +186,29 @@ def test_a_weights_file_after_a_user_block_reads_as_keras_does(block, tmp_path):
     assert code == 0, err
     with np.load(tmp_path / "u.npz") as npz:
         assert npz["hidden/kernel"].tobytes() == truth.tobytes()
+
+
+def test_restore_ema_of_an_hdf5_file_named_keras_writes_what_keras_loads(tmp_path):
+    """The fixture archive's model.weights.h5 (an HDF5 file) named .keras: restore-ema wrote an
+    HDF5 file named .keras, which Keras' load_model cannot open, and refused the .weights.h5
+    name that load_weights reads (review-21-attack-r54 F4). Now the .keras name is refused up
+    front (exit 2, naming *.weights.h5, nothing written), the .weights.h5 one and the default
+    name in a directory are written: Keras' recorded average bit for bit, the input unchanged."""
+    truth = np.load(FIXTURES / "keras_ema" / "expected.npz")["model:ema/hidden/kernel"]
+    src = tmp_path / "h.keras"
+    with zipfile.ZipFile(SRC) as z:
+        src.write_bytes(z.read(WEIGHTS))
+    before = hashlib.sha256(src.read_bytes()).hexdigest()
+    stated = ["--use-ema", "--not-swapped", "--optimizer", "sgd:momentum"]
+    code, out, err = run_cli(["restore-ema", str(src), *stated, "--out",
+                              str(tmp_path / "o" / "x.keras")])
+    assert code == 2 and "name it *.weights.h5" in err, (out, err)
+    assert not (tmp_path / "o").exists()
+    for target, written in ((tmp_path / "o" / "x.weights.h5", tmp_path / "o" / "x.weights.h5"),
+                            (f"{tmp_path / 'd'}/", tmp_path / "d" / "h.weights.h5")):
+        code, out, err = run_cli(["restore-ema", str(src), *stated, "--out", str(target)])
+        assert code == 0 and written.is_file() and "load_model" not in out, (out, err)
+        with open_checkpoint(written) as ckpt:
+            key = next(v.name for v in ckpt.variables() if v.path == "hidden/kernel")
+            assert ckpt.tensor(key).tobytes() == truth.tobytes()
+    assert hashlib.sha256(src.read_bytes()).hexdigest() == before
