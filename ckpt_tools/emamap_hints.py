@@ -88,7 +88,7 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         hints.append(LEGACY_SLOTS)  # slot variables: a TF2 slot optimizer, no use_ema
     detached = detached_hint(ckpt, variables, missing) if speaks in ("tf2", "keras") \
         else None
-    if detached:  # Keras 3 averages saved without their optimizer (r47 F3)
+    if detached:  # Keras 3 / tf_keras averages saved without their optimizer (r47 F3, r55)
         hints.insert(0, detached)
     if speaks == "tf2" and missing and not ckpt.location.saved_model and not any(
             v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)

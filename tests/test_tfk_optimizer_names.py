@@ -2,7 +2,12 @@
 any attribute name (``opt=``, the DCGAN tutorial's ``generator_optimizer=``): the optimizer is
 known by what it tracks (``_iterations`` beside its ``_variables``), so its ``average``
 variables pair with the model's weights as under ``optimizer=``, bit for bit with
-``optimizer._model_variables_moving_average`` recorded at save time. Made here by tf_keras."""
+``optimizer._model_variables_moving_average`` recorded at save time. Made here by tf_keras.
+
+Saved as a list without the optimizer (``ema=list(opt._model_variables_moving_average)``), the
+copies (``Adam/average/<w>``, a LossScaleOptimizer's ``average/<w>``) are not paired by name: a
+layer named "average" records its weights so too (review-21-attack-r55 F1, F10). Refused, exit
+6, saying what they look like, not "no averages are stored" (review-20-attack-r51 F4, r55 F2)."""
 
 from __future__ import annotations
 
@@ -41,6 +46,41 @@ def saved(tmp_path_factory):
                      **{{f"raw{{i}}": v.numpy() for i, v in enumerate(m.trainable_variables)}},
                      **{{f"ema{{i}}": a.numpy()
                         for i, a in enumerate(opt._model_variables_moving_average)}})
+
+        class Block(k.layers.Layer):  # a layer named "average" (review-21-attack-r55 F1, F10)
+            def __init__(self, **kw):
+                super().__init__(**kw)
+                self.fc = k.layers.Dense(4, name="fc")
+
+            def call(self, x):
+                return self.fc(x)
+
+        class Net(k.Model):
+            def __init__(self):
+                super().__init__(name="net")
+                self.avg, self.head = Block(name="average"), k.layers.Dense(1, name="head")
+
+            def call(self, x):
+                return self.head(self.avg(x))
+
+        def trained(net, opt):
+            with tf.GradientTape() as t:
+                loss = tf.reduce_mean(net(tf.ones([2, 4])) ** 2)
+            opt.apply_gradients(zip(t.gradient(loss, net.trainable_variables),
+                                    net.trainable_variables))
+            return list(getattr(getattr(opt, "inner_optimizer", opt),
+                                "_model_variables_moving_average", ()))
+
+        # net/average/fc/kernel beside another model's fc/kernel of its shape
+        net, other = Net(), k.Sequential([k.layers.Dense(4, name="fc", input_shape=(4,))])
+        ema = trained(net, k.optimizers.Adam(0.05, use_ema=True))
+        trained(other, k.optimizers.Adam(0.05))
+        for case, kw in (("list", dict(ema=ema)), ("layer_named_average", {{}})):
+            tf.train.Checkpoint(model=net, other=other, **kw).write(f"{{out}}/{{case}}/ckpt")
+        k.mixed_precision.set_global_policy("mixed_float16")  # copies named average/<w> (F2)
+        m = k.Sequential([k.layers.Dense(4, name="fc", input_shape=(4,))])
+        ema = trained(m, k.mixed_precision.LossScaleOptimizer(k.optimizers.Adam(use_ema=True)))
+        tf.train.Checkpoint(model=m, ema=ema).write(f"{{out}}/loss_scale/ckpt")
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
@@ -61,3 +101,24 @@ def test_optimizer_under_any_attribute_pairs_its_averages(saved, attr, tmp_path)
         for name in e.files:  # which weight each one is: its raw value says (random init)
             (i,) = [i for i in range(n) if t[f"raw{i}"].tobytes() == r[name].tobytes()]
             assert e[name].tobytes() == t[f"ema{i}"].tobytes(), name
+
+
+@pytest.mark.parametrize("case", ["list", "loss_scale", "layer_named_average"])
+def test_copies_saved_without_their_optimizer_are_refused_as_such(saved, case, tmp_path):
+    """review-20-attack-r51 F4, review-21-attack-r55 F2, F1, F10: exit 6 in every command,
+    naming the list's copies as tf_keras copies saved without their optimizer and no option,
+    never the weights of a layer named "average" (with no list, nothing is stored)."""
+    for cmd in (["export", "--out", str(tmp_path / "w.npz")],
+                ["restore-ema", "--out", str(tmp_path / "r")]):
+        code, _, err = run_cli([cmd[0], str(saved / case), *cmd[1:]])
+        text = " ".join(err.split())
+        assert code == 6 and "Traceback" not in err, err
+        if case == "layer_named_average":
+            assert "no averages are stored" in text and "tf_keras use_ema" not in text, err
+            continue
+        assert "no averages are stored" not in text, err
+        assert "look like tf_keras use_ema copies saved without their optimizer" in text, err
+        assert "ema/0 (" in text and "no option pairs them by name" in text, err
+        assert "model/avg/" not in text, err  # the layer's weights are no copies
+        assert "optimizer=optimizer" in text and "--raw" in text, err
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
