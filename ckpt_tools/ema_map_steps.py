@@ -14,6 +14,7 @@ from .ema_ambiguous import ambiguous_message
 from .ema_apply_order import a_path_decides, an_order_pairs, lists_decide, optimizer_decides
 from .ema_crossed import refuse_crossed, refuse_mixed_parts, refuse_mixed_writers
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes
+from .ema_objects import refuse_two_endings, refuse_unstated_objects
 from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style
 from .ema_sources import (
@@ -174,6 +175,8 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
         if ema_name is not None:
             refuse_crossed(ckpt, ema_name, use_meta)
     chosen = owned_averages(ckpt, variables, ema_name, use_meta, chosen) or chosen
+    if ema_name is not None:  # a/fast and b/fast: --ema-name fast names neither (r53 F1)
+        refuse_two_endings(ckpt, ema_name, chosen, use_meta)
     chosen = renumbered_averages(ckpt, variables, ema_name, chosen, use_meta)
     # each key read by the one object's apply(), never another's _N twin (r48 F5)
     refuse_mixed_writers(ckpt, chosen, ema_name, use_meta)
@@ -221,6 +224,8 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
                                  {**lone_averages(ckpt, variables, chosen), **unmarked},
                                  left_out)
     refuse_raw_paired(ckpt, pairs, left_out)  # a partition's, a never-averaged one's (r50 F3)
+    if ema_name is None:  # the .meta shows several objects averaging a variable (r53 F3)
+        refuse_unstated_objects(ckpt, pairs, variables, use_meta)
     return Pairing(pairs, missing, not_saved, source, name, detected, suffix)
 
 

@@ -235,6 +235,10 @@ def missing_message(m: EmaMap) -> str:
                  f"'<name>/{m.ema_name}' ({eg})")
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
                 f"{under}: {sample}; " + "; ".join(m.hints))
+    if other and none and m.file_style == "tf1":  # not "no EMA shadow is stored" (r53 F4)
+        return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
+                f"({eg}): {sample}; the checkpoint holds another EMA object's averages, none "
+                f"of {m.ema_name}'s; " + "; ".join(m.hints))
     if none and renamed:  # the shadows are there, under another name: nothing else to say
         return (f"{m.checkpoint}: no variable has an EMA shadow under '<name>/{m.ema_name}' "
                 f"({eg}); {renamed}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .checkpoint import Checkpoint
+from .ema_objects import both_averaged
 from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
 from .meta_shadows import update_ops_of
 from .object_slashed import own_head_readings
@@ -152,6 +153,13 @@ def elsewhere_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],
                     for key, v in variables.items()):
         return _attribute_hint(name, elsewhere, variables)
     other = suffix_base(suffix.get(k) or k.rpartition("/")[2])
+    both = both_averaged(ckpt, name, other) if ckpt.objects is None else []
+    if both:  # --ema-name name,other is refused there (review-21-attack-r53 F3)
+        return (f"another EMA object averaged {len(elsewhere)} of them ({t} has {k}), and the "
+                f".meta's update ops show {name} and {other} both averaging "
+                f"{', '.join(both[:3])}, so no one map takes both objects' averages; "
+                "--allow-missing would restore these raw although an average of theirs is "
+                "stored")
     if other in proven_ema_names(ckpt, {other}):
         # their averages are stored, under another EMA object's name: saying they were left
         # out of ema.apply() (and steering to raw values) would be false

@@ -314,6 +314,8 @@ def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
         `dict[str, str]`: variable key -> its average key, or ``None`` where the graph does
         not prove such an object.
     """
+    from .ema_objects import last_part_reads  # it imports this module
+
     if ema_name is None or not use_meta or ckpt.objects is not None:
         return None
     if chosen is not None and {v.ema_of for v in variables.values() if v.role == R.EMA
@@ -329,7 +331,8 @@ def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
     # the root scope of that very name before one under a variable_scope (x/ExponentialMoving
     # Average, whose averages x/<W>/... --ema-name x/ExponentialMovingAverage takes; r43 F4)
     named = [s for s in scopes if s == ema_name] or [
-        s for s in scopes if s.rpartition("/")[2] == ema_name]
+        s for s in scopes if s.rpartition("/")[2] == ema_name
+        and last_part_reads(ckpt, ema_name, use_meta)]  # no object named so (r53 F1)
     if len(named) != 1 or set(scopes[named[0]]) != averaged:
         return None
     mine = scopes[named[0]]

@@ -25,6 +25,7 @@ from .ema_map_steps import (
 )
 from .ema_missing import refuse_orphans
 from .ema_names import role_from_name
+from .ema_objects import refuse_named_both
 from .ema_refusals import UnprovenPairingError as UnprovenPairingError  # re-exported
 from .ema_refusals import require_keras
 from .ema_result import EmaMap
@@ -185,6 +186,7 @@ def ema_map(
         ckpt.not_swapped = True  # its meta-less view too
     if len(names) > 1:  # EMA objects that averaged different variables: each one's map, joined
         try:
+            refuse_named_both(ckpt, names, use_meta)  # two of them averaged one (r53 F3)
             maps = [ema_map(ckpt, ema_name=n, use_meta=use_meta, non_averaged=KEEP, slots=slots,
                             include=include, exclude=exclude, strip_scope=strip_scope,
                             add_scope=add_scope, style=style, apply_order=apply_order,

@@ -56,7 +56,8 @@ def unmarked_lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str],
     averaged = ckpt.meta.keys_in("moving_average_variables") if use_meta and ckpt.meta else ()
     ops = None
     if any(k not in stored for k in averaged):
-        from .ema_updates import update_ops  # the graph's reader: only where it may tell
+        from .ema_objects import last_part_reads  # the graph's reader: only where it may tell
+        from .ema_updates import update_ops
 
         ops = update_ops(ckpt)
     if ops is not None:
@@ -65,8 +66,10 @@ def unmarked_lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str],
         for shadow, (var, scope) in ops.averages.items():
             if shadow in stored and var not in stored and var not in chosen \
                     and shadow not in taken and _floating(variables, shadow):
-                if ema_name is None or ema_name in (shadow.rpartition("/")[2],
-                                                    scope.rpartition("/")[2]):
+                if ema_name is None or ema_name in (scope, shadow[len(var) + 1:]) or (
+                        ema_name in (shadow.rpartition("/")[2], scope.rpartition("/")[2])
+                        # by a last part only where no object has the whole name (r53 F1)
+                        and last_part_reads(ckpt, ema_name, use_meta)):
                     by_var.setdefault(var, []).append(shadow)
         out.update({shadows[0]: var for var, shadows in by_var.items() if len(shadows) == 1})
     if ema_name is not None:

@@ -1,0 +1,151 @@
+"""Which TF1 EMA objects the ``.meta``'s update ops show averaging each variable
+(review-21-attack-r53 F3, F1).
+
+One ``ExponentialMovingAverage`` object keeps one average per variable, so a variable whose
+``AssignMovingAvg`` ops update two average keys was averaged by two objects, whatever the
+Saver kept of them. Read by the names alone, a Saver keeping ``fast``'s average of ``w`` and
+``slow``'s of ``b`` gives each variable one average and a model mixed from two objects, exit 0;
+and a stated ``--ema-name fast`` read by the last part of a name scope took the averages of an
+object named ``ema/fast`` where the graph shows an object named ``fast`` whose averages were
+not saved. The rules here refuse both, naming the objects.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError
+from .ema_updates import update_ops
+
+
+def averaging_objects(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
+    """Returns variable key -> {average key: the EMA name that reads it} for each variable the
+    ``.meta``'s update ops show ``AssignMovingAvg`` ops averaging into two average keys or more
+    (two objects: one object keeps one average per variable); ``{}`` without a readable TF1
+    ``.meta`` (or ``use_meta`` false). The name is what follows the variable's key in the
+    average's (``w/ema/fast``: ``ema/fast``), else the update ops' name scope (an ``apply()``
+    inside ``variable_scope("tower")`` writes ``tower/w/ExponentialMovingAverage``)."""
+    ops = update_ops(ckpt) if use_meta and ckpt.objects is None else None
+    if ops is None:
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    for shadow, (var, scope) in ops.averages.items():
+        name = shadow[len(var) + 1:] if shadow.startswith(var + "/") else scope
+        found.setdefault(var, {})[shadow] = name
+    return {v: names for v, names in found.items() if len(names) > 1}
+
+
+def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stored,
+                            use_meta: bool) -> None:
+    """Refuses an unstated pairing (no ``--ema-name``) that restores a variable from an
+    average where the ``.meta``'s update ops show several EMA objects averaging it
+    (:func:`averaging_objects`): the checkpoint does not record which object an evaluation
+    uses, and a Saver keeping one object's average of ``w`` and another's of ``b`` made the
+    names read as one model mixed from two objects, exit 0 (review-21-attack-r53 F3).
+
+    Args:
+        pairs: ``(average key, variable key)``; a variable paired with itself is raw.
+        stored: the checkpoint's keys (a container answering ``in``).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the variable, the objects and
+            which of their averages are stored.
+    """
+    several = averaging_objects(ckpt, use_meta)
+    used = {t: s for s, t in pairs if s != t and s in stored and t in several}
+    if not used:
+        return
+    names = sorted({n for t in used for n in several[t].values()})
+    taken = sorted({several[t].get(s, s) for t, s in used.items()})
+    t, s = sorted(used.items())[0]
+    shows = ", ".join(f"{n} writes {k}" for k, n in sorted(several[t].items()))
+    mixed = (f"; the averages read here would mix {' and '.join(taken)}" if len(taken) > 1
+             else "")
+    raise UnprovenPairingError(
+        f"{ckpt.path}: the .meta's update ops show {len(several[t])} EMA objects averaging "
+        f"{t} ({shows}; the checkpoint stores {s}), and {len(used)} variable(s) read here "
+        f"have averages of several objects{mixed}; nothing recorded says which object an "
+        f"evaluation uses: pass --ema-name {' or --ema-name '.join(names)} (the object you "
+        "evaluate with; --allow-missing restores raw the variables whose average of it was "
+        "not saved), or --raw for the raw weights",
+        "--ema-name", {t: tuple(sorted(several[t])) for t in sorted(used)})
+
+
+def refuse_named_both(ckpt: Checkpoint, names: list[str], use_meta: bool) -> None:
+    """Refuses ``--ema-name a,b`` where the ``.meta``'s update ops show two of the named
+    objects averaging one variable: each name's map may take one of its averages and the
+    join a model mixed from two objects (``fast``'s average of ``w``, ``slow``'s of ``b``,
+    each other one not saved; review-21-attack-r53 F3).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the variable and the objects.
+    """
+    for var, found in sorted(averaging_objects(ckpt, use_meta).items()):
+        hit = sorted({n for n in names for k, own in found.items() if _names(n, own, k)})
+        if len(hit) > 1:
+            raise UnprovenPairingError(
+                f"{ckpt.path}: {var} has averages of two of the EMA objects named: the "
+                f".meta's update ops show {' and '.join(hit)} both averaging it ("
+                f"{', '.join(sorted(found))}, stored or not), so no one map takes both "
+                "objects' averages; pass only the one whose averages you want to --ema-name "
+                "(Python: ema_name=; --allow-missing restores raw the variables whose average "
+                "of it was not saved)",
+                "--ema-name", {var: tuple(sorted(found))})
+
+
+def both_averaged(ckpt: Checkpoint, name: str, other: str) -> list[str]:
+    """The variables the ``.meta``'s update ops show the EMA objects ``name`` and ``other``
+    both averaging: where there are some, ``--ema-name name,other`` is refused
+    (:func:`refuse_named_both`) and is not to be offered."""
+    return sorted(v for v, found in averaging_objects(ckpt, True).items()
+                  if any(_names(name, n, k) for k, n in found.items())
+                  and any(_names(other, n, k) for k, n in found.items()))
+
+
+def _names(stated: str, own: str, key: str) -> bool:
+    """Whether the stated EMA name reads ``key``, whose own name is ``own``: that name, or the
+    last part of it (``fast`` of ``ema/fast``, as ``--ema-name fast`` may read it)."""
+    return stated == own or own.endswith("/" + stated) or key.endswith("/" + stated)
+
+
+def _endings(ckpt: Checkpoint, ema_name: str, use_meta: bool) -> list[str] | None:
+    """The ``.meta``'s ``apply()`` name scopes ending in ``/<ema_name>`` where no EMA object's
+    whole name is ``ema_name`` (an ``apply()`` scope of that name, or an average
+    ``<variable>/<ema_name>``, stored or not); ``None`` where one is, or without update ops."""
+    ops = update_ops(ckpt) if use_meta and ckpt.objects is None else None
+    if ops is None:
+        return []
+    scopes = {scope for _v, scope in ops.averages.values()}
+    if ema_name in scopes or any(s == f"{v}/{ema_name}" for s, (v, _x) in ops.averages.items()):
+        return None
+    return sorted(s for s in scopes if s.endswith("/" + ema_name))
+
+
+def last_part_reads(ckpt: Checkpoint, ema_name: str, use_meta: bool) -> bool:
+    """Whether a stated ``--ema-name`` may be read as the last part of one EMA object's name
+    scope (``fast`` for an object named ``ema/fast``, docs/setups.md): only where the
+    ``.meta``'s update ops show no object whose whole name it is (:func:`_endings`), stored
+    or not, and one scope only ending in it. An object named ``fast`` whose averages were
+    not saved made ``--ema-name fast`` take ``ema/fast``'s, exit 0 (review-21-attack-r53
+    F1); of ``a/fast`` and ``b/fast`` it took the one saved."""
+    endings = _endings(ckpt, ema_name, use_meta)
+    return endings is not None and len(endings) < 2
+
+
+def refuse_two_endings(ckpt: Checkpoint, ema_name: str, chosen: dict[str, str],
+                       use_meta: bool) -> None:
+    """Refuses a stated ``--ema-name fast`` that reads no average by its whole name
+    (``chosen`` empty) where no object is named so and the name scopes of several end in it
+    (``a/fast`` and ``b/fast``): it names none of them (review-21-attack-r53 F1).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the scopes.
+    """
+    if chosen or "," in ema_name:
+        return
+    ending = _endings(ckpt, ema_name, use_meta)
+    if ending and len(ending) > 1:
+        raise UnprovenPairingError(
+            f"{ckpt.path}: --ema-name {ema_name}: no EMA object of the .meta is named "
+            f"{ema_name}, and the name scopes of {len(ending)} end in it "
+            f"({', '.join(ending)}), so it names none of them; pass --ema-name "
+            f"{' or --ema-name '.join(ending)}", "--ema-name", {})

@@ -1,0 +1,160 @@
+"""TF1 EMA objects that each averaged every variable, with a Saver keeping only part of their
+averages (review-21-attack-r53 F3, F1, F4).
+
+- F3 (CRITICAL): objects ``slow`` and ``fast`` both ``apply()``'d over ``w0`` and ``w1``; a
+  hand-built ``Saver(trainables + [fast.average(w0), slow.average(w1)])``. By the names each
+  variable has one average, and the unstated export (``--strict`` too), ``--ema-name
+  fast,slow`` and ``restore_ema`` gave a model mixed from two objects, exit 0. The ``.meta``'s
+  update ops show both objects averaging both variables: exit 6 naming them.
+- F1 (CRITICAL): objects ``ema/fast`` and ``fast`` over both, only ``ema/fast``'s averages saved
+  (beside the weights, or alone): ``--ema-name fast`` read ``fast`` as the last part of
+  ``ema/fast``'s name scope and answered with its averages, exit 0, while the graph shows an
+  object named ``fast`` whose averages were not saved. Objects ``a/fast`` and ``b/fast``:
+  ``--ema-name fast`` took the saved one's. Refused now; ``--ema-name ema/fast`` (``a/fast``)
+  takes that object's averages.
+- F4 (MINOR): such a refusal said "no EMA shadow is stored at all"; it names what is stored.
+
+Made by real TensorFlow in a subprocess; truth ``sess.run(ema.average(v))`` at save time.
+"""
+
+from __future__ import annotations
+
+import pytest
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+
+SCRIPT = r'''
+GRAPHS = {"slow_fast": ("slow", "fast"), "slashed": ("ema/fast", "fast"),
+          "endings": ("a/fast", "b/fast")}
+for graph, names in GRAPHS.items():
+    with tf.Graph().as_default():
+        w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]))
+        w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
+        update = tf.group(tf1.assign_add(w0, tf.ones([3, 2])), tf1.assign_add(w1, 2 * tf.ones([2])))
+        objs = [tf1.train.ExponentialMovingAverage(d, name=n) for d, n in zip((0.9, 0.5), names)]
+        for e in objs:
+            with tf.control_dependencies([update]):
+                update = e.apply([w0, w1])
+        first, second = objs
+        savers = {"split": tf1.train.Saver([w0, w1, second.average(w0), first.average(w1)]),
+                  "first": tf1.train.Saver([w0, w1, first.average(w0), first.average(w1)]),
+                  "alone": tf1.train.Saver({first.average_name(v): first.average(v)
+                                            for v in (w0, w1)})}
+        with trained(tf, update) as s:
+            for v in (w0, w1):
+                truth[f"{graph}:raw:{v.op.name}"] = s.run(v)
+                for n, e in zip(names, objs):
+                    truth[f"{graph}:{n}:{v.op.name}"] = s.run(e.average(v))
+            for kind, saver in savers.items():
+                os.makedirs(f"{out}/{graph}_{kind}")
+                saver.save(s, f"{out}/{graph}_{kind}/model.ckpt")
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_objects_partly_saved")
+    truth = run_tf1_script(SCRIPT, out)
+    assert truth["slow_fast:slow:w0"].tobytes() != truth["slow_fast:fast:w0"].tobytes()
+    return out, truth
+
+
+def _export(run, tmp_path, *args):
+    out = tmp_path / "x.npz"
+    out.unlink(missing_ok=True)
+    code, _, err = run_cli(["export", str(run), "--force", "--out", str(out), *args])
+    if code != 0:
+        assert not out.exists(), err
+        return code, " ".join(err.split()), None
+    import numpy as np
+
+    with np.load(out) as got:
+        return code, err, {k: got[k] for k in got.files}
+
+
+@pytest.mark.parametrize("case,names", [("slow_fast_split", ("fast", "slow")),
+                                        ("slashed_split", ("ema/fast", "fast")),
+                                        ("slashed_first", ("ema/fast", "fast")),
+                                        ("slashed_alone", ("ema/fast", "fast")),
+                                        ("endings_first", ("a/fast", "b/fast"))])
+@pytest.mark.parametrize("extra", [[], ["--strict"], ["--allow-missing"]])
+def test_unstated_averages_of_several_objects_are_refused(made, tmp_path, case, names, extra):
+    """Each variable has averages of two objects in the .meta's graph: nothing recorded says
+    which one an evaluation uses, so no unstated pairing (F3: it mixed fast's w0 with slow's
+    w1, exit 0 --strict); the refusal names the objects."""
+    out, _ = made
+    code, err, got = _export(out / case, tmp_path, *extra)
+    assert code == 6 and got is None, err
+    assert "EMA objects averaging" in err, err
+    assert all(f"--ema-name {n}" in err for n in names), err
+    code, _, err = run_cli(["map", str(out / case)])
+    assert code == 6, err
+
+
+def test_two_objects_named_together_that_both_averaged_a_variable_are_refused(made, tmp_path):
+    """--ema-name fast,slow joined fast's map (w0) and slow's (w1): both objects averaged
+    both, so the join is a mixed model; refused, and the refusal of --ema-name fast no longer
+    offers it."""
+    out, _ = made
+    code, err, got = _export(out / "slow_fast_split", tmp_path, "--ema-name", "fast,slow")
+    assert code == 6 and got is None, err
+    assert "w0 has averages of two of the EMA objects named" in err, err
+    code, err, _ = _export(out / "slow_fast_split", tmp_path, "--ema-name", "fast")
+    assert code == 6 and "fast,slow" not in err and "slow,fast" not in err, err
+
+
+@pytest.mark.parametrize("case,name,tag", [("slow_fast_split", "fast", "fast"),
+                                           ("slow_fast_split", "slow", "slow"),
+                                           ("slashed_split", "fast", "fast"),
+                                           ("slashed_split", "ema/fast", "ema/fast")])
+def test_a_stated_object_takes_its_own_saved_average_and_the_rest_raw(made, tmp_path, case,
+                                                                       name, tag):
+    """The stated name takes that object's one saved average; the other variable, whose
+    average of it was not saved, is refused, then raw with --allow-missing."""
+    out, truth = made
+    code, err, _ = _export(out / case, tmp_path, "--ema-name", name)
+    assert code == 6 and "--allow-missing" in err, err
+    code, err, got = _export(out / case, tmp_path, "--ema-name", name, "--allow-missing")
+    assert code == 0, err
+    graph = case.rsplit("_", 1)[0]
+    kept = "w0" if tag == ("fast" if graph == "slow_fast" else "fast") else "w1"
+    raw = "w1" if kept == "w0" else "w0"
+    assert got[kept].tobytes() == truth[f"{graph}:{tag}:{kept}"].tobytes()
+    assert got[raw].tobytes() == truth[f"{graph}:raw:{raw}"].tobytes()
+
+
+@pytest.mark.parametrize("kind", ["first", "alone"])
+def test_a_stated_name_is_not_read_as_another_objects_last_part(made, tmp_path, kind):
+    """F1: objects ema/fast and fast, ema/fast's averages only saved: --ema-name fast took
+    them (the last part of ema/fast's scope), exit 0 --strict. The graph shows an object named
+    fast: its averages were not saved, refused (F4: saying the other object's are there);
+    --ema-name ema/fast takes ema/fast's, bit for bit."""
+    out, truth = made
+    run = out / f"slashed_{kind}"
+    code, err, got = _export(run, tmp_path, "--ema-name", "fast", "--strict")
+    assert code == 6 and got is None, err
+    assert "not in the checkpoint" in err, err
+    if kind == "first":
+        assert "no EMA shadow is stored at all" not in err, err
+        assert "another EMA object's averages, none of fast's" in err, err
+    code, _, err = run_cli(["map", str(run), "--ema-name", "fast"])
+    assert code == 6, err
+    code, err, got = _export(run, tmp_path, "--ema-name", "ema/fast", "--strict")
+    assert code == 0, err
+    for w in ("w0", "w1"):
+        assert got[w].tobytes() == truth[f"slashed:ema/fast:{w}"].tobytes(), w
+
+
+def test_a_name_two_objects_scopes_end_in_is_refused(made, tmp_path):
+    """F1 (m4): objects a/fast and b/fast, a/fast's averages saved: --ema-name fast took
+    them, though b/fast's scope ends in fast as well; refused naming both, and --ema-name
+    a/fast takes a/fast's bit for bit."""
+    out, truth = made
+    run = out / "endings_first"
+    code, err, got = _export(run, tmp_path, "--ema-name", "fast", "--strict")
+    assert code == 6 and got is None, err
+    assert "--ema-name a/fast or --ema-name b/fast" in err, err
+    code, err, got = _export(run, tmp_path, "--ema-name", "a/fast", "--strict")
+    assert code == 0, err
+    for w in ("w0", "w1"):
+        assert got[w].tobytes() == truth[f"endings:a/fast:{w}"].tobytes(), w
