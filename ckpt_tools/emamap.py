@@ -33,6 +33,7 @@ from .ema_several import join_maps, split_ema_names
 from .emamap_hints import map_hints
 from .formats.objgraph import has_swappable_averages
 from .graph_saved import graph_holders
+from .keras_detached import detached_copies
 from .keras_unstepped import refuse_unstepped_tf2
 from .raw_reasons import NOT_FLOAT, expected_raw
 from .rescope_clash import refuse_object_rescope, refuse_rescope_clash, scope_prefix
@@ -246,6 +247,11 @@ def ema_map(
 
     speaks = spoken_style(ckpt, variables)
     unaveraged, missing = unaveraged_weights(variables, pairs, missing, source, speaks)
+    if speaks == "keras" and detached_copies(ckpt, variables, unaveraged):
+        # another optimizer's use_ema copies saved without it (r55 F3): the saved one's list
+        # no longer shows which weights were averaged, so none it leaves out is taken raw
+        missing = [*missing, *(t for t in unaveraged if variables[t].dtype in R._FLOAT)]
+        unaveraged = [t for t in unaveraged if variables[t].dtype not in R._FLOAT]
 
     # --allow-missing restores raw values beside stored averages (a weight ema.apply() left
     # out); with not one stored it would only hand back raw weights: refused, --raw says so.

@@ -81,6 +81,26 @@ def saved(tmp_path_factory):
         m = k.Sequential([k.layers.Dense(4, name="fc", input_shape=(4,))])
         ema = trained(m, k.mixed_precision.LossScaleOptimizer(k.optimizers.Adam(use_ema=True)))
         tf.train.Checkpoint(model=m, ema=ema).write(f"{{out}}/loss_scale/ckpt")
+        k.mixed_precision.set_global_policy("float32")
+        # a GAN: G's optimizer saved, D's copies as a list (r55 F3), or D's non-EMA optimizer
+        # saved beside G's list (r55 F4)
+        g, d = (k.Sequential([k.layers.Dense(3, name=n, input_shape=(4,))]) for n in "ge")
+        og, od = (k.optimizers.Adam(0.05, use_ema=True, ema_momentum=mo) for mo in (0.9, 0.5))
+        for _ in range(2):
+            trained(g, og), trained(d, od)
+        tf.train.Checkpoint(generator=g, discriminator=d, g_optimizer=og,
+                            d_ema=list(od._model_variables_moving_average)).write(
+            f"{{out}}/gan/ckpt")
+        np.savez(f"{{out}}/gan/truth.npz", **{{
+            f"{{w}}_{{n}}{{i}}": t.numpy() for n, m, o in (("g", g, og), ("d", d, od))
+            for i, (v, a) in enumerate(zip(m.trainable_variables,
+                                           o._model_variables_moving_average))
+            for w, t in (("raw", v), ("ema", a))}})
+        od2 = k.optimizers.Adam(0.05)  # no use_ema
+        trained(d, od2)
+        tf.train.Checkpoint(generator=g, discriminator=d, d_optimizer=od2,
+                            ema=list(og._model_variables_moving_average)).write(
+            f"{{out}}/gan_list/ckpt")
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           timeout=300)
@@ -103,9 +123,10 @@ def test_optimizer_under_any_attribute_pairs_its_averages(saved, attr, tmp_path)
             assert e[name].tobytes() == t[f"ema{i}"].tobytes(), name
 
 
-@pytest.mark.parametrize("case", ["list", "loss_scale", "layer_named_average"])
+@pytest.mark.parametrize("case", ["list", "loss_scale", "layer_named_average", "gan_list"])
 def test_copies_saved_without_their_optimizer_are_refused_as_such(saved, case, tmp_path):
-    """review-20-attack-r51 F4, review-21-attack-r55 F2, F1, F10: exit 6 in every command,
+    """review-20-attack-r51 F4, review-21-attack-r55 F2, F1, F10, F4 (beside another model's
+    saved optimizer without use_ema, not "use_ema=False"): exit 6 in every command,
     naming the list's copies as tf_keras copies saved without their optimizer and no option,
     never the weights of a layer named "average" (with no list, nothing is stored)."""
     for cmd in (["export", "--out", str(tmp_path / "w.npz")],
@@ -122,3 +143,37 @@ def test_copies_saved_without_their_optimizer_are_refused_as_such(saved, case, t
         assert "model/avg/" not in text, err  # the layer's weights are no copies
         assert "optimizer=optimizer" in text and "--raw" in text, err
     assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
+
+
+def test_copies_beside_another_saved_optimizer_are_refused_then_allowed_raw(saved, tmp_path):
+    """review-21-attack-r55 F3: G's optimizer saved, D's copies as a list: D was exported raw,
+    its copies as weights, exit 0, "not built with them". Now exit 6 naming the copies and
+    --allow-missing; with it, G's averages and D's raw values bit for bit, and the copies
+    written as stored under their own names, as the refusal says."""
+    d = saved / "gan"
+    for cmd in (["export", "--out", str(tmp_path / "w.npz")],
+                ["restore-ema", "--out", str(tmp_path / "r")]):
+        code, _, err = run_cli([cmd[0], str(d), *cmd[1:]])
+        text = " ".join(err.split())
+        assert code == 6 and "Traceback" not in err, err
+        assert "no EMA copy in the optimizer" not in text, err
+        assert "2 weight(s) have no use_ema copy in the saved optimizer" in text, err
+        assert "discriminator/layer_with_weights-0/kernel" in text, err
+        assert "look like another optimizer's use_ema copies" in text, err
+        assert "d_ema/0 (Adam/average/e/" in text and "no option pairs them by name" in text
+        assert "save that optimizer too" in text and "--allow-missing" in text, err
+        assert "copies are then written as weights under their own names" in text, err
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
+    raw, ema = tmp_path / "raw.npz", tmp_path / "ema.npz"
+    for out, extra in ((raw, ["--raw"]), (ema, ["--allow-missing"])):
+        code, _, err = run_cli(["export", str(d), "--out", str(out), *extra])
+        assert code == 0, err
+    with np.load(d / "truth.npz") as t, np.load(raw) as r, np.load(ema) as e:
+        assert sorted(e.files) == sorted(r.files)
+        for i in range(2):
+            g, dk = f"generator/layer_with_weights-0/{'kernel' if i == 0 else 'bias'}", \
+                f"discriminator/layer_with_weights-0/{'kernel' if i == 0 else 'bias'}"
+            assert r[g].tobytes() == t[f"raw_g{i}"].tobytes()  # the truth's order
+            assert e[g].tobytes() == t[f"ema_g{i}"].tobytes(), g
+            assert e[dk].tobytes() == t[f"raw_d{i}"].tobytes(), dk  # raw, as asked
+            assert e[f"d_ema/{i}"].tobytes() == t[f"ema_d{i}"].tobytes()  # as stored
