@@ -25,6 +25,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .lone_named import proposed_lone_averages
+from .meta_shadows import update_ops_of
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
 
 
@@ -63,14 +64,37 @@ def _unrecorded(sources, s: str) -> bool:
     return not sources or s not in sources
 
 
+def ema_applied(ckpt: Checkpoint) -> bool:
+    """Whether the ``.meta``'s graph shows what ``ema.apply()`` leaves: an update op
+    averaging a variable into its shadow (``AssignMovingAvg``), or a shadow variable
+    (``W/<name>``) under a variable ``moving_average_variables`` lists. That collection alone
+    proves no ``apply()``: an inception-style batch norm lists its moving statistics there
+    itself, in an evaluation graph too (review-21-attack-r54 F5). Where the graph's update ops
+    cannot be read whole, a listed variable counts as averaged (nothing shows it was not).
+    Computed once per open checkpoint."""
+    def applied() -> bool:
+        meta = ckpt.meta
+        found = update_ops_of(meta)
+        if found is not None and found[0].averages:
+            return True
+        listed = set(meta.collections.get("moving_average_variables") or ())
+        if not listed:
+            return False
+        if found is None or not found[0].whole:
+            return True
+        return any(n[:i] in listed for n in meta.variables
+                   for i in range(len(n)) if n[i] == "/")
+    return ckpt.meta is not None and ckpt.memo("raw_shadows_ema_applied", applied)
+
+
 def evaluation_graph(ckpt: Checkpoint, s: str) -> bool:
     """Whether the graph whose Saver wrote key ``s`` from its variable holds no shadow
-    variable ``s`` and ran no ``ema.apply()`` (its ``moving_average_variables`` is empty): an
-    evaluation graph's ``Saver(ema.variables_to_restore())``, whose variables hold what that
-    Saver restored (the averages, when it restored a training checkpoint; nothing in the file
-    proves it), unlike a training graph's, whose keys hold the trained raw weights."""
+    variable ``s`` and shows no ``ema.apply()`` (:func:`ema_applied`): an evaluation graph's
+    ``Saver(ema.variables_to_restore())``, whose variables hold what that Saver restored (the
+    averages, when it restored a training checkpoint; nothing in the file proves it), unlike
+    a training graph's, whose keys hold the trained raw weights."""
     meta = ckpt.meta
-    if meta is None or meta.keys_in("moving_average_variables"):
+    if meta is None or ema_applied(ckpt):
         return False
     return s not in meta.variables and \
         all(v.checkpoint_key != s for v in meta.variables.values())

@@ -18,6 +18,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .errors import CheckpointError
+from .formats.meta_on_read import AGGREGATE
 from .save_op import graph_named, written_sources
 
 PART = re.compile(r"/part_\d+(?=/|$)")
@@ -193,6 +194,17 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
     prefix = stripped_prefix(renamed)
     parts = sorted(k for k, h in renamed.items() if h and PART.search(k)
                    and PART.sub("", k) == h)  # W/part_0/<ema> holding W/part_0's shadow
+    computed = sorted(k for k, h in renamed.items() if h and AGGREGATE.search(h)
+                      and h not in (ckpt.meta.variables if ckpt.meta is not None else ()))
+    if computed and len(computed) == n:  # review-21-attack-r54 F6, where not proven
+        raise UnprovenPairingError(
+            f"{ckpt.path}: its {graph_named(ckpt)}'s save op wrote {n} key(s) from a value it "
+            f"computes, not from a variable (e.g. key {computed[0]} holds "
+            f"{renamed[computed[0]]}), as tf.distribute's MirroredStrategy saves a SyncOnRead "
+            "variable (the mean or sum of its replicas), which the graph file does not prove "
+            "here to be one variable's (e.g. a text .meta keeps no constant's value); pass "
+            "--no-meta to pair the keys by their own names (Python: use_meta=False)",
+            "--no-meta", undecided)
     if parts:
         raise UnprovenPairingError(
             f"{ckpt.path}: its {graph_named(ckpt)}'s save op stored the parts of a partitioned "

@@ -55,7 +55,7 @@ def _node(raw) -> tuple[str, GraphNode]:
         elif number == 3 and not bytes(value[:1]) == b"^":
             inputs.append(op_name(_text(value)))
         elif number == 5 and op == "Const":  # attr entry; op (field 2) is written before it
-            key, attr = _attr_entry(value)
+            key, attr = attr_entry(value)
             if key == "value" and attr is not None:
                 for n, w, v in proto_fields(attr):
                     if w == 2 and n == 8:  # AttrValue.tensor: TensorProto
@@ -115,6 +115,12 @@ class _Nodes(Mapping):
         """The op of node ``name`` (``""``: no such node)."""
         head = self.head(name)
         return head[0] if head else ""
+
+    def serialized(self, name: str):
+        """Node ``name``'s serialized ``NodeDef`` (a ``memoryview``), or ``None``: for the
+        rare question its decoded fields do not answer (a ``Const``'s number)."""
+        found = self._raw.get(name)
+        return None if found is None else found[0]
 
     def __getitem__(self, name: str) -> GraphNode:
         node = self._decoded.get(name)
@@ -416,7 +422,7 @@ def _function(raw) -> tuple[str, list[str], dict[str, GraphNode], list]:
     return name, args, nodes, calls
 
 
-def _attr_entry(raw) -> tuple[str, object]:
+def attr_entry(raw) -> tuple[str, object]:
     """One entry of a NodeDef's ``attr`` map (field 5): its key (field 1) and its AttrValue
     bytes (field 2, ``None`` where absent)."""
     key, attr = "", None
@@ -435,7 +441,7 @@ def _called(raw) -> list[str]:
     for number, wire, value in proto_fields(raw):
         if number != 5 or wire != 2:
             continue
-        _key, attr = _attr_entry(value)
+        _key, attr = attr_entry(value)
         for n, w, v in proto_fields(attr) if attr is not None else ():
             if n == 10 and w == 2:  # AttrValue.func: NameAttrList
                 names += [_text(x) for a, b, x in proto_fields(v) if a == 1 and b == 2]

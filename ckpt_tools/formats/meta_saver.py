@@ -12,7 +12,9 @@ checkpoint) and that op's inputs from ``graph_def`` (:mod:`.graph_def`), followi
 (``Identity``, ``ReadVariableOp``) back to the variable. ``ckpt_tools.cwire.save_sources``
 (``cwire_graph.c``) does the same walk compiled, without building the graph's node index in
 Python (a large graph's tens of thousands of nodes: most of a ``ckpt list``); it hands back any
-file laid out otherwise than TensorFlow writes it, which this module then reads.
+file laid out otherwise than TensorFlow writes it, which this module then reads, and any
+answer naming an op a ``tf.distribute`` SyncOnRead variable's save computes (the replicas'
+mean), which this module reads as written from that variable (:mod:`.meta_on_read`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 
 from ._io import close_map, fetched, is_url, map_file
 from .graph_def import MetaGraph, op_name, read_graphs, through_reads
+from .meta_on_read import AGGREGATE, on_read_variable
 
 try:  # the compiled walk (setup.py); without it the Python path reads every file alike
     from ..cwire import save_sources as _c_save_sources
@@ -58,7 +61,9 @@ def saved_sources_each(path: str) -> list[dict[str, list[str]]]:
     """
     if _c_save_sources is not None:
         found = _compiled(path)
-        if found is not None:
+        # an op a SyncOnRead variable's save computes (not compiled): the Python walk reads it
+        if found is not None and not any(AGGREGATE.search(s) for each in found
+                                         for sources in each.values() for s in sources):
             return found
     return [s for s in map(_sources, read_graphs(path)) if s]
 
@@ -101,5 +106,6 @@ def _sources(graph: MetaGraph) -> dict[str, list[str]] | None:
         if len(keys) != len(tensors):
             continue  # not the layout a Saver builds: say nothing
         for key, tensor in zip(keys, tensors, strict=True):
-            out.setdefault(key, []).append(through_reads(nodes, tensor))
+            read = through_reads(nodes, tensor)
+            out.setdefault(key, []).append(on_read_variable(nodes, read) or read)
     return out or None
