@@ -8,8 +8,9 @@ Their values can contradict that: an average starts as its weight and follows it
 initialised apart stay apart. Where copies of a group each sit clearly nearest one weight
 (four times nearer than to any other), those weights are all different, and one is not the
 weight ``fit()``'s order gives it while also four times nearer it than to the group's centre
-and to that weight's own copy (where copies of weights initialised alike lag,
-review-20-attack-r51 F2), or than that weight's own copy is (review-20-attack-r47 F2), or where
+and, where that weight's own copy sits nearest it too, than to that copy (where copies of
+weights initialised alike lag, review-20-attack-r51 F2; review-21-attack-r57 F1), or than
+that weight's own copy is (review-20-attack-r47 F2), or where
 swapping two copies cuts their summed distance to the weights threefold while each sits nearer
 the other's weight than its own (review-20-attack-r51 F3: a third weight near them hides the
 first test), the copies were built in another order: refused (exit 6), naming
@@ -97,7 +98,8 @@ def _misplaced(members: list[tuple[str, str]], copies: list, weights: list,
       weight moved least (r17 F2b): no proof. The centre stands for that start only where
       the group's weights started alike; LayerNormalization's gammas (ones) beside zero
       biases pull it away, so the copies are compared with each other too
-      (review-20-attack-r51 F2);
+      (review-20-attack-r51 F2), but only where that weight's own copy sits nearest it:
+      otherwise the two may have traded places (review-21-attack-r57 F1);
     - pairwise: the copy ``fit()``'s order gives that weight is itself ``MARGIN`` times
       farther from it (review-20-attack-r47 F2: three Dense(32) kernels with
       ``ema_momentum=0.99`` sit 5-6x nearer their own weights for hundreds of steps while the
@@ -125,9 +127,19 @@ def _misplaced(members: list[tuple[str, str]], copies: list, weights: list,
         rest = np.delete(dist[i], j)
         if rest.min() > 0 and dist[i, j] * MARGIN <= rest.min():
             singled[i] = j
-    by_centre = {i: j for i, j in singled.items()
-                 if dist[i, j] * MARGIN <= min(float(np.linalg.norm(copies[i] - centre)),
-                                               float(np.linalg.norm(copies[i] - copies[j])))}
+    def far_from_start(i: int, j: int) -> float:
+        # The copy must also stand clear of where weights initialised alike start. Where the
+        # weight's own copy sits nearest it too, copies lag near that common start together,
+        # so the copies are compared with each other as well (LayerNormalization's gammas pull
+        # the centre away: review-20-attack-r51 F2). Where it sits nearer another weight, the
+        # two copies may have traded places, and their closeness is no alibi
+        # (review-21-attack-r57 F1: l1/bias and ln1/beta traded, both started at zero).
+        far = float(np.linalg.norm(copies[i] - centre))
+        if int(dist[j].argmin()) == j:
+            far = min(far, float(np.linalg.norm(copies[i] - copies[j])))
+        return far
+
+    by_centre = {i: j for i, j in singled.items() if dist[i, j] * MARGIN <= far_from_start(i, j)}
     found: dict[int, int] = {}
     if len(set(by_centre.values())) == len(by_centre):
         found.update((i, j) for i, j in by_centre.items() if j != i)

@@ -364,6 +364,69 @@ def test_a_layer_norm_fit_proves_no_loop(layer_norm_fit, tmp_path):
         assert_npz_holds(out, truth)
 
 
+@pytest.fixture(scope="module")
+def bias_beta_traded(keras, tmp_path_factory):
+    """The same four Dense(16) -> LayerNormalization -> relu blocks, but a custom loop whose
+    variable list trades l1/bias and ln1/beta (both (16,), both started at zero), SGD(0.1,
+    use_ema=True, ema_momentum=0.9), saved after each of steps 60-75. Returns [(path, truth,
+    ratio)]: ``ratio`` is how many times nearer ln1/beta than any other (16,) weight the copy
+    at l1/bias's place sits (that copy is ln1/beta's average: the optimizer recorded it so)."""
+    import tensorflow as tf
+
+    layers = keras.layers
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((16,))
+    h = inp
+    for i in range(4):
+        h = layers.Dense(16, name=f"l{i}")(h)
+        h = layers.Activation("relu")(layers.LayerNormalization(name=f"ln{i}")(h))
+    model = keras.Model(inp, layers.Dense(1, name="out")(h))
+    opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9)
+    model.compile(opt, "mse")
+    listed = list(model.trainable_variables)
+    names = [v.path for v in listed]
+    a, b = names.index("l1/bias"), names.index("ln1/beta")
+    listed[a], listed[b] = listed[b], listed[a]
+    rs = np.random.RandomState(0)
+    x, y = rs.randn(64, 16).astype("f4"), rs.randn(64, 1).astype("f4")
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((model(xb, training=True) - yb) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, listed), listed, strict=True))
+
+    d = tmp_path_factory.mktemp("bias_beta_traded")
+    saved = []
+    for s in range(1, 76):
+        i = (s - 1) % 8
+        step(x[i * 8:(i + 1) * 8], y[i * 8:(i + 1) * 8])
+        if s >= 60:
+            model.save(str(d / f"s{s}.keras"))
+            truth = keras_averages(opt)
+            weights = {v.path: v.numpy() for v in model.trainable_variables}
+            far = {p: float(np.linalg.norm(truth["ln1/beta"] - w))
+                   for p, w in weights.items() if w.shape == (16,)}
+            near = far.pop("ln1/beta")
+            saved.append((d / f"s{s}.keras", truth, min(far.values()) / near))
+    return saved
+
+
+def test_traded_alike_started_copies_are_refused(bias_beta_traded, tmp_path):
+    """review-21-attack-r57 F1: where the copy at l1/bias's place sits 4x nearer ln1/beta
+    than any other weight (the README's "clearly nearer"), the file is refused, though the
+    copy at ln1/beta's place lies close beside it (both started at zero): comparing copies
+    with each other (r51 F2) took that closeness for a common start and exported the two
+    traded, exit 0. Files with a smaller margin stay assumed (fit_order, with its note)."""
+    clear = [path for path, _truth, ratio in bias_beta_traded if ratio >= 4.0]
+    assert clear, [ratio for *_, ratio in bias_beta_traded]
+    for path in clear:
+        out = tmp_path / f"{path.stem}.npz"
+        code, _, err = run_cli(["export", "--not-swapped", str(path), "--out", str(out)])
+        assert code == 6 and "--loop-order" in err, (path.name, code, err)
+        assert not out.exists()
+
+
 def test_a_complete_loop_statement_assumes_no_fit_order(looped, tmp_path):
     """review-11-attack-r17 F6: a complete --trainable --loop-order statement keeping d2 in
     the model's position (d3,d2,d1) reported "assumed": ["fit_order", ...] and --strict
