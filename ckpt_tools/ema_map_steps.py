@@ -40,6 +40,7 @@ from .listing import natural_key
 from .lone_named import unmarked_lone_averages
 from .object_held import off_default
 from .pairing import lists_stated, root_child
+from .raw_offers import without_raw_names
 from .raw_shadows import lone_averages, refuse_raw_paired, settle_lone_averages
 from .scoped_order import within_of
 from .stacked_unread import refuse_stacked_unread
@@ -170,7 +171,9 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
         if chosen is None:
             if exc.option == "--ema-name":  # never offer a crossed name (r39 F2)
                 refuse_crossed(ckpt, None, use_meta)
-            raise offer_objects(ckpt, variables, use_meta, exc) from None
+            # never offer a name whose keys hold raw values (review-21-user-u23 F2)
+            raise without_raw_names(ckpt, variables, suffix, exc) or offer_objects(
+                ckpt, variables, use_meta, exc) from None
     else:  # read by the names: a crossed name's keys are two objects' (r39 F2)
         if ema_name is not None:
             refuse_crossed(ckpt, ema_name, use_meta)

@@ -160,17 +160,45 @@ def elsewhere_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],
                 f"{', '.join(both[:3])}, so no one map takes both objects' averages; "
                 "--allow-missing would restore these raw although an average of theirs is "
                 "stored")
+    # the name the keys carry (fast_1 of a second object named fast), not its base: the
+    # base offered "--ema-name fast,fast" (s21c note); the base where the keys differ
+    real = {suffix.get(a) or a.rpartition("/")[2] for a in elsewhere.values()}
+    offered = next(iter(real)) if len(real) == 1 else other
     if other in proven_ema_names(ckpt, {other}):
         # their averages are stored, under another EMA object's name: saying they were left
         # out of ema.apply() (and steering to raw values) would be false
-        return (f"another EMA object averaged {len(elsewhere)} of them ({t} has {k}): "
-                f"--ema-name {name},{other} takes both objects' averages, while "
+        said = f"another EMA object averaged {len(elsewhere)} of them ({t} has {k})"
+        both = _both_stored(variables or {}, suffix, name, offered)
+        if both:  # --ema-name name,other is refused there (review-21-user-u23 F1)
+            return (f"{said}, and {offered} also averages {', '.join(both[:3])}"
+                    f"{' ...' if len(both) > 3 else ''}, which {name} averages, so no one "
+                    "map takes both objects' averages; --allow-missing restores these raw "
+                    "although an average of theirs is stored")
+        if offered == name:  # w/fast_1, w/fast_2 beside --ema-name fast: no name,other
+            return (f"{said}, under TF's numbered variants of {name} ("
+                    f"{', '.join(sorted(real)[:3])}), which no one --ema-name takes beside "
+                    f"{name}'s; --allow-missing restores these raw although an average of "
+                    "theirs is stored")
+        return (f"{said}: --ema-name {name},{offered} takes both objects' averages, while "
                 "--allow-missing would restore these raw although an average of theirs is "
                 "stored")
     return (f"{len(elsewhere)} of them have a tensor named like another EMA's average ({t} "
             f"has {k}), but nothing recorded says {other!r} is an ExponentialMovingAverage's "
             f"name (an optimizer stores its slots so): --ema-name {name},{other} only if it is "
             "the name you gave another ExponentialMovingAverage")
+
+
+def _both_stored(variables, suffix: dict[str, str], name: str, other: str) -> list[str]:
+    """The variables (keys) with stored TF1 averages under both ``name`` (exactly, as a
+    stated ``--ema-name`` reads it) and ``other`` (exactly, or TF's ``other_N``): there
+    ``--ema-name name,other`` is refused ("averages of two of the EMA objects named"), so it
+    is not to be offered."""
+    held: dict[str, set[str]] = {}
+    for key, v in variables.items():
+        if v.role == R.EMA and v.ema_of:
+            held.setdefault(v.ema_of, set()).add(suffix.get(key) or key.rpartition("/")[2])
+    return sorted(t for t, names in held.items() if name in names and any(
+        n == other or suffix_base(n) == other for n in names - {name}))
 
 
 def _attribute_hint(name: str, elsewhere: dict[str, str], variables) -> str:

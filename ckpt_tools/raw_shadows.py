@@ -133,8 +133,12 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
     variables out exports the others' averages (review-20-attack-r50 F9); else no option."""
     s, t = raw[0]
     named = {k for k, _ in raw}  # once, not per key of raw_named_keys
-    raw = [*raw, *((k, v) for k, v in raw_named_keys(ckpt).items() if k not in named)]
-    keys = {k for k, _ in raw}
+    every = [*raw, *((k, v) for k, v in raw_named_keys(ckpt).items() if k not in named)]
+    keys = {k for k, _ in every}
+    # a variable restored from a real average (slow's, beside the raw-valued keys of a
+    # vtr Saver of another object) is not in question: counted, it hid --exclude (u23 F2)
+    averaged = {b for a, b in pairs or () if a != b and a not in keys}
+    raw = [*raw, *((k, v) for k, v in every[len(raw):] if v not in averaged)]
     held = sorted({v for _, v in raw})
     whole = {re.sub(r"/part_\d+$", "", v) for v in held}  # a partition's: its variable's
     others = sorted({b for a, b in pairs or () if a != b and a not in keys
@@ -154,7 +158,7 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
         "train with a Saver of all variables (tf.train.Saver()) and use "
         "variables_to_restore() only to evaluate (ckpt export --raw writes the raw "
         "weights under their variables' names)" + exclude,
-        "--exclude" if others else None, undecided, raw=tuple(s for s, _ in raw))
+        "--exclude" if others else None, undecided, raw=tuple(s for s, _ in every))
 
 
 def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:

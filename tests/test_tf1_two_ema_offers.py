@@ -1,0 +1,132 @@
+"""A TF1 trainer with two EMA objects: the default one over ``w``, ``b`` and a hand-updated
+statistic ``c`` (in ``moving_average_variables``, as a batch norm's), and ``slow`` over ``w``
+and ``b`` only. Every option a refusal names is run here and must work, bit for bit against
+``ema.average(v)`` read from the session at save time (review-21-user-u23 F1, F2):
+
+* a plain ``Saver()``: ``--ema-name slow``'s refusal (``c`` has no ``slow`` average) offered
+  ``--ema-name slow,ExponentialMovingAverage``, itself refused (``w`` has averages of both);
+* a training ``Saver(ema.variables_to_restore())``: the ``ExponentialMovingAverage`` keys
+  hold raw values; the unstated refusal offered ``--ema-name ExponentialMovingAverage`` (refused
+  again) and ``--ema-name slow``'s named no way out, while ``--ema-name slow --exclude c``
+  exports ``slow``'s averages.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+CASES = ("plain", "vtr")
+for case in CASES:
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        w = tf1.get_variable("w", [3, 3])
+        b = tf1.get_variable("b", [3])
+        c = tf1.get_variable("c", [3], initializer=tf1.zeros_initializer(), trainable=False,
+                             collections=[tf1.GraphKeys.GLOBAL_VARIABLES,
+                                          tf1.GraphKeys.MOVING_AVERAGE_VARIABLES])
+        x = tf.constant(np.ones((2, 3), "float32"))
+        h = tf.matmul(x, w) + b
+        loss = tf.reduce_sum(h ** 2)
+        with tf.control_dependencies([tf1.assign(c, 0.9 * c + 0.1 * h[0])]):
+            train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([train]):
+            step = ema.apply([w, b, c])
+        slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+        with tf.control_dependencies([step]):
+            step = slow.apply([w, b])
+        saver = tf1.train.Saver(ema.variables_to_restore()) if case == "vtr" else \
+            tf1.train.Saver()
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(step)
+            os.makedirs(f"{out}/{case}")
+            saver.save(s, f"{out}/{case}/model.ckpt", global_step=gs)
+            truth = {f"{case}:raw:{v.op.name}": s.run(v.read_value()) for v in (w, b, c)}
+            truth.update({f"{case}:ema:{v.op.name}": s.run(ema.average(v).read_value())
+                          for v in (w, b, c)})
+            truth.update({f"{case}:slow:{v.op.name}": s.run(slow.average(v).read_value())
+                          for v in (w, b)})
+        np.savez(f"{out}/{case}.npz", **truth)
+np.savez(f"{out}/truth.npz", **{k: v for c in CASES
+                                for k, v in np.load(f"{out}/{c}.npz").items()})
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_two_ema_offers")
+    return out, run_script(SCRIPT, out)
+
+
+def _refused(path, args: list[str], tmp_path) -> str:
+    code, _, err = run_cli(["export", str(path), *args, "--out", str(tmp_path / "no.npz")])
+    assert code == 6 and not (tmp_path / "no.npz").exists(), err
+    return " ".join(err.split())
+
+
+def _exported(path, args: list[str], tmp_path) -> dict[str, np.ndarray]:
+    out = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(path), *args, "--out", str(out), "--force"])
+    assert code == 0, (args, err)
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
+@pytest.mark.parametrize("meta", [[], ["--no-meta"]], ids=["meta", "no-meta"])
+def test_the_ema_name_refusal_offers_only_what_works(made, tmp_path, meta):
+    """F1: every weight has averages of both objects, so ``--ema-name slow,Exponential
+    MovingAverage`` is refused: the ``--ema-name slow`` refusal no longer offers it, and
+    each option it names (``--ema-name ExponentialMovingAverage``, ``--ema-name slow
+    --allow-missing``) exports the averages it says, bit for bit."""
+    out, truth = made
+    said = _refused(out / "plain", [*meta, "--ema-name", "slow"], tmp_path)
+    offers = {o.rstrip(",;:)'") for o in re.findall(r"--ema-name '?(\S+)", said)} - {"slow"}
+    assert offers == {"ExponentialMovingAverage"}, said  # never slow,ExponentialMovingAverage
+    assert "--allow-missing" in said and "no one map takes both" in said, said
+    _refused(out / "plain", [*meta, "--ema-name", "slow,ExponentialMovingAverage"], tmp_path)
+    got = _exported(out / "plain", [*meta, "--ema-name", "ExponentialMovingAverage"],
+                    tmp_path)
+    for v in ("w", "b", "c"):
+        assert got[v].tobytes() == truth[f"plain:ema:{v}"].tobytes(), v
+    got = _exported(out / "plain", [*meta, "--ema-name", "slow", "--allow-missing"], tmp_path)
+    for v in ("w", "b"):
+        assert got[v].tobytes() == truth[f"plain:slow:{v}"].tobytes(), v
+    assert got["c"].tobytes() == truth["plain:raw:c"].tobytes()
+
+
+def test_a_vtr_savers_raw_keys_are_not_offered_and_exclude_is(made, tmp_path):
+    """F2: the training Saver(ema.variables_to_restore()) wrote raw values under the default
+    object's names. The unstated refusal offers only ``slow`` with ``--exclude 'c'`` (c's
+    only key holds its raw value), never ``--ema-name ExponentialMovingAverage``; the
+    ``--ema-name slow`` refusal counts c's key alone and names ``--exclude 'c'``. Each
+    named command exports slow's averages of w and b, bit for bit."""
+    out, truth = made
+    said = _refused(out / "vtr", [], tmp_path)
+    assert "--ema-name ExponentialMovingAverage" not in said and "decides" not in said, said
+    offer = re.search(r"pass (--ema-name slow --exclude \S+)", said)
+    assert offer and offer.group(1) == "--ema-name slow --exclude 'c'", said
+    _refused(out / "vtr", ["--ema-name", "ExponentialMovingAverage"], tmp_path)
+    said = _refused(out / "vtr", ["--ema-name", "slow"], tmp_path)
+    assert said.count("1 key(s) named as averages hold") == 1 and "--exclude 'c'" in said, said
+    got = _exported(out / "vtr", shlex.split(offer.group(1)), tmp_path)
+    assert sorted(got) == ["b", "w"], sorted(got)
+    for v in ("w", "b"):
+        assert got[v].tobytes() == truth[f"vtr:slow:{v}"].tobytes(), v
+        assert got[v].tobytes() != truth[f"vtr:raw:{v}"].tobytes(), v
