@@ -291,7 +291,19 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
                 + (", so the .meta graph was not copied: its Saver restores it and would fail "
                    "on the output" if meta_src and not renamed and not dropped else ""))
             dropped = [*dropped, *partial]
-        if meta_src and not renamed and not dropped:  # before the index: a present .index
+        # keys its save op proves raw that now hold averages, their variable stored under no
+        # key of its own (r56 F2; a swapping Saver's W is stored, and list reads its output
+        # as the swap): copied beside them, it would have them read as raw values
+        stored = ckpt.entries()
+        over = sorted(k for k, t in raw_named_keys(ckpt).items()
+                      if source_of.get(k, k) != k and t not in stored)
+        if meta_src and not renamed and not dropped and over:
+            warnings.append(
+                f"{len(over)} key(s) the {graph_named(ckpt)}'s saver wrote from their variables "
+                f"themselves now hold averages (e.g. {over[0]}), so the .meta graph was not "
+                "copied: read beside them, its save op says they hold raw values (its Saver "
+                "restores the averages into the variables: copy it by hand to use it)")
+        elif meta_src and not renamed and not dropped:  # before the index: a present .index
             files.append(copy_atomic(meta_src, prefix + ".meta", shown))  # means "complete"
         files += writer.finish()
     if state_file:  # a SavedModel's variables/ has none

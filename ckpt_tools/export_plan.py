@@ -26,7 +26,7 @@ from .raw_unproven import (
     unproven_keys,
     unproven_warning,
 )
-from .saved_keys import averages_under_variable_names
+from .saved_keys import averages_under_variable_names, refuse_averages_as_raw
 from .saved_swaps import raw_holders
 from .slashed_stated import stated_slashed_shadows
 from .swap_assumed import refuse_crossed_raw
@@ -64,7 +64,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
 
     Raises:
         EmaError: averages are missing or cannot be paired with their variables (the map's
-            refusals included), unless ``ema=False`` or ``allow_missing``.
+            refusals included), unless ``ema=False`` or ``allow_missing``; with
+            ``ema=False``, a key named as a weight that the save op wrote from an average
+            (:func:`~ckpt_tools.saved_keys.refuse_averages_as_raw`).
         OutputError: two tensors would be exported under one name.
         VariableNotFoundError: a ``rename`` rule renamed no exported name (exit 3).
     """
@@ -166,6 +168,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 f"export ({', '.join(_clean_name(k, variables.get(k)) for k in kept[:4])}"
                 f"{' ...' if len(kept) > 4 else ''}) are {roles_said(variables, kept)} "
                 "with no average; ckpt export --raw writes their raw values")
+    if not use_ema and holders is None:  # an average under a weight's renamed key (r56 F1)
+        refuse_averages_as_raw(ckpt, [k for k in weights if not left_out(k)])
     for key in weights:
         name = held_as.get(key) or _clean_name(key, variables.get(key))
         before = name

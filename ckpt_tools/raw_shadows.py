@@ -20,6 +20,7 @@ restored, the averages when it restored a training checkpoint; :func:`evaluation
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from . import roles as R
 from .checkpoint import Checkpoint
@@ -280,18 +281,18 @@ def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
     ``{}`` where nothing records the save op, for TF2 and Keras files, and for an
     evaluation graph's Saver (:func:`evaluation_graph`: its keys may hold averages it
     restored; ``--averages-only`` decides there)."""
-    if ckpt.objects is not None:
+    if ckpt.objects is not None or ckpt.meta is None:
         return {}
     sources = written_sources(ckpt)
     if not sources:
         return {}
     return {k: v for k, v in written_from_own(sources, sources, whole=True,
-                                              renamed=True).items()
+                                              renamed=set(ckpt.meta.variables)).items()
             if not evaluation_graph(ckpt, k)}
 
 
 def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
-                     renamed: bool = False) -> dict[str, str]:
+                     renamed: Collection[str] = ()) -> dict[str, str]:
     """Key -> the variable the save op wrote it from, for each of ``keys`` written from the
     variable its name sits under (``w/ExponentialMovingAverage`` from ``w``): the one reader
     of "which key holds its own variable's raw value?" for :func:`raw_named_keys` and
@@ -310,9 +311,16 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
             under ``w/...``) counts as written from ``w`` (:func:`raw_named_keys`); `False`:
             only a key written from exactly one variable, that prefix itself
             (:func:`restored_raw_holders`, which exports partitions apart).
-        renamed: also try every '/' as the variable's start, for a prefix a renaming Saver
-            put before its name (``model/w/ExponentialMovingAverage`` from ``w``); the answer
-            is then the variable as the Saver names it (``model/w``: :func:`raw_named_keys`).
+        renamed: the graph's variables (op names): where given, also try every '/' as the
+            variable's start, for a prefix a renaming Saver put before its name
+            (``model/w/ExponentialMovingAverage`` from ``w``); the answer is then the
+            variable as the Saver names it (``model/w``: :func:`raw_named_keys`). Only where
+            the key past the prefix is a graph variable under the one it was written from
+            (``w/ExponentialMovingAverage``, the shadow's name ``variables_to_restore()``
+            keys) and not itself: a key that merely contains its variable's name
+            (``model/w/ExponentialMovingAverage/.ATTRIBUTES/VARIABLE_VALUE`` from the shadow
+            ``w/ExponentialMovingAverage``, ``model/global_step/...`` from ``global_step``)
+            holds what its own variable holds (review-21-attack-r56 F4, F5).
 
     Returns:
         `dict` key -> variable (op name, or its renamed key), for the keys so written.
@@ -325,8 +333,9 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
         parts = key.split("/")
         held = next(("/".join(parts[:cut]) for start in range(len(parts) - 1 if renamed else 1)
                      for cut in range(len(parts) - 1, start, -1)
-                     if (_saved_from(src, "/".join(parts[start:cut])) if whole
-                         else src == ["/".join(parts[start:cut])])), None)
+                     if (not start or "/".join(parts[start:]) in renamed)
+                     and (_saved_from(src, "/".join(parts[start:cut])) if whole
+                          else src == ["/".join(parts[start:cut])])), None)
         if held is not None:
             out[key] = held
     return out

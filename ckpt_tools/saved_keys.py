@@ -338,3 +338,45 @@ def averages_under_variable_names(ckpt: Checkpoint) -> dict[str, str]:
     ``Saver({v.op.name: ema.average(v)})``): what ``export --raw`` exports there are the
     averages. ``{}`` where nothing records it."""
     return {k: h for k, h in renamed_keys(ckpt).items() if h and h.startswith(k + "/")}
+
+
+def averages_under_weight_keys(ckpt: Checkpoint, keys) -> dict[str, str]:
+    """Returns key -> the variable its ``.meta``'s save op saved under it, for each of
+    ``keys`` (what ``export --raw`` would write as model weights) whose variable sits under
+    a variable ``ema.apply()`` averaged (``w/ExponentialMovingAverage``: its average, or a
+    slot of it), under a key of another name: a swapping Saver under renamed keys
+    (``{"model/w": ema.average(w), "model/w/ExponentialMovingAverage": w}``) or with the
+    scope stripped stores the averages where the names say weights (review-21-attack-r56
+    F1). A key named as that variable (``w`` holding ``w/ExponentialMovingAverage``:
+    :func:`averages_under_variable_names`, said by export's warning) is not listed. ``{}``
+    where nothing records the save op or no variable is averaged."""
+    meta = ckpt.meta
+    if meta is None or ckpt.objects is not None:
+        return {}
+    averaged = {PART.sub("", k) for k in meta.keys_in("moving_average_variables")}
+    if not averaged:
+        return {}
+    renamed = renamed_keys(ckpt)
+    return {k: h for k in keys if (h := renamed.get(k)) and not h.startswith(k + "/")
+            and any(h.startswith(v + "/") for v in averaged)}
+
+
+def refuse_averages_as_raw(ckpt: Checkpoint, keys) -> None:
+    """Refuses (exit 6) ``export --raw`` of ``keys`` where :func:`averages_under_weight_keys`
+    finds one: it would write an average (or another variable under an averaged one) as a
+    model's raw weight, exit 0 (review-21-attack-r56 F1).
+
+    Raises:
+        UnprovenPairingError: such a key is among ``keys``; no option decides.
+    """
+    held = averages_under_weight_keys(ckpt, keys)
+    if not held:
+        return
+    k, h = next(iter(sorted(held.items())))
+    raise UnprovenPairingError(
+        f"{ckpt.path}: {len(held)} key(s) named as model weights hold other variables, "
+        f"e.g. {k}: its {graph_named(ckpt)}'s saver wrote it from {h}, which sits under a "
+        "variable ema.apply() averages (its average, as a swapping Saver under renamed "
+        "keys stores it), so --raw would write it as a raw weight; no option decides: "
+        "restore in the graph imported from the .meta and read the variables there",
+        None, {key: (v,) for key, v in held.items()})

@@ -16,6 +16,7 @@ import pytest
 from helpers import run_cli, run_script
 
 SCRIPT = r'''
+import contextlib
 import os
 import sys
 
@@ -25,13 +26,15 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
-CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset")
+CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names", "renswap",
+         "stripswap", "rentwo")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
-        w = tf1.get_variable("w", [4, 3], partitioner=tf1.fixed_size_partitioner(2)) \
-            if case == "part" else tf1.get_variable("w", [3, 3])
-        b = tf1.get_variable("b", [3])
+        with tf1.variable_scope("net") if case == "stripswap" else contextlib.nullcontext():
+            w = tf1.get_variable("w", [4, 3], partitioner=tf1.fixed_size_partitioner(2)) \
+                if case == "part" else tf1.get_variable("w", [3, 3])
+            b = tf1.get_variable("b", [3])
         x = tf.constant(np.ones((2, 4 if case == "part" else 3), "float32"))
         loss = tf.reduce_sum((tf.matmul(x, w) + b) ** 2)
         train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
@@ -41,17 +44,25 @@ for case in CASES:
         with tf.control_dependencies([train]):
             # part: w's partitions averaged, b trained but never averaged
             step = ema.apply(list(w) if case == "part" else [w, b])
-        if case == "twoema":  # a second EMA object beside the training vtr Saver
+        if case in ("twoema", "rentwo"):  # a second EMA object beside the training vtr Saver
             slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
             with tf.control_dependencies([step]):
                 step = slow.apply([w, b])
         if case in ("vtr", "twoema", "part", "slash"):
             saver = tf1.train.Saver(ema.variables_to_restore())
-        elif case == "ren":  # the training vtr Saver under renamed keys (model/w/Exponential...)
+        elif case in ("ren", "rentwo"):  # the training vtr Saver, renamed (model/w/Expon...)
             saver = tf1.train.Saver({"model/" + k: v
                                      for k, v in ema.variables_to_restore().items()})
         elif case == "subset":  # w's key holds raw w; b and b's average under their names
             saver = tf1.train.Saver(ema.variables_to_restore([w]))
+        elif case == "tf2names":  # every variable, shadows too, under TF2-style keys
+            saver = tf1.train.Saver({"model/" + v.op.name + "/.ATTRIBUTES/VARIABLE_VALUE": v
+                                     for v in tf1.global_variables()})
+        elif case in ("renswap", "stripswap"):  # a swapping Saver, renamed or scope stripped
+            cut = (lambda n: n[4:]) if case == "stripswap" else (lambda n: "model/" + n)
+            saver = tf1.train.Saver({**{cut(ema.average_name(v)): v for v in (w, b)},
+                                     **{cut(v.op.name): ema.average(v) for v in (w, b)},
+                                     cut("net/global_step"): gs})
         else:
             saver = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in (w, b)})
         with tf1.Session() as s:
@@ -65,7 +76,7 @@ for case in CASES:
             if case != "part":
                 truth.update({f"{case}:ema:w": s.run(ema.average(w).read_value()),
                               f"{case}:ema:b": s.run(ema.average(b).read_value())})
-            if case == "twoema":
+            if case in ("twoema", "rentwo"):
                 truth.update({f"{case}:slow:w": s.run(slow.average(w).read_value()),
                               f"{case}:slow:b": s.run(slow.average(b).read_value())})
         np.savez(f"{out}/{case}.npz", **truth)
@@ -296,3 +307,80 @@ def test_a_subset_vtr_savers_other_averages_are_exported_without_it(made, tmp_pa
         assert "w" not in names and "w/ExponentialMovingAverage" not in names, names
     code, _, err = run_cli(["export", str(out / "vtr"), "--out", str(tmp_path / "v.npz")])
     assert code == 6 and "--exclude" not in err, err  # nothing else averaged: no option
+
+
+def test_a_suffixed_renaming_savers_averages_are_no_raw_values(made, tmp_path):
+    """review-21-attack-r56 F4, F5: a renaming Saver that appends a suffix to every key
+    (``model/<name>/.ATTRIBUTES/VARIABLE_VALUE``, shadows included) holds real averages under
+    ``model/w/ExponentialMovingAverage/...``, written from the shadow itself. The prefix search
+    found ``w/ExponentialMovingAverage`` inside the key and called them, and the step, 'raw
+    value' in ``list``; restore-ema dropped the step key and the .meta, exit 0. A key is raw
+    only where, past the prefix, it is a graph variable under the one it was written from."""
+    import ckpt_tools
+
+    out, truth = made
+    key = "model/{}/ExponentialMovingAverage/.ATTRIBUTES/VARIABLE_VALUE"
+    with ckpt_tools.open_checkpoint(str(out / "tf2names")) as ckpt:  # what the keys hold
+        for v in ("w", "b"):
+            got = np.asarray(ckpt.tensor(key.format(v))).tobytes()
+            assert got == truth[f"tf2names:ema:{v}"].tobytes(), v
+    code, text, err = run_cli(["list", str(out / "tf2names"), "-w"])
+    assert code == 0, err
+    assert "raw value" not in text + err, text + err
+    rows = {line.split("\t")[0]: line.split("\t") for line in text.splitlines()}
+    for v in ("w", "b"):
+        assert rows[key.format(v)][-1] == f"of model/{v}/.ATTRIBUTES/VARIABLE_VALUE", rows
+    code, text, _ = run_cli(["list", str(out / "tf2names"), "--json"])
+    assert code == 0 and json.loads(text)["raw_named"] == {}, text
+    o = tmp_path / "o"
+    code, _, err = run_cli(["restore-ema", str(out / "tf2names"), "--out", str(o)])
+    assert code == 0 and "raw values" not in err, err
+    assert list(o.glob("*.meta")), list(o.iterdir())
+    with ckpt_tools.open_checkpoint(str(o)) as ckpt:
+        assert "model/global_step/.ATTRIBUTES/VARIABLE_VALUE" in ckpt.entries()
+        for v in ("w", "b"):
+            got = np.asarray(ckpt.tensor(f"model/{v}/.ATTRIBUTES/VARIABLE_VALUE")).tobytes()
+            assert got == truth[f"tf2names:ema:{v}"].tobytes(), v
+
+
+@pytest.mark.parametrize("case,prefix", [("renswap", "model/"), ("stripswap", "")])
+def test_raw_export_of_a_renamed_swapping_saver_is_refused(made, tmp_path, case, prefix):
+    """review-21-attack-r56 F1: a swapping Saver under renamed keys (``model/w`` from
+    ``ema.average(w)``, ``model/w/ExponentialMovingAverage`` from ``w``), or with the scope
+    stripped, stores the averages under the weights' names: ``export --raw`` wrote them as
+    the raw weights, exit 0. The save op proves each such key holds an average: refused."""
+    import ckpt_tools
+
+    out, truth = made
+    with ckpt_tools.open_checkpoint(str(out / case)) as ckpt:  # what the keys hold
+        for v in ("w", "b"):
+            got = np.asarray(ckpt.tensor(prefix + v)).tobytes()
+            assert got == truth[f"{case}:ema:{v}"].tobytes(), v
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / case), "--raw", "--out", str(dst)])
+    assert code == 6, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{prefix}b: its .meta's saver wrote it from" in " ".join(err.split()), err
+    assert not dst.exists()
+
+
+def test_restore_ema_into_a_renamed_vtr_savers_keys_leaves_its_meta_out(made, tmp_path):
+    """review-21-attack-r56 F2: restore-ema of a renamed training Saver(ema.variables_to_
+    restore()) beside a second EMA object writes slow's averages into ``model/w/
+    ExponentialMovingAverage`` (the key that Saver restores ``w`` from) and copied the .meta,
+    whose save op then had ``list`` call them 'raw value'. The .meta is not copied now."""
+    import ckpt_tools
+
+    out, truth = made
+    o = tmp_path / "o"
+    code, _, err = run_cli(["restore-ema", str(out / "rentwo"), "--ema-name", "slow",
+                            "--out", str(o)])
+    assert code == 0, err
+    assert "so the .meta graph was not copied" in " ".join(err.split()), err
+    assert not list(o.glob("*.meta"))
+    with ckpt_tools.open_checkpoint(str(o)) as ckpt:
+        for v in ("w", "b"):
+            got = np.asarray(ckpt.tensor(f"model/{v}/ExponentialMovingAverage")).tobytes()
+            assert got == truth[f"rentwo:slow:{v}"].tobytes(), v
+    code, text, err = run_cli(["list", str(o), "-w"])
+    assert code == 0 and "raw value" not in text + err, text + err
