@@ -319,16 +319,11 @@ def test_small_groups_prove_no_loop(heads, tmp_path):
     assert_npz_holds(out, truth)
 
 
-@pytest.fixture(scope="module")
-def layer_norm_fit(keras, tmp_path_factory):
-    """fit() of Dense(16) -> LayerNormalization -> relu, four times, SGD(0.1, use_ema=True,
-    ema_momentum=0.9), saved mid-epoch after steps 7 and 8 (ModelCheckpoint(save_freq=...)):
-    the (16,) group holds zero-initialised biases and betas beside ones-initialised gammas,
-    whose pull on the group's centre made a lagging l1/bias copy near ln1/beta read as a
-    custom loop's ("4x nearer ln1/beta", review-20-attack-r51 F2). Returns
-    [(path, truth)]."""
+def _layer_norm_mlp(keras, seed: int):
+    """Dense(16) -> LayerNormalization -> relu, four times, then Dense(1), compiled with
+    SGD(0.1, use_ema=True, ema_momentum=0.9). Returns (model, optimizer)."""
     layers = keras.layers
-    keras.utils.set_random_seed(1)
+    keras.utils.set_random_seed(seed)
     inp = keras.Input((16,))
     h = inp
     for i in range(4):
@@ -337,6 +332,18 @@ def layer_norm_fit(keras, tmp_path_factory):
     model = keras.Model(inp, layers.Dense(1, name="out")(h))
     opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9)
     model.compile(opt, "mse")
+    return model, opt
+
+
+@pytest.fixture(scope="module")
+def layer_norm_fit(keras, tmp_path_factory):
+    """fit() of Dense(16) -> LayerNormalization -> relu, four times, SGD(0.1, use_ema=True,
+    ema_momentum=0.9), saved mid-epoch after steps 7 and 8 (ModelCheckpoint(save_freq=...)):
+    the (16,) group holds zero-initialised biases and betas beside ones-initialised gammas,
+    whose pull on the group's centre made a lagging l1/bias copy near ln1/beta read as a
+    custom loop's ("4x nearer ln1/beta", review-20-attack-r51 F2). Returns
+    [(path, truth)]."""
+    model, opt = _layer_norm_mlp(keras, seed=1)
     rs = np.random.RandomState(1)
     x, y = rs.randn(128, 16).astype("f4"), rs.randn(128, 1).astype("f4")
     d = tmp_path_factory.mktemp("layer_norm_fit")
@@ -373,16 +380,7 @@ def bias_beta_traded(keras, tmp_path_factory):
     at l1/bias's place sits (that copy is ln1/beta's average: the optimizer recorded it so)."""
     import tensorflow as tf
 
-    layers = keras.layers
-    keras.utils.set_random_seed(0)
-    inp = keras.Input((16,))
-    h = inp
-    for i in range(4):
-        h = layers.Dense(16, name=f"l{i}")(h)
-        h = layers.Activation("relu")(layers.LayerNormalization(name=f"ln{i}")(h))
-    model = keras.Model(inp, layers.Dense(1, name="out")(h))
-    opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9)
-    model.compile(opt, "mse")
+    model, opt = _layer_norm_mlp(keras, seed=0)
     listed = list(model.trainable_variables)
     names = [v.path for v in listed]
     a, b = names.index("l1/bias"), names.index("ln1/beta")
