@@ -14,7 +14,7 @@ from .ema_ambiguous import ambiguous_message
 from .ema_apply_order import a_path_decides, an_order_pairs, lists_decide, optimizer_decides
 from .ema_crossed import refuse_crossed, refuse_mixed_parts, refuse_mixed_writers
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes
-from .ema_objects import refuse_two_endings, refuse_unstated_objects
+from .ema_objects import refuse_twin_taken, refuse_two_endings, refuse_unstated_objects
 from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style
 from .ema_sources import (
@@ -42,6 +42,7 @@ from .object_held import off_default
 from .pairing import lists_stated, root_child
 from .raw_offers import without_raw_names
 from .raw_shadows import lone_averages, refuse_raw_paired, settle_lone_averages
+from .saved_keys import held_variables
 from .scoped_order import within_of
 from .stacked_unread import refuse_stacked_unread
 from .tfk_order import recorded_averages
@@ -183,6 +184,8 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
     chosen = renumbered_averages(ckpt, variables, ema_name, chosen, use_meta)
     # each key read by the one object's apply(), never another's _N twin (r48 F5)
     refuse_mixed_writers(ckpt, chosen, ema_name, use_meta)
+    # w/<name> another apply()'s, not stored: its w/<name>_1 twin is not the named's (r58 F7)
+    refuse_twin_taken(ckpt, ema_name, chosen, use_meta)
     refuse_mixed_parts(ckpt, chosen, use_meta)  # one key, two objects' parts (r48 F3)
     refuse_unproven_names(ckpt, variables, suffix, chosen, ema_name)
     graph_pairs = bool(use_meta and style in (None, "tf1") and ckpt.meta is not None
@@ -252,6 +255,10 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
                                         translated_unwritten(ckpt, pairs, use_meta))
     pairs = [(t, t) if unproven.get(t) == s else (s, t) for s, t in pairs]
     missing = [*missing, *(t for t in unproven if t not in missing)]
+    if ema_name is None:  # as pair_by_names: several objects averaging one (r58 F5)
+        held = held_variables(ckpt) or {}
+        refuse_unstated_objects(ckpt, [(held.get(s) or s, held.get(t) or t) for s, t in pairs],
+                                {held.get(k) or k for k in variables}, use_meta)
     detected, name = spoken_name(ckpt, variables, ema_name)
     suffix = recorded_suffixes(ckpt, variables)
     return Pairing(pairs, missing, not_saved, "meta", name, detected, suffix)

@@ -149,3 +149,37 @@ def refuse_two_endings(ckpt: Checkpoint, ema_name: str, chosen: dict[str, str],
             f"{ema_name}, and the name scopes of {len(ending)} end in it "
             f"({', '.join(ending)}), so it names none of them; pass --ema-name "
             f"{' or --ema-name '.join(ending)}", "--ema-name", {})
+
+
+def refuse_twin_taken(ckpt: Checkpoint, ema_name: str | None, chosen: dict[str, str],
+                      use_meta: bool) -> None:
+    """Refuses a stated ``--ema-name`` whose map took, for a variable ``w``, an average of
+    another ``apply()`` where the ``.meta``'s update ops show ``w/<ema_name>`` (stored or
+    not) written by one ``apply()`` and the average taken by another: two default-named
+    objects write ``w/ExponentialMovingAverage`` and ``w/ExponentialMovingAverage_1``; with
+    only the second one's saved, ``--ema-name ExponentialMovingAverage`` took its ``_1``
+    average, the averages of the object the unstated refusal calls
+    ``ExponentialMovingAverage_1``, exit 0 (review-21-attack-r58 F7, F6).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the variable, both averages and
+            their name scopes.
+    """
+    ops = update_ops(ckpt) if use_meta and ckpt.objects is None and ema_name else None
+    if ops is None or "," in ema_name:
+        return
+    for var, taken in sorted(chosen.items()):
+        own = f"{var}/{ema_name}"
+        if taken == own or own not in ops.averages or taken not in ops.averages:
+            continue
+        (of, scope), (taken_of, taken_scope) = ops.averages[own], ops.averages[taken]
+        if of != var or taken_of != var or scope == taken_scope:
+            continue
+        raise UnprovenPairingError(
+            f"{ckpt.path}: --ema-name {ema_name}: the .meta's update ops show {own} (the "
+            f"average of {var} an EMA object named {ema_name} writes) written by the apply() "
+            f"of name scope '{scope}' and {taken} by another one, of name scope "
+            f"'{taken_scope}'; {own} is not stored, and {taken} is another object's average "
+            f"of {var}: pass the --ema-name of the object whose averages were saved (as "
+            f"'ckpt list' shows them), or --raw for the raw weights",
+            "--ema-name", {var: (own, taken)})
