@@ -320,7 +320,11 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
             keys) and not itself: a key that merely contains its variable's name
             (``model/w/ExponentialMovingAverage/.ATTRIBUTES/VARIABLE_VALUE`` from the shadow
             ``w/ExponentialMovingAverage``, ``model/global_step/...`` from ``global_step``)
-            holds what its own variable holds (review-21-attack-r56 F4, F5).
+            holds what its own variable holds (review-21-attack-r56 F4, F5). A key
+            that is itself a graph variable (the shadow of an ``apply()`` run inside the
+            model's ``variable_scope``, ``model/model/w/ExponentialMovingAverage``, whose
+            ``variables_to_restore()`` key the Saver wrote from ``model/w``) counts too: the
+            save op put another variable's value under its name (review-21-attack-r60 F4).
 
     Returns:
         `dict` key -> variable (op name, or its renamed key), for the keys so written.
@@ -331,9 +335,12 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
         if key in src:
             continue
         parts = key.split("/")
-        held = next(("/".join(parts[:cut]) for start in range(len(parts) - 1 if renamed else 1)
+        # a key that is itself a graph variable was not renamed: its variable by its own name
+        own = key in renamed
+        held = next(("/".join(parts[start if own else 0:cut])
+                     for start in range(len(parts) - 1 if renamed else 1)
                      for cut in range(len(parts) - 1, start, -1)
-                     if (not start or "/".join(parts[start:]) in renamed)
+                     if (not start or own or "/".join(parts[start:]) in renamed)
                      and (_saved_from(src, "/".join(parts[start:cut])) if whole
                           else src == ["/".join(parts[start:cut])])), None)
         if held is not None:

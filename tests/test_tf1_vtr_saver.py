@@ -27,10 +27,15 @@ tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
 CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names", "renswap",
-         "stripswap", "rentwo")
+         "stripswap", "rentwo", "scoped")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
+        # scoped: the whole model_fn, ema.apply() too, inside variable_scope("model"): the
+        # shadows are model/model/w/ExponentialMovingAverage, the very keys the vtr Saver
+        # writes from model/w (review-21-attack-r60 F4)
+        model_fn = tf1.variable_scope("model") if case == "scoped" else contextlib.nullcontext()
+        model_fn.__enter__()
         with tf1.variable_scope("net") if case == "stripswap" else contextlib.nullcontext():
             w = tf1.get_variable("w", [4, 3], partitioner=tf1.fixed_size_partitioner(2)) \
                 if case == "part" else tf1.get_variable("w", [3, 3])
@@ -44,11 +49,12 @@ for case in CASES:
         with tf.control_dependencies([train]):
             # part: w's partitions averaged, b trained but never averaged
             step = ema.apply(list(w) if case == "part" else [w, b])
+        model_fn.__exit__(None, None, None)
         if case in ("twoema", "rentwo"):  # a second EMA object beside the training vtr Saver
             slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
             with tf.control_dependencies([step]):
                 step = slow.apply([w, b])
-        if case in ("vtr", "twoema", "part", "slash"):
+        if case in ("vtr", "twoema", "part", "slash", "scoped"):
             saver = tf1.train.Saver(ema.variables_to_restore())
         elif case in ("ren", "rentwo"):  # the training vtr Saver, renamed (model/w/Expon...)
             saver = tf1.train.Saver({"model/" + k: v
@@ -384,3 +390,25 @@ def test_restore_ema_into_a_renamed_vtr_savers_keys_leaves_its_meta_out(made, tm
             assert got == truth[f"rentwo:slow:{v}"].tobytes(), v
     code, text, err = run_cli(["list", str(o), "-w"])
     assert code == 0 and "raw value" not in text + err, text + err
+
+
+def test_a_scoped_apply_vtr_savers_keys_are_raw_values(made, tmp_path):
+    """review-21-attack-r60 F4: with ema.apply() inside the model's variable_scope, the keys a
+    training Saver(ema.variables_to_restore()) writes from model/w are the shadows' own names
+    (model/model/w/ExponentialMovingAverage), no renaming: 22deb2f's renamed-key rule stopped
+    proving them raw, so list called them averages and restore-ema kept raw b under its
+    average's name with the .meta. They hold the raw values (the session's at save time)."""
+    import ckpt_tools
+
+    out, truth = made
+    keys = {f"model/model/{v}/ExponentialMovingAverage": v for v in ("w", "b")}
+    with ckpt_tools.open_checkpoint(str(out / "scoped")) as ckpt:
+        for key, v in keys.items():
+            assert np.asarray(ckpt.tensor(key)).tobytes() == truth[f"scoped:raw:{v}"].tobytes()
+    code, text, _ = run_cli(["list", str(out / "scoped"), "--json"])
+    assert code == 0
+    assert json.loads(text)["raw_named"] == {k: f"model/{v}" for k, v in keys.items()}
+    for args in (["map"], ["export", "--out", str(tmp_path / "x.npz")]):
+        code, _, err = run_cli([args[0], str(out / "scoped"), *args[1:]])
+        assert code == 6, (args, code, err)  # the cause it names: review-21-attack-r53 F5
+    assert not (tmp_path / "x.npz").exists()
