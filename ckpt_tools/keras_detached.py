@@ -17,7 +17,9 @@ are not paired by that name either: a layer named ``"average"`` records its weig
 ``<model>/average/<name>`` too, which once paired another model's weight with exit 0 (r55 F1,
 F10); the refusal only says what they look like. Beside another model's saved optimizer
 (r55 F3) they make the weights that optimizer leaves out unproven (:func:`detached_copies`), not
-"not built with them".
+"not built with them". Neither family is matched by the weight's name (a subclassed model's
+weight records ``net/kernel``, its copy ``adam/net_e_kernel_average``; a LossScaleOptimizer
+adds a part; a dict key can spell ``e/kernel``, review-21-attack-r59): shape and dtype only.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import re
 
 from . import roles as R
+from .formats.objgraph import optimizer_owned_keys, readable_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,71 +36,70 @@ if TYPE_CHECKING:
 #: How :func:`detached_hint`'s sentence begins (``missing_message`` says it whole).
 DETACHED = "no average is proven for its weights: "
 
-_AVERAGE_NAME = re.compile(r"^[^/]+/(.+)_average$")
+_TF_KERAS_PART = "average"  # tf_keras: "<optimizer>/average/<w>", a LSO's "average/<w>"
+_KERAS3_END = "_average"  # Keras 3: "<optimizer>/<w flattened>_average", a LSO's 3 parts
 
-_TF_KERAS_AVERAGE = "average/"  # after "<optimizer>/", or first (a LossScaleOptimizer's)
+
+def _keras3_looking(name: str) -> bool:
+    """Whether a recorded name ends as a Keras 3 ``use_ema`` copy's does, after any number of
+    parts: ``adam/p_kernel_average``, a LossScaleOptimizer's
+    ``loss_scale_optimizer/adam/p_kernel_average``. The part before ``_average`` is not
+    matched with a weight's name: a subclassed model's weight records ``net/kernel`` while its
+    copy flattens ``net/e/kernel`` (review-21-attack-r59 F3, F4)."""
+    last = name.rsplit("/", 1)[-1]
+    return last.endswith(_KERAS3_END) and len(last) > len(_KERAS3_END)
 
 
-def _keras3_named(variables: dict, full: dict[str, str], among=None) -> list[str]:
-    """Weights recorded as a Keras 3 ``use_ema`` average of another stored weight of that
-    flattened name and shape (``adam/p_kernel_average``); ``among``: where given, only an
-    average of one of those weights counts.
+def _tf_keras_looking(name: str) -> bool:
+    """Whether a recorded name has an ``average`` part before its last, at any depth, as a
+    tf_keras ``use_ema`` copy's (``Adam/average/fc/kernel``, ``average/fc/kernel``)."""
+    return _TF_KERAS_PART in name.split("/")[:-1]
+
+
+def _held_name(key: str) -> str:
+    """The name a variable's holder tracks it under: its key's last part, unescaped (TF
+    writes a ``/`` inside one name, a dict key's, as ``.S`` and a ``.`` as ``..``), so a dict
+    key ``"e/kernel"`` is not read as a layer's ``kernel`` attribute (review-21-attack-r59 F2).
+
+    Returns:
+        `str`, that name.
+    """
+    last = readable_name(key).rsplit("/", 1)[-1]
+    return re.sub(r"\.(.)", lambda m: "/" if m.group(1) == "S" else m.group(1), last)
+
+
+def _copies_of(variables: dict, full: dict[str, str], owned, candidates, weights,
+               looking) -> list[str]:
+    """Of ``candidates``, the weights outside every saved optimizer (``owned``) whose
+    recorded name ``looking`` says looks like a use_ema copy's and that have the shape (and,
+    for tf_keras names, the dtype) of another of ``weights``: nothing is matched by name.
 
     Returns:
         `list` of those checkpoint keys, in the file's order.
     """
-    flat: dict[str, list[str]] = {}
+    found = []
     for k, f in full.items():
-        flat.setdefault(f.replace("/", "_"), []).append(k)
-    named = []
-    for k, f in full.items():
-        m = _AVERAGE_NAME.match(f)
-        if m and variables[k].role == R.WEIGHT and any(
-                w != k and variables[w].role == R.WEIGHT and (among is None or w in among)
-                and variables[w].shape == variables[k].shape
-                for w in flat.get(m.group(1), ())):
-            named.append(k)
-    return named
-
-
-def _tf_keras_named(variables: dict, full: dict[str, str], paths: dict[str, str],
-                    among=None) -> list[str]:
-    """Weights recorded as a tf_keras ``use_ema`` copy of another stored weight of that name,
-    shape and dtype, held under a name of their own (a list index, a dict key): a layer tracks
-    its weight under the attribute its recorded name ends with (``avg/fc/kernel`` holding
-    ``net/average/fc/kernel``), so a layer named "average" is not taken for one (r55 F1, F10).
-    ``among``: where given, only a copy of one of those weights counts (those no saved
-    optimizer averages, r55 F3).
-
-    Returns:
-        `list` of those checkpoint keys, in the file's order.
-    """
-    by_name: dict[str, list[str]] = {}
-    for k, f in full.items():
-        by_name.setdefault(f, []).append(k)
-    named = []
-    for k, f in full.items():
-        # both readings of "average/average/w" (an optimizer named "average", or a LSO's copy)
-        bases = {n[len(_TF_KERAS_AVERAGE):] for n in (f, f.partition("/")[2])
-                 if n.startswith(_TF_KERAS_AVERAGE) and len(n) > len(_TF_KERAS_AVERAGE)}
-        held = paths.get(k, k).rsplit("/", 1)[-1]
-        if not bases or variables[k].role != R.WEIGHT or held == f.rsplit("/", 1)[-1]:
+        if k not in candidates or k in owned or variables[k].role != R.WEIGHT \
+                or not looking(f):
             continue
-        if any(w != k and variables[w].role == R.WEIGHT and (among is None or w in among)
-               and variables[w].shape == variables[k].shape
-               and variables[w].dtype == variables[k].dtype
-               for b in bases for w in by_name.get(b, ())):
-            named.append(k)
-    return named
+        v = variables[k]
+        if any(w != k and variables[w].shape == v.shape
+               and (looking is _keras3_looking or variables[w].dtype == v.dtype)
+               for w in weights):
+            found.append(k)
+    return found
 
 
 def detached_copies(ckpt: Checkpoint, variables: dict, unaveraged) -> list[str]:
-    """Of ``unaveraged`` (the weights a saved optimizer's use_ema copies leave out), those that
-    look like another Keras 3 or tf_keras optimizer's copies (:func:`_keras3_named`,
-    :func:`_tf_keras_named`) of others of them,
-    saved without that optimizer (``Checkpoint(generator=G, g_optimizer=og,
-    d_ema=list(od._model_variables_moving_average))``, review-21-attack-r55 F3): the saved
-    optimizer's list is then no record of which of those weights were averaged.
+    """Of ``unaveraged`` (the weights a saved optimizer's use_ema copies leave out), those
+    outside every saved optimizer whose recorded name looks like a tf_keras or Keras 3
+    use_ema copy's (an ``average`` part at any depth, or a last part ending ``_average``)
+    and that have the shape and dtype of another of them (``Checkpoint(generator=G,
+    g_optimizer=og, d_ema=list(od._model_variables_moving_average))``, review-21-attack-r55
+    F3; a dict of them keyed by name, a subclassed or LossScaleOptimizer-wrapped D, r59 F1,
+    F3): the saved optimizer's list is then no record of which of those weights were
+    averaged. Refusing is the safe side, so neither the holder's name nor the weight's name
+    is asked to fit.
 
     Returns:
         `list` of those checkpoint keys, in the file's order (empty where none is so).
@@ -107,9 +109,10 @@ def detached_copies(ckpt: Checkpoint, variables: dict, unaveraged) -> list[str]:
         return []
     keys = set(unaveraged)
     full = {k: objects.full_names[k] for k in variables if k in objects.full_names}
-    named = {*_keras3_named(variables, full, among=keys),
-             *_tf_keras_named(variables, full, objects.paths, among=keys)}
-    return [k for k in full if k in named and k in keys]
+    owned = optimizer_owned_keys(objects)
+    named = {*_copies_of(variables, full, owned, keys, keys, _keras3_looking),
+             *_copies_of(variables, full, owned, keys, keys, _tf_keras_looking)}
+    return [k for k in full if k in named]
 
 
 def _beside_saved_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None:
@@ -143,7 +146,7 @@ def _beside_saved_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None
 
 def detached_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None:
     """The sentence for a TF2 checkpoint whose variables read as weights include some named as
-    another stored weight's Keras 3 or tf_keras (:func:`_tf_keras_named`) ``use_ema`` average,
+    another stored weight's Keras 3 or tf_keras ``use_ema`` average (:func:`_copies_of`),
     with no variable read as an average: they are not paired by that name, only named.
 
     Returns:
@@ -156,8 +159,15 @@ def detached_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None:
     if any(v.role == R.EMA for v in variables.values()):  # an optimizer's copies saved (F3)
         return _beside_saved_hint(ckpt, variables, missing)
     full = {k: objects.full_names[k] for k in variables if k in objects.full_names}
-    named = _keras3_named(variables, full)
-    tfk = _tf_keras_named(variables, full, objects.paths)
+    owned = optimizer_owned_keys(objects)
+    weights = [w for w, v in variables.items() if v.role == R.WEIGHT]
+    named = _copies_of(variables, full, owned, full, weights, _keras3_looking)
+    # a layer named "average" tracks its weight under the name its recorded name ends with
+    # (avg/fc/kernel holding net/average/fc/kernel): "no averages are stored" stays true of
+    # it (r55 F1, F10); a list index or a dict key ("e/kernel", r59 F2) is another name
+    held = {k for k in full if _held_name(k) != full[k].rsplit("/", 1)[-1]}
+    tfk = [k for k in _copies_of(variables, full, owned, held, weights, _tf_keras_looking)
+           if k not in named]
 
     def shown(keys: list[str]) -> str:
         return ", ".join(f"{objects.paths.get(k, k)} ({full[k]})" for k in keys[:3]) + (
@@ -166,8 +176,9 @@ def detached_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None:
     parts = []
     if named:
         parts.append(
-            f"{len(named)} variable(s) are named as a Keras 3 optimizer's use_ema averages of "
-            f"weights stored here, {shown(named)}, but were saved without that optimizer, "
+            f"{len(named)} variable(s) are named as a Keras 3 optimizer's use_ema averages "
+            f"('<optimizer>/<weight>_average'), {shown(named)}, of the shape of weights stored "
+            "here, but were saved without that optimizer, "
             "whose _model_variables_moving_average is what proves a variable is a use_ema "
             "average and of which weight (a custom optimizer's own "
             "add_optimizer_variables(..., 'average') gets the same names, and two weight "
@@ -175,9 +186,9 @@ def detached_hint(ckpt: Checkpoint, variables: dict, missing) -> str | None:
     if tfk:
         parts.append(
             f"{len(tfk)} variable(s) look like tf_keras use_ema copies saved without their "
-            f"optimizer, {shown(tfk)} ('<optimizer>/average/<weight>', after weights stored "
-            "here); no option pairs them by name (a layer named 'average' or a custom "
-            "optimizer's own variables get such names; only the optimizer's "
+            f"optimizer, {shown(tfk)} ('<optimizer>/average/<weight>', of the shape of "
+            "weights stored here); no option pairs them by name (a layer named 'average' or "
+            "a custom optimizer's own variables get such names; only the optimizer's "
             "_model_variables_moving_average records which weight each averages), so they are "
             "read as weights")
     if not parts:

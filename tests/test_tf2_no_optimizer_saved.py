@@ -60,6 +60,28 @@ tf.train.Checkpoint(model=m, disc=d, optimizer=opt,
                     d_ema=list(opt_d._model_variables_moving_average)).write(f"{out}/gan/ckpt")
 record("gan", opt_d)
 truth.update({f"raw:{v.path}": v.numpy() for v in d.trainable_variables})
+
+
+class Sub(keras.Model):  # its weights record sub/kernel, not sub/e/kernel (r59 F3)
+    def __init__(self):
+        super().__init__(name="sub")
+        self.body = keras.layers.Dense(2, name="e")
+
+    def call(self, x):
+        return self.body(x)
+
+
+d = Sub()
+opt_d = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9)
+for _ in range(3):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean((d(x) - y) ** 2)
+    opt_d.apply_gradients(zip(tape.gradient(loss, d.trainable_variables), d.trainable_variables))
+tf.train.Checkpoint(model=m, disc=d, optimizer=opt,
+                    d_ema=list(opt_d._model_variables_moving_average)).write(
+    f"{out}/gan_sub/ckpt")
+record("gan_sub", opt_d)
+truth.update({f"raw:{v.path}": v.numpy() for v in d.trainable_variables})
 m = model()
 m.compile(keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5), "mse")
 m.fit(x, y, epochs=3, verbose=0)
@@ -116,25 +138,30 @@ def test_averages_saved_without_their_optimizer_are_named(made, command, tmp_pat
     assert "saved without that optimizer" in text and "optimizer=optimizer" in text, err
 
 
-def test_another_optimizers_averages_beside_a_saved_one_are_refused(made, tmp_path):
+@pytest.mark.parametrize("case,name", [("gan", "disc"), ("gan_sub", "sub")])
+def test_another_optimizers_averages_beside_a_saved_one_are_refused(made, case, name,
+                                                                    tmp_path):
     """review-21-attack-r55 F3 (Keras 3): the saved optimizer's averages paired, the other's
     list read as weights and its weights exported raw with exit 0 ("not built with them").
-    Refused, exit 6, naming the list; --allow-missing takes those weights raw, as it says."""
+    Refused, exit 6, naming the list; --allow-missing takes those weights raw, as it says.
+    A subclassed D (review-21-attack-r59 F3: its weights record sub/kernel, its copies
+    sub_e_kernel_average, and it went out raw with exit 0) likewise."""
     out, truth = made
     target = tmp_path / "w.npz"
-    code, _, err = run_cli(["export", str(out / "gan"), "--not-swapped", "--out", str(target)])
+    code, _, err = run_cli(["export", str(out / case), "--not-swapped", "--out", str(target)])
     assert code == 6 and not target.exists(), err
     text = " ".join(err.split())
     assert "no EMA copy in the optimizer" not in text, err
     assert "2 weight(s) have no use_ema copy in the saved optimizer" in text, err
-    assert "d_ema/0 (sgd_1/disc_e_kernel_average)" in text and "--allow-missing" in text, err
-    code, _, err = run_cli(["export", str(out / "gan"), "--not-swapped", "--allow-missing",
+    assert f"/{name}_e_kernel_average)" in text and "d_ema/0 (sgd_" in text, err
+    assert "--allow-missing" in text, err
+    code, _, err = run_cli(["export", str(out / case), "--not-swapped", "--allow-missing",
                             "--out", str(target)])
     assert code == 0, err
     with np.load(target) as z:
         for path in ("sequential/dense/kernel", "sequential/dense/bias"):
             assert z[path].tobytes() == truth[f"loop:{path}"].tobytes(), path
-        for i, path in enumerate(("disc/e/kernel", "disc/e/bias")):
+        for i, path in enumerate((f"{name}/e/kernel", f"{name}/e/bias")):
             (key,) = [k for k in z.files if k.startswith("disc") and k.endswith(path[-4:])]
             assert z[key].tobytes() == truth[f"raw:{path}"].tobytes(), key
-            assert z[f"d_ema/{i}"].tobytes() == truth[f"gan:{path}"].tobytes()
+            assert z[f"d_ema/{i}"].tobytes() == truth[f"{case}:{path}"].tobytes()

@@ -75,7 +75,9 @@ def saved(tmp_path_factory):
         net, other = Net(), k.Sequential([k.layers.Dense(4, name="fc", input_shape=(4,))])
         ema = trained(net, k.optimizers.Adam(0.05, use_ema=True))
         trained(other, k.optimizers.Adam(0.05))
-        for case, kw in (("list", dict(ema=ema)), ("layer_named_average", {{}})):
+        for case, kw in (("list", dict(ema=ema)), ("layer_named_average", {{}}),
+                         ("dict", dict(ema={{w.name.split(":")[0]: a for w, a in zip(  # r59 F2
+                             net.trainable_variables, ema)}}))):
             tf.train.Checkpoint(model=net, other=other, **kw).write(f"{{out}}/{{case}}/ckpt")
         k.mixed_precision.set_global_policy("mixed_float16")  # copies named average/<w> (F2)
         m = k.Sequential([k.layers.Dense(4, name="fc", input_shape=(4,))])
@@ -88,9 +90,11 @@ def saved(tmp_path_factory):
         og, od = (k.optimizers.Adam(0.05, use_ema=True, ema_momentum=mo) for mo in (0.9, 0.5))
         for _ in range(2):
             trained(g, og), trained(d, od)
-        tf.train.Checkpoint(generator=g, discriminator=d, g_optimizer=og,
-                            d_ema=list(od._model_variables_moving_average)).write(
-            f"{{out}}/gan/ckpt")
+        for case, d_ema in (("gan", list(od._model_variables_moving_average)),
+                            ("gan_dict", {{w.name.split(":")[0]: a for w, a in zip(  # r59 F1
+                                d.trainable_variables, od._model_variables_moving_average)}})):
+            tf.train.Checkpoint(generator=g, discriminator=d, g_optimizer=og,
+                                d_ema=d_ema).write(f"{{out}}/{{case}}/ckpt")
         np.savez(f"{{out}}/gan/truth.npz", **{{
             f"{{w}}_{{n}}{{i}}": t.numpy() for n, m, o in (("g", g, og), ("d", d, od))
             for i, (v, a) in enumerate(zip(m.trainable_variables,
@@ -123,12 +127,15 @@ def test_optimizer_under_any_attribute_pairs_its_averages(saved, attr, tmp_path)
             assert e[name].tobytes() == t[f"ema{i}"].tobytes(), name
 
 
-@pytest.mark.parametrize("case", ["list", "loss_scale", "layer_named_average", "gan_list"])
+@pytest.mark.parametrize("case", ["list", "loss_scale", "layer_named_average", "gan_list",
+                                  "dict"])
 def test_copies_saved_without_their_optimizer_are_refused_as_such(saved, case, tmp_path):
     """review-20-attack-r51 F4, review-21-attack-r55 F2, F1, F10, F4 (beside another model's
     saved optimizer without use_ema, not "use_ema=False"): exit 6 in every command,
     naming the list's copies as tf_keras copies saved without their optimizer and no option,
-    never the weights of a layer named "average" (with no list, nothing is stored)."""
+    never the weights of a layer named "average" (with no list, nothing is stored). A dict
+    keyed by the weights' names holds them so too (review-21-attack-r59 F2: its key's last
+    part "kernel" was taken for a layer's attribute, "no averages are stored")."""
     for cmd in (["export", "--out", str(tmp_path / "w.npz")],
                 ["restore-ema", "--out", str(tmp_path / "r")]):
         code, _, err = run_cli([cmd[0], str(saved / case), *cmd[1:]])
@@ -139,18 +146,23 @@ def test_copies_saved_without_their_optimizer_are_refused_as_such(saved, case, t
             continue
         assert "no averages are stored" not in text, err
         assert "look like tf_keras use_ema copies saved without their optimizer" in text, err
-        assert "ema/0 (" in text and "no option pairs them by name" in text, err
+        first = "ema/net/average/fc/kernel (" if case == "dict" else "ema/0 ("
+        assert first in text and "no option pairs them by name" in text, err
         assert "model/avg/" not in text, err  # the layer's weights are no copies
         assert "optimizer=optimizer" in text and "--raw" in text, err
     assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
 
 
-def test_copies_beside_another_saved_optimizer_are_refused_then_allowed_raw(saved, tmp_path):
+@pytest.mark.parametrize("case", ["gan", "gan_dict"])
+def test_copies_beside_another_saved_optimizer_are_refused_then_allowed_raw(saved, case,
+                                                                            tmp_path):
     """review-21-attack-r55 F3: G's optimizer saved, D's copies as a list: D was exported raw,
     its copies as weights, exit 0, "not built with them". Now exit 6 naming the copies and
     --allow-missing; with it, G's averages and D's raw values bit for bit, and the copies
-    written as stored under their own names, as the refusal says."""
-    d = saved / "gan"
+    written as stored under their own names, as the refusal says. D's copies in a dict keyed
+    by its weights' names (review-21-attack-r59 F1: exit 0, D raw) likewise."""
+    d = saved / case
+    copy = ("d_ema/{i}" if case == "gan" else "d_ema/e/{w}").format
     for cmd in (["export", "--out", str(tmp_path / "w.npz")],
                 ["restore-ema", "--out", str(tmp_path / "r")]):
         code, _, err = run_cli([cmd[0], str(d), *cmd[1:]])
@@ -160,7 +172,8 @@ def test_copies_beside_another_saved_optimizer_are_refused_then_allowed_raw(save
         assert "2 weight(s) have no use_ema copy in the saved optimizer" in text, err
         assert "discriminator/layer_with_weights-0/kernel" in text, err
         assert "look like another optimizer's use_ema copies" in text, err
-        assert "d_ema/0 (Adam/average/e/" in text and "no option pairs them by name" in text
+        assert f"{copy(i=0, w='kernel')} (Adam/average/e/kernel)" in text, err
+        assert "no option pairs them by name" in text, err
         assert "save that optimizer too" in text and "--allow-missing" in text, err
         assert "copies are then written as weights under their own names" in text, err
     assert not (tmp_path / "w.npz").exists() and not (tmp_path / "r").exists()
@@ -168,7 +181,8 @@ def test_copies_beside_another_saved_optimizer_are_refused_then_allowed_raw(save
     for out, extra in ((raw, ["--raw"]), (ema, ["--allow-missing"])):
         code, _, err = run_cli(["export", str(d), "--out", str(out), *extra])
         assert code == 0, err
-    with np.load(d / "truth.npz") as t, np.load(raw) as r, np.load(ema) as e:
+    # both saved from one state: gan's truth
+    with np.load(saved / "gan" / "truth.npz") as t, np.load(raw) as r, np.load(ema) as e:
         assert sorted(e.files) == sorted(r.files)
         for i in range(2):
             g, dk = f"generator/layer_with_weights-0/{'kernel' if i == 0 else 'bias'}", \
@@ -176,4 +190,5 @@ def test_copies_beside_another_saved_optimizer_are_refused_then_allowed_raw(save
             assert r[g].tobytes() == t[f"raw_g{i}"].tobytes()  # the truth's order
             assert e[g].tobytes() == t[f"ema_g{i}"].tobytes(), g
             assert e[dk].tobytes() == t[f"raw_d{i}"].tobytes(), dk  # raw, as asked
-            assert e[f"d_ema/{i}"].tobytes() == t[f"ema_d{i}"].tobytes()  # as stored
+            kept = copy(i=i, w="kernel" if i == 0 else "bias")
+            assert e[kept].tobytes() == t[f"ema_d{i}"].tobytes()  # as stored
