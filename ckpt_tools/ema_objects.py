@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
-from .ema_updates import update_ops
+from .ema_updates import part_update_ops, update_ops
 
 
 def averaging_objects(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
@@ -24,13 +24,23 @@ def averaging_objects(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, s
     ``.meta`` (or ``use_meta`` false). The name is what follows the variable's key in the
     average's (``w/ema/fast``: ``ema/fast``), else the update ops' name scope (an ``apply()``
     inside ``variable_scope("tower")`` writes ``tower/w/ExponentialMovingAverage``)."""
-    ops = update_ops(ckpt) if use_meta and ckpt.objects is None else None
-    if ops is None:
+    got = part_update_ops(ckpt) if use_meta and ckpt.objects is None else None
+    if got is None:
         return {}
-    found: dict[str, dict[str, str]] = {}
+    ops, key = got
+    # by the graph's op names: each part of a partitioned variable has its own shadow, all
+    # stored under one key (net/w/part_0/avg, net/w/part_1/avg): one object, not two
+    per_part: dict[str, dict[str, str]] = {}
     for shadow, (var, scope) in ops.averages.items():
-        name = shadow[len(var) + 1:] if shadow.startswith(var + "/") else scope
-        found.setdefault(var, {})[shadow] = name
+        per_part.setdefault(var, {})[shadow] = scope
+    found: dict[str, dict[str, str]] = {}
+    for var, shadows in per_part.items():
+        if len(shadows) < 2:
+            continue
+        v = key(var)
+        for shadow, scope in shadows.items():
+            s = key(shadow)
+            found.setdefault(v, {})[s] = s[len(v) + 1:] if s.startswith(v + "/") else scope
     return {v: names for v, names in found.items() if len(names) > 1}
 
 
