@@ -19,6 +19,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .errors import CheckpointError
 from .formats.meta_on_read import AGGREGATE
+from .formats.meta_updates import read_update_ops
 from .save_op import graph_named, written_sources
 
 PART = re.compile(r"/part_\d+(?=/|$)")
@@ -354,11 +355,16 @@ def averages_under_weight_keys(ckpt: Checkpoint, keys) -> dict[str, str]:
     if meta is None or ckpt.objects is not None:
         return {}
     averaged = {PART.sub("", k) for k in meta.keys_in("moving_average_variables")}
-    if not averaged:
+    # the shadows the graph's update ops write: an apply() run inside the model's
+    # variable_scope names them model/model/w/ExponentialMovingAverage, under no averaged
+    # variable's name (review-21-attack-r60 F1, F3)
+    ops = read_update_ops(ckpt.meta_source) if ckpt.meta_source else None
+    shadows = set(ops.averages) if ops is not None else set()
+    if not averaged and not shadows:
         return {}
     renamed = renamed_keys(ckpt)
     return {k: h for k in keys if (h := renamed.get(k)) and not h.startswith(k + "/")
-            and any(h.startswith(v + "/") for v in averaged)}
+            and (h in shadows or any(h.startswith(v + "/") for v in averaged))}
 
 
 def refuse_averages_as_raw(ckpt: Checkpoint, keys) -> None:
@@ -376,7 +382,8 @@ def refuse_averages_as_raw(ckpt: Checkpoint, keys) -> None:
     raise UnprovenPairingError(
         f"{ckpt.path}: {len(held)} key(s) named as model weights hold other variables, "
         f"e.g. {k}: its {graph_named(ckpt)}'s saver wrote it from {h}, which sits under a "
-        "variable ema.apply() averages (its average, as a swapping Saver under renamed "
-        "keys stores it), so --raw would write it as a raw weight; no option decides: "
+        "variable ema.apply() averages or is its shadow (its average, as a swapping Saver "
+        "under renamed keys stores it), so --raw would write it as a raw weight; no option "
+        "decides: "
         "restore in the graph imported from the .meta and read the variables there",
         None, {key: (v,) for key, v in held.items()})

@@ -27,14 +27,15 @@ tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
 CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names", "renswap",
-         "stripswap", "rentwo", "scoped")
+         "stripswap", "rentwo", "scoped", "scopedserve")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         # scoped: the whole model_fn, ema.apply() too, inside variable_scope("model"): the
         # shadows are model/model/w/ExponentialMovingAverage, the very keys the vtr Saver
         # writes from model/w (review-21-attack-r60 F4)
-        model_fn = tf1.variable_scope("model") if case == "scoped" else contextlib.nullcontext()
+        model_fn = tf1.variable_scope("model") if case.startswith("scoped") \
+            else contextlib.nullcontext()
         model_fn.__enter__()
         with tf1.variable_scope("net") if case == "stripswap" else contextlib.nullcontext():
             w = tf1.get_variable("w", [4, 3], partitioner=tf1.fixed_size_partitioner(2)) \
@@ -59,6 +60,8 @@ for case in CASES:
         elif case in ("ren", "rentwo"):  # the training vtr Saver, renamed (model/w/Expon...)
             saver = tf1.train.Saver({"model/" + k: v
                                      for k, v in ema.variables_to_restore().items()})
+        elif case == "scopedserve":  # a serving Saver: each average under its variable's name
+            saver = tf1.train.Saver({v.op.name: ema.average(v) for v in (w, b)})
         elif case == "subset":  # w's key holds raw w; b and b's average under their names
             saver = tf1.train.Saver(ema.variables_to_restore([w]))
         elif case == "tf2names":  # every variable, shadows too, under TF2-style keys
@@ -412,3 +415,21 @@ def test_a_scoped_apply_vtr_savers_keys_are_raw_values(made, tmp_path):
         code, _, err = run_cli([args[0], str(out / "scoped"), *args[1:]])
         assert code == 6, (args, code, err)  # the cause it names: review-21-attack-r53 F5
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_raw_export_of_a_scoped_serving_saver_is_refused(made, tmp_path):
+    """review-21-attack-r60 F3: a serving Saver {v.op.name: ema.average(v)} where apply() ran
+    inside the model's variable_scope (shadows model/model/w/ExponentialMovingAverage, under
+    no averaged variable's name): export --raw wrote the averages as the raw weights, exit 0,
+    no warning. The keys hold the averages (the session's at save time): refused."""
+    import ckpt_tools
+
+    out, truth = made
+    with ckpt_tools.open_checkpoint(str(out / "scopedserve")) as ckpt:
+        for v in ("w", "b"):
+            held = np.asarray(ckpt.tensor(f"model/{v}")).tobytes()
+            assert held == truth[f"scopedserve:ema:{v}"].tobytes()
+    o = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(out / "scopedserve"), "--raw", "--out", str(o)])
+    assert code == 6 and "hold other variables" in err, (code, err)
+    assert not o.exists()
