@@ -363,7 +363,13 @@ def averages_under_weight_keys(ckpt: Checkpoint, keys) -> dict[str, str]:
     if not averaged and not shadows:
         return {}
     renamed = renamed_keys(ckpt)
-    return {k: h for k in keys if (h := renamed.get(k)) and not h.startswith(k + "/")
+    # a key holding its own variable's average is a serving Saver's (export warns) only where
+    # the save op wrote that variable under no other key; where it did (a swapping Saver that
+    # renamed only the raw copies: model/w/ExponentialMovingAverage <- w), the raw value is
+    # stored elsewhere and --raw would still write the average (review-21-attack-r60 F2)
+    stored_elsewhere = set(renamed.values())
+    return {k: h for k in keys if (h := renamed.get(k))
+            and (not h.startswith(k + "/") or k in stored_elsewhere)
             and (h in shadows or any(h.startswith(v + "/") for v in averaged))}
 
 

@@ -27,7 +27,7 @@ tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
 CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names", "renswap",
-         "stripswap", "rentwo", "scoped", "scopedserve")
+         "stripswap", "rentwo", "scoped", "scopedserve", "halfren")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -60,6 +60,10 @@ for case in CASES:
         elif case in ("ren", "rentwo"):  # the training vtr Saver, renamed (model/w/Expon...)
             saver = tf1.train.Saver({"model/" + k: v
                                      for k, v in ema.variables_to_restore().items()})
+        elif case == "halfren":  # a swapping Saver that renamed only the raw copies
+            saver = tf1.train.Saver({**{"model/" + ema.average_name(v): v for v in (w, b)},
+                                     **{v.op.name: ema.average(v) for v in (w, b)},
+                                     "global_step": gs})
         elif case == "scopedserve":  # a serving Saver: each average under its variable's name
             saver = tf1.train.Saver({v.op.name: ema.average(v) for v in (w, b)})
         elif case == "subset":  # w's key holds raw w; b and b's average under their names
@@ -431,5 +435,24 @@ def test_raw_export_of_a_scoped_serving_saver_is_refused(made, tmp_path):
             assert held == truth[f"scopedserve:ema:{v}"].tobytes()
     o = tmp_path / "raw.npz"
     code, _, err = run_cli(["export", str(out / "scopedserve"), "--raw", "--out", str(o)])
+    assert code == 6 and "hold other variables" in err, (code, err)
+    assert not o.exists()
+
+
+def test_raw_export_of_a_swap_renaming_only_the_raw_copies_is_refused(made, tmp_path):
+    """review-21-attack-r60 F2: {"model/w/ExponentialMovingAverage": w, "w": ema.average(w)}:
+    the raw weights are stored (under the renamed keys), yet export --raw took w's key for a
+    serving Saver's and wrote the averages, exit 0, with a warning. What each key holds is the
+    session's at save time."""
+    import ckpt_tools
+
+    out, truth = made
+    with ckpt_tools.open_checkpoint(str(out / "halfren")) as ckpt:
+        for v in ("w", "b"):
+            assert np.asarray(ckpt.tensor(v)).tobytes() == truth[f"halfren:ema:{v}"].tobytes()
+            raw = np.asarray(ckpt.tensor(f"model/{v}/ExponentialMovingAverage")).tobytes()
+            assert raw == truth[f"halfren:raw:{v}"].tobytes()
+    o = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(out / "halfren"), "--raw", "--out", str(o)])
     assert code == 6 and "hold other variables" in err, (code, err)
     assert not o.exists()
