@@ -118,3 +118,23 @@ def test_readme_contents_name_every_section_and_links_resolve():
         assert f"](#{anchor})" in contents, title
     for target in re.findall(r"\]\(#([^)]+)\)", README):
         assert target in anchors, target
+
+
+def test_readme_list_json_contract_shows_every_field_list_emits():
+    """review-21-user-u23 F6: the ``list --json`` contract (a format others parse) showed
+    neither the variables' ``key`` nor the top-level ``saved_model`` that every output carries:
+    each field ``ckpt list --json`` emits for a plain checkpoint is in the example, and
+    ``key`` and ``saved_model`` have a row in the field table."""
+    import json
+
+    contract = README.split("### `ckpt list --json`", 1)[1].split("\n## ", 1)[0]
+    example = contract.split("```json\n", 1)[1].split("```", 1)[0]
+    shown = set(re.findall(r'"(\w+)":', example))
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "list", "fixtures/towers_bn",
+                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    emitted = set(doc) | set(doc["variables"][0]) | set(doc["totals"]) | set(doc["shards"][0])
+    assert emitted <= shown, sorted(emitted - shown)
+    for field in ("key", "saved_model"):
+        assert re.search(rf"^\| `{field}`( \(variable\))? \|", contract, re.M), field
