@@ -19,7 +19,7 @@ from .ema_refusals import SLOT_NAMED, UnprovenPairingError, suffix_base
 from .ema_scopes import Applies, apply_averages, named_apply, scope_averages, scope_offers
 from .formats.meta_copies import FEED
 from .formats.meta_updates import UpdateOps, read_update_ops
-from .meta_shadows import op_key
+from .meta_shadows import op_key, update_ops_of
 
 
 def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
@@ -52,12 +52,12 @@ def part_update_ops(ckpt: Checkpoint) -> tuple[UpdateOps, Callable[[str], str]] 
     names, one shadow per part of a partitioned variable (``w/part_0/ExponentialMovingAverage``
     and ``w/part_1/ExponentialMovingAverage`` both stored under the key
     ``w/ExponentialMovingAverage``; TF numbers the averages per part), and the reading of an
-    op name as its checkpoint key; ``None`` as for :func:`update_ops`."""
-    path = ckpt.meta_source if ckpt.objects is None else None
-    if not path or ckpt.meta is None:
+    op name as its checkpoint key; ``None`` as for :func:`update_ops`. The one reader of a
+    checkpoint's graph as :func:`~ckpt_tools.meta_shadows.update_ops_of` reads a graph file
+    (``averages``: each shadow ``ema.apply()`` writes and the variable it averages)."""
+    if ckpt.objects is not None or not ckpt.meta_source:
         return None
-    ops = read_update_ops(path)
-    return None if ops is None else (ops, op_key(ckpt.meta))
+    return update_ops_of(ckpt.meta)
 
 
 def mixed_keys(ckpt: Checkpoint) -> set[str]:

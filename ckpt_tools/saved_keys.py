@@ -17,9 +17,9 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
+from .ema_updates import part_update_ops
 from .errors import CheckpointError
 from .formats.meta_on_read import AGGREGATE
-from .formats.meta_updates import read_update_ops
 from .save_op import graph_named, written_sources
 
 PART = re.compile(r"/part_\d+(?=/|$)")
@@ -358,8 +358,8 @@ def averages_under_weight_keys(ckpt: Checkpoint, keys) -> dict[str, str]:
     # the shadows the graph's update ops write: an apply() run inside the model's
     # variable_scope names them model/model/w/ExponentialMovingAverage, under no averaged
     # variable's name (review-21-attack-r60 F1, F3)
-    ops = read_update_ops(ckpt.meta_source) if ckpt.meta_source else None
-    shadows = set(ops.averages) if ops is not None else set()
+    found = part_update_ops(ckpt)
+    shadows = set(found[0].averages) if found is not None else set()
     if not averaged and not shadows:
         return {}
     renamed = renamed_keys(ckpt)
