@@ -5,6 +5,7 @@ this module reads it: its entries, tensors (mapped and streamed, CRC-checked), v
 with their roles and EMA shadows, the ``.meta`` graph and the TF2 object graph.
 
 Its parts live beside it: ``checkpoint_tensors`` (stored keys and tensors, the base class),
+``checkpoint_paths`` (the keys' readable object paths, a base class),
 ``checkpoint_variables`` (the variable list), ``checkpoint_statements`` (refusals of
 statements the file cannot bear) and ``checkpoint_files`` (the run history beside it).
 """
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from . import roles as _roles
 from . import tfk_stated as _tfk_stated
 from .checkpoint_files import history_files
+from .checkpoint_paths import KeyPaths
 from .checkpoint_statements import refuse_tf_statements, refuse_unfit_statements
 from .checkpoint_tensors import CHUNK_BYTES as CHUNK_BYTES  # re-exported: stats, diff
 from .checkpoint_tensors import StoredTensors
@@ -25,18 +27,15 @@ from .errors import CheckpointError, CorruptCheckpointError, OptionError
 from .formats import open_reader
 from .formats._io import is_url
 from .formats.dtypes import STRING
-from .formats.entry import TensorEntry
 from .formats.meta import MetaGraph, meta_decode_error, read_meta_graph
 from .formats.objgraph import (
     OBJECT_GRAPH_KEY,
     ObjectGraph,
     has_swappable_averages,
     parse_object_graph,
-    readable_name,
 )
 from .formats.savedmodel import read_saved_model, saved_model_extras
 from .locate import Location, errors_in, locate
-from .object_paths import LIST_ITEM, clashing_paths, model_side_paths, named_paths
 from .variable import Variable
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
     from .formats import Reader
 
 
-class Checkpoint(StoredTensors):
+class Checkpoint(StoredTensors, KeyPaths):
     """An open checkpoint: metadata is read up front, tensor data only on request.
 
     Use :func:`open_checkpoint` to create one. Usable as a context manager.
@@ -127,7 +126,7 @@ class Checkpoint(StoredTensors):
         self.meta_unread = None if meta else location.meta_path or location.saved_model
         self._view_of: Checkpoint | None = None  # see with_meta
         self.objects: ObjectGraph | None = None
-        self._qualified: dict[str, str] | None = None  # see _named_paths
+        self._qualified: dict[str, str] | None = None  # see KeyPaths
         self._clashing: set[str] | None = None  # see path_of
         if OBJECT_GRAPH_KEY in self._reader.entries:
             self.format = "object"
@@ -225,55 +224,6 @@ class Checkpoint(StoredTensors):
         if key not in self._memo:
             self._memo[key] = compute()
         return self._memo[key]
-
-    def path_of(self, key: str, entry: TensorEntry | None = None) -> str | None:
-        """Returns the readable object path :class:`Variable` shows for ``key`` (TF2 object
-        checkpoints, Keras files), or ``None`` when the key is the name (TF1 checkpoints).
-
-        Needs no roles, so ``ckpt list -q`` can name 100,000 variables without classifying
-        them. ``entry`` saves a lookup when the caller has it.
-        """
-        if self.objects is None:
-            if entry is None:
-                entry = self._reader.entries[key]
-            return entry.extra.get("path") if entry.extra else None  # readers that know one
-        path = self.objects.paths.get(key) or (readable_name(key) if key != OBJECT_GRAPH_KEY
-                                               else None)
-        full = self.objects.full_names.get(key)
-        if path and full and LIST_ITEM.search(path):
-            # Keras 3 models are reachable only through list attributes
-            # ("optimizer/_trainable_variables/0"): the variable's own name says more, unless
-            # another variable has it too (two models named "net": a GAN's generator and
-            # critic), where the object path's leading segments tell them apart.
-            path = self._named_paths().get(key, full)
-        elif path:
-            if self._clashing is None:
-                self._clashing = clashing_paths(self.objects)
-            if key in self._clashing:  # "a/b" and a -> b: the escaped form tells them apart
-                path = readable_name(key)
-        return path
-
-    def keys_by_model_path(self) -> dict[str, str]:
-        """Returns ``<object path>/.ATTRIBUTES/VARIABLE_VALUE`` -> checkpoint key for the
-        variables a TF2 object checkpoint keys through an optimizer's lists (a Keras 3 model's
-        weights: ``optimizer/_trainable_variables/0``), by their path through the model
-        itself (``model/_operations/1/_kernel``), which the object graph records too. Empty
-        for other checkpoints."""
-        if self.objects is None:
-            return {}
-        return {f"{path}/.ATTRIBUTES/VARIABLE_VALUE": key
-                for key, path in model_side_paths(self.objects, escaped=True).items()
-                if path and f"{path}/.ATTRIBUTES/VARIABLE_VALUE" != key}
-
-    def _named_paths(self) -> dict[str, str]:
-        """Key -> ``<root>/<own name>`` for the list-reachable variables whose own name
-        (``net/h/kernel``) another such variable shares: the fewest leading segments of their
-        object paths that tell them apart (``gen_opt/net/h/kernel``,
-        ``critic_opt/net/h/kernel``). Computed once
-        (:func:`~ckpt_tools.object_paths.named_paths`)."""
-        if self._qualified is None:
-            self._qualified = named_paths(self.objects)
-        return self._qualified
 
     def files(self) -> list[str]:
         """Returns the files this checkpoint consists of (index, data shards, meta)."""
