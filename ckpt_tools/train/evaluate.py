@@ -1,6 +1,7 @@
 """Test accuracy of a checkpoint with its raw weights and with its EMA weights, side by side.
 
-Works on what any of the three trainers wrote; the API is detected from the path:
+Works on what any of the three trainers wrote; the API is detected from the path
+(:func:`~.eval_resolve.resolve_checkpoint`):
 
 * ``*.weights.h5`` / ``*.keras`` / a Keras ``.h5``: Keras (raw = the layers, EMA = optimizer
   ``*_average``; ``use_ema=False`` stated: raw only, as for restore-ema's own outputs).
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -28,17 +28,12 @@ import numpy as np
 import tensorflow as tf
 
 import ckpt_tools
-from ckpt_tools.formats.keras.h5_files import (
-    ZIP_READ_ERRORS,
-    check_archive_file,
-    hdf5_superblock,
-)
+from ckpt_tools.formats.keras.h5_files import ZIP_READ_ERRORS, check_archive_file
 from ckpt_tools.restored_mark import read_mark, refuse_marked_assumed
 
 from . import data as data_lib
 from . import model
 from .common import (
-    NoCheckpointError,
     NotCheckpointError,
     TrainError,
     TrainUsageError,
@@ -46,8 +41,9 @@ from .common import (
     not_reference,
     step_of,
 )
+from .eval_resolve import OBJECT_GRAPH_KEY as OBJECT_GRAPH_KEY  # re-exported
+from .eval_resolve import resolve_checkpoint
 
-OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 Predict = Callable[[np.ndarray], np.ndarray]  # normalised images -> logits
 
 
@@ -69,82 +65,6 @@ class EvalResult:
     def to_dict(self) -> dict:
         """JSON-ready form."""
         return asdict(self)
-
-
-def resolve_checkpoint(path: str) -> tuple[str, str]:
-    """Find the checkpoint behind ``path`` and the API that wrote it.
-
-    Args:
-        path: a checkpoint prefix, a Keras file, or a train directory.
-
-    Returns:
-        ``(checkpoint, api)``.
-
-    Raises:
-        TrainError: nothing readable at ``path``.
-        CorruptCheckpointError: (exit 4) a Keras file that Keras would read two ways (an
-            HDF5 file and a zip archive) or one whose archive zipfile refuses.
-    """
-    if path.endswith((".weights.h5", ".keras", ".h5")):
-        if not os.path.isfile(path):
-            raise NoCheckpointError(f"{path}: no such file")
-        check_archive_file(path)  # a zip too (an HDF5 after a user block): the reason (r54 F1)
-        if path.endswith(".h5") and not _is_hdf5(path):
-            raise NotCheckpointError(f"{path}: not an HDF5 file (a Keras .h5 or .weights.h5)")
-        return path, "keras"
-    if os.path.isdir(path):
-        latest = tf.train.latest_checkpoint(path)
-        if latest is None:
-            from .keras_fit import latest_weights  # imports keras: only when needed
-
-            latest = latest_weights(path)
-        if latest is None:
-            # Not the trainer's own run directory (restore-ema's model_ema/model.keras): the
-            # file every other ckpt command resolves the directory to.
-            from ..errors import CheckpointError
-            from ..locate import locate
-
-            try:
-                found = locate(path).prefix
-            except CheckpointError:
-                found = ""
-            if found.endswith((".weights.h5", ".keras")):
-                latest = found
-        if latest is None:
-            raise NoCheckpointError(f"{path}: no checkpoint found in this directory")
-        return resolve_checkpoint(latest)
-    if not os.path.exists(path) and not os.path.exists(path + ".index"):
-        raise NoCheckpointError(f"{path}: no such checkpoint prefix, Keras file or directory")
-    prefix = _prefix_of_file(path)
-    if prefix != path:
-        return resolve_checkpoint(prefix)
-    try:
-        keys = {name for name, _ in tf.train.list_variables(path)}
-    except (tf.errors.OpError, ValueError):
-        if _is_hdf5(path):  # a Keras .h5 under another name
-            return path, "keras"
-        raise NotCheckpointError(f"{path}: not a TensorFlow checkpoint prefix or Keras file "
-                                 "(.keras, .weights.h5, .h5)") from None
-    return path, "tf2" if OBJECT_GRAPH_KEY in keys else "v1"
-
-
-def _prefix_of_file(path: str) -> str:
-    """The prefix a ``.index``, ``.meta`` or ``.data-*`` file belongs to, as every other
-    command reads it (u16 F7); ``path`` itself otherwise."""
-    if not os.path.isfile(path) or os.path.exists(path + ".index"):
-        return path
-    from ..errors import CheckpointError
-    from ..locate import locate
-
-    try:
-        return locate(path).prefix
-    except CheckpointError:
-        return path
-
-
-def _is_hdf5(path: str) -> bool:
-    with open(path, "rb") as f:  # at byte 0 or after a user block, as h5py finds it
-        return hdf5_superblock(f, f.seek(0, os.SEEK_END)) is not None
 
 
 def evaluate(
