@@ -53,13 +53,10 @@ from .h5_files import (
     check_archive,
     check_one_reading,
     check_stored_crc,
-    json_attr,
-    model_dir_of,
-    parse_json_object,
-    read_model_dir,
     stored_start,
 )
 from .h5_scan import H5Scan
+from .model_configs import json_attr, model_dir_of, parse_json_object, read_model_dir
 
 
 class H5Reader:

@@ -1,14 +1,12 @@
 """Safe first access to Keras files: telling an HDF5 file from a Keras zip archive, a
-read-only window over a stored zip member, Keras' split list attributes, JSON configs of
-bounded depth, and how far compressed data may expand. No h5py import here (``sniff`` runs
-for every path a user types)."""
+read-only window over a stored zip member, Keras' split list attributes, and how far
+compressed data may expand (JSON configs: :mod:`.model_configs`). No h5py import here
+(``sniff`` runs for every path a user types)."""
 
 from __future__ import annotations
 
 import io
-import json
 import lzma
-import os
 import struct
 import zipfile
 import zlib
@@ -16,7 +14,7 @@ import zlib
 import numpy as np
 
 from ...errors import CheckpointError, CorruptCheckpointError
-from .._io import is_url, open_binary, release_pages
+from .._io import open_binary, release_pages
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
@@ -26,7 +24,6 @@ _DATA_DESCRIPTOR = 0x08  # flag bit 3: the local header's CRC-32 and sizes follo
 CONFIG_MEMBER = "config.json"
 WEIGHTS_MEMBER = "model.weights.h5"  # saving_lib._VARS_FNAME_H5
 METADATA_MEMBER = "metadata.json"
-_MAX_CONFIG_BYTES = 256 << 20  # a config.json beside the weights is read whole; Keras' are KBs
 # What zipfile raises reading a damaged or unsupported member (a CRC-32 mismatch, bad deflate
 # data, a short member; RuntimeError: an encrypted one; NotImplementedError: flag bit 5 or 6),
 # never raised by writing, so a disk error stays an OS error: the one set keras_bake, eval,
@@ -40,7 +37,6 @@ ZIP_ERRORS = (*ZIP_READ_ERRORS, ValueError, OverflowError, struct.error, OSError
 _REFUSED_FLAGS = ((0x01, "encrypted (zip flag bit 0)"),
                   (0x20, "compressed patched data (zip flag bit 5)"),
                   (0x40, "strongly encrypted (zip flag bit 6)"))
-_MAX_JSON_DEPTH = 200  # Keras configs nest a few dozen levels; json itself fails near 1000
 # Compressed data may expand to at most BASE + RATIO x its compressed size: an archive member
 # relative to the archive (a deflate bomb is refused from its declared size, before anything is
 # decompressed), a chunked HDF5 dataset relative to its stored bytes. Keras itself writes
@@ -324,102 +320,3 @@ def attr_list(group, name: str) -> list[str]:
 
 def has_attr_list(group, name: str) -> bool:
     return name in group.attrs or f"{name}0" in group.attrs
-
-
-def _too_deep(value, limit: int = _MAX_JSON_DEPTH) -> bool:
-    """Returns True if ``value`` nests lists/dicts deeper than ``limit`` (checked without
-    recursion, so the check itself cannot overflow the stack)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return False
-
-
-def parse_json_object(raw, what: str, path: str) -> dict:
-    """Parses ``raw`` as a JSON object of bounded depth.
-
-    Returns:
-        the object (a ``dict``).
-
-    Raises:
-        CorruptCheckpointError: naming ``path`` and ``what``, if ``raw`` is not JSON, is not an
-            object, or nests deeper than Keras ever writes (``json`` would overflow the stack).
-    """
-    try:
-        value = json.loads(raw)
-    except RecursionError:
-        value = None
-        problem = "nests too deeply to be a Keras config"
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise CorruptCheckpointError(f"{what} is not valid JSON: {exc}", path=path) from None
-    else:
-        problem = None
-        if not isinstance(value, dict):
-            problem = f"is a JSON {type(value).__name__}, expected an object"
-        elif _too_deep(value):
-            problem = f"nests deeper than {_MAX_JSON_DEPTH} levels"
-    if problem:
-        raise CorruptCheckpointError(f"{what} {problem}", path=path)
-    return value
-
-
-def json_attr(value):
-    """Returns a legacy file's JSON attribute as a dict, or None when it is not a sound one."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if not isinstance(value, str):
-        return None
-    try:
-        return parse_json_object(value, "attribute", "")
-    except CorruptCheckpointError:
-        return None
-
-
-def model_dir_of(path: str) -> str | None:
-    """Returns the unzipped Keras model directory whose weights ``path`` is, else ``None``.
-
-    Keras 3's ``model.save(dir, zipped=False)`` writes ``config.json``, ``metadata.json`` and
-    ``model.weights.h5`` (and ``assets/``) into ``dir``, and ``keras.models.load_model`` reads
-    any directory holding ``config.json`` so: the weights file is that model's, exactly as the
-    ``model.weights.h5`` member of a ``.keras`` archive is. Local paths only (a URL's directory
-    is not listed).
-    """
-    if is_url(path) or os.path.basename(path) != WEIGHTS_MEMBER:
-        return None
-    directory = os.path.dirname(path) or "."
-    return directory if os.path.isfile(os.path.join(directory, CONFIG_MEMBER)) else None
-
-
-def read_model_dir(directory: str) -> tuple[dict, dict | None]:
-    """Reads an unzipped Keras model directory's ``config.json`` and ``metadata.json``.
-
-    Returns:
-        ``(config, metadata)``; ``metadata`` is ``None`` when the file is absent.
-
-    Raises:
-        CorruptCheckpointError: naming the file, if one is not a JSON object of bounded depth
-            and size, or cannot be read.
-    """
-    found: list[dict | None] = []
-    for name in (CONFIG_MEMBER, METADATA_MEMBER):
-        path = os.path.join(directory, name)
-        if name == METADATA_MEMBER and not os.path.lexists(path):
-            found.append(None)
-            continue
-        try:
-            with open_binary(path) as f:
-                raw = f.read(_MAX_CONFIG_BYTES + 1)
-        except OSError as exc:
-            raise CorruptCheckpointError(f"cannot read: {exc.strerror or exc}",
-                                         path=path) from None
-        if len(raw) > _MAX_CONFIG_BYTES:
-            raise CorruptCheckpointError(
-                f"larger than {_MAX_CONFIG_BYTES} bytes: not a Keras {name}", path=path)
-        found.append(parse_json_object(raw, name, path))
-    return found[0], found[1]
