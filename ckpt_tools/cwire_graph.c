@@ -1,10 +1,11 @@
 /* graph_def.py compiled for cwire.save_sources (cwire_saver.c): a graph_def's node index by name
- * (graph_def._graph), a node decoded whole (graph_def._node) or its op and first input alone
- * (_Nodes.head), reads followed back (graph_def.through_reads). Every function answers OK, ERR
- * (a Python exception: memory) or PY where the Python path would read the bytes otherwise. */
+ * (graph_def._graph), a node decoded whole (graph_nodes.decode_node) or its op and first input
+ * alone (LazyNodes.head), reads followed back (graph_def.through_reads). Every function answers
+ * OK, ERR (a Python exception: memory) or PY where the Python path would read the bytes
+ * otherwise. */
 #include "cwire_graph.h"
 
-/* graph_def._field: 1 (the field's bytes, *after the offset after it), 0 where Python answers
+/* graph_nodes._field: 1 (the field's bytes, *after the offset after it), 0 where Python answers
  * None (another tag there, a length varint over 5 bytes or cut short), -1 where the length runs
  * past the node (Python slices it short: left to Python). */
 static int short_field(const unsigned char *b, Py_ssize_t n, Py_ssize_t at, unsigned char tag,
@@ -128,8 +129,8 @@ int cwg_index_graph(const unsigned char *b, Py_ssize_t end, graph_t *g)
     return OK;
 }
 
-/* graph_def._node: the node's op, data inputs (op names) and, for a Const, the TensorProto its
- * strings are read from; each message it walks is walked whole and strictly. OK, PY or ERR. */
+/* graph_nodes.decode_node: the node's op, data inputs (op names) and, for a Const, the TensorProto
+ * its strings are read from; each message it walks is walked whole and strictly. OK, PY or ERR. */
 int cwg_decode_node(const gnode_t *nd, decoded_t *d)
 {
     Py_ssize_t pos = 0;
@@ -192,7 +193,7 @@ int cwg_decode_node(const gnode_t *nd, decoded_t *d)
     return r < 0 ? PY : OK;
 }
 
-/* _Nodes.head: OK with *found (0: no such node) and the node's op and first data input (n 0:
+/* LazyNodes.head: OK with *found (0: no such node) and the node's op and first data input (n 0:
  * none), PY or ERR. */
 int cwg_head(const graph_t *g, span_t name, int *found, span_t *op, span_t *first,
                 decoded_t *d)

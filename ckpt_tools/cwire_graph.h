@@ -28,7 +28,7 @@ typedef struct {
     size_t mask;
 } graph_t;
 
-typedef struct { /* graph_def._node's result, as spans of the node's bytes */
+typedef struct { /* graph_nodes.decode_node's result, as spans of the node's bytes */
     span_t op, tensor; /* tensor: the Const's last string-holding TensorProto (n < 0: none) */
     span_t *inputs;
     Py_ssize_t n_inputs, cap;
@@ -82,7 +82,7 @@ static inline int equals(span_t s, const char *text)
     return (size_t)s.n == n && memcmp(s.p, text, n) == 0;
 }
 
-/* graph_def.op_name of an input that does not start with "^" (ASCII): up to its first ":". */
+/* graph_nodes.op_name of an input that does not start with "^" (ASCII): up to its first ":". */
 static inline span_t op_name(span_t s)
 {
     for (Py_ssize_t i = 0; i < s.n; i++) {

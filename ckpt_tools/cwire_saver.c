@@ -2,16 +2,16 @@
  * from a .meta's (or TF1 SavedModel's) graph_def (see cwire.c).
  *
  * The compiled form of formats/meta_saver.py's walk (graph_def.py's parts in cwire_graph.c):
- * graph_def._graph (the node index, each
- * node's name read from its first field), meta_saver._sources (the save ops under the SaverDef's
- * scope, their tensor_names Const, their inputs) and graph_def.through_reads / _Nodes.head (reads
- * followed back to the variable). It decodes what the Python path decodes, in the same order, and
- * hands the whole file back (None) wherever that path would read anything else: a malformed field
- * anywhere it walks (Python raises, or reads the file as text), a node whose name is not its first
- * field or runs past it, two nodes of one name, a name, input or save tensor that is not ASCII
- * (Python compares decoded text; ASCII bytes compare the same), a field length past its node
- * (Python's _field slices it short). Every read is bounds-checked against its message; memory is
- * bounded by the input's size (a node takes at least 4 bytes) and hash probes by PROBE_CAP. */
+ * graph_def._graph (the node index, each node's name read from its first field),
+ * meta_saver._sources (the save ops under the SaverDef's scope, their tensor_names Const, their
+ * inputs) and graph_def.through_reads / LazyNodes.head (reads followed back to the variable). It
+ * decodes what the Python path decodes, in the same order, and hands the whole file back (None)
+ * wherever that path would read anything else: a malformed field anywhere it walks (Python raises,
+ * or reads the file as text), a node whose name is not its first field or runs past it, two nodes
+ * of one name, a name, input or save tensor that is not ASCII (Python compares decoded text; ASCII
+ * bytes compare the same), a field length past its node (Python's _field slices it short). Every
+ * read is bounds-checked against its message; memory is bounded by the input's size (a node takes
+ * at least 4 bytes) and hash probes by PROBE_CAP. */
 
 #include "cwire_graph.h"
 

@@ -4,7 +4,8 @@ question needs them (binary or text format).
 ``read_meta_graph`` reads the collections and skips the graph, which can be most of the file.
 Two questions need the graph's nodes: which variable a Saver's save op was given under each key
 (:mod:`.meta_saver`) and which variable each update op writes (:mod:`.meta_updates`). Both
-follow a tensor back through reads (``Identity``, ``ReadVariableOp``) to the op it reads.
+follow a tensor back through reads (``Identity``, ``ReadVariableOp``) to the op it reads. The
+nodes themselves are decoded by :mod:`.graph_nodes`.
 """
 
 from __future__ import annotations
@@ -12,133 +13,18 @@ from __future__ import annotations
 import os
 import re
 from collections import namedtuple
-from collections.abc import Mapping
 
 from ..errors import CorruptCheckpointError
 from ._io import close_map, fetched, is_url, map_file
-from .meta import meta_decode_error, proto_fields
-
-READS = frozenset({"Identity", "ReadVariableOp", "Snapshot"})
-
+from .graph_nodes import READS, GraphNode, LazyNodes, attr_entry, decode_node, node_name, text_of
+from .graph_nodes import op_name as op_name  # re-exported: the meta_* readers import it here
+from .meta import proto_fields
 
 # collections.namedtuple, not typing.NamedTuple: `ckpt list` imports this module and never
 # typing (tests/test_cli_list.py).
-GraphNode = namedtuple("GraphNode", "op inputs strings")
-GraphNode.__doc__ = """One ``NodeDef``: its op (`str`), its data inputs (`list[str]`: op names;
-control inputs left out) and, for a ``Const``, the strings it holds (`list[str]`: a Saver's
-``tensor_names``)."""
 MetaGraph = namedtuple("MetaGraph", "nodes save_tensor")
 MetaGraph.__doc__ = """The graph's nodes by name (`dict[str, GraphNode]`), and the ``SaverDef``'s
 save tensor (`str`; ``""``: none)."""
-
-
-def op_name(tensor: str) -> str:
-    """The op a tensor name (``w/read:0``, ``^init``) comes from (``w/read``, ``init``)."""
-    return tensor.lstrip("^").split(":")[0]
-
-
-def _text(raw) -> str:
-    return bytes(raw).decode("utf-8", "replace")
-
-
-def _node(raw) -> tuple[str, GraphNode]:
-    name = op = ""
-    inputs: list[str] = []
-    strings: list[str] = []
-    for number, wire, value in proto_fields(raw):
-        if wire != 2:
-            continue
-        if number == 1:
-            name = _text(value)
-        elif number == 2:
-            op = _text(value)
-        elif number == 3 and not bytes(value[:1]) == b"^":
-            inputs.append(op_name(_text(value)))
-        elif number == 5 and op == "Const":  # attr entry; op (field 2) is written before it
-            key, attr = attr_entry(value)
-            if key == "value" and attr is not None:
-                for n, w, v in proto_fields(attr):
-                    if w == 2 and n == 8:  # AttrValue.tensor: TensorProto
-                        strings = [_text(s) for f, sw, s in proto_fields(v)
-                                   if f == 8 and sw == 2]  # string_val
-    return name, GraphNode(op, inputs, strings)
-
-
-def _field(raw, at: int, tag: int) -> tuple[str, int] | None:
-    """The length-delimited field ``tag`` starting at byte ``at`` of ``raw``: its text and
-    the offset after it, or ``None`` where another field (or a long varint) is there."""
-    if at >= len(raw) or raw[at] != tag:
-        return None
-    size, shift = 0, 0
-    for i in range(at + 1, min(at + 6, len(raw))):
-        byte = raw[i]
-        size |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return _text(raw[i + 1:i + 1 + size]), i + 1 + size
-    return None
-
-
-def _name_of(raw) -> tuple[str, int]:
-    """A ``NodeDef``'s name without decoding the rest (field 1, written first by every
-    serializer) and the offset after it (-1 where the node is laid out otherwise: it is then
-    decoded whole when asked)."""
-    name = _field(raw, 0, 0x0A)
-    return name if name else (_node(raw)[0], -1)
-
-
-class _Nodes(Mapping):
-    """A graph's nodes by name, each decoded on first access; :meth:`op` and :meth:`head`
-    read a node's op and first input alone. The save op and the reads it follows are a few
-    of a large graph's tens of thousands of nodes (``ckpt list`` asks only them)."""
-
-    def __init__(self, raw: dict[str, tuple[memoryview, int]], path: str):
-        self._raw = raw  # name -> (serialized NodeDef, offset after its name)
-        self._decoded: dict[str, GraphNode] = {}
-        self._path = path  # a node decoded late still names its file (review-20-attack-r50 F4)
-
-    def head(self, name: str) -> tuple[str, str] | None:
-        """Node ``name``'s op and first data input (``""``: none), or ``None`` (no such
-        node), read from the node's first fields where it is laid out as TF writes it."""
-        found = self._raw.get(name)
-        if found is None:
-            return None
-        raw, at = found
-        op = _field(raw, at, 0x12) if at >= 0 else None
-        first = _field(raw, op[1], 0x1A) if op else None
-        if op and (first is None or not first[0].startswith("^")):
-            return op[0], op_name(first[0]) if first else ""
-        node = self[name]
-        return node.op, node.inputs[0] if node.inputs else ""
-
-    def op(self, name: str) -> str:
-        """The op of node ``name`` (``""``: no such node)."""
-        head = self.head(name)
-        return head[0] if head else ""
-
-    def serialized(self, name: str):
-        """Node ``name``'s serialized ``NodeDef`` (a ``memoryview``), or ``None``: for the
-        rare question its decoded fields do not answer (a ``Const``'s number)."""
-        found = self._raw.get(name)
-        return None if found is None else found[0]
-
-    def __getitem__(self, name: str) -> GraphNode:
-        node = self._decoded.get(name)
-        if node is None:
-            try:
-                node = self._decoded[name] = _node(self._raw[name][0])[1]
-            except CorruptCheckpointError as exc:
-                raise meta_decode_error(self._path, exc) from None
-        return node
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._raw
-
-    def __iter__(self):
-        return iter(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
 
 
 # The last graphs read, by (path, size, mtime, inode): up to four questions (save op, update
@@ -242,11 +128,11 @@ def _graph(data, path: str) -> MetaGraph | None:
     raw = {}
     for number, wire, value in proto_fields(graph):
         if number == 1 and wire == 2:
-            name, after = _name_of(value)
+            name, after = node_name(value)
             raw[name] = (value, after)
-    nodes = _Nodes(raw, path)
+    nodes = LazyNodes(raw, path)
     save_tensor = "" if saver is None else next(
-        (_text(v) for n, w, v in proto_fields(saver) if n == 2 and w == 2), "")
+        (text_of(v) for n, w, v in proto_fields(saver) if n == 2 and w == 2), "")
     return MetaGraph(nodes, save_tensor)
 
 
@@ -399,7 +285,7 @@ def _outer(caller: Branch | None, name: str) -> str:
 
 def _call(raw) -> tuple[str, list[str], list[str]]:
     """A ``NodeDef``'s op, data inputs (op names) and the functions its attrs name."""
-    _name, node = _node(raw)
+    _name, node = decode_node(raw)
     return node.op, node.inputs, _called(raw)
 
 
@@ -411,27 +297,16 @@ def _function(raw) -> tuple[str, list[str], dict[str, GraphNode], list]:
         if number == 1 and wire == 2:  # its OpDef signature
             for n, w, v in proto_fields(value):
                 if n == 1 and w == 2:
-                    name = _text(v)
+                    name = text_of(v)
                 elif n == 2 and w == 2:  # an input ArgDef
-                    args.append(next((_text(x) for a, b, x in proto_fields(v)
+                    args.append(next((text_of(x) for a, b, x in proto_fields(v)
                                       if a == 1 and b == 2), ""))
         elif number == 3 and wire == 2:
-            key, node = _node(value)
+            key, node = decode_node(value)
             nodes[key] = node
             calls.append((node.op, node.inputs, _called(value)))
     return name, args, nodes, calls
 
-
-def attr_entry(raw) -> tuple[str, object]:
-    """One entry of a NodeDef's ``attr`` map (field 5): its key (field 1) and its AttrValue
-    bytes (field 2, ``None`` where absent)."""
-    key, attr = "", None
-    for n, w, v in proto_fields(raw):
-        if w == 2 and n == 1:
-            key = _text(v)
-        elif w == 2 and n == 2:
-            attr = v
-    return key, attr
 
 
 def _called(raw) -> list[str]:
@@ -444,8 +319,8 @@ def _called(raw) -> list[str]:
         _key, attr = attr_entry(value)
         for n, w, v in proto_fields(attr) if attr is not None else ():
             if n == 10 and w == 2:  # AttrValue.func: NameAttrList
-                names += [_text(x) for a, b, x in proto_fields(v) if a == 1 and b == 2]
+                names += [text_of(x) for a, b, x in proto_fields(v) if a == 1 and b == 2]
             elif n == 1 and w == 2:  # AttrValue.list: ListValue, its func (field 9)
-                names += [_text(x) for f, fw, y in proto_fields(v) if f == 9 and fw == 2
+                names += [text_of(x) for f, fw, y in proto_fields(v) if f == 9 and fw == 2
                           for a, b, x in proto_fields(y) if a == 1 and b == 2]
     return names
