@@ -42,6 +42,7 @@ from .keras_assumption_texts import (
     OBJECT_READ,
 )
 from .keras_copies_equal import weights_are_copies
+from .keras_order_values import unchecked
 from .swap_assumed import (
     SLOT_NOT_SWAPPED,
     SLOT_RAW_WARNING,
@@ -222,9 +223,14 @@ def _which(ckpt: Checkpoint, groups: list[tuple[tuple, str, list[str]]]) -> str:
     shown = " and ".join(map(name, ws[:2])) + (f" (and {len(ws) - 2} more)" if ws[2:] else "")
     more = len(groups) - 1
     dims = "[" + ",".join(map(str, shape)) + "]"  # a shape as list's column shows it, not a count
-    return (f"{shown} ({dims} {dtype}) could trade EMA copies"
+    # Groups whose values were not compared (too small, noise-level: keras_order_values) are
+    # said so: their copies' trade is refused nowhere (review-21-user-u23 F4).
+    why = unchecked(ckpt)
+    first = f" unchecked ({why[ws[0]]})" if ws[0] in why else ""
+    others = sum(gw[0] in why for _s, _d, gw in groups[1:])
+    return (f"{shown} ({dims} {dtype}) could trade EMA copies{first}"
             + (f", and {more} more group{'s' if more > 1 else ''} of weights" if more else "")
-            + ": ")
+            + (f" ({others} unchecked)" if others else "") + ": ")
 
 
 def object_pairs(ckpt: Checkpoint) -> dict[str, str]:

@@ -16,7 +16,8 @@ the other's weight than its own (review-20-attack-r51 F3: a third weight near th
 first test), the copies were built in another order: refused (exit 6), naming
 ``--trainable NAMES --loop-order``. Groups of fewer than ``MIN_SIZE`` elements, weights at
 rounding-noise level, and copies that single out no weight prove nothing either way: the
-order stays assumed. A stated ``--trainable`` or ``--fit-order`` is the caller's order and is
+order stays assumed (the first two are not compared at all, and the ``fit_order`` note says
+so: :func:`unchecked`). A stated ``--trainable`` or ``--fit-order`` is the caller's order and is
 not checked: a statement wins, values only settle what nothing states.
 """
 
@@ -56,16 +57,34 @@ def contradictions(ckpt: Checkpoint) -> list[tuple[str, str, str, float]]:
         times nearer)``; empty where the values agree or prove nothing. Computed once per
         open checkpoint.
     """
+    return _checks(ckpt)[0]
+
+
+def unchecked(ckpt: Checkpoint) -> dict[str, str]:
+    """The weights whose group of equal shape and dtype the values were not compared for
+    (the ``fit_order`` note says so: review-21-user-u23 F4, two swapped Dense(8) biases
+    exported exit 0 while the README said swapped copies are refused).
+
+    Returns:
+        `dict`: weight key -> why, in a few words (``"under 16 elements"``, ``"noise-level
+        values"``, ``"not float"``); empty where every group was compared or the order is
+        stated (then nothing is checked, nor assumed).
+    """
+    return _checks(ckpt)[1]
+
+
+def _checks(ckpt: Checkpoint) -> tuple[list[tuple[str, str, str, float]], dict[str, str]]:
     return ckpt.memo("keras_order_contradictions", lambda: _contradictions(ckpt))
 
 
-def _contradictions(ckpt: Checkpoint) -> list[tuple[str, str, str, float]]:
+def _contradictions(ckpt: Checkpoint,
+                    ) -> tuple[list[tuple[str, str, str, float]], dict[str, str]]:
     import numpy as np
 
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None or not layout.use_ema or not layout.averages or layout.trainable_stated \
             or ckpt.fit_order:
-        return []  # a stated order (--trainable, --fit-order) is the caller's: not checked
+        return [], {}  # a stated order (--trainable, --fit-order) is the caller's: not checked
     entries = ckpt.entries()
     pairs = {a: w for a, w in layout.averages.items()
              if w is not None and w in entries and a not in layout.stated_pairs}
@@ -73,16 +92,24 @@ def _contradictions(ckpt: Checkpoint) -> list[tuple[str, str, str, float]]:
     for a, w in pairs.items():
         groups.setdefault((tuple(entries[w].shape), entries[w].dtype), []).append((a, w))
     found = []
+    skipped: dict[str, str] = {}
     for (shape, _dtype), members in groups.items():
-        if len(members) < 2 or int(np.prod(shape, dtype=np.int64)) < MIN_SIZE:
+        if len(members) < 2:
             continue
-        copies = [_sample(ckpt, a) for a, _ in members]
-        weights = [_sample(ckpt, w) for _, w in members]
-        if any(x is None for x in copies + weights) or any(
-                float(np.sqrt(np.mean(w * w))) < NOISE_RMS for w in weights):
-            continue
-        found.extend(_misplaced(members, copies, weights))
-    return found
+        why = ""
+        if int(np.prod(shape, dtype=np.int64)) < MIN_SIZE:
+            why = f"under {MIN_SIZE} elements"
+        else:
+            copies = [_sample(ckpt, a) for a, _ in members]
+            weights = [_sample(ckpt, w) for _, w in members]
+            if any(x is None for x in copies + weights):
+                why = "not float"
+            elif any(float(np.sqrt(np.mean(w * w))) < NOISE_RMS for w in weights):
+                why = "noise-level values"
+            else:
+                found.extend(_misplaced(members, copies, weights))
+        skipped.update((w, why) for _, w in members if why)
+    return found, skipped
 
 
 def _misplaced(members: list[tuple[str, str]], copies: list, weights: list,

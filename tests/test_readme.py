@@ -138,3 +138,15 @@ def test_readme_list_json_contract_shows_every_field_list_emits():
     assert emitted <= shown, sorted(emitted - shown)
     for field in ("key", "saved_model"):
         assert re.search(rf"^\| `{field}`( \(variable\))? \|", contract, re.M), field
+
+
+def test_readme_says_which_groups_the_keras_order_values_leave_unchecked():
+    """review-21-user-u23 F4: the README said two traded copies are refused, while groups of
+    fewer than ``MIN_SIZE`` elements are never compared (two Dense(8) biases a loop traded went
+    out exit 0): its fit_order paragraph states the limit and the note's word for it."""
+    from ckpt_tools.keras_order_values import MIN_SIZE
+
+    paragraph = " ".join(README.split("- `fit_order`: EMA copies", 1)[1]
+                         .split("\n- `not_swapped`", 1)[0].split())
+    assert f"groups of weights of {MIN_SIZE} elements or more" in paragraph
+    assert f"`unchecked (under {MIN_SIZE} elements)`" in paragraph
