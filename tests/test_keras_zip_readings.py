@@ -1,5 +1,7 @@
 """A Keras file that Keras reads two ways, or whose zip records disagree with each other, is
-refused by every command, exit 4, one line naming the file (review-21-attack-r54 F1, F2, F3).
+refused by every command, exit 4, one line naming the file (review-21-attack-r54 F1, F2, F3);
+local header sizes, which zipfile (so Keras) never reads, are read past as Keras does
+(review-21-attack-r56 F8).
 
 Each hostile file is built from the committed Keras 3 archive (``fixtures/keras_ema/
 model.keras``: real Keras, ``SGD(use_ema=True)``, written by ``fixtures/make_keras_fixtures.py``,
@@ -67,12 +69,6 @@ def _short_stored(dst, marked):
         z.read(WEIGHTS)  # what Keras' load_model runs into
 
 
-def _local_size(dst, marked):
-    patch_keras_sizes(SRC, dst, WEIGHTS, local_size=1)
-    with zipfile.ZipFile(dst) as z:  # zipfile reads the central sizes; other unzippers not
-        assert z.read(WEIGHTS) == zipfile.ZipFile(SRC).read(WEIGHTS)
-
-
 def _stub(dst, marked):
     dst.write_bytes(b"#!/bin/sh\nexit 0\n" + b"\0" * 100 + SRC.read_bytes())
     with zipfile.ZipFile(dst) as z:  # zipfile (Keras) reads past the stub
@@ -86,12 +82,10 @@ def _stub(dst, marked):
     (_zip_first, "p.keras", BOTH + " (superblock at byte 65536)"),
     (_short_stored, "p.keras", "archive member model.weights.h5 is stored uncompressed but its "
      "zip directory records"),
-    (_local_size, "p.keras", "archive member model.weights.h5 has a local header giving its "
-     "size as"),
     (_stub, "p.keras", "holds a zip archive that does not start at byte 0 (bytes before its "
      "first member"),
 ], ids=["hdf5-then-zip", "hdf5-then-zip-h5", "zip-in-user-block", "zip-in-user-block-keras",
-        "stored-size", "local-size", "stub"])
+        "stored-size", "stub"])
 def test_every_command_refuses_the_file_exit_4(build, name, said, marked, tmp_path):
     """F1: raw weights at byte 0 and restore-ema's marked averages in the zip (or the other
     way round) were exported "as the averages", exit 0. F2: a stored member whose stored size
@@ -149,6 +143,54 @@ def test_an_archive_whose_weights_start_where_hdf5_looks_reads_as_before(tmp_pat
         assert npz["hidden/kernel"].tobytes() == truth.tobytes()
     code, out, err = run_cli(["verify", str(aligned)])
     assert code == 0, (out, err)
+
+
+def _local_sizes(dst, *, change: int = 0, zero: bool = False, bit3: bool = False) -> None:
+    """The fixture archive with model.weights.h5's local header sizes changed by ``change``
+    bytes, or zeroed, and flag bit 3 (sizes in a data descriptor) set there if ``bit3``;
+    the zip directory, data and CRC-32 as Keras wrote them."""
+    if change:
+        patch_keras_sizes(SRC, dst, WEIGHTS, local_size=change)
+        return
+    raw = bytearray(SRC.read_bytes())
+    with zipfile.ZipFile(SRC) as z:
+        at = z.getinfo(WEIGHTS).header_offset
+    if zero:
+        struct.pack_into("<II", raw, at + 18, 0, 0)
+    if bit3:
+        struct.pack_into("<H", raw, at + 6, struct.unpack("<H", raw[at + 6:at + 8])[0] | 0x08)
+    dst.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("local", [{"change": 1}, {"change": -100}, {"zero": True},
+                                   {"zero": True, "bit3": True}],
+                         ids=["plus-1", "minus-100", "zero", "zero-bit3"])
+def test_local_header_sizes_are_read_past_as_keras_does(local, tmp_path):
+    """zipfile (so Keras' load_model) takes a member's sizes from the zip directory and never
+    reads the local header's (the zip format lets them be 0, with flag bit 3): a .keras whose
+    local header gives other sizes loads bit-exact in Keras, and was exit 4 "the archive is
+    corrupt" here (review-21-attack-r56 F8). Read as Keras reads it: the averages and raw
+    weights Keras recorded at save time, bit for bit, and verify finds nothing wrong."""
+    truth = np.load(FIXTURES / "keras_ema" / "expected.npz")
+    path = tmp_path / "l.keras"
+    _local_sizes(path, **local)
+    with zipfile.ZipFile(path) as z, zipfile.ZipFile(SRC) as src:  # what Keras reads
+        assert z.read(WEIGHTS) == src.read(WEIGHTS)
+    code, out, err = run_cli(["verify", str(path)])
+    assert code == 0, (out, err)
+    for args, kind in ((["--not-swapped"], "ema"), (["--raw"], "weight")):
+        out = tmp_path / f"{kind}.npz"
+        code, _, err = run_cli(["export", str(path), *args, "--out", str(out)])
+        assert code == 0, err
+        with np.load(out) as got:
+            assert got.files
+            for key in got.files:
+                want = truth[f"model:{kind}/{key}"] if f"model:{kind}/{key}" in truth.files \
+                    else truth[f"model:weight/{key}"]
+                value = got[key]
+                if want.dtype == np.uint16:  # bfloat16 bits, exported exactly as float32
+                    value = (value.view(np.uint32) >> 16).astype(np.uint16)
+                assert value.tobytes() == want.tobytes(), key
 
 
 def test_the_mark_comes_from_the_hdf5_the_values_come_from(marked, tmp_path, monkeypatch):

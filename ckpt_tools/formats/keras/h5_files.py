@@ -19,8 +19,6 @@ from .._io import open_binary, release_pages
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 ZIP_SIGNATURE = b"PK\x03\x04"
 _ZIP_LOCAL_HEADER = 30  # a zip local file header's fixed part, before its name and extra field
-_ZIP64_SIZE = 0xFFFFFFFF  # a local header size held in its zip64 extra field instead
-_DATA_DESCRIPTOR = 0x08  # flag bit 3: the local header's CRC-32 and sizes follow the data
 CONFIG_MEMBER = "config.json"
 WEIGHTS_MEMBER = "model.weights.h5"  # saving_lib._VARS_FNAME_H5
 METADATA_MEMBER = "metadata.json"
@@ -80,9 +78,13 @@ def check_archive(zf: zipfile.ZipFile, path: str) -> None:
     """Refuses an archive with a member ``zipfile`` (so Keras' ``load_model``) would refuse
     to open, checked on every member before any is read: an encrypted member, one with flag
     bit 5 or 6, or one whose local header is missing or names another file than the central
-    directory; and a member whose recorded sizes disagree (:func:`_sizes_problem`). Members
-    read in place (the mapped weights) would otherwise pass unchecked (review-20-attack-r50
-    F5, F1; review-21-attack-r54 F2). Opening a member reads its local header only.
+    directory; and a stored member whose stored size is not its size (:func:`_sizes_problem`).
+    Members read in place (the mapped weights) would otherwise pass unchecked
+    (review-20-attack-r50 F5, F1; review-21-attack-r54 F2). Opening a member reads its local
+    header only. A local header's sizes are not compared with the directory's: zipfile (so
+    Keras) and this reader take every size from the directory, so they read the same bytes
+    whatever the local header says, and the zip format lets it say 0 (flag bit 3: the sizes
+    follow the data) or 0xFFFFFFFF (zip64); Keras loads such a file (review-21-attack-r56 F8).
 
     Raises:
         CorruptCheckpointError: (exit 4) naming ``path`` and the member.
@@ -95,7 +97,7 @@ def check_archive(zf: zipfile.ZipFile, path: str) -> None:
                     "supported (Keras cannot load them either)", path=path)
         try:
             zf.open(info).close()  # zipfile checks the local header's magic and name
-            sizes = _sizes_problem(zf.fp, info)
+            sizes = _sizes_problem(info)
         except ZIP_ERRORS as exc:
             said = str(exc).rstrip(".")
             raise CorruptCheckpointError(f"archive member {info.filename}: {said}: the archive "
@@ -114,23 +116,13 @@ def _local_header(fp, info: zipfile.ZipInfo) -> bytes:
     return head
 
 
-def _sizes_problem(fp, info: zipfile.ZipInfo) -> str | None:
-    """What is wrong with the sizes a member records, or ``None``: a stored member whose
-    stored size is not its size (zipfile, so Keras, reads the stored size and fails its CRC-32
-    where this reader maps the size: review-21-attack-r54 F2), or a local header whose sizes
-    disagree with the central directory's (flag bit 3: they follow the data, unchecked)."""
+def _sizes_problem(info: zipfile.ZipInfo) -> str | None:
+    """What is wrong with the sizes a member's directory entry records, or ``None``: a stored
+    member whose stored size is not its size (zipfile, so Keras, reads the stored size and
+    fails its CRC-32 where this reader maps the size: review-21-attack-r54 F2)."""
     if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
         return (f"is stored uncompressed but its zip directory records {info.compress_size} "
                 f"bytes stored for {info.file_size} bytes")
-    head = _local_header(fp, info)
-    if struct.unpack("<H", head[6:8])[0] & _DATA_DESCRIPTOR:
-        return None
-    local = struct.unpack("<II", head[18:26])
-    for said, central, what in zip(local, (info.compress_size, info.file_size),
-                                   ("stored size", "size"), strict=True):
-        if said not in (central, _ZIP64_SIZE):
-            return (f"has a local header giving its {what} as {said} bytes where the zip "
-                    f"directory gives {central}")
     return None
 
 
