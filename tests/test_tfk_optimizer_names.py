@@ -11,13 +11,14 @@ layer named "average" records its weights so too (review-21-attack-r55 F1, F10).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
-from helpers import run_cli
+from helpers import assert_npz_holds, run_cli
 
 pytest.importorskip("tf_keras")
 
@@ -100,6 +101,22 @@ def saved(tmp_path_factory):
             for i, (v, a) in enumerate(zip(m.trainable_variables,
                                            o._model_variables_moving_average))
             for w, t in (("raw", v), ("ema", a))}})
+        # legacy optimizers (no _iterations) of two other models saved under any attribute:
+        # the slot variables the graph records them owning show they are optimizers, so
+        # beta_1 / momentum (scalar hyperparameters) are no weights (review-21-attack-r55 F12)
+        m = k.Sequential([k.layers.Dense(3, name="fc", input_shape=(4,))])
+        opt = k.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.5)
+        ema = trained(m, opt)
+        la, ls = (k.Sequential([k.layers.Dense(3, name=n, input_shape=(4,))]) for n in "ab")
+        o2, o3 = k.optimizers.legacy.Adam(0.05), k.optimizers.legacy.SGD(0.05, momentum=0.9)
+        trained(la, o2), trained(ls, o3)
+        tf.train.Checkpoint(model=m, optimizer=opt, model2=la, opt2=o2, model3=ls,
+                            opt3=o3).write(f"{{out}}/legacy_beside/ckpt")
+        np.savez(f"{{out}}/legacy_beside/truth.npz", **{{
+            f"model/layer_with_weights-0/{{v.name.split(':')[0].split('/')[-1]}}": a.numpy()
+            for v, a in zip(m.trainable_variables, ema)}}, **{{
+            f"{{n}}/layer_with_weights-0/{{v.name.split(':')[0].split('/')[-1]}}": v.numpy()
+            for n, net in (("model2", la), ("model3", ls)) for v in net.trainable_variables}})
         od2 = k.optimizers.Adam(0.05)  # no use_ema
         trained(d, od2)
         tf.train.Checkpoint(generator=g, discriminator=d, d_optimizer=od2,
@@ -192,3 +209,22 @@ def test_copies_beside_another_saved_optimizer_are_refused_then_allowed_raw(save
             assert e[dk].tobytes() == t[f"raw_d{i}"].tobytes(), dk  # raw, as asked
             kept = copy(i=i, w="kernel" if i == 0 else "bias")
             assert e[kept].tobytes() == t[f"ema_d{i}"].tobytes()  # as stored
+
+
+def test_legacy_optimizers_hyperparameters_beside_the_averaged_model_are_no_weights(saved,
+                                                                                   tmp_path):
+    """review-21-attack-r55 F12: a tf_keras legacy Adam and SGD(momentum=0.9) of two other
+    models, saved under opt2= / opt3= beside the use_ema model and its optimizer: their
+    beta_1, beta_2 and momentum (scalar hyperparameters) were weights "missing" an average and
+    written into the export. The graph records them owning slot variables, which only an
+    optimizer does: their state. The export holds the model's averages and the other models'
+    raw weights, each as tf_keras held it at save time, nothing else."""
+    d = saved / "legacy_beside"
+    out = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(d), "--out", str(out)])
+    assert code == 0, err
+    with np.load(d / "truth.npz") as t:
+        assert_npz_holds(out, {k: t[k] for k in t.files})
+    code, text, err = run_cli(["list", str(d), "--json"])
+    roles = {v["path"]: v["role"] for v in json.loads(text)["variables"] if v["path"]}
+    assert roles["opt2/beta_1"] == roles["opt3/momentum"] == "other", roles

@@ -73,23 +73,31 @@ def optimizer_owned_keys(objects: ObjectGraph) -> frozenset[str]:
     """Keys of the variables an optimizer object holds (its step counter, learning rate, a
     LossScaleOptimizer's ``dynamic_scale`` and ``step_counter``, its slots and copies),
     found by what the object tracks, whatever attribute it is saved under (``opt=``,
-    ``g_opt=``): never a model weight. Excludes ``_trainable_variables`` (the model's
-    variables it references). Cached on ``objects``."""
+    ``g_opt=``), or by the slot variables the graph records it owning (only an optimizer
+    records them: a tf_keras legacy ``Adam``'s ``beta_1``, ``SGD(momentum=0.9)``'s
+    ``momentum`` under ``opt2=``, review-21-attack-r55 F12): never a model weight. Excludes
+    ``_trainable_variables`` (the model's variables it references). Cached on ``objects``."""
     cached = objects.__dict__.get("_optimizer_owned")
     if cached is not None:
         return cached
     kids = objects.children
+    # the object paths of the nodes that record slot variables (never the root: a graph
+    # whose root is the optimizer itself holds the model's variables under it too)
+    slot_owners = {s.optimizer for s in objects.slots.values()} - {""}
     # Breadth-first from the root, as TensorFlow names keys: a variable belongs to the
     # object its shortest path runs through (a model weight an optimizer also references
     # stays the model's).
     under = {0: False}
+    path_of = {0: ""}
     queue = deque([0])
     while queue:
         node = queue.popleft()
-        mine = under[node] or any(name in _OPTIMIZER_MARKS for name, _ in kids.get(node, ()))
+        mine = under[node] or path_of[node] in slot_owners or any(
+            name in _OPTIMIZER_MARKS for name, _ in kids.get(node, ()))
         for name, child in kids.get(node, ()):
             if child not in under:
                 under[child] = mine and name not in _BORROWED
+                path_of[child] = f"{path_of[node]}/{name}" if path_of[node] else name
                 queue.append(child)
     out = frozenset(k for n, k in objects.node_keys.items() if under.get(n))
     objects.__dict__["_optimizer_owned"] = out
