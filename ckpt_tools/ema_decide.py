@@ -13,6 +13,7 @@ from .errors import EmaError
 from .formats._record import replace
 from .lone_named import unmarked_lone_averages
 from .saved_swaps import swapped_pairs
+from .slashed_stated import weights_under_shadows
 
 
 def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
@@ -44,6 +45,10 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     if ckpt.with_meta(use_meta) is not ckpt:  # roles as if no .meta were beside it
         ckpt, variables = ckpt.with_meta(use_meta), None
     variables = list(ckpt.variables_unwarned() if variables is None else variables)
+    # a key under a stated name's shadow read as the weight it is, as ema_map reads it
+    # (review-21-attack-r53 F2)
+    variables = list(weights_under_shadows(ckpt, {v.name: v for v in variables},
+                                           ema_name).values())
     layout = getattr(ckpt.reader, "keras", None)
     if layout is not None and (layout.use_ema is None or layout.copies_unpaired):
         # a bare .weights.h5 that cannot tell use_ema, or copies no layout places: no

@@ -55,9 +55,11 @@ def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None,
         variables = stated_own_heads(ckpt, variables, ema_name)
         variables = stated_orphans(ckpt, variables, ema_name)  # r39 F8: said, never read
         return stated_held_shadows(ckpt, variables, ema_name, apply_order)
-    if (not ema_name or "/" not in ema_name or "," in ema_name or ckpt.objects is not None
+    if (not ema_name or "," in ema_name or ckpt.objects is not None
             or ckpt.meta is not None):
         return variables
+    if "/" not in ema_name:
+        return weights_under_shadows(ckpt, variables, ema_name)
     found = {k: h for k, v in variables.items()
              if (h := _shadow_of(k, v, variables, ema_name)) is not None}
     if not found:
@@ -77,6 +79,56 @@ def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None,
         if under is not None and under.ema == k:  # no average of w0/ema, set aside
             out[under.name] = replace(under, ema=None)
     return out
+
+
+def weights_under_shadows(ckpt, variables: dict, name: str | None) -> dict:
+    """``variables`` with each key ``<v>/<name>/<s>`` (``s`` not ``name``) that the keys read
+    as another EMA's average of ``name``'s shadow ``<v>/<name>`` read as a weight instead,
+    under a stated one-part ``name`` and no ``.meta`` (review-21-attack-r53 F2: a trainable
+    ``net/w/fast/kernel`` under ``variable_scope("net/w/fast")`` beside ``fast``'s average
+    ``net/w/fast`` was an "average" of that average under the name ``kernel``, in no row of
+    the map: dropped, "0 left out"). Under the name stated, a key not ending in ``/<name>`` is
+    never ``name``'s shadow, and ``<s>`` names an EMA only by that one key: it is a weight,
+    paired with ``<v>/<name>/<s>/<name>`` where that is stored (``name`` averaged it), else
+    without an average (refused unless ``--allow-missing``). Kept an average (an EMA of an
+    EMA, set aside) only where keys ``<p>/<s>`` sit under every one of two or more of
+    ``name``'s shadows and none has its own ``/<name>``: an EMA applied to ``name``'s averages
+    (``tests/test_tf1_stacked_no_meta.py``). Unchanged for another file or name (a TF2
+    checkpoint, a ``.meta`` read: its update ops prove which key is whose)."""
+    if (not name or "/" in name or "," in name or ckpt.objects is not None
+            or ckpt.meta is not None):
+        return variables
+    shadows = {k for k, v in variables.items() if v.role == R.EMA and v.ema_style == "tf1"
+               and v.ema_of and k == f"{v.ema_of}/{name}"
+               and getattr(variables.get(v.ema_of), "role", R.EMA) != R.EMA}
+    below: dict[str, list[str]] = {}  # <s> -> the keys <p>/<s> read as averages of <p>
+    for k, v in variables.items():
+        head, _, last = k.rpartition("/")
+        if head in shadows and v.role == R.EMA and v.ema_style == "tf1" \
+                and v.ema_of == head and not R.ema_suffix(last, {name}):
+            below.setdefault(last, []).append(k)
+    out = dict(variables)
+    for keys in below.values():
+        owned = {k: f"{k}/{name}" for k in keys if _own_shadow(variables, k, name)}
+        if not owned and len(keys) > 1 and len(keys) == len(shadows):
+            continue  # an EMA over every one of name's averages: an EMA of an EMA
+        for k in keys:
+            own = owned.get(k)
+            out[k] = replace(variables[k], role=R.WEIGHT, ema_of=None, ema=own,
+                             ema_style="tf1" if own else None, ema_candidates=())
+            under = out[k.rpartition("/")[0]]
+            if under.ema == k:
+                out[under.name] = replace(under, ema=None)
+            if own:
+                out[own] = replace(variables[own], role=R.EMA, ema_of=k, ema_style="tf1",
+                                   ema=None, ema_candidates=())
+    return out
+
+
+def _own_shadow(variables: dict, key: str, name: str) -> bool:
+    """Whether ``<key>/<name>`` is stored with ``key``'s dtype and shape."""
+    v, s = variables[key], variables.get(f"{key}/{name}")
+    return s is not None and s.dtype == v.dtype and tuple(s.shape) == tuple(v.shape)
 
 
 def slashed_hint(ckpt, variables: dict, missing) -> str | None:

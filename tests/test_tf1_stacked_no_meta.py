@@ -12,6 +12,8 @@ Made by real TensorFlow in a subprocess; truth ``sess.run(o.average(v))`` at sav
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from helpers import run_cli
@@ -93,3 +95,61 @@ def test_with_the_meta_the_true_slashed_name_takes_its_objects_averages(made, tm
         assert sorted(got.files) == ["w0", "w1"]
         assert got["w0"].tobytes() == truth["raw:w0"].tobytes()
         assert got["w1"].tobytes() == truth["ema/fast:w1"].tobytes()
+
+
+# review-21-attack-r53 F2: a trainable net/w/fast/kernel (variable_scope "net/w/fast") beside
+# an EMA named "fast" over net/w and net/b (k1), or over all three (k2); a plain Saver().
+UNDER = r'''
+E = tf1.train.ExponentialMovingAverage
+for case, averaged in (("k1", 2), ("k2", 3)):
+    with tf.Graph().as_default():
+        w = tf1.get_variable("net/w", initializer=tf.ones([4, 2]))
+        b = tf1.get_variable("net/b", initializer=tf.zeros([2]))
+        k = tf1.get_variable("net/w/fast/kernel", initializer=tf.fill([4, 2], 2.0))
+        made = [w, b, k]
+        step = [tf1.assign_add(v, tf.ones(v.shape) * (0.5 + i)) for i, v in enumerate(made)]
+        fast = E(0.9, name="fast")
+        with tf.control_dependencies(step):
+            upd = fast.apply(made[:averaged])
+        with trained(tf, upd) as s:
+            for v in made:
+                name = v.op.name
+                truth[f"{case}:raw:{name}"] = s.run(v)
+                if fast.average(v) is not None:
+                    truth[f"{case}:fast:{name}"] = s.run(fast.average(v))
+            tf1.train.Saver().save(s, f"{out}/{case}/model.ckpt")
+'''
+
+
+@pytest.fixture(scope="module")
+def under(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_under_shadow")
+    return out, run_tf1_script(UNDER, out)
+
+
+def test_a_weight_under_a_stated_names_shadow_stays_a_weight(under, tmp_path):
+    """review-21-attack-r53 F2: ``--no-meta --ema-name fast`` read ``net/w/fast/kernel`` as an
+    average (named ``kernel``) of ``fast``'s average ``net/w/fast`` and dropped the trainable
+    weight, exit 0, "0 left out". Under the stated name it is a weight: without an average of
+    ``fast`` (k1) refused naming ``--allow-missing``, which keeps it raw; with one (k2) paired
+    with it. Each value as TensorFlow held it at save time."""
+    out, truth = under
+    dest = tmp_path / "k1.npz"
+    stated = ["--no-meta", "--ema-name", "fast"]
+    code, _, err = run_cli(["export", str(out / "k1"), *stated, "--out", str(dest)])
+    assert code == 6 and not dest.exists(), err
+    assert "net/w/fast/kernel" in err and "--allow-missing" in err, err
+    code, text, err = run_cli(["list", str(out / "k1"), *stated, "--json"])
+    roles = {v["name"]: v["role"] for v in json.loads(text)["variables"]}
+    assert roles["net/w/fast/kernel"] == "weight", roles
+    for case, extra in (("k1", ["--allow-missing"]), ("k2", ["--strict"])):
+        dest = tmp_path / f"{case}.npz"
+        code, _, err = run_cli(["export", str(out / case), *stated, *extra, "--out",
+                                str(dest)])
+        assert code == 0, err
+        with np.load(dest) as got:
+            assert sorted(got.files) == ["net/b", "net/w", "net/w/fast/kernel"]
+            for n in got.files:
+                want = truth.get(f"{case}:fast:{n}", truth[f"{case}:raw:{n}"])
+                assert got[n].tobytes() == want.tobytes(), (case, n)
+    assert "k1:fast:net/w/fast/kernel" not in truth and "k2:fast:net/w/fast/kernel" in truth
