@@ -21,6 +21,7 @@ import re
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .ema_updates import mixed_keys, part_update_ops, update_ops
+from .offer_probe import option_text, works
 
 
 def _written(ckpt: Checkpoint, use_meta: bool) -> dict[str, dict[str, str]]:
@@ -179,14 +180,12 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
     undecided = _undecided(ckpt, [p for keys in scopes.values() for p in keys.items()])
     whole = sorted(n for n in {k[len(v) + 1:] for keys in scopes.values() for k, v in keys.items()}
                    if _one_apply(ckpt, n, use_meta))
+    offer = _whole_offer(ckpt, whole, {suffix_base(n) for n in names})
     if not names - set(whole):  # each crossing name one apply()'s whole: pick one (r48 F2)
         raise UnprovenPairingError(
             f"{ckpt.path}: the averages are several EMA objects' (the .meta's update ops show "
-            f"{shows}); --ema-name {' or '.join(whole)} is one apply()'s whole, so one "
-            "object's; --raw exports the raw weights instead", None, undecided)
+            f"{shows}); {offer}--raw exports the raw weights instead", None, undecided)
     names = names - set(whole)
-    offer = (f"--ema-name {' or '.join(whole)} is one apply()'s whole, so one object's; "
-             if whole else "no --ema-name picks one object here: ")
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
         + (f"the averages named {ema_name} are not proven one apply()'s, and "
@@ -200,6 +199,22 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
         "weights instead (name the EMA objects, ExponentialMovingAverage(decay, "
         "name='fast'), when training)",
         None, undecided)
+
+
+def _whole_offer(ckpt: Checkpoint, whole: list[str], families: set[str]) -> str:
+    """The offer of :func:`refuse_crossed`'s refusal: each name of ``whole`` (one apply()'s
+    whole) that makes a map the command accepts (:func:`~ckpt_tools.offer_probe.works`),
+    else another family's name that does: ``--ema-name fast_1`` was offered where it is
+    refused the same way, and the default object's name that works was not
+    (review-21-attack-r60 F5)."""
+    offered = [n for n in whole if works(ckpt, n)]
+    if offered:
+        return f"--ema-name {' or '.join(offered)} is one apply()'s whole, so one object's; "
+    others = [n for n in ckpt.ema_names() if suffix_base(n) not in families and works(ckpt, n)]
+    if others:
+        return (f"no --ema-name of them picks one object here, while --ema-name "
+                f"{' or '.join(others)} takes another EMA object's averages; ")
+    return "no --ema-name picks one object here: "
 
 
 def _one_apply(ckpt: Checkpoint, ema_name: str, use_meta: bool) -> bool:
@@ -251,8 +266,13 @@ def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> Non
     shows = "; ".join(f"apply() scope {s!r} writes {', '.join(sorted(keys))}"
                       for s, keys in sorted(scopes.items()))
     both = " or ".join(sorted(names))
-    offer = (f"--ema-name {' or '.join(sorted(proven))} is one apply()'s, so one object's; "
-             if proven else "")
+    # each offered as the map accepts it, or not at all (review-21-attack-r57 F2)
+    plain = [n for n in sorted(proven) if works(ckpt, n)]
+    said = [*([f"--ema-name {' or '.join(plain)}"] if plain else []),
+            *(option_text(n, (), True) for n in sorted(proven)
+              if n not in plain and works(ckpt, n, (), True))]
+    offer = (f"{' or '.join(said)} is one apply()'s, so one object's; " if said
+             else "no --ema-name picks one object here: " if proven else "")
     undecided = _undecided(ckpt, [(k, v) for keys in scopes.values() for k, v in keys.items()
                                   if k[len(v) + 1:] in names])
     raise UnprovenPairingError(

@@ -173,7 +173,7 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
             if exc.option == "--ema-name":  # never offer a crossed name (r39 F2)
                 refuse_crossed(ckpt, None, use_meta)
             # never offer a name whose keys hold raw values (review-21-user-u23 F2)
-            raise without_raw_names(ckpt, variables, suffix, exc) or offer_objects(
+            raise without_raw_names(ckpt, variables, suffix, exc, ema_name) or offer_objects(
                 ckpt, variables, use_meta, exc) from None
     else:  # read by the names: a crossed name's keys are two objects' (r39 F2)
         if ema_name is not None:

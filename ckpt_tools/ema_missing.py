@@ -32,10 +32,12 @@ TENSOR_SOURCED = "the graph averages no variable into it: "
 
 def missing_hints(variables, name: str, detected: list[str], missing: list[str],
            unsaved: list[str], partial: dict[str, str] | None = None,
-           meta_read: bool = False) -> list[str]:
+           meta_read: bool = False, accepted=None) -> list[str]:
     """The hints for ``missing`` that the variables' roles give; ``meta_read``: the pairs
     came from a ``.meta``'s update ops (only then can a slot be said to be shown one by
-    them: a TF2 checkpoint has no ``.meta``)."""
+    them: a TF2 checkpoint has no ``.meta``); ``accepted(name)``: whether ``--ema-name
+    name`` makes a map that is accepted (:func:`~ckpt_tools.offer_probe.works`), so that
+    no refused one is offered (review-21-attack-r60 F7)."""
     if not missing:
         return []
     hints = []
@@ -53,7 +55,13 @@ def missing_hints(variables, name: str, detected: list[str], missing: list[str],
                      f"the .meta graph has {unsaved[0]!r} but the checkpoint does not: the "
                      "Saver's var_list left it out")
     others = [d for d in detected if d != name]
-    if others and suffix_base(others[0]) == R.DEFAULT_EMA_NAME:
+    if others and accepted is not None and not accepted(others[0]):
+        hints.append(f"the checkpoint uses EMA name {others[0]!r}, but --ema-name "
+                     f"{others[0]} is refused too" if suffix_base(others[0])
+                     == R.DEFAULT_EMA_NAME else
+                     f"the checkpoint also stores tensors as <weight>/{others[0]}, but "
+                     f"--ema-name {others[0]} is refused too")
+    elif others and suffix_base(others[0]) == R.DEFAULT_EMA_NAME:
         hints.append(f"the checkpoint uses EMA name {others[0]!r}: pass --ema-name {others[0]} "
                      f"(ema_name={others[0]!r} in Python)")
     elif others:  # <weight>/<name> is also how optimizers store slots: not proven an EMA's

@@ -31,6 +31,7 @@ from .ema_objects import both_averaged
 from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
 from .meta_shadows import update_ops_of
 from .object_slashed import own_head_readings
+from .offer_probe import works
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
 
@@ -151,15 +152,15 @@ def elsewhere_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],
     if variables is not None and ckpt.objects is not None and k.split("/", 1)[0] != name \
             and any(v.role == R.EMA and key.split("/", 1)[0] == name
                     for key, v in variables.items()):
-        return _attribute_hint(name, elsewhere, variables)
+        return _attribute_hint(ckpt, name, elsewhere, variables)
     other = suffix_base(suffix.get(k) or k.rpartition("/")[2])
     both = both_averaged(ckpt, name, other) if ckpt.objects is None else []
     if both:  # --ema-name name,other is refused there (review-21-attack-r53 F3)
         return (f"another EMA object averaged {len(elsewhere)} of them ({t} has {k}), and the "
                 f".meta's update ops show {name} and {other} both averaging "
-                f"{', '.join(both[:3])}, so no one map takes both objects' averages; "
-                "--allow-missing would restore these raw although an average of theirs is "
-                "stored")
+                f"{', '.join(both[:3])}, so no one map takes both objects' averages"
+                + ("; --allow-missing would restore these raw although an average of theirs "
+                   "is stored" if works(ckpt, name, (), True) else ""))
     # the name the keys carry (fast_1 of a second object named fast), not its base: the
     # base offered "--ema-name fast,fast" (s21c note); the base where the keys differ
     real = {suffix.get(a) or a.rpartition("/")[2] for a in elsewhere.values()}
@@ -168,24 +169,43 @@ def elsewhere_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],
         # their averages are stored, under another EMA object's name: saying they were left
         # out of ema.apply() (and steering to raw values) would be false
         said = f"another EMA object averaged {len(elsewhere)} of them ({t} has {k})"
+        # each option named only where the map it runs is accepted (review-21-attack-r60 F7,
+        # F11, F12)
+        alone = ("; --allow-missing restores these raw although an average of theirs is "
+                 "stored" if works(ckpt, name, (), True) else "")
         both = _both_stored(variables or {}, suffix, name, offered)
         if both:  # --ema-name name,other is refused there (review-21-user-u23 F1)
             return (f"{said}, and {offered} also averages {', '.join(both[:3])}"
                     f"{' ...' if len(both) > 3 else ''}, which {name} averages, so no one "
-                    "map takes both objects' averages; --allow-missing restores these raw "
-                    "although an average of theirs is stored")
+                    f"map takes both objects' averages{alone}")
         if offered == name:  # w/fast_1, w/fast_2 beside --ema-name fast: no name,other
             return (f"{said}, under TF's numbered variants of {name} ("
                     f"{', '.join(sorted(real)[:3])}), which no one --ema-name takes beside "
-                    f"{name}'s; --allow-missing restores these raw although an average of "
-                    "theirs is stored")
-        return (f"{said}: --ema-name {name},{offered} takes both objects' averages, while "
-                "--allow-missing would restore these raw although an average of theirs is "
-                "stored")
+                    f"{name}'s{alone}")
+        return _pair_offer(ckpt, said, f"{name},{offered}", alone)
+    if not works(ckpt, f"{name},{other}"):
+        return (f"{len(elsewhere)} of them have a tensor named like another EMA's average ({t} "
+                f"has {k}), but nothing recorded says {other!r} is an ExponentialMovingAverage's "
+                f"name (an optimizer stores its slots so), and --ema-name {name},{other} is "
+                "refused too")
     return (f"{len(elsewhere)} of them have a tensor named like another EMA's average ({t} "
             f"has {k}), but nothing recorded says {other!r} is an ExponentialMovingAverage's "
             f"name (an optimizer stores its slots so): --ema-name {name},{other} only if it is "
             "the name you gave another ExponentialMovingAverage")
+
+
+def _pair_offer(ckpt: Checkpoint, said: str, names: str, alone: str) -> str:
+    """The end of :func:`elsewhere_hint`'s text: ``--ema-name names`` (two objects' names,
+    comma-separated) offered as it is accepted, with ``--allow-missing`` where only so, or
+    said refused; ``alone``: what ``--allow-missing`` with the stated name alone does."""
+    if works(ckpt, names):
+        return (f"{said}: --ema-name {names} takes both objects' averages"
+                + (", while --allow-missing would restore these raw although an average of "
+                   "theirs is stored" if alone else ""))
+    if works(ckpt, names, (), True):  # a variable neither averaged (r57 F3)
+        return (f"{said}: --ema-name {names} --allow-missing takes both objects' averages "
+                f"(and what neither averaged raw){alone}")
+    return f"{said}, but --ema-name {names} is refused too (with --allow-missing too){alone}"
 
 
 def _both_stored(variables, suffix: dict[str, str], name: str, other: str) -> list[str]:
@@ -201,7 +221,8 @@ def _both_stored(variables, suffix: dict[str, str], name: str, other: str) -> li
         n == other or suffix_base(n) == other for n in names - {name}))
 
 
-def _attribute_hint(name: str, elsewhere: dict[str, str], variables) -> str:
+def _attribute_hint(ckpt: Checkpoint, name: str, elsewhere: dict[str, str],
+                    variables) -> str:
     """:func:`elsewhere_hint` where ``--ema-name name`` picked a TF2 checkpoint's attribute:
     the other object is the attribute its averages lie under, and ``--ema-name name,other``
     is offered only where no variable has averages under both (else that form is refused
@@ -225,8 +246,9 @@ def _attribute_hint(name: str, elsewhere: dict[str, str], variables) -> str:
         return (f"{said}, and {other} also averages {', '.join(both[:3])}, which {name} "
                 f"averages, so no one map takes both; --allow-missing restores these raw "
                 f"although an average of theirs is stored")
-    return (f"{said}: --ema-name {name},{other} takes both objects' averages, while "
-            "--allow-missing would restore these raw although an average of theirs is stored")
+    alone = ("; --allow-missing restores these raw although an average of theirs is stored"
+             if works(ckpt, name, (), True) else "")
+    return _pair_offer(ckpt, said, f"{name},{other}", alone)
 
 
 def without_slot_names(variables, names: list[str]) -> list[str]:

@@ -35,6 +35,7 @@ from .keras_detached import detached_hint
 from .keras_graph import under_keras
 from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
+from .offer_probe import works
 from .saved_aliases import export_archive
 from .slashed_stated import slashed_hint, stacked_hint
 
@@ -67,7 +68,8 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
                and f"{t}/{name}" not in variables and f"{t}/{name}" not in partial]
     hints = missing_hints(variables, name, detected, missing, unsaved,
                           {k: partial[k] for t in missing if (k := f"{t}/{name}") in partial},
-                          meta_read=source == "meta")
+                          meta_read=source == "meta",
+                          accepted=lambda n: works(ckpt, n))
     slashed = slashed_hint(ckpt, variables, missing) or stacked_hint(
         ckpt, variables, missing, ema_name)
     if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'

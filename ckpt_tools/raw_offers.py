@@ -15,20 +15,26 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
+from .offer_probe import option_text, python_text, working, works
 from .raw_shadows import raw_named_keys
 
 
 def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
-                      refusal: UnprovenPairingError) -> UnprovenPairingError | None:
+                      refusal: UnprovenPairingError,
+                      ema_name: str | None = None) -> UnprovenPairingError | None:
     """Returns the refusal to raise instead of ``refusal`` (several averages, ``--ema-name``
     decides) where, leaving out the keys :func:`~ckpt_tools.raw_shadows.raw_named_keys`
-    proves raw, each of its variables has one average left and all of them one EMA name:
-    it offers only that name, with ``--exclude`` for the variables whose only keys named as
-    averages hold raw values. ``None`` where that is not so (the refusal stands as it is).
+    proves raw, each of its variables has one average left: it offers only options the map
+    then accepts (:func:`~ckpt_tools.offer_probe.works`): a name whose averages are left,
+    with ``--exclude`` for the variables whose only keys named as averages hold raw values
+    or with ``--allow-missing``, or the raw-valued name with ``--exclude`` for the variables
+    its keys hold raw; where none is accepted it says no option decides (review-21-attack-r60
+    F9, F12). ``None`` where that is not so (the refusal stands as it is).
 
     Args:
         variables: key -> :class:`~ckpt_tools.variable.Variable`.
         suffix: average key -> the last part of its recorded name.
+        ema_name: the stated ``--ema-name``, tried first.
     """
     if refusal.option != "--ema-name" or not refusal.undecided:
         return None
@@ -42,26 +48,48 @@ def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
     def name_of(key: str) -> str:
         return suffix.get(key) or key.rpartition("/")[2]
 
-    names = {name_of(cs[0]) for cs in left.values()}
-    if len(names) != 1:
-        return None
-    name = names.pop()
-    averaged = {v.ema_of for k, v in variables.items() if v.role == R.EMA and v.ema_of
-                and k not in raw and name_of(k) == name}
-    lacking = sorted(set(raw.values()) - averaged)  # raw-valued keys are all they have
+    names = sorted({name_of(cs[0]) for cs in left.values()})
     k, t = next((k, t) for k, t in sorted(raw.items()) if t in left)
     raw_names = sorted({name_of(k) for k in raw if raw[k] in left})
-    shown = " ".join(f"--exclude {v!r}" for v in lacking[:4]) + (
-        " ..." if len(lacking) > 4 else "")
-    exclude = (f" {shown} (Python: ema_name={name!r}, exclude=[...]): {', '.join(lacking[:3])}"
-               f"{' ...' if len(lacking) > 3 else ''} have no average of {name}, only keys "
-               "holding their raw values, which --exclude leaves out (--allow-missing does "
-               "not: their raw values lie under an average's name)" if lacking else "")
+
+    def averaged(name: str) -> set[str]:
+        return {v.ema_of for k, v in variables.items() if v.role == R.EMA and v.ema_of
+                and k not in raw and name_of(k) == name}
+
+    def lacking(name: str) -> tuple[str, ...]:  # raw-valued keys are all they have
+        return tuple(sorted(set(raw.values()) - averaged(name)))
+
+    tried = [ema_name] if ema_name and ema_name not in raw_names else []
+    offers = [o for n in dict.fromkeys([*tried, *names])
+              for o in ((n, lacking(n), False), (n, (), True))]
+    offers += [(r, tuple(sorted({raw[a] for a in raw if name_of(a) == r})), False)
+               for r in raw_names]
+    good = working(ckpt, offers)
+    said = (f"{ckpt.path}: {len(left)} variable(s) have keys under the EMA names "
+            f"{', '.join(raw_names)} and {', '.join(names)}, but the .meta's saver wrote "
+            f"every {' and '.join(raw_names)} key from its variable itself (e.g. {k} from {t}, "
+            "as a Saver built from ema.variables_to_restore() does), so those keys hold raw "
+            "values and only " + (f"{names[0]}'s are averages" if len(names) == 1 else
+                                  f"those named {', '.join(names)} are averages"))
+    if len(names) == 1 and good and good[0] == (names[0], lacking(names[0]), False):
+        name, out = names[0], lacking(names[0])
+        shown = " ".join(f"--exclude {v!r}" for v in out[:4]) + (
+            " ..." if len(out) > 4 else "")
+        exclude = (f" {shown} (Python: ema_name={name!r}, exclude=[...]): "
+                   f"{', '.join(out[:3])}{' ...' if len(out) > 3 else ''} have no average of "
+                   f"{name}, only keys holding their raw values, which --exclude leaves out "
+                   "(--allow-missing does not: their raw values lie under an average's name)"
+                   if out else "")
+        return UnprovenPairingError(
+            f"{said}: pass --ema-name {name}" + (exclude or f" (Python: ema_name={name!r})"),
+            "--ema-name", refusal.undecided, refusal.raw)
+    if good:
+        return UnprovenPairingError(
+            f"{said}: pass " + " or ".join(f"{option_text(*o)} (Python: {python_text(*o)})"
+                                           for o in good[:3]),
+            "--ema-name", refusal.undecided, refusal.raw)
     return UnprovenPairingError(
-        f"{ckpt.path}: {len(left)} variable(s) have keys under the EMA names "
-        f"{', '.join(raw_names)} and {name}, but the .meta's saver wrote every "
-        f"{' and '.join(raw_names)} key from its variable itself (e.g. {k} from {t}, as a "
-        "Saver built from ema.variables_to_restore() does), so those keys hold raw values "
-        f"and only {name}'s are averages: pass --ema-name {name}"
-        + (exclude or f" (Python: ema_name={name!r})"),
-        "--ema-name", refusal.undecided, refusal.raw)
+        f"{said}; no --ema-name of them, with --exclude or --allow-missing, makes a map that "
+        "is accepted here, so no option decides"
+        + ("; ckpt export --raw writes the raw weights" if works(ckpt, raw=True) else ""),
+        None, refusal.undecided, refusal.raw)

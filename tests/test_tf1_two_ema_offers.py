@@ -64,7 +64,50 @@ for case in CASES:
             truth.update({f"{case}:slow:{v.op.name}": s.run(slow.average(v).read_value())
                           for v in (w, b)})
         np.savez(f"{out}/{case}.npz", **truth)
-np.savez(f"{out}/truth.npz", **{k: v for c in CASES
+# several objects over chosen variables, in apply order (review-21-attack-r60 F5, F7, F9,
+# F11, F12): a plain Saver(), the first object's Saver(variables_to_restore()) ("vtr"), or
+# "mixvtr": w saved as that Saver saves it beside slow's average of w, b and c plainly
+OBJECTS = {
+    "fastnum": ("plain", [("ExponentialMovingAverage", "wbc"), ("fast", "w"), ("fast", "wb")]),
+    "disjoint": ("plain", [("ExponentialMovingAverage", "bc"), ("slow", "w")]),
+    "vtr3": ("vtr", [("ExponentialMovingAverage", "wbc"), ("slow", "w"), ("fast", "c")]),
+    "fast2c": ("plain", [("fast", "wb"), ("fast", "c")]),
+    "mixvtr": ("mixvtr", [("ExponentialMovingAverage", "wbc"), ("slow", "w")]),
+    # w/fast (first), b/fast_1 (an object named fast_1), w/fast_1 (the second fast)
+    "twin": ("plain", [("fast", "w"), ("fast_1", "b"), ("fast", "w")]),
+}
+for case, (kind, objects) in OBJECTS.items():
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        V = {"w": tf1.get_variable("w", [3, 3]), "b": tf1.get_variable("b", [3]),
+             "c": tf1.get_variable("c", [3])}
+        x = tf.constant(np.ones((2, 3), "float32"))
+        loss = tf.reduce_sum((tf.matmul(x, V["w"]) + V["b"] + 2.0 * V["c"]) ** 2)
+        step = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
+        emas = []
+        for i, (n, vs) in enumerate(objects):
+            e = tf1.train.ExponentialMovingAverage([0.5, 0.9, 0.99][i], name=n)
+            with tf.control_dependencies([step]):
+                step = e.apply([V[k] for k in vs])
+            emas.append((e, vs))
+        first = emas[0][0]
+        saver = tf1.train.Saver() if kind == "plain" else tf1.train.Saver(
+            first.variables_to_restore()) if kind == "vtr" else tf1.train.Saver({
+                "w/ExponentialMovingAverage": V["w"], "w/slow": emas[1][0].average(V["w"]),
+                "b": V["b"], "b/ExponentialMovingAverage": first.average(V["b"]),
+                "c": V["c"], "c/ExponentialMovingAverage": first.average(V["c"]),
+                "global_step": gs})
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(step)
+            os.makedirs(f"{out}/{case}")
+            saver.save(s, f"{out}/{case}/model.ckpt", global_step=gs)
+            truth = {f"{case}:raw:{k}": s.run(v.read_value()) for k, v in V.items()}
+            truth.update({f"{case}:o{i}:{k}": s.run(e.average(V[k]).read_value())
+                          for i, (e, vs) in enumerate(emas) for k in vs})
+        np.savez(f"{out}/{case}.npz", **truth)
+np.savez(f"{out}/truth.npz", **{k: v for c in (*CASES, *OBJECTS)
                                 for k, v in np.load(f"{out}/{c}.npz").items()})
 '''
 
@@ -130,3 +173,62 @@ def test_a_vtr_savers_raw_keys_are_not_offered_and_exclude_is(made, tmp_path):
     for v in ("w", "b"):
         assert got[v].tobytes() == truth[f"vtr:slow:{v}"].tobytes(), v
         assert got[v].tobytes() != truth[f"vtr:raw:{v}"].tobytes(), v
+
+
+# case, the refused command's options, {offered options: {exported name: truth key part}}
+# (raw: the value at save time; oN: the Nth object's ema.average(v)), and what is never
+# offered (each refused when run)
+OFFERS = [
+    # F5: fast_1 is refused as fast is; the default object averaged every variable
+    ("fastnum", [], {"--ema-name ExponentialMovingAverage": {"w": "o0", "b": "o0", "c": "o0"}},
+     ["--ema-name fast_1"]),
+    # F7: slow's refusal named --ema-name ExponentialMovingAverage (w has none of it)
+    ("disjoint", ["--ema-name", "slow"],
+     {"--ema-name slow,ExponentialMovingAverage": {"w": "o1", "b": "o0", "c": "o0"},
+      "--allow-missing": {"w": "o1", "b": "raw", "c": "raw"}},
+     ["--ema-name ExponentialMovingAverage"]),
+    # F9: every offer looped (slow <-> fast); none decides, --raw writes the raw weights
+    ("vtr3", [], {"--raw": {"w": "raw", "b": "raw", "c": "raw"}},
+     ["--ema-name ExponentialMovingAverage", "--ema-name fast --exclude 'b' --exclude 'w'",
+      "--ema-name slow --exclude 'b' --exclude 'c'"]),
+    ("vtr3", ["--ema-name", "slow"], {"--raw": {"w": "raw", "b": "raw", "c": "raw"}},
+     ["--ema-name fast --exclude 'b' --exclude 'w'"]),
+    # F11: no key is named fast_1, so fast_1,fast takes nothing of it; --ema-name fast takes
+    # each variable's only average (w, b: the first object's, c: the second's)
+    ("fast2c", ["--ema-name", "fast_1"], {"--ema-name fast": {"w": "o0", "b": "o0", "c": "o1"}},
+     ["--ema-name fast_1,fast"]),
+    # F12: --ema-name slow alone lacks b and c
+    ("mixvtr", [], {"--ema-name slow --allow-missing": {"w": "o1", "b": "raw", "c": "raw"},
+                    "--ema-name ExponentialMovingAverage --exclude 'w'": {"b": "o0", "c": "o0"}},
+     ["--ema-name slow"]),
+    # review-21-attack-r57 F2: --ema-name fast was offered as "one apply()'s", and refused
+    ("twin", [], {"--raw": {"w": "raw", "b": "raw", "c": "raw"}},
+     ["--ema-name fast", "--ema-name fast --allow-missing"]),
+]
+
+
+@pytest.mark.parametrize("case,args,offered,refused", OFFERS,
+                         ids=[f"{c}{''.join(a)}" for c, a, _, _ in OFFERS])
+def test_several_objects_refusals_offer_only_options_that_work(made, tmp_path, case, args,
+                                                               offered, refused):
+    """review-21-attack-r60 F5, F7, F9, F11, F12: each option the refusal offers (``pass
+    ...``, ``... takes ...``, ``--allow-missing restores ...``, ``--raw``) is run and exports
+    what it says, bit for bit against what TF's session held at save time; no option the map
+    refuses is offered (each is run and refused), and where none decides the refusal says so.
+    """
+    out, truth = made
+    said = _refused(out / case, args, tmp_path)
+    for option in refused:  # named only as refused, never offered
+        offer = re.escape(option) + r"(?= \(| or | takes| is one apply|$)"
+        assert not re.search(offer, said), (option, said)
+        _refused(out / case, shlex.split(option), tmp_path)
+    if "--raw" in offered:
+        assert re.search("no option decides|no --ema-name picks one object here", said), said
+    for option, values in offered.items():
+        assert option in said, (option, said)
+        # --allow-missing alone: with the refused command's --ema-name
+        run = [*args, option] if option == "--allow-missing" else shlex.split(option)
+        got = _exported(out / case, run, tmp_path)
+        assert sorted(got) == sorted(values), (option, sorted(got))
+        for v, which in values.items():
+            assert got[v].tobytes() == truth[f"{case}:{which}:{v}"].tobytes(), (option, v)

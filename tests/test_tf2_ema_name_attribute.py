@@ -103,19 +103,24 @@ def test_ema_name_two_objects_both_named_with_digits(tf, tmp_path):
             assert z["model/w0"].tobytes() == ema.average(m.w0).numpy().tobytes(), attr
 
 
-@pytest.mark.parametrize("second", [("w0", "w1"), ("w1",)], ids=["overlap", "apart"])
-def test_the_refusal_under_an_attribute_offers_what_works(tf, tmp_path, second):
+@pytest.mark.parametrize("second,lone", [(("w0", "w1"), False), (("w1",), False),
+                                         (("w1",), True)], ids=["overlap", "apart", "lone"])
+def test_the_refusal_under_an_attribute_offers_what_works(tf, tmp_path, second, lone):
     """Two default-named objects saved as ``Checkpoint(model=m, e1=[...], e2=[...])``, e1 over
     w0 and e2 over w0 and w1 (or w1 alone): --ema-name e1's refusal offered ``--ema-name
     e1,ExponentialMovingAverage`` (the averages' recorded name), itself refused where e2 also
     averaged w0, and gave the TF1 key ``model/w1/.ATTRIBUTES/VARIABLE_VALUE/e1`` as its
-    example (review-20-attack-r47 F1). Every option it names now works, bit for bit."""
+    example (review-20-attack-r47 F1). Every option it names now works, bit for bit. ``lone``:
+    a third variable w2 that neither averaged, where ``--ema-name e1,e2`` alone is refused and
+    ``--ema-name e1,e2 --allow-missing`` is offered instead (review-21-attack-r57 F3)."""
 
     class M(tf.Module):
         def __init__(self):
             super().__init__()
             self.w0 = tf.Variable(tf.random.stateless_normal([3, 3], [5, 6]), name="w0")
             self.w1 = tf.Variable(tf.random.stateless_normal([3, 2], [7, 8]), name="w1")
+            if lone:
+                self.w2 = tf.Variable(tf.random.stateless_normal([2], [9, 1]), name="w2")
 
     m = M()
     e1, e2 = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
@@ -138,11 +143,20 @@ def test_the_refusal_under_an_attribute_offers_what_works(tf, tmp_path, second):
     offers = {o.rstrip(",;:)") for o in re.findall(r"--ema-name (\S+)", said)} - {"e1"}
     assert offers == ({"e1,e2"} if second == ("w1",) else set()), said
     assert "--allow-missing" in said, said
-    for extra in [["--ema-name", o] for o in offers] + [["--ema-name", "e1", "--allow-missing"]]:
+    both = ["--ema-name", "e1,e2", *(["--allow-missing"] if lone else [])]
+    assert " ".join(both) + " takes" in said or not offers, said
+    if lone:  # offered with --allow-missing only: alone it is refused
+        result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--ema-name", "e1,e2",
+                                     "--out", str(out), "--force"])
+        assert result.exit_code == 6, result.output
+    for extra in [both] * bool(offers) + [["--ema-name", "e1", "--allow-missing"]]:
         result = runner.invoke(app, ["export", str(tmp_path / "ck"), *extra, "--strict",
                                      "--out", str(out), "--force"])
         assert result.exit_code == 0, (extra, result.output)
         with np.load(out) as z:
             assert z["model/w0"].tobytes() == want["model/w0"].tobytes(), extra
-            w1 = raw_w1 if "--allow-missing" in extra else want["model/w1"]
+            w1 = raw_w1 if extra[-1] == "--allow-missing" and "e1,e2" not in extra else \
+                want["model/w1"]
             assert z["model/w1"].tobytes() == w1.tobytes(), extra
+            if lone:
+                assert z["model/w2"].tobytes() == m.w2.numpy().tobytes(), extra
