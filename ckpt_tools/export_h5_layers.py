@@ -14,7 +14,8 @@ layer, as weight tying does, counts that layer's weights too). The writer follow
 - a legacy ``.h5``: its own layer groups (:func:`~ckpt_tools.export_h5_tfk.legacy_groups`);
 - a TensorFlow checkpoint of a Keras 3 model (``tf.train.Checkpoint(model=...)``): the order
   the object graph records (``model/_operations/<i>``, each layer's own variables and the
-  layers it holds);
+  layers it holds), each group named after its layer as its variables' recorded names give
+  it (``load_weights(by_name=True)`` matches groups by layer name), refused where they do not;
 - a tf_keras TF-format checkpoint: its ``layer_with_weights-N`` numbers
   (:func:`~ckpt_tools.export_h5_tfk.numbered_groups`), a nested model one layer;
 - any other TensorFlow checkpoint: layers as named, each layer's weights in Keras' order by
@@ -196,10 +197,10 @@ def _graph_layers(plan, ckpt, of) -> dict[str, list[str]] | None:
         per_layer = [_weights_of(graph, layer, (node, layer), problems, leaves[i])
                      for i, layer in enumerate(layers)]
         if layers and wanted <= {k for kvs in per_layer for k, _ in kvs}:
-            found.append((depth.get(node), per_layer, problems, leaves))
+            found.append((depth.get(node), layers, per_layer, problems, leaves))
     if not found or (len(found) > 1 and found[0][0] == found[1][0]):
         return None
-    _, per_layer, problems, leaves = found[0]
+    _, layers, per_layer, problems, leaves = found[0]
     if problems:
         raise UnsupportedFormatError(
             f"{ckpt.path}: a layer holds {problems[0]}, whose order in the Keras layer is not "
@@ -207,6 +208,7 @@ def _graph_layers(plan, ckpt, of) -> dict[str, list[str]] | None:
             f"each layer; {INSTEAD}")
     stat = {v.name for v in ckpt.variables_unwarned() if v.role == R.BN_STAT}
     name_of = {key: n for n, key in of.items()}
+    labels = _layer_labels(ckpt, layers, per_layer, name_of)
     out: dict[str, list[str]] = {}
     for i, kvs in enumerate(per_layer):
         trainable = {k: k not in stat for leaf in leaves[i] for k in leaf}
@@ -220,12 +222,73 @@ def _graph_layers(plan, ckpt, of) -> dict[str, list[str]] | None:
         keys = [k for k, _ in kvs if k in name_of]
         names = [name_of[k] for k in keys if k not in stat] + [name_of[k] for k in keys
                                                                if k in stat]
-        if not names:
-            continue
-        label = names[0].split("/", 1)[0] if "/" in names[0] else f"layer_{i}"
-        while label in out:
-            label = f"{label}_{i}"
-        out[label] = names
+        if names:
+            out[labels[i]] = names
+    return out
+
+
+def _layer_labels(ckpt: Checkpoint, layers: list[int], per_layer: list[list[tuple[str, str]]],
+                  name_of: dict[str, str]) -> list[str | None]:
+    """Each layer's name, as Keras' ``load_weights(by_name=True)`` matches an .h5's groups
+    (``layer.name``), from the names TensorFlow recorded for its variables; ``None`` for a
+    layer none of whose weights is exported (``name_of``: exported key -> output name).
+
+    Keras 3 creates a layer's weights in the layer's own name scope (``add_weight``), nested
+    in the scopes of the layers building it: a weight is named ``<scopes>/<layer>/<weight>``
+    (``sequential/a/kernel`` in a Sequential, whose build scopes its layers; ``hidden/kernel``
+    in a Functional model, whose layers are built before it). A layer holding weights of its
+    own is named by the segment before them, all alike and every such layer under the same
+    scopes; a nested model (weights only in the layers it holds) by the segment after those
+    scopes. A layer holding only weights another layer holds (weight tying) gets a label no
+    layer has: by name Keras fills nothing from it, and the weights from their owner's group.
+
+    Raises:
+        UnsupportedFormatError: a layer's name is not recorded so (a nested model built
+            before the model holding it, a variable made outside ``add_weight``), or two
+            layers would have the same name: by name Keras would fill nothing (exit 0) or
+            the wrong layer.
+    """
+    graph = ckpt.objects
+    split = {k: (graph.full_names.get(k) or "").split("/") for kvs in per_layer for k, _ in kvs}
+    labels: list[str | None] = [None] * len(layers)
+    scopes = set()
+    for i, layer in enumerate(layers):
+        own = [graph.node_keys[c] for _, c in graph.children.get(layer, ())
+               if c in graph.node_keys]
+        heads = {tuple(split[k][:-1]) for k in own if len(split[k]) > 1}
+        if own and len(heads) == 1 and all(len(split[k]) > 1 for k in own):
+            head = heads.pop()
+            labels[i] = head[-1]
+            scopes.add(head[:-1])
+    # Every layer of one model is built under the same scopes; layers named under different
+    # ones (a variable made outside add_weight) leave the model's own unknown.
+    scope = next(iter(scopes)) if len(scopes) == 1 else None
+    if len(scopes) > 1:
+        labels = [None] * len(layers)
+    for i, kvs in enumerate(per_layer):
+        if labels[i] is None and scope is not None and kvs:
+            deep = [split[k] for k, _ in kvs]
+            heads = {tuple(p[:len(scope) + 1]) for p in deep}
+            if len(heads) == 1 and all(len(p) > len(scope) + 2 for p in deep):
+                head = heads.pop()
+                labels[i] = head[-1] if head[:-1] == scope else None
+    named = {label for label in labels if label is not None}
+    held = {k for i, kvs in enumerate(per_layer) if labels[i] is not None for k, _ in kvs}
+    out: list[str | None] = []  # None: a layer none of whose weights is exported
+    for i, kvs in enumerate(per_layer):
+        label = labels[i]
+        if label is None and kvs and all(k in held for k, _ in kvs):
+            label = f"tied_{i}"  # weights only another layer holds: filled by name from it
+            while label in named or label in out:
+                label += "_"
+        if (label is None or label in out) and any(k in name_of for k, _ in kvs):
+            shown = [name_of.get(k, k) for k, _ in kvs]
+            raise UnsupportedFormatError(
+                f"{ckpt.path}: the name of the layer holding {', '.join(shown[:3])}"
+                f"{', ...' if len(shown) > 3 else ''} is not recorded in this TensorFlow "
+                "checkpoint (Keras' load_weights(by_name=True) fills an .h5's layers by "
+                f"name); {INSTEAD}")
+        out.append(label if any(k in name_of for k, _ in kvs) else None)
     return out
 
 
