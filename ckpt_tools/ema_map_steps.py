@@ -14,7 +14,12 @@ from .ema_ambiguous import ambiguous_message
 from .ema_apply_order import a_path_decides, an_order_pairs, lists_decide, optimizer_decides
 from .ema_crossed import refuse_crossed, refuse_mixed_parts, refuse_mixed_writers
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes
-from .ema_objects import refuse_twin_taken, refuse_two_endings, refuse_unstated_objects
+from .ema_objects import (
+    refuse_other_named,
+    refuse_twin_taken,
+    refuse_two_endings,
+    refuse_unstated_objects,
+)
 from .ema_proof import refuse_unproven_names, without_slot_names
 from .ema_refusals import UnprovenPairingError, file_style
 from .ema_sources import (
@@ -197,6 +202,8 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
     # averages of variables not stored that no name marks (w/slow, a scope's): proposed
     unmarked = unmarked_lone_averages(ckpt, variables, chosen, ema_name, use_meta)
     chosen = {**chosen, **{t: s for s, t in unmarked.items()}}
+    # an average of another object than the one whose shadows carry the name (r58 F1, F3)
+    refuse_other_named(ckpt, ema_name, chosen, use_meta)
     if unmarked and ema_name is None and not detected:  # w/slow: say slow
         name = next(iter(unmarked)).rpartition("/")[2]
     if graph_pairs:
@@ -255,10 +262,15 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
                                         translated_unwritten(ckpt, pairs, use_meta))
     pairs = [(t, t) if unproven.get(t) == s else (s, t) for s, t in pairs]
     missing = [*missing, *(t for t in unproven if t not in missing)]
+    held = held_variables(ckpt) or {}
     if ema_name is None:  # as pair_by_names: several objects averaging one (r58 F5)
-        held = held_variables(ckpt) or {}
         refuse_unstated_objects(ckpt, [(held.get(s) or s, held.get(t) or t) for s, t in pairs],
                                 {held.get(k) or k for k in variables}, use_meta)
+    else:  # and its stated-name checks, on the variables the keys hold (r58 R3)
+        chosen = {held.get(t) or t: held.get(s) or s for s, t in pairs if s != t}
+        refuse_two_endings(ckpt, ema_name, chosen, use_meta)
+        refuse_twin_taken(ckpt, ema_name, chosen, use_meta)
+        refuse_other_named(ckpt, ema_name, chosen, use_meta)
     detected, name = spoken_name(ckpt, variables, ema_name)
     suffix = recorded_suffixes(ckpt, variables)
     return Pairing(pairs, missing, not_saved, "meta", name, detected, suffix)

@@ -7,7 +7,9 @@ Saver kept of them. Read by the names alone, a Saver keeping ``fast``'s average 
 ``slow``'s of ``b`` gives each variable one average and a model mixed from two objects, exit 0;
 and a stated ``--ema-name fast`` read by the last part of a name scope took the averages of an
 object named ``ema/fast`` where the graph shows an object named ``fast`` whose averages were
-not saved. The rules here refuse both, naming the objects.
+not saved. The rules here refuse both, naming the objects. An object's name is what its
+shadows carry (:func:`object_names`), not its name scope, which a ``name_scope`` or
+``variable_scope`` moves (review-21-attack-r58 F1, F3).
 """
 
 from __future__ import annotations
@@ -117,15 +119,59 @@ def _names(stated: str, own: str, key: str) -> bool:
     return stated == own or own.endswith("/" + stated) or key.endswith("/" + stated)
 
 
+def object_names(ckpt: Checkpoint, use_meta: bool) -> dict[str, frozenset[str]]:
+    """Each ``apply()`` of the ``.meta``'s update ops (as
+    :attr:`~ckpt_tools.formats.meta_updates.UpdateOps.applies` tells them apart) -> the EMA
+    names its ``AssignMovingAvg`` ops write: TF1 creates ``ExponentialMovingAverage(name=N)``'s
+    average of ``v`` as ``<variable scope of the apply()>/<v>/N`` (``N_1`` where that name was
+    taken), so each shadow less its variable's key and less the one variable-scope prefix all
+    the ``apply()``'s shadows share is its name. Its name scope is not: a ``name_scope`` or a
+    ``variable_scope`` moves it, and TF numbers it apart from the shadows (``fast`` applied
+    under ``variable_scope("ema")`` beside an object named ``ema/fast`` has the scope
+    ``ema/fast_1`` and writes ``ema/net/w/fast``; review-21-attack-r58 F1, F3). A split that
+    more than one prefix allows gives every name it allows; ``{}`` without update ops."""
+    ops = update_ops(ckpt) if use_meta and ckpt.objects is None else None
+    if ops is None:
+        return {}
+
+    def read() -> dict[str, frozenset[str]]:
+        shadows: dict[str, list[tuple[str, str]]] = {}
+        for shadow, (var, scope) in ops.averages.items():
+            shadows.setdefault(ops.applies.get(shadow, scope), []).append((shadow, var))
+        return {label: _written_names(found) for label, found in shadows.items()}
+
+    return ckpt.memo("ema_object_names", read)
+
+
+def _written_names(shadows: list[tuple[str, str]]) -> frozenset[str]:
+    """The names ``(shadow, its variable)`` pairs of one ``apply()`` carry after the variable's
+    key, under a variable-scope prefix all of them share (:func:`object_names`)."""
+    splits = [{(s[:i], s[i + len(v) + 1:]) for i in range(len(s) - len(v) - 1)
+               if s.startswith(v + "/", i) and (not i or s[i - 1] == "/")}
+              for s, v in shadows]
+    shared = set.intersection(*({p for p, _n in each} for each in splits))
+    return frozenset(n for each in splits for p, n in each if p in shared)
+
+
+def named_applies(ckpt: Checkpoint, ema_name: str, use_meta: bool) -> set[str]:
+    """The ``apply()`` calls (:func:`object_names`' labels) whose shadows carry ``ema_name``,
+    stored or not: the objects of that name, wherever their name scope went."""
+    return {label for label, names in object_names(ckpt, use_meta).items()
+            if ema_name in names}
+
+
 def _endings(ckpt: Checkpoint, ema_name: str, use_meta: bool) -> list[str] | None:
     """The ``.meta``'s ``apply()`` name scopes ending in ``/<ema_name>`` where no EMA object's
-    whole name is ``ema_name`` (an ``apply()`` scope of that name, or an average
-    ``<variable>/<ema_name>``, stored or not); ``None`` where one is, or without update ops."""
+    whole name is ``ema_name`` (an ``apply()`` scope of that name, an average
+    ``<variable>/<ema_name>``, or an ``apply()`` whose shadows carry that name under a
+    variable scope: :func:`object_names`, stored or not); ``None`` where one is, or without
+    update ops."""
     ops = update_ops(ckpt) if use_meta and ckpt.objects is None else None
     if ops is None:
         return []
     scopes = {scope for _v, scope in ops.averages.values()}
-    if ema_name in scopes or any(s == f"{v}/{ema_name}" for s, (v, _x) in ops.averages.items()):
+    if ema_name in scopes or any(s == f"{v}/{ema_name}" for s, (v, _x) in ops.averages.items()
+                                 ) or named_applies(ckpt, ema_name, use_meta):
         return None
     return sorted(s for s in scopes if s.endswith("/" + ema_name))
 
@@ -193,3 +239,47 @@ def refuse_twin_taken(ckpt: Checkpoint, ema_name: str | None, chosen: dict[str, 
             f"of {var}: pass the --ema-name of the object whose averages were saved (as "
             f"'ckpt list' shows them), or --raw for the raw weights",
             "--ema-name", {var: (own, taken)})
+
+
+def refuse_other_named(ckpt: Checkpoint, ema_name: str | None, chosen: dict[str, str],
+                       use_meta: bool) -> None:
+    """Refuses a stated ``--ema-name N`` whose map took, for a variable, the average another
+    ``apply()`` wrote where the ``.meta``'s update ops show an EMA object whose shadows carry
+    ``N`` (:func:`named_applies`, stored or not): that object is the one named. ``fast``
+    applied under ``variable_scope("ema")`` writes ``ema/net/w/fast``; with only an object
+    ``ema/fast``'s ``net/w/ema/fast`` saved, ``--ema-name fast`` took those (read by the last
+    part of a name scope), exit 0; ``--ema-name ema/fast`` took ``fast``'s where
+    ``fast.apply()`` ran in ``name_scope("ema")``, whose name scope is ``ema/fast``
+    (review-21-attack-r58 F1, F3).
+
+    Args:
+        chosen: variable -> the average the map took for it, as the graph names them.
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the variable, the average taken
+            and the named object's average of it.
+    """
+    ops = update_ops(ckpt) if use_meta and ckpt.objects is None and ema_name else None
+    if ops is None or "," in ema_name:
+        return
+    named = named_applies(ckpt, ema_name, use_meta)
+    if not named:
+        return
+    names = object_names(ckpt, use_meta)
+    for var, taken in sorted(chosen.items()):
+        if taken not in ops.averages:
+            continue
+        label = ops.applies.get(taken, ops.averages[taken][1])
+        if label in named:
+            continue
+        own = sorted(s for s, (v, scope) in ops.averages.items()
+                     if v == var and ops.applies.get(s, scope) in named)
+        other = " or ".join(sorted(names.get(label, ()))) or "unnamed"
+        writes = ", ".join(own) if own else "no average of " + var
+        raise UnprovenPairingError(
+            f"{ckpt.path}: --ema-name {ema_name}: {taken}, read here for {var}, is the "
+            f"average of another EMA object (its shadows carry {other}; name scope "
+            f"'{ops.averages[taken][1]}'): the .meta's update ops show the object named "
+            f"{ema_name} writing {writes}; pass the --ema-name of the object whose averages "
+            "were saved (as 'ckpt list' shows them), or --raw for the raw weights",
+            "--ema-name", {var: (*own, taken)})

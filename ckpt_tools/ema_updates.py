@@ -314,7 +314,7 @@ def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
         `dict[str, str]`: variable key -> its average key, or ``None`` where the graph does
         not prove such an object.
     """
-    from .ema_objects import last_part_reads  # it imports this module
+    from .ema_objects import last_part_reads, named_applies  # it imports this module
 
     if ema_name is None or not use_meta or ckpt.objects is not None:
         return None
@@ -325,14 +325,22 @@ def owned_averages(ckpt: Checkpoint, variables, ema_name: str | None, use_meta: 
     if found is None:  # apply() calls sharing a scope: the one writing the name (r43 F7)
         return _named_apply(ckpt, variables, ema_name)
     scopes, averaged = found
-    scoped = scope_averages(ckpt, variables, ema_name, use_meta, scopes)
+    # the object whose shadows carry the name, wherever a name_scope or variable_scope put
+    # its scope (an object fast applied in name_scope("ema") has the scope ema/fast; r58 F3)
+    ops, mine = update_ops(ckpt), named_applies(ckpt, ema_name, use_meta)
+    called = {scope for s, (_v, scope) in ops.averages.items()
+              if ops.applies.get(s, scope) in mine}
+    scoped = scope_averages(ckpt, variables, ema_name, use_meta, scopes) if (
+        not called or ema_name in called) else None
     if scoped is not None:  # gen/ExponentialMovingAverage: the scope names one object
         return scoped
     # the root scope of that very name before one under a variable_scope (x/ExponentialMoving
     # Average, whose averages x/<W>/... --ema-name x/ExponentialMovingAverage takes; r43 F4)
-    named = [s for s in scopes if s == ema_name] or [
+    named = [s for s in scopes if s in called] if called else [
         s for s in scopes if s.rpartition("/")[2] == ema_name
         and last_part_reads(ckpt, ema_name, use_meta)]  # no object named so (r53 F1)
+    if ema_name in named or ema_name in scopes and not called:
+        named = [ema_name]
     if len(named) != 1 or set(scopes[named[0]]) != averaged:
         return None
     mine = scopes[named[0]]

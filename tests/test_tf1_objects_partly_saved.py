@@ -13,6 +13,11 @@ averages (review-21-attack-r53 F3, F1, F4).
   ``--ema-name fast`` took the saved one's. Refused now; ``--ema-name ema/fast`` (``a/fast``)
   takes that object's averages.
 - F4 (MINOR): such a refusal said "no EMA shadow is stored at all"; it names what is stored.
+- r58 F1, F3, R3 (CRITICAL): the stated name read as another object's name scope, where the
+  graph shows the named object's shadows: ``fast`` applied under ``variable_scope("ema")``
+  (shadows ``ema/w0/fast``) beside ``ema/fast``, only ``ema/fast``'s saved (also by a renaming
+  Saver): ``--ema-name fast`` took ``ema/fast``'s; ``fast`` applied in ``name_scope("ema")``
+  (its scope ``ema/fast``), only its averages saved: ``--ema-name ema/fast`` took them.
 
 Made by real TensorFlow in a subprocess; truth ``sess.run(ema.average(v))`` at save time.
 """
@@ -26,16 +31,22 @@ from helpers_tf1 import run_tf1_script
 SCRIPT = r'''
 GRAPHS = {"slow_fast": ("slow", "fast"), "slashed": ("ema/fast", "fast"),
           "endings": ("a/fast", "b/fast"), "twins": ("ExponentialMovingAverage",) * 2,
-          "fast_twins": ("fast", "fast"), "scoped_twins": ("ExponentialMovingAverage",) * 2}
+          "fast_twins": ("fast", "fast"), "scoped_twins": ("ExponentialMovingAverage",) * 2,
+          "vscoped": ("ema/fast", "fast"), "nscoped": ("fast", "ema/fast"),
+          "nvscoped": ("fast", "ema/fast")}
+# where each object's apply() runs: name_scope ("n", scope) or variable_scope ("v", scope)
+WHERE = {"scoped_twins": (("n", "a"), None), "vscoped": (None, ("v", "ema")),
+         "nscoped": (("n", "ema"), None), "nvscoped": (("n", "ema"), ("v", "v"))}
 for graph, names in GRAPHS.items():
     with tf.Graph().as_default():
         w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]))
         w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
         update = tf.group(tf1.assign_add(w0, tf.ones([3, 2])), tf1.assign_add(w1, 2 * tf.ones([2])))
         objs = [tf1.train.ExponentialMovingAverage(d, name=n) for d, n in zip((0.9, 0.5), names)]
-        for i, e in enumerate(objs):  # scoped_twins: the first apply() in name_scope("a")
-            with tf.control_dependencies([update]), tf1.name_scope(
-                    "a" if graph == "scoped_twins" and not i else None):
+        for i, e in enumerate(objs):
+            kind, scope = WHERE.get(graph, (None, None))[i] or (None, None)
+            with tf.control_dependencies([update]), (
+                    tf1.variable_scope(scope) if kind == "v" else tf1.name_scope(scope)):
                 update = e.apply([w0, w1])
         first, second = objs
         savers = {"split": tf1.train.Saver([w0, w1, second.average(w0), first.average(w1)]),
@@ -49,7 +60,10 @@ for graph, names in GRAPHS.items():
                   "renamed_split": tf1.train.Saver({"model/" + v.op.name: v for v in (
                       w0, w1, second.average(w0), first.average(w1))}),
                   "renamed_second": tf1.train.Saver({"model/" + v.op.name: v for v in (
-                      w0, w1, second.average(w0), second.average(w1))})}
+                      w0, w1, second.average(w0), second.average(w1))}),
+                  "renamed_first": tf1.train.Saver({"model/" + v.op.name: v for v in (
+                      w0, w1, first.average(w0), first.average(w1))}),
+                  "both": tf1.train.Saver()}
         with trained(tf, update) as s:
             for v in (w0, w1):
                 truth[f"{graph}:raw:{v.op.name}"] = s.run(v)
@@ -214,3 +228,47 @@ def test_a_renamed_savers_averages_of_several_objects_are_refused(made, tmp_path
     code, err, got = _export(out / case, tmp_path, "--ema-name", "fast", "--allow-missing")
     assert code == 0, err
     assert got["model/w0"].tobytes() == truth["slow_fast:fast:w0"].tobytes()
+
+
+@pytest.mark.parametrize("case,name", [("vscoped_first", "fast"), ("vscoped_alone", "fast"),
+                                       ("vscoped_renamed_first", "fast"),
+                                       ("nscoped_first", "ema/fast"),
+                                       ("nvscoped_first", "ema/fast")])
+@pytest.mark.parametrize("extra", [["--strict"], ["--allow-missing"]])
+def test_a_stated_name_is_the_one_its_objects_shadows_carry(made, tmp_path, case, name,
+                                                            extra):
+    """r58 F1, R3, F3: the object named is the one whose shadows carry the name (fast under
+    variable_scope("ema") writes ema/w0/fast; ema/fast under variable_scope("v") writes
+    v/w0/ema/fast), not the one whose name scope reads so; its averages were not saved, and
+    the other object's were taken, exit 0. Refused, and no Python map pairs them."""
+    from ckpt_tools.emamap import proven_pairs
+    from ckpt_tools.errors import EmaError
+
+    out, _ = made
+    code, err, got = _export(out / case, tmp_path, "--ema-name", name, *extra)
+    assert code == 6 and got is None, err
+    code, _, err = run_cli(["map", str(out / case), "--ema-name", name])
+    assert code == 6, err
+    try:
+        pairs = proven_pairs(out / case, ema_name=name)
+    except EmaError:  # refused: as right as no pair
+        pairs = {}
+    assert pairs == {}
+
+
+@pytest.mark.parametrize("case,name,obj", [
+    ("vscoped_both", "fast", 1), ("vscoped_both", "ema/fast", 0),
+    ("vscoped_first", "ema/fast", 0), ("vscoped_renamed_first", "ema/fast", 0),
+    ("nscoped_both", "ema/fast", 1), ("nscoped_both", "fast", 0),
+    ("nscoped_second", "ema/fast", 1), ("nvscoped_both", "fast", 0)])
+def test_a_stated_name_takes_the_averages_its_objects_shadows_carry(made, tmp_path, case,
+                                                                     name, obj):
+    """The mirror cases of r58 F1, F3: the named object's averages saved, --ema-name takes
+    them bit for bit, with the other object's saved beside them or not."""
+    out, truth = made
+    code, err, got = _export(out / case, tmp_path, "--ema-name", name, "--strict")
+    assert code == 0, err
+    graph = case.split("_")[0]
+    prefix = "model/" if "renamed" in case else ""
+    for w in ("w0", "w1"):
+        assert got[prefix + w].tobytes() == truth[f"{graph}:{obj}:{w}"].tobytes(), w
