@@ -170,11 +170,13 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         weights: dict[str, str] = {}
         expected: dict[str, str] = {}
         notes: list[str] = []
-        plan, averaged, warnings = plan_export(ckpt, ema=ema, include=include, exclude=exclude,
-                                               rename=rename, weights_out=weights,
-                                               tensor_averages=tensor_averages,
-                                               expected_out=expected, notes_out=notes,
-                                               **map_options)
+        try:
+            plan, averaged, warnings = plan_export(
+                ckpt, ema=ema, include=include, exclude=exclude, rename=rename,
+                weights_out=weights, tensor_averages=tensor_averages, expected_out=expected,
+                notes_out=notes, **map_options)
+        except OutputError as exc:  # a --rename collision: name the files (review-22 u24 F5)
+            raise OutputError(f"{ckpt.path} -> {os.fspath(out_path)}: {exc}") from None
         warnings = marked_raw_warnings(ckpt, warnings) if ema is False else warnings
         notes += [marked_note] if marked_note else []
         positional = positional_names_note(ckpt.objects, plan, weights)

@@ -73,10 +73,13 @@ def test_unaveraged_warning_speaks_the_files_style(style, said, capsys):
 
 def test_export_collision_made_by_rename_names_rename(tmp_path):
     """Two names that --rename maps onto one: adjusting --rename is the fix (where both had
-    one name already, --rename cannot separate them and the error says what can)."""
+    one name already, --rename cannot separate them and the error says what can). The one
+    line names the checkpoint and the output (review-22-user-u24 F5)."""
     code, _, err = run_cli(["export", str(FIXTURES / "linear_v2"), "--rename", "W=b", "--out",
                             str(tmp_path / "w.npz")])
     assert code == 7 and "exported as 'b' (W and b)" in err and "adjust --rename" in err, err
+    assert "\n" not in err.strip() and str(FIXTURES / "linear_v2") in err, err
+    assert f" -> {tmp_path / 'w.npz'}: two tensors" in err, err
     assert not (tmp_path / "w.npz").exists()
 
 
