@@ -336,13 +336,21 @@ at ckpt export x --out y --format s
     assert lines[3] == "keep" and lines[4] == "safetensors"
 
 
-def test_eval_on_a_checkpoint_of_another_model_is_exit_3_with_the_cause():
+def test_eval_on_a_checkpoint_of_another_model_is_exit_3_with_the_cause(tmp_path):
+    """A TF1 graph's checkpoint: the Python way named is restore_ema(sess, path), and the
+    checkpoint is named under the directory as typed, not as the state file's absolute path
+    (a Saver's default) (review-22-user-u24 F3)."""
     pytest.importorskip("tensorflow")
+    run = tmp_path / "run"
+    shutil.copytree(TOWERS, run)
+    (run / "checkpoint").write_text(f'model_checkpoint_path: "{run}/model.ckpt-30"\n')
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "eval", TOWERS,
+    proc = subprocess.run([sys.executable, "-m", "ckpt_tools", "eval", "run",
                            "--num-examples", "10"], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=ROOT)
+                          timeout=300, env=env, cwd=tmp_path)
     last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: run/model.ckpt-30: not a checkpoint of the reference"), last
+    assert "(Python: ckpt_tools.restore_ema(sess, path))" in last, last
     assert proc.returncode == 3, proc.stderr
     assert last.startswith("error: ") and "Traceback" not in proc.stderr
     # the cause in our words (review-20-user-u22 F4: TF's key, one of several, read as if the

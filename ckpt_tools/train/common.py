@@ -78,11 +78,14 @@ def not_reference(path: str, api: str, detail: str = "") -> ModelMismatchError:
     Returns:
         `ModelMismatchError` (exit 3), to raise.
     """
+    # A TF1 graph's checkpoint is restored into a session (apply_ema is eager TF2's).
+    python = ("ckpt_tools.restore_ema(sess, path)" if api == "v1" else
+              "ckpt_tools.apply_ema(model, path)")
     return ModelMismatchError(
         f"{path}: not a checkpoint of the reference model 'ckpt eval' evaluates (the one "
         f"'ckpt train --api {api}' builds{f'; {detail}' if detail else ''}): ckpt eval "
         "evaluates only that model; for your own, run your evaluation on the file 'ckpt "
-        "restore-ema PATH --out DIR' writes (Python: ckpt_tools.apply_ema(model, path))")
+        f"restore-ema PATH --out DIR' writes (Python: {python})")
 
 
 class DataError(TrainError):

@@ -57,6 +57,10 @@ def resolve_checkpoint(path: str) -> tuple[str, str]:
                 latest = found
         if latest is None:
             raise NoCheckpointError(f"{path}: no checkpoint found in this directory")
+        if os.path.dirname(os.path.abspath(latest)) == os.path.abspath(path):
+            # the state file's absolute path (a Saver's default), said as the user typed the
+            # directory, as every other command names it (review-22-user-u24 F3)
+            latest = os.path.join(path, os.path.basename(latest))
         return resolve_checkpoint(latest)
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise NoCheckpointError(f"{path}: no such checkpoint prefix, Keras file or directory")
