@@ -53,7 +53,12 @@ def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
         from .formats import remote
 
         remote.begin()
-    every, latest = read_state_order(run_dir)
+    try:
+        every, latest = read_state_order(run_dir)
+    except CheckpointNotFoundError:
+        if not is_url(run_dir) and not os.path.isdir(run_dir):
+            raise
+        raise CheckpointNotFoundError(_no_state_file(run_dir)) from None
     dropped = 0
     if latest in every:
         # A rollback (update_checkpoint_state to an older checkpoint) leaves the later saves
@@ -69,6 +74,22 @@ def checkpoints_of_run(run_dir: str | os.PathLike, last: int) -> list[str]:
             f"{run_dir}: the state file lists {len(listed)} checkpoint(s){after}, fewer than "
             f"the {last} asked for (--last)")
     return listed[-last:]
+
+
+def _no_state_file(run_dir: str) -> str:
+    """Returns the one line saying a run directory without a ``checkpoint`` state file (a
+    Keras run, a copy without it) has no list for ``--last``, and what to do instead
+    (review-22-user-u24 F4)."""
+    said = (f"{run_dir}: --last N takes the checkpoints the 'checkpoint' state file lists, and "
+            "there is none: name them (ckpt average A B ...)")
+    try:
+        names = [] if is_url(run_dir) else os.listdir(run_dir)
+    except OSError:
+        names = []
+    if any(n.endswith((".keras", ".h5")) for n in names):
+        said += ("; the Keras files here cannot be averaged (ckpt average reads TensorFlow "
+                 "checkpoints)")
+    return said
 
 
 def average_checkpoints(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -105,6 +106,27 @@ def test_ema_without_shadows_is_exit_6(tmp_path):
     with pytest.raises(EmaError, match="no EMA shadows"):
         average_checkpoints([FIXTURES / "linear_trainable_only", copy],
                             tmp_path / "x", ema=True, newest=copy)
+
+
+def test_last_without_a_state_file_says_what_last_reads(tf1_run, tmp_path):
+    """A run directory copied without its 'checkpoint' state file (or a Keras run, which
+    writes none): --last said only "DIR/checkpoint: no such file"; it says what --last reads
+    and to name the checkpoints, and that Keras files cannot be averaged where the directory
+    holds them (review-22-user-u24 F4)."""
+    from helpers import FIXTURES
+
+    run = tmp_path / "run"
+    shutil.copytree(tf1_run, run, ignore=shutil.ignore_patterns("checkpoint"))
+    proc = run_subprocess(["average", str(run), "--last", "2", "--out", str(tmp_path / "a")])
+    assert proc.returncode == 3, proc.stderr
+    line = proc.stderr.strip()
+    assert line == (f"error: {run}: --last N takes the checkpoints the 'checkpoint' state file "
+                    "lists, and there is none: name them (ckpt average A B ...)"), line
+    shutil.copy(FIXTURES / "keras_ema" / "model.keras", run / "ckpt-10.keras")
+    proc = run_subprocess(["average", str(run), "--last", "2", "--out", str(tmp_path / "a")])
+    assert proc.returncode == 3 and "\n" not in proc.stderr.strip(), proc.stderr
+    assert "name them" in proc.stderr and "Keras files here cannot be averaged" in proc.stderr
+    assert not (tmp_path / "a").exists()
 
 
 def test_different_shapes_are_exit_6_naming_the_variable(tmp_path):
