@@ -168,3 +168,16 @@ def test_python_globs_given_as_strings_are_one_glob(tmp_path):
     export_weights(FIXTURES / "linear_v2", out, exclude="b*")
     with np.load(out) as z:
         assert z.files == ["W"], z.files
+
+
+def test_python_export_over_an_existing_file_names_overwrite(tmp_path):
+    """From Python the option is ``overwrite=True``, not only the CLI's ``--force``
+    (review-22-user-u24 F9); the file is left as it was."""
+    from ckpt_tools import OutputError
+
+    out = tmp_path / "d.npz"
+    out.write_bytes(b"mine")
+    with pytest.raises(OutputError, match=r"already exists \(pass --force to replace it; "
+                                          r"Python: overwrite=True\)"):
+        export_weights(FIXTURES / "linear_v2", out)
+    assert out.read_bytes() == b"mine"

@@ -316,7 +316,8 @@ def check_file_output(path: str, inputs: Inputs, overwrite: bool, *,
             raise OutputError(f"{path}: is {file_kind(st.st_mode)}, not a regular file; refusing "
                               "to replace it")
         if not overwrite:
-            raise OutputError(f"{path}: already exists (pass --force to replace it)")
+            raise OutputError(f"{path}: already exists (pass --force to replace it; "
+                              "Python: overwrite=True)")
     directory = os.path.dirname(real)
     if create_parents and not os.path.lexists(directory):
         d = directory

@@ -89,7 +89,7 @@ def check_new(directory: str, names: list[str], *, overwrite: bool = False,
     clash = [n for n in names if n in existing]
     if clash and not overwrite:
         raise OutputError(f"{url_join(directory, clash[0])}: already exists (pass --force to "
-                          "replace it)")
+                          "replace it; Python: overwrite=True)")
 
 
 def _refuse_shadowing(store, directory: str, where: str) -> None:

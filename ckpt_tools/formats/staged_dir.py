@@ -107,7 +107,8 @@ class StagedDir:
                     raise OutputError(f"{full}: is input {self._inputs.which(full)}; refusing "
                                       "to overwrite it (--force never replaces inputs)")
                 if not self._overwrite:
-                    raise OutputError(f"{full}: already exists (pass --force to replace it)")
+                    raise OutputError(f"{full}: already exists (pass --force to replace it; "
+                                      "Python: overwrite=True)")
             elif stat.S_ISDIR(st.st_mode):
                 raise OutputError(
                     f"{out}: holds the directory {name!r}; a checkpoint output directory is "
