@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 
 from .checkpoint import Checkpoint, Variable, open_checkpoint
-from .errors import VariableNotFoundError
+from .errors import OptionError, VariableNotFoundError
 from .formats._io import gc_paused
 from .formats._record import replace
 from .formats.bundle import data_path
@@ -355,8 +355,11 @@ def _ema_evidence(layout, ckpt) -> dict | None:
 
 def _collections(ckpt: Checkpoint, names: list[str]) -> set[str]:
     if ckpt.meta is None:
-        raise ValueError(f"--collection needs a .meta graph, and {ckpt.path} has none"
-                         + (" read (--no-meta)" if ckpt.meta_unread else ""))
+        # an option that does not apply to the file named: one line naming it (exit 2), as
+        # --use-ema on a TensorFlow checkpoint, not the parser's usage block (u24 F10)
+        raise OptionError(f"{ckpt.path}: --collection needs a .meta graph (TF1), and this "
+                          f"checkpoint has none{' read (--no-meta)' if ckpt.meta_unread else ''}"
+                          ": select with --role, --grep or --regex instead")
     has = ", ".join(sorted(short_collection(c) for c in ckpt.meta.collections))
     wanted = set()
     for name in names:

@@ -52,6 +52,19 @@ def test_a_collection_the_graph_lacks_is_exit_3_not_an_empty_list(capsys):
     assert code == 0 and sorted(out.split()) == sorted(recorded["trainable_variables"])
 
 
+@pytest.mark.parametrize("quiet", [[], ["-q"]], ids=["table", "quiet"])
+def test_collection_without_a_meta_is_one_line_naming_the_file(capsys, quiet):
+    """review-22-user-u24 F10: ``--collection`` on a TF2 checkpoint (no .meta) printed the
+    parser's usage block and "Invalid value"; an option that does not apply to the file named
+    is one ``error:`` line naming it and what selects instead (exit 2)."""
+    path = str(FIXTURES / "tf2_object")
+    code, out, err = run_cli(["list", path, "--collection", "trainable", *quiet], capsys)
+    assert code == 2 and out == "", (out, err)
+    line = err.strip()
+    assert "\n" not in line and line.startswith(f"error: {path}"), err
+    assert "--collection needs a .meta graph" in line and "--role" in line, err
+
+
 @pytest.mark.parametrize("tty", [False, True], ids=["piped", "terminal"])
 def test_quiet_means_the_rows_only_in_every_table(tty, tmp_path, capsys, monkeypatch):
     """review-13-user-r2: ``map -q`` had no header, ``stats -q``/``diff -q`` kept it, and
