@@ -324,6 +324,22 @@ def test_stats_cli_table_json_and_flags(corpus, capsys):
     assert code == 0 and [t["name"] for t in doc["tensors"]] == ["bad"]
 
 
+def test_stats_table_shows_no_values_for_a_string_tensor(capsys):
+    """review-22-user-u24 F1: the object graph's byte length stood under min/max/mean, read
+    as a tensor of value 660; the row shows '-' there (--json keeps the lengths, kind
+    string)."""
+    code, out, _ = run_cli(["stats", str(FIXTURES / "tf2_object")], capsys)
+    rows = [line.split("\t") for line in out.splitlines()]
+    head = next(r for r in rows if r[0] == "name")
+    graph = next(r for r in rows if r[0] == "_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert code == 0 and graph[1] == "string", out
+    assert [graph[head.index(c)] for c in ("min", "max", "mean", "std")] == ["-"] * 4, out
+    code, out, _ = run_cli(["stats", str(FIXTURES / "tf2_object"), "--json"], capsys)
+    doc = next(t for t in json.loads(out)["tensors"]
+               if t["name"] == "_CHECKPOINTABLE_OBJECT_GRAPH")
+    assert doc["stats"]["kind"] == "string" and doc["stats"]["max"] > 0, doc
+
+
 def test_stats_exits_4_on_unreadable_tensor(v2, capsys):
     with open_checkpoint(v2) as ckpt:
         offset = ckpt.entry("b").offset

@@ -280,6 +280,9 @@ def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
         return [name, r.dtype, shape_text(r.shape), "-", "-", "-", "-", "-", "", "",
                 (flags, style)]
     s = r.stats
+    if s.kind == "string":  # byte lengths, not values: never under min/max/mean (u24 F1)
+        return [name, r.dtype, shape_text(r.shape), "-", "-", "-", "-", "", "", "",
+                (flags, style)]
     bad = f"{s.nan}/{s.inf}" if s.nan or s.inf else ""
     num = _compact if compact else num_text
     return [name, r.dtype, shape_text(r.shape), num(s.min), num(s.max), num_text(s.mean),
