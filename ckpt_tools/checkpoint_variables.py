@@ -36,9 +36,11 @@ def build_variables(ckpt: Checkpoint) -> tuple[list[Variable], dict[str, str] | 
         # a renaming Saver's keys shown with their graph variables' collections (r45 F6);
         # a key naming another graph variable than the one written into it takes the
         # written one's role too (r49 F2), the other roles above read the graph's own keys
-        from .saved_keys import held_roles, renamed_collections  # builds on checkpoint
+        from .raw_named import raw_named_roles  # builds on checkpoint
+        from .saved_keys import held_roles, renamed_collections
 
         info.update(held_roles(ckpt, info, colls))
+        info.update(raw_named_roles(ckpt, info))  # <stat>/slow holding a raw stat (u23 F5)
         colls = {**colls, **renamed_collections(ckpt, colls)}
     stated_pairs = None
     if ckpt.stated_order is not None and ckpt.objects is not None:

@@ -60,6 +60,22 @@ def part_update_ops(ckpt: Checkpoint) -> tuple[UpdateOps, Callable[[str], str]] 
     return update_ops_of(ckpt.meta)
 
 
+def shadow_owners(ckpt: Checkpoint, *, whole: bool = False) -> dict[str, str] | None:
+    """Shadow -> the variable its ``AssignMovingAvg`` update averages (graph op names; a
+    partitioned variable's per part), for every shadow an ``ema.apply()`` of the checkpoint's
+    graph writes: which variables are averages and whose, whatever their names say (a scoped
+    ``apply()`` names ``model/w``'s ``model/model/w/ExponentialMovingAverage``; ``w/scale``
+    may be a model variable nested under ``w``). A tensor an optimizer's update also writes
+    is left out. ``None`` where the graph's update ops cannot be read (no graph file), or,
+    with ``whole``, not read whole (functions it calls unread: some shadows may be missing,
+    so the answer cannot prove a tensor no shadow); the names then decide, as before."""
+    found = part_update_ops(ckpt)
+    if found is None or (whole and not found[0].whole):
+        return None
+    ops = found[0]
+    return {s: v for s, (v, _scope) in ops.averages.items() if s not in ops.slots}
+
+
 def mixed_keys(ckpt: Checkpoint) -> set[str]:
     """The average keys whose parts (a partitioned variable's) the ``.meta``'s update ops show
     written by different ``apply()`` calls: TF stores the parts' shadows as one key whatever

@@ -210,8 +210,11 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings += orphan_warnings(ckpt, variables, f"the output holds {len(plan)} weights "
                                     "without those", lambda k, n: not _filtered_out(
                                         {n, k}, include, exclude))
+    # a key --raw exports as the raw weight the save op wrote into it (a scoped apply()'s
+    # vtr key, tower/net/w/ExponentialMovingAverage, reads as a tensor's average) is no
+    # average to add or to name as left out (review-21-attack-r53 F5)
     left = add_tensor_averages(variables, plan, averaged, tensor_averages,
-                               lambda k: _filtered_out({k}, include, exclude),
+                               lambda k: k in held_as or _filtered_out({k}, include, exclude),
                                renamed)
     if left:
         warnings.append(left)

@@ -20,20 +20,19 @@ restored, the averages when it restored a training checkpoint; :func:`evaluation
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
 
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .lone_named import proposed_lone_averages
-from .meta_shadows import update_ops_of
+from .raw_named import (
+    applied_shadows,
+    evaluation_graph,
+    raw_named_keys,
+    saved_from,
+    written_from_own,
+)
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
-
-
-def _saved_from(sources: list[str] | None, target: str) -> bool:
-    """Whether every tensor saved under a key came from variable ``target`` (or its parts)."""
-    part = re.compile(re.escape(target) + r"/part_\d+")
-    return bool(sources) and all(s == target or part.fullmatch(s) for s in sources)
 
 
 def lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str]) -> dict[str, str]:
@@ -65,48 +64,12 @@ def _unrecorded(sources, s: str) -> bool:
     return not sources or s not in sources
 
 
-def ema_applied(ckpt: Checkpoint) -> bool:
-    """Whether the ``.meta``'s graph shows what ``ema.apply()`` leaves: an update op
-    averaging a variable into its shadow (``AssignMovingAvg``), or a shadow variable
-    (``W/<name>``) under a variable ``moving_average_variables`` lists. That collection alone
-    proves no ``apply()``: an inception-style batch norm lists its moving statistics there
-    itself, in an evaluation graph too (review-21-attack-r54 F5). Where the graph's update ops
-    cannot be read whole, a listed variable counts as averaged (nothing shows it was not).
-    Computed once per open checkpoint."""
-    def applied() -> bool:
-        meta = ckpt.meta
-        found = update_ops_of(meta)
-        if found is not None and found[0].averages:
-            return True
-        listed = set(meta.collections.get("moving_average_variables") or ())
-        if not listed:
-            return False
-        if found is None or not found[0].whole:
-            return True
-        return any(n[:i] in listed for n in meta.variables
-                   for i in range(len(n)) if n[i] == "/")
-    return ckpt.meta is not None and ckpt.memo("raw_shadows_ema_applied", applied)
-
-
-def evaluation_graph(ckpt: Checkpoint, s: str) -> bool:
-    """Whether the graph whose Saver wrote key ``s`` from its variable holds no shadow
-    variable ``s`` and shows no ``ema.apply()`` (:func:`ema_applied`): an evaluation graph's
-    ``Saver(ema.variables_to_restore())``, whose variables hold what that Saver restored (the
-    averages, when it restored a training checkpoint; nothing in the file proves it), unlike
-    a training graph's, whose keys hold the trained raw weights."""
-    meta = ckpt.meta
-    if meta is None or ema_applied(ckpt):
-        return False
-    return s not in meta.variables and \
-        all(v.checkpoint_key != s for v in meta.variables.values())
-
-
 def _statable(ckpt: Checkpoint, sources, s: str, t: str) -> bool:
     """Whether ``--averages-only`` may state that key ``s`` holds ``t``'s average: nothing
     records what wrote it, or an evaluation graph's Saver wrote it from ``t``
     (:func:`evaluation_graph`)."""
     return _unrecorded(sources, s) or \
-        (_saved_from(sources.get(s), t) and evaluation_graph(ckpt, s))
+        (saved_from(sources.get(s), t) and evaluation_graph(ckpt, s))
 
 
 def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPairingError:
@@ -215,7 +178,7 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
     undecided = {s: (t,) for s, t in lone.items()}
     at = {s: i for i, (s, _) in enumerate(pairs)}  # named as the graph orders them
     ordered = sorted(lone.items(), key=lambda st: (at.get(st[0], len(at)), st[0]))
-    raw = [(s, t) for s, t in ordered if sources and _saved_from(sources.get(s), t)]
+    raw = [(s, t) for s, t in ordered if sources and saved_from(sources.get(s), t)]
     evaluated = [(s, t) for s, t in raw if evaluation_graph(ckpt, s)]
     raw = [st for st in raw if st not in evaluated]
     # a pair the caller's filters leave out (--exclude w): kept for them to drop and count
@@ -227,7 +190,7 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
     if evaluated and not ckpt.averages_only:
         raise _evaluation_refusal(ckpt, evaluated, undecided)
     unproven = [(s, t) for s, t in ordered
-                if not (sources and _saved_from(sources.get(s), s))
+                if not (sources and saved_from(sources.get(s), s))
                 and not (ckpt.averages_only and _statable(ckpt, sources, s, t))]
     if unproven:
         s, t = unproven[0]
@@ -269,85 +232,6 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
     return found
 
 
-def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
-    """Returns key -> the variable whose RAW value it holds, for each key named under its
-    variable as an average is (``w/ExponentialMovingAverage``, a partition's
-    ``w/part_0/ExponentialMovingAverage``) that the ``.meta``'s save op wrote from that
-    variable (or its parts) in a training graph: a training ``Saver(
-    ema.variables_to_restore())`` does, whatever other averages the file holds (a second
-    EMA object's keys beside them), also renamed (``Saver({"model/" + k: v for k, v in
-    ema.variables_to_restore().items()})``: ``model/w/ExponentialMovingAverage`` from ``w``
-    holds ``model/w``, the variable as that Saver names it; review-20-attack-r50 F6).
-    ``{}`` where nothing records the save op, for TF2 and Keras files, and for an
-    evaluation graph's Saver (:func:`evaluation_graph`: its keys may hold averages it
-    restored; ``--averages-only`` decides there)."""
-    if ckpt.objects is not None or ckpt.meta is None:
-        return {}
-    sources = written_sources(ckpt)
-    if not sources:
-        return {}
-    return {k: v for k, v in written_from_own(sources, sources, whole=True,
-                                              renamed=set(ckpt.meta.variables)).items()
-            if not evaluation_graph(ckpt, k)}
-
-
-def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
-                     renamed: Collection[str] = ()) -> dict[str, str]:
-    """Key -> the variable the save op wrote it from, for each of ``keys`` written from the
-    variable its name sits under (``w/ExponentialMovingAverage`` from ``w``): the one reader
-    of "which key holds its own variable's raw value?" for :func:`raw_named_keys` and
-    :func:`restored_raw_holders`, whose differences are the arguments and what they do with
-    the answer (note20 "Second read").
-
-    Every '/' of the key is tried as the variable's end, longest first: an EMA name may hold
-    slashes (``ExponentialMovingAverage(name="ema/fast")`` saves ``w/ema/fast``), and the last
-    part alone would miss it (review-20-attack-r52 F3-F5). A key among its own sources (a
-    part saved under its own key, ``w/part_0``) is itself, never another's.
-
-    Args:
-        sources: :func:`~ckpt_tools.save_op.written_sources`' answer (key -> sources).
-        keys: the keys to read, in the order the answer keeps.
-        whole: `True`: a prefix written from all its partitions (``w/part_0``, ``w/part_1``
-            under ``w/...``) counts as written from ``w`` (:func:`raw_named_keys`); `False`:
-            only a key written from exactly one variable, that prefix itself
-            (:func:`restored_raw_holders`, which exports partitions apart).
-        renamed: the graph's variables (op names): where given, also try every '/' as the
-            variable's start, for a prefix a renaming Saver put before its name
-            (``model/w/ExponentialMovingAverage`` from ``w``); the answer is then the
-            variable as the Saver names it (``model/w``: :func:`raw_named_keys`). Only where
-            the key past the prefix is a graph variable under the one it was written from
-            (``w/ExponentialMovingAverage``, the shadow's name ``variables_to_restore()``
-            keys) and not itself: a key that merely contains its variable's name
-            (``model/w/ExponentialMovingAverage/.ATTRIBUTES/VARIABLE_VALUE`` from the shadow
-            ``w/ExponentialMovingAverage``, ``model/global_step/...`` from ``global_step``)
-            holds what its own variable holds (review-21-attack-r56 F4, F5). A key
-            that is itself a graph variable (the shadow of an ``apply()`` run inside the
-            model's ``variable_scope``, ``model/model/w/ExponentialMovingAverage``, whose
-            ``variables_to_restore()`` key the Saver wrote from ``model/w``) counts too: the
-            save op put another variable's value under its name (review-21-attack-r60 F4).
-
-    Returns:
-        `dict` key -> variable (op name, or its renamed key), for the keys so written.
-    """
-    out = {}
-    for key in keys:
-        src = sources.get(key) or []
-        if key in src:
-            continue
-        parts = key.split("/")
-        # a key that is itself a graph variable was not renamed: its variable by its own name
-        own = key in renamed
-        held = next(("/".join(parts[start if own else 0:cut])
-                     for start in range(len(parts) - 1 if renamed else 1)
-                     for cut in range(len(parts) - 1, start, -1)
-                     if (not start or own or "/".join(parts[start:]) in renamed)
-                     and (_saved_from(src, "/".join(parts[start:cut])) if whole
-                          else src == ["/".join(parts[start:cut])])), None)
-        if held is not None:
-            out[key] = held
-    return out
-
-
 def raw_named_warning(keys: dict[str, str], graph: str, meta: bool) -> str:
     """restore-ema's warning (without ``warning:``) for the :func:`raw_named_keys` ``keys``
     it left out of its output; ``meta``: a ``.meta`` graph was beside the input."""
@@ -374,7 +258,10 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     if not sources:
         return None
     out = {}
-    for key, var in written_from_own(sources, variables, whole=False).items():
+    shadows = applied_shadows(ckpt)  # the graph's own name of a scoped apply()'s key
+    graph = set(ckpt.meta.variables) if shadows else ()
+    for key, var in written_from_own(sources, variables, whole=False, renamed=graph,
+                                     shadows=shadows).items():
         if var not in variables and var not in out:
             out[var] = key
     held = set(out.values())  # every other key written from itself, or nothing is read here

@@ -270,6 +270,14 @@ def classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_m
             return RoleInfo(EMA, ema_of=head, ema_style="tf1")
     if src is not None and SLOT_RE.match(last):
         return RoleInfo(OPTIMIZER_SLOT, slot_of=head)
+    if src is None and head and last[:1].isupper() and not in_colls and SLOT_RE.match(
+            last) and any((a := entries.get(f"{head}/{n}")) is not None
+                          and a.dtype == entry.dtype and a.shape == entry.shape for n in names):
+        # a TF1 optimizer's slot beside its variable's average where the variable is stored
+        # only under that average's name (a training Saver(ema.variables_to_restore()) keeps
+        # net/w/Momentum and writes net/w under net/w/ExponentialMovingAverage): no weight of
+        # its own (review-21-user-u23 F3)
+        return RoleInfo(OPTIMIZER_SLOT, slot_of=head)
     if last in _BN_NAMES:
         return _PLAIN[BN_STAT]
     if in_colls:

@@ -17,9 +17,10 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
-from .ema_updates import part_update_ops
+from .ema_updates import shadow_owners
 from .errors import CheckpointError
 from .formats.meta_on_read import AGGREGATE
+from .raw_named import applied_shadows, named_as_own_average
 from .save_op import graph_named, written_sources
 
 PART = re.compile(r"/part_\d+(?=/|$)")
@@ -57,11 +58,17 @@ def renamed_keys(ckpt: Checkpoint) -> dict[str, str | None]:
     def renamed() -> dict[str, str | None]:
         stored = ckpt.entries()
         out: dict[str, str | None] = {}
+        raw = None
         for key, held in (held_variables(ckpt) or {}).items():
             if key not in stored or held == key:
                 continue
             if held is not None and key.startswith(held + "/") and held not in stored:
-                continue  # variables_to_restore(): raw_shadows explains it
+                # variables_to_restore(): raw_shadows explains it, where the key is named as
+                # its average (not b/ExponentialMovingAverage/var, a suffix put after the
+                # shadow b/ExponentialMovingAverage: review-21-attack-r60 F6)
+                raw = named_as_own_average(ckpt) if raw is None else raw
+                if key in raw:
+                    continue
             out[key] = held
         return out
     return ckpt.memo("saved_keys_renamed", renamed)
@@ -191,7 +198,12 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
     head = (f"{ckpt.path}: its {graph_named(ckpt)}'s save op stored {n} key(s) from variables "
             f"of other names (e.g. key {key} holds {held or 'parts of several variables'})")
     as_var = {k for k, h in renamed.items() if h and h.startswith(k + "/")}
-    as_avg = {k for k, h in renamed.items() if h and k.startswith(h + "/")}
+    # a key named as its variable's average, however renamed (tower/net/w/Exponential
+    # MovingAverage or w/ExponentialMovingAverage from net/w: review-21-attack-r53 F5, r56 F3)
+    # (b/ExponentialMovingAverage/var from the shadow is no such key: r60 F6); where the
+    # graph's shadows are unknown, the names decide as before
+    raw, named = named_as_own_average(ckpt), applied_shadows(ckpt) is None
+    as_avg = {k for k, h in renamed.items() if h and (k in raw or named and k.startswith(h + "/"))}
     prefix = stripped_prefix(renamed)
     parts = sorted(k for k, h in renamed.items() if h and PART.search(k)
                    and PART.sub("", k) == h)  # W/part_0/<ema> holding W/part_0's shadow
@@ -358,19 +370,28 @@ def averages_under_weight_keys(ckpt: Checkpoint, keys) -> dict[str, str]:
     # the shadows the graph's update ops write: an apply() run inside the model's
     # variable_scope names them model/model/w/ExponentialMovingAverage, under no averaged
     # variable's name (review-21-attack-r60 F1, F3)
-    found = part_update_ops(ckpt)
-    shadows = set(found[0].averages) if found is not None else set()
+    owners = shadow_owners(ckpt) or {}
+    # a part's shadow (w/part_0/ExponentialMovingAverage) is held as its variable's
+    shadows = {PART.sub("", s) for s in owners}
     if not averaged and not shadows:
         return {}
+    # a variable the graph trains or averages is a model variable, whatever it is nested
+    # under (w/scale beside w, both trained and averaged): its key holds its own raw value,
+    # no shadow's or slot's (review-21-attack-r60 F10)
+    model = {*averaged, *(PART.sub("", k) for k in meta.keys_in("trainable_variables")),
+             *(PART.sub("", v) for v in owners.values())}
     renamed = renamed_keys(ckpt)
     # a key holding its own variable's average is a serving Saver's (export warns) only where
     # the save op wrote that variable under no other key; where it did (a swapping Saver that
     # renamed only the raw copies: model/w/ExponentialMovingAverage <- w), the raw value is
     # stored elsewhere and --raw would still write the average (review-21-attack-r60 F2)
     stored_elsewhere = set(renamed.values())
-    return {k: h for k in keys if (h := renamed.get(k))
+    # a key named as what it holds with a suffix after it (b/ExponentialMovingAverage/var
+    # from that shadow) says so itself (review-21-attack-r60 F6)
+    return {k: h for k in keys if (h := renamed.get(k)) and not k.startswith(h + "/")
             and (not h.startswith(k + "/") or k in stored_elsewhere)
-            and (h in shadows or any(h.startswith(v + "/") for v in averaged))}
+            and (h in shadows or h not in model
+                 and any(h.startswith(v + "/") for v in averaged))}
 
 
 def refuse_averages_as_raw(ckpt: Checkpoint, keys) -> None:

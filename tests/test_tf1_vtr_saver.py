@@ -27,7 +27,8 @@ tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
 CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names", "renswap",
-         "stripswap", "rentwo", "scoped", "scopedserve", "halfren")
+         "stripswap", "rentwo", "scoped", "scopedserve", "halfren", "nested", "suffixed",
+         "stripvtr", "slowvtr", "momentum")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -37,25 +38,38 @@ for case in CASES:
         model_fn = tf1.variable_scope("model") if case.startswith("scoped") \
             else contextlib.nullcontext()
         model_fn.__enter__()
-        with tf1.variable_scope("net") if case == "stripswap" else contextlib.nullcontext():
+        with tf1.variable_scope("net") if case in ("stripswap", "stripvtr") \
+                else contextlib.nullcontext():
             w = tf1.get_variable("w", [4, 3], partitioner=tf1.fixed_size_partitioner(2)) \
                 if case == "part" else tf1.get_variable("w", [3, 3])
             b = tf1.get_variable("b", [3])
+        extra = []  # nested: w/scale, a model variable under w's name, trained and averaged;
+        if case == "nested":  # slowvtr: a statistic only the default object averages
+            with tf1.variable_scope("w"):
+                extra = [tf1.get_variable("scale", [3])]
+        elif case == "slowvtr":
+            extra = [tf1.get_variable("mean", [3], trainable=False)]
         x = tf.constant(np.ones((2, 4 if case == "part" else 3), "float32"))
-        loss = tf.reduce_sum((tf.matmul(x, w) + b) ** 2)
-        train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
+        y = tf.matmul(x, w) * extra[0] if case == "nested" else tf.matmul(x, w)
+        loss = tf.reduce_sum((y + b) ** 2)
+        opt = tf1.train.MomentumOptimizer(0.01, 0.9) if case == "momentum" \
+            else tf1.train.GradientDescentOptimizer(0.01)  # momentum: slots w/Momentum
+        train = opt.minimize(loss, global_step=gs)
+        if case == "slowvtr":
+            with tf.control_dependencies([train]):
+                train = tf1.assign_add(extra[0], tf.reduce_mean(y, 0))
         # slash: an EMA name with a slash (docs/setups.md), its keys w/ema/fast
         ema = tf1.train.ExponentialMovingAverage(
             0.5, name="ema/fast" if case == "slash" else "ExponentialMovingAverage")
         with tf.control_dependencies([train]):
             # part: w's partitions averaged, b trained but never averaged
-            step = ema.apply(list(w) if case == "part" else [w, b])
+            step = ema.apply(list(w) if case == "part" else [w, b, *extra])
         model_fn.__exit__(None, None, None)
-        if case in ("twoema", "rentwo"):  # a second EMA object beside the training vtr Saver
+        if case in ("twoema", "rentwo", "slowvtr"):  # a second EMA object beside the vtr Saver
             slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
             with tf.control_dependencies([step]):
-                step = slow.apply([w, b])
-        if case in ("vtr", "twoema", "part", "slash", "scoped"):
+                step = slow.apply([w] if case == "slowvtr" else [w, b])
+        if case in ("vtr", "twoema", "part", "slash", "scoped", "momentum"):
             saver = tf1.train.Saver(ema.variables_to_restore())
         elif case in ("ren", "rentwo"):  # the training vtr Saver, renamed (model/w/Expon...)
             saver = tf1.train.Saver({"model/" + k: v
@@ -66,6 +80,16 @@ for case in CASES:
                                      "global_step": gs})
         elif case == "scopedserve":  # a serving Saver: each average under its variable's name
             saver = tf1.train.Saver({v.op.name: ema.average(v) for v in (w, b)})
+        elif case == "nested":  # the model's weights only, renamed: w/scale under w's name
+            saver = tf1.train.Saver({**{"model/" + v.op.name: v for v in (w, b, *extra)},
+                                     "model/global_step": gs})
+        elif case == "suffixed":  # every variable, shadows too, with a suffix after its name
+            saver = tf1.train.Saver({v.op.name + "/var": v for v in tf1.global_variables()})
+        elif case == "stripvtr":  # the training vtr Saver with the scope net/ stripped
+            saver = tf1.train.Saver({k.replace("net/", "", 1): v
+                                     for k, v in ema.variables_to_restore().items()})
+        elif case == "slowvtr":  # slow's vtr maps every averaged variable: mean/slow <- mean
+            saver = tf1.train.Saver(slow.variables_to_restore())
         elif case == "subset":  # w's key holds raw w; b and b's average under their names
             saver = tf1.train.Saver(ema.variables_to_restore([w]))
         elif case == "tf2names":  # every variable, shadows too, under TF2-style keys
@@ -89,6 +113,9 @@ for case in CASES:
             if case != "part":
                 truth.update({f"{case}:ema:w": s.run(ema.average(w).read_value()),
                               f"{case}:ema:b": s.run(ema.average(b).read_value())})
+            for v in extra:
+                truth.update({f"{case}:raw:{v.op.name}": s.run(v.read_value()),
+                              f"{case}:ema:{v.op.name}": s.run(ema.average(v).read_value())})
             if case in ("twoema", "rentwo"):
                 truth.update({f"{case}:slow:w": s.run(slow.average(w).read_value()),
                               f"{case}:slow:b": s.run(slow.average(b).read_value())})
@@ -442,3 +469,106 @@ def test_raw_export_of_a_swap_renaming_only_the_raw_copies_is_refused(made, tmp_
     code, _, err = run_cli(["export", str(out / "halfren"), "--raw", "--out", str(o)])
     assert code == 6 and "hold other variables" in err, (code, err)
     assert not o.exists()
+
+
+#: (case, output name -> the variable whose raw value it holds at save time)
+RAW_EXPORTED = [("nested", {"model/w": "w", "model/b": "b", "model/w/scale": "w/scale"}),
+                ("stripvtr", {"w": "w", "b": "b"}), ("scoped", {"model/w": "w", "model/b": "b"})]
+
+
+@pytest.mark.parametrize("case,names", RAW_EXPORTED, ids=[c for c, _ in RAW_EXPORTED])
+def test_raw_export_reads_which_key_holds_what_from_the_graphs_shadows(made, tmp_path, case,
+                                                                      names):
+    """Which key holds a shadow is read from the variables the graph's ``AssignMovingAvg``
+    updates write, not from name prefixes. review-21-attack-r60 F10: ``w/scale`` (a model
+    variable nested under ``w``'s name, trained and averaged) saved renamed as
+    ``model/w/scale`` was taken for w's average or slot and ``export --raw`` refused it.
+    review-21-attack-r56 F3, r53 F5: a training vtr Saver with the scope stripped
+    (``w/ExponentialMovingAverage`` from ``net/w``) or with ``apply()`` in the model's
+    variable_scope (``model/model/w/ExponentialMovingAverage`` from ``model/w``) holds the
+    raw weights, yet ``export --raw`` said "only state such as a step counter", and map
+    blamed a renaming Saver. Values: the session's at save time."""
+    out, truth = made
+    dst = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(out / case), "--raw", "--out", str(dst)])
+    assert code == 0, err
+    assert "not variables" not in err, err  # the raw keys are no tensors' averages
+    with np.load(dst) as got:
+        assert sorted(got.files) == sorted(names), got.files
+        for name, v in names.items():
+            assert got[name].tobytes() == truth[f"{case}:raw:{v}"].tobytes(), name
+            assert got[name].tobytes() != truth[f"{case}:ema:{v}"].tobytes(), name
+    if case != "nested":
+        code, _, err = run_cli(["map", str(out / case)])
+        assert code == 6 and "hold their variables' raw values" in " ".join(err.split()), err
+
+
+def test_a_suffix_after_a_shadows_name_is_no_raw_value(made, tmp_path):
+    """review-21-attack-r60 F6: a Saver appending ``/var`` to every variable's name writes
+    ``b/ExponentialMovingAverage/var`` from the shadow and ``global_step/var`` from the step:
+    any slice of a key that named its source counted as "written from its own variable",
+    so list marked the step 'raw value' and export refused the real averages as raw values.
+    No EMA name of the graph's shadows follows a variable's name there: no key is raw."""
+    out, truth = made
+    code, text, err = run_cli(["list", str(out / "suffixed"), "--json"])
+    assert code == 0 and json.loads(text)["raw_named"] == {}, text
+    code, _, err = run_cli(["export", str(out / "suffixed"), "--out", str(tmp_path / "x.npz")])
+    assert code == 6 and "raw values" not in err, err  # the keys are renamed: not paired
+    dst = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(out / "suffixed"), "--raw", "--out", str(dst)])
+    assert code == 0, err
+    with np.load(dst) as got:  # each key as stored: what its name says
+        for v in ("w", "b"):
+            assert got[f"{v}/var"].tobytes() == truth[f"suffixed:raw:{v}"].tobytes()
+            avg = got[f"{v}/ExponentialMovingAverage/var"].tobytes()
+            assert avg == truth[f"suffixed:ema:{v}"].tobytes()
+
+
+def test_a_second_objects_vtr_keys_of_variables_it_never_averaged_are_raw(made, tmp_path):
+    """review-21-user-u23 F5: Saver(slow.variables_to_restore()) where slow averaged only w
+    maps every averaged variable (b, and a statistic ``mean`` only the default object
+    averages) to ``<v>/slow``: ``b/slow``, ``mean/slow`` hold b and mean raw. They read as
+    frozen weights, 'missing', and export --ema-name ExponentialMovingAverage added them to
+    the model's weights. They are 'raw value' and left out; values: the session's."""
+    out, truth = made
+    code, text, _ = run_cli(["list", str(out / "slowvtr"), "-w"])
+    rows = {line.split("\t")[0]: line.split("\t") for line in text.splitlines()}
+    assert code == 0
+    for key in ("w/slow", "b/slow", "mean/slow"):
+        assert rows[key][-1] == "raw value", rows[key]
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / "slowvtr"), "--ema-name",
+                            "ExponentialMovingAverage", "--out", str(dst)])
+    assert code == 0, err
+    with np.load(dst) as got:
+        assert sorted(got.files) == ["b", "mean", "w"], got.files
+        for v in got.files:
+            assert got[v].tobytes() == truth[f"slowvtr:ema:{v}"].tobytes(), v
+
+
+def test_slots_beside_averages_of_unstored_variables_are_slots_without_a_meta(made, tmp_path):
+    """review-21-user-u23 F3: a training Saver(ema.variables_to_restore()) with a Momentum
+    optimizer, copied without its .meta: ``w/Momentum`` (its slot, saved under its own name)
+    read as a weight since ``w`` itself is stored only under ``w/ExponentialMovingAverage``;
+    ``--averages-only`` then refused it as a frozen weight with no shadow, and with
+    --allow-missing exported the slots as model weights. A slot beside its variable's
+    average is a slot. (The keys hold w, b raw: what --averages-only states is the user's.)"""
+    out, truth = made
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in (out / "momentum").glob("model.ckpt-*"):
+        if f.suffix != ".meta":
+            (bare / f.name).write_bytes(f.read_bytes())
+    prefix = str(next(bare.glob("*.index")))[: -len(".index")]
+    code, text, _ = run_cli(["list", prefix])
+    rows = {line.split("\t")[0]: line.split("\t") for line in text.splitlines()}
+    assert code == 0
+    for v in ("w", "b"):
+        assert rows[f"{v}/Momentum"][4] == "optimizer_slot", rows[f"{v}/Momentum"]
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", prefix, "--averages-only", "--out", str(dst)])
+    assert code == 0, err
+    with np.load(dst) as got:
+        assert sorted(got.files) == ["b", "w"], got.files
+        for v in ("w", "b"):  # what the keys hold: the raw values, as the save op wrote them
+            assert got[v].tobytes() == truth[f"momentum:raw:{v}"].tobytes(), v
