@@ -298,4 +298,38 @@ def _not_found(ckpt: Checkpoint, name: str, by_path: dict[str, str]):
     if not close:  # a layer's weight named without the model's prefix (dense/bias)
         close = [p for p in shown if p.endswith("/" + name)][:3]
     hint = f"; did you mean {', '.join(map(shell_word, close))}?" if close else ""
+    part = _part_said(ckpt, name)
+    if part:
+        hint = f"; did you mean {part}?"
     return VariableNotFoundError(f"{ckpt.path}: no variable named {name!r}{hint}")
+
+
+def _part_said(ckpt: Checkpoint, name: str) -> str | None:
+    """Returns ``emb (partitioned; part 1 is rows 4:8)`` for ``emb/part_1``, the graph name
+    of a part of a partitioned variable the checkpoint stores whole under ``emb`` (one key,
+    one slice per part); ``None`` for any other name (review-22-user-u24 F2).
+
+    TensorFlow names a partitioned variable's parts ``part_0``, ``part_1``... in the order of
+    their offsets along the partitioned axis; the slices record each part's offset there.
+    """
+    import re
+
+    from .formats.slices import FULL
+
+    found = re.fullmatch(r"(.+)/part_(\d+)", name)
+    whole = found.group(1) if found else None
+    if whole is None or whole not in ckpt or not ckpt.entry(whole).slices:
+        return None
+    parts = sorted(ckpt.entry(whole).slices, key=lambda s: [start for start, _ in s.extents])
+    index = int(found.group(2))
+    if index >= len(parts):
+        return f"{whole} (partitioned into {len(parts)} parts)"
+    shape = ckpt.entry(whole).shape
+    cut = [(axis, start, length) for axis, (start, length) in enumerate(parts[index].extents)
+           if length != FULL and (start, length) != (0, shape[axis])]
+    if len(cut) != 1:
+        return f"{whole} (partitioned)"
+    axis, start, length = cut[0]
+    span = (f"rows {start}:{start + length}" if axis == 0 else
+            f"{start}:{start + length} along axis {axis}")
+    return f"{whole} (partitioned; part {index} is {span})"

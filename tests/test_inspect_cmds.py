@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -297,6 +298,22 @@ def test_show_json_and_glob(corpus, capsys):
     assert by_name["bad"]["stats"]["nan"] == 1 and by_name["bad"]["flags"] == ["nan", "inf"]
     assert by_name["text"]["values"] == ["a", "bb", "\\xff\x00z"]
     assert by_name["zeros"]["values"] == [] and by_name["zeros"]["stats"]["mean"] is None
+
+
+def test_show_a_part_name_points_to_the_partitioned_variable(capsys):
+    """review-22-user-u24 F2: ``emb/part_1`` (the graph's name of a part, which TF1 users
+    know) had no suggestion; the variable stored whole is named, with the part's rows. Truth:
+    the parts TensorFlow held at save time (the fixture's ``part:emb/part_N`` arrays) are
+    those rows of the checkpoint's ``emb``."""
+    truth = np.load(FIXTURES / "partitioned" / "expected.npz")
+    for i in range(3):
+        code, _, err = run_cli(["show", str(FIXTURES / "partitioned"), f"emb/part_{i}"],
+                               capsys)
+        found = re.search(r"did you mean emb \(partitioned; part (\d) is rows (\d+):(\d+)\)\?$",
+                          err.strip())
+        assert code == 3 and found and int(found.group(1)) == i, err
+        rows = slice(int(found.group(2)), int(found.group(3)))
+        assert np.array_equal(truth["emb"][rows], truth[f"part:emb/part_{i}"]), err
 
 
 def test_values_json_truncates_large_tensors():
