@@ -38,6 +38,7 @@ class ObjectGraph(Record):
         slots: checkpoint key of a slot variable -> :class:`Slot`.
         full_names: checkpoint key -> the variable's own name (``tf.Variable.name`` without
             ``:0``), which TF2 records and which pairs ``ema.average(v)`` with ``v``.
+        slot_owners: ids of the nodes that record slot variables (only an optimizer does).
     """
 
     paths: dict[str, str]
@@ -47,19 +48,22 @@ class ObjectGraph(Record):
     # node id -> [(local name, child node id)] in recorded order, and node id -> variable key.
     children: dict[int, list[tuple[str, int]]]
     node_keys: dict[int, str]
-    _fields = ("paths", "slots", "full_names", "children", "node_keys")
+    slot_owners: set[int]
+    _fields = ("paths", "slots", "full_names", "children", "node_keys", "slot_owners")
 
     def __init__(self, paths: dict[str, str] | None = None,
                  slots: dict[str, Slot] | None = None,
                  full_names: dict[str, str] | None = None,
                  children: dict[int, list[tuple[str, int]]] | None = None,
-                 node_keys: dict[int, str] | None = None) -> None:
-        """Every mapping defaults to a new empty dict."""
+                 node_keys: dict[int, str] | None = None,
+                 slot_owners: set[int] | None = None) -> None:
+        """Every mapping (and ``slot_owners``) defaults to a new empty one."""
         self.paths = {} if paths is None else paths
         self.slots = {} if slots is None else slots
         self.full_names = {} if full_names is None else full_names
         self.children = {} if children is None else children
         self.node_keys = {} if node_keys is None else node_keys
+        self.slot_owners = set() if slot_owners is None else slot_owners
 
 
 #: Children only an optimizer object tracks: a Keras 3 / tf_keras optimizer's step counter, a
@@ -81,23 +85,23 @@ def optimizer_owned_keys(objects: ObjectGraph) -> frozenset[str]:
     if cached is not None:
         return cached
     kids = objects.children
-    # the object paths of the nodes that record slot variables (never the root: a graph
-    # whose root is the optimizer itself holds the model's variables under it too)
-    slot_owners = {s.optimizer for s in objects.slots.values()} - {""}
+    # the nodes that record slot variables, by node id: a "/"-joined path could be spelled by
+    # another object's name too (a net saved as "a/opt" beside an optimizer at a.opt,
+    # review-22-attack-r61 F2). Never the root: a graph whose root is the optimizer itself
+    # holds the model's variables under it too.
+    slot_owners = objects.slot_owners - {0}
     # Breadth-first from the root, as TensorFlow names keys: a variable belongs to the
     # object its shortest path runs through (a model weight an optimizer also references
     # stays the model's).
     under = {0: False}
-    path_of = {0: ""}
     queue = deque([0])
     while queue:
         node = queue.popleft()
-        mine = under[node] or path_of[node] in slot_owners or any(
+        mine = under[node] or node in slot_owners or any(
             name in _OPTIMIZER_MARKS for name, _ in kids.get(node, ()))
         for name, child in kids.get(node, ()):
             if child not in under:
                 under[child] = mine and name not in _BORROWED
-                path_of[child] = f"{path_of[node]}/{name}" if path_of[node] else name
                 queue.append(child)
     out = frozenset(k for n, k in objects.node_keys.items() if under.get(n))
     objects.__dict__["_optimizer_owned"] = out
@@ -159,6 +163,7 @@ def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph
             var_key = key_of.get(ref.original_variable_node_id)
             if slot_key is None or var_key is None:
                 continue
+            out.slot_owners.add(node_id)
             out.slots[slot_key] = Slot(variable=var_key, name=text(ref.slot_name),
                                        optimizer=path_of.get(node_id, ""))
             if slot_key not in out.paths:
