@@ -17,6 +17,7 @@ from .formats.objgraph import (
     ObjectGraph,
     optimizer_owned_keys,
     readable_name,
+    trained_keys,
 )
 from .lazy_re import LazyPattern
 from .object_slashed import slashed_ema_names
@@ -302,6 +303,13 @@ def classify_objects(entries, objects: ObjectGraph, ema_names,
         else:
             out[key] = classify_one(key, entry, entries, names, names | {"avg"}, {}, set(),
                                      False, plain)
+    # Named like a counter or a hyperparameter (a Meta-SGD learning_rate, a GRU-D decay, a
+    # layer's iter) but trained: the graph records an optimizer's slots for it or lists it
+    # among the variables an optimizer trains. A weight, whatever its name: read by name,
+    # export --raw dropped it, exit 0 (review-22-attack-r61 F1).
+    for key in trained_keys(objects) & out.keys():
+        if out[key].role in (STEP, OTHER) and "float" in entries[key].dtype_name:
+            out[key] = RoleInfo(WEIGHT)
     owned = optimizer_owned_keys(objects)
     for key, entry in entries.items():
         # Scalars owned by an optimizer object (momentum, decay, beta_1…) are hyperparameters.

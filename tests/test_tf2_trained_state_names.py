@@ -134,7 +134,7 @@ def saved(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("case", ["clash"])
+@pytest.mark.parametrize("case", ["module", "clash", "tfk_layer", "keras3"])
 def test_trained_variables_named_like_state_are_exported_raw(saved, case, tmp_path):
     """export --raw writes every trained variable, bit for bit with the value the library held
     at save time, and ckpt list calls each a weight; the optimizers' own state stays out."""

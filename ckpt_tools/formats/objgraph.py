@@ -108,6 +108,29 @@ def optimizer_owned_keys(objects: ObjectGraph) -> frozenset[str]:
     return out
 
 
+def trained_keys(objects: ObjectGraph) -> frozenset[str]:
+    """Keys of the variables the graph records an optimizer training: those it records
+    slot variables for (``slot_variables.original_variable_node_id``) and those an optimizer
+    object lists in its ``_trainable_variables`` (Keras 3, new tf_keras). Such a variable is
+    a weight whatever its name: a Meta-SGD ``learning_rate``, a GRU-D ``decay``, a layer's
+    ``iter`` (review-22-attack-r61 F1). Cached on ``objects``."""
+    cached = objects.__dict__.get("_trained")
+    if cached is not None:
+        return cached
+    out = {s.variable for s in objects.slots.values()}
+    kids = objects.children
+    for named in kids.values():
+        if not any(name in _OPTIMIZER_MARKS for name, _ in named):
+            continue
+        for name, held in named:
+            if name in _BORROWED:
+                out.update(objects.node_keys[v] for _, v in kids.get(held, ())
+                           if v in objects.node_keys)
+    trained = frozenset(out)
+    objects.__dict__["_trained"] = trained
+    return trained
+
+
 def parse_object_graph(raw: bytes, where: str = OBJECT_GRAPH_KEY) -> ObjectGraph:
     """Parses a serialized ``TrackableObjectGraph``.
 
