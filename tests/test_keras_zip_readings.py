@@ -16,6 +16,9 @@ from __future__ import annotations
 import hashlib
 import io
 import struct
+import subprocess
+import sys
+import textwrap
 import zipfile
 
 import h5py
@@ -254,3 +257,43 @@ def test_restore_ema_of_an_hdf5_file_named_keras_writes_what_keras_loads(tmp_pat
             key = next(v.name for v in ckpt.variables() if v.path == "hidden/kernel")
             assert ckpt.tensor(key).tobytes() == truth.tobytes()
     assert hashlib.sha256(src.read_bytes()).hexdigest() == before
+
+
+def test_real_model_rezipped_at_level_9_is_read(tmp_path):
+    """review-22-attack-r61 F3: a real Keras model with a frozen zero-initialised layer (a
+    "zero module"), re-zipped by zipfile at level 9: its weights expand ~50x, past the old
+    8 MiB + 16x cap (exit 4, "a decompression bomb?") though Keras loads it (its own limit:
+    100x and 4 GiB). Every weight is exported as Keras held it at save time, bit for bit."""
+    pytest.importorskip("keras")
+    script = textwrap.dedent(f"""
+        import os, zipfile
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        import numpy as np, keras
+        out = {str(tmp_path)!r}
+        keras.utils.set_random_seed(5)
+        m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1024, name="fc"),
+                              keras.layers.Dense(2560, name="zero", kernel_initializer="zeros",
+                                                 trainable=False)])
+        m.save(f"{{out}}/m.keras")
+        np.savez(f"{{out}}/truth.npz", **{{v.path: np.asarray(v) for v in m.weights}})
+        with zipfile.ZipFile(f"{{out}}/m.keras") as src, zipfile.ZipFile(
+                f"{{out}}/z9.keras", "w", zipfile.ZIP_DEFLATED, compresslevel=9) as dst:
+            for info in src.infolist():
+                dst.writestr(info.filename, src.read(info))
+        back = keras.saving.load_model(f"{{out}}/z9.keras")  # Keras loads it
+        assert all(np.array_equal(a, b) for a, b in zip(back.get_weights(), m.get_weights()))
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    z9 = tmp_path / "z9.keras"
+    with zipfile.ZipFile(z9) as zf:  # past the old cap: the case itself
+        assert zf.getinfo(WEIGHTS).file_size > (8 << 20) + 16 * z9.stat().st_size
+    out = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(z9), "--raw", "--out", str(out)])
+    assert code == 0, err
+    with np.load(tmp_path / "truth.npz") as t, np.load(out) as z:
+        assert sorted(z.files) == sorted(t.files)
+        for name in t.files:
+            assert z[name].tobytes() == t[name].tobytes(), name

@@ -44,7 +44,7 @@ from ..entry import TensorEntry
 from .h5_files import (
     CONFIG_MEMBER,
     EXPAND_BASE,
-    EXPAND_RATIO,
+    MEMBER_EXPAND_RATIO,
     METADATA_MEMBER,
     WEIGHTS_MEMBER,
     ZIP_ERRORS,
@@ -294,17 +294,20 @@ class H5Reader:
             CorruptCheckpointError: the member would pass the cap (a decompression bomb).
         """
         info = self._zip.getinfo(name)
-        cap = EXPAND_BASE + EXPAND_RATIO * len(self._buf)
+        cap = EXPAND_BASE + MEMBER_EXPAND_RATIO * len(self._buf)
+        # what a real model compressed past the cap can do: be read as Keras writes it
+        way_out = ("; if Keras loads it, unzip it and pass the model directory, or re-zip it "
+                   "with zip -0 (stored, as Keras writes it)")
         if info.file_size > cap:
             raise CorruptCheckpointError(
                 f"archive member {name} claims {info.file_size} bytes, more than {cap} that a "
-                f"{len(self._buf)}-byte archive may expand to (a decompression bomb?)",
+                f"{len(self._buf)}-byte archive may expand to (a decompression bomb?){way_out}",
                 path=self.path)
         with self._zip.open(info) as member:
             data = member.read(cap + 1)
         if len(data) > cap:
-            raise CorruptCheckpointError(f"archive member {name} expands past {cap} bytes",
-                                         path=self.path)
+            raise CorruptCheckpointError(
+                f"archive member {name} expands past {cap} bytes{way_out}", path=self.path)
         return data
 
     def check_member(self) -> int:

@@ -40,6 +40,13 @@ _REFUSED_FLAGS = ((0x01, "encrypted (zip flag bit 0)"),
 # decompressed), a chunked HDF5 dataset relative to its stored bytes. Keras itself writes
 # neither compressed members nor compressed datasets, so honest files stay far below this.
 EXPAND_BASE, EXPAND_RATIO = 8 << 20, 16
+# A .keras archive's member may expand to EXPAND_BASE + MEMBER_EXPAND_RATIO x the archive's
+# size: Keras' own ratio (keras/src/saving/saving_lib.py, 3.15: _ZIP_MEMBER_MAX_EXPANSION = 100;
+# it refuses a member only past both that and _ZIP_MEMBER_BOMB_FLOOR_BYTES = 4 GiB), so a model
+# re-zipped by zip -9 (a frozen zero-initialised layer: ~47x) is read, not called a bomb
+# (review-22-attack-r61 F3). Not Keras' 4 GiB floor: a re-zipped member is decompressed into
+# memory, which the cap bounds; past it, the error names the way out (unzip, or zip -0).
+MEMBER_EXPAND_RATIO = 100
 _CRC_CHUNK = 16 << 20  # CRC-32 of a stored member: one pass, a chunk of the mapping at a time
 
 
