@@ -150,3 +150,8 @@ def test_readme_says_which_groups_the_keras_order_values_leave_unchecked():
                          .split("\n- `not_swapped`", 1)[0].split())
     assert f"groups of weights of {MIN_SIZE} elements or more" in paragraph
     assert f"`unchecked (under {MIN_SIZE} elements)`" in paragraph
+    # every reason keras_order_values.unchecked() gives, and what the note shows of the
+    # groups after the first: a count, not names (review-22-attack-r61 F4)
+    for why in ("noise-level values", "not float"):
+        assert f"`unchecked ({why})`" in paragraph, why
+    assert "(2 unchecked)`), by the same three reasons, without naming them" in paragraph
