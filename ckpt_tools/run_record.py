@@ -111,6 +111,13 @@ def not_swapped_record(path: str) -> str | None:
     return found[0] if found else None
 
 
+def has_record(path: str) -> bool:
+    """Whether a run record sits beside ``path`` (one stat; :func:`vouching_record` says
+    whether it vouches for the file)."""
+    return "://" not in path and os.path.isfile(
+        os.path.join(os.path.dirname(path) or ".", RECORD_NAME))
+
+
 def vouching_record(path: str) -> tuple[str, dict] | None:
     """The run record that vouches for ``path`` (named in it, bytes unchanged) and what it
     states: ``{"not_swapped": True, "fit_order": bool}``; ``None`` where none does."""

@@ -115,3 +115,24 @@ def test_python_api_without_record_refuses(run, tmp_path):
     shutil.copy(_latest(run), alone / "ckpt-4.keras")
     with pytest.raises(UnprovenPairingError):
         keras_ema_values(str(alone / "ckpt-4.keras"))
+
+
+@pytest.mark.parametrize("flags", [[], ["--sort", "name"], ["-q"], ["-q", "--sort", "name"]])
+def test_list_says_the_record_stated_it_in_every_view(run, flags, capsys):
+    """review-22-user-u24 F8: ``list`` printed the record's notes only with ``-q --sort name``
+    (the app's names-only path); the table and the typer-free ``-q`` path said nothing, where
+    map and export say both. Through ``ckpt_tools.cli.main``, as the ``ckpt`` command runs."""
+    from ckpt_tools import cli
+
+    capsys.readouterr()
+    try:
+        cli.main(["list", run, *flags])
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code in (0, None), err
+    record = os.path.join(run, RECORD_NAME)
+    assert f"not swapped is stated by ckpt train's run record {record}" in err, err
+    assert f"fit()'s order (model.trainable_variables) because ckpt train's run record " \
+           f"{record} states it" in err, err

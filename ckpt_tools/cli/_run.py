@@ -126,6 +126,13 @@ def run_list(path: str, json_out: bool, quiet: bool) -> int:
 
             with open_checkpoint(resolve(out, path)) as ckpt:
                 out.lines(list_names(ckpt, match=None, sort="name"))
+                if ckpt.not_swapped_record or ckpt.fit_order_record:
+                    # ckpt train's run record stated what the names' pairing rests on: the
+                    # notes the app's -q prints (review-22-user-u24 F8)
+                    from ..statements import stated_notes
+
+                    for note in stated_notes(ckpt, None)[0]:
+                        out.note(note, always=True)
                 note_quick_assumed(out, ckpt)
             return 0
         out.json_of(list_variables(resolve(out, path), roles=None, collections=None,

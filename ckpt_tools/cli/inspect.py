@@ -20,6 +20,7 @@ from ..listing import Listing, list_names, list_variables, short_collection
 from ..lookup_tables import table_totals
 from ..restored_mark import MARKED
 from ..roles import ROLES
+from ..run_record import has_record
 from ._common import (
     AveragesOnlyOpt,
     FitOrderOpt,
@@ -139,13 +140,18 @@ def list_command(
     said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
         or averages_only or optimizer
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
-    if said or noted:  # as map, export say
+    # ckpt train's run record states --not-swapped/--fit-order for its files: its notes are
+    # printed as map, export print them (review-22-user-u24 F8); --json as the fast path's
+    recorded = not json_out and listing.ema_evidence is not None and has_record(
+        listing.checkpoint)
+    if said or noted or recorded:  # as map, export say
         with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,
                              meta=not no_meta,
                              trainable=trainable_names(trainable, loop_order, fit_order),
                              not_swapped=not_swapped, fit_order=fit_order,
                              averages_only=averages_only) as ckpt:
-            stated = note_stated_order(out, ckpt, apply_order, ema_name) if said else {}
+            stated = note_stated_order(out, ckpt, apply_order, ema_name) if said or recorded \
+                else {}
             if noted:
                 note_assumed(out, ckpt)  # the EMA column shows an assumed pairing
     if json_out:
