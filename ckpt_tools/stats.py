@@ -29,6 +29,13 @@ from .tensor_stats import (
 )
 
 NAN, INF, DRIFT, UNREADABLE = "nan", "inf", "drift", "unreadable"
+# An EMA shadow whose own bytes were read (its statistics stand) but whose variable's were
+# not: no drift (review-22-user-u24 F6)
+NO_DRIFT = "drift: variable unreadable"
+
+
+class _PartnerUnreadable(Exception):
+    """The drift partner's read failed, not the shadow's own (:func:`_tensor_pass`)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,9 @@ class StatsRecord:
         stats: the statistics (``None`` when the tensor could not be read).
         ema_of: for an EMA shadow, the raw variable's key.
         drift: for an EMA shadow, ``||ema - raw|| / ||raw||`` (``None`` otherwise).
-        flags: any of ``"nan"``, ``"inf"``, ``"drift"`` (over the threshold), ``"unreadable"``.
+        flags: any of ``"nan"``, ``"inf"``, ``"drift"`` (over the threshold), ``"unreadable"``,
+            ``"drift: variable unreadable"`` (an EMA shadow read whole whose variable could
+            not be read: its statistics stand, its drift is ``None``).
         error: why the tensor could not be read.
     """
 
@@ -134,13 +143,60 @@ def _stats(ckpt, names, drift_threshold, strict, progress, workers, variables, h
     # twice however the worker threads interleave.
     ckpt.plan_reads([read for name in keys for read in _reads(ckpt, name, variables.get(name),
                                                               histogram)])
+    # A shadow's variable that has its own record here is read for the drift unverified (its
+    # record checks its CRC: one pass, commit 6a0ff4a); the shadow's record then waits for
+    # that verdict. A variable not listed is verified where the shadow reads it.
+    listed = set(keys)
+    checked_by = {name: raw for name in keys
+                  if (raw := _partner(ckpt, name, variables.get(name))) in listed}
 
     def one(name: str) -> StatsRecord:  # raises (with strict) when this item's turn comes
         return _record(ckpt, name, variables.get(name), drift_threshold, strict, tick,
-                       histogram)
+                       histogram, verify_partner=name not in checked_by)
 
-    yield from ordered_map(one, keys, workers=workers,  # small tensors share a hand-off
-                           cost=lambda name: _nbytes(ckpt.entry(name)))
+    yield from _drift_checked(ordered_map(one, keys, workers=workers,  # small tensors share
+                                          cost=lambda name: _nbytes(ckpt.entry(name))),
+                              checked_by)
+
+
+def _partner(ckpt: Checkpoint, name: str, var) -> str | None:
+    """:func:`_drift_partner` of ``name`` as :func:`_record` finds it."""
+    entry = ckpt.entry(name)
+    if entry.dtype_name == "string":
+        return None
+    return _drift_partner(ckpt, var.role if var else "other", var.ema_of if var else None,
+                          entry)
+
+
+def _drift_checked(records: Iterator[StatsRecord],
+                   checked_by: dict[str, str]) -> Iterator[StatsRecord]:
+    """Yields ``records`` in their order, each shadow in ``checked_by`` (shadow -> variable
+    read unverified for its drift) once its variable's record is out: where that record
+    failed its check, the drift came from damaged bytes, so it is dropped and flagged
+    :data:`NO_DRIFT` (the shadow's own statistics, CRC-checked, stand).
+
+    Returns:
+        `Iterator[StatsRecord]`.
+    """
+    import collections
+    from dataclasses import replace
+
+    seen: set[str] = set()
+    failed: set[str] = set()
+    held: collections.deque[StatsRecord] = collections.deque()
+    for record in records:
+        seen.add(record.name)
+        if record.error:
+            failed.add(record.name)
+        held.append(record)
+        while held and checked_by.get(held[0].name, held[0].name) in seen:
+            out = held.popleft()
+            if checked_by.get(out.name) in failed and out.stats is not None \
+                    and NO_DRIFT not in out.flags:
+                out = replace(out, drift=None, flags=tuple(
+                    f for f in out.flags if f != DRIFT) + (NO_DRIFT,))
+            yield out
+    yield from held  # nothing waits past the last record: every variable waited on is listed
 
 
 def _reads(ckpt: Checkpoint, name: str, var, histogram: bool) -> list[str]:
@@ -173,26 +229,47 @@ class ByteCounter:
 
 
 def _record(ckpt: Checkpoint, name: str, var, drift_threshold: float, strict: bool,
-            tick: ByteCounter, histogram: bool) -> StatsRecord:
+            tick: ByteCounter, histogram: bool, verify_partner: bool = True) -> StatsRecord:
     entry = ckpt.entry(name)
     role = var.role if var else "other"
     ema_of = var.ema_of if var else None
     base = {"name": name, "dtype": entry.dtype_name, "shape": entry.shape, "role": role,
             "ema_of": ema_of}
+    lost = False
     try:
-        stats, drift = _tensor_pass(ckpt, name, role, ema_of, tick, histogram)
+        try:
+            stats, drift = _tensor_pass(ckpt, name, role, ema_of, tick, histogram,
+                                        verify_partner)
+        except _PartnerUnreadable:
+            # the variable's bytes failed, not the shadow's: its statistics without the
+            # drift (the variable's own record, where listed, reports the error once)
+            stats, drift = _tensor_pass(ckpt, name, role, None, tick, histogram)
+            lost = True
     except CheckpointError as exc:
         if strict:
             raise
         return StatsRecord(stats=None, flags=(UNREADABLE,), error=str(exc), **base)
     flags = [f for f, n in ((NAN, stats.nan), (INF, stats.inf)) if n]
+    if lost:
+        flags.append(NO_DRIFT)
     if drift is not None and not drift <= drift_threshold:  # NaN drift is flagged too
         flags.append(DRIFT)
     return StatsRecord(stats=stats, drift=drift, flags=tuple(flags), **base)
 
 
 def _tensor_pass(ckpt: Checkpoint, name: str, role: str, ema_of: str | None,
-                 tick: ByteCounter, histogram: bool) -> tuple[TensorStats, float | None]:
+                 tick: ByteCounter, histogram: bool,
+                 verify_partner: bool = True) -> tuple[TensorStats, float | None]:
+    """One streamed pass over ``name``: its statistics and, for an EMA shadow, its drift
+    from ``ema_of`` (read alongside, CRC-checked only where ``verify_partner``).
+
+    Returns:
+        `tuple[TensorStats, float | None]`.
+
+    Raises:
+        CheckpointError: ``name`` cannot be read.
+        _PartnerUnreadable: ``ema_of`` cannot be read.
+    """
     entry = ckpt.entry(name)
     if entry.dtype_name == "string":
         value = ckpt.tensor(name)
@@ -211,7 +288,7 @@ def _tensor_pass(ckpt: Checkpoint, name: str, role: str, ema_of: str | None,
         try:
             # The raw variable first: it was read just before (its own record, verified
             # there), so a remote shard still holds it; then the shadow, in storage order.
-            partner = ckpt.chunks(raw, CHUNK_BYTES, verify=False)
+            partner = _partner_chunks(ckpt, raw, verify_partner)
             for ref, part in zip(partner, ckpt.chunks(name, CHUNK_BYTES), strict=True):
                 tick(part.nbytes)
                 yield part, ref
@@ -228,6 +305,15 @@ def _tensor_pass(ckpt: Checkpoint, name: str, role: str, ema_of: str | None,
     return stats, drift.result()[1] if drift is not None else None
 
 
+
+
+def _partner_chunks(ckpt: Checkpoint, raw: str, verify: bool) -> Iterator[np.ndarray]:
+    """``raw``'s chunks, a failed read raised as :class:`_PartnerUnreadable` (the shadow read
+    beside it is not the one at fault)."""
+    try:
+        yield from ckpt.chunks(raw, CHUNK_BYTES, verify=verify)
+    except CheckpointError as exc:
+        raise _PartnerUnreadable(str(exc)) from exc
 
 
 def _drift_partner(ckpt: Checkpoint, role: str, ema_of: str | None, entry) -> str | None:

@@ -365,6 +365,43 @@ def test_stats_exits_4_on_unreadable_tensor(v2, capsys):
     assert code == 4 and "checksum mismatch" in err and "W/ExponentialMovingAverage" in out
 
 
+
+@pytest.mark.parametrize("case", ["v2_W", "partitioned_emb"])
+def test_stats_keeps_an_intact_shadow_beside_its_corrupt_variable(case, corpus, tmp_path,
+                                                                   capsys):
+    """review-22-user-u24 F6: one bit flipped in a variable's bytes left its shadow's bytes
+    intact (their own CRC passes), yet (a) where the variable's read raised (a partitioned
+    ``emb``) the shadow was "unreadable" too, counted twice and warned twice, and (b)
+    elsewhere (``W``) its drift was computed from the damaged bytes, unflagged. The shadow
+    keeps its statistics (those of the bytes TensorFlow wrote, read from the intact copy),
+    its drift is dropped and flagged; one tensor is unreadable."""
+    src, var, at = ((corpus / "v2", "W", None) if case == "v2_W"
+                    else (FIXTURES / "partitioned", "emb", 10))
+    damaged = Path(shutil.copytree(src, tmp_path / "damaged"))
+    shadow = f"{var}/ExponentialMovingAverage"
+    with open_checkpoint(src) as ckpt:
+        truth = np.asarray(ckpt.tensor(shadow), np.float64)  # CRC-checked: as TF wrote it
+        data = Path(ckpt.path + ".data-00000-of-00001").name
+        at = ckpt.entry(var).offset if at is None else at
+    _flip(damaged / data, at)
+    code, out, err = run_cli(["stats", str(damaged), "--json"], capsys)
+    by = {t["name"]: t for t in json.loads(out)["tensors"]}
+    assert code == 4 and by[var]["flags"] == ["unreadable"], err
+    assert f"tensor '{var}'" in by[var]["error"]
+    got = by[shadow]
+    assert got["error"] is None and got["drift"] is None, got
+    assert got["flags"] == ["drift: variable unreadable"], got
+    assert (got["stats"]["min"], got["stats"]["max"]) == (truth.min(), truth.max())
+    assert got["stats"]["mean"] == pytest.approx(truth.mean(), rel=1e-12)
+    assert "error: 1 tensor(s) could not be read" in err, err
+    assert len([ln for ln in err.splitlines() if ln.startswith("warning:")]) == 1, err
+    code, out, err = run_cli(["stats", str(damaged)], capsys)  # the table: drift '-'
+    row = next(ln for ln in out.splitlines() if ln.startswith(shadow + "\t")).split("\t")
+    assert code == 4 and row[-2:] == ["-", "drift: variable unreadable"], row
+    code, out, err = run_cli(["show", str(damaged), shadow], capsys)  # the variable unlisted
+    assert code == 0 and "the variable could not be read" in out, err
+
+
 # -- diff --------------------------------------------------------------------------------------
 def test_diff_two_steps(corpus):
     report = diff_checkpoints(corpus / "v2" / "model.ckpt-1", corpus / "v2" / "model.ckpt-2")

@@ -19,7 +19,7 @@ import typer
 from ..checkpoint import Checkpoint, open_checkpoint
 from ..errors import CorruptCheckpointError, VariableNotFoundError
 from ..keras_assumed import refuse_assumed
-from ..stats import StatsRecord, checkpoint_stats, select_keys
+from ..stats import NO_DRIFT, StatsRecord, checkpoint_stats, select_keys
 from ._common import (
     FitOrderOpt,
     GrepOpt,
@@ -140,6 +140,9 @@ def _print_one(out: Output, ckpt: Checkpoint, record: StatsRecord, value: np.nda
         if record.drift is not None:
             of = record.ema_of or ""
             out.line(f"  EMA drift from {shown.get(of, of)}: {record.drift:.4g}")
+        elif NO_DRIFT in record.flags:  # its own bytes read, its variable's not (u24 F6)
+            of = record.ema_of or ""
+            out.line(f"  EMA drift from {shown.get(of, of)}: - (the variable could not be read)")
     out.block(format_values(value, full=full, precision=precision,  # fits the terminal
                             width=out.width if out.is_terminal and not out.wide else 100))
     out.line("")
@@ -287,7 +290,8 @@ def _row(r: StatsRecord, shown: dict[str, str], terminal: bool = True,
     num = _compact if compact else num_text
     return [name, r.dtype, shape_text(r.shape), num(s.min), num(s.max), num_text(s.mean),
             num_text(s.std), bad, _histogram(s.histogram, terminal),
-            "?" if unpaired else "" if r.drift is None else f"{r.drift:.3g}",
+            "?" if unpaired else "-" if NO_DRIFT in r.flags else "" if r.drift is None
+            else f"{r.drift:.3g}",
             (flags, style)]
 
 
