@@ -349,6 +349,7 @@ def select_keys(ckpt: Checkpoint, patterns: list[str]) -> list[str]:
     import fnmatch
 
     from .errors import VariableNotFoundError
+    from .stats_names import not_found
 
     by_path = {v.path: v.name for v in ckpt.variables_unwarned() if v.path}
     out: dict[str, None] = {}
@@ -364,58 +365,5 @@ def select_keys(ckpt: Checkpoint, patterns: list[str]) -> list[str]:
                 raise VariableNotFoundError(f"{ckpt.path}: no variable matches {pattern!r}")
             out.update(dict.fromkeys(hits))
         else:
-            raise _not_found(ckpt, pattern, by_path)
+            raise not_found(ckpt, pattern, by_path)
     return list(out)
-
-
-def _not_found(ckpt: Checkpoint, name: str, by_path: dict[str, str]):
-    """The error for ``name``, stored under no key or object path: the closest of the names
-    ``ckpt list`` shows (object paths where the file has them: a Keras file's
-    ``sequential/dense/bias``, not its key ``layers/dense/vars/1``), else of the keys."""
-    import difflib
-
-    from .errors import VariableNotFoundError
-    from .variable import shell_word
-
-    shown = {**{k: None for k in ckpt.keys() if k not in by_path.values()},
-             **dict.fromkeys(by_path)}
-    close = difflib.get_close_matches(name, list(shown), n=3) or difflib.get_close_matches(
-        name, list(ckpt.keys()), n=3)
-    if not close:  # a layer's weight named without the model's prefix (dense/bias)
-        close = [p for p in shown if p.endswith("/" + name)][:3]
-    hint = f"; did you mean {', '.join(map(shell_word, close))}?" if close else ""
-    part = _part_said(ckpt, name)
-    if part:
-        hint = f"; did you mean {part}?"
-    return VariableNotFoundError(f"{ckpt.path}: no variable named {name!r}{hint}")
-
-
-def _part_said(ckpt: Checkpoint, name: str) -> str | None:
-    """Returns ``emb (partitioned; part 1 is rows 4:8)`` for ``emb/part_1``, the graph name
-    of a part of a partitioned variable the checkpoint stores whole under ``emb`` (one key,
-    one slice per part); ``None`` for any other name (review-22-user-u24 F2).
-
-    TensorFlow names a partitioned variable's parts ``part_0``, ``part_1``... in the order of
-    their offsets along the partitioned axis; the slices record each part's offset there.
-    """
-    import re
-
-    from .formats.slices import FULL
-
-    found = re.fullmatch(r"(.+)/part_(\d+)", name)
-    whole = found.group(1) if found else None
-    if whole is None or whole not in ckpt or not ckpt.entry(whole).slices:
-        return None
-    parts = sorted(ckpt.entry(whole).slices, key=lambda s: [start for start, _ in s.extents])
-    index = int(found.group(2))
-    if index >= len(parts):
-        return f"{whole} (partitioned into {len(parts)} parts)"
-    shape = ckpt.entry(whole).shape
-    cut = [(axis, start, length) for axis, (start, length) in enumerate(parts[index].extents)
-           if length != FULL and (start, length) != (0, shape[axis])]
-    if len(cut) != 1:
-        return f"{whole} (partitioned)"
-    axis, start, length = cut[0]
-    span = (f"rows {start}:{start + length}" if axis == 0 else
-            f"{start}:{start + length} along axis {axis}")
-    return f"{whole} (partitioned; part {index} is {span})"

@@ -321,6 +321,18 @@ def test_flags_changed_since_build_tf_checkpoint_is_proven_by_names(made, name, 
         assert value.tobytes() == _want(truth, case, weight).tobytes(), key
 
 
+def test_show_of_a_layer_name_suggests_the_weight_its_average_names(made):
+    """review-22-user-u24 F2: a tf_keras TF-format file stores layer ``c``'s kernel as
+    ``layer_with_weights-2/kernel``; only its average ``SGD/average/c/kernel`` names ``c``.
+    ``show FILE c/kernel`` suggested nothing of the weight; it names the weight and that
+    average (layers created a, b, c: ``layer_with_weights-2`` is ``c``, as the export test
+    above reads it bit for bit)."""
+    code, out, err = run_cli(["show", str(made[0] / "tfk_unfreeze_tf/ckpt"), "c/kernel"])
+    assert code == 3 and out == "", err
+    assert "did you mean layer_with_weights-2/kernel (averaged as SGD/average/c/kernel)?" \
+        in err, err
+
+
 def test_apply_keras_ema_flags_changed_since_build_needs_trainable(made):
     """apply_keras_ema(load_model(p), p) on the gradual-unfreezing .keras: load_model sets
     config.json's flags (those at save), which prove nothing here: refused, the model left
