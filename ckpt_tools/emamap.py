@@ -40,7 +40,7 @@ from .rescope_clash import refuse_object_rescope, refuse_rescope_clash, scope_pr
 from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
-from .slashed_stated import stated_slashed_shadows
+from .slashed_stated import refuse_under_shadows, stated_slashed_shadows
 from .stated_open import opened_stated, refuse_unknown
 
 KEEP, DROP = "keep", "drop"
@@ -216,8 +216,12 @@ def ema_map(
             # checkpoint (keras_assumed, swap_assumed: no import else)
             assumed = of_style(keras_assumptions(ckpt), style)
             asked = True  # refused below, once the file's own pairing is proven
-        variables = stated_slashed_shadows(ckpt, paired_variables(ckpt, apply_order, ema_name),
-                                           ema_name, apply_order)  # --ema-name ema/slow
+        variables = paired_variables(ckpt, apply_order, ema_name)
+        # <v>/N/<s> under N's shadow: an EMA of an EMA or a weight? (review-22-attack-r63 F1)
+        refuse_under_shadows(ckpt, variables, ema_name, lambda k: left_out(k, k, include,
+                                                                           exclude))
+        variables = stated_slashed_shadows(ckpt, variables, ema_name,
+                                           apply_order)  # --ema-name ema/slow
         # keys that are not their variables' names: paired through the .meta's save op, or
         # refused where it cannot be (restore_ema's targets are the graph's own variables,
         # which the keys' variables are: graph_saved)

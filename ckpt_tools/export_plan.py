@@ -28,7 +28,7 @@ from .raw_unproven import (
 )
 from .saved_keys import averages_under_variable_names, refuse_averages_as_raw
 from .saved_swaps import raw_holders
-from .slashed_stated import stated_slashed_shadows
+from .slashed_stated import stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
 
@@ -88,6 +88,11 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         # too, so the others' averages are exported (review-20-attack-r50 F9)
         unused = [glob.escape(t) for k, t in raw_named_keys(ckpt).items()
                   if _filtered_out({t}, include, exclude, also=k)] if include or exclude else []
+        # keys under a stated name's shadow the filters leave out: out of the map's
+        # refusal too (review-22-attack-r63 F1)
+        unused += [glob.escape(k) for k in under_shadows(
+            ckpt, {v.name: v for v in ckpt.variables_unwarned()}, map_options.get("ema_name"))
+            if _filtered_out({k}, include, exclude)] if include or exclude else []
         m = ema_map(ckpt, non_averaged="keep", **map_options,
                     **({"exclude": unused} if unused else {}))
         sources = {t: s for s, t in m.pairs}

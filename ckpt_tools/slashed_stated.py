@@ -81,48 +81,78 @@ def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None,
     return out
 
 
-def weights_under_shadows(ckpt, variables: dict, name: str | None) -> dict:
-    """``variables`` with each key ``<v>/<name>/<s>`` (``s`` not ``name``) that the keys read
-    as another EMA's average of ``name``'s shadow ``<v>/<name>`` read as a weight instead,
-    under a stated one-part ``name`` and no ``.meta`` (review-21-attack-r53 F2: a trainable
-    ``net/w/fast/kernel`` under ``variable_scope("net/w/fast")`` beside ``fast``'s average
-    ``net/w/fast`` was an "average" of that average under the name ``kernel``, in no row of
-    the map: dropped, "0 left out"). Under the name stated, a key not ending in ``/<name>`` is
-    never ``name``'s shadow, and ``<s>`` names an EMA only by that one key: it is a weight,
-    paired with ``<v>/<name>/<s>/<name>`` where that is stored (``name`` averaged it), else
-    without an average (refused unless ``--allow-missing``). Kept an average (an EMA of an
-    EMA, set aside) only where keys ``<p>/<s>`` sit under every one of two or more of
-    ``name``'s shadows and none has its own ``/<name>``: an EMA applied to ``name``'s averages
-    (``tests/test_tf1_stacked_no_meta.py``). Unchanged for another file or name (a TF2
-    checkpoint, a ``.meta`` read: its update ops prove which key is whose)."""
+def under_shadows(ckpt, variables: dict, name: str | None) -> dict[str, str]:
+    """Each key ``<v>/<name>/<s>`` (``s`` not ``name``) the keys read as an average of
+    ``name``'s shadow ``<v>/<name>``, to that shadow, under a stated one-part ``name`` with no
+    ``.meta`` read (TF1); empty otherwise (a TF2 checkpoint, a ``.meta``: its update ops
+    prove which key is whose)."""
     if (not name or "/" in name or "," in name or ckpt.objects is not None
             or ckpt.meta is not None):
-        return variables
+        return {}
     shadows = {k for k, v in variables.items() if v.role == R.EMA and v.ema_style == "tf1"
                and v.ema_of and k == f"{v.ema_of}/{name}"
                and getattr(variables.get(v.ema_of), "role", R.EMA) != R.EMA}
-    below: dict[str, list[str]] = {}  # <s> -> the keys <p>/<s> read as averages of <p>
+    out = {}
     for k, v in variables.items():
         head, _, last = k.rpartition("/")
         if head in shadows and v.role == R.EMA and v.ema_style == "tf1" \
                 and v.ema_of == head and not R.ema_suffix(last, {name}):
-            below.setdefault(last, []).append(k)
-    out = dict(variables)
-    for keys in below.values():
-        owned = {k: f"{k}/{name}" for k in keys if _own_shadow(variables, k, name)}
-        if not owned and len(keys) > 1 and len(keys) == len(shadows):
-            continue  # an EMA over every one of name's averages: an EMA of an EMA
-        for k in keys:
-            own = owned.get(k)
-            out[k] = replace(variables[k], role=R.WEIGHT, ema_of=None, ema=own,
-                             ema_style="tf1" if own else None, ema_candidates=())
-            under = out[k.rpartition("/")[0]]
-            if under.ema == k:
-                out[under.name] = replace(under, ema=None)
-            if own:
-                out[own] = replace(variables[own], role=R.EMA, ema_of=k, ema_style="tf1",
-                                   ema=None, ema_candidates=())
+            out[k] = head
     return out
+
+
+def weights_under_shadows(ckpt, variables: dict, name: str | None) -> dict:
+    """``variables`` with each key ``<v>/<name>/<s>`` (``s`` not ``name``) that the keys read
+    as another EMA's average of ``name``'s shadow ``<v>/<name>`` read anew, under a stated
+    one-part ``name`` and no ``.meta`` (review-21-attack-r53 F2: a trainable
+    ``net/w/fast/kernel`` beside ``fast``'s average ``net/w/fast`` was an "average" of that
+    average and dropped, "0 left out"). Under the name stated, a key not ending in
+    ``/<name>`` is never ``name``'s shadow: where ``<v>/<name>/<s>/<name>`` is stored
+    (``name`` averaged it) it is a weight paired with that; else the keys cannot tell an EMA
+    of an EMA from a weight named under the shadow (review-22-attack-r63 F1, F2), and it is
+    neither: role ``other``, no average (:func:`refuse_under_shadows` refuses a map of it).
+    Unchanged for another file or name."""
+    below = under_shadows(ckpt, variables, name)
+    out = dict(variables)
+    for k, head in below.items():
+        own = f"{k}/{name}" if _own_shadow(variables, k, name) else None
+        out[k] = replace(variables[k], role=R.WEIGHT if own else R.OTHER, ema_of=None,
+                         ema=own, ema_style="tf1" if own else None, ema_candidates=())
+        if out[head].ema == k:
+            out[head] = replace(out[head], ema=None)
+        if own:
+            out[own] = replace(variables[own], role=R.EMA, ema_of=k, ema_style="tf1",
+                               ema=None, ema_candidates=())
+    return out
+
+
+def refuse_under_shadows(ckpt, variables: dict, name: str | None, left_out) -> None:
+    """Refuse where a key ``<v>/<name>/<s>`` under a stated ``name``'s shadow ``<v>/<name>``
+    has no ``<v>/<name>/<s>/<name>`` of its own and ``left_out(key)`` (the name filters)
+    keeps it: without the ``.meta`` it may be an EMA of ``name``'s average or a weight named
+    under it, and either guess exports a wrong value, exit 0 (review-22-attack-r63 F1, F2).
+    ``--allow-missing`` is never offered: it exported an average as a weight (r63 F2).
+
+    Raises:
+        UnprovenPairingError: naming the keys, both readings and the options that decide.
+    """
+    keys = sorted(k for k in under_shadows(ckpt, variables, name)
+                  if not _own_shadow(variables, k, name) and not left_out(k))
+    if not keys:
+        return
+    from .errors import UnprovenPairingError
+
+    shown = ", ".join(keys)
+    heads = ", ".join(sorted({k.rpartition("/")[0] for k in keys}))
+    meta = ("drop --no-meta (the .meta's update ops decide), or " if ckpt.meta_unread else "")
+    raise UnprovenPairingError(
+        f"{ckpt.path}: without a .meta the keys cannot tell whether {shown} "
+        f"{'is an average' if len(keys) == 1 else 'are averages'} of {name}'s average "
+        f"{heads} (an EMA of an EMA) or a weight named under it: {meta}pass "
+        + " ".join(f"--exclude '{k}'" for k in keys) + " to leave "
+        + ("it" if len(keys) == 1 else "them") + " out (a weight left out is not exported)",
+        option="--no-meta" if ckpt.meta_unread else "--exclude",
+        undecided={})  # the shadows are N's, proven; the keys are no one's average
 
 
 def _own_shadow(variables: dict, key: str, name: str) -> bool:

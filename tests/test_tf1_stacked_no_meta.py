@@ -65,15 +65,27 @@ def test_stated_slashed_name_under_no_meta_is_refused(made, tmp_path, extra):
     assert not (tmp_path / "re").exists()
 
 
-def test_ema_under_no_meta_is_still_exact(made, tmp_path):
+def test_ema_under_no_meta_refuses_the_key_under_its_shadow(made, tmp_path):
+    """review-22-attack-r63 F1, F2: without the ``.meta`` the keys cannot tell ``fast``'s
+    average ``w0/ema/fast`` of ``w0/ema`` (nor ``ema/fast``'s ``w1/ema/fast``) from a weight
+    named under ``ema``'s shadow: refused, naming the keys and the options that decide (never
+    ``--allow-missing``). The offered
+    ``--exclude`` leaves it out: ``ema``'s averages bit for bit; with the ``.meta`` too."""
     out, truth = made
     dest = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", str(out), "--strict", "--ema-name", "ema", "--no-meta",
-                            "--out", str(dest)])
-    assert code == 0, err
-    with np.load(dest) as got:
-        for n in ("w0", "w1"):
-            assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n
+    stated = ["export", str(out), "--strict", "--ema-name", "ema"]
+    for extra in ([], ["--allow-missing"]):
+        code, _, err = run_cli([*stated, "--no-meta", *extra, "--out", str(dest)])
+        assert code == 6 and not dest.exists(), err
+        assert "w0/ema/fast" in err and "--exclude 'w0/ema/fast'" in err, err
+        assert "drop --no-meta" in err and "--allow-missing" not in err, err
+    for extra in (["--no-meta", "--exclude", "w*/ema/fast"], []):
+        code, _, err = run_cli([*stated, *extra, "--out", str(dest), "--force"])
+        assert code == 0, (extra, err)
+        with np.load(dest) as got:
+            assert sorted(got.files) == ["w0", "w1"], extra
+            for n in ("w0", "w1"):
+                assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), (extra, n)
 
 
 def test_with_the_meta_the_true_slashed_name_takes_its_objects_averages(made, tmp_path):
@@ -98,27 +110,41 @@ def test_with_the_meta_the_true_slashed_name_takes_its_objects_averages(made, tm
 
 
 # review-21-attack-r53 F2: a trainable net/w/fast/kernel (variable_scope "net/w/fast") beside
-# an EMA named "fast" over net/w and net/b (k1), or over all three (k2); a plain Saver().
+# an EMA named "fast" over net/w and net/b (k1), or over all three (k2); review-22-attack-r63
+# F1: net/b/fast/kernel too (kk); F2: an EMA "slow" over fast's average of net/w (ee).
 UNDER = r'''
 E = tf1.train.ExponentialMovingAverage
-for case, averaged in (("k1", 2), ("k2", 3)):
+for case in ("k1", "k2", "kk", "ee"):
     with tf.Graph().as_default():
         w = tf1.get_variable("net/w", initializer=tf.ones([4, 2]))
         b = tf1.get_variable("net/b", initializer=tf.zeros([2]))
-        k = tf1.get_variable("net/w/fast/kernel", initializer=tf.fill([4, 2], 2.0))
-        made = [w, b, k]
+        made = [w, b]
+        if case != "ee":
+            made.append(tf1.get_variable("net/w/fast/kernel", initializer=tf.fill([4, 2], 2.0)))
+        if case == "kk":
+            made.append(tf1.get_variable("net/b/fast/kernel", initializer=tf.fill([2], 3.0)))
         step = [tf1.assign_add(v, tf.ones(v.shape) * (0.5 + i)) for i, v in enumerate(made)]
         fast = E(0.9, name="fast")
         with tf.control_dependencies(step):
-            upd = fast.apply(made[:averaged])
+            upd = fast.apply(made[:3 if case == "k2" else 2])
+        if case == "ee":
+            slow = E(0.75, name="slow")
+            with tf.control_dependencies([upd]):
+                upd = slow.apply([fast.average(w)])
         with trained(tf, upd) as s:
             for v in made:
                 name = v.op.name
                 truth[f"{case}:raw:{name}"] = s.run(v)
                 if fast.average(v) is not None:
                     truth[f"{case}:fast:{name}"] = s.run(fast.average(v))
+            if case == "ee":
+                truth["ee:slow:net/w/fast/slow"] = s.run(slow.average(fast.average(w)))
             tf1.train.Saver().save(s, f"{out}/{case}/model.ckpt")
 '''
+
+#: the keys under fast's shadows the keys alone cannot read, by case
+SHADOWED = {"k1": ["net/w/fast/kernel"], "kk": ["net/b/fast/kernel", "net/w/fast/kernel"],
+            "ee": ["net/w/fast/slow"]}
 
 
 @pytest.fixture(scope="module")
@@ -127,29 +153,58 @@ def under(tmp_path_factory):
     return out, run_tf1_script(UNDER, out)
 
 
-def test_a_weight_under_a_stated_names_shadow_stays_a_weight(under, tmp_path):
-    """review-21-attack-r53 F2: ``--no-meta --ema-name fast`` read ``net/w/fast/kernel`` as an
-    average (named ``kernel``) of ``fast``'s average ``net/w/fast`` and dropped the trainable
-    weight, exit 0, "0 left out". Under the stated name it is a weight: without an average of
-    ``fast`` (k1) refused naming ``--allow-missing``, which keeps it raw; with one (k2) paired
-    with it. Each value as TensorFlow held it at save time."""
+@pytest.mark.parametrize("case", sorted(SHADOWED))
+def test_a_key_under_a_stated_names_shadow_is_refused(under, tmp_path, case):
+    """review-22-attack-r63 F1, F2 (and r53 F2): under ``--no-meta --ema-name fast`` a key
+    ``net/w/fast/<s>`` without its own ``/fast`` may be a weight named under ``fast``'s shadow
+    (k1, kk: trainable kernels, once dropped exit 0 "0 left out") or an average of ``fast``'s
+    average (ee: ``slow``'s, once exported as a weight through ``--allow-missing``). Refused,
+    naming the keys, ``--exclude`` and ``drop --no-meta``, never ``--allow-missing``; ``list``
+    claims neither reading (role ``other``). The offered ``--exclude`` leaves them out (a
+    kernel left out is not exported) and exports ``fast``'s averages; with the ``.meta`` the
+    update ops decide. Each value as TensorFlow held it at save time."""
     out, truth = under
-    dest = tmp_path / "k1.npz"
+    keys = SHADOWED[case]
+    dest = tmp_path / f"{case}.npz"
     stated = ["--no-meta", "--ema-name", "fast"]
-    code, _, err = run_cli(["export", str(out / "k1"), *stated, "--out", str(dest)])
-    assert code == 6 and not dest.exists(), err
-    assert "net/w/fast/kernel" in err and "--allow-missing" in err, err
-    code, text, err = run_cli(["list", str(out / "k1"), *stated, "--json"])
+    for extra in (["--strict"], ["--allow-missing"]):
+        code, _, err = run_cli(["export", str(out / case), *stated, *extra, "--out", str(dest)])
+        assert code == 6 and not dest.exists(), err
+        assert all(f"--exclude '{k}'" in err for k in keys), err
+        assert "drop --no-meta" in err and "--allow-missing" not in err, err
+    code, text, err = run_cli(["list", str(out / case), *stated, "--json"])
     roles = {v["name"]: v["role"] for v in json.loads(text)["variables"]}
-    assert roles["net/w/fast/kernel"] == "weight", roles
-    for case, extra in (("k1", ["--allow-missing"]), ("k2", ["--strict"])):
-        dest = tmp_path / f"{case}.npz"
-        code, _, err = run_cli(["export", str(out / case), *stated, *extra, "--out",
-                                str(dest)])
-        assert code == 0, err
-        with np.load(dest) as got:
-            assert sorted(got.files) == ["net/b", "net/w", "net/w/fast/kernel"]
-            for n in got.files:
-                want = truth.get(f"{case}:fast:{n}", truth[f"{case}:raw:{n}"])
-                assert got[n].tobytes() == want.tobytes(), (case, n)
-    assert "k1:fast:net/w/fast/kernel" not in truth and "k2:fast:net/w/fast/kernel" in truth
+    assert all(roles[k] == "other" for k in keys), roles
+    excluded = [a for k in keys for a in ("--exclude", k)]
+    code, _, err = run_cli(["export", str(out / case), *stated, "--strict", *excluded,
+                            "--out", str(dest)])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert sorted(got.files) == ["net/b", "net/w"]
+        for n in got.files:
+            assert got[n].tobytes() == truth[f"{case}:fast:{n}"].tobytes(), (case, n)
+    # with the .meta: the kernels have no average of fast (--allow-missing keeps them raw);
+    # slow's average of fast's is set aside
+    extra = ["--strict"] if case == "ee" else ["--allow-missing"]
+    code, _, err = run_cli(["export", str(out / case), "--ema-name", "fast", *extra,
+                            "--out", str(dest), "--force"])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert sorted(got.files) == sorted(["net/b", "net/w", *([] if case == "ee" else keys)])
+        for n in got.files:
+            want = truth.get(f"{case}:fast:{n}", truth[f"{case}:raw:{n}"])
+            assert got[n].tobytes() == want.tobytes(), (case, n)
+
+
+def test_a_weight_with_its_own_average_under_a_shadow_is_paired(under, tmp_path):
+    """review-21-attack-r53 F2: where ``net/w/fast/kernel/fast`` is stored (k2), ``fast``
+    averaged the kernel: nothing is ambiguous, ``--strict`` pairs it with its own average."""
+    out, truth = under
+    dest = tmp_path / "k2.npz"
+    code, _, err = run_cli(["export", str(out / "k2"), "--no-meta", "--ema-name", "fast",
+                            "--strict", "--out", str(dest)])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert sorted(got.files) == ["net/b", "net/w", "net/w/fast/kernel"]
+        for n in got.files:
+            assert got[n].tobytes() == truth[f"k2:fast:{n}"].tobytes(), n
