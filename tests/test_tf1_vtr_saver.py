@@ -572,3 +572,21 @@ def test_slots_beside_averages_of_unstored_variables_are_slots_without_a_meta(ma
         assert sorted(got.files) == ["b", "w"], got.files
         for v in ("w", "b"):  # what the keys hold: the raw values, as the save op wrote them
             assert got[v].tobytes() == truth[f"momentum:raw:{v}"].tobytes(), v
+
+
+@pytest.mark.parametrize("args", [["--tensor-averages"], ["--exclude", "model/global_step"],
+                                  ["--exclude", "model/global_step", "--tensor-averages"]],
+                         ids=" ".join)
+def test_a_renamed_vtr_savers_raw_keys_are_no_tensor_averages(made, tmp_path, args):
+    """review-22-attack-r64 F6: the renamed training Saver({"model/" + k: v for k, v in
+    ema.variables_to_restore().items()}) writes w, b raw under model/w/ExponentialMovingAverage
+    and model/b/ExponentialMovingAverage. ``export --raw`` refuses their holders (beside
+    model/global_step); ``--tensor-averages`` then exported the raw values as "EMA values"
+    under the average names, exit 0, and the ``--exclude`` refusal recommended it. No key
+    the save op proves raw is an average: refused, never offered as one."""
+    out, truth = made
+    assert truth["ren:raw:w"].tobytes() != truth["ren:ema:w"].tobytes()  # raw is no average
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / "ren"), "--raw", *args, "--out", str(dst)])
+    assert code in (3, 6, 7) and not dst.exists(), err
+    assert "--tensor-averages" not in err, err
