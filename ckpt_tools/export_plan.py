@@ -219,10 +219,12 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # vtr key, tower/net/w/ExponentialMovingAverage, reads as a tensor's average) is no
     # average to add or to name as left out (review-21-attack-r53 F5); nor is a key the save
     # op proves holds its variable's raw value where --raw refuses its holder (a renamed
-    # Saver(ema.variables_to_restore()) keeping global_step: review-22-attack-r64 F6)
-    raw_named = raw_named_keys(ckpt)
+    # Saver(ema.variables_to_restore()) keeping global_step: review-22-attack-r64 F6), nor
+    # one exported already as a weight's average (model/w/ExponentialMovingAverage of an
+    # averages-only Saver under a prefix; review-22-attack-r64 F4)
+    raw_named, exported = raw_named_keys(ckpt), set(plan.values())
     left = add_tensor_averages(variables, plan, averaged, tensor_averages,
-                               lambda k: k in held_as or k in raw_named
+                               lambda k: k in held_as or k in raw_named or k in exported
                                or _filtered_out({k}, include, exclude), renamed)
     if left:
         warnings.append(left)

@@ -86,7 +86,7 @@ def named_as_own_average(ckpt: Checkpoint) -> dict[str, str]:
     if not sources:
         return {}
     return written_from_own(sources, sources, whole=True, renamed=set(ckpt.meta.variables),
-                            shadows=applied_shadows(ckpt))
+                            shadows=applied_shadows(ckpt), averaged=vtr_variables(ckpt))
 
 
 def raw_named_roles(ckpt: Checkpoint, info: Mapping[str, R.RoleInfo]) -> dict[str, R.RoleInfo]:
@@ -124,9 +124,22 @@ def applied_shadows(ckpt: Checkpoint) -> dict[str, str] | None:
     return shadow_owners(ckpt, whole=True) or None
 
 
+def vtr_variables(ckpt: Checkpoint) -> set[str]:
+    """The graph's variables any ``ema.variables_to_restore()`` maps to an average's name:
+    ``trainable_variables`` and ``moving_average_variables`` (TF's own rule), graph op names;
+    empty without a ``.meta``. The averaged ones of an object whose ``apply()`` never ran are
+    among them (review-22-attack-r64 F1)."""
+    meta = ckpt.meta
+    if meta is None:
+        return set()
+    return set(meta.collections.get("trainable_variables") or ()) | \
+        set(meta.collections.get("moving_average_variables") or ())
+
+
 def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
                      renamed: Collection[str] = (),
-                     shadows: Mapping[str, str] | None = None) -> dict[str, str]:
+                     shadows: Mapping[str, str] | None = None,
+                     averaged: Collection[str] = ()) -> dict[str, str]:
     """Key -> the variable the save op wrote it from, for each of ``keys`` written from the
     variable its name sits under (``w/ExponentialMovingAverage`` from ``w``): the one reader
     of "which key holds its own variable's raw value?" for :func:`raw_named_keys` and
@@ -175,12 +188,25 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
             review-21-user-u23 F5, review-21-attack-r53 F5, r56 F3). The answer is then the
             variable as the Saver names it (the key minus the EMA name), or the graph's own
             where the key is a graph variable.
+        averaged: with ``shadows``, the variables a ``variables_to_restore()`` maps
+            (:func:`vtr_variables`): a key ``<v>/<suffix>`` written from ``v`` counts too,
+            whatever the suffix, where every key the save op wrote under that suffix is
+            ``<v>/<suffix>`` written from such a ``v`` (no shadow): the save op's own proof,
+            where the Saver was built from an object whose ``apply()`` never ran
+            (``Saver(ema.variables_to_restore())`` beside ``slow.apply()``:
+            ``w/ExponentialMovingAverage`` holds raw ``w``; a suffix after each such key,
+            ``w/ExponentialMovingAverage/x``; review-22-attack-r64 F1, F3). A suffix also
+            after a shadow's or a step counter's name (``{v.op.name + "/var": v}`` of every
+            variable) proves no such Saver (review-21-attack-r60 F6).
 
     Returns:
         `dict` key -> variable (op name, or its renamed key), for the keys so written.
     """
     if shadows:
-        return _named_as_average(sources, keys, whole, renamed, shadows)
+        out = _named_as_average(sources, keys, whole, renamed, shadows)
+        more = _vtr_suffixed(sources, [k for k in keys if k not in out], whole,
+                             set(averaged) - set(shadows))
+        return {k: out.get(k, more.get(k)) for k in keys if k in out or k in more}
     out = {}
     for key in keys:
         src = sources.get(key) or []
@@ -236,4 +262,34 @@ def _named_as_average(sources: dict[str, list[str]], keys, whole: bool,
             if held is not None:
                 out[key] = held if named == held or key in graph else named
                 break
+    return out
+
+
+def _vtr_suffixed(sources: dict[str, list[str]], keys, whole: bool,
+                  averaged: Collection[str]) -> dict[str, str]:
+    """Key -> variable for each of ``keys`` written from ``<v>`` (or, ``whole``, its parts)
+    and named ``<v>/<suffix>``, where every key of the save op ending in ``/<suffix>`` is so
+    written from a variable of ``averaged`` (see :func:`written_from_own`'s ``averaged``)."""
+    def held(key: str) -> str | None:
+        src = sources.get(key) or []
+        if not src or key in src:
+            return None
+        parts = key.split("/")
+        return next((v for v in ("/".join(parts[:cut]) for cut in range(len(parts) - 1, 0, -1))
+                     if v in averaged and (saved_from(src, v) if whole else src == [v])), None)
+
+    checked: dict[str, bool] = {}
+
+    def vtr_suffix(suffix: str) -> bool:
+        # every key under this suffix, not only those asked about, must be vtr-made
+        if suffix not in checked:
+            checked[suffix] = all(held(k) == k[: -len(suffix) - 1] for k in sources
+                                  if k.endswith("/" + suffix))
+        return checked[suffix]
+
+    out = {}
+    for key in keys:
+        v = held(key)
+        if v is not None and vtr_suffix(key[len(v) + 1:]):
+            out[key] = v
     return out

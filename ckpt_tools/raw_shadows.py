@@ -30,6 +30,7 @@ from .raw_named import (
     evaluation_graph,
     raw_named_keys,
     saved_from,
+    vtr_variables,
     written_from_own,
 )
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
@@ -261,12 +262,22 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     shadows = applied_shadows(ckpt)  # the graph's own name of a scoped apply()'s key
     graph = set(ckpt.meta.variables) if shadows else ()
     for key, var in written_from_own(sources, variables, whole=False, renamed=graph,
-                                     shadows=shadows).items():
+                                     shadows=shadows, averaged=vtr_variables(ckpt)).items():
         if var not in variables and var not in out:
             out[var] = key
     held = set(out.values())  # every other key written from itself, or nothing is read here
-    if any(k not in held and sources.get(k) != [k] for k in variables):
+    # ... or from the variable its name sits under with the tail every raw holder's key has:
+    # a suffix after each key of a vtr Saver (global_step/x beside w/ExponentialMovingAverage/x,
+    # exported as global_step, as before 17aae82; review-22-attack-r64 F3)
+    tails = {k: src[0] for k in variables if k not in held
+             for src in [sources.get(k) or []] if len(src) == 1
+             and k.startswith(src[0] + "/") and held
+             and all(h.endswith(k[len(src[0]):]) for h in held)}
+    if any(k not in held and k not in tails and sources.get(k) != [k] for k in variables):
         return None
+    for key, var in tails.items():
+        if var not in variables and var not in out:
+            out[var] = key
     return out or None
 
 

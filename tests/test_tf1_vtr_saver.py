@@ -28,7 +28,7 @@ tf1.disable_eager_execution()
 out = sys.argv[1]
 CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names", "renswap",
          "stripswap", "rentwo", "scoped", "scopedserve", "halfren", "nested", "suffixed",
-         "stripvtr", "slowvtr", "momentum")
+         "stripvtr", "slowvtr", "momentum", "wrongobj", "sufvtr", "avgren")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -62,15 +62,22 @@ for case in CASES:
         ema = tf1.train.ExponentialMovingAverage(
             0.5, name="ema/fast" if case == "slash" else "ExponentialMovingAverage")
         with tf.control_dependencies([train]):
-            # part: w's partitions averaged, b trained but never averaged
-            step = ema.apply(list(w) if case == "part" else [w, b, *extra])
+            # part: w's partitions averaged, b trained but never averaged; wrongobj: the
+            # default object's apply() never runs, only slow's (review-22-attack-r64 F1)
+            step = train if case == "wrongobj" else \
+                ema.apply(list(w) if case == "part" else [w, b, *extra])
         model_fn.__exit__(None, None, None)
-        if case in ("twoema", "rentwo", "slowvtr"):  # a second EMA object beside the vtr Saver
+        if case in ("twoema", "rentwo", "slowvtr", "wrongobj"):  # a second object beside it
             slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
             with tf.control_dependencies([step]):
                 step = slow.apply([w] if case == "slowvtr" else [w, b])
-        if case in ("vtr", "twoema", "part", "slash", "scoped", "momentum"):
+        if case in ("vtr", "twoema", "part", "slash", "scoped", "momentum", "wrongobj"):
             saver = tf1.train.Saver(ema.variables_to_restore())
+        elif case == "sufvtr":  # the training vtr Saver, a suffix after each key (r64 F3)
+            saver = tf1.train.Saver({k + "/x": v for k, v in ema.variables_to_restore().items()})
+        elif case == "avgren":  # the averages only, under a prefix (r64 F4)
+            saver = tf1.train.Saver({"model/" + ema.average_name(v): ema.average(v)
+                                     for v in (w, b)})
         elif case in ("ren", "rentwo"):  # the training vtr Saver, renamed (model/w/Expon...)
             saver = tf1.train.Saver({"model/" + k: v
                                      for k, v in ema.variables_to_restore().items()})
@@ -110,13 +117,13 @@ for case in CASES:
             saver.save(s, f"{out}/{case}/model.ckpt", global_step=gs)
             truth = {f"{case}:raw:w": s.run(tf.convert_to_tensor(w)),
                      f"{case}:raw:b": s.run(b.read_value())}
-            if case != "part":
+            if case not in ("part", "wrongobj"):
                 truth.update({f"{case}:ema:w": s.run(ema.average(w).read_value()),
                               f"{case}:ema:b": s.run(ema.average(b).read_value())})
             for v in extra:
                 truth.update({f"{case}:raw:{v.op.name}": s.run(v.read_value()),
                               f"{case}:ema:{v.op.name}": s.run(ema.average(v).read_value())})
-            if case in ("twoema", "rentwo"):
+            if case in ("twoema", "rentwo", "wrongobj"):
                 truth.update({f"{case}:slow:w": s.run(slow.average(w).read_value()),
                               f"{case}:slow:b": s.run(slow.average(b).read_value())})
         np.savez(f"{out}/{case}.npz", **truth)
@@ -590,3 +597,60 @@ def test_a_renamed_vtr_savers_raw_keys_are_no_tensor_averages(made, tmp_path, ar
     code, _, err = run_cli(["export", str(out / "ren"), "--raw", *args, "--out", str(dst)])
     assert code in (3, 6, 7) and not dst.exists(), err
     assert "--tensor-averages" not in err, err
+
+
+def test_a_vtr_saver_of_an_object_never_applied_beside_one_applied(made, tmp_path):
+    """review-22-attack-r64 F1: ``Saver(ema.variables_to_restore())`` of an object whose
+    apply() never ran, beside ``slow``, whose did: the save op writes
+    ``w/ExponentialMovingAverage`` from ``w`` (raw) and ``w/slow`` from slow's shadow. No
+    applied shadow carries the name ExponentialMovingAverage, so 17aae82 read no key as raw
+    and refused every command; the save op proves the key holds ``w``."""
+    import ckpt_tools
+
+    out, truth = made
+    code, text, err = run_cli(["list", str(out / "wrongobj")])
+    rows = {line.split("\t")[0]: line.split("\t")[-1] for line in text.splitlines()}
+    assert code == 0 and rows["w/ExponentialMovingAverage"] == "raw value", text + err
+    assert rows["b/ExponentialMovingAverage"] == "raw value", text
+    for extra, kind in (([], "slow"), (["--raw"], "raw")):
+        dst = tmp_path / f"{kind}.npz"
+        code, _, err = run_cli(["export", str(out / "wrongobj"), *extra, "--out", str(dst)])
+        assert code == 0, err
+        with np.load(dst) as got:
+            for v in ("w", "b"):
+                assert got[v].tobytes() == truth[f"wrongobj:{kind}:{v}"].tobytes(), (kind, v)
+        if kind == "raw":
+            assert "variables_to_restore()" in " ".join(err.split()), err
+    code, _, err = run_cli(["restore-ema", str(out / "wrongobj"), "--out", str(tmp_path / "r")])
+    assert code == 0, err
+    with ckpt_tools.open_checkpoint(str(tmp_path / "r")) as ckpt:
+        for v in ("w", "b"):
+            got = np.asarray(ckpt.tensor(v)).tobytes()
+            assert got == truth[f"wrongobj:slow:{v}"].tobytes(), v
+
+
+def test_raw_export_of_a_suffixed_vtr_saver_names_the_variables(made, tmp_path):
+    """review-22-attack-r64 F3: ``{k + "/x": v for k, v in ema.variables_to_restore()}``
+    writes raw ``w`` under ``w/ExponentialMovingAverage/x``; ``export --raw`` wrote the raw
+    values under those average-looking names with no warning. They export as ``w``, ``b``,
+    with the warning a training vtr Saver's keys get."""
+    out, truth = made
+    dst = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(out / "sufvtr"), "--raw", "--out", str(dst)])
+    assert code == 0 and "variables_to_restore()" in " ".join(err.split()), err
+    with np.load(dst) as got:
+        assert not [n for n in got.files if "ExponentialMovingAverage" in n], got.files
+        for v in ("w", "b"):
+            assert got[v].tobytes() == truth[f"sufvtr:raw:{v}"].tobytes(), v
+
+
+def test_averages_under_a_prefix_are_not_said_left_out(made, tmp_path):
+    """review-22-attack-r64 F4: an averages-only Saver under ``model/`` exported w, b as
+    their averages and warned it "left out 2 averages of tensors" — the same keys."""
+    out, truth = made
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / "avgren"), "--out", str(dst)])
+    assert code == 0 and "left out" not in err, err
+    with np.load(dst) as got:
+        for v in ("w", "b"):
+            assert got[v].tobytes() == truth[f"avgren:ema:{v}"].tobytes(), v
