@@ -6,6 +6,7 @@ collections; the writers read the tensors."""
 from __future__ import annotations
 
 import glob
+from collections.abc import Mapping
 
 from . import roles as R
 from .checkpoint import Checkpoint
@@ -175,6 +176,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 "with no average; ckpt export --raw writes their raw values")
     if not use_ema and holders is None:  # an average under a weight's renamed key (r56 F1)
         refuse_averages_as_raw(ckpt, [k for k in weights if not left_out(k)])
+        _refuse_weights_beside_unstored_shadows(ckpt, variables,
+                                                [k for k in weights if not left_out(k)])
     for key in weights:
         name = held_as.get(key) or _clean_name(key, variables.get(key))
         before = name
@@ -230,6 +233,37 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(left)
     renamed.check(ckpt.path)
     return plan, averaged, warnings
+
+
+def _refuse_weights_beside_unstored_shadows(ckpt: Checkpoint, variables: Mapping,
+                                            keys: list[str]) -> None:
+    """Refuses ``--raw`` where a TF1 checkpoint with no ``.meta`` names a weight ``<v>/<x>``
+    (``keys``) whose ``<v>`` is not stored, beside an average ``<v>/<ema name>`` of its dtype
+    and shape: a training ``Saver(ema.variables_to_restore())`` writes ``v`` RAW under
+    ``w/ExponentialMovingAverage``, and a second EMA object's average ``w/slow`` sits beside
+    it, which --raw exported as the only raw weight, exit 0 (review-22-attack-r64 F5). Only the
+    ``.meta``'s save op tells which key holds what.
+
+    Raises:
+        EmaError: such a weight is to be exported (exit 6).
+    """
+    if ckpt.meta is not None or ckpt.objects is not None:
+        return
+    for key in keys:
+        head = key.rpartition("/")[0]
+        if not head or head in variables:
+            continue
+        own = variables[key]
+        beside = [k for k, v in variables.items() if k != key and k.rpartition("/")[0] == head
+                  and v.role == R.EMA and v.dtype == own.dtype and v.shape == own.shape]
+        if beside:
+            raise EmaError(
+                f"{ckpt.path}: {key} sits under {head}, which is not stored, beside the "
+                f"average {beside[0]} of its shape: it may be a second EMA object's average "
+                f"rather than a weight, and {head}'s raw value may be stored under "
+                f"{beside[0]} (a Saver of ema.variables_to_restore() writes it there); it has "
+                "no .meta to tell which, so --raw cannot say which keys hold the raw weights: "
+                "keep the training .meta (written by saver.save) beside the checkpoint")
 
 
 def _creation_order(ckpt: Checkpoint) -> dict[str, int]:

@@ -654,3 +654,29 @@ def test_averages_under_a_prefix_are_not_said_left_out(made, tmp_path):
     with np.load(dst) as got:
         for v in ("w", "b"):
             assert got[v].tobytes() == truth[f"avgren:ema:{v}"].tobytes(), v
+
+
+def test_raw_export_without_a_meta_refuses_a_second_objects_averages(made, tmp_path):
+    """review-22-attack-r64 F5: a training Saver(ema.variables_to_restore()) beside a second
+    EMA object ``slow``, copied without its .meta: w, b raw under w/ExponentialMovingAverage,
+    b/ExponentialMovingAverage and slow's averages under w/slow, b/slow. ``export --raw``
+    wrote slow's averages as the only raw weights, exit 0. The keys cannot tell which hold
+    the raw weights: refused (exit 6), naming the .meta."""
+    import ckpt_tools
+
+    out, truth = made
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in (out / "twoema").glob("model.ckpt-*"):
+        if f.suffix != ".meta":
+            (bare / f.name).write_bytes(f.read_bytes())
+    prefix = str(next(bare.glob("*.index")))[: -len(".index")]
+    with ckpt_tools.open_checkpoint(prefix) as ckpt:  # what the keys hold, by the session
+        for v in ("w", "b"):
+            assert np.asarray(ckpt.tensor(f"{v}/slow")).tobytes() == \
+                truth[f"twoema:slow:{v}"].tobytes()
+            assert np.asarray(ckpt.tensor(f"{v}/ExponentialMovingAverage")).tobytes() == \
+                truth[f"twoema:raw:{v}"].tobytes()
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
+    assert code == 6 and ".meta" in err and not dst.exists(), err
