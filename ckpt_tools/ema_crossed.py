@@ -91,7 +91,7 @@ def _refuse_unread(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
         f"orders give one name two objects' averages, and the .meta's graph calls more "
         f"functions (tf.cond, tf.function) than are read, so its update ops do not show "
         f"which apply() wrote each; --no-meta reads the names as the checkpoint gives them, "
-        f"--raw exports the raw weights instead",
+        f"ckpt export --raw exports the raw weights instead",
         "--no-meta", {v: tuple(sorted(f"{v}/{n}" for n in names if v in names[n]))
                       for v in sorted({v for vs in names.values() for v in vs})})
 
@@ -184,7 +184,8 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
     if not names - set(whole):  # each crossing name one apply()'s whole: pick one (r48 F2)
         raise UnprovenPairingError(
             f"{ckpt.path}: the averages are several EMA objects' (the .meta's update ops show "
-            f"{shows}); {offer}--raw exports the raw weights instead", None, undecided)
+            f"{shows}); {offer}ckpt export --raw exports the raw weights instead", None,
+            undecided)
     names = names - set(whole)
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
@@ -195,8 +196,8 @@ def refuse_crossed(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> No
         f"<var>/{base}_1 for the next), and the .meta's update ops show one apply() writing "
         f"averages of both levels ({shows}), so the objects averaged the variables in "
         f"different orders and each of --ema-name {' or '.join(sorted(names))} would take "
-        f"two objects' averages; {offer}--raw exports the raw "
-        "weights instead (name the EMA objects, ExponentialMovingAverage(decay, "
+        f"two objects' averages; {offer}ckpt export --raw exports "
+        "the raw weights instead (name the EMA objects, ExponentialMovingAverage(decay, "
         "name='fast'), when training)",
         None, undecided)
 
@@ -283,7 +284,8 @@ def _refuse_split(ckpt: Checkpoint, ema_name: str | None, use_meta: bool) -> Non
         f"scopes writing them ({shows}); two objects applied to the variables in different "
         f"orders (a.apply([w0]), b.apply([w1]), b.apply([w0]), a.apply([w1])) give these "
         f"keys and scopes as one object applied twice does, so --ema-name {both} may take "
-        f"two objects' averages; {offer}--raw exports the raw weights instead (name the EMA "
+        f"two objects' averages; {offer}ckpt export --raw exports the raw weights instead "
+        "(name the EMA "
         "objects, ExponentialMovingAverage(decay, name='fast'), when training)",
         None, undecided)
 
@@ -334,8 +336,8 @@ def refuse_mixed_writers(ckpt: Checkpoint, chosen: dict[str, str], ema_name: str
     raise UnprovenPairingError(
         f"{ckpt.path}: --ema-name {ema_name}: the averages it reads are not proven one EMA "
         f"object's: the .meta's update ops show them written by several apply() calls "
-        f"({shows}) and {why}; --raw exports the "
-        "raw weights instead (give each EMA object a name no other object's averages "
+        f"({shows}) and {why}; ckpt export --raw "
+        "exports the raw weights instead (give each EMA object a name no other object's averages "
         "carry when training: not fast beside fast_1)",
         None, {t: (s,) for t, s in sorted(taken.items())})
 
@@ -367,7 +369,7 @@ def refuse_mixed_parts(ckpt: Checkpoint, chosen: dict[str, str], use_meta: bool)
                            "made those apply() calls (the graph does not record which object "
                            "made each)" if one else " (a part averaged twice shows two "
                                                     "objects)")
-            + "; --raw exports the raw weights instead",
+            + "; ckpt export --raw exports the raw weights instead",
             "--no-meta" if one else None, {t: (s,) for t, s in mixed})
 
 

@@ -31,7 +31,7 @@ from .ema_objects import both_averaged
 from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
 from .meta_shadows import update_ops_of
 from .object_slashed import own_head_readings
-from .offer_probe import works
+from .offer_probe import stored_offer, works
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
 
@@ -205,7 +205,9 @@ def _pair_offer(ckpt: Checkpoint, said: str, names: str, alone: str) -> str:
     if works(ckpt, names, (), True):  # a variable neither averaged (r57 F3)
         return (f"{said}: --ema-name {names} --allow-missing takes both objects' averages "
                 f"(and what neither averaged raw){alone}")
-    return f"{said}, but --ema-name {names} is refused too (with --allow-missing too){alone}"
+    found = stored_offer(ckpt, names.split(",", 1)[0])  # a name no key holds (r62 F2)
+    return (f"{said}, but --ema-name {names} is refused too (with --allow-missing too){alone}"
+            + (f"; of the EMA names stored, {found} takes their averages" if found else ""))
 
 
 def _both_stored(variables, suffix: dict[str, str], name: str, other: str) -> list[str]:

@@ -193,9 +193,9 @@ def several_message(ckpt, variables, suffix, holder, several,
                 "one EMA object's averages of same-named variables of which the checkpoint "
                 "holds only one (a GAN's discriminator left unsaved), and the file does not "
                 f"tell which{stated}; only if each of {', '.join(holders[:4])} holds the "
-                "averages of its own EMA object over these variables, pass "
-                + " or ".join(f"--ema-name {n}" for n in options[:4])
-                + " (Python: ema_name=...) to use that object's averages; otherwise save "
+                "averages of its own EMA object over these variables, "
+                + _accepted(ckpt, options[:4], " (Python: ema_name=...) to use that object's "
+                            "averages") + "; otherwise save "
                 "every averaged variable, or name the EMA objects "
                 "(tf.train.ExponentialMovingAverage(decay, name='fast')) when training",
                 "--ema-name", False)
@@ -253,10 +253,25 @@ def several_message(ckpt, variables, suffix, holder, several,
     return (f"{ckpt.path}: {len(several)} variable(s) have more than one average, so the "
             f"checkpoint holds several ExponentialMovingAverage objects and does not record "
             f"which one to evaluate with: {examples}{more}; EMA names found: "
-            f"{', '.join(names)}{stated}; pass "
-            + " or ".join(f"--ema-name {n}" for n in options[:4])
-            + f" (Python: ema_name=...) to say which EMA object's averages to use{decide}",
-            "--ema-name", False)
+            f"{', '.join(names)}{stated}; "
+            + _accepted(ckpt, options[:4], " (Python: ema_name=...) to say which EMA object's "
+                        "averages to use") + decide, "--ema-name", False)
+
+
+def _accepted(ckpt: Checkpoint, options: list[str], why: str) -> str:
+    """``pass --ema-name a or --ema-name b --allow-missing`` and ``why``: each of ``options``
+    as the export plan accepts it (alone, else with ``--allow-missing`` where it averaged only
+    some variables), never one that is refused (review-22-attack-r62 F1: ``fast_2`` /
+    ``slow_2`` of one list, TF1 ``fast`` / ``slow`` over overlapping variables were each
+    refused); where none is, says so."""
+    from .offer_probe import option_text, works  # offer_probe runs the map: imported late
+
+    said = [option_text(n, (), allow) for n in options
+            for allow in next(([a] for a in (False, True) if works(ckpt, n, (), a)), [])]
+    if said:
+        return "pass " + " or ".join(said) + why
+    return ("no --ema-name decides: each of " + ", ".join(options) + " is refused (with "
+            "--allow-missing too)")
 
 def _unproven_holders(ckpt, several, examples, more, unproven, bases, holders, holder,
                       base) -> tuple[str, str, bool]:

@@ -16,6 +16,7 @@ from .errors import EmaError, OutputError
 from .export_rename import Renamer
 from .export_said import roles_said
 from .frozen_meta import NOT_TRAINABLE, frozen_variables
+from .offer_probe import records_command
 from .orphan_averages import orphan_warnings
 from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
 from .raw_unproven import (
@@ -47,6 +48,7 @@ def _filtered_out(names: set[str], include, exclude, also: str | None = None) ->
     return any(match_any(n, exclude) for n in names)
 
 
+@records_command  # an offer in a refusal is probed with this command's filters (r62 F4)
 def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, exclude=None,
                 rename=None, tensor_averages: bool = False,
                 weights_out: dict[str, str] | None = None,

@@ -10,23 +10,66 @@ says that none decides.
 
 A probe's own refusals build their hints too; those hints are never shown, so inside a probe
 :func:`works` answers ``False`` at once (no probe runs inside another).
+
+An offer is typed into the refused command, so it is probed with that command's own filters
+and options kept (``--exclude``, ``-g``, ``--strict``, ``--apply-order``): ``--ema-name
+ExponentialMovingAverage`` refused alone is accepted beside the user's ``--exclude w``
+(review-22-attack-r62 F4). :func:`command` records them where a command plans.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import functools
 
 from .checkpoint import Checkpoint
 
 _PROBING: contextvars.ContextVar[bool] = contextvars.ContextVar("ckpt_tools_offer_probe",
                                                                 default=False)
+# the outermost planning command's filters and options, which an offer is typed beside
+_COMMAND: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "ckpt_tools_offer_command", default=None)
+# options of the command an offer keeps (the offer itself states ema_name / allow_missing)
+_KEPT = ("apply_order", "strict", "not_swapped", "style")
+
+
+@contextlib.contextmanager
+def command(options: dict):
+    """Within it, :func:`works` probes each offer with ``options``' ``include`` /
+    ``exclude`` filters and its other kept options (``strict``, ``apply_order`` ...): the
+    options of the command being planned. Only the outermost command counts (a probe, or a
+    map inside an export's plan, keeps the first)."""
+    if _PROBING.get() or _COMMAND.get() is not None:
+        yield
+        return
+    token = _COMMAND.set({k: options[k] for k in ("include", "exclude", *_KEPT)
+                          if options.get(k)})
+    try:
+        yield
+    finally:
+        _COMMAND.reset(token)
+
+
+def records_command(plan):
+    """Decorates a planning function taking the command's options as keywords (so
+    :func:`command` holds them while it runs).
+
+    Returns:
+        the wrapped function."""
+    @functools.wraps(plan)
+    def planned(*args, **kwargs):
+        with command(kwargs):
+            return plan(*args, **kwargs)
+    return planned
 
 
 def works(ckpt: Checkpoint, ema_name: str | None = None, exclude: tuple[str, ...] = (),
           allow_missing: bool = False, raw: bool = False) -> bool:
     """Whether ``ckpt export`` of ``ckpt`` (as opened: with or without its ``.meta``) with
     ``--ema-name ema_name``, each ``--exclude`` glob of ``exclude`` and ``--allow-missing``
-    (or ``--raw``) is accepted: :func:`~ckpt_tools.export_plan.plan_export`, the plan the
+    (or ``--raw``), beside the refused command's own filters and options (:func:`command`), is
+    accepted: :func:`~ckpt_tools.export_plan.plan_export`, the plan the
     command runs, raises no :class:`~ckpt_tools.errors.CheckpointError` and exports some
     average (some tensor, ``raw``).
 
@@ -41,15 +84,18 @@ def works(ckpt: Checkpoint, ema_name: str | None = None, exclude: tuple[str, ...
     from .errors import CheckpointError
     from .export_plan import plan_export
 
+    kept = dict(_COMMAND.get() or {})
+    # the user's own --exclude globs stay, the offer's are added to them (r62 F4)
+    excluded = [*(kept.pop("exclude", None) or ()), *exclude] or None
     token = _PROBING.set(True)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a probe says nothing
             if raw:
-                return bool(plan_export(ckpt, ema=False)[0])
+                return bool(plan_export(ckpt, ema=False, exclude=excluded, **kept)[0])
             # an export of no average (every averaged variable excluded) is no offer
-            return bool(plan_export(ckpt, ema=True, exclude=list(exclude) or None,
-                                    ema_name=ema_name, allow_missing=allow_missing)[1])
+            return bool(plan_export(ckpt, ema=True, exclude=excluded, ema_name=ema_name,
+                                    allow_missing=allow_missing, **kept)[1])
     except CheckpointError:
         return False
     finally:
@@ -77,3 +123,27 @@ def working(ckpt: Checkpoint, offers) -> list[tuple[str | None, tuple[str, ...],
     """The offers among ``offers`` (``(ema_name, exclude, allow_missing)``, in the order to
     prefer them; repeats dropped) that :func:`works` accepts."""
     return [o for o in dict.fromkeys(offers) if works(ckpt, *o)]
+
+
+def stored_offer(ckpt: Checkpoint, stated: str) -> str:
+    """Where ``--ema-name stated`` names no stored EMA name (a typo ``Slow``, a key ``w/slow``)
+    beside several objects, the options built from the stored names that :func:`works`
+    accepts: each name alone, then two comma-separated, then each with ``--allow-missing``
+    (review-22-attack-r62 F2: every option such a refusal named was refused and ``slow``,
+    which works, went unnamed).
+
+    Returns:
+        `str`: the first accepted option's text (``--ema-name ExponentialMovingAverage,slow``),
+        or ``""`` where none is (or ``stated`` is a stored name)."""
+    import itertools
+
+    stored = ckpt.ema_names()
+    if stated in stored or len(stored) < 2:
+        return ""
+    stored = stored[:4]  # a bounded probe: a few plan runs, never one per name pair of many
+    names = [*stored, *(",".join(p) for p in itertools.combinations(stored, 2))]
+    for allow_missing in (False, True):
+        for n in names:
+            if works(ckpt, n, (), allow_missing):
+                return option_text(n, (), allow_missing)
+    return ""

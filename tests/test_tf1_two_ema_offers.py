@@ -75,6 +75,8 @@ OBJECTS = {
     "mixvtr": ("mixvtr", [("ExponentialMovingAverage", "wbc"), ("slow", "w")]),
     # w/fast (first), b/fast_1 (an object named fast_1), w/fast_1 (the second fast)
     "twin": ("plain", [("fast", "w"), ("fast_1", "b"), ("fast", "w")]),
+    # slow over w, b and fast over b, c: b has both (review-22-attack-r62 F1)
+    "overlap": ("plain", [("slow", "wb"), ("fast", "bc")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -204,6 +206,17 @@ OFFERS = [
     # review-21-attack-r57 F2: --ema-name fast was offered as "one apply()'s", and refused
     ("twin", [], {"--raw": {"w": "raw", "b": "raw", "c": "raw"}},
      ["--ema-name fast", "--ema-name fast --allow-missing"]),
+    # review-22-attack-r62 F2: a stated name no key holds (a typo) named only refused options
+    ("disjoint", ["--ema-name", "Slow"],
+     {"--ema-name ExponentialMovingAverage,slow": {"w": "o1", "b": "o0", "c": "o0"}}, []),
+    # review-22-attack-r62 F1: "pass --ema-name fast or --ema-name slow", each refused alone
+    ("overlap", [], {"--ema-name slow --allow-missing": {"w": "o0", "b": "o0", "c": "raw"},
+                     "--ema-name fast --allow-missing": {"w": "raw", "b": "o1", "c": "o1"}},
+     ["--ema-name slow", "--ema-name fast"]),
+    # r62 F4: the offers are probed with the command's own --exclude (typed beside them)
+    ("disjoint", ["--ema-name", "slow", "--exclude", "w"],
+     {"--ema-name ExponentialMovingAverage": {"b": "o0", "c": "o0"},
+      "--ema-name slow,ExponentialMovingAverage": {"b": "o0", "c": "o0"}}, []),
 ]
 
 
@@ -218,16 +231,18 @@ def test_several_objects_refusals_offer_only_options_that_work(made, tmp_path, c
     """
     out, truth = made
     said = _refused(out / case, args, tmp_path)
+    # an offer is typed beside the command's own filters (--exclude w), not its --ema-name
+    kept = args[2:] if args[:1] == ["--ema-name"] else args
     for option in refused:  # named only as refused, never offered
         offer = re.escape(option) + r"(?= \(| or | takes| is one apply|$)"
         assert not re.search(offer, said), (option, said)
-        _refused(out / case, shlex.split(option), tmp_path)
+        _refused(out / case, [*kept, *shlex.split(option)], tmp_path)
     if "--raw" in offered:
         assert re.search("no option decides|no --ema-name picks one object here", said), said
     for option, values in offered.items():
-        assert option in said, (option, said)
+        assert option in said and f"{option} is refused" not in said, (option, said)
         # --allow-missing alone: with the refused command's --ema-name
-        run = [*args, option] if option == "--allow-missing" else shlex.split(option)
+        run = [*args, option] if option == "--allow-missing" else [*kept, *shlex.split(option)]
         got = _exported(out / case, run, tmp_path)
         assert sorted(got) == sorted(values), (option, sorted(got))
         for v, which in values.items():

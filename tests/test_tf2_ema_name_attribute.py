@@ -130,6 +130,8 @@ def test_the_refusal_under_an_attribute_offers_what_works(tf, tmp_path, second, 
         e1.apply([m.w0])
         e2.apply([getattr(m, n) for n in second])
     want = {"model/w0": e1.average(m.w0).numpy(), "model/w1": e2.average(m.w1).numpy()}
+    avgs = {"e1": {"w0": e1.average(m.w0).numpy()},
+            "e2": {n: e2.average(getattr(m, n)).numpy() for n in second}}
     raw_w1 = m.w1.numpy()
     tf.train.Checkpoint(model=m, e1=[e1.average(m.w0)],
                         e2=[e2.average(getattr(m, n)) for n in second]).write(
@@ -160,3 +162,23 @@ def test_the_refusal_under_an_attribute_offers_what_works(tf, tmp_path, second, 
             assert z["model/w1"].tobytes() == w1.tobytes(), extra
             if lone:
                 assert z["model/w2"].tobytes() == m.w2.numpy().tobytes(), extra
+    # review-22-attack-r62 F1: a name under no attribute offered "--ema-name e1 or omit it",
+    # both refused; each option offered now is run, bit for bit
+    result = runner.invoke(app, ["export", str(tmp_path / "ck"), "--ema-name", "fast",
+                                 "--out", str(out), "--force"])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 6, said
+    offered = re.findall(r"pass (--ema-name \S+(?: --allow-missing)?)|(omit --ema-name|omit it)",
+                         said)
+    assert offered, said
+    for option in ("".join(o) for o in offered):
+        args = [] if option.startswith("omit") else option.split()
+        result = runner.invoke(app, ["export", str(tmp_path / "ck"), *args,
+                                     "--out", str(out), "--force"])
+        assert result.exit_code == 0, (option, result.output)
+        names = args[1].split(",") if args else ["e1", "e2"]  # omitted: each one's only
+        with np.load(out) as z:
+            for n in ("w0", "w1", *(["w2"] if lone else [])):
+                got = [avgs[e][n] for e in names if n in avgs[e]]
+                want_n = got[0] if got else getattr(m, n).numpy()
+                assert z[f"model/{n}"].tobytes() == want_n.tobytes(), (option, n)
