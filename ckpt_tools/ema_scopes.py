@@ -122,28 +122,6 @@ def scope_hints(ckpt: Checkpoint, name: str, missing) -> list[str] | None:
     if not missing:
         return []
     mine = scopes[name]
-    # the apply() of this name scope whose shadows carry another name (fast applied in
-    # name_scope("ema") writes w/fast) where another apply()'s shadows carry this name
-    # (w/ema/fast): --ema-name ema/fast is that one (ema_objects), so the first averaged them
-    # as another object; "no EMA object averaged them" (and the "probably frozen" cause it
-    # leaves) is false (review-21-attack-r58 F8). A GAN's gen/ExponentialMovingAverage, whose
-    # shadows no other apply() names so, stays the scope's object.
-    named = any(shadow.endswith("/" + name) and scope != name
-                for shadow, (_var, scope) in ops.averages.items())
-    carried = sorted((var, shadow) for shadow, (var, scope) in ops.averages.items()
-                     if named and scope == name and var in set(missing)
-                     and not shadow.endswith("/" + name))
-    if carried:
-        from .offer_probe import works  # it runs the export plan, which imports this module
-
-        var, shadow = carried[0]
-        stored = "stored" if shadow in ckpt.entries() else "not stored"
-        raw = ("; --allow-missing restores these raw although an average of theirs is stored"
-               if stored == "stored" and works(ckpt, name, (), True) else "")
-        return [f"another EMA object averaged {len({v for v, _ in carried})} of them (the "
-                f"graph's update ops show {shadow}, {stored}, written from {var} by the "
-                f"apply() of name scope '{name}', whose shadows carry the name "
-                f"{shadow.rpartition('/')[2]}, not {name}){raw}"]
     others = {s: vs & set(missing) for s, vs in scopes.items() if s != name and vs & set(missing)}
     if not others:
         return [f"the graph's update ops show no EMA object averaged {len(missing)} of them"]

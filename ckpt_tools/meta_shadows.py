@@ -91,14 +91,10 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
     shadows (an ``AssignMovingAvg`` op updates them from their variable) where their names
     read as an optimizer's slots or as nothing: ``W/Momentum_1`` of
     ``ExponentialMovingAverage(name="Momentum")`` built after a ``MomentumOptimizer``
-    (review-11-attack-r16 F5), and ``ema/W/fast`` of ``ExponentialMovingAverage(name="fast")``
-    applied inside ``variable_scope("ema")``: its head is no stored variable and its name is
-    not found beside one, so it read as nothing (review-21-attack-r58 F2). A key an
-    optimizer's update op also writes stays as it is, and so does a shadow whose op name holds
-    no ``W/`` (neither ``W/<name>`` nor ``<scope>/W/<name>``, as ``apply()`` names it).
+    (review-11-attack-r16 F5). A key an optimizer's update op also writes stays as it is.
 
     The graph is read only where ``moving_average_variables`` lists a stored variable that no
-    average names and a key under it (``W/<x>``, or ``<scope>/W/<x>``) reads as a slot or as
+    average names and a key under it (``W/<x>``, its dtype and shape) reads as a slot or as
     nothing: otherwise every averaged variable has its shadow already.
     """
     if meta is None:
@@ -109,10 +105,10 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
                if t in entries and t not in linked
                and roles[t].role in (WEIGHT, BN_STAT)}
     # under W: W/<x>, or W/<a>/<b> for an EMA name of several parts (name="ema/slow"), which
-    # reads as nothing by name (review-13-attack-r22 F8); or <scope>/W/<x> of an apply()
-    # inside a variable_scope under a name no key beside W carries (r58 F2)
+    # reads as nothing by name (review-13-attack-r22 F8)
     if not lacking or not any(
-            ri.role in (OPTIMIZER_SLOT, OTHER) and _inner_heads(key) & lacking
+            ri.role in (OPTIMIZER_SLOT, OTHER) and any(
+                key.startswith(t + "/") for t in _heads(key) & lacking)
             for key, ri in roles.items()):
         return {}
     read = update_ops_of(meta)
@@ -125,8 +121,7 @@ def update_op_shadows(entries: Mapping[str, TensorEntry], roles: Mapping[str, Ro
         if (of in lacking and shadow in entries and shadow_op not in ops.slots
                 and roles[shadow].role in (OPTIMIZER_SLOT, OTHER)
                 and entries[shadow].dtype == entries[of].dtype
-                and entries[shadow].shape == entries[of].shape
-                and var_op in _inner_heads(shadow_op)):  # W/<x> or <scope>/W/<x>
+                and entries[shadow].shape == entries[of].shape):
             out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
     return out
 
@@ -138,11 +133,10 @@ def _averages_head(head: str, averaged: str) -> bool:
     return head == averaged or head.endswith("/" + averaged)
 
 
-def _inner_heads(key: str) -> set[str]:
-    """The names ``key`` holds before its last part, from any part on: ``a``, ``a/b``, ``b``
-    for ``a/b/c`` (``W`` in ``<scope>/W/<name>``)."""
+def _heads(key: str) -> set[str]:
+    """The names ``key`` sits under: ``a``, ``a/b`` for ``a/b/c``."""
     parts = key.split("/")
-    return {"/".join(parts[i:j]) for i in range(len(parts) - 1) for j in range(i + 1, len(parts))}
+    return {"/".join(parts[:i]) for i in range(1, len(parts))}
 
 
 def update_op_candidates(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
