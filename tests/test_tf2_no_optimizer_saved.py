@@ -33,6 +33,14 @@ def model():
                             name="sequential")
 
 
+def fit(net, o):  # three custom-loop steps, as a user's loop trains
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((net(x) - y) ** 2)
+        o.apply_gradients(zip(tape.gradient(loss, net.trainable_variables),
+                              net.trainable_variables))
+
+
 def record(case, opt):
     for var, avg in zip(opt._trainable_variables, opt._model_variables_moving_average):
         truth[f"{case}:{var.path}"] = avg.numpy()
@@ -40,10 +48,7 @@ def record(case, opt):
 
 m = model()
 opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.5)
-for _ in range(3):
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean((m(x) - y) ** 2)
-    opt.apply_gradients(zip(tape.gradient(loss, m.trainable_variables), m.trainable_variables))
+fit(m, opt)
 tf.train.Checkpoint(model=m).write(f"{out}/loop_model_only/ckpt")
 # the averages saved as a list, without their optimizer (review-20-attack-r47 F3)
 tf.train.Checkpoint(model=m, ema=list(opt._model_variables_moving_average)).write(
@@ -52,10 +57,7 @@ record("loop", opt)
 # a GAN: this optimizer saved, another's averages as a list (review-21-attack-r55 F3)
 d = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, name="e")], name="disc")
 opt_d = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9)
-for _ in range(3):
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean((d(x) - y) ** 2)
-    opt_d.apply_gradients(zip(tape.gradient(loss, d.trainable_variables), d.trainable_variables))
+fit(d, opt_d)
 tf.train.Checkpoint(model=m, disc=d, optimizer=opt,
                     d_ema=list(opt_d._model_variables_moving_average)).write(f"{out}/gan/ckpt")
 record("gan", opt_d)
@@ -73,10 +75,7 @@ class Sub(keras.Model):  # its weights record sub/kernel, not sub/e/kernel (r59 
 
 d = Sub()
 opt_d = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9)
-for _ in range(3):
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean((d(x) - y) ** 2)
-    opt_d.apply_gradients(zip(tape.gradient(loss, d.trainable_variables), d.trainable_variables))
+fit(d, opt_d)
 tf.train.Checkpoint(model=m, disc=d, optimizer=opt,
                     d_ema=list(opt_d._model_variables_moving_average)).write(
     f"{out}/gan_sub/ckpt")
