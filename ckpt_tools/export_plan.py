@@ -251,13 +251,19 @@ def _refuse_weights_beside_unstored_shadows(ckpt: Checkpoint, variables: Mapping
     """
     if ckpt.meta is not None or ckpt.objects is not None:
         return
+    # the averages under each head, gathered once: a scan of every variable per key was
+    # quadratic in a large checkpoint's keys
+    averages: dict[str, list[str]] = {}
+    for k, v in variables.items():
+        if v.role == R.EMA:
+            averages.setdefault(k.rpartition("/")[0], []).append(k)
     for key in keys:
         head = key.rpartition("/")[0]
         if not head or head in variables:
             continue
         own = variables[key]
-        beside = [k for k, v in variables.items() if k != key and k.rpartition("/")[0] == head
-                  and v.role == R.EMA and v.dtype == own.dtype and v.shape == own.shape]
+        beside = [k for k in averages.get(head, ()) if k != key
+                  and variables[k].dtype == own.dtype and variables[k].shape == own.shape]
         if beside:
             raise EmaError(
                 f"{ckpt.path}: {key} sits under {head}, which is not stored, beside the "
