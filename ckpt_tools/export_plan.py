@@ -30,7 +30,7 @@ from .raw_unproven import (
 )
 from .saved_keys import averages_under_variable_names, refuse_averages_as_raw
 from .saved_swaps import raw_holders
-from .slashed_stated import stated_slashed_shadows, under_shadows
+from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
 
@@ -74,7 +74,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         VariableNotFoundError: a ``rename`` rule renamed no exported name (exit 3).
     """
     ckpt = ckpt.with_meta(map_options.get("use_meta", True))
-    variables = stated_slashed_shadows(ckpt, {v.name: v for v in ckpt.variables_unwarned()},
+    stored = {v.name: v for v in ckpt.variables_unwarned()}
+    if ema is False:  # a key under a stated name's shadow (net/w/fast/kernel): an average of
+        # it or a weight? --raw would drop a weight or write an average: refused as the map
+        # refuses it, the filters first (review-22-attack-r65 F4)
+        refuse_under_shadows(ckpt, stored, map_options.get("ema_name"), lambda k: _filtered_out(
+            {_clean_name(k, stored.get(k)), k}, include, exclude))
+    variables = stated_slashed_shadows(ckpt, stored,
                                        map_options.get("ema_name"))  # --ema-name ema/slow
     has_ema = any(v.role == R.EMA for v in variables.values())
     found = unproven_keys(ckpt, variables)  # (written as stored, left out apart): read once
@@ -93,9 +99,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                   if _filtered_out({t}, include, exclude, also=k)] if include or exclude else []
         # keys under a stated name's shadow the filters leave out: out of the map's
         # refusal too (review-22-attack-r63 F1)
-        unused += [glob.escape(k) for k in under_shadows(
-            ckpt, {v.name: v for v in ckpt.variables_unwarned()}, map_options.get("ema_name"))
-            if _filtered_out({k}, include, exclude)] if include or exclude else []
+        unused += [glob.escape(k) for k in under_shadows(ckpt, stored, map_options.get(
+            "ema_name")) if _filtered_out({k}, include, exclude)] if include or exclude else []
         m = ema_map(ckpt, non_averaged="keep", **map_options,
                     **({"exclude": unused} if unused else {}))
         sources = {t: s for s, t in m.pairs}

@@ -58,8 +58,10 @@ def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None,
     if (not ema_name or "," in ema_name or ckpt.objects is not None
             or ckpt.meta is not None):
         return variables
+    # keys under the stated name's shadows: no average of them (r53 F2; r65 F2: ema/fast)
+    variables = weights_under_shadows(ckpt, variables, ema_name)
     if "/" not in ema_name:
-        return weights_under_shadows(ckpt, variables, ema_name)
+        return variables
     found = {k: h for k, v in variables.items()
              if (h := _shadow_of(k, v, variables, ema_name)) is not None}
     if not found:
@@ -82,31 +84,64 @@ def stated_slashed_shadows(ckpt, variables: dict, ema_name: str | None,
 
 
 def under_shadows(ckpt, variables: dict, name: str | None) -> dict[str, str]:
-    """Each key ``<v>/<name>/<s>`` (``s`` not ``name``) the keys read as an average of
-    ``name``'s shadow ``<v>/<name>``, to that shadow, under a stated one-part ``name`` with no
-    ``.meta`` read (TF1); empty otherwise (a TF2 checkpoint, a ``.meta``: its update ops
-    prove which key is whose)."""
-    if (not name or "/" in name or "," in name or ckpt.objects is not None
-            or ckpt.meta is not None):
+    """Each key ``<v>/<name>/<s>`` (``s`` not ending in ``name``) the keys may read as an
+    average of ``name``'s shadow ``<v>/<name>``, to that shadow, under a stated ``name`` with
+    no ``.meta`` read (TF1); empty otherwise (a TF2 checkpoint, a ``.meta``: its update ops
+    prove which key is whose). ``s`` of one part: a key read as that shadow's average;
+    of several (``<v>/fast/ema/slow``, nothing stored between): a key of the shadow's dtype
+    and shape, which TF1 names so as an EMA named ``ema/slow``'s average of it as much as a
+    weight (review-22-attack-r65 F3). A ``name`` of several parts (``ema/fast``) alike: its
+    shadows are the keys ``<v>/ema/fast`` of a stored ``<v>`` of their dtype and shape,
+    whether read as weights or as its averages (r65 F2)."""
+    if (not name or "," in name or ckpt.objects is not None or ckpt.meta is not None):
         return {}
-    shadows = {k for k, v in variables.items() if v.role == R.EMA and v.ema_style == "tf1"
-               and v.ema_of and k == f"{v.ema_of}/{name}"
-               and getattr(variables.get(v.ema_of), "role", R.EMA) != R.EMA}
+    shadows = {k for k, v in variables.items() if _stated_shadow(k, v, variables, name)}
     out = {}
     for k, v in variables.items():
-        head, _, last = k.rpartition("/")
-        if head in shadows and v.role == R.EMA and v.ema_style == "tf1" \
-                and v.ema_of == head and not R.ema_suffix(last, {name}):
+        if k.endswith("/" + name) or R.ema_suffix(k.rpartition("/")[2], {name}):
+            continue
+        head = k.rpartition("/")[0]
+        while head and head not in variables:  # the nearest stored key above k
+            head = head.rpartition("/")[0]
+        if head not in shadows:
+            continue
+        if head == k.rpartition("/")[0]:
+            if v.role == R.EMA and v.ema_style == "tf1" and v.ema_of == head:
+                out[k] = head
+        elif _fits(variables[head], v) and (v.role in (R.WEIGHT, R.OTHER) or (
+                v.role == R.EMA and v.ema_style == "tf1")):
             out[k] = head
     return out
 
 
+def _fits(shadow, v) -> bool:
+    """Whether ``v`` has ``shadow``'s float dtype and shape (an average of it may)."""
+    return (v.dtype == shadow.dtype and v.dtype in R._FLOAT
+            and tuple(v.shape) == tuple(shadow.shape))
+
+
+def _stated_shadow(k: str, v, variables: dict, name: str) -> bool:
+    """Whether ``k`` is ``name``'s shadow ``<v>/<name>`` of a stored ``<v>`` that is no
+    average: read so (a one-part ``name``: the keys name it), or (several parts, which the
+    keys alone never read) a key of ``<v>``'s dtype and shape read as a weight, as other or
+    as ``<v>``'s average (:func:`stated_slashed_shadows` read it so)."""
+    if "/" not in name:
+        return (v.role == R.EMA and v.ema_style == "tf1" and bool(v.ema_of)
+                and k == f"{v.ema_of}/{name}"
+                and getattr(variables.get(v.ema_of), "role", R.EMA) != R.EMA)
+    head = k[: -len(name) - 1] if k.endswith("/" + name) else ""
+    h = variables.get(head)
+    return (h is not None and h.role in (R.WEIGHT, R.BN_STAT) and _fits(h, v)
+            and (v.role in (R.WEIGHT, R.OTHER) or v.role == R.EMA and v.ema_of in (
+                head, k.rpartition("/")[0])))
+
+
 def weights_under_shadows(ckpt, variables: dict, name: str | None) -> dict:
-    """``variables`` with each key ``<v>/<name>/<s>`` (``s`` not ``name``) that the keys read
-    as another EMA's average of ``name``'s shadow ``<v>/<name>`` read anew, under a stated
-    one-part ``name`` and no ``.meta`` (review-21-attack-r53 F2: a trainable
-    ``net/w/fast/kernel`` beside ``fast``'s average ``net/w/fast`` was an "average" of that
-    average and dropped, "0 left out"). Under the name stated, a key not ending in
+    """``variables`` with each key ``<v>/<name>/<s>`` (:func:`under_shadows`: ``s`` not
+    ``name``) that the keys may read as another EMA's average of ``name``'s shadow
+    ``<v>/<name>`` read anew, under a stated ``name`` and no ``.meta`` (review-21-attack-r53
+    F2: a trainable ``net/w/fast/kernel`` beside ``fast``'s average ``net/w/fast`` was an
+    "average" of that average and dropped, "0 left out"). Under the name stated, a key not ending in
     ``/<name>`` is never ``name``'s shadow: where ``<v>/<name>/<s>/<name>`` is stored
     (``name`` averaged it) it is a weight paired with that; else the keys cannot tell an EMA
     of an EMA from a weight named under the shadow (review-22-attack-r63 F1, F2), and it is
@@ -132,18 +167,20 @@ def refuse_under_shadows(ckpt, variables: dict, name: str | None, left_out) -> N
     keeps it: without the ``.meta`` it may be an EMA of ``name``'s average or a weight named
     under it, and either guess exports a wrong value, exit 0 (review-22-attack-r63 F1, F2).
     ``--allow-missing`` is never offered: it exported an average as a weight (r63 F2).
+    ``export --raw`` asks it too: it dropped such a kernel, or wrote the shadow as a raw
+    weight (review-22-attack-r65 F4).
 
     Raises:
         UnprovenPairingError: naming the keys, both readings and the options that decide.
     """
-    keys = sorted(k for k in under_shadows(ckpt, variables, name)
-                  if not _own_shadow(variables, k, name) and not left_out(k))
+    below = under_shadows(ckpt, variables, name)
+    keys = sorted(k for k in below if not _own_shadow(variables, k, name) and not left_out(k))
     if not keys:
         return
     from .errors import UnprovenPairingError
 
     shown = ", ".join(keys)
-    heads = ", ".join(sorted({k.rpartition("/")[0] for k in keys}))
+    heads = ", ".join(sorted({below[k] for k in keys}))
     meta = ("drop --no-meta (the .meta's update ops decide), or " if ckpt.meta_unread else "")
     raise UnprovenPairingError(
         f"{ckpt.path}: without a .meta the keys cannot tell whether {shown} "

@@ -111,24 +111,28 @@ def test_with_the_meta_the_true_slashed_name_takes_its_objects_averages(made, tm
 
 # review-21-attack-r53 F2: a trainable net/w/fast/kernel (variable_scope "net/w/fast") beside
 # an EMA named "fast" over net/w and net/b (k1), or over all three (k2); review-22-attack-r63
-# F1: net/b/fast/kernel too (kk); F2: an EMA "slow" over fast's average of net/w (ee).
+# F1: net/b/fast/kernel too (kk); F2: an EMA "slow" over fast's average of net/w (ee);
+# review-22-attack-r65 F2: k1 with the EMA named "ema/fast" (ks); F3: ee with "slow" named
+# "ema/slow" (e4: net/w/fast/ema/slow). Truth "<case>:fast:" is the first EMA's averages.
 UNDER = r'''
 E = tf1.train.ExponentialMovingAverage
-for case in ("k1", "k2", "kk", "ee"):
+for case in ("k1", "k2", "kk", "ee", "ks", "e4"):
+    name = "ema/fast" if case == "ks" else "fast"
     with tf.Graph().as_default():
         w = tf1.get_variable("net/w", initializer=tf.ones([4, 2]))
         b = tf1.get_variable("net/b", initializer=tf.zeros([2]))
         made = [w, b]
-        if case != "ee":
-            made.append(tf1.get_variable("net/w/fast/kernel", initializer=tf.fill([4, 2], 2.0)))
+        if case not in ("ee", "e4"):
+            made.append(tf1.get_variable(f"net/w/{name}/kernel",
+                                         initializer=tf.fill([4, 2], 2.0)))
         if case == "kk":
             made.append(tf1.get_variable("net/b/fast/kernel", initializer=tf.fill([2], 3.0)))
         step = [tf1.assign_add(v, tf.ones(v.shape) * (0.5 + i)) for i, v in enumerate(made)]
-        fast = E(0.9, name="fast")
+        fast = E(0.9, name=name)
         with tf.control_dependencies(step):
             upd = fast.apply(made[:3 if case == "k2" else 2])
-        if case == "ee":
-            slow = E(0.75, name="slow")
+        if case in ("ee", "e4"):
+            slow = E(0.75, name="slow" if case == "ee" else "ema/slow")
             with tf.control_dependencies([upd]):
                 upd = slow.apply([fast.average(w)])
         with trained(tf, upd) as s:
@@ -137,14 +141,18 @@ for case in ("k1", "k2", "kk", "ee"):
                 truth[f"{case}:raw:{name}"] = s.run(v)
                 if fast.average(v) is not None:
                     truth[f"{case}:fast:{name}"] = s.run(fast.average(v))
-            if case == "ee":
-                truth["ee:slow:net/w/fast/slow"] = s.run(slow.average(fast.average(w)))
+            if case in ("ee", "e4"):
+                truth[f"{case}:slow:{slow.average(fast.average(w)).op.name}"] = s.run(
+                    slow.average(fast.average(w)))
             tf1.train.Saver().save(s, f"{out}/{case}/model.ckpt")
 '''
 
-#: the keys under fast's shadows the keys alone cannot read, by case
-SHADOWED = {"k1": ["net/w/fast/kernel"], "kk": ["net/b/fast/kernel", "net/w/fast/kernel"],
-            "ee": ["net/w/fast/slow"]}
+#: the EMA name stated and the keys under its shadows the keys alone cannot read, by case
+SHADOWED = {"k1": ("fast", ["net/w/fast/kernel"]),
+            "kk": ("fast", ["net/b/fast/kernel", "net/w/fast/kernel"]),
+            "ee": ("fast", ["net/w/fast/slow"]),
+            "ks": ("ema/fast", ["net/w/ema/fast/kernel"]),
+            "e4": ("fast", ["net/w/fast/ema/slow"])}
 
 
 @pytest.fixture(scope="module")
@@ -164,9 +172,9 @@ def test_a_key_under_a_stated_names_shadow_is_refused(under, tmp_path, case):
     kernel left out is not exported) and exports ``fast``'s averages; with the ``.meta`` the
     update ops decide. Each value as TensorFlow held it at save time."""
     out, truth = under
-    keys = SHADOWED[case]
+    name, keys = SHADOWED[case]
     dest = tmp_path / f"{case}.npz"
-    stated = ["--no-meta", "--ema-name", "fast"]
+    stated = ["--no-meta", "--ema-name", name]
     for extra in (["--strict"], ["--allow-missing"]):
         code, _, err = run_cli(["export", str(out / case), *stated, *extra, "--out", str(dest)])
         assert code == 6 and not dest.exists(), err
@@ -185,12 +193,13 @@ def test_a_key_under_a_stated_names_shadow_is_refused(under, tmp_path, case):
             assert got[n].tobytes() == truth[f"{case}:fast:{n}"].tobytes(), (case, n)
     # with the .meta: the kernels have no average of fast (--allow-missing keeps them raw);
     # slow's average of fast's is set aside
-    extra = ["--strict"] if case == "ee" else ["--allow-missing"]
-    code, _, err = run_cli(["export", str(out / case), "--ema-name", "fast", *extra,
+    extra = ["--strict"] if case in ("ee", "e4") else ["--allow-missing"]
+    code, _, err = run_cli(["export", str(out / case), "--ema-name", name, *extra,
                             "--out", str(dest), "--force"])
     assert code == 0, err
     with np.load(dest) as got:
-        assert sorted(got.files) == sorted(["net/b", "net/w", *([] if case == "ee" else keys)])
+        assert sorted(got.files) == sorted(["net/b", "net/w",
+                                            *([] if case in ("ee", "e4") else keys)])
         for n in got.files:
             want = truth.get(f"{case}:fast:{n}", truth[f"{case}:raw:{n}"])
             assert got[n].tobytes() == want.tobytes(), (case, n)
@@ -208,3 +217,29 @@ def test_a_weight_with_its_own_average_under_a_shadow_is_paired(under, tmp_path)
         assert sorted(got.files) == ["net/b", "net/w", "net/w/fast/kernel"]
         for n in got.files:
             assert got[n].tobytes() == truth[f"k2:fast:{n}"].tobytes(), n
+
+
+@pytest.mark.parametrize("case", ["k1", "ks", "e4"])
+def test_raw_refuses_a_key_under_a_stated_names_shadow(under, tmp_path, case):
+    """review-22-attack-r65 F4: ``export --raw --no-meta --ema-name <name>`` dropped a
+    trainable kernel named under the shadow (k1, ks), exit 0, and wrote ``ema/fast``'s average
+    ``net/w/ema/fast`` as a raw weight (ks). The keys cannot tell the kernel from an average of
+    the shadow (e4: ``ema/slow``'s is one): written raw it may be an average, left out a
+    weight, so ``--raw`` refuses it as the map does. The offered ``--exclude`` exports the raw
+    weights; with the ``.meta`` every kernel is written raw. Values as TensorFlow held them."""
+    out, truth = under
+    name, keys = SHADOWED[case]
+    dest = tmp_path / f"{case}.npz"
+    raw = ["export", str(out / case), "--raw", "--ema-name", name]
+    code, _, err = run_cli([*raw, "--no-meta", "--out", str(dest)])
+    assert code == 6 and not dest.exists(), err
+    assert all(f"--exclude '{k}'" in err for k in keys) and "drop --no-meta" in err, err
+    excluded = [a for k in keys for a in ("--exclude", k)]
+    for extra in (["--no-meta", *excluded], []):
+        code, _, err = run_cli([*raw, *extra, "--out", str(dest), "--force"])
+        assert code == 0, (extra, err)
+        want = ["net/b", "net/w", *(keys if not extra and case != "e4" else [])]
+        with np.load(dest) as got:
+            assert sorted(got.files) == sorted(want), (extra, got.files)
+            for n in got.files:
+                assert got[n].tobytes() == truth[f"{case}:raw:{n}"].tobytes(), (extra, n)
