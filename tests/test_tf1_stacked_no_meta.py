@@ -113,11 +113,12 @@ def test_with_the_meta_the_true_slashed_name_takes_its_objects_averages(made, tm
 # an EMA named "fast" over net/w and net/b (k1), or over all three (k2); review-22-attack-r63
 # F1: net/b/fast/kernel too (kk); F2: an EMA "slow" over fast's average of net/w (ee);
 # review-22-attack-r65 F2: k1 with the EMA named "ema/fast" (ks); F3: ee with "slow" named
-# "ema/slow" (e4: net/w/fast/ema/slow). Truth "<case>:fast:" is the first EMA's averages.
+# "ema/slow" (e4: net/w/fast/ema/slow); k2 with "ema/fast" (s2). Truth "<case>:fast:" is the
+# first EMA's averages.
 UNDER = r'''
 E = tf1.train.ExponentialMovingAverage
-for case in ("k1", "k2", "kk", "ee", "ks", "e4"):
-    name = "ema/fast" if case == "ks" else "fast"
+for case in ("k1", "k2", "kk", "ee", "ks", "e4", "s2"):
+    name = "ema/fast" if case in ("ks", "s2") else "fast"
     with tf.Graph().as_default():
         w = tf1.get_variable("net/w", initializer=tf.ones([4, 2]))
         b = tf1.get_variable("net/b", initializer=tf.zeros([2]))
@@ -130,7 +131,7 @@ for case in ("k1", "k2", "kk", "ee", "ks", "e4"):
         step = [tf1.assign_add(v, tf.ones(v.shape) * (0.5 + i)) for i, v in enumerate(made)]
         fast = E(0.9, name=name)
         with tf.control_dependencies(step):
-            upd = fast.apply(made[:3 if case == "k2" else 2])
+            upd = fast.apply(made[:3 if case in ("k2", "s2") else 2])
         if case in ("ee", "e4"):
             slow = E(0.75, name="slow" if case == "ee" else "ema/slow")
             with tf.control_dependencies([upd]):
@@ -205,18 +206,22 @@ def test_a_key_under_a_stated_names_shadow_is_refused(under, tmp_path, case):
             assert got[n].tobytes() == want.tobytes(), (case, n)
 
 
-def test_a_weight_with_its_own_average_under_a_shadow_is_paired(under, tmp_path):
+@pytest.mark.parametrize(("case", "name"), [("k2", "fast"), ("s2", "ema/fast")])
+def test_a_weight_with_its_own_average_under_a_shadow_is_paired(under, tmp_path, case, name):
     """review-21-attack-r53 F2: where ``net/w/fast/kernel/fast`` is stored (k2), ``fast``
-    averaged the kernel: nothing is ambiguous, ``--strict`` pairs it with its own average."""
+    averaged the kernel: nothing is ambiguous, ``--strict`` pairs it with its own average;
+    ``--raw`` writes the three raw weights. Alike for ``ema/fast`` (s2, review-22-attack-r65
+    F2: ``--strict`` was refused as 'frozen' and ``--raw`` wrote both averages as weights)."""
     out, truth = under
-    dest = tmp_path / "k2.npz"
-    code, _, err = run_cli(["export", str(out / "k2"), "--no-meta", "--ema-name", "fast",
-                            "--strict", "--out", str(dest)])
-    assert code == 0, err
-    with np.load(dest) as got:
-        assert sorted(got.files) == ["net/b", "net/w", "net/w/fast/kernel"]
-        for n in got.files:
-            assert got[n].tobytes() == truth[f"k2:fast:{n}"].tobytes(), n
+    dest = tmp_path / f"{case}.npz"
+    for extra, kind in (["--strict"], "fast"), (["--raw"], "raw"):
+        code, _, err = run_cli(["export", str(out / case), "--no-meta", "--ema-name", name,
+                                *extra, "--out", str(dest), "--force"])
+        assert code == 0, err
+        with np.load(dest) as got:
+            assert sorted(got.files) == ["net/b", "net/w", f"net/w/{name}/kernel"], extra
+            for n in got.files:
+                assert got[n].tobytes() == truth[f"{case}:{kind}:{n}"].tobytes(), (extra, n)
 
 
 @pytest.mark.parametrize("case", ["k1", "ks", "e4"])
