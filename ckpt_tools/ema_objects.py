@@ -72,13 +72,23 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
     shows = ", ".join(f"{n} writes {k}" for k, n in sorted(several[t].items()))
     mixed = (f"; the averages read here would mix {' and '.join(taken)}" if len(taken) > 1
              else "")
+    from .offer_probe import accepted, option_text, works  # they run the map: imported late
+
+    # each offer as the export plan accepts it, never one refused (review-22-attack-r66 F4: a
+    # renamed vtr Saver's ExponentialMovingAverage keys hold raw values, slow needs
+    # --allow-missing; a Saver that kept no key of slow)
+    offers = [option_text(n, (), a) for n, a in accepted(ckpt, names)]
+    raw = ", or --raw for the raw weights" if works(ckpt, raw=True) else ""
     raise UnprovenPairingError(
         f"{ckpt.path}: the .meta's update ops show {len(several[t])} EMA objects averaging "
         f"{t} ({shows}; the checkpoint stores {s}), and {len(used)} variable(s) read here "
         f"have averages of several objects{mixed}; nothing recorded says which object an "
-        f"evaluation uses: pass --ema-name {' or --ema-name '.join(names)} (the object you "
-        "evaluate with; --allow-missing restores raw the variables whose average of it was "
-        "not saved), or --raw for the raw weights",
+        "evaluation uses: " + (f"pass {' or '.join(offers)} (the object you evaluate with; "
+                               "--allow-missing restores raw the variables whose average of "
+                               f"it was not saved){raw}" if offers else
+                               f"no --ema-name decides (--ema-name {' or --ema-name '.join(names)}"
+                               " is refused, with --allow-missing too)"
+                               + ("; ckpt export --raw writes the raw weights" if raw else "")),
         "--ema-name", {t: tuple(sorted(several[t])) for t in sorted(used)})
 
 

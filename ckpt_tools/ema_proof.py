@@ -31,7 +31,7 @@ from .ema_objects import both_averaged
 from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
 from .meta_shadows import update_ops_of
 from .object_slashed import own_head_readings
-from .offer_probe import stored_offer, works
+from .offer_probe import accepted, option_text, stored_offer, works
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
 
@@ -367,26 +367,37 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
         f"{names_text} is an "
         f"ExponentialMovingAverage's name: {others}, and TF "
         f"names averages <weight>/ExponentialMovingAverage unless given another name{why}"
-        + _only_if(ckpt, variables, unproven, [a for (a,) in open_.values()], shown),
+        + _only_if(ckpt, variables, unproven, [a for (a,) in open_.values()], shown,
+                   sorted(names - set(unproven))),
         "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
 
 
-def _only_if(ckpt: Checkpoint, variables, unproven: list[str], averages, shown) -> str:
+def _only_if(ckpt: Checkpoint, variables, unproven: list[str], averages, shown,
+             others: list[str]) -> str:
     """The refusal's closing offer: each name with its own "only if"; where an average also
     reads as a weight's own under its last part (``dense/kernel/delta/fast``: the delta's
     under ``fast``, or the kernel's under ``delta/fast``), both readings named
-    (review-17-attack-r37 F1, F3)."""
+    (review-17-attack-r37 F1, F3). Each is offered as the export plan accepts it (alone, with
+    one of ``others``, the proven names read beside it, or with ``--allow-missing``), never
+    refused, else no ``--ema-name`` decides (review-22-attack-r66 F4: ``--ema-name slow``
+    offered where only ``--ema-name slow,ExponentialMovingAverage`` exports)."""
     two = own_head_readings(ckpt, variables, averages)
     names = list(dict.fromkeys([*(suffix_base(x) for _, _, x, _ in two), *unproven]))
     said = "".join(f"; {shown(a)} reads two ways: {shown(h)}'s average under an EMA named "
                    f"{suffix_base(x)!r}, or {shown(variables[a].ema_of)}'s under one named "
                    f"{r2!r}" for a, h, x, r2 in two[:1])
-    if len(names) == 1:
-        return (f"{said}; only if {names[0]!r} is the name you gave your "
-                f"ExponentialMovingAverage, pass --ema-name {names[0]} (Python: ema_name=...)")
+    offers = [(option_text(n, (), a), " or ".join(repr(p) for p in n.split(",") if p in names))
+              for n, a in accepted(ckpt, names, others)]
+    if not offers:
+        return (f"{said}; no --ema-name decides: --ema-name {' or --ema-name '.join(names[:4])}"
+                ", stating that it is the name you gave your ExponentialMovingAverage, is "
+                "refused (with --allow-missing too)")
+    if len(offers) == 1:
+        return (f"{said}; only if {offers[0][1]} is the name you gave your "
+                f"ExponentialMovingAverage, pass {offers[0][0]} (Python: ema_name=...)")
     return (f"{said}; pass " + ", ".join(
-        f"--ema-name {n} only if {n!r} is the name you gave your ExponentialMovingAverage"
-        if i == 0 else f"--ema-name {n} only if {n!r} is" for i, n in enumerate(names))
+        f"{o} only if {n} is the name you gave your ExponentialMovingAverage"
+        if i == 0 else f"{o} only if {n} is" for i, (o, n) in enumerate(offers))
         + " (Python: ema_name=...)")
 
 

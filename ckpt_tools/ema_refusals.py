@@ -237,8 +237,7 @@ def several_message(ckpt, variables, suffix, holder, several,
             ckpt, several, examples, more, proven, unproven,
             "optimizers store their slots the same way (AdamOptimizer(name='Opt') writes "
             "W/Opt and W/Opt_1, BERT's optimizer W/adam_m and W/adam_v)",
-            proven, "those averages",
-            " or ".join(f"--ema-name {n}" for n in unproven[:4]) + " only if that is ")
+            proven, "those averages", unproven[:4])
     if options is holders and all(getattr(variables.get(c), "ema_style", None) == "keras"
                                   for c in cands):
         # Keras optimizers' use_ema copies (two training phases, one model): speak of them,
@@ -260,14 +259,14 @@ def several_message(ckpt, variables, suffix, holder, several,
 
 def _accepted(ckpt: Checkpoint, options: list[str], why: str) -> str:
     """``pass --ema-name a or --ema-name b --allow-missing`` and ``why``: each of ``options``
-    as the export plan accepts it (alone, else with ``--allow-missing`` where it averaged only
-    some variables), never one that is refused (review-22-attack-r62 F1: ``fast_2`` /
+    as the export plan accepts it (alone, two together, else with ``--allow-missing`` where it
+    averaged only some variables: :func:`~ckpt_tools.offer_probe.accepted`), never one that is
+    refused (review-22-attack-r62 F1: ``fast_2`` /
     ``slow_2`` of one list, TF1 ``fast`` / ``slow`` over overlapping variables were each
     refused); where none is, says so."""
-    from .offer_probe import option_text, works  # offer_probe runs the map: imported late
+    from .offer_probe import accepted, option_text  # they run the map: imported late
 
-    said = [option_text(n, (), allow) for n in options
-            for allow in next(([a] for a in (False, True) if works(ckpt, n, (), a)), [])]
+    said = [option_text(n, (), allow) for n, allow in accepted(ckpt, options)]
     if said:
         return "pass " + " or ".join(said) + why
     return ("no --ema-name decides: each of " + ", ".join(options) + " is refused (with "
@@ -291,30 +290,58 @@ def _unproven_holders(ckpt, several, examples, more, unproven, bases, holders, h
         ckpt, several, examples, more, proven, unproven,
         "a TF2 checkpoint records no EMA's name, and other per-weight state (gradient "
         "accumulators, optimizer slots) is named the same way",
-        sure, "the averages saved under it",
-        f"--ema-name {doubtful[0]} only if "
-        f"{' or '.join(repr(n) for n in sorted(names_of.get(doubtful[0], ())))} is "
-        if len(doubtful) == 1 else " or ".join(
-            f"--ema-name {h} (its tensors named "
-            f"{' or '.join(repr(n) for n in sorted(names_of.get(h, ())))})"
-            for h in doubtful[:4]) + " only if that is ")
+        sure, "the averages saved under it", doubtful[:4],
+        {h: " or ".join(repr(n) for n in sorted(names_of.get(h, ()))) for h in doubtful})
 
 
 def _unproven_names(ckpt, several, examples, more, proven, unproven, alike: str,
-                    sure: list[str], use: str, doubtful: str) -> tuple[str, str, bool]:
+                    sure: list[str], use: str, doubtful: list[str],
+                    named: dict[str, str] | None = None) -> tuple[str, str, bool]:
     """The refusal where a variable has several ``<weight>/<name>`` tensors and nothing
     recorded proves some of those names an EMA's, for TF1 (names) and TF2 (attributes) alike:
     ``alike`` says what else is stored that way, ``sure`` are the ``--ema-name`` values
-    offered as proven (to use ``use``), ``doubtful`` offers the others, ending so that "the
-    name you gave an ExponentialMovingAverage" follows it as the caller's statement."""
-    return (f"{ckpt.path}: {len(several)} variable(s) have more than one tensor stored as "
+    offered as proven (to use ``use``), ``doubtful`` those offered only as the caller's
+    statement that it is the name given an ExponentialMovingAverage (``named``: a TF2
+    attribute -> the names its tensors carry). Each is offered as the export plan accepts it,
+    with the command's filters (alone, two together, with ``--allow-missing``), never one
+    that is refused; where none is, the refusal says no ``--ema-name`` decides
+    (review-22-attack-r66 F4: ``--ema-name fast_2 or --ema-name slow_2`` of one list were
+    each refused, ``--ema-name fast_2 --allow-missing`` exported)."""
+    from .offer_probe import accepted, option_text  # they run the map: imported late
+
+    # four probed alone (a few plan runs), the others only paired with them
+    doubtful, sure = doubtful[:4], sure[:max(1, 4 - len(doubtful))]
+    offers = accepted(ckpt, [*sure, *doubtful][:4], [*sure, *doubtful][4:])
+    sure_said = [option_text(n, (), a) for n, a in offers if set(n.split(",")) <= set(sure)]
+
+    def stated(name: str) -> str:  # whose statement an offer is: the doubtful names in it
+        parts = [p for p in name.split(",") if p not in sure]
+        return " or ".join((named or {}).get(p) or repr(p) for p in parts)
+
+    doubt = [(option_text(n, (), a), stated(n)) for n, a in offers
+             if not set(n.split(",")) <= set(sure)]
+    if len(doubt) == 1:
+        doubt_said = f"{doubt[0][0]} only if {doubt[0][1]} is "
+    else:
+        doubt_said = " or ".join(o + (f" (its tensors named {w})" if named else "")
+                                 for o, w in doubt) + " only if that is "
+    head = (f"{ckpt.path}: {len(several)} variable(s) have more than one tensor stored as "
             f"<weight>/<name>: {examples}{more}; "
             + (f"{_proven_why(proven)}, while " if proven else "")
             + f"nothing recorded says that {' or '.join(repr(n) for n in unproven)} is an "
-            f"ExponentialMovingAverage's name: {alike}; "
-            + ("pass " + " or ".join(f"--ema-name {n}" for n in sure[:3])
-               + f" to use {use}, or " if sure else "pass ")
-            + doubtful
+            f"ExponentialMovingAverage's name: {alike}; ")
+    refused = ("--ema-name " + " or --ema-name ".join(doubtful) + ", stating that "
+               + ("it is" if len(doubtful) == 1 else "each is")
+               + " the name you gave an ExponentialMovingAverage, is refused too (with "
+               "--allow-missing too)")
+    if not doubt:
+        return (head + (f"pass {' or '.join(sure_said)} to use {use} (Python: ema_name=...)"
+                        + (f"; {refused}" if doubtful else "") if sure_said else
+                        "no --ema-name decides" + (f": {refused}" if doubtful else "")),
+                "--ema-name", True)
+    return (head + ("pass " + " or ".join(sure_said) + f" to use {use}, or "
+                    if sure_said else "pass ")
+            + doubt_said
             + "the name you gave an ExponentialMovingAverage (Python: ema_name=...)",
             "--ema-name", True)
 

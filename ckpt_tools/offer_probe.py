@@ -102,8 +102,10 @@ def works(ckpt: Checkpoint, ema_name: str | None = None, exclude: tuple[str, ...
                 except CheckpointError as e:
                     # Whether a Keras file was saved swapped is the file's own question, not
                     # the offer's: the next refusal names --not-swapped, so an offer that
-                    # works beside it still decides the EMA name (test_apply_root).
-                    if swap or raw or "--not-swapped" not in str(e):
+                    # works beside it still decides the EMA name (test_apply_root). Decided
+                    # on the option the refusal names, not on its text, which may mention
+                    # --not-swapped as one way among others.
+                    if swap or raw or getattr(e, "option", None) != "--not-swapped":
                         return False
                     kept = {**kept, "not_swapped": True}
             return False
@@ -132,6 +134,34 @@ def working(ckpt: Checkpoint, offers) -> list[tuple[str | None, tuple[str, ...],
     """The offers among ``offers`` (``(ema_name, exclude, allow_missing)``, in the order to
     prefer them; repeats dropped) that :func:`works` accepts."""
     return [o for o in dict.fromkeys(offers) if works(ckpt, *o)]
+
+
+def accepted(ckpt: Checkpoint, names, others=()) -> list[tuple[str, bool]]:
+    """The ``--ema-name`` offers built from ``names`` (the values a refusal would offer) that
+    :func:`works` accepts, in the order to name them: each name alone; where some name is
+    refused alone, two comma-separated (a refused name with another of ``names`` or of
+    ``others``, the other EMA names stored), then each refused name with ``--allow-missing``;
+    where none of that is accepted, the pairs with ``--allow-missing``. A first refusal named
+    ``--ema-name slow`` where only ``--ema-name slow,ExponentialMovingAverage`` or ``--ema-name
+    fast_2 --allow-missing`` is accepted (review-22-attack-r66 F4). Bounded: four names, so
+    a few plan runs, never one per pair of many names.
+
+    Returns:
+        `list`: ``(ema_name, allow_missing)`` pairs (:func:`option_text` types each); ``[]``
+        where none is accepted (no ``--ema-name`` decides)."""
+    import itertools
+
+    names = list(dict.fromkeys(names))[:4]
+    alone = [n for n in names if works(ckpt, n)]
+    out = [(n, False) for n in alone]
+    refused = [n for n in names if n not in alone]
+    if not refused:
+        return out
+    pool = list(dict.fromkeys([*names, *others]))[:4]
+    pairs = [",".join(p) for p in itertools.combinations(pool, 2) if set(p) & set(refused)]
+    out += [(p, False) for p in pairs if works(ckpt, p)]
+    out += [(n, True) for n in refused if works(ckpt, n, (), True)]
+    return out or [(p, True) for p in pairs if works(ckpt, p, (), True)]
 
 
 def stored_offer(ckpt: Checkpoint, stated: str) -> str:

@@ -77,6 +77,10 @@ OBJECTS = {
     "twin": ("plain", [("fast", "w"), ("fast_1", "b"), ("fast", "w")]),
     # slow over w, b and fast over b, c: b has both (review-22-attack-r62 F1)
     "overlap": ("plain", [("slow", "wb"), ("fast", "bc")]),
+    # review-22-attack-r66 F4: a renamed, suffixed training Saver(variables_to_restore())
+    # ({"model/" + k + "/x": v}); the raw weights under <v>/raw beside the first's averages
+    "rensuf": ("rensuf", [("ExponentialMovingAverage", "wbc"), ("slow", "w")]),
+    "rawplusavg": ("rawplusavg", [("ExponentialMovingAverage", "wbc"), ("slow", "w")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -94,7 +98,12 @@ for case, (kind, objects) in OBJECTS.items():
             emas.append((e, vs))
         first = emas[0][0]
         saver = tf1.train.Saver() if kind == "plain" else tf1.train.Saver(
-            first.variables_to_restore()) if kind == "vtr" else tf1.train.Saver({
+            first.variables_to_restore()) if kind == "vtr" else tf1.train.Saver(
+            {f"model/{k}/x": v for k, v in first.variables_to_restore().items()}
+        ) if kind == "rensuf" else tf1.train.Saver({
+            **{f"{k}/raw": v for k, v in V.items()}, "global_step": gs,
+            **{first.average_name(v): first.average(v) for v in V.values()}}
+        ) if kind == "rawplusavg" else tf1.train.Saver({
                 "w/ExponentialMovingAverage": V["w"], "w/slow": emas[1][0].average(V["w"]),
                 "b": V["b"], "b/ExponentialMovingAverage": first.average(V["b"]),
                 "c": V["c"], "c/ExponentialMovingAverage": first.average(V["c"]),
@@ -108,6 +117,9 @@ for case, (kind, objects) in OBJECTS.items():
             truth = {f"{case}:raw:{k}": s.run(v.read_value()) for k, v in V.items()}
             truth.update({f"{case}:o{i}:{k}": s.run(e.average(V[k]).read_value())
                           for i, (e, vs) in enumerate(emas) for k in vs})
+            if kind == "rensuf":  # exported under its keys' names
+                truth.update({f"{t.rpartition(':')[0]}:model/{t.rpartition(':')[2]}/"
+                              f"ExponentialMovingAverage/x": a for t, a in list(truth.items())})
         np.savez(f"{out}/{case}.npz", **truth)
 np.savez(f"{out}/truth.npz", **{k: v for c in (*CASES, *OBJECTS)
                                 for k, v in np.load(f"{out}/{c}.npz").items()})
@@ -213,6 +225,15 @@ OFFERS = [
     ("overlap", [], {"--ema-name slow --allow-missing": {"w": "o0", "b": "o0", "c": "raw"},
                      "--ema-name fast --allow-missing": {"w": "raw", "b": "o1", "c": "o1"}},
      ["--ema-name slow", "--ema-name fast"]),
+    # review-22-attack-r66 F4: the unstated refusal offered --ema-name ExponentialMovingAverage
+    # (its keys hold raw values under a renamed Saver) and --ema-name slow (needs
+    # --allow-missing), each refused; a Saver that kept no key of slow offered slow
+    ("rensuf", [], {"--ema-name slow --allow-missing": {
+        f"model/{v}/ExponentialMovingAverage/x": w for v, w in (("w", "o1"), ("b", "raw"),
+                                                                ("c", "raw"))}},
+     ["--ema-name ExponentialMovingAverage", "--ema-name slow"]),
+    ("rawplusavg", [], {"--ema-name ExponentialMovingAverage": {"w": "o0", "b": "o0", "c": "o0"}},
+     ["--ema-name slow"]),
     # r62 F4: the offers are probed with the command's own --exclude (typed beside them)
     ("disjoint", ["--ema-name", "slow", "--exclude", "w"],
      {"--ema-name ExponentialMovingAverage": {"b": "o0", "c": "o0"},

@@ -8,6 +8,7 @@ refused again. Checkpoints are made here by real TensorFlow."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -239,3 +240,90 @@ def test_averages_of_variables_the_checkpoint_lacks_are_said_so(keras, tf, tmp_p
         assert result.exit_code == 6, result.output
         err = " ".join(result.stderr.split())
         assert "averages of variables the checkpoint does not store" in err, err
+
+
+# review-22-attack-r66 F4: two EMA objects over a tf.Module's w, b, c (GradientTape steps),
+# per case: (object name, the variables it averaged) each, and how tf.train.Checkpoint saves
+# the averages: one list ``ema=[...]``, under ``ema`` / ``ema_slow`` as lists or dicts
+TWO = {
+    "onelist": ([("fast", "wb"), ("slow", "bc")], "onelist"),
+    "disj": ([("ExponentialMovingAverage", "bc"), ("slow", "w")], "attrs"),
+    "overlap": ([("fast", "wb"), ("slow", "bc")], "attrs"),
+    "overlap_dict": ([("fast", "wb"), ("slow", "bc")], "dicts"),
+    "partial": ([("e1", "w"), ("e2", "b")], "attrs"),  # c averaged by neither
+}
+
+
+def _two_objects(tf, path, objects, save):
+    """Trains w, b, c by GradientTape, each EMA object of ``objects`` applied after each step,
+    and saves them by ``save``. Returns (the raw values, per object: the names that state it
+    (its attribute, its name, its averages' recorded names) and its ``ema.average(v)``)."""
+
+    class M(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(tf.random.normal([3, 3]), name="w")
+            self.b = tf.Variable(tf.random.normal([3]), name="b")
+            self.c = tf.Variable(tf.random.normal([3]), name="c")
+
+    m = M()
+    x = tf.random.normal([4, 3])
+    emas = [(tf.train.ExponentialMovingAverage(d, name=n), [getattr(m, k) for k in vs])
+            for d, (n, vs) in zip((0.5, 0.9), objects, strict=True)]
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum((x @ m.w + m.b + 2 * m.c) ** 2)
+        for v, g in zip((m.w, m.b, m.c), tape.gradient(loss, [m.w, m.b, m.c]), strict=True):
+            v.assign_sub(0.01 * g)
+        for e, vs in emas:
+            e.apply(vs)
+    attrs = ("ema", "ema_slow")
+    saved = ({"ema": [e.average(v) for e, vs in emas for v in vs]} if save == "onelist" else
+             {a: {v.name[:-2]: e.average(v) for v in vs} if save == "dicts" else
+              [e.average(v) for v in vs] for a, (e, vs) in zip(attrs, emas, strict=True)})
+    tf.train.Checkpoint(model=m, **saved).write(str(path / "ckpt"))
+    truth = []
+    for a, (e, vs) in zip(attrs, emas, strict=True):
+        recorded = {e.average(v).name[:-2].rpartition("/")[2] for v in vs}
+        names = {e.name, *recorded, *([a] if save != "onelist" else [])}
+        truth.append((names, {f"model/{v.name[:-2]}": e.average(v).numpy() for v in vs}))
+    return {f"model/{k}": getattr(m, k).numpy() for k in "wbc"}, truth
+
+
+@pytest.fixture(scope="module")
+def two(tf, tmp_path_factory):
+    out = tmp_path_factory.mktemp("two")
+    return {case: (out / case, _two_objects(tf, out / case, *spec))
+            for case, spec in TWO.items()}
+
+
+@pytest.mark.parametrize("case", list(TWO))
+def test_two_objects_first_refusal_offers_only_options_that_export(two, case, tmp_path):
+    """review-22-attack-r66 F4: the refusal without ``--ema-name`` offered ``--ema-name
+    fast_2 or --ema-name slow_2`` (one list), ``--ema-name slow`` (disjoint objects),
+    ``--ema-name ema or --ema-name ema_slow`` (overlapping), ``--ema-name e1 ... e2``
+    (partial), each refused again. Every option it offers now is run and exports, bit for
+    bit, each variable's ``ema.average(v)`` of the one stated object that averaged it, or
+    (with ``--allow-missing``) its raw value where none of them did."""
+    path, (raw, objects) = two[case]
+    out = tmp_path / "x.npz"
+    result = runner.invoke(app, ["export", str(path), "--out", str(out)])
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 6 and not out.exists(), said
+    assert "is refused" not in said and "decides" not in said, said
+    offered = re.findall(r"--ema-name (\S+?),?( --allow-missing)?(?= |$)", said)
+    assert offered, said
+    for name, missing in offered:
+        args = ["--ema-name", name, *(["--allow-missing"] if missing else [])]
+        result = runner.invoke(app, ["export", str(path), *args, "--out", str(out), "--force"])
+        assert result.exit_code == 0, (args, result.output)
+        stated = set(name.split(","))
+        with np.load(out) as z:
+            # a dict's other tensors (ema_slow/b) are written as stored, with a warning
+            assert sorted(k for k in z.files if k.startswith("model/")) == sorted(raw), (
+                args, z.files)
+            for k in raw:
+                took = [avg[k] for names, avg in objects if names & stated and k in avg]
+                assert len(took) == 1 or not took and missing, (args, k)
+                want = took[0] if took else raw[k]
+                assert z[k].tobytes() == want.tobytes(), (args, k)

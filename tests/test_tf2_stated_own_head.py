@@ -64,8 +64,11 @@ def test_named_ema_over_a_delta_of_a_frozen_kernel(tf, tmp_path):
     said = _said(result)
     assert "model/delta's average under an EMA named 's17gfast'" in said, said
     assert "model/kernel's under one named 'delta/s17gfast'" in said, said
-    assert "--ema-name s17gfast only if 's17gfast' is the name you gave" in said, said
-    assert "--ema-name delta/s17gfast only if 'delta/s17gfast' is" in said, said
+    # each reading offered as it is accepted: the frozen kernel has no average of s17gfast
+    # (review-22-attack-r66 F4: --ema-name s17gfast alone was offered, and refused)
+    assert "--ema-name s17gfast --allow-missing only if 's17gfast' is the name you gave" in \
+        said, said
+    assert "--ema-name delta/s17gfast --allow-missing only if 'delta/s17gfast' is" in said, said
     # the true statement: the frozen kernel has no average, nothing else is missing
     result = _export(d, out, "--ema-name", "s17gfast")
     assert result.exit_code == 6, result.output
@@ -121,7 +124,8 @@ def test_named_ema_over_a_sub_module_named_like_a_weight(tf, tmp_path):
              "model/blocks/0/proj/kernel": ema.average(blk.proj.kernel).numpy()}
     result = _export(d, out)
     assert result.exit_code == 6, result.output
-    assert "--ema-name s17gf3 only if 's17gf3' is the name you gave" in _said(result)
+    assert "--ema-name s17gf3 --allow-missing only if 's17gf3' is the name you gave" in \
+        _said(result)
     result = _export(d, out, "--ema-name", "s17gf3")
     assert result.exit_code == 6, result.output  # block/w has none: --allow-missing
     assert "none of its averages is kept" not in _said(result), _said(result)
