@@ -77,15 +77,20 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
     # each offer as the export plan accepts it, never one refused (review-22-attack-r66 F4: a
     # renamed vtr Saver's ExponentialMovingAverage keys hold raw values, slow needs
     # --allow-missing; a Saver that kept no key of slow)
-    offers = [option_text(n, (), a) for n, a in accepted(ckpt, names)]
+    took = accepted(ckpt, names)
+    offers = [option_text(n, (), a) for n, a in took]
     raw = ", or --raw for the raw weights" if works(ckpt, raw=True) else ""
+    # the objects not offered, said refused (one whose averages were not saved)
+    left = [n for n in names if not any(n in o.split(",") for o, _ in took)]
+    refused = (f"; --ema-name {' or --ema-name '.join(left)} is refused (with "
+               "--allow-missing too)" if left and offers else "")
     raise UnprovenPairingError(
         f"{ckpt.path}: the .meta's update ops show {len(several[t])} EMA objects averaging "
         f"{t} ({shows}; the checkpoint stores {s}), and {len(used)} variable(s) read here "
         f"have averages of several objects{mixed}; nothing recorded says which object an "
         "evaluation uses: " + (f"pass {' or '.join(offers)} (the object you evaluate with; "
                                "--allow-missing restores raw the variables whose average of "
-                               f"it was not saved){raw}" if offers else
+                               f"it was not saved){raw}{refused}" if offers else
                                f"no --ema-name decides (--ema-name {' or --ema-name '.join(names)}"
                                " is refused, with --allow-missing too)"
                                + ("; ckpt export --raw writes the raw weights" if raw else "")),
