@@ -77,9 +77,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     stored = {v.name: v for v in ckpt.variables_unwarned()}
     if ema is False:  # a key under a stated name's shadow (net/w/fast/kernel): an average of
         # it or a weight? --raw would drop a weight or write an average: refused as the map
-        # refuses it, the filters first (review-22-attack-r65 F4)
-        refuse_under_shadows(ckpt, stored, map_options.get("ema_name"), lambda k: _filtered_out(
-            {_clean_name(k, stored.get(k)), k}, include, exclude))
+        # refuses it, the filters first; no name stated, under each name the keys read
+        # averages by (net/w/fast: fast) (review-22-attack-r65 F4)
+        for name in ([map_options["ema_name"]] if map_options.get("ema_name") else sorted(
+                {k.rpartition("/")[2] for k, v in stored.items() if v.role == R.EMA
+                 and v.ema_of and k.rpartition("/")[0] == v.ema_of})):
+            refuse_under_shadows(ckpt, stored, name, lambda k: _filtered_out(
+                {_clean_name(k, stored.get(k)), k}, include, exclude))
     variables = stated_slashed_shadows(ckpt, stored,
                                        map_options.get("ema_name"))  # --ema-name ema/slow
     has_ema = any(v.role == R.EMA for v in variables.values())

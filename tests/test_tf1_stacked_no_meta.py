@@ -230,15 +230,18 @@ def test_raw_refuses_a_key_under_a_stated_names_shadow(under, tmp_path, case):
     trainable kernel named under the shadow (k1, ks), exit 0, and wrote ``ema/fast``'s average
     ``net/w/ema/fast`` as a raw weight (ks). The keys cannot tell the kernel from an average of
     the shadow (e4: ``ema/slow``'s is one): written raw it may be an average, left out a
-    weight, so ``--raw`` refuses it as the map does. The offered ``--exclude`` exports the raw
-    weights; with the ``.meta`` every kernel is written raw. Values as TensorFlow held them."""
+    weight, so ``--raw`` refuses it as the map does; with no name stated too, where the keys
+    read the shadows as averages (k1, e4). The offered ``--exclude`` exports the raw weights;
+    with the ``.meta`` every kernel is written raw. Values as TensorFlow held them."""
     out, truth = under
     name, keys = SHADOWED[case]
     dest = tmp_path / f"{case}.npz"
+    for stated in (["--ema-name", name], *([[]] if case != "ks" else [])):
+        code, _, err = run_cli(["export", str(out / case), "--raw", *stated, "--no-meta",
+                                "--out", str(dest)])
+        assert code == 6 and not dest.exists(), (stated, err)
+        assert all(f"--exclude '{k}'" in err for k in keys) and "drop --no-meta" in err, err
     raw = ["export", str(out / case), "--raw", "--ema-name", name]
-    code, _, err = run_cli([*raw, "--no-meta", "--out", str(dest)])
-    assert code == 6 and not dest.exists(), err
-    assert all(f"--exclude '{k}'" in err for k in keys) and "drop --no-meta" in err, err
     excluded = [a for k in keys for a in ("--exclude", k)]
     for extra in (["--no-meta", *excluded], []):
         code, _, err = run_cli([*raw, *extra, "--out", str(dest), "--force"])
