@@ -242,6 +242,25 @@ def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, Role
     return out
 
 
+def update_op_other_slots(roles: Mapping[str, RoleInfo], meta: MetaGraph | None
+                          ) -> dict[str, RoleInfo]:
+    """Returns new roles for the keys read as ``other`` that the ``.meta``'s graph shows an
+    optimizer's ``Apply*`` op takes as a slot (``Momentum/update_V/ResourceApplyMomentum``):
+    that variable's ``optimizer_slot``. By name such a key is read as a slot only beside its
+    stored variable (or, with no graph collections, beside its average); a training
+    ``Saver(ema.variables_to_restore())`` stores ``V`` only under ``V/ExponentialMovingAverage``,
+    and the ``.meta``'s ``variables`` collection left ``V/Momentum`` ``other`` where the file
+    without it read a slot (review-23-user-u25 F6)."""
+    lone = [k for k, ri in roles.items() if ri.role == OTHER and not (
+        ri.ema_of or ri.slot_of or ri.candidates)]
+    read = update_ops_of(meta) if lone else None
+    if read is None:
+        return {}
+    ops, key = read
+    slots = {key(s): key(t) for s, (t, _op) in ops.slots.items()}
+    return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) for k in lone if k in slots}
+
+
 def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
                       meta: MetaGraph | None) -> dict[str, RoleInfo]:
     """Returns new roles for the keys read by name as a TF1 average that the ``.meta``'s graph

@@ -581,6 +581,23 @@ def test_slots_beside_averages_of_unstored_variables_are_slots_without_a_meta(ma
             assert got[v].tobytes() == truth[f"momentum:raw:{v}"].tobytes(), v
 
 
+def test_slots_beside_averages_of_unstored_variables_are_slots_with_the_meta(made, tmp_path):
+    """review-23-user-u25 F6: the same checkpoint beside its .meta, whose graph shows
+    MomentumOptimizer's ResourceApplyMomentum taking ``w/Momentum`` as ``w``'s slot: ``list``
+    gave it role ``other`` (slot_of null), its ``variables`` collection stopping the reading
+    by name; it is ``w``'s optimizer_slot as without the .meta."""
+    import json
+
+    out, _ = made
+    prefix = str(next((out / "momentum").glob("*.index")))[: -len(".index")]
+    code, text, err = run_cli(["list", prefix, "--json"])
+    assert code == 0, err
+    rows = {v["name"]: v for v in json.loads(text)["variables"]}
+    for v in ("w", "b"):
+        assert (rows[f"{v}/Momentum"]["role"], rows[f"{v}/Momentum"]["slot_of"]) == (
+            "optimizer_slot", v), rows[f"{v}/Momentum"]
+
+
 @pytest.mark.parametrize("args", [["--tensor-averages"], ["--exclude", "model/global_step"],
                                   ["--exclude", "model/global_step", "--tensor-averages"]],
                          ids=" ".join)
