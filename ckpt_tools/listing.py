@@ -168,6 +168,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     frozen = frozenset(k for k, t in (layout.trainable.items() if layout else ()) if not t)
     frozen |= meta_frozen
     expected = [v for v in everything if v.role in averaged_roles and v.name not in frozen]
+    evidence = _ema_evidence(layout, ckpt)
     return Listing(
         checkpoint=ckpt.path, format=ckpt.format, meta=ckpt.meta_source,
         saved_model=ckpt.location.saved_model,
@@ -175,7 +176,9 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         any_ema=any(v.role == "ema" for v in everything),
         with_shadow=sum(1 for v in expected if v.ema), expected=len(expected),
         by_key={v.name: v for v in everything}, shards=data_shards(ckpt),
-        ema_evidence=_ema_evidence(layout, ckpt), frozen=frozen, unproven=unproven,
+        ema_evidence=evidence, frozen=frozen,
+        # restore-ema's output needs no statement: its weights are the averages (u25 F3)
+        unproven=None if (evidence or {}).get("weights_are_averages") else unproven,
         raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]),
         raw_named=raw_named)
 

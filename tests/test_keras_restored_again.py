@@ -12,6 +12,7 @@ them, as ``export`` does, and gives Keras' averages bit for bit.
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -61,6 +62,7 @@ def restored(tmp_path_factory):
 
     model.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[Snap()])
     assert len(truth) == 4
+    _frozen(keras, out, x, y)
     files = {"keras": out / "w" / "ema.keras", "weights.h5": out / "w" / "ema.weights.h5",
              "h5": out / "w" / "ema.h5"}
     for kind, target in files.items():
@@ -69,6 +71,61 @@ def restored(tmp_path_factory):
                   *extra)
         assert r.exit_code == 0, r.output
     return out, truth, files
+
+
+def _frozen(keras, out, x, y) -> None:
+    """``frozen.keras``: a model whose frozen ``b`` has the shape of the trained ``c``, so its
+    file does not prove which of them the optimizer's copies average (``--trainable``
+    decides), and restore-ema's output of it ``fz/ema.keras``; Keras' own averages (raw for
+    ``b``) recorded at save time in ``frozen_truth.npz``."""
+    keras.utils.set_random_seed(6)
+    fr = keras.layers.Dense(4, name="b")
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4, name="a"), fr,
+                              keras.layers.Dense(4, name="c"), keras.layers.Dense(3, name="out")],
+                             name="frozen")
+    fr.trainable = False
+    model.compile(optimizer=keras.optimizers.Adam(0.05, use_ema=True, ema_momentum=0.8),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    opt = model.optimizer
+    averages = {v.path: a for v, a in zip(opt._trainable_variables,
+                                          opt._model_variables_moving_average, strict=True)}
+    np.savez(out / "frozen_truth.npz", **{v.path: np.array(averages.get(v.path, v).numpy())
+                                          for v in model.weights})
+    model.save(str(out / "frozen.keras"))  # after fit(): weights raw, copies the averages
+    r = _ckpt("restore-ema", out / "frozen.keras", "--not-swapped", "--trainable", "a,c,out",
+              "--out", out / "fz" / "ema.keras", "-q")
+    assert r.exit_code == 0, r.output
+
+
+def test_restore_emas_output_of_a_model_with_a_frozen_layer_needs_no_statement(restored):
+    """review-23-user-u25 F3: which of the equal-shaped ``b`` (frozen), ``c`` the copies
+    average is not proven by the file, restore-ema's or its input; but restore-ema's output
+    holds the averages as its weights (export writes them as stored, bit for bit). ``list`` said
+    "pass --trainable to decide" and its --json both weights_are_averages and ema_unproven;
+    ``diff --ema`` refused without a word of the bake. The input is still asked."""
+    out, _, _ = restored
+    baked = out / "fz" / "ema.keras"
+    done = _ckpt("list", baked)
+    assert done.exit_code == 0, done.output
+    said = _words(done.output)
+    assert "restore-ema wrote this file: its weights are the averages" in said, said
+    assert "--trainable" not in said and "to decide" not in said, said
+    listed = json.loads(_ckpt("list", baked, "--json").stdout)
+    assert listed["ema_evidence"]["weights_are_averages"] is True
+    assert listed["ema_unproven"] is None, listed["ema_unproven"]
+    for command in (["map", baked], ["diff", baked, "--ema"]):
+        done = _ckpt(*command)
+        assert f"{baked}: {ALREADY}" in _words(done.output), done.output
+    target = out / "fz" / "w.npz"
+    done = _ckpt("export", baked, "--out", target)
+    assert done.exit_code == 0, done.output
+    with np.load(target) as got, np.load(out / "frozen_truth.npz") as truth:
+        assert sorted(got.files) == sorted(truth.files), got.files
+        for name in got.files:  # frozen/b/kernel raw, the others Keras' averages
+            assert got[name].tobytes() == truth[name].tobytes(), name
+    done = _ckpt("list", out / "frozen.keras")  # not restore-ema's: the statement decides
+    assert "pass --trainable to decide" in _words(done.output), done.output
 
 
 def _weights(path) -> dict[str, np.ndarray]:

@@ -113,6 +113,11 @@ def diff_command(
         assumed: dict = {}
         if ema:
             require_selection(ca, names, None)
+            from ..restored_mark import marked_map_note
+
+            marked = marked_map_note(ca)
+            if marked:  # restore-ema's output: said before its copies' diff or refusal (u25 F3)
+                out.note(f"note: {marked}", always=True)
             pairs = _pairs_of(ca, ema_name, not no_meta, apply_order)
             if pairs is not None:  # not_swapped: always; fit_order: --strict
                 from ..keras_assumed import refuse_assumed

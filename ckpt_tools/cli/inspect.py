@@ -288,6 +288,15 @@ def _print_table(out: Output, listing: Listing) -> None:
                     "built from ema.variables_to_restore() writes them: the checkpoint holds "
                     "no average of them ('ckpt map' says why)")
     open_rows = [v for v in listing.by_key.values() if _open(v) and v.name not in raw]
+    if open_rows and not raw_rows and (listing.ema_evidence or {}).get("weights_are_averages"):
+        # restore-ema's output: its weights are the averages, which export and eval use as
+        # they are; its EMA copies' pairing, open or not, decides nothing (u25 F3)
+        out.summary(f"EMA: {MARKED} (export and eval use them as they are; the pairing of "
+                    "its EMA copies marked '?' is not needed)")
+        for note in listing.ema_evidence.get("notes") or []:
+            if note.startswith("ckpt restore-ema paired"):  # what it assumed (r40 F1)
+                out.note(note)
+        return
     if open_rows or raw_rows:
         # the rows marked '?' above, counted by the same test (not every variable with
         # candidates: a proven ✓ or "of X" row is not open); a filter may hide some
