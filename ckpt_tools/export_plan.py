@@ -112,8 +112,12 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         has_ema = has_ema or any(s != t for t, s in sources.items())
     elif refuse_crossed_raw(ckpt):  # never reached: it raises where the save ops disagree
         pass
-    elif holders is None and restored_raw_holders(ckpt, variables):
-        holders = restored_raw_holders(ckpt, variables)  # Saver(variables_to_restore())
+    elif (restored := restored_raw_holders(ckpt, variables)) and (
+            holders is None or set(holders.values()) == set(restored.values())):
+        # Saver(variables_to_restore()); also where the keys pair as swapped with a second
+        # object's averages (a stripped vtr Saver beside slow: the same keys, under their
+        # variables' names, said: review-22-attack-r66 F8)
+        holders = restored
         warnings.append(restored_raw_warning(ckpt, holders))
     elif holders is None and averages_under_variable_names(ckpt):
         k, h = next(iter(sorted(averages_under_variable_names(ckpt).items())))

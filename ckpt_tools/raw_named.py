@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 
 from . import roles as R
 from .checkpoint import Checkpoint
-from .ema_updates import shadow_owners
+from .ema_updates import part_update_ops, shadow_owners
 from .meta_shadows import update_ops_of
 from .save_op import written_sources
 
@@ -124,6 +124,22 @@ def applied_shadows(ckpt: Checkpoint) -> dict[str, str] | None:
     return shadow_owners(ckpt, whole=True) or None
 
 
+def training_state(ckpt: Checkpoint, *, shadows_only: bool = False) -> set[str]:
+    """The graph's variables (op names) that are no model weight, as its update ops show
+    them: each shadow an ``ema.apply()`` update writes, each variable an optimizer's update
+    op writes beside the one it trains (its slots, Adam's ``beta1_power``), and the
+    ``global_step`` collection's; with ``shadows_only``, the shadows alone. Empty without a
+    ``.meta`` or where its update ops cannot be read (some may be missing where they are
+    not read whole: :func:`~ckpt_tools.ema_updates.shadow_owners`)."""
+    found = part_update_ops(ckpt) if ckpt.meta is not None else None
+    if found is None:
+        return set()
+    ops = found[0]
+    if shadows_only:
+        return set(ops.averages)
+    return {*ops.averages, *ops.slots, *(ckpt.meta.collections.get("global_step") or ())}
+
+
 def vtr_variables(ckpt: Checkpoint) -> set[str]:
     """The graph's variables any ``ema.variables_to_restore()`` maps to an average's name:
     ``trainable_variables`` and ``moving_average_variables`` (TF's own rule), graph op names;
@@ -195,7 +211,9 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
             where the Saver was built from an object whose ``apply()`` never ran
             (``Saver(ema.variables_to_restore())`` beside ``slow.apply()``:
             ``w/ExponentialMovingAverage`` holds raw ``w``; a suffix after each such key,
-            ``w/ExponentialMovingAverage/x``; review-22-attack-r64 F1, F3). A suffix also
+            ``w/ExponentialMovingAverage/x``; review-22-attack-r64 F1, F3), also with the
+            variable's scope stripped from its name (``w/ExponentialMovingAverage`` from
+            ``tower/w``: review-22-attack-r66 F8). A suffix also
             after a shadow's or a step counter's name (``{v.op.name + "/var": v}`` of every
             variable) proves no such Saver (review-21-attack-r60 F6).
 
@@ -270,26 +288,36 @@ def _vtr_suffixed(sources: dict[str, list[str]], keys, whole: bool,
     """Key -> variable for each of ``keys`` written from ``<v>`` (or, ``whole``, its parts)
     and named ``<v>/<suffix>``, where every key of the save op ending in ``/<suffix>`` is so
     written from a variable of ``averaged`` (see :func:`written_from_own`'s ``averaged``)."""
-    def held(key: str) -> str | None:
+    averaged = set(averaged)
+
+    def held(key: str) -> tuple[str, str] | None:
+        # (the key's head, the variable written under it): the head is the variable, or
+        # the variable with its scope stripped (w/ExponentialMovingAverage from tower/w, a
+        # Saver of {k.replace("tower/", "", 1): v}; review-22-attack-r66 F8)
         src = sources.get(key) or []
         if not src or key in src:
             return None
         parts = key.split("/")
-        return next((v for v in ("/".join(parts[:cut]) for cut in range(len(parts) - 1, 0, -1))
-                     if v in averaged and (saved_from(src, v) if whole else src == [v])), None)
+        # the variable is its source (or, whole, the one its parts are of): never scanned
+        each = sorted({src[0], re.sub(r"/part_\d+$", "", src[0])} & averaged,
+                      key=len, reverse=True)
+        return next(((head, v) for head in ("/".join(parts[:cut])
+                                            for cut in range(len(parts) - 1, 0, -1))
+                     for v in each if (v == head or v.endswith("/" + head))
+                     and (saved_from(src, v) if whole else src == [v])), None)
 
     checked: dict[str, bool] = {}
 
     def vtr_suffix(suffix: str) -> bool:
         # every key under this suffix, not only those asked about, must be vtr-made
         if suffix not in checked:
-            checked[suffix] = all(held(k) == k[: -len(suffix) - 1] for k in sources
-                                  if k.endswith("/" + suffix))
+            checked[suffix] = all((held(k) or ("",))[0] == k[: -len(suffix) - 1]
+                                  for k in sources if k.endswith("/" + suffix))
         return checked[suffix]
 
     out = {}
     for key in keys:
-        v = held(key)
-        if v is not None and vtr_suffix(key[len(v) + 1:]):
-            out[key] = v
+        found = held(key)
+        if found is not None and vtr_suffix(key[len(found[0]) + 1:]):
+            out[key] = found[1]
     return out

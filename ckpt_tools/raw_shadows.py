@@ -30,6 +30,7 @@ from .raw_named import (
     evaluation_graph,
     raw_named_keys,
     saved_from,
+    training_state,
     vtr_variables,
     written_from_own,
 )
@@ -253,38 +254,69 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     ``W`` held when it saved (:func:`evaluation_graph`: the averages, if it restored them;
     the export's warning says so). A partitioned variable's parts, saved under one key each
     (``W/part_0/ExponentialMovingAverage`` from ``W/part_0``), export as ``W/part_0``, ...
-    (review-13-attack-r24 F4). ``None`` where none is, or where another key is written from
-    another variable."""
+    (review-13-attack-r24 F4).
+
+    Beside them, the save op says what every other key was written from, and that alone
+    decides (review-22-attack-r66 F2, F3, F8): a key written from a shadow an
+    ``ema.apply()`` update writes, an optimizer's slot or the step (:func:`training_state`)
+    is never a weight (a second object's average ``w/slow/x`` of a suffixed Saver, Adam's
+    ``w/Adam/x``); a model variable saved under its own name (``b`` of
+    ``Saver(ema.variables_to_restore([w]))``) is one, exported under its name, never
+    dropped. ``None`` where no key holds its variable under an average's name, or where a
+    model variable is saved under another name none of these reads, or a key named as
+    another graph variable holds an average (a swapping Saver; the export then reads the
+    keys as before, and refuses them; TF1's Saver saves no variable under two names).
+    """
     sources = written_sources(ckpt)
     if not sources:
         return None
-    out = {}
+    state = training_state(ckpt)
     shadows = applied_shadows(ckpt)  # the graph's own name of a scoped apply()'s key
+    trainable = set(ckpt.meta.collections.get("trainable_variables") or ())
+
+    def model(key: str) -> bool:  # written from variables no update op shows as state
+        return all(s not in state for s in sources.get(key) or [None])
+
+    out = {}
     graph = set(ckpt.meta.variables) if shadows else ()
     for key, var in written_from_own(sources, variables, whole=False, renamed=graph,
                                      shadows=shadows, averaged=vtr_variables(ckpt)).items():
-        if var not in variables and var not in out:
+        if var not in variables and var not in out and model(key):
             out[var] = key
-    held = set(out.values())  # every other key written from itself, or nothing is read here
+    held = set(out.values())
+    if not held:
+        return None
     # ... or from the variable its name sits under with the tail every raw holder's key has:
-    # a suffix after each key of a vtr Saver (global_step/x beside w/ExponentialMovingAverage/x,
-    # exported as global_step, as before 17aae82; review-22-attack-r64 F3)
-    tails = {k: src[0] for k in variables if k not in held
+    # a suffix after each key of a vtr Saver (c/x beside w/ExponentialMovingAverage/x,
+    # exported as c; review-22-attack-r64 F3)
+    tails = {k: src[0] for k in variables if k not in held and model(k)
              for src in [sources.get(k) or []] if len(src) == 1
-             and k.startswith(src[0] + "/") and held
+             and k.startswith(src[0] + "/")
              and all(h.endswith(k[len(src[0]):]) for h in held)}
-    if any(k not in held and k not in tails and sources.get(k) != [k] for k in variables):
+    # never a weight: an average, a slot, the step, whatever the key's name
+    state_keys = {k for k in variables if sources.get(k)
+                  and all(s in state for s in sources[k])}
+    if any(k in ckpt.meta.variables and sources[k] != [k] for k in state_keys):
+        return None  # another variable's name over an average (a swapping Saver): refused
+    # a model variable under its own name; where the update ops are not read whole (some
+    # shadows may be unseen), only a trainable one: no shadow is
+    own = [k for k in variables if sources.get(k) == [k] and model(k) and (
+        k in trainable or (shadows is not None and variables[k].role in (R.WEIGHT, R.BN_STAT)))]
+    if any(k not in held and k not in tails and k not in state_keys and sources.get(k) != [k]
+           for k in variables):
         return None
     for key, var in tails.items():
         if var not in variables and var not in out:
             out[var] = key
-    return out or None
+    out.update((k, k) for k in own if k not in out)
+    return out
 
 
 def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
     """``export --raw``'s warning for what :func:`restored_raw_holders` exports (without
     ``warning:``)."""
     k, h = next(iter(holders.items()))
+    k = ((written_sources(ckpt) or {}).get(h) or [k])[0]  # the graph's name (b of model/b)
     graph = graph_named(ckpt)
     parts = [n for n in holders if re.search(r"/part_\d+$", n)]
     said = (f"; the parts of a partitioned variable export one each, as stored (e.g. "
@@ -296,6 +328,14 @@ def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
                 "those variables held when it saved: the averages, if it restored them from a "
                 "training checkpoint (then --averages-only exports them as the averages), which "
                 "the file cannot show" + said)
+    shadows = training_state(ckpt, shadows_only=True)
+    stored = sorted(k for k, src in (written_sources(ckpt) or {}).items()
+                    if src and all(s in shadows for s in src))
+    # another object's averages (or this one's, beside a subset) may be stored: said so,
+    # never "no average is stored" (review-22-attack-r66 F6)
+    averages = (f"; {len(stored)} key(s) it wrote from EMA shadows hold averages, not raw "
+                f"weights, and are left out (e.g. {stored[0]})" if stored else
+                "; no average is stored")
     return (f"exporting the raw weights under their variables' names: the {graph}'s save op "
             f"wrote them under their averages' names (e.g. {h} from {k}), as a training "
-            "Saver(ema.variables_to_restore()) does; no average is stored" + said)
+            "Saver(ema.variables_to_restore()) does" + averages + said)

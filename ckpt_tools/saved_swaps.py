@@ -18,6 +18,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .meta_shadows import update_ops_of
+from .raw_named import raw_named_keys
 from .saved_keys import PART, held_variables, translated_pairs, written_over
 
 _OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
@@ -238,10 +239,14 @@ def raw_holders(ckpt: Checkpoint, variables,
         return None
     pairs, _, _, names = found
     out: dict[str, str] = {}
+    raw = raw_named_keys(ckpt)  # proven raw by the save op, whatever its name reads as
     for _, t in pairs:
         v = variables.get(names[t]) if t in names else variables.get(t)  # None: not stored
-        if v is not None and v.role in (R.WEIGHT, R.BN_STAT):
-            out[names.get(t, t)] = t
+        if v is not None and (v.role in (R.WEIGHT, R.BN_STAT) or t in raw):
+            # a stripped vtr key beside a second object's averages (w/ExponentialMovingAverage
+            # from tower/w) reads by name as a tensor's average: named as its variable
+            # (review-22-attack-r66 F8)
+            out[names.get(t) or raw.get(t) or t] = t
     return out
 
 
