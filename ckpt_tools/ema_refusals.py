@@ -24,34 +24,39 @@ def require_keras(ckpt: Checkpoint) -> None:
 
     keras_ema (and NumPy with it) is imported only for Keras files: ``ckpt list`` stays light.
     """
-    layout = getattr(ckpt.reader, "keras", None)
-    if layout is None:
+    if getattr(ckpt.reader, "keras", None) is None:
         return
     from .keras_ema import require_keras_pairing
 
-    try:
-        require_keras_pairing(ckpt)
-    except EmaError as exc:
-        if layout.nested:  # a MultiOptimizer's averages: no option decides (nested_optimizers)
-            raise
-        if getattr(exc, "option", None) == "--optimizer":  # a class of the user's: it decides
-            raise  # (its refusal also says --trainable states nothing: review-16-attack-r33 F5)
-        if layout.use_ema is None:
-            raise UnprovenPairingError(str(exc), "--use-ema/--no-use-ema") from None
-        if layout.averages and any(v is None for v in layout.averages.values()):
-            # keras_ema names --trainable where the frozen set or sublayer order is open
-            # (the one thing it can decide); other unpairable copies no option decides.
-            option = "--trainable" if "--trainable" in str(exc) else None
-            # each open average and its candidate weights: list shows '?' on both sides
-            undecided = {v.name: tuple(v.ema_candidates) for v in ckpt.variables_unwarned()
-                         if v.role == R.EMA and not v.ema_of and v.ema_candidates}
-            raise UnprovenPairingError(str(exc), option, undecided) from None
-        if layout.copies_unpaired and "--trainable" in str(exc):
-            # use_ema=True and copies stored, none placed (no layout fits the weights as the
-            # file records them): open, and --trainable decides, not "no shadow"
-            raise UnprovenPairingError(str(exc), "--trainable") from None
-        raise
+    require_keras_pairing(ckpt)
 
+
+def keras_unproven(ckpt: Checkpoint, exc: EmaError) -> EmaError:
+    """Returns a Keras file's pairing refusal ``exc`` as :class:`UnprovenPairingError` with
+    the option that decides where one does (``--use-ema/--no-use-ema``, ``--trainable``), or
+    ``exc`` itself where no option decides. The one place the class and option are chosen, so
+    ``ema_map``, ``export_weights``, ``keras_ema_values``, ``apply_keras_ema`` and ``bake_ema``
+    raise the same for the same file (review-23-user-u25 F1)."""
+    layout = ckpt.reader.keras
+    if layout.nested:
+        return exc  # a MultiOptimizer's averages: no option decides (nested_optimizers)
+    if getattr(exc, "option", None) == "--optimizer":  # a class of the user's: it decides
+        return exc  # (its refusal also says --trainable states nothing: review-16-attack-r33 F5)
+    if layout.use_ema is None:
+        return UnprovenPairingError(str(exc), "--use-ema/--no-use-ema")
+    if layout.averages and any(v is None for v in layout.averages.values()):
+        # keras_ema names --trainable where the frozen set or sublayer order is open
+        # (the one thing it can decide); other unpairable copies no option decides.
+        option = "--trainable" if "--trainable" in str(exc) else None
+        # each open average and its candidate weights: list shows '?' on both sides
+        undecided = {v.name: tuple(v.ema_candidates) for v in ckpt.variables_unwarned()
+                     if v.role == R.EMA and not v.ema_of and v.ema_candidates}
+        return UnprovenPairingError(str(exc), option, undecided)
+    if layout.copies_unpaired and "--trainable" in str(exc):
+        # use_ema=True and copies stored, none placed (no layout fits the weights as the
+        # file records them): open, and --trainable decides, not "no shadow"
+        return UnprovenPairingError(str(exc), "--trainable")
+    return exc
 
 
 def file_style(ckpt: Checkpoint) -> str:

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
-from .errors import EmaError, OptionError, VariableNotFoundError
+from .errors import EmaError, OptionError, UnprovenPairingError, VariableNotFoundError
 from .formats.keras.layout import KerasLayout, fitting_use_ema, infer_use_ema
 from .formats.keras.optimizer_choice import custom_note
 from .formats.keras.stated import LoopOrder, stated_keys
@@ -155,8 +155,10 @@ def apply_keras_ema(model, path, *, use_ema: bool | None = None,
             note = next((n for n in layout.notes if "sets of layers fit" in n), "")
             said = shown_names(ckpt, note).replace(  # the API's option, not the CLI's
                 "pass --trainable with the weights", "pass trainable=[...] with the variables")
-            raise EmaError(f"{path}: {said}; the live model's flags (those "
-                           "load_model sets are config.json's) do not decide it either")
+            # trainable= decides, as --trainable does for ema_map/export_weights (u25 F1)
+            raise UnprovenPairingError(f"{path}: {said}; the live model's flags (those "
+                                       "load_model sets are config.json's) do not decide it "
+                                       "either", "--trainable")
         targets, keys = (None, None) if use_ema is False else _by_file(ckpt, layout, every,
                                                                         live, stated)
         if targets is None and use_ema is not False and layout.kind == "legacy":

@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from .checkpoint import Checkpoint, open_checkpoint
+from .ema_refusals import keras_unproven
 from .errors import EmaError, UnprovenPairingError
 from .formats.keras.layout import KerasLayout
 from .formats.keras.optimizer_slots import shown_name
@@ -162,12 +163,16 @@ _RAW = "the raw weights are usable as they are (ckpt export --raw writes them to
 
 
 def undecided_error(ckpt: Checkpoint, layout: KerasLayout) -> EmaError:
+    """The refusal of a file that cannot tell whether it holds EMA copies:
+    :class:`UnprovenPairingError` naming ``--use-ema/--no-use-ema`` (``use_ema=`` decides;
+    review-23-user-u25 F1), a MultiOptimizer's :func:`nested_error`."""
     if layout.nested:
         return nested_error(ckpt, layout)
     note = next((n for n in layout.notes if n.startswith("cannot tell whether")),
                 "cannot tell whether it holds EMA copies")
-    return EmaError(f"{ckpt.path}: {note} (use_ema=True/False in the "
-                    f"Python API); saving with model.save('x.keras') records it; {_RAW}")
+    return UnprovenPairingError(f"{ckpt.path}: {note} (use_ema=True/False in the Python API); "
+                                f"saving with model.save('x.keras') records it; {_RAW}",
+                                "--use-ema/--no-use-ema")
 
 
 def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
@@ -184,10 +189,24 @@ def require_keras_pairing(ckpt: Checkpoint, *, twins: bool = True) -> None:
             or (``twins``) a weight without a copy is bit-identical to one with a copy: tied,
             or a frozen copy (:mod:`~ckpt_tools.keras_twins`), or the copies' values place
             them in another order than fit()'s (:mod:`~ckpt_tools.keras_order_values`).
+            An undecided ``use_ema`` or copies an option can pair raise
+            :class:`UnprovenPairingError` naming that option (its ``option``), for every
+            caller alike (:func:`~ckpt_tools.ema_refusals.keras_unproven`; u25 F1).
     """
     layout = getattr(ckpt.reader, "keras", None)
     if layout is None:
         return
+    try:
+        _require_pairing(ckpt, layout, twins)
+    except EmaError as exc:
+        unproven = keras_unproven(ckpt, exc)
+        if unproven is exc:
+            raise
+        raise unproven from None
+
+
+def _require_pairing(ckpt: Checkpoint, layout: KerasLayout, twins: bool) -> None:
+    """:func:`require_keras_pairing`'s checks, each refusal as its check raises it."""
     if layout.use_ema is None:
         raise undecided_error(ckpt, layout)
     refuse_unstated(ckpt)  # a bare tf_keras .weights.h5: --optimizer states its class

@@ -261,3 +261,44 @@ def test_frozen_layers_that_could_have_swapped_are_refused_until_stated(made, tm
                             str(out / "frozen_l0.keras"), "--out", str(target)])
     assert code == 6 and "--trainable" in err and "at save time" in err, err
     assert not target.exists()
+
+
+@pytest.mark.parametrize("name,option", [("frozen_l0.keras", "--trainable"),
+                                         ("frozen_l0.weights.h5", "--use-ema/--no-use-ema")])
+def test_every_keras_function_raises_the_unproven_refusal_export_weights_raises(
+        made, tmp_path, name, option):
+    """review-23-user-u25 F1: keras_ema_values, apply_keras_ema, apply_ema and bake_ema raised
+    a plain EmaError (no option) where export_weights raises UnprovenPairingError for the
+    same file; the README promises UnprovenPairingError with the option that decides, so a
+    script can retry with it. Each refuses with that class and option, the model untouched."""
+    import ckpt_tools
+
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        import make_keras_decide as mk
+    finally:
+        sys.path.remove(str(FIXTURES))
+    out, _ = made
+    path = out / name
+
+    def model():
+        live = mk.three()
+        live.layers[0].trainable = False  # frozen as in training
+        return live
+
+    calls = {
+        "export_weights": lambda: ckpt_tools.export_weights(path, tmp_path / "w.npz",
+                                                            not_swapped=True),
+        "keras_ema_values": lambda: ckpt_tools.keras_ema_values(path, not_swapped=True),
+        "apply_keras_ema": lambda: ckpt_tools.apply_keras_ema(live, path, not_swapped=True),
+        "apply_ema": lambda: ckpt_tools.apply_ema(live, path, not_swapped=True),
+        "bake_ema": lambda: ckpt_tools.bake_ema(path, tmp_path / "baked", not_swapped=True),
+    }
+    for what, call in calls.items():
+        live = model()
+        before = [v.numpy().tobytes() for v in live.weights]
+        with pytest.raises(ckpt_tools.UnprovenPairingError) as raised:
+            call()
+        assert raised.value.option == option, (what, raised.value.option, str(raised.value))
+        assert [v.numpy().tobytes() for v in live.weights] == before, what
+    assert not (tmp_path / "w.npz").exists() and not (tmp_path / "baked").exists()
