@@ -3,9 +3,18 @@ variables (split out of :mod:`ckpt_tools.restore`, which re-exports it)."""
 
 from __future__ import annotations
 
+import os
+
 from .checkpoint import Checkpoint, open_checkpoint
 from .ema_several import split_ema_names
-from .errors import INSTALL_TENSORFLOW, EmaError, OptionError, TensorFlowRequiredError
+from .errors import (
+    INSTALL_TENSORFLOW,
+    CheckpointError,
+    EmaError,
+    OptionError,
+    TensorFlowRequiredError,
+    UnprovenPairingError,
+)
 from .live_save_ops import contradicted, mark_own_saver, save_op_writers
 from .rescope_clash import checkpoint_key, stored_checkpoint_key
 from .restore_plan import (
@@ -110,15 +119,7 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
             options = {"ema_name": ema_name, "allow_missing": allow_missing,
                        "strip_scope": strip_scope, "add_scope": add_scope,
                        "use_meta": use_meta}
-            named: list[str] = []
-            if ckpt.objects is not None:  # a TF2 checkpoint: by the names it records (r40 F7)
-                # the scope options apply to the graph's names, as restore_ema's (r42 F4)
-                to_key, named = recorded_keys(ckpt, list(groups), strip_scope, add_scope)
-                groups = {to_key[k]: vs for k, vs in groups.items() if k in to_key}
-                options.update(strip_scope=None, add_scope=None)  # keys are the file's now
-            averaged, raw, problems = plan_sources(ckpt, list(groups), options)
-            if ckpt.objects is not None:
-                problems = named + graph_named(problems, to_key)
+            groups, averaged, raw, problems = stored_plan(ckpt, groups, options)
             own = {k: stored_checkpoint_key(k, options["strip_scope"], options["add_scope"],
                                             ckpt) for k in groups}
             for key, entry in ckpt.entries().items():
@@ -164,12 +165,127 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
             mapping[sources[k]] = vs[0] if len(vs) == 1 and not graph_key(vs[0])[1] else vs
             used[sources[k]] = (vs, sources[k] != own[k])
     graph = getattr(variables[0], "graph", None) or tf.compat.v1.get_default_graph()
-    if checkpoint is None:
+    if checkpoint is not None:
+        saver = tf.compat.v1.train.Saver(mapping, **saver_kwargs)
+    else:
         _refuse_contradicted(graph, used, name)
-    saver = tf.compat.v1.train.Saver(mapping, **saver_kwargs)
+        saver = checked_saver_class(tf)(mapping, **saver_kwargs)
+        saver.check = StoredCheck({k: s for k, s in sources.items() if s != own[k]}, {
+            "ema_name": name, "allow_missing": allow_missing, "strip_scope": strip_scope,
+            "add_scope": add_scope, "use_meta": True}, list(groups))
     if saver.saver_def is not None:
         mark_own_saver(graph, saver)
     return saver
+
+
+def stored_plan(ckpt: Checkpoint, groups: dict[str, list],
+                options: dict) -> tuple[dict[str, list], dict, dict, list[str]]:
+    """What :func:`ema_saver` with ``checkpoint`` restores each graph key from.
+
+    ``options`` (:func:`plan_sources`'s) loses its scope options for an object-based (TF2)
+    checkpoint, whose keys ``groups`` is re-keyed by (the names it records, r40 F7).
+
+    Returns:
+        (``groups`` by checkpoint key, averaged {key: source}, raw {key: source}, problem
+        lines).
+
+    Raises:
+        UnprovenPairingError: the file does not prove a pairing (exit 6, naming the option).
+        EmaError: refused otherwise (:func:`recorded_keys`, :func:`plan_sources`).
+    """
+    named: list[str] = []
+    to_key: dict[str, str] = {}
+    if ckpt.objects is not None:  # a TF2 checkpoint: by the names it records (r40 F7)
+        # the scope options apply to the graph's names, as restore_ema's (r42 F4)
+        to_key, named = recorded_keys(ckpt, list(groups), options["strip_scope"],
+                                      options["add_scope"])
+        groups = {to_key[k]: vs for k, vs in groups.items() if k in to_key}
+        options.update(strip_scope=None, add_scope=None)  # keys are the file's now
+    averaged, raw, problems = plan_sources(ckpt, list(groups), options)
+    if ckpt.objects is not None:
+        problems = named + graph_named(problems, to_key)
+    return groups, averaged, raw, problems
+
+
+class StoredCheck:
+    """What the Saver of ``ema_saver()`` without ``checkpoint=`` checks before each restore,
+    against the file it is given (and the ``.meta`` beside it), by the map
+    :func:`ema_saver` with ``checkpoint=save_path`` reads (review-23-user-u25 F4: a
+    ``Saver(ema.variables_to_restore())`` checkpoint's keys named as averages hold the raw
+    weights, and a swapping Saver's the raw weights too: restored as the averages into a
+    graph rebuilt by code, silently). Each path is read once (its index and ``.meta``); the
+    verdict is kept for the next restore.
+
+    Args:
+        averages: graph key -> the key TF's naming restores it from as its average.
+        options: :func:`plan_sources`'s options (the naming's ``ema_name``).
+        keys: every graph key the Saver restores.
+    """
+
+    def __init__(self, averages: dict[str, str], options: dict, keys: list[str]):
+        self.averages, self.options, self.keys = averages, options, keys
+        self.verdicts: dict[str, EmaError | None] = {}
+
+    def __call__(self, save_path) -> None:
+        """Raises the file's :class:`UnprovenPairingError`, as ``checkpoint=save_path``
+        does, or :class:`EmaError` where that map restores an average from another key than
+        TF's naming; other refusals are left to TF's restore, as before (a missing key fails
+        it)."""
+        if not isinstance(save_path, (str, os.PathLike)):
+            return  # a tensor: nothing to read ahead of TF
+        path = os.fspath(save_path)
+        if path not in self.verdicts:
+            self.verdicts[path] = self._verdict(path)
+        if self.verdicts[path] is not None:
+            raise self.verdicts[path]
+
+    def _verdict(self, path: str) -> EmaError | None:
+        try:
+            ckpt = open_checkpoint(path)
+        except CheckpointError:  # TF's restore says what is wrong with the path
+            return None
+        try:
+            _, averaged, _, _ = stored_plan(ckpt, {k: [] for k in self.keys}, dict(self.options))
+            if ckpt.objects is not None:  # TF's Saver restores it by the recorded names
+                return None
+            crossed = [f"{k}'s average is stored under {averaged[k]!r}, not {src!r}"
+                       for k, src in self.averages.items()
+                       if averaged.get(k) is not None and averaged[k] != src]
+        except UnprovenPairingError as exc:
+            return exc
+        except CheckpointError:  # (a missing average: TF's restore fails on its key)
+            return None
+        finally:
+            ckpt.close()
+        if not crossed:
+            return None
+        return EmaError(
+            f"{ckpt.path}: ema_saver() without checkpoint= restores each variable from the key "
+            "TF's naming gives it, but the checkpoint (through the save op of the .meta beside "
+            "it) stores the averages under other keys: " + "; ".join(crossed[:4])
+            + (" ..." if len(crossed) > 4 else "")
+            + "; pass checkpoint= (the map is then read from what the checkpoint stores)")
+
+
+_CHECKED: list = []  # the Saver class that checks, made once TensorFlow is imported
+
+
+def checked_saver_class(tf) -> type:
+    """A ``tf.compat.v1.train.Saver`` whose ``restore(sess, save_path)`` first runs its
+    ``check`` (a :class:`StoredCheck`) on ``save_path``."""
+    if not _CHECKED:
+        class CheckedSaver(tf.compat.v1.train.Saver):
+            """``Saver``; ``restore`` refuses a file that does not prove the pairing."""
+
+            check = None
+
+            def restore(self, sess, save_path):
+                if self.check is not None and save_path is not None:
+                    self.check(save_path)
+                return super().restore(sess, save_path)
+
+        _CHECKED.append(CheckedSaver)
+    return _CHECKED[0]
 
 
 def _refuse_contradicted(graph, used: dict, ema_name: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 from helpers_tf1 import run_tf1_script
 
 import ckpt_tools
-from ckpt_tools.errors import EmaError
+from ckpt_tools.errors import EmaError, UnprovenPairingError
 
 SCRIPT = r'''
 case = sys.argv[2]
@@ -29,7 +29,9 @@ with tf.Graph().as_default():
     with tf.control_dependencies([train]):
         step = ema.apply(tf1.trainable_variables())
     tv = tf1.trainable_variables()
-    if case == "swap":
+    if case == "vtr":  # the training Saver maps each average's key to the variable itself
+        saver = tf1.train.Saver(ema.variables_to_restore())
+    elif case == "swap":
         keys = {v.op.name: ema.average(v) for v in tv}
         keys.update({ema.average_name(v): v for v in tv})
         keys["global_step"] = gs
@@ -44,7 +46,7 @@ with tf.Graph().as_default():
 '''
 
 
-@pytest.fixture(scope="module", params=["swap", "plain"])
+@pytest.fixture(scope="module", params=["swap", "plain", "vtr"])
 def made(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(f"ema_saver_{request.param}_graph")
     return request.param, str(out / "model.ckpt"), run_tf1_script(SCRIPT, out, request.param)
@@ -70,6 +72,10 @@ def test_without_checkpoint_a_contradicting_save_op_is_refused(made, tf):
                                            r"\(net/w's average by TF's naming\) from net/w;.*"
                                            "pass checkpoint="):
             _restored(tf, prefix)
+        if case == "vtr":  # its keys named as averages hold the raw weights: no averages
+            with pytest.raises(UnprovenPairingError, match="hold their variables' raw values"):
+                _restored(tf, prefix, checkpoint=prefix)
+            return
         got = _restored(tf, prefix, checkpoint=prefix)  # the way the refusal names
     for n, value in got.items():
         assert np.array_equal(value, truth["avg:" + n]), n
@@ -78,8 +84,8 @@ def test_without_checkpoint_a_contradicting_save_op_is_refused(made, tf):
 
 def test_a_second_ema_saver_in_the_graph_is_not_a_contradiction(made, tf):
     case, prefix, truth = made
-    if case == "swap":
-        pytest.skip("the swap graph is refused without checkpoint=")
+    if case != "plain":
+        pytest.skip(f"the {case} graph is refused without checkpoint=")
     v1 = tf.compat.v1
     with tf.Graph().as_default():
         v1.train.import_meta_graph(prefix + ".meta")
@@ -89,3 +95,44 @@ def test_a_second_ema_saver_in_the_graph_is_not_a_contradiction(made, tf):
             saver.restore(sess, prefix)
             by_name = {v.op.name: v for v in v1.global_variables()}
             assert np.array_equal(sess.run(by_name["net/w"]), truth["avg:net/w"])
+
+
+def _rebuilt(tf, prefix: str, **kw) -> dict[str, np.ndarray]:
+    """``net/w``, ``net/b`` restored by ``ema_saver(**kw)`` into the eval graph rebuilt by
+    code (no ``.meta``, no ``ema.apply()``: no save op of the training graph to check)."""
+    v1 = tf.compat.v1
+    with tf.Graph().as_default():
+        v1.train.get_or_create_global_step()
+        with v1.variable_scope("net"):
+            w = v1.get_variable("w", [3, 2])
+            b = v1.get_variable("b", [2])
+        saver = ckpt_tools.ema_saver(**kw)
+        with v1.Session() as sess:
+            saver.restore(sess, prefix)
+            return {"net/w": sess.run(w), "net/b": sess.run(b)}
+
+
+def test_without_checkpoint_the_saved_file_is_checked_before_restoring(made, tf):
+    """review-23-user-u25 F4: in a graph rebuilt by code, ema_saver()'s restore(sess, path)
+    gave a Saver(ema.variables_to_restore()) checkpoint's raw weights as the averages, no
+    word, where ema_saver(checkpoint=path) refuses; a swapping Saver's too, where
+    checkpoint= restores the averages. restore() now checks the path it is given (and its
+    .meta) as checkpoint= does: the same refusal (vtr), or refused naming checkpoint= (swap);
+    a plain Saver's checkpoint restores every average bit for bit, as before."""
+    case, prefix, truth = made
+    if case == "vtr":
+        with pytest.raises(UnprovenPairingError) as stated:
+            _rebuilt(tf, prefix, checkpoint=prefix)
+        with pytest.raises(UnprovenPairingError) as refused:
+            _rebuilt(tf, prefix)
+        assert refused.value.option == stated.value.option, str(refused.value)
+        assert str(refused.value) == str(stated.value)
+        return
+    if case == "swap":
+        with pytest.raises(EmaError, match=r"net/w's average is stored under 'net/w', not "
+                                           r"'net/w/ExponentialMovingAverage'.*checkpoint="):
+            _rebuilt(tf, prefix)
+    got = _rebuilt(tf, prefix, checkpoint=prefix) if case == "swap" else _rebuilt(tf, prefix)
+    for n, value in got.items():
+        assert value.tobytes() == truth["avg:" + n].tobytes(), n
+        assert not np.array_equal(value, truth["raw:" + n]), n
