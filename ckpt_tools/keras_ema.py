@@ -277,6 +277,9 @@ def keras_ema_values(checkpoint, *, use_ema: bool | None = None, trainable=None,
             cannot be paired with a weight from the file alone (then use
             :func:`~ckpt_tools.keras_apply.apply_keras_ema`),
             or (``strict``) the pairing rests on an assumption.
+        UnprovenPairingError: (an ``EmaError``) where an option decides the pairing: its
+            ``option`` names it (``--use-ema/--no-use-ema``, ``--trainable``), as
+            :func:`~ckpt_tools.export.export_weights` raises for the same file.
 
     Example:
         >>> values = keras_ema_values("fixtures/keras_ema/model.keras", not_swapped=True)

@@ -62,14 +62,20 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
 
     Without ``checkpoint`` the map follows TF's naming: each trainable (or
     ``moving_average_variables``) variable ``W`` from the key ``W/<ema_name>``, every other
-    variable from its own name. One thing is checked: a save op in the graph (one imported
-    from the training ``.meta``) that wrote one of those keys from another variable than
-    that naming says (a swapping Saver's writes ``W/ExponentialMovingAverage`` from ``W``,
-    and so does a ``Saver(ema.variables_to_restore())``) is refused, naming ``checkpoint=``.
-    Nothing else: not whether the checkpoint holds those keys (TF's ``restore`` fails on a
-    missing one), nor what they hold where no save op in the graph shows it (a checkpoint
-    of a swapping Saver restored into a graph rebuilt by code gets its raw weights as the
-    averages). Pass ``checkpoint`` for a map read from what is stored.
+    variable from its own name. A save op in the graph (one imported from the training
+    ``.meta``) that wrote one of those keys from another variable than that naming says (a
+    swapping Saver's writes ``W/ExponentialMovingAverage`` from ``W``, and so does a
+    ``Saver(ema.variables_to_restore())``) is refused here, naming ``checkpoint=``. The
+    Saver's ``restore(sess, save_path)`` then checks that file (its index and the ``.meta``
+    beside it, read once per path) as ``ema_saver(checkpoint=save_path)`` would, before
+    restoring: where that refuses the pairing as unproven (a
+    ``Saver(ema.variables_to_restore())`` checkpoint's keys named as averages hold the raw
+    weights), it raises the same :class:`UnprovenPairingError`; where its map reads an
+    average from another key than the naming (a swapping Saver's checkpoint), it refuses
+    naming ``checkpoint=`` (review-23-user-u25 F4: both restored the raw weights as the
+    averages into a graph rebuilt by code, silently). Whether the checkpoint holds those keys
+    is left to TF's ``restore`` (it fails on a missing one). Pass ``checkpoint`` for a map
+    read from what is stored.
 
     Args:
         var_list: variables; default: global variables of the default graph.
@@ -94,7 +100,10 @@ def ema_saver(var_list=None, checkpoint=None, *, ema_name: str | None = None,
         EmaError: (with ``checkpoint``) variables not in the checkpoint, or without a stored
             shadow and not ``allow_missing`` (the message names the checkpoint,
             ``allow_missing=True`` and ``var_list``, or the scope option that restores them);
-            (without it) a save op of the graph contradicting TF's naming.
+            (without it) a save op of the graph contradicting TF's naming; and, from the
+            Saver's ``restore()``, a file whose stored map reads an average from another key.
+        UnprovenPairingError: the file does not prove the pairing (with ``checkpoint``, or
+            from the Saver's ``restore()`` without it), naming the option that decides.
 
     Example:
         >>> saver = ckpt_tools.ema_saver(checkpoint="train/")  # doctest: +SKIP
