@@ -233,7 +233,7 @@ class StoredCheck:
 
     def __init__(self, averages: dict[str, str], options: dict, keys: list[str]):
         self.averages, self.options, self.keys = averages, options, keys
-        self.verdicts: dict[str, EmaError | None] = {}
+        self.verdicts: dict[tuple, EmaError | None] = {}
 
     def __call__(self, save_path) -> None:
         """Raises the file's :class:`UnprovenPairingError`, as ``checkpoint=save_path``
@@ -243,10 +243,14 @@ class StoredCheck:
         if not isinstance(save_path, (str, os.PathLike)):
             return  # a tensor: nothing to read ahead of TF
         path = os.fspath(save_path)
-        if path not in self.verdicts:
-            self.verdicts[path] = self._verdict(path)
-        if self.verdicts[path] is not None:
-            raise self.verdicts[path]
+        try:  # a prefix saved again in place (no global step in its name) is read again
+            seen = (path, os.stat(path + ".index").st_mtime_ns)
+        except OSError:
+            seen = (path, None)
+        if seen not in self.verdicts:
+            self.verdicts[seen] = self._verdict(path)
+        if self.verdicts[seen] is not None:
+            raise self.verdicts[seen]
 
     def _verdict(self, path: str) -> EmaError | None:
         try:
