@@ -6,7 +6,6 @@ collections; the writers read the tensors."""
 from __future__ import annotations
 
 import glob
-from collections.abc import Mapping
 
 from . import roles as R
 from .checkpoint import Checkpoint
@@ -33,6 +32,7 @@ from .saved_swaps import raw_holders
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
+from .unstored_heads import refuse_unstored_heads
 
 
 def _clean_name(key: str, var) -> str:
@@ -91,6 +91,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # Never silently raw: without --raw, a checkpoint with no averages is refused with the
     # explanation restore-ema gives (--allow-missing exports raw values where none exists).
     use_ema = True if ema is None else ema
+    # no .meta: keys named as averages of variables not stored may hold the raw weights, and
+    # weights beside them a second object's averages (review-22-attack-r66 F1, F7)
+    refuse_unstored_heads(ckpt, variables, raw=not use_ema, tensor_averages=tensor_averages)
     warnings: list[str] = []
     sources: dict[str, str] = {}
     # averages under variables' names: which is raw
@@ -191,8 +194,6 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 "with no average; ckpt export --raw writes their raw values")
     if not use_ema and holders is None:  # an average under a weight's renamed key (r56 F1)
         refuse_averages_as_raw(ckpt, [k for k in weights if not left_out(k)])
-        _refuse_weights_beside_unstored_shadows(ckpt, variables,
-                                                [k for k in weights if not left_out(k)])
     for key in weights:
         name = held_as.get(key) or _clean_name(key, variables.get(key))
         before = name
@@ -248,43 +249,6 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(left)
     renamed.check(ckpt.path)
     return plan, averaged, warnings
-
-
-def _refuse_weights_beside_unstored_shadows(ckpt: Checkpoint, variables: Mapping,
-                                            keys: list[str]) -> None:
-    """Refuses ``--raw`` where a TF1 checkpoint with no ``.meta`` names a weight ``<v>/<x>``
-    (``keys``) whose ``<v>`` is not stored, beside an average ``<v>/<ema name>`` of its dtype
-    and shape: a training ``Saver(ema.variables_to_restore())`` writes ``v`` RAW under
-    ``w/ExponentialMovingAverage``, and a second EMA object's average ``w/slow`` sits beside
-    it, which --raw exported as the only raw weight, exit 0 (review-22-attack-r64 F5). Only the
-    ``.meta``'s save op tells which key holds what.
-
-    Raises:
-        EmaError: such a weight is to be exported (exit 6).
-    """
-    if ckpt.meta is not None or ckpt.objects is not None:
-        return
-    # the averages under each head, gathered once: a scan of every variable per key was
-    # quadratic in a large checkpoint's keys
-    averages: dict[str, list[str]] = {}
-    for k, v in variables.items():
-        if v.role == R.EMA:
-            averages.setdefault(k.rpartition("/")[0], []).append(k)
-    for key in keys:
-        head = key.rpartition("/")[0]
-        if not head or head in variables:
-            continue
-        own = variables[key]
-        beside = [k for k in averages.get(head, ()) if k != key
-                  and variables[k].dtype == own.dtype and variables[k].shape == own.shape]
-        if beside:
-            raise EmaError(
-                f"{ckpt.path}: {key} sits under {head}, which is not stored, beside the "
-                f"average {beside[0]} of its shape: it may be a second EMA object's average "
-                f"rather than a weight, and {head}'s raw value may be stored under "
-                f"{beside[0]} (a Saver of ema.variables_to_restore() writes it there); it has "
-                "no .meta to tell which, so --raw cannot say which keys hold the raw weights: "
-                "keep the training .meta (written by saver.save) beside the checkpoint")
 
 
 def _creation_order(ckpt: Checkpoint) -> dict[str, int]:

@@ -29,7 +29,7 @@ out = sys.argv[1]
 CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names", "renswap",
          "stripswap", "rentwo", "scoped", "scopedserve", "halfren", "nested", "suffixed",
          "stripvtr", "slowvtr", "momentum", "wrongobj", "sufvtr", "avgren", "sufslow",
-         "slowstrip")
+         "slowstrip", "slashslow", "scslow", "twosufvtr", "named", "twonamed", "tensoravg")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -50,6 +50,8 @@ for case in CASES:
                 extra = [tf1.get_variable("scale", [3])]
         elif case == "slowvtr":
             extra = [tf1.get_variable("mean", [3], trainable=False)]
+        elif case == "named":  # a frozen variable, never averaged: stored as c by the vtr Saver
+            tf1.get_variable("c", [2], trainable=False)
         x = tf.constant(np.ones((2, 4 if case == "part" else 3), "float32"))
         y = tf.matmul(x, w) * extra[0] if case == "nested" else tf.matmul(x, w)
         loss = tf.reduce_sum((y + b) ** 2)
@@ -60,22 +62,37 @@ for case in CASES:
         if case == "slowvtr":
             with tf.control_dependencies([train]):
                 train = tf1.assign_add(extra[0], tf.reduce_mean(y, 0))
-        # slash: an EMA name with a slash (docs/setups.md), its keys w/ema/fast
-        ema = tf1.train.ExponentialMovingAverage(
-            0.5, name="ema/fast" if case == "slash" else "ExponentialMovingAverage")
+        # slash: an EMA name with a slash (docs/setups.md), its keys w/ema/fast; named: the
+        # loss-average name TF1's CIFAR-10 tutorial gives, its keys w/avg
+        ema = tf1.train.ExponentialMovingAverage(0.5, name="ema/fast" if case == "slash" else
+                                                 "avg" if "named" in case else
+                                                 "ExponentialMovingAverage")
         with tf.control_dependencies([train]):
             # part: w's partitions averaged, b trained but never averaged; wrongobj: the
             # default object's apply() never runs, only slow's (review-22-attack-r64 F1)
             step = train if case in ("wrongobj", "slowstrip") else \
                 ema.apply(list(w) if case == "part" else [w, b, *extra])
         model_fn.__exit__(None, None, None)
-        if case in ("twoema", "rentwo", "slowvtr", "wrongobj", "sufslow", "slowstrip"):
-            slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")  # a second object
+        if case == "tensoravg":  # a loss tensor's average (not a scalar) beside the weights
+            sq_loss = tf.identity((y + b) ** 2, name="sq_loss")
+            avg = tf1.train.ExponentialMovingAverage(0.9, name="avg")
             with tf.control_dependencies([step]):
+                step = avg.apply([sq_loss])
+        # a second object beside it; slashslow: named ema/slow (keys w/ema/slow); scslow:
+        # applied in variable_scope("s") (keys s/w/slow) (review-22-attack-r66 F1, F7)
+        if case in ("twoema", "rentwo", "slowvtr", "wrongobj", "sufslow", "slowstrip",
+                    "slashslow", "scslow", "twosufvtr", "twonamed"):
+            slow = tf1.train.ExponentialMovingAverage(
+                0.9, name="ema/slow" if case == "slashslow" else "slow")
+            with tf.control_dependencies([step]), tf1.variable_scope(
+                    "s") if case == "scslow" else contextlib.nullcontext():
                 step = slow.apply([w] if case in ("slowvtr", "sufslow") else [w, b])
-        if case in ("vtr", "twoema", "part", "slash", "scoped", "momentum", "wrongobj"):
+        if case in ("vtr", "twoema", "part", "slash", "scoped", "momentum", "wrongobj",
+                    "slashslow", "scslow", "named", "twonamed"):
             saver = tf1.train.Saver(ema.variables_to_restore())
-        elif case in ("sufvtr", "sufslow"):  # the training vtr Saver, a suffix after each key
+        elif case == "tensoravg":
+            saver = tf1.train.Saver()
+        elif case in ("sufvtr", "sufslow", "twosufvtr"):  # the vtr Saver, a suffix after each key
             saver = tf1.train.Saver({k + "/x": v for k, v in ema.variables_to_restore().items()})
         elif case == "avgren":  # the averages only, under a prefix (r64 F4)
             saver = tf1.train.Saver({"model/" + ema.average_name(v): ema.average(v)
@@ -125,10 +142,14 @@ for case in CASES:
             for v in extra:
                 truth.update({f"{case}:raw:{v.op.name}": s.run(v.read_value()),
                               f"{case}:ema:{v.op.name}": s.run(ema.average(v).read_value())})
-            if case in ("twoema", "rentwo", "wrongobj", "sufslow", "slowstrip"):
+            if case in ("twoema", "rentwo", "wrongobj", "sufslow", "slowstrip", "slashslow",
+                        "scslow", "twosufvtr", "twonamed"):
                 truth[f"{case}:slow:w"] = s.run(slow.average(w).read_value())
-            if case in ("twoema", "rentwo", "wrongobj", "slowstrip"):
+            if case in ("twoema", "rentwo", "wrongobj", "slowstrip", "slashslow", "scslow",
+                        "twosufvtr", "twonamed"):
                 truth[f"{case}:slow:b"] = s.run(slow.average(b).read_value())
+            if case == "tensoravg":
+                truth[f"{case}:avg:sq_loss"] = s.run(avg.average(sq_loss).read_value())
         np.savez(f"{out}/{case}.npz", **truth)
 np.savez(f"{out}/truth.npz", **{k: v for c in CASES
                                 for k, v in np.load(f"{out}/{c}.npz").items()})
@@ -683,30 +704,88 @@ def test_averages_under_a_prefix_are_not_said_left_out(made, tmp_path):
             assert got[v].tobytes() == truth[f"avgren:ema:{v}"].tobytes(), v
 
 
-def test_raw_export_without_a_meta_refuses_a_second_objects_averages(made, tmp_path):
-    """review-22-attack-r64 F5: a training Saver(ema.variables_to_restore()) beside a second
-    EMA object ``slow``, copied without its .meta: w, b raw under w/ExponentialMovingAverage,
-    b/ExponentialMovingAverage and slow's averages under w/slow, b/slow. ``export --raw``
-    wrote slow's averages as the only raw weights, exit 0. The keys cannot tell which hold
-    the raw weights: refused (exit 6), naming the .meta."""
+def _without_meta(out, case: str, tmp_path) -> str:
+    """The checkpoint prefix of ``case`` copied into ``tmp_path`` without its .meta."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in (out / case).glob("model.ckpt-*"):
+        if f.suffix != ".meta":
+            (bare / f.name).write_bytes(f.read_bytes())
+    return str(next(bare.glob("*.index")))[: -len(".index")]
+
+
+# case -> (key holding raw w, key holding slow's average of w; None: no second object)
+UNSTORED_HEADS = {"twoema": ("w/ExponentialMovingAverage", "w/slow"),
+                  "slashslow": ("w/ExponentialMovingAverage", "w/ema/slow"),
+                  "scslow": ("w/ExponentialMovingAverage", "s/w/slow"),
+                  "twosufvtr": ("w/ExponentialMovingAverage/x", "w/slow/x"),
+                  "subset": ("w/ExponentialMovingAverage", None),
+                  "named": ("w/avg", None), "twonamed": ("w/avg", "w/slow")}
+
+
+@pytest.mark.parametrize("args", [["--raw"], ["--raw", "--tensor-averages"],
+                                  ["--tensor-averages"]], ids=" ".join)
+@pytest.mark.parametrize("case", list(UNSTORED_HEADS))
+def test_export_without_a_meta_refuses_keys_named_as_averages_of_unstored_variables(
+        made, tmp_path, case, args):
+    """review-22-attack-r64 F5, r66 F1, F7: a training Saver(ema.variables_to_restore())
+    writes w, b RAW under their averages' names (w/ExponentialMovingAverage; w/avg for an EMA
+    named avg, beside a frozen c; w/ExponentialMovingAverage/x with a suffix) and a second
+    EMA object's averages under names read as weights (w/slow, w/ema/slow, s/w/slow,
+    w/slow/x). Copied without its .meta, ``export --raw`` wrote slow's averages as the only
+    raw weights (or dropped w, for a Saver of variables_to_restore([w])), and
+    ``--tensor-averages`` wrote the raw w/avg as EMA values, exit 0. The keys cannot tell
+    which hold what: refused (exit 6), naming the .meta; what each key holds is checked
+    against the session's values at save time."""
     import ckpt_tools
 
     out, truth = made
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    for f in (out / "twoema").glob("model.ckpt-*"):
-        if f.suffix != ".meta":
-            (bare / f.name).write_bytes(f.read_bytes())
-    prefix = str(next(bare.glob("*.index")))[: -len(".index")]
+    prefix = _without_meta(out, case, tmp_path)
+    raw, slow = UNSTORED_HEADS[case]
     with ckpt_tools.open_checkpoint(prefix) as ckpt:  # what the keys hold, by the session
-        for v in ("w", "b"):
-            assert np.asarray(ckpt.tensor(f"{v}/slow")).tobytes() == \
-                truth[f"twoema:slow:{v}"].tobytes()
-            assert np.asarray(ckpt.tensor(f"{v}/ExponentialMovingAverage")).tobytes() == \
-                truth[f"twoema:raw:{v}"].tobytes()
+        assert np.asarray(ckpt.tensor(raw)).tobytes() == truth[f"{case}:raw:w"].tobytes()
+        if slow:
+            assert np.asarray(ckpt.tensor(slow)).tobytes() == truth[f"{case}:slow:w"].tobytes()
     dst = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
-    assert code == 6 and ".meta" in err and not dst.exists(), err
+    code, _, err = run_cli(["export", prefix, *args, "--out", str(dst)])
+    said = " ".join(err.split())
+    if case in ("twoema", "slashslow", "scslow", "twosufvtr", "subset") and "--raw" not in args:
+        assert code == 6 and not dst.exists(), said  # refused by the map, as before
+        return
+    assert code == 6 and "keep the training .meta" in said and not dst.exists(), said
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_export_with_no_meta_names_the_option_that_decides(made, tmp_path):
+    """The same refusal with the .meta beside the checkpoint and --no-meta: it names
+    --no-meta, whose .meta tells (r66 F7: named_vtr --no-meta --tensor-averages)."""
+    out, _ = made
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / "named"), "--no-meta", "--tensor-averages",
+                            "--out", str(dst)])
+    said = " ".join(err.split())
+    assert code == 6 and "drop --no-meta" in said and "w/avg" in said, said
+    assert not dst.exists()
+
+
+@pytest.mark.parametrize("args", [["--tensor-averages"], ["--raw", "--tensor-averages"]],
+                         ids=" ".join)
+def test_a_loss_tensors_average_beside_the_weights_exports_without_a_meta(made, tmp_path, args):
+    """What stays right: ema.apply([w, b]) and an EMA named avg of a loss tensor (not a
+    scalar) in a plain Saver(), copied without its .meta: ``--tensor-averages`` still writes
+    sq_loss/avg (the tensor's average) beside the weights' averages or raw values, bit for
+    bit as the session read them at save time."""
+    out, truth = made
+    prefix = _without_meta(out, "tensoravg", tmp_path)
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", prefix, *args, "--out", str(dst)])
+    assert code == 0, err
+    kind = "raw" if "--raw" in args else "ema"
+    with np.load(dst) as got:
+        assert sorted(got.files) == ["b", "sq_loss/avg", "w"], got.files
+        assert got["sq_loss/avg"].tobytes() == truth["tensoravg:avg:sq_loss"].tobytes()
+        for v in ("w", "b"):
+            assert got[v].tobytes() == truth[f"tensoravg:{kind}:{v}"].tobytes(), v
 
 
 #: (case, export --raw options, output name -> the variable whose raw value it holds)
