@@ -8,6 +8,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import SLOT_NAMED, suffix_base
+from .ema_scopes import VSCOPED
 from .errors import EmaError
 from .formats.objgraph import readable_name
 from .keras_detached import DETACHED
@@ -214,6 +215,10 @@ def missing_message(m: EmaMap) -> str:
     if slotted:  # the keys may be there, read as slots: "not in the checkpoint" would be false
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average proven under "
                 f"'<name>/{m.ema_name}': {sample}; {slotted}")
+    vscoped = next((h for h in m.hints if h.startswith(VSCOPED)), None)
+    if vscoped:  # b/W/fast stored: the other hints' "none of fast's" would be false (r58 F2)
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+                f"'<name>/{m.ema_name}': {sample}; {vscoped}")
     owner = dict(m.pairs)  # <t>/<name> may be stored as another variable's average:
     taken = {f"{t}/{m.ema_name}": owner[f"{t}/{m.ema_name}"] for t in m.missing
              if owner.get(f"{t}/{m.ema_name}", t) != t}  # ema.apply() in a variable_scope

@@ -77,13 +77,18 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
     # each offer as the export plan accepts it, never one refused (review-22-attack-r66 F4: a
     # renamed vtr Saver's ExponentialMovingAverage keys hold raw values, slow needs
     # --allow-missing; a Saver that kept no key of slow)
-    took = accepted(ckpt, names)
+    took = [(n, a) for n, a in accepted(ckpt, names) if _takes_own(ckpt, several, n, a)]
     offers = [option_text(n, (), a) for n, a in took]
     raw = ", or --raw for the raw weights" if works(ckpt, raw=True) else ""
     # the objects not offered, said refused (one whose averages were not saved)
     left = [n for n in names if not any(n in o.split(",") for o, _ in took)]
     refused = (f"; --ema-name {' or --ema-name '.join(left)} is refused (with "
                "--allow-missing too)" if left and offers else "")
+    from .ema_scopes import vscoped_hint
+
+    ops = update_ops(ckpt)  # averages stored under a variable_scope: which, and the way out
+    scoped = vscoped_hint(ckpt, None, sorted({v for v, _scope in ops.averages.values()})
+                          if ops is not None else [])
     raise UnprovenPairingError(
         f"{ckpt.path}: the .meta's update ops show {len(several[t])} EMA objects averaging "
         f"{t} ({shows}; the checkpoint stores {s}), and {len(used)} variable(s) read here "
@@ -93,8 +98,23 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
                                f"it was not saved){raw}{refused}" if offers else
                                f"no --ema-name decides (--ema-name {' or --ema-name '.join(names)}"
                                " is refused, with --allow-missing too)"
-                               + ("; ckpt export --raw writes the raw weights" if raw else "")),
+                               + ("; ckpt export --raw writes the raw weights" if raw else ""))
+        + (f"; {scoped}" if scoped else ""),
         "--ema-name", {t: tuple(sorted(several[t])) for t in sorted(used)})
+
+
+def _takes_own(ckpt: Checkpoint, several: dict[str, dict[str, str]], name: str,
+               allow_missing: bool) -> bool:
+    """Whether ``--ema-name name`` (``a,b`` too) exports, taking for each variable several
+    objects averaged an average of one of the objects named: on towers' averages alone (fast
+    under variable_scope a and b, a's saved) ``--ema-name b/fast --allow-missing`` takes
+    a/fast's ``a/net/b/fast`` for ``net/b`` (review-22-attack-r65 F1's twins)."""
+    from .offer_probe import exported  # it runs the export plan, which imports this module
+
+    got = exported(ckpt, name, allow_missing)
+    named = set(name.split(","))
+    return bool(got) and all(several[t][k] in named for t, k in got.items()
+                             if t in several and k in several[t])
 
 
 def refuse_named_both(ckpt: Checkpoint, names: list[str], use_meta: bool) -> None:

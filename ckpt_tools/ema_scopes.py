@@ -134,3 +134,110 @@ def scope_hints(ckpt: Checkpoint, name: str, missing) -> list[str] | None:
             f"graph's update ops show {other}'s averages of "
             f"{', '.join(sorted(others[other])[:3])}): {both}--allow-missing restores these raw "
             "although an average of theirs is stored"]
+
+
+#: How :func:`vscoped_hint` begins (``missing_message`` says it alone: the other hints of
+#: such a map say no average of the object is stored, which is false).
+VSCOPED = "the .meta's update ops show "
+
+
+def _vscoped(key: str, var: str) -> tuple[str, str] | None:
+    """``(P, x)`` where ``key`` is ``P/<var>/x`` (a shadow ``ema.apply()`` made inside
+    ``variable_scope(P)``), or ``None``."""
+    at = key.find("/" + var + "/")
+    if at <= 0:
+        return None
+    return key[:at], key[at + len(var) + 2:]
+
+
+def vscoped_hint(ckpt: Checkpoint, stated: str | None, missing) -> str | None:
+    """Why ``missing`` have no ``<variable>/<name>`` average where the ``.meta``'s update ops
+    show an average of theirs stored as ``P/<variable>/x``: ``ExponentialMovingAverage(
+    name="fast").apply()`` inside ``variable_scope("b")`` stores ``b/net/w/fast``. Such a key
+    is not read as an average by name (two objects named ``fast`` under ``a`` and ``b`` would
+    be one name: review-22-attack-r65 F1, F11), and the refusals said no average of the
+    object is stored at all (review-21-attack-r58 F2; r65 F5, F9, F10). The hint names the
+    stored keys, the variables they average and the apply() that wrote them, and an
+    ``--ema-name`` only where its export takes those very keys
+    (:func:`~ckpt_tools.offer_probe.exported`); otherwise it says that no option decides and
+    names the Python ``Saver`` keyed by those keys, which restores them.
+
+    Args:
+        stated: the ``--ema-name`` given (``None``: every object's such averages are named).
+
+    Returns:
+        `str` beginning with :data:`VSCOPED`, or ``None`` where no such average is stored
+        (or the checkpoint has no ``.meta``, or is a TF2 one).
+    """
+    from .ema_updates import update_ops  # ema_updates imports this module
+
+    ops = update_ops(ckpt) if missing and ckpt.objects is None else None
+    if ops is None:
+        return None
+    from .save_op import written_sources
+
+    # a key counts only where the save op wrote it from the shadow itself: a training
+    # Saver(ema.variables_to_restore()) writes W's raw value under W's average name (r64 F7)
+    sources = written_sources(ckpt) or {}
+    lacking = set(missing)
+    stored = {k for k in ckpt.entries() if sources.get(k) == [k]}
+    groups: dict[str, dict[str, str]] = {}  # apply()'s scope -> {variable: stored shadow}
+    unstored: dict[str, list[str]] = {}  # the same, of apply() calls whose keys are not stored
+    tails: dict[str, tuple[str, str]] = {}  # scope -> (P, x)
+    for shadow, (var, scope) in sorted(ops.averages.items()):
+        cut = _vscoped(shadow, var)
+        if var not in lacking or shadow in ops.slots:
+            continue
+        if shadow not in stored:  # another apply() of theirs, not saved (a root twin too)
+            unstored.setdefault(scope, []).append(shadow)
+        elif cut is not None and (stated is None or stated in (cut[1], scope)):
+            tails.setdefault(scope, cut)
+            groups.setdefault(scope, {})[var] = shadow
+    if not groups:
+        return None
+    said = []
+    for scope, found in sorted(groups.items())[:2]:
+        where, x = tails[scope]
+        who = (f"an object named {x} applied under variable_scope '{where}'"
+               if scope == f"{where}/{x}" else f"under variable_scope '{where}'")
+        said.append(f"{', '.join(sorted(found.values())[:4])} written from "
+                    f"{', '.join(sorted(found)[:4])} by the apply() of name scope '{scope}' "
+                    f"({who}: its averages are stored as {where}/<variable>/{x}, not "
+                    f"<variable>/{x})")
+    text = VSCOPED + "; and ".join(said)
+    scope, found = sorted(groups.items())[0]
+    uncovered = sorted({v for v, sc in ops.averages.values() if sc == scope
+                        and v in lacking and v not in found})
+    if uncovered:  # a partitioned variable's parts (r65 F9): no key of this form holds it
+        text += f"; no key of that form holds its average of {', '.join(uncovered[:3])}"
+    listed = sorted(k for f in groups.values() for k in f.values() if k in lacking)
+    if listed:  # W/fast averaged again by slow: a weight by name, listed above (r65 F5)
+        text += (f"; {', '.join(listed[:3])}, listed above, are these averages (another "
+                 "object averaged them in turn)")
+    others = sorted(s for s in unstored if s not in groups)
+    if others:  # a second object of that name (towers under a/ and b/): r65 F1
+        keys = unstored[others[0]][:2]
+        held = [f"{k} written by the save op from {sources[k][0]}" for k in keys
+                if sources.get(k)]  # a vtr Saver's key: W's raw value under its name
+        text += (f"; the apply() of name scope '{others[0]}' averaged them too "
+                 f"({'; '.join(held) if held else ', '.join(keys) + ', not stored'})")
+    from .offer_probe import exported, python_text  # it runs the export plan: imports us
+
+    # an offer that exports these very keys: one named like them may take another object's
+    # (a root fast's net/w/fast beside b/net/w/fast: r65 F1)
+    offers = [n for sc in sorted(groups) for n in (tails[sc][1], sc)]
+    took = next((n for n in dict.fromkeys(offers) if n != stated and any(
+        set(found.items()) <= set(exported(ckpt, n).items()) for found in groups.values())),
+        None)
+    if took is not None:
+        return text + f"; --ema-name {took} ({python_text(took)} in Python) takes them"
+    keyed = ", ".join(f"{k!r}: <{v}>" for v, k in sorted(found.items())[:3])
+    one = "one object's stored keys restores its averages" if len(groups) > 1 else (
+        "the stored keys restores them")
+    tried = " nor ".join(f"--ema-name {n}" for n in dict.fromkeys(offers))
+    return (text + f"; neither {tried} takes these keys (a key under a variable_scope is "
+            "not read as an average by its name: another object may share the name), so no "
+            f"option of ckpt exports these averages; in Python, a Saver keyed by {one} into "
+            "the model's variables: "
+            f"tf.compat.v1.train.Saver({{{keyed}{', ...' if len(found) > 3 else ''}}})"
+            f".restore(sess, {ckpt.path!r})")

@@ -20,7 +20,7 @@ from .ema_missing import (
     unsaved_inner_optimizers,
 )
 from .ema_proof import elsewhere_hint
-from .ema_scopes import scope_hints
+from .ema_scopes import scope_hints, vscoped_hint
 from .ema_sources import (
     foreign_sources,
     tensor_source_text,
@@ -120,6 +120,9 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         hints.insert(0, elsewhere_hint(ckpt, name, elsewhere, suffix, variables))
     scoped = scope_hints(ckpt, name, missing) if ema_name and use_meta else None
     hints = hints if scoped is None else scoped  # --ema-name gen/ExponentialMovingAverage
+    vscoped = vscoped_hint(ckpt, ema_name, missing) if use_meta and source == "meta" else None
+    if vscoped:  # stored as b/W/fast: not "no average of fast's stored" (r58 F2, r65 F5, F10)
+        hints.insert(0, vscoped)
     sourced = {t: found for t, found in tensor_sources(
         ckpt, variables, name, {}, use_meta and source == "meta").items() if t in missing}
     if sourced:  # W/<name> stored, a gradient's moment (r36 F7)

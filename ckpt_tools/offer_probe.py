@@ -76,8 +76,30 @@ def works(ckpt: Checkpoint, ema_name: str | None = None, exclude: tuple[str, ...
     Returns:
         `bool`: ``False`` also inside another probe (its hints are never shown).
     """
+    plan = _probe(ckpt, ema_name, exclude, allow_missing, raw)
+    return plan is not None and bool(plan[0] if raw else plan[1])
+
+
+def exported(ckpt: Checkpoint, ema_name: str | None = None,
+             allow_missing: bool = False) -> dict[str, str]:
+    """What ``ckpt export --ema-name ema_name`` (with the refused command's own filters and
+    options, as :func:`works`) would write: output name -> the checkpoint key it reads, so
+    that an offer said to take certain keys is shown to take those, not another object's of
+    the same name.
+
+    Returns:
+        `dict`: ``{}`` where that export is refused, or inside another probe.
+    """
+    plan = _probe(ckpt, ema_name, (), allow_missing, False)
+    return dict(plan[0]) if plan is not None and plan[1] else {}
+
+
+def _probe(ckpt: Checkpoint, ema_name: str | None, exclude: tuple[str, ...],
+           allow_missing: bool, raw: bool):
+    """The export plan (:func:`~ckpt_tools.export_plan.plan_export`'s answer) of an offer,
+    or ``None`` where it is refused or a probe is already running."""
     if _PROBING.get():
-        return False
+        return None
     import warnings
 
     # export_plan imports the map, which imports the modules that offer options
@@ -94,11 +116,10 @@ def works(ckpt: Checkpoint, ema_name: str | None = None, exclude: tuple[str, ...
             for swap in ((False, True) if not kept.get("not_swapped") else (False,)):
                 try:
                     if raw:
-                        return bool(plan_export(ckpt, ema=False, exclude=excluded, **kept)[0])
+                        return plan_export(ckpt, ema=False, exclude=excluded, **kept)
                     # an export of no average (every averaged variable excluded) is no offer
-                    return bool(plan_export(ckpt, ema=True, exclude=excluded,
-                                            ema_name=ema_name, allow_missing=allow_missing,
-                                            **kept)[1])
+                    return plan_export(ckpt, ema=True, exclude=excluded, ema_name=ema_name,
+                                       allow_missing=allow_missing, **kept)
                 except CheckpointError as e:
                     # Whether a Keras file was saved swapped is the file's own question, not
                     # the offer's: the next refusal names --not-swapped, so an offer that
@@ -106,9 +127,9 @@ def works(ckpt: Checkpoint, ema_name: str | None = None, exclude: tuple[str, ...
                     # on the option the refusal names, not on its text, which may mention
                     # --not-swapped as one way among others.
                     if swap or raw or getattr(e, "option", None) != "--not-swapped":
-                        return False
+                        return None
                     kept = {**kept, "not_swapped": True}
-            return False
+            return None
     finally:
         _PROBING.reset(token)
 

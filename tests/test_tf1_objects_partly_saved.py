@@ -18,6 +18,13 @@ averages (review-21-attack-r53 F3, F1, F4).
   (shadows ``ema/w0/fast``) beside ``ema/fast``, only ``ema/fast``'s saved (also by a renaming
   Saver): ``--ema-name fast`` took ``ema/fast``'s; ``fast`` applied in ``name_scope("ema")``
   (its scope ``ema/fast``), only its averages saved: ``--ema-name ema/fast`` took them.
+- r58 F2, r65 F5, F9, F10 (MAJOR): one object ``fast`` applied under ``variable_scope("ema")``
+  (shadows ``ema/w0/fast``), alone, beside ``slow`` at the root, or averaged again by ``slow``:
+  refused, saying no EMA shadow is stored at all or that none of fast's is, and offering
+  ``--ema-name ema/fast``, which is refused. Such a key is not read as fast's average (two
+  objects named ``fast`` under ``a/`` and ``b/``, one's saved, made that a guess: r65 F1), so
+  the refusal names the keys, the apply() that wrote them, an ``--ema-name`` only where it
+  exports, and otherwise the ``Saver`` keyed by them.
 
 Made by real TensorFlow in a subprocess; truth ``sess.run(ema.average(v))`` at save time.
 """
@@ -33,10 +40,14 @@ GRAPHS = {"slow_fast": ("slow", "fast"), "slashed": ("ema/fast", "fast"),
           "endings": ("a/fast", "b/fast"), "twins": ("ExponentialMovingAverage",) * 2,
           "fast_twins": ("fast", "fast"), "scoped_twins": ("ExponentialMovingAverage",) * 2,
           "vscoped": ("ema/fast", "fast"), "nscoped": ("fast", "ema/fast"),
-          "nvscoped": ("fast", "ema/fast")}
+          "nvscoped": ("fast", "ema/fast"), "solo": ("fast",), "vtowers": ("fast", "fast"),
+          "vsroot": ("fast", "slow"), "vstacked": ("fast", "slow"), "rbtowers": ("fast", "fast")}
 # where each object's apply() runs: name_scope ("n", scope) or variable_scope ("v", scope)
 WHERE = {"scoped_twins": (("n", "a"), None), "vscoped": (None, ("v", "ema")),
-         "nscoped": (("n", "ema"), None), "nvscoped": (("n", "ema"), ("v", "v"))}
+         "nscoped": (("n", "ema"), None), "nvscoped": (("n", "ema"), ("v", "v")),
+         "solo": (("v", "ema"),), "vtowers": (("v", "a"), ("v", "b")),
+         "vsroot": (("v", "ema"), None), "vstacked": (("v", "ema"), None),
+         "rbtowers": (None, ("v", "b"))}
 for graph, names in GRAPHS.items():
     with tf.Graph().as_default():
         w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]))
@@ -47,8 +58,10 @@ for graph, names in GRAPHS.items():
             kind, scope = WHERE.get(graph, (None, None))[i] or (None, None)
             with tf.control_dependencies([update]), (
                     tf1.variable_scope(scope) if kind == "v" else tf1.name_scope(scope)):
-                update = e.apply([w0, w1])
-        first, second = objs
+                # vstacked: slow averages fast's averages (an EMA of an EMA, r65 F5)
+                update = e.apply([objs[0].average(w0), objs[0].average(w1)]
+                                 if graph == "vstacked" and i else [w0, w1])
+        first, second = objs[0], objs[-1]  # solo: the one object
         savers = {"split": tf1.train.Saver([w0, w1, second.average(w0), first.average(w1)]),
                   "first": tf1.train.Saver([w0, w1, first.average(w0), first.average(w1)]),
                   "alone": tf1.train.Saver({first.average_name(v): first.average(v)
@@ -63,16 +76,23 @@ for graph, names in GRAPHS.items():
                       w0, w1, second.average(w0), second.average(w1))}),
                   "renamed_first": tf1.train.Saver({"model/" + v.op.name: v for v in (
                       w0, w1, first.average(w0), first.average(w1))}),
-                  "both": tf1.train.Saver()}
+                  "both": tf1.train.Saver()} if graph != "vstacked" else {
+                      "both": tf1.train.Saver()}  # slow has no average of w0 itself
         with trained(tf, update) as s:
             for v in (w0, w1):
                 truth[f"{graph}:raw:{v.op.name}"] = s.run(v)
                 for i, (n, e) in enumerate(zip(names, objs)):
+                    if e.average(v) is None:  # vstacked's slow: no average of v itself
+                        continue
                     truth[f"{graph}:{n}:{v.op.name}"] = s.run(e.average(v))
                     truth[f"{graph}:{i}:{v.op.name}"] = s.run(e.average(v))
             for kind, saver in savers.items():
                 os.makedirs(f"{out}/{graph}_{kind}")
-                saver.save(s, f"{out}/{graph}_{kind}/model.ckpt")
+                path = saver.save(s, f"{out}/{graph}_{kind}/model.ckpt")
+                if graph in ("solo", "vtowers", "vsroot", "vstacked", "rbtowers"):  # each key
+                    reader = tf1.train.load_checkpoint(path)
+                    for k in reader.get_variable_to_shape_map():
+                        truth[f"{graph}_{kind}:key:{k}"] = reader.get_tensor(k)
 '''
 
 
@@ -277,3 +297,79 @@ def test_a_stated_name_takes_the_averages_its_objects_shadows_carry(made, tmp_pa
     prefix = "model/" if "renamed" in case else ""
     for w in ("w0", "w1"):
         assert got[prefix + w].tobytes() == truth[f"{graph}:{obj}:{w}"].tobytes(), w
+
+
+# (case, options, graph's object whose averages are stored: its index; an --ema-name the
+# refusal offers, which exports that object's averages, or None: the Saver route)
+VSCOPED = [("solo_both", ["--ema-name", "fast"], 0, None),
+           ("solo_both", [], 0, None),
+           ("solo_both", ["--ema-name", "ema/fast"], 0, None),
+           ("solo_alone", ["--ema-name", "fast"], 0, "ema/fast"),
+           ("vtowers_second", ["--ema-name", "fast"], 1, None),
+           ("vtowers_second", ["--ema-name", "b/fast"], 1, None),
+           ("vtowers_second", [], 1, None),
+           ("vsroot_both", ["--ema-name", "fast"], 0, None),
+           ("vsroot_both", ["--ema-name", "ema/fast"], 0, None),
+           ("vstacked_both", ["--ema-name", "fast"], 0, None),
+           # a root object named fast beside it, whose net/w/fast is not saved: r65 F1's twin
+           ("rbtowers_second", ["--ema-name", "fast"], 1, None),
+           ("rbtowers_second", ["--ema-name", "b/fast"], 1, None)]
+
+
+@pytest.mark.parametrize("case,extra,obj,offer", VSCOPED)
+def test_averages_stored_under_a_variable_scope_are_named_in_the_refusal(made, tmp_path, case,
+                                                                         extra, obj, offer):
+    """r58 F2, r65 F5, F9, F10: an object's averages stored as <scope>/W/<name> (apply() under
+    a variable_scope) stay unread (two objects named fast under a/ and b/ make the name no
+    proof: r65 F1), and the refusal said no shadow is stored, or none of fast's, offering
+    names that were refused. It names the stored keys and the apply() that wrote them, and an
+    --ema-name only where it exports the object's averages (bit for bit); otherwise a Saver
+    keyed by those keys, each of which holds the named variable's ema.average(v)."""
+    import re
+
+    out, truth = made
+    code, err, got = _export(out / case, tmp_path, *extra, "--strict")
+    assert code == 6 and got is None, err
+    for false in ("no EMA shadow is stored at all", "none of fast's", "probably frozen",
+                  "--ema-name ema/fast or", "no EMA object averaged"):
+        assert false not in err, err
+    graph = case.split("_")[0]
+    scope = {"vtowers": "b", "rbtowers": "b"}.get(graph, "ema")
+    assert f"{scope}/w0/fast, {scope}/w1/fast written from w0, w1" in err or (
+        f"{scope}/w1/fast, {scope}/w0/fast" in err), err
+    if offer is not None:
+        assert f"--ema-name {offer} (ema_name='{offer}' in Python) takes them" in err, err
+        code, err, got = _export(out / case, tmp_path, "--ema-name", offer, "--strict")
+        assert code == 0, err
+        for w in ("w0", "w1"):
+            assert got[w].tobytes() == truth[f"{graph}:{obj}:{w}"].tobytes(), w
+        return
+    assert "so no option of ckpt exports these averages" in err, err
+    keyed = dict(re.findall(r"'([\w/]+)': <(\w+)>", err.partition("Saver(")[2]))
+    assert sorted(keyed.values()) == ["w0", "w1"], err
+    for key, w in keyed.items():  # each key TF stored holds that object's average of w
+        assert truth[f"{case}:key:{key}"].tobytes() == truth[f"{graph}:{obj}:{w}"].tobytes()
+        assert truth[f"{case}:key:{key}"].tobytes() != truth[f"{graph}:raw:{w}"].tobytes()
+
+
+@pytest.mark.parametrize("case", ["vtowers_both", "vtowers_second", "vsroot_both"])
+def test_the_unstated_refusal_beside_scoped_averages_offers_only_what_exports(made, tmp_path,
+                                                                             case):
+    """r65 F10, F1: the unstated refusal of several objects offered --ema-name ema/fast (and
+    a/fast, b/fast), the scopes of objects whose averages sit under a variable_scope, each
+    refused; it offers only a name that exports (slow, bit for bit) and names the keys."""
+    import re
+
+    out, truth = made
+    code, err, got = _export(out / case, tmp_path, "--strict")
+    assert code == 6 and got is None, err
+    offered = re.findall(r"\b(?:pass|or) --ema-name (\S+)", err) + re.findall(
+        r"--ema-name (\S+) \(ema_name=", err)
+    assert offered == (["slow"] if case == "vsroot_both" else []), err
+    assert "written from w0" in err or "written from w1" in err, err
+    if case == "vsroot_both":
+        assert "pass --ema-name slow" in err, err
+        code, err, got = _export(out / case, tmp_path, "--ema-name", "slow", "--strict")
+        assert code == 0, err
+        for w in ("w0", "w1"):
+            assert got[w].tobytes() == truth[f"vsroot:slow:{w}"].tobytes(), w
