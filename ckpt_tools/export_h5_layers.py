@@ -17,8 +17,7 @@ layer, as weight tying does, counts that layer's weights too). The writer follow
   layers it holds), each group named after its layer as its variables' recorded names give
   it (``load_weights(by_name=True)`` matches groups by layer name), refused where they do not;
 - a tf_keras TF-format checkpoint: its ``layer_with_weights-N`` numbers
-  (:func:`~ckpt_tools.export_h5_tfk.numbered_groups`), each named after its layer's
-  recorded name, a nested model (whose name is not recorded) refused;
+  (:func:`~ckpt_tools.export_h5_tfk.numbered_groups`), a nested model one layer;
 - any other TensorFlow checkpoint: layers as named, each layer's weights in Keras' order by
   name, refused where that order or the layers' is not recorded.
 """
@@ -80,7 +79,7 @@ def h5_layers(plan: dict[str, str], ckpt: Checkpoint,
     if ckpt.objects is not None:
         found = _graph_layers(plan, ckpt, of)
         if found is None:  # tf_keras' TF format: layer_with_weights-N, in model.layers order
-            found = numbered_groups(ckpt.path, of, _spec(ckpt), ckpt.objects.full_names)
+            found = numbered_groups(ckpt.path, of, _spec(ckpt))
         if found is not None:
             return found
     return _named_layers(plan, ckpt)

