@@ -76,6 +76,17 @@ def shadow_owners(ckpt: Checkpoint, *, whole: bool = False) -> dict[str, str] | 
     return {s: v for s, (v, _scope) in ops.averages.items() if s not in ops.slots}
 
 
+def proven_shadows(ckpt: Checkpoint) -> set[str]:
+    """The keys the ``.meta``'s update ops prove ``ema.apply()``'s shadows of a variable (an
+    ``AssignMovingAvg`` op updates them from it; no optimizer's slot, no other op writes
+    them); empty without a graph. An EMA of an EMA averages such a key in turn, which makes
+    it no model weight (review-23-attack-r67 F1)."""
+    ops = update_ops(ckpt)
+    if ops is None:
+        return set()
+    return set(ops.averages) - set(ops.slots) - set(ops.writers)
+
+
 def mixed_keys(ckpt: Checkpoint) -> set[str]:
     """The average keys whose parts (a partitioned variable's) the ``.meta``'s update ops show
     written by different ``apply()`` calls: TF stores the parts' shadows as one key whatever

@@ -10,6 +10,7 @@ import glob
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_names import not_saved_note
+from .ema_updates import proven_shadows
 from .emamap import ema_map, match_any
 from .errors import EmaError, OutputError
 from .export_rename import Renamer
@@ -144,7 +145,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(apart_note(ckpt, left, [_clean_name(k, variables.get(k)) for k in left]))
     if not use_ema:  # held <v>/<x> attributes and dict values, written as weights (r35 F4)
         unproven += [k for k in held_twins(ckpt, variables) if k in weights and k not in unproven]
-        twice = averaged_averages(variables, weights)  # never dropped by --raw (r38 F10)
+        # never dropped by --raw (r38 F10), unless the .meta proves it a shadow (r67 F1)
+        twice = averaged_averages(variables, weights, proven_shadows(ckpt))
         weights += twice
         unproven += twice
     if unproven:

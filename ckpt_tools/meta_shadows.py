@@ -242,6 +242,37 @@ def update_op_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, Role
     return out
 
 
+def update_op_averaged_shadows(entries: Mapping[str, TensorEntry],
+                               roles: Mapping[str, RoleInfo],
+                               meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Returns new roles for the keys read as a weight or a batch-norm statistic that the
+    ``.meta``'s graph proves are ``ema.apply()``'s shadows of a stored variable (an
+    ``AssignMovingAvg`` op updates them from it, no other op writes them, the graph does not
+    train them): an EMA's average averaged in turn by a second EMA (an EMA of an EMA).
+    ``apply()`` lists such a shadow in ``moving_average_variables``, which read it as a
+    statistic, or as a weight where its name reads as no average (``net/w/ema/fast`` of
+    ``name="ema/fast"`` under ``slow``'s ``net/w/ema/fast/slow``): ``export --raw`` wrote it
+    as a model weight and ``--strict`` exported the second EMA's average of it as one, exit 0
+    (review-23-attack-r67 F1, F7)."""
+    read = update_ops_of(meta) if meta is not None and any(
+        ri.role in (WEIGHT, BN_STAT) for ri in roles.values()) else None
+    if read is None:
+        return {}
+    ops, key = read
+    trained = set(meta.keys_in("trainable_variables"))
+    written = {key(w) for w in ops.writers}
+    out: dict[str, RoleInfo] = {}
+    for shadow_op, (var_op, _scope) in ops.averages.items():
+        shadow, of = key(shadow_op), key(var_op)
+        if (shadow in entries and of in entries and shadow != of
+                and shadow_op not in ops.slots and shadow not in written
+                and shadow not in trained and roles[shadow].role in (WEIGHT, BN_STAT)
+                and entries[shadow].dtype == entries[of].dtype
+                and entries[shadow].shape == entries[of].shape):
+            out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
+    return out
+
+
 def update_op_other_slots(roles: Mapping[str, RoleInfo], meta: MetaGraph | None
                           ) -> dict[str, RoleInfo]:
     """Returns new roles for the keys read as ``other`` that the ``.meta``'s graph shows an

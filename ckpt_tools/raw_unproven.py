@@ -61,14 +61,16 @@ def unproven_keys(ckpt, variables) -> tuple[list[str], list[str]]:
     return out, apart
 
 
-def averaged_averages(variables, weights) -> list[str]:
+def averaged_averages(variables, weights, shadows=frozenset()) -> list[str]:
     """Keys read as averages that are averaged in turn and not among ``weights`` (TF1
     ``w0/fast`` beside ``w0/fast/fast`` without the ``.meta``): a variable with its own
     average as much as an EMA of an average, which ``--raw``, offered by the refusal for it,
-    must never drop (review-17-attack-r38 F10)."""
+    must never drop (review-17-attack-r38 F10). ``shadows``: keys the ``.meta``'s update ops
+    prove ``ema.apply()``'s shadows, never a weight whatever averages them in turn
+    (review-23-attack-r67 F1)."""
     return sorted({v.ema_of for v in variables.values() if v.role == R.EMA and v.ema_of
                    and getattr(variables.get(v.ema_of), "role", None) == R.EMA}
-                  - set(weights))
+                  - set(weights) - set(shadows))
 
 
 def held_twins(ckpt, variables) -> list[str]:

@@ -206,6 +206,7 @@ def classify(
     if meta is not None:
         from .meta_shadows import (  # builds on this
             slashed_name_shadows,
+            update_op_averaged_shadows,
             update_op_candidates,
             update_op_lone,
             update_op_other_slots,
@@ -217,6 +218,7 @@ def classify(
 
         out.update(slashed_name_shadows(entries, out, meta))
         out.update(update_op_shadows(entries, out, meta))
+        out.update(update_op_averaged_shadows(entries, out, meta))  # an EMA of an EMA: r67 F1
         out.update(update_op_candidates(entries, out, meta))
         out.update(update_op_lone(entries, out, meta))
         out.update(update_op_slots(entries, out, meta))

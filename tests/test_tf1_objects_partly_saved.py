@@ -285,7 +285,10 @@ def test_a_stated_name_is_the_one_its_objects_shadows_carry(made, tmp_path, case
     ("vscoped_both", "fast", 1), ("vscoped_both", "ema/fast", 0),
     ("vscoped_first", "ema/fast", 0), ("vscoped_renamed_first", "ema/fast", 0),
     ("nscoped_both", "ema/fast", 1), ("nscoped_both", "fast", 0),
-    ("nscoped_second", "ema/fast", 1), ("nvscoped_both", "fast", 0)])
+    ("nscoped_second", "ema/fast", 1), ("nvscoped_both", "fast", 0),
+    # fast under variable_scope("ema"), slow over its averages: the update ops prove
+    # ema/w0/fast fast's average of w0 (r65 F5, review-23-attack-r67 F1: was refused)
+    ("vstacked_both", "fast", 0)])
 def test_a_stated_name_takes_the_averages_its_objects_shadows_carry(made, tmp_path, case,
                                                                      name, obj):
     """The mirror cases of r58 F1, F3: the named object's averages saved, --ema-name takes
@@ -310,7 +313,6 @@ VSCOPED = [("solo_both", ["--ema-name", "fast"], 0, None),
            ("vtowers_second", [], 1, None),
            ("vsroot_both", ["--ema-name", "fast"], 0, None),
            ("vsroot_both", ["--ema-name", "ema/fast"], 0, None),
-           ("vstacked_both", ["--ema-name", "fast"], 0, None),
            # a root object named fast beside it, whose net/w/fast is not saved: r65 F1's twin
            ("rbtowers_second", ["--ema-name", "fast"], 1, None),
            ("rbtowers_second", ["--ema-name", "b/fast"], 1, None)]

@@ -113,17 +113,18 @@ def test_with_the_meta_the_true_slashed_name_takes_its_objects_averages(made, tm
 # an EMA named "fast" over net/w and net/b (k1), or over all three (k2); review-22-attack-r63
 # F1: net/b/fast/kernel too (kk); F2: an EMA "slow" over fast's average of net/w (ee);
 # review-22-attack-r65 F2: k1 with the EMA named "ema/fast" (ks); F3: ee with "slow" named
-# "ema/slow" (e4: net/w/fast/ema/slow); k2 with "ema/fast" (s2). Truth "<case>:fast:" is the
-# first EMA's averages.
+# "ema/slow" (e4: net/w/fast/ema/slow); k2 with "ema/fast" (s2); review-23-attack-r67 F1, F7:
+# ee with the first EMA named "ema/fast" (es), and a second "ema/fast" over both of its
+# averages (ss: net/w/ema/fast/ema/fast). Truth "<case>:fast:" is the first EMA's averages.
 UNDER = r'''
 E = tf1.train.ExponentialMovingAverage
-for case in ("k1", "k2", "kk", "ee", "ks", "e4", "s2"):
-    name = "ema/fast" if case in ("ks", "s2") else "fast"
+for case in ("k1", "k2", "kk", "ee", "ks", "e4", "s2", "es", "ss"):
+    name = "ema/fast" if case in ("ks", "s2", "es", "ss") else "fast"
     with tf.Graph().as_default():
         w = tf1.get_variable("net/w", initializer=tf.ones([4, 2]))
         b = tf1.get_variable("net/b", initializer=tf.zeros([2]))
         made = [w, b]
-        if case not in ("ee", "e4"):
+        if case not in ("ee", "e4", "es", "ss"):
             made.append(tf1.get_variable(f"net/w/{name}/kernel",
                                          initializer=tf.fill([4, 2], 2.0)))
         if case == "kk":
@@ -132,17 +133,17 @@ for case in ("k1", "k2", "kk", "ee", "ks", "e4", "s2"):
         fast = E(0.9, name=name)
         with tf.control_dependencies(step):
             upd = fast.apply(made[:3 if case in ("k2", "s2") else 2])
-        if case in ("ee", "e4"):
-            slow = E(0.75, name="slow" if case == "ee" else "ema/slow")
+        if case in ("ee", "e4", "es", "ss"):
+            slow = E(0.75, name={"e4": "ema/slow", "ss": "ema/fast"}.get(case, "slow"))
             with tf.control_dependencies([upd]):
-                upd = slow.apply([fast.average(w)])
+                upd = slow.apply([fast.average(v) for v in made[:1 if case != "ss" else 2]])
         with trained(tf, upd) as s:
             for v in made:
                 name = v.op.name
                 truth[f"{case}:raw:{name}"] = s.run(v)
                 if fast.average(v) is not None:
                     truth[f"{case}:fast:{name}"] = s.run(fast.average(v))
-            if case in ("ee", "e4"):
+            if case in ("ee", "e4", "es"):
                 truth[f"{case}:slow:{slow.average(fast.average(w)).op.name}"] = s.run(
                     slow.average(fast.average(w)))
             tf1.train.Saver().save(s, f"{out}/{case}/model.ckpt")
@@ -251,3 +252,27 @@ def test_raw_refuses_a_key_under_a_stated_names_shadow(under, tmp_path, case):
             assert sorted(got.files) == sorted(want), (extra, got.files)
             for n in got.files:
                 assert got[n].tobytes() == truth[f"{case}:raw:{n}"].tobytes(), (extra, n)
+
+
+@pytest.mark.parametrize(("case", "name"), [("ee", "fast"), ("es", "ema/fast"),
+                                            ("ss", "ema/fast")])
+def test_an_average_averaged_again_is_never_a_weight_with_the_meta(under, tmp_path, case, name):
+    """review-23-attack-r67 F1, F7 (and r65 F5's root): with the ``.meta``, the update ops
+    prove ``net/w/<name>`` the first EMA's average of ``net/w``, whatever averages it in turn
+    (``slow``'s, or a second ``ema/fast``'s). ``--raw`` wrote it as a model weight (es: under
+    the generic warning; ee: under one calling it maybe a weight of yours) and ``--strict``
+    exported the second object's average of it as one more weight (ss), exit 0. Now
+    ``--raw`` writes ``net/w``, ``net/b`` only and ``--strict`` the first EMA's averages, as
+    TensorFlow held them at save time."""
+    out, truth = under
+    dest = tmp_path / f"{case}.npz"
+    for extra, kind in (["--raw"], "raw"), (["--strict"], "fast"):
+        for stated in (["--ema-name", name], []):
+            code, _, err = run_cli(["export", str(out / case), *extra, *stated,
+                                    "--out", str(dest), "--force"])
+            assert code == 0, (extra, stated, err)
+            assert "may be model weights" not in err, err
+            with np.load(dest) as got:
+                assert sorted(got.files) == ["net/b", "net/w"], (extra, stated, got.files)
+                for n in got.files:
+                    assert got[n].tobytes() == truth[f"{case}:{kind}:{n}"].tobytes(), (extra, n)
