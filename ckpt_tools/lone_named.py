@@ -66,7 +66,10 @@ def unmarked_lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str],
         for shadow, (var, scope) in ops.averages.items():
             if shadow in stored and var not in stored and var not in chosen \
                     and shadow not in taken and _floating(variables, shadow):
-                if ema_name is None or ema_name in (scope, shadow[len(var) + 1:]) or (
+                # the name is the shadow's tail after <var>/ only where it starts so:
+                # a/net/b/fast (net/b under scope a) is never "b/fast" (s23e AB_0only)
+                tail = shadow[len(var) + 1:] if shadow.startswith(var + "/") else None
+                if ema_name is None or ema_name in (scope, tail) or (
                         ema_name in (shadow.rpartition("/")[2], scope.rpartition("/")[2])
                         # by a last part only where no object has the whole name (r53 F1)
                         and last_part_reads(ckpt, ema_name, use_meta)):

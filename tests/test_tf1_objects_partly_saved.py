@@ -41,17 +41,21 @@ GRAPHS = {"slow_fast": ("slow", "fast"), "slashed": ("ema/fast", "fast"),
           "fast_twins": ("fast", "fast"), "scoped_twins": ("ExponentialMovingAverage",) * 2,
           "vscoped": ("ema/fast", "fast"), "nscoped": ("fast", "ema/fast"),
           "nvscoped": ("fast", "ema/fast"), "solo": ("fast",), "vtowers": ("fast", "fast"),
-          "vsroot": ("fast", "slow"), "vstacked": ("fast", "slow"), "rbtowers": ("fast", "fast")}
+          "vsroot": ("fast", "slow"), "vstacked": ("fast", "slow"), "rbtowers": ("fast", "fast"),
+          "ntowers": ("fast", "fast")}
 # where each object's apply() runs: name_scope ("n", scope) or variable_scope ("v", scope)
 WHERE = {"scoped_twins": (("n", "a"), None), "vscoped": (None, ("v", "ema")),
          "nscoped": (("n", "ema"), None), "nvscoped": (("n", "ema"), ("v", "v")),
          "solo": (("v", "ema"),), "vtowers": (("v", "a"), ("v", "b")),
          "vsroot": (("v", "ema"), None), "vstacked": (("v", "ema"), None),
-         "rbtowers": (None, ("v", "b"))}
+         "rbtowers": (None, ("v", "b")), "ntowers": (("v", "a"), ("v", "b"))}
+# ntowers: vtowers over variables whose last part is the other scope (a/net/b/fast: s23j)
+VARS = {"ntowers": ("net/w", "net/b")}
 for graph, names in GRAPHS.items():
     with tf.Graph().as_default():
-        w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]))
-        w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
+        n0, n1 = VARS.get(graph, ("w0", "w1"))
+        w0 = tf1.get_variable(n0, initializer=tf.ones([3, 2]))
+        w1 = tf1.get_variable(n1, initializer=tf.zeros([2]))
         update = tf.group(tf1.assign_add(w0, tf.ones([3, 2])), tf1.assign_add(w1, 2 * tf.ones([2])))
         objs = [tf1.train.ExponentialMovingAverage(d, name=n) for d, n in zip((0.9, 0.5), names)]
         for i, e in enumerate(objs):
@@ -375,3 +379,29 @@ def test_the_unstated_refusal_beside_scoped_averages_offers_only_what_exports(ma
         assert code == 0, err
         for w in ("w0", "w1"):
             assert got[w].tobytes() == truth[f"vsroot:slow:{w}"].tobytes(), w
+
+
+@pytest.mark.parametrize("case,name", [
+    ("ntowers_first", "b/fast"), ("ntowers_alone", "b/fast"), ("vtowers_first", "1/fast"),
+    ("vtowers_alone", "1/fast"), ("vtowers_alone", "0/fast"),
+    ("ntowers_alone", "fast"), ("ntowers_alone", "net/b/fast")])  # two objects; 3 parts
+@pytest.mark.parametrize("meta", [[], ["--no-meta"]])
+def test_a_stated_name_never_straddles_a_variables_own_name(made, tmp_path, case, name, meta):
+    """s23e AB_0only: fast under variable_scope("a") and ("b") over net/w, net/b, only a's
+    averages saved. A shadow a/<v>/fast was read as the stated name's key by cutting
+    len(<v>) characters off it (a/net/b/fast as "<a/net>/b/fast", a/w1/fast as
+    "<a/w>1/fast"), so --ema-name b/fast --allow-missing, whose object wrote no saved key,
+    took a/fast's average for net/b, exit 0. Refused now, or raw weights: never a's
+    average; --ema-name a/fast still answers with a's averages where it answers."""
+    out, truth = made
+    graph = case.split("_")[0]
+    weights = ("net/w", "net/b") if graph == "ntowers" else ("w0", "w1")
+    for extra in (["--allow-missing"], []):
+        code, err, got = _export(out / case, tmp_path, "--ema-name", name, *extra, *meta)
+        assert code in (0, 6), err
+        for w in weights if got is not None else ():
+            assert got[w].tobytes() == truth[f"{graph}:raw:{w}"].tobytes(), (w, err)
+    code, err, got = _export(out / case, tmp_path, "--ema-name", "a/fast", *meta)
+    assert code in (0, 6), err
+    for w in weights if got is not None else ():  # the object that wrote the keys
+        assert got[w].tobytes() == truth[f"{graph}:0:{w}"].tobytes(), (w, err)
