@@ -300,16 +300,32 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
         return None  # another variable's name over an average (a swapping Saver): refused
     # a model variable under its own name; where the update ops are not read whole (some
     # shadows may be unseen), only a trainable one: no shadow is
-    own = [k for k in variables if sources.get(k) == [k] and model(k) and (
-        k in trainable or (shadows is not None and variables[k].role in (R.WEIGHT, R.BN_STAT)))]
-    if any(k not in held and k not in tails and k not in state_keys and sources.get(k) != [k]
-           for k in variables):
+    # ... or under the prefix every raw holder's name has over its variable's (net/stat from
+    # stat beside net/W/ExponentialMovingAverage from W, a Saver of {"net/" + k: v} of
+    # variables_to_restore(): review-23-attack-r69 F7)
+    prefix = _held_prefix(sources, out)
+    renamed = {k: src[0] for k in variables if prefix and k not in held and model(k)
+               for src in [sources.get(k) or []] if len(src) == 1 and k == prefix + src[0]}
+    own = [k for k in variables if (sources.get(k) == [k] or k in renamed) and model(k) and (
+        renamed.get(k, k) in trainable
+        or (shadows is not None and variables[k].role in (R.WEIGHT, R.BN_STAT)))]
+    if any(k not in held and k not in tails and k not in state_keys and k not in renamed
+           and sources.get(k) != [k] for k in variables):
         return None
     for key, var in tails.items():
         if var not in variables and var not in out:
             out[var] = key
     out.update((k, k) for k in own if k not in out)
     return out
+
+
+def _held_prefix(sources: dict[str, list[str]], holders: dict[str, str]) -> str:
+    """The prefix every one of ``holders`` (export name -> key) has before the variable its
+    key was written from (``net/`` of ``net/W`` from ``W``); ``""`` where they have none,
+    or not one and the same."""
+    found = {name[: -len(src[0])] if name.endswith("/" + src[0]) else None
+             for name, key in holders.items() for src in [sources.get(key) or [""]]}
+    return next(iter(found)) or "" if len(found) == 1 else ""
 
 
 def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:

@@ -29,7 +29,8 @@ out = sys.argv[1]
 CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names", "renswap",
          "stripswap", "rentwo", "scoped", "scopedserve", "halfren", "nested", "suffixed",
          "stripvtr", "slowvtr", "momentum", "wrongobj", "sufvtr", "avgren", "sufslow",
-         "slowstrip", "slashslow", "scslow", "twosufvtr", "named", "twonamed", "tensoravg")
+         "slowstrip", "slashslow", "scslow", "twosufvtr", "named", "twonamed", "tensoravg",
+         "renmom")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -52,16 +53,21 @@ for case in CASES:
             extra = [tf1.get_variable("mean", [3], trainable=False)]
         elif case == "named":  # a frozen variable, never averaged: stored as c by the vtr Saver
             tf1.get_variable("c", [2], trainable=False)
+        elif case == "renmom":  # a statistic the step assigns, never averaged (r69 F7)
+            stat = tf1.get_variable("stat", [3], trainable=False)
         x = tf.constant(np.ones((2, 4 if case == "part" else 3), "float32"))
         y = tf.matmul(x, w) * extra[0] if case == "nested" else tf.matmul(x, w)
         loss = tf.reduce_sum((y + b) ** 2)
-        opt = tf1.train.MomentumOptimizer(0.01, 0.9) if case == "momentum" \
+        opt = tf1.train.MomentumOptimizer(0.01, 0.9) if case in ("momentum", "renmom") \
             else tf1.train.AdamOptimizer(0.01) if case == "sufslow" \
             else tf1.train.GradientDescentOptimizer(0.01)  # momentum: slots w/Momentum
         train = opt.minimize(loss, global_step=gs)
         if case == "slowvtr":
             with tf.control_dependencies([train]):
                 train = tf1.assign_add(extra[0], tf.reduce_mean(y, 0))
+        elif case == "renmom":
+            with tf.control_dependencies([train]):
+                train = tf1.assign(stat, tf.reduce_mean(y, 0))
         # slash: an EMA name with a slash (docs/setups.md), its keys w/ema/fast; named: the
         # loss-average name TF1's CIFAR-10 tutorial gives, its keys w/avg
         ema = tf1.train.ExponentialMovingAverage(0.5, name="ema/fast" if case == "slash" else
@@ -97,7 +103,7 @@ for case in CASES:
         elif case == "avgren":  # the averages only, under a prefix (r64 F4)
             saver = tf1.train.Saver({"model/" + ema.average_name(v): ema.average(v)
                                      for v in (w, b)})
-        elif case in ("ren", "rentwo"):  # the training vtr Saver, renamed (model/w/Expon...)
+        elif case in ("ren", "rentwo", "renmom"):  # the training vtr Saver, renamed
             saver = tf1.train.Saver({"model/" + k: v
                                      for k, v in ema.variables_to_restore().items()})
         elif case == "halfren":  # a swapping Saver that renamed only the raw copies
@@ -148,6 +154,8 @@ for case in CASES:
             if case in ("twoema", "rentwo", "wrongobj", "slowstrip", "slashslow", "scslow",
                         "twosufvtr", "twonamed"):
                 truth[f"{case}:slow:b"] = s.run(slow.average(b).read_value())
+            if case == "renmom":
+                truth[f"{case}:raw:stat"] = s.run(stat.read_value())
             if case == "tensoravg":
                 truth[f"{case}:avg:sq_loss"] = s.run(avg.average(sq_loss).read_value())
         np.savez(f"{out}/{case}.npz", **truth)
@@ -792,7 +800,8 @@ def test_a_loss_tensors_average_beside_the_weights_exports_without_a_meta(made, 
 RAW_BY_SAVE_OP = [("sufslow", [], {"w": "w", "b": "b"}),
                   ("subset", [], {"w": "w", "b": "b"}),
                   ("slowstrip", [], {"net/w": "w", "net/b": "b"}),
-                  ("slowstrip", ["--tensor-averages"], {"net/w": "w", "net/b": "b"})]
+                  ("slowstrip", ["--tensor-averages"], {"net/w": "w", "net/b": "b"}),
+                  ("renmom", [], {"model/w": "w", "model/b": "b", "model/stat": "stat"})]
 
 
 @pytest.mark.parametrize("case,extra,names", RAW_BY_SAVE_OP,
@@ -806,13 +815,18 @@ def test_raw_export_takes_what_the_save_op_wrote_from_model_variables(made, tmp_
     weights. ``subset`` (``Saver(ema.variables_to_restore([w]))``): ``b``, saved under its own
     name, was dropped. ``slowstrip`` (a vtr Saver with the scope stripped, of an object that
     never applied, beside slow): --raw said "no model weights", and with
-    --tensor-averages wrote raw w, b as EMA values. Values: the session's at save time."""
+    --tensor-averages wrote raw w, b as EMA values. ``renmom`` (the renamed vtr Saver
+    ``{"model/" + k: v}``, Momentum, a statistic ``stat`` saved as ``model/stat``;
+    review-23-attack-r69 F7): only model/stat went out, w and b dropped, exit 0. Values: the
+    session's at save time."""
     out, truth = made
     dst = tmp_path / "raw.npz"
     code, text, err = run_cli(["export", str(out / case), "--raw", *extra, "--out", str(dst)])
     said = " ".join((text + err).split())
     assert code == 0, said
-    assert "0 with EMA values" in said and "no average is stored" not in said, said
+    assert "0 with EMA values" in said, said
+    # the renamed vtr Saver stores no shadow: only there is no average stored
+    assert ("no average is stored" in said) == (case == "renmom"), said
     with np.load(dst) as got:
         assert sorted(got.files) == sorted(names), got.files
         for name, v in names.items():
