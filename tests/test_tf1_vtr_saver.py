@@ -30,7 +30,7 @@ CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names
          "stripswap", "rentwo", "scoped", "scopedserve", "halfren", "nested", "suffixed",
          "stripvtr", "slowvtr", "momentum", "wrongobj", "sufvtr", "avgren", "sufslow",
          "slowstrip", "slashslow", "scslow", "twosufvtr", "named", "twonamed", "tensoravg",
-         "renmom")
+         "renmom", "lossavg")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -84,6 +84,10 @@ for case in CASES:
             avg = tf1.train.ExponentialMovingAverage(0.9, name="avg")
             with tf.control_dependencies([step]):
                 step = avg.apply([sq_loss])
+        if case == "lossavg":  # a scalar loss's average under the default name, no "avg"
+            xent = tf.reduce_mean(loss, name="xent")  # xent/ExponentialMovingAverage
+            with tf.control_dependencies([step]):
+                step = ema.apply([xent])
         # a second object beside it; slashslow: named ema/slow (keys w/ema/slow); scslow:
         # applied in variable_scope("s") (keys s/w/slow) (review-22-attack-r66 F1, F7)
         if case in ("twoema", "rentwo", "slowvtr", "wrongobj", "sufslow", "slowstrip",
@@ -96,7 +100,7 @@ for case in CASES:
         if case in ("vtr", "twoema", "part", "slash", "scoped", "momentum", "wrongobj",
                     "slashslow", "scslow", "named", "twonamed"):
             saver = tf1.train.Saver(ema.variables_to_restore())
-        elif case == "tensoravg":
+        elif case in ("tensoravg", "lossavg"):
             saver = tf1.train.Saver()
         elif case in ("sufvtr", "sufslow", "twosufvtr"):  # the vtr Saver, a suffix after each key
             saver = tf1.train.Saver({k + "/x": v for k, v in ema.variables_to_restore().items()})
@@ -794,6 +798,24 @@ def test_a_loss_tensors_average_beside_the_weights_exports_without_a_meta(made, 
         assert got["sq_loss/avg"].tobytes() == truth["tensoravg:avg:sq_loss"].tobytes()
         for v in ("w", "b"):
             assert got[v].tobytes() == truth[f"tensoravg:{kind}:{v}"].tobytes(), v
+
+
+def test_a_scalar_loss_average_under_the_default_name_leaves_raw_export_alone(made, tmp_path):
+    """review-23-attack-r72 F6: ema.apply([w, b]) and ema.apply([xent]) of a scalar loss
+    under the default name (the CIFAR-10 recipe without name="avg") in a plain Saver(),
+    copied without its .meta: xent/ExponentialMovingAverage has no xent stored, yet it is
+    no vtr Saver's raw weight (weights are not scalars), so ``export --raw`` writes w, b
+    raw, bit for bit as the session read them at save time (it was refused, exit 6, with
+    no option)."""
+    out, truth = made
+    prefix = _without_meta(out, "lossavg", tmp_path)
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
+    assert code == 0, err
+    with np.load(dst) as got:
+        assert sorted(got.files) == ["b", "w"], got.files
+        for v in ("w", "b"):
+            assert got[v].tobytes() == truth[f"lossavg:raw:{v}"].tobytes(), v
 
 
 #: (case, export --raw options, output name -> the variable whose raw value it holds)
