@@ -240,9 +240,11 @@ class StoredCheck:
         does, or :class:`EmaError` where that map restores an average from another key than
         TF's naming; other refusals are left to TF's restore, as before (a missing key fails
         it)."""
-        if not isinstance(save_path, (str, os.PathLike)):
+        if not isinstance(save_path, (str, bytes, os.PathLike)):
             return  # a tensor: nothing to read ahead of TF
-        path = os.fspath(save_path)
+        # bytes too: TF's Saver.restore takes them, and skipping them restored a vtr
+        # Saver's raw weights as the averages (review-23-attack-r71 F1)
+        path = os.fsdecode(save_path)
         try:  # a prefix saved again in place (no global step in its name) is read again
             seen = (path, os.stat(path + ".index").st_mtime_ns)
         except OSError:
