@@ -31,7 +31,7 @@ from .ema_objects import both_averaged
 from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
 from .meta_shadows import update_ops_of
 from .object_slashed import own_head_readings
-from .offer_probe import accepted, option_text, stored_offer, works
+from .offer_probe import accepted, option_text, stored_offer, takes, works
 
 _NAMED = ("tf1", "object")  # averages known by their names (not Keras', not slots)
 
@@ -386,19 +386,40 @@ def _only_if(ckpt: Checkpoint, variables, unproven: list[str], averages, shown,
     said = "".join(f"; {shown(a)} reads two ways: {shown(h)}'s average under an EMA named "
                    f"{suffix_base(x)!r}, or {shown(variables[a].ema_of)}'s under one named "
                    f"{r2!r}" for a, h, x, r2 in two[:1])
-    offers = [(option_text(n, (), a), " or ".join(repr(p) for p in n.split(",") if p in names))
-              for n, a in accepted(ckpt, names, others)]
-    if not offers:
+    offers = [(option_text(n, (), a), " or ".join(repr(p) for p in n.split(",") if p in names),
+               _what(ckpt, n, a)) for n, a in accepted(ckpt, names, others)]
+    # each proven object's own option too, not only inside a pair: a user who evaluates
+    # with the default object alone (review-23-attack-r68 F1)
+    own = ""
+    for n in others:
+        a = next((a for a in (False, True) if works(ckpt, n, (), a)), None)
+        if a is not None:
+            own += (f", or {option_text(n, (), a)} to use {n}'s averages alone"
+                    f"{_what(ckpt, n, a)}")
+    if not offers and not own:
         return (f"{said}; no --ema-name decides: --ema-name {' or --ema-name '.join(names[:4])}"
                 ", stating that it is the name you gave your ExponentialMovingAverage, is "
                 "refused (with --allow-missing too)")
-    if len(offers) == 1:
+    if not offers:
+        return f"{said}; pass {own[len(', or '):]} (Python: ema_name=...)"
+    if len(offers) == 1 and not own:
         return (f"{said}; only if {offers[0][1]} is the name you gave your "
-                f"ExponentialMovingAverage, pass {offers[0][0]} (Python: ema_name=...)")
+                f"ExponentialMovingAverage, pass {offers[0][0]}{offers[0][2]} "
+                "(Python: ema_name=...)")
     return (f"{said}; pass " + ", ".join(
-        f"{o} only if {n} is the name you gave your ExponentialMovingAverage"
-        if i == 0 else f"{o} only if {n} is" for i, (o, n) in enumerate(offers))
-        + " (Python: ema_name=...)")
+        f"{o} only if {n} is the name you gave your ExponentialMovingAverage{w}"
+        if i == 0 else f"{o} only if {n} is{w}" for i, (o, n, w) in enumerate(offers))
+        + own + " (Python: ema_name=...)")
+
+
+def _what(ckpt: Checkpoint, name: str, allow_missing: bool) -> str:
+    """`` (it takes both objects' averages: slow's of w, ...)``: what an offer exports, said
+    beside its caveat so a pair is never offered as if it took one object's (r68 F1)."""
+    took = takes(ckpt, name, allow_missing)
+    if not took:
+        return ""
+    both = "both objects' averages: " if "," in name else ""
+    return f" (it takes {both}{took})"
 
 
 def _updated(ckpt: Checkpoint, averages: set[str]) -> bool:

@@ -199,7 +199,7 @@ def several_message(ckpt, variables, suffix, holder, several,
                 "holds only one (a GAN's discriminator left unsaved), and the file does not "
                 f"tell which{stated}; only if each of {', '.join(holders[:4])} holds the "
                 "averages of its own EMA object over these variables, "
-                + _accepted(ckpt, options[:4], " (Python: ema_name=...) to use that object's "
+                + _accepted(ckpt, options, " (Python: ema_name=...) to use that object's "
                             "averages") + "; otherwise save "
                 "every averaged variable, or name the EMA objects "
                 "(tf.train.ExponentialMovingAverage(decay, name='fast')) when training",
@@ -258,7 +258,7 @@ def several_message(ckpt, variables, suffix, holder, several,
             f"checkpoint holds several ExponentialMovingAverage objects and does not record "
             f"which one to evaluate with: {examples}{more}; EMA names found: "
             f"{', '.join(names)}{stated}; "
-            + _accepted(ckpt, options[:4], " (Python: ema_name=...) to say which EMA object's "
+            + _accepted(ckpt, options, " (Python: ema_name=...) to say which EMA object's "
                         "averages to use") + decide, "--ema-name", False)
 
 

@@ -164,25 +164,64 @@ def accepted(ckpt: Checkpoint, names, others=()) -> list[tuple[str, bool]]:
     ``others``, the other EMA names stored), then each refused name with ``--allow-missing``;
     where none of that is accepted, the pairs with ``--allow-missing``. A first refusal named
     ``--ema-name slow`` where only ``--ema-name slow,ExponentialMovingAverage`` or ``--ema-name
-    fast_2 --allow-missing`` is accepted (review-22-attack-r66 F4). Bounded: four names, so
-    a few plan runs, never one per pair of many names.
+    fast_2 --allow-missing`` is accepted (review-22-attack-r66 F4). Every name is probed
+    alone and with ``--allow-missing``: one plan run each, as many as EMA names are stored (a
+    checkpoint's EMA objects, a few), so a fifth name that decides is never left out while the
+    refusal says none does (review-23-attack-r68 F3). Pairs grow as the square of the names,
+    so only the first four names (and ``others``) are paired.
 
     Returns:
         `list`: ``(ema_name, allow_missing)`` pairs (:func:`option_text` types each); ``[]``
         where none is accepted (no ``--ema-name`` decides)."""
     import itertools
 
-    names = list(dict.fromkeys(names))[:4]
+    names = list(dict.fromkeys(names))
     alone = [n for n in names if works(ckpt, n)]
     out = [(n, False) for n in alone]
     refused = [n for n in names if n not in alone]
     if not refused:
         return out
-    pool = list(dict.fromkeys([*names, *others]))[:4]
+    pool = list(dict.fromkeys([*names[:4], *others]))[:4]
     pairs = [",".join(p) for p in itertools.combinations(pool, 2) if set(p) & set(refused)]
     out += [(p, False) for p in pairs if works(ckpt, p)]
     out += [(n, True) for n in refused if works(ckpt, n, (), True)]
     return out or [(p, True) for p in pairs if works(ckpt, p, (), True)]
+
+
+def takes(ckpt: Checkpoint, ema_name: str, allow_missing: bool = False) -> str:
+    """What ``--ema-name ema_name`` (``--allow-missing``) exports, as its offer is to say it:
+    ``slow's averages of model/w, ExponentialMovingAverage's of model/b, model/c`` and
+    ``model/x raw``, each output read from the export plan (:func:`exported`) and each average
+    given to the one stated name whose own export reads that key, so that a pair is never
+    offered without saying that it takes both objects' averages (review-23-attack-r68 F1).
+
+    Returns:
+        `str`: ``""`` where the export, or one stated name's own, is refused, or a key is
+        read by none of the stated names alone (the offer is then named without it)."""
+    got = exported(ckpt, ema_name, allow_missing)
+    plan = _probe(ckpt, None, (), False, True)
+    if not got or plan is None:
+        return ""
+    stored = dict(plan[0])  # output -> the key --raw reads: its own weight
+    parts = ema_name.split(",")
+    own = {p: exported(ckpt, p, True) if len(parts) > 1 else got for p in parts}
+    by: dict[str, list[str]] = {p: [] for p in parts}
+    raw = []
+    for out, key in sorted(got.items()):
+        if stored.get(out) == key:
+            raw.append(out)
+            continue
+        part = next((p for p in parts if own[p].get(out) == key), None)
+        if part is None:
+            return ""
+        by[part].append(out)
+
+    def some(outs: list[str]) -> str:
+        return ", ".join(outs[:3]) + (f" and {len(outs) - 3} more" if len(outs) > 3 else "")
+
+    said = [f"{p}'s {'averages ' if i == 0 else ''}of {some(o)}"
+            for i, (p, o) in enumerate((p, o) for p, o in by.items() if o)]
+    return ", ".join(said) + (f"; {some(raw)} raw" if raw else "")
 
 
 def stored_offer(ckpt: Checkpoint, stated: str) -> str:

@@ -81,6 +81,8 @@ OBJECTS = {
     # ({"model/" + k + "/x": v}); the raw weights under <v>/raw beside the first's averages
     "rensuf": ("rensuf", [("ExponentialMovingAverage", "wbc"), ("slow", "w")]),
     "rawplusavg": ("rawplusavg", [("ExponentialMovingAverage", "wbc"), ("slow", "w")]),
+    # review-23-attack-r68 F3: five objects, the fifth (z) the only one over every variable
+    "five": ("plain", [("a1", "w"), ("a2", "w"), ("a3", "w"), ("a4", "w"), ("z", "wbc")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -92,7 +94,7 @@ for case, (kind, objects) in OBJECTS.items():
         step = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
         emas = []
         for i, (n, vs) in enumerate(objects):
-            e = tf1.train.ExponentialMovingAverage([0.5, 0.9, 0.99][i], name=n)
+            e = tf1.train.ExponentialMovingAverage([0.5, 0.9, 0.99, 0.8, 0.7][i], name=n)
             with tf.control_dependencies([step]):
                 step = e.apply([V[k] for k in vs])
             emas.append((e, vs))
@@ -238,6 +240,14 @@ OFFERS = [
     ("disjoint", ["--ema-name", "slow", "--exclude", "w"],
      {"--ema-name ExponentialMovingAverage": {"b": "o0", "c": "o0"},
       "--ema-name slow,ExponentialMovingAverage": {"b": "o0", "c": "o0"}}, []),
+    # review-23-attack-r68 F1: without the .meta the first refusal offered only the pair and
+    # slow's own form; the default object's own form is offered too
+    ("disjoint", ["--no-meta"],
+     {"--ema-name ExponentialMovingAverage --allow-missing": {"w": "raw", "b": "o0", "c": "o0"},
+      "--ema-name slow,ExponentialMovingAverage": {"w": "o1", "b": "o0", "c": "o0"},
+      "--ema-name slow --allow-missing": {"w": "o1", "b": "raw", "c": "raw"}}, []),
+    # review-23-attack-r68 F3: only a1..a4 were probed ("no --ema-name decides") while z works
+    ("five", [], {"--ema-name z": {"w": "o4", "b": "o4", "c": "o4"}}, []),
 ]
 
 
@@ -268,3 +278,28 @@ def test_several_objects_refusals_offer_only_options_that_work(made, tmp_path, c
         assert sorted(got) == sorted(values), (option, sorted(got))
         for v, which in values.items():
             assert got[v].tobytes() == truth[f"{case}:{which}:{v}"].tobytes(), (option, v)
+
+
+def test_a_pair_of_disjoint_objects_says_what_it_takes(made, tmp_path):
+    """review-23-attack-r68 F1: the pair of the default object over b, c and slow over w is
+    offered with what it takes (both objects' averages, whose of which), each object's own
+    form with the weights it leaves raw; the offers are run in
+    test_several_objects_refusals_offer_only_options_that_work."""
+    out, _ = made
+    said = _refused(out / "disjoint", ["--no-meta"], tmp_path)
+    assert ("--ema-name slow,ExponentialMovingAverage only if 'slow' is the name you gave your "
+            "ExponentialMovingAverage (it takes both objects' averages: slow's averages of w, "
+            "ExponentialMovingAverage's of b, c)") in said, said
+    assert ("--ema-name ExponentialMovingAverage --allow-missing to use "
+            "ExponentialMovingAverage's averages alone (it takes ExponentialMovingAverage's "
+            "averages of b, c; w raw)") in said, said
+
+
+def test_a_fifth_name_that_decides_is_offered(made, tmp_path):
+    """review-23-attack-r68 F3: only the first four names (a1..a4) were probed, and the
+    refusal offered only their --allow-missing forms (z named only in the .meta's hint);
+    z, the one object over every variable, is probed and offered first (run in
+    test_several_objects_refusals_offer_only_options_that_work)."""
+    out, _ = made
+    said = _refused(out / "five", [], tmp_path)
+    assert "; pass --ema-name z or " in said, said

@@ -313,6 +313,14 @@ def test_two_objects_first_refusal_offers_only_options_that_export(two, case, tm
     assert "is refused" not in said and "decides" not in said, said
     offered = re.findall(r"--ema-name (\S+?),?( --allow-missing)?(?= |$)", said)
     assert offered, said
+    if case == "disj":
+        # review-23-attack-r68 F1: the default object's own option is offered, and the pair
+        # says that it takes both objects' averages, and whose of which
+        assert ("ExponentialMovingAverage", " --allow-missing") in offered, said
+        assert ("--ema-name slow,ExponentialMovingAverage only if 'slow' is the name you gave "
+                "your ExponentialMovingAverage (it takes both objects' averages: slow's "
+                "averages of model/w, ExponentialMovingAverage's of model/b, model/c)") in said, \
+            said
     for name, missing in offered:
         args = ["--ema-name", name, *(["--allow-missing"] if missing else [])]
         result = runner.invoke(app, ["export", str(path), *args, "--out", str(out), "--force"])
