@@ -25,6 +25,8 @@ from .raw_unproven import (
     averaged_averages,
     held_twins,
     raw_warnings,
+    stated_raw_averages,
+    twin_keys,
     unproven_keys,
     unproven_warning,
 )
@@ -80,7 +82,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         # it or a weight? --raw would drop a weight or write an average: refused as the map
         # refuses it, the filters first; no name stated, under each name the keys read
         # averages by (net/w/fast: fast) (review-22-attack-r65 F4)
-        for name in ([map_options["ema_name"]] if map_options.get("ema_name") else sorted(
+        # each of a comma list: "fast,slow" skipped the refusal (review-23-attack-r67 F2)
+        for name in (map_options["ema_name"].split(",") if map_options.get("ema_name") else sorted(
                 {k.rpartition("/")[2] for k, v in stored.items() if v.role == R.EMA
                  and v.ema_of and k.rpartition("/")[0] == v.ema_of})):
             refuse_under_shadows(ckpt, stored, name, lambda k: _filtered_out(
@@ -143,16 +146,42 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     left = [k for k in found[1] if k not in used] if use_ema else []
     if left:  # a list saved apart that no pairing uses: named, as --raw names it (r37 F5)
         warnings.append(apart_note(ckpt, left, [_clean_name(k, variables.get(k)) for k in left]))
+    twins: dict[str, str] = {}
     if not use_ema:  # held <v>/<x> attributes and dict values, written as weights (r35 F4)
         unproven += [k for k in held_twins(ckpt, variables) if k in weights and k not in unproven]
-        # never dropped by --raw (r38 F10), unless the .meta proves it a shadow (r67 F1)
+        # never dropped by --raw (r38 F10), unless the .meta proves it a shadow (r67 F1);
+        # nor one a stated slashed name's reading sets aside (net/w/ema under ema/fast: F5)
         twice = averaged_averages(variables, weights, proven_shadows(ckpt))
+        twice += [k for k in (averaged_averages(stored, weights) if ckpt.meta is None
+                              and ckpt.objects is None else []) if k not in twice
+                  and variables[k].role == R.EMA and variables[k].ema_of
+                  and getattr(variables.get(variables[k].ema_of), "ema", None) != k]
         weights += twice
         unproven += twice
+        if holders is None:  # keys ending in the name stated: averages (r67 F4)
+            named = stated_raw_averages(ckpt, weights, map_options.get("ema_name"))
+            weights = [k for k in weights if k not in named]
+            unproven = [k for k in unproven if k not in named]
+            if named and not [k for k in weights if variables[k].role != R.EMA]:
+                raise OutputError(
+                    f"{ckpt.path}: no weights to export: its {len(named)} tensor(s) are keys "
+                    f"named as averages of the stated --ema-name "
+                    f"{map_options['ema_name']} (e.g. {named[0]}), and --raw exports model "
+                    "weights only (a Saver of ema.variables_to_restore() writes raw weights "
+                    "under the same names: keep the training .meta beside the checkpoint, "
+                    "its save op tells which)")
+            if named:
+                warnings.append(f"left out {len(named)} key(s) named as averages of the "
+                                f"stated --ema-name {map_options['ema_name']} "
+                                f"({', '.join(named[:3])}{' ...' if len(named) > 3 else ''})")
+            twins = twin_keys(ckpt, variables, weights)  # w/ema/fast beside w (r67 F3)
+            unproven += [k for k in twins if k not in unproven]
+    names = sorted(set(twins.values())) if not use_ema and holders is None else []
     if unproven:
         again = averaged_again(ckpt, unproven)  # an EMA of an EMA? (r37 F7)
         warnings.append(unproven_warning([_clean_name(k, variables.get(k)) for k in unproven],
-                                         [_clean_name(k, variables.get(k)) for k in again]))
+                                         [_clean_name(k, variables.get(k)) for k in again],
+                                         names))
     # a variable not stored whose proven average is (a TF1 Saver of the averages alone)
     weights += [t for t, s in sources.items() if s != t and t not in variables
                 and s in variables]
@@ -183,6 +212,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                              also=sources.get(key, key))
 
     if use_ema:  # a weight the filters leave out is not exported: its average cannot matter
+        _refuse_twins_without_average(ckpt, variables, [  # kept raw too (--allow-missing)
+            t for t in (*m.missing, *(k for k in weights if sources.get(k, k) == k))
+            if not left_out(t)])
         m.require_complete(left_out=[t for t in m.missing if left_out(t)])
         kept = [k for k in weights if not left_out(k)]
         if not has_ema and kept:
@@ -251,6 +283,39 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(left)
     renamed.check(ckpt.path)
     return plan, averaged, warnings
+
+
+def _refuse_twins_without_average(ckpt: Checkpoint, variables: dict,
+                                  keys: list[str]) -> None:
+    """Refuses an export of averages where weights with no average (``keys``: missing, or
+    kept raw by ``--allow-missing``) are :func:`~ckpt_tools.raw_unproven.twin_keys`: with no
+    ``.meta``, ``net/w/b/fast`` beside ``net/w`` is an EMA named ``b/fast``'s average of it as
+    much as a weight; "probably frozen" and the offered ``--allow-missing`` exported a second
+    object's averages as model weights, exit 0 (review-23-attack-r67 F10, F11).
+
+    Raises:
+        UnprovenPairingError: naming the keys, the EMA names that read them as averages and
+            ``--exclude`` (exit 6).
+    """
+    twins = twin_keys(ckpt, variables, keys)
+    if not twins:
+        return
+    from .errors import UnprovenPairingError
+
+    shown = sorted(twins)
+    names = " or ".join(f"'{n}'" for n in sorted(set(twins.values())))
+    raise UnprovenPairingError(
+        f"{ckpt.path}: without a .meta the keys cannot tell whether {', '.join(shown[:4])}"
+        f"{' ...' if len(shown) > 4 else ''} (no average stored) "
+        f"{'is a weight' if len(shown) == 1 else 'are weights'} or another "
+        f"ExponentialMovingAverage's averages (one named {names}) of the stored variables "
+        "they sit under, of their dtype and shape: keep the training .meta beside the "
+        "checkpoint (its update ops decide), pass --ema-name "
+        + " or --ema-name ".join(sorted(set(twins.values()))) + " if that is the EMA whose "
+        "averages to export, or pass "
+        + " ".join(f"--exclude '{k}'" for k in shown) + " to leave "
+        + ("it" if len(shown) == 1 else "them") + " out (a weight left out is not exported)",
+        option="--exclude", undecided={})
 
 
 def _creation_order(ckpt: Checkpoint) -> dict[str, int]:

@@ -98,10 +98,46 @@ def averaged_again(ckpt, keys) -> list[str]:
             and read[k].evidence in (OWN_AVERAGE, SELF_NAMED_AVERAGE)]
 
 
-def unproven_warning(shown: list[str], again: list[str] = ()) -> str:
+def stated_raw_averages(ckpt, weights, ema_name: str | None) -> list[str]:
+    """Those of ``weights`` (keys ``--raw`` would write) ending in a stated ``ema_name`` (or
+    one of a comma list) in a TF1 checkpoint with no ``.meta`` read: averages by the name the
+    user gave, as keys ending in the default name are; a Saver of the averages alone wrote
+    every one of them as a model weight, exit 0 (review-23-attack-r67 F4)."""
+    if not ema_name or ckpt.meta is not None or ckpt.objects is not None:
+        return []
+    names = [n for n in ema_name.split(",") if n]
+    return [k for k in weights if any(k.endswith("/" + n) for n in names)]
+
+
+def twin_keys(ckpt, variables, weights) -> dict[str, str]:
+    """Those of ``weights`` named ``<v>/<tail>`` (``v`` the nearest stored key above, a weight
+    of their float dtype and shape that does not pair with them) in a TF1 checkpoint with no
+    ``.meta`` read, to ``tail``: an average of ``v`` kept by an EMA named ``tail``
+    (``ema/fast``, ``a/b/c``) as much as a weight, which ``--raw`` wrote with no word
+    (review-23-attack-r67 F3, F10, F11). The keys do not tell which: ``--raw`` writes them
+    with :func:`unproven_warning`; an export of averages refuses them where they have none."""
+    if ckpt.meta is not None or ckpt.objects is not None:
+        return {}
+    out = {}
+    for k in weights:
+        v, head = variables[k], k.rpartition("/")[0]
+        while head and head not in variables:
+            head = head.rpartition("/")[0]
+        h = variables.get(head)
+        if (h is not None and h.role in (R.WEIGHT, R.BN_STAT) and h.ema != k
+                and v.dtype == h.dtype and v.dtype in R._FLOAT
+                and tuple(v.shape) == tuple(h.shape)):
+            out[k] = head
+    # one under a key read so (net/w/ema/fast/dense/kernel) is that key's, not a name's
+    return {k: k[len(h) + 1:] for k, h in out.items() if h not in out}
+
+
+def unproven_warning(shown: list[str], again: list[str] = (),
+                     names: list[str] = ()) -> str:
     """The warning ``export`` gives for the tensors it wrote as stored that may be averages
-    (:func:`unproven_keys`' ``written``, :func:`held_twins`, :func:`averaged_averages`);
-    ``again``: those of ``shown`` whose own average is stored (:func:`averaged_again`)."""
+    (:func:`unproven_keys`' ``written``, :func:`held_twins`, :func:`averaged_averages`,
+    :func:`twin_keys`); ``again``: those of ``shown`` whose own average is stored
+    (:func:`averaged_again`); ``names``: the EMA names that would read them as averages."""
     more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
     every = len(again) == len(shown)
     twice = ""
@@ -117,7 +153,8 @@ def unproven_warning(shown: list[str], again: list[str] = ()) -> str:
             f"({', '.join(shown[:3])}{more}): their names read both ways"
             + ("" if every else " and TensorFlow records no EMA name but its default")
             + f"{twice}; if they are averages, leave them out with --exclude"
-            + ("" if every else " (or export the averages with --ema-name NAME)"))
+            + ("" if every else " (or export the averages with --ema-name "
+               + (" or --ema-name ".join(names[:3]) if names else "NAME") + ")"))
 
 
 def raw_warnings(ckpt, variables, show, found: tuple[list[str], list[str]]) -> list[str]:

@@ -147,6 +147,30 @@ for case in ("k1", "k2", "kk", "ee", "ks", "e4", "s2", "es", "ss"):
                 truth[f"{case}:slow:{slow.average(fast.average(w)).op.name}"] = s.run(
                     slow.average(fast.average(w)))
             tf1.train.Saver().save(s, f"{out}/{case}/model.ckpt")
+# review-23-attack-r67: sf (F3) one EMA "ema/fast" over net/w, net/b; af (F10) "a/fast" and
+# "b/fast" over both; av (F4) "fast"'s averages alone saved; le (F5) a trainable net/w/ema
+# beside "ema/fast". Every case's .meta is removed: only the keys are read.
+for case in ("sf", "af", "av", "le"):
+    with tf.Graph().as_default():
+        w = tf1.get_variable("net/w", initializer=tf.ones([4, 2]))
+        b = tf1.get_variable("net/b", initializer=tf.zeros([2]))
+        made = [w, b] + ([tf1.get_variable("net/w/ema", initializer=tf.fill([4, 2], 2.0))]
+                         if case == "le" else [])
+        step = [tf1.assign_add(v, tf.ones(v.shape) * (0.5 + i)) for i, v in enumerate(made)]
+        names = {"sf": ["ema/fast"], "af": ["a/fast", "b/fast"], "av": ["fast"],
+                 "le": ["ema/fast"]}[case]
+        emas = [E(0.9 - 0.2 * i, name=n) for i, n in enumerate(names)]
+        with tf.control_dependencies(step):
+            upd = tf.group(*[e.apply([w, b]) for e in emas])
+        with trained(tf, upd) as s:
+            for v in made:
+                truth[f"{case}:raw:{v.op.name}"] = s.run(v)
+                for e in emas:
+                    if e.average(v) is not None:
+                        truth[f"{case}:{e.name}:{e.average(v).op.name}"] = s.run(e.average(v))
+            saved = {e.average_name(v): e.average(v) for v in (w, b)} if case == "av" else None
+            tf1.train.Saver(saved).save(s, f"{out}/{case}/model.ckpt")
+        os.remove(f"{out}/{case}/model.ckpt.meta")
 '''
 
 #: the EMA name stated and the keys under its shadows the keys alone cannot read, by case
@@ -276,3 +300,76 @@ def test_an_average_averaged_again_is_never_a_weight_with_the_meta(under, tmp_pa
                 assert sorted(got.files) == ["net/b", "net/w"], (extra, stated, got.files)
                 for n in got.files:
                     assert got[n].tobytes() == truth[f"{case}:{kind}:{n}"].tobytes(), (extra, n)
+
+
+def _raw(out, case, extra, dest):
+    return run_cli(["export", str(out / case), "--raw", *extra, "--out", str(dest), "--force"])
+
+
+@pytest.mark.parametrize(("case", "stated", "named"), [
+    ("sf", [], "ema/fast"), ("af", ["--ema-name", "b/fast"], "a/fast"),
+    ("le", ["--ema-name", "ema/fast"], "ema")])
+def test_raw_names_keys_an_ema_name_reads_as_averages(under, tmp_path, case, stated, named):
+    """review-23-attack-r67 F3, F10, F5: with no ``.meta``, ``net/w/<tail>`` beside a stored
+    ``net/w`` of its dtype and shape is an average of an EMA named ``<tail>`` as much as a
+    weight: ``--raw`` wrote ``ema/fast``'s (sf) or ``a/fast``'s (af) averages as weights with
+    no word, and dropped a trainable ``net/w/ema`` under ``--ema-name ema/fast`` (le). Written
+    as stored, with the warning naming them and the ``--ema-name`` that reads them as
+    averages; the stated name's keys never. Values as TensorFlow held them at save time."""
+    out, truth = under
+    dest = tmp_path / f"{case}.npz"
+    code, _, err = _raw(out, case, stated, dest)
+    assert code == 0, err
+    said = " ".join(err.split())
+    assert "may be model weights or averages" in said and f"--ema-name {named})" in said, said
+    held = {k.split(":", 2)[2]: v for k, v in truth.items() if k.startswith(f"{case}:")}
+    want = sorted(k for k in held if not stated or not k.endswith("/" + stated[1]))
+    with np.load(dest) as got:
+        assert sorted(got.files) == want, got.files
+        for n in got.files:
+            assert got[n].tobytes() == held[n].tobytes(), n
+    shown = [k for k in want if k.endswith("/" + named)]
+    assert shown and all(k in said for k in shown), said
+
+def test_raw_never_writes_a_stated_names_averages_as_weights(under, tmp_path):
+    """review-23-attack-r67 F4: a Saver of ``fast``'s averages alone, read without the
+    ``.meta``: ``--raw --ema-name fast`` wrote both averages as model weights, exit 0; keys
+    ending in the name stated are averages, as keys ending in the default name are (exit 7)."""
+    out, truth = under
+    dest = tmp_path / "av.npz"
+    assert truth["av:fast:net/w/fast"].tobytes() != truth["av:raw:net/w"].tobytes()
+    code, _, err = _raw(out, "av", ["--ema-name", "fast"], dest)
+    assert code == 7 and not dest.exists(), err
+    assert "net/b/fast" in err and "--ema-name fast" in err, err
+
+
+def test_raw_comma_names_ask_the_refusal(under, tmp_path):
+    """review-23-attack-r67 F2: ``--raw --ema-name fast,slow`` skipped the refusal of a key
+    under ``fast``'s shadow: the trainable kernel was dropped, exit 0."""
+    out, _ = under
+    dest = tmp_path / "k1.npz"
+    code, _, err = _raw(out, "k1", ["--no-meta", "--ema-name", "fast,slow"], dest)
+    assert code == 6 and not dest.exists(), err
+    assert "--exclude 'net/w/fast/kernel'" in err, err
+
+
+@pytest.mark.parametrize("extra", [["--strict"], ["--allow-missing"]])
+def test_a_second_objects_averages_are_no_weight_without_an_average(under, tmp_path, extra):
+    """review-23-attack-r67 F10: ``--ema-name a/fast`` with ``b/fast``'s averages beside it:
+    "probably frozen" offered ``--allow-missing``, which exported ``b/fast``'s averages as
+    model weights, exit 0. Refused naming them, ``--ema-name b/fast`` and ``--exclude`` (never
+    ``--allow-missing``); the offered ``--exclude`` gives ``a/fast``'s averages bit for bit."""
+    out, truth = under
+    dest = tmp_path / "af.npz"
+    stated = ["export", str(out / "af"), "--ema-name", "a/fast", *extra]
+    code, _, err = run_cli([*stated, "--out", str(dest)])
+    assert code == 6 and not dest.exists(), err
+    said = " ".join(err.split())
+    assert "--exclude 'net/w/b/fast'" in said and "--ema-name b/fast" in said, said
+    assert "frozen" not in said and "--allow-missing" not in said, said
+    code, _, err = run_cli([*stated, "--exclude", "net/*/b/fast", "--out", str(dest)])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert sorted(got.files) == ["net/b", "net/w"]
+        for n in got.files:
+            assert got[n].tobytes() == truth[f"af:a/fast:{n}/a/fast"].tobytes(), n
