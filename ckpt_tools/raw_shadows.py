@@ -352,6 +352,12 @@ def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
     averages = (f"; {len(stored)} key(s) it wrote from EMA shadows hold averages, not raw "
                 f"weights, and are left out (e.g. {stored[0]})" if stored else
                 "; no average is stored")
+    # an evaluation graph that built ema.apply() (never run), restored the averages and saved
+    # again with such a Saver writes the averages the same way: the graph cannot tell it from
+    # a training one, so the warning says what the keys hold (review-23-attack-r70 F1, F2)
     return (f"exporting the raw weights under their variables' names: the {graph}'s save op "
             f"wrote them under their averages' names (e.g. {h} from {k}), as a training "
-            "Saver(ema.variables_to_restore()) does" + averages + said)
+            "Saver(ema.variables_to_restore()) does" + averages + said + "; they hold what "
+            "the variables held when it saved: if an evaluation graph restored the averages "
+            "and saved again with that Saver, they are the averages, which the file cannot "
+            "show")

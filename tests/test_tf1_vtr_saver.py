@@ -849,6 +849,9 @@ def test_raw_export_takes_what_the_save_op_wrote_from_model_variables(made, tmp_
     assert "0 with EMA values" in said, said
     # the renamed vtr Saver stores no shadow: only there is no average stored
     assert ("no average is stored" in said) == (case == "renmom"), said
+    # an evaluation graph re-saving the averages with that Saver writes them alike: said
+    # (review-23-attack-r70 F1, F2)
+    assert "if an evaluation graph restored the averages" in said, said
     with np.load(dst) as got:
         assert sorted(got.files) == sorted(names), got.files
         for name, v in names.items():
