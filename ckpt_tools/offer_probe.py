@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import itertools
 
 from .checkpoint import Checkpoint
 
@@ -173,8 +174,6 @@ def accepted(ckpt: Checkpoint, names, others=()) -> list[tuple[str, bool]]:
     Returns:
         `list`: ``(ema_name, allow_missing)`` pairs (:func:`option_text` types each); ``[]``
         where none is accepted (no ``--ema-name`` decides)."""
-    import itertools
-
     names = list(dict.fromkeys(names))
     alone = [n for n in names if works(ckpt, n)]
     out = [(n, False) for n in alone]
@@ -234,8 +233,6 @@ def stored_offer(ckpt: Checkpoint, stated: str) -> str:
     Returns:
         `str`: the first accepted option's text (``--ema-name ExponentialMovingAverage,slow``),
         or ``""`` where none is (or ``stated`` is a stored name)."""
-    import itertools
-
     stored = ckpt.ema_names()
     if stated in stored or len(stored) < 2:
         return ""
