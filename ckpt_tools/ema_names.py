@@ -183,6 +183,7 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         if ema_name is not None and tf2 else set()  # only an --ema-name in TF2 reads it
     both: dict[str, tuple[list[str], list[str]]] = {}  # target -> (by attribute, by name)
     twins: dict[str, list[str]] = {}  # TF1: target -> its W/<ema_name>_N, no one's proven
+    unpicked: dict[str, list[str]] = {}  # several averages, none picked by the stated name
     for target, cands in shadows.items():
         picked = cands
         if ema_name is not None:
@@ -219,7 +220,20 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                     twins[target] = base
         if len(picked) == 1:
             chosen[target] = picked[0]
+        elif len(cands) > 1 and (picked or ema_name is None):
+            several[target] = sorted(cands)
         elif len(cands) > 1:
+            unpicked[target] = cands
+    # A stated object that averaged none of a variable's several averages leaves it as one
+    # averaged by other objects only: raw with --allow-missing, as TF's variables_to_restore()
+    # maps it (ema.average(v) is None), where the file proves that none of them is the stated
+    # object's (review-23-attack-r68 F2); else which object is stated stays open, as where
+    # the stated name picks no average at all (a typo: the refusal names the stored ones).
+    names = _stated_names(ckpt, ema_name, chosen, suffix) if unpicked and chosen else set()
+    under = _keys_under(ckpt, names) if names else {}
+    for target, cands in unpicked.items():
+        if not chosen or not _not_stated(ckpt, target, cands, names, under, suffix, holder,
+                                         ema_name):
             several[target] = sorted(cands)
     if both:
         _refuse_both(ckpt, ema_name, both, suffix, holder)
@@ -248,6 +262,69 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
             f"{ckpt.path}: none of its averages is kept under the EMA name {ema_name!r} "
             f"(--ema-name; Python: ema_name=); it holds {kept}")
     return chosen
+
+
+def _stated_names(ckpt: Checkpoint, ema_name: str, chosen: dict[str, str],
+                  suffix: dict[str, str]) -> set[str]:
+    """The names the stated object's averages carry: the stated one (its last part), and in
+    TF2 those of the averages it picked (an attribute states an object whose averages are
+    named 'fast')."""
+    names = {ema_name.rpartition("/")[2]}
+    if ckpt.objects is not None:
+        names |= {suffix_base(suffix.get(c, "")).rpartition("/")[2] for c in chosen.values()}
+    return names - {""}
+
+
+def _may_be(name: str, names: set[str]) -> bool:
+    """Whether some part of ``name`` is one of ``names``, or one with TF's ``_N``: a name
+    the object writes, scoped (``a/fast``) or numbered (``fast_1``)."""
+    return any(suffix_base(p) in names or p in names for p in name.split("/"))
+
+
+def _keys_under(ckpt: Checkpoint, names: set[str]) -> dict[str, set[str]]:
+    """Variable name -> the stored keys ``<scope>/<variable>/<rest>`` whose ``<rest>`` may be
+    one of ``names`` (:func:`_may_be`): each key is read under every variable name its
+    parts could spell, so that a shadow under a variable_scope is found whatever the scope."""
+    out: dict[str, set[str]] = {}
+    for key in ckpt.entries():
+        parts = key.split("/")
+        if not _may_be(key, names):
+            continue
+        for j in range(1, len(parts)):
+            if not _may_be("/".join(parts[j:]), names):
+                continue
+            for i in range(j):
+                out.setdefault("/".join(parts[i:j]), set()).add(key)
+    return out
+
+
+def _not_stated(ckpt: Checkpoint, target: str, cands: list[str], names: set[str],
+                under: dict[str, set[str]], suffix: dict[str, str], holder: dict[str, str],
+                ema_name: str) -> bool:
+    """Whether the file proves that no average of ``target`` is the stated ``--ema-name``
+    object's: none of its averages ``cands`` (nor any other key ``under`` ``target``'s
+    name, a shadow put under a variable_scope, ``s/<target>/fast``) carries one of the
+    ``names`` that object writes (:func:`_stated_names`; ``fast``, ``fast_N``, a scoped
+    ``a/fast``; in TF2 also the attribute stated), and no ``.meta`` update op of an apply()
+    of that name averages ``target``. Three objects over parts of a model
+    (``fast.apply([w, b])``, ``slow.apply([b, c])``, ``mid.apply([c, w])``): ``c/slow``,
+    ``c/mid`` are no ``fast``'s.
+
+    Returns:
+        `bool`: ``False`` where some key may be the stated object's (it stays refused)."""
+    for c in cands:  # its own recorded name, and the key past the variable's name
+        rest = c[len(target) + 1:] if c.startswith(target + "/") else c
+        if holder.get(c) == ema_name or _may_be(suffix.get(c, ""), names) or _may_be(rest,
+                                                                                   names):
+            return False
+    if under.get(target, set()) - set(cands):
+        return False  # another key under the variable's name: an average not read as its
+    ops = update_ops(ckpt)
+    if ops is not None and any(
+            v == target and _may_be(scope, names) for s, (v, scope) in ops.averages.items()
+            if s not in cands):
+        return False  # the graph's update ops show an apply() of that name averaging it
+    return True
 
 
 def _named_twins(ckpt: Checkpoint, target: str, keys: list[str], ema_name: str) -> list[str]:

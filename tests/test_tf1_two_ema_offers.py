@@ -21,6 +21,7 @@ import pytest
 from helpers import run_cli, run_script
 
 SCRIPT = r'''
+import contextlib
 import os
 import sys
 
@@ -83,6 +84,13 @@ OBJECTS = {
     "rawplusavg": ("rawplusavg", [("ExponentialMovingAverage", "wbc"), ("slow", "w")]),
     # review-23-attack-r68 F3: five objects, the fifth (z) the only one over every variable
     "five": ("plain", [("a1", "w"), ("a2", "w"), ("a3", "w"), ("a4", "w"), ("z", "wbc")]),
+    # review-23-attack-r68 F2: three objects each over two of w, b, c
+    "ovl3": ("plain", [("fast", "wb"), ("slow", "bc"), ("mid", "cw")]),
+    # its hostile twins: fast applied again under variable_scope('s') over c (s/c/fast, its
+    # average of c: "s" and the index of the object applied again), or a second object
+    # named fast applied there
+    "ovl3again": ("plain", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", 0)]),
+    "ovl3fast2": ("plain", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -93,9 +101,12 @@ for case, (kind, objects) in OBJECTS.items():
         loss = tf.reduce_sum((tf.matmul(x, V["w"]) + V["b"] + 2.0 * V["c"]) ** 2)
         step = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
         emas = []
-        for i, (n, vs) in enumerate(objects):
-            e = tf1.train.ExponentialMovingAverage([0.5, 0.9, 0.99, 0.8, 0.7][i], name=n)
-            with tf.control_dependencies([step]):
+        for i, (n, vs, *again) in enumerate(objects):
+            scope = tf1.variable_scope(n) if again else contextlib.nullcontext()
+            e = emas[again[0]][0] if again and isinstance(again[0], int) else \
+                tf1.train.ExponentialMovingAverage([0.5, 0.9, 0.99, 0.8, 0.7][i],
+                                                   name=again[0] if again else n)
+            with tf.control_dependencies([step]), scope:
                 step = e.apply([V[k] for k in vs])
             emas.append((e, vs))
         first = emas[0][0]
@@ -203,12 +214,14 @@ OFFERS = [
      {"--ema-name slow,ExponentialMovingAverage": {"w": "o1", "b": "o0", "c": "o0"},
       "--allow-missing": {"w": "o1", "b": "raw", "c": "raw"}},
      ["--ema-name ExponentialMovingAverage"]),
-    # F9: every offer looped (slow <-> fast); none decides, --raw writes the raw weights
-    ("vtr3", [], {"--raw": {"w": "raw", "b": "raw", "c": "raw"}},
-     ["--ema-name ExponentialMovingAverage", "--ema-name fast --exclude 'b' --exclude 'w'",
-      "--ema-name slow --exclude 'b' --exclude 'c'"]),
-    ("vtr3", ["--ema-name", "slow"], {"--raw": {"w": "raw", "b": "raw", "c": "raw"}},
-     ["--ema-name fast --exclude 'b' --exclude 'w'"]),
+    # F9: every offer looped (slow <-> fast); the ExponentialMovingAverage keys hold raw
+    # values, so each named object's own averages are offered with the other variables
+    # excluded (w's slow, c's fast: review-23-attack-r68 F2 no longer reads c/fast beside
+    # the raw holder c/ExponentialMovingAverage as "several averages" under --ema-name fast)
+    ("vtr3", [], {"--ema-name fast --exclude 'b' --exclude 'w'": {"c": "o2"},
+                  "--ema-name slow --exclude 'b' --exclude 'c'": {"w": "o1"}},
+     ["--ema-name ExponentialMovingAverage"]),
+    ("vtr3", ["--ema-name", "slow"], {}, ["--ema-name ExponentialMovingAverage"]),
     # F11: no key is named fast_1, so fast_1,fast takes nothing of it; --ema-name fast takes
     # each variable's only average (w, b: the first object's, c: the second's)
     ("fast2c", ["--ema-name", "fast_1"], {"--ema-name fast": {"w": "o0", "b": "o0", "c": "o1"}},
@@ -248,6 +261,13 @@ OFFERS = [
       "--ema-name slow --allow-missing": {"w": "o1", "b": "raw", "c": "raw"}}, []),
     # review-23-attack-r68 F3: only a1..a4 were probed ("no --ema-name decides") while z works
     ("five", [], {"--ema-name z": {"w": "o4", "b": "o4", "c": "o4"}}, []),
+    # review-23-attack-r68 F2: each --ema-name X --allow-missing was refused ("c has c/mid,
+    # c/slow ... no --ema-name decides"); a stated object's averages, the others raw
+    *(("ovl3", meta, {"--ema-name fast --allow-missing": {"w": "o0", "b": "o0", "c": "raw"},
+                      "--ema-name slow --allow-missing": {"w": "raw", "b": "o1", "c": "o1"},
+                      "--ema-name mid --allow-missing": {"w": "o2", "b": "raw", "c": "o2"}},
+       ["--ema-name fast", "--ema-name slow", "--ema-name mid"])
+      for meta in ([], ["--no-meta"])),
 ]
 
 
@@ -303,3 +323,14 @@ def test_a_fifth_name_that_decides_is_offered(made, tmp_path):
     out, _ = made
     said = _refused(out / "five", [], tmp_path)
     assert "; pass --ema-name z or " in said, said
+
+
+@pytest.mark.parametrize("case", ["ovl3again", "ovl3fast2"])
+@pytest.mark.parametrize("meta", [[], ["--no-meta"]], ids=["meta", "no-meta"])
+def test_a_stated_objects_scoped_average_is_never_left_raw(made, tmp_path, case, meta):
+    """review-23-attack-r68 F2's hostile twins: beside ovl3's three objects, s/c/fast is fast's
+    own average of c (applied again under variable_scope('s')) or a second fast's; c/mid,
+    c/slow are no fast's, yet ``--ema-name fast --allow-missing`` must not write c raw while
+    such a key is stored: it is refused (exit 6), with or without the .meta."""
+    out, _ = made
+    _refused(out / case, [*meta, "--ema-name", "fast", "--allow-missing"], tmp_path)

@@ -251,6 +251,13 @@ TWO = {
     "overlap": ([("fast", "wb"), ("slow", "bc")], "attrs"),
     "overlap_dict": ([("fast", "wb"), ("slow", "bc")], "dicts"),
     "partial": ([("e1", "w"), ("e2", "b")], "attrs"),  # c averaged by neither
+    # review-23-attack-r68 F2: three objects each over two of w, b, c: --ema-name ema
+    # --allow-missing (fast's of w, b; c raw) and the others were refused
+    "tri_attrs": ([("fast", "wb"), ("slow", "bc"), ("mid", "cw")], "attrs"),
+    "tri_dicts": ([("fast", "wb"), ("slow", "bc"), ("mid", "cw")], "dicts"),
+    "tri_list": ([("fast", "wb"), ("slow", "bc"), ("mid", "cw")], "onelist"),
+    # its hostile twin: fast averaged c too, saved apart (extra=[...]): ema's c is not raw
+    "tri_extra": ([("fast", "wbc"), ("slow", "bc"), ("mid", "cw")], "extra"),
 }
 
 
@@ -269,7 +276,7 @@ def _two_objects(tf, path, objects, save):
     m = M()
     x = tf.random.normal([4, 3])
     emas = [(tf.train.ExponentialMovingAverage(d, name=n), [getattr(m, k) for k in vs])
-            for d, (n, vs) in zip((0.5, 0.9), objects, strict=True)]
+            for d, (n, vs) in zip((0.5, 0.9, 0.7), objects, strict=False)]
     for _ in range(3):
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum((x @ m.w + m.b + 2 * m.c) ** 2)
@@ -277,10 +284,13 @@ def _two_objects(tf, path, objects, save):
             v.assign_sub(0.01 * g)
         for e, vs in emas:
             e.apply(vs)
-    attrs = ("ema", "ema_slow")
+    attrs = ("ema", "ema_slow", "ema_mid")[:len(emas)]
     saved = ({"ema": [e.average(v) for e, vs in emas for v in vs]} if save == "onelist" else
              {a: {v.name[:-2]: e.average(v) for v in vs} if save == "dicts" else
-              [e.average(v) for v in vs] for a, (e, vs) in zip(attrs, emas, strict=True)})
+              [e.average(v) for v in vs if v is not m.c or a != "ema" or save != "extra"]
+              for a, (e, vs) in zip(attrs, emas, strict=True)})
+    if save == "extra":  # the first object's average of c under an attribute of its own
+        saved["extra"] = [emas[0][0].average(m.c)]
     tf.train.Checkpoint(model=m, **saved).write(str(path / "ckpt"))
     truth = []
     for a, (e, vs) in zip(attrs, emas, strict=True):
@@ -335,3 +345,14 @@ def test_two_objects_first_refusal_offers_only_options_that_export(two, case, tm
                 assert len(took) == 1 or not took and missing, (args, k)
                 want = took[0] if took else raw[k]
                 assert z[k].tobytes() == want.tobytes(), (args, k)
+
+
+def test_a_stated_attributes_object_average_saved_apart_is_never_left_raw(two, tmp_path):
+    """review-23-attack-r68 F2's hostile twin: the object saved under ``ema`` (named fast)
+    averaged c too, its average of c saved under ``extra``; ``--ema-name ema
+    --allow-missing`` must not write c raw: refused (exit 6)."""
+    path, _ = two["tri_extra"]
+    out = tmp_path / "x.npz"
+    result = runner.invoke(app, ["export", str(path), "--ema-name", "ema", "--allow-missing",
+                                 "--out", str(out)])
+    assert result.exit_code == 6 and not out.exists(), result.output
