@@ -397,7 +397,7 @@ def _only_if(ckpt: Checkpoint, variables, unproven: list[str], averages, shown,
             own += (f", or {option_text(n, (), a)} to use {n}'s averages alone"
                     f"{_what(ckpt, n, a)}")
     if not offers and not own:
-        return (f"{said}; no --ema-name decides: --ema-name {' or --ema-name '.join(names[:4])}"
+        return (f"{said}; no --ema-name decides: --ema-name {' or --ema-name '.join(names)}"
                 ", stating that it is the name you gave your ExponentialMovingAverage, is "
                 "refused (with --allow-missing too)")
     if not offers:

@@ -384,9 +384,15 @@ def offer_objects(ckpt: Checkpoint, variables, use_meta: bool,
                   refusal: UnprovenPairingError) -> UnprovenPairingError:
     """``refusal``, saying which ``--ema-name`` takes one EMA object's averages whole where
     the ``.meta``'s update ops prove one (:func:`complete_objects`)."""
-    names = complete_objects(ckpt, variables, use_meta)
+    from .offer_probe import works  # it runs the map: imported late
+
+    # each as its export accepts it, never one refused (review-23-attack-r68 F5: "with this
+    # .meta --ema-name fast decides" where --ema-name fast is refused, c having no fast average)
+    proven = complete_objects(ckpt, variables, use_meta)
+    names = [n for n in proven if works(ckpt, n)]
     found = _scopes(ckpt, variables) if use_meta and ckpt.objects is None else None
-    scoped = scope_offers(found[0] if found else None, names)
+    scoped = [s for s in scope_offers(found[0] if found else None, proven)
+              if works(ckpt, s.partition(" (")[0], (), True)]
     if not names and not scoped:
         return refusal
     text = (f" (with this .meta --ema-name {names[0]} decides: it takes the averages of the "

@@ -91,6 +91,8 @@ OBJECTS = {
     # named fast applied there
     "ovl3again": ("plain", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", 0)]),
     "ovl3fast2": ("plain", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast")]),
+    # review-23-attack-r68 F5: fast over every averaged variable, c trained, averaged by none
+    "fastall": ("plain", [("fast", "wb"), ("slow", "w")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -268,6 +270,11 @@ OFFERS = [
                       "--ema-name mid --allow-missing": {"w": "o2", "b": "raw", "c": "o2"}},
        ["--ema-name fast", "--ema-name slow", "--ema-name mid"])
       for meta in ([], ["--no-meta"])),
+    # review-23-attack-r68 F3 without the .meta: only a1..a4 were probed and offered
+    ("five", ["--no-meta"], {"--ema-name z": {"w": "o4", "b": "o4", "c": "o4"}}, []),
+    ("fastall", [], {"--ema-name fast --allow-missing": {"w": "o0", "b": "o0", "c": "raw"},
+                     "--ema-name slow --allow-missing": {"w": "o1", "b": "raw", "c": "raw"}},
+     ["--ema-name fast"]),
 ]
 
 
@@ -334,3 +341,17 @@ def test_a_stated_objects_scoped_average_is_never_left_raw(made, tmp_path, case,
     such a key is stored: it is refused (exit 6), with or without the .meta."""
     out, _ = made
     _refused(out / case, [*meta, "--ema-name", "fast", "--allow-missing"], tmp_path)
+
+
+def test_the_meta_hint_names_only_an_accepted_object_and_raw_weights_are_named(made,
+                                                                            tmp_path):
+    """review-23-attack-r68 F5: the refusal's "(with this .meta --ema-name fast decides ...)"
+    was not probed: fast averaged every averaged variable, yet c (trained, averaged by none)
+    makes --ema-name fast refused; only accepted options are named. F4: an --allow-missing
+    export names the weights it wrote raw, not only their count."""
+    out, _ = made
+    said = _refused(out / "fastall", [], tmp_path)
+    assert "--ema-name fast decides" not in said, said
+    code, stdout, err = run_cli(["export", str(out / "ovl3"), "--ema-name", "fast",
+                                 "--allow-missing", "--out", str(tmp_path / "x.npz")])
+    assert code == 0 and "2 with EMA values; raw (--allow-missing): c" in stdout, (stdout, err)
