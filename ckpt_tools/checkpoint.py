@@ -56,6 +56,9 @@ class Checkpoint(StoredTensors, KeyPaths):
         meta_source: the file ``meta`` was read from, or ``None``.
         meta_unread: the graph file beside it that ``meta=False`` (``--no-meta``) leaves
             unread, or ``None``: nothing reads it then (see :meth:`with_meta`).
+        meta_borrowed: where it was saved without its own ``.meta``, the same-prefix
+            ``.meta`` read in its place (its Saver's: :mod:`~ckpt_tools.meta_sibling`), else
+            ``None``; ``meta_crossed``: the others recording another save op of its keys.
         objects: the TF2 :class:`~ckpt_tools.formats.objgraph.ObjectGraph`, or ``None``.
     """
 
@@ -123,6 +126,13 @@ class Checkpoint(StoredTensors, KeyPaths):
             self.meta = read_saved_model(location.saved_model).collections_graph()
         if self.meta is not None:
             self.meta_source = location.meta_path or location.saved_model
+        # Saved without its own .meta (write_meta_graph=False after the first save): the
+        # same-prefix .meta whose save op writes exactly its keys (meta_sibling), or None.
+        self.meta_borrowed: str | None = None
+        self.meta_crossed: tuple[str, ...] = ()  # other such files recording another save op
+        tf1 = getattr(self._reader, "keras", None) is None and not location.saved_model
+        if meta and self.meta is None and tf1 and OBJECT_GRAPH_KEY not in self._reader.entries:
+            self._borrow_meta()
         self.meta_unread = None if meta else location.meta_path or location.saved_model
         self._view_of: Checkpoint | None = None  # see with_meta
         self.objects: ObjectGraph | None = None
@@ -140,7 +150,7 @@ class Checkpoint(StoredTensors, KeyPaths):
         try:
             refuse_unfit_statements(location.prefix, self._reader, self.objects, self.meta_source,
                                     not_swapped=not_swapped, fit_order=fit_order,
-                                    averages_only=averages_only)
+                                    averages_only=averages_only, also=self.meta_crossed)
         except CheckpointError:
             self._reader.close()
             raise
@@ -162,6 +172,23 @@ class Checkpoint(StoredTensors, KeyPaths):
         self._fragment_alias: dict[str, str] | None = None  # see stored_key()
         self._ema_names: list[str] | None = None  # see ema_names()
         self._memo: dict = {}  # see memo()
+
+    def _borrow_meta(self) -> None:
+        """Reads the graph of another checkpoint of the same Saver where this one has no
+        ``.meta`` (:func:`~ckpt_tools.meta_sibling.sibling_meta`): its save op then proves
+        (or, crossed with another's, refuses) what the keys hold, as its own would."""
+        from .meta_sibling import sibling_meta
+
+        found = sibling_meta(self.location.prefix, self._reader.entries)
+        if found is None:
+            return
+        try:
+            self.meta = read_meta_graph(found[0])
+        except CorruptCheckpointError as e:
+            self._reader.close()
+            raise meta_decode_error(found[0], e)  # noqa: B904 (the same error)
+        self.meta_source = self.meta_borrowed = found[0]
+        self.meta_crossed = found[1]
 
     # -- listing ---------------------------------------------------------------------------
     def variables(self) -> list[Variable]:
@@ -243,6 +270,7 @@ class Checkpoint(StoredTensors, KeyPaths):
             files += saved_model_extras(self.location.saved_model)
         if self.location.state_file:
             files.append(self.location.state_file)
+        files += [self.meta_borrowed, *self.meta_crossed] if self.meta_borrowed else []
         return files + history_files(self._reader.files())
 
     @property
@@ -278,7 +306,7 @@ class Checkpoint(StoredTensors, KeyPaths):
     def meta_file(self) -> str | None:
         """The ``.meta`` file graph questions (save op, update ops) are asked of: the one
         :attr:`meta` was read from, ``None`` where there is none or it is left unread."""
-        return self.location.meta_path if self.meta is not None else None
+        return self.location.meta_path or self.meta_borrowed if self.meta is not None else None
 
     def with_meta(self, use_meta: bool) -> Checkpoint:
         """This checkpoint as ``use_meta`` sees it: itself, or (``use_meta=False``, the
@@ -296,7 +324,8 @@ class Checkpoint(StoredTensors, KeyPaths):
             import copy
 
             view = copy.copy(self)
-            view.meta = view.meta_source = None
+            view.meta = view.meta_source = view.meta_borrowed = None
+            view.meta_crossed = ()
             view.meta_unread = self.meta_source
             view._options = {**self._options, "meta": False}
             view._variables, view._memo, view.stated_pairs = None, {}, {}

@@ -21,6 +21,9 @@ class Listing(Record):
         meta: the file the graph collections came from (the ``.meta`` beside it, or a TF1
             SavedModel's ``saved_model.pb``), or ``None``.
         saved_model: the ``saved_model.pb`` of a SavedModel, or ``None``.
+        meta_note: where ``meta`` is another checkpoint's ``.meta``, read because this one
+            was saved without its own, what ``list`` says of it
+            (:func:`~ckpt_tools.meta_sibling.borrowed_note`); ``None`` otherwise.
         variables: the variables shown (filtered and sorted).
         total: how many variables the checkpoint holds.
         averaged_roles: roles expected to have an EMA shadow: weights, plus batch-norm
@@ -74,7 +77,7 @@ class Listing(Record):
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
-               "raw_named")
+               "raw_named", "meta_note")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -86,8 +89,10 @@ class Listing(Record):
                  saved_model: str | None = None, unproven: dict | None = None,
                  assumed: list[str] | None = None, copies_equal: bool = False,
                  raw_expected: dict[str, str] | None = None,
-                 raw_named: dict[str, str | None] | None = None) -> None:
+                 raw_named: dict[str, str | None] | None = None,
+                 meta_note: str | None = None) -> None:
         self.checkpoint = checkpoint
+        self.meta_note = meta_note
         self.format = format
         self.meta = meta
         self.variables = [] if variables is None else variables
@@ -145,6 +150,7 @@ class Listing(Record):
             "ema_unproven": self.unproven,
             "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
+            **({"meta_note": self.meta_note} if self.meta_note else {}),
         }
 
     def to_json(self, default: Callable | None = None) -> str:
@@ -173,6 +179,7 @@ class Listing(Record):
             "saved_model": self.saved_model, "ema_unproven": self.unproven,
             "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
+            **({"meta_note": self.meta_note} if self.meta_note else {}),
         }, separators=(",", ":"), ensure_ascii=False, default=default)
         return f'{head[:-1]},"variables":[{rows}],{tail[1:]}'
 

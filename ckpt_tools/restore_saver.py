@@ -267,7 +267,7 @@ class StoredCheck:
                        for k, src in self.averages.items()
                        if averaged.get(k) is not None and averaged[k] != src]
         except UnprovenPairingError as exc:
-            return exc
+            return _said_for_restore(exc)
         except CheckpointError:  # (a missing average: TF's restore fails on its key)
             return None
         finally:
@@ -276,10 +276,29 @@ class StoredCheck:
             return None
         return EmaError(
             f"{ckpt.path}: ema_saver() without checkpoint= restores each variable from the key "
-            "TF's naming gives it, but the checkpoint (through the save op of the .meta beside "
-            "it) stores the averages under other keys: " + "; ".join(crossed[:4])
+            "TF's naming gives it, but the checkpoint (through the save op of the "
+            + (f"{os.path.basename(ckpt.meta_borrowed)} of its Saver's other checkpoint: it has "
+               "no .meta of its own" if ckpt.meta_borrowed else ".meta beside it")
+            + ") stores the averages under other keys: " + "; ".join(crossed[:4])
             + (" ..." if len(crossed) > 4 else "")
             + "; pass checkpoint= (the map is then read from what the checkpoint stores)")
+
+
+STATED_IN_PYTHON = "(Python: open_checkpoint(path, averages_only=True))"
+
+
+def _said_for_restore(exc: UnprovenPairingError) -> UnprovenPairingError:
+    """``exc`` as ``restore()`` of an ``ema_saver()`` built without ``checkpoint=`` raises
+    it: where ``--averages-only`` decides, the Python way to state it is to build the Saver
+    from the checkpoint opened with it, which the message then says (the caller never
+    called ``open_checkpoint``: review-23-attack-r71 F3)."""
+    text = str(exc)
+    if exc.option != "--averages-only" or STATED_IN_PYTHON not in text:
+        return exc
+    return UnprovenPairingError(text.replace(STATED_IN_PYTHON, (
+        "(Python: build the Saver as ema_saver(checkpoint=open_checkpoint(path, "
+        "averages_only=True)) and restore that path with it)")), exc.option, exc.undecided,
+        exc.raw)
 
 
 _CHECKED: list = []  # the Saver class that checks, made once TensorFlow is imported

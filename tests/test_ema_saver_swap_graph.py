@@ -9,10 +9,12 @@ and a second ``ema_saver()`` in the same graph are not refused. Truth: ``sess.ru
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
 import pytest
+from helpers import run_cli
 from helpers_tf1 import run_tf1_script
 
 import ckpt_tools
@@ -45,6 +47,23 @@ with tf.Graph().as_default():
         for v in tv:
             truth["avg:" + v.op.name] = s.run(ema.average(v))
             truth["raw:" + v.op.name] = s.run(v)
+        # The usual loop writes the graph with the first save only: model.ckpt-3 has no .meta
+        # of its own, model.ckpt-1.meta records its Saver (review-23-attack-r71 F2).
+        for i in (1, 2, 3):
+            s.run(step)
+            saver.save(s, f"{out}/model.ckpt", global_step=i, write_meta_graph=i == 1)
+        for v in tv:
+            truth["avg3:" + v.op.name] = s.run(ema.average(v))
+            truth["raw3:" + v.op.name] = s.run(v)
+    # the prefix's newest .meta is another Saver's, of other keys: not model.ckpt-3's
+    tf1.train.Saver([w]).export_meta_graph(f"{out}/model.ckpt-9.meta")
+    if case == "swap":  # beside a plain Saver's graph of the same keys: nothing proves which
+        os.makedirs(f"{out}/crossed")
+        for f in os.listdir(out):
+            if f.startswith(("model.ckpt-1.meta", "model.ckpt-3.")):
+                with open(f"{out}/{f}", "rb") as src, open(f"{out}/crossed/{f}", "wb") as dst:
+                    dst.write(src.read())
+        tf1.train.Saver().export_meta_graph(f"{out}/crossed/model.ckpt-2.meta")
 '''
 
 
@@ -141,3 +160,55 @@ def test_without_checkpoint_the_saved_file_is_checked_before_restoring(made, tf)
     for n, value in got.items():
         assert value.tobytes() == truth["avg:" + n].tobytes(), n
         assert not np.array_equal(value, truth["raw:" + n]), n
+
+
+def test_saved_without_its_meta_the_same_savers_meta_decides(made, tf, tmp_path):
+    """review-23-attack-r71 F2: model.ckpt-3, saved with write_meta_graph=False, has no .meta;
+    a swapping Saver's keys then paired by their names and export / ema_saver() gave its raw
+    weights as the averages, exit 0, though model.ckpt-1.meta (the same Saver's graph) proves
+    the swap. That graph is now read as model.ckpt-3's and said so; model.ckpt-9.meta (another
+    Saver's, of other keys, the newest) is not. Swap: the averages (export) or refused
+    naming checkpoint= (ema_saver() without it); plain: the averages, as before; vtr: refused."""
+    case, prefix, truth = made
+    third = os.path.join(os.path.dirname(prefix), "model.ckpt-3")
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", third, "--out", str(out)])
+    if case == "vtr":
+        assert code == 6, err
+        assert "model.ckpt-1.meta's saver wrote it from net/w itself" in err, err
+    else:
+        assert code == 0, err
+        assert "graph from model.ckpt-1.meta (saved without its own .meta)" in err, err
+        with np.load(out) as npz:
+            for n in ("net/w", "net/b"):
+                assert npz[n].tobytes() == truth["avg3:" + n].tobytes(), n
+                assert not np.array_equal(npz[n], truth["raw3:" + n]), n
+    code, listed, err = run_cli(["list", third, "--json"])
+    assert code == 0, err
+    assert os.path.basename(json.loads(listed)["meta"]) == "model.ckpt-1.meta"
+    if case == "vtr":
+        with pytest.raises(UnprovenPairingError, match="model.ckpt-1.meta's saver wrote"):
+            _rebuilt(tf, third)
+        return
+    if case == "swap":
+        with pytest.raises(EmaError, match=r"model.ckpt-1.meta of its Saver's other checkpoint"
+                                           r".*net/w's average is stored under 'net/w'"):
+            _rebuilt(tf, third)
+    got = _rebuilt(tf, third, checkpoint=third) if case == "swap" else _rebuilt(tf, third)
+    for n, value in got.items():
+        assert value.tobytes() == truth["avg3:" + n].tobytes(), n
+
+
+def test_saved_without_its_meta_beside_crossed_graphs_is_refused(made, tmp_path):
+    """The hostile twin of the above: model.ckpt-3 of the swapping Saver beside its
+    model.ckpt-1.meta and a plain Saver's model.ckpt-2.meta of the same keys: the two graphs
+    disagree about what each key holds and nothing records which wrote it, so the names do
+    not decide (they would give the raw weights): refused, naming --not-swapped."""
+    case, prefix, truth = made
+    if case != "swap":
+        pytest.skip("the swapping Saver's checkpoint only")
+    third = os.path.join(os.path.dirname(prefix), "crossed", "model.ckpt-3")
+    code, _, err = run_cli(["export", third, "--out", str(tmp_path / "w.npz")])
+    assert code == 6, err
+    assert "--not-swapped" in err and "model.ckpt-2.meta and model.ckpt-1.meta" in err, err
+    assert not (tmp_path / "w.npz").exists()

@@ -286,3 +286,35 @@ def test_average_ema_bake_writes_the_plain_names(made, tmp_path):
     with ckpt_tools.open_checkpoint(str(tmp_path / "o")) as ckpt:
         for n in ("w", "b"):
             assert _bits(ckpt.tensor(n)) == _bits(truth[f"avg:ema:{n}"]), n
+
+
+def test_ema_saver_restore_refusal_says_how_to_state_it(made, tf):
+    """review-23-attack-r71 F3: restore() of an ema_saver() built without checkpoint= refuses
+    the averages-only checkpoint without a .meta (its keys read as a vtr Saver's would) and
+    named open_checkpoint(path, averages_only=True), which a caller of ema_saver() never
+    calls: it now names ema_saver(checkpoint=open_checkpoint(path, averages_only=True)), and
+    the Saver so built restores the averages bit for bit."""
+    import ckpt_tools
+
+    out, truth = made
+    prefix = str(out / "avg_nometa" / "model.ckpt")
+    v1 = tf.compat.v1
+
+    def restored(**kw) -> dict[str, np.ndarray]:
+        with tf.Graph().as_default():
+            v1.train.get_or_create_global_step()
+            vs = {"w": v1.get_variable("w", [3, 2]), "b": v1.get_variable("b", [2])}
+            saver = ckpt_tools.ema_saver(**kw)
+            with v1.Session() as sess:
+                saver.restore(sess, prefix)
+                return {n: sess.run(v) for n, v in vs.items()}
+
+    with pytest.raises(ckpt_tools.UnprovenPairingError) as refused:
+        restored()
+    assert refused.value.option == "--averages-only"
+    assert "ema_saver(checkpoint=open_checkpoint(path, averages_only=True))" in str(
+        refused.value), str(refused.value)
+    with ckpt_tools.open_checkpoint(prefix, averages_only=True) as ckpt:
+        got = restored(checkpoint=ckpt)
+    for n in ("w", "b"):
+        assert _bits(got[n]) == _bits(truth[f"avg:ema:{n}"]), n

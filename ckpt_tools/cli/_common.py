@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ._run import resolve  # noqa: F401 - every command resolves paths as `ckpt list` does
+from ._run import (  # noqa: F401 - every command resolves paths as `ckpt list` does
+    note_borrowed,
+    resolve,
+)
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint

@@ -92,6 +92,17 @@ def resolve(out: Output, path: str) -> str:
     return location.prefix
 
 
+def note_borrowed(out: Output, ckpt) -> None:
+    """Says (once, on stderr) that ``ckpt``'s graph is the ``.meta`` of another checkpoint
+    of its Saver, read because it was saved without its own (:mod:`~ckpt_tools.meta_sibling`):
+    what its pairing then rests on is never left unsaid."""
+    from ..meta_sibling import borrowed_note
+
+    said = borrowed_note(ckpt)
+    if said and said not in out.noted:
+        out.note(f"note: {said}", always=True)
+
+
 _LIST_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet"}
 
 

@@ -37,6 +37,7 @@ from ._common import (
     choice,
     complete_from,
     no_selection,
+    note_borrowed,
     pick_format,
     require_selection,
     resolve,
@@ -146,6 +147,7 @@ def export_command(
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:
+        note_borrowed(out, ckpt)
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())

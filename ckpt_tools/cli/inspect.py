@@ -154,6 +154,8 @@ def list_command(
                 else {}
             if noted:
                 note_assumed(out, ckpt)  # the EMA column shows an assumed pairing
+    if listing.meta_note and not json_out:  # the graph its pairing rests on (r71 F2)
+        out.note(f"note: {listing.meta_note}", always=True)
     if json_out:
         out.json({**listing.to_dict(), **stated})
     elif quiet:

@@ -1,0 +1,178 @@
+"""The ``.meta`` of another checkpoint of the same Saver, for a TF1 checkpoint saved without one.
+
+The usual TF1 loop writes the graph once: ``saver.save(sess, path, global_step=i,
+write_meta_graph=(i == 1))`` (or a hook that writes it once). ``model.ckpt-3`` then has no
+``.meta``, and its keys alone cannot tell a swapping Saver (``{v.op.name: ema.average(v),
+ema.average_name(v): v}``: each key named as a variable holds its average) from a plain one;
+paired by the names, the raw weights went out as the averages, exit 0, though
+``model.ckpt-1.meta`` beside it records the very Saver that proves the swap
+(review-23-attack-r71 F2).
+
+:func:`sibling_meta` looks, in the checkpoint's own directory only and among the ``.meta``
+files of its own prefix only (``model.ckpt-N.meta``, newest step first, at most
+:data:`MAX_CANDIDATES` of them: no other file is parsed), for the graphs whose Saver's save op
+writes exactly this checkpoint's keys, each of the dtype and shape its variable is declared
+with. One such graph (or several recording the same save op) is taken as the checkpoint's own
+(:class:`~ckpt_tools.checkpoint.Checkpoint` says so: ``meta_borrowed``). Several that disagree
+about what a key was saved from (a swapping Saver's graph beside a plain one's) prove nothing
+alone: the newest is read, the others named beside it, and the save op is then taken as
+unrecorded, the keys' name pairing refused, as for a graph file recording crossed save ops
+(:func:`~ckpt_tools.save_op.crossed_keys`). A graph whose save op writes other keys is not
+this checkpoint's Saver's and is ignored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+from .errors import CheckpointError
+from .formats._io import is_url
+from .formats.graph_def import read_graphs
+from .formats.graph_nodes import attr_entry
+from .formats.meta import proto_fields
+from .formats.meta_saver import saved_sources_each
+from .formats.v1 import shard_base
+
+#: At most this many same-prefix ``.meta`` files (the newest steps) are read.
+MAX_CANDIDATES = 8
+
+_STEP = re.compile(r"^(.+)-(\d+)$")
+_VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
+
+
+def candidates(prefix: str) -> list[str]:
+    """The ``.meta`` files of the other checkpoints of ``prefix``'s Saver in its directory:
+    ``<stem>-<N>.meta`` for a checkpoint named ``<stem>-<M>``, newest step first.
+
+    Returns:
+        `list[str]`: at most :data:`MAX_CANDIDATES` paths; ``[]`` for a name without a step,
+        a URL, or a directory that cannot be listed.
+    """
+    base = shard_base(prefix)
+    if is_url(base):
+        return []
+    directory, name = os.path.split(base)
+    m = _STEP.match(name)
+    if not m:
+        return []
+    own = re.compile(re.escape(m.group(1)) + r"-(\d+)\.meta$")
+    found = []
+    try:
+        with os.scandir(directory or ".") as entries:  # one listing of its directory, no walk
+            for e in entries:
+                hit = own.match(e.name)
+                if hit and e.name != name + ".meta":
+                    found.append((int(hit.group(1)), os.path.join(directory, e.name)))
+    except OSError:
+        return []
+    found.sort(reverse=True)
+    return [path for _, path in found[:MAX_CANDIDATES]]
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _shape(raw) -> tuple[int, ...] | None:
+    """A ``TensorShapeProto``'s dims, ``None`` where its rank is unknown."""
+    dims = []
+    for n, w, v in proto_fields(raw):
+        if n == 3 and w == 0 and v:
+            return None
+        if n == 2 and w == 2:
+            dims.append(next((_signed(s) for f, sw, s in proto_fields(v) if f == 1 and sw == 0),
+                             0))
+    return tuple(dims)
+
+
+def _declared(nodes, name: str) -> tuple[int | None, tuple[int, ...] | None] | None:
+    """The dtype and shape variable ``name`` is declared with in the graph (either ``None``
+    where not recorded), or ``None`` where ``name`` is no variable op of the graph."""
+    if nodes.op(name) not in _VARIABLE_OPS:
+        return None
+    dtype = shape = None
+    for n, w, v in proto_fields(nodes.serialized(name)):
+        if n != 5 or w != 2:
+            continue
+        key, attr = attr_entry(v)
+        if attr is None:
+            continue
+        for f, fw, fv in proto_fields(attr):
+            if key == "dtype" and f == 6 and fw == 0:
+                dtype = fv
+            elif key == "shape" and f == 7 and fw == 2:
+                shape = _shape(fv)
+    return dtype, shape
+
+
+def _fits(graph, sources: dict[str, list[str]], entries: Mapping) -> bool:
+    """Whether every key saved from one variable is stored with that variable's dtype and
+    shape as ``graph`` declares them (``-1`` dims and what is not recorded fit)."""
+    for key, of in sources.items():
+        declared = _declared(graph.nodes, of[0]) if len(of) == 1 else None
+        if declared is None:
+            continue  # a partitioned variable's parts, or a read the walk stopped at
+        dtype, shape = declared
+        entry = entries[key]
+        if dtype is not None and dtype % 100 != entry.dtype % 100:  # a ref dtype: +100
+            return False
+        if shape is not None and (len(shape) != len(entry.shape) or any(
+                d not in (-1, s) for d, s in zip(shape, entry.shape, strict=True))):
+            return False
+    return True
+
+
+def _written(path: str, entries: Mapping) -> list[dict[str, list[str]]]:
+    """The save ops of the graphs in ``path`` that write exactly ``entries``' keys, each of
+    its variable's dtype and shape (``[]``: none, or the file cannot be read)."""
+    stored = set(entries)
+    try:
+        each = [s for s in saved_sources_each(path) if set(s) == stored]
+        if not each:
+            return []
+        graphs = read_graphs(path)
+    except CheckpointError:  # a damaged neighbour proves nothing: as if it were not there
+        return []
+    return [s for s in each if any(_fits(g, s, entries) for g in graphs
+                                   if all(of[0] in g.nodes for of in s.values()))]
+
+
+def sibling_meta(prefix: str, entries: Mapping) -> tuple[str, tuple[str, ...]] | None:
+    """The same-prefix ``.meta`` to read as the graph of the checkpoint at ``prefix`` (which
+    has none of its own), and the others whose save ops write its keys from other variables.
+
+    Args:
+        prefix: the checkpoint prefix (V2), file or shard pattern (V1).
+        entries: its stored keys -> :class:`~ckpt_tools.formats.entry.TensorEntry`.
+
+    Returns:
+        ``(path, crossed)``: the newest ``.meta`` whose save op writes exactly these keys and
+        the other such files that record a different save op (``()``: they all agree), or
+        ``None`` where no same-prefix ``.meta`` records this checkpoint's keys.
+    """
+    matched: list[tuple[str, list[dict[str, list[str]]]]] = []
+    for path in candidates(prefix):
+        written = _written(path, entries)
+        if written:
+            matched.append((path, written))
+    if not matched:
+        return None
+    first = matched[0][1][0]
+    crossed = tuple(p for p, written in matched[1:] if any(s != first for s in written))
+    return matched[0][0], crossed
+
+
+def borrowed_note(ckpt) -> str | None:
+    """What a command says of a checkpoint whose graph is another checkpoint's ``.meta``
+    (``Checkpoint.meta_borrowed``): ``"graph from model.ckpt-1.meta (saved without its own
+    .meta)"``, and the files recording another save op of its keys; ``None`` otherwise."""
+    if not getattr(ckpt, "meta_borrowed", None):
+        return None
+    said = f"graph from {os.path.basename(ckpt.meta_borrowed)} (saved without its own .meta)"
+    if ckpt.meta_crossed:
+        said += ("; " + ", ".join(os.path.basename(p) for p in ckpt.meta_crossed)
+                 + " of the same prefix records another save op of the same keys, so which "
+                 "Saver wrote them is not proven")
+    return said
