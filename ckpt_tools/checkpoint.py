@@ -132,7 +132,15 @@ class Checkpoint(StoredTensors, KeyPaths):
         self.meta_crossed: tuple[str, ...] = ()  # other such files recording another save op
         tf1 = getattr(self._reader, "keras", None) is None and not location.saved_model
         if meta and self.meta is None and tf1 and OBJECT_GRAPH_KEY not in self._reader.entries:
-            self._borrow_meta()
+            from .meta_sibling import borrowed_graph
+
+            try:  # its save op then proves (or, crossed, refuses) what the keys hold
+                self.meta, self.meta_borrowed, self.meta_crossed = borrowed_graph(
+                    location.prefix, self._reader.entries)
+            except CheckpointError:
+                self._reader.close()
+                raise
+            self.meta_source = self.meta_borrowed
         self.meta_unread = None if meta else location.meta_path or location.saved_model
         self._view_of: Checkpoint | None = None  # see with_meta
         self.objects: ObjectGraph | None = None
@@ -172,23 +180,6 @@ class Checkpoint(StoredTensors, KeyPaths):
         self._fragment_alias: dict[str, str] | None = None  # see stored_key()
         self._ema_names: list[str] | None = None  # see ema_names()
         self._memo: dict = {}  # see memo()
-
-    def _borrow_meta(self) -> None:
-        """Reads the graph of another checkpoint of the same Saver where this one has no
-        ``.meta`` (:func:`~ckpt_tools.meta_sibling.sibling_meta`): its save op then proves
-        (or, crossed with another's, refuses) what the keys hold, as its own would."""
-        from .meta_sibling import sibling_meta
-
-        found = sibling_meta(self.location.prefix, self._reader.entries)
-        if found is None:
-            return
-        try:
-            self.meta = read_meta_graph(found[0])
-        except CorruptCheckpointError as e:
-            self._reader.close()
-            raise meta_decode_error(found[0], e)  # noqa: B904 (the same error)
-        self.meta_source = self.meta_borrowed = found[0]
-        self.meta_crossed = found[1]
 
     # -- listing ---------------------------------------------------------------------------
     def variables(self) -> list[Variable]:

@@ -164,6 +164,26 @@ def sibling_meta(prefix: str, entries: Mapping) -> tuple[str, tuple[str, ...]] |
     return matched[0][0], crossed
 
 
+def borrowed_graph(prefix: str, entries: Mapping) -> tuple:
+    """:func:`sibling_meta`'s graph read: ``(MetaGraph, path, crossed)``, or ``(None, None,
+    ())`` where no same-prefix ``.meta`` records the checkpoint's keys.
+
+    Raises:
+        CorruptCheckpointError: the matching ``.meta``'s collections cannot be decoded
+            (:func:`~ckpt_tools.formats.meta.meta_decode_error` names it).
+    """
+    from .errors import CorruptCheckpointError
+    from .formats.meta import meta_decode_error, read_meta_graph
+
+    found = sibling_meta(prefix, entries)
+    if found is None:
+        return None, None, ()
+    try:
+        return read_meta_graph(found[0]), found[0], found[1]
+    except CorruptCheckpointError as e:
+        raise meta_decode_error(found[0], e)  # noqa: B904 (the same error)
+
+
 def borrowed_note(ckpt) -> str | None:
     """What a command says of a checkpoint whose graph is another checkpoint's ``.meta``
     (``Checkpoint.meta_borrowed``): ``"graph from model.ckpt-1.meta (saved without its own
