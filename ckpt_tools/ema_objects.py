@@ -72,13 +72,17 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
     shows = ", ".join(f"{n} writes {k}" for k, n in sorted(several[t].items()))
     mixed = (f"; the averages read here would mix {' and '.join(taken)}" if len(taken) > 1
              else "")
-    from .offer_probe import accepted, option_text, works  # they run the map: imported late
+    from .offer_probe import accepted, option_text, takes, works  # they run the map: late
 
     # each offer as the export plan accepts it, never one refused (review-22-attack-r66 F4: a
     # renamed vtr Saver's ExponentialMovingAverage keys hold raw values, slow needs
     # --allow-missing; a Saver that kept no key of slow)
     took = [(n, a) for n, a in accepted(ckpt, names) if _takes_own(ckpt, several, n, a)]
-    offers = [option_text(n, (), a) for n, a in took]
+    # with what each takes, so a variable it leaves raw is said (review-23-attack-r68 F6: a
+    # renamed vtr Saver's --ema-name slow writes w raw with no --allow-missing)
+    offers = [option_text(n, (), a) + "".join(f" (it takes {w})" for w in [takes(ckpt, n, a)]
+                                              if w)
+              for n, a in took]
     raw = ", or --raw for the raw weights" if works(ckpt, raw=True) else ""
     # the objects not offered, said refused (one whose averages were not saved)
     left = [n for n in names if not any(n in o.split(",") for o, _ in took)]

@@ -93,6 +93,9 @@ OBJECTS = {
     "ovl3fast2": ("plain", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast")]),
     # review-23-attack-r68 F5: fast over every averaged variable, c trained, averaged by none
     "fastall": ("plain", [("fast", "wb"), ("slow", "w")]),
+    # review-23-attack-r68 F6: a renamed training Saver({"net/" + k: v}) of the first's
+    # variables_to_restore() beside slow over b, c
+    "vtrren": ("vtrren", [("ExponentialMovingAverage", "wb"), ("slow", "bc")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -113,6 +116,8 @@ for case, (kind, objects) in OBJECTS.items():
             emas.append((e, vs))
         first = emas[0][0]
         saver = tf1.train.Saver() if kind == "plain" else tf1.train.Saver(
+            {f"net/{k}": v for k, v in first.variables_to_restore().items()}
+        ) if kind == "vtrren" else tf1.train.Saver(
             first.variables_to_restore()) if kind == "vtr" else tf1.train.Saver(
             {f"model/{k}/x": v for k, v in first.variables_to_restore().items()}
         ) if kind == "rensuf" else tf1.train.Saver({
@@ -355,3 +360,17 @@ def test_the_meta_hint_names_only_an_accepted_object_and_raw_weights_are_named(m
     code, stdout, err = run_cli(["export", str(out / "ovl3"), "--ema-name", "fast",
                                  "--allow-missing", "--out", str(tmp_path / "x.npz")])
     assert code == 0 and "2 with EMA values; raw (--allow-missing): c" in stdout, (stdout, err)
+
+
+def test_a_renamed_vtr_savers_offer_says_what_it_leaves_raw(made, tmp_path):
+    """review-23-attack-r68 F6: the renamed training vtr Saver's first refusal offers
+    ``--ema-name slow``, which writes w raw (its only key holds raw w) with no
+    ``--allow-missing``; the offer now says so, and exports exactly that, bit for bit."""
+    out, truth = made
+    said = _refused(out / "vtrren", [], tmp_path)
+    assert ("pass --ema-name slow (it takes slow's averages of net/b, net/c; net/w raw)"
+            in said), said
+    got = _exported(out / "vtrren", ["--ema-name", "slow"], tmp_path)
+    assert sorted(got) == ["net/b", "net/c", "net/w"], sorted(got)
+    for v, which in (("w", "raw"), ("b", "o1"), ("c", "o1")):
+        assert got[f"net/{v}"].tobytes() == truth[f"vtrren:{which}:{v}"].tobytes(), v
