@@ -195,6 +195,7 @@ def classify(
         out[key] = classify_one(key, entry, entries, names, loss_names, colls, meta_vars,
                                  meta is not None, objects)
     from .scoped_shadows import (  # builds on this
+        applied_scope_shadows,
         scope_readings,
         scoped_part_shadows,
         scoped_shadows,
@@ -218,6 +219,7 @@ def classify(
 
         out.update(slashed_name_shadows(entries, out, meta))
         out.update(update_op_shadows(entries, out, meta))
+        out.update(applied_scope_shadows(entries, out, meta))  # model/model/w/fast: r72 F2
         out.update(update_op_averaged_shadows(entries, out, meta))  # an EMA of an EMA: r67 F1
         out.update(update_op_candidates(entries, out, meta))
         out.update(update_op_lone(entries, out, meta))

@@ -10,6 +10,7 @@ from .roles import (  # this module builds on roles (imported by roles.classify 
     BN_STAT,
     EMA,
     LOSS_AVERAGE,
+    OTHER,
     UNIQUIFIED,
     WEIGHT,
     RoleInfo,
@@ -152,4 +153,61 @@ def scoped_part_shadows(entries, roles: dict[str, RoleInfo],
             out[key] = RoleInfo(EMA, ema_of=target, ema_style="tf1")
         elif same:
             out[key] = RoleInfo(EMA, ema_style="tf1", candidates=same)
+    return out
+
+
+def applied_scope_shadows(entries, roles: dict[str, RoleInfo],
+                          meta: MetaGraph | None) -> dict[str, RoleInfo]:
+    """Returns new roles for the keys ``<P>/<W>/<x>`` read as nothing by name that the
+    ``.meta`` proves are the averages of ``W`` made by the one ``ema.apply()`` of name scope
+    ``<P>/<x>``: ``ExponentialMovingAverage(name="fast").apply()`` inside
+    ``variable_scope("model")`` stores ``model/model/w/fast``, and every option was refused
+    while its default-named twin (``model/model/w/ExponentialMovingAverage``) exported
+    (review-23-attack-r72 F2). Each must hold:
+
+    - an ``AssignMovingAvg`` op of ``ema.apply()`` (a scope of ``grouped``) updates the key
+      from ``W``, no other op writes it, no optimizer takes it as a slot, and ``W`` is stored
+      with its dtype and shape;
+    - no other ``apply()`` in the graph carries the object's name ``x`` (``_N`` aside): two
+      objects named ``fast`` under ``variable_scope("a")`` and ``("b")``, one's averages
+      saved, made ``--ema-name fast`` answer with whichever was kept (review-22-attack-r65
+      F1), so such keys stay unread (the refusal names them: ``ema_scopes.vscoped_hint``);
+    - the save op that wrote the checkpoint wrote the key from that shadow: a training
+      ``Saver(ema.variables_to_restore())`` writes ``W``'s raw value under it (r64 F7).
+
+    A variable another object averages too keeps this average (r65 F11: one read only for
+    the variables no other average linked exported the rest raw).
+    """
+    if meta is None or not any(ri.role == OTHER and k.count("/") > 1
+                               for k, ri in roles.items()):
+        return {}
+    from .formats.meta_saver import saved_sources_each
+    from .meta_shadows import update_ops_of  # it builds on roles, as this module does
+
+    read = update_ops_of(meta)
+    if read is None or not read[0].whole:
+        return {}
+    ops, key = read
+    fits = [s for s in saved_sources_each(meta.path) if set(s) == set(entries)]
+    if not fits or any(f != fits[0] for f in fits):
+        return {}  # no save op proven to have written these keys
+    sources = fits[0]
+    scopes = {sc for _v, sc in (*ops.averages.values(), *ops.tensors.values())}
+    named = [UNIQUIFIED.sub("", sc.rpartition("/")[2]) for sc in scopes]
+    written = {key(w) for w in ops.writers}
+    out: dict[str, RoleInfo] = {}
+    for shadow_op, (var_op, scope) in ops.averages.items():
+        shadow, of = key(shadow_op), key(var_op)
+        at = shadow.find("/" + of + "/")
+        if (at <= 0 or shadow not in roles or roles[shadow].role != OTHER or of not in entries
+                or roles[of].role not in (WEIGHT, BN_STAT)):
+            continue
+        where, x = shadow[:at], shadow[at + len(of) + 2:]
+        if (scope == f"{where}/{x}" and scope in ops.grouped
+                and named.count(UNIQUIFIED.sub("", x.rpartition("/")[2])) == 1
+                and shadow_op not in ops.slots and shadow not in written
+                and sources.get(shadow) == [shadow_op]
+                and entries[shadow].dtype == entries[of].dtype
+                and entries[shadow].shape == entries[of].shape):
+            out[shadow] = RoleInfo(EMA, ema_of=of, ema_style="tf1")
     return out

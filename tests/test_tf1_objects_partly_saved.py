@@ -21,10 +21,15 @@ averages (review-21-attack-r53 F3, F1, F4).
 - r58 F2, r65 F5, F9, F10 (MAJOR): one object ``fast`` applied under ``variable_scope("ema")``
   (shadows ``ema/w0/fast``), alone, beside ``slow`` at the root, or averaged again by ``slow``:
   refused, saying no EMA shadow is stored at all or that none of fast's is, and offering
-  ``--ema-name ema/fast``, which is refused. Such a key is not read as fast's average (two
-  objects named ``fast`` under ``a/`` and ``b/``, one's saved, made that a guess: r65 F1), so
-  the refusal names the keys, the apply() that wrote them, an ``--ema-name`` only where it
+  ``--ema-name ema/fast``, which is refused. Where two objects carry the name ``fast``
+  (``a/`` and ``b/``, one's saved: r65 F1) such a key is not read as fast's average, and the
+  refusal names the keys, the apply() that wrote them, an ``--ema-name`` only where it
   exports, and otherwise the ``Saver`` keyed by them.
+- review-23-attack-r72 F2 (MAJOR): the whole model and ``fast`` applied inside
+  ``variable_scope("model")`` (``model/model/w0/fast``), or ``fast`` under ``ema/`` alone or
+  beside ``slow``: refused with the ``.meta`` whose update ops show the one ``apply()`` named
+  ``fast`` writing each key from its variable. Exported now (unstated, ``--ema-name fast`` and
+  the scope ``model/fast``), bit for bit; beside ``slow`` over one variable (r65 F11) too.
 
 Made by real TensorFlow in a subprocess; truth ``sess.run(ema.average(v))`` at save time.
 """
@@ -42,15 +47,17 @@ GRAPHS = {"slow_fast": ("slow", "fast"), "slashed": ("ema/fast", "fast"),
           "vscoped": ("ema/fast", "fast"), "nscoped": ("fast", "ema/fast"),
           "nvscoped": ("fast", "ema/fast"), "solo": ("fast",), "vtowers": ("fast", "fast"),
           "vsroot": ("fast", "slow"), "vstacked": ("fast", "slow"), "rbtowers": ("fast", "fast"),
-          "ntowers": ("fast", "fast")}
+          "ntowers": ("fast", "fast"), "vmodel": ("fast",), "vspart": ("fast", "slow")}
 # where each object's apply() runs: name_scope ("n", scope) or variable_scope ("v", scope)
 WHERE = {"scoped_twins": (("n", "a"), None), "vscoped": (None, ("v", "ema")),
          "nscoped": (("n", "ema"), None), "nvscoped": (("n", "ema"), ("v", "v")),
          "solo": (("v", "ema"),), "vtowers": (("v", "a"), ("v", "b")),
          "vsroot": (("v", "ema"), None), "vstacked": (("v", "ema"), None),
-         "rbtowers": (None, ("v", "b")), "ntowers": (("v", "a"), ("v", "b"))}
+         "rbtowers": (None, ("v", "b")), "ntowers": (("v", "a"), ("v", "b")),
+         "vmodel": (("v", "model"),), "vspart": (("v", "ema"), None)}
 # ntowers: vtowers over variables whose last part is the other scope (a/net/b/fast: s23j)
-VARS = {"ntowers": ("net/w", "net/b")}
+# vmodel: the whole model under variable_scope("model"), fast applied there (r72 F2)
+VARS = {"ntowers": ("net/w", "net/b"), "vmodel": ("model/w0", "model/w1")}
 for graph, names in GRAPHS.items():
     with tf.Graph().as_default():
         n0, n1 = VARS.get(graph, ("w0", "w1"))
@@ -63,8 +70,10 @@ for graph, names in GRAPHS.items():
             with tf.control_dependencies([update]), (
                     tf1.variable_scope(scope) if kind == "v" else tf1.name_scope(scope)):
                 # vstacked: slow averages fast's averages (an EMA of an EMA, r65 F5)
+                # vspart: slow averages w1 alone (r65 F11)
                 update = e.apply([objs[0].average(w0), objs[0].average(w1)]
-                                 if graph == "vstacked" and i else [w0, w1])
+                                 if graph == "vstacked" and i else [w1]
+                                 if graph == "vspart" and i else [w0, w1])
         first, second = objs[0], objs[-1]  # solo: the one object
         savers = {"split": tf1.train.Saver([w0, w1, second.average(w0), first.average(w1)]),
                   "first": tf1.train.Saver([w0, w1, first.average(w0), first.average(w1)]),
@@ -80,7 +89,7 @@ for graph, names in GRAPHS.items():
                       w0, w1, second.average(w0), second.average(w1))}),
                   "renamed_first": tf1.train.Saver({"model/" + v.op.name: v for v in (
                       w0, w1, first.average(w0), first.average(w1))}),
-                  "both": tf1.train.Saver()} if graph != "vstacked" else {
+                  "both": tf1.train.Saver()} if graph not in ("vstacked", "vspart") else {
                       "both": tf1.train.Saver()}  # slow has no average of w0 itself
         with trained(tf, update) as s:
             for v in (w0, w1):
@@ -308,15 +317,10 @@ def test_a_stated_name_takes_the_averages_its_objects_shadows_carry(made, tmp_pa
 
 # (case, options, graph's object whose averages are stored: its index; an --ema-name the
 # refusal offers, which exports that object's averages, or None: the Saver route)
-VSCOPED = [("solo_both", ["--ema-name", "fast"], 0, None),
-           ("solo_both", [], 0, None),
-           ("solo_both", ["--ema-name", "ema/fast"], 0, None),
-           ("solo_alone", ["--ema-name", "fast"], 0, "ema/fast"),
+VSCOPED = [("solo_alone", ["--ema-name", "fast"], 0, "ema/fast"),
            ("vtowers_second", ["--ema-name", "fast"], 1, None),
            ("vtowers_second", ["--ema-name", "b/fast"], 1, None),
            ("vtowers_second", [], 1, None),
-           ("vsroot_both", ["--ema-name", "fast"], 0, None),
-           ("vsroot_both", ["--ema-name", "ema/fast"], 0, None),
            # a root object named fast beside it, whose net/w/fast is not saved: r65 F1's twin
            ("rbtowers_second", ["--ema-name", "fast"], 1, None),
            ("rbtowers_second", ["--ema-name", "b/fast"], 1, None)]
@@ -358,12 +362,13 @@ def test_averages_stored_under_a_variable_scope_are_named_in_the_refusal(made, t
         assert truth[f"{case}:key:{key}"].tobytes() != truth[f"{graph}:raw:{w}"].tobytes()
 
 
-@pytest.mark.parametrize("case", ["vtowers_both", "vtowers_second", "vsroot_both"])
+@pytest.mark.parametrize("case", ["vtowers_both", "vtowers_second"])
 def test_the_unstated_refusal_beside_scoped_averages_offers_only_what_exports(made, tmp_path,
                                                                              case):
     """r65 F10, F1: the unstated refusal of several objects offered --ema-name ema/fast (and
     a/fast, b/fast), the scopes of objects whose averages sit under a variable_scope, each
-    refused; it offers only a name that exports (slow, bit for bit) and names the keys."""
+    refused; it offers only a name that exports and names the keys (two objects named fast:
+    none)."""
     import re
 
     out, truth = made
@@ -371,14 +376,57 @@ def test_the_unstated_refusal_beside_scoped_averages_offers_only_what_exports(ma
     assert code == 6 and got is None, err
     offered = re.findall(r"\b(?:pass|or) --ema-name (\S+)", err) + re.findall(
         r"--ema-name (\S+) \(ema_name=", err)
-    assert offered == (["slow"] if case == "vsroot_both" else []), err
+    assert offered == [], err
     assert "written from w0" in err or "written from w1" in err, err
-    if case == "vsroot_both":
-        assert "pass --ema-name slow" in err, err
-        code, err, got = _export(out / case, tmp_path, "--ema-name", "slow", "--strict")
-        assert code == 0, err
-        for w in ("w0", "w1"):
-            assert got[w].tobytes() == truth[f"vsroot:slow:{w}"].tobytes(), w
+
+
+# (case, options, the graph's object whose averages each weight must hold)
+SCOPE_READ = [("solo_both", [], 0), ("solo_both", ["--ema-name", "fast"], 0),
+              ("solo_both", ["--ema-name", "ema/fast"], 0),
+              ("vsroot_both", ["--ema-name", "fast"], 0),
+              ("vsroot_both", ["--ema-name", "ema/fast"], 0),
+              ("vsroot_both", ["--ema-name", "slow"], 1),
+              ("vmodel_both", [], 0), ("vmodel_both", ["--ema-name", "fast"], 0),
+              ("vmodel_both", ["--ema-name", "model/fast"], 0),
+              ("vmodel_both", ["--averages-only"], 0),
+              ("vspart_both", ["--ema-name", "fast"], 0),
+              ("vspart_both", ["--ema-name", "ema/fast"], 0)]
+
+
+@pytest.mark.parametrize("case,extra,obj", SCOPE_READ)
+def test_one_objects_averages_under_a_variable_scope_are_exported(made, tmp_path, case,
+                                                                   extra, obj):
+    """review-23-attack-r72 F2: fast applied inside variable_scope("model") (the whole model
+    there: model/model/w0/fast) or "ema", alone or beside slow (over both variables, or over
+    w1 alone: r65 F11 exported fast's w0 and raw w1), Saver(): every option was refused,
+    though the .meta's update ops show the one apply() named fast writing each key from its
+    variable and the save op wrote each from that shadow. Exported now, each weight that
+    object's ema.average(v) bit for bit (slow's where stated)."""
+    out, truth = made
+    code, err, got = _export(out / case, tmp_path, *extra, "--strict")
+    assert code == 0, err
+    graph = case.split("_")[0]
+    for w in {"vmodel": ("model/w0", "model/w1")}.get(graph, ("w0", "w1")):
+        if f"{graph}:{obj}:{w}" not in truth:  # vspart's slow: no average of w0
+            assert got[w].tobytes() == truth[f"{graph}:raw:{w}"].tobytes(), w
+            continue
+        assert got[w].tobytes() == truth[f"{graph}:{obj}:{w}"].tobytes(), (w, err)
+        assert got[w].tobytes() != truth[f"{graph}:raw:{w}"].tobytes(), w
+
+
+@pytest.mark.parametrize("case", ["vsroot_both", "vspart_both"])
+def test_the_unstated_refusal_offers_both_objects_beside_scoped_averages(made, tmp_path,
+                                                                         case):
+    """r65 F10: beside slow at the root, fast's averages under variable_scope("ema") are read
+    (r72 F2): w1 has two objects' averages, so the unstated export is refused, offering
+    --ema-name fast and slow (each exports: see above); and without the .meta the keys prove
+    nothing: refused, never fast's averages by a guess."""
+    out, _ = made
+    code, err, got = _export(out / case, tmp_path, "--strict")
+    assert code == 6 and got is None, err
+    assert "--ema-name fast" in err and "--ema-name slow" in err, err
+    code, err, got = _export(out / "vmodel_both", tmp_path, "--no-meta", "--strict")
+    assert code == 6 and got is None, err
 
 
 @pytest.mark.parametrize("case,name", [
