@@ -14,6 +14,7 @@ from .formats.objgraph import readable_name
 from .keras_detached import DETACHED
 from .object_held import EMA_OF_EMA, HELD_OWN, HELD_TWIN
 from .slashed_stated import SLASHED
+from .unstored_heads import RAW_REFUSED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -325,11 +326,13 @@ def missing_message(m: EmaMap) -> str:
                  "pass --allow-missing (allow_missing=True) to restore their raw values")
     said = [h for h in m.hints  # said in cause
             if h not in (LEGACY_SLOTS, SERVING_EXPORT, KERAS_EXPORT, LISTED_TRAINABLE,
-                         UNSAVED_INNER, MODULE_WEIGHTS)]
+                         UNSAVED_INNER, MODULE_WEIGHTS) and not h.startswith(RAW_REFUSED)]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:
         hint += ("; if it was exported that way, its weights are the averages as they are "
                  "(ckpt export --raw writes them to one file)")
+    elif none and (refused := next((h for h in m.hints if h.startswith(RAW_REFUSED)), None)):
+        hint += "; " + refused  # no .meta, keys named as averages: --raw refused (r72 F5)
     elif none:
         hint += ("; the raw weights are usable as they are (ckpt export --raw writes them to "
                  "one file)")

@@ -38,6 +38,7 @@ from .object_held import held_hint
 from .offer_probe import works
 from .saved_aliases import export_archive
 from .slashed_stated import slashed_hint, stacked_hint
+from .unstored_heads import raw_route
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
@@ -153,6 +154,9 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
             f"{scope}/AssignMovingAvg averages {other} into it (the EMA of name scope "
             f"'{scope}' averaging {other}), so nothing under {ema_name} holds "
             f"{foreign[0]}'s average"))
+    route = raw_route(ckpt, variables) if missing else None
+    if route:  # --raw refused without the .meta: never offered as it is (r72 F5)
+        hints.append(route)
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})
     if style is not None and missing and style not in kinds and kinds:
         hints.insert(0, f"no averages kept as {style!r} here; this checkpoint keeps them as "

@@ -43,6 +43,7 @@ from .restored_mark import (
 )
 from .stated_open import opened_stated, take_statements
 from .tensor_averages import OPTION
+from .unstored_heads import refuse_nothing_but_unstored
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                 f"{ckpt.path}: Keras' HDF5 weights layout has no layer to hold "
                 f"averages of tensors ({OPTION}): write .npz or .safetensors")
         if not plan:  # only counters, hyperparameters, slots or strings: nothing to export
+            # or only keys named as averages of unstored variables, no .meta (r72 F8)
+            refuse_nothing_but_unstored(ckpt, map_options.get("use_meta", True))
             raise OutputError(f"{ckpt.path}: no weights to export: {no_weights(ckpt, ema)}")
         # after the pairing: its refusal (exit 6) says more than "--out exists" (u16 F3)
         check_file_output(out_path, inputs, overwrite, create_parents=True)

@@ -97,7 +97,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     use_ema = True if ema is None else ema
     # no .meta: keys named as averages of variables not stored may hold the raw weights, and
     # weights beside them a second object's averages (review-22-attack-r66 F1, F7)
-    refuse_unstored_heads(ckpt, variables, raw=not use_ema, tensor_averages=tensor_averages)
+    refuse_unstored_heads(ckpt, variables, raw=not use_ema, tensor_averages=tensor_averages,
+                          left_out=lambda k: _filtered_out({_clean_name(k, stored.get(k)), k},
+                                                           include, exclude))
     warnings: list[str] = []
     sources: dict[str, str] = {}
     # averages under variables' names: which is raw

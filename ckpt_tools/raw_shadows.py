@@ -203,6 +203,12 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
                f"its {graph} {why_unwritten(ckpt)}" if not sources else
                f"its {graph}'s saver did not write {s}" if s not in sources else
                f"its {graph}'s saver wrote {s} from neither {t} nor a variable named {s}")
+        # weights no stored key averages (a hand-made batch norm's beta beside its moments'
+        # averages): --averages-only alone refuses them (review-23-attack-r72 F1)
+        averaged = {v.ema_of for v in ckpt.variables_unwarned() if v.role == R.EMA}
+        bare = " --allow-missing" if any(
+            v.role in (R.WEIGHT, R.BN_STAT) and v.name not in averaged
+            for v in ckpt.variables_unwarned()) else ""
         raise UnprovenPairingError(
             f"{ckpt.path}: {len(unproven)} key(s) named as averages have no variable stored "
             f"beside them (e.g. {s}, and no {t}): a Saver of the averages alone "
@@ -210,8 +216,9 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
             "Saver of ema.variables_to_restore() writes the variables' RAW values under "
             f"these names, and {why} to tell which wrote them; keep the training .meta "
             "(model.ckpt.meta, written by saver.save) beside the checkpoint"
-            + (", or pass --averages-only (Python: open_checkpoint(path, averages_only=True))"
-               " if you know the keys hold averages" if stated else ""),
+            + (f", or pass --averages-only{bare} (Python: open_checkpoint(path, "
+               f"averages_only=True){', allow_missing=True' if bare else ''}) if you know "
+               "the keys hold averages" if stated else ""),
             "--averages-only" if stated else None, undecided)
     have = {s for s, _ in pairs}
     return [*pairs, *((s, t) for s, t in lone.items() if s not in have)]

@@ -33,7 +33,9 @@ found. The fingerprint, kept as narrow as the evidence allows:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import glob
+import shlex
+from collections.abc import Callable, Mapping
 
 from . import roles as R
 from .checkpoint import Checkpoint
@@ -90,25 +92,100 @@ def unstored_head_keys(ckpt: Checkpoint, variables: Mapping) -> tuple[dict, dict
                   if readable_name(k).rpartition("/")[2] in names}
 
 
+def questioned_keys(variables: Mapping, heads: Mapping[str, str],
+                    left_out: Callable[[str], bool] = lambda _k: False) -> list[str]:
+    """The keys ``export --raw`` cannot vouch for where ``heads`` ({key: the head it is named
+    as an average of}, :func:`unstored_head_keys`) are found: those of ``heads`` the filters
+    keep (``left_out``: whether they leave a key out), then each weight the filters keep whose
+    name runs through such a head (``w/ema/slow``, ``s/w/slow`` beside a vtr Saver's
+    ``w/ExponentialMovingAverage``: a second object's average read as a weight). Excluding
+    them all leaves only keys that are nobody's average name and run through none of the
+    heads: what the file stores under their own names, raw (review-23-attack-r72 F5: a
+    hand-made batch norm's ``moments/Squeeze/avg`` refused every export, ``--exclude`` of
+    those keys too).
+
+    Returns:
+        `list[str]`, sorted; empty where nothing is in question.
+    """
+    found = {h for h in heads.values()}
+    keys = [k for k in heads if not left_out(k)]
+    for k, v in variables.items():
+        if k in heads or v.role not in (R.WEIGHT, R.BN_STAT) or left_out(k):
+            continue
+        parts = readable_name(k).split("/")
+        if any("/".join(parts[i:j]) in found
+               for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)):
+            keys.append(k)
+    return sorted(keys)
+
+
+def exclude_route(variables: Mapping, keys: list[str]) -> str:
+    """The ``--exclude`` options that leave ``keys`` out of an export: ``'*/<name>'`` where
+    they all end in that EMA name and no other key does, else each key."""
+    last = {readable_name(k).rpartition("/")[2] for k in keys}
+    name = next(iter(last)) if len(last) == 1 else None
+    if name and "/" in readable_name(keys[0]) and not any(
+            k not in keys and readable_name(k).endswith("/" + name) for k in variables):
+        return f"--exclude '*/{glob.escape(name)}'"
+    return " ".join(f"--exclude {shlex.quote(glob.escape(readable_name(k)))}" for k in keys)
+
+
+def _kept_weights(variables: Mapping, keys: list[str], left_out: Callable[[str], bool]) -> bool:
+    """Whether a weight the filters keep is left once ``keys`` are excluded too: else the
+    ``--exclude`` route exports nothing (exit 7), and is not offered."""
+    return any(v.role in (R.WEIGHT, R.BN_STAT) and k not in keys and not left_out(k)
+               for k, v in variables.items())
+
+
+#: How :func:`raw_route` begins (:func:`~ckpt_tools.ema_missing.missing_message` says it in
+#: place of "ckpt export --raw writes them", a refused command here: r72 F5).
+RAW_REFUSED = "ckpt export --raw is refused here"
+
+
+def raw_route(ckpt: Checkpoint, variables: Mapping) -> str | None:
+    """Where ``export --raw`` is refused (:func:`refuse_unstored_heads`): why, and the
+    ``--exclude`` that exports the other keys raw, for a refusal that would otherwise point
+    at ``--raw``; ``None`` where ``--raw`` is not refused so."""
+    lone, tensors = unstored_head_keys(ckpt, variables)
+    keys = questioned_keys(variables, {**lone, **tensors})
+    if not keys:
+        return None
+    text = (f"{RAW_REFUSED} ({len(keys)} key(s) such as {keys[0]} are named as averages of "
+            "variables it does not store or run through such names, and no .meta tells what "
+            "they hold)")
+    if _kept_weights(variables, keys, lambda _k: False):
+        text += (f"; ckpt export --raw {exclude_route(variables, keys)} writes the other keys, "
+                 "raw, to one file")
+    return text
+
+
 def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
-                          tensor_averages: bool) -> None:
+                          tensor_averages: bool,
+                          left_out: Callable[[str], bool] = lambda _k: False) -> None:
     """Refuses ``export --raw`` (``raw``) or ``--tensor-averages`` (``tensor_averages``) of a
     TF1 checkpoint read without a ``.meta`` whose keys are named as averages of variables it
     does not store (:func:`unstored_head_keys`): which keys hold raw weights, and which
-    averages, only the ``.meta``'s save op tells.
+    averages, only the ``.meta``'s save op tells. Where the filters (``left_out``: whether
+    they leave a key out) leave out every such key, and every weight running through their
+    heads (:func:`questioned_keys`), nothing in question is exported: not refused.
 
     Raises:
         EmaError: (exit 6) such keys are found, naming them, the ``.meta`` (keep it, or drop
-            ``--no-meta``) and, where the keys are read as variables' averages, the default
-            export's ``--averages-only``, which states that they hold averages.
+            ``--no-meta``), the ``--exclude`` that leaves them out (with ``raw``) and, where
+            the keys are read as variables' averages, the default export's
+            ``--averages-only``, which states that they hold averages.
     """
     lone, tensors = unstored_head_keys(ckpt, variables)
     heads = {**lone, **tensors} if raw else tensors
     if not heads or not (raw or tensor_averages):
         return
-    keys = list(heads)
-    key = keys[0]
-    head = heads[key]
+    keys = questioned_keys(variables, heads, left_out) if raw else [
+        k for k in heads if not left_out(k)]
+    if not keys:
+        return
+    named = [k for k in keys if k in heads] or list(heads)  # the rest: weights through them
+    key, head = named[0], heads[named[0]]
+    through = [k for k in keys if k not in heads]
     cannot = " and ".join([*(["--raw cannot say which keys hold the raw weights"] if raw else []),
                            *([f"--tensor-averages cannot say that {', '.join(list(tensors)[:2])} "
                               "hold averages"] if tensors and tensor_averages else [])])
@@ -116,14 +193,62 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
     fix = ("drop --no-meta (the .meta's save op tells which key holds what)"
            if ckpt.meta_unread else
            "keep the training .meta (model.ckpt.meta, written by saver.save) beside it")
-    stated = (", or, if you know those keys hold averages, ckpt export --averages-only "
-              "(without --raw; Python: open_checkpoint(path, averages_only=True)) exports "
-              "them as the averages" if raw and not ckpt.averages_only
+    # weights no stored key averages (a hand-made batch norm's beta beside its moments'
+    # averages): --averages-only alone refuses them, --allow-missing exports them raw (r72 F1)
+    averaged = {v.ema_of for v in variables.values() if v.role == R.EMA}
+    bare = any(v.role in (R.WEIGHT, R.BN_STAT) and k not in averaged
+               for k, v in variables.items())
+    stated = (", or, if you know those keys hold averages, ckpt export --averages-only"
+              + (" --allow-missing" if bare else "") + " (without --raw; Python: "
+              "open_checkpoint(path, averages_only=True)" + (", allow_missing=True" if bare
+                                                            else "") + ") exports them as "
+              "the averages" + (" and the weights no key averages raw" if bare else "")
+              if raw and not ckpt.averages_only
               and any(variables[k].role == R.EMA for k in lone) else "")
+    route = exclude_route(variables, keys)
+    # with filters given: the options to add to them (alone, the others' keys come back)
+    route = ("" if not raw or not _kept_weights(variables, keys, left_out) else
+             f"; adding {route} to these options leaves them out too"
+             if any(left_out(k) for k in variables) else
+             f"; ckpt export --raw {route} writes the other keys, raw, without them")
+    if through:  # the heads' own keys left out: a second object's averages may remain
+        route = (f"; {len(through)} weight(s) run through those names (e.g. {through[0]}): "
+                 f"a second object's averages are stored so{route}")
     raise EmaError(
-        f"{ckpt.path}: {len(keys)} key(s) are named as averages of variables it does not "
+        f"{ckpt.path}: {len(named)} key(s) are named as averages of variables it does not "
         f"store (e.g. {key}, and no {head}): a training Saver(ema.variables_to_restore()) "
         "writes the variables' RAW values under such names, whatever the EMA's name, and a "
         "second EMA object's averages beside them under names read as weights, where a Saver "
         "of the averages alone, or ema.apply() of tensors, writes averages there; "
-        f"{why} to tell which, so {cannot}: {fix}{stated}")
+        f"{why} to tell which, so {cannot}: {fix}{route}{stated}")
+
+
+def refuse_nothing_but_unstored(ckpt: Checkpoint, use_meta: bool = True) -> None:
+    """Refuses, where an export finds nothing to write, a TF1 checkpoint read without a
+    ``.meta`` whose only tensors are keys named as averages of variables it does not store
+    (:func:`unstored_head_keys`; ``dense/kernel/avg`` of a training
+    ``Saver(ema.variables_to_restore())`` of an EMA named ``avg``): "no model weights, only
+    state such as a step counter" (exit 7) hid the tensors the ``--raw`` refusal (exit 6)
+    names (review-23-attack-r72 F8).
+
+    Raises:
+        EmaError: (exit 6) such keys are found, naming them and the ``.meta`` that tells.
+    """
+    ckpt = ckpt.with_meta(use_meta)
+    variables = {v.name: v for v in ckpt.variables_unwarned()}
+    lone, tensors = unstored_head_keys(ckpt, variables)
+    heads = {**lone, **tensors}
+    if not heads:
+        return
+    key = next(iter(heads))
+    fix = ("drop --no-meta (the .meta's save op tells which key holds what)"
+           if ckpt.meta_unread else
+           "keep the training .meta (model.ckpt.meta, written by saver.save) beside it")
+    raise EmaError(
+        f"{ckpt.path}: no weights to export: its {len(heads)} tensor(s) are keys named as "
+        f"averages of variables it does not store (e.g. {key}, and no {heads[key]}) and no "
+        "weight is stored beside them: a training Saver(ema.variables_to_restore()) writes "
+        "the variables' RAW values under such names, where a Saver of the averages alone, or "
+        "ema.apply() of tensors, writes averages there; "
+        f"{'--no-meta leaves no .meta' if ckpt.meta_unread else 'it has no .meta'} to tell "
+        f"which, so no export here can say what they hold: {fix}")

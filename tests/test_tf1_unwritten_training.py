@@ -190,7 +190,10 @@ KEY = "w0/ExponentialMovingAverage"
 # refused: (folder, options stating the EMA name, the prefix of a renamed Saver's keys)
 REFUSED = {
     "F1": ("twoema", ["--ema-name", "ExponentialMovingAverage"], ""),
-    "F1b": ("scoped", [], ""),
+    # stated as F1: unstated, the .meta proves fast's aux/w0/fast w0's average (its one
+    # apply() named fast, scope aux/fast) and exports it beside ema's w1, as it does the
+    # root twin's w0/fast (review-23-attack-r72 F2)
+    "F1b": ("scoped", ["--ema-name", "ExponentialMovingAverage"], ""),
     "F2": ("renamed", [], "net/"),
     "F2_assign": ("renamed_ph", [], "net/"),
     "F3": ("sm2cond/sm", [], ""),

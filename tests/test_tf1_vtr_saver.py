@@ -163,7 +163,41 @@ for case in CASES:
             if case == "tensoravg":
                 truth[f"{case}:avg:sq_loss"] = s.run(avg.average(sq_loss).read_value())
         np.savez(f"{out}/{case}.npz", **truth)
-np.savez(f"{out}/truth.npz", **{k: v for c in CASES
+# a hand-made batch norm: ema.apply([mean, var]) of tf.nn.moments' tensors (keys
+# moments/Squeeze/<name>), beta and a dense weight never averaged, Saver() (r72 F5, F1);
+# vtravg: a training Saver(ema.variables_to_restore()) of an EMA named avg, no other weight
+# (keys w/avg, b/avg: r72 F8)
+HAND = {"handbn": "avg", "handbnd": "ExponentialMovingAverage", "vtravg": "avg"}
+for case, name in HAND.items():
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3))
+        if case == "vtravg":
+            w, b = tf1.get_variable("w", [3, 3]), tf1.get_variable("b", [3])
+            loss = tf.reduce_sum((tf.matmul(x, w) + b) ** 2)
+        else:
+            w = tf1.get_variable("fc/w", [3, 2])
+            b = tf1.get_variable("bn/beta", [3], initializer=tf1.ones_initializer())
+            mean, var = tf.nn.moments(x * b, [0], name="moments")
+            y = tf.nn.batch_normalization(x * b, mean, var, b, None, 1e-3)
+            loss = tf.reduce_sum(tf.matmul(y, w) ** 2)
+        train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5, name=name)
+        with tf.control_dependencies([train]):
+            step = ema.apply([w, b] if case == "vtravg" else [mean, var])
+        saver = tf1.train.Saver(ema.variables_to_restore() if case == "vtravg" else None)
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(step)
+            os.makedirs(f"{out}/{case}")
+            saver.save(s, f"{out}/{case}/model.ckpt", global_step=gs)
+            truth = {f"{case}:raw:{v.op.name}": s.run(v.read_value()) for v in (w, b)}
+            if case != "vtravg":
+                truth.update({f"{case}:avg:mean": s.run(ema.average(mean).read_value()),
+                              f"{case}:avg:var": s.run(ema.average(var).read_value())})
+        np.savez(f"{out}/{case}.npz", **truth)
+np.savez(f"{out}/truth.npz", **{k: v for c in (*CASES, *HAND)
                                 for k, v in np.load(f"{out}/{c}.npz").items()})
 '''
 
@@ -856,3 +890,102 @@ def test_raw_export_takes_what_the_save_op_wrote_from_model_variables(made, tmp_
         assert sorted(got.files) == sorted(names), got.files
         for name, v in names.items():
             assert got[name].tobytes() == truth[f"{case}:raw:{v}"].tobytes(), name
+
+
+def _route(said: str) -> list[str]:
+    """The options of the ``ckpt export --raw ...`` a refusal offers as the route that
+    writes the other keys (empty: none offered)."""
+    import re
+    import shlex
+
+    found = re.search(r"ckpt export --raw ((?:--exclude \S+ ?)+)writes the other keys", said)
+    return ["--raw", *shlex.split(found.group(1))] if found else []
+
+
+@pytest.mark.parametrize("case,name", [("handbn", "avg"),
+                                       ("handbnd", "ExponentialMovingAverage")])
+def test_a_hand_made_batch_norms_averages_leave_a_working_raw_route(made, tmp_path, case,
+                                                                    name):
+    """review-23-attack-r72 F5 (b0e8d8b regression), F1: ema.apply([mean, var]) of a hand-made
+    batch norm's tf.nn.moments, beta and a dense weight never averaged, Saver(), copied
+    without its .meta: moments/Squeeze/<name> have no moments/Squeeze stored, so --raw is
+    refused (a vtr Saver writes raw values so) and, with the EMA named avg, every export was
+    refused, --exclude of those keys too, while the refusals pointed at the refused --raw.
+    The --raw refusal now offers --exclude of the keys it names, which writes beta and w raw
+    bit for bit, and no refusal offers plain --raw; the default-named twin's offered
+    --averages-only --allow-missing writes the moments' averages and the raw weights."""
+    out, truth = made
+    prefix = _without_meta(out, case, tmp_path)
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
+    said = " ".join(err.split())
+    assert code == 6 and not dst.exists(), said
+    route = _route(said)
+    assert route == ["--raw", "--exclude", f"*/{name}"], said
+    code, _, err = run_cli(["export", prefix, *route, "--out", str(dst)])
+    assert code == 0, err
+    with np.load(dst) as got:
+        assert sorted(got.files) == ["bn/beta", "fc/w"], got.files
+        for v in got.files:
+            assert got[v].tobytes() == truth[f"{case}:raw:{v}"].tobytes(), v
+    dst.unlink()
+    for args in (["--averages-only", "--allow-missing"], ["--ema-name", name, "--allow-missing"],
+                 []):
+        code, _, err = run_cli(["export", prefix, *args, "--out", str(dst)])
+        said = " ".join(err.split())
+        if code == 0:  # the default name's statement: its averages, the rest raw
+            assert case == "handbnd" and args[0] == "--averages-only", said
+            with np.load(dst) as got:  # under the name without the EMA's, as stated
+                assert got["moments/Squeeze"].tobytes() == truth[f"{case}:avg:mean"].tobytes()
+                assert got["moments/Squeeze_1"].tobytes() == truth[f"{case}:avg:var"].tobytes()
+                assert got["bn/beta"].tobytes() == truth[f"{case}:raw:bn/beta"].tobytes()
+            dst.unlink()
+            continue
+        assert code == 6 and "ckpt export --raw writes" not in said, said
+        # a route that works: --raw's, or the statement with --allow-missing (F1)
+        assert _route(said) == route or "--averages-only --allow-missing" in said, said
+    if case == "handbnd":  # F1: the --raw refusal's statement names --allow-missing
+        code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
+        assert "ckpt export --averages-only --allow-missing" in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize("case", list(UNSTORED_HEADS))
+def test_the_raw_route_never_writes_an_average_as_a_weight(made, tmp_path, case):
+    """The hostile twins of the route above: where the keys named as averages of unstored
+    variables are a training vtr Saver's raw values, and a second object's averages sit
+    under names read as weights (w/slow, w/ema/slow, s/w/slow, w/slow/x), the route offered
+    (if any) leaves those out too: what it writes is each key's own raw value, never an
+    average the session held at save time."""
+    out, truth = made
+    prefix = _without_meta(out, case, tmp_path)
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
+    assert code == 6, err
+    route = _route(" ".join(err.split()))
+    if not route:
+        return
+    code, _, err = run_cli(["export", prefix, *route, "--out", str(dst)])
+    assert code in (0, 6, 7), err
+    if code != 0:
+        return
+    averages = {truth[k].tobytes() for k in truth if k.startswith(f"{case}:")
+                and ":raw:" not in k}
+    with np.load(dst) as got:
+        for v in got.files:
+            assert got[v].tobytes() not in averages, v
+            if f"{case}:raw:{v}" in truth:
+                assert got[v].tobytes() == truth[f"{case}:raw:{v}"].tobytes(), v
+
+
+def test_a_vtr_saver_of_averages_alone_says_why_nothing_exports(made, tmp_path):
+    """review-23-attack-r72 F8: a training Saver(ema.variables_to_restore()) of an EMA named
+    avg (keys w/avg, b/avg, global_step) without its .meta: the default export said "no
+    model weights, only state such as a step counter" (exit 7) though it holds two tensors
+    the --raw refusal names; now exit 6 naming them and the .meta."""
+    out, truth = made
+    prefix = _without_meta(out, "vtravg", tmp_path)
+    for args in ([], ["--ema-name", "avg", "--allow-missing"]):
+        code, _, err = run_cli(["export", prefix, *args, "--out", str(tmp_path / "x.npz")])
+        said = " ".join(err.split())
+        assert code == 6 and "only state" not in said, said
+        assert "b/avg" in said and "keep the training .meta" in said, said
