@@ -88,6 +88,14 @@ def ambiguous_message(ckpt: Checkpoint, variables, unpaired, apply_order, *,
                "in its moving_average_variables)")
         keep = ("; keep the training .meta (model.ckpt.meta) next to the checkpoint"
                 if ckpt.meta is None or not ckpt.meta.collections.get("variables") else "")
+        if keep:  # no statement reads <scope>/w/<name> as w's: the names prove nothing (r72 F3)
+            from .unstored_heads import raw_route  # it reads roles, which import this module
+
+            refused = raw_route(ckpt, variables)
+            keep += ("; without it no option of ckpt decides: --ema-name (the scope's "
+                     "name scope too), --averages-only and --allow-missing read these keys by "
+                     "name, which cannot tell; "
+                     + (refused if refused else "ckpt export --raw writes the raw weights"))
         return (f"{ckpt.path}: {len(scoped)} average(s) are stored under a scope "
                 f"(ema.apply() called inside tf.compat.v1.variable_scope): {examples}{more}; "
                 f"the name alone could also be the average of a tensor or an unsaved variable, "

@@ -154,11 +154,26 @@ def test_the_update_ops_pair_both_scoped_averages(made, tmp_path, tf, case):
 
 @pytest.mark.parametrize("case", ["g_nometa", "h_nometa"])
 def test_without_the_meta_the_scoped_averages_stay_refused(made, tmp_path, case):
-    out, _ = made
+    """Without the .meta s/W/ExponentialMovingAverage is W's average made in
+    variable_scope("s") or s/W's made at the root: no option decides, and the refusal says
+    so and why (review-23-attack-r72 F3: it said only "keep the .meta"; every statement was
+    refused), naming --raw, which writes W and s/W raw bit for bit."""
+    out, truth = made
     target = tmp_path / "w.npz"
     code, _, err = run_cli(["export", str(out / case), "--out", str(target)])
-    _one_line(code, err, 6, "s/W/ExponentialMovingAverage may average W or s/W")
+    _one_line(code, err, 6, "s/W/ExponentialMovingAverage may average W or s/W",
+              "without it no option of ckpt decides", "ckpt export --raw writes the raw")
     assert not target.exists()
+    for stated in (["--ema-name", "ExponentialMovingAverage"],
+                   ["--ema-name", "s/ExponentialMovingAverage"], ["--averages-only"],
+                   ["--allow-missing"]):
+        code, _, err = run_cli(["export", str(out / case), *stated, "--out", str(target)])
+        assert code == 6 and not target.exists(), (stated, err)
+    code, _, err = run_cli(["export", str(out / case), "--raw", "--out", str(target)])
+    assert code == 0, err
+    with np.load(target) as z:
+        for name in ("W", "s/W"):
+            assert z[name].tobytes() == truth[f"{case[0]}:raw:{name}"].tobytes(), name
 
 
 def _api(tf, out, case: str, how: str, **options) -> dict[str, np.ndarray]:
