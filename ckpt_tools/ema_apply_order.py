@@ -68,15 +68,18 @@ def stated_pairings(ckpt: Checkpoint, apply_order: str | None,
     return found
 
 
-def read_alike(ckpt: Checkpoint, pairs: dict[str, str]) -> list[str]:
+def read_alike(ckpt: Checkpoint, pairs: dict[str, str], apply_order=None) -> list[str]:
     """For ``--apply-order trainable`` pairs (from :func:`stated_pairings`): the object paths
     of containers read as one type with others holding the same children, on which the
-    pairing also rests (:func:`~ckpt_tools.pairing.containers_read_alike`); empty if none."""
+    pairing also rests (:func:`~ckpt_tools.pairing.containers_read_alike`; read through the
+    objects ``apply_order`` names, ``trainable:optimizer``); empty if none."""
     from .pairing import containers_read_alike
+    from .scoped_order import scope_nodes
 
     if not pairs or ckpt.objects is None:
         return []
-    return containers_read_alike(ckpt.objects, ckpt.entries(), sorted(set(pairs.values())))
+    return containers_read_alike(ckpt.objects, ckpt.entries(), sorted(set(pairs.values())),
+                                 scope_nodes(ckpt.objects, apply_order))
 
 
 def _tf_keras_order_pairs(ckpt: Checkpoint, apply_order) -> dict[str, str]:

@@ -123,9 +123,10 @@ def refuse_unpaired(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: 
     tf2 = any(v.ema_style != "tf1" for v in unpaired)
     spans = any(len({root_child(c) for c in v.ema_candidates}) > 1 for v in unpaired)
     decides = tf2 and not apply_order and not spans
-    # averages of only part of a same-named group: an order may place none of them
-    part = len({c for v in unpaired for c in v.ema_candidates}) > len(unpaired)
-    no_order = decides and part and not an_order_pairs(ckpt, unpaired, ema_name)
+    # averages of only part of a same-named group: an order may place none of them; or every
+    # order is refused (Keras 3 Dense layers held by a subclassed model, whose tracking the
+    # file does not record: review-24-user-u26 F13): --apply-order is then no way out
+    no_order = decides and not an_order_pairs(ckpt, unpaired, ema_name)
     # a list or a dict keyed "0"...: the statement naming which, where it decides
     lists = lists_decide(ckpt, unpaired, ema_name, apply_order) if decides or (
         isinstance(apply_order, str) and not lists_stated(apply_order)) else None

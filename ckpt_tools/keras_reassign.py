@@ -25,20 +25,23 @@ from .keras_graph import (
     shortest_tree,
     tf_keras_models,
 )
+from .scoped_order import scope_nodes
 
 
-def _partings(objects: ObjectGraph, variables, alike):
+def _partings(objects: ObjectGraph, variables, alike, starts: tuple[int, ...] | None = None):
     """For each two of ``variables`` (checkpoint keys) that are ``alike`` and part below one
     object other than the root: ``(x, y, node chain from the root to the object, local name
-    of x's branch, of y's)``."""
-    parent, local = shortest_tree(objects)
+    of x's branch, of y's)``. ``starts``: the objects a statement ``trainable:PATH`` names,
+    through which what they hold is reached (:func:`shortest_tree`)."""
+    parent, local = shortest_tree(objects, starts)
     for x, y, cx, cy, d in parting_chains(objects, parent, variables, alike):
         if d >= 2:  # apart at the root: refused elsewhere
             yield x, y, cx[:d], local[cx[d]], local[cy[d]]
 
 
-def _path(chain: list[int], objects: ObjectGraph) -> str:
-    _parent, local = shortest_tree(objects)
+def _path(chain: list[int], objects: ObjectGraph,
+          starts: tuple[int, ...] | None = None) -> str:
+    _parent, local = shortest_tree(objects, starts)
     return "/".join(local[n] for n in chain if n in local)
 
 
@@ -49,54 +52,61 @@ def _keras_named(objects: ObjectGraph, x: str, y: str) -> bool:
     return "/" in objects.full_names.get(x, "") and "/" in objects.full_names.get(y, "")
 
 
-def tracked_in_layers(objects: ObjectGraph, variables, alike) -> list[str]:
+def tracked_in_layers(objects: ObjectGraph, variables, alike,
+                      starts: tuple[int, ...] | None = None) -> list[str]:
     """Object paths of the objects below which two ``alike`` variables part through named
     attributes (no list, no tf_keras functional or ``Sequential`` model, whose ``layer-N``
     are ``model.layers`` order) where the object is a tf_keras layer the graph proves
     (inside a tf_keras functional or ``Sequential`` model) or may be one (the two bear
     Keras-made names): Keras' tracked order of those attributes is not recorded (a sublayer
-    re-assigned in ``build()`` moves last, in tf_keras and Keras 3 alike). Empty when
-    none."""
+    re-assigned in ``build()`` moves last, in tf_keras and Keras 3 alike). ``starts``: as
+    in :func:`_partings`. Empty when none."""
     models = tf_keras_models(objects)
     kids = objects.children
     found = []
-    for x, y, chain, _nx, _ny in _partings(objects, variables, alike):
+    for x, y, chain, _nx, _ny in _partings(objects, variables, alike, starts):
         lca = chain[-1]
         if (lca in models or is_list(kids.get(lca, []))
                 or not (any(n in models for n in chain[:-1]) or _keras_named(objects, x, y))):
             continue
-        found.append(_path(chain, objects))
+        found.append(_path(chain, objects, starts))
     return list(dict.fromkeys(found))
 
 
-def trainable_through_layers(objects: ObjectGraph, variables, alike) -> list[str]:
+def trainable_through_layers(objects: ObjectGraph, variables, alike,
+                             starts: tuple[int, ...] | None = None) -> list[str]:
     """Object paths of the objects that may be subclassed tf_keras models or layers below
     which two ``alike`` variables part: the two bear Keras-made names, the object is no list
     and lies in no object the graph marks as Keras (refused as such elsewhere).
     ``tf.Module.trainable_variables`` reads such an object's attributes sorted by name if it
     is a ``tf.Module``, in Keras' tracking order (as assigned; one re-assigned in
     ``build()`` last) if it is a Keras object, and the file records neither its type nor that
-    order. Empty when none."""
+    order. ``starts``: the objects a statement ``trainable:PATH`` names, whose own order is
+    read (a Keras 3 optimizer's ``_trainable_variables`` is a list: the model's Dense
+    attributes it holds then part in that list, not in the model: review-24-user-u26 F13).
+    Empty when none."""
     keras = keras_nodes(objects)
     kids = objects.children
     found = []
-    for x, y, chain, _nx, _ny in _partings(objects, variables, alike):
+    for x, y, chain, _nx, _ny in _partings(objects, variables, alike, starts):
         lca = chain[-1]
         if (any(n in keras for n in chain) or is_list(kids.get(lca, []))
                 or not _keras_named(objects, x, y)):
             continue
-        found.append(_path(chain, objects))
+        found.append(_path(chain, objects, starts))
     return list(dict.fromkeys(found))
 
 
-def layer_orders_open(objects: ObjectGraph, variables, alike, stated: str) -> list[str]:
-    """Object paths where the stated order (``"tracked"`` or ``"trainable"``) of ``alike``
-    variables depends on Keras' tracking, which the file does not record
-    (:func:`tracked_in_layers`, :func:`trainable_through_layers`). Empty when none."""
+def layer_orders_open(objects: ObjectGraph, variables, alike, stated: str,
+                      starts: tuple[int, ...] | None = None) -> list[str]:
+    """Object paths where the stated order (``"tracked"`` or ``"trainable"``, read through
+    ``starts`` where it names objects: ``trainable:optimizer``) of ``alike`` variables
+    depends on Keras' tracking, which the file does not record (:func:`tracked_in_layers`,
+    :func:`trainable_through_layers`). Empty when none."""
     if stated == "tracked":
-        return tracked_in_layers(objects, variables, alike)
+        return tracked_in_layers(objects, variables, alike, starts)
     if stated == "trainable":
-        return trainable_through_layers(objects, variables, alike)
+        return trainable_through_layers(objects, variables, alike, starts)
     return []
 
 
@@ -149,22 +159,24 @@ def _shown(paths: list[str]) -> str:
     return ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
 
 
-def reassignable(objects: ObjectGraph, variables, alike) -> list[str]:
+def reassignable(objects: ObjectGraph, variables, alike,
+                 starts: tuple[int, ...] | None = None) -> list[str]:
     """Object paths of the objects below which a stated order put two ``alike`` variables
     (checkpoint keys it paired) in the order the graph records their named attributes in:
     if such an object is a tf_keras layer or subclassed model that re-assigned one of them in
     ``build()`` (or, under ``"trainable"``, one held by a ``tf.Module``), Keras tracked them
     otherwise, which the file cannot show. Lists and tf_keras functional or ``Sequential``
-    models (``layer-N``: ``model.layers`` order) are exempt. Empty when none."""
+    models (``layer-N``: ``model.layers`` order) are exempt. ``starts``: as in
+    :func:`_partings`. Empty when none."""
     models = tf_keras_models(objects)
     kids = objects.children
     found = []
-    for _x, _y, chain, _nx, _ny in _partings(objects, variables, alike):
+    for _x, _y, chain, _nx, _ny in _partings(objects, variables, alike, starts):
         lca = chain[-1]
         if (lca in models or is_list(kids.get(lca, []))
                 or not attribute_names(kids.get(lca, []))):  # a dict {"10": v}: no attributes
             continue
-        found.append(_path(chain, objects))
+        found.append(_path(chain, objects, starts))
     return list(dict.fromkeys(found))
 
 
@@ -177,7 +189,8 @@ def reassign_note(objects: ObjectGraph, entries, pairs: dict[str, str],
         return (objects.full_names.get(a) == objects.full_names.get(b)
                 and (entries[a].dtype, entries[a].shape) == (entries[b].dtype, entries[b].shape))
 
-    paths = reassignable(objects, sorted(set(pairs.values())), alike)
+    paths = reassignable(objects, sorted(set(pairs.values())), alike,
+                         scope_nodes(objects, apply_order))
     if not paths:
         return "", []
     live = (f"in Python, apply_ema(model, path, apply_order='{apply_order}') or "

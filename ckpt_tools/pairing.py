@@ -283,7 +283,7 @@ def pair_by_names(entries, objects: ObjectGraph, names: set[str],
                                lists=lists_stated(stated))):
             found.add(())  # a dict (sorted by key) or a layer (assignment order)?
         if (isinstance(stated, str) and () not in found
-                and layer_orders_open(objects, variables, fits, stated)):
+                and layer_orders_open(objects, variables, fits, stated, scope)):
             found.add(())  # Keras tracks a re-assigned sublayer last; a tf.Module sorts
         found_list = sorted(found)
         if len(found_list) == 1 and found_list[0]:

@@ -180,7 +180,7 @@ def stated_notes(ckpt, apply_order: str | None,
                      f"--apply-order {apply_order}{lists}; the checkpoint does not record how "
                      f"ema.apply() was called, so this is your statement, not a proof: if "
                      f"apply() got another order these averages are on the wrong variables")
-    alike = read_alike(ckpt, pairs) if apply_order == "trainable" else []
+    alike = read_alike(ckpt, pairs, apply_order) if apply_order == "trainable" else []
     if alike:
         notes.append(f"note: --apply-order trainable here also reads {', '.join(alike[:3])}"
                      f"{' ...' if len(alike) > 3 else ''} and the containers beside it holding "

@@ -218,7 +218,8 @@ def open_containers(objects: ObjectGraph, variables: list[str], alike,
     return []
 
 
-def containers_read_alike(objects: ObjectGraph, entries, variables) -> list[str]:
+def containers_read_alike(objects: ObjectGraph, entries, variables,
+                          starts: tuple[int, ...] | None = None) -> list[str]:
     """Object paths of the containers that ``"trainable"`` orders ``variables`` (checkpoint
     keys it paired) by reading as one type with a container holding the same children (the
     blocks of one list: all tf.Modules or all dicts); empty when no pairing rests on that.
@@ -226,15 +227,16 @@ def containers_read_alike(objects: ObjectGraph, entries, variables) -> list[str]
     The file records no types: a list mixing a tf.Module and a dict with the same children
     (``[Block(), {"w": v, "b": v}]``) writes the same graph, and ``trainable_variables``
     flattens the dict before the module's variables, so such a pairing is the caller's
-    reading, worth saying."""
+    reading, worth saying. ``starts``: the objects a statement ``trainable:PATH`` names
+    (:func:`open_containers`)."""
     full = objects.full_names
 
     def alike(a: str, b: str) -> bool:
         return (full.get(a) == full.get(b) and entries[a].dtype == entries[b].dtype
                 and entries[a].shape == entries[b].shape)
 
-    loose = set(open_containers(objects, variables, alike))
-    return [p for p in open_containers(objects, variables, alike, strict=True)
+    loose = set(open_containers(objects, variables, alike, starts=starts))
+    return [p for p in open_containers(objects, variables, alike, strict=True, starts=starts)
             if p not in loose]
 
 

@@ -27,9 +27,12 @@ keras = pytest.importorskip("keras")
 _STATED = "--apply-order trainable:optimizer"
 
 
-def _net(blocks: str, count: int, head: int):
+def _net(blocks: str, count: int, head: int, order=None):
     """A subclassed Keras 3 model named ``net``: ``count`` blocks of two Dense(4) kept in a
-    Python list (``blocks="list"``) or as attributes, then a Dense(``head``) head."""
+    Python list (``blocks="list"``) or as attributes, then a Dense(``head``) head; or
+    (``blocks="dense"``, README's plainest subclass: review-24-user-u26 F13) ``count``
+    default-named Dense layers held as attributes ``d0``, ``d1``…, of the widths ``order``
+    gives (4 each by default), then the head."""
 
     class Block(keras.layers.Layer):
         def __init__(self, **kw):
@@ -39,6 +42,18 @@ def _net(blocks: str, count: int, head: int):
 
         def call(self, x):
             return self.d2(tf.nn.relu(self.d1(x)))
+
+    class Dense(keras.Model):
+        def __init__(self):
+            super().__init__(name="net")
+            for i, width in enumerate(order or [4] * count):
+                setattr(self, f"d{i}", keras.layers.Dense(width))
+            self.head = keras.layers.Dense(head)
+
+        def call(self, x):
+            for i in range(count):
+                x = tf.nn.relu(getattr(self, f"d{i}")(x))
+            return self.head(x)
 
     class Net(keras.Model):
         def __init__(self):
@@ -57,18 +72,22 @@ def _net(blocks: str, count: int, head: int):
                 x = b(x)
             return self.head(x)
 
-    return Net()
+    return Dense() if blocks == "dense" else Net()
 
 
 def _train(directory, blocks: str, optimizer: str, ema_as: str, count: int = 2,
-           head: int = 2) -> list[tuple[bytes, np.ndarray]]:
+           head: int = 2, order=None, built=None) -> list[tuple[bytes, np.ndarray]]:
     """Trains and saves; returns, per trainable variable in ``apply()`` order, its raw value
-    (bytes) and ``ema.average(v)`` at save time."""
+    (bytes) and ``ema.average(v)`` at save time. ``built``: the indices into
+    ``trainable_variables`` the optimizer is built with, in that order (a loop whose
+    optimizer got another order than ``ema.apply()``)."""
     keras.utils.set_random_seed(7)
-    net = _net(blocks, count, head)
+    net = _net(blocks, count, head, order)
     x = tf.random.normal([8, 4])
     net(x)
     opt = keras.optimizers.Adam(0.01) if optimizer == "adam" else keras.optimizers.SGD(0.1)
+    if built is not None:
+        opt.build([net.trainable_variables[i] for i in built])
     ema = tf.train.ExponentialMovingAverage(0.99)
     for _ in range(3):
         with tf.GradientTape() as tape:
@@ -100,6 +119,8 @@ VARIANTS = [
     # fourteen variables: the optimizer's _trainable_variables is a list, never a dict
     pytest.param("attrs", "adam", "dict", 3, 4, id="attrs-adam-ema_dict-14vars"),
     pytest.param("attrs", "sgd", "list", 2, 2, id="attrs-sgd-ema_list"),
+    # Dense layers held by the model itself (model/d0/_kernel): review-24-user-u26 F13
+    pytest.param("dense", "adam", "list", 2, 2, id="dense-adam-ema_list"),
 ]
 
 
@@ -131,6 +152,9 @@ def test_refused_then_paired_bit_exact_by_the_optimizer_order(tmp_path, blocks, 
     code, _, err = run_cli(["export", ck, *_STATED.split(), "--strict",
                             "--out", str(tmp_path / "w.npz")])
     assert code == 0, err
+    # read through the optimizer's list, not the model's attributes (u26 F13): no note
+    # about a tf.Module's sorted attributes or containers read alike
+    assert "sorted by name" not in err and "also reads" not in err, err
     # --raw writes each weight's own value under the same name: the value says which
     # variable the name is (truth's raw values), whose average must be beside it
     code, _, err = run_cli(["export", ck, "--raw", "--out", str(tmp_path / "raw.npz")])
@@ -183,3 +207,49 @@ def test_without_the_optimizer_nothing_decides(tmp_path):
     assert code == 6, err
     assert "trainable:optimizer" not in err
     assert not (tmp_path / "w.npz").exists()
+
+
+def test_optimizer_built_in_another_order_is_refused(tmp_path):
+    """The hostile twin of F13 (review-24-user-u26): the loop built the optimizer with d0, d2,
+    d1, head while ``ema.apply()`` got ``trainable_variables`` (d0, d1, d2, head); d1 and d2
+    (biases [4] and [8]) traded, so ``--apply-order trainable:optimizer`` is a false
+    statement the shapes contradict: refused (exit 6), nothing written."""
+    _train(tmp_path / "ck", "dense", "adam", "list", count=3, head=4, order=[4, 4, 8],
+           built=[0, 1, 4, 5, 2, 3, 6, 7])
+    code, _, err = run_cli(["export", str(tmp_path / "ck"), *_STATED.split(),
+                            "--out", str(tmp_path / "w.npz")])
+    assert code == 6, err
+    assert not (tmp_path / "w.npz").exists()
+
+
+def test_dense_attributes_without_the_optimizer_offer_no_order(tmp_path):
+    """review-24-user-u26 F13: Dense layers held by the model itself, saved without the
+    optimizer: every ``--apply-order`` is refused (Keras' tracking order is not in the
+    file), so ``list`` offers none and names the Python call, which (the live model's own
+    ``trainable_variables``) gives ``ema.average(v)`` bit for bit."""
+    from ckpt_tools import apply_ema
+
+    keras.utils.set_random_seed(7)
+    net = _net("dense", 2, 2)
+    x = tf.random.normal([8, 4])
+    net(x)
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    for _ in range(2):
+        net.d0.kernel.assign_add(tf.ones_like(net.d0.kernel))
+        net.d1.bias.assign_add(tf.fill(net.d1.bias.shape, 0.5))
+        ema.apply([v.value for v in net.trainable_variables])
+    truth = [ema.average(v.value).numpy() for v in net.trainable_variables]
+    tf.train.Checkpoint(model=net, ema=[ema.average(v.value) for v in net.trainable_variables]
+                        ).write(str(tmp_path / "ck" / "ckpt"))
+    code, out, err = run_cli(["list", str(tmp_path / "ck")])
+    assert code == 0 and "no option decides" in out + err, out + err
+    assert "pass --apply-order" not in out + err and "apply_ema(model" in out + err, out + err
+    for order in ("tracked", "trainable"):
+        code, _, err = run_cli(["export", str(tmp_path / "ck"), "--apply-order", order,
+                                "--out", str(tmp_path / "w.npz")])
+        assert code == 6, err
+    live = _net("dense", 2, 2)
+    live(x)
+    apply_ema(live, str(tmp_path / "ck"), apply_order="trainable")
+    for v, want in zip(live.trainable_variables, truth, strict=True):
+        assert v.numpy().tobytes() == want.tobytes(), v.path

@@ -308,6 +308,11 @@ def _print_table(out: Output, listing: Listing) -> None:
         hidden = len(open_rows) - sum(1 for v in shown if _open(v) and v.name not in raw)
         option = listing.decides
         decide = f"pass {option} to decide" if option else "no option decides"
+        if not option and "in Python pass the live object" in str(
+                (listing.unproven or {}).get("reason", "")):
+            # no --apply-order is read from the file (u26 F13): the live model's order is
+            decide += ("; in Python, apply_ema(model, path, apply_order='trainable') with the "
+                       "live model reads its order")
         if open_rows:
             out.summary(f"EMA: the file does not prove the pairing of "
                         f"{' and '.join(p for p in parts if p)} (marked '?'"
