@@ -268,17 +268,30 @@ def _stated_names(ckpt: Checkpoint, ema_name: str, chosen: dict[str, str],
                   suffix: dict[str, str]) -> set[str]:
     """The names the stated object's averages carry: the stated one (its last part), and in
     TF2 those of the averages it picked (an attribute states an object whose averages are
-    named 'fast')."""
+    named 'fast'), each as recorded and with every trailing ``_N`` stripped: an object named
+    ``ema_1`` writes ``kernel/ema_1`` and, for a second variable named ``kernel``,
+    ``kernel/ema_1_1``, whose one-step base is ``ema_1``, not ``ema`` (review-24-attack-r73 F4)."""
     names = {ema_name.rpartition("/")[2]}
     if ckpt.objects is not None:
-        names |= {suffix_base(suffix.get(c, "")).rpartition("/")[2] for c in chosen.values()}
+        names |= {n for c in chosen.values()
+                  for n in _strips(suffix.get(c, "").rpartition("/")[2])}
     return names - {""}
 
 
+def _strips(name: str) -> list[str]:
+    """``ema_1_1`` -> ``[ema_1_1, ema_1, ema]``: ``name`` and each form with one more
+    trailing ``_N`` taken off (each could be the name given, the rest TF's counters)."""
+    out = [name]
+    while suffix_base(out[-1]) != out[-1]:
+        out.append(suffix_base(out[-1]))
+    return out
+
+
 def _may_be(name: str, names: set[str]) -> bool:
-    """Whether some part of ``name`` is one of ``names``, or one with TF's ``_N``: a name
-    the object writes, scoped (``a/fast``) or numbered (``fast_1``)."""
-    return any(suffix_base(p) in names or p in names for p in name.split("/"))
+    """Whether some part of ``name`` is one of ``names``, or one with TF's ``_N`` (any
+    number of them): a name the object writes, scoped (``a/fast``) or numbered
+    (``fast_1``, ``fast_1_1``)."""
+    return any(not names.isdisjoint(_strips(p)) for p in name.split("/"))
 
 
 def _keys_under(ckpt: Checkpoint, names: set[str]) -> dict[str, set[str]]:

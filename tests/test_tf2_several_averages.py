@@ -258,20 +258,25 @@ TWO = {
     "tri_list": ([("fast", "wb"), ("slow", "bc"), ("mid", "cw")], "onelist"),
     # its hostile twin: fast averaged c too, saved apart (extra=[...]): ema's c is not raw
     "tri_extra": ([("fast", "wbc"), ("slow", "bc"), ("mid", "cw")], "extra"),
+    # review-24-attack-r73 F4: the same with w and c both named kern24 and the object named
+    # fx_24 (TF records kern24/fx_24 and kern24/fx_24_1): c was written raw, exit 0
+    "tri_extra_dup": ([("fx_24", "wbc"), ("slow", "bc"), ("mid", "cw")], "extra",
+                      {"w": "kern24", "c": "kern24"}),
 }
 
 
-def _two_objects(tf, path, objects, save):
-    """Trains w, b, c by GradientTape, each EMA object of ``objects`` applied after each step,
-    and saves them by ``save``. Returns (the raw values, per object: the names that state it
+def _two_objects(tf, path, objects, save, names=None):
+    """Trains w, b, c (named by ``names``, else w, b, c) by GradientTape, each EMA object of
+    ``objects`` applied after each step, and saves them by ``save``. Returns (the raw values,
+    per object: the names that state it
     (its attribute, its name, its averages' recorded names) and its ``ema.average(v)``)."""
 
     class M(tf.Module):
         def __init__(self):
             super().__init__()
-            self.w = tf.Variable(tf.random.normal([3, 3]), name="w")
+            self.w = tf.Variable(tf.random.normal([3, 3]), name=(names or {}).get("w", "w"))
             self.b = tf.Variable(tf.random.normal([3]), name="b")
-            self.c = tf.Variable(tf.random.normal([3]), name="c")
+            self.c = tf.Variable(tf.random.normal([3]), name=(names or {}).get("c", "c"))
 
     m = M()
     x = tf.random.normal([4, 3])
@@ -293,10 +298,11 @@ def _two_objects(tf, path, objects, save):
         saved["extra"] = [emas[0][0].average(m.c)]
     tf.train.Checkpoint(model=m, **saved).write(str(path / "ckpt"))
     truth = []
-    for a, (e, vs) in zip(attrs, emas, strict=True):
+    for a, (e, vs), (_, ks) in zip(attrs, emas, objects, strict=False):
         recorded = {e.average(v).name[:-2].rpartition("/")[2] for v in vs}
-        names = {e.name, *recorded, *([a] if save != "onelist" else [])}
-        truth.append((names, {f"model/{v.name[:-2]}": e.average(v).numpy() for v in vs}))
+        stating = {e.name, *recorded, *([a] if save != "onelist" else [])}
+        truth.append((stating, {f"model/{k}": e.average(v).numpy()
+                                for k, v in zip(ks, vs, strict=True)}))
     return {f"model/{k}": getattr(m, k).numpy() for k in "wbc"}, truth
 
 
@@ -347,11 +353,15 @@ def test_two_objects_first_refusal_offers_only_options_that_export(two, case, tm
                 assert z[k].tobytes() == want.tobytes(), (args, k)
 
 
-def test_a_stated_attributes_object_average_saved_apart_is_never_left_raw(two, tmp_path):
+@pytest.mark.parametrize("case", ["tri_extra", "tri_extra_dup"])
+def test_a_stated_attributes_object_average_saved_apart_is_never_left_raw(two, case,
+                                                                          tmp_path):
     """review-23-attack-r68 F2's hostile twin: the object saved under ``ema`` (named fast)
     averaged c too, its average of c saved under ``extra``; ``--ema-name ema
-    --allow-missing`` must not write c raw: refused (exit 6)."""
-    path, _ = two["tri_extra"]
+    --allow-missing`` must not write c raw: refused (exit 6). So where w and c share a name
+    and the object's name ends in ``_N`` (fx_24: kern24/fx_24, kern24/fx_24_1; review-24-
+    attack-r73 F4)."""
+    path, _ = two[case]
     out = tmp_path / "x.npz"
     result = runner.invoke(app, ["export", str(path), "--ema-name", "ema", "--allow-missing",
                                  "--out", str(out)])
