@@ -18,6 +18,7 @@ from .export_said import roles_said
 from .frozen_meta import NOT_TRAINABLE, frozen_variables
 from .offer_probe import records_command
 from .orphan_averages import orphan_warnings
+from .raw_dropped import refuse_dropped_model_keys
 from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
 from .raw_unproven import (
     apart_note,
@@ -260,6 +261,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             expected_out[name] = m.expected_raw[key]
         elif use_ema and expected_out is not None and key in frozen:
             expected_out[name] = NOT_TRAINABLE
+    if not use_ema:  # each key the save op wrote from a model variable: out, or refused
+        # (a mixed or unread Saver dropped raw w unsaid; review-23-attack-r70 F3, F5, F7, F8)
+        warnings += refuse_dropped_model_keys(ckpt, variables, set(plan.values()), left_out)
     if use_ema and notes_out is not None and not_saved_note(m):
         notes_out.append(not_saved_note(m))  # graph variables the Saver left out (r22 F2)
     if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it

@@ -24,6 +24,7 @@ import re
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
+from .ema_updates import shadow_owners
 from .lone_named import proposed_lone_averages
 from .raw_named import (
     applied_shadows,
@@ -269,8 +270,13 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     is never a weight (a second object's average ``w/slow/x`` of a suffixed Saver, Adam's
     ``w/Adam/x``); a model variable saved under its own name (``b`` of
     ``Saver(ema.variables_to_restore([w]))``) is one, exported under its name, never
-    dropped. ``None`` where no key holds its variable under an average's name, or where a
-    model variable is saved under another name none of these reads, or a key named as
+    dropped; so is one saved with the prefix every holder's key has (``net/stat``) or without
+    the scope every holder's variable has (``emb`` from ``tower/emb`` beside
+    ``w/ExponentialMovingAverage`` from ``tower/w``: then every one is exported under the
+    graph's name, ``tower/w``, ``tower/emb``; review-23-attack-r70 F4, F7). ``None`` where no
+    key holds its variable under an average's name, or where a model variable is saved under
+    another name none of these reads (``export --raw`` then refuses what it would drop:
+    :mod:`.raw_dropped`), or a key named as
     another graph variable holds an average (a swapping Saver; the export then reads the
     keys as before, and refuses them; TF1's Saver saves no variable under two names).
     """
@@ -313,16 +319,29 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     prefix = _held_prefix(sources, out)
     renamed = {k: src[0] for k in variables if prefix and k not in held and model(k)
                for src in [sources.get(k) or []] if len(src) == 1 and k == prefix + src[0]}
+    # ... or with the scope every raw holder's variable has stripped (emb from tower/emb beside
+    # w/ExponentialMovingAverage from tower/w, a Saver of {k.replace("tower/", "", 1): v}):
+    # exported, as the holders are, under the graph's name (review-23-attack-r70 F4, F7)
+    scope = _stripped_scope(sources, out)
+    if scope:
+        out = {sources[key][0]: key for key in out.values()}
+        renamed.update({k: src[0] for k in variables if k not in held and k not in renamed
+                        and model(k) for src in [sources.get(k) or []]
+                        if len(src) == 1 and src[0] == scope + k})
+    # where the update ops are read whole and show no ema.apply() (an evaluation graph), no
+    # key is a shadow: its batch-norm statistics are the model's (review-23-attack-r70 F8)
+    whole = shadows is not None or shadow_owners(ckpt, whole=True) is not None
     own = [k for k in variables if (sources.get(k) == [k] or k in renamed) and model(k) and (
         renamed.get(k, k) in trainable
-        or (shadows is not None and variables[k].role in (R.WEIGHT, R.BN_STAT)))]
+        or (whole and variables[k].role in (R.WEIGHT, R.BN_STAT)))]
     if any(k not in held and k not in tails and k not in state_keys and k not in renamed
            and sources.get(k) != [k] for k in variables):
         return None
     for key, var in tails.items():
         if var not in variables and var not in out:
             out[var] = key
-    out.update((k, k) for k in own if k not in out)
+    out.update((name, k) for k in own for name in [renamed[k] if scope and k in renamed else k]
+               if name not in out and k not in out.values())
     return out
 
 
@@ -332,6 +351,20 @@ def _held_prefix(sources: dict[str, list[str]], holders: dict[str, str]) -> str:
     or not one and the same."""
     found = {name[: -len(src[0])] if name.endswith("/" + src[0]) else None
              for name, key in holders.items() for src in [sources.get(key) or [""]]}
+    return next(iter(found)) or "" if len(found) == 1 else ""
+
+
+def _stripped_scope(sources: dict[str, list[str]], holders: dict[str, str]) -> str:
+    """The scope every one of ``holders`` (export name -> key) has on the variable its key
+    was written from and not on the key (``tower/`` of ``w/ExponentialMovingAverage`` from
+    ``tower/w``, a Saver that stripped it); ``""`` where they have none, or not one and the
+    same."""
+    found = set()
+    for key in holders.values():
+        src = (sources.get(key) or [""])[0]
+        cuts = {src[: i + 1] for i, c in enumerate(src) if c == "/"
+                and key.startswith(src[i + 1:] + "/") and not key.startswith(src[: i + 1])}
+        found.add(max(cuts, key=len) if len(cuts) == 1 else None)
     return next(iter(found)) or "" if len(found) == 1 else ""
 
 

@@ -250,6 +250,15 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
                "ckpt restore-ema (which pairs them through the save op) with the graph's Saver"
                if in_graph else ", and the save op does not prove every key's variable and "
                "shadow, so ckpt does not pair them"), None, undecided)
+    mixed = sorted(set(raw) - set(renamed))  # W/ExponentialMovingAverage from W, beside
+    if as_var and as_var | as_avg == set(renamed) and mixed:  # V's average under V (r70 F3)
+        raise UnprovenPairingError(
+            head + ": the keys named as the variables hold their averages, as a "
+            f"Saver({{v.op.name: ema.average(v)}}) writes them, beside {len(mixed)} key(s) "
+            f"named as averages that hold their variables' raw values (e.g. {mixed[0]} from "
+            f"{raw[mixed[0]]}), as a Saver of ema.variables_to_restore() writes them: the file "
+            "holds neither one set of averages nor one of raw weights, and no option of ckpt "
+            "export makes one from it (--raw refuses it too)", None, undecided, raw=tuple(mixed))
     if as_var and as_var | as_avg == set(renamed):
         raise UnprovenPairingError(
             head + ": the keys named as the variables hold their averages, as a "

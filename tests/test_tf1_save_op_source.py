@@ -22,6 +22,7 @@ import pytest
 from helpers import run_cli, run_script
 
 SCRIPT = r'''
+import contextlib
 import os
 import shutil
 import sys
@@ -80,6 +81,60 @@ for case in CASES:
                 vtr.export_meta_graph(p + ".meta")
             else:
                 saver.export_meta_graph(p + ".meta", as_text=case.startswith("txt_"))
+# review-23-attack-r70: a Saver writing some model variable under its average's name beside
+# keys no reading of it explains; eval_bn*: an evaluation graph re-saving what it restored
+for case in ("mixavg", "mixren", "strip_frozen", "vtr_local", "eval_bn", "eval_bn_ren"):
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("tower") if case == "strip_frozen" else contextlib.nullcontext():
+            W = tf1.get_variable("W", [3, 2])
+            V = tf1.get_variable("V", [2])
+            emb = tf1.get_variable("emb", [2], trainable=False,  # frozen, never averaged
+                                   initializer=tf1.constant_initializer([2.0, 3.0]))
+        lscale = tf1.get_variable("lscale", [2], collections=[tf1.GraphKeys.LOCAL_VARIABLES],
+                                  trainable=False, initializer=tf1.constant_initializer(0.5))
+        mm = tf1.get_variable("bn/moving_mean", [2], trainable=False,
+                              initializer=tf1.zeros_initializer())
+        y = (tf.matmul(tf.constant(np.ones((2, 3), "float32")), W) + V) * emb * lscale
+        train = tf1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(y ** 2),
+                                                                 global_step=gs)
+        with tf.control_dependencies([train]):  # a batch norm's statistic, updated by the step
+            train = tf1.assign(mm, 0.9 * mm + 0.1 * tf.reduce_mean(y, 0))
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([train]):
+            step = ema.apply([W, V])
+        vtr = ema.variables_to_restore()
+        saver = tf1.train.Saver(
+            {"W/ExponentialMovingAverage": W, "V": ema.average(V), "global_step": gs}
+            if case == "mixavg" else  # W raw under its average's name, V's average under V
+            {"W/ExponentialMovingAverage": W, "bias": V, "global_step": gs}
+            if case == "mixren" else  # W raw under its average's name, V raw renamed
+            {k.replace("tower/", "", 1): v for k, v in vtr.items()} if case == "strip_frozen"
+            else {**vtr, "lscale": lscale} if case == "vtr_local" else None)
+        with tf1.Session() as sess:
+            sess.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
+            for _ in range(4):
+                sess.run(step)
+            for v in (W, V, emb, mm, lscale):
+                truth[f"{case}:raw:{v.op.name}"] = sess.run(v.read_value())
+            for v in (W, V):
+                truth[f"{case}:avg:{v.op.name}"] = sess.run(ema.average(v).read_value())
+            saver.save(sess, os.path.join(
+                out, case + "_train" if case.startswith("eval_bn") else case, "model.ckpt"))
+    if not case.startswith("eval_bn"):
+        continue
+    with tf.Graph().as_default():  # evaluation: no ema.apply(); restores the averages
+        W = tf1.get_variable("W", [3, 2])
+        V = tf1.get_variable("V", [2])
+        mm = tf1.get_variable("bn/moving_mean", [2], trainable=False)
+        vtr = tf1.train.ExponentialMovingAverage(0.5).variables_to_restore()
+        resave = tf1.train.Saver({"model/" + k: v for k, v in vtr.items()}
+                                 if case == "eval_bn_ren" else vtr)
+        with tf1.Session() as sess:
+            tf1.train.Saver(vtr).restore(sess, os.path.join(out, case + "_train", "model.ckpt"))
+            for v in (W, V, mm):
+                truth[f"{case}:now:{v.op.name}"] = sess.run(v.read_value())
+            resave.save(sess, os.path.join(out, case, "model.ckpt"))
 np.savez(os.path.join(out, "truth.npz"), **truth)
 '''
 
@@ -230,3 +285,101 @@ def test_restore_ema_in_the_loaded_graph_refuses_or_pairs_through_the_save_op(ma
     for v in ("W", "V"):
         assert got[f"sm_swap:got:{v}"].tobytes() == truth[f"sm_swap:avg:{v}"].tobytes(), v
         assert got[f"sm_swap:got:{v}"].tobytes() != truth[f"sm_swap:raw:{v}"].tobytes(), v
+
+
+def _raw_statement() -> list[str]:
+    """The statement a training ``Saver(ema.variables_to_restore())``'s keys need under
+    ``--raw`` where the CLI asks for one (``--keys-are-raw``), else none."""
+    import inspect
+
+    from ckpt_tools.cli import export
+
+    return ["--keys-are-raw"] if "keys_are_raw" in inspect.signature(
+        export.export_command).parameters else []
+
+
+@pytest.mark.parametrize("case", ["mixavg", "mixren", "eval_bn_ren"])
+def test_raw_export_never_drops_a_key_written_from_a_model_variable(made, tmp_path, case):
+    """review-23-attack-r70 F3, F7: the save op wrote ``W`` under its average's name beside
+    keys no reading of that Saver explains (mixavg: V's AVERAGE under ``V``; mixren: raw V
+    renamed ``bias``; eval_bn_ren: an evaluation graph's renamed vtr re-save, whose keys the
+    holders' reading does not read). ``export --raw`` wrote a file without W (mixavg: V's
+    average as its only "weight"), exit 0, no word. Refused now, naming the key; the mix of
+    averages and raw weights is said, and the default export no longer offers --raw as
+    "the averages" (W's average is not stored)."""
+    out, _ = made
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / case), "--raw", "--out", str(dst)])
+    said = " ".join(err.split())
+    assert code == 6 and len(err.strip().splitlines()) == 1, err
+    assert "would leave out" in said and "W/ExponentialMovingAverage from W" in said, said
+    assert ("mixed raw weights" in said) == (case == "mixavg"), said
+    assert not dst.exists()
+    code, _, err = run_cli(["export", str(out / case), "--out", str(dst)])
+    assert code == 6 and "which give the averages" not in err, err
+    if case == "mixavg":  # the offered option: W left out knowingly, V as stored (said)
+        code, _, err = run_cli(["export", str(out / case), "--raw", "--exclude",
+                                "W/ExponentialMovingAverage", "--out", str(dst)])
+        assert code == 0 and "V holds V/ExponentialMovingAverage" in err, err
+        assert sorted(_exported(dst)) == ["V"]
+
+
+def test_raw_export_of_a_stripped_vtr_saver_keeps_every_model_variable(made, tmp_path):
+    """review-23-attack-r70 F7, F4: a training vtr Saver with the scope stripped
+    (``{k.replace("tower/", "", 1): v}``) beside a frozen ``tower/emb`` saved as ``emb``: the
+    holders' reading gave up and ``--raw`` wrote only ``emb`` (and the statistic), dropping
+    raw W, V with no warning. Every model variable goes out now, under the graph's names
+    (the warning's "their variables' names"), bit for bit what the session held."""
+    out, truth = made
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / "strip_frozen"), "--raw", *_raw_statement(),
+                            "--out", str(dst)])
+    assert code == 0, err
+    got = _exported(dst)
+    assert sorted(got) == ["bn/moving_mean", "tower/V", "tower/W", "tower/emb"], sorted(got)
+    for name, v in got.items():
+        assert v.tobytes() == truth[f"strip_frozen:raw:{name}"].tobytes(), name
+    assert got["tower/W"].tobytes() != truth["strip_frozen:avg:tower/W"].tobytes()
+
+
+def test_raw_export_says_a_saved_local_variable_is_left_out(made, tmp_path):
+    """review-23-attack-r70 F5: a local variable the model uses, saved by the vtr Saver
+    (``{**vtr, "lscale": lscale}``), was left out of ``--raw`` without a word."""
+    out, truth = made
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / "vtr_local"), "--raw", *_raw_statement(),
+                            "--out", str(dst)])
+    said = " ".join(err.split())
+    assert code == 0, said
+    assert "left out 1 key(s)" in said and "lscale (a local variable)" in said, said
+    got = _exported(dst)
+    assert sorted(got) == ["V", "W", "bn/moving_mean", "emb"], sorted(got)
+    for name, v in got.items():
+        assert v.tobytes() == truth[f"vtr_local:raw:{name}"].tobytes(), name
+
+
+def test_raw_export_of_an_evaluation_resave_keeps_its_statistics(made, tmp_path):
+    """review-23-attack-r70 F8: an evaluation graph (no ema.apply()) restores with
+    ``Saver(ema.variables_to_restore())`` and saves again with it: ``bn/moving_mean``, saved
+    under its own name, was left out of ``--raw`` without a word (the default export has it).
+    Never a file without it: written beside W, V (what they held: the averages restored),
+    bit for bit, or refused; ``--averages-only`` exports the averages with it."""
+    out, truth = made
+    dst = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(out / "eval_bn"), "--raw", "--out", str(dst)])
+    assert code in (0, 6), err
+    if code == 0:
+        got = _exported(dst)
+        assert sorted(got) == ["V", "W", "bn/moving_mean"], sorted(got)
+        for name, v in got.items():
+            assert v.tobytes() == truth[f"eval_bn:now:{name}"].tobytes(), name
+    else:
+        assert not dst.exists()
+    code, _, err = run_cli(["export", str(out / "eval_bn"), "--averages-only", "--out",
+                            str(dst), "--force"])  # stated: they hold the averages restored
+    assert code == 0, err
+    got = _exported(dst)
+    assert sorted(got) == ["V", "W", "bn/moving_mean"], sorted(got)
+    for name, v in got.items():  # the averages the evaluation graph restored, and the stat
+        assert v.tobytes() == truth[f"eval_bn:{'raw' if name.startswith('bn') else 'avg'}:"
+                                    f"{name}"].tobytes(), name

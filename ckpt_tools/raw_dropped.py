@@ -1,0 +1,99 @@
+"""What ``export --raw`` of a TF1 checkpoint would leave out of the keys its ``.meta``'s save
+op wrote from model variables, where it saved some model variable under another name than its
+own (a ``Saver(ema.variables_to_restore())``, renamed, suffixed or scope-stripped, or an
+evaluation graph's re-save).
+
+Such a Saver writes each weight under its average's name; where the keys beside them are
+saved under names no reading of that Saver explains (a Saver mixing ``w``'s raw value under
+its average's name with ``b``'s average under ``b``), ``--raw`` read the keys by their names
+and wrote a weights file without ``w``, exit 0 with no word (review-23-attack-r70 F3, F7, F8).
+Every key the save op wrote from a model variable now goes out, or the export is refused
+naming it; a key it wrote from a variable that is no weight (a local variable) is said left
+out (F5). A key written from a shadow, a slot or the step is never a weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from . import roles as R
+from .checkpoint import Checkpoint
+from .errors import UnprovenPairingError
+from .raw_named import named_as_own_average, training_state
+from .save_op import graph_named, written_sources
+
+#: roles a key written from a model variable has that ``--raw`` does not export as a weight
+#: and that is said left out (bookkeeping of a zero-debiased average is not said)
+_SAID = (R.OTHER, R.STEP)
+
+
+def refuse_dropped_model_keys(ckpt: Checkpoint, variables, exported: set[str],
+                              left_out: Callable[[str], bool]) -> list[str]:
+    """Checks an ``export --raw`` plan against the save op, where it saved some model
+    variable (none of the graph's shadows, slots or step) under another name than its own.
+
+    Args:
+        ckpt: the open checkpoint.
+        variables: its variables by key (roles).
+        exported: the keys the plan writes.
+        left_out: whether the caller's filters leave a key out (never refused nor said).
+
+    Returns:
+        Warnings (without ``warning:``) for keys written from variables that are no weight
+        (a local variable, a step counter outside the ``global_step`` collection): left out.
+
+    Raises:
+        UnprovenPairingError: (exit 6) the plan leaves out a key the save op wrote from a
+            model variable that holds a weight (named as its average, a weight's or a
+            statistic's role, or written from a trainable variable); ``--exclude`` leaves it
+            out knowingly.
+    """
+    sources = written_sources(ckpt) if ckpt.objects is None else None
+    if not sources:
+        return []
+    state = training_state(ckpt)
+    # a Saver that saved no model variable under another name than its own: read by names
+    if not any(src and src != [k] and all(s not in state for s in src)
+               for k, src in sources.items()):
+        return []
+    raw = named_as_own_average(ckpt)
+    trainable = set(ckpt.meta.collections.get("trainable_variables") or ())
+    missed = [k for k, src in sorted(sources.items()) if src and k not in exported
+              and all(s not in state for s in src) and not left_out(k)]
+    weights = [k for k in missed if k in raw or any(s in trainable for s in sources[k])
+               or getattr(variables.get(k), "role", None) in (R.WEIGHT, R.BN_STAT)]
+    if weights:
+        raise _dropped_refusal(ckpt, sources, state, weights)
+    said = [k for k in missed if getattr(variables.get(k), "role", None) in _SAID]
+    if not said:
+        return []
+    local = set(ckpt.meta.collections.get("local_variables") or ())
+    shown = [f"{k}{' (a local variable)' if sources[k][0] in local else ''}" for k in said]
+    return [f"left out {len(said)} key(s) the {graph_named(ckpt)}'s save op wrote from graph "
+            f"variables that are neither weights nor statistics ({', '.join(shown[:4])}"
+            f"{' ...' if len(shown) > 4 else ''}): --raw writes the model's weights only"]
+
+
+def _dropped_refusal(ckpt: Checkpoint, sources: dict[str, list[str]], state: set[str],
+                     keys: list[str]) -> UnprovenPairingError:
+    """The refusal for ``keys`` (written from model variables) that ``--raw`` would drop."""
+    graph = graph_named(ckpt)
+    # keys named as graph variables that hold another variable's average: a mixed Saver
+    mixed = sorted(a for a, src in sources.items() if ckpt.meta is not None
+                   and a in ckpt.meta.variables and src != [a] and src
+                   and all(s in state for s in src))
+    why = (f"beside {len(mixed)} key(s) named as variables that hold averages (e.g. "
+           f"{mixed[0]} holds {sources[mixed[0]][0]}), so its Saver mixed raw weights under "
+           "averages' names with averages under variables' names and the file holds no one "
+           "set of raw weights (nor of averages)" if mixed else
+           "its Saver saved the keys beside them under names ckpt reads as neither their "
+           "variables' own nor their averages' (with one prefix or stripped scope for all), "
+           "so it cannot name every raw weight by its variable")
+    shown = ", ".join(f"{a} from {sources[a][0]}" for a in keys[:3])
+    return UnprovenPairingError(
+        f"{ckpt.path}: export --raw would leave out {len(keys)} key(s) the {graph}'s save op "
+        f"wrote from model variables ({shown}{' ...' if len(keys) > 3 else ''}): {why}; "
+        "refused rather than written without them; --exclude "
+        + " --exclude ".join(repr(a) for a in keys[:3]) + (" ..." if len(keys) > 3 else "")
+        + " leaves " + ("it" if len(keys) == 1 else "them") + " out knowingly",
+        "--exclude", {a: (sources[a][0],) for a in keys})
