@@ -23,7 +23,7 @@ from .raw_named import named_as_own_average, training_state
 from .save_op import graph_named, written_sources
 
 #: roles a key written from a model variable has that ``--raw`` does not export as a weight
-#: and that is said left out (bookkeeping of a zero-debiased average is not said)
+#: and that is said left out
 _SAID = (R.OTHER, R.STEP)
 
 
@@ -64,7 +64,10 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, exported: set[str],
                or getattr(variables.get(k), "role", None) in (R.WEIGHT, R.BN_STAT)]
     if weights:
         raise _dropped_refusal(ckpt, sources, state, weights)
-    said = [k for k in missed if getattr(variables.get(k), "role", None) in _SAID]
+    # a zero-debiased average's bookkeeping (<v>/biased, <v>/local_step) is not said
+    said = [k for k in missed if getattr(variables.get(k), "role", None) in _SAID
+            and not (k.rpartition("/")[2] in ("biased", "local_step")
+                     and k.rpartition("/")[0] in ckpt.meta.variables)]
     if not said:
         return []
     local = set(ckpt.meta.collections.get("local_variables") or ())
@@ -86,9 +89,9 @@ def _dropped_refusal(ckpt: Checkpoint, sources: dict[str, list[str]], state: set
            f"{mixed[0]} holds {sources[mixed[0]][0]}), so its Saver mixed raw weights under "
            "averages' names with averages under variables' names and the file holds no one "
            "set of raw weights (nor of averages)" if mixed else
-           "its Saver saved the keys beside them under names ckpt reads as neither their "
-           "variables' own nor their averages' (with one prefix or stripped scope for all), "
-           "so it cannot name every raw weight by its variable")
+           "ckpt reads no one naming of its Saver's keys that gives each model variable's "
+           "key its variable's name (its own or its average's name, with one prefix or "
+           "stripped scope for all), so it cannot write every raw weight it holds by name")
     shown = ", ".join(f"{a} from {sources[a][0]}" for a in keys[:3])
     return UnprovenPairingError(
         f"{ckpt.path}: export --raw would leave out {len(keys)} key(s) the {graph}'s save op "
