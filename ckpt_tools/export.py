@@ -104,6 +104,11 @@ def _assumed(ckpt: Checkpoint) -> list:
     return assumed
 
 
+# the CLI's words a caller may pass: named as this function's own parameters, not refused
+# by ema_map() (which **map_options reach) under its name
+_CLI_WORDS = {"force": "overwrite=True", "raw": "ema=False"}
+
+
 def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None = None,
                    ema: bool | None = None, include: list[str] | None = None,
                    exclude: list[str] | None = None, rename: list[str] | str | None = None,
@@ -149,6 +154,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     Example:
         >>> export_weights("train/", "model_ema.safetensors")  # doctest: +SKIP
     """
+    for word, said in _CLI_WORDS.items():  # not ema_map's TypeError (review-24-user-u26 F12)
+        if word in map_options:
+            raise TypeError(f"export_weights() got an unexpected keyword argument {word!r} "
+                            f"(the CLI's --{word} is {said} here)")
     # one glob given as a string is one glob, never its characters ('*' would match all)
     include = [include] if isinstance(include, str) else include
     exclude = [exclude] if isinstance(exclude, str) else exclude

@@ -40,13 +40,14 @@ def check_dtypes(ckpt: Checkpoint, plan: dict[str, str], fmt: str) -> None:
 EXTENSIONS = {".npz": "npz", ".safetensors": "safetensors", ".h5": "h5", ".hdf5": "h5"}
 
 
-def output_format(out_path: str, fmt: str | None = None) -> str:
+def output_format(out_path: str, fmt: str | None = None, tf_input: bool = False) -> str:
     """The export format for ``out_path``: ``fmt`` when given, else the one its extension
     names (:data:`EXTENSIONS`).
 
     An extension of another format is refused rather than written into: npz bytes in a file
     called ``x.h5`` would fail in whatever reads it later, far from the cause. A name with no
-    known extension (``weights.bin``) takes ``fmt`` as given.
+    known extension (``weights.bin``) takes ``fmt`` as given. ``tf_input``: the input is a
+    TensorFlow checkpoint (the refusal of ``*.weights.h5`` then suggests no Keras-only way).
 
     Raises:
         OutputError: ``fmt`` is unknown; ``fmt`` is None and the extension names no format;
@@ -66,7 +67,7 @@ def output_format(out_path: str, fmt: str | None = None) -> str:
                           f"name a .{fmt or 'npz'} file" + ("" if fmt else
                                                           " (or .safetensors, .h5)"))
     if fmt in (None, "h5"):  # Keras reads x.weights.h5 as another layout than export's
-        refuse_keras3_weights_name(out_path, "export")
+        refuse_keras3_weights_name(out_path, "export", tf_input)
     if lower.endswith(".keras"):
         raise OutputError(f"{out_path}: a .keras file is a Keras archive, which export does not "
                           "write; name a .npz, .safetensors or .h5 file (restore-ema writes a "

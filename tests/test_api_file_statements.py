@@ -104,3 +104,6 @@ def test_a_statement_the_file_contradicts_or_an_unknown_keyword_is_refused(tmp_p
     for f in (C.ema_map, C.diff_ema, C.checkpoint_stats):
         with pytest.raises(TypeError, match="use_emma"):
             list(f(SRC, use_emma=True))
+    # the CLI's --force: named as export_weights' own overwrite=, not ema_map's (u26 F12)
+    with pytest.raises(TypeError, match=r"^export_weights\(\).*'force'.*overwrite=True"):
+        C.export_weights(SRC, tmp_path / "f.npz", use_ema=True, not_swapped=True, force=True)

@@ -218,7 +218,9 @@ def test_weights_h5_name_is_refused_naming_the_h5_that_loads(trained, tmp_path, 
     code, _, err = run_cli([cmd[0], str(trained / "siamese_tf"), *cmd[1:], "--out", str(bad)])
     assert code == 2, err
     text = " ".join(err.split())
-    assert f"name it {tmp_path / 'ema.h5'} " in text and "--format keras" in text, text
+    assert f"name it {tmp_path / 'ema.h5'} " in text, text
+    if cmd[0] == "export":  # a TF checkpoint in: restore-ema --format keras refuses it (u26 F12)
+        assert "--format keras" not in text, text
     assert "Traceback" not in err and not list(tmp_path.iterdir())
     good = tmp_path / "ema.h5"
     code, _, err = run_cli([cmd[0], str(trained / "siamese_tf"), *cmd[1:], "--not-swapped",

@@ -16,6 +16,7 @@ import typer
 
 from ..checkpoint import open_checkpoint
 from ..errors import OutputError
+from ..h5_out_name import tf_bundle_input
 from ._common import (
     AveragesOnlyOpt,
     FitOrderOpt,
@@ -135,7 +136,7 @@ def export_command(
                                  "(./- for that file)", param_hint="--out")
     fmt = choice(pick_format(fmt, to), FORMATS, "--format")
     try:
-        fmt = output_format(out_path, fmt)
+        fmt = output_format(out_path, fmt, tf_bundle_input(path))
     except OutputError as exc:  # the options disagree: a usage error (exit 2)
         raise typer.BadParameter(str(exc), param_hint="--out") from None
     try:

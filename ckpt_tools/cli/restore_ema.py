@@ -162,15 +162,16 @@ def restore_ema_command(
                 "(layers/dense/vars/0) is something no Keras or TensorFlow loader maps onto a "
                 "model", param_hint="--format")
         if fmt == "keras":
-            unused = [o for o, given in (
-                ("--grep/--regex/--include", bool(grep or regex or include)),
+            unused = [o for o, given in (  # only the options given (u26 F12: no --include)
+                ("--grep", bool(grep)), ("--regex", bool(regex)), ("--include", bool(include)),
                 ("--exclude", bool(exclude)), ("--slots", slots != KEEP),
                 ("--strip-scope", strip_scope is not None), ("--add-scope", add_scope is not None),
                 ("--ema-name", ema_name is not None), ("--no-meta", no_meta),
                 ("--allow-missing", allow_missing)) if given]
             if unused:  # never silently ignored: the whole file is written, every average in
                 raise typer.BadParameter(
-                    f"{', '.join(unused)} do not apply to a Keras output, which is the whole "
+                    f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to "
+                    "a Keras output, which is the whole "
                     "model with every EMA copy in place of its weight; ckpt export --grep/"
                     "--exclude writes a subset of the weights", param_hint=unused[0])
             _restore_keras(out, ckpt, out_dir, name, force, dry_run, json_out, quiet, strict)
