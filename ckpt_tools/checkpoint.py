@@ -65,7 +65,8 @@ class Checkpoint(StoredTensors, KeyPaths):
     def __init__(self, location: Location, *, verify: bool = True, meta: bool = True,
                  use_ema: bool | None = None, trainable: Sequence[str] | None = None,
                  not_swapped: bool = False, fit_order: bool = False,
-                 averages_only: bool = False, optimizer: str | None = None):
+                 averages_only: bool = False, optimizer: str | None = None,
+                 keys_are_raw: bool = False):
         self.location = location
         self.path = location.prefix
         if fit_order and trainable:
@@ -75,7 +76,7 @@ class Checkpoint(StoredTensors, KeyPaths):
         self._options = {"verify": verify, "meta": meta, "use_ema": use_ema,
                          "trainable": trainable, "not_swapped": not_swapped,
                          "fit_order": fit_order, "averages_only": averages_only,
-                         "optimizer": optimizer}
+                         "optimizer": optimizer, "keys_are_raw": keys_are_raw}
         from .formats.keras.stated_optimizer import parse as parse_optimizer
 
         stated_optimizer = parse_optimizer(optimizer)  # OptionError (exit 2) if not valid
@@ -158,13 +159,18 @@ class Checkpoint(StoredTensors, KeyPaths):
         try:
             refuse_unfit_statements(location.prefix, self._reader, self.objects, self.meta_source,
                                     not_swapped=not_swapped, fit_order=fit_order,
-                                    averages_only=averages_only, also=self.meta_crossed)
+                                    averages_only=averages_only, also=self.meta_crossed,
+                                    keys_are_raw=keys_are_raw)
         except CheckpointError:
             self._reader.close()
             raise
         # The caller's statement that TF1 keys named as averages whose variable is not stored
         # hold averages (a Saver of ema.average(v)), where no .meta records it (raw_shadows).
         self.averages_only = bool(averages_only)
+        # ... or that such keys a training Saver(ema.variables_to_restore()) wrote from the
+        # model variables hold the raw weights, not averages an evaluation graph restored
+        # and saved again: export --raw writes them only then (raw_exports)
+        self.keys_are_raw = bool(keys_are_raw)
         # A custom loop's order, stated for a tf_keras model's TF-format save (tfk_stated).
         self.stated_order: list[str] | None = None
         self.stated_pairs: dict[str, str] = {}
@@ -342,7 +348,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
                     meta: bool = True, use_ema: bool | None = None,
                     trainable: Sequence[str] | None = None,
                     not_swapped: bool = False, fit_order: bool = False,
-                    averages_only: bool = False, optimizer: str | None = None) -> Checkpoint:
+                    averages_only: bool = False, optimizer: str | None = None,
+                    keys_are_raw: bool = False) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -380,6 +387,13 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             ``ema.variables_to_restore()`` writes under those names, where no ``.meta``
             records which Saver wrote them (``ckpt --averages-only``; a ``.meta`` that records
             it decides). Other formats refuse it (``OptionError``).
+        keys_are_raw (`bool`, defaults to `False`): TF1 checkpoints only: state that the
+            keys named as averages that a ``Saver(ema.variables_to_restore())`` wrote from
+            the model variables themselves (no key holds those variables) hold the raw
+            weights, as a TRAINING graph saves them, not the averages an evaluation graph
+            restored and saved again, which the file cannot tell apart; ``export --raw``
+            (``ema=False``) writes them only then (``ckpt export --raw --keys-are-raw``).
+            Other formats refuse it, and so does ``averages_only`` (``OptionError``).
 
         optimizer (`str`, *optional*): a bare Keras 3 ``.weights.h5`` only: state the
             optimizer's Keras built-in class and the options on that add variables,
@@ -398,7 +412,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         OptionError: ``use_ema``, ``trainable`` (but for a tf_keras model's TF-format save,
             :mod:`ckpt_tools.tfk_stated`), ``not_swapped`` or ``fit_order`` given for a
             TensorFlow checkpoint, or ``fit_order`` with ``trainable``, or
-            ``averages_only`` for a TF2 or Keras one (exit 2).
+            ``averages_only`` or ``keys_are_raw`` for a TF2 or Keras one, or both of them
+            (exit 2).
         EmaError: ``use_ema`` contradicts the Keras file's config (exit 6).
 
     Example:
@@ -409,4 +424,5 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
     """
     return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema,
                       trainable=trainable, not_swapped=not_swapped, fit_order=fit_order,
-                      averages_only=averages_only, optimizer=optimizer)
+                      averages_only=averages_only, optimizer=optimizer,
+                      keys_are_raw=keys_are_raw)

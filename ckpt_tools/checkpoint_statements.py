@@ -1,5 +1,6 @@
 """Refusals of the statements ``open_checkpoint`` takes (``use_ema``, ``optimizer``,
-``not_swapped``, ``fit_order``, ``averages_only``) where the file cannot bear them (exit 2).
+``not_swapped``, ``fit_order``, ``averages_only``, ``keys_are_raw``) where the file cannot
+bear them (exit 2).
 
 A statement about a file that has nothing it could decide would be a silent no-op the user
 believes in; each refusal says why it cannot apply and to omit it.
@@ -42,7 +43,8 @@ def refuse_tf_statements(prefix: str, keras, *, use_ema: bool | None,
 
 def refuse_unfit_statements(prefix: str, reader: Reader, objects: ObjectGraph | None,
                             meta_source: str | None, *, not_swapped: bool, fit_order: bool,
-                            averages_only: bool, also: tuple[str, ...] = ()) -> None:
+                            averages_only: bool, also: tuple[str, ...] = (),
+                            keys_are_raw: bool = False) -> None:
     """Refuses ``not_swapped``, ``fit_order`` and ``averages_only`` where the checkpoint
     holds nothing they decide. ``meta_source`` is the graph file read (``None`` if none),
     ``also`` the same-prefix graphs recording other save ops of its keys (``meta_crossed``).
@@ -50,7 +52,7 @@ def refuse_unfit_statements(prefix: str, reader: Reader, objects: ObjectGraph | 
     Raises:
         OptionError: ``not_swapped`` for a TF checkpoint with no swappable averages and a
             recorded save op; ``fit_order`` for a TF checkpoint; ``averages_only`` for a
-            TF2 or Keras one.
+            TF2 or Keras one, and so ``keys_are_raw``, or with ``averages_only``.
         EmaError: ``fit_order`` for a legacy Keras file whose copies' names show another
             order.
     """
@@ -81,6 +83,16 @@ def refuse_unfit_statements(prefix: str, reader: Reader, objects: ObjectGraph | 
             f"{prefix}: --averages-only (Python: averages_only=) states that a TF1 "
             "Saver's keys named as averages hold averages; this checkpoint records its "
             "averages' variables (an object graph or a Keras file): omit it")
+    if keys_are_raw and averages_only:
+        raise OptionError(
+            f"{prefix}: --keys-are-raw (Python: keys_are_raw=) states that a TF1 Saver's keys "
+            "named as averages hold the raw weights, --averages-only (averages_only=) that "
+            "they hold averages: give one")
+    if keys_are_raw and (objects is not None or reader.keras is not None):
+        raise OptionError(
+            f"{prefix}: --keys-are-raw (Python: keys_are_raw=) states that a TF1 Saver's keys "
+            "named as averages hold the raw weights; this checkpoint records its averages' "
+            "variables (an object graph or a Keras file): omit it")
 
 
 def saver_unrecorded(objects: ObjectGraph | None, meta_source: str | None, stored,

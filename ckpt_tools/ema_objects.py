@@ -72,7 +72,8 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
     shows = ", ".join(f"{n} writes {k}" for k, n in sorted(several[t].items()))
     mixed = (f"; the averages read here would mix {' and '.join(taken)}" if len(taken) > 1
              else "")
-    from .offer_probe import accepted, option_text, takes, works  # they run the map: late
+    from .offer_probe import accepted, option_text, takes  # they run the map: late
+    from .raw_stated import raw_offer
 
     # each offer as the export plan accepts it, never one refused (review-22-attack-r66 F4: a
     # renamed vtr Saver's ExponentialMovingAverage keys hold raw values, slow needs
@@ -83,7 +84,8 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
     offers = [option_text(n, (), a) + "".join(f" (it takes {w})" for w in [takes(ckpt, n, a)]
                                               if w)
               for n, a in took]
-    raw = ", or --raw for the raw weights" if works(ckpt, raw=True) else ""
+    raw_option = raw_offer(ckpt)  # --keys-are-raw where it rests on that (r70 F1, F2)
+    raw = f", or {raw_option} for the raw weights" if raw_option else ""
     # the objects not offered, said refused (one whose averages were not saved)
     left = [n for n in names if not any(n in o.split(",") for o, _ in took)]
     refused = (f"; --ema-name {' or --ema-name '.join(left)} is refused (with "
@@ -102,7 +104,8 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
                                f"it was not saved){raw}{refused}" if offers else
                                f"no --ema-name decides (--ema-name {' or --ema-name '.join(names)}"
                                " is refused, with --allow-missing too)"
-                               + ("; ckpt export --raw writes the raw weights" if raw else ""))
+                               + (f"; ckpt export {raw_option} writes the raw weights"
+                                  if raw_option else ""))
         + (f"; {scoped}" if scoped else ""),
         "--ema-name", {t: tuple(sorted(several[t])) for t in sorted(used)})
 

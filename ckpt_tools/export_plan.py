@@ -12,7 +12,7 @@ from .checkpoint import Checkpoint
 from .ema_names import not_saved_note
 from .ema_updates import proven_shadows
 from .emamap import ema_map, match_any
-from .errors import EmaError, OutputError
+from .errors import EmaError, OptionError, OutputError
 from .export_rename import Renamer
 from .export_said import roles_said
 from .frozen_meta import NOT_TRAINABLE, frozen_variables
@@ -20,6 +20,7 @@ from .offer_probe import records_command
 from .orphan_averages import orphan_warnings
 from .raw_dropped import refuse_dropped_model_keys
 from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
+from .raw_stated import lone_raw_warning, refuse_unstated_raw
 from .raw_unproven import (
     apart_note,
     averaged_again,
@@ -36,7 +37,7 @@ from .saved_swaps import raw_holders
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
-from .unstored_heads import refuse_unstored_heads
+from .unstored_heads import lone_raw_holders, refuse_unstored_heads
 
 
 def _clean_name(key: str, var) -> str:
@@ -96,6 +97,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # Never silently raw: without --raw, a checkpoint with no averages is refused with the
     # explanation restore-ema gives (--allow-missing exports raw values where none exists).
     use_ema = True if ema is None else ema
+    if use_ema and ckpt.keys_are_raw:  # a statement only --raw reads: never a silent no-op
+        raise OptionError(f"{ckpt.path}: keys_are_raw=True (--keys-are-raw) states that keys "
+                          "named as averages hold the raw weights, which only ema=False "
+                          "(--raw) exports: give it, or omit the statement")
     # no .meta: keys named as averages of variables not stored may hold the raw weights, and
     # weights beside them a second object's averages (review-22-attack-r66 F1, F7)
     refuse_unstored_heads(ckpt, variables, raw=not use_ema, tensor_averages=tensor_averages,
@@ -103,6 +108,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                                                            include, exclude))
     warnings: list[str] = []
     sources: dict[str, str] = {}
+    stated = False  # whether --raw writes keys only as --keys-are-raw states them
     # averages under variables' names: which is raw
     holders = raw_holders(ckpt, variables, map_options.get("ema_name"))
     if use_ema:
@@ -128,13 +134,27 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         # object's averages (a stripped vtr Saver beside slow: the same keys, under their
         # variables' names, said: review-22-attack-r66 F8)
         holders = restored
+        # what a training graph's variables held, or the averages an evaluation graph
+        # restored: only the caller's --keys-are-raw says which (review-23-attack-r70 F1, F2)
+        refuse_unstated_raw(ckpt, holders)
         warnings.append(restored_raw_warning(ckpt, holders))
+        stated = True
+    elif holders is None and (lone := lone_raw_holders(ckpt, variables)):
+        # no .meta: keys named as averages of variables not stored, stated the raw weights
+        holders = lone
+        warnings.append(lone_raw_warning(ckpt, holders))
+        stated = True
     elif holders is None and averages_under_variable_names(ckpt):
         k, h = next(iter(sorted(averages_under_variable_names(ckpt).items())))
         warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "
                         f"as variables hold their averages (e.g. {k} holds {h})")
     elif has_ema:  # masks=[...] apart, no EMA: named, no "has EMA shadows" (r35 F5)
         warnings += raw_warnings(ckpt, variables, _clean_name, found)
+    if ckpt.keys_are_raw and not stated:  # a statement deciding nothing: never a silent no-op
+        raise OptionError(f"{ckpt.path}: --keys-are-raw (Python: keys_are_raw=) states that "
+                          "keys a Saver(ema.variables_to_restore()) wrote from the model "
+                          "variables hold the raw weights; this checkpoint has no such key "
+                          "for --raw to export: omit it")
     order = _creation_order(ckpt)
     # A variable the map gives an average is a weight.
     used = {s for t, s in sources.items() if s != t}  # an average no name marks is no weight

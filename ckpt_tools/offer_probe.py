@@ -199,6 +199,14 @@ def takes(ckpt: Checkpoint, ema_name: str, allow_missing: bool = False) -> str:
         read by none of the stated names alone (the offer is then named without it)."""
     got = exported(ckpt, ema_name, allow_missing)
     plan = _probe(ckpt, None, (), False, True)
+    if got and plan is None and not (ckpt.keys_are_raw or ckpt.averages_only
+                                     or ckpt.objects is not None):
+        # a vtr Saver's keys: --raw reads them only as --keys-are-raw states (r70 F1, F2)
+        stated = ckpt.reopened(keys_are_raw=True)
+        try:
+            plan = _probe(stated, None, (), False, True)
+        finally:
+            stated.close()
     if not got or plan is None:
         return ""
     stored = dict(plan[0])  # output -> the key --raw reads: its own weight

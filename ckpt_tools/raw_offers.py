@@ -15,8 +15,9 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
-from .offer_probe import option_text, python_text, working, works
+from .offer_probe import option_text, python_text, working
 from .raw_shadows import raw_named_keys
+from .raw_stated import raw_offer
 
 
 def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
@@ -91,5 +92,5 @@ def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
     return UnprovenPairingError(
         f"{said}; no --ema-name of them, with --exclude or --allow-missing, makes a map that "
         "is accepted here, so no option decides"
-        + ("; ckpt export --raw writes the raw weights" if works(ckpt, raw=True) else ""),
+        + (f"; ckpt export {raw} writes the raw weights" if (raw := raw_offer(ckpt)) else ""),
         None, refusal.undecided, refusal.raw)

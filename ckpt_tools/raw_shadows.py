@@ -69,10 +69,10 @@ def _unrecorded(sources, s: str) -> bool:
 
 def _statable(ckpt: Checkpoint, sources, s: str, t: str) -> bool:
     """Whether ``--averages-only`` may state that key ``s`` holds ``t``'s average: nothing
-    records what wrote it, or an evaluation graph's Saver wrote it from ``t``
-    (:func:`evaluation_graph`)."""
-    return _unrecorded(sources, s) or \
-        (saved_from(sources.get(s), t) and evaluation_graph(ckpt, s))
+    records what wrote it, or a Saver of ``ema.variables_to_restore()`` wrote it from ``t``:
+    an evaluation graph's (:func:`evaluation_graph`), or one the graph cannot tell from a
+    training graph's (it built ema.apply(), never run; review-23-attack-r70 F1, F2)."""
+    return _unrecorded(sources, s) or saved_from(sources.get(s), t)
 
 
 def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPairingError:
@@ -114,17 +114,22 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
                f"{' ...' if len(held) > 3 else ''} (Python: exclude=[...]) leaves "
                f"{'them' if len(held) > 1 else 'it'} out and exports the other "
                f"{len(others)} variable(s)' averages") if others else ""
+    # a training graph's Saver wrote the raw weights, an evaluation graph's the averages it
+    # restored, and the graph may build ema.apply() either way: --averages-only states the
+    # latter, --raw --keys-are-raw the former (review-23-attack-r70 F1, F2)
     return UnprovenPairingError(
         f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
-        f"values, e.g. {s}: the {graph_named(ckpt)}'s saver wrote it from {t} itself, "
-        "as a Saver built from ema.variables_to_restore() does (it maps each average's "
-        "name to its variable), so the checkpoint holds no average of them"
-        + (" (--averages-only cannot state otherwise)" if ckpt.averages_only else "")
-        + ": that Saver restores the raw weights it holds into the model "
-        "(tf.train.load_checkpoint reads them by these names); to keep the averages, "
-        "train with a Saver of all variables (tf.train.Saver()) and use "
-        "variables_to_restore() only to evaluate (ckpt export --raw writes the raw "
-        "weights under their variables' names)" + exclude,
+        f"values if a training graph saved them, e.g. {s}: the {graph_named(ckpt)}'s saver "
+        f"wrote it from {t} itself, as a Saver built from ema.variables_to_restore() does "
+        "(it maps each average's name to its variable), so the checkpoint holds no average "
+        "of them: that Saver restores the raw weights it holds into the model "
+        "(tf.train.load_checkpoint reads them by these names); to keep the averages, train "
+        "with a Saver of all variables (tf.train.Saver()) and use variables_to_restore() "
+        "only to evaluate (ckpt export --raw --keys-are-raw writes the raw weights under "
+        "their variables' names); if an evaluation graph restored the averages and saved "
+        "again with that Saver (it may build ema.apply() too), the keys hold the averages, "
+        "which the file cannot show: pass --averages-only (Python: open_checkpoint(path, "
+        "averages_only=True)) if so" + exclude,
         "--exclude" if others else None, undecided, raw=tuple(s for s, _ in every))
 
 
@@ -149,7 +154,8 @@ def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:
         return
     stored = ckpt.entries()
     restored = {t for s, t in pairs if s != t and s in stored}
-    averages = {s for s, t in pairs if s != t}
+    # --averages-only states that such keys hold averages (an evaluation graph's re-save)
+    averages = {s for s, t in pairs if s != t} if not ckpt.averages_only else set()
     whole = re.compile(r"/part_\d+$")
     bad = [(k, t) for k, t in held.items() if k in averages or (
         t not in stored and whole.sub("", t) not in stored and t not in restored
@@ -188,7 +194,7 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
     unused = {st for st in raw if left_out is not None and left_out(*st)}
     ordered = [st for st in ordered if st not in unused]
     raw = [st for st in raw if st not in unused]
-    if raw:
+    if raw and not ckpt.averages_only:  # stated: they hold averages (restored, saved again)
         raise raw_refusal(ckpt, raw, undecided, pairs)
     if evaluated and not ckpt.averages_only:
         raise _evaluation_refusal(ckpt, evaluated, undecided)
@@ -370,20 +376,15 @@ def _stripped_scope(sources: dict[str, list[str]], holders: dict[str, str]) -> s
 
 def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
     """``export --raw``'s warning for what :func:`restored_raw_holders` exports (without
-    ``warning:``)."""
+    ``warning:``), where the caller stated ``keys_are_raw``
+    (:func:`~ckpt_tools.raw_stated.refuse_unstated_raw`)."""
     k, h = next(iter(holders.items()))
     k = ((written_sources(ckpt) or {}).get(h) or [k])[0]  # the graph's name (b of model/b)
     graph = graph_named(ckpt)
     parts = [n for n in holders if re.search(r"/part_\d+$", n)]
     said = (f"; the parts of a partitioned variable export one each, as stored (e.g. "
             f"{parts[0]})" if parts else "")
-    if any(evaluation_graph(ckpt, key) for key in holders.values()):
-        return (f"exporting the keys under their variables' names: the {graph}'s save op wrote "
-                f"them from their variables (e.g. {h} from {k}) in an evaluation graph (a "
-                "Saver of ema.variables_to_restore(), no shadow variables), so they hold what "
-                "those variables held when it saved: the averages, if it restored them from a "
-                "training checkpoint (then --averages-only exports them as the averages), which "
-                "the file cannot show" + said)
+    # an evaluation graph's keys are refused before (raw_stated.refuse_unstated_raw)
     shadows = training_state(ckpt, shadows_only=True)
     stored = sorted(k for k, src in (written_sources(ckpt) or {}).items()
                     if src and all(s in shadows for s in src))
@@ -394,10 +395,9 @@ def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
                 "; no average is stored")
     # an evaluation graph that built ema.apply() (never run), restored the averages and saved
     # again with such a Saver writes the averages the same way: the graph cannot tell it from
-    # a training one, so the warning says what the keys hold (review-23-attack-r70 F1, F2)
+    # a training one, so they are written only as stated (review-23-attack-r70 F1, F2)
     return (f"exporting the raw weights under their variables' names: the {graph}'s save op "
             f"wrote them under their averages' names (e.g. {h} from {k}), as a training "
-            "Saver(ema.variables_to_restore()) does" + averages + said + "; they hold what "
-            "the variables held when it saved: if an evaluation graph restored the averages "
-            "and saved again with that Saver, they are the averages, which the file cannot "
-            "show")
+            "Saver(ema.variables_to_restore()) does" + averages + said + "; written as the raw "
+            "weights only because you stated --keys-are-raw: if an evaluation graph restored "
+            "the averages and saved again with that Saver, they are the averages")

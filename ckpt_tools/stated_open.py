@@ -7,7 +7,8 @@ that pairs averages, as the CLI takes them on every pairing command (review-16-a
 :func:`~ckpt_tools.bake_ema`, :func:`~ckpt_tools.diff_ema` and
 :func:`~ckpt_tools.checkpoint_stats` take the same statements under the Python names
 (``use_ema=``, ``optimizer=``, ``trainable=``, ``loop_order=``, ``fit_order=``,
-``averages_only=``, ``not_swapped=``) and forward them here, the one place that opens the file
+``averages_only=``, ``not_swapped=``) and forward them here (``export --keys-are-raw``,
+``keys_are_raw=``, too), the one place that opens the file
 with them: a path is opened with them, an open :class:`~ckpt_tools.Checkpoint` is opened again
 with them added (:meth:`~ckpt_tools.Checkpoint.reopened`; the caller's stays as it was).
 """
@@ -21,7 +22,7 @@ from .errors import OptionError
 
 # the statements open_checkpoint takes (loop_order: trainable= in a custom loop's order)
 STATEMENTS = ("use_ema", "optimizer", "trainable", "loop_order", "fit_order", "averages_only",
-              "not_swapped")
+              "not_swapped", "keys_are_raw")
 
 
 def _said(key: str, value) -> bool:
@@ -73,7 +74,8 @@ class opened_stated:
     Args:
         checkpoint: a path, or an open :class:`~ckpt_tools.Checkpoint`.
         statements: ``use_ema``, ``optimizer``, ``trainable``, ``loop_order``, ``fit_order``,
-            ``averages_only``, ``not_swapped`` (as :func:`~ckpt_tools.open_checkpoint`).
+            ``averages_only``, ``not_swapped``, ``keys_are_raw`` (as
+            :func:`~ckpt_tools.open_checkpoint`).
         meta: for a path, read the ``.meta`` beside it.
 
     Raises:

@@ -82,7 +82,9 @@ def stated_notes(ckpt, apply_order: str | None,
     from .keras_assumed import fit_order_note, object_pairs
     from .keras_reassign import reassign_note
     from .pairing import lists_stated
+    from .raw_named import saved_from
     from .raw_shadows import evaluation_graph, stated_lone_averages
+    from .save_op import written_sources
     from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
     from .tfk_order import recorded_averages
     from .tfk_order import stated_note as tf_keras_stated_note
@@ -156,6 +158,7 @@ def stated_notes(ckpt, apply_order: str | None,
         notes.append(f"note: {said}")
         found["stated_fit_order"] = True
     lone = stated_lone_averages(ckpt)
+    written = (written_sources(ckpt) or {}) if lone else {}
     if lone:  # a TF1 Saver's keys named as averages, their variables not stored
         notes.append(f"note: {len(lone)} key(s) named as averages (e.g. {next(iter(lone))}) "
                      "are read as the averages of variables the checkpoint does not store only "
@@ -164,6 +167,12 @@ def stated_notes(ckpt, apply_order: str | None,
                         "from its variables: if those held their raw weights (not the averages "
                         "it restored), so do these keys"
                         if any(evaluation_graph(ckpt, s) for s in lone) else
+                        # a graph that built ema.apply() too (review-23-attack-r70 F1, F2)
+                        "the .meta's save op wrote them from their variables, as a Saver of "
+                        "ema.variables_to_restore() does: if a training graph saved them (not "
+                        "an evaluation graph re-saving the averages it restored), they hold "
+                        "the raw weights (ckpt export --raw --keys-are-raw)"
+                        if any(saved_from(written.get(s), t) for s, t in lone.items()) else
                         "no .meta records which Saver wrote them: if it was a Saver of "
                         "ema.variables_to_restore(), they hold the raw weights")
                      + loss_named_said(lone) + moments_named_said(lone))

@@ -159,6 +159,54 @@ def raw_route(ckpt: Checkpoint, variables: Mapping) -> str | None:
     return text
 
 
+def numbered_twins(variables: Mapping, lone: Mapping) -> dict[str, str]:
+    """Returns {key: the variable it sits under} for keys ``<v>/<n>`` and ``<v>/<n>_<k>`` of
+    one dtype and shape, ``<n>`` an optimizer slot's name (``W/Momentum``,
+    ``W/Momentum_1``), where ``<v>`` is not stored and no key read as its average holds it:
+    TF numbers the second of two variables named alike, an optimizer's slot and an
+    ``ExponentialMovingAverage(name="Momentum")``'s shadow, whose average name a training
+    ``Saver(ema.variables_to_restore())`` writes ``<v>``'s raw value under; which key is
+    which only the ``.meta``'s save op tells (review-23-attack-r69 F6)."""
+    stored = {readable_name(k): v for k, v in variables.items()}
+    held = set(lone.values())
+    out: dict[str, str] = {}
+    for name, v in stored.items():
+        head, _, last = name.rpartition("/")
+        base, sep, number = last.rpartition("_")
+        first = stored.get(f"{head}/{base}") if sep and number.isdigit() else None
+        if first is None or not head or head in stored or head in held \
+                or not R.SLOT_RE.match(base) or first.dtype != v.dtype \
+                or tuple(first.shape) != tuple(v.shape):
+            continue
+        out.update({f"{head}/{base}": head, name: head})
+    return dict(sorted(out.items()))
+
+
+def lone_raw_holders(ckpt: Checkpoint, variables: Mapping) -> dict[str, str]:
+    """Returns export name -> key for ``export --raw --keys-are-raw`` of a TF1 checkpoint
+    read without a ``.meta``: each key read as a TF1 average of a variable not stored
+    (:func:`unstored_head_keys`) under that variable's name, as the caller states a training
+    ``Saver(ema.variables_to_restore())`` wrote them, and the model's weights under their
+    own names. ``{}`` where the statement cannot decide: no such key, a key read as a
+    tensor's average under a head not stored (a second object's ``w/slow``), two keys for
+    one variable, or a key under such a variable's name (``w/ema/slow``: another object's
+    average or a weight, the statement says nothing of it)."""
+    return _statable_raw(ckpt, variables) if ckpt.keys_are_raw else {}
+
+
+def _statable_raw(ckpt: Checkpoint, variables: Mapping) -> dict[str, str]:
+    """:func:`lone_raw_holders`, whether the caller stated it or not."""
+    lone, tensors = unstored_head_keys(ckpt, variables)
+    out = {v: k for k, v in lone.items()}
+    if not lone or tensors or len(out) != len(lone) or any(
+            k not in lone and any(readable_name(k).startswith(v + "/") for v in out)
+            for k in variables):
+        return {}
+    out.update((k, k) for k, v in variables.items()
+               if v.role in (R.WEIGHT, R.BN_STAT) and k not in out)
+    return out
+
+
 def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
                           tensor_averages: bool,
                           left_out: Callable[[str], bool] = lambda _k: False) -> None:
@@ -173,9 +221,30 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
         EmaError: (exit 6) such keys are found, naming them, the ``.meta`` (keep it, or drop
             ``--no-meta``), the ``--exclude`` that leaves them out (with ``raw``) and, where
             the keys are read as variables' averages, the default export's
-            ``--averages-only``, which states that they hold averages.
+            ``--averages-only``, which states that they hold averages, and ``--keys-are-raw``,
+            which states that they hold the raw weights (:func:`lone_raw_holders`; with it,
+            ``--raw`` is not refused).
     """
     lone, tensors = unstored_head_keys(ckpt, variables)
+    twins = numbered_twins(variables, lone) if raw and ckpt.meta is None \
+        and ckpt.objects is None else {}
+    if twins:
+        key, head = next(iter(twins.items()))
+        count = len(set(twins.values()))
+        fix = ("drop --no-meta (the .meta's save op tells which key holds what)"
+               if ckpt.meta_unread else "keep the training .meta (model.ckpt.meta, written "
+               "by saver.save) beside it")
+        raise EmaError(
+            f"{ckpt.path}: --raw cannot say which key holds the raw weights of {count} "
+            f"variable(s) it does not store (e.g. {head}): "
+            f"{', '.join(k for k, h in twins.items() if h == head)} are named alike but for "
+            "the number TF adds to the second of two variables of one name, an optimizer's "
+            "slot and an ExponentialMovingAverage of that name, whose average's name a "
+            f"training Saver(ema.variables_to_restore()) writes {head}'s raw value under; "
+            f"{'--no-meta leaves no .meta' if ckpt.meta_unread else 'it has no .meta'} to "
+            f"tell which, and no option decides: {fix}")
+    if raw and lone_raw_holders(ckpt, variables):  # stated: --keys-are-raw (raw_stated)
+        lone = {}
     heads = {**lone, **tensors} if raw else tensors
     if not heads or not (raw or tensor_averages):
         return
@@ -214,6 +283,12 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
     if through:  # the heads' own keys left out: a second object's averages may remain
         route = (f"; {len(through)} weight(s) run through those names (e.g. {through[0]}): "
                  f"a second object's averages are stored so{route}")
+    # ... or that they hold the raw weights, where that decides every key (review-23 r70)
+    if raw and not tensors and not ckpt.averages_only and _statable_raw(ckpt, variables):
+        stated += (", or, if you know they hold the raw weights (a training Saver(ema."
+                   "variables_to_restore()) saved them), --raw --keys-are-raw (Python: "
+                   "open_checkpoint(path, keys_are_raw=True)) exports them under their "
+                   "variables' names")
     raise EmaError(
         f"{ckpt.path}: {len(named)} key(s) are named as averages of variables it does not "
         f"store (e.g. {key}, and no {head}): a training Saver(ema.variables_to_restore()) "

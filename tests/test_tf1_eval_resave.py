@@ -57,6 +57,8 @@ with tf.Graph().as_default():  # training
         for v in (w, b):
             truth[f"ema:{v.op.name}"] = s.run(ema.average(v).read_value())
             truth[f"raw:{v.op.name}"] = s.run(v.read_value())
+        # the training graph's vtr Saver: raw weights under the averages' names
+        tf1.train.Saver(ema.variables_to_restore()).save(s, f"{out}/vtr_train/model.ckpt")
         bld = tf1.saved_model.Builder(f"{out}/sm_vtr_train")  # raw weights under average names
         bld.add_meta_graph_and_variables(s, ["serve"],
                                          saver=tf1.train.Saver(ema.variables_to_restore()))
@@ -79,6 +81,39 @@ for kind in ("eval_resave", "sm_eval", "sm_inc"):
                     s, ["serve"], signature_def_map={"serving_default": sig},
                     saver=saver if kind == "sm_eval" else None)
                 bld.save()
+
+for kind in ("ev_apply", "ev_apply_ren"):
+    with tf.Graph().as_default():  # evaluation graph built by the training model_fn: the
+        gs = tf1.train.get_or_create_global_step()  # optimizer and ema.apply(), never run
+        x, w, b, y = model()
+        tf1.train.GradientDescentOptimizer(0.05).minimize(tf.reduce_sum(tf.square(y)),
+                                                          global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5, num_updates=gs)
+        ema.apply([w, b])
+        vtr = ema.variables_to_restore()
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            tf1.train.Saver(vtr).restore(s, tf.train.latest_checkpoint(f"{out}/train"))
+            for v in (w, b):
+                assert np.array_equal(s.run(v), truth[f"ema:{v.op.name}"])
+            saver = tf1.train.Saver(vtr if kind == "ev_apply" else
+                                    {"model/" + k: v for k, v in vtr.items()})
+            saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+with tf.Graph().as_default():  # an EMA named as the optimizer's slot (review-23-attack-r69 F6)
+    gs = tf1.train.get_or_create_global_step()
+    x, w, b, y = model()
+    step = tf1.train.MomentumOptimizer(0.05, 0.9).minimize(tf.reduce_sum(tf.square(y)),
+                                                           global_step=gs)
+    ema = tf1.train.ExponentialMovingAverage(0.5, name="Momentum")
+    with tf.control_dependencies([step]):
+        train_op = ema.apply([w, b])
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        for _ in range(3):
+            s.run(train_op)
+        tf1.train.Saver(ema.variables_to_restore()).save(s, f"{out}/momname/model.ckpt")
+        for v in (w, b):
+            truth[f"mom_raw:{v.op.name}"] = s.run(v.read_value())
 
 
 def bn_model():  # inception slim-style batch norm: its statistics in MOVING_AVERAGE_VARIABLES
@@ -180,10 +215,16 @@ def test_evaluation_resave_with_averages_only(made, case, tmp_path):
 
 @pytest.mark.parametrize("case", ["sm_vtr_train", "vtr_bn"])
 def test_training_graph_vtr_stays_refused(made, case, tmp_path):
+    """Refused unless --averages-only states that the keys hold averages (an evaluation graph
+    that built ema.apply() re-saves alike: review-23-attack-r70 F1, F2); the note says
+    that a training graph's hold the raw weights."""
     out, _ = made
     for extra in ([], ["--averages-only"]):
         code, _, err = run_cli(["export", *extra, str(out / case),
                                 "--out", str(tmp_path / "e.npz")])
+        if extra:
+            assert code == 0 and "if a training graph saved them" in " ".join(err.split()), err
+            continue
         assert code == 6, err
         assert "hold their variables' raw values" in err, err
     code, text, err = run_cli(["list", "--json", str(out / case)])
@@ -205,3 +246,81 @@ def test_serving_savedmodel_may_hold_the_averages(made, tmp_path):
     with np.load(tmp_path / "e.npz") as z:
         for n in ("fc/w", "fc/b"):
             assert _bits(z[n]) == _bits(truth[f"ema:{n}"]), n
+
+
+def _export(out, case: str, *options: str, dst=None) -> tuple[int, str]:
+    code, _, err = run_cli(["export", *options, str(out / case), "--out", str(dst)])
+    return code, " ".join(err.split())
+
+
+@pytest.mark.parametrize("case, raw", [("vtr_train", "raw"), ("vtr_bn", "bn_raw"),
+                                       ("momname", "mom_raw")])
+@pytest.mark.parametrize("meta", [True, False])
+def test_training_vtr_raw_export_rests_on_keys_are_raw(made, case, raw, meta, tmp_path):
+    """A training Saver(ema.variables_to_restore())'s keys hold the raw weights, but an
+    evaluation graph that built ema.apply() writes the averages the same way: --raw refuses
+    (exit 6) naming --keys-are-raw, with which it writes the raw weights bit for bit; without
+    the .meta likewise, but for an EMA named as the optimizer's slot (W/Momentum beside
+    W/Momentum_1), which no option decides there (review-23-attack-r70 F1, F2; r69 F6)."""
+    out, truth = made
+    dst = tmp_path / "r.npz"
+    no_meta = [] if meta else ["--no-meta"]
+    code, err = _export(out, case, "--raw", *no_meta, dst=dst)
+    assert code == 6 and not dst.exists(), err
+    if case == "momname" and not meta:
+        assert "no option decides" in err and "drop --no-meta" in err, err
+        assert "fc/b/Momentum, fc/b/Momentum_1" in err, err
+        return
+    assert "--keys-are-raw" in err, err
+    code, text, err = run_cli(["export", "--raw", "--keys-are-raw", "--json", *no_meta,
+                               str(out / case), "--out", str(dst)])
+    assert code == 0, err
+    assert "you stated --keys-are-raw" in err, err
+    names = sorted(n.partition(":")[2] for n in truth if n.startswith(f"{raw}:"))
+    with np.load(dst) as z:
+        assert sorted(z.files) == names, z.files
+        for n in names:
+            assert _bits(z[n]) == _bits(truth[f"{raw}:{n}"]), n
+    stated = json.loads(text)["stated_keys_are_raw"]["pairs"]
+    assert set(stated.values()) == {n for n in names if n.startswith("fc/")} | (
+        {"bn/moving_mean"} if case == "vtr_bn" else set()), stated
+
+
+@pytest.mark.parametrize("case", ["ev_apply", "ev_apply_ren"])
+@pytest.mark.parametrize("meta", [True, False])
+def test_evaluation_graph_with_apply_raw_refused(made, case, meta, tmp_path):
+    """An evaluation graph built by the training model_fn (optimizer and ema.apply(), never
+    run) restores the averages with Saver(ema.variables_to_restore()) and saves again with it
+    (renamed too): its keys hold the AVERAGES, and export --raw wrote them as raw weights,
+    exit 0 (review-23-attack-r70 F1, F2). Refused; --averages-only (the offer, where the
+    export reads such keys) writes the averages bit for bit."""
+    out, truth = made
+    dst = tmp_path / "r.npz"
+    no_meta = [] if meta else ["--no-meta"]
+    code, err = _export(out, case, "--raw", *no_meta, dst=dst)
+    assert code == 6 and not dst.exists(), err
+    assert "--keys-are-raw" in err, err
+    if case == "ev_apply_ren" and meta:  # a renamed Saver's keys: the default export refuses
+        assert "no option of ckpt export reads them as the averages" in err, err
+        return
+    assert "--averages-only" in err, err
+    code, err = _export(out, case, "--averages-only", *no_meta, dst=dst)
+    assert code == 0, err
+    prefix = "model/" if case == "ev_apply_ren" else ""
+    with np.load(dst) as z:
+        assert sorted(z.files) == [f"{prefix}fc/b", f"{prefix}fc/w"], z.files
+        for n in ("fc/b", "fc/w"):
+            assert _bits(z[prefix + n]) == _bits(truth[f"ema:{n}"]), n
+
+
+@pytest.mark.parametrize("case", ["eval_resave", "eval_bn"])
+def test_evaluation_graph_raw_refused(made, case, tmp_path):
+    """The .meta proves an evaluation graph (no shadow, no ema.apply()): its keys hold what it
+    restored, no key the raw weights; --raw wrote them with a warning, exit 0, now refuses
+    (also stated --keys-are-raw), offering the export that writes the averages."""
+    out, _ = made
+    dst = tmp_path / "r.npz"
+    for stated in ([], ["--keys-are-raw"]):
+        code, err = _export(out, case, "--raw", *stated, dst=dst)
+        assert code == 6 and not dst.exists(), err
+        assert "no key holds the raw weights" in err and "--averages-only" in err, err

@@ -1,6 +1,6 @@
 """`export --raw` of a training-time Saver(ema.variables_to_restore()) checkpoint: the save op
 proves its keys W/ExponentialMovingAverage, b/ExponentialMovingAverage hold W and b raw, so
---raw writes them as W and b, bit for bit (it said "no weights to export", exit 7:
+--raw --keys-are-raw writes them as W and b, bit for bit (it said "no weights to export", exit 7:
 review-13-attack-r24 F4). Made by real TensorFlow, truth read at save time."""
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ def test_raw_export_of_a_training_variables_to_restore_saver(tf, tmp_path):
     assert result.exit_code == 6, result.output  # no average stored: refused, --raw named
     assert "--raw" in result.output, result.output
     out = tmp_path / "w.npz"
+    # an evaluation graph re-saving the averages with that Saver writes the same keys: --raw
+    # rests on the statement that they hold the raw weights (review-23-attack-r70 F1, F2)
     result = runner.invoke(app, ["export", prefix, "--out", str(out), "--raw"])
+    assert result.exit_code == 6 and "--keys-are-raw" in result.output, result.output
+    assert not out.exists()
+    result = runner.invoke(app, ["export", prefix, "--out", str(out), "--raw", "--keys-are-raw"])
     assert result.exit_code == 0, result.output
     assert "variables_to_restore" in result.output, result.output
     with np.load(out) as npz:

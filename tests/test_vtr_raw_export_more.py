@@ -1,9 +1,10 @@
 """`export --raw` of the other ``Saver(ema.variables_to_restore())`` layouts, which said "no
 weights to export" (exit 7; review-13-attack-r24 F4): a training graph's over a partitioned
 variable (each part under its own key ``W/part_0/ExponentialMovingAverage``: exported as
-``W/part_0``, ``W/part_1``, raw) and an evaluation graph's re-save (keys written from ``W``,
-which held the averages it restored: exported under ``W``, the warning saying what they
-are). Made by real TensorFlow (graph mode), truth read at save time."""
+``W/part_0``, ``W/part_1``, raw, as stated by ``--keys-are-raw``) and an evaluation graph's
+re-save (keys written from ``W``, which held the averages it restored: ``--raw`` refused,
+the offered ``--averages-only`` exports them under ``W``). Made by real TensorFlow (graph
+mode), truth read at save time."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def test_raw_export_of_a_partitioned_training_vtr_saver(tf, tmp_path):
     prefix, truth = tf1_ema_run(tf, tmp_path, lambda ema, vs, gs: ema.variables_to_restore(),
                                 partitioned=True)
     out = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", prefix, "--out", str(out), "--raw"])
+    code, _, err = run_cli(["export", prefix, "--out", str(out), "--raw", "--keys-are-raw"])
     assert code == 0, err
     assert "variables_to_restore" in err and "W/part_0" in err, err
     got = _npz(out)
@@ -44,9 +45,15 @@ def test_raw_export_of_an_evaluation_graph_resave(tf, tmp_path):
             saver.restore(sess, train)
             prefix = saver.save(sess, str(tmp_path / "eval" / "model.ckpt"))
     out = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", prefix, "--out", str(out), "--raw"])
+    # no key holds the raw weights: --raw refuses (stated or not), offering the export that
+    # writes the averages it restored, which is accepted (review-23-attack-r70 F1, F2)
+    for stated in ([], ["--keys-are-raw"]):
+        code, _, err = run_cli(["export", prefix, "--out", str(out), "--raw", *stated])
+        err = " ".join(err.split())
+        assert code == 6 and not out.exists(), err
+        assert "evaluation graph" in err and "--averages-only" in err, err
+    code, _, err = run_cli(["export", prefix, "--out", str(out), "--averages-only"])
     assert code == 0, err
-    assert "evaluation graph" in err and "--averages-only" in err, err
     got = _npz(out)
     assert sorted(got) == ["W", "b"]
     for k, v in got.items():  # what W, b held: the averages they restored

@@ -102,8 +102,10 @@ NotSwappedOpt = Annotated[bool, typer.Option(
     "so its EMA copies are the averages (if it was: ckpt export --raw).")]
 AveragesOnlyOpt = Annotated[bool, typer.Option(
     "--averages-only", rich_help_panel=PAIRING,
-    help="TF1 without its .meta: state that keys named as averages whose variable is not "
-    "stored hold averages (a Saver of ema.average(v)), not raw values.")]
+    help="TF1: state that keys named as averages of variables not stored hold averages.")]
+KeysAreRawOpt = Annotated[bool, typer.Option(
+    "--keys-are-raw", rich_help_panel=PAIRING,
+    help="With --raw: state keys named as averages are raw.")]
 SLOTS = ("keep", "drop")
 
 

@@ -22,6 +22,7 @@ from ._common import (
     FitOrderOpt,
     GrepOpt,
     JsonOpt,
+    KeysAreRawOpt,
     LoopOrderOpt,
     NameFilter,
     NotSwappedOpt,
@@ -108,6 +109,7 @@ def export_command(
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     averages_only: AveragesOnlyOpt = False,
+    keys_are_raw: KeysAreRawOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -129,6 +131,11 @@ def export_command(
             "states that the file's EMA copies are the averages, and --raw exports the file's "
             "own weights, which that does not change: give one (--not-swapped for the "
             "averages, --raw alone for the weights)", param_hint="--not-swapped")
+    if keys_are_raw and ema is not False:  # a statement for --raw alone, never a silent no-op
+        raise typer.BadParameter(
+            "states that keys a Saver(ema.variables_to_restore()) wrote from the model "
+            "variables hold the raw weights, which only --raw exports: add --raw (or, if they "
+            "hold the averages, --averages-only without --raw)", param_hint="--keys-are-raw")
     if not out_path:  # exit 7, as in restore-ema and average (README: output refused)
         raise OutputError("--out is empty: give a file name")
     if out_path == "-":  # conventionally stdout, which a binary archive is not written to
@@ -147,7 +154,7 @@ def export_command(
     with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
-                         averages_only=averages_only) as ckpt:
+                         averages_only=averages_only, keys_are_raw=keys_are_raw) as ckpt:
         note_borrowed(out, ckpt)
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
@@ -166,6 +173,12 @@ def export_command(
                   else {})
         if result.averaged:
             stated = {**stated, **note_assumed(out, ckpt)}
+        if ckpt.keys_are_raw:  # what --raw wrote only because of the statement
+            from ..raw_stated import stated_raw_keys
+
+            held = stated_raw_keys(ckpt)
+            raw = {k: held[k] for k in result.tensors.values() if k in held}
+            stated = {**stated, **({"stated_keys_are_raw": {"pairs": raw}} if raw else {})}
         pairing_notes = out.noted[said:]  # also in --json "notes": a script reads them there
     out.wrote(result.path)
     for w in result.warnings:

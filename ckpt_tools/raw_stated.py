@@ -1,0 +1,129 @@
+"""``export --raw`` of TF1 keys named as averages that a ``Saver(ema.variables_to_restore())``
+wrote from the model variables themselves: written only where the caller states that they
+hold the raw weights (``--keys-are-raw``; review-23-attack-r70 F1, F2).
+
+Such a Saver maps ``ema.average_name(v)`` to ``v``, so each key holds what ``v`` held when it
+saved: the raw weights where a TRAINING graph saved, the AVERAGES where an evaluation graph
+restored them (with that same Saver) and saved again. The ``.meta`` cannot tell the two apart:
+an evaluation graph built by the training ``model_fn`` holds ``ema.apply()``'s shadows and
+update ops and the optimizer too, never run. So ``--raw`` refuses them unless stated;
+``--averages-only`` is the statement for the other reading (the default export then writes
+them as the averages). Where the ``.meta`` proves an evaluation graph (no shadow variables,
+no ``ema.apply()``: :func:`~ckpt_tools.raw_named.evaluation_graph`), no key holds raw weights
+at all and ``--raw`` refuses, offering the default export.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError
+from .raw_named import evaluation_graph
+from .save_op import graph_named, written_sources
+from .unstored_heads import lone_raw_holders
+
+STATE_RAW = "pass --keys-are-raw (Python: open_checkpoint(path, keys_are_raw=True)) with --raw"
+
+
+def raw_offer(ckpt: Checkpoint) -> str:
+    """``--raw``, or ``--raw --keys-are-raw`` where only the statement lets it export (a
+    Saver(ema.variables_to_restore())'s keys), as a refusal offers it: each only where
+    :func:`~ckpt_tools.offer_probe.works` accepts it; ``""`` where neither is."""
+    from .offer_probe import works
+
+    if works(ckpt, raw=True):
+        return "--raw"
+    if ckpt.keys_are_raw or ckpt.averages_only or ckpt.objects is not None:
+        return ""
+    stated = ckpt.reopened(keys_are_raw=True)
+    try:
+        return "--raw --keys-are-raw" if works(stated, raw=True) else ""
+    finally:
+        stated.close()
+
+
+def averages_offer(ckpt: Checkpoint) -> str:
+    """The export that writes the keys as the averages, as a refusal offers it: the default
+    export, else with ``--averages-only``, each only where it is accepted
+    (:func:`~ckpt_tools.offer_probe.works`: a renamed Saver's keys are refused there); else
+    that no option of ``ckpt export`` does."""
+    from .offer_probe import works
+
+    for stated in (False, True):  # as typed: without --raw, so without --keys-are-raw
+        probe = ckpt.reopened(averages_only=True, keys_are_raw=False) if stated else (
+            ckpt.reopened(keys_are_raw=False) if ckpt.keys_are_raw else ckpt)
+        try:
+            if works(probe):
+                return ("ckpt export --averages-only (without --raw; Python: open_checkpoint("
+                        "path, averages_only=True)) exports them as the averages" if stated else
+                        "ckpt export without --raw exports them as the averages")
+        finally:
+            if probe is not ckpt:
+                probe.close()
+    return "no option of ckpt export reads them as the averages here"
+
+
+def stated_raw_keys(ckpt: Checkpoint) -> dict[str, str]:
+    """Returns key -> export name for what ``export --raw`` writes only because the caller
+    stated ``keys_are_raw`` (``stated_keys_are_raw`` in ``--json``); ``{}`` without it."""
+    if not ckpt.keys_are_raw:
+        return {}
+    from .raw_shadows import restored_raw_holders
+
+    stored = {v.name: v for v in ckpt.variables_unwarned()}
+    return stated_raw_pairs(restored_raw_holders(ckpt, stored) or lone_raw_holders(ckpt, stored))
+
+
+def stated_raw_pairs(holders: dict[str, str]) -> dict[str, str]:
+    """Returns key -> export name for the keys of ``holders`` (export name -> key, as
+    :func:`~ckpt_tools.raw_shadows.restored_raw_holders` gives them) stored under another
+    name than the variable's: those ``--keys-are-raw`` decides."""
+    return {k: n for n, k in holders.items() if k != n}
+
+
+def refuse_unstated_raw(ckpt: Checkpoint, holders: dict[str, str]) -> None:
+    """Refuses ``export --raw`` of ``holders`` (export name -> key,
+    :func:`~ckpt_tools.raw_shadows.restored_raw_holders`) unless the caller stated
+    ``keys_are_raw``; then :func:`~ckpt_tools.raw_shadows.restored_raw_warning` says it.
+
+    Raises:
+        UnprovenPairingError: (exit 6) the statement is not given: the keys may hold the
+            raw weights or the averages (``--keys-are-raw`` or ``--averages-only`` decides);
+            or, given or not, the ``.meta`` proves an evaluation graph wrote them (the raw
+            weights are not stored: the default export writes them as the averages).
+    """
+    pairs = stated_raw_pairs(holders)
+    if not pairs:
+        return
+    key, name = next(iter(pairs.items()))
+    src = ((written_sources(ckpt) or {}).get(key) or [name])[0]  # the graph's name (b of model/b)
+    graph = graph_named(ckpt)
+    keys = (f"{len(pairs)} key(s) named as averages (e.g. {key}) that the {graph}'s save op "
+            f"wrote from the model variables themselves (e.g. from {src})")
+    undecided = {k: (n,) for k, n in pairs.items()}
+    if any(evaluation_graph(ckpt, k) for k in pairs):
+        raise UnprovenPairingError(
+            f"{ckpt.path}: --raw cannot export the raw weights: {keys} in an evaluation graph "
+            "(a Saver of ema.variables_to_restore(), no shadow variables, no ema.apply()) hold "
+            "what that Saver restored into them, the averages if it restored a training "
+            f"checkpoint, and no key holds the raw weights; {averages_offer(ckpt)}", None,
+            undecided)
+    if not ckpt.keys_are_raw:
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {keys}, as a Saver(ema.variables_to_restore()) writes them, hold "
+            "what those variables held when it saved: the raw weights if a training graph "
+            "saved, the averages if an evaluation graph restored them and saved again (it may "
+            "build ema.apply() and the optimizer too, never run), and the file cannot tell "
+            f"which: {STATE_RAW} if they hold the raw weights; if they hold the averages, "
+            f"{averages_offer(ckpt)}", "--keys-are-raw", undecided)
+
+
+def lone_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
+    """``export --raw --keys-are-raw``'s warning (without ``warning:``) for the no-``.meta``
+    ``holders`` of :func:`~ckpt_tools.unstored_heads.lone_raw_holders`."""
+    pairs = stated_raw_pairs(holders)
+    key, name = next(iter(pairs.items()))
+    return (f"exporting {len(pairs)} key(s) named as averages of variables the checkpoint does "
+            f"not store (e.g. {key}) as the raw weights under their variables' names (e.g. "
+            f"{name}) only because you stated --keys-are-raw: no .meta records which Saver "
+            "wrote them, and a Saver of the averages alone, or an evaluation graph re-saving "
+            "the averages it restored, writes averages there")
