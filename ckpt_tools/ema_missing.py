@@ -194,6 +194,20 @@ _TF2_UNSAVED = (
     "trainable, plus --numbered-lists where a list holds more than ten)")
 
 
+#: A hint: the object graph shows a Keras 3 model, whose variables ``ema.apply()`` does not
+#: take (review-24-user-u26 F6).
+KERAS3_WEIGHTS = "weights of a Keras 3 model"
+
+_TF2_UNSAVED_KERAS3 = (
+    "a tf.train.Checkpoint saves only what it is given, so save the averages with the model; "
+    "a Keras 3 model's variables are no tf.Variables (ema.apply() and ema.average() refuse "
+    "them), so average their tf.Variables as README's TF2 custom-loop recipe does: tvars = [v "
+    "if isinstance(v, tf.Variable) else v.value for v in model.trainable_variables]; "
+    "ema.apply(tvars) each step; tf.train.Checkpoint(model=model, ema=[ema.average(v) for v "
+    "in tvars]) (a Keras 3 model names its variables like itself, so same-shaped ones then "
+    "need --apply-order trainable:optimizer, the optimizer saved too)")
+
+
 def missing_message(m: EmaMap) -> str:
     if m.hints and m.hints[0].startswith(("no averages kept as", DETACHED)):
         return f"{m.checkpoint}: {m.hints[0]}"
@@ -289,7 +303,8 @@ def missing_message(m: EmaMap) -> str:
                       "optimizer of use_ema=True, its weights are the averages, since fit() "
                       "copies them into the weights when it ends")
     elif none and m.file_style == "tf2":
-        cause = _TF2_UNSAVED + ", or training never ran ema.apply()"
+        cause = (_TF2_UNSAVED_KERAS3 if KERAS3_WEIGHTS in m.hints else _TF2_UNSAVED) + (
+            ", or training never ran ema.apply()")
     elif none and SERVING_EXPORT in m.hints:
         cause = ("no EMA shadow is stored at all, and a SavedModel holds what its export "
                  "graph's variables held: a serving export often restores the averages into "
@@ -326,7 +341,8 @@ def missing_message(m: EmaMap) -> str:
                  "pass --allow-missing (allow_missing=True) to restore their raw values")
     said = [h for h in m.hints  # said in cause
             if h not in (LEGACY_SLOTS, SERVING_EXPORT, KERAS_EXPORT, LISTED_TRAINABLE,
-                         UNSAVED_INNER, MODULE_WEIGHTS) and not h.startswith(RAW_REFUSED)]
+                         UNSAVED_INNER, MODULE_WEIGHTS, KERAS3_WEIGHTS)
+            and not h.startswith(RAW_REFUSED)]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:
         hint += ("; if it was exported that way, its weights are the averages as they are "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_missing import (
+    KERAS3_WEIGHTS,
     KERAS_EXPORT,
     LEGACY_SLOTS,
     MODULE_WEIGHTS,
@@ -32,7 +33,7 @@ from .ema_sources import (
 from .ema_updates import slot_named_hint, stacked_sources, update_ops
 from .formats.objgraph import SLOT_MARK
 from .keras_detached import detached_hint
-from .keras_graph import under_keras
+from .keras_graph import keras3_model, under_keras
 from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
 from .offer_probe import works
@@ -97,6 +98,8 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
             v.role in (R.EMA, R.OPTIMIZER_SLOT) or R.OPTIMIZER_PATH.search(k)
             for k, v in variables.items()):
         hints.append(NO_OPTIMIZER)  # not "use_ema=False": no optimizer was saved at all
+    if speaks == "tf2" and missing and keras3_model(ckpt.objects):
+        hints.append(KERAS3_WEIGHTS)  # the advice's code must take v.value (u26 F6)
     if speaks == "keras" and missing and not ckpt.location.saved_model \
             and ckpt.objects is not None and ckpt.objects.node_keys \
             and not under_keras(ckpt.objects, missing):

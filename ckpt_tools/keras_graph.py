@@ -58,6 +58,14 @@ def keras_nodes(objects: ObjectGraph) -> set[int]:
     return out
 
 
+def keras3_model(objects: ObjectGraph | None) -> bool:
+    """Whether the graph shows a Keras 3 model or layer: an object with ``_functional``,
+    ``_operations`` or ``_layers``, or a Keras 3 ``Dense``/``Conv`` layer's private
+    ``_kernel`` (tf_keras tracks ``kernel``). False without a graph."""
+    return objects is not None and any(
+        n in _KERAS3 or n == "_kernel" for kids in objects.children.values() for n, _ in kids)
+
+
 def under_keras(objects: ObjectGraph, keys) -> bool:
     """Whether any of ``keys`` (variable keys) is held by an object the graph shows to be a
     Keras model or layer (:func:`keras_nodes`), at any depth below it. A Keras optimizer is

@@ -106,6 +106,10 @@ def test_a_checkpoint_without_its_optimizer_names_the_optimizer(made, tmp_path):
     assert "use_ema=False" not in text, err
     assert "holds no optimizer" in text and "optimizer=optimizer" in text, err
     assert "ema.average(v)" in text, err
+    # a Keras 3 model (the graph shows it): ema.apply() refuses its variables, so the code
+    # given averages their tf.Variables, as README's recipe (review-24-user-u26 F6)
+    assert "else v.value for v in model.trainable_variables]" in text, err
+    assert "for v in model.trainable_variables])" not in text, err
 
 
 def test_a_compiled_models_checkpoint_carries_its_optimizers_copies(made, tmp_path):
