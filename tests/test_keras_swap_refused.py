@@ -104,14 +104,35 @@ def test_every_command_that_pairs_refuses(swapped, tmp_path, args):
     assert not (tmp_path / "ema.keras").exists()
 
 
-def test_show_and_stats_of_an_average_are_refused(swapped):
+def test_show_of_an_average_is_refused(swapped):
     path, _ = swapped
     code, text, err = run_cli(["list", str(path), "--json"])
     average = next(v["name"] for v in json.loads(text)["variables"] if v["role"] == "ema")
     code, _, err = run_cli(["show", str(path), average])
     _one_clear_refusal(code, err, path)
-    code, _, err = run_cli(["stats", str(path)])
-    _one_clear_refusal(code, err, path)
+
+
+def test_stats_shows_every_tensor_without_the_copies_drift(swapped):
+    """review-24-user-u26 F1: statistics are the file's own values whatever the swap; only
+    the drift depends on it. ``stats`` shows every tensor (the weights' as Keras saved them),
+    the copies' drift '?' with a note naming ``--not-swapped`` and no ``--raw`` (stats has
+    none); ``--strict`` refuses."""
+    path, truth = swapped
+    code, text, err = run_cli(["stats", str(path), "--json"])
+    assert code == 0, err
+    assert "--not-swapped" in err and "--raw" not in err, err
+    doc = json.loads(text)
+    assert doc["ema_unproven"]["option"] == "--not-swapped", doc["ema_unproven"]
+    by_path = {r["path"] or r["name"]: r for r in doc["tensors"]}
+    for name, value in truth["saved", 1].items():  # what ModelCheckpoint saved
+        got = by_path[name]["stats"]
+        assert (got["min"], got["max"]) == (float(value.min()), float(value.max())), name
+    copies = [r for r in doc["tensors"] if r["role"] == "ema"]
+    assert len(copies) == len(truth["saved", 1]) and all(r["drift"] is None for r in copies)
+    code, _, err = run_cli(["stats", str(path), "--flagged"])
+    assert code == 0 and "--raw" not in err, err
+    code, _, err = run_cli(["stats", str(path), "--strict"])
+    assert code == 6, err
 
 
 def test_raw_gives_keras_averages_bit_for_bit(swapped, tmp_path):

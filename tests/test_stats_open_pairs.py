@@ -4,7 +4,8 @@ sublayers' order, so their copies stay open) and a head of its own shape (paired
 marks the open copies '?' with exit 0; ``stats`` refused the whole file (exit 6), although the
 statistics of every tensor are the file's own values (review-13-attack-r23 F6). Now it shows
 them all, the open copies without a variable or drift, and refuses only what rests on an
-unproven reading: ``--strict``, and the SwapEMAWeights question of the copies it does pair.
+unproven reading: ``--strict`` (the SwapEMAWeights question of the copies it pairs leaves
+their drift '?', review-24-user-u26 F1).
 
 Made here by Keras 3 ``fit()``; the truth at save time comes from the optimizer itself
 (``_model_variables_moving_average`` zipped with ``_trainable_variables``)."""
@@ -92,10 +93,14 @@ def test_stats_shows_every_tensor_and_leaves_open_copies_without_drift(saved):
 
 def test_stats_refuses_only_what_rests_on_an_unproven_reading(saved):
     path, _ = saved
-    # weights differ from their copies (mid-fit()): whether it was saved swapped is asked of
-    # the paired copies, as of a file that pairs them all
-    code, out, err = run_cli(["stats", str(path)])
-    assert code == 6 and "--not-swapped" in err and not out.strip(), err
+    # weights differ from their copies (mid-fit()): whether it was saved swapped decides
+    # only the drift, so every copy is shown without it and a note names --not-swapped
+    # (review-24-user-u26 F1); --strict refuses
+    code, out, err = run_cli(["stats", str(path), "--json"])
+    assert code == 0 and "--not-swapped" in err, err
+    assert all(t["drift"] is None for t in json.loads(out)["tensors"] if t["role"] == "ema")
+    code, out, err = run_cli(["stats", str(path), "--strict"])
+    assert code == 6 and not out.strip(), err
     code, _, err = run_cli(["stats", str(path), "--not-swapped", "--strict"])
     assert code == 6 and "--trainable" in err, err
     # the raw weights alone need no pairing at all

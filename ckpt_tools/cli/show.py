@@ -17,7 +17,7 @@ import numpy as np
 import typer
 
 from ..checkpoint import Checkpoint, open_checkpoint
-from ..errors import CorruptCheckpointError, VariableNotFoundError
+from ..errors import CorruptCheckpointError, UnprovenPairingError, VariableNotFoundError
 from ..keras_assumed import refuse_assumed
 from ..stats import NO_DRIFT, StatsRecord, checkpoint_stats, select_keys
 from ._common import (
@@ -198,20 +198,34 @@ def stats_command(
         names = [k for k in ckpt.keys() if match(k, shown.get(k)) and k not in ckpt.aliases()]
         # Statistics are the file's own values: an average the file does not pair is shown
         # without a variable or drift ('?'), as list marks it, never refused whole (r23 F6).
-        variables, unpaired, unproven = open_averages(ckpt, names, ema_name, no_meta,
-                                                      apply_order, strict)
-        # the drift of an EMA copy shown is from the weight paired with it: not_swapped
-        # always refused, fit_order under --strict
-        paired = [k for k in names if k not in unpaired]
-        refuse_assumed(ckpt, keys=paired, strict=strict)
+        try:
+            variables, unpaired, unproven = open_averages(ckpt, names, ema_name, no_meta,
+                                                          apply_order, strict)
+            # the drift of an EMA copy shown is from the weight paired with it: not_swapped
+            # always refused, fit_order under --strict
+            paired = [k for k in names if k not in unpaired]
+            refuse_assumed(ckpt, keys=paired, strict=strict)
+        except UnprovenPairingError as exc:
+            if strict or exc.option != "--not-swapped":
+                raise
+            # only the drift depends on whether SwapEMAWeights swapped the file: every
+            # tensor's statistics are shown, the copies without drift (review-24-user-u26 F1)
+            variables, unpaired = _swap_open(ckpt, names, ema_name, no_meta, apply_order)
+            paired = [k for k in names if k not in unpaired]
+            unproven = {"option": "--not-swapped", "reason": str(exc)}
+            out.note(f"note: {len(unpaired)} EMA cop(ies) shown have no drift ('?'): the file "
+                     "does not show whether it was saved after SwapEMAWeights swapped them "
+                     "into the weights; pass --not-swapped if it was not (--strict refuses "
+                     "instead)")
         note_stated_order(out, ckpt, apply_order, ema_name)
         assumed = note_assumed(out, ckpt, paired)  # each copy's drift: from an assumed weight
-        if unproven:
+        if unproven and unproven["option"] != "--not-swapped":  # that one noted above
             option = unproven["option"]
             out.note(f"note: {len(unpaired)} average(s) shown have no drift ('?'): the file "
                      "does not prove which variable each averages; "
                      f"{f'pass {option} to decide' if option else 'no option decides'} "
                      "('ckpt map' lists the candidates)")
+        if unproven:
             unproven = {**unproven, "averages": sorted(unpaired)}
         entries = ckpt.entries()
         records, rows, errors = [], [], []
@@ -242,6 +256,21 @@ def stats_command(
     if errors:
         raise CorruptCheckpointError(f"{len(errors)} tensor(s) could not be read; first: "
                                      f"{errors[0]}")
+
+
+def _swap_open(ckpt: Checkpoint, names: list[str], ema_name, no_meta: bool, apply_order
+               ) -> tuple[list, set[str]]:
+    """The pairing ``stats`` shows where only the SwapEMAWeights question is open: every
+    variable as :func:`~ckpt_tools.ema_decide.decide_pairing` gives it, the EMA copies among
+    ``names`` without their weight (no drift). Returns ``(variables, those copies' keys)``."""
+    from ..ema_decide import decide_pairing
+    from ..formats._record import replace
+
+    variables, _ = decide_pairing(ckpt, ema_name=ema_name, use_meta=not no_meta,
+                                  apply_order=apply_order)
+    wanted = set(names)
+    copies = {v.name for v in variables if v.role == "ema" and v.name in wanted}
+    return [replace(v, ema_of=None) if v.name in copies else v for v in variables], copies
 
 
 def _stats_columns(histogram: bool) -> list[Column]:
