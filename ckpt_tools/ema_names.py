@@ -183,6 +183,7 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
         if ema_name is not None and tf2 else set()  # only an --ema-name in TF2 reads it
     both: dict[str, tuple[list[str], list[str]]] = {}  # target -> (by attribute, by name)
     twins: dict[str, list[str]] = {}  # TF1: target -> its W/<ema_name>_N, no one's proven
+    attrs = {holder.get(c) for cs in shadows.values() for c in cs} - {None}
     unpicked: dict[str, list[str]] = {}  # several averages, none picked by the stated name
     for target, cands in shadows.items():
         picked = cands
@@ -205,6 +206,15 @@ def choose_averages(ckpt: Checkpoint, variables, suffix: dict[str, str],
                     # one list holds both objects' averages (ema=[slow...] + [fast...]):
                     # the attribute names no one object, the name does (r33 F14)
                     by_attr = []
+                if not by_attr and ema_name in attrs and any(
+                        holder.get(c) != ema_name for c in by_name):
+                    # the attribute 'ema' holds an object's averages of other variables;
+                    # this one's, named 'ema' or 'ema_2' under another attribute, may be
+                    # that object's or one named 'ema_2' (its first name, not TF's counter;
+                    # the file does not tell): never taken as the stated object's
+                    # (review-24-attack-r73 F3)
+                    both[target] = ([], by_name)
+                    continue
                 if by_attr and by_name and set(by_attr) != set(by_name):
                     # the attribute 'ema' holds one object's averages, the object named
                     # 'ema' saved its own elsewhere (review-15-attack-r31 F3b)
@@ -430,17 +440,25 @@ def _refuse_both(ckpt: Checkpoint, ema_name: str, both: dict, suffix: dict[str, 
     """Refuses an ``--ema-name`` that is both the attribute one EMA object's averages were
     saved under and the name of another EMA object: either reading is the caller's, and
     taking one silently hands back the other object's averages."""
-    attr_names = sorted({suffix_base(suffix.get(c, "")) for a, _ in both.values() for c in a}
+    # the names of the object under the attribute: without TF's _N, but where that would
+    # leave the stated name itself, as recorded (an object named 'ema_999', r73 F3)
+    attr_names = sorted({n if suffix_base(n) == ema_name else suffix_base(n)
+                         for n in {suffix.get(c, "") for a, _ in both.values() for c in a}
+                         | {suffix.get(c, "") for c in suffix if holder.get(c) == ema_name}}
                         - {""})
     name_attrs = sorted({holder.get(c, "") for _, n in both.values() for c in n} - {""})
-    ways = [f"--ema-name {a} for the object named {ema_name!r}" for a in name_attrs[:1]] + [
+    # an average named 'ema_2' fits 'ema' only read as TF's _N counter: say its own name
+    numbered = sorted({suffix.get(c, "") for _, n in both.values() for c in n} - {ema_name})
+    named = f"{ema_name!r} (or {', '.join(numbered)})" if numbered else repr(ema_name)
+    ways = [f"--ema-name {a} for the object named {named}" for a in name_attrs[:1]] + [
         f"--ema-name {n} for the one saved under {ema_name!r}" for n in attr_names[:1]
-        if n != ema_name]
+        if suffix_base(n) != ema_name]
     raise UnprovenPairingError(
         f"{ckpt.path}: --ema-name {ema_name} reads two ways here: {ema_name!r} is the "
         f"attribute of the tf.train.Checkpoint holding the averages of the EMA object named "
-        f"{', '.join(attr_names) or '?'}, and the name of another EMA object, whose averages "
-        f"were saved under {', '.join(name_attrs) or '?'}; "
+        f"{', '.join(attr_names) or '?'}, and the name of another EMA object"
+        + (f" (with TF's _N counter: {', '.join(numbered)})" if numbered else "")
+        + f", whose averages were saved under {', '.join(name_attrs) or '?'}; "
         + (f"pass {' or '.join(ways)}" if ways else "no --ema-name value tells them apart"),
         "--ema-name" if ways else None,
         {t: tuple(a + n) for t, (a, n) in both.items()})

@@ -262,6 +262,9 @@ TWO = {
     # fx_24 (TF records kern24/fx_24 and kern24/fx_24_1): c was written raw, exit 0
     "tri_extra_dup": ([("fx_24", "wbc"), ("slow", "bc"), ("mid", "cw")], "extra",
                       {"w": "kern24", "c": "kern24"}),
+    # review-24-attack-r73 F3: the attribute ema holds a default-named object's averages of
+    # w, b, ema_slow an object named ema_2424's of c: --ema-name ema took c/ema_2424 as ema's
+    "num_attr": ([("ExponentialMovingAverage", "wb"), ("ema_2424", "c")], "attrs"),
 }
 
 
@@ -353,16 +356,19 @@ def test_two_objects_first_refusal_offers_only_options_that_export(two, case, tm
                 assert z[k].tobytes() == want.tobytes(), (args, k)
 
 
-@pytest.mark.parametrize("case", ["tri_extra", "tri_extra_dup"])
+@pytest.mark.parametrize("case", ["tri_extra", "tri_extra_dup", "num_attr"])
 def test_a_stated_attributes_object_average_saved_apart_is_never_left_raw(two, case,
                                                                           tmp_path):
     """review-23-attack-r68 F2's hostile twin: the object saved under ``ema`` (named fast)
     averaged c too, its average of c saved under ``extra``; ``--ema-name ema
     --allow-missing`` must not write c raw: refused (exit 6). So where w and c share a name
     and the object's name ends in ``_N`` (fx_24: kern24/fx_24, kern24/fx_24_1; review-24-
-    attack-r73 F4)."""
+    attack-r73 F4); and where the only average of c, under ema_slow, is named ema_2424, the
+    stated attribute's name with what may be TF's _N counter or the name given (r73 F3),
+    also without --allow-missing."""
     path, _ = two[case]
     out = tmp_path / "x.npz"
-    result = runner.invoke(app, ["export", str(path), "--ema-name", "ema", "--allow-missing",
-                                 "--out", str(out)])
-    assert result.exit_code == 6 and not out.exists(), result.output
+    for extra in (["--allow-missing"], []):
+        result = runner.invoke(app, ["export", str(path), "--ema-name", "ema", *extra,
+                                     "--out", str(out)])
+        assert result.exit_code == 6 and not out.exists(), (extra, result.output)
