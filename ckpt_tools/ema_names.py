@@ -415,9 +415,13 @@ def refuse_uneven(ckpt: Checkpoint, shadows: dict[str, list[str]], suffix: dict[
     # a lone one is open whether it was taken or left for raw under a stated name of its
     # family (--ema-name ExponentialMovingAverage_1 may be the object that wrote it)
     family = suffix_base(ema_name) if ema_name is not None else None
-    lone = [(t, cs[0]) for t, cs in shadows.items()
-            if len(cs) == 1 and suffix.get(cs[0]) in bases
-            and (t in chosen or suffix_base(suffix.get(cs[0], "")) == family)]
+    # lone in its family: other names beside it (c/slow of a third object) say nothing of
+    # which default-named object wrote it (review-24-attack-r73 F2)
+    kin = {t: [c for c in cs if suffix_base(suffix.get(c, "")) in bases]
+           for t, cs in shadows.items()}
+    lone = [(t, ks[0]) for t, ks in kin.items()
+            if len(ks) == 1 and suffix.get(ks[0]) in bases
+            and (chosen.get(t) == ks[0] or suffix_base(suffix.get(ks[0], "")) == family)]
     if not lone or not numbered:
         return
     t, c = lone[0]

@@ -96,6 +96,10 @@ OBJECTS = {
     # review-23-attack-r68 F6: a renamed training Saver({"net/" + k: v}) of the first's
     # variables_to_restore() beside slow over b, c
     "vtrren": ("vtrren", [("ExponentialMovingAverage", "wb"), ("slow", "bc")]),
+    # review-24-attack-r73 F2: two default-named objects over w, b and b, c (c's second
+    # object's average named c/ExponentialMovingAverage) and slow over c, w
+    "twodef": ("plain", [("ExponentialMovingAverage", "wb"), ("ExponentialMovingAverage", "bc"),
+                         ("slow", "cw")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -374,3 +378,15 @@ def test_a_renamed_vtr_savers_offer_says_what_it_leaves_raw(made, tmp_path):
     assert sorted(got) == ["net/b", "net/c", "net/w"], sorted(got)
     for v, which in (("w", "raw"), ("b", "o1"), ("c", "o1")):
         assert got[f"net/{v}"].tobytes() == truth[f"vtrren:{which}:{v}"].tobytes(), v
+
+
+@pytest.mark.parametrize("meta", [[], ["--no-meta"]], ids=["meta", "no-meta"])
+def test_a_lone_default_named_average_beside_a_third_objects_is_refused(made, tmp_path, meta):
+    """review-24-attack-r73 F2: c/ExponentialMovingAverage is the second default-named
+    object's (the first averaged w, b only: b has both names), and c/slow beside it made
+    refuse_uneven skip c: --ema-name ExponentialMovingAverage exported the second object's
+    average of c with the first's of w, b, exit 0. Refused, as without slow."""
+    out, _ = made
+    for extra in ([], ["--allow-missing"]):
+        _refused(out / "twodef", [*meta, "--ema-name", "ExponentialMovingAverage", *extra],
+                 tmp_path)
