@@ -190,7 +190,8 @@ def translated_unwritten(ckpt: Checkpoint, pairs, use_meta: bool) -> dict[str, s
         hs, ht = held.get(s), held.get(t, t)
         if s == t or (hs in ops.averages and ops.averages[hs][0] == ht):
             continue  # proven by the graph's apply() (or no average at all)
-        if applies or ht in ops.writers or hs in ops.writers or hs in ops.slots:
+        if applies or ht in ops.writers or hs in ops.writers or hs in ops.slots \
+                or hs in ops.reads:  # an optimizer's input (its lr), as a slot: unproven
             found[t] = s
     return found
 

@@ -42,7 +42,8 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
                          copies={key(s): tuple((o, t, src if src == FEED else key(src))
                                                for o, t, src in found)
                                  for s, found in ops.copies.items()},
-                         whole=ops.whole)
+                         whole=ops.whole,
+                         reads={key(s): (key(v), op) for s, (v, op) in ops.reads.items()})
 
     return ckpt.memo("meta_update_ops", read)
 

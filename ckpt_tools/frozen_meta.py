@@ -129,14 +129,16 @@ def _debias_state(key: str, variables) -> bool:
 def _not_updated(ckpt, keys: list[str]) -> list[str]:
     """``keys`` less those the ``.meta``'s update ops write as an EMA's shadow or an
     optimizer's slot (:mod:`~ckpt_tools.formats.meta_updates`), or as any moving average's
-    (an ``AssignSub`` under ``AssignMovingAvg``: a tensor's too, or a zero-debiased one)."""
+    (an ``AssignSub`` under ``AssignMovingAvg``: a tensor's too, or a zero-debiased one), and
+    those an optimizer's update op reads as its state (a momentum or learning-rate variable,
+    a gradient accumulator: ``reads``), no model weight."""
     from .meta_shadows import update_ops_of
 
     read = update_ops_of(ckpt.meta)
     if read is None:
         return keys
     ops, key = read
-    written = {key(op) for op in ops.averages} | {key(op) for op in ops.slots}
+    written = {key(op) for op in (*ops.averages, *ops.slots, *ops.reads)}
     written |= {key(op) for op in _moving_average_targets(ckpt.meta.path)}
     return [k for k in keys if k not in written]
 

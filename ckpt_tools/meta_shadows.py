@@ -273,18 +273,18 @@ def update_op_averaged_shadows(entries: Mapping[str, TensorEntry],
     return out
 
 
-def update_op_other_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],
-                          meta: MetaGraph | None) -> dict[str, RoleInfo]:
+def update_op_other_slots(roles: Mapping[str, RoleInfo], meta: MetaGraph | None
+                          ) -> dict[str, RoleInfo]:
     """Returns new roles for the keys read as ``other`` that the ``.meta``'s graph shows an
     optimizer's ``Apply*`` op takes as a slot (``Momentum/update_V/ResourceApplyMomentum``):
     that variable's ``optimizer_slot``. By name such a key is read as a slot only beside its
     stored variable (or, with no graph collections, beside its average); a training
     ``Saver(ema.variables_to_restore())`` stores ``V`` only under ``V/ExponentialMovingAverage``,
     and the ``.meta``'s ``variables`` collection left ``V/Momentum`` ``other`` where the file
-    without it read a slot (review-23-user-u25 F6). The op's other variable inputs include
-    its hyperparameters (a learning-rate variable fed to ``ApplyAdam``): a scalar, or a key
-    of another shape than its stored variable, is no slot (``ckpt average`` averaged such a
-    learning rate as a slot; review-23-attack-r69 F3)."""
+    without it read a slot (review-23-user-u25 F6). Only an input at a slot's position of the
+    op is one (:data:`~ckpt_tools.formats.meta_updates.SLOT_INPUTS`): a learning-rate
+    variable fed to ``ApplyAdam`` is none (``ckpt average`` averaged it as a slot;
+    review-23-attack-r69 F3)."""
     lone = [k for k, ri in roles.items() if ri.role == OTHER and not (
         ri.ema_of or ri.slot_of or ri.candidates)]
     read = update_ops_of(meta) if lone else None
@@ -292,14 +292,7 @@ def update_op_other_slots(entries: Mapping[str, TensorEntry], roles: Mapping[str
         return {}
     ops, key = read
     slots = {key(s): key(t) for s, (t, _op) in ops.slots.items()}
-
-    def fits(k: str) -> bool:
-        own, var = entries.get(k), entries.get(slots[k])
-        return own is not None and tuple(own.shape) != () and (
-            var is None or tuple(var.shape) == tuple(own.shape))
-
-    return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) for k in lone
-            if k in slots and fits(k)}
+    return {k: RoleInfo(OPTIMIZER_SLOT, slot_of=slots[k]) for k in lone if k in slots}
 
 
 def update_op_written(entries: Mapping[str, TensorEntry], roles: Mapping[str, RoleInfo],

@@ -43,7 +43,9 @@ def unwritten_variables(entries: Mapping, roles: Mapping, meta) -> dict:
     ops, key = read
     if not ops.averages:  # no ema.apply() update here (an eval graph): nothing is shown
         return {}
-    written = {key(s) for s in (*ops.averages, *ops.slots, *ops.writers, *ops.tensors)}
+    # an optimizer's input (reads: a gradient accumulator) is no weight either
+    written = {key(s) for s in (*ops.averages, *ops.slots, *ops.reads, *ops.writers,
+                                *ops.tensors)}
     # One no stored variable prefixes (attn/mask) is read as the .meta's other globals are,
     # so frozen_meta shows it a frozen weight (no shadow expected) and export notes it raw.
     return {k: R.RoleInfo(R.WEIGHT if k.rpartition("/")[0] in entries else R.OTHER)

@@ -126,18 +126,20 @@ def applied_shadows(ckpt: Checkpoint) -> dict[str, str] | None:
 
 def training_state(ckpt: Checkpoint, *, shadows_only: bool = False) -> set[str]:
     """The graph's variables (op names) that are no model weight, as its update ops show
-    them: each shadow an ``ema.apply()`` update writes, each variable an optimizer's update
-    op writes beside the one it trains (its slots, Adam's ``beta1_power``), and the
-    ``global_step`` collection's; with ``shadows_only``, the shadows alone. Empty without a
-    ``.meta`` or where its update ops cannot be read (some may be missing where they are
-    not read whole: :func:`~ckpt_tools.ema_updates.shadow_owners`)."""
+    them: each shadow an ``ema.apply()`` update writes, each other variable an optimizer's
+    update op takes beside the one it trains (its slots, and those it reads: Adam's
+    ``beta1_power``, a learning-rate variable), and the ``global_step`` collection's; with
+    ``shadows_only``, the shadows alone. Empty without a ``.meta`` or where its update ops
+    cannot be read (some may be missing where they are not read whole:
+    :func:`~ckpt_tools.ema_updates.shadow_owners`)."""
     found = part_update_ops(ckpt) if ckpt.meta is not None else None
     if found is None:
         return set()
     ops = found[0]
     if shadows_only:
         return set(ops.averages)
-    return {*ops.averages, *ops.slots, *(ckpt.meta.collections.get("global_step") or ())}
+    return {*ops.averages, *ops.slots, *ops.reads,
+            *(ckpt.meta.collections.get("global_step") or ())}
 
 
 def vtr_variables(ckpt: Checkpoint) -> set[str]:

@@ -226,7 +226,7 @@ def classify(
         out.update(update_op_slots(entries, out, meta))
         out.update(update_op_written(entries, out, meta))
         out.update(unwritten_variables(entries, out, meta))  # r39 F8: attn/mask
-        out.update(update_op_other_slots(entries, out, meta))  # u25 F6: V/Momentum beside a vtr's V
+        out.update(update_op_other_slots(out, meta))  # u25 F6: V/Momentum beside a vtr's V
     from .tensor_averages import tensor_averages, updated_tensor_averages  # builds on this
 
     out.update(updated_tensor_averages(entries, out, meta))

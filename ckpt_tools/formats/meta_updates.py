@@ -14,7 +14,9 @@ order the two were built. The keys do not tell which is which; the graph does:
   an SWA running mean) has not;
 - an optimizer updates its slots in ``Apply*``/``ResourceApply*`` ops
   (``Momentum/update_w/ResourceApplyMomentum``), whose first input is the trained variable and
-  whose other variable inputs are its slots.
+  whose slots are the inputs at the positions TF's op definition gives them
+  (:data:`SLOT_INPUTS`); its other inputs (the learning rate, momentum, Adam's beta powers,
+  the gradient) are only read, whatever variable they read.
 
 :func:`read_update_ops` walks ``graph_def`` (:mod:`.graph_def`), following reads
 (``Identity``, ``ReadVariableOp``) back to the variable ops.
@@ -49,6 +51,37 @@ _PER_DEVICE = re.compile(r"/update_\d+$")
 # (Enter: apply() run in the loop's body reads its variables through them; review-18-attack-r39 F1)
 SWITCHES = frozenset({"Switch", "RefSwitch", "Enter", "RefEnter"})
 _APPLY = re.compile(r"^(?:Resource)?(?:Sparse)?Apply[A-Z]\w*$")
+_APPLY_KIND = re.compile(r"^(?:Resource)?(?:Sparse)?(Apply[A-Z]\w*)$")
+# The slot inputs of each optimizer op, by position, from TF's own op definitions
+# (tensorflow/core/ops/training_ops.cc: the ref/resource inputs after ``var``; Resource* and
+# Sparse*/ResourceSparse* ops take them at the same positions). Every other input is read,
+# never written: ApplyMomentum(var, accum, lr, grad, momentum) reads a learning-rate or
+# momentum VARIABLE there, ApplyAdam(var, m, v, beta1_power, beta2_power, lr, ...) TF1's
+# beta powers, ApplyAdagradDA(..., global_step) the step, and a gradient accumulator may be
+# the grad: none is a slot (review-23-attack-r69 F3; df775cb read them all as slots). An
+# Apply* op type not listed here (a custom op library's) proves no slot: its inputs are
+# unknown, so each variable it takes is recorded as written (``writers``) and as its state
+# (``reads``), never as a slot.
+SLOT_INPUTS: dict[str, tuple[int, ...]] = {
+    "ApplyGradientDescent": (),
+    "ApplyProximalGradientDescent": (),
+    "ApplyMomentum": (1,),
+    "ApplyKerasMomentum": (1,),
+    "ApplyAdagrad": (1,),
+    "ApplyAdagradV2": (1,),
+    "ApplyProximalAdagrad": (1,),
+    "ApplyAddSign": (1,),
+    "ApplyPowerSign": (1,),
+    "ApplyAdagradDA": (1, 2),
+    "ApplyAdam": (1, 2),
+    "ApplyAdaMax": (1, 2),
+    "ApplyAdadelta": (1, 2),
+    "ApplyRMSProp": (1, 2),
+    "ApplyFtrl": (1, 2),
+    "ApplyFtrlV2": (1, 2),
+    "ApplyAdamWithAmsgrad": (1, 2, 3),
+    "ApplyCenteredRMSProp": (1, 2, 3),
+}
 # every other op that writes the variable its first input is (or reads)
 _WRITES = re.compile(r"^(?:Assign(?:Add|Sub)?(?:VariableOp)?|(?:Resource)?StridedSliceAssign"
                      r"|(?:Resource)?Scatter(?:Nd)?(?:Update|Add|Sub|Mul|Div|Min|Max))$")
@@ -65,8 +98,12 @@ class UpdateOps(Frozen):
         averages: shadow -> ``(averaged variable, EMA name scope)``: the shadow an
             ``AssignMovingAvg`` op updates from that variable (``ExponentialMovingAverage_1``:
             the scope of one ``ema.apply()``, as TF made it unique in the graph).
-        slots: slot -> ``(trained variable, update op)`` for each variable input but the first
-            of an optimizer's ``Apply*`` op.
+        slots: slot -> ``(trained variable, update op)`` for each variable input of an
+            optimizer's ``Apply*`` op at a slot's position (:data:`SLOT_INPUTS`).
+        reads: variable -> ``(trained variable, update op)`` for each other variable input of
+            such an op (a learning rate, a momentum, Adam's ``beta1_power``, the global step
+            of ``ApplyAdagradDA``, a gradient accumulator): the optimizer's state or
+            hyperparameters, no slot (review-23-attack-r69 F3).
         grouped: the scopes of ``averages`` that a ``NoOp`` of the scope's own name groups,
             as ``ExponentialMovingAverage.apply()`` does (``ema`` for ``ema/AssignMovingAvg``),
             and whose decay is one ``apply()`` makes itself (:func:`_apply_decay`).
@@ -112,8 +149,9 @@ class UpdateOps(Frozen):
     applies: dict[str, str]
     copies: dict[str, tuple[tuple[str, str, str], ...]]
     whole: bool
+    reads: dict[str, tuple[str, str]]
     _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers", "applies",
-               "copies", "whole")
+               "copies", "whole", "reads")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
@@ -123,11 +161,12 @@ class UpdateOps(Frozen):
                  writers: dict[str, tuple[str, str]] | None = None,
                  applies: dict[str, str] | None = None,
                  copies: dict[str, tuple[tuple[str, str, str], ...]] | None = None,
-                 whole: bool = True) -> None:
+                 whole: bool = True,
+                 reads: dict[str, tuple[str, str]] | None = None) -> None:
         self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
                              other_decay=frozenset(other_decay), tensors=dict(tensors or {}),
                              writers=dict(writers or {}), applies=dict(applies or {}),
-                             copies=dict(copies or {}), whole=whole)
+                             copies=dict(copies or {}), whole=whole, reads=dict(reads or {}))
 
 
 def averaged_under(weight: str, key: str, applies) -> bool:
@@ -200,6 +239,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
         return None
     averages: dict[str, tuple[str, str]] = {}
     slots: dict[str, tuple[str, str]] = {}
+    reads: dict[str, tuple[str, str]] = {}
     differ: set[str] = set()
     grouped: set[str] = set()
     other_decay: set[str] = set()
@@ -229,6 +269,8 @@ def _read_update_ops(path: str) -> UpdateOps | None:
                 differ.add(shadow)
         for slot, trained in each.slots.items():
             slots.setdefault(slot, trained)
+        for read, trained in each.reads.items():
+            reads.setdefault(read, trained)
         for shadow, owner in each.tensors.items():
             tensors.setdefault(shadow, owner)
         for written, op in each.writers.items():
@@ -243,7 +285,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     writers, unproven = settle_copies(kept, writers, copies)
     return UpdateOps(kept, slots, grouped, other_decay,
                      {k: v for k, v in tensors.items() if k not in averages}, writers,
-                     {k: v for k, v in applies.items() if k in kept}, unproven, whole)
+                     {k: v for k, v in applies.items() if k in kept}, unproven, whole, reads)
 
 
 def _unframed(nodes, found: UpdateOps) -> UpdateOps:
@@ -318,6 +360,8 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
             found.averages.setdefault(shadow, owner)
         for slot, trained in each.slots.items():
             found.slots.setdefault(slot, trained)
+        for read, trained in each.reads.items():
+            found.reads.setdefault(read, trained)
         for shadow, owner in each.tensors.items():
             found.tensors.setdefault(shadow, owner)
         for written, op in each.writers.items():
@@ -326,7 +370,7 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
             found.copies[written] = found.copies.get(written, ()) + copied
         found = UpdateOps(found.averages, found.slots, found.grouped | each.grouped,
                           found.other_decay | each.other_decay, found.tensors, found.writers,
-                          found.applies, found.copies)
+                          found.applies, found.copies, reads=found.reads)
     return found
 
 
@@ -335,6 +379,7 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
     reading a tensor name back to the graph's variable op (``None``: none)."""
     averages: dict[str, tuple[str, str]] = {}
     slots: dict[str, tuple[str, str]] = {}
+    reads: dict[str, tuple[str, str]] = {}  # an Apply op's other variable inputs (its lr)
     other_decay: set[str] = set()  # scopes with an update whose decay is not apply()'s
     tensors: dict[str, tuple[str, str]] = {}
     applies: dict[str, str] = {}
@@ -377,11 +422,19 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
                 proven.add(name)
         elif _APPLY.match(op) and inputs:
             trained = variable(inputs[0])
-            for tensor in inputs[1:]:
-                slot = variable(tensor)
-                if trained is not None and slot is not None and slot != trained:
-                    slots.setdefault(slot, (trained, name))
-                    writes.append((slot, name, op))
+            at = SLOT_INPUTS.get(_APPLY_KIND.sub(r"\1", op))  # None: an op TF does not define
+            data = [t for t in inputs if not t.startswith("^")]  # control inputs come last
+            for i, tensor in enumerate(data[1:], 1):
+                taken = variable(tensor)
+                if trained is None or taken is None or taken == trained:
+                    continue
+                if at is not None and i in at:
+                    slots.setdefault(taken, (trained, name))
+                    writes.append((taken, name, op))
+                else:  # a learning rate, Adam's beta1_power: read only, no slot
+                    reads.setdefault(taken, (trained, name))
+                    if at is None:  # which inputs it writes is unknown: written, no slot
+                        writes.append((taken, name, op))
     grouped = {scope for _v, scope in averages.values()
                if scope and nodes.get(scope, NO_NODE).op == "NoOp"}
     writers: dict[str, tuple[str, str]] = {}
@@ -389,7 +442,8 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
         if name not in proven:
             writers.setdefault(written, (name, op))
     return UpdateOps(averages, slots, frozenset(grouped - other_decay),
-                     frozenset(grouped & other_decay), tensors, writers, applies, copies)
+                     frozenset(grouped & other_decay), tensors, writers, applies, copies,
+                     reads=reads)
 
 
 def _initial_or_restored(nodes, name: str, inputs: list[str], written: str,
