@@ -16,7 +16,16 @@ from .formats._io import is_url
 
 # Where the step that tells which input is newest is recorded, in order of preference.
 _STEP_KEYS = ("global_step", "global_step/.ATTRIBUTES/VARIABLE_VALUE",
-              "save_counter/.ATTRIBUTES/VARIABLE_VALUE")
+              "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
+              # a Keras optimizer saved as 'optimizer' (Keras 3, tf_keras; a legacy tf_keras
+              # one: iter) counts its steps where .write() records no save_counter (u26 F2)
+              "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE",
+              "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def _label(key: str) -> str:
+    """How a step key is named in messages: ``global_step``, ``optimizer iterations``."""
+    return "optimizer iterations" if key.startswith("optimizer/") else key.split("/", 1)[0]
 _STEP_DTYPES = {"int32", "int64", "uint32", "uint64", "int16", "int8", "uint8", "uint16"}
 
 
@@ -60,7 +69,7 @@ def check_save_order(ckpts: list[Checkpoint], state_file: str | None) -> None:
         for (a, sa), (b, sb) in zip(zip(ckpts, steps, strict=True),
                                     zip(ckpts[1:], steps[1:], strict=True), strict=False):
             if sb <= sa:
-                label = key.split("/", 1)[0]
+                label = _label(key)
                 # TensorFlow writes such a list itself when a run restored from an older
                 # checkpoint saves again (ckpt-1, 2, 3, 5, 4): the largest step is then the
                 # abandoned branch's, so the advice names the latest and --newest.
@@ -101,7 +110,7 @@ def order_inputs(ckpts: list[Checkpoint], chosen: str | None) -> tuple[list[Chec
         steps = [recorded_step(c, key) for c in ckpts]
         if any(s is None for s in steps):
             continue
-        label = key.split("/", 1)[0]
+        label = _label(key)
         top = max(steps)
         tied = [c.path for c, s in zip(ckpts, steps, strict=True) if s == top]
         if len(tied) > 1:
@@ -112,6 +121,6 @@ def order_inputs(ckpts: list[Checkpoint], chosen: str | None) -> tuple[list[Chec
         order = sorted(range(len(ckpts)), key=lambda i: steps[i])
         return [ckpts[i] for i in order], f"{label} {top}"
     raise EmaError(
-        f"{ckpts[-1].path}: not every input records a global_step or save_counter, so which "
-        "checkpoint is the newest (the one integers, strings and the step are copied from) "
-        "cannot be told; pass --newest CKPT (newest= in Python), or average RUN_DIR --last N")
+        f"{ckpts[-1].path}: not every input records a global_step, save_counter or its "
+        "optimizer's iterations, so which checkpoint is the newest (the one integers, strings "
+        "and the step are copied from) cannot be told; pass --newest CKPT (newest= in Python)")

@@ -107,3 +107,31 @@ def test_list_calls_trainable_variables_named_like_state_weights(runs):
     assert {k: roles[k] for k in NAMED_WEIGHTS["tf1_named"]} == dict.fromkeys(
         NAMED_WEIGHTS["tf1_named"], "weight")
     assert roles["global_step"] == "step"
+
+
+def test_keras3_optimizer_iterations_order_written_checkpoints(tmp_path, tf):
+    """review-24-user-u26 F2: ``tf.train.Checkpoint(model=, optimizer=).write()`` records no
+    ``save_counter``; the Keras optimizer's ``_iterations`` (recorded in every input) tells
+    the newest, whatever order the inputs are given in, and is copied from it (truth: the
+    optimizer's iterations and learning rate at save time, read back by TensorFlow)."""
+    keras = pytest.importorskip("keras")
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    opt = keras.optimizers.SGD(0.1)
+    x = tf.ones([4, 3])
+    truth = []
+    for i, steps in enumerate((2, 3)):
+        for _ in range(steps):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(model(x) ** 2)
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                                    model.trainable_variables, strict=True))
+        tf.train.Checkpoint(model=model, optimizer=opt).write(str(tmp_path / f"ck-{i}"))
+        truth.append(int(opt.iterations.numpy()))
+    code, stdout, err = run_cli(["average", str(tmp_path / "ck-1"), str(tmp_path / "ck-0"),
+                                 "--out", str(tmp_path / "avg"), "--json"])
+    assert code == 0, err
+    key = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+    result = json.loads(stdout)
+    assert key in result["copied"], result
+    assert tf.train.load_checkpoint(result["output"]).get_tensor(key) == truth[1] == 5
