@@ -37,7 +37,12 @@ from .saved_swaps import raw_holders
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
-from .unstored_heads import lone_raw_holders, refuse_unstored_heads
+from .unstored_heads import (
+    lone_raw_holders,
+    refuse_suspect_weights,
+    refuse_unstored_heads,
+    suspect_weights,
+)
 
 
 def _clean_name(key: str, var) -> str:
@@ -103,9 +108,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                           "(--raw) exports: give it, or omit the statement")
     # no .meta: keys named as averages of variables not stored may hold the raw weights, and
     # weights beside them a second object's averages (review-22-attack-r66 F1, F7)
-    refuse_unstored_heads(ckpt, variables, raw=not use_ema, tensor_averages=tensor_averages,
-                          left_out=lambda k: _filtered_out({_clean_name(k, stored.get(k)), k},
-                                                           include, exclude))
+    refuse_unstored_heads(ckpt, variables, raw=not use_ema, tensor_averages=tensor_averages)
+    if use_ema and ckpt.averages_only:
+        # a Saver of the averages alone: a second object's c/slow is no weight --allow-missing
+        # may label raw, nor one "probably frozen" (review-24-attack-r75 F4)
+        refuse_suspect_weights(ckpt, [k for k in suspect_weights(ckpt, variables)
+                                      if not _filtered_out({_clean_name(k, stored.get(k)), k},
+                                                           include, exclude)])
     warnings: list[str] = []
     sources: dict[str, str] = {}
     stated = False  # whether --raw writes keys only as --keys-are-raw states them

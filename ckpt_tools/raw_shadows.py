@@ -36,6 +36,7 @@ from .raw_named import (
     written_from_own,
 )
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
+from .unstored_heads import suspect_weights
 
 
 def lone_averages(ckpt: Checkpoint, variables, chosen: dict[str, str]) -> dict[str, str]:
@@ -212,10 +213,12 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
                f"its {graph}'s saver wrote {s} from neither {t} nor a variable named {s}")
         # weights no stored key averages (a hand-made batch norm's beta beside its moments'
         # averages): --averages-only alone refuses them (review-23-attack-r72 F1)
+        # averages-only or not, unless one may be a second object's average (c/slow: r75 F4)
         averaged = {v.ema_of for v in ckpt.variables_unwarned() if v.role == R.EMA}
         bare = " --allow-missing" if any(
             v.role in (R.WEIGHT, R.BN_STAT) and v.name not in averaged
-            for v in ckpt.variables_unwarned()) else ""
+            for v in ckpt.variables_unwarned()) and not suspect_weights(
+                ckpt, {v.name: v for v in ckpt.variables_unwarned()}) else ""
         raise UnprovenPairingError(
             f"{ckpt.path}: {len(unproven)} key(s) named as averages have no variable stored "
             f"beside them (e.g. {s}, and no {t}): a Saver of the averages alone "

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import glob
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from . import roles as R
 from .checkpoint import Checkpoint
@@ -92,25 +92,19 @@ def unstored_head_keys(ckpt: Checkpoint, variables: Mapping) -> tuple[dict, dict
                   if readable_name(k).rpartition("/")[2] in names}
 
 
-def questioned_keys(variables: Mapping, heads: Mapping[str, str],
-                    left_out: Callable[[str], bool] = lambda _k: False) -> list[str]:
+def questioned_keys(variables: Mapping, heads: Mapping[str, str]) -> list[str]:
     """The keys ``export --raw`` cannot vouch for where ``heads`` ({key: the head it is named
-    as an average of}, :func:`unstored_head_keys`) are found: those of ``heads`` the filters
-    keep (``left_out``: whether they leave a key out), then each weight the filters keep whose
-    name runs through such a head (``w/ema/slow``, ``s/w/slow`` beside a vtr Saver's
-    ``w/ExponentialMovingAverage``: a second object's average read as a weight). Excluding
-    them all leaves only keys that are nobody's average name and run through none of the
-    heads: what the file stores under their own names, raw (review-23-attack-r72 F5: a
-    hand-made batch norm's ``moments/Squeeze/avg`` refused every export, ``--exclude`` of
-    those keys too).
+    as an average of}, :func:`unstored_head_keys`) are found: those of ``heads``, then each
+    weight whose name runs through such a head (``w/ema/slow``, ``s/w/slow`` beside a vtr
+    Saver's ``w/ExponentialMovingAverage``: a second object's average read as a weight).
 
     Returns:
         `list[str]`, sorted; empty where nothing is in question.
     """
-    found = {h for h in heads.values()}
-    keys = [k for k in heads if not left_out(k)]
+    found = set(heads.values())
+    keys = list(heads)
     for k, v in variables.items():
-        if k in heads or v.role not in (R.WEIGHT, R.BN_STAT) or left_out(k):
+        if k in heads or v.role not in (R.WEIGHT, R.BN_STAT):
             continue
         parts = readable_name(k).split("/")
         if any("/".join(parts[i:j]) in found
@@ -119,44 +113,51 @@ def questioned_keys(variables: Mapping, heads: Mapping[str, str],
     return sorted(keys)
 
 
-def exclude_route(variables: Mapping, keys: list[str]) -> str:
-    """The ``--exclude`` options that leave ``keys`` out of an export: ``'*/<name>'`` where
-    they all end in that EMA name and no other key does, else each key."""
-    last = {readable_name(k).rpartition("/")[2] for k in keys}
-    name = next(iter(last)) if len(last) == 1 else None
-    if name and "/" in readable_name(keys[0]) and not any(
-            k not in keys and readable_name(k).endswith("/" + name) for k in variables):
-        return f"--exclude '*/{glob.escape(name)}'"
-    return " ".join(f"--exclude {shlex.quote(glob.escape(readable_name(k)))}" for k in keys)
-
-
-def _kept_weights(variables: Mapping, keys: list[str], left_out: Callable[[str], bool]) -> bool:
-    """Whether a weight the filters keep is left once ``keys`` are excluded too: else the
-    ``--exclude`` route exports nothing (exit 7), and is not offered."""
-    return any(v.role in (R.WEIGHT, R.BN_STAT) and k not in keys and not left_out(k)
-               for k, v in variables.items())
-
-
 #: How :func:`raw_route` begins (:func:`~ckpt_tools.ema_missing.missing_message` says it in
 #: place of "ckpt export --raw writes them", a refused command here: r72 F5).
 RAW_REFUSED = "ckpt export --raw is refused here"
 
+#: What the refusals say where keys named as averages of unstored variables are found without
+#: the ``.meta``: no filter or statement of ckpt tells their keys apart (review-24-attack-r75 F3).
+NO_OPTION = ("without the training .meta no option of ckpt decides what they hold (keep the "
+             ".meta; Python: a tf.compat.v1.train.Saver over the keys, in the graph that "
+             "wrote them)")
+_KEEP = ("keep the training .meta (model.ckpt.meta, written by saver.save) beside it: without "
+         "it no option of ckpt decides what they hold (Python: a tf.compat.v1.train.Saver "
+         "over the keys, in the graph that wrote them)")
+
 
 def raw_route(ckpt: Checkpoint, variables: Mapping) -> str | None:
-    """Where ``export --raw`` is refused (:func:`refuse_unstored_heads`): why, and the
-    ``--exclude`` that exports the other keys raw, for a refusal that would otherwise point
-    at ``--raw``; ``None`` where ``--raw`` is not refused so."""
+    """Where ``export --raw`` is refused (:func:`refuse_unstored_heads`): why, for a refusal
+    that would otherwise point at ``--raw``; ``None`` where ``--raw`` is not refused so. No
+    ``--exclude`` is offered: a second object's average over a variable the first did not
+    average (``c/slow``) runs through no head, and leaving the heads out wrote it as the only
+    raw weight, exit 0 (review-24-attack-r75 F3)."""
     lone, tensors = unstored_head_keys(ckpt, variables)
     keys = questioned_keys(variables, {**lone, **tensors})
     if not keys:
         return None
-    text = (f"{RAW_REFUSED} ({len(keys)} key(s) such as {keys[0]} are named as averages of "
-            "variables it does not store or run through such names, and no .meta tells what "
-            "they hold)")
-    if _kept_weights(variables, keys, lambda _k: False):
-        text += (f"; ckpt export --raw {exclude_route(variables, keys)} writes the other keys, "
-                 "raw, to one file")
-    return text
+    return (f"{RAW_REFUSED} ({len(keys)} key(s) such as {keys[0]} are named as averages of "
+            f"variables it does not store or run through such names), and {NO_OPTION}")
+
+
+def suspect_weights(ckpt: Checkpoint, variables: Mapping) -> list[str]:
+    """Keys read as weights that no key averages, named ``<x>/<y>``, in a TF1 checkpoint read
+    without a ``.meta`` where keys are named as TF1 averages of variables it does not store
+    (a Saver of the averages alone): a second EMA object's average of an unstored ``x``
+    (``c/slow`` of ``ExponentialMovingAverage(name='slow')``) is stored so, and nothing in the
+    file tells it from a weight, so ``--allow-missing`` would label it "raw"
+    (review-24-attack-r75 F4).
+
+    Returns:
+        `list[str]`, sorted; empty where no such key, or no such file.
+    """
+    lone, _ = unstored_head_keys(ckpt, variables)
+    if not lone:
+        return []
+    averaged = {v.ema_of for v in variables.values() if v.role == R.EMA}
+    return sorted(k for k, v in variables.items() if v.role in (R.WEIGHT, R.BN_STAT)
+                  and k not in averaged and "/" in readable_name(k))
 
 
 def numbered_twins(variables: Mapping, lone: Mapping) -> dict[str, str]:
@@ -208,18 +209,18 @@ def _statable_raw(ckpt: Checkpoint, variables: Mapping) -> dict[str, str]:
 
 
 def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
-                          tensor_averages: bool,
-                          left_out: Callable[[str], bool] = lambda _k: False) -> None:
+                          tensor_averages: bool) -> None:
     """Refuses ``export --raw`` (``raw``) or ``--tensor-averages`` (``tensor_averages``) of a
     TF1 checkpoint read without a ``.meta`` whose keys are named as averages of variables it
     does not store (:func:`unstored_head_keys`): which keys hold raw weights, and which
-    averages, only the ``.meta``'s save op tells. Where the filters (``left_out``: whether
-    they leave a key out) leave out every such key, and every weight running through their
-    heads (:func:`questioned_keys`), nothing in question is exported: not refused.
+    averages, only the ``.meta``'s save op tells: whatever ``--exclude``/``--grep`` leave
+    out, as a second object's average of a variable the first did not average (``c/slow``
+    beside ``w/ExponentialMovingAverage``) runs through none of their names and leaving
+    those out wrote it as the only raw weight, exit 0 (review-24-attack-r75 F3).
 
     Raises:
         EmaError: (exit 6) such keys are found, naming them, the ``.meta`` (keep it, or drop
-            ``--no-meta``), the ``--exclude`` that leaves them out (with ``raw``) and, where
+            ``--no-meta``), that no option decides without it and, where
             the keys are read as variables' averages, the default export's
             ``--averages-only``, which states that they hold averages, and ``--keys-are-raw``,
             which states that they hold the raw weights (:func:`lone_raw_holders`; with it,
@@ -248,11 +249,8 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
     heads = {**lone, **tensors} if raw else tensors
     if not heads or not (raw or tensor_averages):
         return
-    keys = questioned_keys(variables, heads, left_out) if raw else [
-        k for k in heads if not left_out(k)]
-    if not keys:
-        return
-    named = [k for k in keys if k in heads] or list(heads)  # the rest: weights through them
+    keys = questioned_keys(variables, heads) if raw else list(heads)
+    named = [k for k in keys if k in heads]
     key, head = named[0], heads[named[0]]
     through = [k for k in keys if k not in heads]
     cannot = " and ".join([*(["--raw cannot say which keys hold the raw weights"] if raw else []),
@@ -260,13 +258,13 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
                               "hold averages"] if tensors and tensor_averages else [])])
     why = "--no-meta leaves no .meta" if ckpt.meta_unread else "it has no .meta"
     fix = ("drop --no-meta (the .meta's save op tells which key holds what)"
-           if ckpt.meta_unread else
-           "keep the training .meta (model.ckpt.meta, written by saver.save) beside it")
+           if ckpt.meta_unread else _KEEP)
     # weights no stored key averages (a hand-made batch norm's beta beside its moments'
-    # averages): --averages-only alone refuses them, --allow-missing exports them raw (r72 F1)
+    # averages): --averages-only alone refuses them, --allow-missing exports them raw (r72
+    # F1), but not where such a weight may be a second object's average (c/slow: r75 F4)
     averaged = {v.ema_of for v in variables.values() if v.role == R.EMA}
     bare = any(v.role in (R.WEIGHT, R.BN_STAT) and k not in averaged
-               for k, v in variables.items())
+               for k, v in variables.items()) and not suspect_weights(ckpt, variables)
     stated = (", or, if you know those keys hold averages, ckpt export --averages-only"
               + (" --allow-missing" if bare else "") + " (without --raw; Python: "
               "open_checkpoint(path, averages_only=True)" + (", allow_missing=True" if bare
@@ -274,15 +272,9 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
               "the averages" + (" and the weights no key averages raw" if bare else "")
               if raw and not ckpt.averages_only
               and any(variables[k].role == R.EMA for k in lone) else "")
-    route = exclude_route(variables, keys)
-    # with filters given: the options to add to them (alone, the others' keys come back)
-    route = ("" if not raw or not _kept_weights(variables, keys, left_out) else
-             f"; adding {route} to these options leaves them out too"
-             if any(left_out(k) for k in variables) else
-             f"; ckpt export --raw {route} writes the other keys, raw, without them")
-    if through:  # the heads' own keys left out: a second object's averages may remain
-        route = (f"; {len(through)} weight(s) run through those names (e.g. {through[0]}): "
-                 f"a second object's averages are stored so{route}")
+    # a second object's averages read as weights, named (r75 F5)
+    route = (f"; {len(through)} weight(s) run through those names (e.g. {through[0]}), as a "
+             "second object's averages are stored" if through else "")
     # ... or that they hold the raw weights, where that decides every key (review-23 r70)
     if raw and not tensors and not ckpt.averages_only and _statable_raw(ckpt, variables):
         stated += (", or, if you know they hold the raw weights (a training Saver(ema."
@@ -295,7 +287,35 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
         "writes the variables' RAW values under such names, whatever the EMA's name, and a "
         "second EMA object's averages beside them under names read as weights, where a Saver "
         "of the averages alone, or ema.apply() of tensors, writes averages there; "
-        f"{why} to tell which, so {cannot}: {fix}{route}{stated}")
+        f"{why} to tell which, so {cannot}{route}: {fix}{stated}")
+
+
+def refuse_suspect_weights(ckpt: Checkpoint, keys: list[str]) -> None:
+    """Refuses ``--averages-only`` where ``keys`` (:func:`suspect_weights`, less what the
+    filters leave out) are stored: ``--allow-missing`` wrote each as a weight "raw
+    (--allow-missing)" and the refusal without it called it "probably frozen", while each may
+    be a second EMA object's average (``c/slow``), as the file does not tell
+    (review-24-attack-r75 F4).
+
+    Raises:
+        EmaError: (exit 6) ``keys`` is not empty, naming them and the ``--exclude`` that
+            leaves them out, so only the keys stated as averages are exported.
+    """
+    if not keys:
+        return
+    fix = ("drop --no-meta (the .meta's save op tells which key holds what)"
+           if ckpt.meta_unread else _KEEP.replace("what they hold", "what such keys hold"))
+    head, _, name = readable_name(keys[0]).rpartition("/")
+    leave = " ".join(f"--exclude {shlex.quote(glob.escape(readable_name(k)))}"
+                     for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
+    raise EmaError(
+        f"{ckpt.path}: --averages-only reads the keys named as averages of variables it does "
+        "not store as a Saver of the averages alone wrote them, and such a Saver writes a "
+        "second EMA object's averages under names read as weights: "
+        f"{len(keys)} key(s) no key averages are stored so (e.g. {keys[0]}, {head}'s average "
+        f"by an EMA named {name}, or a weight), and nothing in the file tells which, so none "
+        f"is written raw (--allow-missing): {fix}; or, where the stated averages alone "
+        f"will do, --averages-only {leave} exports them without those keys")
 
 
 def refuse_nothing_but_unstored(ckpt: Checkpoint, use_meta: bool = True) -> None:

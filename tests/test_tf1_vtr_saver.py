@@ -166,15 +166,18 @@ for case in CASES:
 # a hand-made batch norm: ema.apply([mean, var]) of tf.nn.moments' tensors (keys
 # moments/Squeeze/<name>), beta and a dense weight never averaged, Saver() (r72 F5, F1);
 # vtravg: a training Saver(ema.variables_to_restore()) of an EMA named avg, no other weight
-# (keys w/avg, b/avg: r72 F8)
-HAND = {"handbn": "avg", "handbnd": "ExponentialMovingAverage", "vtravg": "avg"}
+# (keys w/avg, b/avg: r72 F8); avgslow: a Saver of the averages alone of the default EMA
+# over w, b and of slow over c (keys w/ExponentialMovingAverage, b/..., c/slow: r75 F3, F4)
+HAND = {"handbn": "avg", "handbnd": "ExponentialMovingAverage", "vtravg": "avg",
+        "avgslow": "ExponentialMovingAverage"}
 for case, name in HAND.items():
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3))
-        if case == "vtravg":
+        if case in ("vtravg", "avgslow"):
             w, b = tf1.get_variable("w", [3, 3]), tf1.get_variable("b", [3])
-            loss = tf.reduce_sum((tf.matmul(x, w) + b) ** 2)
+            c = tf1.get_variable("c", [3])
+            loss = tf.reduce_sum((tf.matmul(x, w) + b + c) ** 2)
         else:
             w = tf1.get_variable("fc/w", [3, 2])
             b = tf1.get_variable("bn/beta", [3], initializer=tf1.ones_initializer())
@@ -184,8 +187,15 @@ for case, name in HAND.items():
         train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
         ema = tf1.train.ExponentialMovingAverage(0.5, name=name)
         with tf.control_dependencies([train]):
-            step = ema.apply([w, b] if case == "vtravg" else [mean, var])
-        saver = tf1.train.Saver(ema.variables_to_restore() if case == "vtravg" else None)
+            step = ema.apply([w, b] if case in ("vtravg", "avgslow") else [mean, var])
+        if case == "avgslow":
+            slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+            with tf.control_dependencies([step]):
+                step = slow.apply([c])
+            saver = tf1.train.Saver({**{ema.average_name(v): ema.average(v) for v in (w, b)},
+                                     slow.average_name(c): slow.average(c), "global_step": gs})
+        else:
+            saver = tf1.train.Saver(ema.variables_to_restore() if case == "vtravg" else None)
         with tf1.Session() as s:
             s.run(tf1.global_variables_initializer())
             for _ in range(3):
@@ -193,7 +203,12 @@ for case, name in HAND.items():
             os.makedirs(f"{out}/{case}")
             saver.save(s, f"{out}/{case}/model.ckpt", global_step=gs)
             truth = {f"{case}:raw:{v.op.name}": s.run(v.read_value()) for v in (w, b)}
-            if case != "vtravg":
+            if case == "avgslow":
+                truth.update({f"{case}:raw:c": s.run(c.read_value()),
+                              f"{case}:slow:c": s.run(slow.average(c).read_value()),
+                              **{f"{case}:ema:{v.op.name}": s.run(ema.average(v).read_value())
+                                 for v in (w, b)}})
+            elif case != "vtravg":
                 truth.update({f"{case}:avg:mean": s.run(ema.average(mean).read_value()),
                               f"{case}:avg:var": s.run(ema.average(var).read_value())})
         np.savez(f"{out}/{case}.npz", **truth)
@@ -901,89 +916,93 @@ def test_raw_export_takes_what_the_save_op_wrote_from_model_variables(made, tmp_
             assert got[name].tobytes() == truth[f"{case}:raw:{v}"].tobytes(), name
 
 
-def _route(said: str) -> list[str]:
-    """The options of the ``ckpt export --raw ...`` a refusal offers as the route that
-    writes the other keys (empty: none offered)."""
-    import re
-    import shlex
-
-    found = re.search(r"ckpt export --raw ((?:--exclude \S+ ?)+)writes the other keys", said)
-    return ["--raw", *shlex.split(found.group(1))] if found else []
+def _offers_a_raw_route(said: str) -> bool:
+    """Whether a refusal offers ``--raw`` (with or without ``--exclude``) as what writes the
+    keys, where ``--raw`` is refused whatever the filters (review-24-attack-r75 F3)."""
+    return "ckpt export --raw writes" in said or "writes the other keys" in said \
+        or "--raw --exclude" in said or "leaves them out too" in said
 
 
 @pytest.mark.parametrize("case,name", [("handbn", "avg"),
                                        ("handbnd", "ExponentialMovingAverage")])
-def test_a_hand_made_batch_norms_averages_leave_a_working_raw_route(made, tmp_path, case,
-                                                                    name):
-    """review-23-attack-r72 F5 (b0e8d8b regression), F1: ema.apply([mean, var]) of a hand-made
-    batch norm's tf.nn.moments, beta and a dense weight never averaged, Saver(), copied
-    without its .meta: moments/Squeeze/<name> have no moments/Squeeze stored, so --raw is
-    refused (a vtr Saver writes raw values so) and, with the EMA named avg, every export was
-    refused, --exclude of those keys too, while the refusals pointed at the refused --raw.
-    The --raw refusal now offers --exclude of the keys it names, which writes beta and w raw
-    bit for bit, and no refusal offers plain --raw; the default-named twin's offered
-    --averages-only --allow-missing writes the moments' averages and the raw weights."""
+def test_a_hand_made_batch_norms_averages_are_refused_without_a_route(made, tmp_path, case,
+                                                                      name):
+    """review-23-attack-r72 F5, F1; review-24-attack-r75 F3, F4: ema.apply([mean, var]) of a
+    hand-made batch norm's tf.nn.moments, beta and a dense weight never averaged, Saver(),
+    copied without its .meta. cc0d5b5 offered --raw --exclude '*/<name>' (and, for the
+    default name, --averages-only --allow-missing) as routes; the same routes wrote a second
+    object's average as a raw weight where its key runs through no head (avgslow below), and
+    nothing in the file tells bn/beta, fc/w from such keys. --raw is refused whatever
+    --exclude leaves out, no refusal offers --raw or --exclude as a route, and each says no
+    option of ckpt decides without the .meta."""
     out, truth = made
     prefix = _without_meta(out, case, tmp_path)
     dst = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
-    said = " ".join(err.split())
-    assert code == 6 and not dst.exists(), said
-    route = _route(said)
-    assert route == ["--raw", "--exclude", f"*/{name}"], said
-    code, _, err = run_cli(["export", prefix, *route, "--out", str(dst)])
-    assert code == 0, err
-    with np.load(dst) as got:
-        assert sorted(got.files) == ["bn/beta", "fc/w"], got.files
-        for v in got.files:
-            assert got[v].tobytes() == truth[f"{case}:raw:{v}"].tobytes(), v
-    dst.unlink()
-    for args in (["--averages-only", "--allow-missing"], ["--ema-name", name, "--allow-missing"],
+    for args in (["--raw"], ["--raw", "--exclude", f"*/{name}"],
+                 ["--raw", "--grep", "bn/*", "--grep", "fc/*"],
+                 ["--averages-only", "--allow-missing"], ["--ema-name", name, "--allow-missing"],
                  []):
         code, _, err = run_cli(["export", prefix, *args, "--out", str(dst)])
         said = " ".join(err.split())
-        if code == 0:  # the default name's statement: its averages, the rest raw
-            assert case == "handbnd" and args[0] == "--averages-only", said
-            with np.load(dst) as got:  # under the name without the EMA's, as stated
-                assert got["moments/Squeeze"].tobytes() == truth[f"{case}:avg:mean"].tobytes()
-                assert got["moments/Squeeze_1"].tobytes() == truth[f"{case}:avg:var"].tobytes()
-                assert got["bn/beta"].tobytes() == truth[f"{case}:raw:bn/beta"].tobytes()
-            dst.unlink()
-            continue
-        assert code == 6 and "ckpt export --raw writes" not in said, said
-        # a route that works: --raw's, or the statement with --allow-missing (F1)
-        assert _route(said) == route or "--averages-only --allow-missing" in said, said
-    if case == "handbnd":  # F1: the --raw refusal's statement names --allow-missing
-        code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
-        assert "ckpt export --averages-only --allow-missing" in " ".join(err.split()), err
+        assert code == 6 and not dst.exists(), (args, said)
+        assert not _offers_a_raw_route(said), (args, said)
+        assert "--averages-only --allow-missing" not in said, (args, said)
+        if args[:1] == ["--raw"]:
+            assert "no option of ckpt decides" in said, said
+            assert len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("case", list(UNSTORED_HEADS))
-def test_the_raw_route_never_writes_an_average_as_a_weight(made, tmp_path, case):
-    """The hostile twins of the route above: where the keys named as averages of unstored
-    variables are a training vtr Saver's raw values, and a second object's averages sit
-    under names read as weights (w/slow, w/ema/slow, s/w/slow, w/slow/x), the route offered
-    (if any) leaves those out too: what it writes is each key's own raw value, never an
-    average the session held at save time."""
+@pytest.mark.parametrize("case", [*UNSTORED_HEADS, "avgslow"])
+def test_no_route_writes_an_average_as_a_weight(made, tmp_path, case):
+    """review-24-attack-r75 F3, F4 (cc0d5b5 regression): keys named as averages of unstored
+    variables (a training vtr Saver's raw values, or a Saver of the averages alone) beside a
+    second object's averages under names read as weights (w/slow, w/ema/slow, s/w/slow,
+    w/slow/x; avgslow: c/slow of an object over c, no c stored, running through no head).
+    --raw with the heads left out by --exclude or --grep wrote c/slow (slow's average) as
+    the only raw weight, exit 0; --averages-only --allow-missing wrote it "raw
+    (--allow-missing)". Both are refused now; what any export writes is never an average the
+    session held at save time under a weight's name."""
+    import ckpt_tools
+
     out, truth = made
     prefix = _without_meta(out, case, tmp_path)
+    if case == "avgslow":  # what the keys hold, by the session at save time
+        with ckpt_tools.open_checkpoint(prefix) as ckpt:
+            assert np.asarray(ckpt.tensor("c/slow")).tobytes() == \
+                truth["avgslow:slow:c"].tobytes()
     dst = tmp_path / "x.npz"
-    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(dst)])
-    assert code == 6, err
-    route = _route(" ".join(err.split()))
-    if not route:
-        return
-    code, _, err = run_cli(["export", prefix, *route, "--out", str(dst)])
-    assert code in (0, 6, 7), err
-    if code != 0:
-        return
-    averages = {truth[k].tobytes() for k in truth if k.startswith(f"{case}:")
-                and ":raw:" not in k}
-    with np.load(dst) as got:
-        for v in got.files:
-            assert got[v].tobytes() not in averages, v
-            if f"{case}:raw:{v}" in truth:
-                assert got[v].tobytes() == truth[f"{case}:raw:{v}"].tobytes(), v
+    head = (UNSTORED_HEADS.get(case) or ("w/ExponentialMovingAverage",))[0]
+    tail = head.rpartition("/")[2]
+    for args in (["--raw"], ["--raw", "--exclude", f"*/{tail}"],
+                 ["--raw", "--exclude", f"*/{tail}", "--exclude", "*/slow"],
+                 ["--raw", "--grep", "c*"], ["--averages-only", "--allow-missing"]):
+        code, _, err = run_cli(["export", prefix, *args, "--out", str(dst)])
+        said = " ".join(err.split())
+        if code == 0:  # nothing in question is left: each key as the session held it
+            # --raw: no average at all; the statement: no second object's average
+            averages = {truth[k].tobytes() for k in truth if k.startswith(f"{case}:") and (
+                ":slow:" in k if args[0] != "--raw" else ":raw:" not in k)}
+            with np.load(dst) as got:
+                for v in got.files:
+                    assert got[v].tobytes() not in averages, (args, v)
+            dst.unlink()
+            assert case != "avgslow" and args[0] != "--raw", (args, said)
+            continue
+        assert code in (3, 6, 7) and not dst.exists(), (args, said)  # 3: --grep selects none
+        assert not _offers_a_raw_route(said), (args, said)
+    if case == "avgslow":  # F4: the offer leaves the second object's key out, bit for bit
+        code, _, err = run_cli(["export", prefix, "--averages-only", "--allow-missing",
+                                "--out", str(dst)])
+        said = " ".join(err.split())
+        assert code == 6 and "c/slow" in said, said
+        assert "--averages-only --exclude c/slow" in said, said
+        code, _, err = run_cli(["export", prefix, "--averages-only", "--exclude", "c/slow",
+                                "--out", str(dst)])
+        assert code == 0, err
+        with np.load(dst) as got:
+            assert sorted(got.files) == ["b", "w"], got.files
+            for v in got.files:
+                assert got[v].tobytes() == truth[f"avgslow:ema:{v}"].tobytes(), v
 
 
 def test_a_vtr_saver_of_averages_alone_says_why_nothing_exports(made, tmp_path):
