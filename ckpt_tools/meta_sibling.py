@@ -8,10 +8,15 @@ paired by the names, the raw weights went out as the averages, exit 0, though
 ``model.ckpt-1.meta`` beside it records the very Saver that proves the swap
 (review-23-attack-r71 F2).
 
-:func:`sibling_meta` looks, in the checkpoint's own directory only and among the ``.meta``
-files of its own prefix only (``model.ckpt-N.meta``, newest step first, at most
-:data:`MAX_CANDIDATES` of them: no other file is parsed), for the graphs whose Saver's save op
-writes exactly this checkpoint's keys, each of the dtype and shape its variable is declared
+:func:`sibling_meta` looks only at the ``.meta`` files of the checkpoints its directory's
+``checkpoint`` state file lists together with it (one running Saver's checkpoints), of its
+own prefix and of steps at or before its own, newest first (no other file is parsed): where
+there is no state file, or it does not list this checkpoint, nothing is borrowed, since a
+``.meta`` of another run proves nothing of the Saver that wrote this one (an averages-only
+run's graph beside a later training run's checkpoint of the same keys, review-24-attack-r74
+F1, F2, F5, F7). Each is read with the bounds of a checkpoint's own ``.meta``, and one that
+cannot be read is as if absent (F4, F8). It keeps the graphs whose Saver's save op writes
+exactly this checkpoint's keys, each of the dtype and shape its variable is declared
 with. One such graph (or several recording the same save op) is taken as the checkpoint's own
 (:class:`~ckpt_tools.checkpoint.Checkpoint` says so: ``meta_borrowed``). Several that disagree
 about what a key was saved from (a swapping Saver's graph beside a plain one's) prove nothing
@@ -31,24 +36,29 @@ from .errors import CheckpointError
 from .formats._io import is_url
 from .formats.graph_def import read_graphs
 from .formats.graph_nodes import attr_entry
-from .formats.meta import proto_fields
+from .formats.meta import proto_fields, read_meta_graph
 from .formats.meta_saver import saved_sources_each
 from .formats.v1 import shard_base
-
-#: At most this many same-prefix ``.meta`` files (the newest steps) are read.
-MAX_CANDIDATES = 8
+from .state_file import read_state_order
 
 _STEP = re.compile(r"^(.+)-(\d+)$")
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
 
 
 def candidates(prefix: str) -> list[str]:
-    """The ``.meta`` files of the other checkpoints of ``prefix``'s Saver in its directory:
-    ``<stem>-<N>.meta`` for a checkpoint named ``<stem>-<M>``, newest step first.
+    """The ``.meta`` files of the other checkpoints of ``prefix``'s run in its directory:
+    ``<stem>-<N>.meta`` of each ``<stem>-<N>`` the directory's ``checkpoint`` state file lists
+    together with ``prefix`` (``<stem>-<M>``), of a step ``N <= M``, newest step first.
+
+    Only the state file says which checkpoints one running Saver wrote: a ``.meta`` of the
+    same prefix that it does not list beside this checkpoint is an earlier (or later) run's,
+    whose Saver may have written the same keys from other tensors (an averages-only run's
+    graph beside a later training run's checkpoint, review-24-attack-r74 F1, F2, F7); a step
+    after ``M`` is a graph saved after this checkpoint (F5).
 
     Returns:
-        `list[str]`: at most :data:`MAX_CANDIDATES` paths; ``[]`` for a name without a step,
-        a URL, or a directory that cannot be listed.
+        `list[str]`: the paths; ``[]`` for a name without a step, a URL, a directory without
+        a readable state file, or a checkpoint the state file does not list.
     """
     base = shard_base(prefix)
     if is_url(base):
@@ -57,18 +67,27 @@ def candidates(prefix: str) -> list[str]:
     m = _STEP.match(name)
     if not m:
         return []
-    own = re.compile(re.escape(m.group(1)) + r"-(\d+)\.meta$")
-    found = []
     try:
-        with os.scandir(directory or ".") as entries:  # one listing of its directory, no walk
-            for e in entries:
-                hit = own.match(e.name)
-                if hit and e.name != name + ".meta":
-                    found.append((int(hit.group(1)), os.path.join(directory, e.name)))
-    except OSError:
+        listed, latest = read_state_order(directory or ".")
+    except (CheckpointError, OSError):  # no state file (or an unreadable one): no run known
         return []
+    here = os.path.abspath(directory or ".")
+    names = set()
+    for path in (*listed, latest):
+        if not is_url(path) and os.path.dirname(os.path.abspath(path)) == here:
+            names.add(os.path.basename(shard_base(path)))  # its own directory only
+    if name not in names:
+        return []
+    found = []
+    for other in names:
+        hit = _STEP.match(other)
+        if hit and hit.group(1) == m.group(1) and int(hit.group(2)) <= int(m.group(2)) \
+                and other != name:
+            meta = os.path.join(directory, other + ".meta")
+            if os.path.isfile(meta):
+                found.append((int(hit.group(2)), meta))
     found.sort(reverse=True)
-    return [path for _, path in found[:MAX_CANDIDATES]]
+    return [path for _, path in found]
 
 
 def _signed(value: int) -> int:
@@ -129,6 +148,10 @@ def _written(path: str, entries: Mapping) -> list[dict[str, list[str]]]:
     its variable's dtype and shape (``[]``: none, or the file cannot be read)."""
     stored = set(entries)
     try:
+        # Read first as the checkpoint's own .meta is (binary, or text only where its head
+        # says so): junk fails fast, not a text parse of GBs (r74 F4), and damaged
+        # collections make it absent, not fatal to a checkpoint that needs none (r74 F8).
+        read_meta_graph(path)
         each = [s for s in saved_sources_each(path) if set(s) == stored]
         if not each:
             return []

@@ -168,7 +168,7 @@ def saver_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     graph = graph_named(ckpt)
     crossed = crossed_keys(ckpt)
     if crossed:
-        return [_crossed(graph, *crossed)]
+        return [_crossed(graph, *crossed, borrowed=bool(getattr(ckpt, "meta_borrowed", None)))]
     return [Assumption(
         "saver_not_swapped",
         f"the {graph} records no save op (no SaverDef: export_meta_graph() without a saver), "
@@ -188,21 +188,31 @@ def saver_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         "export --raw); --not-swapped states it did not swap")]
 
 
-def _crossed_said(graph: str, key: str, one: list[str], other: list[str]) -> str:
-    """What the graph file's save ops disagree about (:func:`_crossed`), in a message."""
+def _crossed_said(graph: str, key: str, one: list[str], other: list[str],
+                  borrowed: bool = False) -> str:
+    """What the graph file's save ops disagree about (:func:`_crossed`), in a message;
+    ``borrowed``: the graphs are other checkpoints' ``.meta`` files the state file lists with
+    it (:mod:`~ckpt_tools.meta_sibling`), not one file of its own (review-24-attack-r74 F6)."""
+    between = (f"key {key} from {', '.join(one)} in one graph, from {', '.join(other)} in "
+               "another: a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): "
+               "v}, beside a Saver of each variable under its own name")
+    if borrowed:
+        return (f"it has no .meta of its own, and the graphs {graph} of the checkpoints the "
+                "checkpoint state file lists with it record save ops that wrote these keys "
+                f"from different variables ({between}), and nothing records which of them "
+                "wrote this checkpoint")
     return (f"its {graph} records save ops that wrote these keys from different variables "
-            f"(key {key} from {', '.join(one)} in one graph, from {', '.join(other)} in "
-            "another: a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): v}, "
-            "beside a Saver of each variable under its own name, e.g. "
-            "Builder.add_meta_graph_and_variables(saver=...) then add_meta_graph()), and "
-            "nothing in the file records which of them wrote the variables")
+            f"({between}, e.g. Builder.add_meta_graph_and_variables(saver=...) then "
+            "add_meta_graph()), and nothing in the file records which of them wrote the "
+            "variables")
 
 
-def _crossed(graph: str, key: str, one: list[str], other: list[str]) -> Assumption:
+def _crossed(graph: str, key: str, one: list[str], other: list[str],
+             borrowed: bool = False) -> Assumption:
     """``saver_not_swapped``, refused: the graph file's save ops disagree about what ``key``
     holds (a TF1 SavedModel's swapping Saver of ``add_meta_graph_and_variables(saver=)`` beside
     another graph's plain Saver), and nothing records which one wrote the variables."""
-    said = _crossed_said(graph, key, one, other)
+    said = _crossed_said(graph, key, one, other, borrowed)
     return Assumption(
         "saver_not_swapped",
         f"{said}: if a Saver of each variable under its own name wrote them, pass "
@@ -236,7 +246,8 @@ def refuse_crossed_raw(ckpt: Checkpoint) -> bool:
         return False
     from .errors import UnprovenPairingError
 
-    said = _crossed_said(graph_named(ckpt), *crossed)
+    said = _crossed_said(graph_named(ckpt), *crossed,
+                         bool(getattr(ckpt, "meta_borrowed", None)))
     raise UnprovenPairingError(
         f"{ckpt.path}: {said}: --raw exports the keys named as variables, which hold the raw "
         "weights if a Saver of each variable under its own name wrote them and the averages if "

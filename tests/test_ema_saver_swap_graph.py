@@ -22,7 +22,9 @@ from ckpt_tools.errors import EmaError, UnprovenPairingError
 
 SCRIPT = r'''
 case = sys.argv[2]
-with tf.Graph().as_default():
+
+
+def model():
     gs = tf1.train.get_or_create_global_step()
     with tf1.variable_scope("net"):
         w = tf1.get_variable("w", [3, 2])
@@ -32,16 +34,43 @@ with tf.Graph().as_default():
     ema = tf1.train.ExponentialMovingAverage(0.5)
     with tf.control_dependencies([train]):
         step = ema.apply(tf1.trainable_variables())
+    return gs, w, step, ema
+
+
+def saver_of(kind, gs, ema, **kw):
     tv = tf1.trainable_variables()
-    if case == "vtr":  # the training Saver maps each average's key to the variable itself
-        saver = tf1.train.Saver(ema.variables_to_restore())
-    elif case == "swap":
+    if kind == "vtr":  # the training Saver maps each average's key to the variable itself
+        return tf1.train.Saver(ema.variables_to_restore(), **kw)
+    if kind == "swap":
         keys = {v.op.name: ema.average(v) for v in tv}
         keys.update({ema.average_name(v): v for v in tv})
         keys["global_step"] = gs
-        saver = tf1.train.Saver(keys)
-    else:
-        saver = tf1.train.Saver()
+        return tf1.train.Saver(keys, **kw)
+    if kind == "avgonly":  # the same keys as vtr's, holding the averages
+        keys = {ema.average_name(v): ema.average(v) for v in tv}
+        keys["global_step"] = gs
+        return tf1.train.Saver(keys, **kw)
+    return tf1.train.Saver(**kw)
+
+
+def later_run(d, kind, steps, meta_at, **kw):
+    # Another run in the same directory: a new graph and Saver, its own state file entries.
+    with tf.Graph().as_default():
+        gs, w, step, ema = model()
+        saver = saver_of(kind, gs, ema, **kw)
+        with trained(tf, step, 1) as s:
+            for i in steps:
+                s.run(step)
+                saver.save(s, f"{d}/model.ckpt", global_step=i, write_meta_graph=i == meta_at)
+                for v in tf1.trainable_variables():
+                    truth[f"{os.path.basename(d)}{i}:avg:" + v.op.name] = s.run(ema.average(v))
+                    truth[f"{os.path.basename(d)}{i}:raw:" + v.op.name] = s.run(v)
+
+
+with tf.Graph().as_default():
+    gs, w, step, ema = model()
+    tv = tf1.trainable_variables()
+    saver = saver_of(case, gs, ema)
     with trained(tf, step) as s:
         saver.save(s, f"{out}/model.ckpt")
         for v in tv:
@@ -64,6 +93,19 @@ with tf.Graph().as_default():
                 with open(f"{out}/{f}", "rb") as src, open(f"{out}/crossed/{f}", "wb") as dst:
                     dst.write(src.read())
         tf1.train.Saver().export_meta_graph(f"{out}/crossed/model.ckpt-2.meta")
+        with open(f"{out}/crossed/checkpoint", "w") as f:  # one state file lists them all
+            f.write('model_checkpoint_path: "model.ckpt-3"\n' + "".join(
+                f'all_model_checkpoint_paths: "model.ckpt-{i}"\n' for i in (1, 2, 3)))
+if case == "vtr":
+    # Two runs in one directory, the later one's Saver writing the earlier one's keys from
+    # other tensors, without a .meta of its own (review-24-attack-r74 F1, F2, F7).
+    for name, first, then, steps, meta_at, kw in (
+            ("vtr_after_avgonly", "avgonly", "vtr", (5, 6), 0, {}),
+            ("avgonly_after_vtr", "vtr", "avgonly", (5, 6), 0, {}),
+            # max_to_keep deletes model.ckpt-10 with the run's own .meta
+            ("plain_after_swap", "swap", "plain", range(10, 17), 10, {"max_to_keep": 5})):
+        later_run(f"{out}/{name}", first, (1,), 1)
+        later_run(f"{out}/{name}", then, steps, meta_at, **kw)
 '''
 
 
@@ -191,7 +233,8 @@ def test_saved_without_its_meta_the_same_savers_meta_decides(made, tf, tmp_path)
             _rebuilt(tf, third)
         return
     if case == "swap":
-        with pytest.raises(EmaError, match=r"model.ckpt-1.meta of its Saver's other checkpoint"
+        with pytest.raises(EmaError, match=r"model.ckpt-1.meta, the graph of an earlier "
+                                           r"checkpoint the checkpoint state file lists with it"
                                            r".*net/w's average is stored under 'net/w'"):
             _rebuilt(tf, third)
     got = _rebuilt(tf, third, checkpoint=third) if case == "swap" else _rebuilt(tf, third)
@@ -212,3 +255,67 @@ def test_saved_without_its_meta_beside_crossed_graphs_is_refused(made, tmp_path)
     assert code == 6, err
     assert "--not-swapped" in err and "model.ckpt-2.meta and model.ckpt-1.meta" in err, err
     assert not (tmp_path / "w.npz").exists()
+
+
+@pytest.mark.parametrize("layout, step, options", [
+    ("vtr_after_avgonly", 6, []), ("avgonly_after_vtr", 6, ["--averages-only"]),
+    ("plain_after_swap", 16, [])])
+def test_an_earlier_runs_meta_is_not_borrowed(made, tmp_path, tf, layout, step, options):
+    """review-24-attack-r74 F1, F2, F7: a later run in the same directory saved without a
+    .meta, its Saver writing the earlier run's keys from other tensors. The earlier run's
+    model.ckpt-1.meta (not listed in the state file with the later checkpoint) was read as
+    its graph: a Saver(ema.variables_to_restore())'s raw weights went out as the averages
+    beside an averages-only run's graph (F1), and a plain Saver's beside a swapping run's
+    (F2, its own .meta deleted by max_to_keep), exit 0; an averages-only Saver's averages were
+    refused under --averages-only with a false claim (F7). Now nothing is borrowed: F1 is
+    refused as without a .meta, F2 pairs by names, F7 follows --averages-only, bit for bit."""
+    case, prefix, truth = made
+    if case != "vtr":
+        pytest.skip("generated with the vtr case")
+    ckpt = os.path.join(os.path.dirname(prefix), layout, f"model.ckpt-{step}")
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", ckpt, "--out", str(out), *options])
+    assert "graph from" not in err, err
+    if layout == "vtr_after_avgonly":  # the keys hold the raw weights: no averages
+        assert code == 6 and "no .meta" in err, err
+        assert not out.exists()
+        with pytest.raises(UnprovenPairingError):
+            _rebuilt(tf, ckpt)
+        return
+    assert code == 0, err
+    with np.load(out) as npz:
+        for n in ("net/w", "net/b"):
+            assert npz[n].tobytes() == truth[f"{layout}{step}:avg:{n}"].tobytes(), n
+            assert not np.array_equal(npz[n], truth[f"{layout}{step}:raw:{n}"]), n
+    if layout == "plain_after_swap":
+        got = _rebuilt(tf, ckpt)
+        for n, value in got.items():
+            assert value.tobytes() == truth[f"{layout}{step}:avg:{n}"].tobytes(), n
+
+
+@pytest.mark.parametrize("damage", ["collections", "zeros"])
+def test_a_damaged_meta_of_the_run_is_as_if_absent(made, tmp_path, damage):
+    """review-24-attack-r74 F4, F8: the run's model.ckpt-1.meta, damaged, is read only
+    because model.ckpt-3 has no .meta of its own: a malformed collection_def entry made the
+    export exit 4, and a file of zeros was text-parsed whole (GBs of memory for a large one).
+    It is read as a checkpoint's own .meta is (binary, text only where its head says so) and,
+    unreadable, ignored: the plain Saver's keys pair by names, the averages bit for bit."""
+    case, prefix, truth = made
+    if case != "plain":
+        pytest.skip("the plain Saver's checkpoint only")
+    src = os.path.dirname(prefix)
+    for f in os.listdir(src):
+        if f.startswith(("model.ckpt-3.", "model.ckpt-1.", "checkpoint")):
+            with open(os.path.join(src, f), "rb") as a, open(tmp_path / f, "wb") as b:
+                b.write(a.read())
+    with open(tmp_path / "model.ckpt-1.meta", "ab" if damage == "collections" else "wb") as f:
+        if damage == "collections":
+            f.write(b"\x22\x09\x0a\x01x\x12\x04\x0a\xff\xff\xff")
+        else:
+            f.truncate(16 << 20)
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "model.ckpt-3"), "--out", str(out)])
+    assert code == 0, err
+    with np.load(out) as npz:
+        for n in ("net/w", "net/b"):
+            assert npz[n].tobytes() == truth["avg3:" + n].tobytes(), n
