@@ -20,7 +20,7 @@ from .offer_probe import records_command
 from .orphan_averages import orphan_warnings
 from .raw_dropped import refuse_dropped_model_keys
 from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
-from .raw_stated import lone_raw_warning, refuse_unstated_raw
+from .raw_stated import refuse_unstated_raw
 from .raw_unproven import (
     apart_note,
     averaged_again,
@@ -38,7 +38,6 @@ from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
 from .unstored_heads import (
-    lone_raw_holders,
     refuse_suspect_weights,
     refuse_unstored_heads,
     suspect_weights,
@@ -147,11 +146,6 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         # restored: only the caller's --keys-are-raw says which (review-23-attack-r70 F1, F2)
         refuse_unstated_raw(ckpt, holders)
         warnings.append(restored_raw_warning(ckpt, holders))
-        stated = True
-    elif holders is None and (lone := lone_raw_holders(ckpt, variables)):
-        # no .meta: keys named as averages of variables not stored, stated the raw weights
-        holders = lone
-        warnings.append(lone_raw_warning(ckpt, holders))
         stated = True
     elif holders is None and averages_under_variable_names(ckpt):
         k, h = next(iter(sorted(averages_under_variable_names(ckpt).items())))

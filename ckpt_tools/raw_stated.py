@@ -19,7 +19,6 @@ from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .raw_named import evaluation_graph
 from .save_op import graph_named, written_sources
-from .unstored_heads import lone_raw_holders
 
 STATE_RAW = "pass --keys-are-raw (Python: open_checkpoint(path, keys_are_raw=True)) with --raw"
 
@@ -70,7 +69,7 @@ def stated_raw_keys(ckpt: Checkpoint) -> dict[str, str]:
     from .raw_shadows import restored_raw_holders
 
     stored = {v.name: v for v in ckpt.variables_unwarned()}
-    return stated_raw_pairs(restored_raw_holders(ckpt, stored) or lone_raw_holders(ckpt, stored))
+    return stated_raw_pairs(restored_raw_holders(ckpt, stored))
 
 
 def stated_raw_pairs(holders: dict[str, str]) -> dict[str, str]:
@@ -115,15 +114,3 @@ def refuse_unstated_raw(ckpt: Checkpoint, holders: dict[str, str]) -> None:
             "build ema.apply() and the optimizer too, never run), and the file cannot tell "
             f"which: {STATE_RAW} if they hold the raw weights; if they hold the averages, "
             f"{averages_offer(ckpt)}", "--keys-are-raw", undecided)
-
-
-def lone_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
-    """``export --raw --keys-are-raw``'s warning (without ``warning:``) for the no-``.meta``
-    ``holders`` of :func:`~ckpt_tools.unstored_heads.lone_raw_holders`."""
-    pairs = stated_raw_pairs(holders)
-    key, name = next(iter(pairs.items()))
-    return (f"exporting {len(pairs)} key(s) named as averages of variables the checkpoint does "
-            f"not store (e.g. {key}) as the raw weights under their variables' names (e.g. "
-            f"{name}) only because you stated --keys-are-raw: no .meta records which Saver "
-            "wrote them, and a Saver of the averages alone, or an evaluation graph re-saving "
-            "the averages it restored, writes averages there")

@@ -183,31 +183,6 @@ def numbered_twins(variables: Mapping, lone: Mapping) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def lone_raw_holders(ckpt: Checkpoint, variables: Mapping) -> dict[str, str]:
-    """Returns export name -> key for ``export --raw --keys-are-raw`` of a TF1 checkpoint
-    read without a ``.meta``: each key read as a TF1 average of a variable not stored
-    (:func:`unstored_head_keys`) under that variable's name, as the caller states a training
-    ``Saver(ema.variables_to_restore())`` wrote them, and the model's weights under their
-    own names. ``{}`` where the statement cannot decide: no such key, a key read as a
-    tensor's average under a head not stored (a second object's ``w/slow``), two keys for
-    one variable, or a key under such a variable's name (``w/ema/slow``: another object's
-    average or a weight, the statement says nothing of it)."""
-    return _statable_raw(ckpt, variables) if ckpt.keys_are_raw else {}
-
-
-def _statable_raw(ckpt: Checkpoint, variables: Mapping) -> dict[str, str]:
-    """:func:`lone_raw_holders`, whether the caller stated it or not."""
-    lone, tensors = unstored_head_keys(ckpt, variables)
-    out = {v: k for k, v in lone.items()}
-    if not lone or tensors or len(out) != len(lone) or any(
-            k not in lone and any(readable_name(k).startswith(v + "/") for v in out)
-            for k in variables):
-        return {}
-    out.update((k, k) for k, v in variables.items()
-               if v.role in (R.WEIGHT, R.BN_STAT) and k not in out)
-    return out
-
-
 def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
                           tensor_averages: bool) -> None:
     """Refuses ``export --raw`` (``raw``) or ``--tensor-averages`` (``tensor_averages``) of a
@@ -222,9 +197,10 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
         EmaError: (exit 6) such keys are found, naming them, the ``.meta`` (keep it, or drop
             ``--no-meta``), that no option decides without it and, where
             the keys are read as variables' averages, the default export's
-            ``--averages-only``, which states that they hold averages, and ``--keys-are-raw``,
-            which states that they hold the raw weights (:func:`lone_raw_holders`; with it,
-            ``--raw`` is not refused).
+            ``--averages-only``, which states that they hold averages; ``--keys-are-raw``
+            does not lift it: it speaks of the keys named as averages only, and keys read as
+            weights beside them may be a second object's averages, which no statement of
+            them decides (review-24-attack-r77 F1).
     """
     lone, tensors = unstored_head_keys(ckpt, variables)
     twins = numbered_twins(variables, lone) if raw and ckpt.meta is None \
@@ -244,8 +220,6 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
             f"training Saver(ema.variables_to_restore()) writes {head}'s raw value under; "
             f"{'--no-meta leaves no .meta' if ckpt.meta_unread else 'it has no .meta'} to "
             f"tell which, and no option decides: {fix}")
-    if raw and lone_raw_holders(ckpt, variables):  # stated: --keys-are-raw (raw_stated)
-        lone = {}
     heads = {**lone, **tensors} if raw else tensors
     if not heads or not (raw or tensor_averages):
         return
@@ -275,19 +249,19 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
     # a second object's averages read as weights, named (r75 F5)
     route = (f"; {len(through)} weight(s) run through those names (e.g. {through[0]}), as a "
              "second object's averages are stored" if through else "")
-    # ... or that they hold the raw weights, where that decides every key (review-23 r70)
-    if raw and not tensors and not ckpt.averages_only and _statable_raw(ckpt, variables):
-        stated += (", or, if you know they hold the raw weights (a training Saver(ema."
-                   "variables_to_restore()) saved them), --raw --keys-are-raw (Python: "
-                   "open_checkpoint(path, keys_are_raw=True)) exports them under their "
-                   "variables' names")
+    # --keys-are-raw speaks of the keys named as averages only: without a .meta, keys read as
+    # weights beside them (s/w/slow, w_slow) may be a second object's averages, which it
+    # would write as raw weights, exit 0 (review-24-attack-r77 F1)
+    ignored = ("; --keys-are-raw does not decide without a .meta: it states what the keys "
+               "named as averages hold, not that the keys read as weights are no second "
+               "object's averages" if raw and ckpt.keys_are_raw else "")
     raise EmaError(
         f"{ckpt.path}: {len(named)} key(s) are named as averages of variables it does not "
         f"store (e.g. {key}, and no {head}): a training Saver(ema.variables_to_restore()) "
         "writes the variables' RAW values under such names, whatever the EMA's name, and a "
         "second EMA object's averages beside them under names read as weights, where a Saver "
         "of the averages alone, or ema.apply() of tensors, writes averages there; "
-        f"{why} to tell which, so {cannot}{route}: {fix}{stated}")
+        f"{why} to tell which, so {cannot}{route}: {fix}{stated}{ignored}")
 
 
 def refuse_suspect_weights(ckpt: Checkpoint, keys: list[str]) -> None:

@@ -115,6 +115,29 @@ with tf.Graph().as_default():  # an EMA named as the optimizer's slot (review-23
         for v in (w, b):
             truth[f"mom_raw:{v.op.name}"] = s.run(v.read_value())
 
+with tf.Graph().as_default():  # a second object beside a vtr Saver (review-24-attack-r77 F1)
+    gs = tf1.train.get_or_create_global_step()
+    x, w, b, y = model()
+    step = tf1.train.GradientDescentOptimizer(0.05).minimize(tf.reduce_sum(tf.square(y)),
+                                                             global_step=gs)
+    ema = tf1.train.ExponentialMovingAverage(0.5, num_updates=gs)
+    slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+    with tf.control_dependencies([step]):
+        update = ema.apply([w, b])
+        with tf1.variable_scope("s"):  # its shadow s/fc/w/slow, read as a weight by name
+            train_op = tf.group(update, slow.apply([w]))
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        for _ in range(3):
+            s.run(train_op)
+        vtr = ema.variables_to_restore()
+        assert vtr[slow.average(w).op.name] is slow.average(w), sorted(vtr)
+        tf1.train.Saver(vtr).save(s, f"{out}/vtr_slow/model.ckpt")
+        vtr["fc/w_slow"] = vtr.pop(slow.average(w).op.name)  # under a plain name
+        tf1.train.Saver(vtr).save(s, f"{out}/vtr_slowren/model.ckpt")
+        for v in (w, b):
+            truth[f"slow_raw:{v.op.name}"] = s.run(v.read_value())
+
 
 def bn_model():  # inception slim-style batch norm: its statistics in MOVING_AVERAGE_VARIABLES
     x, w, b, y = model()
@@ -259,9 +282,10 @@ def _export(out, case: str, *options: str, dst=None) -> tuple[int, str]:
 def test_training_vtr_raw_export_rests_on_keys_are_raw(made, case, raw, meta, tmp_path):
     """A training Saver(ema.variables_to_restore())'s keys hold the raw weights, but an
     evaluation graph that built ema.apply() writes the averages the same way: --raw refuses
-    (exit 6) naming --keys-are-raw, with which it writes the raw weights bit for bit; without
-    the .meta likewise, but for an EMA named as the optimizer's slot (W/Momentum beside
-    W/Momentum_1), which no option decides there (review-23-attack-r70 F1, F2; r69 F6)."""
+    (exit 6) naming --keys-are-raw, with which it writes the raw weights bit for bit (review-23-
+    attack-r70 F1, F2). Without the .meta it refuses, the statement too: keys read as weights
+    beside them may be a second object's averages (review-24-attack-r77 F1); for an EMA named
+    as the optimizer's slot (W/Momentum beside W/Momentum_1) no option decides (r69 F6)."""
     out, truth = made
     dst = tmp_path / "r.npz"
     no_meta = [] if meta else ["--no-meta"]
@@ -271,7 +295,13 @@ def test_training_vtr_raw_export_rests_on_keys_are_raw(made, case, raw, meta, tm
         assert "no option decides" in err and "drop --no-meta" in err, err
         assert "fc/b/Momentum, fc/b/Momentum_1" in err, err
         return
-    assert "--keys-are-raw" in err, err
+    assert ("--keys-are-raw" in err) == meta, err
+    if not meta:
+        assert "drop --no-meta" in err, err
+        code, err = _export(out, case, "--raw", "--keys-are-raw", *no_meta, dst=dst)
+        assert code == 6 and not dst.exists(), err
+        assert "--keys-are-raw does not decide without a .meta" in err, err
+        return
     code, text, err = run_cli(["export", "--raw", "--keys-are-raw", "--json", *no_meta,
                                str(out / case), "--out", str(dst)])
     assert code == 0, err
@@ -299,7 +329,7 @@ def test_evaluation_graph_with_apply_raw_refused(made, case, meta, tmp_path):
     no_meta = [] if meta else ["--no-meta"]
     code, err = _export(out, case, "--raw", *no_meta, dst=dst)
     assert code == 6 and not dst.exists(), err
-    assert "--keys-are-raw" in err, err
+    assert ("--keys-are-raw" in err) == meta, err  # without a .meta, not offered (r77 F1)
     if case == "ev_apply_ren" and meta:  # a renamed Saver's keys: the default export refuses
         assert "no option of ckpt export reads them as the averages" in err, err
         return
@@ -324,3 +354,27 @@ def test_evaluation_graph_raw_refused(made, case, tmp_path):
         code, err = _export(out, case, "--raw", *stated, dst=dst)
         assert code == 6 and not dst.exists(), err
         assert "no key holds the raw weights" in err and "--averages-only" in err, err
+
+
+@pytest.mark.parametrize("case, slow_key", [("vtr_slow", "s/fc/w/slow"),
+                                            ("vtr_slowren", "fc/w_slow")])
+def test_second_objects_average_beside_vtr_keys_no_meta_refused(made, case, slow_key,
+                                                                 tmp_path):
+    """A training Saver(ema.variables_to_restore()) beside a second object slow, whose average
+    of fc/w it stores under a name read as a weight (s/fc/w/slow in a variable scope, or
+    renamed fc/w_slow): without the .meta, --raw --keys-are-raw wrote slow's AVERAGE as a raw
+    weight, exit 0 (review-24-attack-r77 F1). The statement speaks of the keys named as
+    averages only: refused, naming the .meta; with it, the raw fc/w, fc/b bit for bit and
+    slow's average left out."""
+    out, truth = made
+    dst = tmp_path / "r.npz"
+    for stated in ([], ["--keys-are-raw"]):
+        code, err = _export(out, case, "--raw", *stated, "--no-meta", dst=dst)
+        assert code == 6 and not dst.exists(), err
+        assert "drop --no-meta" in err and ("--keys-are-raw" in err) == bool(stated), err
+    code, err = _export(out, case, "--raw", "--keys-are-raw", dst=dst)
+    assert code == 0, err
+    with np.load(dst) as z:
+        assert sorted(z.files) == ["fc/b", "fc/w"], z.files
+        for n in ("fc/b", "fc/w"):
+            assert _bits(z[n]) == _bits(truth[f"slow_raw:{n}"]), n
