@@ -40,7 +40,7 @@ from .raw_shadows import raw_named_keys, raw_named_warning
 from .rescope_clash import refuse_rescope_clash
 from .save_op import graph_named
 from .saved_swaps import plain_keys_of
-from .stated_open import opened_stated, take_statements
+from .stated_open import opened_stated, refuse_raw_statement, take_statements
 
 
 @dataclass(frozen=True)
@@ -167,6 +167,7 @@ def bake_ema(
     """
     out_dir = os.fspath(out_dir)
     # the file statements (use_ema=, optimizer=, trainable=...): the checkpoint opened with them
+    refuse_raw_statement("bake_ema", map_options)  # only --raw reads it (r77 F3)
     with opened_stated(checkpoint, take_statements(map_options)) as ckpt:
         if getattr(ckpt.reader, "keras", None) is not None:  # Keras in, Keras out
             from .keras_bake import bake_keras_file

@@ -16,7 +16,7 @@ from .checkpoint import Checkpoint
 from .emamap import EmaMap, ema_map
 from .formats._io import canonical_location, is_url
 from .orphan_averages import orphan_warnings
-from .stated_open import opened_stated, take_statements
+from .stated_open import opened_stated, refuse_raw_statement, take_statements
 
 FORMATS = ("v2", "h5")
 
@@ -122,6 +122,7 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         raise ValueError(f"slots must be 'keep' or 'drop', not {slots!r}")
     if out is not None:  # file:// -> local, s3a:// -> s3://: checked where it is written
         out = canonical_location(out)
+    refuse_raw_statement("write_ema", map_options)  # only --raw reads it (r77 F3)
     opened = opened_stated(checkpoint, take_statements(map_options))  # use_ema=... (CLI's)
     ckpt = opened.__enter__()
     try:

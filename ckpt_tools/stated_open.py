@@ -43,10 +43,24 @@ def take_statements(options: dict) -> dict:
 
 
 def refuse_unknown(function: str, options: dict) -> None:
-    """A ``TypeError`` for a keyword that is no statement, as Python gives it."""
+    """A ``TypeError`` for a keyword that is no statement, as Python gives it, and
+    :func:`refuse_raw_statement`'s ``OptionError``."""
     for k in options:
         if k not in STATEMENTS:
             raise TypeError(f"{function}() got an unexpected keyword argument {k!r}")
+    refuse_raw_statement(function, options)
+
+
+def refuse_raw_statement(function: str, options: dict) -> None:
+    """An ``OptionError`` for ``keys_are_raw=True`` given to ``function``, which is no
+    ``export_weights(..., ema=False)``: only ``--raw`` reads it, and elsewhere it would be
+    ignored, the averages read whatever it states (review-24-attack-r77 F3; the CLI's
+    ``--keys-are-raw`` without ``--raw`` exits 2 alike)."""
+    if options.get("keys_are_raw"):
+        raise OptionError(
+            f"{function}(): keys_are_raw=True (--keys-are-raw) states that keys named as "
+            "averages hold the raw weights, which only export_weights(..., ema=False) "
+            "(ckpt export --raw) exports: omit it here")
 
 
 def _open_arguments(path: str, statements: dict) -> dict:
