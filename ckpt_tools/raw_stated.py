@@ -9,8 +9,10 @@ an evaluation graph built by the training ``model_fn`` holds ``ema.apply()``'s s
 update ops and the optimizer too, never run. So ``--raw`` refuses them unless stated;
 ``--averages-only`` is the statement for the other reading (the default export then writes
 them as the averages). Where the ``.meta`` proves an evaluation graph (no shadow variables,
-no ``ema.apply()``: :func:`~ckpt_tools.raw_named.evaluation_graph`), no key holds raw weights
-at all and ``--raw`` refuses, offering the default export.
+no ``ema.apply()``: :func:`~ckpt_tools.raw_named.evaluation_graph`), ``--raw`` refuses
+whatever is stated, offering the default export: the keys hold what the variables held at
+save, the averages it restored, or a fine-tune's raw weights, which the file cannot tell
+(review-24-attack-r77 F5: never "no key holds the raw weights" as a fact).
 """
 
 from __future__ import annotations
@@ -87,8 +89,8 @@ def refuse_unstated_raw(ckpt: Checkpoint, holders: dict[str, str]) -> None:
     Raises:
         UnprovenPairingError: (exit 6) the statement is not given: the keys may hold the
             raw weights or the averages (``--keys-are-raw`` or ``--averages-only`` decides);
-            or, given or not, the ``.meta`` proves an evaluation graph wrote them (the raw
-            weights are not stored: the default export writes them as the averages).
+            or, given or not, the ``.meta`` reads as an evaluation graph's (the default
+            export writes them as the averages).
     """
     pairs = stated_raw_pairs(holders)
     if not pairs:
@@ -101,11 +103,12 @@ def refuse_unstated_raw(ckpt: Checkpoint, holders: dict[str, str]) -> None:
     undecided = {k: (n,) for k, n in pairs.items()}
     if any(evaluation_graph(ckpt, k) for k in pairs):
         raise UnprovenPairingError(
-            f"{ckpt.path}: --raw cannot export the raw weights: {keys} in an evaluation graph "
-            "(a Saver of ema.variables_to_restore(), no shadow variables, no ema.apply()) hold "
-            "what that Saver restored into them, the averages if it restored a training "
-            f"checkpoint, and no key holds the raw weights; {averages_offer(ckpt)}", None,
-            undecided)
+            f"{ckpt.path}: --raw refuses {keys}, whatever is stated: they hold what those "
+            "variables held when that Saver saved, and its graph (a Saver of ema.variables_to_"
+            "restore(), no shadow variables, no ema.apply()) reads as an evaluation graph, "
+            "which re-saves the averages it restored; a fine-tune that restored the averages "
+            "with that Saver and trained writes raw weights there, and the file cannot show "
+            f"which; {averages_offer(ckpt)}", None, undecided)
     if not ckpt.keys_are_raw:
         raise UnprovenPairingError(
             f"{ckpt.path}: {keys}, as a Saver(ema.variables_to_restore()) writes them, hold "

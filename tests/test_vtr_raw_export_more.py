@@ -45,7 +45,7 @@ def test_raw_export_of_an_evaluation_graph_resave(tf, tmp_path):
             saver.restore(sess, train)
             prefix = saver.save(sess, str(tmp_path / "eval" / "model.ckpt"))
     out = tmp_path / "x.npz"
-    # no key holds the raw weights: --raw refuses (stated or not), offering the export that
+    # an evaluation graph's re-save: --raw refuses (stated or not), offering the export that
     # writes the averages it restored, which is accepted (review-23-attack-r70 F1, F2)
     for stated in ([], ["--keys-are-raw"]):
         code, _, err = run_cli(["export", prefix, "--out", str(out), "--raw", *stated])
