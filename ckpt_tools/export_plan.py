@@ -18,7 +18,7 @@ from .export_said import roles_said
 from .frozen_meta import NOT_TRAINABLE, frozen_variables
 from .offer_probe import records_command
 from .orphan_averages import orphan_warnings
-from .raw_dropped import refuse_dropped_model_keys
+from .raw_dropped import refuse_dropped_model_keys, shadow_written_keys
 from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
 from .raw_stated import refuse_unstated_raw
 from .raw_unproven import (
@@ -287,7 +287,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     if not use_ema and plan:  # each key the save op wrote from a model variable: out, or
         # refused (a mixed or unread Saver dropped raw w unsaid; review-23-attack-r70 F3, F5,
         # F7, F8); nothing to write is refused apart, saying why (exit 7)
-        warnings += refuse_dropped_model_keys(ckpt, variables, set(plan.values()), left_out)
+        warnings += refuse_dropped_model_keys(ckpt, variables, plan, left_out)
     if use_ema and notes_out is not None and not_saved_note(m):
         notes_out.append(not_saved_note(m))  # graph variables the Saver left out (r22 F2)
     if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it
@@ -305,10 +305,14 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # Saver(ema.variables_to_restore()) keeping global_step: review-22-attack-r64 F6), nor
     # one exported already as a weight's average (model/w/ExponentialMovingAverage of an
     # averages-only Saver under a prefix; review-22-attack-r64 F4)
+    # ... nor one the save op wrote from a variable's shadow: that variable's average, never a
+    # tensor's (a renamed Saver of a second object's vtr; review-24-attack-r76 F5)
     raw_named, exported = raw_named_keys(ckpt), set(plan.values())
+    of_variables = shadow_written_keys(ckpt) if tensor_averages or not use_ema else set()
     left = add_tensor_averages(variables, plan, averaged, tensor_averages,
                                lambda k: k in held_as or k in raw_named or k in exported
-                               or _filtered_out({k}, include, exclude), renamed)
+                               or k in of_variables or _filtered_out({k}, include, exclude),
+                               renamed)
     if left:
         warnings.append(left)
     renamed.check(ckpt.path)

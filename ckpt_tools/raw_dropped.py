@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from . import roles as R
 from .checkpoint import Checkpoint
+from .ema_updates import part_update_ops
 from .errors import UnprovenPairingError
 from .raw_named import named_as_own_average, training_state
 from .save_op import graph_named, written_sources
@@ -27,7 +28,7 @@ from .save_op import graph_named, written_sources
 _SAID = (R.OTHER, R.STEP)
 
 
-def refuse_dropped_model_keys(ckpt: Checkpoint, variables, exported: set[str],
+def refuse_dropped_model_keys(ckpt: Checkpoint, variables, plan: dict[str, str],
                               left_out: Callable[[str], bool]) -> list[str]:
     """Checks an ``export --raw`` plan against the save op, where it saved some model
     variable (none of the graph's shadows, slots or step) under another name than its own.
@@ -35,7 +36,7 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, exported: set[str],
     Args:
         ckpt: the open checkpoint.
         variables: its variables by key (roles).
-        exported: the keys the plan writes.
+        plan: output name -> the key the plan writes under it.
         left_out: whether the caller's filters leave a key out (never refused nor said).
 
     Returns:
@@ -46,7 +47,9 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, exported: set[str],
         UnprovenPairingError: (exit 6) the plan leaves out a key the save op wrote from a
             model variable that holds a weight (named as its average, a weight's or a
             statistic's role, or written from a trainable variable); ``--exclude`` leaves it
-            out knowingly.
+            out knowingly; or (no option) the plan writes a key the save op wrote from an
+            ``ema.apply()`` shadow of a variable (an average under ``--raw``), or a raw weight
+            under the name of another graph variable's average.
     """
     sources = written_sources(ckpt) if ckpt.objects is None else None
     if not sources:
@@ -56,6 +59,8 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, exported: set[str],
     if not any(src and src != [k] and all(s not in state for s in src)
                for k, src in sources.items()):
         return []
+    _refuse_misread_plan(ckpt, sources, plan)
+    exported = set(plan.values())
     raw = named_as_own_average(ckpt)
     trainable = set(ckpt.meta.collections.get("trainable_variables") or ())
     missed = [k for k, src in sorted(sources.items()) if src and k not in exported
@@ -100,3 +105,60 @@ def _dropped_refusal(ckpt: Checkpoint, sources: dict[str, list[str]], state: set
         + " --exclude ".join(repr(a) for a in keys[:3]) + (" ..." if len(keys) > 3 else "")
         + " leaves " + ("it" if len(keys) == 1 else "them") + " out knowingly",
         "--exclude", {a: (sources[a][0],) for a in keys})
+
+
+def _refuse_misread_plan(ckpt: Checkpoint, sources: dict[str, list[str]],
+                         plan: dict[str, str]) -> None:
+    """Refuses a ``--raw`` plan that writes an average as a raw weight, or a raw weight under
+    another variable's average's name, as the save op shows: a mixed Saver's ``--exclude``
+    route wrote ``w``, saved from ``w/ExponentialMovingAverage``, as ``--raw``'s ``w`` (exit 0,
+    a warning only), and a scope-stripped Saver beside a top-level ``w`` wrote raw ``tower/w``
+    as ``w/ExponentialMovingAverage`` (review-24-attack-r76 F1, F2). No option makes either
+    right, so none is offered.
+
+    Raises:
+        UnprovenPairingError: (exit 6, option ``None``) naming the first such key.
+    """
+    variables = ckpt.meta.variables if ckpt.meta is not None else {}
+    averages = shadow_written_keys(ckpt, sources)
+    for name, key in sorted(plan.items()):
+        src = sources.get(key)
+        if not src:
+            continue
+        if key in averages:
+            why = (f"would write {key!r} as a raw weight{f' (as {name!r})' if name != key else ''}"
+                   f", but the {graph_named(ckpt)}'s save op wrote it from the shadow {src[0]} "
+                   "(an average)")
+        elif (name not in src and name.rpartition("/")[0] in variables
+              and name.rpartition("/")[0] not in src):
+            why = (f"would write the raw value of {src[0]} (key {key!r}) as {name!r}, the name "
+                   f"of {name.rpartition('/')[0]}'s average")
+        else:
+            continue
+        raise UnprovenPairingError(
+            f"{ckpt.path}: export --raw {why}: ckpt reads no naming of its Saver's keys that "
+            "gives each raw weight its variable's name, and no option of ckpt export --raw "
+            "makes raw weights from it", None, {key: tuple(src)})
+
+
+def shadow_written_keys(ckpt: Checkpoint, sources: dict[str, list[str]] | None = None
+                        ) -> set[str]:
+    """The keys the ``.meta``'s save op wrote from ``ema.apply()`` shadows of graph variables
+    only: averages of variables, whatever their names (``model/w/ExponentialMovingAverage`` of
+    a renamed Saver of a second object's ``variables_to_restore()`` is ``w``'s average, no
+    tensor's: review-24-attack-r76 F5). A tensor's average (a BN statistic's
+    ``assign_moving_average``) is not among them. Empty without a ``.meta`` whose save op and
+    update ops are read, or for a TF2 checkpoint.
+
+    Args:
+        ckpt: the open checkpoint.
+        sources: :func:`~ckpt_tools.save_op.written_sources` of it where already read.
+    """
+    if sources is None:
+        sources = written_sources(ckpt) if ckpt.objects is None else None
+    found = part_update_ops(ckpt) if sources else None
+    if found is None or ckpt.meta is None:
+        return set()
+    variables = ckpt.meta.variables
+    shadows = {s for s, (v, _scope) in found[0].averages.items() if v in variables and v != s}
+    return {k for k, src in sources.items() if src and all(s in shadows for s in src)}

@@ -83,10 +83,16 @@ for case in CASES:
                 saver.export_meta_graph(p + ".meta", as_text=case.startswith("txt_"))
 # review-23-attack-r70: a Saver writing some model variable under its average's name beside
 # keys no reading of it explains; eval_bn*: an evaluation graph re-saving what it restored
-for case in ("mixavg", "mixren", "strip_frozen", "vtr_local", "eval_bn", "eval_bn_ren"):
+# collide (review-24-attack-r76 F2): the stripped Saver beside a top-level frozen W
+# two_ren (F5): a renamed Saver of a second object's variables_to_restore()
+for case in ("mixavg", "mixren", "strip_frozen", "vtr_local", "eval_bn", "eval_bn_ren",
+             "collide", "two_ren"):
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
-        with tf1.variable_scope("tower") if case == "strip_frozen" else contextlib.nullcontext():
+        if case == "collide":
+            tf1.get_variable("W", [2], trainable=False, initializer=tf1.ones_initializer())
+        with (tf1.variable_scope("tower") if case in ("strip_frozen", "collide")
+              else contextlib.nullcontext()):
             W = tf1.get_variable("W", [3, 2])
             V = tf1.get_variable("V", [2])
             emb = tf1.get_variable("emb", [2], trainable=False,  # frozen, never averaged
@@ -103,14 +109,22 @@ for case in ("mixavg", "mixren", "strip_frozen", "vtr_local", "eval_bn", "eval_b
         ema = tf1.train.ExponentialMovingAverage(0.5)
         with tf.control_dependencies([train]):
             step = ema.apply([W, V])
-        vtr = ema.variables_to_restore()
+        if case == "two_ren":
+            slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+            with tf.control_dependencies([step]):
+                step = slow.apply([W])
+            vtr = {"model/" + k: v for k, v in slow.variables_to_restore().items()}
+        else:
+            vtr = ema.variables_to_restore()
         saver = tf1.train.Saver(
             {"W/ExponentialMovingAverage": W, "V": ema.average(V), "global_step": gs}
             if case == "mixavg" else  # W raw under its average's name, V's average under V
             {"W/ExponentialMovingAverage": W, "bias": V, "global_step": gs}
             if case == "mixren" else  # W raw under its average's name, V raw renamed
-            {k.replace("tower/", "", 1): v for k, v in vtr.items()} if case == "strip_frozen"
-            else {**vtr, "lscale": lscale} if case == "vtr_local" else None)
+            {k.replace("tower/", "", 1): v for k, v in vtr.items()}
+            if case in ("strip_frozen", "collide")
+            else {**vtr, "lscale": lscale} if case == "vtr_local"
+            else vtr if case == "two_ren" else None)
         with tf1.Session() as sess:
             sess.run([tf1.global_variables_initializer(), tf1.local_variables_initializer()])
             for _ in range(4):
@@ -303,7 +317,7 @@ def _raw_statement() -> list[str]:
         export.export_command).parameters else []
 
 
-@pytest.mark.parametrize("case", ["mixavg", "mixren", "eval_bn_ren"])
+@pytest.mark.parametrize("case", ["mixren", "eval_bn_ren"])
 def test_raw_export_never_drops_a_key_written_from_a_model_variable(made, tmp_path, case):
     """review-23-attack-r70 F3, F7: the save op wrote ``W`` under its average's name beside
     keys no reading of that Saver explains (mixavg: V's AVERAGE under ``V``; mixren: raw V
@@ -318,15 +332,35 @@ def test_raw_export_never_drops_a_key_written_from_a_model_variable(made, tmp_pa
     said = " ".join(err.split())
     assert code == 6 and len(err.strip().splitlines()) == 1, err
     assert "would leave out" in said and "W/ExponentialMovingAverage from W" in said, said
-    assert ("mixed raw weights" in said) == (case == "mixavg"), said
     assert not dst.exists()
     code, _, err = run_cli(["export", str(out / case), "--out", str(dst)])
     assert code == 6 and "which give the averages" not in err, err
-    if case == "mixavg":  # the offered option: W left out knowingly, V as stored (said)
-        code, _, err = run_cli(["export", str(out / case), "--raw", "--exclude",
-                                "W/ExponentialMovingAverage", "--out", str(dst)])
-        assert code == 0 and "V holds V/ExponentialMovingAverage" in err, err
-        assert sorted(_exported(dst)) == ["V"]
+
+
+@pytest.mark.parametrize("case, key, excluded", [
+    ("mixavg", "V", "W/ExponentialMovingAverage"),
+    ("collide", "W/ExponentialMovingAverage", "V/ExponentialMovingAverage")])
+def test_raw_export_never_writes_an_average_or_a_misnamed_weight(made, tmp_path, case, key,
+                                                                  excluded):
+    """review-24-attack-r76 F1, F2: --raw refused these Savers for the key it dropped and
+    offered ``--exclude`` of it, which then exited 0 writing mixavg's ``V`` (saved from V's
+    shadow: V's AVERAGE) as a raw weight, and collide's raw ``tower/W`` under the name
+    ``W/ExponentialMovingAverage`` (the top-level W's average's name). Refused now with no
+    option offered, the route included; the Python API alike."""
+    from ckpt_tools.errors import UnprovenPairingError
+    from ckpt_tools.export import export_weights
+
+    out, _ = made
+    dst = tmp_path / "x.npz"
+    for extra in ([], ["--exclude", excluded]):
+        code, _, err = run_cli(["export", str(out / case), "--raw", *extra, "--out", str(dst)])
+        said = " ".join(err.split())
+        assert code == 6 and len(err.strip().splitlines()) == 1, err
+        assert repr(key) in said and "no option" in said and "--exclude" not in said, said
+        assert not dst.exists()
+    with pytest.raises(UnprovenPairingError) as e:
+        export_weights(str(out / case), str(dst), ema=False, exclude=[excluded])
+    assert e.value.option is None and not dst.exists()
 
 
 def test_raw_export_of_a_stripped_vtr_saver_keeps_every_model_variable(made, tmp_path):
@@ -388,3 +422,21 @@ def test_raw_export_of_an_evaluation_resave_keeps_its_statistics(made, tmp_path)
     for name, v in got.items():  # the averages the evaluation graph restored, and the stat
         assert v.tobytes() == truth[f"eval_bn:{'raw' if name.startswith('bn') else 'avg'}:"
                                     f"{name}"].tobytes(), name
+
+
+def test_raw_export_of_a_second_objects_renamed_vtr_saver_adds_no_average(made, tmp_path):
+    """review-24-attack-r76 F5: a renamed Saver of ``slow.variables_to_restore()`` writes
+    ``ema``'s shadows as ``model/W/ExponentialMovingAverage``: --raw called them averages of
+    tensors and offered --tensor-averages, which wrote W's average beside raw W, exit 0. They
+    are W's and V's averages (the save op wrote them from their shadows): left out, never
+    offered nor added as tensor averages."""
+    out, truth = made
+    dst = tmp_path / "x.npz"
+    for extra in ([], ["--tensor-averages"]):
+        code, _, err = run_cli(["export", str(out / "two_ren"), "--raw", *_raw_statement(),
+                                *extra, "--out", str(dst), "--force"])
+        assert code == 0 and "averages of tensors" not in err, err
+        got = _exported(dst)
+        assert sorted(got) == ["model/V", "model/W", "model/bn/moving_mean", "model/emb"], got
+        for name, v in got.items():
+            assert v.tobytes() == truth[f"two_ren:raw:{name[6:]}"].tobytes(), name
