@@ -195,10 +195,11 @@ def test_average_takes_the_newest_learning_rate_variable(made, tmp_path, tf, cas
 
 @pytest.mark.parametrize("case", LR_CASES)
 def test_raw_export_beside_read_inputs(made, tmp_path, case):
-    """export --raw of the vtr Saver still writes W's raw value (stored under its average's
-    name) and none of the variables the Apply op reads as a weight."""
+    """export --raw --keys-are-raw of the training vtr Saver (the statement that its keys hold
+    the raw weights, which --raw now asks for) writes W's raw value (stored under its
+    average's name) and none of the variables the Apply op reads as a weight."""
     out, truth = made
-    code, _, err = run_cli(["export", str(out / case), "--raw", "--out",
+    code, _, err = run_cli(["export", str(out / case), "--raw", "--keys-are-raw", "--out",
                             str(tmp_path / "x.npz")])
     assert code == 0, err
     with np.load(tmp_path / "x.npz") as got:
