@@ -8,7 +8,7 @@ paired by the names, the raw weights went out as the averages, exit 0, though
 ``model.ckpt-1.meta`` beside it records the very Saver that proves the swap
 (review-23-attack-r71 F2).
 
-:func:`sibling_meta` looks only at the ``.meta`` files of the checkpoints its directory's
+:func:`borrowed_graph` looks only at the ``.meta`` files of the checkpoints its directory's
 ``checkpoint`` state file lists together with it (one running Saver's checkpoints), of its
 own prefix and of steps at or before its own, newest first (no other file is parsed): where
 there is no state file, or it does not list this checkpoint, nothing is borrowed, since a
@@ -143,26 +143,27 @@ def _fits(graph, sources: dict[str, list[str]], entries: Mapping) -> bool:
     return True
 
 
-def _written(path: str, entries: Mapping) -> list[dict[str, list[str]]]:
-    """The save ops of the graphs in ``path`` that write exactly ``entries``' keys, each of
-    its variable's dtype and shape (``[]``: none, or the file cannot be read)."""
+def _written(path: str, entries: Mapping) -> tuple:
+    """``(MetaGraph, save ops)``: the collections read from ``path`` and the save ops of its
+    graphs that write exactly ``entries``' keys, each of its variable's dtype and shape
+    (``(None, [])``: none, or the file cannot be read)."""
     stored = set(entries)
     try:
         # Read first as the checkpoint's own .meta is (binary, or text only where its head
         # says so): junk fails fast, not a text parse of GBs (r74 F4), and damaged
         # collections make it absent, not fatal to a checkpoint that needs none (r74 F8).
-        read_meta_graph(path)
+        meta = read_meta_graph(path)
         each = [s for s in saved_sources_each(path) if set(s) == stored]
         if not each:
-            return []
+            return None, []
         graphs = read_graphs(path)
     except CheckpointError:  # a damaged neighbour proves nothing: as if it were not there
-        return []
-    return [s for s in each if any(_fits(g, s, entries) for g in graphs
-                                   if all(of[0] in g.nodes for of in s.values()))]
+        return None, []
+    return meta, [s for s in each if any(_fits(g, s, entries) for g in graphs
+                                         if all(of[0] in g.nodes for of in s.values()))]
 
 
-def sibling_meta(prefix: str, entries: Mapping) -> tuple[str, tuple[str, ...]] | None:
+def borrowed_graph(prefix: str, entries: Mapping) -> tuple:
     """The same-prefix ``.meta`` to read as the graph of the checkpoint at ``prefix`` (which
     has none of its own), and the others whose save ops write its keys from other variables.
 
@@ -171,40 +172,21 @@ def sibling_meta(prefix: str, entries: Mapping) -> tuple[str, tuple[str, ...]] |
         entries: its stored keys -> :class:`~ckpt_tools.formats.entry.TensorEntry`.
 
     Returns:
-        ``(path, crossed)``: the newest ``.meta`` whose save op writes exactly these keys and
-        the other such files that record a different save op (``()``: they all agree), or
-        ``None`` where no same-prefix ``.meta`` records this checkpoint's keys.
+        ``(MetaGraph, path, crossed)``: the newest ``.meta`` whose save op writes exactly
+        these keys (its collections as :func:`_written` read them: each candidate is read
+        once), and the other such files that record a different save op (``()``: they all
+        agree); ``(None, None, ())`` where no same-prefix ``.meta`` records the keys.
     """
-    matched: list[tuple[str, list[dict[str, list[str]]]]] = []
+    matched: list[tuple[str, object, list[dict[str, list[str]]]]] = []
     for path in candidates(prefix):
-        written = _written(path, entries)
+        meta, written = _written(path, entries)
         if written:
-            matched.append((path, written))
+            matched.append((path, meta, written))
     if not matched:
-        return None
-    first = matched[0][1][0]
-    crossed = tuple(p for p, written in matched[1:] if any(s != first for s in written))
-    return matched[0][0], crossed
-
-
-def borrowed_graph(prefix: str, entries: Mapping) -> tuple:
-    """:func:`sibling_meta`'s graph read: ``(MetaGraph, path, crossed)``, or ``(None, None,
-    ())`` where no same-prefix ``.meta`` records the checkpoint's keys.
-
-    Raises:
-        CorruptCheckpointError: the matching ``.meta``'s collections cannot be decoded
-            (:func:`~ckpt_tools.formats.meta.meta_decode_error` names it).
-    """
-    from .errors import CorruptCheckpointError
-    from .formats.meta import meta_decode_error, read_meta_graph
-
-    found = sibling_meta(prefix, entries)
-    if found is None:
         return None, None, ()
-    try:
-        return read_meta_graph(found[0]), found[0], found[1]
-    except CorruptCheckpointError as e:
-        raise meta_decode_error(found[0], e)  # noqa: B904 (the same error)
+    first = matched[0][2][0]
+    crossed = tuple(p for p, _, written in matched[1:] if any(s != first for s in written))
+    return matched[0][1], matched[0][0], crossed
 
 
 def borrowed_note(ckpt) -> str | None:
