@@ -47,6 +47,7 @@ from .object_held import off_default
 from .pairing import lists_stated, root_child
 from .raw_offers import without_raw_names
 from .raw_shadows import lone_averages, refuse_raw_paired, settle_lone_averages
+from .renamed_stated import refuse_stated_unaveraged
 from .saved_keys import held_variables
 from .scoped_order import within_of
 from .stacked_unread import refuse_stacked_unread
@@ -272,6 +273,8 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
         refuse_two_endings(ckpt, ema_name, chosen, use_meta)
         refuse_twin_taken(ckpt, ema_name, chosen, use_meta)
         refuse_other_named(ckpt, ema_name, chosen, use_meta)
+        # a weight left raw whose variable an apply() of that name averaged (r73 F1, F7)
+        refuse_stated_unaveraged(ckpt, ema_name, missing, use_meta)
     detected, name = spoken_name(ckpt, variables, ema_name)
     suffix = recorded_suffixes(ckpt, variables)
     return Pairing(pairs, missing, not_saved, "meta", name, detected, suffix)

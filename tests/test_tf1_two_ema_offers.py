@@ -100,6 +100,14 @@ OBJECTS = {
     # object's average named c/ExponentialMovingAverage) and slow over c, w
     "twodef": ("plain", [("ExponentialMovingAverage", "wb"), ("ExponentialMovingAverage", "bc"),
                          ("slow", "cw")]),
+    # review-24-attack-r73 F1, F7: ovl3 and its twins behind a renaming Saver({"model/" +
+    # v.op.name: v}) ("ren"); fast over w, b, c with its average of c left out of the Saver,
+    # renamed ("rendrop") and plain ("drop")
+    "renovl3": ("ren", [("fast", "wb"), ("slow", "bc"), ("mid", "cw")]),
+    "renagain": ("ren", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", 0)]),
+    "renfast2": ("ren", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast")]),
+    "rendrop": ("rendrop", [("fast", "wbc"), ("slow", "bc"), ("mid", "cw")]),
+    "drop": ("drop", [("fast", "wbc"), ("slow", "bc"), ("mid", "cw")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -119,7 +127,11 @@ for case, (kind, objects) in OBJECTS.items():
                 step = e.apply([V[k] for k in vs])
             emas.append((e, vs))
         first = emas[0][0]
+        kept = [v for v in tf1.global_variables()
+                if not kind.endswith("drop") or v is not first.average(V["c"])]
         saver = tf1.train.Saver() if kind == "plain" else tf1.train.Saver(
+            {"model/" + v.op.name: v for v in kept}) if kind in ("ren", "rendrop") else \
+            tf1.train.Saver(kept) if kind == "drop" else tf1.train.Saver(
             {f"net/{k}": v for k, v in first.variables_to_restore().items()}
         ) if kind == "vtrren" else tf1.train.Saver(
             first.variables_to_restore()) if kind == "vtr" else tf1.train.Saver(
@@ -390,3 +402,43 @@ def test_a_lone_default_named_average_beside_a_third_objects_is_refused(made, tm
     for extra in ([], ["--allow-missing"]):
         _refused(out / "twodef", [*meta, "--ema-name", "ExponentialMovingAverage", *extra],
                  tmp_path)
+
+
+@pytest.mark.parametrize("case", ["renagain", "renfast2", "rendrop", "drop"])
+@pytest.mark.parametrize("meta", [[], ["--no-meta"]], ids=["meta", "no-meta"])
+def test_a_renamed_savers_stated_object_average_is_never_left_raw(made, tmp_path, case, meta):
+    """review-24-attack-r73 F1, F7: behind a renaming Saver({"model/" + v.op.name: v}),
+    ``--ema-name fast --allow-missing`` wrote model/c raw, exit 0, while fast's average of c
+    (applied again under variable_scope('s'), or a second fast's) is stored as
+    model/s/c/fast, read as "an average of a tensor"; and while fast's average of c was
+    left out of the Saver, which the plain Saver's twin ("drop") refuses. The .meta's update
+    ops name the variables the save op wrote into the keys: refused (exit 6), as without the
+    .meta (without it nothing records fast's average of c in rendrop, drop: c raw as
+    stated, w, b fast's, bit for bit)."""
+    out, truth = made
+    args = [*meta, "--ema-name", "fast", "--allow-missing"]
+    if case.endswith("drop") and meta:
+        got = _exported(out / case, args, tmp_path)
+        pre = "model/" if case == "rendrop" else ""
+        for v, which in (("w", "o0"), ("b", "o0"), ("c", "raw")):
+            assert got[pre + v].tobytes() == truth[f"{case}:{which}:{v}"].tobytes(), v
+        return
+    said = _refused(out / case, args, tmp_path)
+    if case.startswith("ren") and not meta:
+        assert "model/c holds c, and the .meta's update ops show apply() " in said, said
+
+
+@pytest.mark.parametrize("meta", [[], ["--no-meta"]], ids=["meta", "no-meta"])
+def test_a_renamed_savers_stated_objects_are_exported(made, tmp_path, meta):
+    """review-24-attack-r73 F1's answered twin: ovl3 behind the renaming Saver, each stated
+    object's averages with the weights it did not average raw, bit for bit."""
+    out, truth = made
+    for name, takes in (("fast", {"w": "o0", "b": "o0", "c": "raw"}),
+                        ("slow", {"w": "raw", "b": "o1", "c": "o1"}),
+                        ("mid", {"w": "o2", "b": "raw", "c": "o2"})):
+        got = _exported(out / "renovl3", [*meta, "--ema-name", name, "--allow-missing"],
+                        tmp_path)
+        assert sorted(got) == ["model/b", "model/c", "model/w"], sorted(got)
+        for v, which in takes.items():
+            assert got[f"model/{v}"].tobytes() == truth[f"renovl3:{which}:{v}"].tobytes(), \
+                (name, v)

@@ -1,0 +1,76 @@
+"""A stated TF1 ``--ema-name`` behind a renaming Saver whose object averaged a weight left
+without an average (review-24-attack-r73 F1, F7).
+
+``Saver({"model/" + v.op.name: v})`` stores ``c`` as ``model/c`` and fast's shadow of ``c``
+made under ``variable_scope("s")`` (``s/c/fast``) as ``model/s/c/fast``. The renamed keys are
+paired through the save op (:func:`~ckpt_tools.saved_keys.translated_pairs`), by TF's
+``<variable>/<name>``: that shadow is no ``model/c/fast``, so ``c`` was left without an average
+and ``--allow-missing`` exported it raw, exit 0, though the stored ``model/s/c/fast`` is fast's
+average of ``c`` (or a second object named ``fast``'s: the file does not tell). Likewise
+fast's average of ``c`` left out of the Saver: the plain Saver's twin is refused. The
+``.meta``'s update ops name the graph's variables, so each weight is read as the variable the
+save op wrote into its key.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError, suffix_base
+from .ema_updates import update_ops
+from .saved_keys import PART, held_variables
+
+
+def _carries(scope: str, name: str) -> bool:
+    """Whether an ``apply()``'s name scope ends in ``name``, or it with TF's ``_N``
+    (``s/fast``, ``fast_1``): an object of that name may have made the call."""
+    last = scope.rpartition("/")[2]
+    return last == name or suffix_base(last) == name
+
+
+def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: list[str],
+                             use_meta: bool) -> None:
+    """Refuses a stated ``--ema-name`` whose pairing through a renaming Saver's save op left
+    weights (``missing``, checkpoint keys) without an average where the ``.meta``'s update ops
+    show an ``apply()`` carrying the stated name averaging the variable the save op wrote
+    into that weight's key: its average is stored under a key not named
+    ``<weight>/<ema_name>`` (a variable_scope's), or not stored beside several other
+    objects' averages of it; neither makes the weight one the stated object left out.
+
+    Raises:
+        UnprovenPairingError: naming the weight, the shadow and the ``apply()`` (exit 6; no
+            option decides: ``ckpt export --raw`` exports the raw weights).
+    """
+    if ema_name is None or not missing or not use_meta or ckpt.objects is not None:
+        return
+    ops = update_ops(ckpt)
+    held = held_variables(ckpt)
+    if ops is None or not held:
+        return
+    name = ema_name.rpartition("/")[2]
+    key_of = {h: k for k, h in held.items() if h is not None}
+    for target in sorted(missing):
+        var = held.get(target) or target
+        shadows = [(PART.sub("", s), scope) for s, (v, scope) in ops.averages.items()
+                   if PART.sub("", v) == var]
+        kept = {key_of[s] for s, _scope in shadows if s in key_of}
+        # an unsaved one as the plain Saver's twin reads it: a weight with one other
+        # object's average is the stated object's missing one (raw, --allow-missing); one
+        # with several, none the stated object's, is refused (review-23-attack-r68 F2)
+        found = sorted((s, scope) for s, scope in shadows
+                       if _carries(scope, name) and (s in key_of or len(kept) > 1))
+        if not found:
+            continue
+        shadow, scope = found[0]
+        stored = key_of.get(shadow)
+        why = (f"stored as {stored}, which is not named {target}/{ema_name}, so its average "
+               f"is not proven the stated object's ({ema_name} applied again, or a second "
+               f"object named {ema_name}, under a variable_scope writes such a key)" if stored
+               else f"which the checkpoint does not store, beside {len(kept)} other objects' "
+               f"averages of it ({', '.join(sorted(kept))}): the Saver left out the stated "
+               f"object's average, so {target} is no weight that object left out, which "
+               "--allow-missing exports raw")
+        raise UnprovenPairingError(
+            f"{ckpt.path}: --ema-name {ema_name}: {target} holds {var}, and the .meta's update "
+            f"ops show apply() {scope!r} averaging {var} into {shadow}, {why}; "
+            "ckpt export --raw exports the raw weights instead",
+            None, {target: (stored,) if stored else ()})
