@@ -24,6 +24,9 @@ alone: the newest is read, the others named beside it, and the save op is then t
 unrecorded, the keys' name pairing refused, as for a graph file recording crossed save ops
 (:func:`~ckpt_tools.save_op.crossed_keys`). A graph whose save op writes other keys is not
 this checkpoint's Saver's and is ignored.
+A text-format ``.meta`` too large to parse (:data:`~ckpt_tools.formats.meta.TEXT_META_MAX_LINE`)
+is refused rather than passed over: it may be the graph that proves a swap
+(review-24-attack-r78 F5).
 """
 
 from __future__ import annotations
@@ -32,11 +35,11 @@ import os
 import re
 from collections.abc import Mapping
 
-from .errors import CheckpointError
+from .errors import CheckpointError, CorruptCheckpointError
 from .formats._io import is_url
 from .formats.graph_def import read_graphs
 from .formats.graph_nodes import attr_entry
-from .formats.meta import proto_fields, read_meta_graph
+from .formats.meta import TextMetaTooLargeError, proto_fields, read_meta_graph
 from .formats.meta_saver import saved_sources_each
 from .formats.v1 import shard_base
 from .state_file import read_state_order
@@ -157,6 +160,8 @@ def _written(path: str, entries: Mapping) -> tuple:
         if not each:
             return None, []
         graphs = read_graphs(path)
+    except TextMetaTooLargeError:  # unread, not damaged: borrowed_graph refuses it
+        raise
     except CheckpointError:  # a damaged neighbour proves nothing: as if it were not there
         return None, []
     return meta, [s for s in each if any(_fits(g, s, entries) for g in graphs
@@ -176,10 +181,23 @@ def borrowed_graph(prefix: str, entries: Mapping) -> tuple:
         these keys (its collections as :func:`_written` read them: each candidate is read
         once), and the other such files that record a different save op (``()``: they all
         agree); ``(None, None, ())`` where no same-prefix ``.meta`` records the keys.
+
+    Raises:
+        CorruptCheckpointError: a candidate is a text-format ``.meta`` too large to parse
+            (:class:`~ckpt_tools.formats.meta.TextMetaTooLargeError`), naming ``--no-meta``.
     """
     matched: list[tuple[str, object, list[dict[str, list[str]]]]] = []
     for path in candidates(prefix):
-        meta, written = _written(path, entries)
+        try:
+            meta, written = _written(path, entries)
+        except TextMetaTooLargeError as exc:  # a swapping run's graph as text passed over
+            # paired its raw weights by names as the averages, exit 0 (review-24-attack-r78 F5)
+            raise CorruptCheckpointError(
+                f"{prefix} has no .meta of its own, and the same-prefix {exc}: unread, its "
+                "save op may be the one that shows what the keys hold (a swapping Saver's), "
+                "so it is not passed over: write it binary to have it read, or pass --no-meta "
+                "(Python: use_meta=False) to pair by key names, which a swapping Saver's keys "
+                "defeat") from None
         if written:
             matched.append((path, meta, written))
     if not matched:

@@ -319,3 +319,41 @@ def test_a_damaged_meta_of_the_run_is_as_if_absent(made, tmp_path, damage):
     with np.load(out) as npz:
         for n in ("net/w", "net/b"):
             assert npz[n].tobytes() == truth["avg3:" + n].tobytes(), n
+
+
+@pytest.mark.parametrize("pad", [0, 2 << 20])
+def test_the_runs_meta_as_text_is_read_or_refused(made, tmp_path, tf, pad):
+    """review-24-attack-r78 F5: the swapping run's model.ckpt-1.meta as text (protobuf's
+    text_format.MessageToString of TensorFlow's MetaGraphDef, as export_meta_graph(as_text=True)
+    writes it) is read as the binary one: model.ckpt-3's averages bit for bit. With a line of
+    2 MiB of spaces, which protobuf's text parser takes ~300 MB to read, it is refused (exit 4,
+    naming it, --no-meta and writing it binary), not passed over: model.ckpt-3's keys paired
+    by names are the raw weights."""
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import meta_graph_pb2
+
+    case, prefix, truth = made
+    if case != "swap":
+        pytest.skip("the swapping Saver's checkpoint only")
+    src = os.path.dirname(prefix)
+    for f in os.listdir(src):
+        if f.startswith("model.ckpt-3."):
+            with open(os.path.join(src, f), "rb") as a, open(tmp_path / f, "wb") as b:
+                b.write(a.read())
+    with open(os.path.join(src, "model.ckpt-1.meta"), "rb") as f:
+        said = text_format.MessageToString(meta_graph_pb2.MetaGraphDef.FromString(f.read()))
+    (tmp_path / "model.ckpt-1.meta").write_text(said.replace("{\n", "{" + " " * pad + "\n", 1))
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-3"\n' + "".join(
+        f'all_model_checkpoint_paths: "model.ckpt-{i}"\n' for i in (1, 3)))
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", str(tmp_path / "model.ckpt-3"), "--out", str(out)])
+    if pad:
+        assert code == 4 and not out.exists(), err
+        assert f"{tmp_path / 'model.ckpt-1.meta'} at byte 0: a text-format" in err, err
+        assert "--no-meta" in err and "write it binary" in err, err
+        return
+    assert code == 0 and "graph from model.ckpt-1.meta" in err, err
+    with np.load(out) as npz:
+        for n in ("net/w", "net/b"):
+            assert npz[n].tobytes() == truth["avg3:" + n].tobytes(), n
+            assert npz[n].tobytes() != truth["raw3:" + n].tobytes(), n

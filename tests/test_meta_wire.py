@@ -8,15 +8,18 @@ and unknown fields — and both readings must agree.
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from helpers import FIXTURES, expected_values, same_bits
+from helpers import FIXTURES, expected_values, run_cli, same_bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ckpt_tools.errors import CorruptCheckpointError
 from ckpt_tools.formats import meta as meta_mod
 from ckpt_tools.formats._protos import CollectionEntry, MetaGraphDef, VariableDef, text
 from ckpt_tools.formats.meta import VARIABLE_COLLECTIONS, parse_meta_graph, read_meta_graph
@@ -327,3 +330,73 @@ def test_variable_def_multi_byte_varints_read_as_protobuf(raw):
     want = VariableDef.FromString(raw)
     var = meta_mod._variable(raw, "<test>")
     assert (var.name, var.trainable) == (want.variable_name[:-2], want.trainable)
+
+
+def _text_meta(tmp_path, pad: int = 0):
+    """A copy of ``linear_v1`` (TensorFlow-written) whose ``.meta`` is the text form of its
+    binary MetaGraphDef (as ``export_meta_graph(as_text=True)`` writes one), with ``pad``
+    spaces inside its first line (whitespace the text format allows)."""
+    import shutil
+
+    from google.protobuf import text_format
+
+    dst = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "linear_v1", dst)
+    meta = next(dst.glob("*.meta"))
+    binary = meta.read_bytes()
+    said = text_format.MessageToString(MetaGraphDef.FromString(binary))
+    assert said.startswith("meta_info_def {\n"), said[:40]
+    meta.write_text(said.replace("{\n", "{" + " " * pad + "\n", 1))
+    return dst, meta, binary
+
+
+def test_text_meta_reads_as_its_binary_form(tmp_path):
+    """A text-format .meta is read as protobuf reads the binary one TensorFlow wrote."""
+    _, meta, binary = _text_meta(tmp_path)
+    assert _ours(read_meta_graph(str(meta))) == _expected_graph(binary)
+
+
+def test_text_meta_with_a_long_line_is_refused_in_bounded_memory(tmp_path):
+    """review-24-attack-r78 F5: protobuf's text parser holds ~150 bytes per character of one
+    whitespace run, so a text .meta padded with spaces took 3 GB for 20 MB (killed for memory
+    at 400 MB). A line over TEXT_META_MAX_LINE is refused before any parse: exit 4, one line
+    naming the .meta and --no-meta, the reader's memory barely growing."""
+    dst, meta, _ = _text_meta(tmp_path, pad=4 << 20)
+    probe = (
+        "import json, resource, sys\n"
+        "from google.protobuf import text_format\n"
+        "from ckpt_tools.formats import _protos\n"
+        "from ckpt_tools.errors import CorruptCheckpointError\n"
+        "from ckpt_tools.formats.meta import read_meta_graph\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "try:\n"
+        "    read_meta_graph(sys.argv[1]); said = None\n"
+        "except CorruptCheckpointError as exc:\n"
+        "    said = str(exc)\n"
+        "grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before\n"
+        "print(json.dumps({'said': said, 'grew_kb': grew}))\n")
+    proc = subprocess.run([sys.executable, "-c", probe, str(meta)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["said"] and "text-format MetaGraphDef with a line over 1 MiB" in got["said"], got
+    assert got["grew_kb"] < 64 << 10, got  # the parse took ~600 MB for these 4 MiB
+    code, out, err = run_cli(["list", str(dst)])
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 4 and len(lines) == 1, (code, out, err)
+    assert f"{meta} at byte " in lines[0] and "pass --no-meta" in lines[0], lines
+
+
+def test_text_meta_over_the_size_bound_is_refused(tmp_path, monkeypatch):
+    """A text .meta over TEXT_META_MAX_BYTES (made small here: the file is TensorFlow's
+    graph as text) is refused unparsed, naming the file and the bound; under it, read."""
+    dst, meta, binary = _text_meta(tmp_path)
+    size = meta.stat().st_size
+    monkeypatch.setattr(meta_mod, "TEXT_META_MAX_BYTES", size)
+    assert _ours(read_meta_graph(str(meta))) == _expected_graph(binary)
+    monkeypatch.setattr(meta_mod, "TEXT_META_MAX_BYTES", size - 1)
+    said = rf"{re.escape(str(meta))}: .* of {size} bytes, over the {size - 1} bytes read as text"
+    with pytest.raises(CorruptCheckpointError, match=said):
+        read_meta_graph(str(meta))
+    code, out, err = run_cli(["list", str(dst)])
+    assert code == 4 and str(meta) in err and "pass --no-meta" in err, (code, out, err)

@@ -311,7 +311,8 @@ def read_meta_graph(path: str) -> MetaGraph:
 
     Raises:
         CheckpointNotFoundError: if ``path`` does not exist.
-        CorruptCheckpointError: if it is not a MetaGraphDef.
+        CorruptCheckpointError: if it is not a MetaGraphDef;
+            :class:`TextMetaTooLargeError` for a text-format one too large to parse.
 
     Example:
         >>> mg = read_meta_graph("train/model.ckpt-1000.meta")  # doctest: +SKIP
@@ -333,7 +334,7 @@ def read_meta_graph(path: str) -> MetaGraph:
         except CorruptCheckpointError as binary_error:
             head = bytes(data[:4096])
             if b"meta_info_def" in head or b"collection_def" in head or b"graph_def" in head:
-                return _read_text(bytes(data), path)
+                return _read_text(data, path)
             raise binary_error
     finally:
         close_map(data)
@@ -394,14 +395,53 @@ def parse_meta_graph(data, path: str, *, start: int = 0, end: int | None = None)
     return graph
 
 
-def _read_text(text: bytes, path: str) -> MetaGraph:
+# TensorFlow writes .meta files binary (export_meta_graph(as_text=False) by default); a text
+# one goes through protobuf's text parser, whose tokenizer holds ~150 bytes per character of
+# one whitespace run or string token: a 20 MB line of spaces took 3 GB, 400 MB was killed for
+# memory (review-24-attack-r78 F5). Larger text files, or longer lines, are refused unparsed.
+TEXT_META_MAX_BYTES = 64 << 20
+TEXT_META_MAX_LINE = 1 << 20
+
+
+class TextMetaTooLargeError(CorruptCheckpointError):
+    """A text-format ``MetaGraphDef`` over :data:`TEXT_META_MAX_BYTES`, or with a line over
+    :data:`TEXT_META_MAX_LINE`: left unread, not found damaged (exit 4, as corrupt)."""
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n and not n % (1 << 20) else f"{n} bytes"
+
+
+def _read_text(data, path: str) -> MetaGraph:
+    """Parses the text-format ``MetaGraphDef`` in ``data`` (the file's bytes or its map).
+
+    Raises:
+        CorruptCheckpointError: not a text MetaGraphDef either.
+        TextMetaTooLargeError: over :data:`TEXT_META_MAX_BYTES`, or a line over
+            :data:`TEXT_META_MAX_LINE` bytes (checked before anything is copied or parsed:
+            memory stays bounded).
+    """
+    import re
+
     from google.protobuf import text_format
 
     from ._protos import MetaGraphDef  # text-format files only: protobuf on demand
 
+    if len(data) > TEXT_META_MAX_BYTES:
+        raise TextMetaTooLargeError(
+            f"a text-format MetaGraphDef of {len(data)} bytes, over the "
+            f"{_size(TEXT_META_MAX_BYTES)} read as text (TensorFlow writes .meta files "
+            "binary; protobuf's text parser can take 100x a file's size in memory)", path=path)
+    # a bytes count bounds the characters; (?m)^ starts each try at a line's start: one pass
+    long_line = re.search(rb"(?m)^[^\n]{%d}" % TEXT_META_MAX_LINE, data)
+    if long_line:
+        raise TextMetaTooLargeError(
+            f"a text-format MetaGraphDef with a line over {_size(TEXT_META_MAX_LINE)} "
+            "(TensorFlow writes .meta files binary; protobuf's text parser takes ~150x a "
+            "line's length in memory)", path=path, offset=long_line.start())
     msg = MetaGraphDef()
     try:
-        text_format.Parse(text.decode("utf-8"), msg, allow_unknown_field=True,
+        text_format.Parse(bytes(data).decode("utf-8"), msg, allow_unknown_field=True,
                           allow_unknown_extension=True)
     except Exception as exc:
         raise CorruptCheckpointError(f"not a MetaGraphDef (text parse failed: {exc})",
