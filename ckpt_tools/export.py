@@ -69,6 +69,10 @@ class ExportResult:
             are not the averages, how they would be
             (:func:`~ckpt_tools.export_record.swapped_in`); ``--json`` carries it as
             ``"stored"`` and the file's record says ``"values": "stored"``.
+        stated_raw: for ``--raw --keys-are-raw``, checkpoint key -> weight of each key
+            written as the raw weights only because ``keys_are_raw`` states it (a
+            ``Saver(ema.variables_to_restore())``'s); ``--json`` carries it as
+            ``"stated_keys_are_raw": {"pairs": ...}``.
     """
 
     path: str
@@ -81,6 +85,7 @@ class ExportResult:
     notes: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
     stored: str | None = None
+    stated_raw: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The ``ckpt export --json`` document."""
@@ -91,7 +96,9 @@ class ExportResult:
                 "raw_expected": dict(self.raw_expected),
                 "bytes": self.nbytes, "warnings": list(self.warnings), "notes": list(self.notes),
                 **({"assumed": list(self.assumed)} if self.assumed else {}),
-                **({"stored": self.stored} if self.stored else {})}
+                **({"stored": self.stored} if self.stored else {}),
+                **({"stated_keys_are_raw": {"pairs": dict(self.stated_raw)}}
+                   if self.stated_raw else {})}
 
 
 def _assumed(ckpt: Checkpoint) -> list:
@@ -180,11 +187,12 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         weights: dict[str, str] = {}
         expected: dict[str, str] = {}
         notes: list[str] = []
+        stated_raw: dict[str, str] = {}
         try:
             plan, averaged, warnings = plan_export(
                 ckpt, ema=ema, include=include, exclude=exclude, rename=rename,
                 weights_out=weights, tensor_averages=tensor_averages, expected_out=expected,
-                notes_out=notes, **map_options)
+                notes_out=notes, stated_out=stated_raw, **map_options)
         except OutputError as exc:  # a --rename collision: name the files (review-22 u24 F5)
             raise OutputError(f"{ckpt.path} -> {os.fspath(out_path)}: {exc}") from None
         warnings = marked_raw_warnings(ckpt, warnings) if ema is False else warnings
@@ -254,7 +262,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         assumed = _assumed(ckpt) if averaged else []
         stored = swapped_in(ckpt) if ema is False and not averaged else None
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
-                            [note] * bool(note) + notes, [a.name for a in assumed], stored)
+                            [note] * bool(note) + notes, [a.name for a in assumed], stored,
+                            stated_raw)
     finally:
         opened.__exit__()
 

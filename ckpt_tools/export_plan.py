@@ -20,7 +20,7 @@ from .offer_probe import records_command
 from .orphan_averages import orphan_warnings
 from .raw_dropped import refuse_dropped_model_keys, shadow_written_keys
 from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
-from .raw_stated import refuse_unstated_raw
+from .raw_stated import refuse_unstated_raw, stated_raw_pairs
 from .raw_unproven import (
     apart_note,
     averaged_again,
@@ -62,6 +62,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 rename=None, tensor_averages: bool = False,
                 weights_out: dict[str, str] | None = None,
                 expected_out: dict[str, str] | None = None, notes_out: list | None = None,
+                stated_out: dict[str, str] | None = None,
                 **map_options) -> tuple[dict[str, str], list[str], list[str]]:
     """Chooses what to export: ({output name: source key}, averaged names, warnings).
 
@@ -69,7 +70,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     without them unless ``allow_missing=True``; ``False`` exports raw weights (with a warning if
     averages exist). ``weights_out``, when given, gets output name -> the weight's own key
     (which differs from the source key where that is its average); ``expected_out``, output
-    name -> why the file expects that weight raw (:func:`~ckpt_tools.raw_reasons.expected_raw`).
+    name -> why the file expects that weight raw (:func:`~ckpt_tools.raw_reasons.expected_raw`);
+    ``stated_out``, key -> output name (before ``rename``) of each key ``--raw`` writes only
+    because ``keys_are_raw`` states it holds the raw weights (``stated_keys_are_raw``).
     ``use_meta=False`` plans as if no ``.meta`` were beside the checkpoint.
     ``tensor_averages=True`` also exports the averages of non-scalar tensors that are not
     variables (:mod:`ckpt_tools.tensor_averages`) under their own keys, as averaged values.
@@ -81,8 +84,16 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             (:func:`~ckpt_tools.saved_keys.refuse_averages_as_raw`).
         OutputError: two tensors would be exported under one name.
         VariableNotFoundError: a ``rename`` rule renamed no exported name (exit 3).
+        OptionError: ``keys_are_raw`` stated without ``ema=False``, or where no key is
+            such (exit 2).
     """
     ckpt = ckpt.with_meta(map_options.get("use_meta", True))
+    # a statement only --raw reads: never a silent no-op; the CLI's one check too (exit 2)
+    if ema is not False and ckpt.keys_are_raw:
+        raise OptionError(f"{ckpt.path}: keys_are_raw=True (--keys-are-raw) states that keys "
+                          "named as averages hold the raw weights, which only ema=False "
+                          "(--raw) exports: give it, or omit the statement (if they hold the "
+                          "averages, averages_only=True, --averages-only, states that)")
     stored = {v.name: v for v in ckpt.variables_unwarned()}
     if ema is False:  # a key under a stated name's shadow (net/w/fast/kernel): an average of
         # it or a weight? --raw would drop a weight or write an average: refused as the map
@@ -101,10 +112,6 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # Never silently raw: without --raw, a checkpoint with no averages is refused with the
     # explanation restore-ema gives (--allow-missing exports raw values where none exists).
     use_ema = True if ema is None else ema
-    if use_ema and ckpt.keys_are_raw:  # a statement only --raw reads: never a silent no-op
-        raise OptionError(f"{ckpt.path}: keys_are_raw=True (--keys-are-raw) states that keys "
-                          "named as averages hold the raw weights, which only ema=False "
-                          "(--raw) exports: give it, or omit the statement")
     # no .meta: keys named as averages of variables not stored may hold the raw weights, and
     # weights beside them a second object's averages (review-22-attack-r66 F1, F7)
     refuse_unstored_heads(ckpt, variables, raw=not use_ema, tensor_averages=tensor_averages)
@@ -316,6 +323,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     if left:
         warnings.append(left)
     renamed.check(ckpt.path)
+    if stated and ckpt.keys_are_raw and stated_out is not None:  # what rests on the statement
+        pairs = stated_raw_pairs(holders)
+        stated_out.update({k: pairs[k] for k in plan.values() if k in pairs})  # output order
     return plan, averaged, warnings
 
 

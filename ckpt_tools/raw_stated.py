@@ -63,17 +63,6 @@ def averages_offer(ckpt: Checkpoint) -> str:
     return "no option of ckpt export reads them as the averages here"
 
 
-def stated_raw_keys(ckpt: Checkpoint) -> dict[str, str]:
-    """Returns key -> export name for what ``export --raw`` writes only because the caller
-    stated ``keys_are_raw`` (``stated_keys_are_raw`` in ``--json``); ``{}`` without it."""
-    if not ckpt.keys_are_raw:
-        return {}
-    from .raw_shadows import restored_raw_holders
-
-    stored = {v.name: v for v in ckpt.variables_unwarned()}
-    return stated_raw_pairs(restored_raw_holders(ckpt, stored))
-
-
 def stated_raw_pairs(holders: dict[str, str]) -> dict[str, str]:
     """Returns key -> export name for the keys of ``holders`` (export name -> key, as
     :func:`~ckpt_tools.raw_shadows.restored_raw_holders` gives them) stored under another

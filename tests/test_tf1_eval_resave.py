@@ -314,6 +314,17 @@ def test_training_vtr_raw_export_rests_on_keys_are_raw(made, case, raw, meta, tm
     stated = json.loads(text)["stated_keys_are_raw"]["pairs"]
     assert set(stated.values()) == {n for n in names if n.startswith("fc/")} | (
         {"bn/moving_mean"} if case == "vtr_bn" else set()), stated
+    # the pairs plan_export used, carried by the result (not found again by the CLI)
+    import ckpt_tools as C
+
+    result = C.export_weights(str(out / case), tmp_path / "p.npz", ema=False, keys_are_raw=True)
+    assert result.stated_raw == stated and result.to_dict()["stated_keys_are_raw"] == {
+        "pairs": stated}, result
+    # without --raw: the library's one check, exit 2, one line (no usage box)
+    code, err = _export(out, case, "--keys-are-raw", dst=tmp_path / "n.npz")
+    assert code == 2 and not (tmp_path / "n.npz").exists(), err
+    assert err.count("error:") == 1 and "keys_are_raw=True (--keys-are-raw)" in err, err
+    assert "only ema=False (--raw) exports" in err and "--averages-only" in err, err
 
 
 @pytest.mark.parametrize("case", ["ev_apply", "ev_apply_ren"])

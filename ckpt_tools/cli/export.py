@@ -131,11 +131,7 @@ def export_command(
             "states that the file's EMA copies are the averages, and --raw exports the file's "
             "own weights, which that does not change: give one (--not-swapped for the "
             "averages, --raw alone for the weights)", param_hint="--not-swapped")
-    if keys_are_raw and ema is not False:  # a statement for --raw alone, never a silent no-op
-        raise typer.BadParameter(
-            "states that keys a Saver(ema.variables_to_restore()) wrote from the model "
-            "variables hold the raw weights, which only --raw exports: add --raw (or, if they "
-            "hold the averages, --averages-only without --raw)", param_hint="--keys-are-raw")
+    # --keys-are-raw without --raw: plan_export's OptionError (exit 2), checked there alone
     if not out_path:  # exit 7, as in restore-ema and average (README: output refused)
         raise OutputError("--out is empty: give a file name")
     if out_path == "-":  # conventionally stdout, which a binary archive is not written to
@@ -173,12 +169,6 @@ def export_command(
                   else {})
         if result.averaged:
             stated = {**stated, **note_assumed(out, ckpt)}
-        if ckpt.keys_are_raw:  # what --raw wrote only because of the statement
-            from ..raw_stated import stated_raw_keys
-
-            held = stated_raw_keys(ckpt)
-            raw = {k: held[k] for k in result.tensors.values() if k in held}
-            stated = {**stated, **({"stated_keys_are_raw": {"pairs": raw}} if raw else {})}
         pairing_notes = out.noted[said:]  # also in --json "notes": a script reads them there
     out.wrote(result.path)
     for w in result.warnings:
