@@ -156,6 +156,19 @@ def scoped_part_shadows(entries, roles: dict[str, RoleInfo],
     return out
 
 
+def _entered(scope: str, where: str, x: str) -> bool:
+    """Whether ``scope`` is the name scope of an ``apply()`` named ``x`` run inside
+    ``variable_scope(where)``: ``<where>/<x>``, each part of ``where`` with or without the
+    ``_N`` TF gives a name scope entered again (the model built in one ``with
+    variable_scope("model")``, the EMA applied in a second: ``model_1/fast``;
+    review-24-attack-r75 F1)."""
+    head, sep, last = scope.rpartition("/" + x) if scope.endswith("/" + x) else ("", "", "")
+    parts, want = head.split("/"), where.split("/")
+    return bool(sep) and not last and len(parts) == len(want) and all(
+        p == w or p.startswith(w + "_") and p[len(w) + 1:].isdigit()
+        for p, w in zip(parts, want, strict=True))
+
+
 def applied_scope_shadows(entries, roles: dict[str, RoleInfo],
                           meta: MetaGraph | None) -> dict[str, RoleInfo]:
     """Returns new roles for the keys ``<P>/<W>/<x>`` read as nothing by name that the
@@ -203,7 +216,7 @@ def applied_scope_shadows(entries, roles: dict[str, RoleInfo],
                 or roles[of].role not in (WEIGHT, BN_STAT)):
             continue
         where, x = shadow[:at], shadow[at + len(of) + 2:]
-        if (scope == f"{where}/{x}" and scope in ops.grouped
+        if (_entered(scope, where, x) and scope in ops.grouped
                 and named.count(UNIQUIFIED.sub("", x.rpartition("/")[2])) == 1
                 and shadow_op not in ops.slots and shadow not in written
                 and sources.get(shadow) == [shadow_op]
