@@ -22,6 +22,7 @@ from .frozen_meta import listed_frozen, renamed_frozen
 from .listing_record import Listing
 from .lone_named import unmarked_lone_averages
 from .meta_sibling import borrowed_note
+from .raw_named import raw_named_open
 from .raw_reasons import expected_raw
 from .roles import ROLES
 
@@ -283,7 +284,8 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
             layout is None and unmarked_lone_averages(
                 ckpt, {v.name: v for v in variables}, {}, decide.get("ema_name"),
                 decide.get("use_meta", True))) and not (
-            layout is None and decide.get("use_meta", True) and _swapped(ckpt, variables)):
+            layout is None and decide.get("use_meta", True) and _swapped(ckpt, variables)) \
+            and not (layout is None and decide.get("use_meta", True) and raw_named_open(ckpt)):
         return variables, None, frozenset()  # no average to pair: emamap is not imported
     from .ema_decide import decide_pairing
 
