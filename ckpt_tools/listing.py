@@ -21,7 +21,7 @@ from .formats.objgraph import has_swappable_averages
 from .frozen_meta import listed_frozen, renamed_frozen
 from .listing_record import Listing
 from .lone_named import unmarked_lone_averages
-from .meta_sibling import borrowed_note
+from .meta_sibling import doubt_note
 from .raw_named import raw_named_open
 from .raw_reasons import expected_raw
 from .roles import ROLES
@@ -182,7 +182,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         # restore-ema's output needs no statement: its weights are the averages (u25 F3)
         unproven=None if (evidence or {}).get("weights_are_averages") else unproven,
         raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]),
-        raw_named=raw_named, meta_note=borrowed_note(ckpt))
+        raw_named=raw_named, meta_note=doubt_note(ckpt))
 
 
 _DIGITS = re.compile(r"(\d+)")
