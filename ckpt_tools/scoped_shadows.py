@@ -169,6 +169,15 @@ def _entered(scope: str, where: str, x: str) -> bool:
         for p, w in zip(parts, want, strict=True))
 
 
+def _grouped(sources: dict[str, list[str]], grouped: dict[str, str]) -> dict[str, list[str]]:
+    """A save op's key -> sources with each fragment key read as the key the reader groups it
+    under (``grouped``), the fragments' sources joined."""
+    out: dict[str, list[str]] = {}
+    for key, srcs in sources.items():
+        out.setdefault(grouped.get(key, key), []).extend(srcs)
+    return out
+
+
 def applied_scope_shadows(entries, roles: dict[str, RoleInfo],
                           meta: MetaGraph | None) -> dict[str, RoleInfo]:
     """Returns new roles for the keys ``<P>/<W>/<x>`` read as nothing by name that the
@@ -201,7 +210,13 @@ def applied_scope_shadows(entries, roles: dict[str, RoleInfo],
     if read is None or not read[0].whole:
         return {}
     ops, key = read
-    fits = [s for s in saved_sources_each(meta.path) if set(s) == set(entries)]
+    # TF saves a partitioned variable's slots inside a variable_scope under mangled keys, one
+    # per part (model/w/art_0/fast), which the reader groups (model/w/part_*/fast): the save
+    # op's keys are read as grouped, or no key of the graph was read (review-24-attack-r75 F2)
+    grouped = {m: k for k, e in entries.items() if e.extra and e.extra.get("fragments")
+               for m in e.extra["fragments"]}
+    fits = [s for s in map(lambda each: _grouped(each, grouped), saved_sources_each(meta.path))
+            if set(s) == set(entries)]
     if not fits or any(f != fits[0] for f in fits):
         return {}  # no save op proven to have written these keys
     sources = fits[0]
