@@ -457,16 +457,23 @@ def test_second_objects_average_beside_vtr_keys_no_meta_refused(made, case, slow
             assert _bits(z[n]) == _bits(truth[f"slow_raw:{n}"]), n
 
 
+@pytest.mark.parametrize("opened", [False, True], ids=["keyword", "opened"])
 @pytest.mark.parametrize("function", ["ema_map", "checkpoint_stats", "diff_ema", "bake_ema"])
-def test_keys_are_raw_elsewhere_than_raw_export_refused(made, function, tmp_path):
+def test_keys_are_raw_elsewhere_than_raw_export_refused(made, function, opened, tmp_path):
     """keys_are_raw=True states what only export_weights(..., ema=False) reads: ema_map,
     checkpoint_stats, diff_ema and bake_ema took it and ignored it, pairing the training
     checkpoint's averages as if nothing were stated (review-24-attack-r77 F3); an OptionError
-    now, as the CLI's --keys-are-raw without --raw exits 2."""
+    now, as the CLI's --keys-are-raw without --raw exits 2. Stated inside a checkpoint opened
+    with it (open_checkpoint(p, keys_are_raw=True)) it was still taken and ignored there
+    (review-24-attack-r79 F4): refused alike."""
     import ckpt_tools as C
 
     out, _ = made
     args = (tmp_path / "baked",) if function == "bake_ema" else ()
     with pytest.raises(C.OptionError, match=r"keys_are_raw=True .*ema=False"):
-        list(getattr(C, function)(str(out / "train"), *args, keys_are_raw=True) or ())
+        if opened:
+            with C.open_checkpoint(str(out / "train"), keys_are_raw=True) as ckpt:
+                list(getattr(C, function)(ckpt, *args) or ())
+        else:
+            list(getattr(C, function)(str(out / "train"), *args, keys_are_raw=True) or ())
     assert not (tmp_path / "baked").exists()
