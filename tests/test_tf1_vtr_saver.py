@@ -758,6 +758,27 @@ def test_raw_export_of_a_suffixed_vtr_saver_names_the_variables(made, tmp_path):
             assert got[v].tobytes() == truth[f"sufvtr:raw:{v}"].tobytes(), v
 
 
+def test_name_filters_of_raw_vtr_keys_match_the_exported_name(made, tmp_path):
+    """review-24-attack-r77 F6: ``--raw --keys-are-raw`` writes a training vtr Saver's
+    ``w/ExponentialMovingAverage`` as ``w``, but the name filters matched the key only:
+    ``--exclude w`` left w in, exit 0, no word. Either name matches, as in the default
+    export (a weight's name or its average's)."""
+    import ckpt_tools
+
+    out, truth = made
+    for i, name in enumerate(("w", "w/ExponentialMovingAverage")):
+        dst = tmp_path / f"raw{i}.npz"
+        code, _, err = run_cli(["export", str(out / "vtr"), "--raw", "--keys-are-raw",
+                                "--exclude", name, "--out", str(dst)])
+        assert code == 0, err
+        with np.load(dst) as got:
+            assert got.files == ["b"], (name, got.files)
+            assert got["b"].tobytes() == truth["vtr:raw:b"].tobytes()
+    res = ckpt_tools.export_weights(str(out / "vtr"), str(tmp_path / "py.npz"), ema=False,
+                                    keys_are_raw=True, include=["b"])
+    assert res.tensors == {"b": "b/ExponentialMovingAverage"}, res.tensors
+
+
 def test_averages_under_a_prefix_are_not_said_left_out(made, tmp_path):
     """review-22-attack-r64 F4: an averages-only Saver under ``model/`` exported w, b as
     their averages and warned it "left out 2 averages of tensors" — the same keys."""
