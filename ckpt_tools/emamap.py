@@ -35,6 +35,7 @@ from .formats.objgraph import has_swappable_averages
 from .graph_saved import graph_holders
 from .keras_detached import detached_copies
 from .keras_unstepped import refuse_unstepped_tf2
+from .parts_apart import refuse_parts_apart
 from .raw_reasons import NOT_FLOAT, expected_raw
 from .rescope_clash import refuse_object_rescope, refuse_rescope_clash, scope_prefix
 from .save_op import named_pairs_unproven
@@ -177,7 +178,7 @@ def ema_map(
     if style is not None and style not in R.EMA_STYLES:
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     names = split_ema_names(ema_name)
-    refuse_unknown("ema_map", statements, checkpoint)
+    refuse_unknown("ema_map", statements)
     # use_meta=False: the checkpoint as if no .meta were beside it, for every step below;
     # not_swapped on an open checkpoint: stated on the caller's (stated_open)
     opened = opened_stated(checkpoint, {**statements, "not_swapped": not_swapped},
@@ -243,6 +244,9 @@ def ema_map(
                                           allow_missing)
         pairs, missing, not_saved, source = (paired.pairs, paired.missing, paired.not_saved,
                                              paired.source)
+        # a partitioned variable whose parts a Saver wrote under keys of their own: no
+        # average, and no raw value, of it is stored (review-25-user-u27 F1)
+        refuse_parts_apart(ckpt, [*missing, *(t for s, t in pairs if s == t)])
         refuse_unstepped_tf2(ckpt, variables, pairs)  # Keras 3 copies before the first step
         if asked:  # not_swapped: always refused; fit_order: under strict
             refuse_assumed(ckpt, assumed, strict=strict)
