@@ -167,7 +167,7 @@ def bake_ema(
     """
     out_dir = os.fspath(out_dir)
     # the file statements (use_ema=, optimizer=, trainable=...): the checkpoint opened with them
-    refuse_raw_statement("bake_ema", map_options)  # only --raw reads it (r77 F3)
+    refuse_raw_statement("bake_ema", map_options, checkpoint)  # only --raw reads it (r77 F3)
     with opened_stated(checkpoint, take_statements(map_options)) as ckpt:
         if getattr(ckpt.reader, "keras", None) is not None:  # Keras in, Keras out
             from .keras_bake import bake_keras_file

@@ -56,9 +56,10 @@ class Checkpoint(StoredTensors, KeyPaths):
         meta_source: the file ``meta`` was read from, or ``None``.
         meta_unread: the graph file beside it that ``meta=False`` (``--no-meta``) leaves
             unread, or ``None``: nothing reads it then (see :meth:`with_meta`).
-        meta_borrowed: where it was saved without its own ``.meta``, the same-prefix
-            ``.meta`` read in its place (its Saver's: :mod:`~ckpt_tools.meta_sibling`), else
-            ``None``; ``meta_crossed``: the others recording another save op of its keys.
+        meta_doubt: where it was saved without its own ``.meta``, the same-prefix ``.meta``
+            files of other checkpoints whose save op writes its keys otherwise than their
+            names say, ``((path, key, sources), ...)`` (:mod:`~ckpt_tools.meta_sibling`): they
+            only refuse the pairing by names, never stand for its graph.
         objects: the TF2 :class:`~ckpt_tools.formats.objgraph.ObjectGraph`, or ``None``.
     """
 
@@ -128,20 +129,19 @@ class Checkpoint(StoredTensors, KeyPaths):
         if self.meta is not None:
             self.meta_source = location.meta_path or location.saved_model
         # Saved without its own .meta (write_meta_graph=False after the first save): the
-        # same-prefix .meta whose save op writes exactly its keys (meta_sibling), or None.
-        self.meta_borrowed: str | None = None
-        self.meta_crossed: tuple[str, ...] = ()  # other such files recording another save op
+        # same-prefix .meta files whose save op writes exactly its keys from other variables
+        # than their names (meta_sibling). Nothing tells which run wrote them, so they never
+        # stand for its graph; they refuse its pairing by names (review-24-attack-r78).
+        self.meta_doubt: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
         tf1 = getattr(self._reader, "keras", None) is None and not location.saved_model
         if meta and self.meta is None and tf1 and OBJECT_GRAPH_KEY not in self._reader.entries:
-            from .meta_sibling import borrowed_graph
+            from .meta_sibling import doubting
 
-            try:  # its save op then proves (or, crossed, refuses) what the keys hold
-                self.meta, self.meta_borrowed, self.meta_crossed = borrowed_graph(
-                    location.prefix, self._reader.entries)
+            try:  # (a graph of its prefix too large to read is refused, not passed over)
+                self.meta_doubt = doubting(location.prefix, self._reader.entries)
             except CheckpointError:
                 self._reader.close()
                 raise
-            self.meta_source = self.meta_borrowed
         self.meta_unread = None if meta else location.meta_path or location.saved_model
         self._view_of: Checkpoint | None = None  # see with_meta
         self.objects: ObjectGraph | None = None
@@ -159,7 +159,8 @@ class Checkpoint(StoredTensors, KeyPaths):
         try:
             refuse_unfit_statements(location.prefix, self._reader, self.objects, self.meta_source,
                                     not_swapped=not_swapped, fit_order=fit_order,
-                                    averages_only=averages_only, also=self.meta_crossed,
+                                    averages_only=averages_only,
+                                    doubted=bool(self.meta_doubt),
                                     keys_are_raw=keys_are_raw)
         except CheckpointError:
             self._reader.close()
@@ -267,7 +268,7 @@ class Checkpoint(StoredTensors, KeyPaths):
             files += saved_model_extras(self.location.saved_model)
         if self.location.state_file:
             files.append(self.location.state_file)
-        files += [self.meta_borrowed, *self.meta_crossed] if self.meta_borrowed else []
+        files += [path for path, _, _ in self.meta_doubt]
         return files + history_files(self._reader.files())
 
     @property
@@ -303,7 +304,7 @@ class Checkpoint(StoredTensors, KeyPaths):
     def meta_file(self) -> str | None:
         """The ``.meta`` file graph questions (save op, update ops) are asked of: the one
         :attr:`meta` was read from, ``None`` where there is none or it is left unread."""
-        return self.location.meta_path or self.meta_borrowed if self.meta is not None else None
+        return self.location.meta_path if self.meta is not None else None
 
     def with_meta(self, use_meta: bool) -> Checkpoint:
         """This checkpoint as ``use_meta`` sees it: itself, or (``use_meta=False``, the
@@ -314,15 +315,15 @@ class Checkpoint(StoredTensors, KeyPaths):
         Returns:
             `Checkpoint`: ``self`` or its meta-less view (``meta``/``meta_file`` ``None``).
         """
-        if use_meta or self.meta is None:
+        if use_meta or self.meta is None and not self.meta_doubt:
             return self
         view = self._memo.get("without_meta")
         if view is None:
             import copy
 
             view = copy.copy(self)
-            view.meta = view.meta_source = view.meta_borrowed = None
-            view.meta_crossed = ()
+            view.meta = view.meta_source = None
+            view.meta_doubt = ()
             view.meta_unread = self.meta_source
             view._options = {**self._options, "meta": False}
             view._variables, view._memo, view.stated_pairs = None, {}, {}

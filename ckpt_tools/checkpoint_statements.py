@@ -43,11 +43,12 @@ def refuse_tf_statements(prefix: str, keras, *, use_ema: bool | None,
 
 def refuse_unfit_statements(prefix: str, reader: Reader, objects: ObjectGraph | None,
                             meta_source: str | None, *, not_swapped: bool, fit_order: bool,
-                            averages_only: bool, also: tuple[str, ...] = (),
+                            averages_only: bool, doubted: bool = False,
                             keys_are_raw: bool = False) -> None:
     """Refuses ``not_swapped``, ``fit_order`` and ``averages_only`` where the checkpoint
-    holds nothing they decide. ``meta_source`` is the graph file read (``None`` if none),
-    ``also`` the same-prefix graphs recording other save ops of its keys (``meta_crossed``).
+    holds nothing they decide. ``meta_source`` is the graph file read (``None`` if none);
+    ``doubted``: saved without one, beside other checkpoints' graphs whose save op writes its
+    keys otherwise than their names say (``meta_doubt``), which ``not_swapped`` then decides.
 
     Raises:
         OptionError: ``not_swapped`` for a TF checkpoint with no swappable averages and a
@@ -56,9 +57,9 @@ def refuse_unfit_statements(prefix: str, reader: Reader, objects: ObjectGraph | 
         EmaError: ``fit_order`` for a legacy Keras file whose copies' names show another
             order.
     """
-    if not_swapped and reader.keras is None and \
+    if not_swapped and reader.keras is None and not doubted and \
             not has_swappable_averages(objects) and \
-            not saver_unrecorded(objects, meta_source, reader.entries, also):
+            not saver_unrecorded(objects, meta_source, reader.entries):
         raise OptionError(
             f"{prefix}: --not-swapped (Python: not_swapped=) states that a Keras 3 "
             "optimizer's EMA copies (SwapEMAWeights(swap_on_epoch=True)) or averages kept "
@@ -95,19 +96,17 @@ def refuse_unfit_statements(prefix: str, reader: Reader, objects: ObjectGraph | 
             "variables (an object graph or a Keras file): omit it")
 
 
-def saver_unrecorded(objects: ObjectGraph | None, meta_source: str | None, stored,
-                     also: tuple[str, ...] = ()) -> bool:
+def saver_unrecorded(objects: ObjectGraph | None, meta_source: str | None, stored) -> bool:
     """Returns whether a TF1 checkpoint's graph file (``meta_source``) records no save op,
     or several that write its keys (``stored``) from different variables (``--not-swapped``
     states that its keys hold their names' variables: ``saver_not_swapped``;
-    :func:`~ckpt_tools.save_op.crossed_keys`; ``also``: more graph files whose save ops
-    count, :mod:`~ckpt_tools.meta_sibling`). ``False`` for a TF2 checkpoint or without
+    :func:`~ckpt_tools.save_op.crossed_keys`). ``False`` for a TF2 checkpoint or without
     a graph file."""
     if objects is not None or meta_source is None:
         return False
     from .formats.meta_saver import saved_sources_each
 
-    each = [s for path in (meta_source, *also) for s in saved_sources_each(path)]
+    each = saved_sources_each(meta_source)
     stored = set(stored)
     fits = [s for s in each if set(s) == stored]
     return not each or any(f != fits[0] for f in fits)

@@ -38,9 +38,13 @@ def build_variables(ckpt: Checkpoint) -> tuple[list[Variable], dict[str, str] | 
         # written one's role too (r49 F2), the other roles above read the graph's own keys
         from .raw_named import raw_named_roles  # builds on checkpoint
         from .saved_keys import held_roles, renamed_collections
+        from .written_roles import written_roles
 
         info.update(held_roles(ckpt, info, colls))
         info.update(raw_named_roles(ckpt, info))  # <stat>/slow holding a raw stat (u23 F5)
+        # a suffixing Saver's w/ExponentialMovingAverage/var, w/Adam/var: the written
+        # variable's role, not a weight's (review-24-attack-r79 F3)
+        info.update(written_roles(ckpt, info))
         colls = {**colls, **renamed_collections(ckpt, colls)}
     stated_pairs = None
     if ckpt.stated_order is not None and ckpt.objects is not None:

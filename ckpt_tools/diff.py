@@ -319,7 +319,7 @@ def diff_ema(target: str | os.PathLike | Checkpoint, *,
         >>> [(t.name, t.other) for t in r.tensors]
         [('W', 'W/ExponentialMovingAverage'), ('b', 'b/ExponentialMovingAverage')]
     """
-    refuse_unknown("diff_ema", statements)
+    refuse_unknown("diff_ema", statements, target)
     with opened_stated(target, statements) as ckpt:
         variables = ckpt.variables_unwarned()
         # The CLI's order (review-16-attack-r34 F10): the pairing, then what it assumes.

@@ -12,6 +12,7 @@ from .emamap import proven_pairs
 from .errors import EmaError
 from .formats._record import replace
 from .lone_named import unmarked_lone_averages
+from .raw_named import raw_named_open
 from .saved_swaps import swapped_pairs
 from .slashed_stated import weights_under_shadows
 
@@ -63,7 +64,8 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     by_key = {v.name: v for v in variables}
     if not any(v.role == R.EMA for v in variables) and not unmarked_lone_averages(
             ckpt, by_key, {}, ema_name, use_meta) and not (
-            use_meta and swapped_pairs(ckpt, by_key, ema_name)):  # averages as avgW
+            use_meta and swapped_pairs(ckpt, by_key, ema_name)) and not (  # avgW
+            use_meta and layout is None and raw_named_open(ckpt)):
         return variables, None  # no average: no pairing to show (nor to refuse)
     try:
         pairs = proven_pairs(ckpt, ema_name=ema_name, use_meta=use_meta,

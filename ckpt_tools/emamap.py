@@ -178,7 +178,7 @@ def ema_map(
     if style is not None and style not in R.EMA_STYLES:
         raise ValueError(f"style must be one of {', '.join(R.EMA_STYLES)}, got {style!r}")
     names = split_ema_names(ema_name)
-    refuse_unknown("ema_map", statements)
+    refuse_unknown("ema_map", statements, checkpoint)
     # use_meta=False: the checkpoint as if no .meta were beside it, for every step below;
     # not_swapped on an open checkpoint: stated on the caller's (stated_open)
     opened = opened_stated(checkpoint, {**statements, "not_swapped": not_swapped},

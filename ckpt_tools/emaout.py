@@ -122,7 +122,7 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         raise ValueError(f"slots must be 'keep' or 'drop', not {slots!r}")
     if out is not None:  # file:// -> local, s3a:// -> s3://: checked where it is written
         out = canonical_location(out)
-    refuse_raw_statement("write_ema", map_options)  # only --raw reads it (r77 F3)
+    refuse_raw_statement("write_ema", map_options, checkpoint)  # only --raw reads it (r77 F3)
     opened = opened_stated(checkpoint, take_statements(map_options))  # use_ema=... (CLI's)
     ckpt = opened.__enter__()
     try:

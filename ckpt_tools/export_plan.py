@@ -241,8 +241,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     averaged = []
 
     def left_out(key: str) -> bool:  # a filter naming the shadow selects its weight
-        return _filtered_out({_clean_name(key, variables.get(key)), key}, include, exclude,
-                             also=sources.get(key, key))
+        # a vtr key (w/ExponentialMovingAverage) --raw writes as w: either name matches, as
+        # the default export matches a weight's and its average's (review-24-attack-r77 F6)
+        names = {_clean_name(key, variables.get(key)), key, held_as.get(key) or key}
+        return _filtered_out(names, include, exclude, also=sources.get(key, key))
 
     if use_ema:  # a weight the filters leave out is not exported: its average cannot matter
         _refuse_twins_without_average(ckpt, variables, [  # kept raw too (--allow-missing)

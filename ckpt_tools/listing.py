@@ -21,7 +21,8 @@ from .formats.objgraph import has_swappable_averages
 from .frozen_meta import listed_frozen, renamed_frozen
 from .listing_record import Listing
 from .lone_named import unmarked_lone_averages
-from .meta_sibling import borrowed_note
+from .meta_sibling import doubt_note
+from .raw_named import raw_named_open
 from .raw_reasons import expected_raw
 from .roles import ROLES
 
@@ -181,7 +182,7 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
         # restore-ema's output needs no statement: its weights are the averages (u25 F3)
         unproven=None if (evidence or {}).get("weights_are_averages") else unproven,
         raw_expected=expected_raw(ckpt, [v.name for v in everything if v.name in frozen]),
-        raw_named=raw_named, meta_note=borrowed_note(ckpt))
+        raw_named=raw_named, meta_note=doubt_note(ckpt))
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -283,7 +284,8 @@ def _decided(ckpt: Checkpoint, variables: list[Variable], decide: dict):
             layout is None and unmarked_lone_averages(
                 ckpt, {v.name: v for v in variables}, {}, decide.get("ema_name"),
                 decide.get("use_meta", True))) and not (
-            layout is None and decide.get("use_meta", True) and _swapped(ckpt, variables)):
+            layout is None and decide.get("use_meta", True) and _swapped(ckpt, variables)) \
+            and not (layout is None and decide.get("use_meta", True) and raw_named_open(ckpt)):
         return variables, None, frozenset()  # no average to pair: emamap is not imported
     from .ema_decide import decide_pairing
 

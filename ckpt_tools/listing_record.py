@@ -21,9 +21,9 @@ class Listing(Record):
         meta: the file the graph collections came from (the ``.meta`` beside it, or a TF1
             SavedModel's ``saved_model.pb``), or ``None``.
         saved_model: the ``saved_model.pb`` of a SavedModel, or ``None``.
-        meta_note: where ``meta`` is another checkpoint's ``.meta``, read because this one
-            was saved without its own, what ``list`` says of it
-            (:func:`~ckpt_tools.meta_sibling.borrowed_note`); ``None`` otherwise.
+        meta_note: where this checkpoint has no ``.meta`` and another checkpoint's of its
+            prefix doubts its keys' names, what ``list`` says of it
+            (:func:`~ckpt_tools.meta_sibling.doubt_note`); ``None`` otherwise.
         variables: the variables shown (filtered and sorted).
         total: how many variables the checkpoint holds.
         averaged_roles: roles expected to have an EMA shadow: weights, plus batch-norm

@@ -1,32 +1,32 @@
-"""The ``.meta`` of another checkpoint of the same Saver, for a TF1 checkpoint saved without one.
+"""Doubt from the ``.meta`` files of other checkpoints of the same prefix, for a TF1
+checkpoint saved without one of its own.
 
 The usual TF1 loop writes the graph once: ``saver.save(sess, path, global_step=i,
-write_meta_graph=(i == 1))`` (or a hook that writes it once). ``model.ckpt-3`` then has no
-``.meta``, and its keys alone cannot tell a swapping Saver (``{v.op.name: ema.average(v),
-ema.average_name(v): v}``: each key named as a variable holds its average) from a plain one;
-paired by the names, the raw weights went out as the averages, exit 0, though
-``model.ckpt-1.meta`` beside it records the very Saver that proves the swap
-(review-23-attack-r71 F2).
+write_meta_graph=(i == 1))``. ``model.ckpt-3`` then has no ``.meta``, and its keys alone
+cannot tell a swapping Saver (``{v.op.name: ema.average(v), ema.average_name(v): v}``: each
+key named as a variable holds its average) from a plain one; paired by the names, the raw
+weights went out as the averages, exit 0, though ``model.ckpt-1.meta`` beside it records a
+Saver that swapped (review-23-attack-r71 F2).
 
-:func:`borrowed_graph` looks only at the ``.meta`` files of the checkpoints its directory's
-``checkpoint`` state file lists together with it (one running Saver's checkpoints), of its
-own prefix and of steps at or before its own, newest first (no other file is parsed): where
-there is no state file, or it does not list this checkpoint, nothing is borrowed, since a
-``.meta`` of another run proves nothing of the Saver that wrote this one (an averages-only
-run's graph beside a later training run's checkpoint of the same keys, review-24-attack-r74
-F1, F2, F5, F7). Each is read with the bounds of a checkpoint's own ``.meta``, and one that
-cannot be read is as if absent (F4, F8). It keeps the graphs whose Saver's save op writes
-exactly this checkpoint's keys, each of the dtype and shape its variable is declared
-with. One such graph (or several recording the same save op) is taken as the checkpoint's own
-(:class:`~ckpt_tools.checkpoint.Checkpoint` says so: ``meta_borrowed``). Several that disagree
-about what a key was saved from (a swapping Saver's graph beside a plain one's) prove nothing
-alone: the newest is read, the others named beside it, and the save op is then taken as
-unrecorded, the keys' name pairing refused, as for a graph file recording crossed save ops
-(:func:`~ckpt_tools.save_op.crossed_keys`). A graph whose save op writes other keys is not
-this checkpoint's Saver's and is ignored.
-A text-format ``.meta`` too large to parse (:data:`~ckpt_tools.formats.meta.TEXT_META_MAX_LINE`)
-is refused rather than passed over: it may be the graph that proves a swap
-(review-24-attack-r78 F5).
+Nothing in a directory says which run wrote a ``.meta``: the ``checkpoint`` state file lists
+an earlier run's checkpoints after a resume (``MonitoredTrainingSession`` calls
+``saver.recover_last_checkpoints()``) and misses the run's own under
+``keep_checkpoint_every_n_hours``, ``max_to_keep=None``, ``latest_filename=``, another path
+spelling or a partial copy (review-24-attack-r78 F1-F4, F6, F8). So another checkpoint's
+graph is never read as this one's (it would prove a pairing it may not be evidence of);
+it may only ADD doubt. :func:`doubting` reads every ``<stem>-<N>.meta`` (and ``<stem>.meta``)
+beside ``<stem>-<M>``, each with the bounds of a checkpoint's own ``.meta`` (junk is not
+text-parsed whole: r74 F4); a file whose save op cannot be read, or that writes other keys,
+or keys of other dtypes or shapes than its variables', is no Saver of this checkpoint and is
+ignored. Where one records a save op of exactly this checkpoint's keys that reads a key from
+another variable than the key's name (a swapping Saver; a training
+``Saver(ema.variables_to_restore())``), the keys' names do not prove what they hold: the
+pairing by names is refused (:func:`~ckpt_tools.swap_assumed.saver_assumptions`, exit 6)
+until ``--not-swapped`` states it, or ``--raw --no-meta`` exports the keys as stored. Where
+every such graph agrees with the names, nothing changes: the checkpoint is read as one
+without a ``.meta``. A text-format ``.meta`` too large to parse
+(:data:`~ckpt_tools.formats.meta.TEXT_META_MAX_LINE`) is refused rather than passed over: it
+may be the graph that shows a swap (review-24-attack-r78 F5).
 """
 
 from __future__ import annotations
@@ -36,32 +36,28 @@ import re
 from collections.abc import Mapping
 
 from .errors import CheckpointError, CorruptCheckpointError
-from .formats._io import is_url
+from .formats._io import close_map, is_url, map_file
 from .formats.graph_def import read_graphs
 from .formats.graph_nodes import attr_entry
 from .formats.meta import TextMetaTooLargeError, proto_fields, read_meta_graph
 from .formats.meta_saver import saved_sources_each
 from .formats.v1 import shard_base
-from .state_file import read_state_order
 
 _STEP = re.compile(r"^(.+)-(\d+)$")
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
+_PART = re.compile(r"/part_\d+$")
+_FIELDS = 7  # a MetaGraphDef's top-level fields: meta_info_def (1) ... object_graph_def (7)
 
 
 def candidates(prefix: str) -> list[str]:
-    """The ``.meta`` files of the other checkpoints of ``prefix``'s run in its directory:
-    ``<stem>-<N>.meta`` of each ``<stem>-<N>`` the directory's ``checkpoint`` state file lists
-    together with ``prefix`` (``<stem>-<M>``), of a step ``N <= M``, newest step first.
-
-    Only the state file says which checkpoints one running Saver wrote: a ``.meta`` of the
-    same prefix that it does not list beside this checkpoint is an earlier (or later) run's,
-    whose Saver may have written the same keys from other tensors (an averages-only run's
-    graph beside a later training run's checkpoint, review-24-attack-r74 F1, F2, F7); a step
-    after ``M`` is a graph saved after this checkpoint (F5).
+    """The ``.meta`` files of the other checkpoints of ``prefix``'s stem in its directory:
+    ``<stem>-<N>.meta`` for ``prefix`` ``<stem>-<M>`` (every other name of the stem, whatever the
+    state file lists: it cannot tell which run wrote them, review-24-attack-r78), and
+    ``<stem>.meta``; newest step first.
 
     Returns:
-        `list[str]`: the paths; ``[]`` for a name without a step, a URL, a directory without
-        a readable state file, or a checkpoint the state file does not list.
+        `list[str]`: the paths; ``[]`` for a name without a step, a URL, or a directory that
+        cannot be listed.
     """
     base = shard_base(prefix)
     if is_url(base):
@@ -70,27 +66,23 @@ def candidates(prefix: str) -> list[str]:
     m = _STEP.match(name)
     if not m:
         return []
+    stem = m.group(1)
     try:
-        listed, latest = read_state_order(directory or ".")
-    except (CheckpointError, OSError):  # no state file (or an unreadable one): no run known
-        return []
-    here = os.path.abspath(directory or ".")
-    names = set()
-    for path in (*listed, latest):
-        if not is_url(path) and os.path.dirname(os.path.abspath(path)) == here:
-            names.add(os.path.basename(shard_base(path)))  # its own directory only
-    if name not in names:
+        names = os.listdir(directory or ".")
+    except OSError:
         return []
     found = []
     for other in names:
-        hit = _STEP.match(other)
-        if hit and hit.group(1) == m.group(1) and int(hit.group(2)) <= int(m.group(2)) \
-                and other != name:
-            meta = os.path.join(directory, other + ".meta")
-            if os.path.isfile(meta):
-                found.append((int(hit.group(2)), meta))
+        if not other.endswith(".meta"):
+            continue
+        hit = _STEP.match(other[:-5])
+        if other[:-5] == stem:
+            found.append((-1, other))
+        elif hit and hit.group(1) == stem and other[:-5] != name:
+            found.append((int(hit.group(2)), other))
     found.sort(reverse=True)
-    return [path for _, path in found]
+    return [os.path.join(directory, other) for _, other in found
+            if os.path.isfile(os.path.join(directory, other))]
 
 
 def _signed(value: int) -> int:
@@ -146,50 +138,109 @@ def _fits(graph, sources: dict[str, list[str]], entries: Mapping) -> bool:
     return True
 
 
-def _written(path: str, entries: Mapping) -> tuple:
-    """``(MetaGraph, save ops)``: the collections read from ``path`` and the save ops of its
-    graphs that write exactly ``entries``' keys, each of its variable's dtype and shape
-    (``(None, [])``: none, or the file cannot be read)."""
+def _saved(path: str, entries: Mapping) -> list[dict[str, list[str]]]:
+    """The save ops of the graphs in ``path`` that write exactly ``entries``' keys, each of
+    its variable's dtype and shape (``[]``: none, or the file cannot be read)."""
     stored = set(entries)
     try:
         # Read first as the checkpoint's own .meta is (binary, or text only where its head
-        # says so): junk fails fast, not a text parse of GBs (r74 F4), and damaged
-        # collections make it absent, not fatal to a checkpoint that needs none (r74 F8).
-        meta = read_meta_graph(path)
+        # says so): junk fails fast, not a text parse of GBs (r74 F4). A binary file whose
+        # collections are damaged may still record its save op, which is all that is asked
+        # of it here: only a file that does not even open as a binary MetaGraphDef is
+        # dropped (review-24-attack-r78 F9).
+        try:
+            read_meta_graph(path)
+        except TextMetaTooLargeError:  # unread, not damaged: doubting refuses it
+            raise
+        except CheckpointError:
+            data = map_file(path)
+            try:
+                if not _top_level(data):
+                    return []
+            finally:
+                close_map(data)
         each = [s for s in saved_sources_each(path) if set(s) == stored]
         if not each:
-            return None, []
+            return []
         graphs = read_graphs(path)
-    except TextMetaTooLargeError:  # unread, not damaged: borrowed_graph refuses it
+    except TextMetaTooLargeError:
         raise
-    except CheckpointError:  # a damaged neighbour proves nothing: as if it were not there
-        return None, []
-    return meta, [s for s in each if any(_fits(g, s, entries) for g in graphs
-                                         if all(of[0] in g.nodes for of in s.values()))]
+    except (CheckpointError, OSError):  # a file that cannot be read proves nothing
+        return []
+    return [s for s in each if any(_fits(g, s, entries) for g in graphs
+                                   if all(of[0] in g.nodes for of in s.values()))]
 
 
-def borrowed_graph(prefix: str, entries: Mapping) -> tuple:
-    """The same-prefix ``.meta`` to read as the graph of the checkpoint at ``prefix`` (which
-    has none of its own), and the others whose save ops write its keys from other variables.
+def _varint(data, pos: int) -> tuple[int, int]:
+    """The varint at ``data[pos]`` and the position after it (``IndexError`` past the end)."""
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80 or shift > 63:
+            return value, pos
+        shift += 7
+
+
+def _top_level(data) -> bool:
+    """Whether ``data`` walks as a binary ``MetaGraphDef``'s top-level fields to its end
+    (each payload skipped, not read, not copied): a file whose collections are damaged does,
+    junk (zeros, random bytes, a text head padded out) fails within its first fields."""
+    pos, end = 0, len(data)
+    try:
+        while pos < end:
+            tag, pos = _varint(data, pos)
+            if not 0 < tag >> 3 <= _FIELDS:
+                return False
+            wire = tag & 7
+            if wire == 2:
+                size, pos = _varint(data, pos)
+                pos += size
+            elif wire == 0:
+                pos = _varint(data, pos)[1]
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                return False
+    except IndexError:
+        return False
+    return pos == end
+
+
+def _against_names(sources: dict[str, list[str]]) -> tuple[str, list[str]] | None:
+    """The first key (sorted) that ``sources`` saves from another variable than the one its
+    name says (``key`` itself, or its parts ``key/part_N``), with its sources; ``None`` where
+    every key reads as its name (a plain Saver, an averages-only Saver of the averages)."""
+    for key in sorted(sources):
+        if any(_PART.sub("", s) != key and s != key for s in sources[key]):
+            return key, sources[key]
+    return None
+
+
+def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """The same-prefix ``.meta`` files (:func:`candidates`) recording a save op of exactly the
+    keys of the checkpoint at ``prefix`` (which has no ``.meta`` of its own) that reads a key
+    from another variable than its name's: evidence that the names may not say what the keys
+    hold, never proof of what they do.
 
     Args:
         prefix: the checkpoint prefix (V2), file or shard pattern (V1).
         entries: its stored keys -> :class:`~ckpt_tools.formats.entry.TensorEntry`.
 
     Returns:
-        ``(MetaGraph, path, crossed)``: the newest ``.meta`` whose save op writes exactly
-        these keys (its collections as :func:`_written` read them: each candidate is read
-        once), and the other such files that record a different save op (``()``: they all
-        agree); ``(None, None, ())`` where no same-prefix ``.meta`` records the keys.
+        ``((path, key, sources), ...)``: each such file, newest step first, with the first
+        key its save op reads otherwise and the variables it reads it from; ``()`` where none
+        does (none records these keys, or all agree with the names).
 
     Raises:
         CorruptCheckpointError: a candidate is a text-format ``.meta`` too large to parse
             (:class:`~ckpt_tools.formats.meta.TextMetaTooLargeError`), naming ``--no-meta``.
     """
-    matched: list[tuple[str, object, list[dict[str, list[str]]]]] = []
+    found = []
     for path in candidates(prefix):
         try:
-            meta, written = _written(path, entries)
+            saved = _saved(path, entries)
         except TextMetaTooLargeError as exc:  # a swapping run's graph as text passed over
             # paired its raw weights by names as the averages, exit 0 (review-24-attack-r78 F5)
             raise CorruptCheckpointError(
@@ -198,24 +249,35 @@ def borrowed_graph(prefix: str, entries: Mapping) -> tuple:
                 "so it is not passed over: write it binary to have it read, or pass --no-meta "
                 "(Python: use_meta=False) to pair by key names, which a swapping Saver's keys "
                 "defeat") from None
-        if written:
-            matched.append((path, meta, written))
-    if not matched:
-        return None, None, ()
-    first = matched[0][2][0]
-    crossed = tuple(p for p, _, written in matched[1:] if any(s != first for s in written))
-    return matched[0][1], matched[0][0], crossed
+        for sources in saved:
+            against = _against_names(sources)
+            if against is not None:
+                found.append((path, against[0], tuple(against[1])))
+                break
+    return tuple(found)
 
 
-def borrowed_note(ckpt) -> str | None:
-    """What a command says of a checkpoint whose graph is another checkpoint's ``.meta``
-    (``Checkpoint.meta_borrowed``): ``"graph from model.ckpt-1.meta (saved without its own
-    .meta)"``, and the files recording another save op of its keys; ``None`` otherwise."""
-    if not getattr(ckpt, "meta_borrowed", None):
+def doubt_note(ckpt) -> str | None:
+    """What a command says of a checkpoint saved without its own ``.meta`` beside other
+    checkpoints' graphs whose save op reads its keys otherwise (``Checkpoint.meta_doubt``),
+    naming them (``"model.ckpt-1.meta records ..."``: review-24-attack-r78 F7); ``None``
+    otherwise."""
+    doubt = getattr(ckpt, "meta_doubt", ())
+    if not doubt:
         return None
-    said = f"graph from {os.path.basename(ckpt.meta_borrowed)} (saved without its own .meta)"
-    if ckpt.meta_crossed:
-        said += ("; " + ", ".join(os.path.basename(p) for p in ckpt.meta_crossed)
-                 + " of the same prefix records another save op of the same keys, so which "
-                 "Saver wrote them is not proven")
-    return said
+    _, key, sources = doubt[0]
+    several = len(doubt) > 1
+    kind = "graphs of other checkpoints" if several else "graph of another checkpoint"
+    return (f"{doubt_files(doubt)}, the {kind} of this prefix "
+            f"(maybe another run's), {'record' if several else 'records'} a save op of exactly "
+            f"these keys that wrote {key} from {', '.join(sources)}; this checkpoint has no "
+            ".meta of its own, so its keys' names do not prove what they hold")
+
+
+def doubt_files(doubt) -> str:
+    """The file names of ``Checkpoint.meta_doubt``'s entries, joined (``"model.ckpt-1.meta
+    and model.ckpt-2.meta"``; the first four, then how many more)."""
+    names = [os.path.basename(p) for p, _, _ in doubt]
+    if len(names) > 4:
+        names = [*names[:4], f"{len(names) - 4} more"]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

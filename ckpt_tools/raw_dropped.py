@@ -109,8 +109,8 @@ def _dropped_refusal(ckpt: Checkpoint, sources: dict[str, list[str]], state: set
 
 def _refuse_misread_plan(ckpt: Checkpoint, sources: dict[str, list[str]],
                          plan: dict[str, str]) -> None:
-    """Refuses a ``--raw`` plan that writes an average under a graph variable's name, or a raw
-    weight under another variable's average's name, as the save op shows: a mixed Saver's
+    """Refuses a ``--raw`` plan that writes an average (under any name), or a raw weight
+    under another variable's average's name, as the save op shows: a mixed Saver's
     ``--exclude`` route wrote ``w``, saved from ``w/ExponentialMovingAverage``, as ``--raw``'s
     ``w`` (exit 0, a warning only), and a scope-stripped Saver beside a top-level ``w`` wrote
     raw ``tower/w`` as ``w/ExponentialMovingAverage`` (review-24-attack-r76 F1, F2). No
@@ -125,10 +125,9 @@ def _refuse_misread_plan(ckpt: Checkpoint, sources: dict[str, list[str]],
         src = sources.get(key)
         if not src:
             continue
-        # an average under a name that reads as its own (b/ExponentialMovingAverage/var of a
-        # suffixing Saver, written as stored) says what it is; under a variable's name it
-        # passes for that raw weight
-        if key in averages and (name in variables or key in variables):
+        # an average is no raw weight under any name: a suffixing Saver's
+        # b/ExponentialMovingAverage/var too (its role says so: review-24-attack-r79 F3)
+        if key in averages:
             why = (f"would write {key!r} as a raw weight{f' (as {name!r})' if name != key else ''}"
                    f", but the {graph_named(ckpt)}'s save op wrote it from the shadow {src[0]} "
                    "(an average)")

@@ -49,15 +49,42 @@ def ema_applied(ckpt: Checkpoint) -> bool:
 
 def evaluation_graph(ckpt: Checkpoint, s: str) -> bool:
     """Whether the graph whose Saver wrote key ``s`` from its variable holds no shadow
-    variable ``s`` and shows no ``ema.apply()`` (:func:`ema_applied`): an evaluation graph's
+    variable ``s``, shows no ``ema.apply()`` (:func:`ema_applied`) and no op training a
+    variable its save op wrote (:func:`trained_saved`): an evaluation graph's
     ``Saver(ema.variables_to_restore())``, whose variables hold what that Saver restored (the
     averages, when it restored a training checkpoint; nothing in the file proves it), unlike
-    a training graph's, whose keys hold the trained raw weights."""
+    a training graph's, whose keys hold the trained raw weights. A fine-tune that restored
+    the averages with that Saver, trained and saved with it shows no ``ema.apply()`` either:
+    its optimizer writing the variables is what tells it (review-24-attack-r77 F5, r79 F5)."""
     meta = ckpt.meta
-    if meta is None or ema_applied(ckpt):
+    if meta is None or ema_applied(ckpt) or trained_saved(ckpt):
         return False
     return s not in meta.variables and \
         all(v.checkpoint_key != s for v in meta.variables.values())
+
+
+def trained_saved(ckpt: Checkpoint) -> dict[str, str]:
+    """The variables (graph op names) the ``.meta``'s save op wrote a key from that an op of
+    the graph trains, each with that op: an optimizer's ``Apply*`` (``ResourceApply*``), or
+    any other write of a trainable variable (a hand-written step's ``assign_sub``, a copy or
+    a fed value assigned into it); its initializer and a Saver's restore are no such op. A
+    write of a variable that is not trainable (a batch norm's statistic updated by an
+    ``assign`` an evaluation graph builds too) is not counted. Where the update ops cannot be
+    read whole (a function they call is unread), nothing proves that no op trains them:
+    ``{"": ""}`` then, so the answer is true. ``{}`` without a save op read.
+    Computed once per open checkpoint."""
+    def trained() -> dict[str, str]:
+        sources = written_sources(ckpt)
+        if not sources or ckpt.meta is None:
+            return {}
+        found = part_update_ops(ckpt)
+        if found is None or not found[0].whole:
+            return {"": ""}
+        saved = {v for each in sources.values() for v in each}
+        trainable = set(ckpt.meta.collections.get("trainable_variables") or ())
+        return {v: op for v, (op, kind) in found[0].writers.items()
+                if v in saved and (v in trainable or "Apply" in kind)}
+    return ckpt.memo("raw_named_trained_saved", trained)
 
 
 def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
@@ -71,9 +98,31 @@ def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
     holds ``model/w``, the variable as that Saver names it; review-20-attack-r50 F6).
     ``{}`` where nothing records the save op, for TF2 and Keras files, and for an
     evaluation graph's Saver (:func:`evaluation_graph`: its keys may hold averages it
-    restored; ``--averages-only`` decides there)."""
-    return {k: v for k, v in named_as_own_average(ckpt).items()
-            if not evaluation_graph(ckpt, k)}
+    restored; ``--averages-only`` decides there). Computed once per open checkpoint (list
+    asks it twice)."""
+    return dict(ckpt.memo("raw_named_keys", lambda: {
+        k: v for k, v in named_as_own_average(ckpt).items() if not evaluation_graph(ckpt, k)}))
+
+
+def fine_tune_said(ckpt: Checkpoint) -> str:
+    """What a refusal of keys :func:`raw_named_keys` reads adds where the graph shows no
+    ``ema.apply()`` but trains a variable its save op wrote (:func:`trained_saved`): a
+    fine-tune's reading, which no training graph's message names; ``""`` elsewhere."""
+    trained = {v: op for v, op in trained_saved(ckpt).items() if v}
+    if not trained or ema_applied(ckpt):
+        return ""
+    var, op = next(iter(sorted(trained.items())))
+    return (f"; its graph builds no ema.apply() but an op training {var} ({op}): a fine-tune "
+            "that restored the averages with that Saver and trained saved its fine-tuned raw "
+            "weights there, an evaluation graph that never ran it the averages it restored")
+
+
+def raw_named_open(ckpt: Checkpoint) -> bool:
+    """Whether some TF1 key holds :func:`raw_named_keys`' reading, whatever role its name
+    got: a fine-tune's ``w/ExponentialMovingAverage``, which its optimizer's write of ``w``
+    makes ``other`` by role (:func:`~ckpt_tools.meta_shadows.update_op_written`), is such a
+    key all the same; ``list`` shows map's refusal of it (review-24-attack-r77 F5)."""
+    return ckpt.objects is None and ckpt.meta is not None and bool(raw_named_keys(ckpt))
 
 
 def named_as_own_average(ckpt: Checkpoint) -> dict[str, str]:

@@ -29,6 +29,7 @@ from .lone_named import proposed_lone_averages
 from .raw_named import (
     applied_shadows,
     evaluation_graph,
+    fine_tune_said,
     raw_named_keys,
     saved_from,
     training_state,
@@ -130,7 +131,7 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
         "their variables' names); if an evaluation graph restored the averages and saved "
         "again with that Saver (it may build ema.apply() too), the keys hold the averages, "
         "which the file cannot show: pass --averages-only (Python: open_checkpoint(path, "
-        "averages_only=True)) if so" + exclude,
+        "averages_only=True)) if so" + fine_tune_said(ckpt) + exclude,
         "--exclude" if others else None, undecided, raw=tuple(s for s, _ in every))
 
 
@@ -248,6 +249,11 @@ def stated_lone_averages(ckpt: Checkpoint) -> dict[str, str]:
     # w/slow under a stated --ema-name slow, that no name marks as an average
     found.update({s: t for s, t in proposed_lone_averages(ckpt).items()
                   if t not in stored and _statable(ckpt, sources, s, t)})
+    # a fine-tune's keys, which its optimizer's write of the variable makes 'other' by role,
+    # are paired only by the statement all the same (review-24-attack-r77 F5)
+    other = {v.name for v in ckpt.variables_unwarned() if v.role == R.OTHER}
+    found.update({s: t for s, t in raw_named_keys(ckpt).items()
+                  if s in other and t not in stored and _statable(ckpt, sources, s, t)})
     return found
 
 

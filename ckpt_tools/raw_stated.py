@@ -8,11 +8,13 @@ restored them (with that same Saver) and saved again. The ``.meta`` cannot tell 
 an evaluation graph built by the training ``model_fn`` holds ``ema.apply()``'s shadows and
 update ops and the optimizer too, never run. So ``--raw`` refuses them unless stated;
 ``--averages-only`` is the statement for the other reading (the default export then writes
-them as the averages). Where the ``.meta`` proves an evaluation graph (no shadow variables,
-no ``ema.apply()``: :func:`~ckpt_tools.raw_named.evaluation_graph`), ``--raw`` refuses
-whatever is stated, offering the default export: the keys hold what the variables held at
-save, the averages it restored, or a fine-tune's raw weights, which the file cannot tell
-(review-24-attack-r77 F5: never "no key holds the raw weights" as a fact).
+them as the averages). A fine-tune that restored the averages with that Saver, trained and
+saved with it builds no ``ema.apply()`` either: its optimizer writing the variables makes it
+such a graph, the statement deciding (review-24-attack-r77 F5, r79 F5). Where the ``.meta``
+reads as an evaluation graph (no shadow variables, no ``ema.apply()``, no op training the
+variables: :func:`~ckpt_tools.raw_named.evaluation_graph`), ``--raw`` refuses whatever is
+stated, offering the export that writes the averages (never "no key holds the raw weights"
+as a fact).
 """
 
 from __future__ import annotations
@@ -94,15 +96,16 @@ def refuse_unstated_raw(ckpt: Checkpoint, holders: dict[str, str]) -> None:
         raise UnprovenPairingError(
             f"{ckpt.path}: --raw refuses {keys}, whatever is stated: they hold what those "
             "variables held when that Saver saved, and its graph (a Saver of ema.variables_to_"
-            "restore(), no shadow variables, no ema.apply()) reads as an evaluation graph, "
-            "which re-saves the averages it restored; a fine-tune that restored the averages "
-            "with that Saver and trained writes raw weights there, and the file cannot show "
-            f"which; {averages_offer(ckpt)}", None, undecided)
+            "restore(), no shadow variables, no ema.apply(), no op training those variables) "
+            "reads as an evaluation graph, which re-saves the averages it restored (a "
+            "fine-tune that restored them with that Saver and trained would show its "
+            f"optimizer writing them); {averages_offer(ckpt)}", None, undecided)
     if not ckpt.keys_are_raw:
         raise UnprovenPairingError(
             f"{ckpt.path}: {keys}, as a Saver(ema.variables_to_restore()) writes them, hold "
             "what those variables held when it saved: the raw weights if a training graph "
-            "saved, the averages if an evaluation graph restored them and saved again (it may "
-            "build ema.apply() and the optimizer too, never run), and the file cannot tell "
-            f"which: {STATE_RAW} if they hold the raw weights; if they hold the averages, "
+            "saved (a fine-tune that restored the averages with that Saver and trained, too), "
+            "the averages if an evaluation graph restored them and saved again (it may build "
+            "ema.apply() and the optimizer too, never run), and the file cannot tell which: "
+            f"{STATE_RAW} if they hold the raw weights; if they hold the averages, "
             f"{averages_offer(ckpt)}", "--keys-are-raw", undecided)

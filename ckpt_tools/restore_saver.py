@@ -276,11 +276,8 @@ class StoredCheck:
             return None
         return EmaError(
             f"{ckpt.path}: ema_saver() without checkpoint= restores each variable from the key "
-            "TF's naming gives it, but the checkpoint (through the save op of the "
-            + (f"{os.path.basename(ckpt.meta_borrowed)}, the graph of an earlier checkpoint the "
-               "checkpoint state file lists with it: it has no .meta of its own"
-               if ckpt.meta_borrowed else ".meta beside it")
-            + ") stores the averages under other keys: " + "; ".join(crossed[:4])
+            "TF's naming gives it, but the checkpoint (through the save op of the .meta beside "
+            "it) stores the averages under other keys: " + "; ".join(crossed[:4])
             + (" ..." if len(crossed) > 4 else "")
             + "; pass checkpoint= (the map is then read from what the checkpoint stores)")
 

@@ -25,13 +25,7 @@ def graph_file(ckpt: Checkpoint) -> str | None:
 
 def graph_named(ckpt: Checkpoint) -> str:
     """How a message names the graph file read: ``saved_model.pb`` (a SavedModel's, binary or
-    text) or ``.meta``; for a checkpoint saved without its own, the file name of the
-    same-prefix ``.meta`` read in its place (``model.ckpt-1.meta``: :mod:`.meta_sibling`),
-    and of those recording another save op of its keys."""
-    if ckpt.meta_borrowed and graph_file(ckpt):
-        import os
-
-        return " and ".join(os.path.basename(p) for p in (ckpt.meta_borrowed, *ckpt.meta_crossed))
+    text) or ``.meta``."""
     path = graph_file(ckpt) or ""
     return "saved_model.pb" if "saved_model." in path.replace("\\", "/").rpartition("/")[2] \
         else ".meta"
@@ -44,18 +38,11 @@ NO_SAVE_OP = "does not record the save op that wrote them"
 CROSSED = "records several save ops that wrote these keys from different variables"
 
 
-def _save_ops(ckpt: Checkpoint, path: str) -> list[dict[str, list[str]]]:
-    """The save ops of the graph file ``path`` read for ``ckpt``, and of the same-prefix
-    graphs whose save ops write its keys otherwise (``meta_crossed``: :mod:`.meta_sibling`),
-    which make them crossed as two save ops of one file do."""
-    return [s for p in (path, *ckpt.meta_crossed) for s in saved_sources_each(p)]
-
-
 def _writer(ckpt: Checkpoint) -> tuple[dict[str, list[str]] | None, str]:
     path = graph_file(ckpt)
     if not path:
         return None, ""
-    each = _save_ops(ckpt, path)
+    each = saved_sources_each(path)
     if not each:
         return None, NO_SAVE_OP
     stored = set(ckpt.entries())
@@ -101,7 +88,7 @@ def crossed_keys(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | None:
     if not path or why_unwritten(ckpt) != CROSSED:
         return None
     stored = set(ckpt.entries())
-    fits = [s for s in _save_ops(ckpt, path) if set(s) == stored]
+    fits = [s for s in saved_sources_each(path) if set(s) == stored]
     for key in sorted(stored):
         other = next((f[key] for f in fits[1:] if f[key] != fits[0][key]), None)
         if other is not None:
@@ -119,12 +106,19 @@ def named_pairs_unproven(ckpt: Checkpoint) -> dict[str, str]:
     Also where several save ops write the keys from different variables (:func:`crossed_keys`:
     a swapping Saver beside a plain one; the pairing is then refused, not assumed).
     The ``.meta``'s update ops do not settle it: they name the variable each shadow
-    *variable* averages, not the variable a key was saved from. ``{}`` where a save op proves
-    the keys, no graph file is read (``--no-meta``: the documented limit), ``--not-swapped``
+    *variable* averages, not the variable a key was saved from. Also, for a checkpoint saved
+    without a ``.meta``, where another checkpoint's graph of its prefix records a save op of
+    its keys from other variables than their names (``meta_doubt``: :mod:`.meta_sibling`;
+    refused, review-24-attack-r78). ``{}`` where a save op proves the keys, no graph file is
+    read and none doubts the names (``--no-meta``: the documented limit), ``--not-swapped``
     states it, or no stored average's variable is stored."""
-    if ckpt.objects is not None or ckpt.not_swapped or graph_file(ckpt) is None:
+    if ckpt.objects is not None or ckpt.not_swapped:
         return {}
-    if written_sources(ckpt) is not None or why_unwritten(ckpt) not in (NO_SAVE_OP, CROSSED):
+    if graph_file(ckpt) is None:
+        if not ckpt.meta_doubt:
+            return {}
+    elif written_sources(ckpt) is not None or why_unwritten(ckpt) not in (NO_SAVE_OP,
+                                                                          CROSSED):
         return {}
     entries = ckpt.entries()
     return {v.name: v.ema_of for v in ckpt.variables_unwarned()

@@ -156,6 +156,28 @@ def scoped_part_shadows(entries, roles: dict[str, RoleInfo],
     return out
 
 
+def _entered(scope: str, where: str, x: str) -> bool:
+    """Whether ``scope`` is the name scope of an ``apply()`` named ``x`` run inside
+    ``variable_scope(where)``: ``<where>/<x>``, each part of ``where`` with or without the
+    ``_N`` TF gives a name scope entered again (the model built in one ``with
+    variable_scope("model")``, the EMA applied in a second: ``model_1/fast``;
+    review-24-attack-r75 F1)."""
+    head, sep, last = scope.rpartition("/" + x) if scope.endswith("/" + x) else ("", "", "")
+    parts, want = head.split("/"), where.split("/")
+    return bool(sep) and not last and len(parts) == len(want) and all(
+        p == w or p.startswith(w + "_") and p[len(w) + 1:].isdigit()
+        for p, w in zip(parts, want, strict=True))
+
+
+def _grouped(sources: dict[str, list[str]], grouped: dict[str, str]) -> dict[str, list[str]]:
+    """A save op's key -> sources with each fragment key read as the key the reader groups it
+    under (``grouped``), the fragments' sources joined."""
+    out: dict[str, list[str]] = {}
+    for key, srcs in sources.items():
+        out.setdefault(grouped.get(key, key), []).extend(srcs)
+    return out
+
+
 def applied_scope_shadows(entries, roles: dict[str, RoleInfo],
                           meta: MetaGraph | None) -> dict[str, RoleInfo]:
     """Returns new roles for the keys ``<P>/<W>/<x>`` read as nothing by name that the
@@ -188,7 +210,13 @@ def applied_scope_shadows(entries, roles: dict[str, RoleInfo],
     if read is None or not read[0].whole:
         return {}
     ops, key = read
-    fits = [s for s in saved_sources_each(meta.path) if set(s) == set(entries)]
+    # TF saves a partitioned variable's slots inside a variable_scope under mangled keys, one
+    # per part (model/w/art_0/fast), which the reader groups (model/w/part_*/fast): the save
+    # op's keys are read as grouped, or no key of the graph was read (review-24-attack-r75 F2)
+    grouped = {m: k for k, e in entries.items() if e.extra and e.extra.get("fragments")
+               for m in e.extra["fragments"]}
+    fits = [s for s in map(lambda each: _grouped(each, grouped), saved_sources_each(meta.path))
+            if set(s) == set(entries)]
     if not fits or any(f != fits[0] for f in fits):
         return {}  # no save op proven to have written these keys
     sources = fits[0]
@@ -203,7 +231,7 @@ def applied_scope_shadows(entries, roles: dict[str, RoleInfo],
                 or roles[of].role not in (WEIGHT, BN_STAT)):
             continue
         where, x = shadow[:at], shadow[at + len(of) + 2:]
-        if (scope == f"{where}/{x}" and scope in ops.grouped
+        if (_entered(scope, where, x) and scope in ops.grouped
                 and named.count(UNIQUIFIED.sub("", x.rpartition("/")[2])) == 1
                 and shadow_op not in ops.slots and shadow not in written
                 and sources.get(shadow) == [shadow_op]

@@ -42,21 +42,27 @@ def take_statements(options: dict) -> dict:
     return said
 
 
-def refuse_unknown(function: str, options: dict) -> None:
+def refuse_unknown(function: str, options: dict, checkpoint=None) -> None:
     """A ``TypeError`` for a keyword that is no statement, as Python gives it, and
     :func:`refuse_raw_statement`'s ``OptionError``."""
     for k in options:
         if k not in STATEMENTS:
             raise TypeError(f"{function}() got an unexpected keyword argument {k!r}")
-    refuse_raw_statement(function, options)
+    refuse_raw_statement(function, options, checkpoint)
 
 
-def refuse_raw_statement(function: str, options: dict) -> None:
+def refuse_raw_statement(function: str, options: dict, checkpoint=None) -> None:
     """An ``OptionError`` for ``keys_are_raw=True`` given to ``function``, which is no
     ``export_weights(..., ema=False)``: only ``--raw`` reads it, and elsewhere it would be
     ignored, the averages read whatever it states (review-24-attack-r77 F3; the CLI's
-    ``--keys-are-raw`` without ``--raw`` exits 2 alike)."""
-    if options.get("keys_are_raw"):
+    ``--keys-are-raw`` without ``--raw`` exits 2 alike). Stated inside an open
+    ``checkpoint`` (``open_checkpoint(p, keys_are_raw=True)``) it is refused alike, as
+    ``export_weights`` without ``ema=False`` refuses it there (review-24-attack-r79 F4).
+
+    Raises:
+        OptionError: where ``options`` or ``checkpoint`` states ``keys_are_raw``.
+    """
+    if options.get("keys_are_raw") or getattr(checkpoint, "keys_are_raw", False):
         raise OptionError(
             f"{function}(): keys_are_raw=True (--keys-are-raw) states that keys named as "
             "averages hold the raw weights, which only export_weights(..., ema=False) "

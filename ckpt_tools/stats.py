@@ -123,7 +123,7 @@ def checkpoint_stats(ckpt: Checkpoint | str, names: list[str] | None = None, *,
         ...     [r.name for r in checkpoint_stats(ckpt) if "drift" in r.flags]
         ['W/ExponentialMovingAverage']
     """
-    refuse_unknown("checkpoint_stats", statements)
+    refuse_unknown("checkpoint_stats", statements, ckpt)
     with opened_stated(ckpt, statements) as ckpt:
         yield from _stats(ckpt, names, drift_threshold, strict, progress, workers, variables,
                           histogram)

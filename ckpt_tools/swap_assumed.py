@@ -159,16 +159,18 @@ def saver_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         `list[Assumption]`: one ``saver_not_swapped`` naming the graph file and a pair, or
         ``[]``.
     """
-    from .save_op import crossed_keys, graph_named, named_pairs_unproven
+    from .save_op import crossed_keys, graph_file, graph_named, named_pairs_unproven
 
     pairs = named_pairs_unproven(ckpt)
     if not pairs or same_values(ckpt, pairs):
         return []
+    if ckpt.meta_doubt and graph_file(ckpt) is None:
+        return [_doubted(ckpt)]
     avg, var = next(iter(sorted(pairs.items())))
     graph = graph_named(ckpt)
     crossed = crossed_keys(ckpt)
     if crossed:
-        return [_crossed(graph, *crossed, borrowed=bool(getattr(ckpt, "meta_borrowed", None)))]
+        return [_crossed(graph, *crossed)]
     return [Assumption(
         "saver_not_swapped",
         f"the {graph} records no save op (no SaverDef: export_meta_graph() without a saver), "
@@ -188,31 +190,62 @@ def saver_assumptions(ckpt: Checkpoint) -> list[Assumption]:
         "export --raw); --not-swapped states it did not swap")]
 
 
-def _crossed_said(graph: str, key: str, one: list[str], other: list[str],
-                  borrowed: bool = False) -> str:
-    """What the graph file's save ops disagree about (:func:`_crossed`), in a message;
-    ``borrowed``: the graphs are other checkpoints' ``.meta`` files the state file lists with
-    it (:mod:`~ckpt_tools.meta_sibling`), not one file of its own (review-24-attack-r74 F6)."""
+def _doubted_said(ckpt: Checkpoint) -> str:
+    """Why a checkpoint saved without its own ``.meta`` is not paired by its keys' names
+    (``meta_doubt``: :mod:`~ckpt_tools.meta_sibling`), in a message naming the graphs."""
+    from .meta_sibling import doubt_files
+
+    _, key, sources = ckpt.meta_doubt[0]
+    several = len(ckpt.meta_doubt) > 1
+    return (f"it has no .meta of its own, and {doubt_files(ckpt.meta_doubt)}, the "
+            + ("graphs of other checkpoints" if several else "graph of another checkpoint")
+            + " of this prefix (nothing records which run wrote "
+            f"{'them' if several else 'it'}: a resumed run, an earlier one, or its own), "
+            f"{'record' if several else 'records'} a save op of exactly these "
+            f"keys that wrote {key} from {', '.join(sources)}, not from the variable its name "
+            "says (e.g. a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): v}), "
+            "so the keys' names do not prove what they hold")
+
+
+def _doubted(ckpt: Checkpoint) -> Assumption:
+    """``saver_not_swapped``, refused: another checkpoint's graph of the same prefix records a
+    save op of exactly these keys that reads them otherwise than their names
+    (:func:`_doubted_said`); it may be another run's, so it proves nothing, and the names
+    prove nothing either (review-24-attack-r78 F1-F4, F6, F8, F9)."""
+    from .meta_sibling import doubt_files
+
+    said = _doubted_said(ckpt)
+    return Assumption(
+        "saver_not_swapped",
+        f"{said}: if a Saver of each variable under its own name wrote this checkpoint, pass "
+        "--not-swapped (Python: not_swapped=True); if that graph's Saver did, its keys named "
+        "as variables hold what it saved there (a swapping Saver's: the averages): use the "
+        "keys as stored (ckpt export --raw --no-meta)",
+        f"the keys are taken as holding their names' variables ({said})",
+        "a Saver of each variable under its own name: --not-swapped (Python: "
+        "not_swapped=True); the other graph's Saver: use the keys as stored (ckpt export --raw "
+        "--no-meta)",
+        f"{doubt_files(ckpt.meta_doubt)} (another checkpoint's graph) records a save op of these "
+        "keys that contradicts their names; --not-swapped states each key holds its name's "
+        "variable", refused=True)
+
+
+def _crossed_said(graph: str, key: str, one: list[str], other: list[str]) -> str:
+    """What the graph file's save ops disagree about (:func:`_crossed`), in a message."""
     between = (f"key {key} from {', '.join(one)} in one graph, from {', '.join(other)} in "
                "another: a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): "
                "v}, beside a Saver of each variable under its own name")
-    if borrowed:
-        return (f"it has no .meta of its own, and the graphs {graph} of the checkpoints the "
-                "checkpoint state file lists with it record save ops that wrote these keys "
-                f"from different variables ({between}), and nothing records which of them "
-                "wrote this checkpoint")
     return (f"its {graph} records save ops that wrote these keys from different variables "
             f"({between}, e.g. Builder.add_meta_graph_and_variables(saver=...) then "
             "add_meta_graph()), and nothing in the file records which of them wrote the "
             "variables")
 
 
-def _crossed(graph: str, key: str, one: list[str], other: list[str],
-             borrowed: bool = False) -> Assumption:
+def _crossed(graph: str, key: str, one: list[str], other: list[str]) -> Assumption:
     """``saver_not_swapped``, refused: the graph file's save ops disagree about what ``key``
     holds (a TF1 SavedModel's swapping Saver of ``add_meta_graph_and_variables(saver=)`` beside
     another graph's plain Saver), and nothing records which one wrote the variables."""
-    said = _crossed_said(graph, key, one, other, borrowed)
+    said = _crossed_said(graph, key, one, other)
     return Assumption(
         "saver_not_swapped",
         f"{said}: if a Saver of each variable under its own name wrote them, pass "
@@ -229,8 +262,10 @@ def _crossed(graph: str, key: str, one: list[str], other: list[str],
 
 def refuse_crossed_raw(ckpt: Checkpoint) -> bool:
     """Refuses ``export --raw`` (``ema=False``) where the graph file's save ops disagree about
-    what the keys hold (:func:`_crossed`): the keys named as variables are the raw weights if a
-    Saver of each variable under its own name wrote them, the averages if the swapping one did.
+    what the keys hold (:func:`_crossed`), or another checkpoint's graph of its prefix records
+    a save op of its keys that contradicts their names (:func:`_doubted`): the keys named as
+    variables are the raw weights if a Saver of each variable under its own name wrote them,
+    the averages if the swapping one did.
 
     Returns:
         `bool`: ``False`` (nothing refused).
@@ -242,12 +277,11 @@ def refuse_crossed_raw(ckpt: Checkpoint) -> bool:
     from .save_op import crossed_keys, graph_named
 
     crossed = crossed_keys(ckpt)
-    if not crossed or not any(a.refused for a in saver_assumptions(ckpt)):
+    if not (crossed or ckpt.meta_doubt) or not any(a.refused for a in saver_assumptions(ckpt)):
         return False
     from .errors import UnprovenPairingError
 
-    said = _crossed_said(graph_named(ckpt), *crossed,
-                         bool(getattr(ckpt, "meta_borrowed", None)))
+    said = _crossed_said(graph_named(ckpt), *crossed) if crossed else _doubted_said(ckpt)
     raise UnprovenPairingError(
         f"{ckpt.path}: {said}: --raw exports the keys named as variables, which hold the raw "
         "weights if a Saver of each variable under its own name wrote them and the averages if "

@@ -99,6 +99,24 @@ for kind in ("ev_apply", "ev_apply_ren"):
             saver = tf1.train.Saver(vtr if kind == "ev_apply" else
                                     {"model/" + k: v for k, v in vtr.items()})
             saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+for kind in ("finetune", "ft_hand", "ft_unrun"):
+    with tf.Graph().as_default():  # a fine-tune warm-started from the averages, no ema.apply()
+        gs = tf1.train.get_or_create_global_step()  # (review-24-attack-r77 F5, r79 F5)
+        x, w, b, y = model()
+        loss = tf.reduce_sum(tf.square(y))
+        if kind == "ft_hand":  # a hand-written step: assign ops, no optimizer
+            gw, gb = tf.gradients(loss, [w, b])
+            step = tf.group(tf1.assign_sub(w, 0.05 * gw), tf1.assign_sub(b, 0.05 * gb))
+        else:  # ft_unrun: an evaluation graph that builds the optimizer and never runs it
+            step = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(0.5).variables_to_restore())
+        with tf1.Session() as s:
+            saver.restore(s, tf.train.latest_checkpoint(f"{out}/train"))
+            for _ in range(0 if kind == "ft_unrun" else 3):
+                s.run(step)
+            saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+            for v in (w, b):  # what the keys hold: the fine-tuned raw weights, or the averages
+                truth[f"{kind}:{v.op.name}"] = s.run(v.read_value())
 with tf.Graph().as_default():  # an EMA named as the optimizer's slot (review-23-attack-r69 F6)
     gs = tf1.train.get_or_create_global_step()
     x, w, b, y = model()
@@ -401,6 +419,51 @@ def test_evaluation_graph_raw_refused(made, case, tmp_path):
         assert "no key holds the raw weights" not in err, err  # not a fact (r77 F5)
 
 
+@pytest.mark.parametrize("case", ["finetune", "ft_hand", "ft_unrun"])
+def test_fine_tune_resave_is_no_evaluation_graph(made, case, tmp_path):
+    """A fine-tune restores the averages with Saver(ema.variables_to_restore()), trains (an
+    optimizer's Apply* ops, or a hand-written step's assigns) and saves with that Saver: no
+    ema.apply() in its .meta, so it read as an evaluation graph and the default export
+    labelled the fine-tuned RAW weights as the averages, exit 0, while --raw refused whatever
+    was stated (review-24-attack-r77 F5, r79 F5). The graph's writes of the variables prove
+    no evaluation graph: every command refuses, naming both statements; each writes what the
+    keys held at save bit for bit. ft_unrun (the optimizer built, never run: the keys hold
+    the averages) is refused alike: the file cannot tell it from a fine-tune."""
+    import ckpt_tools as C
+
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    if case != "ft_unrun":
+        assert not np.array_equal(truth[f"{case}:fc/w"], truth["ema:fc/w"])
+    code, err = _export(out, case, dst=dst)
+    assert code == 6 and not dst.exists(), err
+    assert "--averages-only" in err and "--raw --keys-are-raw" in err, err
+    assert "a fine-tune that restored the averages" in err, err
+    for command in (["map"], ["restore-ema", "--out", str(tmp_path / "baked")]):
+        code, _, err = run_cli([*command, str(out / case)])
+        assert code == 6 and "--averages-only" in err, err
+    with pytest.raises(C.UnprovenPairingError):
+        C.ema_map(str(out / case))
+    code, text, err = run_cli(["list", "--json", str(out / case)])
+    assert code == 0, err
+    listed = json.loads(text)
+    assert "--averages-only" in listed["ema_unproven"]["reason"], listed
+    assert listed["raw_named"] == {f"{n}/ExponentialMovingAverage": n for n in ("fc/b", "fc/w")}
+    code, err = _export(out, case, "--raw", dst=dst)
+    assert code == 6 and not dst.exists(), err
+    assert "pass --keys-are-raw" in err and "ckpt export --averages-only" in err, err
+    assert "whatever is stated" not in err and "export without --raw" not in err, err
+    for stated, said in ((["--raw", "--keys-are-raw"], "you stated --keys-are-raw"),
+                         (["--averages-only"], "you stated --averages-only")):
+        code, err = _export(out, case, *stated, dst=dst)
+        assert code == 0 and said in err, err
+        with np.load(dst) as z:
+            assert sorted(z.files) == ["fc/b", "fc/w"], z.files
+            for n in ("fc/b", "fc/w"):
+                assert _bits(z[n]) == _bits(truth[f"{case}:{n}"]), n
+        dst.unlink()
+
+
 @pytest.mark.parametrize("case, slow_key", [("vtr_slow", "s/fc/w/slow"),
                                             ("vtr_slowren", "fc/w_slow")])
 def test_second_objects_average_beside_vtr_keys_no_meta_refused(made, case, slow_key,
@@ -425,18 +488,25 @@ def test_second_objects_average_beside_vtr_keys_no_meta_refused(made, case, slow
             assert _bits(z[n]) == _bits(truth[f"slow_raw:{n}"]), n
 
 
+@pytest.mark.parametrize("opened", [False, True], ids=["keyword", "opened"])
 @pytest.mark.parametrize("function", ["ema_map", "checkpoint_stats", "diff_ema", "bake_ema"])
-def test_keys_are_raw_elsewhere_than_raw_export_refused(made, function, tmp_path):
+def test_keys_are_raw_elsewhere_than_raw_export_refused(made, function, opened, tmp_path):
     """keys_are_raw=True states what only export_weights(..., ema=False) reads: ema_map,
     checkpoint_stats, diff_ema and bake_ema took it and ignored it, pairing the training
     checkpoint's averages as if nothing were stated (review-24-attack-r77 F3); an OptionError
-    now, as the CLI's --keys-are-raw without --raw exits 2."""
+    now, as the CLI's --keys-are-raw without --raw exits 2. Stated inside a checkpoint opened
+    with it (open_checkpoint(p, keys_are_raw=True)) it was still taken and ignored there
+    (review-24-attack-r79 F4): refused alike."""
     import ckpt_tools as C
 
     out, _ = made
     args = (tmp_path / "baked",) if function == "bake_ema" else ()
     with pytest.raises(C.OptionError, match=r"keys_are_raw=True .*ema=False"):
-        list(getattr(C, function)(str(out / "train"), *args, keys_are_raw=True) or ())
+        if opened:
+            with C.open_checkpoint(str(out / "train"), keys_are_raw=True) as ckpt:
+                list(getattr(C, function)(ckpt, *args) or ())
+        else:
+            list(getattr(C, function)(str(out / "train"), *args, keys_are_raw=True) or ())
     assert not (tmp_path / "baked").exists()
 
 

@@ -41,28 +41,37 @@ from helpers import run_cli
 from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
+import contextlib
+
 GRAPHS = {"slow_fast": ("slow", "fast"), "slashed": ("ema/fast", "fast"),
           "endings": ("a/fast", "b/fast"), "twins": ("ExponentialMovingAverage",) * 2,
           "fast_twins": ("fast", "fast"), "scoped_twins": ("ExponentialMovingAverage",) * 2,
           "vscoped": ("ema/fast", "fast"), "nscoped": ("fast", "ema/fast"),
           "nvscoped": ("fast", "ema/fast"), "solo": ("fast",), "vtowers": ("fast", "fast"),
           "vsroot": ("fast", "slow"), "vstacked": ("fast", "slow"), "rbtowers": ("fast", "fast"),
-          "ntowers": ("fast", "fast"), "vmodel": ("fast",), "vspart": ("fast", "slow")}
+          "ntowers": ("fast", "fast"), "vmodel": ("fast",), "vspart": ("fast", "slow"),
+          "vmodel2": ("fast",), "vmodel2twins": ("fast", "fast")}
 # where each object's apply() runs: name_scope ("n", scope) or variable_scope ("v", scope)
 WHERE = {"scoped_twins": (("n", "a"), None), "vscoped": (None, ("v", "ema")),
          "nscoped": (("n", "ema"), None), "nvscoped": (("n", "ema"), ("v", "v")),
          "solo": (("v", "ema"),), "vtowers": (("v", "a"), ("v", "b")),
          "vsroot": (("v", "ema"), None), "vstacked": (("v", "ema"), None),
          "rbtowers": (None, ("v", "b")), "ntowers": (("v", "a"), ("v", "b")),
-         "vmodel": (("v", "model"),), "vspart": (("v", "ema"), None)}
+         "vmodel": (("v", "model"),), "vspart": (("v", "ema"), None),
+         "vmodel2": (("v", "model"),), "vmodel2twins": (("v", "model"), ("v", "model"))}
 # ntowers: vtowers over variables whose last part is the other scope (a/net/b/fast: s23j)
 # vmodel: the whole model under variable_scope("model"), fast applied there (r72 F2)
+# vmodel2: the model built in one `with variable_scope("model")`, fast applied in a second
+# (name scope model_1/fast: r75 F1); vmodel2twins: two objects named fast applied there,
+# each in its own second entry (model_1/fast over w0, model_2/fast over w1)
 VARS = {"ntowers": ("net/w", "net/b"), "vmodel": ("model/w0", "model/w1")}
 for graph, names in GRAPHS.items():
     with tf.Graph().as_default():
         n0, n1 = VARS.get(graph, ("w0", "w1"))
-        w0 = tf1.get_variable(n0, initializer=tf.ones([3, 2]))
-        w1 = tf1.get_variable(n1, initializer=tf.zeros([2]))
+        with (tf1.variable_scope("model") if graph.startswith("vmodel2")
+              else contextlib.nullcontext()):
+            w0 = tf1.get_variable(n0, initializer=tf.ones([3, 2]))
+            w1 = tf1.get_variable(n1, initializer=tf.zeros([2]))
         update = tf.group(tf1.assign_add(w0, tf.ones([3, 2])), tf1.assign_add(w1, 2 * tf.ones([2])))
         objs = [tf1.train.ExponentialMovingAverage(d, name=n) for d, n in zip((0.9, 0.5), names)]
         for i, e in enumerate(objs):
@@ -71,9 +80,11 @@ for graph, names in GRAPHS.items():
                     tf1.variable_scope(scope) if kind == "v" else tf1.name_scope(scope)):
                 # vstacked: slow averages fast's averages (an EMA of an EMA, r65 F5)
                 # vspart: slow averages w1 alone (r65 F11)
+                # vmodel2twins: the first fast over w0, the second over w1
                 update = e.apply([objs[0].average(w0), objs[0].average(w1)]
                                  if graph == "vstacked" and i else [w1]
-                                 if graph == "vspart" and i else [w0, w1])
+                                 if graph == "vspart" and i else [[w0], [w1]][i]
+                                 if graph == "vmodel2twins" else [w0, w1])
         first, second = objs[0], objs[-1]  # solo: the one object
         savers = {"split": tf1.train.Saver([w0, w1, second.average(w0), first.average(w1)]),
                   "first": tf1.train.Saver([w0, w1, first.average(w0), first.average(w1)]),
@@ -89,7 +100,8 @@ for graph, names in GRAPHS.items():
                       w0, w1, second.average(w0), second.average(w1))}),
                   "renamed_first": tf1.train.Saver({"model/" + v.op.name: v for v in (
                       w0, w1, first.average(w0), first.average(w1))}),
-                  "both": tf1.train.Saver()} if graph not in ("vstacked", "vspart") else {
+                  "both": tf1.train.Saver()} if graph not in (
+                      "vstacked", "vspart", "vmodel2", "vmodel2twins") else {
                       "both": tf1.train.Saver()}  # slow has no average of w0 itself
         with trained(tf, update) as s:
             for v in (w0, w1):
@@ -106,6 +118,25 @@ for graph, names in GRAPHS.items():
                     reader = tf1.train.load_checkpoint(path)
                     for k in reader.get_variable_to_shape_map():
                         truth[f"{graph}_{kind}:key:{k}"] = reader.get_tensor(k)
+# vmodelpart: the whole model in one variable_scope("model"), w0 partitioned, fast applied
+# there: TF saves w0's shadows under mangled keys model/w0/art_0/fast, one per part (r75 F2)
+with tf.Graph().as_default():
+    with tf1.variable_scope("model"):
+        w0 = tf1.get_variable("w0", [4, 2], initializer=tf1.ones_initializer(),
+                              partitioner=tf1.fixed_size_partitioner(2))
+        w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
+        update = tf.group(*[tf1.assign_add(p, tf.ones_like(p)) for p in w0],
+                          tf1.assign_add(w1, 2 * tf.ones([2])))
+        fast = tf1.train.ExponentialMovingAverage(0.9, name="fast")
+        with tf.control_dependencies([update]):
+            update = fast.apply([*w0, w1])
+    with trained(tf, update) as s:
+        for name, parts in (("model/w0", list(w0)), ("model/w1", [w1])):
+            truth[f"vmodelpart:raw:{name}"] = np.concatenate([s.run(p) for p in parts])
+            truth[f"vmodelpart:0:{name}"] = np.concatenate(
+                [s.run(fast.average(p)) for p in parts])
+        os.makedirs(f"{out}/vmodelpart_both")
+        tf1.train.Saver().save(s, f"{out}/vmodelpart_both/model.ckpt")
 '''
 
 
@@ -390,7 +421,9 @@ SCOPE_READ = [("solo_both", [], 0), ("solo_both", ["--ema-name", "fast"], 0),
               ("vmodel_both", ["--ema-name", "model/fast"], 0),
               ("vmodel_both", ["--averages-only"], 0),
               ("vspart_both", ["--ema-name", "fast"], 0),
-              ("vspart_both", ["--ema-name", "ema/fast"], 0)]
+              ("vspart_both", ["--ema-name", "ema/fast"], 0),
+              ("vmodel2_both", [], 0), ("vmodel2_both", ["--ema-name", "fast"], 0),
+              ("vmodelpart_both", [], 0), ("vmodelpart_both", ["--ema-name", "fast"], 0)]
 
 
 @pytest.mark.parametrize("case,extra,obj", SCOPE_READ)
@@ -401,17 +434,35 @@ def test_one_objects_averages_under_a_variable_scope_are_exported(made, tmp_path
     w1 alone: r65 F11 exported fast's w0 and raw w1), Saver(): every option was refused,
     though the .meta's update ops show the one apply() named fast writing each key from its
     variable and the save op wrote each from that shadow. Exported now, each weight that
-    object's ema.average(v) bit for bit (slow's where stated)."""
+    object's ema.average(v) bit for bit (slow's where stated). So where the model was built
+    in one ``with variable_scope("model")`` and fast applied in a second (vmodel2: name scope
+    model_1/fast; review-24-attack-r75 F1, refused for every option), and where a variable
+    there is partitioned (vmodelpart: TF saves its shadows under mangled keys
+    model/w0/art_0/fast, so no key was read and w1 went out raw: r75 F2)."""
     out, truth = made
     code, err, got = _export(out / case, tmp_path, *extra, "--strict")
     assert code == 0, err
     graph = case.split("_")[0]
-    for w in {"vmodel": ("model/w0", "model/w1")}.get(graph, ("w0", "w1")):
+    for w in ("model/w0", "model/w1") if graph.startswith("vmodel") else ("w0", "w1"):
         if f"{graph}:{obj}:{w}" not in truth:  # vspart's slow: no average of w0
             assert got[w].tobytes() == truth[f"{graph}:raw:{w}"].tobytes(), w
             continue
         assert got[w].tobytes() == truth[f"{graph}:{obj}:{w}"].tobytes(), (w, err)
         assert got[w].tobytes() != truth[f"{graph}:raw:{w}"].tobytes(), w
+
+
+@pytest.mark.parametrize("case,extra", [
+    ("vmodel2twins_both", []), ("vmodel2twins_both", ["--ema-name", "fast"]),
+    ("vmodel2twins_both", ["--ema-name", "model/fast"]), ("vmodel2_both", ["--no-meta"])])
+def test_a_reentered_model_scopes_averages_of_two_objects_are_refused(made, tmp_path, case,
+                                                                       extra):
+    """review-24-attack-r75 F1's hostile twins: two objects named fast, each applied in another
+    entry of ``variable_scope("model")`` (model/model/w0/fast is one's, model/model/w1/fast
+    the other's: no one object's pair), and vmodel2 without its .meta: refused, never two
+    objects' averages as one's."""
+    out, _ = made
+    code, err, got = _export(out / case, tmp_path, *extra, "--strict")
+    assert code == 6 and got is None, err
 
 
 @pytest.mark.parametrize("case", ["vsroot_both", "vspart_both"])

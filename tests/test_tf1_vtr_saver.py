@@ -59,7 +59,7 @@ for case in CASES:
         y = tf.matmul(x, w) * extra[0] if case == "nested" else tf.matmul(x, w)
         loss = tf.reduce_sum((y + b) ** 2)
         opt = tf1.train.MomentumOptimizer(0.01, 0.9) if case in ("momentum", "renmom") \
-            else tf1.train.AdamOptimizer(0.01) if case == "sufslow" \
+            else tf1.train.AdamOptimizer(0.01) if case in ("sufslow", "suffixed") \
             else tf1.train.GradientDescentOptimizer(0.01)  # momentum: slots w/Momentum
         train = opt.minimize(loss, global_step=gs)
         if case == "slowvtr":
@@ -119,7 +119,8 @@ for case in CASES:
         elif case == "nested":  # the model's weights only, renamed: w/scale under w's name
             saver = tf1.train.Saver({**{"model/" + v.op.name: v for v in (w, b, *extra)},
                                      "model/global_step": gs})
-        elif case == "suffixed":  # every variable, shadows too, with a suffix after its name
+        elif case == "suffixed":  # every variable, shadows, Adam's slots and powers too, with
+            # a suffix after its name (review-24-attack-r79 F3)
             saver = tf1.train.Saver({v.op.name + "/var": v for v in tf1.global_variables()})
         elif case in ("stripvtr", "slowstrip"):  # the training vtr Saver, net/ stripped
             saver = tf1.train.Saver({k.replace("net/", "", 1): v
@@ -603,20 +604,45 @@ def test_a_suffix_after_a_shadows_name_is_no_raw_value(made, tmp_path):
     ``b/ExponentialMovingAverage/var`` from the shadow and ``global_step/var`` from the step:
     any slice of a key that named its source counted as "written from its own variable",
     so list marked the step 'raw value' and export refused the real averages as raw values.
-    No EMA name of the graph's shadows follows a variable's name there: no key is raw."""
+    No EMA name of the graph's shadows follows a variable's name there: no key is raw.
+    review-24-attack-r79 F3: read by name, the shadows, Adam's slots (``w/Adam/var``) and
+    beta powers were weights: ``list`` (--json, ``variables()``) said so and ``export --raw``
+    wrote w's average and the slots as raw weights, exit 0, no word. The save op says which
+    graph variable each key holds and the graph what it is: --raw writes w, b raw only."""
+    import ckpt_tools
+
     out, truth = made
     code, text, err = run_cli(["list", str(out / "suffixed"), "--json"])
     assert code == 0 and json.loads(text)["raw_named"] == {}, text
+    roles = {v["key"]: v["role"] for v in json.loads(text)["variables"]}
+    with ckpt_tools.open_checkpoint(str(out / "suffixed")) as ckpt:
+        assert {v.name: v.role for v in ckpt.variables()} == roles
+    for v in ("w", "b"):
+        assert roles[f"{v}/var"] == "weight", roles
+        assert roles[f"{v}/ExponentialMovingAverage/var"] == "ema", roles
+        assert roles[f"{v}/Adam/var"] == roles[f"{v}/Adam_1/var"] == "optimizer_slot", roles
+    assert roles["beta1_power/var"] == roles["beta2_power/var"] == "step", roles
+    assert [k for k, r in roles.items() if r == "weight"] == ["b/var", "w/var"], roles
     code, _, err = run_cli(["export", str(out / "suffixed"), "--out", str(tmp_path / "x.npz")])
     assert code == 6 and "raw values" not in err, err  # the keys are renamed: not paired
     dst = tmp_path / "raw.npz"
-    code, _, err = run_cli(["export", str(out / "suffixed"), "--raw", "--out", str(dst)])
+    code, text, err = run_cli(["export", str(out / "suffixed"), "--raw", "--json", "--out",
+                               str(dst)])
     assert code == 0, err
-    with np.load(dst) as got:  # each key as stored: what its name says
+    doc = json.loads(text)
+    assert sorted(doc["raw"]) == ["b/var", "w/var"] and doc["averaged"] == [], doc
+    assert any("EMA shadows" in w for w in doc["warnings"]), doc
+    with np.load(dst) as got:  # the raw weights only, each as stored
+        assert sorted(got.files) == ["b/var", "w/var"], got.files
         for v in ("w", "b"):
             assert got[f"{v}/var"].tobytes() == truth[f"suffixed:raw:{v}"].tobytes()
-            avg = got[f"{v}/ExponentialMovingAverage/var"].tobytes()
+    res = ckpt_tools.export_weights(str(out / "suffixed"), str(tmp_path / "py.npz"), ema=False)
+    assert sorted(res.tensors) == ["b/var", "w/var"] and res.warnings, res
+    with ckpt_tools.open_checkpoint(str(out / "suffixed")) as ckpt:  # what the shadows hold
+        for v in ("w", "b"):
+            avg = np.asarray(ckpt.tensor(f"{v}/ExponentialMovingAverage/var")).tobytes()
             assert avg == truth[f"suffixed:ema:{v}"].tobytes()
+
 
 
 def test_a_second_objects_vtr_keys_of_variables_it_never_averaged_are_raw(made, tmp_path):
@@ -756,6 +782,27 @@ def test_raw_export_of_a_suffixed_vtr_saver_names_the_variables(made, tmp_path):
         assert not [n for n in got.files if "ExponentialMovingAverage" in n], got.files
         for v in ("w", "b"):
             assert got[v].tobytes() == truth[f"sufvtr:raw:{v}"].tobytes(), v
+
+
+def test_name_filters_of_raw_vtr_keys_match_the_exported_name(made, tmp_path):
+    """review-24-attack-r77 F6: ``--raw --keys-are-raw`` writes a training vtr Saver's
+    ``w/ExponentialMovingAverage`` as ``w``, but the name filters matched the key only:
+    ``--exclude w`` left w in, exit 0, no word. Either name matches, as in the default
+    export (a weight's name or its average's)."""
+    import ckpt_tools
+
+    out, truth = made
+    for i, name in enumerate(("w", "w/ExponentialMovingAverage")):
+        dst = tmp_path / f"raw{i}.npz"
+        code, _, err = run_cli(["export", str(out / "vtr"), "--raw", "--keys-are-raw",
+                                "--exclude", name, "--out", str(dst)])
+        assert code == 0, err
+        with np.load(dst) as got:
+            assert got.files == ["b"], (name, got.files)
+            assert got["b"].tobytes() == truth["vtr:raw:b"].tobytes()
+    res = ckpt_tools.export_weights(str(out / "vtr"), str(tmp_path / "py.npz"), ema=False,
+                                    keys_are_raw=True, include=["b"])
+    assert res.tensors == {"b": "b/ExponentialMovingAverage"}, res.tensors
 
 
 def test_averages_under_a_prefix_are_not_said_left_out(made, tmp_path):

@@ -92,13 +92,13 @@ def resolve(out: Output, path: str) -> str:
     return location.prefix
 
 
-def note_borrowed(out: Output, ckpt) -> None:
-    """Says (once, on stderr) that ``ckpt``'s graph is the ``.meta`` of another checkpoint
-    of its Saver, read because it was saved without its own (:mod:`~ckpt_tools.meta_sibling`):
-    what its pairing then rests on is never left unsaid."""
-    from ..meta_sibling import borrowed_note
+def note_sibling_doubt(out: Output, ckpt) -> None:
+    """Says (once, on stderr) which ``.meta`` of another checkpoint of its prefix doubts the
+    names of ``ckpt``'s keys, saved without a ``.meta`` of its own
+    (:mod:`~ckpt_tools.meta_sibling`): the pairing is refused, or rests on --not-swapped."""
+    from ..meta_sibling import doubt_note
 
-    said = borrowed_note(ckpt)
+    said = doubt_note(ckpt)
     if said and said not in out.noted:
         out.note(f"note: {said}", always=True)
 

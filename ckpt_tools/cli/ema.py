@@ -36,7 +36,7 @@ from ._common import (
     display_names,
     exclude_globs,
     no_selection,
-    note_borrowed,
+    note_sibling_doubt,
     require_selection,
     resolve,
     trainable_names,
@@ -258,7 +258,7 @@ def map_command(
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:
-        note_borrowed(out, ckpt)
+        note_sibling_doubt(out, ckpt)
         marked = marked_map_note(ckpt)
         if marked:  # restore-ema's output: said before its copies' map or refusal (r40 F5)
             out.note(f"note: {marked}", always=True)

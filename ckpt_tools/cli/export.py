@@ -39,7 +39,7 @@ from ._common import (
     choice,
     complete_from,
     no_selection,
-    note_borrowed,
+    note_sibling_doubt,
     pick_format,
     require_selection,
     resolve,
@@ -151,7 +151,7 @@ def export_command(
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only, keys_are_raw=keys_are_raw) as ckpt:
-        note_borrowed(out, ckpt)
+        note_sibling_doubt(out, ckpt)
         names = NameFilter([*(grep or []), *(include or [])], regex)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())

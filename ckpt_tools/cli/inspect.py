@@ -154,7 +154,7 @@ def list_command(
                 else {}
             if noted:
                 note_assumed(out, ckpt)  # the EMA column shows an assumed pairing
-    if listing.meta_note and not json_out:  # the graph its pairing rests on (r71 F2)
+    if listing.meta_note and not json_out:  # another graph doubting its names (r78)
         out.note(f"note: {listing.meta_note}", always=True)
     if json_out:
         out.json({**listing.to_dict(), **stated})

@@ -35,7 +35,7 @@ from ._common import (
     choice,
     complete_from,
     display_names,
-    note_borrowed,
+    note_sibling_doubt,
     pick_format,
     resolve,
     trainable_names,
@@ -141,7 +141,7 @@ def restore_ema_command(
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
                          averages_only=averages_only) as ckpt:
-        note_borrowed(out, ckpt)
+        note_sibling_doubt(out, ckpt)
         refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored
         refuse_restored(ckpt)  # its weights are the averages already (r40 F5)
         keras_in = getattr(ckpt.reader, "keras", None) is not None

@@ -1,0 +1,199 @@
+"""A TF1 checkpoint saved without its own ``.meta``, beside other checkpoints' ``.meta`` files of
+its prefix: nothing in the directory says which run wrote them (review-24-attack-r78), so such a
+graph is never read as the checkpoint's; one whose save op writes exactly its keys otherwise
+than their names say only refuses the pairing by names (exit 6, naming the file, --not-swapped
+and --raw --no-meta). Each layout below exported the raw weights as the averages, exit 0, when
+the ``checkpoint`` state file decided which graph to read: a resumed MonitoredTrainingSession
+lists the earlier run's checkpoints (F1), and the run's own graph is missed under
+``max_to_keep=None`` (F8), ``write_state=False`` (F6), a symlinked directory (F2) or a damaged
+collection (F9). Truth: ``sess.run`` of ``ema.average(v)`` and ``v`` at the last save."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+
+import ckpt_tools
+from ckpt_tools.errors import UnprovenPairingError
+
+SCRIPT = r'''
+def model():
+    gs = tf1.train.get_or_create_global_step()
+    with tf1.variable_scope("net"):
+        w = tf1.get_variable("w", [3, 2])
+        b = tf1.get_variable("b", [2], initializer=tf1.constant_initializer(0.3))
+    loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([4, 3]), w) + b - 1.0))
+    train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+    ema = tf1.train.ExponentialMovingAverage(0.5)
+    with tf.control_dependencies([train]):
+        step = ema.apply(tf1.trainable_variables())
+    return gs, step, ema
+
+
+def saver_of(kind, gs, ema, **kw):
+    tv = tf1.trainable_variables()
+    if kind == "swap":
+        keys = {v.op.name: ema.average(v) for v in tv}
+        keys.update({ema.average_name(v): v for v in tv})
+        return tf1.train.Saver({**keys, "global_step": gs}, **kw)
+    if kind == "avgonly":
+        keys = {ema.average_name(v): ema.average(v) for v in tv}
+        return tf1.train.Saver({**keys, "global_step": gs}, **kw)
+    if kind == "vtr":
+        return tf1.train.Saver(ema.variables_to_restore(), **kw)
+    return tf1.train.Saver(**kw)
+
+
+def record(name, s, ema):
+    for v in tf1.trainable_variables():
+        truth[f"{name}:avg:{v.op.name}"] = s.run(ema.average(v))
+        truth[f"{name}:raw:{v.op.name}"] = s.run(v)
+
+
+def loop(name, kind, steps, resume=False, meta=True, saver_kw=None, **save_kw):
+    # saver.save(..., write_meta_graph=(i == first)): the usual TF1 loop (meta=False: never)
+    d = f"{out}/{name}"
+    with tf.Graph().as_default():
+        gs, step, ema = model()
+        saver = saver_of(kind, gs, ema, **(saver_kw or {}))
+        with trained(tf, step, 0) as s:
+            if resume:  # TF's documented resume: the earlier run's checkpoints are listed
+                state = tf1.train.get_checkpoint_state(d)
+                saver.restore(s, state.model_checkpoint_path)
+                saver.recover_last_checkpoints(state.all_model_checkpoint_paths)
+            for i in steps:
+                s.run(step)
+                saver.save(s, f"{d}/model.ckpt", global_step=i,
+                           write_meta_graph=meta and i == steps[0], **save_kw)
+            record(name, s, ema)
+
+
+def mts(name, kind, last, graph_def):
+    # MonitoredTrainingSession resumes the directory: SessionManager calls
+    # saver.recover_last_checkpoints(), so run B's state file lists run A's checkpoints
+    d = f"{out}/{name}"
+    with tf.Graph().as_default():
+        gs, step, ema = model()
+        scaffold = tf1.train.Scaffold(saver=saver_of(kind, gs, ema))
+        tv = tf1.trainable_variables()
+        with tf1.train.MonitoredTrainingSession(
+                checkpoint_dir=d, scaffold=scaffold, save_checkpoint_steps=2,
+                save_checkpoint_secs=None, save_summaries_steps=None, save_summaries_secs=None,
+                log_step_count_steps=None, save_graph_def=graph_def,
+                hooks=[tf1.train.StopAtStepHook(last_step=last)]) as s:
+            while not s.should_stop():
+                s.run(step)
+                got = s.run_step_fn(
+                    lambda step_context: step_context.session.run(
+                        [[ema.average(v) for v in tv], tv]))
+        for v, a, r in zip(tv, *got):  # what the hook's end() saves at the last step
+            truth[f"{name}:avg:{v.op.name}"] = a
+            truth[f"{name}:raw:{v.op.name}"] = r
+
+
+mts("mts_plain_after_swap", "swap", 3, True)
+mts("mts_plain_after_swap", "plain", 5, False)
+keep = {"max_to_keep": 10}  # model.ckpt-1 and its .meta stay listed
+loop("rec_vtr_after_avgonly", "avgonly", (1, 2, 3), saver_kw=keep)
+loop("rec_vtr_after_avgonly", "vtr", (4, 5, 6), resume=True, meta=False, saver_kw=keep)
+loop("swap_listed", "swap", (1, 2, 3))
+loop("swap_keep_all", "swap", (1, 2, 3), saver_kw={"max_to_keep": None})
+loop("swap_no_state", "swap", (1, 2, 3), write_state=False)
+loop("plain_listed", "plain", (1, 2, 3))
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("meta_sibling_doubt")
+    return out, run_tf1_script(SCRIPT, out)
+
+
+def _layout(made, tmp_path, layout: str) -> tuple[str, str]:
+    """``(directory to read, name of the run in the truth)`` for ``layout``: a generated
+    run, or one of the swapping run's copies (``symlink``, ``damaged``)."""
+    out, _ = made
+    if layout == "symlink":  # the same files named through a link (F2)
+        os.symlink(out / "swap_listed", tmp_path / "link")
+        return str(tmp_path / "link"), "swap_listed"
+    if layout == "damaged":  # the run's graph, a collection entry damaged (F9)
+        shutil.copytree(out / "swap_listed", tmp_path / "damaged")
+        with open(tmp_path / "damaged" / "model.ckpt-1.meta", "ab") as f:
+            f.write(b"\x22\x09\x0a\x01x\x12\x04\x0a\xff\xff\xff")
+        return str(tmp_path / "damaged"), "swap_listed"
+    return str(out / layout), layout
+
+
+def _values(made, path: str, name: str, kind: str) -> None:
+    """Asserts the export at ``path`` holds ``name``'s ``kind`` values bit for bit."""
+    truth = made[1]
+    other = "raw" if kind == "avg" else "avg"
+    with np.load(path) as npz:
+        for n in ("net/w", "net/b"):
+            assert npz[n].tobytes() == truth[f"{name}:{kind}:{n}"].tobytes(), n
+            assert not np.array_equal(npz[n], truth[f"{name}:{other}:{n}"]), n
+
+
+@pytest.mark.parametrize("layout, step, graph, swapped", [
+    ("mts_plain_after_swap", 5, "model.ckpt-3.meta", False),  # F1: another run's graphs
+    ("swap_keep_all", 3, "model.ckpt-1.meta", True),  # F8: the state file lists step 3 only
+    ("swap_no_state", 3, "model.ckpt-1.meta", True),  # F6: no state file
+    ("symlink", 3, "model.ckpt-1.meta", True),  # F2
+    ("damaged", 3, "model.ckpt-1.meta", True)])  # F9
+def test_a_graph_contradicting_the_names_refuses(made, tmp_path, layout, step, graph,
+                                                 swapped):
+    """The keys pair by names only where no same-prefix graph records a save op of them from
+    other variables; such a graph is named in the refusal with the statements that decide:
+    --not-swapped (a plain Saver wrote it: the averages by names) and --raw --no-meta (the
+    keys as stored: a swapping Saver's keys named as variables are its averages)."""
+    directory, name = _layout(made, tmp_path, layout)
+    ckpt = os.path.join(directory, f"model.ckpt-{step}")
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", ckpt, "--out", str(out)])
+    assert code == 6, err
+    assert graph in err and "--not-swapped" in err and "--raw --no-meta" in err, err
+    assert not out.exists()
+    code, _, err = run_cli(["export", ckpt, "--out", str(out), "--raw"])
+    assert code == 6 and "--no-meta" in err, err
+    with pytest.raises(UnprovenPairingError, match=graph):
+        ckpt_tools.ema_map(ckpt)
+    if swapped:  # what the swapping Saver stored under the variables' names: the averages
+        code, _, err = run_cli(["export", ckpt, "--out", str(out), "--raw", "--no-meta"])
+        assert code == 0, err
+        _values(made, out, name, "avg")
+    else:  # the plain Saver's: stated, the names pair the averages
+        code, _, err = run_cli(["export", ckpt, "--out", str(out), "--not-swapped"])
+        assert code == 0, err
+        assert graph in err, err  # what the statement overrides is said
+        _values(made, out, name, "avg")
+
+
+def test_an_agreeing_graph_lifts_no_refusal(made, tmp_path):
+    """F1 through a resume (Saver.restore + recover_last_checkpoints): an averages-only run's
+    model.ckpt-1.meta, listed with the later training Saver(ema.variables_to_restore())'s
+    model.ckpt-6, was read as its graph, and the raw weights went out as the averages, exit 0.
+    A graph agreeing with the names proves nothing of a checkpoint without its own .meta: the
+    keys named as averages of variables not stored are refused as without a .meta."""
+    directory, _ = _layout(made, tmp_path, "rec_vtr_after_avgonly")
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", os.path.join(directory, "model.ckpt-6"), "--out",
+                            str(out)])
+    assert code == 6 and "--averages-only" in err, err
+    assert not out.exists()
+
+
+def test_graphs_agreeing_with_the_names_change_nothing(made, tmp_path):
+    """A plain Saver's model.ckpt-3 beside its model.ckpt-1.meta: paired by names, as a
+    checkpoint without a .meta, with no note; the averages bit for bit."""
+    directory, name = _layout(made, tmp_path, "plain_listed")
+    out = tmp_path / "w.npz"
+    code, _, err = run_cli(["export", os.path.join(directory, "model.ckpt-3"), "--out",
+                            str(out)])
+    assert code == 0, err
+    assert ".meta" not in err, err
+    _values(made, out, name, "avg")
