@@ -20,11 +20,27 @@ from .ema_updates import update_ops
 from .saved_keys import PART, held_variables
 
 
-def _carries(scope: str, name: str) -> bool:
-    """Whether an ``apply()``'s name scope ends in ``name``, or it with TF's ``_N``
-    (``s/fast``, ``fast_1``): an object of that name may have made the call."""
-    last = scope.rpartition("/")[2]
-    return last == name or suffix_base(last) == name
+def _ends_in(parts: list[str], name: str) -> bool:
+    """Whether ``parts`` end in every part of ``name``, each as given or with TF's ``_N``."""
+    want = name.split("/")
+    tail = parts[len(parts) - len(want):]
+    return len(parts) >= len(want) and all(
+        p == q or suffix_base(q) == p for p, q in zip(want, tail, strict=True))
+
+
+def _carries(scope: str, shadow: str, var: str, name: str) -> bool:
+    """Whether an object named ``name`` (the whole stated name: ``fast``, ``x/fast``) may
+    have written ``shadow``, ``var``'s average, in an ``apply()`` of name scope ``scope``:
+    the scope ends in the name (``s/fast``, ``fast_1``), and the shadow is
+    ``<variable_scope>/<var>/<name>`` (its last part may carry TF's ``_N``). An object named
+    ``x/fast`` averages ``c`` into ``c/x/fast``, which no object named ``fast`` writes, and
+    runs apply() under ``x/fast``, which no object named ``x/fast`` does for ``fast``
+    (review-25-attack-r80 F4)."""
+    parts = shadow.split("/")
+    head = parts[:len(parts) - len(name.split("/"))]
+    owner = var.split("/")
+    return (_ends_in(scope.split("/"), name) and _ends_in(parts, name)
+            and len(head) >= len(owner) and head[len(head) - len(owner):] == owner)
 
 
 def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: list[str],
@@ -46,7 +62,6 @@ def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: li
     held = held_variables(ckpt)
     if ops is None or not held:
         return
-    name = ema_name.rpartition("/")[2]
     key_of = {h: k for k, h in held.items() if h is not None}
     for target in sorted(missing):
         var = held.get(target) or target
@@ -57,7 +72,7 @@ def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: li
         # object's average is the stated object's missing one (raw, --allow-missing); one
         # with several, none the stated object's, is refused (review-23-attack-r68 F2)
         found = sorted((s, scope) for s, scope in shadows
-                       if _carries(scope, name) and (s in key_of or len(kept) > 1))
+                       if _carries(scope, s, var, ema_name) and (s in key_of or len(kept) > 1))
         if not found:
             continue
         shadow, scope = found[0]

@@ -108,6 +108,9 @@ OBJECTS = {
     "renfast2": ("ren", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast")]),
     "rendrop": ("rendrop", [("fast", "wbc"), ("slow", "bc"), ("mid", "cw")]),
     "drop": ("drop", [("fast", "wbc"), ("slow", "bc"), ("mid", "cw")]),
+    # review-25-attack-r80 F4: fast over w, b and an object named x/fast over b, c (its
+    # shadows b/x/fast, c/x/fast, apply() scope x/fast) behind the renaming Saver
+    "renxfast": ("ren", [("fast", "wb"), ("x/fast", "bc")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -441,4 +444,19 @@ def test_a_renamed_savers_stated_objects_are_exported(made, tmp_path, meta):
         assert sorted(got) == ["model/b", "model/c", "model/w"], sorted(got)
         for v, which in takes.items():
             assert got[f"model/{v}"].tobytes() == truth[f"renovl3:{which}:{v}"].tobytes(), \
+                (name, v)
+
+
+def test_a_renamed_savers_slashed_object_names_are_told_apart(made, tmp_path):
+    """review-25-attack-r80 F4: objects named fast and x/fast behind the renaming Saver:
+    ``--ema-name fast --allow-missing`` was refused reading c/x/fast (x/fast's average, not
+    named <c>/fast) as fast's, and ``--ema-name x/fast`` reading w/fast (apply() 'fast') as
+    x/fast's; each exports its own averages, the weight it did not average raw, bit for bit."""
+    out, truth = made
+    for name, takes in (("fast", {"w": "o0", "b": "o0", "c": "raw"}),
+                        ("x/fast", {"w": "raw", "b": "o1", "c": "o1"})):
+        got = _exported(out / "renxfast", ["--ema-name", name, "--allow-missing"], tmp_path)
+        assert sorted(got) == ["model/b", "model/c", "model/w"], sorted(got)
+        for v, which in takes.items():
+            assert got[f"model/{v}"].tobytes() == truth[f"renxfast:{which}:{v}"].tobytes(), \
                 (name, v)
