@@ -306,29 +306,31 @@ class Checkpoint(StoredTensors, KeyPaths):
         :attr:`meta` was read from, ``None`` where there is none or it is left unread."""
         return self.location.meta_path if self.meta is not None else None
 
-    def with_meta(self, use_meta: bool) -> Checkpoint:
+    def with_meta(self, use_meta: bool, *, unread: bool = True) -> Checkpoint:
         """This checkpoint as ``use_meta`` sees it: itself, or (``use_meta=False``, the
         Python side of ``--no-meta``) a view of it without its graph, exactly as if the
         ``.meta`` were absent (roles, pairing and refusals alike) while the data are read
         through this one. The view is made once; closing it closes nothing.
+        ``unread=False`` makes a view whose messages say no graph file is beside it rather
+        than that ``--no-meta`` left it unread (a graph that proves nothing of the keys).
 
         Returns:
             `Checkpoint`: ``self`` or its meta-less view (``meta``/``meta_file`` ``None``).
         """
         if use_meta or self.meta is None and not self.meta_doubt:
             return self
-        view = self._memo.get("without_meta")
+        view = self._memo.get("without_meta" if unread else "without_graph")
         if view is None:
             import copy
 
             view = copy.copy(self)
             view.meta = view.meta_source = None
             view.meta_doubt = ()
-            view.meta_unread = self.meta_source
+            view.meta_unread = self.meta_source if unread else None
             view._options = {**self._options, "meta": False}
             view._variables, view._memo, view.stated_pairs = None, {}, {}
             view._view_of = self
-            self._memo["without_meta"] = view
+            self._memo["without_meta" if unread else "without_graph"] = view
         return view
 
     def close(self) -> None:

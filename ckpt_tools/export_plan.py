@@ -19,6 +19,7 @@ from .frozen_meta import NOT_TRAINABLE, frozen_variables
 from .offer_probe import records_command
 from .orphan_averages import orphan_warnings
 from .raw_dropped import refuse_dropped_model_keys, shadow_written_keys
+from .raw_plan import refuse_as_without_graph
 from .raw_shadows import raw_named_keys, restored_raw_holders, restored_raw_warning
 from .raw_stated import refuse_unstated_raw, stated_raw_pairs
 from .raw_unproven import (
@@ -81,7 +82,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         EmaError: averages are missing or cannot be paired with their variables (the map's
             refusals included), unless ``ema=False`` or ``allow_missing``; with
             ``ema=False``, a key named as a weight that the save op wrote from an average
-            (:func:`~ckpt_tools.saved_keys.refuse_averages_as_raw`).
+            (:func:`~ckpt_tools.saved_keys.refuse_averages_as_raw`), and what the keys alone
+            refuse where the graph file records no save op that wrote them
+            (:func:`~ckpt_tools.raw_plan.refuse_as_without_graph`).
         OutputError: two tensors would be exported under one name.
         VariableNotFoundError: a ``rename`` rule renamed no exported name (exit 3).
         OptionError: ``keys_are_raw`` stated without ``ema=False``, or where no key is
@@ -161,6 +164,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     elif has_ema:  # masks=[...] apart, no EMA: named, no "has EMA shadows" (r35 F5)
         warnings += raw_warnings(ckpt, variables, _clean_name, found)
     if ckpt.keys_are_raw and not stated:  # a statement deciding nothing: never a silent no-op
+        # (unless a graph proving nothing hid the keys it speaks of: refused as without it)
+        _refuse_as_without_graph(ckpt, include, exclude, rename, tensor_averages, map_options)
         raise OptionError(f"{ckpt.path}: --keys-are-raw (Python: keys_are_raw=) states that "
                           "keys a Saver(ema.variables_to_restore()) wrote from the model "
                           "variables hold the raw weights; this checkpoint has no such key "
@@ -325,10 +330,26 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     if left:
         warnings.append(left)
     renamed.check(ckpt.path)
+    if not use_ema:  # a .meta whose save op did not write the keys proves nothing of them:
+        # the reading without it must pass too (review-24-attack-r79 F2, F8)
+        _refuse_as_without_graph(ckpt, include, exclude, rename, tensor_averages, map_options)
     if stated and ckpt.keys_are_raw and stated_out is not None:  # what rests on the statement
         pairs = stated_raw_pairs(holders)
         stated_out.update({k: pairs[k] for k in plan.values() if k in pairs})  # output order
     return plan, averaged, warnings
+
+
+def _refuse_as_without_graph(ckpt: Checkpoint, include, exclude, rename,
+                             tensor_averages: bool, map_options: dict) -> None:
+    """:func:`~ckpt_tools.raw_plan.refuse_as_without_graph` with this ``--raw`` plan's
+    options.
+
+    Raises:
+        EmaError: the plan without the graph refuses, where the graph proves nothing.
+    """
+    refuse_as_without_graph(ckpt, lambda view: plan_export(
+        view, ema=False, include=include, exclude=exclude, rename=rename,
+        tensor_averages=tensor_averages, **{**map_options, "use_meta": False}))
 
 
 def _refuse_twins_without_average(ckpt: Checkpoint, variables: dict,
