@@ -301,7 +301,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     if not use_ema and plan:  # each key the save op wrote from a model variable: out, or
         # refused (a mixed or unread Saver dropped raw w unsaid; review-23-attack-r70 F3, F5,
         # F7, F8); nothing to write is refused apart, saying why (exit 7)
-        warnings += refuse_dropped_model_keys(ckpt, variables, plan, left_out)
+        warnings += refuse_dropped_model_keys(ckpt, variables, plan, left_out,
+                                              shadows_said=stated)
     if use_ema and notes_out is not None and not_saved_note(m):
         notes_out.append(not_saved_note(m))  # graph variables the Saver left out (r22 F2)
     if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it

@@ -29,7 +29,8 @@ _SAID = (R.OTHER, R.STEP)
 
 
 def refuse_dropped_model_keys(ckpt: Checkpoint, variables, plan: dict[str, str],
-                              left_out: Callable[[str], bool]) -> list[str]:
+                              left_out: Callable[[str], bool], *,
+                              shadows_said: bool = False) -> list[str]:
     """Checks an ``export --raw`` plan against the save op, where it saved some model
     variable (none of the graph's shadows, slots or step) under another name than its own.
 
@@ -38,6 +39,9 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, plan: dict[str, str],
         variables: its variables by key (roles).
         plan: output name -> the key the plan writes under it.
         left_out: whether the caller's filters leave a key out (never refused nor said).
+        shadows_said: the caller's warning names the keys written from EMA shadows as
+            averages left out (:func:`~ckpt_tools.raw_shadows.restored_raw_warning`), so
+            :func:`refuse_dropped_averages` does not refuse them.
 
     Returns:
         Warnings (without ``warning:``) for keys written from variables that are no weight
@@ -49,11 +53,15 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, plan: dict[str, str],
             statistic's role, or written from a trainable variable); ``--exclude`` leaves it
             out knowingly; or (no option) the plan writes a key the save op wrote from an
             ``ema.apply()`` shadow of a variable (an average under ``--raw``), or a raw weight
-            under the name of another graph variable's average.
+            under the name of another graph variable's average; or (``--exclude``) it leaves
+            out unsaid a key written from the shadow of a variable no key holds raw
+            (:func:`refuse_dropped_averages`).
     """
-    sources = written_sources(ckpt) if ckpt.objects is None else None
+    sources = written_sources(ckpt)  # None for a TF2 checkpoint: no graph file is read
     if not sources:
         return []
+    if not shadows_said:
+        refuse_dropped_averages(ckpt, sources, plan, left_out)
     state = training_state(ckpt)
     # a Saver that saved no model variable under another name than its own: read by names
     if not any(src and src != [k] and all(s not in state for s in src)
@@ -157,10 +165,57 @@ def shadow_written_keys(ckpt: Checkpoint, sources: dict[str, list[str]] | None =
         sources: :func:`~ckpt_tools.save_op.written_sources` of it where already read.
     """
     if sources is None:
-        sources = written_sources(ckpt) if ckpt.objects is None else None
-    found = part_update_ops(ckpt) if sources else None
+        sources = written_sources(ckpt)
+    shadows = _shadows_of(ckpt) if sources else {}
+    return {k for k, src in sources.items() if src and all(s in shadows for s in src)} \
+        if shadows else set()
+
+
+def refuse_dropped_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
+                            plan: dict[str, str], left_out: Callable[[str], bool]) -> None:
+    """Refuses an ``export --raw`` plan that leaves out a key the save op wrote from the
+    ``ema.apply()`` shadow of a graph variable no key holds raw: a mixed Saver that wrote
+    ``w``'s average as ``model/w`` (or ``w_ema``) and raw ``b`` as ``model/b`` (or ``b``)
+    exported ``b`` alone, exit 0 with no word, a model without ``w`` (review-24-attack-r79
+    F1). An average is never written as raw, so the only way out is leaving it out knowingly.
+
+    Args:
+        ckpt: the open checkpoint.
+        sources: :func:`~ckpt_tools.save_op.written_sources` of it.
+        plan: output name -> the key the plan writes under it.
+        left_out: whether the caller's filters leave a key out (never refused).
+
+    Raises:
+        UnprovenPairingError: (exit 6, option ``--exclude``) naming the keys and whose
+            averages they hold.
+    """
+    shadows = _shadows_of(ckpt)
+    held = {s for src in sources.values() for s in src}
+    exported = set(plan.values())
+    dropped = {k: shadows[src[0]] for k, src in sorted(sources.items())
+               if src and all(s in shadows for s in src) and k not in exported
+               and not left_out(k) and not any(shadows[s] in held for s in src)}
+    if not dropped:
+        return
+    keys = list(dropped)
+    shown = ", ".join(f"{k} holds {v}'s average" for k, v in list(dropped.items())[:3])
+    raise UnprovenPairingError(
+        f"{ckpt.path}: export --raw would leave out {len(keys)} key(s) the "
+        f"{graph_named(ckpt)}'s save op wrote from EMA shadows of variables whose raw values "
+        f"no key holds ({shown}{' ...' if len(keys) > 3 else ''}): --raw writes raw weights "
+        "only, and the file holds none for " + ("it" if len(keys) == 1 else "them")
+        + ", so the export would lack those weights; refused rather than written without "
+        "them; --exclude " + " --exclude ".join(repr(k) for k in keys[:3])
+        + (" ..." if len(keys) > 3 else "") + " leaves "
+        + ("it" if len(keys) == 1 else "them") + " out knowingly",
+        "--exclude", {k: tuple(sources[k]) for k in keys})
+
+
+def _shadows_of(ckpt: Checkpoint) -> dict[str, str]:
+    """Shadow -> the graph variable its ``ema.apply()`` update op averages, as the ``.meta``
+    records them (``{}`` without one whose update ops are read)."""
+    found = part_update_ops(ckpt)
     if found is None or ckpt.meta is None:
-        return set()
+        return {}
     variables = ckpt.meta.variables
-    shadows = {s for s, (v, _scope) in found[0].averages.items() if v in variables and v != s}
-    return {k for k, src in sources.items() if src and all(s in shadows for s in src)}
+    return {s: v for s, (v, _scope) in found[0].averages.items() if v in variables and v != s}

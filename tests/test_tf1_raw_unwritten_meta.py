@@ -6,7 +6,11 @@ yet ``--raw`` read it and skipped every check that asks the save op: a
 ``Saver(ema.variables_to_restore())`` beside a frozen variable exported the frozen variable
 alone, and a mixed Saver (``w``'s average under ``w``, raw ``b`` under ``b``'s average's name)
 wrote ``w``'s AVERAGE as raw ``w``, exit 0, where ``--no-meta`` and the default export refuse
-(review-24-attack-r79 F2, F8). Now ``--raw`` refuses what the keys alone refuse. Made by real
+(review-24-attack-r79 F2, F8). Now ``--raw`` refuses what the keys alone refuse.
+
+A mixed Saver whose ``.meta`` records it (``w``'s average as ``model/w`` or ``w_ema``, raw
+``b`` as ``model/b`` or ``b``, no raw ``w`` anywhere) exported ``b`` alone, exit 0, no word
+(F1): now refused naming the key, ``--exclude`` leaving it out knowingly. Made by real
 TensorFlow (graph mode), truth read from the session at save time."""
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ tf1.disable_eager_execution()
 out = sys.argv[1]
 truth = {}
 for case in ("nosaveop_frozen_vtr", "nosaveop_halfavg", "metaof_halfavg", "metaof_frozen_vtr",
-             "nosaveop_frozen_plain", "metaof_frozen_plain"):
+             "nosaveop_frozen_plain", "metaof_frozen_plain", "avgmixren", "emamix", "avgside"):
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         w = tf1.get_variable("w", [3, 3])
@@ -51,6 +55,13 @@ for case in ("nosaveop_frozen_vtr", "nosaveop_halfavg", "metaof_halfavg", "metao
         elif case.endswith("halfavg"):  # w's AVERAGE under w's name, raw b under b's average's
             saver = tf1.train.Saver({"w": ema.average(w), "b/ExponentialMovingAverage": b,
                                      "global_step": gs})
+        elif case == "avgmixren":  # w's average as model/w, raw b as model/b: no raw w
+            saver = tf1.train.Saver({"model/w": ema.average(w), "model/b": b, "global_step": gs})
+        elif case == "emamix":  # w's average as w_ema, raw b as b: no raw w
+            saver = tf1.train.Saver({"w_ema": ema.average(w), "b": b, "global_step": gs})
+        elif case == "avgside":  # raw w, b and their averages beside them as w_avg, b_avg
+            saver = tf1.train.Saver({"w": w, "b": b, "w_avg": ema.average(w),
+                                     "b_avg": ema.average(b), "global_step": gs})
         else:
             saver = tf1.train.Saver()
         with tf1.Session() as s:
@@ -59,7 +70,8 @@ for case in ("nosaveop_frozen_vtr", "nosaveop_halfavg", "metaof_halfavg", "metao
                 s.run(step)
             if case.startswith("metaof"):
                 plain.save(s, path, global_step=gs)
-            saver.save(s, path, global_step=gs, write_meta_graph=False)
+            saver.save(s, path, global_step=gs,
+                       write_meta_graph=not case.startswith(("nosaveop", "metaof")))
             for v in tf1.global_variables():
                 truth[f"{case}:raw:{v.op.name}"] = s.run(v)
                 if ema.average(v) is not None:
@@ -107,6 +119,37 @@ def test_a_plain_savers_raw_weights_still_export(made, tmp_path, case):
     assert sorted(got) == ["b", "emb", "w"], sorted(got)
     for k, v in got.items():
         assert v.tobytes() == truth[f"{case}:raw:{k}"].tobytes(), k
+
+
+@pytest.mark.parametrize("case,key,out_b", [("avgmixren", "model/w", "model/b"),
+                                            ("emamix", "w_ema", "b")])
+def test_an_average_of_a_weight_no_key_holds_raw_is_never_dropped_unsaid(made, tmp_path, case,
+                                                                         key, out_b):
+    out, truth = made
+    prefix = str(out / case / "model.ckpt-3")
+    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(tmp_path / "x.npz")])
+    said = " ".join(err.split())
+    assert code == 6, said
+    assert f"{key} holds w's average" in said and f"--exclude '{key}'" in said, said
+    assert not (tmp_path / "x.npz").exists()
+    # the offered route: w left out knowingly, b's raw value written
+    code, _, err = run_cli(["export", prefix, "--raw", "--exclude", key,
+                            "--out", str(tmp_path / "y.npz")])
+    assert code == 0, err
+    got = _npz(tmp_path / "y.npz")
+    assert sorted(got) == [out_b], sorted(got)
+    assert got[out_b].tobytes() == truth[f"{case}:raw:b"].tobytes()
+
+
+def test_averages_beside_their_raw_weights_leave_raw_export_alone(made, tmp_path):
+    out, truth = made
+    code, _, err = run_cli(["export", str(out / "avgside" / "model.ckpt-3"), "--raw",
+                            "--out", str(tmp_path / "x.npz")])
+    assert code == 0, err
+    got = _npz(tmp_path / "x.npz")
+    assert sorted(got) == ["b", "w"], sorted(got)
+    for k, v in got.items():
+        assert v.tobytes() == truth[f"avgside:raw:{k}"].tobytes(), k
 
 
 @pytest.mark.parametrize("case", ["nosaveop_frozen_vtr", "metaof_frozen_vtr"])
