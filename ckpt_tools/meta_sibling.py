@@ -25,7 +25,7 @@ pairing by names is refused (:func:`~ckpt_tools.swap_assumed.saver_assumptions`,
 until ``--not-swapped`` states it, or ``--raw --no-meta`` exports the keys as stored. Where
 every such graph agrees with the names, nothing changes: the checkpoint is read as one
 without a ``.meta``. A text-format ``.meta`` too large to parse
-(:data:`~ckpt_tools.formats.meta.TEXT_META_MAX_LINE`) is refused rather than passed over: it
+(:data:`~ckpt_tools.formats.text_bound.TEXT_META_MAX_LINE`) is refused rather than passed over: it
 may be the graph that shows a swap (review-24-attack-r78 F5).
 """
 
@@ -39,8 +39,9 @@ from .errors import CheckpointError, CorruptCheckpointError
 from .formats._io import close_map, is_url, map_file
 from .formats.graph_def import read_graphs
 from .formats.graph_nodes import attr_entry
-from .formats.meta import TextMetaTooLargeError, proto_fields, read_meta_graph
+from .formats.meta import proto_fields, read_meta_graph
 from .formats.meta_saver import saved_sources_each
+from .formats.text_bound import TextMetaTooLargeError
 from .formats.v1 import shard_base
 
 _STEP = re.compile(r"^(.+)-(\d+)$")
@@ -235,7 +236,7 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
 
     Raises:
         CorruptCheckpointError: a candidate is a text-format ``.meta`` too large to parse
-            (:class:`~ckpt_tools.formats.meta.TextMetaTooLargeError`), naming ``--no-meta``.
+            (:class:`~ckpt_tools.formats.text_bound.TextMetaTooLargeError`), naming ``--no-meta``.
     """
     found = []
     for path in candidates(prefix):

@@ -334,15 +334,17 @@ def test_a_damaged_meta_of_the_run_is_as_if_absent(made, tmp_path, damage):
             assert npz[n].tobytes() == truth["avg3:" + n].tobytes(), n
 
 
-@pytest.mark.parametrize("pad", [0, 2 << 20])
-def test_the_runs_meta_as_text_is_read_or_refused(made, tmp_path, tf, pad):
+@pytest.mark.parametrize("form", ["text", "spaces", "comment_header"])
+def test_the_runs_meta_as_text_is_read_or_refused(made, tmp_path, tf, form):
     """review-24-attack-r78 F5: the swapping run's model.ckpt-1.meta as text (protobuf's
     text_format.MessageToString of TensorFlow's MetaGraphDef, as export_meta_graph(as_text=True)
     writes it) is read as the binary one: its save op refuses model.ckpt-3's pairing by names
     (exit 6, naming it), and --raw --no-meta exports the averages bit for bit. With a line of
     2 MiB of spaces, which protobuf's text parser takes ~300 MB to read, it is refused (exit 4,
     naming it, --no-meta and writing it binary), not passed over: model.ckpt-3's keys paired
-    by names are the raw weights."""
+    by names are the raw weights. Led by a 5 KB '#' comment line (TensorFlow's parser skips
+    it), it was passed over (not MetaGraphDef in its first 4096 bytes): raw weights as the
+    averages, exit 0 (review-25-attack-r81 F2); it is read as the text one."""
     from google.protobuf import text_format
     from tensorflow.core.protobuf import meta_graph_pb2
 
@@ -356,7 +358,10 @@ def test_the_runs_meta_as_text_is_read_or_refused(made, tmp_path, tf, pad):
                 b.write(a.read())
     with open(os.path.join(src, "model.ckpt-1.meta"), "rb") as f:
         said = text_format.MessageToString(meta_graph_pb2.MetaGraphDef.FromString(f.read()))
-    (tmp_path / "model.ckpt-1.meta").write_text(said.replace("{\n", "{" + " " * pad + "\n", 1))
+    pad = 2 << 20 if form == "spaces" else 0
+    said = said.replace("{\n", "{" + " " * pad + "\n", 1)
+    (tmp_path / "model.ckpt-1.meta").write_text(
+        ("# " + "x" * 5000 + "\n" if form == "comment_header" else "") + said)
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-3"\n' + "".join(
         f'all_model_checkpoint_paths: "model.ckpt-{i}"\n' for i in (1, 3)))
     out = tmp_path / "w.npz"

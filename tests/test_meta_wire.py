@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from ckpt_tools.errors import CorruptCheckpointError
 from ckpt_tools.formats import meta as meta_mod
+from ckpt_tools.formats import text_bound
 from ckpt_tools.formats._protos import CollectionEntry, MetaGraphDef, VariableDef, text
 from ckpt_tools.formats.meta import VARIABLE_COLLECTIONS, parse_meta_graph, read_meta_graph
 from ckpt_tools.formats.savedmodel import read_saved_model
@@ -350,10 +351,75 @@ def _text_meta(tmp_path, pad: int = 0):
     return dst, meta, binary
 
 
-def test_text_meta_reads_as_its_binary_form(tmp_path):
-    """A text-format .meta is read as protobuf reads the binary one TensorFlow wrote."""
+@pytest.mark.parametrize("header", ["", "# " + "x" * 5000 + "\n\n  # more\n"])
+def test_text_meta_reads_as_its_binary_form(tmp_path, header):
+    """A text-format .meta is read as protobuf reads the binary one TensorFlow wrote, also
+    led by '#' comment lines longer than the 4096 bytes once looked at for a field name
+    (review-25-attack-r81 F2: it was "not a MetaGraphDef", a sibling passed over)."""
     _, meta, binary = _text_meta(tmp_path)
+    meta.write_text(header + meta.read_text())
     assert _ours(read_meta_graph(str(meta))) == _expected_graph(binary)
+
+
+_PROBE = (
+    "import json, resource, sys\n"
+    "from ckpt_tools.errors import CorruptCheckpointError\n"
+    "from ckpt_tools.formats import _protos\n"  # protobuf imported before the baseline
+    "from ckpt_tools.formats.graph_def import read_branches, read_graphs\n"
+    "from ckpt_tools.formats.meta import read_meta_graph\n"
+    "from ckpt_tools.formats.savedmodel import read_saved_model\n"
+    "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+    "said = []\n"
+    "for read in sys.argv[2].split(','):\n"
+    "    try:\n"
+    "        got = globals()[read](sys.argv[1]); said.append(repr(got)[:40])\n"
+    "    except CorruptCheckpointError as exc:\n"
+    "        said.append(str(exc))\n"
+    "grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before\n"
+    "print(json.dumps({'said': said, 'grew_kb': grew}))\n")
+
+
+def _probe(path, reads: str) -> dict:
+    """What each reader in ``reads`` (comma-separated) says of ``path`` in a fresh process,
+    and how much its peak memory grew (KiB)."""
+    proc = subprocess.run([sys.executable, "-c", _PROBE, str(path), reads],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_binary_meta_whose_graph_does_not_decode_is_not_text_parsed(tmp_path):
+    """review-25-attack-r81 F1: spaces (binary field-4 varints) then a graph_def holding one
+    wire-type-3 byte read as a binary MetaGraphDef, and the graph readers then text-parsed
+    the whole file unbounded (20 MB: 3 GB). Bytes that are no text are not text-parsed: no
+    graph, the memory barely growing (it grew ~300 MB for these 2 MB)."""
+    import shutil
+
+    dst = tmp_path / "ckpt"
+    shutil.copytree(FIXTURES / "linear_v1", dst)
+    meta = next(dst.glob("*.meta"))
+    meta.write_bytes(b" " * (2 << 20) + b"\x12\x01\x0b")
+    got = _probe(meta, "read_graphs,read_branches")
+    assert got["said"][0] == "[]" and got["grew_kb"] < 48 << 10, got
+
+
+def test_text_saved_model_with_a_long_line_is_refused_in_bounded_memory(tmp_path):
+    """review-25-attack-r81 F3: a saved_model.pbtxt went through protobuf's text parser with
+    no bound (4 MB of spaces: 658 MB). It is bounded as a text .meta is: refused unparsed,
+    one line naming the file, by the collections reader and the graph reader alike."""
+    pbtxt = tmp_path / "saved_model.pbtxt"
+    pbtxt.write_text("saved_model_schema_version: 1\n" + " " * (4 << 20) + "\nmeta_graphs {\n}\n")
+    got = _probe(pbtxt, "read_saved_model,read_graphs")
+    for said in got["said"]:
+        assert said.startswith(f"{pbtxt} at byte 30: a text-format SavedModel with a line "
+                               "over 1 MiB"), got
+    assert got["grew_kb"] < 48 << 10, got
+    import shutil
+
+    shutil.copytree(FIXTURES / "savedmodel_tf1" / "variables", tmp_path / "variables")
+    code, out, err = run_cli(["list", str(tmp_path)])
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 4 and len(lines) == 1 and str(pbtxt) in lines[0], (code, out, err)
 
 
 def test_text_meta_with_a_long_line_is_refused_in_bounded_memory(tmp_path):
@@ -392,9 +458,9 @@ def test_text_meta_over_the_size_bound_is_refused(tmp_path, monkeypatch):
     graph as text) is refused unparsed, naming the file and the bound; under it, read."""
     dst, meta, binary = _text_meta(tmp_path)
     size = meta.stat().st_size
-    monkeypatch.setattr(meta_mod, "TEXT_META_MAX_BYTES", size)
+    monkeypatch.setattr(text_bound, "TEXT_META_MAX_BYTES", size)
     assert _ours(read_meta_graph(str(meta))) == _expected_graph(binary)
-    monkeypatch.setattr(meta_mod, "TEXT_META_MAX_BYTES", size - 1)
+    monkeypatch.setattr(text_bound, "TEXT_META_MAX_BYTES", size - 1)
     said = rf"{re.escape(str(meta))}: .* of {size} bytes, over the {size - 1} bytes read as text"
     with pytest.raises(CorruptCheckpointError, match=said):
         read_meta_graph(str(meta))

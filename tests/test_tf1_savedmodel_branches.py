@@ -7,7 +7,9 @@ A first moment of ``w0``'s gradient kept as ``w0/ExponentialMovingAverage`` by
 ``assign_moving_average`` inside a v2 ``tf.cond`` beside a real EMA over ``w1`` was exported as
 ``w0``'s average, exit 0 under ``--strict``: ``read_branches`` read a ``.meta`` only, and a
 ``saved_model.pb``'s field 2 is a ``MetaGraphDef``, not its ``GraphDef``; a text-format file's
-library was not read at all. ``ema.apply()`` in the same cond stays proven.
+library was not read at all. ``ema.apply()`` in the same cond stays proven. The graph holds
+a 1.2 MB constant, whose ~3 MB ``tensor_content`` line made the text forms refused
+(review-25-attack-r81 F5): they are read as the binary ones.
 
 Made by real TensorFlow in a subprocess; truth read at save time.
 """
@@ -25,7 +27,11 @@ from tensorflow.python.training import moving_averages
 case = sys.argv[2]
 w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]))
 w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
-loss = tf.reduce_sum(tf.square(w0)) + tf.reduce_sum(tf.square(w1 - 2.0))
+# a 1.2 MB constant: its tensor_content is one ~3 MB line of the text files, which the text
+# bound refused (review-25-attack-r81 F5); its values do not change the loss
+table = tf.constant(np.random.RandomState(0).rand(300000).astype(np.float32), name="table")
+loss = tf.reduce_sum(tf.square(w0)) + tf.reduce_sum(tf.square(w1 - 2.0)) \
+    + 0.0 * tf.reduce_sum(table)
 g0 = tf.gradients(loss, [w0])[0]
 train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
 ema = tf1.train.ExponentialMovingAverage(0.9)

@@ -178,16 +178,16 @@ GraphOfMeta = _CLASSES["GraphOfMeta"]
 GraphsOfSavedModel = _CLASSES["GraphsOfSavedModel"]
 
 
-def text_graphs_binary(raw: bytes, saved_model: bool) -> bytes:
-    """A text-format ``.meta`` or ``saved_model.pbtxt`` re-encoded to the binary layout, with
-    its graphs' nodes (names, ops, inputs, string constants, the functions their attrs name),
-    function libraries and save op only (``b""`` where it is not text either)."""
+def text_graphs_binary(text: str, saved_model: bool) -> bytes:
+    """A text-format ``.meta`` or ``saved_model.pbtxt`` (its text as
+    :func:`.text_bound.bounded_text` gives it) re-encoded to the binary layout, with its
+    graphs' nodes (names, ops, inputs, string constants, the functions their attrs name),
+    function libraries and save op only (``b""`` where it does not parse)."""
     from google.protobuf import text_format
 
     msg = GraphsOfSavedModel() if saved_model else GraphOfMeta()
     try:
-        text_format.Parse(raw.decode("utf-8"), msg, allow_unknown_field=True,
-                          allow_unknown_extension=True)
+        text_format.Parse(text, msg, allow_unknown_field=True, allow_unknown_extension=True)
     except Exception:  # not text either: the collections reader says why
         return b""
     return msg.SerializeToString()

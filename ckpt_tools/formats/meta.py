@@ -18,6 +18,7 @@ from ._io import close_map, gc_paused, is_url, keep_fetched, map_file
 from ._wire import Cursor
 from .bundle_wire import WireError, decode_varint, to_int64
 from .meta_graph import VARIABLE_COLLECTIONS, MetaGraph, MetaVariable, Partition
+from .text_bound import bounded_text, looks_text
 
 try:  # the compiled VariableDef loop (setup.py); without it Python decodes every one alike
     from ..cwire import variable_list as _c_variable_list
@@ -312,7 +313,8 @@ def read_meta_graph(path: str) -> MetaGraph:
     Raises:
         CheckpointNotFoundError: if ``path`` does not exist.
         CorruptCheckpointError: if it is not a MetaGraphDef;
-            :class:`TextMetaTooLargeError` for a text-format one too large to parse.
+            :class:`~.text_bound.TextMetaTooLargeError` for a text-format one too large
+            to parse.
 
     Example:
         >>> mg = read_meta_graph("train/model.ckpt-1000.meta")  # doctest: +SKIP
@@ -332,8 +334,7 @@ def read_meta_graph(path: str) -> MetaGraph:
             with gc_paused():  # one MetaVariable per variable, no cycles
                 return parse_meta_graph(data, path)
         except CorruptCheckpointError as binary_error:
-            head = bytes(data[:4096])
-            if b"meta_info_def" in head or b"collection_def" in head or b"graph_def" in head:
+            if looks_text(data):
                 return _read_text(data, path)
             raise binary_error
     finally:
@@ -395,54 +396,22 @@ def parse_meta_graph(data, path: str, *, start: int = 0, end: int | None = None)
     return graph
 
 
-# TensorFlow writes .meta files binary (export_meta_graph(as_text=False) by default); a text
-# one goes through protobuf's text parser, whose tokenizer holds ~150 bytes per character of
-# one whitespace run or string token: a 20 MB line of spaces took 3 GB, 400 MB was killed for
-# memory (review-24-attack-r78 F5). Larger text files, or longer lines, are refused unparsed.
-TEXT_META_MAX_BYTES = 64 << 20
-TEXT_META_MAX_LINE = 1 << 20
-
-
-class TextMetaTooLargeError(CorruptCheckpointError):
-    """A text-format ``MetaGraphDef`` over :data:`TEXT_META_MAX_BYTES`, or with a line over
-    :data:`TEXT_META_MAX_LINE`: left unread, not found damaged (exit 4, as corrupt)."""
-
-
-def _size(n: int) -> str:
-    return f"{n >> 20} MiB" if n and not n % (1 << 20) else f"{n} bytes"
-
-
 def _read_text(data, path: str) -> MetaGraph:
     """Parses the text-format ``MetaGraphDef`` in ``data`` (the file's bytes or its map).
 
     Raises:
         CorruptCheckpointError: not a text MetaGraphDef either.
-        TextMetaTooLargeError: over :data:`TEXT_META_MAX_BYTES`, or a line over
-            :data:`TEXT_META_MAX_LINE` bytes (checked before anything is copied or parsed:
-            memory stays bounded).
+        TextMetaTooLargeError: too large to parse (:func:`.text_bound.bounded_text`, checked
+            before anything is parsed: memory stays bounded).
     """
-    import re
-
     from google.protobuf import text_format
 
     from ._protos import MetaGraphDef  # text-format files only: protobuf on demand
 
-    if len(data) > TEXT_META_MAX_BYTES:
-        raise TextMetaTooLargeError(
-            f"a text-format MetaGraphDef of {len(data)} bytes, over the "
-            f"{_size(TEXT_META_MAX_BYTES)} read as text (TensorFlow writes .meta files "
-            "binary; protobuf's text parser can take 100x a file's size in memory)", path=path)
-    # a bytes count bounds the characters; (?m)^ starts each try at a line's start: one pass
-    long_line = re.search(rb"(?m)^[^\n]{%d}" % TEXT_META_MAX_LINE, data)
-    if long_line:
-        raise TextMetaTooLargeError(
-            f"a text-format MetaGraphDef with a line over {_size(TEXT_META_MAX_LINE)} "
-            "(TensorFlow writes .meta files binary; protobuf's text parser takes ~150x a "
-            "line's length in memory)", path=path, offset=long_line.start())
+    text = bounded_text(data, path, "MetaGraphDef")
     msg = MetaGraphDef()
     try:
-        text_format.Parse(bytes(data).decode("utf-8"), msg, allow_unknown_field=True,
-                          allow_unknown_extension=True)
+        text_format.Parse(text, msg, allow_unknown_field=True, allow_unknown_extension=True)
     except Exception as exc:
         raise CorruptCheckpointError(f"not a MetaGraphDef (text parse failed: {exc})",
                                      path=path) from None

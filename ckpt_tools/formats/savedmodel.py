@@ -19,6 +19,7 @@ from ._io import close_map, map_file
 from ._record import Record
 from ._wire import Cursor
 from .meta import MetaGraph, meta_graph_from_message, parse_meta_graph
+from .text_bound import bounded_text
 
 SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 VARIABLES_PREFIX = os.path.join("variables", "variables")
@@ -147,7 +148,7 @@ def read_saved_model(path: str) -> SavedModel:
                                      path=path) from None
     try:
         if path.endswith(".pbtxt"):
-            return _read_text(bytes(data), path)
+            return _read_text(data, path)
         return _read_binary(data, path)
     finally:
         close_map(data)
@@ -178,14 +179,17 @@ def _read_binary(data, path: str) -> SavedModel:
     return model
 
 
-def _read_text(raw: bytes, path: str) -> SavedModel:
+def _read_text(data, path: str) -> SavedModel:
+    """Parses the text-format ``SavedModel`` in ``data`` (the file's bytes or its map), within
+    :func:`.text_bound.bounded_text`'s bounds (review-25-attack-r81 F3)."""
     from google.protobuf import text_format
 
     from ._protos import SavedModel as SavedModelProto  # text-format files only
 
+    text = bounded_text(data, path, "SavedModel")
     msg = SavedModelProto()
     try:
-        text_format.Parse(raw.decode("utf-8"), msg, allow_unknown_field=True,
+        text_format.Parse(text, msg, allow_unknown_field=True,
                           allow_unknown_extension=True)
     except Exception as exc:
         raise CorruptCheckpointError(f"not a SavedModel (text parse failed: {exc})",
