@@ -145,6 +145,39 @@ def zero_debias_pair(key: str, entries: Mapping[str, TensorEntry]) -> bool:
             and tuple(step.shape) == () and src.dtype_name in _FLOAT)
 
 
+def scoped_debias_helper(key: str, entries: Mapping[str, TensorEntry]) -> bool:
+    """Returns whether ``key`` is one of :func:`zero_debias_pair`'s two helpers made inside
+    the variable scope of the variable they debias, so that the scope doubles the name and no
+    stored key sits above them: tf_slim's ``batch_norm(zero_debias_moving_mean=True)`` stores
+    ``<s>/<s>/moving_mean/biased`` and ``…/local_step`` for ``<s>/moving_mean``.
+
+    Proven by TensorFlow's layout alone: ``<s>/<v>/biased[_N]`` beside
+    ``<s>/<v>/local_step[_N]``, where ``<v>`` is stored, lies under the scope ``<s>``, is a
+    float of ``biased``'s dtype and shape, and ``local_step`` is a scalar of that dtype. The
+    ``.meta`` calls them ``other`` (no collection makes them weights); without it they were
+    read as weights with no EMA shadow (review-25-user-u27 F2).
+    """
+    head, _, last = key.rpartition("/")
+    base = UNIQUIFIED.sub("", last)
+    if not head or base not in _DEBIAS or not last.startswith(_DEBIAS_START) \
+            or head in entries:
+        return False
+    tail = last[len(base):]
+    biased = entries.get(f"{head}/biased{tail}")
+    step = entries.get(f"{head}/local_step{tail}")
+    if biased is None or step is None or tuple(step.shape) != () \
+            or biased.dtype != step.dtype:
+        return False
+    parts = head.split("/")
+    for i in range(1, len(parts)):
+        scope, var = "/".join(parts[:i]), "/".join(parts[i:])
+        src = entries.get(var)
+        if src is not None and var.startswith(scope + "/") and src.dtype == biased.dtype \
+                and src.shape == biased.shape and src.dtype_name in _FLOAT:
+            return True
+    return False
+
+
 def ema_suffix(last: str, ema_names: set[str]) -> bool:
     """Returns whether ``last`` (a key's last segment) is one of ``ema_names``, with or
     without the ``_N`` TensorFlow appends to a taken name."""
@@ -297,6 +330,8 @@ def classify_one(key, entry, entries, names, loss_names, colls, meta_vars, has_m
     if last and zero_debias_pair(key + "/biased", entries):
         # a custom-named zero-debiased average (name="dbg"): TF debiases tensors' only
         return _PLAIN[LOSS_AVERAGE]
+    if scoped_debias_helper(key, entries):  # what the .meta calls them (u27 F2)
+        return _PLAIN[OTHER]
     return _PLAIN[WEIGHT if entry.dtype_name in _FLOAT or entry.dtype_name in _QUANTIZED
                   else OTHER]
 

@@ -43,3 +43,33 @@ def test_debias_state_is_no_weight(made, tmp_path):
             for n in VARS:
                 assert got[n].tobytes() == truth[f"{kind}:{n}"].tobytes(), (kind, n)
             assert got["bn/moving_mean"].tobytes() == truth["raw:bn/moving_mean"].tobytes()
+
+
+def test_debias_state_without_meta_is_no_weight(made, tmp_path):
+    """The same checkpoint copied without its .meta (as a downloaded one often is): the
+    helpers were weights with no EMA shadow, export refused blaming frozen variables, and
+    --allow-missing wrote them as model weights (review-25-user-u27 F2). Read by TF's layout
+    (<scope>/<scope>/moving_mean/biased beside a scalar local_step of the stored
+    <scope>/moving_mean's dtype): role other, as the .meta says, and left out."""
+    import shutil
+
+    run, truth = made
+    ckpt = max(run.glob("model.ckpt-*.index")).with_suffix("")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in run.glob(ckpt.name + ".*"):
+        if f.suffix != ".meta":
+            shutil.copy(f, bare / f.name)
+    code, text, err = run_cli(["list", str(bare / ckpt.name), "--json"])
+    assert code == 0, err
+    rows = {v["key"]: v for v in json.loads(text)["variables"]}
+    for k in STATE:
+        assert rows[k]["role"] == "other", rows[k]
+    dest = tmp_path / "ema.npz"
+    code, _, err = run_cli(["export", str(bare / ckpt.name), "--out", str(dest)])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert sorted(got.files) == sorted([*VARS, "bn/moving_mean"]), got.files
+        for n in VARS:
+            assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n
+        assert got["bn/moving_mean"].tobytes() == truth["raw:bn/moving_mean"].tobytes()
