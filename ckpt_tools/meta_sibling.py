@@ -46,7 +46,7 @@ from .formats.v1 import shard_base
 
 _STEP = re.compile(r"^(.+)-(\d+)$")
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
-_PART = re.compile(r"/part_\d+$")
+_PART = re.compile(r"/part_\d+(?=/|$)")  # anywhere: a part's shadow is <v>/part_N/<ema>
 _FIELDS = 7  # a MetaGraphDef's top-level fields: meta_info_def (1) ... object_graph_def (7)
 
 
@@ -139,9 +139,10 @@ def _fits(graph, sources: dict[str, list[str]], entries: Mapping) -> bool:
     return True
 
 
-def _saved(path: str, entries: Mapping) -> list[dict[str, list[str]]]:
+def _saved(path: str, entries: Mapping) -> list[tuple[dict[str, list[str]], object]]:
     """The save ops of the graphs in ``path`` that write exactly ``entries``' keys, each of
-    its variable's dtype and shape (``[]``: none, or the file cannot be read)."""
+    its variable's dtype and shape, with the nodes of the first graph they fit (``[]``: none,
+    or the file cannot be read)."""
     stored = set(entries)
     try:
         # Read first as the checkpoint's own .meta is (binary, or text only where its head
@@ -168,8 +169,13 @@ def _saved(path: str, entries: Mapping) -> list[dict[str, list[str]]]:
         raise
     except (CheckpointError, OSError):  # a file that cannot be read proves nothing
         return []
-    return [s for s in each if any(_fits(g, s, entries) for g in graphs
-                                   if all(of[0] in g.nodes for of in s.values()))]
+    found = []
+    for s in each:
+        fit = next((g for g in graphs if all(of[0] in g.nodes for of in s.values())
+                    and _fits(g, s, entries)), None)
+        if fit is not None:
+            found.append((s, fit.nodes))
+    return found
 
 
 def _varint(data, pos: int) -> tuple[int, int]:
@@ -209,12 +215,69 @@ def _top_level(data) -> bool:
     return pos == end
 
 
-def _against_names(sources: dict[str, list[str]]) -> tuple[str, list[str]] | None:
-    """The first key (sorted) that ``sources`` saves from another variable than the one its
-    name says (``key`` itself, or its parts ``key/part_N``), with its sources; ``None`` where
-    every key reads as its name (a plain Saver, an averages-only Saver of the averages)."""
+def _is_variable(nodes, name: str, parts: bool = True) -> bool:
+    """Whether ``name`` is a variable of the graph (``parts``: or a partitioned one's name,
+    ``name/part_0`` a variable)."""
+    names = (name, f"{name}/part_0") if parts else (name,)
+    return any(nodes.op(n) in _VARIABLE_OPS for n in names if n in nodes)
+
+
+def _parent(name: str, nodes) -> tuple[str | None, str]:
+    """``(parent, rest)`` for the longest proper ``/``-prefix of ``name`` that is a variable
+    of the graph (``name`` is its shadow or slot ``<v>/<rest>``), ``(None, name)`` where none
+    is."""
+    parts = name.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        head = "/".join(parts[:i])
+        if _is_variable(nodes, head, parts=False):
+            return head, "/".join(parts[i:])
+    return None, name
+
+
+def _named_child(key: str, raw: str, source: str, nodes) -> bool:
+    """Whether ``key`` is named as a shadow or slot of the top-level variable ``raw``
+    (``source`` without ``/part_N``) it is read from: ``<source>/...`` after any scope, a
+    variable ``<raw>/<the key's tail>`` of the graph, or a default EMA shadow's name."""
+    parts = key.split("/")
+    tails = ["/".join(parts[i:]) for i in range(len(parts))]
+    return (parts[-1] == "ExponentialMovingAverage"
+            or any(t.startswith(source + "/") for t in tails)
+            or any(_is_variable(nodes, f"{raw}/{t}", parts=False) for t in tails[1:]))
+
+
+def _against_names(sources: dict[str, list[str]], nodes) -> tuple[str, list[str]] | None:
+    """The first key (sorted) that ``sources`` saves from a variable of another role than its
+    name says, with its sources; ``None`` where every key reads as its name.
+
+    ``/part_N`` is dropped anywhere (a part's shadow ``<v>/part_N/<ema>`` is saved under
+    ``<v>/<ema>``). A key read from a variable of another name contradicts it where the key
+    names a variable of the graph (a swapping Saver: a weight's key holds its shadow), where
+    the source is a shadow or slot ``<v>/<rest>`` and the key is not ``<k>/<rest>`` with ``k``
+    (if saved) read from ``v``, or where the source is no shadow and the key is named as one
+    of it (``Saver(ema.variables_to_restore())``: an average's key holds the weight). A Saver
+    keying each variable under a scope added or stripped reads each key from the variable of
+    the same role: it agrees (review-25-attack-r83 F3).
+    """
+    read = {k: {_PART.sub("", s) for s in of} for k, of in sources.items()}
     for key in sorted(sources):
-        if any(_PART.sub("", s) != key and s != key for s in sources[key]):
+        name = _PART.sub("", key)
+        if len(read[key]) != 1:
+            return key, sources[key]
+        source = next(iter(read[key]))
+        if source == name:
+            continue
+        if _is_variable(nodes, name):
+            return key, sources[key]
+        raw = sources[key][0]
+        parent, rest = _parent(raw, nodes)
+        if parent is None:
+            if _named_child(name, raw, source, nodes):
+                return key, sources[key]
+            continue
+        rest = _PART.sub("", f"/{rest}")[1:]
+        owner = name[:-len(rest) - 1]
+        if not name.endswith(f"/{rest}") or (
+                owner in read and read[owner] != {_PART.sub("", parent)}):
             return key, sources[key]
     return None
 
@@ -250,8 +313,8 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
                 "so it is not passed over: write it binary to have it read, or pass --no-meta "
                 "(Python: use_meta=False) to pair by key names, which a swapping Saver's keys "
                 "defeat") from None
-        for sources in saved:
-            against = _against_names(sources)
+        for sources, nodes in saved:
+            against = _against_names(sources, nodes)
             if against is not None:
                 found.append((path, against[0], tuple(against[1])))
                 break
