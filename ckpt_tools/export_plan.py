@@ -59,6 +59,16 @@ def _filtered_out(names: set[str], include, exclude, also: str | None = None) ->
 
 
 @records_command  # an offer in a refusal is probed with this command's filters (r62 F4)
+def keys_are_raw_alone(path: str) -> OptionError:
+    """Returns the usage error (exit 2) for ``keys_are_raw`` stated without ``ema=False``,
+    naming ``path``: the options alone decide it, so the CLI raises it before anything is
+    read (review-25-attack-r81 F6) and :func:`plan_export` for Python callers."""
+    return OptionError(f"{path}: keys_are_raw=True (--keys-are-raw) states that keys "
+                       "named as averages hold the raw weights, which only ema=False "
+                       "(--raw) exports: give it, or omit the statement (if they hold the "
+                       "averages, averages_only=True, --averages-only, states that)")
+
+
 def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, exclude=None,
                 rename=None, tensor_averages: bool = False,
                 weights_out: dict[str, str] | None = None,
@@ -93,10 +103,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     ckpt = ckpt.with_meta(map_options.get("use_meta", True))
     # a statement only --raw reads: never a silent no-op; the CLI's one check too (exit 2)
     if ema is not False and ckpt.keys_are_raw:
-        raise OptionError(f"{ckpt.path}: keys_are_raw=True (--keys-are-raw) states that keys "
-                          "named as averages hold the raw weights, which only ema=False "
-                          "(--raw) exports: give it, or omit the statement (if they hold the "
-                          "averages, averages_only=True, --averages-only, states that)")
+        raise keys_are_raw_alone(ckpt.path)
     stored = {v.name: v for v in ckpt.variables_unwarned()}
     if ema is False:  # a key under a stated name's shadow (net/w/fast/kernel): an average of
         # it or a weight? --raw would drop a weight or write an average: refused as the map

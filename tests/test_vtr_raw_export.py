@@ -6,7 +6,8 @@ review-13-attack-r24 F4). Made by real TensorFlow, truth read at save time."""
 from __future__ import annotations
 
 import numpy as np
-from helpers import same_bits
+import pytest
+from helpers import FIXTURES, run_cli, same_bits
 from helpers_tf1_saver import tf1_two_var_ema
 from typer.testing import CliRunner
 
@@ -35,3 +36,16 @@ def test_raw_export_of_a_training_variables_to_restore_saver(tf, tmp_path):
         assert sorted(npz.files) == ["W", "b"]
         for k in ("W", "b"):
             assert same_bits(npz[k], truth[k]) and not np.array_equal(npz[k], avg[k])
+
+
+@pytest.mark.parametrize("where", ["linear_v1", "missing"])
+def test_keys_are_raw_without_raw_is_a_usage_error_before_any_read(tmp_path, where):
+    """review-25-attack-r81 F6: --keys-are-raw without --raw is decided by the options alone:
+    exit 2, one error line and nothing before it, before the checkpoint (or a sibling .meta)
+    is read; a path that does not exist said exit 3 first."""
+    path = FIXTURES / "linear_v1" if where == "linear_v1" else tmp_path / "none" / "model.ckpt-3"
+    out = tmp_path / "n.npz"
+    code, _, err = run_cli(["export", str(path), "--out", str(out), "--keys-are-raw"])
+    assert code == 2 and not out.exists(), err
+    assert err.startswith("error:") and err.count("error:") == 1, err
+    assert "only ema=False (--raw) exports" in err and "--averages-only" in err, err

@@ -131,7 +131,12 @@ def export_command(
             "states that the file's EMA copies are the averages, and --raw exports the file's "
             "own weights, which that does not change: give one (--not-swapped for the "
             "averages, --raw alone for the weights)", param_hint="--not-swapped")
-    # --keys-are-raw without --raw: plan_export's OptionError (exit 2), checked there alone
+    if keys_are_raw and ema is not False and not averages_only:  # the options alone decide:
+        # before any file is read, no note before it, no file's refusal instead
+        # (review-25-attack-r81 F6); with --averages-only the open says "give one"
+        from ..export_plan import keys_are_raw_alone
+
+        raise keys_are_raw_alone(path)
     if not out_path:  # exit 7, as in restore-ema and average (README: output refused)
         raise OutputError("--out is empty: give a file name")
     if out_path == "-":  # conventionally stdout, which a binary archive is not written to
