@@ -273,6 +273,8 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
         refuse_two_endings(ckpt, ema_name, chosen, use_meta)
         refuse_twin_taken(ckpt, ema_name, chosen, use_meta)
         refuse_other_named(ckpt, ema_name, chosen, use_meta)
+        # each average read by the one object's apply(), as pair_by_names (r80 F3)
+        refuse_mixed_writers(ckpt, chosen, ema_name, use_meta)
         # a weight left raw whose variable an apply() of that name averaged (r73 F1, F7)
         refuse_stated_unaveraged(ckpt, ema_name, missing, use_meta)
     detected, name = spoken_name(ckpt, variables, ema_name)

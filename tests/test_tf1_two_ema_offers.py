@@ -111,6 +111,10 @@ OBJECTS = {
     # review-25-attack-r80 F4: fast over w, b and an object named x/fast over b, c (its
     # shadows b/x/fast, c/x/fast, apply() scope x/fast) behind the renaming Saver
     "renxfast": ("ren", [("fast", "wb"), ("x/fast", "bc")]),
+    # review-25-attack-r80 F3: renfast2 with the second fast's apply() in a tf.cond (cond v2:
+    # its scope reads 'fast'), and its plain-Saver twin
+    "rencond2": ("ren", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast", 1)]),
+    "cond2": ("plain", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast", 1)]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -127,7 +131,8 @@ for case, (kind, objects) in OBJECTS.items():
                 tf1.train.ExponentialMovingAverage([0.5, 0.9, 0.99, 0.8, 0.7][i],
                                                    name=again[0] if again else n)
             with tf.control_dependencies([step]), scope:
-                step = e.apply([V[k] for k in vs])
+                step = tf.cond(tf.constant(True), lambda e=e, vs=vs: e.apply(
+                    [V[k] for k in vs]), tf.no_op) if again[1:] else e.apply([V[k] for k in vs])
             emas.append((e, vs))
         first = emas[0][0]
         kept = [v for v in tf1.global_variables()
@@ -407,7 +412,8 @@ def test_a_lone_default_named_average_beside_a_third_objects_is_refused(made, tm
                  tmp_path)
 
 
-@pytest.mark.parametrize("case", ["renagain", "renfast2", "rendrop", "drop"])
+@pytest.mark.parametrize("case", ["renagain", "renfast2", "rendrop", "drop", "rencond2",
+                                  "cond2"])
 @pytest.mark.parametrize("meta", [[], ["--no-meta"]], ids=["meta", "no-meta"])
 def test_a_renamed_savers_stated_object_average_is_never_left_raw(made, tmp_path, case, meta):
     """review-24-attack-r73 F1, F7: behind a renaming Saver({"model/" + v.op.name: v}),
@@ -417,7 +423,9 @@ def test_a_renamed_savers_stated_object_average_is_never_left_raw(made, tmp_path
     left out of the Saver, which the plain Saver's twin ("drop") refuses. The .meta's update
     ops name the variables the save op wrote into the keys: refused (exit 6), as without the
     .meta (without it nothing records fast's average of c in rendrop, drop: c raw as
-    stated, w, b fast's, bit for bit)."""
+    stated, w, b fast's, bit for bit). The second fast's apply() in a tf.cond ("rencond2":
+    cond v2 names its scope 'fast') paired c with model/s/c/fast, exit 0, where the plain
+    twin ("cond2") is refused (review-25-attack-r80 F3)."""
     out, truth = made
     args = [*meta, "--ema-name", "fast", "--allow-missing"]
     if case.endswith("drop") and meta:
@@ -427,7 +435,10 @@ def test_a_renamed_savers_stated_object_average_is_never_left_raw(made, tmp_path
             assert got[pre + v].tobytes() == truth[f"{case}:{which}:{v}"].tobytes(), v
         return
     said = _refused(out / case, args, tmp_path)
-    if case.startswith("ren") and not meta:
+    if case.endswith("cond2"):  # review-25-attack-r80 F3: c paired with model/s/c/fast
+        _refused(out / case, args[:-1], tmp_path)  # without --allow-missing too
+        assert meta or "not proven one EMA object's" in said, said
+    elif case.startswith("ren") and not meta:
         assert "model/c holds c, and the .meta's update ops show apply() " in said, said
 
 
