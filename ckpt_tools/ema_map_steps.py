@@ -47,7 +47,7 @@ from .object_held import off_default
 from .pairing import lists_stated, root_child
 from .raw_offers import without_raw_names
 from .raw_shadows import lone_averages, refuse_raw_paired, settle_lone_averages
-from .renamed_stated import refuse_stated_unaveraged
+from .renamed_stated import refuse_averaged_elsewhere, refuse_stated_unaveraged
 from .saved_keys import held_variables
 from .scoped_order import within_of
 from .stacked_unread import refuse_stacked_unread
@@ -259,9 +259,11 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
             ``--no-meta`` and ``--allow-missing``.
     """
     pairs, missing, not_saved = translated
+    unwritten = translated_unwritten(ckpt, pairs, use_meta)
+    if not allow_missing:  # refused either way: say the apply() that writes it (r80 F2)
+        refuse_averaged_elsewhere(ckpt, unwritten, use_meta)
     unproven = refuse_unwritten_sources(ckpt, variables, ema_name, {}, use_meta,
-                                        allow_missing,
-                                        translated_unwritten(ckpt, pairs, use_meta))
+                                        allow_missing, unwritten)
     pairs = [(t, t) if unproven.get(t) == s else (s, t) for s, t in pairs]
     missing = [*missing, *(t for t in unproven if t not in missing)]
     held = held_variables(ckpt) or {}
@@ -275,8 +277,8 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
         refuse_other_named(ckpt, ema_name, chosen, use_meta)
         # each average read by the one object's apply(), as pair_by_names (r80 F3)
         refuse_mixed_writers(ckpt, chosen, ema_name, use_meta)
-        # a weight left raw whose variable an apply() of that name averaged (r73 F1, F7)
-        refuse_stated_unaveraged(ckpt, ema_name, missing, use_meta)
+    # a weight left raw whose variable an apply() (of that name) averaged (r73 F1, F7; r80 F1)
+    refuse_stated_unaveraged(ckpt, ema_name, missing, use_meta)
     detected, name = spoken_name(ckpt, variables, ema_name)
     suffix = recorded_suffixes(ckpt, variables)
     return Pairing(pairs, missing, not_saved, "meta", name, detected, suffix)

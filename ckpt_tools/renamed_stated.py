@@ -50,13 +50,16 @@ def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: li
     show an ``apply()`` carrying the stated name averaging the variable the save op wrote
     into that weight's key: its average is stored under a key not named
     ``<weight>/<ema_name>`` (a variable_scope's), or not stored beside several other
-    objects' averages of it; neither makes the weight one the stated object left out.
+    objects' averages of it; neither makes the weight one the stated object left out. With
+    no name stated, a weight left raw whose variable's average (any ``apply()``'s) is stored
+    is refused too: ``model/c`` exported raw beside ``model/s/c/fast``, fast's average of
+    ``c`` applied again under ``variable_scope("s")`` (review-25-attack-r80 F1).
 
     Raises:
         UnprovenPairingError: naming the weight, the shadow and the ``apply()`` (exit 6; no
             option decides: ``ckpt export --raw`` exports the raw weights).
     """
-    if ema_name is None or not missing or not use_meta or ckpt.objects is not None:
+    if not missing or not use_meta or ckpt.objects is not None:
         return
     ops = update_ops(ckpt)
     held = held_variables(ckpt)
@@ -72,11 +75,20 @@ def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: li
         # object's average is the stated object's missing one (raw, --allow-missing); one
         # with several, none the stated object's, is refused (review-23-attack-r68 F2)
         found = sorted((s, scope) for s, scope in shadows
-                       if _carries(scope, s, var, ema_name) and (s in key_of or len(kept) > 1))
+                       if _carries(scope, s, var, ema_name) and (s in key_of or len(kept) > 1)
+                       ) if ema_name is not None else sorted(
+            (s, scope) for s, scope in shadows if s in key_of and s not in ops.slots)
         if not found:
             continue
         shadow, scope = found[0]
         stored = key_of.get(shadow)
+        if ema_name is None:  # one name or none stated: its stored average left unread (r80 F1)
+            raise UnprovenPairingError(
+                f"{ckpt.path}: {target} holds {var}, and the .meta's update ops show apply() "
+                f"{scope!r} averaging {var} into {shadow}, stored as {stored}, which the "
+                f"renaming Saver's keys do not pair with {target}, so --allow-missing would "
+                f"export {target} raw beside its stored average; ckpt export --raw exports "
+                "the raw weights instead", None, {target: (stored,)})
         why = (f"stored as {stored}, which is not named {target}/{ema_name}, so its average "
                f"is not proven the stated object's ({ema_name} applied again, or a second "
                f"object named {ema_name}, under a variable_scope writes such a key)" if stored
@@ -89,3 +101,36 @@ def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: li
             f"ops show apply() {scope!r} averaging {var} into {shadow}, {why}; "
             "ckpt export --raw exports the raw weights instead",
             None, {target: (stored,) if stored else ()})
+
+
+def refuse_averaged_elsewhere(ckpt: Checkpoint, found: dict[str, str], use_meta: bool) -> None:
+    """Refuses the keys a renaming Saver's pairing reads as a weight's average (``found``:
+    weight key -> key, :func:`~ckpt_tools.ema_sources.translated_unwritten`'s) where the
+    ``.meta``'s update ops show an ``apply()`` averaging another variable into that key:
+    fast applied again under ``variable_scope('s')`` over ``c`` writes ``s/c/fast``, stored
+    as ``model/s/c/fast`` beside a model variable ``s/c``. The refusal of keys nothing writes
+    would say no ``apply()`` writes it and offer ``--no-meta``, whose reading by the names
+    exports ``c``'s average as ``s/c`` (review-25-attack-r80 F2).
+
+    Raises:
+        UnprovenPairingError: naming the key, the ``apply()`` and the variable it averages
+            (exit 6; no option decides: ``ckpt export --raw`` exports the raw weights).
+    """
+    if not found or not use_meta or ckpt.objects is not None:
+        return
+    ops = update_ops(ckpt)
+    held = held_variables(ckpt)
+    if ops is None or not held:
+        return
+    for target, key in sorted(found.items()):
+        shadow = held.get(key)
+        if shadow is None or shadow not in ops.averages:
+            continue
+        var, scope = ops.averages[shadow]
+        raise UnprovenPairingError(
+            f"{ckpt.path}: {key} is named as {target}'s average, but the .meta's update ops "
+            f"show apply() {scope!r} averaging {PART.sub('', var)} into it ({shadow}), not "
+            f"{held.get(target) or target}, and the renaming Saver's keys do not pair that "
+            f"average with its weight; neither reading by the names (--no-meta) nor "
+            "--allow-missing is right here: ckpt export --raw exports the raw weights instead",
+            None, {target: (key,)})

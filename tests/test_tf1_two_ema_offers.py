@@ -115,6 +115,9 @@ OBJECTS = {
     # its scope reads 'fast'), and its plain-Saver twin
     "rencond2": ("ren", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast", 1)]),
     "cond2": ("plain", [("fast", "wb"), ("slow", "bc"), ("mid", "cw"), ("s", "c", "fast", 1)]),
+    # review-25-attack-r80 F1, F2: ONE object, fast applied again under variable_scope('s')
+    # over c (s/c/fast) beside a model variable s/c, behind the renaming Saver
+    "rensc": ("rensc", [("fast", "wb"), ("s", "c", 0)]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -122,7 +125,12 @@ for case, (kind, objects) in OBJECTS.items():
         V = {"w": tf1.get_variable("w", [3, 3]), "b": tf1.get_variable("b", [3]),
              "c": tf1.get_variable("c", [3])}
         x = tf.constant(np.ones((2, 3), "float32"))
-        loss = tf.reduce_sum((tf.matmul(x, V["w"]) + V["b"] + 2.0 * V["c"]) ** 2)
+        h = tf.matmul(x, V["w"]) + V["b"] + 2.0 * V["c"]
+        if kind == "rensc":  # a model variable s/c beside c, trained too
+            with tf1.variable_scope("s"):
+                V["sc"] = tf1.get_variable("c", [3])
+            h = h + V["sc"]
+        loss = tf.reduce_sum(h ** 2)
         step = tf1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=gs)
         emas = []
         for i, (n, vs, *again) in enumerate(objects):
@@ -138,7 +146,7 @@ for case, (kind, objects) in OBJECTS.items():
         kept = [v for v in tf1.global_variables()
                 if not kind.endswith("drop") or v is not first.average(V["c"])]
         saver = tf1.train.Saver() if kind == "plain" else tf1.train.Saver(
-            {"model/" + v.op.name: v for v in kept}) if kind in ("ren", "rendrop") else \
+            {"model/" + v.op.name: v for v in kept}) if kind in ("ren", "rendrop", "rensc") else \
             tf1.train.Saver(kept) if kind == "drop" else tf1.train.Saver(
             {f"net/{k}": v for k, v in first.variables_to_restore().items()}
         ) if kind == "vtrren" else tf1.train.Saver(
@@ -471,3 +479,17 @@ def test_a_renamed_savers_slashed_object_names_are_told_apart(made, tmp_path):
         for v, which in takes.items():
             assert got[f"model/{v}"].tobytes() == truth[f"renxfast:{which}:{v}"].tobytes(), \
                 (name, v)
+
+
+def test_a_renamed_savers_average_under_a_scope_named_as_anothers_is_refused(made, tmp_path):
+    """review-25-attack-r80 F1, F2: one object fast, applied again under variable_scope('s')
+    over c, beside a model variable s/c, behind the renaming Saver: fast's average of c is
+    stored as model/s/c/fast. ``--allow-missing`` exported model/c RAW, exit 0; the default
+    refusal said no apply() writes model/s/c/fast and offered --no-meta, whose reading
+    exports c's average as s/c. Refused naming the update op, never offering --no-meta."""
+    out, _ = made
+    for args in ([], ["--allow-missing"], ["--ema-name", "fast"],
+                 ["--ema-name", "fast", "--allow-missing"]):
+        said = _refused(out / "rensc", args, tmp_path)
+        assert "apply() 's_1/fast' averaging c into" in said and "pass --no-meta" not in said, \
+            (args, said)
