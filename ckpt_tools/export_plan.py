@@ -58,7 +58,6 @@ def _filtered_out(names: set[str], include, exclude, also: str | None = None) ->
     return any(match_any(n, exclude) for n in names)
 
 
-@records_command  # an offer in a refusal is probed with this command's filters (r62 F4)
 def keys_are_raw_alone(path: str) -> OptionError:
     """Returns the usage error (exit 2) for ``keys_are_raw`` stated without ``ema=False``,
     naming ``path``: the options alone decide it, so the CLI raises it before anything is
@@ -69,6 +68,7 @@ def keys_are_raw_alone(path: str) -> OptionError:
                        "averages, averages_only=True, --averages-only, states that)")
 
 
+@records_command  # an offer in a refusal is probed with this command's filters (r62 F4)
 def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, exclude=None,
                 rename=None, tensor_averages: bool = False,
                 weights_out: dict[str, str] | None = None,
