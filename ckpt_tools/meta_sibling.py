@@ -54,20 +54,19 @@ def candidates(prefix: str) -> list[str]:
     """The ``.meta`` files of the other checkpoints of ``prefix``'s stem in its directory:
     ``<stem>-<N>.meta`` for ``prefix`` ``<stem>-<M>`` (every other name of the stem, whatever the
     state file lists: it cannot tell which run wrote them, review-24-attack-r78), and
-    ``<stem>.meta``; newest step first.
+    ``<stem>.meta``; for a ``prefix`` without a step, ``<prefix>-<N>.meta``; newest step first.
 
     Returns:
-        `list[str]`: the paths; ``[]`` for a name without a step, a URL, or a directory that
-        cannot be listed.
+        `list[str]`: the paths; ``[]`` for a URL or a directory that cannot be listed.
     """
     base = shard_base(prefix)
     if is_url(base):
         return []
     directory, name = os.path.split(base)
     m = _STEP.match(name)
-    if not m:
-        return []
-    stem = m.group(1)
+    # a checkpoint saved without a step (save(sess, "model.ckpt")) beside model.ckpt-N.meta
+    # of the same run is its stem's too (review-25-attack-r83 F1)
+    stem = m.group(1) if m else name
     try:
         names = os.listdir(directory or ".")
     except OSError:
@@ -77,7 +76,7 @@ def candidates(prefix: str) -> list[str]:
         if not other.endswith(".meta"):
             continue
         hit = _STEP.match(other[:-5])
-        if other[:-5] == stem:
+        if other[:-5] == stem and other[:-5] != name:
             found.append((-1, other))
         elif hit and hit.group(1) == stem and other[:-5] != name:
             found.append((int(hit.group(2)), other))

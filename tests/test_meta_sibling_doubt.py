@@ -84,6 +84,19 @@ def loop(name, kind, steps, resume=False, meta=True, saver_kw=None, part=False, 
             record(name, s, ema)
 
 
+def no_step(name):
+    # the last save without a step (save(sess, "model.ckpt")) beside model.ckpt-1.meta
+    d = f"{out}/{name}"
+    with tf.Graph().as_default():
+        gs, step, ema = model()
+        saver = saver_of("swap", gs, ema)
+        with trained(tf, step, 1) as s:
+            saver.save(s, f"{d}/model.ckpt", global_step=1)
+            s.run(step)
+            saver.save(s, f"{d}/model.ckpt", write_meta_graph=False)
+            record(name, s, ema)
+
+
 def mts(name, kind, last, graph_def):
     # MonitoredTrainingSession resumes the directory: SessionManager calls
     # saver.recover_last_checkpoints(), so run B's state file lists run A's checkpoints
@@ -120,6 +133,7 @@ loop("plain_part", "plain", (1, 2, 3), part=True)
 loop("plain_renamed", "renamed", (1, 2, 3))
 loop("swap_part", "swap", (1, 2, 3), part=True)
 loop("swap_renamed", "swap_renamed", (1, 2, 3))
+no_step("swap_no_step")
 '''
 
 
@@ -165,7 +179,8 @@ def _values(made, path: str, name: str, kind: str) -> None:
     ("symlink", 3, "model.ckpt-1.meta", True),  # F2
     ("damaged", 3, "model.ckpt-1.meta", True),  # F9
     ("swap_part", 3, "model.ckpt-1.meta", True),  # r83 F3's twins: still refused
-    ("swap_renamed", 3, "model.ckpt-1.meta", True)])
+    ("swap_renamed", 3, "model.ckpt-1.meta", True),
+    ("swap_no_step", None, "model.ckpt-1.meta", True)])  # r83 F1: model.ckpt beside it
 def test_a_graph_contradicting_the_names_refuses(made, tmp_path, layout, step, graph,
                                                  swapped):
     """The keys pair by names only where no same-prefix graph records a save op of them from
@@ -173,7 +188,7 @@ def test_a_graph_contradicting_the_names_refuses(made, tmp_path, layout, step, g
     --not-swapped (a plain Saver wrote it: the averages by names) and --raw --no-meta (the
     keys as stored: a swapping Saver's keys named as variables are its averages)."""
     directory, name = _layout(made, tmp_path, layout)
-    ckpt = os.path.join(directory, f"model.ckpt-{step}")
+    ckpt = os.path.join(directory, "model.ckpt" if step is None else f"model.ckpt-{step}")
     out = tmp_path / "w.npz"
     code, _, err = run_cli(["export", ckpt, "--out", str(out)])
     assert code == 6, err
