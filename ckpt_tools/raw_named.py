@@ -65,14 +65,19 @@ def evaluation_graph(ckpt: Checkpoint, s: str) -> bool:
 
 def trained_saved(ckpt: Checkpoint) -> dict[str, str]:
     """The variables (graph op names) the ``.meta``'s save op wrote a key from that an op of
-    the graph trains, each with that op: an optimizer's ``Apply*`` (``ResourceApply*``), or
-    any other write of a trainable variable (a hand-written step's ``assign_sub``, a copy or
-    a fed value assigned into it); its initializer and a Saver's restore are no such op. A
-    write of a variable that is not trainable (a batch norm's statistic updated by an
-    ``assign`` an evaluation graph builds too) is not counted. Where the update ops cannot be
-    read whole (a function they call is unread), nothing proves that no op trains them:
-    ``{"": ""}`` then, so the answer is true. ``{}`` without a save op read.
-    Computed once per open checkpoint."""
+    the graph trains, each with that op: an optimizer's ``Apply*`` (``ResourceApply*``), any
+    other write of a trainable variable (a hand-written step's ``assign_sub``, a copy or a fed
+    value assigned into it), or any write of a variable the save op wrote under an average's
+    name (:func:`named_as_own_average`), trainable or not: a fine-tune of variables created
+    ``trainable=False`` and listed in ``moving_average_variables`` (so that
+    ``variables_to_restore()`` names them as averages) writes them by hand with no optimizer
+    and no trainable collection (review-25-attack-r82 F1). Its initializer and a Saver's
+    restore are no such op. Not counted: a write of a variable the save op wrote under its
+    own name that is not trainable (the global step), and of a batch norm statistic by name
+    (``moving_mean``: an ``assign`` an evaluation graph builds too; the collection alone
+    proves no statistic). Where the update ops cannot be read whole (a function they call is
+    unread), nothing proves that no op trains them: ``{"": ""}`` then, so the answer is true.
+    ``{}`` without a save op read. Computed once per open checkpoint."""
     def trained() -> dict[str, str]:
         sources = written_sources(ckpt)
         if not sources or ckpt.meta is None:
@@ -82,8 +87,11 @@ def trained_saved(ckpt: Checkpoint) -> dict[str, str]:
             return {"": ""}
         saved = {v for each in sources.values() for v in each}
         trainable = set(ckpt.meta.collections.get("trainable_variables") or ())
+        # the variables written under an average's name, but a batch norm's statistic
+        as_average = {v for k in named_as_own_average(ckpt) for v in sources.get(k, ())
+                      if not R.bn_statistic_name(re.sub(r"/part_\d+$", "", v))}
         return {v: op for v, (op, kind) in found[0].writers.items()
-                if v in saved and (v in trainable or "Apply" in kind)}
+                if v in saved and (v in trainable or "Apply" in kind or v in as_average)}
     return ckpt.memo("raw_named_trained_saved", trained)
 
 

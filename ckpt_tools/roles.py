@@ -85,6 +85,12 @@ class RoleInfo(Frozen):
                              candidates=candidates)
 
 
+def bn_statistic_name(name: str) -> bool:
+    """Whether ``name``'s last part names a batch norm statistic (``moving_mean``,
+    ``running_var``…, TF's ``_N`` suffix allowed): by name, as no collection proves one."""
+    return UNIQUIFIED.sub("", name.rsplit("/", 1)[-1]) in _BN_NAMES
+
+
 def split_key(key: str) -> tuple[str, str]:
     head, _, last = key.rpartition("/")
     return head, last

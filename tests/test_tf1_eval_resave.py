@@ -34,10 +34,17 @@ out = sys.argv[1]
 truth = {}
 
 
-def model():
+def model(frozen=()):
+    """frozen: the variables (w, b) made trainable=False and listed in moving_average_variables
+    instead, so variables_to_restore() still names them as averages."""
     x = tf1.placeholder_with_default(tf.ones([2, 3]), [None, 3], name="x")
-    w = tf1.get_variable("fc/w", [3, 3], initializer=tf1.random_normal_initializer())
-    b = tf1.get_variable("fc/b", [3], initializer=tf1.random_normal_initializer())
+    w = tf1.get_variable("fc/w", [3, 3], initializer=tf1.random_normal_initializer(),
+                         trainable="w" not in frozen)
+    b = tf1.get_variable("fc/b", [3], initializer=tf1.random_normal_initializer(),
+                         trainable="b" not in frozen)
+    for v in (w, b):
+        if v.op.name[3:] in frozen:
+            tf1.add_to_collection(tf1.GraphKeys.MOVING_AVERAGE_VARIABLES, v)
     return x, w, b, tf.identity(tf.matmul(x, w) + b, name="y")
 
 
@@ -99,14 +106,18 @@ for kind in ("ev_apply", "ev_apply_ren"):
             saver = tf1.train.Saver(vtr if kind == "ev_apply" else
                                     {"model/" + k: v for k, v in vtr.items()})
             saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
-for kind in ("finetune", "ft_hand", "ft_unrun"):
+# ft_nontrain(_w): w, b (w alone) trainable=False, in moving_average_variables, a hand step
+# writing them (the trainable b untouched): no optimizer, no trainable variable written
+FROZEN = {"ft_nontrain": ("w", "b"), "ft_nontrain_w": ("w",)}  # (review-25-attack-r82 F1)
+for kind in ("finetune", "ft_hand", "ft_unrun", "ft_nontrain", "ft_nontrain_w"):
     with tf.Graph().as_default():  # a fine-tune warm-started from the averages, no ema.apply()
         gs = tf1.train.get_or_create_global_step()  # (review-24-attack-r77 F5, r79 F5)
-        x, w, b, y = model()
+        x, w, b, y = model(FROZEN.get(kind, ()))
         loss = tf.reduce_sum(tf.square(y))
-        if kind == "ft_hand":  # a hand-written step: assign ops, no optimizer
-            gw, gb = tf.gradients(loss, [w, b])
-            step = tf.group(tf1.assign_sub(w, 0.05 * gw), tf1.assign_sub(b, 0.05 * gb))
+        if kind in ("ft_hand", *FROZEN):  # a hand-written step: assign ops, no optimizer
+            trained = [w, b] if kind != "ft_nontrain_w" else [w]
+            step = tf.group(*[tf1.assign_sub(v, 0.05 * g)
+                              for v, g in zip(trained, tf.gradients(loss, trained))])
         else:  # ft_unrun: an evaluation graph that builds the optimizer and never runs it
             step = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
         saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(0.5).variables_to_restore())
@@ -419,7 +430,8 @@ def test_evaluation_graph_raw_refused(made, case, tmp_path):
         assert "no key holds the raw weights" not in err, err  # not a fact (r77 F5)
 
 
-@pytest.mark.parametrize("case", ["finetune", "ft_hand", "ft_unrun"])
+@pytest.mark.parametrize("case", ["finetune", "ft_hand", "ft_unrun", "ft_nontrain",
+                                  "ft_nontrain_w"])
 def test_fine_tune_resave_is_no_evaluation_graph(made, case, tmp_path):
     """A fine-tune restores the averages with Saver(ema.variables_to_restore()), trains (an
     optimizer's Apply* ops, or a hand-written step's assigns) and saves with that Saver: no
@@ -428,7 +440,10 @@ def test_fine_tune_resave_is_no_evaluation_graph(made, case, tmp_path):
     was stated (review-24-attack-r77 F5, r79 F5). The graph's writes of the variables prove
     no evaluation graph: every command refuses, naming both statements; each writes what the
     keys held at save bit for bit. ft_unrun (the optimizer built, never run: the keys hold
-    the averages) is refused alike: the file cannot tell it from a fine-tune."""
+    the averages) is refused alike: the file cannot tell it from a fine-tune. ft_nontrain(_w):
+    variables trainable=False, in moving_average_variables, trained by hand: the write was
+    read as a batch norm statistic's and the default export paired the fine-tuned raw
+    weights as the averages, exit 0 (review-25-attack-r82 F1)."""
     import ckpt_tools as C
 
     out, truth = made
@@ -457,6 +472,8 @@ def test_fine_tune_resave_is_no_evaluation_graph(made, case, tmp_path):
                          (["--averages-only"], "you stated --averages-only")):
         code, err = _export(out, case, *stated, dst=dst)
         assert code == 0 and said in err, err
+        # the note counts every key it writes (r82 F1: ft_nontrain_w's counted fc/b alone)
+        assert stated[0] == "--raw" or "2 key(s) named as averages" in err, err
         with np.load(dst) as z:
             assert sorted(z.files) == ["fc/b", "fc/w"], z.files
             for n in ("fc/b", "fc/w"):
