@@ -11,10 +11,11 @@ update ops and the optimizer too, never run. So ``--raw`` refuses them unless st
 them as the averages). A fine-tune that restored the averages with that Saver, trained and
 saved with it builds no ``ema.apply()`` either: its optimizer writing the variables makes it
 such a graph, the statement deciding (review-24-attack-r77 F5, r79 F5). Where the ``.meta``
-reads as an evaluation graph (no shadow variables, no ``ema.apply()``, no op training the
-variables: :func:`~ckpt_tools.raw_named.evaluation_graph`), ``--raw`` refuses whatever is
-stated, offering the export that writes the averages (never "no key holds the raw weights"
-as a fact).
+reads as an evaluation graph (no shadow variables, no ``ema.apply()``, no op of the graph
+writing the variables: :func:`~ckpt_tools.raw_named.evaluation_graph`), ``--raw`` refuses
+whatever is stated, offering the export that writes the averages (never "no key holds the
+raw weights" as a fact, nor that a fine-tune would show: a step set from outside the graph,
+``Variable.load()``, leaves no op; review-25-attack-r82 F5).
 """
 
 from __future__ import annotations
@@ -96,10 +97,12 @@ def refuse_unstated_raw(ckpt: Checkpoint, holders: dict[str, str]) -> None:
         raise UnprovenPairingError(
             f"{ckpt.path}: --raw refuses {keys}, whatever is stated: they hold what those "
             "variables held when that Saver saved, and its graph (a Saver of ema.variables_to_"
-            "restore(), no shadow variables, no ema.apply(), no op training those variables) "
-            "reads as an evaluation graph, which re-saves the averages it restored (a "
-            "fine-tune that restored them with that Saver and trained would show its "
-            f"optimizer writing them); {averages_offer(ckpt)}", None, undecided)
+            "restore(), no shadow variables, no ema.apply(), no op of it writing those "
+            "variables but a batch norm statistic's update) reads as an evaluation graph, "
+            "which re-saves the averages it restored; the file cannot show a step written "
+            "from outside the graph (a value set with Variable.load() or by another graph), "
+            f"which would leave fine-tuned raw weights there; {averages_offer(ckpt)}",
+            None, undecided)
     if not ckpt.keys_are_raw:
         raise UnprovenPairingError(
             f"{ckpt.path}: {keys}, as a Saver(ema.variables_to_restore()) writes them, hold "

@@ -428,6 +428,10 @@ def test_evaluation_graph_raw_refused(made, case, tmp_path):
         assert code == 6 and not dst.exists(), err
         assert "whatever is stated" in err and "--averages-only" in err, err
         assert "no key holds the raw weights" not in err, err  # not a fact (r77 F5)
+        # nor that a fine-tune would show its optimizer: a Variable.load() step shows no op,
+        # an assign_sub by hand no optimizer (review-25-attack-r82 F5)
+        assert "would show its optimizer" not in err, err
+        assert "the file cannot show a step written from outside the graph" in err, err
 
 
 @pytest.mark.parametrize("case", ["finetune", "ft_hand", "ft_unrun", "ft_nontrain",
