@@ -19,7 +19,7 @@ from collections.abc import Callable
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_updates import part_update_ops
-from .errors import UnprovenPairingError
+from .errors import OutputError, UnprovenPairingError
 from .raw_named import named_as_own_average, training_state
 from .save_op import graph_named, written_sources
 
@@ -63,9 +63,13 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, plan: dict[str, str],
     if not shadows_said:
         refuse_dropped_averages(ckpt, sources, plan, left_out)
     state = training_state(ckpt)
-    # a Saver that saved no model variable under another name than its own: read by names
+    # a Saver that saved no model variable under another name than its own: read by names,
+    # but never writing a shadow's key as a weight: a suffixing Saver of the averages alone
+    # ({average name + '/var'}) saved only shadows and the step under other names, and --raw
+    # wrote both averages as raw weights, exit 0 (review-25-attack-r84 F6)
     if not any(src and src != [k] and all(s not in state for s in src)
                for k, src in sources.items()):
+        _refuse_written_averages(ckpt, sources, plan)
         return []
     _refuse_misread_plan(ckpt, sources, plan)
     exported = set(plan.values())
@@ -113,6 +117,35 @@ def _dropped_refusal(ckpt: Checkpoint, sources: dict[str, list[str]], state: set
         + " --exclude ".join(repr(a) for a in keys[:3]) + (" ..." if len(keys) > 3 else "")
         + " leaves " + ("it" if len(keys) == 1 else "them") + " out knowingly",
         "--exclude", {a: (sources[a][0],) for a in keys})
+
+
+def _refuse_written_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
+                             plan: dict[str, str]) -> None:
+    """Refuses a ``--raw`` plan that writes a key the save op wrote from an ``ema.apply()``
+    shadow, where the Saver saved no model variable under another name (only shadows, slots,
+    the step): nothing to export where every key the plan writes is one (as for the prefixed
+    twin: :func:`~ckpt_tools.saved_swaps.averages_alone_said`), else
+    :func:`_refuse_misread_plan` names the first.
+
+    Raises:
+        OutputError: (exit 7) every key the plan writes holds an average.
+        UnprovenPairingError: (exit 6) some do, beside raw weights.
+    """
+    averages = shadow_written_keys(ckpt, sources)
+    written = sorted(k for k in set(plan.values()) if k in averages)
+    if not written:
+        return
+    if len(written) < len(set(plan.values())):
+        _refuse_misread_plan(ckpt, sources, plan)
+        return
+    k = written[0]
+    shadow = sources[k][0]
+    of = _shadows_of(ckpt).get(shadow, shadow)
+    # no path: export names the checkpoint and the output before a plan's OutputError
+    raise OutputError(
+        f"no weights to export: its {len(written)} tensor(s) hold averages only "
+        f"(the {graph_named(ckpt)}'s save op wrote {k} from {of}'s shadow {shadow}), and "
+        "--raw exports model weights only, never an average under any name")
 
 
 def _refuse_misread_plan(ckpt: Checkpoint, sources: dict[str, list[str]],

@@ -30,7 +30,7 @@ CASES = ("vtr", "shadows", "twoema", "part", "slash", "ren", "subset", "tf2names
          "stripswap", "rentwo", "scoped", "scopedserve", "halfren", "nested", "suffixed",
          "stripvtr", "slowvtr", "momentum", "wrongobj", "sufvtr", "avgren", "sufslow",
          "slowstrip", "slashslow", "scslow", "twosufvtr", "named", "twonamed", "tensoravg",
-         "renmom", "lossavg")
+         "renmom", "lossavg", "sfxavgonly", "sfxavghalf")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -122,6 +122,12 @@ for case in CASES:
         elif case == "suffixed":  # every variable, shadows, Adam's slots and powers too, with
             # a suffix after its name (review-24-attack-r79 F3)
             saver = tf1.train.Saver({v.op.name + "/var": v for v in tf1.global_variables()})
+        elif case == "sfxavgonly":  # the averages alone, a suffix after each (r84 F6)
+            saver = tf1.train.Saver({**{ema.average(v).op.name + "/var": ema.average(v)
+                                        for v in (w, b)}, "global_step/var": gs})
+        elif case == "sfxavghalf":  # raw w under its name beside b's average, suffixed
+            saver = tf1.train.Saver({"w": w, ema.average(b).op.name + "/var": ema.average(b),
+                                     "global_step": gs})
         elif case in ("stripvtr", "slowstrip"):  # the training vtr Saver, net/ stripped
             saver = tf1.train.Saver({k.replace("net/", "", 1): v
                                      for k, v in ema.variables_to_restore().items()})
@@ -643,6 +649,48 @@ def test_a_suffix_after_a_shadows_name_is_no_raw_value(made, tmp_path):
             avg = np.asarray(ckpt.tensor(f"{v}/ExponentialMovingAverage/var")).tobytes()
             assert avg == truth[f"suffixed:ema:{v}"].tobytes()
 
+
+
+@pytest.mark.parametrize("json_out", [False, True], ids=["text", "json"])
+def test_a_suffixed_saver_of_the_averages_alone_exports_no_raw_weight(made, tmp_path,
+                                                                      json_out):
+    """review-25-attack-r84 F6: ``Saver({ema.average(v).op.name + '/var': ema.average(v)})``
+    stores the averages alone under suffixed keys; the save op wrote no model variable under
+    another name (only shadows and the step), so the check of what --raw writes returned
+    early and ``export --raw`` wrote both averages as raw weights, exit 0, no word. As for
+    the prefixed twin: nothing to export (exit 7), no file written."""
+    out, truth = made
+    ckpt = out / "sfxavgonly"
+    dst = tmp_path / "raw.npz"
+    code, text, err = run_cli(["export", str(ckpt), "--raw", *(["--json"] if json_out else []),
+                               "--out", str(dst)])
+    assert code == 7, (text, err)
+    assert "hold averages only" in err and "from b's shadow" in err, err
+    assert not dst.exists()
+    code, _, err = run_cli(["export", str(ckpt), "--out", str(dst)])  # renamed: unpaired
+    assert code == 6 and not dst.exists(), err
+    import ckpt_tools
+
+    with ckpt_tools.open_checkpoint(str(ckpt)) as opened:  # the keys hold the averages
+        for v in ("w", "b"):
+            avg = np.asarray(opened.tensor(f"{v}/ExponentialMovingAverage/var")).tobytes()
+            assert avg == truth[f"sfxavgonly:ema:{v}"].tobytes()
+
+
+def test_a_suffixed_average_beside_a_raw_weight_is_no_raw_weight(made, tmp_path):
+    """review-25-attack-r84 F6's twin: raw ``w`` under its own name beside ``b``'s average
+    under ``b/ExponentialMovingAverage/var``: ``export --raw`` wrote the average as a raw
+    weight, exit 0. The save op wrote that key from b's shadow: refused (exit 6)."""
+    out, truth = made
+    dst = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", str(out / "sfxavghalf"), "--raw", "--out", str(dst)])
+    assert code == 6 and "b/ExponentialMovingAverage/var" in err and "shadow" in err, err
+    assert not dst.exists()
+    import ckpt_tools
+
+    with ckpt_tools.open_checkpoint(str(out / "sfxavghalf")) as opened:  # what it holds
+        got = np.asarray(opened.tensor("b/ExponentialMovingAverage/var")).tobytes()
+        assert got == truth["sfxavghalf:ema:b"].tobytes()
 
 
 def test_a_second_objects_vtr_keys_of_variables_it_never_averaged_are_raw(made, tmp_path):
