@@ -59,7 +59,9 @@ class Checkpoint(StoredTensors, KeyPaths):
         meta_doubt: where it was saved without its own ``.meta``, the same-prefix ``.meta``
             files of other checkpoints whose save op writes its keys otherwise than their
             names say, ``((path, key, sources), ...)`` (:mod:`~ckpt_tools.meta_sibling`): they
-            only refuse the pairing by names, never stand for its graph.
+            only refuse the pairing by names, never stand for its graph; ``meta_stated``:
+            the one of them read as its graph only because ``keys_are_raw`` is stated
+            (:func:`~ckpt_tools.meta_sibling.stated_graph`), else ``None``.
         objects: the TF2 :class:`~ckpt_tools.formats.objgraph.ObjectGraph`, or ``None``.
     """
 
@@ -142,6 +144,18 @@ class Checkpoint(StoredTensors, KeyPaths):
             except CheckpointError:
                 self._reader.close()
                 raise
+        # ... where the caller states keys_are_raw, the one graph of them showing a
+        # Saver(ema.variables_to_restore()) of exactly its keys is read, so that export --raw
+        # knows which keys the statement speaks of: the statement decides, never the graph
+        # alone (review-25-attack-r81 F9)
+        self.meta_stated: str | None = None
+        if self.meta_doubt and keys_are_raw:
+            from .meta_sibling import stated_graph
+
+            stated = stated_graph(location.prefix, self._reader.entries)
+            if stated is not None:
+                self.meta, self.meta_stated = stated
+                self.meta_source = self.meta_stated
         self.meta_unread = None if meta else location.meta_path or location.saved_model
         self._view_of: Checkpoint | None = None  # see with_meta
         self.objects: ObjectGraph | None = None
@@ -304,7 +318,7 @@ class Checkpoint(StoredTensors, KeyPaths):
     def meta_file(self) -> str | None:
         """The ``.meta`` file graph questions (save op, update ops) are asked of: the one
         :attr:`meta` was read from, ``None`` where there is none or it is left unread."""
-        return self.location.meta_path if self.meta is not None else None
+        return self.location.meta_path or self.meta_stated if self.meta is not None else None
 
     def with_meta(self, use_meta: bool, *, unread: bool = True) -> Checkpoint:
         """This checkpoint as ``use_meta`` sees it: itself, or (``use_meta=False``, the
@@ -324,7 +338,7 @@ class Checkpoint(StoredTensors, KeyPaths):
             import copy
 
             view = copy.copy(self)
-            view.meta = view.meta_source = None
+            view.meta = view.meta_source = view.meta_stated = None
             view.meta_doubt = ()
             view.meta_unread = self.meta_source if unread else None
             view._options = {**self._options, "meta": False}

@@ -334,7 +334,9 @@ def doubt_note(ckpt) -> str | None:
     return (f"{doubt_files(doubt)}, the {kind} of this prefix "
             f"(maybe another run's), {'record' if several else 'records'} a save op of exactly "
             f"these keys that wrote {key} from {', '.join(sources)}; this checkpoint has no "
-            ".meta of its own, so its keys' names do not prove what they hold")
+            ".meta of its own, so its keys' names do not prove what they hold"
+            + ("; --keys-are-raw is stated, so that save op is read for which keys hold the "
+               "raw weights" if getattr(ckpt, "meta_stated", None) else ""))
 
 
 def doubt_files(doubt) -> str:
@@ -344,3 +346,70 @@ def doubt_files(doubt) -> str:
     if len(names) > 4:
         names = [*names[:4], f"{len(names) - 4} more"]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _vtr_layout(sources: dict[str, list[str]]) -> bool:
+    """Whether ``sources`` is a ``Saver(ema.variables_to_restore())``'s layout: every key
+    saved from the one variable of its own name, or from the one variable its name sits
+    under (``w/ExponentialMovingAverage`` from ``w``, a part's ``w/part_0/...`` from
+    ``w/part_0``), at least one so; a swapping or renaming Saver's is not."""
+    under = [k for k, of in sources.items() if of != [k]]
+    return bool(under) and all(len(sources[k]) == 1 and k.startswith(sources[k][0] + "/")
+                               for k in under)
+
+
+def layout_sibling(prefix: str, entries: Mapping) -> str | None:
+    """The same-prefix ``.meta`` (:func:`candidates`) whose save op shows the layout
+    ``export --raw --keys-are-raw`` reads for a checkpoint saved without its own: a
+    ``Saver(ema.variables_to_restore())`` of exactly its keys (:func:`_vtr_layout`), every
+    other same-prefix graph recording a save op of these keys recording the same one
+    (review-25-attack-r81 F9). It proves nothing of what the keys hold, nor that its run
+    wrote them: only the caller's ``keys_are_raw`` says that; it shows which keys the
+    statement speaks of (a second object's averages under names read as weights are then
+    what its update ops show, as with the checkpoint's own ``.meta``).
+
+    Returns:
+        `str`: the newest such file; ``None`` where none records these keys, two record
+        different save ops of them, or the one recorded is no such layout.
+    """
+    found = [(path, s) for path in candidates(prefix) for s, _ in _saved(path, entries)]
+    if not found or any(s != found[0][1] for _, s in found) or not _vtr_layout(found[0][1]):
+        return None
+    return found[0][0]
+
+
+def stated_graph(prefix: str, entries: Mapping):
+    """The graph of :func:`layout_sibling`'s file, read for a checkpoint saved without its
+    own ``.meta`` whose caller states ``keys_are_raw``.
+
+    Returns:
+        ``(MetaGraph, path)``, or ``None`` where there is no such file or its collections
+        cannot be read (the statement then decides nothing: refused as without a ``.meta``).
+    """
+    path = layout_sibling(prefix, entries)
+    if path is None:
+        return None
+    try:
+        return read_meta_graph(path), path
+    except CheckpointError:
+        return None
+
+
+def stated_offer(ckpt) -> str:
+    """What a refusal of a checkpoint saved without its own ``.meta`` adds where a
+    same-prefix graph shows a ``Saver(ema.variables_to_restore())`` of exactly its keys
+    (:func:`layout_sibling`), in place of "keep the training .meta": that file, and that
+    ``--raw --keys-are-raw`` then exports them as the raw weights, the statement deciding;
+    ``""`` otherwise (or with ``--no-meta``)."""
+    if not getattr(ckpt, "meta_doubt", ()) or ckpt.meta is not None:
+        return ""
+    path = ckpt.memo("layout_sibling", lambda: layout_sibling(
+        ckpt.location.prefix, ckpt.entries()))
+    if path is None:
+        return ""
+    return (f"{os.path.basename(path)}, the graph of another checkpoint of this prefix "
+            "(maybe another run's), records a Saver(ema.variables_to_restore()) of exactly "
+            "these keys, which proves nothing of what they hold: if a training graph saved "
+            "them (its raw weights), pass --raw --keys-are-raw (Python: open_checkpoint(path, "
+            "keys_are_raw=True), export_weights(ema=False)), which that graph's save op then "
+            "reads")

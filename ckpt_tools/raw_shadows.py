@@ -26,6 +26,7 @@ from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .ema_updates import shadow_owners
 from .lone_named import proposed_lone_averages
+from .meta_sibling import stated_offer
 from .raw_named import (
     applied_shadows,
     evaluation_graph,
@@ -225,8 +226,9 @@ def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],
             f"beside them (e.g. {s}, and no {t}): a Saver of the averages alone "
             "(Saver({ema.average_name(v): ema.average(v)})) holds averages there, but a "
             "Saver of ema.variables_to_restore() writes the variables' RAW values under "
-            f"these names, and {why} to tell which wrote them; keep the training .meta "
-            "(model.ckpt.meta, written by saver.save) beside the checkpoint"
+            f"these names, and {why} to tell which wrote them; "
+            + (stated_offer(ckpt) or "keep the training .meta (model.ckpt.meta, written by "
+               "saver.save) beside the checkpoint")  # a sibling's layout: r81 F9
             + (f", or pass --averages-only{bare} (Python: open_checkpoint(path, "
                f"averages_only=True){', allow_missing=True' if bare else ''}) if you know "
                "the keys hold averages" if stated else ""),

@@ -41,6 +41,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import EmaError
 from .formats.objgraph import readable_name
+from .meta_sibling import stated_offer
 
 # averages and their state: none of them is a weight running through a tensor's name
 _AVERAGE_ROLES = (R.EMA, R.EMA_DEBIAS, R.LOSS_AVERAGE, R.TENSOR_AVERAGE)
@@ -232,7 +233,7 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
                               "hold averages"] if tensors and tensor_averages else [])])
     why = "--no-meta leaves no .meta" if ckpt.meta_unread else "it has no .meta"
     fix = ("drop --no-meta (the .meta's save op tells which key holds what)"
-           if ckpt.meta_unread else _KEEP)
+           if ckpt.meta_unread else raw and stated_offer(ckpt) or _KEEP)  # r81 F9
     # weights no stored key averages (a hand-made batch norm's beta beside its moments'
     # averages): --averages-only alone refuses them, --allow-missing exports them raw (r72
     # F1), but not where such a weight may be a second object's average (c/slow: r75 F4)

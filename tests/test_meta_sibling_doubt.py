@@ -22,7 +22,7 @@ import ckpt_tools
 from ckpt_tools.errors import UnprovenPairingError
 
 SCRIPT = r'''
-def model(part=False):
+def model(part=False, slow=False):
     gs = tf1.train.get_or_create_global_step()
     with tf1.variable_scope("net"):  # part: w in two parts, their shadows net/w/part_N/<ema>
         w = tf1.get_variable("w", [4 if part else 3, 2],
@@ -33,6 +33,10 @@ def model(part=False):
     ema = tf1.train.ExponentialMovingAverage(0.5)
     with tf.control_dependencies([train]):
         step = ema.apply(tf1.trainable_variables())
+    if slow:  # a second object's averages, saved by ema's vtr Saver under their own names
+        with tf.control_dependencies([step]):
+            step = tf1.train.ExponentialMovingAverage(0.9, name="slow").apply(
+                tf1.trainable_variables())
     return gs, step, ema
 
 
@@ -66,11 +70,12 @@ def record(name, s, ema):
         truth[f"{name}:raw:{n}"] = np.concatenate([r for _, r in each])
 
 
-def loop(name, kind, steps, resume=False, meta=True, saver_kw=None, part=False, **save_kw):
+def loop(name, kind, steps, resume=False, meta=True, saver_kw=None, part=False, slow=False,
+         **save_kw):
     # saver.save(..., write_meta_graph=(i == first)): the usual TF1 loop (meta=False: never)
     d = f"{out}/{name}"
     with tf.Graph().as_default():
-        gs, step, ema = model(part)
+        gs, step, ema = model(part, slow)
         saver = saver_of(kind, gs, ema, **(saver_kw or {}))
         with trained(tf, step, 0) as s:
             if resume:  # TF's documented resume: the earlier run's checkpoints are listed
@@ -134,6 +139,10 @@ loop("plain_renamed", "renamed", (1, 2, 3))
 loop("swap_part", "swap", (1, 2, 3), part=True)
 loop("swap_renamed", "swap_renamed", (1, 2, 3))
 no_step("swap_no_step")
+loop("vtr_listed", "vtr", (1, 2, 3))  # a training Saver(ema.variables_to_restore()) (r81 F9)
+loop("vtr_slow", "vtr", (1, 2, 3), slow=True)
+loop("vtr_after_avgonly", "avgonly", (1, 2, 3), saver_kw=keep)  # two graphs of the keys
+loop("vtr_after_avgonly", "vtr", (4, 5, 6), resume=True, saver_kw=keep)
 '''
 
 
@@ -237,3 +246,52 @@ def test_graphs_agreeing_with_the_names_change_nothing(made, tmp_path, layout):
     assert code == 0, err
     assert ".meta" not in err, err
     _values(made, out, name, "avg")
+
+
+def _exported(args: list[str]) -> tuple[int, str]:
+    """``(exit code, stderr)`` of ``ckpt export`` with ``args``."""
+    code, _, err = run_cli(["export", *args])
+    return code, err
+
+
+def test_a_vtr_sibling_lets_keys_are_raw_export_the_raw_weights(made, tmp_path):
+    """review-25-attack-r81 F9: a training Saver(ema.variables_to_restore()) writing its .meta
+    at the first save only: model.ckpt-3's raw weights were refused by every option, and the
+    refusal said to keep the training .meta beside it, which it is. The statement decides:
+    --raw --keys-are-raw reads model.ckpt-1.meta's save op (its layout) and writes the raw
+    weights at step 3 bit for bit, naming that file; unstated, the refusals name the file and
+    the statement; --no-meta reads no sibling, so the statement decides nothing there."""
+    directory, name = _layout(made, tmp_path, "vtr_listed")
+    ckpt, out = os.path.join(directory, "model.ckpt-3"), str(tmp_path / "w.npz")
+    for unstated in ([], ["--raw"]):
+        code, err = _exported([ckpt, "--out", out, *unstated])
+        assert code == 6 and "model.ckpt-1.meta" in err and "--raw --keys-are-raw" in err, err
+    code, err = _exported([ckpt, "--out", out, "--raw", "--keys-are-raw", "--no-meta"])
+    assert code == 6, err
+    code, err = _exported([ckpt, "--out", out, "--raw", "--keys-are-raw"])
+    assert code == 0 and "model.ckpt-1.meta" in err and "--keys-are-raw" in err, err
+    _values(made, out, name, "raw")
+
+
+@pytest.mark.parametrize("layout", ["vtr_slow", "vtr_after_avgonly"])
+def test_keys_are_raw_beside_a_sibling_writes_no_average(made, tmp_path, layout):
+    """The nearest twins of F9's route: a second EMA's averages saved under their own names by
+    the vtr Saver (net/w/slow: a weight's name to the keys alone) and a directory where an
+    averages-only run's graph and the vtr run's record different save ops of the same keys
+    (refused). --raw --keys-are-raw writes exactly the raw weights (net/w, net/b), never
+    slow's averages, at the last step bit for bit, as the first step beside its own .meta."""
+    directory, name = _layout(made, tmp_path, layout)
+    out = str(tmp_path / "w.npz")
+    last = os.path.join(directory, f"model.ckpt-{6 if layout == 'vtr_after_avgonly' else 3}")
+    code, err = _exported([last, "--out", out, "--raw", "--keys-are-raw"])
+    if layout == "vtr_after_avgonly":
+        assert code == 6, err
+        return
+    assert code == 0, err
+    _values(made, out, name, "raw")
+    for step in (3, 1):
+        code, err = _exported([os.path.join(directory, f"model.ckpt-{step}"), "--out", out,
+                               "--raw", "--keys-are-raw", "--force"])
+        assert code == 0, err
+        with np.load(out) as npz:
+            assert sorted(npz.files) == ["net/b", "net/w"], npz.files
