@@ -100,7 +100,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
     with gc_paused():  # entries, Variables, roles: many small objects, none in a cycle
         ckpt = open_checkpoint(checkpoint, use_ema=use_ema, trainable=trainable,
                                not_swapped=not_swapped, fit_order=fit_order,
-                               averages_only=averages_only, optimizer=optimizer) if owned \
+                               averages_only=averages_only, optimizer=optimizer,
+                               meta=use_meta) if owned \
             else checkpoint
         try:
             listing = _listing(ckpt, roles, collections, match, sort,

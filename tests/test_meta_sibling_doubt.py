@@ -295,3 +295,20 @@ def test_keys_are_raw_beside_a_sibling_writes_no_average(made, tmp_path, layout)
         assert code == 0, err
         with np.load(out) as npz:
             assert sorted(npz.files) == ["net/b", "net/w"], npz.files
+
+
+def test_no_meta_reads_no_sibling_in_list_and_diff(made, tmp_path):
+    """review-25-attack-r81 F8: a same-prefix text .meta too large to parse is refused (exit
+    4) naming --no-meta, but list --no-meta and diff --no-meta (its second checkpoint) still
+    read the siblings and refused: --no-meta now reaches every open of them."""
+    out, _ = made
+    shutil.copytree(out / "swap_listed", tmp_path / "run")
+    (tmp_path / "run" / "model.ckpt-0.meta").write_bytes(
+        b"meta_info_def {" + b" " * (2 << 20) + b"\n}\n")  # a line over 1 MiB
+    a, b = (str(tmp_path / "run" / f"model.ckpt-{n}") for n in (3, 2))
+    for args in (["list", a], ["diff", a, b]):
+        code, _, err = run_cli(args)
+        assert code == 4 and "model.ckpt-0.meta" in err and "--no-meta" in err, err
+        for more in ([], ["--json"]):
+            code, _, err = run_cli([*args, "--no-meta", *more])
+            assert code == 0, (args, more, err)

@@ -132,7 +132,8 @@ def diff_command(
                                   pairs=pairs, ema_name=ema_name, use_meta=not no_meta,
                                   apply_order=apply_order, strict=strict)
             else:
-                with open_checkpoint(resolve(out, b)) as cb:
+                # --no-meta reaches B too: no graph of it, nor of its prefix, is read (r81 F8)
+                with open_checkpoint(resolve(out, b), meta=not no_meta) as cb:
                     if not names.keys(ca):
                         require_selection(cb, names, None)
                     paths = {**display_names(cb), **paths}
