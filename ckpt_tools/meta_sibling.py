@@ -40,7 +40,7 @@ from .formats._io import close_map, is_url, map_file
 from .formats.graph_def import read_graphs
 from .formats.graph_nodes import attr_entry
 from .formats.meta import proto_fields, read_meta_graph
-from .formats.meta_saver import saved_sources_each
+from .formats.meta_saver import every_saver, saved_sources_each
 from .formats.text_bound import TextMetaTooLargeError
 from .formats.v1 import shard_base
 
@@ -160,10 +160,16 @@ def _saved(path: str, entries: Mapping) -> list[tuple[dict[str, list[str]], obje
                     return []
             finally:
                 close_map(data)
-        each = [s for s in saved_sources_each(path) if set(s) == stored]
+        # every Saver the graph builds, not only the one its SaverDef records: another may
+        # have written the checkpoints (a plain Saver's .meta at step 1, a swapping one's
+        # later saves: review-25-attack-r83 F2); this file may only add doubt
+        graphs = read_graphs(path)
+        each = [s for s in [*saved_sources_each(path), *(x for g in graphs
+                                                          for x in every_saver(g))]
+                if set(s) == stored]
+        each = [s for i, s in enumerate(each) if s not in each[:i]]
         if not each:
             return []
-        graphs = read_graphs(path)
     except TextMetaTooLargeError:
         raise
     except (CheckpointError, OSError):  # a file that cannot be read proves nothing

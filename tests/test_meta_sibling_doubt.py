@@ -6,7 +6,8 @@ and --raw --no-meta). Each layout below exported the raw weights as the averages
 the ``checkpoint`` state file decided which graph to read: a resumed MonitoredTrainingSession
 lists the earlier run's checkpoints (F1), and the run's own graph is missed under
 ``max_to_keep=None`` (F8), ``write_state=False`` (F6), a symlinked directory (F2) or a damaged
-collection (F9). Truth: ``sess.run`` of ``ema.average(v)`` and ``v`` at the last save."""
+collection (F9); nor a swapping Saver its graph built beside the one its SaverDef records
+(review-25-attack-r83 F2). Truth: ``sess.run`` of ``ema.average(v)`` and ``v`` at the last save."""
 
 from __future__ import annotations
 
@@ -125,7 +126,23 @@ def mts(name, kind, last, graph_def):
             truth[f"{name}:raw:{v.op.name}"] = r
 
 
+def two_savers(name):
+    # a graph building a plain Saver (its .meta at step 1) and a swapping one (the later saves)
+    d = f"{out}/{name}"
+    with tf.Graph().as_default():
+        gs, step, ema = model()
+        plain, swap = saver_of("plain", gs, ema), saver_of("swap", gs, ema)
+        with trained(tf, step, 0) as s:
+            s.run(step)
+            plain.save(s, f"{d}/model.ckpt", global_step=1)
+            for i in (2, 3):
+                s.run(step)
+                swap.save(s, f"{d}/model.ckpt", global_step=i, write_meta_graph=False)
+            record(name, s, ema)
+
+
 mts("mts_plain_after_swap", "swap", 3, True)
+two_savers("two_savers")
 mts("mts_plain_after_swap", "plain", 5, False)
 keep = {"max_to_keep": 10}  # model.ckpt-1 and its .meta stay listed
 loop("rec_vtr_after_avgonly", "avgonly", (1, 2, 3), saver_kw=keep)
@@ -189,7 +206,8 @@ def _values(made, path: str, name: str, kind: str) -> None:
     ("damaged", 3, "model.ckpt-1.meta", True),  # F9
     ("swap_part", 3, "model.ckpt-1.meta", True),  # r83 F3's twins: still refused
     ("swap_renamed", 3, "model.ckpt-1.meta", True),
-    ("swap_no_step", None, "model.ckpt-1.meta", True)])  # r83 F1: model.ckpt beside it
+    ("swap_no_step", None, "model.ckpt-1.meta", True),  # r83 F1: model.ckpt beside it
+    ("two_savers", 3, "model.ckpt-1.meta", True)])  # r83 F2: not its SaverDef's Saver
 def test_a_graph_contradicting_the_names_refuses(made, tmp_path, layout, step, graph,
                                                  swapped):
     """The keys pair by names only where no same-prefix graph records a save op of them from

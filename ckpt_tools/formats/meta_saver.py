@@ -84,10 +84,25 @@ def _compiled(path: str) -> list[dict[str, list[str]]] | None:
         close_map(data)
 
 
-def _sources(graph: MetaGraph) -> dict[str, list[str]] | None:
-    """Key -> sources over every save op under the ``SaverDef``'s scope (a sharded Saver has
-    one per device), or ``None``."""
-    scope = op_name(graph.save_tensor).rpartition("/")[0]
+def every_saver(graph: MetaGraph) -> list[dict[str, list[str]]]:
+    """What :func:`saved_sources` gives for each save scope of ``graph`` (``save/``,
+    ``save_1/``, ...), its ``SaverDef``'s or not: a graph may build several Savers and record
+    one, while another wrote the checkpoints (review-25-attack-r83 F2). Every node's op is
+    looked at: for a graph read for doubt only.
+
+    Returns:
+        `list[dict[str, list[str]]]`, one per scope holding a save op, in name order.
+    """
+    nodes = graph.nodes
+    scopes = sorted({name.rpartition("/")[0] for name in nodes
+                     if nodes.op(name) in _SAVE_OPS and "/" in name})
+    return [s for s in (_sources(graph, scope) for scope in scopes) if s]
+
+
+def _sources(graph: MetaGraph, scope: str | None = None) -> dict[str, list[str]] | None:
+    """Key -> sources over every save op under the ``SaverDef``'s scope (or ``scope``: a
+    sharded Saver has one per device), or ``None``."""
+    scope = scope or op_name(graph.save_tensor).rpartition("/")[0]
     if not scope:
         return None
     nodes = graph.nodes
