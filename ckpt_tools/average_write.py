@@ -21,6 +21,7 @@ from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 from .saved_swaps import shadow_keys
+from .written_roles import written_shadows
 
 # Floating dtypes that are averaged (accumulated in float64); complex ones are averaged too
 # (in complex128). Everything else is copied from the newest input: copying a float type left
@@ -154,6 +155,15 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
     if not shadows:
         raise EmaError(f"{newest.path}: has no EMA shadows to average (--ema); average the raw "
                        "weights instead (leave out --ema)")
+    # a key the save op wrote from a shadow but not read as one (a renaming Saver's key whose
+    # owner no key holds raw) would be copied from the newest as if no average: refused
+    # rather than hand back part of the model's averages from one checkpoint (r84 F2)
+    unread = sorted(k for k in written_shadows(newest) if k in variables and k not in shadows)
+    if unread:
+        raise EmaError(f"{newest.path}: {unread[0]!r} holds the EMA average "
+                       f"{written_shadows(newest)[unread[0]]!r} (the .meta's save op wrote it) "
+                       "but is not read as an average, so --ema would copy it from the newest "
+                       "checkpoint unaveraged; average the raw weights instead (leave out --ema)")
     if not bake:
         return {}, shadows, []
     pairing = pairing or {}
