@@ -21,7 +21,7 @@ from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 from .saved_swaps import shadow_keys
-from .written_roles import written_shadows
+from .written_roles import written_shadows, written_variables
 
 # Floating dtypes that are averaged (accumulated in float64); complex ones are averaged too
 # (in complex128). Everything else is copied from the newest input: copying a float type left
@@ -140,9 +140,12 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
     newest = newest.with_meta((pairing or {}).get("use_meta", True))  # False: as if none
     variables = {v.name: v for v in newest.variables_unwarned()}
     powers = R.tf1_adam_powers(variables.values()) if newest.meta is None else frozenset()
+    # a renaming Saver's key (beta1_power/var) is asked about as the graph variable its save
+    # op wrote into it, as a plain Saver's key is (review-25-attack-r84 F1)
+    written = written_variables(newest)
     floats = {k for k, v in variables.items()
-              if v.dtype in _AVERAGED and not R.proven_training_state(k, v.role, newest.meta,
-                                                                    newest.objects, powers)}
+              if v.dtype in _AVERAGED and not R.proven_training_state(
+                  written.get(k, k), v.role, newest.meta, newest.objects, powers)}
     if not ema:
         # A Keras 3 model.export()'s second copy of a weight (variables/N beside
         # _all_variables/M, listed once) is a variable of its own, the one its serving

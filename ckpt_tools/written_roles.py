@@ -92,6 +92,22 @@ def written_shadows(ckpt: Checkpoint) -> dict[str, str]:
             if k not in graph and getattr(roles.get(h), "role", None) == R.EMA}
 
 
+
+def written_variables(ckpt: Checkpoint) -> dict[str, str]:
+    """The graph variable (its checkpoint key: a partitioned one's whole name) the ``.meta``'s
+    save op wrote into each key that is no graph variable's name, where
+    :func:`written_roles` reads it (what the file proves a renamed key holds, for
+    :func:`~ckpt_tools.roles.proven_training_state`).
+
+    Returns:
+        key -> variable; ``{}`` where :func:`written_roles` reads nothing.
+    """
+    found = _graph_reading(ckpt)
+    if found is None:
+        return {}
+    graph = {v.checkpoint_key for v in ckpt.meta.variables.values()}
+    return {k: h for h, k, _ in found[0] if k not in graph}
+
 def _graph_reading(ckpt: Checkpoint) -> tuple[list[tuple[str, str, dict]], dict] | None:
     """The save op's reading of a renaming Saver's keys: ``(variable, key, the key holding each
     variable beside it: of a part, the same part)`` for each variable one key holds and each

@@ -3,7 +3,8 @@
 partitioned ``w`` (its parts saved each under a key of its own), Adam and ``ema.apply()``.
 The ``.meta``'s save op says which variable each key holds: ``w/part_N/ExponentialMovingAverage
 /var`` is the shadow of ``w/part_N`` and is averaged by ``--ema`` (review-25-attack-r84 F2: it
-was read as a weight and copied from the newest, exit 0).
+was read as a weight and copied from the newest, exit 0), and ``beta1_power/var`` is Adam's
+non-trainable power, copied from the newest as for a plain Saver (r84 F1: it was averaged).
 Truth: the session's values at each save (``ema.average(v)``, the variables), made here by
 TensorFlow (a subprocess)."""
 
@@ -93,6 +94,29 @@ def test_ema_average_averages_every_parts_shadow(made, tmp_path, tf, case):
         assert roles[NAME[case](v + "/ExponentialMovingAverage")] == "ema"
         assert roles[NAME[case](v + "/Adam")] == roles[NAME[case](v + "/Adam_1")] \
             == "optimizer_slot"
+
+
+@pytest.mark.parametrize("case", sorted(NAME))
+def test_adams_powers_are_copied_from_the_newest(made, tmp_path, tf, case):
+    out, truth = made
+    code, stdout, err = run_cli(["average", str(out / case), "--last", str(SAVES),
+                                 "--out", str(tmp_path / "avg"), "--json"])
+    assert code == 0, err
+    result = json.loads(stdout)
+    reader = tf.train.load_checkpoint(result["output"])
+    keys = sorted({k.split(":", 2)[2] for k in truth if k.startswith(f"{case}:0:")
+                   and ":ema:" not in k})
+    state = {NAME[case](n) for n in ("beta1_power", "beta2_power", "global_step")}
+    assert state <= set(keys)
+    for key in keys:
+        values = [truth[f"{case}:{i}:{key}"] for i in range(SAVES)]
+        assert not np.array_equal(values[0], values[-1]), key  # training moved it
+        if key in state:
+            assert np.array_equal(reader.get_tensor(key), values[-1]), key
+            assert key in result["copied"], key
+        else:
+            assert np.array_equal(reader.get_tensor(key), _mean(values)), key
+            assert key in result["averaged"], key
 
 
 def test_ema_average_refuses_shadows_it_cannot_read_as_shadows(made, tmp_path):
