@@ -174,6 +174,12 @@ def scoped_debias_helper(key: str, entries: Mapping[str, TensorEntry]) -> bool:
     if biased is None or step is None or tuple(step.shape) != () \
             or biased.dtype != step.dtype:
         return False
+    # a key stored under either (an EMA shadow <h>/biased/ExponentialMovingAverage) shows
+    # trained weights named alike, which --raw would drop (review-25-attack-r85 F1): TF's
+    # helpers are averaged only where a Saver of every global variable's average asks
+    # for it, and then they go out as the .meta reads them, as weights (r85 F3)
+    if any(k.startswith((f"{head}/biased{tail}/", f"{head}/local_step{tail}/")) for k in entries):
+        return False
     parts = head.split("/")
     for i in range(1, len(parts)):
         scope, var = "/".join(parts[:i]), "/".join(parts[i:])

@@ -73,3 +73,41 @@ def test_debias_state_without_meta_is_no_weight(made, tmp_path):
         for n in VARS:
             assert got[n].tobytes() == truth[f"ema:{n}"].tobytes(), n
         assert got["bn/moving_mean"].tobytes() == truth["raw:bn/moving_mean"].tobytes()
+
+
+def test_weights_named_like_the_helpers_stay_weights(tf, tmp_path):
+    """Trainable variables s/s/w/biased and s/s/w/local_step beside s/w, each averaged, saved
+    without a .meta: they have TF's helper layout, but their stored shadows show trained
+    weights; 6cc4fce read them as helpers (role other) and ``export --raw`` dropped them,
+    exit 0 (review-25-attack-r85 F1). Truth: ``sess.run`` at save time."""
+    tf1 = tf.compat.v1
+    keys = ("s/w", "s/s/w/biased", "s/s/w/local_step")
+    with tf.Graph().as_default():
+        with tf1.variable_scope("s"):
+            w = tf1.get_variable("w", [3], initializer=tf1.constant_initializer(0.5))
+            with tf1.variable_scope("s/w"):
+                bi = tf1.get_variable("biased", [3], initializer=tf1.constant_initializer(0.25))
+                ls = tf1.get_variable("local_step", [], initializer=tf1.constant_initializer(2.0))
+        loss = tf.reduce_sum(tf.square(w + bi * ls - 1.0))
+        step = tf1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        ema = tf1.train.ExponentialMovingAverage(0.5)
+        with tf.control_dependencies([step]):
+            train = ema.apply([w, bi, ls])
+        saver = tf1.train.Saver()
+        with tf1.Session() as sess:
+            sess.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                sess.run(train)
+            raw = dict(zip(keys, sess.run([w, bi, ls]), strict=True))
+            path = saver.save(sess, str(tmp_path / "model.ckpt"), write_meta_graph=False)
+    code, text, err = run_cli(["list", path, "--json"])
+    assert code == 0, err
+    rows = {v["key"]: v for v in json.loads(text)["variables"]}
+    assert all(rows[k]["role"] == "weight" for k in keys), [rows[k] for k in keys]
+    dest = tmp_path / "raw.npz"
+    code, _, err = run_cli(["export", path, "--raw", "--out", str(dest)])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert sorted(got.files) == sorted(keys), got.files
+        for k in keys:
+            assert got[k].tobytes() == np.asarray(raw[k]).tobytes(), k
