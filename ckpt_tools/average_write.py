@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from . import roles as R
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
-from .errors import EmaError, UnsupportedFormatError
+from .errors import EmaError, UnprovenPairingError, UnsupportedFormatError
 from .formats import dtypes
 from .formats._io import is_url, map_file
 from .formats._write import Inputs, check_file_name, copy_file, os_errors
@@ -199,6 +199,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                 "whole tensor to average or copy, and leaving it out would break the .meta's "
                 "Saver; average cannot write it (restore-ema and export read this checkpoint "
                 "with --allow-missing or --raw)")
+    _refuse_doubted(ckpts, bake)
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model
@@ -279,6 +280,30 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
                 copied.append(key)
             nbytes += _add(writer, key, entry, value)
     return averaged, copied, nbytes, nonfinite
+
+
+def _refuse_doubted(ckpts: list[Checkpoint], bake: bool) -> None:
+    """Refuses averaging an input saved without its own ``.meta`` whose keys' names another
+    checkpoint's graph of its prefix contradicts (``meta_doubt``), unless ``bake`` with
+    ``--not-swapped`` stated (the statement decides, as for export): the output gets no
+    ``.meta`` and a state file of its own, so nothing is left to doubt its names, and the mean
+    of a swapping Saver's raw weights went out as the averages, exit 0; ``--ema`` averaged the
+    keys named as shadows, its raw weights (review-25-attack-r83 F7).
+
+    Raises:
+        UnprovenPairingError: an input is doubted, naming it and the graph file.
+    """
+    from .meta_sibling import doubt_note
+
+    doubted = next((c for c in ckpts if getattr(c, "meta_doubt", ())), None)
+    if doubted is None or bake and doubted.not_swapped:
+        return
+    raise UnprovenPairingError(
+        f"{doubted.path}: {doubt_note(doubted)}; average writes no .meta beside its output, so "
+        "the averaged checkpoint would be paired by these names with nothing left to doubt "
+        "them: refused. If a Saver of each variable under its own name wrote the inputs, "
+        "average with --ema --bake --not-swapped (the averaged shadows written under the "
+        "plain names)", option="--not-swapped")
 
 
 def _copy_meta(newest: Checkpoint, prefix: str, shown) -> None:
