@@ -66,7 +66,10 @@ def candidates(prefix: str) -> list[str]:
     m = _STEP.match(name)
     # a checkpoint saved without a step (save(sess, "model.ckpt")) beside model.ckpt-N.meta
     # of the same run is its stem's too (review-25-attack-r83 F1)
-    stem = m.group(1) if m else name
+    # a name ending in -<digits> may be a step-less one too (save(sess, "dir/resnet-50")
+    # beside resnet-50-1.meta): both stems are read, which can only add doubt
+    # (review-25-attack-r87 F2)
+    stems = {m.group(1), name} if m else {name}
     try:
         names = os.listdir(directory or ".")
     except OSError:
@@ -76,9 +79,9 @@ def candidates(prefix: str) -> list[str]:
         if not other.endswith(".meta"):
             continue
         hit = _STEP.match(other[:-5])
-        if other[:-5] == stem and other[:-5] != name:
+        if other[:-5] in stems and other[:-5] != name:
             found.append((-1, other))
-        elif hit and hit.group(1) == stem and other[:-5] != name:
+        elif hit and hit.group(1) in stems and other[:-5] != name:
             found.append((int(hit.group(2)), other))
     found.sort(reverse=True)
     return [os.path.join(directory, other) for _, other in found

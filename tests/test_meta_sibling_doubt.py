@@ -181,6 +181,12 @@ def _layout(made, tmp_path, layout: str) -> tuple[str, str]:
         with open(tmp_path / "damaged" / "model.ckpt-1.meta", "ab") as f:
             f.write(b"\x22\x09\x0a\x01x\x12\x04\x0a\xff\xff\xff")
         return str(tmp_path / "damaged"), "swap_listed"
+    if layout == "dashed_no_step":  # swap_no_step's files saved as resnet-50-1, resnet-50
+        (tmp_path / "dashed").mkdir()
+        for f in (out / "swap_no_step").iterdir():
+            if f.name.startswith("model.ckpt"):
+                shutil.copy(f, tmp_path / "dashed" / f.name.replace("model.ckpt", "resnet-50"))
+        return str(tmp_path / "dashed"), "swap_no_step"
     return str(out / layout), layout
 
 
@@ -207,6 +213,7 @@ def _values(made, path: str, name: str, kind: str) -> None:
     ("swap_part", 3, "model.ckpt-1.meta", True),  # r83 F3's twins: still refused
     ("swap_renamed", 3, "model.ckpt-1.meta", True),
     ("swap_no_step", None, "model.ckpt-1.meta", True),  # r83 F1: model.ckpt beside it
+    ("dashed_no_step", None, "resnet-50-1.meta", True),  # r87 F2: resnet-50, read as step 50
     ("two_savers", 3, "model.ckpt-1.meta", True)])  # r83 F2: not its SaverDef's Saver
 def test_a_graph_contradicting_the_names_refuses(made, tmp_path, layout, step, graph,
                                                  swapped):
@@ -215,7 +222,8 @@ def test_a_graph_contradicting_the_names_refuses(made, tmp_path, layout, step, g
     --not-swapped (a plain Saver wrote it: the averages by names) and --raw --no-meta (the
     keys as stored: a swapping Saver's keys named as variables are its averages)."""
     directory, name = _layout(made, tmp_path, layout)
-    ckpt = os.path.join(directory, "model.ckpt" if step is None else f"model.ckpt-{step}")
+    ckpt = os.path.join(directory, "resnet-50" if layout == "dashed_no_step" else
+                        "model.ckpt" if step is None else f"model.ckpt-{step}")
     out = tmp_path / "w.npz"
     code, _, err = run_cli(["export", ckpt, "--out", str(out)])
     assert code == 6, err
