@@ -33,11 +33,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections import namedtuple
 from collections.abc import Mapping
 
 from .errors import CheckpointError, CorruptCheckpointError
 from .formats._io import close_map, is_url, map_file
-from .formats.graph_def import read_graphs
+from .formats.graph_def import file_stamp, keep, read_graphs
 from .formats.graph_nodes import attr_entry
 from .formats.meta import proto_fields, read_meta_graph
 from .formats.meta_saver import every_saver, saved_sources_each
@@ -141,11 +142,53 @@ def _fits(graph, sources: dict[str, list[str]], entries: Mapping) -> bool:
     return True
 
 
-def _saved(path: str, entries: Mapping) -> list[tuple[dict[str, list[str]], object]]:
+Sibling = namedtuple("Sibling", "path saves meta")
+Sibling.__doc__ = """One same-prefix ``.meta`` (:func:`candidates`) as read for a checkpoint saved
+without its own: its save ops of exactly the checkpoint's keys, each with the nodes of the
+first graph they fit (``((sources, nodes), ...)``), and its collections (a ``MetaGraph``;
+``None`` where they cannot be read)."""
+
+# The last readings of a prefix's siblings, by their files' stamps and the keys asked of them:
+# a command asks doubting, layout_sibling and stated_graph, and may open the checkpoint again
+# (reopened), each of one reading (review-25-attack-r83 F5, r81 F4)
+_READ: dict[tuple, tuple[Sibling, ...]] = {}
+
+
+def siblings(prefix: str, entries: Mapping) -> tuple[Sibling, ...]:
+    """Each same-prefix ``.meta`` (:func:`candidates`, newest step first) recording a save
+    op of exactly the keys of the checkpoint at ``prefix``, each of its variable's dtype and
+    shape: read once while the files and keys are the same (the last two readings are kept).
+
+    Returns:
+        `tuple[Sibling, ...]`: ``()`` where none records these keys or none can be read.
+
+    Raises:
+        TextMetaTooLargeError: a candidate is a text-format ``.meta`` too large to parse.
+    """
+    paths = candidates(prefix)
+    if not paths:
+        return ()
+    stamps = tuple(file_stamp(p) for p in paths)
+    key = None if None in stamps else (
+        stamps, frozenset((k, e.dtype, tuple(e.shape)) for k, e in entries.items()))
+    if key in _READ:
+        return _READ[key]
+    found = []
+    for path in paths:
+        saves, meta = _saved(path, entries)
+        if saves:
+            found.append(Sibling(path, tuple(saves), meta))
+    keep(_READ, key, tuple(found))  # (a file that cannot be stated: not kept)
+    return tuple(found)
+
+
+def _saved(path: str, entries: Mapping) -> tuple[list[tuple[dict[str, list[str]], object]],
+                                                 object]:
     """The save ops of the graphs in ``path`` that write exactly ``entries``' keys, each of
     its variable's dtype and shape, with the nodes of the first graph they fit (``[]``: none,
-    or the file cannot be read)."""
+    or the file cannot be read), and the file's collections (``None``: unread)."""
     stored = set(entries)
+    meta = None
     try:
         # Read first as the checkpoint's own .meta is (binary, or text only where its head
         # says so): junk fails fast, not a text parse of GBs (r74 F4). A binary file whose
@@ -153,14 +196,14 @@ def _saved(path: str, entries: Mapping) -> list[tuple[dict[str, list[str]], obje
         # of it here: only a file that does not even open as a binary MetaGraphDef is
         # dropped (review-24-attack-r78 F9).
         try:
-            read_meta_graph(path)
+            meta = read_meta_graph(path)
         except TextMetaTooLargeError:  # unread, not damaged: doubting refuses it
             raise
         except CheckpointError:
             data = map_file(path)
             try:
                 if not _top_level(data):
-                    return []
+                    return [], None
             finally:
                 close_map(data)
         # every Saver the graph builds, not only the one its SaverDef records: another may
@@ -172,18 +215,18 @@ def _saved(path: str, entries: Mapping) -> list[tuple[dict[str, list[str]], obje
                 if set(s) == stored]
         each = [s for i, s in enumerate(each) if s not in each[:i]]
         if not each:
-            return []
+            return [], None
     except TextMetaTooLargeError:
         raise
     except (CheckpointError, OSError):  # a file that cannot be read proves nothing
-        return []
+        return [], None
     found = []
     for s in each:
         fit = next((g for g in graphs if all(of[0] in g.nodes for of in s.values())
                     and _fits(g, s, entries)), None)
         if fit is not None:
             found.append((s, fit.nodes))
-    return found
+    return found, meta
 
 
 def _varint(data, pos: int) -> tuple[int, int]:
@@ -309,22 +352,22 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
         CorruptCheckpointError: a candidate is a text-format ``.meta`` too large to parse
             (:class:`~ckpt_tools.formats.text_bound.TextMetaTooLargeError`), naming ``--no-meta``.
     """
+    try:
+        read = siblings(prefix, entries)
+    except TextMetaTooLargeError as exc:  # a swapping run's graph as text passed over
+        # paired its raw weights by names as the averages, exit 0 (review-24-attack-r78 F5)
+        raise CorruptCheckpointError(
+            f"{prefix} has no .meta of its own, and the same-prefix {exc}: unread, its "
+            "save op may be the one that shows what the keys hold (a swapping Saver's), "
+            "so it is not passed over: write it binary to have it read, or pass --no-meta "
+            "(Python: use_meta=False) to pair by key names, which a swapping Saver's keys "
+            "defeat") from None
     found = []
-    for path in candidates(prefix):
-        try:
-            saved = _saved(path, entries)
-        except TextMetaTooLargeError as exc:  # a swapping run's graph as text passed over
-            # paired its raw weights by names as the averages, exit 0 (review-24-attack-r78 F5)
-            raise CorruptCheckpointError(
-                f"{prefix} has no .meta of its own, and the same-prefix {exc}: unread, its "
-                "save op may be the one that shows what the keys hold (a swapping Saver's), "
-                "so it is not passed over: write it binary to have it read, or pass --no-meta "
-                "(Python: use_meta=False) to pair by key names, which a swapping Saver's keys "
-                "defeat") from None
-        for sources, nodes in saved:
+    for sibling in read:
+        for sources, nodes in sibling.saves:
             against = _against_names(sources, nodes)
             if against is not None:
-                found.append((path, against[0], tuple(against[1])))
+                found.append((sibling.path, against[0], tuple(against[1])))
                 break
     return tuple(found)
 
@@ -381,7 +424,13 @@ def layout_sibling(prefix: str, entries: Mapping) -> str | None:
         `str`: the newest such file; ``None`` where none records these keys, two record
         different save ops of them, or the one recorded is no such layout.
     """
-    found = [(path, s) for path in candidates(prefix) for s, _ in _saved(path, entries)]
+    sibling = _layout_sibling(siblings(prefix, entries))
+    return None if sibling is None else sibling.path
+
+
+def _layout_sibling(read: tuple[Sibling, ...]) -> Sibling | None:
+    """:func:`layout_sibling`'s file among ``read`` (:func:`siblings`), or ``None``."""
+    found = [(sibling, s) for sibling in read for s, _ in sibling.saves]
     if not found or any(s != found[0][1] for _, s in found) or not _vtr_layout(found[0][1]):
         return None
     return found[0][0]
@@ -395,13 +444,10 @@ def stated_graph(prefix: str, entries: Mapping):
         ``(MetaGraph, path)``, or ``None`` where there is no such file or its collections
         cannot be read (the statement then decides nothing: refused as without a ``.meta``).
     """
-    path = layout_sibling(prefix, entries)
-    if path is None:
+    sibling = _layout_sibling(siblings(prefix, entries))
+    if sibling is None or sibling.meta is None:
         return None
-    try:
-        return read_meta_graph(path), path
-    except CheckpointError:
-        return None
+    return sibling.meta, sibling.path
 
 
 def stated_offer(ckpt) -> str:

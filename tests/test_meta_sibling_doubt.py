@@ -323,6 +323,33 @@ def test_keys_are_raw_beside_a_sibling_writes_no_average(made, tmp_path, layout)
             assert sorted(npz.files) == ["net/b", "net/w"], npz.files
 
 
+@pytest.mark.parametrize("args", [[], ["--raw", "--keys-are-raw"]])
+def test_each_sibling_is_read_once_per_command(made, tmp_path, monkeypatch, args):
+    """review-25-attack-r83 F5, r81 F4: doubting, layout_sibling (the refusal's offer) and
+    stated_graph (--keys-are-raw) each read the sibling .meta again, and a checkpoint opened
+    again (reopened) read it once more: one reading serves them all. A fresh copy, so no
+    reading of an earlier test's files is kept."""
+    import ckpt_tools.meta_sibling as meta_sibling
+
+    shutil.copytree(made[0] / "vtr_listed", tmp_path / "run")
+    parsed: dict[tuple[str, str], int] = {}
+
+    def counted(name, real):
+        def read(path):
+            parsed[name, os.path.basename(path)] = parsed.get((name, os.path.basename(path)),
+                                                              0) + 1
+            return real(path)
+        return read
+
+    for name in ("read_meta_graph", "read_graphs", "saved_sources_each"):
+        monkeypatch.setattr(meta_sibling, name, counted(name, getattr(meta_sibling, name)))
+    out = str(tmp_path / "w.npz")
+    code, err = _exported([str(tmp_path / "run" / "model.ckpt-3"), "--out", out, *args])
+    assert code == (0 if args else 6) and "model.ckpt-1.meta" in err, err
+    assert parsed == {(name, "model.ckpt-1.meta"): 1 for name in (
+        "read_meta_graph", "read_graphs", "saved_sources_each")}, parsed
+
+
 def test_no_meta_reads_no_sibling_in_list_and_diff(made, tmp_path):
     """review-25-attack-r81 F8: a same-prefix text .meta too large to parse is refused (exit
     4) naming --no-meta, but list --no-meta and diff --no-meta (its second checkpoint) still
