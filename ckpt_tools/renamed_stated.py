@@ -17,6 +17,7 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .ema_updates import update_ops
+from .formats.meta_updates import UpdateOps
 from .saved_keys import PART, held_variables
 
 
@@ -43,6 +44,24 @@ def _carries(scope: str, shadow: str, var: str, name: str) -> bool:
             and len(head) >= len(owner) and head[len(head) - len(owner):] == owner)
 
 
+def _ops_and_held(ckpt: Checkpoint, asked: bool) -> tuple[UpdateOps, dict] | None:
+    """What both refusals read of a TF1 ``.meta``: its update ops
+    (:func:`~ckpt_tools.ema_updates.update_ops`) and the variable its save op wrote into each
+    key (:func:`~ckpt_tools.saved_keys.held_variables`).
+
+    Returns:
+        ``(ops, held)``, or ``None`` where nothing is ``asked`` (no keys, or ``--no-meta``),
+        for a TF2 file, or where the graph records neither.
+    """
+    if not asked or ckpt.objects is not None:
+        return None
+    ops = update_ops(ckpt)
+    held = held_variables(ckpt)
+    if ops is None or not held:
+        return None
+    return ops, held
+
+
 def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: list[str],
                              use_meta: bool) -> None:
     """Refuses a stated ``--ema-name`` whose pairing through a renaming Saver's save op left
@@ -59,12 +78,10 @@ def refuse_stated_unaveraged(ckpt: Checkpoint, ema_name: str | None, missing: li
         UnprovenPairingError: naming the weight, the shadow and the ``apply()`` (exit 6; no
             option decides: ``ckpt export --raw`` exports the raw weights).
     """
-    if not missing or not use_meta or ckpt.objects is not None:
+    read = _ops_and_held(ckpt, bool(missing) and use_meta)
+    if read is None:
         return
-    ops = update_ops(ckpt)
-    held = held_variables(ckpt)
-    if ops is None or not held:
-        return
+    ops, held = read
     key_of = {h: k for k, h in held.items() if h is not None}
     for target in sorted(missing):
         var = held.get(target) or target
@@ -116,12 +133,10 @@ def refuse_averaged_elsewhere(ckpt: Checkpoint, found: dict[str, str], use_meta:
         UnprovenPairingError: naming the key, the ``apply()`` and the variable it averages
             (exit 6; no option decides: ``ckpt export --raw`` exports the raw weights).
     """
-    if not found or not use_meta or ckpt.objects is not None:
+    read = _ops_and_held(ckpt, bool(found) and use_meta)
+    if read is None:
         return
-    ops = update_ops(ckpt)
-    held = held_variables(ckpt)
-    if ops is None or not held:
-        return
+    ops, held = read
     for target, key in sorted(found.items()):
         shadow = held.get(key)
         if shadow is None or shadow not in ops.averages:

@@ -42,18 +42,14 @@ def written_roles(ckpt: Checkpoint, info: dict) -> dict:
         ``{}`` without a ``.meta`` whose save op wrote this checkpoint, for TF2 files, or
         where every key is a graph variable's name.
     """
-    found = _graph_reading(ckpt)
-    if found is None:
-        return {}
-    keys, roles = found
-    graph = {v.checkpoint_key for v in ckpt.meta.variables.values()}
+    keys, roles = _graph_reading(ckpt)
     stored = ckpt.entries()
     out = {}
     for h, k, beside in keys:
         ri, gr = info.get(k), roles.get(h)
-        # a key named as a graph variable (written_over, a swapping Saver) or a variable
-        # also stored under its own name is read elsewhere (saved_keys, saved_swaps)
-        if k in graph or h in stored or ri is None or ri.role != R.WEIGHT or gr is None \
+        # a key named as a graph variable (written_over, a swapping Saver: not in keys) or a
+        # variable also stored under its own name is read elsewhere (saved_keys, saved_swaps)
+        if h in stored or ri is None or ri.role != R.WEIGHT or gr is None \
                 or gr.role not in _NOT_WEIGHTS:
             continue
         if gr.role == R.EMA:
@@ -83,14 +79,8 @@ def written_shadows(ckpt: Checkpoint) -> dict[str, str]:
         key -> the shadow variable (a partitioned one's part by its key); ``{}`` where
         :func:`written_roles` reads nothing.
     """
-    found = _graph_reading(ckpt)
-    if found is None:
-        return {}
-    keys, roles = found
-    graph = {v.checkpoint_key for v in ckpt.meta.variables.values()}
-    return {k: h for h, k, _ in keys
-            if k not in graph and getattr(roles.get(h), "role", None) == R.EMA}
-
+    keys, roles = _graph_reading(ckpt)
+    return {k: h for h, k, _ in keys if getattr(roles.get(h), "role", None) == R.EMA}
 
 
 def written_variables(ckpt: Checkpoint) -> dict[str, str]:
@@ -102,34 +92,33 @@ def written_variables(ckpt: Checkpoint) -> dict[str, str]:
     Returns:
         key -> variable; ``{}`` where :func:`written_roles` reads nothing.
     """
-    found = _graph_reading(ckpt)
-    if found is None:
-        return {}
-    graph = {v.checkpoint_key for v in ckpt.meta.variables.values()}
-    return {k: h for h, k, _ in found[0] if k not in graph}
+    return {k: h for h, k, _ in _graph_reading(ckpt)[0]}
 
-def _graph_reading(ckpt: Checkpoint) -> tuple[list[tuple[str, str, dict]], dict] | None:
+
+def _graph_reading(ckpt: Checkpoint) -> tuple[list[tuple[str, str, dict]], dict]:
     """The save op's reading of a renaming Saver's keys: ``(variable, key, the key holding each
     variable beside it: of a part, the same part)`` for each variable one key holds and each
-    part of a partitioned variable its own key holds, and the graph's roles of those
-    variables (:func:`~ckpt_tools.roles.classify` under the graph's own names).
+    part of a partitioned variable its own key holds, the key no graph variable's name, and
+    the graph's roles of those variables (:func:`~ckpt_tools.roles.classify` under the
+    graph's own names).
 
     Returns:
-        ``None`` without a ``.meta`` whose save op wrote this checkpoint, for TF2 files, where
-        every key is a graph variable's name or no key holds one variable.
+        ``(keys, roles)``; ``([], {})`` without a ``.meta`` whose save op wrote this
+        checkpoint, for TF2 files, where every key is a graph variable's name or no key holds
+        one variable.
     """
     def read():
         meta = ckpt.meta
         if meta is None or ckpt.objects is not None:
-            return None
+            return [], {}
         stored = ckpt.entries()
         graph = {v.checkpoint_key for v in meta.variables.values()}
         if all(k in graph for k in stored):
-            return None
+            return [], {}
         try:
             held = held_variables(ckpt) or {}
         except (OSError, CheckpointError):  # what is shown only: the commands that pair say why
-            return None
+            return [], {}
         key_of: dict[str, str] = {}
         twice: set[str] = set()
         for k, h in held.items():
@@ -144,16 +133,16 @@ def _graph_reading(ckpt: Checkpoint) -> tuple[list[tuple[str, str, dict]], dict]
         part_keys = _part_keys(ckpt, held, stored, twice)
         whole = {h for h, _ in part_keys}
         if not key_of and not whole:
-            return None
+            return [], {}
         # the checkpoint as a plain Saver of this graph would have named its keys (a partitioned
         # variable by its first part's key: parts of one index have one shape)
         first = {h: part_keys[(h, min(t for g, t in part_keys if g == h))] for h in whole}
         roles = R.classify({h: stored[k] for h, k in {**key_of, **first}.items()}, meta,
                            collections=meta.collections_by_key())
         # (variable, its key, the key holding each variable beside it: of a part, the same part)
-        keys = [(h, k, key_of) for h, k in key_of.items()]
+        keys = [(h, k, key_of) for h, k in key_of.items() if k not in graph]
         keys += [(h, k, {g: part_keys.get((g, t)) for g, _ in part_keys})
-                 for (h, t), k in part_keys.items()]
+                 for (h, t), k in part_keys.items() if k not in graph]
         return keys, roles
     return ckpt.memo("written_roles_reading", read)
 
