@@ -44,10 +44,11 @@ from .formats.meta import proto_fields, read_meta_graph
 from .formats.meta_saver import every_saver, saved_sources_each
 from .formats.text_bound import TextMetaTooLargeError
 from .formats.v1 import shard_base
+from .sibling_roles import against_names
 
 _STEP = re.compile(r"^(.+)-(\d+)$")
+_DIGITS = re.compile(r"\d+")
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
-_PART = re.compile(r"/part_\d+(?=/|$)")  # anywhere: a part's shadow is <v>/part_N/<ema>
 _FIELDS = 7  # a MetaGraphDef's top-level fields: meta_info_def (1) ... object_graph_def (7)
 
 
@@ -55,7 +56,9 @@ def candidates(prefix: str) -> list[str]:
     """The ``.meta`` files of the other checkpoints of ``prefix``'s stem in its directory:
     ``<stem>-<N>.meta`` for ``prefix`` ``<stem>-<M>`` (every other name of the stem, whatever the
     state file lists: it cannot tell which run wrote them, review-24-attack-r78), and
-    ``<stem>.meta``; for a ``prefix`` without a step, ``<prefix>-<N>.meta``; newest step first.
+    ``<stem>.meta``; for a ``prefix`` without a step, ``<prefix>-<N>.meta``; and those of the
+    stems differing only in their digits (``model_epoch_4.ckpt.meta`` beside
+    ``model_epoch_3.ckpt``); newest step first.
 
     Returns:
         `list[str]`: the paths; ``[]`` for a URL or a directory that cannot be listed.
@@ -75,15 +78,18 @@ def candidates(prefix: str) -> list[str]:
         names = os.listdir(directory or ".")
     except OSError:
         return []
+    # per-epoch names (model_epoch_3.ckpt beside model_epoch_4.ckpt.meta): stems differing
+    # only in their digits are read too, which can only add doubt
+    skeletons = {_DIGITS.sub("#", s) for s in stems}
     found = []
     for other in names:
-        if not other.endswith(".meta"):
+        stem = other[:-5]
+        if not other.endswith(".meta") or stem == name:
             continue
-        hit = _STEP.match(other[:-5])
-        if other[:-5] in stems and other[:-5] != name:
-            found.append((-1, other))
-        elif hit and hit.group(1) in stems and other[:-5] != name:
-            found.append((int(hit.group(2)), other))
+        hit = _STEP.match(stem)
+        if _DIGITS.sub("#", stem) in skeletons or hit and _DIGITS.sub("#", hit.group(1)) \
+                in skeletons:
+            found.append((tuple(int(d) for d in _DIGITS.findall(stem)), other))
     found.sort(reverse=True)
     return [os.path.join(directory, other) for _, other in found
             if os.path.isfile(os.path.join(directory, other))]
@@ -266,73 +272,6 @@ def _top_level(data) -> bool:
     return pos == end
 
 
-def _is_variable(nodes, name: str, parts: bool = True) -> bool:
-    """Whether ``name`` is a variable of the graph (``parts``: or a partitioned one's name,
-    ``name/part_0`` a variable)."""
-    names = (name, f"{name}/part_0") if parts else (name,)
-    return any(nodes.op(n) in _VARIABLE_OPS for n in names if n in nodes)
-
-
-def _parent(name: str, nodes) -> tuple[str | None, str]:
-    """``(parent, rest)`` for the longest proper ``/``-prefix of ``name`` that is a variable
-    of the graph (``name`` is its shadow or slot ``<v>/<rest>``), ``(None, name)`` where none
-    is."""
-    parts = name.split("/")
-    for i in range(len(parts) - 1, 0, -1):
-        head = "/".join(parts[:i])
-        if _is_variable(nodes, head, parts=False):
-            return head, "/".join(parts[i:])
-    return None, name
-
-
-def _named_child(key: str, raw: str, source: str, nodes) -> bool:
-    """Whether ``key`` is named as a shadow or slot of the top-level variable ``raw``
-    (``source`` without ``/part_N``) it is read from: ``<source>/...`` after any scope, a
-    variable ``<raw>/<the key's tail>`` of the graph, or a default EMA shadow's name."""
-    parts = key.split("/")
-    tails = ["/".join(parts[i:]) for i in range(len(parts))]
-    return (parts[-1] == "ExponentialMovingAverage"
-            or any(t.startswith(source + "/") for t in tails)
-            or any(_is_variable(nodes, f"{raw}/{t}", parts=False) for t in tails[1:]))
-
-
-def _against_names(sources: dict[str, list[str]], nodes) -> tuple[str, list[str]] | None:
-    """The first key (sorted) that ``sources`` saves from a variable of another role than its
-    name says, with its sources; ``None`` where every key reads as its name.
-
-    ``/part_N`` is dropped anywhere (a part's shadow ``<v>/part_N/<ema>`` is saved under
-    ``<v>/<ema>``). A key read from a variable of another name contradicts it where the key
-    names a variable of the graph (a swapping Saver: a weight's key holds its shadow), where
-    the source is a shadow or slot ``<v>/<rest>`` and the key is not ``<k>/<rest>`` with ``k``
-    (if saved) read from ``v``, or where the source is no shadow and the key is named as one
-    of it (``Saver(ema.variables_to_restore())``: an average's key holds the weight). A Saver
-    keying each variable under a scope added or stripped reads each key from the variable of
-    the same role: it agrees (review-25-attack-r83 F3).
-    """
-    read = {k: {_PART.sub("", s) for s in of} for k, of in sources.items()}
-    for key in sorted(sources):
-        name = _PART.sub("", key)
-        if len(read[key]) != 1:
-            return key, sources[key]
-        source = next(iter(read[key]))
-        if source == name:
-            continue
-        if _is_variable(nodes, name):
-            return key, sources[key]
-        raw = sources[key][0]
-        parent, rest = _parent(raw, nodes)
-        if parent is None:
-            if _named_child(name, raw, source, nodes):
-                return key, sources[key]
-            continue
-        rest = _PART.sub("", f"/{rest}")[1:]
-        owner = name[:-len(rest) - 1]
-        if not name.endswith(f"/{rest}") or (
-                owner in read and read[owner] != {_PART.sub("", parent)}):
-            return key, sources[key]
-    return None
-
-
 def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     """The same-prefix ``.meta`` files (:func:`candidates`) recording a save op of exactly the
     keys of the checkpoint at ``prefix`` (which has no ``.meta`` of its own) that reads a key
@@ -365,7 +304,7 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
     found = []
     for sibling in read:
         for sources, nodes in sibling.saves:
-            against = _against_names(sources, nodes)
+            against = against_names(sources, nodes)
             if against is not None:
                 found.append((sibling.path, against[0], tuple(against[1])))
                 break

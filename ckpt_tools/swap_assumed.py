@@ -277,17 +277,42 @@ def refuse_crossed_raw(ckpt: Checkpoint) -> bool:
     from .save_op import crossed_keys, graph_named
 
     crossed = crossed_keys(ckpt)
-    if not (crossed or ckpt.meta_doubt) or not any(a.refused for a in saver_assumptions(ckpt)):
+    if not (crossed or ckpt.meta_doubt) or not (
+            any(a.refused for a in saver_assumptions(ckpt)) or _doubted_raw(ckpt)):
         return False
     from .errors import UnprovenPairingError
+    from .meta_sibling import stated_offer
 
     said = _crossed_said(graph_named(ckpt), *crossed) if crossed else _doubted_said(ckpt)
+    offer = "" if crossed else stated_offer(ckpt)
     raise UnprovenPairingError(
         f"{ckpt.path}: {said}: --raw exports the keys named as variables, which hold the raw "
         "weights if a Saver of each variable under its own name wrote them and the averages if "
         "the swapping one did; to export those keys as stored whichever it was, pass --no-meta "
         "with --raw; if the plain Saver wrote them, export the averages with --not-swapped "
-        "instead (without --raw)", option="--no-meta")
+        "instead (without --raw)" + (f"; {offer}" if offer else ""), option="--no-meta")
+
+
+def _doubted_raw(ckpt: Checkpoint) -> bool:
+    """Whether ``--raw`` by the keys' names is refused for a checkpoint saved without its own
+    ``.meta`` that another checkpoint's graph of its prefix doubts (``meta_doubt``), whatever
+    the names pair: a swapping Saver's keys named as variables hold the averages, and where no
+    key is named as an average (``{v.op.name: ema.average(v)}``, a custom EMA name) nothing
+    paired them, so --raw wrote the averages as the raw weights, exit 0 (review-25-attack-r83
+    F12, r87 F1). Not where ``--not-swapped`` or ``--keys-are-raw`` is stated (the statement
+    decides), nor where the names pair each stored average with a stored variable of the same
+    bytes (:func:`saver_assumptions`: either reading gives the same values).
+
+    Returns:
+        `bool`.
+    """
+    from .save_op import graph_file, named_pairs_unproven
+
+    if not ckpt.meta_doubt or graph_file(ckpt) is not None or ckpt.not_swapped \
+            or ckpt.keys_are_raw:
+        return False
+    pairs = named_pairs_unproven(ckpt)
+    return not pairs or not same_values(ckpt, pairs)
 
 
 def of_style(assumed: list[Assumption], style: str | None) -> list[Assumption]:

@@ -1,0 +1,141 @@
+"""A swapping Saver's sibling ``.meta`` whose save op reads the keys otherwise than their names in
+ways a role comparison passed over (review-25-attack-r87 F1, r83 F12): an
+``ExponentialMovingAverage(0.9, name="avg")`` applied inside ``variable_scope("model")`` (its
+shadows ``model/model/<v>/avg``) and a Saver of the averages alone under the variables' names
+(``{v.op.name: ema.average(v)}``), with or without the ``model/`` scope. The checkpoint saved
+without its own ``.meta`` next to ``model.ckpt-1.meta`` of the same run: ``export --raw`` wrote
+the averages as the raw weights, exit 0 (nothing paired by names, so nothing was refused).
+Also per-epoch names (``model_epoch_3.ckpt`` beside ``model_epoch_1.ckpt.meta``), whose stems
+differ only in their digits. Truth: ``sess.run`` of ``ema.average(v)`` and ``v`` at the last
+save."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+
+SCRIPT = r'''
+def run(name, kind, epochs=False):
+    d = f"{out}/{name}"
+    os.makedirs(d)
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("w", [3, 2])
+            b = tf1.get_variable("b", [2], initializer=tf1.constant_initializer(0.3))
+            loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([4, 3]), w) + b - 1.0))
+            train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+            # "avg" applied in the scope: the shadows are model/model/<v>/avg (default: outside)
+            ema = tf1.train.ExponentialMovingAverage(0.9, name="avg") if kind.startswith(
+                "swap_") else None
+        if ema is None:
+            ema = tf1.train.ExponentialMovingAverage(0.9)
+        with tf.control_dependencies([train]):
+            step = ema.apply(tf1.trainable_variables())
+        tv = tf1.trainable_variables()
+        if kind == "swap_strip":  # the averages alone, under the names without model/
+            keys = {v.op.name[len("model/"):]: ema.average(v) for v in tv}
+        elif kind == "swap_avg":  # the averages alone, under the variables' names
+            keys = {v.op.name: ema.average(v) for v in tv}
+        elif kind == "swap":  # a default EMA's swapping Saver, both ways
+            keys = {v.op.name: ema.average(v) for v in tv}
+            keys.update({ema.average_name(v): v for v in tv})
+        else:  # plain_strip: every variable under its name without model/
+            keys = {v.op.name[len("model/"):]: v for v in tf1.global_variables()
+                    if v.op.name.startswith("model/")}
+        keys["global_step"] = gs
+        saver = tf1.train.Saver(keys, max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            for i in (1, 2, 3):
+                s.run(step)
+                if epochs:  # a Keras-style per-epoch name, the graph written once
+                    saver.save(s, f"{d}/model_epoch_{i}.ckpt", write_meta_graph=i == 1)
+                else:
+                    saver.save(s, f"{d}/model.ckpt", global_step=i, write_meta_graph=i == 1)
+            for v in tv:
+                truth[f"{name}:avg:{v.op.name}"] = s.run(ema.average(v))
+                truth[f"{name}:raw:{v.op.name}"] = s.run(v)
+
+
+run("swap_strip", "swap_strip")
+run("swap_avg", "swap_avg")
+run("plain_strip", "plain_strip")
+run("swap_epochs", "swap", epochs=True)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("meta_sibling_scoped_swap")
+    return out, run_tf1_script(SCRIPT, out)
+
+
+def _values(made, path, name: str, kind: str) -> None:
+    """Asserts the export at ``path`` holds ``name``'s ``kind`` values bit for bit, under the
+    keys as stored (``w``, ``b``, with or without ``model/``)."""
+    truth = made[1]
+    other = "raw" if kind == "avg" else "avg"
+    with np.load(path) as npz:
+        for n in ("model/w", "model/b"):
+            got = npz[n] if n in npz.files else npz[n[len("model/"):]]
+            assert got.tobytes() == truth[f"{name}:{kind}:{n}"].tobytes(), n
+            assert not np.array_equal(got, truth[f"{name}:{other}:{n}"]), n
+
+
+@pytest.mark.parametrize("name", ["swap_strip", "swap_avg"])
+def test_raw_beside_a_swapping_sibling_refuses(made, tmp_path, name):
+    """F1 (swap_strip: a key w read from model/model/w/avg, after model/ is dropped, was taken
+    as agreeing) and F12 (swap_avg: the doubt was seen, but nothing paired by names, so --raw
+    went through): --raw exported the averages as the raw weights, exit 0. Refused naming the
+    graph and --raw --no-meta, which writes the keys as stored (the averages, bit for bit)."""
+    out, _ = made
+    ckpt, npz = os.path.join(out, name, "model.ckpt-3"), tmp_path / "w.npz"
+    code, _, err = run_cli(["export", ckpt, "--out", str(npz), "--raw"])
+    assert code == 6, err
+    assert "model.ckpt-1.meta" in err and "--raw" in err and "--no-meta" in err, err
+    assert "--not-swapped" in err, err
+    assert not npz.exists()
+    code, _, err = run_cli(["export", ckpt, "--out", str(npz)])
+    assert code == 6 and "model.ckpt-1.meta" in err, err
+    assert not npz.exists()
+    code, _, err = run_cli(["export", ckpt, "--out", str(npz), "--raw", "--no-meta"])
+    assert code == 0, err
+    _values(made, npz, name, "avg")
+
+
+def test_a_plain_saver_stripping_the_scope_still_exports(made, tmp_path):
+    """The nearest twin: a plain Saver keying every variable without model/ (w from model/w,
+    w/ExponentialMovingAverage from model/w/ExponentialMovingAverage) agrees with the names:
+    no note, the averages by names and --raw's raw weights, bit for bit."""
+    out, _ = made
+    ckpt, npz = os.path.join(out, "plain_strip", "model.ckpt-3"), tmp_path / "w.npz"
+    code, _, err = run_cli(["export", ckpt, "--out", str(npz)])
+    assert code == 0, err
+    assert ".meta" not in err, err
+    _values(made, npz, "plain_strip", "avg")
+    code, _, err = run_cli(["export", ckpt, "--out", str(npz), "--raw", "--force"])
+    assert code == 0, err
+    _values(made, npz, "plain_strip", "raw")
+
+
+def test_per_epoch_names_are_siblings(made, tmp_path):
+    """model_epoch_3.ckpt, saved without a .meta beside model_epoch_1.ckpt.meta of the same
+    swapping run, was paired by names: the raw weights exported as the averages, exit 0.
+    Stems differing only in their digits are read as siblings: refused, naming the graph; the
+    keys as stored (--raw --no-meta) are the averages."""
+    out, _ = made
+    ckpt = os.path.join(out, "swap_epochs", "model_epoch_3.ckpt")
+    npz = tmp_path / "w.npz"
+    for raw in ([], ["--raw"]):
+        code, _, err = run_cli(["export", ckpt, "--out", str(npz), *raw])
+        assert code == 6 and "model_epoch_1.ckpt.meta" in err and "--no-meta" in err, err
+        assert not npz.exists()
+    code, _, err = run_cli(["export", ckpt, "--out", str(npz), "--raw", "--no-meta"])
+    assert code == 0, err
+    with np.load(npz) as got:
+        for n in ("model/w", "model/b"):
+            assert got[n].tobytes() == made[1][f"swap_epochs:avg:{n}"].tobytes(), n
