@@ -58,6 +58,26 @@ def _filtered_out(names: set[str], include, exclude, also: str | None = None) ->
     return any(match_any(n, exclude) for n in names)
 
 
+def _own_averages_said(plan: dict[str, str], own_averages: dict[str, str],
+                       averaged: list[str]) -> list[str]:
+    """Marks the names of a ``--raw`` plan whose key holds its variable's average under the
+    variable's name (``Saver({v.op.name: ema.average(v)})``: ``own_averages``, key ->
+    shadow) as ``averaged`` (in place: ``--json`` and the file's record say so per name,
+    where they said raw: review-25-attack-r88 F3).
+
+    Returns:
+        the warning naming them (``[]`` where the plan writes none)."""
+    held = [(n, k) for n, k in plan.items() if k in own_averages]
+    if not held:
+        return []
+    averaged += [n for n, _ in held if n not in averaged]
+    n, k = held[0]
+    return [f"exporting the keys as stored: the .meta's save op shows {len(held)} of the "
+            f"keys named as variables hold their averages (e.g. {k} holds "
+            f"{own_averages[k]}){f' (written as {n})' if n != k else ''}, written as their "
+            "averages (--json lists them as averaged)"]
+
+
 def keys_are_raw_alone(path: str) -> OptionError:
     """Returns the usage error (exit 2) for ``keys_are_raw`` stated without ``ema=False``,
     naming ``path``: the options alone decide it, so the CLI raises it before anything is
@@ -134,6 +154,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     warnings: list[str] = []
     sources: dict[str, str] = {}
     stated = False  # whether --raw writes keys only as --keys-are-raw states them
+    own_averages: dict[str, str] = {}  # --raw: keys named as variables holding their averages
     # averages under variables' names: which is raw
     holders = raw_holders(ckpt, variables, map_options.get("ema_name"))
     if use_ema:
@@ -165,9 +186,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         warnings.append(restored_raw_warning(ckpt, holders))
         stated = True
     elif holders is None and averages_under_variable_names(ckpt):
-        k, h = next(iter(sorted(averages_under_variable_names(ckpt).items())))
-        warnings.append(f"exporting the keys as stored: the .meta's save op shows the keys named "
-                        f"as variables hold their averages (e.g. {k} holds {h})")
+        # said once the plan is known, of the keys it writes (review-25-attack-r88 F3)
+        own_averages = averages_under_variable_names(ckpt)
     elif has_ema:  # masks=[...] apart, no EMA: named, no "has EMA shadows" (r35 F5)
         warnings += raw_warnings(ckpt, variables, _clean_name, found)
     if ckpt.keys_are_raw and not stated:  # a statement deciding nothing: never a silent no-op
@@ -310,6 +330,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         # F7, F8); nothing to write is refused apart, saying why (exit 7)
         warnings += refuse_dropped_model_keys(ckpt, variables, plan, left_out,
                                               shadows_said=stated)
+        warnings += _own_averages_said(plan, own_averages, averaged)
     if use_ema and notes_out is not None and not_saved_note(m):
         notes_out.append(not_saved_note(m))  # graph variables the Saver left out (r22 F2)
     if use_ema:  # weights exported raw beside averaged ones: said, as restore-ema says it

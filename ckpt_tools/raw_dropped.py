@@ -20,6 +20,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_updates import part_update_ops
 from .errors import OutputError, UnprovenPairingError
+from .raw_beside_averages import mixed_said
 from .raw_named import named_as_own_average, training_state
 from .save_op import graph_named, written_sources
 from .saved_keys import averages_under_variable_names
@@ -139,6 +140,12 @@ def _refuse_written_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
     # (test_tf1_saver_dict_keys rawnames)
     named = averages_under_variable_names(ckpt)
     written = sorted(k for k in set(plan.values()) if k in averages and k not in named)
+    # ... only where every key it writes is one: beside a raw weight under its own name
+    # ({'w': w, 'b': ema.average(b)}) it wrote raw w and b's average as raw, exit 0
+    # (review-25-attack-r88 F3)
+    held = sorted(k for k in set(plan.values()) if k in named)
+    if held and len(held) < len(set(plan.values())):
+        raise _mixed_refusal(ckpt, plan, held)
     if not written:
         return
     if len(written) < len(set(plan.values())):
@@ -152,6 +159,25 @@ def _refuse_written_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
         f"no weights to export: its {len(written)} tensor(s) hold averages only "
         f"(the {graph_named(ckpt)}'s save op wrote {k} from {of}'s shadow {shadow}), and "
         "--raw exports model weights only, never an average under any name")
+
+
+def _mixed_refusal(ckpt: Checkpoint, plan: dict[str, str],
+                   held: list[str]) -> UnprovenPairingError:
+    """The refusal of a ``--raw`` plan writing ``held`` (keys named as variables that hold
+    those variables' averages) beside keys that hold raw values: the output would mix them
+    under ``--raw``'s name; ``--exclude`` of ``held`` writes the raw values alone."""
+    named = averages_under_variable_names(ckpt)
+    raw = sorted(k for k in set(plan.values()) if k not in named)
+    said = mixed_said(ckpt) or (f"key {held[0]} holds {held[0]}'s average {named[held[0]]} "
+                                f"beside {len(raw)} key(s) holding raw values (e.g. {raw[0]})")
+    shown = " --exclude ".join(repr(k) for k in held[:3]) + (" ..." if len(held) > 3 else "")
+    return UnprovenPairingError(
+        f"{ckpt.path}: export --raw would write {len(held)} key(s) that hold averages "
+        f"({', '.join(held[:3])}{' ...' if len(held) > 3 else ''}) as raw weights: its "
+        f"{graph_named(ckpt)}'s save op shows {said}; --raw writes raw weights only, never an "
+        f"average under any name: --exclude {shown} writes the other keys' raw values "
+        "alone",
+        "--exclude", {k: (named[k],) for k in held})
 
 
 def _refuse_misread_plan(ckpt: Checkpoint, sources: dict[str, list[str]],

@@ -30,7 +30,7 @@ tf1 = tf.compat.v1
 tf1.disable_eager_execution()
 out = sys.argv[1]
 truth = {}
-CASES = ("swapped", "prefixed", "cnnbench", "swapping", "rawnames", "oddavg")
+CASES = ("swapped", "prefixed", "cnnbench", "swapping", "rawnames", "oddavg", "mixed")
 for case in CASES:
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -72,6 +72,8 @@ for case in CASES:
                 d[ema.average_name(v)] = v
         elif case == "rawnames":
             d = {v.op.name: ema.average(v) for v in vs}
+        elif case == "mixed":  # W raw (its average unsaved), V's average under V (r88 F3)
+            d = {"W": W, "V": ema.average(V), "global_step": gs}
         else:  # averages under keys not named as averages
             d = {"W": W, "V": V, "avgW": ema.average(W), "avgV": ema.average(V)}
         saver = tf1.train.Saver(d)
@@ -246,16 +248,59 @@ def test_averages_under_other_keys_pair_through_the_save_op(made, tmp_path, case
 
 def test_rawnames_raw_export_gives_the_averages(made, tmp_path):
     """Averages alone under the variables' names (no raw stored): what the refusal says
-    ``--raw`` exports are the averages."""
+    ``--raw`` exports are the averages, and ``--json`` lists them as averaged, none as raw
+    (review-25-attack-r88 F3)."""
     out, truth = made
-    code, _, err = run_cli(["export", str(out / "rawnames"), "--raw",
-                            "--out", str(tmp_path / "rn.npz")])
+    code, text, err = run_cli(["export", str(out / "rawnames"), "--raw", "--json",
+                               "--out", str(tmp_path / "rn.npz")])
     assert code == 0, err
-    assert "RAW weights although" not in err and "hold their averages" in err, err
+    doc = json.loads(text)
+    assert "RAW weights although" not in err and "hold their averages" in " ".join(
+        doc["warnings"]), (err, doc)
+    assert sorted(doc["averaged"]) == ["V", "W"] and doc["raw"] == [], doc
     with np.load(tmp_path / "rn.npz") as z:
         assert sorted(z.files) == ["V", "W"], z.files
         for k in z.files:
             assert z[k].tobytes() == truth[f"rawnames:ema:{k}"].tobytes(), k
+
+
+@pytest.mark.parametrize("args", [[], ["--strict"], ["--raw"], ["--raw", "--json"]],
+                         ids=lambda a: "-".join(a) or "default")
+def test_mixed_raw_and_own_average_keys_are_refused_saying_each(made, tmp_path, args):
+    """``Saver({"W": W, "V": ema.average(V)})``, both averaged by ``ema.apply()``: ``W`` holds
+    raw W (its average unsaved), ``V`` V's average. The default export said the keys hold
+    their averages and ``--raw`` gives them; ``--raw`` wrote raw W beside V's average, exit 0,
+    ``--json`` listing both raw (review-25-attack-r88 F3). Both refuse (exit 6), saying
+    which key holds what, and ``--raw`` names ``--exclude 'V'``."""
+    out, _ = made
+    code, text, err = run_cli(["export", str(out / "mixed"), *args,
+                               "--out", str(tmp_path / "m.npz")])
+    assert code == 6, (err, text)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for word in (str(out / "mixed"), "key V holds V's average V/ExponentialMovingAverage",
+                 "key W holds W's raw value", "W/ExponentialMovingAverage",
+                 "is not saved", "never an average"):
+        assert word in err, (word, err)
+    assert "which give the averages" not in err, err
+    if "--raw" in args:
+        assert "--exclude 'V'" in err, err
+    assert not list(tmp_path.iterdir())
+
+
+def test_mixed_raw_export_without_the_average_key_writes_raw_w(made, tmp_path):
+    """The route the refusal names: ``--raw --exclude V`` writes W's raw value alone, bit for
+    bit, listed raw, no word of averages."""
+    out, truth = made
+    code, text, err = run_cli(["export", str(out / "mixed"), "--raw", "--exclude", "V",
+                               "--json", "--out", str(tmp_path / "w.npz")])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["raw"] == ["W"] and doc["averaged"] == [], doc
+    assert not any("average" in w for w in doc["warnings"]), doc
+    with np.load(tmp_path / "w.npz") as z:
+        assert z.files == ["W"], z.files
+        assert z["W"].tobytes() == truth["mixed:raw:W"].tobytes()
+        assert z["W"].tobytes() != truth["mixed:ema:W"].tobytes()
 
 
 @pytest.mark.parametrize("how", ["restore_ema", "ema_saver"])
