@@ -13,6 +13,7 @@ from .errors import EmaError
 from .formats.objgraph import readable_name
 from .keras_detached import DETACHED
 from .object_held import EMA_OF_EMA, HELD_OWN, HELD_TWIN
+from .scoped_twins import SCOPED_TWIN
 from .slashed_stated import SLASHED
 from .unstored_heads import RAW_REFUSED
 
@@ -230,6 +231,10 @@ def missing_message(m: EmaMap) -> str:
     if slotted:  # the keys may be there, read as slots: "not in the checkpoint" would be false
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average proven under "
                 f"'<name>/{m.ema_name}': {sample}; {slotted}")
+    twins = next((h for h in m.hints if h.startswith(SCOPED_TWIN)), None)
+    if twins:  # model/model/w/fast, no .meta: not "no EMA shadow is stored at all" (r82 F2)
+        return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "
+                f"'<name>/{m.ema_name}': {sample}; {twins}")
     vscoped = next((h for h in m.hints if h.startswith(VSCOPED)), None)
     if vscoped:  # b/W/fast stored: the other hints' "none of fast's" would be false (r58 F2)
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "

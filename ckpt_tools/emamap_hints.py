@@ -38,6 +38,7 @@ from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
 from .offer_probe import works
 from .saved_aliases import export_archive
+from .scoped_twins import scoped_twin_hint
 from .slashed_stated import slashed_hint, stacked_hint
 from .unstored_heads import raw_route
 
@@ -76,6 +77,9 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         ckpt, variables, missing, ema_name)
     if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
         hints.insert(0, slashed)
+    twins = scoped_twin_hint(ckpt, variables, missing) if missing else None
+    if twins:  # model/model/w/fast without the .meta: not 'no shadow stored at all' (r82 F2)
+        hints.insert(0, twins)
     held = held_hint(ckpt, variables, missing)
     if held:  # w0/fast tracked by the model: read as its weight, unless stated (r33 F1)
         hints.append(held)

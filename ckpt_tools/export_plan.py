@@ -35,6 +35,7 @@ from .raw_unproven import (
 )
 from .saved_keys import averages_under_variable_names, refuse_averages_as_raw
 from .saved_swaps import raw_holders
+from .scoped_twins import scoped_twin_hint, scoped_twin_keys, scoped_twin_warning
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
@@ -241,6 +242,14 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                                 f"({', '.join(named[:3])}{' ...' if len(named) > 3 else ''})")
             twins = twin_keys(ckpt, variables, weights)  # w/ema/fast beside w (r67 F3)
             unproven += [k for k in twins if k not in unproven]
+            # model/model/w/fast beside model/w: fast applied in variable_scope('model')
+            # as much as a weight of that name (review-25-attack-r82 F2)
+            scoped = scoped_twin_keys(ckpt, variables, [
+                k for k in weights if k not in twins and k not in unproven
+                and not _filtered_out({_clean_name(k, variables.get(k)), k}, include,
+                                      exclude)])
+            if scoped:
+                warnings.append(scoped_twin_warning(scoped))
     names = sorted(set(twins.values())) if not use_ema and holders is None else []
     if unproven:
         again = averaged_again(ckpt, unproven)  # an EMA of an EMA? (r37 F7)
@@ -394,9 +403,13 @@ def _refuse_twins_without_average(ckpt: Checkpoint, variables: dict,
             ``--exclude`` (exit 6).
     """
     twins = twin_keys(ckpt, variables, keys)
+    from .errors import UnprovenPairingError
+
+    scoped = scoped_twin_hint(ckpt, variables, [k for k in keys if k not in twins])
+    if scoped:  # model/model/w/fast beside model/w (review-25-attack-r82 F2)
+        raise UnprovenPairingError(f"{ckpt.path}: {scoped}", option=None, undecided={})
     if not twins:
         return
-    from .errors import UnprovenPairingError
 
     shown = sorted(twins)
     names = " or ".join(f"'{n}'" for n in sorted(set(twins.values())))

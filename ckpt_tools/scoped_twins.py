@@ -1,0 +1,106 @@
+"""TF1 keys ``<P>/<W>/<x>`` read as weights where no ``.meta`` is read, ``W`` a stored weight
+of their float dtype and shape: ``ExponentialMovingAverage(name="x").apply()`` run inside
+``variable_scope(P)`` names ``W``'s average so (the model built in one ``with
+variable_scope("model")`` and ``fast`` applied in a second stores ``model/model/w/fast`` beside
+``model/w``). A name of one's own (``x``) is read as an EMA name only as ``<W>/<x>`` beside
+``W``, so without the ``.meta`` such keys were weights: the default export refused with a false
+cause (no EMA shadow stored at all, the Saver saved only the trainables) and ``export --raw``
+wrote fast's averages as raw weights, exit 0 (review-25-attack-r82 F2). A variable of the
+model may be named so too, so the keys alone do not tell: ``--raw`` writes them as stored and
+says so (:func:`scoped_twin_warning`), and the refusal of an export of averages says why
+(:func:`scoped_twin_hint`). With the ``.meta`` its update ops decide
+(:func:`~ckpt_tools.scoped_shadows.applied_scope_shadows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from . import roles as R
+
+#: How :func:`scoped_twin_hint` begins (``missing_message`` says it alone: "no EMA shadow
+#: is stored at all" would be false).
+SCOPED_TWIN = "without a .meta the keys cannot tell whether "
+
+_FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def scoped_twin_keys(ckpt, variables: Mapping, keys: Iterable[str]
+                     ) -> dict[str, tuple[str, str, str]]:
+    """Returns key -> ``(P, W, x)`` for each of ``keys`` (read as a weight or batch-norm
+    statistic) named ``<P>/<W>/<x>`` where ``W`` is another stored weight of its float dtype
+    and shape and no key above it is stored (that is :func:`~ckpt_tools.raw_unproven.twin_keys`'
+    reading), in a TF1 checkpoint read without a ``.meta``; the longest ``W`` where several
+    fit. ``{}`` where a ``.meta`` is read or the checkpoint is a TF2 one."""
+    if ckpt.meta is not None or ckpt.objects is not None:
+        return {}
+    model = (R.WEIGHT, R.BN_STAT)
+    out: dict[str, tuple[str, str, str]] = {}
+    for key in keys:
+        v = variables.get(key)
+        if v is None or v.role not in model or v.dtype not in _FLOATS:
+            continue
+        parts = key.split("/")
+        if any("/".join(parts[:i]) in variables for i in range(1, len(parts))):
+            continue  # <v>/<tail> beside v: twin_keys' reading
+        best: tuple[str, str, str] | None = None
+        for i in range(1, len(parts) - 1):
+            for j in range(len(parts) - 1, i, -1):
+                w = "/".join(parts[i:j])
+                h = variables.get(w)
+                if (h is not None and w != key and h.role in model and h.dtype == v.dtype
+                        and tuple(h.shape) == tuple(v.shape)
+                        and (best is None or len(w) > len(best[1]))):
+                    best = ("/".join(parts[:i]), w, "/".join(parts[j:]))
+        if best is not None:
+            out[key] = best
+    return out
+
+
+def _said(twins: dict[str, tuple[str, str, str]]) -> tuple[str, str, str, str]:
+    """``(keys, their variables, EMA names and scopes, --exclude globs)`` as the texts say
+    them."""
+    shown = sorted(twins)
+    more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
+    keys = f"{', '.join(shown[:3])}{more}"
+    of = f"{', '.join(twins[k][1] for k in shown[:3])}{more}"
+    applied = sorted({(p, x) for p, _w, x in twins.values()})
+    names = " or ".join(f"an ExponentialMovingAverage named '{x}' applied inside "
+                        f"variable_scope('{p}') (its averages are named {p}/<variable>/{x})"
+                        for p, x in applied[:2])
+    globs = " ".join(f"--exclude '{p}/*/{x}'" for p, x in applied[:2])
+    return keys, of, names, globs
+
+
+def scoped_twin_hint(ckpt, variables: Mapping, missing) -> str | None:
+    """The hint of a map refused for ``missing`` where some of them are
+    :func:`scoped_twin_keys`: they may be averages of the weights they name, which only the
+    training ``.meta`` proves, and no option decides without it.
+
+    Returns:
+        `str` beginning with :data:`SCOPED_TWIN`, or ``None`` where none of ``missing`` is
+        such a key (or a ``.meta`` is read).
+    """
+    twins = scoped_twin_keys(ckpt, variables, missing)
+    if not twins:
+        return None
+    keys, of, names, globs = _said(twins)
+    keep = (f"drop --no-meta (the .meta beside it, {ckpt.meta_unread}, decides)"
+            if getattr(ckpt, "meta_unread", None) else "keep the training .meta "
+            "(model.ckpt.meta, written by saver.save) beside the checkpoint")
+    return (f"{SCOPED_TWIN}{keys} are variables of yours or the averages of {of} kept by "
+            f"{names}: a name of one's own is read as an EMA name only as <variable>/<name> "
+            "beside the variable (--ema-name reads no other key), and only the training "
+            ".meta's update ops prove such a key an average, so no option of ckpt exports "
+            f"them as averages without it: {keep}; ckpt export --raw writes the raw weights "
+            f"(and these keys as stored, said; {globs} leaves them out)")
+
+
+def scoped_twin_warning(twins: dict[str, tuple[str, str, str]]) -> str:
+    """The warning (without ``warning:``) ``export --raw`` gives for the
+    :func:`scoped_twin_keys` ``twins`` it writes as stored."""
+    keys, of, names, globs = _said(twins)
+    return (f"{len(twins)} tensor(s) written as stored may be model weights or the averages "
+            f"of {of} kept by {names} ({keys}): without a .meta their names read both ways; "
+            f"if they are averages, leave them out with {globs} (the training .meta beside "
+            "the checkpoint tells which)")
