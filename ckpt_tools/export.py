@@ -43,6 +43,7 @@ from .restored_mark import (
 )
 from .stated_open import opened_stated, take_statements
 from .tensor_averages import OPTION
+from .unmoved_averages import unmoved_averages, unmoved_warning
 from .unstored_heads import refuse_nothing_but_unstored
 
 
@@ -73,6 +74,10 @@ class ExportResult:
             written as the raw weights only because ``keys_are_raw`` states it (a
             ``Saver(ema.variables_to_restore())``'s); ``--json`` carries it as
             ``"stated_keys_are_raw": {"pairs": ...}``.
+        unmoved: output name -> average key of each average exported that holds one value
+            in every element while its weight does not: most likely never updated
+            (:mod:`ckpt_tools.unmoved_averages`), also in ``warnings``; ``--json`` carries it
+            as ``"unmoved_averages"``.
     """
 
     path: str
@@ -86,6 +91,7 @@ class ExportResult:
     assumed: list[str] = field(default_factory=list)
     stored: str | None = None
     stated_raw: dict[str, str] = field(default_factory=dict)
+    unmoved: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The ``ckpt export --json`` document."""
@@ -98,7 +104,8 @@ class ExportResult:
                 **({"assumed": list(self.assumed)} if self.assumed else {}),
                 **({"stored": self.stored} if self.stored else {}),
                 **({"stated_keys_are_raw": {"pairs": dict(self.stated_raw)}}
-                   if self.stated_raw else {})}
+                   if self.stated_raw else {}),
+                **({"unmoved_averages": dict(self.unmoved)} if self.unmoved else {})}
 
 
 def _assumed(ckpt: Checkpoint) -> list:
@@ -196,6 +203,13 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         except OutputError as exc:  # a --rename collision: name the files (review-22 u24 F5)
             raise OutputError(f"{ckpt.path} -> {os.fspath(out_path)}: {exc}") from None
         warnings = marked_raw_warnings(ckpt, warnings) if ema is False else warnings
+        # averages that still hold their initial values (a re-save that restored only the
+        # weights): said loudly, never proven (review-25-user-u27 F5); not over a URL, where
+        # reading them ahead of the writer's windows costs a request each
+        unmoved = (unmoved_averages(ckpt, plan, averaged, weights)
+                   if averaged and not is_url(ckpt.path) else {})
+        if unmoved:
+            warnings.append(unmoved_warning(unmoved, ckpt, weights, len(averaged)))
         notes += [marked_note] if marked_note else []
         positional = positional_names_note(ckpt.objects, plan, weights)
         if positional:  # two towers' proj/kernel: named by position, no layer name recorded
@@ -263,7 +277,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         stored = swapped_in(ckpt) if ema is False and not averaged else None
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
                             [note] * bool(note) + notes, [a.name for a in assumed], stored,
-                            stated_raw)
+                            stated_raw, unmoved)
     finally:
         opened.__exit__()
 

@@ -1,0 +1,70 @@
+"""Averages an export is about to write whose values show they were most likely never updated.
+
+An evaluation or serving graph that runs ``ema.apply()``, initializes every variable,
+restores only the model's weights and saves every variable (``Saver()``) stores each shadow
+with the value it was created with: its variable's initial value, not an average. The export
+gave those initial values as the EMA weights, exit 0 (review-25-user-u27 F5). The file proves
+it only where that initial value shows: a variable initialized to one constant (a bias's zeros,
+a batch norm's ones) whose average holds that one value in every element while the weight
+itself does not, which an update from that weight does not leave, unless its decay is so close
+to 1 that each step's change rounds away. So the export warns (stderr and ``--json``'s
+``unmoved_averages``); it refuses nothing, since that rounding leaves the same file. A
+checkpoint read over a URL is not checked (each tensor read ahead of the export's windowed
+reads would cost a request).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+#: the averages read: 1-D or scalar-like (biases, scales, offsets: what is initialized to
+#: one constant); a kernel's random initial value proves nothing, and it is not read
+_MAX_DIMS = 1
+_FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def _one_value(a: np.ndarray) -> bool:
+    """Whether every element of ``a`` (two or more) holds the same finite value."""
+    flat = a.reshape(-1)
+    return flat.size > 1 and bool(np.isfinite(flat[0])) and bool(np.all(flat == flat[0]))
+
+
+def unmoved_averages(ckpt, plan: Mapping[str, str], averaged, weights: Mapping[str, str]
+                     ) -> dict[str, str]:
+    """Returns output name -> average key for each of ``averaged`` (output names of ``plan``,
+    output name -> key read) whose average (at most 1-D, two or more float elements) holds one
+    value in every element while its weight (``weights``: output name -> the weight's own
+    key) holds more than one."""
+    out: dict[str, str] = {}
+    for name in averaged:
+        src, own = plan.get(name), weights.get(name)
+        if src is None or own is None or own == src or own not in ckpt.entries():
+            continue
+        entry, wentry = ckpt.entry(src), ckpt.entry(own)
+        if (len(entry.shape) > _MAX_DIMS or entry.dtype_name not in _FLOATS
+                or tuple(entry.shape) != tuple(wentry.shape) or entry.slices):
+            continue
+        if _one_value(ckpt.tensor(src)) and not _one_value(ckpt.tensor(own)):
+            out[name] = src
+    return out
+
+
+def unmoved_warning(found: Mapping[str, str], ckpt, weights: Mapping[str, str],
+                    total: int) -> str:
+    """The warning (without ``warning:``) for :func:`unmoved_averages`' ``found`` (``total``:
+    how many averages the export writes)."""
+    names = sorted(found)
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    eg = names[0]
+    value = float(ckpt.tensor(found[eg]).reshape(-1)[0])
+    return (f"{len(names)} of the {total} average(s) exported hold one value in every element "
+            f"while their weights do not ({', '.join(names[:3])}{more}; e.g. {found[eg]} is "
+            f"all {value:g}, {weights[eg]} is not): an ExponentialMovingAverage update from "
+            "such a weight does not leave that, unless its decay is so close to 1 that each "
+            "step's change rounds away, so these averages most likely still hold their "
+            "initial values, never updated (an evaluation or serving graph that ran "
+            "ema.apply(), initialized, restored only the model's weights and saved every "
+            "variable stores them so), and the other averages may be initial values too; if "
+            "so, export --raw writes the weights (ckpt stats shows each average's drift)")
