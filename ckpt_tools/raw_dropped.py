@@ -65,15 +65,16 @@ def refuse_dropped_model_keys(ckpt: Checkpoint, variables, plan: dict[str, str],
     if not shadows_said:
         refuse_dropped_averages(ckpt, sources, plan, left_out)
     state = training_state(ckpt)
+    averages = shadow_written_keys(ckpt, sources)
     # a Saver that saved no model variable under another name than its own: read by names,
     # but never writing a shadow's key as a weight: a suffixing Saver of the averages alone
     # ({average name + '/var'}) saved only shadows and the step under other names, and --raw
     # wrote both averages as raw weights, exit 0 (review-25-attack-r84 F6)
     if not any(src and src != [k] and all(s not in state for s in src)
                for k, src in sources.items()):
-        _refuse_written_averages(ckpt, sources, plan)
+        _refuse_written_averages(ckpt, sources, plan, averages)
         return []
-    _refuse_misread_plan(ckpt, sources, plan)
+    _refuse_misread_plan(ckpt, sources, plan, averages)
     exported = set(plan.values())
     raw = named_as_own_average(ckpt)
     trainable = set(ckpt.meta.collections.get("trainable_variables") or ())
@@ -122,18 +123,18 @@ def _dropped_refusal(ckpt: Checkpoint, sources: dict[str, list[str]], state: set
 
 
 def _refuse_written_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
-                             plan: dict[str, str]) -> None:
+                             plan: dict[str, str], averages: set[str]) -> None:
     """Refuses a ``--raw`` plan that writes a key the save op wrote from an ``ema.apply()``
-    shadow, where the Saver saved no model variable under another name (only shadows, slots,
-    the step): nothing to export where every key the plan writes is one (as for the prefixed
-    twin: :func:`~ckpt_tools.saved_swaps.averages_alone_said`), else
-    :func:`_refuse_misread_plan` names the first.
+    shadow (``averages``: :func:`shadow_written_keys`), where the Saver saved no model
+    variable under another name (only shadows, slots, the step): nothing to export where
+    every key the plan writes is one (as for the prefixed twin:
+    :func:`~ckpt_tools.saved_swaps.averages_alone_said`), else :func:`_refuse_misread_plan`
+    names the first.
 
     Raises:
         OutputError: (exit 7) every key the plan writes holds an average.
         UnprovenPairingError: (exit 6) some do, beside raw weights.
     """
-    averages = shadow_written_keys(ckpt, sources)
     # a key named as the variable whose average it holds (Saver({v.op.name:
     # ema.average(v)})) goes out under --raw as the averages, said by export's warning
     # ("hold their averages"), where the default export refuses and names --raw
@@ -149,7 +150,7 @@ def _refuse_written_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
     if not written:
         return
     if len(written) < len(set(plan.values())):
-        _refuse_misread_plan(ckpt, sources, plan)
+        _refuse_misread_plan(ckpt, sources, plan, averages)
         return
     k = written[0]
     shadow = sources[k][0]
@@ -181,9 +182,10 @@ def _mixed_refusal(ckpt: Checkpoint, plan: dict[str, str],
 
 
 def _refuse_misread_plan(ckpt: Checkpoint, sources: dict[str, list[str]],
-                         plan: dict[str, str]) -> None:
-    """Refuses a ``--raw`` plan that writes an average (under any name), or a raw weight
-    under another variable's average's name, as the save op shows: a mixed Saver's
+                         plan: dict[str, str], averages: set[str]) -> None:
+    """Refuses a ``--raw`` plan that writes an average (under any name: ``averages``,
+    :func:`shadow_written_keys`), or a raw weight under another variable's average's name,
+    as the save op shows: a mixed Saver's
     ``--exclude`` route wrote ``w``, saved from ``w/ExponentialMovingAverage``, as ``--raw``'s
     ``w`` (exit 0, a warning only), and a scope-stripped Saver beside a top-level ``w`` wrote
     raw ``tower/w`` as ``w/ExponentialMovingAverage`` (review-24-attack-r76 F1, F2). No
@@ -193,7 +195,6 @@ def _refuse_misread_plan(ckpt: Checkpoint, sources: dict[str, list[str]],
         UnprovenPairingError: (exit 6, option ``None``) naming the first such key.
     """
     variables = ckpt.meta.variables if ckpt.meta is not None else {}
-    averages = shadow_written_keys(ckpt, sources)
     for name, key in sorted(plan.items()):
         src = sources.get(key)
         if not src:
