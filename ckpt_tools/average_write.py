@@ -11,9 +11,10 @@ import os
 from dataclasses import dataclass, field
 
 from . import roles as R
+from .average_doubt import carry_doubt, doubt_to_carry
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
-from .errors import EmaError, UnprovenPairingError, UnsupportedFormatError
+from .errors import EmaError, UnsupportedFormatError
 from .formats import dtypes
 from .formats._io import is_url, map_file
 from .formats._write import Inputs, check_file_name, copy_file, os_errors
@@ -58,6 +59,9 @@ class AverageResult:
         assumed: what the ``bake`` pairing takes for granted that the newest input cannot
             prove (``"not_swapped"``: :mod:`~ckpt_tools.keras_assumed`); in ``to_dict()``
             only where not empty.
+        doubt_carried: the other checkpoints' graphs doubting the inputs' names, copied beside
+            the output so that it is doubted the same way (:mod:`~ckpt_tools.average_doubt`);
+            in ``to_dict()`` only where not empty.
     """
 
     prefix: str
@@ -71,13 +75,15 @@ class AverageResult:
     saved_model: str | None = None
     nonfinite: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
+    doubt_carried: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
                 "newest_by": self.newest_by, "saved_model": self.saved_model,
                 "averaged": self.averaged, "baked": self.baked, "copied": self.copied,
                 "nonfinite": self.nonfinite, "bytes": self.nbytes,
-                **({"assumed": self.assumed} if self.assumed else {})}
+                **({"assumed": self.assumed} if self.assumed else {}),
+                **({"doubt_carried": self.doubt_carried} if self.doubt_carried else {})}
 
 
 def check_compatible(ckpts: list[Checkpoint]) -> None:
@@ -199,7 +205,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                 "whole tensor to average or copy, and leaving it out would break the .meta's "
                 "Saver; average cannot write it (restore-ema and export read this checkpoint "
                 "with --allow-missing or --raw)")
-    _refuse_doubted(ckpts, bake)
+    carry = doubt_to_carry(ckpts, ema, bake)  # refused where it cannot be carried
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model
@@ -226,6 +232,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         prefix = os.path.join(work, name)
         averaged, copied, nbytes, nonfinite = _write_average(ckpts, prefix, source_of,
                                                              to_average, progress, stage.shown)
+        carried: list[str] = []
         if saved_model:
             from .bake_outputs import copy_saved_model_files
 
@@ -235,12 +242,15 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             _copy_meta(newest.with_meta((pairing or {}).get("use_meta", True)), prefix,
                        stage.shown)
             write_state_file(work, name, stage.shown)  # names the output's own prefix, relative
+            # the graphs doubting the inputs' names, beside the output: doubted the same way
+            # (review-25-attack-r87 F3); checked in the stage, never published otherwise
+            carried = carry_doubt(carry, prefix, stage.shown)
         stage.publish()
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
                          copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,
                          baked={k: v for k, v in source_of.items() if k in averaged},
                          saved_model=out_dir if saved_model else None, nonfinite=nonfinite,
-                         assumed=assumed)
+                         assumed=assumed, doubt_carried=carried)
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
@@ -280,30 +290,6 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
                 copied.append(key)
             nbytes += _add(writer, key, entry, value)
     return averaged, copied, nbytes, nonfinite
-
-
-def _refuse_doubted(ckpts: list[Checkpoint], bake: bool) -> None:
-    """Refuses averaging an input saved without its own ``.meta`` whose keys' names another
-    checkpoint's graph of its prefix contradicts (``meta_doubt``), unless ``bake`` with
-    ``--not-swapped`` stated (the statement decides, as for export): the output gets no
-    ``.meta`` and a state file of its own, so nothing is left to doubt its names, and the mean
-    of a swapping Saver's raw weights went out as the averages, exit 0; ``--ema`` averaged the
-    keys named as shadows, its raw weights (review-25-attack-r83 F7).
-
-    Raises:
-        UnprovenPairingError: an input is doubted, naming it and the graph file.
-    """
-    from .meta_sibling import doubt_note
-
-    doubted = next((c for c in ckpts if getattr(c, "meta_doubt", ())), None)
-    if doubted is None or bake and doubted.not_swapped:
-        return
-    raise UnprovenPairingError(
-        f"{doubted.path}: {doubt_note(doubted)}; average writes no .meta beside its output, so "
-        "the averaged checkpoint would be paired by these names with nothing left to doubt "
-        "them: refused. If a Saver of each variable under its own name wrote the inputs, "
-        "average with --ema --bake --not-swapped (the averaged shadows written under the "
-        "plain names)", option="--not-swapped")
 
 
 def _copy_meta(newest: Checkpoint, prefix: str, shown) -> None:

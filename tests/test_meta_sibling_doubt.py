@@ -371,15 +371,25 @@ def test_no_meta_reads_no_sibling_in_list_and_diff(made, tmp_path):
 def test_average_of_doubted_inputs_refuses(made, tmp_path, extra):
     """average wrote the doubted inputs' mean with no .meta and a fresh state file, so
     exporting it paired the swapping Saver's raw weights as the averages, exit 0 (and --ema
-    averaged the keys named as shadows, the raw weights): refused, naming the graph
-    (review-25-attack-r83 F7). A plain run's checkpoints still average."""
+    averaged the keys named as shadows, the raw weights): --ema is refused, naming the graph
+    (review-25-attack-r83 F7); the plain average carries the doubt, the graph copied beside
+    the output, whose export by names is refused as the inputs' is (review-25-attack-r87 F3).
+    A plain run's checkpoints still average."""
     directory, _ = _layout(made, tmp_path, "swap_keep_all")
     out = tmp_path / "avg"
     code, _, err = run_cli(["average", os.path.join(directory, "model.ckpt-3"),
                             os.path.join(directory, "model.ckpt-2"), "--out", str(out), *extra])
-    assert code == 6 and "model.ckpt-1.meta" in err, err
-    assert not out.exists()
+    assert "model.ckpt-1.meta" in err, err
+    if extra:
+        assert code == 6, err
+        assert not out.exists()
+    else:
+        assert code == 0, err
+        code, _, err = run_cli(["export", str(out / "model.ckpt-3"), "--out",
+                                str(tmp_path / "w.npz")])
+        assert code == 6 and "model.ckpt-1.meta" in err and "--not-swapped" in err, err
     plain, _ = _layout(made, tmp_path, "plain_listed")
     code, _, err = run_cli(["average", os.path.join(plain, "model.ckpt-3"),
-                            os.path.join(plain, "model.ckpt-2"), "--out", str(out), *extra])
+                            os.path.join(plain, "model.ckpt-2"), "--out",
+                            str(tmp_path / "plain"), *extra])
     assert code == 0, err

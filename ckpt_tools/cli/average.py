@@ -9,6 +9,7 @@ Examples::
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -142,6 +143,13 @@ def average_command(
             with open_checkpoint(result.newest, not_swapped=not_swapped) as newest_ckpt:
                 note_assumed(out, newest_ckpt)
     out.wrote(result.prefix)
+    if result.doubt_carried:  # the inputs' doubt, beside the output (review-25-attack-r87 F3)
+        names = ", ".join(os.path.basename(p) for p in result.doubt_carried)
+        out.note(f"note: copied {names} beside the output: the inputs have no .meta of their "
+                 "own and that graph of their prefix records a save op of these keys that "
+                 "contradicts their names, so the output is doubted the same way (export "
+                 "refuses the pairing by names and --raw: --not-swapped, or --raw --no-meta for "
+                 "the keys as stored)", always=True)
     if result.nonfinite:
         shown = ", ".join(result.nonfinite[:5]) + (" ..." if len(result.nonfinite) > 5 else "")
         out.warning(f"{len(result.nonfinite)} averaged tensor(s) hold NaN or Inf (an input "

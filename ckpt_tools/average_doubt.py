@@ -1,0 +1,122 @@
+"""``ckpt average`` of TF1 checkpoints saved without their own ``.meta`` whose keys' names
+another checkpoint's graph of their prefix contradicts (``meta_doubt``:
+:mod:`~ckpt_tools.meta_sibling`).
+
+The output gets no ``.meta`` and a state file of its own; written alone, nothing would be left
+to doubt its names, and exporting it paired the mean of a swapping Saver's raw weights as the
+averages, exit 0 (review-25-attack-r83 F7). Refusing every such input left a swapping run's
+meta-less checkpoints no way to be averaged at all (review-25-attack-r87 F3). So the plain
+average (every key averaged under its own name, ``--ema`` left out) carries the doubt: the
+graphs that doubt the inputs are copied beside the output, under names that read as other
+checkpoints of its prefix, and the output, reopened in the stage, must be doubted the same way
+before it is published. It is never the output's own ``.meta`` (that would prove what the
+inputs' siblings only doubt). ``--ema`` (the keys named as shadows) stays refused unless
+``--ema --bake --not-swapped`` states the plain reading; so does an input with a ``.meta`` of
+its own beside a doubted one (the output would get that graph as its own).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .checkpoint import Checkpoint
+from .errors import UnprovenPairingError
+from .formats._write import copy_file
+
+__all__ = ["carry_doubt", "doubt_to_carry"]
+
+
+def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
+    """The graph files to copy beside the average of ``ckpts`` so that it is doubted as they
+    are (:func:`carry_doubt`).
+
+    Returns:
+        `list[str]`: the doubting ``.meta`` files of every input (each once, oldest input's
+        first); ``[]`` where no input is doubted, or ``bake`` with ``--not-swapped`` stated.
+
+    Raises:
+        UnprovenPairingError: (exit 6) with ``ema`` (the keys named as shadows are what is
+            doubted), or where another input has a ``.meta`` of its own, naming the input,
+            the graph and ``--not-swapped``.
+    """
+    from .meta_sibling import doubt_note
+
+    doubted = [c for c in ckpts if getattr(c, "meta_doubt", ())]
+    if not doubted or bake and doubted[0].not_swapped:
+        return []
+    first = doubted[0]
+    own = next((c for c in ckpts if c.meta is not None), None)
+    if ema or own is not None:
+        why = ("--ema averages the keys named as shadows, which a swapping Saver's keys named "
+               "as averages are not (they hold the raw weights)" if ema else
+               f"{own.path} has a .meta of its own, which the output would get as its graph")
+        raise UnprovenPairingError(
+            f"{first.path}: {doubt_note(first)}; {why}: refused. If a Saver of each variable "
+            "under its own name wrote the inputs, average with --ema --bake --not-swapped (the "
+            "averaged shadows written under the plain names); without --ema, every key is "
+            "averaged under its own name and the output is doubted as the inputs are",
+            option="--not-swapped")
+    paths: list[str] = []
+    seen: set[str] = set()
+    for c in doubted:
+        for path, _, _ in c.meta_doubt:
+            real = os.path.realpath(path)
+            if real not in seen:
+                seen.add(real)
+                paths.append(path)
+    return paths
+
+
+def carry_doubt(paths: list[str], prefix: str, shown) -> list[str]:
+    """Copies ``paths`` beside the output checkpoint ``prefix`` (in its stage) under names that
+    :func:`~ckpt_tools.meta_sibling.candidates` reads as other checkpoints' graphs of its prefix
+    (each file's own name where it does, else ``<name>-<N>.meta``), then reopens the output
+    and requires it doubted as the inputs were.
+
+    Args:
+        paths: :func:`doubt_to_carry`'s files.
+        prefix: the staged output prefix.
+        shown: maps a staged path to the name it will have under ``--out``.
+
+    Returns:
+        `list[str]`: the copies, as named under ``--out``.
+
+    Raises:
+        UnprovenPairingError: (exit 6) the reopened output is not doubted (nothing written
+            is published).
+    """
+    if not paths:
+        return []
+    from .checkpoint import open_checkpoint
+    from .meta_sibling import candidates
+
+    directory, name = os.path.split(prefix)
+    copies = []
+    for i, path in enumerate(paths, 1):
+        target = os.path.join(directory, os.path.basename(path))
+        if target == prefix + ".meta" or os.path.lexists(target):
+            target = _free(directory, name, i)
+        copy_file(path, target, shown(target))
+        if target not in candidates(prefix):  # a name of another stem (--name)
+            moved = _free(directory, name, i)
+            os.rename(target, moved)
+            target = moved
+        copies.append(target)
+    with open_checkpoint(prefix) as out:
+        doubted = bool(out.meta_doubt)
+    if not doubted:
+        raise UnprovenPairingError(
+            f"{shown(prefix)}: the inputs' keys' names are doubted by "
+            f"{', '.join(os.path.basename(p) for p in paths)} (other checkpoints' graphs of "
+            "their prefix), and that doubt could not be carried into the output beside it: "
+            "refused. If a Saver of each variable under its own name wrote the inputs, average "
+            "with --ema --bake --not-swapped", option="--not-swapped")
+    return [shown(c) for c in copies]
+
+
+def _free(directory: str, name: str, start: int) -> str:
+    """The first ``<name>-<N>.meta`` in ``directory`` (from ``N = start``) naming no file."""
+    n = start
+    while os.path.lexists(os.path.join(directory, f"{name}-{n}.meta")):
+        n += 1
+    return os.path.join(directory, f"{name}-{n}.meta")
