@@ -44,6 +44,7 @@ from .formats._record import Record
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
 from .object_held import off_default
+from .other_paired import other_paired
 from .pairing import lists_stated, root_child
 from .raw_offers import without_raw_names
 from .raw_shadows import lone_averages, refuse_raw_paired, settle_lone_averages
@@ -235,9 +236,11 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
             ckpt, variables, ema_name, chosen, use_meta).items() if chosen.get(t) == s]
     # TF1: an average whose variable is not stored may hold the raw weight
     pairs = [(s, t) for s, t in pairs if not (s == t and s in unmarked)]
+    # and a key the .meta's update ops made 'other' that the graph's collections pair as an
+    # average all the same: the save op's proof decides it too (review-25-attack-r88 F2)
     pairs = settle_lone_averages(ckpt, pairs,
-                                 {**lone_averages(ckpt, variables, chosen), **unmarked},
-                                 left_out)
+                                 {**lone_averages(ckpt, variables, chosen), **unmarked,
+                                  **other_paired(ckpt, variables, pairs)}, left_out)
     refuse_raw_paired(ckpt, pairs, left_out)  # a partition's, a never-averaged one's (r50 F3)
     if ema_name is None:  # the .meta shows several objects averaging a variable (r53 F3)
         refuse_unstated_objects(ckpt, pairs, variables, use_meta)

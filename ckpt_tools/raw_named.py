@@ -16,6 +16,7 @@ from .checkpoint import Checkpoint
 from .ema_updates import part_update_ops, shadow_owners
 from .meta_shadows import update_ops_of
 from .save_op import written_sources
+from .statistic_writes import statistic_write
 
 
 def saved_from(sources: list[str] | None, target: str) -> bool:
@@ -55,9 +56,12 @@ def evaluation_graph(ckpt: Checkpoint, s: str) -> bool:
     averages, when it restored a training checkpoint; nothing in the file proves it), unlike
     a training graph's, whose keys hold the trained raw weights. A fine-tune that restored
     the averages with that Saver, trained and saved with it shows no ``ema.apply()`` either:
-    its optimizer writing the variables is what tells it (review-24-attack-r77 F5, r79 F5)."""
+    its optimizer writing the variables is what tells it (review-24-attack-r77 F5, r79 F5);
+    so does an ``assign_moving_average`` update it builds (:func:`averaged_tensors`: a batch
+    norm in training mode), run after a plain Saver restored the raw weights
+    (review-25-attack-r88 F2)."""
     meta = ckpt.meta
-    if meta is None or ema_applied(ckpt) or trained_saved(ckpt):
+    if meta is None or ema_applied(ckpt) or trained_saved(ckpt) or averaged_tensors(ckpt):
         return False
     return s not in meta.variables and \
         all(v.checkpoint_key != s for v in meta.variables.values())
@@ -73,11 +77,15 @@ def trained_saved(ckpt: Checkpoint) -> dict[str, str]:
     ``variables_to_restore()`` names them as averages) writes them by hand with no optimizer
     and no trainable collection (review-25-attack-r82 F1). Its initializer and a Saver's
     restore are no such op. Not counted: a write of a variable the save op wrote under its
-    own name that is not trainable (the global step), and of a batch norm statistic by name
-    (``moving_mean``: an ``assign`` an evaluation graph builds too; the collection alone
-    proves no statistic). Where the update ops cannot be read whole (a function they call is
-    unread), nothing proves that no op trains them: ``{"": ""}`` then, so the answer is true.
-    ``{}`` without a save op read. Computed once per open checkpoint."""
+    own name that is not trainable (the global step), and a batch norm statistic's update
+    the graph's ops prove one (:func:`~ckpt_tools.statistic_writes.statistic_write`: a
+    running average of the variable toward a batch ``Mean``, an ``assign`` an evaluation
+    graph builds too), never by the variable's name: a hand fine-tune of variables named
+    ``moving_mean`` saved under their averages' names is a fine-tune all the same
+    (review-25-attack-r88 F1); the collection proves no statistic either. Where the update
+    ops cannot be read whole (a function they call is unread), nothing proves that no op
+    trains them: ``{"": ""}`` then, so the answer is true. ``{}`` without a save op read.
+    Computed once per open checkpoint."""
     def trained() -> dict[str, str]:
         sources = written_sources(ckpt)
         if not sources or ckpt.meta is None:
@@ -87,12 +95,25 @@ def trained_saved(ckpt: Checkpoint) -> dict[str, str]:
             return {"": ""}
         saved = {v for each in sources.values() for v in each}
         trainable = set(ckpt.meta.collections.get("trainable_variables") or ())
-        # the variables written under an average's name, but a batch norm's statistic
-        as_average = {v for k in named_as_own_average(ckpt) for v in sources.get(k, ())
-                      if not R.bn_statistic_name(re.sub(r"/part_\d+$", "", v))}
+        # the variables written under an average's name, but by a proven statistic update
+        as_average = {v for k in named_as_own_average(ckpt) for v in sources.get(k, ())}
         return {v: op for v, (op, kind) in found[0].writers.items()
-                if v in saved and (v in trainable or "Apply" in kind or v in as_average)}
+                if v in saved and (v in trainable or "Apply" in kind or (
+                    v in as_average and not statistic_write(ckpt, v, op)))}
     return ckpt.memo("raw_named_trained_saved", trained)
+
+
+def averaged_tensors(ckpt: Checkpoint) -> dict[str, tuple[str, str]]:
+    """The variables (graph op names) an ``assign_moving_average`` update of the ``.meta``'s
+    graph averages a tensor into, each with ``(the tensor's op, the update's name scope)``:
+    a batch norm in training mode (tf_slim's ``batch_norm(is_training=True)``, Keras'
+    ``BatchNormalization(training=True)``) or any running average kept by hand. A graph that
+    builds one is no evaluation graph (:func:`evaluation_graph`): one that restored the raw
+    weights with a plain Saver, ran it and saved with ``Saver(ema.variables_to_restore())``
+    wrote the raw weights under the averages' names (review-25-attack-r88 F2). ``{}``
+    without a graph read."""
+    found = part_update_ops(ckpt) if ckpt.meta is not None else None
+    return dict(found[0].tensors) if found is not None else {}
 
 
 def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:
@@ -116,13 +137,24 @@ def fine_tune_said(ckpt: Checkpoint) -> str:
     """What a refusal of keys :func:`raw_named_keys` reads adds where the graph shows no
     ``ema.apply()`` but trains a variable its save op wrote (:func:`trained_saved`): a
     fine-tune's reading, which no training graph's message names; ``""`` elsewhere."""
-    trained = {v: op for v, op in trained_saved(ckpt).items() if v}
-    if not trained or ema_applied(ckpt):
+    if ema_applied(ckpt):
         return ""
-    var, op = next(iter(sorted(trained.items())))
-    return (f"; its graph builds no ema.apply() but an op training {var} ({op}): a fine-tune "
-            "that restored the averages with that Saver and trained saved its fine-tuned raw "
-            "weights there, an evaluation graph that never ran it the averages it restored")
+    trained = {v: op for v, op in trained_saved(ckpt).items() if v}
+    if trained:
+        var, op = next(iter(sorted(trained.items())))
+        return (f"; its graph builds no ema.apply() but an op training {var} ({op}): a "
+                "fine-tune that restored the averages with that Saver and trained saved its "
+                "fine-tuned raw weights there, an evaluation graph that never ran it the "
+                "averages it restored")
+    moved = averaged_tensors(ckpt)
+    if not moved:
+        return ""
+    var, (tensor, scope) = next(iter(sorted(moved.items())))
+    return (f"; its graph builds no ema.apply() but an assign_moving_average update of {var} "
+            f"from {tensor}{f' (in {scope})' if scope else ''}, as a batch norm in training "
+            "mode builds it: a graph that restored the raw weights (a Saver of the model "
+            "variables), ran it and saved with that Saver wrote the raw weights there, one "
+            "that restored the averages with that Saver the averages")
 
 
 def raw_named_open(ckpt: Checkpoint) -> bool:
