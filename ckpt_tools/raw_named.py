@@ -15,6 +15,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_updates import part_update_ops, shadow_owners
 from .meta_shadows import update_ops_of
+from .restorer_keys import restorer_named
 from .save_op import written_sources
 from .statistic_writes import statistic_write
 
@@ -174,8 +175,13 @@ def named_as_own_average(ckpt: Checkpoint) -> dict[str, str]:
     sources = written_sources(ckpt)
     if not sources:
         return {}
-    return written_from_own(sources, sources, whole=True, renamed=set(ckpt.meta.variables),
-                            shadows=applied_shadows(ckpt), averaged=vtr_variables(ckpt))
+    shadows = applied_shadows(ckpt)
+    # no shadow in the graph: a key past a renaming Saver's prefix named as another of its
+    # Savers (the restoring vtr one) named that variable counts (review-25-attack-r82 F3)
+    restorer = restorer_named(ckpt) if shadows is None else frozenset()
+    return written_from_own(sources, sources, whole=True,
+                            renamed=set(ckpt.meta.variables) | restorer,
+                            shadows=shadows, averaged=vtr_variables(ckpt))
 
 
 def raw_named_roles(ckpt: Checkpoint, info: Mapping[str, R.RoleInfo]) -> dict[str, R.RoleInfo]:

@@ -37,6 +37,7 @@ from .raw_named import (
     vtr_variables,
     written_from_own,
 )
+from .restorer_keys import restorer_named
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
 from .unstored_heads import suspect_weights
 
@@ -308,7 +309,9 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
         return all(s not in state for s in sources.get(key) or [None])
 
     out = {}
-    graph = set(ckpt.meta.variables) if shadows else ()
+    # no shadow: only a renaming Saver's key past its prefix that the graph's restoring
+    # vtr Saver named so (model/w/ExponentialMovingAverage from w; review-25-attack-r82 F3)
+    graph = set(ckpt.meta.variables) if shadows else restorer_named(ckpt)
     for key, var in written_from_own(sources, variables, whole=False, renamed=graph,
                                      shadows=shadows, averaged=vtr_variables(ckpt)).items():
         if var not in variables and var not in out and model(key):

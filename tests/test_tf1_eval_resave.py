@@ -109,7 +109,10 @@ for kind in ("ev_apply", "ev_apply_ren"):
 # ft_nontrain(_w): w, b (w alone) trainable=False, in moving_average_variables, a hand step
 # writing them (the trainable b untouched): no optimizer, no trainable variable written
 FROZEN = {"ft_nontrain": ("w", "b"), "ft_nontrain_w": ("w",)}  # (review-25-attack-r82 F1)
-for kind in ("finetune", "ft_hand", "ft_unrun", "ft_nontrain", "ft_nontrain_w"):
+# ft_prefixed/ft_suffixed: the fine-tune saved by a Saver renaming the vtr keys (no
+# ema.apply(): no shadow names them averages; review-25-attack-r82 F3)
+RENAMING = {"ft_prefixed": lambda k: "model/" + k, "ft_suffixed": lambda k: k + "/var"}
+for kind in ("finetune", "ft_hand", "ft_unrun", "ft_nontrain", "ft_nontrain_w", *RENAMING):
     with tf.Graph().as_default():  # a fine-tune warm-started from the averages, no ema.apply()
         gs = tf1.train.get_or_create_global_step()  # (review-24-attack-r77 F5, r79 F5)
         x, w, b, y = model(FROZEN.get(kind, ()))
@@ -120,12 +123,15 @@ for kind in ("finetune", "ft_hand", "ft_unrun", "ft_nontrain", "ft_nontrain_w"):
                               for v, g in zip(trained, tf.gradients(loss, trained))])
         else:  # ft_unrun: an evaluation graph that builds the optimizer and never runs it
             step = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
-        saver = tf1.train.Saver(tf1.train.ExponentialMovingAverage(0.5).variables_to_restore())
+        vtr = tf1.train.ExponentialMovingAverage(0.5).variables_to_restore()
+        saver = tf1.train.Saver(vtr)
+        renamer = (tf1.train.Saver({RENAMING[kind](k): v for k, v in vtr.items()})
+                   if kind in RENAMING else None)
         with tf1.Session() as s:
             saver.restore(s, tf.train.latest_checkpoint(f"{out}/train"))
             for _ in range(0 if kind == "ft_unrun" else 3):
                 s.run(step)
-            saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+            (renamer or saver).save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
             for v in (w, b):  # what the keys hold: the fine-tuned raw weights, or the averages
                 truth[f"{kind}:{v.op.name}"] = s.run(v.read_value())
 with tf.Graph().as_default():  # an EMA named as the optimizer's slot (review-23-attack-r69 F6)
@@ -483,6 +489,35 @@ def test_fine_tune_resave_is_no_evaluation_graph(made, case, tmp_path):
             for n in ("fc/b", "fc/w"):
                 assert _bits(z[n]) == _bits(truth[f"{case}:{n}"]), n
         dst.unlink()
+
+
+@pytest.mark.parametrize("case, names", [("ft_prefixed", ("model/fc/b", "model/fc/w")),
+                                         ("ft_suffixed", ("fc/b", "fc/w"))])
+def test_renamed_fine_tune_raw_export_rests_on_keys_are_raw(made, case, names, tmp_path):
+    """A fine-tune that restored the averages with Saver(ema.variables_to_restore()), trained
+    and saved with a Saver renaming that Saver's keys (``model/`` + k, k + ``/var``): no
+    ema.apply() in the graph, so nothing named the prefixed keys averages and ``--raw`` said
+    the file holds no model weights (exit 7), ``--raw --keys-are-raw`` that no key is such
+    (exit 2), both false (review-25-attack-r82 F3). The graph's restoring Saver names each
+    variable so: ``--raw`` refuses naming ``--keys-are-raw``, which writes the fine-tuned raw
+    weights bit for bit."""
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    code, err = _export(out, case, "--raw", dst=dst)
+    assert code == 6 and not dst.exists(), err
+    assert "--keys-are-raw" in err and "no model weights" not in err, err
+    code, text, err = run_cli(["export", str(out / case), "--raw", "--keys-are-raw", "--json",
+                               "--out", str(dst)])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert sorted(doc["raw"]) == list(names) and doc["averaged"] == [], doc
+    assert "you stated --keys-are-raw" in " ".join(doc["warnings"]), doc
+    with np.load(dst) as z:
+        assert sorted(z.files) == list(names), z.files
+        for n in names:
+            var = n.removeprefix("model/")
+            assert _bits(z[n]) == _bits(truth[f"{case}:{var}"]), n
+            assert _bits(z[n]) != _bits(truth[f"ema:{var}"]), n  # fine-tuned, not averages
 
 
 @pytest.mark.parametrize("case, slow_key", [("vtr_slow", "s/fc/w/slow"),

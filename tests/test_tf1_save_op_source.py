@@ -331,7 +331,12 @@ def test_raw_export_never_drops_a_key_written_from_a_model_variable(made, tmp_pa
     code, _, err = run_cli(["export", str(out / case), "--raw", "--out", str(dst)])
     said = " ".join(err.split())
     assert code == 6 and len(err.strip().splitlines()) == 1, err
-    assert "would leave out" in said and "W/ExponentialMovingAverage from W" in said, said
+    if case == "eval_bn_ren":  # its graph's restoring vtr Saver names the renamed keys
+        # (review-25-attack-r82 F3): read as the evaluation graph's re-save they are
+        assert "model/V/ExponentialMovingAverage" in said and "from V" in said, said
+        assert "reads as an evaluation graph" in said and "whatever is stated" in said, said
+    else:
+        assert "would leave out" in said and "W/ExponentialMovingAverage from W" in said, said
     assert not dst.exists()
     code, _, err = run_cli(["export", str(out / case), "--out", str(dst)])
     assert code == 6 and "which give the averages" not in err, err
