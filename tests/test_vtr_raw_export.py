@@ -49,3 +49,48 @@ def test_keys_are_raw_without_raw_is_a_usage_error_before_any_read(tmp_path, whe
     assert code == 2 and not out.exists(), err
     assert err.startswith("error:") and err.count("error:") == 1, err
     assert "only ema=False (--raw) exports" in err and "--averages-only" in err, err
+
+
+@pytest.mark.parametrize("saver", ["vtr", "averages_alone"])
+def test_cli_name_filters_match_the_names_export_writes(tf, tmp_path, saver):
+    """review-25-attack-r84 F5: a training Saver(ema.variables_to_restore())'s key
+    W/ExponentialMovingAverage is written by --raw --keys-are-raw as W, and the API's filters
+    match W (9aaa02d), but the CLI's --include W / --grep W / --regex '^W$' selected nothing,
+    exit 3; a Saver of the averages alone, whose W/ExponentialMovingAverage the default export
+    writes as W, likewise. Each name selects (or --exclude leaves out) that one key, bit for
+    bit, the key's own name too (an average's name excludes no weight, as before)."""
+    keys = (lambda ema, vs: ema.variables_to_restore()) if saver == "vtr" else (
+        lambda ema, vs: {ema.average_name(v): ema.average(v) for v in vs})
+    prefix, raw, avg = tf1_two_var_ema(tf, tmp_path / "model.ckpt", keys)
+    truth = raw if saver == "vtr" else avg
+    mode = ["--raw", "--keys-are-raw"] if saver == "vtr" else []
+    for i, (args, kept) in enumerate([
+            (["--include", "W"], "W"), (["--grep", "W"], "W"), (["--regex", "^W$"], "W"),
+            (["--include", "W/ExponentialMovingAverage"], "W"), (["--exclude", "W"], "b"),
+            *([(["--exclude", "W/ExponentialMovingAverage"], "b")] if saver == "vtr" else [])]):
+        out = tmp_path / f"w{i}.npz"
+        code, _, err = run_cli(["export", prefix, "--out", str(out), *mode, *args])
+        assert code == 0, (args, err)
+        with np.load(out) as npz:
+            assert npz.files == [kept], (args, npz.files)
+            assert same_bits(npz[kept], truth[kept]), args
+    code, _, err = run_cli(["export", prefix, "--out", str(tmp_path / "n.npz"), *mode,
+                            "--include", "V"])
+    assert code == 3 and "select no variable" in err, err
+
+
+def test_list_grep_matches_the_names_list_shows(tf, tmp_path):
+    """review-25-attack-r81 F7: ``list`` shows a training vtr Saver's keys by their own names
+    (W/ExponentialMovingAverage, marked 'raw value'), and --grep matches those names, in the
+    table and in the names-only (-q) listing alike: a glob naming the key selects its row
+    alone; W, a name list does not show, selects none (exit 3, the hint naming *W*)."""
+    prefix, _, _ = tf1_two_var_ema(tf, tmp_path / "model.ckpt",
+                                   lambda ema, vs: ema.variables_to_restore())
+    for quiet in ([], ["-q"]):
+        code, out, err = run_cli(["list", prefix, "--grep", "W/ExponentialMovingAverage",
+                                  *quiet])
+        assert code == 0, err
+        rows = [line.split("\t")[0] for line in out.splitlines() if "Exponential" in line]
+        assert rows == ["W/ExponentialMovingAverage"], out
+        code, _, err = run_cli(["list", prefix, "--grep", "W", *quiet])
+        assert code == 3 and "'*W*'" in err, err

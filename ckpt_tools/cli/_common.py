@@ -174,7 +174,9 @@ def pick_format(fmt: str | None, to: str | None) -> str | None:
 
 class NameFilter:
     """``--grep GLOB`` and ``--regex RE``: a name is kept when any pattern matches its
-    checkpoint key or its display name (the object path of TF2/Keras keys).
+    checkpoint key or its display name (the object path of TF2/Keras keys), or the name
+    ``written_as`` gives it (key -> the name an export writes it under:
+    :func:`~ckpt_tools.export_names.export_names`).
 
     Globs are always globs and regular expressions always regular expressions: no guessing
     from the characters a pattern holds.
@@ -183,8 +185,10 @@ class NameFilter:
         typer.BadParameter: for an invalid regular expression (exit 2).
     """
 
-    def __init__(self, grep: list[str] | None = None, regex: list[str] | None = None):
+    def __init__(self, grep: list[str] | None = None, regex: list[str] | None = None,
+                 written_as: dict[str, str] | None = None):
         self.globs = list(grep or [])
+        self.written_as = dict(written_as or {})
         self.regexes = []
         for pattern in regex or []:
             try:
@@ -207,7 +211,8 @@ class NameFilter:
     def keys(self, ckpt: Checkpoint) -> list[str]:
         """The checkpoint keys this filter keeps."""
         names = display_names(ckpt)
-        return [k for k in ckpt.keys() if self(k, names.get(k)) and k not in ckpt.aliases()]
+        return [k for k in ckpt.keys() if (self(k, names.get(k)) or (
+            k in self.written_as and self(self.written_as[k]))) and k not in ckpt.aliases()]
 
     def as_globs(self, ckpt: Checkpoint) -> list[str] | None:
         """The kept keys as exact-match globs, for library ``include=`` arguments (``None``
@@ -231,7 +236,7 @@ def require_selection(ckpt: Checkpoint, names: NameFilter,
     if not names.active and not exclude:
         return
     shown = display_names(ckpt)
-    unused = unmatched_excludes(ckpt, exclude)
+    unused = unmatched_excludes(ckpt, exclude, names.written_as.values())
     if unused:  # a typo'd --exclude would leave in what the user meant to leave out
         from ..errors import VariableNotFoundError
 
@@ -241,20 +246,23 @@ def require_selection(ckpt: Checkpoint, names: NameFilter,
             f"{'it leaves' if len(unused) == 1 else 'they leave'} nothing out"
             f"{_whole_name_hint(_names(ckpt), unused, '--exclude')}")
     kept = [k for k in names.keys(ckpt) if not any(
-        fnmatch.fnmatchcase(n, g) for g in exclude or () for n in {k, shown.get(k, k)})]
+        fnmatch.fnmatchcase(n, g) for g in exclude or ()
+        for n in {k, shown.get(k, k), names.written_as.get(k, k)})]
     if kept:
         return
     raise no_selection(ckpt.path, names, exclude, shown=_names(ckpt))
 
 
-def unmatched_excludes(ckpt: Checkpoint, exclude: list[str] | None) -> list[str]:
+def unmatched_excludes(ckpt: Checkpoint, exclude: list[str] | None,
+                       written_as: Iterable[str] = ()) -> list[str]:
     """The ``--exclude`` globs that match no name a command filters on: no key, no display
     name, no variable an average is (or may be) of (a TF1 Saver of the averages alone stores
-    no key under the variable's name), and no TF2 variable name an average records (the
-    average of a weight the object graph does not store)."""
+    no key under the variable's name), no TF2 variable name an average records (the
+    average of a weight the object graph does not store), and none of ``written_as`` (the
+    names an export writes keys under)."""
     if not exclude:
         return []
-    names = set()
+    names = set(written_as)
     for v in ckpt.variables_unwarned():
         names.update(filter(None, (v.name, v.path, v.ema_of, *v.ema_candidates)))
     for full in (ckpt.objects.full_names.values() if ckpt.objects is not None else ()):

@@ -123,6 +123,7 @@ def export_command(
     apply_order = check_apply_order(apply_order, numbered_lists)
     from ..export import export_weights
     from ..export_format import output_format
+    from ..export_names import export_names
     from ..export_rename import parse_rename
 
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
@@ -158,6 +159,8 @@ def export_command(
                          averages_only=averages_only, keys_are_raw=keys_are_raw) as ckpt:
         note_sibling_doubt(out, ckpt)
         names = NameFilter([*(grep or []), *(include or [])], regex)
+        if names.active or exclude:  # W/ExponentialMovingAverage written as W (r84 F5)
+            names.written_as = export_names(ckpt, ema is False, ema_name)
         require_selection(ckpt, names, exclude)
         total = sum(e.nbytes for e in ckpt.entries().values())
         with out.progress("exporting", total) as bar, _selection(ckpt, names, exclude):
