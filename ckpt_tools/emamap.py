@@ -42,6 +42,7 @@ from .save_op import named_pairs_unproven
 from .saved_keys import refuse_renamed_keys
 from .saved_swaps import pairs_through_save_op
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows
+from .stated_left_raw import refuse_left_beside_named
 from .stated_open import opened_stated, refuse_unknown
 
 KEEP, DROP = "keep", "drop"
@@ -244,6 +245,9 @@ def ema_map(
                                           allow_missing)
         pairs, missing, not_saved, source = (paired.pairs, paired.missing, paired.not_saved,
                                              paired.source)
+        # a weight left raw beside a stored average carrying the name read (r86 F2, F10)
+        refuse_left_beside_named(ckpt, ema_name, pairs, missing, use_meta,
+                                 lambda t: not left_out(t, t, include, exclude))
         # a partitioned variable whose parts a Saver wrote under keys of their own: no
         # average, and no raw value, of it is stored (review-25-user-u27 F1)
         refuse_parts_apart(ckpt, [*missing, *(t for s, t in pairs if s == t)])
