@@ -98,15 +98,14 @@ def refuse_unfit_statements(prefix: str, reader: Reader, objects: ObjectGraph | 
 
 def saver_unrecorded(objects: ObjectGraph | None, meta_source: str | None, stored) -> bool:
     """Returns whether a TF1 checkpoint's graph file (``meta_source``) records no save op,
-    or several that write its keys (``stored``) from different variables (``--not-swapped``
-    states that its keys hold their names' variables: ``saver_not_swapped``;
+    or several that write its keys (``stored``) from different variables: several graphs', or
+    several Savers' of one ``.meta`` (:func:`~ckpt_tools.formats.meta_saver.writing_save_ops`)
+    (``--not-swapped`` states that its keys hold their names' variables: ``saver_not_swapped``;
     :func:`~ckpt_tools.save_op.crossed_keys`). ``False`` for a TF2 checkpoint or without
     a graph file."""
     if objects is not None or meta_source is None:
         return False
-    from .formats.meta_saver import saved_sources_each
+    from .formats.meta_saver import writing_save_ops
 
-    each = saved_sources_each(meta_source)
-    stored = set(stored)
-    fits = [s for s in each if set(s) == stored]
-    return not each or any(f != fits[0] for f in fits)
+    fits, recorded = writing_save_ops(meta_source, stored)  # a .meta's every Saver (r85 F2)
+    return not recorded or any(f != fits[0] for f in fits)

@@ -41,7 +41,7 @@ from .formats._io import close_map, is_url, map_file
 from .formats.graph_def import file_stamp, keep, read_graphs
 from .formats.graph_nodes import attr_entry
 from .formats.meta import proto_fields, read_meta_graph
-from .formats.meta_saver import every_saver, saved_sources_each
+from .formats.meta_saver import saved_sources_all
 from .formats.text_bound import TextMetaTooLargeError
 from .formats.v1 import shard_base
 from .sibling_roles import against_names
@@ -216,10 +216,7 @@ def _saved(path: str, entries: Mapping) -> tuple[list[tuple[dict[str, list[str]]
         # have written the checkpoints (a plain Saver's .meta at step 1, a swapping one's
         # later saves: review-25-attack-r83 F2); this file may only add doubt
         graphs = read_graphs(path)
-        each = [s for s in [*saved_sources_each(path), *(x for g in graphs
-                                                          for x in every_saver(g))]
-                if set(s) == stored]
-        each = [s for i, s in enumerate(each) if s not in each[:i]]
+        each = [s for s in saved_sources_all(path) if set(s) == stored]
         if not each:
             return [], None
     except TextMetaTooLargeError:

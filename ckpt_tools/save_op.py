@@ -7,12 +7,17 @@ a checkpoint written by another (``Saver(ema.variables_to_restore())``) records 
 checkpoint lacks. The save op is taken as the writer only where the keys it writes (over
 all its save ops: a sharded Saver has one per device) are exactly the checkpoint's keys;
 otherwise nothing is proven by it, as if it recorded no save op.
+
+A ``.meta``'s graph may build several Savers and record one: another Saver of the graph
+writing exactly the checkpoint's keys is read too (:func:`~.formats.meta_saver.writing_save_ops`:
+the only one that does, where it reads a key from another variable than its name's, is the
+writer; two that disagree are :data:`CROSSED`, review-25-attack-r85 F2).
 """
 
 from __future__ import annotations
 
 from .checkpoint import Checkpoint
-from .formats.meta_saver import saved_sources_each
+from .formats.meta_saver import saved_sources_each, writing_save_ops
 
 
 def graph_file(ckpt: Checkpoint) -> str | None:
@@ -34,7 +39,8 @@ def graph_named(ckpt: Checkpoint) -> str:
 #: :func:`why_unwritten` where the graph file records no save op at all.
 NO_SAVE_OP = "does not record the save op that wrote them"
 #: :func:`why_unwritten` where several save ops write exactly the checkpoint's keys, from
-#: different variables (:func:`crossed_keys`).
+#: different variables (:func:`crossed_keys`): several graphs' (a SavedModel's) or several
+#: Savers' of one graph (a ``.meta``'s).
 CROSSED = "records several save ops that wrote these keys from different variables"
 
 
@@ -42,20 +48,29 @@ def _writer(ckpt: Checkpoint) -> tuple[dict[str, list[str]] | None, str]:
     path = graph_file(ckpt)
     if not path:
         return None, ""
-    each = saved_sources_each(path)
-    if not each:
-        return None, NO_SAVE_OP
     stored = set(ckpt.entries())
-    fits = [s for s in each if set(s) == stored]
+    fits, recorded = _fitting(ckpt)
+    if not recorded:
+        return None, NO_SAVE_OP
     if fits and all(f == fits[0] for f in fits):
         return fits[0], ""
     if fits:
         return None, CROSSED
+    each = saved_sources_each(path)
     extra = sorted(set(each[0]) - stored)
     lacking = sorted(stored - set(each[0]))
     return None, ("records a save op that did not write this checkpoint (it writes "
                   + (f"{extra[0]}, which the checkpoint does not store" if extra else
                      f"no {lacking[0]}, which the checkpoint stores") + ")")
+
+
+def _fitting(ckpt: Checkpoint) -> tuple[list[dict[str, list[str]]], bool]:
+    """:func:`~.formats.meta_saver.writing_save_ops` of the graph file read, once per open
+    checkpoint (``([], False)`` where none is read)."""
+    path = graph_file(ckpt)
+    if not path:
+        return [], False
+    return ckpt.memo("meta_writing_save_ops", lambda: writing_save_ops(path, ckpt.entries()))
 
 
 def written_sources(ckpt: Checkpoint) -> dict[str, list[str]] | None:
@@ -88,7 +103,7 @@ def crossed_keys(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | None:
     if not path or why_unwritten(ckpt) != CROSSED:
         return None
     stored = set(ckpt.entries())
-    fits = [s for s in saved_sources_each(path) if set(s) == stored]
+    fits = _fitting(ckpt)[0]
     for key in sorted(stored):
         other = next((f[key] for f in fits[1:] if f[key] != fits[0][key]), None)
         if other is not None:

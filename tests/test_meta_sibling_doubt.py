@@ -341,13 +341,13 @@ def test_each_sibling_is_read_once_per_command(made, tmp_path, monkeypatch, args
             return real(path)
         return read
 
-    for name in ("read_meta_graph", "read_graphs", "saved_sources_each"):
+    for name in ("read_meta_graph", "read_graphs", "saved_sources_all"):
         monkeypatch.setattr(meta_sibling, name, counted(name, getattr(meta_sibling, name)))
     out = str(tmp_path / "w.npz")
     code, err = _exported([str(tmp_path / "run" / "model.ckpt-3"), "--out", out, *args])
     assert code == (0 if args else 6) and "model.ckpt-1.meta" in err, err
     assert parsed == {(name, "model.ckpt-1.meta"): 1 for name in (
-        "read_meta_graph", "read_graphs", "saved_sources_each")}, parsed
+        "read_meta_graph", "read_graphs", "saved_sources_all")}, parsed
 
 
 def test_no_meta_reads_no_sibling_in_list_and_diff(made, tmp_path):

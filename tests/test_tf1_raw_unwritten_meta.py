@@ -6,7 +6,9 @@ yet ``--raw`` read it and skipped every check that asks the save op: a
 ``Saver(ema.variables_to_restore())`` beside a frozen variable exported the frozen variable
 alone, and a mixed Saver (``w``'s average under ``w``, raw ``b`` under ``b``'s average's name)
 wrote ``w``'s AVERAGE as raw ``w``, exit 0, where ``--no-meta`` and the default export refuse
-(review-24-attack-r79 F2, F8). Now ``--raw`` refuses what the keys alone refuse.
+(review-24-attack-r79 F2, F8). Now ``--raw`` refuses what the keys alone refuse. Since
+review-25-attack-r85 F2 the second Saver of a ``metaof`` graph, whose save op writes exactly
+the checkpoint's keys, is read as their writer: its reading refuses (or, stated, answers).
 
 A mixed Saver whose ``.meta`` records it (``w``'s average as ``model/w`` or ``w_ema``, raw
 ``b`` as ``model/b`` or ``b``, no raw ``w`` anywhere) exported ``b`` alone, exit 0, no word
@@ -91,8 +93,7 @@ def _npz(path):
         return {k: z[k] for k in z.files}
 
 
-@pytest.mark.parametrize("case", ["nosaveop_frozen_vtr", "nosaveop_halfavg", "metaof_halfavg",
-                                  "metaof_frozen_vtr"])
+@pytest.mark.parametrize("case", ["nosaveop_frozen_vtr", "nosaveop_halfavg"])
 def test_raw_export_refuses_what_the_keys_alone_refuse(made, tmp_path, case):
     out, _ = made
     prefix = str(out / case / "model.ckpt-3")
@@ -105,6 +106,27 @@ def test_raw_export_refuses_what_the_keys_alone_refuse(made, tmp_path, case):
     assert "drop --no-meta" not in err, err  # the user gave no --no-meta
     assert not target.exists()
     # the default export refuses too: --raw no longer trusts a graph it rejects
+    code, _, err = run_cli(["export", prefix, "--out", str(tmp_path / "d.npz")])
+    assert code == 6, err
+
+
+@pytest.mark.parametrize("case,words", [
+    ("metaof_halfavg", ("from the shadow w/ExponentialMovingAverage",)),
+    ("metaof_frozen_vtr", ("--keys-are-raw", "--averages-only"))])
+def test_the_second_savers_reading_refuses_raw_export(made, tmp_path, case, words):
+    """The plain Saver's .meta records save/, the data is save_1's: its save op (the only one
+    writing exactly these keys) is read, as if the .meta recorded it (review-25-attack-r85
+    F2), and refuses --raw and the default export."""
+    out, _ = made
+    prefix = str(out / case / "model.ckpt-3")
+    target = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", prefix, "--raw", "--out", str(target)])
+    said = " ".join(err.split())
+    assert code == 6, said
+    assert "did not write this checkpoint" not in said, said
+    for word in words:
+        assert word in said, (word, said)
+    assert not target.exists()
     code, _, err = run_cli(["export", prefix, "--out", str(tmp_path / "d.npz")])
     assert code == 6, err
 
@@ -152,7 +174,21 @@ def test_averages_beside_their_raw_weights_leave_raw_export_alone(made, tmp_path
         assert v.tobytes() == truth[f"avgside:raw:{k}"].tobytes(), k
 
 
-@pytest.mark.parametrize("case", ["nosaveop_frozen_vtr", "metaof_frozen_vtr"])
+def test_keys_are_raw_reads_the_second_savers_vtr_layout(made, tmp_path):
+    """metaof_frozen_vtr: save_1, Saver(ema.variables_to_restore()), wrote exactly these keys:
+    --raw --keys-are-raw exports them as the raw weights, bit for bit (before r85 F2 it was
+    refused as without the graph)."""
+    out, truth = made
+    code, _, err = run_cli(["export", str(out / "metaof_frozen_vtr" / "model.ckpt-3"), "--raw",
+                            "--keys-are-raw", "--out", str(tmp_path / "x.npz")])
+    assert code == 0, err
+    got = _npz(tmp_path / "x.npz")
+    assert sorted(got) == ["b", "emb", "w"], sorted(got)
+    for k, v in got.items():
+        assert v.tobytes() == truth[f"metaof_frozen_vtr:raw:{k}"].tobytes(), k
+
+
+@pytest.mark.parametrize("case", ["nosaveop_frozen_vtr"])
 def test_keys_are_raw_is_refused_as_without_the_graph(made, tmp_path, case):
     """r79 F2: --raw --keys-are-raw said "this checkpoint has no such key" (exit 2), false:
     the vtr Saver wrote two; the graph proves nothing of them, so the reading without it

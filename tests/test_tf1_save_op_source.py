@@ -4,9 +4,12 @@
 - F4: a ``.meta`` exported by another Saver of the same graph (``Saver()``) beside a checkpoint
   written by ``Saver(ema.variables_to_restore())``: its save op writes keys the checkpoint
   lacks (``W``), so it proves nothing about this file; the raw weights under the averages'
-  names were exported as averages, exit 0. Now refused as without a ``.meta`` (naming
-  ``--averages-only``); the reverse (a ``Saver()`` checkpoint beside the vtr Saver's ``.meta``)
-  is paired by names instead of refused.
+  names were exported as averages, exit 0. Now refused (naming ``--averages-only``): since
+  review-25-attack-r85 F2 through the vtr Saver's own save op, which the graph builds beside
+  the ``SaverDef``'s and which alone writes exactly these keys. The reverse (a ``Saver()``
+  checkpoint beside the vtr Saver's ``.meta``) was paired by names; the graph also builds a
+  swapping Saver of exactly those keys, so since r85 F2 it is refused until ``--not-swapped``
+  states the plain Saver wrote it.
 - F11: a TF1 SavedModel written with a swapping Saver records the swap in ``saved_model.pb``'s
   save op, which was not read: raw weights exported as the EMA. Now read as a ``.meta``'s
   (and, since r20 F1, paired through: tests/test_tf1_swap_some.py).
@@ -49,10 +52,13 @@ for case in CASES:
         ema = tf1.train.ExponentialMovingAverage(0.5)
         with tf.control_dependencies([train]):
             step = ema.apply(vs)
-        plain = tf1.train.Saver(sharded=case == "sharded_plain")
+        # no other Saver of exactly the keys of the one that writes txt_swap, sharded_plain:
+        # two whose readings differ are refused (review-25-attack-r85 F2)
+        plain = None if case == "txt_swap" else tf1.train.Saver(sharded=case == "sharded_plain")
         vtr = tf1.train.Saver(ema.variables_to_restore())
-        swap = tf1.train.Saver({**{v.op.name: ema.average(v) for v in vs},
-                                **{ema.average_name(v): v for v in vs}, "global_step": gs})
+        swap = None if case == "sharded_plain" else tf1.train.Saver(
+            {**{v.op.name: ema.average(v) for v in vs}, **{ema.average_name(v): v for v in vs},
+             "global_step": gs})
         avgonly = tf1.train.Saver({ema.average_name(v): ema.average(v) for v in vs})
         saver = {"vtr_meta_other": vtr, "plain_meta_vtr": plain, "sm_swap": swap,
                  "sm_vtr": vtr, "sm_avgonly": avgonly, "sm_plain": None, "txt_swap": swap,
@@ -178,7 +184,10 @@ def test_meta_of_another_saver_proves_nothing(made, tmp_path, args):
     out, _ = made
     code, _, err = run_cli([args[0], str(out / "vtr_meta_other"), *_cmd(args[1:], tmp_path)])
     assert code == 6, err
-    assert "--averages-only" in err and "did not write this checkpoint" in " ".join(err.split())
+    said = " ".join(err.split())
+    # read through the vtr Saver's save op, the graph's only one of exactly these keys (r85 F2)
+    assert "--averages-only" in said and "variables_to_restore()" in said, said
+    assert "did not write this checkpoint" not in said, said
     assert not list(tmp_path.iterdir())
     code, _, err = run_cli(["export", str(out / "vtr_meta_other"), "--strict",
                             "--out", str(tmp_path / "s.npz")])
@@ -193,11 +202,19 @@ def test_python_meta_of_another_saver_refused(made):
         ckpt_tools.ema_map(str(out / "vtr_meta_other"))
 
 
-def test_plain_checkpoint_beside_vtr_meta_is_paired_by_names(made, tmp_path):
+def test_plain_checkpoint_beside_vtr_meta_is_paired_once_stated(made, tmp_path):
     """The reverse: a Saver() checkpoint beside the vtr Saver's .meta (whose save op writes
-    only the averages' keys) holds the averages under their names: exported bit for bit."""
+    only the averages' keys) holds the averages under their names; the graph builds a
+    swapping Saver of exactly these keys too, which the file cannot tell from the plain one:
+    refused (review-25-attack-r85 F2) until --not-swapped states it, then bit for bit."""
     out, truth = made
     code, _, err = run_cli(["export", str(out / "plain_meta_vtr"), "--out",
+                            str(tmp_path / "r.npz")])
+    said = " ".join(err.split())
+    assert code == 6, said
+    assert "builds Savers whose save ops write exactly these keys" in said, said
+    assert "--not-swapped" in said, said
+    code, _, err = run_cli(["export", str(out / "plain_meta_vtr"), "--not-swapped", "--out",
                             str(tmp_path / "x.npz")])
     assert code == 0, err
     got = _exported(tmp_path / "x.npz")

@@ -20,6 +20,7 @@ mean), which this module reads as written from that variable (:mod:`.meta_on_rea
 from __future__ import annotations
 
 import os
+import re
 
 from ._io import close_map, fetched, is_url, map_file
 from .graph_def import MetaGraph, op_name, read_graphs, through_reads
@@ -31,6 +32,7 @@ except ImportError:  # no compiler at install time, or a source checkout never b
     _c_save_sources = None
 
 _SAVE_OPS = {"SaveV2": 3, "SaveSlices": 3, "Save": 2}  # op -> index of its first tensor input
+_PART = re.compile(r"/part_\d+(?=/|$)")  # a partitioned variable's part: w/part_0
 
 
 def saved_sources(path: str) -> dict[str, list[str]] | None:
@@ -84,19 +86,84 @@ def _compiled(path: str) -> list[dict[str, list[str]]] | None:
         close_map(data)
 
 
-def every_saver(graph: MetaGraph) -> list[dict[str, list[str]]]:
+def every_saver(graph: MetaGraph, *, others: bool = False) -> list[dict[str, list[str]]]:
     """What :func:`saved_sources` gives for each save scope of ``graph`` (``save/``,
-    ``save_1/``, ...), its ``SaverDef``'s or not: a graph may build several Savers and record
-    one, while another wrote the checkpoints (review-25-attack-r83 F2). Every node's op is
-    looked at: for a graph read for doubt only.
+    ``save_1/``, ...), its ``SaverDef``'s or not (``others``: not): a graph may build several
+    Savers and record one, while another wrote the checkpoints (review-25-attack-r83 F2,
+    r85 F2). Every node's op is looked at.
 
     Returns:
         `list[dict[str, list[str]]]`, one per scope holding a save op, in name order.
     """
     nodes = graph.nodes
+    own = op_name(graph.save_tensor.lstrip("^")).rpartition("/")[0] if others else None
     scopes = sorted({name.rpartition("/")[0] for name in nodes
-                     if nodes.op(name) in _SAVE_OPS and "/" in name})
+                     if nodes.op(name) in _SAVE_OPS and "/" in name} - {own})
     return [s for s in (_sources(graph, scope) for scope in scopes) if s]
+
+
+def saved_sources_all(path: str) -> list[dict[str, list[str]]]:
+    """What :func:`saved_sources_each` gives, then what :func:`every_saver` gives for each
+    graph of the file at ``path`` that none of those is: every Saver the graph builds, its
+    ``SaverDef``'s or not (a graph may record one Saver while another wrote the checkpoint:
+    review-25-attack-r83 F2, r85 F2). Every node's op is looked at.
+
+    Returns:
+        `list[dict[str, list[str]]]`, no two equal (empty: no save op at all).
+
+    Raises:
+        CheckpointError: the file cannot be opened or mapped.
+    """
+    found = list(saved_sources_each(path))
+    for graph in read_graphs(path):
+        found += [s for s in every_saver(graph) if s not in found]
+    return [s for i, s in enumerate(found) if s not in found[:i]]
+
+
+def reads_by_names(sources: dict[str, list[str]]) -> bool:
+    """Whether a save op saved every key from the variable of the key's own name (a
+    partitioned one's parts, ``w/part_N``, read as ``w``): a plain Saver's reading."""
+    return all({_PART.sub("", s) for s in of} == {_PART.sub("", key)}
+               for key, of in sources.items())
+
+
+def writing_save_ops(path: str, stored) -> tuple[list[dict[str, list[str]]], bool]:
+    """The save ops of the graph file at ``path`` that may have written a checkpoint of the
+    keys ``stored``: each ``SaverDef``'s save op (:func:`saved_sources_each`) writing exactly
+    these keys, and, for a ``.meta`` (not a SavedModel, whose ``SaverDef`` is the Saver that
+    wrote its variables), every other Saver of the graph writing exactly them with another
+    reading (:func:`every_saver`): a ``Saver()`` whose ``SaverDef`` the ``.meta`` records
+    (``export_meta_graph``, or ``save()`` before a second Saver overwrote the data with
+    ``write_meta_graph=False``) beside ``Saver({v.op.name: ema.average(v)})`` or
+    ``Saver(ema.variables_to_restore())`` that wrote the checkpoint (review-25-attack-r85
+    F2). Where no ``SaverDef``'s save op writes these keys, another Saver's is taken only where
+    it reads some key from another variable than its name's (one reading by the names proves
+    nothing the names do not say: the file is read as before, its save op not this
+    checkpoint's writer).
+
+    Returns:
+        ``(fits, recorded)``: ``fits`` the readings (one: the writer; several, which then
+        differ: nothing records which wrote the keys; none: none proven); ``recorded``
+        whether the file records a ``SaverDef``'s save op at all.
+
+    Raises:
+        CheckpointError: the file cannot be opened or mapped.
+    """
+    each = saved_sources_each(path)
+    if not each:
+        return [], False
+    stored = set(stored)
+    fits = [s for s in each if set(s) == stored]
+    if os.path.basename(path).startswith("saved_model."):
+        return fits, True
+    # the other Savers' scopes: the SaverDef's own is never read twice (two readers of one
+    # save op cannot disagree into a refusal)
+    others = [s for graph in read_graphs(path) for s in every_saver(graph, others=True)
+              if set(s) == stored and s not in fits]
+    others = [s for i, s in enumerate(others) if s not in others[:i]]
+    if fits:
+        return fits + others, True
+    return (others if any(not reads_by_names(s) for s in others) else []), True
 
 
 def _sources(graph: MetaGraph, scope: str | None = None) -> dict[str, list[str]] | None:
