@@ -37,6 +37,7 @@ from .raw_named import (
     vtr_variables,
     written_from_own,
 )
+from .raw_named_said import IF_TRAINED
 from .restorer_keys import restorer_named
 from .save_op import graph_file, graph_named, why_unwritten, written_sources
 from .unstored_heads import suspect_weights
@@ -122,8 +123,8 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
     # restored, and the graph may build ema.apply() either way: --averages-only states the
     # latter, --raw --keys-are-raw the former (review-23-attack-r70 F1, F2)
     return UnprovenPairingError(
-        f"{ckpt.path}: {len(raw)} key(s) named as averages hold their variables' raw "
-        f"values if a training graph saved them, e.g. {s}: the {graph_named(ckpt)}'s saver "
+        f"{ckpt.path}: {len(raw)} key(s) named as averages {IF_TRAINED}, e.g. {s}: the "
+        f"{graph_named(ckpt)}'s saver "
         f"wrote it from {t} itself, as a Saver built from ema.variables_to_restore() does "
         "(it maps each average's name to its variable), so the checkpoint holds no average "
         "of them: that Saver restores the raw weights it holds into the model "

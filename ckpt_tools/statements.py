@@ -83,6 +83,7 @@ def stated_notes(ckpt, apply_order: str | None,
     from .keras_reassign import reassign_note
     from .pairing import lists_stated
     from .raw_named import saved_from
+    from .raw_named_said import stated_raw_said
     from .raw_shadows import evaluation_graph, stated_lone_averages
     from .save_op import written_sources
     from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
@@ -159,20 +160,22 @@ def stated_notes(ckpt, apply_order: str | None,
         found["stated_fit_order"] = True
     lone = stated_lone_averages(ckpt)
     written = (written_sources(ckpt) or {}) if lone else {}
-    if lone:  # a TF1 Saver's keys named as averages, their variables not stored
+    evaluated = any(evaluation_graph(ckpt, s) for s in lone)
+    # written from their variables by a graph that is no evaluation graph: the raw weights if
+    # a training run saved them; said as a warning, never as averages (review-26-user-u28 F1)
+    trained = [] if evaluated else [s for s, t in lone.items() if saved_from(written.get(s), t)]
+    if lone and trained:
+        notes.append(f"warning: {stated_raw_said(len(lone), trained[0])}"
+                     + loss_named_said(lone) + moments_named_said(lone))
+        found["stated_averages_only"] = {"pairs": lone, "raw_if_trained": trained}
+    elif lone:  # a TF1 Saver's keys named as averages, their variables not stored
         notes.append(f"note: {len(lone)} key(s) named as averages (e.g. {next(iter(lone))}) "
                      "are read as the averages of variables the checkpoint does not store only "
                      "because you stated --averages-only; "
                      + ("an evaluation graph's Saver of ema.variables_to_restore() wrote them "
                         "from its variables: if those held their raw weights (not the averages "
                         "it restored), so do these keys"
-                        if any(evaluation_graph(ckpt, s) for s in lone) else
-                        # a graph that built ema.apply() too (review-23-attack-r70 F1, F2)
-                        "the .meta's save op wrote them from their variables, as a Saver of "
-                        "ema.variables_to_restore() does: if a training graph saved them (not "
-                        "an evaluation graph re-saving the averages it restored), they hold "
-                        "the raw weights (ckpt export --raw --keys-are-raw)"
-                        if any(saved_from(written.get(s), t) for s, t in lone.items()) else
+                        if evaluated else
                         "no .meta records which Saver wrote them: if it was a Saver of "
                         "ema.variables_to_restore(), they hold the raw weights")
                      + loss_named_said(lone) + moments_named_said(lone))

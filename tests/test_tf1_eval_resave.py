@@ -309,16 +309,30 @@ def test_training_graph_vtr_stays_refused(made, case, tmp_path):
     that a training graph's hold the raw weights."""
     out, _ = made
     for extra in ([], ["--averages-only"]):
-        code, _, err = run_cli(["export", *extra, str(out / case),
-                                "--out", str(tmp_path / "e.npz")])
+        code, text, err = run_cli(["export", *extra, str(out / case),
+                                   "--out", str(tmp_path / "e.npz")])
         if extra:
             assert code == 0 and "if a training graph saved them" in " ".join(err.split()), err
+            # warned, never called EMA values: a training run's keys hold raw weights (u28 F1)
+            assert "warning:" in err and "--raw --keys-are-raw" in err, err
+            assert "EMA values" not in text and "you stated hold averages" in text, text
             continue
         assert code == 6, err
         assert "hold their variables' raw values" in err, err
+    code, text, err = run_cli(["export", "--averages-only", "--json", str(out / case),
+                               "--out", str(tmp_path / "j.npz")])
+    doc = json.loads(text)
+    assert code == 0 and doc["stated_averages_only"]["raw_if_trained"], doc
+    assert any(n.startswith("warning:") for n in doc["notes"]), doc["notes"]
     code, text, err = run_cli(["list", "--json", str(out / case)])
     assert code == 0, err
     assert json.loads(text)["ema_unproven"]["option"] is None
+    # list tells export's story, not a fact: the options that decide are named (u28 F1)
+    code, text, err = run_cli(["list", str(out / case)])
+    said = " ".join((text + err).split())
+    assert code == 0 and "raw values if a training graph saved them" in said, said
+    assert "--raw --keys-are-raw" in said and "--averages-only" in said, said
+    assert "holds no average of them" not in said, said
 
 
 def test_serving_savedmodel_may_hold_the_averages(made, tmp_path):

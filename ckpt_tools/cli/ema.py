@@ -328,7 +328,11 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
 
     notes, found = stated_notes(ckpt, check_apply_order(apply_order), ema_name)
     for note in notes:
-        out.note(note, always=True)
+        if note.startswith("warning: "):  # keys that hold raw weights if a training run saved
+            out.warning(note.removeprefix("warning: "))  # them (review-26-user-u28 F1)
+            out.noted.append(note)  # --json "notes" too
+        else:
+            out.note(note, always=True)
     return found
 
 

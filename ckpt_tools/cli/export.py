@@ -187,12 +187,17 @@ def export_command(
         doc = result.to_dict()
         out.json({**doc, "notes": [*doc["notes"], *pairing_notes], **stated})
     elif not quiet:
+        # keys --averages-only read as averages that hold raw weights if a training run saved
+        # them: never called EMA values (review-26-user-u28 F1)
+        doubted = (stated.get("stated_averages_only") or {}).get("raw_if_trained")
+        averaged = (f", {len(result.averaged)} from keys you stated hold averages "
+                    "(--averages-only; raw weights if a training run saved them)" if doubted
+                    else f", {len(result.averaged)} with EMA values")
         out.prose(f"wrote {result.path} ({result.format}, "  # the tensors, not the file
                  f"{human_bytes(result.nbytes)} of weights): {len(result.tensors)} weights"
                  + (f" as stored ({result.stored})" if result.stored else
-                    f", {len(result.averaged)} with EMA values" + _raw_said(result)
-                    if allow_missing and ema is not False else
-                    f", {len(result.averaged)} with EMA values"))
+                    averaged + _raw_said(result) if allow_missing and ema is not False else
+                    averaged))
 
 
 def _raw_said(result) -> str:

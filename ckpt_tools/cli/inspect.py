@@ -18,6 +18,7 @@ from ..checkpoint import open_checkpoint
 from ..errors import OptionError
 from ..listing import Listing, list_names, list_variables, short_collection
 from ..lookup_tables import table_totals
+from ..raw_named_said import IF_TRAINED, RAW_MARK, readings_said
 from ..restored_mark import MARKED
 from ..roles import ROLES
 from ..run_record import has_record
@@ -236,7 +237,9 @@ def _print_table(out: Output, listing: Listing) -> None:
     telling = _telling_suffix(listing) if out.is_terminal and not out.wide else None
     for v in listing.variables:
         if v.name in listing.raw_named:
-            ema = ("raw value", "red")  # the save op proves it: no average (u22 F2, r50 F2)
+            # the save op wrote it from its variable: raw unless an evaluation graph re-saved
+            # the averages (u22 F2, r50 F2; review-26-user-u28 F1)
+            ema = (RAW_MARK, "red")
         elif v.ema:
             ema = ("✓", "cyan")
         elif v.ema_of:
@@ -284,11 +287,11 @@ def _print_table(out: Output, listing: Listing) -> None:
     lone = sum(1 for v in listing.by_key.values() if v.ema_of and v.ema_of not in listing.by_key)
     if raw_rows:  # what map's refusal says of them, not an undecided pairing (u22 F2)
         hidden = len(raw_rows) - sum(1 for v in shown if v.name in raw)
-        out.summary(f"EMA: {len(raw_rows)} key(s) named as averages hold their variables' raw "
-                    "values (marked 'raw value'"
-                    f"{f'; {hidden} of them not shown here' if hidden else ''}), as a Saver "
-                    "built from ema.variables_to_restore() writes them: the checkpoint holds "
-                    "no average of them ('ckpt map' says why)")
+        # the words export's refusal uses: one story (review-26-user-u28 F1)
+        out.summary(f"EMA: {len(raw_rows)} key(s) named as averages {IF_TRAINED} (marked "
+                    f"'{RAW_MARK}'{f'; {hidden} of them not shown here' if hidden else ''}), "
+                    f"as a Saver built from ema.variables_to_restore() writes them; "
+                    f"{readings_said()} ('ckpt map' says why)")
     open_rows = [v for v in listing.by_key.values() if _open(v) and v.name not in raw]
     if open_rows and not raw_rows and (listing.ema_evidence or {}).get("weights_are_averages"):
         # restore-ema's output: its weights are the averages, which export and eval use as

@@ -1,0 +1,42 @@
+"""One wording for the keys :func:`~ckpt_tools.raw_named.raw_named_keys` reads: TF1 keys
+named as averages that the ``.meta``'s save op wrote from their own variables, as
+``Saver(ema.variables_to_restore())`` does.
+
+A training graph's such Saver writes the RAW weights there; an evaluation graph built by the
+same code (optimizer and ``ema.apply()`` included, never run) that restored the averages with
+that Saver and saved again writes the averages the same way (review-23-attack-r70 F1, F2):
+the ``.meta`` shows what the graph could run, never what it ran. ``list``, ``export``'s and
+``restore-ema``'s refusal (:func:`~ckpt_tools.raw_shadows.raw_refusal`) and the note of an
+``--averages-only`` export all say it with these words, so that ``list`` no longer states as
+a fact what ``export`` leaves to the two options that decide (review-26-user-u28 F1).
+"""
+
+from __future__ import annotations
+
+#: What such keys hold, as every command says it.
+IF_TRAINED = "hold their variables' raw values if a training graph saved them"
+
+#: The ``ema`` cell ``list`` shows for such a key: a raw value unless an evaluation graph
+#: re-saved the averages.
+RAW_MARK = "raw value?"
+
+
+def readings_said() -> str:
+    """Returns the two readings of such keys and the option that takes each (no leading
+    separator)."""
+    return ("an evaluation graph that restored the averages with that Saver and saved again "
+            "writes the averages the same way, which the file cannot show: ckpt export --raw "
+            "--keys-are-raw writes them as the raw weights (a training run's); --averages-only "
+            "reads them as the averages (an evaluation graph's re-save) where export's refusal "
+            "offers it")
+
+
+def stated_raw_said(n: int, example: str) -> str:
+    """Returns the warning (without ``warning:``) of an export or restore whose ``n`` keys of
+    this kind (e.g. ``example``) are read as averages only because ``--averages-only`` was
+    stated: never called EMA values as a fact."""
+    return (f"{n} key(s) named as averages (e.g. {example}) are read as averages only because "
+            f"you stated --averages-only, but they {IF_TRAINED}: the .meta's save op wrote them "
+            "from their variables, as a Saver of ema.variables_to_restore() does; if a "
+            "training run saved this checkpoint, they hold the raw weights, not averages (ckpt "
+            "export --raw --keys-are-raw writes them labelled as such)")
