@@ -155,3 +155,15 @@ def test_readme_says_which_groups_the_keras_order_values_leave_unchecked():
     for why in ("noise-level values", "not float"):
         assert f"`unchecked ({why})`" in paragraph, why
     assert "(2 unchecked)`), by the same three reasons, without naming them" in paragraph
+
+
+def test_readme_tf_keras_bullet_leaves_out_weights_only_h5():
+    """review-26-user-u28 F2: the tf_keras bullet said "legacy `.h5`: ckpt export PATH", which
+    a user of ModelCheckpoint(save_weights_only=True) to ".h5" read as covering that file; it
+    holds no optimizer state, and export refuses it (exit 6: tests/test_keras_tfk_apply.py,
+    made by tf_keras). The bullet names only model.save()'s .h5 and says the other has none."""
+    bullet = README.split("- **tf_keras (Keras 2)**", 1)[1].split("\n- ", 1)[0]
+    said = " ".join(bullet.split())
+    assert 'written by `model.save("m.h5")` (with the optimizer)' in said, said
+    assert "`ModelCheckpoint(\"x.h5\", save_weights_only=True)`) holds no optimizer state" \
+        in said, said
