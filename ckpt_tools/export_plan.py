@@ -35,7 +35,12 @@ from .raw_unproven import (
 )
 from .saved_keys import averages_under_variable_names, refuse_averages_as_raw
 from .saved_swaps import raw_holders
-from .scoped_twins import scoped_twin_hint, scoped_twin_keys, scoped_twin_warning
+from .scoped_twins import (
+    scoped_average_twins,
+    scoped_twin_hint,
+    scoped_twin_keys,
+    scoped_twin_warning,
+)
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
@@ -248,6 +253,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                 k for k in weights if k not in twins and k not in unproven
                 and not _filtered_out({_clean_name(k, variables.get(k)), k}, include,
                                       exclude)])
+            # ema/dense/bias/avg beside dense/bias, read as an average of a variable not
+            # stored: never dropped, written as stored, said (review-26-attack-r89 F1)
+            named = {k: t for k, t in scoped_average_twins(ckpt, variables).items()
+                     if k not in weights}
+            weights += list(named)
+            scoped.update({k: t for k, t in named.items() if not _filtered_out(
+                {_clean_name(k, variables.get(k)), k}, include, exclude)})
             if scoped:
                 warnings.append(scoped_twin_warning(scoped))
     names = sorted(set(twins.values())) if not use_ema and holders is None else []

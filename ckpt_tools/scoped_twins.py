@@ -25,6 +25,28 @@ SCOPED_TWIN = "without a .meta the keys cannot tell whether "
 _FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
 
 
+def _twin_of(variables: Mapping, key: str, v) -> tuple[str, str, str] | None:
+    """``(P, W, x)`` where ``key`` (of ``v``) is named ``<P>/<W>/<x>``, ``W`` another stored
+    weight or batch-norm statistic of its float dtype and shape, no key above it stored; the
+    longest ``W`` where several fit; else ``None``."""
+    model = (R.WEIGHT, R.BN_STAT)
+    if v.dtype not in _FLOATS:
+        return None
+    parts = key.split("/")
+    if any("/".join(parts[:i]) in variables for i in range(1, len(parts))):
+        return None  # <v>/<tail> beside v: twin_keys' reading
+    best: tuple[str, str, str] | None = None
+    for i in range(1, len(parts) - 1):
+        for j in range(len(parts) - 1, i, -1):
+            w = "/".join(parts[i:j])
+            h = variables.get(w)
+            if (h is not None and w != key and h.role in model and h.dtype == v.dtype
+                    and tuple(h.shape) == tuple(v.shape)
+                    and (best is None or len(w) > len(best[1]))):
+                best = ("/".join(parts[:i]), w, "/".join(parts[j:]))
+    return best
+
+
 def scoped_twin_keys(ckpt, variables: Mapping, keys: Iterable[str]
                      ) -> dict[str, tuple[str, str, str]]:
     """Returns key -> ``(P, W, x)`` for each of ``keys`` (read as a weight or batch-norm
@@ -34,24 +56,35 @@ def scoped_twin_keys(ckpt, variables: Mapping, keys: Iterable[str]
     fit. ``{}`` where a ``.meta`` is read or the checkpoint is a TF2 one."""
     if ckpt.meta is not None or ckpt.objects is not None:
         return {}
-    model = (R.WEIGHT, R.BN_STAT)
     out: dict[str, tuple[str, str, str]] = {}
     for key in keys:
         v = variables.get(key)
-        if v is None or v.role not in model or v.dtype not in _FLOATS:
+        if v is None or v.role not in (R.WEIGHT, R.BN_STAT):
             continue
-        parts = key.split("/")
-        if any("/".join(parts[:i]) in variables for i in range(1, len(parts))):
-            continue  # <v>/<tail> beside v: twin_keys' reading
-        best: tuple[str, str, str] | None = None
-        for i in range(1, len(parts) - 1):
-            for j in range(len(parts) - 1, i, -1):
-                w = "/".join(parts[i:j])
-                h = variables.get(w)
-                if (h is not None and w != key and h.role in model and h.dtype == v.dtype
-                        and tuple(h.shape) == tuple(v.shape)
-                        and (best is None or len(w) > len(best[1]))):
-                    best = ("/".join(parts[:i]), w, "/".join(parts[j:]))
+        best = _twin_of(variables, key, v)
+        if best is not None:
+            out[key] = best
+    return out
+
+
+def scoped_average_twins(ckpt, variables: Mapping) -> dict[str, tuple[str, str, str]]:
+    """Returns key -> ``(P, W, x)`` for the keys read as averages of a variable or tensor the
+    checkpoint does not store (``x`` a name ckpt reads as an EMA's: ``ema/dense/bias/avg``, no
+    ``ema/dense/bias``) named ``<P>/<W>/<x>`` beside a stored weight ``W`` of their dtype and
+    shape, in a TF1 checkpoint read without a ``.meta``: ``ExponentialMovingAverage(name="avg")``
+    applied inside ``variable_scope("ema")`` names ``dense/bias``'s average so, and a variable
+    of the model may be named so too (review-26-attack-r89 F1). ``{}`` with a ``.meta`` or in
+    a TF2 checkpoint."""
+    if ckpt.meta is not None or ckpt.objects is not None:
+        return {}
+    out: dict[str, tuple[str, str, str]] = {}
+    for key, v in variables.items():
+        if v.role not in (R.EMA, R.TENSOR_AVERAGE) or tuple(v.shape) == ():
+            continue
+        head = key.rpartition("/")[0]
+        if head in variables or (v.role == R.EMA and v.ema_of in variables):
+            continue
+        best = _twin_of(variables, key, v)
         if best is not None:
             out[key] = best
     return out
@@ -74,22 +107,31 @@ def _said(twins: dict[str, tuple[str, str, str]]) -> tuple[str, str, str, str]:
 
 def scoped_twin_hint(ckpt, variables: Mapping, missing) -> str | None:
     """The hint of a map refused for ``missing`` where some of them are
-    :func:`scoped_twin_keys`: they may be averages of the weights they name, which only the
-    training ``.meta`` proves, and no option decides without it.
+    :func:`scoped_twin_keys`, or are the ``W`` of :func:`scoped_average_twins`: those keys
+    may be averages of the weights they name, which only the training ``.meta`` proves, and
+    no option decides without it.
 
     Returns:
-        `str` beginning with :data:`SCOPED_TWIN`, or ``None`` where none of ``missing`` is
-        such a key (or a ``.meta`` is read).
+        `str` beginning with :data:`SCOPED_TWIN`, or ``None`` where there is no such key (or a
+        ``.meta`` is read).
     """
-    twins = scoped_twin_keys(ckpt, variables, missing)
+    lacking = set(missing)
+    named = {k: t for k, t in scoped_average_twins(ckpt, variables).items()
+             if t[1] in lacking}
+    twins = {**scoped_twin_keys(ckpt, variables, missing), **named}
     if not twins:
         return None
     keys, of, names, globs = _said(twins)
     keep = (f"drop --no-meta (the .meta beside it, {ckpt.meta_unread}, decides)"
             if getattr(ckpt, "meta_unread", None) else "keep the training .meta "
             "(model.ckpt.meta, written by saver.save) beside the checkpoint")
+    # ema/dense/bias/avg: read as the average of an ema/dense/bias not stored (r89 F1)
+    vtr = (", or the raw values of variables named "
+           f"{', '.join(sorted(k.rpartition('/')[0] for k in named)[:3])} (not stored) that "
+           "a training Saver(ema.variables_to_restore()) writes under their averages' names"
+           if named else "")
     return (f"{SCOPED_TWIN}{keys} are variables of yours or the averages of {of} kept by "
-            f"{names}: a name of one's own is read as an EMA name only as <variable>/<name> "
+            f"{names}{vtr}: an average is paired by its name only as <variable>/<name> "
             "beside the variable (--ema-name reads no other key), and only the training "
             ".meta's update ops prove such a key an average, so no option of ckpt exports "
             f"them as averages without it: {keep}; ckpt export --raw writes the raw weights "

@@ -42,6 +42,7 @@ from .checkpoint import Checkpoint
 from .errors import EmaError
 from .formats.objgraph import readable_name
 from .meta_sibling import stated_offer
+from .scoped_twins import scoped_average_twins
 
 # averages and their state: none of them is a weight running through a tensor's name
 _AVERAGE_ROLES = (R.EMA, R.EMA_DEBIAS, R.LOSS_AVERAGE, R.TENSOR_AVERAGE)
@@ -135,7 +136,9 @@ def raw_route(ckpt: Checkpoint, variables: Mapping) -> str | None:
     average (``c/slow``) runs through no head, and leaving the heads out wrote it as the only
     raw weight, exit 0 (review-24-attack-r75 F3)."""
     lone, tensors = unstored_head_keys(ckpt, variables)
-    keys = questioned_keys(variables, {**lone, **tensors})
+    twins = scoped_average_twins(ckpt, variables)  # --raw writes them as stored, said (r89 F1)
+    keys = questioned_keys(variables, {k: h for k, h in {**lone, **tensors}.items()
+                                       if k not in twins})
     if not keys:
         return None
     return (f"{RAW_REFUSED} ({len(keys)} key(s) such as {keys[0]} are named as averages of "
@@ -221,7 +224,11 @@ def refuse_unstored_heads(ckpt: Checkpoint, variables: Mapping, *, raw: bool,
             f"training Saver(ema.variables_to_restore()) writes {head}'s raw value under; "
             f"{'--no-meta leaves no .meta' if ckpt.meta_unread else 'it has no .meta'} to "
             f"tell which, and no option decides: {fix}")
-    heads = {**lone, **tensors} if raw else tensors
+    # ema/dense/bias/avg beside dense/bias: an EMA named avg applied in variable_scope('ema')
+    # as much as a variable of that name; --raw writes them as stored, said (r89 F1)
+    scoped = scoped_average_twins(ckpt, variables) if raw else {}
+    heads = {k: h for k, h in {**lone, **tensors}.items() if k not in scoped} if raw \
+        else tensors
     if not heads or not (raw or tensor_averages):
         return
     keys = questioned_keys(variables, heads) if raw else list(heads)

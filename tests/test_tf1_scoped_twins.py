@@ -31,13 +31,15 @@ import contextlib
 
 # reentered: the model in one variable_scope("model"), fast applied in a second (model_1/fast)
 # vscoped: root variables, fast applied in variable_scope("ema") (ema/w0/fast)
-for case in ("reentered", "vscoped"):
+# vscoped_avg: as vscoped, the EMA named 'avg', a name ckpt reads as an EMA's (ema/w0/avg)
+for case in ("reentered", "vscoped", "vscoped_avg"):
     with tf.Graph().as_default():
         with tf1.variable_scope("model") if case == "reentered" else contextlib.nullcontext():
             w0 = tf1.get_variable("w0", initializer=tf.ones([3, 2]))
             w1 = tf1.get_variable("w1", initializer=tf.zeros([2]))
         step = tf.group(tf1.assign_add(w0, tf.ones([3, 2])), tf1.assign_add(w1, 2 * tf.ones([2])))
-        fast = tf1.train.ExponentialMovingAverage(0.9, name="fast")
+        fast = tf1.train.ExponentialMovingAverage(
+            0.9, name="avg" if case == "vscoped_avg" else "fast")
         with tf1.variable_scope("model" if case == "reentered" else "ema"), \
                 tf.control_dependencies([step]):
             update = fast.apply([w0, w1])
@@ -74,6 +76,7 @@ def made(tmp_path_factory):
     truth = run_tf1_script(SCRIPT, out)
     assert str(truth["reentered:key:model/w0"]) == "model/model/w0/fast"
     assert str(truth["vscoped:key:w0"]) == "ema/w0/fast"
+    assert str(truth["vscoped_avg:key:w0"]) == "ema/w0/avg"
     return out, truth
 
 
@@ -89,7 +92,8 @@ def _export(path, tmp_path, *args):
         return code, err, {k: got[k] for k in got.files}
 
 
-WEIGHTS = {"reentered": ("model/w0", "model/w1"), "vscoped": ("w0", "w1")}
+WEIGHTS = {"reentered": ("model/w0", "model/w1"), "vscoped": ("w0", "w1"),
+           "vscoped_avg": ("w0", "w1")}
 
 
 @pytest.mark.parametrize("case", ["reentered", "vscoped"])
@@ -173,3 +177,40 @@ def test_a_tower_stripping_saver_offers_no_refused_no_meta(made, tmp_path):
     assert e.value.option is None, e.value
     code, err, got = _export(path, tmp_path, "--no-meta")
     assert code == 6 and got is None, err
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema-name", "avg"], ["--allow-missing"]])
+def test_an_ema_named_avg_in_a_scope_gets_the_true_cause(made, tmp_path, extra):
+    """r89 F1: an EMA named 'avg' (a name ckpt reads as an EMA's) applied inside
+    variable_scope('ema'), no .meta: the refusal said "no EMA shadow is stored at all" while
+    naming ema/w0/avg, and --ema-name avg said the same. Now, as for 'fast', it says the keys
+    may be avg's averages made inside the scope, which only the .meta proves."""
+    out, truth = made
+    code, err, got = _export(out / "vscoped_avg" / "model.ckpt", tmp_path, *extra)
+    assert code == 6 and got is None, err
+    assert "no EMA shadow is stored at all" not in err and "trainable_variables()" not in err
+    assert "ema/w0/avg" in err and "variable_scope('ema')" in err and ".meta" in err, err
+    assert "--raw is refused" not in err and "--exclude 'ema/*/avg'" in err, err
+
+
+def test_an_ema_named_avg_in_a_scope_raw_writes_as_fast_does(made, tmp_path):
+    """r89 F1: --raw was refused outright where 'fast' writes the raw weights with a warning.
+    Now it writes the raw weights bit for bit and the keys as stored, saying they may be
+    averages and the --exclude that leaves them out; with that --exclude only the weights."""
+    out, truth = made
+    path = out / "vscoped_avg" / "model.ckpt"
+    code, err, got = _export(path, tmp_path, "--raw")
+    assert code == 0, err
+    assert "ema/w0/avg" in err and "written as stored" in err and "--exclude" in err, err
+    for w in WEIGHTS["vscoped_avg"]:
+        assert got[w].tobytes() == truth[f"vscoped_avg:raw:{w}"].tobytes(), w
+        assert got[f"ema/{w}/avg"].tobytes() == truth[f"vscoped_avg:fast:{w}"].tobytes(), w
+    code, err, got = _export(path, tmp_path, "--raw", "--exclude", "ema/*/avg")
+    assert code == 0 and "written as stored" not in err, err
+    assert sorted(got) == ["w0", "w1"], sorted(got)
+    for w in WEIGHTS["vscoped_avg"]:
+        assert got[w].tobytes() == truth[f"vscoped_avg:raw:{w}"].tobytes(), w
+    code, err, got = _export(out / "vscoped_avg_meta" / "model.ckpt", tmp_path)
+    assert code == 0, err  # with the .meta its update ops pair them: avg's averages
+    for w in WEIGHTS["vscoped_avg"]:
+        assert got[w].tobytes() == truth[f"vscoped_avg:fast:{w}"].tobytes(), w
