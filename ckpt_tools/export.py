@@ -32,6 +32,7 @@ from .formats._write import (
     member_name_ok,
 )
 from .formats.slices import check_partition
+from .keras_assumed import RAW_EMA_WARNING
 from .object_paths import positional_names_note
 from .raw_reasons import expected_raw_note
 from .restored_mark import (
@@ -43,7 +44,12 @@ from .restored_mark import (
 )
 from .stated_open import opened_stated, take_statements
 from .tensor_averages import OPTION
-from .unmoved_averages import unmoved_averages, unmoved_warning
+from .unmoved_averages import (
+    raw_unmoved,
+    raw_unmoved_warning,
+    unmoved_averages,
+    unmoved_warning,
+)
 from .unstored_heads import refuse_nothing_but_unstored
 
 
@@ -210,6 +216,10 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                    if averaged and not is_url(ckpt.path) else {})
         if unmoved:
             warnings.append(unmoved_warning(unmoved, ckpt, weights, len(averaged)))
+        if ema is False and RAW_EMA_WARNING in warnings and not is_url(ckpt.path) and (
+                moved := raw_unmoved(ckpt, plan)):  # not "drop --raw" then (r89 F4)
+            warnings = [raw_unmoved_warning(moved, ckpt) if w == RAW_EMA_WARNING else w
+                        for w in warnings]
         notes += [marked_note] if marked_note else []
         positional = positional_names_note(ckpt.objects, plan, weights)
         if positional:  # two towers' proj/kernel: named by position, no layer name recorded

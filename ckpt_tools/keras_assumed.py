@@ -53,8 +53,8 @@ from .swap_assumed import (
     slot_pairs,
 )
 
-__all__ = ["LIVE_FIT_ORDER", "Assumption", "assumptions_for", "by_tf_keras", "copies_equal",
-           "equal_groups",
+__all__ = ["LIVE_FIT_ORDER", "RAW_EMA_WARNING", "Assumption", "assumptions_for", "by_tf_keras",
+           "copies_equal", "equal_groups",
            "fit_order_note", "keras_assumptions", "live_assumptions", "raw_warning",
            "refuse_assumed", "swap_refusal", "warn_assumed"]
 
@@ -144,8 +144,14 @@ def raw_warning(ckpt: Checkpoint) -> str:
         return ("exporting the file's own weights (--raw), not its EMA copies: right if "
                 "ModelCheckpoint saved it after SwapEMAWeights(swap_on_epoch=True) (its weights "
                 "are then the averages); " + _otherwise(ckpt))
-    return ("exporting RAW weights although the checkpoint has EMA shadows; the averaged "
-            "weights usually evaluate better (drop --raw to export them)")
+    return RAW_EMA_WARNING
+
+
+#: What :func:`raw_warning` says of a TF1 file with averages (``export.py`` says
+#: :func:`~ckpt_tools.unmoved_averages.raw_unmoved_warning` in its place where the averages
+#: look never updated: review-26-attack-r89 F4).
+RAW_EMA_WARNING = ("exporting RAW weights although the checkpoint has EMA shadows; the "
+                   "averaged weights usually evaluate better (drop --raw to export them)")
 
 
 def _otherwise(ckpt: Checkpoint) -> str:

@@ -47,6 +47,31 @@ with tf.Graph().as_default():  # the re-save: shadows initialized, never restore
             truth["raw:" + v.op.name] = s.run(v)
             truth["ema:" + v.op.name] = s.run(ema.average(v))
         tf1.train.Saver().save(s, f"{out}/serve/model.ckpt")
+# r89 F2: real training, decay 0.9999, 20 steps: a batch norm's scale average moves from 1 in
+# lockstep (one value in every element, not 1)
+with tf.Graph().as_default():
+    tf1.set_random_seed(1)
+    x = tf.constant(np.random.RandomState(0).randn(8, 4).astype("float32"))
+    k = tf1.get_variable("dense/kernel", shape=[4, 3],
+                         initializer=tf1.glorot_uniform_initializer())
+    h = tf.matmul(x, k) + tf1.get_variable("dense/bias", initializer=tf.zeros([3]))
+    g = tf1.get_variable("bn/gamma", initializer=tf.ones([3]))
+    be = tf1.get_variable("bn/beta", initializer=tf.zeros([3]))
+    m, v = tf.nn.moments(h, [0])
+    h = tf.nn.batch_normalization(h, m, v, be, g, 1e-3)
+    loss = tf.reduce_mean(tf.square(h - 1.0))
+    train = tf1.train.GradientDescentOptimizer(0.01).minimize(loss)
+    ema = tf1.train.ExponentialMovingAverage(0.9999)
+    with tf.control_dependencies([train]):
+        up = ema.apply(tf1.trainable_variables())
+    with tf1.Session() as s:
+        s.run(tf1.global_variables_initializer())
+        for _ in range(20):
+            s.run(up)
+        for v in tf1.trainable_variables():
+            truth["lockstep:raw:" + v.op.name] = s.run(v)
+            truth["lockstep:ema:" + v.op.name] = s.run(ema.average(v))
+        tf1.train.Saver().save(s, f"{out}/lockstep/model.ckpt")
 '''
 
 
@@ -55,6 +80,8 @@ def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_unmoved_averages")
     truth = run_tf1_script(SCRIPT, out)
     assert not truth["ema:dense/bias"].any()  # the initial zeros
+    moved = truth["lockstep:ema:bn/gamma"]  # one value, moved from 1 (r89 F2)
+    assert (moved == moved[0]).all() and moved[0] != 1.0, moved
     return out, truth
 
 
@@ -81,7 +108,9 @@ def test_an_export_of_never_updated_averages_warns(made, tmp_path, use_meta):
 
 def test_a_trained_checkpoint_and_raw_export_unwarned(made, tmp_path):
     """The training checkpoint's averages moved: no warning, no unmoved_averages; --raw of
-    the re-save writes no average, so nothing to say either."""
+    the re-save writes no average, so no unmoved_averages either, and it no longer tells to
+    drop --raw for averages the default export calls never updated (r89 F4): it names them,
+    and says the raw weights are the ones to use if so."""
     out, _ = made
     code, stdout, err = run_cli(["export", str(out / "train" / "model.ckpt"), "--out",
                                  str(tmp_path / "t.npz"), "--json"])
@@ -92,3 +121,24 @@ def test_a_trained_checkpoint_and_raw_export_unwarned(made, tmp_path):
                                  "--out", str(tmp_path / "r.npz"), "--json"])
     assert code == 0, err
     assert "unmoved_averages" not in json.loads(stdout) and "initial values" not in err, err
+    said = " ".join(err.split())
+    assert "usually evaluate better" not in said and "(drop --raw to export them)" not in said
+    assert "bn/gamma" in said and "dense/bias" in said and "never updated" in said, said
+    code, stdout, err = run_cli(["export", str(out / "train" / "model.ckpt"), "--raw",
+                                 "--out", str(tmp_path / "t2.npz")])
+    assert code == 0 and "usually evaluate better" in " ".join(err.split()), err
+
+
+def test_one_moved_value_is_no_initial_value(made, tmp_path):
+    """r89 F2: real training (decay 0.9999, 20 steps) moves bn/gamma's average from 1 to one
+    value in every element, not 1: it was updated, so no "initial values" warning and no
+    unmoved_averages; the averages are exported bit for bit."""
+    out, truth = made
+    code, stdout, err = run_cli(["export", str(out / "lockstep" / "model.ckpt"), "--out",
+                                 str(tmp_path / "l.npz"), "--json"])
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert "unmoved_averages" not in doc and "initial values" not in err, doc
+    with np.load(tmp_path / "l.npz") as got:
+        for name in ("dense/kernel", "dense/bias", "bn/gamma", "bn/beta"):
+            assert got[name].tobytes() == truth["lockstep:ema:" + name].tobytes(), name
