@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 from . import roles as R
 from .checkpoint import Checkpoint
-from .ema_updates import part_update_ops
+from .ema_updates import part_update_ops, shadow_owners
 from .errors import OutputError, UnprovenPairingError
 from .raw_beside_averages import mixed_said
 from .raw_named import named_as_own_average, training_state
 from .save_op import graph_named, written_sources
-from .saved_keys import averages_under_variable_names
+from .saved_keys import PART, averages_under_variable_names, held_variable
 
 #: roles a key written from a model variable has that ``--raw`` does not export as a weight
 #: and that is said left out
@@ -145,7 +145,7 @@ def _refuse_written_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
     # ({'w': w, 'b': ema.average(b)}) it wrote raw w and b's average as raw, exit 0
     # (review-25-attack-r88 F3)
     held = sorted(k for k in set(plan.values()) if k in named)
-    if held and len(held) < len(set(plan.values())):
+    if held and _raw_of_averaged(ckpt, sources, set(plan.values()) - set(named)):
         raise _mixed_refusal(ckpt, plan, held)
     if not written:
         return
@@ -160,6 +160,31 @@ def _refuse_written_averages(ckpt: Checkpoint, sources: dict[str, list[str]],
         f"no weights to export: its {len(written)} tensor(s) hold averages only "
         f"(the {graph_named(ckpt)}'s save op wrote {k} from {of}'s shadow {shadow}), and "
         "--raw exports model weights only, never an average under any name")
+
+
+def _raw_of_averaged(ckpt: Checkpoint, sources: dict[str, list[str]],
+                     keys: set[str]) -> list[str]:
+    """The ``keys`` (none holding its variable's average) that hold the raw value of a
+    variable the graph's ``ema.apply()`` averages: beside averages under the variables'
+    names these make a mix. A key written from a variable no update op averages (a batch
+    norm's moving statistic, the step) holds the same whichever set is read, so it is no mix:
+    ``Saver({"W": ema.average(W), "V": ema.average(V), "mm": mm})`` was refused by ``--raw``
+    as one, while the default export names ``--raw`` (review-26-attack-r90 F2).
+
+    Returns:
+        Those keys, sorted; every one of ``keys`` where the update ops are not read whole (no
+        variable is then proven unaveraged) or a key's sources name no one variable.
+    """
+    owners = shadow_owners(ckpt, whole=True)
+    if owners is None:
+        return sorted(keys)
+    averaged = {PART.sub("", v) for v in owners.values()}
+    out = []
+    for k in sorted(keys):
+        var = held_variable(sources.get(k) or [])
+        if var is None or var in averaged:
+            out.append(k)
+    return out
 
 
 def _mixed_refusal(ckpt: Checkpoint, plan: dict[str, str],
