@@ -301,13 +301,38 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     base = name or ckpts[-1].name
     _note_remote_inputs(ckpts, extra)
     remote.check_new(url, [base + ".index", STATE_FILE], overwrite=overwrite)
+    try:  # (listed by check_new: no request) the carried graphs' copies take free names
+        taken = frozenset(remote.session().listing(url))
+    except CheckpointNotFoundError:
+        taken = frozenset()
     with local_stage("average") as tmp:
         local = os.path.join(tmp, "out")
-        result = write_average(ckpts, why, local, ema, bake, name, False, progress, pairing)
+        result = write_average(ckpts, why, local, ema, bake, name, False, progress, pairing,
+                               taken=taken)
+        _refuse_stale_own_meta(url, os.path.basename(result.prefix), local, taken)
         remote.upload([os.path.join(local, f) for f in sorted(os.listdir(local))], url,
                       overwrite=overwrite, progress=progress)
     return dataclasses.replace(result, prefix=remote.url_join(url, os.path.basename(
         result.prefix)))
+
+
+def _refuse_stale_own_meta(url: str, base: str, local: str, taken: frozenset) -> None:
+    """Refuses an ``s3://`` --out holding ``<base>.meta`` where the output has no ``.meta`` of
+    its own (its inputs had none): the upload would leave that file, which the output would
+    then read as its own graph, an earlier output's, vouching for its keys' names where the
+    inputs' graphs doubt them (review-26-attack-r90 F1).
+
+    Raises:
+        OutputError: (exit 7) naming the object.
+    """
+    from .errors import OutputError
+    from .formats import remote
+
+    if base + ".meta" in taken and not os.path.exists(os.path.join(local, base + ".meta")):
+        raise OutputError(
+            f"{remote.url_join(url, base + '.meta')}: exists, and the output has no .meta of "
+            "its own (its inputs have none), so it would read that graph (an earlier "
+            "output's) as its own: remove it or choose another --out")
 
 
 def _note_remote_inputs(ckpts: list[Checkpoint], extra) -> None:

@@ -21,7 +21,8 @@ import os
 
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
-from .formats._write import copy_file
+from .formats._io import is_url
+from .formats._write import copy_file, os_errors
 
 __all__ = ["carry_doubt", "doubt_to_carry"]
 
@@ -60,14 +61,14 @@ def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
     seen: set[str] = set()
     for c in doubted:
         for path, _, _ in c.meta_doubt:
-            real = os.path.realpath(path)
+            real = path if is_url(path) else os.path.realpath(path)
             if real not in seen:
                 seen.add(real)
                 paths.append(path)
     return paths
 
 
-def carry_doubt(paths: list[str], prefix: str, shown) -> list[str]:
+def carry_doubt(paths: list[str], prefix: str, shown, taken=frozenset()) -> list[str]:
     """Copies ``paths`` beside the output checkpoint ``prefix`` (in its stage) under names that
     :func:`~ckpt_tools.meta_sibling.candidates` reads as other checkpoints' graphs of its prefix
     (each file's own name where it does, else ``<name>-<N>.meta``), then reopens the output
@@ -77,6 +78,8 @@ def carry_doubt(paths: list[str], prefix: str, shown) -> list[str]:
         paths: :func:`doubt_to_carry`'s files.
         prefix: the staged output prefix.
         shown: maps a staged path to the name it will have under ``--out``.
+        taken: names the copies must not take (the objects already in an ``s3://`` --out,
+            staged in an empty local directory: an upload would replace them).
 
     Returns:
         `list[str]`: the copies, as named under ``--out``.
@@ -93,12 +96,13 @@ def carry_doubt(paths: list[str], prefix: str, shown) -> list[str]:
     directory, name = os.path.split(prefix)
     copies = []
     for i, path in enumerate(paths, 1):
-        target = os.path.join(directory, os.path.basename(path))
-        if target == prefix + ".meta" or os.path.lexists(target):
-            target = _free(directory, name, i)
-        copy_file(path, target, shown(target))
+        target = os.path.join(directory, path.rstrip("/").rsplit("/", 1)[-1])
+        if target == prefix + ".meta" or os.path.lexists(target) \
+                or os.path.basename(target) in taken:
+            target = _free(directory, name, i, taken)
+        _copy(path, target, shown(target))
         if target not in candidates(prefix):  # a name of another stem (--name)
-            moved = _free(directory, name, i)
+            moved = _free(directory, name, i, taken)
             os.rename(target, moved)
             target = moved
         copies.append(target)
@@ -114,9 +118,28 @@ def carry_doubt(paths: list[str], prefix: str, shown) -> list[str]:
     return [shown(c) for c in copies]
 
 
-def _free(directory: str, name: str, start: int) -> str:
-    """The first ``<name>-<N>.meta`` in ``directory`` (from ``N = start``) naming no file."""
+def _free(directory: str, name: str, start: int, taken=frozenset()) -> str:
+    """The first ``<name>-<N>.meta`` in ``directory`` (from ``N = start``) naming no file
+    and not in ``taken``."""
     n = start
-    while os.path.lexists(os.path.join(directory, f"{name}-{n}.meta")):
+    while os.path.lexists(os.path.join(directory, f"{name}-{n}.meta")) \
+            or f"{name}-{n}.meta" in taken:
         n += 1
     return os.path.join(directory, f"{name}-{n}.meta")
+
+
+def _copy(path: str, target: str, shown: str) -> None:
+    """Copies the input graph ``path`` (a local file, or a URL fetched whole within
+    ``CKPT_REMOTE_MAX_BYTES``, as the reading of it was) to the new file ``target``."""
+    if not is_url(path):
+        copy_file(path, target, shown)
+        return
+    from .formats._io import close_map, fetched, map_file
+
+    data = fetched(path) or map_file(path)  # (kept from its reading: no request again)
+    try:
+        with os_errors(shown, "writing"), open(target, "xb") as out:
+            out.write(data)
+    finally:
+        close_map(data)
+

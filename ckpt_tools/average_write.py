@@ -191,7 +191,7 @@ def plan_average(newest: Checkpoint, ema: bool, bake: bool,
 
 
 def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
-             pairing=None, extra=()) -> AverageResult:
+             pairing=None, extra=(), taken=frozenset()) -> AverageResult:
     from .bake_outputs import checkpoint_names, saved_model_stage
 
     check_compatible(ckpts)
@@ -244,7 +244,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             write_state_file(work, name, stage.shown)  # names the output's own prefix, relative
             # the graphs doubting the inputs' names, beside the output: doubted the same way
             # (review-25-attack-r87 F3); checked in the stage, never published otherwise
-            carried = carry_doubt(carry, prefix, stage.shown)
+            carried = carry_doubt(carry, prefix, stage.shown, taken)
         stage.publish()
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
                          copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,

@@ -36,14 +36,28 @@ import re
 from collections import namedtuple
 from collections.abc import Mapping
 
-from .errors import CheckpointError, CorruptCheckpointError
+from .errors import (
+    CheckpointError,
+    CorruptCheckpointError,
+    RemoteAccessError,
+    UnprovenPairingError,
+    UnsupportedFormatError,
+)
 from .formats._io import close_map, is_url, map_file
-from .formats.graph_def import file_stamp, keep, read_graphs
+from .formats.graph_def import keep, read_graphs
 from .formats.graph_nodes import attr_entry
 from .formats.meta import proto_fields, read_meta_graph
 from .formats.meta_saver import saved_sources_all
+from .formats.remote_urls import url_join
 from .formats.text_bound import TextMetaTooLargeError
 from .formats.v1 import shard_base
+from .sibling_listing import (
+    MAX_URL_SIBLINGS,
+    UnreadSiblingsError,
+    directory_files,
+    file_stamp_of,
+    split,
+)
 from .sibling_roles import against_names
 
 _STEP = re.compile(r"^(.+)-(\d+)$")
@@ -58,15 +72,31 @@ def candidates(prefix: str) -> list[str]:
     state file lists: it cannot tell which run wrote them, review-24-attack-r78), and
     ``<stem>.meta``; for a ``prefix`` without a step, ``<prefix>-<N>.meta``; and those of the
     stems differing only in their digits (``model_epoch_4.ckpt.meta`` beside
-    ``model_epoch_3.ckpt``); newest step first.
+    ``model_epoch_3.ckpt``); newest step first. A URL's directory is read from the remote
+    session's listing (review-26-attack-r90 F1).
 
     Returns:
-        `list[str]`: the paths; ``[]`` for a URL or a directory that cannot be listed.
+        `list[str]`: the paths; ``[]`` for a directory that cannot be listed (a URL scheme
+        without listings: :func:`listed_candidates` tells that apart).
+
+    Raises:
+        RemoteAccessError: a URL directory's listing failed.
+    """
+    return listed_candidates(prefix) or []
+
+
+def listed_candidates(prefix: str) -> list[str] | None:
+    """:func:`candidates`, or ``None`` where ``prefix`` is a URL whose scheme has no listing
+    (``http(s)://``): whether other graphs of its prefix lie beside it cannot be known.
+
+    Raises:
+        RemoteAccessError: a URL directory's listing failed.
     """
     base = shard_base(prefix)
-    if is_url(base):
-        return []
-    directory, name = os.path.split(base)
+    directory, name = split(base)
+    names = directory_files(directory)
+    if names is None:
+        return None
     m = _STEP.match(name)
     # a checkpoint saved without a step (save(sess, "model.ckpt")) beside model.ckpt-N.meta
     # of the same run is its stem's too (review-25-attack-r83 F1)
@@ -74,10 +104,6 @@ def candidates(prefix: str) -> list[str]:
     # beside resnet-50-1.meta): both stems are read, which can only add doubt
     # (review-25-attack-r87 F2)
     stems = {m.group(1), name} if m else {name}
-    try:
-        names = os.listdir(directory or ".")
-    except OSError:
-        return []
     # per-epoch names (model_epoch_3.ckpt beside model_epoch_4.ckpt.meta): stems differing
     # only in their digits are read too, which can only add doubt
     skeletons = {_DIGITS.sub("#", s) for s in stems}
@@ -91,8 +117,8 @@ def candidates(prefix: str) -> list[str]:
                 in skeletons:
             found.append((tuple(int(d) for d in _DIGITS.findall(stem)), other))
     found.sort(reverse=True)
-    return [os.path.join(directory, other) for _, other in found
-            if os.path.isfile(os.path.join(directory, other))]
+    join = url_join if is_url(base) else os.path.join
+    return [join(directory, other) for _, other in found]
 
 
 def _signed(value: int) -> int:
@@ -170,11 +196,17 @@ def siblings(prefix: str, entries: Mapping) -> tuple[Sibling, ...]:
 
     Raises:
         TextMetaTooLargeError: a candidate is a text-format ``.meta`` too large to parse.
+        UnreadSiblingsError: a URL checkpoint with more than ``MAX_URL_SIBLINGS`` of them.
     """
     paths = candidates(prefix)
     if not paths:
         return ()
-    stamps = tuple(file_stamp(p) for p in paths)
+    if is_url(prefix) and len(paths) > MAX_URL_SIBLINGS:
+        raise UnreadSiblingsError(
+            f"{len(paths)} graphs of other checkpoints of this prefix lie beside it "
+            f"({os.path.basename(paths[0])}, ...), more than the {MAX_URL_SIBLINGS} read over "
+            "a URL (each is fetched whole)")
+    stamps = tuple(file_stamp_of(p) for p in paths)
     key = None if None in stamps else (
         stamps, frozenset((k, e.dtype, tuple(e.shape)) for k, e in entries.items()))
     if key in _READ:
@@ -205,7 +237,11 @@ def _saved(path: str, entries: Mapping) -> tuple[list[tuple[dict[str, list[str]]
             meta = read_meta_graph(path)
         except TextMetaTooLargeError:  # unread, not damaged: doubting refuses it
             raise
-        except CheckpointError:
+        except CheckpointError as exc:
+            if is_url(path) and isinstance(exc, (RemoteAccessError, UnsupportedFormatError)):
+                # not fetched (the network, over CKPT_REMOTE_MAX_BYTES): unread, not passed
+                # over (review-26-attack-r90 F1)
+                raise UnreadSiblingsError(f"{path} could not be read ({exc})") from None
             data = map_file(path)
             try:
                 if not _top_level(data):
@@ -219,9 +255,11 @@ def _saved(path: str, entries: Mapping) -> tuple[list[tuple[dict[str, list[str]]
         each = [s for s in saved_sources_all(path) if set(s) == stored]
         if not each:
             return [], None
-    except TextMetaTooLargeError:
+    except (TextMetaTooLargeError, UnreadSiblingsError):
         raise
-    except (CheckpointError, OSError):  # a file that cannot be read proves nothing
+    except (CheckpointError, OSError) as exc:  # a file that cannot be read proves nothing
+        if is_url(path) and isinstance(exc, (RemoteAccessError, UnsupportedFormatError)):
+            raise UnreadSiblingsError(f"{path} could not be read ({exc})") from None
         return [], None
     found = []
     for s in each:
@@ -287,6 +325,8 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
     Raises:
         CorruptCheckpointError: a candidate is a text-format ``.meta`` too large to parse
             (:class:`~ckpt_tools.formats.text_bound.TextMetaTooLargeError`), naming ``--no-meta``.
+        UnprovenPairingError: (exit 6) a URL checkpoint with more candidates than
+            :data:`~ckpt_tools.sibling_listing.MAX_URL_SIBLINGS`, naming ``--no-meta``.
     """
     try:
         read = siblings(prefix, entries)
@@ -298,6 +338,14 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
             "so it is not passed over: write it binary to have it read, or pass --no-meta "
             "(Python: use_meta=False) to pair by key names, which a swapping Saver's keys "
             "defeat") from None
+    except UnreadSiblingsError as exc:  # bounded over a URL, never cut short: an unread
+        # file may be the swapping graph (review-26-attack-r90 F1)
+        raise UnprovenPairingError(
+            f"{prefix} has no .meta of its own, and {exc}: unread, such a graph may record a "
+            "save op that shows its keys' names do not say what they hold (a swapping Saver's), so "
+            "the pairing by names is refused: copy the checkpoint with those files locally, "
+            "or pass --no-meta (Python: use_meta=False) to pair by key names, which a "
+            "swapping Saver's keys defeat", option="--no-meta") from None
     found = []
     for sibling in read:
         for sources, nodes in sibling.saves:
