@@ -44,6 +44,7 @@ from .scoped_twins import (
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
 from .tensor_averages import add_tensor_averages
+from .tensor_raw import refuse_raw_tensor_averages
 from .unstored_heads import (
     refuse_suspect_weights,
     refuse_unstored_heads,
@@ -373,9 +374,15 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # tensor's (a renamed Saver of a second object's vtr; review-24-attack-r76 F5)
     raw_named, exported = raw_named_keys(ckpt), set(plan.values())
     of_variables = shadow_written_keys(ckpt) if tensor_averages or not use_ema else set()
-    left = add_tensor_averages(variables, plan, averaged, tensor_averages,
-                               lambda k: k in held_as or k in raw_named or k in exported
-                               or k in of_variables or _filtered_out({k}, include, exclude),
+    def tensor_left_out(k: str) -> bool:
+        return k in held_as or k in raw_named or k in exported or k in of_variables \
+            or _filtered_out({k}, include, exclude)
+
+    # ... and one the save op wrote from a model variable holds its raw value: never
+    # exported or named as an average (review-26-attack-r91 F1)
+    refuse_raw_tensor_averages(ckpt, [k for k, v in variables.items() if v.role ==
+                                      R.TENSOR_AVERAGE and not tensor_left_out(k)])
+    left = add_tensor_averages(variables, plan, averaged, tensor_averages, tensor_left_out,
                                renamed)
     if left:
         warnings.append(left)
