@@ -301,11 +301,24 @@ def ema_map(
 
 def left_out(src: str, tgt: str, include: list[str] | None,
              exclude: list[str] | None) -> bool:
-    """Whether the ``include``/``exclude`` globs leave the pair ``(src, tgt)`` out of a map. A
-    filter naming the shadow selects its pair, as it does the shadow's row in `list`."""
-    selected = not include or match_any(tgt, include) or (
-        src != tgt and match_any(src, include))
-    return not selected or match_any(tgt, exclude)
+    """Whether the ``include``/``exclude`` globs leave the pair ``(src, tgt)`` out of a map.
+    One rule for every filter (:func:`selected_by`): a glob selects the pair where it matches
+    its target or the key its value is read from, so ``--exclude W/ExponentialMovingAverage``
+    leaves out the ``W`` read from that key (review-26-attack-r92 F3)."""
+    return not selected_by(include, tgt, src, default=True) or selected_by(exclude, tgt, src)
+
+
+def selected_by(globs: list[str] | None, name: str, key: str | None = None, *,
+                default: bool = False) -> bool:
+    """Whether a filter's ``globs`` select an output: one matches its exported ``name`` or
+    the ``key`` its value is read from (an average's key, for a weight written from it).
+
+    Returns:
+        `bool`: ``default`` where no glob is given."""
+    if not globs:
+        return default
+    return match_any(name, globs) or (key is not None and key != name
+                                      and match_any(key, globs))
 
 
 def selected_pairs(variables, pairs: list[tuple[str, str]], missing_set: set[str], *,

@@ -11,7 +11,7 @@ from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_names import not_saved_note
 from .ema_updates import proven_shadows
-from .emamap import ema_map, match_any
+from .emamap import ema_map, selected_by
 from .errors import EmaError, OptionError, OutputError
 from .export_rename import Renamer
 from .export_said import roles_said
@@ -58,11 +58,12 @@ def _clean_name(key: str, var) -> str:
 
 def _filtered_out(names: set[str], include, exclude, also: str | None = None) -> bool:
     """Whether the name filters leave out what ``names`` name: no ``include`` glob matches one
-    of them (or ``also``: the average whose name selects its weight), or an ``exclude`` glob
-    matches one of them."""
-    if include and not any(match_any(n, include) for n in {*names, *filter(None, [also])}):
+    of them (or ``also``: the key its value is read from, an average's), or an ``exclude``
+    glob matches one of them or ``also`` (one rule, :func:`~ckpt_tools.emamap.selected_by`:
+    ``--exclude W/ExponentialMovingAverage`` leaves out the W read from it, r92 F3)."""
+    if include and not any(selected_by(include, n, also) for n in names):
         return True
-    return any(match_any(n, exclude) for n in names)
+    return any(selected_by(exclude, n, also) for n in names)
 
 
 def _own_averages_said(plan: dict[str, str], own_averages: dict[str, str],
@@ -160,6 +161,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                                                            include, exclude)])
     warnings: list[str] = []
     sources: dict[str, str] = {}
+    filtered: set[str] = set()  # targets the map's filters left out
     stated = False  # whether --raw writes keys only as --keys-are-raw states them
     own_averages: dict[str, str] = {}  # --raw: keys named as variables holding their averages
     # averages under variables' names: which is raw
@@ -177,6 +179,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         m = ema_map(ckpt, non_averaged="keep", **map_options,
                     **({"exclude": unused} if unused else {}))
         sources = {t: s for s, t in m.pairs}
+        filtered = {t for t in m.dropped if getattr(variables.get(t), "role", None)
+                    != R.OPTIMIZER_SLOT}  # (the map keeps every other pair: non_averaged)
         # averages the map proves that no name marks (w/slow under --ema-name slow)
         has_ema = has_ema or any(s != t for t, s in sources.items())
     elif refuse_crossed_raw(ckpt):  # never reached: it raises where the save ops disagree
@@ -298,7 +302,10 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         # a vtr key (w/ExponentialMovingAverage) --raw writes as w: either name matches, as
         # the default export matches a weight's and its average's (review-24-attack-r77 F6)
         names = {_clean_name(key, variables.get(key)), key, held_as.get(key) or key}
-        return _filtered_out(names, include, exclude, also=sources.get(key, key))
+        # a weight whose pair the map's filters left out (an excluded average's key selects
+        # its weight: r92 F3): out, never written raw in its average's place
+        return _filtered_out(names, include, exclude, also=sources.get(key, key)) or (
+            key in filtered and key not in sources)
 
     if use_ema:  # a weight the filters leave out is not exported: its average cannot matter
         _refuse_twins_without_average(ckpt, variables, [  # kept raw too (--allow-missing)

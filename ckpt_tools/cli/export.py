@@ -79,7 +79,10 @@ def export_command(
     grep: GrepOpt = None,
     regex: RegexOpt = None,
     exclude: Annotated[list[str] | None, typer.Option(
-        "--exclude", metavar="GLOB", help="Leave out weights matching this glob (repeatable).")
+        "--exclude", metavar="GLOB", help="Leave out weights matching this glob (repeatable). "
+        "A glob (of --grep too) matches a weight's exported name or the key its value is "
+        "read from: --exclude 'W/ExponentialMovingAverage' leaves out the W read from that "
+        "average.")
     ] = None,
     include: Annotated[list[str] | None, typer.Option(
         "--include", hidden=True, help="Alias of --grep.")] = None,
