@@ -77,7 +77,7 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         ckpt, variables, missing, ema_name)
     if slashed:  # W/ema/slow without the .meta: not 'no shadow stored at all'
         hints.insert(0, slashed)
-    twins = scoped_twin_hint(ckpt, variables, missing) if missing else None
+    twins = scoped_twin_hint(ckpt, variables, missing, ema_name) if missing else None
     if twins:  # model/model/w/fast without the .meta: not 'no shadow stored at all' (r82 F2)
         hints.insert(0, twins)
     held = held_hint(ckpt, variables, missing)

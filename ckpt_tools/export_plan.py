@@ -36,6 +36,7 @@ from .raw_unproven import (
 from .saved_keys import averages_under_variable_names, refuse_averages_as_raw
 from .saved_swaps import raw_holders
 from .scoped_twins import (
+    OFFERED,
     scoped_average_twins,
     scoped_twin_hint,
     scoped_twin_keys,
@@ -310,7 +311,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     if use_ema:  # a weight the filters leave out is not exported: its average cannot matter
         _refuse_twins_without_average(ckpt, variables, [  # kept raw too (--allow-missing)
             t for t in (*m.missing, *(k for k in weights if sources.get(k, k) == k))
-            if not left_out(t)])
+            if not left_out(t)], map_options.get("ema_name"))
         m.require_complete(left_out=[t for t in m.missing if left_out(t)])
         kept = [k for k in weights if not left_out(k)]
         if not has_ema and kept:
@@ -417,7 +418,7 @@ def _refuse_as_without_graph(ckpt: Checkpoint, include, exclude, rename,
 
 
 def _refuse_twins_without_average(ckpt: Checkpoint, variables: dict,
-                                  keys: list[str]) -> None:
+                                  keys: list[str], ema_name: str | None = None) -> None:
     """Refuses an export of averages where weights with no average (``keys``: missing, or
     kept raw by ``--allow-missing``) are :func:`~ckpt_tools.raw_unproven.twin_keys`: with no
     ``.meta``, ``net/w/b/fast`` beside ``net/w`` is an EMA named ``b/fast``'s average of it as
@@ -426,14 +427,18 @@ def _refuse_twins_without_average(ckpt: Checkpoint, variables: dict,
 
     Raises:
         UnprovenPairingError: naming the keys, the EMA names that read them as averages and
-            ``--exclude`` (exit 6).
+            ``--exclude`` (exit 6); of :func:`~ckpt_tools.scoped_twins.scoped_twin_hint`'s
+            keys, its option ``--exclude`` where the export leaving them out works, else
+            ``None``.
     """
     twins = twin_keys(ckpt, variables, keys)
     from .errors import UnprovenPairingError
 
-    scoped = scoped_twin_hint(ckpt, variables, [k for k in keys if k not in twins])
-    if scoped:  # model/model/w/fast beside model/w (review-25-attack-r82 F2)
-        raise UnprovenPairingError(f"{ckpt.path}: {scoped}", option=None, undecided={})
+    scoped = scoped_twin_hint(ckpt, variables, [k for k in keys if k not in twins], ema_name)
+    if scoped:  # model/model/w/fast beside model/w (review-25-attack-r82 F2); the other
+        # averages' export without them offered where it works (review-26-attack-r89 F3)
+        raise UnprovenPairingError(f"{ckpt.path}: {scoped}", option="--exclude" if (
+            OFFERED in scoped) else None, undecided={})
     if not twins:
         return
 

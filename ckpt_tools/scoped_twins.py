@@ -22,6 +22,9 @@ from . import roles as R
 #: is stored at all" would be false).
 SCOPED_TWIN = "without a .meta the keys cannot tell whether "
 
+#: What :func:`scoped_twin_hint` says where :func:`scoped_twin_offer` works.
+OFFERED = "exports them, leaving these keys out"
+
 _FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
 
 
@@ -105,11 +108,30 @@ def _said(twins: dict[str, tuple[str, str, str]]) -> tuple[str, str, str, str]:
     return keys, of, names, globs
 
 
-def scoped_twin_hint(ckpt, variables: Mapping, missing) -> str | None:
+def scoped_twin_offer(ckpt, twins: dict[str, tuple[str, str, str]],
+                      ema_name: str | None = None) -> str | None:
+    """The options (as typed) of an export of the averages the names prove that leaves the
+    ``twins`` out (``--exclude 'model/*/fast'``, beside ``--ema-name ema_name`` where one is
+    given), where :func:`~ckpt_tools.offer_probe.works` accepts it: the default EMA applied
+    plainly beside ``fast`` applied in the re-entered scope (review-26-attack-r89 F3).
+
+    Returns:
+        `str`, or ``None`` where that export is refused too (or a probe is running)."""
+    from .offer_probe import option_text, works  # it runs the export plan, which imports us
+
+    globs = tuple(f"{p}/*/{x}" for p, x in sorted({(p, x) for p, _w, x in twins.values()})[:2])
+    return option_text(ema_name, globs) if works(ckpt, ema_name, globs) else None
+
+
+def scoped_twin_hint(ckpt, variables: Mapping, missing,
+                     ema_name: str | None = None) -> str | None:
     """The hint of a map refused for ``missing`` where some of them are
     :func:`scoped_twin_keys`, or are the ``W`` of :func:`scoped_average_twins`: those keys
     may be averages of the weights they name, which only the training ``.meta`` proves, and
     no option decides without it.
+
+    ``ema_name``: the refused command's ``--ema-name``, kept in the offer of
+    :func:`scoped_twin_offer` where the other averages export without those keys.
 
     Returns:
         `str` beginning with :data:`SCOPED_TWIN`, or ``None`` where there is no such key (or a
@@ -134,7 +156,11 @@ def scoped_twin_hint(ckpt, variables: Mapping, missing) -> str | None:
             f"{names}{vtr}: an average is paired by its name only as <variable>/<name> "
             "beside the variable (--ema-name reads no other key), and only the training "
             ".meta's update ops prove such a key an average, so no option of ckpt exports "
-            f"them as averages without it: {keep}; ckpt export --raw writes the raw weights "
+            f"them as averages without it: {keep}; " + (
+                f"the other averages stored pair by their names: ckpt export {offer} "
+                f"{OFFERED}; " if (offer := scoped_twin_offer(
+                    ckpt, twins, ema_name)) else "")
+            + "ckpt export --raw writes the raw weights "
             f"(and these keys as stored, said; {globs} leaves them out)")
 
 

@@ -51,6 +51,26 @@ for case in ("reentered", "vscoped", "vscoped_avg"):
                 truth[f"{case}:key:{v.op.name}"] = np.array(fast.average(v).op.name)
             saver.save(s, f"{out}/{case}_meta/model.ckpt")
             saver.save(s, f"{out}/{case}/model.ckpt", write_meta_graph=False)
+# two: the default EMA applied plainly (model/<v>/ExponentialMovingAverage, paired by name)
+# and fast in the re-entered variable_scope('model') (model/model/<v>/fast), no .meta (r89 F3)
+with tf.Graph().as_default():
+    with tf1.variable_scope("model"):
+        w = tf1.get_variable("dense/kernel", initializer=tf.ones([4, 3]))
+        b = tf1.get_variable("dense/bias", initializer=tf.zeros([3]))
+    loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([2, 4]), w) + b - 1.0))
+    train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss)
+    ema = tf1.train.ExponentialMovingAverage(0.99)
+    fast = tf1.train.ExponentialMovingAverage(0.5, name="fast")
+    with tf.control_dependencies([train]):
+        u1 = ema.apply([w, b])
+    with tf1.variable_scope("model"), tf.control_dependencies([u1]):
+        u2 = fast.apply([w, b])
+    saver = tf1.train.Saver()
+    with trained(tf, u2) as s:
+        for v in (w, b):
+            truth[f"two:ema:{v.op.name}"] = s.run(ema.average(v))
+            truth[f"two:key:{v.op.name}"] = np.array(fast.average(v).op.name)
+        saver.save(s, f"{out}/two/model.ckpt", write_meta_graph=False)
 # towers: tower_0's variables and ema.apply() in variable_scope("tower_0"), a Saver dict
 # dropping 'tower_0/' from every name (tower_0/tower_0/w/ExponentialMovingAverage is saved as
 # tower_0/w/ExponentialMovingAverage)
@@ -214,3 +234,40 @@ def test_an_ema_named_avg_in_a_scope_raw_writes_as_fast_does(made, tmp_path):
     assert code == 0, err  # with the .meta its update ops pair them: avg's averages
     for w in WEIGHTS["vscoped_avg"]:
         assert got[w].tobytes() == truth[f"vscoped_avg:fast:{w}"].tobytes(), w
+
+
+@pytest.mark.parametrize("extra", [[], ["--ema-name", "ExponentialMovingAverage"]])
+def test_two_emas_the_refusal_offers_the_default_export_leaving_fast_out(made, tmp_path,
+                                                                        extra):
+    """r89 F3: the default EMA applied plainly and fast in the re-entered scope, no .meta: the
+    refusal said no option exports averages and named --exclude 'model/*/fast' only for
+    --raw, while the default export with it gives the default EMA's averages bit for bit.
+    Now it offers that export (probed), its option (the API's) --exclude; the offer works."""
+    out, truth = made
+    path = out / "two" / "model.ckpt"
+    assert str(truth["two:key:model/dense/bias"]) == "model/model/dense/bias/fast"
+    code, err, got = _export(path, tmp_path, *extra)
+    assert code == 6 and got is None, err
+    offer = " ".join([*extra, "--exclude 'model/*/fast'"])
+    assert f"ckpt export {offer} exports them" in err, err
+    with pytest.raises(UnprovenPairingError) as e:
+        ckpt_tools.export_weights(str(path), str(tmp_path / "y.npz"))
+    assert e.value.option == "--exclude", e.value
+    code, err, got = _export(path, tmp_path, *extra, "--exclude", "model/*/fast")
+    assert code == 0, err
+    assert sorted(got) == ["model/dense/bias", "model/dense/kernel"], sorted(got)
+    for w in got:
+        assert got[w].tobytes() == truth[f"two:ema:{w}"].tobytes(), w
+
+
+@pytest.mark.parametrize("case", ["reentered", "vscoped", "vscoped_avg"])
+def test_one_ema_in_a_scope_offers_no_export_of_averages(made, tmp_path, case):
+    """r89 F3's offer is probed: with fast's (or avg's) keys the only averages, leaving them
+    out leaves no average, so it is not offered and the API's option stays None."""
+    out, _ = made
+    path = out / case / "model.ckpt"
+    code, err, _got = _export(path, tmp_path)
+    assert code == 6 and "exports them, leaving these keys out" not in err, err
+    with pytest.raises(UnprovenPairingError) as e:
+        ckpt_tools.export_weights(str(path), str(tmp_path / "y.npz"))
+    assert e.value.option is None, e.value
