@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from . import roles as R
-from .average_doubt import carry_doubt, doubt_to_carry
+from .average_doubt import carry_doubt, doubt_to_carry, stale_siblings
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
 from .errors import EmaError, UnsupportedFormatError
@@ -62,6 +62,10 @@ class AverageResult:
         doubt_carried: the other checkpoints' graphs doubting the inputs' names, copied beside
             the output so that it is doubted the same way (:mod:`~ckpt_tools.average_doubt`);
             in ``to_dict()`` only where not empty.
+        doubt_removed: with ``overwrite``, the graphs without a checkpoint of their own that
+            lay in ``--out`` under names the output reads as its prefix's (an earlier
+            average's copies), removed with the publish (review-26-attack-r90 F4); in
+            ``to_dict()`` only where not empty.
     """
 
     prefix: str
@@ -76,6 +80,7 @@ class AverageResult:
     nonfinite: list[str] = field(default_factory=list)
     assumed: list[str] = field(default_factory=list)
     doubt_carried: list[str] = field(default_factory=list)
+    doubt_removed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
@@ -83,7 +88,8 @@ class AverageResult:
                 "averaged": self.averaged, "baked": self.baked, "copied": self.copied,
                 "nonfinite": self.nonfinite, "bytes": self.nbytes,
                 **({"assumed": self.assumed} if self.assumed else {}),
-                **({"doubt_carried": self.doubt_carried} if self.doubt_carried else {})}
+                **({"doubt_carried": self.doubt_carried} if self.doubt_carried else {}),
+                **({"doubt_removed": self.doubt_removed} if self.doubt_removed else {})}
 
 
 def check_compatible(ckpts: list[Checkpoint]) -> None:
@@ -209,6 +215,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model
+    stale: list[str] = []
     # The writer discipline of formats/_write.py, as restore-ema: staged whole beside --out,
     # published with one rename; inputs (state files included) are never replaced.
     if saved_model:  # a SavedModel in, a SavedModel out (its graph names variables/variables)
@@ -222,7 +229,12 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     else:
         name = check_file_name(newest.name if name is None else name)
         final = os.path.join(out_dir, name)
-        stage_of = StagedDir(out_dir, inputs, checkpoint_names(name), overwrite=overwrite)
+        # --force also replaces the graphs an earlier average carried beside its output
+        # (review-26-attack-r90 F4): gone with the publish, as the old output is
+        stale = stale_siblings(out_dir, name) if overwrite else []
+        own = checkpoint_names(name)
+        stage_of = StagedDir(out_dir, inputs, lambda f: own(f) or f in stale,
+                             overwrite=overwrite)
     with stage_of as stage:
         work = stage.path
         if saved_model:
@@ -250,7 +262,8 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                          copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,
                          baked={k: v for k, v in source_of.items() if k in averaged},
                          saved_model=out_dir if saved_model else None, nonfinite=nonfinite,
-                         assumed=assumed, doubt_carried=carried)
+                         assumed=assumed, doubt_carried=carried,
+                         doubt_removed=[os.path.join(out_dir, f) for f in stale])
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown):

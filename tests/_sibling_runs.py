@@ -1,0 +1,38 @@
+"""Two TF1 runs saving the graph at the first save only (``write_meta_graph=(i == 1)``), for
+the tests of sibling ``.meta`` doubt over URLs and of ``average --force`` (run with
+:func:`helpers_tf1.run_tf1_script`): ``swap`` (a swapping Saver: each variable's name holds
+its average) and ``plain`` (a default ``Saver()``); ``truth["<run>:<step>:avg|raw:<name>"]``
+from ``sess.run`` at each save."""
+
+SCRIPT = r'''
+def run(name, swap):
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        with tf1.variable_scope("model"):
+            w = tf1.get_variable("W", [4, 2])
+            v = tf1.get_variable("V", [2], initializer=tf1.constant_initializer(0.3))
+        loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([3, 4]), w) + v - 1.0))
+        train = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.9)
+        with tf.control_dependencies([train]):
+            step = ema.apply(tf1.trainable_variables())
+        tv = tf1.trainable_variables()
+        keys = None
+        if swap:  # a swapping Saver: each variable's name holds its average
+            keys = {x.op.name: ema.average(x) for x in tv}
+            keys.update({ema.average_name(x): x for x in tv})
+            keys["global_step"] = gs
+        saver = tf1.train.Saver(keys, max_to_keep=None)
+        with trained(tf, step, 0) as s:
+            for i in (1, 2, 3):
+                s.run(step)
+                saver.save(s, f"{out}/{name}/model.ckpt", global_step=i,
+                           write_meta_graph=i == 1)
+                for x in tv:
+                    truth[f"{name}:{i}:avg:{x.op.name}"] = s.run(ema.average(x))
+                    truth[f"{name}:{i}:raw:{x.op.name}"] = s.run(x)
+
+
+run("swap", True)
+run("plain", False)
+'''
