@@ -162,6 +162,10 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
             f"'{scope}' averaging {other}), so nothing under {ema_name} holds "
             f"{foreign[0]}'s average"))
     route = raw_route(ckpt, variables) if missing else None
+    if missing and not route and getattr(ckpt, "meta_doubt", ()):
+        from .swap_assumed import doubted_raw_route  # --raw refused by the doubt (r90 F3)
+
+        route = doubted_raw_route(ckpt)
     if route:  # --raw refused without the .meta: never offered as it is (r72 F5)
         hints.append(route)
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})

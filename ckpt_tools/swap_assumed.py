@@ -323,6 +323,31 @@ def _doubted_raw(ckpt: Checkpoint) -> bool:
     return not pairs or not same_values(ckpt, pairs)
 
 
+def doubted_raw_route(ckpt: Checkpoint) -> str | None:
+    """Where ``export --raw`` is refused by a same-prefix ``.meta``'s doubt
+    (:func:`refuse_crossed_raw`): what a refusal that would otherwise point at ``--raw`` says
+    instead, beginning with :data:`~ckpt_tools.unstored_heads.RAW_REFUSED`. A Saver of the
+    averages alone under the variables' names (``{v.op.name: ema.average(v)}``) saved without
+    a ``.meta`` beside one that records it: the "no EMA shadow" refusal said "the raw weights
+    are usable as they are (ckpt export --raw writes them)", while the keys hold the averages
+    and ``--raw`` is refused (review-26-attack-r90 F3).
+
+    Returns:
+        `str`, or ``None`` where ``--raw`` is not refused so.
+    """
+    from .unstored_heads import RAW_REFUSED
+
+    if not _doubted_raw(ckpt):
+        return None
+    from .meta_sibling import doubt_files
+
+    return (f"{RAW_REFUSED} (it has no .meta of its own, and {doubt_files(ckpt.meta_doubt)}, "
+            "the graph of another checkpoint of this prefix, records a save op of these keys "
+            "that wrote some from averages, so the keys named as variables may hold the "
+            "averages, not raw weights): ckpt export --raw --no-meta exports the keys as "
+            "stored, whichever Saver wrote them")
+
+
 def of_style(assumed: list[Assumption], style: str | None) -> list[Assumption]:
     """The assumptions of ``assumed`` that concern averages kept the ``style`` way
     (``ema_map(style=)``): ``"slot"``: the average slots' ``not_swapped``; another style: the

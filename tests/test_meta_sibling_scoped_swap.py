@@ -94,7 +94,11 @@ def test_raw_beside_a_swapping_sibling_refuses(made, tmp_path, name):
     """F1 (swap_strip: a key w read from model/model/w/avg, after model/ is dropped, was taken
     as agreeing) and F12 (swap_avg: the doubt was seen, but nothing paired by names, so --raw
     went through): --raw exported the averages as the raw weights, exit 0. Refused naming the
-    graph and --raw --no-meta, which writes the keys as stored (the averages, bit for bit)."""
+    graph and --raw --no-meta, which writes the keys as stored (the averages, bit for bit).
+    The default export's refusal said "the raw weights are usable as they are (ckpt export
+    --raw writes them)" for swap_avg, and the usage error of --raw --not-swapped sent the user
+    to "--raw alone", both refused here: each names --raw --no-meta (review-26-attack-r90 F3,
+    F6)."""
     out, _ = made
     ckpt, npz = os.path.join(out, name, "model.ckpt-3"), tmp_path / "w.npz"
     code, _, err = run_cli(["export", ckpt, "--out", str(npz), "--raw"])
@@ -104,6 +108,10 @@ def test_raw_beside_a_swapping_sibling_refuses(made, tmp_path, name):
     assert not npz.exists()
     code, _, err = run_cli(["export", ckpt, "--out", str(npz)])
     assert code == 6 and "model.ckpt-1.meta" in err, err
+    assert "usable as they are" not in err and "--raw --no-meta" in err, err
+    assert not npz.exists()
+    code, _, err = run_cli(["export", ckpt, "--out", str(npz), "--raw", "--not-swapped"])
+    assert code == 2 and "--raw --no-meta" in err, err
     assert not npz.exists()
     code, _, err = run_cli(["export", ckpt, "--out", str(npz), "--raw", "--no-meta"])
     assert code == 0, err

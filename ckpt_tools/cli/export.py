@@ -134,7 +134,9 @@ def export_command(
         raise typer.BadParameter(
             "states that the file's EMA copies are the averages, and --raw exports the file's "
             "own weights, which that does not change: give one (--not-swapped for the "
-            "averages, --raw alone for the weights)", param_hint="--not-swapped")
+            "averages, --raw for the weights; where --raw is refused for a same-prefix .meta "
+            "that doubts a checkpoint saved without its own, --raw --no-meta writes the keys "
+            "as stored)", param_hint="--not-swapped")
     if keys_are_raw and ema is not False and not averages_only:  # the options alone decide:
         # before any file is read, no note before it, no file's refusal instead
         # (review-25-attack-r81 F6); with --averages-only the open says "give one"
