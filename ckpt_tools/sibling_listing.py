@@ -71,8 +71,8 @@ def directory_files(directory: str) -> set[str] | None:
 
 
 def file_stamp_of(path: str) -> tuple | None:
-    """What a reading of the file at ``path`` is kept by: locally its path, size, mtime and
-    inode; for a URL its listed size with its ETag or modification time (a replaced object
+    """What a reading of the file at ``path`` is kept by: locally its path, size, mtime,
+    inode and ctime; for a URL its listed size with its ETag or modification time (a replaced object
     lists another); ``None`` where it cannot be stated (nothing is then kept)."""
     if not is_url(path):
         from .formats.graph_def import file_stamp

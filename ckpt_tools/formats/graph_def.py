@@ -77,13 +77,15 @@ def read_graphs(path: str) -> list[MetaGraph]:
 
 
 def file_stamp(path: str) -> tuple | None:
-    """``(path, size, mtime, inode)`` of the file at ``path``, what a reading of it is kept
-    by; ``None`` where it cannot be stated (then nothing is kept)."""
+    """``(path, size, mtime, inode, ctime)`` of the file at ``path``, what a reading of it is
+    kept by: a rewrite in place with its mtime put back (``os.utime``, ``touch -d``) still
+    changes its ctime, which no call sets (review-26-attack-r92 F4); ``None`` where it cannot
+    be stated (then nothing is kept)."""
     try:
         st = os.stat(path)
     except OSError:
         return None  # map_file says why
-    return (path, st.st_size, st.st_mtime_ns, st.st_ino)
+    return (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
 def keep(cache: dict, stamp: tuple | None, value) -> None:
