@@ -177,8 +177,14 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         # refusal too (review-22-attack-r63 F1)
         unused += [glob.escape(k) for k in under_shadows(ckpt, stored, map_options.get(
             "ema_name")) if _filtered_out({k}, include, exclude)] if include or exclude else []
+        # the user's --exclude too, so the map refuses nothing about a weight it leaves out
+        # (stated_left_raw: review-26-attack-r92 F2); it drops no pair the export writes,
+        # the export matching every name the map does (a TF2 key by its path: escaped here)
+        unused += [glob.escape(k) for k, v in stored.items() if exclude and (
+            n := _clean_name(k, v)) != k and selected_by(exclude, n)]
+        excluded = [*(exclude or []), *unused]
         m = ema_map(ckpt, non_averaged="keep", **map_options,
-                    **({"exclude": unused} if unused else {}))
+                    **({"exclude": excluded} if excluded else {}))
         sources = {t: s for s, t in m.pairs}
         filtered = {t for t in m.dropped if getattr(variables.get(t), "role", None)
                     != R.OPTIMIZER_SLOT}  # (the map keeps every other pair: non_averaged)

@@ -159,3 +159,19 @@ def test_a_second_object_of_the_name_is_said(made, tmp_path):
     assert sorted(got) == ["model/b", "model/c", "model/w"], sorted(got)
     for v in "wbc":
         assert got[f"model/{v}"].tobytes() == truth[f"partfast2:o0:{v}"].tobytes(), v
+
+
+def test_excluding_the_weight_left_without_an_average_exports_the_others(made, tmp_path):
+    """review-26-attack-r92 F2: --exclude c, the weight the refusal is about, lifts it in
+    export as in map (the map was not given export's filters): w, b are x/fast's averages,
+    bit for bit, c is not written, with or without --allow-missing."""
+    out, truth = made
+    for extra in ([], ["--allow-missing"]):
+        got = _exported(out / "xfast", ["--ema-name", "x/fast", "--exclude", "c", *extra],
+                        tmp_path)
+        assert sorted(got) == ["b", "w"], (extra, sorted(got))
+        for v in "wb":
+            assert got[v].tobytes() == truth[f"xfast:o0:{v}"].tobytes(), (extra, v)
+    code, _, err = run_cli(["map", str(out / "xfast"), "--ema-name", "x/fast", "--exclude",
+                            "c", "--allow-missing"])
+    assert code == 0, err
