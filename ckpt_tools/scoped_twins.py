@@ -14,9 +14,11 @@ says so (:func:`scoped_twin_warning`), and the refusal of an export of averages 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 
 from . import roles as R
+from .errors import CheckpointError
 
 #: How :func:`scoped_twin_hint` begins (``missing_message`` says it alone: "no EMA shadow
 #: is stored at all" would be false).
@@ -145,8 +147,7 @@ def scoped_twin_hint(ckpt, variables: Mapping, missing,
         return None
     keys, of, names, globs = _said(twins)
     keep = (f"drop --no-meta (the .meta beside it, {ckpt.meta_unread}, decides)"
-            if getattr(ckpt, "meta_unread", None) else "keep the training .meta "
-            "(model.ckpt.meta, written by saver.save) beside the checkpoint")
+            if getattr(ckpt, "meta_unread", None) else _keep_own_meta(ckpt))
     # ema/dense/bias/avg: read as the average of an ema/dense/bias not stored (r89 F1)
     vtr = (", or the raw values of variables named "
            f"{', '.join(sorted(k.rpartition('/')[0] for k in named)[:3])} (not stored) that "
@@ -162,6 +163,27 @@ def scoped_twin_hint(ckpt, variables: Mapping, missing,
                     ckpt, twins, ema_name)) else "")
             + "ckpt export --raw writes the raw weights "
             f"(and these keys as stored, said; {globs} leaves them out)")
+
+
+def _keep_own_meta(ckpt) -> str:
+    """What the refusal asks for where no ``.meta`` is read: the checkpoint's own training
+    ``.meta``. Where another checkpoint's ``.meta`` of its prefix lies beside it (a run saving
+    with ``write_meta_graph`` at its first save only), that file is named as not read for it:
+    "keep the training .meta beside it" was said while ``model.ckpt-1.meta`` was there
+    (review-26-attack-r90 F5)."""
+    from .meta_sibling import candidates
+
+    location = getattr(ckpt, "location", None)
+    try:
+        others = candidates(location.prefix) if location is not None else []
+    except CheckpointError:
+        others = []
+    if not others:
+        return ("keep the training .meta (model.ckpt.meta, written by saver.save) beside the "
+                "checkpoint")
+    return (f"{os.path.basename(others[0])} beside it is another checkpoint's graph, never read "
+            "as this one's (nothing records which run wrote this checkpoint), so only a .meta "
+            "of its own (saver.save(..., write_meta_graph=True) at this step) proves it")
 
 
 def scoped_twin_warning(twins: dict[str, tuple[str, str, str]]) -> str:
