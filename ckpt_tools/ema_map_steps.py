@@ -224,7 +224,8 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
             *stacked_sources(ckpt, variables, ema_name, chosen, ops),
             *foreign_sources(variables, ema_name, chosen, ops),
             *trained_sources(ckpt, variables, ema_name, chosen, ops)]})
-        pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen, no_avg)
+        pairs, missing, not_saved = from_meta(ckpt, variables, name, chosen, no_avg,
+                                              stated=ema_name is not None)
         # a weight the graph does not average at all (r45 F8): stated missing too
         missing += [t for t in unwritten if t not in missing]
         source = "meta"

@@ -25,7 +25,7 @@ def role_from_name(key: str) -> str:
 
 
 def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str],
-              no_averages=None):
+              no_averages=None, stated: bool = True):
     """``variables_to_restore()`` over the graph's collections, translated to checkpoint keys;
     each averaged variable from its stored average (``chosen``), else from
     ``<key>/<name>`` (then reported missing). A variable whose ``<key>/<name>`` is another
@@ -34,6 +34,7 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str],
     with itself. So does a variable whose average would be its key's in ``no_averages``
     (variable -> key), keys the
     graph's update ops show written from something else (a gradient's moment: r36 F7).
+    ``stated``: whether ``name`` was given (``--ema-name``), not detected (messages only).
 
     Raises:
         EmaError: if the checkpoint stores an average of a variable the graph does not average
@@ -67,6 +68,13 @@ def from_meta(ckpt: Checkpoint, variables, name: str, chosen: dict[str, str],
         if source in graph_weights and target not in chosen:
             # W/ema, trained by the graph, is no average of W (ema.apply() never makes a
             # trainable shadow): --ema-name ema beside an EMA named ema/slow
+            if not stated:  # the name read, no --ema-name given (review-26-attack-r92 F5)
+                raise EmaError(
+                    f"{ckpt.path}: {source} is a variable the graph trains (its .meta says), "
+                    f"not {target}'s average, and the averages read carry the name {name} "
+                    f"(no --ema-name was given): --ema-name {name} states they are the "
+                    f"ones to read, with {target} left without an average; 'ckpt list' "
+                    "shows the averages it holds")
             raise EmaError(f"{ckpt.path}: {source} is a variable the graph trains (its "
                            f".meta says), not {target}'s average: --ema-name {name} names no "
                            "EMA object of this checkpoint; 'ckpt list' shows the averages it "
