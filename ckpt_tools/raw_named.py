@@ -320,7 +320,7 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
     if shadows:
         out = _named_as_average(sources, keys, whole, renamed, shadows)
         more = _vtr_suffixed(sources, [k for k in keys if k not in out], whole,
-                             set(averaged) - set(shadows))
+                             set(averaged) - set(shadows), ema_names(shadows))
         return {k: out.get(k, more.get(k)) for k in keys if k in out or k in more}
     out = {}
     for key in keys:
@@ -381,10 +381,12 @@ def _named_as_average(sources: dict[str, list[str]], keys, whole: bool,
 
 
 def _vtr_suffixed(sources: dict[str, list[str]], keys, whole: bool,
-                  averaged: Collection[str]) -> dict[str, str]:
+                  averaged: Collection[str], names: Collection[str] = ()) -> dict[str, str]:
     """Key -> variable for each of ``keys`` written from ``<v>`` (or, ``whole``, its parts)
     and named ``<v>/<suffix>``, where every key of the save op ending in ``/<suffix>`` is so
-    written from a variable of ``averaged`` (see :func:`written_from_own`'s ``averaged``)."""
+    written from a variable of ``averaged`` (see :func:`written_from_own`'s ``averaged``);
+    a prefix before ``<v>`` only where the suffix is one of the shadows' EMA ``names`` made
+    unique (``ExponentialMovingAverage_1``)."""
     averaged = set(averaged)
 
     def held(key: str) -> tuple[str, str] | None:
@@ -400,7 +402,13 @@ def _vtr_suffixed(sources: dict[str, list[str]], keys, whole: bool,
                       key=len, reverse=True)
         return next(((head, v) for head in ("/".join(parts[:cut])
                                             for cut in range(len(parts) - 1, 0, -1))
-                     for v in each if (v == head or v.endswith("/" + head))
+                     for v in each if (v == head or v.endswith("/" + head)
+                                       # a renaming Saver's prefix before it, the suffix
+                                       # an EMA name the shadows carry made unique
+                                       # (model/w/ExponentialMovingAverage_1 from w, a
+                                       # fresh object's vtr: review-26-attack-r91 F3)
+                                       or (head.endswith("/" + v) and R.UNIQUIFIED.sub(
+                                           "", key[len(head) + 1:]) in names))
                      and (saved_from(src, v) if whole else src == [v])), None)
 
     checked: dict[str, bool] = {}

@@ -123,4 +123,34 @@ def test_raw_tensor_averages_never_writes_raw_as_averages(made, case, tmp_path):
                            for v in ("fc/w", "fc2/w", "fc/b")), n
         return
     assert code == 6 and not dst.exists(), err
-    assert "raw values" in err and "--keys-are-raw" in err, err
+    assert "--keys-are-raw" in err and "no model weights" not in err, err
+    assert "raw values" in err or "raw weights" in err, err
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_raw_export_rests_on_keys_are_raw_by_the_save_op(made, case, tmp_path):
+    """Where no restoring Saver names every key (init_from_checkpoint, a partial or crossed
+    restorer) ``--raw`` said the file holds no model weights (exit 7) or that some keys are
+    not their own variable's, and ``--raw --keys-are-raw`` that it has no such key (exit 2):
+    false (review-26-attack-r91 F2); so for a fine-tune with its own ema.apply() whose
+    renaming Saver came from a fresh object (``..._1`` keys; F3). The save op proves each
+    key's variable: ``--raw`` refuses naming ``--keys-are-raw``, which writes the fine-tuned
+    raw weights bit for bit, none as an average."""
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(out / case), "--raw", "--out", str(dst)])
+    err = " ".join(err.split())
+    assert code == 6 and not dst.exists(), err
+    assert "--keys-are-raw" in err and "no model weights" not in err, err
+    assert "some are not" not in err, err
+    code, text, err = run_cli(["export", str(out / case), "--raw", "--keys-are-raw", "--json",
+                               "--out", str(dst)])
+    assert code == 0, err
+    doc = json.loads(text)
+    assert doc["averaged"] == [] and len(doc["raw"]) == 3, doc
+    with np.load(dst) as z:
+        assert len(z.files) == 3, z.files
+        for n in z.files:
+            var = n.removeprefix("model/")
+            assert _bits(z[n]) == _bits(truth[f"{case}:{var}"]), n
+            assert _bits(z[n]) != _bits(truth[f"ema:{var}"]), n  # fine-tuned, not averages
