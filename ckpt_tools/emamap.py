@@ -15,6 +15,7 @@ import os
 
 from . import roles as R
 from .checkpoint import Checkpoint
+from .crossed_unpaired import refuse_crossed_unpaired
 from .ema_apply_order import paired_variables, refuse_apply_order
 from .ema_map_steps import (
     pair_by_names,
@@ -205,6 +206,8 @@ def ema_map(
     try:
         refuse_apply_order(ckpt, apply_order)
         refuse_object_rescope(ckpt, strip_scope, add_scope)  # r38 F7: map too
+        if use_meta and style in (None, "tf1"):  # crossed Savers, no pair stored (r94 F1)
+            refuse_crossed_unpaired(ckpt)
         if style in (None, "keras"):
             require_keras(ckpt)
         if style in (None, "keras", "slot") and (strict or getattr(

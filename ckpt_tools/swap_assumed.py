@@ -282,8 +282,10 @@ def refuse_crossed_raw(ckpt: Checkpoint) -> bool:
         UnprovenPairingError: (exit 6) naming ``--no-meta`` (the keys as stored, whichever
             wrote them) and ``--not-swapped`` (without ``--raw``).
     """
+    from .crossed_unpaired import refuse_crossed_unpaired
     from .save_op import crossed_keys, graph_named
 
+    refuse_crossed_unpaired(ckpt)  # no stored pair: the names alone decided (r94 F1)
     crossed = crossed_keys(ckpt)
     if not (crossed or ckpt.meta_doubt) or not (
             any(a.refused for a in saver_assumptions(ckpt)) or _doubted_raw(ckpt)):
