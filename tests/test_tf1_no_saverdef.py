@@ -3,7 +3,9 @@ a saver writes no ``SaverDef``): nothing read shows whether a swapping Saver
 (``{v.op.name: ema.average(v), ema.average_name(v): v}``) wrote it, and the keys' names pair
 its raw weights as the averages. It was exit 0 with no note, ``--strict`` too
 (review-13-attack-r24 F0a); now a note and ``"assumed": ["saver_not_swapped"]``, refused by
-``--strict``, stated by ``--not-swapped``, and ``--raw`` gives a swapping Saver's averages.
+``--strict``, stated by ``--not-swapped``. Where the graph builds a Saver of exactly these keys
+that reads one from another variable (a swapping Saver), its save op is read as the writer
+(review-26-attack-r94 F2).
 Made by real TensorFlow (graph mode), truth read at save time."""
 
 from __future__ import annotations
@@ -37,8 +39,29 @@ def _npz(path):
         return {k: z[k] for k in z.files}
 
 
-def test_swapping_saver_without_saverdef_is_noted_and_strict_refuses(runs, tmp_path):
+def test_swapping_saver_without_saverdef_is_read_from_the_graph(runs, tmp_path):
+    """The graph's only Saver of exactly these keys swaps: its save op is read although no
+    SaverDef records it (review-26-attack-r94 F2), so the averages are exported, not the raw
+    weights under the averages' names, and nothing is assumed."""
     prefix, raw, avg = runs["swap"]
+    code, out, err = run_cli(["export", prefix, "--out", str(tmp_path / "x.npz"), "--json",
+                              "--strict"])
+    assert code == 0, err
+    assert "assumed" not in json.loads(out), out
+    got = _npz(tmp_path / "x.npz")
+    assert sorted(got) == ["W", "b"]
+    for k in got:
+        assert same_bits(got[k], avg[k]) and not np.array_equal(got[k], raw[k])
+    code, out, err = run_cli(["export", prefix, "--out", str(tmp_path / "raw.npz"), "--raw"])
+    assert code == 0, err
+    got = _npz(tmp_path / "raw.npz")
+    for k in got:
+        assert same_bits(got[k], raw[k]) and not np.array_equal(got[k], avg[k])
+
+
+def test_names_without_saverdef_are_noted_and_strict_refuses(runs, tmp_path):
+    """A Saver of each variable under its own name: the names decide, which is assumed."""
+    prefix, raw, avg = runs["plain"]
     code, out, err = run_cli(["export", prefix, "--out", str(tmp_path / "x.npz"), "--json"])
     assert code == 0, err
     assert json.loads(out)["assumed"] == ["saver_not_swapped"], out
@@ -51,14 +74,6 @@ def test_swapping_saver_without_saverdef_is_noted_and_strict_refuses(runs, tmp_p
         assert code == 6, (cmd, out, err)
         assert "saver_not_swapped" in err and "--not-swapped" in err and "--raw" in err, err
     assert not (tmp_path / "s.npz").exists()
-    # the way out the refusal names for a swapping Saver: the keys as stored are the averages
-    code, out, err = run_cli(["export", prefix, "--out", str(tmp_path / "raw.npz"), "--raw"])
-    assert code == 0, err
-    assert "swapping Saver" in err, err
-    got = _npz(tmp_path / "raw.npz")
-    assert sorted(got) == ["W", "b"]
-    for k in got:
-        assert same_bits(got[k], avg[k]) and not np.array_equal(got[k], raw[k])
 
 
 def test_plain_saver_without_saverdef_stated_not_swapped(runs, tmp_path):
@@ -79,7 +94,7 @@ def test_python_api_warns_and_strict_raises(runs):
     from ckpt_tools import ema_map
     from ckpt_tools.errors import AssumptionWarning, UnprovenPairingError
 
-    prefix = runs["swap"][0]
+    prefix = runs["plain"][0]
     with pytest.warns(AssumptionWarning, match="saver_not_swapped"):
         m = ema_map(prefix)
     assert m.assumed == ("saver_not_swapped",)

@@ -144,15 +144,22 @@ def writing_save_ops(path: str, stored) -> tuple[list[dict[str, list[str]]], boo
     Returns:
         ``(fits, recorded)``: ``fits`` the readings (one: the writer; several, which then
         differ: nothing records which wrote the keys; none: none proven); ``recorded``
-        whether the file records a ``SaverDef``'s save op at all.
+        whether the file records a ``SaverDef``'s save op at all, or, a ``.meta`` without
+        one, a Saver of exactly these keys reading one from another variable than its name's
+        (read as a ``SaverDef``'s would be: review-26-attack-r94 F2).
 
     Raises:
         CheckpointError: the file cannot be opened or mapped.
     """
     each = saved_sources_each(path)
-    if not each:
-        return [], False
     stored = set(stored)
+    if not each:  # no SaverDef (export_meta_graph() without a saver): every Saver of the
+        # graph is read all the same, as for a sibling's (review-26-attack-r94 F2); one
+        # reading by the names proves nothing the names do not say (read as before)
+        if os.path.basename(path).startswith("saved_model."):
+            return [], False
+        found = _unrecorded(path, stored)
+        return (found, True) if found else ([], False)
     fits = [s for s in each if set(s) == stored]
     if os.path.basename(path).startswith("saved_model."):
         return fits, True
@@ -164,6 +171,15 @@ def writing_save_ops(path: str, stored) -> tuple[list[dict[str, list[str]]], boo
     if fits:
         return fits + others, True
     return (others if any(not reads_by_names(s) for s in others) else []), True
+
+
+def _unrecorded(path: str, stored: set) -> list[dict[str, list[str]]]:
+    """The readings of the Savers of a ``.meta`` without a ``SaverDef`` that write exactly
+    ``stored``, where one of them reads a key from another variable than its name's (else
+    ``[]``: the names decide, as before)."""
+    found = [s for graph in read_graphs(path) for s in every_saver(graph) if set(s) == stored]
+    found = [s for i, s in enumerate(found) if s not in found[:i]]
+    return found if any(not reads_by_names(s) for s in found) else []
 
 
 def _sources(graph: MetaGraph, scope: str | None = None) -> dict[str, list[str]] | None:
