@@ -89,8 +89,20 @@ def refuse_left_beside_named(ckpt: Checkpoint, ema_name: str | None,
              if (n := _object_name(s, v, tails[v])) is not None}
     read = {ema_name: None} | {owner[graph(s)]: (s, t) for s, t in sorted(pairs)
                                if s != t and graph(s) in owner}
+    # variables (each part its own) each apply() scope averaged: two scopes averaging one
+    # variable are two objects (TF1's apply() refuses a variable its object averages already)
+    by_scope: dict[str, set[str]] = {}
+    for shadow, (var, scope) in ops.averages.items():
+        if shadow not in ops.slots:
+            by_scope.setdefault(ops.applies.get(shadow, scope), set()).add(var)
+    names = {t for found in tails.values() for t in found}
+    # a scope that is no object's name only (fast_1 may be a second fast's scope, or a name)
+    mine = by_scope.get(ema_name, set()) if ema_name not in names else set()
     for target in sorted(missing):
         var = graph(target)
+        if mine and all(sc != ema_name and by_scope[sc] & mine
+                        for _s, sc in averages.get(var, ())):
+            continue  # --ema-name <apply() scope>: only other objects averaged it (r20 F7)
         found = sorted((s, scope) for s, scope in averages.get(var, ())
                        if s in stored and owner.get(s) in read)
         if not found:
