@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
+from .ema_scopes import vscoped_hint
 from .ema_updates import update_ops
 from .offer_probe import works
 from .saved_keys import PART, held_variables
@@ -64,7 +65,9 @@ def refuse_left_beside_named(ckpt: Checkpoint, ema_name: str | None,
         UnprovenPairingError: naming the weight, the stored average and the ``apply()``
             calls writing that object name's averages, and, where no average of the graph
             carries the stated name, the names they carry (exit 6; no option writes the
-            weight raw: ``ckpt export --raw`` exports the raw weights).
+            weight raw: ``ckpt export --raw`` exports the raw weights), and, where the
+            averages sit under a variable_scope, :func:`~ckpt_tools.ema_scopes.vscoped_hint`'s
+            stored keys and the ``--ema-name`` that takes them.
     """
     missing = [t for t in missing if kept(t)]
     if ema_name is None or not missing or not use_meta or ckpt.objects is not None:
@@ -136,6 +139,8 @@ def refuse_left_beside_named(ckpt: Checkpoint, ema_name: str | None,
                "averages a variable once)" if twice else
                f"one object named {name} applied again under another scope, or a second "
                "object of that name (the graph does not tell which made each apply())")
+        hint = vscoped_hint(ckpt, ema_name, sorted({graph(t) for t in missing}))
+        scoped = f"; {hint}" if hint else ""  # the stored keys and the option taking them
         raise UnprovenPairingError(
             f"{ckpt.path}: --ema-name {ema_name}: {named}{target} is left without an "
             f"average, but the .meta's update ops show apply() {scope!r} averaging {var} "
@@ -143,5 +148,5 @@ def refuse_left_beside_named(ckpt: Checkpoint, ema_name: str | None,
             f"{like} ({shows}): {why}, so "
             f"{target} is not proven a weight the stated object left out (not frozen: an "
             f"average of it is stored), which --allow-missing would export raw; {offer}"
-            "ckpt export --raw exports the raw weights instead", None,
+            f"ckpt export --raw exports the raw weights instead{scoped}", None,
             {target: (stored[shadow],)})
