@@ -44,7 +44,7 @@ def split_ema_names(ema_name: str | Iterable[str] | None) -> list[str]:
 
 
 def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool,
-              allow_missing: bool):
+              allow_missing: bool, filtered: bool = False):
     """Joins one :class:`~ckpt_tools.emamap.EmaMap` per EMA name into one.
 
     Args:
@@ -55,6 +55,8 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
         keep_raw: map the variables no named object averaged to themselves (else leave them
             out, ``non_averaged="drop"``).
         allow_missing: restore raw values where no named object stored an average.
+        filtered: ``include``/``exclude`` were given: a name whose averages they all left out
+            contributes nothing, as the user asked, and is not refused.
 
     Returns:
         `EmaMap`: each variable restored from the one named object's average that covers it.
@@ -98,7 +100,7 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
                 took += 1
             else:
                 plain.setdefault(tgt, (src, m.mapping[src]))
-        if not took:
+        if not took and not filtered:
             raise EmaError(f"{path}: --ema-name {name} takes no average here (Python: "
                            f"ema_name=); the averages it holds are kept under "
                            f"{', '.join(n for n in names if n != name) or 'other names'}")

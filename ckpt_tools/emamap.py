@@ -199,7 +199,7 @@ def ema_map(
         finally:
             opened.__exit__()
         return join_maps(ckpt.path, names, maps, keep_raw=non_averaged == KEEP,
-                         allow_missing=allow_missing)
+                         allow_missing=allow_missing, filtered=bool(include or exclude))
     ema_name = names[0] if names else None
     assumed: list = []
     asked = False

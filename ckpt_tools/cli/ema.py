@@ -68,8 +68,7 @@ IncludeOpt = Annotated[list[str] | None, typer.Option(
     "--include", hidden=True, help="Alias of --grep.")]
 ExcludeOpt = Annotated[list[str] | None, typer.Option(
     "--exclude", metavar="GLOB", help="Leave out variables matching this glob "
-    "(repeatable): it (as --grep) matches a variable's name or the key of the average it "
-    "is read from.")]
+    "(repeatable); it matches a name or the key read.")]
 MissingOpt = Annotated[bool, typer.Option(
     "--allow-missing", help="Restore raw values where a shadow is missing instead of failing.")]
 ApplyOrderOpt = Annotated[str | None, typer.Option(

@@ -79,10 +79,8 @@ def export_command(
     grep: GrepOpt = None,
     regex: RegexOpt = None,
     exclude: Annotated[list[str] | None, typer.Option(
-        "--exclude", metavar="GLOB", help="Leave out weights matching this glob (repeatable). "
-        "A glob (of --grep too) matches a weight's exported name or the key its value is "
-        "read from: --exclude 'W/ExponentialMovingAverage' leaves out the W read from that "
-        "average.")
+        "--exclude", metavar="GLOB", help="Leave out weights matching this glob (repeatable); "
+        "it matches the name written or the key read.")
     ] = None,
     include: Annotated[list[str] | None, typer.Option(
         "--include", hidden=True, help="Alias of --grep.")] = None,
@@ -92,9 +90,8 @@ def export_command(
     ] = None,
     tensor_averages: Annotated[bool, typer.Option(
         "--tensor-averages", help="Also export the averages of tensors that are not variables "
-        "and not scalar losses (role tensor_average: a hand-made TF1 batch norm's "
-        "ema.apply([mean, variance]) running statistics), under their checkpoint keys; not "
-        "with .h5.")] = False,
+        "nor scalar losses (role tensor_average: a hand-made TF1 batch norm's "
+        "ema.apply([mean, variance])), under their keys; not .h5.")] = False,
     ema_name: EmaNameOpt = None,
     no_meta: NoMetaOpt = False,
     allow_missing: Annotated[bool, typer.Option(
