@@ -410,7 +410,13 @@ def test_tensorflow_start_up_lines_are_dropped_or_shown_once(verbose):
     assert proc.returncode == 0, proc.stderr[-2000:]
     banner = proc.stderr.count("absl::InitializeLog")
     assert banner == (1 if verbose else 0), proc.stderr
-    assert proc.stderr.count("oneDNN custom operations") == (1 if verbose else 0), proc.stderr
+    # TensorFlow prints its oneDNN line only on CPUs where oneDNN is on by default (not on
+    # every x86 machine CI may get): expect it once where a plain import prints it
+    plain = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env,
+                           capture_output=True, text=True, timeout=120, cwd=REPO)
+    printed = "oneDNN custom operations" in plain.stderr
+    expected = 1 if verbose and printed else 0
+    assert proc.stderr.count("oneDNN custom operations") == expected, proc.stderr
 
 
 def test_launcher_shows_each_noise_line_once_with_verbose_and_never_without(capsys):
