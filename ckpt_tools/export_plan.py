@@ -179,9 +179,12 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             "ema_name")) if _filtered_out({k}, include, exclude)] if include or exclude else []
         # the user's --exclude too, so the map refuses nothing about a weight it leaves out
         # (stated_left_raw: review-26-attack-r92 F2); it drops no pair the export writes,
-        # the export matching every name the map does (a TF2 key by its path: escaped here)
-        unused += [glob.escape(k) for k, v in stored.items() if exclude and (
-            n := _clean_name(k, v)) != k and selected_by(exclude, n)]
+        # the export matching every name the map does (a TF2 key by its path: escaped here);
+        # only under a stated --ema-name, the one refusal that needs it: without one, the
+        # map's missing-average refusal must still see the left-out weight's average to
+        # offer --allow-missing (test_partial_ema tf2 --exclude)
+        unused += [glob.escape(k) for k, v in stored.items() if exclude and map_options.get(
+            "ema_name") and (n := _clean_name(k, v)) != k and selected_by(exclude, n)]
         excluded = [*(exclude or []), *unused]
         m = ema_map(ckpt, non_averaged="keep", **map_options,
                     **({"exclude": excluded} if excluded else {}))

@@ -80,7 +80,7 @@ def export_command(
     regex: RegexOpt = None,
     exclude: Annotated[list[str] | None, typer.Option(
         "--exclude", metavar="GLOB", help="Leave out weights matching this glob (repeatable); "
-        "it matches the name written or the key read.")
+        "it matches a name or the key read from.")
     ] = None,
     include: Annotated[list[str] | None, typer.Option(
         "--include", hidden=True, help="Alias of --grep.")] = None,
