@@ -111,10 +111,20 @@ def averaged_tensors(ckpt: Checkpoint) -> dict[str, tuple[str, str]]:
     ``BatchNormalization(training=True)``) or any running average kept by hand. A graph that
     builds one is no evaluation graph (:func:`evaluation_graph`): one that restored the raw
     weights with a plain Saver, ran it and saved with ``Saver(ema.variables_to_restore())``
-    wrote the raw weights under the averages' names (review-25-attack-r88 F2). ``{}``
+    wrote the raw weights under the averages' names (review-25-attack-r88 F2). Only the
+    variables the save op wrote a key from count, as :func:`trained_saved` counts them: a
+    running average of an evaluation metric in a local variable no key is written from
+    (``assign_moving_average(loss_avg, loss, 0.9)``) says nothing of what the keys hold
+    (review-26-attack-r93 F1); where no save op is read, every such update counts. ``{}``
     without a graph read."""
     found = part_update_ops(ckpt) if ckpt.meta is not None else None
-    return dict(found[0].tensors) if found is not None else {}
+    if found is None:
+        return {}
+    sources = written_sources(ckpt)
+    if sources is None:
+        return dict(found[0].tensors)
+    saved = {v for each in sources.values() for v in each}
+    return {v: t for v, t in found[0].tensors.items() if v in saved}
 
 
 def raw_named_keys(ckpt: Checkpoint) -> dict[str, str]:

@@ -22,7 +22,13 @@ is ``tf.compat.v1.layers.batch_normalization`` of tf_keras), the truth read at s
 * ``ev_stat``: an evaluation graph's hand-written statistic update (``assign(mm, 0.5 * mm +
   0.5 * mean)``, proven one) run after a plain Saver restored the raw values, saved with a vtr
   Saver of the statistics alone: its keys, ``other`` by role, were paired with no check, exit
-  0; the evaluation graph's refusal now (``--averages-only`` decides)."""
+  0; the evaluation graph's refusal now (``--averages-only`` decides).
+* ``ev_frozen``, ``ev_metric``: an evaluation graph (batch norm in inference mode) that
+  restored the averages with the vtr Saver and re-saved them with it; ``ev_metric`` also keeps
+  a running average of its loss (``assign_moving_average``) in a LOCAL variable the Saver
+  never writes, which read it as a training graph's: ``--raw --keys-are-raw`` then wrote the
+  averages as raw weights, exit 0 (review-26-attack-r93 F1). Both read as the evaluation
+  graph they are."""
 
 from __future__ import annotations
 
@@ -131,6 +137,22 @@ with tf.Graph().as_default():  # an eval graph's hand statistic assign, run afte
         vtr_saver(moving_avg_variables=tf1.moving_average_variables()).save(
             s, f"{out}/ev_stat/model.ckpt", global_step=gs)
         record("ev_stat")
+for kind in ("ev_frozen", "ev_metric"):  # evaluation graphs: inference only, the averages
+    with tf.Graph().as_default():  # restored and re-saved with the vtr Saver; ev_metric also
+        gs = tf1.train.get_or_create_global_step()  # keeps its loss's running average in a
+        y = model("frozen")  # LOCAL variable no key is written from (review-26-attack-r93 F1)
+        metric = []
+        if kind == "ev_metric":
+            acc = tf1.get_variable("eval/loss_avg", [], initializer=tf1.zeros_initializer(),
+                                   trainable=False, collections=[GK.LOCAL_VARIABLES])
+            metric = [moving_averages.assign_moving_average(
+                acc, tf.reduce_mean(tf.square(y)), 0.9, zero_debias=False)]
+        with tf1.Session() as s:
+            s.run(tf1.local_variables_initializer())
+            vtr_saver().restore(s, tf.train.latest_checkpoint(f"{out}/train_slim"))
+            s.run([y, *metric])
+            vtr_saver().save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+            record(kind)
 ''' + '\nnp.savez(f"{out}/truth.npz", **truth)\n'
 
 E = "ExponentialMovingAverage"
@@ -218,3 +240,29 @@ def test_evaluation_graph_statistic_keys_of_role_other_refused(made, tmp_path):
     with np.load(dst) as z:
         for n in STATS:
             assert _bits(z[n]) == _bits(truth[f"ev_stat:{n}"]), n
+
+
+@pytest.mark.parametrize("case", ["ev_frozen", "ev_metric"])
+def test_a_local_metric_average_leaves_an_evaluation_graph_one(made, case, tmp_path):
+    """ev_metric reads exactly as ev_frozen: the evaluation graph's refusal naming
+    --averages-only (no training graph's reading), --raw refused whatever is stated, and
+    --averages-only writes the averages restored, bit for bit (review-26-attack-r93 F1)."""
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    said = {}
+    for stated in ([], ["--allow-missing"], ["--raw", "--keys-are-raw"]):
+        code, err = _export(out, case, *stated, dst=dst)
+        assert code == 6 and not dst.exists(), (stated, err)
+        assert "evaluation graph" in err and "assign_moving_average" not in err, err
+        assert "loss_avg" not in err and "training graph" not in err, err
+        said[" ".join(stated)] = err.replace(case, "CASE")
+    assert "--averages-only" in said[""] and "whatever is stated" in said["--raw --keys-are-raw"]
+    code, err = _export(out, case, "--averages-only", "--allow-missing", dst=dst)
+    assert code == 0, err
+    with np.load(dst) as z:
+        for n in NAMED["slim"]:
+            assert _bits(z[n]) == _bits(truth[f"slim_ema:{n}"]) == _bits(truth[f"{case}:{n}"]), n
+    if case == "ev_metric":  # word for word ev_frozen's
+        for stated, err in said.items():
+            code, other = _export(out, "ev_frozen", *stated.split(), dst=dst)
+            assert code == 6 and other.replace("ev_frozen", "CASE") == err, stated
