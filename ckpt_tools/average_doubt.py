@@ -24,7 +24,7 @@ from .errors import UnprovenPairingError
 from .formats._io import is_url
 from .formats._write import copy_file, os_errors
 
-__all__ = ["carry_doubt", "doubt_to_carry", "stale_siblings"]
+__all__ = ["carry_doubt", "doubt_to_carry"]
 
 
 def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
@@ -143,31 +143,3 @@ def _copy(path: str, target: str, shown: str) -> None:
     finally:
         close_map(data)
 
-
-def stale_siblings(out_dir: str, name: str) -> list[str]:
-    """The files in the local ``out_dir`` that the output ``<out_dir>/<name>`` would read as
-    other checkpoints' graphs of its prefix (:func:`~ckpt_tools.meta_sibling.candidates`)
-    while no checkpoint of their own lies beside them (no ``<stem>.index``, ``<stem>`` or
-    ``<stem>.data-*``): what an earlier average carried there. ``--force`` replaces them with
-    the output: kept, an earlier output's doubt fell on an unrelated one, which export then
-    refused, silently (review-26-attack-r90 F4). A checkpoint's own ``.meta`` is kept.
-
-    Returns:
-        `list[str]`: their names (``[]`` where ``out_dir`` does not exist).
-    """
-    from .meta_sibling import candidates
-
-    if is_url(out_dir) or not os.path.isdir(out_dir):
-        return []
-    try:
-        names = set(os.listdir(out_dir))
-    except OSError:
-        return []
-    found = []
-    for path in candidates(os.path.join(out_dir, name)):
-        stem = os.path.basename(path)[:-len(".meta")]
-        if stem + ".index" in names or stem in names or any(
-                n.startswith(stem + ".data-") for n in names):
-            continue
-        found.append(os.path.basename(path))
-    return found

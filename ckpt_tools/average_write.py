@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, field
 
 from . import roles as R
-from .average_doubt import carry_doubt, doubt_to_carry, stale_siblings
+from .average_carried import record_name, removable, write_record
+from .average_doubt import carry_doubt, doubt_to_carry
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
 from .errors import EmaError, UnsupportedFormatError
@@ -62,10 +63,11 @@ class AverageResult:
         doubt_carried: the other checkpoints' graphs doubting the inputs' names, copied beside
             the output so that it is doubted the same way (:mod:`~ckpt_tools.average_doubt`);
             in ``to_dict()`` only where not empty.
-        doubt_removed: with ``overwrite``, the graphs without a checkpoint of their own that
-            lay in ``--out`` under names the output reads as its prefix's (an earlier
-            average's copies), removed with the publish (review-26-attack-r90 F4); in
-            ``to_dict()`` only where not empty.
+        doubt_removed: with ``overwrite``, the copies an earlier average of this output
+            carried into ``--out`` (named in its record, ``<name>.carried.json``:
+            :mod:`~ckpt_tools.average_carried`), removed with the publish
+            (review-26-attack-r90 F4, review-27-attack-r95 F1); in ``to_dict()`` only where
+            not empty.
     """
 
     prefix: str
@@ -229,11 +231,14 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     else:
         name = check_file_name(newest.name if name is None else name)
         final = os.path.join(out_dir, name)
-        # --force also replaces the graphs an earlier average carried beside its output
-        # (review-26-attack-r90 F4): gone with the publish, as the old output is
-        stale = stale_siblings(out_dir, name) if overwrite else []
+        # --force also replaces the graphs an earlier average of this output carried
+        # beside it (review-26-attack-r90 F4): only those its record names, still of the
+        # recorded bytes and read by no other checkpoint there; never a file this tool
+        # cannot prove it wrote (review-27-attack-r95 F1, F2, F5)
         own = checkpoint_names(name)
-        stage_of = StagedDir(out_dir, inputs, lambda f: own(f) or f in stale,
+        stale = removable(out_dir, name, own) if overwrite else []
+        record = record_name(name)
+        stage_of = StagedDir(out_dir, inputs, lambda f: own(f) or f == record or f in stale,
                              overwrite=overwrite)
     with stage_of as stage:
         work = stage.path
@@ -257,6 +262,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             # the graphs doubting the inputs' names, beside the output: doubted the same way
             # (review-25-attack-r87 F3); checked in the stage, never published otherwise
             carried = carry_doubt(carry, prefix, stage.shown, taken)
+            write_record(work, name, [os.path.basename(c) for c in carried], stage.shown)
         stage.publish()
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
                          copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,

@@ -97,6 +97,16 @@ def listed_candidates(prefix: str) -> list[str] | None:
     names = directory_files(directory)
     if names is None:
         return None
+    join = url_join if is_url(base) else os.path.join
+    return [join(directory, other) for other in candidates_among(name, names)]
+
+
+def candidates_among(name: str, names) -> list[str]:
+    """:func:`candidates` of the checkpoint ``name`` among a directory's file ``names``.
+
+    Returns:
+        `list[str]`: base names, newest step first.
+    """
     m = _STEP.match(name)
     # a checkpoint saved without a step (save(sess, "model.ckpt")) beside model.ckpt-N.meta
     # of the same run is its stem's too (review-25-attack-r83 F1)
@@ -117,8 +127,9 @@ def listed_candidates(prefix: str) -> list[str] | None:
                 in skeletons:
             found.append((tuple(int(d) for d in _DIGITS.findall(stem)), other))
     found.sort(reverse=True)
-    join = url_join if is_url(base) else os.path.join
-    return [join(directory, other) for _, other in found]
+    return [other for _, other in found]
+
+
 
 
 def _signed(value: int) -> int:

@@ -2,10 +2,11 @@
 the tests of sibling ``.meta`` doubt over URLs and of ``average --force`` (run with
 :func:`helpers_tf1.run_tf1_script`): ``swap`` (a swapping Saver: each variable's name holds
 its average) and ``plain`` (a default ``Saver()``); ``truth["<run>:<step>:avg|raw:<name>"]``
-from ``sess.run`` at each save."""
+from ``sess.run`` at each save. :data:`V1_SCRIPT` writes ``v1swap``: the swapping run saved by
+a V1 sharded Saver (``model.ckpt-N-00000-of-00001`` beside ``model.ckpt-1.meta``)."""
 
-SCRIPT = r'''
-def run(name, swap):
+RUN = r'''
+def run(name, swap, v1=False):
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         with tf1.variable_scope("model"):
@@ -22,7 +23,15 @@ def run(name, swap):
             keys = {x.op.name: ema.average(x) for x in tv}
             keys.update({ema.average_name(x): x for x in tv})
             keys["global_step"] = gs
-        saver = tf1.train.Saver(keys, max_to_keep=None)
+        opts = {}
+        if v1:
+            import os
+
+            from tensorflow.core.protobuf import saver_pb2
+
+            os.makedirs(f"{out}/{name}", exist_ok=True)  # (a V1 Saver does not create it)
+            opts = {"sharded": True, "write_version": saver_pb2.SaverDef.V1}
+        saver = tf1.train.Saver(keys, max_to_keep=None, **opts)
         with trained(tf, step, 0) as s:
             for i in (1, 2, 3):
                 s.run(step)
@@ -31,8 +40,13 @@ def run(name, swap):
                 for x in tv:
                     truth[f"{name}:{i}:avg:{x.op.name}"] = s.run(ema.average(x))
                     truth[f"{name}:{i}:raw:{x.op.name}"] = s.run(x)
+'''
 
-
+SCRIPT = RUN + '''
 run("swap", True)
 run("plain", False)
+'''
+
+V1_SCRIPT = RUN + '''
+run("v1swap", True, True)
 '''

@@ -145,9 +145,9 @@ def average_command(
     out.wrote(result.prefix)
     if result.doubt_removed:  # an earlier average's copies, replaced (review-26-attack-r90 F4)
         names = ", ".join(os.path.basename(p) for p in result.doubt_removed)
-        out.note(f"note: --force removed {names} from --out: graph(s) without a checkpoint of "
-                 "their own that the output would have read as its prefix's (an earlier "
-                 "average's copies doubting its inputs)", always=True)
+        out.note(f"note: --force removed {names} from --out: the graph(s) an earlier average "
+                 "of this output carried beside it (named in its record, "
+                 f"{os.path.basename(result.prefix)}.carried.json)", always=True)
     if result.doubt_carried:  # the inputs' doubt, beside the output (review-25-attack-r87 F3)
         names = ", ".join(os.path.basename(p) for p in result.doubt_carried)
         out.note(f"note: copied {names} beside the output: the inputs have no .meta of their "
