@@ -69,7 +69,7 @@ class Checkpoint(StoredTensors, KeyPaths):
                  use_ema: bool | None = None, trainable: Sequence[str] | None = None,
                  not_swapped: bool = False, fit_order: bool = False,
                  averages_only: bool = False, optimizer: str | None = None,
-                 keys_are_raw: bool = False):
+                 keys_are_raw: bool = False, saver_def_wrote: bool = False):
         self.location = location
         self.path = location.prefix
         if fit_order and trainable:
@@ -79,7 +79,8 @@ class Checkpoint(StoredTensors, KeyPaths):
         self._options = {"verify": verify, "meta": meta, "use_ema": use_ema,
                          "trainable": trainable, "not_swapped": not_swapped,
                          "fit_order": fit_order, "averages_only": averages_only,
-                         "optimizer": optimizer, "keys_are_raw": keys_are_raw}
+                         "optimizer": optimizer, "keys_are_raw": keys_are_raw,
+                         "saver_def_wrote": saver_def_wrote}
         from .formats.keras.stated_optimizer import parse as parse_optimizer
 
         stated_optimizer = parse_optimizer(optimizer)  # OptionError (exit 2) if not valid
@@ -176,6 +177,12 @@ class Checkpoint(StoredTensors, KeyPaths):
                                     averages_only=averages_only,
                                     doubted=bool(self.meta_doubt),
                                     keys_are_raw=keys_are_raw)
+            if saver_def_wrote:  # the .meta's other Savers then go unread (saver_def_stated)
+                from .saver_def_stated import refuse_unfit_saver_def
+
+                refuse_unfit_saver_def(location.prefix, None if self.meta_stated else
+                                       self.meta_source, self.objects, self._reader.entries,
+                                       not_swapped=not_swapped)
         except CheckpointError:
             self._reader.close()
             raise
@@ -186,6 +193,9 @@ class Checkpoint(StoredTensors, KeyPaths):
         # model variables hold the raw weights, not averages an evaluation graph restored
         # and saved again: export --raw writes them only then (raw_exports)
         self.keys_are_raw = bool(keys_are_raw)
+        # ... or that the Saver whose SaverDef its own .meta records wrote it: that Saver's
+        # save op alone is read, not the graph's other Savers of its keys (saver_def_stated)
+        self.saver_def_wrote = bool(saver_def_wrote)
         # A custom loop's order, stated for a tf_keras model's TF-format save (tfk_stated).
         self.stated_order: list[str] | None = None
         self.stated_pairs: dict[str, str] = {}
@@ -366,7 +376,7 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
                     trainable: Sequence[str] | None = None,
                     not_swapped: bool = False, fit_order: bool = False,
                     averages_only: bool = False, optimizer: str | None = None,
-                    keys_are_raw: bool = False) -> Checkpoint:
+                    keys_are_raw: bool = False, saver_def_wrote: bool = False) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -411,6 +421,13 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             restored and saved again, which the file cannot tell apart; ``export --raw``
             (``ema=False``) writes them only then (``ckpt export --raw --keys-are-raw``).
             Other formats refuse it, and so does ``averages_only`` (``OptionError``).
+        saver_def_wrote (`bool`, defaults to `False`): TF1 checkpoints with their own
+            ``.meta`` only: state that the Saver whose ``SaverDef`` the ``.meta`` records
+            wrote the checkpoint (``ckpt --saver-def-wrote``), where other Savers of its graph
+            write the same keys from other variables (a ``MonitoredTrainingSession``'s
+            ``Scaffold`` Saver beside a swapping Saver), which nothing in the file tells
+            apart: only that Saver's save op is read (:mod:`ckpt_tools.saver_def_stated`).
+            Refused where it decides nothing or the file contradicts it (``OptionError``).
 
         optimizer (`str`, *optional*): a bare Keras 3 ``.weights.h5`` only: state the
             optimizer's Keras built-in class and the options on that add variables,
@@ -429,8 +446,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
         OptionError: ``use_ema``, ``trainable`` (but for a tf_keras model's TF-format save,
             :mod:`ckpt_tools.tfk_stated`), ``not_swapped`` or ``fit_order`` given for a
             TensorFlow checkpoint, or ``fit_order`` with ``trainable``, or
-            ``averages_only`` or ``keys_are_raw`` for a TF2 or Keras one, or both of them
-            (exit 2).
+            ``averages_only`` or ``keys_are_raw`` for a TF2 or Keras one, or both of them,
+            or ``saver_def_wrote`` where it cannot apply (exit 2).
         EmaError: ``use_ema`` contradicts the Keras file's config (exit 6).
 
     Example:
@@ -442,4 +459,4 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
     return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema,
                       trainable=trainable, not_swapped=not_swapped, fit_order=fit_order,
                       averages_only=averages_only, optimizer=optimizer,
-                      keys_are_raw=keys_are_raw)
+                      keys_are_raw=keys_are_raw, saver_def_wrote=saver_def_wrote)

@@ -54,8 +54,10 @@ def refuse_crossed_unpaired(ckpt: Checkpoint) -> None:
         return
     from .errors import UnprovenPairingError
     from .save_op import graph_file, graph_named
+    from .saver_def_stated import saver_def_offer
 
     key, one, other = crossed
+    offer = saver_def_offer(ckpt)
     raise UnprovenPairingError(
         f"{ckpt.path}: its {graph_named(ckpt)} ({graph_file(ckpt)}) builds Savers whose save "
         f"ops write exactly these keys from different variables (key {key} from "
@@ -63,4 +65,5 @@ def refuse_crossed_unpaired(ckpt: Checkpoint) -> None:
         "file records which of them wrote the checkpoint, so the keys may hold raw weights or "
         "averages: if each key holds what its name says, pass --not-swapped (Python: "
         "not_swapped=True); to export the keys as stored whichever Saver wrote them (raw "
-        "weights or averages, as it saved them), pass --raw --no-meta", option="--not-swapped")
+        "weights or averages, as it saved them), pass --raw --no-meta"
+        + (f"; {offer}" if offer else ""), option="--not-swapped")

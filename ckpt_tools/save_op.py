@@ -66,11 +66,13 @@ def _writer(ckpt: Checkpoint) -> tuple[dict[str, list[str]] | None, str]:
 
 def _fitting(ckpt: Checkpoint) -> tuple[list[dict[str, list[str]]], bool]:
     """:func:`~.formats.meta_saver.writing_save_ops` of the graph file read, once per open
-    checkpoint (``([], False)`` where none is read)."""
+    checkpoint (``([], False)`` where none is read); the ``SaverDef``'s save op alone where
+    the user states it wrote the checkpoint (``saver_def_wrote``)."""
     path = graph_file(ckpt)
     if not path:
         return [], False
-    return ckpt.memo("meta_writing_save_ops", lambda: writing_save_ops(path, ckpt.entries()))
+    return ckpt.memo("meta_writing_save_ops", lambda: writing_save_ops(
+        path, ckpt.entries(), saver_def_only=getattr(ckpt, "saver_def_wrote", False)))
 
 
 def written_sources(ckpt: Checkpoint) -> dict[str, list[str]] | None:

@@ -8,7 +8,8 @@ that pairs averages, as the CLI takes them on every pairing command (review-16-a
 :func:`~ckpt_tools.checkpoint_stats` take the same statements under the Python names
 (``use_ema=``, ``optimizer=``, ``trainable=``, ``loop_order=``, ``fit_order=``,
 ``averages_only=``, ``not_swapped=``) and forward them here (``export --keys-are-raw``,
-``keys_are_raw=``, too), the one place that opens the file
+``keys_are_raw=``, too; ``export``/``map``/``restore-ema --saver-def-wrote``,
+``saver_def_wrote=``), the one place that opens the file
 with them: a path is opened with them, an open :class:`~ckpt_tools.Checkpoint` is opened again
 with them added (:meth:`~ckpt_tools.Checkpoint.reopened`; the caller's stays as it was).
 """
@@ -22,7 +23,7 @@ from .errors import OptionError
 
 # the statements open_checkpoint takes (loop_order: trainable= in a custom loop's order)
 STATEMENTS = ("use_ema", "optimizer", "trainable", "loop_order", "fit_order", "averages_only",
-              "not_swapped", "keys_are_raw")
+              "not_swapped", "keys_are_raw", "saver_def_wrote")
 
 
 def _said(key: str, value) -> bool:
@@ -94,7 +95,7 @@ class opened_stated:
     Args:
         checkpoint: a path, or an open :class:`~ckpt_tools.Checkpoint`.
         statements: ``use_ema``, ``optimizer``, ``trainable``, ``loop_order``, ``fit_order``,
-            ``averages_only``, ``not_swapped``, ``keys_are_raw`` (as
+            ``averages_only``, ``not_swapped``, ``keys_are_raw``, ``saver_def_wrote`` (as
             :func:`~ckpt_tools.open_checkpoint`).
         meta: for a path, read the ``.meta`` beside it.
 

@@ -170,7 +170,9 @@ def saver_assumptions(ckpt: Checkpoint) -> list[Assumption]:
     graph = graph_named(ckpt)
     crossed = crossed_keys(ckpt)
     if crossed:
-        return [_crossed(graph, *crossed)]
+        from .saver_def_stated import saver_def_offer
+
+        return [_crossed(graph, *crossed, offer=saver_def_offer(ckpt))]
     return [Assumption(
         "saver_not_swapped",
         f"the {graph} records no save op (no SaverDef: export_meta_graph() without a saver), "
@@ -238,7 +240,9 @@ def _crossed_said(graph: str, key: str, one: list[str], other: list[str]) -> str
                 f"{', '.join(other)} in another: e.g. the Saver() whose SaverDef the .meta "
                 "records, written by its save() or export_meta_graph(), beside a swapping "
                 "Saver, {v.op.name: ema.average(v), ema.average_name(v): v}, that wrote the "
-                "checkpoint with write_meta_graph=False), and nothing in the file records "
+                "checkpoint with write_meta_graph=False, or a MonitoredTrainingSession's "
+                "Scaffold(saver=...), whose SaverDef it records, beside another of these "
+                "Savers built for an evaluation export), and nothing in the file records "
                 "which of them wrote the checkpoint")
     between = (f"key {key} from {', '.join(one)} in one graph, from {', '.join(other)} in "
                "another: a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): "
@@ -249,19 +253,24 @@ def _crossed_said(graph: str, key: str, one: list[str], other: list[str]) -> str
             "variables")
 
 
-def _crossed(graph: str, key: str, one: list[str], other: list[str]) -> Assumption:
+def _crossed(graph: str, key: str, one: list[str], other: list[str], *,
+             offer: str = "") -> Assumption:
     """``saver_not_swapped``, refused: the graph file's save ops disagree about what ``key``
     holds (a TF1 SavedModel's swapping Saver of ``add_meta_graph_and_variables(saver=)`` beside
-    another graph's plain Saver), and nothing records which one wrote the variables."""
+    another graph's plain Saver), and nothing records which one wrote the variables.
+    ``offer``: :func:`~ckpt_tools.saver_def_stated.saver_def_offer` (``--saver-def-wrote``),
+    said first where the ``.meta``'s ``SaverDef`` Saver may have written them."""
     said = _crossed_said(graph, key, one, other)
     return Assumption(
         "saver_not_swapped",
-        f"{said}: if a Saver of each variable under its own name wrote them, pass "
+        f"{said}: " + (f"{offer}; otherwise, " if offer else "")
+        + "if a Saver of each variable under its own name wrote them, pass "
         "--not-swapped (Python: not_swapped=True); if the swapping one did, each key named as "
         "a variable holds its average and each key named as an average the raw weight: use the "
         "keys as stored (ckpt export --raw --no-meta)",
         f"the keys are taken as holding their names' variables ({said})",
-        "a Saver of each variable under its own name: --not-swapped (Python: "
+        ("the .meta's SaverDef Saver: --saver-def-wrote; " if offer else "")
+        + "a Saver of each variable under its own name: --not-swapped (Python: "
         "not_swapped=True); a swapping Saver: use the keys as stored (ckpt export --raw "
         "--no-meta)",
         f"the {graph}'s save ops disagree about what the keys hold (e.g. {key}); "
@@ -295,6 +304,10 @@ def refuse_crossed_raw(ckpt: Checkpoint) -> bool:
 
     said = _crossed_said(graph_named(ckpt), *crossed) if crossed else _doubted_said(ckpt)
     offer = "" if crossed else stated_offer(ckpt)
+    if crossed:
+        from .saver_def_stated import saver_def_offer
+
+        offer = saver_def_offer(ckpt)
     raise UnprovenPairingError(
         f"{ckpt.path}: {said}: --raw exports the keys named as variables, which hold the raw "
         "weights if a Saver of each variable under its own name wrote them and the averages if "

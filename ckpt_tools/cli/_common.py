@@ -89,8 +89,8 @@ LoopOrderOpt = Annotated[bool, typer.Option(
     "not the model's. Required with --trainable on a TensorFlow checkpoint.")]
 FitOrderOpt = Annotated[bool, typer.Option(
     "--fit-order", rich_help_panel=PAIRING,
-    help="Keras files: state that fit() built the optimizer, so copies of equal-shaped "
-    "weights pair in the model's order by your statement, not by assumption.")]
+    help="Keras: state that fit() built the optimizer, so equal-shaped weights' copies "
+    "pair in model order.")]
 StrictOpt = Annotated[bool, typer.Option(
     "--strict", rich_help_panel=PAIRING,
     help="Also refuse (exit 6) a pairing that rests on an assumption ('assumed' in --json: "
@@ -100,6 +100,9 @@ NotSwappedOpt = Annotated[bool, typer.Option(
     help="State that the file was not saved swapped (after SwapEMAWeights(swap_on_epoch="
     "True) or swap_weights(); TF1 beside a .meta without a save op: by a swapping Saver), "
     "so its EMA copies are the averages (if it was: ckpt export --raw).")]
+SaverDefWroteOpt = Annotated[bool, typer.Option(
+    "--saver-def-wrote", rich_help_panel=PAIRING,
+    help="TF1: state the .meta's SaverDef Saver wrote it.")]
 AveragesOnlyOpt = Annotated[bool, typer.Option(
     "--averages-only", rich_help_panel=PAIRING,
     help="TF1: state that keys named as averages of variables not stored hold averages.")]

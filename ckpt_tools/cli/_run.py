@@ -95,12 +95,15 @@ def resolve(out: Output, path: str) -> str:
 def note_sibling_doubt(out: Output, ckpt) -> None:
     """Says (once, on stderr) which ``.meta`` of another checkpoint of its prefix doubts the
     names of ``ckpt``'s keys, saved without a ``.meta`` of its own
-    (:mod:`~ckpt_tools.meta_sibling`): the pairing is refused, or rests on --not-swapped."""
+    (:mod:`~ckpt_tools.meta_sibling`): the pairing is refused, or rests on --not-swapped;
+    and that the keys are read as the ``.meta``'s ``SaverDef`` Saver saved them because
+    ``--saver-def-wrote`` states it (:mod:`~ckpt_tools.saver_def_stated`)."""
     from ..meta_sibling import doubt_note
+    from ..saver_def_stated import saver_def_note
 
-    said = doubt_note(ckpt)
-    if said and said not in out.noted:
-        out.note(f"note: {said}", always=True)
+    for said in (doubt_note(ckpt), saver_def_note(ckpt)):
+        if said and said not in out.noted:
+            out.note(f"note: {said}", always=True)
 
 
 _LIST_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet"}

@@ -30,6 +30,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    SaverDefWroteOpt,
     StrictOpt,
     ToOpt,
     TrainableOpt,
@@ -108,6 +109,7 @@ def export_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    saver_def_wrote: SaverDefWroteOpt = False,
     averages_only: AveragesOnlyOpt = False,
     keys_are_raw: KeysAreRawOpt = False,
     wide: WideOpt = False,
@@ -158,6 +160,7 @@ def export_command(
     with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
+                         saver_def_wrote=saver_def_wrote,
                          averages_only=averages_only, keys_are_raw=keys_are_raw) as ckpt:
         note_sibling_doubt(out, ckpt)
         names = NameFilter([*(grep or []), *(include or [])], regex)

@@ -27,6 +27,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    SaverDefWroteOpt,
     StrictOpt,
     TrainableOpt,
     UseEmaOpt,
@@ -113,6 +114,7 @@ def restore_ema_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    saver_def_wrote: SaverDefWroteOpt = False,
     averages_only: AveragesOnlyOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
@@ -140,6 +142,7 @@ def restore_ema_command(
     with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
+                         saver_def_wrote=saver_def_wrote,
                          averages_only=averages_only) as ckpt:
         note_sibling_doubt(out, ckpt)
         refuse_apply_order(ckpt, check_apply_order(apply_order))  # Keras: exit 2, not ignored

@@ -127,7 +127,8 @@ def reads_by_names(sources: dict[str, list[str]]) -> bool:
                for key, of in sources.items())
 
 
-def writing_save_ops(path: str, stored) -> tuple[list[dict[str, list[str]]], bool]:
+def writing_save_ops(path: str, stored, *, saver_def_only: bool = False
+                     ) -> tuple[list[dict[str, list[str]]], bool]:
     """The save ops of the graph file at ``path`` that may have written a checkpoint of the
     keys ``stored``: each ``SaverDef``'s save op (:func:`saved_sources_each`) writing exactly
     these keys, and, for a ``.meta`` (not a SavedModel, whose ``SaverDef`` is the Saver that
@@ -139,7 +140,9 @@ def writing_save_ops(path: str, stored) -> tuple[list[dict[str, list[str]]], boo
     F2). Where no ``SaverDef``'s save op writes these keys, another Saver's is taken only where
     it reads some key from another variable than its name's (one reading by the names proves
     nothing the names do not say: the file is read as before, its save op not this
-    checkpoint's writer).
+    checkpoint's writer). ``saver_def_only``: the user's statement that the Saver whose
+    ``SaverDef`` the ``.meta`` records wrote the checkpoint (``--saver-def-wrote``:
+    :mod:`~ckpt_tools.saver_def_stated`): only the ``SaverDef``'s save op is read.
 
     Returns:
         ``(fits, recorded)``: ``fits`` the readings (one: the writer; several, which then
@@ -161,7 +164,7 @@ def writing_save_ops(path: str, stored) -> tuple[list[dict[str, list[str]]], boo
         found = _unrecorded(path, stored)
         return (found, True) if found else ([], False)
     fits = [s for s in each if set(s) == stored]
-    if os.path.basename(path).startswith("saved_model."):
+    if saver_def_only or os.path.basename(path).startswith("saved_model."):
         return fits, True
     # the other Savers' scopes: the SaverDef's own is never read twice (two readers of one
     # save op cannot disagree into a refusal)
