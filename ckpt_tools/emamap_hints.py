@@ -166,6 +166,10 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
         from .swap_assumed import doubted_raw_route  # --raw refused by the doubt (r90 F3)
 
         route = doubted_raw_route(ckpt)
+    if missing and not route:  # crossed Savers, no pair: --raw refused too (s26n leftover)
+        from .crossed_routes import crossed_raw_route
+
+        route = crossed_raw_route(ckpt) if use_meta else None
     if route:  # --raw refused without the .meta: never offered as it is (r72 F5)
         hints.append(route)
     kinds = sorted({v.ema_style for v in variables.values() if v.role == R.EMA and v.ema_style})

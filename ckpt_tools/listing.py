@@ -127,6 +127,10 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                     # refuses it until --not-swapped (or --raw) says how the file was saved
                     listing.unproven = {"option": "--not-swapped",
                                         "reason": swap_refusal(ckpt, assumed)}
+            if listing.unproven is None and use_meta:  # crossed Savers, no pair (s26n)
+                from .crossed_routes import crossed_listed
+
+                listing.unproven = crossed_listed(ckpt)
             return listing
         finally:
             if owned:

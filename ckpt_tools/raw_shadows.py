@@ -121,7 +121,17 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
                f"{len(others)} variable(s)' averages") if others else ""
     # a training graph's Saver wrote the raw weights, an evaluation graph's the averages it
     # restored, and the graph may build ema.apply() either way: --averages-only states the
-    # latter, --raw --keys-are-raw the former (review-23-attack-r70 F1, F2)
+    # latter, --raw --keys-are-raw the former (review-23-attack-r70 F1, F2); never offered
+    # where a partitioned variable's parts are among them: ckpt does not assemble parts
+    # saved under separate keys, so the statement is refused there (review-26-attack-r94 F3)
+    apart = _parts_apart(ckpt, raw)
+    offer = ("pass --averages-only (Python: open_checkpoint(path, averages_only=True)) if so"
+             if not apart else
+             f"--averages-only cannot state it here ({apart[1]} is a partitioned variable "
+             f"stored under no key of its own, its parts written whole under separate keys, "
+             f"e.g. {apart[0]}, which ckpt does not assemble); if so, restore the checkpoint "
+             "in the graph imported from the .meta (import_meta_graph(...).restore) and save "
+             "it with a plain tf.train.Saver()")
     return UnprovenPairingError(
         f"{ckpt.path}: {len(raw)} key(s) named as averages {IF_TRAINED}, e.g. {s}: the "
         f"{graph_named(ckpt)}'s saver "
@@ -133,9 +143,21 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
         "only to evaluate (ckpt export --raw --keys-are-raw writes the raw weights under "
         "their variables' names); if an evaluation graph restored the averages and saved "
         "again with that Saver (it may build ema.apply() too), the keys hold the averages, "
-        "which the file cannot show: pass --averages-only (Python: open_checkpoint(path, "
-        "averages_only=True)) if so" + fine_tune_said(ckpt) + exclude,
+        "which the file cannot show: " + offer + fine_tune_said(ckpt) + exclude,
         "--exclude" if others else None, undecided, raw=tuple(s for s, _ in every))
+
+
+def _parts_apart(ckpt: Checkpoint, raw: list) -> tuple[str, str] | None:
+    """``(key, variable)`` for the first of ``raw`` (``(key, variable)`` pairs) whose variable
+    the graph records as a part of a partitioned variable (its save-slice info) that no key
+    holds: ``(W/part_0/ExponentialMovingAverage, W)``; ``None`` where none is."""
+    graph = ckpt.meta.variables if ckpt.meta is not None else {}
+    stored = ckpt.entries()
+    for key, var in raw:
+        part = getattr(graph.get(var), "partition", None)
+        if part is not None and part.full_name != var and part.full_name not in stored:
+            return key, part.full_name
+    return None
 
 
 def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:

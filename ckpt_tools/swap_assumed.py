@@ -233,17 +233,19 @@ def _doubted(ckpt: Checkpoint) -> Assumption:
 
 
 def _crossed_said(graph: str, key: str, one: list[str], other: list[str]) -> str:
-    """What the graph file's save ops disagree about (:func:`_crossed`), in a message."""
+    """What the graph file's save ops disagree about (:func:`_crossed`), in a message; which
+    Saver is the one whose SaverDef a .meta records is not claimed: either may be the swapping
+    one (a MonitoredTrainingSession's Scaffold saver; review-26-attack-r94 F6)."""
     if graph == ".meta":  # one graph building several Savers (review-25-attack-r85 F2, F4)
         return (f"its .meta's graph builds Savers whose save ops write exactly these keys from "
                 f"different variables (key {key} from {', '.join(one)} in one, from "
-                f"{', '.join(other)} in another: e.g. the Saver() whose SaverDef the .meta "
-                "records, written by its save() or export_meta_graph(), beside a swapping "
-                "Saver, {v.op.name: ema.average(v), ema.average_name(v): v}, that wrote the "
-                "checkpoint with write_meta_graph=False, or a MonitoredTrainingSession's "
-                "Scaffold(saver=...), whose SaverDef it records, beside another of these "
-                "Savers built for an evaluation export), and nothing in the file records "
-                "which of them wrote the checkpoint")
+                f"{', '.join(other)} in another: e.g. a Saver() of each variable under its "
+                "own name and a swapping Saver, {v.op.name: ema.average(v), "
+                "ema.average_name(v): v}, both in this graph, such as a MonitoredTrainingSession"
+                "'s Scaffold(saver=...) beside another of these Savers built for an evaluation "
+                "export: either may be the one whose SaverDef the .meta records, and either "
+                "may have saved the checkpoint, the other with write_meta_graph=False), and "
+                "nothing in the file records which of them wrote it")
     between = (f"key {key} from {', '.join(one)} in one graph, from {', '.join(other)} in "
                "another: a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): "
                "v}, beside a Saver of each variable under its own name")

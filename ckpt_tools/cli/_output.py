@@ -75,6 +75,9 @@ class Output:
         self._written: str | None = None
         self._stdout_lost = False
         self.noted: list[str] = []  # each note printed, without its "note: " (--json "notes")
+        # each warning printed, without its "warning: ": a command's --json "warnings" carries
+        # every one stderr showed (review-26-attack-r94 F5)
+        self.warned: list[str] = []
 
     # -- streams ----------------------------------------------------------------------------
     @property
@@ -334,7 +337,8 @@ class Output:
     info = note
 
     def warning(self, message: str) -> None:
-        """``warning: message`` on stderr, wrapped like :meth:`error`."""
+        """``warning: message`` on stderr, wrapped like :meth:`error`; kept in ``warned``."""
+        self.warned.append(message)
         self._labelled("warning:", "yellow", message)
 
     def error(self, message: str) -> None:

@@ -160,7 +160,7 @@ def average_command(
         out.warning(f"{len(result.nonfinite)} averaged tensor(s) hold NaN or Inf (an input "
                     f"held them, or inf + -inf, which averages to NaN as in NumPy): {shown}")
     if json_out:
-        out.json({**result.to_dict(), **stated})
+        out.json({**result.to_dict(), "warnings": list(out.warned), **stated})
         return
     if quiet:
         return

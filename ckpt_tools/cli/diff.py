@@ -140,7 +140,8 @@ def diff_command(
                     report = diff_checkpoints(ca, cb, match=match, values=not no_values,
                                               progress=bar.update)
     if json_out:
-        out.json({**report.to_dict(changed_only=changed_only, paths=paths), **assumed})
+        out.json({**report.to_dict(changed_only=changed_only, paths=paths), **assumed,
+                  **({"warnings": list(out.warned)} if out.warned else {})})  # r94 F5
     else:
         _print(out, report, paths, changed_only)
     bad = report.unreadable

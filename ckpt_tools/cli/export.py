@@ -190,7 +190,10 @@ def export_command(
         out.note(f"note: {n}")
     if json_out:
         doc = result.to_dict()
-        out.json({**doc, "notes": [*doc["notes"], *pairing_notes], **stated})
+        # every warning stderr showed, the statements' too (review-26-attack-r94 F5)
+        warned = [*doc["warnings"], *(w for w in out.warned if w not in doc["warnings"])]
+        out.json({**doc, "warnings": warned, "notes": [*doc["notes"], *pairing_notes],
+                  **stated})
     elif not quiet:
         # keys --averages-only read as averages that hold raw weights if a training run saved
         # them: never called EMA values (review-26-user-u28 F1)

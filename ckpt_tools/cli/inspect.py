@@ -158,7 +158,8 @@ def list_command(
     if listing.meta_note and not json_out:  # another graph doubting its names (r78)
         out.note(f"note: {listing.meta_note}", always=True)
     if json_out:
-        out.json({**listing.to_dict(), **stated})
+        warned = {"warnings": list(out.warned)} if out.warned else {}  # r94 F5
+        out.json({**listing.to_dict(), **stated, **warned})
     elif quiet:
         out.lines([v.path or v.name for v in listing.variables])
     else:
@@ -352,6 +353,15 @@ def _print_table(out: Output, listing: Listing) -> None:
         out.summary(f"EMA: cannot tell whether the optimizer variables hold EMA copies of the "
                  f"{listing.expected} {what} (the layout fits use_ema=True and use_ema=False): "
                  "pass --use-ema or --no-use-ema")
+    elif (listing.unproven or {}).get("crossed"):  # crossed Savers, no pair (s26n leftover)
+        crossed = listing.unproven["crossed"]
+        one, other = (", ".join(s) for s in crossed["sources"])
+        out.summary(f"EMA: unproven: the .meta's graph builds Savers that write exactly these "
+                    f"keys from different variables (key {crossed['key']} from {one} in one, "
+                    f"from {other} in another) and nothing records which wrote the checkpoint, "
+                    "so its keys may hold raw weights or averages: pass --not-swapped if each "
+                    "holds what its name says; ckpt export --raw --no-meta exports them as "
+                    "stored ('ckpt export' says why)")
     elif listing.unproven and not listing.with_shadow:
         # use_ema=True, the copies stored and none placed: "none has a shadow" would be false
         out.summary(f"EMA: the file does not prove the pairing of the optimizer's EMA copies "

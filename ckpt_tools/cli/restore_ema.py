@@ -189,7 +189,7 @@ def restore_ema_command(
             stated = {**stated, **note_assumed(out, ckpt)}
             warn_unaveraged(out, result.ema_map)
             if json_out:
-                out.json({**result.to_dict(), **stated})
+                out.json({**result.to_dict(), "warnings": list(out.warned), **stated})
             else:
                 print_map(out, result.ema_map, display_names(ckpt))
                 if not quiet:
@@ -212,15 +212,24 @@ def restore_ema_command(
     for n in result.notes:
         out.note(f"note: {n}")
     if json_out:
-        out.json({**result.to_dict(), **stated})
+        out.json({**result.to_dict(), "warnings": list(out.warned), **stated})
     elif not quiet:
+        # keys --averages-only read as averages that hold raw weights if a training run saved
+        # them: never called EMA values, as export says it (review-26-attack-r94 F4)
+        doubted = (stated.get("stated_averages_only") or {}).get("raw_if_trained")
+        stated_said = ("(--averages-only; the raw weights if a training run saved them)"
+                       if doubted else "")
         if result.format == "h5":
             out.prose(f"wrote {result.output} ({human_bytes(result.nbytes)}): "
-                     f"{len(result.tensors)} weights, {len(result.averaged)} averaged")
+                     f"{len(result.tensors)} weights, {len(result.averaged)} "
+                     + (f"from keys you stated hold averages {stated_said}" if doubted
+                        else "averaged"))
         else:
             what = "SavedModel " if result.format == "saved_model" else ""
+            held = (f"now hold the values of keys you stated hold averages {stated_said}"
+                    if doubted else "now hold their EMA values")
             out.prose(f"wrote {what}{result.output} ({human_bytes(result.nbytes)}): "
-                     f"{len(result.replaced)} variables now hold their EMA values, "
+                     f"{len(result.replaced)} variables {held}, "
                      f"{result.copied} tensors copied unchanged"
                      + (f", {len(result.dropped)} dropped" if result.dropped else ""))
 
@@ -265,7 +274,7 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
     out.wrote(result.path)
     if json_out:
         out.json({"output": result.path, "format": "keras", "replaced": result.replaced,
-                  "bytes": result.nbytes, **stated})
+                  "bytes": result.nbytes, "warnings": list(out.warned), **stated})
     elif not quiet:
         out.prose(f"wrote {result.path} ({human_bytes(result.nbytes)} of averages): "
                   f"{len(result.replaced)} weights now hold their EMA values; load it with "

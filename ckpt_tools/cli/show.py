@@ -121,7 +121,8 @@ def show_command(
                 continue
             _print_one(out, ckpt, record, value, full, precision, shown)
         if json_out:
-            out.json({"checkpoint": ckpt.path, "tensors": docs, **assumed})
+            out.json({"checkpoint": ckpt.path, "tensors": docs, **assumed,
+                      **({"warnings": list(out.warned)} if out.warned else {})})  # r94 F5
 
 
 def _path(shown: dict[str, str], key: str) -> str | None:
@@ -247,7 +248,8 @@ def stats_command(
                                      unpaired=record.name in unpaired))
         if json_out:
             out.json({"checkpoint": ckpt.path, "drift_threshold": drift, "tensors": records,
-                      **assumed, **({"ema_unproven": unproven} if unproven else {})})
+                      **assumed, **({"ema_unproven": unproven} if unproven else {}),
+                      **({"warnings": list(out.warned)} if out.warned else {})})  # r94 F5
         else:
             out.table(f"{ckpt.path} ({ckpt.format})", _stats_columns(histogram), rows)
             if flagged and not rows:  # "all clean", never a bare header that reads as nothing read
