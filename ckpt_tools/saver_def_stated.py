@@ -104,7 +104,8 @@ def saver_def_offer(ckpt: Checkpoint) -> str:
     return (f"if the Saver whose SaverDef the .meta records wrote them (its save op writes "
             f"{key} from {', '.join(own[0][key])}; e.g. a MonitoredTrainingSession's "
             "Scaffold(saver=...), which its CheckpointSaverHook saves with and records), "
-            f"pass {STATED}")
+            "pass --saver-def-wrote to ckpt export, map or restore-ema (Python: "
+            "saver_def_wrote=True)")
 
 
 def saver_def_note(ckpt: Checkpoint) -> str:

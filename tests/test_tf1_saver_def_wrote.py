@@ -93,7 +93,8 @@ def test_without_the_statement_every_use_is_refused_naming_it(made, tmp_path, ca
     for args in ([], ["--raw"]):
         code, said, _ = _export(made, tmp_path, case, *args)
         assert code == 6, said
-        assert "--saver-def-wrote" in said and "MonitoredTrainingSession" in said, said
+        assert "pass --saver-def-wrote to ckpt export, map or restore-ema" in said, said
+        assert "MonitoredTrainingSession" in said, said
     for command in ("map", "restore-ema"):
         code, _, err = run_cli([command, str(out / case), *(
             ["--out", str(tmp_path / "baked")] if command == "restore-ema" else [])])
@@ -142,6 +143,22 @@ def test_python_takes_the_statement(made, case):
             average, raw = (shadow[var], var) if case == "plaindef" else (var, shadow[var])
             assert ckpt.tensor(average).tobytes() == truth[f"{case}:ema:{var}"].tobytes()
             assert ckpt.tensor(raw).tobytes() == truth[f"{case}:raw:{var}"].tobytes()
+
+
+def test_diff_and_average_refuse_naming_the_commands_that_take_it(made, tmp_path):
+    """diff --ema and average --bake take no --saver-def-wrote: their refusal says which
+    commands do, never a bare option they would reject."""
+    out, _ = made
+    prefix = str(out / "plaindef" / "model.ckpt-3")
+    for args in (["diff", prefix, "--ema"],
+                 ["average", str(out / "plaindef" / "model.ckpt-0"), prefix, "--bake",
+                  "--ema", "--out", str(tmp_path / "avg")]):
+        code, _, err = run_cli(args)
+        said = " ".join(err.split())
+        assert code == 6 and "--saver-def-wrote to ckpt export, map or restore-ema" in said, \
+            said
+        code, _, err = run_cli([*args, "--saver-def-wrote"])
+        assert code == 2 and "No such option" in err, err
 
 
 @pytest.mark.parametrize("args", [["--no-meta"], ["--not-swapped"]])
