@@ -18,6 +18,7 @@ its own beside a doubted one (the output would get that graph as its own).
 from __future__ import annotations
 
 import os
+import re
 
 from .checkpoint import Checkpoint
 from .errors import UnprovenPairingError
@@ -97,8 +98,7 @@ def carry_doubt(paths: list[str], prefix: str, shown, taken=frozenset()) -> list
     copies = []
     for i, path in enumerate(paths, 1):
         target = os.path.join(directory, path.rstrip("/").rsplit("/", 1)[-1])
-        if target == prefix + ".meta" or os.path.lexists(target) \
-                or os.path.basename(target) in taken:
+        if target == prefix + ".meta" or not _usable(target, taken):
             target = _free(directory, name, i, taken)
         _copy(path, target, shown(target))
         if target not in candidates(prefix):  # a name of another stem (--name)
@@ -119,13 +119,33 @@ def carry_doubt(paths: list[str], prefix: str, shown, taken=frozenset()) -> list
 
 
 def _free(directory: str, name: str, start: int, taken=frozenset()) -> str:
-    """The first ``<name>-<N>.meta`` in ``directory`` (from ``N = start``) naming no file
-    and not in ``taken``."""
+    """The first ``<name>-<N>.meta`` in ``directory`` (from ``N = start``) that
+    :func:`_usable` allows."""
     n = start
-    while os.path.lexists(os.path.join(directory, f"{name}-{n}.meta")) \
-            or f"{name}-{n}.meta" in taken:
+    while not _usable(os.path.join(directory, f"{name}-{n}.meta"), taken):
         n += 1
     return os.path.join(directory, f"{name}-{n}.meta")
+
+
+def _usable(target: str, taken=frozenset()) -> bool:
+    """Whether a carried copy may take the name ``target`` (``<dir>/<stem>.meta``): no file
+    of that name in its directory or in ``taken``, and no checkpoint of ``<stem>`` there
+    (``<stem>``, ``<stem>.index``, ``<stem>.data-*``, any other ``<stem>.*``, V1 shards
+    ``<stem>-NNNNN-of-NNNNN``), whose own ``.meta`` it would become: a meta-less checkpoint
+    saved with ``write_meta_graph=False`` then read the swapping graph as its own, which
+    proved the swapped pairing of its plain keys, its raw weights exported as the averages,
+    exit 0 (review-27-attack-r95 F3)."""
+    directory, base = os.path.split(target)
+    stem = base[:-len(".meta")]
+    try:
+        names = set(os.listdir(directory)) | set(taken)
+    except OSError:
+        names = set(taken)
+    if base in names or os.path.lexists(target):
+        return False
+    shard = re.compile(re.escape(stem) + r"-\d{5}-of-\d{5}")
+    return not any(n == stem or n.startswith(stem + ".") or shard.fullmatch(n)
+                   for n in names)
 
 
 def _copy(path: str, target: str, shown: str) -> None:

@@ -3,10 +3,12 @@ the tests of sibling ``.meta`` doubt over URLs and of ``average --force`` (run w
 :func:`helpers_tf1.run_tf1_script`): ``swap`` (a swapping Saver: each variable's name holds
 its average) and ``plain`` (a default ``Saver()``); ``truth["<run>:<step>:avg|raw:<name>"]``
 from ``sess.run`` at each save. :data:`V1_SCRIPT` writes ``v1swap``: the swapping run saved by
-a V1 sharded Saver (``model.ckpt-N-00000-of-00001`` beside ``model.ckpt-1.meta``)."""
+a V1 sharded Saver (``model.ckpt-N-00000-of-00001`` beside ``model.ckpt-1.meta``);
+:data:`NOMETA_SCRIPT` ``plainnm``: the plain run saved with ``write_meta_graph=False`` at every
+save (no ``.meta`` at all)."""
 
 RUN = r'''
-def run(name, swap, v1=False):
+def run(name, swap, v1=False, graph=True):
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         with tf1.variable_scope("model"):
@@ -36,7 +38,7 @@ def run(name, swap, v1=False):
             for i in (1, 2, 3):
                 s.run(step)
                 saver.save(s, f"{out}/{name}/model.ckpt", global_step=i,
-                           write_meta_graph=i == 1)
+                           write_meta_graph=graph and i == 1)
                 for x in tv:
                     truth[f"{name}:{i}:avg:{x.op.name}"] = s.run(ema.average(x))
                     truth[f"{name}:{i}:raw:{x.op.name}"] = s.run(x)
@@ -49,4 +51,8 @@ run("plain", False)
 
 V1_SCRIPT = RUN + '''
 run("v1swap", True, True)
+'''
+
+NOMETA_SCRIPT = RUN + '''
+run("plainnm", False, graph=False)
 '''
