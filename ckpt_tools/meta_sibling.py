@@ -58,6 +58,7 @@ from .sibling_listing import (
     file_stamp_of,
     split,
 )
+from .sibling_probe import UnlistedSiblingsError
 from .sibling_roles import against_names
 
 _STEP = re.compile(r"^(.+)-(\d+)$")
@@ -207,9 +208,24 @@ def siblings(prefix: str, entries: Mapping) -> tuple[Sibling, ...]:
 
     Raises:
         TextMetaTooLargeError: a candidate is a text-format ``.meta`` too large to parse.
-        UnreadSiblingsError: a URL checkpoint with more than ``MAX_URL_SIBLINGS`` of them.
+        UnreadSiblingsError: a URL checkpoint with more than ``MAX_URL_SIBLINGS`` of them;
+            :class:`~ckpt_tools.sibling_probe.UnlistedSiblingsError` where its directory has
+            no listing and no probed graph records its keys.
     """
-    paths = candidates(prefix)
+    paths = listed_candidates(prefix)
+    unlisted = paths is None  # http(s): what can be known is probed (review-27-attack-r95 F4)
+    if unlisted:
+        from .sibling_probe import probed_candidates
+
+        paths, probed = probed_candidates(prefix, candidates_among)
+    read = _siblings(prefix, paths, entries)
+    if unlisted and not read:
+        raise UnlistedSiblingsError(", ".join(probed) or "none")
+    return read
+
+
+def _siblings(prefix: str, paths: list[str], entries: Mapping) -> tuple[Sibling, ...]:
+    """:func:`siblings` among the graphs ``paths``."""
     if not paths:
         return ()
     if is_url(prefix) and len(paths) > MAX_URL_SIBLINGS:
@@ -337,7 +353,9 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
         CorruptCheckpointError: a candidate is a text-format ``.meta`` too large to parse
             (:class:`~ckpt_tools.formats.text_bound.TextMetaTooLargeError`), naming ``--no-meta``.
         UnprovenPairingError: (exit 6) a URL checkpoint with more candidates than
-            :data:`~ckpt_tools.sibling_listing.MAX_URL_SIBLINGS`, naming ``--no-meta``.
+            :data:`~ckpt_tools.sibling_listing.MAX_URL_SIBLINGS`, or whose directory has no
+            listing where no probed graph records its keys
+            (:mod:`~ckpt_tools.sibling_probe`), naming ``--no-meta``.
     """
     try:
         read = siblings(prefix, entries)
@@ -349,6 +367,18 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
             "so it is not passed over: write it binary to have it read, or pass --no-meta "
             "(Python: use_meta=False) to pair by key names, which a swapping Saver's keys "
             "defeat") from None
+    except UnlistedSiblingsError as exc:  # http(s): nothing probed tells (r95 F4)
+        raise UnprovenPairingError(
+            f"{prefix} has no .meta of its own, and its directory cannot be listed over this "
+            f"URL scheme: no graph of its prefix that can be probed without a listing (those "
+            f"of the checkpoints its 'checkpoint' state file lists and its stem's: probed "
+            f"{exc}) records a save op of its keys, so whether another graph beside it shows "
+            "that its keys' names do not say what they hold (a swapping Saver's run: "
+            "model.ckpt-1.meta beside model.ckpt-3) cannot be known: refused rather than "
+            "paired by names. Copy the checkpoint with its directory locally (or to s3://) to "
+            "have its graphs read, or pass --no-meta (Python: use_meta=False), which states "
+            "no graph applies and pairs by the keys' names (a swapping Saver's keys defeat "
+            "that)", option="--no-meta") from None
     except UnreadSiblingsError as exc:  # bounded over a URL, never cut short: an unread
         # file may be the swapping graph (review-26-attack-r90 F1)
         raise UnprovenPairingError(

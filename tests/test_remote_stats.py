@@ -56,20 +56,24 @@ def _data_bytes(root: Path) -> int:
 def test_stats_over_http_fetches_each_byte_once(served, extra):
     server, root = served
     verify_requests, verify_bytes = _cost(server, "verify", "URL/c/", "-q")[:2]
-    requests, nbytes, out = _cost(server, "stats", "URL/c/", "-q", "--json", *extra)
+    # (--no-meta: a meta-less checkpoint over http, whose other graphs cannot be listed, is
+    # paired by names only where that is stated: review-27-attack-r95 F4)
+    requests, nbytes, out = _cost(server, "stats", "URL/c/", "-q", "--json", "--no-meta",
+                                  *extra)
     total = _data_bytes(root)
     assert verify_bytes <= 1.05 * total
     assert nbytes <= 1.1 * total, f"stats moved {nbytes:,} B for a {total:,} B checkpoint"
     # One request per window (PIECE) and the small files, as verify: not one per tensor.
     assert requests <= verify_requests + 6, (requests, verify_requests)
-    local = CliRunner().invoke(app, ["stats", str(root / "c"), "-q", "--json", *extra])
+    local = CliRunner().invoke(app, ["stats", str(root / "c"), "-q", "--json", "--no-meta",
+                                     *extra])
     assert out.replace(server.url + "/c/", str(root / "c")) == local.stdout.replace(
         str(root / "c") + "/", str(root / "c"))
 
 
 def test_diff_over_http_fetches_each_byte_once(served):
     server, root = served
-    requests, nbytes, _ = _cost(server, "diff", "URL/c/", "URL/c/", "-q")
+    requests, nbytes, _ = _cost(server, "diff", "URL/c/", "URL/c/", "-q", "--no-meta")
     total = _data_bytes(root)
     assert nbytes <= 2.2 * total, f"diff moved {nbytes:,} B for two of {total:,} B"
     verify_requests = _cost(server, "verify", "URL/c/", "-q")[0]

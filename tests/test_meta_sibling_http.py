@@ -1,0 +1,94 @@
+"""A TF1 checkpoint saved without its own ``.meta``, served over ``http://`` (no listing):
+``candidates()`` took "cannot be listed" for "no siblings", so a swapping run's
+``model.ckpt-3`` exported its raw weights as the averages, exit 0, though
+``model.ckpt-1.meta`` lay beside it (review-27-attack-r95 F4). The graphs that can be named
+without a listing are probed now (those of the checkpoints the run's ``checkpoint`` state file
+lists, the stem's), and where none records the keys the pairing by names is refused (exit 6,
+``--no-meta``). Truth: ``sess.run`` of ``ema.average(v)`` and ``v`` at each save."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from _sibling_runs import NOMETA_SCRIPT, SCRIPT
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+from http_server import FileServer
+
+NAMES = ("model/W", "model/V")
+
+# max_to_keep=None lists only the latest in the state file; the default max_to_keep=5 lists
+# each of the three saves, as TensorFlow records them here
+STATE = r'''
+for name in ("swap", "plain"):
+    tf1.train.update_checkpoint_state(
+        f"{out}/{name}", f"{out}/{name}/model.ckpt-3",
+        [f"{out}/{name}/model.ckpt-{i}" for i in (1, 2, 3)])
+'''
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    out = tmp_path_factory.mktemp("meta_sibling_http")
+    truth = run_tf1_script(SCRIPT + STATE, out)
+    truth.update(run_tf1_script(NOMETA_SCRIPT, out))
+    # the swapping run without its state file: only its stem's graph can be probed
+    shutil.copytree(out / "swap", out / "swapnostate")
+    (out / "swapnostate" / "checkpoint").unlink()
+    shutil.copytree(out / "swap", out / "swaplatest")
+    run_tf1_script(r'''
+tf1.train.update_checkpoint_state(f"{out}/swaplatest", f"{out}/swaplatest/model.ckpt-3")
+''', out)
+    server = FileServer(out)
+    yield out, truth, server.url
+    server.close()
+
+
+def _export(url: str, out, *flags: str) -> tuple[int, str]:
+    code, _, err = run_cli(["export", url, "--out", str(out), *flags])
+    return code, err
+
+
+def _check(npz, truth, run: str, step: int, kind: str) -> None:
+    with np.load(npz) as z:
+        for key in NAMES:
+            np.testing.assert_array_equal(z[key], truth[f"{run}:{step}:{kind}:{key}"])
+
+
+def test_a_swapping_run_over_http_is_doubted_by_its_state_files_graph(served, tmp_path):
+    """model.ckpt-1.meta, probed through the state file's list: refused as locally (it gave
+    the raw weights as the averages, exit 0); --raw --no-meta: TF's averages, as stored."""
+    out, truth, base = served
+    assert _export(str(out / "swap" / "model.ckpt-3"), tmp_path / "l.npz")[0] == 6
+    code, err = _export(f"{base}/swap/model.ckpt-3", tmp_path / "s.npz")
+    assert code == 6 and "model.ckpt-1.meta" in err and "--not-swapped" in err, err
+    assert not (tmp_path / "s.npz").exists()
+    code, err = _export(f"{base}/swap/model.ckpt-3", tmp_path / "k.npz", "--raw", "--no-meta")
+    assert code == 0, err
+    _check(tmp_path / "k.npz", truth, "swap", 3, "avg")
+
+
+def test_the_plain_runs_graph_over_http_agrees_with_the_names(served, tmp_path):
+    out, truth, base = served
+    code, err = _export(f"{base}/plain/model.ckpt-3", tmp_path / "p.npz")
+    assert code == 0, err
+    _check(tmp_path / "p.npz", truth, "plain", 3, "avg")
+
+
+def test_nothing_probed_tells_is_refused_over_http(served, tmp_path):
+    """No state file (the swapping run's model.ckpt-1.meta cannot be named), one listing the
+    latest only (max_to_keep=None), or a run with no graph at all: refused naming --no-meta,
+    never paired by names."""
+    out, truth, base = served
+    code, err = _export(f"{base}/swapnostate/model.ckpt-3", tmp_path / "s.npz")
+    assert code == 6 and "--no-meta" in err and "cannot be listed" in err, err
+    assert not (tmp_path / "s.npz").exists()
+    code, err = _export(f"{base}/swaplatest/model.ckpt-3", tmp_path / "s.npz")
+    assert code == 6 and "--no-meta" in err, err
+    code, err = _export(f"{base}/plainnm/model.ckpt-2", tmp_path / "n.npz")
+    assert code == 6 and "--no-meta" in err, err
+    code, err = _export(f"{base}/plainnm/model.ckpt-2", tmp_path / "n.npz", "--no-meta")
+    assert code == 0, err  # the statement decides
+    _check(tmp_path / "n.npz", truth, "plainnm", 2, "avg")
