@@ -1,14 +1,17 @@
-"""Crossed Savers of a ``.meta`` where the checkpoint stores no (variable, average) pair.
+"""Crossed Savers of a ``.meta`` where the checkpoint stores no (variable, average) pair that
+differs (whose refusal :func:`~ckpt_tools.swap_assumed.saver_assumptions` brings).
 
 A ``.meta``'s graph may build several Savers whose save ops write exactly the checkpoint's
 keys from different variables (:data:`~ckpt_tools.save_op.CROSSED`): e.g. ``Saver([W, V])``
 beside ``Saver({v.op.name: ema.average(v)})``, or two Savers of two EMA objects' averages
-under the variables' names. Where a key named as an average is stored beside its variable,
-:func:`~ckpt_tools.swap_assumed.saver_assumptions` refuses the pairing. Where none is, the
-keys' names alone read every key as its variable's raw value, and ``export --raw`` wrote the
-averages as the raw weights, exit 0 (review-26-attack-r94 F1). :func:`refuse_crossed_unpaired`
-refuses it: the default export, ``--raw``, ``map`` and ``restore-ema`` alike, naming the
-statements that decide.
+under the variables' names. Where a key named as an average is stored beside its variable
+and differs from it, :func:`~ckpt_tools.swap_assumed.saver_assumptions` refuses the pairing.
+Where none is, the keys' names alone read every key as its variable's raw value, and
+``export --raw`` wrote the averages as the raw weights, exit 0 (review-26-attack-r94 F1); so
+too where every stored pair holds equal values (a frozen variable's), which
+``saver_assumptions`` drops, while the Savers disagree on another key (review-27-attack-r97
+F2). :func:`refuse_crossed_unpaired` refuses it: the default export, ``--raw``, ``map`` and
+``restore-ema`` alike, naming the statements that decide.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ def crossed_unpaired(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | Non
     """``(key, its sources in one save op, in another)`` where the graph file's Savers write
     exactly the checkpoint's keys with different readings
     (:func:`~ckpt_tools.save_op.crossed_keys`) and no stored pair brings the refusal of
-    :func:`~ckpt_tools.swap_assumed.saver_assumptions`; ``None`` otherwise, and where
-    ``--not-swapped`` states the keys hold what their names say.
+    :func:`~ckpt_tools.swap_assumed.saver_assumptions` (which drops the pairs whose variable
+    equals its average: a frozen variable's pair beside a key the Savers disagree on, whose
+    average ``--raw`` wrote as its raw weight, exit 0: review-27-attack-r97 F2); ``None``
+    otherwise, and where ``--not-swapped`` states the keys hold what their names say.
 
     Returns:
         `tuple[str, list[str], list[str]]` or ``None``.
@@ -29,13 +34,16 @@ def crossed_unpaired(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | Non
     Raises:
         CheckpointError: the graph file cannot be opened or mapped.
     """
-    from .save_op import crossed_keys, named_pairs_unproven
+    from .save_op import crossed_keys
+    from .swap_assumed import saver_assumptions
 
     if ckpt.objects is not None or ckpt.not_swapped:
         return None
     crossed = crossed_keys(ckpt)
-    if crossed is None or named_pairs_unproven(ckpt):
-        return None  # a stored pair: saver_assumptions refuses it
+    if crossed is None or any(a.refused for a in saver_assumptions(ckpt)):
+        return None  # a stored pair whose values differ: saver_assumptions refuses it all
+    # no stored pair, or only pairs of equal values, which saver_assumptions drops: the key
+    # the Savers disagree on need not be one of them (review-27-attack-r97 F2)
     return crossed
 
 

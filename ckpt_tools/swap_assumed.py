@@ -240,12 +240,13 @@ def _crossed_said(graph: str, key: str, one: list[str], other: list[str]) -> str
         return (f"its .meta's graph builds Savers whose save ops write exactly these keys from "
                 f"different variables (key {key} from {', '.join(one)} in one, from "
                 f"{', '.join(other)} in another: e.g. a Saver() of each variable under its "
-                "own name and a swapping Saver, {v.op.name: ema.average(v), "
-                "ema.average_name(v): v}, both in this graph, such as a MonitoredTrainingSession"
-                "'s Scaffold(saver=...) beside another of these Savers built for an evaluation "
-                "export: either may be the one whose SaverDef the .meta records, and either "
-                "may have saved the checkpoint, the other with write_meta_graph=False), and "
-                "nothing in the file records which of them wrote it")
+                "own name and a Saver of some keys from other variables than their names' (a "
+                "swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): v}, or the "
+                "averages', {v.op.name: ema.average(v)}), both in this graph, such as a "
+                "MonitoredTrainingSession's Scaffold(saver=...) beside another of these Savers "
+                "built for an evaluation export: either may be the one whose SaverDef the .meta "
+                "records, and either may have saved the checkpoint, the other with "
+                "write_meta_graph=False), and nothing in the file records which of them wrote it")
     between = (f"key {key} from {', '.join(one)} in one graph, from {', '.join(other)} in "
                "another: a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): "
                "v}, beside a Saver of each variable under its own name")

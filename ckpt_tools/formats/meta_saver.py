@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 
+from ..errors import CheckpointError
 from ._io import close_map, fetched, is_url, map_file
 from .graph_def import MetaGraph, op_name, read_graphs, through_reads
 from .meta_on_read import AGGREGATE, on_read_variable
@@ -33,6 +34,7 @@ except ImportError:  # no compiler at install time, or a source checkout never b
 
 _SAVE_OPS = {"SaveV2": 3, "SaveSlices": 3, "Save": 2}  # op -> index of its first tensor input
 _PART = re.compile(r"/part_\d+(?=/|$)")  # a partitioned variable's part: w/part_0
+_PART_AT = re.compile(r"/part_(\d+)(?=/|$)")
 
 
 def saved_sources(path: str) -> dict[str, list[str]] | None:
@@ -64,8 +66,11 @@ def saved_sources_each(path: str) -> list[dict[str, list[str]]]:
     if _c_save_sources is not None:
         found = _compiled(path)
         # an op a SyncOnRead variable's save computes (not compiled): the Python walk reads it
-        if found is not None and not any(AGGREGATE.search(s) for each in found
-                                         for sources in each.values() for s in sources):
+        # nor a key's parts saved out of their order (a sharded Saver's save ops go by
+        # device): the Python walk orders them by their slices (review-27-attack-r97 F1)
+        if found is not None and not any(AGGREGATE.search(s) or not _in_order(sources)
+                                         for each in found for sources in each.values()
+                                         for s in sources):
             return found
     return [s for s in map(_sources, read_graphs(path)) if s]
 
@@ -192,7 +197,8 @@ def _sources(graph: MetaGraph, scope: str | None = None) -> dict[str, list[str]]
     if not scope:
         return None
     nodes = graph.nodes
-    out: dict[str, list[str]] = {}
+    # key -> (its save op's shape_and_slices Const, the key's index there, its source)
+    sliced: dict[str, list[tuple[str | None, int, str]]] = {}
     for name in nodes:  # the save scope's save ops only: no other node is decoded
         if not name.startswith(scope + "/"):
             continue
@@ -206,7 +212,59 @@ def _sources(graph: MetaGraph, scope: str | None = None) -> dict[str, list[str]]
         tensors = node.inputs[first:]
         if len(keys) != len(tensors):
             continue  # not the layout a Saver builds: say nothing
-        for key, tensor in zip(keys, tensors, strict=True):
+        specs = node.inputs[2] if first == 3 else None
+        for at, (key, tensor) in enumerate(zip(keys, tensors, strict=True)):
             read = through_reads(nodes, tensor)
-            out.setdefault(key, []).append(on_read_variable(nodes, read) or read)
-    return out or None
+            sliced.setdefault(key, []).append((specs, at, on_read_variable(nodes, read) or read))
+    return {key: _by_slice([(_spec(nodes, c, at), s) for c, at, s in parts])
+            if len(parts) > 1 else [parts[0][2]] for key, parts in sliced.items()} or None
+
+
+def _spec(nodes, const: str | None, at: int) -> str:
+    """Entry ``at`` of a save op's ``shape_and_slices`` Const ``const``: ``""`` where there is
+    none or it does not decode (decoded only for a key of several sources, the compiled walk
+    never reading it: a damaged one reads as the save op's order, as that walk's)."""
+    try:
+        specs = nodes[const].strings if const is not None and const in nodes else []
+    except CheckpointError:
+        return ""
+    return specs[at] if at < len(specs) else ""
+
+
+def _slice_start(spec: str) -> tuple[int, ...] | None:
+    """Where a save op's ``shape_and_slices`` entry (``"12 2 0,6:0,2"``: the full shape, then
+    each dimension's ``start,length`` or ``-``) starts its slice, or ``None`` (no slice, or
+    not that layout)."""
+    parts = spec.split(" ")
+    if len(parts) < 2:
+        return None
+    try:
+        return tuple(0 if d == "-" else int(d.split(",")[0]) for d in parts[-1].split(":"))
+    except ValueError:
+        return None
+
+
+def _by_slice(parts: list[tuple[str, str]]) -> list[str]:
+    """A key's ``(slice spec, source)`` pairs in the order of their slices where each names
+    a distinct slice (a partitioned variable's parts: a sharded Saver saves them per device,
+    sorted by device name, so two Savers of the same parts may list them in other orders:
+    review-27-attack-r97 F1); as saved otherwise. The same parts (the same variable in each
+    slice) then read alike whatever their save op's order, and nothing else does."""
+    starts = [_slice_start(spec) for spec, _ in parts]
+    if len(parts) < 2 or None in starts or len(set(starts)) != len(starts):
+        return [source for _, source in parts]
+    return [source for _, (_, source) in sorted(zip(starts, parts, strict=True))]
+
+
+def _in_order(sources: list[str]) -> bool:
+    """Whether a key's sources are a single variable, or the parts of one partitioned variable
+    (``w/part_N``) in their parts' order (what the compiled walk's save-op order gives and
+    :func:`_by_slice` would keep, for the parts a partitioner makes: part N is slice N)."""
+    if len(sources) < 2:
+        return True
+    found = [_PART_AT.search(s) for s in sources]
+    if None in found:
+        return False
+    numbers = [int(m.group(1)) for m in found]
+    bases = {s[:m.start()] + s[m.end():] for s, m in zip(sources, found, strict=True)}
+    return len(bases) == 1 and numbers == sorted(set(numbers))
