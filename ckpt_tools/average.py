@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
+from .average_carried import record_name, remote_carried
 from .average_order import check_save_order, identity, order_inputs
 from .average_write import AverageResult, check_compatible, write_average
 from .checkpoint import Checkpoint, open_checkpoint
@@ -302,18 +303,25 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     _note_remote_inputs(ckpts, extra)
     remote.check_new(url, [base + ".index", STATE_FILE], overwrite=overwrite)
     try:  # (listed by check_new: no request) the carried graphs' copies take free names
-        taken = frozenset(remote.session().listing(url))
+        listing = remote.session().listing(url)
     except CheckpointNotFoundError:
-        taken = frozenset()
+        listing = {}
+    taken = frozenset(listing)
+    # --force: the copies an earlier average of this output carried there, as locally
+    # (review-27-attack-r95 F6): new copies may take their names, the rest are deleted last
+    stale = remote_carried(url, base, listing) if overwrite else {}
     with local_stage("average") as tmp:
         local = os.path.join(tmp, "out")
         result = write_average(ckpts, why, local, ema, bake, name, False, progress, pairing,
-                               taken=taken)
+                               taken=taken - {n for n in stale if n != record_name(base)})
         _refuse_stale_own_meta(url, os.path.basename(result.prefix), local, taken)
-        remote.upload([os.path.join(local, f) for f in sorted(os.listdir(local))], url,
-                      overwrite=overwrite, progress=progress)
-    return dataclasses.replace(result, prefix=remote.url_join(url, os.path.basename(
-        result.prefix)))
+        files = sorted(os.listdir(local))
+        remote.upload([os.path.join(local, f) for f in files], url,
+                      overwrite=overwrite, progress=progress, remove=stale)
+    return dataclasses.replace(
+        result, prefix=remote.url_join(url, os.path.basename(result.prefix)),
+        doubt_removed=[remote.url_join(url, n) for n in sorted(stale)
+                       if n != record_name(base) and n not in files])
 
 
 def _refuse_stale_own_meta(url: str, base: str, local: str, taken: frozenset) -> None:

@@ -23,8 +23,8 @@ import stat
 
 from .formats._io import is_url
 
-__all__ = ["RECORD_SUFFIX", "digest", "other_readers", "record_name", "removable",
-           "removable_among", "write_record"]
+__all__ = ["RECORD_SUFFIX", "digest", "other_readers", "record_name", "remote_carried",
+           "removable", "removable_among", "write_record"]
 
 #: The record's name: ``<output name>`` + this.
 RECORD_SUFFIX = ".carried.json"
@@ -156,3 +156,53 @@ def removable(out_dir: str, name: str, own) -> list[str]:
         return []
     return removable_among(recorded, names, own,
                            lambda c: _file_digest(os.path.join(out_dir, c)))
+
+
+def remote_carried(url: str, name: str, listing) -> dict[str, str | None]:
+    """:func:`removable` for a URL ``--out`` (``s3://``) of objects ``listing`` (name ->
+    listing entry), each copy fetched (pinned to its listed ETag) and hashed: the copies an
+    earlier average of the output ``name`` carried there, and that record itself where one
+    of this output lies there (review-27-attack-r95 F6).
+
+    Returns:
+        `dict`: object name -> its listed ETag (``{}``: no record of this output).
+
+    Raises:
+        RemoteAccessError: a fetch failed (forbidden, the network).
+    """
+    from .bake_outputs import checkpoint_names
+    from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+    from .formats import remote
+
+    record = record_name(name)
+    if record not in listing:
+        return {}
+    store = remote.session()
+
+    def fetch(n: str) -> bytes | None:
+        target = remote.url_join(url, n)
+        key = remote.normalize(target)
+        was_input = key in store.inputs
+        try:
+            return bytes(store.fetch(target))
+        except (CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError):
+            return None
+        finally:  # read as the output's, not as an input (the upload would refuse --out)
+            if not was_input:
+                store.inputs.pop(key, None)
+
+    recorded = parse_record(fetch(record) or b"", name)
+    if not recorded:
+        return {}
+
+    def digest_of(n: str) -> str | None:
+        data = fetch(n)
+        return None if data is None else digest(data)
+
+    def etag(n: str) -> str | None:
+        info = listing.get(n) or {}
+        return info.get("ETag") or info.get("etag")
+
+    names = {n for n, info in listing.items() if (info or {}).get("type") != "directory"}
+    gone = removable_among(recorded, names, checkpoint_names(name), digest_of)
+    return {n: etag(n) for n in [*gone, record]}

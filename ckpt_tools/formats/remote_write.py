@@ -121,7 +121,8 @@ def _refuse_shadowing(store, directory: str, where: str) -> None:
 
 
 def upload(files: list[str], directory: str, *, overwrite: bool = False,
-           progress=None, whole_directory: bool = True) -> list[str]:
+           progress=None, whole_directory: bool = True,
+           remove: dict[str, str | None] | None = None) -> list[str]:
     """Uploads local ``files`` into URL ``directory`` so that a reader never sees an index
     with data it was not written with.
 
@@ -141,6 +142,10 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
         overwrite: replace objects that exist; otherwise refuse before uploading anything.
         progress: called with bytes as they are uploaded (S3: per part; other stores: per
             file).
+        remove: names of objects in ``directory`` -> the ETag they were read with, deleted
+            last, once everything is uploaded (the graphs an earlier average of this output
+            carried there); on S3 only while still of that ETag (none: left). One that
+            cannot be deleted is left.
 
     Returns:
         The URLs written, in upload order.
@@ -164,7 +169,11 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
             existing = store.listing(directory)
         except CheckpointNotFoundError:
             existing = {}
-        return _upload_in_order(store, fs, names, directory, existing, conditional, progress)
+        written = _upload_in_order(store, fs, names, directory, existing, conditional,
+                                   progress)
+        _remove_after(store, fs, directory, {n: e for n, e in (remove or {}).items()
+                                             if n in existing and n not in bases}, conditional)
+        return written
     finally:
         store.forget(directory)  # what was listed is out of date
         unlock_directory(fs, lock)
@@ -231,6 +240,24 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
                 except CheckpointError:
                     pass  # an unreferenced leftover: harmless to readers
     return written
+
+
+def _remove_after(store, fs, directory: str, names: dict[str, str | None],
+                  conditional: bool) -> None:
+    """Deletes ``names`` from ``directory`` (:func:`upload`'s ``remove``), each on S3 only
+    while of its ETag; a failure leaves the object (the output is complete)."""
+    for name, etag in sorted(names.items()):
+        url = url_join(directory, name)
+        try:
+            check_held(directory)
+            store.requests += 1
+            with translate(url, deadline()):
+                if conditional and etag:
+                    remote_s3.remove_if(fs, fs._strip_protocol(url), etag, deadline())
+                elif not conditional:
+                    fs.rm_file(fs._strip_protocol(url))
+        except CheckpointError:
+            pass
 
 
 __all__ = ["check_new", "lock_directory", "reserved", "unlock_directory", "upload"]
