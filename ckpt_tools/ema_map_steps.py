@@ -13,6 +13,7 @@ from .checkpoint import Checkpoint
 from .ema_ambiguous import ambiguous_message
 from .ema_apply_order import a_path_decides, an_order_pairs, lists_decide, optimizer_decides
 from .ema_crossed import refuse_crossed, refuse_mixed_parts, refuse_mixed_writers
+from .ema_decays import refuse_two_decays
 from .ema_names import choose_averages, from_keys, from_meta, recorded_suffixes
 from .ema_objects import (
     refuse_other_named,
@@ -243,6 +244,8 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
                                  {**lone_averages(ckpt, variables, chosen), **unmarked,
                                   **other_paired(ckpt, variables, pairs)}, left_out)
     refuse_raw_paired(ckpt, pairs, left_out)  # a partition's, a never-averaged one's (r50 F3)
+    # averages of one name from apply() calls of different decays: two objects' (r92 F1)
+    refuse_two_decays(ckpt, pairs, ema_name, name, use_meta, left_out)
     if ema_name is None:  # the .meta shows several objects averaging a variable (r53 F3)
         refuse_unstated_objects(ckpt, pairs, variables, use_meta)
     return Pairing(pairs, missing, not_saved, source, name, detected, suffix)
@@ -284,6 +287,8 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
     # a weight left raw whose variable an apply() (of that name) averaged (r73 F1, F7; r80 F1)
     refuse_stated_unaveraged(ckpt, ema_name, missing, use_meta)
     detected, name = spoken_name(ckpt, variables, ema_name)
+    # averages of one name from apply() calls of different decays: two objects' (r92 F1)
+    refuse_two_decays(ckpt, pairs, ema_name, name, use_meta)
     suffix = recorded_suffixes(ckpt, variables)
     return Pairing(pairs, missing, not_saved, "meta", name, detected, suffix)
 

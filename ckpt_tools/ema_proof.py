@@ -28,7 +28,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_objects import both_averaged
-from .ema_refusals import UnprovenPairingError, exact_names, suffix_base
+from .ema_refusals import UnprovenPairingError, exact_names, file_style, suffix_base
 from .meta_shadows import update_ops_of
 from .object_slashed import own_head_readings
 from .offer_probe import accepted, option_text, stored_offer, takes, works
@@ -400,16 +400,20 @@ def _only_if(ckpt: Checkpoint, variables, unproven: list[str], averages, shown,
         return (f"{said}; no --ema-name decides: --ema-name {' or --ema-name '.join(names)}"
                 ", stating that it is the name you gave your ExponentialMovingAverage, is "
                 "refused (with --allow-missing too)")
+    # no graph read: nothing shows one object of the name, not two (review-26-attack-r92 F1)
+    unseen = ("; no graph is read, so nothing shows whether one ExponentialMovingAverage of "
+              "that name or two (each with its own decay) wrote them: --ema-name takes every "
+              "average of the name" if ckpt.meta is None and file_style(ckpt) == "tf1" else "")
     if not offers:
-        return f"{said}; pass {own[len(', or '):]} (Python: ema_name=...)"
+        return f"{said}; pass {own[len(', or '):]} (Python: ema_name=...){unseen}"
     if len(offers) == 1 and not own:
         return (f"{said}; only if {offers[0][1]} is the name you gave your "
                 f"ExponentialMovingAverage, pass {offers[0][0]}{offers[0][2]} "
-                "(Python: ema_name=...)")
+                f"(Python: ema_name=...){unseen}")
     return (f"{said}; pass " + ", ".join(
         f"{o} only if {n} is the name you gave your ExponentialMovingAverage{w}"
         if i == 0 else f"{o} only if {n} is{w}" for i, (o, n, w) in enumerate(offers))
-        + own + " (Python: ema_name=...)")
+        + own + f" (Python: ema_name=...){unseen}")
 
 
 def _what(ckpt: Checkpoint, name: str, allow_missing: bool) -> str:

@@ -43,7 +43,8 @@ def update_ops(ckpt: Checkpoint) -> UpdateOps | None:
                                                for o, t, src in found)
                                  for s, found in ops.copies.items()},
                          whole=ops.whole,
-                         reads={key(s): (key(v), op) for s, (v, op) in ops.reads.items()})
+                         reads={key(s): (key(v), op) for s, (v, op) in ops.reads.items()},
+                         decays=ops.decays)
 
     return ckpt.memo("meta_update_ops", read)
 

@@ -16,10 +16,18 @@ frozen"):
   Saver (each partitioned variable one key): ``--ema-name fast_1`` wrote ``b``, ``c`` raw.
 
 ``leftout``, an object named ``x/fast`` that never averaged ``c``, still exports ``c`` raw
-with ``--allow-missing``. Truth: the session's values at save time (TensorFlow, a
-subprocess)."""
+with ``--allow-missing``.
+
+``twodecay``, ``secondscoped``, ``rentwodecay`` (review-26-attack-r92 F1): two objects named
+``fast``, decays 0.5 (over ``w``, ``b``) and 0.9 (over ``c``: ``c/fast``, or ``s/c/fast``
+under ``variable_scope('s')``) were exported as one, exit 0, ``c`` the other object's
+average; the apply() scopes' decays prove two objects, so it is refused. One object applied
+twice (``xfast``, ``renagain``, ``partagain``) has one decay and exports as before. Truth:
+the session's values at save time (TensorFlow, a subprocess)."""
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -43,6 +51,13 @@ CASES = {
     "leftout": ("plain", False, [("x/fast", "wb", None)]),
     "renagain": ("ren", False, [("fast", "wb", None), (0, "c", "s")]),
     "partfast2": ("ren", True, [("fast", "wbc", None), ("fast", "w", None)]),
+    # review-26-attack-r92 F1: a second object named fast (decay 0.9) over c, in the graph's
+    # scope, under variable_scope('s'), behind the renaming Saver; one object applied twice
+    # with a partitioned w
+    "twodecay": ("plain", False, [("fast", "wb", None), ("fast", "c", None)]),
+    "secondscoped": ("plain", False, [("fast", "wb", None), ("fast", "c", "s")]),
+    "rentwodecay": ("ren", False, [("fast", "wb", None), ("fast", "c", None)]),
+    "partagain": ("plain", True, [("fast", "wb", None), (0, "c", "s")]),
 }
 truth = {}
 for case, (kind, part, objects) in CASES.items():
@@ -175,3 +190,58 @@ def test_excluding_the_weight_left_without_an_average_exports_the_others(made, t
     code, _, err = run_cli(["map", str(out / "xfast"), "--ema-name", "x/fast", "--exclude",
                             "c", "--allow-missing"])
     assert code == 0, err
+
+
+TWO = {"twodecay": ("w/fast", "b/fast", "c/fast"), "secondscoped": ("w/fast", "b/fast", "s/c/fast"),
+       "rentwodecay": ("model/w/fast", "model/b/fast", "model/c/fast")}
+
+
+@pytest.mark.parametrize("case", sorted(TWO))
+def test_two_objects_of_one_name_with_different_decays_are_refused(made, case, tmp_path):
+    """r92 F1: the default export (and map, restore-ema) is refused, naming each object's
+    apply(), decay and keys and --raw; each --ema-name/--exclude offer exports one object's
+    averages alone, bit for bit."""
+    import shlex
+
+    out, truth = made
+    err = _refused(out / case, [], tmp_path)
+    w, b, c = TWO[case]
+    assert f"(decay 0.5) writes {b}, {w}" in err and f"(decay 0.9) writes {c}" in err, err
+    assert "two objects of that name" in err and "ckpt export --raw" in err, err
+    for command in (["map"], ["restore-ema", "--out", str(tmp_path / "baked")]):
+        code, _, said = run_cli([*command, str(out / case)])
+        assert code == 6 and "(decay 0.9)" in said, said
+    assert not (tmp_path / "baked").exists()
+    if case != "secondscoped":  # there refused by the mixed-writers rule first
+        err = _refused(out / case, ["--ema-name", "fast"], tmp_path)
+        assert "--ema-name fast: the averages named fast are not one" in err, err
+    offers = re.findall(r"--ema-name \S+(?: --exclude '[^']+')+(?: --allow-missing)?", err)
+    assert offers, err
+    for offer in offers:
+        got = _exported(out / case, shlex.split(offer), tmp_path)
+        which = {k: [o for o in ("o0", "o1") if got[k].tobytes() == truth.get(
+            f"{case}:{o}:{k.rpartition('/')[2]}", np.zeros(0)).tobytes()] for k in got}
+        assert got and len({tuple(v) for v in which.values()}) == 1, (offer, which)
+        assert all(len(v) == 1 for v in which.values()), (offer, which)
+
+
+@pytest.mark.parametrize("case", ["xfast", "renagain", "partagain"])
+def test_one_object_applied_twice_exports_as_before(made, case, tmp_path):
+    """r92 F1's control: one object applied twice (under variable_scope('s') the second
+    time) uses one decay: the default export writes its averages, bit for bit."""
+    out, truth = made
+    got = _exported(out / case, [], tmp_path)
+    assert len(got) == 3, sorted(got)
+    for k, value in got.items():
+        assert value.tobytes() == truth[f"{case}:o0:{k.rpartition('/')[2]}"].tobytes(), k
+
+
+def test_two_objects_without_a_graph_read_keep_the_names_reading(made, tmp_path):
+    """r92 F1 without the .meta: the names are all there is; the refusal says nothing shows
+    one object or two, and --ema-name fast states it (the documented limit)."""
+    out, truth = made
+    err = _refused(out / "twodecay", ["--no-meta"], tmp_path)
+    assert "nothing shows whether one ExponentialMovingAverage of that name or two" in err, err
+    got = _exported(out / "twodecay", ["--no-meta", "--ema-name", "fast"], tmp_path)
+    for k in "wbc":
+        assert got[k].tobytes() == truth[f"twodecay:o{int(k == 'c')}:{k}"].tobytes(), k

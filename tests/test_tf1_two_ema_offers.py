@@ -261,10 +261,14 @@ OFFERS = [
                   "--ema-name slow --exclude 'b' --exclude 'c'": {"w": "o1"}},
      ["--ema-name ExponentialMovingAverage"]),
     ("vtr3", ["--ema-name", "slow"], {}, ["--ema-name ExponentialMovingAverage"]),
-    # F11: no key is named fast_1, so fast_1,fast takes nothing of it; --ema-name fast takes
-    # each variable's only average (w, b: the first object's, c: the second's)
-    ("fast2c", ["--ema-name", "fast_1"], {"--ema-name fast": {"w": "o0", "b": "o0", "c": "o1"}},
-     ["--ema-name fast_1,fast"]),
+    # F11: no key is named fast_1, so fast_1,fast takes nothing of it; --ema-name fast took
+    # each variable's only average (w, b: the first object's, c: the second's), two objects'
+    # of different decays: refused since review-26-attack-r92 F1, which offers each object's
+    # averages alone
+    ("fast2c", ["--ema-name", "fast_1"], {}, ["--ema-name fast_1,fast", "--ema-name fast"]),
+    ("fast2c", [], {"--ema-name fast --exclude 'c'": {"w": "o0", "b": "o0"},
+                    "--ema-name fast --exclude 'b' --exclude 'w'": {"c": "o1"}},
+     ["--ema-name fast"]),
     # F12: --ema-name slow alone lacks b and c
     ("mixvtr", [], {"--ema-name slow --allow-missing": {"w": "o1", "b": "raw", "c": "raw"},
                     "--ema-name ExponentialMovingAverage --exclude 'w'": {"b": "o0", "c": "o0"}},

@@ -45,7 +45,7 @@ def on_read_variable(nodes, name: str) -> str | None:
     node = nodes[name]
     count = None
     if node.op in _DIVIDES and len(node.inputs) == 2:
-        count = _number(nodes, through_reads(nodes, node.inputs[1]))
+        count = const_number(nodes, through_reads(nodes, node.inputs[1]))
         if count is None:
             return None
         total = through_reads(nodes, node.inputs[0])
@@ -64,7 +64,7 @@ def on_read_variable(nodes, name: str) -> str | None:
     return first
 
 
-def _number(nodes, name: str) -> float | None:
+def const_number(nodes, name: str) -> float | None:
     """The one number a ``Const`` op of dtype float or double holds, or ``None``."""
     raw = nodes.serialized(name) if nodes.op(name) == "Const" else None
     if raw is None:

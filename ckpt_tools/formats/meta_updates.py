@@ -25,6 +25,7 @@ order the two were built. The keys do not tell which is which; the graph does:
 from __future__ import annotations
 
 import re
+import struct
 
 from ..errors import CheckpointError
 from ._record import Frozen
@@ -40,6 +41,7 @@ from .graph_def import (
     through_reads,
 )
 from .meta_copies import copy_source, settle_copies
+from .meta_on_read import const_number
 
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
@@ -138,6 +140,12 @@ class UpdateOps(Frozen):
             :func:`.graph_def.read_branches` reads, or a library that could not be read): an
             ``apply()`` may then run unseen, so the reading proves what it shows and no
             absence, such as no other ``apply()`` writing a key (review-19-attack-r43 F3).
+        decays: ``apply()`` (as ``applies`` names it) -> the decay its updates use, where it
+            is one ``apply()`` builds from a number (:func:`_decay_text`: ``0.5``, or
+            ``min(0.5, (1 + n) / (10 + n))`` with ``num_updates``); one object gives each of
+            its ``apply()`` calls the same, so two different ones are two objects
+            (review-26-attack-r92 F1). Left out where not read (a decay tensor, a function's
+            update, two graphs disagreeing).
     """
 
     averages: dict[str, tuple[str, str]]
@@ -150,8 +158,9 @@ class UpdateOps(Frozen):
     copies: dict[str, tuple[tuple[str, str, str], ...]]
     whole: bool
     reads: dict[str, tuple[str, str]]
+    decays: dict[str, str]
     _fields = ("averages", "slots", "grouped", "other_decay", "tensors", "writers", "applies",
-               "copies", "whole", "reads")
+               "copies", "whole", "reads", "decays")
 
     def __init__(self, averages: dict[str, tuple[str, str]],
                  slots: dict[str, tuple[str, str]],
@@ -162,11 +171,13 @@ class UpdateOps(Frozen):
                  applies: dict[str, str] | None = None,
                  copies: dict[str, tuple[tuple[str, str, str], ...]] | None = None,
                  whole: bool = True,
-                 reads: dict[str, tuple[str, str]] | None = None) -> None:
+                 reads: dict[str, tuple[str, str]] | None = None,
+                 decays: dict[str, str] | None = None) -> None:
         self.__dict__.update(averages=averages, slots=slots, grouped=frozenset(grouped),
                              other_decay=frozenset(other_decay), tensors=dict(tensors or {}),
                              writers=dict(writers or {}), applies=dict(applies or {}),
-                             copies=dict(copies or {}), whole=whole, reads=dict(reads or {}))
+                             copies=dict(copies or {}), whole=whole, reads=dict(reads or {}),
+                             decays=dict(decays or {}))
 
 
 def averaged_under(weight: str, key: str, applies) -> bool:
@@ -247,6 +258,7 @@ def _read_update_ops(path: str) -> UpdateOps | None:
     writers: dict[str, tuple[str, str]] = {}
     applies: dict[str, str] = {}
     copies: dict[str, list[tuple[str, str, str]]] = {}
+    decays: dict[str, str] = {}
     # the functions (v2 conds, tf.functions) of the .meta's graph or of each of a
     # SavedModel's meta graphs (review-18-attack-r39 F6, review-19-attack-r43 F2); where they
     # cannot all be read the reading is not whole, and proves no absence (r43 F3)
@@ -279,13 +291,17 @@ def _read_update_ops(path: str) -> UpdateOps | None:
             applies.setdefault(shadow, applied)
         for written, found in each.copies.items():
             copies.setdefault(written, []).extend(found)
+        for applied, decay in each.decays.items():
+            if decays.setdefault(applied, decay) != decay:
+                decays[applied] = ""  # two graphs' apply() of one scope: not read
     kept = {k: v for k, v in averages.items() if k not in differ}
     # a copy of W's (or the shadow's own) value into apply()'s shadow of W, or a warm start's
     # fed value, leaves it ema.average(W) (review-18-attack-r41 F2): read against every graph
     writers, unproven = settle_copies(kept, writers, copies)
     return UpdateOps(kept, slots, grouped, other_decay,
                      {k: v for k, v in tensors.items() if k not in averages}, writers,
-                     {k: v for k, v in applies.items() if k in kept}, unproven, whole, reads)
+                     {k: v for k, v in applies.items() if k in kept}, unproven, whole, reads,
+                     {k: d for k, d in decays.items() if d})
 
 
 def _unframed(nodes, found: UpdateOps) -> UpdateOps:
@@ -370,7 +386,8 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
             found.copies[written] = found.copies.get(written, ()) + copied
         found = UpdateOps(found.averages, found.slots, found.grouped | each.grouped,
                           found.other_decay | each.other_decay, found.tensors, found.writers,
-                          found.applies, found.copies, reads=found.reads)
+                          found.applies, found.copies, reads=found.reads,
+                          decays=found.decays)
     return found
 
 
@@ -386,6 +403,7 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
     proven: set[str] = set()  # the AssignMovingAvg ops read above
     writes: list[tuple[str, str, str]] = []  # (variable, op, type) of every other write
     copies: dict[str, tuple[tuple[str, str, str], ...]] = {}  # writes copying a value
+    decays: dict[str, str] = {}  # apply() -> its decay, where read
     for name, (op, inputs, _strings) in nodes.items():
         if inputs and (_WRITES.match(op) or _APPLY.match(op)):
             written = variable(inputs[0])
@@ -416,6 +434,9 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
                 proven.add(name)
                 if not _apply_decay(nodes, mul, owner):
                     other_decay.add(owner)
+                elif (decay := _decay_text(nodes, mul, owner)) is not None:
+                    label = applies[shadow]
+                    decays[label] = decay if decays.get(label, decay) == decay else ""
             elif shadow is not None and averaged is None and sub.op == "Sub" \
                     and len(sub.inputs) == 2:
                 tensors[shadow] = (op_name(sub.inputs[1]), owner)
@@ -443,7 +464,7 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
             writers.setdefault(written, (name, op))
     return UpdateOps(averages, slots, frozenset(grouped - other_decay),
                      frozenset(grouped & other_decay), tensors, writers, applies, copies,
-                     reads=reads)
+                     reads=reads, decays=decays)
 
 
 def _initial_or_restored(nodes, name: str, inputs: list[str], written: str,
@@ -499,3 +520,37 @@ def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> boo
             scope + "/num_updates" in map(op_name, node(f"{scope}/{a}").inputs)
             for a in ("add", "add_1"))
     return source == scope + "/decay" and node(source).op == "Const"
+
+
+def _decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
+    """The decay of an ``AssignMovingAvg`` update :func:`_apply_decay` proves ``apply()``'s,
+    as text: the number of its ``<scope>/decay`` constant (``0.5``: the shortest text giving
+    the same float32), or ``min(0.5, (1 + n) / (10 + n))`` where ``num_updates`` bounds it;
+    ``None`` where the number is no constant of the graph (a decay tensor given with
+    ``num_updates``), or ``nodes`` are a function's, whose constants are not decoded."""
+    if not hasattr(nodes, "serialized"):
+        return None
+    decay = nodes.get(op_name(mul.inputs[1]), NO_NODE)  # 1 - decay, or its cast
+    if decay.op == "Cast" and decay.inputs:
+        decay = nodes.get(op_name(decay.inputs[0]), NO_NODE)
+    source = op_name(decay.inputs[1])
+    if source == scope + "/Minimum":
+        bound = nodes.get(source, NO_NODE).inputs
+        value = const_number(nodes, op_name(bound[0])) if bound else None
+        return None if value is None else f"min({_shortest(value)}, (1 + n) / (10 + n))"
+    value = const_number(nodes, source)
+    return None if value is None else _shortest(value)
+
+
+def _shortest(value: float) -> str:
+    """``value`` as the shortest text that reads back as the same float32 (``0.9``), or
+    Python's own where it is no float32 (a double's)."""
+    def f32(x: float) -> float:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+
+    if f32(value) == value:
+        for digits in range(1, 10):
+            text = f"{value:.{digits}g}"
+            if f32(float(text)) == value:
+                return text
+    return repr(value)

@@ -1,0 +1,121 @@
+"""TF1 averages of one EMA name that two objects with different decays wrote
+(review-26-attack-r92 F1).
+
+``ExponentialMovingAverage(0.5, name="fast").apply([w, b])`` then a second object
+``ExponentialMovingAverage(0.9, name="fast").apply([c])`` stores ``w/fast``, ``b/fast`` and
+``c/fast``: TF1 numbers an average per variable, and ``c`` had none yet. The names read as one
+object's, and so does a second object applied under ``variable_scope("s")`` (``s/c/fast``),
+which one object applied twice also writes. The ``.meta`` tells them apart where the names
+cannot: each ``apply()`` builds its decay in its own scope (``fast/decay``, ``fast_1/decay``),
+and one object gives every ``apply()`` the same decay. Averages whose ``apply()`` calls use
+different decays (:attr:`~ckpt_tools.formats.meta_updates.UpdateOps.decays`) are two objects',
+so exporting them together gives each weight its own object's average beside another
+object's: refused, naming each object's keys and what picks one. Equal decays prove nothing
+either way (one object applied twice, or two alike): read as before. Without a ``.meta`` the
+names are all there is (``--no-meta``, the documented limit).
+"""
+
+from __future__ import annotations
+
+import glob
+
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError, suffix_base
+from .ema_updates import part_update_ops
+from .offer_probe import option_text, works
+from .saved_keys import held_variables
+
+
+def _family(label: str, key: str, weight: str) -> str:
+    """The EMA name an average carries, numbering dropped (``fast`` of ``c/fast_1``), or its
+    ``apply()`` scope's last part where the key does not extend its weight's (``s/c/fast``)."""
+    name = key[len(weight) + 1:] if key.startswith(weight + "/") else \
+        label.partition(" in ")[0].rpartition("/")[2]
+    return suffix_base(name)
+
+
+def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool,
+                 left_out=None) -> dict[str, dict[str, tuple[str, list[tuple[str, str]]]]]:
+    """EMA name -> decay -> ``(apply() scope, [(weight, average key), ...])`` of the pairs
+    (``(average key, weight key)``) the ``.meta``'s update ops show an ``apply()`` of a read
+    decay writing, ``left_out(average, weight)`` leaving a pair out (the map's filters). A
+    key a renaming Saver wrote (``model/c/fast``) is read as the variable it holds. A pair
+    whose weight is another pair's average (a second object averaging the first's averages,
+    ``w/fast/fast``) is left out: each target then takes its own average.
+
+    Returns:
+        `dict`: ``{}`` without a ``.meta`` read (or with ``use_meta`` false).
+    """
+    if not use_meta or ckpt.objects is not None:
+        return {}
+    found = part_update_ops(ckpt)
+    if found is None or not found[0].decays:
+        return {}
+    ops, key = found
+    writers: dict[str, dict[str, str]] = {}  # average key -> {apply(): its decay}
+    for shadow, (_var, scope) in ops.averages.items():
+        label = ops.applies.get(shadow, scope)
+        if ops.decays.get(label):
+            writers.setdefault(key(shadow), {})[label] = ops.decays[label]
+    held = held_variables(ckpt) or {}
+    averages = {a for a, w in pairs if a != w}
+    out: dict[str, dict[str, tuple[str, list[tuple[str, str]]]]] = {}
+    for average, weight in sorted(pairs):
+        if average == weight or weight in averages or (
+                left_out is not None and left_out(average, weight)):
+            continue  # an average of an average is its own object's: no weight takes it
+        var, avg = held.get(weight) or weight, held.get(average) or average
+        for label, decay in sorted(writers.get(avg, {}).items()):
+            by_decay = out.setdefault(_family(label, avg, var), {})
+            by_decay.setdefault(decay, (label, []))[1].append((weight, average))
+    return out
+
+
+def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str | None,
+                      use_meta: bool, left_out=None) -> None:
+    """Refuses the pairs (``(average key, weight key)``) where averages of one EMA name come
+    from ``apply()`` calls of different decays (:func:`apply_decays`): two objects. ``name``:
+    the EMA name the map reads (the stated ``ema_name``, or the one it found), tried first
+    in the offers.
+
+    Raises:
+        UnprovenPairingError: naming each object's keys and decay, the ``--ema-name`` /
+            ``--exclude`` options that export one object's averages where the export accepts
+            them, and ``--raw`` (exit 6).
+    """
+    mixed = {f: groups for f, groups in apply_decays(ckpt, pairs, use_meta, left_out).items()
+             if len(groups) > 1}
+    if not mixed:
+        return
+    family, groups = sorted(mixed.items())[0]
+    shows = "; ".join(f"apply() {label!r} (decay {decay}) writes "
+                      f"{', '.join(a for _w, a in taken)}"
+                      for decay, (label, taken) in sorted(groups.items()))
+    offers = _offers(ckpt, ema_name or name, groups)
+    offer = (f"{' or '.join(offers)} exports one object's averages; " if offers else
+             "no --ema-name or --exclude picks one object's averages here; ")
+    raise UnprovenPairingError(
+        f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
+        + f"the averages named {family} are not one EMA object's: the .meta's update ops show "
+        f"{shows}, and one object gives each of its apply() calls the same decay, so these are "
+        f"two objects of that name and each weight would take its own object's average beside "
+        f"the other's; {offer}ckpt export --raw exports the raw weights instead (give each EMA "
+        "object its own name when training: ExponentialMovingAverage(decay, name='fast'))",
+        None, {w: (a,) for _label, taken in groups.values() for w, a in taken})
+
+
+def _offers(ckpt: Checkpoint, name: str | None, groups) -> list[str]:
+    """The options (as typed) exporting one group's averages alone that the export accepts
+    (:func:`~ckpt_tools.offer_probe.works`): ``--ema-name`` of ``name`` or of the group's
+    ``apply()`` scope, with ``--exclude`` of the other groups' weights, ``--allow-missing``
+    where it is needed; at most one per group."""
+    offers: list[str] = []
+    for decay, (label, _taken) in sorted(groups.items()):
+        exclude = tuple(sorted(glob.escape(w) for d, (_l, taken) in groups.items()
+                               if d != decay for w, _a in taken))
+        names = dict.fromkeys([name, label.partition(" in ")[0]])
+        for each, missing in ((n, m) for m in (False, True) for n in names if n):
+            if works(ckpt, each, exclude, missing):
+                offers.append(option_text(each, exclude, missing))
+                break
+    return offers
