@@ -44,7 +44,7 @@ from .scoped_twins import (
 )
 from .slashed_stated import refuse_under_shadows, stated_slashed_shadows, under_shadows
 from .swap_assumed import refuse_crossed_raw
-from .tensor_averages import add_tensor_averages
+from .tensor_averages import add_tensor_averages, shadow_averages_left_out
 from .tensor_raw import refuse_raw_tensor_averages
 from .unstored_heads import (
     refuse_suspect_weights,
@@ -390,7 +390,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     # ... nor one the save op wrote from a variable's shadow: that variable's average, never a
     # tensor's (a renamed Saver of a second object's vtr; review-24-attack-r76 F5)
     raw_named, exported = raw_named_keys(ckpt), set(plan.values())
-    of_variables = shadow_written_keys(ckpt) if tensor_averages or not use_ema else set()
+    # ... always: another object's averages of variables left out by --ema-name are no
+    # tensor's, and are said as what they are (review-27-attack-r96 F3)
+    of_variables = shadow_written_keys(ckpt)
     def tensor_left_out(k: str) -> bool:
         return k in held_as or k in raw_named or k in exported or k in of_variables \
             or _filtered_out({k}, include, exclude)
@@ -403,6 +405,13 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                                renamed)
     if left:
         warnings.append(left)
+    if use_ema:
+        other = shadow_averages_left_out(ckpt, [
+            k for k, v in variables.items() if v.role == R.TENSOR_AVERAGE and k in of_variables
+            and k not in held_as and k not in raw_named and k not in exported
+            and not _filtered_out({k}, include, exclude)])
+        if other:
+            warnings.append(other)
     renamed.check(ckpt.path)
     if not use_ema:  # a .meta whose save op did not write the keys proves nothing of them:
         # the reading without it must pass too (review-24-attack-r79 F2, F8)

@@ -188,10 +188,13 @@ def named_as_own_average(ckpt: Checkpoint) -> dict[str, str]:
     shadows = applied_shadows(ckpt)
     # no shadow in the graph: a key past a renaming Saver's prefix named as another of its
     # Savers (the restoring vtr one) named that variable counts (review-25-attack-r82 F3)
-    restorer = restorer_named(ckpt) if shadows is None else frozenset()
+    # with shadows, the same proof for a prefixed key whose suffix no shadow carries
+    # (review-27-attack-r96 F2)
+    restorer = restorer_named(ckpt)
     return written_from_own(sources, sources, whole=True,
-                            renamed=set(ckpt.meta.variables) | restorer,
-                            shadows=shadows, averaged=vtr_variables(ckpt))
+                            renamed=set(ckpt.meta.variables) | (
+                                restorer if shadows is None else frozenset()),
+                            shadows=shadows, averaged=vtr_variables(ckpt), proven=restorer)
 
 
 def raw_named_roles(ckpt: Checkpoint, info: Mapping[str, R.RoleInfo]) -> dict[str, R.RoleInfo]:
@@ -262,7 +265,8 @@ def vtr_variables(ckpt: Checkpoint) -> set[str]:
 def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
                      renamed: Collection[str] = (),
                      shadows: Mapping[str, str] | None = None,
-                     averaged: Collection[str] = ()) -> dict[str, str]:
+                     averaged: Collection[str] = (),
+                     proven: Collection[str] = ()) -> dict[str, str]:
     """Key -> the variable the save op wrote it from, for each of ``keys`` written from the
     variable its name sits under (``w/ExponentialMovingAverage`` from ``w``): the one reader
     of "which key holds its own variable's raw value?" for :func:`raw_named_keys` and
@@ -323,6 +327,12 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
             ``tower/w``: review-22-attack-r66 F8). A suffix also
             after a shadow's or a step counter's name (``{v.op.name + "/var": v}`` of every
             variable) proves no such Saver (review-21-attack-r60 F6).
+        proven: with ``shadows`` and ``averaged``, the names past a renaming Saver's prefix
+            the graph's save ops prove a ``variables_to_restore()`` key
+            (:func:`~ckpt_tools.restorer_keys.restorer_named`): ``model/w/<suffix>`` from
+            ``w`` counts where ``w/<suffix>`` is one of them and ``<suffix>`` one name (no
+            '/'), whatever EMA name the shadows carry (a fresh default object's vtr beside
+            ``apply()`` under ``name="ema_slow"``; review-27-attack-r96 F2).
 
     Returns:
         `dict` key -> variable (op name, or its renamed key), for the keys so written.
@@ -330,7 +340,7 @@ def written_from_own(sources: dict[str, list[str]], keys, *, whole: bool,
     if shadows:
         out = _named_as_average(sources, keys, whole, renamed, shadows)
         more = _vtr_suffixed(sources, [k for k in keys if k not in out], whole,
-                             set(averaged) - set(shadows), ema_names(shadows))
+                             set(averaged) - set(shadows), ema_names(shadows), proven)
         return {k: out.get(k, more.get(k)) for k in keys if k in out or k in more}
     out = {}
     for key in keys:
@@ -391,12 +401,14 @@ def _named_as_average(sources: dict[str, list[str]], keys, whole: bool,
 
 
 def _vtr_suffixed(sources: dict[str, list[str]], keys, whole: bool,
-                  averaged: Collection[str], names: Collection[str] = ()) -> dict[str, str]:
+                  averaged: Collection[str], names: Collection[str] = (),
+                  proven: Collection[str] = ()) -> dict[str, str]:
     """Key -> variable for each of ``keys`` written from ``<v>`` (or, ``whole``, its parts)
     and named ``<v>/<suffix>``, where every key of the save op ending in ``/<suffix>`` is so
     written from a variable of ``averaged`` (see :func:`written_from_own`'s ``averaged``);
     a prefix before ``<v>`` only where the suffix is one of the shadows' EMA ``names`` made
-    unique (``ExponentialMovingAverage_1``)."""
+    unique (``ExponentialMovingAverage_1``) or the save ops prove ``<v>/<suffix>`` a
+    ``variables_to_restore()`` key (``proven``)."""
     averaged = set(averaged)
 
     def held(key: str) -> tuple[str, str] | None:
@@ -417,8 +429,13 @@ def _vtr_suffixed(sources: dict[str, list[str]], keys, whole: bool,
                                        # an EMA name the shadows carry made unique
                                        # (model/w/ExponentialMovingAverage_1 from w, a
                                        # fresh object's vtr: review-26-attack-r91 F3)
-                                       or (head.endswith("/" + v) and R.UNIQUIFIED.sub(
-                                           "", key[len(head) + 1:]) in names))
+                                       or (head.endswith("/" + v) and (R.UNIQUIFIED.sub(
+                                           "", key[len(head) + 1:]) in names
+                                           # or, one name as a fresh object's vtr
+                                           # writes it, proven so by the save ops
+                                           # (review-27-attack-r96 F2)
+                                           or ("/" not in key[len(head) + 1:]
+                                               and key[len(head) - len(v):] in proven))))
                      and (saved_from(src, v) if whole else src == [v])), None)
 
     checked: dict[str, bool] = {}

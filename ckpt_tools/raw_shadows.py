@@ -336,7 +336,8 @@ def restored_raw_holders(ckpt: Checkpoint, variables) -> dict[str, str] | None:
     # vtr Saver named so (model/w/ExponentialMovingAverage from w; review-25-attack-r82 F3)
     graph = set(ckpt.meta.variables) if shadows else restorer_named(ckpt)
     for key, var in written_from_own(sources, variables, whole=False, renamed=graph,
-                                     shadows=shadows, averaged=vtr_variables(ckpt)).items():
+                                     shadows=shadows, averaged=vtr_variables(ckpt),
+                                     proven=restorer_named(ckpt) if shadows else ()).items():
         if var not in variables and var not in out and model(key):
             out[var] = key
     held = set(out.values())

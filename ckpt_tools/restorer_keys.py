@@ -71,7 +71,10 @@ def _save_op_named(sources: dict[str, list[str]], model: set[str]) -> set[str]:
     found: dict[str, tuple[str, str]] = {}  # key -> (name past the prefix, suffix)
     for key, src in sources.items():
         whole = {_PART.sub("", s) for s in src}
-        var = whole.pop() if len(whole) == 1 else None
+        # a partition saved alone (fc/w/part_0) is the variable the collections list, its
+        # key named under the part (review-27-attack-r96 F1); parts saved together, the whole
+        var = src[0] if len(src) == 1 and src[0] in model else (
+            whole.pop() if len(whole) == 1 else None)
         if var in model and f"/{var}/" in f"/{key}" and not key.startswith(var + "/"):
             start = key.rfind("/" + var + "/") + 1
             rest = key[start:]

@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import roles as R
+from .checkpoint import Checkpoint
+from .ema_updates import shadow_owners
 from .errors import OutputError
+from .save_op import written_sources
 
 OPTION = "--tensor-averages"
 
@@ -100,3 +103,27 @@ def tensor_averages_left_out(variables: Mapping, keys: list[str]) -> str | None:
             f"losses: {shown}{more}; such averages are often batch-norm statistics kept by "
             "ema.apply([mean, variance]), which a model needs at inference: "
             f"{OPTION} exports them under these names")
+
+
+def shadow_averages_left_out(ckpt: Checkpoint, keys: list[str]) -> str | None:
+    """The warning of an export that leaves out ``keys`` read by name as averages of
+    tensors that the ``.meta``'s save op wrote from ``ema.apply()`` shadows of variables
+    (:func:`~ckpt_tools.raw_dropped.shadow_written_keys`): another EMA object's averages of
+    those variables, which ``--ema-name`` of one object leaves out and no
+    ``--tensor-averages`` exports; named as what they are, never as tensors' averages
+    (review-27-attack-r96 F3). ``None`` where there are none."""
+    if not keys:
+        return None
+    sources = written_sources(ckpt) or {}
+    owners = shadow_owners(ckpt) or {}
+    keys = sorted(keys)
+
+    def said(key: str) -> str:
+        src = sources.get(key) or []
+        of = sorted({owners.get(s, "?") for s in src})
+        return f"{key} <- {', '.join(src)} (the average of {', '.join(of)})"
+    shown = ", ".join(said(k) for k in keys[:3])
+    more = f" (and {len(keys) - 3} more)" if len(keys) > 3 else ""
+    return (f"left out {len(keys)} key(s) the .meta's save op wrote from ema.apply() shadows "
+            f"of variables: {shown}{more}; they are another EMA object's averages of those "
+            "variables, not averages of tensors, and not of the EMA object this export reads")

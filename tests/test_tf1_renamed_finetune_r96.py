@@ -1,0 +1,179 @@
+"""Renamed-Saver fine-tunes of review-27-attack-r96: a fine-tune that loaded a training run's
+averages, trained, and saved with ``Saver({"model/" + k: v for k, v in
+ExponentialMovingAverage(0.5).variables_to_restore().items()})`` (a fresh default object's
+vtr, so ``model/<v>/ExponentialMovingAverage`` holds ``<v>``'s fine-tuned RAW value):
+
+* ``part_init`` (F1): ``fc/w`` partitioned in two, the averages loaded by
+  ``init_from_checkpoint``; ``--raw`` named ``--raw --keys-are-raw``, which said "no such key";
+* ``named_own`` (F2): the fine-tune's own ``ema.apply()`` under ``name="ema_slow"``; the same;
+* ``two_own`` (F3): two own objects (default-named and ``ema_slow``); ``--ema-name ema_slow``
+  called the default object's averages of ``fc/b``, ``fc/w`` "averages of tensors" that
+  ``--tensor-averages`` would export (it does not).
+
+Made here by TensorFlow (a subprocess), the truth read from the session at save time."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+truth = {}
+
+
+def model(part):
+    x = tf1.placeholder_with_default(
+        tf.constant(np.arange(8, dtype=np.float32).reshape(2, 4) / 7), [None, 4], name="x")
+    w = tf1.get_variable("fc/w", [4, 4], initializer=tf1.random_normal_initializer(seed=1),
+                         partitioner=tf1.fixed_size_partitioner(2) if part else None)
+    b = tf1.get_variable("fc/b", [4], initializer=tf1.random_normal_initializer(seed=3))
+    vs = (list(w) if part else [w]) + [b]
+    return vs, tf.reduce_mean(tf.square(tf.matmul(x, w) + b))
+
+
+src = {}
+for part in (True, False):  # the training runs: ema.apply() and Saver()
+    with tf.Graph().as_default():
+        gs = tf1.train.get_or_create_global_step()
+        vs, loss = model(part)
+        step = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        ema = tf1.train.ExponentialMovingAverage(0.5, num_updates=gs)
+        with tf.control_dependencies([step]):
+            op = ema.apply(vs)
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(op)
+            tf1.train.Saver().save(s, f"{out}/train{int(part)}/model.ckpt", global_step=gs)
+            for v in vs:
+                truth[f"train{int(part)}:ema:{v.op.name}"] = s.run(ema.average(v).read_value())
+    src[part] = tf.train.latest_checkpoint(f"{out}/train{int(part)}")
+for kind in ("part_init", "named_own", "two_own"):
+    part = kind == "part_init"
+    with tf.Graph().as_default():  # the fine-tune
+        gs = tf1.train.get_or_create_global_step()
+        vs, loss = model(part)
+        rs = None
+        if part:
+            tf1.train.init_from_checkpoint(
+                src[part], {f"{n}/ExponentialMovingAverage": n for n in ("fc/w", "fc/b")})
+        else:
+            rs = tf1.train.Saver(tf1.train.ExponentialMovingAverage(0.5).variables_to_restore())
+        step = tf1.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=gs)
+        own = {}
+        if kind == "named_own":
+            own["slow"] = tf1.train.ExponentialMovingAverage(0.5, num_updates=gs,
+                                                             name="ema_slow")
+        elif kind == "two_own":
+            own["fast"] = tf1.train.ExponentialMovingAverage(0.5)
+            own["slow"] = tf1.train.ExponentialMovingAverage(0.9, name="ema_slow")
+        if own:
+            with tf.control_dependencies([step]):
+                step = tf.group(*[e.apply(vs) for e in own.values()])
+        vtr = tf1.train.ExponentialMovingAverage(0.5).variables_to_restore()
+        saver = tf1.train.Saver({"model/" + k: v for k, v in vtr.items()})
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            if rs is not None:
+                rs.restore(s, src[part])
+            for _ in range(3):
+                s.run(step)
+            saver.save(s, f"{out}/{kind}/model.ckpt", global_step=gs)
+            for v in vs:
+                truth[f"{kind}:raw:{v.op.name}"] = s.run(v.read_value())
+                for name, e in own.items():
+                    truth[f"{kind}:{name}:{v.op.name}"] = s.run(e.average(v).read_value())
+np.savez(f"{out}/truth.npz", **truth)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_renamed_finetune_r96")
+    return out, run_script(SCRIPT, out)
+
+
+def _bits(a) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def _flat(err: str) -> str:
+    return " ".join(err.split())
+
+
+@pytest.mark.parametrize("case", ["part_init", "named_own"])
+def test_raw_route_offered_is_the_route_that_works(made, case, tmp_path):
+    """``--raw`` refuses naming ``--raw --keys-are-raw``; that route exited 2 "this
+    checkpoint has no such key" for a partitioned variable's part keys (F1: the collections
+    list ``fc/w/part_0``, not ``fc/w``, and one such key dropped ``fc/b`` too) and beside an
+    own ``apply()`` named ``ema_slow`` (F2). It now writes every fine-tuned raw weight bit for
+    bit, none an average."""
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(out / case), "--raw", "--out", str(dst)])
+    err = _flat(err)
+    assert code == 6 and not dst.exists(), err
+    assert "--keys-are-raw" in err, err
+    code, text, err = run_cli(["export", str(out / case), "--raw", "--keys-are-raw", "--json",
+                               "--out", str(dst)])
+    assert code == 0, err
+    raw = {k.split(":", 2)[2]: v for k, v in truth.items() if k.startswith(f"{case}:raw:")}
+    doc = json.loads(text)
+    assert doc["averaged"] == [] and len(doc["raw"]) == len(raw), doc
+    if case == "part_init":
+        assert _bits(raw["fc/w/part_0"]) != _bits(raw["fc/w/part_1"])
+    with np.load(dst) as z:
+        assert sorted(n.removeprefix("model/") for n in z.files) == sorted(raw), z.files
+        for n in z.files:
+            var = n.removeprefix("model/")
+            assert _bits(z[n]) == _bits(raw[var]), n
+            assert all(_bits(z[n]) != _bits(t) for k, t in truth.items()
+                       if ":raw:" not in k), n  # no average of any run or object
+
+
+def test_named_own_default_export_is_its_own_averages(made, tmp_path):
+    """F2's file without options: the fine-tune's own ``ema_slow`` averages, bit for bit (as
+    ``restore-ema`` writes them), or a refusal; never the raw weights."""
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(out / "named_own"), "--out", str(dst)])
+    if code != 0:
+        assert code == 6 and not dst.exists(), err
+        return
+    with np.load(dst) as z:
+        assert len(z.files) == 2, z.files
+        for n in z.files:
+            var = n.removeprefix("model/").removesuffix("/ExponentialMovingAverage")
+            assert _bits(z[n]) == _bits(truth[f"named_own:slow:{var}"]), n
+
+
+@pytest.mark.parametrize("more", [[], ["--tensor-averages"]])
+def test_other_objects_averages_are_not_called_tensors(made, more, tmp_path):
+    """``--ema-name ema_slow`` exports the slow averages bit for bit and said it left out
+    "averages of tensors" (the default object's averages of fc/b and fc/w) that
+    ``--tensor-averages`` would export: both false, and with ``--tensor-averages`` they went
+    unsaid (F3). They are named as another EMA object's averages of those variables."""
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    code, _, err = run_cli(["export", str(out / "two_own"), "--ema-name", "ema_slow", *more,
+                            "--out", str(dst)])
+    assert code == 0, err
+    err = _flat(err)
+    with np.load(dst) as z:
+        assert sorted(z.files) == ["fc/b", "fc/w"], z.files
+        for n in z.files:
+            assert _bits(z[n]) == _bits(truth[f"two_own:slow:{n}"]), n
+    assert "averages of tensors that are not" not in err and "--tensor-averages" not in err, err
+    assert "another EMA object's averages" in err, err
+    assert "model/fc/b/ExponentialMovingAverage" in err and "the average of fc/b" in err, err
