@@ -295,8 +295,9 @@ def refuse_mixed_writers(ckpt: Checkpoint, chosen: dict[str, str], ema_name: str
     """Refuses the averages a stated ``--ema-name`` reads (``chosen``: variable key -> average
     key) where the ``.meta``'s update ops show them written by several ``apply()`` calls and
     either one of those keys is not ``<variable>/<ema_name>`` (another object's ``_N`` twin)
-    or two of those ``apply()`` calls averaged one variable (one object averages a variable
-    once, so they are two objects): a stated ``fast`` read ``w1/fast_1``, the only average of
+    or two of those ``apply()`` calls averaged one variable into two averages (one object
+    keeps one average per variable, its ``apply()`` of it again reusing it: two objects): a
+    stated ``fast`` read ``w1/fast_1``, the only average of
     ``w1``, written by an object named ``fast_1`` (review-20-attack-r48 F5, F1). Names of
     several parts (a scope, ``gen/ExponentialMovingAverage``, or several objects) are read
     by their scopes and left to those rules.

@@ -209,7 +209,33 @@ _TF2_UNSAVED_KERAS3 = (
     "need --apply-order trainable:optimizer, the optimizer saved too)")
 
 
+def none_stored(m: EmaMap) -> bool:
+    """Whether ``m`` holds not one stored average: every target read from an average misses
+    it, and none that the filters left out has one stored (``--exclude model/body``, whose
+    average is stored, beside a ``model/head`` without one: "no average is stored at all"
+    would be false, and --allow-missing is offered; review-27-attack-r98 F6).
+
+    Returns:
+        `bool`: True where the file holds no average of any weight the map speaks of."""
+    return set(m.averaged) <= set(m.missing) and not getattr(m, "filtered_averages", ())
+
+
 def missing_message(m: EmaMap) -> str:
+    """Returns the refusal of ``m``'s missing averages (:meth:`EmaMap.require_complete`),
+    in the file's style; several names joined (``--ema-name a,b``) are said one by one,
+    never pasted into one key (``'W/a,b'``; review-27-attack-r98 F1)."""
+    text = _missing_message(m)
+    names = m.ema_name.split(",") if m.ema_name else []
+    if len(names) < 2:
+        return text
+    text = text.replace(f"'<name>/{m.ema_name}'", " or ".join(f"'<name>/{n}'" for n in names))
+    for t in m.missing:
+        text = text.replace(f"e.g. '{t}/{m.ema_name}' is not", "e.g. " + " and ".join(
+            repr(f"{t}/{n}") for n in names) + " are not")
+    return text
+
+
+def _missing_message(m: EmaMap) -> str:
     if m.hints and m.hints[0].startswith(("no averages kept as", DETACHED)):
         return f"{m.checkpoint}: {m.hints[0]}"
     sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
@@ -217,7 +243,7 @@ def missing_message(m: EmaMap) -> str:
     sourced = next((h for h in m.hints if h.startswith(TENSOR_SOURCED)), None)
     if sourced:  # W/<name> is stored: "not in the checkpoint" would be false
         way = ("; no weight has a proven average here: export --raw writes the raw weights"
-               if set(m.averaged) <= set(m.missing) else  # none: raw weights only (r38 F9)
+               if none_stored(m) else  # none: raw weights only (r38 F9)
                "; pass --allow-missing (allow_missing=True) to restore them raw, or --exclude "
                "them")
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
@@ -248,7 +274,7 @@ def missing_message(m: EmaMap) -> str:
         s != t and s.split("/", 1)[0] == m.ema_name for s, t in m.pairs)
     eg = (f"{shadow!r} is {taken[shadow]}'s average, made inside a variable_scope"
           if shadow in taken else f"e.g. {shadow!r} is not in the checkpoint")
-    none = set(m.averaged) <= set(m.missing)  # not one shadow stored
+    none = none_stored(m)  # not one shadow stored
     renamed = next((h for h in m.hints if h.startswith("the checkpoint uses EMA name")), None)
     other = next((h for h in m.hints if h.startswith("another EMA object averaged")), None)
     misfiled = next((h for h in m.hints if h.startswith(MISFILED)), None)
@@ -263,7 +289,7 @@ def missing_message(m: EmaMap) -> str:
     if misfiled:  # not a variable_scope's, not another EMA object's: the Saver's dict
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no average stored: "
                 f"{sample}; {misfiled}")
-    if other and not set(m.averaged) <= set(m.missing):
+    if other and not none:
         under = (f"the attribute {m.ema_name}" if held else  # TF2's e1/N, not W/e1
                  f"'<name>/{m.ema_name}' ({eg})")
         return (f"{m.checkpoint}: {len(m.missing)} variable(s) have no EMA shadow under "

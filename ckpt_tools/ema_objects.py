@@ -14,6 +14,8 @@ shadows carry (:func:`object_names`), not its name scope, which a ``name_scope``
 
 from __future__ import annotations
 
+import fnmatch
+
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .ema_updates import part_update_ops, update_ops
@@ -124,17 +126,30 @@ def _takes_own(ckpt: Checkpoint, several: dict[str, dict[str, str]], name: str,
                              if t in several and k in several[t])
 
 
-def refuse_named_both(ckpt: Checkpoint, names: list[str], use_meta: bool) -> None:
+def refuse_named_both(ckpt: Checkpoint, names: list[str], use_meta: bool,
+                      include: list[str] | None = None,
+                      exclude: list[str] | None = None) -> None:
     """Refuses ``--ema-name a,b`` where the ``.meta``'s update ops show two of the named
     objects averaging one variable: each name's map may take one of its averages and the
     join a model mixed from two objects (``fast``'s average of ``w``, ``slow``'s of ``b``,
     each other one not saved; review-21-attack-r53 F3).
 
+    Only a variable the export writes matters (review-27-attack-r98 F2): one ``exclude``
+    selects by its name or by any of its average keys is left out of the joined map
+    (:func:`~ckpt_tools.ema_several.join_maps`' rule), and under ``include`` one only the
+    key of one named object's average is selected by is that object's alone.
+
     Raises:
         UnprovenPairingError: (exit 6, ``--ema-name``) naming the variable and the objects.
     """
+    def match_any(name: str, globs: list[str]) -> bool:  # emamap.match_any's rule
+        return any(fnmatch.fnmatchcase(name, g) for g in globs)
+
     for var, found in sorted(averaging_objects(ckpt, use_meta).items()):
-        hit = sorted({n for n in names for k, own in found.items() if _names(n, own, k)})
+        if exclude and any(match_any(n, exclude) for n in (var, *found)):
+            continue  # left out, whichever object's average it would be read from
+        hit = sorted({n for n in names for k, own in found.items() if _names(n, own, k)
+                      and (not include or match_any(var, include) or match_any(k, include))})
         if len(hit) > 1:
             raise UnprovenPairingError(
                 f"{ckpt.path}: {var} has averages of two of the EMA objects named: the "
@@ -142,7 +157,7 @@ def refuse_named_both(ckpt: Checkpoint, names: list[str], use_meta: bool) -> Non
                 f"{', '.join(sorted(found))}, stored or not), so no one map takes both "
                 "objects' averages; pass only the one whose averages you want to --ema-name "
                 "(Python: ema_name=; --allow-missing restores raw the variables whose average "
-                "of it was not saved)",
+                "of it was not saved), or leave it out (--exclude)",
                 "--ema-name", {var: tuple(sorted(found))})
 
 

@@ -28,6 +28,13 @@ class EmaMap(Frozen):
         assumed: what the pairing takes for granted that the file cannot prove
             (``"fit_order"``, ``"not_swapped"``: :mod:`~ckpt_tools.keras_assumed`); empty
             where the file proves it or you stated it.
+        filtered_averages: targets the ``include``/``exclude`` filters left out whose
+            average is stored (so a refusal of the others' missing averages never says that
+            none is stored at all); neither compared nor in repr.
+        excluded: targets ``exclude`` selects, by their name or the key their average is
+            read from here (``--exclude W/slow``: ``W``), so that several names' maps joined
+            leave them out under every name (:func:`~ckpt_tools.ema_several.join_maps`);
+            neither compared nor in repr.
     """
 
     checkpoint: str
@@ -54,11 +61,14 @@ class EmaMap(Frozen):
     # in_graph: key -> the variable the save op wrote under it, where the keys are not their
     # variables' names and are paired through it (graph_saved); not compared
     held: dict[str, str]
+    filtered_averages: tuple[str, ...]
+    excluded: tuple[str, ...]
     _fields = ("checkpoint", "ema_name", "mapping", "averaged", "raw", "missing", "unaveraged",
                "not_saved", "dropped", "debias", "loss_averages", "source", "file_style",
-               "assumed", "pairs", "hints", "names", "expected_raw", "held")
-    _compare = _fields[:-3]
-    _repr = _fields[:-5]
+               "assumed", "pairs", "hints", "names", "expected_raw", "held",
+               "filtered_averages", "excluded")
+    _compare = _fields[:-5]
+    _repr = _fields[:-7]
 
     def __init__(self, checkpoint: str, ema_name: str, mapping: dict[str, str],
                  averaged: tuple[str, ...] = (), raw: tuple[str, ...] = (),
@@ -69,7 +79,9 @@ class EmaMap(Frozen):
                  pairs: tuple[tuple[str, str], ...] = (), hints: tuple[str, ...] = (),
                  names: dict[str, str] | None = None,
                  expected_raw: dict[str, str] | None = None,
-                 held: dict[str, str] | None = None) -> None:
+                 held: dict[str, str] | None = None,
+                 filtered_averages: tuple[str, ...] = (),
+                 excluded: tuple[str, ...] = ()) -> None:
         self.__dict__.update(
             checkpoint=checkpoint, ema_name=ema_name, mapping=mapping, averaged=averaged,
             raw=raw, missing=missing, unaveraged=unaveraged, not_saved=not_saved,
@@ -77,7 +89,8 @@ class EmaMap(Frozen):
             file_style=file_style, assumed=assumed, pairs=pairs, hints=hints,
             names={} if names is None else names,
             expected_raw={} if expected_raw is None else expected_raw,
-            held={} if held is None else held)
+            held={} if held is None else held, filtered_averages=filtered_averages,
+            excluded=excluded)
 
     def shown(self, key: str) -> str:
         """Returns the name ``ckpt list`` shows for ``key`` (its object path, or the key)."""

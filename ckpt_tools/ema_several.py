@@ -44,8 +44,17 @@ def split_ema_names(ema_name: str | Iterable[str] | None) -> list[str]:
 
 
 def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool,
-              allow_missing: bool, filtered: bool = False):
+              allow_missing: bool):
     """Joins one :class:`~ckpt_tools.emamap.EmaMap` per EMA name into one.
+
+    One rule for the user's filters, whichever name reads a weight (review-27-attack-r98
+    F1, F3): a weight ``exclude`` selects under ANY of the names, by its own name or by the
+    key its average is read from under that name (:attr:`EmaMap.excluded`: ``--exclude
+    W/slow``, ``--exclude disc/w/ExponentialMovingAverage_1``), is left out of the join: it
+    is never written raw for a missing average under another name, nor from another named
+    object's average (the user excluded one average of it; which other one they want is
+    theirs to say with ``--ema-name``). ``include`` keeps a pair under the name that reads
+    it (each map applies it), so ``--grep W/slow`` takes W from slow.
 
     Args:
         path: the checkpoint, for messages.
@@ -55,16 +64,16 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
         keep_raw: map the variables no named object averaged to themselves (else leave them
             out, ``non_averaged="drop"``).
         allow_missing: restore raw values where no named object stored an average.
-        filtered: ``include``/``exclude`` were given: a name whose averages they all left out
-            contributes nothing, as the user asked, and is not refused.
 
     Returns:
         `EmaMap`: each variable restored from the one named object's average that covers it.
 
     Raises:
         UnprovenPairingError: a variable has averages of two of the named objects (exit 6).
-        EmaError: a named object contributes no average (exit 6).
+        EmaError: a named object contributes no average, and the filters left out none of
+            its stored averages (a name no key holds: a typo; exit 6).
     """
+    excluded = {t for m in maps for t in getattr(m, "excluded", ())}
     order: list[str] = []
     chosen: dict[str, tuple[str, str, str]] = {}  # target -> (source, shown target, name)
     plain: dict[str, tuple[str, str]] = {}  # target -> (source, shown target)
@@ -73,42 +82,51 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
         unstored = set(m.missing)  # sources this name's map names but does not hold
         took = 0
         for src, tgt in m.pairs:
-            if tgt not in chosen and tgt not in plain:
-                order.append(tgt)
-            if src != tgt and tgt not in unstored:
-                if tgt in chosen and chosen[tgt][0] != src:
+            stored = src != tgt and tgt not in unstored
+            if tgt not in excluded:
+                if tgt not in chosen and tgt not in plain:
+                    order.append(tgt)
+                if stored and tgt in chosen and chosen[tgt][0] != src:
                     other_src, _, other = chosen[tgt]
                     raise UnprovenPairingError(
                         f"{path}: {m.shown(tgt)} has averages of two of the EMA objects named: "
                         f"{m.shown(other_src)} ({other}) and {m.shown(src)} ({name}); pass "
                         "only the one whose averages you want for it to --ema-name "
                         "(Python: ema_name=)", "--ema-name", {tgt: (other_src, src)})
-                if used.get(src, (tgt,))[0] != tgt:
-                    # one tensor read two ways by two of the names: dense/kernel/delta/fast
-                    # is the delta's average under 'fast' or the kernel's under 'delta/fast'
-                    # (review-17-attack-r37 F1)
-                    other_tgt, other = used[src]
-                    raise UnprovenPairingError(
-                        f"{path}: {m.shown(src)} reads as {m.shown(other_tgt)}'s average under "
-                        f"--ema-name {other} and as {m.shown(tgt)}'s under --ema-name {name}: "
-                        "the names do not tell which; pass --ema-name "
-                        f"{other} only if {other!r} is the name you gave your "
-                        f"ExponentialMovingAverage, --ema-name {name} only if {name!r} is "
-                        "(Python: ema_name=)", "--ema-name", {src: (other_tgt, tgt)})
+            if stored and used.get(src, (tgt,))[0] != tgt:
+                # one tensor read two ways by two of the names: dense/kernel/delta/fast
+                # is the delta's average under 'fast' or the kernel's under 'delta/fast'
+                # (review-17-attack-r37 F1); refused whether or not either is excluded
+                other_tgt, other = used[src]
+                raise UnprovenPairingError(
+                    f"{path}: {m.shown(src)} reads as {m.shown(other_tgt)}'s average under "
+                    f"--ema-name {other} and as {m.shown(tgt)}'s under --ema-name {name}: "
+                    "the names do not tell which; pass --ema-name "
+                    f"{other} only if {other!r} is the name you gave your "
+                    f"ExponentialMovingAverage, --ema-name {name} only if {name!r} is "
+                    "(Python: ema_name=)", "--ema-name", {src: (other_tgt, tgt)})
+            if stored:
                 used[src] = (tgt, name)
+            if tgt in excluded:
+                continue
+            if stored:
                 chosen[tgt] = (src, m.mapping[src], name)
                 took += 1
             else:
                 plain.setdefault(tgt, (src, m.mapping[src]))
-        if not took and not filtered:
+        # a name that takes nothing: refused unless the filters left out averages it holds
+        # (every weight it averaged excluded, as the user asked); a name no key holds (a
+        # typo) is refused with or without a filter (review-27-attack-r98 F4)
+        if not took and not getattr(m, "filtered_averages", ()) and not any(
+                t in excluded for src, t in m.pairs if src != t and t not in unstored):
             raise EmaError(f"{path}: --ema-name {name} takes no average here (Python: "
                            f"ema_name=); the averages it holds are kept under "
                            f"{', '.join(n for n in names if n != name) or 'other names'}")
-    missing = {t for m in maps for t in m.missing} - set(chosen)
+    missing = {t for m in maps for t in m.missing} - set(chosen) - excluded
     unaveraged = {t for m in maps for t in m.unaveraged} - set(chosen)
     mapping: dict[str, str] = {}
     pairs, averaged, raw = [], [], []
-    dropped = {t for m in maps for t in m.dropped}
+    dropped = {t for m in maps for t in m.dropped} | excluded
     # A shadow another name's map keeps as a plain variable of the graph (TF maps the graph's
     # other variables to themselves) is a source here, as in TF's union of the two maps.
     sources = {src for src, _, _ in chosen.values()}
@@ -139,4 +157,7 @@ def join_maps(path: str, names: Sequence[str], maps: Sequence, *, keep_raw: bool
         unaveraged=tuple(t for t in order if t in unaveraged), not_saved=first.not_saved,
         dropped=tuple(sorted(dropped - set(t for _, t in pairs))), debias=first.debias,
         loss_averages=first.loss_averages, source=first.source, file_style=first.file_style,
-        pairs=tuple(pairs), hints=hints, names=first.names)
+        pairs=tuple(pairs), hints=hints, names=first.names,
+        filtered_averages=tuple(sorted({t for m in maps
+                                        for t in getattr(m, "filtered_averages", ())})),
+        excluded=tuple(sorted(excluded)))

@@ -190,7 +190,8 @@ def ema_map(
         ckpt.not_swapped = True  # its meta-less view too
     if len(names) > 1:  # EMA objects that averaged different variables: each one's map, joined
         try:
-            refuse_named_both(ckpt, names, use_meta)  # two of them averaged one (r53 F3)
+            refuse_named_both(ckpt, names, use_meta, include,  # two of them averaged one
+                              exclude)  # (r53 F3), written (r98 F2)
             maps = [ema_map(ckpt, ema_name=n, use_meta=use_meta, non_averaged=KEEP, slots=slots,
                             include=include, exclude=exclude, strip_scope=strip_scope,
                             add_scope=add_scope, style=style, apply_order=apply_order,
@@ -199,7 +200,7 @@ def ema_map(
         finally:
             opened.__exit__()
         return join_maps(ckpt.path, names, maps, keep_raw=non_averaged == KEEP,
-                         allow_missing=allow_missing, filtered=bool(include or exclude))
+                         allow_missing=allow_missing)
     ema_name = names[0] if names else None
     assumed: list = []
     asked = False
@@ -299,7 +300,10 @@ def ema_map(
         expected_raw={**expected_raw(ckpt, unaveraged), **{
             t: NOT_FLOAT for t in unaveraged if speaks != "keras"
             and variables[t].dtype not in R._FLOAT}}, assumed=_warned(ckpt, assumed),
-        held=held or {})
+        held=held or {}, filtered_averages=tuple(
+            t for s, t in pairs if s != t and t not in missing_set and s in variables
+            and left_out(s, t, include, exclude)),
+        excluded=tuple(t for s, t in pairs if selected_by(exclude, t, s)))
 
 
 def left_out(src: str, tgt: str, include: list[str] | None,

@@ -10,6 +10,7 @@ import glob
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_names import not_saved_note
+from .ema_several import split_ema_names
 from .ema_updates import proven_shadows
 from .emamap import ema_map, selected_by
 from .errors import EmaError, OptionError, OutputError
@@ -179,15 +180,21 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
             "ema_name")) if _filtered_out({k}, include, exclude)] if include or exclude else []
         # the user's --exclude too, so the map refuses nothing about a weight it leaves out
         # (stated_left_raw: review-26-attack-r92 F2); it drops no pair the export writes,
-        # the export matching every name the map does (a TF2 key by its path: escaped here);
-        # only under a stated --ema-name, the one refusal that needs it: without one, the
-        # map's missing-average refusal must still see the left-out weight's average to
-        # offer --allow-missing (test_partial_ema tf2 --exclude)
-        unused += [glob.escape(k) for k, v in stored.items() if exclude and map_options.get(
-            "ema_name") and (n := _clean_name(k, v)) != k and selected_by(exclude, n)]
+        # the export matching every name the map does (a TF2 key by its path: escaped here),
+        # with or without --ema-name: the map's missing-average refusal counts the averages
+        # it leaves out (EmaMap.filtered_averages), so it still offers --allow-missing
+        # (review-27-attack-r98 F6: 3299283's special case left --exclude of a TF2
+        # average's listed name out of the map, and the export wrote that average)
+        unused += [glob.escape(k) for k, v in stored.items() if exclude and (
+            n := _clean_name(k, v)) != k and selected_by(exclude, n)]
         excluded = [*(exclude or []), *unused]
+        # several names: the --grep too, so the join takes a weight from the one named
+        # object whose key the user selected, and refuses nothing about a weight it leaves
+        # out (review-27-attack-r98 F2; each name's map applies the same filter rule)
+        several = len(split_ema_names(map_options.get("ema_name"))) > 1
         m = ema_map(ckpt, non_averaged="keep", **map_options,
-                    **({"exclude": excluded} if excluded else {}))
+                    **({"exclude": excluded} if excluded else {}),
+                    **({"include": include} if include and several else {}))
         sources = {t: s for s, t in m.pairs}
         filtered = {t for t in m.dropped if getattr(variables.get(t), "role", None)
                     != R.OPTIMIZER_SLOT}  # (the map keeps every other pair: non_averaged)

@@ -93,7 +93,10 @@ def refuse_left_beside_named(ckpt: Checkpoint, ema_name: str | None,
     read = {ema_name: None} | {owner[graph(s)]: (s, t) for s, t in sorted(pairs)
                                if s != t and graph(s) in owner}
     # variables (each part its own) each apply() scope averaged: two scopes averaging one
-    # variable are two objects (TF1's apply() refuses a variable its object averages already)
+    # variable into two averages are two objects (an object keeps one average per variable:
+    # TF 2.x's apply() of a variable its object averages already reuses that average and
+    # adds a second update op under the new scope, which ops.averages, keyed by average,
+    # records once; review-27-attack-r98 F5)
     by_scope: dict[str, set[str]] = {}
     for shadow, (var, scope) in ops.averages.items():
         if shadow not in ops.slots:
@@ -135,8 +138,9 @@ def refuse_left_beside_named(ckpt: Checkpoint, ema_name: str | None,
         twice = sorted(s for v, each in averages.items() for s, _scope in each
                        if owner.get(s) == name and carried_name(s, v) != name)
         why = (f"several objects named {name} ({twice[0]}: TF numbers the average of a "
-               f"variable another object named {name} averaged first, and one object "
-               "averages a variable once)" if twice else
+               f"variable another object named {name} averaged first; one object keeps "
+               "one average per variable, its apply() of it again reusing that one)"
+               if twice else
                f"one object named {name} applied again under another scope, or a second "
                "object of that name (the graph does not tell which made each apply())")
         hint = vscoped_hint(ckpt, ema_name, sorted({graph(t) for t in missing}))

@@ -174,6 +174,36 @@ def test_tf2_filter_never_hides_a_missing_average_it_keeps(tf2_subset, args, tmp
     assert not (tmp_path / "w.npz").exists()
 
 
+@pytest.fixture(scope="module")
+def tf2_both(tf, tmp_path_factory):
+    m = _Net.make(tf)
+    ema = tf.train.ExponentialMovingAverage(0.5)
+    train_ema(tf, [m.body, m.head], ema)
+    d = tmp_path_factory.mktemp("tf2_both")
+    tf.train.Checkpoint(model=m, ema=[ema.average(m.body), ema.average(m.head)]).write(
+        str(d / "ckpt"))
+    return d, ema.average(m.body).numpy(), ema.average(m.head).numpy()
+
+
+@pytest.mark.parametrize("args", [["--exclude", "ema/0"], ["--exclude", "model/body"],
+                                  ["--grep", "ema/1"]])
+def test_tf2_exclude_of_an_averages_listed_name_leaves_its_weight_out(tf2_both, args,
+                                                                       tmp_path):
+    """review-27-attack-r98 F6 (3299283's regression): ``--exclude ema/0``, the name ``ckpt
+    list`` shows for body's average, left nothing out of export (exit 0, body written from
+    the excluded average) while ``map --exclude ema/0`` and ``--grep`` select by it. One rule
+    for export and map: body is left out, head written from its average, bit for bit."""
+    d, _, head_avg = tf2_both
+    out = tmp_path / "w.npz"
+    result = runner.invoke(app, ["export", str(d), *args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    with np.load(out) as z:
+        assert sorted(z.files) == ["model/head"], z.files
+        assert z["model/head"].tobytes() == head_avg.tobytes()
+    mapped = runner.invoke(app, ["map", str(d), *args, "--json"])
+    assert mapped.exit_code == 0 and "model/body" not in mapped.stdout, mapped.output
+
+
 def test_api_export_filters_leave_out_a_weight_without_average(tf2_subset, tmp_path):
     d, body_avg, _ = tf2_subset
     with pytest.raises(EmaError, match="model/head"):
