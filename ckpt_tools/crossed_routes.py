@@ -65,8 +65,9 @@ def crossed_raw_route(ckpt: Checkpoint) -> str | None:
 def crossed_listed(ckpt: Checkpoint) -> dict | None:
     """``ckpt list``'s ``ema_unproven`` (``{"option", "reason", "crossed"}``) where crossed
     Savers with no stored pair leave the keys unproven (``crossed``: the key they disagree
-    on, and its sources in each); ``None`` otherwise and where ``--not-swapped`` states the
-    keys hold what their names say.
+    on, its sources in each, and whether ``--saver-def-wrote`` is offered: the checkpoint's
+    own ``.meta`` records one of the Savers' ``SaverDef``); ``None`` otherwise and where
+    ``--not-swapped`` states the keys hold what their names say.
 
     Raises:
         CheckpointError: the graph file cannot be opened or mapped.
@@ -82,7 +83,10 @@ def crossed_listed(ckpt: Checkpoint) -> dict | None:
     try:
         refuse_crossed_unpaired(ckpt)
     except UnprovenPairingError as exc:
+        from .saver_def_stated import saver_def_offer
+
         key, one, other = crossed
         return {"option": exc.option, "reason": str(exc),
-                "crossed": {"key": key, "sources": [one, other]}}
+                "crossed": {"key": key, "sources": [one, other],
+                            "saver_def_wrote": bool(saver_def_offer(ckpt))}}
     return None

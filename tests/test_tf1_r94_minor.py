@@ -11,6 +11,9 @@ real TensorFlow (graph mode), truth read from the session at save time:
 * s26n-1: crossed Savers with no stored pair, --not-swapped: the refusal said the raw weights
   are usable (ckpt export --raw), which is refused there;
 * s26n-2: ``ckpt list`` of such a file showed plain weights with no word.
+
+And review-27-attack-r99 F1 (the --saver-def-wrote note on stderr, not in --json "notes")
+and its leftover (list's crossed-Savers summary did not name --saver-def-wrote).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli, run_script, set_terminal
 
 SCRIPT = r'''
 import os
@@ -225,3 +228,42 @@ def test_list_flags_crossed_savers_without_a_stored_pair(made):
     assert "none of 2 weights has a shadow" not in said, said
     code, text, err = _cli("list", ckpt, "--json", "--not-swapped")  # stated: nothing open
     assert code == 0 and json.loads(text)["ema_unproven"] is None, text
+
+
+@pytest.mark.parametrize("cmd", ["export", "restore-ema"])
+def test_json_notes_carry_every_note_stderr_showed(made, tmp_path, cmd):
+    """r99 F1: the note that the keys are read as the SaverDef's Saver wrote them, because
+    --saver-def-wrote states it, was on stderr only (export's "notes": [], restore-ema's
+    document had no "notes")."""
+    out, _ = made
+    target = {"export": ["--out", str(tmp_path / "e.npz")],
+              "restore-ema": ["--out", str(tmp_path / "r")]}[cmd]
+    code, text, err = _cli(cmd, str(out / "mts"), "--saver-def-wrote", "--json", *target)
+    assert code == 0, err
+    noted = [line.removeprefix("note: ") for line in err.splitlines()
+             if line.startswith("note: ")]
+    assert any("because you stated --saver-def-wrote" in n for n in noted), err
+    notes = json.loads(text)["notes"]
+    for n in noted:
+        assert n in notes, (n, notes)
+
+
+def test_list_crossed_summary_names_the_saver_def_statement(made, monkeypatch):
+    """r99 leftover: list --json's reason offered --saver-def-wrote (the .meta records one
+    of the crossed Savers' SaverDef); the summary did not. Said on a terminal of 80 columns,
+    no line wider."""
+    out, _ = made
+    ckpt = str(out / "crossed" / "model.ckpt-3")
+    code, text, err = _cli("list", ckpt, "--json")
+    unproven = json.loads(text)["ema_unproven"]
+    assert code == 0 and "--saver-def-wrote" in unproven["reason"], unproven
+    assert unproven["crossed"]["saver_def_wrote"] is True, unproven
+    set_terminal(monkeypatch, 80)
+    code, text, err = _cli("list", ckpt)
+    assert code == 0, err
+    said = " ".join(text.split())
+    assert "--saver-def-wrote if the Saver whose SaverDef the .meta records wrote them" \
+        in said, said
+    assert "--not-swapped" in said and "--raw --no-meta" in said, said
+    wide = [line for line in text.splitlines() if len(line) > 80]
+    assert not wide, wide

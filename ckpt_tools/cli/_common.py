@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ._run import (  # noqa: F401 - every command resolves paths as `ckpt list` does
+    json_notes,
     note_sibling_doubt,
     resolve,
 )

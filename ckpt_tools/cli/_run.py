@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 
 from ..errors import (
     INSTALL_TENSORFLOW,
@@ -104,6 +105,20 @@ def note_sibling_doubt(out: Output, ckpt) -> None:
     for said in (doubt_note(ckpt), saver_def_note(ckpt)):
         if said and said not in out.noted:
             out.note(f"note: {said}", always=True)
+
+
+def json_notes(out: Output, own: Iterable[str] = ()) -> list[str]:
+    """A command's ``--json`` "notes": its result's own notes (``own``, said first, kept even
+    where ``--quiet`` left them off stderr), then every other note stderr showed: which file a
+    directory led to, the sibling ``.meta``'s doubt, the statements the pairing rests on
+    (``--saver-def-wrote``, ``--not-swapped``...), so a script reads there whatever a person
+    reads on stderr (review-27-attack-r99 F1).
+
+    Returns:
+        `list[str]`: each note once, without its ``note: ``.
+    """
+    notes = list(own)
+    return [*notes, *(n for n in dict.fromkeys(out.noted) if n not in notes)]
 
 
 _LIST_FLAGS = {"--json": "json", "--quiet": "quiet", "-q": "quiet"}

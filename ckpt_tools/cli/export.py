@@ -39,6 +39,7 @@ from ._common import (
     check_output_parent,
     choice,
     complete_from,
+    json_notes,
     no_selection,
     note_sibling_doubt,
     pick_format,
@@ -177,12 +178,10 @@ def export_command(
                                     apply_order=check_apply_order(apply_order),
                                     use_meta=not no_meta, strict=strict)
         # after the export: a refusal stays one line, without notes about statements
-        said = len(out.noted)
         stated = (note_stated_order(out, ckpt, apply_order, ema_name) if result.averaged
                   else {})
         if result.averaged:
             stated = {**stated, **note_assumed(out, ckpt)}
-        pairing_notes = out.noted[said:]  # also in --json "notes": a script reads them there
     out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)
@@ -192,7 +191,8 @@ def export_command(
         doc = result.to_dict()
         # every warning stderr showed, the statements' too (review-26-attack-r94 F5)
         warned = [*doc["warnings"], *(w for w in out.warned if w not in doc["warnings"])]
-        out.json({**doc, "warnings": warned, "notes": [*doc["notes"], *pairing_notes],
+        # and every note, the --saver-def-wrote one said on opening too (r99 F1)
+        out.json({**doc, "warnings": warned, "notes": json_notes(out, doc["notes"]),
                   **stated})
     elif not quiet:
         # keys --averages-only read as averages that hold raw weights if a training run saved

@@ -356,12 +356,15 @@ def _print_table(out: Output, listing: Listing) -> None:
     elif (listing.unproven or {}).get("crossed"):  # crossed Savers, no pair (s26n leftover)
         crossed = listing.unproven["crossed"]
         one, other = (", ".join(s) for s in crossed["sources"])
+        # the statement --json's reason offers, said here too (r99 leftover)
+        stated = ("; --saver-def-wrote if the Saver whose SaverDef the .meta records wrote "
+                  "them" if crossed.get("saver_def_wrote") else "")
         out.summary(f"EMA: unproven: the .meta's graph builds Savers that write exactly these "
                     f"keys from different variables (key {crossed['key']} from {one} in one, "
                     f"from {other} in another) and nothing records which wrote the checkpoint, "
                     "so its keys may hold raw weights or averages: pass --not-swapped if each "
-                    "holds what its name says; ckpt export --raw --no-meta exports them as "
-                    "stored ('ckpt export' says why)")
+                    f"holds what its name says{stated}; ckpt export --raw --no-meta exports "
+                    "them as stored ('ckpt export' says why)")
     elif listing.unproven and not listing.with_shadow:
         # use_ema=True, the copies stored and none placed: "none has a shadow" would be false
         out.summary(f"EMA: the file does not prove the pairing of the optimizer's EMA copies "

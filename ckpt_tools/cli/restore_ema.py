@@ -36,6 +36,7 @@ from ._common import (
     choice,
     complete_from,
     display_names,
+    json_notes,
     note_sibling_doubt,
     pick_format,
     resolve,
@@ -189,7 +190,7 @@ def restore_ema_command(
             stated = {**stated, **note_assumed(out, ckpt)}
             warn_unaveraged(out, result.ema_map)
             if json_out:
-                out.json({**result.to_dict(), "warnings": list(out.warned), **stated})
+                out.json({**_doc(result.to_dict(), out), **stated})
             else:
                 print_map(out, result.ema_map, display_names(ckpt))
                 if not quiet:
@@ -212,7 +213,7 @@ def restore_ema_command(
     for n in result.notes:
         out.note(f"note: {n}")
     if json_out:
-        out.json({**result.to_dict(), "warnings": list(out.warned), **stated})
+        out.json({**_doc(result.to_dict(), out), **stated})
     elif not quiet:
         # keys --averages-only read as averages that hold raw weights if a training run saved
         # them: never called EMA values, as export says it (review-26-attack-r94 F4)
@@ -263,7 +264,8 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
         pairs = {w: a for a, w in ckpt.reader.keras.averages.items()}
         assumed = note_assumed(out, ckpt)
         if json_out:
-            out.json({"dry_run": True, "output": target, "map": pairs, **assumed})
+            out.json({**_doc({"dry_run": True, "output": target, "map": pairs}, out),
+                      **assumed})
         else:
             out.prose(f"dry run: would write {target} with {len(pairs)} weights set to their "
                       "EMA values", "dim")
@@ -273,8 +275,9 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
     stated = {**stated, **note_assumed(out, ckpt)}
     out.wrote(result.path)
     if json_out:
-        out.json({"output": result.path, "format": "keras", "replaced": result.replaced,
-                  "bytes": result.nbytes, "warnings": list(out.warned), **stated})
+        out.json({**_doc({"output": result.path, "format": "keras",
+                          "replaced": result.replaced, "bytes": result.nbytes}, out),
+                  **stated})
     elif not quiet:
         out.prose(f"wrote {result.path} ({human_bytes(result.nbytes)} of averages): "
                   f"{len(result.replaced)} weights now hold their EMA values; load it with "
@@ -283,3 +286,13 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
     elif chosen:  # -q: the one line of data is where the output went (review-13-user-u15 F7)
         out.prose(result.path)
 
+
+def _doc(doc: dict, out: Output) -> dict:
+    """``doc`` with the "warnings" and "notes" stderr showed: every note, the statements' ones
+    said on opening (``--saver-def-wrote``, the sibling ``.meta``'s doubt) too, as export's
+    --json has them (review-27-attack-r99 F1).
+
+    Returns:
+        `dict`: a new document.
+    """
+    return {**doc, "warnings": list(out.warned), "notes": json_notes(out, doc.get("notes", ()))}
