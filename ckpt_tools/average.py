@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from .average_carried import record_name, remote_carried
+from .average_inputs import distinct_checkpoints
 from .average_order import check_save_order, identity, order_inputs
 from .average_write import AverageResult, check_compatible, write_average
 from .checkpoint import Checkpoint, open_checkpoint
@@ -120,7 +121,10 @@ def average_checkpoints(
 
     Args:
         checkpoints (`list`): two or more checkpoints of one run (any path ``open_checkpoint``
-            takes, SavedModels included).
+            takes, SavedModels included). Distinct files of one checkpoint (its ``.index``,
+            ``.data-*`` and ``.meta``, as ``glob("run/model.ckpt-*")`` gives them) are that
+            checkpoint, averaged once; naming one otherwise twice (its prefix and a file of
+            it, or one file twice) is refused.
         out_dir (`str`): a new directory (or an empty existing one); never an input's directory.
             A SavedModel newest input gives a SavedModel there (``saved_model.pb`` copied,
             averaged ``variables/variables.*``), as ``restore-ema`` does.
@@ -150,9 +154,10 @@ def average_checkpoints(
         :class:`~ckpt_tools.errors.AssumptionWarning`.
 
     Raises:
-        EmaError: the inputs differ in keys, shapes or dtypes (names the variable); an input is
-            given twice; which input is newest cannot be told (no step recorded in every input,
-            or two inputs record the largest one: pass ``newest``); ``ema`` was asked for and
+        EmaError: the inputs differ in keys, shapes or dtypes (names the variable); a
+            checkpoint is given twice (not as distinct files of it); which input is newest
+            cannot be told (no step recorded in every input, or two inputs record the largest
+            one: pass ``newest``); ``ema`` was asked for and
             the checkpoints have no shadows; or, with ``bake``, a weight has no shadow or which
             shadow is its average is not proven (``UnprovenPairingError``, naming the option
             that decides), or (``strict``) the pairing rests on an assumption.
@@ -160,7 +165,8 @@ def average_checkpoints(
         OutputError: the output location is unsafe or exists.
         TypeError: ``checkpoints`` is one path, not a list of them (for a run directory's
             newest N use :func:`average_run`).
-        ValueError: ``newest`` is not one of ``checkpoints``; an unknown ``apply_order``;
+        ValueError: fewer than two checkpoints (files of one count once); ``newest`` is not
+            one of ``checkpoints``; an unknown ``apply_order``;
             ``ema_name``, ``apply_order``, ``use_meta=False``, ``allow_missing``, ``strict``
             or ``not_swapped`` without ``bake`` (only baking pairs shadows with variables).
 
@@ -205,6 +211,14 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
     # Resolved first: resolving a URL starts a fresh remote session, which must be the one
     # that then records the inputs (remote outputs refuse to replace them).
     chosen = None if newest is None else identity(locate(newest).prefix)
+    # A shell glob's .data-*, .index and .meta of one checkpoint are that checkpoint, once
+    # (review-27-user-u29 F2); a checkpoint named twice otherwise is refused there. A state
+    # file's list (--last) names prefixes: check_save_order says what it lists twice.
+    checkpoints, merged = (checkpoints, []) if state_file else \
+        distinct_checkpoints(checkpoints)
+    if len(checkpoints) < 2:
+        raise ValueError(f"averaging needs at least two checkpoints; {', '.join(merged[0])} "
+                         "are files of one checkpoint")
     opened: list[Checkpoint] = []
     try:
         for path in checkpoints:

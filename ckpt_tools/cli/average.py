@@ -86,6 +86,7 @@ def average_command(
     swapped decides which are the averages: refused (exit 6) unless --not-swapped states it.
     """
     from ..average import average_checkpoints, average_run, checkpoints_of_run
+    from ..average_inputs import distinct_checkpoints, merged_note
     from ..bake_outputs import check_out_format
     from ..checkpoint import open_checkpoint
     from ..errors import CheckpointError, OutputError
@@ -107,12 +108,17 @@ def average_command(
             if len(paths) != 1:
                 raise typer.BadParameter("--last takes exactly one run directory",
                                          param_hint="--last")
-            inputs = checkpoints_of_run(paths[0], last)
+            inputs, merged = checkpoints_of_run(paths[0], last), []
         else:
             if len(paths) < 2:
                 raise typer.BadParameter("give two or more checkpoints, or one run directory "
                                          "with --last N", param_hint="CKPT...")
-            inputs = paths
+            # run/model.ckpt-* gives each checkpoint's .data, .index and .meta: one checkpoint
+            inputs, merged = distinct_checkpoints(paths)
+            if len(inputs) < 2:
+                raise typer.BadParameter(
+                    f"{', '.join(merged[0])} are files of one checkpoint: give two or more "
+                    "checkpoints, or one run directory with --last N", param_hint="CKPT...")
         try:  # average writes a checkpoint directory: an --out named like a file is a mistake
             check_out_format(out_dir, "v2", "average")
         except OutputError as exc:  # the options disagree: a usage error (exit 2)
@@ -142,6 +148,8 @@ def average_command(
         if result.assumed:  # the library warned (AssumptionWarning): the CLI's notes say it
             with open_checkpoint(result.newest, not_swapped=not_swapped) as newest_ckpt:
                 note_assumed(out, newest_ckpt)
+    if merged:  # said once the checkpoints were averaged (not before a refusal)
+        out.note(merged_note(len(paths), len(inputs), merged))
     out.wrote(result.prefix)
     if result.doubt_removed:  # an earlier average's copies, replaced (review-26-attack-r90 F4)
         names = ", ".join(os.path.basename(p) for p in result.doubt_removed)
