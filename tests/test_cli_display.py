@@ -543,7 +543,7 @@ def test_tables_never_show_two_rows_the_same(command, columns, capsys, monkeypat
     assert code == 0, out
     lines = out.split("\n\n", 1)[0].splitlines()
     header = next(k for k, line in enumerate(lines)
-                  if re.match(r"(name|raw|checkpoint key) ", line))
+                  if re.match(r"(name|raw|restored from) ", line))
     rows = lines[header + 1:]
     assert len(rows) == len(tensors) // (1 if command in ("list", "stats") else 2), out
     assert len(set(rows)) == len(rows), out

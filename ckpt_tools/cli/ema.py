@@ -373,7 +373,9 @@ def warn_unaveraged(out: Output, m: EmaMap) -> None:
 
 
 def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
-    """The map as a table (``average -> restores into``), in display names."""
+    """The map as a table (``restored from -> restores into``), in display names: the column
+    is not headed "checkpoint key", which TF2 and Keras names are not (review-27-user-u29 F1);
+    the summary then says that ``--json`` gives the keys."""
     rows = [[(names.get(src, src), "cyan" if src != tgt else "dim"), "→", names.get(tgt, tgt)]
             for src, tgt in m.mapping.items()]
     # A Keras optimizer's use_ema copies have no EMA object name, and config.json or the
@@ -381,7 +383,7 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
     what = ("Keras optimizer use_ema copies" if m.file_style == "keras"
             else f"{m.ema_name}, from {m.source}")
     out.table(f"{m.checkpoint}: EMA map ({what})",
-              [Column("checkpoint key", shrink="middle", min_width=20), Column("", data=False),
+              [Column("restored from", shrink="middle", min_width=20), Column("", data=False),
                Column("restores into", shrink="middle", min_width=20)], rows)
     if out.quiet:  # the rows only, as every table with -q
         return
@@ -390,3 +392,6 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
              f"(optimizer slots/filters)"
              + (f", {len(m.loss_averages)} loss averages" if m.loss_averages else "")
              + (f", {len(m.debias)} zero-debias helpers" if m.debias else ""))
+    if any(names.get(key, key) != key for pair in m.mapping.items() for key in pair):
+        out.summary("names as ckpt list shows them, not as stored: --json gives the keys",
+                    "dim")
