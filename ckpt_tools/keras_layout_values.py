@@ -210,6 +210,18 @@ def refuse_unproven_layout(ckpt, averages: dict[str, str | None] | None = None) 
     layout = ckpt.reader.keras
     stated = layout.stated_optimizer
     name = shown_name(layout.named_optimizer if stated else layout.optimizer) or "no name"
+    if count_unstated(layout) and layout.readings:
+        # The common case (SGD(momentum=0.9), Adam(amsgrad=True)): the option that decides
+        # first, the why short, one line (review-27-user-u29 F3; details: docs/cli.md).
+        readings = sorted(layout.readings, key=lambda r: "gradient_accumulation" in r)
+        said = " or ".join(f"--optimizer {r}" for r in readings)
+        raise UnprovenPairingError(
+            f"{ckpt.path}: pass {said}, whichever options the run's Keras {name} had on "
+            f"(Python: optimizer=\"{readings[0]}\"): a bare .weights.h5 records the optimizer "
+            f"only by its name, and its variables fit {name} with use_ema=True only with "
+            "those options' slots; their values do not prove them averages (a custom "
+            "optimizer so named fits too; details: --optimizer in docs/cli.md)",
+            "--optimizer", {k: (v,) if v else () for k, v in (averages or layout.averages).items()})
     option = None if stated is not None else "--optimizer"
     saves = RECORDED_SAVES  # .keras and tf.train.Checkpoint record a built-in's class
     if stated is not None:
