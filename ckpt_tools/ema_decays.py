@@ -25,6 +25,13 @@ from .ema_updates import part_update_ops
 from .offer_probe import option_text, works
 from .saved_keys import held_variables
 
+UNREAD = "unread:"  # the decay of an apply() the .meta gives no constant for, per apply()
+
+
+def _decay_said(decay: str) -> str:
+    return "a decay the .meta gives as no constant" if decay.startswith(UNREAD) else \
+        f"decay {decay}"
+
 
 def _family(label: str, key: str, weight: str) -> str:
     """The EMA name an average carries, numbering dropped (``fast`` of ``c/fast_1``), or its
@@ -49,14 +56,16 @@ def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool,
     if not use_meta or ckpt.objects is not None:
         return {}
     found = part_update_ops(ckpt)
-    if found is None or not found[0].decays:
+    if found is None:
         return {}
     ops, key = found
     writers: dict[str, dict[str, str]] = {}  # average key -> {apply(): its decay}
     for shadow, (_var, scope) in ops.averages.items():
         label = ops.applies.get(shadow, scope)
-        if ops.decays.get(label):
-            writers.setdefault(key(shadow), {})[label] = ops.decays[label]
+        # A decay the .meta gives as no constant (a tensor, a variable, a schedule, an
+        # apply() inside a cond) is unknown: it proves nothing equal to another apply()'s,
+        # so it counts as its own (review-27-attack-r100 F1, F3).
+        writers.setdefault(key(shadow), {})[label] = ops.decays.get(label) or UNREAD + label
     held = held_variables(ckpt) or {}
     averages = {a for a, w in pairs if a != w}
     out: dict[str, dict[str, tuple[str, list[tuple[str, str]]]]] = {}
@@ -88,19 +97,25 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
     if not mixed:
         return
     family, groups = sorted(mixed.items())[0]
-    shows = "; ".join(f"apply() {label!r} (decay {decay}) writes "
+    shows = "; ".join(f"apply() {label!r} ({_decay_said(decay)}) writes "
                       f"{', '.join(a for _w, a in taken)}"
                       for decay, (label, taken) in sorted(groups.items()))
+    unread = any(d.startswith(UNREAD) for d in groups)
     offers = _offers(ckpt, ema_name or name, groups)
     offer = (f"{' or '.join(offers)} exports one object's averages; " if offers else
              "no --ema-name or --exclude picks one object's averages here; ")
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
-        + f"the averages named {family} are not one EMA object's: the .meta's update ops show "
-        f"{shows}, and one object gives each of its apply() calls the same decay, so these are "
-        f"two objects of that name and each weight would take its own object's average beside "
-        f"the other's; {offer}ckpt export --raw exports the raw weights instead (give each EMA "
-        "object its own name when training: ExponentialMovingAverage(decay, name='fast'))",
+        + (f"the averages named {family} are not proven one EMA object's: the .meta's update "
+           f"ops show {shows}, and only equal constant decays show one object's apply() calls, "
+           f"so these may be two objects of that name and each weight would take its own "
+           f"object's average beside the other's; " if unread else
+           f"the averages named {family} are not one EMA object's: the .meta's update ops show "
+           f"{shows}, and one object gives each of its apply() calls the same decay, so these "
+           f"are two objects of that name and each weight would take its own object's average "
+           f"beside the other's; ") + f"{offer}ckpt export --raw exports the raw weights "
+        "instead (give each EMA object its own name when training: "
+        "ExponentialMovingAverage(decay, name='fast'))",
         None, {w: (a,) for _label, taken in groups.values() for w, a in taken})
 
 

@@ -1,0 +1,100 @@
+"""Two EMA objects named ``fast`` whose decays the ``.meta`` gives as no constant
+(review-27-attack-r100 F1, F3).
+
+9601057 refuses averages of one name whose ``apply()`` calls use different constant decays,
+but skipped an ``apply()`` whose decay it could not read: decays given as tensors
+(``tensor``), or the second object's ``apply()`` inside ``tf.cond`` (``cond``), passed as one
+object, and the offered (or default) export wrote ``c`` from the 0.9 object beside ``w``,
+``b`` from the 0.5 one, exit 0. An unread decay proves nothing equal: refused, and each offer
+the refusal makes exports one object's averages alone. Truth: the session's values at save
+time (TensorFlow, a subprocess)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import os, sys
+import numpy as np
+import tensorflow as tf
+tf1 = tf.compat.v1
+out = sys.argv[1]
+tf1.disable_eager_execution()
+for case in sys.argv[2:]:
+    with tf.Graph().as_default():
+        w = tf1.get_variable("w", initializer=tf.constant([1., 2., 3.]))
+        b = tf1.get_variable("b", initializer=tf.constant([0.5]))
+        c = tf1.get_variable("c", initializer=tf.constant([7., 8.]))
+        step = tf1.train.get_or_create_global_step()
+        upd = [tf1.assign_add(v, tf.ones_like(v) * 1.25) for v in (w, b, c)]
+        if case == "tensor":
+            e1 = tf1.train.ExponentialMovingAverage(tf.constant(0.5), name="fast")
+            e2 = tf1.train.ExponentialMovingAverage(tf.constant(0.9), name="fast")
+        else:
+            e1 = tf1.train.ExponentialMovingAverage(0.5, name="fast")
+            e2 = tf1.train.ExponentialMovingAverage(0.9, name="fast")
+        with tf.control_dependencies(upd):
+            op1 = e1.apply([w, b])
+            if case == "tensor":
+                op2 = e2.apply([c])
+            else:  # the second object's only apply() runs inside the cond
+                op2 = tf.cond(step >= 0, lambda: tf.group(e2.apply([c])), lambda: tf.no_op())
+        train = tf.group(op1, op2, tf1.assign_add(step, 1))
+        saver = tf1.train.Saver()
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(train)
+            truth = {f"{case}:o0:w": s.run(e1.average(w)), f"{case}:o0:b": s.run(e1.average(b)),
+                     f"{case}:o1:c": s.run(e2.average(c))}
+            saver.save(s, os.path.join(out, case, "model.ckpt"), global_step=1)
+    np.savez(os.path.join(out, f"truth_{case}.npz"), **truth)
+merged = {}
+for case in sys.argv[2:]:
+    with np.load(os.path.join(out, f"truth_{case}.npz")) as z:
+        merged.update({k: z[k] for k in z.files})
+np.savez(os.path.join(out, "truth.npz"), **merged)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    pytest.importorskip("tensorflow")
+    out = tmp_path_factory.mktemp("decay_unread")
+    truth = run_script(SCRIPT, out, "tensor")
+    # each graph in its own process, as a user's run: the cond's name (and what the .meta
+    # shows of the apply() inside it) depends on what the process built before
+    return out, {**truth, **run_script(SCRIPT, out, "cond")}
+
+
+@pytest.mark.parametrize("case", ["tensor", "cond"])
+def test_two_objects_of_unread_decays_are_refused_and_offers_take_one(made, case, tmp_path):
+    out, truth = made
+    for extra in ([], ["--ema-name", "fast"]):
+        code, _, err = run_cli(["export", str(out / case), "--out", str(tmp_path / "o.npz"),
+                                *extra])
+        assert code == 6, (extra, err)
+        assert not (tmp_path / "o.npz").exists()
+    code, _, err = run_cli(["export", str(out / case), "--ema-name", "fast", "--out",
+                            str(tmp_path / "o.npz")])
+    assert "one EMA object's" in err and "ckpt export --raw" in err, err
+    if case == "tensor":
+        assert "not proven one EMA object's" in err and "no constant" in err, err
+    offers = re.findall(r"--ema-name \S+(?: --exclude '[^']+')+(?: --allow-missing)?", err)
+    assert offers, err
+    for n, offer in enumerate(offers):
+        dest = tmp_path / f"offer{n}.npz"
+        code, _, said = run_cli(["export", str(out / case), *shlex.split(offer), "--out",
+                                 str(dest)])
+        assert code == 0, (offer, said)
+        with np.load(dest) as z:
+            got = {k: z[k] for k in z.files}
+        objects = {k: [o for o in ("o0", "o1") if got[k].tobytes() == truth.get(
+            f"{case}:{o}:{k}", np.zeros(0)).tobytes()] for k in got}
+        assert got and all(len(v) == 1 for v in objects.values()), (offer, objects)
+        assert len({tuple(v) for v in objects.values()}) == 1, (offer, objects)
