@@ -394,6 +394,20 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
             if against is not None:
                 found.append((sibling.path, against[0], tuple(against[1])))
                 break
+    if not found and read and listed_candidates(prefix) is None:
+        # http(s): the probed graphs agree with the names, but a graph no probe can name
+        # (a swapping run's model.ckpt-1.meta its state file no longer lists, beside a plain
+        # model.ckpt.meta) may not: agreement proves nothing (review-27-attack-r100 F2)
+        raise UnprovenPairingError(
+            f"{prefix} has no .meta of its own, and its directory cannot be listed over this "
+            f"URL scheme: the graphs of its prefix that can be probed without a listing "
+            f"({', '.join(os.path.basename(s.path) for s in read)}) agree with the keys' "
+            "names, but another graph beside it (a swapping Saver's run: model.ckpt-1.meta "
+            "beside model.ckpt-3) cannot be named, so agreement proves nothing: refused "
+            "rather than paired by names. Copy the checkpoint with its directory locally (or "
+            "to s3://) to have its graphs read, or pass --no-meta (Python: use_meta=False), "
+            "which states no graph applies and pairs by the keys' names (a swapping Saver's "
+            "keys defeat that)", option="--no-meta")
     return tuple(found)
 
 

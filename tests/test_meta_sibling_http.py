@@ -70,9 +70,14 @@ def test_a_swapping_run_over_http_is_doubted_by_its_state_files_graph(served, tm
     _check(tmp_path / "k.npz", truth, "swap", 3, "avg")
 
 
-def test_the_plain_runs_graph_over_http_agrees_with_the_names(served, tmp_path):
+def test_the_plain_runs_graph_over_http_agrees_but_proves_nothing(served, tmp_path):
+    """A probed graph agreeing with the names proves nothing over http: a graph no probe
+    can name may swap (review-27-attack-r100 F2); refused naming --no-meta, which states it."""
     out, truth, base = served
     code, err = _export(f"{base}/plain/model.ckpt-3", tmp_path / "p.npz")
+    assert code == 6 and "--no-meta" in err and "agreement proves nothing" in err, err
+    assert not (tmp_path / "p.npz").exists()
+    code, err = _export(f"{base}/plain/model.ckpt-3", tmp_path / "p.npz", "--no-meta")
     assert code == 0, err
     _check(tmp_path / "p.npz", truth, "plain", 3, "avg")
 
