@@ -29,10 +29,10 @@ question is never answered by default; ``ckpt list`` only shows it), and under `
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from .checkpoint import Checkpoint
 from .errors import AssumptionWarning, RecordedStatementWarning, UnprovenPairingError
+from .formats._record import replace
 from .formats.objgraph import KERAS3_AVERAGE, has_keras3_averages
 from .keras_assumption_texts import (
     FIT_ORDER,

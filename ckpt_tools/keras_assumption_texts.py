@@ -4,8 +4,7 @@ the Python keyword). :mod:`~ckpt_tools.keras_assumed` decides which apply to a f
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from .formats._record import replace
 from .swap_assumed import Assumption
 
 __all__ = ["FIT_ORDER", "LIVE_FIT_ORDER", "NOT_SWAPPED", "OBJECT_NOT_SWAPPED", "OBJECT_READ"]

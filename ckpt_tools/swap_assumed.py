@@ -27,16 +27,14 @@ names pair its averages all the same, and that is flagged: ``saver_not_swapped``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .checkpoint import Checkpoint
+from .formats._record import Frozen
 
 __all__ = ["SLOT_NOT_SWAPPED", "SLOT_RAW_WARNING", "SLOT_STATED_NOTE", "Assumption",
            "of_style", "same_values", "saver_assumptions", "slot_assumptions", "slot_pairs"]
 
 
-@dataclass(frozen=True)
-class Assumption:
+class Assumption(Frozen):
     """One reading of the file that its pairing takes for granted.
 
     Attributes:
@@ -59,6 +57,14 @@ class Assumption:
     decides: str
     line: str = ""
     refused: bool = False
+    # a Frozen record, not a dataclass: `ckpt list` reaches this module (crossed Savers),
+    # and dataclasses brings inspect with it (formats/_record.py)
+    _fields = ("name", "note", "what", "decides", "line", "refused")
+
+    def __init__(self, name: str, note: str, what: str, decides: str, line: str = "",
+                 refused: bool = False) -> None:
+        self.__dict__.update(name=name, note=note, what=what, decides=decides, line=line,
+                             refused=refused)
 
     @property
     def short(self) -> str:
