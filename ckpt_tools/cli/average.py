@@ -89,7 +89,7 @@ def average_command(
     from ..average_inputs import distinct_checkpoints, merged_note
     from ..bake_outputs import check_out_format
     from ..checkpoint import open_checkpoint
-    from ..errors import CheckpointError, OutputError
+    from ..errors import CheckpointError, EmaError, OutputError
     from ..formats._io import one_remote_session
 
     if bake and not ema:
@@ -114,7 +114,10 @@ def average_command(
                 raise typer.BadParameter("give two or more checkpoints, or one run directory "
                                          "with --last N", param_hint="CKPT...")
             # run/model.ckpt-* gives each checkpoint's .data, .index and .meta: one checkpoint
-            inputs, merged = distinct_checkpoints(paths)
+            try:
+                inputs, merged = distinct_checkpoints(paths)
+            except EmaError:  # refused by average_checkpoints, after the options' own
+                inputs, merged = list(paths), []  # checks (a usage error is exit 2 first)
             if len(inputs) < 2:
                 raise typer.BadParameter(
                     f"{', '.join(merged[0])} are files of one checkpoint: give two or more "
