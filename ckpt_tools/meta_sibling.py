@@ -212,6 +212,12 @@ def siblings(prefix: str, entries: Mapping) -> tuple[Sibling, ...]:
             :class:`~ckpt_tools.sibling_probe.UnlistedSiblingsError` where its directory has
             no listing and no probed graph records its keys.
     """
+    return _listed_siblings(prefix, entries)[0]
+
+
+def _listed_siblings(prefix: str, entries: Mapping) -> tuple[tuple[Sibling, ...], bool]:
+    """:func:`siblings`, and whether they were probed for want of a listing (http(s)):
+    the directory is listed once for both."""
     paths = listed_candidates(prefix)
     unlisted = paths is None  # http(s): what can be known is probed (review-27-attack-r95 F4)
     if unlisted:
@@ -221,7 +227,7 @@ def siblings(prefix: str, entries: Mapping) -> tuple[Sibling, ...]:
     read = _siblings(prefix, paths, entries)
     if unlisted and not read:
         raise UnlistedSiblingsError(", ".join(probed) or "none")
-    return read
+    return read, unlisted
 
 
 def _siblings(prefix: str, paths: list[str], entries: Mapping) -> tuple[Sibling, ...]:
@@ -358,7 +364,7 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
             (:mod:`~ckpt_tools.sibling_probe`), naming ``--no-meta``.
     """
     try:
-        read = siblings(prefix, entries)
+        read, unlisted = _listed_siblings(prefix, entries)
     except TextMetaTooLargeError as exc:  # a swapping run's graph as text passed over
         # paired its raw weights by names as the averages, exit 0 (review-24-attack-r78 F5)
         raise CorruptCheckpointError(
@@ -394,7 +400,7 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
             if against is not None:
                 found.append((sibling.path, against[0], tuple(against[1])))
                 break
-    if not found and read and listed_candidates(prefix) is None:
+    if not found and read and unlisted:
         # http(s): the probed graphs agree with the names, but a graph no probe can name
         # (a swapping run's model.ckpt-1.meta its state file no longer lists, beside a plain
         # model.ckpt.meta) may not: agreement proves nothing (review-27-attack-r100 F2)
