@@ -187,12 +187,10 @@ def run_generator(script: str, out: Path, tail: int = 3000, *args: str) -> dict[
     """Runs the generator ``fixtures/<script>`` (real Keras/TF, truth recorded at save time)
     into ``out`` (with ``args`` after it); returns its ``truth.npz``. Fails the test with the
     script's stderr."""
-    import subprocess
-    import sys
+    from _tf_runner import run_python
 
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, str(FIXTURES / script), str(out), *args],
-                          capture_output=True, text=True, timeout=600, env=env)
+    proc = run_python([str(FIXTURES / script), str(out), *args], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-tail:]
     with np.load(out / "truth.npz") as z:
         return {k: z[k] for k in z.files}
@@ -222,12 +220,10 @@ def run_script(script: str, out: Path, *args: str) -> dict[str, np.ndarray]:
     """Runs a Python ``script`` (real TF/Keras, truth recorded at save time) with ``out`` (and
     ``args``) as its arguments and this checkout importable; returns the ``truth.npz`` it
     writes there. Fails the test with the script's stderr."""
-    import subprocess
-    import sys
+    from _tf_runner import run_python
 
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(FIXTURES.parent))
-    proc = subprocess.run([sys.executable, "-c", script, str(out), *args], capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = run_python(["-c", script, str(out), *args], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     with np.load(out / "truth.npz") as z:
         return {k: z[k] for k in z.files}

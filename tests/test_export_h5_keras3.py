@@ -11,11 +11,10 @@ layer's weights too. The models are trained here by Keras 3 with ``Adam(use_ema=
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import run_cli
 
 pytest.importorskip("keras")
@@ -134,8 +133,7 @@ else:  # load: <case>=<file.h5> ...: a fresh model of the same architecture, loa
 
 def _python(out, *args: str) -> None:
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(out), *args], capture_output=True,
-                          text=True, env=env, timeout=600)
+    proc = run_python(["-c", SCRIPT, str(out), *args], env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 

@@ -11,6 +11,7 @@ import os
 import numpy as np
 import pytest
 from _corpus import run_subprocess
+from _tf_runner import run_python
 
 TRAIN_TFK = r"""
 import os, sys
@@ -46,11 +47,9 @@ else:
 
 
 def _python(script: str, *args: str, model: str = "norm") -> None:
-    import subprocess
-    import sys
 
-    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "MODEL": model})
+    proc = run_python(["-c", script, *args],
+                      env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "MODEL": model})
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import assert_npz_holds, run_cli
 
 _GEN = textwrap.dedent('''
@@ -50,8 +49,7 @@ _GEN = textwrap.dedent('''
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("multi_tfck")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", _GEN, str(out)], capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = run_python(["-c", _GEN, str(out)], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, json.loads((out / "truth.json").read_text())
 

@@ -10,12 +10,11 @@ generates the files here; truth recorded from the optimizer at save time.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import assert_npz_holds, run_cli
 
 _GEN = textwrap.dedent('''
@@ -48,8 +47,7 @@ _GEN = textwrap.dedent('''
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("lso_opt")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", _GEN, str(out)], capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = run_python(["-c", _GEN, str(out)], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     truth = []
     for ep in (0, 1):

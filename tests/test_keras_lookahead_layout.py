@@ -13,12 +13,11 @@ Keras 3 generates the files here; truth recorded from the optimizer at save time
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import run_cli
 
 _GEN = textwrap.dedent('''
@@ -79,8 +78,7 @@ def files(tmp_path_factory):
     out = tmp_path_factory.mktemp("lookahead")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
     for case in ("look_named", "look_own", "lin99", "lin999", "amsga"):  # a process each
-        proc = subprocess.run([sys.executable, "-c", _GEN, str(out), case],
-                              capture_output=True, text=True, timeout=600, env=env)
+        proc = run_python(["-c", _GEN, str(out), case], timeout=600, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 

@@ -7,11 +7,10 @@ ExponentialMovingAverage objects and TF2's _N suffixes; ``--ema-name`` picks one
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
+from _tf_runner import run_python
 from helpers import run_cli
 
 _GEN = textwrap.dedent('''
@@ -38,8 +37,7 @@ _GEN = textwrap.dedent('''
 
 def test_two_keras_optimizers_refusal_speaks_keras(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", _GEN, str(tmp_path)], capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = run_python(["-c", _GEN, str(tmp_path)], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path / "x.npz"
     code, _, err = run_cli(["export", str(tmp_path / "tc"), "--not-swapped", "--out", str(out)])

@@ -9,12 +9,11 @@ Keras 3 generates the files here; truth recorded from the optimizer at save time
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import run_cli
 
 _GEN = textwrap.dedent('''
@@ -45,8 +44,7 @@ _GEN = textwrap.dedent('''
 def files(tmp_path_factory):
     out = tmp_path_factory.mktemp("unstepped")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = subprocess.run([sys.executable, "-c", _GEN, str(out)], capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = run_python(["-c", _GEN, str(out)], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -113,8 +111,7 @@ def test_tf_keras_iteration_zero(tmp_path):
     that still equal their weights export as those weights; copies the weights moved away
     from after the build are refused like Keras 3's."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "-c", _TFK, str(tmp_path)], capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = run_python(["-c", _TFK, str(tmp_path)], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path / "x.npz"
     code, _, err = run_cli(["export", str(tmp_path / "moved.keras"), "--out", str(out)])

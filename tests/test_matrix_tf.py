@@ -8,12 +8,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import DECIDE, FIXTURES, prefix, same_bits
 from typer.testing import CliRunner
 
@@ -32,8 +31,7 @@ TF1_CASES = [c for c in CASES if c.startswith("tf1_")]
 @pytest.fixture(scope="session")
 def matrix(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("matrix_tf")
-    proc = subprocess.run([sys.executable, str(FIXTURES / "make_matrix_tf.py"), str(out)],
-                          capture_output=True, text=True, timeout=600)
+    proc = run_python([str(FIXTURES / "make_matrix_tf.py"), str(out)], timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from _tf_runner import run_python
 from helpers import run_cli
 from helpers_tf1 import run_tf1_script
 
@@ -82,14 +83,10 @@ def test_another_runs_meta_is_not_carried_into_the_output(made, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(run, copy)
     (copy / "checkpoint").unlink()
-    import subprocess
-    import sys
 
-    subprocess.run([sys.executable, "-c", (
-        "import tensorflow as tf; tf1 = tf.compat.v1; tf1.disable_eager_execution(); "
+    run_python(["-c", "import tensorflow as tf; tf1 = tf.compat.v1; tf1.disable_eager_execution(); "
         "tf1.get_variable('w', [3]); tf1.get_variable('b', [2]); "
-        f"tf1.train.export_meta_graph({str(copy / 'model.ckpt-2.meta')!r})")],
-        check=True, capture_output=True)
+        f"tf1.train.export_meta_graph({str(copy / 'model.ckpt-2.meta')!r})"], check=True)
     out = tmp_path / "baked"
     code, _, err = run_cli(["restore-ema", str(copy / "model.ckpt-2"), "--no-meta", "--out",
                             str(out)])

@@ -7,12 +7,11 @@ by real TensorFlow; values compared with ``ema.average(v)`` read at save time.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import run_cli, train_ema
 from typer.testing import CliRunner
 
@@ -67,8 +66,7 @@ def tf1_subset(tmp_path_factory):
                 s.run(train)
             tf1.train.Saver().save(s, {str(d / "model.ckpt")!r})
     """)
-    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                   timeout=300)
+    run_python(["-c", script], check=True, timeout=300)
     return d
 
 

@@ -7,12 +7,11 @@ subprocess; the truth is the optimizer's averages at save time."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from _corpus import run_subprocess
+from _tf_runner import run_python
 
 pytest.importorskip("tf_keras")
 
@@ -40,8 +39,7 @@ else:
 
 
 def _run(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, *args], capture_output=True,
-                          text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    proc = run_python(["-c", SCRIPT, *args], env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 

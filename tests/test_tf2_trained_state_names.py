@@ -16,12 +16,11 @@ at the root under the name ``"a/opt"``: the optimizer owning slots was matched b
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import assert_npz_holds, run_cli
 
 pytest.importorskip("tf_keras")
@@ -128,8 +127,7 @@ _KERAS3 = """
 def saved(tmp_path_factory):
     out = tmp_path_factory.mktemp("trained_state_names")
     for script in (_TF, _KERAS3):
-        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script.format(out=str(out)))],
-                              capture_output=True, text=True, timeout=300)
+        proc = run_python(["-c", textwrap.dedent(script.format(out=str(out)))], timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 

@@ -7,10 +7,9 @@ is the TF1 .meta reading's. Real TensorFlow and Keras 3."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
+from _tf_runner import run_python
 from helpers import run_cli
 
 #: The user's script as they wrote it (the review's repro), run in a fresh process.
@@ -49,8 +48,7 @@ path = ck.save(out + "/ckpt")
 def saved(tmp_path_factory):
     pytest.importorskip("keras")
     d = tmp_path_factory.mktemp("gan")
-    subprocess.run([sys.executable, "-c", SCRIPT, str(d)], check=True,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    run_python(["-c", SCRIPT, str(d)], check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     return d
 
 

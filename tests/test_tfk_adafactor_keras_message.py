@@ -8,12 +8,11 @@ Truth recorded from the optimizer at save time.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import run_cli
 
 _SCRIPT = textwrap.dedent('''
@@ -39,8 +38,7 @@ _SCRIPT = textwrap.dedent('''
 def test_tf_keras_adafactor_keras_refusal_names_the_class_it_records(tmp_path):
     pytest.importorskip("tf_keras")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = run_python(["-c", _SCRIPT, str(tmp_path)], timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     path = tmp_path / "m.keras"
     code, _, err = run_cli(["export", str(path), "--out", str(tmp_path / "a.npz")])

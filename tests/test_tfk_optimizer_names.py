@@ -12,12 +12,11 @@ layer named "average" records its weights so too (review-21-attack-r55 F1, F10).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
+from _tf_runner import run_python
 from helpers import assert_npz_holds, run_cli
 
 pytest.importorskip("tf_keras")
@@ -123,8 +122,7 @@ def saved(tmp_path_factory):
                             ema=list(og._model_variables_moving_average)).write(
             f"{{out}}/gan_list/ckpt")
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300)
+    proc = run_python(["-c", script], timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return out
 
