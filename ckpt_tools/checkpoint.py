@@ -23,7 +23,7 @@ from .checkpoint_statements import refuse_tf_statements, refuse_unfit_statements
 from .checkpoint_tensors import CHUNK_BYTES as CHUNK_BYTES  # re-exported: stats, diff
 from .checkpoint_tensors import StoredTensors
 from .checkpoint_variables import build_variables
-from .errors import CheckpointError, CorruptCheckpointError, OptionError
+from .errors import CheckpointError, CorruptCheckpointError, OptionError, UnprovenPairingError
 from .formats import open_reader
 from .formats._io import is_url
 from .formats.dtypes import STRING
@@ -62,6 +62,10 @@ class Checkpoint(StoredTensors, KeyPaths):
             only refuse the pairing by names, never stand for its graph; ``meta_stated``:
             the one of them read as its graph only because ``keys_are_raw`` is stated
             (:func:`~ckpt_tools.meta_sibling.stated_graph`), else ``None``.
+        meta_unknown: opened with ``defer_unknown``, the refusal (exit 6, ``--no-meta``)
+            that opening otherwise raises where whether other graphs of its prefix doubt its
+            names cannot be known (``http(s)://`` has no listing): every pairing raises it
+            (``ema_map``, ``decide_pairing``), its tensors are read; else ``None``.
         objects: the TF2 :class:`~ckpt_tools.formats.objgraph.ObjectGraph`, or ``None``.
     """
 
@@ -69,7 +73,8 @@ class Checkpoint(StoredTensors, KeyPaths):
                  use_ema: bool | None = None, trainable: Sequence[str] | None = None,
                  not_swapped: bool = False, fit_order: bool = False,
                  averages_only: bool = False, optimizer: str | None = None,
-                 keys_are_raw: bool = False, saver_def_wrote: bool = False):
+                 keys_are_raw: bool = False, saver_def_wrote: bool = False,
+                 defer_unknown: bool = False):
         self.location = location
         self.path = location.prefix
         if fit_order and trainable:
@@ -80,7 +85,7 @@ class Checkpoint(StoredTensors, KeyPaths):
                          "trainable": trainable, "not_swapped": not_swapped,
                          "fit_order": fit_order, "averages_only": averages_only,
                          "optimizer": optimizer, "keys_are_raw": keys_are_raw,
-                         "saver_def_wrote": saver_def_wrote}
+                         "saver_def_wrote": saver_def_wrote, "defer_unknown": defer_unknown}
         from .formats.keras.stated_optimizer import parse as parse_optimizer
 
         stated_optimizer = parse_optimizer(optimizer)  # OptionError (exit 2) if not valid
@@ -136,12 +141,18 @@ class Checkpoint(StoredTensors, KeyPaths):
         # than their names (meta_sibling). Nothing tells which run wrote them, so they never
         # stand for its graph; they refuse its pairing by names (review-24-attack-r78).
         self.meta_doubt: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+        self.meta_unknown: UnprovenPairingError | None = None
         tf1 = getattr(self._reader, "keras", None) is None and not location.saved_model
         if meta and self.meta is None and tf1 and OBJECT_GRAPH_KEY not in self._reader.entries:
             from .meta_sibling import doubting
 
             try:  # (a graph of its prefix too large to read is refused, not passed over)
                 self.meta_doubt = doubting(location.prefix, self._reader.entries)
+            except UnprovenPairingError as exc:  # whether a graph doubts it cannot be known
+                if not defer_unknown:  # (stats, show, diff read tensors: pairing refuses)
+                    self._reader.close()
+                    raise
+                self.meta_unknown = exc
             except CheckpointError:
                 self._reader.close()
                 raise
@@ -235,6 +246,11 @@ class Checkpoint(StoredTensors, KeyPaths):
             variables, stated_pairs = build_variables(self)
             if stated_pairs is not None:
                 self.stated_pairs = stated_pairs
+            if self.meta_unknown is not None:  # what the names pair is not known (defer_unknown)
+                from .formats._record import replace
+
+                variables = [replace(v, ema=None, ema_of=None, ema_candidates=())
+                             for v in variables]
             self._variables = variables
         return list(self._variables)
 
@@ -341,7 +357,7 @@ class Checkpoint(StoredTensors, KeyPaths):
         Returns:
             `Checkpoint`: ``self`` or its meta-less view (``meta``/``meta_file`` ``None``).
         """
-        if use_meta or self.meta is None and not self.meta_doubt:
+        if use_meta or self.meta is None and not self.meta_doubt and self.meta_unknown is None:
             return self
         view = self._memo.get("without_meta" if unread else "without_graph")
         if view is None:
@@ -349,7 +365,7 @@ class Checkpoint(StoredTensors, KeyPaths):
 
             view = copy.copy(self)
             view.meta = view.meta_source = view.meta_stated = None
-            view.meta_doubt = ()
+            view.meta_doubt, view.meta_unknown = (), None
             view.meta_unread = self.meta_source if unread else None
             view._options = {**self._options, "meta": False}
             view._variables, view._memo, view.stated_pairs = None, {}, {}
@@ -376,7 +392,8 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
                     trainable: Sequence[str] | None = None,
                     not_swapped: bool = False, fit_order: bool = False,
                     averages_only: bool = False, optimizer: str | None = None,
-                    keys_are_raw: bool = False, saver_def_wrote: bool = False) -> Checkpoint:
+                    keys_are_raw: bool = False, saver_def_wrote: bool = False,
+                    defer_unknown: bool = False) -> Checkpoint:
     """Opens a TensorFlow checkpoint without importing TensorFlow.
 
     Args:
@@ -434,6 +451,11 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
             ``"CLASS[:OPTION[,OPTION]]"`` (``"adam:amsgrad"``, ``"sgd:momentum"``,
             ``"adam:gradient_accumulation"``; ``ckpt --optimizer``), which the file records
             only by the optimizer's name; its layout is then that class' build order.
+        defer_unknown (`bool`, defaults to `False`): for a caller that reads tensors, not
+            pairs: a TF1 checkpoint without its own ``.meta`` whose other graphs of its
+            prefix cannot be known (``http(s)://``: no listing) opens, the refusal that
+            opening otherwise raises kept as ``meta_unknown``; no average is shown paired
+            (``variables()``), and every pairing raises it (exit 6, ``--no-meta``).
 
     Returns:
         `Checkpoint`: metadata loaded, tensor data read lazily.
@@ -459,4 +481,5 @@ def open_checkpoint(path: str | os.PathLike, *, verify: bool = True,
     return Checkpoint(locate(path), verify=verify, meta=meta, use_ema=use_ema,
                       trainable=trainable, not_swapped=not_swapped, fit_order=fit_order,
                       averages_only=averages_only, optimizer=optimizer,
-                      keys_are_raw=keys_are_raw, saver_def_wrote=saver_def_wrote)
+                      keys_are_raw=keys_are_raw, saver_def_wrote=saver_def_wrote,
+                      defer_unknown=defer_unknown)

@@ -266,7 +266,8 @@ def diff_checkpoints(a: str | os.PathLike | Checkpoint, b: str | os.PathLike | C
         >>> [(t.name, t.rel_l2) for t in r.tensors if t.changed][:1]  # doctest: +SKIP
         [('conv1/weights', 0.013)]
     """
-    with _opened(a) as ca, _opened(b) as cb:
+    # key by key, nothing paired: a meta-less http(s) checkpoint opens (defer_unknown)
+    with _opened(a, defer_unknown=True) as ca, _opened(b, defer_unknown=True) as cb:
         keys_a = {k for k in ca.keys() if _keep(k, match)}
         keys_b = {k for k in cb.keys() if _keep(k, match)}
         report = DiffReport(a=ca.path, b=cb.path, mode="checkpoints",
@@ -396,12 +397,13 @@ def _pairs(ca: Checkpoint, cb: Checkpoint, pairs, values: bool,
 class _opened:
     """Context manager: opens a path, or borrows an already open checkpoint (left open)."""
 
-    def __init__(self, target):
+    def __init__(self, target, **options):
         self.target = target
         self.owned = not isinstance(target, Checkpoint)
+        self.options = options
 
     def __enter__(self) -> Checkpoint:
-        self.ckpt = open_checkpoint(self.target) if self.owned else self.target
+        self.ckpt = open_checkpoint(self.target, **self.options) if self.owned else self.target
         return self.ckpt
 
     def __exit__(self, *exc) -> None:

@@ -46,6 +46,10 @@ def decide_pairing(ckpt: Checkpoint, variables: list | None = None, *,
     if ckpt.with_meta(use_meta) is not ckpt:  # roles as if no .meta were beside it
         ckpt, variables = ckpt.with_meta(use_meta), None
     variables = list(ckpt.variables_unwarned() if variables is None else variables)
+    unknown = getattr(ckpt, "meta_unknown", None)
+    if unknown is not None:  # opened past a refusal (defer_unknown): nothing shown paired
+        return [replace(v, ema=None, ema_of=None, ema_candidates=()) for v in variables], \
+            UnprovenPairingError(str(unknown), option=unknown.option)
     # a key under a stated name's shadow read as the weight it is, as ema_map reads it
     # (review-21-attack-r53 F2)
     variables = list(weights_under_shadows(ckpt, {v.name: v for v in variables},

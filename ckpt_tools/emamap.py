@@ -186,6 +186,10 @@ def ema_map(
     opened = opened_stated(checkpoint, {**statements, "not_swapped": not_swapped},
                            meta=use_meta)
     ckpt = opened.__enter__().with_meta(use_meta)
+    unknown = getattr(ckpt, "meta_unknown", None)
+    if unknown is not None:  # opened past it (defer_unknown): no pairing by names
+        opened.__exit__()
+        raise UnprovenPairingError(str(unknown), option=unknown.option)
     if not_swapped:
         ckpt.not_swapped = True  # its meta-less view too
     if len(names) > 1:  # EMA objects that averaged different variables: each one's map, joined

@@ -8,6 +8,7 @@ lists, the stem's), and where none records the keys the pairing by names is refu
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -97,3 +98,50 @@ def test_nothing_probed_tells_is_refused_over_http(served, tmp_path):
     code, err = _export(f"{base}/plainnm/model.ckpt-2", tmp_path / "n.npz", "--no-meta")
     assert code == 0, err  # the statement decides
     _check(tmp_path / "n.npz", truth, "plainnm", 2, "avg")
+
+
+def _json(args: list[str]) -> dict:
+    code, out, err = run_cli(args)
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("run", ["swap", "plain", "swapnostate", "plainnm"])
+def test_stats_diff_show_verify_read_tensors_over_http_without_no_meta(served, run):
+    """stats, diff A B, show and verify read the file's own values, which no pairing decides:
+    they were refused at open (exit 6, --no-meta) wherever a pairing by names would be. Only
+    what the pairing decides stays refused: a shadow's drift ('?', ema_unproven), show of an
+    average, diff --ema, stats --strict."""
+    out, truth, base = served
+    step = 2 if run == "plainnm" else 3
+    url, before = f"{base}/{run}/model.ckpt-{step}", f"{base}/{run}/model.ckpt-{step - 1}"
+    src = "swap" if run == "swapnostate" else run
+    # what TF saved under each key: a swapping Saver's model/W holds the average
+    held = {k: truth[f"{src}:{step}:{'avg' if src == 'swap' else 'raw'}:{k}"] for k in NAMES}
+    held.update({f"{k}/ExponentialMovingAverage":
+                 truth[f"{src}:{step}:{'raw' if src == 'swap' else 'avg'}:{k}"] for k in NAMES})
+    doc = _json(["stats", url, "--json", "-q"])
+    records = {r["name"]: r for r in doc["tensors"]}
+    for key, value in held.items():
+        assert records[key]["stats"]["min"] == pytest.approx(float(value.min()))
+        assert records[key]["stats"]["max"] == pytest.approx(float(value.max()))
+        if key.endswith("Average"):  # drift would show a pairing: none (?)
+            assert records[key]["drift"] is None and records[key]["ema_of"] is None, key
+    if run != "swap":  # (swap: model.ckpt-1.meta doubts it: --not-swapped, as locally)
+        assert doc["ema_unproven"]["option"] == "--no-meta", doc.get("ema_unproven")
+    code, _, err = run_cli(["stats", url, "--strict"])
+    assert code == 6, err
+    earlier = {k: truth[f"{src}:{step - 1}:{'avg' if src == 'swap' else 'raw'}:{k}"]
+               for k in NAMES}
+    diff = {t["name"]: t for t in _json(["diff", url, before, "--json"])["tensors"]}
+    for key in NAMES:
+        assert diff[key]["max_abs"] == pytest.approx(
+            float(np.abs(held[key] - earlier[key]).max()))
+    code, _, err = run_cli(["diff", url, "--ema"])
+    assert code == 6 and ("--no-meta" in err or "--not-swapped" in err), err
+    shown = _json(["show", url, "model/W", "--json", "--full"])["tensors"][0]
+    np.testing.assert_allclose(np.array(shown["values"], dtype=np.float32), held["model/W"])
+    code, _, err = run_cli(["show", url, "model/W/ExponentialMovingAverage"])
+    assert code == 6 and ("--no-meta" in err or "--not-swapped" in err), err
+    code, _, err = run_cli(["verify", url])
+    assert code == 0, err

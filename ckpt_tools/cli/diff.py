@@ -107,7 +107,7 @@ def diff_command(
     with open_checkpoint(resolve(out, a), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
-                         averages_only=averages_only) as ca:
+                         averages_only=averages_only, defer_unknown=not ema) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
         assumed: dict = {}
@@ -133,7 +133,9 @@ def diff_command(
                                   apply_order=apply_order, strict=strict)
             else:
                 # --no-meta reaches B too: no graph of it, nor of its prefix, is read (r81 F8)
-                with open_checkpoint(resolve(out, b), meta=not no_meta) as cb:
+                # (a meta-less http(s) one opens: A and B are compared key by key, unpaired)
+                with open_checkpoint(resolve(out, b), meta=not no_meta,
+                                     defer_unknown=True) as cb:
                     if not names.keys(ca):
                         require_selection(cb, names, None)
                     paths = {**display_names(cb), **paths}

@@ -93,9 +93,11 @@ def show_command(
     if not names and not regex:
         raise typer.BadParameter("name at least one tensor (NAME or --regex RE)",
                                  param_hint="NAME")
+    # (a meta-less http(s) checkpoint opens: only the drift shown asks what its names pair)
     with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
-                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
+                         not_swapped=not_swapped, fit_order=fit_order,
+                         defer_unknown=True) as ckpt:
         keys = _selected(ckpt, names) if names else []
         if regex:
             picked = NameFilter(None, regex).keys(ckpt)
@@ -191,9 +193,11 @@ def stats_command(
         raise typer.BadParameter(f"{drift} is not a number >= 0", param_hint="--drift")
     out = Output(json_mode=json_out, quiet=quiet, wide=wide)
     match = NameFilter(grep, regex)
+    # (a meta-less http(s) checkpoint opens: only the drift shown asks what its names pair)
     with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
-                         not_swapped=not_swapped, fit_order=fit_order) as ckpt:
+                         not_swapped=not_swapped, fit_order=fit_order,
+                         defer_unknown=True) as ckpt:
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k)) and k not in ckpt.aliases()]
