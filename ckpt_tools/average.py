@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from .average_carried import record_name, remote_carried
 from .average_inputs import distinct_checkpoints
 from .average_order import check_save_order, identity, order_inputs
-from .average_write import AverageResult, check_compatible, write_average
+from .average_write import AverageResult, bytes_to_count, check_compatible, write_average
 from .checkpoint import Checkpoint, open_checkpoint
-from .errors import CheckpointNotFoundError, UnsupportedFormatError
+from .errors import CheckpointNotFoundError, OptionError, UnsupportedFormatError
 from .formats._io import canonical_location, is_url, one_remote_session
 from .formats._write import Inputs
 from .formats.staged_dir import StagedDir
@@ -104,6 +105,7 @@ def average_checkpoints(
     newest: str | os.PathLike | None = None,
     overwrite: bool = False,
     progress: ProgressFn | None = None,
+    progress_total: ProgressFn | None = None,
     ema_name: str | None = None,
     apply_order: str | None = None,
     use_meta: bool = True,
@@ -137,6 +139,8 @@ def average_checkpoints(
             chosen by the recorded step.
         overwrite (`bool`, *optional*, defaults to `False`): replace an existing output checkpoint.
         progress (`callable`, *optional*): called with the number of input bytes consumed.
+        progress_total (`callable`, *optional*): called once, before ``progress`` is, with
+            the bytes it will count in all (each input's tensors; a URL output's upload too).
         ema_name / apply_order / use_meta: with ``bake``, decide which average each plain name
             gets exactly as for :func:`ckpt_tools.ema_map` (``ckpt map``/``restore-ema``'s
             ``--ema-name``, ``--apply-order``, ``--no-meta``): the newest input's pairing, as
@@ -151,7 +155,8 @@ def average_checkpoints(
 
     Returns:
         `AverageResult`; what its ``bake`` pairing assumes is in ``assumed`` and an
-        :class:`~ckpt_tools.errors.AssumptionWarning`.
+        :class:`~ckpt_tools.errors.AssumptionWarning`; the paths taken as one checkpoint
+        (its files given together) in ``merged``.
 
     Raises:
         EmaError: the inputs differ in keys, shapes or dtypes (names the variable); a
@@ -165,7 +170,8 @@ def average_checkpoints(
         OutputError: the output location is unsafe or exists.
         TypeError: ``checkpoints`` is one path, not a list of them (for a run directory's
             newest N use :func:`average_run`).
-        ValueError: fewer than two checkpoints (files of one count once); ``newest`` is not
+        OptionError: (a ValueError) the paths are all files of one checkpoint.
+        ValueError: fewer than two checkpoints; ``newest`` is not
             one of ``checkpoints``; an unknown ``apply_order``;
             ``ema_name``, ``apply_order``, ``use_meta=False``, ``allow_missing``, ``strict``
             or ``not_swapped`` without ``bake`` (only baking pairs shadows with variables).
@@ -183,13 +189,14 @@ def average_checkpoints(
     with one_remote_session([*checkpoints, out_dir, newest]):
         return _average_paths(checkpoints, out_dir, None, ema=ema, bake=bake, name=name,
                               newest=newest, overwrite=overwrite, progress=progress,
-                              ema_name=ema_name, apply_order=apply_order, use_meta=use_meta,
+                              progress_total=progress_total, ema_name=ema_name,
+                              apply_order=apply_order, use_meta=use_meta,
                               allow_missing=allow_missing, strict=strict,
                               not_swapped=not_swapped)
 
 
 def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, name, newest,
-                   overwrite, progress, ema_name=None, apply_order=None,
+                   overwrite, progress, progress_total=None, ema_name=None, apply_order=None,
                    use_meta=True, allow_missing=False, strict=False,
                    not_swapped=False) -> AverageResult:
     """:func:`average_checkpoints`, with ``state_file`` (the run's state file that chose the
@@ -216,9 +223,9 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
     # file's list (--last) names prefixes: check_save_order says what it lists twice.
     checkpoints, merged = (checkpoints, []) if state_file else \
         distinct_checkpoints(checkpoints)
-    if len(checkpoints) < 2:
-        raise ValueError(f"averaging needs at least two checkpoints; {', '.join(merged[0])} "
-                         "are files of one checkpoint")
+    if len(checkpoints) < 2:  # a usage error (exit 2), as the CLI's own
+        raise OptionError(f"{', '.join(merged[0])} are files of one checkpoint: give two or "
+                          "more checkpoints, or one run directory with --last N")
     opened: list[Checkpoint] = []
     try:
         for path in checkpoints:
@@ -243,8 +250,11 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
                 remote.check_new(out_dir, [STATE_FILE], overwrite=True)
                 check_save_order(opened, state_file)
                 ordered, why = order_inputs(opened, chosen)
-                return _average_to_url(ordered, why, out_dir, ema, bake, name, overwrite,
-                                       progress, pairing, extra)
+                if progress_total:
+                    progress_total(bytes_to_count(ordered, upload=True))
+                return replace(_average_to_url(ordered, why, out_dir, ema, bake, name,
+                                               overwrite, progress, pairing, extra),
+                               merged=merged)
         known = [c for c in opened if identity(c.location.prefix) == chosen]
         if name is None and known and not known[0].location.saved_model:
             out_name = known[0].name
@@ -253,8 +263,10 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
         _check_local_out(out_dir, opened, extra, out_name, overwrite)
         check_save_order(opened, state_file)
         ordered, why = order_inputs(opened, chosen)
-        return write_average(ordered, why, out_dir, ema, bake, name, overwrite, progress,
-                             pairing, extra)
+        if progress_total:
+            progress_total(bytes_to_count(ordered, upload=False))
+        return replace(write_average(ordered, why, out_dir, ema, bake, name, overwrite,
+                                     progress, pairing, extra), merged=merged)
     finally:
         for ckpt in opened:
             ckpt.close()
@@ -280,8 +292,6 @@ def average_run(run_dir: str | os.PathLike, last: int, out_dir: str | os.PathLik
 
 
 def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
-    import dataclasses
-
     inputs = checkpoints_of_run(run_dir, last)
     chosen = options.pop("newest", None)
     # The state file read counts as an input: even when it points elsewhere (a pointer
@@ -289,14 +299,15 @@ def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
     state = (run_dir.rstrip("/") + "/" + STATE_FILE if is_url(run_dir)
              else os.path.join(run_dir, STATE_FILE))
     defaults = {"ema": False, "bake": False, "name": None, "overwrite": False,
-                "progress": None, "ema_name": None, "apply_order": None, "use_meta": True,
-                "allow_missing": False, "strict": False, "not_swapped": False}
+                "progress": None, "progress_total": None, "ema_name": None,
+                "apply_order": None, "use_meta": True, "allow_missing": False,
+                "strict": False, "not_swapped": False}
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"average_run() got an unexpected keyword argument {min(unknown)!r}")
     result = _average_paths(inputs, out_dir, state, newest=chosen or inputs[-1],
                             **{**defaults, **options})
-    return result if chosen else dataclasses.replace(result, newest_by="the state file")
+    return result if chosen else replace(result, newest_by="the state file")
 
 
 def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name, overwrite,
@@ -304,8 +315,6 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     """Averages into a local temporary directory, then uploads data shards first and the
     ``.index``, ``.meta`` and ``checkpoint`` state file last (a reader of ``url`` never sees an
     index without its data); the temporary copy is removed either way."""
-    import dataclasses
-
     from .formats import remote
 
     if ckpts[-1].location.saved_model:
@@ -332,7 +341,7 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
         files = sorted(os.listdir(local))
         remote.upload([os.path.join(local, f) for f in files], url,
                       overwrite=overwrite, progress=progress, remove=stale)
-    return dataclasses.replace(
+    return replace(
         result, prefix=remote.url_join(url, os.path.basename(result.prefix)),
         doubt_removed=[remote.url_join(url, n) for n in sorted(stale)
                        if n != record_name(base) and n not in files])

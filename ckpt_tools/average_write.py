@@ -68,6 +68,9 @@ class AverageResult:
             :mod:`~ckpt_tools.average_carried`), removed with the publish
             (review-26-attack-r90 F4, review-27-attack-r95 F1); in ``to_dict()`` only where
             not empty.
+        merged: each group of two or more paths given that were taken as one checkpoint
+            (distinct files of it, as a shell glob gives them), as given
+            (:mod:`~ckpt_tools.average_inputs`); not in ``to_dict()``.
     """
 
     prefix: str
@@ -83,6 +86,7 @@ class AverageResult:
     assumed: list[str] = field(default_factory=list)
     doubt_carried: list[str] = field(default_factory=list)
     doubt_removed: list[str] = field(default_factory=list)
+    merged: list[list[str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"output": self.prefix, "inputs": self.inputs, "newest": self.newest,
@@ -92,6 +96,13 @@ class AverageResult:
                 **({"assumed": self.assumed} if self.assumed else {}),
                 **({"doubt_carried": self.doubt_carried} if self.doubt_carried else {}),
                 **({"doubt_removed": self.doubt_removed} if self.doubt_removed else {})}
+
+
+def bytes_to_count(ckpts: list[Checkpoint], upload: bool) -> int:
+    """Returns the bytes an average of ``ckpts`` reports to its ``progress``: each input's
+    tensors, and with ``upload`` (a URL output) the output's (about one input's)."""
+    one = sum(e.nbytes for e in ckpts[-1].entries().values())
+    return one * (len(ckpts) + upload)
 
 
 def check_compatible(ckpts: list[Checkpoint]) -> None:

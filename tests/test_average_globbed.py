@@ -8,7 +8,7 @@ import json
 import shutil
 
 import numpy as np
-from _corpus import run_subprocess
+from _corpus import run_cli, run_subprocess
 from helpers import FIXTURES
 
 from ckpt_tools import EmaError, average_checkpoints
@@ -49,6 +49,7 @@ def test_a_glob_of_the_runs_files_averages_each_checkpoint_once(tmp_path, tf):
     # The library takes the same list (glob.glob in Python).
     result = average_checkpoints(files, tmp_path / "lib")
     assert list(result.inputs) == [old, new]
+    assert result.merged == [files[:3], files[3:]]  # each group, as given
     for key, value in _tf_values(tf, result.prefix).items():
         np.testing.assert_array_equal(value, out[key], err_msg=key)
 
@@ -109,3 +110,38 @@ def test_files_of_one_checkpoint_alone_a_lone_meta_or_a_stray_file_are_clear_err
     assert stray.returncode == 4 and "model.ckpt-1.txt: not a TensorFlow checkpoint" in \
         stray.stderr, stray.stderr
     assert not (tmp_path / "lone").exists() and not (tmp_path / "s").exists()
+
+
+def test_the_cli_takes_the_grouping_from_the_library_each_path_located_once(
+        tmp_path, capsys, monkeypatch, tf):
+    """``ckpt average`` groups its inputs once, in the library (note27 "Inputs grouped
+    twice"): each path given is resolved once, and the note, the summary and the progress
+    bar's total (each checkpoint's tensors once) come from that one grouping."""
+    import ckpt_tools.average_inputs as grouping
+    from ckpt_tools.cli._progress import ByteProgress
+
+    files = _glob(RUN, "model.ckpt-*")
+    located: list[str] = []
+    real_locate, real_update = grouping.locate, ByteProgress.update
+
+    def counted(path):
+        located.append(path)
+        return real_locate(path)
+
+    totals: list[int | None] = []
+
+    def update(self, done, total=None):
+        totals.append(total)
+        return real_update(self, done, total)
+
+    monkeypatch.setattr(grouping, "locate", counted)
+    monkeypatch.setattr(ByteProgress, "update", update)
+    code, text, err = run_cli(["average", *files, "--out", str(tmp_path / "avg"), "--json"],
+                              capsys)
+    assert code == 0, err
+    assert sorted(located) == files, located  # once each, not once more by the CLI
+    assert "6 paths name 2 checkpoints" in err, err
+    reader = tf.train.load_checkpoint(str(RUN / "model.ckpt-30"))
+    one = sum(reader.get_tensor(k).nbytes for k in reader.get_variable_to_shape_map())
+    assert totals == [2 * one], totals
+    assert json.loads(text)["inputs"] == [str(RUN / "model.ckpt-20"), str(RUN / "model.ckpt-30")]

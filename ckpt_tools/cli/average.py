@@ -14,7 +14,6 @@ from typing import Annotated
 
 import typer
 
-from ..formats._io import is_url
 from ._common import JsonOpt, NotSwappedOpt, QuietOpt, StrictOpt, check_output_parent
 from ._output import Output, human_bytes
 from .ema import (
@@ -86,10 +85,10 @@ def average_command(
     swapped decides which are the averages: refused (exit 6) unless --not-swapped states it.
     """
     from ..average import average_checkpoints, average_run, checkpoints_of_run
-    from ..average_inputs import distinct_checkpoints, merged_note
+    from ..average_inputs import merged_note
     from ..bake_outputs import check_out_format
     from ..checkpoint import open_checkpoint
-    from ..errors import CheckpointError, EmaError, OutputError
+    from ..errors import CheckpointError, OutputError
     from ..formats._io import one_remote_session
 
     if bake and not ema:
@@ -102,48 +101,39 @@ def average_command(
         if given and not bake:
             raise typer.BadParameter("it decides which averaged shadow --bake writes under each "
                                      "plain name; it needs --ema --bake", param_hint=option)
+    if last is not None and len(paths) != 1:
+        raise typer.BadParameter("--last takes exactly one run directory", param_hint="--last")
+    if last is None and len(paths) < 2:
+        raise typer.BadParameter("give two or more checkpoints, or one run directory with "
+                                 "--last N", param_hint="CKPT...")
     # One remote session for the whole command: each small object is fetched once.
     with one_remote_session([*paths, out_dir]):
-        if last is not None:
-            if len(paths) != 1:
-                raise typer.BadParameter("--last takes exactly one run directory",
-                                         param_hint="--last")
-            inputs, merged = checkpoints_of_run(paths[0], last), []
-        else:
-            if len(paths) < 2:
-                raise typer.BadParameter("give two or more checkpoints, or one run directory "
-                                         "with --last N", param_hint="CKPT...")
-            # run/model.ckpt-* gives each checkpoint's .data, .index and .meta: one checkpoint
-            try:
-                inputs, merged = distinct_checkpoints(paths)
-            except EmaError:  # refused by average_checkpoints, after the options' own
-                inputs, merged = list(paths), []  # checks (a usage error is exit 2 first)
-            if len(inputs) < 2:
-                raise typer.BadParameter(
-                    f"{', '.join(merged[0])} are files of one checkpoint: give two or more "
-                    "checkpoints, or one run directory with --last N", param_hint="CKPT...")
         try:  # average writes a checkpoint directory: an --out named like a file is a mistake
             check_out_format(out_dir, "v2", "average")
         except OutputError as exc:  # the options disagree: a usage error (exit 2)
             raise typer.BadParameter(str(exc), param_hint="--out") from None
         out = Output(json_mode=json_out, quiet=quiet)
         stated: dict = {}
-        with open_checkpoint(inputs[-1], not_swapped=not_swapped, meta=not no_meta) as one:
-            total = sum(e.nbytes for e in one.entries().values()) * len(inputs)
-            if bake:
+        if bake:  # what --apply-order / --ema-name state about the file: a usage error (exit
+            # 2) there comes before the library's refusals (a checkpoint given twice: exit 6)
+            last_given = checkpoints_of_run(paths[0], last)[-1] if last is not None \
+                else paths[-1]
+            with open_checkpoint(last_given, not_swapped=not_swapped, meta=not no_meta) as one:
                 stated = note_stated_order(out, one, apply_order, ema_name)
-        if is_url(out_dir):  # then the upload of the output (about one input's bytes)
-            total += total // len(inputs)
         check_output_parent(out_dir, "creating the output directory")
-        with out.progress("averaging", total) as bar:
+        with out.progress("averaging") as bar:
             try:
+                # The library groups the inputs (a shell glob's files of one checkpoint are
+                # that checkpoint, once: result.merged) and says the bytes the bar counts.
                 options = dict(ema=ema, bake=bake, name=name, newest=newest, overwrite=force,
-                               progress=bar.advance, ema_name=ema_name, apply_order=apply_order,
+                               progress=bar.advance,
+                               progress_total=lambda total: bar.update(0, total),
+                               ema_name=ema_name, apply_order=apply_order,
                                use_meta=not no_meta, allow_missing=allow_missing,
                                strict=strict, not_swapped=not_swapped)
                 # With --last the state file (save order) says which is newest.
                 result = average_run(paths[0], last, out_dir, **options) if last is not None \
-                    else average_checkpoints(inputs, out_dir, **options)
+                    else average_checkpoints(paths, out_dir, **options)
             except ValueError as exc:  # --newest names none of the inputs
                 if newest is None or isinstance(exc, CheckpointError):
                     raise  # not about --newest (an OptionError has its own exit code)
@@ -151,8 +141,8 @@ def average_command(
         if result.assumed:  # the library warned (AssumptionWarning): the CLI's notes say it
             with open_checkpoint(result.newest, not_swapped=not_swapped) as newest_ckpt:
                 note_assumed(out, newest_ckpt)
-    if merged:  # said once the checkpoints were averaged (not before a refusal)
-        out.note(merged_note(len(paths), len(inputs), merged))
+    if result.merged:  # said once the checkpoints were averaged (not before a refusal)
+        out.note(merged_note(len(paths), len(result.inputs), result.merged))
     out.wrote(result.prefix)
     if result.doubt_removed:  # an earlier average's copies, replaced (review-26-attack-r90 F4)
         names = ", ".join(os.path.basename(p) for p in result.doubt_removed)
