@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 
 from .checkpoint import Checkpoint
+from .ema_holders import refuse_split_holders
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .ema_updates import part_update_ops
 from .offer_probe import option_text, works
@@ -92,6 +93,8 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
             ``--exclude`` options that export one object's averages where the export accepts
             them, and ``--raw`` (exit 6).
     """
+    # TF2: averages of one name tracked apart, the decay unrecorded (review-28-attack-r103 F4)
+    refuse_split_holders(ckpt, pairs, ema_name, left_out)
     mixed = {f: groups for f, groups in apply_decays(ckpt, pairs, use_meta, left_out).items()
              if len(groups) > 1}
     if not mixed:

@@ -1,0 +1,95 @@
+"""TF2 averages of one EMA name that the object graph reaches through different holders
+(review-28-attack-r103 F4).
+
+A TF2 checkpoint records no decay and no ``apply()``: two default-named objects
+(``ExponentialMovingAverage(0.5)`` over ``w``, ``b`` and ``ExponentialMovingAverage(0.9)``
+over ``c``) both name their averages ``<variable>/ExponentialMovingAverage``, so the names
+read as one object's. What the file does show is where each average is tracked:
+``Checkpoint(model=m, ema=[e1's averages], ema2=[e2's average])`` puts them under two
+holders (``ema``, ``ema2``), as a user keeping two objects apart would. Averages of one name
+reached through different holders are not proven one object's: exporting them together may
+give each weight its own object's average beside the other's, so they are refused unless
+``--ema-name`` states the name (your statement that they are one object's averages), with
+the ``--exclude`` offers that export one holder's averages alone. One holder (a single
+list, or every average an attribute of the root) proves nothing either way and is read as
+before (``docs/setups.md``: nothing in such a file tells one object from two).
+"""
+
+from __future__ import annotations
+
+import glob
+
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError, suffix_base
+from .offer_probe import option_text, works
+
+
+def _holder(path: str) -> str:
+    """The object path holding an average's variable: ``ema`` of ``ema/0`` or ``ema/w``,
+    ``""`` for an attribute of the root."""
+    return path.rpartition("/")[0]
+
+
+def holders(ckpt: Checkpoint, pairs,
+            left_out=None) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """EMA name -> holder (object path) -> ``[(weight key, average key), ...]`` of the pairs
+    (``(average key, weight key)``) of a TF2 checkpoint whose averages its object graph
+    tracks (optimizer slots left out: an optimizer's own), ``left_out(average, weight)``
+    leaving a pair out.
+
+    Returns:
+        `dict`: ``{}`` for a checkpoint without an object graph.
+    """
+    objects = ckpt.objects
+    if objects is None:
+        return {}
+    out: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for average, weight in sorted(pairs):
+        if average == weight or average in objects.slots or average not in objects.paths or (
+                left_out is not None and left_out(average, weight)):
+            continue
+        name, var = objects.full_names.get(average, ""), objects.full_names.get(weight, "")
+        family = suffix_base(name[len(var) + 1:]) if var and name.startswith(var + "/") \
+            else ""
+        out.setdefault(family, {}).setdefault(_holder(objects.paths[average]), []).append(
+            (weight, average))
+    return out
+
+
+def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
+                         left_out=None) -> None:
+    """Refuses a TF2 checkpoint's pairs (``(average key, weight key)``) where averages of one
+    EMA name are tracked under different holders (:func:`holders`) and ``ema_name`` states
+    no name: they may be two objects' averages.
+
+    Raises:
+        UnprovenPairingError: naming the holders and their weights, ``--ema-name`` (your
+            statement) and the ``--exclude`` options that export one holder's averages alone
+            where the export accepts them (exit 6).
+    """
+    if ema_name is not None or ckpt.objects is None:
+        return
+    split = {f: each for f, each in holders(ckpt, pairs, left_out).items() if len(each) > 1}
+    if not split:
+        return
+    family, each = sorted(split.items())[0]
+    paths = ckpt.objects.paths
+    shown = "; ".join(f"{holder or 'the root'!s} holds the averages of "
+                      f"{', '.join(paths.get(w, w) for w, _a in taken)}"
+                      for holder, taken in sorted(each.items()))
+    offers = []
+    for holder in sorted(each):
+        exclude = tuple(sorted(glob.escape(paths.get(w, w)) for h, taken in each.items()
+                               if h != holder for w, _a in taken))
+        if works(ckpt, None, exclude, False):
+            offers.append(option_text(None, exclude, False))
+    stated = f"--ema-name {family}" if family else "--ema-name NAME"
+    offer = (f"{' or '.join(offers)} exports one holder's averages alone; " if offers else "")
+    raise UnprovenPairingError(
+        f"{ckpt.path}: the averages named {family or '(unnamed)'} are tracked under "
+        f"{len(each)} different objects ({shown}), as two EMA objects of that name saved apart "
+        f"are, and a TF2 checkpoint records no decay to show they are one object's, so each "
+        f"weight may take its own object's average beside the other's; {offer}"
+        f"{stated} states that they are one EMA object's averages; ckpt export --raw exports "
+        "the raw weights instead",
+        None, {w: (a,) for taken in each.values() for w, a in taken})
