@@ -112,6 +112,7 @@ def average_checkpoints(
     allow_missing: bool = False,
     strict: bool = False,
     not_swapped: bool = False,
+    saver_def_wrote: bool = False,
 ) -> AverageResult:
     """Writes the element-wise average of ``checkpoints`` into ``out_dir``.
 
@@ -152,6 +153,10 @@ def average_checkpoints(
             :func:`ckpt_tools.open_checkpoint`: refuse a pairing that rests on an assumption
             the newest input cannot prove (a Keras 3 optimizer's copies or average slots
             saved swapped: :mod:`~ckpt_tools.keras_assumed`), or state that it was not.
+        saver_def_wrote: with ``bake``, state that in every input the Saver whose
+            ``SaverDef`` its own ``.meta`` records wrote it (``--saver-def-wrote``), as for
+            :func:`ckpt_tools.open_checkpoint`; refused (``OptionError``) for an input where it
+            decides nothing, and with ``use_meta=False``.
 
     Returns:
         `AverageResult`; what its ``bake`` pairing assumes is in ``assumed`` and an
@@ -174,7 +179,8 @@ def average_checkpoints(
         ValueError: fewer than two checkpoints; ``newest`` is not
             one of ``checkpoints``; an unknown ``apply_order``;
             ``ema_name``, ``apply_order``, ``use_meta=False``, ``allow_missing``, ``strict``
-            or ``not_swapped`` without ``bake`` (only baking pairs shadows with variables).
+            ``not_swapped`` or ``saver_def_wrote`` without ``bake`` (only baking pairs
+            shadows with variables).
 
     Example:
         >>> runs = ["run/model.ckpt-1000", "run/model.ckpt-800"]
@@ -192,13 +198,13 @@ def average_checkpoints(
                               progress_total=progress_total, ema_name=ema_name,
                               apply_order=apply_order, use_meta=use_meta,
                               allow_missing=allow_missing, strict=strict,
-                              not_swapped=not_swapped)
+                              not_swapped=not_swapped, saver_def_wrote=saver_def_wrote)
 
 
 def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, name, newest,
                    overwrite, progress, progress_total=None, ema_name=None, apply_order=None,
                    use_meta=True, allow_missing=False, strict=False,
-                   not_swapped=False) -> AverageResult:
+                   not_swapped=False, saver_def_wrote=False) -> AverageResult:
     """:func:`average_checkpoints`, with ``state_file`` (the run's state file that chose the
     inputs, or None) counted as an input too: an output never replaces it, and the inputs'
     recorded steps must rise in its order (:func:`~ckpt_tools.average_order.check_save_order`)."""
@@ -211,10 +217,10 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
     pairing = {"ema_name": ema_name, "apply_order": apply_order, "use_meta": use_meta,
                "allow_missing": allow_missing, "strict": strict}
     if not bake and (ema_name is not None or apply_order is not None or not use_meta
-                     or allow_missing or strict or not_swapped):
-        raise ValueError("ema_name, apply_order, use_meta, allow_missing, strict and "
-                         "not_swapped decide which shadow --bake writes under each plain name; "
-                         "they need bake=True (--ema --bake)")
+                     or allow_missing or strict or not_swapped or saver_def_wrote):
+        raise ValueError("ema_name, apply_order, use_meta, allow_missing, strict, "
+                         "not_swapped and saver_def_wrote decide which shadow --bake writes "
+                         "under each plain name; they need bake=True (--ema --bake)")
     # Resolved first: resolving a URL starts a fresh remote session, which must be the one
     # that then records the inputs (remote outputs refuse to replace them).
     chosen = None if newest is None else identity(locate(newest).prefix)
@@ -229,7 +235,10 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
     opened: list[Checkpoint] = []
     try:
         for path in checkpoints:
-            opened.append(open_checkpoint(path, not_swapped=not_swapped))
+            # saver_def_wrote is refused with use_meta=False, as without a .meta (exit 2)
+            opened.append(open_checkpoint(path, not_swapped=not_swapped,
+                                          saver_def_wrote=saver_def_wrote,
+                                          meta=use_meta or not saver_def_wrote))
         _check_formats(opened)
         # Different models first: their steps (global_step vs save_counter) would otherwise
         # be reported as the reason.
@@ -301,7 +310,7 @@ def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
     defaults = {"ema": False, "bake": False, "name": None, "overwrite": False,
                 "progress": None, "progress_total": None, "ema_name": None,
                 "apply_order": None, "use_meta": True, "allow_missing": False,
-                "strict": False, "not_swapped": False}
+                "strict": False, "not_swapped": False, "saver_def_wrote": False}
     unknown = set(options) - set(defaults)
     if unknown:
         raise TypeError(f"average_run() got an unexpected keyword argument {min(unknown)!r}")

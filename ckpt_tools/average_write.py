@@ -274,6 +274,11 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             # (review-25-attack-r87 F3); checked in the stage, never published otherwise
             carried = carry_doubt(carry, prefix, stage.shown, taken)
             write_record(work, name, [os.path.basename(c) for c in carried], stage.shown)
+            if bake and newest.saver_def_wrote and os.path.isfile(prefix + ".meta"):
+                # its copied .meta builds the crossed Savers again: the output states it
+                from .restored_record import write_record as write_stated
+
+                write_stated(prefix, {"saver_def_wrote": True}, stage.shown, "ckpt average")
         stage.publish()
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
                          copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,

@@ -38,6 +38,7 @@ from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .raw_shadows import raw_named_keys, raw_named_warning
 from .rescope_clash import refuse_rescope_clash
+from .restored_record import recorded_statements, write_record
 from .save_op import graph_named
 from .saved_swaps import plain_keys_of
 from .stated_open import opened_stated, refuse_raw_statement, take_statements
@@ -307,10 +308,22 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         elif meta_src and not renamed and not dropped:  # before the index: a present .index
             files.append(copy_atomic(meta_src, prefix + ".meta", shown))  # means "complete"
         files += writer.finish()
+    if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
+        record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files), shown)
+        files += [record] if record else []
     if state_file:  # a SavedModel's variables/ has none
         files.append(write_state_file(work, name, shown))
     return BakeResult(prefix=prefix, files=files, replaced=replaced, copied=copied,
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
+
+
+def _stated_for(ckpt: Checkpoint, meta_copied: bool) -> dict:
+    """The statements restore-ema's record keeps for its output (:mod:`.restored_record`):
+    ``saver_def_wrote`` only beside the ``.meta`` copied, whose SaverDef it speaks of."""
+    said = recorded_statements(ckpt)
+    if not meta_copied:
+        said.pop("saver_def_wrote", None)
+    return said
 
 
 def raw_left_out(ckpt: Checkpoint, source_of: dict[str, str]) -> dict[str, str]:

@@ -27,15 +27,18 @@ from .formats._write import (
 from .formats.savedmodel import SAVED_MODEL_EXTRAS, SAVED_MODEL_FILES, VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
 from .h5_out_name import refuse_keras3_weights_name
+from .restored_record import RECORD_SUFFIX as RESTORED_RECORD
 
 
 def checkpoint_names(name: str) -> Callable[[str], bool]:
     """Returns a predicate on file names: the files a checkpoint ``name`` written into a
-    directory consists of (index, data shards, ``.meta``, the ``checkpoint`` state file)."""
+    directory consists of (index, data shards, ``.meta``, the ``checkpoint`` state file, and
+    restore-ema's record of its statements, :mod:`~ckpt_tools.restored_record`)."""
     data = re.compile(re.escape(name) + r"\.data-\d{5}-of-\d{5}")
 
     def owned(fname: str) -> bool:
-        return (fname in (name + ".index", name + ".meta", "checkpoint")
+        return (fname in (name + ".index", name + ".meta", "checkpoint",
+                          name + RESTORED_RECORD)
                 or data.fullmatch(fname) is not None)
 
     return owned

@@ -207,6 +207,13 @@ class Checkpoint(StoredTensors, KeyPaths):
         # ... or that the Saver whose SaverDef its own .meta records wrote it: that Saver's
         # save op alone is read, not the graph's other Savers of its keys (saver_def_stated)
         self.saver_def_wrote = bool(saver_def_wrote)
+        # ... or restore-ema's record beside its output states it, or --averages-only's
+        # caveat (restored_record): read before anything reads the .meta's save ops
+        self.restored_record: tuple[str, dict] | None = None
+        if not is_url(location.prefix):
+            from .restored_record import read_record
+
+            read_record(self, bool(saver_def_wrote), bool(not_swapped))
         # A custom loop's order, stated for a tf_keras model's TF-format save (tfk_stated).
         self.stated_order: list[str] | None = None
         self.stated_pairs: dict[str, str] = {}

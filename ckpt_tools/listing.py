@@ -48,7 +48,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                    use_meta: bool = True, apply_order: str | None = None,
                    assumptions: bool = False, strict: bool = False,
                    not_swapped: bool = False, fit_order: bool = False,
-                   averages_only: bool = False, optimizer: str | None = None) -> Listing:
+                   averages_only: bool = False, optimizer: str | None = None,
+                   saver_def_wrote: bool = False) -> Listing:
     """Lists a checkpoint's variables, as ``ckpt list`` shows them.
 
     Args:
@@ -78,6 +79,9 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
             :func:`~ckpt_tools.checkpoint.open_checkpoint`).
         optimizer: a bare Keras ``.weights.h5``'s optimizer class and options
             (``--optimizer``; see :func:`~ckpt_tools.checkpoint.open_checkpoint`).
+        saver_def_wrote: state that the Saver whose ``SaverDef`` a TF1 checkpoint's own
+            ``.meta`` records wrote it (``--saver-def-wrote``; see
+            :func:`~ckpt_tools.checkpoint.open_checkpoint`).
 
     Returns:
         `Listing`.
@@ -101,7 +105,7 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
         ckpt = open_checkpoint(checkpoint, use_ema=use_ema, trainable=trainable,
                                not_swapped=not_swapped, fit_order=fit_order,
                                averages_only=averages_only, optimizer=optimizer,
-                               meta=use_meta) if owned \
+                               saver_def_wrote=saver_def_wrote, meta=use_meta) if owned \
             else checkpoint
         try:
             listing = _listing(ckpt, roles, collections, match, sort,

@@ -104,18 +104,24 @@ def saver_def_offer(ckpt: Checkpoint) -> str:
     return (f"if the Saver whose SaverDef the .meta records wrote them (its save op writes "
             f"{key} from {', '.join(own[0][key])}; e.g. a MonitoredTrainingSession's "
             "Scaffold(saver=...), which its CheckpointSaverHook saves with and records), "
-            "pass --saver-def-wrote to ckpt export, map or restore-ema (Python: "
-            "saver_def_wrote=True)")
+            "pass --saver-def-wrote (Python: saver_def_wrote=True)")
 
 
 def saver_def_note(ckpt: Checkpoint) -> str:
-    """The note a command prints where the statement decided which Saver wrote the keys.
+    """The note a command prints where the statement (the caller's, or restore-ema's record
+    beside its output: :mod:`~ckpt_tools.restored_record`) decided which Saver wrote the keys.
 
     Returns:
         `str`, or ``""`` where it is not stated.
     """
     if not getattr(ckpt, "saver_def_wrote", False):
         return ""
-    return ("the keys are read as the Saver whose SaverDef the .meta records saved them, "
-            "because you stated --saver-def-wrote; another Saver of its graph writes them from "
-            "other variables and nothing in the file records which wrote them")
+    from .restored_record import saver_def_record
+
+    record = saver_def_record(ckpt)
+    why = (f"as {record[1]}'s record {record[0]} states (it wrote this checkpoint, bytes "
+           "unchanged, from one read under --saver-def-wrote)" if record else
+           "because you stated --saver-def-wrote")
+    return (f"the keys are read as the Saver whose SaverDef the .meta records saved them, "
+            f"{why}; another Saver of its graph writes them from other variables and nothing "
+            "in the checkpoint's own files records which wrote them")

@@ -100,11 +100,30 @@ def note_sibling_doubt(out: Output, ckpt) -> None:
     and that the keys are read as the ``.meta``'s ``SaverDef`` Saver saved them because
     ``--saver-def-wrote`` states it (:mod:`~ckpt_tools.saver_def_stated`)."""
     from ..meta_sibling import doubt_note
+
+    said = doubt_note(ckpt)
+    if said and said not in out.noted:
+        out.note(f"note: {said}", always=True)
+    note_recorded(out, ckpt)
+
+
+def note_recorded(out: Output, ckpt) -> None:
+    """Says (once, on stderr, even with -q) that the keys are read as the ``.meta``'s
+    ``SaverDef`` Saver saved them because ``--saver-def-wrote`` or restore-ema's record states
+    it, and the ``--averages-only`` caveat restore-ema's record keeps for its output
+    (:mod:`~ckpt_tools.restored_record`)."""
+    from ..restored_record import averages_only_note
     from ..saver_def_stated import saver_def_note
 
-    for said in (doubt_note(ckpt), saver_def_note(ckpt)):
-        if said and said not in out.noted:
-            out.note(f"note: {said}", always=True)
+    said = saver_def_note(ckpt)
+    for line in (f"note: {said}" if said else "", averages_only_note(ckpt)):
+        text = line.split(": ", 1)[-1]
+        if not line or text in out.noted or text in out.warned:
+            continue
+        if line.startswith("warning: "):
+            out.warning(text)
+        else:
+            out.note(line, always=True)
 
 
 def json_notes(out: Output, own: Iterable[str] = ()) -> list[str]:

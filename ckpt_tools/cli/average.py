@@ -14,8 +14,16 @@ from typing import Annotated
 
 import typer
 
-from ._common import JsonOpt, NotSwappedOpt, QuietOpt, StrictOpt, check_output_parent
+from ._common import (
+    JsonOpt,
+    NotSwappedOpt,
+    QuietOpt,
+    SaverDefWroteOpt,
+    StrictOpt,
+    check_output_parent,
+)
 from ._output import Output, human_bytes
+from ._run import note_recorded
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -65,6 +73,7 @@ def average_command(
     allow_missing: MissingOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    saver_def_wrote: SaverDefWroteOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -97,7 +106,8 @@ def average_command(
     for given, option in ((ema_name is not None, "--ema-name"),
                           (apply_order is not None, "--apply-order"), (no_meta, "--no-meta"),
                           (allow_missing, "--allow-missing"), (strict, "--strict"),
-                          (not_swapped, "--not-swapped")):
+                          (not_swapped, "--not-swapped"),
+                          (saver_def_wrote, "--saver-def-wrote")):
         if given and not bake:
             raise typer.BadParameter("it decides which averaged shadow --bake writes under each "
                                      "plain name; it needs --ema --bake", param_hint=option)
@@ -118,7 +128,9 @@ def average_command(
             # 2) there comes before the library's refusals (a checkpoint given twice: exit 6)
             last_given = checkpoints_of_run(paths[0], last)[-1] if last is not None \
                 else paths[-1]
-            with open_checkpoint(last_given, not_swapped=not_swapped, meta=not no_meta) as one:
+            with open_checkpoint(last_given, not_swapped=not_swapped, meta=not no_meta,
+                                 saver_def_wrote=saver_def_wrote) as one:
+                note_recorded(out, one)  # --saver-def-wrote, restore-ema's record
                 stated = note_stated_order(out, one, apply_order, ema_name)
         check_output_parent(out_dir, "creating the output directory")
         with out.progress("averaging") as bar:
@@ -130,7 +142,8 @@ def average_command(
                                progress_total=lambda total: bar.update(0, total),
                                ema_name=ema_name, apply_order=apply_order,
                                use_meta=not no_meta, allow_missing=allow_missing,
-                               strict=strict, not_swapped=not_swapped)
+                               strict=strict, not_swapped=not_swapped,
+                               saver_def_wrote=saver_def_wrote)
                 # With --last the state file (save order) says which is newest.
                 result = average_run(paths[0], last, out_dir, **options) if last is not None \
                     else average_checkpoints(paths, out_dir, **options)
@@ -139,7 +152,8 @@ def average_command(
                     raise  # not about --newest (an OptionError has its own exit code)
                 raise typer.BadParameter(str(exc), param_hint="--newest") from None
         if result.assumed:  # the library warned (AssumptionWarning): the CLI's notes say it
-            with open_checkpoint(result.newest, not_swapped=not_swapped) as newest_ckpt:
+            with open_checkpoint(result.newest, not_swapped=not_swapped,
+                                 saver_def_wrote=saver_def_wrote) as newest_ckpt:
                 note_assumed(out, newest_ckpt)
     if result.merged:  # said once the checkpoints were averaged (not before a refusal)
         out.note(merged_note(len(paths), len(result.inputs), result.merged))

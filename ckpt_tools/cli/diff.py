@@ -28,6 +28,7 @@ from ._common import (
     OptimizerOpt,
     QuietOpt,
     RegexOpt,
+    SaverDefWroteOpt,
     StrictOpt,
     TrainableOpt,
     UseEmaOpt,
@@ -39,6 +40,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, shape_text
+from ._run import note_recorded
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -80,6 +82,7 @@ def diff_command(
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     averages_only: AveragesOnlyOpt = False,
+    saver_def_wrote: SaverDefWroteOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -104,10 +107,14 @@ def diff_command(
     if strict and not ema:
         raise typer.BadParameter("--strict refuses an assumed pairing of averages; it applies "
                                  "only with --ema", param_hint="--strict")
+    if saver_def_wrote and not ema:
+        raise typer.BadParameter("it decides which keys of A hold the averages; it applies "
+                                 "only with --ema", param_hint="--saver-def-wrote")
     with open_checkpoint(resolve(out, a), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
-                         averages_only=averages_only, defer_unknown=not ema) as ca:
+                         averages_only=averages_only, defer_unknown=not ema,
+                         saver_def_wrote=saver_def_wrote) as ca:
         paths = display_names(ca)
         match = (lambda key: names(key, paths.get(key))) if names.active else None
         assumed: dict = {}
@@ -118,6 +125,7 @@ def diff_command(
             marked = marked_map_note(ca)
             if marked:  # restore-ema's output: said before its copies' diff or refusal (u25 F3)
                 out.note(f"note: {marked}", always=True)
+            note_recorded(out, ca)  # --saver-def-wrote, restore-ema's record (its output)
             pairs = _pairs_of(ca, ema_name, not no_meta, apply_order)
             if pairs is not None:  # not_swapped: always; fit_order: --strict
                 from ..keras_assumed import refuse_assumed

@@ -20,6 +20,7 @@ from ..listing import Listing, list_names, list_variables, short_collection
 from ..lookup_tables import table_totals
 from ..raw_named_said import IF_TRAINED, RAW_MARK, readings_said
 from ..restored_mark import MARKED
+from ..restored_record import has_record as has_restored_record
 from ..roles import ROLES
 from ..run_record import has_record
 from ._common import (
@@ -34,6 +35,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    SaverDefWroteOpt,
     StrictOpt,
     TrainableOpt,
     UseEmaOpt,
@@ -45,7 +47,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, cell_len, clean, human_bytes, shape_text
-from ._run import note_quick_assumed
+from ._run import note_quick_assumed, note_recorded
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -89,6 +91,7 @@ def list_command(
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
     averages_only: AveragesOnlyOpt = False,
+    saver_def_wrote: SaverDefWroteOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -114,7 +117,8 @@ def list_command(
             # Names only: no roles to classify, so the keys-only path (100,000 names < 1 s).
             with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,
                                  not_swapped=not_swapped, fit_order=fit_order,
-                                 averages_only=averages_only, meta=not no_meta) as ckpt:
+                                 averages_only=averages_only, meta=not no_meta,
+                                 saver_def_wrote=saver_def_wrote) as ckpt:
                 names = list_names(ckpt, match=match if match.active else None, sort=sort)
                 if match.active and not names:
                     raise no_selection(path, match, shown=list_names(ckpt))
@@ -128,7 +132,7 @@ def list_command(
                                  ema_name=ema_name, use_meta=not no_meta,
                                  apply_order=apply_order, assumptions=True,
                                  strict=strict, not_swapped=not_swapped, fit_order=fit_order,
-                                 averages_only=averages_only)
+                                 averages_only=averages_only, saver_def_wrote=saver_def_wrote)
     except OptionError:  # an option that cannot apply to this file: its own message (exit 2)
         raise
     except ValueError as exc:
@@ -139,18 +143,20 @@ def list_command(
             n for v in listing.by_key.values() for n in (v.name, v.path) if n})
     stated = {}
     said = apply_order is not None or trainable or use_ema or not_swapped or fit_order \
-        or averages_only or optimizer
+        or averages_only or optimizer or saver_def_wrote
     noted = bool(listing.assumed) and not json_out  # --json: "assumed" (as the fast path)
     # ckpt train's run record states --not-swapped/--fit-order for its files: its notes are
     # printed as map, export print them (review-22-user-u24 F8); --json as the fast path's
-    recorded = not json_out and listing.ema_evidence is not None and has_record(
-        listing.checkpoint)
+    recorded = not json_out and (listing.ema_evidence is not None and has_record(
+        listing.checkpoint) or has_restored_record(listing.checkpoint))
     if said or noted or recorded:  # as map, export say
         with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,
                              meta=not no_meta,
                              trainable=trainable_names(trainable, loop_order, fit_order),
                              not_swapped=not_swapped, fit_order=fit_order,
-                             averages_only=averages_only) as ckpt:
+                             averages_only=averages_only,
+                             saver_def_wrote=saver_def_wrote) as ckpt:
+            note_recorded(out, ckpt)  # --saver-def-wrote, restore-ema's record (its output)
             stated = note_stated_order(out, ckpt, apply_order, ema_name) if said or recorded \
                 else {}
             if noted:
@@ -190,6 +196,7 @@ def _quick_notes(out: Output, ckpt, apply_order: str | None, ema_name: str | Non
     named after the weights they are paired with: review-12-attack-r21 F2), on stderr, kept
     with ``-q``. Only Keras files and checkpoints of swappable averages are looked at further
     (the keys-only path stays cheap for others)."""
+    note_recorded(out, ckpt)
     note_stated_order(out, ckpt, apply_order, ema_name)
     note_quick_assumed(out, ckpt)
 

@@ -31,6 +31,7 @@ from ._common import (
     PathArg,
     QuietOpt,
     RegexOpt,
+    SaverDefWroteOpt,
     StrictOpt,
     TrainableOpt,
     UseEmaOpt,
@@ -41,6 +42,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Column, Output, shape_text
+from ._run import note_recorded
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -78,6 +80,7 @@ def show_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    saver_def_wrote: SaverDefWroteOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -97,7 +100,8 @@ def show_command(
     with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
-                         defer_unknown=True) as ckpt:
+                         defer_unknown=True, saver_def_wrote=saver_def_wrote) as ckpt:
+        note_recorded(out, ckpt)  # --saver-def-wrote, restore-ema's record (its output)
         keys = _selected(ckpt, names) if names else []
         if regex:
             picked = NameFilter(None, regex).keys(ckpt)
@@ -174,6 +178,7 @@ def stats_command(
     fit_order: FitOrderOpt = False,
     strict: StrictOpt = False,
     not_swapped: NotSwappedOpt = False,
+    saver_def_wrote: SaverDefWroteOpt = False,
     wide: WideOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
@@ -197,7 +202,8 @@ def stats_command(
     with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer, meta=not no_meta,
                          trainable=trainable_names(trainable, loop_order, fit_order),
                          not_swapped=not_swapped, fit_order=fit_order,
-                         defer_unknown=True) as ckpt:
+                         defer_unknown=True, saver_def_wrote=saver_def_wrote) as ckpt:
+        note_recorded(out, ckpt)  # --saver-def-wrote, restore-ema's record (its output)
         require_selection(ckpt, match, None)
         shown = display_names(ckpt)
         names = [k for k in ckpt.keys() if match(k, shown.get(k)) and k not in ckpt.aliases()]

@@ -1,0 +1,230 @@
+"""The record ``ckpt restore-ema`` leaves beside a TF1 checkpoint it wrote under a statement
+that no file shows: ``<name>.restored.json`` (:func:`write_record`).
+
+``--saver-def-wrote`` (:mod:`~ckpt_tools.saver_def_stated`) reads a checkpoint whose ``.meta``
+builds Savers that write exactly its keys from different variables (a
+``MonitoredTrainingSession``'s ``Scaffold`` Saver beside a swapping Saver) as the ``SaverDef``'s
+Saver wrote it. restore-ema copies that ``.meta`` beside its output, whose keys then hold what
+that Saver's would after a restore of the averages; so the output still builds both Savers and
+every later command refused it again (exit 6) unless the statement was repeated. The record
+states it for the output: the output is read as if ``--saver-def-wrote`` were given (the note
+names the record), and nowhere else.
+
+``--averages-only`` (keys named as averages, their variables not stored, read as averages)
+gives an output whose variables hold those keys' values, and whose names then pair plainly:
+exported with "EMA values" and no word of the statement, though a training run's
+``Saver(ema.variables_to_restore())`` wrote its raw weights under those keys (review-26-attack-r94
+F4). The record keeps the statement, so every command reading the output repeats its caveat.
+
+Only the files the record names (the output's ``.index`` and ``.meta``), in its own directory,
+whose size and SHA-256 are the recorded ones, are vouched for (as ``ckpt train``'s run record,
+:mod:`~ckpt_tools.run_record`): a checkpoint saved again under that name (a new ``.index``) or
+beside another ``.meta`` inherits nothing, and is read (or refused) as before. A user's own
+statement comes first: ``--not-swapped`` or ``--no-meta`` leave the record unread.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+
+#: The record's name: ``<output name>`` + this.
+RECORD_SUFFIX = ".restored.json"
+WRITER = "ckpt restore-ema"
+#: The commands that write one: restore-ema, and average --ema --bake (its plain names hold
+#: the averaged shadows beside the newest input's .meta, copied as restore-ema copies it).
+WRITERS = (WRITER, "ckpt average")
+_MAX_BYTES = 1 << 20  # a record names two files and some keys; a larger one is not ours
+
+
+def record_name(name: str) -> str:
+    """The record's file name for the output checkpoint ``name``."""
+    return name + RECORD_SUFFIX
+
+
+def recorded_statements(ckpt: Checkpoint) -> dict:
+    """What restore-ema's record should state for an output written from ``ckpt``: the
+    statements a reader of the output would need, and would otherwise lose.
+
+    Returns:
+        `dict`: ``{"saver_def_wrote": True}`` where ``ckpt`` is read under
+        ``--saver-def-wrote``; ``{"averages_only": {"keys": [...], "raw_if_trained":
+        [...]}}`` where ``--averages-only`` read keys as averages (``raw_if_trained``: those
+        the ``.meta``'s save op wrote from their variables outside an evaluation graph); empty
+        where neither applies.
+    """
+    said: dict = {}
+    if getattr(ckpt, "saver_def_wrote", False):
+        said["saver_def_wrote"] = True
+    if getattr(ckpt, "averages_only", False):
+        from .raw_named import evaluation_graph, saved_from
+        from .raw_shadows import stated_lone_averages
+        from .save_op import written_sources
+
+        lone = stated_lone_averages(ckpt)
+        if lone:
+            written = written_sources(ckpt) or {}
+            trained = [] if any(evaluation_graph(ckpt, s) for s in lone) else \
+                sorted(s for s, t in lone.items() if saved_from(written.get(s), t))
+            said["averages_only"] = {"keys": sorted(lone), "raw_if_trained": trained}
+    return said
+
+
+def _digest(path: str) -> dict:
+    from .run_record import file_digest
+
+    return file_digest(path)
+
+
+def write_record(prefix: str, stated: dict, shown, writer: str = WRITER) -> str | None:
+    """Writes ``<prefix>.restored.json`` stating ``stated`` (:func:`recorded_statements`) for
+    the checkpoint ``prefix`` just written: its ``.index`` and (where written) ``.meta``, with
+    their sizes and SHA-256; ``writer`` is the command that wrote it (:data:`WRITERS`).
+
+    Returns:
+        `str`: the record's path; ``None`` where ``stated`` is empty (nothing written).
+
+    Raises:
+        WriteError: it cannot be written.
+    """
+    if not stated:
+        return None
+    import json
+
+    from .formats._write import os_errors
+
+    name = os.path.basename(prefix)
+    files = {os.path.basename(p): _digest(p) for p in (prefix + ".index", prefix + ".meta")
+             if os.path.isfile(p)}
+    doc = {"written_by": writer, "version": 1, "output": name, "stated": stated,
+           "note": f"{writer} wrote this checkpoint under these statements, which no "
+                   "file shows; it vouches for the files named here only while their bytes "
+                   "are these",
+           "files": files}
+    path = prefix + RECORD_SUFFIX
+    with os_errors(shown(path), "writing"), open(path, "x", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return path
+
+
+def _read(path: str) -> dict | None:
+    try:
+        if os.path.getsize(path) > _MAX_BYTES:
+            return None
+        with open(path, "rb") as f:
+            text = f.read(_MAX_BYTES + 1)
+    except OSError:
+        return None
+    import json
+
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("written_by") not in WRITERS \
+            or doc.get("version") != 1 \
+            or not isinstance(doc.get("stated"), dict) or not isinstance(doc.get("files"), dict):
+        return None
+    return doc
+
+
+def vouching_record(prefix: str) -> tuple[str, dict, str] | None:
+    """The record beside the local checkpoint ``prefix`` that vouches for it, and what it
+    states: named ``<prefix>.restored.json``, naming the ``.index`` and every ``.meta`` of
+    ``prefix`` there is, each with its recorded size and SHA-256.
+
+    Returns:
+        ``(record path, stated, the command that wrote it)`` or ``None`` (no record: one
+        stat; not one of :data:`WRITERS`', or a file changed, added or gone).
+    """
+    if "://" in prefix:
+        return None
+    path = prefix + RECORD_SUFFIX
+    if not os.path.isfile(path):  # the common case: one stat, nothing read
+        return None
+    doc = _read(path)
+    if doc is None or doc.get("output") != os.path.basename(prefix):
+        return None
+    files = doc["files"]
+    here = {os.path.basename(p) for p in (prefix + ".index", prefix + ".meta")
+            if os.path.isfile(p)}
+    if set(files) != here or os.path.basename(prefix) + ".index" not in here:
+        return None
+    try:
+        if any(_digest(os.path.join(os.path.dirname(prefix), n)) != said
+               for n, said in files.items()):
+            return None
+    except OSError:
+        return None
+    return path, doc["stated"], doc["written_by"]
+
+
+def has_record(prefix: str) -> bool:
+    """Whether a record sits beside the checkpoint ``prefix`` (one stat;
+    :func:`vouching_record` says whether it vouches for it)."""
+    return "://" not in prefix and os.path.isfile(prefix + RECORD_SUFFIX)
+
+
+def read_record(ckpt: Checkpoint, saver_def_wrote: bool, not_swapped: bool) -> None:
+    """Reads the record vouching for the open TF1 checkpoint ``ckpt`` (:func:`vouching_record`)
+    into ``ckpt.restored_record`` (its path and statements) and, where it states
+    ``saver_def_wrote`` and the statement fits the file (own ``.meta`` read, no
+    ``--not-swapped``: :func:`~ckpt_tools.saver_def_stated.refuse_unfit_saver_def`), sets
+    ``ckpt.saver_def_wrote``. Call before anything reads the ``.meta``'s save ops."""
+    ckpt.restored_record = None
+    if ckpt.objects is not None or getattr(ckpt.reader, "keras", None) is not None:
+        return
+    found = vouching_record(ckpt.location.prefix)
+    if found is None:
+        return
+    ckpt.restored_record = found
+    if not found[1].get("saver_def_wrote") or saver_def_wrote or not_swapped \
+            or ckpt.meta_stated or ckpt.meta_source != ckpt.location.meta_path:
+        return
+    from .errors import OptionError
+    from .saver_def_stated import refuse_unfit_saver_def
+
+    try:
+        refuse_unfit_saver_def(ckpt.location.prefix, ckpt.meta_source, None,
+                               ckpt.entries(), not_swapped=False)
+    except OptionError:  # it decides nothing here: the file is read as if unrecorded
+        return
+    ckpt.saver_def_wrote = True
+
+
+def saver_def_record(ckpt: Checkpoint) -> tuple[str, str] | None:
+    """The record's path and writer where it, not the caller, states ``saver_def_wrote`` for
+    ``ckpt``."""
+    found = getattr(ckpt, "restored_record", None)
+    if not found or not found[1].get("saver_def_wrote") or not ckpt.saver_def_wrote:
+        return None
+    return found[0], found[2]
+
+
+def averages_only_note(ckpt: Checkpoint) -> str:
+    """The caveat every command reading restore-ema's output of an ``--averages-only`` input
+    repeats (review-26-attack-r94 F4): ``"warning: ..."`` where the input's save op wrote the
+    keys from their variables outside an evaluation graph, else ``"note: ..."``.
+
+    Returns:
+        `str`, or ``""`` where no record states it.
+    """
+    found = getattr(ckpt, "restored_record", None)
+    said = found[1].get("averages_only") if found else None
+    if not isinstance(said, dict):
+        return ""
+    keys = [k for k in said.get("keys") or [] if isinstance(k, str)]
+    trained = said.get("raw_if_trained")
+    e = f" (e.g. {keys[0]})" if keys else ""
+    head = (f"ckpt restore-ema wrote {ckpt.path}'s variables from key(s){e} its input's "
+            f"--averages-only stated hold averages (its record {found[0]} says so)")
+    if trained:
+        return (f"warning: {head}: that input's .meta's save op wrote them from their "
+                "variables, so if a training run saved it they hold its raw weights, not "
+                "averages")
+    return (f"note: {head}: that statement, not the file, makes them averages; if the "
+            "input's keys held raw weights, so do these variables")
