@@ -34,22 +34,41 @@ def _decay_said(decay: str) -> str:
         f"decay {decay}"
 
 
-def _family(label: str, key: str, weight: str) -> str:
+NAMELESS = ""  # the family of averages a renaming Saver stored under keys carrying no name
+
+
+def _family(label: str, key: str, weight: str, stored: tuple[str, str] | None) -> str:
     """The EMA name an average carries, numbering dropped (``fast`` of ``c/fast_1``), or its
-    ``apply()`` scope's last part where the key does not extend its weight's (``s/c/fast``)."""
+    ``apply()`` scope's last part where the key does not extend its weight's (``s/c/fast``).
+    ``stored``: the ``(average, weight)`` keys the checkpoint stores them under; where a
+    renaming ``Saver`` stored the average under a key that does not extend its weight's
+    (``avg/w`` for ``w/slow``, ``avg/c`` for ``c/fast``), the keys carry no EMA name and the
+    map reads them as one set whatever the graph names them: :data:`NAMELESS`, one family,
+    so their decays are compared (review-28-attack-r103 F2). ``None``: the names read are
+    stated, each its own family."""
+    if stored is not None and stored[0] != key and not stored[0].startswith(stored[1] + "/"):
+        return NAMELESS
     name = key[len(weight) + 1:] if key.startswith(weight + "/") else \
         label.partition(" in ")[0].rpartition("/")[2]
     return suffix_base(name)
 
 
-def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool,
-                 left_out=None) -> dict[str, dict[str, tuple[str, list[tuple[str, str]]]]]:
+def _named(family: str) -> str:
+    """How a refusal names the averages of ``family``."""
+    return f"the averages named {family}" if family != NAMELESS else \
+        "the averages the Saver stored under keys carrying no EMA name"
+
+
+def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool, left_out=None,
+                 stated: bool = False) -> dict[str, dict[str, tuple[str, list[tuple[str, str]]]]]:
     """EMA name -> decay -> ``(apply() scope, [(weight, average key), ...])`` of the pairs
     (``(average key, weight key)``) the ``.meta``'s update ops show an ``apply()`` of a read
     decay writing, ``left_out(average, weight)`` leaving a pair out (the map's filters). A
     key a renaming Saver wrote (``model/c/fast``) is read as the variable it holds. A pair
     whose weight is another pair's average (a second object averaging the first's averages,
-    ``w/fast/fast``) is left out: each target then takes its own average.
+    ``w/fast/fast``) is left out: each target then takes its own average. Averages a
+    renaming Saver stored under keys carrying no EMA name form one family unless ``stated``
+    (``--ema-name`` names the names the map reads, ``slow,fast`` stating a mix).
 
     Returns:
         `dict`: ``{}`` without a ``.meta`` read (or with ``use_meta`` false).
@@ -76,7 +95,8 @@ def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool,
             continue  # an average of an average is its own object's: no weight takes it
         var, avg = held.get(weight) or weight, held.get(average) or average
         for label, decay in sorted(writers.get(avg, {}).items()):
-            by_decay = out.setdefault(_family(label, avg, var), {})
+            by_decay = out.setdefault(_family(label, avg, var, None if stated else (
+                average, weight)), {})
             by_decay.setdefault(decay, (label, []))[1].append((weight, average))
     return out
 
@@ -95,7 +115,8 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
     """
     # TF2: averages of one name tracked apart, the decay unrecorded (review-28-attack-r103 F4)
     refuse_split_holders(ckpt, pairs, ema_name, left_out)
-    mixed = {f: groups for f, groups in apply_decays(ckpt, pairs, use_meta, left_out).items()
+    mixed = {f: groups for f, groups in apply_decays(ckpt, pairs, use_meta, left_out,
+                                                      ema_name is not None).items()
              if len(groups) > 1}
     if not mixed:
         return
@@ -107,15 +128,16 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
     offers = _offers(ckpt, ema_name or name, groups)
     offer = (f"{' or '.join(offers)} exports one object's averages; " if offers else
              "no --ema-name or --exclude picks one object's averages here; ")
+    of_name = " of that name" if family != NAMELESS else ""
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
-        + (f"the averages named {family} are not proven one EMA object's: the .meta's update "
+        + (f"{_named(family)} are not proven one EMA object's: the .meta's update "
            f"ops show {shows}, and only equal constant decays show one object's apply() calls, "
-           f"so these may be two objects of that name and each weight would take its own "
+           f"so these may be two objects{of_name} and each weight would take its own "
            f"object's average beside the other's; " if unread else
-           f"the averages named {family} are not one EMA object's: the .meta's update ops show "
+           f"{_named(family)} are not one EMA object's: the .meta's update ops show "
            f"{shows}, and one object gives each of its apply() calls the same decay, so these "
-           f"are two objects of that name and each weight would take its own object's average "
+           f"are two objects{of_name} and each weight would take its own object's average "
            f"beside the other's; ") + f"{offer}ckpt export --raw exports the raw weights "
         "instead (give each EMA object its own name when training: "
         "ExponentialMovingAverage(decay, name='fast'))",

@@ -1,0 +1,84 @@
+"""TF1: objects ``slow`` (0.5 over ``w``, ``b``) and ``fast`` (0.9 over ``c``) saved by a
+renaming ``Saver`` under one prefix, ``avg/w``, ``avg/b``, ``avg/c`` (review-28-attack-r103
+F2). The keys carry no EMA name, so the map reads them as one set; ema_decays grouped them by
+the apply() scope's name (``slow``, ``fast``), found one decay in each and exported the mix,
+exit 0, while the same layout with both objects named ``fast`` was refused. Now refused alike
+(exit 6), offering ``--ema-name slow --exclude c`` and ``--ema-name fast --exclude b
+--exclude w`` (each object's averages, bit for bit); ``--ema-name slow,fast`` states the mix.
+Truth is ``sess.run(ema.average(v))`` at save time (real TensorFlow)."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import assert_npz_holds, run_cli, run_script
+
+SCRIPT = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+root = sys.argv[1]
+for case in ("slowfast", "fastfast"):
+    with tf.Graph().as_default():
+        w = tf1.get_variable("w", initializer=tf.constant([1., 2., 3.]))
+        b = tf1.get_variable("b", initializer=tf.constant([0.5]))
+        c = tf1.get_variable("c", initializer=tf.constant([7., 8.]))
+        step = tf1.train.get_or_create_global_step()
+        upd = [tf1.assign_add(v, tf.ones_like(v) * 1.25) for v in (w, b, c)]
+        e1 = tf1.train.ExponentialMovingAverage(0.5, name=case[:4])
+        e2 = tf1.train.ExponentialMovingAverage(0.9, name="fast")
+        with tf.control_dependencies(upd):
+            train = tf.group(e1.apply([w, b]), e2.apply([c]), tf1.assign_add(step, 1))
+        saver = tf1.train.Saver({"w": w, "b": b, "c": c, "global_step": step,
+                                 "avg/w": e1.average(w), "avg/b": e1.average(b),
+                                 "avg/c": e2.average(c)})
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(train)
+            if case == "slowfast":
+                truth = {"o0:w": s.run(e1.average(w)), "o0:b": s.run(e1.average(b)),
+                         "o1:c": s.run(e2.average(c))}
+            saver.save(s, os.path.join(root, case, "model.ckpt"), global_step=1)
+np.savez(os.path.join(root, "truth.npz"), **truth)
+"""
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    pytest.importorskip("tensorflow")
+    out = tmp_path_factory.mktemp("renamednameless")
+    return out, run_script(SCRIPT, out)
+
+
+@pytest.mark.parametrize("case", ["slowfast", "fastfast"])
+def test_two_objects_under_one_nameless_prefix_are_refused(made, case, tmp_path):
+    out, _truth = made
+    for args in (["export", str(out / case), "-o", str(tmp_path / "x.npz")],
+                 ["map", str(out / case), "--json"],
+                 ["restore-ema", str(out / case), "-o", str(tmp_path / "re")]):
+        code, _o, err = run_cli(args)
+        assert code == 6, (args, err)
+        line = " ".join(err.split())
+        assert "keys carrying no EMA name are not one EMA object's" in line, line
+        assert "(decay 0.5) writes avg/b, avg/w" in line and "(decay 0.9) writes avg/c" in line
+    assert not (tmp_path / "x.npz").exists()
+
+
+def test_each_objects_offer_exports_its_averages(made, tmp_path):
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "slowfast"), "-o", str(tmp_path / "s.npz"),
+                             "--ema-name", "slow", "--exclude", "c"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "s.npz", {"w": truth["o0:w"], "b": truth["o0:b"]})
+    code, _o, err = run_cli(["export", str(out / "slowfast"), "-o", str(tmp_path / "f.npz"),
+                             "--ema-name", "fast", "--exclude", "b", "--exclude", "w"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "f.npz", {"c": truth["o1:c"]})
+    # two names stated: the caller's mix, each weight its own object's average
+    code, _o, err = run_cli(["export", str(out / "slowfast"), "-o", str(tmp_path / "m.npz"),
+                             "--ema-name", "slow,fast"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "m.npz", {"w": truth["o0:w"], "b": truth["o0:b"],
+                                          "c": truth["o1:c"]})
