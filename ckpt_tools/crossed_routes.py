@@ -1,9 +1,11 @@
-"""What other messages say about crossed Savers of a ``.meta`` with no stored pair.
+"""What other messages say about crossed Savers of a ``.meta`` with no stored pair that
+differs.
 
 A ``.meta``'s graph may build several Savers whose save ops write exactly the checkpoint's
 keys from different variables (:data:`~ckpt_tools.save_op.CROSSED`), where no key named as
-an average is stored beside its variable (:mod:`.crossed_unpaired` refuses every use of such
-keys). Two places spoke of them as of any other file:
+an average is stored beside its variable, or each that is holds its variable's values
+(:func:`~ckpt_tools.crossed_unpaired.crossed_without_differing_pair`, which
+:mod:`.crossed_unpaired` refuses every use of). Two places spoke of them as of any other file:
 
 * with ``--not-swapped`` stated, the keys read as the raw weights with no shadow, and the
   "no EMA shadow" refusal said "the raw weights are usable as they are (ckpt export --raw
@@ -18,27 +20,9 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 
 
-def _crossed_no_pair(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | None:
-    """``(key, its sources in one save op, in another)`` where the graph file's Savers write
-    exactly the checkpoint's keys with different readings and no key named as an average is
-    stored beside its variable, whatever ``--not-swapped`` states; ``None`` otherwise."""
-    from .save_op import crossed_keys
-
-    if ckpt.objects is not None:
-        return None
-    crossed = crossed_keys(ckpt)
-    if crossed is None:
-        return None
-    stored = ckpt.entries()
-    if any(v.role == "ema" and v.ema_of and v.ema_of in stored
-           for v in ckpt.variables_unwarned()):
-        return None  # a stored pair: swap_assumed.saver_assumptions decides (and says)
-    return crossed
-
-
 def crossed_raw_route(ckpt: Checkpoint) -> str | None:
     """What a refusal that would point at ``export --raw`` says instead where crossed Savers
-    with no stored pair make ``--raw`` refused (:func:`~ckpt_tools.crossed_unpaired.
+    with no stored pair that differs make ``--raw`` refused (:func:`~ckpt_tools.crossed_unpaired.
     refuse_crossed_unpaired`; ``--not-swapped`` cannot go with ``--raw``), beginning with
     :data:`~ckpt_tools.unstored_heads.RAW_REFUSED`.
 
@@ -48,7 +32,10 @@ def crossed_raw_route(ckpt: Checkpoint) -> str | None:
     Raises:
         CheckpointError: the graph file cannot be opened or mapped.
     """
-    crossed = _crossed_no_pair(ckpt)
+    from .crossed_unpaired import crossed_without_differing_pair
+
+    # a stored pair of equal values counts as none here too (review-27-attack-r97 F2)
+    crossed = crossed_without_differing_pair(ckpt)
     if crossed is None:
         return None
     from .save_op import graph_named

@@ -19,14 +19,17 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 
 
-def crossed_unpaired(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | None:
+def crossed_without_differing_pair(ckpt: Checkpoint) -> tuple[str, list[str],
+                                                                 list[str]] | None:
     """``(key, its sources in one save op, in another)`` where the graph file's Savers write
     exactly the checkpoint's keys with different readings
-    (:func:`~ckpt_tools.save_op.crossed_keys`) and no stored pair brings the refusal of
-    :func:`~ckpt_tools.swap_assumed.saver_assumptions` (which drops the pairs whose variable
-    equals its average: a frozen variable's pair beside a key the Savers disagree on, whose
-    average ``--raw`` wrote as its raw weight, exit 0: review-27-attack-r97 F2); ``None``
-    otherwise, and where ``--not-swapped`` states the keys hold what their names say.
+    (:func:`~ckpt_tools.save_op.crossed_keys`) and no stored (variable, average) pair differs,
+    whatever ``--not-swapped`` states; ``None`` otherwise. A pair that differs brings the
+    refusal of :func:`~ckpt_tools.swap_assumed.saver_assumptions`, which names the crossed
+    Savers; a pair of equal values (a frozen variable's) proves nothing about the key the
+    Savers disagree on, so it counts as none (review-27-attack-r97 F2: its average was written
+    as its raw weight by ``--raw``, exit 0). The one answer to "is a pair stored" for
+    :func:`crossed_unpaired` and :mod:`~ckpt_tools.crossed_routes`.
 
     Returns:
         `tuple[str, list[str], list[str]]` or ``None``.
@@ -34,17 +37,31 @@ def crossed_unpaired(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | Non
     Raises:
         CheckpointError: the graph file cannot be opened or mapped.
     """
-    from .save_op import crossed_keys
-    from .swap_assumed import saver_assumptions
+    from .save_op import crossed_keys, stored_pairs
+    from .swap_assumed import same_values
 
-    if ckpt.objects is not None or ckpt.not_swapped:
+    if ckpt.objects is not None:
         return None
     crossed = crossed_keys(ckpt)
-    if crossed is None or any(a.refused for a in saver_assumptions(ckpt)):
-        return None  # a stored pair whose values differ: saver_assumptions refuses it all
-    # no stored pair, or only pairs of equal values, which saver_assumptions drops: the key
-    # the Savers disagree on need not be one of them (review-27-attack-r97 F2)
+    if crossed is None:
+        return None
+    pairs = stored_pairs(ckpt)
+    if pairs and not same_values(ckpt, pairs):
+        return None  # saver_assumptions refuses the file unless --not-swapped states it
     return crossed
+
+
+def crossed_unpaired(ckpt: Checkpoint) -> tuple[str, list[str], list[str]] | None:
+    """:func:`crossed_without_differing_pair`, where ``--not-swapped`` does not state that
+    the keys hold what their names say; ``None`` where it does.
+
+    Returns:
+        `tuple[str, list[str], list[str]]` or ``None``.
+
+    Raises:
+        CheckpointError: the graph file cannot be opened or mapped.
+    """
+    return None if ckpt.not_swapped else crossed_without_differing_pair(ckpt)
 
 
 def refuse_crossed_unpaired(ckpt: Checkpoint) -> None:

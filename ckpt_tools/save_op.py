@@ -137,6 +137,16 @@ def named_pairs_unproven(ckpt: Checkpoint) -> dict[str, str]:
     elif written_sources(ckpt) is not None or why_unwritten(ckpt) not in (NO_SAVE_OP,
                                                                           CROSSED):
         return {}
+    return stored_pairs(ckpt)
+
+
+def stored_pairs(ckpt: Checkpoint) -> dict[str, str]:
+    """Average key -> variable key, for each stored average whose variable the keys' names
+    say is stored beside it, whatever ``--not-swapped`` states and whatever proves the keys.
+
+    Returns:
+        `dict[str, str]`, ``{}`` where no such pair is stored.
+    """
     entries = ckpt.entries()
     return {v.name: v.ema_of for v in ckpt.variables_unwarned()
             if v.role == "ema" and v.ema_of and v.ema_of in entries}

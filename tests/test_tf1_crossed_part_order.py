@@ -180,3 +180,26 @@ def test_crossed_key_beside_an_equal_pair_raw_no_meta(made, tmp_path):
     with np.load(target) as z:
         assert z["w"].tobytes() == truth["frozen_pair:ema:w"].tobytes()  # what was written
         assert z["f"].tobytes() == truth["frozen_pair:raw:f"].tobytes()
+
+
+def test_an_equal_pair_lets_neither_crossed_check_step_aside(made):
+    """note27 "Twin conditions": crossed_unpaired (the refusal) and crossed_routes (what a
+    refusal under --not-swapped names instead of the refused --raw) asked "is a pair stored"
+    in two ways, and the route's took the frozen pair (f, its equal average) for a stored
+    pair that decides. One helper answers both now: the Savers' disagreement on w is found
+    by each, --not-swapped stated or not."""
+    from ckpt_tools.crossed_routes import crossed_raw_route
+    from ckpt_tools.crossed_unpaired import crossed_unpaired, crossed_without_differing_pair
+
+    out, truth = made
+    path = out / "frozen_pair" / "model.ckpt-3"
+    assert truth["frozen_pair:raw:f"].tobytes() == truth["frozen_pair:ema:f"].tobytes()
+    said = (["w"], ["w/ExponentialMovingAverage"])  # {"w": W} and {"w": ema.average(W)}
+    with open_checkpoint(path) as ckpt:
+        assert crossed_unpaired(ckpt) in [("w", *said), ("w", *said[::-1])]
+    with open_checkpoint(path, not_swapped=True) as ckpt:
+        assert crossed_unpaired(ckpt) is None  # stated: nothing to refuse
+        assert crossed_without_differing_pair(ckpt) in [("w", *said), ("w", *said[::-1])]
+        route = crossed_raw_route(ckpt)
+        assert route and "key w from w in one, from w/ExponentialMovingAverage in another" \
+            in route and "ckpt export --raw --no-meta" in route, route
