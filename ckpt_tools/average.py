@@ -170,7 +170,11 @@ def average_checkpoints(
             one: pass ``newest``); ``ema`` was asked for and
             the checkpoints have no shadows; or, with ``bake``, a weight has no shadow or which
             shadow is its average is not proven (``UnprovenPairingError``, naming the option
-            that decides), or (``strict``) the pairing rests on an assumption.
+            that decides), or (``strict``) the pairing rests on an assumption; an input
+            saved without its own ``.meta`` whose other graphs cannot be known (``http(s)``)
+            with ``ema`` (unless ``bake`` with ``use_meta=False``), or beside an input with
+            one (:mod:`~ckpt_tools.average_unknown`: without ``ema`` the output is written,
+            refused as they are, exit 6, ``--no-meta``).
         UnsupportedFormatError: an input is a Keras file; ``name`` with a SavedModel output.
         OutputError: the output location is unsafe or exists.
         TypeError: ``checkpoints`` is one path, not a list of them (for a run directory's
@@ -235,10 +239,12 @@ def _average_paths(checkpoints, out_dir, state_file: str | None, *, ema, bake, n
     opened: list[Checkpoint] = []
     try:
         for path in checkpoints:
-            # saver_def_wrote is refused with use_meta=False, as without a .meta (exit 2)
+            # saver_def_wrote is refused with use_meta=False, as without a .meta (exit 2);
+            # a meta-less http(s) input opens: write_average refuses what pairs it
             opened.append(open_checkpoint(path, not_swapped=not_swapped,
                                           saver_def_wrote=saver_def_wrote,
-                                          meta=use_meta or not saver_def_wrote))
+                                          meta=use_meta or not saver_def_wrote,
+                                          defer_unknown=True))
         _check_formats(opened)
         # Different models first: their steps (global_step vs save_counter) would otherwise
         # be reported as the reason.

@@ -23,8 +23,8 @@ import stat
 
 from .formats._io import is_url
 
-__all__ = ["RECORD_SUFFIX", "digest", "other_readers", "record_name", "remote_carried",
-           "removable", "removable_among", "write_record"]
+__all__ = ["RECORD_SUFFIX", "digest", "is_record", "other_readers", "record_name",
+           "remote_carried", "removable", "removable_among", "write_record"]
 
 #: The record's name: ``<output name>`` + this.
 RECORD_SUFFIX = ".carried.json"
@@ -58,28 +58,40 @@ def _file_digest(path: str) -> str | None:
         return None
 
 
-def write_record(directory: str, name: str, copies: list[str], shown) -> str | None:
+def write_record(directory: str, name: str, copies: list[str], shown,
+                 unknown: str | None = None) -> str | None:
     """Writes ``<directory>/<name>.carried.json`` naming the files ``copies`` (base names in
     ``directory``, just written there by :func:`~ckpt_tools.average_doubt.carry_doubt`) with
-    their SHA-256.
+    their SHA-256, and ``unknown``: the inputs whose other graphs could not be known
+    (:mod:`~ckpt_tools.average_unknown`).
 
     Returns:
-        `str`: the record's path; ``None`` where ``copies`` is empty (nothing written).
+        `str`: the record's path; ``None`` where ``copies`` is empty and nothing is unknown
+        (nothing written).
 
     Raises:
         WriteError: it cannot be written.
     """
-    if not copies:
+    if not copies and not unknown:
         return None
     from .formats._write import os_errors
 
     record = {"kind": _KIND, "output": name,
-              "copies": {c: _file_digest(os.path.join(directory, c)) for c in copies}}
+              "copies": {c: _file_digest(os.path.join(directory, c)) for c in copies},
+              **({"unknown": unknown} if unknown else {})}
     path = os.path.join(directory, record_name(name))
     with os_errors(shown(path), "writing"), open(path, "x", encoding="utf-8") as f:
         json.dump(record, f, indent=1, sort_keys=True)
         f.write("\n")
     return path
+
+
+def is_record(record, file_name: str) -> bool:
+    """Whether the parsed JSON ``record`` is the record :func:`write_record` writes as
+    ``file_name`` (its kind, and the output it names)."""
+    return isinstance(record, dict) and record.get("kind") == _KIND \
+        and file_name.endswith(RECORD_SUFFIX) \
+        and record.get("output") == file_name[:-len(RECORD_SUFFIX)]
 
 
 def parse_record(data: bytes | str, name: str) -> dict[str, str]:
@@ -191,9 +203,15 @@ def remote_carried(url: str, name: str, listing) -> dict[str, str | None]:
             if not was_input:
                 store.inputs.pop(key, None)
 
-    recorded = parse_record(fetch(record) or b"", name)
-    if not recorded:
-        return {}
+    data = fetch(record) or b""
+    recorded = parse_record(data, name)
+    if not recorded:  # a record of this output carrying no copy (only the unknown) goes too
+        try:
+            info = listing.get(record) or {}
+            return {record: info.get("ETag") or info.get("etag")} if is_record(
+                json.loads(data), record) else {}
+        except (ValueError, UnicodeDecodeError):
+            return {}
 
     def digest_of(n: str) -> str | None:
         data = fetch(n)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from . import roles as R
 from .average_carried import record_name, removable, write_record
 from .average_doubt import carry_doubt, doubt_to_carry
+from .average_unknown import check_unknown_carried, unknown_to_carry
 from .checkpoint import Checkpoint
 from .emamap import ema_map, proven_pairs
 from .errors import EmaError, UnsupportedFormatError
@@ -225,6 +226,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                 "Saver; average cannot write it (restore-ema and export read this checkpoint "
                 "with --allow-missing or --raw)")
     carry = doubt_to_carry(ckpts, ema, bake)  # refused where it cannot be carried
+    unknown = unknown_to_carry(ckpts, ema, bake, pairing)  # ... and where nothing can be
     source_of, to_average, assumed = plan_average(newest, ema, bake, pairing)
     inputs = Inputs([f for c in ckpts for f in c.input_files()] + list(extra))
     saved_model = newest.location.saved_model
@@ -273,7 +275,10 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             # the graphs doubting the inputs' names, beside the output: doubted the same way
             # (review-25-attack-r87 F3); checked in the stage, never published otherwise
             carried = carry_doubt(carry, prefix, stage.shown, taken)
-            write_record(work, name, [os.path.basename(c) for c in carried], stage.shown)
+            write_record(work, name, [os.path.basename(c) for c in carried], stage.shown,
+                         unknown)
+            if unknown:  # the inputs' other graphs unknown: the output refused as they are
+                check_unknown_carried(prefix, stage.shown)
             if bake and newest.saver_def_wrote and os.path.isfile(prefix + ".meta"):
                 # its copied .meta builds the crossed Savers again: the output states it
                 from .restored_record import write_record as write_stated

@@ -61,6 +61,12 @@ from .sibling_listing import (
 from .sibling_probe import UnlistedSiblingsError
 from .sibling_roles import against_names
 
+
+class CarriedUnknownError(UnreadSiblingsError):
+    """A checkpoint ``ckpt average`` wrote from inputs whose other graphs could not be known,
+    as its record beside it says (:mod:`~ckpt_tools.average_unknown`)."""
+
+
 _STEP = re.compile(r"^(.+)-(\d+)$")
 _DIGITS = re.compile(r"\d+")
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
@@ -93,13 +99,22 @@ def listed_candidates(prefix: str) -> list[str] | None:
     Raises:
         RemoteAccessError: a URL directory's listing failed.
     """
+    listing = _listing(prefix)
+    return None if listing is None else listing[0]
+
+
+def _listing(prefix: str) -> tuple[list[str], str | None] | None:
+    """:func:`listed_candidates`, and the path of the record ``ckpt average`` writes beside
+    an output of this name (``<name>.carried.json``) where one lies there, else ``None``."""
     base = shard_base(prefix)
     directory, name = split(base)
     names = directory_files(directory)
     if names is None:
         return None
     join = url_join if is_url(base) else os.path.join
-    return [join(directory, other) for other in candidates_among(name, names)]
+    record = name + ".carried.json"  # average_carried.record_name (not imported: list's path)
+    return ([join(directory, other) for other in candidates_among(name, names)],
+            join(directory, record) if record in names else None)
 
 
 def candidates_among(name: str, names) -> list[str]:
@@ -218,12 +233,21 @@ def siblings(prefix: str, entries: Mapping) -> tuple[Sibling, ...]:
 def _listed_siblings(prefix: str, entries: Mapping) -> tuple[tuple[Sibling, ...], bool]:
     """:func:`siblings`, and whether they were probed for want of a listing (http(s)):
     the directory is listed once for both."""
-    paths = listed_candidates(prefix)
-    unlisted = paths is None  # http(s): what can be known is probed (review-27-attack-r95 F4)
+    listing = _listing(prefix)
+    unlisted = listing is None  # http(s): what can be known is probed (review-27-attack-r95 F4)
     if unlisted:
         from .sibling_probe import probed_candidates
 
         paths, probed = probed_candidates(prefix, candidates_among)
+    else:
+        paths, record = listing
+        if record is not None:  # an average of inputs whose other graphs were unknown
+            from .average_unknown import read_unknown
+
+            said = read_unknown(record)
+            if said:
+                raise CarriedUnknownError(f"{os.path.basename(record)} records that ckpt "
+                                          f"average wrote it from {said}")
     read = _siblings(prefix, paths, entries)
     if unlisted and not read:
         raise UnlistedSiblingsError(", ".join(probed) or "none")
@@ -361,7 +385,8 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
         UnprovenPairingError: (exit 6) a URL checkpoint with more candidates than
             :data:`~ckpt_tools.sibling_listing.MAX_URL_SIBLINGS`, or whose directory has no
             listing where no probed graph records its keys
-            (:mod:`~ckpt_tools.sibling_probe`), naming ``--no-meta``.
+            (:mod:`~ckpt_tools.sibling_probe`), or an average of such checkpoints
+            (:mod:`~ckpt_tools.average_unknown`), naming ``--no-meta``.
     """
     try:
         read, unlisted = _listed_siblings(prefix, entries)
@@ -373,6 +398,15 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
             "so it is not passed over: write it binary to have it read, or pass --no-meta "
             "(Python: use_meta=False) to pair by key names, which a swapping Saver's keys "
             "defeat") from None
+    except CarriedUnknownError as exc:  # an average of such inputs (s28c)
+        raise UnprovenPairingError(
+            f"{prefix} has no .meta of its own, and {exc}, checkpoints saved without theirs "
+            "whose other graphs of their prefix could not be known (no listing over http(s)): "
+            "whether one shows that the keys' names do not say what they hold (a swapping "
+            "Saver's run) cannot be known, so the pairing by names is refused, as theirs is. "
+            "Pass --no-meta (Python: use_meta=False), which states no graph applies and pairs "
+            "by the keys' names (a swapping Saver's keys defeat that)",
+            option="--no-meta") from None
     except UnlistedSiblingsError as exc:  # http(s): nothing probed tells (r95 F4)
         raise UnprovenPairingError(
             f"{prefix} has no .meta of its own, and its directory cannot be listed over this "

@@ -145,3 +145,77 @@ def test_stats_diff_show_verify_read_tensors_over_http_without_no_meta(served, r
     assert code == 6 and ("--no-meta" in err or "--not-swapped" in err), err
     code, _, err = run_cli(["verify", url])
     assert code == 0, err
+
+
+def test_plain_average_over_http_runs_and_its_output_stays_refused(served, tmp_path):
+    """average of meta-less http(s) inputs could not run at all (refused at open; --no-meta
+    only with --bake). The plain average pairs nothing: it runs, TF's values averaged; its
+    output records the unknown beside it (<name>.carried.json), so exporting it is refused
+    as the inputs are (--no-meta), never paired by names. --ema and --ema --bake stay
+    refused; --ema --bake --no-meta states the names."""
+    out, truth, base = served
+    for run in ("plain", "swapnostate"):
+        src = "swap" if run == "swapnostate" else run
+        avg = tmp_path / f"avg_{run}"
+        code, _, err = run_cli(["average", f"{base}/{run}/model.ckpt-2",
+                                f"{base}/{run}/model.ckpt-3", "--out", str(avg)])
+        assert code == 0, err
+        code, err = _export(str(avg / "model.ckpt-3"), tmp_path / f"{run}.npz")
+        assert code == 6 and "--no-meta" in err and "carried.json" in err, err
+        assert not (tmp_path / f"{run}.npz").exists()
+        code, err = _export(str(avg / "model.ckpt-3"), tmp_path / f"{run}.npz", "--raw",
+                            "--no-meta")  # the keys as stored: each averaged under its name
+        assert code == 0, err
+        with np.load(tmp_path / f"{run}.npz") as z:
+            for key in NAMES:  # (a swapping Saver's model/W holds the average)
+                kind = "avg" if src == "swap" else "raw"
+                np.testing.assert_allclose(z[key], (truth[f"{src}:2:{kind}:{key}"].astype(
+                    np.float64) + truth[f"{src}:3:{kind}:{key}"]) / 2, rtol=1e-6)
+        code, _, err = run_cli(["stats", str(avg / "model.ckpt-3"), "--strict"])
+        assert code == 6 and "--no-meta" in err, err
+    inputs = [f"{base}/plain/model.ckpt-2", f"{base}/plain/model.ckpt-3"]
+    for flags in (["--ema"], ["--ema", "--bake"]):
+        code, _, err = run_cli(["average", *inputs, "--out", str(tmp_path / "e"), *flags])
+        assert code == 6 and "--no-meta" in err, err
+        assert not (tmp_path / "e").exists()
+    code, _, err = run_cli(["average", *inputs, "--out", str(tmp_path / "b"), "--ema", "--bake",
+                            "--no-meta"])
+    assert code == 0, err
+    code, err = _export(str(tmp_path / "b" / "model.ckpt-3"), tmp_path / "b.npz")
+    assert code == 0, err  # the names stated: the averaged shadows under the plain names
+    with np.load(tmp_path / "b.npz") as z:
+        for key in NAMES:
+            np.testing.assert_allclose(z[key], (truth[f"plain:2:avg:{key}"].astype(
+                np.float64) + truth[f"plain:3:avg:{key}"]) / 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_the_unknown_carried_is_read_on_s3_and_replaced_with_force(served, where, tmp_path,
+                                                                  request):
+    """The output's record is read where it lies (a local --out, s3://), and --force
+    replacing that output with an average of inputs that are known removes it with the
+    output (it belongs to it), so the new output is paired as its inputs are."""
+    out, truth, base = served
+    if where == "s3":
+        pytest.importorskip("moto.server")
+        request.getfixturevalue("s3")
+        from conftest import BUCKET
+
+        url = f"s3://{BUCKET}/unknown_http/avg"
+    else:
+        url = str(tmp_path / "avg")
+    code, _, err = run_cli(["average", f"{base}/plain/model.ckpt-2",
+                            f"{base}/plain/model.ckpt-3", "--out", url])
+    assert code == 0, err
+    code, err = _export(f"{url}/model.ckpt-3", tmp_path / "a.npz")
+    assert code == 6 and "--no-meta" in err and "carried.json" in err, err
+    # the same run read locally: its graph (model.ckpt-1.meta) is listed, and agrees
+    code, _, err = run_cli(["average", str(out / "plain" / "model.ckpt-2"),
+                            str(out / "plain" / "model.ckpt-3"), "--out", url, "--force"])
+    assert code == 0, err
+    code, err = _export(f"{url}/model.ckpt-3", tmp_path / "a.npz")
+    assert code == 0, err
+    with np.load(tmp_path / "a.npz") as z:
+        for key in NAMES:
+            np.testing.assert_allclose(z[key], (truth[f"plain:2:avg:{key}"].astype(
+                np.float64) + truth[f"plain:3:avg:{key}"]) / 2, rtol=1e-6)

@@ -129,7 +129,8 @@ def average_command(
             last_given = checkpoints_of_run(paths[0], last)[-1] if last is not None \
                 else paths[-1]
             with open_checkpoint(last_given, not_swapped=not_swapped, meta=not no_meta,
-                                 saver_def_wrote=saver_def_wrote) as one:
+                                 saver_def_wrote=saver_def_wrote,
+                                 defer_unknown=True) as one:  # (what pairs it: refused there)
                 note_recorded(out, one)  # --saver-def-wrote, restore-ema's record
                 stated = note_stated_order(out, one, apply_order, ema_name)
         check_output_parent(out_dir, "creating the output directory")
