@@ -189,11 +189,18 @@ class Checkpoint(StoredTensors, KeyPaths):
                                     doubted=bool(self.meta_doubt),
                                     keys_are_raw=keys_are_raw)
             if saver_def_wrote:  # the .meta's other Savers then go unread (saver_def_stated)
+                from .restored_record import vouching_record
                 from .saver_def_stated import refuse_unfit_saver_def
 
+                # its files' layout against the SaverDef's Saver (r101 F1, F2): not where our
+                # record vouches for it (restore-ema's output, written by our writer)
+                ours = vouching_record(location.prefix)
                 refuse_unfit_saver_def(location.prefix, None if self.meta_stated else
                                        self.meta_source, self.objects, self._reader.entries,
-                                       not_swapped=not_swapped)
+                                       not_swapped=not_swapped, reader=None if ours and
+                                       ours[1].get("saver_def_wrote") else self._reader,
+                                       saver_version=self.meta.saver_version
+                                       if self.meta is not None else 0, fmt=self.format)
         except CheckpointError:
             self._reader.close()
             raise

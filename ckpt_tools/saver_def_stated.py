@@ -10,14 +10,16 @@ its ``SaverDef`` in the ``.meta``), while the graph also holds a swapping Saver
 one beside a plain ``Saver()``. Nothing in the file records which Saver wrote the keys, so the
 pairing is refused (:data:`~ckpt_tools.save_op.CROSSED`, exit 6); this statement decides it:
 only the ``SaverDef``'s save op is read (:func:`~.formats.meta_saver.writing_save_ops`), as
-if the graph built that Saver alone. Where it cannot decide anything it is refused (exit 2).
+if the graph built that Saver alone. Where it cannot decide anything it is refused (exit 2);
+where the file shows that Saver did not write it (its shard layout or format is not that
+Saver's: :mod:`~ckpt_tools.saver_def_layout`) it is refused (exit 6) and never offered.
 """
 
 from __future__ import annotations
 
 import os
 
-from .errors import OptionError
+from .errors import OptionError, UnprovenPairingError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the list path
 if TYPE_CHECKING:
@@ -29,7 +31,8 @@ STATED = "--saver-def-wrote (Python: saver_def_wrote=True)"
 
 
 def refuse_unfit_saver_def(prefix: str, meta_source: str | None, objects: ObjectGraph | None,
-                           stored, *, not_swapped: bool) -> None:
+                           stored, *, not_swapped: bool, reader=None, saver_version: int = 0,
+                           fmt: str = "") -> None:
     """Refuses the statement where it decides nothing or the file contradicts it.
 
     Args:
@@ -39,6 +42,11 @@ def refuse_unfit_saver_def(prefix: str, meta_source: str | None, objects: Object
         objects: the TF2 object graph, or ``None``.
         stored: the checkpoint's keys.
         not_swapped: ``--not-swapped`` is stated too.
+        reader, saver_version, fmt: the checkpoint's reader, its ``.meta``'s
+            ``SaverDef.version`` and the format read (``"v2"``, ``"v1"``), to check the
+            file's layout against that Saver (:func:`~.saver_def_layout.layout_against`);
+            ``reader=None`` (a record of ours vouching for a checkpoint we wrote, whose
+            layout is our writer's): not checked.
 
     Raises:
         OptionError: (exit 2) a TF2 checkpoint, no own ``.meta`` read, a SavedModel (a
@@ -46,6 +54,8 @@ def refuse_unfit_saver_def(prefix: str, meta_source: str | None, objects: Object
             save op does not write exactly the checkpoint's keys (its Saver did not write
             them), or no other Saver of the graph writing them from other variables (the
             ``SaverDef``'s save op is read already).
+        UnprovenPairingError: (exit 6) the file's format or shard layout shows that Saver
+            did not write it (review-28-attack-r101 F1, F2).
     """
     said = f"{prefix}: {STATED} states that the Saver whose SaverDef a TF1 checkpoint's own " \
            ".meta records wrote the checkpoint"
@@ -78,6 +88,15 @@ def refuse_unfit_saver_def(prefix: str, meta_source: str | None, objects: Object
         raise OptionError(
             f"{said}; no other Saver of its .meta's graph writes these keys from other "
             "variables, so that Saver's save op is read already: omit it")
+    if reader is not None:
+        from .saver_def_layout import layout_against
+
+        clash = layout_against(meta_source, saver_version, reader, fmt)
+        if clash:
+            raise UnprovenPairingError(
+                f"{said}, but {clash}: that Saver did not write it, so the statement is "
+                "refused; omit it (the refusal without it names the statements that "
+                "decide which Saver wrote the keys)")
 
 
 def saver_def_offer(ckpt: Checkpoint) -> str:
@@ -91,6 +110,7 @@ def saver_def_offer(ckpt: Checkpoint) -> str:
     """
     from .formats.meta_saver import writing_save_ops
     from .save_op import crossed_keys, graph_file, graph_named
+    from .saver_def_layout import shows_otherwise
 
     path = graph_file(ckpt)
     crossed = crossed_keys(ckpt)
@@ -98,7 +118,7 @@ def saver_def_offer(ckpt: Checkpoint) -> str:
             or getattr(ckpt, "saver_def_wrote", False):
         return ""
     own, _ = writing_save_ops(path, ckpt.entries(), saver_def_only=True)
-    if not own:
+    if not own or shows_otherwise(ckpt, path):  # (review-28-attack-r101 F1, F2)
         return ""
     key = crossed[0]
     return (f"if the Saver whose SaverDef the .meta records wrote them (its save op writes "

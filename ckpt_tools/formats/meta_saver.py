@@ -181,6 +181,39 @@ def writing_save_ops(path: str, stored, *, saver_def_only: bool = False
     return (others if any(not reads_by_names(s) for s in others) else []), True
 
 
+def saver_def_save_ops(path: str) -> list[list[tuple[str, frozenset[str]]]]:
+    """The save ops under each ``SaverDef``'s scope of the graph file at ``path``: a Saver's
+    one save op, or a sharded Saver's one per device (``save/SaveV2``, ``save/SaveV2_1``:
+    each writes one shard), each as ``(op type, the keys it writes)``. The op type says the
+    format that Saver writes: ``SaveV2`` a V2 bundle (``.index`` and ``.data-*``), ``Save`` or
+    ``SaveSlices`` a V1 table file (``write_version=V1``).
+
+    Returns:
+        `list[list[tuple[str, frozenset[str]]]]`, one list per graph recording a
+        ``SaverDef``'s save tensor, in file order; each in the ops' name order (empty: no
+        save op under that scope).
+
+    Raises:
+        CheckpointError: the file cannot be opened or mapped.
+    """
+    found = []
+    for graph in read_graphs(path):
+        scope = op_name(graph.save_tensor.lstrip("^")).rpartition("/")[0] \
+            if graph.save_tensor else ""
+        if not scope:
+            continue
+        nodes = graph.nodes
+        ops = []
+        for name in sorted(n for n in nodes if n.startswith(scope + "/")
+                           and nodes.op(n) in _SAVE_OPS):
+            node = nodes[name]
+            keys = nodes[node.inputs[1]].strings if len(node.inputs) > 1 \
+                and node.inputs[1] in nodes else []
+            ops.append((nodes.op(name), frozenset(keys)))
+        found.append(ops)
+    return found
+
+
 def _unrecorded(path: str, stored: set) -> list[dict[str, list[str]]]:
     """The readings of the Savers of a ``.meta`` without a ``SaverDef`` that write exactly
     ``stored``, where one of them reads a key from another variable than its name's (else
