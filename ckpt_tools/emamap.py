@@ -307,7 +307,11 @@ def ema_map(
         held=held or {}, filtered_averages=tuple(
             t for s, t in pairs if s != t and t not in missing_set and s in variables
             and left_out(s, t, include, exclude)),
-        excluded=tuple(t for s, t in pairs if selected_by(exclude, t, s)))
+        # a glob selects a pair by its target or by the key its value IS read from: a
+        # missing average's key (not stored, nothing reads it) selects nothing, else
+        # join_maps dropped the weight under every name (review-28-attack-r101 F3)
+        excluded=tuple(t for s, t in pairs if selected_by(
+            exclude, t, s if t not in missing_set and s in variables else None)))
 
 
 def left_out(src: str, tgt: str, include: list[str] | None,

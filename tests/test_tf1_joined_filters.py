@@ -223,3 +223,33 @@ def test_one_object_applied_twice_is_refused_without_a_false_premise(made, tmp_p
     for args in ([], ["--ema-name", g1], ["--ema-name", g2], ["--ema-name", f"{g1},{g2}"]):
         said = _refused(out / "multi/twice", args, tmp_path)
         assert "averages a variable once" not in said, said
+
+
+@pytest.mark.parametrize(("glob", "want"), [
+    ("*slow*", {"V": "e", "b": "e", "mm": "raw"}),
+    ("*/ExponentialMovingAverage", {"W": "slow", "mm": "raw"})])
+def test_a_glob_matching_an_unstored_average_key_leaves_no_weight_out(made, tmp_path, glob,
+                                                                      want):
+    """review-28-attack-r101 F3: ``--exclude '*slow*'`` also matches ``V/slow``, the key V's
+    average WOULD have under slow (not stored: the default object averaged V); the joined
+    pairing left V and b out under every name ("1 weights, 0 with EMA values", exit 0) and
+    restore-ema refused "select no variable" where the default pairing of the same objects
+    takes them. A glob selects a pair by its target or the key its value IS read from: the
+    joined names give what the default pairing gives, in export, map and restore-ema."""
+    out, truth, _ = made
+    path = out / "multi/disj"
+    joined = ["--ema-name", JOINED, "--exclude", glob]
+    _holds(_export(path, ["--exclude", glob], tmp_path), truth, "disj", want)
+    _holds(_export(path, joined, tmp_path), truth, "disj", want)
+    mapped = _mapped(path, joined)
+    assert sorted(v for v in mapped.values() if v in ("W", "V", "b")) == \
+        sorted(v for v in want if v != "mm"), mapped
+    baked = tmp_path / "baked"
+    code, _, err = run_cli(["restore-ema", str(path), *joined, "--out", str(baked)])
+    assert code == 0, err
+    import ckpt_tools
+
+    with ckpt_tools.open_checkpoint(str(baked / "model.ckpt")) as ckpt:
+        for var in ("W", "V", "b"):
+            tag = want.get(var, "raw")
+            assert ckpt.tensor(var).tobytes() == truth[f"disj:{tag}:{var}"].tobytes(), var
