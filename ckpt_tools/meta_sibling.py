@@ -382,12 +382,17 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
     Raises:
         CorruptCheckpointError: a candidate is a text-format ``.meta`` too large to parse
             (:class:`~ckpt_tools.formats.text_bound.TextMetaTooLargeError`), naming ``--no-meta``.
-        UnprovenPairingError: (exit 6) a URL checkpoint with more candidates than
+        UnprovenPairingError: (exit 6) its ``ckpt average`` record names a carried graph
+            no longer beside it (:mod:`~ckpt_tools.carried_missing`); a URL checkpoint with
+            more candidates than
             :data:`~ckpt_tools.sibling_listing.MAX_URL_SIBLINGS`, or whose directory has no
             listing where no probed graph records its keys
             (:mod:`~ckpt_tools.sibling_probe`), or an average of such checkpoints
             (:mod:`~ckpt_tools.average_unknown`), naming ``--no-meta``.
     """
+    from .carried_missing import refuse_missing_copies
+
+    refuse_missing_copies(prefix)  # average's record names a graph gone from beside it (u30 F1)
     try:
         read, unlisted = _listed_siblings(prefix, entries)
     except TextMetaTooLargeError as exc:  # a swapping run's graph as text passed over
