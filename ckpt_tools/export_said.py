@@ -37,3 +37,16 @@ def no_weights(ckpt, ema: bool | None) -> str:
             "variable stored beside them, and --raw exports model weights only: without "
             "--raw they export as their variables' averages where the .meta's save op "
             "proves they hold averages (or --averages-only states it)")
+
+
+#: What ``export --raw --no-meta`` says in place of
+#: :data:`~ckpt_tools.keras_assumed.RAW_EMA_WARNING` ("drop --raw to export them"): with the
+#: graphs set aside nothing shows which keys hold the averages, and where a swapping Saver
+#: wrote the file (the refusal's own offer, ``--raw --no-meta``) dropping ``--raw`` would write
+#: its raw weights as the averages (review-28-user-u30 F5).
+NO_META_RAW_WARNING = (
+    "exporting the keys named as variables as stored (--raw) although the checkpoint has keys "
+    "named as EMA shadows; with --no-meta nothing read shows which of them hold the averages: "
+    "if a swapping Saver wrote it ({v.op.name: ema.average(v), ...}), these are the averages; "
+    "if a Saver of each variable under its own name did, they are the raw weights and an "
+    "export without --raw writes the shadows")

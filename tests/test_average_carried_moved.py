@@ -3,6 +3,8 @@
 carried ``model.ckpt-1.meta``, and ``export`` then wrote the mean of the raw weights as the
 averages, exit 0 (review-28-user-u30 F1). The record beside it now refuses the pairing by names
 (exit 6, naming the record and ``--no-meta``) while the graph it names is gone or changed.
+``export --raw --no-meta``, which writes the averages there, no longer says "drop --raw"
+(review-28-user-u30 F5).
 Truth: ``sess.run`` of ``ema.average(v)`` and ``v`` at each save of a real swapping Saver."""
 
 from __future__ import annotations
@@ -79,7 +81,9 @@ def test_carried_graph_put_back_doubts_as_in_place(made, tmp_path):
     assert code == 6 and "carried.json" not in err and "--not-swapped" in err, err
     code, _, err = run_cli(["export", str(out / "avg"), "--raw", "--no-meta",
                             "--out", str(tmp_path / "a.npz")])
-    assert code == 0, err
+    # F5: these are the averages, so no "drop --raw" (that would write the raw weights)
+    said = " ".join(err.split())
+    assert code == 0 and "drop --raw" not in said and "swapping Saver" in said, err
     with np.load(tmp_path / "a.npz") as z:
         for key in NAMES:
             np.testing.assert_allclose(z[key], _mean(truth, "avg", key), rtol=1e-6)
