@@ -23,15 +23,43 @@ from .checkpoint import Checkpoint
 from .ema_holders import refuse_split_holders
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .ema_updates import part_update_ops
+from .formats._record import Frozen
 from .offer_probe import option_text, works
 from .saved_keys import held_variables
 
-UNREAD = "unread:"  # the decay of an apply() the .meta gives no constant for, per apply()
 
+class Decay(Frozen):
+    """An ``apply()``'s decay as the ``.meta`` gives it, a key of :func:`apply_decays`.
 
-def _decay_said(decay: str) -> str:
-    return "a decay the .meta gives as no constant" if decay.startswith(UNREAD) else \
-        f"decay {decay}"
+    Attributes:
+        value: the constant, as the update ops spell it (``"0.5"``); ``None`` where the
+            ``.meta`` gives it as no constant (a tensor, a variable, a schedule, an
+            ``apply()`` inside a cond): unknown, it proves nothing equal to another
+            ``apply()``'s (review-27-attack-r100 F1, F3).
+        unread_of: with ``value`` None, the ``apply()`` it is of (as ``UpdateOps.applies``
+            labels it), so each unknown decay is its own; ``""`` for a read one, which equal
+            decays share.
+    """
+
+    _fields = ("value", "unread_of")
+
+    def __init__(self, value: str | None, unread_of: str = "") -> None:
+        self.__dict__.update(value=value, unread_of=unread_of)
+
+    @classmethod
+    def of(cls, value: str | None, label: str) -> Decay:
+        """Returns ``apply()`` ``label``'s decay: ``value`` where read (non-empty), else its
+        own unknown one."""
+        return cls(value, "") if value else cls(None, label)
+
+    def __lt__(self, other: Decay) -> bool:  # read ones by value, then unknown by apply()
+        return ((self.value is None, self.value or "", self.unread_of)
+                < (other.value is None, other.value or "", other.unread_of))
+
+    def said(self) -> str:
+        """How a refusal names it: ``decay 0.5``, or that the ``.meta`` gives no constant."""
+        return "a decay the .meta gives as no constant" if self.value is None else \
+            f"decay {self.value}"
 
 
 NAMELESS = ""  # the family of averages a renaming Saver stored under keys carrying no name
@@ -60,8 +88,8 @@ def _named(family: str) -> str:
 
 
 def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool, left_out=None,
-                 stated: bool = False) -> dict[str, dict[str, tuple[str, list[tuple[str, str]]]]]:
-    """EMA name -> decay -> ``(apply() scope, [(weight, average key), ...])`` of the pairs
+                 stated: bool = False) -> dict[str, dict[Decay, tuple[str, list[tuple[str, str]]]]]:
+    """EMA name -> :class:`Decay` -> ``(apply() scope, [(weight, average key), ...])`` of the pairs
     (``(average key, weight key)``) the ``.meta``'s update ops show an ``apply()`` of a read
     decay writing, ``left_out(average, weight)`` leaving a pair out (the map's filters). A
     key a renaming Saver wrote (``model/c/fast``) is read as the variable it holds. A pair
@@ -79,16 +107,14 @@ def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool, left_out=None,
     if found is None:
         return {}
     ops, key = found
-    writers: dict[str, dict[str, str]] = {}  # average key -> {apply(): its decay}
+    writers: dict[str, dict[str, Decay]] = {}  # average key -> {apply(): its decay}
     for shadow, (_var, scope) in ops.averages.items():
         label = ops.applies.get(shadow, scope)
-        # A decay the .meta gives as no constant (a tensor, a variable, a schedule, an
-        # apply() inside a cond) is unknown: it proves nothing equal to another apply()'s,
-        # so it counts as its own (review-27-attack-r100 F1, F3).
-        writers.setdefault(key(shadow), {})[label] = ops.decays.get(label) or UNREAD + label
+        # a decay the .meta gives as no constant counts as its own (r100 F1, F3)
+        writers.setdefault(key(shadow), {})[label] = Decay.of(ops.decays.get(label), label)
     held = held_variables(ckpt) or {}
     averages = {a for a, w in pairs if a != w}
-    out: dict[str, dict[str, tuple[str, list[tuple[str, str]]]]] = {}
+    out: dict[str, dict[Decay, tuple[str, list[tuple[str, str]]]]] = {}
     for average, weight in sorted(pairs):
         if average == weight or weight in averages or (
                 left_out is not None and left_out(average, weight)):
@@ -121,10 +147,10 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
     if not mixed:
         return
     family, groups = sorted(mixed.items())[0]
-    shows = "; ".join(f"apply() {label!r} ({_decay_said(decay)}) writes "
+    shows = "; ".join(f"apply() {label!r} ({decay.said()}) writes "
                       f"{', '.join(a for _w, a in taken)}"
                       for decay, (label, taken) in sorted(groups.items()))
-    unread = any(d.startswith(UNREAD) for d in groups)
+    unread = any(d.value is None for d in groups)
     offers = _offers(ckpt, ema_name or name, groups)
     offer = (f"{' or '.join(offers)} exports one object's averages; " if offers else
              "no --ema-name or --exclude picks one object's averages here; ")

@@ -98,3 +98,27 @@ def test_two_objects_of_unread_decays_are_refused_and_offers_take_one(made, case
             f"{case}:{o}:{k}", np.zeros(0)).tobytes()] for k in got}
         assert got and all(len(v) == 1 for v in objects.values()), (offer, objects)
         assert len({tuple(v) for v in objects.values()}) == 1, (offer, objects)
+
+
+def test_an_unread_decay_is_a_typed_record_of_its_apply(made):
+    """note27 "Sentinel string": apply_decays marked an unread decay with the string prefix
+    "unread:"; it keys each decay by a Decay record now: the constant, or None with the
+    apply() it is of, so two unread decays stay two (the graph's objects: 0.5 over w, b and
+    0.9 over c, both given as tensors)."""
+    from ckpt_tools import open_checkpoint
+    from ckpt_tools.ema_decays import Decay, apply_decays
+
+    out, _ = made
+    pairs = [("w/fast", "w"), ("b/fast", "b"), ("c/fast", "c")]
+    with open_checkpoint(out / "tensor") as ckpt:
+        groups = apply_decays(ckpt, pairs, use_meta=True)
+    assert list(groups) == ["fast"], groups
+    decays = groups["fast"]
+    assert len(decays) == 2 and all(d.value is None for d in decays), decays
+    for decay, (label, _taken) in decays.items():
+        assert decay == Decay(None, label) and decay.unread_of == label, decay
+        assert decay.said() == "a decay the .meta gives as no constant"
+    taken = sorted(sorted(w for w, _a in t) for _label, t in decays.values())
+    assert taken == [["b", "w"], ["c"]], taken
+    assert sorted([Decay(None, "a"), Decay("0.9"), Decay("0.5")]) == \
+        [Decay("0.5"), Decay("0.9"), Decay(None, "a")]  # read ones first, as the refusal lists
