@@ -252,18 +252,22 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
 
 
 def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], translated,
-                         ema_name: str | None, use_meta: bool, allow_missing: bool) -> Pairing:
+                         ema_name: str | None, use_meta: bool, allow_missing: bool,
+                         left_out=None) -> Pairing:
     """Takes a renamed Saver's ``translated`` pairs (``(pairs, missing, not_saved)`` of
     :func:`~ckpt_tools.saved_swaps.pairs_through_save_op`), with the graph's rules read
     through its save op (r45 F2): a pair the graph does not prove is reported missing (its
-    weight raw) where ``allow_missing`` states so.
+    weight raw) where ``allow_missing`` states so. ``left_out(average key, weight key)``: as
+    for :func:`pair_by_names`.
 
     Returns:
         `Pairing` (source ``meta``).
 
     Raises:
         UnprovenPairingError: (exit 6) such a pair without ``allow_missing``, naming
-            ``--no-meta`` and ``--allow-missing``.
+            ``--no-meta`` and ``--allow-missing``; a key the save op wrote from its variable
+            under an average's name, left raw (:func:`~ckpt_tools.raw_shadows.
+            refuse_raw_paired`), whatever ``allow_missing``.
     """
     pairs, missing, not_saved = translated
     unwritten = translated_unwritten(ckpt, pairs, use_meta)
@@ -289,6 +293,10 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
     detected, name = spoken_name(ckpt, variables, ema_name)
     # averages of one name from apply() calls of different decays: two objects' (r92 F1)
     refuse_two_decays(ckpt, pairs, ema_name, name, use_meta)
+    # a key named as an average the save op wrote from its variable, left raw with no other
+    # key's average restoring that variable: raw only if a training graph saved it, as
+    # pair_by_names refuses it (a prefixed vtr Saver's --ema-name slow wrote it, exit 0: s28a)
+    refuse_raw_paired(ckpt, pairs, left_out)
     suffix = recorded_suffixes(ckpt, variables)
     return Pairing(pairs, missing, not_saved, "meta", name, detected, suffix)
 

@@ -86,6 +86,15 @@ def refuse_unstated_objects(ckpt: Checkpoint, pairs: list[tuple[str, str]], stor
     offers = [option_text(n, (), a) + "".join(f" (it takes {w})" for w in [takes(ckpt, n, a)]
                                               if w)
               for n, a in took]
+    # a renamed vtr Saver's keys holding raw values only if a training graph saved them:
+    # --exclude leaves those variables out, as without the prefix (s28a)
+    from .raw_offers import excluding_offers
+
+    out = excluding_offers(ckpt, [n for n in names if not any(n in o.split(",")
+                                                              for o, _ in took)])
+    offers += [f"{option_text(*o)} (their only keys hold raw values if a training graph "
+               "saved them)" for o in out]
+    took += [(n, False) for n, _, _ in out]
     raw_option = raw_offer(ckpt)  # --keys-are-raw where it rests on that (r70 F1, F2)
     raw = f", or {raw_option} for the raw weights" if raw_option else ""
     # the objects not offered, said refused (one whose averages were not saved)

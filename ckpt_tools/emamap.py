@@ -250,7 +250,8 @@ def ema_map(
                                    lambda s, t: left_out(s, t, include, exclude))
         else:  # a renamed Saver's keys: the graph's rules through its save op (r45 F2)
             paired = pair_through_save_op(ckpt, variables, translated, ema_name, use_meta,
-                                          allow_missing)
+                                          allow_missing,
+                                          lambda s, t: left_out(s, t, include, exclude))
         pairs, missing, not_saved, source = (paired.pairs, paired.missing, paired.not_saved,
                                              paired.source)
         # a weight left raw beside a stored average carrying the name read (r86 F2, F10)

@@ -20,6 +20,7 @@ from .formats.bundle import data_path
 from .formats.objgraph import has_swappable_averages
 from .frozen_meta import listed_frozen, renamed_frozen
 from .listing_record import Listing
+from .listing_shadows import shadow_marked
 from .lone_named import unmarked_lone_averages
 from .meta_sibling import doubt_note
 from .raw_named import raw_named_open
@@ -157,10 +158,14 @@ def _listing(ckpt: Checkpoint, roles, collections, match, sort: str,
     everything = ckpt.variables_unwarned()
     everything, unproven, refused_raw = _decided(ckpt, everything, decide or {})
     everything, raw_named = _raw_marked(ckpt, everything, refused_raw)
+    shadowed: set[str] = set()
     if (decide or {}).get("use_meta", True):
         everything = _renamed_unwritten(ckpt, everything)
+        if unproven is not None:  # a renamed Saver's keys written from shadows: averages of
+            # variables, as export names them (review-27-attack-r96 F3)
+            everything, shadowed = shadow_marked(ckpt, everything, raw_named)
     meta_frozen = (listed_frozen(ckpt, everything) | renamed_frozen(ckpt, everything)) \
-        - raw_named.keys()
+        - raw_named.keys() - shadowed
     if meta_frozen:  # model weights, as export writes them (raw): no shadow expected
         everything = [replace(v, role="weight") if v.name in meta_frozen else v
                       for v in everything]

@@ -18,6 +18,7 @@ from .ema_refusals import UnprovenPairingError
 from .offer_probe import option_text, python_text, working
 from .raw_shadows import raw_named_keys
 from .raw_stated import raw_offer
+from .saved_keys import held_variables
 
 
 def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
@@ -94,3 +95,32 @@ def without_raw_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
         "is accepted here, so no option decides"
         + (f"; ckpt export {raw} writes the raw weights" if (raw := raw_offer(ckpt)) else ""),
         None, refusal.undecided, refusal.raw)
+
+
+def excluding_offers(ckpt: Checkpoint, names) -> list[tuple[str, tuple[str, ...], bool]]:
+    """The ``--ema-name n --exclude ...`` offers, for each of ``names``, that leave out the
+    variables whose only keys a Saver of ``ema.variables_to_restore()`` wrote from them
+    (:func:`~ckpt_tools.raw_shadows.raw_named_keys`: raw values if a training graph saved
+    them) and that ``n``'s shadows average nowhere in the file, each accepted by the export
+    plan (:func:`~ckpt_tools.offer_probe.working`): a renamed Saver's (``{"model/" + k: v}``)
+    ``--ema-name slow`` is refused for them as without the prefix, and the several-objects
+    refusal named no option that decides (s28a).
+
+    Returns:
+        `list`: ``(ema_name, exclude, False)`` offers (:func:`option_text` types each);
+        ``[]`` where no key is such or none is accepted.
+    """
+    raw = raw_named_keys(ckpt)
+    if not raw:
+        return []
+    held = held_variables(ckpt) or {}
+    stored = ckpt.entries()
+    offers = []
+    for name in names:
+        averaged = {h[: -len(name) - 1] for k, h in held.items()
+                    if h and k in stored and h.endswith("/" + name)}
+        lacking = tuple(sorted({t for k, t in raw.items()
+                                if held.get(k) not in averaged}))
+        if lacking:
+            offers.append((name, lacking, False))
+    return working(ckpt, offers)

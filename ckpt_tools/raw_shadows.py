@@ -105,16 +105,18 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
     variables out exports the others' averages (review-20-attack-r50 F9); else no option."""
     s, t = raw[0]
     named = {k for k, _ in raw}  # once, not per key of raw_named_keys
-    every = [*raw, *((k, v) for k, v in raw_named_keys(ckpt).items() if k not in named)]
+    holds = raw_named_keys(ckpt)
+    every = [*raw, *((k, v) for k, v in holds.items() if k not in named)]
     keys = {k for k, _ in every}
     # a variable restored from a real average (slow's, beside the raw-valued keys of a
-    # vtr Saver of another object) is not in question: counted, it hid --exclude (u23 F2)
-    averaged = {b for a, b in pairs or () if a != b and a not in keys}
+    # vtr Saver of another object) is not in question: counted, it hid --exclude (u23 F2);
+    # a renamed Saver's pair names the key holding it (model/w/ExponentialMovingAverage)
+    averaged = {holds.get(b, b) for a, b in pairs or () if a != b and a not in keys}
     raw = [*raw, *((k, v) for k, v in every[len(raw):] if v not in averaged)]
     held = sorted({v for _, v in raw})
     whole = {re.sub(r"/part_\d+$", "", v) for v in held}  # a partition's: its variable's
-    others = sorted({b for a, b in pairs or () if a != b and a not in keys
-                     and re.sub(r"/part_\d+$", "", b) not in whole})
+    others = sorted({holds.get(b, b) for a, b in pairs or () if a != b and a not in keys
+                     and re.sub(r"/part_\d+$", "", holds.get(b, b)) not in whole})
     exclude = (f"; --exclude {' --exclude '.join(repr(v) for v in held[:3])}"
                f"{' ...' if len(held) > 3 else ''} (Python: exclude=[...]) leaves "
                f"{'them' if len(held) > 1 else 'it'} out and exports the other "
@@ -125,6 +127,9 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
     # where a partitioned variable's parts are among them: ckpt does not assemble parts
     # saved under separate keys, so the statement is refused there (review-26-attack-r94 F3)
     apart = _parts_apart(ckpt, raw)
+    # the graph's variable (b), not the name a renaming Saver gives it (model/b)
+    src = (written_sources(ckpt) or {}).get(s) or []
+    wrote = src[0] if len(src) == 1 else t
     offer = ("pass --averages-only (Python: open_checkpoint(path, averages_only=True)) if so"
              if not apart else
              f"--averages-only cannot state it here ({apart[1]} is a partitioned variable "
@@ -135,7 +140,7 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
     return UnprovenPairingError(
         f"{ckpt.path}: {len(raw)} key(s) named as averages {IF_TRAINED}, e.g. {s}: the "
         f"{graph_named(ckpt)}'s saver "
-        f"wrote it from {t} itself, as a Saver built from ema.variables_to_restore() does "
+        f"wrote it from {wrote} itself, as a Saver built from ema.variables_to_restore() does "
         "(it maps each average's name to its variable), so the checkpoint holds no average "
         "of them: that Saver restores the raw weights it holds into the model "
         "(tf.train.load_checkpoint reads them by these names); to keep the averages, train "
@@ -167,7 +172,11 @@ def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:
     restored from no other average): a training ``Saver(ema.variables_to_restore())`` of a
     partitioned variable (``w/part_0/ExponentialMovingAverage`` from ``w/part_0``) or of one
     never averaged (``c/ExponentialMovingAverage`` from ``c``), which the lone-average proof
-    (:func:`settle_lone_averages`) does not see (review-20-attack-r50 F3).
+    (:func:`settle_lone_averages`) does not see (review-20-attack-r50 F3); also the pairs of
+    a renamed Saver (``Saver({"model/" + k: v ...})`` of ``variables_to_restore()``), whose
+    targets are the keys holding the variables: ``--ema-name slow`` took ``b``'s key,
+    raw only if a training graph saved it, as its raw weight, exit 0 without
+    ``--allow-missing``, which the same Saver without the prefix refuses (s28a).
 
     ``left_out(key, variable)``: whether the caller's filters leave that pair out (never
     exported nor restored: its raw value cannot be taken for an average).
@@ -175,12 +184,15 @@ def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:
     Raises:
         UnprovenPairingError: (exit 6) as :func:`raw_refusal`.
     """
-    held = {k: t for k, t in raw_named_keys(ckpt).items()
-            if left_out is None or not left_out(k, t)}
+    named = raw_named_keys(ckpt)
+    held = {k: t for k, t in named.items() if left_out is None or not left_out(k, t)}
     if not held:
         return
     stored = ckpt.entries()
-    restored = {t for s, t in pairs if s != t and s in stored}
+    # a renamed Saver's pairs (pair_through_save_op) name the key holding the variable, not
+    # the variable: (model/w/slow, model/w/ExponentialMovingAverage) restores the model/w
+    # that key holds (review-27-attack-r96 s27i "Left")
+    restored = {named.get(t, t) for s, t in pairs if s != t and s in stored}
     # --averages-only states that such keys hold averages (an evaluation graph's re-save)
     averages = {s for s, t in pairs if s != t} if not ckpt.averages_only else set()
     whole = re.compile(r"/part_\d+$")

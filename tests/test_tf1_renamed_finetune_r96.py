@@ -177,3 +177,35 @@ def test_other_objects_averages_are_not_called_tensors(made, more, tmp_path):
     assert "averages of tensors that are not" not in err and "--tensor-averages" not in err, err
     assert "another EMA object's averages" in err, err
     assert "model/fc/b/ExponentialMovingAverage" in err and "the average of fc/b" in err, err
+
+
+def test_list_names_other_objects_averages_as_averages(made):
+    """F3's ``list``: ``model/fc/*/ExponentialMovingAverage`` (the default object's averages,
+    written from its shadows) showed as ``tensor_average`` and ``model/fc/*/ema_slow`` (the
+    slow object's) as ``weight``, each "? (1 average)". Both are averages of ``fc/*`` as
+    export names them (and as the same graph without the prefix lists them); each key holds
+    what its object's ``average()`` held at save time, bit for bit, and the raw holders stay
+    'raw value?'."""
+    from ckpt_tools import open_checkpoint
+
+    out, truth = made
+    code, text, err = run_cli(["list", str(out / "two_own"), "--json"])
+    assert code == 0, err
+    rows = {v["name"]: v for v in json.loads(text)["variables"]}
+    with open_checkpoint(str(out / "two_own")) as ckpt:
+        for var in ("fc/b", "fc/w"):
+            for suffix, which in (("ExponentialMovingAverage", "fast"), ("ema_slow", "slow")):
+                key = f"model/{var}/{suffix}"
+                row = rows[key]
+                assert (row["role"], row["ema_of"], row["ema_candidates"]) == (
+                    "ema", var, []), row
+                assert _bits(ckpt.tensor(key)) == _bits(truth[f"two_own:{which}:{var}"]), key
+            raw = rows[f"model/{var}/ExponentialMovingAverage_1"]
+            assert raw["role"] == "ema" and raw["ema_of"] is None, raw
+            assert _bits(ckpt.tensor(f"model/{var}/ExponentialMovingAverage_1")) == _bits(
+                truth[f"two_own:raw:{var}"])
+    code, text, err = run_cli(["list", str(out / "two_own")])
+    assert code == 0, err
+    lines = {line.split("\t")[0]: line for line in text.splitlines()}
+    assert lines["model/fc/b/ema_slow"].endswith("of fc/b (not stored)"), text
+    assert "tensor_average" not in text, text
