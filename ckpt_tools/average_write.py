@@ -69,6 +69,10 @@ class AverageResult:
             :mod:`~ckpt_tools.average_carried`), removed with the publish
             (review-26-attack-r90 F4, review-27-attack-r95 F1); in ``to_dict()`` only where
             not empty.
+        records: the records written beside the output, file names (``<name>.carried.json``,
+            :mod:`~ckpt_tools.average_carried`; ``<name>.restored.json``,
+            :mod:`~ckpt_tools.restored_record`): they travel with the checkpoint; in
+            ``to_dict()`` (as paths beside ``output``) only where not empty.
         merged: each group of two or more paths given that were taken as one checkpoint
             (distinct files of it, as a shell glob gives them), as given
             (:mod:`~ckpt_tools.average_inputs`); not in ``to_dict()``.
@@ -87,6 +91,7 @@ class AverageResult:
     assumed: list[str] = field(default_factory=list)
     doubt_carried: list[str] = field(default_factory=list)
     doubt_removed: list[str] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)
     merged: list[list[str]] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -96,7 +101,9 @@ class AverageResult:
                 "nonfinite": self.nonfinite, "bytes": self.nbytes,
                 **({"assumed": self.assumed} if self.assumed else {}),
                 **({"doubt_carried": self.doubt_carried} if self.doubt_carried else {}),
-                **({"doubt_removed": self.doubt_removed} if self.doubt_removed else {})}
+                **({"doubt_removed": self.doubt_removed} if self.doubt_removed else {}),
+                **({"records": [self.prefix[:len(self.prefix) - len(os.path.basename(
+                    self.prefix))] + r for r in self.records]} if self.records else {})}
 
 
 def bytes_to_count(ckpts: list[Checkpoint], upload: bool) -> int:
@@ -263,6 +270,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         averaged, copied, nbytes, nonfinite = _write_average(ckpts, prefix, source_of,
                                                              to_average, progress, stage.shown)
         carried: list[str] = []
+        records: list[str | None] = []
         if saved_model:
             from .bake_outputs import copy_saved_model_files
 
@@ -275,22 +283,24 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             # the graphs doubting the inputs' names, beside the output: doubted the same way
             # (review-25-attack-r87 F3); checked in the stage, never published otherwise
             carried = carry_doubt(carry, prefix, stage.shown, taken)
-            write_record(work, name, [os.path.basename(c) for c in carried], stage.shown,
-                         unknown)
+            records.append(write_record(work, name, [os.path.basename(c) for c in carried],
+                                        stage.shown, unknown))
             if unknown:  # the inputs' other graphs unknown: the output refused as they are
                 check_unknown_carried(prefix, stage.shown)
             if bake and newest.saver_def_wrote and os.path.isfile(prefix + ".meta"):
                 # its copied .meta builds the crossed Savers again: the output states it
                 from .restored_record import write_record as write_stated
 
-                write_stated(prefix, {"saver_def_wrote": True}, stage.shown, "ckpt average")
+                records.append(write_stated(prefix, {"saver_def_wrote": True}, stage.shown,
+                                            "ckpt average"))
         stage.publish()
     return AverageResult(prefix=final, inputs=[c.path for c in ckpts], averaged=averaged,
                          copied=copied, nbytes=nbytes, newest=newest.path, newest_by=why,
                          baked={k: v for k, v in source_of.items() if k in averaged},
                          saved_model=out_dir if saved_model else None, nonfinite=nonfinite,
                          assumed=assumed, doubt_carried=carried,
-                         doubt_removed=[os.path.join(out_dir, f) for f in stale])
+                         doubt_removed=[os.path.join(out_dir, f) for f in stale],
+                         records=[os.path.basename(r) for r in records if r])
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown):

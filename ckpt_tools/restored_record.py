@@ -111,6 +111,18 @@ def write_record(prefix: str, stated: dict, shown, writer: str = WRITER) -> str 
     return path
 
 
+def stated_record_said(records) -> str:
+    """What the write-time line of ``restore-ema`` and ``average`` adds where it wrote the
+    record(s) ``records`` (paths or file names): ``" (record: X.restored.json ...)"``, else
+    ``""`` (review-28-user-u30 F2)."""
+    names = [os.path.basename(r) for r in records if r.endswith(RECORD_SUFFIX)]
+    if not names:
+        return ""
+    stem = names[0][:-len(RECORD_SUFFIX)]
+    return (f" (record: {', '.join(names)}, which states for later reads the statement no file "
+            f"shows; keep it with the checkpoint's files, as cp {stem}.* does)")
+
+
 def _read(path: str) -> dict | None:
     try:
         if os.path.getsize(path) > _MAX_BYTES:

@@ -9,6 +9,7 @@ Truth: ``sess.run`` of ``ema.average(v)`` and ``v`` at each save of a real swapp
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -28,6 +29,19 @@ def made(tmp_path_factory):
                             str(out / "swap" / "model.ckpt-2"), "--out", str(out / "avg")])
     assert code == 0 and (out / "avg" / "model.ckpt-1.meta").exists(), err
     return out, truth, err
+
+
+def test_the_note_names_the_record(made, tmp_path):
+    """F3: the note of the copied graph names the record and why it is there; --json lists it."""
+    out, _, err = made
+    said = " ".join(err.split())
+    assert "its record model.ckpt-3.carried.json names the copy" in said, err
+    assert "moved without it is refused" in said, err
+    code, text, err = run_cli(["average", str(out / "swap" / "model.ckpt-3"),
+                               str(out / "swap" / "model.ckpt-2"), "--out", str(tmp_path / "j"),
+                               "--json"])
+    assert code == 0, err
+    assert json.loads(text)["records"] == [str(tmp_path / "j" / "model.ckpt-3.carried.json")]
 
 
 def _mean(truth, kind: str, key: str) -> np.ndarray:

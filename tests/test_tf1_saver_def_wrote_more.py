@@ -133,9 +133,10 @@ def test_restore_ema_output_is_read_without_the_statement(made, tmp_path, case, 
     beside the input's own files (other bytes) vouches for nothing: refused as before."""
     out, truth = made
     baked = tmp_path / "baked"
-    code, _, err = _cli("restore-ema", out / case, "--saver-def-wrote", "--out", baked)
+    code, text, err = _cli("restore-ema", out / case, "--saver-def-wrote", "--out", baked)
     assert code == 0, err
     record = baked / "model.ckpt-3.restored.json"
+    assert "(record: model.ckpt-3.restored.json" in text, text  # named when written (u30 F2)
     assert json.loads(record.read_text())["stated"] == {"saver_def_wrote": True}
     for var, value in _tf_read(tf, baked / "model.ckpt-3").items():
         if var in VARS:  # the variables TF restores hold the averages
@@ -174,9 +175,14 @@ def test_average_bake_takes_it_and_records_it(made, tmp_path, case, tf):
     code, _, err = _cli("average", *inputs, "--ema", "--bake", "--out", tmp_path / "x")
     assert code == 6 and "--saver-def-wrote" in err, err
     avg = tmp_path / "avg"
-    code, _, err = _cli("average", *inputs, "--ema", "--bake", "--saver-def-wrote",
-                        "--out", avg)
+    code, text, err = _cli("average", *inputs, "--ema", "--bake", "--saver-def-wrote",
+                           "--out", avg)
     assert code == 0 and "because you stated --saver-def-wrote" in err, err
+    assert "(record: model.ckpt-3.restored.json" in text, text  # named when written (u30 F2)
+    code, text, err = _cli("average", *inputs, "--ema", "--bake", "--saver-def-wrote",
+                           "--out", avg, "--force", "--json")
+    assert code == 0 and json.loads(text)["records"] == [
+        str(avg / "model.ckpt-3.restored.json")], text
     held = [_tf_read(tf, p) for p in inputs]
     got = _tf_read(tf, avg / "model.ckpt-3")
     for var in VARS:
@@ -196,9 +202,9 @@ def test_averages_only_output_keeps_the_caveat(vtr, tmp_path):
     reading it warns so (it said 'with EMA values' and nothing else), --json too."""
     out, truth = vtr
     baked = tmp_path / "r"
-    code, _, err = _cli("restore-ema", out / "vtr_train" / "model.ckpt-3", "--averages-only",
-                        "--out", baked)
-    assert code == 0, err
+    code, text, err = _cli("restore-ema", out / "vtr_train" / "model.ckpt-3",
+                           "--averages-only", "--out", baked)
+    assert code == 0 and "(record: model.ckpt-3.restored.json" in text, err
     code, _, err = _cli("export", baked, "--out", tmp_path / "e.npz")
     assert code == 0, err
     assert "warning: ckpt restore-ema wrote" in err and "--averages-only" in err, err

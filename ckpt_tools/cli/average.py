@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from ..restored_record import stated_record_said
 from ._common import (
     JsonOpt,
     NotSwappedOpt,
@@ -166,11 +167,13 @@ def average_command(
                  f"{os.path.basename(result.prefix)}.carried.json)", always=True)
     if result.doubt_carried:  # the inputs' doubt, beside the output (review-25-attack-r87 F3)
         names = ", ".join(os.path.basename(p) for p in result.doubt_carried)
+        record = os.path.basename(result.prefix) + ".carried.json"
         out.note(f"note: copied {names} beside the output: the inputs have no .meta of their "
                  "own and that graph of their prefix records a save op of these keys that "
                  "contradicts their names, so the output is doubted the same way (export "
                  "refuses the pairing by names and --raw: --not-swapped, or --raw --no-meta for "
-                 "the keys as stored)", always=True)
+                 f"the keys as stored); its record {record} names the copy, so that the output "
+                 "moved without it is refused too and --force removes it", always=True)
     if result.nonfinite:
         shown = ", ".join(result.nonfinite[:5]) + (" ..." if len(result.nonfinite) > 5 else "")
         out.warning(f"{len(result.nonfinite)} averaged tensor(s) hold NaN or Inf (an input "
@@ -189,4 +192,5 @@ def average_command(
     out.prose(f"wrote {result.saved_model or result.prefix} ({human_bytes(result.nbytes)}): "
               f"{count} {what} averaged over {len(result.inputs)} checkpoints"
               f"{baked}, {copied} tensor{'s' if copied != 1 else ''} copied from the newest "
-              f"({result.newest}, by {result.newest_by})")
+              f"({result.newest}, by {result.newest_by})" + stated_record_said(
+                  [r for r in result.records if r.endswith(".restored.json")]))

@@ -15,6 +15,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..formats._io import is_url
 from ..restored_mark import refuse_restored
+from ..restored_record import stated_record_said
 from ._common import (
     SLOTS,
     AveragesOnlyOpt,
@@ -232,7 +233,8 @@ def restore_ema_command(
             out.prose(f"wrote {what}{result.output} ({human_bytes(result.nbytes)}): "
                      f"{len(result.replaced)} variables {held}, "
                      f"{result.copied} tensors copied unchanged"
-                     + (f", {len(result.dropped)} dropped" if result.dropped else ""))
+                     + (f", {len(result.dropped)} dropped" if result.dropped else "")
+                     + stated_record_said(result.files))
 
 
 def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, force: bool,
