@@ -327,9 +327,9 @@ def _average_run(run_dir: str, last: int, out_dir, **options) -> AverageResult:
 
 def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name, overwrite,
                     progress, pairing=None, extra=()) -> AverageResult:
-    """Averages into a local temporary directory, then uploads data shards first and the
-    ``.index``, ``.meta`` and ``checkpoint`` state file last (a reader of ``url`` never sees an
-    index without its data); the temporary copy is removed either way."""
+    """Averages into a local temporary directory, then uploads data shards, graphs and
+    record first, the ``.index`` and ``checkpoint`` state file last (a reader of ``url``
+    never sees an index without its data and graphs); the temporary copy is removed."""
     from .formats import remote
 
     if ckpts[-1].location.saved_model:

@@ -160,9 +160,10 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
 
 def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
                   overwrite: bool, **options) -> EmaOutput:
-    """Writes into a local temporary directory, then uploads data shards first and the
-    ``.index``, ``.meta`` and ``checkpoint`` state file last, so a reader of ``url`` never sees
-    an index without its data; the temporary copy is removed either way."""
+    """Writes into a local temporary directory, then uploads data shards and the ``.meta``
+    first, the ``.index`` and the ``checkpoint`` state file last, so a reader of ``url``
+    never sees an index without its data and graph; the temporary copy is removed either
+    way."""
     import dataclasses
     import posixpath
 
@@ -203,8 +204,9 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     """Streams the baked checkpoint into S3 ``directory``: each tensor read by byte ranges
     (or from local files) goes straight into the data shard's multipart upload (memory: a
     read-ahead window and one part, never the checkpoint; no local disk), then the
-    ``.index``, the ``.meta`` and the ``checkpoint`` state file, in that order, under the
-    writer lock (:class:`~ckpt_tools.formats.remote_stream.CheckpointStream`)."""
+    ``.meta``, the ``.index`` that commits the checkpoint and the ``checkpoint`` state file,
+    in that order, under the writer lock
+    (:class:`~ckpt_tools.formats.remote_stream.CheckpointStream`)."""
     from .bake import DROPPED_META, bake_plan, dropped_any, raw_left_out, write_baked
     from .formats._io import close_map, map_file
     from .formats._write import check_file_name
@@ -240,13 +242,13 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
                                                             leave_out=raw)
             index = writer.finish_stream()
         out.done(data)
-        out.put(base + ".index", index)
-        if meta:
+        if meta:  # before the .index that commits the checkpoint (review-28-attack-r102 F2)
             graph = map_file(meta_src)
             try:
                 out.put(base + ".meta", bytes(graph))
             finally:
                 close_map(graph)
+        out.put(base + ".index", index)
         out.put("checkpoint", state_file_text(base).encode("utf-8"))
     return EmaOutput(output=url_join(directory, base), format="v2", dry_run=False,
                      ema_map=m, files=list(out.written), replaced=replaced, copied=copied,

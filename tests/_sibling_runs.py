@@ -5,10 +5,10 @@ its average) and ``plain`` (a default ``Saver()``); ``truth["<run>:<step>:avg|ra
 from ``sess.run`` at each save. :data:`V1_SCRIPT` writes ``v1swap``: the swapping run saved by
 a V1 sharded Saver (``model.ckpt-N-00000-of-00001`` beside ``model.ckpt-1.meta``);
 :data:`NOMETA_SCRIPT` ``plainnm``: the plain run saved with ``write_meta_graph=False`` at every
-save (no ``.meta`` at all)."""
+save (no ``.meta`` at all); ``run(..., every=True)`` writes the graph at every save."""
 
 RUN = r'''
-def run(name, swap, v1=False, graph=True):
+def run(name, swap, v1=False, graph=True, every=False):
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
         with tf1.variable_scope("model"):
@@ -38,7 +38,7 @@ def run(name, swap, v1=False, graph=True):
             for i in (1, 2, 3):
                 s.run(step)
                 saver.save(s, f"{out}/{name}/model.ckpt", global_step=i,
-                           write_meta_graph=graph and i == 1)
+                           write_meta_graph=graph and (every or i == 1))
                 for x in tv:
                     truth[f"{name}:{i}:avg:{x.op.name}"] = s.run(ema.average(x))
                     truth[f"{name}:{i}:raw:{x.op.name}"] = s.run(x)

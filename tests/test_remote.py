@@ -175,7 +175,8 @@ def test_restore_ema_to_a_url_uploads_data_before_index_and_state(s3, case, tmp_
     assert puts[0] == ".ckpt-write.lock", puts  # the writer's lock first (If-None-Match)
     puts = [p for p in puts[1:] if p != ".ckpt-write.lock"]  # a slow run renews its lock
     kinds = ["data" if ".data-" in p else p.rsplit(".", 1)[-1] for p in puts]
-    assert kinds == sorted(kinds, key=["data", "index", "meta", "checkpoint"].index), puts
+    # the .meta before the .index that commits the checkpoint (review-28-attack-r102 F2)
+    assert kinds == sorted(kinds, key=["data", "meta", "index", "checkpoint"].index), puts
     assert kinds[-1] == "checkpoint" and "index" in kinds and "data" in kinds
     # what was uploaded reads back like the local output, through the same commands
     remote_list = _run("list", url + "/", "--json")

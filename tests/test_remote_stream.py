@@ -75,11 +75,12 @@ def test_s3_to_s3_restore_ema_is_bit_identical_and_staged_nowhere(s3, case, tmp_
     puts = [line.split("PUT ", 1)[1].split(" ", 1)[0].split("?")[0].rsplit("/", 1)[1]
             for line in s3["requests"].since(start) if "PUT " in line]
     # A slow run renews its lock every quarter lease (another PUT of the lock): the order
-    # of the checkpoint's own files is what is checked.
+    # of the checkpoint's own files is what is checked: its .meta before the .index that
+    # commits it (review-28-attack-r102 F2).
     kinds = ["data" if ".data-" in p else p.rsplit(".", 1)[-1] for p in puts[1:]
              if p != ".ckpt-write.lock"]
     assert puts[0] == ".ckpt-write.lock", puts
-    assert kinds == sorted(kinds, key=["data", "index", "meta", "checkpoint"].index), puts
+    assert kinds == sorted(kinds, key=["data", "meta", "index", "checkpoint"].index), puts
     assert kinds[-1] == "checkpoint"
     again = _run("restore-ema", f"s3://{BUCKET}/{case}/", "--out",
                  f"s3://{BUCKET}/streamed-{case}/")

@@ -1,7 +1,8 @@
 """Writing a checkpoint straight into S3, nothing staged on local disk: the data shard streams
 out as a multipart upload while it is produced (memory: one part, see
 :class:`.remote_s3.MultipartSink`), then the small files follow in the order that keeps
-readers safe: data, ``.index``, ``.meta``, ``checkpoint`` state file (as :func:`.remote_write.
+readers safe: data, ``.meta``, then the ``.index`` that commits the checkpoint, then the
+``checkpoint`` state file (as :func:`.remote_write.
 upload`, under the same writer lock, with the same input and ``--force`` checks).
 """
 
@@ -13,7 +14,7 @@ from ._write import pause_point
 from .remote import session, url_join
 from .remote_errors import deadline, translate
 from .remote_lock import check_held, lock_directory, unlock_directory
-from .remote_write import check_new
+from .remote_write import check_new, left_behind, refuse_stale_meta
 
 
 def can_stream(directory: str) -> bool:
@@ -30,7 +31,8 @@ class CheckpointStream:
     (inputs are never replaced; existing objects only with ``overwrite``) and, when an
     existing checkpoint of that name is replaced, deletes its old ``.index`` first (meanwhile
     it reads as missing, never as old index with new data). Then :meth:`sink` streams the data
-    shard and :meth:`put` uploads the small files, in that order. Leaving with an error aborts
+    shard and :meth:`put` uploads the small files, in that order: the ``.index`` after the
+    ``.meta``, before the state file (review-28-attack-r102 F2). Leaving with an error aborts
     every unfinished multipart upload and says what was left behind; the lock is removed
     either way.
 
@@ -63,6 +65,7 @@ class CheckpointStream:
                 self._existing = store.listing(self.directory)
             except CheckpointNotFoundError:
                 self._existing = {}
+            refuse_stale_meta(self.directory, self.names, self._existing)
             data = [n for n in self.names if ".data-" in n]
             for base in self.names:
                 if base.endswith(".index") and base in self._existing and data:
@@ -97,6 +100,7 @@ class CheckpointStream:
     def put(self, name: str, data: bytes) -> None:
         """Uploads the small object ``name`` whole (one request)."""
         url = url_join(self.directory, name)
+        pause_point(f"put {url}")
         check_held(self.directory)  # our lock was not broken meanwhile (a stale lease)
         session().requests += 1
         wait = deadline(len(data))
@@ -120,15 +124,7 @@ class CheckpointStream:
             self._release()
 
     def _left_behind(self) -> str:
-        if self._removed:
-            prefix = self._removed[0][: -len(".index")]
-            return (f"; the old {self._removed[0]} had been deleted first, so "
-                    f"{url_join(self.directory, prefix)} reads as missing (never as a mix "
-                    "of old and new) until a rerun completes")
-        if self.written:
-            return (f"; {len(self.written)} new object(s) were uploaded, no .index: nothing "
-                    "readable was changed")
-        return "; nothing was uploaded (unfinished multipart uploads were aborted)"
+        return left_behind(self.directory, self._removed, self.written)
 
     def _sweep(self) -> None:
         """Deletes data shards of the replaced checkpoint that the new one lacks."""

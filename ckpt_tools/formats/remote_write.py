@@ -20,11 +20,13 @@ _RUN_FILE = re.compile(r"(^checkpoint$|\.index$|\.meta$|\.data-\d+-of-\d+$)")
 
 
 def _upload_rank(name: str) -> int:
-    """Upload order: data first, then the ``.index`` that points into it, then the ``.meta``,
-    and the ``checkpoint`` state file that names the checkpoint last."""
+    """Upload order: everything a reader of the checkpoint needs first (data shards, its own
+    ``.meta``, the graphs an average carries beside it and their record), then the ``.index``,
+    which commits the checkpoint (a reader sees none before it: review-28-attack-r102 F1,
+    F2), and the ``checkpoint`` state file that names it last."""
     if name == "checkpoint":
-        return 3
-    return 2 if name.endswith(".meta") else 1 if name.endswith(".index") else 0
+        return 2
+    return 1 if name.endswith(".index") else 0
 
 
 def check_new(directory: str, names: list[str], *, overwrite: bool = False,
@@ -120,14 +122,38 @@ def _refuse_shadowing(store, directory: str, where: str) -> None:
             "write there; choose another --out")
 
 
+def refuse_stale_meta(directory: str, bases: list[str], existing) -> None:
+    """Refuses to upload a checkpoint (``<stem>.index`` with its data shards among
+    ``bases``) without a ``.meta`` into URL ``directory`` where ``<stem>.meta`` exists
+    (``existing``: the listing): the new index would be read with that graph, an earlier
+    output's, as its own (with ``--force`` over a checkpoint that had one: its old graph
+    beside its new keys, review-28-attack-r102 F2; review-26-attack-r90 F1 for average).
+
+    Raises:
+        OutputError: (exit 7) naming the object.
+    """
+    for base in bases:
+        stem = base[: -len(".index")]
+        if not base.endswith(".index") or not any(b.startswith(stem + ".data-")
+                                                  for b in bases):
+            continue
+        if stem + ".meta" in existing and stem + ".meta" not in bases:
+            raise OutputError(
+                f"{url_join(directory, stem + '.meta')}: exists, and the output has no .meta "
+                "of its own, so it would read that graph (an earlier output's) as its own: "
+                "remove it or choose another --out")
+
+
 def upload(files: list[str], directory: str, *, overwrite: bool = False,
            progress=None, whole_directory: bool = True,
            remove: dict[str, str | None] | None = None) -> list[str]:
     """Uploads local ``files`` into URL ``directory`` so that a reader never sees an index
     with data it was not written with.
 
-    Order: data shards (and single-file outputs) first, then the ``.index``, the ``.meta``,
-    and the ``checkpoint`` state file last; each object appears whole. Replacing (``--force``)
+    Order: data shards, the ``.meta`` and every other file (single-file outputs, carried
+    graphs) first, then the ``.index``, and the ``checkpoint`` state file last; each object
+    appears whole. The ``.index`` is the commit point: no reader (nor a kill) ever sees it
+    without the graphs that qualify its keys (review-28-attack-r102 F1, F2). Replacing (``--force``)
     an existing checkpoint first deletes its old ``.index``: meanwhile, and after an
     interruption, that name reads as missing (exit 3), never as old index with new data
     (readers also pin their reads to the listed ETags, so one that listed the old objects
@@ -169,6 +195,8 @@ def upload(files: list[str], directory: str, *, overwrite: bool = False,
             existing = store.listing(directory)
         except CheckpointNotFoundError:
             existing = {}
+        if whole_directory:
+            refuse_stale_meta(directory, bases, existing)
         written = _upload_in_order(store, fs, names, directory, existing, conditional,
                                    progress)
         _remove_after(store, fs, directory, {n: e for n, e in (remove or {}).items()
@@ -204,6 +232,7 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
             base = os.path.basename(local)
             url = url_join(directory, base)
             size = os.path.getsize(local)
+            pause_point(f"put {url}")
             check_held(directory)
             store.requests += 1
             if conditional:  # streamed one part at a time: memory holds one part
@@ -217,16 +246,7 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
                     progress(size)
             written.append(url)
     except (CheckpointError, KeyboardInterrupt) as exc:  # KeyboardInterrupt: Ctrl-C, SIGTERM
-        if removed:
-            prefix = removed[0][: -len(".index")]
-            left = (f"; the old {removed[0]} had been deleted first, so "
-                    f"{url_join(directory, prefix)} reads as missing (never as a mix of old "
-                    "and new) until a rerun completes")
-        elif written:
-            left = (f"; {len(written)} new object(s) were uploaded, no .index: nothing "
-                    "readable was changed")
-        else:
-            left = "; nothing was uploaded"
+        left = left_behind(directory, removed, written)
         add_left_behind(exc, left)
         raise
     # Shards of a replaced checkpoint that the new one does not have (fewer shards now).
@@ -240,6 +260,32 @@ def _upload_in_order(store, fs, names: list[str], directory: str, existing: dict
                 except CheckpointError:
                     pass  # an unreferenced leftover: harmless to readers
     return written
+
+
+def left_behind(directory: str, removed: list[str], written: list[str]) -> str:
+    """What an interrupted upload into ``directory`` left readable (for the error message),
+    true in every branch (review-28-attack-r102 F4): ``removed``, the old ``.index`` names
+    deleted first; ``written``, the URLs uploaded, in order (the ``.index`` after everything
+    it needs but the state file).
+
+    Returns:
+        `str`: the clause added to the error, starting with ``"; "``.
+    """
+    index = next((u for u in written if u.endswith(".index")), None)
+    if index is not None:
+        return (f"; {index} was uploaded after every file it needs, so "
+                f"{index[: -len('.index')]} is complete and readable, but the 'checkpoint' "
+                "state file was not updated")
+    if removed:
+        prefix = removed[0][: -len(".index")]
+        return (f"; the old {removed[0]} had been deleted first, so "
+                f"{url_join(directory, prefix)} reads as missing (never as a mix of old "
+                "and new) until a rerun completes")
+    if written:
+        return (f"; {len(written)} new object(s) were uploaded but not the .index that "
+                "commits the checkpoint, so no checkpoint reads them (the output reads as "
+                "missing)")
+    return "; nothing was uploaded"
 
 
 def _remove_after(store, fs, directory: str, names: dict[str, str | None],
@@ -260,4 +306,5 @@ def _remove_after(store, fs, directory: str, names: dict[str, str | None],
             pass
 
 
-__all__ = ["check_new", "lock_directory", "reserved", "unlock_directory", "upload"]
+__all__ = ["check_new", "left_behind", "lock_directory", "refuse_stale_meta", "reserved",
+           "unlock_directory", "upload"]
