@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, unwritten_message
+from .ema_unread import unread_message
 from .ema_updates import update_ops
 from .formats.meta_copies import FEED
 from .formats.meta_updates import UpdateOps
@@ -214,6 +215,10 @@ def refuse_unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
         found = unwritten_sources(ckpt, variables, ema_name, chosen, use_meta)
         unlisted = unlisted_weights(ckpt, found)
     if found and not allow_missing:
+        ops = update_ops(ckpt)
+        if ops is not None and not ops.whole:  # an unread apply() may write them (r103 F5)
+            raise UnprovenPairingError(unread_message(ckpt, found), "--exclude or --no-meta",
+                                       {t: (s,) for t, s in found.items()})
         raise UnprovenPairingError(unwritten_message(ckpt, found, unlisted),
                                    "--no-meta or --allow-missing",
                                    {t: (s,) for t, s in found.items()})
