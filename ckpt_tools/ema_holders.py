@@ -8,8 +8,9 @@ read as one object's. What the file does show is where each average is tracked:
 ``Checkpoint(model=m, ema=[e1's averages], ema2=[e2's average])`` puts them under two
 holders (``ema``, ``ema2``), as a user keeping two objects apart would (a structure
 mirroring the model's paths, ``ema/dense/kernel`` for ``model/dense/kernel``, is one
-holder). Averages of one name reached through different holders are not proven one object's: exporting them together may
-give each weight its own object's average beside the other's, so they are refused unless
+holder). Averages of one name reached through different holders are not proven one
+object's: exporting them together may give each weight its own object's average beside
+the other's, so they are refused unless
 ``--ema-name`` states the name (your statement that they are one object's averages), with
 the ``--exclude`` offers that export one holder's averages alone. One holder (a single
 list, or every average an attribute of the root) proves nothing either way and is read as
