@@ -132,6 +132,11 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                     # refuses it until --not-swapped (or --raw) says how the file was saved
                     listing.unproven = {"option": "--not-swapped",
                                         "reason": swap_refusal(ckpt, assumed)}
+            if getattr(ckpt, "saver_def_wrote", False) or getattr(ckpt, "restored_record",
+                                                                  None):
+                from .restored_record import stated_fields  # (u30 F4)
+
+                listing.stated = stated_fields(ckpt)
             if listing.unproven is None and use_meta:  # crossed Savers, no pair (s26n)
                 from .crossed_routes import crossed_listed
 

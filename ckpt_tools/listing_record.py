@@ -24,6 +24,9 @@ class Listing(Record):
         meta_note: where this checkpoint has no ``.meta`` and another checkpoint's of its
             prefix doubts its keys' names, what ``list`` says of it
             (:func:`~ckpt_tools.meta_sibling.doubt_note`); ``None`` otherwise.
+        stated: the ``stated_*`` fields of ``--saver-def-wrote`` and of restore-ema's
+            record (:func:`~ckpt_tools.restored_record.stated_fields`), in ``--json`` as they
+            are; ``{}`` where none applies.
         variables: the variables shown (filtered and sorted).
         total: how many variables the checkpoint holds.
         averaged_roles: roles expected to have an EMA shadow: weights, plus batch-norm
@@ -77,7 +80,7 @@ class Listing(Record):
     _fields = ("checkpoint", "format", "meta", "variables", "total", "averaged_roles",
                "any_ema", "with_shadow", "expected", "by_key", "shards", "ema_evidence",
                "frozen", "saved_model", "unproven", "assumed", "copies_equal", "raw_expected",
-               "raw_named", "meta_note")
+               "raw_named", "meta_note", "stated")
     _repr = tuple(f for f in _fields if f != "by_key")
 
     def __init__(self, checkpoint: str, format: str, meta: str | None,  # noqa: A002
@@ -90,8 +93,9 @@ class Listing(Record):
                  assumed: list[str] | None = None, copies_equal: bool = False,
                  raw_expected: dict[str, str] | None = None,
                  raw_named: dict[str, str | None] | None = None,
-                 meta_note: str | None = None) -> None:
+                 meta_note: str | None = None, stated: dict | None = None) -> None:
         self.checkpoint = checkpoint
+        self.stated = {} if stated is None else stated
         self.meta_note = meta_note
         self.format = format
         self.meta = meta
@@ -151,6 +155,7 @@ class Listing(Record):
             "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
             **({"meta_note": self.meta_note} if self.meta_note else {}),
+            **self.stated,
         }
 
     def to_json(self, default: Callable | None = None) -> str:
@@ -180,6 +185,7 @@ class Listing(Record):
             "raw_named": self.raw_named,
             **({"assumed": self.assumed} if self.assumed else {}),
             **({"meta_note": self.meta_note} if self.meta_note else {}),
+            **self.stated,
         }, separators=(",", ":"), ensure_ascii=False, default=default)
         return f'{head[:-1]},"variables":[{rows}],{tail[1:]}'
 

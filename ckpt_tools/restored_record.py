@@ -217,6 +217,34 @@ def saver_def_record(ckpt: Checkpoint) -> tuple[str, str] | None:
     return found[0], found[2]
 
 
+def stated_fields(ckpt: Checkpoint) -> dict:
+    """The ``--json`` fields of the statements ``--saver-def-wrote`` and the record make for
+    ``ckpt`` (review-28-user-u30 F4), as the other ``stated_*`` fields: a script parsing the
+    document sees what the pairing rests on.
+
+    Returns:
+        `dict`: ``"stated_saver_def_wrote": true`` where the statement reads ``ckpt`` (given,
+        or stated by its record: then ``"saver_def_wrote_record"``, the record's path);
+        ``"stated_averages_only": {"keys": [...], "raw_if_trained": [...]}`` and
+        ``"averages_only_record"`` where restore-ema's record of an ``--averages-only`` input
+        vouches for ``ckpt``; ``{}`` where neither applies.
+    """
+    found: dict = {}
+    if getattr(ckpt, "saver_def_wrote", False):
+        found["stated_saver_def_wrote"] = True
+        by_record = saver_def_record(ckpt)
+        if by_record:
+            found["saver_def_wrote_record"] = by_record[0]
+    record = getattr(ckpt, "restored_record", None)
+    said = record[1].get("averages_only") if record else None
+    if isinstance(said, dict):
+        found["stated_averages_only"] = {
+            "keys": [k for k in said.get("keys") or [] if isinstance(k, str)],
+            "raw_if_trained": [k for k in said.get("raw_if_trained") or [] if isinstance(k, str)]}
+        found["averages_only_record"] = record[0]
+    return found
+
+
 def averages_only_note(ckpt: Checkpoint) -> str:
     """The caveat every command reading restore-ema's output of an ``--averages-only`` input
     repeats (review-26-attack-r94 F4): ``"warning: ..."`` where the input's save op wrote the

@@ -85,6 +85,7 @@ def stated_notes(ckpt, apply_order: str | None,
     from .raw_named import saved_from
     from .raw_named_said import stated_raw_said
     from .raw_shadows import evaluation_graph, stated_lone_averages
+    from .restored_record import stated_fields
     from .save_op import written_sources
     from .swap_assumed import SLOT_STATED_NOTE, slot_pairs
     from .tfk_order import recorded_averages
@@ -181,6 +182,9 @@ def stated_notes(ckpt, apply_order: str | None,
                      + loss_named_said(lone) + moments_named_said(lone))
         found["stated_averages_only"] = {"pairs": lone}
     _trainable_notes(ckpt, layout, notes, found)
+    # --saver-def-wrote, and what restore-ema's record states (noted by the CLI's
+    # note_recorded): fields too (review-28-user-u30 F4)
+    found = {**stated_fields(ckpt), **found}
     pairs = stated_pairings(ckpt, apply_order, ema_name)
     if not pairs:
         return notes, found

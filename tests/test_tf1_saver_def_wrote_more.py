@@ -152,6 +152,17 @@ def test_restore_ema_output_is_read_without_the_statement(made, tmp_path, case, 
                  ["show", baked, _average_key(case, "W")], ["diff", baked, "--ema"]):
         code, text, err = _cli(*args)
         assert code == 0 and "restore-ema's record" in err, (args, err)
+    # --json says what the pairing rests on: the record's statement, and the record (u30 F4)
+    for args in (["list", baked, "--json"], ["list", baked, "--json", "--role", "weight"],
+                 ["export", baked, "--json", "--out", tmp_path / "j.npz"]):
+        code, text, err = _cli(*args)
+        doc = json.loads(text)
+        assert code == 0 and doc["stated_saver_def_wrote"] is True, (args, err)
+        assert doc["saver_def_wrote_record"] == str(record), (args, doc)
+    code, text, err = _cli("list", out / case, "--saver-def-wrote", "--json")
+    doc = json.loads(text)
+    assert code == 0 and doc["stated_saver_def_wrote"] is True, err
+    assert "saver_def_wrote_record" not in doc
     # the record beside the input's own files (its name, other bytes): no statement
     other = tmp_path / "other"
     shutil.copytree(out / case, other)
@@ -217,3 +228,12 @@ def test_averages_only_output_keeps_the_caveat(vtr, tmp_path):
     for args in (["list", baked], ["map", baked], ["stats", baked]):
         code, _, err = _cli(*args)
         assert code == 0 and "--averages-only" in err and "record" in err, (args, err)
+    for args in (["list", baked, "--json"], ["export", baked, "--json", "--out",
+                                             tmp_path / "k.npz"]):  # u30 F4
+        code, text, err = _cli(*args)
+        doc = json.loads(text)
+        assert code == 0 and doc["averages_only_record"] == str(
+            baked / "model.ckpt-3.restored.json"), (args, doc)
+        assert sorted(doc["stated_averages_only"]["keys"]) == [
+            f"V/{E}", f"W/{E}"], doc["stated_averages_only"]
+        assert doc["stated_averages_only"]["raw_if_trained"], doc
