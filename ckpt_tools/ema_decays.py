@@ -7,11 +7,14 @@
 object's, and so does a second object applied under ``variable_scope("s")`` (``s/c/fast``),
 which one object applied twice also writes. The ``.meta`` tells them apart where the names
 cannot: each ``apply()`` builds its decay in its own scope (``fast/decay``, ``fast_1/decay``),
-and one object gives every ``apply()`` the same decay. Averages whose ``apply()`` calls use
-different decays (:attr:`~ckpt_tools.formats.meta_updates.UpdateOps.decays`) are two objects',
-so exporting them together gives each weight its own object's average beside another
-object's: refused, naming each object's keys and what picks one. Equal decays prove nothing
-either way (one object applied twice, or two alike): read as before. Without a ``.meta`` the
+and one object gives every ``apply()`` the same decay: the same constant, or the very same
+tensor or variable node where the decay is one (:mod:`.formats.meta_decay`; two nodes, which
+may hold equal values, prove nothing either way and are refused). Averages whose
+``apply()`` calls use different decays
+(:attr:`~ckpt_tools.formats.meta_updates.UpdateOps.decays`) are two objects', so exporting
+them together gives each weight its own object's average beside another object's: refused,
+naming each object's keys and what picks one. Equal decays prove nothing either way (one
+object applied twice, or two alike): read as before. Without a ``.meta`` the
 names are all there is (``--no-meta``, the documented limit).
 """
 
@@ -32,10 +35,11 @@ class Decay(Frozen):
     """An ``apply()``'s decay as the ``.meta`` gives it, a key of :func:`apply_decays`.
 
     Attributes:
-        value: the constant, as the update ops spell it (``"0.5"``); ``None`` where the
-            ``.meta`` gives it as no constant (a tensor, a variable, a schedule, an
-            ``apply()`` inside a cond): unknown, it proves nothing equal to another
-            ``apply()``'s (review-27-attack-r100 F1, F3).
+        value: the constant, as the update ops spell it (``"0.5"``), or the node a tensor or
+            variable decay is read from (``"tensor 'dc5'"``, ``"variable 'decay'"``:
+            :attr:`~ckpt_tools.formats.meta_updates.UpdateOps.decays`); ``None`` where the
+            ``.meta`` does not show it (an ``apply()`` in a function): unknown, it proves
+            nothing equal to another ``apply()``'s (review-27-attack-r100 F1, F3).
         unread_of: with ``value`` None, the ``apply()`` it is of (as ``UpdateOps.applies``
             labels it), so each unknown decay is its own; ``""`` for a read one, which equal
             decays share.
@@ -56,9 +60,17 @@ class Decay(Frozen):
         return ((self.value is None, self.value or "", self.unread_of)
                 < (other.value is None, other.value or "", other.unread_of))
 
+    @property
+    def constant(self) -> bool:
+        """Whether it is a number the graph holds, not the node a tensor or variable decay is
+        read from (``tensor 'dc5'``, quoted: :func:`.formats.meta_decay.decay_source`) nor
+        unknown."""
+        return self.value is not None and "'" not in self.value
+
     def said(self) -> str:
-        """How a refusal names it: ``decay 0.5``, or that the ``.meta`` gives no constant."""
-        return "a decay the .meta gives as no constant" if self.value is None else \
+        """How a refusal names it: ``decay 0.5``, ``decay tensor 'dc5'``, or that the
+        ``.meta`` does not show it."""
+        return "a decay the .meta does not show" if self.value is None else \
             f"decay {self.value}"
 
 
@@ -110,7 +122,9 @@ def apply_decays(ckpt: Checkpoint, pairs, use_meta: bool, left_out=None,
     writers: dict[str, dict[str, Decay]] = {}  # average key -> {apply(): its decay}
     for shadow, (_var, scope) in ops.averages.items():
         label = ops.applies.get(shadow, scope)
-        # a decay the .meta gives as no constant counts as its own (r100 F1, F3)
+        # a decay the .meta does not show (an apply() in a function) counts as its own (r100
+        # F1, F3); a tensor or variable decay is the node it is read from, which one object's
+        # apply() calls share (read through a v1 cond's Switch: another node)
         writers.setdefault(key(shadow), {})[label] = Decay.of(ops.decays.get(label), label)
     held = held_variables(ckpt) or {}
     averages = {a for a, w in pairs if a != w}
@@ -150,7 +164,7 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
     shows = "; ".join(f"apply() {label!r} ({decay.said()}) writes "
                       f"{', '.join(a for _w, a in taken)}"
                       for decay, (label, taken) in sorted(groups.items()))
-    unread = any(d.value is None for d in groups)
+    unread = not all(d.constant for d in groups)  # a tensor may hold what a constant does
     offers = _offers(ckpt, ema_name or name, groups)
     offer = (f"{' or '.join(offers)} exports one object's averages; " if offers else
              "no --ema-name or --exclude picks one object's averages here; ")
@@ -158,9 +172,10 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
         + (f"{_named(family)} are not proven one EMA object's: the .meta's update "
-           f"ops show {shows}, and only equal constant decays show one object's apply() calls, "
-           f"so these may be two objects{of_name} and each weight would take its own "
-           f"object's average beside the other's; " if unread else
+           f"ops show {shows}, and only equal constant decays, or one decay tensor or variable "
+           f"node read by each, show one object's apply() calls, so these may be two "
+           f"objects{of_name} and each weight would take its own object's average beside the "
+           f"other's; " if unread else
            f"{_named(family)} are not one EMA object's: the .meta's update ops show "
            f"{shows}, and one object gives each of its apply() calls the same decay, so these "
            f"are two objects{of_name} and each weight would take its own object's average "

@@ -348,7 +348,18 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
             f"--ema-name {unproven[0]} (Python: ema_name=...)",
             "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
     said = "nothing recorded says"
-    if meta is not None and listed and not why and not _updated(ckpt, set(open_.values())):
+    keys = {a for (a,) in open_.values()}
+    own, other = decay_split(ckpt, keys) if meta is not None and listed and not why else \
+        ([], [])
+    if other:  # some written with a decay apply() does not build (review-27-attack-r100 F1)
+        said = "nothing this tool reads proves"
+        why = ("; the .meta's graph shows AssignMovingAvg ops in ExponentialMovingAverage."
+               f"apply()'s form writing {_few(sorted(own + other))}, but the decay of those "
+               f"writing {_few(other)} is not one apply() builds itself (a decay tensor or "
+               "variable given to apply(), or a Lookahead's or SWA's "
+               "assign_moving_average written in apply()'s idiom: the graph does not tell "
+               "which)")
+    elif meta is not None and listed and not why and not _updated(ckpt, keys):
         # ema.apply() inside a tf.while_loop or a nested control-flow-v2 tf.cond: its ops are
         # in functions not read (a cond's own branches are: review-17-attack-r36 F10)
         said = "nothing this tool reads says"
@@ -424,6 +435,29 @@ def _what(ckpt: Checkpoint, name: str, allow_missing: bool) -> str:
         return ""
     both = "both objects' averages: " if "," in name else ""
     return f" (it takes {both}{took})"
+
+
+def decay_split(ckpt: Checkpoint, averages: set[str]) -> tuple[list[str], list[str]]:
+    """The ``averages`` (keys) the ``.meta``'s graph shows ``ExponentialMovingAverage.apply()``
+    writing with a decay it builds itself, and those it shows written in ``apply()``'s form
+    with another decay (``other_decay``: a decay tensor or variable, a Lookahead's).
+
+    Returns:
+        `tuple[list[str], list[str]]`: both sorted; empty where no graph is read.
+    """
+    read = update_ops_of(ckpt.meta) if averages else None
+    if read is None:
+        return [], []
+    ops, key = read
+    own = {s for s, _v, _scope in _apply_updates(ckpt, ops, key) if s in averages}
+    other = {s for s, _v, _scope in _apply_updates(ckpt, ops, key, ops.other_decay)
+             if s in averages} - own
+    return sorted(own), sorted(other)
+
+
+def _few(keys: list[str]) -> str:
+    """At most three of ``keys``, joined, with how many more."""
+    return ", ".join(keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
 
 
 def _updated(ckpt: Checkpoint, averages: set[str]) -> bool:

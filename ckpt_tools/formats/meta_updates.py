@@ -25,7 +25,6 @@ order the two were built. The keys do not tell which is which; the graph does:
 from __future__ import annotations
 
 import re
-import struct
 
 from ..errors import CheckpointError
 from ._record import Frozen
@@ -41,7 +40,7 @@ from .graph_def import (
     through_reads,
 )
 from .meta_copies import copy_source, settle_copies
-from .meta_on_read import const_number
+from .meta_decay import decay_source, decay_text
 
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
@@ -140,12 +139,16 @@ class UpdateOps(Frozen):
             :func:`.graph_def.read_branches` reads, or a library that could not be read): an
             ``apply()`` may then run unseen, so the reading proves what it shows and no
             absence, such as no other ``apply()`` writing a key (review-19-attack-r43 F3).
-        decays: ``apply()`` (as ``applies`` names it) -> the decay its updates use, where it
-            is one ``apply()`` builds from a number (:func:`_decay_text`: ``0.5``, or
-            ``min(0.5, (1 + n) / (10 + n))`` with ``num_updates``); one object gives each of
-            its ``apply()`` calls the same, so two different ones are two objects
-            (review-26-attack-r92 F1). Left out where not read (a decay tensor, a function's
-            update, two graphs disagreeing).
+        decays: ``apply()`` (as ``applies`` names it) -> the decay its updates use: where it
+            is one ``apply()`` builds from a number, the number
+            (:func:`.meta_decay.decay_text`: ``0.5``, or ``min(0.5, (1 + n) / (10 + n))``
+            with ``num_updates``); where it is a tensor or variable given to the object, the
+            node every update reads it from (:func:`.meta_decay.decay_source`: ``tensor
+            'dc5'``, ``variable 'decay'``). One object gives each of its ``apply()`` calls the
+            same, so two different constants are two objects (review-26-attack-r92 F1), and
+            one node read by each shows one decay (review-27-attack-r100 F1). Left out where
+            not read (a function's update, a decay not read as ``1 - decay``, two graphs
+            disagreeing).
     """
 
     averages: dict[str, tuple[str, str]]
@@ -434,9 +437,13 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
                 proven.add(name)
                 if not _apply_decay(nodes, mul, owner):
                     other_decay.add(owner)
-                elif (decay := _decay_text(nodes, mul, owner)) is not None:
-                    label = applies[shadow]
-                    decays[label] = decay if decays.get(label, decay) == decay else ""
+                    decay = decay_source(nodes, mul)  # the tensor or variable it reads
+                else:
+                    decay = decay_text(nodes, mul, owner)
+                # one update of the apply() whose decay is unread leaves it unread
+                label = applies[shadow]
+                decays[label] = decay if decay is not None and decays.get(
+                    label, decay) == decay else ""
             elif shadow is not None and averaged is None and sub.op == "Sub" \
                     and len(sub.inputs) == 2:
                 tensors[shadow] = (op_name(sub.inputs[1]), owner)
@@ -520,37 +527,3 @@ def _apply_decay(nodes: dict[str, GraphNode], mul: GraphNode, scope: str) -> boo
             scope + "/num_updates" in map(op_name, node(f"{scope}/{a}").inputs)
             for a in ("add", "add_1"))
     return source == scope + "/decay" and node(source).op == "Const"
-
-
-def _decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
-    """The decay of an ``AssignMovingAvg`` update :func:`_apply_decay` proves ``apply()``'s,
-    as text: the number of its ``<scope>/decay`` constant (``0.5``: the shortest text giving
-    the same float32), or ``min(0.5, (1 + n) / (10 + n))`` where ``num_updates`` bounds it;
-    ``None`` where the number is no constant of the graph (a decay tensor given with
-    ``num_updates``), or ``nodes`` are a function's, whose constants are not decoded."""
-    if not hasattr(nodes, "serialized"):
-        return None
-    decay = nodes.get(op_name(mul.inputs[1]), NO_NODE)  # 1 - decay, or its cast
-    if decay.op == "Cast" and decay.inputs:
-        decay = nodes.get(op_name(decay.inputs[0]), NO_NODE)
-    source = op_name(decay.inputs[1])
-    if source == scope + "/Minimum":
-        bound = nodes.get(source, NO_NODE).inputs
-        value = const_number(nodes, op_name(bound[0])) if bound else None
-        return None if value is None else f"min({_shortest(value)}, (1 + n) / (10 + n))"
-    value = const_number(nodes, source)
-    return None if value is None else _shortest(value)
-
-
-def _shortest(value: float) -> str:
-    """``value`` as the shortest text that reads back as the same float32 (``0.9``), or
-    Python's own where it is no float32 (a double's)."""
-    def f32(x: float) -> float:
-        return struct.unpack("<f", struct.pack("<f", x))[0]
-
-    if f32(value) == value:
-        for digits in range(1, 10):
-            text = f"{value:.{digits}g}"
-            if f32(float(text)) == value:
-                return text
-    return repr(value)

@@ -1,0 +1,117 @@
+"""The decay of an ``ExponentialMovingAverage.apply()``'s update, as the ``.meta``'s graph
+shows it, for telling one EMA object applied twice from two objects of one name
+(review-26-attack-r92 F1, review-27-attack-r100 F1).
+
+Each ``apply()`` converts the object's decay in its own name scope (``fast/decay``,
+``fast_1/decay``) and each of its ``AssignMovingAvg`` updates multiplies by ``1 - decay``
+(cast to the variable's dtype where it differs). A float decay becomes a constant of each
+scope: its number is what the scopes share (:func:`decay_text`). A decay given as a tensor
+(``tf.constant(0.5)``, a ``placeholder_with_default``, a schedule) is passed through as it
+is, so one object's ``apply()`` calls all read the very same tensor, and a variable is read
+(``ReadVariableOp`` in each scope, or the ``read`` snapshot of a reference variable) from
+the very same variable op: :func:`decay_source` names that node. Two objects given
+different tensors or variables read different nodes, and one read through a control-flow
+context's ``Switch``/``Enter`` (``apply()`` inside a v1 ``tf.cond``) reads another node
+than one outside it: such decays are not shown equal.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .graph_nodes import READS, GraphNode, op_name
+from .meta_on_read import VARIABLE_OPS, const_number
+
+_NO_NODE = GraphNode("", [], [])
+
+
+def _one_minus(nodes, mul: GraphNode) -> GraphNode:
+    """The ``1 - decay`` an ``AssignMovingAvg`` update's ``Mul`` takes (through its cast), or
+    an empty node."""
+    decay = nodes.get(op_name(mul.inputs[1]), _NO_NODE) if mul.op == "Mul" and \
+        len(mul.inputs) == 2 else _NO_NODE
+    if decay.op == "Cast" and decay.inputs:
+        decay = nodes.get(op_name(decay.inputs[0]), _NO_NODE)
+    return decay if decay.op == "Sub" and len(decay.inputs) == 2 else _NO_NODE
+
+
+def decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
+    """The decay of an ``AssignMovingAvg`` update whose decay ``apply()`` builds itself in
+    ``scope`` (the ``.meta_updates`` reading proves it), as text: the number of its
+    ``<scope>/decay`` constant (``0.5``: the shortest text giving the same float32), or
+    ``min(0.5, (1 + n) / (10 + n))`` where ``num_updates`` bounds it (``min(tensor 'd',
+    ...)`` where the bound is a tensor, :func:`decay_source`).
+
+    Returns:
+        `str | None`: ``None`` where ``nodes`` are a function's (whose constants and names
+        are not the graph's) or the decay is not read.
+    """
+    if not hasattr(nodes, "serialized"):
+        return None
+    decay = _one_minus(nodes, mul)
+    if not decay.inputs:
+        return None
+    source = op_name(decay.inputs[1])
+    if source == scope + "/Minimum":
+        bound = nodes.get(source, _NO_NODE).inputs
+        if not bound:
+            return None
+        value = const_number(nodes, op_name(bound[0]))
+        named = _shortest(value) if value is not None else _node_said(nodes, bound[0])
+        return None if named is None else f"min({named}, (1 + n) / (10 + n))"
+    value = const_number(nodes, source)
+    return None if value is None else _shortest(value)
+
+
+def decay_source(nodes, mul: GraphNode) -> str | None:
+    """The node an ``AssignMovingAvg`` update whose decay ``apply()`` does not build itself
+    reads its decay from, through reads: ``tensor 'dc5'`` (a ``Const``, a
+    ``PlaceholderWithDefault``, a schedule's last op; ``'split:1'`` for another output than
+    the first) or ``variable 'decay'`` (the variable op a ``ReadVariableOp`` or ``read``
+    snapshot reads). Two updates naming the same node read one decay.
+
+    Returns:
+        `str | None`: ``None`` where ``nodes`` are a function's, or the update does not
+        multiply by ``1 - decay`` (a constant ``1``).
+    """
+    if not hasattr(nodes, "serialized"):
+        return None
+    decay = _one_minus(nodes, mul)
+    if not decay.inputs or const_number(nodes, op_name(decay.inputs[0])) != 1.0:
+        return None
+    return _node_said(nodes, decay.inputs[1])
+
+
+def _node_said(nodes, tensor: str) -> str | None:
+    """The node ``tensor`` reads, through reads (``Identity``, ``ReadVariableOp``) of a first
+    output, as ``variable '<op>'`` or ``tensor '<op>[:port]'``; ``None`` for a control input
+    or a node the graph lacks."""
+    if tensor.startswith("^"):
+        return None
+    for _ in range(16):
+        name, _sep, port = tensor.partition(":")
+        node = nodes.get(name)
+        if node is None:
+            return None
+        if node.op in READS and port in ("", "0") and node.inputs \
+                and not node.inputs[0].startswith("^"):
+            tensor = node.inputs[0]
+            continue
+        if node.op in VARIABLE_OPS and port in ("", "0"):
+            return f"variable {name!r}"
+        return f"tensor {name!r}" if port in ("", "0") else f"tensor '{name}:{port}'"
+    return None
+
+
+def _shortest(value: float) -> str:
+    """``value`` as the shortest text that reads back as the same float32 (``0.9``), or
+    Python's own where it is no float32 (a double's)."""
+    def f32(x: float) -> float:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+
+    if f32(value) == value:
+        for digits in range(1, 10):
+            text = f"{value:.{digits}g}"
+            if f32(float(text)) == value:
+                return text
+    return repr(value)
