@@ -93,7 +93,11 @@ def _locate_http(store, url: str) -> Location:
 
     bare = url.rstrip("/")
     state = remote.url_join(bare, STATE_FILE)
-    if store.size(state) is not None:
+    # Without the '/' the state file is a probe (the URL may be a prefix): a 403 is its
+    # absence there, as a public bucket without list permission answers for a missing
+    # object; a run directory's (URL ending in '/') and a prefix's .index are needed, and
+    # stay forbidden.
+    if (store.size(state) if url.endswith("/") else store.probe_size(state)) is not None:
         try:
             entries = read_state_file_at(state)
         except CorruptCheckpointError:
@@ -106,7 +110,7 @@ def _locate_http(store, url: str) -> Location:
         return _url_prefix(store, state_target(bare, entries[-1]), url, state)
     if not url.endswith("/") and store.size(bare + ".index") is not None:
         return _url_prefix(store, bare, url)
-    if store.size(remote.url_join(bare, "saved_model.pb")) is not None:  # docs: exit 5
+    if store.probe_size(remote.url_join(bare, "saved_model.pb")) is not None:  # docs: exit 5
         raise UnsupportedFormatError(
             f"{url}: a SavedModel; only TensorFlow V2 checkpoints (.index + .data) are read "
             "from URLs: copy SavedModels locally")
@@ -149,7 +153,7 @@ def state_target(directory: str, name: str) -> str:
         if remote.same_bucket(target, directory):
             return target
     local = directory + "/" + posixpath.basename(name.rstrip("/"))
-    if remote.session().size(local + ".index") is not None:
+    if remote.session().probe_size(local + ".index") is not None:
         return local  # a copied run: its state file still names where it was written
     raise UnsupportedFormatError(
         f"{state}: names checkpoint {name!r}, outside {remote.bucket_of(directory)}; a "
@@ -162,8 +166,11 @@ def _url_prefix(store, prefix: str, original: str, state: str | None = None) -> 
 
     if store.size(prefix + ".index") is not None:
         meta = prefix + ".meta"
-        return Location(prefix, "v2", meta if store.size(meta) is not None else None, state)
-    if store.size(prefix) is not None or store.info(prefix + "-00000-of-00001") is not None:
+        # its own graph, if saved: a probe (over http(s) a 403 is its absence)
+        return Location(prefix, "v2", meta if store.probe_size(meta) is not None else None,
+                        state)
+    if store.probe_size(prefix) is not None or \
+            store.probe_info(prefix + "-00000-of-00001") is not None:
         if prefix.endswith((".keras", ".h5", ".hdf5")):  # never a "V1 checkpoint" (u17 F13)
             raise UnsupportedFormatError(
                 f"{original}: Keras files are not read from URLs, only TensorFlow V2 "

@@ -42,7 +42,8 @@ def probed_candidates(prefix: str, candidates_among) -> tuple[list[str], list[st
         probed (for messages).
 
     Raises:
-        RemoteAccessError: a probe failed (forbidden, the network).
+        RemoteAccessError: a probe failed (the network; over http(s) a 403 is the graph's
+            absence, as a bucket without list permission answers for a missing object).
     """
     from .formats import remote
     from .formats.remote_urls import url_join
@@ -63,5 +64,5 @@ def probed_candidates(prefix: str, candidates_among) -> tuple[list[str], list[st
     wanted = candidates_among(name, names)
     store = remote.session()
     found = [url_join(directory, n) for n in wanted
-             if store.info(url_join(directory, n)) is not None]
+             if store.probe_info(url_join(directory, n)) is not None]
     return found, wanted

@@ -4,7 +4,8 @@ If-Unmodified-Since (412), and logs every request (so tests count what ckpt sent
 server's side). ``ranges=False`` makes it answer every GET with the whole file (200), as a
 server without Range support does; ``html_fallback=True`` answers a missing path with an HTML
 page (``200 text/html``, ranges honoured), as single-page-app and static hosts with a rewrite
-to ``index.html`` do.
+to ``index.html`` do. ``missing=403`` answers a missing path ``403 Forbidden``, as a public
+S3/GCS bucket without list permission does.
 
 Also a server to try ``ckpt`` on ``http://`` URLs by hand (``python -m http.server`` answers no
 Range requests, so only ``list``/``map`` work through it)::
@@ -48,8 +49,9 @@ class FileServer:
     FALLBACK = b"<!doctype html>\n<html><head><title>app</title></head><body></body></html>\n"
 
     def __init__(self, root: Path, *, ranges: bool = True, conditional: bool = True,
-                 port: int = 0, html_fallback: bool = False):
+                 port: int = 0, html_fallback: bool = False, missing: int = 404):
         self.root = Path(root)
+        self.missing = missing  # the status a missing path gets (403: a bucket without List)
         self.ranges = ranges
         self.html_fallback = html_fallback
         self.fallback_type = "text/html; charset=utf-8"  # a test may make it text/plain
@@ -112,7 +114,8 @@ class FileServer:
                 if path is None and server_self.html_fallback:
                     return self._fallback(head=True)
                 if path is None or path == 403:
-                    return self._send(404 if path is None else 403, {}, head=True)
+                    return self._send(server_self.missing if path is None else 403, {},
+                                      head=True)
                 st = path.stat()
                 self._send(200, {**self._headers(path, st), "X-Length": str(st.st_size)},
                            head=True)
@@ -122,7 +125,7 @@ class FileServer:
                 if path is None and server_self.html_fallback:
                     return self._fallback(head=False)
                 if path is None or path == 403:
-                    return self._send(404 if path is None else 403, {}, b"no")
+                    return self._send(server_self.missing if path is None else 403, {}, b"no")
                 st = path.stat()
                 headers = self._headers(path, st)
                 match = server_self.conditional and self.headers.get("If-Match")

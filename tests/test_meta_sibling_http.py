@@ -219,3 +219,38 @@ def test_the_unknown_carried_is_read_on_s3_and_replaced_with_force(served, where
         for key in NAMES:
             np.testing.assert_allclose(z[key], (truth[f"plain:2:avg:{key}"].astype(
                 np.float64) + truth[f"plain:3:avg:{key}"]) / 2, rtol=1e-6)
+
+
+def test_a_server_answering_403_for_missing_files(served, tmp_path):
+    """A public bucket without list permission answers 403 for a missing object: a probe of
+    a file that may not exist (the prefix URL's state file, a checkpoint's own .meta, a
+    sibling's graph) reads it as absent, as a 404 (a prefix URL failed "…/model.ckpt-1/
+    checkpoint: forbidden", exit 1; review-27-attack-r100, outside the focus; task s28b item
+    3); the refusals that rest on "cannot be listed" stay, and a file the read needs (the
+    .index of the prefix named, a run directory's state file) is still forbidden."""
+    out, truth, _base = served
+    server = FileServer(out, missing=403)
+    try:
+        base = server.url
+        for run in ("swap", "plain"):  # saved with their own graph
+            code, err = _export(f"{base}/{run}/model.ckpt-1", tmp_path / f"{run}.npz")
+            assert code == 0, err
+            _check(tmp_path / f"{run}.npz", truth, run, 1, "avg")
+        for url in (f"{base}/swap/model.ckpt-3", f"{base}/swap/"):  # no .meta of its own
+            code, err = _export(url, tmp_path / "s.npz")
+            assert code == 6 and "model.ckpt-1.meta" in err, err
+            assert not (tmp_path / "s.npz").exists()
+        code, err = _export(f"{base}/swapnostate/model.ckpt-3", tmp_path / "s.npz")
+        assert code == 6 and "--no-meta" in err and "cannot be listed" in err, err
+        code, err = _export(f"{base}/plain/model.ckpt-3", tmp_path / "p.npz")
+        assert code == 6 and "--no-meta" in err and "agreement proves nothing" in err, err
+        code, err = _export(f"{base}/plain/model.ckpt-3", tmp_path / "p.npz", "--no-meta")
+        assert code == 0, err
+        _check(tmp_path / "p.npz", truth, "plain", 3, "avg")
+        code, err = _export(f"{base}/plain/model.ckpt-9", tmp_path / "n.npz")
+        assert code == 1 and "model.ckpt-9.index: forbidden" in err, err
+        for url in (f"{base}/nothere/", f"{base}/nothere"):  # the state file, the .index
+            code, err = _export(url, tmp_path / "n.npz")
+            assert code == 1 and "forbidden" in err, err
+    finally:
+        server.close()

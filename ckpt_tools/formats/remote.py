@@ -71,6 +71,9 @@ class Session(WholeFetches):
         # said (None: absent), and small files' bodies until they are read.
         self._http: dict[str, dict | None] = {}
         self._bodies: dict[str, bytes] = {}
+        #: http(s) objects a probe found forbidden (403), read as absent there (see
+        #: :meth:`probe_size`); a read of one still asks, and is refused as forbidden.
+        self.forbidden: set[str] = set()
         #: Keep small files' bodies once read (a command that opens several checkpoints of
         #: one run reads its state file, .index and .meta again: see :func:`one_session`).
         self.keep_bodies = False
@@ -168,27 +171,45 @@ class Session(WholeFetches):
         """Whether the size of http(s) object ``url`` is known without a request."""
         return url.rstrip("/") in self._http
 
-    def _http_info(self, url: str) -> dict | None:
+    def _http_info(self, url: str, probe: bool = False) -> dict | None:
         """Returns ``{size, etag?, last-modified?}`` of ``http(s)://`` object ``url`` (None:
         absent), asked once per session: the state file, an ``.index`` or a ``.meta`` by
         one GET of the whole object (kept until :meth:`fetch` reads it: the probe and the
-        read are one request), anything else (data shards) by a HEAD."""
+        read are one request), anything else (data shards) by a HEAD. ``probe``: a 403
+        answer is the object's absence (recorded in :attr:`forbidden`, not kept as it)."""
         url = url.rstrip("/")
         if url in self._http:
             return self._http[url]
+        if probe and url in self.forbidden:
+            return None
+        try:
+            return self._http_asked(url)
+        except remote_http.StatusError as exc:
+            if not (probe and exc.status == 403):
+                with translate(url):
+                    raise
+            self.forbidden.add(url)
+            return None
+
+    def _http_asked(self, url: str) -> dict | None:
+        """:meth:`_http_info`'s request; a failure status raised as it came.
+
+        Raises:
+            remote_http.StatusError: a failure status (403, 500...).
+        """
         fs, _ = self.fs(url)
         self.requests += 1
         base = url.rsplit("/", 1)[-1]
         if base == "checkpoint" or base.endswith((".index", ".meta")):
             limit = MAX_STATE if base == "checkpoint" else max_whole()
             wait = deadline(limit)
-            with translate(url, wait):
+            with _passing_status(url, wait):
                 got = remote_http.fetch(fs, url, limit, wait)
             info = None if got is None else got[0]
             if got is not None and got[1] is not None:
                 self._bodies[url] = got[1]
         else:
-            with translate(url, deadline()):
+            with _passing_status(url, deadline()):
                 info = remote_http.head(fs, url, deadline())
         self._http[url] = info
         return info
@@ -267,6 +288,28 @@ class Session(WholeFetches):
     def size(self, url: str) -> int | None:
         """Returns the size of object ``url`` (from its directory listing), None if absent."""
         info = self.info(url)
+        if info is None or info.get("type") == "directory":
+            return None
+        return int(info.get("size") or 0)
+
+    def probe_info(self, url: str) -> dict | None:
+        """:meth:`info` of an object that may not exist, asked only to learn whether it does
+        (a state file, a ``.meta``, a sibling's graph): over http(s) a 403 answer reads as
+        absent, as a public S3/GCS bucket without list permission answers for a missing
+        object (recorded in :attr:`forbidden`). Never for a file the command needs: its 403
+        stays "forbidden" (:meth:`info`).
+
+        Raises:
+            RemoteAccessError: another failure (401, 500, the network).
+        """
+        if not self.is_http(url):
+            return self.info(url)
+        info = self._http_info(url, probe=True)
+        return None if info is None else {**info, "type": "file"}
+
+    def probe_size(self, url: str) -> int | None:
+        """:meth:`size` as :meth:`probe_info` asks it (a 403 over http(s): absent)."""
+        info = self.probe_info(url)
         if info is None or info.get("type") == "directory":
             return None
         return int(info.get("size") or 0)
@@ -359,6 +402,20 @@ class Session(WholeFetches):
 
 _session = Session()
 return_freed_buffers()  # every URL command reads or writes through this module
+
+
+@contextmanager
+def _passing_status(url: str, wait: float | None):
+    """:func:`translate` of ``url``, but an HTTP failure status
+    (:class:`~.remote_http.StatusError`) passes through as it came, for the caller to read
+    (a probe's 403: :meth:`Session.probe_info`)."""
+    try:
+        yield
+    except remote_http.StatusError:
+        raise
+    except Exception:  # noqa: BLE001 (translated as translate() does)
+        with translate(url, wait):
+            raise
 
 
 def session() -> Session:
