@@ -29,6 +29,7 @@ from .formats._write import Inputs
 from .formats.staged_dir import StagedDir
 from .formats.write_locks import local_stage
 from .locate import STATE_FILE, locate, read_state_order
+from .output_graphs import refuse_held_graph, refuse_held_graph_url
 from .scoped_order import parse_order
 
 ProgressFn = Callable[[int], None]
@@ -345,6 +346,7 @@ def _average_to_url(ckpts: list[Checkpoint], why: str, url: str, ema, bake, name
     except CheckpointNotFoundError:
         listing = {}
     taken = frozenset(listing)
+    refuse_held_graph_url(url, base, listing)  # another's graph as its .meta (r102 F3)
     # --force: the copies an earlier average of this output carried there, as locally
     # (review-27-attack-r95 F6): new copies may take their names, the rest are deleted last
     stale = remote_carried(url, base, listing) if overwrite else {}
@@ -410,6 +412,8 @@ def _check_local_out(out_dir: str, ckpts: list[Checkpoint], extra, name: str | N
     stage = StagedDir(out_dir, inputs, owned, overwrite=overwrite or not name)
     stage.check()
     stage.check_free()
+    if name:  # another checkpoint's graph named as the output's .meta (r102 F3)
+        refuse_held_graph(out_dir, name)
 
 
 def _check_formats(ckpts: list[Checkpoint]) -> None:

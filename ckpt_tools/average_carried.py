@@ -23,8 +23,9 @@ import stat
 
 from .formats._io import is_url
 
-__all__ = ["RECORD_SUFFIX", "digest", "is_record", "other_readers", "record_name",
-           "remote_carried", "removable", "removable_among", "write_record"]
+__all__ = ["RECORD_SUFFIX", "digest", "fetch_output", "is_record", "other_readers",
+           "parse_record", "record_name", "remote_carried", "removable", "removable_among",
+           "write_record"]
 
 #: The record's name: ``<output name>`` + this.
 RECORD_SUFFIX = ".carried.json"
@@ -183,25 +184,13 @@ def remote_carried(url: str, name: str, listing) -> dict[str, str | None]:
         RemoteAccessError: a fetch failed (forbidden, the network).
     """
     from .bake_outputs import checkpoint_names
-    from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
-    from .formats import remote
 
     record = record_name(name)
     if record not in listing:
         return {}
-    store = remote.session()
 
     def fetch(n: str) -> bytes | None:
-        target = remote.url_join(url, n)
-        key = remote.normalize(target)
-        was_input = key in store.inputs
-        try:
-            return bytes(store.fetch(target))
-        except (CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError):
-            return None
-        finally:  # read as the output's, not as an input (the upload would refuse --out)
-            if not was_input:
-                store.inputs.pop(key, None)
+        return fetch_output(url, n)
 
     data = fetch(record) or b""
     recorded = parse_record(data, name)
@@ -224,3 +213,29 @@ def remote_carried(url: str, name: str, listing) -> dict[str, str | None]:
     names = {n for n, info in listing.items() if (info or {}).get("type") != "directory"}
     gone = removable_among(recorded, names, checkpoint_names(name), digest_of)
     return {n: etag(n) for n in [*gone, record]}
+
+
+def fetch_output(url: str, name: str) -> bytes | None:
+    """The object ``name`` in the URL ``--out`` directory ``url``, read as the output's (not
+    noted as an input of the command, which would then refuse that ``--out``).
+
+    Returns:
+        `bytes`; ``None`` where it is missing or unreadable as a file.
+
+    Raises:
+        RemoteAccessError: forbidden, or the network failed.
+    """
+    from .errors import CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError
+    from .formats import remote
+
+    store = remote.session()
+    target = remote.url_join(url, name)
+    key = remote.normalize(target)
+    was_input = key in store.inputs
+    try:
+        return bytes(store.fetch(target))
+    except (CheckpointNotFoundError, CorruptCheckpointError, UnsupportedFormatError):
+        return None
+    finally:  # read as the output's, not as an input (the upload would refuse --out)
+        if not was_input:
+            store.inputs.pop(key, None)

@@ -23,6 +23,7 @@ from .formats._write import Inputs, check_file_name, copy_file, os_errors
 from .formats.bundle_writer import BundleWriter, write_state_file
 from .formats.savedmodel import VARIABLES_PREFIX
 from .formats.staged_dir import StagedDir
+from .output_graphs import refuse_held_graph
 from .saved_swaps import shadow_keys
 from .written_roles import written_shadows, written_variables
 
@@ -251,6 +252,7 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
     else:
         name = check_file_name(newest.name if name is None else name)
         final = os.path.join(out_dir, name)
+        refuse_held_graph(out_dir, name)  # another's graph as its .meta (r102 F3)
         # --force also replaces the graphs an earlier average of this output carried
         # beside it (review-26-attack-r90 F4): only those its record names, still of the
         # recorded bytes and read by no other checkpoint there; never a file this tool

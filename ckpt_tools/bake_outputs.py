@@ -122,6 +122,9 @@ def stage_output(ckpt: Checkpoint, out_dir: str, name: str | None, overwrite: bo
     if saved_model_source(ckpt):
         return saved_model_stage(out_dir, inputs, overwrite)
     name = check_file_name(ckpt.name if name is None else name)
+    from .output_graphs import refuse_held_graph
+
+    refuse_held_graph(out_dir, name)  # another checkpoint's graph as its .meta (r102 F3)
     return StagedDir(out_dir, inputs, checkpoint_names(name), overwrite=overwrite)
 
 

@@ -177,6 +177,8 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
     # Bucket, writer lock and the output's names are checked before any tensor is read.
     with remote.reserved(directory, overwrite=overwrite):
         remote.check_new(directory, [base], overwrite=overwrite, whole_directory=not single)
+        if fmt == "v2":  # another checkpoint's graph as its .meta (review-28-attack-r102 F3)
+            _refuse_held_graph(directory, base[: -len(".index")])
         if fmt == "v2" and not single and _streams(ckpt, directory):
             return _stream_to_url(ckpt, directory, name, overwrite, **options)
         with local_stage("restore-ema") as tmp:
@@ -187,6 +189,24 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
                                  progress=options.get("progress"))
     output = remote.url_join(directory, os.path.basename(result.output))
     return dataclasses.replace(result, output=output, files=urls)
+
+
+def _refuse_held_graph(directory: str, name: str) -> None:
+    """Refuses the output ``name`` where ``<name>.meta`` in URL ``directory`` is another
+    checkpoint's graph (:func:`~ckpt_tools.output_graphs.refuse_held_graph_url`).
+
+    Raises:
+        OutputError: (exit 7) naming the object and what holds it.
+    """
+    from .errors import CheckpointNotFoundError
+    from .formats import remote
+    from .output_graphs import refuse_held_graph_url
+
+    try:
+        listing = remote.session().listing(directory)
+    except CheckpointNotFoundError:
+        return
+    refuse_held_graph_url(directory, name, listing)
 
 
 def _streams(ckpt: Checkpoint, directory: str) -> bool:
