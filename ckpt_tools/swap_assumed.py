@@ -262,6 +262,32 @@ def _crossed_said(graph: str, key: str, one: list[str], other: list[str]) -> str
             "variables")
 
 
+def _crossed_head(graph: str, key: str, one: list[str], other: list[str]) -> tuple[str, str]:
+    """:func:`_crossed_said` in two parts, for a refusal that gives the options first
+    (review-28-user-u30 F6): what the save ops disagree about, and the setups that give it.
+
+    Returns:
+        ``(head, why)``.
+    """
+    between = f"key {key} from {', '.join(one)} in one, from {', '.join(other)} in another"
+    if graph == ".meta":
+        return (f"its .meta's graph builds Savers whose save ops write exactly these keys from "
+                f"different variables ({between}), and nothing in the file records which of "
+                "them wrote it",
+                "e.g. a Saver() of each variable under its own name and a Saver of some keys "
+                "from other variables than their names' (a swapping Saver, {v.op.name: "
+                "ema.average(v), ema.average_name(v): v}, or the averages', {v.op.name: "
+                "ema.average(v)}), both in this graph, such as a MonitoredTrainingSession's "
+                "Scaffold(saver=...) beside another of these Savers built for an evaluation "
+                "export: either may be the one whose SaverDef the .meta records, and either "
+                "may have saved the checkpoint, the other with write_meta_graph=False")
+    return (f"its {graph} records save ops that wrote these keys from different variables "
+            f"({between}), and nothing in the file records which of them wrote the variables",
+            "a swapping Saver, {v.op.name: ema.average(v), ema.average_name(v): v}, beside a "
+            "Saver of each variable under its own name, e.g. "
+            "Builder.add_meta_graph_and_variables(saver=...) then add_meta_graph()")
+
+
 def _crossed(graph: str, key: str, one: list[str], other: list[str], *,
              offer: str = "") -> Assumption:
     """``saver_not_swapped``, refused: the graph file's save ops disagree about what ``key``
@@ -270,13 +296,14 @@ def _crossed(graph: str, key: str, one: list[str], other: list[str], *,
     ``offer``: :func:`~ckpt_tools.saver_def_stated.saver_def_offer` (``--saver-def-wrote``),
     said first where the ``.meta``'s ``SaverDef`` Saver may have written them."""
     said = _crossed_said(graph, key, one, other)
+    head, why = _crossed_head(graph, key, one, other)  # the options first (u30 F6)
     return Assumption(
         "saver_not_swapped",
-        f"{said}: " + (f"{offer}; otherwise, " if offer else "")
+        f"{head}: " + (f"{offer}; otherwise, " if offer else "")
         + "if a Saver of each variable under its own name wrote them, pass "
         "--not-swapped (Python: not_swapped=True); if the swapping one did, each key named as "
         "a variable holds its average and each key named as an average the raw weight: use the "
-        "keys as stored (ckpt export --raw --no-meta)",
+        f"keys as stored (ckpt export --raw --no-meta). Such Savers: {why}",
         f"the keys are taken as holding their names' variables ({said})",
         ("the .meta's SaverDef Saver: --saver-def-wrote; " if offer else "")
         + "a Saver of each variable under its own name: --not-swapped (Python: "

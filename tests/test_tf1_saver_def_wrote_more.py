@@ -185,6 +185,9 @@ def test_average_bake_takes_it_and_records_it(made, tmp_path, case, tf):
     inputs = [run / "model.ckpt-0", run / "model.ckpt-3"]
     code, _, err = _cli("average", *inputs, "--ema", "--bake", "--out", tmp_path / "x")
     assert code == 6 and "--saver-def-wrote" in err, err
+    said = " ".join(err.split())  # the options first, the setups after (u30 F6)
+    assert said.index("--saver-def-wrote") < 600 < said.index("Such Savers"), said
+    assert said.index("--not-swapped") < said.index("Such Savers"), said
     avg = tmp_path / "avg"
     code, text, err = _cli("average", *inputs, "--ema", "--bake", "--saver-def-wrote",
                            "--out", avg)
