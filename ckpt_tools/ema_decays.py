@@ -172,10 +172,10 @@ def refuse_two_decays(ckpt: Checkpoint, pairs, ema_name: str | None, name: str |
     raise UnprovenPairingError(
         f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
         + (f"{_named(family)} are not proven one EMA object's: the .meta's update "
-           f"ops show {shows}, and only equal constant decays, or one decay tensor or variable "
-           f"node read by each, show one object's apply() calls, so these may be two "
-           f"objects{of_name} and each weight would take its own object's average beside the "
-           f"other's; " if unread else
+           f"ops show {shows}, and only equal constant decays (with num_updates, one "
+           f"counter), or one decay tensor or variable node read by each, show one object's "
+           f"apply() calls, so these may be two objects{of_name} and each weight would take "
+           f"its own object's average beside the other's; " if unread else
            f"{_named(family)} are not one EMA object's: the .meta's update ops show "
            f"{shows}, and one object gives each of its apply() calls the same decay, so these "
            f"are two objects{of_name} and each weight would take its own object's average "

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import struct
 
+from .graph_def import attr_entry
 from .graph_nodes import READS, GraphNode, op_name
+from .meta import proto_fields
 from .meta_on_read import VARIABLE_OPS, const_number
 
 _NO_NODE = GraphNode("", [], [])
@@ -39,8 +41,9 @@ def decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
     """The decay of an ``AssignMovingAvg`` update whose decay ``apply()`` builds itself in
     ``scope`` (the ``.meta_updates`` reading proves it), as text: the number of its
     ``<scope>/decay`` constant (``0.5``: the shortest text giving the same float32), or
-    ``min(0.5, (1 + n) / (10 + n))`` where ``num_updates`` bounds it (``min(tensor 'd',
-    ...)`` where the bound is a tensor, :func:`decay_source`).
+    ``min(0.5, (1 + n) / (10 + n)) with n = variable 'global_step'`` where ``num_updates``
+    bounds it, naming the counter it reads (:func:`_counter`; ``min(tensor 'd', ...)`` where
+    the bound is a tensor, :func:`decay_source`).
 
     Returns:
         `str | None`: ``None`` where ``nodes`` are a function's (whose constants and names
@@ -58,7 +61,9 @@ def decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
             return None
         value = const_number(nodes, op_name(bound[0]))
         named = _shortest(value) if value is not None else _node_said(nodes, bound[0])
-        return None if named is None else f"min({named}, (1 + n) / (10 + n))"
+        counter = _counter(nodes, scope)
+        return None if named is None or counter is None else \
+            f"min({named}, (1 + n) / (10 + n)) with n {counter}"
     value = const_number(nodes, source)
     return None if value is None else _shortest(value)
 
@@ -80,6 +85,62 @@ def decay_source(nodes, mul: GraphNode) -> str | None:
     if not decay.inputs or const_number(nodes, op_name(decay.inputs[0])) != 1.0:
         return None
     return _node_said(nodes, decay.inputs[1])
+
+
+def _counter(nodes, scope: str) -> str | None:
+    """The ``num_updates`` an ``apply()`` in ``scope`` reads (``<scope>/num_updates``, its
+    cast to float): ``= variable 'g_step'``, ``= tensor 'n'``, or ``= 1000000`` where it is
+    a constant, by its value (a Python number becomes a constant of each scope). One object
+    reads the same counter in each of its ``apply()`` calls; two objects given the same decay
+    and different counters (a GAN's ``g_step``, ``d_step``) decay differently
+    (review-28-attack-r103 F1).
+
+    Returns:
+        `str | None`: ``None`` where the counter is not read.
+    """
+    cast = nodes.get(scope + "/num_updates", _NO_NODE)
+    if cast.op != "Cast" or not cast.inputs:
+        return None
+    if cast.inputs[0].startswith("^"):
+        return None
+    held = _const_value(nodes, op_name(cast.inputs[0]))
+    if held is not None:
+        return f"= {held}"
+    said = _node_said(nodes, cast.inputs[0])
+    return None if said is None else f"= {said}"
+
+
+def _const_value(nodes, name: str) -> str | None:
+    """The value of the ``Const`` op ``name``: its one integer (``int_val``/``int64_val``) or
+    float, else its ``value`` attribute (dtype, shape, contents) serialized, as hex: equal
+    for two constants of one value, whatever their names; ``None`` for another op."""
+    number = const_number(nodes, name)
+    if number is not None:
+        return repr(number)
+    raw = nodes.serialized(name) if nodes.op(name) == "Const" else None
+    for field, wire, value in proto_fields(raw) if raw is not None else ():
+        if field == 5 and wire == 2:  # attr map entries
+            key, attr = attr_entry(value)
+            if key == "value" and attr is not None:
+                ints = [v for n, w, v in proto_fields(attr) if n == 8 and w == 2]
+                found = [v if w == 0 else _varints(v) for n, w, v in proto_fields(ints[0])
+                         if n in (7, 10) and w in (0, 2)] if len(ints) == 1 else []
+                found = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in found]
+                return str(found[0]) if len(found) == 1 and isinstance(found[0], int) else \
+                    "constant " + bytes(attr).hex()
+    return None
+
+
+def _varints(packed) -> list[int]:
+    """The varints of a packed repeated integer field."""
+    out, value, shift = [], 0, 0
+    for byte in bytes(packed):
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            out.append(value)
+            value, shift = 0, 0
+    return out
 
 
 def _node_said(nodes, tensor: str) -> str | None:
