@@ -16,7 +16,16 @@ from collections import namedtuple
 
 from ..errors import CorruptCheckpointError
 from ._io import close_map, fetched, is_url, map_file
-from .graph_nodes import READS, GraphNode, LazyNodes, attr_entry, decode_node, node_name, text_of
+from .graph_nodes import (
+    READS,
+    FunctionNodes,
+    GraphNode,
+    LazyNodes,
+    attr_entry,
+    decode_node,
+    node_name,
+    text_of,
+)
 from .graph_nodes import op_name as op_name  # re-exported: the meta_* readers import it here
 from .meta import proto_fields
 from .text_bound import bounded_text, looks_text
@@ -176,6 +185,7 @@ _CALL_ARGS = {"If": 1, "StatelessIf": 1, "Case": 1, "StatelessCase": 1, "For": 3
               "While": 0, "StatelessWhile": 0, "PartitionedCall": 0,
               "StatefulPartitionedCall": 0}
 _MAX_CALLS = 4096  # functions read at most, each once per way of calling it
+_CONST_KEPT = 1024  # bytes of a function's Const NodeDef kept for its number (a decay's)
 Branch = namedtuple("Branch", "outer args nodes name graph", defaults=("", 0))
 Branch.__doc__ = """One function of a ``.meta``'s graph's library as an op calls it (a
 control-flow-v2 ``tf.cond``, ``tf.switch_case`` or ``tf.while_loop``, a ``tf.function``, and
@@ -305,10 +315,10 @@ def _call(raw) -> tuple[str, list[str], list[str]]:
     return node.op, node.inputs, _called(raw)
 
 
-def _function(raw) -> tuple[str, list[str], dict[str, GraphNode], list]:
+def _function(raw) -> tuple[str, list[str], FunctionNodes, list]:
     """A ``FunctionDef``'s name, argument names, nodes by name and calls (:func:`_call` of
     each node that names a function or whose op may be one)."""
-    name, args, nodes, calls = "", [], {}, []
+    name, args, nodes, calls = "", [], FunctionNodes(), []
     for number, wire, value in proto_fields(raw):
         if number == 1 and wire == 2:  # its OpDef signature
             for n, w, v in proto_fields(value):
@@ -320,6 +330,8 @@ def _function(raw) -> tuple[str, list[str], dict[str, GraphNode], list]:
         elif number == 3 and wire == 2:
             key, node = decode_node(value)
             nodes[key] = node
+            if node.op == "Const" and len(value) <= _CONST_KEPT:  # a scalar's number
+                nodes.consts[key] = bytes(value)
             calls.append((node.op, node.inputs, _called(value)))
     return name, args, nodes, calls
 

@@ -147,3 +147,26 @@ def attr_entry(raw) -> tuple[str, object]:
         elif w == 2 and n == 2:
             attr = v
     return key, attr
+
+
+class FunctionNodes(dict):
+    """A library function's nodes by name (:class:`GraphNode`), with :meth:`op` and
+    :meth:`serialized` as :class:`LazyNodes` has them for the small ``Const`` nodes it keeps
+    (a decay's number inside a control-flow-v2 ``tf.cond`` branch, review-28-attack-r103 F3).
+    Its names are the function's own, not the graph's: ``function`` says so."""
+
+    function = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.consts: dict[str, bytes] = {}  # name -> serialized NodeDef of a small Const
+
+    def op(self, name: str) -> str:
+        """The op of node ``name`` (``""``: no such node)."""
+        node = self.get(name)
+        return node.op if node is not None else ""
+
+    def serialized(self, name: str) -> bytes | None:
+        """Node ``name``'s serialized ``NodeDef`` where it is a ``Const`` kept, else
+        ``None``."""
+        return self.consts.get(name)

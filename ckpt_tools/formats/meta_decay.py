@@ -45,12 +45,18 @@ def decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
     bounds it, naming the counter it reads (:func:`_counter`; ``min(tensor 'd', ...)`` where
     the bound is a tensor, :func:`decay_source`).
 
+    In a library function's ``nodes`` (an ``apply()`` inside a control-flow-v2 ``tf.cond``,
+    :class:`~.graph_nodes.FunctionNodes`) only numbers are read: its node names are the
+    function's own, so a tensor or variable named there proves nothing about the graph's
+    (review-28-attack-r103 F3).
+
     Returns:
-        `str | None`: ``None`` where ``nodes`` are a function's (whose constants and names
-        are not the graph's) or the decay is not read.
+        `str | None`: ``None`` where the decay is not read (in a function: where it is not
+        numbers alone).
     """
     if not hasattr(nodes, "serialized"):
         return None
+    local = getattr(nodes, "function", False)  # names are a function's own
     decay = _one_minus(nodes, mul)
     if not decay.inputs:
         return None
@@ -60,8 +66,11 @@ def decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
         if not bound:
             return None
         value = const_number(nodes, op_name(bound[0]))
-        named = _shortest(value) if value is not None else _node_said(nodes, bound[0])
+        named = _shortest(value) if value is not None else \
+            None if local else _node_said(nodes, bound[0])
         counter = _counter(nodes, scope)
+        if local and counter is not None and "'" in counter:
+            counter = None  # a node the function names: not the graph's
         return None if named is None or counter is None else \
             f"min({named}, (1 + n) / (10 + n)) with n {counter}"
     value = const_number(nodes, source)
@@ -76,10 +85,10 @@ def decay_source(nodes, mul: GraphNode) -> str | None:
     snapshot reads). Two updates naming the same node read one decay.
 
     Returns:
-        `str | None`: ``None`` where ``nodes`` are a function's, or the update does not
-        multiply by ``1 - decay`` (a constant ``1``).
+        `str | None`: ``None`` where ``nodes`` are a function's (its names are its own), or
+        the update does not multiply by ``1 - decay`` (a constant ``1``).
     """
-    if not hasattr(nodes, "serialized"):
+    if not hasattr(nodes, "serialized") or getattr(nodes, "function", False):
         return None
     decay = _one_minus(nodes, mul)
     if not decay.inputs or const_number(nodes, op_name(decay.inputs[0])) != 1.0:

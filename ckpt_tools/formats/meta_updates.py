@@ -387,6 +387,9 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
             found.writers.setdefault(written, op)
         for written, copied in each.copies.items():
             found.copies[written] = found.copies.get(written, ()) + copied
+        for applied, decay in each.decays.items():  # a function's numbers (r103 F3)
+            if found.decays.setdefault(applied, decay) != decay:
+                found.decays[applied] = ""  # called two ways, read two ways: not read
         found = UpdateOps(found.averages, found.slots, found.grouped | each.grouped,
                           found.other_decay | each.other_decay, found.tensors, found.writers,
                           found.applies, found.copies, reads=found.reads,
