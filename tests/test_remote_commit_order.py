@@ -191,3 +191,21 @@ def test_the_streamed_output_puts_its_graph_before_its_index(s3, monkeypatch):
     meta = next(k for k in seen if k.endswith(".meta"))
     assert seen[meta] == 0 and seen[meta[: -len("meta")] + "index"] == 0, seen
     assert seen["checkpoint"] == 1 and seen["done"] == 1, seen
+
+
+def test_an_output_without_a_graph_never_lands_beside_an_old_one(made, s3):
+    """F2 B for restore-ema: --add-scope writes no .meta (the graph names the old keys), so
+    the earlier output's model.ckpt-3.meta would be read as the new keys' graph: refused."""
+    out, _ = made
+    url = f"s3://{BUCKET}/stale/a"
+    src = str(out / "plainall/model.ckpt-3")
+    code, _, err = run_cli(["restore-ema", src, "--out", url])
+    assert code == 0 and "stale/a/model.ckpt-3.meta" in s3_keys(s3, "stale/a/"), err
+    before = s3_keys(s3, "stale/a/")
+    from ckpt_tools.formats import remote
+
+    remote.begin()  # as a new process (a local input starts no session: see the s28f note)
+    code, _, err = run_cli(["restore-ema", src, "--out", url, "--force", "--add-scope", "x/"])
+    line = error_line(err)
+    assert code == 7 and "model.ckpt-3.meta: exists, and the output has no .meta" in line, err
+    assert s3_keys(s3, "stale/a/") == before
