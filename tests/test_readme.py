@@ -167,3 +167,14 @@ def test_readme_tf_keras_bullet_leaves_out_weights_only_h5():
     assert 'written by `model.save("m.h5")` (with the optimizer)' in said, said
     assert "`ModelCheckpoint(\"x.h5\", save_weights_only=True)`) holds no optimizer state" \
         in said, said
+
+
+def test_readme_explains_the_records_beside_an_output():
+    """review-28-user-u30 F2: the records restore-ema and average write beside an output are
+    explained where the output is, --saver-def-wrote is in the options table, and the README
+    no longer says a baked output cannot record what its bake rested on."""
+    said = " ".join(README.split())
+    assert "**Records beside an output.**" in said
+    assert "`<name>.restored.json`" in said and "`<name>.carried.json`" in said
+    assert "| `--saver-def-wrote` |" in README
+    assert "does not record what its bake rested on: no weight file format" not in said

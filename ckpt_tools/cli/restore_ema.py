@@ -125,10 +125,11 @@ def restore_ema_command(
     """Write a checkpoint whose plain variable names hold the EMA (averaged) values.
 
     Everything else (shadows, slots, global_step, the .meta graph) is copied unchanged, with a
-    'checkpoint' state file, so an unmodified evaluation script evaluates with EMA weights; a
-    SavedModel gives a SavedModel that serves them. Keras in, Keras out: a .keras or
-    .weights.h5 gives one of its kind (--out optional); for one saved during fit() by
-    ModelCheckpoint alone, state --not-swapped (a .weights.h5: --use-ema too).
+    'checkpoint' state file, so an unchanged eval script uses them; a SavedModel gives a
+    SavedModel. Keras in, Keras out: a .keras or .weights.h5 gives one of its kind (--out
+    optional); for one saved during fit() by ModelCheckpoint alone, state --not-swapped (a
+    .weights.h5: --use-ema too). <name>.restored.json records
+    --averages-only/--saver-def-wrote: keep it.
     """
     apply_order = check_apply_order(apply_order, numbered_lists)
     from ..bake_outputs import check_out_format
