@@ -124,20 +124,10 @@ def stated_record_said(records) -> str:
 
 
 def _read(path: str) -> dict | None:
-    try:
-        if os.path.getsize(path) > _MAX_BYTES:
-            return None
-        with open(path, "rb") as f:
-            text = f.read(_MAX_BYTES + 1)
-    except OSError:
-        return None
-    import json
+    from .run_record import read_json_object
 
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(doc, dict) or doc.get("written_by") not in WRITERS \
+    doc = read_json_object(path, _MAX_BYTES)
+    if doc is None or doc.get("written_by") not in WRITERS \
             or doc.get("version") != 1 \
             or not isinstance(doc.get("stated"), dict) or not isinstance(doc.get("files"), dict):
         return None

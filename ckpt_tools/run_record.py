@@ -43,15 +43,19 @@ def file_digest(path: str) -> dict:
     return {"size": size, "sha256": h.hexdigest()}
 
 
-def read_record(directory: str) -> dict | None:
-    """The run record in ``directory`` (``None`` where there is none, or it is not one
-    ``ckpt train`` wrote)."""
-    path = os.path.join(directory, RECORD_NAME)
+def read_json_object(path: str, limit: int = _MAX_BYTES) -> dict | None:
+    """The JSON object in the file ``path`` if it is one of at most ``limit`` bytes, else
+    ``None`` (missing, unreadable, larger, not JSON, nested past the parser's stack, or not
+    an object): what a record beside a checkpoint is read with, trusting nothing in it.
+
+    >>> read_json_object("/nonexistent/record.json") is None
+    True
+    """
     try:
-        if os.path.getsize(path) > _MAX_BYTES:
+        if os.path.getsize(path) > limit:
             return None
         with open(path, "rb") as f:
-            text = f.read(_MAX_BYTES + 1)
+            text = f.read(limit + 1)
     except OSError:
         return None
     import json
@@ -60,7 +64,14 @@ def read_record(directory: str) -> dict | None:
         doc = json.loads(text)
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
         return None
-    if not isinstance(doc, dict) or doc.get("written_by") != WRITER or doc.get("version") != 1 \
+    return doc if isinstance(doc, dict) else None
+
+
+def read_record(directory: str) -> dict | None:
+    """The run record in ``directory`` (``None`` where there is none, or it is not one
+    ``ckpt train`` wrote)."""
+    doc = read_json_object(os.path.join(directory, RECORD_NAME))
+    if doc is None or doc.get("written_by") != WRITER or doc.get("version") != 1 \
             or doc.get("swapped") is not False or not isinstance(doc.get("files"), dict):
         return None
     return doc
