@@ -6,15 +6,16 @@ A TF2 checkpoint records no decay and no ``apply()``: two default-named objects
 over ``c``) both name their averages ``<variable>/ExponentialMovingAverage``, so the names
 read as one object's. What the file does show is where each average is tracked:
 ``Checkpoint(model=m, ema=[e1's averages], ema2=[e2's average])`` puts them under two
-holders (``ema``, ``ema2``), as a user keeping two objects apart would (a structure
-mirroring the model's paths, ``ema/dense/kernel`` for ``model/dense/kernel``, is one
-holder). Averages of one name reached through different holders are not proven one
-object's: exporting them together may give each weight its own object's average beside
-the other's, so they are refused unless
-``--ema-name`` states the name (your statement that they are one object's averages), with
-the ``--exclude`` offers that export one holder's averages alone. One holder (a single
-list, or every average an attribute of the root) proves nothing either way and is read as
-before (``docs/setups.md``: nothing in such a file tells one object from two).
+holders (``ema``, ``ema2``: the root's attributes), as a user keeping two objects apart
+would; a structure below one attribute (``ema/dense/kernel``, ``ema/heads/0/bias``) is one
+holder, and a Keras optimizer's own averages (no EMA name) are its own. Averages of one
+name reached through different holders are not proven one object's: exporting them
+together may give each weight its own object's average beside the other's, so they are
+refused unless ``--ema-name`` states the name (your statement that they are one object's
+averages), with the ``--exclude`` offers that export one holder's averages alone. One
+holder (a single list or structure, or every average an attribute of the root) proves
+nothing either way and is read as before (``docs/setups.md``: nothing in such a file tells
+one object from two).
 """
 
 from __future__ import annotations
@@ -26,17 +27,11 @@ from .ema_refusals import UnprovenPairingError, suffix_base
 from .offer_probe import option_text, works
 
 
-def _holder(path: str, weight_path: str) -> str:
-    """The object path holding an average's variable: ``ema`` of ``ema/0`` or ``ema/w``,
-    ``""`` for an attribute of the root. An average tracked at its weight's own path below a
-    holder (``ema/dense/kernel`` for ``model/dense/kernel``: a dict or module mirroring the
-    model) is held by that holder (``ema``): one structure of one object's averages."""
-    parts = weight_path.split("/")
-    for k in range(1, len(parts)):  # the longest tail of the weight's path first
-        tail = "/".join(parts[k:])
-        if path.endswith("/" + tail):
-            return path[:-len(tail) - 1]
-    return path.rpartition("/")[0]
+def _holder(path: str) -> str:
+    """The root's attribute through which an average is tracked: ``ema`` of ``ema/0``,
+    ``ema/w`` or ``ema/net/block0/d1/kernel`` (a dict or module mirroring the model: one
+    structure), ``""`` for an attribute of the root itself."""
+    return path.partition("/")[0] if "/" in path else ""
 
 
 def holders(ckpt: Checkpoint, pairs,
@@ -60,8 +55,10 @@ def holders(ckpt: Checkpoint, pairs,
         name, var = objects.full_names.get(average, ""), objects.full_names.get(weight, "")
         family = suffix_base(name[len(var) + 1:]) if var and name.startswith(var + "/") \
             else ""
-        holder = _holder(objects.paths[average], objects.paths.get(weight, ""))
-        out.setdefault(family, {}).setdefault(holder, []).append((weight, average))
+        if not family:  # no EMA name (a Keras optimizer's own averages): no name to share
+            continue
+        out.setdefault(family, {}).setdefault(_holder(objects.paths[average]), []).append(
+            (weight, average))
     return out
 
 
