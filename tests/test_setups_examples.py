@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _tf_runner import run_python  # noqa: E402
 from test_readme_examples import ROOT, examples, matches  # noqa: E402
 from test_readme_examples import _run as run_example  # noqa: E402
 
@@ -61,9 +62,9 @@ def _alias(root: str) -> str:
 
 
 def _generate(argv: list[str]) -> subprocess.CompletedProcess:
+    # a process each, forked from one that imported TensorFlow (nothing Keras counts yet)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    return run_python(argv, cwd=ROOT, env=env, timeout=600)
 
 
 @pytest.fixture(scope="module")
