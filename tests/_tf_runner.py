@@ -24,9 +24,9 @@ _proc: subprocess.Popen | None = None
 def _server() -> subprocess.Popen:
     global _proc
     if _proc is None or _proc.poll() is not None:
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
+        # The server sets TF_CPP_MIN_LOG_LEVEL/KERAS_BACKEND itself before importing TensorFlow.
         _proc = subprocess.Popen([sys.executable, str(_SERVER)], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True, env=env)
+                                 stdout=subprocess.PIPE, text=True)
         atexit.register(_stop, _proc)
     return _proc
 

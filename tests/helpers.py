@@ -183,17 +183,24 @@ def run_cli(args: list[str]) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, err
 
 
+def _truth_of(argv: list[str], out: Path, tail: int = 3000, **env: str) -> dict[str, np.ndarray]:
+    """Runs ``python *argv`` through the tests' fork server with ``env`` added (and TensorFlow's
+    C++ logging quiet); returns the ``truth.npz`` it writes into ``out``. Fails the test with
+    the last ``tail`` characters of the script's stderr."""
+    from _tf_runner import run_python
+
+    proc = run_python(argv, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env))
+    assert proc.returncode == 0, proc.stderr[-tail:]
+    with np.load(out / "truth.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
 def run_generator(script: str, out: Path, tail: int = 3000, *args: str) -> dict[str, np.ndarray]:
     """Runs the generator ``fixtures/<script>`` (real Keras/TF, truth recorded at save time)
     into ``out`` (with ``args`` after it); returns its ``truth.npz``. Fails the test with the
     script's stderr."""
-    from _tf_runner import run_python
-
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow")
-    proc = run_python([str(FIXTURES / script), str(out), *args], timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-tail:]
-    with np.load(out / "truth.npz") as z:
-        return {k: z[k] for k in z.files}
+    return _truth_of([str(FIXTURES / script), str(out), *args], out, tail,
+                     KERAS_BACKEND="tensorflow")
 
 
 def assert_npz_holds(path, truth: dict[str, np.ndarray]) -> None:
@@ -220,13 +227,7 @@ def run_script(script: str, out: Path, *args: str) -> dict[str, np.ndarray]:
     """Runs a Python ``script`` (real TF/Keras, truth recorded at save time) with ``out`` (and
     ``args``) as its arguments and this checkout importable; returns the ``truth.npz`` it
     writes there. Fails the test with the script's stderr."""
-    from _tf_runner import run_python
-
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(FIXTURES.parent))
-    proc = run_python(["-c", script, str(out), *args], timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(out / "truth.npz") as z:
-        return {k: z[k] for k in z.files}
+    return _truth_of(["-c", script, str(out), *args], out, PYTHONPATH=str(FIXTURES.parent))
 
 
 def one_line_error(result, code: int, *words: str) -> None:
