@@ -73,12 +73,6 @@ def recorded_statements(ckpt: Checkpoint) -> dict:
     return said
 
 
-def _digest(path: str) -> dict:
-    from .run_record import file_digest
-
-    return file_digest(path)
-
-
 def write_record(prefix: str, stated: dict, shown, writer: str = WRITER) -> str | None:
     """Writes ``<prefix>.restored.json`` stating ``stated`` (:func:`recorded_statements`) for
     the checkpoint ``prefix`` just written: its ``.index`` and (where written) ``.meta``, with
@@ -95,9 +89,10 @@ def write_record(prefix: str, stated: dict, shown, writer: str = WRITER) -> str 
     import json
 
     from .formats._write import os_errors
+    from .run_record import file_digest
 
     name = os.path.basename(prefix)
-    files = {os.path.basename(p): _digest(p) for p in (prefix + ".index", prefix + ".meta")
+    files = {os.path.basename(p): file_digest(p) for p in (prefix + ".index", prefix + ".meta")
              if os.path.isfile(p)}
     doc = {"written_by": writer, "version": 1, "output": name, "stated": stated,
            "note": f"{writer} wrote this checkpoint under these statements, which no "
@@ -156,8 +151,10 @@ def vouching_record(prefix: str) -> tuple[str, dict, str] | None:
             if os.path.isfile(p)}
     if set(files) != here or os.path.basename(prefix) + ".index" not in here:
         return None
+    from .run_record import file_digest
+
     try:
-        if any(_digest(os.path.join(os.path.dirname(prefix), n)) != said
+        if any(file_digest(os.path.join(os.path.dirname(prefix), n)) != said
                for n, said in files.items()):
             return None
     except OSError:
