@@ -174,6 +174,7 @@ def _write_to_url(ckpt: Checkpoint, url: str, *, name: str | None, fmt: str,
     directory = remote.url_parent(url) if single else url.rstrip("/")
     base = posixpath.basename(url) if single else (name or ckpt.name) + (
         ".h5" if fmt == "h5" else ".index")
+    remote.begin_unless_read(ckpt.path)  # a local input: not the last command's session
     # Bucket, writer lock and the output's names are checked before any tensor is read.
     with remote.reserved(directory, overwrite=overwrite):
         remote.check_new(directory, [base], overwrite=overwrite, whole_directory=not single)

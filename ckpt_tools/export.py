@@ -304,6 +304,9 @@ def _export_to_url(checkpoint, url: str, *, overwrite: bool, **options) -> Expor
     from .formats import remote
     from .formats.write_locks import local_stage
 
+    # not the last command's session (its listings, the objects it read): a path is opened
+    # below (a URL in a session of its own); an open checkpoint keeps the one it was read in
+    remote.begin_unless_read(getattr(checkpoint, "path", None))
     # Bucket, writer lock and the output's name are checked before any tensor is read.
     with remote.reserved(remote.url_parent(url), overwrite=overwrite), \
             local_stage("export") as tmp:

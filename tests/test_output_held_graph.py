@@ -84,11 +84,6 @@ def test_force_never_takes_a_held_graph_on_s3(made, s3, tmp_path, second):
     argv = (["average", str(plain / "model.ckpt-2"), str(plain / "model.ckpt-3"), "--name",
              "model.ckpt-1"] if second == "average" else
             ["restore-ema", str(plain / "model.ckpt-1")])
-    from ckpt_tools.formats import remote
-
-    # as a new process: restore-ema of a local input starts no session of its own, and the
-    # last one's s3fs listing cache predates the average's uploads (see the s28f note)
-    remote.begin()
     _refused([*argv, "--out", url, "--force"], "model.ckpt-3")
     _doubted(url, tmp_path)
 

@@ -202,9 +202,6 @@ def test_an_output_without_a_graph_never_lands_beside_an_old_one(made, s3):
     code, _, err = run_cli(["restore-ema", src, "--out", url])
     assert code == 0 and "stale/a/model.ckpt-3.meta" in s3_keys(s3, "stale/a/"), err
     before = s3_keys(s3, "stale/a/")
-    from ckpt_tools.formats import remote
-
-    remote.begin()  # as a new process (a local input starts no session: see the s28f note)
     code, _, err = run_cli(["restore-ema", src, "--out", url, "--force", "--add-scope", "x/"])
     line = error_line(err)
     assert code == 7 and "model.ckpt-3.meta: exists, and the output has no .meta" in line, err

@@ -159,8 +159,18 @@ class Session(WholeFetches):
 
     def forget(self, directory: str) -> None:
         """Drops the cached listing of ``directory`` (after writing into it, or to list it
-        again under a writer's lock)."""
-        self._listings.pop(directory.rstrip("/"), None)
+        again under a writer's lock): the session's, its "absent" mark, and the one the
+        filesystem itself keeps (s3fs's directory cache: our writes go around it, so a later
+        listing in this process would otherwise miss them, s28f)."""
+        directory = directory.rstrip("/")
+        self._listings.pop(directory, None)
+        self._absent.discard(directory)
+        if self.is_http(directory):
+            return
+        fs = self._fs.get(directory.split("://", 1)[0].lower())
+        invalidate = getattr(fs, "invalidate_cache", None)
+        if invalidate is not None:
+            invalidate(fs._strip_protocol(directory).rstrip("/"))
 
     @staticmethod
     def is_http(url: str) -> bool:
@@ -433,6 +443,19 @@ def begin() -> Session:
     return _session
 
 
+def begin_unless_read(*inputs) -> Session:
+    """Starts a fresh :class:`Session` for a command writing into a URL when none of its
+    ``inputs`` (paths, URLs or open checkpoints' paths) is a URL: such a command opened no
+    URL, so the current session is the last command's (its listings, and the objects it
+    read, which this one would refuse to replace as its own inputs); with a URL input, keeps
+    the session that input was opened in. Returns the session."""
+    from ._io import is_url
+
+    if any(p is not None and is_url(str(p)) for p in inputs):
+        return _session
+    return begin()
+
+
 _shared = 0
 
 
@@ -463,5 +486,5 @@ def one_session() -> Iterator[Session]:
 # Writers (they use the session and URL helpers above).
 from .remote_write import check_new, reserved, upload  # noqa: E402
 
-__all__ = ["RemoteFile", "Session", "begin", "check_new", "normalize", "one_session", "reserved",
-           "session", "upload", "url_join", "url_parent"]
+__all__ = ["RemoteFile", "Session", "begin", "begin_unless_read", "check_new", "normalize",
+           "one_session", "reserved", "session", "upload", "url_join", "url_parent"]
