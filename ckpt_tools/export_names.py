@@ -12,7 +12,7 @@ from __future__ import annotations
 from . import roles as R
 from .checkpoint import Checkpoint
 from .errors import CheckpointError
-from .raw_named import raw_named_keys
+from .raw_key_names import raw_written_names
 from .raw_shadows import restored_raw_holders
 from .saved_swaps import raw_holders
 
@@ -37,11 +37,7 @@ def export_names(ckpt: Checkpoint, raw: bool, ema_name: str | None = None) -> di
         # ... and each key a renamed vtr Saver wrote from its variable under an average's
         # name (model/b/ExponentialMovingAverage, whose role is no average's): its
         # refusal's --exclude 'model/b' leaves it out (s28a)
-        try:
-            held = raw_named_keys(ckpt) if ckpt.meta is not None else {}
-        except CheckpointError:
-            held = {}
-        return {**{k: t for k, t in held.items() if t not in variables},
+        return {**raw_written_names(ckpt),
                 **{k: v.ema_of for k, v in variables.items()
                    if v.role == R.EMA and v.ema_of and v.ema_of not in variables}}
     if ckpt.meta is None:
@@ -54,3 +50,4 @@ def export_names(ckpt: Checkpoint, raw: bool, ema_name: str | None = None) -> di
     if restored and (holders is None or set(holders.values()) == set(restored.values())):
         holders = restored
     return {k: name for name, k in (holders or {}).items() if name != k}
+

@@ -119,7 +119,7 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
                      and re.sub(r"/part_\d+$", "", holds.get(b, b)) not in whole})
     exclude = (f"; --exclude {' --exclude '.join(repr(v) for v in held[:3])}"
                f"{' ...' if len(held) > 3 else ''} (Python: exclude=[...]) leaves "
-               f"{'them' if len(held) > 1 else 'it'} out and exports the other "
+               f"{'them' if len(held) > 1 else 'it'} out and takes the other "
                f"{len(others)} variable(s)' averages") if others else ""
     # a training graph's Saver wrote the raw weights, an evaluation graph's the averages it
     # restored, and the graph may build ema.apply() either way: --averages-only states the

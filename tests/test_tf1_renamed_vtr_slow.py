@@ -157,3 +157,47 @@ def test_keys_are_raw_writes_the_trained_weights(made, case, tmp_path):
         assert sorted(z.files) == [f"{pre}{v}" for v in "bcw"], z.files
         for v in "bcw":
             assert _bits(z[f"{pre}{v}"]) == _bits(truth[f"{case}:raw:{v}"]), v
+
+
+def _offered(line: str) -> list[str]:
+    """The ``--exclude '...'`` options a refusal offers, split as a shell splits them."""
+    import re
+    import shlex
+
+    found = re.search(r"((?:--exclude '[^']*' ?)+)\(Python: exclude=", line)
+    assert found, line
+    return shlex.split(found.group(1))
+
+
+@pytest.mark.parametrize("case", ["np", "model", "eval"])
+def test_restore_ema_takes_the_exclude_it_offers(made, case, tmp_path):
+    """restore-ema's refusal offered ``--exclude 'model/b' --exclude 'model/c'``, which it
+    then refused, exit 3 ("matches no variable"), while export took it (review-28-attack-r106
+    F2): the command line offered, run as printed, writes slow's average of ``w`` into the
+    key the vtr Saver restores ``w`` from, bit for bit, and no ``b`` or ``c``."""
+    import ckpt_tools
+
+    out, truth = made
+    pre = "" if case == "np" else "model/"
+    baked = tmp_path / "baked"
+    code, _, err = run_cli(["restore-ema", str(out / case), "--ema-name", "slow",
+                            "--out", str(baked)])
+    line = _error(err)
+    assert code == 6 and not baked.exists(), err
+    offered = _offered(line)
+    assert offered == ["--exclude", f"{pre}b", "--exclude", f"{pre}c"], line
+    assert "exports" not in line.partition("(Python: exclude=")[2], line
+    code, _, err = run_cli(["restore-ema", str(out / case), "--ema-name", "slow", *offered,
+                            "--out", str(baked)])
+    assert code == 0, err
+    # the plain Saver's w restores into w; the renamed one's into the key it restores w from
+    into = "w" if case == "np" else "model/w/ExponentialMovingAverage"
+    with ckpt_tools.open_checkpoint(str(baked)) as ckpt:
+        keys = set(ckpt.keys())
+        assert not {f"{pre}{v}/ExponentialMovingAverage" for v in "bc"} & keys, keys
+        got = ckpt.tensor(into)
+    assert _bits(got) == _bits(truth[f"{case}:slow:w"])
+    code, text, err = run_cli(["map", str(out / case), "--ema-name", "slow", *offered])
+    assert code == 0, err
+    assert f"{pre}w/slow\t{into}\n" in text, text
+    assert f"{pre}b/" not in text and f"{pre}c/" not in text, text

@@ -288,13 +288,15 @@ def _whole_name_hint(shown, globs: list[str], option: str) -> str:
     return ""
 
 
-def exclude_globs(ckpt: Checkpoint, exclude: list[str] | None) -> list[str] | None:
+def exclude_globs(ckpt: Checkpoint, exclude: list[str] | None,
+                  written_as: dict[str, str] | None = None) -> list[str] | None:
     """``--exclude`` for library ``exclude=`` arguments (globs on checkpoint keys): the globs
     given, plus the keys whose display name (``model/f8``, the object path ``ckpt list``
-    shows) matches one, so a pattern leaves out what it names in every command."""
+    shows) or ``written_as`` name (key -> name, as :class:`NameFilter`'s) matches one, so a
+    pattern leaves out what it names in every command."""
     if not exclude:
         return exclude
-    shown = display_names(ckpt)
+    shown = {**display_names(ckpt), **(written_as or {})}
     return [*exclude, *(_glob_escape(k) for k, n in shown.items() if n != k and any(
         fnmatch.fnmatchcase(n, g) for g in exclude))]
 

@@ -194,10 +194,14 @@ def map_options(ckpt, ema_name, no_meta, strip_scope, add_scope, grep, regex, in
         VariableNotFoundError: the name filters match no key (exit 3).
     """
     names = NameFilter([*(grep or []), *(include or [])], regex)
+    if names.active or exclude:  # the --exclude 'model/c' a raw-key refusal offers (r106 F2)
+        from ..raw_key_names import raw_written_names
+
+        names.written_as = raw_written_names(ckpt)
     require_selection(ckpt, names, exclude)
     return {"ema_name": ema_name, "use_meta": not no_meta, "strip_scope": strip_scope,
             "add_scope": add_scope, "include": names.as_globs(ckpt),
-            "exclude": exclude_globs(ckpt, exclude),
+            "exclude": exclude_globs(ckpt, exclude, names.written_as),
             "allow_missing": allow_missing, "apply_order": check_apply_order(apply_order),
             "strict": strict}
 
