@@ -1,7 +1,8 @@
 """One EMA object applied twice whose decay is a tensor or a variable: exported under
 ``--ema-name`` where the ``.meta`` shows each ``apply()`` reading its decay from the very
-same node; two objects' decay nodes, or one read through a v1 ``tf.cond``'s ``Switch``, stay
-refused (review-27-attack-r100 F1; task s28b item 1).
+same node (a v2 ``tf.cond``'s branch function reading it as the argument the graph passes it
+as, review-28-attack-r104 F2); two objects' decay nodes, or one read through a v1
+``tf.cond``'s ``Switch``, stay refused (review-27-attack-r100 F1; task s28b item 1).
 
 c4785b8 counted every decay the ``.meta`` gives as no constant as its own object, so one
 ``ExponentialMovingAverage(tf.constant(0.5), name="fast")`` applied to ``[w, b]`` and then to
@@ -71,8 +72,10 @@ for case in sys.argv[2:]:
 np.savez(os.path.join(out, "truth.npz"), **truth)
 '''
 
-ONE = ["one_const", "one_ph", "one_var", "one_refvar", "one_sched"]
-REFUSED = ["two_const", "two_ph", "two_var", "two_sched", "two_mix", "one_cond1", "one_cond2"]
+# one_cond2: the second apply() in a control-flow-v2 tf.cond's branch function, which is
+# passed ph0 as an argument: read as the graph's node passed in (review-28-attack-r104 F2)
+ONE = ["one_const", "one_ph", "one_var", "one_refvar", "one_sched", "one_cond2"]
+REFUSED = ["two_const", "two_ph", "two_var", "two_sched", "two_mix", "one_cond1"]
 
 
 @pytest.fixture(scope="module")

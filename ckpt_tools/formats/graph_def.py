@@ -184,9 +184,10 @@ def through_reads(nodes, name: str) -> str:
 _CALL_ARGS = {"If": 1, "StatelessIf": 1, "Case": 1, "StatelessCase": 1, "For": 3,
               "While": 0, "StatelessWhile": 0, "PartitionedCall": 0,
               "StatefulPartitionedCall": 0}
+_LOOPS = frozenset({"While", "StatelessWhile", "For"})  # their functions run once per iteration
 _MAX_CALLS = 4096  # functions read at most, each once per way of calling it
 _CONST_KEPT = 1024  # bytes of a function's Const NodeDef kept for its number (a decay's)
-Branch = namedtuple("Branch", "outer args nodes name graph", defaults=("", 0))
+Branch = namedtuple("Branch", "outer args nodes name graph loop", defaults=("", 0, False))
 Branch.__doc__ = """One function of a ``.meta``'s graph's library as an op calls it (a
 control-flow-v2 ``tf.cond``, ``tf.switch_case`` or ``tf.while_loop``, a ``tf.function``, and
 those nested in them): the graph's op names passed in (`list[str]`, one per argument; ``""``
@@ -194,7 +195,9 @@ where an argument is no op of the graph's, such as a tensor made inside the call
 the function's argument names (`list[str]`) and its nodes by name (`dict[str, GraphNode]`;
 inputs are the function's own node or argument names), its name (``cond_true_12``) and the
 graph whose op calls it (`int`: its place in :func:`read_graphs`' list, a SavedModel's meta
-graphs each having their own library)."""
+graphs each having their own library), and whether it runs in a loop (`bool`: a ``While`` or
+``For`` op calls it or a function it runs in, so an argument may be a loop variable, each
+iteration's value, not the tensor passed in at first)."""
 Library = namedtuple("Library", "branches whole")
 Library.__doc__ = """What :func:`read_branches` read: the :class:`Branch` list and whether it
 is every call of the file's graphs (``False`` where more than :data:`_MAX_CALLS` were met and
@@ -252,10 +255,11 @@ def _read_branches(path: str) -> Library:
             if len(passed) != len(args):
                 continue
             outer = [_outer(caller, x) for x in passed]
-            if (at, name, tuple(outer)) in seen:
+            loop = op in _LOOPS or (caller is not None and caller.loop)
+            if (at, name, tuple(outer), loop) in seen:
                 continue
-            seen.add((at, name, tuple(outer)))
-            branch = Branch(outer, args, nodes, name, at)
+            seen.add((at, name, tuple(outer), loop))
+            branch = Branch(outer, args, nodes, name, at, loop)
             out.append(branch)
             todo += [(o, i, n, branch, at) for o, i, n in inner if n or o in functions]
     return Library(out, True)

@@ -18,6 +18,7 @@ than one outside it: such decays are not shown equal.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from .graph_def import attr_entry
 from .graph_nodes import READS, GraphNode, op_name
@@ -25,6 +26,7 @@ from .meta import proto_fields
 from .meta_on_read import VARIABLE_OPS, const_number
 
 _NO_NODE = GraphNode("", [], [])
+Said = Callable[[str], "str | None"]  # a tensor -> its node as a decay's identity names it
 
 
 def _one_minus(nodes, mul: GraphNode) -> GraphNode:
@@ -37,7 +39,7 @@ def _one_minus(nodes, mul: GraphNode) -> GraphNode:
     return decay if decay.op == "Sub" and len(decay.inputs) == 2 else _NO_NODE
 
 
-def decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
+def decay_text(nodes, mul: GraphNode, scope: str, said: Said | None = None) -> str | None:
     """The decay of an ``AssignMovingAvg`` update whose decay ``apply()`` builds itself in
     ``scope`` (the ``.meta_updates`` reading proves it), as text: the number of its
     ``<scope>/decay`` constant (``0.5``: the shortest text giving the same float32), or
@@ -46,17 +48,19 @@ def decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
     the bound is a tensor, :func:`decay_source`).
 
     In a library function's ``nodes`` (an ``apply()`` inside a control-flow-v2 ``tf.cond``,
-    :class:`~.graph_nodes.FunctionNodes`) only numbers are read: its node names are the
-    function's own, so a tensor or variable named there proves nothing about the graph's
-    (review-28-attack-r103 F3).
+    :class:`~.graph_nodes.FunctionNodes`) its node names are the function's own, so a tensor
+    or variable named there proves nothing about the graph's (review-28-attack-r103 F3):
+    numbers are read, and a tensor or variable only where ``said`` (:func:`argument_said`)
+    names the graph's node the function is passed it as (a counter captured into the branch,
+    review-28-attack-r104 F2).
 
     Returns:
         `str | None`: ``None`` where the decay is not read (in a function: where it is not
-        numbers alone).
+        numbers alone or the graph's nodes passed in).
     """
     if not hasattr(nodes, "serialized"):
         return None
-    local = getattr(nodes, "function", False)  # names are a function's own
+    said = _sayer(nodes, said)
     decay = _one_minus(nodes, mul)
     if not decay.inputs:
         return None
@@ -66,43 +70,77 @@ def decay_text(nodes, mul: GraphNode, scope: str) -> str | None:
         if not bound:
             return None
         value = const_number(nodes, op_name(bound[0]))
-        named = _shortest(value) if value is not None else \
-            None if local else _node_said(nodes, bound[0])
-        counter = _counter(nodes, scope)
-        if local and counter is not None and "'" in counter:
-            counter = None  # a node the function names: not the graph's
+        named = _shortest(value) if value is not None else said(bound[0])
+        counter = _counter(nodes, scope, said)
         return None if named is None or counter is None else \
             f"min({named}, (1 + n) / (10 + n)) with n {counter}"
     value = const_number(nodes, source)
     return None if value is None else _shortest(value)
 
 
-def decay_source(nodes, mul: GraphNode) -> str | None:
+def decay_source(nodes, mul: GraphNode, said: Said | None = None) -> str | None:
     """The node an ``AssignMovingAvg`` update whose decay ``apply()`` does not build itself
     reads its decay from, through reads: ``tensor 'dc5'`` (a ``Const``, a
     ``PlaceholderWithDefault``, a schedule's last op; ``'split:1'`` for another output than
     the first) or ``variable 'decay'`` (the variable op a ``ReadVariableOp`` or ``read``
-    snapshot reads). Two updates naming the same node read one decay.
+    snapshot reads). Two updates naming the same node read one decay. In a function's
+    ``nodes``, the graph's node it is passed as (``said``, :func:`argument_said`).
 
     Returns:
-        `str | None`: ``None`` where ``nodes`` are a function's (its names are its own), or
-        the update does not multiply by ``1 - decay`` (a constant ``1``).
+        `str | None`: ``None`` where ``nodes`` are a function's and ``said`` names no graph
+        node (its names are its own), or the update does not multiply by ``1 - decay`` (a
+        constant ``1``).
     """
-    if not hasattr(nodes, "serialized") or getattr(nodes, "function", False):
+    if not hasattr(nodes, "serialized"):
         return None
     decay = _one_minus(nodes, mul)
     if not decay.inputs or const_number(nodes, op_name(decay.inputs[0])) != 1.0:
         return None
-    return _node_said(nodes, decay.inputs[1])
+    return _sayer(nodes, said)(decay.inputs[1])
 
 
-def _counter(nodes, scope: str) -> str | None:
+def argument_said(function, outer: dict[str, str], graph) -> Said:
+    """For a library function's nodes (``function``) called with the graph's (``graph``)
+    tensors ``outer`` (argument name -> the graph's tensor passed, ``""``: none; see
+    :class:`~.graph_def.Branch`): what names the graph's node a function tensor is, read
+    through the function's reads back to an argument (``variable 'g_step'`` where a counter
+    variable's handle is passed in), as :func:`_node_said` names a graph tensor. A tensor the
+    function makes itself is named by nothing (``None``): its names are its own.
+    The caller passes no ``outer`` for a loop's function, whose arguments change."""
+    def said(tensor: str) -> str | None:
+        if tensor.startswith("^"):
+            return None
+        name = op_name(tensor)
+        for _ in range(16):
+            node = function.get(name)
+            if node is None:
+                break
+            if node.op not in READS or not node.inputs or node.inputs[0].startswith("^"):
+                return None  # made in the function: its own name
+            name = op_name(node.inputs[0])
+        passed = outer.get(name)
+        return _node_said(graph, passed) if passed else None
+
+    return said
+
+
+def _sayer(nodes, said: Said | None) -> Said:
+    """``said``, or how ``nodes`` name a tensor's node themselves: a graph's by
+    :func:`_node_said`, a function's by nothing (its names are its own)."""
+    if said is not None:
+        return said
+    if getattr(nodes, "function", False):
+        return lambda _tensor: None
+    return lambda tensor: _node_said(nodes, tensor)
+
+
+def _counter(nodes, scope: str, said: Said) -> str | None:
     """The ``num_updates`` an ``apply()`` in ``scope`` reads (``<scope>/num_updates``, its
     cast to float): ``= variable 'g_step'``, ``= tensor 'n'``, or ``= 1000000`` where it is
     a constant, by its value (a Python number becomes a constant of each scope). One object
     reads the same counter in each of its ``apply()`` calls; two objects given the same decay
     and different counters (a GAN's ``g_step``, ``d_step``) decay differently
-    (review-28-attack-r103 F1).
+    (review-28-attack-r103 F1). ``said`` names a tensor's node (:func:`_sayer`).
 
     Returns:
         `str | None`: ``None`` where the counter is not read.
@@ -115,8 +153,8 @@ def _counter(nodes, scope: str) -> str | None:
     held = _const_value(nodes, op_name(cast.inputs[0]))
     if held is not None:
         return f"= {held}"
-    said = _node_said(nodes, cast.inputs[0])
-    return None if said is None else f"= {said}"
+    node = said(cast.inputs[0])
+    return None if node is None else f"= {node}"
 
 
 def _const_value(nodes, name: str) -> str | None:

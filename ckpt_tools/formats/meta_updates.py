@@ -40,7 +40,7 @@ from .graph_def import (
     through_reads,
 )
 from .meta_copies import copy_source, settle_copies
-from .meta_decay import decay_source, decay_text
+from .meta_decay import argument_said, decay_source, decay_text
 
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
@@ -372,7 +372,10 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
             name = op_name(name)
             return variable(outer[name]) if name in outer else None
 
-        each = _updates(branch.nodes, inner, branch.name)
+        # a decay or counter the function is passed: the graph's node (review-28-attack-r104
+        # F2); in a loop's function an argument is each iteration's value: nothing named
+        said = None if branch.loop else argument_said(branch.nodes, outer, nodes)
+        each = _updates(branch.nodes, inner, branch.name, said)
         for shadow, owner in each.averages.items():
             if shadow not in found.averages:
                 found.applies[shadow] = each.applies[shadow]
@@ -397,9 +400,11 @@ def _graph_updates(graph: MetaGraph, branches=()) -> UpdateOps:
     return found
 
 
-def _updates(nodes, variable, function: str = "") -> UpdateOps:
+def _updates(nodes, variable, function: str = "", said=None) -> UpdateOps:
     """The update ops among ``nodes`` (a graph's, or the ``function`` so named's), ``variable``
-    reading a tensor name back to the graph's variable op (``None``: none)."""
+    reading a tensor name back to the graph's variable op (``None``: none), ``said`` naming
+    the graph's node a function's decay or counter tensor is
+    (:func:`.meta_decay.argument_said`; ``None``: the graph's own, or none for a function)."""
     averages: dict[str, tuple[str, str]] = {}
     slots: dict[str, tuple[str, str]] = {}
     reads: dict[str, tuple[str, str]] = {}  # an Apply op's other variable inputs (its lr)
@@ -440,9 +445,9 @@ def _updates(nodes, variable, function: str = "") -> UpdateOps:
                 proven.add(name)
                 if not _apply_decay(nodes, mul, owner):
                     other_decay.add(owner)
-                    decay = decay_source(nodes, mul)  # the tensor or variable it reads
+                    decay = decay_source(nodes, mul, said)  # the tensor or variable it reads
                 else:
-                    decay = decay_text(nodes, mul, owner)
+                    decay = decay_text(nodes, mul, owner, said)
                 # one update of the apply() whose decay is unread leaves it unread
                 label = applies[shadow]
                 decays[label] = decay if decay is not None and decays.get(
