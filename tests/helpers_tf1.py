@@ -2,12 +2,14 @@
 test's choosing, built by real TensorFlow (graph mode), with the truth read from the session
 at save time: in-process (:func:`tf1_ema_run`, shared by the tests of Savers whose keys are not
 their variables' names) or by a generator script in a subprocess (:func:`run_tf1_script`, whose
-prelude imports this module, so the scripts share :func:`cnn_towers` and :func:`trained`)."""
+prelude imports this module, so the scripts share :func:`cnn_towers`, :func:`trained`,
+:func:`nudged_wbc`, :func:`saved_trained` and :func:`swap_ema_graph`)."""
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-from helpers_tf1 import cnn_towers, trained  # noqa: E402
+from helpers_tf1 import cnn_towers, nudged_wbc, saved_trained, swap_ema_graph, trained  # noqa
 
 tf1 = tf.compat.v1
 tf1.disable_eager_execution()
@@ -51,6 +53,64 @@ def trained(tf, step, steps: int = 3):
     for _ in range(steps):
         sess.run(step)
     return sess
+
+
+def nudged_wbc(tf, use_resource: bool | None = None) -> tuple[tuple, object, list]:
+    """The EMA-decay tests' variables in the default graph: ``w`` [1, 2, 3], ``b`` [0.5] and
+    ``c`` [7, 8] (``use_resource`` as ``get_variable`` takes it), the global step, and the ops
+    adding 1.25 to each (what the tests' ``apply()`` calls run after).
+
+    Returns:
+        ``((w, b, c), global step, [update op per variable])``.
+    """
+    tf1 = tf.compat.v1
+    made = tuple(tf1.get_variable(n, initializer=tf.constant(v), use_resource=use_resource)
+                 for n, v in (("w", [1., 2., 3.]), ("b", [0.5]), ("c", [7., 8.])))
+    step = tf1.train.get_or_create_global_step()
+    return made, step, [tf1.assign_add(v, tf.ones_like(v) * 1.25) for v in made]
+
+
+@contextlib.contextmanager
+def saved_trained(tf, train, prefix: str, var_list=None, steps: int = 3) -> Iterator[tuple]:
+    """Builds ``tf.compat.v1.train.Saver(var_list)``, runs ``train`` ``steps`` times in a new
+    session (:func:`trained`) and saves it to ``prefix`` at global step 1.
+
+    Yields:
+        ``(session, saver)``, for the truth read at save time; the session is closed on
+        leaving.
+    """
+    saver = tf.compat.v1.train.Saver(var_list)
+    with trained(tf, train, steps) as sess:
+        saver.save(sess, prefix, global_step=1)
+        yield sess, saver
+
+
+def swap_ema_graph(tf, devices: tuple[str, str] | None = None) -> tuple:
+    """``W`` [3, 2] and ``b`` [2] (zeros) trained by gradient descent (0.1) with the global
+    step, each step followed by ``ExponentialMovingAverage(0.5).apply([W, b])``, and what a
+    swapping Saver (``swapping_saver()``) writes: every key ``Saver()`` writes, ``W`` and
+    ``b``'s exchanged with their averages'. ``devices``: where the global step and ``W``, and
+    where ``b``, are placed (default: nowhere stated).
+
+    Returns:
+        ``((W, b), global step, ema, the training step, the swapping Saver's var_list)``.
+    """
+    tf1 = tf.compat.v1
+    with tf.device(devices[0]) if devices else contextlib.nullcontext():
+        gs = tf1.train.get_or_create_global_step()
+        W = tf1.get_variable("W", [3, 2])
+    with tf.device(devices[1]) if devices else contextlib.nullcontext():
+        b = tf1.get_variable("b", [2], initializer=tf1.zeros_initializer())
+    loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([4, 3]), W) + b - 1.0))
+    train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+    ema = tf1.train.ExponentialMovingAverage(0.5)
+    with tf.control_dependencies([train]):
+        step = ema.apply([W, b])
+    swap = {"global_step": gs}
+    for v in (W, b):
+        swap[v.op.name] = ema.average(v)
+        swap[ema.average_name(v)] = v
+    return (W, b), gs, ema, step, swap
 
 
 def cnn_towers(tf, towers: int = 2) -> tuple[list, object]:

@@ -13,25 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os, sys
-import numpy as np
-import tensorflow as tf
-tf1 = tf.compat.v1
-out = sys.argv[1]
-tf1.disable_eager_execution()
-truth = {}
 for case in sys.argv[2:]:
     if case.endswith("cond1"):
         tf1.disable_control_flow_v2()
     with tf.Graph().as_default():
-        w = tf1.get_variable("w", initializer=tf.constant([1., 2., 3.]))
-        b = tf1.get_variable("b", initializer=tf.constant([0.5]))
-        c = tf1.get_variable("c", initializer=tf.constant([7., 8.]))
-        step = tf1.train.get_or_create_global_step()
-        upd = [tf1.assign_add(v, tf.ones_like(v) * 1.25) for v in (w, b, c)]
+        (w, b, c), step, upd = nudged_wbc(tf)
         kind = case.split("_")[1]
 
         def decay(value, n):
@@ -59,17 +49,11 @@ for case in sys.argv[2:]:
             else:
                 op2 = e2.apply([c])
         train = tf.group(op1, op2, tf1.assign_add(step, 1))
-        saver = tf1.train.Saver()
-        with tf1.Session() as s:
-            s.run(tf1.global_variables_initializer())
-            for _ in range(3):
-                s.run(train)
+        with saved_trained(tf, train, os.path.join(out, case, "model.ckpt")) as (s, _):
             for v, e in ((w, e1), (b, e1), (c, e2)):
                 truth[f"{case}:{v.op.name}"] = s.run(e.average(v))
-            saver.save(s, os.path.join(out, case, "model.ckpt"), global_step=1)
     if case.endswith("cond1"):
         tf1.enable_control_flow_v2()
-np.savez(os.path.join(out, "truth.npz"), **truth)
 '''
 
 # one_cond2: the second apply() in a control-flow-v2 tf.cond's branch function, which is
@@ -82,7 +66,7 @@ REFUSED = ["two_const", "two_ph", "two_var", "two_sched", "two_mix", "one_cond1"
 def made(tmp_path_factory):
     pytest.importorskip("tensorflow")
     out = tmp_path_factory.mktemp("decay_node")
-    return out, run_script(SCRIPT, out, *ONE, *REFUSED)
+    return out, run_tf1_script(SCRIPT, out, *ONE, *REFUSED)
 
 
 @pytest.mark.parametrize("case", ONE)

@@ -16,22 +16,13 @@ import shlex
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os, sys
-import numpy as np
-import tensorflow as tf
-tf1 = tf.compat.v1
-out = sys.argv[1]
-tf1.disable_eager_execution()
 for case in sys.argv[2:]:
     with tf.Graph().as_default():
-        w = tf1.get_variable("w", initializer=tf.constant([1., 2., 3.]))
-        b = tf1.get_variable("b", initializer=tf.constant([0.5]))
-        c = tf1.get_variable("c", initializer=tf.constant([7., 8.]))
-        step = tf1.train.get_or_create_global_step()
-        upd = [tf1.assign_add(v, tf.ones_like(v) * 1.25) for v in (w, b, c)]
+        (w, b, c), step, upd = nudged_wbc(tf)
         if case == "tensor":
             e1 = tf1.train.ExponentialMovingAverage(tf.constant(0.5), name="fast")
             e2 = tf1.train.ExponentialMovingAverage(tf.constant(0.9), name="fast")
@@ -45,20 +36,10 @@ for case in sys.argv[2:]:
             else:  # the second object's only apply() runs inside the cond
                 op2 = tf.cond(step >= 0, lambda: tf.group(e2.apply([c])), lambda: tf.no_op())
         train = tf.group(op1, op2, tf1.assign_add(step, 1))
-        saver = tf1.train.Saver()
-        with tf1.Session() as s:
-            s.run(tf1.global_variables_initializer())
-            for _ in range(3):
-                s.run(train)
-            truth = {f"{case}:o0:w": s.run(e1.average(w)), f"{case}:o0:b": s.run(e1.average(b)),
-                     f"{case}:o1:c": s.run(e2.average(c))}
-            saver.save(s, os.path.join(out, case, "model.ckpt"), global_step=1)
-    np.savez(os.path.join(out, f"truth_{case}.npz"), **truth)
-merged = {}
-for case in sys.argv[2:]:
-    with np.load(os.path.join(out, f"truth_{case}.npz")) as z:
-        merged.update({k: z[k] for k in z.files})
-np.savez(os.path.join(out, "truth.npz"), **merged)
+        with saved_trained(tf, train, os.path.join(out, case, "model.ckpt")) as (s, _):
+            truth.update({f"{case}:o0:w": s.run(e1.average(w)),
+                          f"{case}:o0:b": s.run(e1.average(b)),
+                          f"{case}:o1:c": s.run(e2.average(c))})
 '''
 
 
@@ -66,10 +47,10 @@ np.savez(os.path.join(out, "truth.npz"), **merged)
 def made(tmp_path_factory):
     pytest.importorskip("tensorflow")
     out = tmp_path_factory.mktemp("decay_unread")
-    truth = run_script(SCRIPT, out, "tensor")
+    truth = run_tf1_script(SCRIPT, out, "tensor")
     # each graph in its own process, as a user's run: the cond's name (and what the .meta
     # shows of the apply() inside it) depends on what the process built before
-    return out, {**truth, **run_script(SCRIPT, out, "cond")}
+    return out, {**truth, **run_tf1_script(SCRIPT, out, "cond")}
 
 
 @pytest.mark.parametrize("case", ["tensor", "cond"])

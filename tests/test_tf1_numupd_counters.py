@@ -12,26 +12,16 @@ still export, bit for bit. Truth is ``sess.run(ema.average(v))`` at save time.""
 from __future__ import annotations
 
 import pytest
-from helpers import assert_npz_holds, run_cli, run_script
+from helpers import assert_npz_holds, run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r"""
-import os, sys
-import numpy as np
-import tensorflow as tf
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
 EMA = tf1.train.ExponentialMovingAverage
-root = sys.argv[1]
-truth = {}
 for case in ("gan", "const", "towers", "pyint"):
     with tf.Graph().as_default():
-        w = tf1.get_variable("w", initializer=tf.constant([1., 2., 3.]))
-        b = tf1.get_variable("b", initializer=tf.constant([0.5]))
-        c = tf1.get_variable("c", initializer=tf.constant([7., 8.]))
-        step = tf1.train.get_or_create_global_step()
+        (w, b, c), step, upd = nudged_wbc(tf)
         g = tf1.get_variable("g_step", initializer=tf.constant(0, tf.int64), trainable=False)
         d = tf1.get_variable("d_step", initializer=tf.constant(5000, tf.int64), trainable=False)
-        upd = [tf1.assign_add(v, tf.ones_like(v) * 1.25) for v in (w, b, c)]
         if case == "gan":
             e1, e2 = EMA(0.999, num_updates=g), EMA(0.999, num_updates=d)
         elif case == "const":
@@ -51,18 +41,13 @@ for case in ("gan", "const", "towers", "pyint"):
                 a1, a2 = e1.apply([w, b]), e2.apply([c])
         train = tf.group(a1, a2, tf1.assign_add(step, 1), tf1.assign_add(g, 1),
                          tf1.assign_add(d, 1))
-        saver = tf1.train.Saver()
-        with tf1.Session() as s:
-            s.run(tf1.global_variables_initializer())
-            for _ in range(3):
-                s.run(train)
+        prefix = os.path.join(out, case, "model.ckpt")
+        with saved_trained(tf, train, prefix) as (s, saver):
             truth.update({f"{case}:w": s.run(e1.average(w)), f"{case}:b": s.run(e1.average(b)),
                           f"{case}:c": s.run(e2.average(c))})
-            saver.save(s, os.path.join(root, case, "model.ckpt"), global_step=1)
             if case == "gan":
                 s.run(train)
-                saver.save(s, os.path.join(root, case, "model.ckpt"), global_step=2)
-np.savez(os.path.join(root, "truth.npz"), **truth)
+                saver.save(s, prefix, global_step=2)
 """
 
 
@@ -70,7 +55,7 @@ np.savez(os.path.join(root, "truth.npz"), **truth)
 def made(tmp_path_factory):
     pytest.importorskip("tensorflow")
     out = tmp_path_factory.mktemp("numupdcounters")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 @pytest.mark.parametrize("case,said", [

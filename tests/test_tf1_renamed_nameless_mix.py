@@ -10,38 +10,23 @@ Truth is ``sess.run(ema.average(v))`` at save time (real TensorFlow)."""
 from __future__ import annotations
 
 import pytest
-from helpers import assert_npz_holds, run_cli, run_script
+from helpers import assert_npz_holds, run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r"""
-import os, sys
-import numpy as np
-import tensorflow as tf
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-root = sys.argv[1]
 for case in ("slowfast", "fastfast"):
     with tf.Graph().as_default():
-        w = tf1.get_variable("w", initializer=tf.constant([1., 2., 3.]))
-        b = tf1.get_variable("b", initializer=tf.constant([0.5]))
-        c = tf1.get_variable("c", initializer=tf.constant([7., 8.]))
-        step = tf1.train.get_or_create_global_step()
-        upd = [tf1.assign_add(v, tf.ones_like(v) * 1.25) for v in (w, b, c)]
+        (w, b, c), step, upd = nudged_wbc(tf)
         e1 = tf1.train.ExponentialMovingAverage(0.5, name=case[:4])
         e2 = tf1.train.ExponentialMovingAverage(0.9, name="fast")
         with tf.control_dependencies(upd):
             train = tf.group(e1.apply([w, b]), e2.apply([c]), tf1.assign_add(step, 1))
-        saver = tf1.train.Saver({"w": w, "b": b, "c": c, "global_step": step,
-                                 "avg/w": e1.average(w), "avg/b": e1.average(b),
-                                 "avg/c": e2.average(c)})
-        with tf1.Session() as s:
-            s.run(tf1.global_variables_initializer())
-            for _ in range(3):
-                s.run(train)
+        keys = {"w": w, "b": b, "c": c, "global_step": step, "avg/w": e1.average(w),
+                "avg/b": e1.average(b), "avg/c": e2.average(c)}
+        with saved_trained(tf, train, os.path.join(out, case, "model.ckpt"), keys) as (s, _):
             if case == "slowfast":
                 truth = {"o0:w": s.run(e1.average(w)), "o0:b": s.run(e1.average(b)),
                          "o1:c": s.run(e2.average(c))}
-            saver.save(s, os.path.join(root, case, "model.ckpt"), global_step=1)
-np.savez(os.path.join(root, "truth.npz"), **truth)
 """
 
 
@@ -49,7 +34,7 @@ np.savez(os.path.join(root, "truth.npz"), **truth)
 def made(tmp_path_factory):
     pytest.importorskip("tensorflow")
     out = tmp_path_factory.mktemp("renamednameless")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 @pytest.mark.parametrize("case", ["slowfast", "fastfast"])

@@ -44,20 +44,7 @@ CASES = {
 config = tf1.ConfigProto(device_count={"CPU": 2})
 for case, (mine, other, how, other_wrote) in CASES.items():
     with tf.Graph().as_default():
-        with tf.device("/cpu:0"):
-            gs = tf1.train.get_or_create_global_step()
-            W = tf1.get_variable("W", [3, 2])
-        with tf.device("/cpu:1"):
-            b = tf1.get_variable("b", [2], initializer=tf1.zeros_initializer())
-        loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([4, 3]), W) + b - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
-        ema = tf1.train.ExponentialMovingAverage(0.5)
-        with tf.control_dependencies([train]):
-            step = ema.apply([W, b])
-        swap = {"global_step": gs}  # every key Saver() writes, swapped (swapping_saver())
-        for v in (W, b):
-            swap[v.op.name] = ema.average(v)
-            swap[ema.average_name(v)] = v
+        (W, b), _, ema, step, swap = swap_ema_graph(tf, ("/cpu:0", "/cpu:1"))
 
         def saver(swapping, sharded, version):
             return tf1.train.Saver(swap if swapping else None, sharded=sharded,

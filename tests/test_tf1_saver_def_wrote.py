@@ -26,18 +26,7 @@ from ckpt_tools.errors import OptionError
 SCRIPT = r'''
 for case in ("plaindef", "swapdef"):
     with tf.Graph().as_default():
-        gs = tf1.train.get_or_create_global_step()
-        W = tf1.get_variable("W", [3, 2])
-        b = tf1.get_variable("b", [2], initializer=tf1.zeros_initializer())
-        loss = tf.reduce_sum(tf.square(tf.matmul(tf.ones([4, 3]), W) + b - 1.0))
-        train = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
-        ema = tf1.train.ExponentialMovingAverage(0.5)
-        with tf.control_dependencies([train]):
-            step = ema.apply([W, b])
-        swap = {"global_step": gs}  # every key Saver() writes, swapped (swapping_saver())
-        for v in (W, b):
-            swap[v.op.name] = ema.average(v)
-            swap[ema.average_name(v)] = v
+        (W, b), _, ema, step, swap = swap_ema_graph(tf)
         if case == "plaindef":  # the Scaffold's plain Saver; the user's swapping one beside
             scaffold_saver = tf1.train.Saver()
             tf1.train.Saver(swap)

@@ -10,35 +10,21 @@ Real TensorFlow."""
 from __future__ import annotations
 
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r"""
-import os, sys
-import numpy as np
-import tensorflow as tf
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
 tf1.enable_control_flow_v2()
-root = sys.argv[1]
 with tf.Graph().as_default():
-    w, b, c = (tf1.get_variable(n, initializer=tf.constant(v), use_resource=True)
-               for n, v in (("w", [1., 2., 3.]), ("b", [0.5]), ("c", [7., 8.])))
-    step = tf1.train.get_or_create_global_step()
-    upd = [tf1.assign_add(v, tf.ones_like(v) * 1.25) for v in (w, b, c)]
+    (w, b, c), step, upd = nudged_wbc(tf, use_resource=True)
     e1 = tf1.train.ExponentialMovingAverage(0.5, name="fast")
     e2 = tf1.train.ExponentialMovingAverage(0.9, name="fast")
     with tf.control_dependencies(upd):
         a1 = e1.apply([w, b])
         a2 = tf1.cond(step >= 0, lambda: tf.group(e2.apply([c])), tf.no_op)
     train = tf.group(a1, a2, tf1.assign_add(step, 1))
-    saver = tf1.train.Saver()
-    with tf1.Session() as s:
-        s.run(tf1.global_variables_initializer())
-        for _ in range(3):
-            s.run(train)
+    with saved_trained(tf, train, os.path.join(out, "two", "model.ckpt")) as (s, _):
         truth = {"w": s.run(e1.average(w)), "c": s.run(e2.average(c))}
-        saver.save(s, os.path.join(root, "two", "model.ckpt"), global_step=1)
-np.savez(os.path.join(root, "truth.npz"), **truth)
 """
 
 
@@ -50,7 +36,7 @@ def unread(tmp_path, monkeypatch):
 
     monkeypatch.setattr(graph_def, "_MAX_CALLS", 0)
     monkeypatch.setattr(graph_def, "_BRANCHES", {})
-    run_script(SCRIPT, tmp_path)
+    run_tf1_script(SCRIPT, tmp_path)
     return tmp_path / "two" / "model.ckpt-1"
 
 
