@@ -243,7 +243,7 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
     pairs = settle_lone_averages(ckpt, pairs,
                                  {**lone_averages(ckpt, variables, chosen), **unmarked,
                                   **other_paired(ckpt, variables, pairs)}, left_out)
-    refuse_raw_paired(ckpt, pairs, left_out)  # a partition's, a never-averaged one's (r50 F3)
+    refuse_raw_paired(ckpt, pairs, left_out, ema_name)  # a partition's, a never-averaged one's
     # averages of one name from apply() calls of different decays: two objects' (r92 F1)
     refuse_two_decays(ckpt, pairs, ema_name, name, use_meta, left_out)
     if ema_name is None:  # the .meta shows several objects averaging a variable (r53 F3)
@@ -296,7 +296,7 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
     # a key named as an average the save op wrote from its variable, left raw with no other
     # key's average restoring that variable: raw only if a training graph saved it, as
     # pair_by_names refuses it (a prefixed vtr Saver's --ema-name slow wrote it, exit 0: s28a)
-    refuse_raw_paired(ckpt, pairs, left_out)
+    refuse_raw_paired(ckpt, pairs, left_out, ema_name)
     suffix = recorded_suffixes(ckpt, variables)
     return Pairing(pairs, missing, not_saved, "meta", name, detected, suffix)
 

@@ -95,14 +95,19 @@ def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPai
 
 
 def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
-                pairs: list | None = None) -> UnprovenPairingError:
+                pairs: list | None = None, unread: str | None = None,
+                ema_name: str | None = None) -> UnprovenPairingError:
     """Returns the refusal (exit 6) for keys named as averages that the save op wrote from
     their variables: ``raw`` ``(key, variable)`` pairs, first the one the message names;
     every other :func:`raw_named_keys` key is counted and carried too (a never-averaged
     variable's, a partition's: review-20-attack-r50 F3). Where ``pairs`` (the map's
     ``(source, target)``) hold averages of other variables (a ``Saver(ema.
     variables_to_restore([w]))`` over a subset), ``--exclude`` decides: leaving those
-    variables out exports the others' averages (review-20-attack-r50 F9); else no option."""
+    variables out exports the others' averages (review-20-attack-r50 F9); else no option.
+    ``unread``: a key of ``raw`` no pair reads as an average (``--ema-name slow`` beside
+    ``model/c/ExponentialMovingAverage``, which holds raw ``c`` or another object's average
+    of it), which ``--averages-only`` cannot lift: it is then not offered, and the message
+    says why (review-28-attack-r106 F1: the advice came back word for word with it given)."""
     s, t = raw[0]
     named = {k for k, _ in raw}  # once, not per key of raw_named_keys
     holds = raw_named_keys(ckpt)
@@ -130,13 +135,16 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
     # the graph's variable (b), not the name a renaming Saver gives it (model/b)
     src = (written_sources(ckpt) or {}).get(s) or []
     wrote = src[0] if len(src) == 1 else t
-    offer = ("pass --averages-only (Python: open_checkpoint(path, averages_only=True)) if so"
-             if not apart else
-             f"--averages-only cannot state it here ({apart[1]} is a partitioned variable "
+    offer = (f"--averages-only cannot state it here ({apart[1]} is a partitioned variable "
              f"stored under no key of its own, its parts written whole under separate keys, "
              f"e.g. {apart[0]}, which ckpt does not assemble); if so, restore the checkpoint "
              "in the graph imported from the .meta (import_meta_graph(...).restore) and save "
-             "it with a plain tf.train.Saver()")
+             "it with a plain tf.train.Saver()" if apart else
+             f"--averages-only does not lift this refusal: "
+             f"{f'under --ema-name {ema_name} ' if ema_name else ''}no pair reads {unread} "
+             "as an average, so its variable would get no average from it either way"
+             if unread else
+             "pass --averages-only (Python: open_checkpoint(path, averages_only=True)) if so")
     return UnprovenPairingError(
         f"{ckpt.path}: {len(raw)} key(s) named as averages {IF_TRAINED}, e.g. {s}: the "
         f"{graph_named(ckpt)}'s saver "
@@ -165,7 +173,8 @@ def _parts_apart(ckpt: Checkpoint, raw: list) -> tuple[str, str] | None:
     return None
 
 
-def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:
+def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None,
+                      ema_name: str | None = None) -> None:
     """Refuses a TF1 pairing (``(average key, variable key)`` pairs) that would read a key
     the save op proves holds its variable's RAW value (:func:`raw_named_keys`) as an
     average, or leave out the variable whose raw value only such a key holds (not stored,
@@ -179,7 +188,8 @@ def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:
     ``--allow-missing``, which the same Saver without the prefix refuses (s28a).
 
     ``left_out(key, variable)``: whether the caller's filters leave that pair out (never
-    exported nor restored: its raw value cannot be taken for an average).
+    exported nor restored: its raw value cannot be taken for an average). ``ema_name``: the
+    name the caller stated, said where ``--averages-only`` cannot lift the refusal.
 
     Raises:
         UnprovenPairingError: (exit 6) as :func:`raw_refusal`.
@@ -196,11 +206,14 @@ def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None) -> None:
     # --averages-only states that such keys hold averages (an evaluation graph's re-save)
     averages = {s for s, t in pairs if s != t} if not ckpt.averages_only else set()
     whole = re.compile(r"/part_\d+$")
-    bad = [(k, t) for k, t in held.items() if k in averages or (
-        t not in stored and whole.sub("", t) not in stored and t not in restored
-        and whole.sub("", t) not in restored)]
+    # keys whose variable no pair restores from another key: --averages-only cannot lift
+    # them, so the refusal never offers it there (review-28-attack-r106 F1)
+    unread = [k for k, t in held.items() if t not in stored and whole.sub("", t) not in stored
+              and t not in restored and whole.sub("", t) not in restored]
+    bad = [(k, t) for k, t in held.items() if k in averages or k in unread]
     if bad:
-        raise raw_refusal(ckpt, bad, {k: (t,) for k, t in bad}, pairs)
+        raise raw_refusal(ckpt, bad, {k: (t,) for k, t in bad}, pairs,
+                          unread[0] if unread else None, ema_name)
 
 
 def settle_lone_averages(ckpt: Checkpoint, pairs: list, lone: dict[str, str],

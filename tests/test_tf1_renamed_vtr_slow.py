@@ -201,3 +201,23 @@ def test_restore_ema_takes_the_exclude_it_offers(made, case, tmp_path):
     assert code == 0, err
     assert f"{pre}w/slow\t{into}\n" in text, text
     assert f"{pre}b/" not in text and f"{pre}c/" not in text, text
+
+
+@pytest.mark.parametrize("case", ["np", "model", "eval"])
+def test_slow_refusal_offers_no_averages_only(made, case, tmp_path):
+    """Under ``--ema-name slow`` the keys of ``b`` and ``c`` hold raw values or ``first``'s
+    averages, never slow's: the refusal said "pass --averages-only ... if so", and with it
+    given came back word for word (review-28-attack-r106 F1). It now says that
+    --averages-only does not lift it, with it given or not, and still offers ``--exclude``."""
+    out, _ = made
+    dst = tmp_path / "e.npz"
+    lines = []
+    for more in ([], ["--averages-only"]):
+        code, _, err = run_cli(["export", str(out / case), "--ema-name", "slow", *more,
+                                "--out", str(dst)])
+        lines.append(_error(err))
+        assert code == 6 and not dst.exists(), err
+    for line in lines:
+        assert "pass --averages-only" not in line, line
+        assert "--averages-only does not lift this refusal: under --ema-name slow" in line, line
+        assert _offered(line), line
