@@ -208,4 +208,8 @@ def test_list_names_other_objects_averages_as_averages(made):
     assert code == 0, err
     lines = {line.split("\t")[0]: line for line in text.splitlines()}
     assert lines["model/fc/b/ema_slow"].endswith("of fc/b (not stored)"), text
+    # the renamed global_step is no weight with an average open (s28a "Left")
+    assert rows["model/global_step"]["ema_candidates"] == [], rows["model/global_step"]
+    assert lines["model/global_step"].endswith("\t-"), lines["model/global_step"]
+    assert "does not prove the pairing of" not in text, text
     assert "tensor_average" not in text, text
