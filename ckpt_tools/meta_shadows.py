@@ -282,7 +282,7 @@ def update_op_other_slots(roles: Mapping[str, RoleInfo], meta: MetaGraph | None
     ``Saver(ema.variables_to_restore())`` stores ``V`` only under ``V/ExponentialMovingAverage``,
     and the ``.meta``'s ``variables`` collection left ``V/Momentum`` ``other`` where the file
     without it read a slot (review-23-user-u25 F6). Only an input at a slot's position of the
-    op is one (:data:`~ckpt_tools.formats.meta_updates.SLOT_INPUTS`): a learning-rate
+    op is one (:data:`~ckpt_tools.formats.meta_update_ops.SLOT_INPUTS`): a learning-rate
     variable fed to ``ApplyAdam`` is none (``ckpt average`` averaged it as a slot;
     review-23-attack-r69 F3)."""
     lone = [k for k, ri in roles.items() if ri.role == OTHER and not (

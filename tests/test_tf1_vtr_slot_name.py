@@ -214,7 +214,7 @@ def test_slot_inputs_are_tf_op_definitions(tf):
 
     from tensorflow.python.framework import op_def_registry
 
-    from ckpt_tools.formats.meta_updates import SLOT_INPUTS
+    from ckpt_tools.formats.meta_update_ops import SLOT_INPUTS
 
     seen = set()
     for name in dir(tf.raw_ops):

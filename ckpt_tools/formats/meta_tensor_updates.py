@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..errors import CheckpointError
 from .graph_def import op_name, read_branches, read_graphs, through_reads
-from .meta_updates import ASSIGN_SUB, MOVING_AVG, NO_NODE, SWITCHES, VARIABLE_OPS
+from .meta_update_ops import ASSIGN_SUB, MOVING_AVG, NO_NODE, SWITCHES, VARIABLE_OPS
 
 
 def tensor_average_updates(path: str) -> dict[str, tuple[str, str]]:
