@@ -269,8 +269,9 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
             with os_errors(stage.shown(work), "creating it"):
                 os.mkdir(work)
         prefix = os.path.join(work, name)
-        averaged, copied, nbytes, nonfinite = _write_average(ckpts, prefix, source_of,
-                                                             to_average, progress, stage.shown)
+        averaged, copied, nbytes, nonfinite = _write_average(
+            ckpts, prefix, source_of, to_average, progress, stage.shown,
+            average_mark(ckpts, carry, unknown, bake))
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -305,9 +306,36 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                          records=[os.path.basename(r) for r in records if r])
 
 
-def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
-    """Writes the averaged bundle at ``prefix``; returns (averaged, copied, bytes written,
-    averaged keys holding NaN or Inf)."""
+def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool) -> dict | None:
+    """The mark (:mod:`~ckpt_tools.tools_mark`) the average of ``ckpts`` carries inside its
+    bundle: the doubting graphs ``carry`` (or the inputs whose graphs are ``unknown``) beside
+    its inputs, which the sidecar record and carried copies lose with any rename or copy of
+    the output (review-28-attack-r105 F1-F3); the statements ``--ema --bake`` wrote it under;
+    and every input's own mark.
+
+    Returns:
+        `dict`, or ``None`` where there is nothing to say.
+    """
+    from .tools_mark import output_mark
+
+    doubted = None
+    if carry or unknown:
+        doubted = {"graphs": [p.rstrip("/").rsplit("/", 1)[-1] for p in carry],
+                   "inputs": [c.path for c in ckpts if getattr(c, "meta_doubt", ())
+                              or getattr(c, "meta_unknown", None) is not None]}
+    stated = {}
+    if bake and ckpts[-1].saver_def_wrote:
+        stated["saver_def_wrote"] = True
+    if bake and any(c.not_swapped and c.objects is None  # a TF1 Saver's, stated
+                    and getattr(c.reader, "keras", None) is None for c in ckpts):
+        stated["not_swapped"] = True
+    return output_mark(ckpts, stated, doubted, "ckpt average")
+
+
+def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None):
+    """Writes the averaged bundle at ``prefix`` (with ``mark`` inside it:
+    :func:`average_mark`); returns (averaged, copied, bytes written, averaged keys holding
+    NaN or Inf)."""
     import numpy as np
 
     newest = ckpts[-1]
@@ -341,6 +369,9 @@ def _write_average(ckpts, prefix, source_of, to_average, progress, shown):
                     progress(entry.nbytes * len(ckpts))
                 copied.append(key)
             nbytes += _add(writer, key, entry, value)
+        from .tools_mark import add_mark
+
+        add_mark(writer, mark)
     return averaged, copied, nbytes, nonfinite
 
 

@@ -42,6 +42,7 @@ from .restored_record import recorded_statements, write_record
 from .save_op import graph_named
 from .saved_swaps import plain_keys_of
 from .stated_open import opened_stated, refuse_raw_statement, take_statements
+from .tools_mark import add_mark, output_mark
 
 
 @dataclass(frozen=True)
@@ -307,6 +308,7 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
                 "restores the averages into the variables: copy it by hand to use it)")
         elif meta_src and not renamed and not dropped:  # before the index: a present .index
             files.append(copy_atomic(meta_src, prefix + ".meta", shown))  # means "complete"
+        add_mark(writer, written_mark(ckpt))  # inside the bundle: no copy loses it (r105 F4)
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
         record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files), shown)
@@ -315,6 +317,22 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         files.append(write_state_file(work, name, shown))
     return BakeResult(prefix=prefix, files=files, replaced=replaced, copied=copied,
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
+
+
+def written_mark(ckpt: Checkpoint) -> dict | None:
+    """The mark (:mod:`~ckpt_tools.tools_mark`) restore-ema's output of ``ckpt`` carries in
+    its bundle: the statements it was read under (``--averages-only``, ``--saver-def-wrote``,
+    ``--not-swapped`` stated by the user) and the input's own mark, which a sidecar record
+    loses with any copy, rename or upload (review-28-attack-r105 F4, F5).
+
+    Returns:
+        `dict`, or ``None`` where there is nothing to say.
+    """
+    stated = recorded_statements(ckpt)
+    if getattr(ckpt, "not_swapped", False) and ckpt.objects is None \
+            and getattr(ckpt.reader, "keras", None) is None:  # a TF1 Saver's, stated
+        stated["not_swapped"] = True
+    return output_mark([ckpt], stated, None, "ckpt restore-ema")
 
 
 def _stated_for(ckpt: Checkpoint, meta_copied: bool) -> dict:

@@ -132,8 +132,8 @@ def list_variables(checkpoint: str | os.PathLike | Checkpoint, *,
                     # refuses it until --not-swapped (or --raw) says how the file was saved
                     listing.unproven = {"option": "--not-swapped",
                                         "reason": swap_refusal(ckpt, assumed)}
-            if getattr(ckpt, "saver_def_wrote", False) or getattr(ckpt, "restored_record",
-                                                                  None):
+            if getattr(ckpt, "saver_def_wrote", False) or getattr(
+                    ckpt, "restored_record", None) or getattr(ckpt, "tools_mark", None):
                 from .restored_record import stated_fields  # (u30 F4)
 
                 listing.stated = stated_fields(ckpt)

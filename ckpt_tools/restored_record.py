@@ -179,6 +179,8 @@ def read_record(ckpt: Checkpoint, saver_def_wrote: bool, not_swapped: bool) -> N
         return
     found = vouching_record(ckpt.location.prefix)
     if found is None:
+        found = marked_statement(ckpt)
+    if found is None:
         return
     ckpt.restored_record = found
     if not found[1].get("saver_def_wrote") or saver_def_wrote or not_swapped \
@@ -193,6 +195,26 @@ def read_record(ckpt: Checkpoint, saver_def_wrote: bool, not_swapped: bool) -> N
     except OptionError:  # it decides nothing here: the file is read as if unrecorded
         return
     ckpt.saver_def_wrote = True
+
+
+def marked_statement(ckpt: Checkpoint) -> tuple[str, dict, str] | None:
+    """What the mark inside ``ckpt`` (:mod:`~ckpt_tools.tools_mark`) states of
+    ``--averages-only``, where no record beside it vouches for it: renamed, copied without its
+    ``.meta`` or record, written to ``s3://`` (review-28-attack-r105 F4, F5). Its caveat is
+    repeated as the record's would be; it opens nothing (a ``--saver-def-wrote`` it records
+    is left to the user to state again: without the record the file is refused).
+
+    Returns:
+        ``(where, {"averages_only": ...}, the command that wrote it)`` or ``None``.
+    """
+    from .tools_mark import RECORD_KEY, stated_of
+
+    stated = stated_of(getattr(ckpt, "tools_mark", None))
+    said = stated.get("averages_only")
+    if not isinstance(said, dict):
+        return None
+    return (f"{ckpt.path}'s {RECORD_KEY} key", {"averages_only": said},
+            str(stated.get("by", WRITER)))
 
 
 def saver_def_record(ckpt: Checkpoint) -> tuple[str, str] | None:
@@ -214,7 +236,10 @@ def stated_fields(ckpt: Checkpoint) -> dict:
         or stated by its record: then ``"saver_def_wrote_record"``, the record's path);
         ``"stated_averages_only": {"keys": [...], "raw_if_trained": [...]}`` and
         ``"averages_only_record"`` where restore-ema's record of an ``--averages-only`` input
-        vouches for ``ckpt``; ``{}`` where neither applies.
+        vouches for ``ckpt`` (or its mark inside the bundle states it);
+        ``"written_under"`` (``{"saver_def_wrote": true, "not_swapped": true}``) and
+        ``"written_under_record"`` where its mark (:mod:`~ckpt_tools.tools_mark`) says the
+        statements it was written under; ``{}`` where none applies.
     """
     found: dict = {}
     if getattr(ckpt, "saver_def_wrote", False):
@@ -229,6 +254,13 @@ def stated_fields(ckpt: Checkpoint) -> dict:
             "keys": [k for k in said.get("keys") or [] if isinstance(k, str)],
             "raw_if_trained": [k for k in said.get("raw_if_trained") or [] if isinstance(k, str)]}
         found["averages_only_record"] = record[0]
+    from .tools_mark import RECORD_KEY, stated_of
+
+    marked = {k: True for k, v in stated_of(getattr(ckpt, "tools_mark", None)).items()
+              if k in ("saver_def_wrote", "not_swapped") and v}
+    if marked:  # what the output was written under, repeated (review-28-attack-r105)
+        found["written_under"] = marked
+        found["written_under_record"] = f"{ckpt.path}'s {RECORD_KEY} key"
     return found
 
 

@@ -111,12 +111,15 @@ def note_recorded(out: Output, ckpt) -> None:
     """Says (once, on stderr, even with -q) that the keys are read as the ``.meta``'s
     ``SaverDef`` Saver saved them because ``--saver-def-wrote`` or restore-ema's record states
     it, and the ``--averages-only`` caveat restore-ema's record keeps for its output
-    (:mod:`~ckpt_tools.restored_record`)."""
+    (:mod:`~ckpt_tools.restored_record`), and the statements a mark inside the bundle says
+    it was written under (:mod:`~ckpt_tools.tools_mark`)."""
     from ..restored_record import averages_only_note
     from ..saver_def_stated import saver_def_note
+    from ..tools_mark import stated_notes
 
     said = saver_def_note(ckpt)
-    for line in (f"note: {said}" if said else "", averages_only_note(ckpt)):
+    for line in (f"note: {said}" if said else "", averages_only_note(ckpt),
+                 *stated_notes(ckpt.path, getattr(ckpt, "tools_mark", None))):
         text = line.split(": ", 1)[-1]
         if not line or text in out.noted or text in out.warned:
             continue

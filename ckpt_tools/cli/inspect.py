@@ -148,7 +148,8 @@ def list_command(
     # ckpt train's run record states --not-swapped/--fit-order for its files: its notes are
     # printed as map, export print them (review-22-user-u24 F8); --json as the fast path's
     recorded = not json_out and (listing.ema_evidence is not None and has_record(
-        listing.checkpoint) or has_restored_record(listing.checkpoint))
+        listing.checkpoint) or has_restored_record(listing.checkpoint) or bool(
+        listing.stated))  # (also what a mark inside the bundle states: tools_mark)
     if said or noted or recorded:  # as map, export say
         with open_checkpoint(resolve(out, path), use_ema=use_ema, optimizer=optimizer,
                              meta=not no_meta,

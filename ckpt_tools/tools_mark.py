@@ -1,0 +1,209 @@
+"""The record our writers put INSIDE a checkpoint they wrote under a doubt or a statement:
+the key ``_CKPT_TOOLS_RECORD``, a scalar ``DT_STRING`` tensor holding a small JSON document
+(as TensorFlow's own ``_CHECKPOINTABLE_OBJECT_GRAPH`` key holds the object graph).
+
+Sidecar records (``<name>.carried.json``, ``<name>.restored.json``) are lost whenever the
+checkpoint is renamed, symlinked, copied as ``.index`` + ``.data`` only, or written to
+``s3://``; the output then read as proven averages, its raw weights exported as the averages,
+exit 0 (review-28-attack-r105 F1-F5). A key in the bundle itself travels with every copy. A
+TF1 ``Saver`` restores only the keys it names, so TensorFlow ignores it;
+:func:`take_mark` hides it from the variables (every command) and keeps what it says on the
+open checkpoint (``Checkpoint.tools_mark``).
+
+What it says (:func:`mark_doc`):
+
+* ``names_doubted``: ``ckpt average`` wrote the keys under their own names from inputs whose
+  names a swapping Saver's graph of their prefix doubts (:mod:`~ckpt_tools.average_doubt`).
+  Where no graph beside the checkpoint doubts it any more (renamed, copied without the graph,
+  ``s3://``), its pairing by names is refused (exit 6, :func:`names_doubted_refusal`); where
+  the carried graph is still beside it, that graph doubts it as before.
+* ``stated``: the statements the output was written under (``--averages-only``,
+  ``--saver-def-wrote``, ``--not-swapped``), repeated by every read of it
+  (:func:`stated_notes`, and :mod:`~ckpt_tools.restored_record`'s caveat).
+
+Outputs written from a marked input carry its mark (:func:`merged`).
+"""
+
+from __future__ import annotations
+
+from .errors import CorruptCheckpointError, UnprovenPairingError
+
+__all__ = ["RECORD_KEY", "add_mark", "mark_doc", "merged", "names_doubted",
+           "names_doubted_refusal", "stated_notes", "stated_of", "take_mark"]
+
+#: The key our writers add to a checkpoint they mark.
+RECORD_KEY = "_CKPT_TOOLS_RECORD"
+_KIND = "ckpt_tools record"
+_MAX_BYTES = 1 << 20
+
+
+def mark_doc(doubted: dict | None = None, stated: dict | None = None,
+             by: str = "ckpt average") -> dict | None:
+    """A mark saying ``doubted`` (``{"graphs": [...], "inputs": [...]}``: the doubting
+    graphs' names and the inputs they doubt) and/or ``stated`` (statement -> its detail, e.g.
+    ``{"averages_only": {"keys": [...], "raw_if_trained": [...]}}``), written by ``by``.
+
+    Returns:
+        `dict`, or ``None`` where there is nothing to say.
+    """
+    if not doubted and not stated:
+        return None
+    doc: dict = {"kind": _KIND, "version": 1}
+    if doubted:
+        doc["names_doubted"] = {**doubted, "by": by}
+    if stated:
+        doc["stated"] = {**stated, "by": by}
+    return doc
+
+
+def merged(*docs: dict | None) -> dict | None:
+    """One mark saying all that ``docs`` (marks of the inputs, the output's own) say: the
+    doubted graphs and inputs joined, the statements joined (the first's detail kept).
+
+    Returns:
+        `dict`, or ``None`` where none says anything.
+    """
+    out: dict | None = None
+    for doc in docs:
+        if not doc:
+            continue
+        if out is None:
+            out = {"kind": _KIND, "version": 1}
+        d = doc.get("names_doubted")
+        if isinstance(d, dict):
+            have = out.setdefault("names_doubted", {"by": d.get("by", "ckpt average")})
+            for field in ("graphs", "inputs"):
+                joined = list(have.get(field) or [])
+                joined += [x for x in d.get(field) or [] if x not in joined]
+                have[field] = joined
+        s = doc.get("stated")
+        if isinstance(s, dict):
+            have = out.setdefault("stated", {})
+            for k, v in s.items():
+                have.setdefault(k, v)
+    return out
+
+
+def add_mark(writer, doc: dict | None) -> None:
+    """Adds ``doc`` (:func:`mark_doc`, :func:`merged`) to the bundle ``writer`` as
+    :data:`RECORD_KEY`; nothing where ``doc`` is ``None``."""
+    if not doc:
+        return
+    import json
+
+    import numpy as np
+
+    data = json.dumps(doc, sort_keys=True).encode("utf-8")
+    writer.add_array(RECORD_KEY, np.array(data, dtype=object))
+
+
+def take_mark(reader, path: str) -> dict | None:
+    """Removes :data:`RECORD_KEY` from the open ``reader``'s entries (no variable, no key
+    any command lists or copies) and returns what it says.
+
+    Returns:
+        `dict`, or ``None`` where the checkpoint holds no such key.
+
+    Raises:
+        CorruptCheckpointError: it is no scalar string holding our JSON document (a mark
+            unread would drop its doubt: refused rather than passed over).
+    """
+    entries = reader.entries
+    entry = entries.get(RECORD_KEY)
+    if entry is None:
+        return None
+    from .formats.dtypes import STRING
+
+    if entry.dtype != STRING or entry.num_elements != 1 or entry.nbytes > _MAX_BYTES:
+        raise CorruptCheckpointError(f"{RECORD_KEY} is not a small scalar string", path=path)
+    import json
+
+    raw = reader.read(RECORD_KEY)
+    del entries[RECORD_KEY]
+    try:
+        doc = json.loads(bytes(raw.reshape(-1)[0]))
+    except (ValueError, UnicodeDecodeError):
+        doc = None
+    if not isinstance(doc, dict) or doc.get("kind") != _KIND:
+        raise CorruptCheckpointError(
+            f"{RECORD_KEY} holds no record ckpt_tools wrote: what it says of the keys cannot "
+            "be read, so the checkpoint is not read without it", path=path)
+    return doc
+
+
+def names_doubted(doc: dict | None) -> dict | None:
+    """The mark's ``names_doubted`` part, or ``None``."""
+    d = (doc or {}).get("names_doubted")
+    return d if isinstance(d, dict) else None
+
+
+def stated_of(doc: dict | None) -> dict:
+    """The mark's ``stated`` part (statement -> detail, and ``"by"``), or ``{}``."""
+    s = (doc or {}).get("stated")
+    return s if isinstance(s, dict) else {}
+
+
+def names_doubted_refusal(path: str, doc: dict) -> UnprovenPairingError:
+    """The refusal (exit 6, ``--not-swapped``) of the pairing by names of the checkpoint
+    ``path`` whose mark says ``ckpt average`` wrote it from inputs whose names a swapping
+    Saver's graph doubts, where no graph beside it doubts it now (review-28-attack-r105
+    F1-F3)."""
+    d = names_doubted(doc) or {}
+    graphs = ", ".join(str(g) for g in d.get("graphs") or []) or "a graph of their prefix"
+    inputs = ", ".join(str(i) for i in d.get("inputs") or [])
+    return UnprovenPairingError(
+        f"{path}: its {RECORD_KEY} key says {d.get('by', 'ckpt average')} wrote it from "
+        f"inputs{f' ({inputs})' if inputs else ''} whose keys' names a swapping Saver's graph "
+        f"({graphs}) doubts, and no such graph is beside it now (renamed, or copied without "
+        "it): its names are not read alone. Copy it with that graph beside it under its "
+        "original name; if a Saver of each variable under its own name wrote the inputs, "
+        "pass --not-swapped (Python: not_swapped=True); if the swapping Saver did, the keys "
+        "as stored are what it saved (ckpt export --raw --no-meta)", option="--not-swapped")
+
+
+_STATED = {
+    "saver_def_wrote": "--saver-def-wrote (the .meta's SaverDef Saver wrote its input)",
+    "not_swapped": "--not-swapped (a Saver of each variable under its own name wrote its "
+                   "input)",
+}
+
+
+def stated_notes(path: str, doc: dict | None) -> list[str]:
+    """The notes every read of the checkpoint ``path`` repeats for the statements its mark
+    records besides ``--averages-only`` (whose caveat
+    :func:`~ckpt_tools.restored_record.averages_only_note` repeats): what the user stated
+    when it was written, which no file shows.
+
+    Returns:
+        `list[str]`: ``"note: ..."`` lines (``[]``: none stated).
+    """
+    stated = stated_of(doc)
+    said = [v for k, v in _STATED.items() if stated.get(k)]
+    if not said:
+        return []
+    by = stated.get("by", "ckpt_tools")
+    return [f"note: {by} wrote {path} from an input read under {' and '.join(said)}, "
+            f"its {RECORD_KEY} key says: that statement, not the file, makes its plain "
+            "names hold averages"]
+
+
+def output_mark(inputs, stated: dict | None = None, doubted: dict | None = None,
+                by: str = "ckpt average") -> dict | None:
+    """The mark of an output written by ``by`` from the open checkpoints ``inputs``: what it
+    says itself (``doubted``, ``stated``: :func:`mark_doc`) joined with every input's mark,
+    so that no output drops an input's doubt or statement. An input's ``names_doubted`` that
+    ``--not-swapped`` decided (stated on that input) becomes that statement.
+
+    Returns:
+        `dict`, or ``None`` where there is nothing to say.
+    """
+    docs = [mark_doc(doubted, stated, by)]
+    for c in inputs:
+        doc = getattr(c, "tools_mark", None)
+        if not doc:
+            continue
+        if names_doubted(doc) and getattr(c, "not_swapped", False):
+            doc = {k: v for k, v in doc.items() if k != "names_doubted"}
+            docs.append(mark_doc(None, {"not_swapped": True}, by))
+        docs.append(doc)
+    return merged(*docs)
