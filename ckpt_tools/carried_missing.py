@@ -73,8 +73,12 @@ def refuse_missing_copies(prefix: str) -> None:
         return
     record, gone = found
     directory = os.path.dirname(prefix)
-    state = ("has other bytes than recorded" if os.path.lexists(os.path.join(directory, gone[0]))
-             else "is not beside it")
+    copy = os.path.join(directory, gone[0])
+    # a symlink is not read through (what it points to may change): say so, not that its
+    # bytes differ, which sends the user hunting a corrupted graph (review-28-attack-r105 F6)
+    state = ("is a symlink, which is not read through (copy the file itself beside it)"
+             if os.path.islink(copy) else "has other bytes than recorded"
+             if os.path.lexists(copy) else "is not beside it")
     raise UnprovenPairingError(
         f"{prefix}: its record {record} says ckpt average carried {', '.join(gone)} beside it, "
         f"a graph of its inputs' prefix that doubts what its keys' names hold (a swapping "

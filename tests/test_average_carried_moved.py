@@ -101,3 +101,15 @@ def test_carried_graph_put_back_doubts_as_in_place(made, tmp_path):
     with np.load(tmp_path / "a.npz") as z:
         for key in NAMES:
             np.testing.assert_allclose(z[key], _mean(truth, "avg", key), rtol=1e-6)
+
+
+def test_symlinked_carried_graph_is_named_a_symlink(made, tmp_path):
+    """review-28-attack-r105 F6: the carried graph beside the copy is a symlink to the very
+    recorded bytes: refused (a symlink is not read through), saying so, not "has other bytes
+    than recorded" (which sends the user hunting a corrupted graph)."""
+    out, _, _ = made
+    ckpt = _moved(out, tmp_path / "dest")
+    (tmp_path / "dest" / "model.ckpt-1.meta").symlink_to(out / "avg" / "model.ckpt-1.meta")
+    code, _, err = run_cli(["export", str(ckpt), "--out", str(tmp_path / "d.npz")])
+    said = " ".join(err.split())
+    assert code == 6 and "is a symlink" in said and "other bytes" not in said, err
