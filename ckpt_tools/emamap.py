@@ -242,7 +242,7 @@ def ema_map(
                                                                           ema_name)
             if translated is None:
                 held = None
-                refuse_renamed_keys(ckpt, variables, in_graph=in_graph)
+                refuse_renamed_keys(ckpt, variables, in_graph=in_graph, ema_name=ema_name)
         if translated is None:
             refuse_orphans(ckpt, variables)
             refuse_unpaired(ckpt, variables, ema_name, apply_order, style)

@@ -166,7 +166,8 @@ def stripped_prefix(renamed: dict[str, str | None]) -> str | None:
 _UNPAIRED = frozenset((R.STEP, R.OPTIMIZER_SLOT, R.EMA_DEBIAS, R.LOSS_AVERAGE))
 
 
-def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) -> None:
+def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False,
+                        ema_name: str | None = None) -> None:
     """Refuses (exit 6) a TF1 checkpoint whose ``.meta`` save op saved some key from a
     variable of another name: pairing by key names would give another variable's average, or
     its raw value, as its EMA value.
@@ -177,6 +178,9 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
         in_graph: the targets are the graph's own variables (``restore_ema``/``ema_saver`` in
             the graph imported from the ``.meta``), not keys: only averages' keys that hold
             something other than their own shadow matter there.
+        ema_name: the ``--ema-name`` given; without one, where the graph shows several EMA
+            objects, the names the save op's pairing accepts are offered
+            (:func:`~ckpt_tools.renamed_offers.renamed_object_offers`).
 
     Raises:
         UnprovenPairingError: naming the file, a key and the variable it holds; the option
@@ -320,6 +324,19 @@ def refuse_renamed_keys(ckpt: Checkpoint, variables, *, in_graph: bool = False) 
             "tf_cnn_benchmarks saves tower 0), so the .meta's collections name none of these "
             "keys; pass --no-meta to pair them by the keys' own names (Python: "
             "use_meta=False)", "--no-meta", undecided)
+    if not in_graph and ema_name is None:  # several objects: the save op pairs one (r106 F3)
+        from .renamed_offers import renamed_object_offers
+
+        offers, objects = renamed_object_offers(ckpt)
+        if offers:
+            raise UnprovenPairingError(
+                head + f": a Saver(var_list=dict) whose keys are not its variables' names, "
+                f"and the .meta's update ops show {objects}: nothing recorded says which "
+                f"object an evaluation uses; pass {' or '.join(offers)} (the object you "
+                "evaluate with), which pairs its averages with the keys through the save op"
+                + ("; --allow-missing writes raw the variables it does not average"
+                   if any(o.endswith("--allow-missing") for o in offers) else ""),
+                "--ema-name", undecided)
     raise UnprovenPairingError(
         head + ": a Saver(var_list=dict) whose keys are not its variables' names; pairing "
         "averages with keys by name would use another variable's average or a raw weight, "

@@ -118,6 +118,9 @@ OBJECTS = {
     # review-25-attack-r80 F1, F2: ONE object, fast applied again under variable_scope('s')
     # over c (s/c/fast) beside a model variable s/c, behind the renaming Saver
     "rensc": ("rensc", [("fast", "wb"), ("s", "c", 0)]),
+    # review-28-attack-r106 F3: the default object and slow, both over w, b, behind the
+    # renaming Saver
+    "rentwo": ("ren", [("ExponentialMovingAverage", "wb"), ("slow", "wb")]),
 }
 for case, (kind, objects) in OBJECTS.items():
     with tf.Graph().as_default():
@@ -504,3 +507,27 @@ def test_a_renamed_savers_average_under_a_scope_named_as_anothers_is_refused(mad
         said = _refused(out / "rensc", args, tmp_path)
         assert "apply() 's_1/fast' averaging c into" in said and "pass --no-meta" not in said, \
             (args, said)
+
+
+def test_a_renamed_savers_several_objects_refusal_offers_each_ema_name(made, tmp_path):
+    """review-28-attack-r106 F3: behind a renaming Saver({"model/" + v.op.name: v}), the
+    default object and slow both averaging w and b were refused with "ckpt does not
+    translate such keys" and no --ema-name offered, while each --ema-name exports that
+    object's averages through the save op. The refusal now offers both, and each offer, run
+    as printed, writes its object's averages bit for bit."""
+    out, truth = made
+    err = _refused(out / "rentwo", [], tmp_path)
+    assert "does not translate" not in err, err
+    found = re.search(r"pass (--ema-name .*?) \(the object", err)
+    assert found, err
+    offers = [shlex.split(o) for o in found.group(1).split(" or ")]
+    # c is averaged by neither object: each offer states it raw (--allow-missing)
+    assert offers == [["--ema-name", n, "--allow-missing"]
+                      for n in ("ExponentialMovingAverage", "slow")], err
+    assert "--allow-missing writes raw the variables it does not average" in err, err
+    for i, option in enumerate(offers):
+        got = _exported(out / "rentwo", option, tmp_path)
+        assert sorted(got) == ["model/b", "model/c", "model/w"], got
+        for v in "wb":
+            assert got[f"model/{v}"].tobytes() == truth[f"rentwo:o{i}:{v}"].tobytes(), option
+        assert got["model/c"].tobytes() == truth["rentwo:raw:c"].tobytes(), option
