@@ -22,7 +22,7 @@ from .export_format import check_dtypes, output_format
 from .export_plan import plan_export
 from .export_record import checkpoint_record, swapped_in
 from .export_said import NO_META_RAW_WARNING, no_weights
-from .export_writers import H5_WIDEN, NPZ_WIDEN, WRITERS, read_order
+from .export_writers import H5_WIDEN, NPZ_WIDEN, WRITERS, read_order, written_bytes
 from .formats._io import canonical_location, is_url
 from .formats._write import (
     Inputs,
@@ -134,6 +134,7 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
                    exclude: list[str] | None = None, rename: list[str] | str | None = None,
                    tensor_averages: bool = False, overwrite: bool = False,
                    progress: Callable[[int], None] | None = None,
+                   progress_total: Callable[[int], None] | None = None,
                    member_hint: str | None = None, mark_averages: bool = False,
                    **map_options) -> ExportResult:
     """Writes model weights (EMA values by default) to one ``.npz``/safetensors/HDF5 file.
@@ -152,6 +153,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             otherwise they are left out with a warning naming ``--tensor-averages``.
         overwrite: replace an existing output file.
         progress: called with bytes written.
+        progress_total: called once, before ``progress`` is, with the bytes ``progress`` will
+            count in all (the tensors written, not the whole checkpoint's).
         member_hint: the advice given when tensor names cannot be member names (what the
             caller's options allow); by default export's ``--rename``/``--exclude``.
         mark_averages: ``restore-ema --format h5``: record in the ``.h5`` that its weights
@@ -186,7 +189,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
     if is_url(out_path):
         return _export_to_url(checkpoint, out_path, fmt=fmt, ema=ema, include=include,
                               exclude=exclude, rename=rename, overwrite=overwrite,
-                              progress=progress, mark_averages=mark_averages,
+                              progress=progress, progress_total=progress_total,
+                              mark_averages=mark_averages,
                               **map_options)
     opened = opened_stated(checkpoint, take_statements(map_options))  # use_ema=... (CLI's)
     ckpt = opened.__enter__()
@@ -272,6 +276,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
         order = read_order(plan, fmt, ckpt, weights)
         ckpt.plan_reads(order)
         record = checkpoint_record(ckpt, plan, averaged, raw=ema is False)  # said in the file
+        if progress_total:  # the bytes written, not the file's (review-29-user-u31 F1)
+            progress_total(written_bytes(ckpt, plan, fmt, weights))
         with atomic_file(out_path, inputs, overwrite=overwrite, create_parents=True) as tmp:
             nbytes = (WRITERS[fmt](ckpt, plan, tmp, progress, weights) if fmt == "h5" else
                       WRITERS[fmt](ckpt, plan, tmp, progress, record))

@@ -168,11 +168,13 @@ def export_command(
         if names.active or exclude:  # W/ExponentialMovingAverage written as W (r84 F5)
             names.written_as = export_names(ckpt, ema is False, ema_name)
         require_selection(ckpt, names, exclude)
-        total = sum(e.nbytes for e in ckpt.entries().values())
-        with out.progress("exporting", total) as bar, _selection(ckpt, names, exclude):
+        # the total is the bytes written, known once the weights are chosen: not every
+        # tensor of the file, which stopped the bar at 50% (review-29-user-u31 F1)
+        with out.progress("exporting") as bar, _selection(ckpt, names, exclude):
             result = export_weights(ckpt, out_path, fmt=fmt, ema=ema,
                                     include=names.as_globs(ckpt), exclude=exclude,
                                     rename=rename, overwrite=force, progress=bar.advance,
+                                    progress_total=lambda total: bar.update(0, total),
                                     tensor_averages=tensor_averages,
                                     ema_name=ema_name, allow_missing=allow_missing,
                                     apply_order=check_apply_order(apply_order),
