@@ -25,6 +25,7 @@ from ._common import (
 )
 from ._output import Output, human_bytes
 from ._run import note_recorded
+from ._text import counted
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -183,14 +184,14 @@ def average_command(
         return
     if quiet:
         return
-    what = "EMA shadows" if ema else "float variables"
+    what = "EMA shadow" if ema else "float variable"
     baked = f", {len(result.baked)} plain names hold them" if result.baked else ""
     copied = len(result.copied)
     # `averaged` lists the baked plain names too (their values are averages): count each
     # shadow once.
     count = len(result.averaged) - len(result.baked)
     out.prose(f"wrote {result.saved_model or result.prefix} ({human_bytes(result.nbytes)}): "
-              f"{count} {what} averaged over {len(result.inputs)} checkpoints"
+              f"{counted(count, what)} averaged over {len(result.inputs)} checkpoints"
               f"{baked}, {copied} tensor{'s' if copied != 1 else ''} copied from the newest "
               f"({result.newest}, by {result.newest_by})" + stated_record_said(
                   [r for r in result.records if r.endswith(".restored.json")]))

@@ -48,6 +48,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Output, human_bytes
+from ._text import counted
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,
@@ -204,7 +205,8 @@ def export_command(
                     "(--averages-only; raw weights if a training run saved them)" if doubted
                     else f", {len(result.averaged)} with EMA values")
         out.prose(f"wrote {result.path} ({result.format}, "  # the tensors, not the file
-                 f"{human_bytes(result.nbytes)} of weights): {len(result.tensors)} weights"
+                 f"{human_bytes(result.nbytes)} of weights): "
+                 f"{counted(len(result.tensors), 'weight')}"
                  + (f" as stored ({result.stored})" if result.stored else
                     averaged + _raw_said(result) if allow_missing and ema is not False else
                     averaged))

@@ -44,6 +44,7 @@ from ._common import (
     trainable_names,
 )
 from ._output import Output, human_bytes
+from ._text import counted
 from .ema import (
     DROP,
     KEEP,
@@ -224,16 +225,18 @@ def restore_ema_command(
                        if doubted else "")
         if result.format == "h5":
             out.prose(f"wrote {result.output} ({human_bytes(result.nbytes)}): "
-                     f"{len(result.tensors)} weights, {len(result.averaged)} "
+                     f"{counted(len(result.tensors), 'weight')}, {len(result.averaged)} "
                      + (f"from keys you stated hold averages {stated_said}" if doubted
                         else "averaged"))
         else:
             what = "SavedModel " if result.format == "saved_model" else ""
-            held = (f"now hold the values of keys you stated hold averages {stated_said}"
-                    if doubted else "now hold their EMA values")
+            one = len(result.replaced) == 1  # "1 variable now holds" (u31 F3)
+            held = (f"now {'holds' if one else 'hold'} the values of keys you stated hold "
+                    f"averages {stated_said}" if doubted else
+                    f"now {'holds its' if one else 'hold their'} EMA values")
             out.prose(f"wrote {what}{result.output} ({human_bytes(result.nbytes)}): "
-                     f"{len(result.replaced)} variables {held}, "
-                     f"{result.copied} tensors copied unchanged"
+                     f"{counted(len(result.replaced), 'variable')} {held}, "
+                     f"{counted(result.copied, 'tensor')} copied unchanged"
                      + (f", {len(result.dropped)} dropped" if result.dropped else "")
                      + stated_record_said(result.files))
 
@@ -270,8 +273,8 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
             out.json({**_doc({"dry_run": True, "output": target, "map": pairs}, out),
                       **assumed})
         else:
-            out.prose(f"dry run: would write {target} with {len(pairs)} weights set to their "
-                      "EMA values", "dim")
+            out.prose(f"dry run: would write {target} with {counted(len(pairs), 'weight')} "
+                      f"set to {'its' if len(pairs) == 1 else 'their'} EMA values", "dim")
         return
     result = bake_keras_ema(ckpt, target, overwrite=force, strict=strict)
     stated = note_stated_order(out, ckpt, None)
@@ -283,7 +286,9 @@ def _restore_keras(out: Output, ckpt, out_dir: str | None, name: str | None, for
                   **stated})
     elif not quiet:
         out.prose(f"wrote {result.path} ({human_bytes(result.nbytes)} of averages): "
-                  f"{len(result.replaced)} weights now hold their EMA values; load it with "
+                  f"{counted(len(result.replaced), 'weight')} now "
+                  f"{'holds its' if len(result.replaced) == 1 else 'hold their'} EMA values; "
+                  "load it with "
                   "model.load_weights()" + (" or keras.models.load_model()"
                                             if result.path.endswith(".keras") else ""))
     elif chosen:  # -q: the one line of data is where the output went (review-13-user-u15 F7)
