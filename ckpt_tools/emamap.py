@@ -357,7 +357,11 @@ def selected_pairs(variables, pairs: list[tuple[str, str]], missing_set: set[str
     averaged, raw, dropped = [], [], []
     for src, tgt in pairs:
         role = variables[tgt].role if tgt in variables else role_from_name(tgt)
-        out = left_out(src, tgt, include, exclude)
+        # a missing average's key (not stored, nothing reads it) selects nothing, as for
+        # EmaMap.excluded: --exclude '*slow*' dropped V, whose slow average V/slow is not
+        # stored, rather than refusing it as missing or keeping it raw (s28h "Left")
+        read = src if tgt not in missing_set and src in variables else tgt
+        out = left_out(read, tgt, include, exclude)
         if src != tgt and tgt in missing_set and allow_missing:
             src = tgt
         keep = True

@@ -164,6 +164,7 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
     warnings: list[str] = []
     sources: dict[str, str] = {}
     filtered: set[str] = set()  # targets the map's filters left out
+    unread: set[str] = set()  # targets whose average is missing (its key selects nothing)
     stated = False  # whether --raw writes keys only as --keys-are-raw states them
     own_averages: dict[str, str] = {}  # --raw: keys named as variables holding their averages
     # averages under variables' names: which is raw
@@ -196,6 +197,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
                     **({"exclude": excluded} if excluded else {}),
                     **({"include": include} if include and several else {}))
         sources = {t: s for s, t in m.pairs}
+        # a missing average's key (not stored, nothing reads it) selects nothing: --exclude
+        # '*slow*' left V out by V/slow, skipping the missing refusal (s28h "Left")
+        unread = set(m.missing)
         filtered = {t for t in m.dropped if getattr(variables.get(t), "role", None)
                     != R.OPTIMIZER_SLOT}  # (the map keeps every other pair: non_averaged)
         # averages the map proves that no name marks (w/slow under --ema-name slow)
@@ -321,7 +325,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         names = {_clean_name(key, variables.get(key)), key, held_as.get(key) or key}
         # a weight whose pair the map's filters left out (an excluded average's key selects
         # its weight: r92 F3): out, never written raw in its average's place
-        return _filtered_out(names, include, exclude, also=sources.get(key, key)) or (
+        also = key if key in unread else sources.get(key, key)
+        return _filtered_out(names, include, exclude, also=also) or (
             key in filtered and key not in sources)
 
     if use_ema:  # a weight the filters leave out is not exported: its average cannot matter

@@ -253,3 +253,18 @@ def test_a_glob_matching_an_unstored_average_key_leaves_no_weight_out(made, tmp_
         for var in ("W", "V", "b"):
             tag = want.get(var, "raw")
             assert ckpt.tensor(var).tobytes() == truth[f"disj:{tag}:{var}"].tobytes(), var
+
+
+def test_one_name_a_glob_matching_only_missing_keys_keeps_the_weight(made, tmp_path):
+    """s28h "Left": ``--ema-name slow --exclude '*slow*'`` matches W/slow (stored: W out) and
+    V/slow, b/slow, the keys V's and b's slow averages WOULD have (not stored). Those keys
+    select nothing: with ``--allow-missing`` V and b are written RAW, as it says (they were
+    left out, exit 0); without it they are refused as missing, as ``--ema-name slow`` alone
+    refuses them (they were left out silently, exit 0)."""
+    out, truth, _ = made
+    path = out / "multi/disj"
+    args = ["--ema-name", "slow", "--exclude", "*slow*"]
+    got = _export(path, [*args, "--allow-missing"], tmp_path)
+    _holds(got, truth, "disj", {"V": "raw", "b": "raw", "mm": "raw"})
+    said = _refused(path, args, tmp_path)
+    assert "'V/slow' is not in the checkpoint" in said, said
