@@ -28,3 +28,42 @@ def renamed_object_offers(ckpt: Checkpoint) -> tuple[list[str], str]:
         return [], ""
     offers = [option_text(n, (), a) for n, a in accepted(ckpt, names)]
     return offers, f"{len(names)} EMA objects ({', '.join(names)})" if offers else ""
+
+
+
+def evaluation_resave_offer(ckpt: Checkpoint, keys) -> str:
+    """What decides a renamed ``variables_to_restore()`` Saver's keys where the save op cannot
+    pair them: ``Saver({"model/" + k: v for k, v in ema.variables_to_restore().items()})``
+    writes ``model/w/ExponentialMovingAverage`` from ``w``, which holds the raw weight where a
+    training graph saved it and the average where an evaluation graph restored the averages
+    and saved again (the same graph code, its ``apply()`` built but never run, so the file
+    cannot show which); ``--averages-only`` alone was refused with the rest, while
+    ``--no-meta --averages-only`` states the latter and reads them by their names
+    (review-28-attack-r106 F4). ``keys``: the refused renamed keys that a pairing reads (no
+    step or slot).
+
+    Returns:
+        `str`: the clause offering ``--no-meta --averages-only`` where every one of ``keys``
+        was written from its own variable and that export is accepted; ``""`` otherwise.
+    """
+    from .offer_probe import works  # late: it runs the export plan
+    from .raw_named import named_as_own_average
+
+    own = named_as_own_average(ckpt)
+    if not keys or not all(k in own for k in keys):
+        return ""
+    stated = ckpt.reopened(averages_only=True)
+    try:
+        if not works(stated.with_meta(False)):
+            return ""
+    finally:
+        stated.close()
+    k = sorted(keys)[0]
+    return (f"; its {len(keys)} key(s) named as averages (e.g. {k}) were written from their "
+            f"own variables (e.g. {own[k]}), as a Saver of ema.variables_to_restore() writes "
+            "them: the raw weights if a training graph saved them, the averages if an "
+            "evaluation graph restored the averages and saved again, which the file cannot "
+            "show, and with the .meta nothing pairs them (--averages-only alone is refused): "
+            "if they hold the averages, pass --no-meta --averages-only (Python: "
+            "open_checkpoint(path, meta=False, averages_only=True)), which reads them by their "
+            "names")

@@ -610,3 +610,28 @@ def test_evaluation_resave_partitioned_layout(made):
         got = np.concatenate([ck.tensor(f"fc2/p/part_{i}/ExponentialMovingAverage")
                               for i in range(2)])
     assert _bits(got) == _bits(truth["part_ema:fc2/p"])
+
+
+def test_renamed_evaluation_resave_offers_the_statement_that_decides(made, tmp_path):
+    """review-28-attack-r106 F4: ev_apply_ren (an evaluation graph that built apply(),
+    restored the averages and saved again with Saver({"model/" + k: v} of
+    variables_to_restore())) was refused, "ckpt does not translate such keys", with and
+    without --averages-only, and nothing said which option decides. The refusal now offers
+    --no-meta --averages-only (the statement that they hold averages), and that offer, run
+    as printed, writes the averages bit for bit."""
+    import re
+    import shlex
+
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    for more in ([], ["--averages-only"]):
+        code, err = _export(out, "ev_apply_ren", *more, dst=dst)
+        assert code == 6 and not dst.exists(), err
+        found = re.search(r"if they hold the averages, pass (--no-meta --averages-only) \(", err)
+        assert found, err
+    code, err = _export(out, "ev_apply_ren", *shlex.split(found.group(1)), dst=dst)
+    assert code == 0, err
+    with np.load(dst) as z:
+        assert sorted(z.files) == ["model/fc/b", "model/fc/w"], z.files
+        for n in ("fc/b", "fc/w"):
+            assert _bits(z["model/" + n]) == _bits(truth[f"ema:{n}"]), n
