@@ -6,9 +6,13 @@ A TF2 checkpoint records no decay and no ``apply()``: two default-named objects
 over ``c``) both name their averages ``<variable>/ExponentialMovingAverage``, so the names
 read as one object's. What the file does show is where each average is tracked:
 ``Checkpoint(model=m, ema=[e1's averages], ema2=[e2's average])`` puts them under two
-holders (``ema``, ``ema2``: the root's attributes), as a user keeping two objects apart
-would; a structure below one attribute (``ema/dense/kernel``, ``ema/heads/0/bias``) is one
-holder, and a Keras optimizer's own averages (no EMA name) are its own. Averages of one
+holders (``ema``, ``ema2``), and so do ``ema={"gen": [...], "disc": [...]}`` (``ema/gen``,
+``ema/disc``), a list of lists or a GAN module's two lists (review-28-attack-r104 F1): the
+holder is the object directly holding the average, read off its key's object-graph edges (one
+dict keyed by the weights' paths, ``{"dense/kernel": ...}``, is one holder: the edge holds the
+slash), except that a structure mirroring the model's paths (``ema/conv1/weights`` for
+``model/conv1/weights``, ``ckpt train``'s ``mirror_module``) is one holder at its top. A Keras
+optimizer's own averages (no EMA name) are its own. Averages of one
 name reached through different holders are not proven one object's: exporting them
 together may give each weight its own object's average beside the other's, so they are
 refused unless ``--ema-name`` states the name (your statement that they are one object's
@@ -21,22 +25,47 @@ one object from two).
 from __future__ import annotations
 
 import glob
+import re
 
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .offer_probe import option_text, works
 
 
-def _holder(path: str) -> str:
-    """The root's attribute through which an average is tracked: ``ema`` of ``ema/0``,
-    ``ema/w`` or ``ema/net/block0/d1/kernel`` (a dict or module mirroring the model: one
-    structure), ``""`` for an attribute of the root itself."""
-    return path.partition("/")[0] if "/" in path else ""
+def _edges(key: str) -> tuple[str, ...]:
+    """The object-graph edges a TF2 checkpoint key runs through, unescaped (TensorFlow writes
+    ``/`` in an edge's name as ``.S`` and ``.`` as ``..``): ``("ema", "dense/kernel")`` of
+    ``ema/dense.Skernel/.ATTRIBUTES/VARIABLE_VALUE`` (one dict key holding a slash)."""
+    escaped = key.split("/.ATTRIBUTES/")[0].split("/")
+    return tuple(_ESCAPE.sub(lambda m: "/" if m.group(1) == "S" else m.group(1), e)
+                 for e in escaped)
+
+
+_ESCAPE = re.compile(r"\.(.)")
+
+
+def _holder(average: tuple[str, ...], weight: tuple[str, ...]) -> tuple[str, ...]:
+    """The object holding an average (edges :func:`_edges`): the structure mirroring its
+    weight's path below the weight's first object (``ema`` of ``ema/conv1/weights`` for
+    ``model/conv1/weights``, as ``ckpt train``'s ``mirror_module`` keeps them; the longest
+    such tail of two or more edges first, so a mirror of a sub-module's paths counts too),
+    else the object directly holding it (``ema`` of ``ema/0`` or of one dict key
+    ``ema/dense.Skernel``, ``ema/gen`` of ``ema/gen/0``, ``()`` for an attribute of the root).
+
+    The root's own attribute names (the weight's first edge) never count in the tail:
+    ``ema/generator/dense/kernel`` for ``generator/dense/kernel`` is held by
+    ``ema/generator``, so two networks' averages kept per network stay two holders."""
+    for k in range(1, len(weight) - 1):
+        tail = weight[k:]
+        if len(average) > len(tail) and average[-len(tail):] == tail:
+            return average[:-len(tail)]
+    return average[:-1]
 
 
 def holders(ckpt: Checkpoint, pairs,
-            left_out=None) -> dict[str, dict[str, list[tuple[str, str]]]]:
-    """EMA name -> holder (object path) -> ``[(weight key, average key), ...]`` of the pairs
+            left_out=None) -> dict[str, dict[tuple[str, ...], list[tuple[str, str]]]]:
+    """EMA name -> holder (its object-graph edges, :func:`_holder`) -> ``[(weight key,
+    average key), ...]`` of the pairs
     (``(average key, weight key)``) of a TF2 checkpoint whose averages its object graph
     tracks (optimizer slots left out: an optimizer's own), ``left_out(average, weight)``
     leaving a pair out.
@@ -47,7 +76,7 @@ def holders(ckpt: Checkpoint, pairs,
     objects = ckpt.objects
     if objects is None:
         return {}
-    out: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    out: dict[str, dict[tuple[str, ...], list[tuple[str, str]]]] = {}
     for average, weight in sorted(pairs):
         if average == weight or average in objects.slots or average not in objects.paths or (
                 left_out is not None and left_out(average, weight)):
@@ -57,8 +86,8 @@ def holders(ckpt: Checkpoint, pairs,
             else ""
         if not family:  # no EMA name (a Keras optimizer's own averages): no name to share
             continue
-        out.setdefault(family, {}).setdefault(_holder(objects.paths[average]), []).append(
-            (weight, average))
+        holder = _holder(_edges(average), _edges(weight))
+        out.setdefault(family, {}).setdefault(holder, []).append((weight, average))
     return out
 
 
@@ -80,7 +109,7 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         return
     family, each = sorted(split.items())[0]
     paths = ckpt.objects.paths
-    shown = "; ".join(f"{holder or 'the root'!s} holds the averages of "
+    shown = "; ".join(f"{'/'.join(holder) or 'the root'} holds the averages of "
                       f"{', '.join(paths.get(w, w) for w, _a in taken)}"
                       for holder, taken in sorted(each.items()))
     offers = []

@@ -1,0 +1,167 @@
+"""TF2: where a ``tf.train.Checkpoint`` keeps ``tf.train.ExponentialMovingAverage``
+averages, below one root attribute (review-28-attack-r104 F1).
+
+Two default-named objects (0.5 over ``w``, ``b``; 0.9 over ``c``) kept apart in one
+attribute (a dict of lists, a nested dict, a list of lists, a GAN module's two lists, a
+model's two list attributes, a Keras 3 loop's ``ema={"g": [...], "d": [...]}``) were exported,
+mapped and restored as one object's averages, exit 0: the holder was the root's attribute.
+They are refused (exit 6) as ``ema=``/``ema2=`` are (tests/test_tf2_split_holders.py), naming
+``--ema-name``. One object's averages in one structure (module attributes, a list, a dict, a
+one-key dict of lists or of dicts, the root's attributes, ``ckpt train``'s ``mirror_module``
+keeping ``ema/conv1/weights`` for ``model/conv1/weights``) export bit for bit. Real
+TensorFlow and Keras 3; truth is ``ema.average(v)`` at save time."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import assert_npz_holds, run_cli, run_script
+
+SCRIPT = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+from ckpt_tools.train.tf2 import mirror_module
+out = sys.argv[1]
+def save(name, **kw):
+    tf.train.Checkpoint(**kw).write(os.path.join(out, name, "ckpt"))
+def module(**attrs):
+    m = tf.Module()
+    for k, v in attrs.items():
+        setattr(m, k, v)
+    return m
+m = module(w=tf.Variable([1., 2., 3.], name="w"), b=tf.Variable([0.5], name="b"),
+           c=tf.Variable([7., 8.], name="c"))
+e1, e2 = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
+one = tf.train.ExponentialMovingAverage(0.7)
+conv = module(conv1=module(weights=tf.Variable([[1., 2.]], name="conv1/weights"),
+                           biases=tf.Variable([3.], name="conv1/biases")),
+              conv2=module(weights=tf.Variable([[4.], [5.]], name="conv2/weights"),
+                           biases=tf.Variable([6.], name="conv2/biases")))
+named = {"conv1/weights": conv.conv1.weights, "conv1/biases": conv.conv1.biases,
+         "conv2/weights": conv.conv2.weights, "conv2/biases": conv.conv2.biases}
+@tf.function
+def step():
+    for v in (m.w, m.b, m.c, *named.values()):
+        v.assign_add(tf.ones_like(v) * 1.25)
+    e1.apply([m.w, m.b])
+    e2.apply([m.c])
+    one.apply([m.w, m.b, m.c, *named.values()])
+for _ in range(3):
+    step()
+a = [e1.average(m.w), e1.average(m.b), e2.average(m.c)]
+# two objects kept apart below one root attribute
+save("A_dict_of_lists", model=m, ema={"gen": a[:2], "disc": a[2:]})
+save("B_gan_module", gan=module(net=m, g_ema=a[:2], d_ema=a[2:]))
+save("C_model_attrs", model=module(w=m.w, b=m.b, c=m.c, ema_vars=a[:2], ema_vars2=a[2:]))
+save("D_nested_dict", model=m, ema={"obj1": {"w": a[0], "b": a[1]}, "obj2": {"c": a[2]}})
+save("E_list_of_lists", model=m, ema=[a[:2], a[2:]])
+# one object's averages in one structure
+o = {k: one.average(getattr(m, k)) for k in "wbc"}
+save("attrs", model=m, ema=module(**o))
+save("root_attrs", model=m, w_ema=o["w"], b_ema=o["b"], c_ema=o["c"])
+save("list", model=m, ema=list(o.values()))
+save("dict", model=m, ema=dict(o))
+save("dict_of_lists", model=m, ema={"model": list(o.values())})
+save("nested_dict", model=m, ema={"model": dict(o)})
+save("mirror", model=conv, ema=mirror_module({p: one.average(v) for p, v in named.items()},
+                                             "ema"))
+truth = {"two:model/w": a[0], "two:model/b": a[1], "two:model/c": a[2],
+         **{f"one:model/{k}": v for k, v in o.items()},
+         **{f"mirror:model/{p}": one.average(v) for p, v in named.items()}}
+np.savez(os.path.join(out, "truth.npz"), **{k: v.numpy() for k, v in truth.items()})
+"""
+
+KERAS3 = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+import keras
+out = sys.argv[1]
+keras.utils.set_random_seed(1)
+net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="d1"),
+                        keras.layers.Dense(2, name="d2")], name="net")
+opt = keras.optimizers.SGD(0.1)
+v1 = [v.value for v in net.layers[0].trainable_variables]
+v2 = [v.value for v in net.layers[1].trainable_variables]
+e1, e2 = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
+x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
+@tf.function
+def step():
+    with tf.GradientTape() as t:
+        loss = tf.reduce_mean((net(x) - 1.0) ** 2)
+    g = t.gradient(loss, net.trainable_variables)
+    opt.apply_gradients(zip(g, net.trainable_variables))
+    e1.apply(v1)
+    e2.apply(v2)
+for _ in range(3):
+    step()
+a1, a2 = [e1.average(v) for v in v1], [e2.average(v) for v in v2]
+tf.train.Checkpoint(model=net, optimizer=opt, ema={"g": a1, "d": a2}).write(
+    os.path.join(out, "k3_dict", "ckpt"))
+np.savez(os.path.join(out, "truth.npz"), **{v.name: a.numpy() for v, a in zip(v1 + v2, a1 + a2)})
+"""
+
+TWO = {"A_dict_of_lists": ("ema/gen", "ema/disc"), "B_gan_module": ("gan/g_ema", "gan/d_ema"),
+       "C_model_attrs": ("model/ema_vars", "model/ema_vars2"),
+       "D_nested_dict": ("ema/obj1", "ema/obj2"), "E_list_of_lists": ("ema/0", "ema/1")}
+ONE = ["attrs", "root_attrs", "list", "dict", "dict_of_lists", "nested_dict"]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    pytest.importorskip("tensorflow")
+    out = tmp_path_factory.mktemp("holderlayouts")
+    return out, run_script(SCRIPT, out)
+
+
+def _refused(directory, tmp_path, *holders: str) -> None:
+    for args in (["export", str(directory), "-o", str(tmp_path / "x.npz")],
+                 ["map", str(directory)],
+                 ["restore-ema", str(directory), "-o", str(tmp_path / "re")]):
+        code, _o, err = run_cli(args)
+        assert code == 6, (args, err)
+        line = " ".join(err.split())
+        for holder in holders:
+            assert f"{holder} holds the averages of" in line, line
+        assert "--ema-name ExponentialMovingAverage" in line, line
+    assert not (tmp_path / "x.npz").exists() and not (tmp_path / "re").exists()
+
+
+@pytest.mark.parametrize("layout", sorted(TWO))
+def test_two_objects_below_one_attribute_are_refused(made, tmp_path, layout):
+    out, truth = made
+    _refused(out / layout, tmp_path, *TWO[layout])
+    if layout == "A_dict_of_lists":  # the statement: each weight its own object's average
+        code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "s.npz"),
+                                 "--ema-name", "ExponentialMovingAverage"])
+        assert code == 0, err
+        assert_npz_holds(tmp_path / "s.npz", {k[4:]: v for k, v in truth.items()
+                                              if k.startswith("two:")})
+
+
+@pytest.mark.parametrize("layout", ONE)
+def test_one_object_in_one_structure_exports_bit_for_bit(made, tmp_path, layout):
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "x.npz")])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "x.npz", {k[4:]: v for k, v in truth.items()
+                                          if k.startswith("one:")})
+
+
+def test_mirror_module_of_ckpt_train_is_one_holder(made, tmp_path):
+    """``ema/conv1/weights``, ``ema/conv2/biases``: parents ema/conv1 and ema/conv2, one
+    structure mirroring ``model/conv1/weights`` (d9380dd refused ckpt train's checkpoints)."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "mirror"), "-o", str(tmp_path / "x.npz")])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "x.npz", {k[7:]: v for k, v in truth.items()
+                                          if k.startswith("mirror:")})
+
+
+def test_keras3_loop_two_objects_in_one_dict_are_refused(tmp_path):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+    out = tmp_path / "k3"
+    out.mkdir()
+    run_script(KERAS3, out)
+    _refused(out / "k3_dict", tmp_path, "ema/g", "ema/d")
