@@ -96,7 +96,46 @@ def decay_source(nodes, mul: GraphNode, said: Said | None = None) -> str | None:
     decay = _one_minus(nodes, mul)
     if not decay.inputs or const_number(nodes, op_name(decay.inputs[0])) != 1.0:
         return None
-    return _sayer(nodes, said)(decay.inputs[1])
+    said = _sayer(nodes, said)
+    return _float_counted(nodes, decay.inputs[1], said) or said(decay.inputs[1])
+
+
+def _float_counted(nodes, tensor: str, said: Said) -> str | None:
+    """The decay ``apply()`` bounds by a float ``num_updates`` (``tf.cast(step, tf.float32)``,
+    a float variable), as :func:`decay_text` spells it: ``min(0.5, (1 + n) / (10 + n)) with
+    n = tensor 'Cast'``, naming the counter (note s28b). ``apply()`` casts the counter to
+    float32 as ``<scope>/num_updates``; a float32 one is not cast, so the scope has no such
+    node and ``<scope>/add``, ``<scope>/add_1`` read the counter itself (a float variable:
+    each through its own read of the one variable). Each scope has its own
+    ``Minimum``: named by its node, one object's ``apply()`` calls would never read one decay.
+
+    Returns:
+        `str | None`: ``None`` where ``tensor`` is not ``<scope>/Minimum`` of
+        ``(1 + n) / (10 + n)`` over one named counter ``n`` and a read bound.
+    """
+    name, _sep, port = tensor.partition(":")
+    scope = name.rpartition("/")[0]
+    node = nodes.get(name, _NO_NODE)
+    if port not in ("", "0") or not scope or name != scope + "/Minimum" or \
+            node.op != "Minimum" or len(node.inputs) != 2 or \
+            op_name(node.inputs[1]) != scope + "/truediv":
+        return None
+    ratio = nodes.get(scope + "/truediv", _NO_NODE)
+    if ratio.op != "RealDiv" or [op_name(t) for t in ratio.inputs] != [scope + "/add",
+                                                                       scope + "/add_1"]:
+        return None
+    counted = set()
+    for part, first in (("add", 1.0), ("add_1", 10.0)):
+        add = nodes.get(f"{scope}/{part}", _NO_NODE)
+        if add.op not in ("Add", "AddV2") or len(add.inputs) != 2 or \
+                const_number(nodes, op_name(add.inputs[0])) != first:
+            return None
+        counted.add(said(add.inputs[1]))  # a float variable: read once for each
+    counter = counted.pop() if len(counted) == 1 else None
+    bound = const_number(nodes, op_name(node.inputs[0]))
+    named = _shortest(bound) if bound is not None else said(node.inputs[0])
+    return None if named is None or counter is None else \
+        f"min({named}, (1 + n) / (10 + n)) with n = {counter}"
 
 
 def argument_said(function, outer: dict[str, str], graph) -> Said:
