@@ -218,8 +218,8 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
             ckpt, variables, name, chosen, use_meta).items()]}
         ops = update_ops(ckpt)
         # a key nothing writes beside apply()'s updates of others: refused (r41 F1)
-        unwritten = refuse_unwritten_sources(ckpt, variables, name, chosen,
-                                             use_meta, allow_missing)
+        unwritten = refuse_unwritten_sources(ckpt, variables, name, chosen, use_meta,
+                                             allow_missing, None, left_out, ema_name)
         no_avg.update(unwritten)
         no_avg.update({t: chosen.get(t) or f"{t}/{ema_name}" for t in [
             *stacked_sources(ckpt, variables, ema_name, chosen, ops),
@@ -274,7 +274,7 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
     if not allow_missing:  # refused either way: say the apply() that writes it (r80 F2)
         refuse_averaged_elsewhere(ckpt, unwritten, use_meta)
     unproven = refuse_unwritten_sources(ckpt, variables, ema_name, {}, use_meta,
-                                        allow_missing, unwritten)
+                                        allow_missing, unwritten, left_out, ema_name)
     pairs = [(t, t) if unproven.get(t) == s else (s, t) for s, t in pairs]
     missing = [*missing, *(t for t in unproven if t not in missing)]
     held = held_variables(ckpt) or {}

@@ -87,14 +87,15 @@ def contradiction_message(ckpt: Checkpoint, contradicted: dict[str, str]) -> str
 
 
 def unwritten_message(ckpt: Checkpoint, found: dict[str, str],
-                      unlisted: tuple[str, ...] = ()) -> str:
+                      unlisted: tuple[str, ...] = (), offer: str = "") -> str:
     """The refusal of :func:`~ckpt_tools.ema_sources.unwritten_sources`' keys: the graph trains
     the weights (or runs ``ema.apply()``) and nothing in it writes the keys, so either the ``.meta``
     is another graph's (as in :func:`contradiction_message`) or the keys were kept from
     outside the graph; the options that decide: ``--no-meta``, ``--allow-missing``.
     ``unlisted``: those of the weights in neither ``trainable_variables`` nor
     ``moving_average_variables`` (frozen, or trained by hand: review-19-attack-r45 F8), which
-    the graph does not average at all.
+    the graph does not average at all. ``offer``: the ``--exclude`` options (as typed) that
+    export the other weights' averages, where the export accepts them (note s28g F5).
 
     Returns:
         the one-line refusal."""
@@ -112,10 +113,11 @@ def unwritten_message(ckpt: Checkpoint, found: dict[str, str],
             f"op of the graph writes: {sample}{more}; either the .meta is from another graph "
             f"(another run, or a different var_list) or the keys hold tensors kept from "
             f"outside the graph (Variable.load() of a gradient's moment) under the names "
-            f"ema.apply() would give averages, and the files do not tell which; pass "
-            f"--no-meta (Python: use_meta=False) to pair by the checkpoint's names and use "
-            f"them as averages, or --allow-missing (Python: allow_missing=True) to keep "
-            f"those variables raw, as ema.average(v) is None in that graph")
+            f"ema.apply() would give averages, and the files do not tell which; "
+            + (f"{offer} exports the other weights' averages without them; " if offer else "")
+            + "pass --no-meta (Python: use_meta=False) to pair by the checkpoint's names and "
+            "use them as averages, or --allow-missing (Python: allow_missing=True) to keep "
+            "those variables raw, as ema.average(v) is None in that graph")
 
 
 def several_message(ckpt, variables, suffix, holder, several,

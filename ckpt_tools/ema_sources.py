@@ -8,6 +8,8 @@ where the graph's collections do not pair it, refuses.
 
 from __future__ import annotations
 
+import glob
+
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, unwritten_message
 from .ema_unread import unread_message
@@ -15,6 +17,7 @@ from .ema_updates import update_ops
 from .formats.meta_copies import FEED
 from .formats.meta_updates import UpdateOps
 from .meta_shadows import unmade_by_training
+from .offer_probe import option_text, works
 from .saved_keys import held_variables
 
 
@@ -200,28 +203,43 @@ def translated_unwritten(ckpt: Checkpoint, pairs, use_meta: bool) -> dict[str, s
 def refuse_unwritten_sources(ckpt: Checkpoint, variables, ema_name: str | None,
                              chosen: dict[str, str], use_meta: bool,
                              allow_missing: bool,
-                             found: dict[str, str] | None = None) -> dict[str, str]:
+                             found: dict[str, str] | None = None, left_out=None,
+                             stated: str | None = None) -> dict[str, str]:
     """:func:`unwritten_sources` (or ``found``, :func:`translated_unwritten`'s), refused unless
     ``allow_missing`` states that the weights have no average (they are then returned and
     kept raw: :attr:`~ckpt_tools.EmaMap.raw` lists them, and, as for every weight
     ``allow_missing`` restores raw, :attr:`~ckpt_tools.EmaMap.missing` does not;
-    review-20-attack-r49 F3).
+    review-20-attack-r49 F3) or the map's filters leave each pair out
+    (``left_out(average key, weight key)``: ``--exclude``, note s28g F5), the refusal then
+    offering the ``--exclude`` of those weights (with the ``stated`` ``--ema-name``) where
+    the export accepts it.
+
+    Returns:
+        `dict`: weight key -> the key read as its average, none proven (also those left
+        out: no average of theirs is read).
 
     Raises:
-        UnprovenPairingError: (exit 6) naming ``--no-meta`` and ``--allow-missing``.
+        UnprovenPairingError: (exit 6) naming ``--exclude``, ``--no-meta`` and
+            ``--allow-missing``.
     """
     unlisted: tuple[str, ...] = ()
     if found is None:
         found = unwritten_sources(ckpt, variables, ema_name, chosen, use_meta)
         unlisted = unlisted_weights(ckpt, found)
-    if found and not allow_missing:
+    refused = {t: s for t, s in found.items() if left_out is None or not left_out(s, t)}
+    if refused and not allow_missing:
         ops = update_ops(ckpt)
         if ops is not None and not ops.whole:  # an unread apply() may write them (r103 F5)
-            raise UnprovenPairingError(unread_message(ckpt, found), "--exclude or --no-meta",
-                                       {t: (s,) for t, s in found.items()})
-        raise UnprovenPairingError(unwritten_message(ckpt, found, unlisted),
-                                   "--no-meta or --allow-missing",
-                                   {t: (s,) for t, s in found.items()})
+            raise UnprovenPairingError(unread_message(ckpt, refused, stated),
+                                       "--exclude or --no-meta",
+                                       {t: (s,) for t, s in refused.items()})
+        exclude = tuple(sorted(glob.escape(t) for t in refused))
+        offer = option_text(stated, exclude) if works(ckpt, stated, exclude) else ""
+        raise UnprovenPairingError(
+            unwritten_message(ckpt, refused, tuple(t for t in unlisted if t in refused),
+                              offer),
+            "--exclude, --no-meta or --allow-missing" if offer else
+            "--no-meta or --allow-missing", {t: (s,) for t, s in refused.items()})
     return found
 
 

@@ -20,9 +20,10 @@ from .checkpoint import Checkpoint
 from .offer_probe import option_text, works
 
 
-def unread_message(ckpt: Checkpoint, found: dict[str, str]) -> str:
+def unread_message(ckpt: Checkpoint, found: dict[str, str], stated: str | None = None) -> str:
     """The refusal of ``found`` (weight key -> the key read as its average, none written by
-    an op read) where the ``.meta``'s graph was not read whole.
+    an op read) where the ``.meta``'s graph was not read whole; ``stated``: the command's
+    ``--ema-name``, kept in the ``--exclude`` offer.
 
     Returns:
         the one-line refusal, naming the options that decide.
@@ -31,8 +32,8 @@ def unread_message(ckpt: Checkpoint, found: dict[str, str]) -> str:
     more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
     meta = ckpt.meta.path if ckpt.meta is not None else ".meta"
     exclude = tuple(sorted(glob.escape(t) for t in found))
-    offer = f"{option_text(None, exclude)} exports the other weights' averages without them; " \
-        if works(ckpt, None, exclude) else ""
+    offer = f"{option_text(stated, exclude)} exports the other weights' averages without " \
+        "them; " if works(ckpt, stated, exclude) else ""
     return (f"{ckpt.path}: the checkpoint stores {len(found)} key(s) named as averages that no "
             f"op of the part of the graph in {meta} read writes: {sample}{more}; that graph "
             f"calls more functions than are read, so an ema.apply() in one not read (inside a "

@@ -110,3 +110,20 @@ def test_a_key_nothing_writes_beside_apply_of_others_is_refused_naming_what_deci
     assert m.mapping.get(KEY) != "w0" and m.mapping.get("w0") == "w0", m
     roles = _roles(run)  # with the .meta read: no proven average of w0
     assert roles[KEY] != ("ema", "w0") and roles["w1/ExponentialMovingAverage"] == ("ema", "w1")
+
+
+@pytest.mark.parametrize("stated", [[], ["--ema-name", "ExponentialMovingAverage"]])
+def test_excluding_the_unwritten_keys_weight_exports_the_others(made, stated, tmp_path):
+    """--exclude w0 leaves the unwritten key's weight out: its refusal no longer fires for
+    it, and the refusal offers that --exclude, with the stated --ema-name (note s28g F5)."""
+    _kind, run, truth = made
+    dest = tmp_path / "x.npz"
+    code, _, err = run_cli(["export", str(run), "--out", str(dest), *stated])
+    offer = " ".join([*stated, "--exclude 'w0'"])
+    assert code == 6 and f"{offer} exports the other weights' averages" in err, err
+    code, _, err = run_cli(["export", str(run), "--strict", "--out", str(dest), *stated,
+                            "--exclude", "w0"])
+    assert code == 0, err
+    with np.load(dest) as got:
+        assert sorted(got.files) == ["w1"]
+        assert got["w1"].tobytes() == truth["ema:w1"].tobytes()
