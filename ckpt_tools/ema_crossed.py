@@ -314,15 +314,21 @@ def refuse_mixed_writers(ckpt: Checkpoint, chosen: dict[str, str], ema_name: str
     ops, key = found
     writers: dict[str, set[str]] = {}  # average key -> apply() calls writing it (each part)
     averaged: dict[str, set[str]] = {}  # apply() -> the variables (each part) it averaged
+    of: dict[str, str] = {}  # average key -> the key of the variable averaged into it
     for shadow, (var, scope) in ops.averages.items():
         label = ops.applies.get(shadow, scope)
         writers.setdefault(key(shadow), set()).add(label)
         averaged.setdefault(label, set()).add(var)
+        of[key(shadow)] = key(var)
     taken = {t: s for t, s in chosen.items() if s in writers}
     labels = sorted(set().union(*(writers[s] for s in taken.values())))
     if len(labels) < 2:
         return
-    odd = sorted(s for t, s in taken.items() if s != f"{t}/{ema_name}")
+    # apply() under variable_scope('s') names its averages s/<var>/<name> (s28b): the key of
+    # its scope's own, no _N twin; which object wrote it is the decays' (refuse_two_decays),
+    # as for the default export
+    odd = sorted(s for t, s in taken.items() if s != f"{t}/{ema_name}"
+                 and not (of.get(s) == t and _scoped_own(s, t, ema_name, writers[s])))
     shared = [(x, y) for i, x in enumerate(labels) for y in labels[i + 1:]
               if averaged[x] & averaged[y]]
     if not odd and not shared:
@@ -341,6 +347,17 @@ def refuse_mixed_writers(ckpt: Checkpoint, chosen: dict[str, str], ema_name: str
         "exports the raw weights instead (give each EMA object a name no other object's averages "
         "carry when training: not fast beside fast_1)",
         None, {t: (s,) for t, s in sorted(taken.items())})
+
+
+def _scoped_own(key: str, target: str, ema_name: str, labels: set[str]) -> bool:
+    """Whether ``key`` is the average ``apply()`` gives ``target`` under a variable scope
+    (``s/c/fast`` of ``apply()`` ``s/fast``), the one ``apply()`` writing it (``labels``)
+    being of that very scope: the key TF gives the first average of ``target`` there, as
+    ``<target>/<ema_name>`` is outside it (note s28b)."""
+    if len(labels) != 1 or not key.endswith(f"/{target}/{ema_name}"):
+        return False
+    scope = key[:-len(f"/{target}/{ema_name}")]
+    return bool(scope) and labels == {f"{scope}/{ema_name}"}
 
 
 def refuse_mixed_parts(ckpt: Checkpoint, chosen: dict[str, str], use_meta: bool) -> None:

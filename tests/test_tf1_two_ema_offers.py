@@ -382,8 +382,16 @@ def test_a_stated_objects_scoped_average_is_never_left_raw(made, tmp_path, case,
     """review-23-attack-r68 F2's hostile twins: beside ovl3's three objects, s/c/fast is fast's
     own average of c (applied again under variable_scope('s')) or a second fast's; c/mid,
     c/slow are no fast's, yet ``--ema-name fast --allow-missing`` must not write c raw while
-    such a key is stored: it is refused (exit 6), with or without the .meta."""
-    out, _ = made
+    such a key is stored: it is refused (exit 6), with or without the .meta. With the
+    .meta, fast's own s/c/fast (the graph shows apply() scope s/fast averaging c into it) is
+    c's average, bit for bit, the decays telling it one object's (note s28b)."""
+    out, truth = made
+    if case == "ovl3again" and not meta:
+        got = _exported(out / case, ["--ema-name", "fast", "--allow-missing"], tmp_path)
+        assert sorted(got) == ["b", "c", "w"], sorted(got)
+        for k, obj in (("w", 0), ("b", 0), ("c", 3)):  # o3: fast applied again
+            assert got[k].tobytes() == truth[f"{case}:o{obj}:{k}"].tobytes(), k
+        return
     _refused(out / case, [*meta, "--ema-name", "fast", "--allow-missing"], tmp_path)
 
 
