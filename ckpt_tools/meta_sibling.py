@@ -246,12 +246,29 @@ def _listed_siblings(prefix: str, entries: Mapping) -> tuple[tuple[Sibling, ...]
 
             said = read_unknown(record)
             if said:
-                raise CarriedUnknownError(f"{os.path.basename(record)} records that ckpt "
+                exc = CarriedUnknownError(f"{os.path.basename(record)} records that ckpt "
                                           f"average wrote it from {said}")
+                exc.why = _unknown_why(said)
+                raise exc
     read = _siblings(prefix, paths, entries)
     if unlisted and not read:
         raise UnlistedSiblingsError(", ".join(probed) or "none")
     return read, unlisted
+
+
+def _unknown_why(inputs: str) -> str:
+    """Why the other graphs of an average's recorded ``inputs`` (its record's text) could not
+    be known, true for each kind of input: an http(s) directory has no listing; a listed
+    one (s3://) held more graphs than are read over a URL (s28c "Left")."""
+    urls = [u.strip() for u in inputs.split(",") if "://" in u]
+    http = [u for u in urls if u.lower().startswith(("http://", "https://"))]
+    bound = (f"more graphs of their prefix beside them than the {MAX_URL_SIBLINGS} read over "
+             "a URL")
+    if http and len(http) == len(urls):
+        return "no listing over http(s)"
+    if not http and urls:
+        return bound
+    return f"no listing over http(s), or {bound}"
 
 
 def _siblings(prefix: str, paths: list[str], entries: Mapping) -> tuple[Sibling, ...]:
@@ -406,7 +423,8 @@ def doubting(prefix: str, entries: Mapping) -> tuple[tuple[str, str, tuple[str, 
     except CarriedUnknownError as exc:  # an average of such inputs (s28c)
         raise UnprovenPairingError(
             f"{prefix} has no .meta of its own, and {exc}, checkpoints saved without theirs "
-            "whose other graphs of their prefix could not be known (no listing over http(s)): "
+            "whose other graphs of their prefix could not be known "
+            f"({getattr(exc, 'why', 'no listing over http(s)')}): "
             "whether one shows that the keys' names do not say what they hold (a swapping "
             "Saver's run) cannot be known, so the pairing by names is refused, as theirs is. "
             "Pass --no-meta (Python: use_meta=False), which states no graph applies and pairs "

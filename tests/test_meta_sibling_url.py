@@ -149,3 +149,27 @@ def test_a_sibling_over_the_fetch_bound_is_refused_not_passed_over(made, monkeyp
     monkeypatch.setenv("CKPT_REMOTE_MAX_BYTES", str(size - 1))
     code, err = _export(f"s3://{BUCKET}/sib/swap/model.ckpt-3", tmp_path / "s.npz")
     assert code == 6 and "model.ckpt-1.meta" in err and "--no-meta" in err, err
+
+
+def test_an_average_of_inputs_past_the_bound_says_why_its_output_is_refused(
+        made, monkeypatch, tmp_path):
+    """s28c "Left": a plain average of S3 inputs deferred for too many siblings records them
+    as unknown, as http(s) inputs are; its output's refusal said "no listing over http(s)",
+    which is not why here, and stats' note pointed to 'ckpt map' "lists the candidates",
+    which refuses there."""
+    from ckpt_tools import meta_sibling
+
+    monkeypatch.setattr(meta_sibling, "MAX_URL_SIBLINGS", 0)
+    base = f"s3://{BUCKET}/sib/plain"
+    avg = tmp_path / "avg"
+    code, _, err = run_cli(["average", f"{base}/model.ckpt-2", f"{base}/model.ckpt-3",
+                            "--out", str(avg)])
+    assert code == 0, err
+    code, err = _export(str(avg / "model.ckpt-3"), tmp_path / "a.npz")
+    said = " ".join(err.split())
+    assert code == 6 and "--no-meta" in said, err
+    assert "no listing over http(s)" not in said and "read over a URL" in said, said
+    code, _, err = run_cli(["stats", f"{base}/model.ckpt-3"])
+    said = " ".join(err.split())
+    assert code == 0 and "--no-meta" in said, err
+    assert "lists the candidates" not in said, said

@@ -232,10 +232,14 @@ def stats_command(
         assumed = note_assumed(out, ckpt, paired)  # each copy's drift: from an assumed weight
         if unproven and unproven["option"] != "--not-swapped":  # that one noted above
             option = unproven["option"]
+            # opened past its graphs' doubt (defer_unknown): no candidates, map refuses
+            # with this reason (s28c "Left")
+            unknown = getattr(ckpt, "meta_unknown", None) is not None
             out.note(f"note: {len(unpaired)} average(s) shown have no drift ('?'): the file "
                      "does not prove which variable each averages; "
                      f"{f'pass {option} to decide' if option else 'no option decides'} "
-                     "('ckpt map' lists the candidates)")
+                     + ("('ckpt map' says why)" if unknown else
+                        "('ckpt map' lists the candidates)"))
         if unproven:
             unproven = {**unproven, "averages": sorted(unpaired)}
         entries = ckpt.entries()
