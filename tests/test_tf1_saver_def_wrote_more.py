@@ -240,3 +240,19 @@ def test_averages_only_output_keeps_the_caveat(vtr, tmp_path):
         assert sorted(doc["stated_averages_only"]["keys"]) == [
             f"V/{E}", f"W/{E}"], doc["stated_averages_only"]
         assert doc["stated_averages_only"]["raw_if_trained"], doc
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_average_ema_without_bake_says_what_the_keys_are(made, tmp_path, case):
+    """s28d "Left": ``average --ema`` (no --bake) of swapdef said "2 EMA shadows averaged"
+    where W/ExponentialMovingAverage holds the RAW weight (plaindef alike: the file cannot
+    tell them apart). It says "keys named as EMA shadows" and notes that what they hold is
+    unproven."""
+    out, _ = made
+    inputs = sorted(str(p)[: -len(".index")] for p in (out / case).glob("model.ckpt-*.index"))
+    assert len(inputs) == 2, inputs
+    code, text, said = _cli("average", *inputs, "--ema", "--out", tmp_path / "avg")
+    both = " ".join(text.split()) + " " + said
+    assert code == 0, both
+    assert "2 keys named as EMA shadows averaged" in both, both
+    assert "does not prove what the keys named as EMA shadows hold" in both, both

@@ -179,19 +179,46 @@ def average_command(
         shown = ", ".join(result.nonfinite[:5]) + (" ..." if len(result.nonfinite) > 5 else "")
         out.warning(f"{len(result.nonfinite)} averaged tensor(s) hold NaN or Inf (an input "
                     f"held them, or inf + -inf, which averages to NaN as in NumPy): {shown}")
+    unproven = _unproven(result.newest) if ema and not bake else None
+    if unproven is not None:  # what the shadow keys hold is unproven (s28d "Left"): said
+        option = unproven.option
+        out.note("note: the file does not prove what the keys named as EMA shadows hold "
+                 "(they may hold the raw weights): export refuses its "
+                 f"pairing{f' ({option} decides there)' if option else ''}; each key was "
+                 "averaged under its own name, whichever it holds ('ckpt export' says why)",
+                 always=True)
     if json_out:
         out.json({**result.to_dict(), "warnings": list(out.warned), **stated})
         return
     if quiet:
         return
-    what = "EMA shadow" if ema else "float variable"
+    what = ("key named as an EMA shadow" if unproven is not None else "EMA shadow") if ema \
+        else "float variable"
+    plural = "keys named as EMA shadows" if unproven is not None else None
     baked = f", {len(result.baked)} plain names hold them" if result.baked else ""
     copied = len(result.copied)
     # `averaged` lists the baked plain names too (their values are averages): count each
     # shadow once.
     count = len(result.averaged) - len(result.baked)
     out.prose(f"wrote {result.saved_model or result.prefix} ({human_bytes(result.nbytes)}): "
-              f"{counted(count, what)} averaged over {len(result.inputs)} checkpoints"
+              f"{counted(count, what, plural)} averaged over {len(result.inputs)} checkpoints"
               f"{baked}, {copied} tensor{'s' if copied != 1 else ''} copied from the newest "
               f"({result.newest}, by {result.newest_by})" + stated_record_said(
                   [r for r in result.records if r.endswith(".restored.json")]))
+
+
+def _unproven(newest: str):
+    """The refusal (:class:`~ckpt_tools.errors.UnprovenPairingError`) of the newest input's
+    EMA pairing, or ``None`` where it is proven (or nothing pairs)."""
+    from ..checkpoint import open_checkpoint
+    from ..emamap import ema_map
+    from ..errors import CheckpointError, UnprovenPairingError
+
+    try:
+        with open_checkpoint(newest) as ckpt:
+            ema_map(ckpt)
+    except UnprovenPairingError as exc:
+        return exc
+    except CheckpointError:  # missing shadows and the like: the names still say it
+        return None
+    return None
