@@ -134,7 +134,8 @@ def stated_notes(ckpt, apply_order: str | None,
                         "the graph file records no save op to show it")
                      + ": if a swapping Saver wrote the checkpoint, its keys named as "
                      "variables are the averages (ckpt export --raw"
-                     + (" --no-meta)" if crossed else ")"))  # saver_not_swapped (TF1)
+                     + (" --no-meta)" if crossed else ")")  # saver_not_swapped (TF1)
+                     + _saver_def_said(ckpt, crossed))
         found["stated_not_swapped"] = True
     said = fit_order_note(ckpt)  # --fit-order, where it decides a pairing
     record = getattr(ckpt, "not_swapped_record", None) if swap else None
@@ -251,3 +252,18 @@ def _trainable_notes(ckpt, layout, notes: list[str], found: dict) -> None:
                      "proof: if its first apply_gradients() listed them otherwise these "
                      "averages are on the wrong weights")
         found["stated_trainable"] = {"pairs": looped, "loop_order": True}
+
+
+def _saver_def_said(ckpt, crossed) -> str:
+    """The --not-swapped note's other way out for crossed Savers (s28d "Left": it offered
+    only ``--raw --no-meta``): ``--saver-def-wrote`` where the checkpoint's own ``.meta``
+    records one of them (:func:`~ckpt_tools.saver_def_stated.saver_def_offer`).
+
+    Returns:
+        `str`: a clause starting with ``"; "``, or ``""``."""
+    if not crossed:
+        return ""
+    from .saver_def_stated import saver_def_offer
+
+    return ("; or pass --saver-def-wrote instead of --not-swapped if the Saver whose SaverDef "
+            "the .meta records wrote them" if saver_def_offer(ckpt) else "")

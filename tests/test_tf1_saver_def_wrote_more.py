@@ -256,3 +256,16 @@ def test_average_ema_without_bake_says_what_the_keys_are(made, tmp_path, case):
     assert code == 0, both
     assert "2 keys named as EMA shadows averaged" in both, both
     assert "does not prove what the keys named as EMA shadows hold" in both, both
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_not_swapped_note_names_the_saver_def_statement_too(made, tmp_path, case):
+    """s28d "Left": the --not-swapped note for crossed Savers offered only ``--raw
+    --no-meta``; the .meta records the Scaffold Saver's SaverDef, so ``--saver-def-wrote``
+    is the other statement that decides."""
+    out, _ = made
+    code, _, said = _cli("export", out / case / "model.ckpt-3", "--not-swapped", "--out",
+                         tmp_path / "n.npz")
+    assert code == 0, said
+    assert "stated --not-swapped" in said and "--raw --no-meta" in said, said
+    assert "or pass --saver-def-wrote instead of --not-swapped" in said, said
