@@ -54,9 +54,13 @@ from .ema import (
     open_averages,
     proven_variables,
 )
+from .values_stream import stream_values
 from .values_text import format_values, num_text, sparkline, stats_lines, values_json
 
-FullOpt = Annotated[bool, typer.Option("--full", help="Print every value, not a summary.")]
+FullOpt = Annotated[bool, typer.Option(
+    "--full", help="Print every value, as NumPy formats them (about 10 bytes of text a value "
+    "or more, written part by part as formatted; --json: all in the document), not a "
+    "summary (over 200 values, the first and last three along each axis).")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=20,
                                            help="Digits after the decimal point.")]
 
@@ -150,8 +154,17 @@ def _print_one(out: Output, ckpt: Checkpoint, record: StatsRecord, value: np.nda
         elif NO_DRIFT in record.flags:  # its own bytes read, its variable's not (u24 F6)
             of = record.ema_of or ""
             out.line(f"  EMA drift from {shown.get(of, of)}: - (the variable could not be read)")
-    out.block(format_values(value, full=full, precision=precision,  # fits the terminal
-                            width=out.width if out.is_terminal and not out.wide else 100))
+    width = out.width if out.is_terminal and not out.wide else 100  # fits the terminal
+    if not full:
+        out.block(format_values(value, full=False, precision=precision, width=width))
+    else:  # written as formatted, whole lines at a time: bounded memory, `| head` ends it
+        # (review-29-user-u31 F2)
+        rest = ""
+        for piece in stream_values(value, precision=precision, width=width):
+            done, _, rest = (rest + piece).rpartition("\n")
+            if done:
+                out.block(done)
+        out.block(rest)
     out.line("")
 
 
