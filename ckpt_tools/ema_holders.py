@@ -123,7 +123,8 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     raise UnprovenPairingError(
         f"{ckpt.path}: the averages named {family or '(unnamed)'} are tracked under "
         f"{len(each)} different objects ({shown}), as two EMA objects of that name saved apart "
-        f"are, and a TF2 checkpoint records no decay to show they are one object's, so each "
+        f"are, or one object whose averages each network keeps, and a TF2 checkpoint records "
+        f"no decay to show they are one object's, so each "
         f"weight may take its own object's average beside the other's; {offer}"
         f"{stated} states that they are one EMA object's averages; ckpt export --raw exports "
         "the raw weights instead",

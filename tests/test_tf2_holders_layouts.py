@@ -63,6 +63,9 @@ save("list", model=m, ema=list(o.values()))
 save("dict", model=m, ema=dict(o))
 save("dict_of_lists", model=m, ema={"model": list(o.values())})
 save("nested_dict", model=m, ema={"model": dict(o)})
+# one object whose averages each network keeps (review-28-attack-r104 F4)
+save("F_one_object_two_modules", generator=module(w=m.w, b=m.b, ema_vars=[o["w"], o["b"]]),
+     discriminator=module(c=m.c, ema_vars=[o["c"]]))
 save("mirror", model=conv, ema=mirror_module({p: one.average(v) for p, v in named.items()},
                                              "ema"))
 truth = {"two:model/w": a[0], "two:model/b": a[1], "two:model/c": a[2],
@@ -146,6 +149,23 @@ def test_one_object_in_one_structure_exports_bit_for_bit(made, tmp_path, layout)
     assert code == 0, err
     assert_npz_holds(tmp_path / "x.npz", {k[4:]: v for k, v in truth.items()
                                           if k.startswith("one:")})
+
+
+def test_one_object_kept_by_each_network_is_refused_naming_it(made, tmp_path):
+    """One object whose averages a generator and a discriminator each keep
+    (``G.ema_vars``, ``D.ema_vars``) looks like two objects saved apart: refused, and the
+    message names this case so the user knows ``--ema-name`` states it
+    (review-28-attack-r104 F4); the statement exports each weight's average bit for bit."""
+    out, truth = made
+    directory = out / "F_one_object_two_modules"
+    _refused(directory, tmp_path, "generator/ema_vars", "discriminator/ema_vars")
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "x.npz")])
+    assert "or one object whose averages each network keeps" in " ".join(err.split()), err
+    code, _o, err = run_cli(["export", str(directory), "-o", str(tmp_path / "s.npz"),
+                             "--ema-name", "ExponentialMovingAverage"])
+    assert code == 0, err
+    names = {"generator/w": "w", "generator/b": "b", "discriminator/c": "c"}
+    assert_npz_holds(tmp_path / "s.npz", {k: truth[f"one:model/{v}"] for k, v in names.items()})
 
 
 def test_mirror_module_of_ckpt_train_is_one_holder(made, tmp_path):
