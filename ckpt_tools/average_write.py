@@ -271,7 +271,9 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
         prefix = os.path.join(work, name)
         averaged, copied, nbytes, nonfinite = _write_average(
             ckpts, prefix, source_of, to_average, progress, stage.shown,
-            average_mark(ckpts, carry, unknown, bake))
+            average_mark(ckpts, carry, unknown, bake,
+                         None if saved_model else newest.with_meta(
+                             (pairing or {}).get("use_meta", True))))
         carried: list[str] = []
         records: list[str | None] = []
         if saved_model:
@@ -306,30 +308,43 @@ def write_average(ckpts, why, out_dir, ema, bake, name, overwrite, progress,
                          records=[os.path.basename(r) for r in records if r])
 
 
-def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool) -> dict | None:
+def average_mark(ckpts, carry: list[str], unknown: str | None, bake: bool,
+                 copied: Checkpoint | None = None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) the average of ``ckpts`` carries inside its
     bundle: the doubting graphs ``carry`` (or the inputs whose graphs are ``unknown``) beside
     its inputs, which the sidecar record and carried copies lose with any rename or copy of
-    the output (review-28-attack-r105 F1-F3); the statements ``--ema --bake`` wrote it under;
-    and every input's own mark.
+    the output (review-28-attack-r105 F1-F3); the inputs whose own graph shows their keys'
+    names mislead (a swapping Saver's run saved with a ``.meta`` each time: the output's
+    ``.meta`` is lost by a copy of its ``.index`` + ``.data``, review-29-attack-r107 F1), with
+    the SHA-256 of the graph copied as the output's own from ``copied`` (the newest input as
+    read); the statements ``--ema --bake`` wrote it under; and every input's own mark.
 
     Returns:
         `dict`, or ``None`` where there is nothing to say.
     """
-    from .tools_mark import output_mark
+    from .own_graph_mark import graph_digest, own_graph_doubt
+    from .tools_mark import names_doubted, output_mark
 
     doubted = None
     if carry or unknown:
         doubted = {"graphs": [p.rstrip("/").rsplit("/", 1)[-1] for p in carry],
                    "inputs": [c.path for c in ckpts if getattr(c, "meta_doubt", ())
                               or getattr(c, "meta_unknown", None) is not None]}
+    own = own_graph_doubt(ckpts)
+    if own:
+        doubted = {"graphs": [*(doubted or {}).get("graphs", []), *own["graphs"]],
+                   "inputs": [*(doubted or {}).get("inputs", []), *own["inputs"]]}
     stated = {}
     if bake and ckpts[-1].saver_def_wrote:
         stated["saver_def_wrote"] = True
     if bake and any(c.not_swapped and c.objects is None  # a TF1 Saver's, stated
                     and getattr(c.reader, "keras", None) is None for c in ckpts):
         stated["not_swapped"] = True
-    return output_mark(ckpts, stated, doubted, "ckpt average")
+    mark = output_mark(ckpts, stated, doubted, "ckpt average")
+    if names_doubted(mark) and copied is not None and copied.location.meta_path \
+            and not copied.meta_unread:  # the graph written beside it (_copy_meta), by bytes
+        mark["names_doubted"]["graph_sha256"] = graph_digest(copied.location.meta_path)
+    return mark
 
 
 def _write_average(ckpts, prefix, source_of, to_average, progress, shown, mark=None):

@@ -1,0 +1,75 @@
+"""The mark of an output whose inputs' OWN graph shows their keys' names mislead, and the
+graph an output was written with (review-29-attack-r107 F1, F2).
+
+``ckpt average`` of a swapping Saver's run saved with a ``.meta`` at every save (TF's
+default; ``MonitoredTrainingSession``) averaged each key under its own name and copied the
+graph beside the output, but wrote no mark: the ``.index`` + ``.data`` copied (or renamed
+without the ``.meta``) read as plain names, the mean of the raw weights exported as the
+averages, exit 0 (F1). Such an output now carries ``names_doubted`` naming that graph, and the
+SHA-256 of the graph written beside it (``graph_sha256``).
+"""
+
+from __future__ import annotations
+
+from .formats._io import is_url
+
+__all__ = ["graph_digest", "names_mislead", "own_graph_doubt"]
+
+
+def names_mislead(ckpt) -> bool:
+    """Whether the graph file read for the TF1 checkpoint ``ckpt`` records a save op that
+    wrote a key from another variable than its name (a swapping Saver, a training
+    ``Saver(ema.variables_to_restore())``), or several save ops writing its keys from
+    different variables (two Savers: nothing says which wrote it).
+
+    Returns:
+        `bool` (``False`` where no graph is read or it records no save op).
+    """
+    from .save_op import CROSSED, graph_file, why_unwritten, written_sources
+    from .saved_keys import PART
+
+    if graph_file(ckpt) is None:
+        return False
+    sources = written_sources(ckpt)
+    if sources is None:
+        return why_unwritten(ckpt) == CROSSED
+    return any({PART.sub("", v) for v in vs} != {k} for k, vs in sources.items())
+
+
+def graph_digest(path: str | None) -> str | None:
+    """The SHA-256 (hex) of the graph file ``path`` (local, or a URL fetched whole), or
+    ``None`` where there is none or it cannot be read."""
+    if not path:
+        return None
+    from .average_carried import digest
+
+    if is_url(path):
+        from .formats._io import close_map, fetched, map_file
+
+        data = fetched(path) or map_file(path)
+        try:
+            return digest(bytes(data))
+        finally:
+            close_map(data)
+    try:
+        with open(path, "rb") as f:
+            return digest(f.read())
+    except OSError:
+        return None
+
+
+def own_graph_doubt(ckpts) -> dict | None:
+    """What the average of ``ckpts`` (open checkpoints) says of inputs whose own graph shows
+    their keys' names mislead (:func:`names_mislead`): ``{"graphs": [...], "inputs": [...]}``
+    for :func:`~ckpt_tools.tools_mark.mark_doc`'s ``doubted``.
+
+    Returns:
+        `dict`, or ``None`` where no input's own graph shows it.
+    """
+    shown = [c for c in ckpts if getattr(c, "meta", None) is not None
+             and not getattr(c, "meta_unread", None) and names_mislead(c)]
+    if not shown:
+        return None
+    return {"graphs": [str(c.meta_source).rstrip("/").rsplit("/", 1)[-1] for c in shown],
+            "inputs": [c.path for c in shown]}
+

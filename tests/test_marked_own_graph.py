@@ -1,0 +1,68 @@
+"""Marks of averages whose inputs' OWN graph shows their names mislead, and own graphs that
+are not the one an output was written with (review-29-attack-r107).
+
+F1: ``ckpt average`` of a swapping Saver's run saved with a ``.meta`` at every save (TF's
+default) wrote no ``_CKPT_TOOLS_RECORD``; its ``.index`` + ``.data`` copied exported the mean
+of the raw weights as "EMA values", exit 0. Truth: ``sess.run`` of ``ema.average(v)`` and
+``v`` at each save of a real TF1 swapping Saver (``_sibling_runs.RUN``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _sibling_runs import RUN
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
+from test_marked_outputs import KEY, NAMES, _copy
+
+SCRIPT = RUN + '''
+run("swap", True)
+run("every", True, every=True)
+
+# the model's eval graph: its variables under their own names, restored by
+# Saver(ema.variables_to_restore()) (the usual way to load averages for serving)
+with tf.Graph().as_default():
+    with tf1.variable_scope("model"):
+        w = tf1.get_variable("W", [4, 2])
+        v = tf1.get_variable("V", [2])
+    ema = tf1.train.ExponentialMovingAverage(0.9)
+    tf1.train.Saver(ema.variables_to_restore())
+    tf1.train.export_meta_graph(f"{out}/eval.meta")
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("marked_own_graph")
+    truth = run_tf1_script(SCRIPT, out)
+    return out, truth
+
+
+def _mean(truth, run: str, kind: str, key: str) -> np.ndarray:
+    return np.mean([truth[f"{run}:{i}:{kind}:{key}"].astype(np.float64) for i in (2, 3)],
+                   axis=0)
+
+
+def test_average_of_a_run_with_its_own_swapping_graph_is_marked(made, tmp_path):
+    """F1: in place (its own .meta beside it) the averages; copied as .index + .data only,
+    refused (exit 6) naming the mark, not the mean of the raw weights as the averages."""
+    out, truth = made
+    code, _, err = run_cli(["average", str(out / "every/model.ckpt-3"),
+                            str(out / "every/model.ckpt-2"), "--out", str(tmp_path / "avg")])
+    assert code == 0 and (tmp_path / "avg/model.ckpt-3.meta").exists(), err
+    code, _, err = run_cli(["export", str(tmp_path / "avg/model.ckpt-3"),
+                            "--out", str(tmp_path / "a.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "a.npz") as z:  # its own graph: the averages' mean
+        for key in NAMES:
+            np.testing.assert_allclose(z[key], _mean(truth, "every", "avg", key), rtol=1e-5)
+    for dest, stem in (("copy", None), ("best", "best")):
+        ckpt = _copy(tmp_path / "avg", "model.ckpt-3", tmp_path / dest, stem,
+                     only=(".index", ".data"))
+        for cmd in (["export", str(ckpt), "--out", str(tmp_path / f"{dest}.npz")],
+                    ["restore-ema", str(ckpt), "--out", str(tmp_path / f"{dest}-ema")]):
+            code, _, err = run_cli(cmd)
+            line = " ".join(err.split())
+            assert code == 6, (cmd, err)  # was 0: the raw weights' mean as "EMA values"
+            assert KEY in line and "model.ckpt-3.meta" in line and "--not-swapped" in line, err
+        assert not (tmp_path / f"{dest}.npz").exists()
