@@ -44,6 +44,7 @@ from .ema_updates import (
 from .formats._record import Record
 from .listing import natural_key
 from .lone_named import unmarked_lone_averages
+from .never_averaged import refuse_never_averaged
 from .object_held import off_default
 from .other_paired import other_paired
 from .pairing import lists_stated, root_child
@@ -243,6 +244,8 @@ def pair_by_names(ckpt: Checkpoint, variables: dict[str, Variable], ema_name: st
     pairs = settle_lone_averages(ckpt, pairs,
                                  {**lone_averages(ckpt, variables, chosen), **unmarked,
                                   **other_paired(ckpt, variables, pairs)}, left_out)
+    # --averages-only never pairs a key the graph shows holding a variable no object averages
+    refuse_never_averaged(ckpt, pairs, left_out)  # (review-29-attack-r108 F1)
     refuse_raw_paired(ckpt, pairs, left_out, ema_name)  # a partition's, a never-averaged one's
     # averages of one name from apply() calls of different decays: two objects' (r92 F1)
     refuse_two_decays(ckpt, pairs, ema_name, name, use_meta, left_out)
@@ -296,6 +299,7 @@ def pair_through_save_op(ckpt: Checkpoint, variables: dict[str, Variable], trans
     # a key named as an average the save op wrote from its variable, left raw with no other
     # key's average restoring that variable: raw only if a training graph saved it, as
     # pair_by_names refuses it (a prefixed vtr Saver's --ema-name slow wrote it, exit 0: s28a)
+    refuse_never_averaged(ckpt, pairs, left_out)
     refuse_raw_paired(ckpt, pairs, left_out, ema_name)
     suffix = recorded_suffixes(ckpt, variables)
     return Pairing(pairs, missing, not_saved, "meta", name, detected, suffix)

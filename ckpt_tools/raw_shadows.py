@@ -27,6 +27,7 @@ from .ema_refusals import UnprovenPairingError
 from .ema_updates import shadow_owners
 from .lone_named import proposed_lone_averages
 from .meta_sibling import stated_offer
+from .never_averaged import exclude_text, never_averaged
 from .raw_named import (
     applied_shadows,
     evaluation_graph,
@@ -94,6 +95,21 @@ def _evaluation_refusal(ckpt: Checkpoint, found: list, undecided) -> UnprovenPai
         "way (then they are paired as the averages)", "--averages-only", undecided)
 
 
+def _stated_offer(ckpt: Checkpoint, keys) -> str:
+    """The ``--averages-only`` offer of :func:`raw_refusal` for ``keys``, with ``--exclude``
+    of those the graph shows holding a variable no EMA object averages
+    (:func:`~ckpt_tools.never_averaged.never_averaged`: raw whichever graph saved them,
+    review-29-attack-r108 F1). Returns the clause."""
+    held = never_averaged(ckpt)
+    never = sorted(k for k in keys if k in held)
+    if not never:
+        return "pass --averages-only (Python: open_checkpoint(path, averages_only=True)) if so"
+    return (f"pass --averages-only {exclude_text(never)} (Python: open_checkpoint(path, "
+            f"averages_only=True), exclude=[...]) if so: {never[0]} holds {held[never[0]]}'s "
+            "raw value whichever graph saved it (no EMA object of the .meta writes an average "
+            "under that name), so it is left out")
+
+
 def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
                 pairs: list | None = None, unread: str | None = None,
                 ema_name: str | None = None) -> UnprovenPairingError:
@@ -144,7 +160,7 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
              f"{f'under --ema-name {ema_name} ' if ema_name else ''}no pair reads {unread} "
              "as an average, so its variable would get no average from it either way"
              if unread else
-             "pass --averages-only (Python: open_checkpoint(path, averages_only=True)) if so")
+             _stated_offer(ckpt, keys))
     return UnprovenPairingError(
         f"{ckpt.path}: {len(raw)} key(s) named as averages {IF_TRAINED}, e.g. {s}: the "
         f"{graph_named(ckpt)}'s saver "

@@ -44,26 +44,39 @@ def evaluation_resave_offer(ckpt: Checkpoint, keys) -> str:
 
     Returns:
         `str`: the clause offering ``--no-meta --averages-only`` where every one of ``keys``
-        was written from its own variable and that export is accepted; ``""`` otherwise.
+        was written from its own variable and that export is accepted, with ``--exclude`` of
+        each key the ``.meta`` shows no EMA object averaging (raw whichever graph saved it:
+        :func:`~ckpt_tools.never_averaged.never_averaged`, review-29-attack-r108 F1);
+        ``""`` otherwise.
     """
+    from .never_averaged import exclude_text, never_averaged
     from .offer_probe import works  # late: it runs the export plan
     from .raw_named import named_as_own_average
 
     own = named_as_own_average(ckpt)
     if not keys or not all(k in own for k in keys):
         return ""
+    # a key the graph shows no object averaging holds its variable's raw value whatever
+    # graph saved it: the offer leaves it out (review-29-attack-r108 F1)
+    held = never_averaged(ckpt)
+    never = sorted(k for k in held if k in keys)
     stated = ckpt.reopened(averages_only=True)
     try:
-        if not works(stated.with_meta(False)):
+        if len(never) == len(keys) or not works(stated.with_meta(False), exclude=tuple(never)):
             return ""
     finally:
         stated.close()
-    k = sorted(keys)[0]
+    k = sorted(set(keys) - set(never))[0]
+    left = (f" {exclude_text(never)}" if never else "")
+    raw = (f"; {', '.join(never)} holds {held[never[0]]}'s raw value whichever graph saved "
+           "it (no EMA object of the .meta writes an average under that name), so that offer "
+           "leaves it out") if never else ""
     return (f"; its {len(keys)} key(s) named as averages (e.g. {k}) were written from their "
             f"own variables (e.g. {own[k]}), as a Saver of ema.variables_to_restore() writes "
             "them: the raw weights if a training graph saved them, the averages if an "
             "evaluation graph restored the averages and saved again, which the file cannot "
             "show, and with the .meta nothing pairs them (--averages-only alone is refused): "
-            "if they hold the averages, pass --no-meta --averages-only (Python: "
-            "open_checkpoint(path, meta=False, averages_only=True)), which reads them by their "
-            "names")
+            f"if they hold the averages, pass --no-meta --averages-only{left} (Python: "
+            "open_checkpoint(path, meta=False, averages_only=True)"
+            f"{', exclude=[...]' if never else ''}), which reads them by their "
+            f"names{raw}")

@@ -1,0 +1,139 @@
+"""review-29-attack-r108 F1: an EMA object over a subset of the trainables (``ema.apply([w,
+b])`` beside a trainable ``c``), and an evaluation graph that restores with
+``Saver(ema.variables_to_restore([w, b]))`` and saves again with
+``Saver(ema.variables_to_restore())`` (renamed ``{"model/" + k: v}`` or not): TF's default
+``variables_to_restore()`` maps every trainable, so the re-save writes raw ``c`` under
+``c/ExponentialMovingAverage``. The offers ``--no-meta --averages-only`` (renamed) and
+``--averages-only`` (unprefixed), run as printed, exported raw ``c`` as its average, exit 0;
+so did ``--ema-name slow --averages-only`` where a second object ``slow`` averages only ``w``
+and ``b``. The .meta's update ops show no object writing that average: the offers now leave
+the key out, and the statement no longer pairs it with the .meta read. Every offer is run as
+printed and compared bit for bit with ``sess.run`` at save time (real TF1 graphs)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import numpy as np
+import pytest
+from helpers import run_cli, run_script
+
+SCRIPT = r'''
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+tf1.disable_eager_execution()
+out = sys.argv[1]
+truth = {}
+
+
+def graph(two):
+    gs = tf1.train.get_or_create_global_step()
+    w = tf1.get_variable("w", [4, 3], initializer=tf1.random_normal_initializer(seed=1))
+    b = tf1.get_variable("b", [3], initializer=tf1.random_normal_initializer(seed=2))
+    c = tf1.get_variable("c", [3], initializer=tf1.random_normal_initializer(seed=3))
+    loss = (tf.reduce_sum(tf.square(w)) + tf.reduce_sum(tf.square(b))
+            + 0.3 * tf.reduce_sum(tf.square(c)))
+    step = tf1.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+    first = tf1.train.ExponentialMovingAverage(0.5)
+    slow = tf1.train.ExponentialMovingAverage(0.9, name="slow")
+    with tf.control_dependencies([step]):
+        if two:
+            op = tf.group(first.apply([w, b, c]), slow.apply([w, b]))
+        else:
+            op = first.apply([w, b])
+    return (w, b, c), (slow if two else first), op
+
+
+for two in (False, True):
+    tag = "two" if two else "one"
+    with tf.Graph().as_default():
+        (w, b, c), ema, op = graph(two)
+        with tf1.Session() as s:
+            s.run(tf1.global_variables_initializer())
+            for _ in range(3):
+                s.run(op)
+            tf1.train.Saver().save(s, f"{out}/train_{tag}/model.ckpt", global_step=3)
+            truth[f"{tag}:raw:c"] = s.run(c)
+            for v in (w, b):
+                truth[f"{tag}:avg:{v.op.name}"] = s.run(ema.average(v))
+    src = tf.train.latest_checkpoint(f"{out}/train_{tag}")
+    for case, pre in (((f"ev_{tag}", ""), (f"pev_{tag}", "model/")) if not two
+                      else ((f"ev_{tag}", ""),)):
+        with tf.Graph().as_default():
+            (w, b, c), ema, op = graph(two)
+            with tf1.Session() as s:
+                s.run(tf1.global_variables_initializer())
+                tf1.train.Saver(ema.variables_to_restore([w, b])).restore(s, src)
+                saver = tf1.train.Saver({pre + k: v for k, v in ema.variables_to_restore().items()})
+                saver.save(s, f"{out}/{case}/model.ckpt", global_step=3)
+np.savez(f"{out}/truth.npz", **truth)
+'''
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tf1_never_averaged")
+    return out, run_script(SCRIPT, out)
+
+
+def _bits(a) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+def _run(cmd: str, out, case: str, *options: str, dst) -> tuple[int, str]:
+    code, _, err = run_cli([cmd, *options, str(out / case), ("--out" if cmd == "export"
+                                                             else "-o"), str(dst)])
+    return code, " ".join(err.split())
+
+
+# case, the options that refuse it, the offer's pattern, the output prefix, the truth's tag
+CASES = [
+    ("pev_one", [], r"if they hold the averages, pass (--no-meta --averages-only[^(]*) \(",
+     "model/", "one"),
+    ("ev_one", [], r"pass (--averages-only[^(]*) \(", "", "one"),
+    ("ev_two", ["--ema-name", "slow"], r"pass (--averages-only[^(]*) \(", "", "two"),
+]
+
+
+@pytest.mark.parametrize("case, options, offer, prefix, tag", CASES)
+def test_offer_leaves_out_the_key_no_object_averages(made, case, options, offer, prefix,
+                                                     tag, tmp_path):
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    code, err = _run("export", out, case, *options, dst=dst)
+    assert code == 6 and not dst.exists(), err
+    found = re.search(offer, err)
+    assert found, err
+    printed = shlex.split(found.group(1))
+    assert "--exclude" in printed, err  # the key that holds raw c is left out
+    code, err = _run("export", out, case, *options, *printed, dst=dst)
+    assert code == 0, err
+    with np.load(dst) as z:
+        assert sorted(z.files) == [prefix + "b", prefix + "w"], z.files
+        for n in ("b", "w"):
+            assert _bits(z[prefix + n]) == _bits(truth[f"{tag}:avg:{n}"]), n
+    # restore-ema takes the same offer
+    code, err = _run("restore-ema", out, case, *options, *printed, dst=tmp_path / "r")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("case, options", [("ev_one", ["--averages-only"]),
+                                           ("ev_two", ["--ema-name", "slow",
+                                                       "--averages-only"])])
+@pytest.mark.parametrize("cmd", ["export", "restore-ema"])
+def test_statement_never_pairs_the_key_no_object_averages(made, case, options, cmd,
+                                                          tmp_path):
+    """With the .meta read, --averages-only no longer reads c's key (raw c, which no
+    object averages) as c's average: refused, naming the key and the --exclude."""
+    out, _ = made
+    dst = tmp_path / ("o.npz" if cmd == "export" else "o")
+    code, err = _run(cmd, out, case, *options, dst=dst)
+    assert code == 6 and not dst.exists(), err
+    key = "c/slow" if case == "ev_two" else "c/ExponentialMovingAverage"
+    assert f"--exclude '{key}'" in err and "raw value" in err, err
