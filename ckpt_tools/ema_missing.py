@@ -13,6 +13,7 @@ from .errors import EmaError
 from .formats.objgraph import readable_name
 from .keras_detached import DETACHED
 from .object_held import EMA_OF_EMA, HELD_OWN, HELD_TWIN
+from .renamed_stated import OTHER_OBJECTS
 from .scoped_twins import SCOPED_TWIN
 from .slashed_stated import SLASHED
 from .unstored_heads import RAW_REFUSED
@@ -240,6 +241,10 @@ def _missing_message(m: EmaMap) -> str:
         return f"{m.checkpoint}: {m.hints[0]}"
     sample = ", ".join(m.shown(t) for t in m.missing[:5]) + (
         f" and {len(m.missing) - 5} more" if len(m.missing) > 5 else "")
+    others = next((h for h in m.hints if h.startswith(OTHER_OBJECTS)), None)
+    if others:  # avg/c is fast's: not "frozen", no other EMA name (r104 F3)
+        return (f"{m.checkpoint}: --ema-name {m.ema_name} leaves {len(m.missing)} "
+                f"variable(s) without an average: {sample}; {others}")
     sourced = next((h for h in m.hints if h.startswith(TENSOR_SOURCED)), None)
     if sourced:  # W/<name> is stored: "not in the checkpoint" would be false
         way = ("; no weight has a proven average here: export --raw writes the raw weights"

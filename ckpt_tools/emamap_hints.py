@@ -37,6 +37,7 @@ from .keras_graph import keras3_model, under_keras
 from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
 from .offer_probe import works
+from .renamed_stated import other_objects_hint
 from .saved_aliases import export_archive
 from .scoped_twins import scoped_twin_hint
 from .slashed_stated import slashed_hint, stacked_hint
@@ -89,6 +90,9 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     slotted = slot_named_hint(ckpt, variables, name, ema_name is not None, missing)
     if slotted:
         hints.insert(0, slotted)
+    others = other_objects_hint(ckpt, ema_name, missing, use_meta) if missing else None
+    if others:  # avg/c, fast's, under a stated --ema-name slow: not frozen (r104 F3)
+        hints.insert(0, others)
     if none_stored:
         hints.append(NONE_TO_ALLOW)
     if speaks == "keras" and missing and not any(v.role == R.EMA for v in variables.values()) \

@@ -14,10 +14,13 @@ save op wrote into its key.
 
 from __future__ import annotations
 
+import glob
+
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError, suffix_base
 from .ema_updates import update_ops
 from .formats.meta_updates import UpdateOps
+from .offer_probe import option_text, works
 from .saved_keys import PART, held_variables
 
 
@@ -149,3 +152,53 @@ def refuse_averaged_elsewhere(ckpt: Checkpoint, found: dict[str, str], use_meta:
             f"average with its weight; neither reading by the names (--no-meta) nor "
             "--allow-missing is right here: ckpt export --raw exports the raw weights instead",
             None, {target: (key,)})
+
+
+
+#: How :func:`other_objects_hint` begins.
+OTHER_OBJECTS = "the .meta's update ops show that their stored averages are other "
+
+
+def other_objects_hint(ckpt: Checkpoint, ema_name: str | None, missing: list[str],
+                       use_meta: bool) -> str | None:
+    """The hint for a stated ``--ema-name`` whose pairing through a renaming Saver's save op
+    left weights (``missing``, checkpoint keys) without an average where the ``.meta``'s
+    update ops show that their stored averages are other objects': slow over ``w``, ``b`` and
+    fast over ``c``, saved as ``avg/w``, ``avg/b``, ``avg/c``: ``--ema-name slow`` leaves
+    ``c``, whose average ``avg/c`` is fast's. The missing-shadow refusal said ``c`` was
+    probably frozen, read ``avg/c`` as another EMA name and offered ``--allow-missing``
+    (review-28-attack-r104 F3). Keys the Saver stored under their own names
+    (``c/ExponentialMovingAverage``) name their object, and the other hints say so.
+
+    Returns:
+        `str` naming each such weight's stored average and the ``apply()`` that wrote it,
+        with the ``--exclude`` offer that exports the stated object's averages without them
+        where the export accepts it; ``None`` where no such weight is left.
+    """
+    read = _ops_and_held(ckpt, bool(missing) and ema_name is not None and use_meta)
+    if read is None or ema_name is None:
+        return None
+    ops, held = read
+    key_of = {h: k for k, h in held.items() if h is not None}
+    names = [n for n in ema_name.split(",") if n]  # slow,fast states each name's averages
+    said = []
+    for target in sorted(missing):
+        var = held.get(target) or target
+        # a key the Saver renamed (avg/c, not c/fast): one named so says its object itself
+        stored = sorted((key_of[s], scope) for s, (v, scope) in ops.averages.items()
+                        if PART.sub("", v) == var and s in key_of and s not in ops.slots
+                        and PART.sub("", key_of[s]) != PART.sub("", s)
+                        and not any(_carries(scope, PART.sub("", s), var, n) for n in names))
+        if stored:
+            said.append((target, var, *stored[0]))
+    if not said:
+        return None
+    shown = "; ".join(f"{t}'s average {key} is written by apply() {scope!r}"
+                      + (f" (of {var})" if var != t else "") for t, var, key, scope in said[:3])
+    exclude = tuple(glob.escape(t) for t, *_rest in said)
+    offer = next((option_text(ema_name, exclude, allow) for allow in (False, True)
+                  if works(ckpt, ema_name, exclude, allow)), None)
+    return (f"{OTHER_OBJECTS}ExponentialMovingAverage objects', not {ema_name}'s: {shown}"
+            f"{' ...' if len(said) > 3 else ''}; "
+            + (f"{offer} exports {ema_name}'s averages without them; " if offer else "")
+            + "ckpt export --raw exports the raw weights instead")

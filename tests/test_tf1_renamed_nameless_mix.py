@@ -9,6 +9,9 @@ Truth is ``sess.run(ema.average(v))`` at save time (real TensorFlow)."""
 
 from __future__ import annotations
 
+import re
+import shlex
+
 import pytest
 from helpers import assert_npz_holds, run_cli
 from helpers_tf1 import run_tf1_script
@@ -67,3 +70,29 @@ def test_each_objects_offer_exports_its_averages(made, tmp_path):
     assert code == 0, err
     assert_npz_holds(tmp_path / "m.npz", {"w": truth["o0:w"], "b": truth["o0:b"],
                                           "c": truth["o1:c"]})
+
+
+@pytest.mark.parametrize(("name", "left", "other", "kept"),
+                         [("slow", ["c"], "fast", ["w", "b"]), ("fast", ["b", "w"], "slow", ["c"])])
+def test_stated_name_says_whose_average_the_rest_is(made, tmp_path, name, left, other, kept):
+    """``--ema-name slow`` leaves ``c``, whose stored average ``avg/c`` is fast's: the refusal
+    said ``c`` was probably frozen, read ``avg/c`` as another EMA name and ``<weight>/b``, and
+    offered ``--allow-missing`` (which writes ``c`` raw). It names the other object's apply()
+    and offers the ``--exclude`` that works as printed (review-28-attack-r104 F3)."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "slowfast"), "-o", str(tmp_path / "x.npz"),
+                             "--ema-name", name])
+    assert code == 6, err
+    line = " ".join(err.split())
+    for t in left:
+        assert f"{t}'s average avg/{t} is written by apply() '{other}'" in line, line
+    for wrong in ("frozen", "--allow-missing", "<weight>/", "EMA name"):
+        assert wrong not in line, line
+    offer = re.search(r"; (--ema-name .*?) exports ", line)
+    assert offer, line
+    code, _o, err = run_cli(["export", str(out / "slowfast"), "-o", str(tmp_path / "o.npz"),
+                             *shlex.split(offer.group(1))])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "o.npz", {k: v for k, v in
+                                          ((k.split(":")[1], v) for k, v in truth.items())
+                                          if k in kept})
