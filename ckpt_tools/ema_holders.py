@@ -94,17 +94,23 @@ def holders(ckpt: Checkpoint, pairs,
 def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
                          left_out=None) -> None:
     """Refuses a TF2 checkpoint's pairs (``(average key, weight key)``) where averages of one
-    EMA name are tracked under different holders (:func:`holders`) and ``ema_name`` states
-    no name: they may be two objects' averages.
+    EMA name are tracked under different holders (:func:`holders`) and ``ema_name`` does not
+    state that name: they may be two objects' averages. Only ``--ema-name`` of the split name
+    itself (``ExponentialMovingAverage``) is that statement; a checkpoint attribute chosen
+    with it (``--ema-name ema``, which the Keras ``use_ema`` refusal offers) selects pairs
+    that are checked the same way (review-29-attack-r109 F3).
 
     Raises:
         UnprovenPairingError: naming the holders and their weights, ``--ema-name`` (your
             statement) and the ``--exclude`` options that export one holder's averages alone
             where the export accepts them (exit 6).
     """
-    if ema_name is not None or ckpt.objects is None:
+    if ckpt.objects is None:
         return
-    split = {f: each for f, each in holders(ckpt, pairs, left_out).items() if len(each) > 1}
+    stated = set() if ema_name is None else {suffix_base(n.strip())
+                                             for n in ema_name.split(",")}
+    split = {f: each for f, each in holders(ckpt, pairs, left_out).items()
+             if len(each) > 1 and f not in stated}
     if not split:
         return
     family, each = sorted(split.items())[0]
@@ -116,12 +122,13 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
     for holder in sorted(each):
         exclude = tuple(sorted(glob.escape(paths.get(w, w)) for h, taken in each.items()
                                if h != holder for w, _a in taken))
-        if works(ckpt, None, exclude, False):
-            offers.append(option_text(None, exclude, False))
+        if works(ckpt, ema_name, exclude, False):
+            offers.append(option_text(ema_name, exclude, False))
     stated = f"--ema-name {family}" if family else "--ema-name NAME"
     offer = (f"{' or '.join(offers)} exports one holder's averages alone; " if offers else "")
     raise UnprovenPairingError(
-        f"{ckpt.path}: the averages named {family or '(unnamed)'} are tracked under "
+        f"{ckpt.path}: " + (f"--ema-name {ema_name}: " if ema_name is not None else "")
+        + f"the averages named {family or '(unnamed)'} are tracked under "
         f"{len(each)} different objects ({shown}), as two EMA objects of that name saved apart "
         f"are, or one object whose averages each network keeps, and a TF2 checkpoint records "
         f"no decay to show they are one object's, so each "

@@ -117,11 +117,11 @@ def made(tmp_path_factory):
     return out, run_script(SCRIPT, out)
 
 
-def _refused(directory, tmp_path, *holders: str) -> None:
+def _refused(directory, tmp_path, *holders: str, extra: tuple[str, ...] = ()) -> None:
     for args in (["export", str(directory), "-o", str(tmp_path / "x.npz")],
                  ["map", str(directory)],
                  ["restore-ema", str(directory), "-o", str(tmp_path / "re")]):
-        code, _o, err = run_cli(args)
+        code, _o, err = run_cli([*args, *extra])
         assert code == 6, (args, err)
         line = " ".join(err.split())
         for holder in holders:
@@ -185,3 +185,23 @@ def test_keras3_loop_two_objects_in_one_dict_are_refused(tmp_path):
     out.mkdir()
     run_script(KERAS3, out)
     _refused(out / "k3_dict", tmp_path, "ema/g", "ema/d")
+
+
+@pytest.mark.parametrize("layout", ["A_dict_of_lists", "D_nested_dict"])
+def test_attribute_chosen_by_ema_name_is_still_split_checked(made, tmp_path, layout):
+    """``--ema-name ema`` chooses the checkpoint attribute (as the Keras ``use_ema`` refusal
+    offers it); it does not state that the averages below it are one object's: two objects
+    kept in ``ema`` are refused as without it (review-29-attack-r109 F3), and the offer
+    typed as printed exports one holder's averages bit for bit."""
+    out, truth = made
+    _refused(out / layout, tmp_path, *TWO[layout], extra=("--ema-name", "ema"))
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "x.npz"),
+                             "--ema-name", "ema"])
+    line = " ".join(err.split())
+    assert "--ema-name ema --exclude 'model/c' exports" in line or \
+        "--ema-name ema --exclude 'model/c' or" in line, line
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "o.npz"),
+                             "--ema-name", "ema", "--exclude", "model/c"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "o.npz", {k[4:]: v for k, v in truth.items()
+                                          if k in ("two:model/w", "two:model/b")})
