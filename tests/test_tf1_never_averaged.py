@@ -137,3 +137,21 @@ def test_statement_never_pairs_the_key_no_object_averages(made, case, options, c
     assert code == 6 and not dst.exists(), err
     key = "c/slow" if case == "ev_two" else "c/ExponentialMovingAverage"
     assert f"--exclude '{key}'" in err and "raw value" in err, err
+
+
+def test_raw_refusal_names_the_offer_without_the_raw_key(made, tmp_path):
+    """review-29-attack-r108 F2: --raw on the renamed evaluation re-save said "no option of
+    ckpt export reads them as the averages"; it names --no-meta --averages-only now, with
+    the --exclude of raw c's key (F1), and that offer, run as printed, gives the averages."""
+    out, truth = made
+    dst = tmp_path / "e.npz"
+    code, err = _run("export", out, "pev_one", "--raw", dst=dst)
+    assert code == 6 and not dst.exists(), err
+    found = re.search(r"ckpt export (--no-meta --averages-only[^(]*) \(without --raw", err)
+    assert found, err
+    code, err = _run("export", out, "pev_one", *shlex.split(found.group(1)), dst=dst)
+    assert code == 0, err
+    with np.load(dst) as z:
+        assert sorted(z.files) == ["model/b", "model/w"], z.files
+        for n in ("b", "w"):
+            assert _bits(z["model/" + n]) == _bits(truth[f"one:avg:{n}"]), n
