@@ -143,12 +143,24 @@ class Checkpoint(StoredTensors, KeyPaths):
             self.meta = read_saved_model(location.saved_model).collections_graph()
         if self.meta is not None:
             self.meta_source = location.meta_path or location.saved_model
+        # a marked output (names doubted) read through a graph of other bytes than the one it
+        # was written with (an eval graph placed beside it): that graph proves nothing of its
+        # keys (review-29-attack-r107 F2)
+        foreign = None
+        if self.meta is not None and names_doubted(self.tools_mark) and not not_swapped:
+            from .own_graph_mark import refuse_foreign_graph
+
+            foreign = refuse_foreign_graph(location.prefix, str(self.meta_source),
+                                           self.tools_mark)
+            if foreign is not None and not defer_unknown:
+                self._reader.close()
+                raise foreign
         # Saved without its own .meta (write_meta_graph=False after the first save): the
         # same-prefix .meta files whose save op writes exactly its keys from other variables
         # than their names (meta_sibling). Nothing tells which run wrote them, so they never
         # stand for its graph; they refuse its pairing by names (review-24-attack-r78).
         self.meta_doubt: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
-        self.meta_unknown: UnprovenPairingError | None = None
+        self.meta_unknown: UnprovenPairingError | None = foreign
         tf1 = getattr(self._reader, "keras", None) is None and not location.saved_model
         if meta and self.meta is None and tf1 and OBJECT_GRAPH_KEY not in self._reader.entries:
             from .meta_sibling import doubting

@@ -6,14 +6,19 @@ default; ``MonitoredTrainingSession``) averaged each key under its own name and 
 graph beside the output, but wrote no mark: the ``.index`` + ``.data`` copied (or renamed
 without the ``.meta``) read as plain names, the mean of the raw weights exported as the
 averages, exit 0 (F1). Such an output now carries ``names_doubted`` naming that graph, and the
-SHA-256 of the graph written beside it (``graph_sha256``).
+SHA-256 of the graph written beside it (``graph_sha256``). An own ``.meta`` of other bytes
+beside a marked output (the model's eval graph, another run's graph) is not the graph it was
+written with: it is refused, not read as the proof of its keys (F2).
 """
 
 from __future__ import annotations
 
+import os
+
+from .errors import UnprovenPairingError
 from .formats._io import is_url
 
-__all__ = ["graph_digest", "names_mislead", "own_graph_doubt"]
+__all__ = ["graph_digest", "names_mislead", "own_graph_doubt", "refuse_foreign_graph"]
 
 
 def names_mislead(ckpt) -> bool:
@@ -73,3 +78,26 @@ def own_graph_doubt(ckpts) -> dict | None:
     return {"graphs": [str(c.meta_source).rstrip("/").rsplit("/", 1)[-1] for c in shown],
             "inputs": [c.path for c in shown]}
 
+def refuse_foreign_graph(path: str, graph: str, doc: dict) -> UnprovenPairingError | None:
+    """The refusal (exit 6) of reading the checkpoint ``path`` through its own graph file
+    ``graph`` where its mark (``doc``) says ckpt_tools wrote it with doubted names and
+    records no graph of these bytes as the one written with it: another graph placed beside
+    it (an eval graph, another run's ``.meta``) proves nothing of what its keys hold.
+
+    Returns:
+        `UnprovenPairingError`, or ``None`` where ``graph`` is the recorded one.
+    """
+    from .tools_mark import RECORD_KEY, names_doubted
+
+    d = names_doubted(doc) or {}
+    recorded = d.get("graph_sha256")
+    if isinstance(recorded, str) and recorded == graph_digest(graph):
+        return None
+    return UnprovenPairingError(
+        f"{path}: its {RECORD_KEY} key says {d.get('by', 'ckpt average')} wrote it from inputs "
+        f"whose keys' names a Saver's graph doubts, and {os.path.basename(graph)} beside it is "
+        "not the graph it was written with (" + ("other bytes than recorded" if recorded else
+                                                  "none was") + "): its save op proves nothing "
+        "of these keys. Move that file away (the keys are then read as the mark says), or, if "
+        "a Saver of each variable under its own name wrote the inputs, pass --not-swapped; "
+        "the keys as stored: ckpt export --raw --no-meta", option="--not-swapped")

@@ -66,3 +66,35 @@ def test_average_of_a_run_with_its_own_swapping_graph_is_marked(made, tmp_path):
             assert code == 6, (cmd, err)  # was 0: the raw weights' mean as "EMA values"
             assert KEY in line and "model.ckpt-3.meta" in line and "--not-swapped" in line, err
         assert not (tmp_path / f"{dest}.npz").exists()
+
+
+def test_a_graph_placed_beside_a_marked_average_is_not_its_graph(made, tmp_path):
+    """F2: the model's eval graph (Saver(ema.variables_to_restore())) as the own .meta of a
+    marked average (renamed copy, and in place) read the raw weights' mean as the averages,
+    exit 0; refused (exit 6) naming that file and --not-swapped. The options that decide
+    for the mark (--not-swapped, --raw --no-meta) still do."""
+    import shutil
+
+    out, truth = made
+    code, _, err = run_cli(["average", str(out / "swap/model.ckpt-3"),
+                            str(out / "swap/model.ckpt-2"), "--out", str(tmp_path / "avg")])
+    assert code == 0 and not (tmp_path / "avg/model.ckpt-3.meta").exists(), err
+    best = _copy(tmp_path / "avg", "model.ckpt-3", tmp_path / "best", "best",
+                 only=(".index", ".data"))
+    shutil.copy(out / "eval.meta", tmp_path / "best/best.meta")
+    shutil.copy(out / "eval.meta", tmp_path / "avg/model.ckpt-3.meta")
+    for ckpt, meta in ((best, "best.meta"), (tmp_path / "avg/model.ckpt-3", "model.ckpt-3.meta")):
+        for cmd in (["export", str(ckpt), "--out", str(tmp_path / "e.npz")],
+                    ["restore-ema", str(ckpt), "--out", str(tmp_path / "ema")],
+                    ["map", str(ckpt), "--json"]):
+            code, _, err = run_cli(cmd)
+            line = " ".join(err.split())
+            assert code == 6, (cmd, err)  # was 0: the raw weights' mean as the averages
+            assert KEY in line and meta in line and "--not-swapped" in line, err
+        assert not (tmp_path / "e.npz").exists() and not (tmp_path / "ema").exists()
+    code, _, err = run_cli(["export", str(best), "--raw", "--no-meta",
+                            "--out", str(tmp_path / "s.npz")])
+    assert code == 0, err
+    with np.load(tmp_path / "s.npz") as z:  # the keys as stored: the averages' mean
+        for key in NAMES:
+            np.testing.assert_allclose(z[key], _mean(truth, "swap", "avg", key), rtol=1e-5)
