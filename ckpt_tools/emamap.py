@@ -262,6 +262,10 @@ def ema_map(
         refuse_parts_apart(ckpt, [*missing, *(t for s, t in pairs if s == t)])
         refuse_unstepped_tf2(ckpt, variables, pairs)  # Keras 3 copies before the first step
         if asked:  # not_swapped: always refused; fit_order: under strict
+            from .user_ema_swap import unswapped_pairing
+
+            # a user EMA's averages of every weight, no optimizer copy read (r104 F5)
+            assumed = unswapped_pairing(ckpt, assumed, pairs, missing)
             refuse_assumed(ckpt, assumed, strict=strict)
     finally:
         opened.__exit__()

@@ -114,12 +114,15 @@ class ExportResult:
                 **({"unmoved_averages": dict(self.unmoved)} if self.unmoved else {})}
 
 
-def _assumed(ckpt: Checkpoint) -> list:
-    """What a Keras file's EMA pairing assumed (:mod:`ckpt_tools.keras_assumed`), issued as an
-    :class:`~ckpt_tools.errors.AssumptionWarning`; nothing for other checkpoints."""
+def _assumed(ckpt: Checkpoint, plan: dict) -> list:
+    """What a Keras file's EMA pairing assumed (:mod:`ckpt_tools.keras_assumed`) for the keys
+    ``plan`` (output name -> key) reads, issued as an
+    :class:`~ckpt_tools.errors.AssumptionWarning`; nothing for other checkpoints (no swap
+    question where it reads only a user EMA's averages: review-28-attack-r104 F5)."""
     from .keras_assumed import keras_assumptions, warn_assumed
+    from .user_ema_swap import unswapped_written
 
-    assumed = keras_assumptions(ckpt)
+    assumed = unswapped_written(ckpt, keras_assumptions(ckpt), plan.values())
     warn_assumed(ckpt, assumed, stacklevel=4)
     return assumed
 
@@ -284,15 +287,17 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             if fmt == "h5" and mark_averages and averaged and not map_options.get(
                     "allow_missing"):
                 from .keras_assumed import keras_assumptions  # values compared once: memo
+                from .user_ema_swap import unswapped_written
 
-                mark_file(tmp, [a.name for a in keras_assumptions(ckpt)])  # r40 F1
+                mark_file(tmp, [a.name for a in unswapped_written(  # r40 F1
+                    ckpt, keras_assumptions(ckpt), plan.values())])
         note = expected_raw_note(expected, str)
         if getattr(ckpt.reader, "keras", None) is not None:  # aa/0 beside zz/kernel (r26 F6)
             from .keras_index_names import index_named_layers, index_named_note
 
             layers = index_named_layers(plan)
             notes = notes + ([index_named_note(layers)] if layers else [])
-        assumed = _assumed(ckpt) if averaged else []
+        assumed = _assumed(ckpt, plan) if averaged else []
         stored = swapped_in(ckpt) if ema is False and not averaged else None
         return ExportResult(out_path, fmt, plan, tuple(averaged), nbytes, warnings, expected,
                             [note] * bool(note) + notes, [a.name for a in assumed], stored,

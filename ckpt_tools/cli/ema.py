@@ -344,14 +344,16 @@ def note_stated_order(out: Output, ckpt, apply_order: str | None,
     return found
 
 
-def note_assumed(out: Output, ckpt, keys: list[str] | None = None) -> dict:
+def note_assumed(out: Output, ckpt, keys: list[str] | None = None, written=None) -> dict:
     """Says what the pairing of a Keras file's EMA copies assumes, which the file cannot show
     (:func:`ckpt_tools.keras_assumed.keras_assumptions`): that weights of one shape and dtype
     got their copies in the order ``fit()`` builds the optimizer in, and that the file was not
     saved after ``SwapEMAWeights(swap_on_epoch=True)`` (not said where each weight equals its
     copy bit for bit: either reading gives the same values). Both are shown with ``-q`` too:
     the values are wrong if the assumption is, and nothing else tells. ``keys``: only where
-    they include an average (``show``/``stats``: the drift the pairing decides).
+    they include an average (``show``/``stats``: the drift the pairing decides). ``written``:
+    the keys an export read, where only a user EMA's averages leave no swap question
+    (:func:`~ckpt_tools.user_ema_swap.unswapped_written`, review-28-attack-r104 F5).
 
     Returns:
         `dict`: ``{"assumed": [...]}`` (``"fit_order"``, ``"not_swapped"``) for the command's
@@ -360,6 +362,10 @@ def note_assumed(out: Output, ckpt, keys: list[str] | None = None) -> dict:
     from ..keras_assumed import assumptions_for  # NumPy only where values are compared
 
     assumed = assumptions_for(ckpt, keys)
+    if written is not None:
+        from ..user_ema_swap import unswapped_written
+
+        assumed = unswapped_written(ckpt, assumed, written)
     for a in assumed:
         out.note(f"note: {a.short}", always=True)
     return {"assumed": [a.name for a in assumed]} if assumed else {}

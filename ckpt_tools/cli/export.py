@@ -184,7 +184,7 @@ def export_command(
         stated = (note_stated_order(out, ckpt, apply_order, ema_name) if result.averaged
                   else {})
         if result.averaged:
-            stated = {**stated, **note_assumed(out, ckpt)}
+            stated = {**stated, **note_assumed(out, ckpt, written=result.tensors.values())}
     out.wrote(result.path)
     for w in result.warnings:
         out.warning(w)

@@ -1,0 +1,60 @@
+"""Whether the ``SwapEMAWeights`` question concerns a pairing: a user's
+``tf.train.ExponentialMovingAverage`` beside a Keras 3 optimizer's ``use_ema`` copies
+(review-28-attack-r104 F5).
+
+``SwapEMAWeights(swap_on_epoch=True)`` swaps the model's variables with the optimizer's copies
+before a callback saves; it never touches a ``tf.train.ExponentialMovingAverage``'s averages.
+A pairing that reads none of those copies and gives every weight they cover another average
+writes no value a swap changed, so ``--not-swapped`` decides nothing there. Where a copy is
+read, or a weight it covers is written raw (its key may hold the optimizer's average), the
+question stays.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .keras_assumed import object_pairs
+from .keras_assumption_texts import OBJECT_NOT_SWAPPED
+from .swap_assumed import Assumption
+
+
+def unswapped_pairing(ckpt: Checkpoint, assumed: list[Assumption],
+                      pairs: list[tuple[str, str]], missing: list[str]) -> list[Assumption]:
+    """The assumptions of ``assumed`` the pairing (``pairs``: every ``(source key, target
+    key)`` it found, kept or not; ``missing``: targets left without an average) rests on:
+    ``OBJECT_NOT_SWAPPED`` is left out where no pair reads a Keras 3 optimizer's ``use_ema``
+    copy (:func:`~ckpt_tools.keras_assumed.object_pairs`) and every weight those copies cover
+    takes another average (none is written raw).
+
+    Returns:
+        `list[Assumption]`: ``assumed``, or it without ``OBJECT_NOT_SWAPPED``.
+    """
+    if OBJECT_NOT_SWAPPED not in assumed:
+        return assumed
+    copies = object_pairs(ckpt)
+    if not copies or any(s in copies for s, _t in pairs):
+        return assumed
+    taken = {t: s for s, t in pairs if s != t}
+    lacking = set(missing)
+    if all(w in taken and w not in lacking for w in set(copies.values())):
+        return [a for a in assumed if a != OBJECT_NOT_SWAPPED]
+    return assumed
+
+
+def unswapped_written(ckpt: Checkpoint, assumed: list[Assumption],
+                      sources) -> list[Assumption]:
+    """The assumptions of ``assumed`` an export writing ``sources`` (the checkpoint keys it
+    reads) rests on: ``OBJECT_NOT_SWAPPED`` is left out where it reads neither a Keras 3
+    optimizer's ``use_ema`` copy nor a weight those copies cover (a swap changes neither
+    anything else nor a ``tf.train.ExponentialMovingAverage``'s averages).
+
+    Returns:
+        `list[Assumption]`: ``assumed``, or it without ``OBJECT_NOT_SWAPPED``.
+    """
+    if OBJECT_NOT_SWAPPED not in assumed:
+        return assumed
+    copies = object_pairs(ckpt)
+    read = set(sources)
+    if copies and not read & (set(copies) | set(copies.values())):
+        return [a for a in assumed if a != OBJECT_NOT_SWAPPED]
+    return assumed

@@ -1,0 +1,87 @@
+"""A user's ``tf.train.ExponentialMovingAverage`` beside a Keras 3 optimizer's ``use_ema``
+copies in one ``tf.train.Checkpoint`` (review-28-attack-r104 F5). ``SwapEMAWeights`` swaps
+only the model's variables with the optimizer's copies, so ``--ema-name ema`` (the user
+object's averages of every weight, no copy read and no raw weight written) no longer asks for
+``--not-swapped``; ``--ema-name optimizer`` and a user EMA that leaves a weight raw
+(``--allow-missing``) still do. Real Keras 3 / TensorFlow; truth is ``ema.average(v)`` and
+``optimizer._model_variables_moving_average`` at save time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import assert_npz_holds, run_cli, run_script
+
+SCRIPT = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+import keras
+out = sys.argv[1]
+keras.utils.set_random_seed(1)
+net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="d1"),
+                        keras.layers.Dense(2, name="d2")], name="net")
+opt = keras.optimizers.SGD(0.1, use_ema=True, ema_momentum=0.9, ema_overwrite_frequency=None)
+vs = [v.value for v in net.trainable_variables]
+e = tf.train.ExponentialMovingAverage(0.5)
+x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
+@tf.function
+def step():
+    with tf.GradientTape() as t:
+        loss = tf.reduce_mean((net(x) - 1.0) ** 2)
+    g = t.gradient(loss, net.trainable_variables)
+    opt.apply_gradients(zip(g, net.trainable_variables))
+    e.apply(vs)
+for _ in range(3):
+    step()
+a = [e.average(v) for v in vs]
+tf.train.Checkpoint(model=net, optimizer=opt, ema=a).write(os.path.join(out, "all", "ckpt"))
+tf.train.Checkpoint(model=net, optimizer=opt, ema=a[:2]).write(os.path.join(out, "d1", "ckpt"))
+t = {}
+for v, av, ov in zip(vs, a, opt._model_variables_moving_average):
+    name = v.path if hasattr(v, "path") else v.name.split(":")[0]
+    t["user:" + name] = av.numpy(); t["opt:" + name] = ov.numpy(); t["raw:" + name] = v.numpy()
+np.savez(os.path.join(out, "truth.npz"), **t)
+"""
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+    out = tmp_path_factory.mktemp("userema_useema")
+    return out, run_script(SCRIPT, out)
+
+
+def _of(truth, kind: str) -> dict[str, np.ndarray]:
+    return {k.split(":", 1)[1]: v for k, v in truth.items() if k.startswith(kind + ":")}
+
+
+def test_user_ema_of_every_weight_asks_no_swap_question(made, tmp_path):
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "all"), "-o", str(tmp_path / "x.npz"),
+                             "--ema-name", "ema"])
+    assert code == 0, err
+    assert "SwapEMAWeights" not in err, err
+    assert_npz_holds(tmp_path / "x.npz", _of(truth, "user"))
+
+
+def test_the_optimizers_copies_still_ask_it(made, tmp_path):
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "all"), "-o", str(tmp_path / "o.npz"),
+                             "--ema-name", "optimizer"])
+    assert code == 6 and "--not-swapped" in err, err
+    code, _o, err = run_cli(["export", str(out / "all"), "-o", str(tmp_path / "o.npz"),
+                             "--ema-name", "optimizer", "--not-swapped"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "o.npz", _of(truth, "opt"))
+
+
+def test_a_raw_weight_beside_the_user_averages_still_asks_it(made, tmp_path):
+    """``d2``'s key is a model weight a swap would have replaced with the optimizer's average:
+    written raw under ``--allow-missing``, the question stays."""
+    out, _truth = made
+    code, _o, err = run_cli(["export", str(out / "d1"), "-o", str(tmp_path / "r.npz"),
+                             "--ema-name", "ema", "--allow-missing"])
+    assert code == 6 and "--not-swapped" in err, err
+    assert not (tmp_path / "r.npz").exists()
