@@ -62,6 +62,32 @@ def _holder(average: tuple[str, ...], weight: tuple[str, ...]) -> tuple[str, ...
     return average[:-1]
 
 
+def _mirrors(average: tuple[str, ...], weight: tuple[str, ...], root: tuple[str, ...]) -> bool:
+    """Whether ``average`` lies below ``root`` along its weight's own path: the edges after
+    ``root`` (two or more) are a tail of ``weight``'s edges that leaves out its first edge."""
+    tail = average[len(root):]
+    return (average[:len(root)] == root and 2 <= len(tail) < len(weight)
+            and weight[-len(tail):] == tail)
+
+
+def _collapsed(found: list[tuple[str, tuple[str, ...], tuple[str, ...]]]
+               ) -> list[tuple[str, ...]]:
+    """Each ``(family, average edges, weight edges)``'s holder: :func:`_holder`'s mirror
+    root only where every average below that root mirrors its weight's path relative to it,
+    else its direct parent. Keras 3 keeps Dense's kernel as ``_kernel``, so in
+    ``ema={"gen": {"kernel", "bias"}, "disc": {...}}`` only the biases mirror
+    ``model/gen/bias``; collapsing them alone merged two objects' averages into one holder
+    ``ema`` (review-29-attack-r109 F1).
+
+    Returns:
+        `list`: the holders, in ``found``'s order."""
+    roots = [_holder(a, w) for _f, a, w in found]
+    broken = {r for r, (_f, a, _w) in zip(roots, found, strict=True) if r != a[:-1]
+              and not all(_mirrors(a2, w2, r) for _f2, a2, w2 in found
+                          if len(a2) > len(r) and a2[:len(r)] == r)}
+    return [a[:-1] if r in broken else r for r, (_f, a, _w) in zip(roots, found, strict=True)]
+
+
 def holders(ckpt: Checkpoint, pairs,
             left_out=None) -> dict[str, dict[tuple[str, ...], list[tuple[str, str]]]]:
     """EMA name -> holder (its object-graph edges, :func:`_holder`) -> ``[(weight key,
@@ -76,7 +102,8 @@ def holders(ckpt: Checkpoint, pairs,
     objects = ckpt.objects
     if objects is None:
         return {}
-    out: dict[str, dict[tuple[str, ...], list[tuple[str, str]]]] = {}
+    found: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+    keys: list[tuple[str, str]] = []
     for average, weight in sorted(pairs):
         if average == weight or average in objects.slots or average not in objects.paths or (
                 left_out is not None and left_out(average, weight)):
@@ -86,8 +113,11 @@ def holders(ckpt: Checkpoint, pairs,
             else ""
         if not family:  # no EMA name (a Keras optimizer's own averages): no name to share
             continue
-        holder = _holder(_edges(average), _edges(weight))
-        out.setdefault(family, {}).setdefault(holder, []).append((weight, average))
+        found.append((family, _edges(average), _edges(weight)))
+        keys.append((weight, average))
+    out: dict[str, dict[tuple[str, ...], list[tuple[str, str]]]] = {}
+    for (family, _a, _w), holder, key in zip(found, _collapsed(found), keys, strict=True):
+        out.setdefault(family, {}).setdefault(holder, []).append(key)
     return out
 
 

@@ -13,6 +13,7 @@ TensorFlow and Keras 3; truth is ``ema.average(v)`` at save time."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers import assert_npz_holds, run_cli, run_script
 
@@ -205,3 +206,66 @@ def test_attribute_chosen_by_ema_name_is_still_split_checked(made, tmp_path, lay
     assert code == 0, err
     assert_npz_holds(tmp_path / "o.npz", {k[4:]: v for k, v in truth.items()
                                           if k in ("two:model/w", "two:model/b")})
+
+
+KERAS3_GAN = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+import keras
+out = sys.argv[1]
+keras.utils.set_random_seed(1)
+class GAN(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.gen = keras.layers.Dense(4, name="gen")
+        self.disc = keras.layers.Dense(2, name="disc")
+    def call(self, x):
+        return self.disc(self.gen(x))
+net = GAN()
+net(tf.zeros((1, 3)))
+opt = keras.optimizers.SGD(0.1)
+gv = [v.value for v in net.gen.trainable_variables]
+dv = [v.value for v in net.disc.trainable_variables]
+e1, e2 = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
+x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
+@tf.function
+def step():
+    with tf.GradientTape() as t:
+        loss = tf.reduce_mean((net(x) - 1.0) ** 2)
+    g = t.gradient(loss, net.trainable_variables)
+    opt.apply_gradients(zip(g, net.trainable_variables))
+    e1.apply(gv)
+    e2.apply(dv)
+for _ in range(3):
+    step()
+ema = {"gen": {"kernel": e1.average(gv[0]), "bias": e1.average(gv[1])},
+       "disc": {"kernel": e2.average(dv[0]), "bias": e2.average(dv[1])}}
+tf.train.Checkpoint(model=net, optimizer=opt, ema=ema).write(os.path.join(out, "k5", "ckpt"))
+np.savez(os.path.join(out, "truth.npz"), **{"model/gen/_kernel": ema["gen"]["kernel"].numpy(),
+                                            "model/gen/bias": ema["gen"]["bias"].numpy()})
+"""
+
+
+def test_keras3_per_layer_dicts_of_two_objects_stay_two_holders(tmp_path):
+    """Keras 3 keeps Dense's kernel as ``model/gen/_kernel``, so in
+    ``ema={"gen": {"kernel", "bias"}, "disc": {...}}`` only the biases mirror their weights'
+    paths: collapsing them merged gen's and disc's bias averages (two objects) into one holder
+    ``ema``, whose offered ``--exclude`` exported them exit 0 (review-29-attack-r109 F1). The
+    holders are ``ema/gen`` and ``ema/disc``; the offer, typed as printed, exports gen's
+    averages bit for bit."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+    out = tmp_path / "k5"
+    out.mkdir()
+    run_script(KERAS3_GAN, out)
+    _refused(out / "k5", tmp_path, "ema/gen", "ema/disc")
+    code, _o, err = run_cli(["export", str(out / "k5"), "-o", str(tmp_path / "x.npz")])
+    line = " ".join(err.split())
+    offer = "--exclude 'model/disc/_kernel' --exclude 'model/disc/bias'"
+    assert offer in line and "--exclude 'model/gen/_kernel' --exclude 'model/disc" not in line
+    code, _o, err = run_cli(["export", str(out / "k5"), "-o", str(tmp_path / "o.npz"),
+                             "--exclude", "model/disc/_kernel", "--exclude", "model/disc/bias"])
+    assert code == 0, err
+    with np.load(out / "truth.npz") as t:
+        assert_npz_holds(tmp_path / "o.npz", {k: t[k] for k in t.files})
