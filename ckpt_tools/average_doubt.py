@@ -25,7 +25,7 @@ from .errors import UnprovenPairingError
 from .formats._io import is_url
 from .formats._write import copy_file, os_errors
 
-__all__ = ["carry_doubt", "doubt_to_carry"]
+__all__ = ["carry_doubt", "doubt_to_carry", "refuse_marked_ema"]
 
 
 def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
@@ -43,6 +43,7 @@ def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
     """
     from .meta_sibling import doubt_note
 
+    refuse_marked_ema(ckpts, ema)
     doubted = [c for c in ckpts if getattr(c, "meta_doubt", ())]
     if not doubted or bake and doubted[0].not_swapped:
         return []
@@ -67,6 +68,34 @@ def doubt_to_carry(ckpts: list[Checkpoint], ema: bool, bake: bool) -> list[str]:
                 seen.add(real)
                 paths.append(path)
     return paths
+
+
+def refuse_marked_ema(ckpts: list[Checkpoint], ema: bool) -> None:
+    """Refuses ``--ema`` over an input whose ``_CKPT_TOOLS_RECORD`` mark says its names are
+    doubted where no graph beside it doubts them (renamed, copied, read with ``--no-meta``):
+    the mark's doubt weighs as the sibling graph's, which ``--no-meta`` does not lift either;
+    ``average --ema --bake --no-meta`` of renamed marked averages baked the mean of the raw
+    weights into the plain names, exit 0 (review-29-attack-r107 F4). ``--not-swapped``
+    decides.
+
+    Raises:
+        UnprovenPairingError: (exit 6) naming the input, the mark and ``--not-swapped``.
+    """
+    from .tools_mark import RECORD_KEY, names_doubted
+
+    if not ema:
+        return
+    for c in ckpts:
+        if names_doubted(getattr(c, "tools_mark", None)) and not c.not_swapped \
+                and not getattr(c, "meta_doubt", ()):
+            raise UnprovenPairingError(
+                f"{c.path}: its {RECORD_KEY} key says ckpt average wrote it from inputs whose "
+                "keys' names a swapping Saver's graph doubts; --ema averages the keys named as "
+                "shadows, which a swapping Saver's keys named as averages are not (they hold "
+                "the raw weights), and --no-meta does not decide that: refused. If a Saver of "
+                "each variable under its own name wrote the inputs, average with --ema --bake "
+                "--not-swapped; without --ema, every key is averaged under its own name",
+                option="--not-swapped")
 
 
 def carry_doubt(paths: list[str], prefix: str, shown, taken=frozenset()) -> list[str]:

@@ -98,3 +98,21 @@ def test_a_graph_placed_beside_a_marked_average_is_not_its_graph(made, tmp_path)
     with np.load(tmp_path / "s.npz") as z:  # the keys as stored: the averages' mean
         for key in NAMES:
             np.testing.assert_allclose(z[key], _mean(truth, "swap", "avg", key), rtol=1e-5)
+
+
+def test_no_meta_does_not_lift_the_marks_doubt_for_ema(made, tmp_path):
+    """F4: average --ema --bake --no-meta of renamed marked averages baked the mean of the
+    raw weights into the plain names, exit 0 (the original inputs are refused): refused
+    (exit 6) naming the mark and --not-swapped."""
+    out, _ = made
+    code, _, err = run_cli(["average", str(out / "swap/model.ckpt-3"),
+                            str(out / "swap/model.ckpt-2"), "--out", str(tmp_path / "a3")])
+    assert code == 0, err
+    b3 = _copy(tmp_path / "a3", "model.ckpt-3", tmp_path / "m", "best3", only=(".index", ".data"))
+    b2 = _copy(tmp_path / "a3", "model.ckpt-3", tmp_path / "m", "best2", only=(".index", ".data"))
+    for extra in ([], ["--bake", "--no-meta"]):
+        code, _, err = run_cli(["average", str(b3), str(b2), "--newest", str(b3), "--ema",
+                                *extra, "--out", str(tmp_path / "b")])
+        line = " ".join(err.split())
+        assert code == 6 and KEY in line and "--not-swapped" in line, (extra, err)
+        assert not (tmp_path / "b").exists()
