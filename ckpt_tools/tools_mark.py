@@ -122,13 +122,43 @@ def take_mark(reader, path: str) -> dict | None:
     del entries[RECORD_KEY]
     try:
         doc = json.loads(bytes(raw.reshape(-1)[0]))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # (deep nesting: r107 F5)
         doc = None
     if not isinstance(doc, dict) or doc.get("kind") != _KIND:
         raise CorruptCheckpointError(
             f"{RECORD_KEY} holds no record ckpt_tools wrote: what it says of the keys cannot "
             "be read, so the checkpoint is not read without it", path=path)
+    if not _well_formed(doc):  # a part of another type would be passed over or crash (F5)
+        raise CorruptCheckpointError(
+            f"{RECORD_KEY} holds a record whose parts are not of the types ckpt_tools writes: "
+            "what it says of the keys cannot be read, so the checkpoint is not read without "
+            "it", path=path)
     return doc
+
+
+def _strings(x) -> bool:
+    return isinstance(x, list) and all(isinstance(i, str) for i in x)
+
+
+def _well_formed(doc: dict) -> bool:
+    """Whether every part of the mark ``doc`` has the type our writers give it
+    (:func:`mark_doc`, :func:`merged`, the SHA-256 of F1/F2), so that no reader skips or
+    trips over a part (review-29-attack-r107 F5)."""
+    d = doc.get("names_doubted")
+    if d is not None:
+        if not isinstance(d, dict) or not isinstance(d.get("by", ""), str) \
+                or not isinstance(d.get("graph_sha256", ""), str) \
+                or not all(_strings(d.get(f, [])) for f in ("graphs", "inputs")):
+            return False
+    s = doc.get("stated")
+    if s is None:
+        return True
+    if not isinstance(s, dict) or not isinstance(s.get("by", ""), str):
+        return False
+    a = s.get("averages_only")
+    if a is not None and not (isinstance(a, dict) and all(_strings(v) for v in a.values())):
+        return False
+    return all(isinstance(s.get(k, True), bool) for k in _STATED)
 
 
 def names_doubted(doc: dict | None) -> dict | None:
