@@ -178,3 +178,13 @@ def test_readme_explains_the_records_beside_an_output():
     assert "`<name>.restored.json`" in said and "`<name>.carried.json`" in said
     assert "| `--saver-def-wrote` |" in README
     assert "does not record what its bake rested on: no weight file format" not in said
+
+
+def test_readme_explains_the_record_inside_an_output():
+    """review-28-attack-r105 F1-F5 (054bec1): outputs of doubted or stated runs carry their
+    record in the bundle; the README names the key, says TensorFlow ignores it and what a copy
+    without the sidecars does."""
+    said = " ".join(README.split())
+    assert "**Records inside an output.**" in said
+    assert "`_CKPT_TOOLS_RECORD`" in said and "TensorFlow ignores it" in said
+    assert "read without the `--averages-only` caveat" not in said
