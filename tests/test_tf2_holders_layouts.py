@@ -269,3 +269,38 @@ def test_keras3_per_layer_dicts_of_two_objects_stay_two_holders(tmp_path):
     assert code == 0, err
     with np.load(out / "truth.npz") as t:
         assert_npz_holds(tmp_path / "o.npz", {k: t[k] for k in t.files})
+
+
+MANY = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+out = sys.argv[1]
+m = tf.Module()
+layers = []
+for i in range(8):
+    layer = tf.Module()
+    layer.w = tf.Variable([float(i)], name=f"l{i}/w")
+    layers.append(layer)
+    setattr(m, f"l{i}", layer)
+ema = tf.train.ExponentialMovingAverage(0.7)
+ema.apply([layer.w for layer in layers])
+for layer in layers:
+    layer.w_ema = ema.average(layer.w)
+tf.train.Checkpoint(model=m).write(os.path.join(out, "many", "ckpt"))
+np.savez(os.path.join(out, "truth.npz"), **{f"l{i}": l.w_ema.numpy() for i, l in enumerate(layers)})
+"""
+
+
+def test_many_holders_give_a_bounded_refusal(tmp_path):
+    """Eight holders (each sub-module keeps its own average): the refusal lists and probes
+    three of them and says how many more there are, not one offer of seven ``--exclude``
+    per holder (200 holders took 109 s and 983 KB: review-29-attack-r109 F4)."""
+    pytest.importorskip("tensorflow")
+    run_script(MANY, tmp_path)
+    code, _o, err = run_cli(["export", str(tmp_path / "many"), "-o", str(tmp_path / "x.npz")])
+    assert code == 6, err
+    line = " ".join(err.split())
+    assert "and 5 more holders" in line and "of 8 holders" in line, line
+    assert line.count(" or --exclude") <= 2 and line.count("holds the averages of") == 3, line
+    assert "--ema-name ExponentialMovingAverage" in line, line
