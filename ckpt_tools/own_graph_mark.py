@@ -46,9 +46,8 @@ def graph_digest(path: str | None) -> str | None:
     ``None`` where there is none or it cannot be read."""
     if not path:
         return None
-    from .average_carried import digest
-
     if is_url(path):
+        from .average_carried import digest
         from .formats._io import close_map, fetched, map_file
 
         data = fetched(path) or map_file(path)
@@ -56,9 +55,10 @@ def graph_digest(path: str | None) -> str | None:
             return digest(bytes(data))
         finally:
             close_map(data)
-    try:
-        with open(path, "rb") as f:
-            return digest(f.read())
+    from .run_record import file_digest
+
+    try:  # streamed in 1 MiB blocks: a graph can be hundreds of MB
+        return file_digest(path)["sha256"]
     except OSError:
         return None
 
