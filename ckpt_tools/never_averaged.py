@@ -14,19 +14,16 @@ value. Such a key is never paired as an average on a statement; the refusal offe
 
 from __future__ import annotations
 
-import re
-
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .ema_updates import part_update_ops
 from .save_op import written_sources
-
-_PART = re.compile(r"/part_\d+(?=/|$)")
+from .saved_keys import PART
 
 
 def _whole(name: str) -> str:
     """``name`` with its ``/part_N`` parts dropped (a partitioned variable's own name)."""
-    return _PART.sub("", name)
+    return PART.sub("", name)
 
 
 def _named_average(key: str, var: str) -> str:
