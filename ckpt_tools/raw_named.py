@@ -8,12 +8,12 @@ refuses such keys), ``list``, ``export`` and ``restore-ema``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Mapping
 
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_updates import part_update_ops, shadow_owners
+from .formats.meta_saver import LAST_PART, PART
 from .meta_shadows import update_ops_of
 from .restorer_keys import restorer_named
 from .save_op import written_sources
@@ -22,8 +22,9 @@ from .statistic_writes import statistic_write
 
 def saved_from(sources: list[str] | None, target: str) -> bool:
     """Whether every tensor saved under a key came from variable ``target`` (or its parts)."""
-    part = re.compile(re.escape(target) + r"/part_\d+")
-    return bool(sources) and all(s == target or part.fullmatch(s) for s in sources)
+    return bool(sources) and all(
+        s == target or (s.startswith(target) and PART.fullmatch(s, len(target)))
+        for s in sources)
 
 
 def ema_applied(ckpt: Checkpoint) -> bool:
@@ -220,7 +221,7 @@ def raw_named_roles(ckpt: Checkpoint, info: Mapping[str, R.RoleInfo]) -> dict[st
     stored = ckpt.entries()
     return {k: R.RoleInfo(R.OTHER) for k, t in raw_named_keys(ckpt).items()
             if k in info and info[k].role in plain and k not in graph
-            and t not in stored and re.sub(r"/part_\d+$", "", t) not in stored}
+            and t not in stored and LAST_PART.sub("", t) not in stored}
 
 
 def applied_shadows(ckpt: Checkpoint) -> dict[str, str] | None:
@@ -383,7 +384,7 @@ def _named_as_average(sources: dict[str, list[str]], keys, whole: bool,
         src = sources.get(key) or []
         if not src or key in src:
             continue
-        whole_of = {re.sub(r"/part_\d+$", "", s) for s in src}
+        whole_of = {LAST_PART.sub("", s) for s in src}
         targets = ({src[0]} if len(src) == 1 else set()) | (
             whole_of if whole and len(whole_of) == 1 else set())
         for name in names:
@@ -420,7 +421,7 @@ def _vtr_suffixed(sources: dict[str, list[str]], keys, whole: bool,
             return None
         parts = key.split("/")
         # the variable is its source (or, whole, the one its parts are of): never scanned
-        each = sorted({src[0], re.sub(r"/part_\d+$", "", src[0])} & averaged,
+        each = sorted({src[0], LAST_PART.sub("", src[0])} & averaged,
                       key=len, reverse=True)
         return next(((head, v) for head in ("/".join(parts[:cut])
                                             for cut in range(len(parts) - 1, 0, -1))

@@ -19,12 +19,11 @@ restored, the averages when it restored a training checkpoint; :func:`evaluation
 
 from __future__ import annotations
 
-import re
-
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .ema_updates import shadow_owners
+from .formats.meta_saver import LAST_PART
 from .lone_named import proposed_lone_averages
 from .meta_sibling import stated_offer
 from .never_averaged import exclude_text, never_averaged
@@ -135,9 +134,9 @@ def raw_refusal(ckpt: Checkpoint, raw: list, undecided,
     averaged = {holds.get(b, b) for a, b in pairs or () if a != b and a not in keys}
     raw = [*raw, *((k, v) for k, v in every[len(raw):] if v not in averaged)]
     held = sorted({v for _, v in raw})
-    whole = {re.sub(r"/part_\d+$", "", v) for v in held}  # a partition's: its variable's
+    whole = {LAST_PART.sub("", v) for v in held}  # a partition's: its variable's
     others = sorted({holds.get(b, b) for a, b in pairs or () if a != b and a not in keys
-                     and re.sub(r"/part_\d+$", "", holds.get(b, b)) not in whole})
+                     and LAST_PART.sub("", holds.get(b, b)) not in whole})
     exclude = (f"; --exclude {' --exclude '.join(repr(v) for v in held[:3])}"
                f"{' ...' if len(held) > 3 else ''} (Python: exclude=[...]) leaves "
                f"{'them' if len(held) > 1 else 'it'} out and takes the other "
@@ -221,11 +220,11 @@ def refuse_raw_paired(ckpt: Checkpoint, pairs: list, left_out=None,
     restored = {named.get(t, t) for s, t in pairs if s != t and s in stored}
     # --averages-only states that such keys hold averages (an evaluation graph's re-save)
     averages = {s for s, t in pairs if s != t} if not ckpt.averages_only else set()
-    whole = re.compile(r"/part_\d+$")
     # keys whose variable no pair restores from another key: --averages-only cannot lift
     # them, so the refusal never offers it there (review-28-attack-r106 F1)
-    unread = [k for k, t in held.items() if t not in stored and whole.sub("", t) not in stored
-              and t not in restored and whole.sub("", t) not in restored]
+    unread = [k for k, t in held.items()
+              if t not in stored and LAST_PART.sub("", t) not in stored
+              and t not in restored and LAST_PART.sub("", t) not in restored]
     bad = [(k, t) for k, t in held.items() if k in averages or k in unread]
     if bad:
         raise raw_refusal(ckpt, bad, {k: (t,) for k, t in bad}, pairs,
@@ -460,7 +459,7 @@ def restored_raw_warning(ckpt: Checkpoint, holders: dict[str, str]) -> str:
     k, h = next(iter(holders.items()))
     k = ((written_sources(ckpt) or {}).get(h) or [k])[0]  # the graph's name (b of model/b)
     graph = graph_named(ckpt)
-    parts = [n for n in holders if re.search(r"/part_\d+$", n)]
+    parts = [n for n in holders if LAST_PART.search(n)]
     said = (f"; the parts of a partitioned variable export one each, as stored (e.g. "
             f"{parts[0]})" if parts else "")
     # an evaluation graph's keys are refused before (raw_stated.refuse_unstated_raw)

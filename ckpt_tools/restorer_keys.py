@@ -11,14 +11,10 @@ restoring Saver's own save op is the proof :func:`restorer_named` reads.
 
 from __future__ import annotations
 
-import re
-
 from .checkpoint import Checkpoint
 from .formats.graph_def import read_graphs
-from .formats.meta_saver import every_saver
+from .formats.meta_saver import PART, every_saver
 from .save_op import graph_file, written_sources
-
-_PART = re.compile(r"/part_\d+(?=/|$)")
 
 
 def _prefixed(sources: dict[str, list[str]]) -> bool:
@@ -53,7 +49,7 @@ def restorer_named(ckpt: Checkpoint) -> frozenset[str]:
         for graph in read_graphs(path):
             for each in every_saver(graph):
                 for key, src in each.items():
-                    whole = {_PART.sub("", s) for s in src}
+                    whole = {PART.sub("", s) for s in src}
                     held = whole.pop() if len(whole) == 1 else None
                     if held and key.startswith(held + "/") and key not in sources:
                         out.add(key)
@@ -70,7 +66,7 @@ def _save_op_named(sources: dict[str, list[str]], model: set[str]) -> set[str]:
     review-26-attack-r91 F2)."""
     found: dict[str, tuple[str, str]] = {}  # key -> (name past the prefix, suffix)
     for key, src in sources.items():
-        whole = {_PART.sub("", s) for s in src}
+        whole = {PART.sub("", s) for s in src}
         # a partition saved alone (fc/w/part_0) is the variable the collections list, its
         # key named under the part (review-27-attack-r96 F1); parts saved together, the whole
         var = src[0] if len(src) == 1 and src[0] in model else (

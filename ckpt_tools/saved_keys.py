@@ -12,18 +12,15 @@ then bakes or exports another variable's value, or the raw one, as the EMA value
 
 from __future__ import annotations
 
-import re
-
 from . import roles as R
 from .checkpoint import Checkpoint
 from .ema_refusals import UnprovenPairingError
 from .ema_updates import shadow_owners
 from .errors import CheckpointError
 from .formats.meta_on_read import AGGREGATE
+from .formats.meta_saver import PART
 from .raw_named import applied_shadows, named_as_own_average
 from .save_op import graph_named, written_sources
-
-PART = re.compile(r"/part_\d+(?=/|$)")
 
 
 def held_variable(sources: list[str]) -> str | None:

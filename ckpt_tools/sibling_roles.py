@@ -15,12 +15,11 @@ Saver keying an average under its variable's name, with or without the variable'
 
 from __future__ import annotations
 
-import re
+from .formats.meta_saver import PART
 
 __all__ = ["against_names", "is_variable"]
 
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp"})
-_PART = re.compile(r"/part_\d+(?=/|$)")  # anywhere: a part's shadow is <v>/part_N/<ema>
 
 
 def is_variable(nodes, name: str, parts: bool = True) -> bool:
@@ -72,9 +71,9 @@ def against_names(sources: dict[str, list[str]], nodes) -> tuple[str, list[str]]
     Returns:
         ``(key, sources)``, or ``None`` where every key reads as its name.
     """
-    read = {k: {_PART.sub("", s) for s in of} for k, of in sources.items()}
+    read = {k: {PART.sub("", s) for s in of} for k, of in sources.items()}
     for key in sorted(sources):
-        name = _PART.sub("", key)
+        name = PART.sub("", key)
         if len(read[key]) != 1:
             return key, sources[key]
         source = next(iter(read[key]))
@@ -85,7 +84,7 @@ def against_names(sources: dict[str, list[str]], nodes) -> tuple[str, list[str]]
         owned = _owner(sources[key][0], nodes)
         if owned is None:
             continue
-        parent, rest = (_PART.sub("", f"/{p}")[1:] for p in owned)
+        parent, rest = (PART.sub("", f"/{p}")[1:] for p in owned)
         owner = name[:-len(rest) - 1]
         if not name.endswith(f"/{rest}") or owner in read and read[owner] != {parent}:
             return key, sources[key]

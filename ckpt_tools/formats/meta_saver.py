@@ -33,7 +33,10 @@ except ImportError:  # no compiler at install time, or a source checkout never b
     _c_save_sources = None
 
 _SAVE_OPS = {"SaveV2": 3, "SaveSlices": 3, "Save": 2}  # op -> index of its first tensor input
-_PART = re.compile(r"/part_\d+(?=/|$)")  # a partitioned variable's part: w/part_0
+# a partitioned variable's part, anywhere in a name (w/part_0, w/part_0/<ema>); the package's
+# one copy of each pattern: the modules that read part names import them from here
+PART = re.compile(r"/part_\d+(?=/|$)")
+LAST_PART = re.compile(r"/part_\d+$")  # a part ending a name only: w of w/part_0
 _PART_AT = re.compile(r"/part_(\d+)(?=/|$)")
 
 
@@ -128,7 +131,7 @@ def saved_sources_all(path: str) -> list[dict[str, list[str]]]:
 def reads_by_names(sources: dict[str, list[str]]) -> bool:
     """Whether a save op saved every key from the variable of the key's own name (a
     partitioned one's parts, ``w/part_N``, read as ``w``): a plain Saver's reading."""
-    return all({_PART.sub("", s) for s in of} == {_PART.sub("", key)}
+    return all({PART.sub("", s) for s in of} == {PART.sub("", key)}
                for key, of in sources.items())
 
 
