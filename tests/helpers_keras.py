@@ -2,7 +2,8 @@
 from the optimizer at save time: the prelude (:data:`KERAS3`, :data:`TF_KERAS`), the model
 (:func:`dense_net`) and the fit (:func:`fit_snapped`) that the generator scripts of the Keras
 tests shared inline. :func:`run_keras` runs a script's body after its prelude and returns the
-``truth`` it filled. Importing this module imports neither Keras nor TensorFlow."""
+``truth`` it filled; :func:`fit_saved_mid_fit` fits and saves in the test's own process.
+Importing this module imports neither Keras nor TensorFlow."""
 
 from __future__ import annotations
 
@@ -69,3 +70,41 @@ def fit_snapped(keras, model, snap=None, epochs: int = 2) -> None:
                 snap(self.model)
 
     model.fit(x, y, epochs=epochs, batch_size=4, verbose=0, callbacks=[Snap()])
+
+
+def fit_saved_mid_fit(keras, out: Path, seed: int) -> tuple:
+    """A Keras 3 ``Sequential`` named ``sequential`` (not ``sequential_N`` after other tests):
+    ``mid`` Dense(5, relu) and ``out`` Dense(3) over 6 inputs, fit 3 epochs (seeded by
+    ``seed``) with ``SGD(0.1, momentum=0.9, use_ema=True, ema_momentum=0.9)`` and saved as
+    ``out/m.keras`` at the end of epoch 1 (mid-fit: its weights raw, the optimizer's copies
+    the averages), in this process.
+
+    Returns:
+        ``(model, x, y, truth)``: the data it was fit on and Keras' own averages at save time
+        (``optimizer._model_variables_moving_average``) by weight path less the model's name
+        (``mid/kernel``).
+    """
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="relu",
+                                                                    name="mid"),
+                              keras.layers.Dense(3, name="out")],
+                             name="sequential")
+    model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9, use_ema=True,
+                                                 ema_momentum=0.9),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = np.random.RandomState(0).randn(64, 6).astype("float32")
+    y = (x[:, 0] > 0).astype("int32")
+    truth: dict[str, np.ndarray] = {}
+
+    class Snap(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch != 1:
+                return
+            opt = self.model.optimizer
+            self.model.save(str(out / "m.keras"))
+            for v, a in zip(opt._trainable_variables, opt._model_variables_moving_average,
+                            strict=True):
+                truth[v.path.removeprefix(f"{self.model.name}/")] = np.array(a.numpy())
+
+    model.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[Snap()])
+    return model, x, y, truth

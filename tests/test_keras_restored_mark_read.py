@@ -18,6 +18,7 @@ import zipfile
 
 import numpy as np
 import pytest
+from helpers_keras import fit_saved_mid_fit
 from typer.testing import CliRunner
 
 SAID = "ckpt restore-ema wrote this file: its weights are the averages"
@@ -39,29 +40,7 @@ def baked(tmp_path_factory):
     import keras
 
     out = tmp_path_factory.mktemp("mark")
-    keras.utils.set_random_seed(3)
-    model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(5, activation="relu",
-                                                                    name="mid"),
-                              keras.layers.Dense(3, name="out")],
-                             name="sequential")  # not sequential_N after other tests
-    model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9, use_ema=True,
-                                                 ema_momentum=0.9),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    x = np.random.RandomState(0).randn(64, 6).astype("float32")
-    y = (x[:, 0] > 0).astype("int32")
-    truth: dict[str, np.ndarray] = {}
-
-    class Snap(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch != 1:
-                return
-            opt = self.model.optimizer
-            self.model.save(str(out / "m.keras"))  # mid-fit: weights raw, copies the averages
-            for v, a in zip(opt._trainable_variables, opt._model_variables_moving_average,
-                            strict=True):
-                truth[v.path.removeprefix(f"{self.model.name}/")] = np.array(a.numpy())
-
-    model.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[Snap()])
+    model, x, y, truth = fit_saved_mid_fit(keras, out, 3)
     assert len(truth) == 4
     wh5 = out / "w" / "ema.weights.h5"
     r = _ckpt("restore-ema", out / "m.keras", "--out", wh5, "--not-swapped", "-q")
