@@ -65,8 +65,25 @@ def shadow_marked(ckpt: Checkpoint, variables: list[Variable],
             marked[v.name] = of.pop()
     if not marked:
         return variables, set()
+    marked = {k: _stored_as(of, sources, variables) for k, of in marked.items()}
     return [replace(v, role="ema", ema_of=marked[v.name], ema=None, ema_candidates=(),
                     ema_style="tf1") if v.name in marked else v for v in variables], set(marked)
+
+
+def _stored_as(var: str, sources: dict[str, list[str]], variables: list[Variable]) -> str:
+    """The key ``var`` (a graph variable) is stored under: the one weight row the save op
+    wrote from ``var`` alone (its parts count as it), as ``list`` names a shadow's variable
+    ("of model/b", review-29-attack-r108 F3: a renamed plain Saver's ``model/b`` was "b (not
+    stored)"); ``var`` itself where no such row, or several, hold it (a training
+    ``Saver(ema.variables_to_restore())`` stores it raw under an average's name only).
+
+    Returns:
+        the checkpoint key, or ``var``.
+    """
+    weights = {v.name for v in variables if v.role == "weight"}
+    keys = [k for k, src in sources.items()
+            if k in weights and src and {_whole(s) for s in src} == {var}]
+    return keys[0] if len(keys) == 1 else var
 
 
 def _whole(name: str) -> str:

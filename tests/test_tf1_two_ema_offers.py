@@ -539,3 +539,36 @@ def test_a_renamed_savers_several_objects_refusal_offers_each_ema_name(made, tmp
         for v in "wb":
             assert got[f"model/{v}"].tobytes() == truth[f"rentwo:o{i}:{v}"].tobytes(), option
         assert got["model/c"].tobytes() == truth["rentwo:raw:c"].tobytes(), option
+
+
+def test_a_renamed_savers_averages_are_listed_of_the_key_holding_their_variable(made):
+    """review-29-attack-r108 F3: behind a renaming Saver({"model/" + v.op.name: v}) with two
+    objects, list showed model/b/ExponentialMovingAverage and model/b/slow "of b (not
+    stored)", while b is stored as model/b (its raw value, bit for bit) and the save op says
+    so. Each is now listed of model/b, the key holding its variable, in the table and in
+    --json's ema_of."""
+    import json
+
+    from ckpt_tools import open_checkpoint
+
+    out, truth = made
+    with open_checkpoint(str(out / "rentwo")) as ckpt:
+        for v in "wbc":  # what model/<v> holds: <v>'s raw value
+            assert ckpt.tensor(f"model/{v}").tobytes() == truth[f"rentwo:raw:{v}"].tobytes()
+            for i, n in enumerate(("ExponentialMovingAverage", "slow")[:2 if v != "c" else 0]):
+                got = ckpt.tensor(f"model/{v}/{n}").tobytes()
+                assert got == truth[f"rentwo:o{i}:{v}"].tobytes(), (v, n)
+    code, text, err = run_cli(["list", str(out / "rentwo")])
+    assert code == 0, err
+    assert "not stored" not in text, text
+    rows = {line.split("\t")[0]: line.split("\t") for line in text.splitlines()}
+    for v in "wb":
+        for n in ("ExponentialMovingAverage", "slow"):
+            assert rows[f"model/{v}/{n}"][-1] == f"of model/{v}", rows
+    code, text, err = run_cli(["list", str(out / "rentwo"), "--json"])
+    assert code == 0, err
+    of = {r["name"]: r["ema_of"] for r in json.loads(text)["variables"]}
+    assert {k: of[k] for k in of if "/" in k.removeprefix("model/")
+            and k != "model/global_step"} == {
+        f"model/{v}/{n}": f"model/{v}" for v in "wb"
+        for n in ("ExponentialMovingAverage", "slow")}, of
