@@ -88,7 +88,7 @@ def dropped_any(ckpt: Checkpoint, drop_slots: bool) -> bool:
 
 def bake_ema_h5(ckpt: Checkpoint, out: str, *, name: str | None = None,
                 overwrite: bool = False, progress: Callable[[int], None] | None = None,
-                **map_options):
+                progress_total: Callable[[int], None] | None = None, **map_options):
     """``restore-ema --format h5``: the EMA weights as one Keras-style HDF5 file.
 
     Returns:
@@ -107,7 +107,8 @@ def bake_ema_h5(ckpt: Checkpoint, out: str, *, name: str | None = None,
     created = make_parents(os.path.dirname(physical(target)))  # umask modes
     try:
         return export_weights(ckpt, target, fmt="h5", ema=True, overwrite=overwrite,
-                              progress=progress, mark_averages=True, member_hint=(
+                              progress=progress, progress_total=progress_total,
+                              mark_averages=True, member_hint=(
                                   "; leave it out with --exclude, or write --format v2 "
                                   "(which keeps every name)"), **map_options)
     except BaseException:
@@ -124,6 +125,7 @@ def bake_ema(
     verify: bool = True,
     drop_slots: bool = False,
     progress: Callable[[int], None] | None = None,
+    progress_total: Callable[[int], None] | None = None,
     **map_options,
 ) -> BakeResult:
     """Writes a copy of ``checkpoint`` in which every averaged variable holds its EMA value.
@@ -143,6 +145,8 @@ def bake_ema(
         verify: check each tensor's CRC32C while copying.
         drop_slots: leave optimizer slots out of the output.
         progress: called with the number of bytes copied, as copying proceeds.
+        progress_total: called once, before ``progress`` is, with the bytes ``progress`` will
+            count in all (the tensors written: dropped slots not counted).
         **map_options: passed to :func:`ckpt_tools.ema_map` (``ema_name``, ``include``,
             ``exclude``, ``strip_scope``, ``add_scope``, ``allow_missing``, ``use_meta``;
             the file statements ``use_ema``, ``optimizer``, ``trainable``...).
@@ -175,7 +179,8 @@ def bake_ema(
             from .keras_bake import bake_keras_file
 
             return bake_keras_file(ckpt, out_dir, name, overwrite, map_options)
-        return _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options)
+        return _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options,
+                     progress_total)
 
 
 def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
@@ -217,7 +222,8 @@ def bake_plan(ckpt: Checkpoint, name: str | None, drop_slots: bool,
     return m, source_of
 
 
-def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options):
+def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_options,
+          progress_total=None):
     ckpt = ckpt.with_meta(map_options.get("use_meta", True))  # use_meta=False: as if none
     strip, add = map_options.get("strip_scope"), map_options.get("add_scope")
     sm_dir = saved_model_source(ckpt)
@@ -237,11 +243,12 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
         if sm_dir:
             prefix = os.path.join(out_dir, VARIABLES_PREFIX)
             result = _write_saved_model(ckpt, m, stage.path, source_of, verify, progress,
-                                        stage.shown)
+                                        stage.shown, progress_total)
         else:
             prefix = restore_output_path(ckpt, out_dir, name, "v2")
             result = _write(ckpt, m, stage.path, os.path.basename(prefix), source_of, verify,
-                            drop_slots, progress, strip, add, stage.shown)
+                            drop_slots, progress, strip, add, stage.shown,
+                            progress_total=progress_total)
         files = [os.path.join(out_dir, os.path.relpath(f, stage.path)) for f in result.files]
         stage.publish()
     return BakeResult(prefix=prefix, files=files, replaced=result.replaced,
@@ -250,20 +257,22 @@ def _bake(ckpt, out_dir, name, overwrite, verify, drop_slots, progress, map_opti
                       saved_model=out_dir if sm_dir else None)
 
 
-def _write_saved_model(ckpt, m, work, source_of, verify, progress, shown) -> BakeResult:
+def _write_saved_model(ckpt, m, work, source_of, verify, progress, shown,
+                       progress_total=None) -> BakeResult:
     """Writes a SavedModel into the staging directory ``work``: the baked
     ``variables/variables.*``, the unchanged extras, then ``saved_model.pb``."""
     variables = os.path.join(work, os.path.dirname(VARIABLES_PREFIX))
     with os_errors(shown(variables), "creating it"):
         os.mkdir(variables)
     result = _write(ckpt, m, variables, os.path.basename(VARIABLES_PREFIX), source_of, verify,
-                    False, progress, None, None, shown, state_file=False)
+                    False, progress, None, None, shown, state_file=False,
+                    progress_total=progress_total)
     files = list(result.files) + copy_saved_model_files(ckpt.location.saved_model, work, shown)
     return with_fields(result, files=files)
 
 
 def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, add, shown, *,
-           state_file: bool = True):
+           state_file: bool = True, progress_total=None):
     """Writes the baked checkpoint into directory ``work``; the index is published last."""
     prefix = os.path.join(work, name)
     warnings = []
@@ -275,6 +284,8 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
         warnings.append("keys were re-scoped, so the .meta graph (which uses the old names) "
                         "was not copied")
     raw = raw_left_out(ckpt, source_of)
+    if progress_total:  # the bytes written, not the input's (s29g)
+        progress_total(baked_bytes(ckpt, source_of, drop_slots, raw))
     with BundleWriter(prefix, shown) as writer:
         replaced, copied, dropped, nbytes = write_baked(ckpt, writer, source_of, verify,
                                                         drop_slots, progress, strip, add,
@@ -367,15 +378,11 @@ def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str
     Raises:
         CorruptCheckpointError: a checksum mismatch (``verify``), a slice out of range.
     """
-    variables = {v.name: v for v in ckpt.variables_unwarned()}
-    replaced, dropped = {}, []
+    writes, dropped = _baked_writes(ckpt, source_of, drop_slots, leave_out)
+    replaced = {}
     copied = nbytes = 0
     renamed = bool(strip or add)
-    for key in ckpt.entries():
-        if key in leave_out or (drop_slots and variables[key].role == R.OPTIMIZER_SLOT):
-            dropped.append(key)
-            continue
-        src = source_of.get(key, key)
+    for key, src in writes:
         out_key = rescope(key, strip, add) if renamed else key
         fragments = ckpt.entry(key).extra.get("fragments") if src == key else None
         if fragments:  # stored again as TensorFlow saved it: one key per part
@@ -385,14 +392,54 @@ def write_baked(ckpt: Checkpoint, writer: BundleWriter, source_of: dict[str, str
             replaced[out_key] = src
         else:
             copied += 1
-    for key, src in source_of.items():
-        # a variable not stored whose average is (a Saver of the averages alone, proven by
-        # its .meta): written under the variable's name, as a Saver of the model reads it
-        if src != key and key not in variables and src in variables:
-            out_key = rescope(key, strip, add) if renamed else key
-            nbytes += _copy_tensor(ckpt, writer, src, out_key, verify, progress)
-            replaced[out_key] = src
     return replaced, copied, dropped, nbytes
+
+
+def _baked_writes(ckpt: Checkpoint, source_of: dict[str, str], drop_slots: bool,
+                  leave_out) -> tuple[list[tuple[str, str]], list[str]]:
+    """What :func:`write_baked` writes, in order: ``(key, key whose value it gets)`` for each
+    tensor of the input not left out, then each variable not stored whose average is (a
+    Saver of the averages alone, proven by its ``.meta``: written under the variable's name,
+    as a Saver of the model reads it).
+
+    Returns:
+        `tuple`: the writes and the keys left out (``leave_out``, dropped slots).
+    """
+    variables = {v.name: v for v in ckpt.variables_unwarned()}
+    writes, dropped = [], []
+    for key in ckpt.entries():
+        if key in leave_out or (drop_slots and variables[key].role == R.OPTIMIZER_SLOT):
+            dropped.append(key)
+        else:
+            writes.append((key, source_of.get(key, key)))
+    writes += [(key, src) for key, src in source_of.items()
+               if src != key and key not in variables and src in variables]
+    return writes, dropped
+
+
+def baked_bytes(ckpt: Checkpoint, source_of: dict[str, str], drop_slots: bool,
+                leave_out=()) -> int:
+    """The bytes :func:`write_baked` copies, and so counts to its ``progress``: the stored
+    bytes of each tensor written (every part of a partitioned one), the slots it drops and
+    the keys it leaves out not counted (s29g: the input's stored bytes stopped the bar short
+    with ``--slots drop``, and past its end on partitioned variables, whose whole-tensor
+    entry stores nothing).
+
+    Returns:
+        `int`: the bytes, as :func:`write_baked`'s ``nbytes``.
+    """
+    writes, _ = _baked_writes(ckpt, source_of, drop_slots, leave_out)
+    reader = ckpt.reader
+    total = 0
+    for _, src in writes:
+        entry = ckpt.entry(src)
+        if reader.format != "v2":  # written from the array read: its nbytes
+            total += entry.nbytes
+        elif entry.slices:
+            total += sum(sub.stored_bytes for _, sub in reader.slice_entries(src))
+        else:
+            total += entry.stored_bytes
+    return total
 
 
 def _copy_tensor(ckpt: Checkpoint, writer: BundleWriter, src: str, out_key: str | tuple,

@@ -88,7 +88,9 @@ def output_path(ckpt: Checkpoint, out: str, name: str | None, fmt: str) -> str:
 def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str | None = None,
               fmt: str = "v2", dry_run: bool = False, overwrite: bool = False,
               verify: bool = True, slots: str = "keep",
-              progress: Callable[[int], None] | None = None, **map_options) -> EmaOutput:
+              progress: Callable[[int], None] | None = None,
+              progress_total: Callable[[int], None] | None = None,
+              **map_options) -> EmaOutput:
     """Writes a checkpoint (or HDF5 weights file) whose plain names hold the EMA values.
 
     Args:
@@ -102,6 +104,10 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         verify: check CRC32C while copying.
         slots: ``"keep"`` or ``"drop"`` optimizer slots (``v2``).
         progress: called with bytes written.
+        progress_total: called once, before ``progress`` is, with the bytes ``progress`` will
+            count in all (the tensors written: the ``.h5``'s averages, the bundle less the
+            slots ``slots="drop"`` leaves out); not called for a URL ``out``, whose upload
+            ``progress`` counts too.
         **map_options: passed to :func:`ckpt_tools.ema_map` (the file statements
             ``use_ema``, ``optimizer``, ``trainable``... open the checkpoint).
 
@@ -135,7 +141,7 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
             from .bake import bake_ema_h5
 
             r = bake_ema_h5(ckpt, out, name=name, overwrite=overwrite, progress=progress,
-                            **map_options)
+                            progress_total=progress_total, **map_options)
             return EmaOutput(output=r.path, format="h5", dry_run=False,
                              ema_map=ema_map(ckpt, **map_options), files=[r.path],
                              tensors=dict(r.tensors), averaged=list(r.averaged),
@@ -144,7 +150,8 @@ def write_ema(checkpoint: str | os.PathLike | Checkpoint, out: str, *, name: str
         from .bake import bake_ema
 
         r = bake_ema(ckpt, out, name=name, overwrite=overwrite, verify=verify,
-                     drop_slots=slots == "drop", progress=progress, **map_options)
+                     drop_slots=slots == "drop", progress=progress,
+                     progress_total=progress_total, **map_options)
         # averages of weights the input lacks (untracked by the object graph): said
         named = {v.name: v for v in ckpt.variables_unwarned()}
         lacking = orphan_warnings(ckpt, named, "the output restores none of those weights")

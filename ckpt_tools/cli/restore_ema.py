@@ -199,14 +199,14 @@ def restore_ema_command(
                 if not quiet:
                     out.prose(f"dry run: would write {result.output}", "dim")
             return
-        total = sum(e.stored_bytes for e in ckpt.entries().values())
-        if is_url(out_dir):  # then the upload of the output (about the input's bytes)
-            total *= 2
+        url = is_url(out_dir)  # the bytes written, then their upload (about the input's)
+        total = 2 * sum(e.stored_bytes for e in ckpt.entries().values()) if url else None
         # SIGTERM is Ctrl-C for every command (cli.main): temporary files are removed.
         with out.progress("baking EMA", total) as bar:
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, overwrite=force,
                                verify=not no_verify, slots=slots, progress=bar.advance,
-                               **options)
+                               progress_total=None if url else (  # what is written (s29g)
+                                   lambda written: bar.update(0, written)), **options)
         stated = note_stated_order(out, ckpt, apply_order, ema_name)  # after: see export
         stated = {**stated, **note_assumed(out, ckpt)}
     out.wrote(result.output)
