@@ -177,6 +177,12 @@ def unsaved_inner_optimizers(objects) -> bool:
 #: ``use_ema=False`` copies never made (review-16-user-u18 F1).
 MODULE_WEIGHTS = "weights a tf.Module holds, not a Keras model"
 
+#: A hint of the map (no message of its own): a Keras optimizer beside weights that Keras 3
+#: layers hold (``_kernel``) with no Keras model shown above them: a Keras 3 subclassed
+#: model's, whose list and dict attributes a ``tf.train.Checkpoint`` does not save, so
+#: averages kept there are lost (review-29-attack-r109 F5).
+KERAS3_LAYER_WEIGHTS = "weights of a Keras 3 subclassed model's layers"
+
 
 #: A hint of the map (no message of its own): a SavedModel with no average stored: a serving
 #: export often restored the averages into its variables before saving (review-13 r22 F11;
@@ -320,6 +326,18 @@ def _missing_message(m: EmaMap) -> str:
                  "inner=list(optimizer.optimizers))) their lists pair them; in Python, the "
                  "live model's optimizer holds them: for each inner optimizer o, "
                  "zip(o._trainable_variables, o._model_variables_moving_average)")
+    elif none and m.file_style == "keras" and KERAS3_LAYER_WEIGHTS in m.hints:
+        cause = ("the weights are a Keras 3 model's layers' (no Keras model object is "
+                 "saved above them, as for a subclassed model), so either EMA may have been "
+                 "meant: if the Keras optimizer was to keep them, it had use_ema=False "
+                 "(train with e.g. keras.optimizers.SGD(..., use_ema=True)); if a "
+                 "tf.train.ExponentialMovingAverage averaged them, its averages were not "
+                 "saved: a Keras 3 model's list and dict attributes are not saved by a "
+                 "tf.train.Checkpoint (Keras keeps them in its own TrackedList/TrackedDict, "
+                 "which TensorFlow does not track), so averages kept as model.avgs = [...] "
+                 "are not in the file; a tuple or a tf.Module attribute of the model is "
+                 "saved (model.avgs = tuple(avgs), or model.ema = tf.Module() holding the "
+                 "list), and so is what the checkpoint is given: " + _TF2_UNSAVED_KERAS3)
     elif none and m.file_style == "keras" and MODULE_WEIGHTS in m.hints:
         cause = ("the weights are a tf.Module's (no Keras model holds them), so either "
                  "EMA may have been meant: if a tf.train.ExponentialMovingAverage averaged "
@@ -377,7 +395,8 @@ def _missing_message(m: EmaMap) -> str:
                  "pass --allow-missing (allow_missing=True) to restore their raw values")
     said = [h for h in m.hints  # said in cause
             if h not in (LEGACY_SLOTS, SERVING_EXPORT, KERAS_EXPORT, LISTED_TRAINABLE,
-                         UNSAVED_INNER, MODULE_WEIGHTS, KERAS3_WEIGHTS)
+                         UNSAVED_INNER, MODULE_WEIGHTS, KERAS3_WEIGHTS,
+                         KERAS3_LAYER_WEIGHTS)
             and not h.startswith(RAW_REFUSED)]
     hint = ("; " + "; ".join(said)) if said else ""
     if none and SERVING_EXPORT in m.hints:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .ema_missing import (
+    KERAS3_LAYER_WEIGHTS,
     KERAS3_WEIGHTS,
     KERAS_EXPORT,
     LEGACY_SLOTS,
@@ -33,7 +34,7 @@ from .ema_sources import (
 from .ema_updates import slot_named_hint, stacked_sources, update_ops
 from .formats.objgraph import SLOT_MARK
 from .keras_detached import detached_hint
-from .keras_graph import keras3_model, under_keras
+from .keras_graph import keras3_model, under_keras, under_keras3_layer
 from .loss_named import loss_named_missing_hint
 from .object_held import held_hint
 from .offer_probe import works
@@ -111,7 +112,10 @@ def map_hints(ckpt: Checkpoint, variables: dict, pairs: list[tuple[str, str]],
     if speaks == "keras" and missing and not ckpt.location.saved_model \
             and ckpt.objects is not None and ckpt.objects.node_keys \
             and not under_keras(ckpt.objects, missing):
-        hints.append(MODULE_WEIGHTS)  # a tf.Module's: a tf.train EMA is as likely (u18 F1)
+        # a tf.Module's: a tf.train EMA is as likely (u18 F1); a Keras 3 subclassed model's
+        # layers: its unsaved list attributes may have held them (r109 F5)
+        hints.append(KERAS3_LAYER_WEIGHTS if under_keras3_layer(ckpt.objects, missing)
+                     else MODULE_WEIGHTS)
     if speaks == "keras" and missing and unsaved_inner_optimizers(ckpt.objects):
         hints.append(UNSAVED_INNER)  # not "use_ema=False": the MultiOptimizer's inner ones
     if speaks in ("tf1", "tf2") and missing and ckpt.location.saved_model \

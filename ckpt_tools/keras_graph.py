@@ -71,7 +71,23 @@ def under_keras(objects: ObjectGraph, keys) -> bool:
     Keras model or layer (:func:`keras_nodes`), at any depth below it. A Keras optimizer is
     none: the model weights it was built with (``_trainable_variables``) are only borrowed.
     False for a ``tf.Module`` (or dict, list) holding its own ``tf.Variable``s."""
-    todo = list(keras_nodes(objects))
+    return _below(objects, keras_nodes(objects), keys)
+
+
+def under_keras3_layer(objects: ObjectGraph, keys) -> bool:
+    """Whether any of ``keys`` (variable keys) is held by a Keras 3 layer: an object with a
+    child ``_kernel`` (Keras 3's ``Dense``/``Conv`` kernel; tf_keras tracks ``kernel``), at
+    any depth below it. A Keras 3 subclassed model shows no ``_layers`` in the graph (Keras
+    tracks its layers in its own lists, which a ``tf.train.Checkpoint`` does not save), only
+    its attributes, so its layers' ``_kernel`` is what shows it (review-29-attack-r109 F5).
+    Returns False for a ``tf.Module``'s own ``tf.Variable``s."""
+    return _below(objects, {node for node, kids in objects.children.items()
+                            if any(n == "_kernel" for n, _ in kids)}, keys)
+
+
+def _below(objects: ObjectGraph, roots: set[int], keys) -> bool:
+    """Whether any node of ``roots`` or below them holds one of ``keys``. Returns a bool."""
+    todo = list(roots)
     seen = set(todo)
     while todo:
         for _, child in objects.children.get(todo.pop(), ()):
