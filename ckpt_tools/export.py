@@ -51,6 +51,7 @@ from .unmoved_averages import (
     unmoved_warning,
 )
 from .unstored_heads import refuse_nothing_but_unstored
+from .wording import agreeing, counted
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,8 @@ def export_weights(checkpoint, out_path: str | os.PathLike, *, fmt: str | None =
             wide = ", ".join(sorted({NPZ_WIDEN[d] for d in widened.values()}))
             where = ("the archive comment (zipfile.ZipFile(path).comment) lists them" if
                      fmt == "npz" else "each dataset's 'dtype' attribute names the original")
-            warnings.append(f"{fmt} has no {kinds}: {len(widened)} tensors are stored as {wide} "
+            warnings.append(f"{fmt} has no {kinds}: {counted(len(widened), 'tensor')} "
+                            f"{agreeing(len(widened), 'is', 'are')} stored as {wide} "
                             f"(exact, no value changes); {where}")
         # Over a URL the tensors to export are fetched ahead in the order the writer reads
         # them (the weights or their averages only: not back to back in the shards).

@@ -52,6 +52,7 @@ from .unstored_heads import (
     refuse_unstored_heads,
     suspect_weights,
 )
+from .wording import counted
 
 
 def _clean_name(key: str, var) -> str:
@@ -389,9 +390,9 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         if raw_too:
             warnings.append(raw_too)
         # averages of weights the file lacks (not tracked by the object graph): said
-        warnings += orphan_warnings(ckpt, variables, f"the output holds {len(plan)} weights "
-                                    "without those", lambda k, n: not _filtered_out(
-                                        {n, k}, include, exclude))
+        warnings += orphan_warnings(ckpt, variables, "the output holds "
+                                    f"{counted(len(plan), 'weight')} without those",
+                                    lambda k, n: not _filtered_out({n, k}, include, exclude))
     # a key --raw exports as the raw weight the save op wrote into it (a scoped apply()'s
     # vtr key, tower/net/w/ExponentialMovingAverage, reads as a tensor's average) is no
     # average to add or to name as left out (review-21-attack-r53 F5); nor is a key the save

@@ -34,6 +34,7 @@ from .keras_named import by_names, legacy_stated
 from .keras_order_values import refuse_contradicted_order
 from .keras_twins import explained_by_twins
 from .keras_unstepped import refuse_unstepped
+from .wording import agreeing, counted
 
 __all__ = ["apply_keras_ema"]
 
@@ -326,7 +327,8 @@ def _by_file(ckpt: Checkpoint, layout: KerasLayout, every: list, live: list,
                for v, k in zip(every, layout.model, strict=True)
                if bool(v.trainable) != bool(layout.trainable.get(k))]
         raise EmaError(
-            f"{name}: the optimizer kept no EMA copy of {len(stray)} weights trainable in the "
+            f"{name}: the optimizer kept no EMA copy of {counted(len(stray), 'weight')} "
+            "trainable in the "
             f"model ({', '.join(var_path(v) for v, _ in stray[:4])}"
             + (" ..." if len(stray) > 4 else "") + ")"
             + (f"; layers frozen differently from config.json: {'; '.join(odd[:4])}"
@@ -356,7 +358,8 @@ def _load_legacy_weights(model, ckpt: Checkpoint, layout: KerasLayout) -> None:
             problems.append(f"{var_path(v)} {list(v.shape)} {_dtype_name(v.dtype)} vs {key} "
                             f"{list(entry.shape)} {entry.dtype_name}")
     if problems:
-        raise EmaError(f"{ckpt.path}: {len(problems)} weights do not match the model (model vs "
+        raise EmaError(f"{ckpt.path}: {counted(len(problems), 'weight')} "
+                       f"{agreeing(len(problems), 'does', 'do')} not match the model (model vs "
                        f"file): {'; '.join(problems)}")
     for v, key in zip(weights, layout.model, strict=True):
         v.assign(np.array(ckpt.tensor(key)))

@@ -22,6 +22,7 @@ from .checkpoint import Checkpoint
 from .ema_updates import shadow_owners
 from .errors import OutputError
 from .save_op import written_sources
+from .wording import counted
 
 OPTION = "--tensor-averages"
 
@@ -99,9 +100,9 @@ def tensor_averages_left_out(variables: Mapping, keys: list[str]) -> str | None:
         return None
     shown = ", ".join(f"{k} {list(variables[k].shape)}" for k in keys[:3])
     more = f" (and {len(keys) - 3} more)" if len(keys) > 3 else ""
-    return (f"left out {len(keys)} averages of tensors that are not variables and not scalar "
-            f"losses: {shown}{more}; such averages are often batch-norm statistics kept by "
-            "ema.apply([mean, variance]), which a model needs at inference: "
+    return (f"left out {counted(len(keys), 'average')} of tensors that are not variables and "
+            f"not scalar losses: {shown}{more}; such averages are often batch-norm statistics "
+            "kept by ema.apply([mean, variance]), which a model needs at inference: "
             f"{OPTION} exports them under these names")
 
 

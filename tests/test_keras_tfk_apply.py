@@ -121,6 +121,6 @@ def test_apply_keras_ema_checks_trainable_for_a_legacy_h5():
         trainable_variables: list = []
         weights: list = []
 
-    with pytest.raises(EmaError, match="names 1 weights, but the file holds 4 EMA copies"):
+    with pytest.raises(EmaError, match="names 1 weight, but the file holds 4 EMA copies"):
         apply_keras_ema(Model(), FIXTURES / "tfk_transfer" / "transfer.h5",
                         trainable=["dense_1/dense_1/kernel"])

@@ -56,3 +56,40 @@ def test_one_weight_summaries_are_singular(tmp_path, capsys):
                                str(tmp_path / "avg")], capsys)
     assert code == 0, err
     assert "1 EMA shadow averaged over 2 checkpoints" in text, text
+
+
+ONE_TENSOR = r"""
+w = tf1.get_variable("w", initializer=tf.constant([1.0, 2.0, 3.0]))
+h = tf1.get_variable("h", initializer=tf.constant([[1.5, -2.0]], dtype=tf.bfloat16))
+with tf1.Session() as s:
+    s.run(tf1.global_variables_initializer())
+    tf1.train.Saver([w]).save(s, f"{out}/one/model.ckpt", write_meta_graph=False)
+    tf1.train.Saver([h]).save(s, f"{out}/half/model.ckpt", write_meta_graph=False)
+    truth["w"], truth["h"] = s.run([w, tf.cast(h, tf.float32)])
+"""
+
+
+def test_one_tensor_counts_are_singular(tmp_path, capsys):
+    """verify's "1 tensors" and "1 tensors are stored as float32" outside the write summaries
+    (s29g): a TF1 Saver of one variable, and of one bfloat16 variable exported to .npz."""
+    from helpers_tf1 import run_tf1_script
+
+    truth = run_tf1_script(ONE_TENSOR, tmp_path)
+    one = str(tmp_path / "one")
+    code, text, err = run_cli(["verify", one], capsys)
+    assert code == 0, err
+    assert "(v2): 1 tensor, " in text and "verified" in text, text
+    _agrees(text, "tensor")
+    data = tmp_path / "one" / "model.ckpt.data-00000-of-00001"
+    raw = bytearray(data.read_bytes())  # the one tensor's first byte flipped
+    raw[0] ^= 0xFF
+    data.write_bytes(bytes(raw))
+    code, text, err = run_cli(["verify", one], capsys)
+    assert code == 4 and "1 problem found (1 tensor checked)" in err, err
+    out = tmp_path / "h.npz"
+    code, text, err = run_cli(["export", str(tmp_path / "half"), "--raw", "--out", str(out)],
+                              capsys)
+    assert code == 0, err
+    assert "1 tensor is stored as float32" in text + err, text + err
+    with np.load(out) as z:
+        assert z["h"].tobytes() == truth["h"].tobytes()

@@ -125,4 +125,4 @@ def test_map_restores_them_raw_and_counts_the_loss_average(saved):
     if name == "fast":
         assert mapping[f"net/fast{key}"] == f"net/fast{key}", mapping
     code, out, err = run_cli(["map", str(path), "--ema-name", name, "--allow-missing"])
-    assert code == 0 and "1 loss averages" in out + err, out + err
+    assert code == 0 and "), 1 loss average\n" in out + err, out + err

@@ -24,16 +24,6 @@ _DATA = LazyPattern(CONTROL.pattern + "|\\\\")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 
 
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``"1 weight"``, ``"2 weights"``: a count and its noun in agreement (review-29-user-u31
-    F3: "1 weights").
-
-    Returns:
-        `str`: ``n`` and ``noun`` (``plural``, by default ``noun + "s"``, unless ``n == 1``).
-    """
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
-
-
 def clean(text: object) -> str:
     """Returns ``text`` (a name, a cell, a line of data) as a string with control characters
     escaped (``\\x1b``, ``\\n``) and a backslash doubled, so the escaping is one-to-one: a name

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from ..restored_record import stated_record_said
+from ..wording import counted
 from ._common import (
     JsonOpt,
     NotSwappedOpt,
@@ -25,7 +26,6 @@ from ._common import (
 )
 from ._output import Output, human_bytes
 from ._run import note_recorded
-from ._text import counted
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,

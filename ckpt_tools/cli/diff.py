@@ -16,6 +16,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..diff import NOT_COMPARED, SAME, DiffReport, diff_checkpoints, diff_ema
 from ..errors import CorruptCheckpointError
+from ..wording import counted
 from ._common import (
     PATH_HELP,
     AveragesOnlyOpt,
@@ -236,8 +237,8 @@ def _print(out: Output, report: DiffReport, paths: dict[str, str], changed_only:
         c = report.counts()
         values = (f"{c['compared']} compared, {c['same']} same, {c['differ']} differ"
                   if report.values else
-                  f"{c['not_compared']} values not compared (--no-values), {c['differ']} differ "
-                  "in shape or dtype")
+                  f"{counted(c['not_compared'], 'value')} not compared (--no-values), "
+                  f"{c['differ']} differ in shape or dtype")
         out.summary()
         out.summary(f"{c['paired']} paired: {values}"
                  + (f", {c['unreadable']} unreadable" if c["unreadable"] else "")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..checkpoint import open_checkpoint
+from ..wording import counted
 from ._common import (
     PAIRING,
     SLOTS,
@@ -400,8 +401,9 @@ def print_map(out: Output, m: EmaMap, names: dict[str, str]) -> None:
     out.summary()
     out.summary(f"{len(m.averaged)} averaged, {len(m.raw)} raw, {len(m.dropped)} left out "
              f"(optimizer slots/filters)"
-             + (f", {len(m.loss_averages)} loss averages" if m.loss_averages else "")
-             + (f", {len(m.debias)} zero-debias helpers" if m.debias else ""))
+             + (f", {counted(len(m.loss_averages), 'loss average')}" if m.loss_averages
+                else "")
+             + (f", {counted(len(m.debias), 'zero-debias helper')}" if m.debias else ""))
     if any(names.get(key, key) != key for pair in m.mapping.items() for key in pair):
         out.summary("names as ckpt list shows them, not as stored: --json gives the keys",
                     "dim")

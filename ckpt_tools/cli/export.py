@@ -17,6 +17,7 @@ import typer
 from ..checkpoint import open_checkpoint
 from ..errors import OutputError
 from ..h5_out_name import tf_bundle_input
+from ..wording import counted
 from ._common import (
     AveragesOnlyOpt,
     FitOrderOpt,
@@ -48,7 +49,6 @@ from ._common import (
     trainable_names,
 )
 from ._output import Output, human_bytes
-from ._text import counted
 from .ema import (
     ApplyOrderOpt,
     EmaNameOpt,

@@ -23,6 +23,7 @@ from ..restored_mark import MARKED
 from ..restored_record import has_record as has_restored_record
 from ..roles import ROLES
 from ..run_record import has_record
+from ..wording import agreeing, counted
 from ._common import (
     AveragesOnlyOpt,
     FitOrderOpt,
@@ -286,7 +287,7 @@ def _print_table(out: Output, listing: Listing) -> None:
                 + human_bytes(sum(v.nbytes for v in shown)))
     if len(listing.shards) > 1:  # Saver(sharded=True): one data file per device
         out.summary(f"{len(listing.shards)} data shards: " + ", ".join(
-            f"{s['file'].rsplit('.data-', 1)[-1]} {s['tensors']} tensors "
+            f"{s['file'].rsplit('.data-', 1)[-1]} {counted(s['tensors'], 'tensor')} "
             f"{human_bytes(s['bytes'])}" for s in listing.shards))
     if any(v.path and v.path != v.name for v in listing.by_key.values()):
         out.summary("names are object paths; --json gives the checkpoint keys", "dim")
@@ -337,8 +338,8 @@ def _print_table(out: Output, listing: Listing) -> None:
             out.summary(f"EMA: {lone} average(s) of variables the checkpoint does not store: "
                         "'ckpt restore-ema' writes them under their variables' names")
         if listing.with_shadow:
-            out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights have a proven "
-                     "shadow")
+            out.summary(f"EMA: {listing.with_shadow} of {listing.expected} weights "
+                        f"{agreeing(listing.with_shadow, 'has', 'have')} a proven shadow")
         return
     if lone:  # a TF1 Saver of the averages alone, proven by its .meta
         out.summary(f"EMA: {lone} average(s) of variables the checkpoint does not store (a "

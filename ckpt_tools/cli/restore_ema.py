@@ -16,6 +16,7 @@ from ..checkpoint import open_checkpoint
 from ..formats._io import is_url
 from ..restored_mark import refuse_restored
 from ..restored_record import stated_record_said
+from ..wording import counted
 from ._common import (
     SLOTS,
     AveragesOnlyOpt,
@@ -44,7 +45,6 @@ from ._common import (
     trainable_names,
 )
 from ._output import Output, human_bytes
-from ._text import counted
 from .ema import (
     DROP,
     KEEP,

@@ -12,6 +12,7 @@ import typer
 
 from ..errors import CorruptCheckpointError
 from ..verify import VerifyReport, verify
+from ..wording import counted
 from ._common import JsonOpt, PathArg, QuietOpt, resolve
 from ._output import Output, human_bytes
 
@@ -40,9 +41,10 @@ def _print(out: Output, report: VerifyReport) -> None:
     if report.ok:
         if not out.quiet:
             files = len(report.files)
-            out.prose(f"✓ {report.path} ({report.format}): {report.tensors} tensors, {size} in "
-                      f"{files} file{'s' if files != 1 else ''} verified")
+            out.prose(f"✓ {report.path} ({report.format}): "
+                      f"{counted(report.tensors, 'tensor')}, {size} in "
+                      f"{counted(files, 'file')} verified")
         return
     n = len(report.problems)
-    out.error(f"{report.path}: {n} problem{'s' if n != 1 else ''} found "
-              f"({report.tensors} tensors checked)")
+    out.error(f"{report.path}: {counted(n, 'problem')} found "
+              f"({counted(report.tensors, 'tensor')} checked)")

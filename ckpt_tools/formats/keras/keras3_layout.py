@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 
+from ...wording import agreeing, counted
 from .custom_order import mark_loose, note_loose_layers
 from .layer_names import distinct_paths, name_vars
 from .layout import KerasLayout
@@ -181,7 +182,8 @@ def analyze_keras3(entries, config, owner_names, read, use_ema, tf_keras,
             "save them in a tf.train.Checkpoint (model=..., and each optimizer), which "
             "records it")
     elif lay.other and owner != _INNER and not nested_owners(entries):
-        lay.notes.append(f"{len(lay.other)} variables of nested optimizers are not interpreted")
+        lay.notes.append(f"{counted(len(lay.other), 'variable')} of nested optimizers "
+                         f"{agreeing(len(lay.other), 'is', 'are')} not interpreted")
     elif owner == _INNER and not tf_keras:
         outer = sorted((k for k in lay.other if entries[k].extra.get("owner") == "optimizer"),
                        key=lambda k: entries[k].extra.get("index") or 0)

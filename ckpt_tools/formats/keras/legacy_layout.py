@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...errors import EmaError, VariableNotFoundError
+from ...wording import counted
 from .layout import KerasLayout
 from .model_tree import to_snake_case
 from .optimizer_slots import FLOATS
@@ -110,8 +111,8 @@ def analyze_legacy(entries, config, trainable=None, optimizer=None,
     if stated is not None:
         n = sum(1 for v in lay.averages.values() if v is not None)
         if lay.averages and (n != len(lay.averages) or len(stated) != len(lay.averages)):
-            raise EmaError(f"--trainable names {len(stated)} weights, but the file holds "
-                           f"{len(lay.averages)} EMA copies of which {n} match the stated "
+            raise EmaError(f"--trainable names {counted(len(stated), 'weight')}, but the file "
+                           f"holds {len(lay.averages)} EMA copies of which {n} match the stated "
                            f"names; state every weight the optimizer was built with, in "
                            f"model.trainable_variables order")
         refuse_named_order(lay, stated, "--trainable")

@@ -10,6 +10,8 @@ build time) is not paired here: where an inner optimizer ran with ``use_ema=True
 
 from __future__ import annotations
 
+from ...wording import agreeing, counted
+
 _NESTED = "optimizer/optimizers/"
 
 
@@ -56,8 +58,9 @@ def refuse_nested(lay, entries) -> None:
     if not owners and not recorded:
         return
     if recorded and not any(recorded.values()):
-        lay.notes.append(f"{len(lay.other)} variables of nested optimizers (use_ema=False in "
-                         "config.json) are not interpreted")
+        lay.notes.append(f"{counted(len(lay.other), 'variable')} of nested optimizers "
+                         "(use_ema=False in config.json) "
+                         f"{agreeing(len(lay.other), 'is', 'are')} not interpreted")
         return
     names = [n for n, on in recorded.items() if on] if recorded else owners
     lay.nested = names

@@ -14,6 +14,7 @@ that fit, and the notes on what stays open, :mod:`.optimizer_choice`.
 
 from __future__ import annotations
 
+from ...wording import agreeing, counted
 from .bag_fit import open_candidates
 from .optimizer_choice import (
     STATE_WEIGHTS,
@@ -180,12 +181,15 @@ def plan_optimizer(lay, keys, entries, trained, segments, *, read=None,
             lay.trainable.update({k: False for i, k in enumerate(tkeys)
                                   if i not in set(hyp[1])})
         if known and len(set(hyp[1])) < len(tkeys):
-            lay.notes.append(f"{len(tkeys) - len(hyp[1])} weights have no optimizer variables: "
+            unbuilt = len(tkeys) - len(hyp[1])
+            lay.notes.append(f"{counted(unbuilt, 'weight')} {agreeing(unbuilt, 'has', 'have')} "
+                             "no optimizer "
+                             "variables: "
                              "frozen (trainable=False)")
         kept = [tkeys[i] for i in hyp[1] if tkeys[i] in set(lay.frozen)]
         if kept and pick and all(t is not None for t, n in pick.values() if n == "average"):
             lay.notes.append(
-                f"{len(kept)} weights of layers frozen after the optimizer was built "
+                f"{counted(len(kept), 'weight')} of layers frozen after the optimizer was built "
                 f"(trainable=False in config.json, e.g. {lay.paths.get(kept[0], kept[0])}) "
                 "keep their EMA copies: the optimizer holds one per weight it was built with")
         if known and lay.use_ema and hyp[0][0] and bag_groups:

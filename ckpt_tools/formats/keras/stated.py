@@ -13,6 +13,7 @@ import re
 from collections.abc import Collection, Iterator, Sequence
 
 from ...errors import EmaError, VariableNotFoundError
+from ...wording import counted
 from .custom_order import check_stated_loose
 from .model_tree import ORDERS
 from .optimizer_slots import shown_name
@@ -85,7 +86,8 @@ def check_stated(lay: KerasLayout, keys: list[str], possible: list[str],
         return
     now = [k for k in possible if lay.trainable.get(k)]
     raise EmaError(
-        f"--trainable contradicts config.json: it states {len(keys)} weights ({show(keys)}), "
+        f"--trainable contradicts config.json: it states {counted(len(keys), 'weight')} "
+        f"({show(keys)}), "
         f"but the file proves the optimizer was built with {len(proven)} ({show(proven)}; "
         f"{len(now)} trainable at save"
         + (f", {len(proven) - len(now)} of layers frozen since" if len(proven) > len(now)

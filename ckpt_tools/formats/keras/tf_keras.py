@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from ...wording import counted
 from .optimizer_choice import custom_note
 from .optimizer_slots import spec
 from .stated_optimizer import config
@@ -314,7 +315,8 @@ def _built_with(lay, entries, rest, use_ema, slot_names, stated=None) -> list[st
                 return []
             if keys is every and every != now:
                 lay.notes.append(
-                    f"{len(every) - len(now)} weights of layers frozen after the optimizer was "
+                    f"{counted(len(every) - len(now), 'weight')} of layers frozen after the "
+                    "optimizer was "
                     f"built (trainable=False in config.json, e.g. "
                     f"{lay.paths.get(lay.frozen[0], lay.frozen[0])}) keep their EMA copies")
             return keys

@@ -1,0 +1,24 @@
+"""Counts in messages: ``"1 weight"``, ``"2 weights"``, for the library's errors, warnings and
+notes and for the CLI's lines alike (review-29-user-u31 F3: "1 weights"; s29g: verify's
+"1 tensors" and the other counts outside the write summaries)."""
+
+from __future__ import annotations
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``"1 weight"``, ``"2 weights"``: a count and its noun in agreement.
+
+    Returns:
+        `str`: ``n`` and ``noun`` (``plural``, by default ``noun + "s"``, unless ``n == 1``).
+    """
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def agreeing(n: int, one: str, many: str) -> str:
+    """The verb of a counted subject: ``one`` (``"is"``, ``"has"``) when ``n == 1``, else
+    ``many``.
+
+    Returns:
+        `str`: ``one`` or ``many``.
+    """
+    return one if n == 1 else many
