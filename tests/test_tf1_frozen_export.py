@@ -18,19 +18,10 @@ import json
 import h5py
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 
 
 def record(case, s, gs, opt, ema, extra=()):
@@ -101,7 +92,6 @@ with tf.Graph().as_default():  # tf_slim: frozen backbone, frozen batch_norm, tr
         s.run(tf1.global_variables_initializer())
         save("slim", s, step)
         record("slim", s, gs, opt, ema)
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 CASES = ("frozen", "slim")
@@ -111,7 +101,7 @@ CASES = ("frozen", "slim")
 def made(tmp_path_factory):
     pytest.importorskip("tf_slim")
     out = tmp_path_factory.mktemp("tf1_frozen")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def _truth(truth, case):

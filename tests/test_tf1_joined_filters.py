@@ -14,20 +14,11 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 from test_tf1_scoped_emas import SCRIPT as GAN_SCRIPT
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 # case: (the default object's variables, slow's); mm: a non-trainable statistic; "part":
 # b trained, averaged by neither
 CASES = {"disj": ("Vb", "W"), "bn": ("Vb", "Wm"), "over": ("WVb", "W"), "part": ("W", "V")}
@@ -82,7 +73,6 @@ with tf.Graph().as_default():
         os.makedirs(f"{out}/twice")
         saver.save(s, f"{out}/twice/model.ckpt")
         truth["twice:scopes"] = np.array([ug1.name, ug2.name, ud.name])
-np.savez(f"{out}/truth.npz", **truth)
 '''
 JOINED = "slow,ExponentialMovingAverage"
 SCOPES = "gen_1/ExponentialMovingAverage,disc_1/ExponentialMovingAverage"
@@ -91,8 +81,8 @@ SCOPES = "gen_1/ExponentialMovingAverage,disc_1/ExponentialMovingAverage"
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_joined_filters")
-    truth = run_script(SCRIPT, out / "multi")
-    gan = run_script(GAN_SCRIPT, out / "gan")
+    truth = run_tf1_script(SCRIPT, out / "multi")
+    gan = run_tf1_script(GAN_SCRIPT, out / "gan")
     for tag in ("g", "d"):  # the apply() scopes the joined names state
         assert {str(gan[f"{c}:{tag}:scope"]) for c in ("overlap", "overlap_vs")} == {
             f"{'gen' if tag == 'g' else 'disc'}_1/ExponentialMovingAverage"}

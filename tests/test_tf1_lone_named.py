@@ -21,19 +21,10 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 for case in ("named", "named_vtr", "scoped", "scoped_vtr", "mom"):
     with tf.Graph().as_default():
         gs = tf1.train.get_or_create_global_step()
@@ -71,14 +62,13 @@ for case in ("named", "named_vtr", "scoped", "scoped_vtr", "mom"):
                 truth[f"{case}:raw:{v.op.name}"] = s.run(v.read_value())
                 truth[f"{case}:ema:{v.op.name}"] = s.run(ema.average(v).read_value())
                 truth[f"{case}:key:{v.op.name}"] = np.array(ema.average_name(v))
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_lone_named")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def _bits(a) -> bytes:

@@ -22,19 +22,10 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script, set_terminal
+from helpers import run_cli, set_terminal
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 
 
 def build(partitioned=False):
@@ -99,14 +90,13 @@ with tf.Graph().as_default():
                                             save_summaries_steps=None) as s:
         for _ in range(3):
             s.run(step)
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("r94_minor")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def _cli(*args: str) -> tuple[int, str, str]:

@@ -18,18 +18,10 @@ import json
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 
 
 def model(part):
@@ -94,14 +86,13 @@ for kind in ("part_init", "named_own", "two_own"):
                 truth[f"{kind}:raw:{v.op.name}"] = s.run(v.read_value())
                 for name, e in own.items():
                     truth[f"{kind}:{name}:{v.op.name}"] = s.run(e.average(v).read_value())
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_renamed_finetune_r96")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def _bits(a) -> bytes:

@@ -17,19 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 
 
 def graph():
@@ -74,14 +65,13 @@ with tf.Graph().as_default():  # an evaluation graph: the same code, apply() nev
         for v in vs:
             truth[f"eval:raw:{v.op.name}"] = s.run(v.read_value())
         truth["eval:slow:w"] = s.run(slow.average(vs[0]).read_value())
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_renamed_vtr_slow")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def _bits(a) -> bytes:

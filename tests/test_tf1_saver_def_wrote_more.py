@@ -22,7 +22,7 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
 from helpers_tf1 import run_tf1_script
 from test_tf1_r94_minor import SCRIPT as R94_SCRIPT
 from test_tf1_saver_def_wrote import SCRIPT
@@ -41,7 +41,7 @@ def made(tmp_path_factory):
 @pytest.fixture(scope="module")
 def vtr(tmp_path_factory):
     out = tmp_path_factory.mktemp("vtr_record")
-    return out, run_script(R94_SCRIPT, out)
+    return out, run_tf1_script(R94_SCRIPT, out)
 
 
 def _cli(*args: str) -> tuple[int, str, str]:

@@ -18,18 +18,9 @@ import json
 import numpy as np
 import pytest
 from helpers import run_cli, run_script
+from helpers_tf1 import run_tf1_script
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 CASES = ("swapped", "prefixed", "cnnbench", "swapping", "rawnames", "oddavg", "mixed",
          "rawnames_bn")
 for case in CASES:
@@ -96,7 +87,6 @@ for case in CASES:
                 truth[f"{case}:raw:{v.op.name}"] = s.run(v.read_value())
             if case == "rawnames_bn":
                 truth[f"{case}:raw:mm"] = s.run(mm.read_value())
-np.savez(f"{out}/truth.npz", **truth)
 '''
 
 # restore_ema / ema_saver in the graph imported from the training .meta (the README's way)
@@ -158,7 +148,7 @@ json.dump(got, open(dump, "w"))
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_saver_dict")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 REFUSED = {"rawnames": ("key V holds V/ExponentialMovingAverage", "hold their averages",

@@ -10,21 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import run_cli, run_script
+from helpers import run_cli
+from helpers_tf1 import run_tf1_script
 
 import ckpt_tools
 
 SCRIPT = r'''
-import os
-import sys
-
-import numpy as np
-import tensorflow as tf
-
-tf1 = tf.compat.v1
-tf1.disable_eager_execution()
-out = sys.argv[1]
-truth = {}
 CASES = {"overlap": ("name", ["gw", "gb", "dw"], ["dw", "db"]),
          "same": ("name", ["gw", "gb", "dw", "db"], ["gw", "gb", "dw", "db"]),
          "overlap_vs": ("variable", ["gw", "gb", "dw"], ["dw", "db"])}
@@ -58,7 +49,6 @@ for case, (kind, first, second) in CASES.items():
                     truth[f"{case}:{tag}:{vs[k].op.name}"] = s.run(e.average(vs[k]))
             for v in vs.values():
                 truth[f"{case}:raw:{v.op.name}"] = s.run(v)
-np.savez(f"{out}/truth.npz", **truth)
 '''
 VARS = ("gen/w", "gen/b", "disc/w", "disc/b")
 
@@ -66,7 +56,7 @@ VARS = ("gen/w", "gen/b", "disc/w", "disc/b")
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = tmp_path_factory.mktemp("tf1_scoped")
-    return out, run_script(SCRIPT, out)
+    return out, run_tf1_script(SCRIPT, out)
 
 
 def _scope(truth, case, tag) -> str:
