@@ -85,3 +85,29 @@ def test_a_raw_weight_beside_the_user_averages_still_asks_it(made, tmp_path):
                              "--ema-name", "ema", "--allow-missing"])
     assert code == 6 and "--not-swapped" in err, err
     assert not (tmp_path / "r.npz").exists()
+
+
+@pytest.mark.parametrize("command", ["map", "restore-ema", "restore-ema --dry-run"])
+def test_map_and_restore_ema_say_no_swap_note_for_the_user_averages(made, command, tmp_path):
+    """s29j F5 left: only export's note was filtered by what it read; ``map`` and
+    ``restore-ema`` of the user object's averages (no copy read, no weight left raw) printed
+    the SwapEMAWeights note too. The optimizer's copies still ask it."""
+    out, _truth = made
+    cmd, *more = command.split()
+    dest = [] if cmd == "map" else ["-o", str(tmp_path / "r"), *more, "--json"]
+    code, doc, err = run_cli([cmd, str(out / "all"), "--ema-name", "ema", *dest])
+    assert code == 0, err
+    assert "SwapEMAWeights" not in err and '"assumed"' not in doc, err
+    code, _o, err = run_cli([cmd, str(out / "all"), "--ema-name", "optimizer",
+                             *([] if cmd == "map" else ["-o", str(tmp_path / "o")])])
+    assert code == 6 and "--not-swapped" in err, err
+
+
+def test_stats_says_why_a_user_average_has_no_drift(made):
+    """``stats`` shows the user averages' drift from the weights, which a swap replaces: the
+    question is real there, and its note says so rather than calling them swapped copies."""
+    out, _truth = made
+    code, _o, err = run_cli(["stats", str(out / "all"), "--ema-name", "ema"])
+    assert code == 0, err
+    assert "average(s) shown have no drift" in err and "measured from the weights" in err, err
+    assert "EMA cop(ies)" not in err, err

@@ -283,7 +283,9 @@ def map_command(
             whole.require_complete(left_out=set(whole.missing) - set(m.missing))
         names = display_names(ckpt)
         note_stated_order(out, ckpt, apply_order, ema_name)
-        note_assumed(out, ckpt)  # --json stays the bare mapping: the notes say it
+        # --json stays the bare mapping: the notes say it; only what the map reads can
+        # rest on the swap question (a user EMA's averages: review-29 s29j F5 left)
+        note_assumed(out, ckpt, written=m.mapping)
     warn_unaveraged(out, m)
     m.require_complete()
     if json_out:
@@ -353,8 +355,11 @@ def note_assumed(out: Output, ckpt, keys: list[str] | None = None, written=None)
     copy bit for bit: either reading gives the same values). Both are shown with ``-q`` too:
     the values are wrong if the assumption is, and nothing else tells. ``keys``: only where
     they include an average (``show``/``stats``: the drift the pairing decides). ``written``:
-    the keys an export read, where only a user EMA's averages leave no swap question
-    (:func:`~ckpt_tools.user_ema_swap.unswapped_written`, review-28-attack-r104 F5).
+    the checkpoint keys the command reads (an export's, a map's sources), where only a user
+    EMA's averages leave no swap question
+    (:func:`~ckpt_tools.user_ema_swap.unswapped_written`, review-28-attack-r104 F5); ``show``,
+    ``stats`` and ``diff --ema`` pass none: the drift they show is from the weights, which a
+    swap replaces, so the question stays there.
 
     Returns:
         `dict`: ``{"assumed": [...]}`` (``"fit_order"``, ``"not_swapped"``) for the command's

@@ -190,7 +190,7 @@ def restore_ema_command(
             result = write_ema(ckpt, out_dir, name=name, fmt=fmt, dry_run=True,
                                overwrite=force, slots=slots, **options)
             stated = note_stated_order(out, ckpt, apply_order, ema_name)
-            stated = {**stated, **note_assumed(out, ckpt)}
+            stated = {**stated, **note_assumed(out, ckpt, written=result.ema_map.mapping)}
             warn_unaveraged(out, result.ema_map)
             if json_out:
                 out.json({**_doc(result.to_dict(), out), **stated})
@@ -208,7 +208,8 @@ def restore_ema_command(
                                progress_total=None if url else (  # what is written (s29g)
                                    lambda written: bar.update(0, written)), **options)
         stated = note_stated_order(out, ckpt, apply_order, ema_name)  # after: see export
-        stated = {**stated, **note_assumed(out, ckpt)}
+        # what the averages written were read from (a user EMA's: no swap question, r104 F5)
+        stated = {**stated, **note_assumed(out, ckpt, written=result.ema_map.mapping)}
     out.wrote(result.output)
     warn_unaveraged(out, result.ema_map)
     for w in result.warnings:

@@ -237,10 +237,11 @@ def stats_command(
             variables, unpaired = _swap_open(ckpt, names, ema_name, no_meta, apply_order)
             paired = [k for k in names if k not in unpaired]
             unproven = {"option": "--not-swapped", "reason": str(exc)}
-            out.note(f"note: {len(unpaired)} EMA cop(ies) shown have no drift ('?'): the file "
-                     "does not show whether it was saved after SwapEMAWeights swapped them "
-                     "into the weights; pass --not-swapped if it was not (--strict refuses "
-                     "instead)")
+            # a user EMA's averages too: their drift is from the weights a swap replaces
+            out.note(f"note: {len(unpaired)} average(s) shown have no drift ('?'): drift is "
+                     "measured from the weights, and the file does not show whether it was "
+                     "saved after SwapEMAWeights swapped the optimizer's EMA copies into them; "
+                     "pass --not-swapped if it was not (--strict refuses instead)")
         note_stated_order(out, ckpt, apply_order, ema_name)
         assumed = note_assumed(out, ckpt, paired)  # each copy's drift: from an assumed weight
         if unproven and unproven["option"] != "--not-swapped":  # that one noted above
