@@ -319,10 +319,12 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
                 "restores the averages into the variables: copy it by hand to use it)")
         elif meta_src and not renamed and not dropped:  # before the index: a present .index
             files.append(copy_atomic(meta_src, prefix + ".meta", shown))  # means "complete"
-        add_mark(writer, written_mark(ckpt))  # inside the bundle: no copy loses it (r105 F4)
+        read = read_keys(source_of)
+        add_mark(writer, written_mark(ckpt, read))  # in the bundle: no copy loses it (r105 F4)
         files += writer.finish()
     if state_file:  # a checkpoint (not a SavedModel's variables/): the statements it needs
-        record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files), shown)
+        record = write_record(prefix, _stated_for(ckpt, prefix + ".meta" in files, read),
+                              shown)
         files += [record] if record else []
     if state_file:  # a SavedModel's variables/ has none
         files.append(write_state_file(work, name, shown))
@@ -330,26 +332,37 @@ def _write(ckpt, m, work, name, source_of, verify, drop_slots, progress, strip, 
                       dropped=dropped, nbytes=nbytes, ema_map=m, warnings=warnings)
 
 
-def written_mark(ckpt: Checkpoint) -> dict | None:
+def read_keys(source_of: dict[str, str]) -> frozenset[str]:
+    """The keys a bake writes its variables from (``source_of``: key -> the key whose value
+    it gets), those it copies as they are left out."""
+    return frozenset(s for t, s in source_of.items() if s != t)
+
+
+def written_mark(ckpt: Checkpoint, read=None) -> dict | None:
     """The mark (:mod:`~ckpt_tools.tools_mark`) restore-ema's output of ``ckpt`` carries in
     its bundle: the statements it was read under (``--averages-only``, ``--saver-def-wrote``,
     ``--not-swapped`` stated by the user) and the input's own mark, which a sidecar record
     loses with any copy, rename or upload (review-28-attack-r105 F4, F5).
 
+    Args:
+        read: the keys the output's variables were written from (:func:`read_keys`): the
+            ``--averages-only`` keys stated are those (``None``: all it pairs).
+
     Returns:
         `dict`, or ``None`` where there is nothing to say.
     """
-    stated = recorded_statements(ckpt)
+    stated = recorded_statements(ckpt, read)
     if getattr(ckpt, "not_swapped", False) and ckpt.objects is None \
             and getattr(ckpt.reader, "keras", None) is None:  # a TF1 Saver's, stated
         stated["not_swapped"] = True
     return output_mark([ckpt], stated, None, "ckpt restore-ema")
 
 
-def _stated_for(ckpt: Checkpoint, meta_copied: bool) -> dict:
+def _stated_for(ckpt: Checkpoint, meta_copied: bool, read) -> dict:
     """The statements restore-ema's record keeps for its output (:mod:`.restored_record`):
-    ``saver_def_wrote`` only beside the ``.meta`` copied, whose SaverDef it speaks of."""
-    said = recorded_statements(ckpt)
+    ``saver_def_wrote`` only beside the ``.meta`` copied, whose SaverDef it speaks of;
+    ``--averages-only`` of the keys ``read`` (:func:`read_keys`) only."""
+    said = recorded_statements(ckpt, read)
     if not meta_copied:
         said.pop("saver_def_wrote", None)
     return said

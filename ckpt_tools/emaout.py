@@ -235,7 +235,15 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
     ``.meta``, the ``.index`` that commits the checkpoint and the ``checkpoint`` state file,
     in that order, under the writer lock
     (:class:`~ckpt_tools.formats.remote_stream.CheckpointStream`)."""
-    from .bake import DROPPED_META, bake_plan, dropped_any, raw_left_out, write_baked, written_mark
+    from .bake import (
+        DROPPED_META,
+        bake_plan,
+        dropped_any,
+        raw_left_out,
+        read_keys,
+        write_baked,
+        written_mark,
+    )
     from .formats._io import close_map, map_file
     from .formats._write import check_file_name
     from .formats.bundle_writer import BundleWriter, state_file_text
@@ -270,7 +278,8 @@ def _stream_to_url(ckpt: Checkpoint, directory: str, name: str | None, overwrite
                                                             drop, progress, strip, add,
                                                             leave_out=raw)
             # no record is uploaded: the mark inside the bundle states it (r105 F5)
-            add_mark(writer, written_mark(ckpt.with_meta(map_options.get("use_meta", True))))
+            add_mark(writer, written_mark(ckpt.with_meta(map_options.get("use_meta", True)),
+                                          read_keys(source_of)))
             index = writer.finish_stream()
         out.done(data)
         if meta:  # before the .index that commits the checkpoint (review-28-attack-r102 F2)

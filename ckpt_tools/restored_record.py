@@ -45,9 +45,17 @@ def record_name(name: str) -> str:
     return name + RECORD_SUFFIX
 
 
-def recorded_statements(ckpt: Checkpoint) -> dict:
+def recorded_statements(ckpt: Checkpoint, read=None) -> dict:
     """What restore-ema's record should state for an output written from ``ckpt``: the
     statements a reader of the output would need, and would otherwise lose.
+
+    Args:
+        read: the keys the output's variables were written from (a container answering
+            ``in``); ``None``: every key the statement pairs. A key the command's
+            ``--exclude`` left out is no key the statement read: ``--no-meta --averages-only
+            --exclude model/c/ExponentialMovingAverage`` copies that key (raw ``c``) as it
+            is, and the record said the user stated it holds an average
+            (review-29-attack-r108, s29i "Left").
 
     Returns:
         `dict`: ``{"saver_def_wrote": True}`` where ``ckpt`` is read under
@@ -65,6 +73,8 @@ def recorded_statements(ckpt: Checkpoint) -> dict:
         from .save_op import written_sources
 
         lone = stated_lone_averages(ckpt)
+        if read is not None:
+            lone = {s: t for s, t in lone.items() if s in read}
         if lone:
             written = written_sources(ckpt) or {}
             trained = [] if any(evaluation_graph(ckpt, s) for s in lone) else \

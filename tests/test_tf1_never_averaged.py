@@ -155,3 +155,47 @@ def test_raw_refusal_names_the_offer_without_the_raw_key(made, tmp_path):
         assert sorted(z.files) == ["model/b", "model/w"], z.files
         for n in ("b", "w"):
             assert _bits(z["model/" + n]) == _bits(truth[f"one:avg:{n}"]), n
+
+
+@pytest.mark.parametrize("case, options, prefix", [
+    ("pev_one", ["--no-meta", "--averages-only", "--exclude",
+                 "model/c/ExponentialMovingAverage"], "model/"),
+    ("ev_one", ["--averages-only", "--exclude", "c/ExponentialMovingAverage"], "")])
+def test_restored_record_states_only_the_keys_the_statement_read(made, case, options,
+                                                                   prefix, tmp_path):
+    """s29i "Left" (review-29-attack-r108): restore-ema of the offer, c's key (raw c)
+    excluded, exits 0; its record (restored.json, and the mark inside the bundle that a
+    copy keeps) said the user stated c's key holds an average: keys listed w, b AND c, so
+    every later read of the output repeated a statement the user never made. They now
+    name only the keys the output's variables were read from, as every later read says."""
+    import json
+    import shutil
+
+    from ckpt_tools import open_checkpoint
+
+    out, truth = made
+    dst = tmp_path / "r"
+    code, err = _run("restore-ema", out, case, *options, dst=dst)
+    assert code == 0, err
+    stated = [f"{prefix}{n}/ExponentialMovingAverage" for n in ("b", "w")]
+    with open_checkpoint(str(dst)) as ckpt:  # what the output holds: w, b's averages
+        for n in ("b", "w"):
+            assert _bits(ckpt.tensor(prefix + n)) == _bits(truth[f"one:avg:{n}"]), n
+        if case == "pev_one":  # c's key copied as it was: raw c, never stated an average
+            key = "model/c/ExponentialMovingAverage"
+            assert _bits(ckpt.tensor(key)) == _bits(truth["one:raw:c"])
+    (record,) = dst.glob("*.restored.json")
+    said = json.loads(record.read_text())["stated"]["averages_only"]
+    assert said["keys"] == stated, said
+    assert set(said["raw_if_trained"]) <= set(stated), said
+    copy = tmp_path / "copy"  # .index and .data only: the mark inside the bundle states it
+    copy.mkdir()
+    for f in dst.glob("model.ckpt-3.*"):
+        if f.suffix in (".index",) or ".data-" in f.name:
+            shutil.copy(f, copy / f.name)
+    for where in (dst, copy):
+        code, text, err = run_cli(["list", "--json", str(where)])
+        assert code == 0, err
+        doc = json.loads(text)
+        assert doc["stated_averages_only"]["keys"] == stated, (where, doc)
+        assert "averages_only_record" in doc, doc
