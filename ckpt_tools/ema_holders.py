@@ -10,14 +10,18 @@ holders (``ema``, ``ema2``), and so do ``ema={"gen": [...], "disc": [...]}`` (``
 ``ema/disc``), a list of lists or a GAN module's two lists (review-28-attack-r104 F1): the
 holder is the object directly holding the average, read off its key's object-graph edges (one
 dict keyed by the weights' paths, ``{"dense/kernel": ...}``, is one holder: the edge holds the
-slash), except that a structure mirroring the model's paths (``ema/conv1/weights`` for
-``model/conv1/weights``, ``ckpt train``'s ``mirror_module``) is one holder at its top. A Keras
+slash). A structure that mirrors the model's paths (``ema={"gen": {"w", "b"}, "disc":
+{"c"}}`` for ``gan/gen/w``, ``gan/disc/c``) is several holders too: two objects kept per
+network write exactly those keys (review-29-attack-r109 F2), so nothing tells it from one
+object's mirror. ``ckpt train --api tf2`` keeps its averages in one dict keyed by the
+weights' paths (``ema/conv1.Sweights``); the mirror it wrote before (``ema/conv1/weights``)
+is refused like any other, and ``--ema-name ExponentialMovingAverage`` reads it. A Keras
 optimizer's own averages (no EMA name) are its own. Averages of one
 name reached through different holders are not proven one object's: exporting them
 together may give each weight its own object's average beside the other's, so they are
 refused unless ``--ema-name`` states the name (your statement that they are one object's
 averages), with the ``--exclude`` offers that export one holder's averages alone. One
-holder (a single list or structure, or every average an attribute of the root) proves
+holder (a single list, dict or module, or every average an attribute of the root) proves
 nothing either way and is read as before (``docs/setups.md``: nothing in such a file tells
 one object from two).
 """
@@ -44,57 +48,10 @@ def _edges(key: str) -> tuple[str, ...]:
 _ESCAPE = re.compile(r"\.(.)")
 
 
-def _holder(average: tuple[str, ...], weight: tuple[str, ...]) -> tuple[str, ...]:
-    """The object holding an average (edges :func:`_edges`): the structure mirroring its
-    weight's path below the weight's first object (``ema`` of ``ema/conv1/weights`` for
-    ``model/conv1/weights``, as ``ckpt train``'s ``mirror_module`` keeps them; the longest
-    such tail of two or more edges first, so a mirror of a sub-module's paths counts too),
-    else the object directly holding it (``ema`` of ``ema/0`` or of one dict key
-    ``ema/dense.Skernel``, ``ema/gen`` of ``ema/gen/0``, ``()`` for an attribute of the root).
-
-    The root's own attribute names (the weight's first edge) never count in the tail:
-    ``ema/generator/dense/kernel`` for ``generator/dense/kernel`` is held by
-    ``ema/generator``, so two networks' averages kept per network stay two holders."""
-    for k in range(1, len(weight) - 1):
-        tail = weight[k:]
-        if len(average) > len(tail) and average[-len(tail):] == tail:
-            return average[:-len(tail)]
-    return average[:-1]
-
-
-def _mirrors(average: tuple[str, ...], weight: tuple[str, ...], root: tuple[str, ...]) -> bool:
-    """Whether ``average`` lies below ``root`` along its weight's own path: the edges after
-    ``root`` (two or more) are a tail of ``weight``'s edges that leaves out its first edge."""
-    tail = average[len(root):]
-    return (average[:len(root)] == root and 2 <= len(tail) < len(weight)
-            and weight[-len(tail):] == tail)
-
-
-def _collapsed(found: list[tuple[str, tuple[str, ...], tuple[str, ...]]]
-               ) -> list[tuple[str, ...]]:
-    """Each ``(family, average edges, weight edges)``'s holder: :func:`_holder`'s mirror
-    root only where every average below that root mirrors its weight's path relative to it,
-    else its direct parent. Keras 3 keeps Dense's kernel as ``_kernel``, so in
-    ``ema={"gen": {"kernel", "bias"}, "disc": {...}}`` only the biases mirror
-    ``model/gen/bias``; collapsing them alone merged two objects' averages into one holder
-    ``ema`` (review-29-attack-r109 F1).
-
-    Returns:
-        `list`: the holders, in ``found``'s order."""
-    roots = [_holder(a, w) for _f, a, w in found]
-    # each mirror root checked once against every average (not once per average below it:
-    # ckpt train's 3000 mirrored averages took 6 s)
-    mirror_roots = {r for r, (_f, a, _w) in zip(roots, found, strict=True) if r != a[:-1]}
-    broken = {r for r in mirror_roots
-              if not all(_mirrors(a2, w2, r) for _f2, a2, w2 in found
-                         if len(a2) > len(r) and a2[:len(r)] == r)}
-    return [a[:-1] if r in broken else r for r, (_f, a, _w) in zip(roots, found, strict=True)]
-
-
 def holders(ckpt: Checkpoint, pairs,
             left_out=None) -> dict[str, dict[tuple[str, ...], list[tuple[str, str]]]]:
-    """EMA name -> holder (its object-graph edges, :func:`_holder`) -> ``[(weight key,
-    average key), ...]`` of the pairs
+    """EMA name -> holder (the object directly holding the average: its object-graph edges
+    but the last, :func:`_edges`) -> ``[(weight key, average key), ...]`` of the pairs
     (``(average key, weight key)``) of a TF2 checkpoint whose averages its object graph
     tracks (optimizer slots left out: an optimizer's own), ``left_out(average, weight)``
     leaving a pair out.
@@ -105,8 +62,7 @@ def holders(ckpt: Checkpoint, pairs,
     objects = ckpt.objects
     if objects is None:
         return {}
-    found: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
-    keys: list[tuple[str, str]] = []
+    out: dict[str, dict[tuple[str, ...], list[tuple[str, str]]]] = {}
     for average, weight in sorted(pairs):
         if average == weight or average in objects.slots or average not in objects.paths or (
                 left_out is not None and left_out(average, weight)):
@@ -116,12 +72,23 @@ def holders(ckpt: Checkpoint, pairs,
             else ""
         if not family:  # no EMA name (a Keras optimizer's own averages): no name to share
             continue
-        found.append((family, _edges(average), _edges(weight)))
-        keys.append((weight, average))
-    out: dict[str, dict[tuple[str, ...], list[tuple[str, str]]]] = {}
-    for (family, _a, _w), holder, key in zip(found, _collapsed(found), keys, strict=True):
-        out.setdefault(family, {}).setdefault(holder, []).append(key)
+        out.setdefault(family, {}).setdefault(_edges(average)[:-1], []).append(
+            (weight, average))
     return out
+
+
+#: keys beside the averages that ``ckpt train --api tf2`` writes (its step and loss averages)
+_TRAIN_KEYS = ("step/.ATTRIBUTES/VARIABLE_VALUE",
+               "losses/cross_entropy/avg/.ATTRIBUTES/VARIABLE_VALUE")
+
+
+def _older_train(ckpt: Checkpoint, each: dict[tuple[str, ...], list]) -> bool:
+    """Whether the split averages are kept as an older ``ckpt train --api tf2`` kept its one
+    object's (``mirror_module``: ``ema/conv1/weights`` beside ``step`` and ``losses/``): every
+    holder below ``ema``, the run's own keys stored. A file like it may still hold two
+    objects' averages: this only names where it may come from."""
+    paths = ckpt.objects.paths if ckpt.objects is not None else {}
+    return all(k in paths for k in _TRAIN_KEYS) and all(h[:1] == ("ema",) for h in each)
 
 
 #: holders a split refusal lists and probes an ``--exclude`` offer for (200 holders took 109 s
@@ -165,6 +132,9 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         if works(ckpt, ema_name, exclude, False):
             offers.append(option_text(ema_name, exclude, False))
     stated = f"--ema-name {family}" if family else "--ema-name NAME"
+    older = (" (a checkpoint of an older ckpt train --api tf2, which kept its one object's "
+             "averages in a mirror of the model's paths, ema/conv1/weights, needs it)"
+             if _older_train(ckpt, each) else "")
     offer = (f"{' or '.join(offers)} exports one holder's averages alone"
              + (f" (one of the first {_SHOWN} of {len(listed)} holders)"
                 if len(listed) > _SHOWN else "") + "; " if offers else "")
@@ -175,6 +145,6 @@ def refuse_split_holders(ckpt: Checkpoint, pairs, ema_name: str | None,
         f"are, or one object whose averages each network keeps, and a TF2 checkpoint records "
         f"no decay to show they are one object's, so each "
         f"weight may take its own object's average beside the other's; {offer}"
-        f"{stated} states that they are one EMA object's averages; ckpt export --raw exports "
-        "the raw weights instead",
+        f"{stated} states that they are one EMA object's averages{older}; ckpt export --raw "
+        "exports the raw weights instead",
         None, {w: (a,) for taken in each.values() for w, a in taken})

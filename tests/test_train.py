@@ -31,6 +31,12 @@ TRAINABLE = [
 BN_STATS = [f"conv{i}/BatchNorm/{n}" for i in (1, 2, 3) for n in ("moving_mean", "moving_variance")]
 
 
+def _ema_key(name: str) -> str:
+    """The key of ``name``'s average in a tf2 run: one dict keyed by the model's paths, whose
+    slashes TensorFlow escapes in the dict key (``ema/conv1.Sweights``)."""
+    return f"ema/{name.replace('/', '.S')}{A}"
+
+
 def _app() -> typer.Typer:
     from ckpt_tools.cli import app  # the real `ckpt`: its error contract (error:, exit codes)
 
@@ -178,10 +184,10 @@ def test_v1_eval_beats_chance_with_raw_and_ema(v1_run):
 def test_tf2_checkpoint_tracks_ema_slots_step_and_loss_averages(tf2_run):
     keys = _keys(tf2_run[1])
     for name in TRAINABLE:
-        assert f"model/{name}{A}" in keys and f"ema/{name}{A}" in keys
+        assert f"model/{name}{A}" in keys and _ema_key(name) in keys
         assert f"model/{name}/.OPTIMIZER_SLOT/optimizer/momentum{A}" in keys
     for name in BN_STATS:
-        assert f"model/{name}{A}" in keys and f"ema/{name}{A}" in keys
+        assert f"model/{name}{A}" in keys and _ema_key(name) in keys
     assert f"step{A}" in keys and f"losses/total_loss/avg{A}" in keys
     assert "_CHECKPOINTABLE_OBJECT_GRAPH" in keys
     import tensorflow as tf
@@ -202,6 +208,59 @@ def test_tf2_resume_and_eval(tf2_run, tmp_path):
     resumed = tf2.train_with_stats(_config(train_dir, max_steps=45, resume=True))
     assert (resumed.global_step, resumed.steps_run) == (45, 5)
     assert resumed.checkpoint.endswith("ckpt-45")
+
+
+def test_tf2_averages_export_by_default_bit_for_bit(tf2_run, tmp_path):
+    """``ema`` is one dict keyed by the model's paths (one holder): the default export gives
+    every weight and BN statistic its saved average, bit for bit (review-29-attack-r109 F2)."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(tf2_run[1])
+    result = _invoke("export", tf2_run[1], "-o", str(tmp_path / "x.npz"))
+    assert result.exit_code == 0, result.output
+    with np.load(tmp_path / "x.npz") as npz:
+        assert sorted(npz.files) == sorted(f"model/{n}" for n in TRAINABLE + BN_STATS)
+        for name in TRAINABLE + BN_STATS:
+            assert npz[f"model/{name}"].tobytes() == reader.get_tensor(_ema_key(name)).tobytes()
+
+
+def test_tf2_older_mirror_layout_evaluates_with_the_offered_ema_name(tf2_run, tmp_path):
+    """A run saved as ``ckpt train`` saved before (``ema/conv1/weights``, a mirror of the
+    model's paths, which two EMA objects kept per network also write) is refused by default
+    (exit 6, eval too), naming ``--ema-name ExponentialMovingAverage``; ``ckpt eval`` and
+    ``export`` with it, as printed, read each weight's saved average."""
+    import tensorflow as tf
+
+    from ckpt_tools.train import model
+    from ckpt_tools.train.evaluate import evaluate
+    from ckpt_tools.train.tf2 import LossAverages, mirror_module
+
+    reader = tf.train.load_checkpoint(tf2_run[1])
+    net = model.Tf2Model()
+    tf.train.Checkpoint(model=net).read(tf2_run[1]).expect_partial()
+    shadows = {p: tf.Variable(reader.get_tensor(_ema_key(p)), trainable=False,
+                              name=f"{v.name.split(':')[0]}/ExponentialMovingAverage")
+               for p, v in net.named_variables().items()}
+    old = tf.train.Checkpoint(model=net, ema=mirror_module(shadows, "ema"),
+                              step=tf.Variable(40, dtype=tf.int64), losses=LossAverages())
+    tf.train.CheckpointManager(old, str(tmp_path / "old"), 1, checkpoint_name="ckpt").save(40)
+    assert f"ema/conv1/weights{A}" in _keys(str(tmp_path / "old" / "ckpt-40"))
+    result = _invoke("eval", str(tmp_path / "old"), "-q")
+    assert result.exit_code == 6, result.output
+    line = " ".join(result.output.split())
+    assert "older ckpt train --api tf2" in line and \
+        "--ema-name ExponentialMovingAverage states" in line, line
+    result = _invoke("eval", str(tmp_path / "old"), "--ema-name", "ExponentialMovingAverage",
+                     "--json")
+    assert result.exit_code == 0, result.output
+    assert evaluate(str(tmp_path / "old"), ema_name="ExponentialMovingAverage"
+                    ).ema_accuracy == evaluate(tf2_run[1]).ema_accuracy
+    result = _invoke("export", str(tmp_path / "old"), "-o", str(tmp_path / "x.npz"),
+                     "--ema-name", "ExponentialMovingAverage")
+    assert result.exit_code == 0, result.output
+    with np.load(tmp_path / "x.npz") as npz:
+        for name in TRAINABLE + BN_STATS:
+            assert npz[f"model/{name}"].tobytes() == reader.get_tensor(_ema_key(name)).tobytes()
 
 
 # ---- keras ----------------------------------------------------------------------------------
@@ -630,6 +689,6 @@ def test_tf2_multiworker_two_workers_on_one_machine(tmp_path):
     latest = tf.train.latest_checkpoint(str(train_dir))
     assert latest.endswith("ckpt-4")  # the chief wrote it; the other worker cleaned up
     assert int(tf.train.load_variable(latest, f"step{A}")) == 4
-    assert f"ema/logits/weights{A}" in _keys(latest)
+    assert _ema_key("logits/weights") in _keys(latest)
     # the non-chief's temporary copies (train_dir/.worker-1-tmp) are gone
     assert not [p for p in os.listdir(train_dir) if p.startswith(".worker-")]

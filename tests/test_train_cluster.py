@@ -255,6 +255,12 @@ def test_manual_worker_gives_up_on_an_unreachable_ps(tmp_path):
 A = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
+def _ema(name: str) -> str:
+    """The key of ``name``'s average: ``ema`` is one dict keyed by the model's paths, whose
+    slashes TensorFlow escapes in the dict key (``ema/conv1.Sweights``)."""
+    return f"ema/{name.replace('/', '.S')}{A}"
+
+
 @pytest.fixture(scope="module")
 def ps_strategy(tmp_path_factory):
     train_dir = tmp_path_factory.mktemp("tf2ps") / "run"
@@ -293,29 +299,31 @@ def test_parameter_server_checkpoint_is_partitioned_and_read_by_every_command(
     assert int(tf.train.load_variable(prefix, f"step{A}")) == 12
     keys = dict(tf.train.list_variables(prefix))
     for name in TRAINABLE + BN_STATS:
-        assert f"model/{name}{A}" in keys and f"ema/{name}{A}" in keys, name
+        assert f"model/{name}{A}" in keys and _ema(name) in keys, name
     for name in TRAINABLE:
         assert f"momentum/{name}{A}" in keys
     assert len([p for p in os.listdir(train_dir) if p.startswith("ckpt-12.data-")]) >= 2
     doc = {v["name"]: v for v in json.loads(_ckpt("list", prefix, "--json").stdout)["variables"]}
     # MinSizePartitioner(16 KiB, max_shards=2 ps): conv3/weights (72 KiB) is split in two,
     # conv1/weights (1.7 KiB) is not -- for the model, its shadow and its momentum alike.
-    for tree in ("model", "ema", "momentum"):
+    for tree in ("model", "momentum"):
         assert doc[f"{tree}/conv3/weights{A}"]["partitions"] == 2
         assert doc[f"{tree}/conv1/weights{A}"]["partitions"] == 0
+    assert doc[_ema("conv3/weights")]["partitions"] == 2
+    assert doc[_ema("conv1/weights")]["partitions"] == 0
     for name in TRAINABLE:
         assert doc[f"model/{name}{A}"]["role"] == "weight"
-        assert doc[f"model/{name}{A}"]["ema"] == f"ema/{name}{A}", name
+        assert doc[f"model/{name}{A}"]["ema"] == _ema(name), name
     for name in BN_STATS:
         assert doc[f"model/{name}{A}"]["role"] == "bn_stat"
-        assert doc[f"model/{name}{A}"]["ema"] == f"ema/{name}{A}", name
+        assert doc[f"model/{name}{A}"]["ema"] == _ema(name), name
     mapping = ema_map(prefix).mapping
-    assert mapping[f"ema/conv3/weights{A}"] == f"model/conv3/weights{A}"
+    assert mapping[_ema("conv3/weights")] == f"model/conv3/weights{A}"
     baked = tmp_path / "baked"
     _ckpt("restore-ema", prefix, "--out", str(baked))
     src, out = tf.train.load_checkpoint(prefix), tf.train.load_checkpoint(str(baked))
     for name in TRAINABLE + BN_STATS:  # TensorFlow reassembles the partitioned tensors
-        assert np.array_equal(out.get_tensor(f"model/{name}{A}"), src.get_tensor(f"ema/{name}{A}"))
+        assert np.array_equal(out.get_tensor(f"model/{name}{A}"), src.get_tensor(_ema(name)))
     original, restored = evaluate(prefix), evaluate(str(baked))
     assert restored.raw_accuracy == original.ema_accuracy
     assert original.api == "tf2" and original.global_step == 12

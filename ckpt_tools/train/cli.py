@@ -39,6 +39,7 @@ from ..cli._common import (
     trainable_names,
 )
 from ..cli._output import Column, Output
+from ..cli.ema import EmaNameOpt
 from ..errors import (
     AssumptionWarning,
     CheckpointError,
@@ -335,6 +336,7 @@ def eval_command(
     optimizer: OptimizerOpt = None,
     trainable: TrainableOpt = None,
     loop_order: LoopOrderOpt = False,
+    ema_name: EmaNameOpt = None,
     json_output: JsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
@@ -360,7 +362,7 @@ def eval_command(
                               not_swapped=not_swapped, fit_order=fit_order,
                               use_ema=use_ema, optimizer=optimizer,
                               trainable=None if names is None else list(names),
-                              loop_order=loop_order)
+                              loop_order=loop_order, ema_name=ema_name)
     # What a Keras file's EMA pairing rests on, said (and in --json) as export says it: the
     # statements first, then what was assumed (review-13-user-u15 F4).
     # restore-ema's output with nothing stated: no EMA pairing was read (evaluate)

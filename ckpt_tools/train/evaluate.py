@@ -6,7 +6,7 @@ Works on what any of the three trainers wrote; the API is detected from the path
 * ``*.weights.h5`` / ``*.keras`` / a Keras ``.h5``: Keras (raw = the layers, EMA = optimizer
   ``*_average``; ``use_ema=False`` stated: raw only, as for restore-ema's own outputs).
 * a TF checkpoint prefix with ``_CHECKPOINTABLE_OBJECT_GRAPH``: tf2 (raw = ``model/``,
-  EMA = ``ema/``).
+  EMA = ``ema/``, one dict keyed by the model's paths).
 * any other TF checkpoint prefix: v1 (raw = plain Saver, EMA = a Saver over
   ``ExponentialMovingAverage.variables_to_restore()``).
 * a directory: its latest TF checkpoint, else its newest ``ckpt-<step>.keras`` (or
@@ -71,7 +71,7 @@ def evaluate(
     path: str, data_dir: str | None = None, num_examples: int = 0, batch_size: int = 500,
     *, strict: bool = False, not_swapped: bool = False, fit_order: bool = False,
     use_ema: bool | None = None, trainable: list | None = None, loop_order: bool = False,
-    optimizer: str | None = None,
+    optimizer: str | None = None, ema_name: str | None = None,
 ) -> EvalResult:
     """Accuracy of ``path`` with raw and with EMA weights.
 
@@ -95,6 +95,9 @@ def evaluate(
         loop_order: ``trainable`` is a custom loop's order (``--loop-order``).
         optimizer: a bare ``.weights.h5``'s optimizer class and options (``--optimizer``,
             ``apply_keras_ema(optimizer=)``).
+        ema_name: a v1 or tf2 checkpoint's EMA name (``--ema-name``, ``apply_ema(ema_name=)``):
+            the statement a refused pairing names (an older ``ckpt train --api tf2``
+            checkpoint's mirror of the model's paths: ``ExponentialMovingAverage``).
 
     Returns:
         The result.
@@ -109,6 +112,9 @@ def evaluate(
                            or optimizer is not None):
         raise TrainUsageError(f"--use-ema/--no-use-ema and --trainable state a Keras file's "
                               f"optimizer; {checkpoint} is a {api} checkpoint")
+    if api == "keras" and ema_name is not None:  # never ignored
+        raise TrainUsageError(f"--ema-name names a v1 or tf2 checkpoint's EMA object; "
+                              f"{checkpoint} is a Keras file, whose optimizer keeps its own")
     if api != "keras" and (not_swapped or fit_order):
         # Refused where they cannot apply (OptionError, exit 2), as export refuses them,
         # never ignored (u16 F6); a --not-swapped that applies is handed to the EMA restore.
@@ -121,8 +127,10 @@ def evaluate(
         images, labels = images[:num_examples], labels[:num_examples]
     if not len(labels):
         raise TrainError(f"no test examples (is {data_lib.TEST_FILE} in {data_dir}?)")
-    predictor = {"v1": functools.partial(_v1_predictor, not_swapped=not_swapped),
-                 "tf2": functools.partial(_tf2_predictor, not_swapped=not_swapped),
+    predictor = {"v1": functools.partial(_v1_predictor, not_swapped=not_swapped,
+                                         ema_name=ema_name),
+                 "tf2": functools.partial(_tf2_predictor, not_swapped=not_swapped,
+                                          ema_name=ema_name),
                  "keras": functools.partial(_keras_predictor, strict=strict,
                                             not_swapped=not_swapped, fit_order=fit_order,
                                             stated_ema=use_ema, trainable=trainable,
@@ -169,13 +177,15 @@ def _ema_restore(restore, path: str) -> None:
         raise
 
 
-def _stated(not_swapped: bool) -> dict:
-    """The map option ``--not-swapped`` gives a TensorFlow checkpoint's EMA restore."""
-    return {"not_swapped": True} if not_swapped else {}
+def _stated(not_swapped: bool, ema_name: str | None = None) -> dict:
+    """The map options ``--not-swapped`` and ``--ema-name`` give a TensorFlow checkpoint's EMA
+    restore."""
+    return {**({"not_swapped": True} if not_swapped else {}),
+            **({"ema_name": ema_name} if ema_name is not None else {})}
 
 
 def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool, *,
-               not_swapped: bool = False) -> None:
+               not_swapped: bool = False, ema_name: str | None = None) -> None:
     """Restore the eval graph's variables from a v1 checkpoint.
 
     Args:
@@ -184,6 +194,7 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool, *,
         use_ema: map every trainable and moving-average variable (BN statistics) to its
             ``<name>/ExponentialMovingAverage`` shadow instead of its own value.
         not_swapped: ``--not-swapped``, where it applies (``restore_ema(not_swapped=)``).
+        ema_name: ``--ema-name`` (``restore_ema(ema_name=)``).
 
     Raises:
         TrainError: a needed key is missing.
@@ -191,7 +202,8 @@ def restore_v1(sess: tf.compat.v1.Session, path: str, use_ema: bool, *,
     if use_ema:
         # The toolkit's own restore: checkpoint-key map, so it is also right for partitioned
         # variables and graphs that already hold shadow ops (where TF's map is off by "_1").
-        _ema_restore(lambda: ckpt_tools.restore_ema(sess, path, **_stated(not_swapped)), path)
+        _ema_restore(lambda: ckpt_tools.restore_ema(sess, path,
+                                                    **_stated(not_swapped, ema_name)), path)
         return
     try:
         tf.compat.v1.train.Saver(tf.compat.v1.global_variables()).restore(sess, path)
@@ -219,14 +231,14 @@ def _unmatched(path: str, variables) -> str:
 
 
 @contextlib.contextmanager
-def _v1_predictor(path: str, use_ema: bool, *,
-                  not_swapped: bool = False) -> Iterator[tuple[Predict, int | None]]:
+def _v1_predictor(path: str, use_ema: bool, *, not_swapped: bool = False,
+                  ema_name: str | None = None) -> Iterator[tuple[Predict, int | None]]:
     # A fresh graph per restore, as a separate evaluation job would build it.
     with tf.Graph().as_default() as graph:
         inputs = tf.compat.v1.placeholder(tf.float32, [None, 32, 32, 3], "images")
         logits = model.v1_inference(inputs, is_training=False)
         with tf.compat.v1.Session(graph=graph) as sess:
-            restore_v1(sess, path, use_ema, not_swapped=not_swapped)
+            restore_v1(sess, path, use_ema, not_swapped=not_swapped, ema_name=ema_name)
             yield (lambda x: sess.run(logits, {inputs: x})), _load_step(path, "global_step")
 
 
@@ -234,18 +246,21 @@ def _v1_predictor(path: str, use_ema: bool, *,
 
 
 def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool, *,
-                not_swapped: bool = False) -> None:
+                not_swapped: bool = False, ema_name: str | None = None) -> None:
     """Load a tf2 checkpoint's ``model/`` (raw) or ``ema/`` (EMA) values into ``net``.
 
-    ``ema/`` mirrors ``model/`` path for path, so the EMA restore is the same object graph
-    read under another root name.
+    ``ema`` is one dict keyed by the model's paths (``ema/conv1.Sweights``; an older run's
+    mirror ``ema/conv1/weights`` is refused unless ``ema_name``, ``--ema-name
+    ExponentialMovingAverage``, states one object's averages), paired with the model's
+    variables by ``ckpt_tools.apply_ema``.
 
     Raises:
         TrainError: some model variable has no value in the checkpoint.
     """
     if use_ema:
         # Pairs each model variable with its saved ema.average(v) through the object graph.
-        _ema_restore(lambda: ckpt_tools.apply_ema(net, path, **_stated(not_swapped)), path)
+        _ema_restore(lambda: ckpt_tools.apply_ema(net, path, **_stated(not_swapped, ema_name)),
+                     path)
         return
     root = "model"
     status = tf.train.Checkpoint(**{root: net}).read(path)
@@ -257,10 +272,10 @@ def restore_tf2(net: model.Tf2Model, path: str, use_ema: bool, *,
 
 
 @contextlib.contextmanager
-def _tf2_predictor(path: str, use_ema: bool, *,
-                   not_swapped: bool = False) -> Iterator[tuple[Predict, int | None]]:
+def _tf2_predictor(path: str, use_ema: bool, *, not_swapped: bool = False,
+                   ema_name: str | None = None) -> Iterator[tuple[Predict, int | None]]:
     net = model.Tf2Model()
-    restore_tf2(net, path, use_ema, not_swapped=not_swapped)
+    restore_tf2(net, path, use_ema, not_swapped=not_swapped, ema_name=ema_name)
     forward = tf.function(lambda x: net(x, training=False))
     yield (lambda x: forward(x).numpy()), _load_step(path, "step/.ATTRIBUTES/VARIABLE_VALUE")
 

@@ -4,9 +4,14 @@
 cluster, ``MultiWorkerMirroredStrategy``. The model is a ``tf.Module`` (see :mod:`.model`); the
 optimizer is ``tf.compat.v1.train.MomentumOptimizer``, which is trackable and distribution-aware
 and stores its slots the object-based way. ``tf.train.ExponentialMovingAverage`` is *not*
-trackable itself (tensorflow#38452), so its shadows are saved through ``ema``: a tf.Module whose
-attribute paths mirror the model's. The EMA copy of ``model/conv1/weights`` is
-``ema/conv1/weights``; restoring EMA weights is ``tf.train.Checkpoint(ema=model).read(path)``.
+trackable itself (tensorflow#38452), so its shadows are saved through ``ema``: ONE dict keyed by
+the weights' slash paths (``{"conv1/weights": ema.average(v), ...}``). TensorFlow escapes the
+slash inside the dict key, so the EMA copy of ``model/conv1/weights`` is ``ema/conv1.Sweights``,
+all of them held by one object: ``ckpt`` reads one holder as one EMA object's averages. The
+mirror of the model's paths written before (``ema/conv1/weights``, :func:`mirror_module`) is
+refused there, as two EMA objects kept per network write the same keys (review-29-attack-r109
+F2): ``--ema-name ExponentialMovingAverage`` reads such older checkpoints. Restoring EMA
+weights is ``ckpt_tools.apply_ema(model, path)``.
 
 Checkpoint keys (``tf.train.list_variables`` of ``ckpt-<step>``), ``A`` = ``.ATTRIBUTES/
 VARIABLE_VALUE``::
@@ -15,7 +20,7 @@ VARIABLE_VALUE``::
     model/conv{1,2,3}/BatchNorm/{beta,gamma,moving_mean,moving_variance}/A
     model/logits/weights/A  model/logits/biases/A
     model/<trainable>/.OPTIMIZER_SLOT/optimizer/momentum/A
-    ema/<same path as under model/>/A        (BN statistics included)
+    ema/<path under model/, slashes as .S>/A   (ema/conv1.Sweights/A; BN statistics included)
     losses/cross_entropy/avg/A  losses/total_loss/avg/A
     step/A   (the global step)    save_counter/A    _CHECKPOINTABLE_OBJECT_GRAPH
 """
@@ -67,7 +72,9 @@ class LossAverages(tf.Module):
 
 def mirror_module(named: dict[str, tf.Variable], name: str) -> tf.Module:
     """A tf.Module whose attribute paths are the keys of ``named`` (``conv1/weights`` ->
-    ``module.conv1["weights"]``), so its checkpoint keys mirror the model's.
+    ``module.conv1["weights"]``), so its checkpoint keys mirror the model's (the momentum
+    buffers of ``--strategy parameter-server``; never an EMA's averages, which ``ckpt`` reads
+    as one object's only under one holder: :func:`averages_dict`).
 
     Args:
         named: variables by slash-separated path.
@@ -87,6 +94,21 @@ def mirror_module(named: dict[str, tf.Variable], name: str) -> tf.Module:
     for key, value in tree.items():
         setattr(module, key, value)  # dicts become tracked _DictWrapper nodes
     return module
+
+
+def averages_dict(named: dict[str, tf.Variable]) -> dict[str, tf.Variable]:
+    """The averages to save as ``ema``: one dict keyed by the weights' slash paths, so one
+    object holds them all (``ema/conv1.Sweights``), which ``ckpt`` reads as one EMA object's
+    averages (a mirror of the model's paths is read as one holder per sub-module:
+    review-29-attack-r109 F2).
+
+    Args:
+        named: each weight's average by the weight's slash-separated path.
+
+    Returns:
+        A plain dict (``tf.train.Checkpoint`` tracks it as one object).
+    """
+    return dict(named)
 
 
 def make_dataset(
@@ -179,8 +201,8 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
         # Create the shadows now, in cross-replica context (a tf.function may not create
         # variables on later calls); the update it also runs is a no-op (shadow == value).
         ema.apply(averaged)
-        shadows = mirror_module(
-            {path: ema.average(var) for path, var in net.named_variables().items()}, "ema"
+        shadows = averages_dict(
+            {path: ema.average(var) for path, var in net.named_variables().items()}
         )
         losses = LossAverages()
     ckpt = tf.train.Checkpoint(
@@ -239,7 +261,8 @@ def train_with_stats(cfg: TrainConfig) -> TrainResult:
                 raise nan_error(f"loss is {loss_value}", current, saved, cfg.train_dir)
             bar.update(current, loss_value, global_batch / durations[-1], durations[-1])
             if save_due(cfg, current):
-                if not _all_finite(ckpt_variables(net, optimizer, shadows, losses)):
+                if not _all_finite(ckpt_variables(net, optimizer, losses)
+                                   + list(shadows.values())):
                     raise nan_error("variables hold NaN/Inf", current, saved, cfg.train_dir)
                 # Every worker must save (the save may run collectives); only the chief's
                 # copy is kept in --train-dir.

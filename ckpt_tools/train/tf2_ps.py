@@ -16,7 +16,8 @@ variable's shape under the same partitioner, so each shard has a shadow shard of
 Checkpoint keys (``A`` = ``.ATTRIBUTES/VARIABLE_VALUE``), the same layout as ``--api tf2``::
 
     model/<v1-style path>/A        (a partitioned entry when the variable is sharded)
-    ema/<same path>/A              momentum/<trainable path>/A
+    ema/<path, slashes as .S>/A    momentum/<trainable path>/A   (ema/conv1.Sweights/A,
+    one dict: one holder; momentum/conv1/weights/A, a mirror: not an EMA)
     losses/{cross_entropy,total_loss}/avg/A   step/A   save_counter/A
 """
 
@@ -40,7 +41,7 @@ from .common import (
     save_due,
 )
 from .progress import TrainProgress
-from .tf2 import CHECKPOINT_NAME, LossAverages, make_dataset, mirror_module
+from .tf2 import CHECKPOINT_NAME, LossAverages, averages_dict, make_dataset, mirror_module
 
 PARTITION_MIN_BYTES = 16 << 10  # 16 KiB: conv3/weights (72 KiB) is split, small ones are not
 
@@ -147,7 +148,7 @@ def _coordinate(cfg: TrainConfig, resolver, timeout_s: float) -> TrainResult:
     for path, var in named.items():
         if len(_shards(shadow_vars[path])) != len(_shards(var)):
             raise TrainError(f"{path}: its shadow is sharded differently from the variable")
-    shadows, momentum = mirror_module(shadow_vars, "ema"), mirror_module(momentum_vars, "momentum")
+    shadows, momentum = averages_dict(shadow_vars), mirror_module(momentum_vars, "momentum")
     ckpt = tf.train.Checkpoint(model=net, ema=shadows, momentum=momentum, step=step, losses=losses)
     manager = tf.train.CheckpointManager(
         ckpt, cfg.train_dir, max_to_keep=cfg.max_to_keep, checkpoint_name=CHECKPOINT_NAME

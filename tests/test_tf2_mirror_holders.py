@@ -1,0 +1,193 @@
+"""TF2: a structure that mirrors the model's own paths is no longer read as one holder
+(review-29-attack-r109 F2).
+
+Two default-named EMA objects (0.5 over the generator's weights, 0.9 over the
+discriminator's) kept per network in a structure whose keys repeat the model's attribute
+names were exported as one object's averages, exit 0: the holder rule collapsed every
+structure mirroring the weights' paths into one holder, only because ``ckpt train`` saved its
+one object's averages so. Now the holder is always the object directly holding the average:
+these layouts are refused (exit 6) naming ``--ema-name ExponentialMovingAverage``, your
+statement, which then exports each weight's own object's average. ``ckpt train --api tf2``
+saves its averages in one dict keyed by the weights' paths (``ema/conv1.Sweights``): one
+holder, exported by default; its older mirror layout is refused, and the offer, typed as
+printed, reads it. Real TensorFlow and tf_keras; truth is ``ema.average(v)`` at save time."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from helpers import assert_npz_holds, run_cli, run_script
+
+SCRIPT = r"""
+import os, sys
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from ckpt_tools.train.tf2 import averages_dict
+out = sys.argv[1]
+truth = {}
+def save(name, got, **kw):
+    tf.train.Checkpoint(**kw).write(os.path.join(out, name, "ckpt"))
+    truth.update({f"{name}:{k}": v.numpy() for k, v in got.items()})
+def module(**attrs):
+    m = tf.Module()
+    for k, v in attrs.items():
+        setattr(m, k, v)
+    return m
+def mirror_module(named, name):  # ckpt_tools.train.tf2.mirror_module as ckpt train used it
+    tree = {}
+    for path, var in named.items():
+        *parents, leaf = path.split("/")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = var
+    m = tf.Module(name=name)
+    for key, value in tree.items():
+        setattr(m, key, value)
+    return m
+w, b = tf.Variable([1., 2., 3.], name="w"), tf.Variable([0.5], name="b")
+c = tf.Variable([7., 8.], name="c")
+e1, e2 = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
+@tf.function
+def step():
+    for v in (w, b, c):
+        v.assign_add(tf.ones_like(v) * 1.25)
+    e1.apply([w, b])
+    e2.apply([c])
+for _ in range(3):
+    step()
+A = {"w": e1.average(w), "b": e1.average(b), "c": e2.average(c)}
+save("T1", {"gan/gen/w": A["w"], "gan/gen/b": A["b"], "gan/disc/c": A["c"]},
+     gan=module(gen=module(w=w, b=b), disc=module(c=c)),
+     ema={"gen": {"w": A["w"], "b": A["b"]}, "disc": {"c": A["c"]}})
+save("T2", {"model/vars/0/0": A["w"], "model/vars/0/1": A["b"], "model/vars/1/0": A["c"]},
+     model=module(vars=[[w, b], [c]]), ema=[[A["w"], A["b"]], [A["c"]]])
+save("T3", {"model/g_vars/0": A["w"], "model/g_vars/1": A["b"], "model/d_vars/0": A["c"]},
+     model=module(g_vars=[w, b], d_vars=[c]),
+     ema={"g_vars": [A["w"], A["b"]], "d_vars": [A["c"]]})
+
+class GAN(tf_keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.gen = tf_keras.layers.Dense(4, name="gen")
+        self.disc = tf_keras.layers.Dense(2, name="disc")
+    def call(self, x):
+        return self.disc(self.gen(x))
+tf.random.set_seed(1)
+net = GAN()
+net(tf.zeros((1, 3)))
+opt = tf_keras.optimizers.SGD(0.1)
+gv, dv = net.gen.trainable_variables, net.disc.trainable_variables
+k1, k2 = tf.train.ExponentialMovingAverage(0.5), tf.train.ExponentialMovingAverage(0.9)
+x = tf.constant(np.arange(12, dtype="float32").reshape(4, 3) / 10)
+@tf.function
+def kstep():
+    with tf.GradientTape() as t:
+        loss = tf.reduce_mean((net(x) - 1.0) ** 2)
+    g = t.gradient(loss, net.trainable_variables)
+    opt.apply_gradients(zip(g, net.trainable_variables))
+    k1.apply(gv)
+    k2.apply(dv)
+for _ in range(3):
+    kstep()
+ema = {"gen": {"kernel": k1.average(gv[0]), "bias": k1.average(gv[1])},
+       "disc": {"kernel": k2.average(dv[0]), "bias": k2.average(dv[1])}}
+save("TK1", {f"model/{n}/{p}": ema[n][p] for n in ema for p in ema[n]},
+     model=net, optimizer=opt, ema=ema)
+
+# ckpt train's layout, one object over a model with sub-modules, its step and loss averages
+conv = module(conv1=module(weights=tf.Variable([[1., 2.]], name="conv1/weights"),
+                           biases=tf.Variable([3.], name="conv1/biases")),
+              conv2=module(weights=tf.Variable([[4.], [5.]], name="conv2/weights"),
+                           biases=tf.Variable([6.], name="conv2/biases")))
+named = {"conv1/weights": conv.conv1.weights, "conv1/biases": conv.conv1.biases,
+         "conv2/weights": conv.conv2.weights, "conv2/biases": conv.conv2.biases}
+one = tf.train.ExponentialMovingAverage(0.7)
+@tf.function
+def cstep():
+    for v in named.values():
+        v.assign_add(tf.ones_like(v) * 1.25)
+    one.apply(list(named.values()))
+for _ in range(3):
+    cstep()
+avg = {f"model/{p}": one.average(v) for p, v in named.items()}
+run = dict(step=tf.Variable(3, dtype=tf.int64),
+           losses=module(cross_entropy={"avg": tf.Variable(0.5, name="cross_entropy/avg")}))
+save("old_train", avg, model=conv, ema=mirror_module(
+    {p: one.average(v) for p, v in named.items()}, "ema"), **run)
+save("new_train", avg, model=conv, ema=averages_dict(
+    {p: one.average(v) for p, v in named.items()}), **run)
+np.savez(os.path.join(out, "truth.npz"), **truth)
+"""
+
+TWO = {"T1": ("ema/gen", "ema/disc"), "T2": ("ema/0", "ema/1"),
+       "T3": ("ema/g_vars", "ema/d_vars"), "TK1": ("ema/gen", "ema/disc")}
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tf_keras")
+    out = tmp_path_factory.mktemp("mirrorholders")
+    return out, run_script(SCRIPT, out)
+
+
+def _of(truth, layout):
+    return {k.split(":", 1)[1]: v for k, v in truth.items() if k.startswith(f"{layout}:")}
+
+
+def _refusal(directory, tmp_path) -> str:
+    """Export, map and restore-ema refuse ``directory`` (exit 6, nothing written); returns
+    export's message on one line."""
+    lines = []
+    for args in (["export", str(directory), "-o", str(tmp_path / "x.npz")],
+                 ["map", str(directory)],
+                 ["restore-ema", str(directory), "-o", str(tmp_path / "re")]):
+        code, _o, err = run_cli(args)
+        assert code == 6, (args, err)
+        lines.append(" ".join(err.split()))
+    assert not (tmp_path / "x.npz").exists() and not (tmp_path / "re").exists()
+    return lines[0]
+
+
+@pytest.mark.parametrize("layout", sorted(TWO))
+def test_two_objects_kept_per_network_in_a_mirror_are_refused(made, tmp_path, layout):
+    """Each weight would take its own object's average (0.5 beside 0.9) as one object's: the
+    mirror's sub-structures are the holders, and the statement exports bit for bit."""
+    out, truth = made
+    line = _refusal(out / layout, tmp_path)
+    for holder in TWO[layout]:
+        assert f"{holder} holds the averages of" in line, line
+    assert "--ema-name ExponentialMovingAverage states" in line, line
+    assert "older ckpt train" not in line, line
+    code, _o, err = run_cli(["export", str(out / layout), "-o", str(tmp_path / "s.npz"),
+                             "--ema-name", "ExponentialMovingAverage"])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "s.npz", _of(truth, layout))
+
+
+def test_ckpt_train_averages_dict_is_one_holder(made, tmp_path):
+    """``ckpt train``'s layout now (one dict keyed by the weights' paths) exports by default,
+    each weight its average bit for bit."""
+    out, truth = made
+    code, _o, err = run_cli(["export", str(out / "new_train"), "-o", str(tmp_path / "x.npz")])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "x.npz", _of(truth, "new_train"))
+
+
+def test_older_ckpt_train_mirror_is_refused_with_an_offer_that_works(made, tmp_path):
+    """The mirror an older ``ckpt train`` wrote (``ema/conv1/weights``) is refused like any
+    mirror, saying where it may come from; the ``--ema-name`` the message prints, typed as
+    printed, exports each weight's average bit for bit."""
+    out, truth = made
+    line = _refusal(out / "old_train", tmp_path)
+    assert "ema/conv1 holds the averages of" in line and "ema/conv2 holds" in line, line
+    assert "older ckpt train --api tf2" in line, line
+    offer = re.search(r"; (--ema-name \S+) states that they are one EMA object's", line)
+    assert offer and offer.group(1) == "--ema-name ExponentialMovingAverage", line
+    code, _o, err = run_cli(["export", str(out / "old_train"), "-o", str(tmp_path / "s.npz"),
+                             *offer.group(1).split()])
+    assert code == 0, err
+    assert_npz_holds(tmp_path / "s.npz", _of(truth, "old_train"))
