@@ -1,0 +1,186 @@
+"""What a stated ``--ema-name`` picks among a variable's several averages, and the refusals
+where it cannot: the names the stated object writes (:func:`stated_names`, with TF's ``_N``
+counters and scopes), whether the file proves that none of a variable's averages is that
+object's (:func:`not_stated`, so the variable is left raw as ``variables_to_restore()`` leaves
+it), TF1's uniquified twins ``W/<name>_N`` an ``apply()`` of the stated name is shown writing
+(:func:`named_twins`), and the refusals of a name that fits two objects or none
+(:func:`refuse_twins`, :func:`refuse_both`, :func:`accepted_names`). Used by
+:func:`ckpt_tools.ema_names.choose_averages`.
+"""
+
+from __future__ import annotations
+
+from .checkpoint import Checkpoint
+from .ema_refusals import UnprovenPairingError, suffix_base
+from .ema_updates import update_ops
+
+
+def stated_names(ckpt: Checkpoint, ema_name: str, chosen: dict[str, str],
+                  suffix: dict[str, str]) -> set[str]:
+    """The names the stated object's averages carry: the stated one (its last part), and in
+    TF2 those of the averages it picked (an attribute states an object whose averages are
+    named 'fast'), each as recorded and with every trailing ``_N`` stripped: an object named
+    ``ema_1`` writes ``kernel/ema_1`` and, for a second variable named ``kernel``,
+    ``kernel/ema_1_1``, whose one-step base is ``ema_1``, not ``ema`` (review-24-attack-r73 F4)."""
+    names = {ema_name.rpartition("/")[2]}
+    if ckpt.objects is not None:
+        names |= {n for c in chosen.values()
+                  for n in _strips(suffix.get(c, "").rpartition("/")[2])}
+    return names - {""}
+
+
+def _strips(name: str) -> list[str]:
+    """``ema_1_1`` -> ``[ema_1_1, ema_1, ema]``: ``name`` and each form with one more
+    trailing ``_N`` taken off (each could be the name given, the rest TF's counters)."""
+    out = [name]
+    while suffix_base(out[-1]) != out[-1]:
+        out.append(suffix_base(out[-1]))
+    return out
+
+
+def _may_be(name: str, names: set[str]) -> bool:
+    """Whether some part of ``name`` is one of ``names``, or one with TF's ``_N`` (any
+    number of them): a name the object writes, scoped (``a/fast``) or numbered
+    (``fast_1``, ``fast_1_1``)."""
+    return any(not names.isdisjoint(_strips(p)) for p in name.split("/"))
+
+
+def keys_under(ckpt: Checkpoint, names: set[str]) -> dict[str, set[str]]:
+    """Variable name -> the stored keys ``<scope>/<variable>/<rest>`` whose ``<rest>`` may be
+    one of ``names`` (:func:`_may_be`): each key is read under every variable name its
+    parts could spell, so that a shadow under a variable_scope is found whatever the scope."""
+    out: dict[str, set[str]] = {}
+    for key in ckpt.entries():
+        parts = key.split("/")
+        if not _may_be(key, names):
+            continue
+        for j in range(1, len(parts)):
+            if not _may_be("/".join(parts[j:]), names):
+                continue
+            for i in range(j):
+                out.setdefault("/".join(parts[i:j]), set()).add(key)
+    return out
+
+
+def not_stated(ckpt: Checkpoint, target: str, cands: list[str], names: set[str],
+                under: dict[str, set[str]], suffix: dict[str, str], holder: dict[str, str],
+                ema_name: str) -> bool:
+    """Whether the file proves that no average of ``target`` is the stated ``--ema-name``
+    object's: none of its averages ``cands`` (nor any other key ``under`` ``target``'s
+    name, a shadow put under a variable_scope, ``s/<target>/fast``) carries one of the
+    ``names`` that object writes (:func:`stated_names`; ``fast``, ``fast_N``, a scoped
+    ``a/fast``; in TF2 also the attribute stated), and no ``.meta`` update op of an apply()
+    of that name averages ``target``. Three objects over parts of a model
+    (``fast.apply([w, b])``, ``slow.apply([b, c])``, ``mid.apply([c, w])``): ``c/slow``,
+    ``c/mid`` are no ``fast``'s.
+
+    Returns:
+        `bool`: ``False`` where some key may be the stated object's (it stays refused)."""
+    for c in cands:  # its own recorded name, and the key past the variable's name
+        rest = c[len(target) + 1:] if c.startswith(target + "/") else c
+        if holder.get(c) == ema_name or _may_be(suffix.get(c, ""), names) or _may_be(rest,
+                                                                                   names):
+            return False
+    if under.get(target, set()) - set(cands):
+        return False  # another key under the variable's name: an average not read as its
+    ops = update_ops(ckpt)
+    if ops is not None and any(
+            v == target and _may_be(scope, names) for s, (v, scope) in ops.averages.items()
+            if s not in cands):
+        return False  # the graph's update ops show an apply() of that name averaging it
+    return True
+
+
+def named_twins(ckpt: Checkpoint, target: str, keys: list[str], ema_name: str) -> list[str]:
+    """The TF1 ``keys`` (``target``'s ``W/<ema_name>_N``, TF's uniquified twin of the stated
+    name) that the ``.meta``'s update ops show one ``apply()`` writing whose name scope is
+    ``ema_name``, or its own twin (``Momentum_1``) where something else took ``W/<ema_name>``
+    (a ``MomentumOptimizer``'s slot ``W/Momentum``, whose scope ``Momentum`` it took too):
+    the stated object's, uniquified. Any other ``_N`` key is another object's (``name=
+    "fast_1"``, nothing named ``W/fast``), not the stated one's: a stated ``fast`` took an
+    object named ``fast_1``, exit 0 (review-20-attack-r52 F2)."""
+    ops = update_ops(ckpt) if keys else None
+    if ops is None:
+        return []
+    own = f"{target}/{ema_name}"
+    taken = own in ckpt.entries() or (ckpt.meta is not None and own in ckpt.meta.variables)
+    found = []
+    for k in keys:
+        scope = ops.averages.get(k, ("", ""))[1]
+        last = scope if "/" in ema_name else scope.rpartition("/")[2]
+        named = scope == ema_name or scope.endswith("/" + ema_name)  # in an outer scope
+        if scope in ops.grouped and (named or taken and suffix_base(last) == ema_name):
+            found.append(k)
+    return found
+
+
+def refuse_twins(ckpt: Checkpoint, ema_name: str, twins: dict[str, list[str]],
+                  suffix: dict[str, str]) -> None:
+    """Refuses a stated TF1 ``--ema-name fast`` where a variable's only average of that family
+    is TF's uniquified twin ``W/fast_1`` that no ``apply()`` named ``fast`` is shown writing
+    (:func:`named_twins`): an object named ``fast_1``, or a second ``fast``, wrote it, and
+    taking it answered the stated name with another object's averages, exit 0
+    (review-20-attack-r52 F2).
+
+    Raises:
+        UnprovenPairingError: (exit 6, ``--ema-name``) naming the EMA names the file keeps.
+    """
+    t, keys = next(iter(twins.items()))
+    names = sorted({s for s in suffix.values() if s})
+    raise UnprovenPairingError(
+        f"{ckpt.path}: --ema-name {ema_name}: no average is named <variable>/{ema_name} for "
+        f"{len(twins)} variable(s) ({t} has {', '.join(keys)}); TF names averages "
+        f"<variable>/<EMA name> and gives {suffix.get(keys[0])} to an object named so or to a "
+        f"second object named {ema_name}, and nothing recorded shows an apply() named "
+        f"{ema_name} writing it; the EMA names kept here are {', '.join(names)}: pass the one "
+        "you gave your ExponentialMovingAverage",
+        "--ema-name", {k: tuple(v) for k, v in twins.items()})
+
+
+def refuse_both(ckpt: Checkpoint, ema_name: str, both: dict, suffix: dict[str, str],
+                 holder: dict[str, str]) -> None:
+    """Refuses an ``--ema-name`` that is both the attribute one EMA object's averages were
+    saved under and the name of another EMA object: either reading is the caller's, and
+    taking one silently hands back the other object's averages."""
+    # the names of the object under the attribute: without TF's _N, but where that would
+    # leave the stated name itself, as recorded (an object named 'ema_999', r73 F3)
+    attr_names = sorted({n if suffix_base(n) == ema_name else suffix_base(n)
+                         for n in {suffix.get(c, "") for a, _ in both.values() for c in a}
+                         | {suffix.get(c, "") for c in suffix if holder.get(c) == ema_name}}
+                        - {""})
+    name_attrs = sorted({holder.get(c, "") for _, n in both.values() for c in n} - {""})
+    # an average named 'ema_2' fits 'ema' only read as TF's _N counter: say its own name
+    numbered = sorted({suffix.get(c, "") for _, n in both.values() for c in n} - {ema_name})
+    named = f"{ema_name!r} (or {', '.join(numbered)})" if numbered else repr(ema_name)
+    ways = [f"--ema-name {a} for the object named {named}" for a in name_attrs[:1]] + [
+        f"--ema-name {n} for the one saved under {ema_name!r}" for n in attr_names[:1]
+        if suffix_base(n) != ema_name]
+    raise UnprovenPairingError(
+        f"{ckpt.path}: --ema-name {ema_name} reads two ways here: {ema_name!r} is the "
+        f"attribute of the tf.train.Checkpoint holding the averages of the EMA object named "
+        f"{', '.join(attr_names) or '?'}, and the name of another EMA object"
+        + (f" (with TF's _N counter: {', '.join(numbered)})" if numbered else "")
+        + f", whose averages were saved under {', '.join(name_attrs) or '?'}; "
+        + (f"pass {' or '.join(ways)}" if ways else "no --ema-name value tells them apart"),
+        "--ema-name" if ways else None,
+        {t: tuple(a + n) for t, (a, n) in both.items()})
+
+
+def accepted_names(ckpt: Checkpoint, found: list[str]) -> str:
+    """What to pass instead of a TF2 ``--ema-name`` that names none of the averages kept as
+    ``found``: the first name, no ``--ema-name``, or all of them comma-separated, each
+    alone or with ``--allow-missing``, as the export plan accepts it; "pass --ema-name ema
+    or omit it" offered two options both refused beside two objects (review-22-attack-r62
+    F1)."""
+    from .offer_probe import option_text, working  # they run the map: imported late
+
+    names = [found[0], None, *([",".join(found)] if len(found) > 1 else [])]
+    # omitted only where the map takes it alone: with --allow-missing beside several objects
+    # it would say nothing of which object's averages it took
+    ok = working(ckpt, [*((n, (), False) for n in names), *((n, (), True) for n in names if n)])
+    said = [f"pass {option_text(n, (), allow)}" if n else "omit it" if i else "omit --ema-name"
+            for i, (n, _, allow) in enumerate(ok[:2])]
+    if not said:
+        return f"no --ema-name of {', '.join(found)} is accepted (omitted too), so none decides"
+    return " or ".join(said) + (" (one EMA object's averages need none)" if len(found) == 1
+                                and any(n is None for n, _, _ in ok[:2]) else "")
