@@ -60,3 +60,67 @@ def test_full_through_a_closed_pipe_exits_quietly(tmp_path):
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0 and not err, err.decode()
+
+
+@pytest.mark.parametrize("part", [1, 2, 5, 64])
+@pytest.mark.parametrize("case", ["dtypes", "towers_bn", "partitioned", "tf2_object"])
+def test_streamed_json_values_are_the_whole_documents(case, part):
+    """``show --full --json``'s values, written part by part (s29g: the whole document was
+    built first), read back as the document ``values_json`` gives, for every tensor."""
+    import json
+
+    from ckpt_tools.cli._output import Output
+    from ckpt_tools.cli.values_json_stream import stream_values_json
+    from ckpt_tools.cli.values_text import values_json
+
+    with open_checkpoint(str(FIXTURES / case)) as ckpt:
+        for key in ckpt.entries():
+            value = ckpt.tensor(key)
+            got = "".join(stream_values_json(value, Output.json_text, part=part))
+            want = values_json(value, full=True)["values"]
+            assert json.loads(got) == want, (case, key, part)
+            assert json.loads(got) == json.loads(Output.json_text(want)), (case, key, part)
+
+
+@pytest.mark.parametrize("case", ["dtypes", "towers_bn", "partitioned"])
+def test_full_json_document_is_the_whole_one(case, capsys, monkeypatch):
+    """The command's streamed document equals the one built whole: checkpoint, each tensor's
+    statistics and values, the warnings (the values in parts of 3, so every tensor over 3
+    values is cut)."""
+    import json
+
+    from _corpus import run_cli
+
+    from ckpt_tools.cli import values_json_stream
+    from ckpt_tools.cli.values_text import values_json
+
+    with open_checkpoint(str(FIXTURES / case)) as ckpt:
+        keys = {k: ckpt.tensor(k) for k in ckpt.entries()}
+    args = ["show", str(FIXTURES / case), *keys, "--json"]
+    code, whole, err = run_cli(args, capsys)  # not --full: each tensor's statistics
+    assert code == 0, err
+    want = json.loads(whole)
+    for doc in want["tensors"]:
+        doc.update(values_json(keys[doc["name"]], full=True))
+    real = values_json_stream.stream_values_json
+    monkeypatch.setattr(values_json_stream, "stream_values_json",
+                        lambda a, d, part=3: real(a, d, part))
+    code, streamed, err = run_cli([*args, "--full"], capsys)
+    assert code == 0, err
+    assert json.loads(streamed) == want
+    assert streamed.count("\n") == 1  # one compact line when piped, as every --json
+
+
+def test_full_json_through_a_closed_pipe_exits_quietly(tmp_path):
+    """The streamed document's first bytes reach the reader, which goes away: exit 0, nothing
+    on stderr (90,000 values, past any pipe buffer)."""
+    run_script(WIDE, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    env.pop("TTY_COMPATIBLE", None)
+    proc = subprocess.Popen([sys.executable, "-m", "ckpt_tools", "show", str(tmp_path / "run"),
+                             "model/w", "--full", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert proc.stdout.read(14) == b'{"checkpoint":'
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and not err, err.decode()

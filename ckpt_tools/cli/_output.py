@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..errors import CheckpointError, ExitCode, redact
 from ._layout import Column, fit_table
@@ -176,15 +176,33 @@ class Output:
 
     def _json_lines(self, lines: list[str]) -> None:
         """Writes a JSON document's lines, escaping what json.dumps leaves as it is."""
-        # json escapes C0 controls itself, not DEL, C1 or the invisible format characters
-        # (U+202E reorders what a terminal shows): escape those too, as \uXXXX.
-        # Of CONTROL only C0 (which json.dumps has escaped already) and DEL are ASCII, so
-        # an ASCII document (a flag CPython keeps) needs one memchr for DEL, not the regex
-        # scan (4 ms on a 3,000-variable listing).
-        lines = [CONTROL.sub(json_escape, t)
-                 if (not t.isascii() or "\x7f" in t) and CONTROL.search(t) else t
-                 for t in lines]
-        self._write(self.stdout, "\n".join(lines) + "\n")
+        self._write(self.stdout, "\n".join(_json_escaped(t) for t in lines) + "\n")
+
+    @staticmethod
+    def json_text(value: Any) -> str:
+        """``value`` as the compact JSON text a piped document holds (a piece for
+        :meth:`json_stream`).
+
+        Returns:
+            `str`: the text, not yet escaped for the terminal.
+        """
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+    def json_stream(self, pieces: Iterable[str]) -> None:
+        """Prints one JSON document given as pieces of its text (each whole tokens: a string
+        never cut), escaped as :meth:`json` escapes it, in writes of about 1 MiB as the pieces
+        come: a large document is never held whole (``show --full --json``), and a reader
+        that goes away (``| head -c``) ends it as for any output. Compact on a terminal
+        too: indented, a million values would be a million lines."""
+        held: list[str] = []
+        size = 0
+        for piece in pieces:
+            held.append(piece)
+            size += len(piece)
+            if size >= 1 << 20:
+                self._write(self.stdout, _json_escaped("".join(held)))
+                held, size = [], 0
+        self._write(self.stdout, _json_escaped("".join(held)) + "\n")
 
     def lines(self, texts: Sequence[str]) -> None:
         """Prints plain lines (each escaped like :meth:`line`) in one write: ``-q`` listings of
@@ -384,6 +402,22 @@ def _discard_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no stdout at all, or not a real file
         pass
+
+
+def _json_escaped(text: str) -> str:
+    """``text`` with what json.dumps leaves as it is escaped: DEL, C1 and the invisible format
+    characters (U+202E reorders what a terminal shows; json escapes C0 controls itself), as
+    ``\\uXXXX``.
+
+    Returns:
+        `str`: the text to write.
+    """
+    # Of CONTROL only C0 (which json.dumps has escaped already) and DEL are ASCII, so an
+    # ASCII document (a flag CPython keeps) needs one memchr for DEL, not the regex scan (4 ms
+    # on a 3,000-variable listing).
+    if (not text.isascii() or "\x7f" in text) and CONTROL.search(text):
+        return CONTROL.sub(json_escape, text)
+    return text
 
 
 def _default(obj: Any) -> Any:

@@ -11,6 +11,7 @@ Examples::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated
 
 import numpy as np
@@ -54,13 +55,15 @@ from .ema import (
     open_averages,
     proven_variables,
 )
+from .values_json_stream import show_document
 from .values_stream import stream_values
 from .values_text import format_values, num_text, sparkline, stats_lines, values_json
 
 FullOpt = Annotated[bool, typer.Option(
     "--full", help="Print every value, as NumPy formats them (about 10 bytes of text a value "
-    "or more, written part by part as formatted; --json: all in the document), not a "
-    "summary (over 200 values, the first and last three along each axis).")]
+    "or more, written part by part as formatted; --json: all in the document, compact, "
+    "written as formatted too), not a summary (over 200 values, the first and last three "
+    "along each axis).")]
 PrecisionOpt = Annotated[int, typer.Option("--precision", "-p", min=0, max=20,
                                            help="Digits after the decimal point.")]
 
@@ -120,6 +123,12 @@ def show_command(
         note_stated_order(out, ckpt, apply_order, ema_name)
         assumed = note_assumed(out, ckpt, keys)  # the drift shown is from an assumed weight
         shown = display_names(ckpt)
+        if json_out and full:  # written as formatted: never the whole document (s29g)
+            out.json_stream(show_document(
+                {"checkpoint": ckpt.path}, _full_tensors(ckpt, keys, variables, shown),
+                lambda: {**assumed, **({"warnings": list(out.warned)} if out.warned else {})},
+                out.json_text))
+            return
         docs = []
         for key in keys:
             record = next(checkpoint_stats(ckpt, [key], strict=True, variables=variables,
@@ -133,6 +142,20 @@ def show_command(
         if json_out:
             out.json({"checkpoint": ckpt.path, "tensors": docs, **assumed,
                       **({"warnings": list(out.warned)} if out.warned else {})})  # r94 F5
+
+
+def _full_tensors(ckpt: Checkpoint, keys: list[str], variables, shown: dict[str, str]
+                  ) -> Iterator[tuple[dict, np.ndarray]]:
+    """Each tensor's ``--json`` fields (statistics, drift) and its values, one tensor read at a
+    time as the document is written.
+
+    Returns:
+        `Iterator`: ``(fields, array)`` per key.
+    """
+    for key in keys:
+        record = next(checkpoint_stats(ckpt, [key], strict=True, variables=variables,
+                                       histogram=True))
+        yield record.to_dict(_path(shown, key)), ckpt.tensor(key)
 
 
 def _path(shown: dict[str, str], key: str) -> str | None:

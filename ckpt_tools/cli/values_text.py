@@ -116,17 +116,30 @@ def values_json(array: np.ndarray, *, full: bool) -> dict:
     """
     truncated = not full and array.size > JSON_MAX_VALUES
     flat = array.reshape(-1)[:JSON_MAX_VALUES] if truncated else array
-    if flat.dtype.kind in "OSU":
-        data = np.vectorize(_text, otypes=[object])(flat).tolist() if flat.size else flat.tolist()
-    else:
-        if flat.dtype.kind == "V":
-            flat = flat.astype(np.float32)
-        if flat.dtype.kind == "c":
-            flat = np.stack([flat.real, flat.imag], axis=-1)
-        data = _clean(flat.tolist())
+    data = json_ready(flat)
     if truncated:
         return {"values": None, "truncated": True, "head": data}
     return {"values": data, "truncated": False}
+
+
+def json_ready(array: np.ndarray):
+    """The values of ``array`` as JSON holds them, element by element (so a part of an array
+    converts as the whole does): nested lists, strings decoded, NaN/Inf as strings, complex
+    values as ``[real, imag]`` pairs, bfloat16 as float32.
+
+    Returns:
+        nested lists, or one value for a 0-d array.
+    """
+    if array.dtype.kind in "OSU":
+        return (np.vectorize(_text, otypes=[object])(array).tolist() if array.size
+                else array.tolist())
+    if array.dtype.kind == "V":
+        array = array.astype(np.float32)
+    if array.dtype.kind == "c":
+        array = np.stack([array.real, array.imag], axis=-1)
+    if array.dtype.kind in "biu" or (array.dtype.kind == "f" and np.isfinite(array).all()):
+        return array.tolist()  # nothing JSON cannot hold: no walk over every value
+    return _clean(array.tolist())
 
 
 def _text(value) -> str:
