@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from . import roles as R
 from .checkpoint import Checkpoint
+from .decays_shown import other_decays_shown
 from .ema_objects import both_averaged
 from .ema_refusals import UnprovenPairingError, exact_names, file_style, suffix_base
 from .meta_shadows import update_ops_of
@@ -336,15 +337,18 @@ def refuse_unproven_names(ckpt: Checkpoint, variables, suffix: dict[str, str],
             "shows them updated in ExponentialMovingAverage.apply()'s form (AssignMovingAvg "
             "ops averaging each one's variable into it, grouped by a NoOp of their name scope, "
             "the variables in moving_average_variables), but their decay is not one apply() "
-            "builds itself (it does from a float decay, and from any decay with "
-            "num_updates): apply() passes a decay tensor it is given through as it is, and "
+            "builds itself (it does from a float decay, and with num_updates from any decay "
+            "and an integer counter, which it casts to float32 as <scope>/num_updates; a "
+            "float32 counter is not cast, so no node of the scope names the counter)"
+            f"{other_decays_shown(ckpt, {a for (a,) in open_.values()})}: apply() passes a "
+            "decay tensor it is given through as it is, and "
             "reads a decay variable once in its scope, and a Lookahead's or SWA's "
             "assign_moving_average written in apply()'s idiom (its decay a tensor, or a "
             "variable read once in the scope) looks the same (its slow weights are the raw "
             "weights at a sync step), so the graph does not prove "
             f"{names_text} an ExponentialMovingAverage's name; only if {names_text} is the "
-            "name you gave your ExponentialMovingAverage (with a decay tensor or variable), "
-            "pass "
+            "name you gave your ExponentialMovingAverage (with a decay tensor or variable, or "
+            "a float32 num_updates), pass "
             f"--ema-name {unproven[0]} (Python: ema_name=...)",
             "--ema-name", {**open_, **{a: (w,) for w, (a,) in open_.items()}})
     said = "nothing recorded says"
