@@ -100,6 +100,30 @@ def decay_source(nodes, mul: GraphNode, said: Said | None = None) -> str | None:
     return _float_counted(nodes, decay.inputs[1], said) or said(decay.inputs[1])
 
 
+def float_counted_text(nodes, mul: GraphNode, scope: str, said: Said | None = None) -> str | None:
+    """The decay of an ``AssignMovingAvg`` update where it is the one ``apply()`` builds in
+    ``scope`` from a float32 ``num_updates`` (``tf.cast(step, tf.float32)``, a float variable),
+    which it does not cast, so the scope has no ``<scope>/num_updates`` node: ``1 - d`` with
+    ``d`` the scope's own ``<scope>/Minimum(decay, <scope>/truediv)``, the ratio
+    ``(1.0 + n) / (10.0 + n)`` of TF's formula (``<scope>/add``, ``<scope>/add_1``, those
+    constants) over one counter node ``n`` named through reads, and ``decay`` a number or a
+    named node (:func:`_float_counted`). As :func:`decay_text` spells it:
+    ``min(0.5, (1 + n) / (10 + n)) with n = tensor 'Cast'``. In a function's ``nodes``, the
+    counter only where ``said`` names the graph's node it is passed as.
+
+    Returns:
+        `str | None`: ``None`` where the update's decay is not so built (other constants, another
+        op, a counter or bound not named).
+    """
+    if not hasattr(nodes, "serialized"):
+        return None
+    decay = _one_minus(nodes, mul)
+    if not decay.inputs or const_number(nodes, op_name(decay.inputs[0])) != 1.0 or \
+            decay.inputs[1] not in (scope + "/Minimum", scope + "/Minimum:0"):
+        return None
+    return _float_counted(nodes, decay.inputs[1], _sayer(nodes, said))
+
+
 def _float_counted(nodes, tensor: str, said: Said) -> str | None:
     """The decay ``apply()`` bounds by a float ``num_updates`` (``tf.cast(step, tf.float32)``,
     a float variable), as :func:`decay_text` spells it: ``min(0.5, (1 + n) / (10 + n)) with

@@ -15,7 +15,7 @@ import re
 from ._record import Frozen
 from .graph_def import READS, GraphNode, op_name
 from .meta_copies import copy_source
-from .meta_decay import decay_source, decay_text
+from .meta_decay import decay_source, decay_text, float_counted_text
 
 VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 ASSIGN_SUB = frozenset({"AssignSub", "AssignSubVariableOp"})
@@ -82,7 +82,10 @@ class UpdateOps(Frozen):
             hyperparameters, no slot (review-23-attack-r69 F3).
         grouped: the scopes of ``averages`` that a ``NoOp`` of the scope's own name groups,
             as ``ExponentialMovingAverage.apply()`` does (``ema`` for ``ema/AssignMovingAvg``),
-            and whose decay is one ``apply()`` makes itself (:func:`_apply_decay`).
+            and whose decay is one ``apply()`` makes itself (:func:`_apply_decay`; with a
+            float32 ``num_updates``, which ``apply()`` does not cast, only TF's own
+            ``min(decay, (1 + n) / (10 + n))`` over one named counter node:
+            :func:`.meta_decay.float_counted_text`).
         other_decay: the scopes so grouped whose decay is not: a decay tensor of the user's
             (``ExponentialMovingAverage(tf.minimum(0.999, ...))``), or a Lookahead's or SWA's
             hand-written ``assign_moving_average`` in ``apply()``'s idiom; the graph does not
@@ -200,11 +203,13 @@ def op_updates(nodes, variable, function: str = "", said=None) -> UpdateOps:
                 # a function's scopes restart: its ExponentialMovingAverage is not the graph's
                 applies[shadow] = f"{owner} in {function}" if function else owner
                 proven.add(name)
-                if not _apply_decay(nodes, mul, owner):
-                    other_decay.add(owner)
-                    decay = decay_source(nodes, mul, said)  # the tensor or variable it reads
-                else:
+                if _apply_decay(nodes, mul, owner):
                     decay = decay_text(nodes, mul, owner, said)
+                else:  # apply()'s own with a float32 num_updates, which it does not cast
+                    decay = float_counted_text(nodes, mul, owner, said)
+                    if decay is None:
+                        other_decay.add(owner)
+                        decay = decay_source(nodes, mul, said)  # the tensor or variable read
                 # one update of the apply() whose decay is unread leaves it unread
                 label = applies[shadow]
                 decays[label] = decay if decay is not None and decays.get(
