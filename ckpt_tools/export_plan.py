@@ -34,7 +34,6 @@ from .raw_unproven import (
     unproven_keys,
     unproven_warning,
 )
-from .saved_keys import averages_under_variable_names, refuse_averages_as_raw
 from .saved_swaps import raw_holders
 from .scoped_twins import (
     OFFERED,
@@ -52,6 +51,7 @@ from .unstored_heads import (
     refuse_unstored_heads,
     suspect_weights,
 )
+from .weight_keys_averaged import averages_under_variable_names, refuse_averages_as_raw
 from .wording import counted
 
 
@@ -123,8 +123,8 @@ def plan_export(ckpt: Checkpoint, *, ema: bool | None = None, include=None, excl
         EmaError: averages are missing or cannot be paired with their variables (the map's
             refusals included), unless ``ema=False`` or ``allow_missing``; with
             ``ema=False``, a key named as a weight that the save op wrote from an average
-            (:func:`~ckpt_tools.saved_keys.refuse_averages_as_raw`), and what the keys alone
-            refuse where the graph file records no save op that wrote them
+            (:func:`~ckpt_tools.weight_keys_averaged.refuse_averages_as_raw`), and what the
+            keys alone refuse where the graph file records no save op that wrote them
             (:func:`~ckpt_tools.raw_plan.refuse_as_without_graph`).
         OutputError: two tensors would be exported under one name.
         VariableNotFoundError: a ``rename`` rule renamed no exported name (exit 3).

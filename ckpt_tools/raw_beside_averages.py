@@ -14,7 +14,8 @@ from __future__ import annotations
 from .checkpoint import Checkpoint
 from .ema_updates import shadow_owners
 from .save_op import written_sources
-from .saved_keys import PART, averages_under_variable_names, held_variable
+from .saved_keys import PART, held_variable
+from .weight_keys_averaged import averages_under_variable_names
 
 
 def raw_beside_own_averages(ckpt: Checkpoint) -> dict[str, str]:
@@ -22,7 +23,7 @@ def raw_beside_own_averages(ckpt: Checkpoint) -> dict[str, str]:
     ``.meta``'s save op wrote from the variable it is named as (its raw value: ``w`` from
     ``w``), where the graph's update ops average that variable, and where some other key
     named as a variable holds that variable's average
-    (:func:`~ckpt_tools.saved_keys.averages_under_variable_names`: ``b`` from
+    (:func:`~ckpt_tools.weight_keys_averaged.averages_under_variable_names`: ``b`` from
     ``b/ExponentialMovingAverage``).
 
     Returns:

@@ -23,7 +23,8 @@ from .errors import OutputError, UnprovenPairingError
 from .raw_beside_averages import mixed_said
 from .raw_named import named_as_own_average, training_state
 from .save_op import graph_named, written_sources
-from .saved_keys import PART, averages_under_variable_names, held_variable
+from .saved_keys import PART, held_variable
+from .weight_keys_averaged import averages_under_variable_names
 
 #: roles a key written from a model variable has that ``--raw`` does not export as a weight
 #: and that is said left out
