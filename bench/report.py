@@ -152,6 +152,11 @@ def rows(results: dict) -> list[dict]:
         if r.get("only") == "remote-average":
             out += remote_average_rows(r["label"], r["averages"])
             continue
+        if r.get("only") == "show-full":  # bench/show_full.py
+            from show_full import show_full_rows
+
+            out += show_full_rows(r["label"], r["show_full"], _row)
+            continue
         if r.get("only") == "stream":  # --only stream: the read and stream rows alone
             out += _verified_read_rows(r["label"], r["read"])
             out += stream_rows(r["label"], r["read"], r["stream"])

@@ -16,6 +16,7 @@ Examples::
     python bench/run.py                         # 100M, 300M and 1G
     python bench/run.py --sizes 1G --repeats 5 --json results.json --markdown results.md
     python bench/run.py --quick                 # a few MB, one repeat: a smoke run
+    python bench/run.py --only show-full        # ckpt show --full memory, 1M values
 """
 
 from __future__ import annotations
@@ -365,8 +366,9 @@ def _warm_up(workdir: str, env: dict[str, str]) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100M,300M,1G",
-                        help="comma-separated checkpoint sizes (default: 100M,300M,1G)")
+    parser.add_argument("--sizes",
+                        help="comma-separated checkpoint sizes (default: 100M,300M,1G; "
+                        "--only show-full: the tensor's, 4M)")
     parser.add_argument("--size", help="a single size (same as --sizes SIZE)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (median)")
     parser.add_argument("--passes", type=int, default=5,
@@ -379,11 +381,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="variables of the checkpoint for the list -q row (100000)")
     parser.add_argument("--workdir", help="scratch directory (default: a new one in /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
-    parser.add_argument("--only", choices=["stream", "remote-average"],
+    parser.add_argument("--only", choices=["stream", "remote-average", "show-full"],
                         help="stream: only the verified read and the stats/diff --ema rows "
                              "(no list, TensorFlow, bake or export measurements); "
                              "remote-average: only peak RSS of ckpt average from S3 (a local "
-                             "moto server) beside the local average, 2 and 5 inputs")
+                             "moto server) beside the local average, 2 and 5 inputs; "
+                             "show-full: only peak RSS of ckpt show --full (and --json) on "
+                             "one tensor of each size, beside its bytes")
     parser.add_argument("--json", dest="json_path", help="write machine-readable results here")
     parser.add_argument("--markdown", help="write the results as a README section here")
     args = parser.parse_args(argv)
@@ -392,6 +396,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.list_variables, args.quiet_variables = 300, 3000
     elif args.size:
         args.sizes = args.size
+    elif args.sizes is None:
+        args.sizes = "4M" if args.only == "show-full" else "100M,300M,1G"
     args.size_list = [s.strip() for s in args.sizes.split(",") if s.strip()]
     for s in args.size_list:
         make_ckpt.parse_size(s)
@@ -418,6 +424,14 @@ def main(argv: list[str] | None = None) -> int:
                     "label": label, "only": "remote-average",
                     "averages": bench_remote_average(make_ckpt.parse_size(label), [2, 5],
                                                      workdir, env)})
+        elif args.only == "show-full":
+            from show_full import bench_show_full
+
+            for label in args.size_list:
+                _log(f"[{label}] ckpt show --full peak RSS")
+                results["sizes"].append({
+                    "label": label, "only": "show-full",
+                    "show_full": bench_show_full(make_ckpt.parse_size(label), workdir, env)})
         elif args.only == "stream":
             for label in args.size_list:
                 results["sizes"].append(bench_stream_only(

@@ -190,3 +190,28 @@ def _list_rows_alone_report(results: dict, capsys) -> None:
     metrics = {r["metric"] for r in alone["rows"]}
     assert {"interpreter start-up (python -c pass)",
             "interpreter start-up without site (-S)"} <= metrics
+
+
+def test_show_full_rows(tmp_path):
+    """``--only show-full``: ``ckpt show --full`` (and ``--json``) on one tensor written in the
+    bench, each peak RSS beside the tensor's bytes with its target (s29g left no bench row
+    for the streamed values)."""
+    show_full = _load("show_full")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import report
+    finally:
+        sys.path.remove(str(BENCH))
+    env = {**show_full.child_env(), "PYTHONPATH": str(BENCH.parent)}
+    result = show_full.bench_show_full(64 << 10, str(tmp_path), env)
+    assert result["values"] == 16_000 and result["tensor_bytes"] == 64_000
+    for name in show_full.SHOWN:  # every value written: 5+ bytes of text each
+        assert result[name]["out_bytes"] > 5 * 16_000 and result[name]["maxrss_mb"] > 0
+    with open_checkpoint(str(tmp_path / "show-full" / "model.ckpt")) as ckpt:
+        assert ckpt.tensor("model/w").shape == (16, 1000)
+    rows = report.rows({"many": None, "sizes": [
+        {"label": "64K", "only": "show-full", "show_full": result}]})
+    assert [r["vs"] for r in rows] == ["the tensor's bytes"] * 2
+    assert all(r["met"] is not None and r["ratio"] is not None for r in rows), rows
+    assert [r["metric"].split(" (")[0] for r in rows] == [
+        "peak RSS, ckpt show --full", "peak RSS, ckpt show --full --json"]
